@@ -1,0 +1,197 @@
+"""Pydantic models of a dpgate configuration file (one TOML file).
+
+Every model forbids unknown keys, so a typo is an error that names the field.
+Loading and error formatting live in :mod:`config.load`.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ColumnType = Literal["int", "float", "text", "bool"]
+Scalar = Union[bool, int, float, str]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Column(_Model):
+    """A declared column: its type, the clamping bounds for SUM/AVG, and the public
+    domain that makes it groupable (a GROUP BY releases one noisy cell per value)."""
+
+    type: ColumnType = "int"
+    lower: float | None = None
+    upper: float | None = None
+    domain: list[Scalar] | None = None
+    domain_range: tuple[int, int] | None = None
+    nullable: bool = True
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Column":
+        if (self.lower is None) != (self.upper is None):
+            raise ValueError("give both lower and upper, or neither")
+        if self.lower is not None:
+            if self.type not in ("int", "float"):
+                raise ValueError("lower/upper bounds are only for int and float columns")
+            if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+                raise ValueError("lower and upper must be finite numbers")
+            if self.lower > self.upper:
+                raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
+        if self.domain is not None and self.domain_range is not None:
+            raise ValueError("give domain or domain_range, not both")
+        if self.domain_range is not None:
+            lo, hi = self.domain_range
+            if self.type != "int":
+                raise ValueError("domain_range is only for int columns")
+            if hi < lo or hi - lo > 100_000:
+                raise ValueError("domain_range must be [lo, hi] with lo <= hi and at most 100001 values")
+        if self.domain is not None:
+            if len(set(map(repr, self.domain))) != len(self.domain):
+                raise ValueError("domain values must be distinct")
+            if not self.domain:
+                raise ValueError("domain must not be empty")
+        return self
+
+    @property
+    def bounded(self) -> bool:
+        return self.lower is not None
+
+    @property
+    def public_domain(self) -> tuple | None:
+        """The declared domain as a tuple of Python values, or None if not groupable."""
+        if self.domain_range is not None:
+            return tuple(range(self.domain_range[0], self.domain_range[1] + 1))
+        if self.domain is None:
+            return None
+        conv = {"int": int, "float": float, "text": str, "bool": bool}[self.type]
+        return tuple(conv(v) for v in self.domain)
+
+
+class Table(_Model):
+    """A declared (public-schema) table; `source` is the relation in the backend."""
+
+    source: str | None = None
+    description: str = ""
+    columns: dict[str, Column]
+
+    @field_validator("columns")
+    @classmethod
+    def _nonempty(cls, v: dict[str, Column]) -> dict[str, Column]:
+        if not v:
+            raise ValueError("a table needs at least one column")
+        for name in v:
+            if not name.isidentifier() or name.lower() != name:
+                raise ValueError(f"column name {name!r} must be a lower-case identifier")
+        return v
+
+
+class Tier(_Model):
+    """A privacy tier: ε charged per released query and the budget per period."""
+
+    epsilon: float = Field(gt=0, le=100)
+    budget: float = Field(gt=0)
+    period: Literal["day", "week", "month", "never"] = "day"
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Tier":
+        if self.epsilon > self.budget:
+            raise ValueError(f"epsilon ({self.epsilon}) exceeds the budget ({self.budget})")
+        return self
+
+
+class Role(_Model):
+    """A connection role. `scram` is a PostgreSQL SCRAM-SHA-256 verifier
+    (make one with `dpgate hash-password`); plain passwords are never stored."""
+
+    tier: str
+    scram: str | None = None
+    admin: bool = False
+
+    @field_validator("scram")
+    @classmethod
+    def _verifier(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("SCRAM-SHA-256$"):
+            raise ValueError("must be a SCRAM-SHA-256 verifier (run `dpgate hash-password`)")
+        return v
+
+
+class Limits(_Model):
+    max_connections: int = Field(default=100, ge=1)
+    max_message_size: int = Field(default=1 << 20, ge=1024)
+    statement_timeout_ms: int = Field(default=30_000, ge=0)
+    idle_timeout_s: float = Field(default=0, ge=0)
+    max_statements_per_role: int = Field(default=16, ge=1)
+
+
+class TLS(_Model):
+    cert: Path | None = None
+    key: Path | None = None
+    require: bool = False
+
+    @model_validator(mode="after")
+    def _pair(self) -> "TLS":
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("give both cert and key, or neither")
+        if self.require and self.cert is None:
+            raise ValueError("require = true needs cert and key")
+        return self
+
+
+class Server(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(default=6432, ge=0, le=65535)
+    database: str = "demo"
+    auth: Literal["scram", "trust"] = "scram"
+    state_dir: Path | None = None
+    limits: Limits = Limits()
+    tls: TLS = TLS()
+    log_format: Literal["text", "json"] = "text"
+
+    @model_validator(mode="after")
+    def _trust_loopback(self) -> "Server":
+        if self.auth == "trust" and self.host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("auth = 'trust' is only allowed on a loopback host")
+        return self
+
+
+class Backend(_Model):
+    kind: Literal["duckdb", "postgres"] = "duckdb"
+    path: Path | None = None       # duckdb file (relative to the state dir); None → demo file
+    dsn: str | None = None         # postgres connection string
+    pool_size: int = Field(default=4, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _dsn(self) -> "Backend":
+        if self.kind == "postgres" and not self.dsn:
+            raise ValueError("kind = 'postgres' needs dsn")
+        return self
+
+
+class Config(_Model):
+    server: Server = Server()
+    backend: Backend = Backend()
+    tiers: dict[str, Tier]
+    roles: dict[str, Role]
+    tables: dict[str, Table]
+    demo: bool = False             # load the demo data set into the backend on start
+
+    @model_validator(mode="after")
+    def _refs(self) -> "Config":
+        for name, role in self.roles.items():
+            if role.tier not in self.tiers:
+                raise ValueError(f"roles.{name}.tier: unknown tier {role.tier!r} (tiers: {', '.join(self.tiers)})")
+            if self.server.auth == "scram" and role.scram is None:
+                raise ValueError(f"roles.{name}.scram: a SCRAM verifier is required when server.auth = 'scram'")
+        for name in self.tables:
+            if not name.isidentifier() or name.lower() != name:
+                raise ValueError(f"tables.{name}: table names must be lower-case identifiers")
+        return self
+
+    def source_of(self, table: str) -> str:
+        return self.tables[table].source or table

@@ -1,0 +1,25 @@
+"""Backends run the rewriter's one-scan SQL and return plain rows.
+
+A backend is any object with ``dialect`` (a sqlglot dialect name),
+``async fetch(sql, timeout_s) -> list[tuple]``, ``async load_demo(...)`` and
+``async close()``. Failures raise :class:`BackendError` with a SQLSTATE; the
+orchestrator charges nothing for them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import BackendError, BackendTimeout
+from .duckdb import DuckDBBackend
+from .postgres import PostgresBackend
+
+
+def open_backend(cfg, state_dir):
+    """Build the backend the config asks for (not yet connected for Postgres)."""
+    if cfg.backend.kind == "postgres":
+        return PostgresBackend(cfg.backend.dsn, pool_size=cfg.backend.pool_size)
+    path = Path(cfg.backend.path or "demo.duckdb")
+    return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path)
+
+
+__all__ = ["BackendError", "BackendTimeout", "DuckDBBackend", "PostgresBackend", "open_backend"]

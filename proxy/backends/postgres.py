@@ -1,0 +1,91 @@
+"""Postgres backend via psycopg 3 with an async connection pool.
+
+Each statement runs with ``statement_timeout`` set on the server, and is also
+bounded on the client; a cancel or timeout sends a protocol cancel.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from .base import BackendError, BackendTimeout
+
+log = logging.getLogger("dpgate.backend")
+
+
+class PostgresBackend:
+    dialect = "postgres"
+
+    def __init__(self, dsn: str, pool_size: int = 4):
+        self.dsn = dsn
+        self.pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
+                                        kwargs={"autocommit": True}, reconnect_timeout=5)
+
+    async def connect(self) -> None:
+        await self.pool.open(wait=False)
+
+    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None) -> list[tuple]:
+        try:
+            async with self.pool.connection(timeout=10) as conn:
+                return await self._run(conn, sql, timeout_s, cancel)
+        except BackendError:
+            raise
+        except psycopg_pool_timeout() as e:
+            log.warning("postgres pool: %s", e)
+            raise BackendError("08006", "the backend is unavailable; nothing was charged") from None
+        except psycopg.OperationalError as e:
+            log.warning("postgres: %s", e)
+            raise BackendError("08006", "the backend is unavailable; nothing was charged") from None
+
+    async def _run(self, conn, sql, timeout_s, cancel):
+        ms = int((timeout_s or 0) * 1000)
+        async with conn.cursor() as cur:
+            await cur.execute(f"SET statement_timeout = {ms}")
+            work = asyncio.ensure_future(self._exec(cur, sql))
+            waiters = {work}
+            cancel_task = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+            if cancel_task is not None:
+                waiters.add(cancel_task)
+            try:
+                done, _ = await asyncio.wait(waiters, timeout=(timeout_s + 1) if timeout_s else None,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if work in done:
+                    return work.result()
+                conn.cancel()
+                try:
+                    await work
+                except BaseException:
+                    pass
+                if cancel_task is not None and cancel_task in done:
+                    raise BackendError("57014", "canceling statement due to user request")
+                raise BackendTimeout(timeout_s or 0)
+            finally:
+                if cancel_task is not None:
+                    cancel_task.cancel()
+
+    async def _exec(self, cur, sql):
+        try:
+            await cur.execute(sql)
+            return await cur.fetchall()
+        except psycopg.errors.QueryCanceled:
+            raise BackendTimeout(0) from None
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as e:
+            log.warning("postgres error: %s", e)
+            raise BackendError("58000", "the backend failed to run the query; nothing was charged") from None
+
+    async def execute_script(self, sql: str) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(sql)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+def psycopg_pool_timeout():
+    from psycopg_pool import PoolTimeout
+    return PoolTimeout

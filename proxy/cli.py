@@ -1,0 +1,179 @@
+"""The ``dpgate`` command line.
+
+    dpgate serve [--config FILE]       run the proxy (no config: the demo)
+    dpgate hash-password [PASSWORD]    print a SCRAM-SHA-256 verifier for a config
+    dpgate data-version [--advance]    show / advance the data version (new releases)
+    dpgate budget [--role R]           spent and remaining budget per role
+    dpgate check-config FILE           validate a config file
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import logging
+import sys
+import tomllib
+from pathlib import Path
+from urllib.parse import quote
+
+from config import Config, ConfigError, load_config, parse_config
+
+from .demo import demo_config_path, demo_passwords
+from .wire.auth import make_verifier
+
+
+def _demo_config(state_dir: Path) -> tuple[Config, dict[str, str]]:
+    data = tomllib.loads(demo_config_path().read_text())
+    pw = demo_passwords(state_dir, data["roles"])
+    for role, spec in data["roles"].items():
+        spec["scram"] = make_verifier(pw[role])
+    return parse_config(data, str(demo_config_path())), pw
+
+
+def resolve(args) -> tuple[Config, Path, dict[str, str]]:
+    """The config (file or demo), the state dir, and demo passwords (if any)."""
+    from .gateway import default_state_dir
+    if args.config:
+        cfg = load_config(args.config)
+        state = Path(args.state_dir or cfg.server.state_dir or default_state_dir())
+        return cfg, state, {}
+    state = Path(args.state_dir or default_state_dir())
+    cfg, pw = _demo_config(state)
+    return cfg, state, pw
+
+
+async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
+    from .gateway import Gateway
+    from .wire.server import Server
+
+    gw = Gateway(cfg, state)
+    await gw.start()
+    if cfg.demo:
+        from . import demo
+        print("dpgate: preparing the demo data (first start only) …", flush=True)
+        if gw.backend.dialect == "duckdb":
+            await asyncio.to_thread(demo.load_duckdb, gw.backend)
+        else:
+            await demo.load_postgres(gw.backend)
+    lim = cfg.server.limits
+    host = args.host or cfg.server.host
+    port = cfg.server.port if args.port is None else args.port
+    server = Server(gw.handler_factory, authenticator=gw, host=host, port=port,
+                    ssl_context=gw.ssl_context(), max_connections=lim.max_connections,
+                    max_message_size=lim.max_message_size,
+                    idle_timeout=lim.idle_timeout_s or None)
+    await server.start()
+    port = server.port
+    print(f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state})", flush=True)
+    for role in cfg.roles:
+        if role in passwords:
+            url = f"postgresql://{role}:{quote(passwords[role], safe='')}@{host}:{port}/{cfg.server.database}"
+        else:
+            url = f"postgresql://{role}@{host}:{port}/{cfg.server.database}"
+        tier = cfg.tiers[cfg.roles[role].tier]
+        print(f"  {role:<8} (ε {tier.epsilon:g}/query, budget {tier.budget:g}/{tier.period}):  psql \"{url}\"", flush=True)
+    try:
+        await server.serve_forever()
+    finally:
+        await server.stop()
+        await gw.close()
+
+
+def cmd_serve(args) -> int:
+    cfg, state, pw = resolve(args)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.verbose:
+        logging.getLogger("dpgate.statements").setLevel(logging.INFO)
+    try:
+        asyncio.run(_serve(cfg, state, pw, args))
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        print(f"dpgate: cannot listen: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_hash_password(args) -> int:
+    pw = args.password
+    if pw is None:
+        pw = sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty() else getpass.getpass("password: ")
+    if not pw:
+        print("dpgate: empty password", file=sys.stderr)
+        return 2
+    print(make_verifier(pw))
+    return 0
+
+
+def cmd_data_version(args) -> int:
+    from .ledger import Ledger
+    _, state, _ = resolve(args)
+    ledger = Ledger(state / "ledger.sqlite3")
+    if args.advance:
+        print(f"data version advanced to {ledger.advance_data_version()}: new queries draw new releases")
+    else:
+        print(f"data version {ledger.data_version()}")
+    return 0
+
+
+def cmd_budget(args) -> int:
+    from .ledger import Ledger
+    cfg, state, _ = resolve(args)
+    ledger = Ledger(state / "ledger.sqlite3")
+    print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8}  period")
+    for role, spec in cfg.roles.items():
+        if args.role and role != args.role:
+            continue
+        tier = cfg.tiers[spec.tier]
+        spent = ledger.spent(role, tier.period)
+        print(f"{role:<10} {spec.tier:<10} {tier.epsilon:>8g} {spent:>8g} {tier.budget - spent:>10g} "
+              f"{tier.budget:>8g}  {tier.period}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    cfg = load_config(args.file)
+    print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="dpgate", description="A differentially private SQL gateway.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp):
+        sp.add_argument("--config", "-c", help="config TOML file (default: the demo)")
+        sp.add_argument("--state-dir", help="state directory (ledger, demo database)")
+
+    s = sub.add_parser("serve", help="run the proxy")
+    common(s)
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--verbose", "-v", action="store_true", help="log every statement")
+    s.set_defaults(fn=cmd_serve)
+    h = sub.add_parser("hash-password", help="print a SCRAM-SHA-256 verifier")
+    h.add_argument("password", nargs="?")
+    h.set_defaults(fn=cmd_hash_password)
+    d = sub.add_parser("data-version", help="show or advance the data version")
+    common(d)
+    d.add_argument("--advance", action="store_true")
+    d.set_defaults(fn=cmd_data_version)
+    b = sub.add_parser("budget", help="budget per role")
+    common(b)
+    b.add_argument("--role")
+    b.set_defaults(fn=cmd_budget)
+    c = sub.add_parser("check-config", help="validate a config file")
+    c.add_argument("file")
+    c.set_defaults(fn=cmd_check)
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        print(f"dpgate: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

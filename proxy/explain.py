@@ -1,0 +1,29 @@
+"""``EXPLAIN <query>``: the rewrite, without running it or charging budget."""
+from __future__ import annotations
+
+from rewriter.plan import Plan
+
+from .release import measurement_for, split_epsilon
+
+
+def explain_lines(plan: Plan, tier, backend_sql: str) -> list[str]:
+    shares = split_epsilon(plan, tier.epsilon)
+    lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
+             f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"]
+    for o in plan.outputs:
+        if o.source == "group":
+            g = plan.group_by[o.index]
+            lines.append(f"  {o.name}: group key {g.column}, public domain of {len(g.domain)} value(s)")
+            continue
+        a = plan.aggregates[o.index]
+        m = measurement_for(a, shares[o.index])
+        hw = getattr(m, "half_width", None)
+        hw_txt = f"±{hw():.4g}" if callable(hw) and a.func != "avg" else "depends on the noisy count"
+        bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
+        lines.append(f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
+                     f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}")
+    if plan.order_by or plan.limit is not None:
+        lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
+    lines.append("backend SQL (one scan):")
+    lines.extend("  " + line for line in backend_sql.splitlines())
+    return lines

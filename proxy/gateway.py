@@ -1,0 +1,107 @@
+"""The running service's shared state: config, ledger, backend, catalog, the
+CSPRNG source, per-role statement slots, and the statement log."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import ssl
+import time
+from pathlib import Path
+
+from config import Config
+
+from mechanisms import default_source
+
+from .backends import open_backend
+from .catalog import Catalog
+from .ledger import Ledger
+from .orchestrator import Connection
+from .wire.api import SqlError
+
+log = logging.getLogger("dpgate")
+stmt_log = logging.getLogger("dpgate.statements")
+
+
+def default_state_dir() -> Path:
+    if env := os.environ.get("DPGATE_STATE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "dpgate"
+
+
+class Gateway:
+    """Everything the connections share. ``await start()`` opens the backend."""
+
+    def __init__(self, config: Config, state_dir: Path | None = None, *, backend=None, source=None):
+        self.config = config
+        self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.ledger = Ledger(self.state_dir / "ledger.sqlite3")
+        self.backend = backend or open_backend(config, self.state_dir)
+        self.catalog = Catalog(config, database=config.server.database)
+        self.source = source or default_source()
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
+        self.json_logs = config.server.log_format == "json"
+
+    async def start(self) -> None:
+        await self.backend.connect()
+
+    async def close(self) -> None:
+        await self.backend.close()
+        self.ledger.close()
+
+    @property
+    def data_version(self) -> int:
+        return self.ledger.data_version()
+
+    def tier_of(self, role: str):
+        return self.config.tiers[self.config.roles[role].tier]
+
+    # -- wire hooks -----------------------------------------------------------
+    async def handler_factory(self, user: str, database: str, params: dict[str, str]):
+        if user not in self.config.roles:
+            raise SqlError("28000", f'role "{user}" does not exist')
+        if database != self.config.server.database:
+            raise SqlError("3D000", f'database "{database}" does not exist',
+                           hint=f'Connect to database "{self.config.server.database}".')
+        return Connection(self, user, database, params)
+
+    def method(self, user: str) -> str:
+        return self.config.server.auth
+
+    def scram_verifier(self, user: str) -> str | None:
+        role = self.config.roles.get(user)
+        return role.scram if role else None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        tls = self.config.server.tls
+        if tls.cert is None:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(tls.cert, tls.key)
+        return ctx
+
+    @contextlib.asynccontextmanager
+    async def statement_slot(self, role: str):
+        """At most ``limits.max_statements_per_role`` backend scans per role at once."""
+        sem = self._slots.setdefault(role, asyncio.Semaphore(self.config.server.limits.max_statements_per_role))
+        if sem.locked():
+            raise SqlError("53300", f"too many concurrent statements for role {role}",
+                           hint="Wait for your other queries to finish.")
+        async with sem:
+            yield
+
+    def log_statement(self, *, role: str, sql: str, decision: str, epsilon: float, ms: float) -> None:
+        """One line per statement: role, fingerprint of the text, decision, ε, time —
+        never an answer or a true value."""
+        import hashlib
+        fp = hashlib.sha256(" ".join(sql.split()).encode()).hexdigest()[:12]
+        if self.json_logs:
+            stmt_log.info(json.dumps({"ts": time.time(), "role": role, "fingerprint": fp,
+                                      "decision": decision, "epsilon": epsilon, "ms": round(ms, 2)}))
+        else:
+            stmt_log.info("role=%s fp=%s decision=%s epsilon=%g ms=%.2f", role, fp, decision, epsilon, ms)

@@ -1,0 +1,182 @@
+"""One connection's statement pipeline: statement → plan → backend → mechanism →
+ledger → rows (the wire layer's :class:`~proxy.wire.api.Handler`).
+
+Order of a DP statement (README "What happens to a query"):
+parse and plan (a refusal charges nothing) → an earlier release of the same
+measurement by this role is served again for free → budget pre-check → ONE
+backend scan (a failure charges nothing) → noise → the ledger stores the answer
+and charges ε in one transaction → rows and a NOTICE go to the client.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+
+from rewriter import build_plan, param_types, parse, to_sql
+from rewriter.errors import Refusal
+
+from .backends import BackendError
+from .ledger import BudgetExceeded
+from .release import answer_rows, noisy_answer, notice, output_types
+from .statements import SessionState, split
+from .wire.api import Column, Description, Result, SqlError
+
+log = logging.getLogger("dpgate")
+
+_TEXT, _INT4 = 25, 23
+_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
+_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+
+
+def _sql_error(r: Refusal) -> SqlError:
+    return SqlError(r.sqlstate, r.message, hint=r.hint)
+
+
+class Connection:
+    """Handler for one authenticated connection of ``role``."""
+
+    def __init__(self, gateway, user: str, database: str, params: dict[str, str]):
+        self.gw = gateway
+        self.role = user
+        self.session = SessionState(user, database, params)
+        self._cancel = asyncio.Event()
+
+    # -- wire Handler interface ---------------------------------------------
+    def split(self, sql: str) -> list[str]:
+        return split(sql)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    async def close(self) -> None:
+        return None
+
+    async def describe(self, sql: str, param_type_oids: list[int]) -> Description:
+        try:
+            return await self._describe(sql, param_type_oids)
+        except Refusal as r:
+            raise _sql_error(r) from None
+
+    async def execute(self, sql: str, params: list[object]) -> Result:
+        t0 = time.perf_counter()
+        self._cancel.clear()
+        decision, eps = "error", 0.0
+        try:
+            result, decision, eps = await self._execute(sql, params)
+            return result
+        except Refusal as r:
+            decision = f"refused {r.sqlstate}"
+            raise _sql_error(r) from None
+        except SqlError as e:
+            decision = f"error {e.sqlstate}"
+            raise
+        finally:
+            self.gw.log_statement(role=self.role, sql=sql, decision=decision, epsilon=eps,
+                                  ms=(time.perf_counter() - t0) * 1000)
+
+    # -- routing ------------------------------------------------------------
+    def _kind(self, sql: str) -> str:
+        head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
+        if head == "EXPLAIN":
+            return "explain"
+        if self.gw.catalog.handles(sql):
+            return "catalog"
+        return "dp"
+
+    async def _describe(self, sql: str, oids: list[int]) -> Description:
+        local = copy.deepcopy(self.session).match(sql)
+        if local is not None:
+            _, cols, _, _ = local
+            return Description(list(oids), _columns(cols))
+        kind = self._kind(sql)
+        if kind == "explain":
+            return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
+        if kind == "catalog":
+            cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
+            return Description([o or _TEXT for o in oids], [Column(n, t) for n, t in cols])
+        expr = parse(sql)
+        types = param_types(expr, self.gw.config)
+        inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
+                    for i, t in enumerate(types)]
+        plan = build_plan(expr, self.gw.config, [_DUMMY.get(t, "0") for t in types])
+        return Description(inferred, [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
+
+    async def _execute(self, sql: str, params: list[object]):
+        local = self.session.match(sql)
+        if local is not None:
+            tag, cols, rows, ps = local
+            return Result(tag, _columns(cols), rows, parameter_status=ps), "local", 0.0
+        kind = self._kind(sql)
+        if kind == "explain":
+            return await self._explain(sql, params), "explain", 0.0
+        if kind == "catalog":
+            try:
+                cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params)
+            except Exception as e:  # CatalogError and anything else: never reaches the backend
+                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
+            return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
+        return await self._dp(sql, params)
+
+    # -- the DP pipeline ----------------------------------------------------
+    async def _dp(self, sql: str, params: list[object]):
+        gw = self.gw
+        plan = build_plan(parse(sql), gw.config, params or None)
+        tier = gw.tier_of(self.role)
+        key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
+        dv = gw.data_version
+        cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
+
+        stored = await asyncio.to_thread(gw.ledger.lookup, self.role, key, dv)
+        if stored is None:
+            remaining = tier.budget - await asyncio.to_thread(gw.ledger.spent, self.role, tier.period)
+            if remaining + 1e-9 < tier.epsilon:
+                raise _budget_error(self.role, tier.epsilon, remaining, tier)
+            async with gw.statement_slot(self.role):
+                try:
+                    cells = await gw.backend.fetch(to_sql(plan, gw.backend.dialect),
+                                                   gw.statement_timeout, self._cancel)
+                except BackendError as e:
+                    raise SqlError(e.sqlstate, e.message) from None
+            answer = noisy_answer(plan, cells, tier.epsilon, gw.source)
+            mech = ",".join(sorted(set(answer["mechanism"])))
+            try:
+                stored = await asyncio.to_thread(
+                    gw.ledger.charge_and_record, role=self.role, key=key, data_version=dv,
+                    epsilon=tier.epsilon, budget=tier.budget, period=tier.period,
+                    canonical=plan.canonical(), statement=sql, mechanism=mech, answer=answer)
+            except BudgetExceeded as b:
+                raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
+        remaining = tier.budget - await asyncio.to_thread(gw.ledger.spent, self.role, tier.period)
+        rows = answer_rows(plan, stored.answer)
+        msg = notice(plan, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
+                     remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,
+                     repeat=not stored.charged)
+        decision = "released" if stored.charged else "repeat"
+        return (Result(f"SELECT {len(rows)}", cols, rows, notices=[msg]), decision,
+                stored.epsilon if stored.charged else 0.0)
+
+    async def _explain(self, sql: str, params: list[object]) -> Result:
+        from .explain import explain_lines
+        body = sql.lstrip("( \n\t")[len("EXPLAIN"):].strip()
+        for opt in ("ANALYZE", "VERBOSE"):
+            if body.upper().startswith(opt + " "):
+                body = body[len(opt):].strip()
+        plan = build_plan(parse(body), self.gw.config, params or None)
+        lines = explain_lines(plan, self.gw.tier_of(self.role), to_sql(plan, self.gw.backend.dialect))
+        return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
+
+
+def _columns(cols):
+    if cols is None:
+        return None
+    return [Column(n, _INT4 if t == "int4" else _TEXT) for n, t in cols]
+
+
+def _budget_error(role, eps, remaining, tier) -> SqlError:
+    per = "in total" if tier.period == "never" else f"per {tier.period}"
+    return SqlError(
+        "53400", f"privacy budget exhausted for role {role}: this query costs ε {eps:g}, "
+                 f"{max(remaining, 0):g} of {tier.budget:g} {per} is left",
+        hint="Repeating an earlier query is free; the budget resets at the start of the next period.")

@@ -1,0 +1,119 @@
+"""From exact per-cell measures to a released answer, and from a stored answer to rows.
+
+``noisy_answer`` is the only place where exact aggregates meet the mechanisms;
+its output (the *answer*) holds released values only and is what the ledger
+stores. ``answer_rows`` is post-processing (ORDER BY / LIMIT / column order) and
+may run any number of times on a stored answer at no privacy cost.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from mechanisms import GeometricCount, LaplaceSum, SplitAverage
+from rewriter.plan import Aggregate, Plan
+
+TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
+
+
+def measurement_for(agg: Aggregate, epsilon: float):
+    """The baseline central-DP mechanism for one aggregate at ``epsilon``."""
+    integer = agg.type == "int"
+    if agg.func == "count":
+        return GeometricCount(epsilon)
+    if agg.func == "sum":
+        return LaplaceSum(epsilon, agg.lower, agg.upper, integer=integer)
+    if agg.func == "avg":
+        return SplitAverage(epsilon, agg.lower, agg.upper, integer=integer)
+    raise ValueError(f"no mechanism for {agg.func}")
+
+
+def split_epsilon(plan: Plan, epsilon: float) -> list[float]:
+    """Sequential composition over the statement's aggregates (equal shares);
+    cells are disjoint, so parallel composition makes the cells free."""
+    k = len(plan.aggregates)
+    return [epsilon / k] * k
+
+
+def _num(v):
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+def _key(v):
+    if isinstance(v, Decimal):
+        return _num(v)
+    return v
+
+
+def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> dict:
+    """Apply each aggregate's mechanism to every cell (empty cells included)."""
+    k = len(plan.group_by)
+    shares = split_epsilon(plan, epsilon)
+    ms = [measurement_for(a, e) for a, e in zip(plan.aggregates, shares)]
+    keys, values, hws = [], [], [0.0] * len(ms)
+    for row in cells:
+        keys.append([_key(v) for v in row[:k]])
+        measures = [_num(v) for v in row[k:]]
+        out = []
+        for i, (agg, m) in enumerate(zip(plan.aggregates, ms)):
+            arg = measures[agg.measures[0]] if len(agg.measures) == 1 else tuple(measures[j] for j in agg.measures)
+            rel = m.release(arg, source)
+            out.append(rel.value)
+            hws[i] = max(hws[i], float(rel.half_width))
+        values.append(out)
+    return {
+        "keys": keys, "values": values, "half_width": hws,
+        "mechanism": [m.name for m in ms], "epsilon": shares,
+        "labels": [a.label for a in plan.aggregates],
+    }
+
+
+def output_types(plan: Plan) -> list[int]:
+    oids = []
+    for o in plan.outputs:
+        if o.source == "group":
+            oids.append(TYPE_OIDS[plan.group_by[o.index].type])
+        else:
+            a = plan.aggregates[o.index]
+            oids.append(20 if a.func == "count" or (a.func == "sum" and a.type == "int") else 701)
+    return oids
+
+
+def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> list[tuple]:
+    """One stable sort pass; Postgres puts NULLs last for ASC, first for DESC."""
+    nf = desc if nulls_first is None else nulls_first
+    nulls = [r for r in rows if r[i] is None]
+    rest = sorted((r for r in rows if r[i] is not None), key=lambda r: r[i], reverse=desc)
+    return nulls + rest if nf else rest + nulls
+
+
+def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
+    rows = []
+    for key, vals in zip(answer["keys"], answer["values"]):
+        rows.append(tuple(key[o.index] if o.source == "group" else vals[o.index] for o in plan.outputs))
+    for item in reversed(plan.order_by):
+        rows = _order(rows, item.output, item.desc, item.nulls_first)
+    start = plan.offset or 0
+    end = None if plan.limit is None else start + plan.limit
+    return rows[start:end]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.4g}"
+
+
+def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget: float,
+           period: str, repeat: bool) -> str:
+    """One NOTICE line: ε charged, budget left, 95% half-width per output column."""
+    hw = []
+    for o in plan.outputs:
+        if o.source == "aggregate":
+            h = answer["half_width"][o.index]
+            avg = plan.aggregates[o.index].func == "avg"
+            hw.append(f"{o.name} ±{_fmt(h)}" + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
+    mech = ", ".join(sorted(set(answer["mechanism"])))
+    per = "in total" if period == "never" else f"this {period}"
+    head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
+    return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; "
+            f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}")

@@ -1,0 +1,133 @@
+"""The validated, typed, dialect-neutral query plan.
+
+A :class:`Plan` says what ONE backend scan must compute per cell and which DP
+aggregate each output column is. It holds no dialect-specific SQL: the WHERE
+predicate is a sqlglot expression over unqualified declared column names, and
+:mod:`rewriter.emit` turns the plan into DuckDB or Postgres SQL.
+
+Cells: the cartesian product of the public domains of the GROUP BY keys (one cell
+when there is no GROUP BY). The backend returns exactly one row per cell,
+``(key_1, …, key_k, measure_1, …, measure_j)``, empty cells included (counts and
+sums 0), so a cell's presence never depends on the data.
+
+Room to grow without a rewrite: ``privacy_unit`` (user-level DP with contribution
+bounding) and ``joins`` (public tables) are carried by the plan and default to
+none; the emitter and the mechanisms key on ``Measure``/``Aggregate`` kinds, so a
+new kind is a new rule, not a new plan.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlglot import exp
+
+ColumnType = Literal["int", "float", "text", "bool"]
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """A GROUP BY column with its declared public domain."""
+
+    column: str
+    type: ColumnType
+    domain: tuple
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One exact number the backend computes per cell (never sent to a client).
+
+    ``count_rows`` is COUNT(*); ``count`` is COUNT(column) (non-NULL rows);
+    ``sum`` is SUM of the column clamped to [lower, upper] inside the scan.
+    """
+
+    kind: Literal["count_rows", "count", "sum"]
+    column: str | None = None
+    type: ColumnType | None = None
+    lower: float | None = None
+    upper: float | None = None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One DP release per cell; ``measures`` index into :attr:`Plan.measures`.
+
+    count → (count measure,); sum → (sum measure,); avg → (sum measure, count measure).
+    """
+
+    func: Literal["count", "sum", "avg"]
+    column: str | None
+    type: ColumnType | None
+    lower: float | None
+    upper: float | None
+    measures: tuple[int, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.func}({self.column or '*'})"
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output column: a group key or an aggregate, by index."""
+
+    name: str
+    source: Literal["group", "aggregate"]
+    index: int
+    type: ColumnType
+
+
+@dataclass(frozen=True)
+class OrderItem:
+    output: int
+    desc: bool = False
+    nulls_first: bool | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    table: str
+    source: str
+    where: exp.Expression | None
+    group_by: tuple[GroupKey, ...]
+    measures: tuple[Measure, ...]
+    aggregates: tuple[Aggregate, ...]
+    outputs: tuple[Output, ...]
+    order_by: tuple[OrderItem, ...] = ()
+    limit: int | None = None
+    offset: int = 0
+    privacy_unit: str | None = None
+    joins: tuple = field(default=())
+
+    @property
+    def n_cells(self) -> int:
+        n = 1
+        for g in self.group_by:
+            n *= len(g.domain)
+        return n
+
+    def canonical(self) -> str:
+        """The measurement this plan releases, as canonical text.
+
+        Two statements with the same canonical text release the same numbers
+        (ORDER BY, LIMIT, aliases and output order are post-processing and are
+        left out; conjuncts are sorted; literals are normalised by sqlglot).
+        """
+        where = _canonical_where(self.where)
+        groups = ",".join(g.column for g in self.group_by)
+        aggs = ",".join(sorted(
+            f"{a.label}[{a.lower},{a.upper}]" for a in self.aggregates))
+        unit = self.privacy_unit or ""
+        return f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}"
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:32]
+
+
+def _canonical_where(where: exp.Expression | None) -> str:
+    if where is None:
+        return ""
+    conjuncts = list(where.flatten()) if isinstance(where, exp.And) else [where]
+    return " AND ".join(sorted(c.sql(dialect="postgres", normalize=True) for c in conjuncts))
