@@ -1,0 +1,45 @@
+"""Shared fixtures: a dpgate service on embedded DuckDB and on a real Postgres."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from support.pg import TempPostgres  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    pg = TempPostgres().start()
+    yield pg
+    pg.stop()
+
+
+def _service(request, tmp_path_factory):
+    from support.service import Service, make_config
+    backend = None
+    if request.param == "postgres":
+        pg = request.getfixturevalue("postgres")
+        backend = {"kind": "postgres", "dsn": pg.dsn, "pool_size": 4}
+    else:
+        backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
+    svc = Service(make_config(backend), tmp_path_factory.mktemp("state")).start()
+    return svc
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def service(request, tmp_path_factory):
+    """A dpgate service per backend (module scope: the ledger persists across a module's tests)."""
+    svc = _service(request, tmp_path_factory)
+    yield svc
+    svc.close()
+
+
+@pytest.fixture(scope="module", params=["duckdb"])
+def duck_service(request, tmp_path_factory):
+    svc = _service(request, tmp_path_factory)
+    yield svc
+    svc.close()

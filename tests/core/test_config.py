@@ -1,0 +1,71 @@
+"""Config validation: errors are one line naming the file and the field."""
+from __future__ import annotations
+
+import pytest
+
+from config import ConfigError, load_config, parse_config
+from proxy.demo import demo_config_path
+
+BASE = {"server": {"auth": "trust"}, "tiers": {"d": {"epsilon": 1, "budget": 10}},
+        "roles": {"a": {"tier": "d"}},
+        "tables": {"t": {"columns": {"age": {"type": "int", "lower": 0, "upper": 100}}}}}
+
+
+def _with(path: str, value):
+    import copy
+    d = copy.deepcopy(BASE)
+    cur = d
+    keys = path.split(".")
+    for k in keys[:-1]:
+        cur = cur.setdefault(k, {})
+    cur[keys[-1]] = value
+    return d
+
+
+@pytest.mark.parametrize("path,value,field", [
+    ("tables.t.columns.age.lower", "x", "tables.t.columns.age.lower"),
+    ("tables.t.columns.age.upper", -5, "tables.t.columns.age"),
+    ("roles.a.tier", "nope", "roles.a.tier"),
+    ("tiers.d.epsilon", 0, "tiers.d.epsilon"),
+    ("tiers.d.budget", 0.5, "tiers.d"),
+    ("server.port", 70000, "server.port"),
+    ("server.bogus", 1, "server.bogus"),
+    ("tables.t.columns.age.domain", [1, 1], "tables.t.columns.age"),
+    ("backend.kind", "postgres", "backend"),
+    ("roles.a.scram", "plaintext", "roles.a.scram"),
+])
+def test_errors_name_the_field(path, value, field):
+    with pytest.raises(ConfigError) as e:
+        parse_config(_with(path, value), "my.toml")
+    msg = str(e.value)
+    assert msg.startswith("my.toml: ") and field in msg and "\n" not in msg
+
+
+def test_scram_required_for_scram_auth():
+    d = _with("server.auth", "scram")
+    with pytest.raises(ConfigError, match="roles.a.scram"):
+        parse_config(d, "f.toml")
+
+
+def test_trust_only_on_loopback():
+    with pytest.raises(ConfigError, match="loopback"):
+        parse_config(_with("server.host", "0.0.0.0"), "f.toml")
+
+
+def test_load_file_errors(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("[server\n")
+    with pytest.raises(ConfigError, match="bad.toml: invalid TOML"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_demo_config_parses_with_verifiers():
+    import tomllib
+    data = tomllib.loads(demo_config_path().read_text())
+    for spec in data["roles"].values():
+        spec["scram"] = "SCRAM-SHA-256$4096:c2FsdA==$a2V5:a2V5"
+    cfg = parse_config(data)
+    assert set(cfg.tables) >= {"pums", "people"}
+    assert cfg.tables["pums"].columns["educ"].public_domain == tuple(range(1, 17))

@@ -1,0 +1,53 @@
+"""Statement splitting and the locally answered session statements."""
+from __future__ import annotations
+
+import pytest
+
+from proxy.statements import SessionState, split
+from rewriter.errors import Refusal
+
+
+def test_split_respects_quotes_comments_dollar():
+    sql = "select 1; select ';' -- c;\n; /* a;/* b; */ */ select $$a;b$$; select $t$x;$t$;;"
+    assert split(sql) == ["select 1", "select ';'", "select $$a;b$$", "select $t$x;$t$"]
+    assert split("  ;  -- only a comment\n") == []
+    assert split('select "a;b" from t') == ['select "a;b" from t']
+
+
+@pytest.mark.parametrize("sql,tag", [
+    ("BEGIN", "BEGIN"), ("begin transaction isolation level read committed", "BEGIN"),
+    ("START TRANSACTION", "START TRANSACTION"), ("COMMIT", "COMMIT"), ("END", "COMMIT"),
+    ("ROLLBACK", "ROLLBACK"), ("SET extra_float_digits = 3", "SET"),
+    ("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED", "SET"),
+    ("RESET ALL", "RESET"), ("DISCARD ALL", "DISCARD ALL"), ("DEALLOCATE ALL", "DEALLOCATE ALL"),
+    ("DEALLOCATE PREPARE s1", "DEALLOCATE"), ("SELECT 1", "SELECT 1"),
+])
+def test_session_statements(sql, tag):
+    assert SessionState("u", "demo", {}).match(sql)[0] == tag
+
+
+def test_set_show_reset_roundtrip():
+    s = SessionState("u", "demo", {"application_name": "psql"})
+    assert s.match("SHOW application_name")[2] == [("psql",)]
+    tag, _, _, ps = s.match("SET application_name TO 'bi tool'")
+    assert ps == {"application_name": "bi tool"}
+    assert s.match("show application_name")[2] == [("bi tool",)]
+    s.match("RESET application_name")
+    assert s.match("SHOW application_name")[2] == [("",)]
+    assert s.match("SHOW TRANSACTION ISOLATION LEVEL")[2] == [("read committed",)]
+
+
+def test_show_unknown_and_protected():
+    s = SessionState("u", "demo", {})
+    with pytest.raises(Refusal) as e:
+        s.match("SHOW data_directory")
+    assert e.value.sqlstate == "42704"
+    with pytest.raises(Refusal) as e:
+        s.match("SET role = admin")
+    assert e.value.sqlstate == "42501"
+
+
+def test_data_queries_are_not_session_statements():
+    s = SessionState("u", "demo", {})
+    assert s.match("SELECT count(*) FROM pums") is None
+    assert s.match("SELECT 1 FROM pums") is None

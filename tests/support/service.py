@@ -1,0 +1,105 @@
+"""Run a real dpgate (Gateway + wire Server) in a background thread for tests.
+
+Clients (psql, psycopg, asyncpg …) connect to it over loopback exactly as users do.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import tomllib
+from pathlib import Path
+
+from config import parse_config
+from proxy import demo
+from proxy.demo import demo_config_path
+from proxy.gateway import Gateway
+from proxy.wire.auth import make_verifier
+from proxy.wire.server import Server
+
+PASSWORDS = {"analyst": "analyst-pw", "admin": "admin-pw", "tiny": "tiny-pw", "other": "other-pw"}
+
+
+def make_config(backend: dict | None = None, *, tiers: dict | None = None, limits: dict | None = None,
+                extra_roles: bool = True) -> dict:
+    """The demo config with known passwords, plus a `tiny` role (budget 2.5) and `other`."""
+    data = tomllib.loads(demo_config_path().read_text())
+    data = copy.deepcopy(data)
+    data["demo"] = True
+    data["server"]["port"] = 0
+    if limits:
+        data["server"]["limits"] = limits
+    if backend:
+        data["backend"] = backend
+    if extra_roles:
+        data["tiers"]["tiny"] = {"epsilon": 1.0, "budget": 2.5, "period": "day"}
+        data["roles"]["tiny"] = {"tier": "tiny"}
+        data["roles"]["other"] = {"tier": "default"}
+    if tiers:
+        data["tiers"].update(tiers)
+    for role, spec in data["roles"].items():
+        spec["scram"] = make_verifier(PASSWORDS[role], iterations=1024)
+    return data
+
+
+class Service:
+    """dpgate in a thread. ``people_rows`` keeps the demo's big table small in tests."""
+
+    def __init__(self, cfg_dict: dict, state_dir: Path, *, people_rows: int = 20_000, source=None):
+        self.cfg = parse_config(cfg_dict, "test-config")
+        self.state_dir = Path(state_dir)
+        self.people_rows = people_rows
+        self.source = source
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.gw: Gateway | None = None
+        self.server: Server | None = None
+
+    def _call(self, coro, timeout=120):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _start(self, port: int):
+        self.gw = Gateway(self.cfg, self.state_dir, source=self.source)
+        await self.gw.start()
+        if self.gw.backend.dialect == "duckdb":
+            demo.load_duckdb(self.gw.backend, self.people_rows)
+        else:
+            await demo.load_postgres(self.gw.backend, self.people_rows)
+        lim = self.cfg.server.limits
+        self.server = Server(self.gw.handler_factory, authenticator=self.gw, host="127.0.0.1", port=port,
+                             ssl_context=self.gw.ssl_context(), max_connections=lim.max_connections,
+                             max_message_size=lim.max_message_size)
+        await self.server.start()
+
+    def start(self, port: int = 0) -> "Service":
+        self._call(self._start(port))
+        self.port = self.server.port
+        return self
+
+    async def _stop(self):
+        await self.server.stop()
+        await self.gw.close()
+
+    def stop(self) -> None:
+        self._call(self._stop())
+
+    def restart(self) -> None:
+        port = self.port
+        self.stop()
+        self.start(port)
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+    def dsn(self, role: str = "analyst", **extra) -> str:
+        opts = " ".join(f"{k}={v}" for k, v in extra.items())
+        return (f"host=127.0.0.1 port={self.port} dbname=demo user={role} "
+                f"password={PASSWORDS[role]} sslmode=disable {opts}").strip()
+
+    def url(self, role: str = "analyst") -> str:
+        return f"postgresql://{role}:{PASSWORDS[role]}@127.0.0.1:{self.port}/demo?sslmode=disable"
