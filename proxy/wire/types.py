@@ -1,0 +1,233 @@
+"""Type OIDs and text/binary value codecs.
+
+``encode(oid, value, fmt)`` turns a Python value (int, float, Decimal, str, bool,
+date, None) into wire bytes; ``decode(oid, fmt, data)`` turns a Bind parameter into
+a Python value. Unknown OIDs are handled as text.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import struct
+from decimal import Context, Decimal, InvalidOperation
+
+from .api import SqlError
+
+BOOL, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 18, 19, 20, 21, 23, 25, 26
+FLOAT4, FLOAT8, UNKNOWN, VARCHAR, DATE, NUMERIC = 700, 701, 705, 1043, 1082, 1700
+UNSPECIFIED = 0
+
+TEXT_LIKE = {TEXT, VARCHAR, NAME, CHAR, UNKNOWN, UNSPECIFIED}
+TYPE_NAMES = {BOOL: "boolean", CHAR: "\"char\"", NAME: "name", INT8: "bigint", INT2: "smallint",
+              INT4: "integer", TEXT: "text", OID: "oid", FLOAT4: "real", FLOAT8: "double precision",
+              UNKNOWN: "unknown", VARCHAR: "character varying", DATE: "date", NUMERIC: "numeric"}
+TYPE_SIZES = {BOOL: 1, CHAR: 1, NAME: 64, INT8: 8, INT2: 2, INT4: 4, OID: 4, FLOAT4: 4,
+              FLOAT8: 8, DATE: 4, UNKNOWN: -2}
+_INT_STRUCT = {INT2: "!h", INT4: "!i", INT8: "!q", OID: "!I"}
+_EPOCH = _dt.date(2000, 1, 1)
+
+NUMERIC_POS, NUMERIC_NEG, NUMERIC_NAN = 0x0000, 0x4000, 0xC000
+NUMERIC_PINF, NUMERIC_NINF = 0xD000, 0xF000
+
+
+def type_size(oid: int) -> int:
+    return TYPE_SIZES.get(oid, -1)
+
+
+# --------------------------------------------------------------------------- encoding
+
+def _float_text(v: float, oid: int) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if oid == FLOAT4:  # shortest representation that round-trips through float32
+        f32 = struct.unpack("!f", struct.pack("!f", v))[0]
+        for p in range(1, 10):
+            s = f"{f32:.{p}g}"
+            if struct.unpack("!f", struct.pack("!f", float(s)))[0] == f32:
+                break
+        v = float(s)
+    r = repr(float(v))
+    return r[:-2] if r.endswith(".0") else r
+
+
+def _numeric_text(v) -> str:
+    d = _to_decimal(v)
+    if d.is_nan():
+        return "NaN"
+    if d.is_infinite():
+        return "Infinity" if d > 0 else "-Infinity"
+    return format(d, "f")
+
+
+def encode_text(oid: int, value) -> str:
+    if oid == BOOL:
+        return "t" if value else "f"
+    if oid in _INT_STRUCT:
+        return str(int(value))
+    if oid in (FLOAT4, FLOAT8):
+        return _float_text(float(value), oid)
+    if oid == NUMERIC:
+        return _numeric_text(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _float_text(value, FLOAT8)
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def _to_decimal(value) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
+
+
+def encode_numeric_binary(value) -> bytes:
+    """Postgres base-10000 numeric: ndigits, weight, sign, dscale, then int16 digits."""
+    d = _to_decimal(value)
+    if d.is_nan():
+        return struct.pack("!hhHh", 0, 0, NUMERIC_NAN, 0)
+    if d.is_infinite():
+        return struct.pack("!hhHh", 0, 0, NUMERIC_PINF if d > 0 else NUMERIC_NINF, 0)
+    sign, digits, exp = d.as_tuple()
+    dscale = max(0, -exp)
+    low = exp // 4  # weight of the least significant base-10000 group
+    mag = int("".join(map(str, digits)) or "0") * 10 ** (exp - 4 * low)
+    groups: list[int] = []
+    while mag:
+        mag, g = divmod(mag, 10000)
+        groups.append(g)
+    groups.reverse()
+    weight = low + len(groups) - 1 if groups else 0
+    while groups and groups[-1] == 0:
+        groups.pop()
+    return struct.pack(f"!hhHh{len(groups)}h", len(groups), weight,
+                       NUMERIC_NEG if sign and groups else NUMERIC_POS, dscale, *groups)
+
+
+def encode_binary(oid: int, value) -> bytes:
+    if oid == BOOL:
+        return b"\x01" if value else b"\x00"
+    if oid in _INT_STRUCT:
+        try:
+            return struct.pack(_INT_STRUCT[oid], int(value))
+        except struct.error:
+            raise SqlError("22003", f"value out of range for type {TYPE_NAMES[oid]}") from None
+    if oid == FLOAT4:
+        return struct.pack("!f", float(value))
+    if oid == FLOAT8:
+        return struct.pack("!d", float(value))
+    if oid == NUMERIC:
+        return encode_numeric_binary(value)
+    if oid == DATE:
+        return struct.pack("!i", (value - _EPOCH).days)
+    return encode_text(oid, value).encode("utf-8")
+
+
+def encode(oid: int, value, fmt: int = 0) -> bytes | None:
+    """Encode one value for a DataRow; None -> SQL NULL."""
+    if value is None:
+        return None
+    if fmt == 1:
+        return encode_binary(oid, value)
+    return encode_text(oid, value).encode("utf-8")
+
+
+# --------------------------------------------------------------------------- decoding
+
+def _bad_text(oid: int, s: str) -> SqlError:
+    return SqlError("22P02", f"invalid input syntax for type {TYPE_NAMES.get(oid, oid)}: \"{s}\"")
+
+
+def decode_text(oid: int, s: str):
+    if oid in TEXT_LIKE:
+        return s
+    try:
+        if oid in _INT_STRUCT:
+            v = int(s.strip())
+            fmt = _INT_STRUCT[oid]
+            struct.pack(fmt, v)  # range check
+            return v
+        if oid in (FLOAT4, FLOAT8):
+            t = s.strip().lower()
+            specials = {"nan": math.nan, "infinity": math.inf, "+infinity": math.inf,
+                        "-infinity": -math.inf, "inf": math.inf, "-inf": -math.inf}
+            return specials[t] if t in specials else float(t)
+        if oid == NUMERIC:
+            d = Decimal(s.strip())
+            return d
+        if oid == BOOL:
+            t = s.strip().lower()
+            if t in ("t", "true", "y", "yes", "on", "1"):
+                return True
+            if t in ("f", "false", "n", "no", "off", "0"):
+                return False
+            raise ValueError
+        if oid == DATE:
+            return _dt.date.fromisoformat(s.strip())
+    except struct.error:
+        raise SqlError("22003", f"value \"{s}\" is out of range for type {TYPE_NAMES[oid]}") from None
+    except (ValueError, InvalidOperation):
+        raise _bad_text(oid, s) from None
+    return s
+
+
+def decode_numeric_binary(data: bytes) -> Decimal:
+    ndigits, weight, sign, dscale = struct.unpack_from("!hhHh", data)
+    if len(data) != 8 + 2 * ndigits or ndigits < 0:
+        raise ValueError("bad numeric")
+    if sign == NUMERIC_NAN:
+        return Decimal("NaN")
+    if sign in (NUMERIC_PINF, NUMERIC_NINF):
+        return Decimal("Infinity" if sign == NUMERIC_PINF else "-Infinity")
+    if sign not in (NUMERIC_POS, NUMERIC_NEG):
+        raise ValueError("bad numeric sign")
+    groups = struct.unpack_from(f"!{ndigits}h", data, 8)
+    if any(g < 0 or g > 9999 for g in groups):
+        raise ValueError("bad numeric digit")
+    value = 0
+    for g in groups:
+        value = value * 10000 + g
+    exp = 4 * (weight - ndigits + 1)
+    d = Decimal((1 if sign == NUMERIC_NEG else 0, tuple(int(c) for c in str(value)), exp))
+    if dscale < 0:
+        raise ValueError("bad numeric scale")
+    return d.quantize(Decimal(1).scaleb(-dscale), context=Context(prec=max(28, ndigits * 4 + dscale + 8)))
+
+
+def decode_binary(oid: int, data: bytes):
+    try:
+        if oid in _INT_STRUCT:
+            fmt = _INT_STRUCT[oid]
+            if len(data) != struct.calcsize(fmt):
+                raise ValueError
+            return struct.unpack(fmt, data)[0]
+        if oid == FLOAT4:
+            return struct.unpack("!f", data)[0]
+        if oid == FLOAT8:
+            return struct.unpack("!d", data)[0]
+        if oid == BOOL:
+            if len(data) != 1:
+                raise ValueError
+            return data != b"\x00"
+        if oid == NUMERIC:
+            return decode_numeric_binary(data)
+        if oid == DATE:
+            return _EPOCH + _dt.timedelta(days=struct.unpack("!i", data)[0])
+        return data.decode("utf-8")
+    except (ValueError, struct.error, OverflowError, UnicodeDecodeError, InvalidOperation):
+        raise SqlError("22P03", "incorrect binary data format in bind parameter") from None
+
+
+def decode(oid: int, fmt: int, data: bytes | None):
+    """Decode one Bind parameter; None (NULL) stays None."""
+    if data is None:
+        return None
+    if fmt == 1:
+        return decode_binary(oid, data)
+    try:
+        s = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SqlError("22021", "invalid byte sequence for encoding \"UTF8\"") from None
+    return decode_text(oid, s)
