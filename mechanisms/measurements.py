@@ -1,0 +1,212 @@
+"""Baseline central-DP measurements for COUNT and SUM (add-remove model).
+
+A measurement is an object with a ``name``, an exact privacy map
+(``privacy_map_exact(d_in) -> Fraction``, ``privacy_map(d_in) -> float``,
+``epsilon`` = map at d_in = 1), ``release(true_value, source) -> Release`` and a
+data-independent ``half_width(level)``. The map is computed from the noise
+scale actually used (eps = d_in * sensitivity / scale, pure DP, spec 001
+sections 1.1 and 2.2), so a wrong scale shows up in the map.
+
+Noise is exact discrete Laplace (:func:`mechanisms.samplers.discrete_laplace`).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from fractions import Fraction
+from numbers import Real
+from typing import Any, Iterable, Optional
+
+from .dlap import dlap_half_width, dlap_variance
+from .rng import RandomSource, default_source
+from .samplers import discrete_laplace
+
+__all__ = ["Release", "Measurement", "GeometricCount", "LaplaceSum", "as_epsilon"]
+
+
+@dataclass(frozen=True)
+class Release:
+    """A DP output. ``half_width`` is the 95% half-width; ``scale`` is the noise
+    scale in output units (None for derived outputs); ``parts`` holds the
+    sub-releases a derived output was post-processed from."""
+
+    value: Any
+    epsilon: float
+    half_width: float
+    mechanism: str
+    scale: Optional[float]
+    parts: tuple["Release", ...] = ()
+
+
+def as_epsilon(epsilon: Real) -> Fraction:
+    """Validate eps (int, float or Fraction; finite, > 0) and return it exactly."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
+        raise TypeError(f"epsilon must be a real number, got {type(epsilon).__name__}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    return Fraction(epsilon)
+
+
+def _as_int_bound(x: Real) -> int:
+    """Integer bound; integral floats (e.g. ``0.0`` from a config) are accepted."""
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    return operator.index(x)
+
+
+def _check_d_in(d_in: int) -> int:
+    d_in = operator.index(d_in)
+    if d_in < 0:
+        raise ValueError(f"d_in must be >= 0, got {d_in}")
+    return d_in
+
+
+class Measurement(ABC):
+    """Base class: an eps-DP (add-remove) randomized release."""
+
+    name: str = "measurement"
+
+    @abstractmethod
+    def privacy_map_exact(self, d_in: int) -> Fraction:
+        """eps (exact) for inputs at add-remove distance ``d_in``."""
+
+    def privacy_map(self, d_in: int) -> float:
+        """eps for inputs at add-remove distance ``d_in`` (rounded to float)."""
+        return float(self.privacy_map_exact(d_in))
+
+    @property
+    def epsilon(self) -> float:
+        """eps for neighbouring datasets (d_in = 1)."""
+        return self.privacy_map(1)
+
+    @abstractmethod
+    def release(self, true_value: Any, source: Optional[RandomSource] = None) -> Release:
+        """Release ``true_value`` + noise; ``source=None`` means the CSPRNG."""
+
+    @abstractmethod
+    def half_width(self, level: float = 0.95) -> float:
+        """Half-width of a ``level`` interval, from the noise law only."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon})"
+
+
+class _DiscreteLaplaceMeasurement(Measurement):
+    """Integer query on a grid: value/grid + DLap(sensitivity/eps) grid units."""
+
+    grid: Real = 1
+    sensitivity: int  # in grid units
+    scale: Fraction  # in grid units
+
+    def _init_noise(self, sensitivity: int, epsilon: Real) -> None:
+        self.sensitivity = sensitivity
+        self.scale = Fraction(sensitivity) / as_epsilon(epsilon)
+        self._hw95 = dlap_half_width(self.scale, 0.95)
+
+    def privacy_map_exact(self, d_in: int) -> Fraction:
+        # pure DP, group privacy: |q(D) - q(D')| <= d_in * sensitivity
+        return _check_d_in(d_in) * self.sensitivity / self.scale
+
+    def _noise(self, source: Optional[RandomSource]) -> int:
+        return discrete_laplace(self.scale, source if source is not None else default_source())
+
+    @property
+    def noise_variance(self) -> float:
+        """Variance of the added noise in output units."""
+        return dlap_variance(self.scale) * float(self.grid) ** 2
+
+    @property
+    def output_scale(self) -> float:
+        return float(self.scale) * self.grid
+
+
+class GeometricCount(_DiscreteLaplaceMeasurement):
+    """COUNT with two-sided geometric noise of scale 1/eps (sensitivity 1).
+
+    Adding or removing one row changes COUNT by 1 (add-remove, spec 001 1.1);
+    P[out = n + z] is proportional to exp(-eps |z|) (spec 001 2.2). Output: int.
+    95% half-width: least k with P(|Z| > k) = 2p^(k+1)/(1+p) <= 0.05, p = e^-eps.
+    """
+
+    name = "geometric_count"
+
+    def __init__(self, epsilon: Real) -> None:
+        self._init_noise(1, epsilon)
+
+    def release(self, true_value: int, source: Optional[RandomSource] = None) -> Release:
+        n = operator.index(true_value)
+        return Release(n + self._noise(source), self.epsilon, self._hw95, self.name,
+                       self.output_scale)
+
+    def half_width(self, level: float = 0.95) -> int:
+        return self._hw95 if level == 0.95 else dlap_half_width(self.scale, level)
+
+
+class LaplaceSum(_DiscreteLaplaceMeasurement):
+    """SUM of values clamped to [lower, upper], discrete Laplace on a fixed grid.
+
+    Sensitivity (add-remove): D = max(|lower|, |upper|) -- one added/removed
+    row moves the clamped sum by its own value (spec 001 1.1-1.2, 2.2).
+
+    * ``integer=True``: grid g = 1; release S + DLap(D/eps); output int.
+    * ``integer=False``: grid g = 2^k with D/g in [2^20, 2^21) (a power of two,
+      so S/g is exact in binary). Release g*(round(S/g) + Z), Z ~ DLap(D_g/eps)
+      in grid units, where D_g = floor(D/g) + 1: rounding adds at most one grid
+      unit of sensitivity, |round(a) - round(b)| <= |a - b| + 1. Output float.
+
+    The true sum should be computed exactly (ints, or ``math.fsum`` for floats;
+    see :meth:`clamp_sum`). Scales are exact Fractions (eps itself is taken as
+    the exact rational value of the float), so the privacy map is exactly
+    d_in * eps. Half-width: discrete Laplace tail (see GeometricCount), times g.
+    """
+
+    name = "discrete_laplace_sum"
+
+    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
+        self.integer = bool(integer)
+        if self.integer:
+            lower, upper = _as_int_bound(lower), _as_int_bound(upper)
+        else:
+            lower, upper = float(lower), float(upper)
+            if not (math.isfinite(lower) and math.isfinite(upper)):
+                raise ValueError("bounds must be finite")
+        if lower > upper:
+            raise ValueError(f"need lower <= upper, got [{lower}, {upper}]")
+        delta = max(abs(lower), abs(upper))
+        if delta == 0:
+            raise ValueError("bounds [0, 0] give sensitivity 0; nothing to protect")
+        self.lower, self.upper, self.delta = lower, upper, delta
+        if self.integer:
+            self.grid = 1
+            self._init_noise(delta, epsilon)
+        else:
+            self.grid = math.ldexp(1.0, math.frexp(delta)[1] - 21)
+            self._init_noise(math.floor(delta / self.grid) + 1, epsilon)
+
+    def clamp_sum(self, values: Iterable[Real]) -> Real:
+        """Exact (int) or correctly rounded (``math.fsum``) sum of clamped values."""
+        lo, hi = self.lower, self.upper
+        if self.integer:
+            return sum(min(max(operator.index(v), lo), hi) for v in values)
+        vals = [float(v) for v in values]
+        if any(math.isnan(v) for v in vals):
+            raise ValueError("NaN in values")
+        return math.fsum(min(max(v, lo), hi) for v in vals)
+
+    def release(self, true_value: Real, source: Optional[RandomSource] = None) -> Release:
+        if self.integer:
+            value = operator.index(true_value) + self._noise(source)
+        else:
+            s = float(true_value)
+            if not math.isfinite(s):
+                raise ValueError(f"sum must be finite, got {s}")
+            q = round(s / self.grid)  # exact int; S/g is exact since g = 2^k
+            value = float(q + self._noise(source)) * self.grid
+        return Release(value, self.epsilon, self.half_width(), self.name, self.output_scale)
+
+    def half_width(self, level: float = 0.95) -> Real:
+        k = self._hw95 if level == 0.95 else dlap_half_width(self.scale, level)
+        return k if self.integer else k * self.grid

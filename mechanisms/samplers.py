@@ -1,0 +1,94 @@
+"""Exact integer samplers (Canonne, Kamath, Steinke 2020, "The Discrete
+Gaussian for Differential Privacy", Algorithms 1-2).
+
+All arithmetic is on Python ints / Fractions; the only randomness primitive
+used is ``source.bernoulli(num, den)`` / ``source.randbelow(n)`` with integer
+arguments. No floating point anywhere in this module: floating-point Laplace
+samplers leak through the pattern of representable outputs (Mironov 2012).
+
+Spec 001 section 2.2 (discrete Laplace): P[Z = z] = (1-b)/(1+b) b^|z| with
+b = exp(-1/scale); for a sensitivity-D integer query, scale = D/eps gives eps-DP.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from numbers import Rational
+
+from .rng import RandomSource
+
+__all__ = ["bernoulli_exp", "discrete_laplace"]
+
+
+def _as_fraction(x: Rational, what: str) -> Fraction:
+    # Floats are refused on purpose: pass an int or a Fraction.
+    if isinstance(x, bool) or not isinstance(x, Rational):
+        raise TypeError(f"{what} must be an int or Fraction, got {type(x).__name__}")
+    return Fraction(x)
+
+
+def _bernoulli_exp_unit(num: int, den: int, source: RandomSource) -> bool:
+    """Bernoulli(exp(-num/den)) for 0 <= num/den <= 1 (CKS Alg. 1, gamma <= 1).
+
+    Draw A_k ~ Bernoulli(gamma/k) for k = 1, 2, ... until the first failure at
+    K; return [K odd]. P[K > k] = gamma^k / k!, so P[K odd] = exp(-gamma).
+    Expected number of draws <= e.
+    """
+    k = 1
+    while source.bernoulli(num, den * k):
+        k += 1
+    return k % 2 == 1
+
+
+def _bernoulli_exp_int(num: int, den: int, source: RandomSource) -> bool:
+    """Bernoulli(exp(-num/den)) for any num/den >= 0 (CKS Alg. 1, gamma > 1).
+
+    exp(-gamma) = exp(-1)^floor(gamma) * exp(-(gamma - floor(gamma))).
+    """
+    whole, rem = divmod(num, den)
+    for _ in range(whole):
+        if not _bernoulli_exp_unit(1, 1, source):
+            return False
+    return _bernoulli_exp_unit(rem, den, source)
+
+
+def bernoulli_exp(gamma: Rational, source: RandomSource) -> bool:
+    """Exact Bernoulli(exp(-gamma)) for rational ``gamma >= 0`` (CKS 2020 Alg. 1)."""
+    g = _as_fraction(gamma, "gamma")
+    if g < 0:
+        raise ValueError(f"gamma must be >= 0, got {g}")
+    return _bernoulli_exp_int(g.numerator, g.denominator, source)
+
+
+def discrete_laplace(scale: Rational, source: RandomSource) -> int:
+    """Exact discrete Laplace draw: P[Z = z] proportional to exp(-|z|/scale).
+
+    CKS 2020 Alg. 2 with scale = t/s (t, s coprime positive ints):
+
+    1. U ~ Uniform{0..t-1}; accept with prob. exp(-U/t), else restart.
+    2. V ~ Geometric: count successes of Bernoulli(exp(-1)) before a failure.
+    3. X = U + t*V is geometric with P[X = x] proportional to exp(-x/t);
+       Y = floor(X/s) is geometric with ratio exp(-s/t) = exp(-1/scale).
+    4. Random sign; reject (negative, 0) so that 0 is not double-counted.
+
+    Expected O(1) iterations independent of the scale: step 1 accepts with
+    probability ~(1 - 1/e) and step 2 needs ~1/(1 - 1/e) Bernoulli draws; the
+    sign rejection happens with probability <= 1/2. Ints are arbitrary size,
+    so huge rational scales (e.g. Fraction(500000) / Fraction(0.1)) are exact.
+    """
+    sc = _as_fraction(scale, "scale")
+    if sc <= 0:
+        raise ValueError(f"scale must be > 0, got {sc}")
+    t, s = sc.numerator, sc.denominator
+    while True:
+        u = source.randbelow(t)
+        if not _bernoulli_exp_unit(u, t, source):
+            continue
+        v = 0
+        while _bernoulli_exp_unit(1, 1, source):
+            v += 1
+        y = (u + t * v) // s
+        negative = source.randbelow(2) == 1
+        if negative and y == 0:
+            continue
+        return -y if negative else y

@@ -1,0 +1,78 @@
+"""dpgate's SQL rewriter: parse, validate and type one SELECT into a :class:`Plan`,
+and emit the single-scan backend SQL for it.
+
+The rules run in order, sqlglot-optimizer style: statement shape
+(:mod:`.shape`), select list / GROUP BY (:mod:`.select`), row predicate
+(:mod:`.predicate`, :mod:`.arith`), ORDER BY / LIMIT; :mod:`.emit` writes SQL.
+SQL only: no I/O, no numbers are released here.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+from config import Config
+
+from . import emit, predicate, select as select_, shape
+from .errors import SYNTAX_ERROR, Refusal
+from .plan import ColumnType, Plan
+from .scope import Ctx
+
+__all__ = ["Plan", "Refusal", "build_plan", "param_types", "parse", "to_sql"]
+
+
+def parse(sql: str) -> exp.Expression:
+    """Parse one PostgreSQL statement; syntax errors become Refusal 42601."""
+    try:
+        exprs = [e for e in sqlglot.parse(sql, read="postgres") if e is not None]
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        where = f" at line {err.get('line')}, column {err.get('col')}" if err.get("line") else ""
+        desc = err.get("description") or str(e).splitlines()[0]
+        raise Refusal(SYNTAX_ERROR, f"syntax error{where}: {desc}", hint=None) from None
+    except SqlglotError as e:
+        raise Refusal(SYNTAX_ERROR, f"syntax error: {str(e).splitlines()[0]}", hint=None) from None
+    if len(exprs) != 1:
+        raise Refusal(SYNTAX_ERROR, f"expected one statement, got {len(exprs)}.", hint=None)
+    return exprs[0]
+
+
+def build_plan(expr: exp.Expression, config: Config, params: list | None = None) -> Plan:
+    """Validate and type a SELECT; ``params`` are the values of $1..$n."""
+    return _build(expr, config, list(params or []))[0]
+
+
+def param_types(expr: exp.Expression, config: Config) -> list[ColumnType | None]:
+    """The type of each $n inferred from its context (None if unknown)."""
+    ctx = _build(expr, config, None)[1]
+    return [ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1)]
+
+
+def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
+    """The backend SQL: one row per cell, columns (k_1..k_k, m_1..m_j)."""
+    return emit.to_sql(plan, dialect)
+
+
+def _build(expr: exp.Expression, config: Config, params: list | None) -> tuple[Plan, Ctx]:
+    expr = normalize_identifiers(expr.copy(), dialect="postgres")
+    select = shape.check_statement(expr)
+    shape.check_clauses(select)
+    shape.check_nesting(select)
+    name, qualifiers = shape.resolve_table(select, config)
+    ctx = Ctx(name, config.tables[name], qualifiers, params)
+    items = select_.items(select, ctx)
+    groups = select_.group_by(select, items, ctx)
+    measures, aggregates, outputs = select_.outputs(items, groups, ctx)
+    w = select.args.get("where")
+    where = predicate.where(w.this, ctx) if w is not None else None
+    order = select_.order_by(select, items, outputs, ctx)
+    limit, offset = select_.limit_offset(select, ctx)
+    ctx.check_count()
+    plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
+                measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
+                limit=limit, offset=offset)
+    return plan, ctx

@@ -1,0 +1,117 @@
+"""Emit the backend SQL for a plan: one scan, one row per cell.
+
+    WITH d AS (domain cells: VALUES … CROSS JOIN VALUES …),
+         a AS (SELECT keys, measures FROM source WHERE pred GROUP BY keys)
+    SELECT d.k1, …, COALESCE(a.m1, 0), … FROM d LEFT JOIN a ON d.k1 = a.k1 AND …
+    ORDER BY d.k1, …
+
+Without GROUP BY it is a single aggregate row. SUM inputs are clamped to the
+declared bounds inside the scan (NULL stays NULL, NaN/inf clamp); rows with a NULL or
+out-of-domain group value match no cell and are dropped by the join. Everything is
+built as a sqlglot AST.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from sqlglot import exp
+
+from .plan import GroupKey, Measure, Plan
+from .values import to_node
+
+DOUBLE = exp.DataType.build("double")
+_SQL_TYPES = {"int": "bigint", "float": "double", "text": "text", "bool": "boolean"}
+_SERIES_MIN = 64   # contiguous integer domains at least this long use generate_series
+
+
+def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
+    return build(plan).sql(dialect=dialect, identify=True)
+
+
+def build(plan: Plan) -> exp.Select:
+    source = exp.to_table(plan.source)
+    scan = exp.select(*[_measure(m).as_(f"m{j + 1}") for j, m in enumerate(plan.measures)])
+    scan = scan.from_(source)
+    if plan.where is not None:
+        scan = scan.where(plan.where.copy())
+    if not plan.group_by:
+        cols = [exp.Coalesce(this=exp.column(f"m{j + 1}"), expressions=[to_node(0)])
+                for j in range(len(plan.measures))]
+        return exp.select(*[c.as_(f"m{j + 1}") for j, c in enumerate(cols)]).from_(
+            scan.subquery("a"))
+    keys = [_key(g) for g in plan.group_by]
+    scan = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)],
+                      *scan.expressions).from_(source)
+    if plan.where is not None:
+        scan = scan.where(plan.where.copy())
+    scan = scan.group_by(*[k.copy() for k in keys])
+    cells = _domains(plan.group_by)
+    k = [f"k{i + 1}" for i in range(len(plan.group_by))]
+    on = exp.and_(*[exp.column(x, "d").eq(exp.column(x, "a")) for x in k])
+    out = exp.select(
+        *[exp.column(x, "d").as_(x) for x in k],
+        *[exp.Coalesce(this=exp.column(f"m{j + 1}", "a"), expressions=[to_node(0)])
+          .as_(f"m{j + 1}") for j in range(len(plan.measures))])
+    out = out.from_("d").join("a", on=on, join_type="left")
+    out = out.order_by(*[exp.column(x, "d") for x in k])
+    return out.with_("d", as_=cells).with_("a", as_=scan)
+
+
+def _key(g: GroupKey) -> exp.Expression:
+    col = exp.column(g.column, quoted=True)
+    return exp.Cast(this=col, to=DOUBLE.copy()) if g.type == "float" else col
+
+
+def _measure(m: Measure) -> exp.Expression:
+    if m.kind == "count_rows":
+        return exp.Count(this=exp.Star())
+    col = exp.column(m.column, quoted=True)
+    if m.kind == "count":
+        return exp.Count(this=col)
+    lo, hi = m.lower, m.upper
+    exact = (m.type == "int" and float(lo).is_integer() and float(hi).is_integer()
+             and max(abs(lo), abs(hi)) < 2**62)
+    if exact:
+        lo, hi = int(lo), int(hi)
+    else:
+        col = exp.Cast(this=col, to=DOUBLE.copy())
+        lo, hi = float(lo), float(hi)
+    lo_n, hi_n = to_node(lo), to_node(hi)
+    if not exact:   # keep the bounds float8 (a plain 0 would make Postgres pick numeric)
+        lo_n, hi_n = (exp.Cast(this=n, to=DOUBLE.copy()) for n in (lo_n, hi_n))
+    # CASE rather than LEAST/GREATEST: Postgres' GREATEST(NULL, lo) is lo, not NULL.
+    below = exp.If(this=exp.LT(this=col.copy(), expression=lo_n), true=lo_n.copy())
+    above = exp.If(this=exp.GT(this=col.copy(), expression=hi_n), true=hi_n.copy())
+    clamped = exp.Case(ifs=[below, above], default=col)
+    return exp.Sum(this=clamped)
+
+
+def _domains(groups: tuple[GroupKey, ...]) -> exp.Select:
+    """The cartesian product of the group domains as a (k1, …, kk) relation."""
+    parts = [_domain(g, f"d{i}", f"k{i + 1}") for i, g in enumerate(groups)]
+    sel = exp.select("*").from_(parts[0])
+    for p in parts[1:]:
+        sel = sel.join(p, join_type="cross")
+    return sel
+
+
+def _domain(g: GroupKey, alias: str, col: str) -> exp.Expression:
+    vals = sorted(g.domain, key=lambda v: (v is None, v))
+    ints = g.type == "int" and all(isinstance(v, int) for v in vals)
+    if ints and len(vals) >= _SERIES_MIN and vals[-1] - vals[0] == len(vals) - 1:
+        series = exp.Anonymous(this="generate_series",
+                               expressions=[to_node(vals[0]), to_node(vals[-1])])
+        return exp.Table(this=series, alias=exp.TableAlias(
+            this=exp.to_identifier(alias), columns=[exp.to_identifier(col)]))
+    typ = exp.DataType.build(_SQL_TYPES[g.type])
+    rows = [exp.Tuple(expressions=[exp.Cast(this=_value(v, g.type), to=typ.copy())])
+            for v in vals]
+    return exp.Values(expressions=rows, alias=exp.TableAlias(
+        this=exp.to_identifier(alias), columns=[exp.to_identifier(col)]))
+
+
+def _value(v, type_: str) -> exp.Expression:
+    if type_ == "float" and isinstance(v, (int, float)) and math.isfinite(v):
+        return to_node(float(v))
+    return to_node(v)

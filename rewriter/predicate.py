@@ -1,0 +1,169 @@
+"""Row-predicate rules: type the WHERE clause and rebuild it as a total expression.
+
+:func:`check` dispatches on the node type and returns a :class:`~rewriter.scope.T`
+whose node is a *fresh* tree over unqualified, quoted declared columns, with
+parameters bound, literals normalised, commutative AND/OR chains sorted and
+explicit parentheses, so equal predicates print equally (see ``Plan.canonical``).
+Anything whose evaluation could raise an error for some row is refused or made
+total (see :mod:`rewriter.arith`), so an error never reveals that a row exists.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from . import arith
+from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
+                     INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
+from .scope import NUMERIC, Ctx, T, literal
+from .values import literal_value
+
+_CMP = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+_FLIP = {exp.GT: exp.LT, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.LTE: exp.GTE}
+ESCAPE = "\\"
+
+
+def where(node: exp.Expression, ctx: Ctx) -> exp.Expression:
+    """The checked WHERE predicate (must be boolean)."""
+    return boolean(check(node, ctx), ctx, "WHERE").node
+
+
+def check(node: exp.Expression, ctx: Ctx) -> T:
+    if isinstance(node, exp.Paren):
+        return check(node.this, ctx)
+    ok, value = literal_value(node)
+    if ok:
+        return literal(value)
+    if isinstance(node, exp.Column):
+        return ctx.column(node)
+    if isinstance(node, exp.Parameter):
+        return ctx.param(node)
+    if isinstance(node, (exp.And, exp.Or)):
+        return _connective(node, ctx)
+    if isinstance(node, exp.Not):
+        return T(exp.Not(this=paren(boolean(check(node.this, ctx), ctx, "NOT").node)), "bool")
+    if isinstance(node, _CMP):
+        return _compare(type(node), check(node.this, ctx), check(node.expression, ctx), ctx)
+    if isinstance(node, exp.Between):
+        return _between(node, ctx)
+    if isinstance(node, exp.In):
+        return _in(node, ctx)
+    if isinstance(node, (exp.Like, exp.ILike)):
+        return _like(node, ctx)
+    if isinstance(node, exp.Is):
+        return _is(node, ctx)
+    if isinstance(node, exp.AggFunc):
+        raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
+    if isinstance(node, (exp.Escape, exp.SimilarTo, exp.RegexpLike, exp.RegexpILike)):
+        raise Refusal(UNSUPPORTED, f"{node.key.upper()} is not supported; use LIKE/ILIKE "
+                      "with a literal pattern (backslash escapes).")
+    rule = arith.RULES.get(type(node))
+    if rule is not None:
+        return rule(node, ctx, check)
+    if isinstance(node, exp.Func) and not isinstance(node, (exp.Case, exp.If)):
+        name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
+        raise Refusal(UNDEFINED_FUNCTION, f"function {name.lower()}() is not allowed; allowed "
+                      f"functions: {arith.ALLOWED_FUNCTIONS}.")
+    raise Refusal(UNSUPPORTED, f"{node.key.upper()} expressions are not supported in a row "
+                  "predicate; use comparisons, BETWEEN, IN, LIKE, IS NULL, AND/OR/NOT, "
+                  "arithmetic and allowed functions.")
+
+
+def boolean(t: T, ctx: Ctx, where_: str) -> T:
+    t = ctx.settle(t, "bool")
+    if t.type not in ("bool", None):
+        raise Refusal(DATATYPE_MISMATCH, f"argument of {where_} must be boolean, not {t.type}.")
+    return t
+
+
+def paren(node: exp.Expression) -> exp.Expression:
+    """Parenthesise compound operands so the tree prints unambiguously."""
+    atomic = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Func, exp.Paren,
+              exp.Parameter, exp.Cast)
+    if isinstance(node, atomic) and not isinstance(node, exp.Connector):
+        return node
+    return exp.Paren(this=node)
+
+
+def _connective(node: exp.Connector, ctx: Ctx) -> T:
+    kind = type(node)
+    parts = [boolean(check(p, ctx), ctx, kind.key.upper()).node
+             for p in node.flatten() if p is not node]
+    parts = sorted({p.sql("postgres"): p for p in parts}.items())
+    items = [p if isinstance(p, kind) else paren(p) for _, p in parts]
+    out = items[0]
+    for item in items[1:]:
+        out = kind(this=out, expression=item)
+    return T(out, "bool")
+
+
+def comparable(a: T, b: T, ctx: Ctx, what: str) -> tuple[T, T]:
+    """Settle pending sides to the other side's type and check the types match."""
+    if a.pending and not b.pending:
+        a = ctx.settle(a, b.type)
+    b = ctx.settle(b, a.type)
+    a = ctx.settle(a, b.type)
+    ok = (a.type is None or b.type is None or a.type == b.type
+          or (a.type in NUMERIC and b.type in NUMERIC))
+    if not ok:
+        raise Refusal(DATATYPE_MISMATCH, f"cannot compare {a.type} with {b.type} in {what}; "
+                      "compare columns with values of the same type.")
+    return a, b
+
+
+def _compare(kind: type, a: T, b: T, ctx: Ctx) -> T:
+    a, b = comparable(a, b, ctx, "a comparison")
+    if (a.is_literal or a.param) and not (b.is_literal or b.param):
+        a, b, kind = b, a, _FLIP.get(kind, kind)
+    return T(kind(this=paren(a.node), expression=paren(b.node)), "bool")
+
+
+def _between(node: exp.Between, ctx: Ctx) -> T:
+    if node.args.get("symmetric"):
+        raise Refusal(UNSUPPORTED, "BETWEEN SYMMETRIC is not supported.")
+    x = check(node.this, ctx)
+    x, lo = comparable(x, check(node.args["low"], ctx), ctx, "BETWEEN")
+    x, hi = comparable(x, check(node.args["high"], ctx), ctx, "BETWEEN")
+    return T(exp.Between(this=paren(x.node), low=paren(lo.node), high=paren(hi.node)), "bool")
+
+
+def _in(node: exp.In, ctx: Ctx) -> T:
+    if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+        raise Refusal(DENIED, "IN takes a list of literal values here, not a subquery.")
+    x = check(node.this, ctx)
+    items = []
+    for item in node.expressions:
+        t = check(item, ctx)
+        if not (t.is_literal or t.param):
+            raise Refusal(UNSUPPORTED, "IN (…) takes literal values or parameters only.")
+        x, t = comparable(x, t, ctx, "IN")
+        items.append(t)
+    nodes = sorted({t.node.sql("postgres"): t.node for t in items}.items())
+    return T(exp.In(this=paren(x.node), expressions=[n for _, n in nodes]), "bool")
+
+
+def _like(node: exp.Like | exp.ILike, ctx: Ctx) -> T:
+    x = ctx.settle(check(node.this, ctx), "text")
+    pat = ctx.settle(check(node.expression, ctx), "text")
+    if x.type not in ("text", None) or pat.type not in ("text", None):
+        raise Refusal(DATATYPE_MISMATCH, "LIKE/ILIKE compare text with a text pattern.")
+    if not (pat.is_literal or pat.param):
+        raise Refusal(UNSUPPORTED, "LIKE/ILIKE patterns must be literals or parameters.")
+    if pat.is_literal and pat.value is not None:
+        trailing = len(pat.value) - len(pat.value.rstrip(ESCAPE))
+        if trailing % 2:
+            raise Refusal("22025", "a LIKE pattern must not end with the escape character "
+                          "(backslash).", hint="Escape it as \\\\ or remove it.")
+    like = type(node)(this=paren(x.node), expression=pat.node)
+    return T(exp.Escape(this=like, expression=exp.Literal.string(ESCAPE)), "bool")
+
+
+def _is(node: exp.Is, ctx: Ctx) -> T:
+    x = check(node.this, ctx)
+    rhs = node.expression
+    if isinstance(rhs, exp.Null):
+        x = ctx.settle(x, None)
+    elif isinstance(rhs, exp.Boolean):
+        x = boolean(x, ctx, "IS TRUE/FALSE")
+    else:
+        raise Refusal(UNSUPPORTED, "IS takes NULL, TRUE or FALSE.")
+    return T(exp.Is(this=paren(x.node), expression=rhs.copy()), "bool")

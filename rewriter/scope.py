@@ -1,0 +1,127 @@
+"""Typing context shared by the expression rules: typed nodes, column lookup and
+parameter binding.
+
+A parameter ``$n`` is *pending* until its context gives it a type; then the
+binder either replaces it with the converted literal (``build_plan``) or records
+the type (``param_types``, where no values are known).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sqlglot import exp
+
+from config import Table
+
+from .errors import UNDEFINED_COLUMN, UNDEFINED_TABLE, Refusal
+from .plan import ColumnType
+from .values import coerce, natural_type, to_node
+
+NUMERIC = ("int", "float")
+INT_MAG = (1.0, 2.0**63)          # |x| of a non-zero 64-bit integer
+UNKNOWN_MAG = (0.0, math.inf)     # a float column: anything, incl. ±inf and tiny values
+NOVALUE = object()
+PROTOCOL_VIOLATION = "08P01"
+
+
+@dataclass(frozen=True)
+class T:
+    """A checked, rewritten expression with its type.
+
+    ``mag`` bounds |x| over the NON-ZERO values x can take (numeric only);
+    ``value`` is the plan-time value of a literal; ``param`` an unbound $n.
+    """
+
+    node: exp.Expression
+    type: ColumnType | None
+    mag: tuple[float, float] = UNKNOWN_MAG
+    value: Any = NOVALUE
+    param: int | None = None
+
+    @property
+    def is_literal(self) -> bool:
+        return self.value is not NOVALUE
+
+    @property
+    def pending(self) -> bool:
+        return self.param is not None and self.type is None
+
+
+def literal(value: Any) -> T:
+    mag = UNKNOWN_MAG
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        mag = (abs(value), abs(value)) if value else (math.inf, 0.0)
+    return T(to_node(value), natural_type(value), mag, value)
+
+
+@dataclass
+class Ctx:
+    """What the expression rules need: the table, its qualifiers, and the binder."""
+
+    name: str
+    table: Table
+    qualifiers: set[str]
+    params: list | None            # None: infer mode (param_types)
+    types: dict[int, ColumnType | None] = field(default_factory=dict)
+    used: set[int] = field(default_factory=set)
+
+    @property
+    def infer(self) -> bool:
+        return self.params is None
+
+    def column(self, node: exp.Column) -> T:
+        if node.args.get("catalog") or node.args.get("db") or (
+                node.table and node.table not in self.qualifiers):
+            raise Refusal(UNDEFINED_TABLE, f"missing FROM-clause entry for {node.table!r}; "
+                          f"qualify columns with {' or '.join(sorted(self.qualifiers))} or "
+                          "not at all.", hint=None)
+        name = node.name
+        col = self.table.columns.get(name)
+        if col is None or isinstance(node.this, exp.Star):
+            if isinstance(node.this, exp.Star):
+                raise Refusal("42501", "SELECT * returns raw rows and is not allowed.")
+            raise Refusal(UNDEFINED_COLUMN, f"column {name} is not declared for table "
+                          f"{self.name}; declared columns: {', '.join(self.table.columns)}.",
+                          hint=None)
+        mag = INT_MAG if col.type == "int" else UNKNOWN_MAG
+        return T(exp.column(name, quoted=True), col.type, mag)
+
+    def param(self, node: exp.Parameter) -> T:
+        ok = isinstance(node.this, exp.Literal) and node.this.is_int and int(node.this.this) >= 1
+        if not ok:
+            raise Refusal("42601", f"invalid parameter {node.sql('postgres')}; use $1, $2, …",
+                          hint=None)
+        n = int(node.this.this)
+        self.used.add(n)
+        return T(node, None, param=n)
+
+    def settle(self, t: T, type_: ColumnType | None) -> T:
+        """Give a pending parameter (or a string literal) the type its context wants."""
+        if t.pending:
+            if self.infer:
+                if self.types.get(t.param) is None:
+                    self.types[t.param] = type_
+                return replace(t, type=type_ or self.types.get(t.param))
+            n = t.param
+            if n > len(self.params):
+                raise Refusal(PROTOCOL_VIOLATION, f"the statement uses ${n} but only "
+                              f"{len(self.params)} parameter(s) were supplied.", hint=None)
+            return literal(coerce(self.params[n - 1], type_, f"parameter ${n}"))
+        if t.is_literal and t.type == "text" and type_ in ("int", "float", "bool"):
+            return literal(coerce(t.value, type_, "literal"))
+        return t
+
+    def check_count(self) -> None:
+        if self.infer or not self.used:
+            if not self.infer and self.params:
+                self._mismatch()
+            return
+        if len(self.params) != max(self.used):
+            self._mismatch()
+
+    def _mismatch(self) -> None:
+        need = max(self.used) if self.used else 0
+        raise Refusal(PROTOCOL_VIOLATION, f"the statement has {need} parameter(s) but "
+                      f"{len(self.params)} were supplied.", hint=None)

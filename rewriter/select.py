@@ -1,0 +1,219 @@
+"""Select-list, GROUP BY, ORDER BY and LIMIT rules.
+
+Select items are group keys or COUNT/SUM/AVG of a declared column; duplicated
+aggregates share one :class:`Aggregate`, and AVG shares its SUM/COUNT measures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from . import predicate
+from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
+                     INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
+from .plan import Aggregate, GroupKey, Measure, OrderItem, Output
+from .scope import Ctx
+
+MAX_CELLS = 100_000
+MAX_BOUND = 1e290   # |lower|, |upper| of a SUM; larger could overflow a float8 sum
+_BAD_POSITION = "42P10"
+
+
+@dataclass(frozen=True)
+class Item:
+    """A select item: ``kind`` "column" (payload: name) or "agg" (payload: (func, column))."""
+
+    name: str
+    kind: str
+    payload: object
+
+
+def items(select: exp.Select, ctx: Ctx) -> list[Item]:
+    out = []
+    for node in select.expressions:
+        alias = node.alias if isinstance(node, exp.Alias) else None
+        node = node.unalias()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
+            raise Refusal(DENIED, "SELECT * returns raw rows and is not allowed; select "
+                          "aggregates such as COUNT(*), SUM(col), AVG(col).")
+        if isinstance(node, exp.Column):
+            name = ctx.column(node).node.name
+            out.append(Item(alias or name, "column", name))
+        elif isinstance(node, exp.AggFunc) or isinstance(node, exp.Filter):
+            func, col = aggregate(node, ctx)
+            out.append(Item(alias or func, "agg", (func, col)))
+        elif node.find(exp.AggFunc):
+            raise Refusal(UNSUPPORTED, "expressions over aggregates are not supported yet; "
+                          "select the aggregate itself.")
+        else:
+            predicate.check(node, ctx)   # unknown columns/functions get their own error
+            raise Refusal(DENIED, f"select item {node.sql('postgres')} would return raw row "
+                          "values; select group keys and aggregates only.")
+    return out
+
+
+def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
+    """(func, column) of an allowed aggregate call, or a refusal."""
+    if isinstance(node, exp.Filter):
+        raise Refusal(UNSUPPORTED, "aggregate FILTER (WHERE …) is not supported; use WHERE.")
+    if not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
+        raise Refusal(UNSUPPORTED, f"aggregate {node.sql_name().lower()}() is not supported "
+                      "yet; use COUNT, SUM or AVG.")
+    func, arg = node.key, node.this
+    if isinstance(arg, exp.Distinct):
+        raise Refusal(UNSUPPORTED, f"{func.upper()}(DISTINCT …) is not supported.")
+    if func == "count" and isinstance(arg, exp.Star):
+        return "count", None
+    if not isinstance(arg, exp.Column) or [k for k, v in node.args.items()
+                                            if v and k not in ("this", "big_int")]:
+        predicate.check(arg, ctx) if isinstance(arg, exp.Expression) else None
+        raise Refusal(UNSUPPORTED, f"{func.upper()} takes a declared column (or * for COUNT), "
+                      "not an expression; filter rows with WHERE instead.")
+    col = ctx.column(arg).node.name
+    spec = ctx.table.columns[col]
+    if func != "count":
+        if spec.type not in ("int", "float"):
+            raise Refusal(DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column; "
+                          f"{col} is {spec.type}.")
+        if not spec.bounded:
+            raise Refusal(DENIED, f"{func.upper()}({col}) needs clamping bounds; declare lower "
+                          f"and upper for column {col} in the config.")
+        if max(abs(spec.lower), abs(spec.upper)) > MAX_BOUND:
+            raise Refusal("54000", f"the bounds of {col} are too large to sum safely.")
+    return func, col
+
+
+def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, ...]:
+    group = select.args.get("group")
+    if group is None:
+        return ()
+    if any(v for k, v in group.args.items() if k != "expressions"):
+        raise Refusal(UNSUPPORTED, "ROLLUP/CUBE/GROUPING SETS are not supported.")
+    aliases = {i.name: i.payload for i in its if i.kind == "column"}
+    keys: dict[str, GroupKey] = {}
+    for node in group.expressions:
+        if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+            raise Refusal(UNSUPPORTED, "ROLLUP/CUBE/GROUPING SETS are not supported.")
+        if isinstance(node, exp.Literal) and node.is_int:
+            pos = int(node.this)
+            if not 1 <= pos <= len(its):
+                raise Refusal(_BAD_POSITION, f"GROUP BY position {pos} is not in the select list.")
+            node = exp.column(its[pos - 1].payload) if its[pos - 1].kind == "column" else None
+        elif (isinstance(node, exp.Column) and not node.table and node.name in aliases
+              and node.name not in ctx.table.columns):
+            node = exp.column(aliases[node.name])
+        if not isinstance(node, exp.Column):
+            raise Refusal(DENIED, "GROUP BY takes columns with a declared public domain, not "
+                          "expressions or aggregates.")
+        name = ctx.column(node).node.name
+        col = ctx.table.columns[name]
+        if col.public_domain is None:
+            raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
+                          f"domain; declare a public domain for it in the config.")
+        keys[name] = GroupKey(name, col.type, col.public_domain)
+    out = tuple(keys[k] for k in sorted(keys))
+    cells = 1
+    for g in out:
+        cells *= len(g.domain)
+    if cells > MAX_CELLS:
+        raise Refusal("54000", f"GROUP BY {', '.join(keys)} has {cells} cells; at most "
+                      f"{MAX_CELLS} are allowed.", hint="Group by fewer or smaller columns.")
+    return out
+
+
+def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx):
+    """(measures, aggregates, outputs) for the select list."""
+    measures: list[Measure] = []
+    aggs: list[Aggregate] = []
+    outs: list[Output] = []
+    gidx = {g.column: i for i, g in enumerate(groups)}
+
+    def m(measure: Measure) -> int:
+        if measure not in measures:
+            measures.append(measure)
+        return measures.index(measure)
+
+    for it in its:
+        if it.kind == "column":
+            if it.payload not in gidx:
+                raise Refusal(DENIED, f"column {it.payload} is selected but not grouped; raw "
+                              "column values are never returned. Select group keys (GROUP BY a "
+                              "column with a public domain) and aggregates only.")
+            g = groups[gidx[it.payload]]
+            outs.append(Output(it.name, "group", gidx[it.payload], g.type))
+            continue
+        func, col = it.payload
+        spec = ctx.table.columns[col] if col else None
+        typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+        if func == "count":
+            lo = hi = None
+            ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+        else:
+            ms = (m(Measure("sum", col, typ, lo, hi)),)
+            if func == "avg":
+                ms += (m(Measure("count", col)),)
+        agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms)
+        if agg not in aggs:
+            aggs.append(agg)
+        out_type = {"count": "int", "sum": typ, "avg": "float"}[func]
+        outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type))
+    if not aggs:
+        raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
+    return tuple(measures), tuple(aggs), tuple(outs)
+
+
+def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
+             ctx: Ctx) -> tuple[OrderItem, ...]:
+    order = select.args.get("order")
+    if order is None:
+        return ()
+    result = []
+    for o in order.expressions:
+        node, idx = o.this, None
+        if isinstance(node, exp.Literal) and node.is_int:
+            idx = int(node.this) - 1
+            if not 0 <= idx < len(outs):
+                raise Refusal(_BAD_POSITION, f"ORDER BY position {idx + 1} is not in the "
+                              "select list.")
+        elif isinstance(node, exp.Column) and not node.table and any(
+                out.name == node.name for out in outs):
+            idx = next(i for i, out in enumerate(outs) if out.name == node.name)
+        else:
+            key = ("column", ctx.column(node).node.name) if isinstance(node, exp.Column) else (
+                ("agg", aggregate(node, ctx)) if isinstance(node, exp.AggFunc) else None)
+            idx = next((i for i, it in enumerate(its) if key == (it.kind, it.payload)), None)
+        if idx is None:
+            raise Refusal(UNSUPPORTED, "ORDER BY takes output columns: an alias, a position, or "
+                          "the same group key or aggregate as in the select list.")
+        result.append(OrderItem(idx, bool(o.args.get("desc")), o.args.get("nulls_first")))
+    return tuple(result)
+
+
+def _count(node: exp.Expression | None, ctx: Ctx, what: str, state: str) -> int | None:
+    if node is None or (isinstance(node, exp.Var) and node.name.upper() == "ALL"):
+        return None
+    t = ctx.settle(predicate.check(node, ctx), "int")
+    if t.param is not None:
+        return None
+    if not t.is_literal or t.value is None:
+        if t.is_literal:
+            return None
+        raise Refusal(UNSUPPORTED, f"{what} takes a literal integer or a parameter.")
+    if not isinstance(t.value, int) or t.value < 0:
+        raise Refusal(state, f"{what} must be a non-negative integer.", hint=None)
+    return t.value
+
+
+def limit_offset(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
+    lim, off = select.args.get("limit"), select.args.get("offset")
+    for node in (lim, off):
+        if node is not None and (not isinstance(node, (exp.Limit, exp.Offset)) or any(
+                v for k, v in node.args.items() if k != "expression")):
+            raise Refusal(UNSUPPORTED, "this LIMIT/FETCH form is not supported; use LIMIT n "
+                          "OFFSET m.")
+    limit = _count(lim.expression if lim else None, ctx, "LIMIT", "2201W")
+    offset = _count(off.expression if off else None, ctx, "OFFSET", "2201X")
+    return limit, offset or 0

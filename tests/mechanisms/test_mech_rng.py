@@ -1,0 +1,64 @@
+import secrets
+
+import pytest
+
+from mechanisms import RandomSource, SeededSource, SystemRandomSource, default_source
+
+
+def test_default_source_is_system_csprng():
+    src = default_source()
+    assert type(src) is SystemRandomSource
+    assert isinstance(src, RandomSource)
+    assert not hasattr(src, "seed")  # unseedable by construction
+
+
+def test_fresh_system_sources_give_different_streams():
+    a, b = default_source(), default_source()
+    # 128-bit draws collide with probability 2^-128.
+    assert a.getrandbits(128) != b.getrandbits(128)
+    assert a.randbelow(1 << 128) != b.randbelow(1 << 128)
+
+
+def test_system_source_uses_secrets(monkeypatch):
+    calls = []
+    monkeypatch.setattr(secrets, "randbelow", lambda n: calls.append(n) or 0)
+    assert default_source().randbelow(7) == 0 and calls == [7]
+
+
+def test_seeded_source_is_deterministic():
+    a, b, c = SeededSource(42), SeededSource(42), SeededSource(43)
+    xa = [a.randbelow(10**30) for _ in range(5)]
+    assert xa == [b.randbelow(10**30) for _ in range(5)]
+    assert xa != [c.randbelow(10**30) for _ in range(5)]
+
+
+def test_seeded_source_requires_int_seed():
+    with pytest.raises(TypeError):
+        SeededSource()  # no implicit seed
+    with pytest.raises(TypeError):
+        SeededSource(1.5)
+
+
+@pytest.mark.parametrize("src", [SeededSource(0), SystemRandomSource()])
+def test_randbelow_range_and_big_ints(src):
+    n = (1 << 200) + 12345
+    xs = [src.randbelow(n) for _ in range(200)]
+    assert all(type(x) is int and 0 <= x < n for x in xs)
+    assert max(xs) > n // 2  # P(fail) = 2^-200
+    assert {src.randbelow(3) for _ in range(200)} == {0, 1, 2}
+    with pytest.raises(ValueError):
+        src.randbelow(0)
+
+
+def test_bernoulli_exact_and_validated():
+    src = SeededSource(1)
+    n = 200_000
+    freq = sum(src.bernoulli(1, 3) for _ in range(n)) / n
+    # 5 binomial standard errors: 5 * sqrt(p (1-p) / n)
+    assert abs(freq - 1 / 3) < 5 * (1 / 3 * 2 / 3 / n) ** 0.5
+    assert src.bernoulli(0, 5) is False and src.bernoulli(5, 5) is True
+    for num, den in [(-1, 2), (3, 2), (1, 0)]:
+        with pytest.raises(ValueError):
+            src.bernoulli(num, den)
+    with pytest.raises(TypeError):
+        src.bernoulli(0.5, 1)

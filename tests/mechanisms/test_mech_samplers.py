@@ -1,0 +1,92 @@
+import ast
+import math
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+import mechanisms.samplers as samplers
+from mechanisms import SeededSource, bernoulli_exp, default_source, discrete_laplace
+from mech_testutil import ALLOWED, RecordingSource, dlap_chisq_pvalue
+
+N_BERN = 200_000
+N_DLAP = 100_000
+
+
+@pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 10), Fraction(1, 2), 1,
+                                   Fraction(5, 2), Fraction(37, 10)])
+def test_bernoulli_exp_frequency(gamma):
+    src = SeededSource(1000 + int(Fraction(gamma) * 10))
+    hits = sum(bernoulli_exp(gamma, src) for _ in range(N_BERN))
+    p = math.exp(-float(gamma))
+    # tolerance: 5 binomial standard errors, 5 * sqrt(p (1 - p) / N)
+    assert abs(hits / N_BERN - p) <= 5 * math.sqrt(p * (1 - p) / N_BERN)
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(1), Fraction(37, 10), Fraction(20)])
+def test_discrete_laplace_chi_square(scale):
+    src = SeededSource(int(scale * 10))
+    xs = [discrete_laplace(scale, src) for _ in range(N_DLAP)]
+    assert dlap_chisq_pvalue(xs, scale) > 1e-4
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(1), Fraction(37, 10), Fraction(20)])
+def test_chi_square_rejects_half_scale(scale):
+    # Same test, sample drawn at scale/2: must be rejected (the test has power).
+    src = SeededSource(7 + int(scale * 10))
+    xs = [discrete_laplace(scale / 2, src) for _ in range(N_DLAP)]
+    assert dlap_chisq_pvalue(xs, scale) < 1e-4
+
+
+def test_discrete_laplace_huge_rational_scale():
+    # scale = 500000 / 0.1 with eps taken as the exact binary rational of 0.1
+    scale = Fraction(500_000) / Fraction(0.1)
+    src = SeededSource(3)
+    xs = [discrete_laplace(scale, src) for _ in range(4000)]
+    mean_abs = sum(abs(x) for x in xs) / len(xs)
+    # E|Z| ~= scale for large scale; sd(|Z|) ~= scale, so 5 SE = 5 scale / sqrt(n)
+    assert abs(mean_abs - float(scale)) < 5 * float(scale) / math.sqrt(len(xs))
+
+
+def test_samplers_return_python_int_and_never_touch_floats():
+    src = RecordingSource(11)
+    for scale in [Fraction(1, 3), Fraction(37, 10), Fraction(10**6), Fraction(1) / Fraction(0.3)]:
+        for _ in range(300):
+            assert type(discrete_laplace(scale, src)) is int
+    assert type(bernoulli_exp(Fraction(7, 3), src)) is bool
+    assert src.calls
+    assert {c[0] for c in src.calls} <= ALLOWED
+    assert all(type(a) is int for c in src.calls for a in c[1:])
+
+
+def test_samplers_refuse_float_parameters():
+    with pytest.raises(TypeError):
+        discrete_laplace(2.0, SeededSource(0))
+    with pytest.raises(TypeError):
+        bernoulli_exp(0.5, SeededSource(0))
+    with pytest.raises(ValueError):
+        discrete_laplace(Fraction(0), SeededSource(0))
+    with pytest.raises(ValueError):
+        bernoulli_exp(Fraction(-1), SeededSource(0))
+
+
+def test_sampler_module_is_float_free_by_construction():
+    tree = ast.parse(Path(samplers.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported <= {"__future__", "fractions", "numbers", "rng"}
+    assert not [n.value for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert not names & {"float", "math", "random", "np", "numpy"}
+    assert not {n.op.__class__ for n in ast.walk(tree) if isinstance(n, ast.BinOp)} & {ast.Div}
+
+
+def test_speed_at_scale_1e6_with_csprng():
+    # Target < 200 us/draw; assert a generous 1 ms bound to stay robust on slow CI.
+    src, scale, n = default_source(), Fraction(10**6), 2000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        discrete_laplace(scale, src)
+    assert (time.perf_counter() - t0) / n < 1e-3

@@ -1,0 +1,195 @@
+"""Plans, parameters, canonical forms and totality of the emitted predicates."""
+from __future__ import annotations
+
+import pytest
+
+import rewriter
+from rewriter.errors import Refusal
+from rewriter.plan import GroupKey, Measure, OrderItem
+
+
+def plan(config, sql, params=None):
+    return rewriter.build_plan(rewriter.parse(sql), config, params)
+
+
+# ---- plans -----------------------------------------------------------------------------
+
+def test_count_star(config):
+    p = plan(config, "SELECT COUNT(*) FROM pums")
+    assert (p.table, p.source, p.where, p.group_by) == ("pums", "pums", None, ())
+    assert p.measures == (Measure("count_rows"),)
+    assert [a.label for a in p.aggregates] == ["count(*)"]
+    assert [(o.name, o.source) for o in p.outputs] == [("count", "aggregate")]
+
+
+def test_measures_are_shared(config):
+    p = plan(config, "SELECT AVG(age), SUM(age) AS s, COUNT(age), count(*), COUNT(*) AS n2, "
+                     "avg(age) FROM public.pums")
+    assert p.measures == (Measure("sum", "age", "int", 0, 100), Measure("count", "age"),
+                          Measure("count_rows"))
+    assert [a.label for a in p.aggregates] == ["avg(age)", "sum(age)", "count(age)", "count(*)"]
+    assert p.aggregates[0].measures == (0, 1)
+    assert [o.index for o in p.outputs] == [0, 1, 2, 3, 3, 0]
+    assert [o.name for o in p.outputs] == ["avg", "s", "count", "count", "n2", "avg"]
+
+
+def test_group_keys_aliases_and_order(config):
+    p = plan(config, "SELECT sex AS s, educ, COUNT(*) AS n FROM pums AS p WHERE p.age >= 18 "
+                     "GROUP BY s, 2 ORDER BY n DESC, 1 NULLS FIRST, educ LIMIT $1 OFFSET 2", [5])
+    assert p.group_by == (GroupKey("educ", "int", tuple(range(1, 17))),
+                          GroupKey("sex", "int", (0, 1)))
+    assert [(o.name, o.source, o.index) for o in p.outputs] == [
+        ("s", "group", 1), ("educ", "group", 0), ("n", "aggregate", 0)]
+    assert p.order_by == (OrderItem(2, True, True), OrderItem(0, False, True),
+                          OrderItem(1, False, False))
+    assert (p.limit, p.offset) == (5, 2)
+    assert p.where.sql("postgres") == '"age" >= 18'
+
+
+def test_order_by_aggregate_expression(config):
+    p = plan(config, "SELECT sex, SUM(income) FROM pums GROUP BY sex ORDER BY SUM(income)")
+    assert p.order_by == (OrderItem(1, False, False),)
+
+
+def test_text_and_bool_domains(config):
+    p = plan(config, "SELECT state, flag, COUNT(*) FROM pums GROUP BY state, flag")
+    assert p.group_by[1] == GroupKey("state", "text", ("ca", "ny", "tx"))
+    assert p.n_cells == 6
+
+
+def test_where_is_unqualified_and_total(config):
+    p = plan(config, "SELECT COUNT(*) FROM pums t WHERE t.age + 1 > 30 AND 5 < t.income")
+    sql = p.where.sql("postgres")
+    assert "CAST(\"age\" AS DOUBLE PRECISION)" in sql and '"income" > 5' in sql
+    assert "t." not in sql
+
+
+def test_int_modulo_uses_absolute_divisor(config):
+    p = plan(config, "SELECT COUNT(*) FROM pums WHERE age % -1 = 0")
+    assert p.where.sql("postgres") == '("age" % 1) = 0'
+
+
+def test_no_data_dependent_errors(config, duck, pg):
+    """Predicates that naively overflow/underflow/divide by zero run on both backends."""
+    for where in ["age * 1e18 > 5", "age * age * age * age * age * age * age * age > 1",
+                  "income * 1e300 > 1", "income * income * income > 0", "income / 1e-300 > 0",
+                  "income * 1e-300 * 1e-300 > 0", "income / 1e300 / 1e300 >= 0",
+                  "income + income + 1e300 > 0", "-income - 1e300 < 0", "hours * hours < 1",
+                  "abs(age) * 2147483647 * 2147483647 > 1", "round(income, 15) > 0",
+                  "round(income, -15) >= 0", "(age % 3) * 1e300 >= 0", "length(name) * 1e300 > 0",
+                  "greatest(income, hours) * 1e299 > 1", "coalesce(hours, income) / 3 > 1",
+                  "ceil(income) * floor(hours) > 0", "age::float * 1e300 > 0"]:
+        p = plan(config, f"SELECT COUNT(*), SUM(income), SUM(age) FROM pums WHERE {where}")
+        duck.execute(rewriter.to_sql(p, "duckdb")).fetchall()
+        pg.execute(rewriter.to_sql(p, "postgres")).fetchall()
+
+
+# ---- parameters ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql,types", [
+    ("SELECT COUNT(*) FROM pums WHERE age > $1", ["int"]),
+    ("SELECT COUNT(*) FROM pums WHERE $1 < income AND name = $2", ["float", "text"]),
+    ("SELECT COUNT(*) FROM pums LIMIT $1 OFFSET $2", ["int", "int"]),
+    ("SELECT COUNT(*) FROM pums WHERE age BETWEEN $1 AND $2 OR state IN ($3, 'ca')",
+     ["int", "int", "text"]),
+    ("SELECT COUNT(*) FROM pums WHERE name LIKE $1 AND flag = $2", ["text", "bool"]),
+    ("SELECT COUNT(*) FROM pums WHERE age + $1 > $2", ["int", "float"]),
+    ("SELECT COUNT(*) FROM pums WHERE income / $1 > 2", ["float"]),
+    ("SELECT COUNT(*) FROM pums WHERE $2 = $2 AND $1 IS NULL", [None, None]),
+    ("SELECT COUNT(*) FROM pums WHERE $1", ["bool"]),
+    ("SELECT COUNT(*) FROM pums WHERE coalesce(age, $1) > 3", ["int"]),
+    ("SELECT COUNT(*) FROM pums WHERE $1::int > 3", ["int"]),
+])
+def test_param_types(config, sql, types):
+    assert rewriter.param_types(rewriter.parse(sql), config) == types
+
+
+def test_params_bind_as_literals(config):
+    p = plan(config, "SELECT COUNT(*) FROM pums WHERE age > $1 AND name = $2 AND income < $3 "
+                     "AND flag = $4", ["30", "o'brien", 2, "true"])
+    assert p.where.sql("postgres") == (
+        "(\"age\" > 30) AND (\"flag\" = TRUE) AND (\"income\" < 2) AND (\"name\" = 'o''brien')")
+
+
+@pytest.mark.parametrize("params,state", [
+    ([], "08P01"), ([1, 2], "08P01"), (["abc"], "22023"), ([30.5], "22023"), ([True], "22023"),
+    ([float("inf")], "22023")])
+def test_param_errors(config, params, state):
+    with pytest.raises(Refusal) as err:
+        plan(config, "SELECT COUNT(*) FROM pums WHERE age > $1", params)
+    assert err.value.sqlstate == state and err.value.message
+
+
+@pytest.mark.parametrize("sql,params", [
+    ("SELECT COUNT(*) FROM pums WHERE income / $1 > 1", [0]),
+    ("SELECT COUNT(*) FROM pums WHERE age % $1 = 1", [0]),
+    ("SELECT COUNT(*) FROM pums WHERE name LIKE $1", ["abc\\"]),
+    ("SELECT COUNT(*) FROM pums LIMIT $1", [-1]),
+])
+def test_param_values_are_checked(config, sql, params):
+    with pytest.raises(Refusal):
+        plan(config, sql, params)
+
+
+def test_params_unused_when_none_needed(config):
+    with pytest.raises(Refusal) as err:
+        plan(config, "SELECT COUNT(*) FROM pums", [1])
+    assert err.value.sqlstate == "08P01"
+
+
+# ---- canonical form ---------------------------------------------------------------------
+
+SAME = [
+    ("SELECT COUNT(*) FROM pums WHERE age > 30 AND sex = 1",
+     "select   count(*)  from PUMS p where P.sex=1 and p.AGE>30.0",
+     "SELECT COUNT(*) AS n FROM public.pums WHERE (1 = sex) AND (30 < age) ORDER BY 1 LIMIT 3",
+     ("SELECT count(*) FROM pums WHERE age > $1 AND sex = $2", [30, 1]),
+     ("SELECT count(*) FROM pums WHERE age > $1 AND sex = $2", ["30", "1"])),
+    ("SELECT sex, educ, SUM(age), AVG(income) FROM pums GROUP BY sex, educ",
+     "SELECT AVG(income) a, SUM(age) s, educ FROM pums GROUP BY educ, sex ORDER BY a DESC",
+     "SELECT avg(income), sum(age), sum(age) FROM pums GROUP BY sex, educ"),
+    ("SELECT COUNT(*) FROM pums WHERE (age > 3 OR name = 'x') AND income < 5.0",
+     "SELECT COUNT(*) FROM pums WHERE income < 5 AND (name = 'x' OR age > 3)",
+     "SELECT COUNT(*) FROM pums WHERE ((income < 5)) AND ((name = 'x') OR ((age > 3)))"),
+    ("SELECT COUNT(*) FROM pums WHERE age IN (1, 2, 3)",
+     "SELECT COUNT(*) FROM pums WHERE age IN (3, 2, 1, 1.0)"),
+]
+
+DIFFERENT = [
+    "SELECT COUNT(*) FROM pums",
+    "SELECT COUNT(*) FROM pums WHERE age > 30",
+    "SELECT COUNT(*) FROM pums WHERE age >= 30",
+    "SELECT COUNT(*) FROM pums WHERE age > 31",
+    "SELECT COUNT(*) FROM pums WHERE income > 30",
+    "SELECT COUNT(age) FROM pums WHERE age > 30",
+    "SELECT SUM(age) FROM pums WHERE age > 30",
+    "SELECT sex, COUNT(*) FROM pums WHERE age > 30 GROUP BY sex",
+    "SELECT educ, COUNT(*) FROM pums WHERE age > 30 GROUP BY educ",
+    "SELECT COUNT(*) FROM pums WHERE age > 30 OR sex = 1",
+    "SELECT COUNT(*) FROM pums WHERE NOT age > 30",
+]
+
+
+def _canon(config, q):
+    sql, params = q if isinstance(q, tuple) else (q, None)
+    return plan(config, sql, params).canonical()
+
+
+@pytest.mark.parametrize("group", SAME, ids=range(len(SAME)))
+def test_canonical_equal(config, group):
+    assert len({_canon(config, q) for q in group}) == 1
+
+
+def test_canonical_different(config):
+    canon = [_canon(config, q) for q in DIFFERENT]
+    assert len(set(canon)) == len(canon)
+    fps = {plan(config, q).fingerprint() for q in DIFFERENT}
+    assert len(fps) == len(DIFFERENT)
+
+
+def test_parse_errors():
+    with pytest.raises(Refusal) as err:
+        rewriter.parse("SELECT COUNT(* FROM pums")
+    assert err.value.sqlstate == "42601" and "line" in err.value.message
+    with pytest.raises(Refusal):
+        rewriter.parse("SELECT 1; SELECT 2")
