@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from mechanisms import GeometricCount, LaplaceSum, SplitAverage
+from mechanisms import GeometricCount, LaplaceSum, SplitAverage, split
 from rewriter.plan import Aggregate, Plan
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
@@ -30,8 +30,7 @@ def measurement_for(agg: Aggregate, epsilon: float):
 def split_epsilon(plan: Plan, epsilon: float) -> list[float]:
     """Sequential composition over the statement's aggregates (equal shares);
     cells are disjoint, so parallel composition makes the cells free."""
-    k = len(plan.aggregates)
-    return [epsilon / k] * k
+    return [float(e) for e in split(epsilon, len(plan.aggregates))]
 
 
 def _num(v):

@@ -38,7 +38,7 @@ def make_config(backend: dict | None = None, *, tiers: dict | None = None, limit
     if tiers:
         data["tiers"].update(tiers)
     for role, spec in data["roles"].items():
-        spec["scram"] = make_verifier(PASSWORDS[role], iterations=1024)
+        spec["scram"] = make_verifier(PASSWORDS[role], iterations=4096)
     return data
 
 

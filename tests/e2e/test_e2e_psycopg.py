@@ -1,0 +1,94 @@
+"""End to end with psycopg 3: simple and extended protocol, repeats, budget,
+refusals, EXPLAIN, on DuckDB and on a real Postgres."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+
+def connect(service, role="analyst", **kw):
+    return psycopg.connect(service.dsn(role), autocommit=True, **kw)
+
+
+def test_simple_protocol_count_avg(service):
+    notices = []
+    with connect(service) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        cur = conn.cursor()
+        cur.execute("SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM pums GROUP BY sex ORDER BY sex",
+                    prepare=False)
+        rows = cur.fetchall()
+        assert [d.name for d in cur.description] == ["sex", "n", "mean_age"]
+    assert [r[0] for r in rows] == [0, 1]
+    assert all(isinstance(r[1], int) and isinstance(r[2], float) for r in rows)
+    # Each count gets two-sided geometric noise at ε/2 = 0.5: P(|Z| > 30) = 2p^31/(1+p), p = e^-0.5,
+    # about 4e-7 per cell (and the seeded test source makes the draw reproducible).
+    assert sum(r[1] for r in rows) == pytest.approx(1000, abs=60)
+    assert len(notices) == 1 and "ε charged 1" in notices[0]
+
+
+def test_extended_protocol_params_binary(service):
+    with connect(service) as conn:
+        cur = conn.cursor(binary=True)
+        cur.execute("SELECT COUNT(*), SUM(income) FROM pums WHERE age > %s AND married = %s", (40, 1),
+                    prepare=True)
+        (n, s), = cur.fetchall()
+        assert isinstance(n, int) and isinstance(s, float)
+        assert 0 <= n <= 1000
+
+
+def test_repeat_is_free_and_identical(service):
+    q = "SELECT educ, COUNT(*) FROM pums WHERE income >= 20000 GROUP BY educ"
+    with connect(service, "other") as conn:
+        first = conn.execute(q).fetchall()
+        spent1 = service.gw.ledger.spent("other", "day")
+        # Different spelling, same measurement: conjunct order, case, whitespace, ORDER BY.
+        second = conn.execute("select  EDUC, count(*) from PUMS where 20000 <= income group by educ order by 1").fetchall()
+        spent2 = service.gw.ledger.spent("other", "day")
+    assert len(first) == 16 and sorted(first) == sorted(second)
+    assert spent1 == spent2 == 1.0
+
+
+def test_empty_groups_are_released(service):
+    with connect(service) as conn:
+        rows = conn.execute("SELECT race, COUNT(*) FROM pums WHERE age > 200 GROUP BY race").fetchall()
+    assert sorted(r[0] for r in rows) == [1, 2, 3, 4, 5, 6]     # every domain value, though no row matches
+
+
+def test_budget_exhaustion_and_no_charge_on_refusal(service):
+    with connect(service, "tiny") as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM pums")
+        assert service.gw.ledger.spent("tiny", "day") == 0
+        conn.execute("SELECT COUNT(*) FROM pums WHERE age < 30").fetchall()
+        conn.execute("SELECT COUNT(*) FROM pums WHERE age < 31").fetchall()
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT COUNT(*) FROM pums WHERE age < 32").fetchall()
+        assert e.value.sqlstate == "53400" and "0.5 of 2.5" in str(e.value)
+        conn.execute("SELECT COUNT(*) FROM pums WHERE age < 30").fetchall()   # repeat still free
+    assert service.gw.ledger.spent("tiny", "day") == 2.0
+
+
+def test_explain_charges_nothing(service):
+    with connect(service, "other") as conn:
+        before = service.gw.ledger.spent("other", "day")
+        lines = [r[0] for r in conn.execute("EXPLAIN SELECT COUNT(*), AVG(age) FROM pums GROUP BY sex").fetchall()]
+        assert service.gw.ledger.spent("other", "day") == before
+    text = "\n".join(lines)
+    assert "geometric" in text.lower() and "one scan" in text and "95% half-width" in text
+
+
+def test_transaction_status(service):
+    with psycopg.connect(service.dsn()) as conn:           # not autocommit: psycopg sends BEGIN
+        conn.execute("SELECT COUNT(*) FROM pums").fetchall()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.rollback()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_wrong_password_and_unknown_role(service):
+    bad = service.dsn().replace("password=analyst-pw", "password=nope")
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(bad)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(service.dsn().replace("user=analyst", "user=mallory"))
