@@ -6,7 +6,7 @@ from rewriter.plan import Plan
 from .release import measurement_for, split_epsilon
 
 
-def explain_lines(plan: Plan, tier, backend_sql: str) -> list[str]:
+def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres") -> list[str]:
     shares = split_epsilon(plan, tier.epsilon)
     lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
              f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"]
@@ -25,5 +25,13 @@ def explain_lines(plan: Plan, tier, backend_sql: str) -> list[str]:
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
     lines.append("backend SQL (one scan):")
-    lines.extend("  " + line for line in backend_sql.splitlines())
+    lines.extend("  " + line for line in _pretty(backend_sql, dialect).splitlines())
     return lines
+
+
+def _pretty(sql: str, dialect: str) -> str:
+    import sqlglot
+    try:
+        return sqlglot.transpile(sql, read=dialect, write=dialect, pretty=True)[0]
+    except Exception:  # display only
+        return sql

@@ -164,7 +164,8 @@ class Connection:
             if body.upper().startswith(opt + " "):
                 body = body[len(opt):].strip()
         plan = build_plan(parse(body), self.gw.config, params or None)
-        lines = explain_lines(plan, self.gw.tier_of(self.role), to_sql(plan, self.gw.backend.dialect))
+        dialect = self.gw.backend.dialect
+        lines = explain_lines(plan, self.gw.tier_of(self.role), to_sql(plan, dialect), dialect)
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
 

@@ -26,7 +26,10 @@ def _service(request, tmp_path_factory):
         backend = {"kind": "postgres", "dsn": pg.dsn, "pool_size": 4}
     else:
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
-    svc = Service(make_config(backend), tmp_path_factory.mktemp("state")).start()
+    from mechanisms import SeededSource
+    # Tests inject a seeded source so that noisy assertions are reproducible; serving
+    # code uses the CSPRNG (tests/core/test_randomness.py checks that).
+    svc = Service(make_config(backend), tmp_path_factory.mktemp("state"), source=SeededSource(20261122)).start()
     return svc
 
 

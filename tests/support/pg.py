@@ -58,6 +58,10 @@ class TempPostgres:
     def start(self) -> "TempPostgres":
         self._run(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                   "--no-sync")
+        return self.resume()
+
+    def resume(self) -> "TempPostgres":
+        """Start the (initialised) server again."""
         opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
                 f"-c full_page_writes=off -c synchronous_commit=off")
         self._run(self.pg_ctl, "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"),

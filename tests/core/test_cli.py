@@ -1,0 +1,72 @@
+"""The `dpgate` command line, and the README's main command: `dpgate serve` with
+no config starts the demo and prints a psql line that works."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from proxy.cli import main
+from proxy.wire.auth import parse_verifier
+
+
+def test_hash_password(capsys):
+    assert main(["hash-password", "s3cret"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("SCRAM-SHA-256$4096:") and "s3cret" not in out
+    parse_verifier(out)
+
+
+def test_check_config_reports_field(tmp_path, capsys):
+    p = tmp_path / "bad.toml"
+    p.write_text('[tiers.d]\nepsilon = 1\nbudget = 10\n[roles.a]\ntier = "nope"\n[tables]\n')
+    assert main(["check-config", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml" in err and "roles.a.tier" in err and len(err.strip().splitlines()) == 1
+
+
+def test_data_version_and_budget(tmp_path, capsys):
+    state = str(tmp_path)
+    assert main(["data-version", "--state-dir", state]) == 0
+    assert "data version 1" in capsys.readouterr().out
+    assert main(["data-version", "--advance", "--state-dir", state]) == 0
+    assert "advanced to 2" in capsys.readouterr().out
+    assert main(["budget", "--state-dir", state]) == 0
+    out = capsys.readouterr().out
+    assert "analyst" in out and "50" in out
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql not installed")
+def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
+    from support.pg import free_port
+    port = free_port()
+    env = {**os.environ, "DPGATE_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines, deadline = [], time.time() + 120
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.strip().startswith("admin"):
+                break
+        text = "".join(lines)
+        m = re.search(r'analyst .*psql "(postgresql://[^"]+)"', text)
+        assert m, text
+        r = subprocess.run(["psql", m.group(1), "-X", "-A", "-t", "-c",
+                            "SELECT COUNT(*) FROM people"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PGSSLMODE": "disable"})
+        assert r.returncode == 0, r.stderr
+        assert abs(int(r.stdout.strip()) - 1_000_000) < 100       # the ≥1M-row demo table
+        assert "ε charged 1" in r.stderr
+        assert (tmp_path / "demo-passwords.json").stat().st_mode & 0o077 == 0
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,96 @@
+"""Backend faults: down, slow (beyond the statement timeout), cancelled — a clear
+SQLSTATE, nothing charged, the proxy keeps serving and reconnects."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import asyncpg
+import psycopg
+import pytest
+
+from support.pg import TempPostgres
+from support.service import Service, make_config
+
+
+@pytest.fixture
+def pg_service(tmp_path):
+    from mechanisms import SeededSource
+    pg = TempPostgres().start()
+    cfg = make_config({"kind": "postgres", "dsn": pg.dsn, "pool_size": 2},
+                      limits={"statement_timeout_ms": 1500})
+    svc = Service(cfg, tmp_path / "state", people_rows=1000, source=SeededSource(3)).start()
+    yield svc, pg
+    svc.close()
+    pg.stop()
+
+
+def _ask(svc, sql, role="analyst"):
+    with psycopg.connect(svc.dsn(role), autocommit=True, connect_timeout=10) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_backend_down_then_back(pg_service):
+    svc, pg = pg_service
+    assert _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 20")
+    spent = svc.gw.ledger.spent("analyst", "day")
+    pg.kill_and_wait()
+    with pytest.raises(psycopg.Error) as e:
+        _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 21")
+    assert e.value.sqlstate == "08006" and "nothing was charged" in str(e.value)
+    assert svc.gw.ledger.spent("analyst", "day") == spent
+    # Session statements and catalog queries keep working while the backend is down.
+    assert _ask(svc, "SELECT 1") == [(1,)]
+    # The repeat of an earlier release is served from the store without the backend.
+    assert _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 20")
+    pg.resume()
+    deadline = time.time() + 30
+    while True:
+        try:
+            rows = _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 21")
+            break
+        except psycopg.Error:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.5)
+    assert rows and svc.gw.ledger.spent("analyst", "day") == spent + 1
+
+
+def test_statement_timeout_charges_nothing(pg_service):
+    svc, pg = pg_service
+    locker = psycopg.connect(pg.dsn)          # a real slow query: the table is locked
+    locker.execute("LOCK TABLE pums IN ACCESS EXCLUSIVE MODE")
+    try:
+        t0 = time.time()
+        with pytest.raises(psycopg.Error) as e:
+            _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 33")
+        assert e.value.sqlstate == "57014" and time.time() - t0 < 10
+        assert svc.gw.ledger.spent("analyst", "day") == 0
+        # Other tables keep answering meanwhile.
+        assert _ask(svc, "SELECT COUNT(*) FROM people")
+    finally:
+        locker.rollback()
+        locker.close()
+    assert _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 33")
+
+
+def test_cancel_request_charges_nothing(pg_service):
+    svc, pg = pg_service
+    locker = psycopg.connect(pg.dsn)
+    locker.execute("LOCK TABLE pums IN ACCESS EXCLUSIVE MODE")
+
+    async def main():
+        conn = await asyncpg.connect(svc.url("other"))
+        try:
+            with pytest.raises(asyncio.TimeoutError):
+                await conn.fetch("SELECT COUNT(*) FROM pums WHERE age > 44", timeout=0.5)
+            return await conn.fetchval("SELECT 1")      # the connection is still usable
+        finally:
+            await conn.close()
+    try:
+        assert asyncio.run(main()) == 1
+    finally:
+        locker.rollback()
+        locker.close()
+    assert svc.gw.ledger.spent("other", "day") == 0
