@@ -38,6 +38,14 @@ class RandomSource(ABC):
             raise ValueError(f"need 0 <= num <= den, den >= 1; got {num}/{den}")
         return self.randbelow(den) < num
 
+    def generator(self):
+        """A numpy ``Generator`` (PCG64) seeded with 256 bits drawn from this source,
+        for continuous noise and simulations. Make a fresh one per release: its
+        state then never outlives the draw, and with the system source its seed
+        comes from the OS CSPRNG."""
+        import numpy as np
+        return np.random.Generator(np.random.PCG64(self.getrandbits(256)))
+
     @staticmethod
     def _check_n(n: int) -> int:
         n = operator.index(n)
