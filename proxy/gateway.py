@@ -7,8 +7,10 @@ import contextlib
 import json
 import logging
 import os
+import re
 import ssl
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from config import Config
@@ -46,6 +48,30 @@ class Gateway:
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
         self.json_logs = config.server.log_format == "json"
+        self._plans: OrderedDict = OrderedDict()
+        names = "|".join(re.escape(t) for t in sorted(config.tables, key=len, reverse=True))
+        self._from_declared = re.compile(rf'\bfrom\s+(?:"?public"?\s*\.\s*)?"?(?:{names})\b')
+
+    def reads_declared_table(self, sql: str) -> bool:
+        """A cheap test: the statement reads a declared table and mentions no catalog
+        relation, so it is a DP query (the rewriter still validates it fully)."""
+        low = sql.lower()
+        return "pg_" not in low and "information_schema" not in low and bool(self._from_declared.search(low))
+
+    def plan(self, sql: str, params: list | None):
+        """The rewriter's plan for ``sql`` with ``params`` (an LRU cache: Describe
+        and Execute of one statement, and repeats, plan once). Refusals are not cached."""
+        key = (sql, tuple((type(p).__name__, p) for p in params or ()))
+        hit = self._plans.get(key)
+        if hit is not None:
+            self._plans.move_to_end(key)
+            return hit
+        from rewriter import build_plan, parse
+        plan = build_plan(parse(sql), self.config, list(params) if params else None)
+        self._plans[key] = plan
+        if len(self._plans) > 2048:
+            self._plans.popitem(last=False)
+        return plan
 
     async def start(self) -> None:
         await self.backend.connect()

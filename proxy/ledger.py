@@ -90,15 +90,22 @@ class Ledger:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(_SCHEMA)
+        # Reads go through their own connection: in WAL mode they never wait for a
+        # writer's fsync, so the event loop can call them directly.
+        self._rlock = threading.Lock()
+        self._rdb = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                    check_same_thread=False)
+        self._rdb.execute("PRAGMA busy_timeout=30000")
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._rlock:
             self._db.close()
+            self._rdb.close()
 
     # -- data version -------------------------------------------------------
     def data_version(self) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT value FROM meta WHERE key='data_version'").fetchone()
+        with self._rlock:
+            row = self._rdb.execute("SELECT value FROM meta WHERE key='data_version'").fetchone()
         return int(row[0]) if row else 1
 
     def advance_data_version(self) -> int:
@@ -116,14 +123,14 @@ class Ledger:
 
     # -- budget -------------------------------------------------------------
     def spent(self, role: str, period: str) -> float:
-        with self._lock:
-            row = self._db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
+        with self._rlock:
+            row = self._rdb.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
                                    (role, period_key(period))).fetchone()
         return (row[0] if row else 0) / NANO
 
     def lookup(self, role: str, key: str, data_version: int) -> Stored | None:
-        with self._lock:
-            row = self._db.execute(
+        with self._rlock:
+            row = self._rdb.execute(
                 "SELECT answer, epsilon_nano, mechanism, created FROM releases "
                 "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
         return _stored(row, charged=False) if row else None

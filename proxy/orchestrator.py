@@ -81,6 +81,8 @@ class Connection:
         head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
         if head == "EXPLAIN":
             return "explain"
+        if self.gw.reads_declared_table(sql):      # the common case, without a parse
+            return "dp"
         if self.gw.catalog.handles(sql):
             return "catalog"
         return "dp"
@@ -100,7 +102,7 @@ class Connection:
         types = param_types(expr, self.gw.config)
         inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
                     for i, t in enumerate(types)]
-        plan = build_plan(expr, self.gw.config, [_DUMMY.get(t, "0") for t in types])
+        plan = self.gw.plan(sql, [_DUMMY.get(t, "0") for t in types] if types else None)
         return Description(inferred, [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
 
     async def _execute(self, sql: str, params: list[object]):
@@ -122,15 +124,15 @@ class Connection:
     # -- the DP pipeline ----------------------------------------------------
     async def _dp(self, sql: str, params: list[object]):
         gw = self.gw
-        plan = build_plan(parse(sql), gw.config, params or None)
+        plan = gw.plan(sql, params or None)
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
         dv = gw.data_version
         cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
 
-        stored = await asyncio.to_thread(gw.ledger.lookup, self.role, key, dv)
+        stored = gw.ledger.lookup(self.role, key, dv)      # WAL read: never waits for a writer
         if stored is None:
-            remaining = tier.budget - await asyncio.to_thread(gw.ledger.spent, self.role, tier.period)
+            remaining = tier.budget - gw.ledger.spent(self.role, tier.period)
             if remaining + 1e-9 < tier.epsilon:
                 raise _budget_error(self.role, tier.epsilon, remaining, tier)
             async with gw.statement_slot(self.role):
@@ -148,7 +150,7 @@ class Connection:
                     canonical=plan.canonical(), statement=sql, mechanism=mech, answer=answer)
             except BudgetExceeded as b:
                 raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
-        remaining = tier.budget - await asyncio.to_thread(gw.ledger.spent, self.role, tier.period)
+        remaining = tier.budget - gw.ledger.spent(self.role, tier.period)
         rows = answer_rows(plan, stored.answer)
         msg = notice(plan, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
                      remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,

@@ -12,6 +12,8 @@ built as a sqlglot AST.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from typing import Literal
 
@@ -25,27 +27,44 @@ _SQL_TYPES = {"int": "bigint", "float": "double", "text": "text", "bool": "boole
 _SERIES_MIN = 64   # contiguous integer domains at least this long use generate_series
 
 
+_WHERE_MARK = "__dpgate_where__"
+
+
 def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
+    """The backend SQL. The statement around the WHERE predicate depends only on the
+    plan's shape, so it is generated once per shape and cached; the predicate is
+    generated from its own AST each time and put in place of a marker column."""
+    if plan.where is None:
+        return _skeleton(plan, dialect)
+    shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))
+    skeleton = _skeleton(shape, dialect)
+    where = plan.where.sql(dialect=dialect, identify=True)
+    marker = exp.column(_WHERE_MARK).sql(dialect=dialect, identify=True)
+    return skeleton.replace(marker, f"({where})")
+
+
+@functools.lru_cache(maxsize=512)
+def _skeleton(plan: Plan, dialect: str) -> str:
     return build(plan).sql(dialect=dialect, identify=True)
 
 
 def build(plan: Plan) -> exp.Select:
     source = exp.to_table(plan.source)
     scan = exp.select(*[_measure(m).as_(f"m{j + 1}") for j, m in enumerate(plan.measures)])
-    scan = scan.from_(source)
+    scan = scan.from_(source, copy=False)
     if plan.where is not None:
-        scan = scan.where(plan.where.copy())
+        scan = scan.where(plan.where.copy(), copy=False)
     if not plan.group_by:
         cols = [exp.Coalesce(this=exp.column(f"m{j + 1}"), expressions=[to_node(0)])
                 for j in range(len(plan.measures))]
         return exp.select(*[c.as_(f"m{j + 1}") for j, c in enumerate(cols)]).from_(
-            scan.subquery("a"))
+            scan.subquery("a", copy=False), copy=False)
     keys = [_key(g) for g in plan.group_by]
     scan = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)],
-                      *scan.expressions).from_(source)
+                      *scan.expressions).from_(source, copy=False)
     if plan.where is not None:
-        scan = scan.where(plan.where.copy())
-    scan = scan.group_by(*[k.copy() for k in keys])
+        scan = scan.where(plan.where.copy(), copy=False)
+    scan = scan.group_by(*[k.copy() for k in keys], copy=False)
     cells = _domains(plan.group_by)
     k = [f"k{i + 1}" for i in range(len(plan.group_by))]
     on = exp.and_(*[exp.column(x, "d").eq(exp.column(x, "a")) for x in k])
@@ -53,9 +72,10 @@ def build(plan: Plan) -> exp.Select:
         *[exp.column(x, "d").as_(x) for x in k],
         *[exp.Coalesce(this=exp.column(f"m{j + 1}", "a"), expressions=[to_node(0)])
           .as_(f"m{j + 1}") for j in range(len(plan.measures))])
-    out = out.from_("d").join("a", on=on, join_type="left")
-    out = out.order_by(*[exp.column(x, "d") for x in k])
-    return out.with_("d", as_=cells).with_("a", as_=scan)
+    out = out.from_(exp.to_table("d"), copy=False).join(
+        exp.to_table("a"), on=on, join_type="left", copy=False)
+    out = out.order_by(*[exp.column(x, "d") for x in k], copy=False)
+    return out.with_("d", as_=cells, copy=False).with_("a", as_=scan, copy=False)
 
 
 def _key(g: GroupKey) -> exp.Expression:
@@ -90,9 +110,9 @@ def _measure(m: Measure) -> exp.Expression:
 def _domains(groups: tuple[GroupKey, ...]) -> exp.Select:
     """The cartesian product of the group domains as a (k1, …, kk) relation."""
     parts = [_domain(g, f"d{i}", f"k{i + 1}") for i, g in enumerate(groups)]
-    sel = exp.select("*").from_(parts[0])
+    sel = exp.select(exp.Star()).from_(parts[0], copy=False)
     for p in parts[1:]:
-        sel = sel.join(p, join_type="cross")
+        sel = sel.join(p, join_type="cross", copy=False)
     return sel
 
 
