@@ -21,6 +21,7 @@ from .backends import open_backend
 from .catalog import Catalog
 from .ledger import Ledger
 from .orchestrator import Connection
+from .views import Views
 from .wire.api import SqlError
 
 log = logging.getLogger("dpgate")
@@ -45,6 +46,7 @@ class Gateway:
         self.backend = backend or open_backend(config, self.state_dir)
         self.catalog = Catalog(config, database=config.server.database)
         self.source = source or default_source()
+        self.views = Views(self)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
         self.json_logs = config.server.log_format == "json"

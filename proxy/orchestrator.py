@@ -21,6 +21,7 @@ from .backends import BackendError
 from .ledger import BudgetExceeded
 from .release import answer_rows, noisy_answer, notice, output_types
 from .statements import SessionState, split
+from .views import mentions_views
 from .wire.api import Column, Description, Result, SqlError
 
 log = logging.getLogger("dpgate")
@@ -81,6 +82,8 @@ class Connection:
         head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
         if head == "EXPLAIN":
             return "explain"
+        if mentions_views(sql):
+            return "views"
         if self.gw.reads_declared_table(sql):      # the common case, without a parse
             return "dp"
         if self.gw.catalog.handles(sql):
@@ -95,6 +98,9 @@ class Connection:
         kind = self._kind(sql)
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
+        if kind == "views":
+            cols, _ = await asyncio.to_thread(self.gw.views.execute, sql, self.role)
+            return Description(list(oids), [Column(n, t) for n, t in cols])
         if kind == "catalog":
             cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
             return Description([o or _TEXT for o in oids], [Column(n, t) for n, t in cols])
@@ -113,6 +119,9 @@ class Connection:
         kind = self._kind(sql)
         if kind == "explain":
             return await self._explain(sql, params), "explain", 0.0
+        if kind == "views":
+            cols, rows = await asyncio.to_thread(self.gw.views.execute, sql, self.role)
+            return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "views", 0.0
         if kind == "catalog":
             try:
                 cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params)
