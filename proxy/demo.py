@@ -50,12 +50,13 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
     """Create the demo tables in an embedded DuckDB if they are missing."""
     have = {r[0] for r in backend.query("SELECT table_name FROM information_schema.tables")}
     if "pums" not in have:
-        backend.execute_script(
-            "CREATE TABLE pums (age INTEGER, sex INTEGER, educ INTEGER, race INTEGER, "
-            "income DOUBLE, married INTEGER)")
         cur = backend._cursor()
-        try:
+        try:        # one transaction: a crash mid-load leaves no half-filled table
+            cur.begin()
+            cur.execute("CREATE TABLE pums (age INTEGER, sex INTEGER, educ INTEGER, race INTEGER, "
+                        "income DOUBLE, married INTEGER)")
             cur.executemany("INSERT INTO pums VALUES (?,?,?,?,?,?)", pums_rows())
+            cur.commit()
         finally:
             cur.close()
     if "people" not in have:
@@ -70,12 +71,13 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
         have = {r[0] for r in await cur.fetchall()}
         if "pums" not in have:
-            await conn.execute(
-                "CREATE TABLE pums (age INTEGER, sex INTEGER, educ INTEGER, race INTEGER, "
-                "income DOUBLE PRECISION, married INTEGER)")
-            async with conn.cursor().copy(f"COPY pums ({', '.join(_PUMS_COLS)}) FROM STDIN") as cp:
-                for row in pums_rows():
-                    await cp.write_row(row)
+            async with conn.transaction():
+                await conn.execute(
+                    "CREATE TABLE pums (age INTEGER, sex INTEGER, educ INTEGER, race INTEGER, "
+                    "income DOUBLE PRECISION, married INTEGER)")
+                async with conn.cursor().copy(f"COPY pums ({', '.join(_PUMS_COLS)}) FROM STDIN") as cp:
+                    for row in pums_rows():
+                        await cp.write_row(row)
         if "people" not in have:
             series = f"generate_series(0, {int(n_people) - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE people AS {people_select(n_people, series)}")
