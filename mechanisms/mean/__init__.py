@@ -1,0 +1,53 @@
+"""AVG (with free SUM/COUNT) in the add-remove model: Kulesza, Suresh, Wang 2024,
+"Mean estimation in the add-remove model of differential privacy"
+(arXiv:2312.06658); spec /work/shared/specs/001_mean_addremove.md.
+
+Use :func:`make_mean`; every measurement takes ``(clamped_sum, count)`` of one
+cell and returns a :class:`MeanRelease` (value = AVG, ``.sum``/``.count`` =
+SUM and COUNT from the same draw, charged once).
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+from typing import Literal
+
+from .baselines import IndependentLaplaceMean, ShiftedLaplaceMean
+from .common import POLICY, GridMean, MeanRelease, mean_from_ratio
+from .constants import (gamma_star, gamma_tilde, mse_leading, sigma2, st2d_a2,
+                        st2d_coord_var, staircase_var)
+from .grid import GridHourglass
+from .noise import DiscreteLaplace, Hourglass, Laplace, Staircase, Staircase2D
+from .transformed import HourglassMean, LaplaceTransformedMean
+
+__all__ = [
+    "make_mean", "MEAN_KINDS", "MeanRelease", "GridMean", "POLICY", "mean_from_ratio",
+    "HourglassMean", "LaplaceTransformedMean", "ShiftedLaplaceMean", "IndependentLaplaceMean",
+    "GridHourglass", "Laplace", "DiscreteLaplace", "Staircase", "Hourglass", "Staircase2D",
+    "gamma_star", "sigma2", "staircase_var", "st2d_a2", "st2d_coord_var", "gamma_tilde",
+    "mse_leading",
+]
+
+MEAN_KINDS = {
+    "hourglass": HourglassMean,
+    "laplace_transformed": LaplaceTransformedMean,
+    "shifted_laplace": ShiftedLaplaceMean,
+    "independent_laplace": IndependentLaplaceMean,
+}
+
+MeanKind = Literal["hourglass", "laplace_transformed", "shifted_laplace", "independent_laplace"]
+
+
+def make_mean(kind: MeanKind, epsilon: Real, lower: Real, upper: Real,
+              integer: bool = False) -> GridMean:
+    """AVG measurement of the given kind; ``.name`` names it for NOTICE/EXPLAIN.
+
+    ``hourglass`` (default in the proxy; optimal, Thm 3), ``laplace_transformed``
+    (Alg. 3 + Laplace, Thm 1), ``shifted_laplace`` (Alg. 2, legacy),
+    ``independent_laplace`` (Alg. 1 = SmartNoise's method). All cost ``epsilon``.
+    """
+    try:
+        cls = MEAN_KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown mean mechanism {kind!r}; choose one of {sorted(MEAN_KINDS)}") from None
+    return cls(epsilon, lower, upper, integer)

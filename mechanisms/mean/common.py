@@ -1,0 +1,158 @@
+"""Shared parts of the AVG measurements (spec 001 sections 3, 3.5, 6, 7).
+
+* :class:`MeanRelease` -- a :class:`~mechanisms.measurements.Release` whose
+  ``value`` is the AVG estimate and whose ``parts`` are the SUM and COUNT
+  estimates post-processed from the SAME draw (``parts[i].epsilon == 0``: their
+  cost is the parent's ``epsilon``, charged once; spec 7.5).
+* :func:`mean_from_ratio` -- the denominator policy ``midpoint_le0`` (spec 3.5):
+  if the released count n^ <= 0 the AVG is the midpoint m = (l + u)/2, else
+  l' + w' Clip(s1^/n^, [0, 1]), finally clipped to [l, u]. The output is always
+  in [l, u] (|error| <= w/2 when n^ <= 0) and never NaN/inf.
+* :class:`GridMean` -- bounds handling and the integer grid input of the
+  transformed coordinates: s1 = (S - n l')/w' is rounded (half up) to the
+  grid (1/M)Z. Half-up rounding commutes with integer shifts, so a neighbour
+  (one row t = (x - l')/w' in [0, 1] added) moves M s1 by an integer
+  a in {floor(Mt), ceil(Mt)} subset of [0, M] and n by exactly 1: the grid
+  input keeps the sensitivity set +-(a/M, 1 - a/M) of Thm 2 / Alg. 3.
+  Float sums (``integer=False``) are not exact; to absorb their rounding the
+  bounds are widened by two grid cells each side (l' = l - d, w' = w + 2d,
+  d = 2w/(M - 4)), so every row has M t' in [2, M - 2] and a sum error below
+  one grid cell (w'/M) still leaves a in [0, M]. M = 2^k <= 2^20 with
+  M W/w <= 2^20 (W = max(|l|, |u|)), so an fsum-rounded sum stays within one
+  cell for n < 2^32. Integer columns (exact int sums) need no widening.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from fractions import Fraction
+from numbers import Real
+from typing import Optional
+
+import numpy as np
+
+from ..measurements import Measurement, Release, _as_int_bound, as_epsilon
+
+__all__ = ["MeanRelease", "mean_from_ratio", "GridMean", "POLICY"]
+
+POLICY = "midpoint_le0"
+
+
+@dataclass(frozen=True)
+class MeanRelease(Release):
+    """AVG release; ``parts = (SUM release, COUNT release)`` from the same draw."""
+
+    @property
+    def sum(self):
+        return self.parts[0].value
+
+    @property
+    def count(self):
+        return self.parts[1].value
+
+
+def mean_from_ratio(s1_hat, n_hat, lo_t: float, w_t: float, lower: float, upper: float):
+    """AVG from released (s1^, n^) in transformed units, policy ``midpoint_le0``."""
+    s1_hat = np.asarray(s1_hat, dtype=float)
+    n_hat = np.asarray(n_hat, dtype=float)
+    pos = n_hat > 0
+    r = np.clip(s1_hat / np.where(pos, n_hat, 1.0), 0.0, 1.0)
+    est = np.clip(lo_t + w_t * r, lower, upper)
+    return np.where(pos, est, 0.5 * (lower + upper))
+
+
+class GridMean(Measurement):
+    """Base for AVG measurements taking ``true_value = (clamped_sum, count)``."""
+
+    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
+        self.epsilon_exact = as_epsilon(epsilon)
+        self.integer = bool(integer)
+        if self.integer:
+            lower, upper = _as_int_bound(lower), _as_int_bound(upper)
+        else:
+            lower, upper = float(lower), float(upper)
+            if not (math.isfinite(lower) and math.isfinite(upper)):
+                raise ValueError("bounds must be finite")
+        if not lower < upper:
+            raise ValueError(f"need lower < upper, got [{lower}, {upper}]")
+        self.lower, self.upper = lower, upper
+        lo, w = Fraction(lower), Fraction(upper) - Fraction(lower)
+        big_w = max(abs(Fraction(lower)), abs(Fraction(upper)))
+        if self.integer:
+            self.grid = 1 << 20
+            guard = Fraction(0)
+        else:
+            k = 20 - max(0, math.ceil(math.log2(big_w / w)))
+            self.grid = 1 << max(k, 8)
+            guard = 2 * w / (self.grid - 4)
+        self._lo_t, self._w_t = lo - guard, w + 2 * guard     # l', w' (exact)
+        self.lo_t, self.w_t = float(self._lo_t), float(self._w_t)
+        self._tol = Fraction(1, 10 ** 6) * max(1, big_w / w)
+
+    # -- inputs ------------------------------------------------------------
+    def _sum_count(self, true_value) -> tuple[Fraction, int]:
+        s, n = true_value
+        n = operator.index(n)
+        if n < 0:
+            raise ValueError(f"count must be >= 0, got {n}")
+        if self.integer:
+            s = Fraction(operator.index(s))
+        else:
+            s = Fraction(float(s)) if isinstance(s, (float, np.floating)) else Fraction(s)
+        return s, n
+
+    def grid_input(self, true_value) -> tuple[int, int]:
+        """(A, n): A = round_half_up(M (S - n l')/w'), the grid numerator (see module doc)."""
+        s, n = self._sum_count(true_value)
+        s1 = (s - n * self._lo_t) / self._w_t
+        if s1 < -self._tol * (n + 1) or s1 > n + self._tol * (n + 1):
+            raise ValueError("sum is outside [n*lower, n*upper]: clamp values before summing")
+        s1 = min(max(s1, Fraction(0)), Fraction(n))
+        return math.floor(self.grid * s1 + Fraction(1, 2)), n
+
+    # -- outputs -----------------------------------------------------------
+    def _finish(self, s1_hat, n_hat):
+        """(mean, sum, count) arrays from released (s1^, n^) -- post-processing only."""
+        s1_hat = np.asarray(s1_hat, dtype=float)
+        n_hat = np.asarray(n_hat, dtype=float)
+        mean = mean_from_ratio(s1_hat, n_hat, self.lo_t, self.w_t, float(self.lower),
+                               float(self.upper))
+        total = self.lo_t * n_hat + self.w_t * s1_hat
+        return mean, total, n_hat
+
+    def _release(self, s1_hat: float, n_hat: float) -> MeanRelease:
+        mean, total, count = (float(v) for v in self._finish(s1_hat, n_hat))
+        count = int(round(count))
+        total = int(round(total)) if self.integer else total
+        hw = self.half_width(0.95, n_hat=n_hat, avg_hat=mean)
+        parts = (Release(total, 0.0, self.sum_half_width(), self.name + ":sum", None),
+                 Release(count, 0.0, self.count_half_width(), self.name + ":count", None))
+        return MeanRelease(mean, self.epsilon, hw, self.name, self.scale, parts)
+
+    @property
+    def _worst_avg(self) -> float:
+        """AVG value maximising the half-width (used when only n^ is given):
+        an endpoint for Alg. 3 and 2 (q is largest at alpha in {0, 1}), the
+        endpoint of largest |x| for Alg. 1."""
+        lo, hi = float(self.lower), float(self.upper)
+        return hi if abs(hi) > abs(lo) else lo
+
+    def _mean_hw(self, q_t: float, n_hat: Optional[float]) -> float:
+        """Half-width w' q / n^ capped at w; w/2 when n^ <= 0 (midpoint policy)."""
+        w = float(self.upper) - float(self.lower)
+        if n_hat is None:
+            return w
+        if n_hat <= 0:
+            return w / 2
+        return min(self.w_t * q_t / n_hat, w)
+
+    def simulate(self, true_value, size: int, rng: np.random.Generator) -> dict:
+        """Vectorised releases with the same noise law (simulation/benchmarks only)."""
+        mean, total, count = self._finish(*self._simulate_noisy(true_value, size, rng))
+        return {"mean": mean, "sum": total, "count": count}
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(epsilon={self.epsilon}, lower={self.lower}, "
+                f"upper={self.upper}, integer={self.integer})")
