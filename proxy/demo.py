@@ -46,6 +46,18 @@ def people_select(n: int, series: str) -> str:
         f"{_h(6)} % 61 AS hours FROM {series}")
 
 
+PURCHASES_ROWS = 200_000
+
+
+def purchases_select(series: str) -> str:
+    """Item-level purchases; item popularity is Zipf-like (P(item = k) ∝ ~1/k over 1..200),
+    drawn as floor(201^u) from a hashed uniform u — for HAVING / top-c (seed 004)."""
+    u = f"(({_h(7)} + 0.5) / 4294967296.0)"
+    return (f"SELECT CAST(FLOOR(EXP({u} * LN(201.0))) AS INTEGER) AS item, "
+            f"CAST(1 + {_h(8)} % 10 AS INTEGER) AS store, "
+            f"CAST(({_h(9)} % 50000) / 100.0 AS DOUBLE PRECISION) AS amount FROM {series}")
+
+
 def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
     """Create the demo tables in an embedded DuckDB if they are missing."""
     have = {r[0] for r in backend.query("SELECT table_name FROM information_schema.tables")}
@@ -62,6 +74,8 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
     if "people" not in have:
         series = f"range(0, {int(n_people)}) AS t(i)"
         backend.execute_script(f"CREATE TABLE people AS {people_select(n_people, series)}")
+    if "purchases" not in have:
+        backend.execute_script(f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}")
 
 
 async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
@@ -81,6 +95,9 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
         if "people" not in have:
             series = f"generate_series(0, {int(n_people) - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE people AS {people_select(n_people, series)}")
+        if "purchases" not in have:
+            series = f"generate_series(0, {PURCHASES_ROWS - 1}) AS t(i)"
+            await conn.execute(f"CREATE TABLE purchases AS {purchases_select(series)}")
 
 
 def demo_passwords(state_dir: Path, roles) -> dict[str, str]:

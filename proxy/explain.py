@@ -22,6 +22,13 @@ def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres")
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
         lines.append(f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
                      f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}")
+    if plan.selection is not None:
+        sel = plan.selection
+        a = plan.aggregates[sel.aggregate]
+        part = "half of ε" if sel.values else "all of ε"
+        lines.append(f"  keys: sparse vector technique with exponential noise (seed 004) on {a.label} "
+                     f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
+                     f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released")
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
     lines.append("backend SQL (one scan):")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import time
 
@@ -19,7 +20,7 @@ from rewriter.errors import Refusal
 
 from .backends import BackendError
 from .ledger import BudgetExceeded
-from .release import answer_rows, noisy_answer, notice, output_types
+from .release import answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
 from .views import mentions_views
 from .wire.api import Column, Description, Result, SqlError
@@ -133,7 +134,7 @@ class Connection:
     # -- the DP pipeline ----------------------------------------------------
     async def _dp(self, sql: str, params: list[object]):
         gw = self.gw
-        plan = gw.plan(sql, params or None)
+        plan = self._with_threshold(gw.plan(sql, params or None))
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
         dv = gw.data_version
@@ -150,7 +151,8 @@ class Connection:
                                                    gw.statement_timeout, self._cancel)
                 except BackendError as e:
                     raise SqlError(e.sqlstate, e.message) from None
-            answer = noisy_answer(plan, cells, tier.epsilon, gw.source)
+            release = selection_answer if plan.selection is not None else noisy_answer
+            answer = release(plan, cells, tier.epsilon, gw.source)
             mech = ",".join(sorted(set(answer["mechanism"])))
             try:
                 stored = await asyncio.to_thread(
@@ -167,6 +169,22 @@ class Connection:
         decision = "released" if stored.charged else "repeat"
         return (Result(f"SELECT {len(rows)}", cols, rows, notices=[msg]), decision,
                 stored.epsilon if stored.charged else 0.0)
+
+    def _with_threshold(self, plan):
+        """A top-c query takes its public threshold from HAVING or the session setting."""
+        sel = plan.selection
+        if sel is None or sel.threshold is not None:
+            return plan
+        raw = self.session.settings.get("dpgate.topc_threshold")
+        if raw in (None, ""):
+            raise SqlError("22023", "a top-c query (ORDER BY COUNT(*) DESC LIMIT c) needs a public "
+                           "threshold", hint="Add HAVING COUNT(*) > T, or run SET dpgate.topc_threshold = T "
+                           "first; only keys above T are considered.")
+        try:
+            t = float(raw)
+        except ValueError:
+            raise SqlError("22023", f"dpgate.topc_threshold must be a number, not {raw!r}") from None
+        return dataclasses.replace(plan, selection=dataclasses.replace(sel, threshold=t))
 
     async def _explain(self, sql: str, params: list[object]) -> Result:
         from .explain import explain_lines

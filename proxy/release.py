@@ -93,6 +93,11 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
         rows.append(tuple(key[o.index] if o.source == "group" else vals[o.index] for o in plan.outputs))
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)
+    sel = plan.selection
+    if sel is not None and sel.kind == "top":     # rank by the released (noisy) value, if any
+        ranked = [i for i, o in enumerate(plan.outputs) if o.source == "aggregate" and o.index == sel.aggregate]
+        if ranked:
+            rows = _order(rows, ranked[0], True, False)
     start = plan.offset or 0
     end = None if plan.limit is None else start + plan.limit
     return rows[start:end]
@@ -114,5 +119,68 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
     mech = ", ".join(sorted(set(answer["mechanism"])))
     per = "in total" if period == "never" else f"this {period}"
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
+    svt = ""
+    if "svt" in answer:
+        s = answer["svt"]
+        svt = (f"; sparse vector: {s['selected']} of {s['candidates']} keys passed the threshold "
+               f"{s['threshold']:g} (c = {s['c']}, {s['passes']} pass(es)); the list may be incomplete")
+        if s["values_epsilon"]:
+            svt += f"; values of the returned keys cost a separate ε {s['values_epsilon']:g}"
+        else:
+            svt += "; keys only, no values released"
     return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; "
-            f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}")
+            f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
+
+
+MAX_SELECTED = 20    # keys a HAVING without LIMIT may return (SVT cutoff c; noise grows with c)
+
+
+def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> dict:
+    """HAVING / top-c by SVT with exponential noise (seed 004, Alg. 2 + appending).
+
+    Only the ⊤ keys are released, in key order (public), never ranked by a true
+    value. With ``values`` the select list's aggregates are released for those keys
+    only, at a separate half of ε (noted in the NOTICE); the SVT part's cost never
+    depends on how many keys pass.
+    """
+    from mechanisms.svt import QueryShape, svt_select
+    sel = plan.selection
+    k = len(plan.group_by)
+    agg = plan.aggregates[sel.aggregate]
+    scores = [_num(row[k + agg.measures[0]]) for row in cells]
+    out_aggs = sorted({o.index for o in plan.outputs if o.source == "aggregate"})
+    eps_sel = epsilon / 2 if out_aggs else epsilon
+    if agg.func == "count":
+        sens, shape = 1.0, QueryShape("count")
+    else:
+        sens = float(max(abs(agg.lower), abs(agg.upper)))
+        shape = QueryShape("sum", lower=agg.lower, upper=agg.upper, cap=1, single_group=True)
+    c = sel.c if sel.c is not None else min(len(scores), MAX_SELECTED)
+    c = max(1, min(c, len(scores)))
+    res = svt_select(scores, sel.threshold, c, eps_sel, sens, monotone=True, source=source,
+                     strict=sel.op == ">", shape=shape)
+    chosen = sorted(res.indices)
+    keys = [[_key(v) for v in cells[i][:k]] for i in chosen]
+    values = [[None] * len(plan.aggregates) for _ in chosen]
+    hws = [0.0] * len(plan.aggregates)
+    mechs, shares = [res.mechanism], [float(res.epsilon)]
+    if out_aggs:
+        parts = [float(e) for e in split(epsilon - float(res.epsilon), len(out_aggs))]
+        for share, ai in zip(parts, out_aggs):
+            a = plan.aggregates[ai]
+            m = measurement_for(a, share)
+            mechs.append(m.name)
+            shares.append(share)
+            for row_vals, i in zip(values, chosen):
+                measures = [_num(v) for v in cells[i][k:]]
+                arg = measures[a.measures[0]] if len(a.measures) == 1 else tuple(measures[j] for j in a.measures)
+                rel = m.release(arg, source)
+                row_vals[ai] = rel.value
+                hws[ai] = max(hws[ai], float(rel.half_width))
+    return {
+        "keys": keys, "values": values, "half_width": hws, "mechanism": mechs, "epsilon": shares,
+        "labels": [a.label for a in plan.aggregates],
+        "svt": {"c": c, "passes": res.passes_used, "incomplete": bool(res.incomplete),
+                "threshold": sel.threshold, "selected": len(chosen), "candidates": len(scores),
+                "values_epsilon": epsilon - float(res.epsilon) if out_aggs else 0.0},
+    }

@@ -17,7 +17,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import emit, predicate, select as select_, shape
+from . import emit, predicate, select as select_, selection, shape
 from .errors import SYNTAX_ERROR, Refusal
 from .plan import ColumnType, Plan
 from .scope import Ctx
@@ -60,19 +60,26 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
 def _build(expr: exp.Expression, config: Config, params: list | None) -> tuple[Plan, Ctx]:
     expr = normalize_identifiers(expr.copy(), dialect="postgres")
     select = shape.check_statement(expr)
+    having = selection.split_having(select)
+    top = selection.top_order(select)
     shape.check_clauses(select)
     shape.check_nesting(select)
     name, qualifiers = shape.resolve_table(select, config)
     ctx = Ctx(name, config.tables[name], qualifiers, params)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
-    measures, aggregates, outputs = select_.outputs(items, groups, ctx)
+    thresholded = having is not None or top is not None
+    measures, aggregates, outputs = select_.outputs(items, groups, ctx, need_aggregate=not thresholded)
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
     order = select_.order_by(select, items, outputs, ctx)
     limit, offset = select_.limit_offset(select, ctx)
+    sel = None
+    if thresholded:
+        measures, aggregates, sel = selection.plan_selection(
+            having, top, ctx, groups, measures, aggregates, outputs, limit)
     ctx.check_count()
     plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
-                limit=limit, offset=offset)
+                limit=limit, offset=offset, selection=sel)
     return plan, ctx

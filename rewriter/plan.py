@@ -87,6 +87,24 @@ class OrderItem:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """A threshold (HAVING) or top-c shape, answered by the sparse vector technique.
+
+    ``aggregate`` indexes the thresholded COUNT/SUM in :attr:`Plan.aggregates`;
+    ``threshold`` is public (None: take it from ``SET dpgate.topc_threshold``);
+    ``c`` caps the keys released (LIMIT); ``values``: the select list also asks
+    for aggregate values of the released keys (a separate ε).
+    """
+
+    kind: Literal["having", "top"]
+    aggregate: int
+    op: Literal[">", ">="]
+    threshold: float | None
+    c: int | None
+    values: bool
+
+
+@dataclass(frozen=True)
 class Plan:
     table: str
     source: str
@@ -100,6 +118,7 @@ class Plan:
     offset: int = 0
     privacy_unit: str | None = None
     joins: tuple = field(default=())
+    selection: Selection | None = None
 
     @property
     def n_cells(self) -> int:
@@ -120,7 +139,12 @@ class Plan:
         aggs = ",".join(sorted(
             f"{a.label}[{a.lower},{a.upper}]" for a in self.aggregates))
         unit = self.privacy_unit or ""
-        return f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}"
+        sel = ""
+        if self.selection is not None:
+            s = self.selection
+            sel = (f";select={s.kind}:{self.aggregates[s.aggregate].label}{s.op}{s.threshold!r}"
+                   f":c={s.c}:values={s.values}")
+        return f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}"
 
     def fingerprint(self) -> str:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:32]

@@ -124,7 +124,7 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
     return out
 
 
-def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx):
+def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggregate: bool = True):
     """(measures, aggregates, outputs) for the select list."""
     measures: list[Measure] = []
     aggs: list[Aggregate] = []
@@ -160,7 +160,7 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx):
             aggs.append(agg)
         out_type = {"count": "int", "sum": typ, "avg": "float"}[func]
         outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type))
-    if not aggs:
+    if not aggs and need_aggregate:
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     return tuple(measures), tuple(aggs), tuple(outs)
 

@@ -106,6 +106,9 @@ def _literal(value, following: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+_KEEP = object()  # _preprocess(..., params=_KEEP): leave $n placeholders in place
+
+
 def _preprocess(sql: str, params: list | None) -> str:
     parts = _split(sql)
     out = []
@@ -115,7 +118,7 @@ def _preprocess(sql: str, params: list | None) -> str:
                 text = pat.sub(rep, text)
         parts[idx] = (code, text)
     for idx, (code, text) in enumerate(parts):
-        if code and "$" in text:
+        if code and "$" in text and params is not _KEEP:
             def sub(m: re.Match) -> str:
                 n = int(m.group(1))
                 if params is None:
@@ -158,8 +161,9 @@ def _type_name(dt: exp.DataType) -> str:
 
 
 _CAST_FUNCS = {
-    "regclass": ("pgc_regclass_oid", "pgc_regclass_name"),
-    "regtype": ("pgc_regtype_oid", "pgc_regtype_name"),
+    # a literal cast ('pums'::regclass) fails for an unknown name, as in Postgres (42P01 / 42704)
+    "regclass": ("pgc_regclass_strict", "pgc_regclass_name"),
+    "regtype": ("pgc_regtype_strict", "pgc_regtype_name"),
     "regnamespace": (None, "pgc_regnamespace_name"),
     "regrole": (None, "pgc_regrole_name"),
     "regproc": ("pgc_regproc_text", "pgc_regproc_text"),
@@ -260,8 +264,49 @@ def _pg_type(duck_type) -> int:
     return 25
 
 
+# parameter type inference -------------------------------------------------------
+_PG_OIDS = {"bool": 16, "char": 18, "name": 19, "int8": 20, "int2": 21, "int4": 23, "text": 25, "oid": 26,
+            "xid": 28, "float4": 700, "float8": 701}
+_CAST_OIDS = {"oid": 26, "regclass": 26, "regtype": 26, "regproc": 26, "regprocedure": 26,
+              "regnamespace": 26, "regrole": 26, "name": 19, "text": 25, "varchar": 25, "int": 23,
+              "integer": 23, "int4": 23, "smallint": 21, "int2": 21, "bigint": 20, "int8": 20,
+              "boolean": 16, "bool": 16, '"char"': 18, "char": 18, "real": 700, "doubleprecision": 701}
+_COLUMN_TYPES: dict[str, dict[str, str]] = {rel: dict(cols) for rel, cols in RELATIONS.items()}
+
+
+def _column_oid(col: exp.Column, aliases: dict[str, str]) -> int | None:
+    name, table = col.name.lower(), col.table.lower()
+    rels = [aliases[table]] if table in aliases else list(dict.fromkeys(aliases.values()))
+    for rel in rels:
+        pgtype = _COLUMN_TYPES.get(rel, {}).get(name)
+        if pgtype:
+            return _PG_OIDS.get(pgtype)
+    return None
+
+
+def _param_oid(p: exp.Parameter, aliases: dict[str, str]) -> int | None:
+    parent = p.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if isinstance(parent, (exp.Cast, exp.TryCast)):
+        return _CAST_OIDS.get(_type_name(parent.to), 25)
+    if isinstance(parent, (exp.Limit, exp.Offset)):
+        return 20
+    other = None
+    if isinstance(parent, exp.In):
+        other = parent.this
+    elif isinstance(parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike)):
+        on_left = any(x is p for x in parent.left.find_all(exp.Parameter))
+        other = parent.right if on_left else parent.left
+    if isinstance(other, exp.Column):
+        return _column_oid(other, aliases)
+    return None
+
+
 _TABLE_FUNCTIONS = frozenset({"generate_series", "generateseries", "unnest", "explode", "generate_subscripts",
                               "generatesubscripts", "range", "explodinggenerateseries"})
+
+_RAISED = re.compile(r"pgc:([0-9A-Z]{5}):(.*)")
 
 _SHOW = re.compile(r"^\s*SHOW\s+(.+?)\s*;?\s*$", re.I | re.S)
 _SHOW_ALIASES = {"transaction isolation level": "transaction_isolation", "time zone": "TimeZone",
@@ -316,6 +361,8 @@ class Catalog:
                 if f.name.lower().startswith("pgc_"):
                     catalog = True
                     break
+        if not catalog:  # SELECT 'pums'::regclass, SELECT $1::regtype::oid …
+            catalog = any(_type_name(c.to) in _CAST_FUNCS for c in tree.find_all(exp.Cast, exp.TryCast))
         return catalog
 
     # ------------------------------------------------------------------ translation
@@ -398,6 +445,9 @@ class Catalog:
                 rows = cur.fetchall()
                 desc = cur.description or []
             except duckdb.Error as e:
+                raised = _RAISED.search(str(e))
+                if raised:  # an error Postgres raises too (unknown relation in a ::regclass cast …)
+                    raise CatalogError(raised.group(1), raised.group(2)) from None
                 log.info("catalog query failed in DuckDB (%s); answering empty: %s", e, duck_sql)
                 if names and all(n is not None for n in names):
                     return [(n, 25) for n in names], []
@@ -407,6 +457,34 @@ class Catalog:
         for i, d in enumerate(desc):
             cols.append((names[i] if use_names else d[0], _pg_type(d[1])))
         return cols, [tuple(r) for r in rows]
+
+    def param_types(self, sql: str) -> list[int]:
+        """Type OIDs of ``$1 … $n`` in a catalog statement, inferred as Postgres would from
+        casts and from the catalog column a parameter is compared with (text otherwise)."""
+        n = max((int(m) for code, text in _split(sql) if code for m in _PARAM.findall(text)), default=0)
+        if n == 0:
+            return []
+        types = [_PG_OIDS["text"]] * n
+        try:
+            tree = sqlglot.parse_one(_preprocess(sql, _KEEP), read="postgres")
+        except (sqlglot.errors.SqlglotError, CatalogError, RecursionError, ValueError):
+            return types
+        if tree is None:
+            return types
+        aliases: dict[str, str] = {}
+        for t, _db, name in _relations(tree):
+            aliases[(t.alias or name).lower()] = name
+        for p in tree.find_all(exp.Parameter):
+            try:
+                i = int(p.name) - 1
+            except ValueError:
+                continue
+            if not 0 <= i < n:
+                continue
+            oid = _param_oid(p, aliases)
+            if oid:
+                types[i] = oid
+        return types
 
     def describe(self, sql: str, *, user: str) -> list[tuple[str, int]]:
         """The result columns of ``sql`` (parameters taken as NULL)."""

@@ -215,13 +215,13 @@ RELATIONS: dict[str, list[tuple[str, str]]] = {
 
 # Views over pgc.session (the user of the current call) and the declared tables.
 VIEWS = {
-    "pg_roles": """SELECT s.usr AS rolname, true AS rolsuper, true AS rolinherit, false AS rolcreaterole,
+    "pg_roles": """SELECT s.usr AS rolname, false AS rolsuper, true AS rolinherit, false AS rolcreaterole,
         false AS rolcreatedb, true AS rolcanlogin, false AS rolreplication, -1 AS rolconnlimit,
         '********' AS rolpassword, CAST(NULL AS TIMESTAMP WITH TIME ZONE) AS rolvaliduntil,
         false AS rolbypassrls, CAST(NULL AS VARCHAR[]) AS rolconfig, CAST(10 AS UINTEGER) AS oid
         FROM pgc.session s""",
     "pg_authid": "SELECT oid, rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolcanlogin, rolreplication, rolbypassrls, rolconnlimit, CAST(NULL AS VARCHAR) AS rolpassword, rolvaliduntil FROM pgc.pg_roles",
-    "pg_user": """SELECT s.usr AS usename, CAST(10 AS UINTEGER) AS usesysid, false AS usecreatedb, true AS usesuper,
+    "pg_user": """SELECT s.usr AS usename, CAST(10 AS UINTEGER) AS usesysid, false AS usecreatedb, false AS usesuper,
         false AS userepl, false AS usebypassrls, '********' AS passwd,
         CAST(NULL AS TIMESTAMP WITH TIME ZONE) AS valuntil, CAST(NULL AS VARCHAR[]) AS useconfig FROM pgc.session s""",
     "pg_tables": """SELECT n.nspname AS schemaname, c.relname AS tablename, r.rolname AS tableowner,
@@ -541,6 +541,7 @@ def _macros(con: duckdb.DuckDBPyConnection, database: str, server_version: str) 
         "array_upper(a, d)": "CASE WHEN d = 1 AND len(a) > 0 THEN len(a) END",
         "array_lower(a, d)": "CASE WHEN d = 1 AND len(a) > 0 THEN 1 END",
         "txid_current()": "CAST(1 AS BIGINT)",
+        "pg_advisory_unlock_all()": "CAST(NULL AS VARCHAR)",   # void; asyncpg's pool reset sends it
         "pg_encoding_max_length(e)": "4",
         "to_regclass(n)": "pgc_regclass_oid(n)",
         "to_regtype(n)": "pgc_regtype_oid(n)",
@@ -549,8 +550,12 @@ def _macros(con: duckdb.DuckDBPyConnection, database: str, server_version: str) 
         "pg_get_keywords()": "CAST(NULL AS VARCHAR)",
         # casts to reg* types
         "regclass_oid(x)": "CAST(CASE WHEN regexp_full_match(CAST(x AS VARCHAR), '[0-9]+') THEN CAST(CAST(x AS VARCHAR) AS UBIGINT) "
-                           "ELSE COALESCE((SELECT k_oid FROM pgc.lk_class WHERE k_relname = regexp_replace(regexp_replace(CAST(x AS VARCHAR), '^(public|pg_catalog)\\.', ''), '\"', '', 'g')), "
+                           "ELSE COALESCE((SELECT k_oid FROM pgc.lk_class WHERE k_relname = regexp_replace(regexp_replace(CAST(x AS VARCHAR), '\"', '', 'g'), '^(public|pg_catalog)\\.', '')), "
                            "pgc_catalog_oid(regexp_replace(CAST(x AS VARCHAR), '^pg_catalog\\.', ''))) END AS UINTEGER)",
+        "regclass_strict(x)": "CASE WHEN pgc_regclass_oid(x) IS NOT NULL OR x IS NULL THEN pgc_regclass_oid(x) "
+                               "ELSE error('pgc:42P01:relation \"' || CAST(x AS VARCHAR) || '\" does not exist') END",
+        "regtype_strict(x)": "CASE WHEN pgc_regtype_oid(x) IS NOT NULL OR x IS NULL THEN pgc_regtype_oid(x) "
+                             "ELSE error('pgc:42704:type \"' || CAST(x AS VARCHAR) || '\" does not exist') END",
         "regclass_name(x)": "COALESCE((SELECT k_relname FROM pgc.lk_class WHERE k_oid = x), "
                             "(SELECT k_name FROM pgc.catalog_oids WHERE k_oid = x), CAST(x AS VARCHAR))",
         "regtype_oid(x)": "CAST(CASE WHEN regexp_full_match(CAST(x AS VARCHAR), '[0-9]+') THEN CAST(CAST(x AS VARCHAR) AS UBIGINT) "
@@ -573,7 +578,10 @@ def _macros(con: duckdb.DuckDBPyConnection, database: str, server_version: str) 
     con.execute("CREATE TABLE pgc.lk_desc AS SELECT objoid AS k_objoid, classoid AS k_classoid, "
                 "objsubid AS k_objsubid, description AS k_description FROM pgc.pg_description")
     con.execute("CREATE TABLE pgc.lk_settings AS SELECT name AS k_name, setting AS k_setting FROM pgc.pg_settings")
-    con.executemany("INSERT INTO pgc.catalog_oids VALUES (?, ?)", list(CATALOG_RELATION_OIDS.items()))
+    # every other emulated relation gets an oid too, so that 'pg_roles'::regclass resolves
+    others = sorted((set(RELATIONS) | set(VIEWS)) - set(CATALOG_RELATION_OIDS))
+    oids = {**CATALOG_RELATION_OIDS, **{name: 12000 + i for i, name in enumerate(others)}}
+    con.executemany("INSERT INTO pgc.catalog_oids VALUES (?, ?)", list(oids.items()))
     # group overloads by name: DuckDB takes them in one CREATE MACRO
     grouped: dict[str, list[str]] = {}
     for sig, body in macros.items():
@@ -609,5 +617,5 @@ MACRO_NAMES = frozenset([
     "inet_client_port", "pg_is_in_recovery", "pg_postmaster_start_time", "pg_client_encoding",
     "current_setting", "set_config", "array_upper", "array_lower", "txid_current",
     "pg_encoding_max_length", "to_regclass", "to_regtype", "to_regnamespace", "to_regrole",
-    "pg_get_keywords",
+    "pg_get_keywords", "pg_advisory_unlock_all",
 ])

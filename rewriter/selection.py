@@ -1,0 +1,113 @@
+"""Threshold and top-c shapes, answered by the sparse vector technique (seed 004, spec §7.1):
+
+    SELECT g FROM t GROUP BY g HAVING COUNT(*) > T          (also >=, COUNT(col), SUM(col))
+    SELECT g FROM t GROUP BY g ORDER BY COUNT(*) DESC LIMIT c   (T from HAVING or
+                                                    SET dpgate.topc_threshold = T)
+
+The plan gets a :class:`~rewriter.plan.Selection`; the thresholded aggregate is
+added to the plan's aggregates if the select list does not ask for it. Only the
+keys that pass are released (and, if the select list asks for aggregate values,
+noisy values of those keys at a separate ε).
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from . import predicate
+from . import select as select_
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .plan import Aggregate, Measure, Selection
+from .scope import Ctx
+
+_OPS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+MAX_KEYS = 100   # keys a HAVING without LIMIT may return (the c of SVT)
+
+
+def split_having(select: exp.Select) -> exp.Expression | None:
+    """Detach HAVING so the plain-shape rules can run; returns its predicate."""
+    having = select.args.get("having")
+    if having is None:
+        return None
+    select.set("having", None)
+    return having.this
+
+
+def top_order(select: exp.Select) -> exp.Expression | None:
+    """The aggregate of ``ORDER BY <aggregate> DESC`` with a LIMIT (the top-c shape)."""
+    order = select.args.get("order")
+    if order is None or select.args.get("limit") is None or not select.args.get("group"):
+        return None
+    first = order.expressions[0]
+    node = first.this
+    if isinstance(node, exp.AggFunc) and first.args.get("desc"):
+        if len(order.expressions) > 1:
+            raise Refusal(UNSUPPORTED, "a top-c query orders by one aggregate only "
+                          "(ORDER BY COUNT(*) DESC LIMIT c).")
+        select.set("order", None)
+        return node
+    return None
+
+
+def _threshold_aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
+    func, col = select_.aggregate(node, ctx)
+    if func == "avg":
+        raise Refusal(UNSUPPORTED, "a threshold on AVG is not supported; use COUNT or SUM.")
+    return func, col
+
+
+def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, str, float]:
+    while isinstance(pred, exp.Paren):
+        pred = pred.this
+    op = _OPS.get(type(pred))
+    if op is None:
+        raise Refusal(UNSUPPORTED, "HAVING takes one comparison of an aggregate with a public "
+                      "threshold, e.g. HAVING COUNT(*) > 100.")
+    left, right = pred.this, pred.expression
+    if isinstance(right, exp.AggFunc) and not isinstance(left, exp.AggFunc):
+        left, right, op = right, left, _FLIP[op]
+    if not isinstance(left, exp.AggFunc):
+        raise Refusal(UNSUPPORTED, "HAVING compares COUNT(…) or SUM(…) with a number.")
+    if op in ("<", "<="):
+        raise Refusal(UNSUPPORTED, "HAVING … < T is not supported: the sparse vector technique "
+                      "finds keys ABOVE a threshold; use > or >=.")
+    t = ctx.settle(predicate.check(right, ctx), "float")
+    if not t.is_literal or not isinstance(t.value, (int, float)) or isinstance(t.value, bool):
+        if ctx.infer and t.param is not None:
+            return left, op, 0.0
+        raise Refusal(DENIED, "the HAVING threshold must be a public number (a literal or a "
+                      "parameter), not an expression over the data.")
+    return left, op, float(t.value)
+
+
+def plan_selection(having: exp.Expression | None, top: exp.Expression | None, ctx: Ctx,
+                   groups, measures, aggregates, outputs, limit: int | None):
+    """(measures, aggregates, Selection) for a HAVING / top-c statement."""
+    if not groups:
+        raise Refusal(UNSUPPORTED, "HAVING and top-c need GROUP BY a column with a public domain.")
+    threshold, op, node = None, ">", top
+    if having is not None:
+        node_h, op, threshold = _having(having, ctx)
+        if top is not None and _threshold_aggregate(top, ctx) != _threshold_aggregate(node_h, ctx):
+            raise Refusal(UNSUPPORTED, "ORDER BY … DESC LIMIT must rank by the same aggregate as "
+                          "HAVING.")
+        node = node_h
+    func, col = _threshold_aggregate(node, ctx)
+    spec = ctx.table.columns[col] if col else None
+    measures, aggregates = list(measures), list(aggregates)
+    if func == "count":
+        meas = Measure("count_rows") if col is None else Measure("count", col)
+        agg = Aggregate("count", col, spec.type if spec else None, None, None, ())
+    else:
+        meas = Measure("sum", col, spec.type, spec.lower, spec.upper)
+        agg = Aggregate("sum", col, spec.type, spec.lower, spec.upper, ())
+    if meas not in measures:
+        measures.append(meas)
+    agg = Aggregate(agg.func, agg.column, agg.type, agg.lower, agg.upper, (measures.index(meas),))
+    if agg not in aggregates:
+        aggregates.append(agg)
+    c = limit if limit is not None else None
+    sel = Selection(kind="top" if top is not None else "having", aggregate=aggregates.index(agg),
+                    op=op, threshold=threshold, c=c,
+                    values=any(o.source == "aggregate" for o in outputs))
+    return tuple(measures), tuple(aggregates), sel
