@@ -30,6 +30,7 @@ class Column(_Model):
     domain_range: tuple[int, int] | None = None
     nullable: bool = True
     description: str = ""
+    avg_mechanism: Literal["hourglass", "laplace_transformed", "shifted_laplace"] = "hourglass"
 
     @model_validator(mode="after")
     def _check(self) -> "Column":

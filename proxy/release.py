@@ -9,28 +9,57 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from mechanisms import GeometricCount, LaplaceSum, SplitAverage, split
+from mechanisms import GeometricCount, LaplaceSum, split
+from mechanisms.mean import make_mean
 from rewriter.plan import Aggregate, Plan
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
 
 
 def measurement_for(agg: Aggregate, epsilon: float):
-    """The baseline central-DP mechanism for one aggregate at ``epsilon``."""
+    """The mechanism for one aggregate at ``epsilon``: two-sided geometric COUNT,
+    discrete-Laplace SUM on a fixed-point grid, and for AVG the add-remove optimal
+    mean of seed 001 (Algorithm 3 with hourglass noise unless the column's config
+    chooses ``laplace_transformed`` or ``shifted_laplace``)."""
     integer = agg.type == "int"
     if agg.func == "count":
         return GeometricCount(epsilon)
     if agg.func == "sum":
         return LaplaceSum(epsilon, agg.lower, agg.upper, integer=integer)
     if agg.func == "avg":
-        return SplitAverage(epsilon, agg.lower, agg.upper, integer=integer)
+        return make_mean(agg.mechanism or "hourglass", epsilon, agg.lower, agg.upper, integer=integer)
     raise ValueError(f"no mechanism for {agg.func}")
 
 
+def release_groups(plan: Plan) -> list[tuple[int, list[int]]]:
+    """Aggregates answered by one release: (primary, [members]). AVG(x) also answers
+    SUM(x) and COUNT(x) of the same column (seed 001 §2: post-processing of one
+    release, charged once); every other aggregate is its own release."""
+    groups, taken = [], set()
+    for i, a in enumerate(plan.aggregates):
+        if a.func == "avg":
+            members = [j for j, b in enumerate(plan.aggregates)
+                       if j != i and j not in taken and b.column == a.column and b.func in ("sum", "count")]
+            taken.update(members + [i])
+            groups.append((i, members))
+    for i in range(len(plan.aggregates)):
+        if i not in taken:
+            groups.append((i, []))
+    return groups
+
+
 def split_epsilon(plan: Plan, epsilon: float) -> list[float]:
-    """Sequential composition over the statement's aggregates (equal shares);
-    cells are disjoint, so parallel composition makes the cells free."""
-    return [float(e) for e in split(epsilon, len(plan.aggregates))]
+    """ε per aggregate: sequential composition over the statement's releases (equal
+    shares; an AVG's SUM/COUNT share its release); cells are disjoint, so parallel
+    composition makes the cells free."""
+    groups = release_groups(plan)
+    shares = [float(e) for e in split(epsilon, len(groups))]
+    out = [0.0] * len(plan.aggregates)
+    for (i, members), e in zip(groups, shares):
+        out[i] = e
+        for j in members:
+            out[j] = e
+    return out
 
 
 def _num(v):
@@ -46,24 +75,35 @@ def _key(v):
 
 
 def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> dict:
-    """Apply each aggregate's mechanism to every cell (empty cells included)."""
+    """Apply each release's mechanism to every cell (empty cells included)."""
     k = len(plan.group_by)
-    shares = split_epsilon(plan, epsilon)
-    ms = [measurement_for(a, e) for a, e in zip(plan.aggregates, shares)]
-    keys, values, hws = [], [], [0.0] * len(ms)
+    groups = release_groups(plan)
+    shares = [float(e) for e in split(epsilon, len(groups))]
+    ms = [measurement_for(plan.aggregates[i], e) for (i, _), e in zip(groups, shares)]
+    n = len(plan.aggregates)
+    keys, values, hws = [], [], [0.0] * n
+    mech, eps = [""] * n, [0.0] * n
+    for (i, members), m, e in zip(groups, ms, shares):
+        for j in [i, *members]:
+            mech[j], eps[j] = m.name, e
     for row in cells:
         keys.append([_key(v) for v in row[:k]])
         measures = [_num(v) for v in row[k:]]
-        out = []
-        for i, (agg, m) in enumerate(zip(plan.aggregates, ms)):
+        out = [None] * n
+        for (i, members), m in zip(groups, ms):
+            agg = plan.aggregates[i]
             arg = measures[agg.measures[0]] if len(agg.measures) == 1 else tuple(measures[j] for j in agg.measures)
             rel = m.release(arg, source)
-            out.append(rel.value)
+            out[i] = rel.value
             hws[i] = max(hws[i], float(rel.half_width))
+            for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
+                part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
+                out[j] = part.value
+                hws[j] = max(hws[j], float(part.half_width))
         values.append(out)
     return {
         "keys": keys, "values": values, "half_width": hws,
-        "mechanism": [m.name for m in ms], "epsilon": shares,
+        "mechanism": mech, "epsilon": eps,
         "labels": [a.label for a in plan.aggregates],
     }
 

@@ -63,6 +63,7 @@ class Aggregate:
     lower: float | None
     upper: float | None
     measures: tuple[int, ...]
+    mechanism: str | None = None     # AVG: the configured mean mechanism (config avg_mechanism)
 
     @property
     def label(self) -> str:
@@ -137,7 +138,8 @@ class Plan:
         where = _canonical_where(self.where)
         groups = ",".join(g.column for g in self.group_by)
         aggs = ",".join(sorted(
-            f"{a.label}[{a.lower},{a.upper}]" for a in self.aggregates))
+            f"{a.label}[{a.lower},{a.upper}]" + (f"/{a.mechanism}" if a.mechanism else "")
+            for a in self.aggregates))
         unit = self.privacy_unit or ""
         sel = ""
         if self.selection is not None:

@@ -155,7 +155,8 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             ms = (m(Measure("sum", col, typ, lo, hi)),)
             if func == "avg":
                 ms += (m(Measure("count", col)),)
-        agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms)
+        agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
+                        spec.avg_mechanism if func == "avg" else None)
         if agg not in aggs:
             aggs.append(agg)
         out_type = {"count": "int", "sum": typ, "avg": "float"}[func]
