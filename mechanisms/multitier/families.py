@@ -1,0 +1,224 @@
+"""Noise families for multi-tier release and their residual samplers.
+
+Spec 000 sections 2-3 (paper Sec. 4, Table 1, Alg. 1, Thm 4.1). A family maps a
+tier level eps to a noise law eta(eps); the residual s (eps_hi -> eps_lo) has
+CF Phi_eta(eps_lo) / Phi_eta(eps_hi), so r_lo = r_hi + s has law q + eta(eps_lo)
+without touching the data. Every family exposes ``cf(eps, t)`` so tests can
+check sampled residuals against the CF ratio. Float families: :mod:`.continuous`.
+
+Exactness: ``tsg`` and ``msdlap`` draw only through ``source.bernoulli`` /
+``bernoulli_exp`` / ``discrete_laplace`` (rational arithmetic, eps taken as the
+exact rational value of its float). ``laplace``, ``gaussian`` and ``skellam``
+draw from ``source.generator()`` (floating point; Mironov 2012 applies to the
+continuous ones -- prefer ``tsg`` on a fixed-point grid for serving, spec
+pitfall 6).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Real
+
+import numpy as np
+
+from ..dlap import dlap_half_width
+from ..measurements import as_epsilon
+from ..rng import RandomSource
+from ..samplers import bernoulli_exp, discrete_laplace
+
+__all__ = ["NoiseFamily", "TSG", "MSDLap", "tsg_residual_weights", "tsg_residual", "get_family", "REFUSED"]
+
+REFUSED = {
+    "discrete_gaussian": "the discrete Gaussian has no valid residual (paper Remark 4.1, spec 3.6: "
+                         "CF ratio DG(1)->DG(1.1) has Bochner eigenvalue -0.1887); use 'tsg' or 'skellam'",
+    "staircase": "the staircase mechanism has no valid residual (paper App. F, spec 3.7: CF ratio "
+                 "2.8->1.0 has |R(5 pi)| = 1.44 > 1); use 'tsg' or 'laplace'",
+}
+_ALIASES = {"geometric": "tsg", "discrete_laplace": "tsg", "dlap": "tsg", "dgauss": "discrete_gaussian",
+            "dg": "discrete_gaussian", "koufogiannis": "laplace"}
+
+
+def _bern_ratio(a: Fraction, b: Fraction, source: RandomSource) -> bool:
+    """Exact Bernoulli((1 - e^-b) / (1 - e^-a)) for a > b > 0.
+
+    U ~ Bern(e^-b), V ~ Bern(e^-(a-b)) independent; U and V together have
+    probability e^-a. Conditioned on not(U and V) (rejection), P(not U) is the
+    ratio. Expected 1/(1 - e^-a) rounds.
+    """
+    while True:
+        if not bernoulli_exp(b, source):
+            return True
+        if not bernoulli_exp(a - b, source):
+            return False
+
+
+def tsg_residual_weights(a: float, b: float) -> tuple[float, float]:
+    """Eq. (1) weights (w0, w1) for TSG(p=e^-a) -> TSG(q=e^-b), a >= b > 0 (spec 3.1).
+
+    w0 = (1-q)^2 p / ((1-p)^2 q), w1 = (q-p)(1-pq) / ((1-p)^2 q), w0 + w1 = 1.
+    """
+    if a == math.inf:
+        return 0.0, 1.0
+    r = math.expm1(-b) / math.expm1(-a)  # (1-q)/(1-p)
+    w0 = math.exp(b - a) * r * r
+    return w0, 1.0 - w0
+
+
+def tsg_residual(a: Fraction, b: Fraction, source: RandomSource) -> int:
+    """Exact draw of the Eq. (1) residual: 0 w.p. w0, else TSG(e^-b).
+
+    w0 = e^-(a-b) * ((1-e^-b)/(1-e^-a))^2 is sampled as a product of three
+    independent exact Bernoullis (bernoulli_exp and two ``_bern_ratio``).
+    """
+    if a < b:
+        raise ValueError("residuals only go from a larger to a smaller eps")
+    if a == b:
+        return 0
+    if (bernoulli_exp(a - b, source) and _bern_ratio(a, b, source)
+            and _bern_ratio(a, b, source)):
+        return 0
+    return discrete_laplace(1 / b, source)
+
+
+class NoiseFamily:
+    """A noise family eta(eps) for sensitivity ``sensitivity`` (spec 3)."""
+
+    name = "family"
+    exact = False       # integer, float-free sampling
+    integer = False     # values live on Z
+    pure = True         # eta(eps) is pure eps-DP
+
+    def __init__(self, sensitivity: Real = 1) -> None:
+        if not (sensitivity > 0 and math.isfinite(sensitivity)):
+            raise ValueError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
+        self.sensitivity = sensitivity
+
+    def cf(self, eps: float, t):
+        """Characteristic function of eta(eps) at ``t`` (numpy)."""
+        raise NotImplementedError
+
+    def variance(self, eps: float) -> float:
+        raise NotImplementedError
+
+    def root(self, true_value, eps: float, source: RandomSource):
+        """q + eta(eps): the only data access of Alg. 1."""
+        return true_value + self.noise(eps, source)
+
+    def noise(self, eps: float, source: RandomSource):
+        raise NotImplementedError
+
+    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource):
+        """A fresh residual with CF cf(eps_lo) / cf(eps_hi)."""
+        raise NotImplementedError
+
+    def residual_variance(self, eps_hi: float, eps_lo: float) -> float:
+        raise NotImplementedError
+
+    def half_width(self, eps: float, level: float = 0.95) -> float:
+        """Chebyshev half-width sqrt(Var/(1-level)) (conservative default)."""
+        return math.sqrt(self.variance(eps) / (1 - level))
+
+    def scale(self, eps: float) -> float:
+        return math.sqrt(self.variance(eps))
+
+
+class TSG(NoiseFamily):
+    """Two-sided geometric, p = e^{-eps/Delta} (spec 3.1; Eq. (1) residual). Integer, exact."""
+
+    name, exact, integer = "tsg", True, True
+
+    def __init__(self, sensitivity: int = 1) -> None:
+        if int(sensitivity) != sensitivity or sensitivity < 1:
+            raise ValueError("tsg needs an integer sensitivity >= 1 (use a fixed-point grid)")
+        super().__init__(int(sensitivity))
+
+    def _a(self, eps: float) -> Fraction:
+        return as_epsilon(eps) / self.sensitivity
+
+    def cf(self, eps, t):
+        p = math.exp(-eps / self.sensitivity)
+        return (1 - p) ** 2 / (1 - 2 * p * np.cos(t) + p * p)
+
+    def variance(self, eps):
+        p = math.exp(-eps / self.sensitivity)
+        return 2 * p / math.expm1(-eps / self.sensitivity) ** 2
+
+    def noise(self, eps, source):
+        return discrete_laplace(1 / self._a(eps), source)
+
+    def root(self, true_value, eps, source):
+        return int(true_value) + self.noise(eps, source)
+
+    def residual(self, eps_hi, eps_lo, source):
+        return tsg_residual(self._a(eps_hi), self._a(eps_lo), source)
+
+    def residual_weights(self, eps_hi, eps_lo):
+        return tsg_residual_weights(eps_hi / self.sensitivity, eps_lo / self.sensitivity)
+
+    def residual_variance(self, eps_hi, eps_lo):
+        return self.residual_weights(eps_hi, eps_lo)[1] * self.variance(eps_lo)
+
+    def residual_pmf(self, eps_hi, eps_lo, k):
+        """Eq. (1) pmf on integer array ``k`` (floats; analysis/bridges only)."""
+        w0, w1 = self.residual_weights(eps_hi, eps_lo)
+        return w1 * self.pmf(eps_lo, k) + w0 * (np.asarray(k) == 0)
+
+    def pmf(self, eps, k):
+        b = eps / self.sensitivity
+        return math.tanh(b / 2) * np.exp(-b * np.abs(np.asarray(k, dtype=float)))
+
+    def half_width(self, eps, level=0.95):
+        return dlap_half_width(1 / self._a(eps), level)
+
+    def scale(self, eps):
+        return self.sensitivity / eps
+
+
+class MSDLap(NoiseFamily):
+    """Paper form of MSDLap (spec 3.5): eta = sum_{xi=1..Delta} xi * TSG_xi(e^-eps).
+
+    Residual (erratum E4): sum_xi xi * s^(xi), s^(xi) iid Eq. (1) residuals.
+    Integer, exact; costs Delta TSG draws per level.
+    """
+
+    name, exact, integer = "msdlap", True, True
+
+    def __init__(self, sensitivity: int = 1) -> None:
+        if int(sensitivity) != sensitivity or sensitivity < 1:
+            raise ValueError("msdlap needs an integer sensitivity >= 1")
+        super().__init__(int(sensitivity))
+        self._unit = TSG(1)
+
+    def cf(self, eps, t):
+        return np.prod([self._unit.cf(eps, xi * np.asarray(t)) for xi in range(1, self.sensitivity + 1)], axis=0)
+
+    def variance(self, eps):
+        D = self.sensitivity
+        return D * (D + 1) * (2 * D + 1) / 6 * self._unit.variance(eps)
+
+    def noise(self, eps, source):
+        return sum(xi * self._unit.noise(eps, source) for xi in range(1, self.sensitivity + 1))
+
+    def root(self, true_value, eps, source):
+        return int(true_value) + self.noise(eps, source)
+
+    def residual(self, eps_hi, eps_lo, source):
+        return sum(xi * self._unit.residual(eps_hi, eps_lo, source) for xi in range(1, self.sensitivity + 1))
+
+    def residual_variance(self, eps_hi, eps_lo):
+        return self.variance(eps_lo) - self.variance(eps_hi)
+
+
+def get_family(family, sensitivity: Real = 1, **kw) -> NoiseFamily:
+    """Family by name (config time). DG and staircase are refused (spec 3.6-3.7)."""
+    if isinstance(family, NoiseFamily):
+        return family
+    key = _ALIASES.get(str(family).lower(), str(family).lower())
+    if key in REFUSED:
+        raise ValueError(f"noise family {family!r} cannot be used for multi-tier release: {REFUSED[key]}")
+    from .continuous import Gaussian, Laplace, Skellam
+    families = {"tsg": TSG, "msdlap": MSDLap, "laplace": Laplace, "gaussian": Gaussian, "skellam": Skellam}
+    if key not in families:
+        raise ValueError(f"unknown noise family {family!r}; choose one of {sorted(families)}")
+    return families[key](sensitivity, **kw)
