@@ -73,12 +73,82 @@ class Column(_Model):
         return tuple(conv(v) for v in self.domain)
 
 
+class PrivacyPolicy(_Model):
+    """Per-record DP (seed 003): the budget of each record is ``function`` of its
+    values — a named shortcut of the paper (``inverse``: α/v, ``sqrt``: α/√v,
+    ``log``: α/ln v, applied to ``column``) or a SQL expression over declared
+    columns — clamped to [eps_min, eps_max]; values are bounded by ``value_bound``."""
+
+    function: str
+    column: str | None = None
+    alpha: float | None = None
+    eps_min: float = Field(gt=0)
+    eps_max: float = Field(gt=0)
+    value_bound: float = Field(gt=0)
+    beta: float = Field(default=0.1, gt=0, lt=1)
+    sum_method: Literal["auto", "extension", "framework"] = "auto"
+
+    @model_validator(mode="after")
+    def _check(self) -> "PrivacyPolicy":
+        if self.eps_min > self.eps_max:
+            raise ValueError(f"eps_min ({self.eps_min}) is greater than eps_max ({self.eps_max})")
+        if self.function in ("inverse", "sqrt", "log"):
+            if self.column is None or self.alpha is None:
+                raise ValueError(f"function = '{self.function}' needs column and alpha")
+        return self
+
+
+class LocalColumn(_Model):
+    """A private ordinal column of a local (metric-LDP) table (seed 002): values in
+    [lo, hi] cut into ``buckets`` buckets; ``epsilon`` is ε per bucket step."""
+
+    lo: float
+    hi: float
+    buckets: int = Field(ge=2, le=4096)
+    epsilon: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "LocalColumn":
+        if self.lo >= self.hi:
+            raise ValueError("lo must be below hi")
+        return self
+
+
+class LocalPolicy(_Model):
+    """A local table: rows are perturbed on the way in; only reports are stored."""
+
+    columns: dict[str, LocalColumn]
+    joint: list[list[str]] = Field(default_factory=list)   # groups for multi-dim ranges
+    estimator: Literal["paper", "known_n"] = "paper"
+    null_policy: Literal["refuse", "lo"] = "refuse"
+    weight: str | None = None          # optional weight column (public)
+    reports: str | None = None         # backend table holding the reports (default <name>_reports)
+
+
 class Table(_Model):
     """A declared (public-schema) table; `source` is the relation in the backend."""
 
     source: str | None = None
     description: str = ""
     columns: dict[str, Column]
+    mode: Literal["central", "local"] = "central"
+    privacy: PrivacyPolicy | None = None
+    local: LocalPolicy | None = None
+
+    @model_validator(mode="after")
+    def _policies(self) -> "Table":
+        if self.mode == "local" and self.local is None:
+            raise ValueError("mode = 'local' needs a [local] policy")
+        if self.mode != "local" and self.local is not None:
+            raise ValueError("a [local] policy needs mode = 'local'")
+        if self.privacy is not None and self.privacy.column is not None \
+                and self.privacy.column not in self.columns:
+            raise ValueError(f"privacy.column {self.privacy.column!r} is not a declared column")
+        if self.local is not None:
+            for name in self.local.columns:
+                if name not in self.columns:
+                    raise ValueError(f"local.columns.{name} is not a declared column")
+        return self
 
     @field_validator("columns")
     @classmethod
@@ -98,6 +168,7 @@ class Tier(_Model):
     budget: float = Field(gt=0)
     period: Literal["day", "week", "month", "never"] = "day"
     description: str = ""
+    ladder: str | None = None     # tiers naming the same ladder are answered from one chain (seed 000)
 
     @model_validator(mode="after")
     def _check(self) -> "Tier":

@@ -52,13 +52,19 @@ class Gateway:
         self.json_logs = config.server.log_format == "json"
         self._plans: OrderedDict = OrderedDict()
         names = "|".join(re.escape(t) for t in sorted(config.tables, key=len, reverse=True))
-        self._from_declared = re.compile(rf'\bfrom\s+(?:"?public"?\s*\.\s*)?"?(?:{names})\b')
+        self._from_declared = re.compile(rf'\bfrom\s+(?:"?public"?\s*\.\s*)?"?({names})\b')
 
     def reads_declared_table(self, sql: str) -> bool:
         """A cheap test: the statement reads a declared table and mentions no catalog
         relation, so it is a DP query (the rewriter still validates it fully)."""
         low = sql.lower()
         return "pg_" not in low and "information_schema" not in low and bool(self._from_declared.search(low))
+
+    def table_of(self, sql: str) -> str | None:
+        """The declared table a statement reads (cheap textual look-up; the rewriter
+        validates the statement fully), or None."""
+        m = self._from_declared.search(sql.lower())
+        return m.group(1) if m else None
 
     def plan(self, sql: str, params: list | None):
         """The rewriter's plan for ``sql`` with ``params`` (an LRU cache: Describe

@@ -83,6 +83,8 @@ class Connection:
         head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
         if head == "EXPLAIN":
             return "explain"
+        if head == "INSERT":
+            return "insert"
         if mentions_views(sql):
             return "views"
         if self.gw.reads_declared_table(sql):      # the common case, without a parse
@@ -120,6 +122,9 @@ class Connection:
         kind = self._kind(sql)
         if kind == "explain":
             return await self._explain(sql, params), "explain", 0.0
+        if kind == "insert":
+            from .local import insert_local
+            return await insert_local(self, sql, params)
         if kind == "views":
             cols, rows = await asyncio.to_thread(self.gw.views.execute, sql, self.role)
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "views", 0.0
@@ -134,6 +139,13 @@ class Connection:
     # -- the DP pipeline ----------------------------------------------------
     async def _dp(self, sql: str, params: list[object]):
         gw = self.gw
+        table = gw.config.tables.get(gw.table_of(sql) or "")
+        if table is not None and table.mode == "local":       # metric LDP reports (seed 002)
+            from .local import answer_local
+            return await answer_local(self, sql, params)
+        if table is not None and table.privacy is not None:   # per-record DP (seed 003)
+            from .per_record import answer_per_record
+            return await answer_per_record(self, sql, params)
         plan = self._with_threshold(gw.plan(sql, params or None))
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
@@ -151,6 +163,10 @@ class Connection:
                                                    gw.statement_timeout, self._cancel)
                 except BackendError as e:
                     raise SqlError(e.sqlstate, e.message) from None
+            if tier.ladder is not None:                       # multi-tier chain (seed 000)
+                from .multitier import release_multitier
+                stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
+                return self._rows(plan, stored, tier, cols)
             release = selection_answer if plan.selection is not None else noisy_answer
             answer = release(plan, cells, tier.epsilon, gw.source)
             mech = ",".join(sorted(set(answer["mechanism"])))
@@ -161,7 +177,11 @@ class Connection:
                     canonical=plan.canonical(), statement=sql, mechanism=mech, answer=answer)
             except BudgetExceeded as b:
                 raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
-        remaining = tier.budget - gw.ledger.spent(self.role, tier.period)
+        return self._rows(plan, stored, tier, cols)
+
+    def _rows(self, plan, stored, tier, cols):
+        """Rows and the NOTICE for a stored (or just recorded) release."""
+        remaining = tier.budget - self.gw.ledger.spent(self.role, tier.period)
         rows = answer_rows(plan, stored.answer)
         msg = notice(plan, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
                      remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,
