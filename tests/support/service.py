@@ -17,7 +17,8 @@ from proxy.gateway import Gateway
 from proxy.wire.auth import make_verifier
 from proxy.wire.server import Server
 
-PASSWORDS = {"analyst": "analyst-pw", "admin": "admin-pw", "tiny": "tiny-pw", "other": "other-pw"}
+PASSWORDS = {"analyst": "analyst-pw", "admin": "admin-pw", "tiny": "tiny-pw", "other": "other-pw",
+             "bronze": "bronze-pw", "silver": "silver-pw", "gold": "gold-pw"}
 
 
 def make_config(backend: dict | None = None, *, tiers: dict | None = None, limits: dict | None = None,

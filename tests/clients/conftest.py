@@ -1,0 +1,59 @@
+"""Fixtures for the real-client tests: one dpgate per backend (shared by every client in
+this directory, so all clients see the same releases), a TLS-enabled dpgate, and an
+undeclared ``secret_salaries`` table created directly in each backend."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from mechanisms import SeededSource
+from support.service import Service, make_config
+
+from .scenario import SECRET
+
+
+def _start(request, tmp_path_factory, kind: str, tls: dict | None = None) -> Service:
+    if kind == "postgres":
+        backend = {"kind": "postgres", "dsn": request.getfixturevalue("postgres").dsn, "pool_size": 4}
+    else:
+        backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
+    data = make_config(backend)
+    if tls:
+        data["server"]["tls"] = tls
+    svc = Service(data, tmp_path_factory.mktemp("state"), source=SeededSource(20261122)).start()
+    svc.kind = kind
+    svc.reference = {}          # the first client's answers; every other client must match them
+    _create_secret(request, svc)
+    return svc
+
+
+def _create_secret(request, svc: Service) -> None:
+    """A table that exists in the backend but not in dpgate's config."""
+    sql = (f"CREATE TABLE IF NOT EXISTS {SECRET} (x INT); "
+           f"INSERT INTO {SECRET} VALUES (100000), (250000)")
+    if svc.kind == "duckdb":
+        svc.gw.backend.execute_script(sql)
+    else:
+        with psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True) as conn:
+            conn.execute(sql)
+
+
+@pytest.fixture(scope="package", params=["duckdb", "postgres"])
+def svc(request, tmp_path_factory):
+    """dpgate on each backend, shared by all client tests of this package."""
+    s = _start(request, tmp_path_factory, request.param)
+    yield s
+    s.close()
+    if s.kind == "postgres":
+        with psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {SECRET}")
+
+
+@pytest.fixture(scope="package")
+def tls_svc(request, tmp_path_factory):
+    """dpgate with TLS (self-signed certificate) on DuckDB."""
+    from wire.certs import make_cert
+    cert, key = make_cert(tmp_path_factory.mktemp("tls"))
+    s = _start(request, tmp_path_factory, "duckdb", tls={"cert": str(cert), "key": str(key)})
+    yield s
+    s.close()
