@@ -105,7 +105,10 @@ class Connection:
             cols, _ = await asyncio.to_thread(self.gw.views.execute, sql, self.role)
             return Description(list(oids), [Column(n, t) for n, t in cols])
         if kind == "catalog":
-            cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
+            try:
+                cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
+            except Exception as e:  # CatalogError: never reaches the backend
+                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
             return Description([o or _TEXT for o in oids], [Column(n, t) for n, t in cols])
         expr = parse(sql)
         types = param_types(expr, self.gw.config)

@@ -134,6 +134,10 @@ class SessionState:
             return s.split()[0].upper(), None, [], {}
         if _SET_TX.match(s):
             return "SET", None, [], {}
+        if re.match(r"^SET\s+(SESSION\s+|LOCAL\s+)?(SESSION\s+AUTHORIZATION|ROLE)\b", s, re.I):
+            from rewriter.errors import Refusal
+            raise Refusal("42501", "the role of a connection is fixed at login; SET ROLE and SET SESSION "
+                          "AUTHORIZATION are not allowed", hint="Connect as the role you want to use.")
         if m := _SET.match(s):
             name = _ALIASES.get(" ".join(m.group("name").lower().split()), m.group("name").lower())
             value = m.group("value").strip()

@@ -90,6 +90,8 @@ def resolve_table(select: exp.Select, config: Config) -> tuple[str, set[str]]:
     if name not in config.tables:
         raise Refusal(UNDEFINED_TABLE, f"table {name} is not declared in dpgate's config; "
                       f"declared tables: {', '.join(sorted(config.tables))}.")
+    if table.args.get("sample") is not None:
+        raise Refusal(UNSUPPORTED, "TABLESAMPLE is not supported; dpgate answers over the whole table.")
     if table.args.get("joins") or table.args.get("pivots") or table.args.get("laterals"):
         raise Refusal(DENIED, "joins are not allowed; query one declared table.")
     if table.args.get("alias") is not None and table.args["alias"].columns:

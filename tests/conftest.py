@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.append(os.path.dirname(__file__))   # after the packages: tests/mechanisms must not shadow mechanisms
 
 from support.pg import TempPostgres  # noqa: E402
 
