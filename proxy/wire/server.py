@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import time
 import inspect
 import itertools
 import logging
@@ -36,7 +38,8 @@ class Server:
                  host: str = "127.0.0.1", port: int = 5432, ssl_context: ssl.SSLContext | None = None,
                  max_connections: int = 100, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  idle_timeout: float | None = None, auth_timeout: float = 60.0,
-                 server_version: str = SERVER_VERSION):
+                 server_version: str = SERVER_VERSION, max_auth_failures: int = 10,
+                 auth_failure_window: float = 60.0):
         self.handler_factory, self.authenticator = handler_factory, authenticator
         self.host, self._port, self.ssl_context = host, port, ssl_context
         self.max_connections, self.max_message_size = max_connections, max_message_size
@@ -46,6 +49,9 @@ class Server:
         self._sessions: dict[int, tuple[int, Session]] = {}  # pid -> (secret, session)
         self._tasks: set[asyncio.Task] = set()
         self._pids = itertools.count(secrets.randbelow(1 << 20) + 1000)
+        # Auth-failure rate limiting: at most `max_auth_failures` per peer address per window.
+        self.max_auth_failures, self.auth_failure_window = max_auth_failures, auth_failure_window
+        self._failures: dict[str, collections.deque] = {}
 
     @property
     def sockets(self):
@@ -82,6 +88,16 @@ class Server:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
+    def _throttled(self, peer: str) -> bool:
+        """True if ``peer`` failed authentication too often within the window."""
+        q = self._failures.get(peer)
+        if not q:
+            return False
+        cutoff = time.monotonic() - self.auth_failure_window
+        while q and q[0] < cutoff:
+            q.popleft()
+        return len(q) >= self.max_auth_failures
+
     # ------------------------------------------------------------------ connections
     def cancel(self, pid: int, secret: int) -> bool:
         entry = self._sessions.get(pid)
@@ -112,6 +128,8 @@ class Server:
         session = Session(self.authenticator, self.handler_factory, (pid, secret),
                           self.parameters, self.max_message_size)
         tls = False
+        peername = writer.get_extra_info("peername")
+        peer = str(peername[0]) if isinstance(peername, tuple) else str(peername)
         deadline = asyncio.get_running_loop().time() + self.auth_timeout
         try:
             while not session.closed:
@@ -152,6 +170,10 @@ class Server:
                     if len(self._sessions) >= self.max_connections:
                         session.fatal("53300", "too many connections")
                         break
+                    if self._throttled(peer):
+                        session.fatal("28000", "too many failed authentication attempts from this "
+                                      f"address; try again in {self.auth_failure_window:g} s")
+                        break
                     self._sessions[pid] = (secret, session)
                 await session.handle(ev)
                 out = session.data_to_send()
@@ -166,6 +188,8 @@ class Server:
             log.exception("connection %s failed", pid)
         finally:
             self._sessions.pop(pid, None)
+            if getattr(session, "auth_failed", False):
+                self._failures.setdefault(peer, collections.deque()).append(time.monotonic())
             await self._finish(session, writer)
             self._tasks.discard(task)
 

@@ -144,6 +144,7 @@ class Session(ExtendedQuery):
                 self.send(m.AuthenticationSASLFinal(final))
                 await self._ready()
         except AuthFailed as exc:
+            self.auth_failed = True
             self.fatal(exc.sqlstate, exc.message)
         except ProtocolViolation as exc:
             self.violation(exc)

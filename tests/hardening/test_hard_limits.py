@@ -1,0 +1,61 @@
+"""Limits: auth-failure rate limiting, per-role concurrent statement cap."""
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import psycopg
+import pytest
+
+
+def test_auth_failure_rate_limit(duck_service):
+    svc = duck_service
+    srv = svc.server
+    srv.max_auth_failures, srv.auth_failure_window = 3, 30.0
+    bad = svc.dsn("analyst").replace("password=analyst-pw", "password=wrong")
+    try:
+        for _ in range(3):
+            with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+                psycopg.connect(bad)
+        # Now even the right password is turned away from this address for the window.
+        with pytest.raises(psycopg.OperationalError, match="too many failed authentication attempts"):
+            psycopg.connect(svc.dsn("analyst"))
+        srv._failures.clear()              # the window passing
+        psycopg.connect(svc.dsn("analyst")).close()
+    finally:
+        srv.max_auth_failures, srv.auth_failure_window = 10, 60.0
+        srv._failures.clear()
+
+
+def test_per_role_statement_cap(duck_service):
+    svc = duck_service
+    gw = svc.gw
+    real = gw.backend.fetch
+    gate = asyncio.Event()
+
+    async def slow(sql, *a, **k):
+        await asyncio.wait_for(gate.wait(), 10)
+        return await real(sql, *a, **k)
+
+    cap = gw.config.server.limits.max_statements_per_role
+
+    async def main():
+        conns = [await asyncpg.connect(svc.url("other")) for _ in range(cap + 1)]
+        try:
+            tasks = [asyncio.ensure_future(c.fetch(f"SELECT COUNT(*) FROM pums WHERE age > {100 + i}"))
+                     for i, c in enumerate(conns)]
+            done, _ = await asyncio.wait(tasks, timeout=5, return_when=asyncio.FIRST_EXCEPTION)
+            svc.loop.call_soon_threadsafe(gate.set)
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            return results
+        finally:
+            for c in conns:
+                await c.close()
+
+    gw.backend.fetch = slow
+    try:
+        results = asyncio.run(main())
+    finally:
+        gw.backend.fetch = real
+    errors = [r for r in results if isinstance(r, Exception)]
+    assert len(errors) == 1 and errors[0].sqlstate == "53300" and "concurrent statements" in str(errors[0])
