@@ -169,11 +169,16 @@ class Tier(_Model):
     period: Literal["day", "week", "month", "never"] = "day"
     description: str = ""
     ladder: str | None = None     # tiers naming the same ladder are answered from one chain (seed 000)
+    # a tier whose ε is not yet a level of a stored chain (added later): "nearest" serves the nearest
+    # lower level (App. H); "bridge" inserts its exact level between the two neighbours (spec 9b)
+    ladder_insert: Literal["nearest", "bridge"] = "nearest"
 
     @model_validator(mode="after")
     def _check(self) -> "Tier":
         if self.epsilon > self.budget:
             raise ValueError(f"epsilon ({self.epsilon}) exceeds the budget ({self.budget})")
+        if self.ladder_insert != "nearest" and self.ladder is None:
+            raise ValueError("ladder_insert needs ladder = '<name>'")
         return self
 
 

@@ -4,6 +4,7 @@
     dpgate hash-password [PASSWORD]    print a SCRAM-SHA-256 verifier for a config
     dpgate data-version [--advance]    show / advance the data version (new releases)
     dpgate budget [--role R]           spent and remaining budget per role
+    dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
     dpgate check-config FILE           validate a config file
 """
 from __future__ import annotations
@@ -133,6 +134,11 @@ def cmd_budget(args) -> int:
     return 0
 
 
+def cmd_coalition(args) -> int:
+    from .multitier import cmd_coalition as run
+    return run(args)
+
+
 def cmd_check(args) -> int:
     cfg = load_config(args.file)
     print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers)")
@@ -164,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     common(b)
     b.add_argument("--role")
     b.set_defaults(fn=cmd_budget)
+    co = sub.add_parser("coalition", help="multi-tier ladders: coalition loss (max ε) vs independent release (Σε)")
+    common(co)
+    co.set_defaults(fn=cmd_coalition)
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)

@@ -7,6 +7,26 @@ from .release import measurement_for, split_epsilon
 
 
 def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres") -> list[str]:
+    if tier.ladder is not None:                  # data-market ladder tier (seed 000)
+        from .multitier import explain_ladder_lines
+        lines = explain_ladder_lines(plan, tier)
+    else:
+        lines = _single_tier_lines(plan, tier)
+    if plan.selection is not None:
+        sel = plan.selection
+        a = plan.aggregates[sel.aggregate]
+        part = "half of ε" if sel.values else "all of ε"
+        lines.append(f"  keys: sparse vector technique with exponential noise (seed 004) on {a.label} "
+                     f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
+                     f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released")
+    if plan.order_by or plan.limit is not None:
+        lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
+    lines.append("backend SQL (one scan):")
+    lines.extend("  " + line for line in _pretty(backend_sql, dialect).splitlines())
+    return lines
+
+
+def _single_tier_lines(plan: Plan, tier) -> list[str]:
     shares = split_epsilon(plan, tier.epsilon)
     lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
              f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"]
@@ -22,17 +42,6 @@ def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres")
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
         lines.append(f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
                      f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}")
-    if plan.selection is not None:
-        sel = plan.selection
-        a = plan.aggregates[sel.aggregate]
-        part = "half of ε" if sel.values else "all of ε"
-        lines.append(f"  keys: sparse vector technique with exponential noise (seed 004) on {a.label} "
-                     f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
-                     f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released")
-    if plan.order_by or plan.limit is not None:
-        lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
-    lines.append("backend SQL (one scan):")
-    lines.extend("  " + line for line in _pretty(backend_sql, dialect).splitlines())
     return lines
 
 

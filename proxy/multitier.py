@@ -1,8 +1,408 @@
-"""Multi-tier release — placeholder until the seed-000 integration lands."""
+"""Data-market tiers: one noise chain answers every tier of a ladder (seed 000).
+
+Tiers that name the same ``ladder`` in the config (demo: bronze ε 0.1, silver
+ε 0.5, gold ε 2 in ladder ``market``) are answered from ONE chain per query
+(paper Alg. 1): on the first request from ANY of them the whole ladder is drawn
+from one backend scan — the root at the ladder's top level is the only data
+access, every lower level is the level above plus a fresh, data-independent
+residual — and persisted (:mod:`proxy.ladder_store`) BEFORE anything is
+answered. Each role then gets its tier's level; a tier never sees a higher one.
+A coalition of tiers holds a post-processing of its highest level (Thm 4.1,
+data-processing inequality), so it learns at most max ε, not Σε.
+
+Mechanisms (every cell of a GROUP BY and every aggregate its own chain):
+
+* COUNT — two-sided geometric (TSG) chain, sensitivity 1.
+* SUM — TSG chain on the proxy's fixed-point integer grid (the grid of
+  :class:`mechanisms.LaplaceSum`: integers for int columns, a power-of-two grid
+  with one extra unit of sensitivity for float columns).
+* AVG — seed 001's Algorithm 3: the grid input (A, nM − A) of
+  :class:`mechanisms.mean.LaplaceTransformedMean` gets a discrete-Laplace (TSG)
+  chain on EACH coordinate at the FULL level ε (no split; the neighbour shift
+  ±(a, M − a) has l1 norm M = the chain's sensitivity), via
+  :class:`mechanisms.multitier.VectorLadder`; AVG, SUM(x) and COUNT(x) of the
+  same column are post-processing of that one release, as for single tiers.
+
+Several releases in one statement split the level ε equally (a fixed fraction,
+so each aggregate's chain is monotone and the coalition still loses max ε).
+
+Accounting: each role pays its tier ε once per distinct query (the ordinary
+ledger: ``charge_and_record`` with the tier's level as the answer). The data
+owner's view :func:`coalition_rows` (``SELECT * FROM dpgate.coalition``,
+``dpgate coalition``) shows per ladder the tiers released, the coalition loss
+(max level released) and what independent release would have cost (Σ ε).
+
+Tiers added later (spec §9): a tier whose ε is not a generated level gets the
+nearest lower level (App. H) by default, or — with ``ladder_insert = "bridge"``
+on the tier — an exact bridge draw between its two neighbours, persisted into
+the chain. Below the lowest level the chain is continued by one residual (§9a)
+in both modes. Above the root nothing can be added without a fresh look at the
+data (§9c), so such a tier gets the root. A new data version starts new chains.
+"""
 from __future__ import annotations
 
+import asyncio
+import json
+import math
+from dataclasses import dataclass
+
+from mechanisms import GeometricCount, LaplaceSum, split
+from mechanisms.mean import LaplaceTransformedMean
+from mechanisms.multitier import VectorLadder, make_ladder, nearest_lower_level
+from rewriter.errors import Refusal
+
+from .ladder_store import store_for
+from .ledger import BudgetExceeded
+from .release import _key, _num, release_groups
 from .wire.api import SqlError
 
+__all__ = ["release_multitier", "coalition_rows", "cmd_coalition", "ladder_notice", "explain_ladder_lines",
+           "COALITION_COLUMNS",
+           "ladder_levels", "perturb_row_subset", "estimate_group_counts"]
 
+MECH = {"count": "multitier_geometric_count", "sum": "multitier_discrete_laplace_sum",
+        "avg": "multitier_laplace_transformed_mean"}
+
+
+def _lk(level: float) -> str:
+    return repr(float(level))
+
+
+def ladder_levels(config, name: str) -> list[float]:
+    """The ladder's version: the ε set of the tiers naming it, descending."""
+    return sorted({float(t.epsilon) for t in config.tiers.values() if t.ladder == name}, reverse=True)
+
+
+# -- slots: one chain family per release of the statement ----------------------
+@dataclass(frozen=True)
+class _Slot:
+    name: str            # "avg(income)#0": stable for every statement with the same canonical text
+    index: int           # the release's primary aggregate (plan order)
+    members: tuple       # SUM(x)/COUNT(x) answered by an AVG(x) release
+    kind: str
+    lower: float | None
+    upper: float | None
+    integer: bool
+
+
+def _slots(plan) -> list[_Slot]:
+    seen: dict[str, int] = {}
+    out = []
+    for i, members in release_groups(plan):
+        a = plan.aggregates[i]
+        n = seen.get(a.label, 0)
+        seen[a.label] = n + 1
+        out.append(_Slot(f"{a.label}#{n}", i, tuple(members), a.func, a.lower, a.upper, a.type == "int"))
+    return out
+
+
+def _share(level: float, groups: int) -> float:
+    """The ε of one release at a tier level (equal split, as for single tiers)."""
+    return float(split(level, groups)[0])
+
+
+def _sum_measure(slot: _Slot, eps: float = 1.0) -> LaplaceSum:
+    return LaplaceSum(eps, slot.lower, slot.upper, integer=slot.integer)
+
+
+def _avg_measure(slot: _Slot, eps: float = 1.0) -> LaplaceTransformedMean:
+    return LaplaceTransformedMean(eps, slot.lower, slot.upper, integer=slot.integer)
+
+
+def _sensitivity(slot: _Slot) -> int:
+    if slot.kind == "count":
+        return 1
+    if slot.kind == "sum":
+        return int(_sum_measure(slot).sensitivity)       # grid units
+    return int(_avg_measure(slot).grid)                  # l1 of ±(a, M − a)
+
+
+def _true_value(slot: _Slot, plan, measures: list):
+    """The exact quantity the chain's root is drawn around (grid integers)."""
+    a = plan.aggregates[slot.index]
+    if slot.kind == "count":
+        return int(measures[a.measures[0]])
+    if slot.kind == "sum":
+        s = measures[a.measures[0]]
+        if slot.integer:
+            return int(s)
+        m = _sum_measure(slot)
+        return round(float(s) / m.grid)                  # as LaplaceSum.release
+    m = _avg_measure(slot)
+    A, n = m.grid_input(tuple(measures[j] for j in a.measures))
+    return (A, n * m.grid - A)
+
+
+def _chain(slot: _Slot, shares: list[float]):
+    sens = _sensitivity(slot)
+    if slot.kind == "avg":
+        return VectorLadder("tsg", shares, sensitivity=sens, dim=2)
+    return make_ladder("tsg", shares, sens)
+
+
+def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
+    """Alg. 1 for every cell and release: the raw chain values at every level.
+
+    The roots are the only use of ``cells`` (the exact measures); nothing here is
+    ever sent as is — :func:`answer_at` post-processes one level into an answer."""
+    slots = _slots(plan)
+    g = len(slots)
+    k = len(plan.group_by)
+    shares = [_share(e, g) for e in levels]
+    chains = {s.name: _chain(s, shares) for s in slots}
+    out_cells = []
+    for row in cells:
+        measures = [_num(v) for v in row[k:]]
+        raw = {}
+        for s in slots:
+            vals = chains[s.name].release(_true_value(s, plan, measures), source)   # share -> raw
+            raw[s.name] = {_lk(e): (list(vals[sh]) if s.kind == "avg" else int(vals[sh]))
+                           for e, sh in zip(levels, shares)}
+        out_cells.append({"key": [_key(v) for v in row[:k]], "raw": raw})
+    return {"family": "tsg", "groups": g,
+            "slots": {s.name: {"kind": s.kind, "sensitivity": _sensitivity(s)} for s in slots},
+            "cells": out_cells}
+
+
+def insert_level(plan, body: dict, levels: list[float], new: float, source) -> dict:
+    """Add level ``new`` to a stored ladder without touching the data (spec §9a/§9b):
+    below the lowest level one forward residual, between two levels an exact bridge
+    conditioned on both neighbours. Returns the new body."""
+    g = body["groups"]
+    slots = _slots(plan)
+    shares = [_share(e, g) for e in levels]
+    sh_new = _share(new, g)
+    body = json.loads(json.dumps(body))
+    for s in slots:
+        lad = make_ladder("tsg", shares, body["slots"][s.name]["sensitivity"])
+        for cell in body["cells"]:
+            raw = cell["raw"][s.name]
+            if s.kind == "avg":
+                coords = []
+                for c in range(2):
+                    existing = {sh: raw[_lk(e)][c] for e, sh in zip(levels, shares)}
+                    coords.append(int(lad.bridge_insert(existing, sh_new, source)))
+                raw[_lk(new)] = coords
+            else:
+                existing = {sh: raw[_lk(e)] for e, sh in zip(levels, shares)}
+                raw[_lk(new)] = int(lad.bridge_insert(existing, sh_new, source))
+    return body
+
+
+def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
+    """The answer (noisy_answer's shape) of the chain's ``level``: post-processing only."""
+    slots = _slots(plan)
+    g = body["groups"]
+    share = _share(level, g)
+    charged = [float(e) for e in split(tier_eps, g)]
+    n = len(plan.aggregates)
+    hws, mech, eps = [0.0] * n, [""] * n, [0.0] * n
+    meas = {}
+    for s, ch in zip(slots, charged):
+        for j in (s.index, *s.members):
+            mech[j], eps[j] = MECH[s.kind], ch
+        if s.kind == "count":
+            meas[s.name] = GeometricCount(share)
+        elif s.kind == "sum":
+            meas[s.name] = _sum_measure(s, share)
+        else:
+            meas[s.name] = _avg_measure(s, share)
+    keys, values = [], []
+    lk = _lk(level)
+    for cell in body["cells"]:
+        out = [None] * n
+        for s in slots:
+            raw, m = cell["raw"][s.name][lk], meas[s.name]
+            if s.kind == "count":
+                out[s.index] = int(raw)
+                hws[s.index] = max(hws[s.index], float(m.half_width()))
+            elif s.kind == "sum":
+                out[s.index] = int(raw) if s.integer else float(raw) * m.grid
+                hws[s.index] = max(hws[s.index], float(m.half_width()))
+            else:
+                y1, y2 = raw
+                rel = m._release(y1 / m.grid, (y1 + y2) / m.grid)
+                out[s.index] = rel.value
+                hws[s.index] = max(hws[s.index], float(rel.half_width))
+                for j in s.members:
+                    part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
+                    out[j] = part.value
+                    hws[j] = max(hws[j], float(part.half_width))
+        keys.append(list(cell["key"]))
+        values.append(out)
+    return {"keys": keys, "values": values, "half_width": hws, "mechanism": mech, "epsilon": eps,
+            "labels": [a.label for a in plan.aggregates]}
+
+
+def _choose_level(levels: list[float], tier_eps: float, mode: str) -> tuple[float, str]:
+    """(level to serve, how): exact / root / nearest_lower / bridge / extend."""
+    if tier_eps in levels:
+        return tier_eps, "exact"
+    if tier_eps > levels[0]:
+        return levels[0], "root"                 # §9c would need the data again: serve the root
+    if tier_eps < levels[-1]:
+        return tier_eps, "extend"                # §9a: one more residual below the lowest level
+    if mode == "bridge":
+        return tier_eps, "bridge"                # §9b: exact bridge between the two neighbours
+    return nearest_lower_level(levels, tier_eps), "nearest_lower"
+
+
+def ladder_notice(info: dict) -> str:
+    """The NOTICE fragment for an answer served from a ladder."""
+    levels = ", ".join(f"{e:g}" for e in info["levels"])
+    lvl = info["level"]
+    how = ""
+    if info.get("served") in ("root", "nearest_lower"):
+        how = f" (nearest level ≤ your ε {info['tier_epsilon']:g})"
+    return (f"; ladder {info['name']}: tier {info['tier']} gets level ε {lvl:g}{how} of {{{levels}}}; "
+            f"all tiers share one noise chain, so tiers pooling answers learn at most their highest level")
+
+
+def explain_ladder_lines(plan, tier) -> list[str]:
+    """EXPLAIN's header and per-column lines for a tier of a ladder (no data, no charge)."""
+    slots = _slots(plan)
+    g = len(slots)
+    share = _share(float(tier.epsilon), g)
+    by_index = {}
+    for s in slots:
+        for j in (s.index, *s.members):
+            by_index[j] = s
+    lines = [f"dpgate release of {plan.table} from ladder {tier.ladder}: ε {tier.epsilon:g} per query, "
+             f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε",
+             f"  one noise chain per cell and aggregate serves every tier of ladder {tier.ladder}; this tier "
+             f"gets its own level (never a higher one); the chain is drawn from one scan on the first request "
+             f"of any tier and stored before answering"]
+    for o in plan.outputs:
+        if o.source == "group":
+            gcol = plan.group_by[o.index]
+            lines.append(f"  {o.name}: group key {gcol.column}, public domain of {len(gcol.domain)} value(s)")
+            continue
+        a, s = plan.aggregates[o.index], by_index[o.index]
+        if s.kind == "count":
+            m = GeometricCount(share)
+            scale, hw = f"{m.output_scale:.4g}", f"±{m.half_width():.4g}"
+        elif s.kind == "sum":
+            m = _sum_measure(s, share)
+            scale, hw = f"{m.output_scale:.4g}", f"±{m.half_width():.4g}"
+        else:
+            m = _avg_measure(s, share)
+            scale, hw = f"{m.scale:.4g}", "depends on the noisy count"
+        bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
+        via = MECH[s.kind] + ("" if o.index == s.index else f" (from the {plan.aggregates[s.index].label} release)")
+        lines.append(f"  {o.name}: {a.label}{bounds} via {via}, ε {share:g}, scale {scale}, 95% half-width {hw}")
+    return lines
+
+
+# -- the orchestrator's entry point ----------------------------------------------
 async def release_multitier(conn, plan, cells, tier, key, data_version, sql):
-    raise SqlError("0A000", "multi-tier ladders are not available yet")
+    """Serve ``conn.role`` its tier's level of the query's ladder (drawing and
+    persisting the whole ladder first if this is the first request of any tier),
+    then charge the tier's ε and record the answer in the ledger."""
+    gw = conn.gw
+    if plan.selection is not None:
+        raise SqlError("0A000", "HAVING and top-c (sparse vector) are not available to data-market ladder "
+                       "tiers; nothing was charged",
+                       hint="Ask for the GROUP BY without HAVING / ORDER BY … LIMIT: every cell of the public "
+                            "domain is released from the ladder.")
+    name = tier.ladder
+    tier_name = gw.config.roles[conn.role].tier
+    mode = getattr(tier, "ladder_insert", "nearest") or "nearest"
+    store = store_for(gw.ledger)
+    qkey = plan.fingerprint()
+    tier_eps = float(tier.epsilon)
+
+    row = await asyncio.to_thread(store.get, name, qkey, data_version)
+    if row is None:
+        version = ladder_levels(gw.config, name)
+        if tier_eps not in version:           # cannot happen with a consistent config; be safe
+            version = sorted(set(version) | {tier_eps}, reverse=True)
+        body = draw_ladder(plan, cells, version, gw.source)
+        row, _created = await asyncio.to_thread(
+            store.create, ladder=name, qkey=qkey, data_version=data_version, canonical=plan.canonical(),
+            statement=sql, version=version, levels=version, body=body)
+        # (a racing request of another tier may have committed first: we use its ladder)
+    level, served = _choose_level(row.levels, tier_eps, mode)
+    if served in ("extend", "bridge"):
+        def change(r):
+            if level in r.levels:
+                return None
+            new_body = insert_level(plan, r.body, r.levels, level, gw.source)
+            return sorted(r.levels + [level], reverse=True), new_body
+        row = await asyncio.to_thread(store.update, row.id, change)
+
+    answer = answer_at(plan, row.body, level, tier_eps)
+    answer["ladder"] = {"id": row.id, "name": name, "tier": tier_name, "tier_epsilon": tier_eps,
+                        "level": level, "levels": list(row.levels), "served": served,
+                        "data_version": data_version}
+    mech = ",".join(sorted(set(answer["mechanism"])))
+    try:
+        return await asyncio.to_thread(
+            gw.ledger.charge_and_record, role=conn.role, key=key, data_version=data_version,
+            epsilon=tier.epsilon, budget=tier.budget, period=tier.period, canonical=plan.canonical(),
+            statement=sql, mechanism=mech, answer=answer)
+    except BudgetExceeded as b:
+        from .orchestrator import _budget_error
+        raise _budget_error(conn.role, tier.epsilon, b.remaining, tier) from None
+
+
+# -- the data owner's view -------------------------------------------------------
+COALITION_COLUMNS = [("ladder", "VARCHAR"), ("statement", "VARCHAR"), ("data_version", "BIGINT"),
+                     ("levels", "VARCHAR"), ("tiers_released", "VARCHAR"), ("roles", "VARCHAR"),
+                     ("releases", "BIGINT"), ("coalition_loss", "DOUBLE"), ("independent_loss", "DOUBLE"),
+                     ("saved", "DOUBLE"), ("created", "VARCHAR")]
+
+
+def coalition_rows(gw, role: str | None) -> tuple[list, list]:
+    """Per ladder (one query, one data version): the tiers and roles it was
+    released to, the coalition loss = max level released (what all of them
+    together learn), and the independent-release cost Σ ε charged (what fresh
+    noise per release would have cost them together). Metadata only.
+
+    ``role`` None is the operator (CLI); otherwise only an admin role may read it."""
+    if role is not None and not gw.config.roles[role].admin:
+        raise Refusal("42501", "dpgate.coalition is the data owner's view; only an admin role can read it",
+                      hint="Your own spending is in dpgate.budget and dpgate.releases.")
+    from datetime import datetime, timezone
+    rows = []
+    for lad in store_for(gw.ledger).ladder_summaries():
+        rel = lad["releases"]
+        per_tier: dict[str, tuple[float, float]] = {}        # tier -> (level held, ε paid)
+        for r in rel:
+            lv, ep = per_tier.get(r["tier"], (0.0, 0.0))
+            per_tier[r["tier"]] = (max(lv, r["level"]), max(ep, r["epsilon"]))
+        tiers = ", ".join(f"{t} {lv:g}" + (f" (ε {ep:g})" if ep > lv + 1e-12 else "")
+                          for t, (lv, ep) in sorted(per_tier.items(), key=lambda kv: (-kv[1][0], kv[0])))
+        roles = ", ".join(sorted({r["role"] for r in rel}))
+        loss = max((r["level"] for r in rel), default=0.0)
+        indep = math.fsum(r["epsilon"] for r in rel)
+        ts = datetime.fromtimestamp(lad["created"], timezone.utc).strftime("%Y-%m-%d %H:%M:%S+00")
+        rows.append((lad["ladder"], lad["statement"], lad["data_version"],
+                     ", ".join(f"{e:g}" for e in lad["levels"]), tiers, roles, len(rel),
+                     loss, indep, round(indep - loss, 12), ts))
+    return COALITION_COLUMNS, rows
+
+
+def cmd_coalition(args) -> int:
+    """``dpgate coalition [--config FILE] [--state-dir DIR]``: the coalition view on the command line."""
+    from types import SimpleNamespace
+
+    from .cli import resolve
+    from .ledger import Ledger
+    cfg, state, _ = resolve(args)
+    ledger = Ledger(state / "ledger.sqlite3")
+    try:
+        _, rows = coalition_rows(SimpleNamespace(config=cfg, ledger=ledger), None)
+        print(f"{'ladder':<8} {'dv':>3} {'coalition ε':>11} {'Σε':>7}  {'tiers released':<32} statement")
+        for lad, stmt, dv, _lv, tiers, _roles, _n, loss, indep, _saved, _ts in rows:
+            print(f"{lad:<8} {dv:>3} {loss:>11g} {indep:>7g}  {tiers or '(none yet)':<32} {stmt}")
+        total_loss = math.fsum(r[7] for r in rows)
+        total_indep = math.fsum(r[8] for r in rows)
+        print(f"total: coalition loss {total_loss:g} (Σ over queries of max ε); "
+              f"independent release would have cost {total_indep:g}")
+    finally:
+        ledger.close()
+    return 0
+
+
+# -- local DP (Subset mechanism), re-exported for the ingestion path ----------
+from .subset_ingest import estimate_group_counts, perturb_row_subset  # noqa: E402

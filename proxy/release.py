@@ -168,6 +168,9 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
             svt += f"; values of the returned keys cost a separate ε {s['values_epsilon']:g}"
         else:
             svt += "; keys only, no values released"
+    if "ladder" in answer:                  # multi-tier ladder (seed 000): which level this tier got
+        from .multitier import ladder_notice
+        svt += ladder_notice(answer["ladder"])
     return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; "
             f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
 

@@ -1,6 +1,9 @@
-"""dpgate's own relations, readable with SQL: ``dpgate.budget`` and ``dpgate.releases``.
+"""dpgate's own relations, readable with SQL: ``dpgate.budget``, ``dpgate.releases``
+and (admins only) ``dpgate.coalition``.
 
-A role sees its own rows; an admin role sees every role's. The rows come from the
+A role sees its own rows; an admin role sees every role's. ``dpgate.coalition``
+(multi-tier ladders, :func:`proxy.multitier.coalition_rows`) is the data owner's
+view and is refused to other roles. The rows come from the
 ledger (metadata only: never a released value or a true one) and are queried in a
 private in-memory DuckDB, so any read-only SELECT over them works (WHERE, ORDER BY,
 aggregates …) and nothing else is reachable from it.
@@ -17,7 +20,7 @@ from sqlglot import exp
 
 from rewriter.errors import Refusal
 
-_MENTION = re.compile(r"\bdpgate\s*\.\s*(budget|releases)\b", re.I)
+_MENTION = re.compile(r"\bdpgate\s*\.\s*(budget|releases|coalition)\b", re.I)
 
 BUDGET_COLUMNS = [("role", "VARCHAR"), ("tier", "VARCHAR"), ("epsilon_per_query", "DOUBLE"),
                   ("spent", "DOUBLE"), ("remaining", "DOUBLE"), ("budget", "DOUBLE"),
@@ -75,11 +78,16 @@ class Views:
         if not isinstance(tree, exp.Query) or any(
                 isinstance(n, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command))
                 for n in tree.walk()):
-            raise Refusal("42501", "dpgate.budget and dpgate.releases are read-only; use SELECT", hint=None)
+            raise Refusal("42501", "dpgate.budget, dpgate.releases and dpgate.coalition are read-only; "
+                          "use SELECT", hint=None)
         for t in tree.find_all(exp.Table):
-            if (t.db or "").lower() != "dpgate" or t.name.lower() not in ("budget", "releases"):
-                raise Refusal("42501", "a query on dpgate.budget / dpgate.releases cannot read other relations",
-                              hint=None)
+            if (t.db or "").lower() != "dpgate" or t.name.lower() not in ("budget", "releases", "coalition"):
+                raise Refusal("42501", "a query on dpgate.budget / dpgate.releases / dpgate.coalition cannot "
+                              "read other relations", hint=None)
+        coalition = None
+        if any(t.name.lower() == "coalition" for t in tree.find_all(exp.Table)):
+            from .multitier import coalition_rows
+            ccols, coalition = coalition_rows(self.gw, role)    # refuses non-admin roles (42501)
         for f in tree.find_all(exp.Anonymous):
             raise Refusal("42883", f"function {f.name} is not available here", hint=None)
         budget, rel = self._rows(role)
@@ -92,6 +100,11 @@ class Views:
                 con.executemany("INSERT INTO dpgate.budget VALUES (?,?,?,?,?,?,?,?)", budget)
             if rel:
                 con.executemany("INSERT INTO dpgate.releases VALUES (?,?,?,?,?,?)", rel)
+            if coalition is not None:
+                con.execute("CREATE TABLE dpgate.coalition (" + ", ".join(f"{n} {t}" for n, t in ccols) + ")")
+                if coalition:
+                    con.executemany("INSERT INTO dpgate.coalition VALUES (" + ",".join("?" * len(ccols)) + ")",
+                                    coalition)
             con.execute("SET enable_external_access = false")
             try:
                 cur = con.execute(tree.sql(dialect="duckdb"))

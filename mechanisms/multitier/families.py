@@ -53,6 +53,68 @@ def _bern_ratio(a: Fraction, b: Fraction, source: RandomSource) -> bool:
             return False
 
 
+class _LazyUniform:
+    """A uniform real in [0, 1) revealed bit by bit, for exact comparisons.
+
+    Only ``source.getrandbits`` is used; a comparison reads bits until the
+    prefixes differ (expected 2 extra bits), so no floating point is involved.
+    """
+
+    __slots__ = ("bits", "n", "source")
+
+    def __init__(self, source: RandomSource) -> None:
+        self.bits, self.n, self.source = 0, 0, source
+
+    def prefix(self, n: int) -> int:
+        if n > self.n:
+            self.bits = (self.bits << (n - self.n)) | self.source.getrandbits(n - self.n)
+            self.n = n
+        return self.bits >> (self.n - n)
+
+    def less(self, other: "_LazyUniform") -> bool:
+        n = 8
+        while True:
+            a, b = self.prefix(n), other.prefix(n)
+            if a != b:
+                return a < b
+            n += 8
+
+    def less_than(self, x: Fraction) -> bool:
+        """U < x for a rational x in [0, 1]."""
+        n = 8
+        while True:
+            scaled = x * (1 << n)
+            px = scaled.numerator // scaled.denominator
+            pu = self.prefix(n)
+            if pu != px:
+                return pu < px
+            if scaled.denominator == 1:      # U in [x, x + 2^-n): not below x
+                return False
+            n += 8
+
+
+def _bern_ratio_small(a: Fraction, b: Fraction, source: RandomSource) -> bool:
+    """Exact Bernoulli((1 - e^-b) / (1 - e^-a)) for 1 >= a > b > 0, in O(1) expected draws.
+
+    (1 - e^-b)/(1 - e^-a) = P(T < b | T < a) for T ~ Exp(1). Given T < a,
+    T = a U with U on [0, 1] of density proportional to e^(-a U): propose U
+    uniform (lazy bits) and accept with probability e^(-a U) by CKS Alg. 1
+    (A_k ~ Bern(a U / k) = Bern(a / k) and [V_k < U], V_k a fresh lazy
+    uniform; accept iff the first failure index is odd). Then return [U < b/a].
+    Acceptance probability (1 - e^-a)/a >= 0.63, so unlike the rejection in
+    :func:`_bern_ratio` (expected 1/(1 - e^-a) rounds, about Delta/eps for a
+    sensitivity-Delta grid) the cost does not grow as a -> 0.
+    """
+    x = b / a
+    while True:
+        u = _LazyUniform(source)
+        k = 1
+        while source.bernoulli(a.numerator, a.denominator * k) and _LazyUniform(source).less(u):
+            k += 1
+        if k % 2 == 1:
+            return u.less_than(x)
+
+
 def tsg_residual_weights(a: float, b: float) -> tuple[float, float]:
     """Eq. (1) weights (w0, w1) for TSG(p=e^-a) -> TSG(q=e^-b), a >= b > 0 (spec 3.1).
 
@@ -69,14 +131,16 @@ def tsg_residual(a: Fraction, b: Fraction, source: RandomSource) -> int:
     """Exact draw of the Eq. (1) residual: 0 w.p. w0, else TSG(e^-b).
 
     w0 = e^-(a-b) * ((1-e^-b)/(1-e^-a))^2 is sampled as a product of three
-    independent exact Bernoullis (bernoulli_exp and two ``_bern_ratio``).
+    independent exact Bernoullis (bernoulli_exp and two ratio Bernoullis:
+    ``_bern_ratio_small`` when a < 1, whose cost does not grow with the
+    sensitivity of a fixed-point grid, else ``_bern_ratio``).
     """
     if a < b:
         raise ValueError("residuals only go from a larger to a smaller eps")
     if a == b:
         return 0
-    if (bernoulli_exp(a - b, source) and _bern_ratio(a, b, source)
-            and _bern_ratio(a, b, source)):
+    ratio = _bern_ratio_small if a < 1 else _bern_ratio
+    if bernoulli_exp(a - b, source) and ratio(a, b, source) and ratio(a, b, source):
         return 0
     return discrete_laplace(1 / b, source)
 

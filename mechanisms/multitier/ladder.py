@@ -29,7 +29,8 @@ from ..measurements import Release, as_epsilon
 from ..rng import RandomSource, default_source
 from .families import NoiseFamily, get_family
 
-__all__ = ["Ladder", "make_ladder", "nearest_lower_level", "VectorLadder", "SumGrid", "descending_levels"]
+__all__ = ["Ladder", "make_ladder", "nearest_lower_level", "VectorLadder", "SumGrid", "descending_levels",
+           "tsg_bridge_closed"]
 
 
 def descending_levels(epsilons: Sequence[Real]) -> tuple[float, ...]:
@@ -152,6 +153,8 @@ class Ladder:
                              "serve the nearest lower level (App. H, nearest_lower_level)")
         lo, hi = min(va, vb), max(va, vb)
         T = int(math.ceil(40 * fam.sensitivity / eb)) + 1
+        if 2 * T + hi - lo > 200_000:       # large grids (SUM/AVG): closed form, O(1)
+            return tsg_bridge_closed(fam, int(va), int(vb), ea, enew, eb, source)
         y = np.arange(lo - T, hi + T + 1)
         w = fam.residual_pmf(ea, enew, y - va) * fam.residual_pmf(enew, eb, vb - y)
         return int(self._inverse_cdf(y, w, source))
@@ -181,6 +184,84 @@ class Ladder:
 
     def __repr__(self) -> str:
         return f"Ladder({self.family.name}, levels={list(self.levels)})"
+
+
+def _log_tsg_norm(lam: float) -> float:
+    """log((1 - e^-lam)/(1 + e^-lam)) = log tanh(lam/2): the TSG pmf at 0."""
+    return math.log(math.tanh(lam / 2))
+
+
+def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float,
+                      source: RandomSource) -> int:
+    """Exact-law bridge draw for TSG chains in closed form (spec 9b), any sensitivity.
+
+    P(y) is proportional to f1(y - va) f2(vb - y), f1 = w0 [0] + w1 TSG(new),
+    f2 = w0' [0] + w1' TSG(b) (Eq. (1) residuals). Expanding gives atoms at va
+    and vb plus w1 w1' TSG_new(y - va) TSG_b(vb - y), a product of two
+    two-sided geometric kernels: geometric tails left of min(va, vb) and right
+    of max(va, vb) with ratio e^-(lam_new + lam_b), and a truncated geometric
+    between them. Segment masses are summed in log space and each segment is
+    sampled by inverse CDF, so the cost does not depend on |vb - va| or on the
+    sensitivity (the enumeration in :meth:`Ladder._bridge` is O(Delta/eps)).
+    Floating point is used for the segment choice and the inverse CDFs: the
+    draw is a data-independent kernel of stored values (post-processing), so
+    this only affects how exactly the new level's marginal matches
+    TSG(enew), never the coalition guarantee.
+    """
+    D = fam.sensitivity
+    ln, lb = enew / D, eb / D                          # lam = eps / Delta, theta = e^-lam
+    w0a, w1a = fam.residual_weights(ea, enew)
+    w0b, w1b = fam.residual_weights(enew, eb)
+    dist = abs(vb - va)
+    lo, hi = min(va, vb), max(va, vb)
+    lam_lo, lam_hi = (ln, lb) if va <= vb else (lb, ln)   # lam of the kernel anchored at lo / hi
+    if va == vb:
+        lam_lo, lam_hi = ln, lb
+    comps = []                                          # (log weight, kind)
+
+    def add(logw, kind):
+        if math.isfinite(logw):
+            comps.append((logw, kind))
+    logc = _log_tsg_norm(ln) + _log_tsg_norm(lb)
+    if va == vb and w0a > 0 and w0b > 0:
+        add(math.log(w0a) + math.log(w0b), ("atom", va))
+    if w0a > 0 and w1b > 0:
+        add(math.log(w0a) + math.log(w1b) + _log_tsg_norm(lb) - lb * dist, ("atom", va))
+    if w1a > 0 and w0b > 0:
+        add(math.log(w1a) + math.log(w0b) + _log_tsg_norm(ln) - ln * dist, ("atom", vb))
+    if w1a > 0 and w1b > 0:
+        base = math.log(w1a) + math.log(w1b) + logc
+        lam = ln + lb
+        tail = -lam - math.log(-math.expm1(-lam))       # log sum_{j>=1} e^(-lam j)
+        add(base - lam_hi * dist + tail, ("left",))
+        add(base - lam_lo * dist + tail, ("right",))
+        delta = lam_lo - lam_hi                         # weight at lo + j: e^(-lam_hi D - delta j)
+        top = -lam_hi * dist if delta > 0 else -lam_lo * dist
+        ad = abs(delta)
+        mid = math.log(-math.expm1(-ad * (dist + 1))) - math.log(-math.expm1(-ad))
+        add(base + top + mid, ("mid", delta))
+    if not comps:
+        raise ValueError("bridge has no mass (levels must be strictly ordered)")
+    m = max(w for w, _ in comps)
+    ws = [math.exp(w - m) for w, _ in comps]
+    u = _uniform01(source) * sum(ws)
+    kind = comps[-1][1]
+    for w, (_, k) in zip(ws, comps):
+        if u < w:
+            kind = k
+            break
+        u -= w
+    if kind[0] == "atom":
+        return int(kind[1])
+    if kind[0] in ("left", "right"):
+        j = max(1, math.ceil(-math.log(_uniform01(source)) / (ln + lb)))
+        return lo - j if kind[0] == "left" else hi + j
+    delta = kind[1]
+    ad = abs(delta)
+    mass = -math.expm1(-ad * (dist + 1))
+    j = math.ceil(math.log1p(-_uniform01(source) * mass) / -ad) - 1
+    j = min(max(j, 0), dist)
+    return lo + j if delta > 0 else hi - j
 
 
 def make_ladder(family, epsilons: Sequence[Real], sensitivity: Real = 1, **kw) -> Ladder:

@@ -1,0 +1,224 @@
+"""The durable store of multi-tier ladders (seed 000, spec §10 "State").
+
+One row per chain: (ladder name, query fingerprint, data version) is UNIQUE.
+The row holds every generated level's RAW chain values for every GROUP BY cell
+and aggregate — secrets: only the level a tier is entitled to is ever turned
+into an answer (by :mod:`proxy.multitier`), and that answer is what the ledger
+stores and the client sees.
+
+The tables live in the SAME SQLite file as the ledger (its own connection, WAL,
+``synchronous=FULL``), so a backup or a crash treats ledger and ladders alike.
+
+Write ordering (what makes "no re-drawn chain" hold):
+
+1. The whole ladder is drawn outside any transaction (one backend scan, the
+   root at the ladder's top level, residuals for the others).
+2. ``BEGIN IMMEDIATE``; an existing row for the key wins (a racing tier
+   committed first: our draw is discarded, it was never released); otherwise
+   ``INSERT``; ``COMMIT`` (fsync).
+3. Only then is the role's level charged and recorded by the ledger
+   (``charge_and_record``) and sent. A crash between 2 and 3 leaves a ladder
+   nobody holds: a later request of any tier is served from it (no second draw).
+
+Levels added later (a new tier, spec §9a/b) are written with the same
+``BEGIN IMMEDIATE`` → re-read → update → ``COMMIT`` pattern, so two roles
+inserting the same level get one value.
+
+The ladder *version* (the ε set of the ladder in the config when the chain was
+drawn) is stored with the chain, not used as part of its identity: a config
+change that adds a tier must be served FROM the existing chain (nearest lower
+level, or an exact bridge), otherwise the new chain would be an independent
+release and a coalition would learn the sum of the two roots.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+NANO = 1_000_000_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS mt_ladders (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ladder TEXT NOT NULL,            -- ladder name ([tiers.*] ladder = ...)
+    qkey TEXT NOT NULL,              -- fingerprint of the canonical query
+    data_version INTEGER NOT NULL,
+    canonical TEXT NOT NULL,
+    statement TEXT NOT NULL,         -- the statement that drew the chain
+    version TEXT NOT NULL,           -- JSON: the ladder's ε set when it was drawn
+    levels TEXT NOT NULL,            -- JSON: generated levels, descending (grows on insertion)
+    body TEXT NOT NULL,              -- JSON: raw chain values per cell/aggregate/level (secret)
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    UNIQUE (ladder, qkey, data_version));
+"""
+
+
+@dataclass(frozen=True)
+class LadderRow:
+    id: int
+    ladder: str
+    qkey: str
+    data_version: int
+    canonical: str
+    statement: str
+    version: list
+    levels: list
+    body: dict
+    created: float
+
+
+_COLS = "id, ladder, qkey, data_version, canonical, statement, version, levels, body, created"
+
+
+def _row(r) -> LadderRow:
+    i, lad, qk, dv, can, st, ver, lev, body, created = r
+    return LadderRow(i, lad, qk, dv, can, st, json.loads(ver), json.loads(lev), json.loads(body), created)
+
+
+class LadderStore:
+    """Ladders in the ledger's SQLite file; safe across threads and processes."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- reads --------------------------------------------------------------
+    def get(self, ladder: str, qkey: str, data_version: int) -> LadderRow | None:
+        with self._lock:
+            r = self._db.execute(f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
+                                 (ladder, qkey, data_version)).fetchone()
+        return _row(r) if r else None
+
+    def by_id(self, ladder_id: int) -> LadderRow | None:
+        with self._lock:
+            r = self._db.execute(f"SELECT {_COLS} FROM mt_ladders WHERE id=?", (ladder_id,)).fetchone()
+        return _row(r) if r else None
+
+    def count(self, qkey: str | None = None) -> int:
+        with self._lock:
+            if qkey is None:
+                return self._db.execute("SELECT COUNT(*) FROM mt_ladders").fetchone()[0]
+            return self._db.execute("SELECT COUNT(*) FROM mt_ladders WHERE qkey=?", (qkey,)).fetchone()[0]
+
+    # -- writes -------------------------------------------------------------
+    def create(self, *, ladder: str, qkey: str, data_version: int, canonical: str, statement: str,
+               version: list, levels: list, body: dict) -> tuple[LadderRow, bool]:
+        """Persist a freshly drawn ladder, or return the one already there.
+
+        Returns (row, created). ``created`` is False when another request (any
+        tier) committed a ladder for the same key first; the caller must then
+        use that one and discard its own draw."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                r = self._db.execute(
+                    f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
+                    (ladder, qkey, data_version)).fetchone()
+                if r:
+                    self._db.execute("COMMIT")
+                    return _row(r), False
+                now = time.time()
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO mt_ladders (ladder, qkey, data_version, canonical, statement, version, "
+                    "levels, body, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (ladder, qkey, data_version, canonical, statement, json.dumps(version),
+                     json.dumps(levels), json.dumps(body), now, now))
+                if cur.rowcount == 0:          # cannot happen under the write lock; be safe anyway
+                    r = self._db.execute(
+                        f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
+                        (ladder, qkey, data_version)).fetchone()
+                    self._db.execute("COMMIT")
+                    return _row(r), False
+                new_id = cur.lastrowid
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        return LadderRow(new_id, ladder, qkey, data_version, canonical, statement, list(version),
+                         list(levels), body, now), True
+
+    def update(self, ladder_id: int, change: Callable[[LadderRow], tuple[list, dict] | None]) -> LadderRow:
+        """Read-modify-write one ladder under the write lock.
+
+        ``change(row)`` returns the new (levels, body), or None if the row
+        already has what the caller needs (e.g. a racing request inserted the
+        level first). It runs inside the transaction, so it must be quick and
+        must not touch the data (it only post-processes stored values)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                r = self._db.execute(f"SELECT {_COLS} FROM mt_ladders WHERE id=?", (ladder_id,)).fetchone()
+                if r is None:
+                    raise KeyError(f"ladder {ladder_id} does not exist")
+                row = _row(r)
+                out = change(row)
+                if out is None:
+                    self._db.execute("COMMIT")
+                    return row
+                levels, body = out
+                self._db.execute("UPDATE mt_ladders SET levels=?, body=?, updated=? WHERE id=?",
+                                 (json.dumps(levels), json.dumps(body), time.time(), ladder_id))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        return LadderRow(row.id, row.ladder, row.qkey, row.data_version, row.canonical, row.statement,
+                         row.version, list(levels), body, row.created)
+
+    # -- the data owner's view ---------------------------------------------
+    def ladder_summaries(self) -> list[dict]:
+        """Metadata of every ladder (never a value) and, from the ledger's
+        ``releases`` table — the record of what was actually sent — every
+        release served from it: role, ε charged, level served, tier."""
+        with self._lock:
+            lads = self._db.execute(
+                "SELECT id, ladder, statement, canonical, data_version, version, levels, created "
+                "FROM mt_ladders ORDER BY id").fetchall()
+            try:
+                rel = self._db.execute(
+                    "SELECT json_extract(answer, '$.ladder.id'), role, epsilon_nano, "
+                    "json_extract(answer, '$.ladder.level'), json_extract(answer, '$.ladder.tier'), created "
+                    "FROM releases WHERE instr(answer, '\"ladder\"') > 0 "
+                    "AND json_extract(answer, '$.ladder.id') IS NOT NULL ORDER BY id").fetchall()
+            except sqlite3.OperationalError:          # no ledger tables yet
+                rel = []
+        by_id: dict[int, list] = {}
+        for lid, role, eps_n, level, tier, created in rel:
+            by_id.setdefault(int(lid), []).append(
+                dict(role=role, epsilon=eps_n / NANO, level=float(level), tier=tier, created=created))
+        return [dict(id=i, ladder=lad, statement=st, canonical=can, data_version=dv,
+                     version=json.loads(ver), levels=json.loads(lev), created=created,
+                     releases=by_id.get(i, []))
+                for i, lad, st, can, dv, ver, lev, created in lads]
+
+
+_STORES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.Lock()
+
+
+def store_for(ledger) -> LadderStore:
+    """The ladder store living next to ``ledger`` (one per ledger object)."""
+    with _STORES_LOCK:
+        st = _STORES.get(ledger)
+        if st is None:
+            st = LadderStore(ledger.path)
+            _STORES[ledger] = st
+        return st
