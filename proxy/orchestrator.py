@@ -109,7 +109,10 @@ class Connection:
                 cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
             except Exception as e:  # CatalogError: never reaches the backend
                 raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
-            return Description([o or _TEXT for o in oids], [Column(n, t) for n, t in cols])
+            inferred = self.gw.catalog.param_types(sql)
+            types = [(oids[i] if i < len(oids) else 0) or (inferred[i] if i < len(inferred) else _TEXT)
+                     for i in range(max(len(oids), len(inferred)))]
+            return Description(types, [Column(n, t) for n, t in cols])
         expr = parse(sql)
         types = param_types(expr, self.gw.config)
         inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT

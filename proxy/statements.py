@@ -100,7 +100,10 @@ _RESET = re.compile(r"^RESET\s+(?P<name>.+)$", re.I | re.S)
 _TX = re.compile(r"^(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT)\b(?!\s+TO\b)(?!.*\bPREPARED\b)", re.I | re.S)
 _DISCARD = re.compile(r"^DISCARD\s+(ALL|PLANS|SEQUENCES|TEMP|TEMPORARY)$", re.I)
 _DEALLOCATE = re.compile(r"^DEALLOCATE\s+(PREPARE\s+)?(\w+|ALL)$", re.I)
-_SAVEPOINT = re.compile(r"^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK\s+TO(\s+SAVEPOINT)?)\s+\w+$", re.I)
+_IDENT = r'(?:\w+|"(?:[^"]|"")+")'
+_SAVEPOINT = re.compile(r"^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK(\s+(WORK|TRANSACTION))?\s+TO(\s+SAVEPOINT)?)\s+" + _IDENT + "$", re.I)
+_CLOSE = re.compile(r"^CLOSE\s+(ALL|" + _IDENT + ")$", re.I)
+_UNLISTEN = re.compile(r"^UNLISTEN\s+(\*|" + _IDENT + ")$", re.I)
 _SELECT_CONST = re.compile(r"^SELECT\s+(?P<n>-?\d+)(\s+AS\s+(?P<a>\w+|\"[^\"]+\"))?$", re.I)
 
 
@@ -167,6 +170,10 @@ class SessionState:
                 from rewriter.errors import Refusal
                 raise Refusal("42704", f'unrecognized configuration parameter "{name}"', hint=None)
             return "SHOW", [(name, "text")], [(self.settings[name],)], {}
+        if m := _CLOSE.match(s):
+            return ("CLOSE CURSOR ALL" if m.group(1).upper() == "ALL" else "CLOSE CURSOR"), None, [], {}
+        if _UNLISTEN.match(s):
+            return "UNLISTEN", None, [], {}
         if _DISCARD.match(s):
             return "DISCARD " + s.split()[1].upper(), None, [], {}
         if _DEALLOCATE.match(s):

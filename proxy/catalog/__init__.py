@@ -267,8 +267,8 @@ def _pg_type(duck_type) -> int:
 # parameter type inference -------------------------------------------------------
 _PG_OIDS = {"bool": 16, "char": 18, "name": 19, "int8": 20, "int2": 21, "int4": 23, "text": 25, "oid": 26,
             "xid": 28, "float4": 700, "float8": 701}
-_CAST_OIDS = {"oid": 26, "regclass": 26, "regtype": 26, "regproc": 26, "regprocedure": 26,
-              "regnamespace": 26, "regrole": 26, "name": 19, "text": 25, "varchar": 25, "int": 23,
+_CAST_OIDS = {"oid": 26, "regclass": 2205, "regtype": 2206, "regproc": 24, "regprocedure": 2202,
+              "regnamespace": 4089, "regrole": 4096, "name": 19, "text": 25, "varchar": 25, "int": 23,
               "integer": 23, "int4": 23, "smallint": 21, "int2": 21, "bigint": 20, "int8": 20,
               "boolean": 16, "bool": 16, '"char"': 18, "char": 18, "real": 700, "doubleprecision": 701}
 _COLUMN_TYPES: dict[str, dict[str, str]] = {rel: dict(cols) for rel, cols in RELATIONS.items()}

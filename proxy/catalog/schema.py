@@ -210,8 +210,22 @@ RELATIONS: dict[str, list[tuple[str, str]]] = {
     "pg_stat_activity": [("datid", "oid"), ("datname", "name"), ("pid", "int4"), ("usename", "name"), ("application_name", "text"), ("state", "text"), ("query", "text")],
     "pg_locks": [("locktype", "text"), ("database", "oid"), ("relation", "oid"), ("pid", "int4"), ("mode", "text"), ("granted", "bool")],
     "pg_prepared_xacts": [("transaction", "xid"), ("gid", "text"), ("owner", "name"), ("database", "name")],
+    "pg_stats": [("schemaname", "name"), ("tablename", "name"), ("attname", "name"), ("inherited", "bool"),
+                 ("null_frac", "float4"), ("avg_width", "int4"), ("n_distinct", "float4"),
+                 ("most_common_vals", "text[]"), ("most_common_freqs", "text[]"), ("histogram_bounds", "text[]"),
+                 ("correlation", "float4")],
     "pg_timezone_names": [("name", "text"), ("abbrev", "text"), ("utc_offset", "text"), ("is_dst", "bool")],
 }
+
+_STAT_TABLES = ("SELECT c.oid AS relid, n.nspname AS schemaname, c.relname, "
+                + ", ".join(f"CAST(0 AS BIGINT) AS {k}" for k in (
+                    "seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_del",
+                    "n_tup_hot_upd", "n_tup_newpage_upd", "n_live_tup", "n_dead_tup", "n_mod_since_analyze",
+                    "n_ins_since_vacuum", "vacuum_count", "autovacuum_count", "analyze_count", "autoanalyze_count"))
+                + ", " + ", ".join(f"CAST(NULL AS TIMESTAMP WITH TIME ZONE) AS {k}" for k in (
+                    "last_seq_scan", "last_idx_scan", "last_vacuum", "last_autovacuum", "last_analyze",
+                    "last_autoanalyze"))
+                + " FROM pgc.pg_class c JOIN pgc.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r'")
 
 # Views over pgc.session (the user of the current call) and the declared tables.
 VIEWS = {
@@ -224,6 +238,9 @@ VIEWS = {
     "pg_user": """SELECT s.usr AS usename, CAST(10 AS UINTEGER) AS usesysid, false AS usecreatedb, false AS usesuper,
         false AS userepl, false AS usebypassrls, '********' AS passwd,
         CAST(NULL AS TIMESTAMP WITH TIME ZONE) AS valuntil, CAST(NULL AS VARCHAR[]) AS useconfig FROM pgc.session s""",
+    # activity statistics would describe the data: every counter is 0 (as after a stats reset)
+    "pg_stat_user_tables": _STAT_TABLES,
+    "pg_stat_all_tables": _STAT_TABLES,
     "pg_tables": """SELECT n.nspname AS schemaname, c.relname AS tablename, r.rolname AS tableowner,
         CAST(NULL AS VARCHAR) AS tablespace, false AS hasindexes, false AS hasrules, false AS hastriggers,
         false AS rowsecurity FROM pgc.pg_class c JOIN pgc.pg_namespace n ON n.oid = c.relnamespace,

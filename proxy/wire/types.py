@@ -18,6 +18,9 @@ FLOAT4, FLOAT8, UNKNOWN, VARCHAR, DATE, NUMERIC = 700, 701, 705, 1043, 1082, 170
 UNSPECIFIED = 0
 
 TEXT_LIKE = {TEXT, VARCHAR, NAME, CHAR, UNKNOWN, UNSPECIFIED}
+# one-dimensional array types -> element type (catalog answers hold lists: current_schemas(), indkey …)
+ARRAY_ELEMENTS = {1000: BOOL, 1002: CHAR, 1003: NAME, 1005: INT2, 1007: INT4, 1009: TEXT, 1015: VARCHAR,
+                  1016: INT8, 1021: FLOAT4, 1022: FLOAT8, 1028: OID, 1182: DATE, 1231: NUMERIC}
 TYPE_NAMES = {BOOL: "boolean", CHAR: "\"char\"", NAME: "name", INT8: "bigint", INT2: "smallint",
               INT4: "integer", TEXT: "text", OID: "oid", FLOAT4: "real", FLOAT8: "double precision",
               UNKNOWN: "unknown", VARCHAR: "character varying", DATE: "date", NUMERIC: "numeric"}
@@ -61,7 +64,42 @@ def _numeric_text(v) -> str:
     return format(d, "f")
 
 
+def _array_text(elem: int, values) -> str:
+    """Postgres array literal: {a,"b c",NULL}."""
+    parts = []
+    for v in values:
+        if v is None:
+            parts.append("NULL")
+        elif isinstance(v, (list, tuple)):
+            parts.append(_array_text(elem, v))
+        else:
+            t = encode_text(elem, v)
+            if t == "" or t.upper() == "NULL" or any(c in '{}",\\' or c.isspace() for c in t):
+                t = '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            parts.append(t)
+    return "{" + ",".join(parts) + "}"
+
+
+def _array_binary(elem: int, values) -> bytes:
+    """One-dimensional array in the binary format: ndim, hasnull, element oid, (length, lower bound), items."""
+    if any(isinstance(v, (list, tuple)) for v in values):
+        raise SqlError("0A000", "multidimensional arrays are not supported in binary format")
+    head = struct.pack("!iiI", 1 if values else 0, int(any(v is None for v in values)), elem)
+    if values:
+        head += struct.pack("!ii", len(values), 1)
+    items = []
+    for v in values:
+        if v is None:
+            items.append(struct.pack("!i", -1))
+        else:
+            b = encode_binary(elem, v)
+            items.append(struct.pack("!i", len(b)) + b)
+    return head + b"".join(items)
+
+
 def encode_text(oid: int, value) -> str:
+    if isinstance(value, (list, tuple)):
+        return _array_text(ARRAY_ELEMENTS.get(oid, TEXT), value)
     if oid == BOOL:
         return "t" if value else "f"
     if oid in _INT_STRUCT:
@@ -107,6 +145,8 @@ def encode_numeric_binary(value) -> bytes:
 
 
 def encode_binary(oid: int, value) -> bytes:
+    if isinstance(value, (list, tuple)) and oid in ARRAY_ELEMENTS:
+        return _array_binary(ARRAY_ELEMENTS[oid], value)
     if oid == BOOL:
         return b"\x01" if value else b"\x00"
     if oid in _INT_STRUCT:

@@ -3,6 +3,8 @@ this directory, so all clients see the same releases), a TLS-enabled dpgate, and
 undeclared ``secret_salaries`` table created directly in each backend."""
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
@@ -38,15 +40,27 @@ def _create_secret(request, svc: Service) -> None:
             conn.execute(sql)
 
 
+def _close(svc: Service) -> None:
+    """Stop the service, after checking that every client disconnected cleanly."""
+    deadline = time.monotonic() + 5
+    while svc.server.connection_count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = svc.server.connection_count
+    svc.close()
+    assert left == 0, f"{left} client connection(s) still open at the end of the client tests"
+
+
 @pytest.fixture(scope="package", params=["duckdb", "postgres"])
 def svc(request, tmp_path_factory):
     """dpgate on each backend, shared by all client tests of this package."""
     s = _start(request, tmp_path_factory, request.param)
     yield s
-    s.close()
-    if s.kind == "postgres":
-        with psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {SECRET}")
+    try:
+        _close(s)
+    finally:
+        if s.kind == "postgres":
+            with psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True) as conn:
+                conn.execute(f"DROP TABLE IF EXISTS {SECRET}")
 
 
 @pytest.fixture(scope="package")
@@ -56,4 +70,4 @@ def tls_svc(request, tmp_path_factory):
     cert, key = make_cert(tmp_path_factory.mktemp("tls"))
     s = _start(request, tmp_path_factory, "duckdb", tls={"cert": str(cert), "key": str(key)})
     yield s
-    s.close()
+    _close(s)

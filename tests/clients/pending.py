@@ -5,6 +5,9 @@ normally (and must pass) as soon as the fix lands; until then it is a strict xfa
 """
 from __future__ import annotations
 
+import asyncio
+
+import asyncpg
 import psycopg
 import pytest
 
@@ -19,9 +22,15 @@ SESSION_STATEMENTS = (
 
 
 def _catalog_params_described(svc) -> bool:
-    with psycopg.connect(svc.dsn(), autocommit=True) as conn:
-        conn.pgconn.prepare(b"probe", b"SELECT relname FROM pg_catalog.pg_class WHERE relname = $1")
-        return conn.pgconn.describe_prepared(b"probe").nparams == 1
+    async def probe():
+        conn = await asyncpg.connect(svc.url())
+        try:
+            stmt = await conn.prepare("SELECT relname FROM pg_catalog.pg_class WHERE relname = $1")
+            return len(stmt.get_parameters()) == 1
+        finally:
+            await conn.close()
+
+    return asyncio.run(probe())
 
 
 def _session_statements_answered(svc) -> bool:

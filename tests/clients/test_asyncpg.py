@@ -11,7 +11,7 @@ import pytest
 
 from .pending import CATALOG_PARAMS, SESSION_STATEMENTS, expect_fix
 from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, PUMS_COLUMNS, REFUSED_SQL, SECRET, SECRET_SQL,
-                       check_report)
+                       check_report, declared_tables)
 
 
 async def error(conn, sql) -> tuple[str, str]:
@@ -73,12 +73,17 @@ def test_asyncpg_parameterised_introspection(svc, request):
                                       "WHERE c.relname = $1 AND a.attnum > $2", SECRET, 0)
             by_oid = await conn.fetch("SELECT attname FROM pg_attribute WHERE attrelid = $1 ORDER BY attnum",
                                       await conn.fetchval("SELECT 'pums'::regclass::oid"))
+            by_name = await conn.fetch("SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass "
+                                       "AND attnum > 0 ORDER BY attnum", "public.pums")
+            assert [c[0] for c in by_name] == [c[0] for c in by_oid]
+            with pytest.raises(asyncpg.UndefinedTableError):
+                await conn.fetch("SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass", SECRET)
             return [t[0] for t in tables], [c[0] for c in cols], secret, [c[0] for c in by_oid]
         finally:
             await conn.close()
 
     tables, cols, secret, by_oid = asyncio.run(main())
-    assert tables == ["people", "pums"] and cols == by_oid == PUMS_COLUMNS and secret == []
+    assert tables == declared_tables(svc) and cols == by_oid == PUMS_COLUMNS and secret == []
 
 
 def test_asyncpg_wrong_password(svc):

@@ -8,7 +8,7 @@ psycopg2 = pytest.importorskip("psycopg2", reason="pip install psycopg2-binary")
 import psycopg2.extras  # noqa: E402
 
 from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, REFUSED_SQL, SECRET, SECRET_SQL,  # noqa: E402
-                       check_report)
+                       check_report, declared_tables)
 
 
 def connect(svc, sslmode="disable"):
@@ -47,11 +47,13 @@ def test_psycopg2_scenario(svc):
         cur.execute("SELECT relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
                     "ON n.oid = c.relnamespace WHERE n.nspname = 'public' OR relname LIKE %s", ("%secret%",))
         listed = sorted(r["relname"] for r in cur.fetchall())
+        cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s", (SECRET,))
+        assert cur.fetchall() == []
         assert conn.server_version == 160000
     finally:
         conn.close()
     check_report(svc, "psycopg2", report)
-    assert listed == ["people", "pums"]
+    assert listed == declared_tables(svc)
 
 
 def test_psycopg2_transaction_block(svc):

@@ -18,8 +18,9 @@ async function error(client, sql) {
 async function main() {
   const config = JSON.parse(process.argv[2]);
   const client = new Client(config);
+  const out = { notices: [] };
+  client.on("notice", (msg) => out.notices.push(msg.message));
   await client.connect();
-  const out = {};
   try {
     out.ssl = Boolean(client.connection.stream.encrypted);
     out.tables = (await client.query(
@@ -45,7 +46,6 @@ async function main() {
     out.value_types = res.rows.length ? [res.rows[0].sex, res.rows[0].count, res.rows[0].sum, res.rows[0].avg].map((v) => typeof v) : [];
     // node-postgres returns int8 as a string (as it does from Postgres); parse for the report
     out.rows = res.rows.map((r) => [Number(r.sex), Number(r.count), r.sum, r.avg]);
-    out.notices = [];
     out.refused = await error(client, "SELECT * FROM pums");
     out.secret_error = await error(client, "SELECT COUNT(*) FROM secret_salaries");
     const p = await client.query("SELECT COUNT(*) FROM pums WHERE age > $1", [40]);

@@ -1,0 +1,80 @@
+"""The shared scenario through pgjdbc (the PostgreSQL JDBC driver, as DBeaver, Metabase
+and other JVM tools use it): tests/clients/java/Scenario.java is compiled with javac and
+run against the driver jar, on DuckDB and on Postgres, and over TLS."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.service import PASSWORDS
+
+from .scenario import check_report
+
+SOURCE = Path(__file__).parent / "java" / "Scenario.java"
+JAVA, JAVAC = shutil.which("java"), shutil.which("javac")
+JAR = Path(os.environ.get("PGJDBC_JAR", "/usr/share/java/postgresql.jar"))
+
+pytestmark = [
+    pytest.mark.skipif(JAVA is None or JAVAC is None, reason="java/javac not installed (a JDK)"),
+    pytest.mark.skipif(not JAR.exists(), reason=f"{JAR} missing: apt-get install -y libpostgresql-jdbc-java"),
+]
+
+
+@pytest.fixture(scope="session")
+def classes(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("jdbc")
+    r = subprocess.run([JAVAC, "-d", str(out), "-cp", str(JAR), str(SOURCE)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def run(classes, svc, password=PASSWORDS["analyst"], **props) -> subprocess.CompletedProcess:
+    query = "&".join(f"{k}={v}" for k, v in {"connectTimeout": 10, **props}.items())
+    url = f"jdbc:postgresql://127.0.0.1:{svc.port}/demo?{query}"
+    return subprocess.run([JAVA, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{JAR}{os.pathsep}{classes}",
+                           "Scenario", url, "analyst", password], capture_output=True, text=True, timeout=120)
+
+
+def check(svc, r: subprocess.CompletedProcess, client: str) -> dict:
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["product"].startswith("PostgreSQL 16")
+    assert out["all_tables"] == out["tables"]                  # no undeclared relation in any schema
+    assert out["schemas"] == ["information_schema", "pg_catalog", "public"]
+    assert out["catalogs"] == ["demo"]
+    assert [t for _, t in out["columns"]] == ["int8", "int8", "int8", "int8", "float8", "int8"]
+    assert out["secret_columns"] == [] and out["primary_keys"] == [] and out["indexes"] == []
+    assert out["column_types"] == ["int8", "int8", "float8", "float8"]
+    assert out["value_types"] == ["Long", "Long", "Double", "Double"]
+    assert out["information_schema_tables"] == out["tables"]
+    report = {**out, "columns": [c for c, _ in out["columns"]],
+              "rows": [(int(s), int(n), float(t), float(a)) for s, n, t, a in out["rows"]],
+              "refused": (out["refused"]["sqlstate"], out["refused"]["message"]),
+              "secret_error": (out["secret_error"]["sqlstate"], out["secret_error"]["message"])}
+    check_report(svc, client, report)
+    return out
+
+
+def test_jdbc_scenario(classes, svc):
+    check(svc, run(classes, svc, sslmode="disable"), "pgjdbc")
+
+
+def test_jdbc_wrong_password(classes, svc):
+    r = run(classes, svc, password="nope", sslmode="disable")
+    assert r.returncode != 0 and "password authentication failed" in r.stderr
+
+
+def test_jdbc_tls(classes, tls_svc):
+    check(tls_svc, run(classes, tls_svc, sslmode="require", sslfactory="org.postgresql.ssl.NonValidatingFactory"),
+          "pgjdbc tls")
+
+
+def test_jdbc_require_without_tls_fails(classes, svc):
+    r = run(classes, svc, sslmode="require", sslfactory="org.postgresql.ssl.NonValidatingFactory")
+    assert r.returncode != 0 and "does not support SSL" in r.stderr

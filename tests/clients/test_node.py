@@ -1,0 +1,82 @@
+"""The shared scenario through node-postgres (npm "pg", its own JavaScript protocol code),
+run by the machine's Node with tests/clients/node/scenario.js, on DuckDB and on Postgres,
+and over TLS. ``pg`` is installed with npm into a temporary directory at test time."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.service import PASSWORDS
+
+from .scenario import PUMS_TYPES, check_report
+
+SCRIPT = Path(__file__).parent / "node" / "scenario.js"
+NODE, NPM = shutil.which("node"), shutil.which("npm")
+OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ENETUNREACH", "ECONNRESET",
+           "network", "getaddrinfo", "request to https://")
+
+pytestmark = pytest.mark.skipif(NODE is None or NPM is None, reason="node and npm not installed")
+
+
+@pytest.fixture(scope="session")
+def node_modules(tmp_path_factory) -> Path:
+    """``npm install --no-save pg`` into a temporary directory; skip only if the registry is unreachable."""
+    root = tmp_path_factory.mktemp("node")
+    (root / "package.json").write_text('{"name": "dpgate-client-tests", "private": true}\n')
+    r = subprocess.run([NPM, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error", "pg@8"],
+                       cwd=root, capture_output=True, text=True, timeout=240)
+    if r.returncode != 0:
+        if any(s in r.stderr for s in OFFLINE):
+            first = " ".join(r.stderr.strip().splitlines()[:4])
+            pytest.skip(f"npm cannot reach the registry to install pg: {first}")
+        raise AssertionError(f"npm install pg failed:\n{r.stderr}")
+    return root / "node_modules"
+
+
+def run(node_modules, svc, **extra) -> dict:
+    config = {"host": "127.0.0.1", "port": svc.port, "user": "analyst", "password": PASSWORDS["analyst"],
+              "database": "demo", "connectionTimeoutMillis": 10000, **extra}
+    r = subprocess.run([NODE, str(SCRIPT), json.dumps(config)], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "NODE_PATH": str(node_modules)})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def check(svc, out: dict, client: str) -> None:
+    # Like Postgres, node-postgres returns int8 as a string and float8 as a number.
+    assert out["column_type_oids"] == [20, 20, 701, 701]
+    assert out["value_types"] == ["string", "string", "number", "number"]
+    assert all(isinstance(v, str) and v.isdigit() for r in out["raw_rows"] for v in r[:2])
+    out["rows"] = [(int(s), int(n), float(t), float(a)) for s, n, t, a in out["raw_rows"]]
+    out["refused"] = (out["refused"]["sqlstate"], out["refused"]["message"])
+    out["secret_error"] = (out["secret_error"]["sqlstate"], out["secret_error"]["message"])
+    assert {c: t for c, t in out["columns"]} == PUMS_TYPES
+    check_report(svc, client, {**out, "columns": [c for c, _ in out["columns"]]})
+    assert out["pg_class"] == out["tables"]
+    assert out["secret_columns"] == []
+    assert out["param_count_named"] == [out["param_count"]] * 2
+    assert any("ε charged" in n for n in out["notices"])
+
+
+def test_node_postgres_scenario(node_modules, svc):
+    out = run(node_modules, svc)
+    assert out["ssl"] is False
+    check(svc, out, "node-postgres")
+
+
+def test_node_postgres_wrong_password(node_modules, svc):
+    config = {"host": "127.0.0.1", "port": svc.port, "user": "analyst", "password": "nope", "database": "demo"}
+    r = subprocess.run([NODE, str(SCRIPT), json.dumps(config)], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "NODE_PATH": str(node_modules)})
+    assert r.returncode != 0 and 'password authentication failed for user "analyst"' in r.stderr
+
+
+def test_node_postgres_tls(node_modules, tls_svc):
+    out = run(node_modules, tls_svc, ssl={"rejectUnauthorized": False})
+    assert out["ssl"] is True
+    check(tls_svc, out, "node-postgres tls")
