@@ -63,7 +63,7 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
     server = Server(gw.handler_factory, authenticator=gw, host=host, port=port,
                     ssl_context=gw.ssl_context(), max_connections=lim.max_connections,
                     max_message_size=lim.max_message_size,
-                    idle_timeout=lim.idle_timeout_s or None)
+                    idle_timeout=lim.idle_timeout_s or None, require_tls=cfg.server.tls.require)
     await server.start()
     port = server.port
     print(f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state})", flush=True)

@@ -39,7 +39,7 @@ class Server:
                  max_connections: int = 100, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  idle_timeout: float | None = None, auth_timeout: float = 60.0,
                  server_version: str = SERVER_VERSION, max_auth_failures: int = 10,
-                 auth_failure_window: float = 60.0):
+                 auth_failure_window: float = 60.0, require_tls: bool = False):
         self.handler_factory, self.authenticator = handler_factory, authenticator
         self.host, self._port, self.ssl_context = host, port, ssl_context
         self.max_connections, self.max_message_size = max_connections, max_message_size
@@ -52,6 +52,7 @@ class Server:
         # Auth-failure rate limiting: at most `max_auth_failures` per peer address per window.
         self.max_auth_failures, self.auth_failure_window = max_auth_failures, auth_failure_window
         self._failures: dict[str, collections.deque] = {}
+        self.require_tls = require_tls      # refuse plaintext logins from non-loopback peers
 
     @property
     def sockets(self):
@@ -170,6 +171,10 @@ class Server:
                     if len(self._sessions) >= self.max_connections:
                         session.fatal("53300", "too many connections")
                         break
+                    if self.require_tls and not tls and not _loopback(peer):
+                        session.fatal("28000", "this server requires TLS (sslmode=require) for "
+                                      "connections from other hosts")
+                        break
                     if self._throttled(peer):
                         session.fatal("28000", "too many failed authentication attempts from this "
                                       f"address; try again in {self.auth_failure_window:g} s")
@@ -209,6 +214,10 @@ class Server:
                 await asyncio.wait_for(writer.wait_closed(), 5)
             except Exception:  # noqa: BLE001
                 pass
+
+
+def _loopback(peer: str) -> bool:
+    return peer.startswith("127.") or peer in ("::1", "localhost") or peer.startswith("::ffff:127.")
 
 
 async def serve(handler_factory: HandlerFactory, *, host: str, port: int, authenticator: Authenticator,

@@ -59,3 +59,9 @@ def test_per_role_statement_cap(duck_service):
         gw.backend.fetch = real
     errors = [r for r in results if isinstance(r, Exception)]
     assert len(errors) == 1 and errors[0].sqlstate == "53300" and "concurrent statements" in str(errors[0])
+
+
+def test_require_tls_spares_loopback_only():
+    from proxy.wire.server import _loopback
+    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("::ffff:127.0.0.1")
+    assert not _loopback("10.0.0.5") and not _loopback("192.168.1.2")
