@@ -1,12 +1,19 @@
 """Per-record DP benchmark: paper Table 3, Normal columns (spec 003 sections 10.4-10.5).
 
-    python -m bench.per_record [--quick] [--runs N]
+    python -m bench.per_record [--quick] [--runs N] [--direct]
 
 Normal(mu = sigma = 50k / 500k) integers (negatives rejected), n = 200k, inverse
-E = 1e4/v, U = 1e12, eps_max = 100, beta = 0.1.  Each run issues ONE DuckDB query
-(in-memory table, GROUP BY lvl, b) whose histogram feeds COUNT (Alg. 1), SUM
-extension and SUM framework (Alg. 2); MAX adds its round-2 query (GROUP BY v over
-lvl >= ell).  RE % = trimmed mean over runs (sorted by |error|, top and bottom 20%
+E = 1e4/v, U = 1e12, eps_max = 100, beta = 0.1.
+
+Default: THROUGH THE PROXY on DuckDB -- a dpgate (Gateway + wire server, tier ε 1 so
+E_q = E) serves per-record tables over the data (sum_method extension / framework),
+and each run sends COUNT(*), SUM(v) (twice: extension and framework tables) and
+MAX(v) with psycopg; the data version is advanced between runs so every run is a
+fresh release (a repeat would be served free from the ledger).  Each statement is ONE
+backend scan GROUP BY lvl[, b]; MAX adds its round-2 query.  Time per query (client
+round trip, incl. ledger write) is printed beside the raw scan time.
+``--direct``: the mechanisms in-process on ONE shared in-memory DuckDB histogram
+query per run (COUNT, both sums and MAX stage 1 from the same scan).  RE % = trimmed mean over runs (sorted by |error|, top and bottom 20%
 dropped; spec 11.12); max uses rank error #{x > y}/n (the paper's metric) and,
 since that is 0 for any y >= Max(D) (spec 11.11), also |y - Max|/Max; the naive
 max (EM at eps_min: n << k0, so y is ~uniform on [0, U]) is compared on the latter.  Baselines: naive global
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -108,17 +116,148 @@ def run_dataset(name: str, x: np.ndarray, runs: int, seed: int) -> tuple[dict, d
     return re, tm
 
 
+def _baselines(x: np.ndarray, pf, vb, src, err: dict, srt: np.ndarray, allv, allc, eps_j) -> None:
+    """Naive (global minimum) and SOTA PDP baselines for one run (bench only, in-process)."""
+    n, total, mx = x.size, int(x.sum()), int(x.max())
+    b = vb.bucket(x)
+    C = np.bincount(b, minlength=vb.B + 1)
+    sums = np.zeros(vb.B + 1, dtype=np.int64)
+    np.add.at(sums, b, x)
+    S = [int(v) for v in sums]
+    err["naive_count"].append(naive_count(n, pf.eps_min, src) - n)
+    err["naive_sum"].append(naive_sum(C, S, pf.eps_min, 0.1, pf.U, src) - total)
+    yn = naive_max(allv, allc, pf.eps_min, 0.1, pf.U, src)
+    err["naive_max"].append(n - np.searchsorted(srt, yn, side="right"))
+    err["naive_max_val"].append(yn - mx)
+    g = src.generator()
+    err["pdp_count"].append(pdp_count(eps_j, 0.1, pf.eps_min, pf.eps_max, g) - n)
+    err["pdp_sum"].append(pdp_sum(eps_j, x, 0.1, pf.eps_min, pf.eps_max, pf.U, g) - total)
+
+
+class _Proxy:
+    """A real dpgate (Gateway + wire server, trust auth on loopback) in a background thread."""
+
+    def __init__(self, tables: dict[str, np.ndarray], state_dir: Path, seed: int) -> None:
+        import asyncio
+        import threading
+
+        from config import parse_config
+        db = state_dir / "bench.duckdb"
+        con = duckdb.connect(str(db))
+        for name, x in tables.items():
+            con.execute(f"CREATE TABLE {name} (v BIGINT)")
+            con.execute(f"INSERT INTO {name} SELECT * FROM x")
+        con.close()
+        pol = {"function": "inverse", "column": "v", "alpha": 1e4, "eps_min": 1e-8, "eps_max": 100.0,
+               "value_bound": 1e12, "beta": 0.1}
+        decl = {}
+        for name in tables:
+            for method in ("extension", "framework"):
+                decl[f"{name}_{method[:3]}"] = {
+                    "source": name, "columns": {"v": {"type": "int", "lower": 0, "upper": 1e12}},
+                    "privacy": {**pol, "sum_method": method}}
+        cfg = parse_config({
+            "server": {"port": 0, "auth": "trust", "database": "bench", "state_dir": str(state_dir)},
+            "backend": {"kind": "duckdb", "path": str(db)},
+            "tiers": {"bench": {"epsilon": 1.0, "budget": 1e9, "period": "never"}},
+            "roles": {"bench": {"tier": "bench"}}, "tables": decl}, "bench")
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.cfg, self.state_dir, self.seed = cfg, state_dir, seed
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(120)
+
+    async def _start(self) -> None:
+        from proxy.gateway import Gateway
+        from proxy.wire.server import Server
+        self.gw = Gateway(self.cfg, self.state_dir, source=SeededSource(self.seed))
+        await self.gw.start()
+        self.server = Server(self.gw.handler_factory, authenticator=self.gw, host="127.0.0.1", port=0)
+        await self.server.start()
+
+    def connect(self):
+        import psycopg
+        return psycopg.connect(f"host=127.0.0.1 port={self.server.port} dbname=bench user=bench "
+                               "sslmode=disable", autocommit=True, cursor_factory=psycopg.ClientCursor)
+
+    def close(self) -> None:
+        import asyncio
+
+        async def stop():
+            await self.server.stop()
+            await self.gw.close()
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def run_proxy(data: dict[str, np.ndarray], runs: int, seed: int) -> dict[str, tuple[dict, dict]]:
+    """Every run: COUNT, SUM (extension table), SUM (framework table), MAX through the proxy,
+    each a fresh release (the data version is advanced between runs)."""
+    import tempfile
+    pf = inverse_function(1e4, 10**12, 100.0)
+    lv, vb = Levels.for_function(pf), ValueBuckets(pf.U)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="dpgate-bench-") as tmp:
+        px = _Proxy({name.lower(): x for name, x in data.items()}, Path(tmp), seed)
+        try:
+            with px.connect() as c:
+                for i, (name, x) in enumerate(data.items()):
+                    t = name.lower()
+                    n, total, mx = x.size, int(x.sum()), int(x.max())
+                    srt = np.sort(x)
+                    allv, allc = np.unique(x, return_counts=True)
+                    eps_j = pf(x)
+                    cur = px.gw.backend._cursor()
+                    raw = min(timed(cur, f"SELECT COUNT(*), SUM(v), MAX(v) FROM {t}")[1] for _ in range(5))
+                    scan = min(timed(cur, level_scan_sql(t, "v", pf, lv, vb))[1] for _ in range(3))
+                    cur.close()
+                    err = {k: [] for k in LABEL}
+                    ms = {k: [] for k in ("count", "sum_ext", "sum_fw", "max")}
+                    queries = {"count": f"SELECT COUNT(*) FROM {t}_ext", "sum_ext": f"SELECT SUM(v) FROM {t}_ext",
+                               "sum_fw": f"SELECT SUM(v) FROM {t}_fra", "max": f"SELECT MAX(v) FROM {t}_ext"}
+                    notes = []
+                    c.add_notice_handler(lambda d: notes.append(d.message_primary))
+                    for r in range(runs):
+                        px.gw.ledger.advance_data_version()        # a fresh release, not a free repeat
+                        got = {}
+                        for k, q in queries.items():
+                            t0 = time.perf_counter()
+                            got[k] = c.execute(q).fetchone()[0]
+                            ms[k].append(time.perf_counter() - t0)
+                        err["count"].append(got["count"] - n)
+                        err["sum_ext"].append(got["sum_ext"] - total)
+                        err["sum_fw"].append(got["sum_fw"] - total)
+                        err["max"].append(n - np.searchsorted(srt, got["max"], side="right"))
+                        err["max_val"].append(got["max"] - mx)
+                        _baselines(x, pf, vb, SeededSource(seed * 1000 + 100 * i + r), err, srt, allv, allc, eps_j)
+                    truth = {"count": n, "sum_ext": total, "sum_fw": total, "max": n, "pdp_count": n,
+                             "pdp_sum": total, "naive_count": n, "naive_sum": total, "naive_max": n,
+                             "max_val": mx, "naive_max_val": mx}
+                    re = {k: trimmed(v, truth[k]) for k, v in err.items()}
+                    tm = {f"{k}_ms": 1e3 * float(np.median(v)) for k, v in ms.items()}
+                    tm.update(raw_ms=1e3 * raw, scan_ms=1e3 * scan, max=mx, eps_min_D=float(eps_j.min()),
+                              notice=notes[-1] if notes else "")
+                    out[name] = (re, tm)
+        finally:
+            px.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10 runs (< 50 s)")
     ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--direct", action="store_true",
+                    help="mechanisms in-process on one shared histogram query (no proxy)")
     a = ap.parse_args()
     runs = a.runs or (10 if a.quick else 50)
     n = 200_000
-    res = {}
-    for i, (name, mu) in enumerate((("N50", 50_000), ("N500", 500_000))):
-        res[name] = run_dataset(name, normal_data(mu, n, 7 + i), runs, 11 + i)
-    print(f"Per-record DP, Table 3 Normal columns: n={n}, inverse E=1e4/v, U=1e12, eps_max=100, "
+    data = {name: normal_data(mu, n, 7 + i) for i, (name, mu) in enumerate((("N50", 50_000), ("N500", 500_000)))}
+    if a.direct:
+        res = {name: run_dataset(name, x, runs, 11 + i) for i, (name, x) in enumerate(data.items())}
+    else:
+        res = run_proxy(data, runs, 11)
+    how = "in-process (--direct)" if a.direct else "through the dpgate proxy on DuckDB (psycopg, wire protocol)"
+    print(f"Per-record DP, Table 3 Normal columns, {how}: n={n}, inverse E=1e4/v, U=1e12, eps_max=100, "
           f"beta=0.1, {runs} runs, trimmed mean (RE %)")
     hdr = f"{'method':<22}" + "".join(f"| {d+' dpgate':>12} {d+' paper':>11} {'x':>5} " for d in res)
     print(hdr)
@@ -146,12 +285,22 @@ def main() -> None:
         for k in ("sum_ext", "sum_fw"):  # naive sum saturates at 100 % (output ~ 0, spec 11.13)
             sum_gain.append(re["naive_sum"] / re[k])
             paper_sum_gain.append(100.0 / PAPER[d][k])
-    print("time per run (ms, median):")
-    for d, (_, tm) in res.items():
-        print(f"  {d}: one-scan GROUP BY lvl,b query {tm['scan_ms']:.1f} | raw scan COUNT/SUM/MAX "
-              f"{tm['raw_ms']:.1f} | MAX round-2 GROUP BY v {tm['round2_ms']:.1f} | mechanisms "
-              f"(count+2 sums+stage1) {tm['mech_ms']:.1f}   [Max(D)={tm['max']}, "
-              f"eps_min(D)={tm['eps_min_D']:.4g}]")
+    if a.direct:
+        print("time per run (ms, median):")
+        for d, (_, tm) in res.items():
+            print(f"  {d}: one-scan GROUP BY lvl,b query {tm['scan_ms']:.1f} | raw scan COUNT/SUM/MAX "
+                  f"{tm['raw_ms']:.1f} | MAX round-2 GROUP BY v {tm['round2_ms']:.1f} | mechanisms "
+                  f"(count+2 sums+stage1) {tm['mech_ms']:.1f}   [Max(D)={tm['max']}, "
+                  f"eps_min(D)={tm['eps_min_D']:.4g}]")
+    else:
+        print("time per query through the proxy (ms, median; client round trip incl. ledger write) "
+              "beside the raw scan:")
+        for d, (_, tm) in res.items():
+            print(f"  {d}: COUNT {tm['count_ms']:.1f} | SUM ext {tm['sum_ext_ms']:.1f} | SUM fw "
+                  f"{tm['sum_fw_ms']:.1f} | MAX (2 round trips) {tm['max_ms']:.1f} || raw scan "
+                  f"COUNT/SUM/MAX {tm['raw_ms']:.1f} | level scan GROUP BY lvl,b {tm['scan_ms']:.1f}   "
+                  f"[Max(D)={tm['max']}, eps_min(D)={tm['eps_min_D']:.4g}]")
+        print(f"  last NOTICE: {res[list(res)[-1]][1]['notice']}")
     sum_ok = all(g >= pg / 2 for g, pg in zip(sum_gain, paper_sum_gain))
     ok = all(worst[k] <= GOAL[k] for k in worst) and min(naive_gain) >= 100 and sum_ok
     print("note: naive SUM saturates at RE 100 % (its radius collapses, output ~ 0), so its gain is "

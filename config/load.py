@@ -24,7 +24,7 @@ def _where(loc: tuple) -> str:
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         field = _where(err["loc"])
@@ -32,6 +32,11 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
         more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
         where = f"{field}: " if field else ""
         raise ConfigError(f"{source}: {where}{msg}{more}") from None
+    from rewriter.per_record import validate_config   # seed 003: per-record policies
+    if problems := validate_config(cfg):
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"{source}: {problems[0]}{more}")
+    return cfg
 
 
 def load_config(path: str | Path) -> Config:

@@ -76,7 +76,7 @@ class Column(_Model):
 class PrivacyPolicy(_Model):
     """Per-record DP (seed 003): the budget of each record is ``function`` of its
     values — a named shortcut of the paper (``inverse``: α/v, ``sqrt``: α/√v,
-    ``log``: α/ln v, applied to ``column``) or a SQL expression over declared
+    ``log``: α/ln(v)⁴, applied to ``column``) or a SQL expression over declared
     columns — clamped to [eps_min, eps_max]; values are bounded by ``value_bound``."""
 
     function: str

@@ -113,6 +113,10 @@ class Connection:
             types = [(oids[i] if i < len(oids) else 0) or (inferred[i] if i < len(inferred) else _TEXT)
                      for i in range(max(len(oids), len(inferred)))]
             return Description(types, [Column(n, t) for n, t in cols])
+        table = self.gw.config.tables.get(self.gw.table_of(sql) or "")
+        if table is not None and table.privacy is not None:   # per-record DP (seed 003)
+            from .per_record import describe_per_record
+            return await describe_per_record(self, sql, oids)
         expr = parse(sql)
         types = param_types(expr, self.gw.config)
         inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
@@ -218,6 +222,10 @@ class Connection:
         for opt in ("ANALYZE", "VERBOSE"):
             if body.upper().startswith(opt + " "):
                 body = body[len(opt):].strip()
+        table = self.gw.config.tables.get(self.gw.table_of(body) or "")
+        if table is not None and table.privacy is not None:   # per-record DP (seed 003)
+            from .per_record import explain_per_record
+            return await explain_per_record(self, body, params)
         plan = build_plan(parse(body), self.gw.config, params or None)
         dialect = self.gw.backend.dialect
         lines = explain_lines(plan, self.gw.tier_of(self.role), to_sql(plan, dialect), dialect)

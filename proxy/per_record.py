@@ -1,8 +1,404 @@
-"""Per-record DP tables — placeholder until the seed-003 integration lands."""
+"""Per-record DP tables (seed 003): ``COUNT``/``SUM``/``MAX``/``MIN`` where every
+record r carries its own budget E(r) from the table's ``privacy`` policy.
+
+Budget semantics. A role's tier ε scales the policy: a statement is answered
+under E_q(r) = tier.epsilon × E(r) (levels are assigned by E; every level's
+budget becomes tier.epsilon × lo_i exactly, spec 003 §11.21), and the role's
+ledger is charged tier.epsilon, once (a repeat is free). So a record r loses at
+most (sum of ε charged) × E(r) over a period: the tier budget B bounds every
+record's total loss by B × E(r). With the demo tier (ε 1) E_q = E.
+
+Order of a statement (as for central tables, proxy/orchestrator.py):
+plan (rewriter/per_record.py; a refusal charges nothing) → earlier release of the
+same measurement by this role? serve it free → budget pre-check → ONE backend
+scan ``GROUP BY keys, level[, value bucket]`` (MAX/MIN: plus one second round trip
+for the values of levels ≥ ℓ, all cells in one query) — a backend failure charges
+nothing → mechanisms per cell (mechanisms/per_record; empty cells and empty levels
+are noised) → the ledger stores the answer and charges ε in one transaction →
+rows and one NOTICE.
+
+Mechanisms (β from the policy, default 0.1):
+* COUNT(*) / COUNT(col): Algorithm 1 (``prdp_count``);
+* SUM(col): the sum extension (``prdp_sum_extension``, §4; needs a monotone
+  single-column E over the summed column — ``sum_method = auto`` uses it for the
+  inverse and sqrt shortcuts) or Algorithm 2 with the universal Laplace sum
+  (``prdp_sum_framework``);
+* MAX(col) / MIN(col): Algorithm 2 with the shifted-rank exponential mechanism
+  (``prdp_max_framework``; MIN by symmetry, v → U − v: ``prdp_min_framework``).
+
+The NOTICE reports ε charged, budget left, ε_τ (the smallest level budget kept,
+min–max over groups), and at 1 − β the error bound of Thm 5.1 / Eq. (9) / Thm 6.1
+evaluated from released quantities only — with ε_min(D) taken as ε_τ/2 (the
+private ε_min(D) itself cannot be used) — and the guaranteed bound on the added
+noise alone. MAX/MIN bounds are in rows (rank error), not in value units.
+"""
 from __future__ import annotations
 
-from .wire.api import SqlError
+import asyncio
+import dataclasses
+import hashlib
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram,
+                                   PrDPCount)
+from mechanisms.per_record.core import PrRelease
+from rewriter import parse
+from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
+from rewriter.per_record import (ALLOWED, Policy, PolicyError, PrPlan, build_pr_plan, compile_policy,
+                                 pr_param_types, scan_sql, validate_config, validate_policy,
+                                 values_sql)
+
+from .backends import BackendError
+from .ledger import BudgetExceeded
+from .release import answer_rows, output_types
+from .wire.api import Column, Description, Result, SqlError
+
+__all__ = ["answer_per_record", "describe_per_record", "explain_per_record", "validate_policy",
+           "validate_config", "check_config"]
+
+_TEXT = 25
+_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
+_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+
+
+def check_config(config) -> None:
+    """Raise ``config.ConfigError`` naming the first invalid per-record policy."""
+    problems = validate_config(config)
+    if problems:
+        from config import ConfigError
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"{problems[0]}{more}")
+
+
+# -- policy and mechanisms (compiled once per gateway) -------------------------------
+
+def _cache(gw) -> dict:
+    c = getattr(gw, "_per_record_cache", None)
+    if c is None or c.get("config") is not gw.config:
+        c = {"config": gw.config}
+        gw._per_record_cache = c
+    return c
+
+
+def policy_of(gw, table: str) -> Policy:
+    cache = _cache(gw)
+    key = ("policy", table)
+    if key not in cache:
+        try:
+            cache[key] = compile_policy(table, gw.config.tables[table])
+        except PolicyError as e:
+            raise SqlError("F0000", f"the per-record policy of table {table} is invalid: "
+                           f"{e.problems[0]}", hint="The operator must fix the config.") from None
+    return cache[key]
+
+
+def sum_method(prp: PrPlan, pol: Policy) -> str:
+    """'extension' or 'framework' for a SUM (refused if 'extension' is configured but
+    not sound for this column)."""
+    ext_ok = pol.monotone and prp.column == pol.column
+    if pol.sum_method == "extension":
+        if not ext_ok:
+            raise Refusal(FEATURE_NOT_SUPPORTED,
+                          f"SUM({prp.column}) on {pol.table} would need the sum extension "
+                          "(sum_method = 'extension'), which is only sound for the policy's own "
+                          f"column {pol.column or '(none: E is a SQL expression)'} with a monotone "
+                          "E; the operator can set sum_method = 'auto' or 'framework'.", hint=ALLOWED)
+        return "extension"
+    if pol.sum_method == "framework":
+        return "framework"
+    return "extension" if ext_ok and pol.kind in ("inverse", "sqrt") else "framework"
+
+
+def mechanism(gw, prp: PrPlan, pol: Policy, weight: float):
+    """(kind, mechanism) for the statement at E_q = weight × E (cached)."""
+    kind = prp.func if prp.func != "sum" else f"sum_{sum_method(prp, pol)}"
+    cache = _cache(gw)
+    key = ("mech", pol.table, kind, weight)
+    if key not in cache:
+        lv, b = pol.levels, pol.beta
+        cache[key] = {
+            "count": lambda: PrDPCount(lv, b, weight=weight),
+            "sum_extension": lambda: ExtensionSum(pol.pf, b, levels=lv, weight=weight),
+            "sum_framework": lambda: FrameworkSum(lv, pol.U, b, weight=weight),
+            "max": lambda: FrameworkMax(lv, pol.U, b, weight=weight),
+            "min": lambda: FrameworkMax(lv, pol.U, b, weight=weight),
+        }[kind]()
+    return kind, cache[key]
+
+
+def mechanism_name(kind: str) -> str:
+    return {"count": "prdp_count", "sum_extension": "prdp_sum_extension",
+            "sum_framework": "prdp_sum_framework", "max": "prdp_max_framework",
+            "min": "prdp_min_framework"}[kind]
+
+
+# -- one release ------------------------------------------------------------------------
+
+def _norm(v):
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+def _cell_of(row, n: int, cells: set) -> tuple | None:
+    key = tuple(_norm(v) for v in row[:n])
+    if key in cells:
+        return key
+    alt = tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in key)
+    return alt if alt in cells else None
+
+
+def _split_rows(rows, prp: PrPlan):
+    """Backend rows grouped by cell; rows outside the public domain are dropped."""
+    n = len(prp.plan.group_by)
+    cells = prp.cells
+    out = {c: [] for c in cells}
+    known = set(cells)
+    for row in rows:
+        cell = _cell_of(row, n, known)
+        if cell is not None:
+            out[cell].append(row[n:])
+    return out
+
+
+async def _fetch(conn, sql: str) -> list[tuple]:
+    gw = conn.gw
+    try:
+        return await gw.backend.fetch(sql, gw.statement_timeout, conn._cancel)
+    except BackendError as e:
+        raise SqlError(e.sqlstate, e.message) from None
+
+
+def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
+    """What one cell's release guarantees at 1 - β, from released quantities only.
+
+    * ``noise``: the answer is the aggregate over the KEPT rows — levels >= ℓ, i.e. the
+      rows with ε(r) > ε_τ (all rows when ℓ = 1) — plus noise at most this large
+      (COUNT/SUM: the kept levels' noise; framework SUM: over min(v, τ); MAX/MIN: rows
+      of the kept set beyond the answer, the exponential mechanism's rank margin 2k0).
+    * ``bound``: Thm 5.1 / Eq. (9) / Thm 6.1 also bound the rows left out, in terms of
+      the level k holding the private ε_min(D) (skipped levels hold <= 2 k_i each). The
+      NOTICE states it at k = ℓ - 1 with its condition ``cond``: it holds if every
+      aggregated row has ε(r) > ε_τ/2 (None when ℓ <= 2: always)."""
+    ell = rel.ell
+    k = max(1, ell - 1)
+    cond = float(m.weight * Fraction(float(m.levels.lo[k - 1]))) if ell >= 3 else None
+    out = {"ell": ell, "bound": 0.0, "noise": float(rel.noise_half_width), "cond": cond, "tau": None}
+    if kind in ("count", "sum_extension"):
+        out["bound"] = float(m.error_bound(k))
+    elif kind == "sum_framework":
+        # Thm 6.1: dropped rows <= dropped_bound(k) (term I) + universal sum (term II):
+        # rows above the clipping radius tau <= the AboveThreshold margin, noise <= k.
+        # Values are unbounded above, so the statement also assumes Max(D) <= 2 tau.
+        eps_m = m.stage2_epsilon(ell)                       # universal_sum runs at eps_tau/2
+        tau = min(int(Fraction(rel.scale) * eps_m / 2), U) if rel.scale else 0
+        eps_r, beta_r = float(eps_m) / 2, m.beta / 4
+        clipped = math.ceil(12 / eps_r * math.log(2 * (m.buckets.B + 1) / beta_r))
+        out["bound"] = float(rel.noise_half_width) + tau * (2 * m.dropped_bound(k) + clipped)
+        out["tau"] = tau
+    else:   # max / min: rank units (rows beyond the answer): EM rank margin + dropped rows
+        out["bound"] = float(rel.noise_half_width + m.dropped_bound(k))
+    return out
+
+
+async def _release(conn, prp: PrPlan, pol: Policy, weight: float) -> dict:
+    gw = conn.gw
+    dialect = gw.backend.dialect
+    kind, m = mechanism(gw, prp, pol, weight)
+    src = gw.source
+    L, B = pol.levels.L, pol.buckets.B
+    framework_sum = kind == "sum_framework"
+    sql = scan_sql(prp, pol, gw.config, dialect, buckets=framework_sum,
+                   with_sum=kind == "sum_extension")
+    per_cell = _split_rows(await _fetch(conn, sql), prp)
+    hists = {c: LevelHistogram.from_rows(rows, L, B if framework_sum else None)
+             for c, rows in per_cell.items()}
+    rels: dict[tuple, PrRelease] = {}
+    if kind in ("max", "min"):
+        ells = {c: m.select_level(h, src) for c, h in hists.items()}      # stage 1 (Alg. 1, E/2)
+        values = _split_rows(await _fetch(conn, values_sql(prp, pol, gw.config, dialect, ells)), prp)
+        for c in hists:
+            vc = [(r[0], r[1]) for r in values[c]]
+            if kind == "min":                                             # min(D) = U - max(U - D)
+                vc = [(pol.U - min(max(int(_norm(v)), 0), pol.U), n) for v, n in vc]
+            rel = m.release(ells[c], vc, src)
+            if kind == "min":
+                rel = dataclasses.replace(rel, value=pol.U - rel.value, mechanism="prdp_min_framework")
+            rels[c] = rel
+    else:
+        for c, h in hists.items():
+            rels[c] = m.release(h, src)
+    agg = prp.plan.aggregates[0]
+    as_float = prp.func != "count" and agg.type == "float"
+    keys, values_out = [], []
+    pr = {"eps_tau": [], "ell": [], "bound": [], "noise": [], "cond": [], "tau": []}
+    for c, rel in rels.items():
+        keys.append(list(c))
+        values_out.append([float(rel.value) if as_float else int(rel.value)])
+        pr["eps_tau"].append(float(rel.eps_tau))
+        for name, v in _bounds(kind, m, rel, pol.U).items():
+            pr[name].append(v)
+    pr.update(func=prp.func, units="rank" if kind in ("max", "min") else "value",
+              beta=pol.beta, levels=L, weight=float(weight))
+    return {
+        "keys": keys, "values": values_out, "half_width": [max(pr["bound"])],
+        "mechanism": [mechanism_name(kind)], "epsilon": [float(weight)], "labels": [prp.label],
+        "per_record": pr,
+    }
+
+
+# -- the statement -----------------------------------------------------------------------
+
+def _key(prp: PrPlan, pol: Policy, weight: float) -> str:
+    text = f"{prp.canonical()};policy={pol.describe()};sum={pol.sum_method}"
+    return f"pr:{hashlib.sha256(text.encode()).hexdigest()[:32]}:eps={weight!r}"
+
+
+def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
+    gw = conn.gw
+    prp = build_pr_plan(parse(sql), gw.config, list(params) if params else None)
+    pol = policy_of(gw, prp.plan.table)
+    if prp.func == "sum":
+        sum_method(prp, pol)                  # refuse before any backend work
+    return prp, pol
 
 
 async def answer_per_record(conn, sql: str, params: list):
-    raise SqlError("0A000", "queries on per-record DP tables are not available yet")
+    """The orchestrator's hook for a SELECT on a table with a ``privacy`` policy:
+    returns ``(Result, decision, epsilon_charged)``."""
+    from .orchestrator import _budget_error
+    gw = conn.gw
+    prp, pol = _plan(conn, sql, params)
+    tier = gw.tier_of(conn.role)
+    weight = float(tier.epsilon)
+    key = _key(prp, pol, weight)
+    dv = gw.data_version
+    cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
+    stored = gw.ledger.lookup(conn.role, key, dv)
+    if stored is None:
+        remaining = tier.budget - gw.ledger.spent(conn.role, tier.period)
+        if remaining + 1e-9 < weight:
+            raise _budget_error(conn.role, weight, remaining, tier)
+        async with gw.statement_slot(conn.role):
+            answer = await _release(conn, prp, pol, weight)
+        try:
+            stored = await asyncio.to_thread(
+                gw.ledger.charge_and_record, role=conn.role, key=key, data_version=dv,
+                epsilon=weight, budget=tier.budget, period=tier.period,
+                canonical=prp.canonical(), statement=sql, mechanism=answer["mechanism"][0],
+                answer=answer)
+        except BudgetExceeded as b:
+            raise _budget_error(conn.role, weight, b.remaining, tier) from None
+    remaining = tier.budget - gw.ledger.spent(conn.role, tier.period)
+    rows = answer_rows(prp.plan, stored.answer)
+    msg = notice(prp, pol, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
+                 remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,
+                 repeat=not stored.charged)
+    return (Result(f"SELECT {len(rows)}", cols, rows, notices=[msg]),
+            "released" if stored.charged else "repeat", stored.epsilon if stored.charged else 0.0)
+
+
+def _fmt(x: float) -> str:
+    """A bound for display, never smaller than the bound itself."""
+    if x >= 1:
+        return str(math.ceil(x))
+    return f"{x:.3g}"
+
+
+def _threshold(pol: Policy, eps_q: float, weight: float) -> str:
+    """' (i.e. col < v)' for ε(r) > eps_q under a shortcut (monotone single-column) E."""
+    if pol.pf is None:
+        return ""
+    v = pol.pf.max_value(math.nextafter(eps_q / weight, math.inf)) + 1
+    return f" ({pol.column} < {v})" if 0 < v <= pol.U else ""
+
+
+def _condition(pol: Policy, pr: dict) -> str:
+    conds = pr["cond"]
+    if all(c is None for c in conds):
+        return ""
+    if len(set(conds)) > 1:
+        return " if every row has ε(r) > ε_τ/2 of its group"
+    (c,) = set(conds)
+    return f" if every row has ε(r) > {c:.3g}{_threshold(pol, c, pr['weight'])}"
+
+
+def notice(prp: PrPlan, pol: Policy, answer: dict, *, charged: float, remaining: float,
+           budget: float, period: str, repeat: bool) -> str:
+    """One NOTICE line: ε charged, budget left, ε_τ and which rows the answer covers,
+    the noise bound and the Thm 5.1 / 6.1 bound at 1 - β, mechanism."""
+    pr = answer["per_record"]
+    mech = answer["mechanism"][0]
+    per = "in total" if period == "never" else f"this {period}"
+    head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
+    taus, ells = pr["eps_tau"], pr["ell"]
+    n = len(taus)
+    pct = f"{(1 - pr['beta']) * 100:g}%"
+    name = next(o.name for o in prp.plan.outputs if o.source == "aggregate")
+    over = ", max over groups" if n > 1 else ""
+    if min(taus) == max(taus):
+        tau = f"ε_τ {taus[0]:.3g}" + (f" in all {n} groups" if n > 1 else "")
+        kept = ("all rows" if ells[0] == 1 else
+                f"the rows with ε(r) > ε_τ{_threshold(pol, taus[0], pr['weight'])}")
+    else:
+        tau = f"ε_τ {min(taus):.3g}–{max(taus):.3g} over {n} groups"
+        kept = "the rows of each group with ε(r) > its ε_τ"
+    cond = _condition(pol, pr)
+    thm = {"prdp_count": "Thm 5.1", "prdp_sum_extension": "Thm 5.1 / Eq. 9"}.get(mech, "Thm 6.1")
+    if pr["units"] == "rank":
+        side = "above" if pr["func"] == "max" else "below"
+        body = (f"{tau}: among {kept}, at most {_fmt(max(pr['noise']))} are {side} the {name} "
+                f"({pct}{over}); rows with smaller ε(r) are left out — {thm}: at most "
+                f"{_fmt(max(pr['bound']))} rows in all{cond}")
+    else:
+        what = f"{kept}" if mech != "prdp_sum_framework" else \
+            f"min(value, τ) over {kept}, τ = {_fmt(max(pr['tau']))}"
+        if mech == "prdp_sum_framework":
+            cond += (" and no value is above 2τ" if cond else " if no value is above 2τ")
+        body = (f"{tau}: the {name} covers {what}, ±{_fmt(max(pr['noise']))} of noise ({pct}{over}); "
+                f"rows with smaller ε(r) are left out — {thm}: error at most ±{_fmt(max(pr['bound']))} "
+                f"in all{cond}")
+    scale = f"{pr['weight']:g} × " if pr["weight"] != 1 else ""
+    return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; per-record ε(r) = "
+            f"{scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
+            f"{pr['weight'] * pol.levels.eps_max:g}]; {body}; mechanism: {mech}")
+
+
+# -- Describe and EXPLAIN ------------------------------------------------------------
+
+async def describe_per_record(conn, sql: str, oids: list[int]) -> Description:
+    """Describe (extended protocol) for a per-record statement: parameter and column types."""
+    gw = conn.gw
+    expr = parse(sql)
+    types = pr_param_types(expr, gw.config)
+    inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
+                for i, t in enumerate(types)]
+    prp = build_pr_plan(expr, gw.config, [_DUMMY.get(t, "0") for t in types] if types else None)
+    policy_of(gw, prp.plan.table)
+    return Description(inferred, [Column(o.name, t) for o, t in
+                                  zip(prp.plan.outputs, output_types(prp.plan))])
+
+
+async def explain_per_record(conn, body: str, params: list) -> Result:
+    """``EXPLAIN`` of a per-record statement: policy, mechanism, backend SQL; free."""
+    gw = conn.gw
+    prp, pol = _plan(conn, body, params)
+    tier = gw.tier_of(conn.role)
+    kind, m = mechanism(gw, prp, pol, float(tier.epsilon))
+    dialect = gw.backend.dialect
+    framework_sum = kind == "sum_framework"
+    sql = scan_sql(prp, pol, gw.config, dialect, buckets=framework_sum,
+                   with_sum=kind == "sum_extension")
+    lines = [f"dpgate per-record release of {pol.table}: E_q(r) = {tier.epsilon:g} × E(r), "
+             f"{pol.describe()}; ε charged {tier.epsilon:g}",
+             f"  {prp.label} via {mechanism_name(kind)}, {len(prp.cells)} cell(s) (parallel "
+             "composition), every level of every cell noised"]
+    if kind in ("max", "min"):
+        lines.append("  round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
+                     "(one query for all cells)")
+    lines.append("backend SQL (one scan, GROUP BY keys, level" + (", value bucket)" if framework_sum else ")") + ":")
+    from .explain import _pretty
+    lines.extend("  " + line for line in _pretty(sql, dialect).splitlines())
+    return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])

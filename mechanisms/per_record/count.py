@@ -9,6 +9,10 @@ Privacy (parallel composition over the disjoint domains, Lemma 3.11): a record
 of level i changes only level i's value, by 1 (count) or by v <= V_i (sum),
 and level i's noise is DLap(1/lo_i) resp. DLap(V_i/lo_i), so it costs at most
 lo_i <= E(r).  ``record_epsilon`` computes exactly that from the scales used.
+
+``weight`` w (default 1) answers under E_q = w * E (a query's share, spec 11.21):
+levels are still assigned by E, every level's budget becomes w * lo_i (an exact
+rational, no rounding) and eps_tau is reported on the E_q scale.
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ __all__ = ["PrDPCount", "ExtensionSum"]
 Counts = Union[LevelHistogram, Mapping[int, int], Sequence[int]]
 
 
+def _weight(w) -> Fraction:
+    """The exact rational value of the weight (a float is taken at its binary value)."""
+    f = Fraction(w) if isinstance(w, Fraction) else Fraction(float(w))
+    if not (f > 0 and float(f) < float("inf")):
+        raise ValueError(f"weight must be positive and finite, got {w!r}")
+    return f
+
+
 def _hist(x: Counts, L: int) -> LevelHistogram:
     return x if isinstance(x, LevelHistogram) else LevelHistogram.from_level_counts(x, L)
 
@@ -38,6 +50,7 @@ class _ScanMechanism:
     name = "prdp"
     scan: LevelScan
     levels: Levels
+    weight: Fraction = Fraction(1)
 
     @property
     def epsilon(self) -> float:
@@ -58,7 +71,8 @@ class _ScanMechanism:
         return PrRelease(value=value, epsilon=self.epsilon,
                          half_width=float(self.error_bound(ell)), mechanism=self.name,
                          scale=float(sc) if sc is not None else 0.0,
-                         eps_tau=float(self.levels.lo[ell - 1]), ell=ell, beta=self.scan.beta,
+                         eps_tau=float(self.weight * Fraction(float(self.levels.lo[ell - 1]))),
+                         ell=ell, beta=self.scan.beta,
                          noise_half_width=float(sum(self.scan.k[ell - 1:])))
 
 
@@ -72,11 +86,12 @@ class PrDPCount(_ScanMechanism):
 
     name = "prdp_count"
 
-    def __init__(self, levels: Levels, beta: float = 0.1) -> None:
+    def __init__(self, levels: Levels, beta: float = 0.1, weight: float = 1.0) -> None:
         if not 0 < beta < 1:
             raise ValueError("beta must be in (0, 1)")
         self.levels = levels
-        self.scan = LevelScan(levels.lo, [1] * levels.L, Fraction(1), beta)
+        self.weight = _weight(weight)
+        self.scan = LevelScan(levels.lo, [1] * levels.L, self.weight, beta)
 
     def record_epsilon(self, e) -> np.ndarray:
         """eps spent on a record with budget ``e`` (= lo_lvl(e) <= e)."""
@@ -101,16 +116,17 @@ class ExtensionSum(_ScanMechanism):
     name = "prdp_sum_extension"
 
     def __init__(self, pf: PrivacyFunction, beta: float = 0.1, levels: Optional[Levels] = None,
-                 monotone: Optional[bool] = None) -> None:
+                 monotone: Optional[bool] = None, weight: float = 1.0) -> None:
         if not 0 < beta < 1:
             raise ValueError("beta must be in (0, 1)")
         self.pf = pf
+        self.weight = _weight(weight)
         self.levels = levels or Levels.for_function(pf)
         mono = pf.monotone if monotone is None else monotone
         U = pf.U
         self.V = [U if (not mono or i == 0) else min(U, max(0, pf.max_value(lo)))
                   for i, lo in enumerate(self.levels.lo)]
-        self.scan = LevelScan(self.levels.lo, self.V, Fraction(1), beta)
+        self.scan = LevelScan(self.levels.lo, self.V, self.weight, beta)
 
     @property
     def b(self) -> list[float]:

@@ -7,6 +7,7 @@ D_ell = {records with lvl >= ell} (spec 11.8); each such record has E(r) >= lo_e
 so stage 2 costs eps_tau/2 <= E(r)/2 and stage 1 lo_lvl/2 <= E(r)/2: total <= E(r)
 (sequential composition, Lemma 3.10; records outside D_ell pay stage 1 only).
 Stage 1's noisy counts are discarded (spec 11.7).
+``weight`` w scales every budget exactly (E_q = w * E, spec 11.21), as in count.py.
 
 SQL input:
 * FrameworkSum: one scan ``GROUP BY lvl, b`` -> (lvl, b, COUNT(*), SUM(v)).
@@ -25,6 +26,7 @@ import numpy as np
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
 from .core import LevelHistogram, LevelScan, PrRelease, as_int, tail_k
+from .count import _weight
 from .levels import Levels, ValueBuckets
 
 __all__ = ["clipped_sum", "universal_sum", "shifted_rank_max", "EpsTauEstimator", "FrameworkSum", "FrameworkMax"]
@@ -98,18 +100,23 @@ def shifted_rank_max(values: Sequence[int], counts: Sequence[int], eps: float, b
 class EpsTauEstimator:
     """Algorithm 2 part 1: Algorithm 1 with E/2 and beta/2; returns ell (1-based)."""
 
-    def __init__(self, levels: Levels, beta: float = 0.1) -> None:
+    def __init__(self, levels: Levels, beta: float = 0.1, weight: float = 1.0) -> None:
         if not 0 < beta < 1:
             raise ValueError("beta must be in (0, 1)")
         self.levels, self.beta = levels, beta
-        self.scan = LevelScan(levels.lo, [1] * levels.L, Fraction(1, 2), beta / 2)
+        self.weight = _weight(weight)
+        self.scan = LevelScan(levels.lo, [1] * levels.L, self.weight / 2, beta / 2)
 
     def select(self, level_counts: Sequence[int], source: Optional[RandomSource]) -> int:
         return self.scan.run(level_counts, source)[0]
 
     def stage2_epsilon(self, ell: int) -> Fraction:
         """eps given to M: eps_tau/2 on the original scale (spec 11.7)."""
-        return Fraction(float(self.levels.lo[ell - 1])) / 2
+        return self.weight * Fraction(float(self.levels.lo[ell - 1])) / 2
+
+    def eps_tau(self, ell: int) -> float:
+        """eps_tau = w lo_ell on the E_q scale."""
+        return float(self.weight * Fraction(float(self.levels.lo[ell - 1])))
 
     def record_epsilon(self, e) -> np.ndarray:
         """Worst case over ell of stage 1 + stage 2 (paid only if lvl >= ell) = lo_lvl."""
@@ -129,8 +136,8 @@ class FrameworkSum(EpsTauEstimator):
 
     name = "prdp_sum_framework"
 
-    def __init__(self, levels: Levels, U: int, beta: float = 0.1) -> None:
-        super().__init__(levels, beta)
+    def __init__(self, levels: Levels, U: int, beta: float = 0.1, weight: float = 1.0) -> None:
+        super().__init__(levels, beta, weight)
         self.buckets = ValueBuckets(U)
 
     @property
@@ -150,7 +157,7 @@ class FrameworkSum(EpsTauEstimator):
         k = tail_k(scale, self.beta / 4)
         return PrRelease(value=value, epsilon=self.epsilon,
                          half_width=float(k + tau * self.dropped_bound(ell)), mechanism=self.name,
-                         scale=float(scale), eps_tau=float(self.levels.lo[ell - 1]), ell=ell,
+                         scale=float(scale), eps_tau=self.eps_tau(ell), ell=ell,
                          beta=self.beta, noise_half_width=float(k))
 
 
@@ -164,8 +171,8 @@ class FrameworkMax(EpsTauEstimator):
 
     name = "prdp_max_framework"
 
-    def __init__(self, levels: Levels, U: int, beta: float = 0.1) -> None:
-        super().__init__(levels, beta)
+    def __init__(self, levels: Levels, U: int, beta: float = 0.1, weight: float = 1.0) -> None:
+        super().__init__(levels, beta, weight)
         self.U = int(U)
 
     @property
@@ -191,5 +198,5 @@ class FrameworkMax(EpsTauEstimator):
         y, k0 = shifted_rank_max(vals, [acc[v] for v in vals], eps, self.beta / 2, self.U, src)
         return PrRelease(value=y, epsilon=self.epsilon,
                          half_width=float(2 * k0 + self.dropped_bound(ell)), mechanism=self.name,
-                         scale=2.0 / eps, eps_tau=float(self.levels.lo[ell - 1]), ell=int(ell),
+                         scale=2.0 / eps, eps_tau=self.eps_tau(ell), ell=int(ell),
                          beta=self.beta, noise_half_width=float(2 * k0), half_width_units="rank")

@@ -1,0 +1,432 @@
+"""Plan rules and backend SQL for per-record DP tables (seed 003).
+
+A table with a ``privacy`` policy answers one aggregate per statement,
+
+    SELECT [group keys,] COUNT(*) | COUNT(col) | SUM(col) | MAX(col) | MIN(col)
+    FROM t [WHERE row predicate] [GROUP BY keys with a public domain] [ORDER BY …] [LIMIT …]
+
+through ONE backend scan grouped by the group keys and the record's privacy level
+(and its log2 value bucket where the framework sum needs it); MAX/MIN add one
+second round trip once each cell's level ℓ is known (spec 003 §12.2-12.4).
+
+Validation is the central rewriter's: the statement is planned by
+:func:`rewriter.build_plan` with MAX/MIN read as SUM (same argument rules: a
+declared numeric column with bounds), so WHERE, GROUP BY, ORDER BY, LIMIT and
+parameters get exactly the central checks and the central canonical form.
+
+The policy (``Table.privacy``) is compiled once: a named shortcut of the paper
+(``inverse`` α/v, ``sqrt`` α/√v, ``log`` α/ln(v)⁴ on one column, monotone
+non-increasing in |v|) or a SQL expression over declared columns, checked by the
+rewriter's total-expression rules (plus ``CASE WHEN``) and clamped to
+[eps_min, eps_max] (NULL → eps_min). A custom expression is not known to be
+monotone, so the sum extension (which needs E⁻¹) is refused for it.
+
+SQL text is generated here from validated pieces only: quoted declared names,
+the rewriter's WHERE AST, and literals printed from config numbers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from config import Config, Table
+from mechanisms.per_record import (Levels, PrivacyFunction, ValueBuckets, clamp_sql,
+                                   inverse_function, log_function, sql_double, sqrt_function)
+
+from . import build_plan, param_types, predicate
+from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal)
+from .plan import Plan
+from .scope import Ctx, T
+from .values import to_node
+
+__all__ = ["Policy", "PolicyError", "PrPlan", "build_pr_plan", "compile_policy", "pr_param_types",
+           "scan_sql", "validate_config", "validate_policy", "values_sql"]
+
+SHORTCUTS = ("inverse", "sqrt", "log")
+MAX_LEVELS = 128
+MAX_U = 2**53                 # values and E are computed in float8: integers stay exact below this
+_FLOAT_GUARD = float(2**53)   # |x| beyond this (and NaN, ±inf) is treated as NULL
+
+ALLOWED = ("Allowed on a per-record DP table: SELECT [group columns,] one of COUNT(*), COUNT(col), "
+           "SUM(col), MAX(col), MIN(col) FROM the table [WHERE row predicate] [GROUP BY columns "
+           "with a declared domain] [ORDER BY outputs] [LIMIT n].")
+
+
+class PolicyError(ValueError):
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+# -- the policy ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Policy:
+    """A compiled ``privacy`` policy: how the backend computes E(r) and the levels."""
+
+    table: str
+    kind: str                        # inverse | sqrt | log | expression
+    column: str | None               # the shortcut's column
+    pf: PrivacyFunction | None       # shortcut: numpy and SQL E (bit-identical)
+    expr: exp.Expression | None      # custom: the validated expression (quoted columns)
+    levels: Levels
+    U: int
+    beta: float
+    sum_method: str
+    text: str                        # human-readable E, for NOTICE / EXPLAIN
+
+    @property
+    def monotone(self) -> bool:
+        """Single-column, non-increasing in |v| (enables the sum extension)."""
+        return self.pf is not None
+
+    @property
+    def buckets(self) -> ValueBuckets:
+        return ValueBuckets(self.U)
+
+    def describe(self) -> str:
+        return (f"E(r) = {self.text}, clamped to [{self.levels.eps_min:g}, {self.levels.eps_max:g}], "
+                f"{self.levels.L} levels, values in [0, {self.U}], β {self.beta:g}")
+
+
+def _u(value_bound: float) -> int:
+    if not (math.isfinite(value_bound) and float(value_bound).is_integer()):
+        raise PolicyError([f"value_bound {value_bound!r} must be a whole number"])
+    U = int(value_bound)
+    if not 1 <= U < MAX_U:
+        raise PolicyError([f"value_bound must be between 1 and 2^53, got {U}"])
+    return U
+
+
+def compile_policy(table_name: str, table: Table) -> Policy:
+    """The compiled policy, or :class:`PolicyError` listing every problem."""
+    pol = table.privacy
+    where = f"tables.{table_name}.privacy"
+    if pol is None:
+        raise PolicyError([f"{where}: table has no privacy policy"])
+    problems: list[str] = []
+    if table.mode != "central":
+        problems.append(f"{where}: a per-record policy needs mode = 'central' (local tables are "
+                        "perturbed on the way in)")
+    try:
+        U = _u(pol.value_bound)
+    except PolicyError as e:
+        problems += [f"{where}.{p}" for p in e.problems]
+        U = None
+    pf = node = None
+    fn = pol.function.strip()
+    if fn in SHORTCUTS:
+        col = table.columns.get(pol.column or "")
+        if col is None:
+            problems.append(f"{where}.column: {pol.column!r} is not a declared column")
+        elif col.type not in ("int", "float"):
+            problems.append(f"{where}.column: {pol.column} is {col.type}; function = '{fn}' needs "
+                            "a numeric column")
+        if not (pol.alpha is not None and pol.alpha > 0 and math.isfinite(pol.alpha)):
+            problems.append(f"{where}.alpha: must be a positive number")
+        if not problems and U is not None:
+            make = {"inverse": inverse_function, "sqrt": sqrt_function, "log": log_function}[fn]
+            try:
+                natural = make(pol.alpha, U, pol.eps_max)          # eps_min = E(U)
+                pf = make(pol.alpha, U, pol.eps_max, eps_min=pol.eps_min)
+            except ValueError as e:
+                problems.append(f"{where}: {e}")
+            else:
+                if pol.eps_min > natural.eps_min:
+                    problems.append(
+                        f"{where}.eps_min: {pol.eps_min:g} is above E(value_bound) = "
+                        f"{natural.eps_min:.6g}; records near value_bound would get a larger budget "
+                        f"than the function gives them. Set eps_min <= {natural.eps_min:.6g}")
+        text = {"inverse": f"{pol.alpha:g} / {pol.column}", "sqrt": f"{pol.alpha:g} / sqrt({pol.column})",
+                "log": f"{pol.alpha:g} / ln({pol.column})^4"}[fn]
+    else:
+        if pol.sum_method == "extension":
+            problems.append(f"{where}.sum_method: 'extension' needs a monotone single-column function "
+                            "(inverse, sqrt or log); a SQL expression is not known to be monotone. "
+                            "Use 'framework' or 'auto'")
+        try:
+            node = check_expression(fn, table_name, table)
+        except Refusal as r:
+            problems.append(f"{where}.function: {r.message}")
+        text = fn
+    try:
+        levels = Levels(pol.eps_min, pol.eps_max)
+        if levels.L > MAX_LEVELS:
+            problems.append(f"{where}: eps_max / eps_min spans {levels.L} doublings; at most "
+                            f"{MAX_LEVELS} are supported")
+    except ValueError as e:
+        problems.append(f"{where}: {e}")
+    if problems:
+        raise PolicyError(problems)
+    return Policy(table_name, fn if fn in SHORTCUTS else "expression",
+                  pol.column if fn in SHORTCUTS else None, pf, node, levels, U, float(pol.beta),
+                  pol.sum_method, text)
+
+
+def validate_policy(table_name: str, table: Table) -> list[str]:
+    """Problems with ``table``'s privacy policy (empty if none, or no policy)."""
+    if table.privacy is None:
+        return []
+    try:
+        compile_policy(table_name, table)
+    except PolicyError as e:
+        return e.problems
+    return []
+
+
+def validate_config(config: Config) -> list[str]:
+    """Problems with every per-record policy of ``config`` (for config loading)."""
+    return [p for name, t in config.tables.items() for p in validate_policy(name, t)]
+
+
+def check_expression(text: str, table_name: str, table: Table) -> exp.Expression:
+    """A custom E: one SQL expression over declared columns, total (the WHERE rules:
+    no division by a column, allow-listed functions only) plus ``CASE WHEN``; numeric."""
+    try:
+        parsed = sqlglot.parse_one(text, read="postgres")
+    except (SqlglotError, ValueError) as e:
+        raise Refusal("42601", f"the expression does not parse: {str(e).splitlines()[0]}") from None
+    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+    parsed = normalize_identifiers(parsed, dialect="postgres")
+    if isinstance(parsed, (exp.Select, exp.Query)) or parsed.find(exp.Select, exp.Subquery):
+        raise Refusal("42601", "the expression must be a scalar expression, not a query")
+    if parsed.find(exp.AggFunc, exp.Window):
+        raise Refusal("42803", "the expression must be per row: no aggregates or window functions")
+    ctx = Ctx(table_name, table, {table_name}, [])
+    return _numeric(parsed, ctx).node
+
+
+def _numeric(node: exp.Expression, ctx: Ctx) -> T:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Case):
+        if node.this is not None:
+            raise Refusal(UNSUPPORTED, "use the searched form CASE WHEN condition THEN … END")
+        ifs = []
+        for branch in node.args.get("ifs") or []:
+            cond = predicate.boolean(predicate.check(branch.this, ctx), ctx, "CASE WHEN").node
+            ifs.append(exp.If(this=cond, true=_numeric(branch.args["true"], ctx).node))
+        default = node.args.get("default")
+        out = exp.Case(ifs=ifs, default=_numeric(default, ctx).node if default is not None else None)
+        return T(exp.Paren(this=out), "float")
+    t = ctx.settle(predicate.check(node, ctx), "float")
+    if t.type not in ("int", "float"):
+        raise Refusal(DATATYPE_MISMATCH, f"the expression must be numeric, not {t.type}")
+    return t
+
+
+# -- the statement ------------------------------------------------------------------
+
+Func = Literal["count", "sum", "max", "min"]
+
+
+@dataclass(frozen=True)
+class PrPlan:
+    """A validated per-record statement: the central plan (MAX/MIN planned as SUM)
+    plus the aggregate actually asked for."""
+
+    plan: Plan
+    func: Func
+    column: str | None          # None for COUNT(*)
+
+    @property
+    def label(self) -> str:
+        return f"{self.func}({self.column or '*'})"
+
+    def canonical(self) -> str:
+        return f"per_record:{self.label};{self.plan.canonical()}"
+
+    @property
+    def cells(self) -> list[tuple]:
+        """Every cell of the public domain (one () without GROUP BY), in key order."""
+        doms = [sorted(g.domain, key=lambda v: (v is None, v)) for g in self.plan.group_by]
+        return [tuple(c) for c in itertools.product(*doms)]
+
+
+def _refuse(state: str, msg: str) -> Refusal:
+    return Refusal(state, msg, hint=ALLOWED)
+
+
+def _substitute(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, str | None]]]:
+    """A copy with MAX/MIN read as SUM (unaliased select items keep their name), and the
+    list of (func, column sql) of the aggregates in the select list."""
+    expr = expr.copy()
+    found: list[tuple[str, str | None]] = []
+    select = expr.unnest() if isinstance(expr, (exp.Subquery, exp.Paren)) else expr
+    if isinstance(select, exp.Select):
+        for item in select.expressions:
+            for agg in item.find_all(exp.AggFunc):
+                arg = agg.this
+                found.append((agg.key, None if isinstance(arg, exp.Star) or arg is None
+                              else arg.sql("postgres").lower()))
+        for item in list(select.expressions):
+            if isinstance(item, (exp.Max, exp.Min)):
+                item.replace(exp.alias_(item.copy(), item.key))
+    for node in list(expr.find_all(exp.Max, exp.Min)):
+        if node.this is None or any(v for k, v in node.args.items() if k != "this"):
+            raise _refuse(UNSUPPORTED, f"{node.key.upper()} takes one declared column.")
+        node.replace(exp.Sum(this=node.this.copy()))
+    return expr, found
+
+
+def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = None) -> PrPlan:
+    """Validate a statement on a per-record table (Refusal with a SQLSTATE otherwise)."""
+    sub, found = _substitute(expr)
+    kinds = {f for f, _ in found}
+    extreme = next((f for f in ("max", "min") if f in kinds), None)
+    try:
+        plan = build_plan(sub, config, params)
+    except Refusal as r:
+        if extreme:
+            r.message = (r.message.replace("SUM(", f"{extreme.upper()}(")
+                         .replace("SUM takes", f"{extreme.upper()} takes"))
+        r.message = r.message.replace("SUM(col), AVG(col)", "SUM(col), MAX(col)")
+        if r.hint and r.hint.startswith("Allowed:"):
+            r.hint = ALLOWED
+        raise
+    table = config.tables[plan.table]
+    if table.privacy is None:
+        raise _refuse(UNSUPPORTED, f"table {plan.table} has no per-record policy")
+    if plan.selection is not None:
+        raise _refuse(UNSUPPORTED, "HAVING and top-c (ORDER BY aggregate LIMIT c) are not available "
+                      f"on per-record table {plan.table}; ask for the aggregate per group instead.")
+    if len(set(found)) > 1 or len(plan.aggregates) != 1:
+        raise _refuse(UNSUPPORTED, f"one aggregate per statement on per-record table {plan.table}: "
+                      "each aggregate is its own per-record release. Run them as separate "
+                      "statements (each is charged).")
+    agg = plan.aggregates[0]
+    if agg.func == "avg":
+        raise _refuse(UNSUPPORTED, f"AVG is not available on per-record table {plan.table}; ask for "
+                      "SUM(col) and COUNT(col) in two statements.")
+    func: Func = extreme if extreme else agg.func
+    col = agg.column
+    if func in ("sum", "max", "min"):
+        spec = table.columns[col]
+        if spec.lower is not None and spec.lower < 0:
+            raise _refuse(UNSUPPORTED, f"{func.upper()}({col}) is not available on per-record "
+                          f"table {plan.table}: {col} may be negative (declared lower "
+                          f"{spec.lower:g}) and the per-record mechanisms take values in "
+                          "[0, value_bound].")
+    return PrPlan(plan, func, col)
+
+
+def pr_param_types(expr: exp.Expression, config: Config):
+    """The $n types of a per-record statement (Describe before Bind)."""
+    return param_types(_substitute(expr)[0], config)
+
+
+# -- backend SQL --------------------------------------------------------------------
+
+def _q(name: str, dialect: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect=dialect)
+
+
+def _lit(v, type_: str, dialect: str) -> str:
+    sql_t = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}[type_]
+    return f"CAST({to_node(float(v) if type_ == 'float' else v).sql(dialect=dialect)} AS {sql_t})"
+
+
+def _quantized(col: str, type_: str, dialect: str) -> str:
+    """The column as an integral float8 (spec 1.1); for float columns NaN, ±inf and
+    |x| > 2^53 become NULL (then E = eps_min and SUM/MAX skip the row)."""
+    c = _q(col, dialect)
+    if type_ == "int":
+        return f"ROUND(CAST({c} AS DOUBLE PRECISION))"
+    g = sql_double(_FLOAT_GUARD)
+    return (f"CASE WHEN {c} >= -{g} AND {c} <= {g} "
+            f"THEN ROUND(CAST({c} AS DOUBLE PRECISION)) END")
+
+
+def _key_filter(g, k: str, dialect: str) -> str:
+    vals = sorted(g.domain, key=lambda v: (v is None, v))
+    ints = g.type == "int" and all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
+    if ints and len(vals) > 8 and vals[-1] - vals[0] == len(vals) - 1:
+        return f"{k} BETWEEN {vals[0]} AND {vals[-1]}"
+    return f"{k} IN ({', '.join(_lit(v, g.type, dialect) for v in vals)})"
+
+
+@dataclass(frozen=True)
+class _Parts:
+    ctes: str          # "WITH pr_s AS (…), pr_t AS (…), pr_u AS (…)"
+    keys: list[str]    # k1…kn
+
+
+def _parts(prp: PrPlan, pol: Policy, config: Config, dialect: str, buckets: bool) -> _Parts:
+    """pr_s: the filtered rows (keys, quantized values, E inputs); pr_t: E and the
+    contribution v in [0, U]; pr_u: the level (and value bucket) of every row."""
+    plan = prp.plan
+    types = {n: c.type for n, c in config.tables[plan.table].columns.items()}
+    table = exp.to_table(plan.source).sql(dialect=dialect, identify=True)
+    keys = [f"k{i + 1}" for i in range(len(plan.group_by))]
+    sel = []
+    for g, k in zip(plan.group_by, keys):
+        c = _q(g.column, dialect)
+        sel.append(f"CAST({c} AS DOUBLE PRECISION) AS {k}" if g.type == "float" else f"{c} AS {k}")
+    if pol.pf is not None:
+        sel.append(f"{_quantized(pol.column, types[pol.column], dialect)} AS q")
+    else:
+        e_sql = pol.expr.sql(dialect=dialect, identify=True)
+        sel.append(f"{clamp_sql(e_sql, pol.levels.eps_min, pol.levels.eps_max)} AS e")
+    value = prp.func != "count"
+    if value:
+        sel.append(f"{_quantized(prp.column, types[prp.column], dialect)} AS x")
+    conds = []
+    if plan.where is not None:
+        conds.append(f"({plan.where.sql(dialect=dialect, identify=True)})")
+    for g in plan.group_by:
+        conds.append(_key_filter(g, _q(g.column, dialect), dialect))
+    if prp.func == "count" and prp.column is not None:
+        conds.append(f"{_q(prp.column, dialect)} IS NOT NULL")
+    where = f" WHERE {' AND '.join(conds)}" if conds else ""
+    s = f"pr_s AS (SELECT {', '.join(sel)} FROM {table}{where})"
+    kk = "".join(f"{k}, " for k in keys)
+    e = pol.pf.sql("q") if pol.pf is not None else "e"
+    v = f", CAST(LEAST(GREATEST(x, 0), {pol.U}) AS BIGINT) AS v" if value else ""
+    t = f"pr_t AS (SELECT {kk}{e} AS e{v} FROM pr_s{' WHERE x IS NOT NULL' if value else ''})"
+    b = f", {pol.buckets.bucket_sql('v')} AS b" if buckets else ""
+    u = f"pr_u AS (SELECT {kk}{pol.levels.level_sql('e')} AS lvl{b}{', v' if value else ''} FROM pr_t)"
+    return _Parts(f"WITH {s}, {t}, {u}", keys)
+
+
+def scan_sql(prp: PrPlan, pol: Policy, config: Config, dialect: str, *, buckets: bool = False,
+             with_sum: bool = False) -> str:
+    """The ONE scan: ``SELECT keys, lvl[, b], COUNT(*)[, SUM(v)] … GROUP BY keys, lvl[, b]``.
+
+    Rows: (k_1…k_n, lvl, [b,] cnt[, sm]); missing (cell, level, bucket) combinations are
+    zeros to the mechanisms (empty levels and empty cells are still noised)."""
+    p = _parts(prp, pol, config, dialect, buckets)
+    grp = ", ".join([*p.keys, "lvl", *(["b"] if buckets else [])])
+    agg = "COUNT(*) AS cnt" + (", SUM(v) AS sm" if with_sum or buckets else "")
+    return f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}"
+
+
+def values_sql(prp: PrPlan, pol: Policy, config: Config, dialect: str,
+               ells: dict[tuple, int]) -> str:
+    """MAX/MIN round 2, one query for all cells: the distinct values (with counts) of the
+    records whose level is >= their cell's ℓ (Algorithm 2's D_ℓ).
+    Rows: (k_1…k_n, v, cnt)."""
+    p = _parts(prp, pol, config, dialect, False)
+    if not p.keys:
+        (ell,) = ells.values()
+        return f"{p.ctes} SELECT v, COUNT(*) AS cnt FROM pr_u WHERE lvl >= {int(ell)} GROUP BY v"
+    groups = prp.plan.group_by
+    rows = ", ".join("(" + ", ".join([*(_lit(v, g.type, dialect) for v, g in zip(cell, groups)),
+                                      str(int(ell))]) + ")" for cell, ell in ells.items())
+    cols = ", ".join([*p.keys, "ell"])
+    on = " AND ".join(f"u.{k} = l.{k}" for k in p.keys)
+    ks = ", ".join(f"u.{k}" for k in p.keys)
+    return (f"{p.ctes}, pr_ell ({cols}) AS (VALUES {rows}) "
+            f"SELECT {ks}, u.v, COUNT(*) AS cnt FROM pr_u AS u JOIN pr_ell AS l ON {on} "
+            f"WHERE u.lvl >= l.ell GROUP BY {ks}, u.v")
+
+
+def with_source(prp: PrPlan, source: str) -> PrPlan:
+    """The same statement over another backend relation (tests)."""
+    return dataclasses.replace(prp, plan=dataclasses.replace(prp.plan, source=source))
