@@ -44,3 +44,11 @@ def test_having_with_values_costs_separate_epsilon(service):
     assert all(isinstance(r[1], int) for r in rows)
     assert "separate ε 0.5" in notes[0]
     assert service.gw.ledger.spent("other", "day") - before == pytest.approx(1.0)
+
+
+def test_having_on_zipf_purchases(service):
+    """The demo's Zipf table: item k has about 26000/k·… rows (item 1 ≈ 26k, item 10 ≈ 2.6k)."""
+    rows, notes = _run(service, "SELECT item FROM purchases GROUP BY item HAVING COUNT(*) > 8000 LIMIT 5")
+    keys = [r[0] for r in rows]
+    assert set(keys) <= {1, 2, 3, 4} and {1, 2} <= set(keys)   # 1..3 are far above 8000; 4 ≈ 8.4k
+    assert "keys only" in notes[0]
