@@ -163,7 +163,7 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
     if "svt" in answer:
         s = answer["svt"]
         svt = (f"; sparse vector: {s['selected']} of {s['candidates']} keys passed the threshold "
-               f"{s['threshold']:g} (c = {s['c']}, {s['passes']} pass(es)); the list may be incomplete")
+               f"{s['threshold']:g}{' (default; per-group thresholds)' if s.get('per_key') else ''} (c = {s['c']}, {s['passes']} pass(es)); the list may be incomplete")
         if s["values_epsilon"]:
             svt += f"; values of the returned keys cost a separate ε {s['values_epsilon']:g}"
         else:
@@ -200,7 +200,11 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
         shape = QueryShape("sum", lower=agg.lower, upper=agg.upper, cap=1, single_group=True)
     c = sel.c if sel.c is not None else min(len(scores), MAX_SELECTED)
     c = max(1, min(c, len(scores)))
-    res = svt_select(scores, sel.threshold, c, eps_sel, sens, monotone=True, source=source,
+    threshold = sel.threshold
+    if sel.per_key:                       # public per-group thresholds (one group key)
+        table = dict(sel.per_key)
+        threshold = [float(table.get(_key(row[0]), sel.threshold)) for row in cells]
+    res = svt_select(scores, threshold, c, eps_sel, sens, monotone=True, source=source,
                      strict=sel.op == ">", shape=shape)
     chosen = sorted(res.indices)
     keys = [[_key(v) for v in cells[i][:k]] for i in chosen]
@@ -225,5 +229,6 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
         "labels": [a.label for a in plan.aggregates],
         "svt": {"c": c, "passes": res.passes_used, "incomplete": bool(res.incomplete),
                 "threshold": sel.threshold, "selected": len(chosen), "candidates": len(scores),
+                "per_key": bool(sel.per_key),
                 "values_epsilon": epsilon - float(res.epsilon) if out_aggs else 0.0},
     }

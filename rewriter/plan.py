@@ -103,6 +103,7 @@ class Selection:
     threshold: float | None
     c: int | None
     values: bool
+    per_key: tuple = ()      # ((group value, threshold), …): public per-group thresholds; else `threshold`
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class Plan:
         if self.selection is not None:
             s = self.selection
             sel = (f";select={s.kind}:{self.aggregates[s.aggregate].label}{s.op}{s.threshold!r}"
-                   f":c={s.c}:values={s.values}")
+                   f":c={s.c}:values={s.values}:per_key={sorted(s.per_key, key=repr)!r}")
         return f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}"
 
     def fingerprint(self) -> str:

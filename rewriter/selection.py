@@ -71,6 +71,8 @@ def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, str, float]
     if op in ("<", "<="):
         raise Refusal(UNSUPPORTED, "HAVING … < T is not supported: the sparse vector technique "
                       "finds keys ABOVE a threshold; use > or >=.")
+    if isinstance(right, exp.Case):
+        return left, op, _per_key(right, ctx)
     t = ctx.settle(predicate.check(right, ctx), "float")
     if not t.is_literal or not isinstance(t.value, (int, float)) or isinstance(t.value, bool):
         if ctx.infer and t.param is not None:
@@ -78,6 +80,30 @@ def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, str, float]
         raise Refusal(DENIED, "the HAVING threshold must be a public number (a literal or a "
                       "parameter), not an expression over the data.")
     return left, op, float(t.value)
+
+
+def _number(node: exp.Expression, ctx: Ctx) -> float:
+    t = ctx.settle(predicate.check(node, ctx), "float")
+    if not t.is_literal or not isinstance(t.value, (int, float)) or isinstance(t.value, bool):
+        raise Refusal(DENIED, "per-group thresholds must be public numbers (literals).")
+    return float(t.value)
+
+
+def _per_key(case: exp.Case, ctx: Ctx):
+    """``CASE g WHEN v THEN T … ELSE T0 END``: public thresholds per value of group key g."""
+    col = case.this
+    if not isinstance(col, exp.Column) or case.args.get("default") is None:
+        raise Refusal(UNSUPPORTED, "per-group thresholds take the form CASE <group column> WHEN "
+                      "<value> THEN <number> … ELSE <number> END.")
+    name = ctx.column(col).node.name
+    spec = ctx.table.columns[name]
+    pairs = []
+    for w in case.args.get("ifs") or []:
+        key = ctx.settle(predicate.check(w.this, ctx), spec.type)
+        if not key.is_literal:
+            raise Refusal(UNSUPPORTED, "per-group threshold keys must be literals.")
+        pairs.append((key.value, _number(w.args["true"], ctx)))
+    return ("per_key", name, tuple(pairs), _number(case.args["default"], ctx))
 
 
 def plan_selection(having: exp.Expression | None, top: exp.Expression | None, ctx: Ctx,
@@ -107,7 +133,13 @@ def plan_selection(having: exp.Expression | None, top: exp.Expression | None, ct
     if agg not in aggregates:
         aggregates.append(agg)
     c = limit if limit is not None else None
+    per_key = ()
+    if isinstance(threshold, tuple):              # CASE g WHEN … THEN T … ELSE T0 END
+        _, col, pairs, default = threshold
+        if [g.column for g in groups] != [col]:
+            raise Refusal(UNSUPPORTED, "per-group thresholds need GROUP BY exactly the CASE column.")
+        per_key, threshold = pairs, default
     sel = Selection(kind="top" if top is not None else "having", aggregate=aggregates.index(agg),
                     op=op, threshold=threshold, c=c,
-                    values=any(o.source == "aggregate" for o in outputs))
+                    values=any(o.source == "aggregate" for o in outputs), per_key=per_key)
     return tuple(measures), tuple(aggregates), sel

@@ -52,3 +52,12 @@ def test_having_on_zipf_purchases(service):
     keys = [r[0] for r in rows]
     assert set(keys) <= {1, 2, 3, 4} and {1, 2} <= set(keys)   # 1..3 are far above 8000; 4 ≈ 8.4k
     assert "keys only" in notes[0]
+
+
+def test_per_group_public_thresholds(service):
+    # educ 9 → 201 rows, 13 → 178, 11 → 165, 12 → 76, 10 → 60; thresholds per key: only 12 (>50) and
+    # 9 (>150) can pass; every other key faces 1000.
+    rows, notes = _run(service, "SELECT educ FROM pums GROUP BY educ HAVING COUNT(*) > "
+                                "CASE educ WHEN 9 THEN 150 WHEN 12 THEN 50 ELSE 1000 END LIMIT 3")
+    assert {r[0] for r in rows} <= {9, 12} and rows
+    assert "per-group thresholds" in notes[0]

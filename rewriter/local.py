@@ -1,0 +1,809 @@
+"""Plan rules for local (metric-LDP) tables (seed 002, spec 002 §8).
+
+A local table stores no raw value of its private columns: every record was
+perturbed once at ingestion (thermometer encoding + bit flips, spec §3.1) and only
+the *reports* live in the backend table ``<table>_reports``. A query is
+post-processing of those reports, so it costs no budget; this module turns a
+SELECT into ONE aggregate scan over the report table (the product form of §3.5,
+built by :mod:`mechanisms.metric_ldp`) and says how to read the answer back.
+
+Layout (:class:`Layout`, from the config's ``[tables.X.local]``):
+
+* every private column (``local.columns``) is one dimension of a *joint group*;
+  ``local.joint`` lists the groups, a private column in no group is a 1-D group of
+  its own. Multi-column ranges need the columns in one group (spec §7.8).
+* group ``k`` is stored as SMALLINT columns ``g{k}_{d}_{j}`` ∈ {0, 1} (dimension
+  ``d`` of the group, threshold ``j`` = 1..m_d: the randomised bit "bucket ≤ j";
+  :func:`mechanisms.metric_ldp.report_columns`); public columns are stored as-is.
+* ``local.weight`` naming a private column makes it the private weight of
+  paper §4.3.2 (m = 2, lo = 0, hi = Δ): SUM(w) = Δ·ĉ(R × [2,2]). Naming a public
+  column (or summing any public numeric column) uses public weights (§3.9).
+* the guarantee per record: E(x, x') = Σ_d ε_d·|bucket_d(x) − bucket_d(x')|.
+
+Query shapes (anything else is refused with a sentence saying what is allowed):
+
+* ``COUNT(*)`` / ``COUNT(col)``; ``SUM(e)`` / ``AVG(e)`` where ``e`` is a public
+  numeric column, the private weight column, or an expression of ONE private
+  column (the column, numbers, + − * /, ``CASE WHEN … THEN … ELSE … END``) — a
+  linear counting query (§3.11) with the expression averaged over each bucket;
+  ``percentile_disc(p)`` / ``percentile_cont(p) WITHIN GROUP (ORDER BY col)``
+  (§3.10: all prefixes in the one scan, binary search in Python);
+* ``WHERE``: a conjunction of (a) any predicate over public columns and (b)
+  predicates over one private column each (comparisons with numbers, BETWEEN,
+  IN for int columns, AND/OR/NOT); private columns of one statement must share a
+  joint group;
+* ``GROUP BY`` public columns with a declared domain (the reports are partitioned;
+  every domain value gets a row), ``ORDER BY`` outputs, ``LIMIT``/``OFFSET``.
+
+Edge-bucket policy ("interpolate", spec §8): a predicate or expression over a
+private column becomes a weight per bucket = its average over the bucket's
+possible values, assuming values spread uniformly inside a bucket. An int column
+holds the integers of [lo, hi) (declare hi one past the largest value); a float
+column the interval. So a range whose ends fall on bucket edges (int columns:
+any integer range with unit buckets) is counted exactly; a cut bucket counts
+with the fraction inside the range (a linear query, same variance formulas).
+Values outside [lo, hi] were clamped into the first/last bucket at ingestion and
+count as the values of that bucket.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+from config import Config, Table
+from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, estimate_sql,
+                                   private_weight_sum_query, report_columns, variance_sql)
+from mechanisms.metric_ldp.estimators import dim_affine
+
+from . import predicate, shape
+from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
+                     INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
+from .plan import GroupKey
+from .scope import Ctx
+from .select import MAX_CELLS
+from .values import literal_value
+
+__all__ = ["Layout", "Group", "layout", "LocalPlan", "LocalAgg", "plan_local", "to_sql",
+           "bucket_weights", "LOCAL_ALLOWED", "SQL_TYPES"]
+
+LOCAL_ALLOWED = (
+    "Allowed on a local table: SELECT [public group columns,] COUNT(*), SUM(x), AVG(x), "
+    "percentile_disc(p) / percentile_cont(p) WITHIN GROUP (ORDER BY private column) "
+    "FROM it [WHERE ranges on private columns AND predicates on public columns] "
+    "[GROUP BY public columns with a declared domain] [ORDER BY outputs] [LIMIT n].")
+SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}
+FLOAT_STEPS = 64          # evaluation points per bucket of a float column (plus breakpoints)
+MAX_INT_POINTS = 1 << 20  # int columns with more integers in [lo, hi) are treated as float
+
+
+def _refuse(msg: str, state: str = UNSUPPORTED) -> Refusal:
+    return Refusal(state, msg, hint=LOCAL_ALLOWED)
+
+
+# ---------------------------------------------------------------------------- layout
+@dataclass(frozen=True)
+class Group:
+    """One joint group: its private columns (in dimension order) and its GroupSpec."""
+
+    index: int
+    columns: tuple[str, ...]
+    spec: GroupSpec
+
+    @property
+    def prefix(self) -> str:
+        return self.spec.prefix
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a local table is stored: public columns as-is, reports per joint group."""
+
+    name: str
+    table: Table
+    reports: str
+    groups: tuple[Group, ...]
+    where: dict                      # private column -> (group index, dimension)
+    public: tuple[str, ...]
+    estimator: str
+    weight: str | None               # the private weight column, if any
+
+    def is_private(self, col: str) -> bool:
+        return col in self.where
+
+    def dim(self, col: str) -> DimSpec:
+        g, d = self.where[col]
+        return self.groups[g].spec.dims[d]
+
+    def col_type(self, col: str) -> str:
+        return self.table.columns[col].type
+
+    def report_schema(self) -> list[tuple[str, str]]:
+        """(column, SQL type) of the report table: public columns, then report bits."""
+        out = [(c, SQL_TYPES[self.col_type(c)]) for c in self.public]
+        for g in self.groups:
+            out += report_columns(g.spec)
+        return out
+
+    def guarantee(self) -> str:
+        """E(x, x') per record (spec §8: reported when the table is loaded)."""
+        parts = []
+        for g in self.groups:
+            for c, d in zip(g.columns, g.spec.dims):
+                if d.kind == "weight":
+                    parts.append(f"{d.epsilon:g}·[rounded {c} differs]")
+                else:
+                    parts.append(f"{d.epsilon:g}·|Δbucket({c})|")
+        return "E(x,x') = " + " + ".join(parts)
+
+
+_LAYOUTS: dict = {}
+
+
+def layout(name: str, table: Table) -> Layout:
+    """The storage layout of local table ``name`` (validated; cached per Table object)."""
+    key = (name, id(table))
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit.table is table:
+        return hit
+    lay = _make_layout(name, table)
+    _LAYOUTS[key] = lay
+    return lay
+
+
+def _make_layout(name: str, table: Table) -> Layout:
+    pol = table.local
+    if table.mode != "local" or pol is None:
+        raise ValueError(f"table {name} is not a local table")
+    priv = pol.columns
+    for c in priv:
+        if table.columns[c].type not in ("int", "float"):
+            raise ValueError(f"tables.{name}.local.columns.{c}: a private column must be int or float")
+    seen: set[str] = set()
+    groups_cols: list[list[str]] = []
+    for grp in pol.joint:
+        for c in grp:
+            if c not in priv:
+                raise ValueError(f"tables.{name}.local.joint: {c} is not a private column "
+                                 f"(local.columns: {', '.join(priv)})")
+            if c in seen:
+                raise ValueError(f"tables.{name}.local.joint: {c} is in two groups; a column is "
+                                 "collected once (collecting it twice adds the guarantees)")
+            seen.add(c)
+        if grp:
+            groups_cols.append(list(grp))
+    groups_cols += [[c] for c in priv if c not in seen]
+    wcol = pol.weight
+    private_weight = None
+    if wcol is not None:
+        if wcol not in table.columns:
+            raise ValueError(f"tables.{name}.local.weight: {wcol} is not a declared column")
+        if table.columns[wcol].type not in ("int", "float"):
+            raise ValueError(f"tables.{name}.local.weight: {wcol} must be numeric")
+        if wcol in priv:
+            lc = priv[wcol]
+            if lc.lo != 0 or lc.buckets != 2:
+                raise ValueError(f"tables.{name}.local.columns.{wcol}: a private weight has lo = 0, "
+                                 "buckets = 2 and hi = Δ (its largest value)")
+            private_weight = wcol
+    groups, where = [], {}
+    for k, cols in enumerate(groups_cols):
+        dims = []
+        for d, c in enumerate(cols):
+            lc = priv[c]
+            dims.append(DimSpec(lc.lo, lc.hi, lc.buckets, lc.epsilon, c,
+                                kind="weight" if c == private_weight else "value"))
+            where[c] = (k, d)
+        groups.append(Group(k, tuple(cols), GroupSpec(tuple(dims), prefix=f"g{k}")))
+    public = tuple(c for c in table.columns if c not in priv)
+    lay = Layout(name, table, pol.reports or f"{name}_reports", tuple(groups), where, public,
+                 pol.estimator, private_weight)
+    names = [c for c, _ in lay.report_schema()]
+    if len(set(names)) != len(names):
+        raise ValueError(f"tables.{name}: a public column name clashes with a report column "
+                         "(g<k>_<d>_<j>); rename it")
+    return lay
+
+
+# ---------------------------------------------------------------------------- bucket weights
+def _points(dim: DimSpec, col_type: str, breaks: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Evaluation points of a private column: (values, bucket index 0..m-1, weight in bucket).
+
+    Int columns: the integers of [lo, hi), each weighing 1/(integers in its bucket).
+    Float columns: FLOAT_STEPS sub-intervals per bucket, also cut at ``breaks``,
+    each represented by its midpoint and weighing its share of the bucket width.
+    """
+    m, lo, hi = dim.m, dim.lo, dim.hi
+    if col_type == "int" and math.ceil(hi) - math.ceil(lo) <= MAX_INT_POINTS:
+        v = np.arange(math.ceil(lo), math.ceil(hi), dtype=float)
+        v = v[v < hi]
+        b = np.clip(np.floor((v - lo) * m / (hi - lo)).astype(np.int64), 0, m - 1)
+        cnt = np.bincount(b, minlength=m).astype(float)
+        return v, b, 1.0 / cnt[b]
+    edges = lo + (hi - lo) * np.arange(m * FLOAT_STEPS + 1) / (m * FLOAT_STEPS)
+    cuts = np.array([x for x in breaks if lo < x < hi], dtype=float)
+    edges = np.unique(np.concatenate([edges, cuts]))
+    mid = (edges[:-1] + edges[1:]) / 2
+    b = np.clip(np.floor((mid - lo) * m / (hi - lo)).astype(np.int64), 0, m - 1)
+    return mid, b, (edges[1:] - edges[:-1]) / dim.g
+
+
+class _Eval:
+    """Evaluate an expression / predicate over ONE private column on its points."""
+
+    def __init__(self, ctx: Ctx, col: str, col_type: str):
+        self.ctx, self.col, self.col_type = ctx, col, col_type
+        self.breaks: list[float] = []
+
+    def const(self, node: exp.Expression) -> float | None:
+        """A number (literal or $n), or None if ``node`` is not a constant."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        ok, v = literal_value(node)
+        if ok:
+            if v is None or isinstance(v, (bool, str)):
+                raise _refuse(f"{node.sql('postgres')} is not a number; private column {self.col} "
+                              "is compared with numbers only.", DATATYPE_MISMATCH)
+            return float(v)
+        if isinstance(node, exp.Parameter):
+            t = self.ctx.settle(self.ctx.param(node), self.col_type)
+            if not t.is_literal:
+                return 0.0                       # describe: the value is not known yet
+            if t.value is None:
+                raise _refuse(f"parameter ${t.param} is NULL; compare {self.col} with numbers.",
+                              DATATYPE_MISMATCH)
+            return float(t.value)
+        if isinstance(node, exp.Neg):
+            v = self.const(node.this)
+            return None if v is None else -v
+        return None
+
+    def collect(self, node: exp.Expression) -> None:
+        for n in node.walk():
+            if isinstance(n, (exp.Literal, exp.Parameter, exp.Neg)):
+                v = self.const(n)
+                if v is not None:
+                    self.breaks.append(v)
+
+    def value(self, node: exp.Expression, x: np.ndarray) -> np.ndarray:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        c = self.const(node)
+        if c is not None:
+            return np.full(x.shape, c)
+        if isinstance(node, exp.Column):
+            return x
+        if isinstance(node, exp.Neg):
+            return -self.value(node.this, x)
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+            a, b = self.value(node.this, x), self.value(node.expression, x)
+            return a + b if isinstance(node, exp.Add) else a - b if isinstance(node, exp.Sub) else a * b
+        if isinstance(node, exp.Div):
+            d = self.const(node.expression)
+            if d is None or d == 0:
+                raise _refuse("division in an expression over a private column needs a non-zero "
+                              "number as divisor.")
+            return self.value(node.this, x) / d
+        if isinstance(node, exp.Case):
+            if node.this is not None:
+                raise _refuse("CASE x WHEN … is not supported here; write CASE WHEN x = … THEN ….")
+            out = self.value(node.args["default"], x) if node.args.get("default") else None
+            if out is None:
+                raise _refuse("CASE over a private column needs an ELSE branch (NULL is not "
+                              "summed here).")
+            for branch in reversed(node.args.get("ifs") or []):
+                cond = self.truth(branch.this, x)
+                out = np.where(cond, self.value(branch.args["true"], x), out)
+            return out
+        if isinstance(node, exp.If):
+            if node.args.get("false") is None:
+                raise _refuse("IF over a private column needs an else value.")
+            return np.where(self.truth(node.this, x), self.value(node.args["true"], x),
+                            self.value(node.args["false"], x))
+        raise _refuse(f"{node.sql('postgres')} is not supported in an expression over private "
+                      f"column {self.col}; use the column, numbers, + - * /, and CASE WHEN.")
+
+    def truth(self, node: exp.Expression, x: np.ndarray) -> np.ndarray:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Boolean):
+            return np.full(x.shape, bool(node.this))
+        if isinstance(node, exp.And):
+            return self.truth(node.this, x) & self.truth(node.expression, x)
+        if isinstance(node, exp.Or):
+            return self.truth(node.this, x) | self.truth(node.expression, x)
+        if isinstance(node, exp.Not):
+            return ~self.truth(node.this, x)
+        cmp = {exp.EQ: np.equal, exp.NEQ: np.not_equal, exp.GT: np.greater,
+               exp.GTE: np.greater_equal, exp.LT: np.less, exp.LTE: np.less_equal}
+        if type(node) in cmp:
+            if isinstance(node, (exp.EQ, exp.NEQ)):
+                self._exact("=" if isinstance(node, exp.EQ) else "<>")
+            return cmp[type(node)](self.value(node.this, x), self.value(node.expression, x))
+        if isinstance(node, exp.Between):
+            if node.args.get("symmetric"):
+                raise _refuse("BETWEEN SYMMETRIC is not supported.")
+            v = self.value(node.this, x)
+            return (v >= self.value(node.args["low"], x)) & (v <= self.value(node.args["high"], x))
+        if isinstance(node, exp.In):
+            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+                raise _refuse("IN takes a list of numbers here.", DENIED)
+            self._exact("IN")
+            v = self.value(node.this, x)
+            out = np.zeros(x.shape, bool)
+            for item in node.expressions:
+                c = self.const(item)
+                if c is None:
+                    raise _refuse("IN (…) on a private column takes numbers only.")
+                out |= v == c
+            return out
+        if isinstance(node, exp.Is):
+            raise _refuse(f"private column {self.col} is never NULL in the reports (NULLs follow "
+                          "the table's null_policy at ingestion); IS [NOT] NULL is not served.")
+        raise _refuse(f"{node.sql('postgres')} is not a supported condition on private column "
+                      f"{self.col}; use comparisons with numbers, BETWEEN, AND/OR/NOT.")
+
+    def _exact(self, what: str) -> None:
+        if self.col_type != "int":
+            raise _refuse(f"{what} on the continuous private column {self.col} is not served "
+                          "(spec §8): its values are only known to a bucket; use a range such as "
+                          f"{self.col} BETWEEN a AND b.")
+
+
+def bucket_weights(ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str) -> np.ndarray:
+    """Per-bucket weight of a predicate (kind "truth") or expression (kind "value") over
+    private column ``col``: its average over the bucket's values (edge policy above)."""
+    ev = _Eval(ctx, col, lay.col_type(col))
+    ev.collect(node)
+    dim = lay.dim(col)
+    x, b, w = _points(dim, lay.col_type(col), ev.breaks)
+    f = ev.truth(node, x).astype(float) if kind == "truth" else ev.value(node, x)
+    out = np.bincount(b, weights=f * w, minlength=dim.m)
+    return np.where(np.abs(out) < 1e-12, 0.0, out)
+
+
+# ---------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class LocalAgg:
+    """One output aggregate.
+
+    kind: "exact" (public columns only: plain SQL, e.g. COUNT(*) = number of reports),
+    "est" (one separable query, ``query`` over group ``group``), "avg" (``query`` /
+    ``den``), "pct" (percentile of dimension ``dim`` of ``group``: prefix queries
+    ``prefixes`` over ``den``).
+    """
+
+    kind: str
+    label: str
+    out_type: str                       # int | float
+    group: int | None = None
+    query: Query | None = None
+    den: Query | None = None
+    row_weight: str | None = None       # public weight SQL (dialect-independent)
+    den_weight: str | None = None
+    exact_sql: str | None = None
+    dim: int | None = None
+    p: float | None = None
+    cont: bool = False
+    prefixes: tuple = ()
+    column: str | None = None           # the private column of a percentile / value sum
+    represent: str = "mid"
+    func: str = "count"
+
+
+@dataclass(frozen=True)
+class LocalOutput:
+    name: str
+    source: str        # "group" | "aggregate"
+    index: int
+    type: str
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    layout: Layout
+    where: exp.Expression | None         # public predicate (validated, rewriter AST)
+    private: dict = field(default_factory=dict)   # private column -> bucket weights
+    group_by: tuple[GroupKey, ...] = ()
+    aggs: tuple[LocalAgg, ...] = ()
+    outputs: tuple[LocalOutput, ...] = ()
+    order_by: tuple = ()                 # (output index, desc)
+    limit: int | None = None
+    offset: int = 0
+    param_types: tuple = ()             # type of $1..$n (describe)
+
+    @property
+    def n_cells(self) -> int:
+        n = 1
+        for g in self.group_by:
+            n *= len(g.domain)
+        return n
+
+
+def _columns_in(node: exp.Expression, ctx: Ctx) -> set[str]:
+    return {ctx.column(c).node.name for c in node.find_all(exp.Column)}
+
+
+def plan_local(expr: exp.Expression, config: Config, params: list | None = None) -> LocalPlan:
+    """Validate a SELECT over a local table and plan its one report scan."""
+    expr = normalize_identifiers(expr.copy(), dialect="postgres")
+    select = shape.check_statement(expr)
+    shape.check_clauses(select)
+    shape.check_nesting(select)
+    name, qualifiers = shape.resolve_table(select, config)
+    table = config.tables[name]
+    if table.mode != "local":
+        raise _refuse(f"table {name} is not a local table.", DENIED)
+    lay = layout(name, table)
+    ctx = Ctx(name, table, qualifiers, None if params is None else list(params))
+
+    # WHERE: public conjuncts stay SQL; private ones become bucket weights per column
+    public_parts, private_parts = [], {}
+    w = select.args.get("where")
+    if w is not None:
+        conj = list(w.this.flatten()) if isinstance(w.this, exp.And) else [w.this]
+        for c in conj:
+            if c.find(exp.AggFunc):
+                raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
+            cols = _columns_in(c, ctx)
+            priv = {x for x in cols if lay.is_private(x)}
+            if not priv:
+                public_parts.append(c)
+                continue
+            if len(priv) > 1 or cols - priv:
+                raise _refuse("each WHERE condition on a private column must mention that one "
+                              f"column only ({', '.join(sorted(cols))} appear together); combine "
+                              "conditions on different columns with AND.")
+            col = priv.pop()
+            if col == lay.weight:
+                raise _refuse(f"{col} is a private weight; it can be summed (SUM({col})) but not "
+                              "filtered on.")
+            private_parts.setdefault(col, []).append(c)
+    where = None
+    if public_parts:
+        node = public_parts[0]
+        for p in public_parts[1:]:
+            node = exp.And(this=node, expression=p)
+        where = predicate.where(node, ctx)
+    private = {}
+    for col, parts in sorted(private_parts.items()):
+        node = parts[0]
+        for p in parts[1:]:
+            node = exp.And(this=node, expression=p)
+        private[col] = bucket_weights(ctx, lay, col, node, "truth")
+    where_groups = {lay.where[c][0] for c in private}
+    if len(where_groups) > 1:
+        cols = ", ".join(sorted(private))
+        raise _refuse(f"{cols} are collected in different groups, so a range over them together "
+                      "cannot be estimated (spec §7.8); list them in one local.joint group, or "
+                      "query one group at a time.")
+
+    # select list
+    groups = _group_by(select, ctx, lay)
+    gidx = {g.column: i for i, g in enumerate(groups)}
+    aggs: list[LocalAgg] = []
+    outs: list[LocalOutput] = []
+    for item in select.expressions:
+        alias = item.alias if isinstance(item, exp.Alias) else None
+        node = item.unalias()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
+            raise _refuse("SELECT * returns raw rows and is not allowed; select aggregates such "
+                          "as COUNT(*).", DENIED)
+        if isinstance(node, exp.Column):
+            col = ctx.column(node).node.name
+            if col not in gidx:
+                raise _refuse(f"column {col} is selected but not grouped; raw column values are "
+                              "never returned.", DENIED)
+            g = groups[gidx[col]]
+            outs.append(LocalOutput(alias or col, "group", gidx[col], g.type))
+            continue
+        agg = _aggregate(node, ctx, lay, private, where_groups, alias)
+        aggs.append(agg)
+        outs.append(LocalOutput(alias or _default_name(node), "aggregate", len(aggs) - 1,
+                                agg.out_type))
+    if not aggs:
+        raise _refuse("select at least one aggregate (COUNT, SUM, AVG, percentile_disc).")
+    order = _order_by(select, outs)
+    limit, offset = _limit(select, ctx)
+    ctx.check_count()
+    ptypes = tuple(ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1))
+    return LocalPlan(lay, where, private, groups, tuple(aggs), tuple(outs), order, limit, offset,
+                     ptypes)
+
+
+def _default_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.WithinGroup):
+        return node.this.sql_name().lower() if not isinstance(node.this, exp.Anonymous) else node.this.name
+    return node.key if isinstance(node, exp.AggFunc) else "?column?"
+
+
+def _group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, ...]:
+    group = select.args.get("group")
+    if group is None:
+        return ()
+    if any(v for k, v in group.args.items() if k != "expressions"):
+        raise _refuse("ROLLUP/CUBE/GROUPING SETS are not supported.")
+    keys = {}
+    aliases = {i.alias: i.unalias() for i in select.expressions if isinstance(i, exp.Alias)}
+    for node in group.expressions:
+        if isinstance(node, exp.Literal) and node.is_int:
+            pos = int(node.this)
+            if not 1 <= pos <= len(select.expressions):
+                raise Refusal("42P10", f"GROUP BY position {pos} is not in the select list.")
+            node = select.expressions[pos - 1].unalias()
+        elif isinstance(node, exp.Column) and not node.table and node.name in aliases \
+                and node.name not in lay.table.columns:
+            node = aliases[node.name]
+        if not isinstance(node, exp.Column):
+            raise _refuse("GROUP BY takes public columns with a declared domain.", DENIED)
+        col = ctx.column(node).node.name
+        if lay.is_private(col):
+            raise _refuse(f"GROUP BY {col} is not served: {col} is private (only perturbed reports "
+                          "are stored); group by a public column, or ask for ranges of "
+                          f"{col} in WHERE (or percentile_disc).")
+        spec = lay.table.columns[col]
+        if spec.public_domain is None:
+            raise _refuse(f"GROUP BY {col} is not allowed: column {col} has no public domain; "
+                          "declare one in the config.", DENIED)
+        keys[col] = GroupKey(col, spec.type, spec.public_domain)
+    out = tuple(keys[k] for k in sorted(keys))
+    cells = 1
+    for g in out:
+        cells *= len(g.domain)
+    if cells > MAX_CELLS:
+        raise Refusal("54000", f"GROUP BY has {cells} cells; at most {MAX_CELLS} are allowed.")
+    return out
+
+
+def _base(lay: Layout, g: int, private: dict) -> list:
+    grp = lay.groups[g]
+    return [private.get(c) for c in grp.columns]
+
+
+def _expr_private_col(node: exp.Expression, ctx: Ctx, lay: Layout) -> tuple[str | None, set[str]]:
+    cols = _columns_in(node, ctx)
+    priv = {c for c in cols if lay.is_private(c)}
+    return (next(iter(priv)) if len(priv) == 1 else None), cols
+
+
+def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, alias) -> LocalAgg:
+    wg = next(iter(where_groups)) if where_groups else None
+    if isinstance(node, exp.WithinGroup):
+        return _percentile(node, ctx, lay, private, wg)
+    if isinstance(node, exp.Filter):
+        raise _refuse("aggregate FILTER (WHERE …) is not supported; use WHERE.")
+    if not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
+        if isinstance(node, (exp.Max, exp.Min)):
+            raise _refuse(f"{node.key.upper()} is not served on a local table (a single extreme "
+                          "report says nothing); use percentile_disc(0.99) WITHIN GROUP "
+                          "(ORDER BY col).")
+        if isinstance(node, exp.AggFunc):
+            raise _refuse(f"aggregate {node.sql_name().lower()}() is not supported on a local "
+                          "table.")
+        if node.find(exp.AggFunc):
+            raise _refuse("expressions over aggregates are not supported; select the aggregate "
+                          "itself.")
+        raise _refuse(f"select item {node.sql('postgres')} would return raw row values; select "
+                      "group keys and aggregates only.", DENIED)
+    func, arg = node.key, node.this
+    if isinstance(arg, exp.Distinct):
+        raise _refuse(f"{func.upper()}(DISTINCT …) is not supported.")
+    label = node.sql("postgres").lower()
+    if func == "count":
+        if isinstance(arg, exp.Star) or (isinstance(arg, exp.Column) and lay.is_private(ctx.column(arg).node.name)):
+            # private columns are never NULL in the reports: COUNT(col) = COUNT(*)
+            if wg is None:
+                return LocalAgg("exact", label, "int", exact_sql="COUNT(*)", func="count")
+            return LocalAgg("est", label, "int", group=wg, query=Query(tuple(_base(lay, wg, private))),
+                            func="count")
+        if not isinstance(arg, exp.Column):
+            raise _refuse("COUNT takes * or a column.")
+        col = ctx.column(arg).node.name
+        q = _qcol(col)
+        if wg is None:
+            return LocalAgg("exact", label, "int", exact_sql=f"COUNT({q})", func="count")
+        return LocalAgg("est", label, "int", group=wg, query=Query(tuple(_base(lay, wg, private))),
+                        row_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END", func="count")
+    pcol, cols = _expr_private_col(arg, ctx, lay)
+    if len({c for c in cols if lay.is_private(c)}) > 1:
+        raise _refuse(f"{func.upper()} over an expression of several private columns is not "
+                      "served; use one private column per aggregate.")
+    if pcol is None:                                   # public weight (§3.9)
+        if not isinstance(arg, exp.Column):
+            raise _refuse(f"{func.upper()} takes a public numeric column or an expression of one "
+                          "private column.")
+        col = ctx.column(arg).node.name
+        if lay.col_type(col) not in ("int", "float"):
+            raise Refusal(DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column.")
+        q = _qcol(col)
+        out_type = "int" if (func == "sum" and lay.col_type(col) == "int" and wg is None) else "float"
+        if wg is None:
+            sql = f"SUM({q})" if func == "sum" else f"AVG(CAST({q} AS DOUBLE PRECISION))"
+            return LocalAgg("exact", label, out_type, exact_sql=sql, func=func)
+        base = Query(tuple(_base(lay, wg, private)))
+        rw = f"COALESCE(CAST({q} AS DOUBLE PRECISION), 0)"
+        if func == "sum":
+            return LocalAgg("est", label, "float", group=wg, query=base, row_weight=rw, func="sum")
+        return LocalAgg("avg", label, "float", group=wg, query=base, row_weight=rw, den=base,
+                        den_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END", func="avg")
+    g, d = lay.where[pcol]
+    if wg is not None and wg != g:
+        raise _refuse(f"{pcol} and the WHERE ranges are collected in different groups; a joint "
+                      "estimate needs one local.joint group (spec §7.8).")
+    grp = lay.groups[g]
+    base = _base(lay, g, private)
+    if pcol == lay.weight:                                 # private weight (§3.9, paper 4.3.2)
+        if not isinstance(arg, exp.Column):
+            raise _refuse(f"the private weight {pcol} can only be summed as SUM({pcol}).")
+        q = private_weight_sum_query(grp.spec, Query(tuple(base)))
+        if func == "sum":
+            return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
+        return LocalAgg("avg", label, "float", group=g, query=q, den=Query(tuple(base)),
+                        column=pcol, func="avg")
+    f = bucket_weights(ctx, lay, pcol, arg, "value")           # linear counting query (§3.11)
+    ws = list(base)
+    ws[d] = f if ws[d] is None else f * ws[d]
+    q = Query(tuple(ws))
+    if func == "sum":
+        return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
+    return LocalAgg("avg", label, "float", group=g, query=q, den=Query(tuple(base)), column=pcol,
+                    func="avg")
+
+
+def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg) -> LocalAgg:
+    fn = node.this
+    if not isinstance(fn, (exp.PercentileDisc, exp.PercentileCont)):
+        raise _refuse("WITHIN GROUP is served for percentile_disc and percentile_cont only.")
+    order = node.expression
+    if not isinstance(order, exp.Order) or len(order.expressions) != 1:
+        raise _refuse("percentile_… WITHIN GROUP takes ORDER BY one private column.")
+    ordered = order.expressions[0]
+    if not isinstance(ordered.this, exp.Column):
+        raise _refuse("percentile_… WITHIN GROUP (ORDER BY col) takes a private column.")
+    col = ctx.column(ordered.this).node.name
+    if not lay.is_private(col) or col == lay.weight:
+        raise _refuse(f"percentiles are served for private (non-weight) columns; {col} is not one.")
+    p_node = fn.this
+    ok, p = literal_value(p_node)
+    if isinstance(p_node, exp.Parameter):
+        t = ctx.settle(ctx.param(p_node), "float")
+        ok, p = True, (t.value if t.is_literal else 0.5)
+    if not ok or isinstance(p, (bool, str)) or p is None:
+        raise _refuse("percentile_…(p) takes a number p in [0, 1] (one fraction, not an array).")
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise Refusal("22003", f"percentile value {p:g} is not between 0 and 1.", hint=None)
+    if ordered.args.get("desc"):
+        p = 1.0 - p
+    g, d = lay.where[col]
+    if wg is not None and wg != g:
+        raise _refuse(f"{col} and the WHERE ranges are collected in different groups; a joint "
+                      "estimate needs one local.joint group (spec §7.8).")
+    dim = lay.groups[g].spec.dims[d]
+    base = _base(lay, g, private)
+    prefixes = []
+    for k in range(1, dim.m):
+        ws = list(base)
+        ind = (np.arange(1, dim.m + 1) <= k).astype(float)
+        ws[d] = ind if ws[d] is None else ind * ws[d]
+        prefixes.append(Query(tuple(ws)))
+    cont = isinstance(fn, exp.PercentileCont)
+    is_int = lay.col_type(col) == "int"
+    unit = is_int and float(dim.g) == 1.0 and float(dim.lo).is_integer()
+    return LocalAgg("pct", node.sql("postgres").lower(), "float" if cont or not is_int else "int",
+                    group=g, den=Query(tuple(base)), dim=d, p=p, cont=cont, prefixes=tuple(prefixes),
+                    column=col, represent="lower" if unit else "mid",
+                    func="percentile_cont" if cont else "percentile_disc")
+
+
+def _order_by(select: exp.Select, outs: list[LocalOutput]) -> tuple:
+    order = select.args.get("order")
+    if order is None:
+        return ()
+    res = []
+    for o in order.expressions:
+        node, idx = o.this, None
+        if isinstance(node, exp.Literal) and node.is_int:
+            idx = int(node.this) - 1
+            if not 0 <= idx < len(outs):
+                raise Refusal("42P10", f"ORDER BY position {idx + 1} is not in the select list.")
+        elif isinstance(node, exp.Column) and not node.table:
+            idx = next((i for i, out in enumerate(outs) if out.name == node.name), None)
+        if idx is None:
+            raise _refuse("ORDER BY takes output columns of a local-table query: an alias, a "
+                          "position or a group column name.")
+        res.append((idx, bool(o.args.get("desc"))))
+    return tuple(res)
+
+
+def _limit(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
+    from .select import limit_offset
+    return limit_offset(select, ctx)
+
+
+# ---------------------------------------------------------------------------- SQL
+def _qcol(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class ScanColumns:
+    """Where each aggregate's numbers sit in the scan's row."""
+
+    keys: int                      # group keys first
+    n: int                         # COUNT(*) of the cell
+    slots: tuple                   # per aggregate: dict of name -> column index
+
+
+def to_sql(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
+    """ONE aggregate scan over the report table: group keys, COUNT(*), then per
+    aggregate its estimate(s), the unbiased variance estimate and public-weight maxima."""
+    lay = plan.layout
+    sel = [_qcol(g.column) for g in plan.group_by]
+    sel.append("COUNT(*)")
+    slots = []
+
+    def add(sql: str) -> int:
+        sel.append(sql)
+        return len(sel) - 1
+
+    for a in plan.aggs:
+        s: dict[str, Any] = {}
+        if a.kind == "exact":
+            s["value"] = add(a.exact_sql)
+        else:
+            spec = lay.groups[a.group].spec
+            est = lay.estimator
+            if a.kind == "est":
+                s["value"] = add(estimate_sql(spec, a.query, est, a.row_weight))
+                s["var"] = add(variance_sql(spec, a.query, est, a.row_weight))
+                if a.row_weight is not None:
+                    s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
+            elif a.kind == "avg":
+                s["value"] = add(estimate_sql(spec, a.query, est, a.row_weight))
+                s["den"] = add(_den_sql(spec, a.den, est, a.den_weight))
+                if a.row_weight is not None:
+                    s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
+            elif a.kind == "pct":
+                s["den"] = add(_den_sql(spec, a.den, est, None))
+                s["prefix"] = [add(estimate_sql(spec, q, est)) for q in a.prefixes]
+        slots.append(s)
+    sql = f"SELECT {', '.join(sel)} FROM {_qcol(lay.reports)}"
+    if plan.where is not None:
+        sql += f" WHERE {plan.where.sql(dialect=dialect, identify=True)}"
+    if plan.group_by:
+        sql += " GROUP BY " + ", ".join(_qcol(g.column) for g in plan.group_by)
+    return sql, ScanColumns(len(plan.group_by), len(plan.group_by), tuple(slots))
+
+
+def _trivial(q: Query) -> bool:
+    return all(w is None for w in q.weights) and q.scale == 1.0
+
+
+def _den_sql(spec: GroupSpec, q: Query, est: str, weight: str | None) -> str:
+    """Denominator of AVG / percentiles: the exact (public) count when no private
+    predicate applies, else the range estimate."""
+    if _trivial(q):
+        return "COUNT(*)" if weight is None else f"COALESCE(SUM({weight}), 0)"
+    return estimate_sql(spec, q, est, weight)
+
+
+def prefix_width(spec: GroupSpec, queries, estimator: str) -> float:
+    """Largest range of one record's term over the prefix queries (Hoeffding width)."""
+    width = 0.0
+    for q in queries:
+        lo, hi = 1.0, 1.0
+        for e in range(spec.D):
+            c, cs = dim_affine(spec, e, q.weight(spec, e), estimator)
+            a = c + sum(min(0.0, v) for v in cs.values())
+            b = c + sum(max(0.0, v) for v in cs.values())
+            prods = (lo * a, lo * b, hi * a, hi * b)
+            lo, hi = min(prods), max(prods)
+        width = max(width, hi - lo)
+    return width
