@@ -235,6 +235,64 @@ def latency(N, rng):
     return t_pert, out
 
 
+def latency_served(N):
+    """Query latency through dpgate's own path for local tables (rewriter.local plan ->
+    ONE SQL scan -> proxy.local post-processing) over N reports of the demo `trips`
+    table (D = 3 joint group hour x distance x fare), loaded with the bulk ingestion
+    path (proxy.ldp_load), beside a raw COUNT(*) on the same report table."""
+    import tempfile
+    import tomllib
+
+    from config import parse_config
+    from proxy import demo_trips
+    from proxy.backends import DuckDBBackend
+    from proxy.ldp_load import load_rows_duckdb
+    from proxy.local import local_answer
+    from rewriter import parse
+    from rewriter.local import layout, plan_local, to_sql
+
+    cfg = parse_config({"server": {"auth": "trust"}, "tiers": {"t": {"epsilon": 1, "budget": 1}},
+                        "roles": {"a": {"tier": "t"}},
+                        "tables": tomllib.loads(demo_trips.TRIPS_TOML)["tables"]})
+    lay = layout("trips", cfg.tables["trips"])
+    tmp = tempfile.mkdtemp(prefix="dpgate-bench-")
+    be = DuckDBBackend(f"{tmp}/bench.duckdb")
+    t0 = time.perf_counter()
+    n = load_rows_duckdb(be, lay, demo_trips.trips_batches(N, 1 << 18), source=SeededSource(5))
+    t_load = time.perf_counter() - t0
+    queries = {
+        "raw COUNT(*) of the reports": None,
+        "raw COUNT(*) WHERE payment": "card",
+        "COUNT(*) hour 7-9": "SELECT COUNT(*) FROM trips WHERE hour BETWEEN 7 AND 9",
+        "2-D COUNT(*) hour x distance": "SELECT COUNT(*) FROM trips WHERE hour BETWEEN 7 AND 9 AND distance <= 5",
+        "SUM(fare) private weight": "SELECT SUM(fare) FROM trips WHERE distance >= 10",
+        "AVG(distance) GROUP BY payment": "SELECT payment, AVG(distance) FROM trips GROUP BY payment",
+        "percentile_disc(0.5) hour": "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY hour) FROM trips",
+        "percentile_cont(0.9) distance": "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY distance) FROM trips",
+    }
+    out = {}
+    for name, sql in queries.items():
+        def run():
+            if sql is None:
+                return be.query(f"SELECT COUNT(*) FROM {lay.reports}")
+            if sql == "card":
+                return be.query(f"SELECT COUNT(*) FROM {lay.reports} WHERE payment = 'card'")
+            plan = plan_local(parse(sql), cfg, [])
+            return local_answer(plan, be.query(to_sql(plan, "duckdb")[0]))
+        run()
+        ts = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            run()
+            ts.append(time.perf_counter() - t0)
+        out[name] = float(np.median(ts))
+    import asyncio
+    asyncio.run(be.close())
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)
+    return n, t_load, out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -267,7 +325,15 @@ def main(argv=None):
     print(f"perturb: {t_pert:.2f} s = {N / t_pert * 60 / 1e6:.0f}M rows/min (goal >= 1M rows/min)")
     for k, v in lat.items():
         print(f"{k:>26}: {v * 1000:8.1f} ms  ({v / lat['raw COUNT(*)']:.1f}x raw COUNT)")
-    ok = fig1_ok and fig2_dev <= 0.10 and headline > 1 and N / t_pert * 60 >= 1e6
+    n_srv, t_load, lat_srv = latency_served(N)
+    print(f"\n== dpgate's served path over {n_srv:.0e} reports of the demo `trips` table (DuckDB file, "
+          f"D=3 joint group, 56 report bits), median of 3 ==")
+    print(f"bulk load (proxy.ldp_load, perturb + insert): {t_load:.1f} s = "
+          f"{n_srv / t_load * 60 / 1e6:.1f}M rows/min (goal >= 1M rows/min)")
+    raw = lat_srv["raw COUNT(*) of the reports"]
+    for k, v in lat_srv.items():
+        print(f"{k:>31}: {v * 1000:8.1f} ms  ({v / raw:.1f}x raw COUNT)")
+    ok = fig1_ok and fig2_dev <= 0.10 and n_srv / t_load * 60 >= 1e6 and headline > 1 and N / t_pert * 60 >= 1e6
     print(f"(total {time.time() - t_start:.0f} s)")
     print(f"HEADLINE: 1-D range MSE best eps-LDP baseline / dpgate(M4 known_n) at m=1024, n=1e6, eps=1 "
           f"= {headline:.2f} (goal > 1: O(n/eps^2) vs O(n log^2 m/eps^2), spec 4.5); "

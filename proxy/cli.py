@@ -6,6 +6,9 @@
     dpgate budget [--role R]           spent and remaining budget per role
     dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
     dpgate check-config FILE           validate a config file
+    dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
+                                       (or --from-table SRC, or --reports FILE.csv as-is)
+    dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
 """
 from __future__ import annotations
 
@@ -57,6 +60,14 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
             await asyncio.to_thread(demo.load_duckdb, gw.backend)
         else:
             await demo.load_postgres(gw.backend)
+        from . import demo_trips      # the `trips` local table, through the bulk LDP path
+        if gw.backend.dialect == "duckdb":
+            await asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
+        else:
+            await demo_trips.load_postgres(gw.backend, cfg)
+    from .local import local_guarantees
+    for line in local_guarantees(cfg):
+        print(line, flush=True)
     lim = cfg.server.limits
     host = args.host or cfg.server.host
     port = cfg.server.port if args.port is None else args.port
@@ -83,6 +94,11 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
 
 def cmd_serve(args) -> int:
     cfg, state, pw = resolve(args)
+    from .local import local_guarantees
+    try:
+        local_guarantees(cfg)         # an invalid local-table layout is a config error
+    except ValueError as e:
+        raise ConfigError(f"{args.config or 'demo config'}: {e}") from None
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.verbose:
@@ -141,6 +157,11 @@ def cmd_coalition(args) -> int:
 
 def cmd_check(args) -> int:
     cfg = load_config(args.file)
+    from .local import local_guarantees
+    try:
+        local_guarantees(cfg)
+    except ValueError as e:
+        raise ConfigError(f"{args.file}: {e}") from None
     print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers)")
     return 0
 
@@ -176,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
+    from .ldp_load import add_parsers
+    add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

@@ -113,6 +113,9 @@ class Connection:
             types = [(oids[i] if i < len(oids) else 0) or (inferred[i] if i < len(inferred) else _TEXT)
                      for i in range(max(len(oids), len(inferred)))]
             return Description(types, [Column(n, t) for n, t in cols])
+        if kind == "insert" or (kind == "dp" and self._is_local(sql)):
+            from .local import describe_local      # metric LDP reports (seed 002)
+            return await describe_local(self, sql, oids)
         table = self.gw.config.tables.get(self.gw.table_of(sql) or "")
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import describe_per_record
@@ -145,6 +148,10 @@ class Connection:
                 raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
         return await self._dp(sql, params)
+
+    def _is_local(self, sql: str) -> bool:
+        table = self.gw.config.tables.get(self.gw.table_of(sql) or "")
+        return table is not None and table.mode == "local"
 
     # -- the DP pipeline ----------------------------------------------------
     async def _dp(self, sql: str, params: list[object]):
@@ -222,6 +229,9 @@ class Connection:
         for opt in ("ANALYZE", "VERBOSE"):
             if body.upper().startswith(opt + " "):
                 body = body[len(opt):].strip()
+        if self._is_local(body):                            # metric LDP reports (seed 002)
+            from .local import explain_local
+            return await explain_local(self, body, params)
         table = self.gw.config.tables.get(self.gw.table_of(body) or "")
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import explain_per_record

@@ -596,7 +596,8 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
         raise _refuse(f"{func.upper()}(DISTINCT …) is not supported.")
     label = node.sql("postgres").lower()
     if func == "count":
-        if isinstance(arg, exp.Star) or (isinstance(arg, exp.Column) and lay.is_private(ctx.column(arg).node.name)):
+        star = isinstance(arg, exp.Star)
+        if star or (isinstance(arg, exp.Column) and lay.is_private(ctx.column(arg).node.name)):
             # private columns are never NULL in the reports: COUNT(col) = COUNT(*)
             if wg is None:
                 return LocalAgg("exact", label, "int", exact_sql="COUNT(*)", func="count")

@@ -46,10 +46,12 @@ def make_config(backend: dict | None = None, *, tiers: dict | None = None, limit
 class Service:
     """dpgate in a thread. ``people_rows`` keeps the demo's big table small in tests."""
 
-    def __init__(self, cfg_dict: dict, state_dir: Path, *, people_rows: int = 20_000, source=None):
+    def __init__(self, cfg_dict: dict, state_dir: Path, *, people_rows: int = 20_000, source=None,
+                 trips_rows: int = 20_000):
         self.cfg = parse_config(cfg_dict, "test-config")
         self.state_dir = Path(state_dir)
         self.people_rows = people_rows
+        self.trips_rows = trips_rows
         self.source = source
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -63,10 +65,15 @@ class Service:
     async def _start(self, port: int):
         self.gw = Gateway(self.cfg, self.state_dir, source=self.source)
         await self.gw.start()
+        from proxy import demo_trips
+        from mechanisms import SeededSource    # its own stream: the service's draws stay as they were
+        trips_source = SeededSource(2002) if self.source is not None else None
         if self.gw.backend.dialect == "duckdb":
             demo.load_duckdb(self.gw.backend, self.people_rows)
+            demo_trips.load_duckdb(self.gw.backend, self.cfg, self.trips_rows, trips_source)
         else:
             await demo.load_postgres(self.gw.backend, self.people_rows)
+            await demo_trips.load_postgres(self.gw.backend, self.cfg, self.trips_rows, trips_source)
         lim = self.cfg.server.limits
         self.server = Server(self.gw.handler_factory, authenticator=self.gw, host="127.0.0.1", port=port,
                              ssl_context=self.gw.ssl_context(), max_connections=lim.max_connections,

@@ -1,0 +1,692 @@
+"""Ingestion into local (metric-LDP) tables (seed 002): raw rows in, reports out.
+
+Raw values of private columns never reach the backend: :class:`Encoder` buckets
+and perturbs them in memory (``mechanisms.metric_ldp.perturb``, the same code a
+data producer runs on its side) and only the report bits (and the public
+columns, as-is) are written to ``<table>_reports``. Used by
+
+* ``INSERT INTO <local table> … VALUES …`` through the proxy (:mod:`proxy.local`);
+* ``dpgate ldp-load --table T FILE.csv`` — a raw CSV (header = column names),
+  ``--from-table SRC`` — a raw table in the backend, or ``--reports FILE.csv`` —
+  reports made elsewhere by the standalone randomizer, loaded as-is. Streaming in
+  batches, one transaction (all rows or none), a progress line on stderr;
+* ``dpgate ldp-perturb --table T RAW.csv`` — the producer side without a server:
+  writes a reports CSV from a raw CSV using only the config.
+
+Reports CSV format (what ``ldp-perturb`` writes and ``ldp-load --reports`` reads):
+a header with any public columns by name and one column ``<col>_bits`` per private
+column, holding the m bits of its report as a string of 0/1 (character j = the
+randomised "bucket ≤ j"; for the private weight, m = 2).
+"""
+from __future__ import annotations
+
+import asyncio
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from mechanisms.metric_ldp import perturb
+from rewriter.local import Layout, layout
+
+__all__ = ["Encoder", "IngestError", "LayoutMismatch", "ensure_duckdb", "ensure_postgres",
+           "write_duckdb", "write_postgres", "load_rows_duckdb", "load_rows_postgres",
+           "cmd_ldp_load", "cmd_ldp_perturb", "add_parsers", "describe_layout"]
+
+BATCH = 65536
+
+
+class IngestError(ValueError):
+    """A row cannot be ingested; ``sqlstate`` for the wire, message names the row/column."""
+
+    def __init__(self, sqlstate: str, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.sqlstate, self.message, self.hint = sqlstate, message, hint
+
+
+class LayoutMismatch(IngestError):
+    def __init__(self, message: str):
+        super().__init__("55000", message, "The report table was made for another configuration "
+                         "(columns or buckets changed). Load into a new reports table "
+                         "(local.reports = \"…\") or drop the old one.")
+
+
+def _qi(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# ---------------------------------------------------------------------------- encoding
+_TRUE = {"t", "true", "yes", "y", "on", "1"}
+_FALSE = {"f", "false", "no", "n", "off", "0"}
+
+
+def _public_value(v, typ: str, col: str, domain):
+    if v is None or (isinstance(v, str) and v == ""):
+        return None
+    try:
+        if typ == "int":
+            if isinstance(v, bool):
+                raise ValueError
+            if isinstance(v, str):
+                v = v.strip()
+                out = int(v) if v.lstrip("+-").isdigit() else float(v)
+            else:
+                out = v
+            if isinstance(out, float):
+                if not out.is_integer():
+                    raise ValueError
+                out = int(out)
+            out = int(out)
+        elif typ == "float":
+            if isinstance(v, bool):
+                raise ValueError
+            out = float(v)
+            if not math.isfinite(out):
+                raise ValueError
+        elif typ == "bool":
+            if isinstance(v, bool):
+                out = v
+            elif str(v).strip().lower() in _TRUE | _FALSE:
+                out = str(v).strip().lower() in _TRUE
+            else:
+                raise ValueError
+        else:
+            out = str(v)
+    except (ValueError, TypeError, OverflowError):
+        raise IngestError("22P02", f"invalid {typ} value {v!r} for column {col}") from None
+    if domain is not None and out not in domain:
+        shown = ", ".join(map(repr, domain[:8])) + (", …" if len(domain) > 8 else "")
+        raise IngestError("23514", f"value {out!r} for column {col} is not in its declared domain "
+                          f"({shown})")
+    return out
+
+
+def _floats(values, col: str, policy: str, lo: float, n: int) -> np.ndarray:
+    """Raw private values -> float array (NULL policy applied; no value is kept)."""
+    if values is None:
+        values = [None] * n
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (ValueError, TypeError):
+        arr = np.empty(len(values))
+        for i, v in enumerate(values):
+            if v is None or (isinstance(v, str) and v.strip() == ""):
+                arr[i] = np.nan
+                continue
+            try:
+                if isinstance(v, bool):
+                    raise ValueError
+                arr[i] = float(v)
+            except (ValueError, TypeError):
+                raise IngestError("22P02", f"invalid number {v!r} for private column {col}") from None
+    bad = np.isinf(arr)
+    if bad.any():
+        raise IngestError("22P02", f"infinite value for private column {col}")
+    nul = np.isnan(arr)
+    if nul.any():
+        if policy != "lo":
+            row = int(np.argmax(nul)) + 1
+            raise IngestError("23502", f"NULL in private column {col} (row {row} of the batch); "
+                              "this table's null_policy is 'refuse'",
+                              "Give a value, or set null_policy = 'lo' (NULL is then reported as "
+                              "the lowest bucket).")
+        arr = np.where(nul, lo, arr)
+    return arr
+
+
+class Encoder:
+    """Raw column values -> report-table columns (public as-is, private as report bits).
+
+    ``source``: a :class:`mechanisms.rng.RandomSource` (CSPRNG when None). Each call
+    draws fresh generators from it; every record is perturbed exactly once.
+    """
+
+    def __init__(self, lay: Layout, source=None):
+        self.lay = lay
+        self.source = source
+        t = lay.table
+        self.domains = {c: t.columns[c].public_domain for c in lay.public}
+        self.policy = t.local.null_policy
+
+    def public(self, cols: dict, n: int) -> dict:
+        out = {}
+        for c in self.lay.public:
+            vals = cols.get(c)
+            typ, dom = self.lay.col_type(c), self.domains[c]
+            arr = np.empty(n, dtype=object)
+            if vals is not None:
+                arr[:] = [_public_value(v, typ, c, dom) for v in vals]
+            out[c] = arr
+        return out
+
+    def reports(self, cols: dict, n: int) -> list[np.ndarray]:
+        """Per joint group, the (n, Σm) uint8 report bits."""
+        out = []
+        for g in self.lay.groups:
+            vals = np.empty((n, g.spec.D))
+            for d, (c, dim) in enumerate(zip(g.columns, g.spec.dims)):
+                vals[:, d] = _floats(cols.get(c), c, self.policy, dim.lo, n)
+            out.append(perturb(vals, g.spec, self.source))
+        return out
+
+    def encode(self, cols: dict, n: int) -> dict:
+        """Report-table columns for ``n`` raw rows given as {column: values}."""
+        unknown = set(cols) - set(self.lay.table.columns)
+        if unknown:
+            raise IngestError("42703", f"column(s) {', '.join(sorted(unknown))} are not declared "
+                              f"for table {self.lay.name}")
+        out = self.public(cols, n)
+        for g, rep in zip(self.lay.groups, self.reports(cols, n)):
+            names = [c for c, _ in _report_cols(g)]
+            for i, name in enumerate(names):
+                out[name] = rep[:, i]
+        return out
+
+    def from_bits(self, cols: dict, n: int) -> dict:
+        """Report-table columns from a reports CSV batch (``<col>_bits`` strings)."""
+        out = self.public({c: cols.get(c) for c in self.lay.public}, n)
+        for g in self.lay.groups:
+            parts = []
+            for c, dim in zip(g.columns, g.spec.dims):
+                key = f"{c}_bits"
+                vals = cols.get(key)
+                if vals is None:
+                    raise IngestError("42703", f"the reports file has no column {key}")
+                try:
+                    raw = "".join(vals).encode("ascii")
+                except (TypeError, UnicodeEncodeError):
+                    raise IngestError("22P02", f"column {key} must hold strings of 0/1") from None
+                if len(raw) != n * dim.m or any(len(v) != dim.m for v in vals):
+                    raise IngestError("22P02", f"every {key} value must be {dim.m} characters of 0/1")
+                bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, dim.m) - 48
+                if bits.size and bits.max() > 1:
+                    raise IngestError("22P02", f"column {key} must hold only 0 and 1")
+                parts.append(bits)
+            rep = np.concatenate(parts, axis=1)
+            for i, (name, _) in enumerate(_report_cols(g)):
+                out[name] = rep[:, i]
+        return out
+
+    def to_bits(self, cols: dict, n: int) -> dict:
+        """Producer side: raw columns -> reports-CSV columns (public as-is, ``<col>_bits``)."""
+        out = self.public(cols, n)
+        for g, rep in zip(self.lay.groups, self.reports(cols, n)):
+            start = 0
+            for c, dim in zip(g.columns, g.spec.dims):
+                block = (rep[:, start:start + dim.m] + 48).astype(np.uint8)
+                out[f"{c}_bits"] = [row.tobytes().decode() for row in block]
+                start += dim.m
+        return out
+
+
+def _report_cols(g):
+    from mechanisms.metric_ldp import report_columns
+    return report_columns(g.spec)
+
+
+# ---------------------------------------------------------------------------- DDL
+def _ddl(lay: Layout) -> str:
+    cols = ", ".join(f"{_qi(c)} {t}" for c, t in lay.report_schema())
+    return f"CREATE TABLE IF NOT EXISTS {_qi(lay.reports)} ({cols})"
+
+
+def _check_columns(lay: Layout, have: list[str]) -> None:
+    want = [c for c, _ in lay.report_schema()]
+    if set(have) != set(want):
+        missing = [c for c in want if c not in have][:5]
+        extra = [c for c in have if c not in want][:5]
+        raise LayoutMismatch(f"the backend table {lay.reports} does not match local table "
+                             f"{lay.name}'s configuration (missing {missing or 'none'}, "
+                             f"unexpected {extra or 'none'})")
+
+
+def ensure_duckdb(cur, lay: Layout) -> None:
+    """Create the report table in DuckDB if missing; check its columns otherwise."""
+    cur.execute(_ddl(lay))
+    have = [r[0] for r in cur.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "AND table_schema = current_schema() ORDER BY ordinal_position", [lay.reports]).fetchall()]
+    _check_columns(lay, have)
+
+
+async def ensure_postgres(conn, lay: Layout) -> None:
+    """Create the report table in Postgres if missing; check its columns otherwise."""
+    cur = await conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+        "AND table_schema = current_schema() ORDER BY ordinal_position", [lay.reports])
+    have = [r[0] for r in await cur.fetchall()]
+    if not have:
+        await conn.execute(_ddl(lay))
+        return
+    _check_columns(lay, have)
+
+
+# ---------------------------------------------------------------------------- writers
+_CAST = {"BIGINT": "BIGINT", "DOUBLE PRECISION": "DOUBLE", "TEXT": "VARCHAR", "BOOLEAN": "BOOLEAN",
+         "SMALLINT": "SMALLINT"}
+
+
+def write_duckdb(cur, lay: Layout, data: dict) -> int:
+    """Append encoded rows (see :meth:`Encoder.encode`) with one INSERT … SELECT."""
+    schema = lay.report_schema()
+    n = len(next(iter(data.values()))) if data else 0
+    if n == 0:
+        return 0
+    src = {}
+    for c, t in schema:
+        v = data[c]
+        src[c] = v.astype(np.int16) if t == "SMALLINT" else v
+    name = f"_dpgate_ldp_src_{id(src)}"
+    cur.register(name, src)
+    try:
+        cols = ", ".join(_qi(c) for c, _ in schema)
+        sel = ", ".join(f"CAST({_qi(c)} AS {_CAST[t]})" for c, t in schema)
+        cur.execute(f"INSERT INTO {_qi(lay.reports)} ({cols}) SELECT {sel} FROM {name}")
+    finally:
+        cur.unregister(name)
+    return n
+
+
+def _copy_text(v) -> bytes:
+    if v is None:
+        return b"\\N"
+    if isinstance(v, bool):
+        return b"t" if v else b"f"
+    if isinstance(v, float):
+        return repr(v).encode()
+    s = str(v)
+    if isinstance(v, str):
+        s = s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return s.encode()
+
+
+def copy_payload(lay: Layout, data: dict) -> bytes:
+    """COPY … FROM STDIN (text format) payload: bits vectorised, public columns per row."""
+    schema = lay.report_schema()
+    bit_cols = [c for c, t in schema if t == "SMALLINT"]
+    n = len(data[bit_cols[0]]) if bit_cols else len(next(iter(data.values())))
+    if n == 0:
+        return b""
+    bits = np.stack([np.asarray(data[c], dtype=np.uint8) for c in bit_cols], axis=1)
+    w = bits.shape[1]
+    buf = np.empty((n, 2 * w), dtype=np.uint8)
+    buf[:, 0::2] = bits + 48
+    buf[:, 1::2] = 9
+    buf[:, -1] = 10
+    if not lay.public:
+        return buf.tobytes()
+    pubs = [data[c] for c in lay.public]
+    lines = buf.reshape(n, -1)
+    out = []
+    for i in range(n):
+        out.append(b"\t".join(_copy_text(col[i]) for col in pubs) + b"\t" + lines[i].tobytes())
+    return b"".join(out)
+
+
+async def write_postgres(conn, lay: Layout, data: dict) -> int:
+    """Append encoded rows with COPY FROM STDIN."""
+    payload = copy_payload(lay, data)
+    if not payload:
+        return 0
+    cols = ", ".join(_qi(c) for c, _ in lay.report_schema())
+    async with conn.cursor() as cur:
+        async with cur.copy(f"COPY {_qi(lay.reports)} ({cols}) FROM STDIN") as cp:
+            await cp.write(payload)
+    return len(next(iter(data.values())))
+
+
+# ---------------------------------------------------------------------------- batch loads
+class Progress:
+    """A progress line on stderr (plain text, rewritten in place on a terminal)."""
+
+    def __init__(self, what: str, total: int | None = None, stream=None, quiet: bool = False):
+        self.what, self.total, self.quiet = what, total, quiet
+        self.stream = stream or sys.stderr
+        self.t0 = time.perf_counter()
+        self.n = 0
+        self._last = 0.0
+
+    def rate(self) -> float:
+        return self.n / max(time.perf_counter() - self.t0, 1e-9)
+
+    def update(self, k: int) -> None:
+        self.n += k
+        now = time.perf_counter()
+        if self.quiet or now - self._last < (0.5 if self.stream.isatty() else 5.0):
+            return
+        self._last = now
+        self._print("\r")
+
+    def _print(self, lead: str) -> None:
+        tot = f" / {self.total:,}" if self.total else ""
+        pct = ""
+        if self.total:
+            done = int(30 * min(self.n / self.total, 1.0))
+            pct = f" [{'#' * done}{'.' * (30 - done)}] {100 * self.n / self.total:5.1f}%"
+        end = "" if self.stream.isatty() else "\n"
+        self.stream.write(f"{lead}{self.what}: {self.n:,}{tot} rows{pct}  "
+                          f"{self.rate() * 60 / 1e6:.1f}M rows/min{end}")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if not self.quiet:
+            self._print("\r")
+            if self.stream.isatty():
+                self.stream.write("\n")
+
+
+def load_rows_duckdb(backend, lay: Layout, batches: Iterable[dict], *, source=None,
+                     reports: bool = False, progress: Progress | None = None) -> int:
+    """Encode and append batches ({column: values}) into DuckDB in ONE transaction."""
+    enc = Encoder(lay, source)
+    cur = backend._cursor()
+    total = 0
+    try:
+        ensure_duckdb(cur, lay)
+        cur.begin()
+        try:
+            for cols in batches:
+                n = _batch_len(cols)
+                if n == 0:
+                    continue
+                data = enc.from_bits(cols, n) if reports else enc.encode(cols, n)
+                total += write_duckdb(cur, lay, data)
+                if progress:
+                    progress.update(n)
+            cur.commit()
+        except BaseException:
+            cur.rollback()
+            raise
+    finally:
+        cur.close()
+    return total
+
+
+async def load_rows_postgres(backend, lay: Layout, batches, *, source=None, reports: bool = False,
+                             progress: Progress | None = None) -> int:
+    """Encode and COPY batches into Postgres in ONE transaction. ``batches`` may be
+    an iterable or an async iterable of {column: values}."""
+    enc = Encoder(lay, source)
+    total = 0
+    async with backend.pool.connection() as conn:
+        async with conn.transaction():
+            await ensure_postgres(conn, lay)
+            async for cols in _aiter(batches):
+                n = _batch_len(cols)
+                if n == 0:
+                    continue
+                data = enc.from_bits(cols, n) if reports else enc.encode(cols, n)
+                total += await write_postgres(conn, lay, data)
+                if progress:
+                    progress.update(n)
+    return total
+
+
+async def _aiter(it):
+    if hasattr(it, "__aiter__"):
+        async for x in it:
+            yield x
+    else:
+        for x in it:
+            yield x
+
+
+def _batch_len(cols: dict) -> int:
+    for v in cols.values():
+        return len(v)
+    return 0
+
+
+# ---------------------------------------------------------------------------- readers
+def iter_csv(path: str | Path, batch: int = BATCH, delimiter: str = ",") -> Iterator[dict]:
+    """Stream a CSV with a header as {column: [strings; '' -> None]} batches."""
+    f = sys.stdin if str(path) == "-" else open(path, newline="")
+    try:
+        rd = csv.reader(f, delimiter=delimiter)
+        try:
+            header = [h.strip().lower() for h in next(rd)]
+        except StopIteration:
+            return
+        if len(set(header)) != len(header):
+            raise IngestError("42701", f"{path}: duplicate column names in the header")
+        rows = []
+        for line, row in enumerate(rd, start=2):
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise IngestError("22P04", f"{path}: line {line} has {len(row)} fields, the header "
+                                  f"has {len(header)}")
+            rows.append(row)
+            if len(rows) >= batch:
+                yield _columns(header, rows)
+                rows = []
+        if rows:
+            yield _columns(header, rows)
+    finally:
+        if f is not sys.stdin:
+            f.close()
+
+
+def _columns(header, rows) -> dict:
+    cols = list(zip(*rows))
+    return {h: [v if v != "" else None for v in c] for h, c in zip(header, cols)}
+
+
+def _keep(cols: dict, wanted: set) -> dict:
+    return {k: v for k, v in cols.items() if k in wanted}
+
+
+def _dupe_check(lay: Layout, header_cols: set, reports: bool) -> list[str]:
+    """Columns of the input that will be ignored (not declared)."""
+    if reports:
+        wanted = set(lay.public) | {f"{c}_bits" for c in lay.where}
+    else:
+        wanted = set(lay.table.columns)
+    return sorted(header_cols - wanted)
+
+
+def _csv_batches(lay: Layout, path, batch, delimiter, reports, warn) -> Iterator[dict]:
+    wanted = (set(lay.public) | {f"{c}_bits" for c in lay.where}) if reports else set(lay.table.columns)
+    first = True
+    for cols in iter_csv(path, batch, delimiter):
+        if first:
+            ignored = _dupe_check(lay, set(cols), reports)
+            if ignored:
+                warn(f"ignoring undeclared column(s): {', '.join(ignored)}")
+            if not reports:
+                missing = [c for c in lay.where if c not in cols]
+                if missing and lay.table.local.null_policy != "lo":
+                    raise IngestError("42703", f"{path}: the header lacks private column(s) "
+                                      f"{', '.join(missing)}")
+            first = False
+        yield _keep(cols, wanted)
+
+
+def _source_columns_duckdb(backend, src: str) -> list[str]:
+    rows = backend.query("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                         "ORDER BY ordinal_position", [src])
+    return [r[0] for r in rows]
+
+
+def _duck_table_batches(backend, lay: Layout, src: str, batch: int) -> Iterator[dict]:
+    have = _source_columns_duckdb(backend, src)
+    if not have:
+        raise IngestError("42P01", f"source table {src} does not exist in the backend")
+    cols = [c for c in lay.table.columns if c in have]
+    cur = backend._cursor()
+    try:
+        cur.execute(f"SELECT {', '.join(_qi(c) for c in cols)} FROM {_qi(src)}")
+        while True:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                break
+            yield {c: list(v) for c, v in zip(cols, zip(*rows))}
+    finally:
+        cur.close()
+
+
+async def _pg_table_batches(backend, lay: Layout, src: str, batch: int):
+    async with backend.pool.connection() as conn:
+        cur = await conn.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                 "table_name = %s AND table_schema = current_schema() "
+                                 "ORDER BY ordinal_position", [src])
+        have = [r[0] for r in await cur.fetchall()]
+        if not have:
+            raise IngestError("42P01", f"source table {src} does not exist in the backend")
+        cols = [c for c in lay.table.columns if c in have]
+        async with conn.transaction():
+            async with conn.cursor(name="dpgate_ldp_src") as rc:
+                await rc.execute(f"SELECT {', '.join(_qi(c) for c in cols)} FROM {_qi(src)}")
+                while True:
+                    rows = await rc.fetchmany(batch)
+                    if not rows:
+                        break
+                    yield {c: [float(x) if type(x).__name__ == "Decimal" else x for x in v]
+                           for c, v in zip(cols, zip(*rows))}
+
+
+# ---------------------------------------------------------------------------- CLI
+def describe_layout(lay: Layout) -> str:
+    g = "; ".join("(" + ", ".join(grp.columns) + ")" for grp in lay.groups)
+    return (f"local table {lay.name}: reports in {lay.reports}, joint groups {g}, "
+            f"estimator {lay.estimator}; guarantee per record {lay.guarantee()}")
+
+
+def _local_layout(cfg, name: str) -> Layout:
+    t = cfg.tables.get(name)
+    if t is None:
+        raise IngestError("42P01", f"table {name} is not declared in the config "
+                          f"(declared: {', '.join(sorted(cfg.tables))})")
+    if t.mode != "local":
+        raise IngestError("42501", f"table {name} is not a local (metric-LDP) table")
+    return layout(name, t)
+
+
+def _count_lines(path) -> int | None:
+    if str(path) == "-":
+        return None
+    try:
+        with open(path, "rb") as f:
+            return max(sum(buf.count(b"\n") for buf in iter(lambda: f.read(1 << 20), b"")) - 1, 0)
+    except OSError:
+        return None
+
+
+def cmd_ldp_load(args) -> int:
+    """``dpgate ldp-load --table T (FILE.csv | --from-table SRC | --reports FILE.csv)``."""
+    from .backends import open_backend
+    from .cli import resolve
+    cfg, state, _ = resolve(args)
+    try:
+        lay = _local_layout(cfg, args.table)
+    except IngestError as e:
+        print(f"dpgate: {e.message}", file=sys.stderr)
+        return 2
+    reports = args.reports is not None
+    path = args.reports if reports else args.file
+    if path is None and args.from_table is None:
+        print("dpgate: give a CSV file, --from-table SRC or --reports FILE", file=sys.stderr)
+        return 2
+
+    def warn(msg):
+        print(f"dpgate: {msg}", file=sys.stderr)
+
+    prog = Progress(f"ldp-load {lay.name}", _count_lines(path) if path else None,
+                    quiet=getattr(args, "quiet", False))
+    print(f"dpgate: {describe_layout(lay)}", file=sys.stderr)
+    try:
+        backend = open_backend(cfg, state)
+    except Exception as e:   # DuckDB file locked by a running server, …
+        print(f"dpgate: cannot open the backend: {e}\n(an embedded DuckDB file is used by one "
+              "process at a time: stop `dpgate serve`, load, then start it again)", file=sys.stderr)
+        return 1
+    batch = args.batch
+    t0 = time.perf_counter()
+    try:
+        if backend.dialect == "duckdb":
+            src = (_csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
+                   else _duck_table_batches(backend, lay, args.from_table, batch))
+            n = load_rows_duckdb(backend, lay, src, reports=reports, progress=prog)
+            asyncio.run(backend.close())
+        else:
+            async def run():
+                await backend.connect()
+                try:
+                    src = (_csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
+                           else _pg_table_batches(backend, lay, args.from_table, batch))
+                    return await load_rows_postgres(backend, lay, src, reports=reports, progress=prog)
+                finally:
+                    await backend.close()
+            n = asyncio.run(run())
+    except IngestError as e:
+        print(f"\ndpgate: {e.message}; nothing was loaded", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"\ndpgate: {e}; nothing was loaded", file=sys.stderr)
+        return 1
+    prog.done()
+    dt = time.perf_counter() - t0
+    how = "reports loaded as-is" if reports else "perturbed; raw values were not stored"
+    print(f"dpgate: {n:,} reports appended to {lay.reports} in {dt:.1f} s "
+          f"({n / max(dt, 1e-9) * 60 / 1e6:.1f}M rows/min; {how})", file=sys.stderr)
+    return 0
+
+
+def cmd_ldp_perturb(args) -> int:
+    """``dpgate ldp-perturb --table T RAW.csv [-o REPORTS.csv]``: the producer side,
+    no server and no backend: raw CSV in, reports CSV out (only the config is read)."""
+    from .cli import resolve
+    cfg, _, _ = resolve(args)
+    try:
+        lay = _local_layout(cfg, args.table)
+    except IngestError as e:
+        print(f"dpgate: {e.message}", file=sys.stderr)
+        return 2
+    enc = Encoder(lay)
+    header = list(lay.public) + [f"{c}_bits" for g in lay.groups for c in g.columns]
+    out = open(args.output, "w", newline="") if args.output not in (None, "-") else sys.stdout
+    prog = Progress(f"ldp-perturb {lay.name}", _count_lines(args.file), quiet=args.output in (None, "-"))
+    try:
+        wr = csv.writer(out)
+        wr.writerow(header)
+        for cols in _csv_batches(lay, args.file, args.batch, args.delimiter, False,
+                                 lambda m: print(f"dpgate: {m}", file=sys.stderr)):
+            n = _batch_len(cols)
+            data = enc.to_bits(cols, n)
+            wr.writerows(zip(*[[("" if v is None else v) for v in data[h]] for h in header]))
+            prog.update(n)
+    except IngestError as e:
+        print(f"\ndpgate: {e.message}", file=sys.stderr)
+        return 1
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    prog.done()
+    return 0
+
+
+def add_parsers(sub, common) -> None:
+    """Register ``ldp-load`` and ``ldp-perturb`` on the dpgate CLI's subparsers."""
+    p = sub.add_parser("ldp-load", help="perturb raw rows into a local table's reports "
+                       "(CSV or a backend table), or load reports made elsewhere")
+    common(p)
+    p.add_argument("--table", required=True, help="the local table (mode = 'local')")
+    p.add_argument("file", nargs="?", help="raw CSV with a header (- for stdin)")
+    p.add_argument("--from-table", help="read raw rows from this backend table instead")
+    p.add_argument("--reports", help="a reports CSV (public columns + <col>_bits) loaded as-is")
+    p.add_argument("--batch", type=int, default=BATCH, help="rows per batch (default 65536)")
+    p.add_argument("--delimiter", default=",")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+    p.set_defaults(fn=cmd_ldp_load)
+    q = sub.add_parser("ldp-perturb", help="producer side: raw CSV -> reports CSV (no server)")
+    common(q)
+    q.add_argument("--table", required=True)
+    q.add_argument("file", help="raw CSV with a header (- for stdin)")
+    q.add_argument("--output", "-o", help="reports CSV (default stdout)")
+    q.add_argument("--batch", type=int, default=BATCH)
+    q.add_argument("--delimiter", default=",")
+    q.set_defaults(fn=cmd_ldp_perturb)
