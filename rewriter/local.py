@@ -47,42 +47,29 @@ count as the values of that bucket.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config, Table
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, estimate_sql,
-                                   private_weight_sum_query, report_columns, variance_sql)
-from mechanisms.metric_ldp.estimators import dim_affine
+from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, private_weight_sum_query,
+                                   report_columns)
 
 from . import predicate, shape
-from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
+from .errors import (DATATYPE_MISMATCH, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
 from .plan import GroupKey
 from .scope import Ctx
 from .select import MAX_CELLS
 from .values import literal_value
+from .local_weights import LOCAL_ALLOWED, _refuse, bucket_weights
 
 __all__ = ["Layout", "Group", "layout", "LocalPlan", "LocalAgg", "plan_local", "to_sql",
            "bucket_weights", "LOCAL_ALLOWED", "SQL_TYPES"]
 
-LOCAL_ALLOWED = (
-    "Allowed on a local table: SELECT [public group columns,] COUNT(*), SUM(x), AVG(x), "
-    "percentile_disc(p) / percentile_cont(p) WITHIN GROUP (ORDER BY private column) "
-    "FROM it [WHERE ranges on private columns AND predicates on public columns] "
-    "[GROUP BY public columns with a declared domain] [ORDER BY outputs] [LIMIT n].")
 SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}
-FLOAT_STEPS = 64          # evaluation points per bucket of a float column (plus breakpoints)
-MAX_INT_POINTS = 1 << 20  # int columns with more integers in [lo, hi) are treated as float
-
-
-def _refuse(msg: str, state: str = UNSUPPORTED) -> Refusal:
-    return Refusal(state, msg, hint=LOCAL_ALLOWED)
 
 
 # ---------------------------------------------------------------------------- layout
@@ -209,161 +196,7 @@ def _make_layout(name: str, table: Table) -> Layout:
     return lay
 
 
-# ---------------------------------------------------------------------------- bucket weights
-def _points(dim: DimSpec, col_type: str, breaks: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Evaluation points of a private column: (values, bucket index 0..m-1, weight in bucket).
 
-    Int columns: the integers of [lo, hi), each weighing 1/(integers in its bucket).
-    Float columns: FLOAT_STEPS sub-intervals per bucket, also cut at ``breaks``,
-    each represented by its midpoint and weighing its share of the bucket width.
-    """
-    m, lo, hi = dim.m, dim.lo, dim.hi
-    if col_type == "int" and math.ceil(hi) - math.ceil(lo) <= MAX_INT_POINTS:
-        v = np.arange(math.ceil(lo), math.ceil(hi), dtype=float)
-        v = v[v < hi]
-        b = np.clip(np.floor((v - lo) * m / (hi - lo)).astype(np.int64), 0, m - 1)
-        cnt = np.bincount(b, minlength=m).astype(float)
-        return v, b, 1.0 / cnt[b]
-    edges = lo + (hi - lo) * np.arange(m * FLOAT_STEPS + 1) / (m * FLOAT_STEPS)
-    cuts = np.array([x for x in breaks if lo < x < hi], dtype=float)
-    edges = np.unique(np.concatenate([edges, cuts]))
-    mid = (edges[:-1] + edges[1:]) / 2
-    b = np.clip(np.floor((mid - lo) * m / (hi - lo)).astype(np.int64), 0, m - 1)
-    return mid, b, (edges[1:] - edges[:-1]) / dim.g
-
-
-class _Eval:
-    """Evaluate an expression / predicate over ONE private column on its points."""
-
-    def __init__(self, ctx: Ctx, col: str, col_type: str):
-        self.ctx, self.col, self.col_type = ctx, col, col_type
-        self.breaks: list[float] = []
-
-    def const(self, node: exp.Expression) -> float | None:
-        """A number (literal or $n), or None if ``node`` is not a constant."""
-        while isinstance(node, exp.Paren):
-            node = node.this
-        ok, v = literal_value(node)
-        if ok:
-            if v is None or isinstance(v, (bool, str)):
-                raise _refuse(f"{node.sql('postgres')} is not a number; private column {self.col} "
-                              "is compared with numbers only.", DATATYPE_MISMATCH)
-            return float(v)
-        if isinstance(node, exp.Parameter):
-            t = self.ctx.settle(self.ctx.param(node), self.col_type)
-            if not t.is_literal:
-                return 0.0                       # describe: the value is not known yet
-            if t.value is None:
-                raise _refuse(f"parameter ${t.param} is NULL; compare {self.col} with numbers.",
-                              DATATYPE_MISMATCH)
-            return float(t.value)
-        if isinstance(node, exp.Neg):
-            v = self.const(node.this)
-            return None if v is None else -v
-        return None
-
-    def collect(self, node: exp.Expression) -> None:
-        for n in node.walk():
-            if isinstance(n, (exp.Literal, exp.Parameter, exp.Neg)):
-                v = self.const(n)
-                if v is not None:
-                    self.breaks.append(v)
-
-    def value(self, node: exp.Expression, x: np.ndarray) -> np.ndarray:
-        while isinstance(node, exp.Paren):
-            node = node.this
-        c = self.const(node)
-        if c is not None:
-            return np.full(x.shape, c)
-        if isinstance(node, exp.Column):
-            return x
-        if isinstance(node, exp.Neg):
-            return -self.value(node.this, x)
-        if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
-            a, b = self.value(node.this, x), self.value(node.expression, x)
-            return a + b if isinstance(node, exp.Add) else a - b if isinstance(node, exp.Sub) else a * b
-        if isinstance(node, exp.Div):
-            d = self.const(node.expression)
-            if d is None or d == 0:
-                raise _refuse("division in an expression over a private column needs a non-zero "
-                              "number as divisor.")
-            return self.value(node.this, x) / d
-        if isinstance(node, exp.Case):
-            if node.this is not None:
-                raise _refuse("CASE x WHEN … is not supported here; write CASE WHEN x = … THEN ….")
-            out = self.value(node.args["default"], x) if node.args.get("default") else None
-            if out is None:
-                raise _refuse("CASE over a private column needs an ELSE branch (NULL is not "
-                              "summed here).")
-            for branch in reversed(node.args.get("ifs") or []):
-                cond = self.truth(branch.this, x)
-                out = np.where(cond, self.value(branch.args["true"], x), out)
-            return out
-        if isinstance(node, exp.If):
-            if node.args.get("false") is None:
-                raise _refuse("IF over a private column needs an else value.")
-            return np.where(self.truth(node.this, x), self.value(node.args["true"], x),
-                            self.value(node.args["false"], x))
-        raise _refuse(f"{node.sql('postgres')} is not supported in an expression over private "
-                      f"column {self.col}; use the column, numbers, + - * /, and CASE WHEN.")
-
-    def truth(self, node: exp.Expression, x: np.ndarray) -> np.ndarray:
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.Boolean):
-            return np.full(x.shape, bool(node.this))
-        if isinstance(node, exp.And):
-            return self.truth(node.this, x) & self.truth(node.expression, x)
-        if isinstance(node, exp.Or):
-            return self.truth(node.this, x) | self.truth(node.expression, x)
-        if isinstance(node, exp.Not):
-            return ~self.truth(node.this, x)
-        cmp = {exp.EQ: np.equal, exp.NEQ: np.not_equal, exp.GT: np.greater,
-               exp.GTE: np.greater_equal, exp.LT: np.less, exp.LTE: np.less_equal}
-        if type(node) in cmp:
-            if isinstance(node, (exp.EQ, exp.NEQ)):
-                self._exact("=" if isinstance(node, exp.EQ) else "<>")
-            return cmp[type(node)](self.value(node.this, x), self.value(node.expression, x))
-        if isinstance(node, exp.Between):
-            if node.args.get("symmetric"):
-                raise _refuse("BETWEEN SYMMETRIC is not supported.")
-            v = self.value(node.this, x)
-            return (v >= self.value(node.args["low"], x)) & (v <= self.value(node.args["high"], x))
-        if isinstance(node, exp.In):
-            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-                raise _refuse("IN takes a list of numbers here.", DENIED)
-            self._exact("IN")
-            v = self.value(node.this, x)
-            out = np.zeros(x.shape, bool)
-            for item in node.expressions:
-                c = self.const(item)
-                if c is None:
-                    raise _refuse("IN (…) on a private column takes numbers only.")
-                out |= v == c
-            return out
-        if isinstance(node, exp.Is):
-            raise _refuse(f"private column {self.col} is never NULL in the reports (NULLs follow "
-                          "the table's null_policy at ingestion); IS [NOT] NULL is not served.")
-        raise _refuse(f"{node.sql('postgres')} is not a supported condition on private column "
-                      f"{self.col}; use comparisons with numbers, BETWEEN, AND/OR/NOT.")
-
-    def _exact(self, what: str) -> None:
-        if self.col_type != "int":
-            raise _refuse(f"{what} on the continuous private column {self.col} is not served "
-                          "(spec §8): its values are only known to a bucket; use a range such as "
-                          f"{self.col} BETWEEN a AND b.")
-
-
-def bucket_weights(ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str) -> np.ndarray:
-    """Per-bucket weight of a predicate (kind "truth") or expression (kind "value") over
-    private column ``col``: its average over the bucket's values (edge policy above)."""
-    ev = _Eval(ctx, col, lay.col_type(col))
-    ev.collect(node)
-    dim = lay.dim(col)
-    x, b, w = _points(dim, lay.col_type(col), ev.breaks)
-    f = ev.truth(node, x).astype(float) if kind == "truth" else ev.value(node, x)
-    out = np.bincount(b, weights=f * w, minlength=dim.m)
-    return np.where(np.abs(out) < 1e-12, 0.0, out)
 
 
 # ---------------------------------------------------------------------------- plan
@@ -728,83 +561,4 @@ def _limit(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
     return limit_offset(select, ctx)
 
 
-# ---------------------------------------------------------------------------- SQL
-def _qcol(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-@dataclass(frozen=True)
-class ScanColumns:
-    """Where each aggregate's numbers sit in the scan's row."""
-
-    keys: int                      # group keys first
-    n: int                         # COUNT(*) of the cell
-    slots: tuple                   # per aggregate: dict of name -> column index
-
-
-def to_sql(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
-    """ONE aggregate scan over the report table: group keys, COUNT(*), then per
-    aggregate its estimate(s), the unbiased variance estimate and public-weight maxima."""
-    lay = plan.layout
-    sel = [_qcol(g.column) for g in plan.group_by]
-    sel.append("COUNT(*)")
-    slots = []
-
-    def add(sql: str) -> int:
-        sel.append(sql)
-        return len(sel) - 1
-
-    for a in plan.aggs:
-        s: dict[str, Any] = {}
-        if a.kind == "exact":
-            s["value"] = add(a.exact_sql)
-        else:
-            spec = lay.groups[a.group].spec
-            est = lay.estimator
-            if a.kind == "est":
-                s["value"] = add(estimate_sql(spec, a.query, est, a.row_weight))
-                s["var"] = add(variance_sql(spec, a.query, est, a.row_weight))
-                if a.row_weight is not None:
-                    s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
-            elif a.kind == "avg":
-                s["value"] = add(estimate_sql(spec, a.query, est, a.row_weight))
-                s["den"] = add(_den_sql(spec, a.den, est, a.den_weight))
-                if a.row_weight is not None:
-                    s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
-            elif a.kind == "pct":
-                s["den"] = add(_den_sql(spec, a.den, est, None))
-                s["prefix"] = [add(estimate_sql(spec, q, est)) for q in a.prefixes]
-        slots.append(s)
-    sql = f"SELECT {', '.join(sel)} FROM {_qcol(lay.reports)}"
-    if plan.where is not None:
-        sql += f" WHERE {plan.where.sql(dialect=dialect, identify=True)}"
-    if plan.group_by:
-        sql += " GROUP BY " + ", ".join(_qcol(g.column) for g in plan.group_by)
-    return sql, ScanColumns(len(plan.group_by), len(plan.group_by), tuple(slots))
-
-
-def _trivial(q: Query) -> bool:
-    return all(w is None for w in q.weights) and q.scale == 1.0
-
-
-def _den_sql(spec: GroupSpec, q: Query, est: str, weight: str | None) -> str:
-    """Denominator of AVG / percentiles: the exact (public) count when no private
-    predicate applies, else the range estimate."""
-    if _trivial(q):
-        return "COUNT(*)" if weight is None else f"COALESCE(SUM({weight}), 0)"
-    return estimate_sql(spec, q, est, weight)
-
-
-def prefix_width(spec: GroupSpec, queries, estimator: str) -> float:
-    """Largest range of one record's term over the prefix queries (Hoeffding width)."""
-    width = 0.0
-    for q in queries:
-        lo, hi = 1.0, 1.0
-        for e in range(spec.D):
-            c, cs = dim_affine(spec, e, q.weight(spec, e), estimator)
-            a = c + sum(min(0.0, v) for v in cs.values())
-            b = c + sum(max(0.0, v) for v in cs.values())
-            prods = (lo * a, lo * b, hi * a, hi * b)
-            lo, hi = min(prods), max(prods)
-        width = max(width, hi - lo)
-    return width
+from .local_sql import ScanColumns, _qcol, prefix_width, to_sql  # noqa: E402,F401  (needs LocalPlan)
