@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
-    from .ldp_load import add_parsers
+    from .ldp_cli import add_parsers
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     args = p.parse_args(argv)
     try:

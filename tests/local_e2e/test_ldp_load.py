@@ -16,7 +16,7 @@ import pytest
 from config import load_config, parse_config
 from mechanisms import SeededSource
 from proxy import demo_trips
-from proxy.ldp_load import add_parsers
+from proxy.ldp_cli import add_parsers
 from proxy.local import local_answer
 from rewriter import parse
 from rewriter.local import plan_local, to_sql
