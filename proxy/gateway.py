@@ -75,7 +75,7 @@ class Gateway:
             self._plans.move_to_end(key)
             return hit
         from rewriter import build_plan, parse
-        plan = build_plan(parse(sql), self.config, list(params) if params else None)
+        plan = build_plan(parse(sql), self.config, list(params) if params else None, copy=False)
         self._plans[key] = plan
         if len(self._plans) > 2048:
             self._plans.popitem(last=False)

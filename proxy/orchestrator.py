@@ -19,6 +19,7 @@ from rewriter import build_plan, param_types, parse, to_sql
 from rewriter.errors import Refusal
 
 from .backends import BackendError
+from .backends.base import CancelSignal
 from .ledger import BudgetExceeded
 from .release import answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
@@ -43,7 +44,7 @@ class Connection:
         self.gw = gateway
         self.role = user
         self.session = SessionState(user, database, params)
-        self._cancel = asyncio.Event()
+        self._cancel = CancelSignal()
 
     # -- wire Handler interface ---------------------------------------------
     def split(self, sql: str) -> list[str]:
@@ -174,27 +175,36 @@ class Connection:
             remaining = tier.budget - gw.ledger.spent(self.role, tier.period)
             if remaining + 1e-9 < tier.epsilon:
                 raise _budget_error(self.role, tier.epsilon, remaining, tier)
-            async with gw.statement_slot(self.role):
-                try:
-                    cells = await gw.backend.fetch(to_sql(plan, gw.backend.dialect),
-                                                   gw.statement_timeout, self._cancel)
-                except BackendError as e:
-                    raise SqlError(e.sqlstate, e.message) from None
             if tier.ladder is not None:                       # multi-tier chain (seed 000)
+                async with gw.statement_slot(self.role):
+                    cells = await self._fetch(to_sql(plan, gw.backend.dialect))
                 from .multitier import release_multitier
                 stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
                 return self._rows(plan, stored, tier, cols)
             release = selection_answer if plan.selection is not None else noisy_answer
-            answer = release(plan, cells, tier.epsilon, gw.source)
-            mech = ",".join(sorted(set(answer["mechanism"])))
+
+            def noise_and_charge(cells):
+                # In the backend's worker thread, right after the scan: noise, then ONE
+                # ledger transaction (charge + answer, fsync) before anything is sent.
+                answer = release(plan, cells, tier.epsilon, gw.source)
+                return gw.ledger.charge_and_record(
+                    role=self.role, key=key, data_version=dv, epsilon=tier.epsilon,
+                    budget=tier.budget, period=tier.period, canonical=plan.canonical(),
+                    statement=sql, mechanism=",".join(sorted(set(answer["mechanism"]))), answer=answer)
+
             try:
-                stored = await asyncio.to_thread(
-                    gw.ledger.charge_and_record, role=self.role, key=key, data_version=dv,
-                    epsilon=tier.epsilon, budget=tier.budget, period=tier.period,
-                    canonical=plan.canonical(), statement=sql, mechanism=mech, answer=answer)
+                async with gw.statement_slot(self.role):
+                    stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_charge)
             except BudgetExceeded as b:
                 raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
         return self._rows(plan, stored, tier, cols)
+
+    async def _fetch(self, sql: str, then=None):
+        """One backend scan (a failure or timeout charges nothing)."""
+        try:
+            return await self.gw.backend.fetch(sql, self.gw.statement_timeout, self._cancel, then=then)
+        except BackendError as e:
+            raise SqlError(e.sqlstate, e.message) from None
 
     def _rows(self, plan, stored, tier, cols):
         """Rows and the NOTICE for a stored (or just recorded) release."""

@@ -7,6 +7,7 @@ may run any number of times on a stored answer at no privacy cost.
 """
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 
 from mechanisms import GeometricCount, LaplaceSum, split
@@ -20,15 +21,20 @@ def measurement_for(agg: Aggregate, epsilon: float):
     """The mechanism for one aggregate at ``epsilon``: two-sided geometric COUNT,
     discrete-Laplace SUM on a fixed-point grid, and for AVG the add-remove optimal
     mean of seed 001 (Algorithm 3 with hourglass noise unless the column's config
-    chooses ``laplace_transformed`` or ``shifted_laplace``)."""
-    integer = agg.type == "int"
-    if agg.func == "count":
+    chooses ``laplace_transformed`` or ``shifted_laplace``). Measurements hold no
+    per-release state, so one instance per (aggregate kind, bounds, ε) is reused."""
+    return _measurement(agg.func, agg.mechanism, agg.type == "int", agg.lower, agg.upper, float(epsilon))
+
+
+@functools.lru_cache(maxsize=1024)
+def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: float):
+    if func == "count":
         return GeometricCount(epsilon)
-    if agg.func == "sum":
-        return LaplaceSum(epsilon, agg.lower, agg.upper, integer=integer)
-    if agg.func == "avg":
-        return make_mean(agg.mechanism or "hourglass", epsilon, agg.lower, agg.upper, integer=integer)
-    raise ValueError(f"no mechanism for {agg.func}")
+    if func == "sum":
+        return LaplaceSum(epsilon, lower, upper, integer=integer)
+    if func == "avg":
+        return make_mean(mechanism or "hourglass", epsilon, lower, upper, integer=integer)
+    raise ValueError(f"no mechanism for {func}")
 
 
 def release_groups(plan: Plan) -> list[tuple[int, list[int]]]:

@@ -41,9 +41,11 @@ def parse(sql: str) -> exp.Expression:
     return exprs[0]
 
 
-def build_plan(expr: exp.Expression, config: Config, params: list | None = None) -> Plan:
-    """Validate and type a SELECT; ``params`` are the values of $1..$n."""
-    return _build(expr, config, list(params or []))[0]
+def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,
+               copy: bool = True) -> Plan:
+    """Validate and type a SELECT; ``params`` are the values of $1..$n. With
+    ``copy=False`` the rewriter may modify ``expr`` (a fresh parse nobody reuses)."""
+    return _build(expr, config, list(params or []), copy)[0]
 
 
 def param_types(expr: exp.Expression, config: Config) -> list[ColumnType | None]:
@@ -57,8 +59,9 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
     return emit.to_sql(plan, dialect)
 
 
-def _build(expr: exp.Expression, config: Config, params: list | None) -> tuple[Plan, Ctx]:
-    expr = normalize_identifiers(expr.copy(), dialect="postgres")
+def _build(expr: exp.Expression, config: Config, params: list | None,
+           copy: bool = True) -> tuple[Plan, Ctx]:
+    expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
     select = shape.check_statement(expr)
     having = selection.split_having(select)
     top = selection.top_order(select)

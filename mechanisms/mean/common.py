@@ -105,6 +105,13 @@ class GridMean(Measurement):
 
     def grid_input(self, true_value) -> tuple[int, int]:
         """(A, n): A = round_half_up(M (S - n l')/w'), the grid numerator (see module doc)."""
+        s, n = true_value
+        if self.integer and type(s) is int and type(n) is int and n >= 0:
+            # exact integer path: l', w' are integers here (no guard cells)
+            lo, w = self._lo_t.numerator, self._w_t.numerator
+            x = s - n * lo
+            if 0 <= x <= n * w:
+                return (2 * self.grid * x + w) // (2 * w), n
         s, n = self._sum_count(true_value)
         s1 = (s - n * self._lo_t) / self._w_t
         if s1 < -self._tol * (n + 1) or s1 > n + self._tol * (n + 1):
@@ -123,7 +130,13 @@ class GridMean(Measurement):
         return mean, total, n_hat
 
     def _release(self, s1_hat: float, n_hat: float) -> MeanRelease:
-        mean, total, count = (float(v) for v in self._finish(s1_hat, n_hat))
+        s1_hat, n_hat = float(s1_hat), float(n_hat)     # scalar form of _finish (same policy)
+        lower, upper = float(self.lower), float(self.upper)
+        if n_hat > 0:
+            mean = min(max(self.lo_t + self.w_t * min(max(s1_hat / n_hat, 0.0), 1.0), lower), upper)
+        else:
+            mean = 0.5 * (lower + upper)
+        total, count = self.lo_t * n_hat + self.w_t * s1_hat, n_hat
         count = int(round(count))
         total = int(round(total)) if self.integer else total
         hw = self.half_width(0.95, n_hat=n_hat, avg_hat=mean)

@@ -1,6 +1,8 @@
 """Backend errors. Their messages never carry data values."""
 from __future__ import annotations
 
+import asyncio
+
 
 class BackendError(Exception):
     """The backend failed; ``sqlstate`` goes to the client, nothing is charged."""
@@ -14,3 +16,23 @@ class BackendError(Exception):
 class BackendTimeout(BackendError):
     def __init__(self, timeout_s: float):
         super().__init__("57014", f"canceling statement due to statement timeout ({timeout_s:g} s)")
+
+
+class CancelSignal(asyncio.Event):
+    """A connection's cancel flag: an :class:`asyncio.Event` that also calls the
+    callbacks registered with :meth:`subscribe` when set, so a backend can
+    interrupt a running scan at once without a watcher task per statement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list = []
+
+    def set(self) -> None:
+        super().set()
+        for cb in list(self._callbacks):
+            cb()
+
+    def subscribe(self, cb):
+        """Call ``cb()`` when set; returns the function that unsubscribes."""
+        self._callbacks.append(cb)
+        return lambda: self._callbacks.remove(cb) if cb in self._callbacks else None

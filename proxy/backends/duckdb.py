@@ -1,17 +1,38 @@
-"""Embedded DuckDB backend: one database connection, a cursor per statement,
-run in a worker thread; a timeout or a client cancel interrupts the cursor."""
+"""Embedded DuckDB backend: one database, a small pool of worker threads each
+holding its own cursor (a cursor keeps its prepared-plan caches warm across
+statements); a timeout or a client cancel interrupts the running cursor."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from pathlib import Path
 
 import duckdb
 
-from .base import BackendError, BackendTimeout
+from .base import BackendError, BackendTimeout, CancelSignal
 
 log = logging.getLogger("dpgate.backend")
+
+WORKERS = 8      # concurrent scans (DuckDB parallelises each scan over the cores itself)
+
+
+class _Scan:
+    """One statement in flight: the worker publishes its cursor, the event loop
+    may interrupt it (before it starts, or while it runs)."""
+
+    __slots__ = ("cursor", "stopped", "lock")
+
+    def __init__(self) -> None:
+        self.cursor, self.stopped, self.lock = None, None, threading.Lock()
+
+    def stop(self, why: str) -> None:
+        with self.lock:
+            if self.stopped is None:
+                self.stopped = why
+            if self.cursor is not None:
+                self.cursor.interrupt()
 
 
 class DuckDBBackend:
@@ -23,6 +44,9 @@ class DuckDBBackend:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._con = duckdb.connect(self.path)
         self._lock = threading.Lock()
+        self._local = threading.local()
+        self._cursors: list = []
+        self._pool = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="dpgate-duckdb")
 
     async def connect(self) -> None:
         return None
@@ -31,31 +55,55 @@ class DuckDBBackend:
         with self._lock:
             return self._con.cursor()
 
-    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None) -> list[tuple]:
-        cur = self._cursor()
-        task = asyncio.ensure_future(asyncio.to_thread(self._run, cur, sql))
-        waiters = {task}
-        cancel_task = None
-        if cancel is not None:
-            cancel_task = asyncio.ensure_future(cancel.wait())
-            waiters.add(cancel_task)
+    def _worker_cursor(self):
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._local.cursor = self._cursor()
+            with self._lock:
+                self._cursors.append(cur)
+        return cur
+
+    def _scan(self, sql: str, scan: _Scan, then):
+        cur = self._worker_cursor()
+        with scan.lock:
+            if scan.stopped is not None:
+                raise duckdb.InterruptException("interrupted before start")
+            scan.cursor = cur
         try:
-            done, _ = await asyncio.wait(waiters, timeout=timeout_s or None,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if task in done:
-                return task.result()
-            cur.interrupt()
-            try:
-                await task
-            except BaseException:
-                pass
-            if cancel_task is not None and cancel_task in done:
-                raise BackendError("57014", "canceling statement due to user request")
-            raise BackendTimeout(timeout_s or 0)
+            rows = self._run(cur, sql)
         finally:
-            if cancel_task is not None:
-                cancel_task.cancel()
-            cur.close()
+            with scan.lock:
+                scan.cursor = None
+        return rows if then is None else then(rows)
+
+    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
+                    then=None):
+        """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
+        right after the scan (no second thread hand-off) and its result is returned;
+        the timeout and a cancel stop the scan only, never ``then``."""
+        loop = asyncio.get_running_loop()
+        scan = _Scan()
+        fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then)
+        timer = loop.call_later(timeout_s, scan.stop, "timeout") if timeout_s else None
+        unsubscribe = watcher = None
+        if isinstance(cancel, CancelSignal):
+            unsubscribe = cancel.subscribe(lambda: scan.stop("cancel"))
+        elif cancel is not None:
+            watcher = asyncio.ensure_future(cancel.wait())
+            watcher.add_done_callback(lambda _: scan.stop("cancel"))
+        try:
+            return await fut
+        except duckdb.InterruptException:
+            if scan.stopped == "cancel":
+                raise BackendError("57014", "canceling statement due to user request") from None
+            raise BackendTimeout(timeout_s or 0) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if unsubscribe is not None:
+                unsubscribe()
+            if watcher is not None:
+                watcher.cancel()
 
     @staticmethod
     def _run(cur, sql: str) -> list[tuple]:
@@ -83,5 +131,8 @@ class DuckDBBackend:
             cur.close()
 
     async def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
+            for cur in self._cursors:
+                cur.close()
             self._con.close()

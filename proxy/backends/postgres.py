@@ -27,7 +27,14 @@ class PostgresBackend:
     async def connect(self) -> None:
         await self.pool.open(wait=False)
 
-    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None) -> list[tuple]:
+    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
+                    then=None):
+        """Rows of ``sql``; ``then(rows)``, if given, runs in a worker thread after
+        the scan (outside the timeout) and its result is returned."""
+        rows = await self._fetch(sql, timeout_s, cancel)
+        return rows if then is None else await asyncio.to_thread(then, rows)
+
+    async def _fetch(self, sql, timeout_s, cancel) -> list[tuple]:
         try:
             async with self.pool.connection(timeout=10) as conn:
                 return await self._run(conn, sql, timeout_s, cancel)

@@ -55,6 +55,20 @@ def test_grid_input_integer_mode_is_exact():
         m.grid_input((100, 2))                   # sum outside [2 l, 2 u]: values not clamped
 
 
+def test_grid_input_integer_fast_path_equals_the_exact_rational_formula():
+    """The integer shortcut (2M(S - n l) + w) // 2w is round_half_up(M (S - n l)/w)."""
+    import random
+    from fractions import Fraction
+    rnd = random.Random(5)
+    for lower, upper in [(-5, 12), (0, 500000), (-1000, -3), (7, 8)]:
+        m = make_mean("hourglass", 1.0, lower, upper, integer=True)
+        for _ in range(2000):
+            n = rnd.randrange(0, 10_000)
+            s = n * lower + rnd.randrange(0, n * (upper - lower) + 1)
+            exact = math.floor(m.grid * Fraction(s - n * lower, upper - lower) + Fraction(1, 2))
+            assert m.grid_input((s, n)) == (exact, n)
+
+
 @pytest.mark.parametrize("kind", list(MEAN_KINDS))
 @pytest.mark.parametrize("eps", [0.1, 1.0, 2.5])
 def test_privacy_map_is_full_epsilon(kind, eps):
