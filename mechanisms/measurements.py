@@ -90,6 +90,18 @@ class Measurement(ABC):
     def half_width(self, level: float = 0.95) -> float:
         """Half-width of a ``level`` interval, from the noise law only."""
 
+    def draw(self, source: Optional[RandomSource] = None) -> Any:
+        """The noise of ONE release, drawn before the data is known (its law does
+        not depend on the data), so a server can draw it while the scan runs.
+        ``apply(true_value, draw(source))`` has exactly the law of
+        ``release(true_value, source)``; each draw must be applied at most once.
+        ``None`` (this default) means: ``apply`` draws itself."""
+        return None
+
+    def apply(self, true_value: Any, noise: Any, source: Optional[RandomSource] = None) -> Release:
+        """Release ``true_value`` with pre-drawn ``noise`` (see :meth:`draw`)."""
+        return self.release(true_value, source)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon})"
 
@@ -137,8 +149,15 @@ class GeometricCount(_DiscreteLaplaceMeasurement):
         self._init_noise(1, epsilon)
 
     def release(self, true_value: int, source: Optional[RandomSource] = None) -> Release:
-        n = operator.index(true_value)
-        return Release(n + self._noise(source), self.epsilon, self._hw95, self.name,
+        return self.apply(true_value, self._noise(source))
+
+    def draw(self, source: Optional[RandomSource] = None) -> int:
+        return self._noise(source)
+
+    def apply(self, true_value: int, noise: int, source: Optional[RandomSource] = None) -> Release:
+        if noise is None:
+            return self.release(true_value, source)
+        return Release(operator.index(true_value) + noise, self.epsilon, self._hw95, self.name,
                        self.output_scale)
 
     def half_width(self, level: float = 0.95) -> int:
@@ -197,14 +216,22 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
         return math.fsum(min(max(v, lo), hi) for v in vals)
 
     def release(self, true_value: Real, source: Optional[RandomSource] = None) -> Release:
+        return self.apply(true_value, self._noise(source))
+
+    def draw(self, source: Optional[RandomSource] = None) -> int:
+        return self._noise(source)
+
+    def apply(self, true_value: Real, noise: int, source: Optional[RandomSource] = None) -> Release:
+        if noise is None:
+            return self.release(true_value, source)
         if self.integer:
-            value = operator.index(true_value) + self._noise(source)
+            value = operator.index(true_value) + noise
         else:
             s = float(true_value)
             if not math.isfinite(s):
                 raise ValueError(f"sum must be finite, got {s}")
             q = round(s / self.grid)  # exact int; S/g is exact since g = 2^k
-            value = float(q + self._noise(source)) * self.grid
+            value = float(q + noise) * self.grid
         return Release(value, self.epsilon, self.half_width(), self.name, self.output_scale)
 
     def half_width(self, level: float = 0.95) -> Real:

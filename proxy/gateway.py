@@ -129,13 +129,25 @@ class Gateway:
         async with sem:
             yield
 
-    def log_statement(self, *, role: str, sql: str, decision: str, epsilon: float, ms: float) -> None:
-        """One line per statement: role, fingerprint of the text, decision, ε, time —
-        never an answer or a true value."""
-        import hashlib
-        fp = hashlib.sha256(" ".join(sql.split()).encode()).hexdigest()[:12]
+    def log_statement(self, *, role: str, sql: str, decision: str, epsilon: float, ms: float,
+                      backend_ms: float | None = None) -> None:
+        """One line per statement: role, fingerprint of the text, decision, ε, time
+        in the proxy and in the backend scan — never an answer or a true value."""
+        if not stmt_log.isEnabledFor(logging.INFO):
+            return
+        fp = statement_fingerprint(sql)
         if self.json_logs:
-            stmt_log.info(json.dumps({"ts": time.time(), "role": role, "fingerprint": fp,
-                                      "decision": decision, "epsilon": epsilon, "ms": round(ms, 2)}))
+            rec = {"ts": time.time(), "role": role, "fingerprint": fp, "decision": decision,
+                   "epsilon": epsilon, "ms": round(ms, 3)}
+            if backend_ms is not None:
+                rec["backend_ms"] = round(backend_ms, 3)
+            stmt_log.info(json.dumps(rec))
         else:
-            stmt_log.info("role=%s fp=%s decision=%s epsilon=%g ms=%.2f", role, fp, decision, epsilon, ms)
+            scan = "" if backend_ms is None else f" backend_ms={backend_ms:.2f}"
+            stmt_log.info("role=%s fp=%s decision=%s epsilon=%g ms=%.2f%s", role, fp, decision, epsilon, ms, scan)
+
+
+def statement_fingerprint(sql: str) -> str:
+    """The statement log's fingerprint: sha256 of the whitespace-normalised text (12 hex)."""
+    import hashlib
+    return hashlib.sha256(" ".join(sql.split()).encode()).hexdigest()[:12]

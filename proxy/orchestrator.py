@@ -21,7 +21,7 @@ from rewriter.errors import Refusal
 from .backends import BackendError
 from .backends.base import CancelSignal
 from .ledger import BudgetExceeded
-from .release import answer_rows, noisy_answer, notice, output_types, selection_answer
+from .release import NoisePool, answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
 from .views import mentions_views
 from .wire.api import Column, Description, Result, SqlError
@@ -45,6 +45,7 @@ class Connection:
         self.role = user
         self.session = SessionState(user, database, params)
         self._cancel = CancelSignal()
+        self._timing: dict = {}
 
     # -- wire Handler interface ---------------------------------------------
     def split(self, sql: str) -> list[str]:
@@ -65,6 +66,7 @@ class Connection:
     async def execute(self, sql: str, params: list[object]) -> Result:
         t0 = time.perf_counter()
         self._cancel.clear()
+        self._timing = {}
         decision, eps = "error", 0.0
         try:
             result, decision, eps = await self._execute(sql, params)
@@ -77,7 +79,8 @@ class Connection:
             raise
         finally:
             self.gw.log_statement(role=self.role, sql=sql, decision=decision, epsilon=eps,
-                                  ms=(time.perf_counter() - t0) * 1000)
+                                  ms=(time.perf_counter() - t0) * 1000,
+                                  backend_ms=self._timing.get("backend_ms"))
 
     # -- routing ------------------------------------------------------------
     def _kind(self, sql: str) -> str:
@@ -181,28 +184,35 @@ class Connection:
                 from .multitier import release_multitier
                 stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
                 return self._rows(plan, stored, tier, cols)
-            release = selection_answer if plan.selection is not None else noisy_answer
+            pool = NoisePool(plan, tier.epsilon, gw.source) if plan.selection is None else None
 
             def noise_and_charge(cells):
                 # In the backend's worker thread, right after the scan: noise, then ONE
                 # ledger transaction (charge + answer, fsync) before anything is sent.
-                answer = release(plan, cells, tier.epsilon, gw.source)
+                if pool is None:
+                    answer = selection_answer(plan, cells, tier.epsilon, gw.source)
+                else:
+                    answer = noisy_answer(plan, cells, tier.epsilon, gw.source, pool)
                 return gw.ledger.charge_and_record(
                     role=self.role, key=key, data_version=dv, epsilon=tier.epsilon,
                     budget=tier.budget, period=tier.period, canonical=plan.canonical(),
                     statement=sql, mechanism=",".join(sorted(set(answer["mechanism"]))), answer=answer)
 
             try:
-                async with gw.statement_slot(self.role):
-                    stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_charge)
+                async with gw.statement_slot(self.role):      # noise drawn while the scan runs
+                    stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_charge,
+                                               during=pool.fill if pool is not None and pool.worthwhile else None)
             except BudgetExceeded as b:
                 raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
         return self._rows(plan, stored, tier, cols)
 
-    async def _fetch(self, sql: str, then=None):
+    async def _fetch(self, sql: str, then=None, during=None):
         """One backend scan (a failure or timeout charges nothing)."""
+        kw = {"then": then, "timing": self._timing}
+        if during is not None:
+            kw["during"] = during
         try:
-            return await self.gw.backend.fetch(sql, self.gw.statement_timeout, self._cancel, then=then)
+            return await self.gw.backend.fetch(sql, self.gw.statement_timeout, self._cancel, **kw)
         except BackendError as e:
             raise SqlError(e.sqlstate, e.message) from None
 

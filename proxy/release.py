@@ -8,6 +8,7 @@ may run any number of times on a stored answer at no privacy cost.
 from __future__ import annotations
 
 import functools
+import threading
 from decimal import Decimal
 
 from mechanisms import GeometricCount, LaplaceSum, split
@@ -80,26 +81,69 @@ def _key(v):
     return v
 
 
-def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> dict:
-    """Apply each release's mechanism to every cell (empty cells included)."""
-    k = len(plan.group_by)
+def _releases(plan: Plan, epsilon: float):
     groups = release_groups(plan)
     shares = [float(e) for e in split(epsilon, len(groups))]
-    ms = [measurement_for(plan.aggregates[i], e) for (i, _), e in zip(groups, shares)]
+    return groups, shares, [measurement_for(plan.aggregates[i], e) for (i, _), e in zip(groups, shares)]
+
+
+class NoisePool:
+    """A statement's noise drawn before its data is known (``Measurement.draw``):
+    the server fills it on the event loop while the backend scans, so only
+    additions remain after the scan. Draw ``c`` goes to cell ``c`` — the cell
+    order is the plan's public domain order, never data-dependent — and each
+    draw is used at most once (``take`` empties the pool); cells beyond the
+    pool, or a pool not filled in time, draw live. Only small statements are
+    pre-drawn (``MAX_DRAWS``) so a large GROUP BY never blocks the event loop."""
+
+    MAX_DRAWS = 64
+
+    def __init__(self, plan: Plan, epsilon: float, source) -> None:
+        self.ms = _releases(plan, epsilon)[2]
+        self.cells, self.source = plan.n_cells, source
+        self._lock = threading.Lock()
+        self._draws: list | None = None
+        self._taken = False
+
+    @property
+    def worthwhile(self) -> bool:
+        return 0 < self.cells * len(self.ms) <= self.MAX_DRAWS
+
+    def fill(self) -> None:
+        with self._lock:
+            if not self._taken and self._draws is None:
+                self._draws = [[m.draw(self.source) for m in self.ms] for _ in range(self.cells)]
+
+    def take(self) -> list:
+        with self._lock:
+            self._taken = True
+            draws, self._draws = self._draws or [], None
+        return draws
+
+
+def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: NoisePool | None = None) -> dict:
+    """Apply each release's mechanism to every cell (empty cells included), with
+    noise from ``pool`` where it was pre-drawn."""
+    k = len(plan.group_by)
+    groups, shares, ms = _releases(plan, epsilon)
+    drawn = []
+    if pool is not None:
+        ms, drawn = pool.ms, pool.take()        # the measurements the noise was drawn for
     n = len(plan.aggregates)
     keys, values, hws = [], [], [0.0] * n
     mech, eps = [""] * n, [0.0] * n
     for (i, members), m, e in zip(groups, ms, shares):
         for j in [i, *members]:
             mech[j], eps[j] = m.name, e
-    for row in cells:
+    for c, row in enumerate(cells):
         keys.append([_key(v) for v in row[:k]])
         measures = [_num(v) for v in row[k:]]
+        noise = drawn[c] if c < len(drawn) else [None] * len(ms)
         out = [None] * n
-        for (i, members), m in zip(groups, ms):
+        for (i, members), m, z in zip(groups, ms, noise):
             agg = plan.aggregates[i]
             arg = measures[agg.measures[0]] if len(agg.measures) == 1 else tuple(measures[j] for j in agg.measures)
-            rel = m.release(arg, source)
+            rel = m.apply(arg, z, source)
             out[i] = rel.value
             hws[i] = max(hws[i], float(rel.half_width))
             for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release

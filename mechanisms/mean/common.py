@@ -89,6 +89,8 @@ class GridMean(Measurement):
             guard = 2 * w / (self.grid - 4)
         self._lo_t, self._w_t = lo - guard, w + 2 * guard     # l', w' (exact)
         self.lo_t, self.w_t = float(self._lo_t), float(self._w_t)
+        self._ratios = (self._lo_t.numerator, self._lo_t.denominator,
+                        self._w_t.numerator, self._w_t.denominator)
         self._tol = Fraction(1, 10 ** 6) * max(1, big_w / w)
 
     # -- inputs ------------------------------------------------------------
@@ -106,12 +108,15 @@ class GridMean(Measurement):
     def grid_input(self, true_value) -> tuple[int, int]:
         """(A, n): A = round_half_up(M (S - n l')/w'), the grid numerator (see module doc)."""
         s, n = true_value
-        if self.integer and type(s) is int and type(n) is int and n >= 0:
-            # exact integer path: l', w' are integers here (no guard cells)
-            lo, w = self._lo_t.numerator, self._w_t.numerator
-            x = s - n * lo
-            if 0 <= x <= n * w:
-                return (2 * self.grid * x + w) // (2 * w), n
+        if type(n) is int and n >= 0 and (type(s) is int or (type(s) is float and not self.integer
+                                                             and math.isfinite(s))):
+            # the same rational formula in integers: s = a/b exactly, l' = c/d, w' = e/f,
+            # s1 = (s - n l')/w' = N/D; A = floor(M N/D + 1/2) = (2 M N + D) // 2D
+            a, b = (s, 1) if type(s) is int else s.as_integer_ratio()
+            c, d, e, f = self._ratios
+            num, den = (a * d - n * c * b) * f, b * d * e
+            if 0 <= num <= n * den:
+                return (2 * self.grid * num + den) // (2 * den), n
         s, n = self._sum_count(true_value)
         s1 = (s - n * self._lo_t) / self._w_t
         if s1 < -self._tol * (n + 1) or s1 > n + self._tol * (n + 1):

@@ -65,8 +65,17 @@ class HourglassMean(GridMean):
         return self.noise.privacy_map(d_in)
 
     def release(self, true_value, source: Optional[RandomSource] = None) -> MeanRelease:
+        return self.apply(true_value, self.draw(source))
+
+    def draw(self, source: Optional[RandomSource] = None) -> tuple[int, int]:
+        """(I, K) of the grid hourglass: data-independent (Alg. 3 adds it to (A, n))."""
+        return self.noise.sample_exact(source if source is not None else default_source())
+
+    def apply(self, true_value, noise, source: Optional[RandomSource] = None) -> MeanRelease:
+        if noise is None:
+            return self.release(true_value, source)
         a, n = self.grid_input(true_value)
-        i, k = self.noise.sample_exact(source if source is not None else default_source())
+        i, k = noise
         return self._release((a + i) / self.grid, n + k)
 
     def _simulate_noisy(self, true_value, size, rng):

@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -63,27 +64,35 @@ class DuckDBBackend:
                 self._cursors.append(cur)
         return cur
 
-    def _scan(self, sql: str, scan: _Scan, then):
+    def _scan(self, sql: str, scan: _Scan, then, timing, during):
         cur = self._worker_cursor()
         with scan.lock:
             if scan.stopped is not None:
                 raise duckdb.InterruptException("interrupted before start")
             scan.cursor = cur
+        if during is not None:        # runs on the loop once this thread is inside DuckDB (no GIL)
+            during[0].call_soon_threadsafe(during[1])
+        t0 = time.perf_counter()
         try:
             rows = self._run(cur, sql)
         finally:
             with scan.lock:
                 scan.cursor = None
+        if timing is not None:
+            timing["backend_ms"] = (time.perf_counter() - t0) * 1000
         return rows if then is None else then(rows)
 
     async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
-                    then=None):
+                    then=None, timing: dict | None = None, during=None):
         """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
         right after the scan (no second thread hand-off) and its result is returned;
-        the timeout and a cancel stop the scan only, never ``then``."""
+        the timeout and a cancel stop the scan only, never ``then``. ``timing``
+        receives ``backend_ms``, the scan alone. ``during()``, if given, runs on the
+        event loop as the scan starts (work that overlaps the scan)."""
         loop = asyncio.get_running_loop()
         scan = _Scan()
-        fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then)
+        fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then, timing,
+                                   None if during is None else (loop, during))
         timer = loop.call_later(timeout_s, scan.stop, "timeout") if timeout_s else None
         unsubscribe = watcher = None
         if isinstance(cancel, CancelSignal):

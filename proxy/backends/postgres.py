@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -28,10 +29,17 @@ class PostgresBackend:
         await self.pool.open(wait=False)
 
     async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
-                    then=None):
+                    then=None, timing: dict | None = None, during=None):
         """Rows of ``sql``; ``then(rows)``, if given, runs in a worker thread after
-        the scan (outside the timeout) and its result is returned."""
+        the scan (outside the timeout) and its result is returned. ``timing``
+        receives ``backend_ms`` (pool checkout, round trip and scan); ``during()``
+        runs on the event loop while the query is in flight."""
+        t0 = time.perf_counter()
+        if during is not None:
+            asyncio.get_running_loop().call_soon(during)
         rows = await self._fetch(sql, timeout_s, cancel)
+        if timing is not None:
+            timing["backend_ms"] = (time.perf_counter() - t0) * 1000
         return rows if then is None else await asyncio.to_thread(then, rows)
 
     async def _fetch(self, sql, timeout_s, cancel) -> list[tuple]:

@@ -37,3 +37,51 @@ def test_errors_are_generic():
     with pytest.raises(BackendError) as e:
         asyncio.run(b.fetch("SELECT * FROM no_such_table"))
     assert e.value.sqlstate == "58000" and "no_such_table" not in e.value.message
+
+
+def test_cancel_signal_interrupts_without_a_watcher_and_cursor_is_reused():
+    from proxy.backends.base import CancelSignal
+    b = DuckDBBackend(None)
+
+    async def main():
+        sig = CancelSignal()
+        asyncio.get_running_loop().call_later(0.2, sig.set)
+        with pytest.raises(BackendError) as e:
+            await b.fetch("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3", None, sig)
+        assert "user request" in e.value.message and not sig._callbacks    # unsubscribed
+        sig.clear()
+        return await b.fetch("SELECT 7", None, sig)
+
+    assert asyncio.run(main()) == [(7,)]
+    asyncio.run(b.close())
+
+
+def test_cancel_before_the_scan_starts():
+    from proxy.backends.base import CancelSignal
+    from proxy.backends.duckdb import _Scan
+    b = DuckDBBackend(None)
+    scan = _Scan()
+    scan.stop("cancel")                           # the cancel arrived first
+    import duckdb
+    with pytest.raises(duckdb.InterruptException):
+        b._scan("SELECT 1", scan, None, None, None)
+    assert isinstance(CancelSignal(), asyncio.Event)
+
+
+def test_then_runs_after_the_scan_and_outside_the_timeout():
+    """``then`` (noise + ledger charge in the proxy) is never interrupted by the
+    statement timeout: once the scan is done the release completes."""
+    b = DuckDBBackend(None)
+    seen, timing, during = [], {}, []
+
+    def then(rows):
+        time.sleep(0.5)                           # longer than the timeout below
+        seen.append(rows)
+        return "charged"
+
+    async def main():
+        return await b.fetch("SELECT 42", 0.2, None, then=then, timing=timing,
+                             during=lambda: during.append(True))
+
+    assert asyncio.run(main()) == "charged" and seen == [[(42,)]]
+    assert timing["backend_ms"] < 200 and during == [True]

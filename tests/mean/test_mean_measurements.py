@@ -69,6 +69,23 @@ def test_grid_input_integer_fast_path_equals_the_exact_rational_formula():
             assert m.grid_input((s, n)) == (exact, n)
 
 
+def test_grid_input_float_fast_path_equals_the_exact_rational_formula():
+    """Float sums: the integer shortcut equals round_half_up(M (S - n l')/w') computed
+    on Fractions with the guard-widened l', w' (and clamps the same way at the ends)."""
+    import random
+    from fractions import Fraction
+    rnd = random.Random(6)
+    for lower, upper in [(-1.5, 2.0), (0.0, 500000.0), (-1000.25, -3.5), (0.1, 0.3)]:
+        m = make_mean("hourglass", 1.0, lower, upper)
+        lo_t, w_t = m._lo_t, m._w_t
+        for _ in range(2000):
+            n = rnd.randrange(0, 5_000)
+            s = math.fsum(rnd.uniform(lower, upper) for _ in range(min(n, 50))) * (n / 50 if n > 50 else 1)
+            s = min(max(s, n * lower), n * upper)
+            s1 = min(max((Fraction(s) - n * lo_t) / w_t, Fraction(0)), Fraction(n))
+            assert m.grid_input((s, n)) == (math.floor(m.grid * s1 + Fraction(1, 2)), n)
+
+
 @pytest.mark.parametrize("kind", list(MEAN_KINDS))
 @pytest.mark.parametrize("eps", [0.1, 1.0, 2.5])
 def test_privacy_map_is_full_epsilon(kind, eps):

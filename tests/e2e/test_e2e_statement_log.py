@@ -1,0 +1,58 @@
+"""The statement log: one JSON line per statement with role, fingerprint,
+decision, ε, time in the proxy and in the backend scan — never an answer."""
+from __future__ import annotations
+
+import json
+import logging
+
+import psycopg
+import pytest
+
+from proxy.gateway import statement_fingerprint
+from support.service import Service, make_config
+
+
+@pytest.fixture
+def logged(tmp_path):
+    cfg = make_config({"kind": "duckdb", "path": str(tmp_path / "d.duckdb")})
+    cfg["server"]["log_format"] = "json"
+    svc = Service(cfg, tmp_path / "state", people_rows=1000).start()
+    yield svc
+    svc.close()
+
+
+class _Capture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def test_json_statement_log_has_timing_and_no_values(logged):
+    log = logging.getLogger("dpgate.statements")
+    cap, old = _Capture(), log.level
+    log.addHandler(cap)
+    log.setLevel(logging.INFO)
+    sql = "SELECT sex, COUNT(*), AVG(age) FROM pums GROUP BY sex"
+    try:
+        with psycopg.connect(logged.dsn("analyst"), autocommit=True) as c:
+            rows = c.execute(sql).fetchall()
+            c.execute(sql).fetchall()                        # repeat: no scan
+            with pytest.raises(psycopg.Error):
+                c.execute("SELECT age FROM pums")            # refused: no scan
+    finally:
+        log.removeHandler(cap)
+        log.setLevel(old)
+    recs = [json.loads(x) for x in cap.lines]
+    released, repeat, refused = recs[-3:]
+    assert released["decision"] == "released" and released["role"] == "analyst"
+    assert released["fingerprint"] == statement_fingerprint(sql) == repeat["fingerprint"]
+    assert released["epsilon"] == 1.0 and repeat["epsilon"] == 0
+    assert 0 < released["backend_ms"] <= released["ms"]      # the scan is part of the statement
+    assert repeat["decision"] == "repeat" and "backend_ms" not in repeat
+    assert refused["decision"] == "refused 42501" and "backend_ms" not in refused
+    allowed = {"ts", "role", "fingerprint", "decision", "epsilon", "ms", "backend_ms"}
+    assert all(set(r) <= allowed for r in recs)              # no field for any answer or value
+    assert len(rows) == 2
