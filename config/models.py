@@ -114,10 +114,22 @@ class LocalColumn(_Model):
         return self
 
 
+MAX_CATEGORIES = 128   # d of a categorical Subset column (one bit column per level and category)
+
+
+class LocalCategory(_Model):
+    """A private categorical column (declared ``domain``: d values), perturbed ONCE per row by the
+    multi-tier Subset mechanism (seed 000 §5) for the tiers of ``ladder``; a tier reads its level."""
+
+    ladder: str
+    variant: Literal[1, 2] = 2          # template generator: Alg. 3 (1) or Alg. 5 (2)
+
+
 class LocalPolicy(_Model):
     """A local table: rows are perturbed on the way in; only reports are stored."""
 
-    columns: dict[str, LocalColumn]
+    columns: dict[str, LocalColumn] = Field(default_factory=dict)
+    categories: dict[str, LocalCategory] = Field(default_factory=dict)   # Subset columns (seed 000)
     joint: list[list[str]] = Field(default_factory=list)   # groups for multi-dim ranges
     estimator: Literal["paper", "known_n"] = "paper"
     null_policy: Literal["refuse", "lo"] = "refuse"
@@ -148,7 +160,26 @@ class Table(_Model):
             for name in self.local.columns:
                 if name not in self.columns:
                     raise ValueError(f"local.columns.{name} is not a declared column")
+            for name in self.local.categories:
+                self._check_category(name)
+            if not self.local.columns and not self.local.categories:
+                raise ValueError("local needs a private column (local.columns or local.categories)")
         return self
+
+    def _check_category(self, name: str) -> None:
+        col = self.columns.get(name)
+        dom = col.public_domain if col is not None else None
+        problem = None
+        if col is None:
+            problem = "is not a declared column"
+        elif name in self.local.columns or name == self.local.weight:
+            problem = "is also a metric column or the weight (a column is collected once)"
+        elif dom is None:
+            problem = f"needs columns.{name}.domain = [...] (its categories give d)"
+        elif not 2 <= len(dom) <= MAX_CATEGORIES:
+            problem = f"has {len(dom)} domain values; a Subset column takes 2 to {MAX_CATEGORIES}"
+        if problem:
+            raise ValueError(f"local.categories.{name} {problem}")
 
     @field_validator("columns")
     @classmethod
@@ -268,6 +299,12 @@ class Config(_Model):
         for name in self.tables:
             if not name.isidentifier() or name.lower() != name:
                 raise ValueError(f"tables.{name}: table names must be lower-case identifiers")
+        ladders = sorted({t.ladder for t in self.tiers.values() if t.ladder is not None})
+        for name, table in self.tables.items():
+            for col, cat in (table.local.categories.items() if table.local else ()):
+                if cat.ladder not in ladders:     # the Subset program is built from these tiers' ε
+                    raise ValueError(f"tables.{name}.local.categories.{col}.ladder: no tier has ladder = "
+                                     f"{cat.ladder!r} (ladders: {', '.join(ladders) or 'none'})")
         return self
 
     def source_of(self, table: str) -> str:

@@ -7,6 +7,11 @@ the same trips on every machine), then go through the bulk ingestion path
 ever sees ``trips_reports``. Private: pickup ``hour`` (int 0–23), trip
 ``distance`` (km, 0–30) and ``fare`` (USD, the private weight of paper §4.3.2),
 collected as one joint group. Public: ``vendor``, ``payment``, ``passengers``.
+Private categorical: pickup ``zone`` (6 zones, skewed), perturbed ONCE per row by the
+multi-tier Subset mechanism for the ``market`` ladder (bronze/silver/gold, seed 000 §5).
+
+``TRIPS_TOML`` is the seed-002 part; ``ZONE_TOML`` adds ``zone`` (it needs a config whose
+tiers have ``ladder = "market"``). ``config/demo.toml`` has both.
 """
 from __future__ import annotations
 
@@ -15,8 +20,9 @@ import tomllib
 import numpy as np
 
 from rewriter.local import layout
+from rewriter.local_subset import resolve_stored
 
-from .ldp_load import load_rows_duckdb, load_rows_postgres
+from .ldp_load import LayoutMismatch, _check_columns, load_rows_duckdb, load_rows_postgres
 
 TRIPS_ROWS = 200_000
 SEED = 2002
@@ -43,11 +49,25 @@ hour     = { lo = 0, hi = 24,  buckets = 24, epsilon = 1.0 }   # ε 1 per hour
 distance = { lo = 0, hi = 30,  buckets = 30, epsilon = 0.5 }   # ε 0.5 per km
 fare     = { lo = 0, hi = 100, buckets = 2,  epsilon = 1.0 }   # Δ = 100 USD
 """
+ZONES = ("downtown", "midtown", "uptown", "airport", "harbor", "suburbs")
+ZONE_P = (0.30, 0.25, 0.12, 0.15, 0.10, 0.08)
+ZONE_TOML = """
+[tables.trips.columns]
+zone = { type = "text", domain = ["downtown", "midtown", "uptown", "airport", "harbor", "suburbs"], description = "pickup zone (private: Subset reports for the market tiers)" }
+[tables.trips.local.categories]    # perturbed once per row for bronze/silver/gold (seed 000 §5)
+zone = { ladder = "market", variant = 2 }
+"""
+BASE_COLUMNS = ("hour", "distance", "fare", "vendor", "payment", "passengers")
 
 
-def trips_table_dict() -> dict:
-    """``[tables.trips]`` as a dict (for a config built in code)."""
-    return tomllib.loads(TRIPS_TOML)["tables"]["trips"]
+def trips_table_dict(zone: bool = True) -> dict:
+    """``[tables.trips]`` as a dict (for a config built in code); ``zone`` adds the Subset column."""
+    t = tomllib.loads(TRIPS_TOML)["tables"]["trips"]
+    if zone:
+        z = tomllib.loads(ZONE_TOML)["tables"]["trips"]
+        t["columns"].update(z["columns"])
+        t["local"]["categories"] = z["local"]["categories"]
+    return t
 
 
 def trips_rows(n: int = TRIPS_ROWS, seed: int = SEED) -> dict:
@@ -63,21 +83,34 @@ def trips_rows(n: int = TRIPS_ROWS, seed: int = SEED) -> dict:
     card = rng.random(n) < np.clip(0.45 + 0.03 * distance, 0, 0.95)
     payment = np.where(card, "card", "cash").astype(object)
     passengers = rng.choice(np.arange(1, 7), size=n, p=[0.70, 0.15, 0.06, 0.04, 0.03, 0.02])
+    zone_rng = np.random.default_rng([seed, 1])          # its own stream: the columns above are unchanged
+    zone = np.array(ZONES, dtype=object)[zone_rng.choice(len(ZONES), size=n, p=ZONE_P)]
     return {"hour": hour, "distance": distance, "fare": fare, "vendor": vendor,
-            "payment": payment, "passengers": passengers}
+            "payment": payment, "passengers": passengers, "zone": zone}
 
 
-def trips_batches(n: int = TRIPS_ROWS, batch: int = 65536):
+def trips_batches(n: int = TRIPS_ROWS, batch: int = 65536, columns=BASE_COLUMNS):
+    """Raw trips in batches, restricted to ``columns`` (default: the seed-002 columns)."""
     rows = trips_rows(n)
     for s in range(0, n, batch):
-        yield {k: v[s:s + batch] for k, v in rows.items()}
+        yield {k: v[s:s + batch] for k, v in rows.items() if k in columns}
 
 
 def _trips_layout(cfg):
     t = cfg.tables.get("trips")
     if t is None or t.mode != "local":
         return None
-    return layout("trips", t)
+    return layout("trips", t, cfg.tiers)
+
+
+def _current(lay, have: list[str]) -> bool:
+    """An existing reports table made for this layout (a demo state from before a column was
+    added is regenerated: the demo's trips are synthetic)."""
+    try:
+        _check_columns(resolve_stored(lay, have), have)     # a tier added later: kept
+        return True
+    except LayoutMismatch:
+        return False
 
 
 def load_duckdb(backend, cfg, n: int = TRIPS_ROWS, source=None) -> bool:
@@ -85,10 +118,14 @@ def load_duckdb(backend, cfg, n: int = TRIPS_ROWS, source=None) -> bool:
     lay = _trips_layout(cfg)
     if lay is None:
         return False
-    have = {r[0] for r in backend.query("SELECT table_name FROM information_schema.tables")}
-    if lay.reports in have:
+    have = [r[0] for r in backend.query("SELECT column_name FROM information_schema.columns WHERE "
+                                        "table_name = ? AND table_schema = current_schema()",
+                                        [lay.reports])]
+    if have and _current(lay, have):
         return False
-    load_rows_duckdb(backend, lay, trips_batches(n), source=source)
+    if have:
+        backend.query(f'DROP TABLE "{lay.reports}"')
+    load_rows_duckdb(backend, lay, trips_batches(n, columns=lay.table.columns), source=source)
     return True
 
 
@@ -98,9 +135,13 @@ async def load_postgres(backend, cfg, n: int = TRIPS_ROWS, source=None) -> bool:
     if lay is None:
         return False
     async with backend.pool.connection() as conn:
-        cur = await conn.execute("SELECT 1 FROM information_schema.tables WHERE table_name = %s "
-                                 "AND table_schema = current_schema()", [lay.reports])
-        if await cur.fetchone() is not None:
+        cur = await conn.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                 "table_name = %s AND table_schema = current_schema()", [lay.reports])
+        have = [r[0] for r in await cur.fetchall()]
+        if have and _current(lay, have):
             return False
-    await load_rows_postgres(backend, lay, trips_batches(n), source=source)
+        if have:
+            await conn.execute(f'DROP TABLE "{lay.reports}"')
+            await conn.commit()
+    await load_rows_postgres(backend, lay, trips_batches(n, columns=lay.table.columns), source=source)
     return True

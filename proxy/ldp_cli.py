@@ -15,8 +15,11 @@ from .ldp_load import (BATCH, Encoder, IngestError, Progress, _batch_len, _csv_b
 
 
 def describe_layout(lay: Layout) -> str:
-    g = "; ".join("(" + ", ".join(grp.columns) + ")" for grp in lay.groups)
-    return (f"local table {lay.name}: reports in {lay.reports}, joint groups {g}, "
+    g = "; ".join("(" + ", ".join(grp.columns) + ")" for grp in lay.groups) or "none"
+    cats = "".join(f", Subset column {c.name} (d = {c.d}, ladder {c.ladder_name}: levels "
+                   f"{', '.join(f'{e:g}' for e in c.levels)}, each row perturbed once)"
+                   for c in lay.categories)
+    return (f"local table {lay.name}: reports in {lay.reports}, joint groups {g}{cats}, "
             f"estimator {lay.estimator}; guarantee per record {lay.guarantee()}")
 
 
@@ -27,7 +30,7 @@ def _local_layout(cfg, name: str) -> Layout:
                           f"(declared: {', '.join(sorted(cfg.tables))})")
     if t.mode != "local":
         raise IngestError("42501", f"table {name} is not a local (metric-LDP) table")
-    return layout(name, t)
+    return layout(name, t, cfg.tiers)
 
 
 def _count_lines(path) -> int | None:
@@ -111,7 +114,8 @@ def cmd_ldp_perturb(args) -> int:
         print(f"dpgate: {e.message}", file=sys.stderr)
         return 2
     enc = Encoder(lay)
-    header = list(lay.public) + [f"{c}_bits" for g in lay.groups for c in g.columns]
+    header = (list(lay.public) + [f"{c}_bits" for g in lay.groups for c in g.columns]
+              + [f"{c.name}_bits" for c in lay.categories])
     out = open(args.output, "w", newline="") if args.output not in (None, "-") else sys.stdout
     prog = Progress(f"ldp-perturb {lay.name}", _count_lines(args.file), quiet=args.output in (None, "-"))
     try:

@@ -30,7 +30,11 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from mechanisms.metric_ldp import perturb
+from mechanisms.rng import default_source
 from rewriter.local import Layout
+from rewriter.local_subset import resolve_stored
+
+from .subset_ingest import categories_from_bits, categories_to_bits, encode_categories
 
 __all__ = ["Encoder", "IngestError", "LayoutMismatch", "ensure_duckdb", "ensure_postgres",
            "write_duckdb", "write_postgres", "load_rows_duckdb", "load_rows_postgres"]
@@ -149,6 +153,8 @@ class Encoder:
         t = lay.table
         self.domains = {c: t.columns[c].public_domain for c in lay.public}
         self.policy = t.local.null_policy
+        # categorical Subset columns draw every coin of the exact program from this source
+        self.subset_source = source if source is not None else default_source()
 
     def public(self, cols: dict, n: int) -> dict:
         out = {}
@@ -182,6 +188,7 @@ class Encoder:
             names = [c for c, _ in _report_cols(g)]
             for i, name in enumerate(names):
                 out[name] = rep[:, i]
+        out.update(encode_categories(self.lay, cols, n, self.subset_source, self.policy))
         return out
 
     def from_bits(self, cols: dict, n: int) -> dict:
@@ -207,6 +214,7 @@ class Encoder:
             rep = np.concatenate(parts, axis=1)
             for i, (name, _) in enumerate(_report_cols(g)):
                 out[name] = rep[:, i]
+        out.update(categories_from_bits(self.lay, cols, n))
         return out
 
     def to_bits(self, cols: dict, n: int) -> dict:
@@ -218,6 +226,7 @@ class Encoder:
                 block = (rep[:, start:start + dim.m] + 48).astype(np.uint8)
                 out[f"{c}_bits"] = [row.tobytes().decode() for row in block]
                 start += dim.m
+        out.update(categories_to_bits(self.lay, cols, n, self.subset_source, self.policy))
         return out
 
 
@@ -242,25 +251,44 @@ def _check_columns(lay: Layout, have: list[str]) -> None:
                              f"unexpected {extra or 'none'})")
 
 
-def ensure_duckdb(cur, lay: Layout) -> None:
-    """Create the report table in DuckDB if missing; check its columns otherwise."""
-    cur.execute(_ddl(lay))
-    have = [r[0] for r in cur.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-        "AND table_schema = current_schema() ORDER BY ordinal_position", [lay.reports]).fetchall()]
+def _resolved(lay: Layout, have: list[str]) -> Layout:
+    """The layout of an existing report table (Subset levels as stored), checked."""
+    lay = resolve_stored(lay, have)
     _check_columns(lay, have)
+    return lay
 
 
-async def ensure_postgres(conn, lay: Layout) -> None:
-    """Create the report table in Postgres if missing; check its columns otherwise."""
-    cur = await conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
-        "AND table_schema = current_schema() ORDER BY ordinal_position", [lay.reports])
+_COLUMNS_SQL = ("SELECT column_name FROM information_schema.columns WHERE table_name = {} "
+                "AND table_schema = current_schema() ORDER BY ordinal_position")
+
+
+def ensure_duckdb(cur, lay: Layout) -> Layout:
+    """Create the report table in DuckDB if missing; check its columns otherwise. Returns the
+    layout as stored (:func:`rewriter.local_subset.resolve_stored`)."""
+    have = [r[0] for r in cur.execute(_COLUMNS_SQL.format("?"), [lay.reports]).fetchall()]
+    if not have:
+        cur.execute(_ddl(lay))
+        return lay
+    return _resolved(lay, have)
+
+
+async def ensure_postgres(conn, lay: Layout) -> Layout:
+    """Create the report table in Postgres if missing; check its columns otherwise (returns
+    the layout as stored)."""
+    cur = await conn.execute(_COLUMNS_SQL.format("%s"), [lay.reports])
     have = [r[0] for r in await cur.fetchall()]
     if not have:
         await conn.execute(_ddl(lay))
-        return
-    _check_columns(lay, have)
+        return lay
+    return _resolved(lay, have)
+
+
+def _encoder(lay: Layout, stored: Layout, source, reports: bool) -> Encoder:
+    if reports and [c.levels for c in stored.categories] != [c.levels for c in lay.categories]:
+        raise LayoutMismatch(f"{stored.reports} stores Subset levels "
+                             f"{[c.levels for c in stored.categories]}, the config's ladder gives "
+                             f"{[c.levels for c in lay.categories]}: a reports file cannot be mapped")
+    return Encoder(stored, source)
 
 
 # ---------------------------------------------------------------------------- writers
@@ -380,11 +408,11 @@ class Progress:
 def load_rows_duckdb(backend, lay: Layout, batches: Iterable[dict], *, source=None,
                      reports: bool = False, progress: Progress | None = None) -> int:
     """Encode and append batches ({column: values}) into DuckDB in ONE transaction."""
-    enc = Encoder(lay, source)
     cur = backend._cursor()
     total = 0
     try:
-        ensure_duckdb(cur, lay)
+        enc = _encoder(lay, ensure_duckdb(cur, lay), source, reports)
+        lay = enc.lay
         cur.begin()
         try:
             for cols in batches:
@@ -408,11 +436,11 @@ async def load_rows_postgres(backend, lay: Layout, batches, *, source=None, repo
                              progress: Progress | None = None) -> int:
     """Encode and COPY batches into Postgres in ONE transaction. ``batches`` may be
     an iterable or an async iterable of {column: values}."""
-    enc = Encoder(lay, source)
     total = 0
     async with backend.pool.connection() as conn:
         async with conn.transaction():
-            await ensure_postgres(conn, lay)
+            enc = _encoder(lay, await ensure_postgres(conn, lay), source, reports)
+            lay = enc.lay
             async for cols in _aiter(batches):
                 n = _batch_len(cols)
                 if n == 0:
@@ -481,14 +509,15 @@ def _keep(cols: dict, wanted: set) -> dict:
 def _dupe_check(lay: Layout, header_cols: set, reports: bool) -> list[str]:
     """Columns of the input that will be ignored (not declared)."""
     if reports:
-        wanted = set(lay.public) | {f"{c}_bits" for c in lay.where}
+        wanted = set(lay.public) | {f"{c}_bits" for c in [*lay.where, *(c.name for c in lay.categories)]}
     else:
         wanted = set(lay.table.columns)
     return sorted(header_cols - wanted)
 
 
 def _csv_batches(lay: Layout, path, batch, delimiter, reports, warn) -> Iterator[dict]:
-    wanted = (set(lay.public) | {f"{c}_bits" for c in lay.where}) if reports else set(lay.table.columns)
+    private = [*lay.where, *(c.name for c in lay.categories)]
+    wanted = (set(lay.public) | {f"{c}_bits" for c in private}) if reports else set(lay.table.columns)
     first = True
     for cols in iter_csv(path, batch, delimiter):
         if first:
@@ -496,7 +525,7 @@ def _csv_batches(lay: Layout, path, batch, delimiter, reports, warn) -> Iterator
             if ignored:
                 warn(f"ignoring undeclared column(s): {', '.join(ignored)}")
             if not reports:
-                missing = [c for c in lay.where if c not in cols]
+                missing = [c for c in private if c not in cols]
                 if missing and lay.table.local.null_policy != "lo":
                     raise IngestError("42703", f"{path}: the header lacks private column(s) "
                                       f"{', '.join(missing)}")

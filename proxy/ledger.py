@@ -3,12 +3,12 @@
 Write ordering (what makes "no overspend, no re-drawn answer" hold):
 
 1. A release is computed (backend scan + noise) *outside* any transaction.
-2. ``BEGIN IMMEDIATE`` takes the database write lock; inside it the store looks
-   for an earlier release with the same key (role, canonical query, data
-   version). If one exists it is returned and nothing is charged — the fresh
-   draw is discarded, so a repeat never gets a second, different answer.
-3. Otherwise the period's spend is read, the charge is checked against the
-   budget, and the release row and the new spend are written; ``COMMIT``
+2. ``BEGIN IMMEDIATE`` takes the database write lock; inside it the release
+   row is inserted unless one with the same key (role, canonical query, data
+   version) exists. If one exists it is returned and nothing is charged — the
+   fresh draw is discarded, so a repeat never gets a second, different answer.
+3. Otherwise the spend is raised by ε only if it stays within the budget (one
+   conditional upsert; if it does not fit, everything rolls back); ``COMMIT``
    (fsync in WAL mode with ``synchronous=FULL``) makes both durable together.
 4. Only then is the answer sent to the client.
 
@@ -142,36 +142,40 @@ class Ledger:
         ``answer``. Raises :class:`BudgetExceeded` (nothing written) if ε does not fit."""
         pk = period_key(period)
         eps_n, budget_n = nano(epsilon), nano(budget)
+        body, now = json.dumps(answer), time.time()
+        db = self._db
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
             try:
-                row = self._db.execute(
-                    "SELECT answer, epsilon_nano, mechanism, created FROM releases "
-                    "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
-                if row:
-                    self._db.execute("COMMIT")
+                # the release row first: UNIQUE (role, key, data_version) finds an earlier one
+                if db.execute(
+                        "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
+                        "mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                        "ON CONFLICT (role, key, data_version) DO NOTHING",
+                        (role, key, data_version, canonical, statement, eps_n, mechanism, body, pk,
+                         now)).rowcount == 0:
+                    row = db.execute(
+                        "SELECT answer, epsilon_nano, mechanism, created FROM releases "
+                        "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
+                    db.execute("COMMIT")
                     return _stored(row, charged=False)
-                cur = self._db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
-                                       (role, pk)).fetchone()
-                spent_n = cur[0] if cur else 0
-                if spent_n + eps_n > budget_n:
-                    self._db.execute("ROLLBACK")
+                # then the charge, only if it fits (a first charge is checked by hand)
+                ok = eps_n <= budget_n and db.execute(
+                    "INSERT INTO spend VALUES (?,?,?) ON CONFLICT (role, period) DO UPDATE "
+                    "SET spent_nano = spent_nano + excluded.spent_nano "
+                    "WHERE spent_nano + excluded.spent_nano <= ?", (role, pk, eps_n, budget_n)).rowcount == 1
+                if not ok:
+                    cur = db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
+                                     (role, pk)).fetchone()
+                    db.execute("ROLLBACK")
+                    spent_n = cur[0] if cur else 0
                     raise BudgetExceeded(role, epsilon, (budget_n - spent_n) / NANO, budget, period)
-                now = time.time()
-                self._db.execute(
-                    "INSERT INTO releases (role, key, data_version, canonical, statement, "
-                    "epsilon_nano, mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (role, key, data_version, canonical, statement, eps_n, mechanism,
-                     json.dumps(answer), pk, now))
-                self._db.execute(
-                    "INSERT INTO spend VALUES (?,?,?) ON CONFLICT(role, period) "
-                    "DO UPDATE SET spent_nano = spent_nano + excluded.spent_nano", (role, pk, eps_n))
-                self._db.execute("COMMIT")
+                db.execute("COMMIT")
             except BudgetExceeded:
                 raise
             except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
         return Stored(answer, epsilon, mechanism, now, charged=True)
 

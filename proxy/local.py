@@ -29,10 +29,12 @@ from mechanisms.metric_ldp import Query, notice_std, quantile, variance_bounds
 from rewriter import parse
 from rewriter.errors import Refusal
 from rewriter.local import LocalPlan, layout, plan_local, prefix_width, to_sql
+from rewriter.local_subset import SubsetPlan
 from rewriter.values import literal_value
 
 from .backends import BackendError
 from .ldp_load import Encoder, IngestError, ensure_duckdb, ensure_postgres
+from .local_subset import answer_subset, explain_subset
 from .wire.api import Column, Description, Result, SqlError
 
 __all__ = ["answer_local", "insert_local", "describe_local", "describe_guarantee", "explain_local",
@@ -45,31 +47,35 @@ _LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _PLANS: OrderedDict = OrderedDict()
 
 
-def describe_guarantee(name: str, table) -> str:
+def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
     """One line for ``dpgate serve``: where the reports live and the per-record guarantee."""
-    lay = layout(name, table)
-    groups = "; ".join("(" + ", ".join(g.columns) + ")" for g in lay.groups)
-    return (f"  local table {name} (metric LDP, reports in {lay.reports}; joint {groups}; "
+    lay = layout(name, table, tiers)
+    groups = "; ".join("(" + ", ".join(g.columns) + ")" for g in lay.groups) or "none"
+    cats = "".join(f"; Subset {c.name} for ladder {c.ladder_name}" for c in lay.categories)
+    return (f"  local table {name} (metric LDP, reports in {lay.reports}; joint {groups}{cats}; "
             f"estimator {lay.estimator}): {lay.guarantee()} per record, perturbed once at "
             "ingestion; queries charge no budget")
 
 
 # ---------------------------------------------------------------------------- backend
-async def ensure_reports(gw, lay) -> None:
-    """Create the report table if missing (once per gateway); refuse a stale layout."""
-    ready = _READY.setdefault(gw, set())
-    if lay.reports in ready:
-        return
+async def ensure_reports(gw, lay):
+    """Create the report table if missing (once per gateway); refuse a stale layout. Returns
+    the layout as stored (Subset levels of an existing table, :func:`resolve_stored`)."""
+    ready = _READY.setdefault(gw, {})
+    hit = ready.get(lay.reports)
+    if hit is not None and hit[0] is lay:
+        return hit[1]
     lock = _LOCKS.setdefault(gw, asyncio.Lock())
     async with lock:
-        if lay.reports in ready:
-            return
+        hit = ready.get(lay.reports)
+        if hit is not None and hit[0] is lay:
+            return hit[1]
         try:
             if gw.backend.dialect == "duckdb":
-                await asyncio.to_thread(_ensure_duck, gw.backend, lay)
+                stored = await asyncio.to_thread(_ensure_duck, gw.backend, lay)
             else:
                 async with gw.backend.pool.connection(timeout=10) as conn:
-                    await ensure_postgres(conn, lay)
+                    stored = await ensure_postgres(conn, lay)
         except IngestError as e:
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         except SqlError:
@@ -78,13 +84,14 @@ async def ensure_reports(gw, lay) -> None:
             import logging
             logging.getLogger("dpgate.backend").warning("local reports table: %s", e)
             raise SqlError("08006", "the backend is unavailable; nothing was charged") from None
-        ready.add(lay.reports)
+        ready[lay.reports] = (lay, stored)
+        return stored
 
 
-def _ensure_duck(backend, lay) -> None:
+def _ensure_duck(backend, lay):
     cur = backend._cursor()
     try:
-        ensure_duckdb(cur, lay)
+        return ensure_duckdb(cur, lay)
     finally:
         cur.close()
 
@@ -120,6 +127,8 @@ async def answer_local(conn, sql: str, params: list):
     """Answer a SELECT over a local table: (Result, "ldp", 0.0)."""
     gw = conn.gw
     plan = _plan(gw, sql, params)
+    if isinstance(plan, SubsetPlan):                   # categorical Subset column (seed 000 §5)
+        return await answer_subset(conn, plan, _fetch)
     await ensure_reports(gw, plan.layout)
     text, _ = to_sql(plan, gw.backend.dialect)
     cells = await _fetch(conn, text)
@@ -374,15 +383,14 @@ async def insert_local(conn, sql: str, params: list):
     gw = conn.gw
     expr, name, table, cols = _insert_target(gw, sql)
     cols, rows = _insert_shape(expr, name, table, cols)
-    lay = layout(name, table)
     params = list(params or [])
     data = {c: [_value(r[i], params, c) for r in rows] for i, c in enumerate(cols)}
     n = len(rows)
+    lay = await ensure_reports(gw, layout(name, table, gw.config.tiers))    # as stored
     try:
         enc = Encoder(lay, gw.source).encode(data, n)
     except IngestError as e:
         raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
-    await ensure_reports(gw, lay)
     dialect = gw.backend.dialect
     schema = [c for c, _ in lay.report_schema()]
     tuples = ", ".join("(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")"
@@ -425,6 +433,8 @@ async def explain_local(conn, sql: str, params: list) -> Result:
     """EXPLAIN of a local-table SELECT: the estimator, the guarantee and the ONE scan
     (nothing runs, nothing is charged)."""
     plan = _plan(conn.gw, sql, params)
+    if isinstance(plan, SubsetPlan):
+        return await explain_subset(conn, plan)
     lay = plan.layout
     text, _ = to_sql(plan, conn.gw.backend.dialect)
     lines = [f" dpgate answer over local table {lay.name}: metric-LDP reports in {lay.reports}; "
@@ -443,4 +453,5 @@ async def explain_local(conn, sql: str, params: list) -> Result:
 def local_guarantees(cfg) -> list[str]:
     """:func:`describe_guarantee` for every local table of ``cfg`` (ValueError, naming the
     field, if a table's local layout is invalid)."""
-    return [describe_guarantee(name, t) for name, t in cfg.tables.items() if t.mode == "local"]
+    return [describe_guarantee(name, t, cfg.tiers) for name, t in cfg.tables.items()
+            if t.mode == "local"]

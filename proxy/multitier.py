@@ -399,6 +399,14 @@ def cmd_coalition(args) -> int:
         total_indep = math.fsum(r[8] for r in rows)
         print(f"total: coalition loss {total_loss:g} (Σ over queries of max ε); "
               f"independent release would have cost {total_indep:g}")
+        from .local_subset import subset_coalition_rows
+        local = subset_coalition_rows(SimpleNamespace(config=cfg, ledger=ledger))
+        if local:                  # a per-row loss (local DP), not summed with the per-query ones
+            print("\nlocal tables (each row perturbed once at ingestion for the whole ladder):")
+            print(f"{'ladder':<8} {'coalition ε':>11} {'Σε':>7}  {'tiers':<32} column")
+            for lad, what, _dv, _lv, tiers, _roles, _n, loss, indep, _saved, _ts in local:
+                col = what.split(":")[0].removeprefix("LDP ")
+                print(f"{lad:<8} {loss:>11g} {indep:>7g}  {tiers:<32} {col} (per row)")
     finally:
         ledger.close()
     return 0

@@ -34,7 +34,8 @@ from mechanisms.multitier import SubsetLadder, subset_t_f, subset_variance
 from mechanisms.rng import RandomSource
 
 __all__ = ["perturb_row_subset", "estimate_group_counts", "estimate_from_counts", "tier_template",
-           "report_key", "subset_bits"]
+           "report_key", "subset_bits", "perturb_rows_subset", "category_indices", "encode_categories",
+           "categories_from_bits", "categories_to_bits"]
 
 
 def report_key(eps: float) -> str:
@@ -138,4 +139,102 @@ def tier_template(ladder: SubsetLadder, tier_eps: float, n: int | None = None) -
     out = {"level": tpl.level, "k": tpl.k, "t": t, "f": f, "variance": subset_variance(tpl.level, tpl.k, ladder.d)}
     if n is not None:
         out["half_width"] = 1.96 * math.sqrt(n * max(t * (1 - t), f * (1 - f))) / (t - f)
+    return out
+
+
+# ---------------------------------------------------------------------------- local-table ingestion
+def perturb_rows_subset(ladder: SubsetLadder, indices, *, source: RandomSource) -> dict:
+    """Batch form of :func:`perturb_row_subset` for the reports table: each row (0-based
+    category index) runs the exact program ONCE (``ladder.perturb``, every coin from
+    ``source``); returns {tier ε: (n, d) uint8 bits}, bit j = category j is in that tier's subset."""
+    import numpy as np
+    n, d = len(indices), ladder.d
+    pos: dict = {e: [] for e in ladder.match}
+    for i, x in enumerate(indices):
+        base = i * d
+        for e, (subset, _) in ladder.perturb(int(x), source).items():
+            pos[e].extend([base + j for j in subset])
+    out = {}
+    for e, p in pos.items():
+        flat = np.zeros(n * d, dtype=np.uint8)
+        flat[p] = 1
+        out[e] = flat.reshape(n, d)
+    return out
+
+
+def category_indices(values, cat, typ: str, null_policy: str, n: int):
+    """Raw values of a Subset column (declared type ``typ``) -> 0-based indices into its domain
+    (int64). Outside the domain: 22023; NULL: 23502 under null_policy 'refuse', else index 0."""
+    import numpy as np
+    from .ldp_load import IngestError, _public_value
+    index = {v: i for i, v in enumerate(cat.domain)}
+    values = [None] * n if values is None else values
+    out = np.empty(n, dtype=np.int64)
+    for r, v in enumerate(values):
+        exact = isinstance(v, str) == (typ == "text") and isinstance(v, bool) == (typ == "bool")
+        i = index.get(v) if exact and v is not None else None
+        if i is None:                      # a string from a CSV, a NULL, or not in the domain
+            v = _public_value(v.item() if hasattr(v, "item") else v, typ, cat.name, None)
+            if v is None:
+                if null_policy != "lo":
+                    raise IngestError("23502", f"NULL in private categorical column {cat.name} (row "
+                                      f"{r + 1} of the batch); this table's null_policy is 'refuse'",
+                                      f"Give a value, or set null_policy = 'lo' (NULL is then reported "
+                                      f"as {cat.domain[0]!r}, the first domain value).")
+                v = cat.domain[0]
+            i = index.get(v)
+            if i is None:
+                shown = ", ".join(map(repr, cat.domain[:8])) + (", …" if cat.d > 8 else "")
+                raise IngestError("22023", f"value {v!r} for categorical column {cat.name} is not in "
+                                  f"its declared domain ({shown})")
+        out[r] = i
+    return out
+
+
+def encode_categories(lay, cols: dict, n: int, source: RandomSource, null_policy: str) -> dict:
+    """Report-table columns of every Subset column: d bits per stored level, from raw values."""
+    out = {}
+    for cat in lay.categories:
+        idx = category_indices(cols.get(cat.name), cat, lay.col_type(cat.name), null_policy, n)
+        bits = perturb_rows_subset(cat.ladder, idx, source=source)
+        for e in cat.levels:
+            for j, name in enumerate(cat.columns(e)):
+                out[name] = bits[e][:, j]
+    return out
+
+
+def categories_to_bits(lay, cols: dict, n: int, source: RandomSource, null_policy: str) -> dict:
+    """Producer side (reports CSV): ``<col>_bits`` = the L·d bits, levels in descending ε."""
+    import numpy as np
+    enc = encode_categories(lay, cols, n, source, null_policy)
+    out = {}
+    for cat in lay.categories:
+        block = np.stack([enc[c] for e in cat.levels for c in cat.columns(e)], axis=1) + 48
+        out[f"{cat.name}_bits"] = [row.tobytes().decode() for row in block.astype(np.uint8)]
+    return out
+
+
+def categories_from_bits(lay, cols: dict, n: int) -> dict:
+    """Report-table columns of the Subset columns from a reports CSV batch (``<col>_bits``)."""
+    import numpy as np
+    from .ldp_load import IngestError
+    out = {}
+    for cat in lay.categories:
+        key, width = f"{cat.name}_bits", len(cat.levels) * cat.d
+        vals = cols.get(key)
+        if vals is None:
+            raise IngestError("42703", f"the reports file has no column {key}")
+        try:
+            raw = "".join(vals).encode("ascii")
+        except (TypeError, UnicodeEncodeError):
+            raise IngestError("22P02", f"column {key} must hold strings of 0/1") from None
+        if len(raw) != n * width or any(len(v) != width for v in vals):
+            raise IngestError("22P02", f"every {key} value must be {width} characters of 0/1 "
+                              f"({len(cat.levels)} levels × {cat.d} categories)")
+        bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, width) - 48
+        if bits.size and bits.max() > 1:
+            raise IngestError("22P02", f"column {key} must hold only 0 and 1")
+        names = [c for e in cat.levels for c in cat.columns(e)]
+        for i, name in enumerate(names):
+            out[name] = bits[:, i]
     return out

@@ -2,8 +2,9 @@
 and (admins only) ``dpgate.coalition``.
 
 A role sees its own rows; an admin role sees every role's. ``dpgate.coalition``
-(multi-tier ladders, :func:`proxy.multitier.coalition_rows`) is the data owner's
-view and is refused to other roles. The rows come from the
+(multi-tier ladders, :func:`proxy.multitier.coalition_rows`, plus one row per categorical
+Subset column of a local table, :func:`proxy.local_subset.subset_coalition_rows`) is the data
+owner's view and is refused to other roles. The rows come from the
 ledger (metadata only: never a released value or a true one) and are queried in a
 private in-memory DuckDB, so any read-only SELECT over them works (WHERE, ORDER BY,
 aggregates …) and nothing else is reachable from it.
@@ -88,6 +89,8 @@ class Views:
         if any(t.name.lower() == "coalition" for t in tree.find_all(exp.Table)):
             from .multitier import coalition_rows
             ccols, coalition = coalition_rows(self.gw, role)    # refuses non-admin roles (42501)
+            from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
+            coalition = list(coalition) + subset_coalition_rows(self.gw)
         for f in tree.find_all(exp.Anonymous):
             raise Refusal("42883", f"function {f.name} is not available here", hint=None)
         budget, rel = self._rows(role)

@@ -49,13 +49,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config, Table
 from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, private_weight_sum_query,
                                    report_columns)
+from mechanisms.metric_ldp.weights import prefix_indicator
 
 from . import predicate, shape
 from .errors import (DATATYPE_MISMATCH, GROUPING_ERROR,
@@ -65,6 +65,7 @@ from .scope import Ctx
 from .select import MAX_CELLS
 from .values import literal_value
 from .local_weights import LOCAL_ALLOWED, _refuse, bucket_weights
+from .local_subset import SubsetPlan, make_categories, plan_subset
 
 __all__ = ["Layout", "Group", "layout", "LocalPlan", "LocalAgg", "plan_local", "to_sql",
            "bucket_weights", "LOCAL_ALLOWED", "SQL_TYPES"]
@@ -98,9 +99,13 @@ class Layout:
     public: tuple[str, ...]
     estimator: str
     weight: str | None               # the private weight column, if any
+    categories: tuple = ()           # Subset columns (rewriter.local_subset.Category, seed 000 §5)
 
     def is_private(self, col: str) -> bool:
         return col in self.where
+
+    def category(self, col: str):
+        return next((c for c in self.categories if c.name == col), None)
 
     def dim(self, col: str) -> DimSpec:
         g, d = self.where[col]
@@ -114,6 +119,8 @@ class Layout:
         out = [(c, SQL_TYPES[self.col_type(c)]) for c in self.public]
         for g in self.groups:
             out += report_columns(g.spec)
+        for c in self.categories:
+            out += c.report_schema()
         return out
 
     def guarantee(self) -> str:
@@ -125,24 +132,30 @@ class Layout:
                     parts.append(f"{d.epsilon:g}·[rounded {c} differs]")
                 else:
                     parts.append(f"{d.epsilon:g}·|Δbucket({c})|")
+        for c in self.categories:          # the Subset report of the highest level stored
+            parts.append(f"{c.top():.3g}·[{c.name} differs]")
         return "E(x,x') = " + " + ".join(parts)
 
 
 _LAYOUTS: dict = {}
 
 
-def layout(name: str, table: Table) -> Layout:
-    """The storage layout of local table ``name`` (validated; cached per Table object)."""
-    key = (name, id(table))
+def layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
+    """The storage layout of local table ``name`` (validated; cached per Table object and
+    ladder). ``tiers`` (the config's) is needed for categorical Subset columns."""
+    cats = table.local.categories if table.local is not None else {}
+    ladders = tuple(sorted((c.ladder, tuple(sorted(t.epsilon for t in (tiers or {}).values()
+                                                  if t.ladder == c.ladder))) for c in cats.values()))
+    key = (name, id(table), ladders)
     hit = _LAYOUTS.get(key)
     if hit is not None and hit.table is table:
         return hit
-    lay = _make_layout(name, table)
+    lay = _make_layout(name, table, tiers)
     _LAYOUTS[key] = lay
     return lay
 
 
-def _make_layout(name: str, table: Table) -> Layout:
+def _make_layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
     pol = table.local
     if table.mode != "local" or pol is None:
         raise ValueError(f"table {name} is not a local table")
@@ -186,13 +199,14 @@ def _make_layout(name: str, table: Table) -> Layout:
                                 kind="weight" if c == private_weight else "value"))
             where[c] = (k, d)
         groups.append(Group(k, tuple(cols), GroupSpec(tuple(dims), prefix=f"g{k}")))
-    public = tuple(c for c in table.columns if c not in priv)
+    cats = make_categories(name, table, tiers)
+    public = tuple(c for c in table.columns if c not in priv and c not in pol.categories)
     lay = Layout(name, table, pol.reports or f"{name}_reports", tuple(groups), where, public,
-                 pol.estimator, private_weight)
+                 pol.estimator, private_weight, cats)
     names = [c for c, _ in lay.report_schema()]
     if len(set(names)) != len(names):
         raise ValueError(f"tables.{name}: a public column name clashes with a report column "
-                         "(g<k>_<d>_<j>); rename it")
+                         "(g<k>_<d>_<j> or <category>_v<n>_e<ε>_<j>); rename it")
     return lay
 
 
@@ -261,8 +275,9 @@ def _columns_in(node: exp.Expression, ctx: Ctx) -> set[str]:
     return {ctx.column(c).node.name for c in node.find_all(exp.Column)}
 
 
-def plan_local(expr: exp.Expression, config: Config, params: list | None = None) -> LocalPlan:
-    """Validate a SELECT over a local table and plan its one report scan."""
+def plan_local(expr: exp.Expression, config: Config, params: list | None = None) -> LocalPlan | SubsetPlan:
+    """Validate a SELECT over a local table and plan its one report scan (a statement that
+    mentions a categorical Subset column is planned by :func:`rewriter.local_subset.plan_subset`)."""
     expr = normalize_identifiers(expr.copy(), dialect="postgres")
     select = shape.check_statement(expr)
     shape.check_clauses(select)
@@ -271,8 +286,11 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None)
     table = config.tables[name]
     if table.mode != "local":
         raise _refuse(f"table {name} is not a local table.", DENIED)
-    lay = layout(name, table)
+    lay = layout(name, table, config.tiers)
     ctx = Ctx(name, table, qualifiers, None if params is None else list(params))
+    cats = {c.name for c in lay.categories} & {c.name for c in select.find_all(exp.Column)}
+    if cats:
+        return plan_subset(select, ctx, lay, cats)
 
     # WHERE: public conjuncts stay SQL; private ones become bucket weights per column
     public_parts, private_parts = [], {}
@@ -524,7 +542,7 @@ def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg)
     prefixes = []
     for k in range(1, dim.m):
         ws = list(base)
-        ind = (np.arange(1, dim.m + 1) <= k).astype(float)
+        ind = prefix_indicator(dim.m, k)
         ws[d] = ind if ws[d] is None else ind * ws[d]
         prefixes.append(Query(tuple(ws)))
     cont = isinstance(fn, exp.PercentileCont)

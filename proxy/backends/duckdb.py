@@ -4,10 +4,12 @@ statements); a timeout or a client cancel interrupts the running cursor."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import logging
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import duckdb
@@ -17,6 +19,14 @@ from .base import BackendError, BackendTimeout, CancelSignal
 log = logging.getLogger("dpgate.backend")
 
 WORKERS = 8      # concurrent scans (DuckDB parallelises each scan over the cores itself)
+_OPEN: "weakref.WeakSet[DuckDBBackend]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_cursors() -> None:
+    """Worker cursors of backends never closed (e.g. a crashed serve) are closed at exit."""
+    for b in list(_OPEN):
+        b._close_cursors()
 
 
 class _Scan:
@@ -48,6 +58,7 @@ class DuckDBBackend:
         self._local = threading.local()
         self._cursors: list = []
         self._pool = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="dpgate-duckdb")
+        _OPEN.add(self)
 
     async def connect(self) -> None:
         return None
@@ -141,7 +152,12 @@ class DuckDBBackend:
 
     async def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._close_cursors()
+        with self._lock:
+            self._con.close()
+
+    def _close_cursors(self) -> None:
         with self._lock:
             for cur in self._cursors:
                 cur.close()
-            self._con.close()
+            self._cursors.clear()

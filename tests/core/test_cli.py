@@ -30,6 +30,22 @@ def test_check_config_reports_field(tmp_path, capsys):
     assert "bad.toml" in err and "roles.a.tier" in err and len(err.strip().splitlines()) == 1
 
 
+def test_coalition_command_lists_local_subset_columns_per_row(tmp_path, capsys):
+    """`dpgate coalition`: query ladders with their total, then the local tables'
+    Subset columns (a per-row loss: max level of the ladder vs Σε of its tiers)."""
+    import tomllib
+    from proxy.demo import demo_config_path
+    tiers = tomllib.loads(demo_config_path().read_text())["tiers"]
+    eps = sorted(t["epsilon"] for t in tiers.values() if t.get("ladder") == "market")
+    assert main(["coalition", "--state-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    head, local = out.split("local tables", 1)
+    assert "total: coalition loss 0" in head                  # no query released yet
+    line = next(x for x in local.splitlines() if "trips.zone (per row)" in x)
+    loss, indep = (float(v) for v in line.split()[1:3])
+    assert loss <= max(eps) and loss > max(eps) / 2 and indep == pytest.approx(sum(eps))
+
+
 def test_data_version_and_budget(tmp_path, capsys):
     state = str(tmp_path)
     assert main(["data-version", "--state-dir", state]) == 0
