@@ -130,12 +130,15 @@ class Plan:
         return n
 
     def canonical(self) -> str:
-        """The measurement this plan releases, as canonical text.
+        """The measurement this plan releases, as canonical text (computed once).
 
         Two statements with the same canonical text release the same numbers
         (ORDER BY, LIMIT, aliases and output order are post-processing and are
         left out; conjuncts are sorted; literals are normalised by sqlglot).
         """
+        cached = self.__dict__.get("_canonical")
+        if cached is not None:
+            return cached
         where = _canonical_where(self.where)
         groups = ",".join(g.column for g in self.group_by)
         aggs = ",".join(sorted(
@@ -147,7 +150,9 @@ class Plan:
             s = self.selection
             sel = (f";select={s.kind}:{self.aggregates[s.aggregate].label}{s.op}{s.threshold!r}"
                    f":c={s.c}:values={s.values}:per_key={sorted(s.per_key, key=repr)!r}")
-        return f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}"
+        text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}"
+        self.__dict__["_canonical"] = text          # a frozen dataclass: cache beside the fields
+        return text
 
     def fingerprint(self) -> str:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:32]
