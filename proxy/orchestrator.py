@@ -1,11 +1,13 @@
 """One connection's statement pipeline: statement → plan → backend → mechanism →
 ledger → rows (the wire layer's :class:`~proxy.wire.api.Handler`).
 
-Order of a DP statement (README "What happens to a query"):
+Order of a DP statement (README "Performance: what a query costs"):
 parse and plan (a refusal charges nothing) → an earlier release of the same
 measurement by this role is served again for free → budget pre-check → ONE
-backend scan (a failure charges nothing) → noise → the ledger stores the answer
-and charges ε in one transaction → rows and a NOTICE go to the client.
+backend scan in a worker thread (a failure charges nothing; the noise, which
+does not depend on the data, is drawn on the event loop meanwhile) → in the same
+worker: noise added, then the ledger stores the answer and charges ε in one
+transaction → rows and a NOTICE go to the client.
 """
 from __future__ import annotations
 
