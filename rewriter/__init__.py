@@ -8,9 +8,9 @@ SQL only: no I/O, no numbers are released here.
 """
 from __future__ import annotations
 
+import threading
 from typing import Literal
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -25,10 +25,26 @@ from .scope import Ctx
 __all__ = ["Plan", "Refusal", "build_plan", "param_types", "parse", "to_sql"]
 
 
+_LOCAL = threading.local()
+
+
+def _postgres():
+    """This thread's (tokenizer, parser) for the postgres dialect: what
+    ``sqlglot.parse(sql, read="postgres")`` builds per call, built once (they
+    are stateful, hence one pair per thread)."""
+    pair = getattr(_LOCAL, "pair", None)
+    if pair is None:
+        from sqlglot.dialects.postgres import Postgres
+        dialect = Postgres()
+        pair = _LOCAL.pair = (dialect.tokenizer(), dialect.parser())
+    return pair
+
+
 def parse(sql: str) -> exp.Expression:
     """Parse one PostgreSQL statement; syntax errors become Refusal 42601."""
     try:
-        exprs = [e for e in sqlglot.parse(sql, read="postgres") if e is not None]
+        tokenizer, parser = _postgres()
+        exprs = [e for e in parser.parse(tokenizer.tokenize(sql), sql) if e is not None]
     except ParseError as e:
         err = e.errors[0] if e.errors else {}
         where = f" at line {err.get('line')}, column {err.get('col')}" if err.get("line") else ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 from typing import Literal
 
 from sqlglot import exp
@@ -38,9 +39,27 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
         return _skeleton(plan, dialect)
     shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))
     skeleton = _skeleton(shape, dialect)
-    where = plan.where.sql(dialect=dialect, identify=True)
-    marker = exp.column(_WHERE_MARK).sql(dialect=dialect, identify=True)
-    return skeleton.replace(marker, f"({where})")
+    where = _generator(dialect).generate(plan.where, copy=True)
+    return skeleton.replace(_marker(dialect), f"({where})")
+
+
+_LOCAL = threading.local()
+
+
+def _generator(dialect: str):
+    """This thread's generator for ``dialect`` with ``identify=True`` (what
+    ``Expression.sql(dialect=…, identify=True)`` builds per call)."""
+    gens = _LOCAL.__dict__.setdefault("gens", {})
+    gen = gens.get(dialect)
+    if gen is None:
+        from sqlglot.dialects.dialect import Dialect
+        gen = gens[dialect] = Dialect.get_or_raise(dialect).generator(identify=True)
+    return gen
+
+
+@functools.lru_cache(maxsize=8)
+def _marker(dialect: str) -> str:
+    return exp.column(_WHERE_MARK).sql(dialect=dialect, identify=True)
 
 
 @functools.lru_cache(maxsize=512)

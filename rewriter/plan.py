@@ -18,6 +18,7 @@ new kind is a new rule, not a new plan.
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -158,8 +159,22 @@ class Plan:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:32]
 
 
+_LOCAL = threading.local()
+
+
+def _generator():
+    """This thread's postgres generator with ``normalize=True`` (what
+    ``Expression.sql(dialect="postgres", normalize=True)`` builds per call)."""
+    gen = getattr(_LOCAL, "gen", None)
+    if gen is None:
+        from sqlglot.dialects.postgres import Postgres
+        gen = _LOCAL.gen = Postgres().generator(normalize=True)
+    return gen
+
+
 def _canonical_where(where: exp.Expression | None) -> str:
     if where is None:
         return ""
     conjuncts = list(where.flatten()) if isinstance(where, exp.And) else [where]
-    return " AND ".join(sorted(c.sql(dialect="postgres", normalize=True) for c in conjuncts))
+    gen = _generator()
+    return " AND ".join(sorted(gen.generate(c, copy=True) for c in conjuncts))
