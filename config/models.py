@@ -98,14 +98,20 @@ class PrivacyPolicy(_Model):
         return self
 
 
+EdgePolicy = Literal["interpolate", "whole"]
+QuantilePoint = Literal["auto", "midpoint", "upper"]
+
+
 class LocalColumn(_Model):
     """A private ordinal column of a local (metric-LDP) table (seed 002): values in
-    [lo, hi] cut into ``buckets`` buckets; ``epsilon`` is ε per bucket step."""
+    [lo, hi] cut into ``buckets`` buckets; ``epsilon`` is ε per bucket step; ``edges``
+    overrides the table's edge-bucket policy for this column (spec §8)."""
 
     lo: float
     hi: float
     buckets: int = Field(ge=2, le=4096)
     epsilon: float = Field(gt=0)
+    edges: EdgePolicy | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "LocalColumn":
@@ -135,6 +141,12 @@ class LocalPolicy(_Model):
     null_policy: Literal["refuse", "lo"] = "refuse"
     weight: str | None = None          # optional weight column (public)
     reports: str | None = None         # backend table holding the reports (default <name>_reports)
+    # query-time post-processing (spec §8, §3.12; no privacy cost): edge buckets of a cut range,
+    # the value percentile_disc returns for its bucket, a monotone (PAVA) CDF, clipping to [0, n]
+    edges: EdgePolicy = "interpolate"
+    quantile_point: QuantilePoint = "auto"
+    isotonic_cdf: bool = Field(default=False, strict=True)
+    clip: bool = Field(default=False, strict=True)
 
 
 class Table(_Model):

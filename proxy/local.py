@@ -12,6 +12,8 @@
   The NOTICE says so and gives each estimate's standard deviation (§4.2: the
   unbiased variance estimate of the same scan, clamped into the exact bounds over
   all data sets of that size), or for percentiles a 95% rank-error bound.
+  The query-time options (edge buckets, quantile point, isotonic CDF, clip; config or
+  ``SET dpgate.local_*``, :mod:`.local_options`) are named in the NOTICE and EXPLAIN.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from rewriter.values import literal_value
 
 from .backends import BackendError
 from .ldp_load import Encoder, IngestError, ensure_duckdb, ensure_postgres
+from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_subset import answer_subset, explain_subset
 from .wire.api import Column, Description, Result, SqlError
 
@@ -106,13 +109,14 @@ async def _fetch(conn, sql: str) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------------- SELECT
-def _plan(gw, sql: str, params) -> LocalPlan:
-    key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()))
+def _plan(gw, sql: str, params, overrides: tuple = ()) -> LocalPlan:
+    key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()),
+           overrides)
     hit = _PLANS.get(key)
     if hit is not None:
         _PLANS.move_to_end(key)
         return hit
-    plan = plan_local(parse(sql), gw.config, list(params or []))
+    plan = plan_local(parse(sql), gw.config, list(params or []), overrides)
     _PLANS[key] = plan
     if len(_PLANS) > 512:
         _PLANS.popitem(last=False)
@@ -126,7 +130,7 @@ def _columns(plan: LocalPlan) -> list[Column]:
 async def answer_local(conn, sql: str, params: list):
     """Answer a SELECT over a local table: (Result, "ldp", 0.0)."""
     gw = conn.gw
-    plan = _plan(gw, sql, params)
+    plan = _plan(gw, sql, params, overrides_of(conn))
     if isinstance(plan, SubsetPlan):                   # categorical Subset column (seed 000 §5)
         return await answer_subset(conn, plan, _fetch)
     await ensure_reports(gw, plan.layout)
@@ -205,6 +209,8 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
             est = lay.estimator
             if a.kind == "est":
                 v = get(s["value"]) or 0.0
+                if a.func == "count":
+                    v = count_value(plan.options, v, n)
                 wmax = get(s["wmax"]) if "wmax" in s else None
                 bounds = variance_bounds(spec, a.query, n, est, wmax if a.row_weight else None)
                 std = notice_std(get(s["var"]), bounds) if n else 0.0
@@ -229,11 +235,11 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
             if den <= 0 or n == 0:
                 vals.append(None)
                 continue
-            prefix = [get(j) or 0.0 for j in s["prefix"]]
+            prefix = prefix_values(plan.options, [get(j) or 0.0 for j in s["prefix"]], den)
             p = min(max(a.p, 1e-12), 1.0)
             res = quantile([den, *prefix], p, spec, a.dim, "cont" if a.cont else "disc",
                            a.represent)
-            v = float(res.value)
+            v = disc_value(a, float(res.value))
             vals.append(int(round(v)) if a.out_type == "int" else v)
             if i not in widths:
                 widths[i] = prefix_width(spec, a.prefixes, est)
@@ -283,8 +289,8 @@ def _notice(plan: LocalPlan, stds, notes, n_total: int) -> str:
     std = f"; std: {', '.join(parts)}" + (" (max over rows)" if many and est else "")
     return (f"dpgate: ε charged 0 (local table {lay.name}: metric-LDP reports perturbed once at "
             f"ingestion; answers are post-processing, no budget is used); {n_total:,} reports"
-            f"{std}; estimator {lay.estimator}, edge buckets interpolated; guarantee per record "
-            f"{lay.guarantee()}")
+            f"{std}; estimator {lay.estimator}, {plan.options.text(plan.private)}; guarantee per "
+            f"record {lay.guarantee()}")
 
 
 # ---------------------------------------------------------------------------- INSERT
@@ -432,7 +438,7 @@ async def describe_local(conn, sql: str, oids: list[int]) -> Description:
 async def explain_local(conn, sql: str, params: list) -> Result:
     """EXPLAIN of a local-table SELECT: the estimator, the guarantee and the ONE scan
     (nothing runs, nothing is charged)."""
-    plan = _plan(conn.gw, sql, params)
+    plan = _plan(conn.gw, sql, params, overrides_of(conn))
     if isinstance(plan, SubsetPlan):
         return await explain_subset(conn, plan)
     lay = plan.layout
@@ -440,7 +446,8 @@ async def explain_local(conn, sql: str, params: list) -> Result:
     lines = [f" dpgate answer over local table {lay.name}: metric-LDP reports in {lay.reports}; "
              "post-processing, ε 0 charged",
              f"   guarantee per record: {lay.guarantee()}",
-             f"   estimator {lay.estimator} (spec §3.5 product form); edge buckets interpolated"]
+             f"   estimator {lay.estimator} (spec §3.5 product form)",
+             f"   options (post-processing, spec §8): {plan.options.text(plan.private, True)}"]
     what = {"exact": "exact over public columns", "est": "unbiased estimate, std from §4.2",
             "avg": "ratio of two estimates, std bound by the delta method",
             "pct": "binary search over all prefix estimates (§3.10), 95% rank-error bound"}

@@ -151,6 +151,13 @@ class SessionState:
                 from rewriter.errors import Refusal
                 raise Refusal("42501", f"parameter \"{name}\" cannot be changed through dpgate",
                               hint="SET is accepted for client settings such as application_name or extra_float_digits.")
+            if name.startswith("dpgate.local_") and value:     # checked now, as Postgres does
+                from rewriter.local_options import SESSION_KEYS, session_overrides
+                if name not in SESSION_KEYS.values():
+                    from rewriter.errors import Refusal
+                    raise Refusal("42704", f'unrecognized configuration parameter "{name}"',
+                                  hint="dpgate's local-table settings: " + ", ".join(SESSION_KEYS.values()))
+                session_overrides({name: value})
             self.settings[name] = value
             ps = {_CANON.get(name, name): value} if name in _REPORTED else {}
             return "SET", None, [], ps

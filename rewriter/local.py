@@ -35,19 +35,22 @@ Query shapes (anything else is refused with a sentence saying what is allowed):
 * ``GROUP BY`` public columns with a declared domain (the reports are partitioned;
   every domain value gets a row), ``ORDER BY`` outputs, ``LIMIT``/``OFFSET``.
 
-Edge-bucket policy ("interpolate", spec §8): a predicate or expression over a
+Edge-bucket policy (``edges``, spec §8; the query-time options are in
+:mod:`rewriter.local_options`). "interpolate" (default): a predicate or expression over a
 private column becomes a weight per bucket = its average over the bucket's
 possible values, assuming values spread uniformly inside a bucket. An int column
 holds the integers of [lo, hi) (declare hi one past the largest value); a float
 column the interval. So a range whose ends fall on bucket edges (int columns:
 any integer range with unit buckets) is counted exactly; a cut bucket counts
 with the fraction inside the range (a linear query, same variance formulas).
+"whole": every bucket the predicate touches counts as a whole (the §3.5 range
+estimate over whole buckets: the answer for the range widened to bucket edges).
 Values outside [lo, hi] were clamped into the first/last bucket at ingestion and
 count as the values of that bucket.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -66,6 +69,7 @@ from .select import MAX_CELLS
 from .values import literal_value
 from .local_weights import LOCAL_ALLOWED, _refuse, bucket_weights
 from .local_subset import SubsetPlan, make_categories, plan_subset
+from .local_options import LocalOptions, resolve
 
 __all__ = ["Layout", "Group", "layout", "LocalPlan", "LocalAgg", "plan_local", "to_sql",
            "bucket_weights", "LOCAL_ALLOWED", "SQL_TYPES"]
@@ -262,6 +266,7 @@ class LocalPlan:
     limit: int | None = None
     offset: int = 0
     param_types: tuple = ()             # type of $1..$n (describe)
+    options: LocalOptions = LocalOptions()   # query-time post-processing (spec §8)
 
     @property
     def n_cells(self) -> int:
@@ -275,9 +280,11 @@ def _columns_in(node: exp.Expression, ctx: Ctx) -> set[str]:
     return {ctx.column(c).node.name for c in node.find_all(exp.Column)}
 
 
-def plan_local(expr: exp.Expression, config: Config, params: list | None = None) -> LocalPlan | SubsetPlan:
+def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
+               overrides: tuple = ()) -> LocalPlan | SubsetPlan:
     """Validate a SELECT over a local table and plan its one report scan (a statement that
-    mentions a categorical Subset column is planned by :func:`rewriter.local_subset.plan_subset`)."""
+    mentions a categorical Subset column is planned by :func:`rewriter.local_subset.plan_subset`).
+    ``overrides``: session options (:func:`rewriter.local_options.session_overrides`)."""
     expr = normalize_identifiers(expr.copy(), dialect="postgres")
     select = shape.check_statement(expr)
     shape.check_clauses(select)
@@ -291,6 +298,7 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None)
     cats = {c.name for c in lay.categories} & {c.name for c in select.find_all(exp.Column)}
     if cats:
         return plan_subset(select, ctx, lay, cats)
+    opts = resolve(table.local, tuple(lay.where), overrides)
 
     # WHERE: public conjuncts stay SQL; private ones become bucket weights per column
     public_parts, private_parts = [], {}
@@ -325,7 +333,7 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None)
         node = parts[0]
         for p in parts[1:]:
             node = exp.And(this=node, expression=p)
-        private[col] = bucket_weights(ctx, lay, col, node, "truth")
+        private[col] = bucket_weights(ctx, lay, col, node, "truth", opts.edges[col])
     where_groups = {lay.where[c][0] for c in private}
     if len(where_groups) > 1:
         cols = ", ".join(sorted(private))
@@ -355,6 +363,8 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None)
             outs.append(LocalOutput(alias or col, "group", gidx[col], g.type))
             continue
         agg = _aggregate(node, ctx, lay, private, where_groups, alias)
+        if agg.kind == "pct":
+            agg = _represent(agg, lay, opts.quantile_point)
         aggs.append(agg)
         outs.append(LocalOutput(alias or _default_name(node), "aggregate", len(aggs) - 1,
                                 agg.out_type))
@@ -365,7 +375,7 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None)
     ctx.check_count()
     ptypes = tuple(ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1))
     return LocalPlan(lay, where, private, groups, tuple(aggs), tuple(outs), order, limit, offset,
-                     ptypes)
+                     ptypes, opts)
 
 
 def _default_name(node: exp.Expression) -> str:
@@ -552,6 +562,14 @@ def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg)
                     group=g, den=Query(tuple(base)), dim=d, p=p, cont=cont, prefixes=tuple(prefixes),
                     column=col, represent="lower" if unit else "mid",
                     func="percentile_cont" if cont else "percentile_disc")
+
+
+def _represent(agg: LocalAgg, lay: Layout, point: str) -> LocalAgg:
+    """The bucket value of percentile_disc (``quantile_point``, spec §8): "auto" keeps the
+    planned one (the integer of a one-integer bucket, else the midpoint)."""
+    if point == "auto" or agg.cont:
+        return agg
+    return replace(agg, represent={"midpoint": "mid", "upper": "upper"}[point])
 
 
 def _order_by(select: exp.Select, outs: list[LocalOutput]) -> tuple:

@@ -1,6 +1,7 @@
 """Bucket weights for local (metric-LDP) tables: a predicate or expression over ONE
 private column becomes a weight per bucket — its average over the bucket's possible
-values ("interpolate" edge policy, spec 002 §8; see :mod:`rewriter.local`).
+values ("interpolate" edge policy, spec 002 §8; "whole" rounds a predicate's weights up to
+1 on every bucket it touches; see :mod:`rewriter.local`).
 
 This module only reads the SQL: it checks the expression and compiles it to the SQL-free
 tree that :func:`mechanisms.metric_ldp.weights.bucket_weights` evaluates numerically.
@@ -150,10 +151,12 @@ class _Compile:
                           f"{self.col} BETWEEN a AND b.")
 
 
-def bucket_weights(ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str):
+def bucket_weights(ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str,
+                   edges: str = "interpolate"):
     """Per-bucket weight of a predicate (kind "truth") or expression (kind "value") over
-    private column ``col``: its average over the bucket's values (edge policy above)."""
+    private column ``col``: its average over the bucket's values; a predicate under
+    ``edges = "whole"`` weighs 1 on every bucket it touches (spec §8)."""
     comp = _Compile(ctx, col, lay.col_type(col))
     comp.collect(node)
     tree = comp.truth(node) if kind == "truth" else comp.value(node)
-    return _numeric_weights(lay.dim(col), lay.col_type(col), tree, kind, comp.breaks)
+    return _numeric_weights(lay.dim(col), lay.col_type(col), tree, kind, comp.breaks, edges)

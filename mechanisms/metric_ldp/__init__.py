@@ -6,6 +6,7 @@ queries (Xiang, Ding, He, Zhou 2020; spec 002).
 * :mod:`.queries`, :mod:`.estimators` -- separable queries -> ONE SQL aggregate, numpy
   reference, exact variance, bounds and variance estimate.
 * :mod:`.quantiles` -- all prefixes in one query + binary search (paper 4.4).
+* :mod:`.postprocess` -- optional clip / isotonic CDF (spec 3.12, 8).
 * :mod:`.laplace` -- M2/M3 alternatives; :mod:`.matrix` -- paper matrix form (tests);
   :mod:`.baselines` -- eps-LDP baselines (bench only, import explicitly).
 
@@ -17,6 +18,7 @@ from .estimators import (ESTIMATORS, dim_affine, estimate_numpy, estimate_sql, n
                          variance, variance_bounds, variance_estimate_numpy, variance_sql)
 from .queries import (POLICIES, Query, bucket_range_weights, linear_query,
                       private_weight_sum_query, range_query, range_weights, value_range_query)
+from .postprocess import clip_counts, isotonic, pava
 from .quantiles import (QuantileResult, prefix_estimates_numpy, quantile, quantile_error,
                         quantile_error_bound, quantile_sql, search)
 from .randomizer import perturb, perturb_buckets, report_probability, thermometer
@@ -30,5 +32,5 @@ __all__ = [
     "ESTIMATORS", "dim_affine", "estimate_sql", "estimate_numpy", "variance", "variance_bounds",
     "variance_sql", "variance_estimate_numpy", "notice_std",
     "quantile_sql", "prefix_estimates_numpy", "quantile", "search", "QuantileResult",
-    "quantile_error", "quantile_error_bound",
+    "quantile_error", "quantile_error_bound", "clip_counts", "isotonic", "pava",
 ]

@@ -87,13 +87,21 @@ def evaluate(tree: tuple, x: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown node {op!r}")
 
 
-def bucket_weights(dim: DimSpec, col_type: str, tree: tuple, kind: str, breaks=()) -> np.ndarray:
+def bucket_weights(dim: DimSpec, col_type: str, tree: tuple, kind: str, breaks=(),
+                   edges: str = "interpolate") -> np.ndarray:
     """Per-bucket weight of a condition (kind "truth") or value (kind "value"): its average
-    over the bucket's values (points cut at the constants ``breaks``)."""
+    over the bucket's values (points cut at the constants ``breaks``). ``edges="whole"``
+    (conditions only, spec §8): 1 on every bucket where the condition holds somewhere —
+    the §3.5 range estimate over whole buckets."""
+    if edges not in ("interpolate", "whole"):
+        raise ValueError(f"edges must be 'interpolate' or 'whole', not {edges!r}")
     x, b, w = points(dim, col_type, breaks)
     f = evaluate(tree, x).astype(float)
     out = np.bincount(b, weights=f * w, minlength=dim.m)
-    return np.where(np.abs(out) < 1e-12, 0.0, out)
+    out = np.where(np.abs(out) < 1e-12, 0.0, out)
+    if kind == "truth" and edges == "whole":
+        out = (out > 0).astype(float)
+    return out
 
 
 def prefix_indicator(m: int, k: int) -> np.ndarray:

@@ -51,3 +51,17 @@ def test_data_queries_are_not_session_statements():
     s = SessionState("u", "demo", {})
     assert s.match("SELECT count(*) FROM pums") is None
     assert s.match("SELECT 1 FROM pums") is None
+
+
+def test_local_table_settings_are_checked_at_set_time():
+    s = SessionState("u", "demo", {})
+    assert s.match("SET dpgate.local_edges = 'whole'")[0] == "SET"
+    assert s.settings["dpgate.local_edges"] == "whole"
+    with pytest.raises(Refusal) as e:
+        s.match("SET dpgate.local_edges = 'partial'")
+    assert e.value.sqlstate == "22023" and "dpgate.local_edges" in e.value.message
+    assert s.settings["dpgate.local_edges"] == "whole"        # a refused SET changes nothing
+    with pytest.raises(Refusal) as e:
+        s.match("SET dpgate.local_edge = 'whole'")              # a typo is not silently kept
+    assert e.value.sqlstate == "42704"
+    assert s.match("RESET dpgate.local_edges")[0] == "RESET" and not s.settings["dpgate.local_edges"]
