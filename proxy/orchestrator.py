@@ -100,7 +100,9 @@ class Connection:
         return "dp"
 
     async def _describe(self, sql: str, oids: list[int]) -> Description:
-        local = copy.deepcopy(self.session).match(sql)
+        # Describe must not change the session: only SET / RESET write to it
+        head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        local = (copy.deepcopy(self.session) if head in ("SET", "RESET") else self.session).match(sql)
         if local is not None:
             _, cols, _, _ = local
             return Description(list(oids), _columns(cols))
@@ -126,6 +128,9 @@ class Connection:
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import describe_per_record
             return await describe_per_record(self, sql, oids)
+        if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
+            plan = self.gw.plan(sql, None)
+            return Description([], [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
         expr = parse(sql)
         types = param_types(expr, self.gw.config)
         inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
