@@ -31,3 +31,24 @@ def test_asyncpg_binary_params(service):
     assert all(isinstance(r["n"], int) and 0 <= r["avg_income"] <= 500000 for r in rows)
     assert isinstance(one, int)
     assert state == "42501"
+
+
+def test_extended_protocol_plans_a_parameterless_statement_once(duck_service, monkeypatch):
+    """Parse/Describe/Bind/Execute of a fresh statement without $n builds its plan once
+    (Describe plans, Execute reuses the plan) and never re-derives parameter types."""
+    import rewriter
+    built, typed = [], []
+    real_build, real_types = rewriter.build_plan, rewriter.param_types
+    monkeypatch.setattr(rewriter, "build_plan", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    import proxy.orchestrator as orch
+    monkeypatch.setattr(orch, "param_types", lambda *a, **k: typed.append(1) or real_types(*a, **k))
+
+    async def main():
+        conn = await asyncpg.connect(duck_service.url("analyst"))
+        try:
+            return await conn.fetch("SELECT race, COUNT(*) FROM pums WHERE age > 71 GROUP BY race")
+        finally:
+            await conn.close()
+
+    rows = run(main())
+    assert len(rows) == 6 and built == [1] and typed == []
