@@ -125,6 +125,13 @@ class _DiscreteLaplaceMeasurement(Measurement):
     def _noise(self, source: Optional[RandomSource]) -> int:
         return discrete_laplace(self.scale, source if source is not None else default_source())
 
+    def release(self, true_value, source: Optional[RandomSource] = None) -> Release:
+        return self.apply(true_value, self._noise(source))
+
+    def draw(self, source: Optional[RandomSource] = None) -> int:
+        """DLap(scale) grid units: independent of the data (see :meth:`Measurement.draw`)."""
+        return self._noise(source)
+
     @property
     def noise_variance(self) -> float:
         """Variance of the added noise in output units."""
@@ -147,12 +154,6 @@ class GeometricCount(_DiscreteLaplaceMeasurement):
 
     def __init__(self, epsilon: Real) -> None:
         self._init_noise(1, epsilon)
-
-    def release(self, true_value: int, source: Optional[RandomSource] = None) -> Release:
-        return self.apply(true_value, self._noise(source))
-
-    def draw(self, source: Optional[RandomSource] = None) -> int:
-        return self._noise(source)
 
     def apply(self, true_value: int, noise: int, source: Optional[RandomSource] = None) -> Release:
         if noise is None:
@@ -214,12 +215,6 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
         if any(math.isnan(v) for v in vals):
             raise ValueError("NaN in values")
         return math.fsum(min(max(v, lo), hi) for v in vals)
-
-    def release(self, true_value: Real, source: Optional[RandomSource] = None) -> Release:
-        return self.apply(true_value, self._noise(source))
-
-    def draw(self, source: Optional[RandomSource] = None) -> int:
-        return self._noise(source)
 
     def apply(self, true_value: Real, noise: int, source: Optional[RandomSource] = None) -> Release:
         if noise is None:

@@ -140,6 +140,23 @@ def _floats(values, col: str, policy: str, lo: float, n: int) -> np.ndarray:
     return arr
 
 
+def bits_matrix(cols: dict, key: str, n: int, width: int, what: str = "") -> np.ndarray:
+    """The n × width 0/1 matrix of a reports-CSV column ``key`` (strings of 0/1)."""
+    vals = cols.get(key)
+    if vals is None:
+        raise IngestError("42703", f"the reports file has no column {key}")
+    try:
+        raw = "".join(vals).encode("ascii")
+    except (TypeError, UnicodeEncodeError):
+        raise IngestError("22P02", f"column {key} must hold strings of 0/1") from None
+    if len(raw) != n * width or any(len(v) != width for v in vals):
+        raise IngestError("22P02", f"every {key} value must be {width} characters of 0/1{what}")
+    bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, width) - 48
+    if bits.size and bits.max() > 1:
+        raise IngestError("22P02", f"column {key} must hold only 0 and 1")
+    return bits
+
+
 class Encoder:
     """Raw column values -> report-table columns (public as-is, private as report bits).
 
@@ -197,20 +214,7 @@ class Encoder:
         for g in self.lay.groups:
             parts = []
             for c, dim in zip(g.columns, g.spec.dims):
-                key = f"{c}_bits"
-                vals = cols.get(key)
-                if vals is None:
-                    raise IngestError("42703", f"the reports file has no column {key}")
-                try:
-                    raw = "".join(vals).encode("ascii")
-                except (TypeError, UnicodeEncodeError):
-                    raise IngestError("22P02", f"column {key} must hold strings of 0/1") from None
-                if len(raw) != n * dim.m or any(len(v) != dim.m for v in vals):
-                    raise IngestError("22P02", f"every {key} value must be {dim.m} characters of 0/1")
-                bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, dim.m) - 48
-                if bits.size and bits.max() > 1:
-                    raise IngestError("22P02", f"column {key} must hold only 0 and 1")
-                parts.append(bits)
+                parts.append(bits_matrix(cols, f"{c}_bits", n, dim.m))
             rep = np.concatenate(parts, axis=1)
             for i, (name, _) in enumerate(_report_cols(g)):
                 out[name] = rep[:, i]

@@ -216,24 +216,11 @@ def categories_to_bits(lay, cols: dict, n: int, source: RandomSource, null_polic
 
 def categories_from_bits(lay, cols: dict, n: int) -> dict:
     """Report-table columns of the Subset columns from a reports CSV batch (``<col>_bits``)."""
-    import numpy as np
-    from .ldp_load import IngestError
+    from .ldp_load import bits_matrix
     out = {}
     for cat in lay.categories:
-        key, width = f"{cat.name}_bits", len(cat.levels) * cat.d
-        vals = cols.get(key)
-        if vals is None:
-            raise IngestError("42703", f"the reports file has no column {key}")
-        try:
-            raw = "".join(vals).encode("ascii")
-        except (TypeError, UnicodeEncodeError):
-            raise IngestError("22P02", f"column {key} must hold strings of 0/1") from None
-        if len(raw) != n * width or any(len(v) != width for v in vals):
-            raise IngestError("22P02", f"every {key} value must be {width} characters of 0/1 "
-                              f"({len(cat.levels)} levels × {cat.d} categories)")
-        bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, width) - 48
-        if bits.size and bits.max() > 1:
-            raise IngestError("22P02", f"column {key} must hold only 0 and 1")
+        bits = bits_matrix(cols, f"{cat.name}_bits", n, len(cat.levels) * cat.d,
+                           f" ({len(cat.levels)} levels × {cat.d} categories)")
         names = [c for e in cat.levels for c in cat.columns(e)]
         for i, name in enumerate(names):
             out[name] = bits[:, i]

@@ -3,7 +3,6 @@ backend table and as pre-made reports (`ldp-perturb`, the producer side); ≥ 1M
 one transaction; and the demo `trips` table loaded through the bulk path."""
 from __future__ import annotations
 
-import argparse
 import asyncio
 import csv
 import time
@@ -16,10 +15,11 @@ import pytest
 from config import load_config, parse_config
 from mechanisms import SeededSource
 from proxy import demo_trips
-from proxy.ldp_cli import add_parsers
 from proxy.local import local_answer
 from rewriter import parse
 from rewriter.local import plan_local, to_sql
+
+from support.ldp import run_cli, write_csv as support_write_csv
 
 CONFIG = """
 [server]
@@ -51,18 +51,6 @@ amount = {{ lo = 0, hi = 10, buckets = 2, epsilon = 2.0 }}
 """
 
 
-def run_cli(*argv) -> int:
-    p = argparse.ArgumentParser(prog="dpgate")
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    def common(sp):
-        sp.add_argument("--config", "-c")
-        sp.add_argument("--state-dir")
-    add_parsers(sub, common)
-    args = p.parse_args(list(argv))
-    return args.fn(args)
-
-
 def raw(n, seed):
     rng = np.random.default_rng(seed)
     return {"x": rng.binomial(19, 0.4, n), "y": np.round(rng.uniform(0, 10, n), 2),
@@ -71,9 +59,7 @@ def raw(n, seed):
 
 
 def write_csv(path, data, cols=("x", "y", "amount", "grp", "w")):
-    with open(path, "w", newline="") as f:
-        f.write(",".join(cols) + "\n")
-        f.write("\n".join(",".join(map(str, row)) for row in zip(*(data[c] for c in cols))) + "\n")
+    support_write_csv(path, data, cols)
 
 
 @pytest.fixture()

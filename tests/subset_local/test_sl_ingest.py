@@ -5,7 +5,6 @@ columns"): `dpgate ldp-load` from a CSV and from a backend table, `ldp-perturb` 
 never the raw value; a value outside the domain (22023) or a NULL (23502) loads nothing."""
 from __future__ import annotations
 
-import argparse
 import asyncio
 import csv
 
@@ -16,9 +15,10 @@ import pytest
 
 from config import load_config
 from mechanisms import SeededSource
-from proxy.ldp_cli import add_parsers
 from proxy.ldp_load import IngestError, _pg_table_batches, load_rows_postgres
 from rewriter.local import layout
+
+from support.ldp import run_cli, write_csv as support_write_csv
 
 ZONES = ["n", "s", "e", "w", "c", "x"]
 CONFIG = """
@@ -55,18 +55,6 @@ zone = {{ ladder = "market" }}
 """
 
 
-def run_cli(*argv) -> int:
-    p = argparse.ArgumentParser(prog="dpgate")
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    def common(sp):
-        sp.add_argument("--config", "-c")
-        sp.add_argument("--state-dir")
-    add_parsers(sub, common)
-    args = p.parse_args(list(argv))
-    return args.fn(args)
-
-
 def raw(n, seed):
     rng = np.random.default_rng(seed)
     return {"zone": np.array(ZONES)[rng.choice(6, n, p=[0.4, 0.2, 0.15, 0.1, 0.1, 0.05])],
@@ -74,9 +62,7 @@ def raw(n, seed):
 
 
 def write_csv(path, data, cols=("zone", "g", "h")):
-    with open(path, "w", newline="") as f:
-        f.write(",".join(cols) + "\n")
-        f.write("\n".join(",".join(map(str, r)) for r in zip(*(data[c] for c in cols))) + "\n")
+    support_write_csv(path, data, cols)
 
 
 def check_reports(cols: list[str], rows: list[tuple], lay, n: int) -> None:
