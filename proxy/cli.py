@@ -147,6 +147,10 @@ def cmd_budget(args) -> int:
         spent = ledger.spent(role, tier.period)
         print(f"{role:<10} {spec.tier:<10} {tier.epsilon:>8g} {spent:>8g} {tier.budget - spent:>10g} "
               f"{tier.budget:>8g}  {tier.period}")
+    held = [r for r in ledger.open_reservations() if not args.role or r["role"] == args.role]
+    if held:
+        print(f"{len(held)} charge(s), ε {sum(r['epsilon'] for r in held):g} in all, were made for answers "
+              "never recorded (the proxy stopped mid-query); they stay spent.")
     return 0
 
 

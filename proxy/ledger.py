@@ -1,6 +1,7 @@
 """The durable budget ledger and release store (SQLite, WAL).
 
-Write ordering (what makes "no overspend, no re-drawn answer" hold):
+Write ordering (what makes "no overspend, no re-drawn answer" hold), for
+``charge_and_record`` (one transaction after the answer exists):
 
 1. A release is computed (backend scan + noise) *outside* any transaction.
 2. ``BEGIN IMMEDIATE`` takes the database write lock; inside it the release
@@ -13,16 +14,39 @@ Write ordering (what makes "no overspend, no re-drawn answer" hold):
 4. Only then is the answer sent to the client.
 
 A crash before 3 commits loses nothing that was sent; a crash after it keeps
-both the charge and the answer. Amounts are integers in nano-ε, so budgets add
-up exactly (no floating-point drift at the budget's edge).
+both the charge and the answer.
+
+The DP pipeline splits this in two so the fsync overlaps the backend scan
+(``reserve`` / ``record``):
+
+1. ``reserve`` (while the scan runs, on the ledger's writer thread): the spend
+   is raised by ε if it fits and a *reservation* row is written, in one
+   transaction committed with ``synchronous=FULL`` (fsync) — the charge is
+   durable before any answer exists.
+2. After the scan, ``record`` stores the release and deletes the reservation in
+   one transaction (the charge already stands); if an earlier release of the
+   same key exists (a concurrent twin), that one is returned and the reservation
+   refunded instead. This commit is written to the WAL before the answer is sent
+   but not fsynced (``synchronous=NORMAL``): it survives a crash of the proxy;
+   an operating-system crash or power loss may lose it, and then the charge
+   stays and the same query later charges again for a fresh answer — never an
+   answer without a charge.
+3. When the scan fails, times out or is cancelled, ``cancel`` refunds the
+   reservation (nothing was sent).
+
+A reservation left by a crash between 1 and 2 stays charged (its answer may
+have been sent); ``integrity_check`` counts it: total spend = stored releases +
+open reservations. Amounts are integers in nano-ε, so budgets add up exactly (no
+floating-point drift at the budget's edge).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -40,6 +64,9 @@ CREATE TABLE IF NOT EXISTS releases (
     epsilon_nano INTEGER NOT NULL, mechanism TEXT NOT NULL,
     answer TEXT NOT NULL, period TEXT NOT NULL, created REAL NOT NULL,
     UNIQUE (role, key, data_version));
+CREATE TABLE IF NOT EXISTS reservations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL);
 """
 
 
@@ -59,6 +86,19 @@ class Stored:
     mechanism: str
     created: float
     charged: bool          # True if this call charged it, False for a repeat
+
+
+@dataclass(eq=False)
+class Reservation:
+    """ε charged before the answer exists (``Ledger.reserve``); ``record`` or
+    ``cancel`` settles it exactly once."""
+
+    id: int
+    role: str
+    period: str            # the period key the charge went to
+    epsilon_nano: int
+    spent_nano: int        # the role's spend in that period after this charge
+    state: str = field(default="open")    # open -> recorded | refunded
 
 
 def nano(eps: float) -> int:
@@ -96,8 +136,11 @@ class Ledger:
         self._rdb = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                     check_same_thread=False)
         self._rdb.execute("PRAGMA busy_timeout=30000")
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
 
     def close(self) -> None:
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
         with self._lock, self._rlock:
             self._db.close()
             self._rdb.close()
@@ -179,6 +222,121 @@ class Ledger:
                 raise
         return Stored(answer, epsilon, mechanism, now, charged=True)
 
+    # -- reserve / record (the DP pipeline: fsync overlaps the scan) ----------
+    def reserve(self, *, role: str, epsilon: float, budget: float, period: str) -> Reservation:
+        """Charge ε now, durably (fsync), before the answer exists. Raises
+        :class:`BudgetExceeded` (nothing written) if ε does not fit."""
+        pk = period_key(period)
+        eps_n, budget_n = nano(epsilon), nano(budget)
+        db = self._db
+        with self._lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "INSERT INTO spend VALUES (?,?,?) ON CONFLICT (role, period) DO UPDATE "
+                    "SET spent_nano = spent_nano + excluded.spent_nano "
+                    "WHERE spent_nano + excluded.spent_nano <= ? RETURNING spent_nano",
+                    (role, pk, eps_n, budget_n)).fetchone() if eps_n <= budget_n else None
+                if row is None:
+                    cur = db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
+                                     (role, pk)).fetchone()
+                    db.execute("ROLLBACK")
+                    raise BudgetExceeded(role, epsilon, (budget_n - (cur[0] if cur else 0)) / NANO,
+                                         budget, period)
+                rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created) "
+                                 "VALUES (?,?,?,?)", (role, pk, eps_n, time.time())).lastrowid
+                db.execute("COMMIT")
+            except BudgetExceeded:
+                raise
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        return Reservation(rid, role, pk, eps_n, row[0])
+
+    def reserve_soon(self, **kw) -> concurrent.futures.Future:
+        """``reserve(**kw)`` on the ledger's writer thread (so its fsync overlaps
+        the caller's backend scan)."""
+        if self._writer is None:
+            with self._lock:
+                if self._writer is None:
+                    self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dpgate-ledger")
+        return self._writer.submit(self.reserve, **kw)
+
+    def record(self, res: Reservation, *, key: str, data_version: int, canonical: str,
+               statement: str, mechanism: str, answer: dict) -> Stored | None:
+        """Store ``answer`` as the release the reservation paid for (WAL write, no
+        fsync: the charge is already durable). An earlier release of the same key
+        wins: it is returned and the reservation refunded. ``None`` if the
+        reservation was cancelled meanwhile (the answer must not be sent)."""
+        body, now = json.dumps(answer), time.time()
+        db = self._db
+        with self._lock:
+            if res.state != "open":
+                return None
+            db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                if db.execute(
+                        "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
+                        "mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                        "ON CONFLICT (role, key, data_version) DO NOTHING",
+                        (res.role, key, data_version, canonical, statement, res.epsilon_nano, mechanism,
+                         body, res.period, now)).rowcount == 0:
+                    row = db.execute(
+                        "SELECT answer, epsilon_nano, mechanism, created FROM releases "
+                        "WHERE role=? AND key=? AND data_version=?", (res.role, key, data_version)).fetchone()
+                    self._refund(res)
+                    db.execute("COMMIT")
+                    res.state = "refunded"
+                    return _stored(row, charged=False)
+                db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
+                db.execute("COMMIT")
+                res.state = "recorded"
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            finally:
+                db.execute("PRAGMA synchronous=FULL")
+        return Stored(answer, res.epsilon_nano / NANO, mechanism, now, charged=True)
+
+    def cancel(self, res: Reservation) -> None:
+        """Refund an open reservation (its scan failed: nothing was sent)."""
+        db = self._db
+        with self._lock:
+            if res.state != "open":
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._refund(res)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            res.state = "refunded"
+
+    def cancel_soon(self, fut: concurrent.futures.Future) -> concurrent.futures.Future:
+        """Cancel the reservation ``fut`` if it succeeded and is still open, on the
+        writer thread (after the reserve itself: one thread, first in first out)."""
+        def settle():
+            if not fut.cancelled() and fut.exception() is None:
+                self.cancel(fut.result())
+        assert self._writer is not None
+        return self._writer.submit(settle)
+
+    def _refund(self, res: Reservation) -> None:
+        self._db.execute("UPDATE spend SET spent_nano = spent_nano - ? WHERE role=? AND period=?",
+                         (res.epsilon_nano, res.role, res.period))
+        self._db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
+
+    def open_reservations(self) -> list[dict]:
+        """Charges whose answer was never recorded (a crash between reserve and record)."""
+        with self._rlock:
+            rows = self._rdb.execute("SELECT role, period, epsilon_nano, created FROM reservations "
+                                     "ORDER BY id").fetchall()
+        return [dict(role=r, period=p, epsilon=e / NANO, created=c) for r, p, e, c in rows]
+
     # -- views --------------------------------------------------------------
     def budgets(self) -> list[tuple[str, str, float]]:
         with self._lock:
@@ -199,7 +357,8 @@ class Ledger:
             ok = self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             total = self._db.execute("SELECT COALESCE(SUM(spent_nano),0) FROM spend").fetchone()[0]
             charged = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM releases").fetchone()[0]
-        return ok and total == charged
+            held = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations").fetchone()[0]
+        return ok and total == charged + held
 
 
 def _stored(row, *, charged: bool) -> Stored:

@@ -4,10 +4,11 @@ ledger → rows (the wire layer's :class:`~proxy.wire.api.Handler`).
 Order of a DP statement (README "Performance: what a query costs"):
 parse and plan (a refusal charges nothing) → an earlier release of the same
 measurement by this role is served again for free → budget pre-check → ONE
-backend scan in a worker thread (a failure charges nothing; the noise, which
-does not depend on the data, is drawn on the event loop meanwhile) → in the same
-worker: noise added, then the ledger stores the answer and charges ε in one
-transaction → rows and a NOTICE go to the client.
+backend scan in a worker thread; meanwhile the noise, which does not depend on
+the data, is drawn on the event loop and the ledger's writer thread charges ε
+durably (a reservation; a failed scan refunds it) → in the scan's worker: noise
+added, then the ledger stores the answer against the charge → rows and a NOTICE
+go to the client.
 """
 from __future__ import annotations
 
@@ -192,25 +193,33 @@ class Connection:
                 stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
                 return self._rows(plan, stored, tier, cols)
             pool = NoisePool(plan, tier.epsilon, gw.source) if plan.selection is None else None
+            # ε is charged (fsync) on the ledger's writer thread while the scan runs
+            held = gw.ledger.reserve_soon(role=self.role, epsilon=tier.epsilon, budget=tier.budget,
+                                          period=tier.period)
 
-            def noise_and_charge(cells):
-                # In the backend's worker thread, right after the scan: noise, then ONE
-                # ledger transaction (charge + answer, fsync) before anything is sent.
+            def noise_and_record(cells):
+                # In the backend's worker thread, right after the scan: noise, then the
+                # release is stored against the (already durable) charge before anything is sent.
                 if pool is None:
                     answer = selection_answer(plan, cells, tier.epsilon, gw.source)
                 else:
                     answer = noisy_answer(plan, cells, tier.epsilon, gw.source, pool)
-                return gw.ledger.charge_and_record(
-                    role=self.role, key=key, data_version=dv, epsilon=tier.epsilon,
-                    budget=tier.budget, period=tier.period, canonical=plan.canonical(),
-                    statement=sql, mechanism=",".join(sorted(set(answer["mechanism"]))), answer=answer)
+                res = held.result()                           # BudgetExceeded: nothing is sent
+                return gw.ledger.record(
+                    res, key=key, data_version=dv, canonical=plan.canonical(), statement=sql,
+                    mechanism=",".join(sorted(set(answer["mechanism"]))), answer=answer)
 
             try:
                 async with gw.statement_slot(self.role):      # noise drawn while the scan runs
-                    stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_charge,
+                    stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_record,
                                                during=pool.fill if pool is not None and pool.worthwhile else None)
             except BudgetExceeded as b:
                 raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
+            except BaseException:                             # the scan failed: nothing was sent;
+                await asyncio.shield(asyncio.wrap_future(gw.ledger.cancel_soon(held)))   # refund first
+                raise
+            if stored is None:                                # cancelled after the scan: nothing sent
+                raise SqlError("57014", "canceling statement due to user request")
         return self._rows(plan, stored, tier, cols)
 
     async def _fetch(self, sql: str, then=None, during=None):

@@ -54,7 +54,15 @@ def test_data_version_and_budget(tmp_path, capsys):
     assert "advanced to 2" in capsys.readouterr().out
     assert main(["budget", "--state-dir", state]) == 0
     out = capsys.readouterr().out
-    assert "analyst" in out and "50" in out
+    assert "analyst" in out and "50" in out and "never recorded" not in out
+    from proxy.ledger import Ledger
+    led = Ledger(tmp_path / "ledger.sqlite3")
+    led.reserve(role="analyst", epsilon=1.0, budget=50.0, period="day")   # a crash before record
+    led.close()
+    assert main(["budget", "--state-dir", state]) == 0
+    out = capsys.readouterr().out
+    assert "1 charge(s), ε 1 in all, were made for answers never recorded" in out
+    assert next(x for x in out.splitlines() if x.startswith("analyst")).split()[3] == "1"
 
 
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql not installed")

@@ -84,3 +84,109 @@ def test_period_keys():
     assert period_key("month", 0) == "1970-01"
     assert period_key("week", 0) == "1970-W01"
     assert period_key("never", 0) == "all"
+
+
+# -- reserve / record / cancel: the DP pipeline's split (charge fsynced during the scan) --
+
+def _reserve(led, eps=1.0, budget=3.0, role="r"):
+    return led.reserve(role=role, epsilon=eps, budget=budget, period="day")
+
+
+def _record(led, res, key, dv=1):
+    return led.record(res, key=key, data_version=dv, canonical=key, statement="SELECT …",
+                      mechanism="m", answer={"values": [[key]]})
+
+
+def test_reserve_charges_before_the_answer_and_record_consumes_it(tmp_path):
+    led = Ledger(tmp_path / "l.db")
+    res = _reserve(led)
+    assert led.spent("r", "day") == 1.0 and res.spent_nano == 1_000_000_000
+    assert len(led.open_reservations()) == 1 and led.integrity_check()
+    stored = _record(led, res, "q1")
+    assert stored.charged and stored.epsilon == 1.0 and res.state == "recorded"
+    assert led.open_reservations() == [] and led.spent("r", "day") == 1.0
+    assert led.lookup("r", "q1", 1).answer == {"values": [["q1"]]} and led.integrity_check()
+    assert _record(led, res, "q1") is None              # settled exactly once
+
+
+def test_reserve_refuses_over_budget_and_writes_nothing(tmp_path):
+    led = Ledger(tmp_path / "l.db")
+    for _ in range(3):
+        _reserve(led)
+    with pytest.raises(BudgetExceeded) as e:
+        _reserve(led)
+    assert e.value.remaining == 0.0 and led.spent("r", "day") == 3.0
+    assert len(led.open_reservations()) == 3
+    with pytest.raises(BudgetExceeded):
+        _reserve(led, eps=4.0, budget=3.0, role="fresh")  # a first charge larger than the budget
+    assert led.spent("fresh", "day") == 0.0
+
+
+def test_cancel_refunds_and_wins_or_loses_against_record(tmp_path):
+    led = Ledger(tmp_path / "l.db")
+    res = _reserve(led)
+    led.cancel(res)
+    assert led.spent("r", "day") == 0.0 and res.state == "refunded"
+    assert _record(led, res, "q") is None and led.lookup("r", "q", 1) is None   # never sent
+    done = _reserve(led)
+    _record(led, done, "q2")
+    led.cancel(done)                                     # after record: no refund
+    assert led.spent("r", "day") == 1.0 and led.integrity_check()
+
+
+def test_concurrent_twin_gets_the_first_answer_and_its_charge_back(tmp_path):
+    led = Ledger(tmp_path / "l.db")
+    a, b = _reserve(led), _reserve(led)
+    assert led.spent("r", "day") == 2.0
+    first = _record(led, a, "same")
+    twin = led.record(b, key="same", data_version=1, canonical="same", statement="SELECT …",
+                      mechanism="m", answer={"values": [["other draw"]]})
+    assert not twin.charged and twin.answer == first.answer and b.state == "refunded"
+    assert led.spent("r", "day") == 1.0 and led.integrity_check()
+
+
+def test_a_crash_between_reserve_and_record_stays_charged(tmp_path):
+    led = Ledger(tmp_path / "l.db")
+    _reserve(led)
+    led.close()                                          # no record: as if killed after the fsync
+    led = Ledger(tmp_path / "l.db")
+    assert led.spent("r", "day") == 1.0 and led.integrity_check()
+    assert [r["epsilon"] for r in led.open_reservations()] == [1.0]
+
+
+def test_reserve_soon_and_cancel_soon_run_in_order_on_the_writer(tmp_path):
+    led = Ledger(tmp_path / "l.db")
+    fut = led.reserve_soon(role="r", epsilon=1.0, budget=3.0, period="day")
+    led.cancel_soon(fut).result(timeout=10)
+    assert fut.result().state == "refunded" and led.spent("r", "day") == 0.0
+    over = led.reserve_soon(role="r", epsilon=5.0, budget=3.0, period="day")
+    led.cancel_soon(over).result(timeout=10)             # a refused reservation: nothing to refund
+    assert isinstance(over.exception(), BudgetExceeded)
+    led.close()
+
+
+def test_concurrent_reservations_never_overspend(tmp_path):
+    """32 threads on two ledger objects (two proxies) reserve-then-record against a budget of 5."""
+    leds = [Ledger(tmp_path / "l.db"), Ledger(tmp_path / "l.db")]
+    ok, refused = [], []
+
+    def worker(i):
+        led = leds[i % 2]
+        try:
+            res = _reserve(led, budget=5.0)
+        except BudgetExceeded:
+            refused.append(i)
+            return
+        if i % 3 == 0:
+            led.cancel(res)                              # a failed scan gives its charge back
+        else:
+            ok.append(_record(led, res, f"q{i}").charged)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ok) + len(refused) + sum(1 for i in range(32) if i % 3 == 0 and i not in refused) == 32
+    assert leds[0].spent("r", "day") == float(len(ok)) <= 5.0 and leds[0].integrity_check()
+    assert leds[0].open_reservations() == []
