@@ -79,8 +79,16 @@ class Measurement(ABC):
 
     @property
     def epsilon(self) -> float:
-        """eps for neighbouring datasets (d_in = 1)."""
-        return self.privacy_map(1)
+        """eps for neighbouring datasets (d_in = 1); computed from the privacy map
+        once, and again after any parameter of the measurement is changed."""
+        eps = self.__dict__.get("_epsilon")
+        if eps is None:
+            eps = self.__dict__["_epsilon"] = self.privacy_map(1)
+        return eps
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__.pop("_epsilon", None)
+        object.__setattr__(self, name, value)
 
     @abstractmethod
     def release(self, true_value: Any, source: Optional[RandomSource] = None) -> Release:

@@ -82,9 +82,16 @@ def _key(v):
 
 
 def _releases(plan: Plan, epsilon: float):
-    groups = release_groups(plan)
-    shares = [float(e) for e in split(epsilon, len(groups))]
-    return groups, shares, [measurement_for(plan.aggregates[i], e) for (i, _), e in zip(groups, shares)]
+    """(release groups, ε shares, measurements) of ``plan`` at ``epsilon``, computed
+    once per plan (kept beside its frozen fields, like ``Plan.canonical``)."""
+    memo = plan.__dict__.setdefault("_releases", {})
+    hit = memo.get(epsilon)
+    if hit is None:
+        groups = release_groups(plan)
+        shares = [float(e) for e in split(epsilon, len(groups))]
+        hit = memo[epsilon] = (groups, shares, [measurement_for(plan.aggregates[i], e)
+                                                for (i, _), e in zip(groups, shares)])
+    return hit
 
 
 class NoisePool:

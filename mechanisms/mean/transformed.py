@@ -18,6 +18,7 @@ AVG l' + w' Clip(s1^/n^) and the SUM l' n^ + w' s1^ are computed from them.
 
 from __future__ import annotations
 
+import bisect
 import math
 from fractions import Fraction
 from numbers import Real
@@ -35,6 +36,17 @@ from .quantiles import hourglass_abs_quantile, integer_abs_quantile, laplace_com
 __all__ = ["HourglassMean", "LaplaceTransformedMean"]
 
 _ALPHA_GRID = tuple(i / 20 for i in range(11))     # 0, 0.05, ..., 0.5
+
+
+def _interp(x: float, xs: tuple, ys) -> float:
+    """``float(np.interp(x, xs, ys))`` for one point on an increasing grid (no array round trip)."""
+    i = bisect.bisect_right(xs, x)
+    if i <= 0:
+        return float(ys[0])
+    if i >= len(xs):
+        return float(ys[-1])
+    x0, x1 = xs[i - 1], xs[i]
+    return float(ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0))
 
 
 def _fold(alpha: float) -> float:
@@ -97,16 +109,20 @@ class HourglassMean(GridMean):
             if self._q_mean is None:
                 self._q_mean = hourglass_abs_quantile(self.noise.eps, self.noise.gamma,
                                                       _ALPHA_GRID, 0.95)
-            q = float(np.interp(al, _ALPHA_GRID, self._q_mean))
+            q = _interp(al, _ALPHA_GRID, self._q_mean)
         else:
             q = float(hourglass_abs_quantile(self.noise.eps, self.noise.gamma, [al], level)[0])
         return self._mean_hw(q, n_hat)
 
     def sum_half_width(self, level: float = 0.95) -> float:
-        """SUM^ - SUM = w' Z1 + l' K = w'(Z1 - alpha_s K), alpha_s = -l'/w'."""
-        q = hourglass_abs_quantile(self.noise.eps, self.noise.gamma,
-                                   [-self.lo_t / self.w_t], level)[0]
-        return self.w_t * float(q)
+        """SUM^ - SUM = w' Z1 + l' K = w'(Z1 - alpha_s K), alpha_s = -l'/w' (data-independent:
+        computed once per level)."""
+        key = ("sum", level)
+        if key not in self._q_count:
+            q = hourglass_abs_quantile(self.noise.eps, self.noise.gamma,
+                                       [-self.lo_t / self.w_t], level)[0]
+            self._q_count[key] = self.w_t * float(q)
+        return self._q_count[key]
 
     def count_half_width(self, level: float = 0.95) -> int:
         """Exact quantile of |K|, K = J + DLap(eps) on the grid law (Lemma 4)."""

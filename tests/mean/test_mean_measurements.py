@@ -221,3 +221,24 @@ def test_hourglass_half_width_uses_released_values_only():
     h1 = m.half_width(0.95, n_hat=100, avg_hat=40.0)
     assert m.half_width(0.95, n_hat=200, avg_hat=40.0) == pytest.approx(h1 / 2)
     assert m.half_width(0.95, n_hat=100, avg_hat=2.0) > h1   # M-shaped: larger near the bounds
+
+
+def test_scalar_interp_equals_numpy_interp():
+    """The AVG half-width's table look-up (transformed._interp) is np.interp for one point."""
+    import numpy as np
+    from mechanisms.mean.transformed import _ALPHA_GRID, _interp
+    ys = np.sort(np.random.default_rng(7).random(len(_ALPHA_GRID)))
+    xs = [-0.1, 0.0, 0.5, 0.6] + list(_ALPHA_GRID) + list(np.random.default_rng(8).random(500) / 2)
+    for x in xs:
+        assert _interp(float(x), _ALPHA_GRID, ys) == pytest.approx(float(np.interp(x, _ALPHA_GRID, ys)),
+                                                                   rel=1e-15, abs=1e-15)
+
+
+def test_cached_half_widths_equal_fresh_ones():
+    """SUM and ε are cached per measurement: the values equal a fresh measurement's."""
+    m = make_mean("hourglass", 0.7, -5, 50)
+    first = (m.sum_half_width(), m.epsilon, m.half_width(0.95, n_hat=40.0, avg_hat=12.5))
+    assert m.sum_half_width() == first[0] and m.epsilon == first[1]
+    fresh = make_mean("hourglass", 0.7, -5, 50)
+    assert (fresh.half_width(0.95, n_hat=40.0, avg_hat=12.5), fresh.epsilon, fresh.sum_half_width()) == \
+        (first[2], first[1], first[0])
