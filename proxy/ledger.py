@@ -136,6 +136,12 @@ class Ledger:
         self._rdb = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                     check_same_thread=False)
         self._rdb.execute("PRAGMA busy_timeout=30000")
+        # ``record`` commits through its own connection with synchronous=NORMAL (no
+        # fsync), used under the same lock as ``_db`` so the two never wait on each other.
+        self._ndb = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                    check_same_thread=False)
+        self._ndb.execute("PRAGMA busy_timeout=30000")
+        self._ndb.execute("PRAGMA synchronous=NORMAL")
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
 
     def close(self) -> None:
@@ -143,6 +149,7 @@ class Ledger:
             self._writer.shutdown(wait=True)
         with self._lock, self._rlock:
             self._db.close()
+            self._ndb.close()
             self._rdb.close()
 
     # -- data version -------------------------------------------------------
@@ -270,13 +277,12 @@ class Ledger:
         wins: it is returned and the reservation refunded. ``None`` if the
         reservation was cancelled meanwhile (the answer must not be sent)."""
         body, now = json.dumps(answer), time.time()
-        db = self._db
+        db = self._ndb
         with self._lock:
             if res.state != "open":
                 return None
-            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute("BEGIN IMMEDIATE")
                 if db.execute(
                         "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
                         "mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?) "
@@ -286,7 +292,7 @@ class Ledger:
                     row = db.execute(
                         "SELECT answer, epsilon_nano, mechanism, created FROM releases "
                         "WHERE role=? AND key=? AND data_version=?", (res.role, key, data_version)).fetchone()
-                    self._refund(res)
+                    self._refund(res, db)
                     db.execute("COMMIT")
                     res.state = "refunded"
                     return _stored(row, charged=False)
@@ -297,8 +303,6 @@ class Ledger:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-            finally:
-                db.execute("PRAGMA synchronous=FULL")
         return Stored(answer, res.epsilon_nano / NANO, mechanism, now, charged=True)
 
     def cancel(self, res: Reservation) -> None:
@@ -325,10 +329,11 @@ class Ledger:
         assert self._writer is not None
         return self._writer.submit(settle)
 
-    def _refund(self, res: Reservation) -> None:
-        self._db.execute("UPDATE spend SET spent_nano = spent_nano - ? WHERE role=? AND period=?",
-                         (res.epsilon_nano, res.role, res.period))
-        self._db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
+    def _refund(self, res: Reservation, db=None) -> None:
+        db = self._db if db is None else db
+        db.execute("UPDATE spend SET spent_nano = spent_nano - ? WHERE role=? AND period=?",
+                   (res.epsilon_nano, res.role, res.period))
+        db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
 
     def open_reservations(self) -> list[dict]:
         """Charges whose answer was never recorded (a crash between reserve and record)."""

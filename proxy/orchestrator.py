@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import logging
 import time
 
@@ -23,7 +24,7 @@ from rewriter.errors import Refusal
 
 from .backends import BackendError
 from .backends.base import CancelSignal
-from .ledger import BudgetExceeded
+from .ledger import NANO, BudgetExceeded
 from .release import NoisePool, answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
 from .views import mentions_views
@@ -80,10 +81,10 @@ class Connection:
         except SqlError as e:
             decision = f"error {e.sqlstate}"
             raise
-        finally:
-            self.gw.log_statement(role=self.role, sql=sql, decision=decision, epsilon=eps,
-                                  ms=(time.perf_counter() - t0) * 1000,
-                                  backend_ms=self._timing.get("backend_ms"))
+        finally:       # logged once the reply is written (call_soon runs after this task step)
+            asyncio.get_running_loop().call_soon(functools.partial(
+                self.gw.log_statement, role=self.role, sql=sql, decision=decision, epsilon=eps,
+                ms=(time.perf_counter() - t0) * 1000, backend_ms=self._timing.get("backend_ms")))
 
     # -- routing ------------------------------------------------------------
     def _kind(self, sql: str) -> str:
@@ -205,7 +206,7 @@ class Connection:
                 else:
                     answer = noisy_answer(plan, cells, tier.epsilon, gw.source, pool)
                 res = held.result()                           # BudgetExceeded: nothing is sent
-                return gw.ledger.record(
+                return res, gw.ledger.record(
                     res, key=key, data_version=dv, canonical=plan.canonical(), statement=sql,
                     mechanism=",".join(sorted(set(answer["mechanism"]))), answer=answer)
 
@@ -218,8 +219,11 @@ class Connection:
             except BaseException:                             # the scan failed: nothing was sent;
                 await asyncio.shield(asyncio.wrap_future(gw.ledger.cancel_soon(held)))   # refund first
                 raise
+            res, stored = stored
             if stored is None:                                # cancelled after the scan: nothing sent
                 raise SqlError("57014", "canceling statement due to user request")
+            if stored.charged:                                # the budget left after this charge
+                return self._rows(plan, stored, tier, cols, tier.budget - res.spent_nano / NANO)
         return self._rows(plan, stored, tier, cols)
 
     async def _fetch(self, sql: str, then=None, during=None):
@@ -232,9 +236,10 @@ class Connection:
         except BackendError as e:
             raise SqlError(e.sqlstate, e.message) from None
 
-    def _rows(self, plan, stored, tier, cols):
+    def _rows(self, plan, stored, tier, cols, remaining: float | None = None):
         """Rows and the NOTICE for a stored (or just recorded) release."""
-        remaining = tier.budget - self.gw.ledger.spent(self.role, tier.period)
+        if remaining is None:
+            remaining = tier.budget - self.gw.ledger.spent(self.role, tier.period)
         rows = answer_rows(plan, stored.answer)
         msg = notice(plan, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
                      remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,
