@@ -19,6 +19,8 @@ from mechanisms import default_source
 
 from .backends import open_backend
 from .catalog import Catalog
+from rewriter.template import Templates
+
 from .ledger import Ledger
 from .orchestrator import Connection
 from .views import Views
@@ -51,6 +53,7 @@ class Gateway:
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
         self.json_logs = config.server.log_format == "json"
         self._plans: OrderedDict = OrderedDict()
+        self._templates = Templates()
         names = "|".join(re.escape(t) for t in sorted(config.tables, key=len, reverse=True))
         self._from_declared = re.compile(rf'\bfrom\s+(?:"?public"?\s*\.\s*)?"?({names})\b')
 
@@ -74,8 +77,11 @@ class Gateway:
         if hit is not None:
             self._plans.move_to_end(key)
             return hit
-        from rewriter import build_plan, parse
-        plan = build_plan(parse(sql), self.config, list(params) if params else None, copy=False)
+        if params:
+            from rewriter import build_plan, parse
+            plan = build_plan(parse(sql), self.config, list(params), copy=False)
+        else:                 # statements equal up to their comparison literals share a template
+            plan = self._templates.plan(sql, self.config, self.backend.dialect)
         self._plans[key] = plan
         if len(self._plans) > 2048:
             self._plans.popitem(last=False)

@@ -22,7 +22,7 @@ from .errors import SYNTAX_ERROR, Refusal
 from .plan import ColumnType, Plan
 from .scope import Ctx
 
-__all__ = ["Plan", "Refusal", "build_plan", "param_types", "parse", "to_sql"]
+__all__ = ["Plan", "Refusal", "build_plan", "param_types", "parse", "to_sql", "tokenize"]
 
 
 _LOCAL = threading.local()
@@ -55,6 +55,14 @@ def parse(sql: str) -> exp.Expression:
     if len(exprs) != 1:
         raise Refusal(SYNTAX_ERROR, f"expected one statement, got {len(exprs)}.", hint=None)
     return exprs[0]
+
+
+def tokenize(sql: str) -> list | None:
+    """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that)."""
+    try:
+        return _postgres()[0].tokenize(sql)
+    except SqlglotError:
+        return None
 
 
 def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,

@@ -34,7 +34,11 @@ _WHERE_MARK = "__dpgate_where__"
 def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
     """The backend SQL. The statement around the WHERE predicate depends only on the
     plan's shape, so it is generated once per shape and cached; the predicate is
-    generated from its own AST each time and put in place of a marker column."""
+    generated from its own AST each time and put in place of a marker column
+    (a plan filled from a template, :mod:`.template`, carries its SQL already)."""
+    preset = plan.__dict__.get("_sql")
+    if preset is not None and dialect in preset:
+        return preset[dialect]
     if plan.where is None:
         return _skeleton(plan, dialect)
     shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))

@@ -1,0 +1,225 @@
+"""Plan templates: statements that differ only in the integer literals of their
+row comparisons (``age BETWEEN 20 AND 70`` vs ``… 31 AND 64``) share one plan,
+with the literals put back in — a prepared statement derived from the text.
+
+A statement is *masked* by its tokens: every integer literal of at most nine
+digits becomes a slot; everything else (keywords, names, operators, other
+literals) is the key. The first statement of a key is planned in full and a
+template is derived only if it provably depends on the slot values in nothing
+but the values themselves:
+
+* every slot sits directly in a comparison, BETWEEN or IN whose subject is a
+  column (never in arithmetic, LIMIT, HAVING, a function or a sign), so no
+  rule of the rewriter branches on it;
+* the statement planned with distinct sentinel values in ascending and in
+  descending order gives the same plan apart from WHERE, and the same backend
+  SQL and canonical text with the sentinels in the same places (no ordering
+  depends on the values);
+* the template filled with the first statement's own values reproduces its
+  full plan's SQL and canonical text exactly.
+
+Otherwise the key is remembered as not templatable and every statement of it is
+planned in full. A filled template is a :class:`Plan` equal to the full plan of
+the statement (WHERE rebuilt with the values; canonical text and SQL preset).
+SQL only: no numbers are released here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import OrderedDict
+
+from sqlglot import exp
+
+from .plan import Plan
+
+_MAX_DIGITS = 9                                  # values < 2**31: int in every dialect
+_ASC = tuple(1_900_000_001 + i for i in range(512))
+_DESC = tuple(1_999_999_999 - i for i in range(512))
+_SENTINEL = re.compile(r"(?<![\w.])(19\d{8})(?![\w.])")
+_SLOT_PARENTS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In)
+
+
+def mask(tokens) -> tuple[tuple, list[int], list[tuple[int, int]]] | None:
+    """(key, values, character spans) of a token list; None if it has no slot or
+    a number that is not a short integer (such statements are planned in full)."""
+    key, values, spans = [], [], []
+    for t in tokens:
+        name = t.token_type.name
+        if name == "NUMBER":
+            text = t.text
+            if not text.isdigit() or len(text) > _MAX_DIGITS or (len(text) > 1 and text[0] == "0"):
+                return None
+            key.append("#")
+            values.append(int(text))
+            spans.append((t.start, t.end + 1))
+        elif name == "PARAMETER" or name == "PLACEHOLDER":
+            return None
+        else:
+            key.append((name, t.text))
+    if not values or len(values) > len(_ASC):
+        return None
+    return tuple(key), values, spans
+
+
+def _fill(sql: str, spans, values) -> str:
+    out, at = [], 0
+    for (a, b), v in zip(spans, values):
+        out.append(sql[at:a])
+        out.append(str(v))
+        at = b
+    out.append(sql[at:])
+    return "".join(out)
+
+
+def _slots(text: str, sentinels: tuple) -> str | None:
+    """``text`` with each sentinel replaced by ``{i}`` (its slot), or None if a
+    sentinel is missing or a foreign one appears."""
+    index = {str(s): i for i, s in enumerate(sentinels)}
+    seen = set()
+
+    def sub(m):
+        i = index.get(m.group(1))
+        if i is None:
+            raise KeyError(m.group(1))
+        seen.add(i)
+        return "\x00%d\x01" % i
+
+    try:
+        out = _SENTINEL.sub(sub, text.replace("\x00", "").replace("\x01", ""))
+    except KeyError:
+        return None
+    return out if len(seen) == len(sentinels) else None
+
+
+_HOLE = re.compile("\x00(\\d+)\x01")
+
+
+def _put(template: str, values) -> str:
+    return _HOLE.sub(lambda m: str(values[int(m.group(1))]), template)
+
+
+@dataclasses.dataclass(frozen=True)
+class Template:
+    plan: Plan                     # planned with the ascending sentinels
+    canonical: str
+    sql: dict                      # dialect -> backend SQL with holes
+
+    def fill(self, values: list[int]) -> Plan:
+        where = self.plan.where.copy()
+        for i, node in enumerate(_sentinel_literals(where, len(values))):
+            node.set("this", str(values[i]))
+        plan = dataclasses.replace(self.plan, where=where)
+        plan.__dict__["_canonical"] = _put(self.canonical, values)
+        plan.__dict__["_sql"] = {d: _put(s, values) for d, s in self.sql.items()}
+        return plan
+
+
+def _sentinel_literals(where: exp.Expression, n: int) -> list[exp.Literal]:
+    """The sentinel literals of a WHERE tree, slot order (each exactly once)."""
+    found: dict[int, exp.Literal] = {}
+    for node in where.find_all(exp.Literal):
+        if node.is_int:
+            v = int(node.this)
+            if _ASC[0] <= v <= _ASC[0] + n - 1:
+                if v - _ASC[0] in found:
+                    raise ValueError("sentinel twice")
+                found[v - _ASC[0]] = node
+    if len(found) != n:
+        raise ValueError("sentinel missing")
+    return [found[i] for i in range(n)]
+
+
+def _positions_ok(expr: exp.Expression, n: int) -> bool:
+    """Every sentinel of the parsed statement sits directly in a comparison,
+    BETWEEN or IN whose subject is a column."""
+    count = 0
+    for node in expr.find_all(exp.Literal):
+        if not node.is_int or not (_ASC[0] <= int(node.this) < _ASC[0] + n):
+            continue
+        count += 1
+        parent = node.parent
+        if not isinstance(parent, _SLOT_PARENTS) or node is parent.this:
+            return False
+        if not isinstance(parent.this, exp.Column):
+            return False
+    return count == n
+
+
+def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Template | None:
+    """The template of ``sql`` (see module doc), or None. ``build(text)`` plans a
+    statement (parse + rules; raises on refusal), ``emit(plan, dialect)`` is
+    ``to_sql``; ``full`` is the full plan of ``sql`` itself."""
+    n = len(values)
+    asc, desc = _ASC[:n], _DESC[:n]
+    try:
+        a_text = _fill(sql, spans, asc)
+        from . import parse
+        if not _positions_ok(parse(a_text), n):
+            return None
+        a, b = build(a_text), build(_fill(sql, spans, desc))
+    except Exception:  # noqa: BLE001 - a refusal or anything else: no template
+        return None
+    if a.where is None or a.selection is not None:
+        return None
+    bare = lambda p: dataclasses.replace(p, where=None)  # noqa: E731
+    if not (bare(a) == bare(full) == bare(b)):
+        return None
+    canonical = _slots(a.canonical(), asc)
+    if canonical is None or _slots(b.canonical(), desc) != canonical:
+        return None
+    if _put(canonical, values) != full.canonical():
+        return None
+    sqls = {}
+    for d in dialects:
+        t = _slots(emit(a, d), asc)
+        if t is None or _slots(emit(b, d), desc) != t or _put(t, values) != emit(full, d):
+            return None
+        sqls[d] = t
+    try:
+        _sentinel_literals(a.where, n)
+    except ValueError:
+        return None
+    tpl = Template(a, canonical, sqls)
+    if tpl.fill(values).where != full.where:
+        return None
+    return tpl
+
+
+class Templates:
+    """Masked key -> Template (or None: not templatable), LRU-bounded."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._map: OrderedDict = OrderedDict()
+        self.size = size
+        self.filled = 0                     # statements planned from a template (for tests)
+
+    def plan(self, sql: str, config, dialect: str) -> Plan:
+        """The plan of ``sql`` (no parameters): filled from its key's template, or
+        planned in full (refusals raise as from ``build_plan``), deriving the
+        key's template the first time."""
+        from . import build_plan, parse, to_sql, tokenize
+        tokens = tokenize(sql)
+        masked = mask(tokens) if tokens else None
+        distinct = masked is not None and len(set(masked[1])) == len(masked[1])
+        tpl = self.get(masked[0]) if distinct else None
+        if tpl:
+            self.filled += 1
+            return tpl.fill(masked[1])
+        plan = build_plan(parse(sql), config, None, copy=False)
+        if tpl is False:                    # first statement of this key
+            self.put(masked[0], derive(sql, masked[2], masked[1], plan,
+                                       lambda text: build_plan(parse(text), config, None, copy=False),
+                                       to_sql, (dialect,)))
+        return plan
+
+    def get(self, key):
+        hit = self._map.get(key, False)
+        if hit is not False:
+            self._map.move_to_end(key)
+        return hit
+
+    def put(self, key, tpl: Template | None) -> None:
+        self._map[key] = tpl
+        if len(self._map) > self.size:
+            self._map.popitem(last=False)
