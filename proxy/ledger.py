@@ -178,6 +178,19 @@ class Ledger:
                                    (role, period_key(period))).fetchone()
         return (row[0] if row else 0) / NANO
 
+    def snapshot(self, role: str, key: str, period: str) -> tuple[int, float, Stored | None]:
+        """(data version, ε spent by ``role`` this period, its release of ``key`` at
+        that data version or None) in one read."""
+        with self._rlock:
+            row = self._rdb.execute(
+                "SELECT m.v, s.spent_nano, r.answer, r.epsilon_nano, r.mechanism, r.created FROM "
+                "(SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key='data_version'), 1) AS v) m "
+                "LEFT JOIN spend s ON s.role=? AND s.period=? "
+                "LEFT JOIN releases r ON r.role=? AND r.key=? AND r.data_version=m.v",
+                (role, period_key(period), role, key)).fetchone()
+        dv, spent_n = row[0], row[1] or 0
+        return dv, spent_n / NANO, (_stored(row[2:], charged=False) if row[2] is not None else None)
+
     def lookup(self, role: str, key: str, data_version: int) -> Stored | None:
         with self._rlock:
             row = self._rdb.execute(

@@ -179,12 +179,12 @@ class Connection:
         plan = self._with_threshold(gw.plan(sql, params or None))
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
-        dv = gw.data_version
         cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
 
-        stored = gw.ledger.lookup(self.role, key, dv)      # WAL read: never waits for a writer
+        # one WAL read (never waits for a writer): data version, spend, an earlier release
+        dv, spent, stored = gw.ledger.snapshot(self.role, key, tier.period)
         if stored is None:
-            remaining = tier.budget - gw.ledger.spent(self.role, tier.period)
+            remaining = tier.budget - spent
             if remaining + 1e-9 < tier.epsilon:
                 raise _budget_error(self.role, tier.epsilon, remaining, tier)
             if tier.ladder is not None:                       # multi-tier chain (seed 000)

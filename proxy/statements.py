@@ -14,6 +14,16 @@ _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 def split(sql: str) -> list[str]:
     """Split on top-level semicolons, respecting quotes, dollar quotes and comments.
     Empty statements and comment-only statements are dropped."""
+    if not any(c in sql for c in _SPECIAL):        # nothing to split or strip: one statement
+        s = sql.strip()
+        return [s] if s else []
+    return _scan(sql)
+
+
+_SPECIAL = ";'\"-/$"
+
+
+def _scan(sql: str) -> list[str]:
     out, buf, i, n = [], [], 0, len(sql)
     while i < n:
         c = sql[i]

@@ -190,3 +190,14 @@ def test_concurrent_reservations_never_overspend(tmp_path):
     assert len(ok) + len(refused) + sum(1 for i in range(32) if i % 3 == 0 and i not in refused) == 32
     assert leds[0].spent("r", "day") == float(len(ok)) <= 5.0 and leds[0].integrity_check()
     assert leds[0].open_reservations() == []
+
+
+def test_snapshot_is_data_version_spend_and_release_in_one_read(tmp_path):
+    led = Ledger(tmp_path / "l.db")
+    assert led.snapshot("r", "q", "day") == (1, 0.0, None)
+    first = _charge(led, "q")
+    dv, spent, stored = led.snapshot("r", "q", "day")
+    assert (dv, spent) == (1, 1.0) and stored.answer == first.answer and not stored.charged
+    assert led.snapshot("other", "q", "day") == (1, 0.0, None)        # per role
+    led.advance_data_version()
+    assert led.snapshot("r", "q", "day") == (2, 1.0, None)            # a new data version: no release

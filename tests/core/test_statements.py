@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from proxy.statements import SessionState, split
 from rewriter.errors import Refusal
@@ -65,3 +66,12 @@ def test_local_table_settings_are_checked_at_set_time():
         s.match("SET dpgate.local_edge = 'whole'")              # a typo is not silently kept
     assert e.value.sqlstate == "42704"
     assert s.match("RESET dpgate.local_edges")[0] == "RESET" and not s.settings["dpgate.local_edges"]
+
+
+@given(st.text(alphabet=st.sampled_from(list("SELECT count(*) FROM t WHERE a > 5 AND b IN (1,2)\n\t\r ")),
+               max_size=80))
+@settings(max_examples=500, deadline=None)
+def test_split_fast_path_equals_the_scanner(sql):
+    """Without ; quotes, comments or $, split() skips the character scanner: same result."""
+    from proxy.statements import _scan
+    assert split(sql) == _scan(sql)
