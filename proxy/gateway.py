@@ -22,6 +22,7 @@ from .catalog import Catalog
 from rewriter.template import Templates
 
 from .ledger import Ledger
+from .release import NoiseReservoir
 from .orchestrator import Connection
 from .views import Views
 from .wire.api import SqlError
@@ -48,6 +49,7 @@ class Gateway:
         self.backend = backend or open_backend(config, self.state_dir)
         self.catalog = Catalog(config, database=config.server.database)
         self.source = source or default_source()
+        self.reservoir = NoiseReservoir(self.source)     # noise drawn ahead, in idle time
         self.views = Views(self)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None

@@ -193,7 +193,7 @@ class Connection:
                 from .multitier import release_multitier
                 stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
                 return self._rows(plan, stored, tier, cols)
-            pool = NoisePool(plan, tier.epsilon, gw.source) if plan.selection is None else None
+            pool = NoisePool(plan, tier.epsilon, gw.source, gw.reservoir) if plan.selection is None else None
             # ε is charged (fsync) on the ledger's writer thread while the scan runs
             held = gw.ledger.reserve_soon(role=self.role, epsilon=tier.epsilon, budget=tier.budget,
                                           period=tier.period)
@@ -222,6 +222,8 @@ class Connection:
             res, stored = stored
             if stored is None:                                # cancelled after the scan: nothing sent
                 raise SqlError("57014", "canceling statement due to user request")
+            if pool is not None and pool.worthwhile:          # the next statement's noise, drawn
+                asyncio.get_running_loop().call_soon(gw.reservoir.refill, pool.ms, pool.cells)  # after the reply
             if stored.charged:                                # the budget left after this charge
                 return self._rows(plan, stored, tier, cols, tier.budget - res.spent_nano / NANO)
         return self._rows(plan, stored, tier, cols)

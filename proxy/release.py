@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import OrderedDict
 from decimal import Decimal
 
 from mechanisms import GeometricCount, LaplaceSum, split
@@ -94,20 +95,63 @@ def _releases(plan: Plan, epsilon: float):
     return hit
 
 
+class NoiseReservoir:
+    """Noise drawn ahead of demand, per measurement (``Measurement.draw``; its law
+    depends only on the measurement's public parameters, never on data or
+    predicates). The server refills it on the event loop right after a reply is
+    written — the idle time while the client reads it — with as many draws as
+    the statement just used, so the next statement of that shape finds its noise
+    ready and nothing competes with its scan. Each draw is handed out once
+    (``take`` removes it); draws live in memory only."""
+
+    MAX_MEASUREMENTS = 256
+
+    def __init__(self, source) -> None:
+        self.source = source
+        self._draws: OrderedDict = OrderedDict()     # measurement -> [draw, …]
+
+    def take(self, m, n: int) -> list:
+        got = self._draws.get(m)
+        if not got:
+            return []
+        out = got[:n]
+        del got[:n]
+        return out
+
+    def refill(self, ms, n: int) -> None:
+        n = min(n, NoisePool.MAX_DRAWS)
+        for m in ms:
+            got = self._draws.get(m)
+            if got is None:
+                got = self._draws[m] = []
+                if len(self._draws) > self.MAX_MEASUREMENTS:
+                    self._draws.popitem(last=False)
+            else:
+                self._draws.move_to_end(m)
+            while len(got) < n:
+                d = m.draw(self.source)
+                if d is None:                       # this measurement draws at apply time
+                    break
+                got.append(d)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._draws.values())
+
+
 class NoisePool:
     """A statement's noise drawn before its data is known (``Measurement.draw``):
-    the server fills it on the event loop while the backend scans, so only
-    additions remain after the scan. Draw ``c`` goes to cell ``c`` — the cell
-    order is the plan's public domain order, never data-dependent — and each
-    draw is used at most once (``take`` empties the pool); cells beyond the
-    pool, or a pool not filled in time, draw live. Only small statements are
+    taken from the reservoir, the rest drawn on the event loop while the backend
+    scans, so only additions remain after the scan. Draw ``c`` goes to cell ``c``
+    — the cell order is the plan's public domain order, never data-dependent —
+    and each draw is used at most once (``take`` empties the pool); cells beyond
+    the pool, or a pool not filled in time, draw live. Only small statements are
     pre-drawn (``MAX_DRAWS``) so a large GROUP BY never blocks the event loop."""
 
     MAX_DRAWS = 64
 
-    def __init__(self, plan: Plan, epsilon: float, source) -> None:
+    def __init__(self, plan: Plan, epsilon: float, source, reservoir: NoiseReservoir | None = None) -> None:
         self.ms = _releases(plan, epsilon)[2]
-        self.cells, self.source = plan.n_cells, source
+        self.cells, self.source, self.reservoir = plan.n_cells, source, reservoir
         self._lock = threading.Lock()
         self._draws: list | None = None
         self._taken = False
@@ -119,7 +163,10 @@ class NoisePool:
     def fill(self) -> None:
         with self._lock:
             if not self._taken and self._draws is None:
-                self._draws = [[m.draw(self.source) for m in self.ms] for _ in range(self.cells)]
+                ready = [self.reservoir.take(m, self.cells) if self.reservoir is not None else []
+                         for m in self.ms]
+                self._draws = [[r[c] if c < len(r) else m.draw(self.source) for m, r in zip(self.ms, ready)]
+                               for c in range(self.cells)]
 
     def take(self) -> list:
         with self._lock:

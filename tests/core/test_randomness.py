@@ -65,3 +65,69 @@ def test_a_noise_pool_is_used_once_and_never_refilled_after_use():
     assert pool.take() == []
     late = NoisePool(plan, 1.0, SeededSource(3))
     assert late.take() == [] and (late.fill() or late.take()) == []   # not filled in time: live
+
+
+def _count_plan():
+    from support.service import make_config
+    from config import parse_config
+    cfg = parse_config(make_config())
+    return build_plan(parse("SELECT sex, COUNT(*) FROM pums GROUP BY sex"), cfg)
+
+
+def test_reservoir_noise_has_the_live_law():
+    """One measurement: the reservoir consumes the source exactly as a live release
+    would (draw per cell, in order), so with one seed the answers are identical."""
+    from mechanisms import SeededSource
+    from proxy.release import NoisePool, NoiseReservoir
+    plan = _count_plan()
+    cells = [(0, 480), (1, 520)]
+    reservoir = NoiseReservoir(SeededSource(11))
+    pool = NoisePool(plan, 1.0, SeededSource(999), reservoir)
+    reservoir.refill(pool.ms, pool.cells)
+    assert len(reservoir) == plan.n_cells
+    pool.fill()
+    assert len(reservoir) == 0                    # handed out, not copied
+    ahead = noisy_answer(plan, cells, 1.0, SeededSource(5), pool)
+    assert ahead["values"] == noisy_answer(plan, cells, 1.0, SeededSource(11))["values"]
+
+
+def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
+    from mechanisms import SeededSource
+    from proxy.release import NoisePool, NoiseReservoir
+    plan = _plan()
+    reservoir = NoiseReservoir(SeededSource(1))
+    first = NoisePool(plan, 1.0, SeededSource(2), reservoir)
+    reservoir.refill(first.ms, 1)                 # one cell's worth: the second cell draws live
+    first.fill()
+    second = NoisePool(plan, 1.0, SeededSource(2), reservoir)
+    second.fill()
+    a, b = first.take(), second.take()
+    assert len(a) == len(b) == plan.n_cells
+    assert a[0] != b[0]                           # the reservoir's cell-0 draws went to `first` only
+    assert a[1] == b[0]                           # both drew live from SeededSource(2)
+
+
+def test_reservoir_is_bounded():
+    from mechanisms import GeometricCount, SeededSource
+    from proxy.release import NoisePool, NoiseReservoir
+    reservoir = NoiseReservoir(SeededSource(4))
+    m = GeometricCount(1.0)
+    reservoir.refill([m], 10 ** 6)
+    assert len(reservoir) == NoisePool.MAX_DRAWS
+    for i in range(NoiseReservoir.MAX_MEASUREMENTS + 50):
+        reservoir.refill([GeometricCount(1.0 + i / 1000)], 1)
+    assert len(reservoir._draws) == NoiseReservoir.MAX_MEASUREMENTS
+    assert reservoir.take(m, 1) == []             # least recently refilled: evicted
+
+
+def test_server_refills_the_reservoir_after_a_reply(duck_service):
+    import psycopg
+    reservoir = duck_service.gw.reservoir
+    with psycopg.connect(duck_service.dsn("analyst"), autocommit=True) as conn:
+        conn.execute("SELECT sex, COUNT(*) FROM pums WHERE age > 23 GROUP BY sex").fetchall()
+        conn.execute("SELECT 1").fetchall()       # the refill ran on the loop before this reply
+        filled = len(reservoir)
+        conn.execute("SELECT sex, COUNT(*) FROM pums WHERE age > 24 GROUP BY sex").fetchall()
+        conn.execute("SELECT 1").fetchall()
+    assert filled >= 2                            # the next statement's noise, drawn ahead
+    assert len(reservoir) == filled               # used by the second statement, then refilled
