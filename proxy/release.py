@@ -98,17 +98,21 @@ def _releases(plan: Plan, epsilon: float):
 class NoiseReservoir:
     """Noise drawn ahead of demand, per measurement (``Measurement.draw``; its law
     depends only on the measurement's public parameters, never on data or
-    predicates). The server refills it on the event loop right after a reply is
-    written — the idle time while the client reads it — with as many draws as
-    the statement just used, so the next statement of that shape finds its noise
-    ready and nothing competes with its scan. Each draw is handed out once
-    (``take`` removes it); draws live in memory only."""
+    predicates). After a reply the server tops it up on the event loop to
+    ``DEPTH`` statements' worth of the shape just answered, one draw per callback
+    and only while no scan runs (Python work beside a scan slows it: the scan
+    thread needs the GIL to finish), so the next statement of that shape finds
+    its noise ready. Each draw is handed out once (``take`` removes it); draws
+    live in memory only."""
 
     MAX_MEASUREMENTS = 256
+    DEPTH = 2
+    IDLE_POLL_S = 0.002
 
     def __init__(self, source) -> None:
         self.source = source
         self._draws: OrderedDict = OrderedDict()     # measurement -> [draw, …]
+        self._filling: set = set()                   # measurement tuples being topped up
 
     def take(self, m, n: int) -> list:
         got = self._draws.get(m)
@@ -119,6 +123,30 @@ class NoiseReservoir:
         return out
 
     def refill(self, ms, n: int) -> None:
+        """Top up each of ``ms`` to ``n`` draws (at most ``NoisePool.MAX_DRAWS``)."""
+        for _ in self._steps(ms, n):
+            pass
+
+    def refill_soon(self, loop, ms, cells: int, busy=lambda: False) -> None:
+        """:meth:`refill` to ``DEPTH * cells`` on ``loop``, one draw per callback
+        (an arriving statement is read between two draws), waiting while
+        ``busy()`` (a scan is running)."""
+        key = tuple(ms)
+        if key in self._filling:
+            return
+        self._filling.add(key)
+        steps = self._steps(ms, self.DEPTH * cells)
+
+        def step() -> None:
+            if busy():
+                loop.call_later(self.IDLE_POLL_S, step)
+            elif next(steps, None) is not None:
+                loop.call_soon(step)
+            else:
+                self._filling.discard(key)
+        loop.call_soon(step)
+
+    def _steps(self, ms, n: int):
         n = min(n, NoisePool.MAX_DRAWS)
         for m in ms:
             got = self._draws.get(m)
@@ -133,6 +161,7 @@ class NoiseReservoir:
                 if d is None:                       # this measurement draws at apply time
                     break
                 got.append(d)
+                yield d
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._draws.values())

@@ -112,6 +112,8 @@ class Template:
         plan = dataclasses.replace(self.plan, where=where)
         plan.__dict__["_canonical"] = _put(self.canonical, values)
         plan.__dict__["_sql"] = {d: _put(s, values) for d, s in self.sql.items()}
+        # memos of the aggregates alone (e.g. the releases per ε), shared: only WHERE differs
+        plan.__dict__["_releases"] = self.plan.__dict__.setdefault("_releases", {})
         return plan
 
 

@@ -121,13 +121,57 @@ def test_reservoir_is_bounded():
 
 
 def test_server_refills_the_reservoir_after_a_reply(duck_service):
+    """After a reply the server draws the next statement's noise (one draw per
+    loop callback); the next statement of that shape takes it."""
+    import time
     import psycopg
+    from proxy.release import NoiseReservoir
     reservoir = duck_service.gw.reservoir
-    with psycopg.connect(duck_service.dsn("analyst"), autocommit=True) as conn:
-        conn.execute("SELECT sex, COUNT(*) FROM pums WHERE age > 23 GROUP BY sex").fetchall()
-        conn.execute("SELECT 1").fetchall()       # the refill ran on the loop before this reply
-        filled = len(reservoir)
-        conn.execute("SELECT sex, COUNT(*) FROM pums WHERE age > 24 GROUP BY sex").fetchall()
-        conn.execute("SELECT 1").fetchall()
-    assert filled >= 2                            # the next statement's noise, drawn ahead
-    assert len(reservoir) == filled               # used by the second statement, then refilled
+    taken, take = [], reservoir.take
+    reservoir.take = lambda m, n: taken.append(len(got := take(m, n))) or got
+
+    def settled(at_least: int) -> int:
+        deadline = time.monotonic() + 10
+        while len(reservoir) < at_least and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return len(reservoir)
+
+    try:
+        with psycopg.connect(duck_service.dsn("analyst"), autocommit=True) as conn:
+            conn.execute("SELECT sex, COUNT(*) FROM pums WHERE age > 23 GROUP BY sex").fetchall()
+            filled = settled(2 * NoiseReservoir.DEPTH)   # 2 cells x 1 measurement, after the reply
+            taken.clear()
+            conn.execute("SELECT sex, COUNT(*) FROM pums WHERE age > 24 GROUP BY sex").fetchall()
+            again = settled(filled)
+    finally:
+        del reservoir.take
+    assert filled == 2 * NoiseReservoir.DEPTH
+    assert taken == [2]                           # the second statement's noise came from it
+    assert again == filled                        # and it was drawn again for the next one
+
+
+def test_reservoir_waits_while_a_scan_runs():
+    """The top-up draws only while ``busy()`` is false, one draw per callback, and
+    one top-up per shape runs at a time."""
+    import asyncio
+    from mechanisms import GeometricCount, SeededSource
+    from proxy.release import NoiseReservoir
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        reservoir, m, scanning = NoiseReservoir(SeededSource(8)), GeometricCount(0.5), [True]
+        reservoir.refill_soon(loop, [m], 3, busy=lambda: scanning[0])
+        reservoir.refill_soon(loop, [m], 3)            # already topping up this shape: ignored
+        await asyncio.sleep(0.05)
+        during = len(reservoir)
+        scanning[0] = False
+        seen, deadline = set(), loop.time() + 5
+        while len(reservoir) < 3 * NoiseReservoir.DEPTH and loop.time() < deadline:
+            await asyncio.sleep(0)
+            seen.add(len(reservoir))
+        return during, len(reservoir), seen
+
+    during, after, seen = asyncio.run(main())
+    assert during == 0
+    assert after == 3 * NoiseReservoir.DEPTH
+    assert len(seen) > 2                               # filled over several loop turns
