@@ -103,7 +103,21 @@ class SystemRandomSource(RandomSource):
         if k == 0:
             return 0
         nbytes = (k + 7) >> 3
-        shift, take, from_bytes = 8 * nbytes - k, self._take, int.from_bytes
+        shift = 8 * nbytes - k
+        if nbytes > 64:
+            return self._randbelow_big(n, nbytes, shift)
+        st = getattr(self._local, "s", None)          # the block read inline (hot: exact samplers)
+        while True:
+            if st is None or st[1] + nbytes > len(st[0]) or st[2] != _FORK[0]:
+                st = self._local.s = [os.urandom(max(self._BLOCK, nbytes)), 0, _FORK[0]]
+            pos = st[1]
+            st[1] = pos + nbytes
+            r = (st[0][pos] if nbytes == 1 else int.from_bytes(st[0][pos:pos + nbytes], "little")) >> shift
+            if r < n:
+                return r
+
+    def _randbelow_big(self, n: int, nbytes: int, shift: int) -> int:
+        take, from_bytes = self._take, int.from_bytes
         while True:
             r = from_bytes(take(nbytes), "little") >> shift
             if r < n:

@@ -56,6 +56,7 @@ class GridHourglass:
         b = math.exp(-self.eps)
         self._b = b
         self.z_steps = (2 * self.G - 1) + 2 * self.grid * b / -math.expm1(-self.eps)
+        self._inv_eps = 1 / self.epsilon            # the K-coordinate's discrete-Laplace scale
 
     # -- law ---------------------------------------------------------------
     def step(self, i):
@@ -96,10 +97,10 @@ class GridHourglass:
         j = 0 with probability (2G - 1)/(2M) (rejection to the weights
         (2G - 1) : 2M b^j); the point is uniform within the step's grid cells.
         """
-        grid, big_g = self.grid, self.G
+        grid, big_g, eps = self.grid, self.G, self.epsilon
         while True:
             j = 0
-            while bernoulli_exp(self.epsilon, source):
+            while bernoulli_exp(eps, source):
                 j += 1
             if j > 0 or source.bernoulli(2 * big_g - 1, 2 * grid):
                 break
@@ -109,7 +110,7 @@ class GridHourglass:
             neg = source.randbelow(2) == 1
             mag = big_g + (j - 1) * grid + source.randbelow(grid)
             i, sj = (-mag, -j) if neg else (mag, j)
-        return i, sj + discrete_laplace(1 / self.epsilon, source)
+        return i, sj + discrete_laplace(self._inv_eps, source)
 
     def sample(self, rng: np.random.Generator, size) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised draws (I, K) with the same law (simulation only)."""

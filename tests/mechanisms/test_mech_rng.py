@@ -96,3 +96,41 @@ def test_bernoulli_exact_and_validated():
             src.bernoulli(num, den)
     with pytest.raises(TypeError):
         src.bernoulli(0.5, 1)
+
+
+def test_system_source_randbelow_reads_each_byte_once(monkeypatch):
+    """randbelow takes its bytes from the block in order, each once (1-byte, multi-byte
+    and > 64-byte draws), refilling the block when it runs out."""
+    import os
+    blocks = []
+
+    def counting(n):
+        blocks.append(n)
+        base = len(blocks) * 7
+        return bytes((base + i) % 256 for i in range(n))
+    monkeypatch.setattr(os, "urandom", counting)
+    monkeypatch.setattr(SystemRandomSource, "_BLOCK", 8)
+    src = SystemRandomSource()
+    first = bytes((7 + i) % 256 for i in range(8))
+    assert src.randbelow(256) == first[0]
+    assert src.randbelow(1 << 16) == int.from_bytes(first[1:3], "little")
+    assert src.randbelow(1 << 40) == int.from_bytes(first[3:8], "little")
+    assert src.randbelow(256) == 14 and len(blocks) == 2        # a fresh block's first byte
+    big = src.randbelow(1 << 800)                               # 100 bytes: one read of its own
+    assert blocks[-1] == 100 and big == int.from_bytes(bytes((21 + i) % 256 for i in range(100)), "little")
+
+
+def test_system_source_forked_child_randbelow_differs():
+    import os
+    src = SystemRandomSource()
+    src.randbelow(1000)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, src.randbelow(1 << 128).to_bytes(16, "little"))
+        os._exit(0)
+    os.close(w)
+    child = int.from_bytes(os.read(r, 16), "little")
+    os.waitpid(pid, 0)
+    assert child != src.randbelow(1 << 128)
