@@ -50,7 +50,6 @@ class Gateway:
         self.catalog = Catalog(config, database=config.server.database)
         self.source = source or default_source()
         self.reservoir = NoiseReservoir(self.source)     # noise drawn ahead, in idle time
-        self.scans = 0                                   # backend scans in flight (event loop)
         self.views = Views(self)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None

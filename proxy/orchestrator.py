@@ -224,7 +224,7 @@ class Connection:
                 raise SqlError("57014", "canceling statement due to user request")
             if pool is not None and pool.worthwhile:          # the next statement's noise, drawn
                 gw.reservoir.refill_soon(asyncio.get_running_loop(), pool.ms, pool.cells,  # after the
-                                         busy=lambda: gw.scans > 0)                    # reply, while idle
+                                         busy=lambda: gw.backend.scans > 0)                    # reply, while idle
             if stored.charged:                                # the budget left after this charge
                 return self._rows(plan, stored, tier, cols, tier.budget - res.spent_nano / NANO)
         return self._rows(plan, stored, tier, cols)
@@ -234,13 +234,10 @@ class Connection:
         kw = {"then": then, "timing": self._timing}
         if during is not None:
             kw["during"] = during
-        self.gw.scans += 1
         try:
             return await self.gw.backend.fetch(sql, self.gw.statement_timeout, self._cancel, **kw)
         except BackendError as e:
             raise SqlError(e.sqlstate, e.message) from None
-        finally:
-            self.gw.scans -= 1
 
     def _rows(self, plan, stored, tier, cols, remaining: float | None = None):
         """Rows and the NOTICE for a stored (or just recorded) release."""

@@ -48,6 +48,7 @@ class _Scan:
 
 class DuckDBBackend:
     dialect = "duckdb"
+    scans = 0         # statements in flight (event loop): Python work beside a scan slows it
 
     def __init__(self, path: str | Path | None):
         self.path = str(path) if path is not None else ":memory:"
@@ -111,6 +112,7 @@ class DuckDBBackend:
         elif cancel is not None:
             watcher = asyncio.ensure_future(cancel.wait())
             watcher.add_done_callback(lambda _: scan.stop("cancel"))
+        self.scans += 1
         try:
             return await fut
         except duckdb.InterruptException:
@@ -118,6 +120,7 @@ class DuckDBBackend:
                 raise BackendError("57014", "canceling statement due to user request") from None
             raise BackendTimeout(timeout_s or 0) from None
         finally:
+            self.scans -= 1
             if timer is not None:
                 timer.cancel()
             if unsubscribe is not None:

@@ -19,6 +19,7 @@ log = logging.getLogger("dpgate.backend")
 
 class PostgresBackend:
     dialect = "postgres"
+    scans = 0         # always 0: the proxy's Python work does not slow a remote scan
 
     def __init__(self, dsn: str, pool_size: int = 4):
         self.dsn = dsn

@@ -85,3 +85,27 @@ def test_then_runs_after_the_scan_and_outside_the_timeout():
 
     assert asyncio.run(main()) == "charged" and seen == [[(42,)]]
     assert timing["backend_ms"] < 200 and during == [True]
+
+
+def test_scans_counts_statements_in_flight():
+    """``scans`` (read by the noise reservoir: it draws only while no scan runs)
+    is 1 during a scan and back to 0 after success, error and timeout."""
+    b = DuckDBBackend(None)
+
+    async def main():
+        seen = []
+        task = asyncio.ensure_future(b.fetch("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3",
+                                             0.3))
+        await asyncio.sleep(0.1)
+        seen.append(b.scans)
+        with pytest.raises(BackendTimeout):
+            await task
+        seen.append(b.scans)
+        with pytest.raises(BackendError):
+            await b.fetch("SELECT * FROM no_such_table")
+        seen.append(b.scans)
+        await b.fetch("SELECT 1")
+        seen.append(b.scans)
+        return seen
+
+    assert asyncio.run(main()) == [1, 0, 0, 0]
