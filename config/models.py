@@ -293,9 +293,24 @@ class Backend(_Model):
         return self
 
 
+class LedgerStore(_Model):
+    """Where the budget ledger, release store and ladder store live: a SQLite file
+    in the state dir (default), or a Postgres database shared by several proxies."""
+    kind: Literal["sqlite", "postgres"] = "sqlite"
+    dsn: str | None = None         # postgres connection string
+    db_schema: str = Field(default="dpgate", alias="schema", pattern=r"^[a-z_][a-z0-9_]*$")
+
+    @model_validator(mode="after")
+    def _dsn(self) -> "LedgerStore":
+        if self.kind == "postgres" and not self.dsn:
+            raise ValueError("kind = 'postgres' needs dsn")
+        return self
+
+
 class Config(_Model):
     server: Server = Server()
     backend: Backend = Backend()
+    ledger: LedgerStore = LedgerStore()
     tiers: dict[str, Tier]
     roles: dict[str, Role]
     tables: dict[str, Table]

@@ -125,9 +125,9 @@ def cmd_hash_password(args) -> int:
 
 
 def cmd_data_version(args) -> int:
-    from .ledger import Ledger
-    _, state, _ = resolve(args)
-    ledger = Ledger(state / "ledger.sqlite3")
+    from .ledger import open_ledger
+    cfg, state, _ = resolve(args)
+    ledger = open_ledger(cfg, state)
     if args.advance:
         print(f"data version advanced to {ledger.advance_data_version()}: new queries draw new releases")
     else:
@@ -136,9 +136,9 @@ def cmd_data_version(args) -> int:
 
 
 def cmd_budget(args) -> int:
-    from .ledger import Ledger
+    from .ledger import open_ledger
     cfg, state, _ = resolve(args)
-    ledger = Ledger(state / "ledger.sqlite3")
+    ledger = open_ledger(cfg, state)
     print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8}  period")
     for role, spec in cfg.roles.items():
         if args.role and role != args.role:

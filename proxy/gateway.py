@@ -21,7 +21,7 @@ from .backends import open_backend
 from .catalog import Catalog
 from rewriter.template import Templates
 
-from .ledger import Ledger
+from .ledger import open_ledger
 from .release import NoiseReservoir
 from .orchestrator import Connection
 from .views import Views
@@ -45,7 +45,7 @@ class Gateway:
         self.config = config
         self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.ledger = Ledger(self.state_dir / "ledger.sqlite3")
+        self.ledger = open_ledger(config, self.state_dir)
         self.backend = backend or open_backend(config, self.state_dir)
         self.catalog = Catalog(config, database=config.server.database)
         self.source = source or default_source()

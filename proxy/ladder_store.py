@@ -83,15 +83,20 @@ def _row(r) -> LadderRow:
 
 
 class LadderStore:
-    """Ladders in the ledger's SQLite file; safe across threads and processes."""
+    """Ladders beside the ledger (its SQLite file, or its Postgres schema); safe
+    across threads and processes."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate"):
+        self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        if dsn is not None:                           # beside a Postgres ledger (proxy.pgstore)
+            from .pgstore import PgConnection
+            self._db = PgConnection(dsn, schema)
+        else:
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=30000")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
@@ -198,7 +203,7 @@ class LadderStore:
                     "json_extract(answer, '$.ladder.level'), json_extract(answer, '$.ladder.tier'), created "
                     "FROM releases WHERE instr(answer, '\"ladder\"') > 0 "
                     "AND json_extract(answer, '$.ladder.id') IS NOT NULL ORDER BY id").fetchall()
-            except sqlite3.OperationalError:          # no ledger tables yet
+            except sqlite3.OperationalError:          # no ledger tables yet (SQLite only)
                 rel = []
         by_id: dict[int, list] = {}
         for lid, role, eps_n, level, tier, created in rel:
@@ -219,6 +224,6 @@ def store_for(ledger) -> LadderStore:
     with _STORES_LOCK:
         st = _STORES.get(ledger)
         if st is None:
-            st = LadderStore(ledger.path)
+            st = LadderStore(ledger.path, dsn=ledger.dsn, schema=ledger.schema)
             _STORES[ledger] = st
         return st

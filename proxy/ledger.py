@@ -1,4 +1,5 @@
-"""The durable budget ledger and release store (SQLite, WAL).
+"""The durable budget ledger and release store (SQLite, WAL; or Postgres for
+proxies that scale out: :mod:`proxy.pgstore` runs this code there).
 
 Write ordering (what makes "no overspend, no re-drawn answer" hold), for
 ``charge_and_record`` (one transaction after the answer exists):
@@ -77,6 +78,11 @@ class BudgetExceeded(Exception):
         self.budget, self.period = budget, period
 
 
+class LedgerUnavailable(Exception):
+    """The ledger's database cannot be reached (a shared Postgres ledger that is
+    down): the statement fails, no answer is released."""
+
+
 @dataclass(frozen=True)
 class Stored:
     """A release as stored: the released (noisy) answer, never true values."""
@@ -118,31 +124,36 @@ def period_key(period: str, now: float | None = None) -> str:
 
 
 class Ledger:
-    """SQLite-backed ledger; safe across threads and across processes sharing the file."""
+    """The budget ledger and release store: SQLite by default (one file in the
+    state dir; safe across threads and processes sharing it), or Postgres
+    (``dsn``: shared by proxies on several hosts, see :mod:`proxy.pgstore`)."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate"):
+        self.path = Path(path) if path is not None else None
+        self.dsn, self.schema = dsn, schema
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                   check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        self._db.executescript(_SCHEMA)
-        # Reads go through their own connection: in WAL mode they never wait for a
-        # writer's fsync, so the event loop can call them directly.
         self._rlock = threading.Lock()
-        self._rdb = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                    check_same_thread=False)
-        self._rdb.execute("PRAGMA busy_timeout=30000")
-        # ``record`` commits through its own connection with synchronous=NORMAL (no
-        # fsync), used under the same lock as ``_db`` so the two never wait on each other.
-        self._ndb = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                    check_same_thread=False)
-        self._ndb.execute("PRAGMA busy_timeout=30000")
-        self._ndb.execute("PRAGMA synchronous=NORMAL")
+        # three connections: writes (fsync-ed), reads (in WAL mode they never wait
+        # for a writer, so the event loop can call them directly), and ``record``'s
+        # writes with synchronous=NORMAL (no fsync), used under the same lock as
+        # the first so the two never wait on each other.
+        self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, "NORMAL"))
+        self._db.executescript(_SCHEMA)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def _connect(self, sync: str | None):
+        if self.dsn is not None:
+            from .pgstore import PgConnection
+            db = PgConnection(self.dsn, self.schema)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA busy_timeout=30000")
+            if sync == "FULL":
+                db.execute("PRAGMA journal_mode=WAL")
+        if sync is not None:
+            db.execute(f"PRAGMA synchronous={sync}")
+        return db
 
     def close(self) -> None:
         if self._writer is not None:
@@ -377,6 +388,15 @@ class Ledger:
             charged = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM releases").fetchone()[0]
             held = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations").fetchone()[0]
         return ok and total == charged + held
+
+
+def open_ledger(config, state_dir: str | Path) -> Ledger:
+    """The ledger the config names: ``[ledger] kind = "postgres"`` (shared by
+    proxies that scale out) or the state dir's SQLite file."""
+    lc = config.ledger
+    if lc.kind == "postgres":
+        return Ledger(None, dsn=lc.dsn, schema=lc.db_schema)
+    return Ledger(Path(state_dir) / "ledger.sqlite3")
 
 
 def _stored(row, *, charged: bool) -> Stored:

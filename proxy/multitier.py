@@ -387,9 +387,9 @@ def cmd_coalition(args) -> int:
     from types import SimpleNamespace
 
     from .cli import resolve
-    from .ledger import Ledger
+    from .ledger import open_ledger
     cfg, state, _ = resolve(args)
-    ledger = Ledger(state / "ledger.sqlite3")
+    ledger = open_ledger(cfg, state)
     try:
         _, rows = coalition_rows(SimpleNamespace(config=cfg, ledger=ledger), None)
         print(f"{'ladder':<8} {'dv':>3} {'coalition ε':>11} {'Σε':>7}  {'tiers released':<32} statement")

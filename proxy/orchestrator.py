@@ -24,7 +24,7 @@ from rewriter.errors import Refusal
 
 from .backends import BackendError
 from .backends.base import CancelSignal
-from .ledger import NANO, BudgetExceeded
+from .ledger import NANO, BudgetExceeded, LedgerUnavailable
 from .release import NoisePool, answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
 from .views import mentions_views
@@ -81,6 +81,11 @@ class Connection:
         except SqlError as e:
             decision = f"error {e.sqlstate}"
             raise
+        except LedgerUnavailable as e:
+            log.warning("%s", e)
+            decision = "error 08006"
+            raise SqlError("08006", "the privacy ledger is unavailable: no answer was released; "
+                                    "try again shortly") from None
         finally:       # logged once the reply is written (call_soon runs after this task step)
             asyncio.get_running_loop().call_soon(functools.partial(
                 self.gw.log_statement, role=self.role, sql=sql, decision=decision, epsilon=eps,

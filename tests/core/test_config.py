@@ -33,6 +33,9 @@ def _with(path: str, value):
     ("tables.t.columns.age.domain", [1, 1], "tables.t.columns.age"),
     ("backend.kind", "postgres", "backend"),
     ("roles.a.scram", "plaintext", "roles.a.scram"),
+    ("ledger.kind", "postgres", "ledger"),
+    ("ledger.kind", "mysql", "ledger.kind"),
+    ("ledger.schema", "Bad-Name", "ledger.schema"),
 ])
 def test_errors_name_the_field(path, value, field):
     with pytest.raises(ConfigError) as e:
@@ -69,3 +72,9 @@ def test_demo_config_parses_with_verifiers():
     cfg = parse_config(data)
     assert set(cfg.tables) >= {"pums", "people"}
     assert cfg.tables["pums"].columns["educ"].public_domain == tuple(range(1, 17))
+
+
+def test_ledger_section():
+    cfg = parse_config(_with("ledger", {"kind": "postgres", "dsn": "postgresql://x@h/db", "schema": "dp"}))
+    assert (cfg.ledger.kind, cfg.ledger.dsn, cfg.ledger.db_schema) == ("postgres", "postgresql://x@h/db", "dp")
+    assert parse_config(BASE).ledger.kind == "sqlite"

@@ -3,10 +3,34 @@ under concurrency, durable across reopen."""
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 
 from proxy.ledger import BudgetExceeded, Ledger, period_key
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_ledger(request, tmp_path):
+    """Opens a ledger on one store: the state dir's SQLite file, or a fresh schema
+    of a real Postgres (``[ledger] kind = "postgres"``: proxies that scale out).
+    Each call is another ledger object on the same store (another proxy)."""
+    if request.param == "sqlite":
+        def target():
+            return Ledger(tmp_path / "l.db")
+    else:
+        dsn, schema = request.getfixturevalue("postgres").dsn, "t_" + uuid.uuid4().hex[:12]
+
+        def target():
+            return Ledger(None, dsn=dsn, schema=schema)
+    made = []
+
+    def new():
+        made.append(target())
+        return made[-1]
+    yield new
+    for led in made:
+        led.close()
 
 
 def _charge(ledger, key, eps=1.0, budget=3.0, role="r", dv=1):
@@ -15,8 +39,8 @@ def _charge(ledger, key, eps=1.0, budget=3.0, role="r", dv=1):
                                     mechanism="m", answer={"values": [[key]]})
 
 
-def test_charge_repeat_and_refuse(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_charge_repeat_and_refuse(new_ledger):
+    led = new_ledger()
     a = _charge(led, "q1")
     assert a.charged and led.spent("r", "day") == 1.0
     again = _charge(led, "q1")
@@ -32,8 +56,8 @@ def test_charge_repeat_and_refuse(tmp_path):
     assert led.integrity_check()
 
 
-def test_exact_accounting_no_float_drift(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_exact_accounting_no_float_drift(new_ledger):
+    led = new_ledger()
     for i in range(10):       # 10 × 0.1 must fit a budget of exactly 1.0
         _charge(led, f"q{i}", eps=0.1, budget=1.0)
     assert led.spent("r", "day") == 1.0
@@ -41,26 +65,26 @@ def test_exact_accounting_no_float_drift(tmp_path):
         _charge(led, "q10", eps=0.1, budget=1.0)
 
 
-def test_data_version_starts_new_releases(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_data_version_starts_new_releases(new_ledger):
+    led = new_ledger()
     _charge(led, "q", budget=10)
     assert led.advance_data_version() == 2
     assert led.lookup("r", "q", 2) is None
     assert _charge(led, "q", budget=10, dv=2).charged
 
 
-def test_durable_across_reopen(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_durable_across_reopen(new_ledger):
+    led = new_ledger()
     first = _charge(led, "q")
     led.close()
-    led2 = Ledger(tmp_path / "l.db")
+    led2 = new_ledger()
     assert led2.spent("r", "day") == 1.0
     assert led2.lookup("r", "q", 1).answer == first.answer
 
 
-def test_concurrent_writers_never_overspend(tmp_path):
+def test_concurrent_writers_never_overspend(new_ledger):
     """32 threads (two ledger objects on one file, as two proxies would) race for a budget of 5."""
-    leds = [Ledger(tmp_path / "l.db"), Ledger(tmp_path / "l.db")]
+    leds = [new_ledger(), new_ledger()]
     ok, refused = [], []
 
     def worker(i):
@@ -97,8 +121,8 @@ def _record(led, res, key, dv=1):
                       mechanism="m", answer={"values": [[key]]})
 
 
-def test_reserve_charges_before_the_answer_and_record_consumes_it(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_reserve_charges_before_the_answer_and_record_consumes_it(new_ledger):
+    led = new_ledger()
     res = _reserve(led)
     assert led.spent("r", "day") == 1.0 and res.spent_nano == 1_000_000_000
     assert len(led.open_reservations()) == 1 and led.integrity_check()
@@ -109,8 +133,8 @@ def test_reserve_charges_before_the_answer_and_record_consumes_it(tmp_path):
     assert _record(led, res, "q1") is None              # settled exactly once
 
 
-def test_reserve_refuses_over_budget_and_writes_nothing(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_reserve_refuses_over_budget_and_writes_nothing(new_ledger):
+    led = new_ledger()
     for _ in range(3):
         _reserve(led)
     with pytest.raises(BudgetExceeded) as e:
@@ -122,8 +146,8 @@ def test_reserve_refuses_over_budget_and_writes_nothing(tmp_path):
     assert led.spent("fresh", "day") == 0.0
 
 
-def test_cancel_refunds_and_wins_or_loses_against_record(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_cancel_refunds_and_wins_or_loses_against_record(new_ledger):
+    led = new_ledger()
     res = _reserve(led)
     led.cancel(res)
     assert led.spent("r", "day") == 0.0 and res.state == "refunded"
@@ -134,8 +158,8 @@ def test_cancel_refunds_and_wins_or_loses_against_record(tmp_path):
     assert led.spent("r", "day") == 1.0 and led.integrity_check()
 
 
-def test_concurrent_twin_gets_the_first_answer_and_its_charge_back(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_concurrent_twin_gets_the_first_answer_and_its_charge_back(new_ledger):
+    led = new_ledger()
     a, b = _reserve(led), _reserve(led)
     assert led.spent("r", "day") == 2.0
     first = _record(led, a, "same")
@@ -145,17 +169,17 @@ def test_concurrent_twin_gets_the_first_answer_and_its_charge_back(tmp_path):
     assert led.spent("r", "day") == 1.0 and led.integrity_check()
 
 
-def test_a_crash_between_reserve_and_record_stays_charged(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_a_crash_between_reserve_and_record_stays_charged(new_ledger):
+    led = new_ledger()
     _reserve(led)
     led.close()                                          # no record: as if killed after the fsync
-    led = Ledger(tmp_path / "l.db")
+    led = new_ledger()
     assert led.spent("r", "day") == 1.0 and led.integrity_check()
     assert [r["epsilon"] for r in led.open_reservations()] == [1.0]
 
 
-def test_reserve_soon_and_cancel_soon_run_in_order_on_the_writer(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_reserve_soon_and_cancel_soon_run_in_order_on_the_writer(new_ledger):
+    led = new_ledger()
     fut = led.reserve_soon(role="r", epsilon=1.0, budget=3.0, period="day")
     led.cancel_soon(fut).result(timeout=10)
     assert fut.result().state == "refunded" and led.spent("r", "day") == 0.0
@@ -165,9 +189,9 @@ def test_reserve_soon_and_cancel_soon_run_in_order_on_the_writer(tmp_path):
     led.close()
 
 
-def test_concurrent_reservations_never_overspend(tmp_path):
+def test_concurrent_reservations_never_overspend(new_ledger):
     """32 threads on two ledger objects (two proxies) reserve-then-record against a budget of 5."""
-    leds = [Ledger(tmp_path / "l.db"), Ledger(tmp_path / "l.db")]
+    leds = [new_ledger(), new_ledger()]
     ok, refused = [], []
 
     def worker(i):
@@ -192,8 +216,8 @@ def test_concurrent_reservations_never_overspend(tmp_path):
     assert leds[0].open_reservations() == []
 
 
-def test_snapshot_is_data_version_spend_and_release_in_one_read(tmp_path):
-    led = Ledger(tmp_path / "l.db")
+def test_snapshot_is_data_version_spend_and_release_in_one_read(new_ledger):
+    led = new_ledger()
     assert led.snapshot("r", "q", "day") == (1, 0.0, None)
     first = _charge(led, "q")
     dv, spent, stored = led.snapshot("r", "q", "day")
@@ -201,3 +225,29 @@ def test_snapshot_is_data_version_spend_and_release_in_one_read(tmp_path):
     assert led.snapshot("other", "q", "day") == (1, 0.0, None)        # per role
     led.advance_data_version()
     assert led.snapshot("r", "q", "day") == (2, 1.0, None)            # a new data version: no release
+
+
+def test_a_postgres_ledger_that_goes_away_fails_clearly_and_reconnects(tmp_path):
+    """A shared ledger server restarting: calls raise LedgerUnavailable (nothing is
+    charged by the failed call), and the next call after it is back reconnects."""
+    from support.pg import TempPostgres
+    from proxy.ledger import LedgerUnavailable
+    pg = TempPostgres().start()
+    try:
+        led = Ledger(None, dsn=pg.dsn, schema="outage")
+        _record(led, _reserve(led), "before")
+        pg.kill_and_wait()
+        with pytest.raises(LedgerUnavailable):
+            _reserve(led)
+        with pytest.raises(LedgerUnavailable):
+            led.snapshot("r", "q", "day")
+        pg.resume()
+        _record(led, _reserve(led), "after")
+        assert led.spent("r", "day") == 2.0 and led.integrity_check()   # no charge lost, none added
+        assert led.lookup("r", "after", 1) is not None
+        # the record before the crash was committed with synchronous_commit = off: the
+        # server's crash may have lost it, and then its charge stands as an open reservation
+        assert (led.lookup("r", "before", 1) is None) == (len(led.open_reservations()) == 1)
+        led.close()
+    finally:
+        pg.stop()

@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import uuid
+
+import pytest
 
 from proxy.ladder_store import LadderStore
 from proxy.ledger import Ledger
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_store(request, tmp_path):
+    """Opens a ladder store (another connection, as another process would) on one
+    store: a SQLite file, or a fresh schema of a real Postgres (proxies that scale out)."""
+    if request.param == "sqlite":
+        return lambda: LadderStore(tmp_path / "l.sqlite3")
+    dsn, schema = request.getfixturevalue("postgres").dsn, "t_" + uuid.uuid4().hex[:12]
+    return lambda: LadderStore(None, dsn=dsn, schema=schema)
 
 
 def test_pragmas_and_same_file_as_the_ledger(tmp_path):
@@ -21,14 +34,14 @@ def test_pragmas_and_same_file_as_the_ledger(tmp_path):
     led.close()
 
 
-def test_racing_creates_keep_one_ladder(tmp_path):
-    st = LadderStore(tmp_path / "l.sqlite3")
+def test_racing_creates_keep_one_ladder(new_store):
+    st = new_store()
     n = 8
     barrier = threading.Barrier(n)
     got = [None] * n
 
     def one(i):
-        other = LadderStore(tmp_path / "l.sqlite3")     # separate connections, as separate processes would
+        other = new_store()                             # separate connections, as separate processes would
         barrier.wait()
         got[i] = other.create(ladder="market", qkey="q", data_version=1, canonical="c", statement="s",
                               version=[2.0, 0.1], levels=[2.0, 0.1], body={"draw": i})
@@ -44,8 +57,8 @@ def test_racing_creates_keep_one_ladder(tmp_path):
     st.close()
 
 
-def test_racing_level_insertions_keep_one_value(tmp_path):
-    st = LadderStore(tmp_path / "l.sqlite3")
+def test_racing_level_insertions_keep_one_value(new_store):
+    st = new_store()
     row, _ = st.create(ladder="market", qkey="q", data_version=1, canonical="c", statement="s",
                        version=[2.0, 0.1], levels=[2.0, 0.1], body={"v": {}})
     n = 8
