@@ -186,53 +186,57 @@ class Connection:
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
         cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
 
-        # one WAL read (never waits for a writer): data version, spend, an earlier release
-        dv, spent, stored = gw.ledger.snapshot(self.role, key, tier.period)
-        if stored is None:
-            remaining = tier.budget - spent
-            if remaining + 1e-9 < tier.epsilon:
-                raise _budget_error(self.role, tier.epsilon, remaining, tier)
-            if tier.ladder is not None:                       # multi-tier chain (seed 000)
-                async with gw.statement_slot(self.role):
-                    cells = await self._fetch(to_sql(plan, gw.backend.dialect))
-                from .multitier import release_multitier
-                stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
-                return self._rows(plan, stored, tier, cols)
-            pool = NoisePool(plan, tier.epsilon, gw.source, gw.reservoir) if plan.selection is None else None
-            # ε is charged (fsync) on the ledger's writer thread while the scan runs
-            held = gw.ledger.reserve_soon(role=self.role, epsilon=tier.epsilon, budget=tier.budget,
-                                          period=tier.period)
+        # one read: data version, spend, an earlier release
+        if gw.ledger.dsn is None:       # a SQLite WAL read never waits: cheap enough for the loop
+            dv, spent, stored = gw.ledger.snapshot(self.role, key, tier.period)
+        else:                           # a round trip to the shared Postgres ledger: off the loop
+            dv, spent, stored = await asyncio.to_thread(gw.ledger.snapshot, self.role, key, tier.period)
+        if stored is not None:          # a repeat: the earlier answer, nothing charged
+            return self._rows(plan, stored, tier, cols, tier.budget - spent)
+        remaining = tier.budget - spent
+        if remaining + 1e-9 < tier.epsilon:
+            raise _budget_error(self.role, tier.epsilon, remaining, tier)
+        if tier.ladder is not None:                       # multi-tier chain (seed 000)
+            async with gw.statement_slot(self.role):
+                cells = await self._fetch(to_sql(plan, gw.backend.dialect))
+            from .multitier import release_multitier
+            stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
+            return self._rows(plan, stored, tier, cols)
+        pool = NoisePool(plan, tier.epsilon, gw.source, gw.reservoir) if plan.selection is None else None
+        # ε is charged (fsync) on the ledger's writer thread while the scan runs
+        held = gw.ledger.reserve_soon(role=self.role, epsilon=tier.epsilon, budget=tier.budget,
+                                      period=tier.period)
 
-            def noise_and_record(cells):
-                # In the backend's worker thread, right after the scan: noise, then the
-                # release is stored against the (already durable) charge before anything is sent.
-                if pool is None:
-                    answer = selection_answer(plan, cells, tier.epsilon, gw.source)
-                else:
-                    answer = noisy_answer(plan, cells, tier.epsilon, gw.source, pool)
-                res = held.result()                           # BudgetExceeded: nothing is sent
-                return res, gw.ledger.record(
-                    res, key=key, data_version=dv, canonical=plan.canonical(), statement=sql,
-                    mechanism=",".join(sorted(set(answer["mechanism"]))), answer=answer)
+        def noise_and_record(cells):
+            # In the backend's worker thread, right after the scan: noise, then the
+            # release is stored against the (already durable) charge before anything is sent.
+            if pool is None:
+                answer = selection_answer(plan, cells, tier.epsilon, gw.source)
+            else:
+                answer = noisy_answer(plan, cells, tier.epsilon, gw.source, pool)
+            res = held.result()                           # BudgetExceeded: nothing is sent
+            return res, gw.ledger.record(
+                res, key=key, data_version=dv, canonical=plan.canonical(), statement=sql,
+                mechanism=",".join(sorted(set(answer["mechanism"]))), answer=answer)
 
-            try:
-                async with gw.statement_slot(self.role):      # noise drawn while the scan runs
-                    stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_record,
-                                               during=pool.fill if pool is not None and pool.worthwhile else None)
-            except BudgetExceeded as b:
-                raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
-            except BaseException:                             # the scan failed: nothing was sent;
-                await asyncio.shield(asyncio.wrap_future(gw.ledger.cancel_soon(held)))   # refund first
-                raise
-            res, stored = stored
-            if stored is None:                                # cancelled after the scan: nothing sent
-                raise SqlError("57014", "canceling statement due to user request")
-            if pool is not None and pool.worthwhile:          # the next statement's noise, drawn
-                gw.reservoir.refill_soon(asyncio.get_running_loop(), pool.ms, pool.cells,  # after the
-                                         busy=lambda: gw.backend.scans > 0)                    # reply, while idle
-            if stored.charged:                                # the budget left after this charge
-                return self._rows(plan, stored, tier, cols, tier.budget - res.spent_nano / NANO)
-        return self._rows(plan, stored, tier, cols)
+        try:
+            async with gw.statement_slot(self.role):      # noise drawn while the scan runs
+                stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_record,
+                                           during=pool.fill if pool is not None and pool.worthwhile else None)
+        except BudgetExceeded as b:
+            raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
+        except BaseException:                             # the scan failed: nothing was sent;
+            await asyncio.shield(asyncio.wrap_future(gw.ledger.cancel_soon(held)))   # refund first
+            raise
+        res, stored = stored
+        if stored is None:                                # cancelled after the scan: nothing sent
+            raise SqlError("57014", "canceling statement due to user request")
+        if pool is not None and pool.worthwhile:          # the next statement's noise, drawn
+            gw.reservoir.refill_soon(asyncio.get_running_loop(), pool.ms, pool.cells,  # after the
+                                     busy=lambda: gw.backend.scans > 0)                    # reply, while idle
+        if stored.charged:                                # the budget left after this charge
+            return self._rows(plan, stored, tier, cols, tier.budget - res.spent_nano / NANO)
+        return self._rows(plan, stored, tier, cols)           # a concurrent twin's answer
 
     async def _fetch(self, sql: str, then=None, during=None):
         """One backend scan (a failure or timeout charges nothing)."""
