@@ -94,3 +94,25 @@ def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_budget_and_data_version_on_a_shared_postgres_ledger(tmp_path, capsys, postgres):
+    """`dpgate budget` / `data-version` act on the ledger the config names."""
+    import uuid
+    from proxy.ledger import Ledger
+    schema = "cli_" + uuid.uuid4().hex[:8]
+    text = ('[server]\nauth = "trust"\n[tiers.d]\nepsilon = 1\nbudget = 50\nperiod = "day"\n'
+            '[roles.analyst]\ntier = "d"\n[tables.t.columns]\nage = { type = "int", lower = 0, upper = 9 }\n'
+            f'[ledger]\nkind = "postgres"\ndsn = "{postgres.dsn}"\nschema = "{schema}"\n')
+    cfg = tmp_path / "dpgate.toml"
+    cfg.write_text(text)
+    led = Ledger(None, dsn=postgres.dsn, schema=schema)     # another proxy's charge
+    led.charge_and_record(role="analyst", key="k", data_version=1, epsilon=1.0, budget=50.0, period="day",
+                          canonical="c", statement="s", mechanism="m", answer={})
+    assert main(["budget", "--config", str(cfg)]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("analyst"))
+    assert row.split()[3] == "1"
+    assert main(["data-version", "--advance", "--config", str(cfg)]) == 0
+    assert led.data_version() == 2
+    led.close()
+    assert not (tmp_path / "ledger.sqlite3").exists()
