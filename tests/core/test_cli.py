@@ -101,7 +101,7 @@ def test_budget_and_data_version_on_a_shared_postgres_ledger(tmp_path, capsys, p
     import uuid
     from proxy.ledger import Ledger
     schema = "cli_" + uuid.uuid4().hex[:8]
-    text = ('[server]\nauth = "trust"\n[tiers.d]\nepsilon = 1\nbudget = 50\nperiod = "day"\n'
+    text = ('[server]\nauth = "trust"\nstate_dir = "state"\n[tiers.d]\nepsilon = 1\nbudget = 50\nperiod = "day"\n'
             '[roles.analyst]\ntier = "d"\n[tables.t.columns]\nage = { type = "int", lower = 0, upper = 9 }\n'
             f'[ledger]\nkind = "postgres"\ndsn = "{postgres.dsn}"\nschema = "{schema}"\n')
     cfg = tmp_path / "dpgate.toml"
@@ -115,4 +115,4 @@ def test_budget_and_data_version_on_a_shared_postgres_ledger(tmp_path, capsys, p
     assert main(["data-version", "--advance", "--config", str(cfg)]) == 0
     assert led.data_version() == 2
     led.close()
-    assert not (tmp_path / "ledger.sqlite3").exists()
+    assert not (tmp_path / "state" / "ledger.sqlite3").exists()      # no local ledger was made
