@@ -100,6 +100,13 @@ class Gateway:
     def data_version(self) -> int:
         return self.ledger.data_version()
 
+    async def ledger_read(self, fn, *args):
+        """A ledger read from the event loop: inline on SQLite (a WAL read never
+        waits), on a thread for a Postgres ledger (a network round trip)."""
+        if self.ledger.dsn is None:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
     def tier_of(self, role: str):
         return self.config.tiers[self.config.roles[role].tier]
 

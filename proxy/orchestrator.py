@@ -187,10 +187,7 @@ class Connection:
         cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
 
         # one read: data version, spend, an earlier release
-        if gw.ledger.dsn is None:       # a SQLite WAL read never waits: cheap enough for the loop
-            dv, spent, stored = gw.ledger.snapshot(self.role, key, tier.period)
-        else:                           # a round trip to the shared Postgres ledger: off the loop
-            dv, spent, stored = await asyncio.to_thread(gw.ledger.snapshot, self.role, key, tier.period)
+        dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, self.role, key, tier.period)
         if stored is not None:          # a repeat: the earlier answer, nothing charged
             return self._rows(plan, stored, tier, cols, tier.budget - spent)
         remaining = tier.budget - spent

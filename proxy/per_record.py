@@ -274,11 +274,11 @@ async def answer_per_record(conn, sql: str, params: list):
     tier = gw.tier_of(conn.role)
     weight = float(tier.epsilon)
     key = _key(prp, pol, weight)
-    dv = gw.data_version
+    dv = await gw.ledger_read(gw.ledger.data_version)
     cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
-    stored = gw.ledger.lookup(conn.role, key, dv)
+    stored = await gw.ledger_read(gw.ledger.lookup, conn.role, key, dv)
     if stored is None:
-        remaining = tier.budget - gw.ledger.spent(conn.role, tier.period)
+        remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
         if remaining + 1e-9 < weight:
             raise _budget_error(conn.role, weight, remaining, tier)
         async with gw.statement_slot(conn.role):
@@ -291,7 +291,7 @@ async def answer_per_record(conn, sql: str, params: list):
                 answer=answer)
         except BudgetExceeded as b:
             raise _budget_error(conn.role, weight, b.remaining, tier) from None
-    remaining = tier.budget - gw.ledger.spent(conn.role, tier.period)
+    remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
     rows = answer_rows(prp.plan, stored.answer)
     msg = notice(prp, pol, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
                  remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,
