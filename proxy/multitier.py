@@ -307,7 +307,7 @@ async def release_multitier(conn, plan, cells, tier, key, data_version, sql):
     name = tier.ladder
     tier_name = gw.config.roles[conn.role].tier
     mode = getattr(tier, "ladder_insert", "nearest") or "nearest"
-    store = store_for(gw.ledger)
+    store = await asyncio.to_thread(store_for, gw.ledger)   # first use opens (and on Postgres connects)
     qkey = plan.fingerprint()
     tier_eps = float(tier.epsilon)
 

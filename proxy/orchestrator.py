@@ -198,7 +198,7 @@ class Connection:
                 cells = await self._fetch(to_sql(plan, gw.backend.dialect))
             from .multitier import release_multitier
             stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
-            return self._rows(plan, stored, tier, cols)
+            return self._rows(plan, stored, tier, cols, await self._remaining(tier))
         pool = NoisePool(plan, tier.epsilon, gw.source, gw.reservoir) if plan.selection is None else None
         # ε is charged (fsync) on the ledger's writer thread while the scan runs
         held = gw.ledger.reserve_soon(role=self.role, epsilon=tier.epsilon, budget=tier.budget,
@@ -233,7 +233,7 @@ class Connection:
                                      busy=lambda: gw.backend.scans > 0)                    # reply, while idle
         if stored.charged:                                # the budget left after this charge
             return self._rows(plan, stored, tier, cols, tier.budget - res.spent_nano / NANO)
-        return self._rows(plan, stored, tier, cols)           # a concurrent twin's answer
+        return self._rows(plan, stored, tier, cols, await self._remaining(tier))  # a concurrent twin's answer
 
     async def _fetch(self, sql: str, then=None, during=None):
         """One backend scan (a failure or timeout charges nothing)."""
@@ -245,10 +245,11 @@ class Connection:
         except BackendError as e:
             raise SqlError(e.sqlstate, e.message) from None
 
-    def _rows(self, plan, stored, tier, cols, remaining: float | None = None):
+    async def _remaining(self, tier) -> float:
+        return tier.budget - await self.gw.ledger_read(self.gw.ledger.spent, self.role, tier.period)
+
+    def _rows(self, plan, stored, tier, cols, remaining: float):
         """Rows and the NOTICE for a stored (or just recorded) release."""
-        if remaining is None:
-            remaining = tier.budget - self.gw.ledger.spent(self.role, tier.period)
         rows = answer_rows(plan, stored.answer)
         msg = notice(plan, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
                      remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,

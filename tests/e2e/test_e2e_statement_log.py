@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import psycopg
 import pytest
@@ -42,6 +43,9 @@ def test_json_statement_log_has_timing_and_no_values(logged):
             c.execute(sql).fetchall()                        # repeat: no scan
             with pytest.raises(psycopg.Error):
                 c.execute("SELECT age FROM pums")            # refused: no scan
+        deadline = time.monotonic() + 10                     # the line is written after the reply
+        while len(cap.lines) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
     finally:
         log.removeHandler(cap)
         log.setLevel(old)
