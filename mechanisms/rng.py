@@ -40,6 +40,49 @@ class RandomSource(ABC):
             raise ValueError(f"need 0 <= num <= den, den >= 1; got {num}/{den}")
         return self.randbelow(den) < num
 
+    # -- vectorised forms (one coin per row, rows independent; the same exact laws) --------
+    def bits64(self, n: int):
+        """``n`` independent uniform 64-bit words (numpy uint64)."""
+        import numpy as np
+        return np.fromiter((self.getrandbits(64) for _ in range(n)), dtype=np.uint64, count=n)
+
+    def randbelow_array(self, size: int, m: int):
+        """``size`` independent exactly uniform integers in ``[0, m)`` (int64), ``m <= 2**63``:
+        rejection sampling on ``bit_length(m - 1)`` bits, redrawing only the rejected rows."""
+        import numpy as np
+        m = self._check_n(m)
+        k = (m - 1).bit_length()
+        if k > 63:
+            raise ValueError(f"randbelow_array needs m <= 2**63, got {m}")
+        out = np.zeros(size, dtype=np.int64)
+        if k == 0:
+            return out
+        todo = np.arange(size)
+        while todo.size:
+            r = (self.bits64(todo.size) >> np.uint64(64 - k)).astype(np.int64)
+            ok = r < m
+            out[todo[ok]] = r[ok]
+            todo = todo[~ok]
+        return out
+
+    def bernoulli_array(self, size: int, num: int, den: int):
+        """``size`` independent exact Bernoulli(num/den) coins (bool): with U uniform in [0, 1)
+        and u its first 64 bits, U < num/den is decided by u against P = floor(2^64 num/den)
+        unless u == P (probability 2^-64), where the remaining bits decide it exactly
+        (:meth:`bernoulli` on the remainder 2^64 num/den - P)."""
+        import numpy as np
+        num, den = operator.index(num), operator.index(den)
+        if den < 1 or not 0 <= num <= den:
+            raise ValueError(f"need 0 <= num <= den, den >= 1; got {num}/{den}")
+        if num == den:
+            return np.ones(size, dtype=bool)
+        P = (num << 64) // den                        # < 2^64 since num < den
+        u = self.bits64(size)
+        out = u < np.uint64(P)
+        for i in np.flatnonzero(u == np.uint64(P)):
+            out[i] = self.bernoulli((num << 64) - P * den, den)
+        return out
+
     def generator(self):
         """A numpy ``Generator`` (PCG64) seeded with 256 bits drawn from this source,
         for continuous noise and simulations. Make a fresh one per release: its
@@ -115,6 +158,10 @@ class SystemRandomSource(RandomSource):
             r = (st[0][pos] if nbytes == 1 else int.from_bytes(st[0][pos:pos + nbytes], "little")) >> shift
             if r < n:
                 return r
+
+    def bits64(self, n: int):
+        import numpy as np
+        return np.frombuffer(os.urandom(8 * n), dtype="<u8").astype(np.uint64)
 
     def _randbelow_big(self, n: int, nbytes: int, shift: int) -> int:
         take, from_bytes = self._take, int.from_bytes

@@ -107,6 +107,24 @@ def _public_value(v, typ: str, col: str, domain):
     return out
 
 
+def _public_numeric(vals, typ: str, domain):
+    """A numeric numpy column converted at once ([int, …] or [float, …]), or None when the
+    per-value path must run (other inputs, or a value it refuses: it then names the value)."""
+    if not isinstance(vals, np.ndarray) or typ not in ("int", "float") or vals.dtype.kind not in "iuf":
+        return None
+    if vals.dtype.kind == "f":
+        if not np.isfinite(vals).all():
+            return None
+        if typ == "int" and (not (vals == np.floor(vals)).all() or (vals.size and np.abs(vals).max() >= 2.0 ** 62)):
+            return None
+        vals = vals.astype(np.int64) if typ == "int" else vals
+    elif typ == "float":
+        vals = vals.astype(np.float64)
+    if domain is not None and not np.isin(vals, np.asarray(domain)).all():
+        return None
+    return vals.tolist()
+
+
 def _floats(values, col: str, policy: str, lo: float, n: int) -> np.ndarray:
     """Raw private values -> float array (NULL policy applied; no value is kept)."""
     if values is None:
@@ -180,7 +198,8 @@ class Encoder:
             typ, dom = self.lay.col_type(c), self.domains[c]
             arr = np.empty(n, dtype=object)
             if vals is not None:
-                arr[:] = [_public_value(v, typ, c, dom) for v in vals]
+                fast = _public_numeric(vals, typ, dom)
+                arr[:] = fast if fast is not None else [_public_value(v, typ, c, dom) for v in vals]
             out[c] = arr
         return out
 

@@ -145,21 +145,11 @@ def tier_template(ladder: SubsetLadder, tier_eps: float, n: int | None = None) -
 # ---------------------------------------------------------------------------- local-table ingestion
 def perturb_rows_subset(ladder: SubsetLadder, indices, *, source: RandomSource) -> dict:
     """Batch form of :func:`perturb_row_subset` for the reports table: each row (0-based
-    category index) runs the exact program ONCE (``ladder.perturb``, every coin from
-    ``source``); returns {tier ε: (n, d) uint8 bits}, bit j = category j is in that tier's subset."""
+    category index) runs the exact program ONCE (``ladder.perturb_many``: every coin from
+    ``source``, the program stepped for all rows at once); returns {tier ε: (n, d) uint8 bits},
+    bit j = category j is in that tier's subset."""
     import numpy as np
-    n, d = len(indices), ladder.d
-    pos: dict = {e: [] for e in ladder.match}
-    for i, x in enumerate(indices):
-        base = i * d
-        for e, (subset, _) in ladder.perturb(int(x), source).items():
-            pos[e].extend([base + j for j in subset])
-    out = {}
-    for e, p in pos.items():
-        flat = np.zeros(n * d, dtype=np.uint8)
-        flat[p] = 1
-        out[e] = flat.reshape(n, d)
-    return out
+    return {e: bits.view(np.uint8) for e, bits in ladder.perturb_many(indices, source).items()}
 
 
 def category_indices(values, cat, typ: str, null_policy: str, n: int):

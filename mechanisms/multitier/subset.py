@@ -28,7 +28,8 @@ from ..rng import RandomSource, default_source
 from .ladder import descending_levels
 
 __all__ = ["subset_t_f", "subset_variance", "optimal_k", "rescale_beta", "rescale_beta_paper",
-           "expand_rho", "expansion", "rescale", "uniform_subset", "subset_sample", "Template",
+           "expand_rho", "expansion", "rescale", "uniform_subset", "subset_sample",
+           "uniform_subsets", "expansion_many", "Template",
            "SubsetLadder", "estimate_counts"]
 
 INF = None  # rho = +inf: the deterministic initial s = {x}
@@ -121,6 +122,27 @@ def subset_sample(x: int, k: int, rho, d: int, source: RandomSource) -> set:
     rest = uniform_subset(d - 1, k - 1 if inc else k, source)
     out = {j + (j >= x) for j in rest}
     return out | {x} if inc else out
+
+
+def uniform_subsets(m: int, d: int, k: int, source: RandomSource) -> np.ndarray:
+    """``m`` independent uniform k-subsets of range(d) as an (m, d) bool matrix
+    (Floyd's algorithm run on all rows at once: the draws at step j share the bound j + 1)."""
+    out = np.zeros((m, d), dtype=bool)
+    rows = np.arange(m)
+    for j in range(d - k, d):
+        t = source.randbelow_array(m, j + 1)
+        t = np.where(out[rows, t], j, t)
+        out[rows, t] = True
+    return out
+
+
+def expansion_many(S: np.ndarray, k: int, source: RandomSource) -> None:
+    """Expansion (Lemma 5.1) of every row of S (bool (n, d), k members each) in place:
+    one uniform element of the row's complement (the r-th free column, r uniform below d - k)."""
+    n, d = S.shape
+    r = source.randbelow_array(n, d - k)
+    free = np.cumsum(~S, axis=1, dtype=np.int16)
+    S[np.arange(n), (free > r[:, None].astype(np.int16)).argmax(axis=1)] = True
 
 
 @dataclass(frozen=True)
@@ -224,6 +246,45 @@ class SubsetLadder:
             if i in need:
                 snap[i] = frozenset(s)
         return {e: (snap[t.step], t) for e, t in self.match.items()}
+
+    def perturb_many(self, xs, source: Optional[RandomSource] = None, *,
+                     chunk: int = 32_768) -> dict[float, np.ndarray]:
+        """:meth:`perturb` for many rows: tier eps -> (n, d) bool report matrix.
+
+        Every row runs the same program once, independently, with the same exact coins
+        (``bernoulli_array``/``randbelow_array``: Rescale keeps a row w.p. beta, else a
+        uniform |s|-subset; Expansion adds a uniform free element), so each row has
+        exactly :meth:`perturb`'s joint law; the program is stepped for all rows at once
+        (``chunk`` rows at a time, bounding memory)."""
+        xs = np.asarray(xs, dtype=np.int64).reshape(-1)
+        if xs.size and (xs.min() < 0 or xs.max() >= self.d):
+            bad = int(xs[(xs < 0) | (xs >= self.d)][0])
+            raise ValueError(f"category {bad} outside [0, {self.d})")
+        source = source if source is not None else default_source()
+        out = {e: np.zeros((xs.size, self.d), dtype=bool) for e in self.match}
+        for lo in range(0, xs.size, chunk):
+            for e, bits in self._perturb_chunk(xs[lo:lo + chunk], source).items():
+                out[e][lo:lo + len(bits)] = bits
+        return out
+
+    def _perturb_chunk(self, xs: np.ndarray, source: RandomSource) -> dict[float, np.ndarray]:
+        n, d = xs.size, self.d
+        need = {tpl.step for tpl in self.match.values()}
+        S = np.zeros((n, d), dtype=bool)
+        S[np.arange(n), xs] = True
+        k, snap = 1, {}
+        for i, op in enumerate(self.ops, start=1):
+            if op[0] == "expand":
+                expansion_many(S, k, source)
+                k += 1
+            else:
+                beta = op[1]
+                redo = np.flatnonzero(~source.bernoulli_array(n, beta.numerator, beta.denominator))
+                if redo.size:
+                    S[redo] = uniform_subsets(redo.size, d, k, source)
+            if i in need:
+                snap[i] = S.copy()
+        return {e: snap[t.step] for e, t in self.match.items()}
 
     def privacy_map(self, released: Optional[Iterable[float]] = None) -> float:
         """eps-LDP of any coalition: max over released tiers (templates <= tier eps)."""

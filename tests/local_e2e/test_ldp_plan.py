@@ -143,3 +143,26 @@ def test_describe_guarantee_line():
     line = describe_guarantee("tl", cfg.tables["tl"])
     assert "E(x,x') = 1·|Δbucket(x)| + 1·|Δbucket(y)| + 1·|Δbucket(z)|" in line
     assert "tl_reports" in line and "(x, y); (z)" in line
+
+
+@pytest.mark.parametrize("vals,typ,dom", [
+    (np.array([3, 7, -2]), "int", None), (np.array([3.0, 7.0, -2.0]), "int", None),
+    (np.array([1, 2]), "float", None), (np.array([0.5, 2.25]), "float", None),
+    (np.array([1, 2, 1]), "int", [1, 2]), (np.array([1.0, 2.0]), "int", [1, 2, 3])])
+def test_numeric_columns_convert_at_once_like_value_by_value(vals, typ, dom):
+    from proxy.ldp_load import _public_numeric, _public_value
+    fast = _public_numeric(vals, typ, dom)
+    slow = [_public_value(v.item(), typ, "c", dom) for v in vals]
+    assert fast == slow and [type(v) for v in fast] == [type(v) for v in slow]
+
+
+@pytest.mark.parametrize("vals,typ,dom", [
+    (np.array([1.5]), "int", None), (np.array([np.nan]), "float", None), (np.array([np.inf]), "int", None),
+    (np.array([1e30]), "int", None), (np.array([4]), "int", [1, 2]), (np.array(["1"], dtype=object), "int", None),
+    ([1, 2], "int", None), (np.array([True]), "bool", None)])
+def test_numeric_columns_fall_back_to_the_checked_path(vals, typ, dom):
+    """Anything the value-by-value path might refuse or convert differently goes there
+    (so its error names the value): a fraction for an int, NaN/inf, a huge float,
+    a value outside the domain, non-numeric arrays, plain lists."""
+    from proxy.ldp_load import _public_numeric
+    assert _public_numeric(vals, typ, dom) is None

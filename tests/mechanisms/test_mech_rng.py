@@ -138,3 +138,70 @@ def test_system_source_forked_child_randbelow_differs():
     child = int.from_bytes(os.read(r, 16), "little")
     os.waitpid(pid, 0)
     assert child != src.randbelow(1 << 128)
+
+
+# -- vectorised draws (bits64, randbelow_array, bernoulli_array) ---------------------------------
+def test_randbelow_array_uniform_and_exact_in_range(monkeypatch):
+    """randbelow_array(n, 7) from seeded kernel bytes: chi-square (6 df) below its 0.999
+    quantile 22.46; m = 1 gives zeros, m = 2^63 stays in range, m > 2^63 is refused."""
+    import os
+    import random
+    import numpy as np
+    monkeypatch.setattr(os, "urandom", random.Random(7).randbytes)
+    src = SystemRandomSource()
+    n = 70_000
+    r = src.randbelow_array(n, 7)
+    assert r.dtype == np.int64 and r.min() >= 0 and r.max() <= 6
+    counts = np.bincount(r, minlength=7)
+    assert ((counts - n / 7) ** 2 / (n / 7)).sum() < 22.46
+    assert not src.randbelow_array(5, 1).any()
+    assert (src.randbelow_array(100, 2 ** 63) >= 0).all()
+    with pytest.raises(ValueError):
+        src.randbelow_array(3, 2 ** 63 + 1)
+    s = SeededSource(3).randbelow_array(2000, 5)                 # the generic (getrandbits) path
+    assert set(s.tolist()) == set(range(5))
+
+
+class _Words(SeededSource):
+    """A source whose 64-bit words are given (to reach the 2^-64 tie branch)."""
+
+    def __init__(self, words):
+        super().__init__(0)
+        self.words = list(words)
+        self.coins = []
+
+    def bits64(self, n):
+        import numpy as np
+        out, self.words = self.words[:n], self.words[n:]
+        return np.array(out, dtype=np.uint64)
+
+    def bernoulli(self, num, den):
+        self.coins.append((num, den))
+        return num * 2 > den            # decides the tie: a visible, checkable rule
+
+
+def test_bernoulli_array_decides_on_64_bits_and_ties_exactly():
+    """P = floor(2^64 · 1/3): u < P is heads, u > P tails, u == P defers to the exact
+    remainder 2^64/3 − P = 1/3 (bernoulli(1, 3))."""
+    P = (1 << 64) // 3
+    src = _Words([P - 1, P + 1, P, 0, (1 << 64) - 1])
+    out = src.bernoulli_array(5, 1, 3)
+    assert out.tolist() == [True, False, False, True, False]
+    assert src.coins == [((1 << 64) - 3 * P, 3)] == [(1, 3)]
+    src = _Words([(2 << 64) // 3])                          # p = 2/3: remainder 2/3, heads
+    assert src.bernoulli_array(1, 2, 3).tolist() == [True] and src.coins == [(2, 3)]
+    assert SeededSource(1).bernoulli_array(4, 5, 5).all()
+    assert not SeededSource(1).bernoulli_array(4, 0, 5).any()
+    with pytest.raises(ValueError):
+        SeededSource(1).bernoulli_array(4, 6, 5)
+
+
+def test_bernoulli_array_rate(monkeypatch):
+    """Bernoulli(1/3) on 90,000 seeded words: within 4.5 binomial sds of n/3."""
+    import math
+    import os
+    import random
+    monkeypatch.setattr(os, "urandom", random.Random(11).randbytes)
+    n = 90_000
+    hits = int(SystemRandomSource().bernoulli_array(n, 1, 3).sum())
+    assert abs(hits - n / 3) < 4.5 * math.sqrt(n * (1 / 3) * (2 / 3))

@@ -150,3 +150,75 @@ def test_group_by_count_estimator_is_unbiased():
     t, f = (float(v) for v in subset_t_f(Fraction(4), 3, 10))
     est = estimate_counts(S, 10, Fraction(4), 3) / len(S)
     assert abs(est[2] - 1) < 4.5 * math.sqrt(t * (1 - t)) / (t - f) / math.sqrt(len(S))
+
+
+def _exact_joint(sl, x):
+    """Exact joint law of the reports of every tier for input x: the program's Markov
+    chain over subsets (Expansion: uniform free element; Rescale: keep w.p. beta, else a
+    uniform |s|-subset), snapshotted at the matched template steps. {(S_step...): p}."""
+    from collections import defaultdict
+    d, steps = sl.d, sorted({t.step for t in sl.match.values()})
+    dist = {(frozenset([x]), ()): 1.0}
+    for i, op in enumerate(sl.ops, start=1):
+        new = defaultdict(float)
+        for (s, hist), p in dist.items():
+            if op[0] == "expand":
+                free = [j for j in range(d) if j not in s]
+                for j in free:
+                    new[(s | {j}, hist)] += p / len(free)
+            else:
+                beta = float(op[1])
+                new[(s, hist)] += p * beta
+                subs = list(itertools.combinations(range(d), len(s)))
+                for c in subs:
+                    new[(frozenset(c), hist)] += p * (1 - beta) / len(subs)
+        if i in steps:
+            merged = defaultdict(float)
+            for (s, hist), p in new.items():
+                merged[(s, hist + (s,))] += p
+            new = merged
+        dist = new
+    joint = defaultdict(float)
+    for (_, hist), p in dist.items():
+        joint[hist] += p
+    return joint, steps
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_joint_law_of_all_tiers_matches_the_exact_chain(batched):
+    """perturb (row by row) and perturb_many (all rows stepped at once) both draw the
+    joint report of every tier from the program's exact law: Pearson chi-square over
+    the joint outcomes (cells with expectation < 5 pooled) stays below the chi-square
+    0.9999 quantile for its degrees of freedom, fixed seeds."""
+    from scipy.stats import chi2
+    d, L, x, n = 5, [2.2, 1.0, 0.3], 1, 40_000
+    sl = SubsetLadder(d, L, variant=2)
+    joint, steps = _exact_joint(sl, x)
+    by_step = {t.step: e for e, t in sl.match.items()}
+    src = SeededSource(2026 + batched)
+    if batched:
+        mats = sl.perturb_many(np.full(n, x), src)
+        keys = zip(*[[frozenset(np.flatnonzero(r).tolist()) for r in mats[by_step[st]]] for st in steps])
+    else:
+        reps = [sl.perturb(x, src) for _ in range(n)]
+        keys = (tuple(r[by_step[st]][0] for st in steps) for r in reps)
+    from collections import Counter
+    seen = Counter(keys)
+    assert set(seen) <= set(joint)                               # nothing outside the law's support
+    big = [h for h, p in joint.items() if n * p >= 5]
+    small = [h for h in joint if h not in big]
+    obs = [seen[h] for h in big] + [sum(seen[h] for h in small)]
+    exp_ = [n * joint[h] for h in big] + [n * sum(joint[h] for h in small)]
+    stat = sum((o - e) ** 2 / e for o, e in zip(obs, exp_) if e > 0)
+    assert len(big) > 20 and stat < chi2.ppf(0.9999, len(obs) - 1)
+
+
+def test_perturb_many_shapes_and_refusals():
+    sl = SubsetLadder(8, [2.0, 0.5], variant=1)
+    out = sl.perturb_many([0, 7, 3] * 30_000, SeededSource(4), chunk=10_000)   # several chunks
+    for e, bits in out.items():
+        assert bits.shape == (90_000, 8) and bits.dtype == bool
+        assert (bits.sum(axis=1) == sl.match[e].k).all()          # every report has k members
+    assert sl.perturb_many([], SeededSource(1))[2.0].shape == (0, 8)
+    with pytest.raises(ValueError, match="outside"):
+        sl.perturb_many([0, 8], SeededSource(1))
