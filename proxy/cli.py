@@ -55,7 +55,7 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
     await gw.start()
     if cfg.demo:
         from . import demo
-        print("dpgate: demo data: checking (the first start creates it, ~10 s) …", flush=True)
+        print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
         if gw.backend.dialect == "duckdb":
             await asyncio.to_thread(demo.load_duckdb, gw.backend)
         else:
