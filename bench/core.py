@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer queries (< 50 s)")
     args = ap.parse_args(argv)
-    n = 200 if args.quick else 1600
+    n = 400 if args.quick else 1600
     conc_seconds = 3 if args.quick else 15
     queries = workload(n)
     import psycopg
