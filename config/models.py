@@ -247,6 +247,7 @@ class Limits(_Model):
     statement_timeout_ms: int = Field(default=30_000, ge=0)
     idle_timeout_s: float = Field(default=0, ge=0)
     max_statements_per_role: int = Field(default=16, ge=1)
+    shutdown_grace_s: float = Field(default=10, ge=0)
 
 
 class TLS(_Model):

@@ -85,11 +85,42 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
             url = f"postgresql://{role}@{host}:{port}/{cfg.server.database}"
         tier = cfg.tiers[cfg.roles[role].tier]
         print(f"  {role:<8} (ε {tier.epsilon:g}/query, budget {tier.budget:g}/{tier.period}):  psql \"{url}\"", flush=True)
+    stop = _stop_signals()
     try:
-        await server.serve_forever()
+        await stop.wait()
+        _release_signals()                  # a second Ctrl-C / SIGTERM stops at once
+        print(f"dpgate: shutting down ({server.connection_count} session(s); a running statement gets up to "
+              f"{lim.shutdown_grace_s:g} s)", flush=True)
+        await server.shutdown(lim.shutdown_grace_s)
     finally:
         await server.stop()
         await gw.close()
+    print("dpgate: stopped", flush=True)
+
+
+def _stop_signals() -> asyncio.Event:
+    """An event set by SIGTERM (service managers) or SIGINT (Ctrl-C); a signal the
+    process was started with ignored (e.g. ``nohup``) stays ignored."""
+    import signal
+    stop, loop = asyncio.Event(), asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            continue
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):     # not on this platform: Ctrl-C raises instead
+            pass
+    return stop
+
+
+def _release_signals() -> None:
+    import signal
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.remove_signal_handler(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
 
 
 def cmd_serve(args) -> int:
@@ -204,11 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     from .ldp_cli import add_parsers
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     args = p.parse_args(argv)
+    from .backends import BackendError
     try:
         return args.fn(args)
     except ConfigError as e:
         print(f"dpgate: {e}", file=sys.stderr)
         return 2
+    except BackendError as e:               # e.g. the DuckDB file is held by another process
+        print(f"dpgate: {e.message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

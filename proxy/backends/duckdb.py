@@ -46,6 +46,17 @@ class _Scan:
                 self.cursor.interrupt()
 
 
+def _open_error(path: str, e: Exception) -> str:
+    import re
+    msg = str(e)
+    held = re.search(r"Conflicting lock is held in (.*?) \(PID (\d+)\)", msg)
+    if held:
+        return (f'cannot open the DuckDB file {path}: process {held.group(2)} ({held.group(1)}) has it open. '
+                "One process uses a DuckDB file at a time: stop that process (another dpgate serve, "
+                "or dpgate ldp-load), or use another --state-dir / [backend] path")
+    return f"cannot open the DuckDB file {path}: {msg.splitlines()[0] if msg else type(e).__name__}"
+
+
 class DuckDBBackend:
     dialect = "duckdb"
     scans = 0         # statements in flight (event loop): Python work beside a scan slows it
@@ -54,7 +65,10 @@ class DuckDBBackend:
         self.path = str(path) if path is not None else ":memory:"
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._con = duckdb.connect(self.path)
+        try:
+            self._con = duckdb.connect(self.path)
+        except duckdb.Error as e:          # most often: another process holds the file
+            raise BackendError("58030", _open_error(self.path, e)) from None
         self._lock = threading.Lock()
         self._local = threading.local()
         self._cursors: list = []

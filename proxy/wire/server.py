@@ -48,6 +48,8 @@ class Server:
         self._server: asyncio.base_events.Server | None = None
         self._sessions: dict[int, tuple[int, Session]] = {}  # pid -> (secret, session)
         self._tasks: set[asyncio.Task] = set()
+        self._idle: set[asyncio.Task] = set()     # connections waiting for the client's next bytes
+        self._draining = False
         self._pids = itertools.count(secrets.randbelow(1 << 20) + 1000)
         # Auth-failure rate limiting: at most `max_auth_failures` per peer address per window.
         self.max_auth_failures, self.auth_failure_window = max_auth_failures, auth_failure_window
@@ -72,6 +74,20 @@ class Server:
 
     async def serve_forever(self) -> None:
         await self._server.serve_forever()
+
+    async def shutdown(self, grace: float = 10.0) -> None:
+        """Fast shutdown, as Postgres on SIGINT: stop listening; a session waiting for its
+        client is ended now with FATAL 57P01, a session running a statement after that
+        statement's reply (at most ``grace`` seconds, then it is cancelled like any
+        cancelled statement)."""
+        self._draining = True
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._idle):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=max(grace, 0.0))
+        await self.stop()
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -140,12 +156,17 @@ class Server:
                     session.violation(exc)
                     break
                 if ev is None:
+                    if self._draining:
+                        break
+                    self._idle.add(task)
                     try:
                         data = await self._read(reader, session, deadline)
                     except asyncio.TimeoutError:
                         if session.state == READY:
                             session.fatal("57P05", "terminating connection due to idle-session timeout")
                         break
+                    finally:
+                        self._idle.discard(task)
                     if not data:
                         break
                     session.receive_data(data)
@@ -192,6 +213,8 @@ class Server:
         except Exception:  # noqa: BLE001
             log.exception("connection %s failed", pid)
         finally:
+            if self._draining and not session.closed:
+                session.fatal("57P01", "terminating connection due to administrator command")
             self._sessions.pop(pid, None)
             if getattr(session, "auth_failed", False):
                 self._failures.setdefault(peer, collections.deque()).append(time.monotonic())

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 
+import psycopg
 import pytest
 
 from proxy.cli import main
@@ -91,9 +93,18 @@ def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
         assert abs(int(r.stdout.strip()) - 1_000_000) < 100       # the ≥1M-row demo table
         assert "ε charged 1" in r.stderr
         assert (tmp_path / "demo-passwords.json").stat().st_mode & 0o077 == 0
+        # SIGTERM (a service manager's stop): sessions end with 57P01, the process exits 0
+        idle = psycopg.connect(m.group(1), sslmode="disable", autocommit=True)
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, rest
+        assert "dpgate: shutting down (1 session(s)" in rest and rest.rstrip().endswith("dpgate: stopped")
+        with pytest.raises(psycopg.errors.AdminShutdown):
+            idle.execute("SELECT 1")
     finally:
-        proc.terminate()
-        proc.wait(10)
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
 
 
 def test_budget_and_data_version_on_a_shared_postgres_ledger(tmp_path, capsys, postgres):
@@ -116,3 +127,20 @@ def test_budget_and_data_version_on_a_shared_postgres_ledger(tmp_path, capsys, p
     assert led.data_version() == 2
     led.close()
     assert not (tmp_path / "state" / "ledger.sqlite3").exists()      # no local ledger was made
+
+
+def test_a_duckdb_file_held_by_another_process_is_a_one_line_error(tmp_path, capsys):
+    """One process per DuckDB file: a second `dpgate serve` on the same state names the
+    holder and what to do, exit 1, no traceback."""
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
+                               "print('held', flush=True); sys.stdin.read()", str(tmp_path / "demo.duckdb")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["serve", "--state-dir", str(tmp_path), "--port", "0"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err
+        assert f"process {holder.pid} " in err and "has it open" in err and "--state-dir" in err
+    finally:
+        holder.stdin.close()
+        holder.wait(10)

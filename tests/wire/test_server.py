@@ -135,3 +135,47 @@ def test_gssenc_refused_then_startup(make_server):
     asyncio.run(body())
     with psycopg.connect(server.dsn(user="trusty", password=None, gssencmode="prefer")) as conn:
         assert conn.execute("select 1").fetchone() == (1,)
+
+
+def test_shutdown_ends_idle_sessions_and_lets_a_running_statement_finish():
+    """Fast shutdown: the listener closes, an idle session gets FATAL 57P01 at once, a
+    session running a statement gets its whole reply first, then FATAL 57P01."""
+    async def body(srv):
+        r1, w1 = await login(srv.port)                    # idle
+        r2, w2 = await login(srv.port)
+        w2.write(fe.query("nap 0.4"))                     # running when the shutdown starts
+        await asyncio.sleep(0.1)
+        t0 = time.monotonic()
+        down = asyncio.create_task(srv.shutdown(grace=5))
+        (t, b), = await read_until(r1, "E", timeout=1)
+        f = fe.error_fields(b)
+        assert (f["S"], f["C"]) == ("FATAL", "57P01") and "administrator command" in f["M"]
+        assert await r1.read() == b""
+        assert time.monotonic() - t0 < 0.3                 # the idle one did not wait for the nap
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", srv.port)      # no new sessions
+        msgs = await read_until(r2, "Z")
+        assert [t for t, _ in msgs] == [b"T", b"D", b"C", b"Z"]    # the statement's whole reply
+        (t, b), = await read_until(r2, "E")
+        assert fe.error_fields(b)["C"] == "57P01" and await r2.read() == b""
+        await down
+        assert srv.connection_count == 0 and time.monotonic() - t0 < 2
+    run(body)
+
+
+def test_shutdown_grace_bounds_a_long_statement():
+    """A statement still running when the grace period ends is cancelled; its session
+    ends with FATAL 57P01 (the toy's `sleep` would run 10 s)."""
+    async def body(srv):
+        r, w = await login(srv.port)
+        w.write(fe.query("sleep"))
+        await asyncio.sleep(0.1)
+        t0 = time.monotonic()
+        await srv.shutdown(grace=0.3)
+        assert 0.3 <= time.monotonic() - t0 < 2
+        msgs = await read_until(r, "E", timeout=2)
+        assert [t for t, _ in msgs] == [b"E"]                  # no row of the cancelled statement
+        f = fe.error_fields(msgs[0][1])
+        assert (f["S"], f["C"]) == ("FATAL", "57P01")
+        assert await r.read() == b""
+    run(body)

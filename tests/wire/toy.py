@@ -54,7 +54,7 @@ class ToyHandler:
         if low.startswith("rows"):
             return [Column("i", t.INT4), Column("s", t.TEXT), Column("f", t.FLOAT8),
                     Column("n", t.NUMERIC), Column("b", t.BOOL), Column("big", t.INT8)]
-        if low.startswith(("select", "notice", "sleep")):
+        if low.startswith(("select", "notice", "sleep", "nap")):
             return [Column("?column?", t.INT4)]
         return None
 
@@ -82,6 +82,9 @@ class ToyHandler:
             except asyncio.TimeoutError:
                 return Result("SELECT 1", [Column("?column?", t.INT4)], [(1,)])
             raise SqlError("57014", "canceling statement due to user request")
+        if first == "nap":                 # a statement that takes the given seconds
+            await asyncio.sleep(float(low.split()[1]))
+            return Result("SELECT 1", [Column("?column?", t.INT4)], [(1,)])
         if first == "rows":
             n = int(low.split()[1])
             rows = [(i, f"s{i}", i / 4, Decimal(i) / 8, i % 2 == 0, i * 10 ** 12) for i in range(n)]
