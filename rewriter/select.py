@@ -45,6 +45,10 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
         elif isinstance(node, exp.AggFunc) or isinstance(node, exp.Filter):
             func, col = aggregate(node, ctx)
             out.append(Item(alias or func, "agg", (func, col)))
+        elif isinstance(node, exp.WithinGroup):
+            raise Refusal(UNSUPPORTED, "percentile_disc / percentile_cont are answered on local "
+                          "(metric-LDP) tables (in the demo: trips), not on this table; COUNT(*) with "
+                          "range predicates (WHERE col BETWEEN a AND b) is allowed here.")
         elif node.find(exp.AggFunc):
             raise Refusal(UNSUPPORTED, "expressions over aggregates are not supported yet; "
                           "select the aggregate itself.")
@@ -59,6 +63,10 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     """(func, column) of an allowed aggregate call, or a refusal."""
     if isinstance(node, exp.Filter):
         raise Refusal(UNSUPPORTED, "aggregate FILTER (WHERE …) is not supported; use WHERE.")
+    if isinstance(node, (exp.Max, exp.Min)):
+        raise Refusal(UNSUPPORTED, f"{node.sql_name().upper()}() is answered on tables with a per-record "
+                      "privacy policy (in the demo: accounts), not on this table; a tail count such as "
+                      "COUNT(*) … WHERE col > x is allowed here.")
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
         raise Refusal(UNSUPPORTED, f"aggregate {node.sql_name().lower()}() is not supported "
                       "yet; use COUNT, SUM or AVG.")

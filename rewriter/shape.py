@@ -26,7 +26,7 @@ _CLAUSES = {
     "locks": (DENIED, "SELECT … FOR UPDATE/SHARE is not allowed; dpgate is read-only."),
     "distinct": (UNSUPPORTED, "SELECT DISTINCT is not supported; use GROUP BY on a column "
                               "with a declared public domain."),
-    "having": (UNSUPPORTED, "HAVING is not supported yet; filter rows with WHERE."),
+    "having": (UNSUPPORTED, "HAVING is not available on this table; filter rows with WHERE."),
     "qualify": (DENIED, "QUALIFY and window functions are not allowed."),
     "windows": (DENIED, "window functions are not allowed."),
     "sample": (UNSUPPORTED, "TABLESAMPLE is not supported."),

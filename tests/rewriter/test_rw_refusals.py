@@ -34,3 +34,15 @@ def test_refused(config, state, sql):
     assert r.message.strip()
     if state.startswith(("42", "0A")) and state not in ("42601", "42P01", "42703", "42P10"):
         assert r.hint, "policy refusals carry the ALLOWED hint"
+
+
+@pytest.mark.parametrize("sql,where", [
+    ("SELECT MAX(income) FROM pums", "per-record privacy policy"),
+    ("SELECT MIN(age) FROM pums", "per-record privacy policy"),
+    ("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM pums", "local (metric-LDP) tables")])
+def test_refusals_say_where_the_aggregate_is_answered(config, sql, where):
+    """MAX/MIN and percentiles exist for other kinds of table: the refusal says which,
+    and what this table allows instead."""
+    with pytest.raises(Refusal) as err:
+        rewriter.build_plan(rewriter.parse(sql), config)
+    assert err.value.sqlstate == "0A000" and where in err.value.message and "allowed here" in err.value.message
