@@ -72,7 +72,9 @@ class Ctx:
         return self.params is None
 
     def column(self, node: exp.Column) -> T:
-        if node.args.get("catalog") or node.args.get("db") or (
+        db = node.args.get("db")
+        schema_ok = db is None or (db.name == "public" and node.table == self.name)   # public.t.col
+        if node.args.get("catalog") or not schema_ok or (
                 node.table and node.table not in self.qualifiers):
             raise Refusal(UNDEFINED_TABLE, f"missing FROM-clause entry for {node.table!r}; "
                           f"qualify columns with {' or '.join(sorted(self.qualifiers))} or "

@@ -59,6 +59,25 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
     return out
 
 
+def _constant(arg) -> bool:
+    """A non-NULL literal: COUNT(1), COUNT('x') count every row, as COUNT(*)."""
+    return isinstance(arg, exp.Literal) or (isinstance(arg, exp.Boolean))
+
+
+_WIDENING = {"int": ("bigint", "double", "float", "decimal"), "float": ("double", "float", "decimal")}
+
+
+def _value_preserving_cast(arg, ctx: Ctx):
+    """``SUM(CAST(col AS DOUBLE PRECISION))`` (as BI tools write it) → ``col``: a cast that keeps
+    every value of a numeric column (int → bigint/float8/numeric, float → float8/numeric, no
+    precision given) changes nothing an aggregate sees; any other cast stays and is refused."""
+    if isinstance(arg, exp.Cast) and isinstance(arg.this, exp.Column) and not arg.to.expressions:
+        spec = ctx.table.columns.get(arg.this.name)
+        if spec is not None and spec.type in _WIDENING and arg.to.is_type(*_WIDENING[spec.type]):
+            return arg.this
+    return arg
+
+
 def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     """(func, column) of an allowed aggregate call, or a refusal."""
     if isinstance(node, exp.Filter):
@@ -73,8 +92,9 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     func, arg = node.key, node.this
     if isinstance(arg, exp.Distinct):
         raise Refusal(UNSUPPORTED, f"{func.upper()}(DISTINCT …) is not supported.")
-    if func == "count" and isinstance(arg, exp.Star):
+    if func == "count" and (isinstance(arg, exp.Star) or _constant(arg)):   # COUNT(1): every row
         return "count", None
+    arg = _value_preserving_cast(arg, ctx)
     if not isinstance(arg, exp.Column) or [k for k, v in node.args.items()
                                             if v and k not in ("this", "big_int")]:
         predicate.check(arg, ctx) if isinstance(arg, exp.Expression) else None

@@ -46,6 +46,44 @@ def test_group_keys_aliases_and_order(config):
     assert p.where.sql("postgres") == '"age" >= 18'
 
 
+def test_schema_qualified_columns_as_bi_tools_write_them(config):
+    """Metabase and others qualify every column with schema and table: same plan as bare names."""
+    bare = plan(config, "SELECT sex, count(*) AS count FROM pums WHERE age > 30 GROUP BY sex ORDER BY sex")
+    full = plan(config, 'SELECT "public"."pums"."sex" AS "sex", count(*) AS "count" FROM "public"."pums" '
+                        'WHERE "public"."pums"."age" > 30 GROUP BY "public"."pums"."sex" '
+                        'ORDER BY "public"."pums"."sex" ASC')
+    assert full.canonical() == bare.canonical() and full.order_by == bare.order_by
+    for sql in ("SELECT COUNT(*) FROM pums p WHERE public.p.age > 3",         # an alias hides the table
+                "SELECT COUNT(*) FROM pums WHERE other.pums.age > 3",
+                "SELECT COUNT(*) FROM pums WHERE demo.public.pums.age > 3"):
+        with pytest.raises(Refusal) as e:
+            plan(config, sql)
+        assert e.value.sqlstate == "42P01"
+
+
+@pytest.mark.parametrize("bi,plain", [
+    ("SELECT COUNT(1) FROM pums", "SELECT COUNT(*) FROM pums"),
+    ("SELECT COUNT('x') AS count FROM pums", "SELECT COUNT(*) FROM pums"),
+    ('SELECT SUM(CAST("pums"."income" AS DOUBLE PRECISION)) AS sum FROM "public"."pums" "pums"',
+     "SELECT SUM(income) FROM pums"),
+    ("SELECT AVG(age::numeric) AS avg, AVG(CAST(age AS float)) AS avg FROM pums",
+     "SELECT AVG(age), AVG(age) FROM pums"),
+    ("SELECT COUNT(TRY_CAST(age AS BIGINT)) AS count FROM pums", "SELECT COUNT(age) FROM pums")])
+def test_bi_tool_aggregate_spellings_are_the_same_release(config, bi, plain):
+    """COUNT(1) is COUNT(*); a cast that keeps every value of a numeric column changes nothing
+    an aggregate sees: the same plan, so the same release (a repeat is free)."""
+    a, b = plan(config, bi), plan(config, plain)
+    assert a.canonical() == b.canonical() and [o.name for o in a.outputs] == [o.name for o in b.outputs]
+
+
+@pytest.mark.parametrize("sql", ["SELECT SUM(age::int) FROM pums", "SELECT SUM(income::bigint) FROM pums",
+                                 "SELECT AVG(age::numeric(5,1)) FROM pums", "SELECT SUM(age::text) FROM pums",
+                                 "SELECT COUNT(NULL) FROM pums"])
+def test_casts_that_change_values_stay_refused(config, sql):
+    with pytest.raises(Refusal):
+        plan(config, sql)
+
+
 def test_order_by_aggregate_expression(config):
     p = plan(config, "SELECT sex, SUM(income) FROM pums GROUP BY sex ORDER BY SUM(income)")
     assert p.order_by == (OrderItem(1, False, False),)
