@@ -16,7 +16,7 @@ from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import make_mean
 from rewriter.plan import Aggregate, Plan
 
-TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
+TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
 
 
 def measurement_for(agg: Aggregate, epsilon: float):
@@ -246,10 +246,43 @@ def output_types(plan: Plan) -> list[int]:
     for o in plan.outputs:
         if o.source == "group":
             oids.append(TYPE_OIDS[plan.group_by[o.index].type])
+        elif o.post:
+            oids.append(TYPE_OIDS[o.type])
         else:
             a = plan.aggregates[o.index]
             oids.append(20 if a.func == "count" or (a.func == "sum" and a.type == "int") else 701)
     return oids
+
+
+def post_process(v, steps: tuple):
+    """Apply an output's display steps to a released value (None stays None). Float → int
+    rounds half to even, as Postgres's float8 → int8 cast and round(float8) (rint)."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
+    for op, arg in steps:
+        if v is None:
+            return None
+        if op == "cast":
+            if arg == "int":
+                v = v if isinstance(v, int) else int(round(v)) if not isinstance(v, Decimal) else int(
+                    v.quantize(Decimal(1), ROUND_HALF_UP))
+            elif arg == "float":
+                v = float(v)
+            else:
+                v = v if isinstance(v, Decimal) else Decimal(repr(float(v))) if not isinstance(v, int) else Decimal(v)
+        elif op == "round":
+            if arg is None:
+                v = v if isinstance(v, int) else (Decimal(v).quantize(Decimal(1), ROUND_HALF_UP)
+                                                  if isinstance(v, Decimal) else float(round(v)))
+            else:             # round(numeric, n): half away from zero, n decimals
+                d = v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+                v = d.quantize(Decimal(1).scaleb(-arg), ROUND_HALF_UP)
+        elif op in ("floor", "ceil"):
+            if isinstance(v, Decimal):
+                v = v.quantize(Decimal(1), ROUND_FLOOR if op == "floor" else ROUND_CEILING)
+            elif not isinstance(v, int):
+                import math
+                v = float(math.floor(v) if op == "floor" else math.ceil(v))
+    return v
 
 
 def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> list[tuple]:
@@ -263,7 +296,8 @@ def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> l
 def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     rows = []
     for key, vals in zip(answer["keys"], answer["values"]):
-        rows.append(tuple(key[o.index] if o.source == "group" else vals[o.index] for o in plan.outputs))
+        rows.append(tuple(key[o.index] if o.source == "group" else
+                          post_process(vals[o.index], o.post) if o.post else vals[o.index] for o in plan.outputs))
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)
     sel = plan.selection

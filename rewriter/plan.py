@@ -73,12 +73,16 @@ class Aggregate:
 
 @dataclass(frozen=True)
 class Output:
-    """An output column: a group key or an aggregate, by index."""
+    """An output column: a group key or an aggregate, by index. ``post``: display steps
+    applied to the released value (``ROUND(AVG(x), 2)``, ``COUNT(*)::float``): pure
+    post-processing, so not part of :meth:`Plan.canonical` (the same release serves
+    both spellings); ``type`` is the type after them ("numeric" only here)."""
 
     name: str
     source: Literal["group", "aggregate"]
     index: int
-    type: ColumnType
+    type: ColumnType | Literal["numeric"]
+    post: tuple = ()
 
 
 @dataclass(frozen=True)

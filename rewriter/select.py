@@ -27,6 +27,7 @@ class Item:
     name: str
     kind: str
     payload: object
+    post: tuple = ()          # display steps over an aggregate (see :func:`post_steps`)
 
 
 def items(select: exp.Select, ctx: Ctx) -> list[Item]:
@@ -45,18 +46,69 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
         elif isinstance(node, exp.AggFunc) or isinstance(node, exp.Filter):
             func, col = aggregate(node, ctx)
             out.append(Item(alias or func, "agg", (func, col)))
+        elif (post := post_steps(node)) is not None:
+            inner, steps, name = post
+            func, col = aggregate(inner, ctx)
+            out.append(Item(alias or name or func, "agg", (func, col), steps))
         elif isinstance(node, exp.WithinGroup):
             raise Refusal(UNSUPPORTED, "percentile_disc / percentile_cont are answered on local "
                           "(metric-LDP) tables (in the demo: trips), not on this table; COUNT(*) with "
                           "range predicates (WHERE col BETWEEN a AND b) is allowed here.")
         elif node.find(exp.AggFunc):
-            raise Refusal(UNSUPPORTED, "expressions over aggregates are not supported yet; "
-                          "select the aggregate itself.")
+            raise Refusal(UNSUPPORTED, "expressions over aggregates are not supported; select the "
+                          "aggregate itself, or display steps over one aggregate: ROUND(agg[, n]), "
+                          "FLOOR(agg), CEIL(agg), CAST(agg AS integer | double precision | numeric).")
         else:
             predicate.check(node, ctx)   # unknown columns/functions get their own error
             raise Refusal(DENIED, f"select item {node.sql('postgres')} would return raw row "
                           "values; select group keys and aggregates only.")
     return out
+
+
+_CASTS = {"int": ("smallint", "int", "bigint"), "float": ("double", "float", "real"),
+          "numeric": ("decimal",)}
+
+
+def post_steps(node: exp.Expression):
+    """``ROUND(AVG(x), 2)``, ``CAST(AVG(x) AS INT)``, ``COUNT(*)::float``, ``FLOOR``/``CEIL``:
+    display steps over ONE aggregate (post-processing of its released value; the noise
+    and its scale are unchanged) → (aggregate node, steps outermost last, output name),
+    or None when ``node`` is not such a chain. Postgres's column names: the outermost
+    function's (``round``), a cast keeps its operand's."""
+    steps, name = [], None
+    while True:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Cast) and not node.to.expressions and not isinstance(node, exp.TryCast):
+            target = next((t for t, names in _CASTS.items() if node.to.is_type(*names)), None)
+            if target is None:
+                return None
+            steps.append(("cast", target))
+        elif isinstance(node, exp.Round) and node.args.get("decimals") is None or (
+                isinstance(node, exp.Round) and isinstance(node.args["decimals"], exp.Literal)
+                and node.args["decimals"].is_int and 0 <= int(node.args["decimals"].this) <= 15):
+            d = node.args.get("decimals")
+            steps.append(("round", None if d is None else int(d.this)))
+            name = name or "round"
+        elif isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals"):
+            steps.append((node.key, None))
+            name = name or node.key
+        else:
+            break
+        node = node.this
+    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min)):
+        return None
+    return node, tuple(reversed(steps)), name
+
+
+def post_type(typ: str, steps: tuple) -> str:
+    """The output type after ``steps`` (Postgres rules: ROUND(x, n) is numeric, a cast is its target)."""
+    for op, arg in steps:
+        if op == "cast":
+            typ = arg
+        elif op == "round" and arg is not None:
+            typ = "numeric"
+    return typ
 
 
 def _constant(arg) -> bool:
@@ -187,8 +239,8 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
                         spec.avg_mechanism if func == "avg" else None)
         if agg not in aggs:
             aggs.append(agg)
-        out_type = {"count": "int", "sum": typ, "avg": "float"}[func]
-        outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type))
+        out_type = post_type({"count": "int", "sum": typ, "avg": "float"}[func], it.post)
+        outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type, it.post))
     if not aggs and need_aggregate:
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     return tuple(measures), tuple(aggs), tuple(outs)

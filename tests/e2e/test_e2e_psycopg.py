@@ -2,6 +2,8 @@
 refusals, EXPLAIN, on DuckDB and on a real Postgres."""
 from __future__ import annotations
 
+import math
+
 import psycopg
 import pytest
 
@@ -47,6 +49,30 @@ def test_repeat_is_free_and_identical(service):
         spent2 = service.gw.ledger.spent("other", "day")
     assert len(first) == 16 and sorted(first) == sorted(second)
     assert spent1 == spent2 == 1.0
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_display_steps_over_aggregates_are_post_processing(service, binary):
+    """ROUND / CAST / FLOOR over an aggregate: computed from the released value (the plain
+    statement afterwards is a free repeat of the same release), with Postgres's types."""
+    from decimal import Decimal
+    role = "other"
+    q = ("SELECT sex, ROUND(AVG(age), 1) AS r, CAST(AVG(age) AS INTEGER) AS i, COUNT(*)::float AS f, "
+         "FLOOR(SUM(income)) AS fl FROM pums WHERE married = {m} GROUP BY sex ORDER BY sex")
+    m = 1 if binary else 0
+    with connect(service, role) as conn:
+        before = service.gw.ledger.spent(role, "day")
+        cur = conn.cursor(binary=binary)
+        post = cur.execute(q.format(m=m)).fetchall()
+        plain = conn.execute(f"SELECT sex, AVG(age), COUNT(*), SUM(income) FROM pums WHERE married = {m} "
+                             "GROUP BY sex ORDER BY sex").fetchall()
+        assert service.gw.ledger.spent(role, "day") == before + 1.0       # one release for both
+    for (k, r, i, f, fl), (k2, avg, n, total) in zip(post, plain):
+        assert k == k2 and isinstance(r, Decimal) and r.as_tuple().exponent == -1
+        assert r == Decimal(repr(avg)).quantize(Decimal("0.1"), "ROUND_HALF_UP")
+        assert isinstance(i, int) and i == round(avg)
+        assert isinstance(f, float) and f == float(n)
+        assert isinstance(fl, float) and fl == float(math.floor(total))
 
 
 def test_empty_groups_are_released(service):

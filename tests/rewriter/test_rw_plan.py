@@ -84,6 +84,44 @@ def test_casts_that_change_values_stay_refused(config, sql):
         plan(config, sql)
 
 
+@pytest.mark.parametrize("sql,name,typ,post", [
+    ("SELECT ROUND(AVG(age), 2) FROM pums", "round", "numeric", (("round", 2),)),
+    ("SELECT ROUND(AVG(age)) FROM pums", "round", "float", (("round", None),)),
+    ("SELECT CAST(AVG(age) AS INTEGER) FROM pums", "avg", "int", (("cast", "int"),)),
+    ("SELECT COUNT(*)::double precision FROM pums", "count", "float", (("cast", "float"),)),
+    ("SELECT ROUND(AVG(age)::numeric, 1) AS a FROM pums", "a", "numeric", (("cast", "numeric"), ("round", 1))),
+    ("SELECT FLOOR(SUM(income)) FROM pums", "floor", "float", (("floor", None),)),
+    ("SELECT CEIL(SUM(age)) FROM pums", "ceil", "int", (("ceil", None),))])
+def test_display_steps_over_one_aggregate(config, sql, name, typ, post):
+    """Post-processing of the released value: Postgres's output name and type, and the same
+    measurement (canonical text) as the bare aggregate."""
+    p = plan(config, sql)
+    (o,) = p.outputs
+    assert (o.name, o.type, o.post) == (name, typ, post)
+    inner = {"count": "COUNT(*)", "sum": f"SUM({p.aggregates[0].column})", "avg": f"AVG({p.aggregates[0].column})"}
+    assert p.canonical() == plan(config, f"SELECT {inner[p.aggregates[0].func]} FROM pums").canonical()
+
+
+@pytest.mark.parametrize("sql", ["SELECT SUM(income) / COUNT(*) FROM pums", "SELECT AVG(age) * 2 FROM pums",
+                                 "SELECT ROUND(AVG(age), age) FROM pums", "SELECT AVG(age)::text FROM pums",
+                                 "SELECT ROUND(AVG(age), 99) FROM pums", "SELECT CAST(AVG(age) AS NUMERIC(4, 1)) FROM pums"])
+def test_other_expressions_over_aggregates_are_refused(config, sql):
+    with pytest.raises(Refusal) as e:
+        plan(config, sql)
+    assert e.value.sqlstate == "0A000" and "ROUND(agg[, n])" in e.value.message
+
+
+def test_post_process_matches_postgres():
+    from decimal import Decimal
+    from proxy.release import post_process
+    assert post_process(2.5, (("cast", "int"),)) == 2 and post_process(3.5, (("cast", "int"),)) == 4  # rint
+    assert post_process(2.345, (("round", 2),)) == Decimal("2.35")        # numeric: half away from zero
+    assert post_process(-2.5, (("round", None),)) == -2.0                  # round(float8) is rint
+    assert post_process(7, (("cast", "float"),)) == 7.0 and post_process(None, (("round", 1),)) is None
+    assert post_process(-1.5, (("floor", None),)) == -2.0 and post_process(-1.5, (("ceil", None),)) == -1.0
+    assert post_process(12, (("cast", "numeric"), ("round", 1))) == Decimal("12.0")
+
+
 def test_order_by_aggregate_expression(config):
     p = plan(config, "SELECT sex, SUM(income) FROM pums GROUP BY sex ORDER BY SUM(income)")
     assert p.order_by == (OrderItem(1, False, False),)
