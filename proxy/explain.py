@@ -26,6 +26,16 @@ def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres")
     return lines
 
 
+def post_text(post: tuple) -> str:
+    """'; then round(·, 1)' for an output's display steps (post-processing, no ε)."""
+    if not post:
+        return ""
+    names = {"int": "integer", "float": "double precision", "numeric": "numeric"}
+    steps = [f"cast to {names[arg]}" if op == "cast" else f"{op}(·{'' if arg is None else f', {arg}'})"
+             for op, arg in post]
+    return "; then " + ", ".join(steps) + " (post-processing, no ε)"
+
+
 def _single_tier_lines(plan: Plan, tier) -> list[str]:
     shares = split_epsilon(plan, tier.epsilon)
     lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
@@ -41,7 +51,7 @@ def _single_tier_lines(plan: Plan, tier) -> list[str]:
         hw_txt = f"±{hw():.4g}" if callable(hw) and a.func != "avg" else "depends on the noisy count"
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
         lines.append(f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
-                     f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}")
+                     f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}" + post_text(o.post))
     return lines
 
 

@@ -102,6 +102,9 @@ def test_explain_charges_nothing(service):
         assert service.gw.ledger.spent("other", "day") == before
     text = "\n".join(lines)
     assert "geometric" in text.lower() and "one scan" in text and "95% half-width" in text
+    with connect(service, "other") as conn:
+        text = "\n".join(r[0] for r in conn.execute("EXPLAIN SELECT ROUND(AVG(age), 1) AS a FROM pums"))
+    assert "a: avg(age)" in text and "then round(·, 1) (post-processing, no ε)" in text
 
 
 def test_transaction_status(service):
