@@ -20,7 +20,7 @@ import logging
 import time
 
 from rewriter import build_plan, param_types, parse, to_sql
-from rewriter.errors import Refusal
+from rewriter.errors import ExtremeAggregate, Refusal
 
 from .backends import BackendError
 from .backends.base import CancelSignal
@@ -135,11 +135,15 @@ class Connection:
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import describe_per_record
             return await describe_per_record(self, sql, oids)
-        if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
-            plan = self.gw.plan(sql, None)
-            return Description([], [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
-        expr = parse(sql)
-        types = param_types(expr, self.gw.config)
+        try:
+            if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
+                plan = self.gw.plan(sql, None)
+                return Description([], [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
+            expr = parse(sql)
+            types = param_types(expr, self.gw.config)
+        except ExtremeAggregate:                           # MAX / MIN: their own release
+            from .extreme import describe_extreme
+            return await describe_extreme(self, sql, oids)
         inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
                     for i, t in enumerate(types)]
         plan = self.gw.plan(sql, [_DUMMY.get(t, "0") for t in types] if types else None)
@@ -181,7 +185,11 @@ class Connection:
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import answer_per_record
             return await answer_per_record(self, sql, params)
-        plan = self._with_threshold(gw.plan(sql, params or None))
+        try:
+            plan = self._with_threshold(gw.plan(sql, params or None))
+        except ExtremeAggregate:                           # MAX / MIN: their own release
+            from .extreme import answer_extreme
+            return await answer_extreme(self, sql, params)
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
         cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
@@ -287,7 +295,11 @@ class Connection:
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import explain_per_record
             return await explain_per_record(self, body, params)
-        plan = build_plan(parse(body), self.gw.config, params or None)
+        try:
+            plan = build_plan(parse(body), self.gw.config, params or None)
+        except ExtremeAggregate:                           # MAX / MIN: their own release
+            from .extreme import explain_extreme
+            return await explain_extreme(self, body, params)
         dialect = self.gw.backend.dialect
         lines = explain_lines(plan, self.gw.tier_of(self.role), to_sql(plan, dialect), dialect)
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])

@@ -20,6 +20,11 @@ class Refusal(Exception):
         return f"Refusal({self.sqlstate!r}, {self.message!r})"
 
 
+class ExtremeAggregate(Refusal):
+    """MAX/MIN on a central table: not part of the one-scan plan; the proxy answers
+    it on its own path (:mod:`rewriter.extreme`), so this is a routing signal."""
+
+
 # SQLSTATEs used by the rewriter.
 INSUFFICIENT_PRIVILEGE = "42501"   # a shape that would leak rows (raw columns, joins, …)
 FEATURE_NOT_SUPPORTED = "0A000"    # a DP-safe idea dpgate does not do yet (COUNT(DISTINCT) …)

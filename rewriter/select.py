@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from . import predicate
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
-                     INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
+                     INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
 from .plan import Aggregate, GroupKey, Measure, OrderItem, Output
 from .scope import Ctx
 
@@ -135,9 +135,8 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     if isinstance(node, exp.Filter):
         raise Refusal(UNSUPPORTED, "aggregate FILTER (WHERE …) is not supported; use WHERE.")
     if isinstance(node, (exp.Max, exp.Min)):
-        raise Refusal(UNSUPPORTED, f"{node.sql_name().upper()}() is answered on tables with a per-record "
-                      "privacy policy (in the demo: accounts), not on this table; a tail count such as "
-                      "COUNT(*) … WHERE col > x is allowed here.")
+        raise ExtremeAggregate(UNSUPPORTED, f"{node.sql_name().upper()}() is answered one per statement, "
+                               "without other aggregates (each MAX or MIN is its own release).")
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
         raise Refusal(UNSUPPORTED, f"aggregate {node.sql_name().lower()}() is not supported "
                       "yet; use COUNT, SUM or AVG.")
