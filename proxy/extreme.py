@@ -89,6 +89,9 @@ async def answer_extreme(conn, sql: str, params: list):
     gw = conn.gw
     xp = build_extreme_plan(parse(sql), gw.config, list(params) if params else None)
     tier = gw.tier_of(conn.role)
+    if tier.ladder is not None:          # a ladder's coalition guarantee covers its chain only
+        raise SqlError("0A000", "MAX and MIN are not available to data-market ladder tiers; nothing was "
+                       "charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's noise chain.")
     eps = float(tier.epsilon)
     key = _key(xp, eps)
     cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]

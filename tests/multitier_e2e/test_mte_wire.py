@@ -92,7 +92,10 @@ def test_having_is_refused_for_ladder_tiers_and_charges_nothing(service):
     with psycopg.connect(svc.dsn("silver"), autocommit=True) as conn:
         with pytest.raises(psycopg.Error) as e:
             conn.execute("SELECT educ, COUNT(*) FROM pums GROUP BY educ HAVING COUNT(*) > 50").fetchall()
-    assert e.value.sqlstate == "0A000"
+        assert e.value.sqlstate == "0A000"
+        with pytest.raises(psycopg.Error) as e:          # MAX/MIN are not drawn from the ladder either
+            conn.execute("SELECT MAX(age) FROM pums").fetchall()
+        assert e.value.sqlstate == "0A000" and "ladder" in str(e.value)
     assert svc.gw.ledger.spent("silver", "day") == spent
 
 
