@@ -13,6 +13,7 @@ from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_type
 
 from .backends import BackendError
 from .ledger import BudgetExceeded
+from .per_record import _cell_of
 from .release import _fmt, answer_rows, output_types
 from .wire.api import Column, Description, Result, SqlError
 
@@ -28,17 +29,8 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
 
 
 def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid) -> str:
-    return histogram_sql(xp, grid.lower, grid.step, grid.U, grid.step == 1.0 and not _float_col(gw, xp),
+    return histogram_sql(xp, grid.lower, grid.step, grid.U, grid.integral and grid.step == 1.0,
                          gw.backend.dialect)
-
-
-def _float_col(gw, xp: ExtremePlan) -> bool:
-    return gw.config.tables[xp.plan.table].columns[xp.column].type == "float"
-
-
-def _cell(row, n: int, known: set):
-    from .per_record import _cell_of
-    return _cell_of(row, n, known)
 
 
 async def _release(conn, xp: ExtremePlan, epsilon: float) -> dict:
@@ -53,7 +45,7 @@ async def _release(conn, xp: ExtremePlan, epsilon: float) -> dict:
     hists: dict[tuple, list] = {c: [] for c in cells}
     known = set(cells)
     for row in rows:
-        c = _cell(row, n, known)
+        c = _cell_of(row, n, known)
         if c is not None:                         # NULL / out-of-domain keys match no cell
             hists[c].append((int(row[n]), int(row[n + 1])))
     values = [[m.release(hists[c], gw.source)] for c in cells]

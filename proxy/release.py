@@ -254,34 +254,33 @@ def output_types(plan: Plan) -> list[int]:
     return oids
 
 
+def _dec(v) -> Decimal:
+    return v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+
+
 def post_process(v, steps: tuple):
-    """Apply an output's display steps to a released value (None stays None). Float → int
-    rounds half to even, as Postgres's float8 → int8 cast and round(float8) (rint)."""
-    from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
+    """Apply an output's display steps to a released value (None stays None), as Postgres:
+    float8 → integer and round(float8) round half to even (rint); numeric rounds half away
+    from zero; round(x, n) is numeric."""
+    import math
+    from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP
     for op, arg in steps:
         if v is None:
             return None
-        if op == "cast":
-            if arg == "int":
-                v = v if isinstance(v, int) else int(round(v)) if not isinstance(v, Decimal) else int(
-                    v.quantize(Decimal(1), ROUND_HALF_UP))
-            elif arg == "float":
-                v = float(v)
-            else:
-                v = v if isinstance(v, Decimal) else Decimal(repr(float(v))) if not isinstance(v, int) else Decimal(v)
-        elif op == "round":
-            if arg is None:
-                v = v if isinstance(v, int) else (Decimal(v).quantize(Decimal(1), ROUND_HALF_UP)
-                                                  if isinstance(v, Decimal) else float(round(v)))
-            else:             # round(numeric, n): half away from zero, n decimals
-                d = v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
-                v = d.quantize(Decimal(1).scaleb(-arg), ROUND_HALF_UP)
-        elif op in ("floor", "ceil"):
-            if isinstance(v, Decimal):
-                v = v.quantize(Decimal(1), ROUND_FLOOR if op == "floor" else ROUND_CEILING)
-            elif not isinstance(v, int):
-                import math
-                v = float(math.floor(v) if op == "floor" else math.ceil(v))
+        if isinstance(v, int) and op != "cast" and arg is None:     # round/floor/ceil of an integer
+            continue
+        if op == "cast" and arg == "float":
+            v = float(v)
+        elif op == "cast" and arg == "numeric":
+            v = _dec(v)
+        elif op == "round" and arg is not None:
+            v = _dec(v).quantize(Decimal(1).scaleb(-arg), ROUND_HALF_UP)
+        elif isinstance(v, Decimal):                                 # to an integral numeric
+            v = v.quantize(Decimal(1), {"floor": ROUND_FLOOR, "ceil": ROUND_CEILING}.get(op, ROUND_HALF_UP))
+            v = int(v) if op == "cast" else v
+        else:                                                        # float8 (or int cast to int)
+            f = {"floor": math.floor, "ceil": math.ceil}.get(op, round)
+            v = int(f(v)) if op == "cast" else float(f(v))
     return v
 
 

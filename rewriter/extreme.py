@@ -13,7 +13,6 @@ Its rows never leave the proxy; the mechanism turns each group's histogram into 
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,7 +24,6 @@ from .emit import DOUBLE, _key
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 from .per_record import _substitute
 from .plan import Plan
-from .scope import Ctx  # noqa: F401  (the rules the substituted statement goes through)
 from .values import to_node
 
 __all__ = ["ExtremePlan", "build_extreme_plan", "extreme_param_types", "histogram_sql", "ALLOWED"]
@@ -48,9 +46,7 @@ class ExtremePlan:
 
     @property
     def cells(self) -> list[tuple]:
-        """Every cell of the public domain (one () without GROUP BY), in key order."""
-        doms = [sorted(g.domain, key=lambda v: (v is None, v)) for g in self.plan.group_by]
-        return [tuple(c) for c in itertools.product(*doms)]
+        return self.plan.cells
 
 
 def _refuse(msg: str) -> Refusal:

@@ -27,7 +27,6 @@ the rewriter's WHERE AST, and literals printed from config numbers.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -245,9 +244,7 @@ class PrPlan:
 
     @property
     def cells(self) -> list[tuple]:
-        """Every cell of the public domain (one () without GROUP BY), in key order."""
-        doms = [sorted(g.domain, key=lambda v: (v is None, v)) for g in self.plan.group_by]
-        return [tuple(c) for c in itertools.product(*doms)]
+        return self.plan.cells
 
 
 def _refuse(state: str, msg: str) -> Refusal:

@@ -18,6 +18,7 @@ new kind is a new rule, not a new plan.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Literal
@@ -133,6 +134,12 @@ class Plan:
         for g in self.group_by:
             n *= len(g.domain)
         return n
+
+    @property
+    def cells(self) -> list[tuple]:
+        """Every cell of the public domain (one () without GROUP BY), in key order."""
+        doms = [sorted(g.domain, key=lambda v: (v is None, v)) for g in self.group_by]
+        return [tuple(c) for c in itertools.product(*doms)]
 
     def canonical(self) -> str:
         """The measurement this plan releases, as canonical text (computed once).
