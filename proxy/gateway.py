@@ -7,8 +7,8 @@ import contextlib
 import json
 import logging
 import os
-import re
 import ssl
+import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -18,7 +18,9 @@ from config import Config
 from mechanisms import default_source
 
 from .backends import open_backend
-from .catalog import Catalog
+from .catalog import PG_RELATIONS, Catalog
+from rewriter import build_plan, parse
+from rewriter.route import Route, route
 from rewriter.template import Templates
 
 from .ledger import open_ledger
@@ -29,6 +31,9 @@ from .wire.api import SqlError
 
 log = logging.getLogger("dpgate")
 stmt_log = logging.getLogger("dpgate.statements")
+
+INLINE_PARSE = 1024
+"""Statements up to this many characters are routed and planned on the event loop."""
 
 
 def default_state_dir() -> Path:
@@ -56,38 +61,59 @@ class Gateway:
         self.json_logs = config.server.log_format == "json"
         self._plans: OrderedDict = OrderedDict()
         self._templates = Templates()
-        names = "|".join(re.escape(t) for t in sorted(config.tables, key=len, reverse=True))
-        self._from_declared = re.compile(rf'\bfrom\s+(?:"?public"?\s*\.\s*)?"?({names})\b')
+        self._routes: OrderedDict = OrderedDict()
+        self._cache_lock = threading.Lock()       # plans and routes are also made on threads
+        self._catalog_names = frozenset(PG_RELATIONS)
 
-    def reads_declared_table(self, sql: str) -> bool:
-        """A cheap test: the statement reads a declared table and mentions no catalog
-        relation, so it is a DP query (the rewriter still validates it fully)."""
-        low = sql.lower()
-        return "pg_" not in low and "information_schema" not in low and bool(self._from_declared.search(low))
+    def route(self, sql: str) -> Route:
+        """The statement's path and declared table, decided from its parse
+        (:mod:`rewriter.route`); cached by text. A statement that names no declared
+        table or view is the catalog's when the catalog takes it."""
+        with self._cache_lock:
+            hit = self._routes.get(sql)
+            if hit is not None:
+                self._routes.move_to_end(sql)
+                return hit
+        r = route(sql, self.config.tables, self._catalog_names)
+        if r.kind in ("dp", "unparsed") and r.table is None and self.catalog.handles(sql):
+            r = Route("catalog", catalog=True)
+        with self._cache_lock:
+            self._routes[sql] = r
+            if len(self._routes) > 4096:
+                self._routes.popitem(last=False)
+        return r
 
-    def table_of(self, sql: str) -> str | None:
-        """The declared table a statement reads (cheap textual look-up; the rewriter
-        validates the statement fully), or None."""
-        m = self._from_declared.search(sql.lower())
-        return m.group(1) if m else None
+    async def route_async(self, sql: str) -> Route:
+        """:meth:`route` on a worker thread unless cached or short (a short
+        statement parses in well under a millisecond: less than the hand-off)."""
+        if sql in self._routes or len(sql) <= INLINE_PARSE:
+            return self.route(sql)
+        return await asyncio.to_thread(self.route, sql)
 
     def plan(self, sql: str, params: list | None):
         """The rewriter's plan for ``sql`` with ``params`` (an LRU cache: Describe
         and Execute of one statement, and repeats, plan once). Refusals are not cached."""
         key = (sql, tuple((type(p).__name__, p) for p in params or ()))
-        hit = self._plans.get(key)
-        if hit is not None:
-            self._plans.move_to_end(key)
-            return hit
-        if params:
-            from rewriter import build_plan, parse
-            plan = build_plan(parse(sql), self.config, list(params), copy=False)
+        with self._cache_lock:
+            hit = self._plans.get(key)
+            if hit is not None:
+                self._plans.move_to_end(key)
+                return hit
+        if params or len(sql) > INLINE_PARSE:      # (templates are the event loop's own)
+            plan = build_plan(parse(sql), self.config, list(params or ()), copy=False)
         else:                 # statements equal up to their comparison literals share a template
             plan = self._templates.plan(sql, self.config, self.backend.dialect)
-        self._plans[key] = plan
-        if len(self._plans) > 2048:
-            self._plans.popitem(last=False)
+        with self._cache_lock:
+            self._plans[key] = plan
+            if len(self._plans) > 2048:
+                self._plans.popitem(last=False)
         return plan
+
+    async def plan_async(self, sql: str, params: list | None):
+        """:meth:`plan` on a worker thread for a long statement (see :meth:`route_async`)."""
+        if len(sql) <= INLINE_PARSE:
+            return self.plan(sql, params)
+        return await asyncio.to_thread(self.plan, sql, params)
 
     async def start(self) -> None:
         await self.backend.connect()

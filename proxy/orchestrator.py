@@ -21,13 +21,13 @@ import time
 
 from rewriter import build_plan, param_types, parse, to_sql
 from rewriter.errors import ExtremeAggregate, Refusal
+from rewriter.route import Route
 
 from .backends import BackendError
 from .backends.base import CancelSignal
 from .ledger import NANO, BudgetExceeded, LedgerUnavailable
 from .release import NoisePool, answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
-from .views import mentions_views
 from .wire.api import Column, Description, Result, SqlError
 
 log = logging.getLogger("dpgate")
@@ -92,19 +92,13 @@ class Connection:
                 ms=(time.perf_counter() - t0) * 1000, backend_ms=self._timing.get("backend_ms")))
 
     # -- routing ------------------------------------------------------------
-    def _kind(self, sql: str) -> str:
-        head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
-        if head == "EXPLAIN":
-            return "explain"
-        if head == "INSERT":
-            return "insert"
-        if mentions_views(sql):
-            return "views"
-        if self.gw.reads_declared_table(sql):      # the common case, without a parse
-            return "dp"
-        if self.gw.catalog.handles(sql):
-            return "catalog"
-        return "dp"
+    async def _route(self, sql: str) -> Route:
+        """The statement's path, from its parse (:meth:`Gateway.route`)."""
+        return await self.gw.route_async(sql)
+
+    def _table(self, route: Route):
+        """The declared table a routed statement reads (None if it names none)."""
+        return self.gw.config.tables.get(route.table) if route.table is not None else None
 
     async def _describe(self, sql: str, oids: list[int]) -> Description:
         # Describe must not change the session: only SET / RESET write to it
@@ -113,7 +107,8 @@ class Connection:
         if local is not None:
             _, cols, _, _ = local
             return Description(list(oids), _columns(cols))
-        kind = self._kind(sql)
+        route = await self._route(sql)
+        kind = route.kind
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
         if kind == "views":
@@ -128,16 +123,16 @@ class Connection:
             types = [(oids[i] if i < len(oids) else 0) or (inferred[i] if i < len(inferred) else _TEXT)
                      for i in range(max(len(oids), len(inferred)))]
             return Description(types, [Column(n, t) for n, t in cols])
-        if kind == "insert" or (kind == "dp" and self._is_local(sql)):
+        table = self._table(route)
+        if kind == "insert" or (table is not None and table.mode == "local"):
             from .local import describe_local      # metric LDP reports (seed 002)
             return await describe_local(self, sql, oids)
-        table = self.gw.config.tables.get(self.gw.table_of(sql) or "")
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import describe_per_record
             return await describe_per_record(self, sql, oids)
         try:
             if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
-                plan = self.gw.plan(sql, None)
+                plan = self._central(await self.gw.plan_async(sql, None), route)
                 return Description([], [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
             expr = parse(sql)
             types = param_types(expr, self.gw.config)
@@ -146,7 +141,7 @@ class Connection:
             return await describe_extreme(self, sql, oids)
         inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
                     for i, t in enumerate(types)]
-        plan = self.gw.plan(sql, [_DUMMY.get(t, "0") for t in types] if types else None)
+        plan = self._central(await self.gw.plan_async(sql, [_DUMMY.get(t, "0") for t in types] if types else None), route)
         return Description(inferred, [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
 
     async def _execute(self, sql: str, params: list[object]):
@@ -154,9 +149,10 @@ class Connection:
         if local is not None:
             tag, cols, rows, ps = local
             return Result(tag, _columns(cols), rows, parameter_status=ps), "local", 0.0
-        kind = self._kind(sql)
+        route = await self._route(sql)
+        kind = route.kind
         if kind == "explain":
-            return await self._explain(sql, params), "explain", 0.0
+            return await self._explain(route, params), "explain", 0.0
         if kind == "insert":
             from .local import insert_local
             return await insert_local(self, sql, params)
@@ -169,16 +165,20 @@ class Connection:
             except Exception as e:  # CatalogError and anything else: never reaches the backend
                 raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
-        return await self._dp(sql, params)
+        return await self._dp(sql, params, route)
 
-    def _is_local(self, sql: str) -> bool:
-        table = self.gw.config.tables.get(self.gw.table_of(sql) or "")
-        return table is not None and table.mode == "local"
+    def _central(self, plan, route: Route):
+        """A central plan, checked against the route: the plan's table is the one
+        the parse named (the planner and the router read the same FROM)."""
+        if plan.table != route.table:
+            raise SqlError("XX000", "internal error: the statement's plan and route disagree; "
+                           "nothing was run")
+        return plan
 
     # -- the DP pipeline ----------------------------------------------------
-    async def _dp(self, sql: str, params: list[object]):
+    async def _dp(self, sql: str, params: list[object], route: Route):
         gw = self.gw
-        table = gw.config.tables.get(gw.table_of(sql) or "")
+        table = self._table(route)
         if table is not None and table.mode == "local":       # metric LDP reports (seed 002)
             from .local import answer_local
             return await answer_local(self, sql, params)
@@ -186,7 +186,7 @@ class Connection:
             from .per_record import answer_per_record
             return await answer_per_record(self, sql, params)
         try:
-            plan = self._with_threshold(gw.plan(sql, params or None))
+            plan = self._with_threshold(self._central(await gw.plan_async(sql, params or None), route))
         except ExtremeAggregate:                           # MAX / MIN: their own release
             from .extreme import answer_extreme
             return await answer_extreme(self, sql, params)
@@ -282,21 +282,17 @@ class Connection:
             raise SqlError("22023", f"dpgate.topc_threshold must be a number, not {raw!r}") from None
         return dataclasses.replace(plan, selection=dataclasses.replace(sel, threshold=t))
 
-    async def _explain(self, sql: str, params: list[object]) -> Result:
+    async def _explain(self, route: Route, params: list[object]) -> Result:
         from .explain import explain_lines
-        body = sql.lstrip("( \n\t")[len("EXPLAIN"):].strip()
-        for opt in ("ANALYZE", "VERBOSE"):
-            if body.upper().startswith(opt + " "):
-                body = body[len(opt):].strip()
-        if self._is_local(body):                            # metric LDP reports (seed 002)
+        body, table = route.body, self._table(route)
+        if table is not None and table.mode == "local":      # metric LDP reports (seed 002)
             from .local import explain_local
             return await explain_local(self, body, params)
-        table = self.gw.config.tables.get(self.gw.table_of(body) or "")
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
             from .per_record import explain_per_record
             return await explain_per_record(self, body, params)
         try:
-            plan = build_plan(parse(body), self.gw.config, params or None)
+            plan = self._central(build_plan(parse(body), self.gw.config, params or None), route.inner)
         except ExtremeAggregate:                           # MAX / MIN: their own release
             from .extreme import explain_extreme
             return await explain_extreme(self, body, params)

@@ -8,61 +8,20 @@ SQL only: no I/O, no numbers are released here.
 """
 from __future__ import annotations
 
-import threading
 from typing import Literal
 
 from sqlglot import exp
-from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
 from . import emit, predicate, select as select_, selection, shape
-from .errors import SYNTAX_ERROR, Refusal
+from .errors import Refusal
+from .parsing import parse, tokenize
 from .plan import ColumnType, Plan
 from .scope import Ctx
 
 __all__ = ["Plan", "Refusal", "build_plan", "param_types", "parse", "to_sql", "tokenize"]
-
-
-_LOCAL = threading.local()
-
-
-def _postgres():
-    """This thread's (tokenizer, parser) for the postgres dialect: what
-    ``sqlglot.parse(sql, read="postgres")`` builds per call, built once (they
-    are stateful, hence one pair per thread)."""
-    pair = getattr(_LOCAL, "pair", None)
-    if pair is None:
-        from sqlglot.dialects.postgres import Postgres
-        dialect = Postgres()
-        pair = _LOCAL.pair = (dialect.tokenizer(), dialect.parser())
-    return pair
-
-
-def parse(sql: str) -> exp.Expression:
-    """Parse one PostgreSQL statement; syntax errors become Refusal 42601."""
-    try:
-        tokenizer, parser = _postgres()
-        exprs = [e for e in parser.parse(tokenizer.tokenize(sql), sql) if e is not None]
-    except ParseError as e:
-        err = e.errors[0] if e.errors else {}
-        where = f" at line {err.get('line')}, column {err.get('col')}" if err.get("line") else ""
-        desc = err.get("description") or str(e).splitlines()[0]
-        raise Refusal(SYNTAX_ERROR, f"syntax error{where}: {desc}", hint=None) from None
-    except SqlglotError as e:
-        raise Refusal(SYNTAX_ERROR, f"syntax error: {str(e).splitlines()[0]}", hint=None) from None
-    if len(exprs) != 1:
-        raise Refusal(SYNTAX_ERROR, f"expected one statement, got {len(exprs)}.", hint=None)
-    return exprs[0]
-
-
-def tokenize(sql: str) -> list | None:
-    """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that)."""
-    try:
-        return _postgres()[0].tokenize(sql)
-    except SqlglotError:
-        return None
 
 
 def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,

@@ -1,0 +1,119 @@
+"""Routing from the parse: which path answers a statement, and which declared
+table it reads.
+
+The proxy decides a statement's path — a DP release over a declared table, an
+INSERT of local reports, EXPLAIN, dpgate's own views, or the emulated catalog —
+from the parsed statement only, never from its text: an alias, a string
+literal or a comment that names a table is not a reference to it. Every
+relation the statement reads (subqueries, CTE bodies and set operations
+included) is classified; a statement that reads a declared table together
+with the catalog or the views, two declared tables, or a CTE named like a
+declared table is refused here, before any path sees it.
+SQL only: no I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
+from .parsing import parse, tokenize
+
+Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed"]
+
+CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
+VIEW_SCHEMA = "dpgate"
+_EXPLAIN_OPTIONS = frozenset({"ANALYZE", "VERBOSE"})
+
+
+@dataclass(frozen=True)
+class Route:
+    """The path of one statement. ``table`` is the declared table it reads (or
+    writes, for INSERT); ``body`` is the explained statement's text for EXPLAIN
+    and ``inner`` its route."""
+
+    kind: Kind
+    table: str | None = None
+    body: str | None = None
+    inner: "Route | None" = None
+    catalog: bool = False       # reads catalog relations (pg_catalog, information_schema …)
+    error: Refusal | None = None   # for ``unparsed``: the parser's refusal
+
+
+def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
+    """The route of ``sql`` given the declared table names ``tables`` and the
+    unqualified names the emulated catalog answers (``pg_class`` …)."""
+    body = explain_body(sql)
+    if body is not None:
+        inner = route(body, tables, catalog_relations)
+        if inner.kind == "explain":
+            raise Refusal(FEATURE_NOT_SUPPORTED, "EXPLAIN takes one statement, not another EXPLAIN.",
+                          hint=None)
+        return Route("explain", inner.table, body=body, inner=inner)
+    try:
+        tree = parse(sql)
+    except Refusal as r:
+        if r.sqlstate != SYNTAX_ERROR:           # too large: refused before any other look
+            raise
+        return Route("unparsed", error=r)
+    return classify(tree, tables, catalog_relations)
+
+
+def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Route:
+    """The route of a parsed statement (see :func:`route`)."""
+    tree = normalize_identifiers(tree, dialect="postgres")
+    declared, views, catalog = set(), set(), False
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    for t in tree.find_all(exp.Table):
+        if not isinstance(t.this, exp.Identifier):
+            continue                                # a table function: the path's rules decide
+        name, db = t.name, t.text("db")
+        if not db and name in ctes:
+            if name in tables:
+                raise Refusal(INSUFFICIENT_PRIVILEGE, f"a WITH query may not be named {name}, like "
+                              "a declared table; choose another name.", hint=None)
+            continue
+        if db == VIEW_SCHEMA:
+            views.add(name)
+        elif db in CATALOG_SCHEMAS or (not db and name in catalog_relations and name not in tables):
+            catalog = True
+        elif db in ("", "public") and name in tables:
+            declared.add(name)
+    if declared and (views or catalog):
+        raise Refusal(INSUFFICIENT_PRIVILEGE, "a statement reads either declared tables or the catalog "
+                      "and dpgate's views, not both; run them as separate statements.", hint=None)
+    if len(declared) > 1:
+        raise Refusal(INSUFFICIENT_PRIVILEGE, f"one declared table per statement: this one reads "
+                      f"{', '.join(sorted(declared))}; joins are not allowed.", hint=None)
+    table = next(iter(declared), None)
+    if isinstance(tree, exp.Insert):
+        target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+        name = target.name if isinstance(target, exp.Table) else None
+        return Route("insert", name if name in tables else table)
+    if table is not None:
+        return Route("dp", table)
+    if views:
+        return Route("views")
+    return Route("dp", catalog=catalog)
+
+
+def explain_body(sql: str) -> str | None:
+    """The statement after ``EXPLAIN [ANALYZE] [VERBOSE]`` (from the tokens), or None
+    if ``sql`` is not an EXPLAIN."""
+    tokens = tokenize(sql)
+    if not tokens or tokens[0].text.upper() != "EXPLAIN":
+        return None
+    rest = sql[tokens[0].end + 1:]          # the tokenizer keeps a command's rest as one string
+    tokens = tokenize(rest) or []
+    i = 0
+    while i < len(tokens) and tokens[i].text.upper() in _EXPLAIN_OPTIONS:
+        i += 1
+    if i < len(tokens) and tokens[i].text == "(":
+        raise Refusal(FEATURE_NOT_SUPPORTED, "EXPLAIN options in parentheses are not supported; "
+                      "write EXPLAIN <query>.", hint=None)
+    if i >= len(tokens):
+        raise Refusal(SYNTAX_ERROR, "syntax error at end of input: EXPLAIN needs a statement.", hint=None)
+    return rest[tokens[i].start:].strip()
