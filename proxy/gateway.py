@@ -57,6 +57,7 @@ class Gateway:
         self.reservoir = NoiseReservoir(self.source)     # noise drawn ahead, in idle time
         self.views = Views(self)
         self._slots: dict[str, asyncio.Semaphore] = {}
+        self.in_flight: dict[tuple[str, str], asyncio.Future] = {}   # (role, release key) being released
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
         self.json_logs = config.server.log_format == "json"
         self._plans: OrderedDict = OrderedDict()

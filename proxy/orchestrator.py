@@ -35,6 +35,8 @@ log = logging.getLogger("dpgate")
 _TEXT, _INT4 = 25, 23
 _DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
 _TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+TWIN_WAIT_S = 30.0
+"""How long a statement refused for budget waits for this role's other releases in flight."""
 
 
 def _sql_error(r: Refusal) -> SqlError:
@@ -196,8 +198,47 @@ class Connection:
 
         # one read: data version, spend, an earlier release
         dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, self.role, key, tier.period)
+        while stored is None and (twin := gw.in_flight.get((self.role, key))) is not None:
+            await asyncio.shield(twin)  # the same statement is being released for this role: its
+            dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, self.role, key, tier.period)
         if stored is not None:          # a repeat: the earlier answer, nothing charged
+            return self._rows(plan, stored, tier, cols, tier.budget - spent)   # release, free
+        done = asyncio.get_running_loop().create_future()
+        gw.in_flight[(self.role, key)] = done
+        try:
+            return await self._release(sql, plan, tier, key, cols, dv, spent)
+        except SqlError as e:
+            if e.sqlstate != "53400":
+                raise
+            stored, spent = await self._twin_elsewhere(key, tier)   # another proxy's twin?
+            if stored is None:
+                raise
             return self._rows(plan, stored, tier, cols, tier.budget - spent)
+        finally:
+            del gw.in_flight[(self.role, key)]
+            done.set_result(None)
+
+    async def _twin_elsewhere(self, key: str, tier):
+        """After a budget refusal: while other statements of this role are still being
+        released (another proxy on the same ledger), wait for them to settle, and
+        serve this statement's release if one of them was it. (Stale reservations —
+        a crash between charge and record — are not waited for.)"""
+        gw, loop = self.gw, asyncio.get_running_loop()
+        deadline = loop.time() + (gw.statement_timeout or TWIN_WAIT_S)
+        while True:
+            _, spent, stored = await gw.ledger_read(gw.ledger.snapshot, self.role, key, tier.period)
+            if stored is not None:
+                return dataclasses.replace(stored, charged=False), spent
+            now = time.time()
+            pending = [r for r in await gw.ledger_read(gw.ledger.open_reservations)
+                       if r["role"] == self.role and now - r["created"] < TWIN_WAIT_S]
+            if not pending or loop.time() > deadline:
+                return None, spent
+            await asyncio.sleep(0.02)
+
+    async def _release(self, sql, plan, tier, key, cols, dv, spent):
+        """A fresh release of ``plan``: budget check, charge while scanning, noise, record."""
+        gw = self.gw
         remaining = tier.budget - spent
         if remaining + 1e-9 < tier.epsilon:
             raise _budget_error(self.role, tier.epsilon, remaining, tier)

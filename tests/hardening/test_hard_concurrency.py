@@ -78,3 +78,32 @@ def test_64_connections_10000_statements(svc):
         assert spent <= tier.budget
         assert spent == pytest.approx(len(led.releases(role, limit=100_000)) * tier.epsilon)
     assert led.spent("tiny", "day") == 7.0 and outcomes.get("53400", 0) > 0
+
+
+def test_twins_near_the_budget_wait_and_get_the_release_free(tmp_path):
+    """16 connections of a role with 1 ε left send the same statement at once: one
+    is released and charged, the other 15 wait for it and get it free (issue 24)."""
+    from mechanisms import SeededSource
+    cfg = make_config({"kind": "duckdb", "path": str(tmp_path / "d.duckdb")},
+                      tiers={"tiny": {"epsilon": 1.0, "budget": 1.0, "period": "day"}},
+                      limits={"max_statements_per_role": 64, "max_connections": 100})
+    s = Service(cfg, tmp_path / "state", people_rows=1000, source=SeededSource(7)).start()
+    sql = "SELECT sex, COUNT(*) FROM pums WHERE age > 40 GROUP BY sex"
+
+    async def one():
+        c = await asyncpg.connect(s.url("tiny"))
+        try:
+            return [tuple(r) for r in await c.fetch(sql)]
+        finally:
+            await c.close()
+
+    async def run():
+        return await asyncio.gather(*(one() for _ in range(16)), return_exceptions=True)
+
+    try:
+        answers = s._call(run())
+        assert all(not isinstance(a, BaseException) for a in answers), answers
+        assert len({tuple(a) for a in answers}) == 1           # one release, served 16 times
+        assert s.gw.ledger.spent("tiny", "day") == 1.0
+    finally:
+        s.close()
