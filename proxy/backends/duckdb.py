@@ -98,6 +98,8 @@ class DuckDBBackend:
             scan.cursor = cur
         if during is not None:        # runs on the loop once this thread is inside DuckDB (no GIL)
             during[0].call_soon_threadsafe(during[1])
+        if timing is not None:        # from here on the scan's time is observable: it is charged
+            timing["started"] = True
         t0 = time.perf_counter()
         try:
             rows = self._run(cur, sql)
@@ -113,8 +115,10 @@ class DuckDBBackend:
         """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
         right after the scan (no second thread hand-off) and its result is returned;
         the timeout and a cancel stop the scan only, never ``then``. ``timing``
-        receives ``backend_ms``, the scan alone. ``during()``, if given, runs on the
-        event loop as the scan starts (work that overlaps the scan)."""
+        receives ``backend_ms``, the scan alone, and ``started = True`` just before
+        the query is submitted (the orchestrator charges a scan that started).
+        ``during()``, if given, runs on the event loop as the scan starts (work that
+        overlaps the scan)."""
         loop = asyncio.get_running_loop()
         scan = _Scan()
         fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then, timing,
@@ -150,7 +154,7 @@ class DuckDBBackend:
             raise
         except duckdb.Error as e:
             log.warning("duckdb error: %s", e)
-            raise BackendError("58000", "the backend failed to run the query; nothing was charged") from None
+            raise BackendError("58000", "the backend failed to run the query") from None
 
     def execute_script(self, sql: str) -> None:
         """Run trusted setup SQL (demo loading) synchronously."""
