@@ -84,6 +84,9 @@ class Connection:
         except SqlError as e:
             decision = f"error {e.sqlstate}"
             raise
+        except asyncio.CancelledError:   # the session is ending (shutdown, client gone): stop
+            self._cancel.set()           # the scan or catalog query in its worker thread too
+            raise
         except LedgerUnavailable as e:
             log.warning("%s", e)
             decision = "error 08006"
@@ -168,7 +171,8 @@ class Connection:
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "views", 0.0
         if kind == "catalog":
             try:
-                cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params)
+                cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params,
+                                                     cancel=self._cancel)
             except Exception as e:  # CatalogError and anything else: never reaches the backend
                 raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0

@@ -123,16 +123,23 @@ class DuckDBBackend:
         scan = _Scan()
         fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then, timing,
                                    None if during is None else (loop, during))
-        timer = loop.call_later(timeout_s, scan.stop, "timeout") if timeout_s else None
+        def stop(why: str) -> None:   # again until the worker returns: DuckDB drops an
+            scan.stop(why)            # interrupt that lands just before its query starts
+            if not fut.done() or scan.cursor is not None:
+                loop.call_later(0.25, stop, why)
+        timer = loop.call_later(timeout_s, stop, "timeout") if timeout_s else None
         unsubscribe = watcher = None
         if isinstance(cancel, CancelSignal):
-            unsubscribe = cancel.subscribe(lambda: scan.stop("cancel"))
+            unsubscribe = cancel.subscribe(lambda: stop("cancel"))
         elif cancel is not None:
             watcher = asyncio.ensure_future(cancel.wait())
-            watcher.add_done_callback(lambda _: scan.stop("cancel"))
+            watcher.add_done_callback(lambda _: stop("cancel"))
         self.scans += 1
         try:
             return await fut
+        except asyncio.CancelledError:   # the statement's task is gone (client left, shutdown):
+            stop("cancel")               # free the worker too
+            raise
         except duckdb.InterruptException:
             if scan.stopped == "cancel":
                 raise BackendError("57014", "canceling statement due to user request") from None
