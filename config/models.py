@@ -248,6 +248,14 @@ class Limits(_Model):
     idle_timeout_s: float = Field(default=0, ge=0)
     max_statements_per_role: int = Field(default=16, ge=1)
     shutdown_grace_s: float = Field(default=10, ge=0)
+    # per-row cost caps (rewriter/cost.py; README "What a statement costs")
+    max_literal_chars: int = Field(default=256, ge=16)
+    max_total_literal_chars: int = Field(default=2048, ge=16)
+    max_pattern_chars: int = Field(default=128, ge=1)
+    max_pattern_wildcards: int = Field(default=16, ge=1)
+    max_nodes: int = Field(default=2000, ge=50)
+    max_depth: int = Field(default=64, ge=8)
+    max_in_list: int = Field(default=1000, ge=1)
 
 
 class TLS(_Model):

@@ -37,7 +37,8 @@ async def _release(conn, xp: ExtremePlan, epsilon: float) -> dict:
     gw = conn.gw
     grid, m = _setup(gw, xp, epsilon)
     try:
-        rows = await gw.backend.fetch(_sql(gw, xp, grid), gw.statement_timeout, conn._cancel)
+        rows = await gw.backend.fetch(_sql(gw, xp, grid), gw.statement_timeout, conn._cancel,
+                                      timing=conn._timing)
     except BackendError as e:
         raise SqlError(e.sqlstate, e.message) from None
     n = len(xp.plan.group_by)
@@ -77,7 +78,7 @@ def notice(xp: ExtremePlan, answer: dict, *, charged: float, remaining: float, b
 
 async def answer_extreme(conn, sql: str, params: list):
     """The orchestrator's hook for MAX/MIN on a central table: ``(Result, decision, ε)``."""
-    from .orchestrator import _budget_error
+    from .orchestrator import _budget_error, charge_what_ran
     gw = conn.gw
     xp = build_extreme_plan(parse(sql), gw.config, list(params) if params else None)
     tier = gw.tier_of(conn.role)
@@ -91,7 +92,7 @@ async def answer_extreme(conn, sql: str, params: list):
     if stored is None:
         if tier.budget - spent + 1e-9 < eps:
             raise _budget_error(conn.role, eps, tier.budget - spent, tier)
-        async with gw.statement_slot(conn.role):
+        async with gw.statement_slot(conn.role), charge_what_ran(conn, tier):
             answer = await _release(conn, xp, eps)
         try:                                       # recorded before anything is sent
             stored = await asyncio.to_thread(

@@ -32,12 +32,16 @@ The DP pipeline splits this in two so the fsync overlaps the backend scan
    an operating-system crash or power loss may lose it, and then the charge
    stays and the same query later charges again for a fresh answer — never an
    answer without a charge.
-3. When the scan fails, times out or is cancelled, ``cancel`` refunds the
-   reservation (nothing was sent).
+3. When the backend fails *before* the scan starts (unreachable, cancelled
+   while queued), ``cancel`` refunds the reservation (nothing ran). Once the
+   scan has started, a failure, timeout or cancel settles it with ``spend``: the
+   charge stands with no answer (a row in ``unreleased``), since the time the
+   scan took was observable; a repeat of the statement runs, and is charged,
+   again (nothing was released to serve it from).
 
 A reservation left by a crash between 1 and 2 stays charged (its answer may
 have been sent); ``integrity_check`` counts it: total spend = stored releases +
-open reservations. Amounts are integers in nano-ε, so budgets add up exactly (no
+open reservations + charges spent without an answer. Amounts are integers in nano-ε, so budgets add up exactly (no
 floating-point drift at the budget's edge).
 """
 from __future__ import annotations
@@ -68,6 +72,10 @@ CREATE TABLE IF NOT EXISTS releases (
 CREATE TABLE IF NOT EXISTS reservations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS unreleased (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL,
+    reason TEXT NOT NULL);
 """
 
 
@@ -104,7 +112,7 @@ class Reservation:
     period: str            # the period key the charge went to
     epsilon_nano: int
     spent_nano: int        # the role's spend in that period after this charge
-    state: str = field(default="open")    # open -> recorded | refunded
+    state: str = field(default="open")    # open -> recorded | refunded | spent
 
 
 def nano(eps: float) -> int:
@@ -353,6 +361,53 @@ class Ledger:
         assert self._writer is not None
         return self._writer.submit(settle)
 
+    def spend(self, res: Reservation, reason: str = "scan failed") -> None:
+        """Settle an open reservation as spent with no answer: its scan started and
+        then failed, timed out or was cancelled (charge what ran; nothing was sent)."""
+        db = self._db
+        with self._lock:
+            if res.state != "open":
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
+                db.execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason) "
+                           "VALUES (?,?,?,?,?)", (res.role, res.period, res.epsilon_nano, time.time(), reason))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            res.state = "spent"
+
+    def spend_soon(self, fut: concurrent.futures.Future, reason: str = "scan failed") -> concurrent.futures.Future:
+        """``spend`` the reservation ``fut`` on the writer thread (as :meth:`cancel_soon`)."""
+        def settle():
+            if not fut.cancelled() and fut.exception() is None:
+                self.spend(fut.result(), reason)
+        assert self._writer is not None
+        return self._writer.submit(settle)
+
+    def charge_unreleased(self, *, role: str, epsilon: float, budget: float, period: str,
+                          reason: str = "scan failed") -> bool:
+        """Charge ε for a scan that started and did not complete, on the paths that
+        charge only after the scan (``charge_and_record``). False if ε no longer fits
+        (a concurrent statement took the budget: nothing more can be charged)."""
+        try:
+            res = self.reserve(role=role, epsilon=epsilon, budget=budget, period=period)
+        except BudgetExceeded:
+            return False
+        self.spend(res, reason)
+        return True
+
+    def unreleased(self, role: str | None = None) -> list[dict]:
+        """Charges spent without an answer (scans that timed out, were cancelled or failed)."""
+        q = ("SELECT role, period, epsilon_nano, created, reason FROM unreleased "
+             + ("WHERE role=? " if role else "") + "ORDER BY id")
+        with self._lock:
+            rows = self._db.execute(q, (role,) if role else ()).fetchall()
+        return [dict(role=r, period=p, epsilon=e / NANO, created=c, reason=w) for r, p, e, c, w in rows]
+
     def _refund(self, res: Reservation, db=None) -> None:
         db = self._db if db is None else db
         db.execute("UPDATE spend SET spent_nano = spent_nano - ? WHERE role=? AND period=?",
@@ -387,7 +442,8 @@ class Ledger:
             total = self._db.execute("SELECT COALESCE(SUM(spent_nano),0) FROM spend").fetchone()[0]
             charged = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM releases").fetchone()[0]
             held = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations").fetchone()[0]
-        return ok and total == charged + held
+            spent = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM unreleased").fetchone()[0]
+        return ok and total == charged + held + spent
 
 
 def open_ledger(config, state_dir: str | Path) -> Ledger:

@@ -6,13 +6,16 @@ parse and plan (a refusal charges nothing) → an earlier release of the same
 measurement by this role is served again for free → budget pre-check → ONE
 backend scan in a worker thread; meanwhile the noise, which does not depend on
 the data, is drawn on the event loop and the ledger's writer thread charges ε
-durably (a reservation; a failed scan refunds it) → in the scan's worker: noise
+durably (a reservation; a backend failure before the scan starts refunds it,
+a scan that started and then fails, times out or is cancelled keeps it) → in
+the scan's worker: noise
 added, then the ledger stores the answer against the charge → rows and a NOTICE
 go to the client.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -82,6 +85,9 @@ class Connection:
             raise _sql_error(r) from None
         except SqlError as e:
             decision = f"error {e.sqlstate}"
+            raise
+        except asyncio.CancelledError:   # the session is ending (shutdown, client gone): stop
+            self._cancel.set()           # the scan or catalog query in its worker thread too
             raise
         except LedgerUnavailable as e:
             log.warning("%s", e)
@@ -163,7 +169,8 @@ class Connection:
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "views", 0.0
         if kind == "catalog":
             try:
-                cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params)
+                cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params,
+                                                     cancel=self._cancel)
             except Exception as e:  # CatalogError and anything else: never reaches the backend
                 raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
@@ -243,7 +250,7 @@ class Connection:
         if remaining + 1e-9 < tier.epsilon:
             raise _budget_error(self.role, tier.epsilon, remaining, tier)
         if tier.ladder is not None:                       # multi-tier chain (seed 000)
-            async with gw.statement_slot(self.role):
+            async with gw.statement_slot(self.role), charge_what_ran(self, tier):
                 cells = await self._fetch(to_sql(plan, gw.backend.dialect))
             from .multitier import release_multitier
             stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
@@ -271,8 +278,9 @@ class Connection:
                                            during=pool.fill if pool is not None and pool.worthwhile else None)
         except BudgetExceeded as b:
             raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
-        except BaseException:                             # the scan failed: nothing was sent;
-            await asyncio.shield(asyncio.wrap_future(gw.ledger.cancel_soon(held)))   # refund first
+        except BaseException:                             # nothing was sent: refund if the scan never
+            settle = gw.ledger.spend_soon if self._timing.get("started") else gw.ledger.cancel_soon
+            await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
             raise
         res, stored = stored
         if stored is None:                                # cancelled after the scan: nothing sent
@@ -285,7 +293,7 @@ class Connection:
         return self._rows(plan, stored, tier, cols, await self._remaining(tier))  # a concurrent twin's answer
 
     async def _fetch(self, sql: str, then=None, during=None):
-        """One backend scan (a failure or timeout charges nothing)."""
+        """One backend scan (``self._timing["started"]`` tells whether it began)."""
         kw = {"then": then, "timing": self._timing}
         if during is not None:
             kw["during"] = during
@@ -340,6 +348,22 @@ class Connection:
         dialect = self.gw.backend.dialect
         lines = explain_lines(plan, self.gw.tier_of(self.role), to_sql(plan, dialect), dialect)
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
+
+
+@contextlib.asynccontextmanager
+async def charge_what_ran(conn, tier):
+    """Around the scans of a path that charges only after them (``charge_and_record``):
+    if a scan started and the statement then fails, times out or is cancelled, the
+    tier's ε is charged with no answer (its time was observable); a failure before
+    any scan started charges nothing."""
+    try:
+        yield
+    except BaseException:
+        if conn._timing.get("started"):
+            await asyncio.shield(asyncio.to_thread(
+                conn.gw.ledger.charge_unreleased, role=conn.role, epsilon=float(tier.epsilon),
+                budget=tier.budget, period=tier.period))
+        raise
 
 
 def _columns(cols):

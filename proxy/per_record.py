@@ -166,7 +166,7 @@ def _split_rows(rows, prp: PrPlan):
 async def _fetch(conn, sql: str) -> list[tuple]:
     gw = conn.gw
     try:
-        return await gw.backend.fetch(sql, gw.statement_timeout, conn._cancel)
+        return await gw.backend.fetch(sql, gw.statement_timeout, conn._cancel, timing=conn._timing)
     except BackendError as e:
         raise SqlError(e.sqlstate, e.message) from None
 
@@ -268,7 +268,7 @@ def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
 async def answer_per_record(conn, sql: str, params: list):
     """The orchestrator's hook for a SELECT on a table with a ``privacy`` policy:
     returns ``(Result, decision, epsilon_charged)``."""
-    from .orchestrator import _budget_error
+    from .orchestrator import _budget_error, charge_what_ran
     gw = conn.gw
     prp, pol = _plan(conn, sql, params)
     tier = gw.tier_of(conn.role)
@@ -281,7 +281,7 @@ async def answer_per_record(conn, sql: str, params: list):
         remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
         if remaining + 1e-9 < weight:
             raise _budget_error(conn.role, weight, remaining, tier)
-        async with gw.statement_slot(conn.role):
+        async with gw.statement_slot(conn.role), charge_what_ran(conn, tier):
             answer = await _release(conn, prp, pol, weight)
         try:
             stored = await asyncio.to_thread(

@@ -15,7 +15,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import emit, predicate, select as select_, selection, shape
+from . import cost, emit, predicate, select as select_, selection, shape
 from .errors import Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan
@@ -44,6 +44,7 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
 
 def _build(expr: exp.Expression, config: Config, params: list | None,
            copy: bool = True) -> tuple[Plan, Ctx]:
+    cost.check(expr, config, params)        # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
     select = shape.check_statement(expr)
     having = selection.split_having(select)

@@ -60,7 +60,7 @@ from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, private_weight_sum
                                    report_columns)
 from mechanisms.metric_ldp.weights import prefix_indicator
 
-from . import predicate, shape
+from . import cost, predicate, shape
 from .errors import (DATATYPE_MISMATCH, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
 from .plan import GroupKey
@@ -285,6 +285,7 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
     """Validate a SELECT over a local table and plan its one report scan (a statement that
     mentions a categorical Subset column is planned by :func:`rewriter.local_subset.plan_subset`).
     ``overrides``: session options (:func:`rewriter.local_options.session_overrides`)."""
+    cost.check(expr, config, params)        # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy(), dialect="postgres")
     select = shape.check_statement(expr)
     shape.check_clauses(select)

@@ -98,6 +98,8 @@ class DuckDBBackend:
             scan.cursor = cur
         if during is not None:        # runs on the loop once this thread is inside DuckDB (no GIL)
             during[0].call_soon_threadsafe(during[1])
+        if timing is not None:        # from here on the scan's time is observable: it is charged
+            timing["started"] = True
         t0 = time.perf_counter()
         try:
             rows = self._run(cur, sql)
@@ -113,22 +115,31 @@ class DuckDBBackend:
         """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
         right after the scan (no second thread hand-off) and its result is returned;
         the timeout and a cancel stop the scan only, never ``then``. ``timing``
-        receives ``backend_ms``, the scan alone. ``during()``, if given, runs on the
-        event loop as the scan starts (work that overlaps the scan)."""
+        receives ``backend_ms``, the scan alone, and ``started = True`` just before
+        the query is submitted (the orchestrator charges a scan that started).
+        ``during()``, if given, runs on the event loop as the scan starts (work that
+        overlaps the scan)."""
         loop = asyncio.get_running_loop()
         scan = _Scan()
         fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then, timing,
                                    None if during is None else (loop, during))
-        timer = loop.call_later(timeout_s, scan.stop, "timeout") if timeout_s else None
+        def stop(why: str) -> None:   # again until the worker returns: DuckDB drops an
+            scan.stop(why)            # interrupt that lands just before its query starts
+            if not fut.done() or scan.cursor is not None:
+                loop.call_later(0.25, stop, why)
+        timer = loop.call_later(timeout_s, stop, "timeout") if timeout_s else None
         unsubscribe = watcher = None
         if isinstance(cancel, CancelSignal):
-            unsubscribe = cancel.subscribe(lambda: scan.stop("cancel"))
+            unsubscribe = cancel.subscribe(lambda: stop("cancel"))
         elif cancel is not None:
             watcher = asyncio.ensure_future(cancel.wait())
-            watcher.add_done_callback(lambda _: scan.stop("cancel"))
+            watcher.add_done_callback(lambda _: stop("cancel"))
         self.scans += 1
         try:
             return await fut
+        except asyncio.CancelledError:   # the statement's task is gone (client left, shutdown):
+            stop("cancel")               # free the worker too
+            raise
         except duckdb.InterruptException:
             if scan.stopped == "cancel":
                 raise BackendError("57014", "canceling statement due to user request") from None
@@ -150,7 +161,7 @@ class DuckDBBackend:
             raise
         except duckdb.Error as e:
             log.warning("duckdb error: %s", e)
-            raise BackendError("58000", "the backend failed to run the query; nothing was charged") from None
+            raise BackendError("58000", "the backend failed to run the query") from None
 
     def execute_script(self, sql: str) -> None:
         """Run trusted setup SQL (demo loading) synchronously."""

@@ -33,20 +33,21 @@ class PostgresBackend:
                     then=None, timing: dict | None = None, during=None):
         """Rows of ``sql``; ``then(rows)``, if given, runs in a worker thread after
         the scan (outside the timeout) and its result is returned. ``timing``
-        receives ``backend_ms`` (pool checkout, round trip and scan); ``during()``
+        receives ``backend_ms`` (pool checkout, round trip and scan) and ``started =
+        True`` once the connection is ready and the query is sent; ``during()``
         runs on the event loop while the query is in flight."""
         t0 = time.perf_counter()
         if during is not None:
             asyncio.get_running_loop().call_soon(during)
-        rows = await self._fetch(sql, timeout_s, cancel)
+        rows = await self._fetch(sql, timeout_s, cancel, timing)
         if timing is not None:
             timing["backend_ms"] = (time.perf_counter() - t0) * 1000
         return rows if then is None else await asyncio.to_thread(then, rows)
 
-    async def _fetch(self, sql, timeout_s, cancel) -> list[tuple]:
+    async def _fetch(self, sql, timeout_s, cancel, timing=None) -> list[tuple]:
         try:
             async with self.pool.connection(timeout=10) as conn:
-                return await self._run(conn, sql, timeout_s, cancel)
+                return await self._run(conn, sql, timeout_s, cancel, timing)
         except BackendError:
             raise
         except psycopg_pool_timeout() as e:
@@ -54,13 +55,17 @@ class PostgresBackend:
             raise BackendError("08006", "the backend is unavailable; nothing was charged") from None
         except psycopg.OperationalError as e:
             log.warning("postgres: %s", e)
-            raise BackendError("08006", "the backend is unavailable; nothing was charged") from None
+            lost = timing is not None and timing.get("started")       # mid-scan: charged
+            raise BackendError("08006", "the backend connection was lost during the query" if lost
+                               else "the backend is unavailable; nothing was charged") from None
 
-    async def _run(self, conn, sql, timeout_s, cancel):
+    async def _run(self, conn, sql, timeout_s, cancel, timing=None):
         ms = int((timeout_s or 0) * 1000)
         async with conn.cursor() as cur:
             await cur.execute(f"SET statement_timeout = {ms}")
-            work = asyncio.ensure_future(self._exec(cur, sql))
+            if timing is not None:    # from here on the scan's time is observable: it is charged
+                timing["started"] = True
+            work = asyncio.ensure_future(self._exec(cur, sql, timeout_s))
             waiters = {work}
             cancel_task = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
             if cancel_task is not None:
@@ -82,17 +87,17 @@ class PostgresBackend:
                 if cancel_task is not None:
                     cancel_task.cancel()
 
-    async def _exec(self, cur, sql):
+    async def _exec(self, cur, sql, timeout_s=None):
         try:
             await cur.execute(sql)
             return await cur.fetchall()
         except psycopg.errors.QueryCanceled:
-            raise BackendTimeout(0) from None
+            raise BackendTimeout(timeout_s or 0) from None
         except psycopg.OperationalError:
             raise
         except psycopg.Error as e:
             log.warning("postgres error: %s", e)
-            raise BackendError("58000", "the backend failed to run the query; nothing was charged") from None
+            raise BackendError("58000", "the backend failed to run the query") from None
 
     async def execute_script(self, sql: str) -> None:
         async with self.pool.connection() as conn:

@@ -314,7 +314,10 @@ _SHOW_ALIASES = {"transaction isolation level": "transaction_isolation", "time z
 
 
 class Catalog:
-    """The emulated catalog for one config. Thread-safe: calls are serialised by a lock."""
+    """The emulated catalog for one config. Thread-safe: each query runs on a cursor
+    of its own (the calling user is a variable of that cursor), so a long catalog
+    query holds no lock others wait on; ``statement_timeout`` (and the client's
+    cancel) interrupts it."""
 
     def __init__(self, config: Config, *, database: str = "demo", server_version: str = "16.0"):
         self.config = config
@@ -417,15 +420,55 @@ class Catalog:
     def _show(self, sql: str, user: str) -> tuple[list[tuple[str, int]], list[tuple]]:
         what = _SHOW.match(sql).group(1).strip().strip('"')
         name = _SHOW_ALIASES.get(re.sub(r"\s+", " ", what.lower()), what)
-        with self._lock:
-            row = self._con.execute("SELECT name, setting FROM pgc.pg_settings WHERE lower(name) = lower(?)",
-                                    [name]).fetchone()
+        rows, _ = self._query(user, "SELECT name, setting FROM pgc.pg_settings WHERE lower(name) = lower(?)",
+                              [name])
+        row = rows[0] if rows else None
         if row is None:
             raise CatalogError("42704", f'unrecognized configuration parameter "{what}"')
         return [(row[0] if name.lower() != "transaction_isolation" else "transaction_isolation", 25)], [(row[1],)]
 
     # ------------------------------------------------------------------ execution
-    def execute(self, sql: str, *, user: str, params: list | None = None) -> tuple[list[tuple[str, int]], list[tuple]]:
+    def _query(self, user: str, sql: str, params: list | None = None, cancel=None):
+        """(rows, description) of ``sql`` on a cursor of its own, interrupted by the
+        statement timeout or ``cancel`` (a :class:`~proxy.backends.base.CancelSignal`):
+        CatalogError 57014. The lock guards only the cursor's creation."""
+        with self._lock:
+            cur = self._con.cursor()
+        timeout_s = self.config.server.limits.statement_timeout_ms / 1000
+        done, why = threading.Event(), []
+
+        def stop(reason: str) -> None:
+            why.append(reason)
+            while True:          # again until it ends: an interrupt before the query starts is lost
+                cur.interrupt()
+                if done.wait(0.25):
+                    return
+        timer = threading.Timer(timeout_s, stop, ("timeout",)) if timeout_s else None
+        unsubscribe = None
+        try:
+            cur.execute("SET VARIABLE dpgate_user = $1", [user])
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            if cancel is not None:
+                unsubscribe = cancel.subscribe(lambda: threading.Thread(
+                    target=stop, args=("cancel",), daemon=True).start())
+            res = cur.execute(sql, params) if params else cur.execute(sql)
+            return res.fetchall(), res.description or []
+        except duckdb.InterruptException:
+            if why and why[0] == "cancel":
+                raise CatalogError("57014", "canceling statement due to user request") from None
+            raise CatalogError("57014", f"canceling statement due to statement timeout ({timeout_s:g} s)") from None
+        finally:
+            done.set()
+            if timer is not None:
+                timer.cancel()
+            if unsubscribe is not None:
+                unsubscribe()
+            cur.close()
+
+    def execute(self, sql: str, *, user: str, params: list | None = None,
+                cancel=None) -> tuple[list[tuple[str, int]], list[tuple]]:
         """Run a catalog statement: ([(column name, type oid)], rows)."""
         if _SHOW.match(sql):
             return self._show(sql, user)
@@ -438,20 +481,16 @@ class Catalog:
         except Exception as e:  # sqlglot internals: never crash the connection
             log.warning("catalog translation failed: %s", e)
             raise CatalogError("XX000", f"catalog query not supported: {e}") from None
-        with self._lock:
-            try:
-                self._con.execute("UPDATE pgc.session SET usr = ?", [user])
-                cur = self._con.execute(duck_sql)
-                rows = cur.fetchall()
-                desc = cur.description or []
-            except duckdb.Error as e:
-                raised = _RAISED.search(str(e))
-                if raised:  # an error Postgres raises too (unknown relation in a ::regclass cast …)
-                    raise CatalogError(raised.group(1), raised.group(2)) from None
-                log.info("catalog query failed in DuckDB (%s); answering empty: %s", e, duck_sql)
-                if names and all(n is not None for n in names):
-                    return [(n, 25) for n in names], []
-                raise CatalogError("0A000", f"catalog query not supported: {str(e).splitlines()[0]}") from None
+        try:
+            rows, desc = self._query(user, duck_sql, cancel=cancel)
+        except duckdb.Error as e:
+            raised = _RAISED.search(str(e))
+            if raised:  # an error Postgres raises too (unknown relation in a ::regclass cast …)
+                raise CatalogError(raised.group(1), raised.group(2)) from None
+            log.info("catalog query failed in DuckDB (%s); answering empty: %s", e, duck_sql)
+            if names and all(n is not None for n in names):
+                return [(n, 25) for n in names], []
+            raise CatalogError("0A000", f"catalog query not supported: {str(e).splitlines()[0]}") from None
         cols = []
         use_names = len(names) == len(desc) and all(n is not None for n in names)
         for i, d in enumerate(desc):

@@ -275,8 +275,8 @@ def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, serv
     """Create and fill the emulated catalog in ``con``."""
     con.execute("CREATE SCHEMA pgc")
     con.execute("CREATE SCHEMA pgc_is")
-    con.execute("CREATE TABLE pgc.session (usr VARCHAR)")
-    con.execute("INSERT INTO pgc.session VALUES ('postgres')")
+    # the user of the current call: a variable of each query's own cursor (no shared state)
+    con.execute("CREATE VIEW pgc.session AS SELECT COALESCE(getvariable('dpgate_user'), 'postgres') AS usr")
     for name, cols in RELATIONS.items():
         body = ", ".join(f'"{c}" {_ddl_type(t)}' for c, t in cols)
         con.execute(f"CREATE TABLE pgc.{name} ({body})")

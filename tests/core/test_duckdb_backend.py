@@ -109,3 +109,72 @@ def test_scans_counts_statements_in_flight():
         return seen
 
     assert asyncio.run(main()) == [1, 0, 0, 0]
+
+
+SLOW = "SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3"
+
+
+def test_a_timed_out_scan_frees_its_worker():
+    """With one worker, a 2 s timeout on a scan that would run for minutes: the
+    next statement (which needs that worker) has its answer within 3 s."""
+    import concurrent.futures
+    b = DuckDBBackend(None)
+    b._pool = concurrent.futures.ThreadPoolExecutor(1)
+    timing = {}
+
+    async def main():
+        t0 = time.perf_counter()
+        slow = asyncio.ensure_future(b.fetch(SLOW, 2.0, timing=timing))
+        await asyncio.sleep(0.1)
+        nxt = await b.fetch("SELECT 42")                 # queued behind the slow scan
+        with pytest.raises(BackendTimeout) as e:
+            await slow
+        return time.perf_counter() - t0, nxt, e.value
+
+    elapsed, nxt, err = asyncio.run(main())
+    assert nxt == [(42,)] and 1.9 < elapsed < 3.0, elapsed
+    assert "statement timeout (2 s)" in err.message and timing["started"] is True
+
+
+def test_an_interrupt_just_before_the_query_starts_is_repeated():
+    """DuckDB drops an interrupt that lands before its query starts: the backend
+    interrupts again until the worker returns."""
+    b = DuckDBBackend(None)
+    real = b._run
+
+    def late(cur, sql):
+        time.sleep(0.4)                                   # the timeout fires in this gap
+        return real(cur, sql)
+    b._run = late
+    t0 = time.perf_counter()
+    with pytest.raises(BackendTimeout):
+        asyncio.run(b.fetch(SLOW, 0.2))
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_cancelled_task_interrupts_its_scan():
+    """A statement task cancelled (client gone, shutdown): the worker is freed too."""
+    import concurrent.futures
+    b = DuckDBBackend(None)
+    b._pool = concurrent.futures.ThreadPoolExecutor(1)
+
+    async def main():
+        task = asyncio.ensure_future(b.fetch(SLOW, None))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        t0 = time.perf_counter()
+        rows = await b.fetch("SELECT 1")
+        return time.perf_counter() - t0, rows
+
+    elapsed, rows = asyncio.run(main())
+    assert rows == [(1,)] and elapsed < 1.5
+
+
+def test_started_is_not_set_when_stopped_before_the_start():
+    from proxy.backends.duckdb import _Scan
+    import duckdb
+    b, scan, timing = DuckDBBackend(None), _Scan(), {}
+    scan.stop("cancel")
+    with pytest.raises(duckdb.InterruptException):
+        b._scan("SELECT 1", scan, None, timing, None)
+    assert "started" not in timing                      # nothing ran: the charge is refunded

@@ -158,6 +158,25 @@ def test_cancel_refunds_and_wins_or_loses_against_record(new_ledger):
     assert led.spent("r", "day") == 1.0 and led.integrity_check()
 
 
+def test_spend_keeps_the_charge_with_no_answer(new_ledger):
+    """A scan that started and then timed out / was cancelled: charged, nothing
+    released, so a repeat finds no release and is charged again."""
+    led = new_ledger()
+    res = _reserve(led)
+    led.spend(res, "timeout")
+    assert res.state == "spent" and led.spent("r", "day") == 1.0
+    assert led.open_reservations() == [] and led.lookup("r", "q", 1) is None
+    assert [(u["epsilon"], u["reason"]) for u in led.unreleased("r")] == [(1.0, "timeout")]
+    assert _record(led, res, "q") is None                # a late answer is never stored
+    led.cancel(res)                                      # nor refunded afterwards
+    assert led.spent("r", "day") == 1.0 and led.integrity_check()
+    assert led.charge_unreleased(role="r", epsilon=1.0, budget=3.0, period="day")
+    assert led.spent("r", "day") == 2.0 and len(led.unreleased()) == 2 and led.integrity_check()
+    assert led.charge_unreleased(role="r", epsilon=1.0, budget=3.0, period="day")
+    assert not led.charge_unreleased(role="r", epsilon=1.0, budget=3.0, period="day")  # never overspends
+    assert led.spent("r", "day") == 3.0 and led.integrity_check()
+
+
 def test_concurrent_twin_gets_the_first_answer_and_its_charge_back(new_ledger):
     led = new_ledger()
     a, b = _reserve(led), _reserve(led)

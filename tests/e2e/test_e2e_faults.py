@@ -1,5 +1,8 @@
 """Backend faults: down, slow (beyond the statement timeout), cancelled — a clear
-SQLSTATE, nothing charged, the proxy keeps serving and reconnects."""
+SQLSTATE, the proxy keeps serving and reconnects. Charge what ran: a backend
+unreachable before the scan starts charges nothing; a scan that started and then
+timed out or was cancelled is charged ε with no answer (its time was observable),
+and running it again is charged again."""
 from __future__ import annotations
 
 import asyncio
@@ -57,8 +60,13 @@ def test_backend_down_then_back(pg_service):
     assert rows and svc.gw.ledger.spent("analyst", "day") == spent + 1
 
 
-def test_statement_timeout_charges_nothing(pg_service):
+def _eps(svc, role):
+    return svc.gw.tier_of(role).epsilon
+
+
+def test_statement_timeout_charges_what_ran(pg_service):
     svc, pg = pg_service
+    eps = _eps(svc, "analyst")
     locker = psycopg.connect(pg.dsn)          # a real slow query: the table is locked
     locker.execute("LOCK TABLE pums IN ACCESS EXCLUSIVE MODE")
     try:
@@ -66,16 +74,20 @@ def test_statement_timeout_charges_nothing(pg_service):
         with pytest.raises(psycopg.Error) as e:
             _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 33")
         assert e.value.sqlstate == "57014" and time.time() - t0 < 10
-        assert svc.gw.ledger.spent("analyst", "day") == 0
+        assert "statement timeout (1.5 s)" in str(e.value)      # not "(0 s)"
+        assert svc.gw.ledger.spent("analyst", "day") == eps     # the scan started: charged
+        assert [u["epsilon"] for u in svc.gw.ledger.unreleased("analyst")] == [eps]
         # Other tables keep answering meanwhile.
         assert _ask(svc, "SELECT COUNT(*) FROM people")
     finally:
         locker.rollback()
         locker.close()
+    # the repeat is not free: nothing was released to serve it from
     assert _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 33")
+    assert svc.gw.ledger.spent("analyst", "day") == 3 * eps and svc.gw.ledger.integrity_check()
 
 
-def test_cancel_request_charges_nothing(pg_service):
+def test_cancel_request_charges_what_ran(pg_service):
     svc, pg = pg_service
     locker = psycopg.connect(pg.dsn)
     locker.execute("LOCK TABLE pums IN ACCESS EXCLUSIVE MODE")
@@ -93,4 +105,8 @@ def test_cancel_request_charges_nothing(pg_service):
     finally:
         locker.rollback()
         locker.close()
-    assert svc.gw.ledger.spent("other", "day") == 0
+    deadline = time.time() + 5                          # the cancel settles on the ledger's thread
+    while svc.gw.ledger.spent("other", "day") == 0 and time.time() < deadline:
+        time.sleep(0.05)
+    assert svc.gw.ledger.spent("other", "day") == _eps(svc, "other")
+    assert svc.gw.ledger.integrity_check()
