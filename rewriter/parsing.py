@@ -11,7 +11,7 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from .errors import SYNTAX_ERROR, Refusal
 
-MAX_TOKENS = 20_000
+MAX_TOKENS = 10_000
 """Statements with more tokens are refused (54000) before parsing: parsing costs
 about 1.5 µs per token and holds the interpreter while it runs."""
 
