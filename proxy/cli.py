@@ -23,6 +23,8 @@ from urllib.parse import quote
 
 from config import Config, ConfigError, load_config, parse_config
 
+from rewriter.per_record import validate_config
+
 from .demo import demo_config_path, demo_passwords
 from .wire.auth import make_verifier
 
@@ -35,11 +37,21 @@ def _demo_config(state_dir: Path) -> tuple[Config, dict[str, str]]:
     return parse_config(data, str(demo_config_path())), pw
 
 
+def load_service_config(path) -> Config:
+    """A config file as the service reads it: the models' checks (:mod:`config`),
+    then those that need the rewriter — per-record policies (seed 003)."""
+    cfg = load_config(path)
+    if problems := validate_config(cfg):
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"{path}: {problems[0]}{more}")
+    return cfg
+
+
 def resolve(args) -> tuple[Config, Path, dict[str, str]]:
     """The config (file or demo), the state dir, and demo passwords (if any)."""
     from .gateway import default_state_dir
     if args.config:
-        cfg = load_config(args.config)
+        cfg = load_service_config(args.config)
         state = Path(args.state_dir or cfg.server.state_dir or default_state_dir())
         return cfg, state, {}
     state = Path(args.state_dir or default_state_dir())
@@ -191,7 +203,7 @@ def cmd_coalition(args) -> int:
 
 
 def cmd_check(args) -> int:
-    cfg = load_config(args.file)
+    cfg = load_service_config(args.file)
     from .local import local_guarantees
     try:
         local_guarantees(cfg)
