@@ -252,7 +252,8 @@ class Limits(_Model):
     max_literal_chars: int = Field(default=256, ge=16)
     max_total_literal_chars: int = Field(default=2048, ge=16)
     max_pattern_chars: int = Field(default=128, ge=1)
-    max_pattern_wildcards: int = Field(default=16, ge=1)
+    max_pattern_wildcards: int = Field(default=16, ge=1)    # all patterns of a statement together
+    max_text_ops: int = Field(default=16, ge=1)
     max_nodes: int = Field(default=2000, ge=50)
     max_depth: int = Field(default=64, ge=8)
     max_in_list: int = Field(default=1000, ge=1)

@@ -8,9 +8,8 @@ backend scan in a worker thread; meanwhile the noise, which does not depend on
 the data, is drawn on the event loop and the ledger's writer thread charges ε
 durably (a reservation; a backend failure before the scan starts refunds it,
 a scan that started and then fails, times out or is cancelled keeps it) → in
-the scan's worker: noise
-added, then the ledger stores the answer against the charge → rows and a NOTICE
-go to the client.
+the scan's worker: noise added, then the ledger stores the answer against the
+charge → rows and a NOTICE go to the client.
 """
 from __future__ import annotations
 

@@ -8,8 +8,12 @@ rule runs, the statement's *query-controlled* work per row is bounded:
 * every literal (and every text parameter value) has at most
   ``max_literal_chars`` characters, and all literals together at most
   ``max_total_literal_chars``;
-* a LIKE / ILIKE pattern has at most ``max_pattern_chars`` characters and
-  ``max_pattern_wildcards`` unescaped ``%`` / ``_``;
+* a LIKE / ILIKE pattern has at most ``max_pattern_chars`` characters, and all
+  patterns of the statement together at most ``max_pattern_wildcards``
+  unescaped ``%`` / ``_`` (a pattern like ``%_____x%`` costs the length of the
+  row's text times its wildcards: summed over the statement, not per pattern);
+* at most ``max_text_ops`` operations whose cost grows with the length of their
+  text (lower, upper, length, greatest, least, coalesce, LIKE, ILIKE);
 * the statement has at most ``max_nodes`` syntax nodes, ``max_depth`` levels of
   nesting (54001; a chain ``a OR b OR …`` is one level) and ``max_in_list``
   values in one IN list;
@@ -35,6 +39,7 @@ from .errors import Refusal
 PROGRAM_LIMIT = "54000"        # program_limit_exceeded
 TOO_COMPLEX = "54001"          # statement_too_complex (nesting)
 _STRINGS = (exp.Literal, exp.RawString, exp.National, exp.ByteString, exp.HexString, exp.BitString)
+_TEXT_OPS = (exp.Lower, exp.Upper, exp.Length, exp.Greatest, exp.Least, exp.Coalesce, exp.Like, exp.ILike)
 _BUILDERS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Repeat, exp.Pad)   # text longer than their inputs
 
 
@@ -42,8 +47,14 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
     """Refuse (54000 / 54001, with a hint) a statement whose per-row work exceeds the caps."""
     lim = config.server.limits
     _size(expr, lim)
-    total = 0
+    total = wild = ops = 0
     for node in expr.walk():
+        if isinstance(node, _TEXT_OPS):
+            ops += 1
+            if ops > lim.max_text_ops:
+                raise _limit(f"the statement has more than {lim.max_text_ops} text operations "
+                             "(lower, upper, length, greatest, least, coalesce, LIKE, ILIKE).",
+                             "Use fewer text functions and patterns; compare columns with values directly.")
         if isinstance(node, _STRINGS):
             text = str(node.this)
             total += len(text)
@@ -56,7 +67,10 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
             raise _limit(f"an IN list has {len(node.expressions)} values; at most "
                          f"{lim.max_in_list} are allowed.", "Use BETWEEN for ranges, or split the list.")
         elif isinstance(node, (exp.Like, exp.ILike)):
-            _pattern(_value(node.expression, params), lim)
+            wild += _pattern(_value(node.expression, params), lim)
+            if wild > lim.max_pattern_wildcards:
+                raise _limit(f"the statement's LIKE patterns have {wild} wildcards (% or _) together; "
+                             f"at most {lim.max_pattern_wildcards} are allowed.", "Use fewer wildcards.")
         elif isinstance(node, _BUILDERS):
             n = text_bound(node, params)
             if n is None or n > lim.max_literal_chars:
@@ -158,9 +172,10 @@ def _literal(n: int, lim) -> None:
                      f"{lim.max_literal_chars} are allowed.", "Compare with shorter values.")
 
 
-def _pattern(pat: str | None, lim) -> None:
+def _pattern(pat: str | None, lim) -> int:
+    """Check one pattern's length; its number of unescaped wildcards."""
     if pat is None:
-        return
+        return 0
     if len(pat) > lim.max_pattern_chars:
         raise _limit(f"a LIKE pattern of {len(pat)} characters is too long; at most "
                      f"{lim.max_pattern_chars} are allowed.", "Use a shorter pattern.")
@@ -171,9 +186,7 @@ def _pattern(pat: str | None, lim) -> None:
             continue
         wild += pat[i] in "%_"
         i += 1
-    if wild > lim.max_pattern_wildcards:
-        raise _limit(f"a LIKE pattern has {wild} wildcards (% or _); at most "
-                     f"{lim.max_pattern_wildcards} are allowed.", "Use fewer wildcards.")
+    return wild
 
 
 def _limit(message: str, hint: str) -> Refusal:

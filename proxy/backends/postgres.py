@@ -83,6 +83,11 @@ class PostgresBackend:
                 if cancel_task is not None and cancel_task in done:
                     raise BackendError("57014", "canceling statement due to user request")
                 raise BackendTimeout(timeout_s or 0)
+            except asyncio.CancelledError:   # the statement's task is gone (client left, shutdown):
+                if not work.done():          # stop the server-side query too
+                    conn.cancel()
+                    await asyncio.wait({work}, timeout=2)
+                raise
             finally:
                 if cancel_task is not None:
                     cancel_task.cancel()

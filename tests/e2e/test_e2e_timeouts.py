@@ -60,6 +60,28 @@ def test_duckdb_timeout_charges_what_ran_and_frees_the_worker(svc):
     assert gw.ledger.spent("other", "day") == before + 2 * eps and gw.ledger.integrity_check()
 
 
+@pytest.mark.parametrize("role, sql", [
+    ("analyst", "SELECT MAX(age) FROM pums WHERE sex = 1"),                  # MAX / MIN path
+    ("analyst", "SELECT COUNT(*) FROM accounts WHERE balance > 1000"),      # per-record path
+    ("bronze", "SELECT COUNT(*) FROM pums WHERE age > 40"),                 # data-market ladder
+])
+def test_every_charging_path_charges_a_timed_out_scan(svc, role, sql):
+    """The paths that charge after the scan (charge_and_record) charge a scan that
+    started and timed out too, once, with no answer."""
+    gw = svc.gw
+    eps = gw.tier_of(role).epsilon
+    before = gw.ledger.spent(role, gw.tier_of(role).period)
+    gw.backend._run = lambda cur, q: DuckDBBackend._run(cur, SLOW_SCAN)
+    try:
+        with pytest.raises(psycopg.Error) as e:
+            _ask(svc, sql, role)
+    finally:
+        del gw.backend._run
+    assert e.value.sqlstate == "57014"
+    assert gw.ledger.spent(role, gw.tier_of(role).period) == pytest.approx(before + eps)
+    assert gw.ledger.integrity_check()
+
+
 def test_backend_failure_before_the_scan_charges_nothing(svc):
     gw = svc.gw
     before = gw.ledger.spent("other", "day")

@@ -61,6 +61,11 @@ def test_pattern_caps(config):
     build_plan(parse(Q + f"name ILIKE '{'%a' * 8}{'_' * 8}'"), config)          # 16 wildcards
     r = _refused(Q + f"name ILIKE '{'%a' * 8}{'_' * 9}'", config)
     assert "17 wildcards" in r.message
+    # counted over the statement: many short '%______x%' patterns would each cost
+    # the row's length times their wildcards (measured: ~1.3 ms per matching row)
+    two = Q + f"name LIKE '%{'_' * 7}x' OR name LIKE '%{'_' * 7}y'"
+    build_plan(parse(two), config)
+    assert "together" in _refused(two + " OR name LIKE 'z%'", config).message
     build_plan(parse(Q + "name LIKE '" + "\\%" * 40 + "'"), config)            # escaped: not wildcards
 
 
@@ -83,6 +88,13 @@ def test_node_depth_and_in_caps(config):
     # the default depth cap stops a deep tree before any recursive rule runs
     r = _refused(Q + "(" * 200 + "age = 1" + ")" * 200, config)
     assert r.sqlstate == "54001" and "nested too deeply" in r.message
+
+
+def test_text_ops_cap(config):
+    ok = Q + " OR ".join(f"lower(name) = 'x{i}'" for i in range(16))
+    build_plan(parse(ok), config)
+    r = _refused(ok + " OR upper(name) = 'y'", config)
+    assert "more than 16 text operations" in r.message
 
 
 def test_text_builders_are_bounded_from_the_parse(config):
