@@ -36,7 +36,30 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
     if problems := validate_config(cfg):
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ConfigError(f"{source}: {problems[0]}{more}")
+    _prepare_mechanisms(cfg)
     return cfg
+
+
+def _prepare_mechanisms(cfg: Config) -> None:
+    """AVG/SUM/COUNT half-width constants for every (non-ladder) tier ε × bounded column of a
+    central table, computed now rather than by the first statements (issue 24). Every one
+    is a closed form or a table of at most ~0.2 s at any ε (mechanisms/mean/quantiles.py),
+    so no ε needs refusing; other ε shares (several releases in one statement) are computed
+    on first use, once (single flight). A column the mechanism rejects is left to the
+    statement path, which refuses it with its own message."""
+    from mechanisms.mean import make_mean
+    eps = sorted({t.epsilon for t in cfg.tiers.values() if t.ladder is None})
+    for table in cfg.tables.values():
+        if table.mode != "central" or table.privacy is not None:
+            continue
+        for col in table.columns.values():
+            if not col.bounded or not col.lower < col.upper:
+                continue
+            for e in eps:
+                try:
+                    make_mean(col.avg_mechanism, e, col.lower, col.upper, integer=col.type == "int").setup()
+                except ValueError:
+                    pass
 
 
 def load_config(path: str | Path) -> Config:
