@@ -52,7 +52,7 @@ def number(text: str) -> int | float:
     Python's ``int('41_0')`` is 410 and ``float`` takes digit separators and non-ASCII
     digits, which Postgres refuses."""
     t = text.strip(_PG_SPACE)
-    if _INT_TEXT.fullmatch(t):
+    if _INT_TEXT.fullmatch(t) and len(t) <= 320:      # longer: a float (inf), refused below
         v: int | float = int(t)
     elif _FLOAT_TEXT.fullmatch(t) or t.lower().lstrip("+-") in _FLOAT_WORDS:
         v = float(t)

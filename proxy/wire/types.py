@@ -202,6 +202,8 @@ def decode_text(oid: int, s: str):
             t = s.strip(_PG_SPACE)
             if not _PG_INT.fullmatch(t):
                 raise ValueError(s)
+            if len(t) > 40:                              # beyond int8 (and int()'s digit limit)
+                raise struct.error
             v = int(t)
             fmt = _INT_STRUCT[oid]
             struct.pack(fmt, v)  # range check

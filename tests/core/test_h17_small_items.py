@@ -64,3 +64,12 @@ def test_untyped_parameter_and_literal_numbers():
             coerce(bad, "int", "parameter $1")
         assert e.value.sqlstate == "22023"
     assert coerce("410", "int") == 410 and coerce(" 41 ", "int") == 41
+
+
+def test_very_long_digit_strings_are_out_of_range_not_internal_errors():
+    with pytest.raises(SqlError) as e:
+        t.decode(t.INT8, 0, b"9" * 5000)
+    assert e.value.sqlstate == "22003"
+    with pytest.raises(Refusal) as r:
+        number("9" * 5000)
+    assert r.value.sqlstate == "22003"
