@@ -17,7 +17,8 @@ exact inverse-CDF image of U, so P(i) is exactly the weight ratio, whatever the 
   IEEE-754 round-to-nearest every product and sum has relative error ≤ 2^-53, which bounds
   the cumulative weights within a factor 1 ± ρ (ρ below). Decides all but ~ n·ρ of draws.
 * Then Decimal interval arithmetic (exp correctly rounded, products and sums rounded
-  outwards), doubling the digits each round: a 1e-16 event, then a 1e-30 one, …
+  outwards), 40 digits, then doubling each round; a round is left undecided with
+  probability about n·10^-digits.
 * Outcomes with γ·(score − min) > 130 weigh < e^-130 · Σcounts in total: they are kept as
   one block of weight in [0, that bound] placed last (a suffix of the same order); landing
   on or near it sends the draw to the full expansion.
@@ -61,7 +62,7 @@ def exp_weighted_index(counts: Sequence[int], powers: Sequence[int], gamma: Rati
     order = np.argsort(r, kind="stable")               # the fixed order: by score, then index
     rs, cs = r[order], c[order]
     total = int(cs.sum())
-    cut = math.floor(_CUT / g) if g > 0 else None
+    cut = min(math.floor(_CUT / g), int(rs[-1])) if g > 0 else None
     k = int(np.searchsorted(rs, cut, side="right")) if cut is not None else rs.size
     bits, u = 128, source.getrandbits(128)
     j = _float_pass(rs[:k], cs[:k], total - int(cs[:k].sum()), g, u, bits)
