@@ -7,13 +7,13 @@ may run any number of times on a stored answer at no privacy cost.
 """
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from decimal import Decimal
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import make_mean
+from mechanisms.once import single_flight
 from rewriter.plan import Aggregate, Plan
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
@@ -24,11 +24,12 @@ def measurement_for(agg: Aggregate, epsilon: float):
     discrete-Laplace SUM on a fixed-point grid, and for AVG the add-remove optimal
     mean of seed 001 (Algorithm 3 with hourglass noise unless the column's config
     chooses ``laplace_transformed`` or ``shifted_laplace``). Measurements hold no
-    per-release state, so one instance per (aggregate kind, bounds, ε) is reused."""
+    per-release state, so one instance per (aggregate kind, bounds, ε) is reused — built once
+    even by concurrent first statements (single flight), its half-width tables shared."""
     return _measurement(agg.func, agg.mechanism, agg.type == "int", agg.lower, agg.upper, float(epsilon))
 
 
-@functools.lru_cache(maxsize=1024)
+@single_flight(maxsize=1024)
 def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: float):
     if func == "count":
         return GeometricCount(epsilon)

@@ -116,3 +116,30 @@ def test_config_load_precomputes_tier_tables():
     for eps in (0.00123, 0.0733):
         make_mean("hourglass", eps, -7.0, 77.0).setup()
     assert (Q._hourglass_q.flight.computed, Q.hourglass_count_quantile.flight.computed) == before
+
+
+def test_release_path_shares_one_measurement_and_its_tables():
+    """proxy.release.measurement_for from 8 worker threads at a new ε: one measurement object,
+    one computation of each table, and every AVG release gets the same half-widths."""
+    from proxy.release import _measurement, measurement_for
+    from rewriter.plan import Aggregate
+    agg = Aggregate("avg", "x", "int", 0.0, 500.0, (0, 1), "hourglass")
+    eps = 0.0893
+    before = (_measurement.flight.computed, Q._hourglass_q.flight.computed,
+              Q.hourglass_count_quantile.flight.computed)
+    start, got = threading.Barrier(8), []
+
+    def statement():
+        start.wait()
+        m = measurement_for(agg, eps)
+        rel = m.apply((1234, 20), m.draw(None))
+        got.append((id(m), rel.parts[1].half_width, rel.parts[0].half_width))
+    threads = [threading.Thread(target=statement) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(got) == 8 and len(set(got)) == 1
+    after = (_measurement.flight.computed, Q._hourglass_q.flight.computed,
+             Q.hourglass_count_quantile.flight.computed)
+    assert [a - b for a, b in zip(after, before)] == [1, 2, 1]
