@@ -143,3 +143,12 @@ def test_release_path_shares_one_measurement_and_its_tables():
     after = (_measurement.flight.computed, Q._hourglass_q.flight.computed,
              Q.hourglass_count_quantile.flight.computed)
     assert [a - b for a, b in zip(after, before)] == [1, 2, 1]
+
+
+def test_config_load_is_not_blocked_by_a_column_the_mechanism_rejects():
+    data = {"server": {"auth": "trust"}, "tiers": {"d": {"epsilon": 1, "budget": 1}},
+            "roles": {"a": {"tier": "d"}},
+            "tables": {"t": {"columns": {"x": {"type": "float", "lower": -1e308, "upper": 1e308},
+                                         "y": {"type": "int", "lower": 0.5, "upper": 9.5},
+                                         "z": {"type": "int", "lower": 3, "upper": 3}}}}}
+    assert parse_config(data).tables["t"].columns["x"].bounded
