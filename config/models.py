@@ -295,6 +295,7 @@ class Backend(_Model):
     path: Path | None = None       # duckdb file (relative to the state dir); None → demo file
     dsn: str | None = None         # postgres connection string
     pool_size: int = Field(default=4, ge=1, le=256)
+    connect_timeout_s: float = Field(default=2.0, gt=0, le=60)   # a down backend fails within this
 
     @model_validator(mode="after")
     def _dsn(self) -> "Backend":

@@ -5,7 +5,8 @@ The shifted-rank exponential mechanism of seed 003 §6 (spec 003 §6.4,
 budget for every row: the column is put on a public grid of U + 1 points over its
 declared bounds; y is drawn with Pr[y] ∝ exp(−ε |c(y) − k0| / 2), c(y) = #{x > y},
 k0 = ⌈(2/ε) ln((U + 1)/β)⌉. Adding or removing one row moves every c(y) by at most 1,
-so the release is ε-DP; with probability ≥ 1 − β at most 2·k0 rows lie above the
+so the release is ε-DP — pure ε: the draw is exact (:mod:`mechanisms.exact_choice`; no
+weight is rounded away, as a float64 CDF would below ~1e-16); with probability ≥ 1 − β at most 2·k0 rows lie above the
 answer, plus up to the largest number of rows sharing one grid point (a tie block
 makes c jump past k0: the score is then off by that gap) — the error is a number of rows, not of value units, and the
 largest values are the best protected. MIN is MAX of U − v.

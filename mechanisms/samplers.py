@@ -17,7 +17,7 @@ from numbers import Rational
 
 from .rng import RandomSource
 
-__all__ = ["bernoulli_exp", "discrete_laplace"]
+__all__ = ["bernoulli_exp", "discrete_laplace", "geometric_exp"]
 
 
 def _as_fraction(x: Rational, what: str) -> Fraction:
@@ -60,6 +60,26 @@ def bernoulli_exp(gamma: Rational, source: RandomSource) -> bool:
     if g < 0:
         raise ValueError(f"gamma must be >= 0, got {g}")
     return _bernoulli_exp_int(g.numerator, g.denominator, source)
+
+
+def geometric_exp(gamma: Rational, source: RandomSource) -> int:
+    """Exact Y >= 0 with P[Y = y] = (1 - e^-gamma) e^(-gamma y), rational ``gamma > 0``, in
+    O(1) expected draws at any gamma (counting Bernoulli(exp(-gamma)) successes needs
+    ~1/gamma: 0.1 s per draw at gamma = 1e-4). CKS 2020 Alg. 2 steps 1-3 with
+    gamma = s/t: X = U + t V has P[X = x] proportional to exp(-x/t) (U accepted with
+    probability exp(-U/t), V counts Bernoulli(exp(-1)) successes); Y = floor(X/s)."""
+    g = _as_fraction(gamma, "gamma")
+    if g <= 0:
+        raise ValueError(f"gamma must be > 0, got {g}")
+    s, t = g.numerator, g.denominator
+    while True:
+        u = source.randbelow(t)
+        if _bernoulli_exp_unit(u, t, source):
+            break
+    v = 0
+    while _bernoulli_exp_unit(1, 1, source):
+        v += 1
+    return (u + t * v) // s
 
 
 def discrete_laplace(scale: Rational, source: RandomSource) -> int:

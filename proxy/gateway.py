@@ -24,7 +24,7 @@ from rewriter.route import Route, route
 from rewriter.template import Templates
 
 from .ledger import open_ledger
-from .release import NoiseReservoir
+from .release import NoiseReservoir, prepare_mechanisms
 from .orchestrator import Connection
 from .views import Views
 from .wire.api import SqlError
@@ -48,6 +48,7 @@ class Gateway:
 
     def __init__(self, config: Config, state_dir: Path | None = None, *, backend=None, source=None):
         self.config = config
+        prepare_mechanisms(config)      # AVG/SUM/COUNT set-up tables, once, before any statement
         self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.ledger = open_ledger(config, self.state_dir)

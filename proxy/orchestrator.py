@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import functools
 import logging
+import math
 import time
 
 from rewriter import build_plan, param_types, parse, to_sql
@@ -326,8 +327,10 @@ class Connection:
                            "first; only keys above T are considered.")
         try:
             t = float(raw)
+            if not math.isfinite(t):             # NaN / ±inf: not a threshold (issue 17)
+                raise ValueError(raw)
         except ValueError:
-            raise SqlError("22023", f"dpgate.topc_threshold must be a number, not {raw!r}") from None
+            raise SqlError("22023", f"dpgate.topc_threshold must be a finite number, not {raw!r}") from None
         return dataclasses.replace(plan, selection=dataclasses.replace(sel, threshold=t))
 
     async def _explain(self, route: Route, params: list[object]) -> Result:

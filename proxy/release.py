@@ -7,13 +7,13 @@ may run any number of times on a stored answer at no privacy cost.
 """
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from decimal import Decimal
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import make_mean
+from mechanisms.once import single_flight
 from rewriter.plan import Aggregate, Plan
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
@@ -24,11 +24,12 @@ def measurement_for(agg: Aggregate, epsilon: float):
     discrete-Laplace SUM on a fixed-point grid, and for AVG the add-remove optimal
     mean of seed 001 (Algorithm 3 with hourglass noise unless the column's config
     chooses ``laplace_transformed`` or ``shifted_laplace``). Measurements hold no
-    per-release state, so one instance per (aggregate kind, bounds, ε) is reused."""
+    per-release state, so one instance per (aggregate kind, bounds, ε) is reused — built once
+    even by concurrent first statements (single flight), its half-width tables shared."""
     return _measurement(agg.func, agg.mechanism, agg.type == "int", agg.lower, agg.upper, float(epsilon))
 
 
-@functools.lru_cache(maxsize=1024)
+@single_flight(maxsize=1024)
 def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: float):
     if func == "count":
         return GeometricCount(epsilon)
@@ -398,3 +399,24 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
                 "per_key": bool(sel.per_key),
                 "values_epsilon": epsilon - float(res.epsilon) if out_aggs else 0.0},
     }
+
+
+def prepare_mechanisms(cfg) -> None:
+    """AVG/SUM/COUNT half-width constants for every (non-ladder) tier ε × bounded column of a
+    central table, computed now rather than by the first statements (issue 24). Every one
+    is a closed form or a table of at most ~0.2 s at any ε (mechanisms/mean/quantiles.py),
+    so no ε needs refusing; other ε shares (several releases in one statement) are computed
+    on first use, once (single flight). A column the mechanism rejects is left to the
+    statement path, which refuses it with its own message."""
+    eps = sorted({t.epsilon for t in cfg.tiers.values() if t.ladder is None})
+    for table in cfg.tables.values():
+        if table.mode != "central" or table.privacy is not None:
+            continue
+        for col in table.columns.values():
+            if not col.bounded or not col.lower < col.upper:
+                continue
+            for e in eps:
+                try:
+                    make_mean(col.avg_mechanism, e, col.lower, col.upper, integer=col.type == "int").setup()
+                except Exception:          # noqa: BLE001 -- an optimisation: never blocks loading
+                    pass

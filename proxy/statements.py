@@ -124,6 +124,20 @@ def _unquote(v: str) -> str:
     return v
 
 
+def _check_threshold(value: str) -> None:
+    """``dpgate.topc_threshold`` must be a finite number (SVT compares noisy counts with it):
+    NaN and ±Infinity are refused when SET, with 22023, as the orchestrator does at use."""
+    import math
+    try:
+        t = float(value)
+    except ValueError:
+        t = math.nan
+    if not math.isfinite(t):
+        from rewriter.errors import Refusal
+        raise Refusal("22023", f"invalid value for parameter \"dpgate.topc_threshold\": {value!r}",
+                      hint="Give a finite number, e.g. SET dpgate.topc_threshold = 20.")
+
+
 class SessionState:
     """Per-connection settings answered locally."""
 
@@ -168,6 +182,8 @@ class SessionState:
                     raise Refusal("42704", f'unrecognized configuration parameter "{name}"',
                                   hint="dpgate's local-table settings: " + ", ".join(SESSION_KEYS.values()))
                 session_overrides({name: value})
+            if name == "dpgate.topc_threshold" and value:   # a finite number (NaN/±inf refused now)
+                _check_threshold(value)
             self.settings[name] = value
             ps = {_CANON.get(name, name): value} if name in _REPORTED else {}
             return "SET", None, [], ps

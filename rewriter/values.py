@@ -7,6 +7,7 @@ bound ``$1 = 30`` all produce the same SQL text (and the same canonical form).
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -40,15 +41,23 @@ def _finite(v: float | int, what: str) -> float | int:
     return v
 
 
+_PG_SPACE = " \t\n\r\v\f"
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_FLOAT_WORDS = {"nan", "inf", "infinity"}       # parsed, then refused by _finite (22003)
+
+
 def number(text: str) -> int | float:
-    """A SQL numeric literal as a Python int (integral) or float."""
-    try:
-        v: int | float = int(text)
-    except ValueError:
-        try:
-            v = float(text)
-        except ValueError:
-            raise Refusal("42601", f"invalid numeric literal {text!r}", hint=None) from None
+    """A SQL numeric literal as a Python int (integral) or float, in Postgres's syntax only:
+    Python's ``int('41_0')`` is 410 and ``float`` takes digit separators and non-ASCII
+    digits, which Postgres refuses."""
+    t = text.strip(_PG_SPACE)
+    if _INT_TEXT.fullmatch(t) and len(t) <= 320:      # longer: a float (inf), refused below
+        v: int | float = int(t)
+    elif _FLOAT_TEXT.fullmatch(t) or t.lower().lstrip("+-") in _FLOAT_WORDS:
+        v = float(t)
+    else:
+        raise Refusal("42601", f"invalid numeric literal {text!r}", hint=None)
     return _finite(v, "numeric literal")
 
 
@@ -73,7 +82,7 @@ def coerce(value: Any, type_: ColumnType | None, what: str = "value") -> Any:
         if isinstance(value, bool):
             raise ValueError
         if isinstance(value, str):
-            value = number(value.strip())
+            value = number(value)
         if isinstance(value, Decimal):
             value = float(value)
         if not isinstance(value, (int, float)):

@@ -149,6 +149,14 @@ class GridMean(Measurement):
                  Release(count, 0.0, self.count_half_width(), self.name + ":count", None))
         return MeanRelease(mean, self.epsilon, hw, self.name, self.scale, parts)
 
+    def setup(self) -> "GridMean":
+        """Compute the 95% half-width constants now (at config load) instead of at the first
+        release; they are shared through single-flight memos (:mod:`mechanisms.once`)."""
+        self.half_width(0.95, n_hat=1.0, avg_hat=float(self.lower))
+        self.sum_half_width()
+        self.count_half_width()
+        return self
+
     @property
     def _worst_avg(self) -> float:
         """AVG value maximising the half-width (used when only n^ is given):

@@ -30,7 +30,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..rng import RandomSource
-from ..samplers import bernoulli_exp, discrete_laplace
+from ..samplers import discrete_laplace, geometric_exp
 from .constants import gamma_star
 from .noise import geometric0
 
@@ -93,15 +93,13 @@ class GridHourglass:
     def sample_exact(self, source: RandomSource) -> tuple[int, int]:
         """One exact draw (I, K), Z1 = I/M; integer randomness only.
 
-        Step j ~ Geom0(b) by counting Bernoulli(exp(-eps)) successes, then accept
+        Step j ~ Geom0(b) (exact, O(1) draws at any eps: :func:`geometric_exp`), then accept
         j = 0 with probability (2G - 1)/(2M) (rejection to the weights
         (2G - 1) : 2M b^j); the point is uniform within the step's grid cells.
         """
         grid, big_g, eps = self.grid, self.G, self.epsilon
         while True:
-            j = 0
-            while bernoulli_exp(eps, source):
-                j += 1
+            j = geometric_exp(eps, source)
             if j > 0 or source.bernoulli(2 * big_g - 1, 2 * grid):
                 break
         if j == 0:

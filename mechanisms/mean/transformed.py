@@ -24,14 +24,12 @@ from fractions import Fraction
 from numbers import Real
 from typing import Optional
 
-import numpy as np
-
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
 from .common import GridMean, MeanRelease
 from .constants import sigma2
 from .grid import GridHourglass, dlap_grid_sample
-from .quantiles import hourglass_abs_quantile, integer_abs_quantile, laplace_combo_abs_quantile
+from .quantiles import hourglass_abs_quantile, hourglass_count_quantile, laplace_combo_abs_quantile
 
 __all__ = ["HourglassMean", "LaplaceTransformedMean"]
 
@@ -125,15 +123,9 @@ class HourglassMean(GridMean):
         return self._q_count[key]
 
     def count_half_width(self, level: float = 0.95) -> int:
-        """Exact quantile of |K|, K = J + DLap(eps) on the grid law (Lemma 4)."""
-        if level not in self._q_count:
-            eps = self.noise.eps
-            n = int(math.ceil(40 / eps)) + 2
-            ks = np.arange(-n, n + 1)
-            dl = math.tanh(eps / 2) * np.exp(-eps * np.abs(ks))   # DLap pmf, (1-b)/(1+b) b^|k|
-            pk = np.convolve(self.noise.step_pmf(ks), dl)          # support [-2n, 2n]
-            self._q_count[level] = integer_abs_quantile(np.arange(-2 * n, 2 * n + 1), pk, level)
-        return self._q_count[level]
+        """Exact quantile of |K|, K = J + DLap(eps) on the grid law (Lemma 4), in closed form
+        (:func:`~mechanisms.mean.quantiles.hourglass_count_quantile`: O(log) at any eps)."""
+        return hourglass_count_quantile(self.noise.eps, self.noise.G, self.noise.grid, level)
 
 
 class LaplaceTransformedMean(GridMean):

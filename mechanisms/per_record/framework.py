@@ -23,6 +23,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from ..exact_choice import exp_weighted_index
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
 from .core import LevelHistogram, LevelScan, PrRelease, as_int, tail_k
@@ -72,10 +73,11 @@ def shifted_rank_max(values: Sequence[int], counts: Sequence[int], eps: float, b
     Pr[y] ~ exp(-eps |c(y) - k0| / 2), c(y) = #{x > y}, y in {0..U}.
 
     c is constant on the integer intervals between distinct values, so an interval is
-    drawn with weight length * exp(-eps|c - k0|/2) (float64 log-sum-exp -- intervals of
-    relative weight < 1e-16 are never drawn, an approximation), then y uniformly inside
-    it with the exact integer sampler.  ``values`` sorted, distinct, in [0, U].
-    Returns (y, k0).  W.p. >= 1 - beta the rank error c(y) <= 2 k0 + ties.
+    drawn with weight length * exp(-eps|c - k0|/2) -- exactly (:func:`mechanisms.exact_choice.
+    exp_weighted_index`: inverse CDF of a lazily read uniform with rigorous bounds, no weight
+    is rounded away, so the release is pure eps-DP for the rational eps the float denotes) --
+    then y uniformly inside it with the exact integer sampler.  ``values`` sorted, distinct,
+    in [0, U].  Returns (y, k0).  W.p. >= 1 - beta the rank error c(y) <= 2 k0 + ties.
     """
     v = np.asarray(values, dtype=np.int64)
     m = np.asarray(counts, dtype=np.int64)
@@ -86,14 +88,10 @@ def shifted_rank_max(values: Sequence[int], counts: Sequence[int], eps: float, b
     starts = np.concatenate(([0], v)).astype(np.int64)
     ends = np.concatenate((v - 1, [U])).astype(np.int64)                    # inclusive
     c = n - np.concatenate(([0], np.cumsum(m)))
-    length = (ends - starts + 1).astype(np.float64)
+    length = ends - starts + 1
     keep = length > 0
     starts, length, c = starts[keep], length[keep], c[keep]
-    logw = np.log(length) - eps * np.abs(c - k0) / 2.0
-    p = np.exp(logw - logw.max())
-    cdf = np.cumsum(p)
-    idx = int(np.searchsorted(cdf, source.generator().random() * cdf[-1], side="right"))
-    idx = min(idx, len(cdf) - 1)
+    idx = exp_weighted_index(length, np.abs(c - k0), Fraction(eps) / 2, source)
     return int(starts[idx]) + source.randbelow(int(length[idx])), k0
 
 

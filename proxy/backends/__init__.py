@@ -17,7 +17,8 @@ from .postgres import PostgresBackend
 def open_backend(cfg, state_dir):
     """Build the backend the config asks for (not yet connected for Postgres)."""
     if cfg.backend.kind == "postgres":
-        return PostgresBackend(cfg.backend.dsn, pool_size=cfg.backend.pool_size)
+        return PostgresBackend(cfg.backend.dsn, pool_size=cfg.backend.pool_size,
+                               connect_timeout_s=cfg.backend.connect_timeout_s)
     path = Path(cfg.backend.path or "demo.duckdb")
     return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path)
 

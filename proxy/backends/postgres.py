@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 
 import psycopg
@@ -21,10 +22,19 @@ class PostgresBackend:
     dialect = "postgres"
     scans = 0         # always 0: the proxy's Python work does not slow a remote scan
 
-    def __init__(self, dsn: str, pool_size: int = 4):
+    QUEUE_WAIT_S = 10.0       # a pool checkout waits this long while the backend answers
+
+    def __init__(self, dsn: str, pool_size: int = 4, connect_timeout_s: float = 2.0):
         self.dsn = dsn
+        # fail fast when the backend is down (issue 24): libpq's connect_timeout (whole
+        # seconds, at least 2) bounds each attempt, and until a checkout has succeeded since
+        # the last connection failure a checkout waits connect_timeout_s, not the queue's 10 s
+        self.connect_timeout_s = float(connect_timeout_s)
+        self._up = False
         self.pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
-                                        kwargs={"autocommit": True}, reconnect_timeout=5)
+                                        kwargs={"autocommit": True,
+                                                "connect_timeout": max(2, math.ceil(connect_timeout_s))},
+                                        reconnect_timeout=5)
 
     async def connect(self) -> None:
         await self.pool.open(wait=False)
@@ -46,14 +56,17 @@ class PostgresBackend:
 
     async def _fetch(self, sql, timeout_s, cancel, timing=None) -> list[tuple]:
         try:
-            async with self.pool.connection(timeout=10) as conn:
+            async with self.pool.connection(timeout=self.QUEUE_WAIT_S if self._up else self.connect_timeout_s) as conn:
+                self._up = True
                 return await self._run(conn, sql, timeout_s, cancel, timing)
         except BackendError:
             raise
         except psycopg_pool_timeout() as e:
+            self._up = False
             log.warning("postgres pool: %s", e)
             raise BackendError("08006", "the backend is unavailable; nothing was charged") from None
         except psycopg.OperationalError as e:
+            self._up = False
             log.warning("postgres: %s", e)
             lost = timing is not None and timing.get("started")       # mid-scan: charged
             raise BackendError("08006", "the backend connection was lost during the query" if lost

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 import struct
 from decimal import Context, Decimal, InvalidOperation
 
@@ -180,22 +181,43 @@ def _bad_text(oid: int, s: str) -> SqlError:
     return SqlError("22P02", f"invalid input syntax for type {TYPE_NAMES.get(oid, oid)}: \"{s}\"")
 
 
+_PG_SPACE = " \t\n\r\v\f"                       # isspace() in Postgres's C locale
+_PG_INT = re.compile(r"[+-]?[0-9]+")              # int2/4/8in: sign, ASCII digits (PG <= 15)
+
+
+def _pg_number_text(s: str) -> str:
+    """``s`` without surrounding whitespace, refused (ValueError) where Python's parsers are
+    looser than Postgres's: digit separators (``int('41_0') == 410``), non-ASCII digits."""
+    t = s.strip(_PG_SPACE)
+    if "_" in t or not t.isascii():
+        raise ValueError(s)
+    return t
+
+
 def decode_text(oid: int, s: str):
     if oid in TEXT_LIKE:
         return s
     try:
         if oid in _INT_STRUCT:
-            v = int(s.strip())
+            t = s.strip(_PG_SPACE)
+            if not _PG_INT.fullmatch(t):
+                raise ValueError(s)
+            if len(t) > 40:                              # beyond int8 (and int()'s digit limit)
+                raise struct.error
+            v = int(t)
             fmt = _INT_STRUCT[oid]
             struct.pack(fmt, v)  # range check
             return v
         if oid in (FLOAT4, FLOAT8):
-            t = s.strip().lower()
+            t = _pg_number_text(s).lower()
             specials = {"nan": math.nan, "infinity": math.inf, "+infinity": math.inf,
                         "-infinity": -math.inf, "inf": math.inf, "-inf": -math.inf}
             return specials[t] if t in specials else float(t)
         if oid == NUMERIC:
-            d = Decimal(s.strip())
+            t = _pg_number_text(s)
+            if t.lower().lstrip("+-").startswith("snan"):     # Python-only signalling NaN
+                raise ValueError(s)
+            d = Decimal(t)
             return d
         if oid == BOOL:
             t = s.strip().lower()

@@ -105,3 +105,36 @@ def test_randomness_per_draw_does_not_grow_with_the_scale():
         per_draw[scale] = Counting.calls / n
     assert per_draw[Fraction(10**6)] < 40
     assert per_draw[Fraction(10**6)] <= 1.5 * per_draw[Fraction(10)]
+
+
+@pytest.mark.parametrize("gamma", [Fraction(1, 3), Fraction(1), Fraction(5, 2)])
+def test_geometric_exp_exact_law(gamma):
+    """P[Y = y] = (1 - e^-γ) e^-γy: Pearson chi-square over y = 0..K-1 and the tail y >= K."""
+    from scipy.stats import chi2
+    src, n = SeededSource(50 + int(gamma * 10)), 60_000
+    ys = [samplers.geometric_exp(gamma, src) for _ in range(n)]
+    assert all(type(y) is int and y >= 0 for y in ys)
+    b = math.exp(-float(gamma))
+    k = max(2, int(math.log(5 / n) / math.log(b)))          # cells with expectation >= 5
+    p = [(1 - b) * b ** y for y in range(k)] + [b ** k]
+    obs = [sum(1 for y in ys if y == i) for i in range(k)] + [sum(1 for y in ys if y >= k)]
+    stat = sum((o - n * q) ** 2 / (n * q) for o, q in zip(obs, p))
+    assert stat < chi2.ppf(0.9999, len(p) - 1)
+
+
+def test_geometric_exp_is_o1_at_tiny_gamma():
+    """γ = 1e-6 (an AVG at ε 1e-6 draws its hourglass step this way): mean 1/γ within 5 SE,
+    and fewer than 40 randbelow calls per draw (counting Bernoulli successes took ~1e6)."""
+    class Counting(SeededSource):
+        calls = 0
+
+        def randbelow(self, n):
+            Counting.calls += 1
+            return super().randbelow(n)
+    src, n, g = Counting(9), 4000, Fraction(1, 10**6)
+    ys = [samplers.geometric_exp(g, src) for _ in range(n)]
+    mean = (1 - math.exp(-1e-6)) ** -1 * math.exp(-1e-6)
+    assert abs(sum(ys) / n - mean) < 5 * mean / math.sqrt(n)
+    assert Counting.calls / n < 40
+    with pytest.raises(ValueError):
+        samplers.geometric_exp(Fraction(0), src)

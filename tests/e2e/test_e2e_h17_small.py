@@ -1,0 +1,41 @@
+"""Issue 17's small items through the wire: a non-finite top-c threshold is 22023 (not
+XX000) whether it arrives by SET or is found in the session at use; '41_0' is not 410."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from proxy.orchestrator import Connection
+from proxy.wire.api import SqlError
+
+TOPC = "SELECT race FROM pums GROUP BY race ORDER BY COUNT(*) DESC LIMIT 2"
+
+
+@pytest.mark.parametrize("value", ["nan", "-inf", "inf"])
+def test_non_finite_threshold_refused_at_set(duck_service, value):
+    before = duck_service.gw.ledger.spent("other", "day")
+    with psycopg.connect(duck_service.dsn("other"), autocommit=True) as c:
+        with pytest.raises(psycopg.Error) as e:
+            c.execute(f"SET dpgate.topc_threshold = '{value}'")
+        assert e.value.sqlstate == "22023"
+        with pytest.raises(psycopg.Error) as e:          # still unset: the usual 22023, not XX000
+            c.execute(TOPC)
+        assert e.value.sqlstate == "22023" and "threshold" in str(e.value)
+    assert duck_service.gw.ledger.spent("other", "day") == before
+
+
+@pytest.mark.parametrize("raw", ["nan", "-Infinity", "inf"])
+def test_non_finite_threshold_refused_at_use(duck_service, raw):
+    conn = Connection(duck_service.gw, "other", "demo", {})
+    conn.session.settings["dpgate.topc_threshold"] = raw     # however it got there
+    plan = duck_service.gw.plan(TOPC, None)
+    with pytest.raises(SqlError) as e:
+        conn._with_threshold(plan)
+    assert e.value.sqlstate == "22023"
+
+
+def test_int_parameter_with_digit_separator_is_refused(duck_service):
+    with psycopg.connect(duck_service.dsn("other"), autocommit=True) as c:
+        with pytest.raises(psycopg.Error) as e:
+            c.execute("SELECT COUNT(*) FROM pums WHERE age = %s", ["41_0"])
+        assert e.value.sqlstate in ("22023", "22P02")
