@@ -106,12 +106,15 @@ def test_single_flight_waiters_share_one_result_and_errors_are_not_kept():
     assert sf.get("k", lambda: 0) == 0                  # least recently used key evicted
 
 
-def test_config_load_precomputes_tier_tables():
+def test_service_start_precomputes_tier_tables():
+    """proxy.release.prepare_mechanisms (run by the Gateway at start) computes every tier's
+    tables, so no statement computes them."""
+    from proxy.release import prepare_mechanisms
     data = {"server": {"auth": "trust"}, "tiers": {"tiny": {"epsilon": 0.00123, "budget": 1},
                                                    "mid": {"epsilon": 0.0733, "budget": 1}},
             "roles": {"a": {"tier": "tiny"}},
             "tables": {"t": {"columns": {"x": {"type": "float", "lower": -7, "upper": 77}}}}}
-    parse_config(data)
+    prepare_mechanisms(parse_config(data))
     before = (Q._hourglass_q.flight.computed, Q.hourglass_count_quantile.flight.computed)
     for eps in (0.00123, 0.0733):
         make_mean("hourglass", eps, -7.0, 77.0).setup()
