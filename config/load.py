@@ -26,6 +26,24 @@ def _where(loc: tuple) -> str:
     return ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-")))
 
 
+def insert_grant_problems(cfg: Config) -> list[str]:
+    """``roles.<r>.insert`` may only name declared local tables (each once): writes through the
+    proxy are perturbed on the way in, which only a local table does."""
+    out = []
+    local = sorted(n for n, t in cfg.tables.items() if t.mode == "local")
+    for name, role in cfg.roles.items():
+        for i, table in enumerate(role.insert):
+            where = f"roles.{name}.insert.{i}"
+            if table not in cfg.tables:
+                out.append(f"{where}: unknown table {table!r} (local tables: {', '.join(local) or 'none'})")
+            elif cfg.tables[table].mode != "local":
+                out.append(f"{where}: table {table!r} is not a local table (mode = 'local'); only "
+                           f"local tables take INSERTs (local tables: {', '.join(local) or 'none'})")
+            elif table in role.insert[:i]:
+                out.append(f"{where}: table {table!r} is listed twice")
+    return out
+
+
 def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
     try:
         cfg = Config.model_validate(data)
@@ -36,6 +54,9 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
         more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
         where = f"{field}: " if field else ""
         raise ConfigError(f"{source}: {where}{msg}{more}") from None
+    if problems := insert_grant_problems(cfg):
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"{source}: {problems[0]}{more}")
     return cfg
 
 

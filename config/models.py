@@ -232,6 +232,12 @@ class Role(_Model):
     tier: str
     scram: str | None = None
     admin: bool = False
+    insert: list[str] = Field(default_factory=list, description=(
+        "local tables this role may INSERT into through the proxy (rows are perturbed on the way "
+        "in); every other role gets 42501. Checked at load: each must be a declared local table"))
+    insert_rows_per_minute: int = Field(default=1000, ge=1, description=(
+        "rows this role may INSERT per minute, all local tables together (a token bucket of this "
+        "size refilled continuously, per proxy process); beyond it an INSERT is refused with 53400"))
 
     @field_validator("scram")
     @classmethod

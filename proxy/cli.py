@@ -96,7 +96,10 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
         else:
             url = f"postgresql://{role}@{host}:{port}/{cfg.server.database}"
         tier = cfg.tiers[cfg.roles[role].tier]
-        print(f"  {role:<8} (ε {tier.epsilon:g}/query, budget {tier.budget:g}/{tier.period}):  psql \"{url}\"", flush=True)
+        writes = cfg.roles[role].insert          # local tables this role may INSERT into
+        grant = f", INSERT into {', '.join(writes)}" if writes else ""
+        print(f"  {role:<8} (ε {tier.epsilon:g}/query, budget {tier.budget:g}/{tier.period}{grant}):  psql \"{url}\"",
+              flush=True)
     stop = _stop_signals()
     try:
         await stop.wait()

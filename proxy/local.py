@@ -3,7 +3,11 @@
 * ``INSERT INTO <local table> … VALUES …``: the proxy buckets and perturbs every
   row (:class:`proxy.ldp_load.Encoder`, randomness from ``gw.source``) and writes
   only the reports to ``<table>_reports`` (created if missing). The raw values
-  never reach the backend. INSERT into any other table is refused (42501).
+  never reach the backend. INSERT into any other table is refused (42501). Writing
+  is a permission: only roles whose config grants the table (``[roles.X] insert =
+  ["trips"]``) may, at most ``insert_rows_per_minute`` rows a minute (a token bucket
+  per role and proxy, :class:`RowBucket`); both are checked before anything is
+  perturbed or stored (42501 / 53400).
 * ``SELECT`` on a local table: :func:`rewriter.local.plan_local` validates it and
   builds ONE aggregate scan over the reports (estimators in the product form of
   §3.5); the rows are post-processing of reports that were perturbed once, so
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import time
 import weakref
 from collections import OrderedDict
 
@@ -48,6 +53,7 @@ DELTA = 0.05                     # percentile rank-error bounds hold with probab
 _READY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _PLANS: OrderedDict = OrderedDict()
+_BUCKETS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
@@ -322,6 +328,55 @@ def _insert_target(gw, sql: str):
     return expr, target.name, table, cols
 
 
+def _check_grant(gw, role: str, name: str) -> None:
+    """42501 unless the config grants ``role`` INSERT into local table ``name``."""
+    spec = gw.config.roles.get(role)
+    if spec is None or name not in spec.insert:
+        raise SqlError("42501", f"permission denied for table {name}",
+                       hint=f"Writing into a local table is granted per role in the config: "
+                            f'[roles.<role>] insert = ["{name}"]. Reading it needs no grant.')
+
+
+class RowBucket:
+    """Token bucket of one role: ``rate`` rows a minute, at most ``rate`` at once.
+    :meth:`take` removes ``n`` tokens or raises 53400 (nothing taken); :meth:`give`
+    returns them (an INSERT that then failed stored nothing)."""
+
+    def __init__(self, rate: int, clock=time.monotonic):
+        self.rate, self.clock = rate, clock
+        self.tokens, self.at = float(rate), clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(float(self.rate), self.tokens + (now - self.at) * self.rate / 60.0)
+        self.at = now
+
+    def take(self, role: str, n: int) -> None:
+        self._refill()
+        hint = (f"Role {role} may INSERT {self.rate} rows per minute (insert_rows_per_minute in its "
+                "config); for bulk loads the operator runs `dpgate ldp-load`.")
+        if n > self.rate:
+            raise SqlError("53400", f"an INSERT of {n} rows exceeds role {role}'s limit of {self.rate} "
+                           "rows per minute; nothing was stored", hint="Split it into smaller INSERTs. " + hint)
+        if n > self.tokens:
+            wait = math.ceil((n - self.tokens) * 60.0 / self.rate)
+            raise SqlError("53400", f"row rate limit reached for role {role}: {n} rows asked, "
+                           f"{int(self.tokens)} available; retry in {wait} s; nothing was stored", hint=hint)
+        self.tokens -= n
+
+    def give(self, n: int) -> None:
+        self.tokens = min(float(self.rate), self.tokens + n)
+
+
+def _bucket(gw, role: str) -> RowBucket:
+    rate = gw.config.roles[role].insert_rows_per_minute
+    per_gw = _BUCKETS.setdefault(gw, {})
+    b = per_gw.get(role)
+    if b is None or b.rate != rate:
+        b = per_gw[role] = RowBucket(rate)
+    return b
+
+
 def _insert_shape(expr, name, table, cols):
     for k in ("returning", "conflict", "where", "partition", "overwrite", "ignore", "alternative"):
         if expr.args.get(k):
@@ -388,15 +443,21 @@ async def insert_local(conn, sql: str, params: list):
     """INSERT … VALUES into a local table: perturb in the proxy, store reports only."""
     gw = conn.gw
     expr, name, table, cols = _insert_target(gw, sql)
+    _check_grant(gw, conn.role, name)                  # before anything is perturbed or stored
     cols, rows = _insert_shape(expr, name, table, cols)
     params = list(params or [])
     data = {c: [_value(r[i], params, c) for r in rows] for i, c in enumerate(cols)}
     n = len(rows)
-    lay = await ensure_reports(gw, layout(name, table, gw.config.tiers))    # as stored
+    bucket = _bucket(gw, conn.role)
+    bucket.take(conn.role, n)                          # counted per row, before perturbing
     try:
+        lay = await ensure_reports(gw, layout(name, table, gw.config.tiers))    # as stored
         enc = Encoder(lay, gw.source).encode(data, n)
-    except IngestError as e:
-        raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
+    except BaseException as e:
+        bucket.give(n)                                 # refused before the write: nothing stored
+        if isinstance(e, IngestError):
+            raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
+        raise
     dialect = gw.backend.dialect
     schema = [c for c, _ in lay.report_schema()]
     tuples = ", ".join("(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")"
@@ -405,7 +466,7 @@ async def insert_local(conn, sql: str, params: list):
            f"VALUES {tuples}")
     if dialect == "postgres":
         ins = f"WITH ins AS ({ins} RETURNING 1) SELECT COUNT(*) FROM ins"
-    await _fetch(conn, ins)
+    await _fetch(conn, ins)            # once the write is sent the rows stay counted, whatever its outcome
     return Result(f"INSERT 0 {n}"), "ldp-insert", 0.0
 
 
@@ -416,6 +477,7 @@ async def describe_local(conn, sql: str, oids: list[int]) -> Description:
     head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
     if head == "INSERT":
         expr, name, table, cols = _insert_target(gw, sql)
+        _check_grant(gw, conn.role, name)
         cols, rows = _insert_shape(expr, name, table, cols)
         types = {}
         for r in rows:

@@ -26,6 +26,11 @@ Mechanisms (β from the policy, default 0.1):
 * MAX(col) / MIN(col): Algorithm 2 with the shifted-rank exponential mechanism
   (``prdp_max_framework``; MIN by symmetry, v → U − v: ``prdp_min_framework``).
 
+Data-market ladder tiers (``tier.ladder``) are refused (0A000, before any backend work, in
+execute, Describe and EXPLAIN, MAX/MIN included): per-record answers are drawn independently per
+tier, so a coalition of a ladder's tiers would learn Σε·E(r), not the max ε their ladder promises
+(:func:`refuse_ladder`).
+
 The NOTICE reports ε charged, budget left, ε_τ (the smallest level budget kept,
 min–max over groups), and at 1 − β the error bound of Thm 5.1 / Eq. (9) / Thm 6.1
 evaluated from released quantities only — with ε_min(D) taken as ε_τ/2 (the
@@ -56,7 +61,7 @@ from .release import answer_rows, output_types
 from .wire.api import Column, Description, Result, SqlError
 
 __all__ = ["answer_per_record", "describe_per_record", "explain_per_record", "validate_policy",
-           "validate_config", "check_config"]
+           "validate_config", "check_config", "refuse_ladder"]
 
 _TEXT = 25
 _DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
@@ -256,9 +261,24 @@ def _key(prp: PrPlan, pol: Policy, weight: float) -> str:
     return f"pr:{hashlib.sha256(text.encode()).hexdigest()[:32]}:eps={weight!r}"
 
 
+def refuse_ladder(gw, role: str, table: str) -> None:
+    """0A000 for a data-market ladder tier: its tiers' per-record releases would be independent,
+    and a coalition would learn Σε·E(r), not the max ε of one chain. Nothing is charged."""
+    tname = gw.config.roles[role].tier
+    tier = gw.config.tiers[tname]
+    if tier.ladder is None:
+        return
+    raise SqlError("0A000", f"per-record table {table} is not available to data-market ladder tiers "
+                   f"(role {role}'s tier {tname} is on ladder {tier.ladder}); nothing was charged",
+                   hint="Ladder tiers are answered from one noise chain, which per-record releases do "
+                        "not have: ask COUNT/SUM/AVG of a central table, or use a role whose tier has "
+                        "no ladder for per-record tables.")
+
+
 def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
     gw = conn.gw
     prp = build_pr_plan(parse(sql), gw.config, list(params) if params else None)
+    refuse_ladder(gw, conn.role, prp.plan.table)
     pol = policy_of(gw, prp.plan.table)
     if prp.func == "sum":
         sum_method(prp, pol)                  # refuse before any backend work
@@ -376,6 +396,7 @@ async def describe_per_record(conn, sql: str, oids: list[int]) -> Description:
     inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
                 for i, t in enumerate(types)]
     prp = build_pr_plan(expr, gw.config, [_DUMMY.get(t, "0") for t in types] if types else None)
+    refuse_ladder(gw, conn.role, prp.plan.table)
     policy_of(gw, prp.plan.table)
     return Description(inferred, [Column(o.name, t) for o, t in
                                   zip(prp.plan.outputs, output_types(prp.plan))])

@@ -81,9 +81,10 @@ def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
             if not line:
                 break
             lines.append(line)
-            if line.strip().startswith("admin"):
+            if line.strip().startswith("producer"):     # the last role of the demo
                 break
         text = "".join(lines)
+        assert "producer (ε 0.1/query, budget 0.1/day, INSERT into trips):  psql" in text, text
         m = re.search(r'analyst .*psql "(postgresql://[^"]+)"', text)
         assert m, text
         r = subprocess.run(["psql", m.group(1), "-X", "-A", "-t", "-c",

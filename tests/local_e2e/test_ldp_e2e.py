@@ -61,6 +61,7 @@ def ldp(request, tmp_path_factory):
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "d.duckdb")}
     data = make_config(backend)
     data["tables"]["tl"] = TL
+    data["roles"]["producer"].update(insert=["trips", "tl"], insert_rows_per_minute=100_000)
     state = tmp_path_factory.mktemp("state")
     svc = Service(data, state, people_rows=1000, source=SeededSource(6006)).start()
     if pg is not None:      # a previous module on the shared server may have left one
@@ -74,7 +75,7 @@ def ldp(request, tmp_path_factory):
         lines.append(f"INSERT INTO tl (x, y, amount, grp, w) VALUES {vals};")
     f = state / "insert.sql"
     f.write_text("\n".join(lines) + "\n")
-    r = psql(svc, None, file=f)
+    r = psql(svc, None, file=f, role="producer")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("INSERT 0 1000") == N // 1000 or r.returncode == 0
     svc.kind, svc.pg, svc.raw = request.param, pg, raw
@@ -220,14 +221,17 @@ def test_backend_holds_no_raw_value(ldp):
 
 
 def test_refusals(ldp):
-    r = psql(ldp, "INSERT INTO pums (age) VALUES (30)", "-v", "VERBOSITY=verbose")
+    r = psql(ldp, "INSERT INTO pums (age) VALUES (30)", "-v", "VERBOSITY=verbose", role="producer")
     assert r.returncode != 0 and "42501" in r.stderr and "local" in r.stderr
-    r = psql(ldp, "INSERT INTO tl (x, y, amount) VALUES (NULL, 1, 1)", "-v", "VERBOSITY=verbose")
+    r = psql(ldp, "INSERT INTO tl (x, y, amount) VALUES (NULL, 1, 1)", "-v", "VERBOSITY=verbose",
+             role="producer")
     assert r.returncode != 0 and "23502" in r.stderr
-    r = psql(ldp, "INSERT INTO tl (x, y, amount, grp) VALUES (1, 1, 1, 'zz')")
+    r = psql(ldp, "INSERT INTO tl (x, y, amount, grp) VALUES (1, 1, 1, 'zz')", role="producer")
     assert r.returncode != 0 and "domain" in r.stderr
-    r = psql(ldp, "INSERT INTO tl SELECT * FROM tl")
+    r = psql(ldp, "INSERT INTO tl SELECT * FROM tl", role="producer")
     assert r.returncode != 0 and "ldp-load" in r.stderr
+    r = psql(ldp, "INSERT INTO tl (x, y, amount) VALUES (1, 1, 1)", "-v", "VERBOSITY=verbose")
+    assert r.returncode != 0 and "42501" in r.stderr and "permission denied for table tl" in r.stderr
     for sql, word in [("SELECT x FROM tl", "raw"), ("SELECT COUNT(*) FROM tl GROUP BY x", "private"),
                       ("SELECT COUNT(*) FROM tl WHERE y = 3", "continuous"),
                       ("SELECT MAX(x) FROM tl", "percentile_disc"),
@@ -248,6 +252,8 @@ def test_extended_protocol_insert_and_query(ldp):
         cur.execute("SELECT COUNT(*) FROM tl WHERE x <= %s", (7,))
         (n,), = cur.fetchall()
         assert isinstance(n, int)
+    with psycopg.connect(ldp.dsn("producer"), autocommit=True) as conn:
+        cur = conn.cursor()
         cur.execute("INSERT INTO tl (x, y, amount, grp, w) VALUES (%s, %s, %s, %s, %s)",
                     (3, 2.5, 1.0, "a", 2))
         assert cur.rowcount == 1

@@ -238,10 +238,11 @@ def svc(request, tmp_path_factory):
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "d.duckdb")}
     data = make_config(backend)
     data["tables"]["tl"] = local_cfg(columns={"x": {"edges": "whole"}})
+    data["roles"]["producer"].update(insert=["tl"], insert_rows_per_minute=10_000)
     s = Service(data, tmp_path_factory.mktemp("state"), people_rows=500, trips_rows=500,
                 source=SeededSource(77)).start()
     raw = raw_data(1000, 3)
-    with psycopg.connect(s.dsn(), autocommit=True) as c:
+    with psycopg.connect(s.dsn("producer"), autocommit=True) as c:
         vals = ", ".join(f"({raw['x'][i]}, {raw['y'][i]:.3f}, {raw['z'][i]:.3f}, {raw['g'][i]})"
                          for i in range(1000))
         c.execute(f"INSERT INTO tl (x, y, z, g) VALUES {vals}")

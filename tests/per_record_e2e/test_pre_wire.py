@@ -203,13 +203,13 @@ def test_charged_once_repeat_free(prs):
 
 
 def test_tier_epsilon_scales_the_policy(prs):
-    before = _spent(prs, "silver")
-    rows, notes = _run(prs, "SELECT COUNT(*) FROM accounts", role="silver")     # tier ε 0.5
-    assert _spent(prs, "silver") - before == pytest.approx(0.5)
+    before = _spent(prs, "half")
+    rows, notes = _run(prs, "SELECT COUNT(*) FROM accounts", role="half")     # tier ε 0.5, no ladder
+    assert _spent(prs, "half") - before == pytest.approx(0.5)
     assert "ε charged 0.5;" in notes[0] and "0.5 × 1000 / balance in [5e-07, 0.5]" in notes[0]
-    ((value, true),) = _check(prs, "silver", "count")
+    ((value, true),) = _check(prs, "half", "count")
     assert abs(value - true) <= 0.05 * true
-    pr = _answer(prs, "silver")["per_record"]
+    pr = _answer(prs, "half")["per_record"]
     assert pr["weight"] == 0.5 and pr["eps_tau"][0] == 0.5 * Levels(1e-6, 1.0).lo[pr["ell"][0] - 1]
 
 

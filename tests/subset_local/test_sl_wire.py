@@ -69,6 +69,7 @@ def slsvc(request, tmp_path_factory):
     data["roles"]["tiny"]["tier"] = "platinum"
     data["tables"]["sl"] = copy.deepcopy(SL)
     data["tables"]["sl2"] = copy.deepcopy(SL)
+    data["roles"]["producer"].update(insert=["trips", "sl", "sl2"], insert_rows_per_minute=10_000)
     tables = ("trips_reports", "sl_reports", "sl2_reports")
     if pg:
         with psycopg.connect(pg.dsn, autocommit=True) as c:
@@ -180,7 +181,7 @@ def test_tier_added_after_ingestion_reads_the_nearest_lower_level(slsvc):
     platinum, notices = ask(slsvc, "tiny", q)          # platinum ε 5 reads the top stored level
     assert platinum == gold and "reads level ε 2 of {2, 0.5, 0.1}" in notices[0]
     # new rows go through the stored program (no level for 0.3 or 5 appears)
-    with psycopg.connect(slsvc.dsn("gold"), autocommit=True) as c:
+    with psycopg.connect(slsvc.dsn("producer"), autocommit=True) as c:
         c.execute("INSERT INTO sl2 (c, g) VALUES ('b', 1), ('e', 2)")
     cols, rows = _read(slsvc, "sl2_reports")
     assert len(rows) == N2 + 2 and not any("e0p3" in c or "e5p0" in c for c in cols)
@@ -202,12 +203,13 @@ def test_insert_through_the_proxy_stores_bits_only(slsvc):
     lay = layout("sl", cfg.tables["sl"], cfg.tiers)
     (cat,) = lay.categories
     values = [(D6[i % 6], 1 + i % 2) for i in range(120)]
-    with psycopg.connect(slsvc.dsn("silver"), autocommit=True) as c:
+    with psycopg.connect(slsvc.dsn("producer"), autocommit=True) as c:
         c.execute("INSERT INTO sl (c, g) VALUES " + ", ".join(f"('{v}', {g})" for v, g in values))
         c.execute("INSERT INTO sl (g, c) VALUES (%s, %s)", (2, "f"))
     for sql, state in (("INSERT INTO sl (c, g) VALUES ('a', 1), ('moon', 2)", "22023"),
                        ("INSERT INTO sl (c, g) VALUES (NULL, 1)", "23502")):
-        assert refused(slsvc, "silver", sql)[0] == state
+        assert refused(slsvc, "producer", sql)[0] == state
+    assert refused(slsvc, "silver", "INSERT INTO sl (c, g) VALUES ('a', 1)")[0] == "42501"  # no grant
     cols, rows = _read(slsvc, "sl_reports")
     assert cols == [c for c, _ in lay.report_schema()] and "c" not in cols
     assert len(rows) == 121                               # refused statements stored nothing

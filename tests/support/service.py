@@ -18,12 +18,14 @@ from proxy.wire.auth import make_verifier
 from proxy.wire.server import Server
 
 PASSWORDS = {"analyst": "analyst-pw", "admin": "admin-pw", "tiny": "tiny-pw", "other": "other-pw",
-             "bronze": "bronze-pw", "silver": "silver-pw", "gold": "gold-pw"}
+             "bronze": "bronze-pw", "silver": "silver-pw", "gold": "gold-pw",
+             "producer": "producer-pw", "half": "half-pw"}
 
 
 def make_config(backend: dict | None = None, *, tiers: dict | None = None, limits: dict | None = None,
                 extra_roles: bool = True) -> dict:
-    """The demo config with known passwords, plus a `tiny` role (budget 2.5) and `other`."""
+    """The demo config with known passwords, plus a `tiny` role (budget 2.5), `other`, and `half`
+    (ε 0.5 per query, no ladder)."""
     data = tomllib.loads(demo_config_path().read_text())
     data = copy.deepcopy(data)
     data["demo"] = True
@@ -36,6 +38,8 @@ def make_config(backend: dict | None = None, *, tiers: dict | None = None, limit
         data["tiers"]["tiny"] = {"epsilon": 1.0, "budget": 2.5, "period": "day"}
         data["roles"]["tiny"] = {"tier": "tiny"}
         data["roles"]["other"] = {"tier": "default"}
+        data["tiers"]["half"] = {"epsilon": 0.5, "budget": 20.0, "period": "day"}
+        data["roles"]["half"] = {"tier": "half"}
     if tiers:
         data["tiers"].update(tiers)
     for role, spec in data["roles"].items():
