@@ -377,10 +377,16 @@ def _bucket(gw, role: str) -> RowBucket:
     return b
 
 
+_INSERT_ARGS = frozenset({"this", "expression"})
+_INSERT_CLAUSES = {"with_": "WITH", "returning": "RETURNING", "conflict": "ON CONFLICT",
+                   "alternative": "OR REPLACE / OR IGNORE", "overwrite": "OVERWRITE", "where": "WHERE"}
+
+
 def _insert_shape(expr, name, table, cols):
-    for k in ("returning", "conflict", "where", "partition", "overwrite", "ignore", "alternative"):
-        if expr.args.get(k):
-            raise SqlError("0A000", f"INSERT … {k.upper()} is not supported on a local table",
+    for k, v in expr.args.items():       # fail closed: only INSERT INTO t [(cols)] VALUES …
+        if v and k not in _INSERT_ARGS:
+            what = _INSERT_CLAUSES.get(k, k.rstrip("_").upper().replace("_", " "))
+            raise SqlError("0A000", f"INSERT with {what} is not supported on a local table",
                            hint="Use INSERT INTO t (columns) VALUES (…), (…).")
     values = expr.expression
     if not isinstance(values, exp.Values):
@@ -474,8 +480,7 @@ async def insert_local(conn, sql: str, params: list):
 async def describe_local(conn, sql: str, oids: list[int]) -> Description:
     """Describe (extended protocol) of a SELECT on a local table or of an INSERT."""
     gw = conn.gw
-    head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
-    if head == "INSERT":
+    if isinstance(parse(sql), exp.Insert):          # from the parse, as the route
         expr, name, table, cols = _insert_target(gw, sql)
         _check_grant(gw, conn.role, name)
         cols, rows = _insert_shape(expr, name, table, cols)

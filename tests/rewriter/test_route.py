@@ -74,7 +74,7 @@ def test_unparsable_statements_carry_the_syntax_error():
 
 
 def test_oversized_token_streams_are_refused_before_parsing():
-    sql = "SELECT COUNT(*) FROM pums WHERE " + " OR ".join(f"age = {i}" for i in range(8000))
+    sql = "SELECT COUNT(*) FROM pums WHERE " + " OR ".join(f"age = {i}" for i in range(12000))
     with pytest.raises(Refusal) as e:
         route(sql, TABLES)
     assert e.value.sqlstate == "54000"
