@@ -71,7 +71,11 @@ def geometric_exp(gamma: Rational, source: RandomSource) -> int:
     g = _as_fraction(gamma, "gamma")
     if g <= 0:
         raise ValueError(f"gamma must be > 0, got {g}")
-    s, t = g.numerator, g.denominator
+    return _geometric_st(g.numerator, g.denominator, source)
+
+
+def _geometric_st(s: int, t: int, source: RandomSource) -> int:
+    """CKS 2020 Alg. 2 steps 1-3: Y >= 0 with P[Y = y] proportional to exp(-y s/t)."""
     while True:
         u = source.randbelow(t)
         if _bernoulli_exp_unit(u, t, source):
@@ -103,13 +107,7 @@ def discrete_laplace(scale: Rational, source: RandomSource) -> int:
         raise ValueError(f"scale must be > 0, got {sc}")
     t, s = sc.numerator, sc.denominator
     while True:
-        u = source.randbelow(t)
-        if not _bernoulli_exp_unit(u, t, source):
-            continue
-        v = 0
-        while _bernoulli_exp_unit(1, 1, source):
-            v += 1
-        y = (u + t * v) // s
+        y = _geometric_st(s, t, source)
         negative = source.randbelow(2) == 1
         if negative and y == 0:
             continue
