@@ -101,7 +101,7 @@ def parse_view_query(sql: str) -> exp.Query:
     except sqlglot.errors.ParseError as e:
         raise Refusal("42601", f"syntax error: {e.errors[0]['description'] if e.errors else e}", hint=None) from None
     if not isinstance(tree, exp.Query) or any(
-            isinstance(n, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command))
+            isinstance(n, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command, exp.Into))
             for n in tree.walk()):
         raise Refusal("42501", "dpgate.budget, dpgate.releases and dpgate.coalition are read-only; "
                       "use SELECT", hint=None)
@@ -173,7 +173,7 @@ def bind(tree: exp.Expression, params: list | None, types: list[int] | None = No
             tree_node = exp.cast(exp.null(), _DUCK_TYPES.get(oid, "VARCHAR"))
         else:
             if not 0 < n <= len(params):
-                raise Refusal("08P01", f"there is no parameter ${n}", hint=None)
+                raise Refusal("42P02", f"there is no parameter ${n}", hint=None)
             value = params[n - 1]
             if isinstance(p.parent, (exp.Limit, exp.Offset)) and isinstance(value, str) \
                     and value.strip().isdigit():
