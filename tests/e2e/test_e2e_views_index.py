@@ -143,6 +143,13 @@ QUERIES = [
     "ORDER BY released_at DESC LIMIT 3",
     "SELECT * FROM dpgate.releases WHERE role = 'nobody'",
     "SELECT b.role, b.spent, b.remaining FROM dpgate.budget b ORDER BY role",
+    'SELECT r.* FROM dpgate.releases AS r WHERE ("role" = \'tiny\') AND (r.data_version = 1) '
+    "ORDER BY r.released_at DESC NULLS FIRST LIMIT 3",
+    "SELECT ROLE, Statement FROM dpgate.releases ORDER BY STATEMENT LIMIT 0",
+    "SELECT statement FROM dpgate.releases WHERE role = 'other' ORDER BY released_at OFFSET 95",
+    "SELECT statement FROM dpgate.releases ORDER BY released_at DESC, role LIMIT 4",
+    "SELECT statement FROM dpgate.releases ORDER BY released_at FETCH FIRST 2 ROWS ONLY",
+    "SELECT statement, epsilon AS e FROM dpgate.releases WHERE data_version <> 1 ORDER BY e, statement LIMIT 5",
 ]
 
 
