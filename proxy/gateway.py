@@ -122,6 +122,7 @@ class Gateway:
 
     async def close(self) -> None:
         await self.backend.close()
+        self.views.close()
         self.ledger.close()
 
     @property

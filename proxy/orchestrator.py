@@ -120,8 +120,8 @@ class Connection:
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
         if kind == "views":
-            cols, _ = await asyncio.to_thread(self.gw.views.execute, sql, self.role)
-            return Description(list(oids), [Column(n, t) for n, t in cols])
+            types, cols = await self.gw.views.describe(sql, self.role, oids)   # their own executor
+            return Description(types, [Column(n, t) for n, t in cols])
         if kind == "catalog":
             try:
                 cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
@@ -165,7 +165,7 @@ class Connection:
             from .local import insert_local
             return await insert_local(self, sql, params)
         if kind == "views":
-            cols, rows = await asyncio.to_thread(self.gw.views.execute, sql, self.role)
+            cols, rows = await self.gw.views.run(sql, self.role, params)      # their own executor
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "views", 0.0
         if kind == "catalog":
             try:

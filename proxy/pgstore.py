@@ -193,3 +193,20 @@ class PgConnection:
 
     def close(self) -> None:
         self._con.close()
+
+
+VIEW_INDEXES = """
+CREATE INDEX IF NOT EXISTS releases_role_created ON releases (role, created);
+CREATE INDEX IF NOT EXISTS releases_created ON releases (created);
+"""
+
+
+def create_view_indexes(db: PgConnection) -> None:
+    """The indexes behind dpgate's views (:class:`proxy.ledger.ViewReads`), created
+    once under the ledger's advisory lock (proxies starting together)."""
+    try:
+        with db._con.transaction():
+            db._con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            db._con.execute(VIEW_INDEXES)
+    except psycopg.OperationalError as e:
+        raise LedgerUnavailable(f"ledger database: {e}") from None
