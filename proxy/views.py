@@ -44,7 +44,6 @@ from rewriter.errors import Refusal
 from .ledger import VIEW_RELEASE_COLUMNS, ViewReads
 
 # a cheap router only (the orchestrator's): what a statement reads is decided from its parse
-_MENTION = re.compile(r"\bdpgate\s*\.\s*(budget|releases|coalition)\b", re.I)
 
 BUDGET_COLUMNS = [("role", "VARCHAR"), ("tier", "VARCHAR"), ("epsilon_per_query", "DOUBLE"),
                   ("spent", "DOUBLE"), ("remaining", "DOUBLE"), ("budget", "DOUBLE"),
@@ -52,7 +51,7 @@ BUDGET_COLUMNS = [("role", "VARCHAR"), ("tier", "VARCHAR"), ("epsilon_per_query"
 RELEASE_COLUMNS = [("role", "VARCHAR"), ("released_at", "VARCHAR"), ("statement", "VARCHAR"),
                    ("epsilon", "DOUBLE"), ("mechanism", "VARCHAR"), ("data_version", "BIGINT")]
 _OIDS = {"VARCHAR": 25, "DOUBLE": 701, "BIGINT": 20, "INTEGER": 23, "BOOLEAN": 16, "HUGEINT": 1700}
-_VIEWS = ("budget", "releases", "coalition")
+VIEW_NAMES = ("budget", "releases", "coalition")
 # dpgate.releases as the ledger stores it, and its view columns computed from that in DuckDB
 _RAW_RELEASES = [("role", "VARCHAR"), ("created", "DOUBLE"), ("statement", "VARCHAR"),
                  ("epsilon_nano", "BIGINT"), ("mechanism", "VARCHAR"), ("data_version", "BIGINT")]
@@ -73,9 +72,6 @@ _OP = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 # exact conditions the ledger applies as the view would: text compared as bytes, integers
 _FILTERABLE = {"role": str, "statement": str, "mechanism": str, "data_version": int}
 
-
-def mentions_views(sql: str) -> bool:
-    return bool(_MENTION.search(sql))
 
 
 def next_reset(period: str, now: datetime | None = None) -> str:
@@ -106,7 +102,7 @@ def parse_view_query(sql: str) -> exp.Query:
         raise Refusal("42501", "dpgate.budget, dpgate.releases and dpgate.coalition are read-only; "
                       "use SELECT", hint=None)
     for t in tree.find_all(exp.Table):
-        if (t.db or "").lower() != "dpgate" or t.name.lower() not in _VIEWS:
+        if (t.db or "").lower() != "dpgate" or t.name.lower() not in VIEW_NAMES:
             raise Refusal("42501", "a query on dpgate.budget / dpgate.releases / dpgate.coalition cannot "
                           "read other relations", hint=None)
     for f in tree.find_all(exp.Anonymous):
@@ -399,7 +395,7 @@ class Views:
         if "releases" in named:
             tables["releases"] = (_RAW_RELEASES, self._releases(role, tree) if fill else [])
         con = self._duck()
-        for name in _VIEWS:               # this query's rows only: nothing stays from the last one
+        for name in VIEW_NAMES:               # this query's rows only: nothing stays from the last one
             if name not in tables:
                 con.execute(f"DROP TABLE IF EXISTS dpgate.{name}")
         for name, (cols, rows) in tables.items():       # one columnar insert (few Python objects)

@@ -54,7 +54,7 @@ def patched_notice() -> bool:
 
 def patched_views() -> bool:
     import proxy.views
-    return "coalition" in proxy.views._MENTION.pattern
+    return "coalition" in proxy.views.VIEW_NAMES
 
 
 def patched_explain() -> bool:
