@@ -208,9 +208,10 @@ class Connection:
         if remaining + 1e-9 < tier.epsilon:
             raise _budget_error(self.role, tier.epsilon, remaining, tier)
         if tier.ladder is not None:                       # multi-tier chain (seed 000)
+            from .multitier import check_ladder_plan, release_multitier
+            check_ladder_plan(plan)                       # refused before the scan: free
             async with gw.statement_slot(self.role), charge_what_ran(self, tier):
                 cells = await self._fetch(to_sql(plan, gw.backend.dialect))
-            from .multitier import release_multitier
             stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
             return self._rows(plan, stored, tier, cols, await self._remaining(tier))
         pool = NoisePool(plan, tier.epsilon, gw.source, gw.reservoir) if plan.selection is None else None

@@ -167,3 +167,22 @@ def test_server_stops_on_the_first_sigterm_during_a_long_catalog_query(tmp_path)
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_ladder_refusal_comes_before_the_scan(svc):
+    """HAVING on a ladder tier is refused before any scan (a refusal after the scan
+    would be a free timing probe)."""
+    gw = svc.gw
+    calls = []
+    real = gw.backend.fetch
+
+    async def counting(sql, *a, **k):
+        calls.append(sql)
+        return await real(sql, *a, **k)
+    gw.backend.fetch = counting
+    try:
+        with pytest.raises(psycopg.Error) as e:
+            _ask(svc, "SELECT sex, COUNT(*) FROM pums GROUP BY sex HAVING COUNT(*) > 10", "bronze")
+    finally:
+        gw.backend.fetch = real
+    assert e.value.sqlstate == "0A000" and calls == []
