@@ -197,6 +197,10 @@ def cmd_budget(args) -> int:
     if held:
         print(f"{len(held)} charge(s), ε {sum(r['epsilon'] for r in held):g} in all, were made for answers "
               "never recorded (the proxy stopped mid-query); they stay spent.")
+    spent = ledger.unreleased(args.role or None)
+    if spent:
+        print(f"{len(spent)} statement(s), ε {sum(u['epsilon'] for u in spent):g} in all, were charged with no "
+              "answer (timed out, cancelled or failed after their scan started).")
     return 0
 
 

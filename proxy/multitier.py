@@ -294,16 +294,22 @@ def explain_ladder_lines(plan, tier) -> list[str]:
 
 
 # -- the orchestrator's entry point ----------------------------------------------
-async def release_multitier(conn, plan, cells, tier, key, data_version, sql):
-    """Serve ``conn.role`` its tier's level of the query's ladder (drawing and
-    persisting the whole ladder first if this is the first request of any tier),
-    then charge the tier's ε and record the answer in the ledger."""
-    gw = conn.gw
+def check_ladder_plan(plan) -> None:
+    """Refuse, before any scan, what ladder tiers cannot be served (a refusal after
+    the scan would be a free timing probe)."""
     if plan.selection is not None:
         raise SqlError("0A000", "HAVING and top-c (sparse vector) are not available to data-market ladder "
                        "tiers; nothing was charged",
                        hint="Ask for the GROUP BY without HAVING / ORDER BY … LIMIT: every cell of the public "
                             "domain is released from the ladder.")
+
+
+async def release_multitier(conn, plan, cells, tier, key, data_version, sql):
+    """Serve ``conn.role`` its tier's level of the query's ladder (drawing and
+    persisting the whole ladder first if this is the first request of any tier),
+    then charge the tier's ε and record the answer in the ledger."""
+    gw = conn.gw
+    check_ladder_plan(plan)
     name = tier.ladder
     tier_name = gw.config.roles[conn.role].tier
     mode = getattr(tier, "ladder_insert", "nearest") or "nearest"

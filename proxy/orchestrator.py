@@ -250,9 +250,10 @@ class Connection:
         if remaining + 1e-9 < tier.epsilon:
             raise _budget_error(self.role, tier.epsilon, remaining, tier)
         if tier.ladder is not None:                       # multi-tier chain (seed 000)
+            from .multitier import check_ladder_plan, release_multitier
+            check_ladder_plan(plan)                       # refused before the scan: free
             async with gw.statement_slot(self.role), charge_what_ran(self, tier):
                 cells = await self._fetch(to_sql(plan, gw.backend.dialect))
-            from .multitier import release_multitier
             stored = await release_multitier(self, plan, cells, tier, key, dv, sql)
             return self._rows(plan, stored, tier, cols, await self._remaining(tier))
         pool = NoisePool(plan, tier.epsilon, gw.source, gw.reservoir) if plan.selection is None else None
@@ -278,9 +279,10 @@ class Connection:
                                            during=pool.fill if pool is not None and pool.worthwhile else None)
         except BudgetExceeded as b:
             raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
-        except BaseException:                             # nothing was sent: refund if the scan never
+        except BaseException as e:                        # nothing was sent: refund if the scan never
             settle = gw.ledger.spend_soon if self._timing.get("started") else gw.ledger.cancel_soon
             await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
+            _detail_charged(self, e, tier)
             raise
         res, stored = stored
         if stored is None:                                # cancelled after the scan: nothing sent
@@ -360,12 +362,20 @@ async def charge_what_ran(conn, tier):
     any scan started charges nothing."""
     try:
         yield
-    except BaseException:
+    except BaseException as e:
         if conn._timing.get("started"):
             await asyncio.shield(asyncio.to_thread(
                 conn.gw.ledger.charge_unreleased, role=conn.role, epsilon=float(tier.epsilon),
                 budget=tier.budget, period=tier.period))
+            _detail_charged(conn, e, tier)
         raise
+
+
+def _detail_charged(conn, e: BaseException, tier) -> None:
+    """Tell the client that the error it gets was charged (the scan had started)."""
+    if isinstance(e, SqlError) and conn._timing.get("started") and e.detail is None:
+        e.detail = (f"the scan had started, so ε {tier.epsilon:g} was charged with no answer; "
+                    "running the statement again charges again")
 
 
 def _columns(cols):

@@ -64,6 +64,11 @@ def test_data_version_and_budget(tmp_path, capsys):
     assert main(["budget", "--state-dir", state]) == 0
     out = capsys.readouterr().out
     assert "1 charge(s), ε 1 in all, were made for answers never recorded" in out
+    led = Ledger(tmp_path / "ledger.sqlite3")
+    led.charge_unreleased(role="analyst", epsilon=1.0, budget=50.0, period="day")   # a timed-out scan
+    led.close()
+    assert main(["budget", "--state-dir", state]) == 0
+    assert "1 statement(s), ε 1 in all, were charged with no answer" in capsys.readouterr().out
     assert next(x for x in out.splitlines() if x.startswith("analyst")).split()[3] == "1"
 
 

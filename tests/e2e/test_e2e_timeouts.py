@@ -51,6 +51,7 @@ def test_duckdb_timeout_charges_what_ran_and_frees_the_worker(svc):
     finally:
         del gw.backend._run
     assert e.value.sqlstate == "57014" and "statement timeout (2 s)" in str(e.value)
+    assert "was charged with no answer" in e.value.diag.message_detail
     assert 1.9 < elapsed < 3.0, elapsed
     assert gw.ledger.spent("other", "day") == before + eps          # the scan started: charged
     assert gw.backend.scans == 0                                     # its worker returned
@@ -77,7 +78,7 @@ def test_every_charging_path_charges_a_timed_out_scan(svc, role, sql):
             _ask(svc, sql, role)
     finally:
         del gw.backend._run
-    assert e.value.sqlstate == "57014"
+    assert e.value.sqlstate == "57014" and "charged" in e.value.diag.message_detail
     assert gw.ledger.spent(role, gw.tier_of(role).period) == pytest.approx(before + eps)
     assert gw.ledger.integrity_check()
 
@@ -96,6 +97,7 @@ def test_backend_failure_before_the_scan_charges_nothing(svc):
     finally:
         gw.backend._worker_cursor = real
     assert e.value.sqlstate == "08006" and gw.ledger.spent("other", "day") == before
+    assert e.value.diag.message_detail is None
 
 
 def test_catalog_query_times_out_and_does_not_block_others(svc):
@@ -165,3 +167,22 @@ def test_server_stops_on_the_first_sigterm_during_a_long_catalog_query(tmp_path)
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_ladder_refusal_comes_before_the_scan(svc):
+    """HAVING on a ladder tier is refused before any scan (a refusal after the scan
+    would be a free timing probe)."""
+    gw = svc.gw
+    calls = []
+    real = gw.backend.fetch
+
+    async def counting(sql, *a, **k):
+        calls.append(sql)
+        return await real(sql, *a, **k)
+    gw.backend.fetch = counting
+    try:
+        with pytest.raises(psycopg.Error) as e:
+            _ask(svc, "SELECT sex, COUNT(*) FROM pums GROUP BY sex HAVING COUNT(*) > 10", "bronze")
+    finally:
+        gw.backend.fetch = real
+    assert e.value.sqlstate == "0A000" and calls == []
