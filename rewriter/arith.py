@@ -1,9 +1,11 @@
 """Arithmetic, function and cast rules, made total.
 
 * Integer operands are computed in float8 (``CAST(col AS DOUBLE)``), so ``+ - *``
-  cannot overflow an integer type; ``/`` only by a non-zero literal; ``%`` only
-  integer by a non-zero integer literal (taken as its absolute value, which gives
-  the same result and avoids ``INT_MIN % -1``).
+  cannot overflow an integer type; the result keeps Postgres's type (int op int is
+  int, ``T.f8`` marks it), so ``/`` of two integers truncates toward zero as in
+  Postgres (``TRUNC(x / n)``; exact for |x| < 2**53). ``/`` only by a non-zero literal;
+  ``%`` only integer by a non-zero integer literal (taken as its absolute value, which
+  gives the same result and avoids ``INT_MIN % -1``).
 * PostgreSQL raises on float8 overflow *and* underflow, so each operand carries a
   bound on its non-zero magnitude (``T.mag``); where a product, quotient or sum
   could leave [1e-300, 1e300] the operand is first clamped to ±hi and values below
@@ -18,6 +20,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from .args import sql_name
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
 from .scope import NUMERIC, Ctx, T, literal
@@ -38,10 +41,16 @@ def _num(t: T, ctx: Ctx, what: str, want: str | None = "float") -> T:
 
 
 def _double(t: T) -> T:
-    """Integer expressions enter arithmetic as float8 so they cannot overflow."""
-    if t.type == "int" and not t.is_literal and t.param is None:
-        return T(exp.Cast(this=t.node, to=DOUBLE.copy()), "float", t.mag)
+    """Integer expressions enter arithmetic as float8 so they cannot overflow (their SQL
+    type stays int; ``f8`` says the node is float8)."""
+    if t.type == "int" and not t.is_literal and t.param is None and not t.f8:
+        return T(exp.Cast(this=t.node, to=DOUBLE.copy()), "int", t.mag, f8=True)
     return t
+
+
+def _type(a: T, b: T) -> str:
+    """Postgres's result type of ``a op b`` (+ - * /): int only for two integers."""
+    return "int" if a.type == "int" and b.type == "int" else "float"
 
 
 def _window(t: T, lo: float, hi: float) -> T:
@@ -59,13 +68,14 @@ def _window(t: T, lo: float, hi: float) -> T:
                           true=to_node(0)))
     if not ifs:
         return t
-    return T(exp.Case(ifs=ifs, default=x), t.type, (max(mlo, lo), min(mhi, hi)))
+    return replace(t, node=exp.Case(ifs=ifs, default=x), mag=(max(mlo, lo), min(mhi, hi)))
 
 
-def _fold(value: float) -> T:
+def _fold(value: float, typ: str | None = None) -> T:
     if isinstance(value, float) and (not math.isfinite(value) or abs(value) > BIG):
         raise Refusal("22003", "a constant expression is out of range.")
-    return literal(value)
+    t = literal(value)
+    return replace(t, type="float") if typ == "float" and t.type == "int" else t
 
 
 def _binary(kind: type, a: T, b: T) -> exp.Expression:
@@ -77,15 +87,16 @@ def add(kind: type, a: T, b: T) -> T:
     if a.is_literal and b.is_literal:
         if a.value is None or b.value is None:
             return literal(None)
-        return _fold(a.value + b.value if kind is exp.Add else a.value - b.value)
+        return _fold(a.value + b.value if kind is exp.Add else a.value - b.value, _type(a, b))
     a, b = (_window(_double(x), 0.0, BIG) for x in (a, b))
     lo = min(a.mag[0], b.mag[0]) * 2.0**-53
-    return T(_binary(kind, a, b), "float", (lo, a.mag[1] + b.mag[1]))
+    return T(_binary(kind, a, b), _type(a, b), (lo, a.mag[1] + b.mag[1]), f8=True)
 
 
 def mul(a: T, b: T) -> T:
     if a.is_literal and b.is_literal:
-        return literal(None) if None in (a.value, b.value) else _fold(a.value * b.value)
+        return literal(None) if None in (a.value, b.value) else _fold(a.value * b.value, _type(a, b))
+    typ = _type(a, b)
     if a.is_literal:
         a, b = b, a
     a, b = _double(a), _double(b)
@@ -95,7 +106,7 @@ def mul(a: T, b: T) -> T:
             a = _window(a, SMALL / c, BIG / c)
     else:
         a, b = _window(a, 1e-150, 1e150), _window(b, 1e-150, 1e150)
-    return T(_binary(exp.Mul, a, b), "float", (a.mag[0] * b.mag[0], a.mag[1] * b.mag[1]))
+    return T(_binary(exp.Mul, a, b), typ, (a.mag[0] * b.mag[0], a.mag[1] * b.mag[1]), f8=True)
 
 
 def div(a: T, b: T, ctx: Ctx) -> T:
@@ -104,15 +115,24 @@ def div(a: T, b: T, ctx: Ctx) -> T:
                       "parameter (x / 0 or x / column could fail for some rows).")
     if b.value is None:
         return literal(None)
+    typ = _type(a, b)
     if a.is_literal:
-        return literal(None) if a.value is None else _fold(a.value / b.value)
+        if a.value is None:
+            return literal(None)
+        if typ == "int":      # Postgres: integer division truncates toward zero
+            q = abs(a.value) // abs(b.value)
+            return literal(q if (a.value < 0) == (b.value < 0) else -q)
+        return _fold(a.value / b.value, "float")
     a, c = _double(a), abs(b.value) if b.is_literal else 1.0
     a = _window(a, SMALL * c, BIG * c)
-    return T(_binary(exp.Div, a, b), "float", (a.mag[0] / c, a.mag[1] / c))
+    if typ == "int" and b.is_literal:
+        q = exp.Anonymous(this="TRUNC", expressions=[_binary(exp.Div, a, b)])
+        return T(q, "int", (1.0, a.mag[1] / c), f8=True)
+    return T(_binary(exp.Div, a, b), "float", (a.mag[0] / c, a.mag[1] / c), f8=True)
 
 
 def _arith(node: exp.Binary, ctx: Ctx, check: Check) -> T:
-    what = f"operator {node.key}"
+    what = f"operator {sql_name(node)}"
     a = _num(check(node.this, ctx), ctx, what, None)
     b = _num(check(node.expression, ctx), ctx, what, a.type or "float")
     a = _num(a, ctx, what, b.type or "float")
@@ -128,6 +148,9 @@ def _arith(node: exp.Binary, ctx: Ctx, check: Check) -> T:
 def _mod(a: T, b: T) -> T:
     if a.type not in ("int", None) or b.type not in ("int", None):
         raise Refusal(UNSUPPORTED, "% is only allowed on integers, by a non-zero integer literal.")
+    if a.f8:
+        raise Refusal(UNSUPPORTED, "% is only allowed on an integer column or literal, not on "
+                      "the result of arithmetic.")
     if not (b.is_literal or b.param) or (b.is_literal and not b.value):
         raise Refusal(DENIED, "% is only allowed by a non-zero integer literal or parameter.")
     if b.value is None or (a.is_literal and a.value is None):
@@ -218,7 +241,7 @@ def _variadic(node: exp.Func, ctx: Ctx, check: Check) -> T:
     kw = {} if isinstance(node, exp.Coalesce) else {"ignore_nulls": True}
     out = type(node)(this=ts[0].node, expressions=[t.node for t in ts[1:]], **kw)
     mag = (min(t.mag[0] for t in ts), max(t.mag[1] for t in ts))
-    return T(out, target, mag)
+    return T(out, target, mag, f8=any(t.f8 for t in ts))
 
 
 RULES: dict[type, Callable[[exp.Expression, Ctx, Check], T]] = {
