@@ -190,6 +190,8 @@ def _unary_num(node: exp.Func, ctx: Ctx, check: Check) -> T:
     if not (n.is_literal and isinstance(n.value, int) and -15 <= n.value <= 15):
         raise Refusal(UNSUPPORTED, "round(x, n) needs a literal integer n between -15 and 15.")
     if a.is_literal:
+        if a.value is None:
+            return literal(None)
         return _fold(_round(a.value * 10.0**n.value) / 10.0**n.value)
     scale = literal(10.0**n.value)
     scaled = mul(a, scale)
