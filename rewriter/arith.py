@@ -53,16 +53,25 @@ def _type(a: T, b: T) -> str:
     return "int" if a.type == "int" and b.type == "int" else "float"
 
 
+def _inf(sign: str = "") -> exp.Expression:
+    return exp.Cast(this=exp.Literal.string(f"{sign}Infinity"), to=DOUBLE.copy())
+
+
 def _window(t: T, lo: float, hi: float) -> T:
-    """Clamp to ±hi and flush |x| < lo to 0 where ``t.mag`` does not already ensure it
-    (one CASE, so NULL stays NULL and NaN becomes hi: never an error)."""
+    """Clamp finite values to ±hi and flush |x| < lo to 0 where ``t.mag`` does not already
+    ensure it (one CASE, so NULL stays NULL). ±Infinity and NaN pass unchanged: an
+    operation with an infinite or NaN operand never raises, and clamping them would
+    change answers (``f = i + f`` is true for f = Infinity, as in Postgres)."""
     if t.is_literal or t.param is not None:
         return t
     (mlo, mhi), x = t.mag, t.node
     ifs = []
     if mhi > hi:
-        ifs += [exp.If(this=exp.GT(this=x.copy(), expression=to_node(hi)), true=to_node(hi)),
-                exp.If(this=exp.LT(this=x.copy(), expression=to_node(-hi)), true=to_node(-hi))]
+        above = exp.And(this=exp.GT(this=x.copy(), expression=to_node(hi)),
+                        expression=exp.LT(this=x.copy(), expression=_inf()))
+        below = exp.And(this=exp.LT(this=x.copy(), expression=to_node(-hi)),
+                        expression=exp.GT(this=x.copy(), expression=_inf("-")))
+        ifs += [exp.If(this=above, true=to_node(hi)), exp.If(this=below, true=to_node(-hi))]
     if mlo < lo:
         ifs.append(exp.If(this=exp.LT(this=exp.Abs(this=x.copy()), expression=to_node(lo)),
                           true=to_node(0)))

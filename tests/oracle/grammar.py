@@ -55,8 +55,12 @@ def num(draw, depth: int = 2) -> E:
     if kind == 2:
         return _lit_num(draw)
     if kind == 3:
-        return draw(st.sampled_from([same("NULL", "null"), same("CAST(b AS integer)", "int"),
-                                     same("length(t)", "int"), same("length(s)", "int")]))
+        return draw(st.sampled_from([
+            same("NULL", "null"), same("CAST(b AS integer)", "int"), same("length(t)", "int"),
+            same("length(s)", "int"), same("CAST(2.5 AS double precision)", "float"),
+            same("CAST(-0.5 AS double precision)", "float"), same("CAST('7' AS integer)", "int"),
+            same("CAST(NULL AS integer)", "int"), same("CAST(TRUE AS integer)", "int"),
+            same("CAST(i AS bigint)", "int"), same("CAST(f AS integer)", "int")]))   # last: refused
     d = depth - 1
     if kind == 4:
         a, b = draw(num(d)), draw(num(d))
@@ -104,7 +108,9 @@ def text(draw, depth: int = 1) -> E:
         return same(_q(draw(st.sampled_from(TEXTS))), "text")
     if kind == 2:
         return draw(st.sampled_from([same("CAST(g AS text)", "text"), same("CAST(b AS text)", "text"),
-                                     same("NULL", "null")]))
+                                     same("NULL", "null"), same("CAST(f AS text)", "text"),
+                                     same("CAST(i AS varchar)", "text"),
+                                     same("CAST(7 AS text)", "text")]))
     a = draw(text(depth - 1))
     if kind == 3:
         fn = draw(st.sampled_from(["lower", "upper"]))
@@ -190,7 +196,13 @@ def boolean(draw, depth: int = 3) -> E:
             E(f"({a.pg} SIMILAR TO 'a%')", "", "bool"), E(f"({a.pg} ~ 'a')", "", "bool"),
             E(f"({a.pg} LIKE 'a!%' ESCAPE '!')", "", "bool")]))
     return draw(st.sampled_from([same("(b = TRUE)", "bool"), same("(i > 3)", "bool"),
-                                 same("(t = 'abc ')", "bool"), same("(s = 'x')", "bool")]))
+                                 same("(t = 'abc ')", "bool"), same("(s = 'x')", "bool"),
+                                 same("(i > '3')", "bool"), same("(b = 't')", "bool"),
+                                 same("(b <> 'false')", "bool"), same("(f < '0.5')", "bool"),
+                                 same("(b IN (TRUE, NULL))", "bool"), same("(NULL IS NULL)", "bool"),
+                                 same("(NOT NULL)", "bool"), same("(NULL = NULL)", "bool"),
+                                 same("(i = 2.5)", "bool"), same("(i IN (2.0, 3))", "bool"),
+                                 same("(g <> ALL (1))", "bool")]))
 
 
 AGGS = {   # select item -> measures (kind, column) it needs
