@@ -36,6 +36,10 @@ def cast(node: exp.Cast, ctx: Ctx, check: Check) -> T:
     if a.is_literal:
         v = a.value
         if target == "text" and v is not None and not isinstance(v, str):
+            if a.type == "float":
+                raise Refusal(UNSUPPORTED, "casting a non-integer number literal to text is not "
+                              "supported (its text depends on how Postgres types it); write the "
+                              "text literal itself.")
             return literal(str(v).lower() if isinstance(v, bool) else str(v))
         return literal(coerce(v, target, "cast of"))
     if a.type == target or a.type is None:

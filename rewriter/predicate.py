@@ -38,7 +38,7 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
     ok, value = literal_value(node)
     if ok:
         t = literal(value)
-        return replace(t, type="float") if t.type == "int" and _decimal(node) else t
+        return replace(t, type="float", numeric=True) if _decimal(node) else t
     if node.args.get("negate") and isinstance(node, (exp.Is, exp.Like, exp.ILike)):
         # IS NOT / NOT LIKE / NOT ILIKE: the negation is rebuilt explicitly over the
         # positive form, so it can never be dropped (issue 16)

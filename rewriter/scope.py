@@ -33,7 +33,11 @@ class T:
     ``mag`` bounds |x| over the NON-ZERO values x can take (numeric only);
     ``value`` is the plan-time value of a literal; ``param`` an unbound $n; ``f8``: the
     node computes in float8 although its SQL type (``type``) is ``int`` (integer
-    arithmetic, made total, see :mod:`rewriter.arith`).
+    arithmetic, made total, see :mod:`rewriter.arith`); ``numeric``: a ``float`` that
+    Postgres computes as ``numeric`` (a decimal literal such as ``2.5``, or arithmetic
+    of integers with one) — exact decimal, rounding half away from zero; ``approx``: such a
+    numeric whose float8 value is only the nearest double (``age / 10.0``): it may be
+    compared, floored or rounded, but not computed with further as numeric.
     """
 
     node: exp.Expression
@@ -42,6 +46,8 @@ class T:
     value: Any = NOVALUE
     param: int | None = None
     f8: bool = False
+    numeric: bool = False
+    approx: bool = False
 
     @property
     def is_literal(self) -> bool:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 class E:
     pg: str
     duck: str
-    typ: str          # int, float, text, bool, null
+    typ: str          # int, numeric (Postgres's exact decimal), float (float8), text, bool, null
 
 
 def same(sql: str, typ: str) -> E:
@@ -37,12 +37,14 @@ def _lit_num(draw) -> E:
     if draw(st.booleans()):
         v = draw(st.sampled_from(INTS))
         return same(f"({v})" if v < 0 else str(v), "int")
-    v = draw(st.sampled_from(DYADIC))
-    return same(f"({v})" if v.startswith("-") else v, "float")
+    v = draw(st.sampled_from(DYADIC + ["0.1"]))     # 0.1: refused in numeric arithmetic
+    return same(f"({v})" if v.startswith("-") else v, "numeric")
 
 
 def _num_type(a: E, b: E) -> str:
-    return "int" if a.typ in ("int", "null") and b.typ in ("int", "null") else "float"
+    """Postgres's result kind: float8 wins, then numeric, then integer."""
+    kinds = {a.typ, b.typ}
+    return "float" if "float" in kinds else ("numeric" if "numeric" in kinds else "int")
 
 
 @st.composite
@@ -68,12 +70,14 @@ def num(draw, depth: int = 2) -> E:
         return E(f"({a.pg} {op} {b.pg})", f"({a.duck} {op} {b.duck})", _num_type(a, b))
     if kind == 5:
         a = draw(num(d))
-        b = draw(st.sampled_from([str(x) for x in INTS if x] + ["0.5", "-0.25", "4.0", "0", "i"]))
-        bt = "int" if b.lstrip("-").isdigit() or b == "i" else "float"
+        b = draw(st.sampled_from([str(x) for x in INTS if x] + [
+            "0.5", "-0.25", "4.0", "10.0", "100.0", "3.0", "0.1", "0", "i"]))
+        bt = "int" if b.lstrip("-").isdigit() or b == "i" else "numeric"
         bs = f"({b})" if b.startswith("-") else b
         if a.typ in ("int", "null") and bt == "int":
             return E(f"({a.pg} / {bs})", f"({a.duck} // {bs})", "int")
-        return E(f"({a.pg} / {bs})", f"({a.duck} / {bs})", "float")
+        return E(f"({a.pg} / {bs})", f"({a.duck} / {bs})",
+                 "float" if a.typ == "float" else "numeric")
     if kind == 6:
         a = draw(num(d))
         m = draw(st.sampled_from(["2", "3", "(-4)", "0", "2.5"]))
@@ -86,14 +90,18 @@ def num(draw, depth: int = 2) -> E:
             return E(f"(- {a.pg})", f"(- {a.duck})", a.typ)
         if fn == "abs":
             return E(f"abs({a.pg})", f"abs({a.duck})", a.typ)
-        if fn == "round2":
-            n = draw(st.sampled_from([0, 1, 2]))
-            return E(f"round({a.pg}, {n})", f"round({a.duck}, {n})", "float")
+        if fn == "round2":       # Postgres has round(numeric, int) only
+            n = draw(st.sampled_from([0, 1, 2, -1]))
+            return E(f"round({a.pg}, {n})", f"round({a.duck}, {n})", "numeric")
+        if fn == "round":        # round(float8) is rint (half to even), round(numeric) is not
+            if a.typ == "float":
+                return E(f"round({a.pg})", f"round_even({a.duck}, 0)", "float")
+            return E(f"round({a.pg})", f"round({a.duck})", "numeric" if a.typ == "numeric" else "float")
         if fn == "float":
             return E(f"CAST({a.pg} AS double precision)", f"CAST({a.duck} AS double)", "float")
         if fn == "int":
             return E(f"({a.pg})::integer", f"CAST({a.duck} AS integer)", "int")
-        return E(f"{fn}({a.pg})", f"{fn}({a.duck})", "float")
+        return E(f"{fn}({a.pg})", f"{fn}({a.duck})", "numeric" if a.typ == "numeric" else "float")
     a, b = draw(num(d)), draw(num(d))
     fn = draw(st.sampled_from(["coalesce", "least", "greatest"]))
     return E(f"{fn}({a.pg}, {b.pg})", f"{fn}({a.duck}, {b.duck})", _num_type(a, b))
@@ -110,7 +118,8 @@ def text(draw, depth: int = 1) -> E:
         return draw(st.sampled_from([same("CAST(g AS text)", "text"), same("CAST(b AS text)", "text"),
                                      same("NULL", "null"), same("CAST(f AS text)", "text"),
                                      same("CAST(i AS varchar)", "text"),
-                                     same("CAST(7 AS text)", "text")]))
+                                     same("CAST(7 AS text)", "text"),
+                                     same("CAST(2.5 AS text)", "text")]))
     a = draw(text(depth - 1))
     if kind == 3:
         fn = draw(st.sampled_from(["lower", "upper"]))
