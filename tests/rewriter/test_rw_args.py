@@ -134,3 +134,42 @@ def test_refusals_speak_sql(config, sql, name):
     assert name in msg
     for cls in ("DPIPE", "SIMILARTO", "REGEXPLIKE", "REGEXPILIKE", "BITWISEAND", "TRUNCATETABLE"):
         assert cls not in msg.upper()
+
+
+def _class_names() -> set[str]:
+    """sqlglot class names as a refusal would spell them (``DPIPE``, ``SIMILARTO``): the
+    multi-word ones (which no SQL keyword equals) and a few single words SQL never uses."""
+    import re
+    names = set()
+
+    def walk(cls):
+        for sub in cls.__subclasses__():
+            if len(re.findall(r"[A-Z]", sub.__name__)) >= 2:
+                names.add(sub.__name__.upper())
+            walk(sub)
+    walk(exp.Expression)
+    sql_words = {"ILIKE", "TABLESAMPLE"}                  # class names that are SQL too
+    return (names - sql_words) | {"COMMAND", "ANONYMOUS", "PAREN", "NEG", "DPIPE"}
+
+
+def test_corpus_refusals_never_name_sqlglot_classes(config):
+    """Every refusal in the rewriter's corpus and the hostile corpus speaks SQL."""
+    import re
+    from pathlib import Path
+    names = _class_names()
+    here = Path(__file__).parent
+    bad = []
+    for path in (here / "refusals.txt", here.parent / "hardening" / "hostile.txt"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            sql = line.split("|", 1)[1].strip()
+            try:
+                rewriter.build_plan(rewriter.parse(sql), config)
+            except Refusal as r:
+                words = set(re.findall(r"[A-Z_]+", (r.message + " " + (r.hint or "")).upper()))
+                if words & names:
+                    bad.append((sql, r.message, sorted(words & names)))
+            except Exception:
+                pass
+    assert not bad, "\n".join(map(repr, bad))
