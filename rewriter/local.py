@@ -389,8 +389,8 @@ def _group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, ...]
     group = select.args.get("group")
     if group is None:
         return ()
-    if any(v for k, v in group.args.items() if k != "expressions"):
-        raise _refuse("ROLLUP/CUBE/GROUPING SETS are not supported.")
+    if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        raise _refuse("GROUP BY ROLLUP/CUBE/GROUPING SETS are not supported.")
     understood(group)
     keys = {}
     aliases = {i.alias: i.unalias() for i in select.expressions if isinstance(i, exp.Alias)}

@@ -100,7 +100,7 @@ class _Compile:
             if not node.args.get("default"):
                 raise _refuse("CASE over a private column needs an ELSE branch (NULL is not "
                               "summed here).")
-            ifs = tuple((self.truth(b.this), self.value(b.args["true"]))
+            ifs = tuple((self.truth(understood(b).this), self.value(b.args["true"]))
                         for b in node.args.get("ifs") or [])
             return ("case", ifs, self.value(node.args["default"]))
         if isinstance(node, exp.If):
