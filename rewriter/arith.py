@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from decimal import Decimal
 from typing import Callable
 
 from sqlglot import exp
@@ -72,22 +73,20 @@ def _numeric(a: T, b: T, op: str) -> bool:
                           "compare or round the quotient itself, or write CAST(x AS double "
                           "precision) for floating point.")
         if t.is_literal and t.value is not None and not _exact(t.value):
-            raise Refusal(UNSUPPORTED, f"{t.value!r} {op} an integer or decimal is computed "
-                          "exactly (numeric) by Postgres, which dpgate does not do; write "
+            raise Refusal(UNSUPPORTED, f"{op} with {t.value!r} and an integer or decimal is "
+                          "computed exactly (numeric) by Postgres, which dpgate does not do; write "
                           "CAST(x AS double precision) for floating point, or use a literal "
                           "such as 0.5 or 0.25 that binary floating point represents exactly.")
     return True
 
 
 def _exact(v) -> bool:
-    from decimal import Decimal
     # integral values are treated as integers are (float8, exact below 2**53)
     return isinstance(v, int) or v.is_integer() or Decimal(repr(v)) == Decimal(v)
 
 
 def _folded(t: T, exact) -> T:
     """A folded numeric constant must equal Postgres's exact decimal result."""
-    from decimal import Decimal
     if t.value is not None and Decimal(t.value) != exact:
         raise Refusal(UNSUPPORTED, "this constant expression is computed exactly (numeric) by "
                       "Postgres and has no exact floating-point value; write its result instead.")
@@ -140,7 +139,6 @@ def add(kind: type, a: T, b: T) -> T:
             return literal(None)
         t = _fold(a.value + b.value if kind is exp.Add else a.value - b.value, _type(a, b))
         if num:
-            from decimal import Decimal
             x, y = Decimal(a.value), Decimal(b.value)
             t = _folded(t, x + y if kind is exp.Add else x - y)
         return t
@@ -156,7 +154,6 @@ def mul(a: T, b: T, num: bool | None = None) -> T:
             return literal(None)
         t = _fold(a.value * b.value, _type(a, b))
         if num:
-            from decimal import Decimal
             t = _folded(t, Decimal(a.value) * Decimal(b.value))
         return t
     typ = _type(a, b)
