@@ -178,7 +178,10 @@ def boolean(draw, depth: int = 3) -> E:
         lst = ", ".join(items)
         return E(f"({a.pg} {neg}IN ({lst}))", f"({a.duck} {neg}IN ({lst}))", "bool")
     if kind == 6:
-        a, lo, hi = draw(num(1)), draw(num(0)), draw(num(0))
+        if draw(st.integers(0, 3)):
+            a, lo, hi = draw(num(1)), draw(num(0)), draw(num(0))
+        else:
+            a, lo, hi = draw(text()), draw(text(0)), draw(text(0))
         neg = draw(st.sampled_from(["", "NOT "]))
         if draw(st.booleans()):
             pg = f"({a.pg} {neg}BETWEEN SYMMETRIC {lo.pg} AND {hi.pg})"
