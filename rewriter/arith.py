@@ -1,9 +1,11 @@
 """Arithmetic, function and cast rules, made total.
 
 * Integer operands are computed in float8 (``CAST(col AS DOUBLE)``), so ``+ - *``
-  cannot overflow an integer type; ``/`` only by a non-zero literal; ``%`` only
-  integer by a non-zero integer literal (taken as its absolute value, which gives
-  the same result and avoids ``INT_MIN % -1``).
+  cannot overflow an integer type; the result keeps Postgres's type (int op int is
+  int, ``T.f8`` marks it), so ``/`` of two integers truncates toward zero as in
+  Postgres (``TRUNC(x / n)``; exact for |x| < 2**53). ``/`` only by a non-zero literal;
+  ``%`` only integer by a non-zero integer literal (taken as its absolute value, which
+  gives the same result and avoids ``INT_MIN % -1``).
 * PostgreSQL raises on float8 overflow *and* underflow, so each operand carries a
   bound on its non-zero magnitude (``T.mag``); where a product, quotient or sum
   could leave [1e-300, 1e300] the operand is first clamped to ±hi and values below
@@ -14,10 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from decimal import Decimal
 from typing import Callable
 
 from sqlglot import exp
 
+from .args import sql_name
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
 from .scope import NUMERIC, Ctx, T, literal
@@ -38,34 +42,89 @@ def _num(t: T, ctx: Ctx, what: str, want: str | None = "float") -> T:
 
 
 def _double(t: T) -> T:
-    """Integer expressions enter arithmetic as float8 so they cannot overflow."""
-    if t.type == "int" and not t.is_literal and t.param is None:
-        return T(exp.Cast(this=t.node, to=DOUBLE.copy()), "float", t.mag)
+    """Integer expressions enter arithmetic as float8 so they cannot overflow (their SQL
+    type stays int; ``f8`` says the node is float8)."""
+    if t.type == "int" and not t.is_literal and t.param is None and not t.f8:
+        return T(exp.Cast(this=t.node, to=DOUBLE.copy()), "int", t.mag, f8=True)
     return t
 
 
+def _type(a: T, b: T) -> str:
+    """Postgres's result type of ``a op b`` (+ - * /): int only for two integers."""
+    return "int" if a.type == "int" and b.type == "int" else "float"
+
+
+def _kind(t: T) -> str:
+    """Postgres's number kind: int, numeric (exact decimal) or float8."""
+    return "int" if t.type == "int" else ("numeric" if t.numeric or t.type is None else "float8")
+
+
+def _numeric(a: T, b: T, op: str) -> bool:
+    """True when Postgres computes ``a op b`` as numeric (no float8 operand, a numeric
+    one). dpgate computes in float8, which is exact only for literals that binary floating
+    point represents exactly (2.5, 0.25, not 0.1): others are refused."""
+    kinds = {_kind(a), _kind(b)}
+    if "float8" in kinds or "numeric" not in kinds:
+        return False
+    for t in (a, b):
+        if t.approx:
+            raise Refusal(UNSUPPORTED, f"arithmetic ({op}) on a decimal quotient such as x / 10.0 "
+                          "is computed exactly (numeric) by Postgres, which dpgate does not do; "
+                          "compare or round the quotient itself, or write CAST(x AS double "
+                          "precision) for floating point.")
+        if t.is_literal and t.value is not None and not _exact(t.value):
+            raise Refusal(UNSUPPORTED, f"{op} with {t.value!r} and an integer or decimal is "
+                          "computed exactly (numeric) by Postgres, which dpgate does not do; write "
+                          "CAST(x AS double precision) for floating point, or use a literal "
+                          "such as 0.5 or 0.25 that binary floating point represents exactly.")
+    return True
+
+
+def _exact(v) -> bool:
+    # integral values are treated as integers are (float8, exact below 2**53)
+    return isinstance(v, int) or v.is_integer() or Decimal(repr(v)) == Decimal(v)
+
+
+def _folded(t: T, exact) -> T:
+    """A folded numeric constant must equal Postgres's exact decimal result."""
+    if t.value is not None and Decimal(t.value) != exact:
+        raise Refusal(UNSUPPORTED, "this constant expression is computed exactly (numeric) by "
+                      "Postgres and has no exact floating-point value; write its result instead.")
+    return replace(t, numeric=True)
+
+
+def _inf(sign: str = "") -> exp.Expression:
+    return exp.Cast(this=exp.Literal.string(f"{sign}Infinity"), to=DOUBLE.copy())
+
+
 def _window(t: T, lo: float, hi: float) -> T:
-    """Clamp to ±hi and flush |x| < lo to 0 where ``t.mag`` does not already ensure it
-    (one CASE, so NULL stays NULL and NaN becomes hi: never an error)."""
+    """Clamp finite values to ±hi and flush |x| < lo to 0 where ``t.mag`` does not already
+    ensure it (one CASE, so NULL stays NULL). ±Infinity and NaN pass unchanged: an
+    operation with an infinite or NaN operand never raises, and clamping them would
+    change answers (``f = i + f`` is true for f = Infinity, as in Postgres)."""
     if t.is_literal or t.param is not None:
         return t
     (mlo, mhi), x = t.mag, t.node
     ifs = []
     if mhi > hi:
-        ifs += [exp.If(this=exp.GT(this=x.copy(), expression=to_node(hi)), true=to_node(hi)),
-                exp.If(this=exp.LT(this=x.copy(), expression=to_node(-hi)), true=to_node(-hi))]
+        above = exp.And(this=exp.GT(this=x.copy(), expression=to_node(hi)),
+                        expression=exp.LT(this=x.copy(), expression=_inf()))
+        below = exp.And(this=exp.LT(this=x.copy(), expression=to_node(-hi)),
+                        expression=exp.GT(this=x.copy(), expression=_inf("-")))
+        ifs += [exp.If(this=above, true=to_node(hi)), exp.If(this=below, true=to_node(-hi))]
     if mlo < lo:
         ifs.append(exp.If(this=exp.LT(this=exp.Abs(this=x.copy()), expression=to_node(lo)),
                           true=to_node(0)))
     if not ifs:
         return t
-    return T(exp.Case(ifs=ifs, default=x), t.type, (max(mlo, lo), min(mhi, hi)))
+    return replace(t, node=exp.Case(ifs=ifs, default=x), mag=(max(mlo, lo), min(mhi, hi)))
 
 
-def _fold(value: float) -> T:
+def _fold(value: float, typ: str | None = None) -> T:
     if isinstance(value, float) and (not math.isfinite(value) or abs(value) > BIG):
         raise Refusal("22003", "a constant expression is out of range.")
-    return literal(value)
+    t = literal(value)
+    return replace(t, type="float") if typ == "float" and t.type == "int" else t
 
 
 def _binary(kind: type, a: T, b: T) -> exp.Expression:
@@ -74,18 +133,30 @@ def _binary(kind: type, a: T, b: T) -> exp.Expression:
 
 
 def add(kind: type, a: T, b: T) -> T:
+    num = _numeric(a, b, "+" if kind is exp.Add else "-")
     if a.is_literal and b.is_literal:
         if a.value is None or b.value is None:
             return literal(None)
-        return _fold(a.value + b.value if kind is exp.Add else a.value - b.value)
+        t = _fold(a.value + b.value if kind is exp.Add else a.value - b.value, _type(a, b))
+        if num:
+            x, y = Decimal(a.value), Decimal(b.value)
+            t = _folded(t, x + y if kind is exp.Add else x - y)
+        return t
     a, b = (_window(_double(x), 0.0, BIG) for x in (a, b))
     lo = min(a.mag[0], b.mag[0]) * 2.0**-53
-    return T(_binary(kind, a, b), "float", (lo, a.mag[1] + b.mag[1]))
+    return T(_binary(kind, a, b), _type(a, b), (lo, a.mag[1] + b.mag[1]), f8=True, numeric=num)
 
 
-def mul(a: T, b: T) -> T:
+def mul(a: T, b: T, num: bool | None = None) -> T:
+    num = _numeric(a, b, "*") if num is None else num
     if a.is_literal and b.is_literal:
-        return literal(None) if None in (a.value, b.value) else _fold(a.value * b.value)
+        if None in (a.value, b.value):
+            return literal(None)
+        t = _fold(a.value * b.value, _type(a, b))
+        if num:
+            t = _folded(t, Decimal(a.value) * Decimal(b.value))
+        return t
+    typ = _type(a, b)
     if a.is_literal:
         a, b = b, a
     a, b = _double(a), _double(b)
@@ -95,7 +166,8 @@ def mul(a: T, b: T) -> T:
             a = _window(a, SMALL / c, BIG / c)
     else:
         a, b = _window(a, 1e-150, 1e150), _window(b, 1e-150, 1e150)
-    return T(_binary(exp.Mul, a, b), "float", (a.mag[0] * b.mag[0], a.mag[1] * b.mag[1]))
+    return T(_binary(exp.Mul, a, b), typ, (a.mag[0] * b.mag[0], a.mag[1] * b.mag[1]), f8=True,
+             numeric=num)
 
 
 def div(a: T, b: T, ctx: Ctx) -> T:
@@ -104,15 +176,55 @@ def div(a: T, b: T, ctx: Ctx) -> T:
                       "parameter (x / 0 or x / column could fail for some rows).")
     if b.value is None:
         return literal(None)
+    typ = _type(a, b)
+    num = ctx is not None and _numeric(a, b, "/")
+    approx = num and b.is_literal and not _power_of_two(b.value)
+    if approx and not _decimal_divisor(b.value):
+        raise Refusal(UNSUPPORTED, f"division by {b.value!r} is computed exactly (numeric) by "
+                      "Postgres, which dpgate does not do; divide by an integer (integer "
+                      "division), by a power of two or ten such as 2.0, 0.5 or 10.0, or write "
+                      "CAST(x AS double precision) / … for floating point.")
     if a.is_literal:
-        return literal(None) if a.value is None else _fold(a.value / b.value)
+        if a.value is None:
+            return literal(None)
+        if typ == "int":      # Postgres: integer division truncates toward zero
+            q = abs(a.value) // abs(b.value)
+            return literal(q if (a.value < 0) == (b.value < 0) else -q)
+        t = _fold(a.value / b.value, "float")
+        if approx:
+            raise Refusal(UNSUPPORTED, "this constant quotient is computed exactly (numeric) by "
+                          "Postgres and has no exact floating-point value; write its result.")
+        return replace(t, numeric=True) if num else t
     a, c = _double(a), abs(b.value) if b.is_literal else 1.0
     a = _window(a, SMALL * c, BIG * c)
-    return T(_binary(exp.Div, a, b), "float", (a.mag[0] / c, a.mag[1] / c))
+    if typ == "int" and b.is_literal:
+        q = exp.Anonymous(this="TRUNC", expressions=[_binary(exp.Div, a, b)])
+        return T(q, "int", (1.0, a.mag[1] / c), f8=True)
+    return T(_binary(exp.Div, a, b), "float", (a.mag[0] / c, a.mag[1] / c), f8=True, numeric=num,
+             approx=approx)
+
+
+def _power_of_two(v) -> bool:
+    m, e = math.frexp(abs(v))
+    return m == 0.5 and -10 <= e <= 12
+
+
+def _decimal_divisor(v) -> bool:
+    """An integer 2**a * 5**b up to 10**6: the quotient is a short terminating decimal,
+    exact in Postgres's numeric, and its nearest double compares and rounds the same."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or not 0 < abs(v) <= 10**6:
+        return False
+    v = abs(v)
+    for p in (2, 5):
+        while v % p == 0:
+            v //= p
+    return v == 1
 
 
 def _arith(node: exp.Binary, ctx: Ctx, check: Check) -> T:
-    what = f"operator {node.key}"
+    what = f"operator {sql_name(node)}"
     a = _num(check(node.this, ctx), ctx, what, None)
     b = _num(check(node.expression, ctx), ctx, what, a.type or "float")
     a = _num(a, ctx, what, b.type or "float")
@@ -128,6 +240,9 @@ def _arith(node: exp.Binary, ctx: Ctx, check: Check) -> T:
 def _mod(a: T, b: T) -> T:
     if a.type not in ("int", None) or b.type not in ("int", None):
         raise Refusal(UNSUPPORTED, "% is only allowed on integers, by a non-zero integer literal.")
+    if a.f8:
+        raise Refusal(UNSUPPORTED, "% is only allowed on an integer column or literal, not on "
+                      "the result of arithmetic.")
     if not (b.is_literal or b.param) or (b.is_literal and not b.value):
         raise Refusal(DENIED, "% is only allowed by a non-zero integer literal or parameter.")
     if b.value is None or (a.is_literal and a.value is None):
@@ -140,6 +255,8 @@ def _mod(a: T, b: T) -> T:
 
 def _neg(node: exp.Neg, ctx: Ctx, check: Check) -> T:
     a = _double(_num(check(node.this, ctx), ctx, "unary minus"))
+    if a.is_literal:          # -(NULL), -(1 + 2): folded (Postgres cannot type "- NULL")
+        return a if a.value is None else replace(a, node=to_node(-a.value), value=-a.value)
     from .predicate import paren
     return replace(a, node=exp.Neg(this=paren(a.node)))
 
@@ -151,27 +268,64 @@ def _unary_num(node: exp.Func, ctx: Ctx, check: Check) -> T:
     if extra or (node.args.get("decimals") and not isinstance(node, exp.Round)):
         raise Refusal(UNSUPPORTED, f"this form of {name}() is not supported.")
     a = _num(check(node.this, ctx), ctx, f"{name}()")
+    if a.approx and node.args.get("decimals") is not None:
+        raise Refusal(UNSUPPORTED, "round(x / 10.0, n) of a decimal quotient is computed exactly "
+                      "(numeric) by Postgres, which dpgate does not do; round(x / 10.0) or "
+                      "CAST(x AS double precision) / 10 are supported.")
+    even = _kind(a) == "float8"          # Postgres: round(float8) is rint, round(numeric) is not
     if a.is_literal and a.value is not None:
-        fn = {"abs": abs, "floor": math.floor, "ceil": math.ceil}.get(name, _round)
+        rnd = round if even else _round
+        fn = {"abs": abs, "floor": math.floor, "ceil": math.ceil}.get(name, rnd)
         if node.args.get("decimals") is None:
-            return _fold(float(fn(a.value)))
+            return replace(_fold(float(fn(a.value))), numeric=a.numeric)
     a = _double(a)
     if isinstance(node, exp.Abs):
         return replace(a, node=exp.Abs(this=a.node))
+    if isinstance(node, exp.Round) and node.args.get("decimals") is None:
+        return T(round_node(a.node, even), "float", (1.0, a.mag[1] + 1), numeric=a.numeric)
     if not isinstance(node, exp.Round) or node.args.get("decimals") is None:
         hi = a.mag[1] + 1
-        return T(type(node)(this=a.node), "float", (1.0, hi))
+        return T(type(node)(this=a.node), "float", (1.0, hi), numeric=a.numeric)
     n = _num(check(node.args["decimals"], ctx), ctx, "round() digits", "int")
     if n.param is not None:
         return T(a.node, "float", a.mag)  # infer mode: the type is all that matters
     if not (n.is_literal and isinstance(n.value, int) and -15 <= n.value <= 15):
         raise Refusal(UNSUPPORTED, "round(x, n) needs a literal integer n between -15 and 15.")
     if a.is_literal:
+        if a.value is None:
+            return literal(None)
         return _fold(_round(a.value * 10.0**n.value) / 10.0**n.value)
     scale = literal(10.0**n.value)
-    scaled = mul(a, scale)
-    rounded = T(exp.Round(this=scaled.node), "float", (1.0, scaled.mag[1] + 1))
-    return div(rounded, scale, None)
+    scaled = mul(a, scale, False)
+    rounded = T(round_node(scaled.node, False), "float", (1.0, scaled.mag[1] + 1))
+    return replace(div(rounded, scale, None), numeric=a.numeric or a.type == "int")
+
+
+MAX_ROUND_NODES = 400
+
+
+def round_node(x: exp.Expression, even: bool) -> exp.Expression:
+    """Postgres's round(x) in both dialects: half away from zero (numeric), or half to
+    even (float8, C's rint; DuckDB's own ROUND rounds half away), exact for every float8:
+    ``x - TRUNC(x)`` is exact, and NaN / ±Infinity pass through."""
+    if sum(1 for _ in x.walk()) > MAX_ROUND_NODES:
+        raise Refusal("54001", "the argument of round() is too complex.", hint="Simplify it.")
+
+    def trunc(e):
+        return exp.Anonymous(this="TRUNC", expressions=[e.copy()])
+
+    frac = exp.Abs(this=exp.Paren(this=exp.Sub(this=x.copy(), expression=trunc(x))))
+    half = to_node(0.5)
+    if even:
+        odd = exp.NEQ(this=exp.Sub(this=trunc(x), expression=exp.Mul(
+            this=to_node(2), expression=trunc(exp.Div(this=trunc(x), expression=to_node(2))))),
+            expression=to_node(0))
+        cond = exp.Or(this=exp.GT(this=frac, expression=half), expression=exp.Paren(this=exp.And(
+            this=exp.EQ(this=frac.copy(), expression=half.copy()), expression=odd)))
+    else:
+        cond = exp.GTE(this=frac, expression=half)
+    up = exp.Add(this=trunc(x), expression=exp.Anonymous(this="SIGN", expressions=[x.copy()]))
+    return exp.Paren(this=exp.Case(ifs=[exp.If(this=cond, true=up)], default=trunc(x)))
 
 
 def _round(v: float) -> float:
@@ -215,10 +369,19 @@ def _variadic(node: exp.Func, ctx: Ctx, check: Check) -> T:
     if any(v for k, v in node.args.items() if k not in ("this", "expressions", "ignore_nulls")):
         raise Refusal(UNSUPPORTED, f"this form of {name}() is not supported.")
     ts, target = common([check(e, ctx) for e in [node.this, *node.expressions]], ctx, name)
+    if all(t.is_literal for t in ts):     # folded: coalesce(NULL, NULL) has no type in SQL
+        vals = [t.value for t in ts if t.value is not None]
+        pick = {"coalesce": lambda v: v[0], "least": min, "greatest": max}[name]
+        t = literal(pick(vals) if vals else None)
+        kinds = {_kind(x) for x in ts if x.type is not None}
+        return replace(t, type=target if vals else None,
+                       numeric="numeric" in kinds and "float8" not in kinds)
     kw = {} if isinstance(node, exp.Coalesce) else {"ignore_nulls": True}
     out = type(node)(this=ts[0].node, expressions=[t.node for t in ts[1:]], **kw)
     mag = (min(t.mag[0] for t in ts), max(t.mag[1] for t in ts))
-    return T(out, target, mag)
+    kinds = {_kind(t) for t in ts if t.type is not None}
+    return T(out, target, mag, f8=any(t.f8 for t in ts),
+             numeric="numeric" in kinds and "float8" not in kinds)
 
 
 RULES: dict[type, Callable[[exp.Expression, Ctx, Check], T]] = {

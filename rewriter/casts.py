@@ -8,6 +8,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
 from .scope import Ctx, T, literal
@@ -24,7 +25,7 @@ _CAST_TYPES = {"int": {"INT", "BIGINT", "SMALLINT", "TINYINT"},
 
 
 def cast(node: exp.Cast, ctx: Ctx, check: Check) -> T:
-    to = node.to
+    to = understood(node.to)
     target = next((k for k, v in _CAST_TYPES.items() if to.this.name in v), None)
     if target is None or to.expressions:
         raise Refusal(UNSUPPORTED, f"cast to {to.sql('postgres')} is not supported; cast to "
@@ -35,6 +36,10 @@ def cast(node: exp.Cast, ctx: Ctx, check: Check) -> T:
     if a.is_literal:
         v = a.value
         if target == "text" and v is not None and not isinstance(v, str):
+            if a.type == "float":
+                raise Refusal(UNSUPPORTED, "casting a non-integer number literal to text is not "
+                              "supported (its text depends on how Postgres types it); write the "
+                              "text literal itself.")
             return literal(str(v).lower() if isinstance(v, bool) else str(v))
         return literal(coerce(v, target, "cast of"))
     if a.type == target or a.type is None:
@@ -44,6 +49,9 @@ def cast(node: exp.Cast, ctx: Ctx, check: Check) -> T:
     if (a.type, target) == ("bool", "int"):
         return T(exp.Cast(this=a.node, to=exp.DataType.build("int")), "int", (1.0, 1.0))
     if target == "text":
+        if a.f8:
+            raise Refusal(UNSUPPORTED, "casting the result of arithmetic to text is not supported; "
+                          "compare it with a number instead.")
         return T(exp.Cast(this=a.node, to=exp.DataType.build("text")), "text")
     raise Refusal(DENIED, f"casting {a.type} to {target} could fail for some rows and is not "
                   "allowed; compare with values of the column's type instead.")

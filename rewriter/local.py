@@ -61,6 +61,7 @@ from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, private_weight_sum
 from mechanisms.metric_ldp.weights import prefix_indicator
 
 from . import cost, predicate, shape
+from .args import understood
 from .errors import (DATATYPE_MISMATCH, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
 from .plan import GroupKey
@@ -389,8 +390,9 @@ def _group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, ...]
     group = select.args.get("group")
     if group is None:
         return ()
-    if any(v for k, v in group.args.items() if k != "expressions"):
-        raise _refuse("ROLLUP/CUBE/GROUPING SETS are not supported.")
+    if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        raise _refuse("GROUP BY ROLLUP/CUBE/GROUPING SETS are not supported.")
+    understood(group)
     keys = {}
     aliases = {i.alias: i.unalias() for i in select.expressions if isinstance(i, exp.Alias)}
     for node in group.expressions:
@@ -456,6 +458,7 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
     func, arg = node.key, node.this
     if isinstance(arg, exp.Distinct):
         raise _refuse(f"{func.upper()}(DISTINCT …) is not supported.")
+    understood(node)
     label = node.sql("postgres").lower()
     if func == "count":
         star = isinstance(arg, exp.Star)
@@ -520,13 +523,14 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
 
 
 def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg) -> LocalAgg:
-    fn = node.this
+    fn = understood(node).this
     if not isinstance(fn, (exp.PercentileDisc, exp.PercentileCont)):
         raise _refuse("WITHIN GROUP is served for percentile_disc and percentile_cont only.")
+    understood(fn)
     order = node.expression
     if not isinstance(order, exp.Order) or len(order.expressions) != 1:
         raise _refuse("percentile_… WITHIN GROUP takes ORDER BY one private column.")
-    ordered = order.expressions[0]
+    ordered = understood(understood(order).expressions[0])
     if not isinstance(ordered.this, exp.Column):
         raise _refuse("percentile_… WITHIN GROUP (ORDER BY col) takes a private column.")
     col = ctx.column(ordered.this).node.name
@@ -578,8 +582,8 @@ def _order_by(select: exp.Select, outs: list[LocalOutput]) -> tuple:
     if order is None:
         return ()
     res = []
-    for o in order.expressions:
-        node, idx = o.this, None
+    for o in understood(order).expressions:
+        node, idx = understood(o).this, None
         if isinstance(node, exp.Literal) and node.is_int:
             idx = int(node.this) - 1
             if not 0 <= idx < len(outs):

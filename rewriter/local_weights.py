@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from mechanisms.metric_ldp.weights import bucket_weights as _numeric_weights
 
+from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
 from .scope import Ctx
@@ -75,7 +76,9 @@ class _Compile:
 
     def value(self, node: exp.Expression) -> tuple:
         while isinstance(node, exp.Paren):
-            node = node.this
+            node = understood(node).this
+        if type(node) in (exp.Neg, exp.Case, exp.If, exp.Div, *_ARITH):
+            understood(node)
         c = self.const(node)
         if c is not None:
             return ("const", c)
@@ -97,7 +100,7 @@ class _Compile:
             if not node.args.get("default"):
                 raise _refuse("CASE over a private column needs an ELSE branch (NULL is not "
                               "summed here).")
-            ifs = tuple((self.truth(b.this), self.value(b.args["true"]))
+            ifs = tuple((self.truth(understood(b).this), self.value(b.args["true"]))
                         for b in node.args.get("ifs") or [])
             return ("case", ifs, self.value(node.args["default"]))
         if isinstance(node, exp.If):
@@ -110,7 +113,9 @@ class _Compile:
 
     def truth(self, node: exp.Expression) -> tuple:
         while isinstance(node, exp.Paren):
-            node = node.this
+            node = understood(node).this
+        if isinstance(node, (exp.And, exp.Or, exp.Not, exp.Between, exp.In, *_CMP)):
+            understood(node)
         if isinstance(node, exp.Boolean):
             return ("bool", bool(node.this))
         if isinstance(node, (exp.And, exp.Or)):

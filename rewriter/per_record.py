@@ -40,6 +40,7 @@ from mechanisms.per_record import (Levels, PrivacyFunction, ValueBuckets, clamp_
                                    inverse_function, log_function, sql_double, sqrt_function)
 
 from . import build_plan, param_types, predicate
+from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal)
 from .plan import Plan
 from .scope import Ctx, T
@@ -206,10 +207,12 @@ def _numeric(node: exp.Expression, ctx: Ctx) -> T:
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Case):
+        understood(node)
         if node.this is not None:
             raise Refusal(UNSUPPORTED, "use the searched form CASE WHEN condition THEN … END")
         ifs = []
         for branch in node.args.get("ifs") or []:
+            understood(branch)
             cond = predicate.boolean(predicate.check(branch.this, ctx), ctx, "CASE WHEN").node
             ifs.append(exp.If(this=cond, true=_numeric(branch.args["true"], ctx).node))
         default = node.args.get("default")

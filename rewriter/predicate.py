@@ -9,9 +9,12 @@ total (see :mod:`rewriter.arith`), so an error never reveals that a row exists.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from . import arith
+from .args import ALLOWED, sql_name, understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
 from .scope import NUMERIC, Ctx, T, literal
@@ -28,11 +31,20 @@ def where(node: exp.Expression, ctx: Ctx) -> exp.Expression:
 
 
 def check(node: exp.Expression, ctx: Ctx) -> T:
+    if type(node) in ALLOWED:
+        understood(node)     # a set argument no rule interprets is a refusal, never dropped
     if isinstance(node, exp.Paren):
         return check(node.this, ctx)
     ok, value = literal_value(node)
     if ok:
-        return literal(value)
+        t = literal(value)
+        return replace(t, type="float", numeric=True) if _decimal(node) else t
+    if node.args.get("negate") and isinstance(node, (exp.Is, exp.Like, exp.ILike)):
+        # IS NOT / NOT LIKE / NOT ILIKE: the negation is rebuilt explicitly over the
+        # positive form, so it can never be dropped (issue 16)
+        positive = node.copy()
+        positive.set("negate", None)
+        return T(exp.Not(this=paren(check(positive, ctx).node)), "bool")
     if isinstance(node, exp.Column):
         return ctx.column(node)
     if isinstance(node, exp.Parameter):
@@ -54,7 +66,7 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
     if isinstance(node, exp.AggFunc):
         raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
     if isinstance(node, (exp.Escape, exp.SimilarTo, exp.RegexpLike, exp.RegexpILike)):
-        raise Refusal(UNSUPPORTED, f"{node.key.upper()} is not supported; use LIKE/ILIKE "
+        raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported; use LIKE/ILIKE "
                       "with a literal pattern (backslash escapes).")
     rule = arith.RULES.get(type(node))
     if rule is not None:
@@ -63,7 +75,7 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         raise Refusal(UNDEFINED_FUNCTION, f"function {name.lower()}() is not allowed; allowed "
                       f"functions: {arith.ALLOWED_FUNCTIONS}.")
-    raise Refusal(UNSUPPORTED, f"{node.key.upper()} expressions are not supported in a row "
+    raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported in a row "
                   "predicate; use comparisons, BETWEEN, IN, LIKE, IS NULL, AND/OR/NOT, "
                   "arithmetic and allowed functions.")
 
@@ -86,7 +98,7 @@ def paren(node: exp.Expression) -> exp.Expression:
 
 def _connective(node: exp.Connector, ctx: Ctx) -> T:
     kind = type(node)
-    parts = [boolean(check(p, ctx), ctx, kind.key.upper()).node
+    parts = [boolean(check(p, ctx), ctx, sql_name(node)).node
              for p in node.flatten() if p is not node]
     parts = sorted({p.sql("postgres"): p for p in parts}.items())
     items = [p if isinstance(p, kind) else paren(p) for _, p in parts]
@@ -118,12 +130,16 @@ def _compare(kind: type, a: T, b: T, ctx: Ctx) -> T:
 
 
 def _between(node: exp.Between, ctx: Ctx) -> T:
-    if node.args.get("symmetric"):
-        raise Refusal(UNSUPPORTED, "BETWEEN SYMMETRIC is not supported.")
     x = check(node.this, ctx)
     x, lo = comparable(x, check(node.args["low"], ctx), ctx, "BETWEEN")
     x, hi = comparable(x, check(node.args["high"], ctx), ctx, "BETWEEN")
-    return T(exp.Between(this=paren(x.node), low=paren(lo.node), high=paren(hi.node)), "bool")
+    out = exp.Between(this=paren(x.node), low=paren(lo.node), high=paren(hi.node))
+    if node.args.get("symmetric"):
+        # Postgres's own reading: (x BETWEEN a AND b) OR (x BETWEEN b AND a), NULLs included
+        swapped = exp.Between(this=paren(x.node.copy()), low=paren(hi.node.copy()),
+                              high=paren(lo.node.copy()))
+        out = exp.Or(this=exp.Paren(this=out), expression=exp.Paren(this=swapped))
+    return T(out, "bool")
 
 
 def _in(node: exp.In, ctx: Ctx) -> T:
@@ -155,6 +171,14 @@ def _like(node: exp.Like | exp.ILike, ctx: Ctx) -> T:
                           "(backslash).", hint="Escape it as \\\\ or remove it.")
     like = type(node)(this=paren(x.node), expression=pat.node)
     return T(exp.Escape(this=like, expression=exp.Literal.string(ESCAPE)), "bool")
+
+
+def _decimal(node: exp.Expression) -> bool:
+    """A numeric literal spelled with a point or exponent (``2.0``, ``1e3``): Postgres types
+    it numeric, not integer, so ``age / 2.0`` divides exactly while ``age / 2`` truncates."""
+    while isinstance(node, (exp.Paren, exp.Neg)):
+        node = node.this
+    return isinstance(node, exp.Literal) and not node.is_string and not node.is_int
 
 
 def _is(node: exp.Is, ctx: Ctx) -> T:

@@ -31,7 +31,13 @@ class T:
     """A checked, rewritten expression with its type.
 
     ``mag`` bounds |x| over the NON-ZERO values x can take (numeric only);
-    ``value`` is the plan-time value of a literal; ``param`` an unbound $n.
+    ``value`` is the plan-time value of a literal; ``param`` an unbound $n; ``f8``: the
+    node computes in float8 although its SQL type (``type``) is ``int`` (integer
+    arithmetic, made total, see :mod:`rewriter.arith`); ``numeric``: a ``float`` that
+    Postgres computes as ``numeric`` (a decimal literal such as ``2.5``, or arithmetic
+    of integers with one) — exact decimal, rounding half away from zero; ``approx``: such a
+    numeric whose float8 value is only the nearest double (``age / 10.0``): it may be
+    compared, floored or rounded, but not computed with further as numeric.
     """
 
     node: exp.Expression
@@ -39,6 +45,9 @@ class T:
     mag: tuple[float, float] = UNKNOWN_MAG
     value: Any = NOVALUE
     param: int | None = None
+    f8: bool = False
+    numeric: bool = False
+    approx: bool = False
 
     @property
     def is_literal(self) -> bool:
@@ -72,6 +81,8 @@ class Ctx:
         return self.params is None
 
     def column(self, node: exp.Column) -> T:
+        from .args import understood
+        understood(node)
         db = node.args.get("db")
         schema_ok = db is None or (db.name == "public" and node.table == self.name)   # public.t.col
         if node.args.get("catalog") or not schema_ok or (

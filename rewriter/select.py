@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from . import predicate
+from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
 from .plan import Aggregate, GroupKey, Measure, OrderItem, Output
@@ -33,10 +34,11 @@ class Item:
 def items(select: exp.Select, ctx: Ctx) -> list[Item]:
     out = []
     for node in select.expressions:
-        alias = node.alias if isinstance(node, exp.Alias) else None
+        alias = node.alias if isinstance(understood(node) if isinstance(node, exp.Alias) else node,
+                                         exp.Alias) else None
         node = node.unalias()
         while isinstance(node, exp.Paren):
-            node = node.this
+            node = understood(node).this
         if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
             raise Refusal(DENIED, "SELECT * returns raw rows and is not allowed; select "
                           "aggregates such as COUNT(*), SUM(col), AVG(col).")
@@ -80,6 +82,7 @@ def post_steps(node: exp.Expression):
         while isinstance(node, exp.Paren):
             node = node.this
         if isinstance(node, exp.Cast) and not node.to.expressions and not isinstance(node, exp.TryCast):
+            understood(node), understood(node.to)
             target = next((t for t, names in _CASTS.items() if node.to.is_type(*names)), None)
             if target is None:
                 return None
@@ -87,10 +90,11 @@ def post_steps(node: exp.Expression):
         elif isinstance(node, exp.Round) and node.args.get("decimals") is None or (
                 isinstance(node, exp.Round) and isinstance(node.args["decimals"], exp.Literal)
                 and node.args["decimals"].is_int and 0 <= int(node.args["decimals"].this) <= 15):
-            d = node.args.get("decimals")
+            d = understood(node).args.get("decimals")
             steps.append(("round", None if d is None else int(d.this)))
             name = name or "round"
         elif isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals"):
+            understood(node)
             steps.append((node.key, None))
             name = name or node.key
         else:
@@ -124,6 +128,7 @@ def _value_preserving_cast(arg, ctx: Ctx):
     every value of a numeric column (int → bigint/float8/numeric, float → float8/numeric, no
     precision given) changes nothing an aggregate sees; any other cast stays and is refused."""
     if isinstance(arg, exp.Cast) and isinstance(arg.this, exp.Column) and not arg.to.expressions:
+        understood(arg), understood(arg.to)
         spec = ctx.table.columns.get(arg.this.name)
         if spec is not None and spec.type in _WIDENING and arg.to.is_type(*_WIDENING[spec.type]):
             return arg.this
@@ -143,6 +148,7 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     func, arg = node.key, node.this
     if isinstance(arg, exp.Distinct):
         raise Refusal(UNSUPPORTED, f"{func.upper()}(DISTINCT …) is not supported.")
+    understood(node)
     if func == "count" and (isinstance(arg, exp.Star) or _constant(arg)):   # COUNT(1): every row
         return "count", None
     arg = _value_preserving_cast(arg, ctx)
@@ -169,8 +175,9 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
     group = select.args.get("group")
     if group is None:
         return ()
-    if any(v for k, v in group.args.items() if k != "expressions"):
-        raise Refusal(UNSUPPORTED, "ROLLUP/CUBE/GROUPING SETS are not supported.")
+    if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        raise Refusal(UNSUPPORTED, "GROUP BY ROLLUP/CUBE/GROUPING SETS are not supported.")
+    understood(group)
     aliases = {i.name: i.payload for i in its if i.kind == "column"}
     keys: dict[str, GroupKey] = {}
     for node in group.expressions:
@@ -251,8 +258,9 @@ def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
     if order is None:
         return ()
     result = []
+    understood(order)
     for o in order.expressions:
-        node, idx = o.this, None
+        node, idx = understood(o).this, None
         if isinstance(node, exp.Literal) and node.is_int:
             idx = int(node.this) - 1
             if not 0 <= idx < len(outs):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from . import predicate
+from .args import understood
 from . import select as select_
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .plan import Aggregate, Measure, Selection
@@ -60,6 +61,8 @@ def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, str, float]
     while isinstance(pred, exp.Paren):
         pred = pred.this
     op = _OPS.get(type(pred))
+    if op is not None:
+        understood(pred)
     if op is None:
         raise Refusal(UNSUPPORTED, "HAVING takes one comparison of an aggregate with a public "
                       "threshold, e.g. HAVING COUNT(*) > 100.")
@@ -91,7 +94,7 @@ def _number(node: exp.Expression, ctx: Ctx) -> float:
 
 def _per_key(case: exp.Case, ctx: Ctx):
     """``CASE g WHEN v THEN T … ELSE T0 END``: public thresholds per value of group key g."""
-    col = case.this
+    col = understood(case).this
     if not isinstance(col, exp.Column) or case.args.get("default") is None:
         raise Refusal(UNSUPPORTED, "per-group thresholds take the form CASE <group column> WHEN "
                       "<value> THEN <number> … ELSE <number> END.")
@@ -99,6 +102,7 @@ def _per_key(case: exp.Case, ctx: Ctx):
     spec = ctx.table.columns[name]
     pairs = []
     for w in case.args.get("ifs") or []:
+        understood(w)
         key = ctx.settle(predicate.check(w.this, ctx), spec.type)
         if not key.is_literal:
             raise Refusal(UNSUPPORTED, "per-group threshold keys must be literals.")

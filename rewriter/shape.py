@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from config import Config
 
+from .args import sql_name, understood
 from .errors import (FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED,
                      UNDEFINED_TABLE, Refusal)
 
@@ -42,7 +43,7 @@ def check_statement(expr: exp.Expression) -> exp.Select:
     if isinstance(expr, (exp.Subquery, exp.Paren)) and isinstance(expr.unnest(), exp.Select):
         return check_statement(expr.unnest())
     if isinstance(expr, _WRITES) or not isinstance(expr, exp.Select):
-        kind = expr.key.upper() if isinstance(expr, exp.Expression) else "statement"
+        kind = sql_name(expr).upper() if isinstance(expr, exp.Expression) else "statement"
         raise Refusal(DENIED, f"{kind} statements are not allowed; dpgate only answers "
                       "aggregate SELECT queries.")
     return expr
@@ -97,6 +98,7 @@ def resolve_table(select: exp.Select, config: Config) -> tuple[str, set[str]]:
     if table.args.get("alias") is not None and table.args["alias"].columns:
         raise Refusal(UNSUPPORTED, "column aliases on the table (FROM t AS x(a, b)) are not "
                       "supported; alias the select items instead.")
+    understood(table)             # ONLY, hints, AS OF …: forms dpgate does not interpret
     alias = table.alias
     qualifiers = {alias} if alias else {name}
     return name, qualifiers

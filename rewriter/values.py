@@ -127,6 +127,8 @@ def literal_value(node: exp.Expression) -> tuple[bool, Any]:
     if isinstance(node, exp.Boolean):
         return True, node.this
     if isinstance(node, exp.Literal):
+        from .args import understood
+        understood(node)
         return True, node.this if node.is_string else number(node.this)
     if isinstance(node, exp.Neg):
         ok, v = literal_value(node.this)

@@ -169,7 +169,7 @@ def test_no_data_dependent_errors(config, duck, pg):
     ("SELECT COUNT(*) FROM pums WHERE age BETWEEN $1 AND $2 OR state IN ($3, 'ca')",
      ["int", "int", "text"]),
     ("SELECT COUNT(*) FROM pums WHERE name LIKE $1 AND flag = $2", ["text", "bool"]),
-    ("SELECT COUNT(*) FROM pums WHERE age + $1 > $2", ["int", "float"]),
+    ("SELECT COUNT(*) FROM pums WHERE age + $1 > $2", ["int", "int"]),   # as Postgres: int + int
     ("SELECT COUNT(*) FROM pums WHERE income / $1 > 2", ["float"]),
     ("SELECT COUNT(*) FROM pums WHERE $2 = $2 AND $1 IS NULL", [None, None]),
     ("SELECT COUNT(*) FROM pums WHERE $1", ["bool"]),

@@ -1,0 +1,51 @@
+"""The oracle's fixture table in DuckDB and in Postgres (the shared temp server of
+tests/conftest.py, or DPGATE_TEST_PG_DSN)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from config import parse_config  # noqa: E402
+from fixture import CONFIG, TABLE, create_sql, rows  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def oracle_config():
+    return parse_config(CONFIG)
+
+
+@pytest.fixture(scope="session")
+def oracle_duck():
+    con = duckdb.connect()
+    con.execute(create_sql())
+    con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", rows())
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="session")
+def oracle_pg(request):
+    psycopg = pytest.importorskip("psycopg")
+    dsn = os.environ.get("DPGATE_TEST_PG_DSN")
+    if not dsn:
+        try:
+            dsn = request.getfixturevalue("postgres").dsn
+        except Exception as e:  # no initdb/pg_ctl here
+            pytest.skip(f"no Postgres available: {e}")
+    con = psycopg.connect(dsn, autocommit=True)
+    con.execute("DROP SCHEMA IF EXISTS oracle_fx CASCADE")
+    con.execute("CREATE SCHEMA oracle_fx")
+    con.execute("SET search_path TO oracle_fx")
+    con.execute("SET statement_timeout = '5s'")
+    con.execute(create_sql())
+    with con.cursor() as cur:
+        cur.executemany(f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s, %s, %s)", rows())
+    yield con
+    con.execute("DROP SCHEMA oracle_fx CASCADE")
+    con.close()

@@ -1,0 +1,41 @@
+"""The oracle's fixture: a small table with NULLs in every column, values outside the
+declared bounds and domains, text with trailing spaces and mixed case, and its config."""
+from __future__ import annotations
+
+TABLE = "fx"
+COLUMNS = {   # name: (SQL type, config spec)
+    "i": ("integer", {"type": "int", "lower": 0, "upper": 10}),
+    "f": ("double precision", {"type": "float", "lower": -1.5, "upper": 2.5}),
+    "t": ("text", {"type": "text"}),
+    "g": ("integer", {"type": "int", "domain": [0, 1, 2]}),
+    "s": ("text", {"type": "text", "domain": ["x", "X", "x "]}),
+    "b": ("boolean", {"type": "bool", "domain": [True, False]}),
+}
+CONFIG = {
+    "tiers": {"default": {"epsilon": 1, "budget": 10}},
+    "roles": {"analyst": {"tier": "default"}},
+    "server": {"auth": "trust"},
+    "tables": {TABLE: {"columns": {k: v[1] for k, v in COLUMNS.items()}}},
+}
+
+_I = [None, -7, 0, 3, 10, 15, 1000, -1, 5, 2, 11]
+_F = [None, -3.25, -1.5, 0.0, 0.5, 2.5, 4.75, 100.125, -0.25, float("inf"), float("-inf"), float("nan")]
+_T = [None, "abc", "ABC", "abc ", "a_b", "a%b", "a\\b", "", "Ab", " x", "x"]
+_G = [None, 0, 1, 2, 5, -1, 1]
+_S = [None, "x", "X", "x ", "y"]
+_B = [None, True, False]
+
+
+def rows(n: int = 60) -> list[tuple]:
+    """Deterministic rows: each column cycles through its values with its own stride, so
+    every NULL meets every other column's values somewhere."""
+    out = []
+    for k in range(n):
+        out.append((_I[k % len(_I)], _F[(k * 2) % len(_F)], _T[(k * 3) % len(_T)],
+                    _G[(k * 5) % len(_G)], _S[(k * 7) % len(_S)], _B[(k // 2) % len(_B)]))
+    return out
+
+
+def create_sql() -> str:
+    cols = ", ".join(f"{k} {v[0]}" for k, v in COLUMNS.items())
+    return f"CREATE TABLE {TABLE} ({cols})"
