@@ -351,7 +351,7 @@ def common(ts: list[T], ctx: Ctx, what: str) -> tuple[list[T], str | None]:
     known = {t.type for t in ts if t.type and not (t.is_literal and t.type == "text")}
     if not known:
         known = {t.type for t in ts if t.type}
-    target = ("float" if "float" in known else "int") if known <= set(NUMERIC) else None
+    target = ("float" if "float" in known else "int") if known and known <= set(NUMERIC) else None
     if len(known) == 1:
         target = known.pop()
     elif target is None and known:
@@ -374,7 +374,7 @@ def _variadic(node: exp.Func, ctx: Ctx, check: Check) -> T:
         pick = {"coalesce": lambda v: v[0], "least": min, "greatest": max}[name]
         t = literal(pick(vals) if vals else None)
         kinds = {_kind(x) for x in ts if x.type is not None}
-        return replace(t, type=target if vals else None,
+        return replace(t, type=(target or t.type) if vals else None,
                        numeric="numeric" in kinds and "float8" not in kinds)
     kw = {} if isinstance(node, exp.Coalesce) else {"ignore_nulls": True}
     out = type(node)(this=ts[0].node, expressions=[t.node for t in ts[1:]], **kw)

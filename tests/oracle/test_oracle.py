@@ -20,6 +20,7 @@ import os
 from decimal import Decimal
 
 import pytest
+from sqlglot import exp
 from hypothesis import HealthCheck, given, settings
 
 import rewriter
@@ -111,6 +112,7 @@ class Oracle:
                 f"rewrite SQL: {rewriter.to_sql(plan, self.dialect)}")
             for (m, v) in zip(measures, exp_):
                 answer[(key, m)] = v
+        self._check_params(sql, plan, k, cells, measures)
         key = plan.canonical()
         seen = self.keys.get(key)
         if seen is not None:
@@ -120,6 +122,36 @@ class Oracle:
                 f"release key shared by statements with different answers:\n{other_sql}\n{sql}\n{key}")
         else:
             self.keys[key] = (sql, answer)
+
+
+    def _check_params(self, sql, plan, k, cells, measures) -> None:
+        """The same statement with its integer and string literals sent as $n parameters
+        (extended protocol) plans to the same release key and the same answers."""
+        tree = rewriter.parse(sql)
+        where = tree.args.get("where")
+        params = []
+        for lit in list(where.find_all(exp.Literal)) if where is not None else []:
+            if isinstance(lit.parent, exp.Cast):       # a client sends CAST($1 AS t)'s value as t
+                continue
+            if lit.is_string:
+                params.append(lit.this)
+            elif lit.is_int:
+                params.append(int(lit.this))
+            else:
+                continue
+            lit.replace(exp.Parameter(this=exp.Literal.number(len(params))))
+        if not params:
+            return
+        try:
+            pplan = rewriter.build_plan(tree, self.config, params)
+        except Refusal:
+            self.stats["param_refused"] = self.stats.get("param_refused", 0) + 1
+            return
+        self.stats["param_checked"] = self.stats.get("param_checked", 0) + 1
+        assert pplan.canonical() == plan.canonical(), (sql, params)
+        for row in self.run(rewriter.to_sql(pplan, self.dialect)):
+            got = [_norm(v, *m) for v, m in zip(row[k:], measures)]
+            assert all(_same(a, b) for a, b in zip(got, cells[tuple(row[:k])])), (sql, params)
 
 
 def _drive(oracle: Oracle) -> None:

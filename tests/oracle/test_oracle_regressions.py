@@ -82,3 +82,12 @@ def test_is_null_and_is_not_null_have_different_release_keys(oracle_config):
             for w in ("f IS NULL", "f IS NOT NULL", "t LIKE 'a%'", "t NOT LIKE 'a%'",
                       "t ILIKE 'a%'", "t NOT ILIKE 'a%'", "i / 2 = 1", "i / 2.0 = 1")}
     assert len(keys) == 8
+
+
+def test_untyped_coalesce_parameters_keep_their_values(oracle_config):
+    """coalesce($1, $2) with no typed argument took int and refused text values; now the
+    values keep their own type (as the literal spelling does), with the same release key."""
+    sql = "SELECT COUNT(*) FROM fx WHERE s = coalesce($1, $2) OR 'X' IS DISTINCT FROM coalesce(NULL, $3)"
+    lit = sql.replace("$1", "'x'").replace("$2", "'z'").replace("$3", "'z'")
+    p = rewriter.build_plan(rewriter.parse(sql), oracle_config, ["x", "z", "z"])
+    assert p.canonical() == rewriter.build_plan(rewriter.parse(lit), oracle_config).canonical()
