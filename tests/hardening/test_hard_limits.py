@@ -65,3 +65,18 @@ def test_require_tls_spares_loopback_only():
     from proxy.wire.server import _loopback
     assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("::ffff:127.0.0.1")
     assert not _loopback("10.0.0.5") and not _loopback("192.168.1.2")
+
+
+def test_one_megabyte_statement_refused_before_parsing(duck_service):
+    """A 1 MB statement (a DP query padded with a comment) is refused 54000 by the wire
+    layer, in both protocols, charging nothing; the session then answers normally."""
+    svc = duck_service
+    big = "SELECT COUNT(*) FROM pums WHERE age > 17 /*" + "x" * 1_000_000 + "*/"
+    before = len(svc.gw.ledger.releases("analyst"))
+    with psycopg.connect(svc.dsn("analyst"), autocommit=True) as conn:
+        for prepare in (False, True):
+            with pytest.raises(psycopg.errors.ProgramLimitExceeded,
+                               match=r"statement too long: \d+ bytes, limit 262144"):
+                conn.execute(big, prepare=prepare)
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert len(svc.gw.ledger.releases("analyst")) == before
