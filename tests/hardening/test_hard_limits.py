@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
 import psycopg
@@ -80,3 +81,37 @@ def test_one_megabyte_statement_refused_before_parsing(duck_service):
                 conn.execute(big, prepare=prepare)
         assert conn.execute("SELECT 1").fetchone() == (1,)
     assert len(svc.gw.ledger.releases("analyst")) == before
+
+
+def test_one_megabyte_statements_do_not_stall_other_sessions(duck_service):
+    """Issue 24: 1 MB statements on one connection (refused by size, before parsing) delay a
+    stream of `SELECT 1` on another by < 50 ms at p99."""
+    svc = duck_service
+    big = "SELECT COUNT(*) FROM pums WHERE age > 17 /*" + "x" * 1_000_000 + "*/"
+
+    async def main():
+        a = await asyncpg.connect(svc.url("analyst"))
+        b = await asyncpg.connect(svc.url("analyst"))
+        lat, stop = [], asyncio.Event()
+
+        async def stream():
+            while not stop.is_set() or len(lat) < 200:
+                t = time.perf_counter()
+                assert await a.fetchval("SELECT 1") == 1
+                lat.append(time.perf_counter() - t)
+
+        async def flood():
+            for _ in range(10):
+                with pytest.raises(asyncpg.ProgramLimitExceededError):
+                    await b.execute(big)
+            stop.set()
+        try:
+            await asyncio.gather(stream(), flood())
+        finally:
+            await a.close()
+            await b.close()
+        return sorted(lat)
+
+    lat = asyncio.run(main())
+    p99 = lat[int(0.99 * (len(lat) - 1))]
+    assert p99 < 0.05, f"p99 {p99 * 1000:.1f} ms over {len(lat)} SELECT 1"
