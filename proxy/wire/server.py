@@ -393,7 +393,11 @@ class Server:
                         session.fatal("08P01", "received unencrypted data after SSL request")
                         break
                     left = deadline - asyncio.get_running_loop().time()
-                    await writer.start_tls(self.ssl_context, ssl_handshake_timeout=max(left, 0.01))
+                    self._idle.add(task)                # a stalled handshake waits on its client too
+                    try:
+                        await writer.start_tls(self.ssl_context, ssl_handshake_timeout=max(left, 0.01))
+                    finally:
+                        self._idle.discard(task)
                     tls = True
                     continue
                 if isinstance(ev, m.GSSENCRequest):

@@ -111,6 +111,29 @@ def test_psycopg_sees_too_many_connections(make_server):
         assert conn.execute("select 1").fetchone() == (1,)
 
 
+def test_stalled_tls_handshake_is_displaced_and_timed_out(tmp_path):
+    """A client that asks for TLS and then says nothing is pending like any silent one."""
+    from .certs import server_context
+
+    async def body(srv):
+        stalled = []
+        for _ in range(2):
+            r, w = await asyncio.open_connection("127.0.0.1", srv.port)
+            w.write(fe.ssl_request())
+            assert await r.readexactly(1) == b"S"             # ... and no ClientHello follows
+            stalled.append((r, w))
+        await asyncio.sleep(0.4)
+        r, w = await login(srv.port)                          # displaces the oldest
+        assert await select_1(r, w) == [b"T", b"D", b"C", b"Z"]
+        assert await asyncio.wait_for(stalled[0][0].read(), 1) == b""
+        t0 = time.monotonic()
+        assert await asyncio.wait_for(stalled[1][0].read(), 3) == b""   # the login timeout
+        assert time.monotonic() - t0 < 1.5 and srv.pending_count == 0
+        w.close()
+    run(body, ssl_context=server_context(tmp_path), max_pending_per_address=2, pending_grace=0.3,
+        auth_timeout=1.2)
+
+
 def test_login_timeout_closes_a_silent_connection():
     async def body(srv):
         t0 = time.monotonic()
