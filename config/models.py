@@ -251,7 +251,19 @@ class Limits(_Model):
     max_connections: int = Field(default=100, ge=1)
     max_message_size: int = Field(default=1 << 20, ge=1024)
     statement_timeout_ms: int = Field(default=30_000, ge=0)
-    idle_timeout_s: float = Field(default=0, ge=0)
+    idle_timeout_s: float = Field(default=3600, ge=0, description=(
+        "a logged-in session that sends nothing for this long is closed (FATAL 57P05); 0 = never"))
+    # Connections before login and statement size (proxy/wire; issue 24).
+    login_timeout_s: float = Field(default=10, gt=0, description=(
+        "a connection that has not logged in after this long is closed"))
+    max_pending_connections: int = Field(default=128, ge=1, description=(
+        "connections not yet logged in, in all; over it the oldest one silent for 2 s is closed to "
+        "make room, else the new one is refused (FATAL 53300)"))
+    max_pending_per_address: int = Field(default=64, ge=1, description=(
+        "connections not yet logged in from one client address (as max_pending_connections)"))
+    max_statement_size: int = Field(default=256 << 10, ge=1024, description=(
+        "bytes of one Query/Parse message; a longer statement is refused (54000) before anything "
+        "parses it and the session stays usable; at most max_message_size"))
     max_statements_per_role: int = Field(default=16, ge=1)
     shutdown_grace_s: float = Field(default=10, ge=0)
     # per-row cost caps (rewriter/cost.py; README "What a statement costs")
@@ -263,6 +275,12 @@ class Limits(_Model):
     max_nodes: int = Field(default=2000, ge=50)
     max_depth: int = Field(default=64, ge=8)
     max_in_list: int = Field(default=1000, ge=1)
+
+    @model_validator(mode="after")
+    def _statement_within_message(self) -> "Limits":
+        if self.max_statement_size > self.max_message_size:
+            raise ValueError("max_statement_size must not exceed max_message_size")
+        return self
 
 
 class TLS(_Model):

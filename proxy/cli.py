@@ -86,7 +86,10 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
     server = Server(gw.handler_factory, authenticator=gw, host=host, port=port,
                     ssl_context=gw.ssl_context(), max_connections=lim.max_connections,
                     max_message_size=lim.max_message_size,
-                    idle_timeout=lim.idle_timeout_s or None, require_tls=cfg.server.tls.require)
+                    idle_timeout=lim.idle_timeout_s or None, require_tls=cfg.server.tls.require,
+                    max_statement_size=lim.max_statement_size, auth_timeout=lim.login_timeout_s,
+                    max_pending=lim.max_pending_connections,
+                    max_pending_per_address=lim.max_pending_per_address)
     await server.start()
     port = server.port
     print(f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state})", flush=True)

@@ -3,8 +3,13 @@
 Two phases: the *startup* phase (length-prefixed packets without a type byte:
 StartupMessage, SSLRequest, GSSENCRequest, CancelRequest) and the *normal* phase
 (type byte + length). The parser switches to the normal phase after a StartupMessage.
-Malformed or oversized input raises :class:`ProtocolViolation`; the parser never
-buffers more than one maximal message plus one read.
+Malformed input, and any message longer than ``max_message_size``, raises
+:class:`ProtocolViolation` (the connection is closed). A Query or Parse message longer
+than ``max_statement_size`` (but within ``max_message_size``) is read and dropped as it
+arrives, never buffered, and reported as one :class:`~proxy.wire.messages.StatementTooLong`
+event: the session refuses it (54000) and stays usable. The length field is checked
+before anything is buffered, so the parser never holds more than one message of at most
+``max_message_size`` bytes plus one read, whatever length a client claims.
 """
 from __future__ import annotations
 
@@ -12,7 +17,8 @@ import struct
 
 from . import messages as m
 
-DEFAULT_MAX_MESSAGE_SIZE = 1 << 20  # 1 MiB
+DEFAULT_MAX_MESSAGE_SIZE = 1 << 20  # 1 MiB: longer messages close the connection
+DEFAULT_MAX_STATEMENT_SIZE = 256 << 10  # 256 KiB: longer Query/Parse messages are refused
 MAX_STARTUP_PACKET = 10000  # same limit as PostgreSQL
 
 PROTOCOL_VIOLATION = "08P01"
@@ -78,11 +84,15 @@ class _Reader:
 class FrontendParser:
     """Incremental parser for frontend (client -> server) messages."""
 
-    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
+    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE):
         self.max_message_size = max_message_size
+        self.max_statement_size = max_statement_size
         self.startup_phase = True
         self._buf = bytearray()
         self._dead = False
+        self._discard = 0                                       # bytes of a too-long statement still to drop
+        self._too_long: m.StatementTooLong | None = None        # its event, once dropped
 
     def feed(self, data: bytes) -> None:
         self._buf += data
@@ -144,6 +154,14 @@ class FrontendParser:
 
     # ----------------------------------------------------------------- normal phase
     def _normal(self):
+        if self._discard:
+            n = min(self._discard, len(self._buf))
+            del self._buf[:n]
+            self._discard -= n
+            if self._discard:
+                return None
+            event, self._too_long = self._too_long, None
+            return event
         if len(self._buf) < 5:
             return None
         type_ = bytes(self._buf[:1])
@@ -156,6 +174,11 @@ class FrontendParser:
             raise ProtocolViolation(f"invalid message length: message of {length - 4} bytes "
                                     f"exceeds the limit of {self.max_message_size}",
                                     PROGRAM_LIMIT_EXCEEDED)
+        if (type_ in (b"Q", b"P") and self.max_statement_size is not None
+                and length - 4 > self.max_statement_size):
+            self._discard = length + 1
+            self._too_long = m.StatementTooLong(type_, length - 4, self.max_statement_size)
+            return self._normal()
         if len(self._buf) < length + 1:
             return None
         body = bytes(self._buf[5:length + 1])

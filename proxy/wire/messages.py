@@ -51,6 +51,15 @@ class Parse:
 
 
 @dataclass(frozen=True)
+class StatementTooLong:
+    """A Query (``Q``) or Parse (``P``) message longer than the statement-size limit; the
+    codec has read and dropped its body without buffering it."""
+    type: bytes
+    size: int   # body length in bytes
+    limit: int
+
+
+@dataclass(frozen=True)
 class Bind:
     portal: str
     statement: str

@@ -14,7 +14,7 @@ from . import messages as m
 from . import types as t
 from .api import Authenticator, Column, Handler, HandlerFactory, Result, SqlError
 from .auth import AuthFailed, ScramExchange
-from .codec import DEFAULT_MAX_MESSAGE_SIZE, FrontendParser, ProtocolViolation, parse_sasl_initial
+from .codec import DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_STATEMENT_SIZE, FrontendParser, ProtocolViolation, parse_sasl_initial
 from .extended import ExtendedQuery, Portal, Statement
 
 log = logging.getLogger(__name__)
@@ -38,9 +38,10 @@ class Session(ExtendedQuery):
     backend_key: tuple[int, int] = (0, 0)
     server_params: dict[str, str] = field(default_factory=dict)
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE
 
     def __post_init__(self):
-        self.parser = FrontendParser(self.max_message_size)
+        self.parser = FrontendParser(self.max_message_size, self.max_statement_size)
         self.state = STARTUP
         self.handler: Handler | None = None
         self.user = self.database = ""
@@ -95,6 +96,8 @@ class Session(ExtendedQuery):
             self._sync()
         elif self._skip_to_sync:
             return
+        elif isinstance(ev, m.StatementTooLong):
+            self._too_long(ev)
         elif isinstance(ev, m.Query):
             await self._simple_query(ev.sql)
         elif isinstance(ev, (m.Parse, m.Bind, m.Describe, m.Execute, m.Close, m.Flush)):
@@ -216,6 +219,17 @@ class Session(ExtendedQuery):
         self.send(m.CommandComplete(tag))
         for k, v in res.parameter_status.items():
             self.send(m.ParameterStatus(k, v))
+
+    def _too_long(self, ev: m.StatementTooLong) -> None:
+        """Refuse a statement the codec dropped unread (54000); the session stays usable:
+        a Query ends with ReadyForQuery, a Parse skips to the next Sync like any error."""
+        self._error(SqlError("54000", f"statement too long: {ev.size} bytes, limit {ev.limit}",
+                             hint="send a shorter statement (the limit is server.limits."
+                                  "max_statement_size)"))
+        if ev.type == b"Q":
+            self.send(m.ReadyForQuery(self.txn))
+        else:
+            self._skip_to_sync = True
 
     # ------------------------------------------------------------------ simple query
     async def _simple_query(self, sql: str) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
 import psycopg
@@ -65,3 +66,52 @@ def test_require_tls_spares_loopback_only():
     from proxy.wire.server import _loopback
     assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("::ffff:127.0.0.1")
     assert not _loopback("10.0.0.5") and not _loopback("192.168.1.2")
+
+
+def test_one_megabyte_statement_refused_before_parsing(duck_service):
+    """A 1 MB statement (a DP query padded with a comment) is refused 54000 by the wire
+    layer, in both protocols, charging nothing; the session then answers normally."""
+    svc = duck_service
+    big = "SELECT COUNT(*) FROM pums WHERE age > 17 /*" + "x" * 1_000_000 + "*/"
+    before = len(svc.gw.ledger.releases("analyst"))
+    with psycopg.connect(svc.dsn("analyst"), autocommit=True) as conn:
+        for prepare in (False, True):
+            with pytest.raises(psycopg.errors.ProgramLimitExceeded,
+                               match=r"statement too long: \d+ bytes, limit 262144"):
+                conn.execute(big, prepare=prepare)
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert len(svc.gw.ledger.releases("analyst")) == before
+
+
+def test_one_megabyte_statements_do_not_stall_other_sessions(duck_service):
+    """Issue 24: 1 MB statements on one connection (refused by size, before parsing) delay a
+    stream of `SELECT 1` on another by < 50 ms at p99."""
+    svc = duck_service
+    big = "SELECT COUNT(*) FROM pums WHERE age > 17 /*" + "x" * 1_000_000 + "*/"
+
+    async def main():
+        a = await asyncpg.connect(svc.url("analyst"))
+        b = await asyncpg.connect(svc.url("analyst"))
+        lat, stop = [], asyncio.Event()
+
+        async def stream():
+            while not stop.is_set() or len(lat) < 200:
+                t = time.perf_counter()
+                assert await a.fetchval("SELECT 1") == 1
+                lat.append(time.perf_counter() - t)
+
+        async def flood():
+            for _ in range(10):
+                with pytest.raises(asyncpg.ProgramLimitExceededError):
+                    await b.execute(big)
+            stop.set()
+        try:
+            await asyncio.gather(stream(), flood())
+        finally:
+            await a.close()
+            await b.close()
+        return sorted(lat)
+
+    lat = asyncio.run(main())
+    p99 = lat[int(0.99 * (len(lat) - 1))]
+    assert p99 < 0.05, f"p99 {p99 * 1000:.1f} ms over {len(lat)} SELECT 1"
