@@ -313,6 +313,11 @@ _SHOW_ALIASES = {"transaction isolation level": "transaction_isolation", "time z
                  "session authorization": "session_authorization"}
 
 
+CATALOG_MEMORY = "256MB"
+"""The emulated catalog's DuckDB memory limit: a catalog query that needs more fails (53200)
+instead of growing the proxy."""
+
+
 class Catalog:
     """The emulated catalog for one config. Thread-safe: each query runs on a cursor
     of its own (the calling user is a variable of that cursor), so a long catalog
@@ -328,7 +333,8 @@ class Catalog:
         self._con = duckdb.connect(":memory:")
         schema.build(self._con, config, database=database, server_version=server_version)
         for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
-                     "SET autoload_known_extensions = false", "SET lock_configuration = true"):
+                     "SET autoload_known_extensions = false", f"SET memory_limit = '{CATALOG_MEMORY}'",
+                     "SET threads = 1", "SET lock_configuration = true"):
             try:
                 self._con.execute(stmt)
             except duckdb.Error:  # pragma: no cover - older/newer DuckDB without the option
