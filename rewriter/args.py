@@ -52,7 +52,7 @@ ALLOWED: dict[type, frozenset[str]] = {
     exp.Ordered: frozenset({"this", "desc", "nulls_first"}),
     exp.Limit: frozenset({"expression"}), exp.Offset: frozenset({"expression"}),
     exp.Where: _ONE, exp.Having: _ONE, exp.From: _ONE,
-    exp.Table: frozenset({"this", "alias", "db", "catalog"}),
+    exp.Table: frozenset({"this", "alias", "db", "catalog", "only"}),   # ONLY: no inheritance here
     exp.TableAlias: _ONE,
     exp.Case: frozenset({"this", "ifs", "default"}), exp.If: frozenset({"this", "true", "false"}),
     exp.WithinGroup: _BIN, exp.PercentileDisc: _ONE, exp.PercentileCont: _ONE,
