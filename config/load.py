@@ -5,7 +5,7 @@ Errors are one line that names the file and the field, e.g.
 Checks that need the rewriter (per-record policies' SQL expressions) run where
 the service loads the config (:func:`proxy.cli.load_service_config`), and the
 mechanisms' set-up tables are computed when the service starts
-(:func:`proxy.release.prepare_mechanisms`).
+(:func:`proxy.pipeline.release.prepare_mechanisms`).
 """
 from __future__ import annotations
 

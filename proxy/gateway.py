@@ -23,10 +23,10 @@ from rewriter import build_plan, parse
 from rewriter.route import Route, route
 from rewriter.template import Templates
 
-from .ledger import open_ledger
-from .release import NoiseReservoir, prepare_mechanisms
-from .orchestrator import Connection
-from .views import Views
+from .stores.ledger import open_ledger
+from .pipeline.release import NoiseReservoir, prepare_mechanisms
+from .pipeline.orchestrator import Connection
+from .pipeline.views import Views
 from .wire.api import SqlError
 
 log = logging.getLogger("dpgate")

@@ -1,5 +1,5 @@
 """`dpgate ldp-load` and `dpgate ldp-perturb`: the command-line side of local-table
-ingestion (the pipeline itself is :mod:`proxy.ldp_load`)."""
+ingestion (the pipeline itself is :mod:`proxy.ingest.ldp_load`)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +9,7 @@ import time
 
 from rewriter.local import Layout, layout
 
-from .ldp_load import (BATCH, Encoder, IngestError, Progress, _batch_len, _csv_batches,
+from ..ingest.ldp_load import (BATCH, Encoder, IngestError, Progress, _batch_len, _csv_batches,
                        _duck_table_batches, _pg_table_batches, load_rows_duckdb,
                        load_rows_postgres)
 
@@ -45,8 +45,8 @@ def _count_lines(path) -> int | None:
 
 def cmd_ldp_load(args) -> int:
     """``dpgate ldp-load --table T (FILE.csv | --from-table SRC | --reports FILE.csv)``."""
-    from .backends import open_backend
-    from .cli import resolve
+    from ..backends import open_backend
+    from .main import resolve
     cfg, state, _ = resolve(args)
     try:
         lay = _local_layout(cfg, args.table)
@@ -106,7 +106,7 @@ def cmd_ldp_load(args) -> int:
 def cmd_ldp_perturb(args) -> int:
     """``dpgate ldp-perturb --table T RAW.csv [-o REPORTS.csv]``: the producer side,
     no server and no backend: raw CSV in, reports CSV out (only the config is read)."""
-    from .cli import resolve
+    from .main import resolve
     cfg, _, _ = resolve(args)
     try:
         lay = _local_layout(cfg, args.table)

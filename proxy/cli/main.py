@@ -25,8 +25,8 @@ from config import Config, ConfigError, load_config, parse_config
 
 from rewriter.per_record import validate_config
 
-from .demo import demo_config_path, demo_passwords
-from .wire.auth import make_verifier
+from ..demo import demo_config_path, demo_passwords
+from ..wire.auth import make_verifier
 
 
 def _demo_config(state_dir: Path) -> tuple[Config, dict[str, str]]:
@@ -49,7 +49,7 @@ def load_service_config(path) -> Config:
 
 def resolve(args) -> tuple[Config, Path, dict[str, str]]:
     """The config (file or demo), the state dir, and demo passwords (if any)."""
-    from .gateway import default_state_dir
+    from ..gateway import default_state_dir
     if args.config:
         cfg = load_service_config(args.config)
         state = Path(args.state_dir or cfg.server.state_dir or default_state_dir())
@@ -60,24 +60,24 @@ def resolve(args) -> tuple[Config, Path, dict[str, str]]:
 
 
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
-    from .gateway import Gateway
-    from .wire.server import Server
+    from ..gateway import Gateway
+    from ..wire.server import Server
 
     gw = Gateway(cfg, state)
     await gw.start()
     if cfg.demo:
-        from . import demo
+        from .. import demo
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
         if gw.backend.dialect == "duckdb":
             await asyncio.to_thread(demo.load_duckdb, gw.backend)
         else:
             await demo.load_postgres(gw.backend)
-        from . import demo_trips      # the `trips` local table, through the bulk LDP path
+        from ..demo import trips as demo_trips     # the `trips` local table, through the bulk LDP path
         if gw.backend.dialect == "duckdb":
             await asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
         else:
             await demo_trips.load_postgres(gw.backend, cfg)
-    from .local import local_guarantees
+    from ..pipeline.local import local_guarantees
     for line in local_guarantees(cfg):
         print(line, flush=True)
     lim = cfg.server.limits
@@ -140,7 +140,7 @@ def _release_signals() -> None:
 
 def cmd_serve(args) -> int:
     cfg, state, pw = resolve(args)
-    from .local import local_guarantees
+    from ..pipeline.local import local_guarantees
     try:
         local_guarantees(cfg)         # an invalid local-table layout is a config error
     except ValueError as e:
@@ -171,7 +171,7 @@ def cmd_hash_password(args) -> int:
 
 
 def cmd_data_version(args) -> int:
-    from .ledger import open_ledger
+    from ..stores.ledger import open_ledger
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
     if args.advance:
@@ -182,7 +182,7 @@ def cmd_data_version(args) -> int:
 
 
 def cmd_budget(args) -> int:
-    from .ledger import open_ledger
+    from ..stores.ledger import open_ledger
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
     print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8}  period")
@@ -201,13 +201,13 @@ def cmd_budget(args) -> int:
 
 
 def cmd_coalition(args) -> int:
-    from .multitier import cmd_coalition as run
+    from ..pipeline.multitier import cmd_coalition as run
     return run(args)
 
 
 def cmd_check(args) -> int:
     cfg = load_service_config(args.file)
-    from .local import local_guarantees
+    from ..pipeline.local import local_guarantees
     try:
         local_guarantees(cfg)
     except ValueError as e:
@@ -247,10 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
-    from .ldp_cli import add_parsers
+    from .ldp import add_parsers
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     args = p.parse_args(argv)
-    from .backends import BackendError
+    from ..backends import BackendError
     try:
         return args.fn(args)
     except ConfigError as e:

@@ -76,7 +76,7 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
         backend.execute_script(f"CREATE TABLE people AS {people_select(n_people, series)}")
     if "purchases" not in have:
         backend.execute_script(f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}")
-    from .demo_accounts import load_duckdb as load_accounts   # per-record DP demo (seed 003)
+    from .accounts import load_duckdb as load_accounts   # per-record DP demo (seed 003)
     load_accounts(backend)
 
 
@@ -100,7 +100,7 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
         if "purchases" not in have:
             series = f"generate_series(0, {PURCHASES_ROWS - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE purchases AS {purchases_select(series)}")
-    from .demo_accounts import load_postgres as load_accounts   # per-record DP demo (seed 003)
+    from .accounts import load_postgres as load_accounts   # per-record DP demo (seed 003)
     await load_accounts(backend)
 
 

@@ -5,7 +5,7 @@ and perturbs them in memory (``mechanisms.metric_ldp.perturb``, the same code a
 data producer runs on its side) and only the report bits (and the public
 columns, as-is) are written to ``<table>_reports``. Used by
 
-* ``INSERT INTO <local table> … VALUES …`` through the proxy (:mod:`proxy.local`);
+* ``INSERT INTO <local table> … VALUES …`` through the proxy (:mod:`proxy.pipeline.local`);
 * ``dpgate ldp-load --table T FILE.csv`` — a raw CSV (header = column names),
   ``--from-table SRC`` — a raw table in the backend, or ``--reports FILE.csv`` —
   reports made elsewhere by the standalone randomizer, loaded as-is. Streaming in

@@ -11,11 +11,11 @@ from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
 
-from .backends import BackendError
-from .ledger import BudgetExceeded
+from ..backends import BackendError
+from ..stores.ledger import BudgetExceeded
 from .per_record import _cell_of
 from .release import _fmt, answer_rows, output_types
-from .wire.api import Column, Description, Result, SqlError
+from ..wire.api import Column, Description, Result, SqlError
 
 __all__ = ["answer_extreme", "describe_extreme", "explain_extreme"]
 

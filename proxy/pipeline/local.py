@@ -1,7 +1,7 @@
 """Local (metric-LDP) tables through the proxy (seed 002, spec 002 §8).
 
 * ``INSERT INTO <local table> … VALUES …``: the proxy buckets and perturbs every
-  row (:class:`proxy.ldp_load.Encoder`, randomness from ``gw.source``) and writes
+  row (:class:`proxy.ingest.ldp_load.Encoder`, randomness from ``gw.source``) and writes
   only the reports to ``<table>_reports`` (created if missing). The raw values
   never reach the backend. INSERT into any other table is refused (42501). Writing
   is a permission: only roles whose config grants the table (``[roles.X] insert =
@@ -39,11 +39,11 @@ from rewriter.local import LocalPlan, layout, plan_local, prefix_width, to_sql
 from rewriter.local_subset import SubsetPlan
 from rewriter.values import literal_value
 
-from .backends import BackendError
-from .ldp_load import Encoder, IngestError, ensure_duckdb, ensure_postgres
+from ..backends import BackendError
+from ..ingest.ldp_load import Encoder, IngestError, ensure_duckdb, ensure_postgres
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_subset import answer_subset, explain_subset
-from .wire.api import Column, Description, Result, SqlError
+from ..wire.api import Column, Description, Result, SqlError
 
 __all__ = ["answer_local", "insert_local", "describe_local", "describe_guarantee", "explain_local",
            "local_guarantees", "ensure_reports", "local_answer"]

@@ -6,7 +6,7 @@ connecting role's tier only: the tier's stored level (its ε, or the nearest LOW
 for a tier added after ingestion — never a higher one), ONE backend scan summing that level's d
 bit columns, then ``(count_j − n f)/(t − f)`` with the MATCHED template's (t, f) (pitfall 10).
 Nothing is charged (the reports were perturbed once at ingestion; answers are post-processing);
-the NOTICE gives the 95% half-width (:func:`proxy.subset_ingest.tier_template`) and the guarantee.
+the NOTICE gives the 95% half-width (:func:`proxy.ingest.subset_ingest.tier_template`) and the guarantee.
 Roles whose tier is not on the column's ladder are refused (42501).
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import math
 
 from rewriter.local_subset import Category, SubsetPlan, subset_sql
 
-from .subset_ingest import estimate_from_counts, tier_template
-from .wire.api import Column, Result, SqlError
+from ..ingest.subset_ingest import estimate_from_counts, tier_template
+from ..wire.api import Column, Result, SqlError
 
 __all__ = ["answer_subset", "explain_subset", "serve_level", "subset_answer", "subset_coalition_rows"]
 

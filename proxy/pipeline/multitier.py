@@ -5,7 +5,7 @@ Tiers that name the same ``ladder`` in the config (demo: bronze ε 0.1, silver
 (paper Alg. 1): on the first request from ANY of them the whole ladder is drawn
 from one backend scan — the root at the ladder's top level is the only data
 access, every lower level is the level above plus a fresh, data-independent
-residual — and persisted (:mod:`proxy.ladder_store`) BEFORE anything is
+residual — and persisted (:mod:`proxy.stores.ladder_store`) BEFORE anything is
 answered. Each role then gets its tier's level; a tier never sees a higher one.
 A coalition of tiers holds a post-processing of its highest level (Thm 4.1,
 data-processing inequality), so it learns at most max ε, not Σε.
@@ -51,10 +51,10 @@ from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.multitier import VectorLadder, make_ladder, nearest_lower_level
 from rewriter.errors import Refusal
 
-from .ladder_store import store_for
-from .ledger import BudgetExceeded
+from ..stores.ladder_store import store_for
+from ..stores.ledger import BudgetExceeded
 from .release import _key, _num, release_groups
-from .wire.api import SqlError
+from ..wire.api import SqlError
 
 __all__ = ["release_multitier", "coalition_rows", "cmd_coalition", "ladder_notice", "explain_ladder_lines",
            "COALITION_COLUMNS",
@@ -386,8 +386,8 @@ def cmd_coalition(args) -> int:
     """``dpgate coalition [--config FILE] [--state-dir DIR]``: the coalition view on the command line."""
     from types import SimpleNamespace
 
-    from .cli import resolve
-    from .ledger import open_ledger
+    from ..cli.main import resolve
+    from ..stores.ledger import open_ledger
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
     try:
@@ -413,4 +413,4 @@ def cmd_coalition(args) -> int:
 
 
 # -- local DP (Subset mechanism), re-exported for the ingestion path ----------
-from .subset_ingest import estimate_group_counts, perturb_row_subset  # noqa: E402
+from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # noqa: E402

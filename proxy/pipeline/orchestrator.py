@@ -26,12 +26,12 @@ from rewriter import build_plan, param_types, parse, to_sql
 from rewriter.errors import ExtremeAggregate, Refusal
 from rewriter.route import Route
 
-from .backends import BackendError
-from .backends.base import CancelSignal
-from .ledger import NANO, BudgetExceeded, LedgerUnavailable
+from ..backends import BackendError
+from ..backends.base import CancelSignal
+from ..stores.ledger import NANO, BudgetExceeded, LedgerUnavailable
 from .release import NoisePool, answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
-from .wire.api import Column, Description, Result, SqlError
+from ..wire.api import Column, Description, Result, SqlError
 
 log = logging.getLogger("dpgate")
 

@@ -8,7 +8,7 @@ ledger is charged tier.epsilon, once (a repeat is free). So a record r loses at
 most (sum of ε charged) × E(r) over a period: the tier budget B bounds every
 record's total loss by B × E(r). With the demo tier (ε 1) E_q = E.
 
-Order of a statement (as for central tables, proxy/orchestrator.py):
+Order of a statement (as for central tables, proxy/pipeline/orchestrator.py):
 plan (rewriter/per_record.py; a refusal charges nothing) → earlier release of the
 same measurement by this role? serve it free → budget pre-check → ONE backend
 scan ``GROUP BY keys, level[, value bucket]`` (MAX/MIN: plus one second round trip
@@ -55,10 +55,10 @@ from rewriter.per_record import (ALLOWED, Policy, PolicyError, PrPlan, build_pr_
                                  pr_param_types, scan_sql, validate_config, validate_policy,
                                  values_sql)
 
-from .backends import BackendError
-from .ledger import BudgetExceeded
+from ..backends import BackendError
+from ..stores.ledger import BudgetExceeded
 from .release import answer_rows, output_types
-from .wire.api import Column, Description, Result, SqlError
+from ..wire.api import Column, Description, Result, SqlError
 
 __all__ = ["answer_per_record", "describe_per_record", "explain_per_record", "validate_policy",
            "validate_config", "check_config", "refuse_ladder"]

@@ -2,8 +2,8 @@
 and (admins only) ``dpgate.coalition``.
 
 A role sees its own rows; an admin role sees every role's. ``dpgate.coalition``
-(multi-tier ladders, :func:`proxy.multitier.coalition_rows`, plus one row per categorical
-Subset column of a local table, :func:`proxy.local_subset.subset_coalition_rows`) is the data
+(multi-tier ladders, :func:`proxy.pipeline.multitier.coalition_rows`, plus one row per categorical
+Subset column of a local table, :func:`proxy.pipeline.local_subset.subset_coalition_rows`) is the data
 owner's view and is refused to other roles. The rows come from the
 ledger (metadata only: never a released value or a true one) and are queried in a
 private in-memory DuckDB, so any read-only SELECT over them works (WHERE, ORDER BY,

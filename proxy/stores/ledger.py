@@ -1,5 +1,5 @@
 """The durable budget ledger and release store (SQLite, WAL; or Postgres for
-proxies that scale out: :mod:`proxy.pgstore` runs this code there).
+proxies that scale out: :mod:`proxy.stores.pgstore` runs this code there).
 
 Write ordering (what makes "no overspend, no re-drawn answer" hold), for
 ``charge_and_record`` (one transaction after the answer exists):
@@ -134,7 +134,7 @@ def period_key(period: str, now: float | None = None) -> str:
 class Ledger:
     """The budget ledger and release store: SQLite by default (one file in the
     state dir; safe across threads and processes sharing it), or Postgres
-    (``dsn``: shared by proxies on several hosts, see :mod:`proxy.pgstore`)."""
+    (``dsn``: shared by proxies on several hosts, see :mod:`proxy.stores.pgstore`)."""
 
     def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate"):
         self.path = Path(path) if path is not None else None

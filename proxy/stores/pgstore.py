@@ -2,7 +2,7 @@
 
 Several dpgate processes (on several hosts) share one budget ledger, release
 store and multi-tier ladder store when ``[ledger] kind = "postgres"``. The
-stores' code is the SQLite code (:mod:`proxy.ledger`, :mod:`proxy.ladder_store`)
+stores' code is the SQLite code (:mod:`proxy.stores.ledger`, :mod:`proxy.stores.ladder_store`)
 run through :class:`PgConnection`, which gives a psycopg connection the part of
 the ``sqlite3`` connection interface they use and translates their few SQLite
 forms, keeping every guarantee:
