@@ -22,7 +22,7 @@ import numpy as np
 from rewriter.local import layout
 from rewriter.local_subset import resolve_stored
 
-from ..ingest.ldp_load import LayoutMismatch, _check_columns, load_rows_duckdb, load_rows_postgres
+from ..ingest.ldp_load import LayoutMismatch, check_columns, load_rows_duckdb, load_rows_postgres
 
 TRIPS_ROWS = 200_000
 SEED = 2002
@@ -107,7 +107,7 @@ def _current(lay, have: list[str]) -> bool:
     """An existing reports table made for this layout (a demo state from before a column was
     added is regenerated: the demo's trips are synthetic)."""
     try:
-        _check_columns(resolve_stored(lay, have), have)     # a tier added later: kept
+        check_columns(resolve_stored(lay, have), have)     # a tier added later: kept
         return True
     except LayoutMismatch:
         return False

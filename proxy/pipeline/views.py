@@ -21,6 +21,9 @@ from sqlglot import exp
 
 from rewriter.errors import Refusal
 
+from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
+from .multitier import coalition_rows
+
 _MENTION = re.compile(r"\bdpgate\s*\.\s*(budget|releases|coalition)\b", re.I)
 
 BUDGET_COLUMNS = [("role", "VARCHAR"), ("tier", "VARCHAR"), ("epsilon_per_query", "DOUBLE"),
@@ -87,9 +90,7 @@ class Views:
                               "read other relations", hint=None)
         coalition = None
         if any(t.name.lower() == "coalition" for t in tree.find_all(exp.Table)):
-            from .multitier import coalition_rows
             ccols, coalition = coalition_rows(self.gw, role)    # refuses non-admin roles (42501)
-            from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
             coalition = list(coalition) + subset_coalition_rows(self.gw)
         for f in tree.find_all(exp.Anonymous):
             raise Refusal("42883", f"function {f.name} is not available here", hint=None)

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .pgstore import PgConnection
+
 NANO = 1_000_000_000
 
 _SCHEMA = """
@@ -90,7 +92,6 @@ class LadderStore:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         if dsn is not None:                           # beside a Postgres ledger (proxy.stores.pgstore)
-            from .pgstore import PgConnection
             self._db = PgConnection(dsn, schema)
         else:
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)

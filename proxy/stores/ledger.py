@@ -55,6 +55,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .errors import LedgerUnavailable  # noqa: F401  (part of this module's API: the pipeline catches it)
+from .pgstore import PgConnection
+
 NANO = 1_000_000_000
 
 _SCHEMA = """
@@ -84,11 +87,6 @@ class BudgetExceeded(Exception):
         super().__init__(f"budget exceeded for role {role}")
         self.role, self.epsilon, self.remaining = role, epsilon, remaining
         self.budget, self.period = budget, period
-
-
-class LedgerUnavailable(Exception):
-    """The ledger's database cannot be reached (a shared Postgres ledger that is
-    down): the statement fails, no answer is released."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +149,6 @@ class Ledger:
 
     def _connect(self, sync: str | None):
         if self.dsn is not None:
-            from .pgstore import PgConnection
             db = PgConnection(self.dsn, self.schema)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)

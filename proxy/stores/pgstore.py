@@ -31,7 +31,7 @@ import re
 import psycopg
 from psycopg import pq, sql as pgsql
 
-from .ledger import LedgerUnavailable
+from .errors import LedgerUnavailable
 
 LOCK_KEY = 0x64706761      # "dpga": the advisory lock every proxy's ledger writes take
 

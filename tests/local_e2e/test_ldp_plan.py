@@ -150,9 +150,10 @@ def test_describe_guarantee_line():
     (np.array([1, 2]), "float", None), (np.array([0.5, 2.25]), "float", None),
     (np.array([1, 2, 1]), "int", [1, 2]), (np.array([1.0, 2.0]), "int", [1, 2, 3])])
 def test_numeric_columns_convert_at_once_like_value_by_value(vals, typ, dom):
-    from proxy.ingest.ldp_load import _public_numeric, _public_value
+    from proxy.ingest.ldp_load import _public_numeric
+    from proxy.ingest.values import public_value
     fast = _public_numeric(vals, typ, dom)
-    slow = [_public_value(v.item(), typ, "c", dom) for v in vals]
+    slow = [public_value(v.item(), typ, "c", dom) for v in vals]
     assert fast == slow and [type(v) for v in fast] == [type(v) for v in slow]
 
 

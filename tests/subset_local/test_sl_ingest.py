@@ -15,7 +15,7 @@ import pytest
 
 from config import load_config
 from mechanisms import SeededSource
-from proxy.ingest.ldp_load import IngestError, _pg_table_batches, load_rows_postgres
+from proxy.ingest.ldp_load import IngestError, pg_table_batches, load_rows_postgres
 from rewriter.local import layout
 
 from support.ldp import run_cli, write_csv as support_write_csv
@@ -173,7 +173,7 @@ def test_postgres_table_source(postgres, tmp_path):
         be = PostgresBackend(postgres.dsn, 2)
         await be.connect()
         try:
-            return await load_rows_postgres(be, lay, _pg_table_batches(be, lay, "sl_staging", 700),
+            return await load_rows_postgres(be, lay, pg_table_batches(be, lay, "sl_staging", 700),
                                             source=SeededSource(5))
         finally:
             await be.close()
