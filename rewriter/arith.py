@@ -30,6 +30,15 @@ ALLOWED_FUNCTIONS = "abs, lower, upper, length, coalesce, least, greatest, round
 Check = Callable[[exp.Expression, Ctx], T]
 
 
+def paren(node: exp.Expression) -> exp.Expression:
+    """Parenthesise compound operands so the tree prints unambiguously."""
+    atomic = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Func, exp.Paren,
+              exp.Parameter, exp.Cast)
+    if isinstance(node, atomic) and not isinstance(node, exp.Connector):
+        return node
+    return exp.Paren(this=node)
+
+
 def _num(t: T, ctx: Ctx, what: str, want: str | None = "float") -> T:
     t = ctx.settle(t, want)
     if t.type not in NUMERIC and t.type is not None:
@@ -69,7 +78,6 @@ def _fold(value: float) -> T:
 
 
 def _binary(kind: type, a: T, b: T) -> exp.Expression:
-    from .predicate import paren
     return kind(this=paren(a.node), expression=paren(b.node))
 
 
@@ -140,7 +148,6 @@ def _mod(a: T, b: T) -> T:
 
 def _neg(node: exp.Neg, ctx: Ctx, check: Check) -> T:
     a = _double(_num(check(node.this, ctx), ctx, "unary minus"))
-    from .predicate import paren
     return replace(a, node=exp.Neg(this=paren(a.node)))
 
 

@@ -251,7 +251,7 @@ def _refuse(state: str, msg: str) -> Refusal:
     return Refusal(state, msg, hint=ALLOWED)
 
 
-def _substitute(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, str | None]]]:
+def substitute_extremes(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, str | None]]]:
     """A copy with MAX/MIN read as SUM (unaliased select items keep their name), and the
     list of (func, column sql) of the aggregates in the select list."""
     expr = expr.copy()
@@ -275,7 +275,7 @@ def _substitute(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, s
 
 def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = None) -> PrPlan:
     """Validate a statement on a per-record table (Refusal with a SQLSTATE otherwise)."""
-    sub, found = _substitute(expr)
+    sub, found = substitute_extremes(expr)
     kinds = {f for f, _ in found}
     extreme = next((f for f in ("max", "min") if f in kinds), None)
     try:
@@ -316,7 +316,7 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
 
 def pr_param_types(expr: exp.Expression, config: Config):
     """The $n types of a per-record statement (Describe before Bind)."""
-    return param_types(_substitute(expr)[0], config)
+    return param_types(substitute_extremes(expr)[0], config)
 
 
 # -- backend SQL --------------------------------------------------------------------

@@ -31,6 +31,8 @@ from collections import OrderedDict
 
 from sqlglot import exp
 
+from . import build_plan, to_sql
+from .parsing import parse, tokenize
 from .plan import Plan
 
 _MAX_DIGITS = 9                                  # values < 2**31: int in every dialect
@@ -156,7 +158,6 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
     asc, desc = _ASC[:n], _DESC[:n]
     try:
         a_text = _fill(sql, spans, asc)
-        from . import parse
         if not _positions_ok(parse(a_text), n):
             return None
         a, b = build(a_text), build(_fill(sql, spans, desc))
@@ -200,7 +201,6 @@ class Templates:
         """The plan of ``sql`` (no parameters): filled from its key's template, or
         planned in full (refusals raise as from ``build_plan``), deriving the
         key's template the first time."""
-        from . import build_plan, parse, to_sql, tokenize
         tokens = tokenize(sql)
         masked = mask(tokens) if tokens else None
         distinct = masked is not None and len(set(masked[1])) == len(masked[1])
