@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -192,5 +193,4 @@ class Gateway:
 
 def statement_fingerprint(sql: str) -> str:
     """The statement log's fingerprint: sha256 of the whitespace-normalised text (12 hex)."""
-    import hashlib
     return hashlib.sha256(" ".join(sql.split()).encode()).hexdigest()[:12]

@@ -19,6 +19,7 @@ import threading
 from typing import Literal
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
 from .plan import GroupKey, Measure, Plan
 from .values import to_node
@@ -56,7 +57,6 @@ def _generator(dialect: str):
     gens = _LOCAL.__dict__.setdefault("gens", {})
     gen = gens.get(dialect)
     if gen is None:
-        from sqlglot.dialects.dialect import Dialect
         gen = gens[dialect] = Dialect.get_or_raise(dialect).generator(identify=True)
     return gen
 

@@ -34,6 +34,7 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config, Table
 from mechanisms.per_record import (Levels, PrivacyFunction, ValueBuckets, clamp_sql,
@@ -192,7 +193,6 @@ def check_expression(text: str, table_name: str, table: Table) -> exp.Expression
         parsed = sqlglot.parse_one(text, read="postgres")
     except (SqlglotError, ValueError) as e:
         raise Refusal("42601", f"the expression does not parse: {str(e).splitlines()[0]}") from None
-    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
     parsed = normalize_identifiers(parsed, dialect="postgres")
     if isinstance(parsed, (exp.Select, exp.Query)) or parsed.find(exp.Select, exp.Subquery):
         raise Refusal("42601", "the expression must be a scalar expression, not a query")
