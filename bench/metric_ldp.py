@@ -237,17 +237,17 @@ def latency(N, rng):
 
 def latency_served(N):
     """Query latency through dpgate's own path for local tables (rewriter.local plan ->
-    ONE SQL scan -> proxy.local post-processing) over N reports of the demo `trips`
+    ONE SQL scan -> proxy.pipeline.local post-processing) over N reports of the demo `trips`
     table (D = 3 joint group hour x distance x fare), loaded with the bulk ingestion
-    path (proxy.ldp_load), beside a raw COUNT(*) on the same report table."""
+    path (proxy.ingest.ldp_load), beside a raw COUNT(*) on the same report table."""
     import tempfile
     import tomllib
 
     from config import parse_config
-    from proxy import demo_trips
+    from proxy.demo import trips as demo_trips
     from proxy.backends import DuckDBBackend
-    from proxy.ldp_load import load_rows_duckdb
-    from proxy.local import local_answer
+    from proxy.ingest.ldp_load import load_rows_duckdb
+    from proxy.pipeline.local import local_answer
     from rewriter import parse
     from rewriter.local import layout, plan_local, to_sql
 
@@ -328,7 +328,7 @@ def main(argv=None):
     n_srv, t_load, lat_srv = latency_served(N)
     print(f"\n== dpgate's served path over {n_srv:.0e} reports of the demo `trips` table (DuckDB file, "
           f"D=3 joint group, 56 report bits), median of 3 ==")
-    print(f"bulk load (proxy.ldp_load, perturb + insert): {t_load:.1f} s = "
+    print(f"bulk load (proxy.ingest.ldp_load, perturb + insert): {t_load:.1f} s = "
           f"{n_srv / t_load * 60 / 1e6:.1f}M rows/min (goal >= 1M rows/min)")
     raw = lat_srv["raw COUNT(*) of the reports"]
     for k, v in lat_srv.items():

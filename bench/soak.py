@@ -249,7 +249,7 @@ class Soak:
 
     def _check(self, key, rows, notes, role) -> None:
         """A first answer is kept; any later one (a repeat, or a concurrent twin) must equal it."""
-        from proxy.ledger import period_key
+        from proxy.stores.ledger import period_key
         charged = [float(m.group(1)) for n in notes for m in [re.search(r"ε charged ([0-9.e-]+)", n)] if m]
         if charged and charged[0] > 0:
             self.charged[(role, period_key("day"))] += charged[0]
@@ -303,7 +303,7 @@ class Soak:
 def ledger_check(path: Path | None, budgets: dict[str, float], dsn: str | None = None) -> tuple[bool, list[str]]:
     """Integrity (spend = releases + open reservations, per role and period) and
     no overspend (spend ≤ budget), straight from the ledger (SQLite file or Postgres)."""
-    from proxy.ledger import NANO, Ledger
+    from proxy.stores.ledger import NANO, Ledger
     led = Ledger(path, dsn=dsn)
     ok = led.integrity_check()
     db = led._db

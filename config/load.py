@@ -3,9 +3,9 @@
 Errors are one line that names the file and the field, e.g.
 ``dpgate.toml: tables.pums.columns.age.lower: Input should be a valid number``.
 Checks that need the rewriter (per-record policies' SQL expressions) run where
-the service loads the config (:func:`proxy.cli.load_service_config`), and the
+the service loads the config (:func:`proxy.cli.service.load_service_config`), and the
 mechanisms' set-up tables are computed when the service starts
-(:func:`proxy.release.prepare_mechanisms`).
+(:func:`proxy.pipeline.release.prepare_mechanisms`).
 """
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def as_epsilon(epsilon: Real) -> Fraction:
     return Fraction(epsilon)
 
 
-def _as_int_bound(x: Real) -> int:
+def as_int_bound(x: Real) -> int:
     """Integer bound; integral floats (e.g. ``0.0`` from a config) are accepted."""
     if isinstance(x, float) and x.is_integer():
         return int(x)
@@ -196,7 +196,7 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
     def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
         self.integer = bool(integer)
         if self.integer:
-            lower, upper = _as_int_bound(lower), _as_int_bound(upper)
+            lower, upper = as_int_bound(lower), as_int_bound(upper)
         else:
             lower, upper = float(lower), float(upper)
             if not (math.isfinite(lower) and math.isfinite(upper)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -23,10 +24,10 @@ from rewriter import build_plan, parse
 from rewriter.route import Route, route
 from rewriter.template import Templates
 
-from .ledger import open_ledger
-from .release import NoiseReservoir, prepare_mechanisms
-from .orchestrator import Connection
-from .views import Views
+from .stores.ledger import open_ledger
+from .pipeline.release import NoiseReservoir, prepare_mechanisms
+from .pipeline.orchestrator import Connection
+from .pipeline.views import Views
 from .wire.api import SqlError
 
 log = logging.getLogger("dpgate")
@@ -193,5 +194,4 @@ class Gateway:
 
 def statement_fingerprint(sql: str) -> str:
     """The statement log's fingerprint: sha256 of the whitespace-normalised text (12 hex)."""
-    import hashlib
     return hashlib.sha256(" ".join(sql.split()).encode()).hexdigest()[:12]

@@ -34,6 +34,15 @@ ALLOWED_FUNCTIONS = "abs, lower, upper, length, coalesce, least, greatest, round
 Check = Callable[[exp.Expression, Ctx], T]
 
 
+def paren(node: exp.Expression) -> exp.Expression:
+    """Parenthesise compound operands so the tree prints unambiguously."""
+    atomic = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Func, exp.Paren,
+              exp.Parameter, exp.Cast)
+    if isinstance(node, atomic) and not isinstance(node, exp.Connector):
+        return node
+    return exp.Paren(this=node)
+
+
 def _num(t: T, ctx: Ctx, what: str, want: str | None = "float") -> T:
     t = ctx.settle(t, want)
     if t.type not in NUMERIC and t.type is not None:
@@ -128,7 +137,6 @@ def _fold(value: float, typ: str | None = None) -> T:
 
 
 def _binary(kind: type, a: T, b: T) -> exp.Expression:
-    from .predicate import paren
     return kind(this=paren(a.node), expression=paren(b.node))
 
 
@@ -257,7 +265,6 @@ def _neg(node: exp.Neg, ctx: Ctx, check: Check) -> T:
     a = _double(_num(check(node.this, ctx), ctx, "unary minus"))
     if a.is_literal:          # -(NULL), -(1 + 2): folded (Postgres cannot type "- NULL")
         return a if a.value is None else replace(a, node=to_node(-a.value), value=-a.value)
-    from .predicate import paren
     return replace(a, node=exp.Neg(this=paren(a.node)))
 
 

@@ -19,6 +19,7 @@ import threading
 from typing import Literal
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
 from .plan import GroupKey, Measure, Plan
 from .values import to_node
@@ -56,7 +57,6 @@ def _generator(dialect: str):
     gens = _LOCAL.__dict__.setdefault("gens", {})
     gen = gens.get(dialect)
     if gen is None:
-        from sqlglot.dialects.dialect import Dialect
         gen = gens[dialect] = Dialect.get_or_raise(dialect).generator(identify=True)
     return gen
 
@@ -82,7 +82,7 @@ def build(plan: Plan) -> exp.Select:
                 for j in range(len(plan.measures))]
         return exp.select(*[c.as_(f"m{j + 1}") for j, c in enumerate(cols)]).from_(
             scan.subquery("a", copy=False), copy=False)
-    keys = [_key(g) for g in plan.group_by]
+    keys = [group_key_sql(g) for g in plan.group_by]
     scan = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)],
                       *scan.expressions).from_(source, copy=False)
     if plan.where is not None:
@@ -101,7 +101,8 @@ def build(plan: Plan) -> exp.Select:
     return out.with_("d", as_=cells, copy=False).with_("a", as_=scan, copy=False)
 
 
-def _key(g: GroupKey) -> exp.Expression:
+def group_key_sql(g: GroupKey) -> exp.Expression:
+    """A group key's column in the scan (a float key cast to DOUBLE, as its domain is)."""
     col = exp.column(g.column, quoted=True)
     return exp.Cast(this=col, to=DOUBLE.copy()) if g.type == "float" else col
 

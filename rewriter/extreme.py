@@ -20,9 +20,10 @@ from sqlglot import exp
 
 from config import Config
 
-from .emit import DOUBLE, _key
+from . import build_plan, param_types
+from .emit import DOUBLE, group_key_sql
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
-from .per_record import _substitute
+from .per_record import substitute_extremes
 from .plan import Plan
 from .values import to_node
 
@@ -54,8 +55,7 @@ def _refuse(msg: str) -> Refusal:
 
 
 def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None = None) -> ExtremePlan:
-    from . import build_plan
-    sub, found = _substitute(expr)
+    sub, found = substitute_extremes(expr)
     kinds = [f for f, _ in found]
     try:
         plan = build_plan(sub, config, params)
@@ -73,8 +73,7 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
 
 
 def extreme_param_types(expr: exp.Expression, config: Config):
-    from . import param_types
-    return param_types(_substitute(expr)[0], config)
+    return param_types(substitute_extremes(expr)[0], config)
 
 
 def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_step: bool,
@@ -97,7 +96,7 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
         offset = exp.Floor(this=exp.Div(this=exp.Paren(this=offset),
                                         expression=exp.Cast(this=to_node(float(step)), to=DOUBLE.copy())))
     v = exp.Cast(this=offset, to=exp.DataType.build("bigint"))
-    keys = [_key(g) for g in plan.group_by]
+    keys = [group_key_sql(g) for g in plan.group_by]
     q = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], v.as_("v"),
                    exp.Count(this=exp.Star()).as_("n")).from_(exp.to_table(plan.source))
     cond = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))

@@ -66,13 +66,14 @@ from .errors import (DATATYPE_MISMATCH, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
 from .plan import GroupKey
 from .scope import Ctx
-from .select import MAX_CELLS
 from .values import literal_value
-from .local_weights import LOCAL_ALLOWED, _refuse, bucket_weights
-from .local_subset import SubsetPlan, make_categories, plan_subset
+from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
 from .local_options import LocalOptions, resolve
+from .local_sql import prefix_width, qcol, to_sql
+from .local_subset import SubsetPlan, make_categories, plan_subset
+from .local_weights import LOCAL_ALLOWED, bucket_weights, refuse_local
 
-__all__ = ["Layout", "Group", "layout", "LocalPlan", "LocalAgg", "plan_local", "to_sql",
+__all__ = ["Layout", "Group", "layout", "LocalPlan", "LocalAgg", "plan_local", "to_sql", "prefix_width",
            "bucket_weights", "LOCAL_ALLOWED", "SQL_TYPES"]
 
 SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}
@@ -248,14 +249,6 @@ class LocalAgg:
 
 
 @dataclass(frozen=True)
-class LocalOutput:
-    name: str
-    source: str        # "group" | "aggregate"
-    index: int
-    type: str
-
-
-@dataclass(frozen=True)
 class LocalPlan:
     layout: Layout
     where: exp.Expression | None         # public predicate (validated, rewriter AST)
@@ -277,10 +270,6 @@ class LocalPlan:
         return n
 
 
-def _columns_in(node: exp.Expression, ctx: Ctx) -> set[str]:
-    return {ctx.column(c).node.name for c in node.find_all(exp.Column)}
-
-
 def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
                overrides: tuple = ()) -> LocalPlan | SubsetPlan:
     """Validate a SELECT over a local table and plan its one report scan (a statement that
@@ -294,7 +283,7 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
     name, qualifiers = shape.resolve_table(select, config)
     table = config.tables[name]
     if table.mode != "local":
-        raise _refuse(f"table {name} is not a local table.", DENIED)
+        raise refuse_local(f"table {name} is not a local table.", DENIED)
     lay = layout(name, table, config.tiers)
     ctx = Ctx(name, table, qualifiers, None if params is None else list(params))
     cats = {c.name for c in lay.categories} & {c.name for c in select.find_all(exp.Column)}
@@ -310,18 +299,18 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
         for c in conj:
             if c.find(exp.AggFunc):
                 raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
-            cols = _columns_in(c, ctx)
+            cols = columns_in(c, ctx)
             priv = {x for x in cols if lay.is_private(x)}
             if not priv:
                 public_parts.append(c)
                 continue
             if len(priv) > 1 or cols - priv:
-                raise _refuse("each WHERE condition on a private column must mention that one "
+                raise refuse_local("each WHERE condition on a private column must mention that one "
                               f"column only ({', '.join(sorted(cols))} appear together); combine "
                               "conditions on different columns with AND.")
             col = priv.pop()
             if col == lay.weight:
-                raise _refuse(f"{col} is a private weight; it can be summed (SUM({col})) but not "
+                raise refuse_local(f"{col} is a private weight; it can be summed (SUM({col})) but not "
                               "filtered on.")
             private_parts.setdefault(col, []).append(c)
     where = None
@@ -339,12 +328,12 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
     where_groups = {lay.where[c][0] for c in private}
     if len(where_groups) > 1:
         cols = ", ".join(sorted(private))
-        raise _refuse(f"{cols} are collected in different groups, so a range over them together "
+        raise refuse_local(f"{cols} are collected in different groups, so a range over them together "
                       "cannot be estimated (spec §7.8); list them in one local.joint group, or "
                       "query one group at a time.")
 
     # select list
-    groups = _group_by(select, ctx, lay)
+    groups = plan_group_by(select, ctx, lay)
     gidx = {g.column: i for i, g in enumerate(groups)}
     aggs: list[LocalAgg] = []
     outs: list[LocalOutput] = []
@@ -354,12 +343,12 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
         while isinstance(node, exp.Paren):
             node = node.this
         if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
-            raise _refuse("SELECT * returns raw rows and is not allowed; select aggregates such "
+            raise refuse_local("SELECT * returns raw rows and is not allowed; select aggregates such "
                           "as COUNT(*).", DENIED)
         if isinstance(node, exp.Column):
             col = ctx.column(node).node.name
             if col not in gidx:
-                raise _refuse(f"column {col} is selected but not grouped; raw column values are "
+                raise refuse_local(f"column {col} is selected but not grouped; raw column values are "
                               "never returned.", DENIED)
             g = groups[gidx[col]]
             outs.append(LocalOutput(alias or col, "group", gidx[col], g.type))
@@ -371,9 +360,9 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
         outs.append(LocalOutput(alias or _default_name(node), "aggregate", len(aggs) - 1,
                                 agg.out_type))
     if not aggs:
-        raise _refuse("select at least one aggregate (COUNT, SUM, AVG, percentile_disc).")
-    order = _order_by(select, outs)
-    limit, offset = _limit(select, ctx)
+        raise refuse_local("select at least one aggregate (COUNT, SUM, AVG, percentile_disc).")
+    order = plan_order_by(select, outs)
+    limit, offset = plan_limit(select, ctx)
     ctx.check_count()
     ptypes = tuple(ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1))
     return LocalPlan(lay, where, private, groups, tuple(aggs), tuple(outs), order, limit, offset,
@@ -386,52 +375,13 @@ def _default_name(node: exp.Expression) -> str:
     return node.key if isinstance(node, exp.AggFunc) else "?column?"
 
 
-def _group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, ...]:
-    group = select.args.get("group")
-    if group is None:
-        return ()
-    if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
-        raise _refuse("GROUP BY ROLLUP/CUBE/GROUPING SETS are not supported.")
-    understood(group)
-    keys = {}
-    aliases = {i.alias: i.unalias() for i in select.expressions if isinstance(i, exp.Alias)}
-    for node in group.expressions:
-        if isinstance(node, exp.Literal) and node.is_int:
-            pos = int(node.this)
-            if not 1 <= pos <= len(select.expressions):
-                raise Refusal("42P10", f"GROUP BY position {pos} is not in the select list.")
-            node = select.expressions[pos - 1].unalias()
-        elif isinstance(node, exp.Column) and not node.table and node.name in aliases \
-                and node.name not in lay.table.columns:
-            node = aliases[node.name]
-        if not isinstance(node, exp.Column):
-            raise _refuse("GROUP BY takes public columns with a declared domain.", DENIED)
-        col = ctx.column(node).node.name
-        if lay.is_private(col):
-            raise _refuse(f"GROUP BY {col} is not served: {col} is private (only perturbed reports "
-                          "are stored); group by a public column, or ask for ranges of "
-                          f"{col} in WHERE (or percentile_disc).")
-        spec = lay.table.columns[col]
-        if spec.public_domain is None:
-            raise _refuse(f"GROUP BY {col} is not allowed: column {col} has no public domain; "
-                          "declare one in the config.", DENIED)
-        keys[col] = GroupKey(col, spec.type, spec.public_domain)
-    out = tuple(keys[k] for k in sorted(keys))
-    cells = 1
-    for g in out:
-        cells *= len(g.domain)
-    if cells > MAX_CELLS:
-        raise Refusal("54000", f"GROUP BY has {cells} cells; at most {MAX_CELLS} are allowed.")
-    return out
-
-
 def _base(lay: Layout, g: int, private: dict) -> list:
     grp = lay.groups[g]
     return [private.get(c) for c in grp.columns]
 
 
 def _expr_private_col(node: exp.Expression, ctx: Ctx, lay: Layout) -> tuple[str | None, set[str]]:
-    cols = _columns_in(node, ctx)
+    cols = columns_in(node, ctx)
     priv = {c for c in cols if lay.is_private(c)}
     return (next(iter(priv)) if len(priv) == 1 else None), cols
 
@@ -441,23 +391,23 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
     if isinstance(node, exp.WithinGroup):
         return _percentile(node, ctx, lay, private, wg)
     if isinstance(node, exp.Filter):
-        raise _refuse("aggregate FILTER (WHERE …) is not supported; use WHERE.")
+        raise refuse_local("aggregate FILTER (WHERE …) is not supported; use WHERE.")
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
         if isinstance(node, (exp.Max, exp.Min)):
-            raise _refuse(f"{node.key.upper()} is not served on a local table (a single extreme "
+            raise refuse_local(f"{node.key.upper()} is not served on a local table (a single extreme "
                           "report says nothing); use percentile_disc(0.99) WITHIN GROUP "
                           "(ORDER BY col).")
         if isinstance(node, exp.AggFunc):
-            raise _refuse(f"aggregate {node.sql_name().lower()}() is not supported on a local "
+            raise refuse_local(f"aggregate {node.sql_name().lower()}() is not supported on a local "
                           "table.")
         if node.find(exp.AggFunc):
-            raise _refuse("expressions over aggregates are not supported; select the aggregate "
+            raise refuse_local("expressions over aggregates are not supported; select the aggregate "
                           "itself.")
-        raise _refuse(f"select item {node.sql('postgres')} would return raw row values; select "
+        raise refuse_local(f"select item {node.sql('postgres')} would return raw row values; select "
                       "group keys and aggregates only.", DENIED)
     func, arg = node.key, node.this
     if isinstance(arg, exp.Distinct):
-        raise _refuse(f"{func.upper()}(DISTINCT …) is not supported.")
+        raise refuse_local(f"{func.upper()}(DISTINCT …) is not supported.")
     understood(node)
     label = node.sql("postgres").lower()
     if func == "count":
@@ -469,25 +419,25 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
             return LocalAgg("est", label, "int", group=wg, query=Query(tuple(_base(lay, wg, private))),
                             func="count")
         if not isinstance(arg, exp.Column):
-            raise _refuse("COUNT takes * or a column.")
+            raise refuse_local("COUNT takes * or a column.")
         col = ctx.column(arg).node.name
-        q = _qcol(col)
+        q = qcol(col)
         if wg is None:
             return LocalAgg("exact", label, "int", exact_sql=f"COUNT({q})", func="count")
         return LocalAgg("est", label, "int", group=wg, query=Query(tuple(_base(lay, wg, private))),
                         row_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END", func="count")
     pcol, cols = _expr_private_col(arg, ctx, lay)
     if len({c for c in cols if lay.is_private(c)}) > 1:
-        raise _refuse(f"{func.upper()} over an expression of several private columns is not "
+        raise refuse_local(f"{func.upper()} over an expression of several private columns is not "
                       "served; use one private column per aggregate.")
     if pcol is None:                                   # public weight (§3.9)
         if not isinstance(arg, exp.Column):
-            raise _refuse(f"{func.upper()} takes a public numeric column or an expression of one "
+            raise refuse_local(f"{func.upper()} takes a public numeric column or an expression of one "
                           "private column.")
         col = ctx.column(arg).node.name
         if lay.col_type(col) not in ("int", "float"):
             raise Refusal(DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column.")
-        q = _qcol(col)
+        q = qcol(col)
         out_type = "int" if (func == "sum" and lay.col_type(col) == "int" and wg is None) else "float"
         if wg is None:
             sql = f"SUM({q})" if func == "sum" else f"AVG(CAST({q} AS DOUBLE PRECISION))"
@@ -500,13 +450,13 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
                         den_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END", func="avg")
     g, d = lay.where[pcol]
     if wg is not None and wg != g:
-        raise _refuse(f"{pcol} and the WHERE ranges are collected in different groups; a joint "
+        raise refuse_local(f"{pcol} and the WHERE ranges are collected in different groups; a joint "
                       "estimate needs one local.joint group (spec §7.8).")
     grp = lay.groups[g]
     base = _base(lay, g, private)
     if pcol == lay.weight:                                 # private weight (§3.9, paper 4.3.2)
         if not isinstance(arg, exp.Column):
-            raise _refuse(f"the private weight {pcol} can only be summed as SUM({pcol}).")
+            raise refuse_local(f"the private weight {pcol} can only be summed as SUM({pcol}).")
         q = private_weight_sum_query(grp.spec, Query(tuple(base)))
         if func == "sum":
             return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
@@ -525,24 +475,24 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
 def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg) -> LocalAgg:
     fn = understood(node).this
     if not isinstance(fn, (exp.PercentileDisc, exp.PercentileCont)):
-        raise _refuse("WITHIN GROUP is served for percentile_disc and percentile_cont only.")
+        raise refuse_local("WITHIN GROUP is served for percentile_disc and percentile_cont only.")
     understood(fn)
     order = node.expression
     if not isinstance(order, exp.Order) or len(order.expressions) != 1:
-        raise _refuse("percentile_… WITHIN GROUP takes ORDER BY one private column.")
+        raise refuse_local("percentile_… WITHIN GROUP takes ORDER BY one private column.")
     ordered = understood(understood(order).expressions[0])
     if not isinstance(ordered.this, exp.Column):
-        raise _refuse("percentile_… WITHIN GROUP (ORDER BY col) takes a private column.")
+        raise refuse_local("percentile_… WITHIN GROUP (ORDER BY col) takes a private column.")
     col = ctx.column(ordered.this).node.name
     if not lay.is_private(col) or col == lay.weight:
-        raise _refuse(f"percentiles are served for private (non-weight) columns; {col} is not one.")
+        raise refuse_local(f"percentiles are served for private (non-weight) columns; {col} is not one.")
     p_node = fn.this
     ok, p = literal_value(p_node)
     if isinstance(p_node, exp.Parameter):
         t = ctx.settle(ctx.param(p_node), "float")
         ok, p = True, (t.value if t.is_literal else 0.5)
     if not ok or isinstance(p, (bool, str)) or p is None:
-        raise _refuse("percentile_…(p) takes a number p in [0, 1] (one fraction, not an array).")
+        raise refuse_local("percentile_…(p) takes a number p in [0, 1] (one fraction, not an array).")
     p = float(p)
     if not 0.0 <= p <= 1.0:
         raise Refusal("22003", f"percentile value {p:g} is not between 0 and 1.", hint=None)
@@ -550,7 +500,7 @@ def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg)
         p = 1.0 - p
     g, d = lay.where[col]
     if wg is not None and wg != g:
-        raise _refuse(f"{col} and the WHERE ranges are collected in different groups; a joint "
+        raise refuse_local(f"{col} and the WHERE ranges are collected in different groups; a joint "
                       "estimate needs one local.joint group (spec §7.8).")
     dim = lay.groups[g].spec.dims[d]
     base = _base(lay, g, private)
@@ -577,29 +527,3 @@ def _represent(agg: LocalAgg, lay: Layout, point: str) -> LocalAgg:
     return replace(agg, represent={"midpoint": "mid", "upper": "upper"}[point])
 
 
-def _order_by(select: exp.Select, outs: list[LocalOutput]) -> tuple:
-    order = select.args.get("order")
-    if order is None:
-        return ()
-    res = []
-    for o in understood(order).expressions:
-        node, idx = understood(o).this, None
-        if isinstance(node, exp.Literal) and node.is_int:
-            idx = int(node.this) - 1
-            if not 0 <= idx < len(outs):
-                raise Refusal("42P10", f"ORDER BY position {idx + 1} is not in the select list.")
-        elif isinstance(node, exp.Column) and not node.table:
-            idx = next((i for i, out in enumerate(outs) if out.name == node.name), None)
-        if idx is None:
-            raise _refuse("ORDER BY takes output columns of a local-table query: an alias, a "
-                          "position or a group column name.")
-        res.append((idx, bool(o.args.get("desc"))))
-    return tuple(res)
-
-
-def _limit(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
-    from .select import limit_offset
-    return limit_offset(select, ctx)
-
-
-from .local_sql import ScanColumns, _qcol, prefix_width, to_sql  # noqa: E402,F401  (needs LocalPlan)

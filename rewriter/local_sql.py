@@ -12,7 +12,8 @@ from mechanisms.metric_ldp.estimators import dim_affine
 if TYPE_CHECKING:
     from .local import LocalPlan
 
-def _qcol(name: str) -> str:
+def qcol(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -29,7 +30,7 @@ def to_sql(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
     """ONE aggregate scan over the report table: group keys, COUNT(*), then per
     aggregate its estimate(s), the unbiased variance estimate and public-weight maxima."""
     lay = plan.layout
-    sel = [_qcol(g.column) for g in plan.group_by]
+    sel = [qcol(g.column) for g in plan.group_by]
     sel.append("COUNT(*)")
     slots = []
 
@@ -58,11 +59,11 @@ def to_sql(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
                 s["den"] = add(_den_sql(spec, a.den, est, None))
                 s["prefix"] = [add(estimate_sql(spec, q, est)) for q in a.prefixes]
         slots.append(s)
-    sql = f"SELECT {', '.join(sel)} FROM {_qcol(lay.reports)}"
+    sql = f"SELECT {', '.join(sel)} FROM {qcol(lay.reports)}"
     if plan.where is not None:
         sql += f" WHERE {plan.where.sql(dialect=dialect, identify=True)}"
     if plan.group_by:
-        sql += " GROUP BY " + ", ".join(_qcol(g.column) for g in plan.group_by)
+        sql += " GROUP BY " + ", ".join(qcol(g.column) for g in plan.group_by)
     return sql, ScanColumns(len(plan.group_by), len(plan.group_by), tuple(slots))
 
 

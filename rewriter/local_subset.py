@@ -24,6 +24,7 @@ from sqlglot import exp
 from mechanisms.multitier import SubsetLadder
 
 from . import predicate
+from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
 from .errors import GROUPING_ERROR, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .scope import Ctx
 
@@ -155,7 +156,6 @@ def _refuse(msg: str, state: str = "0A000") -> Refusal:
 
 def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> SubsetPlan:
     """Validate a SELECT that mentions Subset column(s) ``cat_names`` (already resolved)."""
-    from .local import LocalOutput, _columns_in, _group_by, _limit, _order_by
     if len(cat_names) > 1:
         raise _refuse(f"{', '.join(sorted(cat_names))} are perturbed independently; query one "
                       "categorical column at a time.")
@@ -165,12 +165,12 @@ def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> Subse
     if w is not None:
         if w.this.find(exp.AggFunc):
             raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
-        bad = sorted(c for c in _columns_in(w.this, ctx) if c not in lay.public)
+        bad = sorted(c for c in columns_in(w.this, ctx) if c not in lay.public)
         if bad:
             raise _refuse(f"WHERE on {', '.join(bad)} is not served with GROUP BY {cat}: only public "
                           f"columns can filter the {cat} reports.")
         where = predicate.where(w.this, ctx)
-    groups = _group_by(select, ctx, lay)
+    groups = plan_group_by(select, ctx, lay)
     names = [g.column for g in groups]
     if cat not in names:
         raise _refuse(f"{cat} is a private categorical column; it is only served as "
@@ -195,8 +195,8 @@ def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> Subse
                       "public group columns and COUNT(*).", DENIED if not node.find(exp.AggFunc) else "0A000")
     if not any(o.source == "aggregate" for o in outs):
         raise _refuse(f"select COUNT(*) with GROUP BY {cat}.")
-    order = _order_by(select, outs)
-    limit, offset = _limit(select, ctx)
+    order = plan_order_by(select, outs)
+    limit, offset = plan_limit(select, ctx)
     ctx.check_count()
     ptypes = tuple(ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1))
     return SubsetPlan(lay, cat, where, groups, gidx[cat], tuple(outs), order, limit, offset, ptypes)

@@ -33,7 +33,8 @@ _CMP = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt", 
 _ARITH = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul"}
 
 
-def _refuse(msg: str, state: str = UNSUPPORTED) -> Refusal:
+def refuse_local(msg: str, state: str = UNSUPPORTED) -> Refusal:
+    """A refusal of a local-table SELECT, with the hint of what such a SELECT may say."""
     return Refusal(state, msg, hint=LOCAL_ALLOWED)
 
 
@@ -51,7 +52,7 @@ class _Compile:
         ok, v = literal_value(node)
         if ok:
             if v is None or isinstance(v, (bool, str)):
-                raise _refuse(f"{node.sql('postgres')} is not a number; private column {self.col} "
+                raise refuse_local(f"{node.sql('postgres')} is not a number; private column {self.col} "
                               "is compared with numbers only.", DATATYPE_MISMATCH)
             return float(v)
         if isinstance(node, exp.Parameter):
@@ -59,7 +60,7 @@ class _Compile:
             if not t.is_literal:
                 return 0.0                       # describe: the value is not known yet
             if t.value is None:
-                raise _refuse(f"parameter ${t.param} is NULL; compare {self.col} with numbers.",
+                raise refuse_local(f"parameter ${t.param} is NULL; compare {self.col} with numbers.",
                               DATATYPE_MISMATCH)
             return float(t.value)
         if isinstance(node, exp.Neg):
@@ -91,24 +92,24 @@ class _Compile:
         if isinstance(node, exp.Div):
             d = self.const(node.expression)
             if d is None or d == 0:
-                raise _refuse("division in an expression over a private column needs a non-zero "
+                raise refuse_local("division in an expression over a private column needs a non-zero "
                               "number as divisor.")
             return ("div", self.value(node.this), d)
         if isinstance(node, exp.Case):
             if node.this is not None:
-                raise _refuse("CASE x WHEN … is not supported here; write CASE WHEN x = … THEN ….")
+                raise refuse_local("CASE x WHEN … is not supported here; write CASE WHEN x = … THEN ….")
             if not node.args.get("default"):
-                raise _refuse("CASE over a private column needs an ELSE branch (NULL is not "
+                raise refuse_local("CASE over a private column needs an ELSE branch (NULL is not "
                               "summed here).")
             ifs = tuple((self.truth(understood(b).this), self.value(b.args["true"]))
                         for b in node.args.get("ifs") or [])
             return ("case", ifs, self.value(node.args["default"]))
         if isinstance(node, exp.If):
             if node.args.get("false") is None:
-                raise _refuse("IF over a private column needs an else value.")
+                raise refuse_local("IF over a private column needs an else value.")
             return ("case", ((self.truth(node.this), self.value(node.args["true"])),),
                     self.value(node.args["false"]))
-        raise _refuse(f"{node.sql('postgres')} is not supported in an expression over private "
+        raise refuse_local(f"{node.sql('postgres')} is not supported in an expression over private "
                       f"column {self.col}; use the column, numbers, + - * /, and CASE WHEN.")
 
     def truth(self, node: exp.Expression) -> tuple:
@@ -129,29 +130,29 @@ class _Compile:
             return (_CMP[type(node)], self.value(node.this), self.value(node.expression))
         if isinstance(node, exp.Between):
             if node.args.get("symmetric"):
-                raise _refuse("BETWEEN SYMMETRIC is not supported.")
+                raise refuse_local("BETWEEN SYMMETRIC is not supported.")
             return ("between", self.value(node.this), self.value(node.args["low"]),
                     self.value(node.args["high"]))
         if isinstance(node, exp.In):
             if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-                raise _refuse("IN takes a list of numbers here.", DENIED)
+                raise refuse_local("IN takes a list of numbers here.", DENIED)
             self._exact("IN")
             items = []
             for item in node.expressions:
                 c = self.const(item)
                 if c is None:
-                    raise _refuse("IN (…) on a private column takes numbers only.")
+                    raise refuse_local("IN (…) on a private column takes numbers only.")
                 items.append(c)
             return ("in", self.value(node.this), tuple(items))
         if isinstance(node, exp.Is):
-            raise _refuse(f"private column {self.col} is never NULL in the reports (NULLs follow "
+            raise refuse_local(f"private column {self.col} is never NULL in the reports (NULLs follow "
                           "the table's null_policy at ingestion); IS [NOT] NULL is not served.")
-        raise _refuse(f"{node.sql('postgres')} is not a supported condition on private column "
+        raise refuse_local(f"{node.sql('postgres')} is not a supported condition on private column "
                       f"{self.col}; use comparisons with numbers, BETWEEN, AND/OR/NOT.")
 
     def _exact(self, what: str) -> None:
         if self.col_type != "int":
-            raise _refuse(f"{what} on the continuous private column {self.col} is not served "
+            raise refuse_local(f"{what} on the continuous private column {self.col} is not served "
                           "(spec §8): its values are only known to a bucket; use a range such as "
                           f"{self.col} BETWEEN a AND b.")
 

@@ -34,6 +34,7 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config, Table
 from mechanisms.per_record import (Levels, PrivacyFunction, ValueBuckets, clamp_sql,
@@ -193,7 +194,6 @@ def check_expression(text: str, table_name: str, table: Table) -> exp.Expression
         parsed = sqlglot.parse_one(text, read="postgres")
     except (SqlglotError, ValueError) as e:
         raise Refusal("42601", f"the expression does not parse: {str(e).splitlines()[0]}") from None
-    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
     parsed = normalize_identifiers(parsed, dialect="postgres")
     if isinstance(parsed, (exp.Select, exp.Query)) or parsed.find(exp.Select, exp.Subquery):
         raise Refusal("42601", "the expression must be a scalar expression, not a query")
@@ -254,7 +254,7 @@ def _refuse(state: str, msg: str) -> Refusal:
     return Refusal(state, msg, hint=ALLOWED)
 
 
-def _substitute(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, str | None]]]:
+def substitute_extremes(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, str | None]]]:
     """A copy with MAX/MIN read as SUM (unaliased select items keep their name), and the
     list of (func, column sql) of the aggregates in the select list."""
     expr = expr.copy()
@@ -278,7 +278,7 @@ def _substitute(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, s
 
 def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = None) -> PrPlan:
     """Validate a statement on a per-record table (Refusal with a SQLSTATE otherwise)."""
-    sub, found = _substitute(expr)
+    sub, found = substitute_extremes(expr)
     kinds = {f for f, _ in found}
     extreme = next((f for f in ("max", "min") if f in kinds), None)
     try:
@@ -319,7 +319,7 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
 
 def pr_param_types(expr: exp.Expression, config: Config):
     """The $n types of a per-record statement (Describe before Bind)."""
-    return param_types(_substitute(expr)[0], config)
+    return param_types(substitute_extremes(expr)[0], config)
 
 
 # -- backend SQL --------------------------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
 
 ColumnType = Literal["int", "float", "text", "bool"]
 
@@ -178,7 +179,6 @@ def _generator():
     ``Expression.sql(dialect="postgres", normalize=True)`` builds per call)."""
     gen = getattr(_LOCAL, "gen", None)
     if gen is None:
-        from sqlglot.dialects.postgres import Postgres
         gen = _LOCAL.gen = Postgres().generator(normalize=True)
     return gen
 

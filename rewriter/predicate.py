@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from . import arith
 from .args import ALLOWED, sql_name, understood
+from .arith import paren
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
 from .scope import NUMERIC, Ctx, T, literal
@@ -85,15 +86,6 @@ def boolean(t: T, ctx: Ctx, where_: str) -> T:
     if t.type not in ("bool", None):
         raise Refusal(DATATYPE_MISMATCH, f"argument of {where_} must be boolean, not {t.type}.")
     return t
-
-
-def paren(node: exp.Expression) -> exp.Expression:
-    """Parenthesise compound operands so the tree prints unambiguously."""
-    atomic = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Func, exp.Paren,
-              exp.Parameter, exp.Cast)
-    if isinstance(node, atomic) and not isinstance(node, exp.Connector):
-        return node
-    return exp.Paren(this=node)
 
 
 def _connective(node: exp.Connector, ctx: Ctx) -> T:

@@ -31,6 +31,7 @@ from collections import OrderedDict
 
 from sqlglot import exp
 
+import rewriter      # the package's parse / build_plan / to_sql, looked up at each call (one hook sees every parse)
 from .plan import Plan
 
 _MAX_DIGITS = 9                                  # values < 2**31: int in every dialect
@@ -156,8 +157,7 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
     asc, desc = _ASC[:n], _DESC[:n]
     try:
         a_text = _fill(sql, spans, asc)
-        from . import parse
-        if not _positions_ok(parse(a_text), n):
+        if not _positions_ok(rewriter.parse(a_text), n):
             return None
         a, b = build(a_text), build(_fill(sql, spans, desc))
     except Exception:  # noqa: BLE001 - a refusal or anything else: no template
@@ -200,19 +200,18 @@ class Templates:
         """The plan of ``sql`` (no parameters): filled from its key's template, or
         planned in full (refusals raise as from ``build_plan``), deriving the
         key's template the first time."""
-        from . import build_plan, parse, to_sql, tokenize
-        tokens = tokenize(sql)
+        tokens = rewriter.tokenize(sql)
         masked = mask(tokens) if tokens else None
         distinct = masked is not None and len(set(masked[1])) == len(masked[1])
         tpl = self.get(masked[0]) if distinct else None
         if tpl:
             self.filled += 1
             return tpl.fill(masked[1])
-        plan = build_plan(parse(sql), config, None, copy=False)
+        plan = rewriter.build_plan(rewriter.parse(sql), config, None, copy=False)
         if tpl is False:                    # first statement of this key
             self.put(masked[0], derive(sql, masked[2], masked[1], plan,
-                                       lambda text: build_plan(parse(text), config, None, copy=False),
-                                       to_sql, (dialect,)))
+                                       lambda text: rewriter.build_plan(rewriter.parse(text), config, None, copy=False),
+                                       rewriter.to_sql, (dialect,)))
         return plan
 
     def get(self, key):

@@ -1,6 +1,8 @@
-"""The layers of README "Layout" hold: import-linter's contracts in pyproject.toml
-(config imports nothing of ours; mechanisms no SQL, I/O or service; the rewriter no
-service, backend or numpy; the wire layer no DP)."""
+"""The layers of README "Layout" and ARCHITECTURE.md hold: import-linter's contracts in
+pyproject.toml (config imports nothing of ours; mechanisms no SQL, I/O or service; the
+rewriter no service, backend or numpy; the wire layer no DP; the service's layers
+cli > gateway | demo > pipeline > stores | ingest | backends | catalog > wire; no import
+cycles between the modules of any package)."""
 from __future__ import annotations
 
 import shutil

@@ -33,7 +33,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..measurements import Measurement, Release, _as_int_bound, as_epsilon
+from ..measurements import Measurement, Release, as_epsilon, as_int_bound
 
 __all__ = ["MeanRelease", "mean_from_ratio", "GridMean", "POLICY"]
 
@@ -70,7 +70,7 @@ class GridMean(Measurement):
         self.epsilon_exact = as_epsilon(epsilon)
         self.integer = bool(integer)
         if self.integer:
-            lower, upper = _as_int_bound(lower), _as_int_bound(upper)
+            lower, upper = as_int_bound(lower), as_int_bound(upper)
         else:
             lower, upper = float(lower), float(upper)
             if not (math.isfinite(lower) and math.isfinite(upper)):

@@ -137,7 +137,7 @@ def estimate_sql(spec: GroupSpec, query: Query, estimator: str = "known_n",
     return _agg_sql(spec, query, _est(estimator), row_weight)
 
 
-def _prefix_matrix(R: np.ndarray, spec: GroupSpec, d: int, estimator: str) -> np.ndarray:
+def prefix_matrix(R: np.ndarray, spec: GroupSpec, d: int, estimator: str) -> np.ndarray:
     """Reference per-record Phat_1..Phat_m (n x m) from phi (spec 3.5), on +-1 reports."""
     n, m = R.shape[0], spec.dims[d].m
     if spec.mechanism == "M3":
@@ -164,7 +164,7 @@ def estimate_numpy(reports: np.ndarray, spec: GroupSpec, query: Query,
             prod = prod * ((rep[:, s] / spec.grid) @ w)
             continue
         R = 2.0 * rep[:, s] - 1.0 if spec.mechanism == "M4" else rep[:, s].astype(float)
-        prod = prod * (_prefix_matrix(R, spec, d, estimator) @ (w - np.append(w[1:], 0.0)))
+        prod = prod * (prefix_matrix(R, spec, d, estimator) @ (w - np.append(w[1:], 0.0)))
     if row_weights is not None:
         prod = prod * np.asarray(row_weights, dtype=float)
     return float(query.scale * prod.sum())

@@ -13,7 +13,7 @@ from functools import reduce
 
 import numpy as np
 
-from .estimators import _prefix_matrix
+from .estimators import prefix_matrix
 from .spec import GroupSpec
 
 __all__ = ["B1", "B1_inv", "B_kron", "B_kron_inv", "observations", "cell_estimates_matrix",
@@ -81,7 +81,7 @@ def cell_estimates(reports: np.ndarray, spec: GroupSpec, estimator: str = "paper
     """All single-cell estimates via the product form: g_{i,d}[x] = Phat_x - Phat_{x-1}."""
     gs = []
     for d, R in enumerate(_pm(reports, spec)):
-        P = _prefix_matrix(R, spec, d, estimator)
+        P = prefix_matrix(R, spec, d, estimator)
         gs.append(np.diff(P, axis=1, prepend=0.0))
     return _sum_outer(gs, spec.ms)
 

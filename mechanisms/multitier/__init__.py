@@ -8,7 +8,8 @@ Coalition loss of any set of tiers = max eps (Thm 4.1, DPI).
 """
 
 from .continuous import Gaussian, Laplace, Skellam
-from .families import (REFUSED, MSDLap, NoiseFamily, TSG, get_family,
+from .registry import get_family
+from .families import (REFUSED, MSDLap, NoiseFamily, TSG,
                        tsg_residual, tsg_residual_weights)
 from .ladder import Ladder, SumGrid, VectorLadder, descending_levels, make_ladder, nearest_lower_level
 from .subset import (SubsetLadder, Template, estimate_counts, expansion, optimal_k, rescale, rescale_beta,

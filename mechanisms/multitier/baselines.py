@@ -15,7 +15,8 @@ from typing import Callable, Optional, Sequence
 
 
 from ..rng import RandomSource, default_source
-from .families import NoiseFamily, get_family
+from .families import NoiseFamily
+from .registry import get_family
 from .ladder import Ladder, descending_levels
 from .subset import optimal_k, subset_variance
 

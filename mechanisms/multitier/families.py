@@ -27,7 +27,7 @@ from ..measurements import as_epsilon
 from ..rng import RandomSource
 from ..samplers import bernoulli_exp, discrete_laplace
 
-__all__ = ["NoiseFamily", "TSG", "MSDLap", "tsg_residual_weights", "tsg_residual", "get_family", "REFUSED"]
+__all__ = ["NoiseFamily", "TSG", "MSDLap", "tsg_residual_weights", "tsg_residual", "REFUSED", "ALIASES"]
 
 REFUSED = {
     "discrete_gaussian": "the discrete Gaussian has no valid residual (paper Remark 4.1, spec 3.6: "
@@ -35,8 +35,9 @@ REFUSED = {
     "staircase": "the staircase mechanism has no valid residual (paper App. F, spec 3.7: CF ratio "
                  "2.8->1.0 has |R(5 pi)| = 1.44 > 1); use 'tsg' or 'laplace'",
 }
-_ALIASES = {"geometric": "tsg", "discrete_laplace": "tsg", "dlap": "tsg", "dgauss": "discrete_gaussian",
+ALIASES = {"geometric": "tsg", "discrete_laplace": "tsg", "dlap": "tsg", "dgauss": "discrete_gaussian",
             "dg": "discrete_gaussian", "koufogiannis": "laplace"}
+"""Other names a config may give a family (resolved by :func:`.registry.get_family`)."""
 
 
 def _bern_ratio(a: Fraction, b: Fraction, source: RandomSource) -> bool:
@@ -273,16 +274,3 @@ class MSDLap(NoiseFamily):
     def residual_variance(self, eps_hi, eps_lo):
         return self.variance(eps_lo) - self.variance(eps_hi)
 
-
-def get_family(family, sensitivity: Real = 1, **kw) -> NoiseFamily:
-    """Family by name (config time). DG and staircase are refused (spec 3.6-3.7)."""
-    if isinstance(family, NoiseFamily):
-        return family
-    key = _ALIASES.get(str(family).lower(), str(family).lower())
-    if key in REFUSED:
-        raise ValueError(f"noise family {family!r} cannot be used for multi-tier release: {REFUSED[key]}")
-    from .continuous import Gaussian, Laplace, Skellam
-    families = {"tsg": TSG, "msdlap": MSDLap, "laplace": Laplace, "gaussian": Gaussian, "skellam": Skellam}
-    if key not in families:
-        raise ValueError(f"unknown noise family {family!r}; choose one of {sorted(families)}")
-    return families[key](sensitivity, **kw)

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..measurements import Release, as_epsilon
 from ..rng import RandomSource, default_source
-from .families import NoiseFamily, get_family
+from .families import NoiseFamily
+from .registry import get_family
 
 __all__ = ["Ladder", "make_ladder", "nearest_lower_level", "VectorLadder", "SumGrid", "descending_levels",
            "tsg_bridge_closed"]

@@ -32,7 +32,7 @@ __all__ = ["PrDPCount", "ExtensionSum"]
 Counts = Union[LevelHistogram, Mapping[int, int], Sequence[int]]
 
 
-def _weight(w) -> Fraction:
+def exact_weight(w) -> Fraction:
     """The exact rational value of the weight (a float is taken at its binary value)."""
     f = Fraction(w) if isinstance(w, Fraction) else Fraction(float(w))
     if not (f > 0 and float(f) < float("inf")):
@@ -90,7 +90,7 @@ class PrDPCount(_ScanMechanism):
         if not 0 < beta < 1:
             raise ValueError("beta must be in (0, 1)")
         self.levels = levels
-        self.weight = _weight(weight)
+        self.weight = exact_weight(weight)
         self.scan = LevelScan(levels.lo, [1] * levels.L, self.weight, beta)
 
     def record_epsilon(self, e) -> np.ndarray:
@@ -120,7 +120,7 @@ class ExtensionSum(_ScanMechanism):
         if not 0 < beta < 1:
             raise ValueError("beta must be in (0, 1)")
         self.pf = pf
-        self.weight = _weight(weight)
+        self.weight = exact_weight(weight)
         self.levels = levels or Levels.for_function(pf)
         mono = pf.monotone if monotone is None else monotone
         U = pf.U

@@ -27,7 +27,7 @@ from ..exact_choice import exp_weighted_index
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
 from .core import LevelHistogram, LevelScan, PrRelease, as_int, tail_k
-from .count import _weight
+from .count import exact_weight
 from .levels import Levels, ValueBuckets
 
 __all__ = ["clipped_sum", "universal_sum", "shifted_rank_max", "EpsTauEstimator", "FrameworkSum", "FrameworkMax"]
@@ -102,7 +102,7 @@ class EpsTauEstimator:
         if not 0 < beta < 1:
             raise ValueError("beta must be in (0, 1)")
         self.levels, self.beta = levels, beta
-        self.weight = _weight(weight)
+        self.weight = exact_weight(weight)
         self.scan = LevelScan(levels.lo, [1] * levels.L, self.weight / 2, beta / 2)
 
     def select(self, level_counts: Sequence[int], source: Optional[RandomSource]) -> int:

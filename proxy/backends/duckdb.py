@@ -7,6 +7,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import logging
+import re
 import threading
 import time
 import weakref
@@ -47,7 +48,6 @@ class _Scan:
 
 
 def _open_error(path: str, e: Exception) -> str:
-    import re
     msg = str(e)
     held = re.search(r"Conflicting lock is held in (.*?) \(PID (\d+)\)", msg)
     if held:

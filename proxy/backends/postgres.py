@@ -11,7 +11,7 @@ import math
 import time
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .base import BackendError, BackendTimeout
 
@@ -126,5 +126,4 @@ class PostgresBackend:
 
 
 def psycopg_pool_timeout():
-    from psycopg_pool import PoolTimeout
     return PoolTimeout

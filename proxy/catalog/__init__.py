@@ -18,7 +18,8 @@ from sqlglot import exp
 from config.models import Config
 
 from . import schema
-from .schema import INFO_SCHEMA_RELATIONS, MACRO_NAMES, RELATIONS, VIEWS
+from .macros import MACRO_NAMES, create_macros
+from .schema import INFO_SCHEMA_RELATIONS, RELATIONS, VIEWS
 
 __all__ = ["Catalog", "CatalogError"]
 
@@ -332,6 +333,7 @@ class Catalog:
         self._lock = threading.Lock()
         self._con = duckdb.connect(":memory:")
         schema.build(self._con, config, database=database, server_version=server_version)
+        create_macros(self._con, database, server_version)
         for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
                      "SET autoload_known_extensions = false", f"SET memory_limit = '{CATALOG_MEMORY}'",
                      "SET threads = 1", "SET lock_configuration = true"):

@@ -8,7 +8,8 @@ import duckdb
 from .schema import CATALOG_RELATION_OIDS, RELATIONS, VIEWS
 
 
-def _macros(con: duckdb.DuckDBPyConnection, database: str, server_version: str) -> None:
+def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version: str) -> None:
+    """Create the ``pgc_*`` macros in ``con``, after :func:`proxy.catalog.schema.build`."""
     db = database.replace("'", "''")
     version = (f"PostgreSQL {server_version} (dpgate differentially-private gateway) "
                f"on x86_64-pc-linux-gnu, 64-bit").replace("'", "''")

@@ -10,7 +10,7 @@ import duckdb
 
 from config.models import Config
 
-from .pg_types import PG_RANGES, PG_TYPE_COLUMNS, PG_TYPES
+from .pg_types import PG_RANGE_COLUMNS, PG_RANGES, PG_TYPE_COLUMNS, PG_TYPES
 
 # oids -----------------------------------------------------------------------------
 NS_PG_CATALOG = 11
@@ -272,7 +272,8 @@ def _ddl_type(pgtype: str) -> str:
 
 
 def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, server_version: str) -> None:
-    """Create and fill the emulated catalog in ``con``."""
+    """Create and fill the emulated catalog's relations in ``con`` (its functions, which read
+    them: :func:`proxy.catalog.macros.create_macros`, run after this)."""
     con.execute("CREATE SCHEMA pgc")
     con.execute("CREATE SCHEMA pgc_is")
     # the user of the current call: a variable of each query's own cursor (no shared state)
@@ -338,7 +339,6 @@ def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, serv
         t.pop("fmt"), t.pop("fmt_null")
         t.update(typnamespace=NS_PG_CATALOG, typowner=USER_OID, typisdefined=True, typnotnull=False)
         types.append(t)
-    from .pg_types import PG_RANGE_COLUMNS
     insert("pg_range", [dict(zip(PG_RANGE_COLUMNS, r)) for r in PG_RANGES])
 
     classes, attrs, descs = [], [], []
@@ -390,7 +390,6 @@ def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, serv
                     [(r[0], r[PG_TYPE_COLUMNS.index("fmt")], r[PG_TYPE_COLUMNS.index("fmt_null")]) for r in PG_TYPES])
 
     _info_schema(con, database)
-    _macros(con, database, server_version)
 
 
 def _info_schema(con: duckdb.DuckDBPyConnection, database: str) -> None:
@@ -474,6 +473,3 @@ def _info_schema(con: duckdb.DuckDBPyConnection, database: str) -> None:
     for name, cols in empty.items():
         body = ", ".join(f'"{c}" {"INTEGER" if c in ("ordinal_position", "position_in_unique_constraint") else "VARCHAR"}' for c in cols)
         con.execute(f"CREATE TABLE pgc_is.{name} ({body})")
-
-
-from .macros import MACRO_NAMES, _macros  # noqa: E402,F401  (re-exported)

@@ -12,11 +12,11 @@ import psycopg
 import pytest
 
 CATALOG_PARAMS = (
-    "needs proxy/orchestrator.py Connection._describe to give a catalog statement's $n parameters "
+    "needs proxy/pipeline/orchestrator.py Connection._describe to give a catalog statement's $n parameters "
     "types (Catalog.param_types(sql)): asyncpg and pg8000 Parse without types, Describe, then Bind "
     "and get 'the server expects 0 arguments' / 'bind message supplies 1 parameters'")
 SESSION_STATEMENTS = (
-    "needs proxy/statements.py to answer SAVEPOINT / RELEASE / ROLLBACK TO with a quoted name "
+    "needs proxy/pipeline/statements.py to answer SAVEPOINT / RELEASE / ROLLBACK TO with a quoted name "
     "(psycopg 3 transactions send SAVEPOINT \"_pg3_1\"), CLOSE ALL and UNLISTEN * (asyncpg's pool "
     "reset) locally")
 

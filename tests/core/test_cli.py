@@ -57,7 +57,7 @@ def test_data_version_and_budget(tmp_path, capsys):
     assert main(["budget", "--state-dir", state]) == 0
     out = capsys.readouterr().out
     assert "analyst" in out and "50" in out and "never recorded" not in out
-    from proxy.ledger import Ledger
+    from proxy.stores.ledger import Ledger
     led = Ledger(tmp_path / "ledger.sqlite3")
     led.reserve(role="analyst", epsilon=1.0, budget=50.0, period="day")   # a crash before record
     led.close()
@@ -116,7 +116,7 @@ def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
 def test_budget_and_data_version_on_a_shared_postgres_ledger(tmp_path, capsys, postgres):
     """`dpgate budget` / `data-version` act on the ledger the config names."""
     import uuid
-    from proxy.ledger import Ledger
+    from proxy.stores.ledger import Ledger
     schema = "cli_" + uuid.uuid4().hex[:8]
     text = ('[server]\nauth = "trust"\nstate_dir = "state"\n[tiers.d]\nepsilon = 1\nbudget = 50\nperiod = "day"\n'
             '[roles.analyst]\ntier = "d"\n[tables.t.columns]\nage = { type = "int", lower = 0, upper = 9 }\n'

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from proxy.statements import SessionState
+from proxy.pipeline.statements import SessionState
 from proxy.wire import types as t
 from proxy.wire.api import SqlError
 from rewriter.errors import Refusal

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from proxy.ledger import BudgetExceeded, Ledger, period_key
+from proxy.stores.ledger import BudgetExceeded, Ledger, period_key
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -250,7 +250,7 @@ def test_a_postgres_ledger_that_goes_away_fails_clearly_and_reconnects(tmp_path)
     """A shared ledger server restarting: calls raise LedgerUnavailable (nothing is
     charged by the failed call), and the next call after it is back reconnects."""
     from support.pg import TempPostgres
-    from proxy.ledger import LedgerUnavailable
+    from proxy.stores.ledger import LedgerUnavailable
     pg = TempPostgres().start()
     try:
         led = Ledger(None, dsn=pg.dsn, schema="outage")

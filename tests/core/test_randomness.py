@@ -3,7 +3,7 @@ one, and released noise differs between two fresh gateways on the same data."""
 from __future__ import annotations
 
 from mechanisms import SystemRandomSource
-from proxy.release import noisy_answer
+from proxy.pipeline.release import noisy_answer
 from rewriter import build_plan, parse
 
 
@@ -40,7 +40,7 @@ def test_noise_drawn_ahead_equals_live_noise_for_the_same_randomness():
     the same order as drawing live, so with one seed both answers are identical:
     the pre-drawn path releases exactly the mechanisms' law."""
     from mechanisms import SeededSource
-    from proxy.release import NoisePool
+    from proxy.pipeline.release import NoisePool
     plan = _plan()
     cells = [(0, 480, 21_000_000.0, 480, 19_000), (1, 520, 18_500_000.0, 520, 21_500)]
     pool = NoisePool(plan, 1.0, SeededSource(11))
@@ -54,7 +54,7 @@ def test_noise_drawn_ahead_equals_live_noise_for_the_same_randomness():
 
 def test_a_noise_pool_is_used_once_and_never_refilled_after_use():
     from mechanisms import SeededSource
-    from proxy.release import NoisePool
+    from proxy.pipeline.release import NoisePool
     plan = _plan()
     cells = [(0, 480, 21_000_000.0, 480, 19_000), (1, 520, 18_500_000.0, 520, 21_500)]
     pool = NoisePool(plan, 1.0, SeededSource(3))
@@ -78,7 +78,7 @@ def test_reservoir_noise_has_the_live_law():
     """One measurement: the reservoir consumes the source exactly as a live release
     would (draw per cell, in order), so with one seed the answers are identical."""
     from mechanisms import SeededSource
-    from proxy.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.release import NoisePool, NoiseReservoir
     plan = _count_plan()
     cells = [(0, 480), (1, 520)]
     reservoir = NoiseReservoir(SeededSource(11))
@@ -93,7 +93,7 @@ def test_reservoir_noise_has_the_live_law():
 
 def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
     from mechanisms import SeededSource
-    from proxy.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.release import NoisePool, NoiseReservoir
     plan = _plan()
     reservoir = NoiseReservoir(SeededSource(1))
     first = NoisePool(plan, 1.0, SeededSource(2), reservoir)
@@ -109,7 +109,7 @@ def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
 
 def test_reservoir_is_bounded():
     from mechanisms import GeometricCount, SeededSource
-    from proxy.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.release import NoisePool, NoiseReservoir
     reservoir = NoiseReservoir(SeededSource(4))
     m = GeometricCount(1.0)
     reservoir.refill([m], 10 ** 6)
@@ -125,7 +125,7 @@ def test_server_refills_the_reservoir_after_a_reply(duck_service):
     loop callback); the next statement of that shape takes it."""
     import time
     import psycopg
-    from proxy.release import NoiseReservoir
+    from proxy.pipeline.release import NoiseReservoir
     reservoir = duck_service.gw.reservoir
     taken, take = [], reservoir.take
     reservoir.take = lambda m, n: taken.append(len(got := take(m, n))) or got
@@ -155,7 +155,7 @@ def test_reservoir_waits_while_a_scan_runs():
     one top-up per shape runs at a time."""
     import asyncio
     from mechanisms import GeometricCount, SeededSource
-    from proxy.release import NoiseReservoir
+    from proxy.pipeline.release import NoiseReservoir
 
     async def main():
         loop = asyncio.get_running_loop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from proxy.statements import SessionState, split
+from proxy.pipeline.statements import SessionState, split
 from rewriter.errors import Refusal
 
 
@@ -73,5 +73,5 @@ def test_local_table_settings_are_checked_at_set_time():
 @settings(max_examples=500, deadline=None)
 def test_split_fast_path_equals_the_scanner(sql):
     """Without ; quotes, comments or $, split() skips the character scanner: same result."""
-    from proxy.statements import _scan
+    from proxy.pipeline.statements import _scan
     assert split(sql) == _scan(sql)

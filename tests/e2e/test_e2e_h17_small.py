@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from proxy.orchestrator import Connection
+from proxy.pipeline.orchestrator import Connection
 from proxy.wire.api import SqlError
 
 TOPC = "SELECT race FROM pums GROUP BY race ORDER BY COUNT(*) DESC LIMIT 2"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from proxy import demo_accounts
+from proxy.demo import accounts as demo_accounts
 
 TRICKS = [
     'SELECT COUNT(*) AS "from pums" FROM accounts WHERE balance >= 421048',

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 from mechanisms import SeededSource
-from proxy import views as views_mod
-from proxy.ledger import NANO
+from proxy.pipeline import views as views_mod
+from proxy.stores.ledger import NANO
 from rewriter.errors import Refusal
 
 ROLES = ("analyst", "other", "tiny", "admin")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bench.soak import ledger_check
-from proxy.ledger import NANO, Ledger
+from proxy.stores.ledger import NANO, Ledger
 
 
 def test_ledger_check_sees_overspend_and_broken_integrity(tmp_path):

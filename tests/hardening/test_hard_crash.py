@@ -104,7 +104,7 @@ def test_kill_dash_9_twenty_times(tmp_path):
         for t in threads:
             t.join()
 
-    from proxy.ledger import Ledger
+    from proxy.stores.ledger import Ledger
     led = Ledger(tmp_path / "ledger.sqlite3")
     assert led.integrity_check()                   # spend total == stored releases + open reservations
     n_released = len(led.releases("analyst", limit=10_000))

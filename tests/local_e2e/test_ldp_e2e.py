@@ -244,7 +244,7 @@ def test_refusals(ldp):
 
 
 def test_extended_protocol_insert_and_query(ldp):
-    from proxy import orchestrator
+    from proxy.pipeline import orchestrator
     if "describe_local" not in inspect.getsource(orchestrator.Connection._describe):
         pytest.skip("orchestrator Describe hook for local tables not applied yet")
     with psycopg.connect(ldp.dsn(), autocommit=True) as conn:

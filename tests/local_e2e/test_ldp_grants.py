@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from config import ConfigError, load_config, parse_config
-from proxy import local
+from proxy.pipeline import local
 from proxy.demo import demo_config_path
-from proxy.local import RowBucket
-from proxy.orchestrator import Connection
+from proxy.pipeline.local import RowBucket
+from proxy.pipeline.orchestrator import Connection
 from proxy.wire.api import SqlError
 
 ROW = "(8, 3.2, 12.5, 1, 'card', 1, 'midtown')"

@@ -13,8 +13,8 @@ import pytest
 
 from config import load_config, parse_config
 from mechanisms import SeededSource
-from proxy import demo_trips
-from proxy.local import local_answer
+from proxy.demo import trips as demo_trips
+from proxy.pipeline.local import local_answer
 from rewriter import parse
 from rewriter.local import plan_local, to_sql
 

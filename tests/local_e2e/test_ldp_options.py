@@ -14,8 +14,8 @@ from config import parse_config
 from config.load import ConfigError, load_config
 from mechanisms import SeededSource
 from mechanisms.metric_ldp import isotonic, pava
-from proxy.ldp_load import Encoder, ensure_duckdb, write_duckdb
-from proxy.local import local_answer
+from proxy.ingest.ldp_load import Encoder, ensure_duckdb, write_duckdb
+from proxy.pipeline.local import local_answer
 from rewriter import parse
 from rewriter.errors import Refusal
 from rewriter.local import layout, plan_local, to_sql

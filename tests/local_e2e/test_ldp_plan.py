@@ -10,8 +10,8 @@ import pytest
 from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.metric_ldp import estimate_numpy
-from proxy.ldp_load import Encoder, ensure_duckdb, write_duckdb
-from proxy.local import local_answer
+from proxy.ingest.ldp_load import Encoder, ensure_duckdb, write_duckdb
+from proxy.pipeline.local import local_answer
 from rewriter import parse
 from rewriter.errors import Refusal
 from rewriter.local import layout, plan_local, to_sql
@@ -138,7 +138,7 @@ def test_layout_validation(over, msg):
 
 
 def test_describe_guarantee_line():
-    from proxy.local import describe_guarantee
+    from proxy.pipeline.local import describe_guarantee
     cfg = cfg_with()
     line = describe_guarantee("tl", cfg.tables["tl"])
     assert "E(x,x') = 1·|Δbucket(x)| + 1·|Δbucket(y)| + 1·|Δbucket(z)|" in line
@@ -150,9 +150,10 @@ def test_describe_guarantee_line():
     (np.array([1, 2]), "float", None), (np.array([0.5, 2.25]), "float", None),
     (np.array([1, 2, 1]), "int", [1, 2]), (np.array([1.0, 2.0]), "int", [1, 2, 3])])
 def test_numeric_columns_convert_at_once_like_value_by_value(vals, typ, dom):
-    from proxy.ldp_load import _public_numeric, _public_value
+    from proxy.ingest.ldp_load import _public_numeric
+    from proxy.ingest.values import public_value
     fast = _public_numeric(vals, typ, dom)
-    slow = [_public_value(v.item(), typ, "c", dom) for v in vals]
+    slow = [public_value(v.item(), typ, "c", dom) for v in vals]
     assert fast == slow and [type(v) for v in fast] == [type(v) for v in slow]
 
 
@@ -164,5 +165,5 @@ def test_numeric_columns_fall_back_to_the_checked_path(vals, typ, dom):
     """Anything the value-by-value path might refuse or convert differently goes there
     (so its error names the value): a fraction for an int, NaN/inf, a huge float,
     a value outside the domain, non-numeric arrays, plain lists."""
-    from proxy.ldp_load import _public_numeric
+    from proxy.ingest.ldp_load import _public_numeric
     assert _public_numeric(vals, typ, dom) is None

@@ -107,9 +107,9 @@ def test_single_flight_waiters_share_one_result_and_errors_are_not_kept():
 
 
 def test_service_start_precomputes_tier_tables():
-    """proxy.release.prepare_mechanisms (run by the Gateway at start) computes every tier's
+    """proxy.pipeline.release.prepare_mechanisms (run by the Gateway at start) computes every tier's
     tables, so no statement computes them."""
-    from proxy.release import prepare_mechanisms
+    from proxy.pipeline.release import prepare_mechanisms
     data = {"server": {"auth": "trust"}, "tiers": {"tiny": {"epsilon": 0.00123, "budget": 1},
                                                    "mid": {"epsilon": 0.0733, "budget": 1}},
             "roles": {"a": {"tier": "tiny"}},
@@ -122,9 +122,9 @@ def test_service_start_precomputes_tier_tables():
 
 
 def test_release_path_shares_one_measurement_and_its_tables():
-    """proxy.release.measurement_for from 8 worker threads at a new ε: one measurement object,
+    """proxy.pipeline.release.measurement_for from 8 worker threads at a new ε: one measurement object,
     one computation of each table, and every AVG release gets the same half-widths."""
-    from proxy.release import _measurement, measurement_for
+    from proxy.pipeline.release import _measurement, measurement_for
     from rewriter.plan import Aggregate
     agg = Aggregate("avg", "x", "int", 0.0, 500.0, (0, 1), "hourglass")
     eps = 0.0893

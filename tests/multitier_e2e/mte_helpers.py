@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import psycopg
 
-from proxy.ladder_store import store_for
-from proxy.multitier import answer_at
-from proxy.release import answer_rows
+from proxy.stores.ladder_store import store_for
+from proxy.pipeline.multitier import answer_at
+from proxy.pipeline.release import answer_rows
 
 TIER_EPS = {"bronze": 0.1, "silver": 0.5, "gold": 2.0}
 
@@ -48,17 +48,17 @@ def same_rows(a, b) -> bool:
 def patched_notice() -> bool:
     import inspect
 
-    import proxy.release
-    return "ladder_notice" in inspect.getsource(proxy.release)
+    import proxy.pipeline.release
+    return "ladder_notice" in inspect.getsource(proxy.pipeline.release)
 
 
 def patched_views() -> bool:
-    import proxy.views
-    return "coalition" in proxy.views.VIEW_NAMES
+    import proxy.pipeline.views
+    return "coalition" in proxy.pipeline.views.VIEW_NAMES
 
 
 def patched_explain() -> bool:
     import inspect
 
-    import proxy.explain
-    return "explain_ladder_lines" in inspect.getsource(proxy.explain)
+    import proxy.pipeline.explain
+    return "explain_ladder_lines" in inspect.getsource(proxy.pipeline.explain)

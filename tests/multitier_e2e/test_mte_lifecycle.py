@@ -10,8 +10,8 @@ import pytest
 from mte_helpers import TIER_EPS, ask, expected_rows, ladder_row, same_rows
 
 from config.models import Role, Tier
-from proxy.ladder_store import store_for
-from proxy.multitier import coalition_rows
+from proxy.stores.ladder_store import store_for
+from proxy.pipeline.multitier import coalition_rows
 from proxy.wire.auth import make_verifier
 from support.service import PASSWORDS, Service, make_config
 

@@ -19,7 +19,7 @@ from mechanisms.multitier import TSG, make_ladder
 from mechanisms.multitier.families import _bern_ratio, _bern_ratio_small, tsg_residual
 from mechanisms.multitier.ladder import tsg_bridge_closed
 from mechanisms.rng import SeededSource
-from proxy.multitier import _sensitivity, _slots, answer_at, draw_ladder
+from proxy.pipeline.multitier import _sensitivity, _slots, answer_at, draw_ladder
 from rewriter import build_plan, parse
 from support.service import make_config
 

@@ -1,4 +1,4 @@
-"""proxy.ladder_store: durable (WAL, synchronous=FULL), one ladder per key under
+"""proxy.stores.ladder_store: durable (WAL, synchronous=FULL), one ladder per key under
 races, one value per inserted level under races."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from proxy.ladder_store import LadderStore
-from proxy.ledger import Ledger
+from proxy.stores.ladder_store import LadderStore
+from proxy.stores.ledger import Ledger
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

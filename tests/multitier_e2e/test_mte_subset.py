@@ -10,8 +10,8 @@ import pytest
 
 from mechanisms.multitier import SubsetLadder
 from mechanisms.rng import SeededSource
-from proxy.multitier import estimate_group_counts, perturb_row_subset
-from proxy.subset_ingest import estimate_from_counts, report_key, subset_bits, tier_template
+from proxy.pipeline.multitier import estimate_group_counts, perturb_row_subset
+from proxy.ingest.subset_ingest import estimate_from_counts, report_key, subset_bits, tier_template
 
 
 def _laws(lad: SubsetLadder, x: int):

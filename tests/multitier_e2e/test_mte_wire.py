@@ -10,7 +10,7 @@ import pytest
 from mte_helpers import (TIER_EPS, ask, expected_rows, ladder_row, patched_explain, patched_notice,
                          patched_views, same_rows)
 
-from proxy.multitier import coalition_rows, explain_ladder_lines
+from proxy.pipeline.multitier import coalition_rows, explain_ladder_lines
 
 Q = "SELECT sex, COUNT(*), SUM(income), AVG(age) FROM pums WHERE age >= 18 GROUP BY sex"
 

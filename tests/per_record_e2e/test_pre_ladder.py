@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from proxy.orchestrator import Connection
+from proxy.pipeline.orchestrator import Connection
 from proxy.wire.api import SqlError
 
 LADDER = ["bronze", "silver", "gold"]

@@ -14,8 +14,8 @@ from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, Levels, PrDPCount,
                                    inverse_function)
-from proxy import demo_accounts
-from proxy.per_record import validate_policy
+from proxy.demo import accounts as demo_accounts
+from proxy.pipeline.per_record import validate_policy
 from rewriter.per_record import validate_config
 
 ACCOUNTS = {"balance": {"type": "int", "lower": 0, "upper": 1_000_000_000},

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 
 from mechanisms.per_record import Levels
-from proxy import demo_accounts
-from proxy.per_record import policy_of
+from proxy.demo import accounts as demo_accounts
+from proxy.pipeline.per_record import policy_of
 from rewriter import parse
 from rewriter.per_record import build_pr_plan, compile_policy, scan_sql, with_source
 

@@ -12,7 +12,7 @@ from rewriter import build_plan, parse, to_sql
 from rewriter.errors import Refusal
 from rewriter.template import Templates, mask
 from rewriter import tokenize
-from proxy.release import _releases
+from proxy.pipeline.release import _releases
 
 
 @pytest.fixture(scope="module")

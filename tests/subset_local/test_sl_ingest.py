@@ -15,7 +15,7 @@ import pytest
 
 from config import load_config
 from mechanisms import SeededSource
-from proxy.ldp_load import IngestError, _pg_table_batches, load_rows_postgres
+from proxy.ingest.ldp_load import IngestError, pg_table_batches, load_rows_postgres
 from rewriter.local import layout
 
 from support.ldp import run_cli, write_csv as support_write_csv
@@ -147,7 +147,7 @@ def test_bad_value_loads_nothing(setup, capsys, bad, state, words):
     assert run_cli("ldp-load", "-c", cfgfile, "--table", "sl", str(tmp / "bad.csv"), "--batch", "100") == 1
     assert words in capsys.readouterr().err
     assert read(str(tmp / "d.duckdb"))[1] == []                  # one transaction: nothing stored
-    from proxy.ldp_load import Encoder
+    from proxy.ingest.ldp_load import Encoder
     with pytest.raises(IngestError) as e:
         Encoder(lay, SeededSource(1)).encode({"zone": [None if bad == "" else bad], "h": [3]}, 1)
     assert e.value.sqlstate == state
@@ -173,7 +173,7 @@ def test_postgres_table_source(postgres, tmp_path):
         be = PostgresBackend(postgres.dsn, 2)
         await be.connect()
         try:
-            return await load_rows_postgres(be, lay, _pg_table_batches(be, lay, "sl_staging", 700),
+            return await load_rows_postgres(be, lay, pg_table_batches(be, lay, "sl_staging", 700),
                                             source=SeededSource(5))
         finally:
             await be.close()

@@ -15,8 +15,8 @@ import pytest
 from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.multitier import optimal_k
-from proxy import demo_trips
-from proxy.ldp_load import _ddl
+from proxy.demo import trips as demo_trips
+from proxy.ingest.ldp_load import _ddl
 from rewriter.local import layout
 
 D6 = ["a", "b", "c", "d", "e", "f"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from proxy.ldp_cli import add_parsers
+from proxy.cli.ldp import add_parsers
 
 
 def run_cli(*argv) -> int:

@@ -69,7 +69,7 @@ class Service:
     async def _start(self, port: int):
         self.gw = Gateway(self.cfg, self.state_dir, source=self.source)
         await self.gw.start()
-        from proxy import demo_trips
+        from proxy.demo import trips as demo_trips
         from mechanisms import SeededSource    # its own stream: the service's draws stay as they were
         trips_source = SeededSource(2002) if self.source is not None else None
         if self.gw.backend.dialect == "duckdb":

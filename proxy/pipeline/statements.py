@@ -6,7 +6,11 @@ Nothing here touches data: these statements never reach the backend.
 """
 from __future__ import annotations
 
+import math
 import re
+
+from rewriter.errors import Refusal
+from rewriter.local_options import SESSION_KEYS, session_overrides
 
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 
@@ -127,13 +131,11 @@ def _unquote(v: str) -> str:
 def _check_threshold(value: str) -> None:
     """``dpgate.topc_threshold`` must be a finite number (SVT compares noisy counts with it):
     NaN and ±Infinity are refused when SET, with 22023, as the orchestrator does at use."""
-    import math
     try:
         t = float(value)
     except ValueError:
         t = math.nan
     if not math.isfinite(t):
-        from rewriter.errors import Refusal
         raise Refusal("22023", f"invalid value for parameter \"dpgate.topc_threshold\": {value!r}",
                       hint="Give a finite number, e.g. SET dpgate.topc_threshold = 20.")
 
@@ -162,7 +164,6 @@ class SessionState:
         if _SET_TX.match(s):
             return "SET", None, [], {}
         if re.match(r"^SET\s+(SESSION\s+|LOCAL\s+)?(SESSION\s+AUTHORIZATION|ROLE)\b", s, re.I):
-            from rewriter.errors import Refusal
             raise Refusal("42501", "the role of a connection is fixed at login; SET ROLE and SET SESSION "
                           "AUTHORIZATION are not allowed", hint="Connect as the role you want to use.")
         if m := _SET.match(s):
@@ -172,13 +173,10 @@ class SessionState:
                 value = DEFAULT_SETTINGS.get(name, "")
             value = ", ".join(_unquote(p) for p in value.split(",")) if name in ("datestyle", "search_path") else _unquote(value)
             if name in ("server_version", "is_superuser", "session_authorization", "role"):
-                from rewriter.errors import Refusal
                 raise Refusal("42501", f"parameter \"{name}\" cannot be changed through dpgate",
                               hint="SET is accepted for client settings such as application_name or extra_float_digits.")
             if name.startswith("dpgate.local_") and value:     # checked now, as Postgres does
-                from rewriter.local_options import SESSION_KEYS, session_overrides
                 if name not in SESSION_KEYS.values():
-                    from rewriter.errors import Refusal
                     raise Refusal("42704", f'unrecognized configuration parameter "{name}"',
                                   hint="dpgate's local-table settings: " + ", ".join(SESSION_KEYS.values()))
                 session_overrides({name: value})
@@ -200,7 +198,6 @@ class SessionState:
                 rows = [(k, v, "") for k, v in sorted(self.settings.items())]
                 return "SHOW", [("name", "text"), ("setting", "text"), ("description", "text")], rows, {}
             if name not in self.settings:
-                from rewriter.errors import Refusal
                 raise Refusal("42704", f'unrecognized configuration parameter "{name}"', hint=None)
             return "SHOW", [(name, "text")], [(self.settings[name],)], {}
         if m := _CLOSE.match(s):

@@ -11,11 +11,11 @@ from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
 
-from .backends import BackendError
-from .ledger import BudgetExceeded
-from .per_record import _cell_of
-from .release import _fmt, answer_rows, output_types
-from .wire.api import Column, Description, Result, SqlError
+from ..backends import BackendError
+from ..stores.ledger import BudgetExceeded
+from ..wire.api import Column, Description, Result, SqlError
+from .common import DUMMY, TYPE_OIDS, budget_error, cell_of, charge_what_ran, fmt, pretty
+from .release import answer_rows, output_types
 
 __all__ = ["answer_extreme", "describe_extreme", "explain_extreme"]
 
@@ -46,7 +46,7 @@ async def _release(conn, xp: ExtremePlan, epsilon: float) -> dict:
     hists: dict[tuple, list] = {c: [] for c in cells}
     known = set(cells)
     for row in rows:
-        c = _cell_of(row, n, known)
+        c = cell_of(row, n, known)
         if c is not None:                         # NULL / out-of-domain keys match no cell
             hists[c].append((int(row[n]), int(row[n + 1])))
     values = [[m.release(hists[c], gw.source)] for c in cells]
@@ -68,7 +68,7 @@ def notice(xp: ExtremePlan, answer: dict, *, charged: float, remaining: float, b
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
     groups = f" of each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
     return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; {name}: "
-            f"{xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {_fmt(e['step'])}), by the "
+            f"{xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), by the "
             f"shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most "
             f"{2 * e['k0']} rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
             f"(a rank error, not value units; k0 = {e['k0']}), so it is usually a little "
@@ -78,7 +78,6 @@ def notice(xp: ExtremePlan, answer: dict, *, charged: float, remaining: float, b
 
 async def answer_extreme(conn, sql: str, params: list):
     """The orchestrator's hook for MAX/MIN on a central table: ``(Result, decision, ε)``."""
-    from .orchestrator import _budget_error, charge_what_ran
     gw = conn.gw
     xp = build_extreme_plan(parse(sql), gw.config, list(params) if params else None)
     tier = gw.tier_of(conn.role)
@@ -91,7 +90,7 @@ async def answer_extreme(conn, sql: str, params: list):
     dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, conn.role, key, tier.period)
     if stored is None:
         if tier.budget - spent + 1e-9 < eps:
-            raise _budget_error(conn.role, eps, tier.budget - spent, tier)
+            raise budget_error(conn.role, eps, tier.budget - spent, tier)
         async with gw.statement_slot(conn.role), charge_what_ran(conn, tier):
             answer = await _release(conn, xp, eps)
         try:                                       # recorded before anything is sent
@@ -100,7 +99,7 @@ async def answer_extreme(conn, sql: str, params: list):
                 budget=tier.budget, period=tier.period, canonical=xp.canonical(), statement=sql,
                 mechanism=answer["mechanism"][0], answer=answer)
         except BudgetExceeded as b:
-            raise _budget_error(conn.role, eps, b.remaining, tier) from None
+            raise budget_error(conn.role, eps, b.remaining, tier) from None
     remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
     rows = answer_rows(xp.plan, stored.answer)
     msg = notice(xp, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
@@ -112,11 +111,10 @@ async def answer_extreme(conn, sql: str, params: list):
 
 async def describe_extreme(conn, sql: str, oids: list[int]) -> Description:
     """Describe (extended protocol): parameter and column types."""
-    from .orchestrator import _DUMMY, _TYPE_OIDS
     expr = parse(sql)
     types = extreme_param_types(expr, conn.gw.config)
-    inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[ty] or 25 for i, ty in enumerate(types)]
-    xp = build_extreme_plan(expr, conn.gw.config, [_DUMMY.get(ty, "0") for ty in types] if types else None)
+    inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[ty] or 25 for i, ty in enumerate(types)]
+    xp = build_extreme_plan(expr, conn.gw.config, [DUMMY.get(ty, "0") for ty in types] if types else None)
     return Description(inferred, [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))])
 
 
@@ -132,6 +130,5 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
              f"(step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} "
              f"rows per group (plus rows tied at one value) lie beyond the answer",
              "backend SQL (one scan, a histogram that never leaves the proxy):"]
-    from .explain import _pretty
-    lines += ["  " + line for line in _pretty(_sql(gw, xp, grid), gw.backend.dialect).splitlines()]
+    lines += ["  " + line for line in pretty(_sql(gw, xp, grid), gw.backend.dialect).splitlines()]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])

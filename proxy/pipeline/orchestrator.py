@@ -14,7 +14,6 @@ charge → rows and a NOTICE go to the client.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import dataclasses
 import functools
@@ -26,18 +25,22 @@ from rewriter import build_plan, param_types, parse, to_sql
 from rewriter.errors import ExtremeAggregate, Refusal
 from rewriter.route import Route
 
-from .backends import BackendError
-from .backends.base import CancelSignal
-from .ledger import NANO, BudgetExceeded, LedgerUnavailable
+from ..backends import BackendError
+from ..backends.base import CancelSignal
+from ..stores.ledger import NANO, BudgetExceeded, LedgerUnavailable
+from ..wire.api import Column, Description, Result, SqlError
+from .common import DUMMY, TYPE_OIDS, budget_error, charge_what_ran, detail_charged
+from .explain import explain_lines
+from .extreme import answer_extreme, describe_extreme, explain_extreme
+from .local import answer_local, describe_local, explain_local, insert_local
+from .multitier import check_ladder_plan, release_multitier
+from .per_record import answer_per_record, describe_per_record, explain_per_record
 from .release import NoisePool, answer_rows, noisy_answer, notice, output_types, selection_answer
 from .statements import SessionState, split
-from .wire.api import Column, Description, Result, SqlError
 
 log = logging.getLogger("dpgate")
 
 _TEXT, _INT4 = 25, 23
-_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
-_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
 
@@ -132,11 +135,9 @@ class Connection:
                      for i in range(max(len(oids), len(inferred)))]
             return Description(types, [Column(n, t) for n, t in cols])
         table = self._table(route)
-        if kind == "insert" or (table is not None and table.mode == "local"):
-            from .local import describe_local      # metric LDP reports (seed 002)
+        if kind == "insert" or (table is not None and table.mode == "local"):   # metric LDP reports (seed 002)
             return await describe_local(self, sql, oids)
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
-            from .per_record import describe_per_record
             return await describe_per_record(self, sql, oids)
         try:
             if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
@@ -145,11 +146,10 @@ class Connection:
             expr = parse(sql)
             types = param_types(expr, self.gw.config)
         except ExtremeAggregate:                           # MAX / MIN: their own release
-            from .extreme import describe_extreme
             return await describe_extreme(self, sql, oids)
-        inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
+        inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
                     for i, t in enumerate(types)]
-        plan = self._central(await self.gw.plan_async(sql, [_DUMMY.get(t, "0") for t in types] if types else None), route)
+        plan = self._central(await self.gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
         return Description(inferred, [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
 
     async def _execute(self, sql: str, params: list[object]):
@@ -162,7 +162,6 @@ class Connection:
         if kind == "explain":
             return await self._explain(route, params), "explain", 0.0
         if kind == "insert":
-            from .local import insert_local
             return await insert_local(self, sql, params)
         if kind == "views":
             cols, rows = await self.gw.views.run(sql, self.role, params)      # their own executor
@@ -189,15 +188,12 @@ class Connection:
         gw = self.gw
         table = self._table(route)
         if table is not None and table.mode == "local":       # metric LDP reports (seed 002)
-            from .local import answer_local
             return await answer_local(self, sql, params)
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
-            from .per_record import answer_per_record
             return await answer_per_record(self, sql, params)
         try:
             plan = self._with_threshold(self._central(await gw.plan_async(sql, params or None), route))
         except ExtremeAggregate:                           # MAX / MIN: their own release
-            from .extreme import answer_extreme
             return await answer_extreme(self, sql, params)
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
@@ -248,9 +244,8 @@ class Connection:
         gw = self.gw
         remaining = tier.budget - spent
         if remaining + 1e-9 < tier.epsilon:
-            raise _budget_error(self.role, tier.epsilon, remaining, tier)
+            raise budget_error(self.role, tier.epsilon, remaining, tier)
         if tier.ladder is not None:                       # multi-tier chain (seed 000)
-            from .multitier import check_ladder_plan, release_multitier
             check_ladder_plan(plan)                       # refused before the scan: free
             async with gw.statement_slot(self.role), charge_what_ran(self, tier):
                 cells = await self._fetch(to_sql(plan, gw.backend.dialect))
@@ -278,11 +273,11 @@ class Connection:
                 stored = await self._fetch(to_sql(plan, gw.backend.dialect), then=noise_and_record,
                                            during=pool.fill if pool is not None and pool.worthwhile else None)
         except BudgetExceeded as b:
-            raise _budget_error(self.role, tier.epsilon, b.remaining, tier) from None
+            raise budget_error(self.role, tier.epsilon, b.remaining, tier) from None
         except BaseException as e:                        # nothing was sent: refund if the scan never
             settle = gw.ledger.spend_soon if self._timing.get("started") else gw.ledger.cancel_soon
             await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
-            _detail_charged(self, e, tier)
+            detail_charged(self, e, tier)
             raise
         res, stored = stored
         if stored is None:                                # cancelled after the scan: nothing sent
@@ -336,46 +331,18 @@ class Connection:
         return dataclasses.replace(plan, selection=dataclasses.replace(sel, threshold=t))
 
     async def _explain(self, route: Route, params: list[object]) -> Result:
-        from .explain import explain_lines
         body, table = route.body, self._table(route)
         if table is not None and table.mode == "local":      # metric LDP reports (seed 002)
-            from .local import explain_local
             return await explain_local(self, body, params)
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
-            from .per_record import explain_per_record
             return await explain_per_record(self, body, params)
         try:
             plan = self._central(build_plan(parse(body), self.gw.config, params or None), route.inner)
         except ExtremeAggregate:                           # MAX / MIN: their own release
-            from .extreme import explain_extreme
             return await explain_extreme(self, body, params)
         dialect = self.gw.backend.dialect
         lines = explain_lines(plan, self.gw.tier_of(self.role), to_sql(plan, dialect), dialect)
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
-
-
-@contextlib.asynccontextmanager
-async def charge_what_ran(conn, tier):
-    """Around the scans of a path that charges only after them (``charge_and_record``):
-    if a scan started and the statement then fails, times out or is cancelled, the
-    tier's ε is charged with no answer (its time was observable); a failure before
-    any scan started charges nothing."""
-    try:
-        yield
-    except BaseException as e:
-        if conn._timing.get("started"):
-            await asyncio.shield(asyncio.to_thread(
-                conn.gw.ledger.charge_unreleased, role=conn.role, epsilon=float(tier.epsilon),
-                budget=tier.budget, period=tier.period))
-            _detail_charged(conn, e, tier)
-        raise
-
-
-def _detail_charged(conn, e: BaseException, tier) -> None:
-    """Tell the client that the error it gets was charged (the scan had started)."""
-    if isinstance(e, SqlError) and conn._timing.get("started") and e.detail is None:
-        e.detail = (f"the scan had started, so ε {tier.epsilon:g} was charged with no answer; "
-                    "running the statement again charges again")
 
 
 def _columns(cols):
@@ -383,10 +350,3 @@ def _columns(cols):
         return None
     return [Column(n, _INT4 if t == "int4" else _TEXT) for n, t in cols]
 
-
-def _budget_error(role, eps, remaining, tier) -> SqlError:
-    per = "in total" if tier.period == "never" else f"per {tier.period}"
-    return SqlError(
-        "53400", f"privacy budget exhausted for role {role}: this query costs ε {eps:g}, "
-                 f"{max(remaining, 0):g} of {tier.budget:g} {per} is left",
-        hint="Repeating an earlier query is free; the budget resets at the start of the next period.")

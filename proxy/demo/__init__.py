@@ -13,6 +13,8 @@ import secrets
 from importlib import resources
 from pathlib import Path
 
+from . import accounts
+
 PEOPLE_ROWS = 1_000_000
 _PUMS_COLS = ("age", "sex", "educ", "race", "income", "married")
 
@@ -76,8 +78,7 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
         backend.execute_script(f"CREATE TABLE people AS {people_select(n_people, series)}")
     if "purchases" not in have:
         backend.execute_script(f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}")
-    from .demo_accounts import load_duckdb as load_accounts   # per-record DP demo (seed 003)
-    load_accounts(backend)
+    accounts.load_duckdb(backend)                       # per-record DP demo (seed 003)
 
 
 async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
@@ -100,8 +101,7 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
         if "purchases" not in have:
             series = f"generate_series(0, {PURCHASES_ROWS - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE purchases AS {purchases_select(series)}")
-    from .demo_accounts import load_postgres as load_accounts   # per-record DP demo (seed 003)
-    await load_accounts(backend)
+    await accounts.load_postgres(backend)               # per-record DP demo (seed 003)
 
 
 def demo_passwords(state_dir: Path, roles) -> dict[str, str]:

@@ -5,7 +5,7 @@ Tiers that name the same ``ladder`` in the config (demo: bronze ε 0.1, silver
 (paper Alg. 1): on the first request from ANY of them the whole ladder is drawn
 from one backend scan — the root at the ladder's top level is the only data
 access, every lower level is the level above plus a fresh, data-independent
-residual — and persisted (:mod:`proxy.ladder_store`) BEFORE anything is
+residual — and persisted (:mod:`proxy.stores.ladder_store`) BEFORE anything is
 answered. Each role then gets its tier's level; a tier never sees a higher one.
 A coalition of tiers holds a post-processing of its highest level (Thm 4.1,
 data-processing inequality), so it learns at most max ε, not Σε.
@@ -45,18 +45,21 @@ import asyncio
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.multitier import VectorLadder, make_ladder, nearest_lower_level
 from rewriter.errors import Refusal
 
-from .ladder_store import store_for
-from .ledger import BudgetExceeded
-from .release import _key, _num, release_groups
-from .wire.api import SqlError
+from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # re-exported (Subset, local DP)
+from ..stores.ladder_store import store_for
+from ..stores.ledger import BudgetExceeded
+from ..wire.api import SqlError
+from .common import budget_error, cell_key, plain_number
+from .release import release_groups
 
-__all__ = ["release_multitier", "coalition_rows", "cmd_coalition", "ladder_notice", "explain_ladder_lines",
+__all__ = ["release_multitier", "coalition_rows", "explain_ladder_lines",
            "COALITION_COLUMNS",
            "ladder_levels", "perturb_row_subset", "estimate_group_counts"]
 
@@ -152,13 +155,13 @@ def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
     chains = {s.name: _chain(s, shares) for s in slots}
     out_cells = []
     for row in cells:
-        measures = [_num(v) for v in row[k:]]
+        measures = [plain_number(v) for v in row[k:]]
         raw = {}
         for s in slots:
             vals = chains[s.name].release(_true_value(s, plan, measures), source)   # share -> raw
             raw[s.name] = {_lk(e): (list(vals[sh]) if s.kind == "avg" else int(vals[sh]))
                            for e, sh in zip(levels, shares)}
-        out_cells.append({"key": [_key(v) for v in row[:k]], "raw": raw})
+        out_cells.append({"key": [cell_key(v) for v in row[:k]], "raw": raw})
     return {"family": "tsg", "groups": g,
             "slots": {s.name: {"kind": s.kind, "sensitivity": _sensitivity(s)} for s in slots},
             "cells": out_cells}
@@ -245,17 +248,6 @@ def _choose_level(levels: list[float], tier_eps: float, mode: str) -> tuple[floa
     if mode == "bridge":
         return tier_eps, "bridge"                # §9b: exact bridge between the two neighbours
     return nearest_lower_level(levels, tier_eps), "nearest_lower"
-
-
-def ladder_notice(info: dict) -> str:
-    """The NOTICE fragment for an answer served from a ladder."""
-    levels = ", ".join(f"{e:g}" for e in info["levels"])
-    lvl = info["level"]
-    how = ""
-    if info.get("served") in ("root", "nearest_lower"):
-        how = f" (nearest level ≤ your ε {info['tier_epsilon']:g})"
-    return (f"; ladder {info['name']}: tier {info['tier']} gets level ε {lvl:g}{how} of {{{levels}}}; "
-            f"all tiers share one noise chain, so tiers pooling answers learn at most their highest level")
 
 
 def explain_ladder_lines(plan, tier) -> list[str]:
@@ -347,8 +339,7 @@ async def release_multitier(conn, plan, cells, tier, key, data_version, sql):
             epsilon=tier.epsilon, budget=tier.budget, period=tier.period, canonical=plan.canonical(),
             statement=sql, mechanism=mech, answer=answer)
     except BudgetExceeded as b:
-        from .orchestrator import _budget_error
-        raise _budget_error(conn.role, tier.epsilon, b.remaining, tier) from None
+        raise budget_error(conn.role, tier.epsilon, b.remaining, tier) from None
 
 
 # -- the data owner's view -------------------------------------------------------
@@ -368,7 +359,6 @@ def coalition_rows(gw, role: str | None) -> tuple[list, list]:
     if role is not None and not gw.config.roles[role].admin:
         raise Refusal("42501", "dpgate.coalition is the data owner's view; only an admin role can read it",
                       hint="Your own spending is in dpgate.budget and dpgate.releases.")
-    from datetime import datetime, timezone
     rows = []
     for lad in store_for(gw.ledger).ladder_summaries():
         rel = lad["releases"]
@@ -387,36 +377,3 @@ def coalition_rows(gw, role: str | None) -> tuple[list, list]:
                      loss, indep, round(indep - loss, 12), ts))
     return COALITION_COLUMNS, rows
 
-
-def cmd_coalition(args) -> int:
-    """``dpgate coalition [--config FILE] [--state-dir DIR]``: the coalition view on the command line."""
-    from types import SimpleNamespace
-
-    from .cli import resolve
-    from .ledger import open_ledger
-    cfg, state, _ = resolve(args)
-    ledger = open_ledger(cfg, state)
-    try:
-        _, rows = coalition_rows(SimpleNamespace(config=cfg, ledger=ledger), None)
-        print(f"{'ladder':<8} {'dv':>3} {'coalition ε':>11} {'Σε':>7}  {'tiers released':<32} statement")
-        for lad, stmt, dv, _lv, tiers, _roles, _n, loss, indep, _saved, _ts in rows:
-            print(f"{lad:<8} {dv:>3} {loss:>11g} {indep:>7g}  {tiers or '(none yet)':<32} {stmt}")
-        total_loss = math.fsum(r[7] for r in rows)
-        total_indep = math.fsum(r[8] for r in rows)
-        print(f"total: coalition loss {total_loss:g} (Σ over queries of max ε); "
-              f"independent release would have cost {total_indep:g}")
-        from .local_subset import subset_coalition_rows
-        local = subset_coalition_rows(SimpleNamespace(config=cfg, ledger=ledger))
-        if local:                  # a per-row loss (local DP), not summed with the per-query ones
-            print("\nlocal tables (each row perturbed once at ingestion for the whole ladder):")
-            print(f"{'ladder':<8} {'coalition ε':>11} {'Σε':>7}  {'tiers':<32} column")
-            for lad, what, _dv, _lv, tiers, _roles, _n, loss, indep, _saved, _ts in local:
-                col = what.split(":")[0].removeprefix("LDP ")
-                print(f"{lad:<8} {loss:>11g} {indep:>7g}  {tiers:<32} {col} (per row)")
-    finally:
-        ledger.close()
-    return 0
-
-
-# -- local DP (Subset mechanism), re-exported for the ingestion path ----------
-from .subset_ingest import estimate_group_counts, perturb_row_subset  # noqa: E402

@@ -30,8 +30,12 @@ from collections import defaultdict
 from fractions import Fraction
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from mechanisms.multitier import SubsetLadder, subset_t_f, subset_variance
 from mechanisms.rng import RandomSource
+
+from .values import IngestError, bits_matrix, public_value
 
 __all__ = ["perturb_row_subset", "estimate_group_counts", "estimate_from_counts", "tier_template",
            "report_key", "subset_bits", "perturb_rows_subset", "category_indices", "encode_categories",
@@ -148,15 +152,12 @@ def perturb_rows_subset(ladder: SubsetLadder, indices, *, source: RandomSource) 
     category index) runs the exact program ONCE (``ladder.perturb_many``: every coin from
     ``source``, the program stepped for all rows at once); returns {tier ε: (n, d) uint8 bits},
     bit j = category j is in that tier's subset."""
-    import numpy as np
     return {e: bits.view(np.uint8) for e, bits in ladder.perturb_many(indices, source).items()}
 
 
 def category_indices(values, cat, typ: str, null_policy: str, n: int):
     """Raw values of a Subset column (declared type ``typ``) -> 0-based indices into its domain
     (int64). Outside the domain: 22023; NULL: 23502 under null_policy 'refuse', else index 0."""
-    import numpy as np
-    from .ldp_load import IngestError, _public_value
     index = {v: i for i, v in enumerate(cat.domain)}
     values = [None] * n if values is None else values
     out = np.empty(n, dtype=np.int64)
@@ -164,7 +165,7 @@ def category_indices(values, cat, typ: str, null_policy: str, n: int):
         exact = isinstance(v, str) == (typ == "text") and isinstance(v, bool) == (typ == "bool")
         i = index.get(v) if exact and v is not None else None
         if i is None:                      # a string from a CSV, a NULL, or not in the domain
-            v = _public_value(v.item() if hasattr(v, "item") else v, typ, cat.name, None)
+            v = public_value(v.item() if hasattr(v, "item") else v, typ, cat.name, None)
             if v is None:
                 if null_policy != "lo":
                     raise IngestError("23502", f"NULL in private categorical column {cat.name} (row "
@@ -195,7 +196,6 @@ def encode_categories(lay, cols: dict, n: int, source: RandomSource, null_policy
 
 def categories_to_bits(lay, cols: dict, n: int, source: RandomSource, null_policy: str) -> dict:
     """Producer side (reports CSV): ``<col>_bits`` = the L·d bits, levels in descending ε."""
-    import numpy as np
     enc = encode_categories(lay, cols, n, source, null_policy)
     out = {}
     for cat in lay.categories:
@@ -206,7 +206,6 @@ def categories_to_bits(lay, cols: dict, n: int, source: RandomSource, null_polic
 
 def categories_from_bits(lay, cols: dict, n: int) -> dict:
     """Report-table columns of the Subset columns from a reports CSV batch (``<col>_bits``)."""
-    from .ldp_load import bits_matrix
     out = {}
     for cat in lay.categories:
         bits = bits_matrix(cols, f"{cat.name}_bits", n, len(cat.levels) * cat.d,

@@ -1,5 +1,5 @@
 """The durable budget ledger and release store (SQLite, WAL; or Postgres for
-proxies that scale out: :mod:`proxy.pgstore` runs this code there).
+proxies that scale out: :mod:`proxy.stores.pgstore` runs this code there).
 
 Write ordering (what makes "no overspend, no re-drawn answer" hold), for
 ``charge_and_record`` (one transaction after the answer exists):
@@ -55,6 +55,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .errors import LedgerUnavailable  # noqa: F401  (part of this module's API: the pipeline catches it)
+from .pgstore import PgConnection
+
 NANO = 1_000_000_000
 
 _SCHEMA = """
@@ -84,11 +87,6 @@ class BudgetExceeded(Exception):
         super().__init__(f"budget exceeded for role {role}")
         self.role, self.epsilon, self.remaining = role, epsilon, remaining
         self.budget, self.period = budget, period
-
-
-class LedgerUnavailable(Exception):
-    """The ledger's database cannot be reached (a shared Postgres ledger that is
-    down): the statement fails, no answer is released."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +132,7 @@ def period_key(period: str, now: float | None = None) -> str:
 class Ledger:
     """The budget ledger and release store: SQLite by default (one file in the
     state dir; safe across threads and processes sharing it), or Postgres
-    (``dsn``: shared by proxies on several hosts, see :mod:`proxy.pgstore`)."""
+    (``dsn``: shared by proxies on several hosts, see :mod:`proxy.stores.pgstore`)."""
 
     def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate"):
         self.path = Path(path) if path is not None else None
@@ -151,7 +149,6 @@ class Ledger:
 
     def _connect(self, sync: str | None):
         if self.dsn is not None:
-            from .pgstore import PgConnection
             db = PgConnection(self.dsn, self.schema)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)

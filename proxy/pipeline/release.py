@@ -7,14 +7,18 @@ may run any number of times on a stored answer at no privacy cost.
 """
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
+from mechanisms.svt import QueryShape, svt_select
 from rewriter.plan import Aggregate, Plan
+
+from .common import cell_key, fmt, plain_number
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
 
@@ -69,18 +73,6 @@ def split_epsilon(plan: Plan, epsilon: float) -> list[float]:
         for j in members:
             out[j] = e
     return out
-
-
-def _num(v):
-    if isinstance(v, Decimal):
-        return int(v) if v == v.to_integral_value() else float(v)
-    return v
-
-
-def _key(v):
-    if isinstance(v, Decimal):
-        return _num(v)
-    return v
 
 
 def _releases(plan: Plan, epsilon: float):
@@ -220,8 +212,8 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
         for j in [i, *members]:
             mech[j], eps[j] = m.name, e
     for c, row in enumerate(cells):
-        keys.append([_key(v) for v in row[:k]])
-        measures = [_num(v) for v in row[k:]]
+        keys.append([cell_key(v) for v in row[:k]])
+        measures = [plain_number(v) for v in row[k:]]
         noise = drawn[c] if c < len(drawn) else [None] * len(ms)
         out = [None] * n
         for (i, members), m, z in zip(groups, ms, noise):
@@ -263,8 +255,6 @@ def post_process(v, steps: tuple):
     """Apply an output's display steps to a released value (None stays None), as Postgres:
     float8 → integer and round(float8) round half to even (rint); numeric rounds half away
     from zero; round(x, n) is numeric."""
-    import math
-    from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP
     for op, arg in steps:
         if v is None:
             return None
@@ -310,10 +300,6 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     return rows[start:end]
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.4g}"
-
-
 def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget: float,
            period: str, repeat: bool) -> str:
     """One NOTICE line: ε charged, budget left, 95% half-width per output column."""
@@ -322,7 +308,7 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
         if o.source == "aggregate":
             h = answer["half_width"][o.index]
             avg = plan.aggregates[o.index].func == "avg"
-            hw.append(f"{o.name} ±{_fmt(h)}" + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
+            hw.append(f"{o.name} ±{fmt(h)}" + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
     mech = ", ".join(sorted(set(answer["mechanism"])))
     per = "in total" if period == "never" else f"this {period}"
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
@@ -336,10 +322,20 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
         else:
             svt += "; keys only, no values released"
     if "ladder" in answer:                  # multi-tier ladder (seed 000): which level this tier got
-        from .multitier import ladder_notice
         svt += ladder_notice(answer["ladder"])
     return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; "
             f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
+
+
+def ladder_notice(info: dict) -> str:
+    """The NOTICE fragment for an answer served from a ladder."""
+    levels = ", ".join(f"{e:g}" for e in info["levels"])
+    lvl = info["level"]
+    how = ""
+    if info.get("served") in ("root", "nearest_lower"):
+        how = f" (nearest level ≤ your ε {info['tier_epsilon']:g})"
+    return (f"; ladder {info['name']}: tier {info['tier']} gets level ε {lvl:g}{how} of {{{levels}}}; "
+            f"all tiers share one noise chain, so tiers pooling answers learn at most their highest level")
 
 
 MAX_SELECTED = 20    # keys a HAVING without LIMIT may return (SVT cutoff c; noise grows with c)
@@ -353,11 +349,10 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
     only, at a separate half of ε (noted in the NOTICE); the SVT part's cost never
     depends on how many keys pass.
     """
-    from mechanisms.svt import QueryShape, svt_select
     sel = plan.selection
     k = len(plan.group_by)
     agg = plan.aggregates[sel.aggregate]
-    scores = [_num(row[k + agg.measures[0]]) for row in cells]
+    scores = [plain_number(row[k + agg.measures[0]]) for row in cells]
     out_aggs = sorted({o.index for o in plan.outputs if o.source == "aggregate"})
     eps_sel = epsilon / 2 if out_aggs else epsilon
     if agg.func == "count":
@@ -370,11 +365,11 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
     threshold = sel.threshold
     if sel.per_key:                       # public per-group thresholds (one group key)
         table = dict(sel.per_key)
-        threshold = [float(table.get(_key(row[0]), sel.threshold)) for row in cells]
+        threshold = [float(table.get(cell_key(row[0]), sel.threshold)) for row in cells]
     res = svt_select(scores, threshold, c, eps_sel, sens, monotone=True, source=source,
                      strict=sel.op == ">", shape=shape)
     chosen = sorted(res.indices)
-    keys = [[_key(v) for v in cells[i][:k]] for i in chosen]
+    keys = [[cell_key(v) for v in cells[i][:k]] for i in chosen]
     values = [[None] * len(plan.aggregates) for _ in chosen]
     hws = [0.0] * len(plan.aggregates)
     mechs, shares = [res.mechanism], [float(res.epsilon)]
@@ -386,7 +381,7 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
             mechs.append(m.name)
             shares.append(share)
             for row_vals, i in zip(values, chosen):
-                measures = [_num(v) for v in cells[i][k:]]
+                measures = [plain_number(v) for v in cells[i][k:]]
                 arg = measures[a.measures[0]] if len(a.measures) == 1 else tuple(measures[j] for j in a.measures)
                 rel = m.release(arg, source)
                 row_vals[ai] = rel.value

@@ -1,7 +1,7 @@
 """Local (metric-LDP) tables through the proxy (seed 002, spec 002 §8).
 
 * ``INSERT INTO <local table> … VALUES …``: the proxy buckets and perturbs every
-  row (:class:`proxy.ldp_load.Encoder`, randomness from ``gw.source``) and writes
+  row (:class:`proxy.ingest.ldp_load.Encoder`, randomness from ``gw.source``) and writes
   only the reports to ``<table>_reports`` (created if missing). The raw values
   never reach the backend. INSERT into any other table is refused (42501). Writing
   is a permission: only roles whose config grants the table (``[roles.X] insert =
@@ -21,7 +21,6 @@
 """
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import time
@@ -39,19 +38,18 @@ from rewriter.local import LocalPlan, layout, plan_local, prefix_width, to_sql
 from rewriter.local_subset import SubsetPlan
 from rewriter.values import literal_value
 
-from .backends import BackendError
-from .ldp_load import Encoder, IngestError, ensure_duckdb, ensure_postgres
+from ..backends import BackendError
+from ..ingest.ldp_load import Encoder, IngestError
+from ..wire.api import Column, Description, Result, SqlError
 from .local_options import count_value, disc_value, overrides_of, prefix_values
+from .local_reports import ensure_reports
 from .local_subset import answer_subset, explain_subset
-from .wire.api import Column, Description, Result, SqlError
 
 __all__ = ["answer_local", "insert_local", "describe_local", "describe_guarantee", "explain_local",
            "local_guarantees", "ensure_reports", "local_answer"]
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
 DELTA = 0.05                     # percentile rank-error bounds hold with probability 1 - DELTA
-_READY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _PLANS: OrderedDict = OrderedDict()
 _BUCKETS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -67,44 +65,6 @@ def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------- backend
-async def ensure_reports(gw, lay):
-    """Create the report table if missing (once per gateway); refuse a stale layout. Returns
-    the layout as stored (Subset levels of an existing table, :func:`resolve_stored`)."""
-    ready = _READY.setdefault(gw, {})
-    hit = ready.get(lay.reports)
-    if hit is not None and hit[0] is lay:
-        return hit[1]
-    lock = _LOCKS.setdefault(gw, asyncio.Lock())
-    async with lock:
-        hit = ready.get(lay.reports)
-        if hit is not None and hit[0] is lay:
-            return hit[1]
-        try:
-            if gw.backend.dialect == "duckdb":
-                stored = await asyncio.to_thread(_ensure_duck, gw.backend, lay)
-            else:
-                async with gw.backend.pool.connection(timeout=10) as conn:
-                    stored = await ensure_postgres(conn, lay)
-        except IngestError as e:
-            raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
-        except SqlError:
-            raise
-        except Exception as e:  # noqa: BLE001 - backend down, pool timeout, …
-            import logging
-            logging.getLogger("dpgate.backend").warning("local reports table: %s", e)
-            raise SqlError("08006", "the backend is unavailable; nothing was charged") from None
-        ready[lay.reports] = (lay, stored)
-        return stored
-
-
-def _ensure_duck(backend, lay):
-    cur = backend._cursor()
-    try:
-        return ensure_duckdb(cur, lay)
-    finally:
-        cur.close()
-
-
 async def _fetch(conn, sql: str) -> list[tuple]:
     gw = conn.gw
     async with gw.statement_slot(conn.role):

@@ -1,5 +1,5 @@
 """`dpgate ldp-load` and `dpgate ldp-perturb`: the command-line side of local-table
-ingestion (the pipeline itself is :mod:`proxy.ldp_load`)."""
+ingestion (the pipeline itself is :mod:`proxy.ingest.ldp_load`)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,9 +9,10 @@ import time
 
 from rewriter.local import Layout, layout
 
-from .ldp_load import (BATCH, Encoder, IngestError, Progress, _batch_len, _csv_batches,
-                       _duck_table_batches, _pg_table_batches, load_rows_duckdb,
-                       load_rows_postgres)
+from ..backends import open_backend
+from ..ingest.ldp_load import (BATCH, Encoder, IngestError, Progress, batch_len, csv_batches,
+                               duck_table_batches, load_rows_duckdb, load_rows_postgres, pg_table_batches)
+from .service import resolve
 
 
 def describe_layout(lay: Layout) -> str:
@@ -45,8 +46,6 @@ def _count_lines(path) -> int | None:
 
 def cmd_ldp_load(args) -> int:
     """``dpgate ldp-load --table T (FILE.csv | --from-table SRC | --reports FILE.csv)``."""
-    from .backends import open_backend
-    from .cli import resolve
     cfg, state, _ = resolve(args)
     try:
         lay = _local_layout(cfg, args.table)
@@ -75,16 +74,16 @@ def cmd_ldp_load(args) -> int:
     t0 = time.perf_counter()
     try:
         if backend.dialect == "duckdb":
-            src = (_csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
-                   else _duck_table_batches(backend, lay, args.from_table, batch))
+            src = (csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
+                   else duck_table_batches(backend, lay, args.from_table, batch))
             n = load_rows_duckdb(backend, lay, src, reports=reports, progress=prog)
             asyncio.run(backend.close())
         else:
             async def run():
                 await backend.connect()
                 try:
-                    src = (_csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
-                           else _pg_table_batches(backend, lay, args.from_table, batch))
+                    src = (csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
+                           else pg_table_batches(backend, lay, args.from_table, batch))
                     return await load_rows_postgres(backend, lay, src, reports=reports, progress=prog)
                 finally:
                     await backend.close()
@@ -106,7 +105,6 @@ def cmd_ldp_load(args) -> int:
 def cmd_ldp_perturb(args) -> int:
     """``dpgate ldp-perturb --table T RAW.csv [-o REPORTS.csv]``: the producer side,
     no server and no backend: raw CSV in, reports CSV out (only the config is read)."""
-    from .cli import resolve
     cfg, _, _ = resolve(args)
     try:
         lay = _local_layout(cfg, args.table)
@@ -121,9 +119,9 @@ def cmd_ldp_perturb(args) -> int:
     try:
         wr = csv.writer(out)
         wr.writerow(header)
-        for cols in _csv_batches(lay, args.file, args.batch, args.delimiter, False,
+        for cols in csv_batches(lay, args.file, args.batch, args.delimiter, False,
                                  lambda m: print(f"dpgate: {m}", file=sys.stderr)):
-            n = _batch_len(cols)
+            n = batch_len(cols)
             data = enc.to_bits(cols, n)
             wr.writerows(zip(*[[("" if v is None else v) for v in data[h]] for h in header]))
             prog.update(n)

@@ -3,7 +3,7 @@
 One row per chain: (ladder name, query fingerprint, data version) is UNIQUE.
 The row holds every generated level's RAW chain values for every GROUP BY cell
 and aggregate — secrets: only the level a tier is entitled to is ever turned
-into an answer (by :mod:`proxy.multitier`), and that answer is what the ledger
+into an answer (by :mod:`proxy.pipeline.multitier`), and that answer is what the ledger
 stores and the client sees.
 
 The tables live in the SAME SQLite file as the ledger (its own connection, WAL,
@@ -40,6 +40,8 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from .pgstore import PgConnection
 
 NANO = 1_000_000_000
 
@@ -89,8 +91,7 @@ class LadderStore:
     def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate"):
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
-        if dsn is not None:                           # beside a Postgres ledger (proxy.pgstore)
-            from .pgstore import PgConnection
+        if dsn is not None:                           # beside a Postgres ledger (proxy.stores.pgstore)
             self._db = PgConnection(dsn, schema)
         else:
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)

@@ -3,7 +3,7 @@ metric-LDP reports.
 
 The raw trips are generated deterministically in memory (numpy PCG64, fixed seed:
 the same trips on every machine), then go through the bulk ingestion path
-(:mod:`proxy.ldp_load`, perturbed with the CSPRNG) on first start; the backend only
+(:mod:`proxy.ingest.ldp_load`, perturbed with the CSPRNG) on first start; the backend only
 ever sees ``trips_reports``. Private: pickup ``hour`` (int 0–23), trip
 ``distance`` (km, 0–30) and ``fare`` (USD, the private weight of paper §4.3.2),
 collected as one joint group. Public: ``vendor``, ``payment``, ``passengers``.
@@ -22,7 +22,7 @@ import numpy as np
 from rewriter.local import layout
 from rewriter.local_subset import resolve_stored
 
-from .ldp_load import LayoutMismatch, _check_columns, load_rows_duckdb, load_rows_postgres
+from ..ingest.ldp_load import LayoutMismatch, check_columns, load_rows_duckdb, load_rows_postgres
 
 TRIPS_ROWS = 200_000
 SEED = 2002
@@ -107,7 +107,7 @@ def _current(lay, have: list[str]) -> bool:
     """An existing reports table made for this layout (a demo state from before a column was
     added is regenerated: the demo's trips are synthetic)."""
     try:
-        _check_columns(resolve_stored(lay, have), have)     # a tier added later: kept
+        check_columns(resolve_stored(lay, have), have)     # a tier added later: kept
         return True
     except LayoutMismatch:
         return False

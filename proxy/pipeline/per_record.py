@@ -8,7 +8,7 @@ ledger is charged tier.epsilon, once (a repeat is free). So a record r loses at
 most (sum of ε charged) × E(r) over a period: the tier budget B bounds every
 record's total loss by B × E(r). With the demo tier (ε 1) E_q = E.
 
-Order of a statement (as for central tables, proxy/orchestrator.py):
+Order of a statement (as for central tables, proxy/pipeline/orchestrator.py):
 plan (rewriter/per_record.py; a refusal charges nothing) → earlier release of the
 same measurement by this role? serve it free → budget pre-check → ONE backend
 scan ``GROUP BY keys, level[, value bucket]`` (MAX/MIN: plus one second round trip
@@ -43,9 +43,9 @@ import asyncio
 import dataclasses
 import hashlib
 import math
-from decimal import Decimal
 from fractions import Fraction
 
+from config import ConfigError
 from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram,
                                    PrDPCount)
 from mechanisms.per_record.core import PrRelease
@@ -55,24 +55,22 @@ from rewriter.per_record import (ALLOWED, Policy, PolicyError, PrPlan, build_pr_
                                  pr_param_types, scan_sql, validate_config, validate_policy,
                                  values_sql)
 
-from .backends import BackendError
-from .ledger import BudgetExceeded
+from ..backends import BackendError
+from ..stores.ledger import BudgetExceeded
+from ..wire.api import Column, Description, Result, SqlError
+from .common import DUMMY, TYPE_OIDS, budget_error, cell_of, charge_what_ran, plain_number, pretty
 from .release import answer_rows, output_types
-from .wire.api import Column, Description, Result, SqlError
 
 __all__ = ["answer_per_record", "describe_per_record", "explain_per_record", "validate_policy",
            "validate_config", "check_config", "refuse_ladder"]
 
 _TEXT = 25
-_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
-_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
 
 
 def check_config(config) -> None:
     """Raise ``config.ConfigError`` naming the first invalid per-record policy."""
     problems = validate_config(config)
     if problems:
-        from config import ConfigError
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ConfigError(f"{problems[0]}{more}")
 
@@ -141,20 +139,6 @@ def mechanism_name(kind: str) -> str:
 
 # -- one release ------------------------------------------------------------------------
 
-def _norm(v):
-    if isinstance(v, Decimal):
-        return int(v) if v == v.to_integral_value() else float(v)
-    return v
-
-
-def _cell_of(row, n: int, cells: set) -> tuple | None:
-    key = tuple(_norm(v) for v in row[:n])
-    if key in cells:
-        return key
-    alt = tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in key)
-    return alt if alt in cells else None
-
-
 def _split_rows(rows, prp: PrPlan):
     """Backend rows grouped by cell; rows outside the public domain are dropped."""
     n = len(prp.plan.group_by)
@@ -162,7 +146,7 @@ def _split_rows(rows, prp: PrPlan):
     out = {c: [] for c in cells}
     known = set(cells)
     for row in rows:
-        cell = _cell_of(row, n, known)
+        cell = cell_of(row, n, known)
         if cell is not None:
             out[cell].append(row[n:])
     return out
@@ -227,7 +211,7 @@ async def _release(conn, prp: PrPlan, pol: Policy, weight: float) -> dict:
         for c in hists:
             vc = [(r[0], r[1]) for r in values[c]]
             if kind == "min":                                             # min(D) = U - max(U - D)
-                vc = [(pol.U - min(max(int(_norm(v)), 0), pol.U), n) for v, n in vc]
+                vc = [(pol.U - min(max(int(plain_number(v)), 0), pol.U), n) for v, n in vc]
             rel = m.release(ells[c], vc, src)
             if kind == "min":
                 rel = dataclasses.replace(rel, value=pol.U - rel.value, mechanism="prdp_min_framework")
@@ -288,7 +272,6 @@ def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
 async def answer_per_record(conn, sql: str, params: list):
     """The orchestrator's hook for a SELECT on a table with a ``privacy`` policy:
     returns ``(Result, decision, epsilon_charged)``."""
-    from .orchestrator import _budget_error, charge_what_ran
     gw = conn.gw
     prp, pol = _plan(conn, sql, params)
     tier = gw.tier_of(conn.role)
@@ -300,7 +283,7 @@ async def answer_per_record(conn, sql: str, params: list):
     if stored is None:
         remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
         if remaining + 1e-9 < weight:
-            raise _budget_error(conn.role, weight, remaining, tier)
+            raise budget_error(conn.role, weight, remaining, tier)
         async with gw.statement_slot(conn.role), charge_what_ran(conn, tier):
             answer = await _release(conn, prp, pol, weight)
         try:
@@ -310,7 +293,7 @@ async def answer_per_record(conn, sql: str, params: list):
                 canonical=prp.canonical(), statement=sql, mechanism=answer["mechanism"][0],
                 answer=answer)
         except BudgetExceeded as b:
-            raise _budget_error(conn.role, weight, b.remaining, tier) from None
+            raise budget_error(conn.role, weight, b.remaining, tier) from None
     remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
     rows = answer_rows(prp.plan, stored.answer)
     msg = notice(prp, pol, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
@@ -393,9 +376,9 @@ async def describe_per_record(conn, sql: str, oids: list[int]) -> Description:
     gw = conn.gw
     expr = parse(sql)
     types = pr_param_types(expr, gw.config)
-    inferred = [oids[i] if i < len(oids) and oids[i] else _TYPE_OIDS[t] or _TEXT
+    inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
                 for i, t in enumerate(types)]
-    prp = build_pr_plan(expr, gw.config, [_DUMMY.get(t, "0") for t in types] if types else None)
+    prp = build_pr_plan(expr, gw.config, [DUMMY.get(t, "0") for t in types] if types else None)
     refuse_ladder(gw, conn.role, prp.plan.table)
     policy_of(gw, prp.plan.table)
     return Description(inferred, [Column(o.name, t) for o, t in
@@ -420,6 +403,5 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
         lines.append("  round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
                      "(one query for all cells)")
     lines.append("backend SQL (one scan, GROUP BY keys, level" + (", value bucket)" if framework_sum else ")") + ":")
-    from .explain import _pretty
-    lines.extend("  " + line for line in _pretty(sql, dialect).splitlines())
+    lines.extend("  " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])

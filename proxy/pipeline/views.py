@@ -2,8 +2,8 @@
 and (admins only) ``dpgate.coalition``.
 
 A role sees its own rows; an admin role sees every role's. ``dpgate.coalition``
-(multi-tier ladders, :func:`proxy.multitier.coalition_rows`, plus one row per categorical
-Subset column of a local table, :func:`proxy.local_subset.subset_coalition_rows`) is the data
+(multi-tier ladders, :func:`proxy.pipeline.multitier.coalition_rows`, plus one row per categorical
+Subset column of a local table, :func:`proxy.pipeline.local_subset.subset_coalition_rows`) is the data
 owner's view and is refused to other roles. The rows come from the
 ledger (metadata only: never a released value or a true one) and are queried in a
 private in-memory DuckDB, so any read-only SELECT over them works (WHERE, ORDER BY,
@@ -22,7 +22,7 @@ only save work, never change an answer. A query that would need more than
 
 Views run on a small executor of their own (:class:`Views`, two threads, each
 with its own DuckDB) and read the ledger on a connection of their own
-(:class:`proxy.ledger.ViewReads`): a view read never holds up a DP statement's
+(:class:`proxy.stores.ledger.ViewReads`): a view read never holds up a DP statement's
 ledger reads or writes.
 """
 from __future__ import annotations
@@ -41,7 +41,9 @@ from sqlglot import exp
 
 from rewriter.errors import Refusal
 
-from .ledger import VIEW_RELEASE_COLUMNS, ViewReads
+from ..stores.ledger import VIEW_RELEASE_COLUMNS, ViewReads
+from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
+from .multitier import coalition_rows
 
 # a cheap router only (the orchestrator's): what a statement reads is decided from its parse
 
@@ -386,9 +388,7 @@ class Views:
         named = {t.name.lower() for t in tree.find_all(exp.Table)}
         tables: dict[str, tuple[list, list]] = {}
         if "coalition" in named:
-            from .multitier import coalition_rows
             ccols, coalition = coalition_rows(self.gw, role)    # refuses non-admin roles (42501)
-            from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
             tables["coalition"] = (list(ccols), list(coalition) + subset_coalition_rows(self.gw) if fill else [])
         if "budget" in named:
             tables["budget"] = (BUDGET_COLUMNS, self._budget(role) if fill else [])

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from rewriter.plan import Plan
 
+from .common import pretty
+from .multitier import explain_ladder_lines
 from .release import measurement_for, split_epsilon
 
 
 def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres") -> list[str]:
     if tier.ladder is not None:                  # data-market ladder tier (seed 000)
-        from .multitier import explain_ladder_lines
         lines = explain_ladder_lines(plan, tier)
     else:
         lines = _single_tier_lines(plan, tier)
@@ -22,7 +23,7 @@ def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres")
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
     lines.append("backend SQL (one scan):")
-    lines.extend("  " + line for line in _pretty(backend_sql, dialect).splitlines())
+    lines.extend("  " + line for line in pretty(backend_sql, dialect).splitlines())
     return lines
 
 
@@ -53,11 +54,3 @@ def _single_tier_lines(plan: Plan, tier) -> list[str]:
         lines.append(f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
                      f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}" + post_text(o.post))
     return lines
-
-
-def _pretty(sql: str, dialect: str) -> str:
-    import sqlglot
-    try:
-        return sqlglot.transpile(sql, read=dialect, write=dialect, pretty=True)[0]
-    except Exception:  # display only
-        return sql

@@ -5,7 +5,7 @@ and perturbs them in memory (``mechanisms.metric_ldp.perturb``, the same code a
 data producer runs on its side) and only the report bits (and the public
 columns, as-is) are written to ``<table>_reports``. Used by
 
-* ``INSERT INTO <local table> … VALUES …`` through the proxy (:mod:`proxy.local`);
+* ``INSERT INTO <local table> … VALUES …`` through the proxy (:mod:`proxy.pipeline.local`);
 * ``dpgate ldp-load --table T FILE.csv`` — a raw CSV (header = column names),
   ``--from-table SRC`` — a raw table in the backend, or ``--reports FILE.csv`` —
   reports made elsewhere by the standalone randomizer, loaded as-is. Streaming in
@@ -21,7 +21,6 @@ randomised "bucket ≤ j"; for the private weight, m = 2).
 from __future__ import annotations
 
 import csv
-import math
 import sys
 import time
 from pathlib import Path
@@ -29,25 +28,18 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from mechanisms.metric_ldp import perturb
+from mechanisms.metric_ldp import perturb, report_columns
 from mechanisms.rng import default_source
 from rewriter.local import Layout
 from rewriter.local_subset import resolve_stored
 
 from .subset_ingest import categories_from_bits, categories_to_bits, encode_categories
+from .values import IngestError, bits_matrix, public_value
 
 __all__ = ["Encoder", "IngestError", "LayoutMismatch", "ensure_duckdb", "ensure_postgres",
            "write_duckdb", "write_postgres", "load_rows_duckdb", "load_rows_postgres"]
 
 BATCH = 65536
-
-
-class IngestError(ValueError):
-    """A row cannot be ingested; ``sqlstate`` for the wire, message names the row/column."""
-
-    def __init__(self, sqlstate: str, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.sqlstate, self.message, self.hint = sqlstate, message, hint
 
 
 class LayoutMismatch(IngestError):
@@ -62,51 +54,6 @@ def _qi(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------- encoding
-_TRUE = {"t", "true", "yes", "y", "on", "1"}
-_FALSE = {"f", "false", "no", "n", "off", "0"}
-
-
-def _public_value(v, typ: str, col: str, domain):
-    if v is None or (isinstance(v, str) and v == ""):
-        return None
-    try:
-        if typ == "int":
-            if isinstance(v, bool):
-                raise ValueError
-            if isinstance(v, str):
-                v = v.strip()
-                out = int(v) if v.lstrip("+-").isdigit() else float(v)
-            else:
-                out = v
-            if isinstance(out, float):
-                if not out.is_integer():
-                    raise ValueError
-                out = int(out)
-            out = int(out)
-        elif typ == "float":
-            if isinstance(v, bool):
-                raise ValueError
-            out = float(v)
-            if not math.isfinite(out):
-                raise ValueError
-        elif typ == "bool":
-            if isinstance(v, bool):
-                out = v
-            elif str(v).strip().lower() in _TRUE | _FALSE:
-                out = str(v).strip().lower() in _TRUE
-            else:
-                raise ValueError
-        else:
-            out = str(v)
-    except (ValueError, TypeError, OverflowError):
-        raise IngestError("22P02", f"invalid {typ} value {v!r} for column {col}") from None
-    if domain is not None and out not in domain:
-        shown = ", ".join(map(repr, domain[:8])) + (", …" if len(domain) > 8 else "")
-        raise IngestError("23514", f"value {out!r} for column {col} is not in its declared domain "
-                          f"({shown})")
-    return out
-
-
 def _public_numeric(vals, typ: str, domain):
     """A numeric numpy column converted at once ([int, …] or [float, …]), or None when the
     per-value path must run (other inputs, or a value it refuses: it then names the value)."""
@@ -158,23 +105,6 @@ def _floats(values, col: str, policy: str, lo: float, n: int) -> np.ndarray:
     return arr
 
 
-def bits_matrix(cols: dict, key: str, n: int, width: int, what: str = "") -> np.ndarray:
-    """The n × width 0/1 matrix of a reports-CSV column ``key`` (strings of 0/1)."""
-    vals = cols.get(key)
-    if vals is None:
-        raise IngestError("42703", f"the reports file has no column {key}")
-    try:
-        raw = "".join(vals).encode("ascii")
-    except (TypeError, UnicodeEncodeError):
-        raise IngestError("22P02", f"column {key} must hold strings of 0/1") from None
-    if len(raw) != n * width or any(len(v) != width for v in vals):
-        raise IngestError("22P02", f"every {key} value must be {width} characters of 0/1{what}")
-    bits = np.frombuffer(raw, dtype=np.uint8).reshape(n, width) - 48
-    if bits.size and bits.max() > 1:
-        raise IngestError("22P02", f"column {key} must hold only 0 and 1")
-    return bits
-
-
 class Encoder:
     """Raw column values -> report-table columns (public as-is, private as report bits).
 
@@ -199,7 +129,7 @@ class Encoder:
             arr = np.empty(n, dtype=object)
             if vals is not None:
                 fast = _public_numeric(vals, typ, dom)
-                arr[:] = fast if fast is not None else [_public_value(v, typ, c, dom) for v in vals]
+                arr[:] = fast if fast is not None else [public_value(v, typ, c, dom) for v in vals]
             out[c] = arr
         return out
 
@@ -254,7 +184,6 @@ class Encoder:
 
 
 def _report_cols(g):
-    from mechanisms.metric_ldp import report_columns
     return report_columns(g.spec)
 
 
@@ -264,7 +193,9 @@ def _ddl(lay: Layout) -> str:
     return f"CREATE TABLE IF NOT EXISTS {_qi(lay.reports)} ({cols})"
 
 
-def _check_columns(lay: Layout, have: list[str]) -> None:
+def check_columns(lay: Layout, have: list[str]) -> None:
+    """Refuse (55000, :class:`LayoutMismatch`) a report table whose columns ``have`` are not
+    those ``lay`` stores."""
     want = [c for c, _ in lay.report_schema()]
     if set(have) != set(want):
         missing = [c for c in want if c not in have][:5]
@@ -277,7 +208,7 @@ def _check_columns(lay: Layout, have: list[str]) -> None:
 def _resolved(lay: Layout, have: list[str]) -> Layout:
     """The layout of an existing report table (Subset levels as stored), checked."""
     lay = resolve_stored(lay, have)
-    _check_columns(lay, have)
+    check_columns(lay, have)
     return lay
 
 
@@ -439,7 +370,7 @@ def load_rows_duckdb(backend, lay: Layout, batches: Iterable[dict], *, source=No
         cur.begin()
         try:
             for cols in batches:
-                n = _batch_len(cols)
+                n = batch_len(cols)
                 if n == 0:
                     continue
                 data = enc.from_bits(cols, n) if reports else enc.encode(cols, n)
@@ -465,7 +396,7 @@ async def load_rows_postgres(backend, lay: Layout, batches, *, source=None, repo
             enc = _encoder(lay, await ensure_postgres(conn, lay), source, reports)
             lay = enc.lay
             async for cols in _aiter(batches):
-                n = _batch_len(cols)
+                n = batch_len(cols)
                 if n == 0:
                     continue
                 data = enc.from_bits(cols, n) if reports else enc.encode(cols, n)
@@ -484,7 +415,8 @@ async def _aiter(it):
             yield x
 
 
-def _batch_len(cols: dict) -> int:
+def batch_len(cols: dict) -> int:
+    """The number of rows in a batch ({column: values})."""
     for v in cols.values():
         return len(v)
     return 0
@@ -538,7 +470,9 @@ def _dupe_check(lay: Layout, header_cols: set, reports: bool) -> list[str]:
     return sorted(header_cols - wanted)
 
 
-def _csv_batches(lay: Layout, path, batch, delimiter, reports, warn) -> Iterator[dict]:
+def csv_batches(lay: Layout, path, batch, delimiter, reports, warn) -> Iterator[dict]:
+    """Batches of a raw CSV (``reports`` False) or a reports CSV for local table ``lay``:
+    undeclared columns dropped (``warn``-ed once), a missing private column refused (42703)."""
     private = [*lay.where, *(c.name for c in lay.categories)]
     wanted = (set(lay.public) | {f"{c}_bits" for c in private}) if reports else set(lay.table.columns)
     first = True
@@ -562,7 +496,8 @@ def _source_columns_duckdb(backend, src: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _duck_table_batches(backend, lay: Layout, src: str, batch: int) -> Iterator[dict]:
+def duck_table_batches(backend, lay: Layout, src: str, batch: int) -> Iterator[dict]:
+    """Batches of raw rows read from table ``src`` of the DuckDB backend (``--from-table``)."""
     have = _source_columns_duckdb(backend, src)
     if not have:
         raise IngestError("42P01", f"source table {src} does not exist in the backend")
@@ -579,7 +514,8 @@ def _duck_table_batches(backend, lay: Layout, src: str, batch: int) -> Iterator[
         cur.close()
 
 
-async def _pg_table_batches(backend, lay: Layout, src: str, batch: int):
+async def pg_table_batches(backend, lay: Layout, src: str, batch: int):
+    """Batches of raw rows read from table ``src`` of the Postgres backend (``--from-table``)."""
     async with backend.pool.connection() as conn:
         cur = await conn.execute("SELECT column_name FROM information_schema.columns WHERE "
                                  "table_name = %s AND table_schema = current_schema() "

@@ -16,68 +16,42 @@ import argparse
 import asyncio
 import getpass
 import logging
+import math
+import signal
 import sys
-import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import quote
 
-from config import Config, ConfigError, load_config, parse_config
+from config import Config, ConfigError
 
-from rewriter.per_record import validate_config
-
-from .demo import demo_config_path, demo_passwords
-from .wire.auth import make_verifier
-
-
-def _demo_config(state_dir: Path) -> tuple[Config, dict[str, str]]:
-    data = tomllib.loads(demo_config_path().read_text())
-    pw = demo_passwords(state_dir, data["roles"])
-    for role, spec in data["roles"].items():
-        spec["scram"] = make_verifier(pw[role])
-    return parse_config(data, str(demo_config_path())), pw
-
-
-def load_service_config(path) -> Config:
-    """A config file as the service reads it: the models' checks (:mod:`config`),
-    then those that need the rewriter — per-record policies (seed 003)."""
-    cfg = load_config(path)
-    if problems := validate_config(cfg):
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ConfigError(f"{path}: {problems[0]}{more}")
-    return cfg
-
-
-def resolve(args) -> tuple[Config, Path, dict[str, str]]:
-    """The config (file or demo), the state dir, and demo passwords (if any)."""
-    from .gateway import default_state_dir
-    if args.config:
-        cfg = load_service_config(args.config)
-        state = Path(args.state_dir or cfg.server.state_dir or default_state_dir())
-        return cfg, state, {}
-    state = Path(args.state_dir or default_state_dir())
-    cfg, pw = _demo_config(state)
-    return cfg, state, pw
+from .. import demo
+from ..backends import BackendError
+from ..demo import trips as demo_trips
+from ..gateway import Gateway
+from ..pipeline.local import local_guarantees
+from ..pipeline.local_subset import subset_coalition_rows
+from ..pipeline.multitier import coalition_rows
+from ..stores.ledger import open_ledger
+from ..wire.auth import make_verifier
+from ..wire.server import Server
+from .ldp import add_parsers
+from .service import load_service_config, resolve
 
 
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
-    from .gateway import Gateway
-    from .wire.server import Server
-
     gw = Gateway(cfg, state)
     await gw.start()
     if cfg.demo:
-        from . import demo
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
         if gw.backend.dialect == "duckdb":
             await asyncio.to_thread(demo.load_duckdb, gw.backend)
         else:
             await demo.load_postgres(gw.backend)
-        from . import demo_trips      # the `trips` local table, through the bulk LDP path
-        if gw.backend.dialect == "duckdb":
+        if gw.backend.dialect == "duckdb":             # the `trips` local table, through the bulk LDP path
             await asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
         else:
             await demo_trips.load_postgres(gw.backend, cfg)
-    from .local import local_guarantees
     for line in local_guarantees(cfg):
         print(line, flush=True)
     lim = cfg.server.limits
@@ -119,7 +93,6 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
 def _stop_signals() -> asyncio.Event:
     """An event set by SIGTERM (service managers) or SIGINT (Ctrl-C); a signal the
     process was started with ignored (e.g. ``nohup``) stays ignored."""
-    import signal
     stop, loop = asyncio.Event(), asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         if signal.getsignal(sig) is signal.SIG_IGN:
@@ -132,7 +105,6 @@ def _stop_signals() -> asyncio.Event:
 
 
 def _release_signals() -> None:
-    import signal
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
@@ -143,7 +115,6 @@ def _release_signals() -> None:
 
 def cmd_serve(args) -> int:
     cfg, state, pw = resolve(args)
-    from .local import local_guarantees
     try:
         local_guarantees(cfg)         # an invalid local-table layout is a config error
     except ValueError as e:
@@ -174,7 +145,6 @@ def cmd_hash_password(args) -> int:
 
 
 def cmd_data_version(args) -> int:
-    from .ledger import open_ledger
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
     if args.advance:
@@ -185,7 +155,6 @@ def cmd_data_version(args) -> int:
 
 
 def cmd_budget(args) -> int:
-    from .ledger import open_ledger
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
     print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8}  period")
@@ -208,13 +177,32 @@ def cmd_budget(args) -> int:
 
 
 def cmd_coalition(args) -> int:
-    from .multitier import cmd_coalition as run
-    return run(args)
+    """``dpgate coalition [--config FILE] [--state-dir DIR]``: the coalition view on the command line."""
+    cfg, state, _ = resolve(args)
+    ledger = open_ledger(cfg, state)
+    try:
+        _, rows = coalition_rows(SimpleNamespace(config=cfg, ledger=ledger), None)
+        print(f"{'ladder':<8} {'dv':>3} {'coalition ε':>11} {'Σε':>7}  {'tiers released':<32} statement")
+        for lad, stmt, dv, _lv, tiers, _roles, _n, loss, indep, _saved, _ts in rows:
+            print(f"{lad:<8} {dv:>3} {loss:>11g} {indep:>7g}  {tiers or '(none yet)':<32} {stmt}")
+        total_loss = math.fsum(r[7] for r in rows)
+        total_indep = math.fsum(r[8] for r in rows)
+        print(f"total: coalition loss {total_loss:g} (Σ over queries of max ε); "
+              f"independent release would have cost {total_indep:g}")
+        local = subset_coalition_rows(SimpleNamespace(config=cfg, ledger=ledger))
+        if local:                  # a per-row loss (local DP), not summed with the per-query ones
+            print("\nlocal tables (each row perturbed once at ingestion for the whole ladder):")
+            print(f"{'ladder':<8} {'coalition ε':>11} {'Σε':>7}  {'tiers':<32} column")
+            for lad, what, _dv, _lv, tiers, _roles, _n, loss, indep, _saved, _ts in local:
+                col = what.split(":")[0].removeprefix("LDP ")
+                print(f"{lad:<8} {loss:>11g} {indep:>7g}  {tiers:<32} {col} (per row)")
+    finally:
+        ledger.close()
+    return 0
 
 
 def cmd_check(args) -> int:
     cfg = load_service_config(args.file)
-    from .local import local_guarantees
     try:
         local_guarantees(cfg)
     except ValueError as e:
@@ -254,10 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
-    from .ldp_cli import add_parsers
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     args = p.parse_args(argv)
-    from .backends import BackendError
     try:
         return args.fn(args)
     except ConfigError as e:

@@ -6,7 +6,7 @@ connecting role's tier only: the tier's stored level (its ε, or the nearest LOW
 for a tier added after ingestion — never a higher one), ONE backend scan summing that level's d
 bit columns, then ``(count_j − n f)/(t − f)`` with the MATCHED template's (t, f) (pitfall 10).
 Nothing is charged (the reports were perturbed once at ingestion; answers are post-processing);
-the NOTICE gives the 95% half-width (:func:`proxy.subset_ingest.tier_template`) and the guarantee.
+the NOTICE gives the 95% half-width (:func:`proxy.ingest.subset_ingest.tier_template`) and the guarantee.
 Roles whose tier is not on the column's ladder are refused (42501).
 """
 from __future__ import annotations
@@ -14,10 +14,12 @@ from __future__ import annotations
 import itertools
 import math
 
+from rewriter.local import layout
 from rewriter.local_subset import Category, SubsetPlan, subset_sql
 
-from .subset_ingest import estimate_from_counts, tier_template
-from .wire.api import Column, Result, SqlError
+from ..ingest.subset_ingest import estimate_from_counts, tier_template
+from ..wire.api import Column, Result, SqlError
+from .local_reports import ensure_reports, stored_layout
 
 __all__ = ["answer_subset", "explain_subset", "serve_level", "subset_answer", "subset_coalition_rows"]
 
@@ -100,7 +102,6 @@ def _coalition_line(cat: Category, cfg, level: float) -> str:
 
 async def answer_subset(conn, plan: SubsetPlan, fetch):
     """Answer a Subset plan for the connecting role's tier: (Result, "ldp", 0.0)."""
-    from .local import ensure_reports
     gw = conn.gw
     stored = await ensure_reports(gw, plan.layout)
     cat = stored.category(plan.category)
@@ -119,7 +120,6 @@ async def answer_subset(conn, plan: SubsetPlan, fetch):
 
 async def explain_subset(conn, plan: SubsetPlan) -> Result:
     """EXPLAIN of a Subset plan for the connecting role (nothing runs, nothing is charged)."""
-    from .local import ensure_reports
     gw = conn.gw
     stored = await ensure_reports(gw, plan.layout)
     cat = stored.category(plan.category)
@@ -139,16 +139,12 @@ async def explain_subset(conn, plan: SubsetPlan) -> Result:
 def subset_coalition_rows(gw) -> list[tuple]:
     """Rows of ``dpgate.coalition`` (COALITION_COLUMNS) for every Subset column: the loss per
     row of the ladder's tiers together (max level: one perturbation) vs Σε of independent ones."""
-    from rewriter.local import layout
-
-    from .local import _READY
     cfg, out = gw.config, []
     for name, table in cfg.tables.items():
         if table.mode != "local":
             continue
         lay = layout(name, table, cfg.tiers)
-        hit = _READY.get(gw, {}).get(lay.reports) if hasattr(gw, "backend") else None
-        lay = hit[1] if hit is not None and hit[0] is lay else lay      # as stored, once known
+        lay = stored_layout(gw, lay)                                     # as stored, once known
         for cat in lay.categories:
             tiers = [(n, t) for n, t in cfg.tiers.items() if t.ladder == cat.ladder_name]
             held = sorted(((n, cat.stored_level(t.epsilon), t.epsilon) for n, t in tiers

@@ -2,7 +2,7 @@
 
 Several dpgate processes (on several hosts) share one budget ledger, release
 store and multi-tier ladder store when ``[ledger] kind = "postgres"``. The
-stores' code is the SQLite code (:mod:`proxy.ledger`, :mod:`proxy.ladder_store`)
+stores' code is the SQLite code (:mod:`proxy.stores.ledger`, :mod:`proxy.stores.ladder_store`)
 run through :class:`PgConnection`, which gives a psycopg connection the part of
 the ``sqlite3`` connection interface they use and translates their few SQLite
 forms, keeping every guarantee:
@@ -31,7 +31,7 @@ import re
 import psycopg
 from psycopg import pq, sql as pgsql
 
-from .ledger import LedgerUnavailable
+from .errors import LedgerUnavailable
 
 LOCK_KEY = 0x64706761      # "dpga": the advisory lock every proxy's ledger writes take
 
@@ -202,7 +202,7 @@ CREATE INDEX IF NOT EXISTS releases_created ON releases (created);
 
 
 def create_view_indexes(db: PgConnection) -> None:
-    """The indexes behind dpgate's views (:class:`proxy.ledger.ViewReads`), created
+    """The indexes behind dpgate's views (:class:`proxy.stores.ledger.ViewReads`), created
     once under the ledger's advisory lock (proxies starting together)."""
     try:
         with db._con.transaction():

@@ -1,0 +1,87 @@
+"""Helpers every release kind shares (central, ladder, per-record, MAX/MIN): the budget
+refusal, charging a scan that ran, Describe's placeholder values and type OIDs, matching
+backend rows to public cells, and display of numbers and backend SQL. Imports no kind."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from decimal import Decimal
+
+import sqlglot
+
+from ..wire.api import SqlError
+
+DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
+"""A placeholder value per parameter type: Describe plans a statement before its values exist."""
+TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+"""The Postgres type OID Describe reports for a parameter of each type (0: unknown)."""
+
+
+def budget_error(role, eps, remaining, tier) -> SqlError:
+    """The 53400 refusal of a statement whose ε exceeds what is left of the tier's budget."""
+    per = "in total" if tier.period == "never" else f"per {tier.period}"
+    return SqlError(
+        "53400", f"privacy budget exhausted for role {role}: this query costs ε {eps:g}, "
+                 f"{max(remaining, 0):g} of {tier.budget:g} {per} is left",
+        hint="Repeating an earlier query is free; the budget resets at the start of the next period.")
+
+
+@contextlib.asynccontextmanager
+async def charge_what_ran(conn, tier):
+    """Around the scans of a path that charges only after them (``charge_and_record``):
+    if a scan started and the statement then fails, times out or is cancelled, the
+    tier's ε is charged with no answer (its time was observable); a failure before
+    any scan started charges nothing."""
+    try:
+        yield
+    except BaseException as e:
+        if conn._timing.get("started"):
+            await asyncio.shield(asyncio.to_thread(
+                conn.gw.ledger.charge_unreleased, role=conn.role, epsilon=float(tier.epsilon),
+                budget=tier.budget, period=tier.period))
+            detail_charged(conn, e, tier)
+        raise
+
+
+def detail_charged(conn, e: BaseException, tier) -> None:
+    """Tell the client that the error it gets was charged (the scan had started)."""
+    if isinstance(e, SqlError) and conn._timing.get("started") and e.detail is None:
+        e.detail = (f"the scan had started, so ε {tier.epsilon:g} was charged with no answer; "
+                    "running the statement again charges again")
+
+
+def plain_number(v):
+    """A backend number as a Python int or float (a Decimal from Postgres NUMERIC)."""
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+def cell_key(v):
+    """A group-key value as stored in a release (Decimal -> int/float, others as they are)."""
+    if isinstance(v, Decimal):
+        return plain_number(v)
+    return v
+
+
+def cell_of(row, n: int, cells: set) -> tuple | None:
+    """The public cell (of ``cells``) a backend row's first ``n`` values name, or None for a
+    row outside the public domain (an int key also matches a float domain value)."""
+    key = tuple(plain_number(v) for v in row[:n])
+    if key in cells:
+        return key
+    alt = tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in key)
+    return alt if alt in cells else None
+
+
+def fmt(x: float) -> str:
+    """A half-width or step for a NOTICE: 3 significant digits (4 from 1e5)."""
+    return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.4g}"
+
+
+def pretty(sql: str, dialect: str) -> str:
+    """Backend SQL laid out for EXPLAIN (as it is if sqlglot cannot)."""
+    try:
+        return sqlglot.transpile(sql, read=dialect, write=dialect, pretty=True)[0]
+    except Exception:  # display only
+        return sql
