@@ -42,8 +42,9 @@ def plan_group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, 
     group = select.args.get("group")
     if group is None:
         return ()
-    if any(v for k, v in group.args.items() if k != "expressions"):
-        raise refuse_local("ROLLUP/CUBE/GROUPING SETS are not supported.")
+    if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        raise refuse_local("GROUP BY ROLLUP/CUBE/GROUPING SETS are not supported.")
+    understood(group)
     keys = {}
     aliases = {i.alias: i.unalias() for i in select.expressions if isinstance(i, exp.Alias)}
     for node in group.expressions:
