@@ -6,6 +6,8 @@
     dpgate budget [--role R]           spent and remaining budget per role
     dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
     dpgate check-config FILE           validate a config file
+    dpgate ledger check                the ledger's integrity and identity (exit 0 / 1, one line)
+    dpgate ledger init --i-know        a new ledger identity (after a lost ledger: start afresh)
     dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
                                        (or --from-table SRC, or --reports FILE.csv as-is)
     dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
@@ -201,6 +203,34 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_ledger(args) -> int:
+    """``dpgate ledger check`` / ``dpgate ledger init --i-know`` (proxy.ledger_guard)."""
+    from . import ledger_guard
+    cfg, state, _ = resolve(args)
+    if args.action == "check":
+        ok, line = ledger_guard.check(cfg, state)
+        print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
+        return 0 if ok else 1
+    if not args.i_know:
+        print("dpgate: `dpgate ledger init` writes a NEW ledger identity: the budget spent so far in a lost "
+              "ledger is forgotten; stop the proxy, then run it with --i-know", file=sys.stderr)
+        return 2
+    from .backends import open_backend
+    from .gateway import secure_state_dir
+    from .ledger import open_ledger
+    secure_state_dir(state)
+    ledger = open_ledger(cfg, state)
+    backend = open_backend(cfg, state) if cfg.backend.kind != "postgres" else None
+    try:
+        ident = ledger_guard.init_identity(ledger, state, backend)
+    finally:
+        ledger.close()
+        if backend is not None:
+            asyncio.run(backend.close())
+    print(f"dpgate: new ledger identity {ident['id']} for {ledger_guard.where(ledger)} (logged)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dpgate", description="A differentially private SQL gateway.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -232,12 +262,21 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
+    lg = sub.add_parser("ledger", help="ledger integrity: check, or init --i-know (a new identity)")
+    lg.add_argument("action", choices=["check", "init"])
+    lg.add_argument("--i-know", action="store_true", help="init: yes, start afresh")
+    common(lg)
+    lg.set_defaults(fn=cmd_ledger)
     from .ldp_cli import add_parsers
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     args = p.parse_args(argv)
     from .backends import BackendError
+    from .ledger_guard import LedgerLost
     try:
         return args.fn(args)
+    except LedgerLost as e:                 # serve refuses to start: what happened, how to recover
+        print(f"dpgate: {e}", file=sys.stderr)
+        return 1
     except ConfigError as e:
         print(f"dpgate: {e}", file=sys.stderr)
         return 2
