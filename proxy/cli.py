@@ -5,7 +5,8 @@
     dpgate data-version [--advance]    show / advance the data version (new releases)
     dpgate budget [--role R]           spent and remaining budget per role
     dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
-    dpgate check-config FILE           validate a config file
+    dpgate check-config [--backend] FILE  validate a config file (--backend: against the
+                                       backend's schema: relations, columns, types)
     dpgate ledger check                the ledger's integrity and identity (exit 0 / 1, one line)
     dpgate ledger init --i-know        a new ledger identity (after a lost ledger: start afresh)
     dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
@@ -67,6 +68,12 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
             await asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
         else:
             await demo_trips.load_postgres(gw.backend, cfg)
+    from .backends.schema_check import check_backend_schema
+    problems = await check_backend_schema(cfg, gw.backend, args.config or "demo config")
+    if problems:                   # config meets the backend at start, not at query time
+        await gw.close()
+        more = f" (and {len(problems) - 1} more: dpgate check-config --backend)" if len(problems) > 1 else ""
+        raise ConfigError(problems[0] + more)
     from .local import local_guarantees
     for line in local_guarantees(cfg):
         print(line, flush=True)
@@ -199,8 +206,28 @@ def cmd_check(args) -> int:
         local_guarantees(cfg)
     except ValueError as e:
         raise ConfigError(f"{args.file}: {e}") from None
-    print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers)")
+    if args.backend:
+        problems = asyncio.run(_check_backend(cfg, args))
+        for line in problems:
+            print(f"dpgate: {line}", file=sys.stderr)
+        if problems:
+            return 2
+    print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers"
+          + (", matches the backend's schema)" if args.backend else ")"))
     return 0
+
+
+async def _check_backend(cfg: Config, args) -> list[str]:
+    """``check-config --backend``: every declared table and column against the backend."""
+    from .backends import open_backend
+    from .backends.schema_check import check_backend_schema
+    from .gateway import default_state_dir
+    backend = open_backend(cfg, Path(args.state_dir or cfg.server.state_dir or default_state_dir()))
+    await backend.connect()
+    try:
+        return await check_backend_schema(cfg, backend, args.file)
+    finally:
+        await backend.close()
 
 
 def cmd_ledger(args) -> int:
@@ -261,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     co.set_defaults(fn=cmd_coalition)
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
+    c.add_argument("--backend", action="store_true", help="also check tables and columns against the backend")
+    c.add_argument("--state-dir", help="state directory (a relative DuckDB path is in it)")
     c.set_defaults(fn=cmd_check)
     lg = sub.add_parser("ledger", help="ledger integrity: check, or init --i-know (a new identity)")
     lg.add_argument("action", choices=["check", "init"])
