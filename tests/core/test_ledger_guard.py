@@ -268,3 +268,67 @@ def test_disk_full_and_locked_are_named(tmp_path, monkeypatch):
     holder.execute("ROLLBACK")
     holder.close()
     led.close()
+
+
+SERVE_CONFIG = """
+[server]
+auth = "trust"
+[tiers.d]
+epsilon = 1
+budget = 10
+[roles.a]
+tier = "d"
+[backend]
+kind = "duckdb"
+path = "data.duckdb"
+[tables.t.columns]
+age = {{ type = "{age}", lower = 0, upper = 100 }}
+"""
+
+
+def _serve(cfg, state, port):
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg),
+                             "--state-dir", str(state), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_dpgate_serve_refuses_to_start_with_one_line(tmp_path):
+    """`dpgate serve`: a lost ledger and a config the backend cannot hold are
+    each one line on stderr and exit status 1 / 2, before listening."""
+    import signal
+    import duckdb
+    from support.pg import free_port
+    state = tmp_path / "state"
+    state.mkdir()
+    con = duckdb.connect(str(state / "data.duckdb"))
+    con.execute("CREATE TABLE t (age INTEGER)")
+    con.close()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(SERVE_CONFIG.format(age="int"))
+    port = free_port()
+    proc = _serve(cfg, state, port)
+    try:
+        line = proc.stdout.readline()
+        while line and "listening" not in line:
+            line = proc.stdout.readline()
+        assert "listening" in line, proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for suffix in ("", "-wal", "-shm"):
+        (state / f"ledger.sqlite3{suffix}").unlink(missing_ok=True)
+    proc = _serve(cfg, state, port)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "listening" not in out
+    assert len(err.strip().splitlines()) == 1 and "missing or empty" in err and "--i-know" in err, err
+    assert main(["ledger", "init", "--i-know", "--config", str(cfg), "--state-dir", str(state)]) == 0
+    cfg.write_text(SERVE_CONFIG.format(age="bool").replace("lower = 0, upper = 100", "domain = [true, false]"))
+    proc = _serve(cfg, state, port)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "listening" not in out
+    assert err.strip().splitlines() == [f"dpgate: {cfg}: tables.t.columns.age: declared bool, "
+                                        "but t.age is INTEGER in the backend"], err
