@@ -247,6 +247,14 @@ class Ledger:
             self._latest[period] = pk
         return pk
 
+    @staticmethod
+    def _count_charge(db, eps_n: int) -> None:
+        """The spend high-water mark: nano-ε ever charged (refunds included), in the
+        charge's own fsync-ed transaction, so it never goes down on a healthy ledger."""
+        db.execute("INSERT INTO meta VALUES ('charged_nano', ?) ON CONFLICT (key) DO UPDATE "
+                   "SET value = CAST(CAST(meta.value AS BIGINT) + CAST(excluded.value AS BIGINT) AS TEXT)",
+                   (str(eps_n),))
+
     # -- budget -------------------------------------------------------------
     def spent(self, role: str, period: str) -> float:
         with self._rlock:
@@ -313,6 +321,7 @@ class Ledger:
                     db.execute("ROLLBACK")
                     spent_n = cur[0] if cur else 0
                     raise BudgetExceeded(role, epsilon, (budget_n - spent_n) / NANO, budget, period)
+                self._count_charge(db, eps_n)
                 db.execute("COMMIT")
             except BudgetExceeded:
                 raise
@@ -347,6 +356,7 @@ class Ledger:
                                          budget, period)
                 rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created) "
                                  "VALUES (?,?,?,?)", (role, pk, eps_n, time.time())).lastrowid
+                self._count_charge(db, eps_n)
                 db.execute("COMMIT")
             except BudgetExceeded:
                 raise

@@ -70,16 +70,20 @@ def ledger_marker(ledger) -> dict | None:
     return json.loads(row[0]) if row else None
 
 
-def marks(ledger) -> tuple[int, int]:
-    """(settled nano-ε, largest release id): the high-water marks, both monotone."""
+def marks(ledger) -> tuple[int, int, int]:
+    """(nano-ε ever charged, settled nano-ε, largest release id): the high-water
+    marks. The first is written with each charge's fsync and is the one kept in
+    ``ledger.id``; the other two (settled = spend minus open reservations, which a
+    refund lowers together) are watched while serving."""
     with ledger._rlock:
         db = ledger._rdb
         # one statement: one snapshot (a reserve between two reads would look like a drop)
-        settled, top = db.execute(
-            "SELECT (SELECT COALESCE(SUM(spent_nano),0) FROM spend) - "
+        charged, settled, top = db.execute(
+            "SELECT (SELECT COALESCE(MAX(CAST(value AS BIGINT)),0) FROM meta WHERE key='charged_nano'), "
+            "(SELECT COALESCE(SUM(spent_nano),0) FROM spend) - "
             "(SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations), "
             "(SELECT COALESCE(MAX(id),0) FROM releases)").fetchone()
-    return int(settled), int(top)
+    return int(charged), int(settled), int(top)
 
 
 def has_history(ledger) -> bool:
@@ -98,13 +102,13 @@ def read_state_file(state_dir: Path) -> dict | None:
         raise LedgerLost(f"{p} is unreadable") from None
 
 
-def write_state_file(state_dir: Path, ident: dict, hwm: tuple[int, int]) -> None:
+def write_state_file(state_dir: Path, ident: dict, hwm: tuple) -> None:
     p = Path(state_dir) / ID_FILE
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
+    tmp = p.with_name(f".{ID_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")   # proxies sharing the dir
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({**ident, "settled_nano": hwm[0], "release_id": hwm[1]}, f)
+        json.dump({**ident, "charged_nano": hwm[0]}, f)
     os.replace(tmp, p)
 
 
@@ -126,9 +130,11 @@ def write_backend_marker(backend, ident: dict) -> None:
         f"INSERT INTO {DUCKDB_TABLE} VALUES ('{ident['id']}', {float(ident['created'])});")
 
 
-def _write_ledger_marker(ledger, ident: dict) -> None:
+def _write_ledger_marker(ledger, ident: dict, *, replace: bool = True) -> None:
+    """The marker row; ``replace=False``: only if none (proxies starting together: the first wins)."""
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
     with ledger._lock:
-        ledger._db.execute("INSERT OR REPLACE INTO meta VALUES ('ledger_id', ?)", (json.dumps(ident),))
+        ledger._db.execute(f"{verb} INTO meta VALUES ('ledger_id', ?)", (json.dumps(ident),))
 
 
 def _new_identity() -> dict:
@@ -155,8 +161,8 @@ def verify_at_start(ledger, state_dir: Path, backend=None, *, existed: bool = Tr
                              f"created {_when(known['created'])}")
         if not write:
             return None
-        mine = _new_identity()                   # a first start (or a ledger from before identities)
-        _write_ledger_marker(ledger, mine)
+        _write_ledger_marker(ledger, _new_identity(), replace=False)   # a first start (or an older ledger)
+        mine = ledger_marker(ledger)
         log.warning("ledger %s: new ledger identity %s%s", here, mine["id"],
                     " (adopted: it predates ledger identities)" if has_history(ledger) else "")
     else:
@@ -165,11 +171,13 @@ def verify_at_start(ledger, state_dir: Path, backend=None, *, existed: bool = Tr
                 raise LedgerLost(f"{here} is ledger {mine['id']} but {name} holds ledger {other['id']} "
                                  "(the ledger was replaced)")
     now = marks(ledger)
-    if remembered is not None and remembered.get("id") == mine["id"]:
-        old = (remembered.get("settled_nano", 0), remembered.get("release_id", 0))
-        if now[0] < old[0] or now[1] < old[1]:
-            raise LedgerLost(f"{here}'s spend went down (settled ε {now[0] / 1e9:g} < {old[0] / 1e9:g} "
-                             f"or release id {now[1]} < {old[1]}): an older copy or a truncated table")
+    if remembered is not None and remembered.get("id") == mine["id"] \
+            and now[0] < remembered.get("charged_nano", 0):
+        raise LedgerLost(f"{here} has charged ε {now[0] / 1e9:g} in all, less than the "
+                         f"{remembered['charged_nano'] / 1e9:g} this state dir saw: an older copy")
+    if now[0] > 0 and not has_history(ledger):
+        raise LedgerLost(f"{here} has charged ε {now[0] / 1e9:g} but holds no spend and no release: "
+                         "its tables were truncated")
     if not write:
         return mine
     write_state_file(state_dir, mine, now)
@@ -186,7 +194,7 @@ def init_identity(ledger, state_dir: Path, backend=None) -> dict:
     if backend_marker(backend)[0]:
         write_backend_marker(backend, ident)
     log.warning("ledger %s: NEW ledger identity %s written by `dpgate ledger init --i-know`; "
-                "spend so far: %g ε", where(ledger), ident["id"], marks(ledger)[0] / 1e9)
+                "ε charged so far: %g", where(ledger), ident["id"], marks(ledger)[0] / 1e9)
     return ident
 
 
@@ -241,13 +249,15 @@ class Guard:
                 self._lose(f"{where(self.ledger)} cannot be read ({str(e).splitlines()[0]})")
             if mine is None or mine.get("id") != self.ident["id"]:
                 self._lose(f"{where(self.ledger)} lost its identity marker (expected ledger {self.ident['id']})")
-            if now[0] < self._hwm[0] or now[1] < self._hwm[1]:
-                self._lose(f"{where(self.ledger)}'s spend went down (settled ε {now[0] / 1e9:g} < "
-                           f"{self._hwm[0] / 1e9:g} or release id {now[1]} < {self._hwm[1]}): truncated")
+            if any(n < h for n, h in zip(now, self._hwm)):
+                self._lose(f"{where(self.ledger)}'s spend went down (charged ε {now[0] / 1e9:g}, "
+                           f"settled ε {now[1] / 1e9:g}, last release {now[2]}; it was "
+                           f"{self._hwm[0] / 1e9:g}, {self._hwm[1] / 1e9:g}, {self._hwm[2]}): truncated")
             if now != self._hwm:
-                self._hwm = now
+                saved, self._hwm = self._hwm, now
                 try:
-                    write_state_file(self.state_dir, self.ident, now)
+                    if now[0] != saved[0]:
+                        write_state_file(self.state_dir, self.ident, now)
                 except OSError:
                     pass
         finally:
@@ -326,11 +336,11 @@ def check(config, state_dir: Path) -> tuple[bool, str]:
         if not ledger.integrity_check():
             return False, (f"{where(ledger)}: the spend does not match the stored releases and reservations "
                            f"(or SQLite's integrity check failed); {RECOVER}")
-        settled, _ = marks(ledger)
+        charged, settled, _ = marks(ledger)
         if ident is None:
             return True, f"{where(ledger)}: ok, no identity yet (written at the next start)"
         return True, (f"{where(ledger)}: ok, ledger {ident['id']} created {_when(ident['created'])}, "
-                      f"settled ε {settled / 1e9:g}")
+                      f"ε charged {charged / 1e9:g} in all, {settled / 1e9:g} for stored releases")
     except LedgerLost as e:
         return False, str(e)
     finally:

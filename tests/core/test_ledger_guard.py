@@ -144,7 +144,7 @@ def test_older_copy_is_refused_at_start(tmp_path):
         (state / f"ledger.sqlite3{suffix}").unlink(missing_ok=True)
     (state / "ledger.sqlite3").write_bytes(copy)
     led = Ledger(state / "ledger.sqlite3")
-    with pytest.raises(LedgerLost, match="spend went down"):
+    with pytest.raises(LedgerLost, match="an older copy"):
         install(led, state)
     led.close()
 
@@ -190,6 +190,7 @@ def test_deleted_while_serving_is_refused_over_the_wire(tmp_path):
 
 
 def test_postgres_ledger_truncated_or_dropped_is_detected(postgres, tmp_path):
+    import psycopg
     schema = "g_" + uuid.uuid4().hex[:10]
     led = Ledger(None, dsn=postgres.dsn, schema=schema)
     guard = install(led, tmp_path / "a", interval=0)
@@ -197,19 +198,22 @@ def test_postgres_ledger_truncated_or_dropped_is_detected(postgres, tmp_path):
     guard.check_now()
     other = Ledger(None, dsn=postgres.dsn, schema=schema)   # a second proxy adopts the identity
     assert install(other, tmp_path / "b").ident["id"] == guard.ident["id"]
-    import psycopg
+    other.close()
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         c.execute(f"TRUNCATE {schema}.spend, {schema}.releases")
-    with pytest.raises(LedgerLost, match="spend went down"):
+    with pytest.raises(LedgerLost, match="spend went down"):       # while serving
         _reserve(led)
-    other.close()
-    fresh = Ledger(None, dsn=postgres.dsn, schema=schema)     # a restart: state dir remembers more
-    with pytest.raises(LedgerLost, match="spend went down"):
-        install(fresh, tmp_path / "a")
-    fresh.close()
     led.close()
+    for state in ("a", "c"):                                       # a restart, a new proxy
+        fresh = Ledger(None, dsn=postgres.dsn, schema=schema)
+        with pytest.raises(LedgerLost, match="truncated"):
+            install(fresh, tmp_path / state)
+        fresh.close()
+
+    schema = "h_" + uuid.uuid4().hex[:10]
     led = Ledger(None, dsn=postgres.dsn, schema=schema)
-    guard = install(led, tmp_path / "c", interval=0)          # the truncated ledger, newly adopted
+    install(led, tmp_path / "d", interval=0)
+    _charge(led, "q1")
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         c.execute(f"DROP SCHEMA {schema} CASCADE")
     with pytest.raises(LedgerLost):
@@ -217,7 +221,7 @@ def test_postgres_ledger_truncated_or_dropped_is_detected(postgres, tmp_path):
     led.close()
     led = Ledger(None, dsn=postgres.dsn, schema=schema)       # re-created empty: the state dir knows
     with pytest.raises(LedgerLost, match="no identity marker"):
-        install(led, tmp_path / "c")
+        install(led, tmp_path / "d")
     led.close()
 
 
@@ -332,3 +336,20 @@ def test_dpgate_serve_refuses_to_start_with_one_line(tmp_path):
     assert proc.returncode == 2 and "listening" not in out
     assert err.strip().splitlines() == [f"dpgate: {cfg}: tables.t.columns.age: declared bool, "
                                         "but t.age is INTEGER in the backend"], err
+
+
+def test_proxies_starting_together_share_one_identity(tmp_path):
+    """Two proxies on one fresh state dir (or one Postgres ledger): the first
+    marker wins, neither later thinks the ledger was replaced."""
+    a = Ledger(tmp_path / "ledger.sqlite3")
+    b = Ledger(tmp_path / "ledger.sqlite3")
+    ga = install(a, tmp_path, interval=0)
+    gb = install(b, tmp_path, interval=0)
+    assert ga.ident == gb.ident
+    _charge(a, "q1")
+    _reserve(b)
+    ga.check_now()
+    gb.check_now()
+    assert json.loads((tmp_path / ID_FILE).read_text())["charged_nano"] == 2 * 10 ** 9
+    a.close()
+    b.close()
