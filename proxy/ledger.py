@@ -174,7 +174,9 @@ class Ledger:
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self.guard = None              # proxy.ledger_guard.Guard, called before charges and look-ups
         self.clock = time.time         # injectable (tests: a clock that goes backwards)
-        self._latest: dict[str, str] = {}     # period kind -> latest period key seen
+        self._latest: dict[str, str] = {     # period kind -> latest period key seen (persisted)
+            k.split(":", 1)[1]: v for k, v in self._db.execute(
+                "SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()}
 
     def _connect(self, sync: str | None):
         if self.dsn is not None:
@@ -382,6 +384,7 @@ class Ledger:
         fsync: the charge is already durable). An earlier release of the same key
         wins: it is returned and the reservation refunded. ``None`` if the
         reservation was cancelled meanwhile (the answer must not be sent)."""
+        self._check()                  # never an answer recorded into a lost ledger
         body, now = json.dumps(answer), time.time()
         db = self._ndb
         with self._lock:

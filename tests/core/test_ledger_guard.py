@@ -240,6 +240,7 @@ def test_clock_going_back_keeps_the_latest_period(tmp_path):
     led.close()
     again = Ledger(tmp_path / "l.db")                # persisted: a restarted proxy too
     again.clock = lambda: now[0]
+    assert again.spent("r", "day") == 2.0            # reads show the latest period too
     with pytest.raises(BudgetExceeded):
         _reserve(again, budget=2.0)
     now[0] += 2 * 86_400                             # a real new day opens a new budget
