@@ -354,3 +354,17 @@ def test_proxies_starting_together_share_one_identity(tmp_path):
     assert json.loads((tmp_path / ID_FILE).read_text())["charged_nano"] == 2 * 10 ** 9
     a.close()
     b.close()
+
+
+def test_postgres_lock_timeout_is_named(postgres):
+    """A Postgres ledger whose tables are locked past lock_timeout: 55P03, one line."""
+    import psycopg
+    schema = "k_" + uuid.uuid4().hex[:10]
+    led = Ledger(None, dsn=postgres.dsn, schema=schema)
+    led._db.execute("SET lock_timeout = '100ms'")
+    with psycopg.connect(postgres.dsn) as holder:
+        holder.execute(f"LOCK TABLE {schema}.spend IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(LedgerFault) as e:
+            _reserve(led)
+        assert e.value.sqlstate == "55P03" and "locked" in e.value.line
+    led.close()
