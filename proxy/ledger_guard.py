@@ -190,6 +190,9 @@ def init_identity(ledger, state_dir: Path, backend=None) -> dict:
     """``dpgate ledger init --i-know``: a new identity for the ledger as it is now."""
     ident = _new_identity()
     _write_ledger_marker(ledger, ident)
+    with ledger._lock:              # the high-water mark restarts from the spend the ledger holds now
+        spend = ledger._db.execute("SELECT COALESCE(SUM(spent_nano),0) FROM spend").fetchone()[0]
+        ledger._db.execute("INSERT OR REPLACE INTO meta VALUES ('charged_nano', ?)", (str(int(spend)),))
     write_state_file(Path(state_dir), ident, marks(ledger))
     if backend_marker(backend)[0]:
         write_backend_marker(backend, ident)

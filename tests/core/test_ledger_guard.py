@@ -209,6 +209,11 @@ def test_postgres_ledger_truncated_or_dropped_is_detected(postgres, tmp_path):
         with pytest.raises(LedgerLost, match="truncated"):
             install(fresh, tmp_path / state)
         fresh.close()
+    fresh = Ledger(None, dsn=postgres.dsn, schema=schema)          # ledger init --i-know recovers
+    from proxy.ledger_guard import init_identity
+    init_identity(fresh, tmp_path / "a")
+    assert install(fresh, tmp_path / "a").ident["id"] != guard.ident["id"]
+    fresh.close()
 
     schema = "h_" + uuid.uuid4().hex[:10]
     led = Ledger(None, dsn=postgres.dsn, schema=schema)
