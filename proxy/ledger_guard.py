@@ -226,8 +226,10 @@ class Guard:
         if self._file is not None:
             try:
                 st = os.stat(self.ledger.path)
-                ok = (st.st_dev, st.st_ino) == self._file and st.st_size > 0
-                what = "was replaced (another file at its path)" if not ok else ""
+                same = (st.st_dev, st.st_ino) == self._file
+                ok = same and st.st_size > 0
+                what = "" if ok else ("was emptied while serving" if same else
+                                      "was replaced while serving (another file at its path)")
             except FileNotFoundError:
                 ok, what = False, "was deleted while serving"
             if not ok:
