@@ -25,6 +25,7 @@ from rewriter.route import Route, route
 from rewriter.template import Templates
 
 from .stores.ledger import open_ledger
+from .stores.ledger_guard import install, precheck
 from .pipeline.release import NoiseReservoir, prepare_mechanisms
 from .pipeline.orchestrator import Connection
 from .pipeline.views import Views
@@ -44,6 +45,22 @@ def default_state_dir() -> Path:
     return Path(base) / "dpgate"
 
 
+def secure_state_dir(path: Path) -> None:
+    """The state dir (ledger, data, demo passwords): created 0700, and made 0700."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.chmod(path, 0o700)
+    except OSError:                   # not ours (e.g. a shared mount): leave it
+        pass
+
+
+def _duckdb_file(config: Config, state_dir: Path) -> Path | None:
+    if config.backend.kind == "postgres":
+        return None
+    path = Path(config.backend.path or "demo.duckdb")
+    return path if path.is_absolute() else state_dir / path
+
+
 class Gateway:
     """Everything the connections share. ``await start()`` opens the backend."""
 
@@ -51,9 +68,22 @@ class Gateway:
         self.config = config
         prepare_mechanisms(config)      # AVG/SUM/COUNT set-up tables, once, before any statement
         self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        secure_state_dir(self.state_dir)
+        precheck(config, self.state_dir)   # a missing ledger the state dir remembers: before creating one
         self.ledger = open_ledger(config, self.state_dir)
+        duck = _duckdb_file(config, self.state_dir) if backend is None else None
+        fresh = duck is not None and not duck.exists()
         self.backend = backend or open_backend(config, self.state_dir)
+        if fresh and duck.exists():
+            os.chmod(duck, 0o600)          # the data: owner only
+        try:                               # the ledger is never silently new (LedgerLost: one line)
+            install(self.ledger, self.state_dir, self.backend)
+        except BaseException:
+            self.ledger.close()
+            if backend is None and self.backend.dialect == "duckdb":   # free the file (close awaits nothing)
+                with contextlib.suppress(StopIteration):
+                    self.backend.close().send(None)
+            raise
         self.catalog = Catalog(config, database=config.server.database)
         self.source = source or default_source()
         self.reservoir = NoiseReservoir(self.source)     # noise drawn ahead, in idle time

@@ -5,7 +5,10 @@
     dpgate data-version [--advance]    show / advance the data version (new releases)
     dpgate budget [--role R]           spent and remaining budget per role
     dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
-    dpgate check-config FILE           validate a config file
+    dpgate check-config [--backend] FILE  validate a config file (--backend: against the
+                                       backend's schema: relations, columns, types)
+    dpgate ledger check                the ledger's integrity and identity (exit 0 / 1, one line)
+    dpgate ledger init --i-know        a new ledger identity (after a lost ledger: start afresh)
     dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
                                        (or --from-table SRC, or --reports FILE.csv as-is)
     dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
@@ -26,17 +29,20 @@ from urllib.parse import quote
 from config import Config, ConfigError
 
 from .. import demo
-from ..backends import BackendError
+from ..backends import BackendError, open_backend
+from .schema_check import check_backend_schema
 from ..demo import trips as demo_trips
-from ..gateway import Gateway
+from ..gateway import Gateway, default_state_dir, secure_state_dir
 from ..pipeline.local import local_guarantees
 from ..pipeline.local_subset import subset_coalition_rows
 from ..pipeline.multitier import coalition_rows
+from ..stores import ledger_guard
 from ..stores.ledger import open_ledger
+from ..stores.ledger_guard import LedgerLost
 from ..wire.auth import make_verifier
 from ..wire.server import Server
 from .ldp import add_parsers
-from .service import load_service_config, resolve
+from .service import load_config_for_check, resolve
 
 
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
@@ -52,6 +58,11 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
             await asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
         else:
             await demo_trips.load_postgres(gw.backend, cfg)
+    problems = await check_backend_schema(cfg, gw.backend, args.config or "demo config")
+    if problems:                   # config meets the backend at start, not at query time
+        await gw.close()
+        more = f" (and {len(problems) - 1} more: dpgate check-config --backend)" if len(problems) > 1 else ""
+        raise ConfigError(problems[0] + more)
     for line in local_guarantees(cfg):
         print(line, flush=True)
     lim = cfg.server.limits
@@ -202,12 +213,55 @@ def cmd_coalition(args) -> int:
 
 
 def cmd_check(args) -> int:
-    cfg = load_service_config(args.file)
+    cfg = load_config_for_check(args.file)
     try:
         local_guarantees(cfg)
     except ValueError as e:
         raise ConfigError(f"{args.file}: {e}") from None
-    print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers)")
+    if args.backend:
+        problems = asyncio.run(_check_backend(cfg, args))
+        for line in problems:
+            print(f"dpgate: {line}", file=sys.stderr)
+        if problems:
+            if cfg.demo:
+                print("dpgate: (the demo's tables are created by its first `dpgate serve`)", file=sys.stderr)
+            return 2
+    print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers"
+          + (", matches the backend's schema)" if args.backend else ")"))
+    return 0
+
+
+async def _check_backend(cfg: Config, args) -> list[str]:
+    """``check-config --backend``: every declared table and column against the backend."""
+    backend = open_backend(cfg, Path(args.state_dir or cfg.server.state_dir or default_state_dir()))
+    await backend.connect()
+    try:
+        return await check_backend_schema(cfg, backend, args.file)
+    finally:
+        await backend.close()
+
+
+def cmd_ledger(args) -> int:
+    """``dpgate ledger check`` / ``dpgate ledger init --i-know`` (proxy.ledger_guard)."""
+    cfg, state, _ = resolve(args)
+    if args.action == "check":
+        ok, line = ledger_guard.check(cfg, state)
+        print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
+        return 0 if ok else 1
+    if not args.i_know:
+        print("dpgate: `dpgate ledger init` writes a NEW ledger identity: the budget spent so far in a lost "
+              "ledger is forgotten; stop the proxy, then run it with --i-know", file=sys.stderr)
+        return 2
+    secure_state_dir(state)
+    ledger = open_ledger(cfg, state)
+    backend = open_backend(cfg, state) if cfg.backend.kind != "postgres" else None
+    try:
+        ident = ledger_guard.init_identity(ledger, state, backend)
+    finally:
+        ledger.close()
+        if backend is not None:
+            asyncio.run(backend.close())
+    print(f"dpgate: new ledger identity {ident['id']} for {ledger_guard.where(ledger)} (logged)")
     return 0
 
 
@@ -241,11 +295,21 @@ def main(argv: list[str] | None = None) -> int:
     co.set_defaults(fn=cmd_coalition)
     c = sub.add_parser("check-config", help="validate a config file")
     c.add_argument("file")
+    c.add_argument("--backend", action="store_true", help="also check tables and columns against the backend")
+    c.add_argument("--state-dir", help="state directory (a relative DuckDB path is in it)")
     c.set_defaults(fn=cmd_check)
+    lg = sub.add_parser("ledger", help="ledger integrity: check, or init --i-know (a new identity)")
+    lg.add_argument("action", choices=["check", "init"])
+    lg.add_argument("--i-know", action="store_true", help="init: yes, start afresh")
+    common(lg)
+    lg.set_defaults(fn=cmd_ledger)
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     args = p.parse_args(argv)
     try:
         return args.fn(args)
+    except LedgerLost as e:                 # serve refuses to start: what happened, how to recover
+        print(f"dpgate: {e}", file=sys.stderr)
+        return 1
     except ConfigError as e:
         print(f"dpgate: {e}", file=sys.stderr)
         return 2

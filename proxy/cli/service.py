@@ -13,7 +13,7 @@ from ..demo import demo_config_path, demo_passwords
 from ..gateway import default_state_dir
 from ..wire.auth import make_verifier
 
-__all__ = ["load_service_config", "resolve"]
+__all__ = ["load_config_for_check", "load_service_config", "resolve"]
 
 
 def _demo_config(state_dir: Path) -> tuple[Config, dict[str, str]]:
@@ -31,6 +31,23 @@ def load_service_config(path) -> Config:
     if problems := validate_config(cfg):
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ConfigError(f"{path}: {problems[0]}{more}")
+    return cfg
+
+
+def load_config_for_check(path) -> Config:
+    """The config as ``serve`` would run it (``dpgate check-config``): a demo config
+    (``demo = true``) gets its SCRAM verifiers at start, so a throwaway one stands in."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return load_service_config(path)          # its own error message
+    if not data.get("demo"):
+        return load_service_config(path)
+    for spec in data.get("roles", {}).values():
+        spec.setdefault("scram", make_verifier("check-config", iterations=4096))
+    cfg = parse_config(data, str(path))
+    if problems := validate_config(cfg):
+        raise ConfigError(f"{path}: {problems[0]}")
     return cfg
 
 

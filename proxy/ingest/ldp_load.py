@@ -205,7 +205,7 @@ def check_columns(lay: Layout, have: list[str]) -> None:
                              f"unexpected {extra or 'none'})")
 
 
-def _resolved(lay: Layout, have: list[str]) -> Layout:
+def resolved_layout(lay: Layout, have: list[str]) -> Layout:
     """The layout of an existing report table (Subset levels as stored), checked."""
     lay = resolve_stored(lay, have)
     check_columns(lay, have)
@@ -223,7 +223,7 @@ def ensure_duckdb(cur, lay: Layout) -> Layout:
     if not have:
         cur.execute(_ddl(lay))
         return lay
-    return _resolved(lay, have)
+    return resolved_layout(lay, have)
 
 
 async def ensure_postgres(conn, lay: Layout) -> Layout:
@@ -234,7 +234,7 @@ async def ensure_postgres(conn, lay: Layout) -> Layout:
     if not have:
         await conn.execute(_ddl(lay))
         return lay
-    return _resolved(lay, have)
+    return resolved_layout(lay, have)
 
 
 def _encoder(lay: Layout, stored: Layout, source, reports: bool) -> Encoder:

@@ -94,9 +94,9 @@ class Connection:
             raise
         except LedgerUnavailable as e:
             log.warning("%s", e)
-            decision = "error 08006"
-            raise SqlError("08006", "the privacy ledger is unavailable: no answer was released; "
-                                    "try again shortly") from None
+            decision = f"error {e.sqlstate}"        # 08006; 55000 ledger lost; 53100 / 55P03
+            raise SqlError(e.sqlstate, e.line or "the privacy ledger is unavailable: no answer was released; "
+                                                 "try again shortly") from None
         finally:       # logged once the reply is written (call_soon runs after this task step)
             asyncio.get_running_loop().call_soon(functools.partial(
                 self.gw.log_statement, role=self.role, sql=sql, decision=decision, epsilon=eps,

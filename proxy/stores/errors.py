@@ -6,3 +6,14 @@ from __future__ import annotations
 class LedgerUnavailable(Exception):
     """The ledger's database cannot be reached (a shared Postgres ledger that is
     down): the statement fails, no answer is released."""
+
+    sqlstate = "08006"
+    line: str | None = None        # the client's one-line message (None: the generic one)
+
+
+class LedgerFault(LedgerUnavailable):
+    """The ledger cannot write: disk full (53100) or locked too long (55P03)."""
+
+    def __init__(self, sqlstate: str, line: str) -> None:
+        super().__init__(line)
+        self.sqlstate, self.line = sqlstate, line

@@ -47,7 +47,9 @@ floating-point drift at the budget's edge).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -55,7 +57,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import LedgerUnavailable  # noqa: F401  (part of this module's API: the pipeline catches it)
+from .errors import LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
 from .pgstore import PgConnection
 
 NANO = 1_000_000_000
@@ -87,6 +89,25 @@ class BudgetExceeded(Exception):
         super().__init__(f"budget exceeded for role {role}")
         self.role, self.epsilon, self.remaining = role, epsilon, remaining
         self.budget, self.period = budget, period
+
+
+def _named_faults(fn):
+    """SQLite's 'disk is full' / 'database is locked' as their SQLSTATEs, one line each."""
+
+    @functools.wraps(fn)
+    def wrapper(self, *a, **kw):
+        try:
+            return fn(self, *a, **kw)
+        except sqlite3.OperationalError as e:
+            msg = str(e).lower()
+            if "full" in msg:
+                raise LedgerFault("53100", f"the privacy ledger cannot write: disk full ({self.path}); "
+                                           "no answer was released; free space on its disk") from None
+            if "locked" in msg or "busy" in msg:
+                raise LedgerFault("55P03", f"the privacy ledger is locked by another process ({self.path}); "
+                                           "no answer was released; try again shortly") from None
+            raise
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -146,12 +167,19 @@ class Ledger:
         self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, "NORMAL"))
         self._db.executescript(_SCHEMA)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self.guard = None              # proxy.stores.ledger_guard.Guard, called before charges and look-ups
+        self.clock = time.time         # injectable (tests: a clock that goes backwards)
+        self._latest: dict[str, str] = {     # period kind -> latest period key seen (persisted)
+            k.split(":", 1)[1]: v for k, v in self._db.execute(
+                "SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()}
 
     def _connect(self, sync: str | None):
         if self.dsn is not None:
             db = PgConnection(self.dsn, self.schema)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():     # 0600: its -wal and -shm take the file's mode
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA busy_timeout=30000")
             if sync == "FULL":
@@ -174,6 +202,7 @@ class Ledger:
             row = self._rdb.execute("SELECT value FROM meta WHERE key='data_version'").fetchone()
         return int(row[0]) if row else 1
 
+    @_named_faults
     def advance_data_version(self) -> int:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -187,45 +216,84 @@ class Ledger:
                 raise
         return new
 
+    # -- integrity and periods (issue 24) ----------------------------------------
+    def _check(self) -> None:
+        """The ledger guard (proxy.stores.ledger_guard): raises LedgerLost once the
+        ledger file or its identity is gone; a no-op when none is installed."""
+        if self.guard is not None:
+            self.guard()
+
+    def _period_read(self, period: str) -> str:
+        """The current period key, never before the latest one this process saw."""
+        pk = period_key(period, self.clock())
+        latest = self._latest.get(period)
+        return latest if latest is not None and latest > pk else pk
+
+    def _period_write(self, period: str, db) -> str:
+        """The period a charge goes to, inside its transaction: never before the
+        latest period recorded in the ledger (a clock set back must not open a
+        fresh per-day budget); a later one is recorded."""
+        pk = self._period_read(period)
+        if pk != "all":
+            row = db.execute("SELECT value FROM meta WHERE key=?", ("period:" + period,)).fetchone()
+            if row is not None and row[0] > pk:
+                pk = row[0]
+            elif row is None or row[0] < pk:
+                db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("period:" + period, pk))
+            self._latest[period] = pk
+        return pk
+
+    @staticmethod
+    def _count_charge(db, eps_n: int) -> None:
+        """The spend high-water mark: nano-ε ever charged (refunds included), in the
+        charge's own fsync-ed transaction, so it never goes down on a healthy ledger."""
+        db.execute("INSERT INTO meta VALUES ('charged_nano', ?) ON CONFLICT (key) DO UPDATE "
+                   "SET value = CAST(CAST(meta.value AS BIGINT) + CAST(excluded.value AS BIGINT) AS TEXT)",
+                   (str(eps_n),))
+
     # -- budget -------------------------------------------------------------
     def spent(self, role: str, period: str) -> float:
         with self._rlock:
             row = self._rdb.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
-                                   (role, period_key(period))).fetchone()
+                                   (role, self._period_read(period))).fetchone()
         return (row[0] if row else 0) / NANO
 
     def snapshot(self, role: str, key: str, period: str) -> tuple[int, float, Stored | None]:
         """(data version, ε spent by ``role`` this period, its release of ``key`` at
         that data version or None) in one read."""
+        self._check()
         with self._rlock:
             row = self._rdb.execute(
                 "SELECT m.v, s.spent_nano, r.answer, r.epsilon_nano, r.mechanism, r.created FROM "
                 "(SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key='data_version'), 1) AS v) m "
                 "LEFT JOIN spend s ON s.role=? AND s.period=? "
                 "LEFT JOIN releases r ON r.role=? AND r.key=? AND r.data_version=m.v",
-                (role, period_key(period), role, key)).fetchone()
+                (role, self._period_read(period), role, key)).fetchone()
         dv, spent_n = row[0], row[1] or 0
         return dv, spent_n / NANO, (_stored(row[2:], charged=False) if row[2] is not None else None)
 
     def lookup(self, role: str, key: str, data_version: int) -> Stored | None:
+        self._check()
         with self._rlock:
             row = self._rdb.execute(
                 "SELECT answer, epsilon_nano, mechanism, created FROM releases "
                 "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
         return _stored(row, charged=False) if row else None
 
+    @_named_faults
     def charge_and_record(self, *, role: str, key: str, data_version: int, epsilon: float,
                           budget: float, period: str, canonical: str, statement: str,
                           mechanism: str, answer: dict) -> Stored:
         """Atomically: return the earlier release for this key, or charge ε and store
         ``answer``. Raises :class:`BudgetExceeded` (nothing written) if ε does not fit."""
-        pk = period_key(period)
+        self._check()
         eps_n, budget_n = nano(epsilon), nano(budget)
         body, now = json.dumps(answer), time.time()
         db = self._db
         with self._lock:
             db.execute("BEGIN IMMEDIATE")
             try:
+                pk = self._period_write(period, db)
                 # the release row first: UNIQUE (role, key, data_version) finds an earlier one
                 if db.execute(
                         "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
@@ -249,6 +317,7 @@ class Ledger:
                     db.execute("ROLLBACK")
                     spent_n = cur[0] if cur else 0
                     raise BudgetExceeded(role, epsilon, (budget_n - spent_n) / NANO, budget, period)
+                self._count_charge(db, eps_n)
                 db.execute("COMMIT")
             except BudgetExceeded:
                 raise
@@ -259,15 +328,17 @@ class Ledger:
         return Stored(answer, epsilon, mechanism, now, charged=True)
 
     # -- reserve / record (the DP pipeline: fsync overlaps the scan) ----------
+    @_named_faults
     def reserve(self, *, role: str, epsilon: float, budget: float, period: str) -> Reservation:
         """Charge ε now, durably (fsync), before the answer exists. Raises
         :class:`BudgetExceeded` (nothing written) if ε does not fit."""
-        pk = period_key(period)
+        self._check()
         eps_n, budget_n = nano(epsilon), nano(budget)
         db = self._db
         with self._lock:
             db.execute("BEGIN IMMEDIATE")
             try:
+                pk = self._period_write(period, db)
                 row = db.execute(
                     "INSERT INTO spend VALUES (?,?,?) ON CONFLICT (role, period) DO UPDATE "
                     "SET spent_nano = spent_nano + excluded.spent_nano "
@@ -281,6 +352,7 @@ class Ledger:
                                          budget, period)
                 rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created) "
                                  "VALUES (?,?,?,?)", (role, pk, eps_n, time.time())).lastrowid
+                self._count_charge(db, eps_n)
                 db.execute("COMMIT")
             except BudgetExceeded:
                 raise
@@ -299,12 +371,14 @@ class Ledger:
                     self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dpgate-ledger")
         return self._writer.submit(self.reserve, **kw)
 
+    @_named_faults
     def record(self, res: Reservation, *, key: str, data_version: int, canonical: str,
                statement: str, mechanism: str, answer: dict) -> Stored | None:
         """Store ``answer`` as the release the reservation paid for (WAL write, no
         fsync: the charge is already durable). An earlier release of the same key
         wins: it is returned and the reservation refunded. ``None`` if the
         reservation was cancelled meanwhile (the answer must not be sent)."""
+        self._check()                  # never an answer recorded into a lost ledger
         body, now = json.dumps(answer), time.time()
         db = self._ndb
         with self._lock:
@@ -334,6 +408,7 @@ class Ledger:
                 raise
         return Stored(answer, res.epsilon_nano / NANO, mechanism, now, charged=True)
 
+    @_named_faults
     def cancel(self, res: Reservation) -> None:
         """Refund an open reservation (its scan failed: nothing was sent)."""
         db = self._db
@@ -448,8 +523,14 @@ def open_ledger(config, state_dir: str | Path) -> Ledger:
     proxies that scale out) or the state dir's SQLite file."""
     lc = config.ledger
     if lc.kind == "postgres":
-        return Ledger(None, dsn=lc.dsn, schema=lc.db_schema)
-    return Ledger(Path(state_dir) / "ledger.sqlite3")
+        led = Ledger(None, dsn=lc.dsn, schema=lc.db_schema)
+        led.existed = True
+        return led
+    path = Path(state_dir) / "ledger.sqlite3"
+    existed = path.exists() and path.stat().st_size > 0     # before opening creates it
+    led = Ledger(path)
+    led.existed = existed         # read by proxy.stores.ledger_guard.verify_at_start
+    return led
 
 
 def _stored(row, *, charged: bool) -> Stored:

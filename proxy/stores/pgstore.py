@@ -31,7 +31,7 @@ import re
 import psycopg
 from psycopg import pq, sql as pgsql
 
-from .errors import LedgerUnavailable
+from .errors import LedgerFault, LedgerUnavailable
 
 LOCK_KEY = 0x64706761      # "dpga": the advisory lock every proxy's ledger writes take
 
@@ -152,6 +152,12 @@ class PgConnection:
         idle = not self.in_transaction
         try:
             return self._execute(sql, params)
+        except psycopg.errors.DiskFull:             # named, one line (issue 24): not an internal error
+            raise LedgerFault("53100", "the privacy ledger cannot write: its database server's disk is full; "
+                                       "no answer was released") from None
+        except psycopg.errors.LockNotAvailable:
+            raise LedgerFault("55P03", "the privacy ledger is locked (lock timeout on its database server); "
+                                       "no answer was released; try again shortly") from None
         except psycopg.OperationalError as e:
             if idle and self._con.broken:
                 self._con = self._connect()
