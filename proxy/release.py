@@ -7,6 +7,7 @@ may run any number of times on a stored answer at no privacy cost.
 """
 from __future__ import annotations
 
+import datetime
 import threading
 from collections import OrderedDict
 from decimal import Decimal
@@ -16,7 +17,8 @@ from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
 from rewriter.plan import Aggregate, Plan
 
-TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
+TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700, "date": 1082,
+             "timestamp": 1114}
 
 
 def measurement_for(agg: Aggregate, epsilon: float):
@@ -80,7 +82,16 @@ def _num(v):
 def _key(v):
     if isinstance(v, Decimal):
         return _num(v)
+    if isinstance(v, (datetime.date, datetime.datetime)):     # a date key: ISO text in the answer
+        return v.isoformat(sep=" ") if isinstance(v, datetime.datetime) else v.isoformat()
     return v
+
+
+def _time_key(v, typ: str):
+    """A date/timestamp group value of a stored answer (ISO text) as the value sent."""
+    if v is None or typ not in ("date", "timestamp"):
+        return v
+    return datetime.date.fromisoformat(v) if typ == "date" else datetime.datetime.fromisoformat(v)
 
 
 def _releases(plan: Plan, epsilon: float):
@@ -242,6 +253,20 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
     }
 
 
+def domain_answer(plan: Plan) -> dict:
+    """``SELECT g … GROUP BY g`` / ``SELECT DISTINCT g`` with no aggregate: every cell of
+    the public domain, from the config alone (no data read, nothing released)."""
+    cells = plan.cells
+    return {"keys": [[_key(v) for v in c] for c in cells], "values": [[] for _ in cells]}
+
+
+def domain_notice(plan: Plan) -> str:
+    keys = ", ".join(g.column for g in plan.group_by)
+    return (f"dpgate: these are the {plan.n_cells} values of the public domain of {keys}, derived "
+            "from the config (declared domains and bounds); no data was read and nothing was "
+            "charged (ε = 0). Values that occur in no row are listed too.")
+
+
 def output_types(plan: Plan) -> list[int]:
     oids = []
     for o in plan.outputs:
@@ -296,7 +321,7 @@ def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> l
 def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     rows = []
     for key, vals in zip(answer["keys"], answer["values"]):
-        rows.append(tuple(key[o.index] if o.source == "group" else
+        rows.append(tuple(_time_key(key[o.index], o.type) if o.source == "group" else
                           post_process(vals[o.index], o.post) if o.post else vals[o.index] for o in plan.outputs))
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)

@@ -121,7 +121,15 @@ class Ctx:
             if n > len(self.params):
                 raise Refusal(PROTOCOL_VIOLATION, f"the statement uses ${n} but only "
                               f"{len(self.params)} parameter(s) were supplied.", hint=None)
+            if type_ in ("date", "timestamp"):
+                from . import dates
+                v = self.params[n - 1]
+                return T(exp.Null(), type_, value=None) if v is None else dates.literal(
+                    dates.parse(v, type_, f"parameter ${n}"))
             return literal(coerce(self.params[n - 1], type_, f"parameter ${n}"))
+        if t.is_literal and t.type == "text" and type_ in ("date", "timestamp"):
+            from . import dates     # '2025-01-31' compared with a date column
+            return dates.literal(dates.parse(t.value, type_))
         if t.is_literal and t.type == "text" and type_ in ("int", "float", "bool"):
             return literal(coerce(t.value, type_, "literal"))
         return t

@@ -209,7 +209,9 @@ class Templates:
             self.filled += 1
             return tpl.fill(masked[1])
         plan = build_plan(parse(sql), config, None, copy=False)
-        if tpl is False:                    # first statement of this key
+        if tpl is False and plan.__dict__.get("_clock"):   # now() / current_date: no template
+            self.put(masked[0], None)
+        elif tpl is False:                  # first statement of this key
             self.put(masked[0], derive(sql, masked[2], masked[1], plan,
                                        lambda text: build_plan(parse(text), config, None, copy=False),
                                        to_sql, (dialect,)))
