@@ -50,7 +50,8 @@ async def _release(conn, xp: ExtremePlan, epsilon: float) -> dict:
         if c is not None:                         # NULL / out-of-domain keys match no cell
             hists[c].append((int(row[n]), int(row[n + 1])))
     values = [[m.release(hists[c], gw.source)] for c in cells]
-    return {"keys": [list(c) for c in cells], "values": values, "half_width": [m.rank_half_width()],
+    from .release import _key            # date keys as ISO text (the ledger stores JSON)
+    return {"keys": [[_key(v) for v in c] for c in cells], "values": values, "half_width": [m.rank_half_width()],
             "mechanism": [m.name], "extreme": {"func": xp.func, "k0": m.k0, "U": grid.U,
                                                 "step": grid.step, "beta": BETA}}
 

@@ -77,3 +77,10 @@ def test_distinct_over_a_public_domain_charges_nothing(service):
     assert sorted(r[0] for r in rows3) == ["other", "young"]
     assert _spent(service) == before
     assert "no data was read and nothing was charged" in notes[0]
+
+
+def test_max_by_month(service):
+    rows, _, oids = _run(service, "SELECT date_trunc('month', ts) AS m, MAX(amount) FROM purchases "
+                                  "GROUP BY 1 ORDER BY 1")
+    assert [r[0] for r in rows] == [dt.datetime(2025, m, 1) for m in range(1, 13)] and oids[0] == 1114
+    assert all(400 < r[1] <= 500 for r in rows)                 # amounts up to 499.99 every month

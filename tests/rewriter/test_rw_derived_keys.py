@@ -262,3 +262,17 @@ def test_config_time_bounds_are_checked():
     bad["tables"]["ev"]["columns"]["ts"] = {"type": "int", "lower": "2025-01-01", "upper": "2025-12-31"}
     with pytest.raises(Exception):
         parse_config(bad)
+
+
+def test_per_record_tables_refuse_derived_keys():
+    from rewriter.per_record import build_pr_plan
+    cfg = parse_config({**CONFIG, "tables": {"acc": {
+        "privacy": {"function": "inverse", "column": "balance", "alpha": 1000.0, "eps_min": 1e-6,
+                    "eps_max": 1.0, "value_bound": 1e9},
+        "columns": {"balance": {"type": "int", "lower": 0, "upper": 1000000000},
+                    "branch": {"type": "int", "domain_range": [1, 5]}}}}})
+    build_pr_plan(rewriter.parse("SELECT branch, COUNT(*) FROM acc GROUP BY branch"), cfg)
+    with pytest.raises(Refusal) as e:
+        build_pr_plan(rewriter.parse("SELECT CASE WHEN branch < 3 THEN 'a' ELSE 'b' END, COUNT(*) "
+                                     "FROM acc GROUP BY 1"), cfg)
+    assert "central tables" in str(e.value)
