@@ -261,7 +261,7 @@ def domain_answer(plan: Plan) -> dict:
 
 
 def domain_notice(plan: Plan) -> str:
-    keys = ", ".join(g.column for g in plan.group_by)
+    keys = ", ".join(o.name for o in plan.outputs if o.source == "group")
     return (f"dpgate: these are the {plan.n_cells} values of the public domain of {keys}, derived "
             "from the config (declared domains and bounds); no data was read and nothing was "
             "charged (ε = 0). Values that occur in no row are listed too.")
