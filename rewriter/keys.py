@@ -367,8 +367,10 @@ def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey
     dom = dates.trunc_domain(lo, hi, u, MAX_CELLS)
     dom = tuple(dates.parse(v, typ) for v in dom) + ((None,) if spec.nullable else ())
     sql_t = exp.DataType.build("date" if typ == "date" else "timestamp")
+    col = t.node if spec.type == "timestamp" else exp.Cast(   # Postgres would take a date as
+        this=t.node, to=exp.DataType.build("timestamp"))     # timestamptz (session time zone)
     body = exp.Cast(this=exp.Anonymous(this="DATE_TRUNC", expressions=[
-        exp.Literal.string(u), t.node]), to=sql_t)
+        exp.Literal.string(u), col]), to=sql_t)
     return _key(T(body, typ), typ, dom)
 
 

@@ -213,6 +213,10 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
                           "aggregates.")
         name = ctx.column(node).node.name
         col = ctx.table.columns[name]
+        if col.public_domain is None and col.type in ("date", "timestamp"):
+            raise Refusal(DENIED, f"GROUP BY {name} is not allowed: group a {col.type} column by "
+                          f"date_trunc('month', {name}) (or 'day', 'week', 'quarter', 'year') or by "
+                          f"extract(month from {name}); their values follow from its bounds.")
         if col.public_domain is None:
             raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
                           f"domain; declare a public domain for it in the config.")

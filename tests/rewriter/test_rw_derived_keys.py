@@ -77,6 +77,9 @@ KEY_CASES = [
     ("SELECT width_bucket(income, 0, 500000, 4) AS b, COUNT(*) FROM pums GROUP BY b",
      lambda r: None if r["income"] is None else 0 if r["income"] < 0 else 5 if r["income"] >= 500000
      else math.floor(r["income"] / 500000 * 4) + 1),
+    ("SELECT width_bucket(hours, 10, 60, 5) AS b, COUNT(*) FROM pums GROUP BY b",   # NaN, ±inf: total
+     lambda r: None if r["hours"] is None else 6 if math.isnan(r["hours"]) or r["hours"] >= 60
+     else 0 if r["hours"] < 10 else math.floor((r["hours"] - 10) / 50 * 5) + 1),
 ]
 
 
@@ -250,8 +253,11 @@ def test_month_shift_clamps_like_postgres():
     "SELECT COUNT(*) FROM ev GROUP BY ts",
 ])
 def test_date_refusals(tconfig, sql):
-    with pytest.raises(Refusal):
+    with pytest.raises(Refusal) as e:
         plan(sql, tconfig)
+    assert "raw row" not in str(e.value)
+    if "GROUP BY ts" in sql:
+        assert "date_trunc('month', ts)" in str(e.value)
 
 
 def test_config_time_bounds_are_checked():
