@@ -36,8 +36,10 @@ from .wire.api import Column, Description, Result, SqlError
 log = logging.getLogger("dpgate")
 
 _TEXT, _INT4 = 25, 23
-_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
-_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, "date": "2000-01-01",
+          "timestamp": "2000-01-01 00:00:00", None: "0"}
+_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "date": 1082, "timestamp": 1114,
+              None: 0}
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
 

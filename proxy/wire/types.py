@@ -235,6 +235,8 @@ def decode_text(oid: int, s: str):
             raise ValueError
         if oid == DATE:
             return _dt.date.fromisoformat(s.strip())
+        if oid == TIMESTAMP:
+            return _dt.datetime.fromisoformat(s.strip())
     except struct.error:
         raise SqlError("22003", f"value \"{s}\" is out of range for type {TYPE_NAMES[oid]}") from None
     except (ValueError, InvalidOperation):
@@ -284,6 +286,8 @@ def decode_binary(oid: int, data: bytes):
             return decode_numeric_binary(data)
         if oid == DATE:
             return _EPOCH + _dt.timedelta(days=struct.unpack("!i", data)[0])
+        if oid == TIMESTAMP:                         # µs since 2000-01-01
+            return _dt.datetime(2000, 1, 1) + _dt.timedelta(microseconds=struct.unpack("!q", data)[0])
         return data.decode("utf-8")
     except (ValueError, struct.error, OverflowError, UnicodeDecodeError, InvalidOperation):
         raise SqlError("22P03", "incorrect binary data format in bind parameter") from None

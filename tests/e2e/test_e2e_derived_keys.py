@@ -84,3 +84,17 @@ def test_max_by_month(service):
                                   "GROUP BY 1 ORDER BY 1")
     assert [r[0] for r in rows] == [dt.datetime(2025, m, 1) for m in range(1, 13)] and oids[0] == 1114
     assert all(400 < r[1] <= 500 for r in rows)                 # amounts up to 499.99 every month
+
+
+def test_date_parameters_text_and_binary(service):
+    """psycopg binds a datetime as timestamp (binary), a date as date, a str as text: all are the
+    same literal, hence one release (the repeats charge nothing)."""
+    before = _spent(service)
+    got = []
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        for p in (dt.datetime(2025, 12, 1), dt.date(2025, 12, 1), "2025-12-01"):
+            for binary in (False, True):
+                got.append(c.cursor(binary=binary).execute(
+                    "SELECT COUNT(*) FROM purchases WHERE ts >= %s", [p]).fetchall())
+    assert all(g == got[0] for g in got) and 26_000 < got[0][0][0] < 29_000
+    assert _spent(service) - before == 1.0
