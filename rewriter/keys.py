@@ -237,7 +237,8 @@ def _truth(node, x, fixed) -> bool:
     raise _Unknown(type(node).__name__)
 
 
-_QUANT = (exp.Floor, exp.Ceil)
+_QUANT = (exp.Floor, exp.Ceil, exp.Round)
+ENUMERATE = 10_000        # an integer column with at most this many values: evaluate at each
 _LINEAR = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Cast, exp.Column,
            exp.Literal, exp.DataType, exp.Identifier, exp.Var)    # monotone in the column
 
@@ -247,7 +248,8 @@ def _quantiser(node: exp.Expression):
     + - * by column-free operands only; None if there is none."""
     cur = _strip(node)
     while True:
-        if isinstance(cur, _QUANT) or (isinstance(cur, exp.Anonymous) and cur.name.upper() == "TRUNC"):
+        if (isinstance(cur, _QUANT) and not cur.args.get("decimals")) or (
+                isinstance(cur, exp.Anonymous) and cur.name.upper() == "TRUNC"):
             return cur
         if isinstance(cur, (exp.Add, exp.Sub, exp.Mul)):
             a, b = cur.this, cur.expression
@@ -270,20 +272,23 @@ def _numeric(node: exp.Expression, t: T, ctx: Ctx) -> GroupKey:
     conv = int if typ == "int" else float
     values: set = set()
     try:
-        if spec.type == "int" and hi - lo <= MAX_CELLS:
+        if spec.type == "int" and hi - lo <= ENUMERATE:
             for v in range(math.ceil(lo), math.floor(hi) + 1):
                 r = evaluate(t.node, v)
                 if r is not None and math.isfinite(r):
                     values.add(conv(r))
         else:
-            q = _quantiser(node)                 # found in the analyst's expression …
+            q, checked = _quantiser(node), False  # found in the analyst's expression …
+            if q is None and spec.type == "int":    # x / 1000 * 1000: the scan's TRUNC
+                q, checked = _quantiser(t.node), True
             inner = q.this if q is not None and not isinstance(q, exp.Anonymous) else (
                 q.expressions[0] if q is not None else None)
             if q is None or any(not isinstance(n, _LINEAR) for n in inner.walk()):
-                raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} over the float column "
-                              f"{name} has no finite set of values; bin it: floor((x - a) / w) * w "
-                              "or width_bucket(x, lo, hi, n).")
-            q = predicate.check(q.copy(), ctx).node   # … and evaluated as the scan computes it
+                raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has too many values over "
+                              f"the bounds of {name} to list; bin it: floor((x - a) / w) * w, "
+                              "x / 10 * 10 on integers, or width_bucket(x, lo, hi, n).")
+            if not checked:                     # … and evaluated as the scan computes it
+                q = predicate.check(q.copy(), ctx).node
             k1, k2 = evaluate(q, lo), evaluate(q, hi)
             kmin, kmax = int(min(k1, k2)), int(max(k1, k2))
             if kmax - kmin > MAX_CELLS:

@@ -130,6 +130,7 @@ def test_one_scan_and_the_key_in_select_and_group_by(config):
 
 REFUSED = [
     ("SELECT hours * 2, COUNT(*) FROM pums GROUP BY 1", "floor((x - a) / w) * w"),
+    ("SELECT income * 2, COUNT(*) FROM pums GROUP BY 1", "width_bucket(x, lo, hi, n)"),
     ("SELECT COUNT(*) FROM pums GROUP BY floor(hours) + floor(income)", "exactly one column"),
     ("SELECT CASE WHEN age < 30 THEN name END, COUNT(*) FROM pums GROUP BY 1", "THEN 'label'"),
     ("SELECT COUNT(*) FROM pums GROUP BY sex + 1", "declare lower and upper"),
@@ -282,3 +283,19 @@ def test_per_record_tables_refuse_derived_keys():
         build_pr_plan(rewriter.parse("SELECT CASE WHEN branch < 3 THEN 'a' ELSE 'b' END, COUNT(*) "
                                      "FROM acc GROUP BY 1"), cfg)
     assert "central tables" in str(e.value)
+
+
+def test_wide_integer_columns_and_round_bins():
+    cfg = parse_config({**CONFIG, "tables": {"acc": {"columns": {
+        "balance": {"type": "int", "lower": 0, "upper": 1000000000, "nullable": False},
+        "x": {"type": "float", "lower": -2, "upper": 2}}}}})
+    g = plan("SELECT balance / 1000000 * 1000000, COUNT(*) FROM acc GROUP BY 1", cfg).group_by[0]
+    assert g.type == "int" and g.domain == tuple(range(0, 1000000001, 1000000))
+    g = plan("SELECT floor(CAST(balance AS double precision) / 1e8) AS b, COUNT(*) FROM acc "
+             "GROUP BY b", cfg).group_by[0]
+    assert g.domain == tuple(float(k) for k in range(11))
+    g = plan("SELECT round(x), COUNT(*) FROM acc GROUP BY 1", cfg).group_by[0]
+    assert g.domain == (-2.0, -1.0, 0.0, 1.0, 2.0, None)            # round half to even (float8)
+    with pytest.raises(Refusal) as e:
+        plan("SELECT balance * 3, COUNT(*) FROM acc GROUP BY 1", cfg)
+    assert "too many values" in str(e.value)
