@@ -363,6 +363,8 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
     if "ladder" in answer:                  # multi-tier ladder (seed 000): which level this tier got
         from .multitier import ladder_notice
         svt += ladder_notice(answer["ladder"])
+    if plan.__dict__.get("_clock"):         # now() / current_date: dpgate's clock, not the backend's
+        svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
     return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; "
             f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
 

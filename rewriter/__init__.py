@@ -71,5 +71,5 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
                 limit=limit, offset=offset, selection=sel)
     if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
-        plan.__dict__["_clock"] = True
+        plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
     return plan, ctx

@@ -66,8 +66,10 @@ def literal(v) -> T:
 
 
 def _now(ctx: Ctx) -> dt.datetime:
-    ctx.__dict__["clock"] = True          # the plan depends on the clock: not cached by text
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = ctx.__dict__.get("clock")       # one instant per statement; the plan depends on the
+    if now is None:                       # clock, so it is not cached by its text
+        now = ctx.__dict__["clock"] = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+    return now
 
 
 def timeish(node: exp.Expression, ctx: Ctx) -> bool:

@@ -65,6 +65,7 @@ def test_date_filters_and_extract(service):
     assert [r[0] for r in rows] == list(range(7))
     rows, notes, _ = _run(service, "SELECT COUNT(*) FROM purchases WHERE ts > now() - INTERVAL '1 day'")
     assert abs(rows[0][0]) < 50                                 # every purchase is in 2025
+    assert "evaluated by dpgate" in notes[0] and "now() = 20" in notes[0]
 
 
 def test_distinct_over_a_public_domain_charges_nothing(service):
