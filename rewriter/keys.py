@@ -84,8 +84,17 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     if isinstance(node, exp.Cast) and isinstance(_strip(node.this), (exp.TimestampTrunc, exp.DateTrunc)) \
             and node.to.this.name in ("DATE", "TIMESTAMP") and not node.to.expressions:
         return _date_trunc(_strip(node.this), ctx, "date" if node.to.this.name == "DATE" else "timestamp")
+    if _day_of(node, ctx) is not None:       # CAST(ts AS date), ts::date, DATE(ts): the day
+        day = exp.TimestampTrunc(this=_day_of(node, ctx), unit=exp.var("DAY"))
+        return _date_trunc(day, ctx, "date")
     if isinstance(node, exp.WidthBucket):
         return _width_bucket(node, ctx)
+    if any(ctx.table.columns.get(c.name) is not None and ctx.table.columns[c.name].type in dates.TIME
+           for c in node.find_all(exp.Column)) and not isinstance(node, _BOOL):
+        raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')}: group a date/timestamp column by "
+                      "date_trunc('day' | 'week' | 'month' | 'quarter' | 'year', c), CAST(c AS date) "
+                      f"or extract({' | '.join(dates.EXTRACT_PARTS)} from c); their values follow "
+                      "from the column's bounds.")
     t = predicate.check(node.copy(), ctx)
     if isinstance(node, _BOOL) or t.type == "bool":
         t = predicate.boolean(t, ctx, "GROUP BY")
@@ -343,8 +352,25 @@ def _width_bucket(node: exp.WidthBucket, ctx: Ctx) -> GroupKey:
 
 # --------------------------------------------------------------------------- dates
 
+def _day_of(node: exp.Expression, ctx: Ctx):
+    """The time column of ``CAST(c AS date)`` / ``DATE(c)``, else None."""
+    arg = None
+    if isinstance(node, exp.Cast) and node.to.this.name == "DATE" and not node.to.expressions:
+        arg = _strip(node.this)
+    elif isinstance(node, (exp.Date, exp.Anonymous)) and (
+            node.name.lower() == "date" if isinstance(node, exp.Anonymous) else True):
+        args = [node.this] if isinstance(node, exp.Date) else node.expressions
+        arg = _strip(args[0]) if len(args) == 1 and args[0] is not None else None
+    if isinstance(arg, exp.Column) and ctx.table.columns.get(arg.name) is not None and \
+            ctx.table.columns[arg.name].type in dates.TIME:
+        return arg
+    return None
+
+
 def _time_column(node: exp.Expression, ctx: Ctx, what: str):
     node = _strip(node)
+    if isinstance(node, exp.Cast) and not node.to.expressions and node.to.this.name == "TIMESTAMP":
+        node = _strip(node.this)       # date_trunc('month', CAST(ts AS TIMESTAMP)) (Tableau)
     if not isinstance(node, exp.Column):
         raise Refusal(UNSUPPORTED, f"{what} takes a date or timestamp column.")
     t = ctx.column(node)

@@ -185,6 +185,11 @@ DATE_CASES = [
     ("SELECT extract(dow from d), COUNT(*) FROM ev GROUP BY 1", lambda r: (r["d"].weekday() + 1) % 7),
     ("SELECT extract(hour from ts), COUNT(*) FROM ev GROUP BY 1", lambda r: r["ts"] and r["ts"].hour),
     ("SELECT extract(year from ts), COUNT(*) FROM ev GROUP BY 1", lambda r: r["ts"] and r["ts"].year),
+    ("SELECT CAST(ts AS date) AS day, COUNT(*) FROM ev GROUP BY day", lambda r: r["ts"] and r["ts"].date()),
+    ("SELECT CAST(date_trunc('MONTH', CAST(ev.ts AS TIMESTAMP)) AS TIMESTAMP), COUNT(*) FROM ev "
+     "GROUP BY 1", lambda r: r["ts"] and dates.trunc(r["ts"], "month")),               # Tableau
+    ("SELECT date_part('dow', ts), COUNT(*) FROM ev GROUP BY 1",
+     lambda r: r["ts"] and (r["ts"].weekday() + 1) % 7),                               # Power BI
 ]
 
 
@@ -252,6 +257,8 @@ def test_month_shift_clamps_like_postgres():
     "SELECT date_trunc('minute', ts), COUNT(*) FROM ev GROUP BY 1",
     "SELECT extract(hour from d), COUNT(*) FROM ev GROUP BY 1",
     "SELECT COUNT(*) FROM ev GROUP BY ts",
+    "SELECT to_char(ts, 'YYYY-MM'), COUNT(*) FROM ev GROUP BY 1",
+    "SELECT floor(extract(epoch from ts) / 86400), COUNT(*) FROM ev GROUP BY 1",
 ])
 def test_date_refusals(tconfig, sql):
     with pytest.raises(Refusal) as e:
@@ -259,6 +266,8 @@ def test_date_refusals(tconfig, sql):
     assert "raw row" not in str(e.value)
     if "GROUP BY ts" in sql:
         assert "date_trunc('month', ts)" in str(e.value)
+    if "to_char" in sql or "epoch" in sql:
+        assert "date_trunc('day' | 'week' | 'month'" in str(e.value)
 
 
 def test_config_time_bounds_are_checked():
