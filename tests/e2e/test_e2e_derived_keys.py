@@ -99,3 +99,12 @@ def test_date_parameters_text_and_binary(service):
                     "SELECT COUNT(*) FROM purchases WHERE ts >= %s", [p]).fetchall())
     assert all(g == got[0] for g in got) and 26_000 < got[0][0][0] < 29_000
     assert _spent(service) - before == 1.0
+
+
+def test_metabase_binning_spelling(service):
+    sql = ('SELECT ((floor((("public"."people"."age" - 0.0) / 10.0)) * 10.0) + 0.0) AS "age", '
+           'count(*) AS "count" FROM "public"."people" GROUP BY ((floor((("public"."people"."age" - 0.0) '
+           '/ 10.0)) * 10.0) + 0.0) ORDER BY ((floor((("public"."people"."age" - 0.0) / 10.0)) * 10.0) + 0.0) ASC')
+    rows, _, _ = _run(service, sql)
+    assert [r[0] for r in rows] == [float(d) for d in range(0, 101, 10)] + [None]
+    assert rows[0][1] < 50 and rows[3][1] > 1_000          # ages 18–87: decade 0 empty, 30s full
