@@ -7,8 +7,10 @@
 
 Without GROUP BY it is a single aggregate row. SUM inputs are clamped to the
 declared bounds inside the scan (NULL stays NULL, NaN/inf clamp); rows with a NULL or
-out-of-domain group value match no cell and are dropped by the join. Everything is
-built as a sqlglot AST.
+out-of-domain group value match no cell and are dropped by the join. A derived key
+(:mod:`rewriter.keys`: CASE labels, bins, date parts) is computed in the same scan; when
+its domain has a NULL bin it joins with IS NOT DISTINCT FROM. Everything is built as a
+sqlglot AST.
 """
 from __future__ import annotations
 
