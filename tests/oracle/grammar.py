@@ -295,6 +295,8 @@ def derived_statement(draw):
     """(analyst SQL, (DuckDB WHERE, Postgres WHERE), group keys, aggregate items); the GROUP BY
     repeats the key or names its position."""
     keys = draw(st.lists(derived_key(), min_size=1, max_size=2, unique_by=lambda e: e.pg))
+    if draw(st.integers(0, 3)) == 0:                     # beside a declared-domain column
+        keys.insert(draw(st.integers(0, len(keys))), same("g", "int"))
     aggs = draw(st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=2))
     where = draw(boolean()) if draw(st.integers(0, 3)) == 0 else None
     sql = f"SELECT {', '.join([k.pg for k in keys] + aggs)} FROM fx"
