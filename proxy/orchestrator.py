@@ -194,6 +194,12 @@ class Connection:
             from .local import answer_local
             return await answer_local(self, sql, params)
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
+            try:                                              # SELECT DISTINCT g: the public domain
+                plan = await gw.plan_async(sql, params or None)
+            except Exception:
+                plan = None
+            if plan is not None and not plan.aggregates and plan.selection is None:
+                return self._domain(plan)
             from .per_record import answer_per_record
             return await answer_per_record(self, sql, params)
         try:
@@ -202,10 +208,7 @@ class Connection:
             from .extreme import answer_extreme
             return await answer_extreme(self, sql, params)
         if not plan.aggregates and plan.selection is None:   # SELECT DISTINCT g: the public domain
-            from .release import domain_answer, domain_notice  # (issue 19): no scan, nothing charged
-            cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
-            rows = answer_rows(plan, domain_answer(plan))
-            return Result(f"SELECT {len(rows)}", cols, rows, notices=[domain_notice(plan)]), "domain", 0.0
+            return self._domain(plan)
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
         cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
@@ -231,6 +234,14 @@ class Connection:
         finally:
             del gw.in_flight[(self.role, key)]
             done.set_result(None)
+
+    def _domain(self, plan):
+        """``SELECT DISTINCT g`` / ``SELECT g … GROUP BY g`` with no aggregate (issue 19): the
+        public domain from the config; no scan, nothing charged."""
+        from .release import domain_answer, domain_notice
+        cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
+        rows = answer_rows(plan, domain_answer(plan))
+        return Result(f"SELECT {len(rows)}", cols, rows, notices=[domain_notice(plan)]), "domain", 0.0
 
     async def _twin_elsewhere(self, key: str, tier):
         """After a budget refusal: while other statements of this role are still being

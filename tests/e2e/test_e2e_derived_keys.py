@@ -108,3 +108,10 @@ def test_metabase_binning_spelling(service):
     rows, _, _ = _run(service, sql)
     assert [r[0] for r in rows] == [float(d) for d in range(0, 101, 10)] + [None]
     assert rows[0][1] < 50 and rows[3][1] > 1_000          # ages 18–87: decade 0 empty, 30s full
+
+
+def test_distinct_on_a_per_record_table_is_the_domain(service):
+    before = _spent(service)
+    rows, notes, _ = _run(service, "SELECT DISTINCT kind FROM accounts ORDER BY kind")
+    assert [r[0] for r in rows] == ["checking", "savings"] and "nothing was charged" in notes[0]
+    assert _spent(service) == before
