@@ -11,7 +11,8 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ColumnType = Literal["int", "float", "text", "bool"]
+ColumnType = Literal["int", "float", "text", "bool", "date", "timestamp"]
+TIME_TYPES = ("date", "timestamp")
 Scalar = Union[bool, int, float, str]
 
 
@@ -24,25 +25,47 @@ class Column(_Model):
     domain that makes it groupable (a GROUP BY releases one noisy cell per value)."""
 
     type: ColumnType = "int"
-    lower: float | None = None
-    upper: float | None = None
+    lower: float | str | None = None    # date / timestamp columns: ISO strings
+    upper: float | str | None = None
     domain: list[Scalar] | None = None
     domain_range: tuple[int, int] | None = None
     nullable: bool = True
     description: str = ""
     avg_mechanism: Literal["hourglass", "laplace_transformed", "shifted_laplace"] = "hourglass"
 
+    @field_validator("lower", "upper")
+    @classmethod
+    def _number_unless_time(cls, v, info):
+        """Numbers for int/float columns (a numeric string is read as a number, as before);
+        ISO strings only for date/timestamp columns."""
+        if isinstance(v, str) and info.data.get("type") not in TIME_TYPES:
+            try:
+                return float(v)
+            except ValueError:
+                raise ValueError("Input should be a valid number, unable to parse string as a "
+                                 "number") from None
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> "Column":
         if (self.lower is None) != (self.upper is None):
             raise ValueError("give both lower and upper, or neither")
-        if self.lower is not None:
+        if self.lower is not None and self.type in TIME_TYPES:
+            lo, hi = self.time_bounds   # ISO strings; a date/timestamp column groups by date parts
+            if lo > hi:
+                raise ValueError(f"lower ({self.lower}) is later than upper ({self.upper})")
+        elif self.lower is not None:
+            if isinstance(self.lower, str) or isinstance(self.upper, str):
+                raise ValueError("lower and upper must be numbers for int and float columns")
             if self.type not in ("int", "float"):
                 raise ValueError("lower/upper bounds are only for int and float columns")
             if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
                 raise ValueError("lower and upper must be finite numbers")
             if self.lower > self.upper:
                 raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
+        if self.type in TIME_TYPES and (self.domain is not None or self.domain_range is not None):
+            raise ValueError("a date/timestamp column takes lower/upper (ISO strings), not a domain: "
+                             "it groups by date_trunc(...) or extract(...) over those bounds")
         if self.domain is not None and self.domain_range is not None:
             raise ValueError("give domain or domain_range, not both")
         if self.domain_range is not None:
@@ -60,7 +83,26 @@ class Column(_Model):
 
     @property
     def bounded(self) -> bool:
-        return self.lower is not None
+        """Numeric clamping bounds declared (what SUM/AVG need)."""
+        return self.lower is not None and self.type in ("int", "float")
+
+    @property
+    def time_bounds(self) -> tuple | None:
+        """A date/timestamp column's declared [lower, upper] as ``datetime.date`` /
+        ``datetime.datetime`` values (None when not declared)."""
+        if self.type not in TIME_TYPES or self.lower is None:
+            return None
+        import datetime as dt
+        conv = dt.date.fromisoformat if self.type == "date" else dt.datetime.fromisoformat
+        try:
+            lo, hi = conv(str(self.lower)), conv(str(self.upper))
+        except ValueError:
+            raise ValueError(f"lower/upper of a {self.type} column must be ISO strings such as "
+                             "'2025-01-01'" + (" or '2025-01-01 00:00:00'" if self.type == "timestamp" else ""))
+        if isinstance(lo, dt.datetime) and lo.tzinfo is not None or (
+                isinstance(hi, dt.datetime) and hi.tzinfo is not None):
+            raise ValueError("timestamp bounds take no time zone (timestamp without time zone)")
+        return lo, hi
 
     @property
     def public_domain(self) -> tuple | None:

@@ -136,6 +136,8 @@ class Gateway:
             plan = build_plan(parse(sql), self.config, list(params or ()), copy=False)
         else:                 # statements equal up to their comparison literals share a template
             plan = self._templates.plan(sql, self.config, self.backend.dialect)
+        if plan.__dict__.get("_clock"):           # now() / current_date: never reused
+            return plan
         with self._cache_lock:
             self._plans[key] = plan
             if len(self._plans) > 2048:

@@ -15,7 +15,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, predicate, select as select_, selection, shape
+from . import cost, emit, keys, predicate, select as select_, selection, shape
 from .errors import Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan
@@ -47,6 +47,7 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
     cost.check(expr, config, params)        # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
     select = shape.check_statement(expr)
+    keys.distinct_to_group(select)          # SELECT DISTINCT g: GROUP BY g (issue 19)
     having = selection.split_having(select)
     top = selection.top_order(select)
     shape.check_clauses(select)
@@ -69,4 +70,6 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
     plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
                 limit=limit, offset=offset, selection=sel)
+    if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
+        plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
     return plan, ctx

@@ -7,8 +7,10 @@
 
 Without GROUP BY it is a single aggregate row. SUM inputs are clamped to the
 declared bounds inside the scan (NULL stays NULL, NaN/inf clamp); rows with a NULL or
-out-of-domain group value match no cell and are dropped by the join. Everything is
-built as a sqlglot AST.
+out-of-domain group value match no cell and are dropped by the join. A derived key
+(:mod:`rewriter.keys`: CASE labels, bins, date parts) is computed in the same scan; when
+its domain has a NULL bin it joins with IS NOT DISTINCT FROM. Everything is built as a
+sqlglot AST.
 """
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ from typing import Literal
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
+from . import dates
 from .plan import GroupKey, Measure, Plan
 from .values import to_node
 
 DOUBLE = exp.DataType.build("double")
-_SQL_TYPES = {"int": "bigint", "float": "double", "text": "text", "bool": "boolean"}
+_SQL_TYPES = {"int": "bigint", "float": "double", "text": "text", "bool": "boolean",
+              "date": "date", "timestamp": "timestamp"}
 _SERIES_MIN = 64   # contiguous integer domains at least this long use generate_series
 
 
@@ -90,7 +94,8 @@ def build(plan: Plan) -> exp.Select:
     scan = scan.group_by(*[k.copy() for k in keys], copy=False)
     cells = _domains(plan.group_by)
     k = [f"k{i + 1}" for i in range(len(plan.group_by))]
-    on = exp.and_(*[exp.column(x, "d").eq(exp.column(x, "a")) for x in k])
+    on = exp.and_(*[(exp.NullSafeEQ if None in g.domain else exp.EQ)(   # a NULL bin matches NULL
+        this=exp.column(x, "d"), expression=exp.column(x, "a")) for x, g in zip(k, plan.group_by)])
     out = exp.select(
         *[exp.column(x, "d").as_(x) for x in k],
         *[exp.Coalesce(this=exp.column(f"m{j + 1}", "a"), expressions=[to_node(0)])
@@ -103,6 +108,8 @@ def build(plan: Plan) -> exp.Select:
 
 def group_key_sql(g: GroupKey) -> exp.Expression:
     """A group key's column in the scan (a float key cast to DOUBLE, as its domain is)."""
+    if g.expr is not None:               # a derived key (rewriter.keys), computed in the scan
+        return g.expr.copy()
     col = exp.column(g.column, quoted=True)
     return exp.Cast(this=col, to=DOUBLE.copy()) if g.type == "float" else col
 
@@ -156,6 +163,8 @@ def _domain(g: GroupKey, alias: str, col: str) -> exp.Expression:
 
 
 def _value(v, type_: str) -> exp.Expression:
+    if type_ in ("date", "timestamp") and v is not None:
+        return exp.Literal.string(dates.iso(v))
     if type_ == "float" and isinstance(v, (int, float)) and math.isfinite(v):
         return to_node(float(v))
     return to_node(v)

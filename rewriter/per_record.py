@@ -294,6 +294,10 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
     table = config.tables[plan.table]
     if table.privacy is None:
         raise _refuse(UNSUPPORTED, f"table {plan.table} has no per-record policy")
+    if any(g.expr is not None for g in plan.group_by):
+        raise _refuse(UNSUPPORTED, f"derived group keys (CASE, bins, date parts) are answered on "
+                      f"central tables; on per-record table {plan.table} group by a declared column "
+                      "with a public domain.")
     if plan.selection is not None:
         raise _refuse(UNSUPPORTED, "HAVING and top-c (ORDER BY aggregate LIMIT c) are not available "
                       f"on per-record table {plan.table}; ask for the aggregate per group instead.")

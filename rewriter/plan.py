@@ -26,16 +26,19 @@ from typing import Literal
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 
-ColumnType = Literal["int", "float", "text", "bool"]
+ColumnType = Literal["int", "float", "text", "bool", "date", "timestamp"]
 
 
 @dataclass(frozen=True)
 class GroupKey:
-    """A GROUP BY column with its declared public domain."""
+    """A GROUP BY column with its declared public domain, or a derived key
+    (:mod:`rewriter.keys`): ``expr`` is the checked scan expression, ``column`` its
+    canonical text, ``domain`` the values it can take, derived from the config alone."""
 
     column: str
     type: ColumnType
     domain: tuple
+    expr: exp.Expression | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from . import arith
+from . import arith, dates
 from .args import ALLOWED, sql_name, understood
 from .arith import paren
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
@@ -69,6 +69,9 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
     if isinstance(node, (exp.Escape, exp.SimilarTo, exp.RegexpLike, exp.RegexpILike)):
         raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported; use LIKE/ILIKE "
                       "with a literal pattern (backslash escapes).")
+    timed = dates.rule(node, ctx, check)     # date/timestamp literals, now(), date ± interval
+    if timed is not None:
+        return timed
     rule = arith.RULES.get(type(node))
     if rule is not None:
         return rule(node, ctx, check)
@@ -107,7 +110,8 @@ def comparable(a: T, b: T, ctx: Ctx, what: str) -> tuple[T, T]:
     b = ctx.settle(b, a.type)
     a = ctx.settle(a, b.type)
     ok = (a.type is None or b.type is None or a.type == b.type
-          or (a.type in NUMERIC and b.type in NUMERIC))
+          or (a.type in NUMERIC and b.type in NUMERIC)
+          or {a.type, b.type} <= {"date", "timestamp"})
     if not ok:
         raise Refusal(DATATYPE_MISMATCH, f"cannot compare {a.type} with {b.type} in {what}; "
                       "compare columns with values of the same type.")

@@ -15,6 +15,8 @@ from sqlglot import exp
 
 from config import Table
 
+from . import datetimes
+from .args import understood
 from .errors import UNDEFINED_COLUMN, UNDEFINED_TABLE, Refusal
 from .plan import ColumnType
 from .values import coerce, natural_type, to_node
@@ -81,7 +83,6 @@ class Ctx:
         return self.params is None
 
     def column(self, node: exp.Column) -> T:
-        from .args import understood
         understood(node)
         db = node.args.get("db")
         schema_ok = db is None or (db.name == "public" and node.table == self.name)   # public.t.col
@@ -121,7 +122,14 @@ class Ctx:
             if n > len(self.params):
                 raise Refusal(PROTOCOL_VIOLATION, f"the statement uses ${n} but only "
                               f"{len(self.params)} parameter(s) were supplied.", hint=None)
+            if type_ in ("date", "timestamp"):
+                v = self.params[n - 1]
+                return T(exp.Null(), type_, value=None) if v is None else _time_literal(
+                    datetimes.parse(v, type_, f"parameter ${n}"))
             return literal(coerce(self.params[n - 1], type_, f"parameter ${n}"))
+        if t.is_literal and t.type == "text" and type_ in ("date", "timestamp"):
+            # '2025-01-31' compared with a date column
+            return _time_literal(datetimes.parse(t.value, type_))
         if t.is_literal and t.type == "text" and type_ in ("int", "float", "bool"):
             return literal(coerce(t.value, type_, "literal"))
         return t
@@ -138,3 +146,7 @@ class Ctx:
         need = max(self.used) if self.used else 0
         raise Refusal(PROTOCOL_VIOLATION, f"the statement has {need} parameter(s) but "
                       f"{len(self.params)} were supplied.", hint=None)
+
+
+def _time_literal(v) -> "T":
+    return T(datetimes.node(v), datetimes.type_of(v), value=v)

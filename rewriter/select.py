@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from . import predicate
+from . import keys as derived, predicate
 from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
@@ -60,6 +60,9 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
             raise Refusal(UNSUPPORTED, "expressions over aggregates are not supported; select the "
                           "aggregate itself, or display steps over one aggregate: ROUND(agg[, n]), "
                           "FLOOR(agg), CEIL(agg), CAST(agg AS integer | double precision | numeric).")
+        elif derived.derivable(node):    # CASE, bins, booleans, date parts (issue 19)
+            g = derived.derive(node, ctx)
+            out.append(Item(alias or derived.name_of(node), "key", g))
         else:
             predicate.check(node, ctx)   # unknown columns/functions get their own error
             raise Refusal(DENIED, f"select item {node.sql('postgres')} would return raw row "
@@ -179,6 +182,7 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
         raise Refusal(UNSUPPORTED, "GROUP BY ROLLUP/CUBE/GROUPING SETS are not supported.")
     understood(group)
     aliases = {i.name: i.payload for i in its if i.kind == "column"}
+    derived_aliases = {i.name: i.payload for i in its if i.kind == "key"}
     keys: dict[str, GroupKey] = {}
     for node in group.expressions:
         if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
@@ -187,15 +191,32 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
             pos = int(node.this)
             if not 1 <= pos <= len(its):
                 raise Refusal(_BAD_POSITION, f"GROUP BY position {pos} is not in the select list.")
+            if its[pos - 1].kind == "key":
+                keys[its[pos - 1].payload.column] = its[pos - 1].payload
+                continue
             node = exp.column(its[pos - 1].payload) if its[pos - 1].kind == "column" else None
         elif (isinstance(node, exp.Column) and not node.table and node.name in aliases
               and node.name not in ctx.table.columns):
             node = exp.column(aliases[node.name])
+        elif (isinstance(node, exp.Column) and not node.table and node.name in derived_aliases
+              and node.name not in ctx.table.columns):
+            g = derived_aliases[node.name]
+            keys[g.column] = g
+            continue
+        if node is not None and not isinstance(node, exp.Column) and derived.derivable(node):
+            g = derived.derive(node, ctx)       # CASE, bins, booleans, date parts (issue 19)
+            keys[g.column] = g
+            continue
         if not isinstance(node, exp.Column):
-            raise Refusal(DENIED, "GROUP BY takes columns with a declared public domain, not "
-                          "expressions or aggregates.")
+            raise Refusal(DENIED, "GROUP BY takes columns with a declared public domain or "
+                          f"expressions with a public set of values: {derived.BIN_HINT}; not "
+                          "aggregates.")
         name = ctx.column(node).node.name
         col = ctx.table.columns[name]
+        if col.public_domain is None and col.type in ("date", "timestamp"):
+            raise Refusal(DENIED, f"GROUP BY {name} is not allowed: group a {col.type} column by "
+                          f"date_trunc('month', {name}) (or 'day', 'week', 'quarter', 'year') or by "
+                          f"extract(month from {name}); their values follow from its bounds.")
         if col.public_domain is None:
             raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
                           f"domain; declare a public domain for it in the config.")
@@ -223,6 +244,12 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
         return measures.index(measure)
 
     for it in its:
+        if it.kind == "key":
+            if it.payload.column not in gidx:
+                raise Refusal(DENIED, f"select item {it.name} is not in GROUP BY; group by it "
+                              "(its values are public) or select aggregates only.")
+            outs.append(Output(it.name, "group", gidx[it.payload.column], it.payload.type))
+            continue
         if it.kind == "column":
             if it.payload not in gidx:
                 raise Refusal(DENIED, f"column {it.payload} is selected but not grouped; raw "
@@ -247,7 +274,9 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             aggs.append(agg)
         out_type = post_type({"count": "int", "sum": typ, "avg": "float"}[func], it.post)
         outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type, it.post))
-    if not aggs and need_aggregate:
+    if not aggs and need_aggregate and not (groups and outs):   # no aggregate: the domain itself
+        raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
+    if not aggs and need_aggregate and len({o.index for o in outs}) < len(groups):
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     return tuple(measures), tuple(aggs), tuple(outs)
 
@@ -271,7 +300,8 @@ def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
             idx = next(i for i, out in enumerate(outs) if out.name == node.name)
         else:
             key = ("column", ctx.column(node).node.name) if isinstance(node, exp.Column) else (
-                ("agg", aggregate(node, ctx)) if isinstance(node, exp.AggFunc) else None)
+                ("agg", aggregate(node, ctx)) if isinstance(node, exp.AggFunc) else (
+                    ("key", derived.derive(node, ctx)) if derived.derivable(node) else None))
             idx = next((i for i, it in enumerate(its) if key == (it.kind, it.payload)), None)
         if idx is None:
             raise Refusal(UNSUPPORTED, "ORDER BY takes output columns: an alias, a position, or "

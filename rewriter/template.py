@@ -208,7 +208,9 @@ class Templates:
             self.filled += 1
             return tpl.fill(masked[1])
         plan = rewriter.build_plan(rewriter.parse(sql), config, None, copy=False)
-        if tpl is False:                    # first statement of this key
+        if tpl is False and plan.__dict__.get("_clock"):   # now() / current_date: no template
+            self.put(masked[0], None)
+        elif tpl is False:                  # first statement of this key
             self.put(masked[0], derive(sql, masked[2], masked[1], plan,
                                        lambda text: rewriter.build_plan(rewriter.parse(text), config, None, copy=False),
                                        rewriter.to_sql, (dialect,)))

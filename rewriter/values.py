@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from .args import understood
 from .errors import INVALID_PARAMETER, Refusal
 from .plan import ColumnType
 
@@ -127,7 +128,6 @@ def literal_value(node: exp.Expression) -> tuple[bool, Any]:
     if isinstance(node, exp.Boolean):
         return True, node.this
     if isinstance(node, exp.Literal):
-        from .args import understood
         understood(node)
         return True, node.this if node.is_string else number(node.this)
     if isinstance(node, exp.Neg):

@@ -42,6 +42,9 @@ COLUMN_TYPES = {
     "float": (701, "float8", "double precision", 8, "d", "p", 0, "double precision", 53),
     "text": (25, "text", "text", -1, "i", "x", DEFAULT_COLLATION, "text", None),
     "bool": (16, "bool", "boolean", 1, "c", "p", 0, "boolean", None),
+    "date": (1082, "date", "date", 4, "i", "p", 0, "date", None),
+    "timestamp": (1114, "timestamp", "timestamp without time zone", 8, "d", "p", 0,
+                  "timestamp without time zone", None),
 }
 
 # Postgres type -> DuckDB column type used in the emulated tables

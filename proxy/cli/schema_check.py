@@ -28,10 +28,14 @@ _INT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMA
 _FLOAT = ("FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8", "DOUBLE PRECISION", "NUMERIC", "DECIMAL")
 _TEXT = ("VARCHAR", "TEXT", "CHAR", "BPCHAR", "CHARACTER", "CHARACTER VARYING", "STRING", "NAME", "ENUM")
 _BOOL = ("BOOLEAN", "BOOL")
+_DATE = ("DATE",)
+_TIMESTAMP = ("TIMESTAMP", "TIMESTAMP WITHOUT TIME ZONE", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS",
+              "TIMESTAMP_US", "TIMESTAMP_NS")
 
 
 def kind_of(backend_type: str) -> str | None:
-    """The dpgate type a backend column type holds exactly: int, float, text, bool or None."""
+    """The dpgate type a backend column type holds exactly: int, float, text, bool, date,
+    timestamp or None (a timestamp with a time zone is none of them)."""
     t = backend_type.upper().split("(")[0].strip()
     if t in _INT:
         return "int"
@@ -43,6 +47,10 @@ def kind_of(backend_type: str) -> str | None:
         return "float"
     if t in _TEXT or t.startswith("ENUM"):
         return "text"
+    if t in _DATE:
+        return "date"
+    if t in _TIMESTAMP:
+        return "timestamp"
     if t in _BOOL:
         return "bool"
     return None

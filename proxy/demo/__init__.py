@@ -53,11 +53,17 @@ PURCHASES_ROWS = 200_000
 
 def purchases_select(series: str) -> str:
     """Item-level purchases; item popularity is Zipf-like (P(item = k) ∝ ~1/k over 1..200),
-    drawn as floor(201^u) from a hashed uniform u — for HAVING / top-c (seed 004)."""
+    drawn as floor(201^u) from a hashed uniform u — for HAVING / top-c (seed 004). ``ts``:
+    a purchase time in 2025 (uniform second of the year, more in Q4: a time series to chart)."""
     u = f"(({_h(7)} + 0.5) / 4294967296.0)"
+    second = f"({_h(10)} % 31536000)"                      # 365 days of 2025
+    q4 = f"(26265600 + {_h(11)} % 5270400)"               # 2025-11-01 … 2025-12-31: the holiday peak
+    ts = (f"TIMESTAMP '2025-01-01 00:00:00' + CAST(CASE WHEN {_h(12)} % 8 = 0 THEN {q4} ELSE "
+          f"{second} END AS BIGINT) * INTERVAL '1 second'")
     return (f"SELECT CAST(FLOOR(EXP({u} * LN(201.0))) AS INTEGER) AS item, "
             f"CAST(1 + {_h(8)} % 10 AS INTEGER) AS store, "
-            f"CAST(({_h(9)} % 50000) / 100.0 AS DOUBLE PRECISION) AS amount FROM {series}")
+            f"CAST(({_h(9)} % 50000) / 100.0 AS DOUBLE PRECISION) AS amount, "
+            f"{ts} AS ts FROM {series}")
 
 
 def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:

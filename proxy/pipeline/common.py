@@ -4,6 +4,7 @@ backend rows to public cells, and display of numbers and backend SQL. Imports no
 from __future__ import annotations
 
 import asyncio
+import datetime
 import contextlib
 from decimal import Decimal
 
@@ -11,9 +12,11 @@ import sqlglot
 
 from ..wire.api import SqlError
 
-DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
+DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, "date": "2000-01-01",
+         "timestamp": "2000-01-01 00:00:00", None: "0"}
 """A placeholder value per parameter type: Describe plans a statement before its values exist."""
-TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "date": 1082, "timestamp": 1114,
+             None: 0}
 """The Postgres type OID Describe reports for a parameter of each type (0: unknown)."""
 
 
@@ -58,9 +61,12 @@ def plain_number(v):
 
 
 def cell_key(v):
-    """A group-key value as stored in a release (Decimal -> int/float, others as they are)."""
+    """A group-key value as stored in a release (Decimal -> int/float, a date or timestamp ->
+    ISO text, others as they are)."""
     if isinstance(v, Decimal):
         return plain_number(v)
+    if isinstance(v, (datetime.date, datetime.datetime)):
+        return v.isoformat(sep=" ") if isinstance(v, datetime.datetime) else v.isoformat()
     return v
 
 

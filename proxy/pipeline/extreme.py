@@ -14,7 +14,7 @@ from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_type
 from ..backends import BackendError
 from ..stores.ledger import BudgetExceeded
 from ..wire.api import Column, Description, Result, SqlError
-from .common import DUMMY, TYPE_OIDS, budget_error, cell_of, charge_what_ran, fmt, pretty
+from .common import DUMMY, TYPE_OIDS, budget_error, cell_key, cell_of, charge_what_ran, fmt, pretty
 from .release import answer_rows, output_types
 
 __all__ = ["answer_extreme", "describe_extreme", "explain_extreme"]
@@ -50,7 +50,7 @@ async def _release(conn, xp: ExtremePlan, epsilon: float) -> dict:
         if c is not None:                         # NULL / out-of-domain keys match no cell
             hists[c].append((int(row[n]), int(row[n + 1])))
     values = [[m.release(hists[c], gw.source)] for c in cells]
-    return {"keys": [list(c) for c in cells], "values": values, "half_width": [m.rank_half_width()],
+    return {"keys": [[cell_key(v) for v in c] for c in cells], "values": values, "half_width": [m.rank_half_width()],
             "mechanism": [m.name], "extreme": {"func": xp.func, "k0": m.k0, "U": grid.U,
                                                 "step": grid.step, "beta": BETA}}
 

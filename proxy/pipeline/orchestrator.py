@@ -35,7 +35,8 @@ from .extreme import answer_extreme, describe_extreme, explain_extreme
 from .local import answer_local, describe_local, explain_local, insert_local
 from .multitier import check_ladder_plan, release_multitier
 from .per_record import answer_per_record, describe_per_record, explain_per_record
-from .release import NoisePool, answer_rows, noisy_answer, notice, output_types, selection_answer
+from .release import (NoisePool, answer_rows, domain_answer, domain_notice, noisy_answer, notice,
+                      output_types, selection_answer)
 from .statements import SessionState, split
 
 log = logging.getLogger("dpgate")
@@ -190,11 +191,19 @@ class Connection:
         if table is not None and table.mode == "local":       # metric LDP reports (seed 002)
             return await answer_local(self, sql, params)
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)
+            try:                                              # SELECT DISTINCT g: the public domain
+                plan = await gw.plan_async(sql, params or None)
+            except Exception:
+                plan = None
+            if plan is not None and not plan.aggregates and plan.selection is None:
+                return self._domain(plan)
             return await answer_per_record(self, sql, params)
         try:
             plan = self._with_threshold(self._central(await gw.plan_async(sql, params or None), route))
         except ExtremeAggregate:                           # MAX / MIN: their own release
             return await answer_extreme(self, sql, params)
+        if not plan.aggregates and plan.selection is None:   # SELECT DISTINCT g: the public domain
+            return self._domain(plan)
         tier = gw.tier_of(self.role)
         key = f"{plan.fingerprint()}:eps={tier.epsilon!r}"
         cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
@@ -220,6 +229,13 @@ class Connection:
         finally:
             del gw.in_flight[(self.role, key)]
             done.set_result(None)
+
+    def _domain(self, plan):
+        """``SELECT DISTINCT g`` / ``SELECT g … GROUP BY g`` with no aggregate (issue 19): the
+        public domain from the config; no scan, nothing charged."""
+        cols = [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
+        rows = answer_rows(plan, domain_answer(plan))
+        return Result(f"SELECT {len(rows)}", cols, rows, notices=[domain_notice(plan)]), "domain", 0.0
 
     async def _twin_elsewhere(self, key: str, tier):
         """After a budget refusal: while other statements of this role are still being

@@ -7,6 +7,7 @@ may run any number of times on a stored answer at no privacy cost.
 """
 from __future__ import annotations
 
+import datetime
 import math
 import threading
 from collections import OrderedDict
@@ -20,7 +21,8 @@ from rewriter.plan import Aggregate, Plan
 
 from .common import cell_key, fmt, plain_number
 
-TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
+TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700, "date": 1082,
+             "timestamp": 1114}
 
 
 def measurement_for(agg: Aggregate, epsilon: float):
@@ -73,6 +75,13 @@ def split_epsilon(plan: Plan, epsilon: float) -> list[float]:
         for j in members:
             out[j] = e
     return out
+
+
+def _time_key(v, typ: str):
+    """A date/timestamp group value of a stored answer (ISO text) as the value sent."""
+    if v is None or typ not in ("date", "timestamp"):
+        return v
+    return datetime.date.fromisoformat(v) if typ == "date" else datetime.datetime.fromisoformat(v)
 
 
 def _releases(plan: Plan, epsilon: float):
@@ -234,6 +243,20 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
     }
 
 
+def domain_answer(plan: Plan) -> dict:
+    """``SELECT g … GROUP BY g`` / ``SELECT DISTINCT g`` with no aggregate: every cell of
+    the public domain, from the config alone (no data read, nothing released)."""
+    cells = plan.cells
+    return {"keys": [[cell_key(v) for v in c] for c in cells], "values": [[] for _ in cells]}
+
+
+def domain_notice(plan: Plan) -> str:
+    keys = ", ".join(o.name for o in plan.outputs if o.source == "group")
+    return (f"dpgate: these are the {plan.n_cells} values of the public domain of {keys}, derived "
+            "from the config (declared domains and bounds); no data was read and nothing was "
+            "charged (ε = 0). Values that occur in no row are listed too.")
+
+
 def output_types(plan: Plan) -> list[int]:
     oids = []
     for o in plan.outputs:
@@ -286,7 +309,7 @@ def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> l
 def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     rows = []
     for key, vals in zip(answer["keys"], answer["values"]):
-        rows.append(tuple(key[o.index] if o.source == "group" else
+        rows.append(tuple(_time_key(key[o.index], o.type) if o.source == "group" else
                           post_process(vals[o.index], o.post) if o.post else vals[o.index] for o in plan.outputs))
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)
@@ -323,6 +346,8 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
             svt += "; keys only, no values released"
     if "ladder" in answer:                  # multi-tier ladder (seed 000): which level this tier got
         svt += ladder_notice(answer["ladder"])
+    if plan.__dict__.get("_clock"):         # now() / current_date: dpgate's clock, not the backend's
+        svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
     return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; "
             f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
 

@@ -17,6 +17,7 @@ from .api import SqlError
 BOOL, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 18, 19, 20, 21, 23, 25, 26
 FLOAT4, FLOAT8, UNKNOWN, VARCHAR, DATE, NUMERIC = 700, 701, 705, 1043, 1082, 1700
 UNSPECIFIED = 0
+TIMESTAMP = 1114
 
 TEXT_LIKE = {TEXT, VARCHAR, NAME, CHAR, UNKNOWN, UNSPECIFIED}
 # one-dimensional array types -> element type (catalog answers hold lists: current_schemas(), indkey …)
@@ -24,9 +25,10 @@ ARRAY_ELEMENTS = {1000: BOOL, 1002: CHAR, 1003: NAME, 1005: INT2, 1007: INT4, 10
                   1016: INT8, 1021: FLOAT4, 1022: FLOAT8, 1028: OID, 1182: DATE, 1231: NUMERIC}
 TYPE_NAMES = {BOOL: "boolean", CHAR: "\"char\"", NAME: "name", INT8: "bigint", INT2: "smallint",
               INT4: "integer", TEXT: "text", OID: "oid", FLOAT4: "real", FLOAT8: "double precision",
-              UNKNOWN: "unknown", VARCHAR: "character varying", DATE: "date", NUMERIC: "numeric"}
+              UNKNOWN: "unknown", VARCHAR: "character varying", DATE: "date", NUMERIC: "numeric",
+              TIMESTAMP: "timestamp without time zone"}
 TYPE_SIZES = {BOOL: 1, CHAR: 1, NAME: 64, INT8: 8, INT2: 2, INT4: 4, OID: 4, FLOAT4: 4,
-              FLOAT8: 8, DATE: 4, UNKNOWN: -2}
+              FLOAT8: 8, DATE: 4, UNKNOWN: -2, TIMESTAMP: 8}
 _INT_STRUCT = {INT2: "!h", INT4: "!i", INT8: "!q", OID: "!I"}
 _EPOCH = _dt.date(2000, 1, 1)
 
@@ -113,6 +115,8 @@ def encode_text(oid: int, value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return _float_text(value, FLOAT8)
+    if isinstance(value, _dt.datetime):
+        return value.isoformat(sep=" ")
     if isinstance(value, _dt.date):
         return value.isoformat()
     return str(value)
@@ -163,6 +167,9 @@ def encode_binary(oid: int, value) -> bytes:
         return encode_numeric_binary(value)
     if oid == DATE:
         return struct.pack("!i", (value - _EPOCH).days)
+    if oid == TIMESTAMP and isinstance(value, _dt.datetime):     # µs since 2000-01-01
+        d = value - _dt.datetime(2000, 1, 1)
+        return struct.pack("!q", (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
     return encode_text(oid, value).encode("utf-8")
 
 
@@ -228,6 +235,8 @@ def decode_text(oid: int, s: str):
             raise ValueError
         if oid == DATE:
             return _dt.date.fromisoformat(s.strip())
+        if oid == TIMESTAMP:
+            return _dt.datetime.fromisoformat(s.strip())
     except struct.error:
         raise SqlError("22003", f"value \"{s}\" is out of range for type {TYPE_NAMES[oid]}") from None
     except (ValueError, InvalidOperation):
@@ -277,6 +286,8 @@ def decode_binary(oid: int, data: bytes):
             return decode_numeric_binary(data)
         if oid == DATE:
             return _EPOCH + _dt.timedelta(days=struct.unpack("!i", data)[0])
+        if oid == TIMESTAMP:                         # µs since 2000-01-01
+            return _dt.datetime(2000, 1, 1) + _dt.timedelta(microseconds=struct.unpack("!q", data)[0])
         return data.decode("utf-8")
     except (ValueError, struct.error, OverflowError, UnicodeDecodeError, InvalidOperation):
         raise SqlError("22P03", "incorrect binary data format in bind parameter") from None

@@ -134,3 +134,10 @@ def test_duckdb_backend_object(tmp_path):
                                    "f": {"columns": {"x": {"type": "float", "lower": 0, "upper": 1}}}}}, "x")
     assert asyncio.run(check_backend_schema(cfg, con, "x")) == []
     asyncio.run(con.close())
+
+
+def test_date_and_timestamp_columns_fit():
+    from proxy.cli.schema_check import fits
+    assert fits("date", "DATE") and fits("timestamp", "TIMESTAMP")
+    assert fits("timestamp", "timestamp without time zone")
+    assert not fits("timestamp", "TIMESTAMP WITH TIME ZONE") and not fits("date", "TIMESTAMP")

@@ -246,3 +246,63 @@ def statement(draw):
         sql += f" GROUP BY {', '.join(groups)}"
     return sql, (where.duck if where is not None else None,
                  where.pg if where is not None else None), groups, aggs
+
+
+# ----------------------------------------------------------------- derived group keys (issue 19)
+
+@st.composite
+def derived_key(draw) -> E:
+    """A group key whose values follow from the config: numeric bins over the bounded i and f,
+    width_bucket, CASE labels over generated predicates, boolean predicates."""
+    kind = draw(st.integers(0, 8))
+    if kind == 0:
+        w = draw(st.sampled_from([1, 2, 3, 4, 10]))
+        return E(f"(i / {w} * {w})", f"((i // {w}) * {w})", "int")
+    if kind == 1:
+        w = draw(st.sampled_from([2, 3, 5]))
+        return E(f"floor(i / {w}) * {w}", f"floor(i // {w}) * {w}", "float")
+    if kind == 2:
+        m = draw(st.sampled_from([2, 3, 4]))
+        return E(f"(i - i % {m})", f"(i - i % {m})", "int")
+    if kind == 3:
+        a, w = draw(st.sampled_from(["1.5", "0", "(-0.5)"])), draw(st.sampled_from(["0.5", "1", "2.0"]))
+        return E(f"floor((f + {a}) / {w}) * {w}", f"floor((f + {a}) / {w}) * {w}", "float")
+    if kind == 4:
+        return draw(st.sampled_from([same("ceil(f * 2)", "float"), same("floor(f)", "float"),
+                                     E("(floor(i / 2.0) + 1)", "(floor(i / 2.0) + 1)", "float")]))
+    if kind == 5:
+        n = draw(st.sampled_from([1, 2, 4]))
+        return E(f"width_bucket(f, -1.5, 2.5, {n})",
+                 f"(CASE WHEN f < -1.5 THEN 0 WHEN f >= 2.5 OR isnan(f) THEN {n + 1} "
+                 f"ELSE CAST(floor((f + 1.5) / 4.0 * {n}) AS BIGINT) + 1 END)", "int")
+    if kind == 6:
+        p, q = draw(boolean(1)), draw(boolean(1))
+        lab = draw(st.sampled_from([("'a'", "'b'", "'c'"), ("1", "2", "3"), ("1", "2.5", "0")]))
+        other = draw(st.sampled_from(["", f" ELSE {lab[2]}"]))
+        return E(f"CASE WHEN {p.pg} THEN {lab[0]} WHEN {q.pg} THEN {lab[1]}{other} END",
+                 f"CASE WHEN {p.duck} THEN {lab[0]} WHEN {q.duck} THEN {lab[1]}{other} END", "case")
+    if kind == 7:
+        return draw(st.sampled_from([
+            E("CASE g WHEN 1 THEN 'one' WHEN 2 THEN 'two' ELSE 'other' END",
+              "CASE g WHEN 1 THEN 'one' WHEN 2 THEN 'two' ELSE 'other' END", "case"),
+            E("CASE s WHEN 'x' THEN 0 END", "CASE s WHEN 'x' THEN 0 END", "case")]))
+    p = draw(boolean(2))
+    return E(p.pg, p.duck, "bool")
+
+
+@st.composite
+def derived_statement(draw):
+    """(analyst SQL, (DuckDB WHERE, Postgres WHERE), group keys, aggregate items); the GROUP BY
+    repeats the key or names its position."""
+    keys = draw(st.lists(derived_key(), min_size=1, max_size=2, unique_by=lambda e: e.pg))
+    if draw(st.integers(0, 3)) == 0:                     # beside a declared-domain column
+        keys.insert(draw(st.integers(0, len(keys))), same("g", "int"))
+    aggs = draw(st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=2))
+    where = draw(boolean()) if draw(st.integers(0, 3)) == 0 else None
+    sql = f"SELECT {', '.join([k.pg for k in keys] + aggs)} FROM fx"
+    if where is not None:
+        sql += f" WHERE {where.pg}"
+    by_position = draw(st.booleans())
+    sql += " GROUP BY " + ", ".join(str(j + 1) if by_position else k.pg for j, k in enumerate(keys))
+    return sql, (where.duck if where is not None else None,
+                 where.pg if where is not None else None), keys, aggs

@@ -1,0 +1,205 @@
+"""Dates and times (issue 19): ``date`` / ``timestamp`` literals, the plan-time clock,
+date arithmetic folded at plan time, and the public domains of ``date_trunc`` /
+``extract`` group keys derived from a column's declared ``lower``/``upper``.
+
+A time value in a plan is a :class:`datetime.date` or a naive :class:`datetime.datetime`
+and is emitted as ``CAST('…' AS DATE | TIMESTAMP)`` (the same text in both dialects).
+``now()``, ``current_timestamp`` and ``current_date`` are evaluated by dpgate when the
+statement is planned (UTC) and enter the plan as literals: the backend's clock never
+decides which rows a release covers, and such a plan is not cached by its text.
+Arithmetic on a time *column* is refused (compare the column with a computed bound).
+"""
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+
+from sqlglot import exp
+
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, DATATYPE_MISMATCH, Refusal
+from .datetimes import INVALID_DATETIME, _SQL, iso, node, parse, type_of  # noqa: F401
+from .scope import Ctx, T
+
+TIME = ("date", "timestamp")
+TRUNC_UNITS = ("hour", "day", "week", "month", "quarter", "year")
+EXTRACT_PARTS = ("year", "quarter", "month", "day", "dow", "isodow", "doy", "hour")
+
+
+def literal(v) -> T:
+    return T(node(v), type_of(v), value=v)
+
+
+def _now(ctx: Ctx) -> dt.datetime:
+    now = ctx.__dict__.get("clock")       # one instant per statement; the plan depends on the
+    if now is None:                       # clock, so it is not cached by its text
+        now = ctx.__dict__["clock"] = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+    return now
+
+
+def timeish(node: exp.Expression, ctx: Ctx) -> bool:
+    """Syntactically a time expression (decides whether ``+``/``-`` is date arithmetic)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, (exp.CurrentDate, exp.CurrentTimestamp, exp.Interval)):
+        return True
+    if isinstance(node, exp.Cast):
+        return node.to.this.name in _SQL.values()
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "now":
+        return True
+    if isinstance(node, exp.Column):
+        col = ctx.table.columns.get(node.name)
+        return col is not None and col.type in TIME
+    if isinstance(node, (exp.Add, exp.Sub)):
+        return timeish(node.this, ctx) or timeish(node.expression, ctx)
+    return False
+
+
+def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
+    """The time rule for ``node``, or None when it is not a time expression."""
+    if isinstance(node, exp.CurrentDate):
+        return literal(_now(ctx).date())
+    if isinstance(node, exp.CurrentTimestamp) or (
+            isinstance(node, exp.Anonymous) and node.name.lower() == "now" and not node.expressions):
+        return literal(_now(ctx))
+    if isinstance(node, exp.Cast) and node.to.this.name in _SQL.values() and not node.to.expressions:
+        typ = "date" if node.to.this.name == "DATE" else "timestamp"
+        a = check(node.this, ctx)
+        if a.pending or (a.is_literal and a.type == "text"):
+            return ctx.settle(a, typ)
+        if a.is_literal and a.value is None:
+            return T(exp.Null(), typ, value=None)
+        if a.is_literal and a.type in TIME:
+            return literal(parse(a.value, typ))
+        if a.type in TIME:          # date <-> timestamp: total in both directions
+            return T(exp.Cast(this=a.node, to=exp.DataType.build(_SQL[typ])), typ)
+        raise Refusal(UNSUPPORTED, f"cast of {a.type} to {typ} is not supported; compare a date "
+                      "column with a date literal such as DATE '2025-01-31'.")
+    if isinstance(node, (exp.Add, exp.Sub)) and timeish(node, ctx):
+        return _arith(node, ctx, check)
+    if isinstance(node, exp.Interval):
+        raise Refusal(UNSUPPORTED, "an interval is only allowed added to or subtracted from a "
+                      "date or timestamp literal, now() or current_date.")
+    return None
+
+
+def _interval(node: exp.Interval) -> tuple[int, str]:
+    text = node.this.name if isinstance(node.this, exp.Literal) else None
+    unit = node.args.get("unit")
+    parts = (text or "").split()
+    if unit is not None:
+        parts = parts + [unit.name]
+    if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
+        raise Refusal(UNSUPPORTED, "write an interval as INTERVAL '30 days' (one number and "
+                      "one unit: hours, days, weeks, months, years).")
+    n, u = int(parts[0]), parts[1].lower().rstrip("s")
+    if u not in ("hour", "day", "week", "month", "year"):
+        raise Refusal(UNSUPPORTED, f"interval unit {parts[1]!r} is not supported; use hours, days, "
+                      "weeks, months or years.")
+    return n, u
+
+
+def shift(v, n: int, unit: str):
+    """``v + n unit`` as Postgres computes it (months clamp to the month's last day)."""
+    if unit in ("month", "year"):
+        months = v.month - 1 + n * (12 if unit == "year" else 1)
+        y, m = v.year + months // 12, months % 12 + 1
+        return v.replace(year=y, month=m, day=min(v.day, calendar.monthrange(y, m)[1]))
+    delta = {"hour": dt.timedelta(hours=n), "day": dt.timedelta(days=n),
+             "week": dt.timedelta(weeks=n)}[unit]
+    if unit == "hour" and not isinstance(v, dt.datetime):
+        v = dt.datetime(v.year, v.month, v.day)
+    return v + delta
+
+
+def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check) -> T:
+    sign = 1 if isinstance(node, exp.Add) else -1
+    a = check(node.this, ctx)
+    rhs = node.expression
+    while isinstance(rhs, exp.Paren):
+        rhs = rhs.this
+    if isinstance(rhs, exp.Interval):
+        n, unit = _interval(rhs)
+    else:
+        b = ctx.settle(check(rhs, ctx), "int")
+        if not (b.is_literal and isinstance(b.value, int) and not isinstance(b.value, bool)):
+            raise Refusal(UNSUPPORTED, "date arithmetic takes an integer number of days or an "
+                          "INTERVAL literal, e.g. current_date - 7 or now() - INTERVAL '30 days'.")
+        if a.type == "timestamp":
+            raise Refusal(DATATYPE_MISMATCH, "timestamp ± integer is not defined; write "
+                          "± INTERVAL 'n days'.")
+        n, unit = b.value, "day"
+    if not (a.is_literal and a.type in TIME):
+        raise Refusal(UNSUPPORTED, "arithmetic on a date/timestamp column is not supported; "
+                      "compare the column with a bound computed from literals instead, e.g. "
+                      "ts >= now() - INTERVAL '30 days'.")
+    if a.value is None:
+        return T(exp.Null(), a.type, value=None)
+    return literal(shift(a.value, sign * n, unit))
+
+
+# --------------------------------------------------------------------------- key domains
+
+def trunc(v, unit: str):
+    """Postgres/DuckDB date_trunc of a date or timestamp (weeks start on Monday)."""
+    d = v.date() if isinstance(v, dt.datetime) else v
+    if unit == "hour":
+        return v.replace(minute=0, second=0, microsecond=0)
+    if unit == "week":
+        d = d - dt.timedelta(days=d.weekday())
+    elif unit == "month":
+        d = d.replace(day=1)
+    elif unit == "quarter":
+        d = d.replace(month=(d.month - 1) // 3 * 3 + 1, day=1)
+    elif unit == "year":
+        d = d.replace(month=1, day=1)
+    return dt.datetime(d.year, d.month, d.day) if isinstance(v, dt.datetime) else d
+
+
+_STEP = {"hour": (1, "hour"), "day": (1, "day"), "week": (1, "week"), "month": (1, "month"),
+         "quarter": (3, "month"), "year": (1, "year")}
+
+
+def trunc_domain(lo, hi, unit: str, limit: int) -> tuple:
+    """Every ``date_trunc(unit, v)`` for v in [lo, hi], in order (at most ``limit``)."""
+    out, v = [], trunc(lo, unit)
+    n, u = _STEP[unit]
+    while v <= hi:
+        out.append(v)
+        if len(out) > limit:
+            break
+        v = shift(v, n, u)
+    return tuple(out)
+
+
+def part(v, name: str) -> int:
+    """``extract(name from v)`` as an integer (Postgres: dow 0 = Sunday; isodow 1 = Monday)."""
+    if name == "year":
+        return v.year
+    if name == "quarter":
+        return (v.month - 1) // 3 + 1
+    if name == "month":
+        return v.month
+    if name == "day":
+        return v.day
+    if name == "dow":
+        return (v.weekday() + 1) % 7
+    if name == "isodow":
+        return v.weekday() + 1
+    if name == "doy":
+        return v.timetuple().tm_yday
+    return v.hour
+
+
+_CYCLE = {"quarter": 4, "month": 12, "day": 31, "dow": 7, "isodow": 7, "doy": 366, "hour": 24}
+
+
+def extract_domain(lo, hi, name: str) -> tuple:
+    """Every ``extract(name from v)`` for v in [lo, hi]."""
+    if name == "year":
+        return tuple(range(lo.year, hi.year + 1))
+    unit = "hour" if name == "hour" else "day"
+    seen, v, start = set(), trunc(lo, unit), lo
+    while v <= hi and len(seen) < _CYCLE[name]:
+        seen.add(part(max(v, start), name))
+        v = shift(v, 1, unit)
+    return tuple(sorted(seen))

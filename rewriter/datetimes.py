@@ -1,0 +1,48 @@
+"""Date and timestamp values (issue 19): ISO text to a value, a value to SQL. Below
+:mod:`.scope` (which reads parameters and literals of time columns) and :mod:`.dates`
+(the time rules)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlglot import exp
+
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+
+INVALID_DATETIME = "22007"
+_SQL = {"date": "DATE", "timestamp": "TIMESTAMP"}
+
+
+def parse(text, typ: str, what: str = "literal"):
+    """An ISO date (``2025-01-31``) or timestamp (``2025-01-31 12:00[:00]``) as a value."""
+    if isinstance(text, dt.datetime):
+        return text if typ == "timestamp" else text.date()
+    if isinstance(text, dt.date):
+        return text if typ == "date" else dt.datetime(text.year, text.month, text.day)
+    try:
+        v = dt.datetime.fromisoformat(str(text).strip())
+    except ValueError:
+        raise Refusal(INVALID_DATETIME, f"{what} {text!r} is not a valid {typ}; write ISO "
+                      "'2025-01-31' or '2025-01-31 12:00:00'.", hint=None) from None
+    if v.tzinfo is not None:
+        raise Refusal(UNSUPPORTED, f"{what} {text!r} has a time zone; dpgate's timestamps have "
+                      "none (timestamp without time zone): write it in UTC without an offset.")
+    if typ == "date":
+        if v.time() != dt.time():
+            raise Refusal(INVALID_DATETIME, f"{what} {text!r} is not a date (it has a time).",
+                          hint=None)
+        return v.date()
+    return v
+
+
+def iso(v) -> str:
+    return v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()
+
+
+def type_of(v) -> str:
+    return "timestamp" if isinstance(v, dt.datetime) else "date"
+
+
+def node(v) -> exp.Expression:
+    """The literal as SQL: ``CAST('2025-01-31' AS DATE)``."""
+    return exp.Cast(this=exp.Literal.string(iso(v)), to=exp.DataType.build(_SQL[type_of(v)]))

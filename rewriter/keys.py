@@ -1,0 +1,430 @@
+"""Derived group keys with public domains (issue 19).
+
+A GROUP BY (or select) expression is a group key when the set of values it can take
+follows from the config alone, never from data:
+
+* ``CASE WHEN p THEN 'a' … [ELSE 'z'] END`` (also ``CASE x WHEN v THEN …``): its
+  literals, plus NULL when there is no ELSE;
+* a boolean expression (``age > 50``): {false, true}, plus NULL when a column it reads
+  is nullable;
+* arithmetic over ONE bounded numeric column — a histogram bin such as
+  ``floor((x - a) / w) * w`` or ``x / 10 * 10``: on an integer column, the expression's
+  value at every integer in [lower, upper]; on a float column, a bin of the form
+  ``floor|ceil|trunc(g(x)) [* w] [+ b]`` with g built from + - * / by literals (monotone),
+  every bin between the bounds' bins. Plus NULL when the column is nullable;
+* ``width_bucket(x, lo, hi, n)``: 0 … n + 1 (computed in the scan, Postgres's rule);
+* ``date_trunc(unit, c)`` and ``extract(part from c)`` of a date/timestamp column with
+  declared bounds (:mod:`rewriter.dates`).
+
+The key expression is computed inside the ONE scan (the checked, total expression of
+:mod:`rewriter.predicate`); the domain join of :mod:`rewriter.emit` answers every cell,
+empty ones too. Rows whose key falls outside the domain (values outside the declared
+bounds) match no cell and are dropped, as out-of-domain values of a declared domain are.
+The domain is computed by evaluating the same float8 operations the scan runs.
+"""
+from __future__ import annotations
+
+import math
+
+from sqlglot import exp
+
+from . import dates, predicate
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .plan import GroupKey
+from .scope import Ctx, T
+from .values import literal_value, natural_type
+
+MAX_CELLS = 100_000
+_BOOL = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Like,
+         exp.ILike, exp.Is, exp.Not, exp.And, exp.Or, exp.NullSafeEQ, exp.NullSafeNEQ)
+BIN_HINT = ("bin a bounded numeric column with floor((x - a) / w) * w, x / 10 * 10 (integers) or "
+            "width_bucket(x, lo, hi, n); group by CASE WHEN … THEN 'label' … END; or by "
+            "date_trunc('month', c) / extract(month from c) of a date column with declared bounds")
+
+
+def _strip(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def derivable(node: exp.Expression) -> bool:
+    """Whether ``node`` has the syntactic form of a derived key (worth trying)."""
+    node = _strip(node)
+    return not isinstance(node, (exp.Column, exp.Literal, exp.AggFunc, exp.Star)) and \
+        node.find(exp.AggFunc) is None and node.find(exp.Column) is not None
+
+
+def name_of(node: exp.Expression) -> str:
+    """Postgres's output column name for an expression item."""
+    node = _strip(node)
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
+        return "date_trunc"
+    if isinstance(node, exp.Extract):
+        return "extract"
+    if isinstance(node, exp.Cast):
+        return name_of(node.this) if not isinstance(_strip(node.this), exp.Column) else \
+            _strip(node.this).name
+    if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Not)):
+        return (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+    return "?column?"
+
+
+def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
+    """The group key of a derived expression, or a refusal saying what to write."""
+    node = _strip(node).copy()           # the rules below may rewrite what they check
+    if isinstance(node, exp.Case):
+        return _case(node, ctx)
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
+        return _date_trunc(node, ctx, None)
+    if isinstance(node, exp.Extract):
+        return _extract(node, ctx)
+    if isinstance(node, exp.Cast) and isinstance(_strip(node.this), (exp.TimestampTrunc, exp.DateTrunc)) \
+            and node.to.this.name in ("DATE", "TIMESTAMP") and not node.to.expressions:
+        return _date_trunc(_strip(node.this), ctx, "date" if node.to.this.name == "DATE" else "timestamp")
+    if _day_of(node, ctx) is not None:       # CAST(ts AS date), ts::date, DATE(ts): the day
+        day = exp.TimestampTrunc(this=_day_of(node, ctx), unit=exp.var("DAY"))
+        return _date_trunc(day, ctx, "date")
+    if isinstance(node, exp.WidthBucket):
+        return _width_bucket(node, ctx)
+    if any(ctx.table.columns.get(c.name) is not None and ctx.table.columns[c.name].type in dates.TIME
+           for c in node.find_all(exp.Column)) and not isinstance(node, _BOOL):
+        raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')}: group a date/timestamp column by "
+                      "date_trunc('day' | 'week' | 'month' | 'quarter' | 'year', c), CAST(c AS date) "
+                      f"or extract({' | '.join(dates.EXTRACT_PARTS)} from c); their values follow "
+                      "from the column's bounds.")
+    t = predicate.check(node.copy(), ctx)
+    if isinstance(node, _BOOL) or t.type == "bool":
+        t = predicate.boolean(t, ctx, "GROUP BY")
+        nullable = not isinstance(node, exp.Is) and _nullable(node, ctx)
+        return _key(t, "bool", (False, True) + ((None,) if nullable else ()))
+    if t.type in ("int", "float"):
+        return _numeric(node, t, ctx)
+    raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has no public set of values; "
+                  f"{BIN_HINT}.")
+
+
+def _key(t: T, typ: str, domain: tuple) -> GroupKey:
+    if len(domain) > MAX_CELLS:
+        raise Refusal("54000", f"this group key has {len(domain)} values; at most {MAX_CELLS} "
+                      "are allowed.", hint="Use wider bins.")
+    text = t.node.sql("postgres", normalize=True)
+    return GroupKey(text, typ, tuple(domain), t.node)
+
+
+def _nullable(node: exp.Expression, ctx: Ctx) -> bool:
+    return any(ctx.table.columns[c.name].nullable for c in node.find_all(exp.Column)
+               if c.name in ctx.table.columns)
+
+
+# --------------------------------------------------------------------------- CASE
+
+def _case(node: exp.Case, ctx: Ctx) -> GroupKey:
+    subject = node.args.get("this")
+    ifs, values = [], []
+    for branch in node.args.get("ifs") or []:
+        cond = branch.this if subject is None else exp.EQ(this=subject.copy(), expression=branch.this.copy())
+        c = predicate.boolean(predicate.check(cond, ctx), ctx, "CASE WHEN")
+        ifs.append((c.node, _case_value(branch.args.get("true"))))
+    default = node.args.get("default")
+    dv = _case_value(default) if default is not None else None
+    values = [v for _, v in ifs] + [dv]
+    kinds = {natural_type(v) for v in values if v is not None}
+    if kinds <= {"int", "float"} and kinds:
+        typ = "float" if "float" in kinds else "int"
+    elif len(kinds) == 1:
+        typ = kinds.pop()
+    else:
+        raise Refusal("42804", "CASE results must all be of one type (all text labels or all numbers).")
+    from .values import to_node
+    if typ == "float":
+        values = [None if v is None else float(v) for v in values]
+        ifs = [(c, None if v is None else float(v)) for c, v in ifs]
+        dv = None if dv is None else float(dv)
+    built = exp.Case(ifs=[exp.If(this=predicate.paren(c), true=_typed(to_node(v), typ)) for c, v in ifs],
+                     default=_typed(to_node(dv), typ) if dv is not None else None)
+    domain = tuple(dict.fromkeys(values))            # NULL is a value when there is no ELSE
+    return _key(T(built, typ), typ, domain)
+
+
+def _typed(n: exp.Expression, typ: str) -> exp.Expression:
+    """Text labels typed text (DuckDB and Postgres agree), numbers as they are."""
+    return exp.Cast(this=n, to=exp.DataType.build("text")) if typ == "text" else n
+
+
+def _case_value(node):
+    ok, v = literal_value(node) if node is not None else (True, None)
+    if not ok:
+        raise Refusal(DENIED, "a CASE used as a group key returns literals only (THEN 'label' / "
+                      "THEN 1), so its set of values is public; its conditions may test columns.")
+    return v
+
+
+# --------------------------------------------------------------------------- numeric bins
+
+def _column(node: exp.Expression, ctx: Ctx):
+    cols = {c.name for c in node.find_all(exp.Column)}
+    if len(cols) != 1:
+        raise Refusal(DENIED, f"a numeric group key reads exactly one column; {BIN_HINT}.")
+    name = cols.pop()
+    spec = ctx.table.columns[name]
+    if spec.type not in ("int", "float") or not spec.bounded:
+        raise Refusal(DENIED, f"GROUP BY an expression of {name} needs declared bounds: declare "
+                      f"lower and upper for column {name} in the config (the bins inside them "
+                      "are the public domain).")
+    return name, spec
+
+
+class _Unknown(Exception):
+    pass
+
+
+def evaluate(node: exp.Expression, x: float, fixed: dict | None = None) -> float | None:
+    """The float8 value the backend computes for a checked numeric node at column value x
+    (``fixed``: nodes (by id) replaced by a value)."""
+    if fixed and node in fixed:          # structural equality (sqlglot hashes the tree)
+        return fixed[node]
+    ev = lambda n: evaluate(n, x, fixed)   # noqa: E731
+    if isinstance(node, exp.Paren):
+        return ev(node.this)
+    if isinstance(node, exp.Column):
+        return float(x)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        return float(node.this.this)     # CAST('Infinity' AS DOUBLE) of the total arithmetic
+    if isinstance(node, exp.Cast):
+        return ev(node.this)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return float(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Neg):
+        a = ev(node.this)
+        return None if a is None else -a
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
+        a, b = ev(node.this), ev(node.expression)
+        if a is None or b is None:
+            return None
+        if isinstance(node, exp.Add):
+            return a + b
+        if isinstance(node, exp.Sub):
+            return a - b
+        if isinstance(node, exp.Mul):
+            return a * b
+        if isinstance(node, exp.Div):
+            return a / b
+        return math.fmod(a, b)
+    if isinstance(node, (exp.Floor, exp.Ceil, exp.Abs)) or (
+            isinstance(node, exp.Anonymous) and node.name.upper() in ("TRUNC", "SIGN")):
+        a = ev(node.this if not isinstance(node, exp.Anonymous) else node.expressions[0])
+        if a is None:
+            return None
+        name = node.name.upper() if isinstance(node, exp.Anonymous) else node.key.upper()
+        return float({"FLOOR": math.floor, "CEIL": math.ceil, "ABS": abs, "TRUNC": math.trunc,
+                      "SIGN": lambda v: (v > 0) - (v < 0)}[name](a))
+    if isinstance(node, exp.Case):
+        for branch in node.args.get("ifs") or []:
+            if _truth(branch.this, x, fixed):
+                return ev(branch.args["true"])
+        d = node.args.get("default")
+        return ev(d) if d is not None else None
+    raise _Unknown(type(node).__name__)
+
+
+def _truth(node, x, fixed) -> bool:
+    node = _strip(node)
+    if isinstance(node, exp.And):
+        return _truth(node.this, x, fixed) and _truth(node.expression, x, fixed)
+    if isinstance(node, exp.Or):
+        return _truth(node.this, x, fixed) or _truth(node.expression, x, fixed)
+    ops = {exp.GT: float.__gt__, exp.GTE: float.__ge__, exp.LT: float.__lt__,
+           exp.LTE: float.__le__, exp.EQ: float.__eq__, exp.NEQ: float.__ne__}
+    if type(node) in ops:
+        a, b = evaluate(node.this, x, fixed), evaluate(node.expression, x, fixed)
+        return a is not None and b is not None and ops[type(node)](a, b)
+    raise _Unknown(type(node).__name__)
+
+
+_QUANT = (exp.Floor, exp.Ceil, exp.Round)
+ENUMERATE = 10_000        # an integer column with at most this many values: evaluate at each
+_LINEAR = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Cast, exp.Column,
+           exp.Literal, exp.DataType, exp.Identifier, exp.Var)    # monotone in the column
+
+
+def _quantiser(node: exp.Expression):
+    """The floor/ceil/trunc node holding the column, reached from the root through
+    + - * by column-free operands only; None if there is none."""
+    cur = _strip(node)
+    while True:
+        if (isinstance(cur, _QUANT) and not cur.args.get("decimals")) or (
+                isinstance(cur, exp.Anonymous) and cur.name.upper() == "TRUNC"):
+            return cur
+        if isinstance(cur, (exp.Add, exp.Sub, exp.Mul)):
+            a, b = cur.this, cur.expression
+            if a.find(exp.Column) is not None and b.find(exp.Column) is None:
+                cur = _strip(a)
+            elif b.find(exp.Column) is not None and a.find(exp.Column) is None and not isinstance(cur, exp.Sub):
+                cur = _strip(b)
+            else:
+                return None
+        elif isinstance(cur, exp.Cast):
+            cur = _strip(cur.this)
+        else:
+            return None
+
+
+def _numeric(node: exp.Expression, t: T, ctx: Ctx) -> GroupKey:
+    name, spec = _column(node, ctx)
+    lo, hi = spec.lower, spec.upper
+    typ = t.type
+    conv = int if typ == "int" else float
+    values: set = set()
+    try:
+        if spec.type == "int" and hi - lo <= ENUMERATE:
+            for v in range(math.ceil(lo), math.floor(hi) + 1):
+                r = evaluate(t.node, v)
+                if r is not None and math.isfinite(r):
+                    values.add(conv(r))
+        else:
+            q, checked = _quantiser(node), False  # found in the analyst's expression …
+            if q is None and spec.type == "int":    # x / 1000 * 1000: the scan's TRUNC
+                q, checked = _quantiser(t.node), True
+            inner = q.this if q is not None and not isinstance(q, exp.Anonymous) else (
+                q.expressions[0] if q is not None else None)
+            if q is None or any(not isinstance(n, _LINEAR) for n in inner.walk()):
+                raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has too many values over "
+                              f"the bounds of {name} to list; bin it: floor((x - a) / w) * w, "
+                              "x / 10 * 10 on integers, or width_bucket(x, lo, hi, n).")
+            if not checked:                     # … and evaluated as the scan computes it
+                q = predicate.check(q.copy(), ctx).node
+            k1, k2 = evaluate(q, lo), evaluate(q, hi)
+            kmin, kmax = int(min(k1, k2)), int(max(k1, k2))
+            if kmax - kmin > MAX_CELLS:
+                raise Refusal("54000", f"this bin expression has {kmax - kmin + 1} bins over the "
+                              f"bounds of {name}; at most {MAX_CELLS} are allowed.",
+                              hint="Use wider bins.")
+            for k in range(kmin, kmax + 1):
+                r = evaluate(t.node, lo, {q: float(k)})
+                if r is not None and math.isfinite(r):
+                    values.add(conv(r))
+    except _Unknown:
+        raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')}: dpgate cannot derive the values "
+                      f"of this expression from the bounds of {name}; {BIN_HINT}.") from None
+    domain = tuple(sorted(values)) + ((None,) if spec.nullable else ())
+    return _key(t, typ, domain)
+
+
+def _width_bucket(node: exp.WidthBucket, ctx: Ctx) -> GroupKey:
+    """``width_bucket(x, lo, hi, n)`` with literal lo < hi and n: buckets 0 … n + 1, computed
+    in the scan with float8 ``floor((x - lo) / (hi - lo) * n) + 1`` (Postgres's formula)."""
+    args = [node.args.get(k) for k in ("min_value", "max_value", "num_buckets")]
+    vals = [literal_value(a) if a is not None else (False, None) for a in args]
+    if not all(ok and isinstance(v, (int, float)) and not isinstance(v, bool) for ok, v in vals):
+        raise Refusal(UNSUPPORTED, "width_bucket(x, lo, hi, n) takes literal numbers lo < hi and "
+                      "an integer n between 1 and 100000.")
+    lo, hi, n = (v for _, v in vals)
+    if not (lo < hi and isinstance(n, int) and 1 <= n <= MAX_CELLS):
+        raise Refusal(UNSUPPORTED, "width_bucket(x, lo, hi, n) takes literal numbers lo < hi and "
+                      "an integer n between 1 and 100000.")
+    x = predicate.check(node.this, ctx)
+    if x.type not in ("int", "float"):
+        raise Refusal("42804", "width_bucket takes a numeric column.")
+    name = {c.name for c in node.this.find_all(exp.Column)}
+    if len(name) != 1:
+        raise Refusal(DENIED, f"width_bucket reads exactly one column; {BIN_HINT}.")
+    spec = ctx.table.columns[name.pop()]
+    dbl = exp.DataType.build("double")
+    xv = exp.Cast(this=x.node, to=dbl)
+    lo_n, hi_n = (exp.Cast(this=exp.Literal.number(repr(float(v))), to=dbl.copy()) for v in (lo, hi))
+    inner = exp.Floor(this=exp.Mul(this=exp.Paren(this=exp.Div(
+        this=exp.Paren(this=exp.Sub(this=xv.copy(), expression=lo_n.copy())),
+        expression=exp.Paren(this=exp.Sub(this=hi_n.copy(), expression=lo_n.copy())))),
+        expression=exp.Literal.number(n)))
+    body = exp.Case(ifs=[
+        exp.If(this=exp.LT(this=xv.copy(), expression=lo_n.copy()), true=exp.Literal.number(0)),
+        exp.If(this=exp.GTE(this=xv.copy(), expression=hi_n.copy()), true=exp.Literal.number(n + 1))],
+        default=exp.Cast(this=exp.Add(this=inner, expression=exp.Literal.number(1)),
+                         to=exp.DataType.build("bigint")))
+    domain = tuple(range(0, n + 2)) + ((None,) if spec.nullable else ())
+    return _key(T(body, "int"), "int", domain)
+
+
+# --------------------------------------------------------------------------- dates
+
+def _day_of(node: exp.Expression, ctx: Ctx):
+    """The time column of ``CAST(c AS date)`` / ``DATE(c)``, else None."""
+    arg = None
+    if isinstance(node, exp.Cast) and node.to.this.name == "DATE" and not node.to.expressions:
+        arg = _strip(node.this)
+    elif isinstance(node, (exp.Date, exp.Anonymous)) and (
+            node.name.lower() == "date" if isinstance(node, exp.Anonymous) else True):
+        args = [node.this] if isinstance(node, exp.Date) else node.expressions
+        arg = _strip(args[0]) if len(args) == 1 and args[0] is not None else None
+    if isinstance(arg, exp.Column) and ctx.table.columns.get(arg.name) is not None and \
+            ctx.table.columns[arg.name].type in dates.TIME:
+        return arg
+    return None
+
+
+def _time_column(node: exp.Expression, ctx: Ctx, what: str):
+    node = _strip(node)
+    if isinstance(node, exp.Cast) and not node.to.expressions and node.to.this.name == "TIMESTAMP":
+        node = _strip(node.this)       # date_trunc('month', CAST(ts AS TIMESTAMP)) (Tableau)
+    if not isinstance(node, exp.Column):
+        raise Refusal(UNSUPPORTED, f"{what} takes a date or timestamp column.")
+    t = ctx.column(node)
+    spec = ctx.table.columns[node.name]
+    if spec.type not in dates.TIME:
+        raise Refusal("42883", f"{what} takes a date or timestamp column; {node.name} is {spec.type}.")
+    if spec.time_bounds is None:
+        raise Refusal(DENIED, f"{what} of {node.name} needs declared bounds: declare lower and "
+                      f"upper (ISO dates) for column {node.name} in the config.")
+    return t, spec
+
+
+def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey:
+    unit = node.args.get("unit")
+    u = (unit.name if unit is not None else "").lower()
+    if u not in dates.TRUNC_UNITS:
+        raise Refusal(UNSUPPORTED, f"date_trunc unit {u!r} is not supported; use "
+                      f"{', '.join(dates.TRUNC_UNITS)}.")
+    t, spec = _time_column(node.this, ctx, "date_trunc")
+    if u == "hour" and spec.type == "date":
+        raise Refusal(UNSUPPORTED, "date_trunc('hour', …) of a date column is always midnight; "
+                      "use 'day' or a coarser unit.")
+    typ = cast_to or spec.type
+    lo, hi = spec.time_bounds
+    dom = dates.trunc_domain(lo, hi, u, MAX_CELLS)
+    dom = tuple(dates.parse(v, typ) for v in dom) + ((None,) if spec.nullable else ())
+    sql_t = exp.DataType.build("date" if typ == "date" else "timestamp")
+    col = t.node if spec.type == "timestamp" else exp.Cast(   # Postgres would take a date as
+        this=t.node, to=exp.DataType.build("timestamp"))     # timestamptz (session time zone)
+    body = exp.Cast(this=exp.Anonymous(this="DATE_TRUNC", expressions=[
+        exp.Literal.string(u), col]), to=sql_t)
+    return _key(T(body, typ), typ, dom)
+
+
+def _extract(node: exp.Extract, ctx: Ctx) -> GroupKey:
+    part = node.this.name.lower() if isinstance(node.this, (exp.Var, exp.Identifier)) else ""
+    if part not in dates.EXTRACT_PARTS:
+        raise Refusal(UNSUPPORTED, f"extract({part or '?'} from …) is not supported as a group "
+                      f"key; use one of {', '.join(dates.EXTRACT_PARTS)}.")
+    t, spec = _time_column(node.expression, ctx, "extract")
+    if part == "hour" and spec.type == "date":
+        raise Refusal(UNSUPPORTED, "extract(hour from …) needs a timestamp column.")
+    lo, hi = spec.time_bounds
+    dom = dates.extract_domain(lo, hi, part) + ((None,) if spec.nullable else ())
+    body = exp.Cast(this=exp.Extract(this=exp.var(part.upper()), expression=t.node),
+                    to=exp.DataType.build("bigint"))
+    return _key(T(body, "int"), "int", dom)
+
+
+def distinct_to_group(select: exp.Select) -> None:
+    """``SELECT DISTINCT a, b FROM t`` (no aggregates, no GROUP BY) is ``… GROUP BY a, b``."""
+    d = select.args.get("distinct")
+    if d is None or d.args.get("on") or select.args.get("group") is not None or any(
+            e.find(exp.AggFunc) for e in select.expressions):
+        return
+    select.set("distinct", None)
+    select.set("group", exp.Group(expressions=[e.unalias().copy() for e in select.expressions]))
