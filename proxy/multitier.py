@@ -297,6 +297,10 @@ def explain_ladder_lines(plan, tier) -> list[str]:
 def check_ladder_plan(plan) -> None:
     """Refuse, before any scan, what ladder tiers cannot be served (a refusal after
     the scan would be a free timing probe)."""
+    odd = [a.label for a in plan.aggregates if a.func not in MECH]
+    if odd:
+        raise SqlError("0A000", f"{', '.join(odd)} is not available to data-market ladder tiers; nothing "
+                       "was charged", hint="Ask for COUNT, SUM or AVG on a ladder tier.")
     if plan.selection is not None:
         raise SqlError("0A000", "HAVING and top-c (sparse vector) are not available to data-market ladder "
                        "tiers; nothing was charged",
