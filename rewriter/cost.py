@@ -13,7 +13,7 @@ rule runs, the statement's *query-controlled* work per row is bounded:
   unescaped ``%`` / ``_`` (a pattern like ``%_____x%`` costs the length of the
   row's text times its wildcards: summed over the statement, not per pattern);
 * at most ``max_text_ops`` operations whose cost grows with the length of their
-  text (lower, upper, length, greatest, least, coalesce, LIKE, ILIKE);
+  text (lower, upper, length, greatest, least, coalesce, LIKE, ILIKE, trim);
 * the statement has at most ``max_nodes`` syntax nodes, ``max_depth`` levels of
   nesting (54001; a chain ``a OR b OR …`` is one level) and ``max_in_list``
   values in one IN list;
@@ -39,7 +39,8 @@ from .errors import Refusal
 PROGRAM_LIMIT = "54000"        # program_limit_exceeded
 TOO_COMPLEX = "54001"          # statement_too_complex (nesting)
 _STRINGS = (exp.Literal, exp.RawString, exp.National, exp.ByteString, exp.HexString, exp.BitString)
-_TEXT_OPS = (exp.Lower, exp.Upper, exp.Length, exp.Greatest, exp.Least, exp.Coalesce, exp.Like, exp.ILike)
+_TEXT_OPS = (exp.Lower, exp.Upper, exp.Length, exp.Greatest, exp.Least, exp.Coalesce, exp.Like, exp.ILike,
+             exp.Trim)
 _BUILDERS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Repeat, exp.Pad)   # text longer than their inputs
 
 

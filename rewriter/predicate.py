@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from . import arith
+from . import arith, text
 from .args import ALLOWED, sql_name, understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
@@ -66,9 +66,10 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
     if isinstance(node, exp.AggFunc):
         raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
     if isinstance(node, (exp.Escape, exp.SimilarTo, exp.RegexpLike, exp.RegexpILike)):
-        raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported; use LIKE/ILIKE "
-                      "with a literal pattern (backslash escapes).")
-    rule = arith.RULES.get(type(node))
+        raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported (a regular expression's "
+                      "cost grows with its pattern); use LIKE/ILIKE with a literal pattern (backslash "
+                      "escapes): col LIKE '%text%' for contains, 'text%' for starts with.")
+    rule = arith.RULES.get(type(node)) or text.RULES.get(type(node))
     if rule is not None:
         return rule(node, ctx, check)
     if isinstance(node, exp.Func) and not isinstance(node, (exp.Case, exp.If)):
