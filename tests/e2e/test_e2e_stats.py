@@ -63,3 +63,71 @@ def test_fetch_first_is_limit_and_costs_nothing_more(service):
                       "OFFSET 1 ROWS FETCH NEXT 2 ROWS ONLY").fetchall()
         assert service.gw.ledger.spent("other", "day") == before     # the same release: a repeat
     assert [r[0] for r in a] == [1, 2, 3] and b == a[1:]
+
+
+GROUP = "SELECT educ, COUNT(*) AS n FROM pums GROUP BY educ ORDER BY educ"
+
+
+def test_psycopg_named_cursor_pages_one_release(service, monkeypatch):
+    seen = _seen(service, monkeypatch)
+    with psycopg.connect(service.dsn("other")) as c:                 # a transaction, as named cursors need
+        before = service.gw.ledger.spent("other", "day")
+        with c.cursor(name="pages") as cur:
+            cur.itersize = 5
+            cur.execute(GROUP + " FETCH FIRST %s ROWS ONLY", [12])
+            assert [d.name for d in cur.description] == ["educ", "n"]
+            first = cur.fetchmany(5)
+            rest = cur.fetchall()
+        spent = service.gw.ledger.spent("other", "day") - before
+        plain = c.execute(GROUP).fetchall()                          # the same release, free
+        assert service.gw.ledger.spent("other", "day") - before == spent
+    assert spent in (0, pytest.approx(1.0))                          # charged at most once (DECLARE)
+    heads = [" ".join(q.split()[:3]).upper() for q in seen]
+    assert heads.count("FETCH FORWARD 5") == 1 and heads.count("FETCH FORWARD ALL") == 1, heads
+    assert [r[0] for r in first + rest] == list(range(1, 13))
+    assert first + rest == plain[:12]
+
+
+def test_cursor_statements_by_hand(service):
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        c.execute('DECLARE "C" NO SCROLL CURSOR WITH HOLD FOR ' + GROUP)
+        assert len(c.execute('FETCH FORWARD 10 FROM "C"').fetchall()) == 10
+        assert len(c.execute('FETCH NEXT FROM "C"').fetchall()) == 1
+        assert len(c.execute('FETCH ALL IN "C"').fetchall()) == 5
+        assert c.execute('FETCH 3 FROM "C"').fetchall() == []
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            c.execute('FETCH PRIOR FROM "C"')
+        c.execute('CLOSE "C"')
+        with pytest.raises(psycopg.errors.InvalidCursorName):
+            c.execute('FETCH 1 FROM "C"')
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):     # the query is checked as usual
+            c.execute("DECLARE d CURSOR FOR SELECT income FROM pums")
+
+
+def _seen(service, monkeypatch) -> list[str]:
+    """The statements the gateway answers (its statement log's input)."""
+    seen, log = [], service.gw.log_statement
+    monkeypatch.setattr(service.gw, "log_statement", lambda **kw: (seen.append(kw["sql"]), log(**kw)))
+    return seen
+
+
+def test_sqlalchemy_stream_results(service, monkeypatch):
+    sa = pytest.importorskip("sqlalchemy", minversion="2.0")
+    seen = _seen(service, monkeypatch)
+    from support.service import PASSWORDS
+    for driver in ("psycopg2", "psycopg"):
+        pytest.importorskip(driver)
+        url = sa.engine.URL.create(f"postgresql+{driver}", username="other", password=PASSWORDS["other"],
+                                   host="127.0.0.1", port=service.port, database="demo")
+        eng = sa.create_engine(url)
+        try:
+            with eng.connect() as conn:
+                res = conn.execution_options(stream_results=True, max_row_buffer=4).execute(sa.text(GROUP))
+                pages = list(res.partitions(4))
+            assert [len(p) for p in pages] == [4, 4, 4, 4]
+            assert [r[0] for p in pages for r in p] == list(range(1, 17))
+            heads = [q.split()[0].upper() for q in seen]
+            assert "DECLARE" in heads and "FETCH" in heads, heads     # a server-side cursor was used
+            seen.clear()
+        finally:
+            eng.dispose()
