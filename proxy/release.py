@@ -263,7 +263,7 @@ def output_types(plan: Plan) -> list[int]:
             oids.append(TYPE_OIDS[o.type])
         else:
             a = plan.aggregates[o.index]
-            oids.append(20 if a.func == "count" or (a.func == "sum" and a.type == "int") else 701)
+            oids.append(20 if a.func in ("count", "count_distinct") or (a.func == "sum" and a.type == "int") else 701)
     return oids
 
 

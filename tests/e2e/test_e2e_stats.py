@@ -47,6 +47,7 @@ def test_count_distinct_on_a_public_domain(service):
     with psycopg.connect(service.dsn("other"), autocommit=True) as c:
         c.add_notice_handler(lambda d: notes.append(d.message_primary))
         ((got,),) = c.execute("SELECT COUNT(DISTINCT educ) FROM pums").fetchall()
+        assert isinstance(got, int)
         assert abs(got - t["all_educ"]) <= _half_widths(notes[0])["count"]
         assert "geometric_count" in notes[0]
         with pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
