@@ -37,8 +37,10 @@ from .wire.api import Column, Description, Result, SqlError
 log = logging.getLogger("dpgate")
 
 _TEXT, _INT4 = 25, 23
-_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
-_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0",                # "int[]": = ANY($n)
+          "int[]": [0], "float[]": [0.0], "text[]": [""], "bool[]": [False]}
+_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0,
+              "int[]": 1016, "float[]": 1022, "text[]": 1009, "bool[]": 1000}
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
 

@@ -64,8 +64,10 @@ __all__ = ["answer_per_record", "describe_per_record", "explain_per_record", "va
            "validate_config", "check_config", "refuse_ladder"]
 
 _TEXT = 25
-_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0"}
-_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0}
+_DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, None: "0",                # "int[]": = ANY($n)
+          "int[]": [0], "float[]": [0.0], "text[]": [""], "bool[]": [False]}
+_TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, None: 0,
+              "int[]": 1016, "float[]": 1022, "text[]": 1009, "bool[]": 1000}
 
 
 def check_config(config) -> None:

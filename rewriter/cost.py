@@ -64,7 +64,7 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
                 raise _limit(f"the statement's literals are too long together (more than "
                              f"{lim.max_total_literal_chars} characters).",
                              "Use fewer or shorter values.")
-        elif isinstance(node, exp.In) and len(node.expressions) > lim.max_in_list:
+        elif isinstance(node, (exp.In, exp.Array)) and len(node.expressions) > lim.max_in_list:
             raise _limit(f"an IN list has {len(node.expressions)} values; at most "
                          f"{lim.max_in_list} are allowed.", "Use BETWEEN for ranges, or split the list.")
         elif isinstance(node, (exp.Like, exp.ILike)):
@@ -80,7 +80,14 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
                              f"most {lim.max_literal_chars} characters are allowed.",
                              "Compare columns with short values directly.")
     for p in params or ():
-        if isinstance(p, (str, bytes)):
+        if isinstance(p, (list, tuple)):             # an array parameter: = ANY($n) is an IN list
+            if len(p) > lim.max_in_list:
+                raise _limit(f"an array parameter has {len(p)} values; at most {lim.max_in_list} are "
+                             "allowed.", "Use BETWEEN for ranges, or split the list.")
+            for v in p:
+                if isinstance(v, (str, bytes)):
+                    _literal(len(v), lim)
+        elif isinstance(p, (str, bytes)):
             _literal(len(p), lim)
 
 

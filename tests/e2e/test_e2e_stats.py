@@ -132,3 +132,17 @@ def test_sqlalchemy_stream_results(service, monkeypatch):
             seen.clear()
         finally:
             eng.dispose()
+
+
+def test_any_with_a_list_parameter(service):
+    """psycopg sends a Python list as an array parameter (text or binary): the same release as IN."""
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        a = c.execute("SELECT COUNT(*) FROM pums WHERE educ IN (9, 13)").fetchall()
+        before = service.gw.ledger.spent("other", "day")
+        b = c.execute("SELECT COUNT(*) FROM pums WHERE educ = ANY(%s)", [[13, 9]]).fetchall()
+        with c.cursor(binary=True) as cur:
+            d = cur.execute("SELECT COUNT(*) FROM pums WHERE educ = ANY(%b)", [[9, 13]]).fetchall()
+        assert service.gw.ledger.spent("other", "day") == before          # repeats of one release
+        assert a == b == d
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+            c.execute("SELECT COUNT(*) FROM pums WHERE educ = ANY(%s)", [list(range(5000))])

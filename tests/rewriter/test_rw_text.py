@@ -64,3 +64,45 @@ def test_trim_counts_as_a_text_operation(config):
     with pytest.raises(Refusal) as e:
         _plan(config, many)
     assert "text operations" in e.value.message
+
+
+# ---- = ANY($1) with an array parameter ----------------------------------------------------
+
+ANY_CASES = [
+    ("educ = ANY($1)", [[12, 16]], lambda r: r[2] in (12, 16)),
+    ("state = ANY($1)", [["ca", "tx", None]], lambda r: r[STATE] in ("ca", "tx")),
+    ("educ = ANY($1)", [[]], lambda r: False),
+    ("educ = ANY(ARRAY[1, 3])", None, lambda r: r[2] in (1, 3)),
+    ("NOT (educ = ANY($1))", [[12]], lambda r: r[2] is not None and r[2] != 12),
+]
+
+
+@pytest.mark.parametrize("where, params, pred", ANY_CASES, ids=[c[0] + repr(c[1]) for c in ANY_CASES])
+def test_any_is_in_on_both_backends(config, duck, pg, where, params, pred):
+    p = _plan(config, where, params)
+    for run, dialect in ((duck.execute, "duckdb"), (pg.execute, "postgres")):
+        assert run(rewriter.to_sql(p, dialect)).fetchall() == [(_n(pred),)], dialect
+
+
+def test_any_same_release_as_in(config):
+    a = _plan(config, "educ = ANY($1)", [[16, 12, 12]])
+    assert a.canonical() == _plan(config, "educ IN (12, 16)").canonical()
+
+
+def test_any_parameter_type_is_an_array(config):
+    assert rewriter.param_types(rewriter.parse("SELECT COUNT(*) FROM pums WHERE state = ANY($1) "
+                                               "AND age > $2"), config) == ["text[]", "int"]
+
+
+@pytest.mark.parametrize("where, params, state", [
+    ("educ = ANY($1)", [12], "42804"),                     # not a list
+    ("educ = ANY($1)", [["x"]], "22023"),                  # element of the wrong type
+    ("educ = ANY($1)", [list(range(5000))], "54000"),      # the IN-list cap
+    ("educ <> ANY($1)", [[1]], "0A000"),
+    ("educ = ALL($1)", [[1]], "42883"),                   # parsed as a function: not allowed
+    ("educ = ANY(SELECT 1)", None, "42501"),               # a subquery
+])
+def test_any_refused(config, where, params, state):
+    with pytest.raises(Refusal) as e:
+        _plan(config, where, params)
+    assert e.value.sqlstate == state, e.value.message
