@@ -114,8 +114,7 @@ class Cursors:
             if stmt[1] is None:
                 self.open.clear()
                 return Result("CLOSE CURSOR ALL", None, []), "local", 0.0
-            self._get(stmt[1])
-            del self.open[stmt[1]]
+            self.open.pop(stmt[1], None)        # as dpgate always answered CLOSE: clients close freely
             return Result("CLOSE CURSOR", None, []), "local", 0.0
         self.open.clear()                                       # DISCARD ALL: the session answers it too
         return None

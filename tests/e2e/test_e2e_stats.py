@@ -146,3 +146,9 @@ def test_any_with_a_list_parameter(service):
         assert a == b == d
         with pytest.raises(psycopg.errors.ProgramLimitExceeded):
             c.execute("SELECT COUNT(*) FROM pums WHERE educ = ANY(%s)", [list(range(5000))])
+
+
+def test_close_of_an_unknown_cursor_is_answered(service):
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        c.execute('CLOSE "never_declared"')
+        c.execute("CLOSE ALL")
