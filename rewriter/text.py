@@ -20,8 +20,8 @@ _POSITIONS = ("LEADING", "TRAILING", "BOTH")
 def _text(t: T, ctx: Ctx, what: str) -> T:
     t = ctx.settle(t, "text")
     if t.type not in ("text", None):
-        raise Refusal(DATATYPE_MISMATCH, f"{what} takes text, not {t.type}; cast it with ::text "
-                      "is not supported, compare the column with a value of its own type instead.")
+        raise Refusal(DATATYPE_MISMATCH, f"{what} takes text here, not {t.type}; compare a "
+                      f"{t.type} column with a value of its own type instead.")
     return t
 
 
