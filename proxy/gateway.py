@@ -126,7 +126,7 @@ class Gateway:
     def plan(self, sql: str, params: list | None):
         """The rewriter's plan for ``sql`` with ``params`` (an LRU cache: Describe
         and Execute of one statement, and repeats, plan once). Refusals are not cached."""
-        key = (sql, tuple((type(p).__name__, p) for p in params or ()))
+        key = (sql, tuple((type(p).__name__, tuple(p) if isinstance(p, list) else p) for p in params or ()))
         with self._cache_lock:
             hit = self._plans.get(key)
             if hit is not None:

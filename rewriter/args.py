@@ -47,7 +47,9 @@ ALLOWED: dict[type, frozenset[str]] = {
     exp.DataType: frozenset({"this", "expressions"}),
     # select.py / selection.py / extreme.py / per_record.py / local*.py
     exp.Count: frozenset({"this", "big_int"}), exp.Sum: _ONE, exp.Avg: _ONE,
-    exp.Max: _ONE, exp.Min: _ONE, exp.Star: frozenset(), exp.Alias: frozenset({"this", "alias"}),
+    exp.Max: _ONE, exp.Min: _ONE, exp.Star: frozenset(),
+    exp.VariancePop: _ONE, exp.Variance: _ONE, exp.Stddev: _ONE, exp.StddevPop: _ONE,
+    exp.StddevSamp: _ONE, exp.Alias: frozenset({"this", "alias"}),     # variances: stats.py
     exp.Group: frozenset({"expressions"}), exp.Order: frozenset({"expressions"}),
     exp.Ordered: frozenset({"this", "desc", "nulls_first"}),
     exp.Limit: frozenset({"expression"}), exp.Offset: frozenset({"expression"}),

@@ -30,7 +30,8 @@ from .values import to_node
 
 BIG, SMALL = 1e300, 1e-300
 DOUBLE = exp.DataType.build("double")
-ALLOWED_FUNCTIONS = "abs, lower, upper, length, coalesce, least, greatest, round, floor, ceil"
+ALLOWED_FUNCTIONS = ("abs, lower, upper, length, trim, btrim, ltrim, rtrim, coalesce, least, greatest, "
+                     "round, floor, ceil; || on text")
 Check = Callable[[exp.Expression, Ctx], T]
 
 

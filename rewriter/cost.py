@@ -13,7 +13,7 @@ rule runs, the statement's *query-controlled* work per row is bounded:
   unescaped ``%`` / ``_`` (a pattern like ``%_____x%`` costs the length of the
   row's text times its wildcards: summed over the statement, not per pattern);
 * at most ``max_text_ops`` operations whose cost grows with the length of their
-  text (lower, upper, length, greatest, least, coalesce, LIKE, ILIKE);
+  text (lower, upper, length, greatest, least, coalesce, LIKE, ILIKE, trim);
 * the statement has at most ``max_nodes`` syntax nodes, ``max_depth`` levels of
   nesting (54001; a chain ``a OR b OR …`` is one level) and ``max_in_list``
   values in one IN list;
@@ -39,7 +39,8 @@ from .errors import Refusal
 PROGRAM_LIMIT = "54000"        # program_limit_exceeded
 TOO_COMPLEX = "54001"          # statement_too_complex (nesting)
 _STRINGS = (exp.Literal, exp.RawString, exp.National, exp.ByteString, exp.HexString, exp.BitString)
-_TEXT_OPS = (exp.Lower, exp.Upper, exp.Length, exp.Greatest, exp.Least, exp.Coalesce, exp.Like, exp.ILike)
+_TEXT_OPS = (exp.Lower, exp.Upper, exp.Length, exp.Greatest, exp.Least, exp.Coalesce, exp.Like, exp.ILike,
+             exp.Trim)
 _BUILDERS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Repeat, exp.Pad)   # text longer than their inputs
 
 
@@ -63,7 +64,7 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
                 raise _limit(f"the statement's literals are too long together (more than "
                              f"{lim.max_total_literal_chars} characters).",
                              "Use fewer or shorter values.")
-        elif isinstance(node, exp.In) and len(node.expressions) > lim.max_in_list:
+        elif isinstance(node, (exp.In, exp.Array)) and len(node.expressions) > lim.max_in_list:
             raise _limit(f"an IN list has {len(node.expressions)} values; at most "
                          f"{lim.max_in_list} are allowed.", "Use BETWEEN for ranges, or split the list.")
         elif isinstance(node, (exp.Like, exp.ILike)):
@@ -79,7 +80,14 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
                              f"most {lim.max_literal_chars} characters are allowed.",
                              "Compare columns with short values directly.")
     for p in params or ():
-        if isinstance(p, (str, bytes)):
+        if isinstance(p, (list, tuple)):             # an array parameter: = ANY($n) is an IN list
+            if len(p) > lim.max_in_list:
+                raise _limit(f"an array parameter has {len(p)} values; at most {lim.max_in_list} are "
+                             "allowed.", "Use BETWEEN for ranges, or split the list.")
+            for v in p:
+                if isinstance(v, (str, bytes)):
+                    _literal(len(v), lim)
+        elif isinstance(p, (str, bytes)):
             _literal(len(p), lim)
 
 

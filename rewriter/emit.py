@@ -23,7 +23,7 @@ from typing import Literal
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from . import dates
+from . import dates, stats
 from .plan import GroupKey, Measure, Plan
 from .values import to_node
 
@@ -120,6 +120,16 @@ def _measure(m: Measure) -> exp.Expression:
     col = exp.column(m.column, quoted=True)
     if m.kind == "count":
         return exp.Count(this=col)
+    if m.kind == "count_distinct":
+        return exp.Count(this=exp.Distinct(expressions=[col]))
+    clamped = _clamped(m, col)
+    if m.kind in ("csum", "csumsq"):
+        return stats.moment_expr(m.kind, m.type, clamped, m.lower, m.upper)
+    return exp.Sum(this=clamped)
+
+
+def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
+    """The column clamped to [m.lower, m.upper] (exact bigint for integral int bounds)."""
     lo, hi = m.lower, m.upper
     exact = (m.type == "int" and float(lo).is_integer() and float(hi).is_integer()
              and max(abs(lo), abs(hi)) < 2**62)
@@ -134,8 +144,7 @@ def _measure(m: Measure) -> exp.Expression:
     # CASE rather than LEAST/GREATEST: Postgres' GREATEST(NULL, lo) is lo, not NULL.
     below = exp.If(this=exp.LT(this=col.copy(), expression=lo_n), true=lo_n.copy())
     above = exp.If(this=exp.GT(this=col.copy(), expression=hi_n), true=hi_n.copy())
-    clamped = exp.Case(ifs=[below, above], default=col)
-    return exp.Sum(this=clamped)
+    return exp.Case(ifs=[below, above], default=col)
 
 
 def _domains(groups: tuple[GroupKey, ...]) -> exp.Select:

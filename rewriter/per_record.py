@@ -309,6 +309,9 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
     if agg.func == "avg":
         raise _refuse(UNSUPPORTED, f"AVG is not available on per-record table {plan.table}; ask for "
                       "SUM(col) and COUNT(col) in two statements.")
+    if not extreme and agg.func not in ("count", "sum"):
+        raise _refuse(UNSUPPORTED, f"{agg.label.upper()} is not available on per-record table "
+                      f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).")
     func: Func = extreme if extreme else agg.func
     col = agg.column
     if func in ("sum", "max", "min"):

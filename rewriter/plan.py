@@ -46,10 +46,12 @@ class Measure:
     """One exact number the backend computes per cell (never sent to a client).
 
     ``count_rows`` is COUNT(*); ``count`` is COUNT(column) (non-NULL rows);
-    ``sum`` is SUM of the column clamped to [lower, upper] inside the scan.
+    ``sum`` is SUM of the column clamped to [lower, upper] inside the scan;
+    ``csum`` / ``csumsq`` are the centred moments of VAR/STDDEV (:mod:`rewriter.stats`);
+    ``count_distinct`` is COUNT(DISTINCT column).
     """
 
-    kind: Literal["count_rows", "count", "sum"]
+    kind: Literal["count_rows", "count", "sum", "csum", "csumsq", "count_distinct"]
     column: str | None = None
     type: ColumnType | None = None
     lower: float | None = None
@@ -63,7 +65,8 @@ class Aggregate:
     count → (count measure,); sum → (sum measure,); avg → (sum measure, count measure).
     """
 
-    func: Literal["count", "sum", "avg"]
+    func: Literal["count", "sum", "avg", "count_distinct",
+                  "var_pop", "var_samp", "stddev_pop", "stddev_samp"]
     column: str | None
     type: ColumnType | None
     lower: float | None
@@ -73,6 +76,8 @@ class Aggregate:
 
     @property
     def label(self) -> str:
+        if self.func == "count_distinct":
+            return f"count(distinct {self.column})"
         return f"{self.func}({self.column or '*'})"
 
 

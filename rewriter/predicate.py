@@ -13,13 +13,13 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from . import arith, dates
+from . import arith, dates, text
 from .args import ALLOWED, sql_name, understood
 from .arith import paren
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
 from .scope import NUMERIC, Ctx, T, literal
-from .values import literal_value
+from .values import coerce, literal_value
 
 _CMP = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _FLIP = {exp.GT: exp.LT, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.LTE: exp.GTE}
@@ -54,6 +54,12 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
         return _connective(node, ctx)
     if isinstance(node, exp.Not):
         return T(exp.Not(this=paren(boolean(check(node.this, ctx), ctx, "NOT").node)), "bool")
+    if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
+        return _any(node, ctx)
+    if isinstance(node, (exp.Any, exp.All)) or (
+            isinstance(node, _CMP) and isinstance(node.expression, (exp.Any, exp.All))):
+        raise Refusal(UNSUPPORTED, "only col = ANY($1) (an array parameter) or col = ANY(ARRAY[…]) is "
+                      "supported; write col IN (…) or col NOT IN (…).")
     if isinstance(node, _CMP):
         return _compare(type(node), check(node.this, ctx), check(node.expression, ctx), ctx)
     if isinstance(node, exp.Between):
@@ -67,12 +73,13 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
     if isinstance(node, exp.AggFunc):
         raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
     if isinstance(node, (exp.Escape, exp.SimilarTo, exp.RegexpLike, exp.RegexpILike)):
-        raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported; use LIKE/ILIKE "
-                      "with a literal pattern (backslash escapes).")
+        raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported (a regular expression's "
+                      "cost grows with its pattern); use LIKE/ILIKE with a literal pattern (backslash "
+                      "escapes): col LIKE '%text%' for contains, 'text%' for starts with.")
     timed = dates.rule(node, ctx, check)     # date/timestamp literals, now(), date ± interval
     if timed is not None:
         return timed
-    rule = arith.RULES.get(type(node))
+    rule = arith.RULES.get(type(node)) or text.RULES.get(type(node))
     if rule is not None:
         return rule(node, ctx, check)
     if isinstance(node, exp.Func) and not isinstance(node, (exp.Case, exp.If)):
@@ -151,6 +158,41 @@ def _in(node: exp.In, ctx: Ctx) -> T:
         items.append(t)
     nodes = sorted({t.node.sql("postgres"): t.node for t in items}.items())
     return T(exp.In(this=paren(x.node), expressions=[n for _, n in nodes]), "bool")
+
+
+def _any(node: exp.EQ, ctx: Ctx) -> T:
+    """``x = ANY($n)`` with a list parameter (psycopg sends a Python list so), or ``x = ANY(ARRAY[…])``:
+    the same as ``x IN (…)`` with the array's elements (same caps; an empty array is false)."""
+    understood(node.expression, frozenset({"this"}))
+    arg = node.expression.this
+    while isinstance(arg, exp.Paren):
+        arg = arg.this
+    if isinstance(arg, exp.Array):
+        understood(arg, frozenset({"expressions", "value_constructor"}))
+        return _in(exp.In(this=node.this, expressions=list(arg.expressions)), ctx)
+    if not isinstance(arg, exp.Parameter):
+        raise Refusal(UNSUPPORTED, "= ANY(…) takes an array parameter ($1) or ARRAY[…] of values; "
+                      "write col IN (…) instead.")
+    x = check(node.this, ctx)
+    n = ctx.param(arg).param
+    if x.type is None:
+        raise Refusal(UNSUPPORTED, "the left side of = ANY($n) must be a column or an expression of "
+                      "known type.")
+    if ctx.infer:
+        ctx.types[n] = ctx.types.get(n) or f"{x.type}[]"
+        return T(exp.EQ(this=paren(x.node), expression=exp.Any(this=arg.copy())), "bool")
+    if n > len(ctx.params):
+        raise Refusal("08P01", f"the statement uses ${n} but only {len(ctx.params)} parameter(s) "
+                      "were supplied.", hint=None)
+    values = ctx.params[n - 1]
+    if not isinstance(values, (list, tuple)):
+        raise Refusal(DATATYPE_MISMATCH, f"= ANY(${n}) takes an array parameter (a list); for one "
+                      f"value write = ${n}.")
+    if not values:
+        return T(exp.false(), "bool")          # x = ANY('{}') is false, even for a NULL x
+    items = [literal(coerce(v, x.type, f"element of ${n}")) for v in values]
+    nodes = sorted({t.node.sql("postgres"): t.node for t in items}.items())
+    return T(exp.In(this=paren(x.node), expressions=[v for _, v in nodes]), "bool")
 
 
 def _like(node: exp.Like | exp.ILike, ctx: Ctx) -> T:

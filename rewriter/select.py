@@ -15,6 +15,7 @@ from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
 from .plan import Aggregate, GroupKey, Measure, OrderItem, Output
 from .scope import Ctx
+from . import stats
 
 MAX_CELLS = 100_000
 MAX_BOUND = 1e290   # |lower|, |upper| of a SUM; larger could overflow a float8 sum
@@ -47,11 +48,11 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
             out.append(Item(alias or name, "column", name))
         elif isinstance(node, exp.AggFunc) or isinstance(node, exp.Filter):
             func, col = aggregate(node, ctx)
-            out.append(Item(alias or func, "agg", (func, col)))
+            out.append(Item(alias or stats.output_name(node, func), "agg", (func, col)))
         elif (post := post_steps(node)) is not None:
             inner, steps, name = post
             func, col = aggregate(inner, ctx)
-            out.append(Item(alias or name or func, "agg", (func, col), steps))
+            out.append(Item(alias or name or stats.output_name(inner, func), "agg", (func, col), steps))
         elif isinstance(node, exp.WithinGroup):
             raise Refusal(UNSUPPORTED, "percentile_disc / percentile_cont are answered on local "
                           "(metric-LDP) tables (in the demo: trips), not on this table; COUNT(*) with "
@@ -103,7 +104,8 @@ def post_steps(node: exp.Expression):
         else:
             break
         node = node.this
-    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min)):
+    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min,
+                                          *stats.VARIANCE_NODES)):
         return None
     return node, tuple(reversed(steps)), name
 
@@ -145,10 +147,13 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     if isinstance(node, (exp.Max, exp.Min)):
         raise ExtremeAggregate(UNSUPPORTED, f"{node.sql_name().upper()}() is answered one per statement, "
                                "without other aggregates (each MAX or MIN is its own release).")
-    if not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
+    if not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *stats.VARIANCE_NODES)):
         raise Refusal(UNSUPPORTED, f"aggregate {node.sql_name().lower()}() is not supported "
-                      "yet; use COUNT, SUM or AVG.")
-    func, arg = node.key, node.this
+                      "yet; use COUNT, SUM, AVG, VAR_POP/VAR_SAMP or STDDEV_POP/STDDEV_SAMP.")
+    func, arg = stats.VARIANCE_NODES.get(type(node), node.key), node.this
+    if func == "count" and isinstance(arg, exp.Distinct):
+        understood(node)
+        return "count_distinct", stats.distinct_column(node, ctx)
     if isinstance(arg, exp.Distinct):
         raise Refusal(UNSUPPORTED, f"{func.upper()}(DISTINCT …) is not supported.")
     understood(node)
@@ -171,6 +176,9 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
                           f"and upper for column {col} in the config.")
         if max(abs(spec.lower), abs(spec.upper)) > MAX_BOUND:
             raise Refusal("54000", f"the bounds of {col} are too large to sum safely.")
+        if func in stats.VARIANCE_FUNCS and not spec.lower < spec.upper:
+            raise Refusal(DENIED, f"{func.upper()}({col}) needs lower < upper; {col} is declared "
+                          f"[{spec.lower:g}, {spec.upper:g}] (its variance is 0).")
     return func, col
 
 
@@ -264,6 +272,11 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
         if func == "count":
             lo = hi = None
             ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+        elif func == "count_distinct" or func in stats.VARIANCE_FUNCS:
+            ms_, typ = stats.measures(func, col, spec)
+            ms = tuple(m(x) for x in ms_)
+            if func == "count_distinct":
+                lo = hi = None
         else:
             ms = (m(Measure("sum", col, typ, lo, hi)),)
             if func == "avg":
@@ -272,7 +285,8 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
                         spec.avg_mechanism if func == "avg" else None)
         if agg not in aggs:
             aggs.append(agg)
-        out_type = post_type({"count": "int", "sum": typ, "avg": "float"}[func], it.post)
+        out_type = post_type({"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float"),
+                             it.post)
         outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type, it.post))
     if not aggs and need_aggregate and not (groups and outs):   # no aggregate: the domain itself
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
@@ -325,8 +339,24 @@ def _count(node: exp.Expression | None, ctx: Ctx, what: str, state: str) -> int 
     return t.value
 
 
+def _fetch_as_limit(node):
+    """``FETCH FIRST|NEXT [n] ROW[S] ONLY`` (SQL:2008, as BI tools write it) → ``LIMIT n``;
+    WITH TIES and PERCENT are refused (their row count depends on the values)."""
+    if not isinstance(node, exp.Fetch):
+        return node
+    opts = node.args.get("limit_options")
+    extra = [k for k, v in node.args.items() if v and k not in ("direction", "count", "limit_options")]
+    if extra or (opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")
+                                       or [k for k, v in opts.args.items()
+                                           if v and k not in ("percent", "rows", "with_ties")])) or (
+            str(node.args.get("direction") or "FIRST").upper() not in ("FIRST", "NEXT")):
+        raise Refusal(UNSUPPORTED, "FETCH … WITH TIES / PERCENT is not supported; use FETCH FIRST n "
+                      "ROWS ONLY or LIMIT n.")
+    return exp.Limit(expression=node.args.get("count") or exp.Literal.number(1))
+
+
 def limit_offset(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
-    lim, off = select.args.get("limit"), select.args.get("offset")
+    lim, off = _fetch_as_limit(select.args.get("limit")), select.args.get("offset")
     for node in (lim, off):
         if node is not None and (not isinstance(node, (exp.Limit, exp.Offset)) or any(
                 v for k, v in node.args.items() if k != "expression")):

@@ -52,8 +52,8 @@ def top_order(select: exp.Select) -> exp.Expression | None:
 
 def _threshold_aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     func, col = select_.aggregate(node, ctx)
-    if func == "avg":
-        raise Refusal(UNSUPPORTED, "a threshold on AVG is not supported; use COUNT or SUM.")
+    if func not in ("count", "sum"):
+        raise Refusal(UNSUPPORTED, f"a threshold on {func.upper()} is not supported; use COUNT or SUM.")
     return func, col
 
 

@@ -13,10 +13,11 @@ import sqlglot
 from ..wire.api import SqlError
 
 DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, "date": "2000-01-01",
-         "timestamp": "2000-01-01 00:00:00", None: "0"}
+         "timestamp": "2000-01-01 00:00:00", None: "0",
+         "int[]": [0], "float[]": [0.0], "text[]": [""], "bool[]": [False]}     # = ANY($n)
 """A placeholder value per parameter type: Describe plans a statement before its values exist."""
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "date": 1082, "timestamp": 1114,
-             None: 0}
+             None: 0, "int[]": 1016, "float[]": 1022, "text[]": 1009, "bool[]": 1000}
 """The Postgres type OID Describe reports for a parameter of each type (0: unknown)."""
 
 

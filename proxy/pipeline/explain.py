@@ -50,6 +50,9 @@ def _single_tier_lines(plan: Plan, tier) -> list[str]:
         m = measurement_for(a, shares[o.index])
         hw = getattr(m, "half_width", None)
         hw_txt = f"±{hw():.4g}" if callable(hw) and a.func != "avg" else "depends on the noisy count"
+        if a.func in ("var_pop", "var_samp", "stddev_pop", "stddev_samp"):
+            hw_txt = ("a bound from the noisy count, Σ(x-m) and Σ(x-m)² (each ε/3, m the bounds' midpoint; "
+                      f"Bonferroni + interval arithmetic), at most ±{hw():.4g}")
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
         lines.append(f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
                      f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}" + post_text(o.post))

@@ -252,6 +252,7 @@ def _choose_level(levels: list[float], tier_eps: float, mode: str) -> tuple[floa
 
 def explain_ladder_lines(plan, tier) -> list[str]:
     """EXPLAIN's header and per-column lines for a tier of a ladder (no data, no charge)."""
+    _check_funcs(plan)
     slots = _slots(plan)
     g = len(slots)
     share = _share(float(tier.epsilon), g)
@@ -286,9 +287,18 @@ def explain_ladder_lines(plan, tier) -> list[str]:
 
 
 # -- the orchestrator's entry point ----------------------------------------------
+def _check_funcs(plan) -> None:
+    """Ladder chains exist for COUNT, SUM and AVG only (VAR/STDDEV, COUNT(DISTINCT): 0A000)."""
+    odd = [a.label for a in plan.aggregates if a.func not in MECH]
+    if odd:
+        raise SqlError("0A000", f"{', '.join(odd)} is not available to data-market ladder tiers; nothing "
+                       "was charged", hint="Ask for COUNT, SUM or AVG on a ladder tier.")
+
+
 def check_ladder_plan(plan) -> None:
     """Refuse, before any scan, what ladder tiers cannot be served (a refusal after
     the scan would be a free timing probe)."""
+    _check_funcs(plan)
     if plan.selection is not None:
         raise SqlError("0A000", "HAVING and top-c (sparse vector) are not available to data-market ladder "
                        "tiers; nothing was charged",

@@ -29,6 +29,7 @@ from ..backends import BackendError
 from ..backends.base import CancelSignal
 from ..stores.ledger import NANO, BudgetExceeded, LedgerUnavailable
 from ..wire.api import Column, Description, Result, SqlError
+from . import cursors
 from .common import DUMMY, TYPE_OIDS, budget_error, charge_what_ran, detail_charged
 from .explain import explain_lines
 from .extreme import answer_extreme, describe_extreme, explain_extreme
@@ -59,6 +60,7 @@ class Connection:
         self.session = SessionState(user, database, params)
         self._cancel = CancelSignal()
         self._timing: dict = {}
+        self.cursors = cursors.Cursors()        # DECLARE … CURSOR / FETCH / CLOSE (proxy/cursors.py)
 
     # -- wire Handler interface ---------------------------------------------
     def split(self, sql: str) -> list[str]:
@@ -113,6 +115,8 @@ class Connection:
         return self.gw.config.tables.get(route.table) if route.table is not None else None
 
     async def _describe(self, sql: str, oids: list[int]) -> Description:
+        if (cur := cursors.match(sql)) is not None and cur[0] != "discard":
+            return await self.cursors.describe(self, cur, oids)
         # Describe must not change the session: only SET / RESET write to it
         head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
         local = (copy.deepcopy(self.session) if head in ("SET", "RESET") else self.session).match(sql)
@@ -153,7 +157,15 @@ class Connection:
         plan = self._central(await self.gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
         return Description(inferred, [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))])
 
+    def cursor_columns(self, name: str):
+        """Describe Portal of a DECLAREd cursor (psycopg's named cursors ask for it)."""
+        return self.cursors.columns(name)
+
     async def _execute(self, sql: str, params: list[object]):
+        if (cur := cursors.match(sql)) is not None:
+            done = await self.cursors.run(self, cur, params)
+            if done is not None:
+                return done
         local = self.session.match(sql)
         if local is not None:
             tag, cols, rows, ps = local

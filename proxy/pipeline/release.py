@@ -17,6 +17,7 @@ from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
 from mechanisms.svt import QueryShape, svt_select
+from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
 
 from .common import cell_key, fmt, plain_number
@@ -37,8 +38,10 @@ def measurement_for(agg: Aggregate, epsilon: float):
 
 @single_flight(maxsize=1024)
 def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: float):
-    if func == "count":
+    if func in ("count", "count_distinct"):       # COUNT(DISTINCT col): sensitivity 1 too
         return GeometricCount(epsilon)
+    if func in VARIANCE_FUNCS:
+        return MomentVariance(epsilon, lower, upper, integer=integer, func=func)
     if func == "sum":
         return LaplaceSum(epsilon, lower, upper, integer=integer)
     if func == "avg":
@@ -49,10 +52,17 @@ def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: flo
 def release_groups(plan: Plan) -> list[tuple[int, list[int]]]:
     """Aggregates answered by one release: (primary, [members]). AVG(x) also answers
     SUM(x) and COUNT(x) of the same column (seed 001 §2: post-processing of one
-    release, charged once); every other aggregate is its own release."""
+    release, charged once); VAR_POP/VAR_SAMP/STDDEV_*(x) of one column are one release
+    of its noisy moments, which answers COUNT(x) too; every other aggregate is its own release."""
     groups, taken = [], set()
+    for i, a in enumerate(plan.aggregates):      # VAR/STDDEV(x): one release of x's moments
+        if a.func in VARIANCE_FUNCS and i not in taken:
+            members = [j for j, b in enumerate(plan.aggregates) if j != i and j not in taken
+                       and b.column == a.column and (b.func in VARIANCE_FUNCS or b.func == "count")]
+            taken.update(members + [i])
+            groups.append((i, members))
     for i, a in enumerate(plan.aggregates):
-        if a.func == "avg":
+        if a.func == "avg" and i not in taken:
             members = [j for j, b in enumerate(plan.aggregates)
                        if j != i and j not in taken and b.column == a.column and b.func in ("sum", "count")]
             taken.update(members + [i])
@@ -232,7 +242,9 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
             out[i] = rel.value
             hws[i] = max(hws[i], float(rel.half_width))
             for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
-                part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
+                fj = plan.aggregates[j].func
+                part = (m.derive(rel, fj) if hasattr(m, "derive")          # VAR/STDDEV(x) siblings
+                        else rel.parts[0] if fj == "sum" else rel.parts[1])
                 out[j] = part.value
                 hws[j] = max(hws[j], float(part.half_width))
         values.append(out)
@@ -266,7 +278,7 @@ def output_types(plan: Plan) -> list[int]:
             oids.append(TYPE_OIDS[o.type])
         else:
             a = plan.aggregates[o.index]
-            oids.append(20 if a.func == "count" or (a.func == "sum" and a.type == "int") else 701)
+            oids.append(20 if a.func in ("count", "count_distinct") or (a.func == "sum" and a.type == "int") else 701)
     return oids
 
 
@@ -330,8 +342,10 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
     for o in plan.outputs:
         if o.source == "aggregate":
             h = answer["half_width"][o.index]
-            avg = plan.aggregates[o.index].func == "avg"
-            hw.append(f"{o.name} ±{fmt(h)}" + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
+            func = plan.aggregates[o.index].func
+            avg = func == "avg" or func in VARIANCE_FUNCS
+            hw.append(f"{o.name} ±{fmt(h)}" + (" (a bound)" if func in VARIANCE_FUNCS else "")
+                      + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
     mech = ", ".join(sorted(set(answer["mechanism"])))
     per = "in total" if period == "never" else f"this {period}"
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"

@@ -109,6 +109,9 @@ class ExtendedQuery:
             self.send(m.ParameterDescription(tuple(st.oids(len(desc.param_type_oids)))))
             cols = desc.columns
             fmts = [0] * len(cols or [])
+        elif ev.name and ev.name not in self.portals and hasattr(self.handler, "cursor_columns"):
+            cols = self.handler.cursor_columns(ev.name)     # a DECLAREd cursor is a portal too
+            fmts = [0] * len(cols or [])
         else:
             p = self._portal(ev.name)
             if p.result is not None:

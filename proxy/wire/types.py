@@ -297,6 +297,15 @@ def decode(oid: int, fmt: int, data: bytes | None):
     """Decode one Bind parameter; None (NULL) stays None."""
     if data is None:
         return None
+    if oid in ARRAY_ELEMENTS:                      # a list parameter (``= ANY($1)``)
+        from . import arrays
+        if fmt == 1:
+            return arrays.decode_binary(oid, ARRAY_ELEMENTS[oid], data, decode_binary)
+        try:
+            s = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SqlError("22021", "invalid byte sequence for encoding \"UTF8\"") from None
+        return arrays.decode_text(oid, ARRAY_ELEMENTS[oid], s, decode_text)
     if fmt == 1:
         return decode_binary(oid, data)
     try:

@@ -1,0 +1,54 @@
+"""Text functions BI tools write in row predicates: ``trim``/``btrim``/``ltrim``/``rtrim``
+and ``||``. Both are total (no row makes them raise) and their cost is capped by
+:mod:`rewriter.cost` (trim counts as a text operation; ``||`` builds a text whose
+length from the statement's own values is under the text-building cap).
+
+``~`` and ``SIMILAR TO`` stay refused (a regular expression's cost grows with its
+pattern; LIKE/ILIKE say what BI tools mean by "contains" / "starts with").
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .args import understood
+from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .scope import Ctx, T
+
+_POSITIONS = ("LEADING", "TRAILING", "BOTH")
+
+
+def _text(t: T, ctx: Ctx, what: str) -> T:
+    t = ctx.settle(t, "text")
+    if t.type not in ("text", None):
+        raise Refusal(DATATYPE_MISMATCH, f"{what} takes text here, not {t.type}; compare a "
+                      f"{t.type} column with a value of its own type instead.")
+    return t
+
+
+def _trim(node: exp.Trim, ctx: Ctx, check) -> T:
+    understood(node, frozenset({"this", "expression", "position"}))
+    pos = node.args.get("position")
+    pos = str(pos.this if isinstance(pos, exp.Expression) else pos).upper() if pos else None
+    if pos is not None and pos not in _POSITIONS:
+        raise Refusal(UNSUPPORTED, "trim() takes LEADING, TRAILING or BOTH.")
+    a = _text(check(node.this, ctx), ctx, "trim()")
+    out = exp.Trim(this=a.node)
+    chars = node.args.get("expression")
+    if chars is not None:
+        c = _text(check(chars, ctx), ctx, "trim()")
+        if not (c.is_literal or c.param):
+            raise Refusal(UNSUPPORTED, "trim()'s characters must be a literal or a parameter.")
+        out.set("expression", c.node)
+    if pos in ("LEADING", "TRAILING"):
+        out.set("position", pos)
+    return T(out, "text")
+
+
+def _concat(node: exp.DPipe, ctx: Ctx, check) -> T:
+    understood(node, frozenset({"this", "expression", "safe"}))
+    a = _text(check(node.this, ctx), ctx, "||")
+    b = _text(check(node.expression, ctx), ctx, "||")
+    return T(exp.DPipe(this=a.node, expression=b.node, safe=True), "text")
+
+
+RULES = {exp.Trim: _trim, exp.DPipe: _concat}
