@@ -45,6 +45,9 @@ def _single_tier_lines(plan: Plan, tier) -> list[str]:
             g = plan.group_by[o.index]
             lines.append(f"  {o.name}: group key {g.column}, public domain of {len(g.domain)} value(s)")
             continue
+        if o.source == "expr":
+            lines.append(f"  {o.name}: computed from the released aggregates (post-processing, no ε)")
+            continue
         a = plan.aggregates[o.index]
         m = measurement_for(a, shares[o.index])
         hw = getattr(m, "half_width", None)

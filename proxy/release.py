@@ -16,6 +16,8 @@ from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
 from rewriter.plan import Aggregate, Plan
 
+from proxy.postexpr import evaluate
+
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
 
 
@@ -247,7 +249,7 @@ def output_types(plan: Plan) -> list[int]:
     for o in plan.outputs:
         if o.source == "group":
             oids.append(TYPE_OIDS[plan.group_by[o.index].type])
-        elif o.post:
+        elif o.post or o.source == "expr":
             oids.append(TYPE_OIDS[o.type])
         else:
             a = plan.aggregates[o.index]
@@ -293,11 +295,36 @@ def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> l
     return nulls + rest if nf else rest + nulls
 
 
+def _cell(o, key, vals):
+    if o.source == "group":
+        return key[o.index]
+    if o.source == "expr":                  # an expression over released values (post-processing)
+        return evaluate(o.post, key, vals)
+    return post_process(vals[o.index], o.post) if o.post else vals[o.index]
+
+
+def _aligned(plan: Plan, answer: dict) -> dict:
+    """``answer`` with its aggregates in ``plan``'s order: two spellings of one measurement
+    (same canonical text) may list the same aggregates in another order."""
+    labels, mine = answer.get("labels"), [a.label for a in plan.aggregates]
+    if not labels or labels == mine or sorted(labels) != sorted(mine) or len(set(mine)) != len(mine):
+        return answer
+    where = [labels.index(lab) for lab in mine]
+    out = dict(answer, labels=mine, values=[[v[i] for i in where] for v in answer["values"]])
+    for k in ("half_width", "mechanism", "epsilon"):
+        if isinstance(answer.get(k), list) and len(answer[k]) == len(labels):
+            out[k] = [answer[k][i] for i in where]
+    return out
+
+
 def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
+    answer = _aligned(plan, answer)
     rows = []
+    keep = getattr(plan, "row_filter", None)
     for key, vals in zip(answer["keys"], answer["values"]):
-        rows.append(tuple(key[o.index] if o.source == "group" else
-                          post_process(vals[o.index], o.post) if o.post else vals[o.index] for o in plan.outputs))
+        if keep is not None and evaluate(keep, key, vals) is not True:     # HAVING / outer WHERE
+            continue
+        rows.append(tuple(_cell(o, key, vals) for o in plan.outputs))
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)
     sel = plan.selection
@@ -317,12 +344,18 @@ def _fmt(x: float) -> str:
 def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget: float,
            period: str, repeat: bool) -> str:
     """One NOTICE line: ε charged, budget left, 95% half-width per output column."""
-    hw = []
+    answer = _aligned(plan, answer)
+    hw, shown = [], set()
     for o in plan.outputs:
         if o.source == "aggregate":
             h = answer["half_width"][o.index]
             avg = plan.aggregates[o.index].func == "avg"
             hw.append(f"{o.name} ±{_fmt(h)}" + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
+            shown.add(o.index)
+    if any(o.source == "expr" for o in plan.outputs) or getattr(plan, "row_filter", None) is not None:
+        for i, a in enumerate(plan.aggregates):       # released values the expressions were computed from
+            if i not in shown and i < len(answer["half_width"]):
+                hw.append(f"{a.label} ±{_fmt(answer['half_width'][i])}")
     mech = ", ".join(sorted(set(answer["mechanism"])))
     per = "in total" if period == "never" else f"this {period}"
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"

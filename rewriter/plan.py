@@ -80,7 +80,7 @@ class Output:
     both spellings); ``type`` is the type after them ("numeric" only here)."""
 
     name: str
-    source: Literal["group", "aggregate"]
+    source: Literal["group", "aggregate", "expr"]   # "expr": ``post`` is a tree (rewriter.postprocess)
     index: int
     type: ColumnType | Literal["numeric"]
     post: tuple = ()
@@ -127,6 +127,7 @@ class Plan:
     privacy_unit: str | None = None
     joins: tuple = field(default=())
     selection: Selection | None = None
+    row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
 
     @property
     def n_cells(self) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from . import predicate
+from . import postprocess, predicate
 from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
@@ -45,6 +45,8 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
         if isinstance(node, exp.Column):
             name = ctx.column(node).node.name
             out.append(Item(alias or name, "column", name))
+        elif postprocess.wanted(node):         # an expression over aggregates / a constant
+            out.append(Item(alias or postprocess.name(node), "expr", postprocess.tree(node, ctx)))
         elif isinstance(node, exp.AggFunc) or isinstance(node, exp.Filter):
             func, col = aggregate(node, ctx)
             out.append(Item(alias or func, "agg", (func, col)))
@@ -217,12 +219,21 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
     outs: list[Output] = []
     gidx = {g.column: i for i, g in enumerate(groups)}
 
-    def m(measure: Measure) -> int:
-        if measure not in measures:
-            measures.append(measure)
-        return measures.index(measure)
+    def agg_index(func, col):
+        i = add_aggregate(func, col, ctx, measures, aggs)
+        return i, {"count": "int", "sum": aggs[i].type, "avg": "float"}[func]
+
+    def key_index(name):
+        if name not in gidx:
+            raise Refusal(DENIED, f"column {name} is used but not grouped; raw column values are "
+                          "never returned. Use group keys and aggregates only.")
+        return gidx[name], groups[gidx[name]].type
 
     for it in its:
+        if it.kind == "expr":                 # post-processing of released values
+            tree, typ = postprocess.resolve(it.payload, agg_index, key_index)
+            outs.append(Output(it.name, "expr", -1, typ or "text", tree))
+            continue
         if it.kind == "column":
             if it.payload not in gidx:
                 raise Refusal(DENIED, f"column {it.payload} is selected but not grouped; raw "
@@ -232,24 +243,35 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             outs.append(Output(it.name, "group", gidx[it.payload], g.type))
             continue
         func, col = it.payload
-        spec = ctx.table.columns[col] if col else None
-        typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
-        if func == "count":
-            lo = hi = None
-            ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
-        else:
-            ms = (m(Measure("sum", col, typ, lo, hi)),)
-            if func == "avg":
-                ms += (m(Measure("count", col)),)
-        agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
-                        spec.avg_mechanism if func == "avg" else None)
-        if agg not in aggs:
-            aggs.append(agg)
-        out_type = post_type({"count": "int", "sum": typ, "avg": "float"}[func], it.post)
-        outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type, it.post))
+        i, typ = agg_index(func, col)
+        outs.append(Output(it.name, "aggregate", i, post_type(typ, it.post), it.post))
     if not aggs and need_aggregate:
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     return tuple(measures), tuple(aggs), tuple(outs)
+
+
+def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: list) -> int:
+    """The index of aggregate ``func(col)`` in ``aggs`` (appended if new; its measures are
+    appended to ``measures`` once): identical aggregates are one release."""
+    def m(measure: Measure) -> int:
+        if measure not in measures:
+            measures.append(measure)
+        return measures.index(measure)
+
+    spec = ctx.table.columns[col] if col else None
+    typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+    if func == "count":
+        lo = hi = None
+        ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+    else:
+        ms = (m(Measure("sum", col, typ, lo, hi)),)
+        if func == "avg":
+            ms += (m(Measure("count", col)),)
+    agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
+                    spec.avg_mechanism if func == "avg" else None)
+    if agg not in aggs:
+        aggs.append(agg)
+    return aggs.index(agg)
 
 
 def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],

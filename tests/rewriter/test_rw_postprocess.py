@@ -1,0 +1,106 @@
+"""Post-processing plans (issue 19): expressions over aggregates, HAVING without GROUP BY,
+derived tables and CTEs. The release key (``Plan.canonical``) is the underlying
+measurement's; the expression is evaluated by the proxy on released values."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+import rewriter
+from proxy.release import answer_rows, output_types
+from proxy.wire.api import SqlError
+from rewriter.errors import Refusal
+
+
+def plan(config, sql, params=None):
+    return rewriter.build_plan(rewriter.parse(sql), config, params)
+
+
+def rows(p, value):
+    """answer_rows over a fake release: every aggregate of every cell released as ``value(agg, cell)``."""
+    vals = [[value(a, i) for a in p.aggregates] for i, _ in enumerate(p.cells)]
+    return answer_rows(p, {"keys": [list(c) for c in p.cells], "values": vals,
+                           "labels": [a.label for a in p.aggregates]})
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM (SELECT * FROM pums WHERE age > 1) s",
+    "SELECT COUNT(*) FROM (SELECT age, sex FROM pums) AS s WHERE s.age > 1",
+    "WITH x AS (SELECT * FROM pums WHERE age > 1) SELECT COUNT(*) FROM x",
+    "WITH x AS (SELECT age AS a FROM pums), y AS (SELECT a FROM x WHERE a > 1) SELECT COUNT(*) FROM y",
+])
+def test_derived_tables_inline_to_the_flat_release(config, sql):
+    flat = plan(config, "SELECT COUNT(*) FROM pums WHERE age > 1")
+    assert plan(config, sql).canonical() == flat.canonical()
+
+
+def test_renamed_expression_inlines(config):
+    p = plan(config, "SELECT sex, SUM(a) FROM (SELECT sex, age AS a FROM pums WHERE sex = 1) s "
+                     "WHERE a BETWEEN 1 AND 50 GROUP BY sex")
+    q = plan(config, "SELECT sex, SUM(age) FROM pums WHERE sex = 1 AND age BETWEEN 1 AND 50 GROUP BY sex")
+    assert p.canonical() == q.canonical()
+
+
+def test_outer_query_over_aggregating_subquery_is_post_processing(config):
+    inner = plan(config, "SELECT educ, COUNT(*) AS c FROM pums GROUP BY educ")
+    p = plan(config, "SELECT educ, c FROM (SELECT educ, COUNT(*) AS c FROM pums GROUP BY educ) s "
+                     "WHERE c > 10 ORDER BY c DESC LIMIT 3")
+    assert p.canonical() == inner.canonical()
+    got = rows(p, lambda a, i: i * 3)                 # educ 1..16 released as 0, 3, …, 45
+    assert got == [(16, 45), (15, 42), (14, 39)]
+    cte = plan(config, "WITH g AS (SELECT educ, COUNT(*) AS c FROM pums GROUP BY educ) "
+                       "SELECT educ, c * 2 AS d FROM g WHERE educ = $1", [3])
+    assert cte.canonical() == inner.canonical() and rows(cte, lambda a, i: 10) == [(3, 20)]
+
+
+def test_expressions_over_aggregates(config):
+    p = plan(config, "SELECT SUM(age) / COUNT(*), COUNT(*) * 100.0 / 7 AS pct, POWER(AVG(age), 2), "
+                     "SUM(age) * 1, PI(), SUM(1), CASE WHEN COUNT(*) > 5 THEN 'many' ELSE 'few' END, "
+                     "COUNT(*) % 4, -COUNT(*) FROM pums")
+    assert [o.name for o in p.outputs] == ["?column?", "pct", "power", "?column?", "pi", "sum", "case",
+                                           "?column?", "?column?"]
+    assert output_types(p) == [20, 1700, 701, 20, 701, 20, 25, 20, 20]
+    # each aggregate released once: AVG(age) (with SUM(age) from its release) and COUNT(*)
+    assert sorted(a.label for a in p.aggregates) == ["avg(age)", "count(*)", "sum(age)"]
+    vals = {"count": 7, "sum": -23, "avg": 2.5}
+    got, = rows(p, lambda a, i: vals[a.func])
+    assert got == (-3, Decimal("100.0000000000000000"), 6.25, -23, 3.141592653589793, 7, "many", 3, -7)
+
+
+def test_same_release_for_two_spellings(config):
+    a = plan(config, "SELECT SUM(age) / COUNT(*) FROM pums")
+    b = plan(config, "SELECT COUNT(*), SUM(age) FROM pums")
+    assert a.canonical() == b.canonical()
+    # a stored answer of one spelling serves the other (aggregates realigned by label)
+    stored = {"keys": [[]], "values": [[10, 4]], "labels": ["count(*)", "sum(age)"]}
+    assert answer_rows(a, stored) == [(0,)] and answer_rows(b, stored) == [(10, 4)]
+
+
+def test_numeric_division_scale_and_nulls(config):
+    p = plan(config, "SELECT COUNT(*) * 1.0 / 3, AVG(age) / NULLIF(COUNT(*), 0), COALESCE(AVG(age), 0) FROM pums")
+    got, = rows(p, lambda a, i: 2 if a.func == "count" else None)
+    assert got == (Decimal("0.66666666666666666667"), None, 0)
+    z = plan(config, "SELECT SUM(age) / COUNT(*) FROM pums")
+    with pytest.raises(SqlError) as e:
+        rows(z, lambda a, i: 0)
+    assert e.value.sqlstate == "22012"
+
+
+def test_having_without_group_by_filters_the_row(config):
+    p = plan(config, "SELECT SUM(age) FROM pums HAVING COUNT(*) > 5")
+    assert sorted(a.label for a in p.aggregates) == ["count(*)", "sum(age)"]   # the filter's COUNT is released
+    assert rows(p, lambda a, i: 9) == [(9,)] and rows(p, lambda a, i: 3) == []
+
+
+@pytest.mark.parametrize("sql, needle", [
+    ("SELECT LN(COUNT(*)) FROM pums", "compute it in the client"),
+    ("SELECT COUNT(*) FROM (SELECT * FROM pums LIMIT 10) s", "outer query"),
+    ("SELECT SUM(c) FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s", "inner query"),
+    ("SELECT x FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s", "its columns: sex, c"),
+    ("SELECT COUNT(*) + 'a' FROM pums", "operator +"),
+])
+def test_refusals_say_what_to_write(config, sql, needle):
+    with pytest.raises(Refusal) as e:
+        plan(config, sql)
+    assert needle in e.value.message + (e.value.hint or "")
