@@ -45,11 +45,12 @@ class Measure:
     ``sum`` is SUM of the column clamped to [lower, upper] inside the scan.
     """
 
-    kind: Literal["count_rows", "count", "sum"]
+    kind: Literal["count_rows", "count", "sum", "count_if"]
     column: str | None = None
     type: ColumnType | None = None
     lower: float | None = None
     upper: float | None = None
+    filter: exp.Expression | None = None   # count_if: rows where this (checked, total) predicate is true
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,12 @@ class Aggregate:
     upper: float | None
     measures: tuple[int, ...]
     mechanism: str | None = None     # AVG: the configured mean mechanism (config avg_mechanism)
+    filter: exp.Expression | None = None   # COUNT(*) FILTER (WHERE …) / SUM(CASE WHEN … THEN 1 ELSE 0 END)
 
     @property
     def label(self) -> str:
+        if self.filter is not None:
+            return f"count(*) filter (where {_generator().generate(self.filter, copy=True)})"
         return f"{self.func}({self.column or '*'})"
 
 

@@ -26,7 +26,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from .args import understood
+from .args import ALLOWED, understood
 from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 from .scope import Ctx
 
@@ -50,9 +50,37 @@ def _is_constant_sum(node) -> bool:
     return isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and not arg.is_string
 
 
+def _conditional_count(node):
+    """(predicate, scale) of a conditional count, else None:
+    ``COUNT(*) FILTER (WHERE p)`` and ``COUNT(CASE WHEN p THEN <constant> END)`` → (p, None);
+    ``SUM(CASE WHEN p THEN c [ELSE 0 | ELSE NULL] END)`` → (p, c): c × the count of rows
+    where p is true (one more aggregate sharing ε, not a different WHERE)."""
+    if isinstance(node, exp.Filter) and isinstance(node.this, exp.Count) and isinstance(
+            node.expression, exp.Where) and (isinstance(node.this.this, exp.Star) or isinstance(
+            node.this.this, exp.Literal)):
+        understood(node, frozenset({"this", "expression"})), understood(node.this)
+        return node.expression.this, None
+    if not isinstance(node, (exp.Sum, exp.Count)) or not isinstance(node.this, exp.Case):
+        return None
+    case = node.this
+    ifs = case.args.get("ifs") or []
+    if case.this is not None or len(ifs) != 1:
+        return None
+    then, default = ifs[0].args.get("true"), case.args.get("default")
+    if not isinstance(then, exp.Literal) or then.is_string and isinstance(node, exp.Sum):
+        return None
+    if isinstance(node, exp.Count):
+        return (ifs[0].this, None) if default is None or isinstance(default, exp.Null) else None
+    zero = default is None or isinstance(default, exp.Null) or (
+        isinstance(default, exp.Literal) and not default.is_string and float(default.this) == 0)
+    return (ifs[0].this, then) if zero else None
+
+
 def wanted(node: exp.Expression) -> bool:
     """Whether the select item ``node`` is an expression this layer answers (a plain
     aggregate, a display chain or a column is left to :mod:`rewriter.select`)."""
+    if isinstance(node, (exp.Sum, exp.Count, exp.Filter)) and _conditional_count(node) is not None:
+        return True
     if isinstance(node, exp.Sum):
         return _is_constant_sum(node)
     if isinstance(node, (exp.AggFunc, exp.Filter, exp.Column, exp.WithinGroup, exp.Star)):
@@ -76,6 +104,8 @@ def name(node: exp.Expression) -> str:
         return inner if inner != "?column?" else node.to.sql("postgres").lower()
     if isinstance(node, exp.Case):
         return "case"
+    if isinstance(node, exp.Filter):
+        return name(node.this)
     if isinstance(node, exp.Pow):
         return "power"
     if isinstance(node, exp.Column):
@@ -95,6 +125,11 @@ def tree(node: exp.Expression, ctx: Ctx):
         understood(node)
         c = tree(node.this, ctx)
         return ("op", "*", ("aggref", "count", None), c)
+    cond = _conditional_count(node) if isinstance(node, (exp.Sum, exp.Count, exp.Filter)) else None
+    if cond is not None:
+        from . import predicate
+        ref = ("aggref", "count_if", predicate.where(cond[0], ctx))
+        return ref if cond[1] is None else ("op", "*", ref, tree(cond[1], ctx))
     if isinstance(node, _AGGS) or isinstance(node, exp.Filter):
         return ("aggref",) + select_.aggregate(node, ctx)
     steps = select_.post_steps(node)
@@ -147,7 +182,7 @@ def tree(node: exp.Expression, ctx: Ctx):
         return ("fn", "pi")
     fn = _FUNCS.get(type(node))
     if fn is not None:
-        understood(node, frozenset({"this", "expression", "expressions"}))
+        understood(node, ALLOWED.get(type(node)) or frozenset({"this", "expression", "expressions"}))
         args = [node.this] + ([node.expression] if node.args.get("expression") is not None else []) \
             + list(node.expressions or [])
         return ("fn", fn, *(tree(a, ctx) for a in args))
@@ -179,6 +214,13 @@ def _num_type(a, b, what: str):
     if a not in _NUM or b not in _NUM:
         raise Refusal(DATATYPE_MISMATCH, f"operator {what} does not take {a} and {b} here.", hint=HINT)
     return "float" if "float" in (a, b) else "numeric" if "numeric" in (a, b) else "int"
+
+
+def _coerce(t, have, want):
+    """``t`` cast to the branch/argument type Postgres resolved (int → float8 or numeric)."""
+    if have is None or have == want or want not in ("float", "numeric"):
+        return t
+    return ("display", (("cast", want),), t)
 
 
 def resolve(t, agg, key):
@@ -245,6 +287,8 @@ def resolve(t, agg, key):
                     typ = _num_type(typ, ty, fn)
             if fn == "nullif":
                 typ = types[0]
+            else:                                # the common type, as Postgres resolves it
+                trees = tuple(_coerce(x, ty, typ) for x, ty in zip(trees, types))
         return ("fn", fn, *trees), typ
     if kind == "case":
         ifs, typ = [], None
@@ -255,7 +299,9 @@ def resolve(t, agg, key):
             typ = tv if typ is None else (typ if tv is None or tv == typ else _num_type(typ, tv, "CASE"))
         d, td = resolve(t[2], agg, key)
         typ = td if typ is None else (typ if td is None or td == typ else _num_type(typ, td, "CASE"))
-        return ("case", tuple(ifs), d), typ
+        types = [resolve(v, agg, key)[1] for _, v in t[1]]
+        ifs = [(c, _coerce(v, tv, typ)) for (c, v), tv in zip(ifs, types)]
+        return ("case", tuple(ifs), _coerce(d, td, typ)), typ
     raise AssertionError(kind)
 
 
@@ -285,7 +331,7 @@ def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
 
     def agg(func, col):
         i = add_aggregate(func, col, ctx, ms, aggs)
-        return i, {"count": "int", "sum": aggs[i].type, "avg": "float"}[func]
+        return i, {"count": "int", "count_if": "int", "sum": aggs[i].type, "avg": "float"}[func]
 
     def key(name):
         if name not in gidx:

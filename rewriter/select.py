@@ -221,7 +221,7 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
 
     def agg_index(func, col):
         i = add_aggregate(func, col, ctx, measures, aggs)
-        return i, {"count": "int", "sum": aggs[i].type, "avg": "float"}[func]
+        return i, {"count": "int", "count_if": "int", "sum": aggs[i].type, "avg": "float"}[func]
 
     def key_index(name):
         if name not in gidx:
@@ -258,6 +258,11 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
             measures.append(measure)
         return measures.index(measure)
 
+    if func == "count_if":                 # col: the checked predicate (rewriter.postprocess)
+        agg = Aggregate("count", None, None, None, None, (m(Measure("count_if", filter=col)),), filter=col)
+        if agg not in aggs:
+            aggs.append(agg)
+        return aggs.index(agg)
     spec = ctx.table.columns[col] if col else None
     typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
     if func == "count":

@@ -64,3 +64,13 @@ def test_division_by_a_released_zero(service):
     with pytest.raises(psycopg.Error) as e:
         _run(service, "SELECT COUNT(*) / 0 FROM pums")
     assert e.value.sqlstate == "22012"
+
+
+def test_conditional_count_is_one_release(service):
+    """SUM(CASE WHEN p THEN 1000000 ELSE 0 END) is 1000000 × the released count of rows where p
+    holds (formerly a hostile probe: the noise scales with it, nothing more is revealed)."""
+    (n,), = _run(service, "SELECT COUNT(*) FILTER (WHERE age > 60) FROM pums")[0]
+    spent = _spent(service)
+    rows, notes = _run(service, "SELECT SUM(CASE WHEN age > 60 THEN 1000000 ELSE 0 END), "
+                                "COUNT(CASE WHEN age > 60 THEN 1 END) FROM pums")
+    assert rows == [(n * 1000000, n)] and "repeat" in notes[0] and _spent(service) == spent
