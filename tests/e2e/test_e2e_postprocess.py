@@ -74,3 +74,22 @@ def test_conditional_count_is_one_release(service):
     rows, notes = _run(service, "SELECT SUM(CASE WHEN age > 60 THEN 1000000 ELSE 0 END), "
                                 "COUNT(CASE WHEN age > 60 THEN 1 END) FROM pums")
     assert rows == [(n * 1000000, n)] and "repeat" in notes[0] and _spent(service) == spent
+
+
+def test_ladder_tier_post_processing_is_free(service):
+    """On a ladder tier (bronze) the derived-table spelling is the flat statement's release."""
+    flat, _ = _run(service, "SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex", role="bronze")
+    spent = _spent(service, "bronze")
+    rows, notes = _run(service, "SELECT sex, n * 2 AS twice FROM (SELECT sex, COUNT(*) AS n FROM pums "
+                                "GROUP BY sex) s ORDER BY sex", role="bronze")
+    assert rows == [(k, n * 2) for k, n in sorted(flat)]
+    assert "repeat" in notes[0] and _spent(service, "bronze") == spent
+
+
+def test_parameters_in_the_outer_query(service):
+    """psycopg binds %s server-side ($n): an outer filter with a parameter over a CTE."""
+    inner, _ = _run(service, "SELECT race, COUNT(*) AS c FROM pums GROUP BY race")
+    spent = _spent(service)
+    rows, notes = _run(service, "WITH g AS (SELECT race, COUNT(*) AS c FROM pums GROUP BY race) "
+                                "SELECT race, c FROM g WHERE c >= %s ORDER BY race", params=[50])
+    assert rows == sorted(r for r in inner if r[1] >= 50) and _spent(service) == spent
