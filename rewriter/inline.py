@@ -97,16 +97,17 @@ def inline(select: exp.Expression) -> exp.Expression:
             raise Refusal(UNSUPPORTED, f"name the expression {e.sql('postgres')[:40]} in the derived "
                           "table (… AS name) to use it outside.")
     outer_aliases = {e.alias for e in select.expressions if isinstance(e, exp.Alias)}
-    order = select.args.get("order")
+
+    def rename_order(node):
+        if isinstance(node, exp.Column) and not node.table and node.name in outer_aliases:
+            return node                  # ORDER BY an output name of the outer query
+        return rename(node)
 
     def rename(node):
         if not isinstance(node, exp.Column) or node.is_star:
             return node
         if node.table and node.table != alias:
             return node
-        if order is not None and node.find_ancestor(exp.Order) is order and not node.table \
-                and node.name in outer_aliases:
-            return node                  # ORDER BY an output name of the outer query
         target = names.get(node.name)
         if target is not None:
             t = target.copy()
@@ -123,7 +124,7 @@ def inline(select: exp.Expression) -> exp.Expression:
             select.set(key, [x.transform(rename) if not (isinstance(x, (exp.Star,)) or (
                 isinstance(x, exp.Column) and x.is_star)) else x for x in v])
         else:
-            select.set(key, v.transform(rename))
+            select.set(key, v.transform(rename_order if key == "order" else rename))
     select.set("from_", inner.args["from_"].copy())
     iw = inner.args.get("where")
     ow = select.args.get("where")
@@ -154,8 +155,8 @@ def apply_outer(plan, outer: exp.Select, ctx):
         raise Refusal(UNSUPPORTED, "over an aggregating subquery dpgate answers filters, projections, "
                       "arithmetic, ORDER BY and LIMIT (post-processing of its release); aggregate, group "
                       "or join in the inner query instead.")
-    if plan.order_by or plan.limit is not None or plan.offset or plan.selection is not None:
-        raise Refusal(UNSUPPORTED, "ORDER BY / LIMIT / HAVING … GROUP BY thresholds inside an aggregating "
+    if plan.limit is not None or plan.offset or plan.selection is not None:
+        raise Refusal(UNSUPPORTED, "LIMIT / OFFSET / HAVING … GROUP BY thresholds inside an aggregating "
                       "subquery are not supported; put ORDER BY and LIMIT on the outer query.")
     named = {o.name: o for o in plan.outputs}
 
@@ -220,6 +221,13 @@ def apply_outer(plan, outer: exp.Select, ctx):
             raise Refusal(UNSUPPORTED, "ORDER BY over a subquery takes output columns of the outer "
                           "query: a name or a position.")
         order.append(OrderItem(idx, bool(o.args.get("desc")), o.args.get("nulls_first")))
+    if o_node is None and plan.order_by:      # the inner ORDER BY, where the outer selects its columns
+        for item in plan.order_by:
+            src = plan.outputs[item.output]
+            idx = next((i for i, x in enumerate(outs) if x == replace(src, name=x.name)), None)
+            if idx is None:
+                break
+            order.append(replace(item, output=idx))
     limit, offset = select_.limit_offset(outer, ctx)
     return replace(plan, outputs=tuple(outs), order_by=tuple(order), limit=limit, offset=offset,
                    row_filter=keep)

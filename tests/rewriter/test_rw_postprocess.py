@@ -166,3 +166,68 @@ def test_evaluation_equals_postgres(config, pg, expr, c, s, a):
     assert ours == theirs and type(ours) is type(theirs)
     # dpgate returns every integer as bigint (int8), also CAST(… AS INTEGER)
     assert output_types(p) == [{23: 20}.get(cur.description[0].type_code, cur.description[0].type_code)]
+
+
+def test_plan_templates_never_reuse_a_post_processing_constant(config):
+    """The template fast path (rewriter.template) fills WHERE literals only: a constant of an
+    outer filter, a conditional count or HAVING must come from the statement itself."""
+    from rewriter.template import Templates
+    cache = Templates()
+    base = ("SELECT sex, c FROM (SELECT sex, COUNT(*) AS c FROM pums WHERE age > {a} GROUP BY sex) s "
+            "WHERE c > {b}")
+    for a, b in [(30, 10), (31, 11), (32, 12)]:
+        sql = base.format(a=a, b=b)
+        assert cache.plan(sql, config, "duckdb") == plan(config, sql)
+    for q in ["SELECT COUNT(*) FILTER (WHERE age > {a}) FROM pums WHERE age < {b}",
+              "SELECT COUNT(*) FROM pums WHERE age < {b} HAVING COUNT(*) > {a}"]:
+        for a, b in [(30, 90), (31, 91), (32, 92)]:
+            sql = q.format(a=a, b=b)
+            got = cache.plan(sql, config, "duckdb")
+            assert got.canonical() == plan(config, sql).canonical() and got == plan(config, sql)
+
+
+# ---- the shapes BI tools generate (as their documented SQL generation writes them) ------------
+
+BI = {
+    "metabase scalar": ('SELECT "source"."count" AS "count" FROM (SELECT COUNT(*) AS "count" FROM "public"."pums") '
+                        'AS "source" LIMIT 1048575', "SELECT COUNT(*) FROM pums"),
+    "metabase nested": ('SELECT "source"."educ" AS "educ", "source"."count" AS "count" FROM (SELECT '
+                        '"public"."pums"."educ" AS "educ", COUNT(*) AS "count" FROM "public"."pums" GROUP BY '
+                        '"public"."pums"."educ" ORDER BY "public"."pums"."educ" ASC) AS "source" '
+                        'ORDER BY "source"."count" DESC, "source"."educ" ASC LIMIT 10',
+                        "SELECT educ, COUNT(*) FROM pums GROUP BY educ"),
+    "superset virtual dataset": ("SELECT educ AS educ, COUNT(*) AS count FROM (SELECT * FROM pums) AS "
+                                 "virtual_table GROUP BY educ ORDER BY count DESC LIMIT 10000",
+                                 "SELECT educ, COUNT(*) FROM pums GROUP BY educ"),
+    "tableau number of records": ('SELECT SUM(1) AS "Number of Records" FROM "public"."pums" "pums" '
+                                  'HAVING (COUNT(1) > 0)', "SELECT COUNT(*) FROM pums"),
+    "tableau custom sql": ('SELECT COUNT(*) AS "a0" FROM (SELECT "age", "sex" FROM "pums") AS "t0" '
+                           'WHERE ("t0"."age" >= 18)', "SELECT COUNT(*) FROM pums WHERE age >= 18"),
+    "looker ratio": ("SELECT (SUM(age) * 1.0) / NULLIF(COUNT(*), 0) AS ratio FROM pums",
+                     "SELECT SUM(age), COUNT(*) FROM pums"),
+    "cte with ordered output": ("WITH base AS (SELECT age, sex FROM pums WHERE age > 0) SELECT sex, "
+                                "COUNT(*) AS n, AVG(age) AS a FROM base GROUP BY sex ORDER BY n DESC",
+                                "SELECT sex, COUNT(*), AVG(age) FROM pums WHERE age > 0 GROUP BY sex"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BI))
+def test_bi_shapes_are_the_plain_release(demo_config, name):
+    sql, plain = BI[name]
+    assert plan(demo_config, sql).canonical() == plan(demo_config, plain).canonical()
+
+
+def test_metabase_nested_order_and_limit(demo_config):
+    p = plan(demo_config, BI["metabase nested"][0])
+    got = rows(p, lambda a, i: [5, 9, 9, 1] [i % 4])      # educ 1..16
+    assert got[:4] == [(2, 9), (3, 9), (6, 9), (7, 9)] and len(got) == 10
+
+
+@pytest.fixture(scope="module")
+def demo_config():
+    import tomllib
+    from config import parse_config
+    from proxy.demo import demo_config_path
+    data = tomllib.loads(demo_config_path().read_text())
+    data["server"]["auth"] = "trust"
+    return parse_config(data)
