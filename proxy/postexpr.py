@@ -66,7 +66,10 @@ def _arith(sym: str, a, b):
             if b == 0:
                 raise _error("22012", "division by zero")
             return a / b
-        return {"+": a + b, "-": a - b, "*": a * b}[sym]
+        r = {"+": a + b, "-": a - b, "*": a * b}[sym]
+        if math.isinf(r) and math.isfinite(a) and math.isfinite(b):
+            raise _error("22003", "value out of range: overflow")
+        return r
     if isinstance(a, Decimal) or isinstance(b, Decimal):
         a, b = _dec(a), _dec(b)
         if sym in ("/", "%") and b == 0:
@@ -141,8 +144,20 @@ def _fn(name: str, args: list):
 
 
 def evaluate(t, key, vals):
-    """The value of tree ``t`` on one released cell (group ``key``, aggregate ``vals``)."""
+    """The value of tree ``t`` on one released cell (group ``key``, aggregate ``vals``); an
+    arithmetic failure on released values is an SQL error (22003), never an internal one."""
+    from .wire.api import SqlError
+    try:
+        return _evaluate(t, key, vals)
+    except SqlError:
+        raise
+    except (ArithmeticError, TypeError, ValueError) as e:
+        raise _error("22003", f"value out of range in post-processing: {type(e).__name__}") from None
+
+
+def _evaluate(t, key, vals):
     from .release import post_process
+    evaluate = _evaluate
     kind = t[0]
     if kind == "agg":
         return vals[t[1]]

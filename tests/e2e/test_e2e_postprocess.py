@@ -93,3 +93,10 @@ def test_parameters_in_the_outer_query(service):
     rows, notes = _run(service, "WITH g AS (SELECT race, COUNT(*) AS c FROM pums GROUP BY race) "
                                 "SELECT race, c FROM g WHERE c >= %s ORDER BY race", params=[50])
     assert rows == sorted(r for r in inner if r[1] >= 50) and _spent(service) == spent
+
+
+def test_explain_names_post_processing(service):
+    rows, _ = _run(service, "EXPLAIN SELECT SUM(age) / COUNT(*) AS mean_age FROM pums")
+    text = "\n".join(r[0] for r in rows)
+    assert "mean_age: computed from the released aggregates (post-processing, no ε)" in text
+    assert "(sum(age)): sum(age), clamped to" in text and "(count(*)): count(*) via" in text

@@ -231,3 +231,17 @@ def demo_config():
     data = tomllib.loads(demo_config_path().read_text())
     data["server"]["auth"] = "trust"
     return parse_config(data)
+
+
+def test_arithmetic_failures_are_sql_errors(config):
+    p = plan(config, "SELECT SUM(income) * 1e308 * 1e308, POWER(COUNT(*) * 1.0, 1000000) FROM pums")
+    with pytest.raises(SqlError) as e:
+        rows(p, lambda a, i: 1e300 if a.func == "sum" else 10)
+    assert e.value.sqlstate == "22003"
+
+
+def test_per_record_tables_answer_the_bare_aggregate(demo_config):
+    from rewriter.per_record import build_pr_plan
+    with pytest.raises(Refusal) as e:
+        build_pr_plan(rewriter.parse("SELECT SUM(balance) / 2 FROM accounts"), demo_config)
+    assert "compute in the client" in e.value.message
