@@ -195,3 +195,24 @@ def _evaluate(t, key, vals):
                 return evaluate(value, key, vals)
         return evaluate(t[2], key, vals)
     raise ValueError(kind)
+
+
+def rollup(spec, cells):
+    """``("rollup", func, tree)``: COUNT/SUM/AVG/MIN/MAX over the released rows ``cells``
+    ((key, values) pairs), as Postgres aggregates a derived table: NULLs skipped, SUM/AVG of
+    bigint are numeric, an empty input gives NULL (COUNT: 0)."""
+    _, func, t = spec
+    if t is None:
+        return len(cells)
+    vals = [v for v in (evaluate(t, k, vs) for k, vs in cells) if v is not None]
+    if func == "count":
+        return len(vals)
+    if not vals:
+        return None
+    if func in ("min", "max"):
+        return min(vals) if func == "min" else max(vals)
+    if any(isinstance(v, float) for v in vals):
+        total = math.fsum(float(v) for v in vals)
+        return total if func == "sum" else total / len(vals)
+    total = sum(_dec(v) for v in vals)
+    return total if func == "sum" else _numeric_div(total, Decimal(len(vals)))

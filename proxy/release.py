@@ -16,7 +16,7 @@ from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
 from rewriter.plan import Aggregate, Plan
 
-from proxy.postexpr import evaluate
+from proxy.postexpr import evaluate, rollup
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700}
 
@@ -321,10 +321,12 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     answer = _aligned(plan, answer)
     rows = []
     keep = getattr(plan, "row_filter", None)
-    for key, vals in zip(answer["keys"], answer["values"]):
-        if keep is not None and evaluate(keep, key, vals) is not True:     # HAVING / outer WHERE
-            continue
-        rows.append(tuple(_cell(o, key, vals) for o in plan.outputs))
+    cells = [(key, vals) for key, vals in zip(answer["keys"], answer["values"])
+             if keep is None or evaluate(keep, key, vals) is True]       # HAVING / outer WHERE
+    if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
+        rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]     # COUNT/SUM/… of released rows
+    else:
+        rows = [tuple(_cell(o, key, vals) for o in plan.outputs) for key, vals in cells]
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)
     sel = plan.selection

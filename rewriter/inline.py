@@ -143,6 +143,7 @@ def split_outer(select: exp.Select):
 
 
 _OUTER_OK = {"expressions", "from_", "where", "order", "limit", "offset"}
+_ROLLUP = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 
 
 def apply_outer(plan, outer: exp.Select, ctx):
@@ -151,10 +152,11 @@ def apply_outer(plan, outer: exp.Select, ctx):
     from .args import understood
     alias = _derived(outer).alias
     bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
-    if bad or any(e.find(*_AGGS) for e in outer.expressions):
+    rollup = any(e.find(*_AGGS) for e in outer.expressions)
+    if bad or (rollup and outer.args.get("order")):
         raise Refusal(UNSUPPORTED, "over an aggregating subquery dpgate answers filters, projections, "
-                      "arithmetic, ORDER BY and LIMIT (post-processing of its release); aggregate, group "
-                      "or join in the inner query instead.")
+                      "arithmetic, ORDER BY and LIMIT, and COUNT/SUM/AVG/MIN/MAX of its released rows "
+                      "(post-processing of its release); group or join in the inner query instead.")
     if plan.limit is not None or plan.offset or plan.selection is not None:
         raise Refusal(UNSUPPORTED, "LIMIT / OFFSET / HAVING … GROUP BY thresholds inside an aggregating "
                       "subquery are not supported; put ORDER BY and LIMIT on the outer query.")
@@ -189,7 +191,29 @@ def apply_outer(plan, outer: exp.Select, ctx):
         return _resolve(raw, placeholder, as_tree)
 
     outs: list[Output] = []
-    for e in outer.expressions:
+    for e in outer.expressions if rollup else []:         # aggregates of the released rows
+        name = e.alias if isinstance(e, exp.Alias) else None
+        node = e.unalias()
+        arg = node.this if isinstance(node, _ROLLUP) else None
+        if not isinstance(node, _ROLLUP) or not (isinstance(arg, exp.Column) or (
+                isinstance(node, exp.Count) and isinstance(arg, exp.Star))):
+            raise Refusal(UNSUPPORTED, "over an aggregating subquery the outer select list takes either "
+                          "its columns and expressions over them, or only COUNT(*) / COUNT(c) / SUM(c) / "
+                          "AVG(c) / MIN(c) / MAX(c) of its output columns.")
+        understood(node)
+        func = node.key
+        if isinstance(arg, exp.Star):
+            t, typ = None, None
+        else:
+            o = col(arg)
+            t, typ = as_tree(o), o.type
+            if func in ("sum", "avg", "min", "max") and typ not in ("int", "float", "numeric") and not (
+                    func in ("min", "max") and typ == "text"):
+                raise Refusal("42883", f"{func}() of a {typ} column is not available.")
+        out_type = {"count": "int", "sum": "numeric" if typ == "int" else typ,
+                    "avg": "float" if typ == "float" else "numeric"}.get(func, typ)
+        outs.append(Output(name or func, "expr", -1, out_type or "text", ("rollup", func, t)))
+    for e in outer.expressions if not rollup else []:
         name = e.alias if isinstance(e, exp.Alias) else None
         node = e.unalias()
         if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):

@@ -100,3 +100,12 @@ def test_explain_names_post_processing(service):
     text = "\n".join(r[0] for r in rows)
     assert "mean_age: computed from the released aggregates (post-processing, no ε)" in text
     assert "(sum(age)): sum(age), clamped to" in text and "(count(*)): count(*) via" in text
+
+
+def test_aggregates_of_released_rows(service):
+    inner, _ = _run(service, "SELECT educ, COUNT(*) AS c FROM pums GROUP BY educ")
+    spent = _spent(service)
+    rows, notes = _run(service, "SELECT COUNT(*) AS groups, SUM(c) AS total FROM (SELECT educ, COUNT(*) AS c "
+                                "FROM pums GROUP BY educ) s WHERE c > 50")
+    big = [c for _, c in inner if c > 50]
+    assert rows == [(len(big), Decimal(sum(big)))] and "repeat" in notes[0] and _spent(service) == spent

@@ -97,7 +97,8 @@ def test_having_without_group_by_filters_the_row(config):
 @pytest.mark.parametrize("sql, needle", [
     ("SELECT LN(COUNT(*)) FROM pums", "compute it in the client"),
     ("SELECT COUNT(*) FROM (SELECT * FROM pums LIMIT 10) s", "outer query"),
-    ("SELECT SUM(c) FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s", "inner query"),
+    ("SELECT sex, SUM(c) FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s", "or only COUNT(*)"),
+    ("SELECT SUM(c) FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s GROUP BY sex", "inner query"),
     ("SELECT x FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s", "its columns: sex, c"),
     ("SELECT COUNT(*) + 'a' FROM pums", "operator +"),
 ])
@@ -245,3 +246,21 @@ def test_per_record_tables_answer_the_bare_aggregate(demo_config):
     with pytest.raises(Refusal) as e:
         build_pr_plan(rewriter.parse("SELECT SUM(balance) / 2 FROM accounts"), demo_config)
     assert "compute in the client" in e.value.message
+
+
+def test_aggregates_of_released_rows_equal_postgres(config, pg):
+    """``SELECT COUNT(*), SUM(c), … FROM (… GROUP BY …) s WHERE …`` aggregates the released rows:
+    the same release as the inner statement, and Postgres's answer over those rows."""
+    outer = ("SELECT COUNT(*) AS n, SUM(c) AS s, AVG(c) AS a, MAX(c), MIN(educ), COUNT(c) FROM {src} "
+             "WHERE c > 3")
+    p = plan(config, outer.format(src="(SELECT educ, COUNT(*) AS c FROM pums GROUP BY educ) s"))
+    assert p.canonical() == plan(config, "SELECT educ, COUNT(*) FROM pums GROUP BY educ").canonical()
+    released = [7 * i % 11 for i in range(16)]                       # educ 1..16
+    ours = rows(p, lambda a, i: released[i])
+    values = ", ".join(f"({e}, {c}::bigint)" for e, c in zip(range(1, 17), released))
+    cur = pg.execute(outer.format(src=f"(VALUES {values}) AS s(educ, c)"))
+    assert ours == cur.fetchall()
+    assert output_types(p) == [{23: 20}.get(d.type_code, d.type_code) for d in cur.description]
+    empty = plan(config, "SELECT COUNT(*), SUM(c) FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s "
+                         "WHERE c > 100")
+    assert rows(empty, lambda a, i: 1) == [(0, None)]
