@@ -322,16 +322,49 @@ def aggregates_in(t) -> set[int]:
     return out
 
 
+def add_aggregate(func: str, col, ctx: Ctx, measures: list, aggs: list) -> tuple[int, str]:
+    """(index, result type) of aggregate ``func(col)`` in ``aggs`` (appended if new; its measures
+    appended to ``measures`` once), built exactly as :func:`rewriter.select.outputs` builds a
+    select-list aggregate, so identical aggregates are one release."""
+    from .plan import Aggregate, Measure
+
+    def m(measure: Measure) -> int:
+        if measure not in measures:
+            measures.append(measure)
+        return measures.index(measure)
+
+    if func == "count_if":                 # col: the checked predicate (rewriter.postprocess)
+        agg = Aggregate("count", None, None, None, None, (m(Measure("count_if", filter=col)),), filter=col)
+        if agg not in aggs:
+            aggs.append(agg)
+        return aggs.index(agg), "int"
+    if func not in ("count", "sum", "avg"):
+        raise Refusal(UNSUPPORTED, f"{func.upper()} is answered as a select item of its own, not "
+                      "inside an expression; select it and compute the expression in the client.", hint=HINT)
+    spec = ctx.table.columns[col] if col else None
+    typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+    if func == "count":
+        lo = hi = None
+        ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+    else:
+        ms = (m(Measure("sum", col, typ, lo, hi)),)
+        if func == "avg":
+            ms += (m(Measure("count", col)),)
+    agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
+                    spec.avg_mechanism if func == "avg" else None)
+    if agg not in aggs:
+        aggs.append(agg)
+    return aggs.index(agg), {"count": "int", "sum": typ, "avg": "float"}[func]
+
+
 def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
     """(resolved filter tree, measures, aggregates): the filter's aggregates are released
     with the select list's (one more aggregate sharing ε if the select list lacks it)."""
-    from .select import add_aggregate
     ms, aggs = list(measures), list(aggregates)
     gidx = {g.column: i for i, g in enumerate(groups)}
 
     def agg(func, col):
-        i = add_aggregate(func, col, ctx, ms, aggs)
-        return i, {"count": "int", "count_if": "int", "sum": aggs[i].type, "avg": "float"}[func]
+        return add_aggregate(func, col, ctx, ms, aggs)
 
     def key(name):
         if name not in gidx:

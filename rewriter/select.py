@@ -219,9 +219,13 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
     outs: list[Output] = []
     gidx = {g.column: i for i, g in enumerate(groups)}
 
-    def agg_index(func, col):
-        i = add_aggregate(func, col, ctx, measures, aggs)
-        return i, {"count": "int", "count_if": "int", "sum": aggs[i].type, "avg": "float"}[func]
+    def m(measure: Measure) -> int:
+        if measure not in measures:
+            measures.append(measure)
+        return measures.index(measure)
+
+    def agg_index(func, col):                 # an aggregate inside an expression
+        return postprocess.add_aggregate(func, col, ctx, measures, aggs)
 
     def key_index(name):
         if name not in gidx:
@@ -243,40 +247,24 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             outs.append(Output(it.name, "group", gidx[it.payload], g.type))
             continue
         func, col = it.payload
-        i, typ = agg_index(func, col)
-        outs.append(Output(it.name, "aggregate", i, post_type(typ, it.post), it.post))
+        spec = ctx.table.columns[col] if col else None
+        typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+        if func == "count":
+            lo = hi = None
+            ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+        else:
+            ms = (m(Measure("sum", col, typ, lo, hi)),)
+            if func == "avg":
+                ms += (m(Measure("count", col)),)
+        agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
+                        spec.avg_mechanism if func == "avg" else None)
+        if agg not in aggs:
+            aggs.append(agg)
+        out_type = post_type({"count": "int", "sum": typ, "avg": "float"}[func], it.post)
+        outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type, it.post))
     if not aggs and need_aggregate:
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     return tuple(measures), tuple(aggs), tuple(outs)
-
-
-def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: list) -> int:
-    """The index of aggregate ``func(col)`` in ``aggs`` (appended if new; its measures are
-    appended to ``measures`` once): identical aggregates are one release."""
-    def m(measure: Measure) -> int:
-        if measure not in measures:
-            measures.append(measure)
-        return measures.index(measure)
-
-    if func == "count_if":                 # col: the checked predicate (rewriter.postprocess)
-        agg = Aggregate("count", None, None, None, None, (m(Measure("count_if", filter=col)),), filter=col)
-        if agg not in aggs:
-            aggs.append(agg)
-        return aggs.index(agg)
-    spec = ctx.table.columns[col] if col else None
-    typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
-    if func == "count":
-        lo = hi = None
-        ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
-    else:
-        ms = (m(Measure("sum", col, typ, lo, hi)),)
-        if func == "avg":
-            ms += (m(Measure("count", col)),)
-    agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
-                    spec.avg_mechanism if func == "avg" else None)
-    if agg not in aggs:
-        aggs.append(agg)
-    return aggs.index(agg)
 
 
 def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
