@@ -1,8 +1,9 @@
 """dpgate's SQL rewriter: parse, validate and type one SELECT into a :class:`Plan`,
 and emit the single-scan backend SQL for it.
 
-The rules run in order, sqlglot-optimizer style: statement shape
-(:mod:`.shape`), select list / GROUP BY (:mod:`.select`), row predicate
+The rules run in order, sqlglot-optimizer style: derived tables and CTEs
+(:mod:`.inline`: inlined, or an aggregating one planned with the outer query as
+post-processing, :mod:`.postprocess`), statement shape (:mod:`.shape`), select list / GROUP BY (:mod:`.select`), row predicate
 (:mod:`.predicate`, :mod:`.arith`), ORDER BY / LIMIT; :mod:`.emit` writes SQL.
 SQL only: no I/O, no numbers are released here.
 """

@@ -279,10 +279,7 @@ def _resolve(raw, placeholder, as_tree):
         raise Refusal(UNSUPPORTED, "aggregates over the rows of an aggregating subquery are not supported; "
                       "aggregate in the inner query.")
 
-    types = {}
-
     def key(name):
-        types[name] = placeholder[name].type
         return name, placeholder[name].type
 
     t, typ = postprocess.resolve(raw, agg, key)
