@@ -1,8 +1,9 @@
 """dpgate's SQL rewriter: parse, validate and type one SELECT into a :class:`Plan`,
 and emit the single-scan backend SQL for it.
 
-The rules run in order, sqlglot-optimizer style: statement shape
-(:mod:`.shape`), select list / GROUP BY (:mod:`.select`), row predicate
+The rules run in order, sqlglot-optimizer style: derived tables and CTEs
+(:mod:`.inline`: inlined, or an aggregating one planned with the outer query as
+post-processing, :mod:`.postprocess`), statement shape (:mod:`.shape`), select list / GROUP BY (:mod:`.select`), row predicate
 (:mod:`.predicate`, :mod:`.arith`), ORDER BY / LIMIT; :mod:`.emit` writes SQL.
 SQL only: no I/O, no numbers are released here.
 """
@@ -15,7 +16,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, keys, predicate, select as select_, selection, shape
+from . import cost, emit, inline, keys, postprocess, predicate, select as select_, selection, shape
 from .errors import Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan
@@ -46,6 +47,19 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
            copy: bool = True) -> tuple[Plan, Ctx]:
     cost.check(expr, config, params)        # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
+    expr = inline.inline(inline.expand_ctes(expr))        # derived tables and CTEs
+    outer = inline.split_outer(expr)
+    if outer is not None:                                  # over an aggregating subquery:
+        plan, ctx = _plan(outer[0], config, params)        # its release, post-processed
+        plan = inline.apply_outer(plan, outer[1], ctx)
+        ctx.check_count()
+        return plan, ctx
+    plan, ctx = _plan(expr, config, params)
+    ctx.check_count()
+    return plan, ctx
+
+
+def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Plan, Ctx]:
     select = shape.check_statement(expr)
     keys.distinct_to_group(select)          # SELECT DISTINCT g: GROUP BY g (issue 19)
     having = selection.split_having(select)
@@ -56,8 +70,15 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
     ctx = Ctx(name, config.tables[name], qualifiers, params)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
+    row_filter = None
+    if having is not None and select.args.get("group") is None:   # a filter on the one released row
+        row_filter, having = postprocess.having_filter(having, ctx), None
     thresholded = having is not None or top is not None
     measures, aggregates, outputs = select_.outputs(items, groups, ctx, need_aggregate=not thresholded)
+    if row_filter is not None:
+        row_filter = postprocess.resolve_filter(row_filter, groups, ctx, measures, aggregates)
+        measures, aggregates = row_filter[1], row_filter[2]
+        row_filter = row_filter[0]
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
     order = select_.order_by(select, items, outputs, ctx)
@@ -66,10 +87,9 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
     if thresholded:
         measures, aggregates, sel = selection.plan_selection(
             having, top, ctx, groups, measures, aggregates, outputs, limit)
-    ctx.check_count()
     plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
-                limit=limit, offset=offset, selection=sel)
+                limit=limit, offset=offset, selection=sel, row_filter=row_filter)
     if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
         plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
     return plan, ctx

@@ -117,6 +117,8 @@ def group_key_sql(g: GroupKey) -> exp.Expression:
 def _measure(m: Measure) -> exp.Expression:
     if m.kind == "count_rows":
         return exp.Count(this=exp.Star())
+    if m.kind == "count_if":               # COUNT(CASE WHEN pred THEN 1 END): 0 on no rows
+        return exp.Count(this=exp.Case(ifs=[exp.If(this=exp.Paren(this=m.filter.copy()), true=to_node(1))]))
     col = exp.column(m.column, quoted=True)
     if m.kind == "count":
         return exp.Count(this=col)

@@ -66,6 +66,9 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
         raise
     if plan.selection is not None:
         raise _refuse("HAVING and top-c are not available with MAX/MIN; ask for the value per group.")
+    if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
+        raise _refuse("MAX and MIN are answered alone (ROUND/CAST over them allowed); compute "
+                      "expressions over them in the client.")
     if len(found) != 1 or kinds[0] not in ("max", "min") or len(plan.aggregates) != 1:
         raise _refuse("MAX and MIN are answered one per statement (each is its own release); ask for "
                       "the other aggregates in a separate statement.")

@@ -301,6 +301,10 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
     if plan.selection is not None:
         raise _refuse(UNSUPPORTED, "HAVING and top-c (ORDER BY aggregate LIMIT c) are not available "
                       f"on per-record table {plan.table}; ask for the aggregate per group instead.")
+    if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs) or any(
+            a.filter is not None for a in plan.aggregates):
+        raise _refuse(UNSUPPORTED, f"expressions over aggregates and HAVING are not available on per-record "
+                      f"table {plan.table}; select the aggregate itself and compute in the client.")
     if len(set(found)) > 1 or len(plan.aggregates) != 1:
         raise _refuse(UNSUPPORTED, f"one aggregate per statement on per-record table {plan.table}: "
                       "each aggregate is its own per-record release. Run them as separate "

@@ -51,11 +51,12 @@ class Measure:
     ``count_distinct`` is COUNT(DISTINCT column).
     """
 
-    kind: Literal["count_rows", "count", "sum", "csum", "csumsq", "count_distinct"]
+    kind: Literal["count_rows", "count", "sum", "csum", "csumsq", "count_distinct", "count_if"]
     column: str | None = None
     type: ColumnType | None = None
     lower: float | None = None
     upper: float | None = None
+    filter: exp.Expression | None = None   # count_if: rows where this (checked, total) predicate is true
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,14 @@ class Aggregate:
     upper: float | None
     measures: tuple[int, ...]
     mechanism: str | None = None     # AVG: the configured mean mechanism (config avg_mechanism)
+    filter: exp.Expression | None = None   # COUNT(*) FILTER (WHERE …) / SUM(CASE WHEN … THEN 1 ELSE 0 END)
 
     @property
     def label(self) -> str:
         if self.func == "count_distinct":
             return f"count(distinct {self.column})"
+        if self.filter is not None:
+            return f"count(*) filter (where {_generator().generate(self.filter, copy=True)})"
         return f"{self.func}({self.column or '*'})"
 
 
@@ -89,7 +93,7 @@ class Output:
     both spellings); ``type`` is the type after them ("numeric" only here)."""
 
     name: str
-    source: Literal["group", "aggregate"]
+    source: Literal["group", "aggregate", "expr"]   # "expr": ``post`` is a tree (rewriter.postprocess)
     index: int
     type: ColumnType | Literal["numeric"]
     post: tuple = ()
@@ -136,6 +140,7 @@ class Plan:
     privacy_unit: str | None = None
     joins: tuple = field(default=())
     selection: Selection | None = None
+    row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
 
     @property
     def n_cells(self) -> int:

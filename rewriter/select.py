@@ -9,16 +9,15 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from . import keys as derived, predicate
+from . import keys as derived, postprocess, predicate
 from .args import understood
-from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
-                     INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .plan import Aggregate, GroupKey, Measure, OrderItem, Output
 from .scope import Ctx
 from . import stats
+from .aggregates import aggregate, post_steps, post_type
 
 MAX_CELLS = 100_000
-MAX_BOUND = 1e290   # |lower|, |upper| of a SUM; larger could overflow a float8 sum
 _BAD_POSITION = "42P10"
 
 
@@ -46,6 +45,8 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
         if isinstance(node, exp.Column):
             name = ctx.column(node).node.name
             out.append(Item(alias or name, "column", name))
+        elif postprocess.wanted(node):         # an expression over aggregates / a constant
+            out.append(Item(alias or postprocess.name(node), "expr", postprocess.tree(node, ctx)))
         elif isinstance(node, exp.AggFunc) or isinstance(node, exp.Filter):
             func, col = aggregate(node, ctx)
             out.append(Item(alias or stats.output_name(node, func), "agg", (func, col)))
@@ -70,116 +71,6 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
                           "values; select group keys and aggregates only.")
     return out
 
-
-_CASTS = {"int": ("smallint", "int", "bigint"), "float": ("double", "float", "real"),
-          "numeric": ("decimal",)}
-
-
-def post_steps(node: exp.Expression):
-    """``ROUND(AVG(x), 2)``, ``CAST(AVG(x) AS INT)``, ``COUNT(*)::float``, ``FLOOR``/``CEIL``:
-    display steps over ONE aggregate (post-processing of its released value; the noise
-    and its scale are unchanged) → (aggregate node, steps outermost last, output name),
-    or None when ``node`` is not such a chain. Postgres's column names: the outermost
-    function's (``round``), a cast keeps its operand's."""
-    steps, name = [], None
-    while True:
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.Cast) and not node.to.expressions and not isinstance(node, exp.TryCast):
-            understood(node), understood(node.to)
-            target = next((t for t, names in _CASTS.items() if node.to.is_type(*names)), None)
-            if target is None:
-                return None
-            steps.append(("cast", target))
-        elif isinstance(node, exp.Round) and node.args.get("decimals") is None or (
-                isinstance(node, exp.Round) and isinstance(node.args["decimals"], exp.Literal)
-                and node.args["decimals"].is_int and 0 <= int(node.args["decimals"].this) <= 15):
-            d = understood(node).args.get("decimals")
-            steps.append(("round", None if d is None else int(d.this)))
-            name = name or "round"
-        elif isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals"):
-            understood(node)
-            steps.append((node.key, None))
-            name = name or node.key
-        else:
-            break
-        node = node.this
-    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min,
-                                          *stats.VARIANCE_NODES)):
-        return None
-    return node, tuple(reversed(steps)), name
-
-
-def post_type(typ: str, steps: tuple) -> str:
-    """The output type after ``steps`` (Postgres rules: ROUND(x, n) is numeric, a cast is its target)."""
-    for op, arg in steps:
-        if op == "cast":
-            typ = arg
-        elif op == "round" and arg is not None:
-            typ = "numeric"
-    return typ
-
-
-def _constant(arg) -> bool:
-    """A non-NULL literal: COUNT(1), COUNT('x') count every row, as COUNT(*)."""
-    return isinstance(arg, exp.Literal) or (isinstance(arg, exp.Boolean))
-
-
-_WIDENING = {"int": ("bigint", "double", "float", "decimal"), "float": ("double", "float", "decimal")}
-
-
-def _value_preserving_cast(arg, ctx: Ctx):
-    """``SUM(CAST(col AS DOUBLE PRECISION))`` (as BI tools write it) → ``col``: a cast that keeps
-    every value of a numeric column (int → bigint/float8/numeric, float → float8/numeric, no
-    precision given) changes nothing an aggregate sees; any other cast stays and is refused."""
-    if isinstance(arg, exp.Cast) and isinstance(arg.this, exp.Column) and not arg.to.expressions:
-        understood(arg), understood(arg.to)
-        spec = ctx.table.columns.get(arg.this.name)
-        if spec is not None and spec.type in _WIDENING and arg.to.is_type(*_WIDENING[spec.type]):
-            return arg.this
-    return arg
-
-
-def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
-    """(func, column) of an allowed aggregate call, or a refusal."""
-    if isinstance(node, exp.Filter):
-        raise Refusal(UNSUPPORTED, "aggregate FILTER (WHERE …) is not supported; use WHERE.")
-    if isinstance(node, (exp.Max, exp.Min)):
-        raise ExtremeAggregate(UNSUPPORTED, f"{node.sql_name().upper()}() is answered one per statement, "
-                               "without other aggregates (each MAX or MIN is its own release).")
-    if not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *stats.VARIANCE_NODES)):
-        raise Refusal(UNSUPPORTED, f"aggregate {node.sql_name().lower()}() is not supported "
-                      "yet; use COUNT, SUM, AVG, VAR_POP/VAR_SAMP or STDDEV_POP/STDDEV_SAMP.")
-    func, arg = stats.VARIANCE_NODES.get(type(node), node.key), node.this
-    if func == "count" and isinstance(arg, exp.Distinct):
-        understood(node)
-        return "count_distinct", stats.distinct_column(node, ctx)
-    if isinstance(arg, exp.Distinct):
-        raise Refusal(UNSUPPORTED, f"{func.upper()}(DISTINCT …) is not supported.")
-    understood(node)
-    if func == "count" and (isinstance(arg, exp.Star) or _constant(arg)):   # COUNT(1): every row
-        return "count", None
-    arg = _value_preserving_cast(arg, ctx)
-    if not isinstance(arg, exp.Column) or [k for k, v in node.args.items()
-                                            if v and k not in ("this", "big_int")]:
-        predicate.check(arg, ctx) if isinstance(arg, exp.Expression) else None
-        raise Refusal(UNSUPPORTED, f"{func.upper()} takes a declared column (or * for COUNT), "
-                      "not an expression; filter rows with WHERE instead.")
-    col = ctx.column(arg).node.name
-    spec = ctx.table.columns[col]
-    if func != "count":
-        if spec.type not in ("int", "float"):
-            raise Refusal(DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column; "
-                          f"{col} is {spec.type}.")
-        if not spec.bounded:
-            raise Refusal(DENIED, f"{func.upper()}({col}) needs clamping bounds; declare lower "
-                          f"and upper for column {col} in the config.")
-        if max(abs(spec.lower), abs(spec.upper)) > MAX_BOUND:
-            raise Refusal("54000", f"the bounds of {col} are too large to sum safely.")
-        if func in stats.VARIANCE_FUNCS and not spec.lower < spec.upper:
-            raise Refusal(DENIED, f"{func.upper()}({col}) needs lower < upper; {col} is declared "
-                          f"[{spec.lower:g}, {spec.upper:g}] (its variance is 0).")
-    return func, col
 
 
 def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, ...]:
@@ -251,12 +142,25 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             measures.append(measure)
         return measures.index(measure)
 
+    def agg_index(func, col):                 # an aggregate inside an expression
+        return postprocess.add_aggregate(func, col, ctx, measures, aggs)
+
+    def key_index(name):
+        if name not in gidx:
+            raise Refusal(DENIED, f"column {name} is used but not grouped; raw column values are "
+                          "never returned. Use group keys and aggregates only.")
+        return gidx[name], groups[gidx[name]].type
+
     for it in its:
         if it.kind == "key":
             if it.payload.column not in gidx:
                 raise Refusal(DENIED, f"select item {it.name} is not in GROUP BY; group by it "
                               "(its values are public) or select aggregates only.")
             outs.append(Output(it.name, "group", gidx[it.payload.column], it.payload.type))
+            continue
+        if it.kind == "expr":                 # post-processing of released values
+            tree, typ = postprocess.resolve(it.payload, agg_index, key_index)
+            outs.append(Output(it.name, "expr", -1, typ or "text", tree))
             continue
         if it.kind == "column":
             if it.payload not in gidx:

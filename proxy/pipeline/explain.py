@@ -41,10 +41,17 @@ def _single_tier_lines(plan: Plan, tier) -> list[str]:
     shares = split_epsilon(plan, tier.epsilon)
     lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
              f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"]
-    for o in plan.outputs:
+    from rewriter.plan import Output
+    shown = {o.index for o in plan.outputs if o.source == "aggregate"}
+    hidden = [Output(f"({a.label})", "aggregate", i, "float") for i, a in enumerate(plan.aggregates)
+              if i not in shown]                 # released for an expression or a filter only
+    for o in [*plan.outputs, *hidden]:
         if o.source == "group":
             g = plan.group_by[o.index]
             lines.append(f"  {o.name}: group key {g.column}, public domain of {len(g.domain)} value(s)")
+            continue
+        if o.source == "expr":
+            lines.append(f"  {o.name}: computed from the released aggregates (post-processing, no ε)")
             continue
         a = plan.aggregates[o.index]
         m = measurement_for(a, shares[o.index])

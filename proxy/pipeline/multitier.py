@@ -270,6 +270,9 @@ def explain_ladder_lines(plan, tier) -> list[str]:
             gcol = plan.group_by[o.index]
             lines.append(f"  {o.name}: group key {gcol.column}, public domain of {len(gcol.domain)} value(s)")
             continue
+        if o.source == "expr":
+            lines.append(f"  {o.name}: computed from the released aggregates (post-processing, no ε)")
+            continue
         a, s = plan.aggregates[o.index], by_index[o.index]
         if s.kind == "count":
             m = GeometricCount(share)

@@ -8,10 +8,8 @@ may run any number of times on a stored answer at no privacy cost.
 from __future__ import annotations
 
 import datetime
-import math
 import threading
 from collections import OrderedDict
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import make_mean
@@ -21,6 +19,7 @@ from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
 
 from .common import cell_key, fmt, plain_number
+from .postexpr import evaluate, post_process, rollup
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700, "date": 1082,
              "timestamp": 1114}
@@ -274,40 +273,12 @@ def output_types(plan: Plan) -> list[int]:
     for o in plan.outputs:
         if o.source == "group":
             oids.append(TYPE_OIDS[plan.group_by[o.index].type])
-        elif o.post:
+        elif o.post or o.source == "expr":
             oids.append(TYPE_OIDS[o.type])
         else:
             a = plan.aggregates[o.index]
             oids.append(20 if a.func in ("count", "count_distinct") or (a.func == "sum" and a.type == "int") else 701)
     return oids
-
-
-def _dec(v) -> Decimal:
-    return v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
-
-
-def post_process(v, steps: tuple):
-    """Apply an output's display steps to a released value (None stays None), as Postgres:
-    float8 → integer and round(float8) round half to even (rint); numeric rounds half away
-    from zero; round(x, n) is numeric."""
-    for op, arg in steps:
-        if v is None:
-            return None
-        if isinstance(v, int) and op != "cast" and arg is None:     # round/floor/ceil of an integer
-            continue
-        if op == "cast" and arg == "float":
-            v = float(v)
-        elif op == "cast" and arg == "numeric":
-            v = _dec(v)
-        elif op == "round" and arg is not None:
-            v = _dec(v).quantize(Decimal(1).scaleb(-arg), ROUND_HALF_UP)
-        elif isinstance(v, Decimal):                                 # to an integral numeric
-            v = v.quantize(Decimal(1), {"floor": ROUND_FLOOR, "ceil": ROUND_CEILING}.get(op, ROUND_HALF_UP))
-            v = int(v) if op == "cast" else v
-        else:                                                        # float8 (or int cast to int)
-            f = {"floor": math.floor, "ceil": math.ceil}.get(op, round)
-            v = int(f(v)) if op == "cast" else float(f(v))
-    return v
 
 
 def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> list[tuple]:
@@ -318,11 +289,38 @@ def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> l
     return nulls + rest if nf else rest + nulls
 
 
+def _cell(o, key, vals):
+    if o.source == "group":
+        return _time_key(key[o.index], o.type)
+    if o.source == "expr":                  # an expression over released values (post-processing)
+        return evaluate(o.post, key, vals)
+    return post_process(vals[o.index], o.post) if o.post else vals[o.index]
+
+
+def _aligned(plan: Plan, answer: dict) -> dict:
+    """``answer`` with its aggregates in ``plan``'s order: two spellings of one measurement
+    (same canonical text) may list the same aggregates in another order."""
+    labels, mine = answer.get("labels"), [a.label for a in plan.aggregates]
+    if not labels or labels == mine or sorted(labels) != sorted(mine) or len(set(mine)) != len(mine):
+        return answer
+    where = [labels.index(lab) for lab in mine]
+    out = dict(answer, labels=mine, values=[[v[i] for i in where] for v in answer["values"]])
+    for k in ("half_width", "mechanism", "epsilon"):
+        if isinstance(answer.get(k), list) and len(answer[k]) == len(labels):
+            out[k] = [answer[k][i] for i in where]
+    return out
+
+
 def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
+    answer = _aligned(plan, answer)
     rows = []
-    for key, vals in zip(answer["keys"], answer["values"]):
-        rows.append(tuple(_time_key(key[o.index], o.type) if o.source == "group" else
-                          post_process(vals[o.index], o.post) if o.post else vals[o.index] for o in plan.outputs))
+    keep = getattr(plan, "row_filter", None)
+    cells = [(key, vals) for key, vals in zip(answer["keys"], answer["values"])
+             if keep is None or evaluate(keep, key, vals) is True]       # HAVING / outer WHERE
+    if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
+        rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]     # COUNT/SUM/… of released rows
+    else:
+        rows = [tuple(_cell(o, key, vals) for o in plan.outputs) for key, vals in cells]
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)
     sel = plan.selection
@@ -338,7 +336,8 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
 def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget: float,
            period: str, repeat: bool) -> str:
     """One NOTICE line: ε charged, budget left, 95% half-width per output column."""
-    hw = []
+    answer = _aligned(plan, answer)
+    hw, shown = [], set()
     for o in plan.outputs:
         if o.source == "aggregate":
             h = answer["half_width"][o.index]
@@ -346,6 +345,11 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
             avg = func == "avg" or func in VARIANCE_FUNCS
             hw.append(f"{o.name} ±{fmt(h)}" + (" (a bound)" if func in VARIANCE_FUNCS else "")
                       + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
+            shown.add(o.index)
+    if any(o.source == "expr" for o in plan.outputs) or getattr(plan, "row_filter", None) is not None:
+        for i, a in enumerate(plan.aggregates):       # released values the expressions were computed from
+            if i not in shown and i < len(answer["half_width"]):
+                hw.append(f"{a.label} ±{fmt(answer['half_width'][i])}")
     mech = ", ".join(sorted(set(answer["mechanism"])))
     per = "in total" if period == "never" else f"this {period}"
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"

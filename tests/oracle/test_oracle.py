@@ -1,7 +1,8 @@
 """Differential semantic oracle (issue 16): for every generated statement the rewriter
 accepts, the exact measures of its one-scan rewrite (before any noise) equal the backend's
 own answer to the analyst's SQL — on DuckDB and on Postgres — and two statements whose
-exact answers differ never share a release key (``Plan.canonical``).
+exact answers differ never share a release key (``Plan.canonical``). Each accepted statement
+is also asked over a derived table, a CTE and as ``SELECT * FROM (…) q``: the same release.
 
 The reference is the oracle's own SQL: the analyst's WHERE as written (Postgres; DuckDB
 spelled with Postgres semantics, see :mod:`grammar`), ``GROUP BY`` the analyst's columns,
@@ -113,6 +114,7 @@ class Oracle:
             for (m, v) in zip(measures, exp_):
                 answer[(key, m)] = v
         self._check_params(sql, plan, k, cells, measures)
+        self._check_derived(sql, plan, where_pg, groups, aggs, got_rows)
         key = plan.canonical()
         seen = self.keys.get(key)
         if seen is not None:
@@ -152,6 +154,25 @@ class Oracle:
         for row in self.run(rewriter.to_sql(pplan, self.dialect)):
             got = [_norm(v, *m) for v, m in zip(row[k:], measures)]
             assert all(_same(a, b) for a, b in zip(got, cells[tuple(row[:k])])), (sql, params)
+
+
+    def _check_derived(self, sql, plan, where, groups, aggs, got_rows) -> None:
+        """Issue 19: the statement over a derived table or a CTE (the filter inside or outside)
+        and wrapped whole in ``SELECT * FROM (…) q`` is the same release (release key, backend
+        SQL, exact answers, output columns)."""
+        items = ", ".join(groups + aggs)
+        group = f" GROUP BY {', '.join(groups)}" if groups else ""
+        outer_where = f" WHERE {where}" if where is not None else ""
+        variants = [f"SELECT {items} FROM (SELECT * FROM {TABLE}{outer_where}) s{group}",
+                    f"WITH x AS (SELECT * FROM {TABLE}) SELECT {items} FROM x{outer_where}{group}",
+                    f"SELECT * FROM ({sql}) q"]
+        for v in variants:
+            vplan = rewriter.build_plan(rewriter.parse(v), self.config)     # never refused
+            assert vplan.canonical() == plan.canonical(), (sql, v)
+            vsql = rewriter.to_sql(vplan, self.dialect)
+            assert vsql == rewriter.to_sql(plan, self.dialect), (sql, v)
+            assert [(o.name, o.type) for o in vplan.outputs] == [(o.name, o.type) for o in plan.outputs]
+        self.stats["derived_checked"] = self.stats.get("derived_checked", 0) + 1
 
 
 def _drive(oracle: Oracle) -> None:

@@ -102,13 +102,12 @@ def test_display_steps_over_one_aggregate(config, sql, name, typ, post):
     assert p.canonical() == plan(config, f"SELECT {inner[p.aggregates[0].func]} FROM pums").canonical()
 
 
-@pytest.mark.parametrize("sql", ["SELECT SUM(income) / COUNT(*) FROM pums", "SELECT AVG(age) * 2 FROM pums",
-                                 "SELECT ROUND(AVG(age), age) FROM pums", "SELECT AVG(age)::text FROM pums",
+@pytest.mark.parametrize("sql", ["SELECT ROUND(AVG(age), age) FROM pums", "SELECT AVG(age)::text FROM pums",
                                  "SELECT ROUND(AVG(age), 99) FROM pums", "SELECT CAST(AVG(age) AS NUMERIC(4, 1)) FROM pums"])
 def test_other_expressions_over_aggregates_are_refused(config, sql):
     with pytest.raises(Refusal) as e:
         plan(config, sql)
-    assert e.value.sqlstate == "0A000" and "ROUND(agg[, n])" in e.value.message
+    assert e.value.sqlstate == "0A000" and "ROUND" in e.value.message + (e.value.hint or "")
 
 
 def test_post_process_matches_postgres():

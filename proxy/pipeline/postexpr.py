@@ -1,0 +1,245 @@
+"""Evaluate a post-processing tree (:mod:`rewriter.postprocess`) on one released row.
+
+Pure post-processing: the inputs are released (noisy) values and public group keys,
+never raw rows or exact aggregates. Postgres semantics: integer arithmetic stays
+bigint (``/`` truncates toward zero), a decimal literal makes it numeric (exact,
+``/`` to Postgres's result scale, half away from zero), anything with a float8 is
+float8; NULL propagates; division by zero raises 22012 as Postgres does — the
+divisor is a released value, so the error reveals nothing beyond the release.
+"""
+from __future__ import annotations
+
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Context, Decimal, localcontext
+
+from rewriter.postprocess import PI
+
+from ..wire.api import SqlError
+
+_INT8 = 2**63
+_CTX = Context(prec=1000)
+
+
+def _error(state: str, msg: str):
+    return SqlError(state, msg)
+
+
+def _int(v: int) -> int:
+    if not -_INT8 <= v < _INT8:
+        raise _error("22003", "bigint out of range")
+    return v
+
+
+def _digits(d: Decimal) -> tuple[int, int]:
+    """(weight, first digit) of |d| in Postgres's base-10000 numeric representation."""
+    d = abs(d)
+    if d == 0:
+        return 0, 0
+    w = (d.adjusted()) // 4
+    first = int(d.scaleb(-4 * w, _CTX))
+    return w, first
+
+
+def _scale(d: Decimal) -> int:
+    return max(0, -d.as_tuple().exponent) if d.is_finite() else 0
+
+
+def _numeric_div(a: Decimal, b: Decimal) -> Decimal:
+    """``a / b`` on numeric, at Postgres's select_div_scale (numeric.c)."""
+    w1, f1 = _digits(a)
+    w2, f2 = _digits(b)
+    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
+    rscale = min(max(16 - qweight * 4, _scale(a), _scale(b), 0), 1000)
+    with localcontext(_CTX):
+        return (a / b).quantize(Decimal(1).scaleb(-rscale), ROUND_HALF_UP)
+
+
+def _dec(v) -> Decimal:
+    return Decimal(v) if isinstance(v, int) else v
+
+
+def _arith(sym: str, a, b):
+    if a is None or b is None:
+        return None
+    if isinstance(a, float) or isinstance(b, float):
+        a, b = float(a), float(b)
+        if sym == "/":
+            if b == 0:
+                raise _error("22012", "division by zero")
+            return a / b
+        r = {"+": a + b, "-": a - b, "*": a * b}[sym]
+        if math.isinf(r) and math.isfinite(a) and math.isfinite(b):
+            raise _error("22003", "value out of range: overflow")
+        return r
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        a, b = _dec(a), _dec(b)
+        if sym in ("/", "%") and b == 0:
+            raise _error("22012", "division by zero")
+        with localcontext(_CTX):
+            if sym == "/":
+                return _numeric_div(a, b)
+            if sym == "%":
+                return a % b                # Decimal % keeps the dividend's sign, as Postgres
+            return {"+": a + b, "-": a - b, "*": a * b}[sym]
+    if sym in ("/", "%") and b == 0:
+        raise _error("22012", "division by zero")
+    if sym == "/":
+        q = abs(a) // abs(b)
+        return _int(q if (a >= 0) == (b >= 0) else -q)
+    if sym == "%":
+        return int(math.fmod(a, b)) if abs(a) < 2**53 else a - b * int(a / b)
+    return _int({"+": a + b, "-": a - b, "*": a * b}[sym])
+
+
+def _cmp(sym: str, a, b):
+    if a is None or b is None:
+        return None
+    if isinstance(a, Decimal) and isinstance(b, float) or isinstance(b, Decimal) and isinstance(a, float):
+        a, b = float(a), float(b)           # numeric vs float8 compares as float8
+    return {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[sym]
+
+
+def _fn(name: str, args: list):
+    if name == "pi":
+        return PI
+    if name == "coalesce":
+        return next((a for a in args if a is not None), None)
+    if name == "nullif":
+        a, b = args
+        return None if a is not None and b is not None and _cmp("=", a, b) else a
+    if name in ("greatest", "least"):
+        vals = [a for a in args if a is not None]
+        if not vals:
+            return None
+        if any(isinstance(v, float) for v in vals):
+            vals = [float(v) for v in vals]
+        elif any(isinstance(v, Decimal) for v in vals):
+            vals = [_dec(v) for v in vals]
+        return max(vals) if name == "greatest" else min(vals)
+    if any(a is None for a in args):
+        return None
+    if name == "abs":
+        return _int(abs(args[0])) if isinstance(args[0], int) else abs(args[0])
+    numeric = any(isinstance(a, Decimal) for a in args) and not any(isinstance(a, float) for a in args)
+    if name == "sqrt":
+        if args[0] < 0:
+            raise _error("2201F", "cannot take square root of a negative number")
+        if numeric:
+            with localcontext(Context(prec=17)):
+                return _dec(args[0]).sqrt()
+        return math.sqrt(args[0])
+    if name == "power":
+        x, y = args
+        if x == 0 and y < 0:
+            raise _error("2201F", "zero raised to a negative power is undefined")
+        if x < 0 and y != int(y):
+            raise _error("2201F", "a negative number raised to a non-integer power yields a complex result")
+        if numeric:
+            with localcontext(Context(prec=17)):
+                return _dec(x) ** _dec(y)
+        try:
+            return math.pow(float(x), float(y))
+        except OverflowError:
+            raise _error("22003", "value out of range: overflow") from None
+    raise ValueError(name)
+
+
+def evaluate(t, key, vals):
+    """The value of tree ``t`` on one released cell (group ``key``, aggregate ``vals``); an
+    arithmetic failure on released values is an SQL error (22003), never an internal one."""
+    try:
+        return _evaluate(t, key, vals)
+    except SqlError:
+        raise
+    except (ArithmeticError, TypeError, ValueError) as e:
+        raise _error("22003", f"value out of range in post-processing: {type(e).__name__}") from None
+
+
+def _evaluate(t, key, vals):
+    evaluate = _evaluate
+    kind = t[0]
+    if kind == "agg":
+        return vals[t[1]]
+    if kind == "key":
+        return key[t[1]]
+    if kind == "lit":
+        return t[1]
+    if kind == "op":
+        sym = t[1]
+        if sym in ("and", "or"):
+            a, b = evaluate(t[2], key, vals), evaluate(t[3], key, vals)
+            if sym == "and":
+                return False if a is False or b is False else None if a is None or b is None else True
+            return True if a is True or b is True else None if a is None or b is None else False
+        a, b = evaluate(t[2], key, vals), evaluate(t[3], key, vals)
+        if sym in ("+", "-", "*", "/", "%"):
+            return _arith(sym, a, b)
+        return _cmp(sym, a, b)
+    if kind == "neg":
+        a = evaluate(t[1], key, vals)
+        return None if a is None else _int(-a) if isinstance(a, int) else -a
+    if kind == "not":
+        a = evaluate(t[1], key, vals)
+        return None if a is None else not a
+    if kind == "isnull":
+        a = evaluate(t[1], key, vals)
+        return (a is not None) if t[2] else (a is None)
+    if kind == "display":
+        return post_process(evaluate(t[2], key, vals), t[1])
+    if kind == "fn":
+        return _fn(t[1], [evaluate(a, key, vals) for a in t[2:]])
+    if kind == "case":
+        for cond, value in t[1]:
+            if evaluate(cond, key, vals) is True:
+                return evaluate(value, key, vals)
+        return evaluate(t[2], key, vals)
+    raise ValueError(kind)
+
+
+def rollup(spec, cells):
+    """``("rollup", func, tree)``: COUNT/SUM/AVG/MIN/MAX over the released rows ``cells``
+    ((key, values) pairs), as Postgres aggregates a derived table: NULLs skipped, SUM/AVG of
+    bigint are numeric, an empty input gives NULL (COUNT: 0)."""
+    _, func, t = spec
+    if t is None:
+        return len(cells)
+    vals = [v for v in (evaluate(t, k, vs) for k, vs in cells) if v is not None]
+    if func == "count":
+        return len(vals)
+    if not vals:
+        return None
+    if func in ("min", "max"):
+        return min(vals) if func == "min" else max(vals)
+    if any(isinstance(v, float) for v in vals):
+        total = math.fsum(float(v) for v in vals)
+        return total if func == "sum" else total / len(vals)
+    total = sum(_dec(v) for v in vals)
+    return total if func == "sum" else _numeric_div(total, Decimal(len(vals)))
+
+
+def _as_decimal(v) -> Decimal:
+    return v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+
+
+def post_process(v, steps: tuple):
+    """Apply an output's display steps to a released value (None stays None), as Postgres:
+    float8 → integer and round(float8) round half to even (rint); numeric rounds half away
+    from zero; round(x, n) is numeric."""
+    for op, arg in steps:
+        if v is None:
+            return None
+        if isinstance(v, int) and op != "cast" and arg is None:     # round/floor/ceil of an integer
+            continue
+        if op == "cast" and arg == "float":
+            v = float(v)
+        elif op == "cast" and arg == "numeric":
+            v = _as_decimal(v)
+        elif op == "round" and arg is not None:
+            v = _as_decimal(v).quantize(Decimal(1).scaleb(-arg), ROUND_HALF_UP)
+        elif isinstance(v, Decimal):                                 # to an integral numeric
+            v = v.quantize(Decimal(1), {"floor": ROUND_FLOOR, "ceil": ROUND_CEILING}.get(op, ROUND_HALF_UP))
+            v = int(v) if op == "cast" else v
+        else:                                                        # float8 (or int cast to int)
+            f = {"floor": math.floor, "ceil": math.ceil}.get(op, round)
+            v = int(f(v)) if op == "cast" else float(f(v))
+    return v

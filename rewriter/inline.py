@@ -1,0 +1,294 @@
+"""Derived tables and CTEs, from the parse.
+
+``WITH x AS (q) … FROM x`` becomes ``… FROM (q) AS x``. A derived table whose query
+is a projection/filter of one declared table (``FROM (SELECT a, b + 1 AS c FROM t
+WHERE p) s``) is inlined: the outer query's columns are renamed through to the
+inner expressions and the WHERE clauses are conjoined, so the statement IS the flat
+one (same plan, same release key). A derived table that aggregates is split off:
+:func:`split_outer` returns it and the outer query, which :func:`apply_outer` turns
+into post-processing of the inner release (filters, projections, arithmetic, ORDER
+BY, LIMIT over its output columns: free, same release).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from .errors import (FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED,
+                     UNDEFINED_COLUMN, Refusal)
+from .plan import OrderItem, Output
+
+_AGGS = (exp.AggFunc,)
+_INNER_OK = {"expressions", "from_", "where", "order"}
+
+
+def expand_ctes(expr: exp.Expression) -> exp.Expression:
+    """Replace references to WITH queries by derived tables (in place; returns the statement)."""
+    if not isinstance(expr, exp.Select) or not expr.args.get("with_"):
+        return expr
+    with_ = expr.args["with_"]
+    if with_.args.get("recursive"):
+        raise Refusal(DENIED, "WITH RECURSIVE is not allowed; query the declared table directly.")
+    bodies: dict[str, exp.Expression] = {}
+    for cte in with_.expressions:
+        if cte.args.get("materialized") is not None or (cte.args.get("alias") and cte.args["alias"].columns):
+            raise Refusal(UNSUPPORTED, "write the WITH query as WITH x AS (SELECT …) without column "
+                          "lists or MATERIALIZED.")
+        body = cte.this.copy()
+        _substitute_ctes(body, bodies)
+        bodies[cte.alias_or_name] = body
+    expr.set("with_", None)
+    _substitute_ctes(expr, bodies)
+    return expr
+
+
+def _substitute_ctes(node: exp.Expression, bodies: dict) -> None:
+    for t in list(node.find_all(exp.Table)):
+        if not t.text("db") and t.name in bodies and isinstance(t.this, exp.Identifier):
+            alias = t.alias or t.name
+            t.replace(exp.Subquery(this=bodies[t.name].copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+
+
+def _derived(select: exp.Select):
+    from_ = select.args.get("from_")
+    sub = from_.this if from_ is not None else None
+    if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select) and not select.args.get("joins") \
+            and sub.this.expressions:
+        return sub
+    return None
+
+
+def _aggregating(inner: exp.Select) -> bool:
+    return bool(inner.args.get("group") or inner.args.get("having") or any(
+        e.find(*_AGGS) for e in inner.expressions))
+
+
+def inline(select: exp.Expression) -> exp.Expression:
+    """Inline projection/filter derived tables of ``select`` (innermost first)."""
+    if not isinstance(select, exp.Select):
+        return select
+    sub = _derived(select)
+    if sub is None:
+        return select
+    inner = inline(sub.this)
+    if _aggregating(inner):
+        sub.set("this", inner)
+        return select
+    bad = [k for k, v in inner.args.items() if v not in (None, [], False) and k not in _INNER_OK]
+    if bad and bad[0] in ("joins", "laterals"):
+        raise Refusal(DENIED, "joins are not allowed (also not inside a derived table); query one "
+                      "declared table.")
+    if bad:
+        what = {"limit": "LIMIT", "offset": "OFFSET", "distinct": "DISTINCT"}.get(bad[0], bad[0].upper())
+        raise Refusal(UNSUPPORTED, f"{what} inside a derived table is not supported; put it on the "
+                      "outer query (or query the table directly).")
+    alias = sub.alias
+    names: dict[str, exp.Expression] = {}
+    star = False
+    for e in inner.expressions:
+        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star):
+            star = True
+        elif isinstance(e, exp.Alias):
+            names[e.alias] = e.this
+        elif isinstance(e, exp.Column):
+            names[e.name] = e
+        else:
+            raise Refusal(UNSUPPORTED, f"name the expression {e.sql('postgres')[:40]} in the derived "
+                          "table (… AS name) to use it outside.")
+    outer_aliases = {e.alias for e in select.expressions if isinstance(e, exp.Alias)}
+
+    def rename_order(node):
+        if isinstance(node, exp.Column) and not node.table and node.name in outer_aliases:
+            return node                  # ORDER BY an output name of the outer query
+        return rename(node)
+
+    def rename(node):
+        if not isinstance(node, exp.Column) or node.is_star:
+            return node
+        if node.table and node.table != alias:
+            return node
+        target = names.get(node.name)
+        if target is not None:
+            t = target.copy()
+            return t if isinstance(t, (exp.Column, exp.Literal)) else exp.Paren(this=t)
+        if star:
+            return exp.column(node.name)
+        raise Refusal(UNDEFINED_COLUMN, f"column {alias}.{node.name} does not exist.", hint=None)
+
+    for key in ("expressions", "where", "group", "having", "order"):
+        v = select.args.get(key)
+        if v is None:
+            continue
+        if isinstance(v, list):
+            select.set(key, [x.transform(rename) if not (isinstance(x, (exp.Star,)) or (
+                isinstance(x, exp.Column) and x.is_star)) else x for x in v])
+        else:
+            select.set(key, v.transform(rename_order if key == "order" else rename))
+    select.set("from_", inner.args["from_"].copy())
+    iw = inner.args.get("where")
+    ow = select.args.get("where")
+    if iw is not None:
+        cond = iw.this.copy() if ow is None else exp.and_(exp.Paren(this=iw.this.copy()), exp.Paren(this=ow.this))
+        select.set("where", exp.Where(this=cond))
+    return select
+
+
+def split_outer(select: exp.Select):
+    """(inner select, outer select) when ``select`` reads an aggregating derived table; else None."""
+    sub = _derived(select) if isinstance(select, exp.Select) else None
+    if sub is None or not _aggregating(sub.this):
+        return None
+    return sub.this, select
+
+
+_OUTER_OK = {"expressions", "from_", "where", "order", "limit", "offset"}
+_ROLLUP = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+
+
+def apply_outer(plan, outer: exp.Select, ctx):
+    """The plan of the inner release with the outer query as post-processing."""
+    from . import postprocess, select as select_
+    from .args import understood
+    alias = _derived(outer).alias
+    bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
+    rollup = any(e.find(*_AGGS) for e in outer.expressions)
+    if bad or (rollup and outer.args.get("order")):
+        raise Refusal(UNSUPPORTED, "over an aggregating subquery dpgate answers filters, projections, "
+                      "arithmetic, ORDER BY and LIMIT, and COUNT/SUM/AVG/MIN/MAX of its released rows "
+                      "(post-processing of its release); group or join in the inner query instead.")
+    if plan.limit is not None or plan.offset or plan.selection is not None:
+        raise Refusal(UNSUPPORTED, "LIMIT / OFFSET / HAVING … GROUP BY thresholds inside an aggregating "
+                      "subquery are not supported; put ORDER BY and LIMIT on the outer query.")
+    named = {o.name: o for o in plan.outputs}
+
+    def as_tree(o: Output):
+        if o.source == "group":
+            return ("key", o.index)
+        if o.source == "expr":
+            return o.post
+        return ("display", o.post, ("agg", o.index)) if o.post else ("agg", o.index)
+
+    def col(node: exp.Column):
+        if node.table and node.table != alias:
+            raise Refusal("42P01", f"missing FROM-clause entry for {node.table!r}.", hint=None)
+        o = named.get(node.name)
+        if o is None:
+            raise Refusal(UNDEFINED_COLUMN, f"column {node.name} does not exist in subquery {alias}; "
+                          f"its columns: {', '.join(named)}.", hint=None)
+        return o
+
+    def tree(node: exp.Expression):
+        """(resolved tree, type) of an outer expression over the inner's output columns."""
+        placeholder = {}
+        probe = node.copy()
+        for c in list(probe.find_all(exp.Column)):
+            o = col(c)
+            tag = f"__dp{len(placeholder)}"
+            placeholder[tag] = o
+            c.replace(exp.column(tag))
+        raw = postprocess.tree(probe, _Names(ctx, placeholder))
+        return _resolve(raw, placeholder, as_tree)
+
+    outs: list[Output] = []
+    for e in outer.expressions if rollup else []:         # aggregates of the released rows
+        name = e.alias if isinstance(e, exp.Alias) else None
+        node = e.unalias()
+        arg = node.this if isinstance(node, _ROLLUP) else None
+        if not isinstance(node, _ROLLUP) or not (isinstance(arg, exp.Column) or (
+                isinstance(node, exp.Count) and isinstance(arg, exp.Star))):
+            raise Refusal(UNSUPPORTED, "over an aggregating subquery the outer select list takes either "
+                          "its columns and expressions over them, or only COUNT(*) / COUNT(c) / SUM(c) / "
+                          "AVG(c) / MIN(c) / MAX(c) of its output columns.")
+        understood(node)
+        func = node.key
+        if isinstance(arg, exp.Star):
+            t, typ = None, None
+        else:
+            o = col(arg)
+            t, typ = as_tree(o), o.type
+            if func in ("sum", "avg", "min", "max") and typ not in ("int", "float", "numeric") and not (
+                    func in ("min", "max") and typ == "text"):
+                raise Refusal("42883", f"{func}() of a {typ} column is not available.")
+        out_type = {"count": "int", "sum": "numeric" if typ == "int" else typ,
+                    "avg": "float" if typ == "float" else "numeric"}.get(func, typ)
+        outs.append(Output(name or func, "expr", -1, out_type or "text", ("rollup", func, t)))
+    for e in outer.expressions if not rollup else []:
+        name = e.alias if isinstance(e, exp.Alias) else None
+        node = e.unalias()
+        if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
+            outs.extend(plan.outputs)
+            continue
+        if isinstance(node, exp.Column):
+            o = col(node)
+            outs.append(replace(o, name=name or o.name))
+            continue
+        t, typ = tree(node)
+        outs.append(Output(name or postprocess.name(node), "expr", -1, typ or "text", t))
+    keep = plan.row_filter
+    w = outer.args.get("where")
+    if w is not None:
+        f, _ = tree(w.this)
+        keep = f if keep is None else ("op", "and", keep, f)
+    order = []
+    o_node = outer.args.get("order")
+    for o in (understood(o_node).expressions if o_node is not None else []):
+        node, idx = understood(o).this, None
+        if isinstance(node, exp.Literal) and node.is_int:
+            idx = int(node.this) - 1
+        elif isinstance(node, exp.Column) and not node.table and any(x.name == node.name for x in outs):
+            idx = next(i for i, x in enumerate(outs) if x.name == node.name)
+        elif isinstance(node, exp.Column):
+            inner_o = col(node)
+            idx = next((i for i, x in enumerate(outs) if x == replace(inner_o, name=x.name)), None)
+        if idx is None or not 0 <= idx < len(outs):
+            raise Refusal(UNSUPPORTED, "ORDER BY over a subquery takes output columns of the outer "
+                          "query: a name or a position.")
+        order.append(OrderItem(idx, bool(o.args.get("desc")), o.args.get("nulls_first")))
+    if o_node is None and plan.order_by:      # the inner ORDER BY, where the outer selects its columns
+        for item in plan.order_by:
+            src = plan.outputs[item.output]
+            idx = next((i for i, x in enumerate(outs) if x == replace(src, name=x.name)), None)
+            if idx is None:
+                break
+            order.append(replace(item, output=idx))
+    limit, offset = select_.limit_offset(outer, ctx)
+    return replace(plan, outputs=tuple(outs), order_by=tuple(order), limit=limit, offset=offset,
+                   row_filter=keep)
+
+
+class _Names:
+    """A Ctx stand-in for postprocess.tree over an outer query: columns are the
+    inner's outputs (placeholders), parameters bind through the real context."""
+
+    def __init__(self, ctx, placeholder):
+        self._ctx, self._ph = ctx, placeholder
+
+    def column(self, node):
+        from .scope import T
+        return T(exp.column(node.name), None)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+
+def _resolve(raw, placeholder, as_tree):
+    from . import postprocess
+
+    def agg(func, col):
+        raise Refusal(UNSUPPORTED, "aggregates over the rows of an aggregating subquery are not supported; "
+                      "aggregate in the inner query.")
+
+    def key(name):
+        return name, placeholder[name].type
+
+    t, typ = postprocess.resolve(raw, agg, key)
+    return _splice(t, placeholder, as_tree), typ
+
+
+def _splice(t, placeholder, as_tree):
+    if not isinstance(t, tuple):
+        return t
+    if len(t) == 2 and t[0] == "key" and isinstance(t[1], str):
+        return as_tree(placeholder[t[1]])
+    return tuple(_splice(x, placeholder, as_tree) for x in t)

@@ -1,0 +1,375 @@
+"""Expressions over released values: post-processing, free of privacy cost.
+
+``SUM(x) / COUNT(*)``, ``COUNT(*) * 100.0 / 7``, ``POWER(AVG(x), 2)``, CASE over
+aggregates, constants and ``PI()`` in the select list, ``HAVING`` without GROUP BY,
+``SUM(1)`` (a scaled COUNT): each aggregate inside is released once (identical ones
+are one :class:`~rewriter.plan.Aggregate`), and the expression is a small tree the
+proxy evaluates on the released values (``proxy/postexpr.py``), with Postgres's
+result types, NULL rules and division-by-zero error. Nothing here reaches the
+backend, and the tree is not part of :meth:`Plan.canonical`: two spellings of one
+measurement share one release.
+
+The tree is nested tuples (hashable, so a frozen plan can hold it):
+
+    ("agg", i)              released value of aggregate i     (while parsing: ("aggref", func, col))
+    ("key", i)              group key i of the cell          (while parsing: ("col", name))
+    ("lit", value, type)    a constant (type int/float/numeric/text/bool, None for NULL)
+    ("op", sym, a, b)       + - * / % = <> < <= > >= and or
+    ("neg", a) ("not", a) ("isnull", a, negated)
+    ("fn", name, a, …)      abs power sqrt greatest least coalesce nullif pi
+    ("display", steps, a)   ROUND / FLOOR / CEIL / CAST steps (:func:`rewriter.aggregates.post_steps`)
+    ("case", ((cond, value), …), default)
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlglot import exp
+
+from . import predicate
+from .aggregates import aggregate, post_steps, post_type
+from .args import ALLOWED, understood
+from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .plan import Aggregate, Measure
+from .scope import Ctx
+
+PI = 3.141592653589793
+_AGGS = (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min)
+_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_LOGIC = {exp.And: "and", exp.Or: "or"}
+_FUNCS = {exp.Abs: "abs", exp.Pow: "power", exp.Sqrt: "sqrt", exp.Greatest: "greatest",
+          exp.Least: "least", exp.Coalesce: "coalesce", exp.Nullif: "nullif"}
+HINT = ("Over aggregates dpgate computes + - * / %, comparisons, AND/OR/NOT, CASE, ABS, POWER, "
+        "SQRT, ROUND, FLOOR, CEIL, CAST, GREATEST, LEAST, COALESCE, NULLIF and PI(); "
+        "for anything else select the aggregates and compute it in the client.")
+
+
+def _is_constant_sum(node) -> bool:
+    """``SUM(1)``, ``SUM(2.5)``: a scaled COUNT(*) (every row adds the constant)."""
+    arg = node.this
+    while isinstance(arg, exp.Paren):
+        arg = arg.this
+    return isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and not arg.is_string
+
+
+def _conditional_count(node):
+    """(predicate, scale) of a conditional count, else None:
+    ``COUNT(*) FILTER (WHERE p)`` and ``COUNT(CASE WHEN p THEN <constant> END)`` → (p, None);
+    ``SUM(CASE WHEN p THEN c [ELSE 0 | ELSE NULL] END)`` → (p, c): c × the count of rows
+    where p is true (one more aggregate sharing ε, not a different WHERE)."""
+    if isinstance(node, exp.Filter) and isinstance(node.this, exp.Count) and isinstance(
+            node.expression, exp.Where) and (isinstance(node.this.this, exp.Star) or isinstance(
+            node.this.this, exp.Literal)):
+        understood(node, frozenset({"this", "expression"})), understood(node.this)
+        return node.expression.this, None
+    if not isinstance(node, (exp.Sum, exp.Count)) or not isinstance(node.this, exp.Case):
+        return None
+    case = node.this
+    ifs = case.args.get("ifs") or []
+    if case.this is not None or len(ifs) != 1:
+        return None
+    then, default = ifs[0].args.get("true"), case.args.get("default")
+    if not isinstance(then, exp.Literal) or then.is_string and isinstance(node, exp.Sum):
+        return None
+    if isinstance(node, exp.Count):
+        return (ifs[0].this, None) if default is None or isinstance(default, exp.Null) else None
+    zero = default is None or isinstance(default, exp.Null) or (
+        isinstance(default, exp.Literal) and not default.is_string and float(default.this) == 0)
+    return (ifs[0].this, then) if zero else None
+
+
+def wanted(node: exp.Expression) -> bool:
+    """Whether the select item ``node`` is an expression this layer answers (a plain
+    aggregate, a display chain or a column is left to :mod:`rewriter.select`)."""
+    if isinstance(node, (exp.Sum, exp.Count, exp.Filter)) and _conditional_count(node) is not None:
+        return True
+    if isinstance(node, exp.Sum):
+        return _is_constant_sum(node)
+    if isinstance(node, (exp.AggFunc, exp.Filter, exp.Column, exp.WithinGroup, exp.Star)):
+        return False
+    if node.find(exp.WithinGroup, exp.Window):
+        return False
+    chain = post_steps(node)
+    if chain is not None and not _is_constant_sum(chain[0]):
+        return False                     # display steps over one aggregate: rewriter.select
+    has_agg = node.find(*_AGGS) is not None
+    return has_agg or node.find(exp.Column, exp.Star) is None
+
+
+def name(node: exp.Expression) -> str:
+    """Postgres's output name of an unaliased select item."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Cast):
+        inner = name(node.this)
+        return inner if inner != "?column?" else node.to.sql("postgres").lower()
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.Filter):
+        return name(node.this)
+    if isinstance(node, exp.Pow):
+        return "power"
+    if isinstance(node, exp.Column):
+        return node.name
+    if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary)):
+        return node.sql_name().lower() if not isinstance(node, exp.Anonymous) else node.name.lower()
+    return "?column?"
+
+
+def tree(node: exp.Expression, ctx: Ctx):
+    """The post-processing tree of ``node`` (aggregates as ("aggref", func, col)), or a
+    refusal naming what to write instead."""
+    while isinstance(node, exp.Paren):
+        node = understood(node).this
+    if isinstance(node, exp.Sum) and _is_constant_sum(node):
+        understood(node)
+        c = tree(node.this, ctx)
+        return ("op", "*", ("aggref", "count", None), c)
+    cond = _conditional_count(node) if isinstance(node, (exp.Sum, exp.Count, exp.Filter)) else None
+    if cond is not None:
+        ref = ("aggref", "count_if", predicate.where(cond[0], ctx))
+        return ref if cond[1] is None else ("op", "*", ref, tree(cond[1], ctx))
+    if isinstance(node, _AGGS) or isinstance(node, exp.Filter):
+        return ("aggref",) + aggregate(node, ctx)
+    steps = post_steps(node)
+    if steps is not None:
+        inner, st, _ = steps
+        return ("display", st, tree(inner, ctx))
+    if isinstance(node, (exp.Cast, exp.Round, exp.Floor, exp.Ceil)):
+        # a display step over an expression: the same steps, one level
+        for cls in (exp.Cast, exp.Round, exp.Floor, exp.Ceil):
+            if isinstance(node, cls):
+                probe = node.copy()
+                probe.set("this", exp.Count(this=exp.Star()))
+                got = post_steps(probe)
+                if got is None:
+                    break
+                return ("display", got[1], tree(node.this, ctx))
+        raise Refusal(UNSUPPORTED, f"{node.sql('postgres')} is not supported over aggregates.", hint=HINT)
+    if isinstance(node, exp.Column):
+        return ("col", ctx.column(node).node.name)
+    if isinstance(node, exp.Literal):
+        understood(node)
+        if node.is_string:
+            return ("lit", node.this, "text")
+        if node.is_int:
+            return ("lit", int(node.this), "int")
+        return ("lit", Decimal(node.this), "numeric")       # 100.0, 1e3: numeric in Postgres
+    if isinstance(node, exp.Boolean):
+        return ("lit", bool(node.this), "bool")
+    if isinstance(node, exp.Null):
+        return ("lit", None, None)
+    if isinstance(node, exp.Parameter):               # $n: a public number
+        t = ctx.settle(ctx.param(node), "float")
+        return ("lit", None if ctx.infer else t.value, "float")
+    if isinstance(node, exp.Neg):
+        understood(node)
+        inner = tree(node.this, ctx)
+        if inner[0] == "lit" and inner[1] is not None and inner[2] in ("int", "numeric", "float"):
+            return ("lit", -inner[1], inner[2])
+        return ("neg", inner)
+    if isinstance(node, exp.Not):
+        return ("not", tree(understood(node).this, ctx))
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return ("isnull", tree(understood(node).this, ctx), bool(node.args.get("negate")))
+    for table in (_ARITH, _CMP, _LOGIC):
+        sym = table.get(type(node))
+        if sym is not None:
+            understood(node, frozenset({"this", "expression", "typed", "safe"}) if sym == "/" else None)
+            return ("op", sym, tree(node.this, ctx), tree(node.expression, ctx))
+    if isinstance(node, exp.Pi):
+        return ("fn", "pi")
+    fn = _FUNCS.get(type(node))
+    if fn is not None:
+        understood(node, ALLOWED.get(type(node)) or frozenset({"this", "expression", "expressions"}))
+        args = [node.this] + ([node.expression] if node.args.get("expression") is not None else []) \
+            + list(node.expressions or [])
+        return ("fn", fn, *(tree(a, ctx) for a in args))
+    if isinstance(node, exp.Case):
+        understood(node)
+        if node.this is not None:            # CASE x WHEN v THEN …: x = v
+            subject = tree(node.this, ctx)
+            ifs = tuple((("op", "=", subject, tree(understood(w).this, ctx)), tree(w.args["true"], ctx))
+                        for w in node.args.get("ifs") or [])
+        else:
+            ifs = tuple((tree(understood(w).this, ctx), tree(w.args["true"], ctx))
+                        for w in node.args.get("ifs") or [])
+        d = node.args.get("default")
+        return ("case", ifs, tree(d, ctx) if d is not None else ("lit", None, None))
+    if isinstance(node, exp.Anonymous):
+        raise Refusal("42883", f"function {node.name.lower()}() is not available in dpgate.", hint=HINT)
+    if node.find(*_AGGS) is None and isinstance(ctx, Ctx):
+        predicate.check(node, ctx)          # its own refusal (unknown function, bad operand …)
+    raise Refusal(UNSUPPORTED, f"{node.sql('postgres')[:60]} is not supported over aggregates.", hint=HINT)
+
+
+_NUM = ("int", "numeric", "float")
+
+
+def _num_type(a, b, what: str):
+    if a is None or b is None:
+        return b if a is None else a
+    if a not in _NUM or b not in _NUM:
+        raise Refusal(DATATYPE_MISMATCH, f"operator {what} does not take {a} and {b} here.", hint=HINT)
+    return "float" if "float" in (a, b) else "numeric" if "numeric" in (a, b) else "int"
+
+
+def _coerce(t, have, want):
+    """``t`` cast to the branch/argument type Postgres resolved (int → float8 or numeric)."""
+    if have is None or have == want or want not in ("float", "numeric"):
+        return t
+    return ("display", (("cast", want),), t)
+
+
+def resolve(t, agg, key):
+    """(tree with ("agg", i)/("key", i), its Postgres type). ``agg(func, col)`` returns the
+    aggregate's index and type; ``key(name)`` the group key's index and type."""
+    kind = t[0]
+    if kind == "aggref":
+        i, typ = agg(t[1], t[2])
+        return ("agg", i), typ
+    if kind == "col":
+        i, typ = key(t[1])
+        return ("key", i), typ
+    if kind == "lit":
+        return t, t[2]
+    if kind == "neg":
+        a, ta = resolve(t[1], agg, key)
+        _num_type(ta, "int", "-")
+        return ("neg", a), ta
+    if kind == "not":
+        a, _ = resolve(t[1], agg, key)
+        return ("not", a), "bool"
+    if kind == "isnull":
+        a, _ = resolve(t[1], agg, key)
+        return ("isnull", a, t[2]), "bool"
+    if kind == "op":
+        a, ta = resolve(t[2], agg, key)
+        b, tb = resolve(t[3], agg, key)
+        sym = t[1]
+        if sym in ("and", "or"):
+            typ = "bool"
+        elif sym in ("=", "<>", "<", "<=", ">", ">="):
+            if (ta == "text") != (tb == "text") and None not in (ta, tb):
+                raise Refusal(DATATYPE_MISMATCH, f"cannot compare {ta} with {tb}.", hint=HINT)
+            typ = "bool"
+        else:
+            typ = _num_type(ta, tb, sym)
+            if sym == "%" and typ == "float":
+                raise Refusal(UNSUPPORTED, "% over double precision is not defined in Postgres; "
+                              "CAST to numeric first.", hint=HINT)
+        return ("op", sym, a, b), typ
+    if kind == "display":
+        a, ta = resolve(t[2], agg, key)
+        return ("display", t[1], a), post_type(ta or "int", t[1])
+    if kind == "fn":
+        fn = t[1]
+        args = [resolve(x, agg, key) for x in t[2:]]
+        trees = tuple(a for a, _ in args)
+        types = [ty for _, ty in args]
+        if fn == "pi":
+            typ = "float"
+        elif fn in ("power", "sqrt"):
+            typ = "numeric" if "numeric" in types and "float" not in types else "float"
+            for ty in types:
+                _num_type(ty, "int", fn)
+        elif fn == "abs":
+            typ = _num_type(types[0], types[0], fn)
+        else:                                    # greatest, least, coalesce, nullif
+            known = [ty for ty in types if ty is not None]
+            typ = known[0] if known else None
+            if any(ty in _NUM for ty in known):
+                typ = None
+                for ty in known:
+                    typ = _num_type(typ, ty, fn)
+            if fn == "nullif":
+                typ = types[0]
+            else:                                # the common type, as Postgres resolves it
+                trees = tuple(_coerce(x, ty, typ) for x, ty in zip(trees, types))
+        return ("fn", fn, *trees), typ
+    if kind == "case":
+        ifs, typ = [], None
+        for c, v in t[1]:
+            rc, _ = resolve(c, agg, key)
+            rv, tv = resolve(v, agg, key)
+            ifs.append((rc, rv))
+            typ = tv if typ is None else (typ if tv is None or tv == typ else _num_type(typ, tv, "CASE"))
+        d, td = resolve(t[2], agg, key)
+        typ = td if typ is None else (typ if td is None or td == typ else _num_type(typ, td, "CASE"))
+        types = [resolve(v, agg, key)[1] for _, v in t[1]]
+        ifs = [(c, _coerce(v, tv, typ)) for (c, v), tv in zip(ifs, types)]
+        return ("case", tuple(ifs), _coerce(d, td, typ)), typ
+    raise AssertionError(kind)
+
+
+def having_filter(pred: exp.Expression, ctx: Ctx):
+    """``HAVING <condition>`` without GROUP BY: a filter on the one released row."""
+    return tree(pred, ctx)
+
+
+def aggregates_in(t) -> set[int]:
+    """The aggregate indexes a resolved tree reads."""
+    if not isinstance(t, tuple):
+        return set()
+    if len(t) == 2 and t[0] == "agg" and isinstance(t[1], int):
+        return {t[1]}
+    out: set[int] = set()
+    for x in t:
+        out |= aggregates_in(x)
+    return out
+
+
+def add_aggregate(func: str, col, ctx: Ctx, measures: list, aggs: list) -> tuple[int, str]:
+    """(index, result type) of aggregate ``func(col)`` in ``aggs`` (appended if new; its measures
+    appended to ``measures`` once), built exactly as :func:`rewriter.select.outputs` builds a
+    select-list aggregate, so identical aggregates are one release."""
+
+    def m(measure: Measure) -> int:
+        if measure not in measures:
+            measures.append(measure)
+        return measures.index(measure)
+
+    if func == "count_if":                 # col: the checked predicate (rewriter.postprocess)
+        agg = Aggregate("count", None, None, None, None, (m(Measure("count_if", filter=col)),), filter=col)
+        if agg not in aggs:
+            aggs.append(agg)
+        return aggs.index(agg), "int"
+    if func not in ("count", "sum", "avg"):
+        raise Refusal(UNSUPPORTED, f"{func.upper()} is answered as a select item of its own, not "
+                      "inside an expression; select it and compute the expression in the client.", hint=HINT)
+    spec = ctx.table.columns[col] if col else None
+    typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+    if func == "count":
+        lo = hi = None
+        ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+    else:
+        ms = (m(Measure("sum", col, typ, lo, hi)),)
+        if func == "avg":
+            ms += (m(Measure("count", col)),)
+    agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
+                    spec.avg_mechanism if func == "avg" else None)
+    if agg not in aggs:
+        aggs.append(agg)
+    return aggs.index(agg), {"count": "int", "sum": typ, "avg": "float"}[func]
+
+
+def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
+    """(resolved filter tree, measures, aggregates): the filter's aggregates are released
+    with the select list's (one more aggregate sharing ε if the select list lacks it)."""
+    ms, aggs = list(measures), list(aggregates)
+    gidx = {g.column: i for i, g in enumerate(groups)}
+
+    def agg(func, col):
+        return add_aggregate(func, col, ctx, ms, aggs)
+
+    def key(name):
+        if name not in gidx:
+            raise Refusal(UNSUPPORTED, f"HAVING may use aggregates and group keys, not column {name}; "
+                          "filter rows with WHERE.", hint=None)
+        return gidx[name], groups[gidx[name]].type
+
+    r, typ = resolve(t, agg, key)
+    if typ not in ("bool", None):
+        raise Refusal(DATATYPE_MISMATCH, f"argument of HAVING must be type boolean, not type {typ}.", hint=None)
+    return r, tuple(ms), tuple(aggs)
