@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import duckdb
 import psycopg
 import pytest
 
@@ -132,6 +133,8 @@ def test_server_stops_on_the_first_sigterm_during_a_long_catalog_query(tmp_path)
                    '[server.limits]\nstatement_timeout_ms = 600000\nshutdown_grace_s = 1\n'
                    '[tiers.d]\nepsilon = 1\nbudget = 50\nperiod = "day"\n[roles.analyst]\ntier = "d"\n'
                    '[tables.t.columns]\nage = { type = "int", lower = 0, upper = 9 }\n')
+    (tmp_path / "state").mkdir()           # the declared table exists in the backend (checked at start)
+    duckdb.connect(str(tmp_path / "state" / "demo.duckdb")).execute("CREATE TABLE t (age INTEGER)").close()
     proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
