@@ -22,7 +22,7 @@ only save work, never change an answer. A query that would need more than
 
 Views run on a small executor of their own (:class:`Views`, two threads, each
 with its own DuckDB) and read the ledger on a connection of their own
-(:class:`proxy.stores.ledger.ViewReads`): a view read never holds up a DP statement's
+(:class:`proxy.stores.view_reads.ViewReads`): a view read never holds up a DP statement's
 ledger reads or writes.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ from sqlglot import exp
 
 from rewriter.errors import Refusal
 
-from ..stores.ledger import VIEW_RELEASE_COLUMNS, ViewReads
+from ..stores.view_reads import VIEW_RELEASE_COLUMNS, ViewReads
 from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
 from .multitier import coalition_rows
 

@@ -188,6 +188,11 @@ class Ledger:
             db.execute(f"PRAGMA synchronous={sync}")
         return db
 
+    def new_connection(self):
+        """A connection of its own to this ledger's database (read-mostly users such as
+        :class:`proxy.stores.view_reads.ViewReads`)."""
+        return self._connect(None)
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.shutdown(wait=True)
@@ -287,7 +292,7 @@ class Ledger:
         """Atomically: return the earlier release for this key, or charge ε and store
         ``answer``. Raises :class:`BudgetExceeded` (nothing written) if ε does not fit."""
         self._check()
-        eps_n, budget_n = nano(epsilon), nano(budget)
+        eps_n = nano(epsilon)
         body, now = json.dumps(answer), time.time()
         db = self._db
         with self._lock:
@@ -306,17 +311,7 @@ class Ledger:
                         "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
                     db.execute("COMMIT")
                     return _stored(row, charged=False)
-                # then the charge, only if it fits (a first charge is checked by hand)
-                ok = eps_n <= budget_n and db.execute(
-                    "INSERT INTO spend VALUES (?,?,?) ON CONFLICT (role, period) DO UPDATE "
-                    "SET spent_nano = spent_nano + excluded.spent_nano "
-                    "WHERE spent_nano + excluded.spent_nano <= ?", (role, pk, eps_n, budget_n)).rowcount == 1
-                if not ok:
-                    cur = db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
-                                     (role, pk)).fetchone()
-                    db.execute("ROLLBACK")
-                    spent_n = cur[0] if cur else 0
-                    raise BudgetExceeded(role, epsilon, (budget_n - spent_n) / NANO, budget, period)
+                _charge(db, role, pk, epsilon, budget, period)    # then the charge, if it fits
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
             except BudgetExceeded:
@@ -333,23 +328,13 @@ class Ledger:
         """Charge ε now, durably (fsync), before the answer exists. Raises
         :class:`BudgetExceeded` (nothing written) if ε does not fit."""
         self._check()
-        eps_n, budget_n = nano(epsilon), nano(budget)
+        eps_n = nano(epsilon)
         db = self._db
         with self._lock:
             db.execute("BEGIN IMMEDIATE")
             try:
                 pk = self._period_write(period, db)
-                row = db.execute(
-                    "INSERT INTO spend VALUES (?,?,?) ON CONFLICT (role, period) DO UPDATE "
-                    "SET spent_nano = spent_nano + excluded.spent_nano "
-                    "WHERE spent_nano + excluded.spent_nano <= ? RETURNING spent_nano",
-                    (role, pk, eps_n, budget_n)).fetchone() if eps_n <= budget_n else None
-                if row is None:
-                    cur = db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
-                                     (role, pk)).fetchone()
-                    db.execute("ROLLBACK")
-                    raise BudgetExceeded(role, epsilon, (budget_n - (cur[0] if cur else 0)) / NANO,
-                                         budget, period)
+                spent_n = _charge(db, role, pk, epsilon, budget, period)
                 rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created) "
                                  "VALUES (?,?,?,?)", (role, pk, eps_n, time.time())).lastrowid
                 self._count_charge(db, eps_n)
@@ -360,7 +345,7 @@ class Ledger:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-        return Reservation(rid, role, pk, eps_n, row[0])
+        return Reservation(rid, role, pk, eps_n, spent_n)
 
     def reserve_soon(self, **kw) -> concurrent.futures.Future:
         """``reserve(**kw)`` on the ledger's writer thread (so its fsync overlaps
@@ -518,6 +503,23 @@ class Ledger:
         return ok and total == charged + held + spent
 
 
+def _charge(db, role: str, pk: str, epsilon: float, budget: float, period: str) -> int:
+    """In an open write transaction: add ε to the role's spend in period ``pk`` if it stays
+    within ``budget`` and return the new spend (nano-ε); else roll back and raise
+    :class:`BudgetExceeded` (nothing written)."""
+    eps_n, budget_n = nano(epsilon), nano(budget)
+    row = db.execute(
+        "INSERT INTO spend VALUES (?,?,?) ON CONFLICT (role, period) DO UPDATE "
+        "SET spent_nano = spent_nano + excluded.spent_nano "
+        "WHERE spent_nano + excluded.spent_nano <= ? RETURNING spent_nano",
+        (role, pk, eps_n, budget_n)).fetchone() if eps_n <= budget_n else None
+    if row is None:
+        cur = db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?", (role, pk)).fetchone()
+        db.execute("ROLLBACK")
+        raise BudgetExceeded(role, epsilon, (budget_n - (cur[0] if cur else 0)) / NANO, budget, period)
+    return row[0]
+
+
 def open_ledger(config, state_dir: str | Path) -> Ledger:
     """The ledger the config names: ``[ledger] kind = "postgres"`` (shared by
     proxies that scale out) or the state dir's SQLite file."""
@@ -541,102 +543,3 @@ def _stored(row, *, charged: bool) -> Stored:
 # -- dpgate's views: indexed reads on a connection of their own ----------------
 # (kept apart from the Ledger class: the views never take the ledger's locks nor
 # use its connections, so a view read never delays a DP statement's ledger work)
-
-_VIEW_INDEXES = """
-CREATE INDEX IF NOT EXISTS releases_role_created ON releases (role, created);
-CREATE INDEX IF NOT EXISTS releases_created ON releases (created);
-"""
-
-# the view columns a release query may filter or sort on → the ledger's column
-VIEW_RELEASE_COLUMNS = {"role": "role", "statement": "statement", "mechanism": "mechanism",
-                        "data_version": "data_version", "epsilon": "epsilon_nano", "released_at": "created"}
-_VIEW_OPS = ("=", "<", "<=", ">", ">=", "IN")
-
-
-class ViewReads:
-    """The reads behind ``dpgate.budget`` and ``dpgate.releases``, each one indexed
-    query whose cost follows the answer, not the history: the spend of given
-    (role, period) pairs (primary key), and releases filtered by role (and other
-    exact conditions), ordered and limited in the ledger (indexes on
-    ``(role, created)`` and ``(created)``). Its own connection (SQLite: a WAL
-    reader; Postgres: a second session), opened on first use."""
-
-    def __init__(self, ledger: Ledger):
-        self._led = ledger
-        self._lock = threading.Lock()
-        self._db = None
-
-    def _conn(self):
-        if self._db is None:
-            db = self._led._connect(None)
-            if self._led.dsn is not None:
-                from .pgstore import create_view_indexes
-                create_view_indexes(db)
-            else:
-                db.executescript(_VIEW_INDEXES)
-            self._db = db
-        return self._db
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-
-    def spent_many(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """ε spent by each (role, period kind) pair in its current period."""
-        keys = {(r, period_key(p)): (r, p) for r, p in pairs}
-        out = {pair: 0.0 for pair in pairs}
-        items = sorted(keys)
-        with self._lock:
-            db = self._conn()
-            for i in range(0, len(items), 400):            # SQLite's parameter limit
-                chunk = items[i:i + 400]
-                rows = db.execute("SELECT role, period, spent_nano FROM spend WHERE role IN ("
-                                  + ",".join("?" * len(chunk)) + ") AND period IN ("
-                                  + ",".join("?" * len({p for _, p in chunk})) + ")",
-                                  [r for r, _ in chunk] + sorted({p for _, p in chunk})).fetchall()
-                for r, p, s in rows:
-                    if (r, p) in keys:
-                        out[keys[(r, p)]] = s / NANO
-        return out
-
-    def release_rows(self, *, roles: list[str] | None, where: list[tuple[str, str, object]] = (),
-                     order: list[tuple[str, bool]] = (), limit: int | None = None) -> list[tuple]:
-        """Releases as (role, created, statement, ε in nano-ε, mechanism, data version), most
-        recent first unless ``order`` (view column, descending?) says otherwise.
-        ``roles`` None means every role; ``where`` holds exact (view column, op,
-        value) conditions, ANDed."""
-        conds, args = [], []
-        if roles is not None:
-            if not roles:
-                return []
-            conds.append("role IN (" + ",".join("?" * len(roles)) + ")")
-            args += list(roles)
-        for col, op, value in where:
-            if col not in VIEW_RELEASE_COLUMNS or op not in _VIEW_OPS:
-                raise ValueError(f"not a view condition: {col} {op}")
-            name = VIEW_RELEASE_COLUMNS[col]
-            if col == "epsilon":
-                value = [nano(v) for v in value] if op == "IN" else nano(value)
-            if op == "IN":
-                conds.append(f"{name} IN (" + ",".join("?" * len(value)) + ")")
-                args += list(value)
-            else:
-                conds.append(f"{name} {op} ?")
-                args.append(value)
-        text = ' COLLATE "C"' if self._led.dsn is not None else ""   # Postgres: byte order, as DuckDB
-        keys = []
-        for col, desc in order:
-            name = VIEW_RELEASE_COLUMNS[col]
-            coll = text if name in ("role", "statement", "mechanism") else ""
-            keys.append(f"{name}{coll} {'DESC' if desc else 'ASC'}")
-        keys = keys or ["created DESC", "id DESC"]
-        q = ("SELECT role, created, statement, epsilon_nano, mechanism, data_version FROM releases"
-             + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY " + ", ".join(keys)
-             + (" LIMIT ?" if limit is not None else ""))
-        if limit is not None:
-            args.append(int(limit))
-        with self._lock:
-            rows = self._conn().execute(q, args).fetchall()
-        return rows

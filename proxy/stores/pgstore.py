@@ -208,7 +208,7 @@ CREATE INDEX IF NOT EXISTS releases_created ON releases (created);
 
 
 def create_view_indexes(db: PgConnection) -> None:
-    """The indexes behind dpgate's views (:class:`proxy.stores.ledger.ViewReads`), created
+    """The indexes behind dpgate's views (:class:`proxy.stores.view_reads.ViewReads`), created
     once under the ledger's advisory lock (proxies starting together)."""
     try:
         with db._con.transaction():
