@@ -9,6 +9,7 @@ from . import predicate, stats
 from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
+from .plan import Aggregate, Measure
 from .scope import Ctx
 
 MAX_BOUND = 1e290   # |lower|, |upper| of a SUM; larger could overflow a float8 sum
@@ -123,3 +124,38 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
             raise Refusal(DENIED, f"{func.upper()}({col}) needs lower < upper; {col} is declared "
                           f"[{spec.lower:g}, {spec.upper:g}] (its variance is 0).")
     return func, col
+
+
+def measure_index(measure: Measure, measures: list) -> int:
+    """The index of ``measure`` in ``measures`` (appended once: one scan column each)."""
+    if measure not in measures:
+        measures.append(measure)
+    return measures.index(measure)
+
+
+def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: list) -> tuple[int, str]:
+    """(index, value type) of the aggregate ``func(col)`` in ``aggs``, appended if new, its
+    measures appended to ``measures`` once: identical aggregates are one release, whether
+    selected or used inside an expression (:mod:`.postprocess`)."""
+    def m(measure: Measure) -> int:
+        return measure_index(measure, measures)
+
+    spec = ctx.table.columns[col] if col else None
+    typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+    if func == "count":
+        lo = hi = None
+        ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+    elif func == "count_distinct" or func in stats.VARIANCE_FUNCS:
+        ms_, typ = stats.measures(func, col, spec)
+        ms = tuple(m(x) for x in ms_)
+        if func == "count_distinct":
+            lo = hi = None
+    else:
+        ms = (m(Measure("sum", col, typ, lo, hi)),)
+        if func == "avg":
+            ms += (m(Measure("count", col)),)
+    agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
+                    spec.avg_mechanism if func == "avg" else None)
+    if agg not in aggs:
+        aggs.append(agg)
+    return aggs.index(agg), {"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float")

@@ -27,7 +27,7 @@ from decimal import Decimal
 from sqlglot import exp
 
 from . import predicate
-from .aggregates import aggregate, post_steps, post_type
+from .aggregates import add_aggregate as add_select_aggregate, aggregate, measure_index, post_steps, post_type
 from .args import ALLOWED, understood
 from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 from .plan import Aggregate, Measure
@@ -321,37 +321,19 @@ def aggregates_in(t) -> set[int]:
 
 
 def add_aggregate(func: str, col, ctx: Ctx, measures: list, aggs: list) -> tuple[int, str]:
-    """(index, result type) of aggregate ``func(col)`` in ``aggs`` (appended if new; its measures
-    appended to ``measures`` once), built exactly as :func:`rewriter.select.outputs` builds a
-    select-list aggregate, so identical aggregates are one release."""
-
-    def m(measure: Measure) -> int:
-        if measure not in measures:
-            measures.append(measure)
-        return measures.index(measure)
-
+    """(index, result type) of an aggregate inside an expression: a conditional count
+    (``count_if``), or COUNT/SUM/AVG built as a select-list one
+    (:func:`rewriter.aggregates.add_aggregate`), so identical aggregates are one release."""
     if func == "count_if":                 # col: the checked predicate (rewriter.postprocess)
-        agg = Aggregate("count", None, None, None, None, (m(Measure("count_if", filter=col)),), filter=col)
+        agg = Aggregate("count", None, None, None, None,
+                        (measure_index(Measure("count_if", filter=col), measures),), filter=col)
         if agg not in aggs:
             aggs.append(agg)
         return aggs.index(agg), "int"
     if func not in ("count", "sum", "avg"):
         raise Refusal(UNSUPPORTED, f"{func.upper()} is answered as a select item of its own, not "
                       "inside an expression; select it and compute the expression in the client.", hint=HINT)
-    spec = ctx.table.columns[col] if col else None
-    typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
-    if func == "count":
-        lo = hi = None
-        ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
-    else:
-        ms = (m(Measure("sum", col, typ, lo, hi)),)
-        if func == "avg":
-            ms += (m(Measure("count", col)),)
-    agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
-                    spec.avg_mechanism if func == "avg" else None)
-    if agg not in aggs:
-        aggs.append(agg)
-    return aggs.index(agg), {"count": "int", "sum": typ, "avg": "float"}[func]
+    return add_select_aggregate(func, col, ctx, measures, aggs)
 
 
 def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):

@@ -15,7 +15,7 @@ from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE
 from .plan import Aggregate, GroupKey, Measure, OrderItem, Output
 from .scope import Ctx
 from . import stats
-from .aggregates import aggregate, post_steps, post_type
+from .aggregates import add_aggregate, aggregate, post_steps, post_type
 
 MAX_CELLS = 100_000
 _BAD_POSITION = "42P10"
@@ -137,11 +137,6 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
     outs: list[Output] = []
     gidx = {g.column: i for i, g in enumerate(groups)}
 
-    def m(measure: Measure) -> int:
-        if measure not in measures:
-            measures.append(measure)
-        return measures.index(measure)
-
     def agg_index(func, col):                 # an aggregate inside an expression
         return postprocess.add_aggregate(func, col, ctx, measures, aggs)
 
@@ -170,28 +165,9 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             g = groups[gidx[it.payload]]
             outs.append(Output(it.name, "group", gidx[it.payload], g.type))
             continue
-        func, col = it.payload
-        spec = ctx.table.columns[col] if col else None
-        typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
-        if func == "count":
-            lo = hi = None
-            ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
-        elif func == "count_distinct" or func in stats.VARIANCE_FUNCS:
-            ms_, typ = stats.measures(func, col, spec)
-            ms = tuple(m(x) for x in ms_)
-            if func == "count_distinct":
-                lo = hi = None
-        else:
-            ms = (m(Measure("sum", col, typ, lo, hi)),)
-            if func == "avg":
-                ms += (m(Measure("count", col)),)
-        agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
-                        spec.avg_mechanism if func == "avg" else None)
-        if agg not in aggs:
-            aggs.append(agg)
-        out_type = post_type({"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float"),
-                             it.post)
-        outs.append(Output(it.name, "aggregate", aggs.index(agg), out_type, it.post))
+        index, typ = add_aggregate(*it.payload, ctx, measures, aggs)
+        out_type = post_type(typ, it.post)
+        outs.append(Output(it.name, "aggregate", index, out_type, it.post))
     if not aggs and need_aggregate and not (groups and outs):   # no aggregate: the domain itself
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     if not aggs and need_aggregate and len({o.index for o in outs}) < len(groups):
