@@ -92,3 +92,14 @@ def pretty(sql: str, dialect: str) -> str:
         return sqlglot.transpile(sql, read=dialect, write=dialect, pretty=True)[0]
     except Exception:  # display only
         return sql
+
+
+def explain_output_line(plan, o) -> str | None:
+    """EXPLAIN's line for an output that releases nothing itself (a group key or an
+    expression over released aggregates), or None for an aggregate's output."""
+    if o.source == "group":
+        g = plan.group_by[o.index]
+        return f"  {o.name}: group key {g.column}, public domain of {len(g.domain)} value(s)"
+    if o.source == "expr":
+        return f"  {o.name}: computed from the released aggregates (post-processing, no ε)"
+    return None

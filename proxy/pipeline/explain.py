@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rewriter.plan import Plan
 
-from .common import pretty
+from .common import explain_output_line, pretty
 from .multitier import explain_ladder_lines
 from .release import measurement_for, split_epsilon
 
@@ -46,12 +46,8 @@ def _single_tier_lines(plan: Plan, tier) -> list[str]:
     hidden = [Output(f"({a.label})", "aggregate", i, "float") for i, a in enumerate(plan.aggregates)
               if i not in shown]                 # released for an expression or a filter only
     for o in [*plan.outputs, *hidden]:
-        if o.source == "group":
-            g = plan.group_by[o.index]
-            lines.append(f"  {o.name}: group key {g.column}, public domain of {len(g.domain)} value(s)")
-            continue
-        if o.source == "expr":
-            lines.append(f"  {o.name}: computed from the released aggregates (post-processing, no ε)")
+        if (line := explain_output_line(plan, o)) is not None:
+            lines.append(line)
             continue
         a = plan.aggregates[o.index]
         m = measurement_for(a, shares[o.index])

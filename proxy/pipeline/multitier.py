@@ -56,7 +56,7 @@ from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # 
 from ..stores.ladder_store import store_for
 from ..stores.ledger import BudgetExceeded
 from ..wire.api import SqlError
-from .common import budget_error, cell_key, plain_number
+from .common import budget_error, cell_key, explain_output_line, plain_number
 from .release import release_groups
 
 __all__ = ["release_multitier", "coalition_rows", "explain_ladder_lines",
@@ -266,12 +266,8 @@ def explain_ladder_lines(plan, tier) -> list[str]:
              f"gets its own level (never a higher one); the chain is drawn from one scan on the first request "
              f"of any tier and stored before answering"]
     for o in plan.outputs:
-        if o.source == "group":
-            gcol = plan.group_by[o.index]
-            lines.append(f"  {o.name}: group key {gcol.column}, public domain of {len(gcol.domain)} value(s)")
-            continue
-        if o.source == "expr":
-            lines.append(f"  {o.name}: computed from the released aggregates (post-processing, no ε)")
+        if (line := explain_output_line(plan, o)) is not None:
+            lines.append(line)
             continue
         a, s = plan.aggregates[o.index], by_index[o.index]
         if s.kind == "count":
