@@ -47,6 +47,7 @@ floating-point drift at the budget's edge).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import json
 import os
@@ -210,15 +211,11 @@ class Ledger:
     @_named_faults
     def advance_data_version(self) -> int:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(self._db):
                 row = self._db.execute("SELECT value FROM meta WHERE key='data_version'").fetchone()
                 new = (int(row[0]) if row else 1) + 1
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('data_version', ?)", (str(new),))
                 self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
         return new
 
     # -- integrity and periods (issue 24) ----------------------------------------
@@ -296,8 +293,7 @@ class Ledger:
         body, now = json.dumps(answer), time.time()
         db = self._db
         with self._lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 pk = self._period_write(period, db)
                 # the release row first: UNIQUE (role, key, data_version) finds an earlier one
                 if db.execute(
@@ -314,12 +310,6 @@ class Ledger:
                 _charge(db, role, pk, epsilon, budget, period)    # then the charge, if it fits
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
-            except BudgetExceeded:
-                raise
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
         return Stored(answer, epsilon, mechanism, now, charged=True)
 
     # -- reserve / record (the DP pipeline: fsync overlaps the scan) ----------
@@ -331,20 +321,13 @@ class Ledger:
         eps_n = nano(epsilon)
         db = self._db
         with self._lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 pk = self._period_write(period, db)
                 spent_n = _charge(db, role, pk, epsilon, budget, period)
                 rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created) "
                                  "VALUES (?,?,?,?)", (role, pk, eps_n, time.time())).lastrowid
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
-            except BudgetExceeded:
-                raise
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
         return Reservation(rid, role, pk, eps_n, spent_n)
 
     def reserve_soon(self, **kw) -> concurrent.futures.Future:
@@ -369,8 +352,7 @@ class Ledger:
         with self._lock:
             if res.state != "open":
                 return None
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 if db.execute(
                         "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
                         "mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?) "
@@ -387,10 +369,6 @@ class Ledger:
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
                 db.execute("COMMIT")
                 res.state = "recorded"
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
         return Stored(answer, res.epsilon_nano / NANO, mechanism, now, charged=True)
 
     @_named_faults
@@ -400,13 +378,9 @@ class Ledger:
         with self._lock:
             if res.state != "open":
                 return
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 self._refund(res)
                 db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
             res.state = "refunded"
 
     def cancel_soon(self, fut: concurrent.futures.Future) -> concurrent.futures.Future:
@@ -425,16 +399,11 @@ class Ledger:
         with self._lock:
             if res.state != "open":
                 return
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(db):
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
                 db.execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason) "
                            "VALUES (?,?,?,?,?)", (res.role, res.period, res.epsilon_nano, time.time(), reason))
                 db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
             res.state = "spent"
 
     def spend_soon(self, fut: concurrent.futures.Future, reason: str = "scan failed") -> concurrent.futures.Future:
@@ -501,6 +470,19 @@ class Ledger:
             held = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations").fetchone()[0]
             spent = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM unreleased").fetchone()[0]
         return ok and total == charged + held + spent
+
+
+@contextlib.contextmanager
+def _transaction(db):
+    """``BEGIN IMMEDIATE`` … (the body commits); anything raised inside rolls back what is
+    still open (a budget refusal has rolled back already)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 def _charge(db, role: str, pk: str, epsilon: float, budget: float, period: str) -> int:
