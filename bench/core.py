@@ -62,21 +62,26 @@ def _config(state: Path, port: int) -> Path:
         "[roles.bench]", 'tier = "bench"', f'scram = "{ver}"',
         "[roles.bench_c]", 'tier = "bench"', f'scram = "{ver}"',
     ]
-    for tname in ("people",):
-        lines.append(f"[tables.{tname}.columns]")
-        for cname, col in base["tables"][tname]["columns"].items():
-            kv = ", ".join(f"{k} = {_toml(v)}" for k, v in col.items())
-            lines.append(f"{cname} = {{ {kv} }}")
+    lines += columns_toml(base, "people")
     path = state / "bench.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def _toml(v) -> str:
+def columns_toml(base: dict, table: str) -> list[str]:
+    """The ``[tables.<table>.columns]`` section of config dict ``base`` as TOML lines."""
+    lines = [f"[tables.{table}.columns]"]
+    for cname, col in base["tables"][table]["columns"].items():
+        kv = ", ".join(f"{k} = {toml_value(v)}" for k, v in col.items())
+        lines.append(f"{cname} = {{ {kv} }}")
+    return lines
+
+
+def toml_value(v) -> str:
     if isinstance(v, str):
         return f'"{v}"'
     if isinstance(v, list):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     return repr(v)
 
 

@@ -37,6 +37,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from bench.core import columns_toml
+
 PASSWORD = "soak-pw"
 WIDE = [f"wide{i}" for i in range(4)]           # ε 0.1, a budget never reached
 EDGE = [f"edge{i}" for i in range(4)]           # ε 1, 25 per day: exhausted during the run
@@ -69,21 +71,10 @@ def _config(state: Path, port: int, ledger_dsn: str | None = None) -> Path:
     for r in WIDE + EDGE + ["admin"]:
         tier = "wide" if r in WIDE else "edge" if r in EDGE else "owner"
         lines += [f"[roles.{r}]", f'tier = "{tier}"', f'scram = "{ver}"'] + (["admin = true"] if r == "admin" else [])
-    lines.append("[tables.people.columns]")
-    for cname, col in base["tables"]["people"]["columns"].items():
-        kv = ", ".join(f"{k} = {_toml(v)}" for k, v in col.items())
-        lines.append(f"{cname} = {{ {kv} }}")
+    lines += columns_toml(base, "people")
     path = state / "soak.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def _toml(v) -> str:
-    if isinstance(v, str):
-        return f'"{v}"'
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    return repr(v)
 
 
 def _make_data(db: Path, rows: int) -> None:
