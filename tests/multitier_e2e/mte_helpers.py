@@ -43,22 +43,3 @@ def same_rows(a, b) -> bool:
             elif x != y:
                 return False
     return True
-
-
-def patched_notice() -> bool:
-    import inspect
-
-    import proxy.pipeline.release
-    return "ladder_notice" in inspect.getsource(proxy.pipeline.release)
-
-
-def patched_views() -> bool:
-    import proxy.pipeline.views
-    return "coalition" in proxy.pipeline.views.VIEW_NAMES
-
-
-def patched_explain() -> bool:
-    import inspect
-
-    import proxy.pipeline.explain
-    return "explain_ladder_lines" in inspect.getsource(proxy.pipeline.explain)

@@ -7,8 +7,7 @@ import random
 
 import psycopg
 import pytest
-from mte_helpers import (TIER_EPS, ask, expected_rows, ladder_row, patched_explain, patched_notice,
-                         patched_views, same_rows)
+from mte_helpers import TIER_EPS, ask, expected_rows, ladder_row, same_rows
 
 from proxy.pipeline.multitier import coalition_rows, explain_ladder_lines
 
@@ -27,8 +26,7 @@ def test_three_tiers_one_chain(service):
         assert len(rows) == 2 and {r[0] for r in rows} == {0, 1}
         assert f"ε charged {TIER_EPS[role]:g};" in notices[0]
         assert "multitier_geometric_count" in notices[0] and "multitier_laplace_transformed_mean" in notices[0]
-        if patched_notice():
-            assert f"tier {role} gets level ε {TIER_EPS[role]:g} of {{2, 0.5, 0.1}}" in notices[0]
+        assert f"tier {role} gets level ε {TIER_EPS[role]:g} of {{2, 0.5, 0.1}}" in notices[0]
         assert svc.gw.ledger.spent(role, "day") == pytest.approx(spent + TIER_EPS[role])
     # each tier its own value ...
     assert first["bronze"] != first["silver"] != first["gold"] != first["bronze"]
@@ -59,15 +57,14 @@ def test_three_tiers_one_chain(service):
     with pytest.raises(Refusal) as e:
         coalition_rows(svc.gw, "gold")
     assert e.value.sqlstate == "42501"
-    if patched_views():
-        with psycopg.connect(svc.dsn("admin"), autocommit=True) as conn:
-            lit = row.statement.replace("'", "''")     # dpgate's views take no parameters
-            got = conn.execute("SELECT tiers_released, coalition_loss, independent_loss FROM dpgate.coalition "
-                               f"WHERE statement = '{lit}'").fetchall()
-            assert got == [("gold 2, silver 0.5, bronze 0.1", 2.0, pytest.approx(2.6))]
-        with psycopg.connect(svc.dsn("silver"), autocommit=True) as conn:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute("SELECT * FROM dpgate.coalition").fetchall()
+    with psycopg.connect(svc.dsn("admin"), autocommit=True) as conn:
+        lit = row.statement.replace("'", "''")     # dpgate's views take no parameters
+        got = conn.execute("SELECT tiers_released, coalition_loss, independent_loss FROM dpgate.coalition "
+                           f"WHERE statement = '{lit}'").fetchall()
+        assert got == [("gold 2, silver 0.5, bronze 0.1", 2.0, pytest.approx(2.6))]
+    with psycopg.connect(svc.dsn("silver"), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM dpgate.coalition").fetchall()
 
 
 def test_group_by_cells_each_own_chain(service):
@@ -108,9 +105,8 @@ def test_explain_for_a_ladder_tier(service):
     assert any("count: count(*) via multitier_geometric_count, ε 0.25" in line for line in lines)
     assert any("sum: sum(income), clamped to [0, 500000] via multitier_laplace_transformed_mean "
                "(from the avg(income) release)" in line for line in lines)
-    if patched_explain():
-        spent = svc.gw.ledger.spent("silver", "day")
-        rows, _ = ask(svc, "silver", "EXPLAIN " + q)
-        text = "\n".join(r[0] for r in rows)
-        assert "from ladder market" in text and "backend SQL (one scan):" in text
-        assert svc.gw.ledger.spent("silver", "day") == spent
+    spent = svc.gw.ledger.spent("silver", "day")
+    rows, _ = ask(svc, "silver", "EXPLAIN " + q)
+    text = "\n".join(r[0] for r in rows)
+    assert "from ladder market" in text and "backend SQL (one scan):" in text
+    assert svc.gw.ledger.spent("silver", "day") == spent
