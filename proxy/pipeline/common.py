@@ -1,11 +1,9 @@
 """Helpers every release kind shares (central, ladder, per-record, MAX/MIN): the budget
-refusal, charging a scan that ran, Describe's placeholder values and type OIDs, matching
+refusal, the detail of a charged failure, Describe's placeholder values and type OIDs, matching
 backend rows to public cells, and display of numbers and backend SQL. Imports no kind."""
 from __future__ import annotations
 
-import asyncio
 import datetime
-import contextlib
 from decimal import Decimal
 
 import sqlglot
@@ -30,26 +28,9 @@ def budget_error(role, eps, remaining, tier) -> SqlError:
         hint="Repeating an earlier query is free; the budget resets at the start of the next period.")
 
 
-@contextlib.asynccontextmanager
-async def charge_what_ran(conn, tier):
-    """Around the scans of a path that charges only after them (``charge_and_record``):
-    if a scan started and the statement then fails, times out or is cancelled, the
-    tier's ε is charged with no answer (its time was observable); a failure before
-    any scan started charges nothing."""
-    try:
-        yield
-    except BaseException as e:
-        if conn._timing.get("started"):
-            await asyncio.shield(asyncio.to_thread(
-                conn.gw.ledger.charge_unreleased, role=conn.role, epsilon=float(tier.epsilon),
-                budget=tier.budget, period=tier.period))
-            detail_charged(conn, e, tier)
-        raise
-
-
 def detail_charged(conn, e: BaseException, tier) -> None:
     """Tell the client that the error it gets was charged (the scan had started)."""
-    if isinstance(e, SqlError) and conn._timing.get("started") and e.detail is None:
+    if isinstance(e, SqlError) and conn.timing.get("started") and e.detail is None:
         e.detail = (f"the scan had started, so ε {tier.epsilon:g} was charged with no answer; "
                     "running the statement again charges again")
 

@@ -100,7 +100,7 @@ class Cursors:
                                hint="CLOSE the cursors you have read.")
             if match(query) is not None or conn.session.match(query) is not None:
                 raise SqlError("42601", "a cursor is declared FOR a SELECT statement")
-            res, decision, eps = await conn._execute(query, params)
+            res, decision, eps = await conn.answer(query, params)
             if res.columns is None:
                 raise SqlError("42601", "a cursor is declared FOR a statement that returns rows")
             self.open[name] = _Cursor(res.columns, list(res.rows))

@@ -1,18 +1,16 @@
 """``EXPLAIN <query>``: the rewrite, without running it or charging budget."""
 from __future__ import annotations
 
-from rewriter.plan import Plan
+from rewriter.plan import Output, Plan
 
 from .common import explain_output_line, pretty
-from .multitier import explain_ladder_lines
 from .release import measurement_for, split_epsilon
 
 
-def explain_lines(plan: Plan, tier, backend_sql: str, dialect: str = "postgres") -> list[str]:
-    if tier.ladder is not None:                  # data-market ladder tier (seed 000)
-        lines = explain_ladder_lines(plan, tier)
-    else:
-        lines = _single_tier_lines(plan, tier)
+def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres") -> list[str]:
+    """EXPLAIN of a central plan: the kind's ``head`` (ε and the mechanism per output:
+    :func:`single_tier_lines`, or a ladder's), then selection, post-processing, backend SQL."""
+    lines = list(head)
     if plan.selection is not None:
         sel = plan.selection
         a = plan.aggregates[sel.aggregate]
@@ -37,11 +35,11 @@ def post_text(post: tuple) -> str:
     return "; then " + ", ".join(steps) + " (post-processing, no ε)"
 
 
-def _single_tier_lines(plan: Plan, tier) -> list[str]:
+def single_tier_lines(plan: Plan, tier) -> list[str]:
+    """EXPLAIN's header and per-output lines for a single tier (no ladder)."""
     shares = split_epsilon(plan, tier.epsilon)
     lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
              f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"]
-    from rewriter.plan import Output
     shown = {o.index for o in plan.outputs if o.source == "aggregate"}
     hidden = [Output(f"({a.label})", "aggregate", i, "float") for i, a in enumerate(plan.aggregates)
               if i not in shown]                 # released for an expression or a filter only

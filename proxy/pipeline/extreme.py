@@ -1,23 +1,22 @@
-"""MAX / MIN on a central table: statement → histogram scan → shifted-rank
-exponential mechanism per group (:mod:`mechanisms.extreme`, seed 003 §6.4) →
-ledger → rows. The tier's ε is charged once per statement (groups are disjoint:
-parallel composition); a repeat returns the stored answer free, as everywhere."""
+"""MAX / MIN on a central table, a release kind: statement → histogram scan →
+shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, seed 003
+§6.4) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once
+per statement (groups are disjoint: parallel composition); a repeat returns the
+stored answer free, as everywhere."""
 from __future__ import annotations
 
-import asyncio
 import hashlib
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
 
-from ..backends import BackendError
-from ..stores.ledger import BudgetExceeded
 from ..wire.api import Column, Description, Result, SqlError
-from .common import DUMMY, TYPE_OIDS, budget_error, cell_key, cell_of, charge_what_ran, fmt, pretty
+from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty
+from .kind import Prepared, ReleaseKind
 from .release import answer_rows, output_types
 
-__all__ = ["answer_extreme", "describe_extreme", "explain_extreme"]
+__all__ = ["EXTREME", "Extreme", "describe_extreme", "explain_extreme"]
 
 BETA = 0.05          # the rank statement in the NOTICE holds with probability 95%, like the half-widths
 
@@ -33,14 +32,8 @@ def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid) -> str:
                          gw.backend.dialect)
 
 
-async def _release(conn, xp: ExtremePlan, epsilon: float) -> dict:
-    gw = conn.gw
-    grid, m = _setup(gw, xp, epsilon)
-    try:
-        rows = await gw.backend.fetch(_sql(gw, xp, grid), gw.statement_timeout, conn._cancel,
-                                      timing=conn._timing)
-    except BackendError as e:
-        raise SqlError(e.sqlstate, e.message) from None
+def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme, grid: ExtremeGrid, rows) -> dict:
+    """The measurement: per group, the histogram of the scan → the mechanism's value."""
     n = len(xp.plan.group_by)
     cells = xp.cells
     hists: dict[tuple, list] = {c: [] for c in cells}
@@ -59,54 +52,59 @@ def _key(xp: ExtremePlan, epsilon: float) -> str:
     return f"ex:{hashlib.sha256(xp.canonical().encode()).hexdigest()[:32]}:eps={epsilon!r}"
 
 
-def notice(xp: ExtremePlan, answer: dict, *, charged: float, remaining: float, budget: float,
-           period: str, repeat: bool) -> str:
+def notice_body(xp: ExtremePlan, answer: dict) -> str:
+    """The NOTICE after its common head: the rank statement of the shifted-rank mechanism."""
     e = answer["extreme"]
-    per = "in total" if period == "never" else f"this {period}"
-    head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
     side = "above" if xp.func == "max" else "below"
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
     groups = f" of each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
-    return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; {name}: "
-            f"{xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), by the "
-            f"shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most "
+    return (f"{name}: {xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), "
+            f"by the shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most "
             f"{2 * e['k0']} rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
             f"(a rank error, not value units; k0 = {e['k0']}), so it is usually a little "
             f"{'below the true maximum' if xp.func == 'max' else 'above the true minimum'}; "
             f"mechanism: {answer['mechanism'][0]}")
 
 
-async def answer_extreme(conn, sql: str, params: list):
-    """The orchestrator's hook for MAX/MIN on a central table: ``(Result, decision, ε)``."""
-    gw = conn.gw
-    xp = build_extreme_plan(parse(sql), gw.config, list(params) if params else None)
-    tier = gw.tier_of(conn.role)
-    if tier.ladder is not None:          # a ladder's coalition guarantee covers its chain only
-        raise SqlError("0A000", "MAX and MIN are not available to data-market ladder tiers; nothing was "
-                       "charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's noise chain.")
-    eps = float(tier.epsilon)
-    key = _key(xp, eps)
-    cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
-    dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, conn.role, key, tier.period)
-    if stored is None:
-        if tier.budget - spent + 1e-9 < eps:
-            raise budget_error(conn.role, eps, tier.budget - spent, tier)
-        async with gw.statement_slot(conn.role), charge_what_ran(conn, tier):
-            answer = await _release(conn, xp, eps)
-        try:                                       # recorded before anything is sent
-            stored = await asyncio.to_thread(
-                gw.ledger.charge_and_record, role=conn.role, key=key, data_version=dv, epsilon=eps,
-                budget=tier.budget, period=tier.period, canonical=xp.canonical(), statement=sql,
-                mechanism=answer["mechanism"][0], answer=answer)
-        except BudgetExceeded as b:
-            raise budget_error(conn.role, eps, b.remaining, tier) from None
-    remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
-    rows = answer_rows(xp.plan, stored.answer)
-    msg = notice(xp, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
-                 remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,
-                 repeat=not stored.charged)
-    return (Result(f"SELECT {len(rows)}", cols, rows, notices=[msg]),
-            "released" if stored.charged else "repeat", stored.epsilon if stored.charged else 0.0)
+class Extreme(ReleaseKind):
+    """MAX / MIN on a central table (seed 003 §6.4): one histogram scan over the column's
+    public grid, the shifted-rank exponential mechanism per group."""
+
+    name = "extreme"
+
+    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+        gw = conn.gw
+        xp = build_extreme_plan(parse(sql), gw.config, list(params) if params else None)
+        tier = gw.tier_of(conn.role)
+        if tier.ladder is not None:          # a ladder's coalition guarantee covers its chain only
+            raise SqlError("0A000", "MAX and MIN are not available to data-market ladder tiers; nothing was "
+                           "charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's noise chain.")
+        eps = float(tier.epsilon)
+        grid, m = _setup(gw, xp, eps)
+        cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
+        return Prepared(self, xp, cols, key=_key(xp, eps), canonical=xp.canonical(), epsilon=eps,
+                        state={"grid": grid, "m": m})
+
+    def scan_sql(self, conn, p: Prepared) -> str:
+        return _sql(conn.gw, p.plan, p.state["grid"])
+
+    def measure(self, conn, p: Prepared, cells) -> dict:
+        return _answer(conn.gw, p.plan, p.state["m"], p.state["grid"], cells)
+
+    def mechanism(self, answer: dict) -> str:
+        return answer["mechanism"][0]
+
+    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+        return answer_rows(p.plan.plan, answer)
+
+    def notice_body(self, p: Prepared, answer: dict) -> str:
+        return notice_body(p.plan, answer)
+
+    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
+        return await describe_extreme(conn, sql, oids)
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        return await explain_extreme(conn, body, params)
 
 
 async def describe_extreme(conn, sql: str, oids: list[int]) -> Description:
@@ -132,3 +130,6 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
              "backend SQL (one scan, a histogram that never leaves the proxy):"]
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid), gw.backend.dialect).splitlines()]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+
+
+EXTREME = Extreme()

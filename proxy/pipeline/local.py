@@ -38,14 +38,14 @@ from rewriter.local import LocalPlan, layout, plan_local, prefix_width, to_sql
 from rewriter.local_subset import SubsetPlan
 from rewriter.values import literal_value
 
-from ..backends import BackendError
 from ..ingest.ldp_load import Encoder, IngestError
 from ..wire.api import Column, Description, Result, SqlError
+from .kind import Prepared, ReleaseKind, fetch
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
 from .local_subset import answer_subset, explain_subset
 
-__all__ = ["answer_local", "insert_local", "describe_local", "describe_guarantee", "explain_local",
+__all__ = ["LOCAL", "SUBSET", "Local", "Subset", "insert_local", "describe_local", "describe_guarantee", "explain_local",
            "local_guarantees", "ensure_reports", "local_answer"]
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
@@ -66,12 +66,8 @@ def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
 
 # ---------------------------------------------------------------------------- backend
 async def _fetch(conn, sql: str) -> list[tuple]:
-    gw = conn.gw
-    async with gw.statement_slot(conn.role):
-        try:
-            return await gw.backend.fetch(sql, gw.statement_timeout, conn._cancel)
-        except BackendError as e:
-            raise SqlError(e.sqlstate, e.message) from None
+    async with conn.gw.statement_slot(conn.role):
+        return await fetch(conn, sql)
 
 
 # ---------------------------------------------------------------------------- SELECT
@@ -93,17 +89,44 @@ def _columns(plan: LocalPlan) -> list[Column]:
     return [Column(o.name, TYPE_OIDS[o.type]) for o in plan.outputs]
 
 
-async def answer_local(conn, sql: str, params: list):
-    """Answer a SELECT over a local table: (Result, "ldp", 0.0)."""
-    gw = conn.gw
-    plan = _plan(gw, sql, params, overrides_of(conn))
-    if isinstance(plan, SubsetPlan):                   # categorical Subset column (seed 000 §5)
-        return await answer_subset(conn, plan, _fetch)
-    await ensure_reports(gw, plan.layout)
-    text, _ = to_sql(plan, gw.backend.dialect)
-    cells = await _fetch(conn, text)
-    rows, msg = local_answer(plan, cells)
-    return Result(f"SELECT {len(rows)}", _columns(plan), rows, notices=[msg]), "ldp", 0.0
+class Local(ReleaseKind):
+    """A SELECT on a local (metric-LDP) table (seed 002): one aggregate scan over reports
+    that were perturbed once at ingestion; post-processing, nothing charged."""
+
+    name = "local"
+
+    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+        plan = _plan(conn.gw, sql, params, overrides_of(conn))
+        if isinstance(plan, SubsetPlan):               # categorical Subset column (seed 000 §5)
+            return Prepared(SUBSET, plan, [])
+        return Prepared(self, plan, _columns(plan))
+
+    async def answer_free(self, conn, p: Prepared):
+        gw = conn.gw
+        await ensure_reports(gw, p.plan.layout)
+        text, _ = to_sql(p.plan, gw.backend.dialect)
+        cells = await _fetch(conn, text)
+        rows, msg = local_answer(p.plan, cells)
+        return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]), "ldp", 0.0
+
+    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
+        return await describe_local(conn, sql, oids)
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        return await explain_local(conn, body, params)
+
+
+class Subset(Local):
+    """A SELECT of a categorical Subset column of a local table (seed 000 §5): each tier
+    reads its own level of the ladder the rows were perturbed with; nothing charged."""
+
+    name = "subset"
+
+    async def answer_free(self, conn, p: Prepared):
+        return await answer_subset(conn, p.plan, _fetch)
+
+
+LOCAL, SUBSET = Local(), Subset()
 
 
 def _num(v):

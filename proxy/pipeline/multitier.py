@@ -27,7 +27,7 @@ Several releases in one statement split the level ε equally (a fixed fraction,
 so each aggregate's chain is monotone and the coalition still loses max ε).
 
 Accounting: each role pays its tier ε once per distinct query (the ordinary
-ledger: ``charge_and_record`` with the tier's level as the answer). The data
+release pipeline of :mod:`.kind`, with the tier's level as the answer). The data
 owner's view :func:`coalition_rows` (``SELECT * FROM dpgate.coalition``,
 ``dpgate coalition``) shows per ladder the tiers released, the coalition loss
 (max level released) and what independent release would have cost (Σ ε).
@@ -41,7 +41,6 @@ data (§9c), so such a tier gets the root. A new data version starts new chains.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from dataclasses import dataclass
@@ -54,12 +53,13 @@ from rewriter.errors import Refusal
 
 from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # re-exported (Subset, local DP)
 from ..stores.ladder_store import store_for
-from ..stores.ledger import BudgetExceeded
 from ..wire.api import SqlError
-from .common import budget_error, cell_key, explain_output_line, plain_number
+from .central import Central, columns_of
+from .common import cell_key, explain_output_line, plain_number
+from .kind import Prepared
 from .release import release_groups
 
-__all__ = ["release_multitier", "coalition_rows", "explain_ladder_lines",
+__all__ = ["LADDER", "Ladder", "serve_level", "check_ladder_plan", "coalition_rows", "explain_ladder_lines",
            "COALITION_COLUMNS",
            "ladder_levels", "perturb_row_subset", "estimate_group_counts"]
 
@@ -305,28 +305,51 @@ def check_ladder_plan(plan) -> None:
                             "domain is released from the ladder.")
 
 
-async def release_multitier(conn, plan, cells, tier, key, data_version, sql):
-    """Serve ``conn.role`` its tier's level of the query's ladder (drawing and
-    persisting the whole ladder first if this is the first request of any tier),
-    then charge the tier's ε and record the answer in the ledger."""
-    gw = conn.gw
-    check_ladder_plan(plan)
+class Ladder(Central):
+    """A data-market tier's release (seed 000): its level of the query's ladder. The
+    first request of any tier draws the whole ladder from the one scan and persists it
+    (in the scan's worker thread, before anything is answered); the tier's ε is
+    charged like any release (reserved while scanning, recorded with the answer)."""
+
+    name = "ladder"
+
+    def prepare(self, conn, plan) -> Prepared:
+        check_ladder_plan(plan)                           # refused before the scan: free
+        tier = conn.gw.tier_of(conn.role)
+        return Prepared(self, plan, columns_of(plan), key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
+                        canonical=plan.canonical(), epsilon=tier.epsilon)
+
+    def explain_head(self, plan, tier) -> list[str]:
+        return explain_ladder_lines(plan, tier)
+
+    def measure(self, conn, p: Prepared, cells) -> dict:
+        return serve_level(conn.gw, conn.role, p.plan, cells, p.state["data_version"], p.state["statement"])
+
+    def after_reply(self, conn, p: Prepared) -> None:
+        return None
+
+
+def serve_level(gw, role: str, plan, cells, data_version: int, sql: str) -> dict:
+    """``role``'s tier's answer from the query's ladder, drawing and persisting the whole
+    ladder first if this is the first request of any tier (blocking: runs in the scan's
+    worker thread)."""
+    tier = gw.tier_of(role)
     name = tier.ladder
-    tier_name = gw.config.roles[conn.role].tier
+    tier_name = gw.config.roles[role].tier
     mode = getattr(tier, "ladder_insert", "nearest") or "nearest"
-    store = await asyncio.to_thread(store_for, gw.ledger)   # first use opens (and on Postgres connects)
+    store = store_for(gw.ledger)                          # first use opens (and on Postgres connects)
     qkey = plan.fingerprint()
     tier_eps = float(tier.epsilon)
 
-    row = await asyncio.to_thread(store.get, name, qkey, data_version)
+    row = store.get(name, qkey, data_version)
     if row is None:
         version = ladder_levels(gw.config, name)
         if tier_eps not in version:           # cannot happen with a consistent config; be safe
             version = sorted(set(version) | {tier_eps}, reverse=True)
         body = draw_ladder(plan, cells, version, gw.source)
-        row, _created = await asyncio.to_thread(
-            store.create, ladder=name, qkey=qkey, data_version=data_version, canonical=plan.canonical(),
-            statement=sql, version=version, levels=version, body=body)
+        row, _created = store.create(ladder=name, qkey=qkey, data_version=data_version,
+                                     canonical=plan.canonical(), statement=sql, version=version,
+                                     levels=version, body=body)
         # (a racing request of another tier may have committed first: we use its ladder)
     level, served = _choose_level(row.levels, tier_eps, mode)
     if served in ("extend", "bridge"):
@@ -335,20 +358,16 @@ async def release_multitier(conn, plan, cells, tier, key, data_version, sql):
                 return None
             new_body = insert_level(plan, r.body, r.levels, level, gw.source)
             return sorted(r.levels + [level], reverse=True), new_body
-        row = await asyncio.to_thread(store.update, row.id, change)
+        row = store.update(row.id, change)
 
     answer = answer_at(plan, row.body, level, tier_eps)
     answer["ladder"] = {"id": row.id, "name": name, "tier": tier_name, "tier_epsilon": tier_eps,
                         "level": level, "levels": list(row.levels), "served": served,
                         "data_version": data_version}
-    mech = ",".join(sorted(set(answer["mechanism"])))
-    try:
-        return await asyncio.to_thread(
-            gw.ledger.charge_and_record, role=conn.role, key=key, data_version=data_version,
-            epsilon=tier.epsilon, budget=tier.budget, period=tier.period, canonical=plan.canonical(),
-            statement=sql, mechanism=mech, answer=answer)
-    except BudgetExceeded as b:
-        raise budget_error(conn.role, tier.epsilon, b.remaining, tier) from None
+    return answer
+
+
+LADDER = Ladder()
 
 
 # -- the data owner's view -------------------------------------------------------

@@ -8,14 +8,14 @@ ledger is charged tier.epsilon, once (a repeat is free). So a record r loses at
 most (sum of ε charged) × E(r) over a period: the tier budget B bounds every
 record's total loss by B × E(r). With the demo tier (ε 1) E_q = E.
 
-Order of a statement (as for central tables, proxy/pipeline/orchestrator.py):
+Order of a statement (the release pipeline of :mod:`.kind`, as for central tables):
 plan (rewriter/per_record.py; a refusal charges nothing) → earlier release of the
-same measurement by this role? serve it free → budget pre-check → ONE backend
-scan ``GROUP BY keys, level[, value bucket]`` (MAX/MIN: plus one second round trip
-for the values of levels ≥ ℓ, all cells in one query) — a backend failure charges
-nothing → mechanisms per cell (mechanisms/per_record; empty cells and empty levels
-are noised) → the ledger stores the answer and charges ε in one transaction →
-rows and one NOTICE.
+same measurement by this role? serve it free → budget pre-check → ε reserved while
+ONE backend scan ``GROUP BY keys, level[, value bucket]`` runs (MAX/MIN: plus one
+second round trip for the values of levels ≥ ℓ, all cells in one query) — a failure
+before the scan starts refunds it, after it started it stays charged → mechanisms
+per cell (mechanisms/per_record; empty cells and empty levels are noised) → the
+answer is recorded against the charge → rows and one NOTICE.
 
 Mechanisms (β from the policy, default 0.1):
 * COUNT(*) / COUNT(col): Algorithm 1 (``prdp_count``);
@@ -39,7 +39,6 @@ noise alone. MAX/MIN bounds are in rows (rank error), not in value units.
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import math
@@ -55,13 +54,12 @@ from rewriter.per_record import (ALLOWED, Policy, PolicyError, PrPlan, build_pr_
                                  pr_param_types, scan_sql, validate_config, validate_policy,
                                  values_sql)
 
-from ..backends import BackendError
-from ..stores.ledger import BudgetExceeded
 from ..wire.api import Column, Description, Result, SqlError
-from .common import DUMMY, TYPE_OIDS, budget_error, cell_of, charge_what_ran, plain_number, pretty
+from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
+from .kind import Prepared, ReleaseKind, fetch
 from .release import answer_rows, output_types
 
-__all__ = ["answer_per_record", "describe_per_record", "explain_per_record", "validate_policy",
+__all__ = ["PER_RECORD", "PerRecord", "describe_per_record", "explain_per_record", "validate_policy",
            "validate_config", "check_config", "refuse_ladder"]
 
 _TEXT = 25
@@ -152,14 +150,6 @@ def _split_rows(rows, prp: PrPlan):
     return out
 
 
-async def _fetch(conn, sql: str) -> list[tuple]:
-    gw = conn.gw
-    try:
-        return await gw.backend.fetch(sql, gw.statement_timeout, conn._cancel, timing=conn._timing)
-    except BackendError as e:
-        raise SqlError(e.sqlstate, e.message) from None
-
-
 def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
     """What one cell's release guarantees at 1 - β, from released quantities only.
 
@@ -192,22 +182,20 @@ def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
     return out
 
 
-async def _release(conn, prp: PrPlan, pol: Policy, weight: float) -> dict:
-    gw = conn.gw
-    dialect = gw.backend.dialect
-    kind, m = mechanism(gw, prp, pol, weight)
+def _hists(rows, prp: PrPlan, pol: Policy, framework_sum: bool) -> dict:
+    """Per cell, the level histogram of the scan's rows (seed 003 §3)."""
+    per_cell = _split_rows(rows, prp)
+    return {c: LevelHistogram.from_rows(r, pol.levels.L, pol.buckets.B if framework_sum else None)
+            for c, r in per_cell.items()}
+
+
+def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: dict, ells, values) -> dict:
+    """The measurement: per cell, the mechanism's release from its level histogram (and,
+    for MAX/MIN, the values of the kept levels read by the second scan)."""
     src = gw.source
-    L, B = pol.levels.L, pol.buckets.B
-    framework_sum = kind == "sum_framework"
-    sql = scan_sql(prp, pol, gw.config, dialect, buckets=framework_sum,
-                   with_sum=kind == "sum_extension")
-    per_cell = _split_rows(await _fetch(conn, sql), prp)
-    hists = {c: LevelHistogram.from_rows(rows, L, B if framework_sum else None)
-             for c, rows in per_cell.items()}
     rels: dict[tuple, PrRelease] = {}
     if kind in ("max", "min"):
-        ells = {c: m.select_level(h, src) for c, h in hists.items()}      # stage 1 (Alg. 1, E/2)
-        values = _split_rows(await _fetch(conn, values_sql(prp, pol, gw.config, dialect, ells)), prp)
+        values = _split_rows(values, prp)
         for c in hists:
             vc = [(r[0], r[1]) for r in values[c]]
             if kind == "min":                                             # min(D) = U - max(U - D)
@@ -230,12 +218,65 @@ async def _release(conn, prp: PrPlan, pol: Policy, weight: float) -> dict:
         for name, v in _bounds(kind, m, rel, pol.U).items():
             pr[name].append(v)
     pr.update(func=prp.func, units="rank" if kind in ("max", "min") else "value",
-              beta=pol.beta, levels=L, weight=float(weight))
+              beta=pol.beta, levels=pol.levels.L, weight=float(weight))
     return {
         "keys": keys, "values": values_out, "half_width": [max(pr["bound"])],
         "mechanism": [mechanism_name(kind)], "epsilon": [float(weight)], "labels": [prp.label],
         "per_record": pr,
     }
+
+
+class PerRecord(ReleaseKind):
+    """A statement on a table with a ``privacy`` policy (seed 003): ONE scan ``GROUP BY
+    keys, level[, value bucket]``; MAX/MIN add a second round trip for the values of the
+    levels >= ℓ chosen from the first (Alg. 1, stage 1), all cells in one query."""
+
+    name = "per_record"
+
+    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+        gw = conn.gw
+        prp, pol = _plan(conn, sql, params)
+        weight = float(gw.tier_of(conn.role).epsilon)
+        kind, m = mechanism(gw, prp, pol, weight)
+        cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
+        return Prepared(self, prp, cols, key=_key(prp, pol, weight), canonical=prp.canonical(),
+                        epsilon=weight, state={"policy": pol, "kind": kind, "m": m})
+
+    def scan_sql(self, conn, p: Prepared) -> str:
+        kind = p.state["kind"]
+        return scan_sql(p.plan, p.state["policy"], conn.gw.config, conn.gw.backend.dialect,
+                        buckets=kind == "sum_framework", with_sum=kind == "sum_extension")
+
+    async def scan(self, conn, p: Prepared, then):
+        prp, pol, kind, m = p.plan, p.state["policy"], p.state["kind"], p.state["m"]
+        framework_sum = kind == "sum_framework"
+        if kind not in ("max", "min"):
+            return await fetch(conn, self.scan_sql(conn, p),
+                               then=lambda rows: then((_hists(rows, prp, pol, framework_sum), None, None)))
+        hists = _hists(await fetch(conn, self.scan_sql(conn, p)), prp, pol, framework_sum)
+        ells = {c: m.select_level(h, conn.gw.source) for c, h in hists.items()}     # stage 1 (Alg. 1, E/2)
+        sql = values_sql(prp, pol, conn.gw.config, conn.gw.backend.dialect, ells)
+        return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)))
+
+    def measure(self, conn, p: Prepared, cells) -> dict:
+        hists, ells, values = cells
+        return _answer(conn.gw, p.plan, p.state["policy"], p.epsilon, p.state["kind"], p.state["m"],
+                       hists, ells, values)
+
+    def mechanism(self, answer: dict) -> str:
+        return answer["mechanism"][0]
+
+    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+        return answer_rows(p.plan.plan, answer)
+
+    def notice_body(self, p: Prepared, answer: dict) -> str:
+        return notice_body(p.plan, p.state["policy"], answer)
+
+    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
+        return await describe_per_record(conn, sql, oids)
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        return await explain_per_record(conn, body, params)
 
 
 # -- the statement -----------------------------------------------------------------------
@@ -269,40 +310,6 @@ def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
     return prp, pol
 
 
-async def answer_per_record(conn, sql: str, params: list):
-    """The orchestrator's hook for a SELECT on a table with a ``privacy`` policy:
-    returns ``(Result, decision, epsilon_charged)``."""
-    gw = conn.gw
-    prp, pol = _plan(conn, sql, params)
-    tier = gw.tier_of(conn.role)
-    weight = float(tier.epsilon)
-    key = _key(prp, pol, weight)
-    dv = await gw.ledger_read(gw.ledger.data_version)
-    cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
-    stored = await gw.ledger_read(gw.ledger.lookup, conn.role, key, dv)
-    if stored is None:
-        remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
-        if remaining + 1e-9 < weight:
-            raise budget_error(conn.role, weight, remaining, tier)
-        async with gw.statement_slot(conn.role), charge_what_ran(conn, tier):
-            answer = await _release(conn, prp, pol, weight)
-        try:
-            stored = await asyncio.to_thread(
-                gw.ledger.charge_and_record, role=conn.role, key=key, data_version=dv,
-                epsilon=weight, budget=tier.budget, period=tier.period,
-                canonical=prp.canonical(), statement=sql, mechanism=answer["mechanism"][0],
-                answer=answer)
-        except BudgetExceeded as b:
-            raise budget_error(conn.role, weight, b.remaining, tier) from None
-    remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
-    rows = answer_rows(prp.plan, stored.answer)
-    msg = notice(prp, pol, stored.answer, charged=stored.epsilon if stored.charged else 0.0,
-                 remaining=max(remaining, 0.0), budget=tier.budget, period=tier.period,
-                 repeat=not stored.charged)
-    return (Result(f"SELECT {len(rows)}", cols, rows, notices=[msg]),
-            "released" if stored.charged else "repeat", stored.epsilon if stored.charged else 0.0)
-
-
 def _fmt(x: float) -> str:
     """A bound for display, never smaller than the bound itself."""
     if x >= 1:
@@ -328,14 +335,11 @@ def _condition(pol: Policy, pr: dict) -> str:
     return f" if every row has ε(r) > {c:.3g}{_threshold(pol, c, pr['weight'])}"
 
 
-def notice(prp: PrPlan, pol: Policy, answer: dict, *, charged: float, remaining: float,
-           budget: float, period: str, repeat: bool) -> str:
-    """One NOTICE line: ε charged, budget left, ε_τ and which rows the answer covers,
-    the noise bound and the Thm 5.1 / 6.1 bound at 1 - β, mechanism."""
+def notice_body(prp: PrPlan, pol: Policy, answer: dict) -> str:
+    """The NOTICE after its common head: ε(r), ε_τ and which rows the answer covers, the
+    noise bound and the Thm 5.1 / 6.1 bound at 1 - β, mechanism."""
     pr = answer["per_record"]
     mech = answer["mechanism"][0]
-    per = "in total" if period == "never" else f"this {period}"
-    head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
     taus, ells = pr["eps_tau"], pr["ell"]
     n = len(taus)
     pct = f"{(1 - pr['beta']) * 100:g}%"
@@ -364,7 +368,7 @@ def notice(prp: PrPlan, pol: Policy, answer: dict, *, charged: float, remaining:
                 f"rows with smaller ε(r) are left out — {thm}: error at most ±{_fmt(max(pr['bound']))} "
                 f"in all{cond}")
     scale = f"{pr['weight']:g} × " if pr["weight"] != 1 else ""
-    return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; per-record ε(r) = "
+    return (f"per-record ε(r) = "
             f"{scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
             f"{pr['weight'] * pol.levels.eps_max:g}]; {body}; mechanism: {mech}")
 
@@ -405,3 +409,6 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
     lines.append("backend SQL (one scan, GROUP BY keys, level" + (", value bucket)" if framework_sum else ")") + ":")
     lines.extend("  " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
+
+
+PER_RECORD = PerRecord()

@@ -333,9 +333,9 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     return rows[start:end]
 
 
-def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget: float,
-           period: str, repeat: bool) -> str:
-    """One NOTICE line: ε charged, budget left, 95% half-width per output column."""
+def notice_body(plan: Plan, answer: dict) -> str:
+    """The NOTICE after its common head (``kind.notice_head``): 95% half-width per output
+    column, mechanism, and what the sparse vector / ladder / clock contributed."""
     answer = _aligned(plan, answer)
     hw, shown = [], set()
     for o in plan.outputs:
@@ -351,8 +351,6 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
             if i not in shown and i < len(answer["half_width"]):
                 hw.append(f"{a.label} ±{fmt(answer['half_width'][i])}")
     mech = ", ".join(sorted(set(answer["mechanism"])))
-    per = "in total" if period == "never" else f"this {period}"
-    head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
     svt = ""
     if "svt" in answer:
         s = answer["svt"]
@@ -366,8 +364,7 @@ def notice(plan: Plan, answer: dict, *, charged: float, remaining: float, budget
         svt += ladder_notice(answer["ladder"])
     if plan.__dict__.get("_clock"):         # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
-    return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; "
-            f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
+    return (f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
 
 
 def ladder_notice(info: dict) -> str:

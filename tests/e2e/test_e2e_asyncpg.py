@@ -41,8 +41,8 @@ def test_extended_protocol_plans_a_parameterless_statement_once(duck_service, mo
     parsed, typed = [], []
     real_parse, real_types = rewriter.parse, rewriter.param_types
     monkeypatch.setattr(rewriter, "parse", lambda sql: parsed.append(sql) or real_parse(sql))
-    import proxy.pipeline.orchestrator as orch
-    monkeypatch.setattr(orch, "param_types", lambda *a, **k: typed.append(1) or real_types(*a, **k))
+    import proxy.pipeline.central as central
+    monkeypatch.setattr(central, "param_types", lambda *a, **k: typed.append(1) or real_types(*a, **k))
 
     async def main():
         conn = await asyncpg.connect(duck_service.url("analyst"))

@@ -1,0 +1,131 @@
+"""The central release kinds (a table with neither ``mode = "local"`` nor a per-record
+policy): the public domain, the noisy cells (geometric COUNT, discrete-Laplace SUM,
+hourglass AVG of seed 001, moments for VAR), and sparse-vector selection (top-c,
+HAVING; seed 004). The data-market ladder (seed 000) is in :mod:`.multitier`, MAX/MIN
+in :mod:`.extreme`. Each plans a statement with :func:`rewriter.build_plan`."""
+from __future__ import annotations
+
+import asyncio
+
+from rewriter import build_plan, param_types, parse, to_sql
+
+from ..wire.api import Column, Description, Result, SqlError
+from .common import DUMMY, TYPE_OIDS
+from .explain import explain_lines, single_tier_lines
+from .kind import Prepared, ReleaseKind
+from .release import (NoisePool, answer_rows, domain_answer, domain_notice, noisy_answer, notice_body,
+                      output_types, selection_answer)
+
+__all__ = ["CENTRAL", "DOMAIN", "SVT", "Central", "Domain", "Svt", "checked", "columns_of"]
+
+_TEXT = 25
+
+
+def checked(plan, route):
+    """A central plan, checked against the statement's route: the plan's table is the one
+    the parse named (the planner and the router read the same FROM)."""
+    if plan.table != route.table:
+        raise SqlError("XX000", "internal error: the statement's plan and route disagree; nothing was run")
+    return plan
+
+
+def columns_of(plan) -> list[Column]:
+    """The result columns of a central plan (names and type OIDs)."""
+    return [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
+
+
+class Central(ReleaseKind):
+    """Every cell of the public domain, noised (seed 001 for AVG; geometric / discrete
+    Laplace otherwise). The noise, which does not depend on the data, is drawn while the
+    scan runs (:class:`~.release.NoisePool`)."""
+
+    name = "central"
+
+    def prepare(self, conn, plan) -> Prepared:
+        gw = conn.gw
+        tier = gw.tier_of(conn.role)
+        p = Prepared(self, plan, columns_of(plan), key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
+                     canonical=plan.canonical(), epsilon=tier.epsilon)
+        self.prepare_noise(conn, p)
+        return p
+
+    def prepare_noise(self, conn, p: Prepared) -> None:
+        gw = conn.gw
+        pool = NoisePool(p.plan, p.epsilon, gw.source, gw.reservoir)
+        p.state["pool"] = pool
+        if pool.worthwhile:
+            p.state["during"] = pool.fill
+
+    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
+        gw = conn.gw
+        if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
+            plan = checked(await gw.plan_async(sql, None), route)
+            return Description([], columns_of(plan))
+        types = param_types(parse(sql), gw.config)
+        inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
+                    for i, t in enumerate(types)]
+        plan = checked(await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
+        return Description(inferred, columns_of(plan))
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        gw = conn.gw
+        plan = checked(build_plan(parse(body), gw.config, params or None), route)
+        dialect = gw.backend.dialect
+        lines = explain_lines(plan, self.explain_head(plan, gw.tier_of(conn.role)), to_sql(plan, dialect), dialect)
+        return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
+
+    def explain_head(self, plan, tier) -> list[str]:
+        return single_tier_lines(plan, tier)
+
+    def scan_sql(self, conn, p: Prepared) -> str:
+        return to_sql(p.plan, conn.gw.backend.dialect)
+
+    def measure(self, conn, p: Prepared, cells) -> dict:
+        return noisy_answer(p.plan, cells, p.epsilon, conn.gw.source, p.state["pool"])
+
+    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+        return answer_rows(p.plan, answer)
+
+    def notice_body(self, p: Prepared, answer: dict) -> str:
+        return notice_body(p.plan, answer)
+
+    def after_reply(self, conn, p: Prepared) -> None:
+        pool = p.state.get("pool")
+        if pool is not None and pool.worthwhile:       # the next statement's noise, drawn after
+            gw = conn.gw                                # the reply, while the backend is idle
+            gw.reservoir.refill_soon(asyncio.get_running_loop(), pool.ms, pool.cells,
+                                     busy=lambda: gw.backend.scans > 0)
+
+
+class Svt(Central):
+    """Top-c (``ORDER BY COUNT(*) DESC LIMIT c``) and ``HAVING``: the sparse vector
+    technique chooses the keys (seed 004; spec 004), then their values are noised."""
+
+    name = "svt"
+
+    def prepare_noise(self, conn, p: Prepared) -> None:
+        return None
+
+    def measure(self, conn, p: Prepared, cells) -> dict:
+        return selection_answer(p.plan, cells, p.epsilon, conn.gw.source)
+
+    def after_reply(self, conn, p: Prepared) -> None:
+        return None
+
+
+class Domain(ReleaseKind):
+    """``SELECT DISTINCT g`` / ``SELECT g … GROUP BY g`` with no aggregate (issue 19): the
+    public domain from the config; no scan, nothing charged."""
+
+    name = "domain"
+
+    def prepare(self, conn, plan) -> Prepared:
+        return Prepared(self, plan, columns_of(plan))
+
+    async def answer_free(self, conn, p: Prepared):
+        rows = answer_rows(p.plan, domain_answer(p.plan))
+        return (Result(f"SELECT {len(rows)}", p.columns, rows, notices=[domain_notice(p.plan)]),
+                "domain", 0.0)
+
+
+CENTRAL, SVT, DOMAIN = Central(), Svt(), Domain()

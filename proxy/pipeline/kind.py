@@ -1,0 +1,219 @@
+"""The release-kind interface and the ONE pipeline every charged kind runs through.
+
+A *release kind* is a way of turning a statement into released rows: central
+(geometric / discrete Laplace / hourglass AVG), sparse-vector selection (top-c,
+HAVING), a data-market ladder (seed 000), per-record DP (seed 003), MAX/MIN
+(shifted-rank exponential mechanism), a local metric-LDP table (seed 002), a local
+Subset column (seed 000 §5), and the public domain (no data at all). Each is a
+:class:`ReleaseKind`; the orchestrator picks one per statement (``plan``), and
+:func:`run` releases it:
+
+    plan (a refusal charges nothing) → an earlier release of the same key by this
+    role is served again for free (a twin in flight is waited for) → budget check →
+    ε reserved durably on the ledger's writer thread WHILE the kind's scan runs →
+    in the scan's worker thread: the kind's measurement (noise), then the answer is
+    recorded against the reservation before anything is sent → rows and a NOTICE.
+
+A failure before the scan starts refunds the reservation; once the scan started the
+statement is charged whatever its outcome (``detail_charged`` says so). Kinds that
+charge nothing (local tables: the reports were perturbed at ingestion; the public
+domain) answer in :meth:`ReleaseKind.answer_free`.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+from ..backends import BackendError
+from ..stores.ledger import NANO, BudgetExceeded
+from ..wire.api import Column, Description, Result, SqlError
+from .common import budget_error, detail_charged
+
+TWIN_WAIT_S = 30.0
+"""How long a statement refused for budget waits for this role's other releases in flight."""
+
+
+@dataclass
+class Prepared:
+    """A statement planned by one kind: everything the pipeline needs to release it."""
+
+    kind: "ReleaseKind"
+    plan: object                        # the kind's own plan (Plan, ExtremePlan, PrPlan, …)
+    columns: list[Column]
+    key: str | None = None              # the release key; None: nothing is charged
+    canonical: str = ""
+    epsilon: float = 0.0                # what a fresh release charges
+    state: dict = field(default_factory=dict)   # kind-specific (policy, noise pool, …)
+
+
+class ReleaseKind:
+    """One kind of release. Subclasses implement ``plan``, ``describe``, ``explain``
+    and either ``answer_free`` (nothing charged) or ``scan_sql`` + ``measure`` +
+    ``rows`` + ``notice_body`` (a charged release)."""
+
+    name = "kind"
+    decision = "released"               # the statement log's word for a fresh release
+
+    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+        """Plan ``sql`` (routed by the parse to ``route``) for ``conn``'s role; a refusal
+        (Refusal/SqlError) charges nothing. Central plans are made by the orchestrator,
+        which picks their kind from the plan (``prepare``)."""
+        raise NotImplementedError
+
+    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
+        """Parameter and column types (extended protocol), without touching data."""
+        raise NotImplementedError
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        """``EXPLAIN``: mechanism, ε, error statement, backend SQL; nothing runs."""
+        raise NotImplementedError
+
+    # -- a free answer --------------------------------------------------------------
+    async def answer_free(self, conn, p: Prepared) -> tuple[Result, str, float]:
+        raise NotImplementedError
+
+    # -- a charged release ----------------------------------------------------------
+    def scan_sql(self, conn, p: Prepared) -> str:
+        """The ONE backend statement whose per-cell rows the measurement reads."""
+        raise NotImplementedError
+
+    async def scan(self, conn, p: Prepared, then):
+        """Run the scan; ``then(cells)`` runs in the backend's worker thread right after
+        it and its value is returned. Kinds with a data-dependent second scan (per-record
+        MAX/MIN, seed 003 Alg. 1) override this."""
+        return await fetch(conn, self.scan_sql(conn, p), then=then, during=p.state.get("during"))
+
+    def measure(self, conn, p: Prepared, cells) -> dict:
+        """The measurement: exact per-cell values → released answer (noise drawn here).
+        Runs in the backend's worker thread; the answer holds released values only."""
+        raise NotImplementedError
+
+    def mechanism(self, answer: dict) -> str:
+        return ",".join(sorted(set(answer["mechanism"])))
+
+    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+        """Rows from a released answer (post-processing: free, any number of times)."""
+        raise NotImplementedError
+
+    def notice_body(self, p: Prepared, answer: dict) -> str:
+        """The kind's part of the NOTICE (error statement, mechanism) after the common head."""
+        raise NotImplementedError
+
+    def after_reply(self, conn, p: Prepared) -> None:
+        """Called once a fresh release is ready to send (e.g. refill the noise reservoir)."""
+
+
+# -- the pipeline -----------------------------------------------------------------------
+
+async def fetch(conn, sql: str, then=None, during=None):
+    """One backend scan (``conn.timing["started"]`` tells whether it began)."""
+    kw = {"then": then, "timing": conn.timing}
+    if during is not None:
+        kw["during"] = during
+    try:
+        return await conn.gw.backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
+    except BackendError as e:
+        raise SqlError(e.sqlstate, e.message) from None
+
+
+def notice_head(*, charged: float, remaining: float, budget: float, period: str, repeat: bool) -> str:
+    """The NOTICE's common part: what this statement was charged and what is left."""
+    per = "in total" if period == "never" else f"this {period}"
+    head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
+    return f"dpgate: {head}; budget left {max(remaining, 0.0):g} of {budget:g} {per}; "
+
+
+async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
+    """Release ``p`` (or serve it again): ``(Result, decision, ε charged)``."""
+    if p.key is None:
+        return await p.kind.answer_free(conn, p)
+    gw, role, key = conn.gw, conn.role, p.key
+    tier = gw.tier_of(role)
+    # one read: data version, spend, an earlier release
+    dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
+    while stored is None and (twin := gw.in_flight.get((role, key))) is not None:
+        await asyncio.shield(twin)      # the same statement is being released for this role: its answer
+        dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
+    if stored is not None:              # a repeat: the earlier answer, nothing charged
+        return _reply(p, stored, tier, tier.budget - spent)
+    done = asyncio.get_running_loop().create_future()
+    gw.in_flight[(role, key)] = done
+    try:
+        return await _release(conn, p, tier, dv, spent, sql)
+    except SqlError as e:
+        if e.sqlstate != "53400":
+            raise
+        stored, spent = await _twin_elsewhere(conn, key, tier)   # another proxy's twin?
+        if stored is None:
+            raise
+        return _reply(p, stored, tier, tier.budget - spent)
+    finally:
+        del gw.in_flight[(role, key)]
+        done.set_result(None)
+
+
+async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
+    """A fresh release: budget check, ε reserved while scanning, measurement, record."""
+    gw, kind = conn.gw, p.kind
+    if tier.budget - spent + 1e-9 < p.epsilon:
+        raise budget_error(conn.role, p.epsilon, tier.budget - spent, tier)
+    p.state.update(data_version=dv, statement=sql)      # what the measurement may record beside it
+    # ε is charged (fsync) on the ledger's writer thread while the scan runs
+    held = gw.ledger.reserve_soon(role=conn.role, epsilon=p.epsilon, budget=tier.budget, period=tier.period)
+
+    def measure_and_record(cells):
+        # In the backend's worker thread, right after the scan: noise, then the release
+        # is stored against the (already durable) charge before anything is sent.
+        answer = kind.measure(conn, p, cells)
+        res = held.result()                               # BudgetExceeded: nothing is sent
+        return res, gw.ledger.record(res, key=p.key, data_version=dv, canonical=p.canonical, statement=sql,
+                                     mechanism=kind.mechanism(answer), answer=answer)
+
+    try:
+        async with gw.statement_slot(conn.role):
+            res, stored = await kind.scan(conn, p, measure_and_record)
+    except BudgetExceeded as b:
+        raise budget_error(conn.role, p.epsilon, b.remaining, tier) from None
+    except BaseException as e:                            # nothing was sent: refund if the scan never
+        settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
+        await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
+        detail_charged(conn, e, tier)
+        raise
+    if stored is None:                                    # cancelled after the scan: nothing sent
+        raise SqlError("57014", "canceling statement due to user request")
+    kind.after_reply(conn, p)
+    if stored.charged:                                    # the budget left after this charge
+        return _reply(p, stored, tier, tier.budget - res.spent_nano / NANO)
+    remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
+    return _reply(p, stored, tier, remaining)             # a concurrent twin's answer
+
+
+def _reply(p: Prepared, stored, tier, remaining: float) -> tuple[Result, str, float]:
+    """Rows and the NOTICE for a stored (or just recorded) release."""
+    rows = p.kind.rows(p, stored.answer)
+    charged = stored.epsilon if stored.charged else 0.0
+    msg = notice_head(charged=charged, remaining=remaining, budget=tier.budget, period=tier.period,
+                      repeat=not stored.charged) + p.kind.notice_body(p, stored.answer)
+    return (Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]),
+            p.kind.decision if stored.charged else "repeat", charged)
+
+
+async def _twin_elsewhere(conn, key: str, tier):
+    """After a budget refusal: while other statements of this role are still being
+    released (another proxy on the same ledger), wait for them to settle, and serve
+    this statement's release if one of them was it. (Stale reservations — a crash
+    between charge and record — are not waited for.)"""
+    gw, loop = conn.gw, asyncio.get_running_loop()
+    deadline = loop.time() + (gw.statement_timeout or TWIN_WAIT_S)
+    while True:
+        _, spent, stored = await gw.ledger_read(gw.ledger.snapshot, conn.role, key, tier.period)
+        if stored is not None:
+            return dataclasses.replace(stored, charged=False), spent
+        now = time.time()
+        pending = [r for r in await gw.ledger_read(gw.ledger.open_reservations)
+                   if r["role"] == conn.role and now - r["created"] < TWIN_WAIT_S]
+        if not pending or loop.time() > deadline:
+            return None, spent
+        await asyncio.sleep(0.02)
