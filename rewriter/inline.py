@@ -17,7 +17,10 @@ from sqlglot import exp
 
 from .errors import (FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED,
                      UNDEFINED_COLUMN, Refusal)
+from . import postprocess, select as select_
+from .args import understood
 from .plan import OrderItem, Output
+from .scope import T
 
 _AGGS = (exp.AggFunc,)
 _INNER_OK = {"expressions", "from_", "where", "order"}
@@ -148,8 +151,6 @@ _ROLLUP = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 
 def apply_outer(plan, outer: exp.Select, ctx):
     """The plan of the inner release with the outer query as post-processing."""
-    from . import postprocess, select as select_
-    from .args import understood
     alias = _derived(outer).alias
     bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
     rollup = any(e.find(*_AGGS) for e in outer.expressions)
@@ -265,7 +266,6 @@ class _Names:
         self._ctx, self._ph = ctx, placeholder
 
     def column(self, node):
-        from .scope import T
         return T(exp.column(node.name), None)
 
     def __getattr__(self, name):
@@ -273,7 +273,6 @@ class _Names:
 
 
 def _resolve(raw, placeholder, as_tree):
-    from . import postprocess
 
     def agg(func, col):
         raise Refusal(UNSUPPORTED, "aggregates over the rows of an aggregating subquery are not supported; "

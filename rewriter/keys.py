@@ -32,7 +32,7 @@ from . import dates, predicate
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .plan import GroupKey
 from .scope import Ctx, T
-from .values import literal_value, natural_type
+from .values import literal_value, natural_type, to_node
 
 MAX_CELLS = 100_000
 _BOOL = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Like,
@@ -138,7 +138,6 @@ def _case(node: exp.Case, ctx: Ctx) -> GroupKey:
         typ = kinds.pop()
     else:
         raise Refusal("42804", "CASE results must all be of one type (all text labels or all numbers).")
-    from .values import to_node
     if typ == "float":
         values = [None if v is None else float(v) for v in values]
         ifs = [(c, None if v is None else float(v)) for c, v in ifs]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .plan import Measure
 
 VARIANCE_NODES = {exp.VariancePop: "var_pop", exp.Variance: "var_samp", exp.StddevPop: "stddev_pop",
                   exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp"}
@@ -52,7 +53,6 @@ def distinct_column(node: exp.Count, ctx) -> str:
 
 def measures(func: str, col: str, spec):
     """(Measure, …) of a VAR/STDDEV or COUNT(DISTINCT) aggregate, and its Aggregate type."""
-    from .plan import Measure
     if func == "count_distinct":
         return (Measure("count_distinct", col),), spec.type
     typ = moment_type(spec)

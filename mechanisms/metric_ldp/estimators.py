@@ -34,6 +34,7 @@ from typing import Optional
 
 import numpy as np
 
+from .laplace import column_variances
 from .queries import Query
 from .spec import GroupSpec, report_columns
 
@@ -84,7 +85,6 @@ def column_variance(spec: GroupSpec, d: int) -> np.ndarray:
     if spec.mechanism == "M4":
         q = spec.dims[d].q
         return np.full(spec.dims[d].m, q * (1.0 - q))
-    from .laplace import column_variances
     return column_variances(spec)
 
 

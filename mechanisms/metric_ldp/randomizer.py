@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..rng import RandomSource, default_source
+from .laplace import perturb_laplace
 from .spec import FLIP_BITS, GroupSpec, bucketize
 
 __all__ = ["thermometer", "perturb", "perturb_buckets", "round_weights",
@@ -77,7 +78,6 @@ def perturb_buckets(buckets: np.ndarray, spec: GroupSpec,
     if gen is None:
         gen = (source if source is not None else default_source()).generator()
     if spec.mechanism != "M4":
-        from .laplace import perturb_laplace
         return perturb_laplace(x[:, 0], spec, gen)
     out = np.empty((x.shape[0], sum(spec.report_widths())), dtype=np.uint8)
     for s in range(0, x.shape[0], CHUNK_ROWS):

@@ -12,6 +12,7 @@ import re
 import struct
 from decimal import Context, Decimal, InvalidOperation
 
+from . import arrays
 from .api import SqlError
 
 BOOL, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 18, 19, 20, 21, 23, 25, 26
@@ -298,7 +299,6 @@ def decode(oid: int, fmt: int, data: bytes | None):
     if data is None:
         return None
     if oid in ARRAY_ELEMENTS:                      # a list parameter (``= ANY($1)``)
-        from . import arrays
         if fmt == 1:
             return arrays.decode_binary(oid, ARRAY_ELEMENTS[oid], data, decode_binary)
         try:
