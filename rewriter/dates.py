@@ -17,7 +17,7 @@ import datetime as dt
 from sqlglot import exp
 
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, DATATYPE_MISMATCH, Refusal
-from .datetimes import INVALID_DATETIME, _SQL, iso, node, parse, type_of  # noqa: F401
+from .datetimes import INVALID_DATETIME, SQL_TYPES, iso, node, parse, type_of  # noqa: F401
 from .scope import Ctx, T
 
 TIME = ("date", "timestamp")
@@ -43,7 +43,7 @@ def timeish(node: exp.Expression, ctx: Ctx) -> bool:
     if isinstance(node, (exp.CurrentDate, exp.CurrentTimestamp, exp.Interval)):
         return True
     if isinstance(node, exp.Cast):
-        return node.to.this.name in _SQL.values()
+        return node.to.this.name in SQL_TYPES.values()
     if isinstance(node, exp.Anonymous) and node.name.lower() == "now":
         return True
     if isinstance(node, exp.Column):
@@ -61,7 +61,7 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
     if isinstance(node, exp.CurrentTimestamp) or (
             isinstance(node, exp.Anonymous) and node.name.lower() == "now" and not node.expressions):
         return literal(_now(ctx))
-    if isinstance(node, exp.Cast) and node.to.this.name in _SQL.values() and not node.to.expressions:
+    if isinstance(node, exp.Cast) and node.to.this.name in SQL_TYPES.values() and not node.to.expressions:
         typ = "date" if node.to.this.name == "DATE" else "timestamp"
         a = check(node.this, ctx)
         if a.pending or (a.is_literal and a.type == "text"):
@@ -71,7 +71,7 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
         if a.is_literal and a.type in TIME:
             return literal(parse(a.value, typ))
         if a.type in TIME:          # date <-> timestamp: total in both directions
-            return T(exp.Cast(this=a.node, to=exp.DataType.build(_SQL[typ])), typ)
+            return T(exp.Cast(this=a.node, to=exp.DataType.build(SQL_TYPES[typ])), typ)
         raise Refusal(UNSUPPORTED, f"cast of {a.type} to {typ} is not supported; compare a date "
                       "column with a date literal such as DATE '2025-01-31'.")
     if isinstance(node, (exp.Add, exp.Sub)) and timeish(node, ctx):

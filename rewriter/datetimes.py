@@ -10,7 +10,7 @@ from sqlglot import exp
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 
 INVALID_DATETIME = "22007"
-_SQL = {"date": "DATE", "timestamp": "TIMESTAMP"}
+SQL_TYPES = {"date": "DATE", "timestamp": "TIMESTAMP"}
 
 
 def parse(text, typ: str, what: str = "literal"):
@@ -45,4 +45,4 @@ def type_of(v) -> str:
 
 def node(v) -> exp.Expression:
     """The literal as SQL: ``CAST('2025-01-31' AS DATE)``."""
-    return exp.Cast(this=exp.Literal.string(iso(v)), to=exp.DataType.build(_SQL[type_of(v)]))
+    return exp.Cast(this=exp.Literal.string(iso(v)), to=exp.DataType.build(SQL_TYPES[type_of(v)]))

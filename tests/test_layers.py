@@ -52,3 +52,16 @@ def test_no_function_level_imports_of_our_own_modules():
     acyclic contract only mean something if every import is at module level)."""
     found = [hit for pkg in OURS for f in sorted((ROOT / pkg).rglob("*.py")) for hit in _nested_imports(f)]
     assert found == [], found
+
+
+def test_no_private_names_imported_across_modules():
+    """ARCHITECTURE.md: a module's ``_private`` names are its own (no ``from x import _y``)."""
+    import ast
+    found = []
+    for pkg in OURS:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                    found += [f"{f.relative_to(ROOT)}:{node.lineno} {a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == [], found
