@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     reps = 100_000 if args.quick else 1_000_000
     t0 = time.time()
-    rows, sn_label = run(reps, sn_reps=200 if args.quick else 2000)
+    rows, sn_label = run(reps, sn_reps=60 if args.quick else 2000)
     print(f"AVG on PUMS (n = {rows[0]['n']}), MSE over {reps:,} runs, equal total eps; "
           f"SmartNoise column = {sn_label}")
     print("theory = spec 4.2 leading term w^2 sigma^2(eps)((1-a)^2+a^2)/n^2 (hourglass optimum); "
