@@ -12,6 +12,7 @@
     dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
                                        (or --from-table SRC, or --reports FILE.csv as-is)
     dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
+    dpgate init DATA.duckdb | FILES.parquet/csv | --dsn DSN   a commented config from the data
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from ..stores.ledger import open_ledger
 from ..stores.ledger_guard import LedgerLost
 from ..wire.auth import make_verifier
 from ..wire.server import Server
+from .init import add_parser as add_init_parser
 from .ldp import add_parsers
 from .service import load_config_for_check, resolve
 
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     common(lg)
     lg.set_defaults(fn=cmd_ledger)
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
+    add_init_parser(sub)          # init: a config proposed from the data (issue 23)
     args = p.parse_args(argv)
     try:
         return args.fn(args)
