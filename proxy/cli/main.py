@@ -12,6 +12,7 @@
     dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
                                        (or --from-table SRC, or --reports FILE.csv as-is)
     dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
+    dpgate config-reference [--markdown]  every config key: type, default, description
     dpgate init DATA.duckdb | FILES.parquet/csv | --dsn DSN   a commented config from the data
 """
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ..stores.ledger_guard import LedgerLost
 from ..wire.auth import make_verifier
 from ..wire.server import Server
 from .init import add_parser as add_init_parser
+from .reference import add_parser as add_reference_parser
 from .ldp import add_parsers
 from .service import load_config_for_check, resolve
 
@@ -307,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     lg.set_defaults(fn=cmd_ledger)
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
     add_init_parser(sub)          # init: a config proposed from the data (issue 23)
+    add_reference_parser(sub)     # config-reference: every key, from the models
     args = p.parse_args(argv)
     try:
         return args.fn(args)
