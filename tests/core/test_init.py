@@ -3,11 +3,13 @@
 --round widens bounds to the public grid; --dp-bounds draws them ε-DP and records ε."""
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 
 import duckdb
 import psycopg
@@ -57,12 +59,13 @@ def test_init_duckdb_file_serves_as_is(tmp_path, capsys):
     assert c.columns["flag"].public_domain == (False, True)
     assert c.columns["day"].time_bounds[0].isoformat() == "2024-01-03"
     from support.pg import free_port
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg), "--port", str(port)],
+    port, aport = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg), "--port", str(port),
+                             "--admin-http", f"127.0.0.1:{aport}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline, out = time.time() + 60, []
-        while time.time() < deadline and not any("listening on" in x for x in out):
+        while time.time() < deadline and not any("owner page on" in x for x in out):
             line = proc.stdout.readline()
             if not line:
                 break
@@ -73,6 +76,12 @@ def test_init_duckdb_file_serves_as_is(tmp_path, capsys):
             n = con.execute("SELECT COUNT(*) FROM people").fetchone()[0]
             groups = dict(con.execute("SELECT region, COUNT(*) FROM people GROUP BY region").fetchall())
         assert abs(n - N) < 60 and set(groups) == {"n", "s"}      # Laplace(1) at ε 1: |noise| < 60 w.p. 1-1e-26
+        assert f"owner page on http://127.0.0.1:{aport}/ (sign in as admin)" in "".join(out)
+        auth = base64.b64encode(f"admin:{pw['admin']}".encode()).decode()      # the owner page, admin's password
+        req = urllib.request.Request(f"http://127.0.0.1:{aport}/", headers={"Authorization": f"Basic {auth}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            html = r.read().decode()
+        assert r.status == 200 and "<h3>people " in html and "SELECT COUNT(*) FROM people" in html
     finally:
         proc.terminate()
         proc.wait(20)
