@@ -68,8 +68,10 @@ class AdminHttp:
 
     # -- one request ----------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        is_head = False
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            is_head = head.startswith(b"HEAD ")
             status, body, extra = await self._respond(head)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
             writer.close()
@@ -84,7 +86,7 @@ class AdminHttp:
                    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
                    "Connection": "close", **extra}
         writer.write((f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-                      + "\r\n").encode("latin-1") + data)
+                      + "\r\n").encode("latin-1") + (b"" if is_head else data))
         try:
             await writer.drain()
         finally:

@@ -388,7 +388,7 @@ def _read(args, reader) -> tuple[list[Rel], str]:
         spent += _propose(reader, rel, args, eps_col, source)[1]
     note = ""
     if eps_col is not None:
-        note = (f"#\n# --dp-bounds: ε = {args.dp_bounds:g} SPENT in all on the {len(spent)} columns' bounds "
+        note = (f"#\n# --dp-bounds: ε = {eps_col * len(spent):g} SPENT in all on the {len(spent)} columns' bounds "
                 f"(ε {eps_col:g} per column, ε/2 per bound; sequential composition). It is the owner's\n"
                 "# ε, not charged to any role: count it against the data's total budget. Domains are not "
                 "DP: they are still read from the data.\n")

@@ -173,6 +173,15 @@ def test_postgres_schema(tmp_path, capsys, postgres):
     assert main(["check-config", "--backend", str(cfg)]) == 0
 
 
+def test_progress_on_big_tables(tmp_path, capsys):
+    """Tables of at least --progress-rows rows (default 1,000,000) report each column on stderr."""
+    db = _fixture(tmp_path)
+    assert main(["init", str(db), "--progress-rows", "1000"]) == 0
+    err = capsys.readouterr().err
+    assert "table 1/1 people (people)" in err and f"people: {N:,} rows, 7 columns" in err
+    assert "people: column 1/7 age" in err and "people: column 7/7 ts" in err
+
+
 def test_init_refuses_without_input_and_keeps_existing_file(tmp_path, capsys):
     assert main(["init"]) == 2
     f = tmp_path / "x.toml"

@@ -73,6 +73,22 @@ def test_page_shows_budgets_releases_coalition_and_policies(page):
     assert not re.search(r"\b(src|href)\s*=|url\(|@import|<script", html, re.I)    # no external assets
 
 
+def test_page_from_a_postgres_ledger(duck_service, postgres):
+    """The page reads a shared Postgres ledger (several proxies) the same way."""
+    import uuid
+    from proxy.admin import collect
+    from proxy.admin.page import render_page
+    from proxy.stores.ledger import Ledger
+    led = Ledger(None, dsn=postgres.dsn, schema="adm_" + uuid.uuid4().hex[:8])
+    try:
+        led.charge_and_record(role="analyst", key="k", data_version=1, epsilon=1.0, budget=50.0, period="day",
+                              canonical="c", statement="SELECT 1 < 2", mechanism="m", answer={})
+        html = render_page(collect(duck_service.cfg, led, "admin"))
+    finally:
+        led.close()
+    assert "SELECT 1 &lt; 2" in html and "1 of 50 / day" in html
+
+
 def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     """Decode an 8-bit RGB/RGBA PNG (what Chromium writes): width, height, rows of pixels."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
