@@ -351,7 +351,8 @@ def cmd_init(args) -> int:
         reader.close()
     if args.dsn:
         what = f"the Postgres schema {args.schema}"
-        backend = ['kind = "postgres"', f"dsn = {_toml(args.dsn)}"]
+        backend = ['kind = "postgres"', "# the DSN given to init: a password in it is now in this file too",
+                   f"dsn = {_toml(args.dsn)}"]
     elif duck_file:
         what = f"the DuckDB file {Path(args.inputs[0]).resolve()}"
         backend = ['kind = "duckdb"', f"path = {_toml(str(Path(args.inputs[0]).resolve()))}"]
