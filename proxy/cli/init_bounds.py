@@ -28,8 +28,8 @@ from fractions import Fraction
 from mechanisms.rng import RandomSource
 from mechanisms.samplers import discrete_laplace
 
-__all__ = ["BETA", "MONTHS", "DpBound", "above_threshold", "threshold", "dp_date_bounds", "dp_numeric_bounds", "grid_125",
-           "month_ceil", "month_floor", "month_index", "month_value", "round_down", "round_up"]
+__all__ = ["BETA", "MONTHS", "DpBound", "above_threshold", "dp_date_bounds", "dp_numeric_bounds", "grid_125",
+           "month_ceil", "month_floor", "month_index", "month_value", "round_down", "round_up", "threshold"]
 
 BETA = 0.05                     # rank-error statements hold with probability 1 − β = 95%
 FIRST_YEAR, LAST_YEAR = 1900, 2099
