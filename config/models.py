@@ -17,7 +17,7 @@ Scalar = Union[bool, int, float, str]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Column(_Model):
@@ -25,13 +25,24 @@ class Column(_Model):
     domain that makes it groupable (a GROUP BY releases one noisy cell per value)."""
 
     type: ColumnType = "int"
+    """int, float, text, bool, date or timestamp; must fit the backend column (check-config --backend)."""
     lower: float | str | None = None    # date / timestamp columns: ISO strings
+    """clamping lower bound for SUM/AVG/VAR (numbers), or the earliest value as an ISO string
+    (date/timestamp columns); public."""
     upper: float | str | None = None
+    """clamping upper bound (numbers), or the latest value as an ISO string (date/timestamp); give both or
+    neither."""
     domain: list[Scalar] | None = None
+    """the public list of values that makes the column groupable: a GROUP BY releases one noisy cell per
+    value (and only these)."""
     domain_range: tuple[int, int] | None = None
+    """[lo, hi]: an int column's public domain lo..hi (at most 100001 values); instead of domain."""
     nullable: bool = True
+    """whether the column may hold NULL."""
     description: str = ""
+    """free text shown to analysts (column comment in \\d and information_schema)."""
     avg_mechanism: Literal["hourglass", "laplace_transformed", "shifted_laplace"] = "hourglass"
+    """AVG's mechanism: the hourglass add-remove optimal mean (spec 001) or a baseline."""
 
     @field_validator("lower", "upper")
     @classmethod
@@ -122,13 +133,22 @@ class PrivacyPolicy(_Model):
     columns — clamped to [eps_min, eps_max]; values are bounded by ``value_bound``."""
 
     function: str
+    """each record's ε: inverse (α/v), sqrt (α/√v), log (α/ln(v)⁴) of `column`, or a SQL expression over
+    declared columns."""
     column: str | None = None
+    """the column the named shortcut function reads."""
     alpha: float | None = None
+    """α of the named shortcut function."""
     eps_min: float = Field(gt=0)
+    """each record's ε is clamped to at least this."""
     eps_max: float = Field(gt=0)
+    """each record's ε is clamped to at most this."""
     value_bound: float = Field(gt=0)
+    """values are bounded by this (|v| <= value_bound) for SUM."""
     beta: float = Field(default=0.1, gt=0, lt=1)
+    """failure probability of the per-record mechanisms' accuracy statements."""
     sum_method: Literal["auto", "extension", "framework"] = "auto"
+    """per-record SUM: the extension, the framework (spec 003), or auto (chosen per query)."""
 
     @model_validator(mode="after")
     def _check(self) -> "PrivacyPolicy":
@@ -150,10 +170,15 @@ class LocalColumn(_Model):
     overrides the table's edge-bucket policy for this column (spec §8)."""
 
     lo: float
+    """lowest value of the private ordinal column."""
     hi: float
+    """highest value of the private ordinal column."""
     buckets: int = Field(ge=2, le=4096)
+    """number of buckets [lo, hi] is cut into (2..4096)."""
     epsilon: float = Field(gt=0)
+    """metric-LDP ε per bucket step (seed 002)."""
     edges: EdgePolicy | None = None
+    """this column's edge-bucket policy, overriding the table's `edges`."""
 
     @model_validator(mode="after")
     def _check(self) -> "LocalColumn":
@@ -170,36 +195,57 @@ class LocalCategory(_Model):
     multi-tier Subset mechanism (seed 000 §5) for the tiers of ``ladder``; a tier reads its level."""
 
     ladder: str
+    """the tier ladder whose levels the Subset reports serve (tiers with ladder = this name)."""
     variant: Literal[1, 2] = 2          # template generator: Alg. 3 (1) or Alg. 5 (2)
+    """template generator: Alg. 3 (1) or Alg. 5 (2) of seed 000."""
 
 
 class LocalPolicy(_Model):
     """A local table: rows are perturbed on the way in; only reports are stored."""
 
     columns: dict[str, LocalColumn] = Field(default_factory=dict)
+    """private ordinal columns (metric LDP), by name."""
     categories: dict[str, LocalCategory] = Field(default_factory=dict)   # Subset columns (seed 000)
+    """private categorical columns perturbed by multi-tier Subset (seed 000), by name."""
     joint: list[list[str]] = Field(default_factory=list)   # groups for multi-dim ranges
+    """groups of columns collected jointly for multi-dimensional ranges."""
     estimator: Literal["paper", "known_n"] = "paper"
+    """paper: the estimator of seed 002; known_n: with the public row count."""
     null_policy: Literal["refuse", "lo"] = "refuse"
+    """a NULL private value at ingestion: refuse the row, or take it as lo."""
     weight: str | None = None          # optional weight column (public)
+    """optional public weight column."""
     reports: str | None = None         # backend table holding the reports (default <name>_reports)
+    """backend table holding the reports (default <table>_reports)."""
     # query-time post-processing (spec §8, §3.12; no privacy cost): edge buckets of a cut range,
     # the value percentile_disc returns for its bucket, a monotone (PAVA) CDF, clipping to [0, n]
     edges: EdgePolicy = "interpolate"
+    """query time: a range cutting a bucket interpolates it or takes it whole (spec §8)."""
     quantile_point: QuantilePoint = "auto"
+    """the value percentile_disc returns within its bucket."""
     isotonic_cdf: bool = Field(default=False, strict=True)
+    """make the estimated CDF monotone (PAVA); post-processing, free."""
     clip: bool = Field(default=False, strict=True)
+    """clip estimated counts to [0, n]; post-processing, free."""
 
 
 class Table(_Model):
     """A declared (public-schema) table; `source` is the relation in the backend."""
 
     source: str | None = None
+    """the relation in the backend: a table or view (default: the table's name), on Postgres schema-
+    qualified (`sales.orders`), on DuckDB also a table function (`read_parquet('/data/*.parquet')`,
+    `read_csv('/data/x.csv')`)."""
     description: str = ""
+    """free text shown to analysts (table comment)."""
     columns: dict[str, Column]
+    """the declared columns, by lower-case name; only these exist for clients."""
     mode: Literal["central", "local"] = "central"
+    """central (the proxy adds noise to answers) or local (rows are perturbed on the way in; seed 002)."""
     privacy: PrivacyPolicy | None = None
+    """per-record DP policy (seed 003): each record's budget is a function of its values."""
     local: LocalPolicy | None = None
+    """the local table's policy (mode = 'local')."""
 
     @model_validator(mode="after")
     def _policies(self) -> "Table":
@@ -250,13 +296,21 @@ class Tier(_Model):
     """A privacy tier: ε charged per released query and the budget per period."""
 
     epsilon: float = Field(gt=0, le=100)
+    """ε charged per released query."""
     budget: float = Field(gt=0)
+    """ε a role of this tier may spend per period."""
     period: Literal["day", "week", "month", "never"] = "day"
+    """the budget renews every day, week, month, or never."""
     description: str = ""
+    """free text (dpgate.* views, owner page)."""
     ladder: str | None = None     # tiers naming the same ladder are answered from one chain (seed 000)
+    """tiers naming the same ladder are answered from one noise chain (seed 000): a coalition pays max ε,
+    not Σε."""
     # a tier whose ε is not yet a level of a stored chain (added later): "nearest" serves the nearest
     # lower level (App. H); "bridge" inserts its exact level between the two neighbours (spec 9b)
     ladder_insert: Literal["nearest", "bridge"] = "nearest"
+    """a tier added to a stored chain later: nearest (serve the nearest lower level) or bridge (insert its
+    exact level)."""
 
     @model_validator(mode="after")
     def _check(self) -> "Tier":
@@ -272,8 +326,12 @@ class Role(_Model):
     (make one with `dpgate hash-password`); plain passwords are never stored."""
 
     tier: str
+    """the role's tier (ε per query, budget)."""
     scram: str | None = None
+    """PostgreSQL SCRAM-SHA-256 verifier of the role's password (`dpgate hash-password`); required with
+    auth = 'scram'."""
     admin: bool = False
+    """the data owner: sees every role's budget and releases (dpgate.* views, the owner page)."""
     insert: list[str] = Field(default_factory=list, description=(
         "local tables this role may INSERT into through the proxy (rows are perturbed on the way "
         "in); every other role gets 42501. Checked at load: each must be a declared local table"))
@@ -291,8 +349,11 @@ class Role(_Model):
 
 class Limits(_Model):
     max_connections: int = Field(default=100, ge=1)
+    """logged-in sessions; one more gets FATAL 53300."""
     max_message_size: int = Field(default=1 << 20, ge=1024)
+    """bytes of any frontend message; a longer one closes the connection (FATAL 54000)."""
     statement_timeout_ms: int = Field(default=30_000, ge=0)
+    """the backend scan is cancelled after this (57014, nothing charged); 0 = never."""
     idle_timeout_s: float = Field(default=3600, ge=0, description=(
         "a logged-in session that sends nothing for this long is closed (FATAL 57P05); 0 = never"))
     # Connections before login and statement size (proxy/wire; issue 24).
@@ -307,16 +368,26 @@ class Limits(_Model):
         "bytes of one Query/Parse message; a longer statement is refused (54000) before anything "
         "parses it and the session stays usable; at most max_message_size"))
     max_statements_per_role: int = Field(default=16, ge=1)
+    """concurrent statements of one role; one more gets 53300."""
     shutdown_grace_s: float = Field(default=10, ge=0)
+    """on SIGTERM / Ctrl-C: how long a running statement may finish."""
     # per-row cost caps (rewriter/cost.py; README "What a statement costs")
     max_literal_chars: int = Field(default=256, ge=16)
+    """per-row cost cap: characters of one literal."""
     max_total_literal_chars: int = Field(default=2048, ge=16)
+    """per-row cost cap: characters of all literals of a statement."""
     max_pattern_chars: int = Field(default=128, ge=1)
+    """per-row cost cap: characters of one LIKE pattern."""
     max_pattern_wildcards: int = Field(default=16, ge=1)    # all patterns of a statement together
+    """per-row cost cap: wildcards of all patterns of a statement together."""
     max_text_ops: int = Field(default=16, ge=1)
+    """per-row cost cap: text operations in a statement."""
     max_nodes: int = Field(default=2000, ge=50)
+    """per-row cost cap: syntax tree nodes of a statement."""
     max_depth: int = Field(default=64, ge=8)
+    """per-row cost cap: syntax tree depth."""
     max_in_list: int = Field(default=1000, ge=1)
+    """per-row cost cap: values of one IN list."""
 
     @model_validator(mode="after")
     def _statement_within_message(self) -> "Limits":
@@ -327,8 +398,11 @@ class Limits(_Model):
 
 class TLS(_Model):
     cert: Path | None = None
+    """server certificate (PEM); TLS is offered when cert and key are set."""
     key: Path | None = None
+    """server private key (PEM)."""
     require: bool = False
+    """refuse clients that do not use TLS."""
 
     @model_validator(mode="after")
     def _pair(self) -> "TLS":
@@ -341,13 +415,22 @@ class TLS(_Model):
 
 class Server(_Model):
     host: str = "127.0.0.1"
+    """address to listen on."""
     port: int = Field(default=6432, ge=0, le=65535)
+    """port to listen on."""
     database: str = "demo"
+    """the database name clients connect to."""
     auth: Literal["scram", "trust"] = "scram"
+    """scram (passwords, SCRAM-SHA-256) or trust (loopback hosts only)."""
     state_dir: Path | None = None
+    """ledger (and DuckDB file) directory; relative to the config file (default $DPGATE_STATE_DIR or
+    ~/.local/state/dpgate)."""
     limits: Limits = Limits()
+    """connection, statement and per-row cost limits."""
     tls: TLS = TLS()
+    """TLS certificate and policy."""
     log_format: Literal["text", "json"] = "text"
+    """text, or json: one line per statement (role, fingerprint, decision, ε, ms)."""
 
     @model_validator(mode="after")
     def _trust_loopback(self) -> "Server":
@@ -358,10 +441,15 @@ class Server(_Model):
 
 class Backend(_Model):
     kind: Literal["duckdb", "postgres"] = "duckdb"
+    """duckdb (embedded) or postgres."""
     path: Path | None = None       # duckdb file (relative to the state dir); None → demo file
+    """DuckDB file, relative to the state dir (default: the demo's file)."""
     dsn: str | None = None         # postgres connection string
+    """Postgres connection string (kind = 'postgres')."""
     pool_size: int = Field(default=4, ge=1, le=256)
+    """Postgres connections in the pool."""
     connect_timeout_s: float = Field(default=2.0, gt=0, le=60)   # a down backend fails within this
+    """a down backend fails statements (08006) within this."""
 
     @model_validator(mode="after")
     def _dsn(self) -> "Backend":
@@ -374,8 +462,11 @@ class LedgerStore(_Model):
     """Where the budget ledger, release store and ladder store live: a SQLite file
     in the state dir (default), or a Postgres database shared by several proxies."""
     kind: Literal["sqlite", "postgres"] = "sqlite"
+    """sqlite (<state_dir>/ledger.sqlite3) or postgres (shared by several proxies)."""
     dsn: str | None = None         # postgres connection string
+    """Postgres connection string (kind = 'postgres')."""
     db_schema: str = Field(default="dpgate", alias="schema", pattern=r"^[a-z_][a-z0-9_]*$")
+    """Postgres schema of the ledger tables (key: schema)."""
 
     @model_validator(mode="after")
     def _dsn(self) -> "LedgerStore":
@@ -386,12 +477,19 @@ class LedgerStore(_Model):
 
 class Config(_Model):
     server: Server = Server()
+    """listening, authentication, limits, TLS."""
     backend: Backend = Backend()
+    """where the data is."""
     ledger: LedgerStore = LedgerStore()
+    """where budgets, releases and ladders are stored."""
     tiers: dict[str, Tier]
+    """privacy tiers, by name."""
     roles: dict[str, Role]
+    """connection roles, by name."""
     tables: dict[str, Table]
+    """declared tables, by lower-case name."""
     demo: bool = False             # load the demo data set into the backend on start
+    """load the demo data set into the backend on start."""
 
     @model_validator(mode="after")
     def _refs(self) -> "Config":

@@ -28,7 +28,7 @@ from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
 from .pipeline.release import NoiseReservoir, prepare_mechanisms
 from .pipeline.orchestrator import Connection
-from .pipeline.views import Views
+from .pipeline.views import Views, catalog_views
 from .wire.api import SqlError
 
 log = logging.getLogger("dpgate")
@@ -84,7 +84,7 @@ class Gateway:
                 with contextlib.suppress(StopIteration):
                     self.backend.close().send(None)
             raise
-        self.catalog = Catalog(config, database=config.server.database)
+        self.catalog = Catalog(config, database=config.server.database, views=catalog_views())
         self.source = source or default_source()
         self.reservoir = NoiseReservoir(self.source)     # noise drawn ahead, in idle time
         self.views = Views(self)

@@ -325,14 +325,15 @@ class Catalog:
     query holds no lock others wait on; ``statement_timeout`` (and the client's
     cancel) interrupts it."""
 
-    def __init__(self, config: Config, *, database: str = "demo", server_version: str = "16.0"):
+    def __init__(self, config: Config, *, database: str = "demo", server_version: str = "16.0",
+                 views: dict | None = None):
         self.config = config
         self.database = database
         self.server_version = server_version
         self._tables = frozenset(t.lower() for t in config.tables)
         self._lock = threading.Lock()
         self._con = duckdb.connect(":memory:")
-        schema.build(self._con, config, database=database, server_version=server_version)
+        schema.build(self._con, config, database=database, server_version=server_version, views=views)
         create_macros(self._con, database, server_version)
         for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
                      "SET autoload_known_extensions = false", f"SET memory_limit = '{CATALOG_MEMORY}'",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from .schema import CATALOG_RELATION_OIDS, RELATIONS, VIEWS
+from .schema import CATALOG_RELATION_OIDS, FIRST_VIEW_OID, LAST_VIEW_OID, RELATIONS, VIEWS
 
 
 def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version: str) -> None:
@@ -14,7 +14,7 @@ def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version:
     version = (f"PostgreSQL {server_version} (dpgate differentially-private gateway) "
                f"on x86_64-pc-linux-gnu, 64-bit").replace("'", "''")
     macros = {
-        "pg_table_is_visible(x)": "true",
+        "pg_table_is_visible(x)": f"NOT (x BETWEEN {FIRST_VIEW_OID} AND {LAST_VIEW_OID})",   # dpgate.*: off the path
         "pg_type_is_visible(x)": "true",
         "pg_function_is_visible(x)": "true",
         "pg_collation_is_visible(x)": "true",

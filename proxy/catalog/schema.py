@@ -10,6 +10,7 @@ import duckdb
 
 from config.models import Config
 
+from .facts import column_comment, table_comment
 from .pg_types import PG_RANGE_COLUMNS, PG_RANGES, PG_TYPE_COLUMNS, PG_TYPES
 
 # oids -----------------------------------------------------------------------------
@@ -23,6 +24,11 @@ FIRST_ROWTYPE_OID = 24576
 HEAP_AM = 2
 DEFAULT_COLLATION = 100
 PG_CLASS_OID = 1259
+# dpgate's own views (dpgate.budget …): schema dpgate, off the search path (psql's \dv dpgate.*)
+NS_DPGATE = 14999
+FIRST_VIEW_OID = 15000
+LAST_VIEW_OID = 15099
+_VIEW_TYPES = {"VARCHAR": "text", "DOUBLE": "float", "BIGINT": "int", "INTEGER": "int", "BOOLEAN": "bool"}
 
 # catalog relations' oids (what 'pg_class'::regclass gives)
 CATALOG_RELATION_OIDS = {
@@ -274,9 +280,11 @@ def _ddl_type(pgtype: str) -> str:
     return _T[pgtype]
 
 
-def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, server_version: str) -> None:
+def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, server_version: str,
+          views: dict[str, tuple[str, list[tuple[str, str]]]] | None = None) -> None:
     """Create and fill the emulated catalog's relations in ``con`` (its functions, which read
-    them: :func:`proxy.catalog.macros.create_macros`, run after this)."""
+    them: :func:`proxy.catalog.macros.create_macros`, run after this). ``views``: dpgate's own
+    views, name -> (description, [(column, DuckDB type)]), listed in the schema ``dpgate``."""
     con.execute("CREATE SCHEMA pgc")
     con.execute("CREATE SCHEMA pgc_is")
     # the user of the current call: a variable of each query's own cursor (no shared state)
@@ -299,7 +307,7 @@ def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, serv
         {"oid": NS_PG_CATALOG, "nspname": "pg_catalog", "nspowner": USER_OID},
         {"oid": NS_PUBLIC, "nspname": "public", "nspowner": USER_OID},
         {"oid": NS_INFORMATION_SCHEMA, "nspname": "information_schema", "nspowner": USER_OID},
-    ])
+    ] + ([{"oid": NS_DPGATE, "nspname": "dpgate", "nspowner": USER_OID}] if views else []))
     insert("pg_am", [
         {"oid": HEAP_AM, "amname": "heap", "amhandler": "heap_tableam_handler", "amtype": "t"},
         {"oid": 403, "amname": "btree", "amhandler": "bthandler", "amtype": "i"},
@@ -368,8 +376,7 @@ def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, serv
             "typalign": "d", "typstorage": "x", "typnotnull": False, "typbasetype": 0, "typtypmod": -1,
             "typndims": 0, "typcollation": 0,
         })
-        if table.description:
-            descs.append({"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": 0, "description": table.description})
+        descs.append({"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": 0, "description": table_comment(table)})
         for num, (cname, col) in enumerate(table.columns.items(), start=1):
             toid, _, _, tlen, align, storage, coll, _, _ = COLUMN_TYPES[col.type]
             attrs.append({
@@ -380,8 +387,9 @@ def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, serv
                 "attidentity": "", "attgenerated": "", "attisdropped": False, "attislocal": True,
                 "attinhcount": 0, "attcollation": coll,
             })
-            if col.description:
-                descs.append({"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": num, "description": col.description})
+            if comment := column_comment(table, cname, col):      # the DP facts (issue 23)
+                descs.append({"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": num, "description": comment})
+    _views(views or {}, classes, attrs, types, descs)
     insert("pg_type", types)
     insert("pg_class", classes)
     insert("pg_attribute", attrs)
@@ -395,17 +403,54 @@ def build(con: duckdb.DuckDBPyConnection, config: Config, *, database: str, serv
     _info_schema(con, database)
 
 
+def _views(views: dict, classes: list, attrs: list, types: list, descs: list) -> None:
+    """dpgate.budget, dpgate.releases, dpgate.coalition as views (relkind 'v') of the schema dpgate."""
+    for j, (vname, (description, cols)) in enumerate(views.items()):
+        oid = FIRST_VIEW_OID + j
+        classes.append({
+            "oid": oid, "relname": vname, "relnamespace": NS_DPGATE, "reltype": oid + 50, "reloftype": 0,
+            "relowner": USER_OID, "relam": 0, "relfilenode": 0, "reltablespace": 0, "relpages": 0,
+            "reltuples": -1.0, "relallvisible": 0, "reltoastrelid": 0, "relhasindex": False,
+            "relisshared": False, "relpersistence": "p", "relkind": "v", "relnatts": len(cols),
+            "relchecks": 0, "relhasrules": False, "relhastriggers": False, "relhassubclass": False,
+            "relrowsecurity": False, "relforcerowsecurity": False, "relispopulated": True,
+            "relreplident": "n", "relispartition": False, "relrewrite": 0, "relfrozenxid": 0,
+            "relminmxid": 0, "relhasoids": False,
+        })
+        types.append({
+            "oid": oid + 50, "typname": vname, "typnamespace": NS_DPGATE, "typowner": USER_OID,
+            "typlen": -1, "typbyval": False, "typtype": "c", "typcategory": "C", "typispreferred": False,
+            "typisdefined": True, "typdelim": ",", "typrelid": oid, "typsubscript": "-", "typelem": 0,
+            "typarray": 0, "typinput": "record_in", "typoutput": "record_out", "typreceive": "record_recv",
+            "typsend": "record_send", "typmodin": "-", "typmodout": "-", "typanalyze": "-",
+            "typalign": "d", "typstorage": "x", "typnotnull": False, "typbasetype": 0, "typtypmod": -1,
+            "typndims": 0, "typcollation": 0,
+        })
+        descs.append({"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": 0, "description": description})
+        for num, (cname, duck) in enumerate(cols, start=1):
+            toid, _, _, tlen, align, storage, coll, _, _ = COLUMN_TYPES[_VIEW_TYPES[duck]]
+            attrs.append({
+                "attrelid": oid, "attname": cname, "atttypid": toid, "attstattarget": -1,
+                "attlen": tlen, "attnum": num, "attndims": 0, "attcacheoff": -1, "atttypmod": -1,
+                "attbyval": tlen > 0, "attalign": align, "attstorage": storage, "attcompression": "",
+                "attnotnull": False, "atthasdef": False, "atthasmissing": False, "attidentity": "",
+                "attgenerated": "", "attisdropped": False, "attislocal": True, "attinhcount": 0,
+                "attcollation": coll,
+            })
+
+
 def _info_schema(con: duckdb.DuckDBPyConnection, database: str) -> None:
     db = database.replace("'", "''")
     cases = lambda idx: " ".join(f"WHEN {v[0]} THEN {('NULL' if v[idx] is None else repr(v[idx]))}" for v in COLUMN_TYPES.values())  # noqa: E731
     con.execute(f"""CREATE VIEW pgc_is.tables AS SELECT '{db}' AS table_catalog, n.nspname AS table_schema,
-        c.relname AS table_name, 'BASE TABLE' AS table_type,
+        c.relname AS table_name, CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'BASE TABLE' END AS table_type,
         CAST(NULL AS VARCHAR) AS self_referencing_column_name, CAST(NULL AS VARCHAR) AS reference_generation,
         CAST(NULL AS VARCHAR) AS user_defined_type_catalog, CAST(NULL AS VARCHAR) AS user_defined_type_schema,
         CAST(NULL AS VARCHAR) AS user_defined_type_name, 'NO' AS is_insertable_into, 'NO' AS is_typed,
         CAST(NULL AS VARCHAR) AS commit_action
-        FROM pgc.pg_class c JOIN pgc.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r'""")
-    con.execute(f"""CREATE VIEW pgc_is.columns AS SELECT '{db}' AS table_catalog, 'public' AS table_schema,
+        FROM pgc.pg_class c JOIN pgc.pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'v')""")
+    con.execute(f"""CREATE VIEW pgc_is.columns AS SELECT '{db}' AS table_catalog,
+        CASE WHEN c.relnamespace = {NS_DPGATE} THEN 'dpgate' ELSE 'public' END AS table_schema,
         c.relname AS table_name, a.attname AS column_name, CAST(a.attnum AS INTEGER) AS ordinal_position,
         CAST(NULL AS VARCHAR) AS column_default, CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END AS is_nullable,
         CASE a.atttypid {cases(7)} END AS data_type,
@@ -437,8 +482,8 @@ def _info_schema(con: duckdb.DuckDBPyConnection, database: str) -> None:
         (SELECT usr FROM pgc.session) AS schema_owner, CAST(NULL AS VARCHAR) AS default_character_set_catalog,
         CAST(NULL AS VARCHAR) AS default_character_set_schema, CAST(NULL AS VARCHAR) AS default_character_set_name,
         CAST(NULL AS VARCHAR) AS sql_path FROM pgc.pg_namespace""")
-    con.execute(f"""CREATE VIEW pgc_is.enabled_roles AS SELECT usr AS role_name FROM pgc.session""")
-    con.execute(f"""CREATE VIEW pgc_is.applicable_roles AS SELECT usr AS grantee, usr AS role_name, 'NO' AS is_grantable FROM pgc.session WHERE false""")
+    con.execute("""CREATE VIEW pgc_is.enabled_roles AS SELECT usr AS role_name FROM pgc.session""")
+    con.execute("""CREATE VIEW pgc_is.applicable_roles AS SELECT usr AS grantee, usr AS role_name, 'NO' AS is_grantable FROM pgc.session WHERE false""")
     empty = {
         "views": ["table_catalog", "table_schema", "table_name", "view_definition", "check_option",
                   "is_updatable", "is_insertable_into", "is_trigger_updatable", "is_trigger_deletable",

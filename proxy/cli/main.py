@@ -1,6 +1,7 @@
 """The ``dpgate`` command line.
 
     dpgate serve [--config FILE]       run the proxy (no config: the demo)
+                 [--admin-http HOST:PORT]  also the read-only owner page (admin roles)
     dpgate hash-password [PASSWORD]    print a SCRAM-SHA-256 verifier for a config
     dpgate data-version [--advance]    show / advance the data version (new releases)
     dpgate budget [--role R]           spent and remaining budget per role
@@ -12,6 +13,8 @@
     dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
                                        (or --from-table SRC, or --reports FILE.csv as-is)
     dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
+    dpgate config-reference [--markdown]  every config key: type, default, description
+    dpgate init DATA.duckdb | FILES.parquet/csv | --dsn DSN   a commented config from the data
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from urllib.parse import quote
 from config import Config, ConfigError
 
 from .. import demo
+from ..admin import AdminHttp
 from ..backends import BackendError, open_backend
 from .schema_check import check_backend_schema
 from ..demo import trips as demo_trips
@@ -41,6 +45,8 @@ from ..stores.ledger import open_ledger
 from ..stores.ledger_guard import LedgerLost
 from ..wire.auth import make_verifier
 from ..wire.server import Server
+from .init import add_parser as add_init_parser
+from .reference import add_parser as add_reference_parser
 from .ldp import add_parsers
 from .service import load_config_for_check, resolve
 
@@ -78,6 +84,7 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
     await server.start()
     port = server.port
     print(f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state})", flush=True)
+    admin = await _start_admin(gw, args.admin_http) if args.admin_http else None
     for role in cfg.roles:
         if role in passwords:
             url = f"postgresql://{role}:{quote(passwords[role], safe='')}@{host}:{port}/{cfg.server.database}"
@@ -96,9 +103,25 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
               f"{lim.shutdown_grace_s:g} s)", flush=True)
         await server.shutdown(lim.shutdown_grace_s)
     finally:
+        if admin is not None:
+            await admin.close()
         await server.stop()
         await gw.close()
     print("dpgate: stopped", flush=True)
+
+
+async def _start_admin(gw: Gateway, where: str) -> AdminHttp:
+    """``--admin-http HOST:PORT``: the owner page (issue 23), admin roles only."""
+    host, _, port = where.rpartition(":")
+    try:
+        admin = await AdminHttp(gw, host or "127.0.0.1", int(port)).start()
+    except ValueError:
+        raise ConfigError(f"--admin-http {where}: give HOST:PORT, e.g. 127.0.0.1:8080") from None
+    admins = [r for r, spec in gw.config.roles.items() if spec.admin and spec.scram]
+    how = (f"sign in as {', '.join(admins)}" if admins else "no admin role has a verifier") + (
+        " or with the DPGATE_ADMIN_TOKEN bearer token" if admin.token else "")
+    print(f"dpgate: owner page on http://{admin.host}:{admin.port}/ ({how})", flush=True)
+    return admin
 
 
 def _stop_signals() -> asyncio.Event:
@@ -278,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host")
     s.add_argument("--port", type=int)
     s.add_argument("--verbose", "-v", action="store_true", help="log every statement")
+    s.add_argument("--admin-http", metavar="HOST:PORT",
+                   help="serve the read-only owner page here (admin roles' passwords; off by default)")
     s.set_defaults(fn=cmd_serve)
     h = sub.add_parser("hash-password", help="print a SCRAM-SHA-256 verifier")
     h.add_argument("password", nargs="?")
@@ -304,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     common(lg)
     lg.set_defaults(fn=cmd_ledger)
     add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
+    add_init_parser(sub)          # init: a config proposed from the data (issue 23)
+    add_reference_parser(sub)     # config-reference: every key, from the models
     args = p.parse_args(argv)
     try:
         return args.fn(args)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rewriter.plan import Output, Plan
 
-from .common import explain_output_line, pretty
+from .common import avg_half_widths, explain_output_line, pretty
 from .release import measurement_for, split_epsilon
 
 
@@ -51,6 +51,8 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
         m = measurement_for(a, shares[o.index])
         hw = getattr(m, "half_width", None)
         hw_txt = f"±{hw():.4g}" if callable(hw) and a.func != "avg" else "depends on the noisy count"
+        if a.func == "avg" and callable(hw):
+            hw_txt = avg_half_widths(m)
         if a.func in ("var_pop", "var_samp", "stddev_pop", "stddev_samp"):
             hw_txt = ("a bound from the noisy count, Σ(x-m) and Σ(x-m)² (each ε/3, m the bounds' midpoint; "
                       f"Bonferroni + interval arithmetic), at most ±{hw():.4g}")

@@ -485,6 +485,46 @@ async def describe_local(conn, sql: str, oids: list[int]) -> Description:
 
 
 # ---------------------------------------------------------------------------- EXPLAIN
+EXPLAIN_NS = (1_000, 10_000, 100_000)    # reports in a cell at which EXPLAIN states the error
+Z95 = 1.959963984540054                   # standard normal 97.5% point: 95% two-sided (CLT over reports)
+
+
+def explain_widths(plan: LocalPlan, config) -> list[str]:
+    """Per aggregate, its 95% half-width before any data is read, at n = 1,000 / 10,000 /
+    100,000 reports in the cell: estimates ±z·σ_max(n), σ_max² the largest exact variance over
+    all data sets of n reports (spec 002 §4.2, :func:`mechanisms.metric_ldp.variance_bounds`:
+    ∝ n); AVG by the delta method at the worse end of the column's range with the denominator
+    n (every report in range; a narrower range has fewer, and a larger error); percentiles the
+    rank-error bound of §3.10 at den = n. With a public row weight: × the largest |weight|."""
+    lay = plan.layout
+    out = []
+    for a in plan.aggs:
+        if a.kind == "exact":
+            out.append("exact: no noise")
+            continue
+        spec = lay.groups[a.group].spec
+        wmax = 1.0 if a.row_weight else None
+        per = " (× the largest |weight|)" if a.row_weight else ""
+        if a.kind == "est":
+            hw = [Z95 * math.sqrt(variance_bounds(spec, a.query, n, lay.estimator, wmax)[1]) for n in EXPLAIN_NS]
+        elif a.kind == "avg":
+            exact_den = all(w is None for w in a.den.weights) and a.den.scale == 1.0
+            col = config.tables[lay.name].local.columns.get(a.column) if a.column else None
+            ends = (col.lo, col.hi) if col is not None else (0.0,)
+            hw = [Z95 * max(_avg_std(plan, a, n, v * n, float(n), None, wmax, exact_den) for v in ends)
+                  for n in EXPLAIN_NS]
+        else:
+            w = prefix_width(spec, a.prefixes, lay.estimator)
+            ranks = [100 * w * math.sqrt(n * math.log(2 * max(len(a.prefixes), 1) / DELTA) / 2) / n
+                     for n in EXPLAIN_NS]
+            out.append("95% rank error ≤ " + ", ".join(f"{r:.2g}% at n = {n:,}" for r, n in zip(ranks, EXPLAIN_NS))
+                       + " reports")
+            continue
+        out.append("95% half-width " + ", ".join(f"±{_fmt(h)} at n = {n:,}" for h, n in zip(hw, EXPLAIN_NS))
+                   + f" reports{per}")
+    return out
+
+
 async def explain_local(conn, sql: str, params: list) -> Result:
     """EXPLAIN of a local-table SELECT: the estimator, the guarantee and the ONE scan
     (nothing runs, nothing is charged)."""
@@ -501,8 +541,8 @@ async def explain_local(conn, sql: str, params: list) -> Result:
     what = {"exact": "exact over public columns", "est": "unbiased estimate, std from §4.2",
             "avg": "ratio of two estimates, std bound by the delta method",
             "pct": "binary search over all prefix estimates (§3.10), 95% rank-error bound"}
-    for a in plan.aggs:
-        lines.append(f"   {a.label}: {what[a.kind]}")
+    for a, width in zip(plan.aggs, explain_widths(plan, conn.gw.config)):
+        lines.append(f"   {a.label}: {what[a.kind]}; {width}")
     lines += [" backend SQL (one scan):", "   " + text]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 

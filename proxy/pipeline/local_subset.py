@@ -130,7 +130,9 @@ async def explain_subset(conn, plan: SubsetPlan) -> Result:
              f"   multi-tier Subset (seed 000 §5, Alg. 2 with {alg} templates, Alg. 4 matching)",
              f"   {_tier_line(cat, level, tname, tier)}",
              "   count per category: (Σ bits − n·f)/(t − f), unbiased (spec 000 §4.2); 95% "
-             "half-width from the template variance",
+             "half-width 1.96·√(n·max(t(1−t), f(1−f)))/(t − f): "
+             + ", ".join(f"±{tier_template(cat.ladder, level, n)['half_width']:.3g} at n = {n:,}"
+                         for n in (1_000, 10_000, 100_000)) + " reports",
              f"   {_coalition_line(cat, gw.config, level)}",
              " backend SQL (one scan):", "   " + subset_sql(plan, cat, level, gw.backend.dialect)]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])

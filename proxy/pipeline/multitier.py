@@ -55,7 +55,7 @@ from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # 
 from ..stores.ladder_store import store_for
 from ..wire.api import SqlError
 from .central import Central, columns_of
-from .common import cell_key, explain_output_line, plain_number
+from .common import avg_half_widths, cell_key, explain_output_line, plain_number
 from .kind import Prepared
 from .release import release_groups
 
@@ -278,7 +278,7 @@ def explain_ladder_lines(plan, tier) -> list[str]:
             scale, hw = f"{m.output_scale:.4g}", f"±{m.half_width():.4g}"
         else:
             m = _avg_measure(s, share)
-            scale, hw = f"{m.scale:.4g}", "depends on the noisy count"
+            scale, hw = f"{m.scale:.4g}", avg_half_widths(m)
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
         via = MECH[s.kind] + ("" if o.index == s.index else f" (from the {plan.aggregates[s.index].label} release)")
         lines.append(f"  {o.name}: {a.label}{bounds} via {via}, ε {share:g}, scale {scale}, 95% half-width {hw}")

@@ -43,7 +43,7 @@ from rewriter.errors import Refusal
 
 from ..stores.view_reads import VIEW_RELEASE_COLUMNS, ViewReads
 from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
-from .multitier import coalition_rows
+from .multitier import COALITION_COLUMNS, coalition_rows
 
 # a cheap router only (the orchestrator's): what a statement reads is decided from its parse
 
@@ -74,6 +74,19 @@ _OP = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 # exact conditions the ledger applies as the view would: text compared as bytes, integers
 _FILTERABLE = {"role": str, "statement": str, "mechanism": str, "data_version": int}
 
+
+VIEW_DESCRIPTIONS = {
+    "budget": "your ε budget: spent, remaining, when it resets (an admin sees every role)",
+    "releases": "your released statements: when, ε, mechanism (never a value; an admin sees every role)",
+    "coalition": "admins: per multi-tier query and Subset column, coalition loss (max ε) vs Σε",
+}
+
+
+def catalog_views() -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """The views as the emulated catalog lists them (``\\dv dpgate.*``, ``\\d dpgate.budget``):
+    name -> (description, [(column, DuckDB type)])."""
+    cols = {"budget": BUDGET_COLUMNS, "releases": RELEASE_COLUMNS, "coalition": COALITION_COLUMNS}
+    return {n: (VIEW_DESCRIPTIONS[n], cols[n]) for n in VIEW_NAMES}
 
 
 def next_reset(period: str, now: datetime | None = None) -> str:

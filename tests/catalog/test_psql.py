@@ -26,7 +26,8 @@ def test_d_lists_relations(catalog):
 def test_dt_plus_shows_descriptions(catalog):
     [(cols, rows)] = run_all(catalog, "dt_plus")
     assert [c for c, _ in cols][-1] == "Description"
-    assert {r[1]: r[-1] for r in rows} == {"people": None, "pums": "Census microdata"}
+    central = "central DP: each answer noisy, ε per query from your tier"     # the DP facts (issue 23)
+    assert {r[1]: r[-1] for r in rows} == {"people": central, "pums": f"Census microdata — {central}"}
 
 
 @pytest.mark.parametrize("name", ["d_pums", "d_plus_pums"])
@@ -43,7 +44,7 @@ def test_d_pums_all_queries(catalog, name):
         ("age", "bigint", True), ("sex", "bigint", False), ("income", "double precision", False),
         ("name", "text", False), ("married", "boolean", False)]
     if name == "d_plus_pums":
-        assert rows[2][-1] == "yearly income"
+        assert rows[2][-1] == "yearly income — bounds [0, 500000]: SUM/AVG/VAR clamp here"
     for _, rows in results[3:]:
         assert rows == []
 

@@ -20,7 +20,8 @@ JAVA, JAVAC = shutil.which("java"), shutil.which("javac")
 JAR = Path(os.environ.get("PGJDBC_JAR", "/usr/share/java/postgresql.jar"))
 
 pytestmark = [
-    pytest.mark.skipif(JAVA is None or JAVAC is None, reason="java/javac not installed (a JDK)"),
+    pytest.mark.skipif(JAVA is None or JAVAC is None,
+                       reason="java/javac not installed: apt-get install -y openjdk-17-jdk-headless"),
     pytest.mark.skipif(not JAR.exists(), reason=f"{JAR} missing: apt-get install -y libpostgresql-jdbc-java"),
 ]
 
@@ -28,8 +29,11 @@ pytestmark = [
 @pytest.fixture(scope="session")
 def classes(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("jdbc")
-    r = subprocess.run([JAVAC, "-d", str(out), "-cp", str(JAR), str(SOURCE)], capture_output=True, text=True,
-                       timeout=120)
+    try:
+        r = subprocess.run([JAVAC, "-d", str(out), "-cp", str(JAR), str(SOURCE)], capture_output=True, text=True,
+                           timeout=float(os.environ.get("DPGATE_JAVAC_TIMEOUT", "180")))
+    except subprocess.TimeoutExpired as e:
+        pytest.skip(f"javac did not finish in {e.timeout:g} s (a slow or overloaded JDK); set DPGATE_JAVAC_TIMEOUT")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -45,14 +49,15 @@ def check(svc, r: subprocess.CompletedProcess, client: str) -> dict:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["product"].startswith("PostgreSQL 16")
-    assert out["all_tables"] == out["tables"]                  # no undeclared relation in any schema
-    assert out["schemas"] == ["information_schema", "pg_catalog", "public"]
+    views = ["budget", "coalition", "releases"]                # dpgate.*: dpgate's own views (issue 23)
+    assert sorted(out["all_tables"]) == sorted(out["tables"] + views)   # no undeclared relation in any schema
+    assert out["schemas"] == ["dpgate", "information_schema", "pg_catalog", "public"]
     assert out["catalogs"] == ["demo"]
     assert [t for _, t in out["columns"]] == ["int8", "int8", "int8", "int8", "float8", "int8"]
     assert out["secret_columns"] == [] and out["primary_keys"] == [] and out["indexes"] == []
     assert out["column_types"] == ["int8", "int8", "float8", "float8"]
     assert out["value_types"] == ["Long", "Long", "Double", "Double"]
-    assert out["information_schema_tables"] == out["tables"]
+    assert sorted(out["information_schema_tables"]) == sorted(out["tables"] + views)
     report = {**out, "columns": [c for c, _ in out["columns"]],
               "rows": [(int(s), int(n), float(t), float(a)) for s, n, t, a in out["rows"]],
               "refused": (out["refused"]["sqlstate"], out["refused"]["message"]),

@@ -1,6 +1,7 @@
 """The shared scenario through node-postgres (npm "pg", its own JavaScript protocol code),
 run by the machine's Node with tests/clients/node/scenario.js, on DuckDB and on Postgres,
-and over TLS. ``pg`` is installed with npm into a temporary directory at test time."""
+and over TLS. ``pg`` is installed with npm into a temporary directory at test time (or taken from
+``$DPGATE_NODE_MODULES``); when it cannot be, the tests skip with one line saying why."""
 from __future__ import annotations
 
 import json
@@ -20,21 +21,40 @@ NODE, NPM = shutil.which("node"), shutil.which("npm")
 OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ENETUNREACH", "ECONNRESET",
            "network", "getaddrinfo", "request to https://")
 
-pytestmark = pytest.mark.skipif(NODE is None or NPM is None, reason="node and npm not installed")
+pytestmark = pytest.mark.skipif(NODE is None or NPM is None,
+                                reason="node and npm not installed (apt-get install -y nodejs npm)")
+
+
+NPM_TIMEOUT_S = float(os.environ.get("DPGATE_NPM_TIMEOUT", "120"))
+
+
+def _has_pg(path: Path) -> bool:
+    r = subprocess.run([NODE, "-e", "require('pg')"], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "NODE_PATH": str(path)})
+    return r.returncode == 0
 
 
 @pytest.fixture(scope="session")
 def node_modules(tmp_path_factory) -> Path:
-    """``npm install --no-save pg`` into a temporary directory; skip only if the registry is unreachable."""
+    """A node_modules with ``pg``: ``$DPGATE_NODE_MODULES`` if it has one, else ``npm install
+    --no-save pg@8`` into a temporary directory. Skips (one line, never an error) when npm
+    cannot install it: registry unreachable, timed out, or npm failing."""
+    given = os.environ.get("DPGATE_NODE_MODULES")
+    if given and _has_pg(Path(given)):
+        return Path(given)
     root = tmp_path_factory.mktemp("node")
     (root / "package.json").write_text('{"name": "dpgate-client-tests", "private": true}\n')
-    r = subprocess.run([NPM, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error", "pg@8"],
-                       cwd=root, capture_output=True, text=True, timeout=240)
-    if r.returncode != 0:
-        if any(s in r.stderr for s in OFFLINE):
-            first = " ".join(r.stderr.strip().splitlines()[:4])
-            pytest.skip(f"npm cannot reach the registry to install pg: {first}")
-        raise AssertionError(f"npm install pg failed:\n{r.stderr}")
+    try:
+        r = subprocess.run([NPM, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error", "pg@8"],
+                           cwd=root, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"npm install pg@8 timed out after {NPM_TIMEOUT_S:g} s (registry unreachable?); "
+                    "set DPGATE_NODE_MODULES to a node_modules holding pg@8")
+    if r.returncode != 0 or not _has_pg(root / "node_modules"):
+        first = next((x.strip() for x in r.stderr.splitlines() if x.strip()), f"exit {r.returncode}")
+        offline = any(s in r.stderr for s in OFFLINE)
+        pytest.skip(f"npm cannot install pg@8 ({'registry unreachable: ' if offline else ''}{first[:160]}); "
+                    "set DPGATE_NODE_MODULES to a node_modules holding pg@8")
     return root / "node_modules"
 
 

@@ -81,7 +81,7 @@ def test_psql_backslash_commands(svc):
     dbs = ok(psql(svc, "-c", "\\l"))
     assert [d[0] for d in dbs] == ["demo"]
     assert dbs[0][2] == "UTF8"
-    assert ok(psql(svc, "-c", "\\dn")) == [["public", "analyst"]]
+    assert ok(psql(svc, "-c", "\\dn")) == [["dpgate", "analyst"], ["public", "analyst"]]   # dpgate.* views
     plus = ok(psql(svc, "-c", "\\d+ pums"))
     assert [c[0] for c in plus] == list(PUMS_TYPES)
     assert any("age in years" in c[-1] for c in plus)       # column descriptions from the config

@@ -78,13 +78,13 @@ def scenario(eng) -> dict:
 
 
 def check_reflection(svc, report) -> None:
-    assert report["schemas"] == ["information_schema", "public"]
+    assert report["schemas"] == ["dpgate", "information_schema", "public"]     # dpgate: the budget/release views
     assert report["views"] == [] and report["has_secret"] is False
     assert report["reflected"] == sorted(report["tables"])
     assert {k: str(v.compile(dialect=sa.dialects.postgresql.dialect())).lower()
             for k, v in report["types"].items()} == PUMS_TYPES
-    assert report["comments"]["age"] == "age in years"
-    assert report["comment"]["text"] == svc.cfg.tables["pums"].description
+    assert report["comments"]["age"] == "age in years — bounds [0, 100]: SUM/AVG/VAR clamp here; not groupable (no public domain)"
+    assert report["comment"]["text"] == svc.cfg.tables["pums"].description + " — central DP: each answer noisy, ε per query from your tier"
     assert report["pk"]["constrained_columns"] == [] and report["fks"] == report["indexes"] == []
     assert report["unique"] == report["checks"] == []
     assert list(report["table"].c.keys()) == PUMS_COLUMNS
