@@ -17,12 +17,13 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from config import Config
 
 from . import cost, emit, inline, keys, postprocess, predicate, select as select_, selection, shape
+from .cells import complete
 from .errors import Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan
 from .scope import Ctx
 
-__all__ = ["Plan", "Refusal", "build_plan", "param_types", "parse", "to_sql", "tokenize"]
+__all__ = ["Plan", "Refusal", "build_plan", "complete", "param_types", "parse", "to_sql", "tokenize"]
 
 
 def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,
@@ -39,7 +40,8 @@ def param_types(expr: exp.Expression, config: Config) -> list[ColumnType | None]
 
 
 def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
-    """The backend SQL: one row per cell, columns (k_1..k_k, m_1..m_j)."""
+    """The backend SQL: one row per group the data has, columns (k_1..k_k, m_1..m_j);
+    :func:`complete` makes them one row per public cell."""
     return emit.to_sql(plan, dialect)
 
 

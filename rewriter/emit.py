@@ -1,36 +1,32 @@
-"""Emit the backend SQL for a plan: one scan, one row per cell.
+"""Emit the backend SQL for a plan: one scan, one row per group the data has.
 
-    WITH d AS (domain cells: VALUES … CROSS JOIN VALUES …),
-         a AS (SELECT keys, measures FROM source WHERE pred GROUP BY keys)
-    SELECT d.k1, …, COALESCE(a.m1, 0), … FROM d LEFT JOIN a ON d.k1 = a.k1 AND …
-    ORDER BY d.k1, …
+    SELECT keys AS k1, …, measures AS m1, … FROM source WHERE pred GROUP BY keys
 
-Without GROUP BY it is a single aggregate row. SUM inputs are clamped to the
-declared bounds inside the scan (NULL stays NULL, NaN/inf clamp); rows with a NULL or
-out-of-domain group value match no cell and are dropped by the join. A derived key
-(:mod:`rewriter.keys`: CASE labels, bins, date parts) is computed in the same scan; when
-its domain has a NULL bin it joins with IS NOT DISTINCT FROM. Everything is built as a
-sqlglot AST.
+Without GROUP BY it is a single aggregate row. SUM inputs are
+clamped to the declared bounds inside the scan (NULL stays NULL, NaN/inf clamp). A
+derived key (:mod:`rewriter.keys`: CASE labels, bins, date parts) is computed in the
+same scan. The proxy maps the groups onto the public cells (:func:`rewriter.cells.complete`:
+empty cells get zeros, as does a NULL measure; NULL or out-of-domain keys match no cell, a
+NULL bin matches NULL)
+— the empty-cell completion once done here by a LEFT JOIN from a VALUES relation of the
+domain, which cost DuckDB about as much again as the scan on small tables (issue 21).
+Everything is built as a sqlglot AST.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import threading
 from typing import Literal
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from . import dates, stats
+from . import stats
 from .plan import GroupKey, Measure, Plan
 from .values import to_node
 
 DOUBLE = exp.DataType.build("double")
-_SQL_TYPES = {"int": "bigint", "float": "double", "text": "text", "bool": "boolean",
-              "date": "date", "timestamp": "timestamp"}
-_SERIES_MIN = 64   # contiguous integer domains at least this long use generate_series
 
 
 _WHERE_MARK = "__dpgate_where__"
@@ -82,28 +78,13 @@ def build(plan: Plan) -> exp.Select:
     if plan.where is not None:
         scan = scan.where(plan.where.copy(), copy=False)
     if not plan.group_by:
-        cols = [exp.Coalesce(this=exp.column(f"m{j + 1}"), expressions=[to_node(0)])
-                for j in range(len(plan.measures))]
-        return exp.select(*[c.as_(f"m{j + 1}") for j, c in enumerate(cols)]).from_(
-            scan.subquery("a", copy=False), copy=False)
+        return scan
     keys = [group_key_sql(g) for g in plan.group_by]
     scan = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)],
                       *scan.expressions).from_(source, copy=False)
     if plan.where is not None:
         scan = scan.where(plan.where.copy(), copy=False)
-    scan = scan.group_by(*[k.copy() for k in keys], copy=False)
-    cells = _domains(plan.group_by)
-    k = [f"k{i + 1}" for i in range(len(plan.group_by))]
-    on = exp.and_(*[(exp.NullSafeEQ if None in g.domain else exp.EQ)(   # a NULL bin matches NULL
-        this=exp.column(x, "d"), expression=exp.column(x, "a")) for x, g in zip(k, plan.group_by)])
-    out = exp.select(
-        *[exp.column(x, "d").as_(x) for x in k],
-        *[exp.Coalesce(this=exp.column(f"m{j + 1}", "a"), expressions=[to_node(0)])
-          .as_(f"m{j + 1}") for j in range(len(plan.measures))])
-    out = out.from_(exp.to_table("d"), copy=False).join(
-        exp.to_table("a"), on=on, join_type="left", copy=False)
-    out = out.order_by(*[exp.column(x, "d") for x in k], copy=False)
-    return out.with_("d", as_=cells, copy=False).with_("a", as_=scan, copy=False)
+    return scan.group_by(*[k.copy() for k in keys], copy=False)
 
 
 def group_key_sql(g: GroupKey) -> exp.Expression:
@@ -147,35 +128,3 @@ def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
     below = exp.If(this=exp.LT(this=col.copy(), expression=lo_n), true=lo_n.copy())
     above = exp.If(this=exp.GT(this=col.copy(), expression=hi_n), true=hi_n.copy())
     return exp.Case(ifs=[below, above], default=col)
-
-
-def _domains(groups: tuple[GroupKey, ...]) -> exp.Select:
-    """The cartesian product of the group domains as a (k1, …, kk) relation."""
-    parts = [_domain(g, f"d{i}", f"k{i + 1}") for i, g in enumerate(groups)]
-    sel = exp.select(exp.Star()).from_(parts[0], copy=False)
-    for p in parts[1:]:
-        sel = sel.join(p, join_type="cross", copy=False)
-    return sel
-
-
-def _domain(g: GroupKey, alias: str, col: str) -> exp.Expression:
-    vals = sorted(g.domain, key=lambda v: (v is None, v))
-    ints = g.type == "int" and all(isinstance(v, int) for v in vals)
-    if ints and len(vals) >= _SERIES_MIN and vals[-1] - vals[0] == len(vals) - 1:
-        series = exp.Anonymous(this="generate_series",
-                               expressions=[to_node(vals[0]), to_node(vals[-1])])
-        return exp.Table(this=series, alias=exp.TableAlias(
-            this=exp.to_identifier(alias), columns=[exp.to_identifier(col)]))
-    typ = exp.DataType.build(_SQL_TYPES[g.type])
-    rows = [exp.Tuple(expressions=[exp.Cast(this=_value(v, g.type), to=typ.copy())])
-            for v in vals]
-    return exp.Values(expressions=rows, alias=exp.TableAlias(
-        this=exp.to_identifier(alias), columns=[exp.to_identifier(col)]))
-
-
-def _value(v, type_: str) -> exp.Expression:
-    if type_ in ("date", "timestamp") and v is not None:
-        return exp.Literal.string(dates.iso(v))
-    if type_ == "float" and isinstance(v, (int, float)) and math.isfinite(v):
-        return to_node(float(v))
-    return to_node(v)

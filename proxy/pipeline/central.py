@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from rewriter import build_plan, param_types, parse, to_sql
+from rewriter import build_plan, complete, param_types, parse, to_sql
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS
@@ -81,7 +81,7 @@ class Central(ReleaseKind):
         return to_sql(p.plan, conn.gw.backend.dialect)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return noisy_answer(p.plan, cells, p.epsilon, conn.gw.source, p.state["pool"])
+        return noisy_answer(p.plan, complete(p.plan, cells), p.epsilon, conn.gw.source, p.state["pool"])
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan, answer)
@@ -107,7 +107,7 @@ class Svt(Central):
         return None
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return selection_answer(p.plan, cells, p.epsilon, conn.gw.source)
+        return selection_answer(p.plan, complete(p.plan, cells), p.epsilon, conn.gw.source)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

@@ -49,6 +49,7 @@ from datetime import datetime, timezone
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.multitier import VectorLadder, make_ladder, nearest_lower_level
+from rewriter import complete
 from rewriter.errors import Refusal
 
 from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # re-exported (Subset, local DP)
@@ -323,7 +324,8 @@ class Ladder(Central):
         return explain_ladder_lines(plan, tier)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return serve_level(conn.gw, conn.role, p.plan, cells, p.state["data_version"], p.state["statement"])
+        return serve_level(conn.gw, conn.role, p.plan, complete(p.plan, cells), p.state["data_version"],
+                           p.state["statement"])
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

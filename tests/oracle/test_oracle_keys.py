@@ -51,7 +51,7 @@ class KeyOracle:
             return
         measures = [(m.kind, m.column) for m in plan.measures]
         assert set(measures) == set().union(*(AGGS[a] for a in aggs)), (sql, measures)
-        got_rows = self.run(rewriter.to_sql(plan, self.dialect))       # must never fail
+        got_rows = rewriter.complete(plan, self.run(rewriter.to_sql(plan, self.dialect)))       # must never fail
         spelled = [k.pg if self.dialect == "postgres" else k.duck for k in keys]
         where = where_pg if self.dialect == "postgres" else where_duck
         try:

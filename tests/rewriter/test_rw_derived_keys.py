@@ -89,8 +89,8 @@ def test_derived_key_sql_equals_reference(config, duck, pg, sql, key):
     (g,) = p.group_by
     assert g.expr is not None
     want = ref(key)
-    got_duck = run(duck, rewriter.to_sql(p, "duckdb"))
-    got_pg = run(pg, rewriter.to_sql(p, "postgres"))
+    got_duck = rewriter.complete(p, run(duck, rewriter.to_sql(p, "duckdb")))
+    got_pg = rewriter.complete(p, run(pg, rewriter.to_sql(p, "postgres")))
     assert [r[0] for r in got_duck] == [c[0] for c in p.cells]          # every cell, in order
     assert got_duck == got_pg
     for k, n in got_duck:
@@ -197,8 +197,8 @@ DATE_CASES = [
 def test_date_keys_equal_reference_on_both_backends(tconfig, ev_duck, ev_pg, sql, key):
     p = plan(sql, tconfig)
     want = ref(key, EV_ROWS, EV_COLS)
-    got_duck = run(ev_duck, rewriter.to_sql(p, "duckdb"))
-    got_pg = run(ev_pg, rewriter.to_sql(p, "postgres"))
+    got_duck = rewriter.complete(p, run(ev_duck, rewriter.to_sql(p, "duckdb")))
+    got_pg = rewriter.complete(p, run(ev_pg, rewriter.to_sql(p, "postgres")))
     assert got_duck == got_pg
     assert [r[0] for r in got_duck] == [c[0] for c in p.cells]
     for k, n in got_duck:
@@ -231,8 +231,8 @@ FILTERS = [
 def test_date_filters(tconfig, ev_duck, ev_pg, sql, pred):
     p = plan(sql, tconfig)
     want = sum(ref(lambda r: 0, EV_ROWS, EV_COLS, pred).values())
-    assert run(ev_duck, rewriter.to_sql(p, "duckdb")) == [(want,)]
-    assert run(ev_pg, rewriter.to_sql(p, "postgres")) == [(want,)]
+    assert rewriter.complete(p, run(ev_duck, rewriter.to_sql(p, "duckdb"))) == [(want,)]
+    assert rewriter.complete(p, run(ev_pg, rewriter.to_sql(p, "postgres"))) == [(want,)]
 
 
 def test_now_is_evaluated_by_dpgate(tconfig):

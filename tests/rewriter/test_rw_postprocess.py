@@ -127,7 +127,7 @@ CONDITIONAL = ("SELECT COUNT(*) FILTER (WHERE age > 30), SUM(CASE WHEN sex = 1 T
 
 def _exact(con, p):
     """The exact measures of plan ``p`` (the backend scan, no noise)."""
-    got = con.execute(rewriter.to_sql(p, "duckdb" if hasattr(con, "sql") else "postgres")).fetchall()
+    got = rewriter.complete(p, con.execute(rewriter.to_sql(p, "duckdb" if hasattr(con, "sql") else "postgres")).fetchall())
     return [tuple(int(v) for v in r) for r in got]
 
 

@@ -83,17 +83,17 @@ def _check(rows, p):
 
 def test_duckdb_moments(config, duck):
     p = plan(config, SQL)
-    _check(duck.execute(rewriter.to_sql(p, "duckdb")).fetchall(), p)
+    _check(rewriter.complete(p, duck.execute(rewriter.to_sql(p, "duckdb")).fetchall()), p)
 
 
 def test_postgres_moments(config, pg):
     p = plan(config, SQL)
-    _check(pg.execute(rewriter.to_sql(p, "postgres")).fetchall(), p)
+    _check(rewriter.complete(p, pg.execute(rewriter.to_sql(p, "postgres")).fetchall()), p)
 
 
 def test_grouped_moments_every_cell(config, duck):
     p = plan(config, "SELECT sex, VAR_POP(age), COUNT(DISTINCT educ) FROM pums GROUP BY sex")
-    rows = duck.execute(rewriter.to_sql(p, "duckdb")).fetchall()
+    rows = rewriter.complete(p, duck.execute(rewriter.to_sql(p, "duckdb")).fetchall())
     assert [r[0] for r in rows] == [0, 1]
     assert all(v is not None for r in rows for v in r)
 
