@@ -48,8 +48,8 @@ def post_steps(node: exp.Expression):
         else:
             break
         node = node.this
-    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min,
-                                          *stats.VARIANCE_NODES)):
+    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min, exp.Median,
+                                          exp.WithinGroup, *stats.VARIANCE_NODES)):
         return None
     return node, tuple(reversed(steps)), name
 
@@ -88,6 +88,10 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     """(func, column) of an allowed aggregate call, or a refusal."""
     if isinstance(node, exp.Filter):
         raise Refusal(UNSUPPORTED, "aggregate FILTER (WHERE …) is not supported; use WHERE.")
+    if isinstance(node, (exp.Median, exp.WithinGroup)):       # quantiles: rewriter.extreme
+        raise ExtremeAggregate(UNSUPPORTED, "percentile_cont / percentile_disc / median are answered on "
+                               "central tables, one per statement without other aggregates (each is its "
+                               "own release).")
     if isinstance(node, (exp.Max, exp.Min)):
         raise ExtremeAggregate(UNSUPPORTED, f"{node.sql_name().upper()}() is answered one per statement, "
                                "without other aggregates (each MAX or MIN is its own release).")
