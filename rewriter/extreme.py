@@ -155,6 +155,8 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
             not quantiles and kinds[0] not in ("max", "min")):
         raise _refuse("MAX, MIN, median and percentiles are answered one per statement (each is its own "
                       "release); ask for the other aggregates in a separate statement.")
+    if plan.aggregates[0].column not in config.tables[plan.table].columns:     # MAX(a + b)
+        raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
     if quantiles:
         return ExtremePlan(plan, quantiles[0][0], plan.aggregates[0].column, quantiles[0][1])
     return ExtremePlan(plan, kinds[0], plan.aggregates[0].column)

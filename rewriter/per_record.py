@@ -318,6 +318,9 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
                       f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).")
     func: Func = extreme if extreme else agg.func
     col = agg.column
+    if col is not None and col not in table.columns:      # SUM(a + b): central tables only
+        raise _refuse(UNSUPPORTED, f"{func.upper()} of an expression is answered on central tables; on "
+                      f"per-record table {plan.table} aggregate a declared column.")
     if func in ("sum", "max", "min"):
         spec = table.columns[col]
         if spec.lower is not None and spec.lower < 0:
