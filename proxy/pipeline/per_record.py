@@ -238,6 +238,22 @@ async def _release(conn, prp: PrPlan, pol: Policy, weight: float) -> dict:
     }
 
 
+async def _release_all(conn, prp: PrPlan, pol: Policy, weight: float) -> dict:
+    """One release, or several COUNT/SUM of one statement, each at weight / k (sequential
+    composition: every record's loss is at most Σ (weight/k)·E(r) = weight·E(r), what one
+    statement is charged); the answer lists the parts' values per cell, in the plan's order."""
+    if not prp.parts:
+        return await _release(conn, prp, pol, weight)
+    each = weight / prp.split
+    parts = [await _release(conn, prp.part(i), pol, each) for i in range(prp.split)]
+    return {"keys": parts[0]["keys"],
+            "values": [[p["values"][j][0] for p in parts] for j in range(len(parts[0]["keys"]))],
+            "half_width": [p["half_width"][0] for p in parts],
+            "mechanism": [p["mechanism"][0] for p in parts], "epsilon": [each] * len(parts),
+            "labels": [p["labels"][0] for p in parts], "per_record": parts[0]["per_record"],
+            "parts": [p["per_record"] for p in parts]}
+
+
 # -- the statement -----------------------------------------------------------------------
 
 def _key(prp: PrPlan, pol: Policy, weight: float) -> str:
@@ -264,8 +280,9 @@ def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
     prp = build_pr_plan(parse(sql), gw.config, list(params) if params else None)
     refuse_ladder(gw, conn.role, prp.plan.table)
     pol = policy_of(gw, prp.plan.table)
-    if prp.func == "sum":
-        sum_method(prp, pol)                  # refuse before any backend work
+    for sub in [prp.part(i) for i in range(len(prp.parts))] or [prp]:
+        if sub.func == "sum":
+            sum_method(sub, pol)              # refuse before any backend work
     return prp, pol
 
 
@@ -285,12 +302,12 @@ async def answer_per_record(conn, sql: str, params: list):
         if remaining + 1e-9 < weight:
             raise budget_error(conn.role, weight, remaining, tier)
         async with gw.statement_slot(conn.role), charge_what_ran(conn, tier):
-            answer = await _release(conn, prp, pol, weight)
+            answer = await _release_all(conn, prp, pol, weight)
         try:
             stored = await asyncio.to_thread(
                 gw.ledger.charge_and_record, role=conn.role, key=key, data_version=dv,
                 epsilon=weight, budget=tier.budget, period=tier.period,
-                canonical=prp.canonical(), statement=sql, mechanism=answer["mechanism"][0],
+                canonical=prp.canonical(), statement=sql, mechanism="+".join(answer["mechanism"]),
                 answer=answer)
         except BudgetExceeded as b:
             raise budget_error(conn.role, weight, b.remaining, tier) from None
@@ -332,14 +349,35 @@ def notice(prp: PrPlan, pol: Policy, answer: dict, *, charged: float, remaining:
            budget: float, period: str, repeat: bool) -> str:
     """One NOTICE line: ε charged, budget left, ε_τ and which rows the answer covers,
     the noise bound and the Thm 5.1 / 6.1 bound at 1 - β, mechanism."""
-    pr = answer["per_record"]
-    mech = answer["mechanism"][0]
     per = "in total" if period == "never" else f"this {period}"
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
+    names = [o.name for o in prp.plan.outputs if o.source == "aggregate"]
+    if answer.get("parts"):
+        k = len(answer["parts"])
+        w = answer["parts"][0]["weight"]
+        scale = f"{w:g} × "
+        bodies = "; ".join(f"{i + 1}) {_body(pol, pr, names[i] if i < len(names) else label, mech)}"
+                           for i, (pr, label, mech) in enumerate(zip(answer["parts"], answer["labels"],
+                                                                      answer["mechanism"])))
+        return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; {k} aggregates share the "
+                f"statement's ε, split equally (sequential composition): each is released under ε(r) = "
+                f"{scale}{pol.text} in [{w * pol.levels.eps_min:g}, {w * pol.levels.eps_max:g}], so a "
+                f"record loses at most {k} × {w:g} × E(r) in all; {bodies}; mechanism: "
+                f"{', '.join(answer['mechanism'])}")
+    pr = answer["per_record"]
+    mech = answer["mechanism"][0]
+    body = _body(pol, pr, names[0], mech)
+    scale = f"{pr['weight']:g} × " if pr["weight"] != 1 else ""
+    return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; per-record ε(r) = "
+            f"{scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
+            f"{pr['weight'] * pol.levels.eps_max:g}]; {body}; mechanism: {mech}")
+
+
+def _body(pol: Policy, pr: dict, name: str, mech: str) -> str:
+    """What one release guarantees: ε_τ, the rows it covers, the noise and theorem bounds."""
     taus, ells = pr["eps_tau"], pr["ell"]
     n = len(taus)
     pct = f"{(1 - pr['beta']) * 100:g}%"
-    name = next(o.name for o in prp.plan.outputs if o.source == "aggregate")
     over = ", max over groups" if n > 1 else ""
     if min(taus) == max(taus):
         tau = f"ε_τ {taus[0]:.3g}" + (f" in all {n} groups" if n > 1 else "")
@@ -363,10 +401,7 @@ def notice(prp: PrPlan, pol: Policy, answer: dict, *, charged: float, remaining:
         body = (f"{tau}: the {name} covers {what}, ±{_fmt(max(pr['noise']))} of noise ({pct}{over}); "
                 f"rows with smaller ε(r) are left out — {thm}: error at most ±{_fmt(max(pr['bound']))} "
                 f"in all{cond}")
-    scale = f"{pr['weight']:g} × " if pr["weight"] != 1 else ""
-    return (f"dpgate: {head}; budget left {remaining:g} of {budget:g} {per}; per-record ε(r) = "
-            f"{scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
-            f"{pr['weight'] * pol.levels.eps_max:g}]; {body}; mechanism: {mech}")
+    return body
 
 
 # -- Describe and EXPLAIN ------------------------------------------------------------
@@ -390,6 +425,8 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
     gw = conn.gw
     prp, pol = _plan(conn, body, params)
     tier = gw.tier_of(conn.role)
+    if prp.parts:
+        return _explain_parts(gw, prp, pol, tier)
     kind, m = mechanism(gw, prp, pol, float(tier.epsilon))
     dialect = gw.backend.dialect
     framework_sum = kind == "sum_framework"
@@ -404,4 +441,22 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
                      "(one query for all cells)")
     lines.append("backend SQL (one scan, GROUP BY keys, level" + (", value bucket)" if framework_sum else ")") + ":")
     lines.extend("  " + line for line in pretty(sql, dialect).splitlines())
+    return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
+
+
+def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
+    """EXPLAIN of several COUNT/SUM on a per-record table: the ε split and one scan each."""
+    dialect = gw.backend.dialect
+    each = float(tier.epsilon) / prp.split
+    lines = [f"dpgate per-record release of {pol.table}: {prp.split} aggregates share ε "
+             f"{tier.epsilon:g}, split equally: each under E_q(r) = {each:g} × E(r) (sequential "
+             f"composition), {pol.describe()}; ε charged {tier.epsilon:g} once"]
+    for i in range(prp.split):
+        sub = prp.part(i)
+        kind, _ = mechanism(gw, sub, pol, each)
+        lines.append(f"  {i + 1}) {sub.label} via {mechanism_name(kind)}, {len(sub.cells)} cell(s), every "
+                     "level of every cell noised; backend SQL:")
+        sql = scan_sql(sub, pol, gw.config, dialect, buckets=kind == "sum_framework",
+                       with_sum=kind == "sum_extension")
+        lines.extend("    " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
