@@ -46,6 +46,8 @@ def timeish(node: exp.Expression, ctx: Ctx) -> bool:
         return node.to.this.name in _SQL.values()
     if isinstance(node, exp.Anonymous) and node.name.lower() == "now":
         return True
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
+        return True
     if isinstance(node, exp.Column):
         col = ctx.table.columns.get(node.name)
         return col is not None and col.type in TIME
@@ -61,6 +63,8 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
     if isinstance(node, exp.CurrentTimestamp) or (
             isinstance(node, exp.Anonymous) and node.name.lower() == "now" and not node.expressions):
         return literal(_now(ctx))
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and not _column_inside(node):
+        return _trunc_literal(node, ctx, check)     # date_trunc('month', now() - INTERVAL '12 month')
     if isinstance(node, exp.Cast) and node.to.this.name in _SQL.values() and not node.to.expressions:
         typ = "date" if node.to.this.name == "DATE" else "timestamp"
         a = check(node.this, ctx)
@@ -80,6 +84,30 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
         raise Refusal(UNSUPPORTED, "an interval is only allowed added to or subtracted from a "
                       "date or timestamp literal, now() or current_date.")
     return None
+
+
+def _column_inside(node: exp.Expression) -> bool:
+    return node.find(exp.Column) is not None
+
+
+def _trunc_literal(node, ctx: Ctx, check) -> T:
+    """``date_trunc(unit, e)`` of a plan-time value (Metabase's relative filters): folded by
+    dpgate with Postgres's rules (:func:`trunc`: weeks start on Monday)."""
+    unit = node.args.get("unit")
+    u = (unit.name if unit is not None else "").lower()
+    if u not in TRUNC_UNITS or any(v for k, v in node.args.items() if k not in ("this", "unit")):
+        raise Refusal(UNSUPPORTED, f"date_trunc({u!r}, …) is not supported here; use one of "
+                      f"{', '.join(TRUNC_UNITS)} on a date or timestamp literal, now() or current_date.")
+    a = check(node.this, ctx)
+    if not (a.is_literal and a.type in TIME):
+        raise Refusal(UNSUPPORTED, "date_trunc in a filter takes a date/timestamp literal, now() or "
+                      "current_date (± an interval); compare the column with it, e.g. ts >= "
+                      "date_trunc('month', now()).")
+    if a.value is None:
+        return T(exp.Null(), a.type, value=None)
+    if u == "hour" and a.type == "date":
+        return literal(dt.datetime(a.value.year, a.value.month, a.value.day))
+    return literal(trunc(a.value, u))
 
 
 def _interval(node: exp.Interval) -> tuple[int, str]:

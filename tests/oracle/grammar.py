@@ -264,7 +264,7 @@ def statement(draw):
 def derived_key(draw) -> E:
     """A group key whose values follow from the config: numeric bins over the bounded i and f,
     width_bucket, CASE labels over generated predicates, boolean predicates."""
-    kind = draw(st.integers(0, 8))
+    kind = draw(st.integers(0, 9))
     if kind == 0:
         w = draw(st.sampled_from([1, 2, 3, 4, 10]))
         return E(f"(i / {w} * {w})", f"((i // {w}) * {w})", "int")
@@ -296,6 +296,10 @@ def derived_key(draw) -> E:
             E("CASE g WHEN 1 THEN 'one' WHEN 2 THEN 'two' ELSE 'other' END",
               "CASE g WHEN 1 THEN 'one' WHEN 2 THEN 'two' ELSE 'other' END", "case"),
             E("CASE s WHEN 'x' THEN 0 END", "CASE s WHEN 'x' THEN 0 END", "case")]))
+    if kind == 9:      # the text of a public-domain column (Tableau's CAST(c AS TEXT), Grafana's c::text)
+        return draw(st.sampled_from([E("CAST(g AS TEXT)", "CAST(g AS TEXT)", "text"),
+                                     E("s::text", "CAST(s AS TEXT)", "text"),
+                                     E("CAST(b AS TEXT)", "CAST(b AS TEXT)", "text")]))
     p = draw(boolean(2))
     return E(p.pg, p.duck, "bool")
 
