@@ -131,7 +131,22 @@ def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tup
     return expr, found
 
 
+def _one_column(node) -> bool:
+    """A declared column, possibly under a cast (the central rules check the cast keeps values)."""
+    while isinstance(node, (exp.Paren, exp.Cast)):
+        node = node.this
+    return isinstance(node, exp.Column)
+
+
 def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None = None) -> ExtremePlan:
+    for node in expr.find_all(exp.Max, exp.Min, exp.Median, exp.Ordered):
+        arg = node.this
+        if isinstance(node, exp.Ordered) and not isinstance(node.parent and node.parent.parent, exp.WithinGroup):
+            continue
+        if arg is not None and not _one_column(arg):
+            name = "percentile" if isinstance(node, exp.Ordered) else node.key
+            raise _refuse(f"{name.upper() if name != 'percentile' else 'percentile_cont/percentile_disc'} "
+                          f"takes one declared column, not an expression ({arg.sql('postgres')}).")
     expr, quantiles = substitute_quantiles(expr)
     sub, found = substitute_extremes(expr)
     kinds = [f for f, _ in found]
