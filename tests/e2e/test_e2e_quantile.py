@@ -98,3 +98,20 @@ def test_refusals_and_explain_charge_nothing(service):
         assert service.gw.ledger.spent("other", "day") == before
     text = "\n".join(lines)
     assert "exponential_quantile" in text and "within 30 rows of 0.9·n" in text and "histogram" in text
+
+
+def test_extended_protocol_with_parameters(service):
+    """Describe before Bind (parameter and column types), binary results, a $1 in WHERE."""
+    with connect(service) as conn:
+        cur = conn.cursor(binary=True)
+        rows = cur.execute("SELECT sex, median(income) AS m FROM pums WHERE age >= %s GROUP BY sex ORDER BY sex",
+                           (30,), prepare=True).fetchall()
+        assert [d.name for d in cur.description] == ["sex", "m"]
+    assert [r[0] for r in rows] == [0, 1] and all(isinstance(r[1], float) for r in rows)
+    k = math.ceil(2 * math.log(100_001 / 0.05))
+    for sex, m in rows:
+        group = [r[4] for r in ROWS if r[1] == sex and r[0] >= 30]
+        ties = max(Counter(x // 5 for x in group).values())
+        below = sum(x <= m + 5 for x in group)                 # one grid step of 5
+        above = sum(x <= m - 5 for x in group)
+        assert above - k - ties <= 0.5 * len(group) <= below + k + ties
