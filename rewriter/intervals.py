@@ -151,6 +151,9 @@ def _check(node, ctx: Ctx, func: str) -> _V:
         x = a.node if a.typ == "float" else exp.Cast(this=a.node, to=DOUBLE.copy())
         return _V(exp.Div(this=exp.Paren(this=x), expression=exp.Cast(this=to_node(k), to=DOUBLE.copy())),
                   "float", lo, hi)
+    if isinstance(node, exp.Parameter):
+        raise Refusal(UNSUPPORTED, f"{func.upper()}: a parameter inside the aggregate is not supported (its "
+                      "bounds and its release key would depend on the value); write the number.", hint=HINT)
     raise Refusal(UNSUPPORTED, f"{func.upper()} of {node.sql('postgres')}: not an arithmetic expression "
                   "dpgate bounds.", hint=HINT)
 

@@ -48,11 +48,12 @@ def test_explain_shows_interval_bounds(service):
     ("SELECT SUM(age + educ) FROM pums", "42501"),          # educ has no bounds
     ("SELECT MAX(age + 1) FROM pums", "0A000"),
     ("SELECT SUM(balance + 1) FROM accounts", "0A000"),     # per-record table
+    ("SELECT SUM(age + %s) FROM pums", "0A000"),            # a parameter: write the number
 ])
 def test_refused_with_a_hint(service, sql, state):
     with connect(service) as conn:
         before = service.gw.ledger.spent("other", "day")
         with pytest.raises(psycopg.Error) as e:
-            conn.execute(sql)
+            conn.execute(sql, [1] if "%s" in sql else None)
         assert e.value.sqlstate == state and e.value.diag.message_hint
         assert service.gw.ledger.spent("other", "day") == before
