@@ -46,7 +46,7 @@ def timeish(node: exp.Expression, ctx: Ctx) -> bool:
         return node.to.this.name in _SQL.values()
     if isinstance(node, exp.Anonymous) and node.name.lower() == "now":
         return True
-    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.StrToTime, exp.StrToDate)):
         return True
     if isinstance(node, exp.Column):
         col = ctx.table.columns.get(node.name)
@@ -63,6 +63,8 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
     if isinstance(node, exp.CurrentTimestamp) or (
             isinstance(node, exp.Anonymous) and node.name.lower() == "now" and not node.expressions):
         return literal(_now(ctx))
+    if isinstance(node, (exp.StrToTime, exp.StrToDate)) and not _column_inside(node):
+        return _to_timestamp(node)                  # TO_TIMESTAMP('…', 'YYYY-MM-DD HH24:MI:SS.US') (Superset)
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and not _column_inside(node):
         return _trunc_literal(node, ctx, check)     # date_trunc('month', now() - INTERVAL '12 month')
     if isinstance(node, exp.Cast) and node.to.this.name in _SQL.values() and not node.to.expressions:
@@ -84,6 +86,26 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
         raise Refusal(UNSUPPORTED, "an interval is only allowed added to or subtracted from a "
                       "date or timestamp literal, now() or current_date.")
     return None
+
+
+#: the TO_TIMESTAMP / TO_DATE formats BI tools send (Superset's Postgres spec), as sqlglot spells them
+_STRPTIME = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
+
+
+def _to_timestamp(node) -> T:
+    """``TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US')`` / ``TO_DATE('…',
+    'YYYY-MM-DD')`` of a literal: evaluated by dpgate (a timestamp in UTC, the session's zone)."""
+    text, fmt = node.this, node.args.get("format")
+    if not (isinstance(text, exp.Literal) and text.is_string and isinstance(fmt, exp.Literal)
+            and fmt.this in _STRPTIME) or any(v for k, v in node.args.items() if k not in ("this", "format")):
+        raise Refusal(UNSUPPORTED, "TO_TIMESTAMP / TO_DATE take a literal in the format 'YYYY-MM-DD "
+                      "HH24:MI:SS[.US]' or 'YYYY-MM-DD'; or write TIMESTAMP '2025-01-31 12:00:00'.")
+    try:
+        v = dt.datetime.strptime(text.this, fmt.this)
+    except ValueError:
+        raise Refusal(INVALID_DATETIME, f"{text.this!r} does not match the format {fmt.this!r}.",
+                      hint=None) from None
+    return literal(v.date() if isinstance(node, exp.StrToDate) else v)
 
 
 def _column_inside(node: exp.Expression) -> bool:

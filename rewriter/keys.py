@@ -83,6 +83,11 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
         return _date_trunc(node, ctx, None)
     if isinstance(node, exp.Extract):
         return _extract(node, ctx)
+    part = _time_part(node, ctx)                   # CAST(extract(…) AS integer) (Tableau), ± an integer
+    if part is not None:                           # (Metabase's day of week: extract(dow …) + 1)
+        return part
+    if isinstance(node, exp.TimeToStr):            # TO_CHAR(date_trunc('month', ts), 'YYYY-MM') (Looker)
+        return _to_char(node, ctx)
     if isinstance(node, exp.Cast) and isinstance(_strip(node.this), (exp.TimestampTrunc, exp.DateTrunc)) \
             and node.to.this.name in ("DATE", "TIMESTAMP") and not node.to.expressions:
         return _date_trunc(_strip(node.this), ctx, "date" if node.to.this.name == "DATE" else "timestamp")
@@ -481,6 +486,66 @@ def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey
     body = exp.Cast(this=exp.Anonymous(this="DATE_TRUNC", expressions=[
         exp.Literal.string(u), col]), to=sql_t)
     return _key(T(body, typ), typ, dom)
+
+
+_INT_TYPES = ("int", "bigint", "smallint")
+
+
+def _time_part(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
+    """``CAST(extract(p FROM c) AS integer)`` (the same values) and ``part ± k`` / ``k ± part`` for an
+    integer literal k (the domain shifted); None for any other shape."""
+    node = _strip(node)
+    if isinstance(node, exp.Cast) and isinstance(_strip(node.this), exp.Extract) and \
+            not node.to.expressions and node.to.is_type(*_INT_TYPES):
+        understood(node), understood(node.to)
+        return _extract(_strip(node.this), ctx)
+    if not isinstance(node, (exp.Add, exp.Sub)):
+        return None
+    a, b = _strip(node.this), _strip(node.expression)
+    lit_first = isinstance(a, exp.Literal)
+    lit, other = (a, b) if lit_first else (b, a)
+    if not (isinstance(lit, exp.Literal) and lit.is_int) or not (
+            isinstance(other, exp.Extract) or _time_part(other, ctx) is not None):
+        return None
+    understood(node, frozenset({"this", "expression"}))
+    g = _extract(other, ctx) if isinstance(other, exp.Extract) else _time_part(other, ctx)
+    k = int(lit.this)
+    sub = isinstance(node, exp.Sub)
+    if sub and lit_first:
+        f = lambda v: k - v       # noqa: E731
+    else:
+        f = (lambda v: v - k) if sub else (lambda v: v + k)  # noqa: E731
+    dom = tuple(None if v is None else f(v) for v in g.domain)
+    x, y = (exp.Literal.number(k), exp.Paren(this=g.expr.copy())) if lit_first else \
+        (exp.Paren(this=g.expr.copy()), exp.Literal.number(k))
+    body = (exp.Sub if sub else exp.Add)(this=x, expression=y)
+    return _key(T(body, "int"), "int", dom)
+
+
+_TO_CHAR = ("%Y-%m", "%Y-%m-%d", "%Y")      # TO_CHAR formats of a truncated date: 'YYYY-MM', …
+
+
+def _to_char(node: exp.TimeToStr, ctx: Ctx) -> GroupKey:
+    """``TO_CHAR(date_trunc(u, c) | CAST(c AS date), 'YYYY-MM' | 'YYYY-MM-DD' | 'YYYY')``: the text
+    of a truncated-date key, its domain the truncated domain so formatted."""
+    fmt = node.args.get("format")
+    inner = _strip(node.this)
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string and fmt.this in _TO_CHAR) or any(
+            v for k, v in node.args.items() if k not in ("this", "format")):
+        raise Refusal(UNSUPPORTED, "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | "
+                      "'quarter' | 'year', c) or a date with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY'; or "
+                      "group by date_trunc itself.")
+    if isinstance(inner, (exp.TimestampTrunc, exp.DateTrunc)):
+        g = _date_trunc(inner, ctx, None)
+    elif _day_of(inner, ctx) is not None:
+        g = _date_trunc(exp.TimestampTrunc(this=_day_of(inner, ctx), unit=exp.var("DAY")), ctx, "date")
+    else:
+        raise Refusal(DENIED, "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | 'quarter' "
+                      "| 'year', c) (or a date) with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY', e.g. "
+                      "TO_CHAR(date_trunc('month', c), 'YYYY-MM'); its values then follow from the column's bounds.")
+    dom = tuple(dict.fromkeys(None if v is None else v.strftime(fmt.this) for v in g.domain))
+    body = exp.TimeToStr(this=g.expr.copy(), format=exp.Literal.string(fmt.this))
+    return _key(T(body, "text"), "text", dom)
 
 
 def _extract(node: exp.Extract, ctx: Ctx) -> GroupKey:

@@ -6,7 +6,8 @@ tables, written from each tool's documented SQL generation (not copied from any 
   GROUP BY / ORDER BY, relative filters as ``now() + INTERVAL '-12 month'``, nested questions as
   ``FROM (…) AS "source"``, row limit ``LIMIT 2000`` (1048575 for downloads), binning as
   ``floor((x - lo) / w) * w``.
-* Superset (SQLAlchemy, Postgres engine spec): ``DATE_TRUNC('month', ts) AS __timestamp``,
+* Superset (SQLAlchemy, Postgres engine spec): ``DATE_TRUNC('month', ts) AS __timestamp``, time
+  ranges as ``TO_TIMESTAMP('… 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US')``,
   metrics aliased by their label ``AS "SUM(amount)"``, ``ORDER BY "SUM(amount)" DESC``,
   ``LIMIT 10000`` / ``50000``, virtual datasets as ``FROM (SELECT …) AS virtual_table``.
 * Tableau (PostgreSQL connector): ``SUM(1) AS "Number of Records"``, ``CAST(… AS TEXT)``,
@@ -55,6 +56,12 @@ CORPUS: list[tuple[str, str, str, str]] = [
      "date_trunc('month', (now() + INTERVAL '-12 month')) GROUP BY 1 ORDER BY 1 ASC", ANSWERED),
     ("metabase", "median income", 'SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY "public"."pums"."income") AS "median" '
      'FROM "public"."pums"', ANSWERED),
+    ("metabase", "day of week", "SELECT (CAST(extract(dow from \"public\".\"purchases\".\"ts\") AS integer) + 1) AS \"ts\", "
+     "count(*) AS \"count\" FROM \"public\".\"purchases\" GROUP BY (CAST(extract(dow from \"public\".\"purchases\".\"ts\") "
+     "AS integer) + 1) ORDER BY (CAST(extract(dow from \"public\".\"purchases\".\"ts\") AS integer) + 1) ASC", ANSWERED),
+    ("metabase", "distinct count by store", 'SELECT "public"."purchases"."store" AS "store", count(distinct '
+     '"public"."purchases"."item") AS "count" FROM "public"."purchases" GROUP BY "public"."purchases"."store" '
+     'ORDER BY "public"."purchases"."store" ASC', ANSWERED),
     ("metabase", "raw rows (table view)", 'SELECT "public"."pums"."age" AS "age", "public"."pums"."income" AS "income" '
      'FROM "public"."pums" LIMIT 2000', "42501"),
     # ---------------------------------------------------------------- Superset
@@ -72,6 +79,10 @@ CORPUS: list[tuple[str, str, str, str]] = [
     ("superset", "KPI ratio", "SELECT SUM(amount) / COUNT(*) AS \"avg_ticket\" FROM public.purchases", ANSWERED),
     ("superset", "stddev metric", "SELECT store AS store, STDDEV(amount) AS \"STDDEV(amount)\" FROM public.purchases "
      "GROUP BY store ORDER BY \"STDDEV(amount)\" DESC LIMIT 10000", ANSWERED),
+    ("superset", "time range filter", "SELECT DATE_TRUNC('week', ts) AS __timestamp, COUNT(*) AS count FROM "
+     "public.purchases WHERE ts >= TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US') AND ts < "
+     "TO_TIMESTAMP('2025-03-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US') GROUP BY DATE_TRUNC('week', ts) "
+     "LIMIT 10000", ANSWERED),
     ("superset", "samples (raw rows)", "SELECT * FROM public.purchases LIMIT 10000", "42501"),
     # ---------------------------------------------------------------- Tableau
     ("tableau", "number of records", 'SELECT SUM(1) AS "Number of Records" FROM "public"."pums" "pums" HAVING (COUNT(1) > 0)',
@@ -81,6 +92,8 @@ CORPUS: list[tuple[str, str, str, str]] = [
     ("tableau", "month of date", "SELECT CAST(DATE_TRUNC('MONTH', CAST(\"purchases\".\"ts\" AS DATE)) AS DATE) AS "
      "\"tmn:ts:ok\", SUM(\"purchases\".\"amount\") AS \"sum:amount:ok\" FROM \"public\".\"purchases\" \"purchases\" "
      "GROUP BY 1", ANSWERED),
+    ("tableau", "year of date", 'SELECT CAST(EXTRACT(YEAR FROM "purchases"."ts") AS INTEGER) AS "yr:ts:ok", '
+     'SUM("purchases"."amount") AS "sum:amount:ok" FROM "public"."purchases" "purchases" GROUP BY 1', ANSWERED),
     ("tableau", "custom SQL", 'SELECT COUNT(*) AS "a0" FROM (SELECT "age", "sex" FROM "pums") "Custom SQL Query" '
      'WHERE ("Custom SQL Query"."age" >= 30) HAVING (COUNT(1) > 0)', ANSWERED),
     ("tableau", "average with calculated field", 'SELECT "pums"."married" AS "married", AVG(CAST("pums"."age" AS '
@@ -103,6 +116,12 @@ CORPUS: list[tuple[str, str, str, str]] = [
     ("looker", "month dimension", "SELECT DATE_TRUNC('month', purchases.ts) AS \"purchases.ts_month\", COUNT(*) AS "
      "\"purchases.count\" FROM public.purchases AS purchases GROUP BY 1 ORDER BY 1 DESC FETCH NEXT 500 ROWS ONLY",
      ANSWERED),
+    ("looker", "month as text", "SELECT TO_CHAR(DATE_TRUNC('month', purchases.ts ), 'YYYY-MM') AS "
+     "\"purchases.ts_month\", COUNT(*) AS \"purchases.count\" FROM public.purchases AS purchases GROUP BY 1 "
+     "ORDER BY 1 DESC FETCH NEXT 500 ROWS ONLY", ANSWERED),
+    ("looker", "date dimension", "SELECT (DATE(purchases.ts )) AS \"purchases.ts_date\", COUNT(*) AS "
+     "\"purchases.count\" FROM public.purchases AS purchases WHERE ((( purchases.ts ) >= (TIMESTAMP '2025-06-01') "
+     "AND ( purchases.ts ) < (TIMESTAMP '2025-07-01'))) GROUP BY 1 ORDER BY 1 FETCH NEXT 500 ROWS ONLY", ANSWERED),
     ("looker", "top 10 items", 'SELECT purchases.item AS "purchases.item", COUNT(*) AS "purchases.count" FROM '
      'public.purchases AS purchases GROUP BY 1 ORDER BY 2 DESC FETCH NEXT 10 ROWS ONLY', ANSWERED),
     ("looker", "average with filter", 'SELECT AVG(people.hours) AS "people.average_hours" FROM public.people AS people '

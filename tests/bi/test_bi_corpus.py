@@ -105,6 +105,10 @@ def test_dashboard_tiles(bi):
      {"duckdb": "CAST(date_trunc('month', CAST(ts AS DATE)) AS DATE)",
       "postgres": "CAST(date_trunc('month', CAST(ts AS DATE)) AS DATE)"}),
     ("store::text", {"duckdb": "CAST(store AS TEXT)", "postgres": "CAST(store AS TEXT)"}),
+    ("TO_CHAR(DATE_TRUNC('month', ts), 'YYYY-MM')",
+     {"duckdb": "strftime(date_trunc('month', ts), '%Y-%m')", "postgres": "to_char(date_trunc('month', ts), 'YYYY-MM')"}),
+    ("(CAST(extract(dow from ts) AS integer) + 1)",
+     {"duckdb": "CAST(extract(dow from ts) AS INTEGER) + 1", "postgres": "CAST(extract(dow from ts) AS INTEGER) + 1"}),
 ])
 def test_new_keys_exact_before_noise(bi, key, reference):
     """Exact before noise: the rewrite's per-cell counts and sums equal the backend's own GROUP BY
