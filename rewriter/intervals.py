@@ -17,6 +17,7 @@ value NULL, as in SQL (SUM skips it; AVG counts the non-NULL values).
 """
 from __future__ import annotations
 
+import math
 from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
@@ -135,6 +136,7 @@ def _check(node, ctx: Ctx, func: str) -> _V:
         else:
             ps = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi]
             lo, hi = min(ps), max(ps)
+        _finite(lo, hi, node)
         x, y = (v.node if typ == v.typ else exp.Cast(this=v.node, to=DOUBLE.copy()) for v in (a, b))
         return _V(type(node)(this=exp.Paren(this=x), expression=exp.Paren(this=y)), typ, lo, hi)
     if isinstance(node, exp.Div):
@@ -148,6 +150,7 @@ def _check(node, ctx: Ctx, func: str) -> _V:
                           "fractional result.", hint=HINT)
         k = float(b.literal)
         lo, hi = sorted((a.lo / k, a.hi / k))
+        _finite(lo, hi, node)
         x = a.node if a.typ == "float" else exp.Cast(this=a.node, to=DOUBLE.copy())
         return _V(exp.Div(this=exp.Paren(this=x), expression=exp.Cast(this=to_node(k), to=DOUBLE.copy())),
                   "float", lo, hi)
@@ -156,6 +159,14 @@ def _check(node, ctx: Ctx, func: str) -> _V:
                       "bounds and its release key would depend on the value); write the number.", hint=HINT)
     raise Refusal(UNSUPPORTED, f"{func.upper()} of {node.sql('postgres')}: not an arithmetic expression "
                   "dpgate bounds.", hint=HINT)
+
+
+def _finite(lo, hi, node) -> None:
+    """Every intermediate interval stays finite and below MAX_BOUND (an inf or NaN bound would
+    be no sensitivity at all: refused, never passed on)."""
+    if not all(math.isfinite(float(v)) and abs(float(v)) <= MAX_BOUND for v in (lo, hi)):
+        raise Refusal("54000", f"the bounds of {node.sql('postgres')} are too large to sum safely.",
+                      hint=HINT)
 
 
 def arith_argument(node: exp.Expression, ctx: Ctx, func: str) -> Arith:

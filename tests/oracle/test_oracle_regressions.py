@@ -90,6 +90,11 @@ def test_arithmetic_bounds_by_intervals(oracle_config):
     assert [(a.lower, a.upper) for a in plan.aggregates] == [
         (1, 11), (0, 20), (-3, 97), (-1.5, 12.5), (-2.5, 1.5), (-2.5, 11.5)]
     assert [a.type for a in plan.aggregates] == ["int", "int", "int", "float", "float", "float"]
+    for sql in ("SELECT SUM(f * 1e200 * 1e200 * 0) FROM fx",      # inf · 0 = NaN would be no bound at all
+                "SELECT SUM(i * 1e200 * 1e200 - i * 1e200 * 1e200) FROM fx"):
+        with pytest.raises(rewriter.Refusal) as err:
+            rewriter.build_plan(rewriter.parse(sql), oracle_config)
+        assert err.value.sqlstate == "54000"
 
 
 def test_is_null_and_is_not_null_have_different_release_keys(oracle_config):
