@@ -122,6 +122,16 @@ def _check(node, ctx: Ctx, func: str) -> _V:
         typ = "int" if node.is_int and isinstance(v, int) else "float"
         lit = to_node(v) if typ == "int" else exp.Cast(this=to_node(float(d)), to=DOUBLE.copy())
         return _V(lit, typ, v, v, d)
+    if isinstance(node, exp.Cast) and not node.to.expressions and (
+            node.to.is_type("double", "float") or node.to.is_type("bigint", "int")):
+        understood(node, frozenset({"this", "to"})), understood(node.to)
+        v = _check(node.this, ctx, func)          # to double: a float expression; to an integer type:
+        if node.to.is_type("double", "float"):    # only an integer one (computed in BIGINT already)
+            return _V(exp.Cast(this=v.node, to=DOUBLE.copy()), "float", float(v.lo), float(v.hi), v.literal)
+        if v.typ != "int":
+            raise Refusal(UNSUPPORTED, f"{func.upper()}: a cast of a float expression to an integer rounds; "
+                          "write it without the cast.", hint=HINT)
+        return v
     if isinstance(node, exp.Neg):
         v = _check(node.this, ctx, func)
         return _V(exp.Neg(this=exp.Paren(this=v.node)), v.typ, -v.hi, -v.lo,

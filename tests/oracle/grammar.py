@@ -229,11 +229,13 @@ AGGS = {   # select item -> measures (kind, column) it needs
     "SUM(i + f)": {("sum", "i + f")}, "SUM(f * 2.5)": {("sum", "f * 2.5")},
     "SUM(i * i - 3)": {("sum", "i * i - 3")}, "SUM(f / 2.0)": {("sum", "f / 2.0")},
     "AVG(i - 10)": {("sum", "i - 10"), ("count", "i - 10")}, "AVG(-f)": {("sum", "-f"), ("count", "-f")},
+    "SUM(CAST(i AS DOUBLE PRECISION) * 3)": {("sum", "cast(i as double precision) * 3")},
 }
 #: expression text -> (reference SQL over the clamped columns CI / CF, result kind)
 EXPRS = {"i + 1": ("CI + 1", "int"), "2 * i": ("2 * CI", "int"), "i + f": ("CI + CF", "float"),
          "f * 2.5": ("CF * 2.5", "float"), "i * i - 3": ("CI * CI - 3", "int"),
-         "f / 2.0": ("CF / 2.0", "float"), "i - 10": ("CI - 10", "int"), "-f": ("-CF", "float")}
+         "f / 2.0": ("CF / 2.0", "float"), "i - 10": ("CI - 10", "int"), "-f": ("-CF", "float"),
+         "cast(i as double precision) * 3": ("CAST(CI AS DOUBLE PRECISION) * 3", "float")}
 REFUSED_AGGS = ["SUM(t)", "SUM(i / 2)", "COUNT(DISTINCT i)", "SUM(g)", "SUM(i + t)", "SUM(i / f)"]
 GROUPS = ["g", "s", "b"]
 
