@@ -14,6 +14,7 @@ largest values are the best protected. MIN is MAX of U − v.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -45,7 +46,9 @@ class ExtremeGrid:
         return cls(float(lower), float(upper), span / U if U else 1.0, U, type_ == "int")
 
     def value(self, i: int) -> float | int:
-        v = min(self.lower + i * self.step, self.upper)
+        """Grid point i, computed in exact decimals (lower + i·step: 250.045, not 250.04500000000002)."""
+        v = min(Fraction(repr(float(self.lower))) + i * Fraction(repr(float(self.step))),
+                Fraction(repr(float(self.upper))))
         return int(round(v)) if self.integral else float(v)
 
 

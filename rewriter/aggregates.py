@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from . import predicate, stats
+from . import intervals, predicate, stats
 from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
                      INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
@@ -48,8 +48,8 @@ def post_steps(node: exp.Expression):
         else:
             break
         node = node.this
-    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min,
-                                          *stats.VARIANCE_NODES)):
+    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min, exp.Median,
+                                          exp.WithinGroup, *stats.VARIANCE_NODES)):
         return None
     return node, tuple(reversed(steps)), name
 
@@ -88,6 +88,10 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     """(func, column) of an allowed aggregate call, or a refusal."""
     if isinstance(node, exp.Filter):
         raise Refusal(UNSUPPORTED, "aggregate FILTER (WHERE …) is not supported; use WHERE.")
+    if isinstance(node, (exp.Median, exp.WithinGroup)):       # quantiles: rewriter.extreme
+        raise ExtremeAggregate(UNSUPPORTED, "percentile_cont / percentile_disc / median are answered on "
+                               "central tables, one per statement without other aggregates (each is its "
+                               "own release).")
     if isinstance(node, (exp.Max, exp.Min)):
         raise ExtremeAggregate(UNSUPPORTED, f"{node.sql_name().upper()}() is answered one per statement, "
                                "without other aggregates (each MAX or MIN is its own release).")
@@ -104,6 +108,9 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     if func == "count" and (isinstance(arg, exp.Star) or _constant(arg)):   # COUNT(1): every row
         return "count", None
     arg = _value_preserving_cast(arg, ctx)
+    if func in ("sum", "avg") and intervals.wanted(arg) and not [
+            k for k, v in node.args.items() if v and k not in ("this", "big_int")]:
+        return func, intervals.arith_argument(arg, ctx, func)      # SUM(age + 1): bounds by intervals
     if not isinstance(arg, exp.Column) or [k for k, v in node.args.items()
                                             if v and k not in ("this", "big_int")]:
         predicate.check(arg, ctx) if isinstance(arg, exp.Expression) else None
@@ -133,6 +140,16 @@ def measure_index(measure: Measure, measures: list) -> int:
     return measures.index(measure)
 
 
+def _avg_mechanism(col, ctx: Ctx):
+    """The configured mean mechanism of AVG(col); for an expression, the one its columns
+    agree on (else the default)."""
+    if not isinstance(col, intervals.Arith):
+        return ctx.table.columns[col].avg_mechanism
+    specs = [ctx.table.columns[c.name] for c in col.expr.find_all(exp.Column)]
+    found = {s.avg_mechanism for s in specs}
+    return found.pop() if len(found) == 1 else type(specs[0]).model_fields["avg_mechanism"].default
+
+
 def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: list) -> tuple[int, str]:
     """(index, value type) of the aggregate ``func(col)`` in ``aggs``, appended if new, its
     measures appended to ``measures`` once: identical aggregates are one release, whether
@@ -140,8 +157,10 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
     def m(measure: Measure) -> int:
         return measure_index(measure, measures)
 
-    spec = ctx.table.columns[col] if col else None
+    spec = ctx.table.columns[col] if col and not isinstance(col, intervals.Arith) else None
     typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+    if isinstance(col, intervals.Arith):               # an expression: its type and interval bounds
+        typ, lo, hi = col.type, col.lower, col.upper
     if func == "count":
         lo = hi = None
         ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
@@ -155,7 +174,7 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
         if func == "avg":
             ms += (m(Measure("count", col)),)
     agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
-                    spec.avg_mechanism if func == "avg" else None)
+                    _avg_mechanism(col, ctx) if func == "avg" else None)
     if agg not in aggs:
         aggs.append(agg)
     return aggs.index(agg), {"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float")

@@ -58,6 +58,7 @@ ALLOWED: dict[type, frozenset[str]] = {
     exp.TableAlias: _ONE,
     exp.Case: frozenset({"this", "ifs", "default"}), exp.If: frozenset({"this", "true", "false"}),
     exp.WithinGroup: _BIN, exp.PercentileDisc: _ONE, exp.PercentileCont: _ONE,
+    exp.Median: _ONE,                                   # extreme.py: median(col) = percentile 0.5
 }
 
 #: SQL spellings of node types whose generated text is not their class name.

@@ -46,6 +46,8 @@ def timeish(node: exp.Expression, ctx: Ctx) -> bool:
         return node.to.this.name in SQL_TYPES.values()
     if isinstance(node, exp.Anonymous) and node.name.lower() == "now":
         return True
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.StrToTime, exp.StrToDate)):
+        return True
     if isinstance(node, exp.Column):
         col = ctx.table.columns.get(node.name)
         return col is not None and col.type in TIME
@@ -61,6 +63,10 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
     if isinstance(node, exp.CurrentTimestamp) or (
             isinstance(node, exp.Anonymous) and node.name.lower() == "now" and not node.expressions):
         return literal(_now(ctx))
+    if isinstance(node, (exp.StrToTime, exp.StrToDate)) and not _column_inside(node):
+        return _to_timestamp(node)                  # TO_TIMESTAMP('…', 'YYYY-MM-DD HH24:MI:SS.US') (Superset)
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and not _column_inside(node):
+        return _trunc_literal(node, ctx, check)     # date_trunc('month', now() - INTERVAL '12 month')
     if isinstance(node, exp.Cast) and node.to.this.name in SQL_TYPES.values() and not node.to.expressions:
         typ = "date" if node.to.this.name == "DATE" else "timestamp"
         a = check(node.this, ctx)
@@ -80,6 +86,50 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
         raise Refusal(UNSUPPORTED, "an interval is only allowed added to or subtracted from a "
                       "date or timestamp literal, now() or current_date.")
     return None
+
+
+#: the TO_TIMESTAMP / TO_DATE formats BI tools send (Superset's Postgres spec), as sqlglot spells them
+_STRPTIME = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
+
+
+def _to_timestamp(node) -> T:
+    """``TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US')`` / ``TO_DATE('…',
+    'YYYY-MM-DD')`` of a literal: evaluated by dpgate (a timestamp in UTC, the session's zone)."""
+    text, fmt = node.this, node.args.get("format")
+    if not (isinstance(text, exp.Literal) and text.is_string and isinstance(fmt, exp.Literal)
+            and fmt.this in _STRPTIME) or any(v for k, v in node.args.items() if k not in ("this", "format")):
+        raise Refusal(UNSUPPORTED, "TO_TIMESTAMP / TO_DATE take a literal in the format 'YYYY-MM-DD "
+                      "HH24:MI:SS[.US]' or 'YYYY-MM-DD'; or write TIMESTAMP '2025-01-31 12:00:00'.")
+    try:
+        v = dt.datetime.strptime(text.this, fmt.this)
+    except ValueError:
+        raise Refusal(INVALID_DATETIME, f"{text.this!r} does not match the format {fmt.this!r}.",
+                      hint=None) from None
+    return literal(v.date() if isinstance(node, exp.StrToDate) else v)
+
+
+def _column_inside(node: exp.Expression) -> bool:
+    return node.find(exp.Column) is not None
+
+
+def _trunc_literal(node, ctx: Ctx, check) -> T:
+    """``date_trunc(unit, e)`` of a plan-time value (Metabase's relative filters): folded by
+    dpgate with Postgres's rules (:func:`trunc`: weeks start on Monday)."""
+    unit = node.args.get("unit")
+    u = (unit.name if unit is not None else "").lower()
+    if u not in TRUNC_UNITS or any(v for k, v in node.args.items() if k not in ("this", "unit")):
+        raise Refusal(UNSUPPORTED, f"date_trunc({u!r}, …) is not supported here; use one of "
+                      f"{', '.join(TRUNC_UNITS)} on a date or timestamp literal, now() or current_date.")
+    a = check(node.this, ctx)
+    if not (a.is_literal and a.type in TIME):
+        raise Refusal(UNSUPPORTED, "date_trunc in a filter takes a date/timestamp literal, now() or "
+                      "current_date (± an interval); compare the column with it, e.g. ts >= "
+                      "date_trunc('month', now()).")
+    if a.value is None:
+        return T(exp.Null(), a.type, value=None)
+    if u == "hour" and a.type == "date":
+        return literal(dt.datetime(a.value.year, a.value.month, a.value.day))
+    return literal(trunc(a.value, u))
 
 
 def _interval(node: exp.Interval) -> tuple[int, str]:

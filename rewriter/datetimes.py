@@ -24,6 +24,8 @@ def parse(text, typ: str, what: str = "literal"):
     except ValueError:
         raise Refusal(INVALID_DATETIME, f"{what} {text!r} is not a valid {typ}; write ISO "
                       "'2025-01-31' or '2025-01-31 12:00:00'.", hint=None) from None
+    if v.tzinfo is not None and v.utcoffset() == dt.timedelta(0):
+        v = v.replace(tzinfo=None)      # 'Z' / '+00:00' (Grafana's $__timeFilter): UTC, the same instant
     if v.tzinfo is not None:
         raise Refusal(UNSUPPORTED, f"{what} {text!r} has a time zone; dpgate's timestamps have "
                       "none (timestamp without time zone): write it in UTC without an offset.")

@@ -23,6 +23,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from . import stats
+from .intervals import Arith
 from .plan import GroupKey, Measure, Plan
 from .values import to_node
 
@@ -100,6 +101,8 @@ def _measure(m: Measure) -> exp.Expression:
         return exp.Count(this=exp.Star())
     if m.kind == "count_if":               # COUNT(CASE WHEN pred THEN 1 END): 0 on no rows
         return exp.Count(this=exp.Case(ifs=[exp.If(this=exp.Paren(this=m.filter.copy()), true=to_node(1))]))
+    if isinstance(m.column, Arith):        # SUM/AVG of arithmetic: over clamped columns (rewriter.intervals)
+        return exp.Count(this=m.column.expr.copy()) if m.kind == "count" else exp.Sum(this=m.column.expr.copy())
     col = exp.column(m.column, quoted=True)
     if m.kind == "count":
         return exp.Count(this=col)

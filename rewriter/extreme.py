@@ -1,4 +1,4 @@
-"""MAX / MIN on a central table: validation and the one backend scan.
+"""MAX / MIN and quantiles on a central table: validation and the one backend scan.
 
 The statement is validated as the same statement with MAX/MIN read as SUM (WHERE,
 GROUP BY over public domains, ORDER BY, LIMIT, display steps: the rules of every
@@ -10,10 +10,18 @@ public grid (:class:`mechanisms.extreme.ExtremeGrid`, passed in as lower/step/U)
     FROM t WHERE (pred) AND col IS NOT NULL GROUP BY k1, …, v
 
 Its rows never leave the proxy; the mechanism turns each group's histogram into one value.
+
+Quantiles (issue 19 §5): ``percentile_cont(q) WITHIN GROUP (ORDER BY col [DESC])``,
+``percentile_disc(…)`` and ``median(col)`` are planned the same way (read as SUM(col); q a
+literal in [0, 1]; DESC asks for 1 − q) and released by :mod:`mechanisms.quantile` from the
+same histogram. percentile_cont and median are float8 (a CAST display step), percentile_disc
+keeps the column's type, as in Postgres.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Literal
 
 from sqlglot import exp
@@ -22,28 +30,37 @@ from config import Config
 
 from . import build_plan, param_types
 from .emit import DOUBLE, group_key_sql
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .args import understood
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INVALID_PARAMETER, Refusal
 from .per_record import substitute_extremes
 from .plan import Plan
 from .values import to_node
 
 __all__ = ["ExtremePlan", "build_extreme_plan", "extreme_param_types", "histogram_sql", "ALLOWED"]
 
-ALLOWED = ("Allowed: SELECT [group columns,] one MAX(col) or MIN(col) of a numeric column with declared "
+ALLOWED = ("Allowed: SELECT [group columns,] one MAX(col), MIN(col), median(col) or percentile_cont(q) / "
+           "percentile_disc(q) WITHIN GROUP (ORDER BY col) of a numeric column with declared "
            "bounds FROM one declared table [WHERE row predicate] [GROUP BY columns with a declared "
            "domain] [ORDER BY outputs] [LIMIT n].")
 
 
 @dataclass(frozen=True)
 class ExtremePlan:
-    """A validated MAX/MIN statement: the central plan (planned as SUM) and the aggregate asked for."""
+    """A validated MAX/MIN/quantile statement: the central plan (planned as SUM) and the
+    aggregate asked for; ``q`` the (ascending) quantile of percentile_*/median, else None."""
 
     plan: Plan
-    func: Literal["max", "min"]
+    func: Literal["max", "min", "percentile_cont", "percentile_disc", "median"]
     column: str
+    q: Fraction | None = None
+
+    @property
+    def quantile(self) -> bool:
+        return self.q is not None
 
     def canonical(self) -> str:
-        return f"extreme:{self.func}({self.column});{self.plan.canonical()}"
+        q = "" if self.q is None else f";q={self.q}"
+        return f"extreme:{self.func}({self.column}){q};{self.plan.canonical()}"
 
     @property
     def cells(self) -> list[tuple]:
@@ -54,29 +71,114 @@ def _refuse(msg: str) -> Refusal:
     return Refusal(UNSUPPORTED, msg, hint=ALLOWED)
 
 
+QUANTILE_NODES = (exp.PercentileCont, exp.PercentileDisc)
+
+
+def _fraction(node) -> Fraction:
+    """q of percentile_*(q): a numeric literal in [0, 1] with at most 6 decimals, exactly."""
+    if not (isinstance(node, exp.Literal) and not node.is_string):
+        raise _refuse("percentile_cont / percentile_disc take a numeric literal fraction in [0, 1], "
+                      "e.g. percentile_cont(0.9) WITHIN GROUP (ORDER BY col); one per statement.")
+    try:
+        d = Decimal(node.this)
+    except InvalidOperation:
+        raise _refuse(f"percentile fraction {node.this} is not a number.") from None
+    if not 0 <= d <= 1:
+        raise Refusal(INVALID_PARAMETER, f"percentile value {node.this} is not between 0 and 1",
+                      hint="Write a fraction in [0, 1]: percentile_cont(0.5) is the median.")
+    q = Fraction(d)
+    if q.denominator > 10 ** 6:
+        raise _refuse(f"percentile fraction {node.this}: write it with at most 6 decimals.")
+    return q
+
+
+def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, Fraction, str]]]:
+    """A copy with each ``percentile_*(q) WITHIN GROUP (ORDER BY col)`` / ``median(col)`` read
+    as SUM(col) (CAST to float8 for percentile_cont and median; an unaliased select item keeps
+    Postgres's name), and the list of (func, ascending q, column sql) found."""
+    expr = expr.copy()
+    found: list[tuple[str, Fraction, str]] = []
+    nodes = [n for n in expr.find_all(exp.WithinGroup, exp.Median)
+             if not isinstance(n, exp.Median) or not isinstance(n.parent, exp.WithinGroup)]
+    for node in nodes:
+        if isinstance(node, exp.Median):
+            understood(node)
+            if node.this is None or any(v for k, v in node.args.items() if k != "this"):
+                raise _refuse("median takes one declared column: median(col).")
+            func, q, col = "median", Fraction(1, 2), node.this
+        else:
+            fn, order = node.this, node.expression
+            if not isinstance(fn, QUANTILE_NODES) or not isinstance(order, exp.Order):
+                raise _refuse(f"{node.sql('postgres')}: only percentile_cont / percentile_disc take "
+                              "WITHIN GROUP here.")
+            understood(fn)
+            if len(order.expressions) != 1 or any(v for k, v in order.args.items() if k != "expressions"):
+                raise _refuse("percentile_* WITHIN GROUP takes one ORDER BY column.")
+            ordered = understood(order.expressions[0])
+            func = "percentile_cont" if isinstance(fn, exp.PercentileCont) else "percentile_disc"
+            q, col = _fraction(fn.this), ordered.this
+            if ordered.args.get("desc"):
+                q = 1 - q
+        found.append((func, q, col.sql("postgres").lower()))
+        new: exp.Expression = exp.Sum(this=col.copy())
+        if func != "percentile_disc":
+            new = exp.Cast(this=new, to=exp.DataType.build("double"))
+        item = node.parent if isinstance(node.parent, exp.Alias) else None
+        if item is None and node.parent is not None and node.parent.key == "select" \
+                and node.arg_key == "expressions":
+            new = exp.alias_(new, func)
+        node.replace(new)
+    return expr, found
+
+
+def _one_column(node) -> bool:
+    """A declared column, possibly under a cast (the central rules check the cast keeps values)."""
+    while isinstance(node, (exp.Paren, exp.Cast)):
+        node = node.this
+    return isinstance(node, exp.Column)
+
+
 def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None = None) -> ExtremePlan:
+    for node in expr.find_all(exp.Max, exp.Min, exp.Median, exp.Ordered):
+        arg = node.this
+        if isinstance(node, exp.Ordered) and not isinstance(node.parent and node.parent.parent, exp.WithinGroup):
+            continue
+        if arg is not None and not _one_column(arg):
+            name = "percentile" if isinstance(node, exp.Ordered) else node.key
+            raise _refuse(f"{name.upper() if name != 'percentile' else 'percentile_cont/percentile_disc'} "
+                          f"takes one declared column, not an expression ({arg.sql('postgres')}).")
+    expr, quantiles = substitute_quantiles(expr)
     sub, found = substitute_extremes(expr)
     kinds = [f for f, _ in found]
+    if quantiles:
+        kinds = [quantiles[0][0]] if len(kinds) == 1 else kinds
     try:
         plan = build_plan(sub, config, params)
     except Refusal as r:
-        ext = next((f for f in ("max", "min") if f in kinds), None)
+        ext = next((f for f in ("max", "min", "percentile_cont", "percentile_disc", "median")
+                    if f in kinds), None)
         if ext is not None and len(kinds) == 1:          # the message names what was asked
             r.message = r.message.replace("SUM(", f"{ext.upper()}(").replace("SUM takes", f"{ext.upper()} takes")
         raise
     if plan.selection is not None:
-        raise _refuse("HAVING and top-c are not available with MAX/MIN; ask for the value per group.")
+        raise _refuse("HAVING and top-c are not available with MAX/MIN/percentiles; ask for the value "
+                      "per group.")
     if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
-        raise _refuse("MAX and MIN are answered alone (ROUND/CAST over them allowed); compute "
-                      "expressions over them in the client.")
-    if len(found) != 1 or kinds[0] not in ("max", "min") or len(plan.aggregates) != 1:
-        raise _refuse("MAX and MIN are answered one per statement (each is its own release); ask for "
-                      "the other aggregates in a separate statement.")
+        raise _refuse("MAX, MIN and percentiles are answered alone (ROUND/CAST over them allowed); "
+                      "compute expressions over them in the client.")
+    if len(found) != 1 or len(plan.aggregates) != 1 or len(quantiles) > 1 or (
+            not quantiles and kinds[0] not in ("max", "min")):
+        raise _refuse("MAX, MIN, median and percentiles are answered one per statement (each is its own "
+                      "release); ask for the other aggregates in a separate statement.")
+    if plan.aggregates[0].column not in config.tables[plan.table].columns:     # MAX(a + b)
+        raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
+    if quantiles:
+        return ExtremePlan(plan, quantiles[0][0], plan.aggregates[0].column, quantiles[0][1])
     return ExtremePlan(plan, kinds[0], plan.aggregates[0].column)
 
 
 def extreme_param_types(expr: exp.Expression, config: Config):
-    return param_types(substitute_extremes(expr)[0], config)
+    return param_types(substitute_extremes(substitute_quantiles(expr)[0])[0], config)
 
 
 def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_step: bool,

@@ -24,11 +24,13 @@ The domain is computed by evaluating the same float8 operations the scan runs.
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 from sqlglot import exp
 
 from . import dates, predicate
+from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .plan import GroupKey
 from .scope import Ctx, T
@@ -81,6 +83,11 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
         return _date_trunc(node, ctx, None)
     if isinstance(node, exp.Extract):
         return _extract(node, ctx)
+    part = _time_part(node, ctx)                   # CAST(extract(…) AS integer) (Tableau), ± an integer
+    if part is not None:                           # (Metabase's day of week: extract(dow …) + 1)
+        return part
+    if isinstance(node, exp.TimeToStr):            # TO_CHAR(date_trunc('month', ts), 'YYYY-MM') (Looker)
+        return _to_char(node, ctx)
     if isinstance(node, exp.Cast) and isinstance(_strip(node.this), (exp.TimestampTrunc, exp.DateTrunc)) \
             and node.to.this.name in ("DATE", "TIMESTAMP") and not node.to.expressions:
         return _date_trunc(_strip(node.this), ctx, "date" if node.to.this.name == "DATE" else "timestamp")
@@ -89,6 +96,11 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
         return _date_trunc(day, ctx, "date")
     if isinstance(node, exp.WidthBucket):
         return _width_bucket(node, ctx)
+    if _text_of_public(node, ctx):                 # CAST(sex AS TEXT), store::text (Tableau, Grafana)
+        return _text_key(node, ctx)
+    epoch = _epoch_bin(node, ctx)                  # floor(extract(epoch from ts)/w)*w (Grafana)
+    if epoch is not None:
+        return epoch
     if any(ctx.table.columns.get(c.name) is not None and ctx.table.columns[c.name].type in dates.TIME
            for c in node.find_all(exp.Column)) and not isinstance(node, _BOOL):
         raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')}: group a date/timestamp column by "
@@ -104,6 +116,74 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
         return _numeric(node, t, ctx)
     raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has no public set of values; "
                   f"{BIN_HINT}.")
+
+
+def _text_of_public(node: exp.Expression, ctx: Ctx) -> bool:
+    if not (isinstance(node, exp.Cast) and not node.to.expressions and node.to.is_type("text", "varchar")):
+        return False
+    col = _strip(node.this)
+    spec = ctx.table.columns.get(col.name) if isinstance(col, exp.Column) else None
+    return spec is not None and spec.public_domain is not None and spec.type in ("int", "text", "bool")
+
+
+def _pg_text(v) -> str | None:
+    """Postgres's text output of a domain value (int, text, bool)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _text_key(node: exp.Cast, ctx: Ctx) -> GroupKey:
+    """The text of a public-domain column: its domain's values as Postgres prints them."""
+    understood(node), understood(node.to)
+    t = ctx.column(_strip(node.this))
+    spec = ctx.table.columns[t.node.name]
+    dom = tuple(dict.fromkeys(_pg_text(v) for v in spec.public_domain))
+    body = exp.Cast(this=t.node, to=exp.DataType.build("text"))
+    return _key(T(body, "text"), "text", dom)
+
+
+def _epoch_bin(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
+    """``floor(extract(epoch from c) / w) * w`` with the same integer w > 0 twice (Grafana's
+    ``$__timeGroup(c, '1d')``, expanded): the bins of the column's declared bounds, in epoch
+    seconds (UTC; a date is its midnight), every bin answered; None for any other shape."""
+    if not isinstance(node, exp.Mul):
+        return None
+    a, w = _strip(node.this), _strip(node.expression)
+    if isinstance(a, exp.Literal):
+        a, w = w, a
+    if not (isinstance(a, exp.Floor) and not a.args.get("decimals") and isinstance(w, exp.Literal)
+            and w.is_int and int(w.this) > 0):
+        return None
+    div = _strip(a.this)
+    if not (isinstance(div, exp.Div) and isinstance(_strip(div.expression), exp.Literal)
+            and _strip(div.expression).is_int and int(_strip(div.expression).this) == int(w.this)):
+        return None
+    ex = _strip(div.this)
+    if not (isinstance(ex, exp.Extract) and isinstance(ex.this, (exp.Var, exp.Identifier))
+            and ex.this.name.lower() == "epoch"):
+        return None
+    for n in (node, a, div):
+        understood(n, frozenset({"this", "expression", "typed", "safe"}) if n is div else None)
+    if any(v for k, v in ex.args.items() if k not in ("this", "expression")):
+        return None
+    t, spec = _time_column(ex.expression, ctx, "extract")
+    step = int(w.this)
+    lo, hi = (dt.datetime(v.year, v.month, v.day) if not isinstance(v, dt.datetime) else v
+              for v in spec.time_bounds)
+    first, last = (int((v - EPOCH).total_seconds()) // step * step for v in (lo, hi))
+    dom = tuple(range(first, last + 1, step)) + ((None,) if spec.nullable else ())
+    dbl = exp.DataType.build("double")
+    body = exp.Cast(this=exp.Mul(this=exp.Floor(this=exp.Div(
+        this=exp.Cast(this=exp.Extract(this=exp.var("EPOCH"), expression=t.node), to=dbl),
+        expression=exp.Cast(this=exp.Literal.number(step), to=dbl.copy()))),
+        expression=exp.Literal.number(step)), to=exp.DataType.build("bigint"))
+    return _key(T(body, "int"), "int", dom)
+
+
+EPOCH = dt.datetime(1970, 1, 1)
 
 
 def _key(t: T, typ: str, domain: tuple) -> GroupKey:
@@ -370,6 +450,9 @@ def _time_column(node: exp.Expression, ctx: Ctx, what: str):
     node = _strip(node)
     if isinstance(node, exp.Cast) and not node.to.expressions and node.to.this.name == "TIMESTAMP":
         node = _strip(node.this)       # date_trunc('month', CAST(ts AS TIMESTAMP)) (Tableau)
+    if what == "date_trunc" and _day_of(node, ctx) is not None:
+        node = _day_of(node, ctx)      # date_trunc('MONTH', CAST(ts AS DATE)) (Tableau): for units of a
+        #                                day or more the day of ts truncates as ts does (hour: refused below)
     if not isinstance(node, exp.Column):
         raise Refusal(UNSUPPORTED, f"{what} takes a date or timestamp column.")
     t = ctx.column(node)
@@ -389,7 +472,7 @@ def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey
         raise Refusal(UNSUPPORTED, f"date_trunc unit {u!r} is not supported; use "
                       f"{', '.join(dates.TRUNC_UNITS)}.")
     t, spec = _time_column(node.this, ctx, "date_trunc")
-    if u == "hour" and spec.type == "date":
+    if u == "hour" and (spec.type == "date" or _day_of(_strip(node.this), ctx) is not None):
         raise Refusal(UNSUPPORTED, "date_trunc('hour', …) of a date column is always midnight; "
                       "use 'day' or a coarser unit.")
     typ = cast_to or spec.type
@@ -402,6 +485,66 @@ def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey
     body = exp.Cast(this=exp.Anonymous(this="DATE_TRUNC", expressions=[
         exp.Literal.string(u), col]), to=sql_t)
     return _key(T(body, typ), typ, dom)
+
+
+_INT_TYPES = ("int", "bigint", "smallint")
+
+
+def _time_part(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
+    """``CAST(extract(p FROM c) AS integer)`` (the same values) and ``part ± k`` / ``k ± part`` for an
+    integer literal k (the domain shifted); None for any other shape."""
+    node = _strip(node)
+    if isinstance(node, exp.Cast) and isinstance(_strip(node.this), exp.Extract) and \
+            not node.to.expressions and node.to.is_type(*_INT_TYPES):
+        understood(node), understood(node.to)
+        return _extract(_strip(node.this), ctx)
+    if not isinstance(node, (exp.Add, exp.Sub)):
+        return None
+    a, b = _strip(node.this), _strip(node.expression)
+    lit_first = isinstance(a, exp.Literal)
+    lit, other = (a, b) if lit_first else (b, a)
+    if not (isinstance(lit, exp.Literal) and lit.is_int) or not (
+            isinstance(other, exp.Extract) or _time_part(other, ctx) is not None):
+        return None
+    understood(node, frozenset({"this", "expression"}))
+    g = _extract(other, ctx) if isinstance(other, exp.Extract) else _time_part(other, ctx)
+    k = int(lit.this)
+    sub = isinstance(node, exp.Sub)
+    if sub and lit_first:
+        f = lambda v: k - v       # noqa: E731
+    else:
+        f = (lambda v: v - k) if sub else (lambda v: v + k)  # noqa: E731
+    dom = tuple(None if v is None else f(v) for v in g.domain)
+    x, y = (exp.Literal.number(k), exp.Paren(this=g.expr.copy())) if lit_first else \
+        (exp.Paren(this=g.expr.copy()), exp.Literal.number(k))
+    body = (exp.Sub if sub else exp.Add)(this=x, expression=y)
+    return _key(T(body, "int"), "int", dom)
+
+
+_TO_CHAR = ("%Y-%m", "%Y-%m-%d", "%Y")      # TO_CHAR formats of a truncated date: 'YYYY-MM', …
+
+
+def _to_char(node: exp.TimeToStr, ctx: Ctx) -> GroupKey:
+    """``TO_CHAR(date_trunc(u, c) | CAST(c AS date), 'YYYY-MM' | 'YYYY-MM-DD' | 'YYYY')``: the text
+    of a truncated-date key, its domain the truncated domain so formatted."""
+    fmt = node.args.get("format")
+    inner = _strip(node.this)
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string and fmt.this in _TO_CHAR) or any(
+            v for k, v in node.args.items() if k not in ("this", "format")):
+        raise Refusal(UNSUPPORTED, "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | "
+                      "'quarter' | 'year', c) or a date with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY'; or "
+                      "group by date_trunc itself.")
+    if isinstance(inner, (exp.TimestampTrunc, exp.DateTrunc)):
+        g = _date_trunc(inner, ctx, None)
+    elif _day_of(inner, ctx) is not None:
+        g = _date_trunc(exp.TimestampTrunc(this=_day_of(inner, ctx), unit=exp.var("DAY")), ctx, "date")
+    else:
+        raise Refusal(DENIED, "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | 'quarter' "
+                      "| 'year', c) (or a date) with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY', e.g. "
+                      "TO_CHAR(date_trunc('month', c), 'YYYY-MM'); its values then follow from the column's bounds.")
+    dom = tuple(dict.fromkeys(None if v is None else v.strftime(fmt.this) for v in g.domain))
+    body = exp.TimeToStr(this=g.expr.copy(), format=exp.Literal.string(fmt.this))
+    return _key(T(body, "text"), "text", dom)
 
 
 def _extract(node: exp.Extract, ctx: Ctx) -> GroupKey:

@@ -45,12 +45,32 @@ def parse(sql: str) -> exp.Expression:
         err = e.errors[0] if e.errors else {}
         where = f" at line {err.get('line')}, column {err.get('col')}" if err.get("line") else ""
         desc = err.get("description") or str(e).splitlines()[0]
-        raise Refusal(SYNTAX_ERROR, f"syntax error{where}: {desc}", hint=None) from None
+        top = len(tokens) > 2 and tokens[0].text.upper() == "SELECT" and tokens[1].text.upper() == "TOP"
+        raise Refusal(SYNTAX_ERROR, f"syntax error{where}: {desc}",
+                      hint="SELECT TOP n is T-SQL; write LIMIT n at the end (or FETCH FIRST n ROWS ONLY)."
+                      if top else None) from None
     except SqlglotError as e:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {str(e).splitlines()[0]}", hint=None) from None
     if len(exprs) != 1:
         raise Refusal(SYNTAX_ERROR, f"expected one statement, got {len(exprs)}.", hint=None)
-    return exprs[0]
+    return _tsql_statistics(exprs[0])
+
+
+#: T-SQL's variance spellings (SmartNoise SQL's PUMS queries use them; Postgres has no function
+#: of these names): VAR is the sample variance, VARP the population one (STDEV parses as STDDEV).
+_TSQL_STATS = {"var": exp.Variance, "varp": exp.VariancePop, "stdevp": exp.StddevPop}
+
+
+def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
+    for node in list(tree.find_all(exp.Anonymous)):
+        cls = _TSQL_STATS.get(node.name.lower())
+        if cls is not None and len(node.expressions) == 1 and set(k for k, v in node.args.items() if v) \
+                <= {"this", "expressions"}:
+            new = cls(this=node.expressions[0])
+            if node is tree:
+                return new
+            node.replace(new)
+    return tree
 
 
 def tokenize(sql: str) -> list | None:

@@ -1,8 +1,8 @@
 """Plan rules and backend SQL for per-record DP tables (seed 003).
 
-A table with a ``privacy`` policy answers one aggregate per statement,
+A table with a ``privacy`` policy answers
 
-    SELECT [group keys,] COUNT(*) | COUNT(col) | SUM(col) | MAX(col) | MIN(col)
+    SELECT [group keys,] COUNT(*) | COUNT(col) | SUM(col) [, …] | MAX(col) | MIN(col)
     FROM t [WHERE row predicate] [GROUP BY keys with a public domain] [ORDER BY …] [LIMIT …]
 
 through ONE backend scan grouped by the group keys and the record's privacy level
@@ -55,8 +55,8 @@ MAX_LEVELS = 128
 MAX_U = 2**53                 # values and E are computed in float8: integers stay exact below this
 _FLOAT_GUARD = float(2**53)   # |x| beyond this (and NaN, ±inf) is treated as NULL
 
-ALLOWED = ("Allowed on a per-record DP table: SELECT [group columns,] one of COUNT(*), COUNT(col), "
-           "SUM(col), MAX(col), MIN(col) FROM the table [WHERE row predicate] [GROUP BY columns "
+ALLOWED = ("Allowed on a per-record DP table: SELECT [group columns,] COUNT(*), COUNT(col), "
+           "SUM(col) (several: the ε is split among them), or one MAX(col) or MIN(col) FROM the table [WHERE row predicate] [GROUP BY columns "
            "with a declared domain] [ORDER BY outputs] [LIMIT n].")
 
 
@@ -237,6 +237,19 @@ class PrPlan:
     plan: Plan
     func: Func
     column: str | None          # None for COUNT(*)
+    parts: tuple = ()           # several COUNT/SUM in one statement: (func, column) per plan aggregate
+
+    @property
+    def split(self) -> int:
+        """How many releases share the tier's ε (each gets ε / split: sequential composition)."""
+        return max(len(self.parts), 1)
+
+    def part(self, i: int) -> "PrPlan":
+        """The i-th aggregate as a one-aggregate statement (same rows, keys and cells)."""
+        func, col = self.parts[i]
+        agg = self.plan.aggregates[i]
+        sub = dataclasses.replace(self.plan, aggregates=(agg,))
+        return PrPlan(sub, func, col)
 
     @property
     def label(self) -> str:
@@ -305,19 +318,36 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
             a.filter is not None for a in plan.aggregates):
         raise _refuse(UNSUPPORTED, f"expressions over aggregates and HAVING are not available on per-record "
                       f"table {plan.table}; select the aggregate itself and compute in the client.")
-    if len(set(found)) > 1 or len(plan.aggregates) != 1:
-        raise _refuse(UNSUPPORTED, f"one aggregate per statement on per-record table {plan.table}: "
-                      "each aggregate is its own per-record release. Run them as separate "
-                      "statements (each is charged).")
-    agg = plan.aggregates[0]
-    if agg.func == "avg":
+    if any(a.func == "avg" for a in plan.aggregates):
         raise _refuse(UNSUPPORTED, f"AVG is not available on per-record table {plan.table}; ask for "
-                      "SUM(col) and COUNT(col) in two statements.")
+                      "SUM(col), COUNT(col) (one statement: the ε is split between them) and divide.")
+    if extreme and (len(set(found)) > 1 or len(plan.aggregates) != 1):
+        raise _refuse(UNSUPPORTED, f"MAX and MIN are answered alone on per-record table {plan.table} "
+                      "(their release has two rounds); ask for the other aggregates in a separate "
+                      "statement.")
+    if len(plan.aggregates) > 1:                 # COUNT/SUM together: the tier's ε split among them
+        for a in plan.aggregates:
+            if a.func not in ("count", "sum"):
+                raise _refuse(UNSUPPORTED, f"{a.label.upper()} is not available on per-record table "
+                              f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).")
+            if a.column is not None and a.column not in table.columns:
+                raise _refuse(UNSUPPORTED, f"{a.label.upper()}: aggregates of expressions are answered on "
+                              f"central tables; on per-record table {plan.table} aggregate a declared column.")
+            if a.func == "sum" and (table.columns[a.column].lower or 0) < 0:
+                raise _refuse(UNSUPPORTED, f"SUM({a.column}) is not available on per-record table "
+                              f"{plan.table}: {a.column} may be negative and the per-record mechanisms "
+                              "take values in [0, value_bound].")
+        first = plan.aggregates[0]
+        return PrPlan(plan, first.func, first.column, tuple((a.func, a.column) for a in plan.aggregates))
+    agg = plan.aggregates[0]
     if not extreme and agg.func not in ("count", "sum"):
         raise _refuse(UNSUPPORTED, f"{agg.label.upper()} is not available on per-record table "
                       f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).")
     func: Func = extreme if extreme else agg.func
     col = agg.column
+    if col is not None and col not in table.columns:      # SUM(a + b): central tables only
+        raise _refuse(UNSUPPORTED, f"{func.upper()} of an expression is answered on central tables; on "
+                      f"per-record table {plan.table} aggregate a declared column.")
     if func in ("sum", "max", "min"):
         spec = table.columns[col]
         if spec.lower is not None and spec.lower < 0:

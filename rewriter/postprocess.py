@@ -180,6 +180,8 @@ def tree(node: exp.Expression, ctx: Ctx):
             return ("op", sym, tree(node.this, ctx), tree(node.expression, ctx))
     if isinstance(node, exp.Pi):
         return ("fn", "pi")
+    if isinstance(node, exp.Rand) and not any(node.args.values()):   # random(): no data, evaluated by dpgate
+        return ("fn", "random")
     fn = _FUNCS.get(type(node))
     if fn is not None:
         understood(node, ALLOWED.get(type(node)) or frozenset({"this", "expression", "expressions"}))
@@ -268,7 +270,7 @@ def resolve(t, agg, key):
         args = [resolve(x, agg, key) for x in t[2:]]
         trees = tuple(a for a, _ in args)
         types = [ty for _, ty in args]
-        if fn == "pi":
+        if fn in ("pi", "random"):
             typ = "float"
         elif fn in ("power", "sqrt"):
             typ = "numeric" if "numeric" in types and "float" not in types else "float"

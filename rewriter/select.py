@@ -5,6 +5,8 @@ aggregates share one :class:`Aggregate`, and AVG shares its SUM/COUNT measures.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -54,10 +56,8 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
             inner, steps, name = post
             func, col = aggregate(inner, ctx)
             out.append(Item(alias or name or stats.output_name(inner, func), "agg", (func, col), steps))
-        elif isinstance(node, exp.WithinGroup):
-            raise Refusal(UNSUPPORTED, "percentile_disc / percentile_cont are answered on local "
-                          "(metric-LDP) tables (in the demo: trips), not on this table; COUNT(*) with "
-                          "range predicates (WHERE col BETWEEN a AND b) is allowed here.")
+        elif isinstance(node, exp.WithinGroup):     # percentiles: their own release (rewriter.extreme)
+            aggregate(node, ctx)
         elif node.find(exp.AggFunc):
             raise Refusal(UNSUPPORTED, "expressions over aggregates are not supported; select the "
                           "aggregate itself, or display steps over one aggregate: ROUND(agg[, n]), "
@@ -116,6 +116,12 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
             raise Refusal(DENIED, f"GROUP BY {name} is not allowed: group a {col.type} column by "
                           f"date_trunc('month', {name}) (or 'day', 'week', 'quarter', 'year') or by "
                           f"extract(month from {name}); their values follow from its bounds.")
+        if col.public_domain is None and col.type in ("int", "float") and col.bounded:
+            w = _bin_width(col.lower, col.upper)
+            raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
+                          f"domain (its distinct values are private); group by bins of its declared "
+                          f"range instead: GROUP BY floor({name} / {w:g}) * {w:g} (or width_bucket), "
+                          "every bin answered, or declare a public domain for it in the config.")
         if col.public_domain is None:
             raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
                           f"domain; declare a public domain for it in the config.")
@@ -245,3 +251,10 @@ def limit_offset(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
     limit = _count(lim.expression if lim else None, ctx, "LIMIT", "2201W")
     offset = _count(off.expression if off else None, ctx, "OFFSET", "2201X")
     return limit, offset or 0
+
+
+def _bin_width(lower: float, upper: float) -> float:
+    """A round bin width giving about 10 bins over [lower, upper] (for the hint)."""
+    span = max(float(upper) - float(lower), 1.0)
+    w = 10 ** math.floor(math.log10(span / 10))
+    return w * 5 if span / w > 50 else (w * 2 if span / w > 20 else w)

@@ -41,6 +41,8 @@ def distinct_column(node: exp.Count, ctx) -> str:
     """The column of ``COUNT(DISTINCT col)``, or a refusal with what to write instead."""
     arg = node.this
     cols = arg.expressions if isinstance(arg, exp.Distinct) else []
+    while len(cols) == 1 and isinstance(cols[0], exp.Paren):    # count(distinct("t"."c")), Power BI
+        cols = [cols[0].this]
     if len(cols) != 1 or not isinstance(cols[0], exp.Column) or [
             k for k, v in arg.args.items() if v and k != "expressions"]:
         raise Refusal(UNSUPPORTED, "COUNT(DISTINCT …) takes one declared column with a public domain.")

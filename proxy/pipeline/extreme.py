@@ -1,13 +1,15 @@
-"""MAX / MIN on a central table, a release kind: statement → histogram scan →
-shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, seed 003
-§6.4) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once
-per statement (groups are disjoint: parallel composition); a repeat returns the
-stored answer free, as everywhere."""
+"""MAX / MIN and quantiles on a central table, a release kind: statement → histogram
+scan → shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, seed 003
+§6.4), or the exponential mechanism for a quantile (:mod:`mechanisms.quantile`, Smith
+2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once per
+statement (groups are disjoint: parallel composition); a repeat returns the stored
+answer free, as everywhere."""
 from __future__ import annotations
 
 import hashlib
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
+from mechanisms.quantile import ExpMechQuantile
 from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
 
@@ -24,6 +26,8 @@ BETA = 0.05          # the rank statement in the NOTICE holds with probability 9
 def _setup(gw, xp: ExtremePlan, epsilon: float):
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
+    if xp.quantile:
+        return grid, ExpMechQuantile(epsilon, grid, xp.q, BETA)
     return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
 
 
@@ -44,8 +48,28 @@ def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme, grid: ExtremeGrid, rows)
             hists[c].append((int(row[n]), int(row[n + 1])))
     values = [[m.release(hists[c], gw.source)] for c in cells]
     return {"keys": [[cell_key(v) for v in c] for c in cells], "values": values, "half_width": [m.rank_half_width()],
-            "mechanism": [m.name], "extreme": {"func": xp.func, "k0": m.k0, "U": grid.U,
+            "mechanism": [m.name], "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U,
                                                 "step": grid.step, "beta": BETA}}
+
+
+def _k(m) -> int:
+    return m.rank_half_width() if isinstance(m, ExpMechQuantile) else m.k0
+
+
+def _what(xp: ExtremePlan) -> str:
+    """How the statement names the aggregate (q is the ascending fraction)."""
+    if xp.func == "median":
+        return f"median({xp.column})"
+    if xp.quantile:
+        return f"{xp.func}({float(xp.q):g}) WITHIN GROUP (ORDER BY {xp.column})"
+    return f"{xp.func.upper()}({xp.column})"
+
+
+def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "") -> str:
+    """The rank statement of a quantile release (NOTICE and EXPLAIN)."""
+    return (f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
+            f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
+            f"value units; the exponential mechanism, Smith 2011)")
 
 
 def _key(xp: ExtremePlan, epsilon: float) -> str:
@@ -55,6 +79,11 @@ def _key(xp: ExtremePlan, epsilon: float) -> str:
 def notice_body(xp: ExtremePlan, answer: dict) -> str:
     """The NOTICE after its common head: the rank statement of the shifted-rank mechanism."""
     e = answer["extreme"]
+    if xp.quantile:
+        name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
+        groups = f" in each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
+        return (f"{name}: {_what(xp)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
+                f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}")
     side = "above" if xp.func == "max" else "below"
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
     groups = f" of each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
@@ -67,8 +96,8 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
 
 
 class Extreme(ReleaseKind):
-    """MAX / MIN on a central table (seed 003 §6.4): one histogram scan over the column's
-    public grid, the shifted-rank exponential mechanism per group."""
+    """MAX / MIN (seed 003 §6.4) and quantiles (Smith 2011) on a central table: one histogram
+    scan over the column's public grid, the exponential mechanism per group."""
 
     name = "extreme"
 
@@ -77,8 +106,9 @@ class Extreme(ReleaseKind):
         xp = build_extreme_plan(parse(sql), gw.config, list(params) if params else None)
         tier = gw.tier_of(conn.role)
         if tier.ladder is not None:          # a ladder's coalition guarantee covers its chain only
-            raise SqlError("0A000", "MAX and MIN are not available to data-market ladder tiers; nothing was "
-                           "charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's noise chain.")
+            raise SqlError("0A000", "MAX, MIN and percentiles are not available to data-market ladder tiers; "
+                           "nothing was charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's "
+                           "noise chain.")
         eps = float(tier.epsilon)
         grid, m = _setup(gw, xp, eps)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
@@ -122,12 +152,16 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
     xp = build_extreme_plan(parse(body), gw.config, list(params) if params else None)
     tier = gw.tier_of(conn.role)
     grid, m = _setup(gw, xp, float(tier.epsilon))
-    lines = [f"dpgate release of {xp.plan.table}: {xp.func.upper()}({xp.column}), ε {tier.epsilon:g} per query, "
-             f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)",
-             f"  {m.name} (seed 003 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, {grid.upper:g}] "
-             f"(step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} "
-             f"rows per group (plus rows tied at one value) lie beyond the answer",
-             "backend SQL (one scan, a histogram that never leaves the proxy):"]
+    lines = [f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
+             f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)"]
+    if xp.quantile:
+        lines.append(f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
+                     f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}")
+    else:
+        lines.append(f"  {m.name} (seed 003 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
+                     f"{grid.upper:g}] (step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most "
+                     f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer")
+    lines.append("backend SQL (one scan, a histogram that never leaves the proxy):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid), gw.backend.dialect).splitlines()]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 

@@ -237,10 +237,15 @@ class PerRecord(ReleaseKind):
         gw = conn.gw
         prp, pol = _plan(conn, sql, params)
         weight = float(gw.tier_of(conn.role).epsilon)
-        kind, m = mechanism(gw, prp, pol, weight)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
+        state = {"policy": pol}
+        if prp.parts:      # several COUNT/SUM: each at weight / k (sequential composition)
+            each = weight / prp.split
+            state["parts"] = [(sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))]
+        else:
+            state["kind"], state["m"] = mechanism(gw, prp, pol, weight)
         return Prepared(self, prp, cols, key=_key(prp, pol, weight), canonical=prp.canonical(),
-                        epsilon=weight, state={"policy": pol, "kind": kind, "m": m})
+                        epsilon=weight, state=state)
 
     def scan_sql(self, conn, p: Prepared) -> str:
         kind = p.state["kind"]
@@ -248,6 +253,8 @@ class PerRecord(ReleaseKind):
                         buckets=kind == "sum_framework", with_sum=kind == "sum_extension")
 
     async def scan(self, conn, p: Prepared, then):
+        if "parts" in p.state:
+            return await self._scan_parts(conn, p, then)
         prp, pol, kind, m = p.plan, p.state["policy"], p.state["kind"], p.state["m"]
         framework_sum = kind == "sum_framework"
         if kind not in ("max", "min"):
@@ -258,13 +265,30 @@ class PerRecord(ReleaseKind):
         sql = values_sql(prp, pol, conn.gw.config, conn.gw.backend.dialect, ells)
         return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)))
 
+    async def _scan_parts(self, conn, p: Prepared, then):
+        """One scan per COUNT/SUM part (their level scans differ; MAX/MIN are never parts)."""
+        pol, hists = p.state["policy"], []
+        parts = p.state["parts"]
+        for i, (sub, kind, _m) in enumerate(parts):
+            sql = scan_sql(sub, pol, conn.gw.config, conn.gw.backend.dialect, buckets=kind == "sum_framework",
+                           with_sum=kind == "sum_extension")
+            if i < len(parts) - 1:
+                hists.append(_hists(await fetch(conn, sql), sub, pol, kind == "sum_framework"))
+            else:
+                return await fetch(conn, sql, then=lambda rows: then(
+                    [*hists, _hists(rows, sub, pol, kind == "sum_framework")]))
+
     def measure(self, conn, p: Prepared, cells) -> dict:
+        pol = p.state["policy"]
+        if "parts" in p.state:
+            each = p.epsilon / p.plan.split
+            return _combine([_answer(conn.gw, sub, pol, each, kind, m, h, None, None)
+                             for (sub, kind, m), h in zip(p.state["parts"], cells)])
         hists, ells, values = cells
-        return _answer(conn.gw, p.plan, p.state["policy"], p.epsilon, p.state["kind"], p.state["m"],
-                       hists, ells, values)
+        return _answer(conn.gw, p.plan, pol, p.epsilon, p.state["kind"], p.state["m"], hists, ells, values)
 
     def mechanism(self, answer: dict) -> str:
-        return answer["mechanism"][0]
+        return "+".join(answer["mechanism"])
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan.plan, answer)
@@ -277,6 +301,18 @@ class PerRecord(ReleaseKind):
 
     async def explain(self, conn, route, body: str, params: list) -> Result:
         return await explain_per_record(conn, body, params)
+
+
+def _combine(parts: list[dict]) -> dict:
+    """Several COUNT/SUM of one statement, each released at weight / k (sequential
+    composition: every record's loss is at most Σ (weight/k)·E(r) = weight·E(r), what one
+    statement is charged): the parts' values per cell, in the plan's order."""
+    return {"keys": parts[0]["keys"],
+            "values": [[p["values"][j][0] for p in parts] for j in range(len(parts[0]["keys"]))],
+            "half_width": [p["half_width"][0] for p in parts],
+            "mechanism": [p["mechanism"][0] for p in parts], "epsilon": [p["epsilon"][0] for p in parts],
+            "labels": [p["labels"][0] for p in parts], "per_record": parts[0]["per_record"],
+            "parts": [p["per_record"] for p in parts]}
 
 
 # -- the statement -----------------------------------------------------------------------
@@ -305,8 +341,9 @@ def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
     prp = build_pr_plan(parse(sql), gw.config, list(params) if params else None)
     refuse_ladder(gw, conn.role, prp.plan.table)
     pol = policy_of(gw, prp.plan.table)
-    if prp.func == "sum":
-        sum_method(prp, pol)                  # refuse before any backend work
+    for sub in [prp.part(i) for i in range(len(prp.parts))] or [prp]:
+        if sub.func == "sum":
+            sum_method(sub, pol)              # refuse before any backend work
     return prp, pol
 
 
@@ -337,13 +374,31 @@ def _condition(pol: Policy, pr: dict) -> str:
 
 def notice_body(prp: PrPlan, pol: Policy, answer: dict) -> str:
     """The NOTICE after its common head: ε(r), ε_τ and which rows the answer covers, the
-    noise bound and the Thm 5.1 / 6.1 bound at 1 - β, mechanism."""
+    noise bound and the Thm 5.1 / 6.1 bound at 1 - β, mechanism (per aggregate when several
+    share the statement's ε)."""
+    names = [o.name for o in prp.plan.outputs if o.source == "aggregate"]
+    if answer.get("parts"):
+        k = len(answer["parts"])
+        w = answer["parts"][0]["weight"]
+        bodies = "; ".join(f"{i + 1}) {_body(pol, pr, names[i] if i < len(names) else label, mech)}"
+                           for i, (pr, label, mech) in enumerate(zip(answer["parts"], answer["labels"],
+                                                                     answer["mechanism"])))
+        return (f"{k} aggregates share the statement's ε, split equally (sequential composition): each is "
+                f"released under ε(r) = {w:g} × {pol.text} in [{w * pol.levels.eps_min:g}, "
+                f"{w * pol.levels.eps_max:g}], so a record loses at most {k} × {w:g} × E(r) in all; {bodies}; "
+                f"mechanism: {', '.join(answer['mechanism'])}")
     pr = answer["per_record"]
     mech = answer["mechanism"][0]
+    scale = f"{pr['weight']:g} × " if pr["weight"] != 1 else ""
+    return (f"per-record ε(r) = {scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
+            f"{pr['weight'] * pol.levels.eps_max:g}]; {_body(pol, pr, names[0], mech)}; mechanism: {mech}")
+
+
+def _body(pol: Policy, pr: dict, name: str, mech: str) -> str:
+    """What one release guarantees: ε_τ, the rows it covers, the noise and theorem bounds."""
     taus, ells = pr["eps_tau"], pr["ell"]
     n = len(taus)
     pct = f"{(1 - pr['beta']) * 100:g}%"
-    name = next(o.name for o in prp.plan.outputs if o.source == "aggregate")
     over = ", max over groups" if n > 1 else ""
     if min(taus) == max(taus):
         tau = f"ε_τ {taus[0]:.3g}" + (f" in all {n} groups" if n > 1 else "")
@@ -367,10 +422,7 @@ def notice_body(prp: PrPlan, pol: Policy, answer: dict) -> str:
         body = (f"{tau}: the {name} covers {what}, ±{_fmt(max(pr['noise']))} of noise ({pct}{over}); "
                 f"rows with smaller ε(r) are left out — {thm}: error at most ±{_fmt(max(pr['bound']))} "
                 f"in all{cond}")
-    scale = f"{pr['weight']:g} × " if pr["weight"] != 1 else ""
-    return (f"per-record ε(r) = "
-            f"{scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
-            f"{pr['weight'] * pol.levels.eps_max:g}]; {body}; mechanism: {mech}")
+    return body
 
 
 # -- Describe and EXPLAIN ------------------------------------------------------------
@@ -420,6 +472,8 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
     gw = conn.gw
     prp, pol = _plan(conn, body, params)
     tier = gw.tier_of(conn.role)
+    if prp.parts:
+        return _explain_parts(gw, prp, pol, tier)
     kind, m = mechanism(gw, prp, pol, float(tier.epsilon))
     dialect = gw.backend.dialect
     framework_sum = kind == "sum_framework"
@@ -435,6 +489,24 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
                      "(one query for all cells)")
     lines.append("backend SQL (one scan, GROUP BY keys, level" + (", value bucket)" if framework_sum else ")") + ":")
     lines.extend("  " + line for line in pretty(sql, dialect).splitlines())
+    return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
+
+
+def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
+    """EXPLAIN of several COUNT/SUM on a per-record table: the ε split and one scan each."""
+    dialect = gw.backend.dialect
+    each = float(tier.epsilon) / prp.split
+    lines = [f"dpgate per-record release of {pol.table}: {prp.split} aggregates share ε "
+             f"{tier.epsilon:g}, split equally: each under E_q(r) = {each:g} × E(r) (sequential "
+             f"composition), {pol.describe()}; ε charged {tier.epsilon:g} once"]
+    for i in range(prp.split):
+        sub = prp.part(i)
+        kind, _ = mechanism(gw, sub, pol, each)
+        lines.append(f"  {i + 1}) {sub.label} via {mechanism_name(kind)}, {len(sub.cells)} cell(s), every "
+                     "level of every cell noised; backend SQL:")
+        sql = scan_sql(sub, pol, gw.config, dialect, buckets=kind == "sum_framework",
+                       with_sum=kind == "sum_extension")
+        lines.extend("    " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
 

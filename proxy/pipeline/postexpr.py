@@ -10,11 +10,14 @@ divisor is a released value, so the error reveals nothing beyond the release.
 from __future__ import annotations
 
 import math
+import random
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Context, Decimal, localcontext
 
 from rewriter.postprocess import PI
 
 from ..wire.api import SqlError
+
+_RANDOM = random.SystemRandom()
 
 _INT8 = 2**63
 _CTX = Context(prec=1000)
@@ -102,6 +105,8 @@ def _cmp(sym: str, a, b):
 def _fn(name: str, args: list):
     if name == "pi":
         return PI
+    if name == "random":                 # Postgres's random(): uniform [0, 1), independent of the data
+        return _RANDOM.random()
     if name == "coalesce":
         return next((a for a in args if a is not None), None)
     if name == "nullif":

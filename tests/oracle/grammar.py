@@ -223,8 +223,20 @@ AGGS = {   # select item -> measures (kind, column) it needs
     "COUNT(b)": {("count", "b")}, "COUNT(s)": {("count", "s")},
     "SUM(i)": {("sum", "i")}, "SUM(f)": {("sum", "f")},
     "AVG(i)": {("sum", "i"), ("count", "i")}, "AVG(f)": {("sum", "f"), ("count", "f")},
+    # SUM/AVG of arithmetic over bounded columns (issue 19 §2): the measure's column is the
+    # expression's text; the reference computes it on the clamped columns (EXPRS)
+    "SUM(i + 1)": {("sum", "i + 1")}, "SUM(2 * i)": {("sum", "2 * i")},
+    "SUM(i + f)": {("sum", "i + f")}, "SUM(f * 2.5)": {("sum", "f * 2.5")},
+    "SUM(i * i - 3)": {("sum", "i * i - 3")}, "SUM(f / 2.0)": {("sum", "f / 2.0")},
+    "AVG(i - 10)": {("sum", "i - 10"), ("count", "i - 10")}, "AVG(-f)": {("sum", "-f"), ("count", "-f")},
+    "SUM(CAST(i AS DOUBLE PRECISION) * 3)": {("sum", "cast(i as double precision) * 3")},
 }
-REFUSED_AGGS = ["SUM(t)", "SUM(i + 1)", "COUNT(DISTINCT i)", "SUM(g)"]
+#: expression text -> (reference SQL over the clamped columns CI / CF, result kind)
+EXPRS = {"i + 1": ("CI + 1", "int"), "2 * i": ("2 * CI", "int"), "i + f": ("CI + CF", "float"),
+         "f * 2.5": ("CF * 2.5", "float"), "i * i - 3": ("CI * CI - 3", "int"),
+         "f / 2.0": ("CF / 2.0", "float"), "i - 10": ("CI - 10", "int"), "-f": ("-CF", "float"),
+         "cast(i as double precision) * 3": ("CAST(CI AS DOUBLE PRECISION) * 3", "float")}
+REFUSED_AGGS = ["SUM(t)", "SUM(i / 2)", "COUNT(DISTINCT i)", "SUM(g)", "SUM(i + t)", "SUM(i / f)"]
 GROUPS = ["g", "s", "b"]
 
 
@@ -254,7 +266,7 @@ def statement(draw):
 def derived_key(draw) -> E:
     """A group key whose values follow from the config: numeric bins over the bounded i and f,
     width_bucket, CASE labels over generated predicates, boolean predicates."""
-    kind = draw(st.integers(0, 8))
+    kind = draw(st.integers(0, 9))
     if kind == 0:
         w = draw(st.sampled_from([1, 2, 3, 4, 10]))
         return E(f"(i / {w} * {w})", f"((i // {w}) * {w})", "int")
@@ -286,6 +298,10 @@ def derived_key(draw) -> E:
             E("CASE g WHEN 1 THEN 'one' WHEN 2 THEN 'two' ELSE 'other' END",
               "CASE g WHEN 1 THEN 'one' WHEN 2 THEN 'two' ELSE 'other' END", "case"),
             E("CASE s WHEN 'x' THEN 0 END", "CASE s WHEN 'x' THEN 0 END", "case")]))
+    if kind == 9:      # the text of a public-domain column (Tableau's CAST(c AS TEXT), Grafana's c::text)
+        return draw(st.sampled_from([E("CAST(g AS TEXT)", "CAST(g AS TEXT)", "text"),
+                                     E("s::text", "CAST(s AS TEXT)", "text"),
+                                     E("CAST(b AS TEXT)", "CAST(b AS TEXT)", "text")]))
     p = draw(boolean(2))
     return E(p.pg, p.duck, "bool")
 

@@ -6,7 +6,8 @@ is also asked over a derived table, a CTE and as ``SELECT * FROM (…) q``: the 
 
 The reference is the oracle's own SQL: the analyst's WHERE as written (Postgres; DuckDB
 spelled with Postgres semantics, see :mod:`grammar`), ``GROUP BY`` the analyst's columns,
-and per measure COUNT(*), COUNT(col) or SUM of col clamped to its declared bounds; the
+and per measure COUNT(*), COUNT(col) or SUM of col clamped to its declared bounds (SUM/AVG of
+arithmetic: the expression on the clamped columns, ``EXPRS``); the
 domain cells (empty cells 0, rows with a NULL or out-of-domain group value dropped) are
 filled in Python. A statement the backend itself cannot run (integer overflow,
 ``round(double precision, int)`` on Postgres) is skipped; the rewrite must never fail.
@@ -28,11 +29,11 @@ import rewriter
 from rewriter.errors import Refusal
 
 from fixture import COLUMNS, TABLE
-from grammar import AGGS, statement
+from grammar import AGGS, EXPRS, statement
 
 EXAMPLES = int(os.environ.get("DPGATE_ORACLE_EXAMPLES", "2000"))
 REFUSED_MARKERS = ("SIMILAR TO", " ~ ", "ESCAPE '!'", "DISTINCT i", "SUM(t)", "SUM(g)",
-                   "SUM(i + 1)", "% 0)", "% 2.5)", "/ 0)", "/ i)", "'a\\')")
+                   "SUM(i / 2)", "SUM(i + t)", "SUM(i / f)", "% 0)", "% 2.5)", "/ 0)", "/ i)", "'a\\')")
 
 
 def _clamp_sql(col: str) -> str:
@@ -41,7 +42,20 @@ def _clamp_sql(col: str) -> str:
     return f"SUM(CASE WHEN {col} < {lo} THEN {lo} WHEN {col} > {hi} THEN {hi} ELSE {col} END)"
 
 
+def _clamped(col: str) -> str:
+    spec = COLUMNS[col][1]
+    lo, hi = spec["lower"], spec["upper"]
+    return f"(CASE WHEN {col} < {lo} THEN {lo} WHEN {col} > {hi} THEN {hi} ELSE {col} END)"
+
+
+def _expr_sql(text: str) -> str:
+    """An arithmetic argument on the clamped columns (issue 19 §2), written independently."""
+    return EXPRS[text][0].replace("CI", _clamped("i")).replace("CF", _clamped("f"))
+
+
 def _measure_sql(kind: str, col: str | None) -> str:
+    if col in EXPRS:
+        return f"{'COUNT' if kind == 'count' else 'SUM'}({_expr_sql(col)})"
     return {"count_rows": "COUNT(*)", "count": f"COUNT({col})"}.get(kind) or _clamp_sql(col)
 
 
@@ -56,6 +70,8 @@ def reference_sql(where: str | None, groups: list[str], measures: list[tuple]) -
 
 
 def _norm(v, kind: str, col: str | None):
+    if kind == "sum" and col in EXPRS:
+        return float(v) if EXPRS[col][1] == "float" else int(v)
     if kind == "sum" and COLUMNS[col][1]["type"] == "float":
         return float(v)
     assert not isinstance(v, float), v

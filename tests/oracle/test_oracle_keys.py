@@ -72,9 +72,13 @@ class KeyOracle:
         # completeness: every key value of a row inside the declared bounds is in the domain
         inside = "(i BETWEEN 0 AND 10 OR i IS NULL) AND (f BETWEEN -1.5 AND 2.5 OR f IS NULL)"
         declared = {"g": "g IN (0, 1, 2)", "b": "b IS NOT NULL", "s": "s IN ('x', 'X', 'x ')"}
+        declared.update({"CAST(g AS TEXT)": declared["g"], "s::text": declared["s"],
+                         "CAST(b AS TEXT)": declared["b"]})
         for key in keys:                              # a declared column's own domain
             if key.pg.strip("()") in declared:
                 inside += " AND " + declared[key.pg.strip("()")]
+            elif key.pg in declared:
+                inside += " AND " + declared[key.pg]
         for row in self.run(reference_sql(inside, spelled, [("count_rows", None)])):
             key = tuple(_key(row[p]) for p in perm)
             assert key in cells, f"{self.dialect}: {sql}\nkey {key} of an in-bounds row has no cell"

@@ -39,6 +39,12 @@ CASES = [
      "i = coalesce(NULL, NULL) OR i = -(NULL) OR i IS NULL", [], ["COUNT(*)"]),
     ("SELECT g, COUNT(i) FROM fx WHERE i BETWEEN SYMMETRIC 10 AND 3 GROUP BY g",
      "(i BETWEEN 10 AND 3) OR (i BETWEEN 3 AND 10)", ["g"], ["COUNT(i)"]),
+    # issue 19 §2: SUM/AVG of arithmetic over bounded columns (bounds by interval arithmetic)
+    ("SELECT g, SUM(i + 1), AVG(i - 10), SUM(i + f) FROM fx WHERE f > 0 GROUP BY g", "f > 0", ["g"],
+     ["SUM(i + 1)", "AVG(i - 10)", "SUM(i + f)"]),
+    ("SELECT s, SUM(2 * i), SUM(i * i - 3), SUM(f * 2.5), AVG(-f), SUM(f / 2.0) FROM fx WHERE i IS NOT NULL "
+     "GROUP BY s", "i IS NOT NULL", ["s"], ["SUM(2 * i)", "SUM(i * i - 3)", "SUM(f * 2.5)", "AVG(-f)",
+                                            "SUM(f / 2.0)"]),
 ]
 DUCK_WHERE = {"i / 2 = 1": "i // 2 = 1", "(i * 3 - 1) / (-4) < 0": "(i * 3 - 1) // (-4) < 0",
               "round(f) = 2": "round_even(f, 0) = 2",
@@ -74,6 +80,21 @@ def test_inexact_numeric_refused(oracle_config, where):
     with pytest.raises(rewriter.Refusal) as err:
         rewriter.build_plan(rewriter.parse(f"SELECT COUNT(*) FROM fx WHERE {where}"), oracle_config)
     assert err.value.sqlstate == "0A000"
+
+
+def test_arithmetic_bounds_by_intervals(oracle_config):
+    """The interval bounds of SUM/AVG arguments (i in [0, 10], f in [-1.5, 2.5]) are the
+    aggregates' clamping bounds: the sensitivity of each sum."""
+    plan = rewriter.build_plan(rewriter.parse(
+        "SELECT SUM(i + 1), SUM(2 * i), SUM(i * i - 3), SUM(i + f), AVG(-f), SUM(i - f) FROM fx"), oracle_config)
+    assert [(a.lower, a.upper) for a in plan.aggregates] == [
+        (1, 11), (0, 20), (-3, 97), (-1.5, 12.5), (-2.5, 1.5), (-2.5, 11.5)]
+    assert [a.type for a in plan.aggregates] == ["int", "int", "int", "float", "float", "float"]
+    for sql in ("SELECT SUM(f * 1e200 * 1e200 * 0) FROM fx",      # inf · 0 = NaN would be no bound at all
+                "SELECT SUM(i * 1e200 * 1e200 - i * 1e200 * 1e200) FROM fx"):
+        with pytest.raises(rewriter.Refusal) as err:
+            rewriter.build_plan(rewriter.parse(sql), oracle_config)
+        assert err.value.sqlstate == "54000"
 
 
 def test_is_null_and_is_not_null_have_different_release_keys(oracle_config):

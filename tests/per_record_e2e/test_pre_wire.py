@@ -77,7 +77,7 @@ def _answer(svc, role):
     return json.loads(text)
 
 
-def _check(svc, role, func, where="TRUE", group=None, domain=((),)):
+def _check(svc, role, func, where="TRUE", group=None, domain=((),), part=None):
     """Check the role's latest release cell by cell against the backend's rows:
 
     * the answer is the aggregate over the kept rows (level >= ℓ, i.e. ε(r) > ε_τ) up to
@@ -85,9 +85,13 @@ def _check(svc, role, func, where="TRUE", group=None, domain=((),)):
       it (MAX/MIN);
     * if the NOTICE's condition holds (every row has ε(r) > ε_τ/2), the whole group is
       within the stated Thm 5.1 / 6.1 bound.
+    ``part``: the i-th of several aggregates of one statement (its own bounds, at ε / k).
     Returns [(value, true value over the whole group)] per cell."""
     ans = _answer(svc, role)
     pr = ans["per_record"]
+    if part is not None:
+        pr = ans["parts"][part]
+        ans = dict(ans, values=[[v[part]] for v in ans["values"]])
     pol = policy_of(svc.gw, "accounts")
     rows = _truth(svc, f"SELECT {group or '0'}, balance FROM accounts WHERE {where}")
     cells = {c: [] for c in domain}
@@ -220,8 +224,32 @@ def test_extended_protocol_with_parameters(prs):
     _check(prs, "other", "max", "branch = 5 AND kind = 'savings'")
 
 
+def test_several_aggregates_split_the_epsilon_charged_once(prs):
+    """COUNT(*) and SUM(balance) in one statement: each released at ε/2 (E_q = 0.5 × E),
+    each within its own stated bounds, the statement charged the tier's ε once; the NOTICE
+    says how ε was split; a repeat is free."""
+    before = _spent(prs, "other")
+    sql = "SELECT branch, COUNT(*) AS n, SUM(balance) AS total FROM accounts GROUP BY branch ORDER BY branch"
+    rows, notes = _run(prs, sql, role="other")
+    assert _spent(prs, "other") == pytest.approx(before + 1.0)
+    assert [r[0] for r in rows] == [1, 2, 3, 4, 5]
+    ans = _answer(prs, "other")
+    assert ans["epsilon"] == [0.5, 0.5] and [p["weight"] for p in ans["parts"]] == [0.5, 0.5]
+    dom = [(b,) for b in range(1, 6)]
+    counts = _check(prs, "other", "count", group="branch", domain=dom, part=0)
+    sums = _check(prs, "other", "sum", group="branch", domain=dom, part=1)
+    assert [r[1] for r in rows] == [c[0] for c in counts] and [r[2] for r in rows] == [s[0] for s in sums]
+    assert "2 aggregates share the statement's ε, split equally" in notes[0]
+    assert "1) ε_τ" in notes[0] and "2) ε_τ" in notes[0] and "prdp_count, prdp_sum_extension" in notes[0]
+    again, notes2 = _run(prs, sql, role="other")
+    assert again == rows and "repeat" in notes2[0] and _spent(prs, "other") == pytest.approx(before + 1.0)
+    text = "\n".join(r[0] for r in _run(prs, "EXPLAIN " + sql, role="other")[0])
+    assert "split equally" in text and "1) count(*) via prdp_count" in text and "2) sum(balance)" in text
+
+
 REFUSED = [
-    ("SELECT COUNT(*), SUM(balance) FROM accounts", "0A000"),
+    ("SELECT COUNT(*), MAX(balance) FROM accounts", "0A000"),
+    ("SELECT COUNT(*), AVG(balance) FROM accounts", "0A000"),
     ("SELECT MAX(balance), MIN(balance) FROM accounts", "0A000"),
     ("SELECT AVG(balance) FROM accounts", "0A000"),
     ("SELECT branch, COUNT(*) FROM accounts GROUP BY branch HAVING COUNT(*) > 10", "0A000"),

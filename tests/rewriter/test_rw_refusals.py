@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import rewriter
-from rewriter.errors import Refusal
+from rewriter.errors import ExtremeAggregate, Refusal
 
 CORPUS = Path(__file__).with_name("refusals.txt")
 
@@ -37,9 +37,9 @@ def test_refused(config, state, sql):
 
 
 def test_percentiles_refusal_says_where_they_are_answered(config):
-    """Percentiles exist for local tables: the refusal says so, and what this table allows instead."""
-    with pytest.raises(Refusal) as err:
+    """Percentiles are their own release (rewriter.extreme): build_plan routes them there,
+    saying one per statement on central tables."""
+    with pytest.raises(ExtremeAggregate) as err:
         rewriter.build_plan(rewriter.parse("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM pums"),
                             config)
-    assert err.value.sqlstate == "0A000" and "local (metric-LDP) tables" in err.value.message
-    assert "allowed here" in err.value.message
+    assert err.value.sqlstate == "0A000" and "central tables, one per statement" in err.value.message
