@@ -116,7 +116,7 @@ def test_new_keys_exact_before_noise(bi, key, reference):
     where = "ts BETWEEN '2025-03-01T00:00:00Z' AND '2025-03-31T23:59:59Z'"
     plan = rewriter.build_plan(rewriter.parse(
         f"SELECT {key} AS k, COUNT(*), SUM(amount) FROM purchases WHERE {where} GROUP BY 1"), bi.gw.config)
-    got = bi._call(bi.gw.backend.fetch(rewriter.to_sql(plan, bi.gw.backend.dialect)))
+    got = rewriter.complete(plan, bi._call(bi.gw.backend.fetch(rewriter.to_sql(plan, bi.gw.backend.dialect))))
     ref_where = where.replace("T00:00:00Z", " 00:00:00").replace("T23:59:59Z", " 23:59:59")
     ref = bi._call(bi.gw.backend.fetch(
         f"SELECT {reference[bi.kind]} AS k, COUNT(*), SUM(CASE WHEN amount < 0 THEN 0 WHEN amount > 500 THEN 500 "
