@@ -440,8 +440,8 @@ class Server(_Model):
 
 
 class Backend(_Model):
-    kind: Literal["duckdb", "postgres"] = "duckdb"
-    """duckdb (embedded) or postgres."""
+    kind: Literal["duckdb", "postgres", "spark"] = "duckdb"
+    """duckdb (embedded), postgres, or spark (Spark Connect; pip install 'dpgate[spark]')."""
     path: Path | None = None       # duckdb file (relative to the state dir); None → demo file
     """DuckDB file, relative to the state dir (default: the demo's file)."""
     dsn: str | None = None         # postgres connection string
@@ -450,11 +450,23 @@ class Backend(_Model):
     """Postgres connections in the pool."""
     connect_timeout_s: float = Field(default=2.0, gt=0, le=60)   # a down backend fails within this
     """a down backend fails statements (08006) within this."""
+    remote: str | None = None
+    """Spark Connect server, e.g. 'sc://host:15002' (kind = 'spark')."""
+    token: str | None = None
+    """Spark Connect bearer token (kind = 'spark'; implies TLS, as Spark Connect defines it)."""
+    use_ssl: bool = False
+    """Spark Connect over TLS without a token (kind = 'spark')."""
+    catalog: str | None = None
+    """Spark catalog the declared sources resolve in (kind = 'spark'; default: the session's)."""
+    database: str | None = None
+    """Spark database (schema) the declared sources resolve in (kind = 'spark')."""
 
     @model_validator(mode="after")
     def _dsn(self) -> "Backend":
         if self.kind == "postgres" and not self.dsn:
             raise ValueError("kind = 'postgres' needs dsn")
+        if self.kind == "spark" and not self.remote:
+            raise ValueError("kind = 'spark' needs remote (e.g. remote = \"sc://localhost:15002\")")
         return self
 
 

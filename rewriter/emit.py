@@ -33,7 +33,7 @@ DOUBLE = exp.DataType.build("double")
 _WHERE_MARK = "__dpgate_where__"
 
 
-def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
+def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"]) -> str:
     """The backend SQL. The statement around the WHERE predicate depends only on the
     plan's shape, so it is generated once per shape and cached; the predicate is
     generated from its own AST each time and put in place of a marker column
@@ -45,8 +45,27 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
         return _skeleton(plan, dialect)
     shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))
     skeleton = _skeleton(shape, dialect)
-    where = _generator(dialect).generate(plan.where, copy=True)
+    where = _generator(dialect).generate(for_dialect(plan.where.copy(), dialect), copy=False)
     return skeleton.replace(_marker(dialect), f"({where})")
+
+
+def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
+    """The few rewrites one backend needs to mean what the plan means on the others.
+
+    Spark: ``TRUNC(x)`` (truncation toward zero of a double, Postgres / DuckDB) does not
+    exist — it is ``x - x % 1`` (``%`` is C's fmod there: sign of the dividend; exact in
+    IEEE arithmetic, NaN and ±Infinity pass through as with TRUNC)."""
+    if dialect != "spark":
+        return tree
+
+    def swap(node):
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "TRUNC" and len(node.expressions) == 1:
+            x = node.expressions[0]
+            return exp.Paren(this=exp.Sub(this=exp.Paren(this=x.copy()),
+                                          expression=exp.Mod(this=exp.Paren(this=x.copy()),
+                                                             expression=exp.Literal.number(1))))
+        return node
+    return tree.transform(swap, copy=False)
 
 
 _LOCAL = threading.local()
@@ -69,7 +88,7 @@ def _marker(dialect: str) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _skeleton(plan: Plan, dialect: str) -> str:
-    return build(plan).sql(dialect=dialect, identify=True)
+    return for_dialect(build(plan), dialect).sql(dialect=dialect, identify=True)
 
 
 def build(plan: Plan) -> exp.Select:

@@ -18,6 +18,19 @@ def postgres():
     pg.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """A local Spark Connect server (tests/support/spark.py); skipped with one line if
+    pyspark or Java is missing (.ci/run installs both)."""
+    from support.spark import LocalSparkConnect, unavailable
+    why = unavailable()
+    if why:
+        pytest.skip(f"Spark tests skipped: {why}")
+    sc = LocalSparkConnect(tmp_path_factory.mktemp("spark")).start()
+    yield sc
+    sc.stop()
+
+
 def _service(request, tmp_path_factory):
     from support.service import Service, make_config
     backend = None

@@ -1,6 +1,7 @@
 """Backends run the rewriter's one-scan SQL and return plain rows.
 
-A backend is any object with ``dialect`` (a sqlglot dialect name),
+Backends: embedded DuckDB, Postgres (psycopg pool), Spark (Spark Connect). A backend
+is any object with ``dialect`` (a sqlglot dialect name),
 ``async fetch(sql, timeout_s) -> list[tuple]``, ``async load_demo(...)`` and
 ``async close()``. Failures raise :class:`BackendError` with a SQLSTATE; the
 orchestrator charges nothing for them.
@@ -12,10 +13,15 @@ from pathlib import Path
 from .base import BackendError, BackendTimeout
 from .duckdb import DuckDBBackend
 from .postgres import PostgresBackend
+from .spark import SparkBackend
 
 
 def open_backend(cfg, state_dir):
     """Build the backend the config asks for (not yet connected for Postgres)."""
+    if cfg.backend.kind == "spark":
+        b = cfg.backend
+        return SparkBackend(b.remote, token=b.token, use_ssl=b.use_ssl, catalog=b.catalog, database=b.database,
+                            connect_timeout_s=max(b.connect_timeout_s, 10.0))
     if cfg.backend.kind == "postgres":
         return PostgresBackend(cfg.backend.dsn, pool_size=cfg.backend.pool_size,
                                connect_timeout_s=cfg.backend.connect_timeout_s)
@@ -23,4 +29,4 @@ def open_backend(cfg, state_dir):
     return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path)
 
 
-__all__ = ["BackendError", "BackendTimeout", "DuckDBBackend", "PostgresBackend", "open_backend"]
+__all__ = ["BackendError", "BackendTimeout", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]

@@ -17,6 +17,8 @@ fine (the first ingestion creates it); an existing one must match the layout
 """
 from __future__ import annotations
 
+import asyncio
+
 from psycopg.postgres import types as pg_types
 
 from rewriter.local import layout
@@ -30,7 +32,7 @@ _TEXT = ("VARCHAR", "TEXT", "CHAR", "BPCHAR", "CHARACTER", "CHARACTER VARYING", 
 _BOOL = ("BOOLEAN", "BOOL")
 _DATE = ("DATE",)
 _TIMESTAMP = ("TIMESTAMP", "TIMESTAMP WITHOUT TIME ZONE", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS",
-              "TIMESTAMP_US", "TIMESTAMP_NS")
+              "TIMESTAMP_US", "TIMESTAMP_NS", "TIMESTAMP_NTZ")
 
 
 def kind_of(backend_type: str) -> str | None:
@@ -80,6 +82,15 @@ def column_problems(file: str, name: str, table, have: dict[str, str] | None, so
 
 
 # -- describing a source ---------------------------------------------------------
+async def describe(backend, source: str) -> dict[str, str] | None:
+    """Column name -> backend type of ``source`` on any backend (None: no such relation)."""
+    if backend.dialect == "duckdb":
+        return describe_duckdb(backend, source)
+    if backend.dialect == "spark":
+        return await asyncio.to_thread(backend.describe, source)
+    return await describe_postgres(backend, source)
+
+
 def describe_duckdb(backend, source: str) -> dict[str, str] | None:
     import duckdb
     try:
@@ -112,8 +123,7 @@ async def check_backend_schema(config, backend, file: str) -> list[str]:
             continue
         source = config.source_of(name)
         try:
-            have = (describe_duckdb(backend, source) if backend.dialect == "duckdb"
-                    else await describe_postgres(backend, source))
+            have = await describe(backend, source)
         except Exception as e:          # noqa: BLE001 - e.g. read_parquet of a missing file
             problems.append(f"{file}: tables.{name}: the backend cannot read {source}: "
                             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
@@ -125,8 +135,7 @@ async def check_backend_schema(config, backend, file: str) -> list[str]:
 async def _check_local(config, backend, file: str, name: str, table) -> list[str]:
     """A local table: its report table, if it exists, matches the layout."""
     lay = layout(name, table, config.tiers)
-    have = (describe_duckdb(backend, lay.reports) if backend.dialect == "duckdb"
-            else await describe_postgres(backend, lay.reports))
+    have = await describe(backend, lay.reports)
     if have is None:
         return []                       # created by the first ingestion
     try:
