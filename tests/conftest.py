@@ -8,7 +8,15 @@ import pytest
 
 sys.path.append(os.path.dirname(__file__))   # after the packages: tests/mechanisms must not shadow mechanisms
 
+from hypothesis import settings  # noqa: E402
+
 from support.pg import TempPostgres  # noqa: E402
+
+# Property tests are reproducible: a fixed derivation of examples, no example database
+# carried between runs (set HYPOTHESIS_PROFILE=explore for fresh random examples).
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

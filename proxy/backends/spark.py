@@ -21,15 +21,33 @@ from .base import BackendError, BackendTimeout
 
 log = logging.getLogger("dpgate.backend")
 
+INTERRUPT_GRACE_S = 5.0
 INSTALL_HINT = "the Spark backend needs pyspark's Connect client: pip install 'dpgate[spark]'"
 
 
-def _session_class():
+def _client_classes():
     try:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
         from pyspark.sql.connect.session import SparkSession
     except ImportError as e:                     # pyspark absent, or without grpc / pyarrow
         raise BackendError("58000", f"{INSTALL_HINT} ({e.name or e} is missing)") from None
-    return SparkSession
+    return SparkSession, DefaultPolicy
+
+
+def _probe(session, policy_class, timeout_s: float) -> None:
+    """One round trip (the server's version) with retries capped near ``timeout_s``;
+    the client's own policy (retries for up to ten minutes, right for a running query)
+    is restored afterwards. Without this an unreachable cluster would hold the
+    statement for ten minutes before it failed."""
+    client = session.client
+    policies = client.get_retry_policies()
+    backoff_ms = max(50, int(timeout_s * 1000 / 4))
+    client.set_retry_policies([policy_class(max_retries=4, initial_backoff=50, backoff_multiplier=4.0,
+                                            max_backoff=backoff_ms, jitter=0)])
+    try:
+        session.version
+    finally:
+        client.set_retry_policies(policies)
 
 
 def connect_url(remote: str, token: str | None = None, use_ssl: bool = False) -> str:
@@ -63,9 +81,10 @@ class SparkBackend:
         """The Connect session (created on first use, again after a loss)."""
         with self._lock:
             if self._session is None:
-                cls = _session_class()
+                cls, policy = _client_classes()
                 try:
                     s = cls.builder.remote(self.url).create()
+                    _probe(s, policy, self.connect_timeout_s)
                     if self.catalog:
                         s.catalog.setCurrentCatalog(self.catalog)
                     if self.database:
@@ -106,12 +125,18 @@ class SparkBackend:
                 pass
 
     def _interrupt(self, tag: str) -> None:
+        """Ask the cluster to stop the tagged query, from a daemon thread: the event loop
+        never waits on a cluster that may be gone (the client would retry for minutes)."""
         s = self._session
-        if s is not None:
+        if s is None:
+            return
+
+        def stop():
             try:
                 s.interruptTag(tag)
             except Exception as e:  # the cluster is gone: the query is gone with it
-                log.warning("spark interrupt: %s", e)
+                log.warning("spark interrupt: %s", str(e).splitlines()[0] if str(e) else e)
+        threading.Thread(target=stop, name="dpgate-spark-interrupt", daemon=True).start()
 
     async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
                     then=None, timing: dict | None = None, during=None):
@@ -138,10 +163,11 @@ class SparkBackend:
             done, _ = await asyncio.wait(waiters, timeout=timeout_s or None, return_when=asyncio.FIRST_COMPLETED)
             if work not in done:                  # cancel or timeout: stop it on the cluster
                 self._interrupt(tag)
-                try:
-                    await work
-                except BaseException:
-                    pass
+                # the interrupted query ends within a moment; a lost cluster does not hold
+                # the statement beyond that (the worker thread finishes on its own)
+                await asyncio.wait({work}, timeout=INTERRUPT_GRACE_S)
+                if work.done() and not work.cancelled():
+                    work.exception()              # retrieved: no "never retrieved" warning
                 if cancel_task is not None and cancel_task in done:
                     raise BackendError("57014", "canceling statement due to user request")
                 raise BackendTimeout(timeout_s or 0)
