@@ -246,6 +246,33 @@ class Table(_Model):
     """per-record DP policy (seed 003): each record's budget is a function of its values."""
     local: LocalPolicy | None = None
     """the local table's policy (mode = 'local')."""
+    privacy_unit: str | None = None
+    """the column that identifies a person (the privacy unit, e.g. `customer_id`); a declared column.
+    With it every answer is ε-DP per unit: adding or removing one unit and ALL its rows changes any
+    answer's distribution by at most e^ε (contribution bounded by the two fields below). Without it
+    the guarantee is per row."""
+    max_groups_per_unit: int = Field(default=1, ge=1, le=1000)
+    """L0 bound: the number of GROUP BY cells one unit may contribute to in a statement; a unit in
+    more cells keeps this many, chosen by a keyed hash of (unit, cell). ε is divided by
+    min(this, number of cells) × max_rows_per_unit (group privacy)."""
+    max_rows_per_unit: int = Field(default=1, ge=1, le=100_000)
+    """L∞ bound: the rows one unit contributes to one cell; a unit with more rows keeps this many,
+    chosen by a keyed hash of the row. Larger values bias less and noise more (noise ∝ this)."""
+
+    @model_validator(mode="after")
+    def _unit(self) -> "Table":
+        u = self.privacy_unit
+        if u is None:
+            return self
+        col = self.columns.get(u)
+        if col is None:
+            raise ValueError(f"privacy_unit {u!r} is not a declared column (declare it under columns)")
+        if col.type not in ("int", "text"):
+            raise ValueError(f"privacy_unit {u!r} must be an int or text column, not {col.type}")
+        if self.mode == "local" or self.privacy is not None:
+            raise ValueError("privacy_unit applies to central tables; a local or per-record table "
+                             "protects each row by its own mechanism")
+        return self
 
     @model_validator(mode="after")
     def _policies(self) -> "Table":

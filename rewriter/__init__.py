@@ -9,6 +9,7 @@ SQL only: no I/O, no numbers are released here.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from sqlglot import exp
@@ -16,11 +17,11 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, inline, keys, postprocess, predicate, select as select_, selection, shape
+from . import cost, emit, inline, keys, postprocess, predicate, select as select_, selection, shape, unit
 from .cells import complete
 from .errors import Refusal
 from .parsing import parse, tokenize
-from .plan import ColumnType, Plan
+from .plan import ColumnType, Plan, UnitBounds
 from .scope import Ctx
 
 __all__ = ["Plan", "Refusal", "build_plan", "complete", "param_types", "parse", "to_sql", "tokenize"]
@@ -39,10 +40,11 @@ def param_types(expr: exp.Expression, config: Config) -> list[ColumnType | None]
     return [ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1)]
 
 
-def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres"]) -> str:
+def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: str = "") -> str:
     """The backend SQL: one row per group the data has, columns (k_1..k_k, m_1..m_j);
-    :func:`complete` makes them one row per public cell."""
-    return emit.to_sql(plan, dialect)
+    :func:`complete` makes them one row per public cell. ``salt``: the privacy unit's
+    bounding key (:mod:`.unit`)."""
+    return emit.to_sql(plan, dialect, salt)
 
 
 def _build(expr: exp.Expression, config: Config, params: list | None,
@@ -92,6 +94,10 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
     plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
                 limit=limit, offset=offset, selection=sel, row_filter=row_filter)
+    t = ctx.table
+    if t.privacy_unit is not None:          # per person, not per row (issue 20)
+        plan = dataclasses.replace(plan, unit=UnitBounds(t.privacy_unit, t.max_groups_per_unit, t.max_rows_per_unit))
+        unit.check(plan)
     if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
         plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
     return plan, ctx

@@ -22,7 +22,7 @@ from typing import Literal
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from . import stats
+from . import stats, unit
 from .intervals import Arith
 from .plan import GroupKey, Measure, Plan
 from .values import to_node
@@ -33,11 +33,16 @@ DOUBLE = exp.DataType.build("double")
 _WHERE_MARK = "__dpgate_where__"
 
 
-def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"]) -> str:
+def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: str = "") -> str:
     """The backend SQL. The statement around the WHERE predicate depends only on the
     plan's shape, so it is generated once per shape and cached; the predicate is
     generated from its own AST each time and put in place of a marker column
-    (a plan filled from a template, :mod:`.template`, carries its SQL already)."""
+    (a plan filled from a template, :mod:`.template`, carries its SQL already).
+    ``salt`` keys the privacy unit's bounding hash (:mod:`.unit`; hex, from the ledger)."""
+    if plan.unit is not None:
+        if salt and not all(c in "0123456789abcdef" for c in salt):
+            raise ValueError("the unit salt is lower-case hex")
+        return _unit_sql(plan, dialect).replace(f"'{unit.SALT_MARK}'", f"'{salt}'")
     preset = plan.__dict__.get("_sql")
     if preset is not None and dialect in preset:
         return preset[dialect]
@@ -47,6 +52,31 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"]) -> str:
     skeleton = _skeleton(shape, dialect)
     where = _generator(dialect).generate(for_dialect(plan.where.copy(), dialect), copy=False)
     return skeleton.replace(_marker(dialect), f"({where})")
+
+
+@functools.lru_cache(maxsize=256)
+def _unit_sql(plan: Plan, dialect: str) -> str:
+    """The bounded scan of a plan with a privacy unit (:mod:`.unit`)."""
+    def spell(node):
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
+            return _keyed_hash(node.expressions, dialect)
+        return node
+    kept, keep = unit.kept_rows(plan, _measure, group_key_sql)
+    scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None))
+    tree = scan.with_(unit.KEPT, as_=kept, copy=False).transform(spell, copy=False)
+    return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
+
+
+def _keyed_hash(args: list, dialect: str) -> exp.Expression:
+    """``DPGATE_HASH(salt, …)`` per backend: DuckDB ``hash``, Spark ``xxhash64``, Postgres
+    ``md5`` of the row's text (each deterministic for equal arguments; ties are broken by
+    the values in the ORDER BY after it)."""
+    if dialect == "duckdb":
+        return exp.Anonymous(this="hash", expressions=args)
+    if dialect == "spark":
+        return exp.Anonymous(this="xxhash64", expressions=args)
+    row = exp.Anonymous(this="ROW", expressions=args)
+    return exp.Anonymous(this="md5", expressions=[exp.Cast(this=row, to=exp.DataType.build("text"))])
 
 
 def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:

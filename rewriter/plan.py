@@ -10,9 +10,9 @@ when there is no GROUP BY). The backend returns exactly one row per cell,
 ``(key_1, …, key_k, measure_1, …, measure_j)``, empty cells included (counts and
 sums 0), so a cell's presence never depends on the data.
 
-Room to grow without a rewrite: ``privacy_unit`` (user-level DP with contribution
-bounding) and ``joins`` (public tables) are carried by the plan and default to
-none; the emitter and the mechanisms key on ``Measure``/``Aggregate`` kinds, so a
+``unit``: the table's privacy unit and contribution bounds (:mod:`rewriter.unit`), or
+None (row-level). Room to grow without a rewrite: ``joins`` (public tables) is carried
+by the plan and defaults to none; the emitter and the mechanisms key on ``Measure``/``Aggregate`` kinds, so a
 new kind is a new rule, not a new plan.
 """
 from __future__ import annotations
@@ -126,6 +126,16 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class UnitBounds:
+    """The privacy unit of a table and its contribution bounds (:mod:`rewriter.unit`):
+    per unit at most ``max_groups`` cells, at most ``max_rows`` rows per cell."""
+
+    column: str
+    max_groups: int
+    max_rows: int
+
+
+@dataclass(frozen=True)
 class Plan:
     table: str
     source: str
@@ -137,7 +147,7 @@ class Plan:
     order_by: tuple[OrderItem, ...] = ()
     limit: int | None = None
     offset: int = 0
-    privacy_unit: str | None = None
+    unit: UnitBounds | None = None     # the privacy unit (None: each row is protected)
     joins: tuple = field(default=())
     selection: Selection | None = None
     row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
@@ -170,7 +180,8 @@ class Plan:
         aggs = ",".join(sorted(
             f"{a.label}[{a.lower},{a.upper}]" + (f"/{a.mechanism}" if a.mechanism else "")
             for a in self.aggregates))
-        unit = self.privacy_unit or ""
+        u = self.unit
+        unit = f"{u.column}:{u.max_groups}:{u.max_rows}" if u is not None else ""
         sel = ""
         if self.selection is not None:
             s = self.selection

@@ -39,7 +39,7 @@ def spark_connect(tmp_path_factory):
     sc.stop()
 
 
-def _service(request, tmp_path_factory):
+def _service(request, tmp_path_factory, purchases: str = "demo"):
     from support.service import Service, make_config
     backend = None
     if request.param == "postgres":
@@ -50,7 +50,8 @@ def _service(request, tmp_path_factory):
     from mechanisms import SeededSource
     # Tests inject a seeded source so that noisy assertions are reproducible; serving
     # code uses the CSPRNG (tests/core/test_randomness.py checks that).
-    svc = Service(make_config(backend), tmp_path_factory.mktemp("state"), source=SeededSource(20261122)).start()
+    svc = Service(make_config(backend, purchases=purchases), tmp_path_factory.mktemp("state"),
+                  source=SeededSource(20261122)).start()
     return svc
 
 
@@ -58,6 +59,14 @@ def _service(request, tmp_path_factory):
 def service(request, tmp_path_factory):
     """A dpgate service per backend (module scope: the ledger persists across a module's tests)."""
     svc = _service(request, tmp_path_factory)
+    yield svc
+    svc.close()
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def row_service(request, tmp_path_factory):
+    """As ``service``, with ``purchases`` protected per row (no privacy unit)."""
+    svc = _service(request, tmp_path_factory, purchases="rows")
     yield svc
     svc.close()
 

@@ -39,6 +39,13 @@ def _h(k: int) -> str:
     return f"((({x} * 40503) + {k}) % 4294967296)"
 
 
+def _q(k: int) -> str:
+    """A second, non-linear hash of ``i`` into [0, 1000003), stream ``k``: a quadratic
+    residue mod a prime, independent of :func:`_h`'s streams (which are all affine in i)."""
+    i = "CAST(i AS BIGINT)"
+    return f"(({i} * {i} * {7919 + 2 * k} + {i} * {k * 104729 + 1}) % 1000003)"
+
+
 def people_select(n: int, series: str) -> str:
     region = (f"CASE {_h(3)} % 5 WHEN 0 THEN 'north' WHEN 1 THEN 'south' WHEN 2 THEN 'east' "
               f"WHEN 3 THEN 'west' ELSE 'central' END")
@@ -54,16 +61,22 @@ PURCHASES_ROWS = 200_000
 def purchases_select(series: str) -> str:
     """Item-level purchases; item popularity is Zipf-like (P(item = k) ∝ ~1/k over 1..200),
     drawn as floor(201^u) from a hashed uniform u — for HAVING / top-c (seed 004). ``ts``:
-    a purchase time in 2025 (uniform second of the year, more in Q4: a time series to chart)."""
+    a purchase time in 2025 (uniform second of the year, more in Q4: a time series to chart).
+    ``customer_id``: who bought it, heavy-tailed (issue 20): 90% of purchases come from 20,000
+    regular customers (ids 51–20050, ~9 each), 10% from 50 frequent buyers whose volume is
+    Zipf-like (customer 1 has ~3,500 purchases) — the privacy unit of the demo's table."""
     u = f"(({_h(7)} + 0.5) / 4294967296.0)"
     second = f"({_h(10)} % 31536000)"                      # 365 days of 2025
     q4 = f"(26265600 + {_h(11)} % 5270400)"               # 2025-11-01 … 2025-12-31: the holiday peak
     ts = (f"TIMESTAMP '2025-01-01 00:00:00' + CAST(CASE WHEN {_h(12)} % 8 = 0 THEN {q4} ELSE "
           f"{second} END AS BIGINT) * INTERVAL '1 second'")
+    u2 = f"(({_q(3)} + 0.5) / 1000003.0)"
+    customer = (f"CAST(CASE WHEN {_q(1)} % 10 = 0 THEN FLOOR(EXP({u2} * LN(51.0))) "
+                f"ELSE 51 + {_q(2)} % 20000 END AS INTEGER)")
     return (f"SELECT CAST(FLOOR(EXP({u} * LN(201.0))) AS INTEGER) AS item, "
             f"CAST(1 + {_h(8)} % 10 AS INTEGER) AS store, "
             f"CAST(({_h(9)} % 50000) / 100.0 AS DOUBLE PRECISION) AS amount, "
-            f"{ts} AS ts FROM {series}")
+            f"{ts} AS ts, {customer} AS customer_id FROM {series}")
 
 
 def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
@@ -82,6 +95,10 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
     if "people" not in have:
         series = f"range(0, {int(n_people)}) AS t(i)"
         backend.execute_script(f"CREATE TABLE people AS {people_select(n_people, series)}")
+    if "purchases" in have and not backend.query(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'purchases' AND column_name = 'customer_id'"):
+        backend.execute_script("DROP TABLE purchases")    # a demo file from before customer_id
+        have.discard("purchases")
     if "purchases" not in have:
         backend.execute_script(f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}")
     accounts.load_duckdb(backend)                       # per-record DP demo (seed 003)
@@ -104,6 +121,12 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
         if "people" not in have:
             series = f"generate_series(0, {int(n_people) - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE people AS {people_select(n_people, series)}")
+        if "purchases" in have:
+            cur = await conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = 'public' "
+                                     "AND table_name = 'purchases' AND column_name = 'customer_id'")
+            if await cur.fetchone() is None:               # a demo database from before customer_id
+                await conn.execute("DROP TABLE purchases")
+                have.discard("purchases")
         if "purchases" not in have:
             series = f"generate_series(0, {PURCHASES_ROWS - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE purchases AS {purchases_select(series)}")

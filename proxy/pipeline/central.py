@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from rewriter import build_plan, complete, param_types, parse, to_sql
+from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS
@@ -16,7 +17,8 @@ from .kind import Prepared, ReleaseKind
 from .release import (NoisePool, answer_rows, domain_answer, domain_notice, noisy_answer, notice_body,
                       output_types, selection_answer)
 
-__all__ = ["CENTRAL", "DOMAIN", "SVT", "Central", "Domain", "Svt", "checked", "columns_of"]
+__all__ = ["CENTRAL", "DOMAIN", "SVT", "Central", "Domain", "Svt", "checked", "columns_of", "mechanism_epsilon",
+           "scan_sql"]
 
 _TEXT = 25
 
@@ -27,6 +29,19 @@ def checked(plan, route):
     if plan.table != route.table:
         raise SqlError("XX000", "internal error: the statement's plan and route disagree; nothing was run")
     return plan
+
+
+def mechanism_epsilon(plan, epsilon: float) -> float:
+    """The ε the row-level mechanisms run at: the tier's ε, divided by the privacy unit's
+    group-privacy factor k (:func:`rewriter.unit.factor`) on a table with a unit."""
+    return epsilon / factor(plan)
+
+
+def scan_sql(gw, plan) -> str:
+    """A central plan's backend SQL; on a table with a privacy unit, keyed by the salt
+    of the current data version (:meth:`proxy.stores.ledger.Ledger.unit_salt`)."""
+    salt = gw.ledger.unit_salt(gw.ledger.data_version()) if plan.unit is not None else ""
+    return to_sql(plan, gw.backend.dialect, salt)
 
 
 def columns_of(plan) -> list[Column]:
@@ -46,12 +61,13 @@ class Central(ReleaseKind):
         tier = gw.tier_of(conn.role)
         p = Prepared(self, plan, columns_of(plan), key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
                      canonical=plan.canonical(), epsilon=tier.epsilon)
+        p.state["mech_eps"] = mechanism_epsilon(plan, tier.epsilon)
         self.prepare_noise(conn, p)
         return p
 
     def prepare_noise(self, conn, p: Prepared) -> None:
         gw = conn.gw
-        pool = NoisePool(p.plan, p.epsilon, gw.source, gw.reservoir)
+        pool = NoisePool(p.plan, p.state["mech_eps"], gw.source, gw.reservoir)
         p.state["pool"] = pool
         if pool.worthwhile:
             p.state["during"] = pool.fill
@@ -78,10 +94,10 @@ class Central(ReleaseKind):
         return single_tier_lines(plan, tier)
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        return to_sql(p.plan, conn.gw.backend.dialect)
+        return scan_sql(conn.gw, p.plan)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return noisy_answer(p.plan, complete(p.plan, cells), p.epsilon, conn.gw.source, p.state["pool"])
+        return noisy_answer(p.plan, complete(p.plan, cells), p.state["mech_eps"], conn.gw.source, p.state["pool"])
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan, answer)
@@ -107,7 +123,7 @@ class Svt(Central):
         return None
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return selection_answer(p.plan, complete(p.plan, cells), p.epsilon, conn.gw.source)
+        return selection_answer(p.plan, complete(p.plan, cells), p.state["mech_eps"], conn.gw.source)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from rewriter.plan import Output, Plan
+from rewriter.unit import factor
 
 from .common import avg_half_widths, explain_output_line, pretty
-from .release import measurement_for, split_epsilon
+from .release import measurement_for, split_epsilon, unit_text
 
 
 def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres") -> list[str]:
@@ -37,9 +38,16 @@ def post_text(post: tuple) -> str:
 
 def single_tier_lines(plan: Plan, tier) -> list[str]:
     """EXPLAIN's header and per-output lines for a single tier (no ladder)."""
-    shares = split_epsilon(plan, tier.epsilon)
+    k = factor(plan)
+    shares = split_epsilon(plan, tier.epsilon / k)
     lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
-             f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"]
+             f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"
+             + (f" / {k} (group privacy over a person's kept rows)" if k > 1 else ""),
+             "  " + unit_text(plan)]
+    if plan.unit is not None:
+        lines.append(f"  bias: a {plan.unit.column} with more than {plan.unit.max_rows} row(s) in a group, or rows in "
+                     f"more than {plan.unit.max_groups} group(s), is under-counted; raising the bounds "
+                     f"lowers that bias and raises the noise in proportion (ε/{k})")
     shown = {o.index for o in plan.outputs if o.source == "aggregate"}
     hidden = [Output(f"({a.label})", "aggregate", i, "float") for i, a in enumerate(plan.aggregates)
               if i not in shown]                 # released for an expression or a filter only

@@ -209,14 +209,25 @@ class Connection:
         try:
             plan = self._with_threshold(checked(await gw.plan_async(sql, params or None), route))
         except ExtremeAggregate:                              # MAX / MIN: their own release
+            self._row_level_only(route.table, "MAX, MIN and percentiles")
             return await EXTREME.plan(self, route, sql, params)
         if not plan.aggregates and plan.selection is None:    # SELECT DISTINCT g: the public domain
             return DOMAIN.prepare(self, plan)
         if gw.tier_of(self.role).ladder is not None:          # multi-tier chain (seed 000)
+            self._row_level_only(route.table, "ladder tiers (seed 000)")
             return LADDER.prepare(self, plan)
         if plan.selection is not None:                        # HAVING / top-c (seed 004)
             return SVT.prepare(self, plan)
         return CENTRAL.prepare(self, plan)
+
+    def _row_level_only(self, table: str, what: str) -> None:
+        """Refuse a release kind that does not yet bound a privacy unit's contribution."""
+        t = self.gw.config.tables.get(table)
+        unit = getattr(t, "privacy_unit", None)
+        if unit is not None:
+            raise SqlError("0A000", f"{what} are not available on {table}, which is protected per {unit} "
+                           f"(privacy unit); they protect rows only",
+                           hint="Ask COUNT, SUM, AVG, VAR or STDDEV (bounded per person), or use a single-ε tier.")
 
     def _with_threshold(self, plan):
         """A top-c query takes its public threshold from HAVING or the session setting."""

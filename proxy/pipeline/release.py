@@ -17,6 +17,7 @@ from mechanisms.once import single_flight
 from mechanisms.svt import QueryShape, svt_select
 from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
+from rewriter.unit import factor
 
 from .common import cell_key, fmt, plain_number
 from .postexpr import evaluate, post_process, rollup
@@ -364,7 +365,19 @@ def notice_body(plan: Plan, answer: dict) -> str:
         svt += ladder_notice(answer["ladder"])
     if plan.__dict__.get("_clock"):         # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
-    return (f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}")
+    return (f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}; {unit_text(plan)}")
+
+
+def unit_text(plan: Plan) -> str:
+    """What one guarantee protects: a row, or a person (privacy unit) with the bounds
+    that made it so (NOTICE and EXPLAIN)."""
+    u = plan.unit
+    if u is None:
+        return "privacy unit: row (each row is protected; declare privacy_unit for per-person guarantees)"
+    k = factor(plan)
+    return (f"privacy unit: {u.column} (ε per {u.column}, all its rows; each contributes to at most "
+            f"{u.max_groups} group(s), at most {u.max_rows} row(s) per group — rows beyond are left out; "
+            f"mechanisms run at ε/{k})")
 
 
 def ladder_notice(info: dict) -> str:

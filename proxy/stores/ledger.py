@@ -49,8 +49,10 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
+import hashlib
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -168,6 +170,7 @@ class Ledger:
         self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, "NORMAL"))
         self._db.executescript(_SCHEMA)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._salt_secret: str | None = None   # unit_salt's secret, read once
         self.guard = None              # proxy.stores.ledger_guard.Guard, called before charges and look-ups
         self.clock = time.time         # injectable (tests: a clock that goes backwards)
         self._latest: dict[str, str] = {     # period kind -> latest period key seen (persisted)
@@ -217,6 +220,22 @@ class Ledger:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('data_version', ?)", (str(new),))
                 self._db.execute("COMMIT")
         return new
+
+    def unit_salt(self, data_version: int) -> str:
+        """The key of the privacy unit's bounding hash (:mod:`rewriter.unit`) for a data
+        version: sha256 of a random secret kept in the ledger (created once) and the
+        version, hex. Retries and repeats keep the same rows; a new data version
+        re-draws them."""
+        secret = self._salt_secret
+        if secret is None:
+            with self._lock:
+                with _transaction(self._db):
+                    self._db.execute("INSERT INTO meta VALUES ('unit_secret', ?) ON CONFLICT (key) DO NOTHING",
+                                     (secrets.token_hex(16),))
+                    secret = self._db.execute("SELECT value FROM meta WHERE key='unit_secret'").fetchone()[0]
+                    self._db.execute("COMMIT")
+            self._salt_secret = secret
+        return hashlib.sha256(f"{secret}:{int(data_version)}".encode()).hexdigest()[:32]
 
     # -- integrity and periods (issue 24) ----------------------------------------
     def _check(self) -> None:

@@ -14,7 +14,10 @@ def bi(request, tmp_path_factory):
         backend = {"kind": "postgres", "dsn": request.getfixturevalue("postgres").dsn, "pool_size": 4}
     else:
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
-    data = make_config(backend, tiers={"default": {"epsilon": 1.0, "budget": 100_000.0, "period": "day"}})
+    # purchases per purchase: the corpus checks BI shapes and their row-level numbers
+    # (tests/e2e/test_e2e_unit.py and tests/oracle cover the per-customer table)
+    data = make_config(backend, tiers={"default": {"epsilon": 1.0, "budget": 100_000.0, "period": "day"}},
+                       purchases="rows")
     svc = Service(data, tmp_path_factory.mktemp("state"), source=SeededSource(20261123)).start()
     svc.kind = request.param
     yield svc

@@ -22,12 +22,23 @@ PASSWORDS = {"analyst": "analyst-pw", "admin": "admin-pw", "tiny": "tiny-pw", "o
              "producer": "producer-pw", "half": "half-pw"}
 
 
+LOOSE_UNIT = {"max_groups_per_unit": 1000, "max_rows_per_unit": 100_000}   # bind nothing in the demo data
+
+
 def make_config(backend: dict | None = None, *, tiers: dict | None = None, limits: dict | None = None,
-                extra_roles: bool = True) -> dict:
+                extra_roles: bool = True, purchases: str = "demo") -> dict:
     """The demo config with known passwords, plus a `tiny` role (budget 2.5), `other`, and `half`
-    (ε 0.5 per query, no ladder)."""
+    (ε 0.5 per query, no ladder). ``purchases``: "demo" (per customer, the shipped bounds),
+    "loose" (per customer, bounds that bind nothing: exact scans equal the raw query) or
+    "rows" (no privacy unit: per purchase)."""
     data = tomllib.loads(demo_config_path().read_text())
     data = copy.deepcopy(data)
+    t = data["tables"]["purchases"]
+    if purchases == "loose":
+        t.update(LOOSE_UNIT)
+    elif purchases == "rows":
+        for k in ("privacy_unit", "max_groups_per_unit", "max_rows_per_unit"):
+            t.pop(k, None)
     data["demo"] = True
     data["server"]["port"] = 0
     if limits:

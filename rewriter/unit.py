@@ -1,0 +1,114 @@
+"""The privacy unit (issue 20): contribution bounding inside the one scan.
+
+A table with ``privacy_unit = "customer_id"`` is protected per person: adding or removing
+one unit and all of its rows changes every answer's distribution by at most e^ε. The
+scan bounds what one unit can contribute, then the row-level mechanisms run unchanged on
+the kept rows:
+
+1. **L∞ (rows per cell).** Each unit keeps at most ``R = max_rows_per_unit`` of its rows
+   in each cell, the first R by a keyed hash of (salt, unit, measured values) (ties: the
+   values themselves, so the kept multiset is deterministic).
+2. **L0 (cells per unit).** Each unit keeps at most ``G = max_groups_per_unit`` of its
+   cells, the first G by a keyed hash of (salt, unit, cell) — skipped when the statement
+   has at most G cells.
+
+Rows whose unit is NULL belong to no known person and are left out (as ZetaSQL does).
+Both choices depend on the unit's own rows only (and the salt, a secret per data
+version from the ledger), never on other units: so the kept rows of two neighbouring
+databases differ by at most ``k = min(G, cells) · R`` rows, all of one unit. Every
+charged mechanism here is pure ε-DP with respect to adding or removing one row, so by
+group privacy (Dwork & Roth 2014, Thm 2.2) running it at ε/k is ε-DP per unit. A count of
+distinct units (``COUNT(DISTINCT <unit>)``) changes by at most one per cell: k = min(G, cells).
+
+The scan, one backend query (the same shape on DuckDB, Postgres and Spark)::
+
+    WITH kept AS (SELECT *,
+                    ROW_NUMBER() OVER (PARTITION BY unit, keys ORDER BY h(salt, unit, values), values) AS rn,
+                    DENSE_RANK() OVER (PARTITION BY unit ORDER BY h(salt, unit, keys), keys) AS gn
+                  FROM source WHERE unit IS NOT NULL AND (pred))
+    SELECT keys AS k1.., <the row-level measures> AS m1..
+    FROM kept WHERE rn <= R AND gn <= G GROUP BY keys
+
+so every measure (COUNT, SUM, the VAR moments, COUNT(DISTINCT …)) is the row-level
+measure of the kept rows.
+
+Bias: a unit with more than R rows in a cell, or in more than G cells, is under-counted.
+The exact measures equal the analyst's own query whenever the bounds bind nothing (the
+oracle test checks this).
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .plan import Plan, UnitBounds
+
+__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "check", "factor", "kept_rows"]
+
+SALT_MARK = "__dpgate_salt__"
+KEPT, RN, GN = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn"
+
+
+def check(plan: Plan) -> None:
+    """Every measure is a function of the kept rows (module docstring), so any row-level
+    measure is bounded; nothing to refuse today. Kept as the place a future measure that
+    is not (e.g. one reading other tables) is refused."""
+    return None
+
+
+def factor(plan: Plan) -> int:
+    """k: the most kept rows (or unit counts) one unit can move; mechanisms run at ε/k."""
+    b = plan.unit
+    if b is None:
+        return 1
+    cells = min(b.max_groups, max(plan.n_cells, 1))
+    units_only = all(m.kind == "count_distinct" and m.column == b.column for m in plan.measures)
+    return cells if units_only else cells * b.max_rows
+
+
+def kept_rows(plan: Plan, measure, key_sql) -> tuple[exp.Select, exp.Expression]:
+    """The ``kept`` relation (the source's rows with their rank within their unit's cell,
+    and their cell's rank among the unit's cells) and the predicate that keeps the bounded
+    rows. ``measure(m)`` is a measure's row-level aggregate, ``key_sql(g)`` a group key's
+    scan expression (:mod:`.emit`)."""
+    b = plan.unit
+    unit = exp.column(b.column, quoted=True)
+    keys = [key_sql(g) for g in plan.group_by]
+    values = _columns([measure(m) for m in plan.measures], exclude=b.column)
+    order = [_hash([_salt(), unit.copy(), *[v.copy() for v in values]]), *[v.copy() for v in values]]
+    rn = exp.Window(this=exp.RowNumber(), partition_by=[unit.copy(), *[k.copy() for k in keys]],
+                    order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]))
+    cols = [exp.Star(), exp.alias_(rn, RN, quoted=True)]
+    keep = exp.LTE(this=exp.column(RN, quoted=True), expression=exp.Literal.number(b.max_rows))
+    if keys and b.max_groups < plan.n_cells:
+        gorder = [_hash([_salt(), unit.copy(), *[k.copy() for k in keys]]), *[k.copy() for k in keys]]
+        gn = exp.Window(this=exp.Anonymous(this="DENSE_RANK"), partition_by=[unit.copy()],
+                        order=exp.Order(expressions=[exp.Ordered(this=o) for o in gorder]))
+        cols.append(exp.alias_(gn, GN, quoted=True))
+        keep = exp.and_(keep, exp.LTE(this=exp.column(GN, quoted=True),
+                                      expression=exp.Literal.number(b.max_groups)))
+    kept = exp.select(*cols).from_(exp.to_table(plan.source))
+    kept = kept.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
+    if plan.where is not None:
+        kept = kept.where(exp.Paren(this=plan.where.copy()), copy=False)
+    return kept, keep
+
+
+def _columns(nodes, exclude: str) -> list[exp.Column]:
+    """The distinct source columns the measures read (their values order the rows)."""
+    seen, out = set(), []
+    for n in nodes:
+        for c in n.find_all(exp.Column):
+            if c.name not in seen and c.name != exclude:
+                seen.add(c.name)
+                out.append(exp.column(c.name, quoted=True))
+    return sorted(out, key=lambda c: c.name)
+
+
+def _salt() -> exp.Expression:
+    return exp.Literal.string(SALT_MARK)
+
+
+def _hash(args: list[exp.Expression]) -> exp.Expression:
+    """A keyed row hash; :func:`rewriter.emit.for_dialect` spells it per backend."""
+    return exp.Anonymous(this="DPGATE_HASH", expressions=args)
