@@ -40,9 +40,7 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
     (a plan filled from a template, :mod:`.template`, carries its SQL already).
     ``salt`` keys the privacy unit's bounding hash (:mod:`.unit`; hex, from the ledger)."""
     if plan.unit is not None:
-        if salt and not all(c in "0123456789abcdef" for c in salt):
-            raise ValueError("the unit salt is lower-case hex")
-        return _unit_sql(plan, dialect).replace(f"'{unit.SALT_MARK}'", f"'{salt}'")
+        return unit.salted(_unit_sql(plan, dialect), salt)
     preset = plan.__dict__.get("_sql")
     if preset is not None and dialect in preset:
         return preset[dialect]
@@ -57,17 +55,13 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
 @functools.lru_cache(maxsize=256)
 def _unit_sql(plan: Plan, dialect: str) -> str:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`)."""
-    def spell(node):
-        if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
-            return _keyed_hash(node.expressions, dialect)
-        return node
-    kept, keep = unit.kept_rows(plan, _measure, group_key_sql)
+    kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
     scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None))
-    tree = scan.with_(unit.KEPT, as_=kept, copy=False).transform(spell, copy=False)
+    tree = unit.spell_hashes(scan.with_(unit.KEPT, as_=kept, copy=False), lambda a: keyed_hash(a, dialect))
     return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
 
 
-def _keyed_hash(args: list, dialect: str) -> exp.Expression:
+def keyed_hash(args: list, dialect: str) -> exp.Expression:
     """``DPGATE_HASH(salt, …)`` per backend: DuckDB ``hash``, Spark ``xxhash64``, Postgres
     ``md5`` of the row's text (each deterministic for equal arguments; ties are broken by
     the values in the ORDER BY after it)."""

@@ -28,8 +28,8 @@ from sqlglot import exp
 
 from config import Config
 
-from . import build_plan, param_types
-from .emit import DOUBLE, group_key_sql
+from . import build_plan, param_types, unit
+from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INVALID_PARAMETER, Refusal
 from .per_record import substitute_extremes
@@ -182,10 +182,15 @@ def extreme_param_types(expr: exp.Expression, config: Config):
 
 
 def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_step: bool,
-                  dialect: str) -> str:
-    """The one scan: per group key and grid index, the number of rows (see module doc)."""
+                  dialect: str, salt: str = "") -> str:
+    """The one scan: per group key and grid index, the number of rows (see module doc);
+    on a table with a privacy unit, of the unit's kept rows (:mod:`.unit`)."""
     plan = xp.plan
     col = exp.column(xp.column, quoted=True)
+    source, where, kept = plan.source, plan.where, None
+    if plan.unit is not None:
+        kept, where = unit.kept_rows(plan, [col], group_key_sql)
+        source = unit.KEPT
     if integral_step:          # an int column on step 1: exact integer arithmetic
         lo, hi = int(lower), int(lower) + int(U)
         lo_n, hi_n = to_node(lo), to_node(hi)
@@ -203,8 +208,11 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     v = exp.Cast(this=offset, to=exp.DataType.build("bigint"))
     keys = [group_key_sql(g) for g in plan.group_by]
     q = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], v.as_("v"),
-                   exp.Count(this=exp.Star()).as_("n")).from_(exp.to_table(plan.source))
+                   exp.Count(this=exp.Star()).as_("n")).from_(exp.to_table(source))
     cond = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
-    q = q.where(exp.and_(exp.Paren(this=plan.where.copy()), cond) if plan.where is not None else cond)
+    q = q.where(exp.and_(exp.Paren(this=where.copy()), cond) if where is not None else cond)
     q = q.group_by(*[k.copy() for k in keys], v.copy())
-    return q.sql(dialect=dialect, identify=True)
+    if kept is None:
+        return q.sql(dialect=dialect, identify=True)
+    q = unit.spell_hashes(q.with_(unit.KEPT, as_=kept, copy=False), lambda a: keyed_hash(a, dialect))
+    return unit.salted(for_dialect(q, dialect).sql(dialect=dialect, identify=True), salt)

@@ -43,10 +43,17 @@ from sqlglot import exp
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 from .plan import Plan, UnitBounds
 
-__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "check", "factor", "kept_rows"]
+__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "check", "factor", "kept_rows", "salted", "spell_hashes"]
 
 SALT_MARK = "__dpgate_salt__"
 KEPT, RN, GN = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn"
+
+
+def salted(sql: str, salt: str) -> str:
+    """``sql`` with the salt placeholder replaced by ``salt`` (lower-case hex only)."""
+    if salt and not all(c in "0123456789abcdef" for c in salt):
+        raise ValueError("the unit salt is lower-case hex")
+    return sql.replace(f"'{SALT_MARK}'", f"'{salt}'")
 
 
 def check(plan: Plan) -> None:
@@ -66,15 +73,15 @@ def factor(plan: Plan) -> int:
     return cells if units_only else cells * b.max_rows
 
 
-def kept_rows(plan: Plan, measure, key_sql) -> tuple[exp.Select, exp.Expression]:
+def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Select, exp.Expression]:
     """The ``kept`` relation (the source's rows with their rank within their unit's cell,
     and their cell's rank among the unit's cells) and the predicate that keeps the bounded
-    rows. ``measure(m)`` is a measure's row-level aggregate, ``key_sql(g)`` a group key's
-    scan expression (:mod:`.emit`)."""
+    rows. ``reads``: the scan's per-row expressions (their columns order a unit's rows);
+    ``key_sql(g)`` a group key's scan expression (:mod:`.emit`)."""
     b = plan.unit
     unit = exp.column(b.column, quoted=True)
     keys = [key_sql(g) for g in plan.group_by]
-    values = _columns([measure(m) for m in plan.measures], exclude=b.column)
+    values = _columns(reads, exclude=b.column)
     order = [_hash([_salt(), unit.copy(), *[v.copy() for v in values]]), *[v.copy() for v in values]]
     rn = exp.Window(this=exp.RowNumber(), partition_by=[unit.copy(), *[k.copy() for k in keys]],
                     order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]))
@@ -103,6 +110,15 @@ def _columns(nodes, exclude: str) -> list[exp.Column]:
                 seen.add(c.name)
                 out.append(exp.column(c.name, quoted=True))
     return sorted(out, key=lambda c: c.name)
+
+
+def spell_hashes(tree: exp.Expression, spell) -> exp.Expression:
+    """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash)."""
+    def swap(node):
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
+            return spell(node.expressions)
+        return node
+    return tree.transform(swap, copy=False)
 
 
 def _salt() -> exp.Expression:

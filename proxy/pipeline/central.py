@@ -11,7 +11,7 @@ from rewriter import build_plan, complete, param_types, parse, to_sql
 from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
-from .common import DUMMY, TYPE_OIDS
+from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared, ReleaseKind
 from .release import (NoisePool, answer_rows, domain_answer, domain_notice, noisy_answer, notice_body,
@@ -39,9 +39,8 @@ def mechanism_epsilon(plan, epsilon: float) -> float:
 
 def scan_sql(gw, plan) -> str:
     """A central plan's backend SQL; on a table with a privacy unit, keyed by the salt
-    of the current data version (:meth:`proxy.stores.ledger.Ledger.unit_salt`)."""
-    salt = gw.ledger.unit_salt(gw.ledger.data_version()) if plan.unit is not None else ""
-    return to_sql(plan, gw.backend.dialect, salt)
+    of the current data version (:func:`.common.unit_salt`)."""
+    return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan))
 
 
 def columns_of(plan) -> list[Column]:

@@ -95,3 +95,11 @@ def avg_half_widths(m) -> str:
     (the mechanism's own ``half_width(0.95, n_hat=n)``; hourglass: w'·q/n, seed 001 Lemma 1)."""
     parts = [f"±{m.half_width(0.95, n_hat=n):.4g} at n = {n:,}" for n in AVG_NS]
     return ", ".join(parts) + " rows in the cell (worst case over the bounds; ∝ 1/n)"
+
+
+def unit_salt(gw, plan) -> str:
+    """The key of a privacy unit's bounding hash for the current data version
+    (:meth:`proxy.stores.ledger.Ledger.unit_salt`); "" for a plan without a unit."""
+    if getattr(plan, "unit", None) is None:
+        return ""
+    return gw.ledger.unit_salt(gw.ledger.data_version())

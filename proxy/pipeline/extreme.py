@@ -12,11 +12,12 @@ from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.quantile import ExpMechQuantile
 from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
+from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
-from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty
+from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .kind import Prepared, ReleaseKind
-from .release import answer_rows, output_types
+from .release import answer_rows, output_types, unit_text
 
 __all__ = ["EXTREME", "Extreme", "describe_extreme", "explain_extreme"]
 
@@ -24,6 +25,9 @@ BETA = 0.05          # the rank statement in the NOTICE holds with probability 9
 
 
 def _setup(gw, xp: ExtremePlan, epsilon: float):
+    """The grid and the mechanism at the tier's ``epsilon`` (divided by the privacy unit's
+    group-privacy factor on a table with a unit: :func:`rewriter.unit.factor`)."""
+    epsilon = epsilon / factor(xp.plan)
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
     if xp.quantile:
@@ -31,9 +35,9 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
 
 
-def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid) -> str:
+def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "") -> str:
     return histogram_sql(xp, grid.lower, grid.step, grid.U, grid.integral and grid.step == 1.0,
-                         gw.backend.dialect)
+                         gw.backend.dialect, salt)
 
 
 def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme, grid: ExtremeGrid, rows) -> dict:
@@ -83,7 +87,8 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
         name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
         groups = f" in each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
         return (f"{name}: {_what(xp)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-                f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}")
+                f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}; "
+                f"{unit_text(xp.plan)}")
     side = "above" if xp.func == "max" else "below"
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
     groups = f" of each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
@@ -92,7 +97,7 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
             f"{2 * e['k0']} rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
             f"(a rank error, not value units; k0 = {e['k0']}), so it is usually a little "
             f"{'below the true maximum' if xp.func == 'max' else 'above the true minimum'}; "
-            f"mechanism: {answer['mechanism'][0]}")
+            f"mechanism: {answer['mechanism'][0]}; {unit_text(xp.plan)}")
 
 
 class Extreme(ReleaseKind):
@@ -116,7 +121,7 @@ class Extreme(ReleaseKind):
                         state={"grid": grid, "m": m})
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        return _sql(conn.gw, p.plan, p.state["grid"])
+        return _sql(conn.gw, p.plan, p.state["grid"], unit_salt(conn.gw, p.plan.plan))
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         return _answer(conn.gw, p.plan, p.state["m"], p.state["grid"], cells)
@@ -153,7 +158,7 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
     tier = gw.tier_of(conn.role)
     grid, m = _setup(gw, xp, float(tier.epsilon))
     lines = [f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
-             f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)"]
+             f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)", "  " + unit_text(xp.plan)]
     if xp.quantile:
         lines.append(f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
                      f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}")

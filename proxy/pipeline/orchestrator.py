@@ -209,7 +209,6 @@ class Connection:
         try:
             plan = self._with_threshold(checked(await gw.plan_async(sql, params or None), route))
         except ExtremeAggregate:                              # MAX / MIN: their own release
-            self._row_level_only(route.table, "MAX, MIN and percentiles")
             return await EXTREME.plan(self, route, sql, params)
         if not plan.aggregates and plan.selection is None:    # SELECT DISTINCT g: the public domain
             return DOMAIN.prepare(self, plan)

@@ -10,12 +10,12 @@ import psycopg
 import pytest
 
 
-
 @pytest.fixture(scope="module")
 def service(row_service):
     """These tests read purchases as a per-purchase time series (its counts are row counts);
     tests/e2e/test_e2e_unit.py covers the demo's per-customer purchases."""
     return row_service
+
 
 def _run(svc, sql, role="other", binary=False):
     notes = []

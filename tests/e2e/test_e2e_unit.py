@@ -1,0 +1,87 @@
+"""The privacy unit through the wire (issue 20), on DuckDB and Postgres: the demo's
+``purchases`` is protected per customer (``max_groups_per_unit = 10``,
+``max_rows_per_unit = 5``). A count is of the bounded rows (each customer's first 5 per
+cell), noised at ε/k; the NOTICE and EXPLAIN say which unit applies and what the bounds
+cost; COUNT(DISTINCT customer_id) counts people at ε/min(G, cells); MAX works on the kept
+rows; ladder tiers are refused; a table without a unit says "privacy unit: row"."""
+from __future__ import annotations
+
+import math
+
+import psycopg
+import pytest
+
+from support.service import Service
+
+EPS = 1.0          # the `other` role's tier (default)
+
+
+def _run(svc, sql, role="other"):
+    notes = []
+    with psycopg.connect(svc.dsn(role), autocommit=True) as c:
+        c.add_notice_handler(lambda d: notes.append(d.message_primary))
+        rows = c.execute(sql).fetchall()
+    return rows, notes
+
+
+def _raw(svc: Service, sql: str):
+    """The backend's own answer (what the proxy never shows)."""
+    return svc._call(svc.gw.backend.fetch(sql))
+
+
+def _geometric_bound(scale: float, p_fail: float = 1e-9) -> float:
+    """|two-sided geometric noise| of scale b = k/ε exceeds t with probability ≤ 2·e^{-t/b}."""
+    return scale * math.log(2 / p_fail)
+
+
+def test_count_is_per_customer_bounded_and_noised_at_eps_over_k(service):
+    (n,), = _run(service, "SELECT COUNT(*) FROM purchases")[0]
+    rows, notes = _run(service, "SELECT COUNT(*) FROM purchases")
+    assert rows == [(n,)]                                   # a repeat: the same answer
+    bounded = _raw(service, "SELECT SUM(LEAST(n, 5)) FROM (SELECT customer_id, COUNT(*) AS n FROM purchases "
+                            "WHERE customer_id IS NOT NULL GROUP BY customer_id) t")[0][0]
+    raw = _raw(service, "SELECT COUNT(*) FROM purchases")[0][0]
+    k = 5                                                   # one cell × 5 rows
+    assert abs(n - bounded) <= _geometric_bound(k / EPS)
+    assert raw - bounded > 10_000                           # the bound binds: heavy customers are cut
+    assert "privacy unit: customer_id" in notes[-1] and "ε/5" in notes[-1]
+
+
+def test_distinct_customers_per_store_costs_one_per_cell(service):
+    rows, notes = _run(service, "SELECT store, COUNT(DISTINCT customer_id) AS people FROM purchases GROUP BY store")
+    truth = dict(_raw(service, "SELECT store, COUNT(DISTINCT customer_id) FROM purchases GROUP BY store"))
+    assert [r[0] for r in rows] == list(range(1, 11))
+    k = 10                                                  # min(G = 10, 10 stores), one per cell
+    for store, people in rows:
+        assert abs(people - truth[store]) <= _geometric_bound(k / EPS)
+    assert "ε/10" in notes[-1]
+
+
+def test_group_by_splits_eps_over_groups_and_rows(service):
+    rows, notes = _run(service, "SELECT store, SUM(amount) AS total, AVG(amount) AS mean FROM purchases "
+                                "WHERE item <= 20 GROUP BY store")
+    assert len(rows) == 10 and "ε/50" in notes[-1]          # min(10, 10) × 5
+    assert all(0 <= r[2] <= 500 for r in rows if r[2] is not None)
+
+
+def test_explain_states_the_unit_the_bounds_and_the_bias(service):
+    rows, _ = _run(service, "EXPLAIN SELECT store, COUNT(*) FROM purchases GROUP BY store")
+    text = "\n".join(r[0] for r in rows)
+    assert "privacy unit: customer_id" in text and "under-counted" in text and "/ 50" in text
+    assert "ROW_NUMBER() OVER" in text.upper() and "PARTITION BY" in text.upper() and "'__dpgate_salt__'" not in text
+
+
+def test_max_on_the_kept_rows(service):
+    rows, notes = _run(service, "SELECT MAX(amount) FROM purchases")
+    assert 0 <= rows[0][0] <= 500 and "privacy unit: customer_id" in notes[-1]
+
+
+def test_ladder_tiers_are_refused_on_a_unit_table(service):
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+        _run(service, "SELECT COUNT(*) FROM purchases", role="bronze")
+    assert "per customer_id" in str(e.value) and e.value.diag.message_hint
+
+
+def test_a_table_without_a_unit_says_row(service):
+    _, notes = _run(service, "SELECT COUNT(*) FROM pums")
+    assert "privacy unit: row" in notes[-1]
