@@ -12,7 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from config import parse_config  # noqa: E402
-from fixture import CONFIG, TABLE, create_sql, rows  # noqa: E402
+from fixture import (CONFIG, TABLE, UNIT_CONFIG, UNIT_TABLE, create_sql, create_unit_sql, rows,  # noqa: E402
+                     unit_rows)
 
 
 @pytest.fixture(scope="session")
@@ -21,10 +22,17 @@ def oracle_config():
 
 
 @pytest.fixture(scope="session")
+def oracle_unit_config():
+    return parse_config(UNIT_CONFIG)
+
+
+@pytest.fixture(scope="session")
 def oracle_duck():
     con = duckdb.connect()
     con.execute(create_sql())
     con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", rows())
+    con.execute(create_unit_sql())
+    con.executemany(f"INSERT INTO {UNIT_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", unit_rows())
     yield con
     con.close()
 
@@ -46,6 +54,9 @@ def oracle_pg(request):
     con.execute(create_sql())
     with con.cursor() as cur:
         cur.executemany(f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s, %s, %s)", rows())
+    con.execute(create_unit_sql())
+    with con.cursor() as cur:
+        cur.executemany(f"INSERT INTO {UNIT_TABLE} VALUES (%s, %s, %s, %s, %s, %s, %s)", unit_rows())
     yield con
     con.execute("DROP SCHEMA oracle_fx CASCADE")
     con.close()

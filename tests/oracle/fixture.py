@@ -39,3 +39,26 @@ def rows(n: int = 60) -> list[tuple]:
 def create_sql() -> str:
     cols = ", ".join(f"{k} {v[0]}" for k, v in COLUMNS.items())
     return f"CREATE TABLE {TABLE} ({cols})"
+
+
+# The privacy-unit variant (issue 20): the same rows with a unit column ``u`` (NULL for some
+# rows, several rows and cells per unit), declared as table fx over source fxu, with bounds
+# that bind nothing: the bounded scan's exact measures must equal the analyst's own query
+# over the rows whose unit is known.
+UNIT_TABLE = "fxu"
+_U = [None, 1, 2, 3, 1, 4, 2, 5, 1]
+UNIT_CONFIG = {
+    **CONFIG,
+    "tables": {TABLE: {"source": UNIT_TABLE, "privacy_unit": "u", "max_groups_per_unit": 1000,
+                       "max_rows_per_unit": 1000,
+                       "columns": {**{k: v[1] for k, v in COLUMNS.items()}, "u": {"type": "int"}}}},
+}
+
+
+def unit_rows(n: int = 60) -> list[tuple]:
+    return [(*r, _U[(k * 4) % len(_U)]) for k, r in enumerate(rows(n))]
+
+
+def create_unit_sql() -> str:
+    cols = ", ".join(f"{k} {v[0]}" for k, v in COLUMNS.items())
+    return f"CREATE TABLE {UNIT_TABLE} ({cols}, u integer)"
