@@ -1,6 +1,6 @@
 """The privacy unit through the wire (issue 20), on DuckDB and Postgres: the demo's
 ``purchases`` is protected per customer (``max_groups_per_unit = 10``,
-``max_rows_per_unit = 5``). A count is of the bounded rows (each customer's first 5 per
+``max_rows_per_unit = 10``). A count is of the bounded rows (each customer's first 10 per
 cell), noised at ε/k; the NOTICE and EXPLAIN say which unit applies and what the bounds
 cost; COUNT(DISTINCT customer_id) counts people at ε/min(G, cells); MAX works on the kept
 rows; ladder tiers are refused; a table without a unit says "privacy unit: row"."""
@@ -38,13 +38,13 @@ def test_count_is_per_customer_bounded_and_noised_at_eps_over_k(service):
     (n,), = _run(service, "SELECT COUNT(*) FROM purchases")[0]
     rows, notes = _run(service, "SELECT COUNT(*) FROM purchases")
     assert rows == [(n,)]                                   # a repeat: the same answer
-    bounded = _raw(service, "SELECT SUM(LEAST(n, 5)) FROM (SELECT customer_id, COUNT(*) AS n FROM purchases "
+    bounded = _raw(service, "SELECT SUM(LEAST(n, 10)) FROM (SELECT customer_id, COUNT(*) AS n FROM purchases "
                             "WHERE customer_id IS NOT NULL GROUP BY customer_id) t")[0][0]
     raw = _raw(service, "SELECT COUNT(*) FROM purchases")[0][0]
-    k = 5                                                   # one cell × 5 rows
+    k = 10                                                  # one cell × 10 rows
     assert abs(n - bounded) <= _geometric_bound(k / EPS)
     assert raw - bounded > 10_000                           # the bound binds: heavy customers are cut
-    assert "privacy unit: customer_id" in notes[-1] and "ε/5" in notes[-1]
+    assert "privacy unit: customer_id" in notes[-1] and "ε/10" in notes[-1]
 
 
 def test_distinct_customers_per_store_costs_one_per_cell(service):
@@ -60,14 +60,14 @@ def test_distinct_customers_per_store_costs_one_per_cell(service):
 def test_group_by_splits_eps_over_groups_and_rows(service):
     rows, notes = _run(service, "SELECT store, SUM(amount) AS total, AVG(amount) AS mean FROM purchases "
                                 "WHERE item <= 20 GROUP BY store")
-    assert len(rows) == 10 and "ε/50" in notes[-1]          # min(10, 10) × 5
+    assert len(rows) == 10 and "ε/100" in notes[-1]         # min(10, 10) × 10
     assert all(0 <= r[2] <= 500 for r in rows if r[2] is not None)
 
 
 def test_explain_states_the_unit_the_bounds_and_the_bias(service):
     rows, _ = _run(service, "EXPLAIN SELECT store, COUNT(*) FROM purchases GROUP BY store")
     text = "\n".join(r[0] for r in rows)
-    assert "privacy unit: customer_id" in text and "under-counted" in text and "/ 50" in text
+    assert "privacy unit: customer_id" in text and "under-counted" in text and "/ 100" in text
     assert "ROW_NUMBER() OVER" in text.upper() and "PARTITION BY" in text.upper() and "'__dpgate_salt__'" not in text
 
 
