@@ -38,7 +38,7 @@ import numpy as np
 
 from .laplace import column_variances
 from .queries import Query
-from .spec import GroupSpec, report_columns
+from .spec import GroupSpec
 
 __all__ = ["ESTIMATORS", "dim_affine", "affine_terms", "estimate_numpy", "variance",
            "variance_bounds", "variance_queries", "variance_estimate_numpy", "notice_std",

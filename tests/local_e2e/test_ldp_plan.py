@@ -9,9 +9,9 @@ import pytest
 
 from config import parse_config
 from mechanisms import SeededSource
-from mechanisms.metric_ldp import estimate_numpy
+from mechanisms.metric_ldp import estimate_numpy, report_columns
 from proxy.ingest.ldp_load import Encoder, ensure_duckdb, write_duckdb
-from proxy.pipeline.local import local_answer
+from proxy.pipeline.local import local_answer, local_guarantees
 from rewriter import parse
 from rewriter.errors import Refusal
 from proxy.ingest.ldp_specs import group_spec
@@ -170,3 +170,22 @@ def test_numeric_columns_fall_back_to_the_checked_path(vals, typ, dom):
     a value outside the domain, non-numeric arrays, plain lists."""
     from proxy.ingest.ldp_load import _public_numeric
     assert _public_numeric(vals, typ, dom) is None
+
+
+def test_rewriter_report_columns_are_the_mechanisms():
+    """The rewriter's plain layout (issue 18) names the report columns exactly as
+    mechanisms.metric_ldp.report_columns does for the GroupSpec the proxy builds."""
+    lay = layout("tl", cfg_with().tables["tl"])
+    for g in lay.groups:
+        assert report_columns(group_spec(g)) == g.report_columns()
+        assert [c for cols in g.dim_columns() for c in cols] == [c for c, _ in g.report_columns()]
+
+
+def test_invalid_dimension_is_a_layout_error_at_start():
+    """A dimension the mechanism refuses (ε too small for the 32-bit flip threshold, spec 1.5)
+    is refused when the service starts (local_guarantees), naming the table."""
+    cfg = cfg_with({"columns": {"x": {"lo": 0, "hi": 20, "buckets": 20, "epsilon": 1e-12},
+                                "y": {"lo": 0, "hi": 10, "buckets": 5, "epsilon": 1.0},
+                                "z": {"lo": 0, "hi": 100, "buckets": 10, "epsilon": 1.0}}})
+    with pytest.raises(ValueError, match=r"tables\.tl\.local: epsilon 1e-12 too small"):
+        local_guarantees(cfg)
