@@ -23,13 +23,15 @@ import time
 import duckdb
 import numpy as np
 
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, dim_affine, estimate_numpy, estimate_sql,
-                                   perturb_buckets,
-                                   quantile_sql, range_query, report_columns, variance, variance_sql)
+from mechanisms.metric_ldp import (DimSpec, GroupSpec, dim_affine, estimate_numpy, perturb_buckets,
+                                   range_query, report_columns, variance)
 from mechanisms.metric_ldp.baselines import HH, HIO2D, FlatOUE, HaarHRR
 from mechanisms.metric_ldp.laplace import es_metric, fig1_ratio, m2_scales_numeric, m2_total_error
 from mechanisms.metric_ldp.matrix import cell_counts, cell_estimates
 from mechanisms.rng import SeededSource
+from proxy.pipeline.local_bind import estimate_text as estimate_sql
+from proxy.pipeline.local_bind import quantile_text as quantile_sql
+from proxy.pipeline.local_bind import variance_text as variance_sql
 
 FIG1_REF = {1: 0.4452, 2: 0.5057, 5: 0.6171, 10: 0.7305, 20: 0.8661, 30: 0.9443, 40: 0.9865, 50: 1.0}
 
@@ -251,7 +253,8 @@ def latency_served(N):
     from proxy.ingest.ldp_load import load_rows_duckdb
     from proxy.pipeline.local import local_answer
     from rewriter import parse
-    from rewriter.local import layout, plan_local, to_sql
+    from proxy.pipeline.local_bind import scan
+    from rewriter.local import layout, plan_local
 
     cfg = parse_config({"server": {"auth": "trust"}, "tiers": {"t": {"epsilon": 1, "budget": 1}},
                         "roles": {"a": {"tier": "t"}},
@@ -280,7 +283,7 @@ def latency_served(N):
             if sql == "card":
                 return be.query(f"SELECT COUNT(*) FROM {lay.reports} WHERE payment = 'card'")
             plan = plan_local(parse(sql), cfg, [])
-            return local_answer(plan, be.query(to_sql(plan, "duckdb")[0]))
+            return local_answer(plan, be.query(scan(plan, "duckdb")[0]))
         run()
         ts = []
         for _ in range(3):

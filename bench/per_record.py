@@ -30,8 +30,9 @@ import duckdb
 import numpy as np
 
 from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram,
-                                   Levels, PrDPCount, ValueBuckets, inverse_function,
-                                   level_scan_sql, max_values_sql)
+                                   Levels, PrDPCount, ValueBuckets, inverse_function)
+from proxy.pipeline.per_record_policy import bucket_edges, level_bounds, privacy_numbers
+from rewriter.per_record_sql import level_scan_sql, max_values_sql
 from mechanisms.per_record.baselines import naive_count, naive_max, naive_sum, pdp_count, pdp_sum
 from mechanisms.rng import SeededSource
 
@@ -72,7 +73,7 @@ def run_dataset(name: str, x: np.ndarray, runs: int, seed: int) -> tuple[dict, d
     con = duckdb.connect()
     con.execute("CREATE TABLE t (v BIGINT)")
     con.execute("INSERT INTO t SELECT * FROM x")
-    scan_sql = level_scan_sql("t", "v", pf, lv, vb)
+    scan_sql = level_scan_sql("t", "v", privacy_numbers(pf), pf.U, level_bounds(lv), bucket_edges(vb))
     raw = min(timed(con, "SELECT COUNT(*), SUM(v), MAX(v) FROM t")[1] for _ in range(5))
     n, total, mx = x.size, int(x.sum()), int(x.max())
     srt = np.sort(x)
@@ -92,7 +93,7 @@ def run_dataset(name: str, x: np.ndarray, runs: int, seed: int) -> tuple[dict, d
         err["sum_fw"].append(fw.release(h, src).value - total)
         ell = fmax.select_level(h, src)
         tmech.append(time.perf_counter() - t0)
-        rows2, dt2 = timed(con, max_values_sql("t", "v", pf, lv, ell))
+        rows2, dt2 = timed(con, max_values_sql("t", "v", privacy_numbers(pf), pf.U, level_bounds(lv), ell))
         tq2.append(dt2)
         y = fmax.release(ell, rows2, src).value
         err["max"].append(n - np.searchsorted(srt, y, side="right"))  # rank error #{x > y}
@@ -208,7 +209,7 @@ def run_proxy(data: dict[str, np.ndarray], runs: int, seed: int) -> dict[str, tu
                     eps_j = pf(x)
                     cur = px.gw.backend._cursor()
                     raw = min(timed(cur, f"SELECT COUNT(*), SUM(v), MAX(v) FROM {t}")[1] for _ in range(5))
-                    scan = min(timed(cur, level_scan_sql(t, "v", pf, lv, vb))[1] for _ in range(3))
+                    scan = min(timed(cur, level_scan_sql(t, "v", privacy_numbers(pf), pf.U, level_bounds(lv), bucket_edges(vb)))[1] for _ in range(3))
                     cur.close()
                     err = {k: [] for k in LABEL}
                     ms = {k: [] for k in ("count", "sum_ext", "sum_fw", "max")}

@@ -4,8 +4,12 @@ A local table stores no raw value of its private columns: every record was
 perturbed once at ingestion (thermometer encoding + bit flips, spec §3.1) and only
 the *reports* live in the backend table ``<table>_reports``. A query is
 post-processing of those reports, so it costs no budget; this module turns a
-SELECT into ONE aggregate scan over the report table (the product form of §3.5,
-built by :mod:`mechanisms.metric_ldp`) and says how to read the answer back.
+SELECT into ONE aggregate scan over the report table (the product form of §3.5)
+and says how to read the answer back. It is SQL only (issue 18): the plan describes
+its weights symbolically (:class:`rewriter.local_weights.Weight`, :class:`LocalQuery`);
+the proxy evaluates them and computes the estimators' coefficients with
+:mod:`mechanisms.metric_ldp` (:mod:`proxy.pipeline.local_bind`) and passes those plain
+numbers to :func:`rewriter.local_sql.to_sql`.
 
 Layout (:class:`Layout`, from the config's ``[tables.X.local]``):
 
@@ -14,7 +18,8 @@ Layout (:class:`Layout`, from the config's ``[tables.X.local]``):
   its own. Multi-column ranges need the columns in one group (spec §7.8).
 * group ``k`` is stored as SMALLINT columns ``g{k}_{d}_{j}`` ∈ {0, 1} (dimension
   ``d`` of the group, threshold ``j`` = 1..m_d: the randomised bit "bucket ≤ j";
-  :func:`mechanisms.metric_ldp.report_columns`); public columns are stored as-is.
+  :meth:`Group.report_columns`, the M4 layout of :func:`mechanisms.metric_ldp.report_columns`);
+  public columns are stored as-is.
 * ``local.weight`` naming a private column makes it the private weight of
   paper §4.3.2 (m = 2, lo = 0, hi = Δ): SUM(w) = Δ·ĉ(R × [2,2]). Naming a public
   column (or summing any public numeric column) uses public weights (§3.9).
@@ -56,9 +61,6 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config, Table
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, private_weight_sum_query,
-                                   report_columns)
-from mechanisms.metric_ldp.weights import prefix_indicator
 
 from . import cost, predicate, shape
 from .args import understood
@@ -69,28 +71,55 @@ from .scope import Ctx
 from .values import literal_value
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
 from .local_options import LocalOptions, resolve
-from .local_sql import prefix_width, qcol, to_sql
+from .local_sql import qcol, to_sql
 from .local_subset import SubsetPlan, make_categories, plan_subset
-from .local_weights import LOCAL_ALLOWED, bucket_weights, refuse_local
+from .local_weights import LOCAL_ALLOWED, LocalQuery, Prefix, compile_weight, refuse_local
 
-__all__ = ["Layout", "Group", "layout", "LocalPlan", "LocalAgg", "plan_local", "to_sql", "prefix_width",
-           "bucket_weights", "LOCAL_ALLOWED", "SQL_TYPES"]
+__all__ = ["Layout", "Group", "Dim", "layout", "LocalPlan", "LocalAgg", "LocalQuery", "plan_local",
+           "to_sql", "LOCAL_ALLOWED", "SQL_TYPES"]
 
 SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}
 
 
 # ---------------------------------------------------------------------------- layout
 @dataclass(frozen=True)
+class Dim:
+    """One private column as a dimension (spec 002 §1.3): public [lo, hi], m buckets of width
+    g = (hi - lo)/m, ε per bucket step; ``kind = "weight"``: the private weight of paper §4.3.2
+    (m = 2, lo = 0, hi = Δ). Plain numbers (the proxy builds the mechanism's DimSpec)."""
+
+    lo: float
+    hi: float
+    m: int
+    epsilon: float
+    name: str = ""
+    kind: str = "value"
+
+    @property
+    def g(self) -> float:
+        """Bucket width (hi - lo)/m: the granularity ε protects (spec 1.3)."""
+        return (self.hi - self.lo) / self.m
+
+
+@dataclass(frozen=True)
 class Group:
-    """One joint group: its private columns (in dimension order) and its GroupSpec."""
+    """One joint group (M4 reports, spec §3.1): its private columns (in dimension order), their
+    dimensions and the prefix of its report columns."""
 
     index: int
     columns: tuple[str, ...]
-    spec: GroupSpec
+    dims: tuple[Dim, ...]
+    prefix: str
 
-    @property
-    def prefix(self) -> str:
-        return self.spec.prefix
+    def dim_columns(self) -> tuple[tuple[str, ...], ...]:
+        """Per dimension d, its report columns ``{prefix}_{d}_{j}``, j = 1..m_d (the bit
+        "bucket_d ≤ j", spec §3.1; bit m_d is kept, spec §7.12)."""
+        return tuple(tuple(f"{self.prefix}_{d}_{j}" for j in range(1, dim.m + 1))
+                     for d, dim in enumerate(self.dims))
+
+    def report_columns(self) -> list[tuple[str, str]]:
+        """(name, SQL type) of the group's report columns, in report-array order."""
+        return [(c, "SMALLINT") for cols in self.dim_columns() for c in cols]
 
 
 @dataclass(frozen=True)
@@ -113,9 +142,9 @@ class Layout:
     def category(self, col: str):
         return next((c for c in self.categories if c.name == col), None)
 
-    def dim(self, col: str) -> DimSpec:
+    def dim(self, col: str) -> Dim:
         g, d = self.where[col]
-        return self.groups[g].spec.dims[d]
+        return self.groups[g].dims[d]
 
     def col_type(self, col: str) -> str:
         return self.table.columns[col].type
@@ -124,23 +153,10 @@ class Layout:
         """(column, SQL type) of the report table: public columns, then report bits."""
         out = [(c, SQL_TYPES[self.col_type(c)]) for c in self.public]
         for g in self.groups:
-            out += report_columns(g.spec)
+            out += g.report_columns()
         for c in self.categories:
             out += c.report_schema()
         return out
-
-    def guarantee(self) -> str:
-        """E(x, x') per record (spec §8: reported when the table is loaded)."""
-        parts = []
-        for g in self.groups:
-            for c, d in zip(g.columns, g.spec.dims):
-                if d.kind == "weight":
-                    parts.append(f"{d.epsilon:g}·[rounded {c} differs]")
-                else:
-                    parts.append(f"{d.epsilon:g}·|Δbucket({c})|")
-        for c in self.categories:          # the Subset report of the highest level stored
-            parts.append(f"{c.top():.3g}·[{c.name} differs]")
-        return "E(x,x') = " + " + ".join(parts)
 
 
 _LAYOUTS: dict = {}
@@ -201,10 +217,10 @@ def _make_layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
         dims = []
         for d, c in enumerate(cols):
             lc = priv[c]
-            dims.append(DimSpec(lc.lo, lc.hi, lc.buckets, lc.epsilon, c,
-                                kind="weight" if c == private_weight else "value"))
+            dims.append(Dim(lc.lo, lc.hi, lc.buckets, lc.epsilon, c,
+                            kind="weight" if c == private_weight else "value"))
             where[c] = (k, d)
-        groups.append(Group(k, tuple(cols), GroupSpec(tuple(dims), prefix=f"g{k}")))
+        groups.append(Group(k, tuple(cols), tuple(dims), f"g{k}"))
     cats = make_categories(name, table, tiers)
     public = tuple(c for c in table.columns if c not in priv and c not in pol.categories)
     lay = Layout(name, table, pol.reports or f"{name}_reports", tuple(groups), where, public,
@@ -234,8 +250,8 @@ class LocalAgg:
     label: str
     out_type: str                       # int | float
     group: int | None = None
-    query: Query | None = None
-    den: Query | None = None
+    query: LocalQuery | None = None
+    den: LocalQuery | None = None
     row_weight: str | None = None       # public weight SQL (dialect-independent)
     den_weight: str | None = None
     exact_sql: str | None = None
@@ -324,7 +340,7 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
         node = parts[0]
         for p in parts[1:]:
             node = exp.And(this=node, expression=p)
-        private[col] = bucket_weights(ctx, lay, col, node, "truth", opts.edges[col])
+        private[col] = compile_weight(ctx, lay, col, node, "truth", opts.edges[col])
     where_groups = {lay.where[c][0] for c in private}
     if len(where_groups) > 1:
         cols = ", ".join(sorted(private))
@@ -375,9 +391,9 @@ def _default_name(node: exp.Expression) -> str:
     return node.key if isinstance(node, exp.AggFunc) else "?column?"
 
 
-def _base(lay: Layout, g: int, private: dict) -> list:
-    grp = lay.groups[g]
-    return [private.get(c) for c in grp.columns]
+def _base(lay: Layout, g: int, private: dict) -> tuple:
+    """Per dimension of group ``g``, the factors of the WHERE weights (none: weight 1)."""
+    return tuple((private[c],) if c in private else () for c in lay.groups[g].columns)
 
 
 def _expr_private_col(node: exp.Expression, ctx: Ctx, lay: Layout) -> tuple[str | None, set[str]]:
@@ -416,7 +432,7 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
             # private columns are never NULL in the reports: COUNT(col) = COUNT(*)
             if wg is None:
                 return LocalAgg("exact", label, "int", exact_sql="COUNT(*)", func="count")
-            return LocalAgg("est", label, "int", group=wg, query=Query(tuple(_base(lay, wg, private))),
+            return LocalAgg("est", label, "int", group=wg, query=LocalQuery(_base(lay, wg, private)),
                             func="count")
         if not isinstance(arg, exp.Column):
             raise refuse_local("COUNT takes * or a column.")
@@ -424,7 +440,7 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
         q = qcol(col)
         if wg is None:
             return LocalAgg("exact", label, "int", exact_sql=f"COUNT({q})", func="count")
-        return LocalAgg("est", label, "int", group=wg, query=Query(tuple(_base(lay, wg, private))),
+        return LocalAgg("est", label, "int", group=wg, query=LocalQuery(_base(lay, wg, private)),
                         row_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END", func="count")
     pcol, cols = _expr_private_col(arg, ctx, lay)
     if len({c for c in cols if lay.is_private(c)}) > 1:
@@ -442,7 +458,7 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
         if wg is None:
             sql = f"SUM({q})" if func == "sum" else f"AVG(CAST({q} AS DOUBLE PRECISION))"
             return LocalAgg("exact", label, out_type, exact_sql=sql, func=func)
-        base = Query(tuple(_base(lay, wg, private)))
+        base = LocalQuery(_base(lay, wg, private))
         rw = f"COALESCE(CAST({q} AS DOUBLE PRECISION), 0)"
         if func == "sum":
             return LocalAgg("est", label, "float", group=wg, query=base, row_weight=rw, func="sum")
@@ -452,23 +468,22 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
     if wg is not None and wg != g:
         raise refuse_local(f"{pcol} and the WHERE ranges are collected in different groups; a joint "
                       "estimate needs one local.joint group (spec §7.8).")
-    grp = lay.groups[g]
     base = _base(lay, g, private)
     if pcol == lay.weight:                                 # private weight (§3.9, paper 4.3.2)
         if not isinstance(arg, exp.Column):
             raise refuse_local(f"the private weight {pcol} can only be summed as SUM({pcol}).")
-        q = private_weight_sum_query(grp.spec, Query(tuple(base)))
+        q = LocalQuery(base, private_weight=True)
         if func == "sum":
             return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
-        return LocalAgg("avg", label, "float", group=g, query=q, den=Query(tuple(base)),
+        return LocalAgg("avg", label, "float", group=g, query=q, den=LocalQuery(base),
                         column=pcol, func="avg")
-    f = bucket_weights(ctx, lay, pcol, arg, "value")           # linear counting query (§3.11)
+    f = compile_weight(ctx, lay, pcol, arg, "value")           # linear counting query (§3.11)
     ws = list(base)
-    ws[d] = f if ws[d] is None else f * ws[d]
-    q = Query(tuple(ws))
+    ws[d] = (f, *ws[d])
+    q = LocalQuery(tuple(ws))
     if func == "sum":
         return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
-    return LocalAgg("avg", label, "float", group=g, query=q, den=Query(tuple(base)), column=pcol,
+    return LocalAgg("avg", label, "float", group=g, query=q, den=LocalQuery(base), column=pcol,
                     func="avg")
 
 
@@ -502,19 +517,18 @@ def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg)
     if wg is not None and wg != g:
         raise refuse_local(f"{col} and the WHERE ranges are collected in different groups; a joint "
                       "estimate needs one local.joint group (spec §7.8).")
-    dim = lay.groups[g].spec.dims[d]
+    dim = lay.groups[g].dims[d]
     base = _base(lay, g, private)
     prefixes = []
     for k in range(1, dim.m):
         ws = list(base)
-        ind = prefix_indicator(dim.m, k)
-        ws[d] = ind if ws[d] is None else ind * ws[d]
-        prefixes.append(Query(tuple(ws)))
+        ws[d] = (Prefix(k), *ws[d])
+        prefixes.append(LocalQuery(tuple(ws)))
     cont = isinstance(fn, exp.PercentileCont)
     is_int = lay.col_type(col) == "int"
     unit = is_int and float(dim.g) == 1.0 and float(dim.lo).is_integer()
     return LocalAgg("pct", node.sql("postgres").lower(), "float" if cont or not is_int else "int",
-                    group=g, den=Query(tuple(base)), dim=d, p=p, cont=cont, prefixes=tuple(prefixes),
+                    group=g, den=LocalQuery(base), dim=d, p=p, cont=cont, prefixes=tuple(prefixes),
                     column=col, represent="lower" if unit else "mid",
                     func="percentile_cont" if cont else "percentile_disc")
 

@@ -1,20 +1,56 @@
-"""The one-scan SQL of a local-table plan (spec 002 §3.5 product form): group keys,
-then per aggregate its estimator and variance estimate over the report columns.
-Split from :mod:`rewriter.local`, which plans the statement."""
+"""The one-scan SQL of a local-table plan (spec 002 §3.5 product form, §4.2, §3.10): group
+keys, then per aggregate its estimator and variance estimate over the report columns.
+Split from :mod:`rewriter.local`, which plans the statement.
+
+The estimators are written from PLAIN numbers (issue 18): an :class:`Estimate` is
+``sum_i scale * prod_d (const_d + sum_j coef_dj * col_dj)`` with, per dimension d, the
+affine form G_{i,d} of spec §3.5 / §3.11 (summation by parts). The proxy computes those
+coefficients with :func:`mechanisms.metric_ldp.affine_terms` (and the variance's two
+queries with :func:`mechanisms.metric_ldp.variance_queries`) and passes them here
+(:mod:`proxy.pipeline.local_bind`); this module only prints them.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mechanisms.metric_ldp import GroupSpec, Query, estimate_sql, variance_sql
-from mechanisms.metric_ldp.estimators import dim_affine
-
 if TYPE_CHECKING:
     from .local import LocalPlan
+
+__all__ = ["qcol", "sql_literal", "Estimate", "AggNumbers", "ScanColumns", "estimate_sql",
+           "variance_sql", "quantile_sql", "to_sql"]
+
 
 def qcol(name: str) -> str:
     """``name`` as a double-quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def sql_literal(x: float) -> str:
+    """Numeric literal in exponent form: DOUBLE in DuckDB, exact NUMERIC in Postgres."""
+    return format(float(x), ".17e")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A separable query's estimator as plain numbers (spec §3.5): ``scale`` and, per
+    dimension, ``(const, ((j, coef), …))`` with j the 0-based index of the dimension's report
+    column (sorted by j, zero coefficients left out)."""
+
+    scale: float
+    dims: tuple
+
+
+@dataclass(frozen=True)
+class AggNumbers:
+    """The estimators of one aggregate of a :class:`rewriter.local.LocalPlan`: ``value``;
+    ``var`` = (a, b), the unbiased variance estimate a − b (§4.2); ``den`` (None: the exact
+    count); ``prefixes`` P̂_1..P̂_{m−1} (percentiles, §3.10)."""
+
+    value: Estimate | None = None
+    var: tuple | None = None
+    den: Estimate | None = None
+    prefixes: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -26,9 +62,54 @@ class ScanColumns:
     slots: tuple                   # per aggregate: dict of name -> column index
 
 
-def to_sql(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
+def estimate_sql(columns, est: Estimate, row_weight: str | None = None) -> str:
+    """ONE aggregate expression over the report columns (``columns[d]``: dimension d's)
+    estimating the query.
+
+    Form: ``COALESCE(SUM(scale * prod_d (c_d + sum_j a_dj * col_dj) [* (row_weight)]), 0)``;
+    when at most one factor is non-constant (1-D queries, known-n queries with one
+    constrained dimension) the equal linear form ``(c * COUNT(*) + sum_j a_j *
+    COALESCE(SUM(col_j), 0))`` is emitted instead (integer sums, faster). ``row_weight``:
+    SQL expression of a public per-record weight (SUM(w) with public w, paper 4.3.2 /
+    spec 3.9). The caller may add WHERE/GROUP BY on public columns; empty input gives 0.
+    """
+    scale, factors = float(est.scale), []
+    for d, (const, cs) in enumerate(est.dims):
+        if not cs:
+            scale *= const
+            continue
+        factors.append((const, [(columns[d][j], a) for j, a in cs]))
+    if row_weight is None and len(factors) <= 1:
+        # linear in the columns: exact integer SUMs, combined once (faster, same value)
+        const, terms = factors[0] if factors else (1.0, [])
+        parts = [f"{sql_literal(scale * const)} * COUNT(*)"]
+        parts += [f"{sql_literal(scale * a)} * COALESCE(SUM({c}), 0)" for c, a in terms]
+        return "(" + " + ".join(parts) + ")"
+    prod = [sql_literal(scale)]
+    for const, terms in factors:
+        prod.append("(" + " + ".join([sql_literal(const)] + [f"{sql_literal(a)} * {c}" for c, a in terms]) + ")")
+    if row_weight is not None:
+        prod.append(f"({row_weight})")
+    return f"COALESCE(SUM({' * '.join(prod)}), 0)"
+
+
+def variance_sql(columns, a: Estimate, b: Estimate, row_weight: str | None = None) -> str:
+    """Unbiased SQL estimate of the exact variance (§4.2): the separable queries a (weights
+    V_d + w_d²) minus b (weights w_d²), with the squared row weight. Noisy and possibly
+    negative: the proxy clamps it into the exact bounds."""
+    rw = None if row_weight is None else f"({row_weight}) * ({row_weight})"
+    return f"({estimate_sql(columns, a, rw)} - {estimate_sql(columns, b, rw)})"
+
+
+def quantile_sql(columns, prefixes) -> list:
+    """Select-list of the one prefix query of §3.10: ["COUNT(*)", P̂_1, …, P̂_{m−1}]."""
+    return ["COUNT(*)"] + [estimate_sql(columns, e) for e in prefixes]
+
+
+def to_sql(plan: LocalPlan, dialect: str, numbers) -> tuple[str, ScanColumns]:
     """ONE aggregate scan over the report table: group keys, COUNT(*), then per
-    aggregate its estimate(s), the unbiased variance estimate and public-weight maxima."""
+    aggregate its estimate(s), the unbiased variance estimate and public-weight maxima.
+    ``numbers``: one :class:`AggNumbers` per aggregate of ``plan`` (from the proxy)."""
     lay = plan.layout
     sel = [qcol(g.column) for g in plan.group_by]
     sel.append("COUNT(*)")
@@ -38,26 +119,27 @@ def to_sql(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
         sel.append(sql)
         return len(sel) - 1
 
-    for a in plan.aggs:
+    if len(numbers) != len(plan.aggs):
+        raise ValueError("one AggNumbers per aggregate of the plan")
+    for a, nums in zip(plan.aggs, numbers):
         s: dict[str, Any] = {}
         if a.kind == "exact":
             s["value"] = add(a.exact_sql)
         else:
-            spec = lay.groups[a.group].spec
-            est = lay.estimator
+            cols = lay.groups[a.group].dim_columns()
             if a.kind == "est":
-                s["value"] = add(estimate_sql(spec, a.query, est, a.row_weight))
-                s["var"] = add(variance_sql(spec, a.query, est, a.row_weight))
+                s["value"] = add(estimate_sql(cols, nums.value, a.row_weight))
+                s["var"] = add(variance_sql(cols, *nums.var, a.row_weight))
                 if a.row_weight is not None:
                     s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
             elif a.kind == "avg":
-                s["value"] = add(estimate_sql(spec, a.query, est, a.row_weight))
-                s["den"] = add(_den_sql(spec, a.den, est, a.den_weight))
+                s["value"] = add(estimate_sql(cols, nums.value, a.row_weight))
+                s["den"] = add(_den_sql(cols, a.den, nums.den, a.den_weight))
                 if a.row_weight is not None:
                     s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
             elif a.kind == "pct":
-                s["den"] = add(_den_sql(spec, a.den, est, None))
-                s["prefix"] = [add(estimate_sql(spec, q, est)) for q in a.prefixes]
+                s["den"] = add(_den_sql(cols, a.den, nums.den, None))
+                s["prefix"] = [add(estimate_sql(cols, e)) for e in nums.prefixes]
         slots.append(s)
     sql = f"SELECT {', '.join(sel)} FROM {qcol(lay.reports)}"
     if plan.where is not None:
@@ -67,28 +149,9 @@ def to_sql(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
     return sql, ScanColumns(len(plan.group_by), len(plan.group_by), tuple(slots))
 
 
-def _trivial(q: Query) -> bool:
-    return all(w is None for w in q.weights) and q.scale == 1.0
-
-
-def _den_sql(spec: GroupSpec, q: Query, est: str, weight: str | None) -> str:
+def _den_sql(columns, q, est: Estimate | None, weight: str | None) -> str:
     """Denominator of AVG / percentiles: the exact (public) count when no private
     predicate applies, else the range estimate."""
-    if _trivial(q):
+    if q.trivial:
         return "COUNT(*)" if weight is None else f"COALESCE(SUM({weight}), 0)"
-    return estimate_sql(spec, q, est, weight)
-
-
-def prefix_width(spec: GroupSpec, queries, estimator: str) -> float:
-    """Largest range of one record's term over the prefix queries (Hoeffding width)."""
-    width = 0.0
-    for q in queries:
-        lo, hi = 1.0, 1.0
-        for e in range(spec.D):
-            c, cs = dim_affine(spec, e, q.weight(spec, e), estimator)
-            a = c + sum(min(0.0, v) for v in cs.values())
-            b = c + sum(max(0.0, v) for v in cs.values())
-            prods = (lo * a, lo * b, hi * a, hi * b)
-            lo, hi = min(prods), max(prods)
-        width = max(width, hi - lo)
-    return width
+    return estimate_sql(columns, est, weight)

@@ -2,8 +2,8 @@
 columns"): storage layout, tier → stored level, and the plan of ``COUNT(*) … GROUP BY cat``.
 
 Storage: a column ``c`` with domain of d values declared for the tiers of ladder ``L`` is
-perturbed ONCE per row by the program of :class:`mechanisms.multitier.SubsetLadder` (built
-once from the ladder's tier ε, descending); the row's report for each tier level ε is a
+perturbed ONCE per row by the program of :class:`mechanisms.multitier.SubsetLadder` (built by
+the proxy, :func:`proxy.ingest.subset_ingest.ladder_of`, from the ladder's tier ε, descending); the row's report for each tier level ε is a
 k-subset of the domain, stored as d SMALLINT bits ``c_v{variant}_e{ε}_{j}`` (j = index in the
 domain; ε written with ``p`` for the point, ``m`` for minus). The raw value is never stored.
 The column names carry the ε set the reports were made for, so the template of each stored
@@ -13,6 +13,9 @@ Serving (:class:`SubsetPlan`): a tier reads only its level's bits — its own ε
 nearest LOWER stored level (a tier added after ingestion, App. H), never a higher one. One scan
 sums those d bit columns (per public group cell); the estimate is post-processing with the
 MATCHED template's (t, f) (pitfall 10), done by the proxy.
+
+This module is SQL only (issue 18): a :class:`Category` is plain data (domain, ladder name,
+variant, stored levels); the Subset program and its templates are the proxy's.
 """
 from __future__ import annotations
 
@@ -20,8 +23,6 @@ import re
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
-
-from mechanisms.multitier import SubsetLadder
 
 from . import predicate
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
@@ -55,7 +56,6 @@ class Category:
     ladder_name: str
     variant: int
     levels: tuple[float, ...]          # tier ε (descending) of the program the reports come from
-    ladder: SubsetLadder
 
     @property
     def d(self) -> int:
@@ -75,18 +75,10 @@ class Category:
         below = [e for e in self.levels if e <= tier_eps + 1e-12]
         return max(below) if below else None
 
-    def realised(self, eps: float) -> float:
-        """The matched template's level (≤ ε) of stored level ε: the row's ε-LDP for that tier."""
-        return self.ladder.match[eps].level
-
-    def top(self) -> float:
-        """What any coalition of the ladder's tiers learns about a row: the highest stored level."""
-        return max(self.realised(e) for e in self.levels)
-
 
 def _category(name: str, domain: tuple, ladder: str, variant: int, levels) -> Category:
     levels = tuple(sorted({float(e) for e in levels}, reverse=True))
-    return Category(name, domain, ladder, variant, levels, SubsetLadder(len(domain), levels, variant))
+    return Category(name, domain, ladder, variant, levels)
 
 
 def make_categories(table_name: str, table, tiers: dict | None) -> tuple[Category, ...]:

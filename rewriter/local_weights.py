@@ -3,16 +3,18 @@ private column becomes a weight per bucket — its average over the bucket's pos
 values ("interpolate" edge policy, spec 002 §8; "whole" rounds a predicate's weights up to
 1 on every bucket it touches; see :mod:`rewriter.local`).
 
-This module only reads the SQL: it checks the expression and compiles it to the SQL-free
-tree that :func:`mechanisms.metric_ldp.weights.bucket_weights` evaluates numerically.
+This module only reads the SQL: it checks the expression and compiles it to a SQL-free
+:class:`Weight` (a tree of plain tuples) that the proxy evaluates numerically with
+:func:`mechanisms.metric_ldp.weights.bucket_weights` (issue 18: the rewriter imports no
+mechanism code). :class:`LocalQuery` is a separable query (spec §3.5) described by such
+factors per dimension.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
-
-from mechanisms.metric_ldp.weights import bucket_weights as _numeric_weights
 
 from .args import understood
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
@@ -31,6 +33,42 @@ LOCAL_ALLOWED = (
 
 _CMP = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt", exp.LTE: "le"}
 _ARITH = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul"}
+
+
+@dataclass(frozen=True)
+class Weight:
+    """Per-bucket weight of a predicate (``kind = "truth"``) or expression (``"value"``) over
+    private column ``column``: its average over each bucket's values, the points cut at the
+    constants ``breaks``; ``edges = "whole"`` (predicates): 1 on every bucket it touches (§8).
+    ``tree`` is the SQL-free form read by :func:`mechanisms.metric_ldp.weights.evaluate`."""
+
+    column: str
+    tree: tuple
+    kind: str
+    breaks: tuple = ()
+    edges: str = "interpolate"
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The weight of the prefix "bucket ≤ k" (percentile prefixes, spec §3.10)."""
+
+    k: int
+
+
+@dataclass(frozen=True)
+class LocalQuery:
+    """A separable query over one joint group (spec §3.5): per dimension, the factors whose
+    product is its bucket weight (none: weight 1). ``private_weight``: the SUM of the private
+    weight column (paper §4.3.2, spec §3.9), Δ·ĉ(R × [2,2]), applied by the proxy."""
+
+    factors: tuple = ()
+    private_weight: bool = False
+
+    @property
+    def trivial(self) -> bool:
+        """Weight 1 everywhere: the exact (public) count."""
+        return not self.private_weight and all(not f for f in self.factors)
 
 
 def refuse_local(msg: str, state: str = UNSUPPORTED) -> Refusal:
@@ -157,12 +195,11 @@ class _Compile:
                           f"{self.col} BETWEEN a AND b.")
 
 
-def bucket_weights(ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str,
-                   edges: str = "interpolate"):
-    """Per-bucket weight of a predicate (kind "truth") or expression (kind "value") over
-    private column ``col``: its average over the bucket's values; a predicate under
-    ``edges = "whole"`` weighs 1 on every bucket it touches (spec §8)."""
+def compile_weight(ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str,
+                   edges: str = "interpolate") -> Weight:
+    """The :class:`Weight` of a predicate (kind "truth") or expression (kind "value") over
+    private column ``col``, checked (a refusal says what is allowed)."""
     comp = _Compile(ctx, col, lay.col_type(col))
     comp.collect(node)
     tree = comp.truth(node) if kind == "truth" else comp.value(node)
-    return _numeric_weights(lay.dim(col), lay.col_type(col), tree, kind, comp.breaks, edges)
+    return Weight(col, tree, kind, tuple(comp.breaks), edges)

@@ -14,12 +14,13 @@ Validation is the central rewriter's: the statement is planned by
 declared numeric column with bounds), so WHERE, GROUP BY, ORDER BY, LIMIT and
 parameters get exactly the central checks and the central canonical form.
 
-The policy (``Table.privacy``) is compiled once: a named shortcut of the paper
-(``inverse`` α/v, ``sqrt`` α/√v, ``log`` α/ln(v)⁴ on one column, monotone
-non-increasing in |v|) or a SQL expression over declared columns, checked by the
-rewriter's total-expression rules (plus ``CASE WHEN``) and clamped to
-[eps_min, eps_max] (NULL → eps_min). A custom expression is not known to be
-monotone, so the sum extension (which needs E⁻¹) is refused for it.
+The policy (``Table.privacy``) is compiled once by the proxy
+(:mod:`proxy.pipeline.per_record_policy`, with :mod:`mechanisms.per_record`): a named
+shortcut of the paper (``inverse`` α/v, ``sqrt`` α/√v, ``log`` α/ln(v)⁴ on one column) or a
+SQL expression over declared columns, checked here (:func:`check_expression`: the
+rewriter's total-expression rules plus ``CASE WHEN``) and clamped to [eps_min, eps_max]
+(NULL → eps_min). The scans take the compiled policy as plain numbers
+(:class:`PolicySql`; the SQL pieces are in :mod:`rewriter.per_record_sql`).
 
 SQL text is generated here from validated pieces only: quoted declared names,
 the rewriter's WHERE AST, and literals printed from config numbers.
@@ -27,7 +28,6 @@ the rewriter's WHERE AST, and literals printed from config numbers.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,8 +37,6 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config, Table
-from mechanisms.per_record import (Levels, PrivacyFunction, ValueBuckets, clamp_sql,
-                                   inverse_function, log_function, sql_double, sqrt_function)
 
 from . import build_plan, param_types, predicate
 from .args import understood
@@ -46,13 +44,11 @@ from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Re
 from .plan import Plan
 from .scope import Ctx, T
 from .values import to_node
+from .per_record_sql import PrivacySql, bucket_sql, clamp_sql, level_sql, privacy_sql, sql_double
 
-__all__ = ["Policy", "PolicyError", "PrPlan", "build_pr_plan", "compile_policy", "pr_param_types",
-           "scan_sql", "validate_config", "validate_policy", "values_sql"]
+__all__ = ["PolicySql", "PrPlan", "build_pr_plan", "check_expression", "pr_param_types",
+           "scan_sql", "values_sql"]
 
-SHORTCUTS = ("inverse", "sqrt", "log")
-MAX_LEVELS = 128
-MAX_U = 2**53                 # values and E are computed in float8: integers stay exact below this
 _FLOAT_GUARD = float(2**53)   # |x| beyond this (and NaN, ±inf) is treated as NULL
 
 ALLOWED = ("Allowed on a per-record DP table: SELECT [group columns,] COUNT(*), COUNT(col), "
@@ -60,131 +56,22 @@ ALLOWED = ("Allowed on a per-record DP table: SELECT [group columns,] COUNT(*), 
            "with a declared domain] [ORDER BY outputs] [LIMIT n].")
 
 
-class PolicyError(ValueError):
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
-# -- the policy ---------------------------------------------------------------------
-
 @dataclass(frozen=True)
-class Policy:
-    """A compiled ``privacy`` policy: how the backend computes E(r) and the levels."""
+class PolicySql:
+    """What the scans need of a compiled ``privacy`` policy, as plain numbers (the proxy
+    compiles the policy with :mod:`mechanisms.per_record` and fills this in): E as a shortcut
+    (``function``, on ``column``) or a validated expression (``expr``, clamped to
+    [eps_min, eps_max]); the level upper bounds h_1..h_L; the value-bucket edges; U."""
 
     table: str
-    kind: str                        # inverse | sqrt | log | expression
     column: str | None               # the shortcut's column
-    pf: PrivacyFunction | None       # shortcut: numpy and SQL E (bit-identical)
+    function: PrivacySql | None      # shortcut E (bit-identical to the numpy E)
     expr: exp.Expression | None      # custom: the validated expression (quoted columns)
-    levels: Levels
+    eps_min: float
+    eps_max: float
+    level_hi: tuple                  # h_1..h_L (spec 003 §3.1)
+    bucket_edges: tuple              # 2^0..2^(B-1) (spec 003 §12.3)
     U: int
-    beta: float
-    sum_method: str
-    text: str                        # human-readable E, for NOTICE / EXPLAIN
-
-    @property
-    def monotone(self) -> bool:
-        """Single-column, non-increasing in |v| (enables the sum extension)."""
-        return self.pf is not None
-
-    @property
-    def buckets(self) -> ValueBuckets:
-        return ValueBuckets(self.U)
-
-    def describe(self) -> str:
-        return (f"E(r) = {self.text}, clamped to [{self.levels.eps_min:g}, {self.levels.eps_max:g}], "
-                f"{self.levels.L} levels, values in [0, {self.U}], β {self.beta:g}")
-
-
-def _u(value_bound: float) -> int:
-    if not (math.isfinite(value_bound) and float(value_bound).is_integer()):
-        raise PolicyError([f"value_bound {value_bound!r} must be a whole number"])
-    U = int(value_bound)
-    if not 1 <= U < MAX_U:
-        raise PolicyError([f"value_bound must be between 1 and 2^53, got {U}"])
-    return U
-
-
-def compile_policy(table_name: str, table: Table) -> Policy:
-    """The compiled policy, or :class:`PolicyError` listing every problem."""
-    pol = table.privacy
-    where = f"tables.{table_name}.privacy"
-    if pol is None:
-        raise PolicyError([f"{where}: table has no privacy policy"])
-    problems: list[str] = []
-    if table.mode != "central":
-        problems.append(f"{where}: a per-record policy needs mode = 'central' (local tables are "
-                        "perturbed on the way in)")
-    try:
-        U = _u(pol.value_bound)
-    except PolicyError as e:
-        problems += [f"{where}.{p}" for p in e.problems]
-        U = None
-    pf = node = None
-    fn = pol.function.strip()
-    if fn in SHORTCUTS:
-        col = table.columns.get(pol.column or "")
-        if col is None:
-            problems.append(f"{where}.column: {pol.column!r} is not a declared column")
-        elif col.type not in ("int", "float"):
-            problems.append(f"{where}.column: {pol.column} is {col.type}; function = '{fn}' needs "
-                            "a numeric column")
-        if not (pol.alpha is not None and pol.alpha > 0 and math.isfinite(pol.alpha)):
-            problems.append(f"{where}.alpha: must be a positive number")
-        if not problems and U is not None:
-            make = {"inverse": inverse_function, "sqrt": sqrt_function, "log": log_function}[fn]
-            try:
-                natural = make(pol.alpha, U, pol.eps_max)          # eps_min = E(U)
-                pf = make(pol.alpha, U, pol.eps_max, eps_min=pol.eps_min)
-            except ValueError as e:
-                problems.append(f"{where}: {e}")
-            else:
-                if pol.eps_min > natural.eps_min:
-                    problems.append(
-                        f"{where}.eps_min: {pol.eps_min:g} is above E(value_bound) = "
-                        f"{natural.eps_min:.6g}; records near value_bound would get a larger budget "
-                        f"than the function gives them. Set eps_min <= {natural.eps_min:.6g}")
-        text = {"inverse": f"{pol.alpha:g} / {pol.column}", "sqrt": f"{pol.alpha:g} / sqrt({pol.column})",
-                "log": f"{pol.alpha:g} / ln({pol.column})^4"}[fn]
-    else:
-        if pol.sum_method == "extension":
-            problems.append(f"{where}.sum_method: 'extension' needs a monotone single-column function "
-                            "(inverse, sqrt or log); a SQL expression is not known to be monotone. "
-                            "Use 'framework' or 'auto'")
-        try:
-            node = check_expression(fn, table_name, table)
-        except Refusal as r:
-            problems.append(f"{where}.function: {r.message}")
-        text = fn
-    try:
-        levels = Levels(pol.eps_min, pol.eps_max)
-        if levels.L > MAX_LEVELS:
-            problems.append(f"{where}: eps_max / eps_min spans {levels.L} doublings; at most "
-                            f"{MAX_LEVELS} are supported")
-    except ValueError as e:
-        problems.append(f"{where}: {e}")
-    if problems:
-        raise PolicyError(problems)
-    return Policy(table_name, fn if fn in SHORTCUTS else "expression",
-                  pol.column if fn in SHORTCUTS else None, pf, node, levels, U, float(pol.beta),
-                  pol.sum_method, text)
-
-
-def validate_policy(table_name: str, table: Table) -> list[str]:
-    """Problems with ``table``'s privacy policy (empty if none, or no policy)."""
-    if table.privacy is None:
-        return []
-    try:
-        compile_policy(table_name, table)
-    except PolicyError as e:
-        return e.problems
-    return []
-
-
-def validate_config(config: Config) -> list[str]:
-    """Problems with every per-record policy of ``config`` (for config loading)."""
-    return [p for name, t in config.tables.items() for p in validate_policy(name, t)]
 
 
 def check_expression(text: str, table_name: str, table: Table) -> exp.Expression:
@@ -399,7 +286,7 @@ class _Parts:
     keys: list[str]    # k1…kn
 
 
-def _parts(prp: PrPlan, pol: Policy, config: Config, dialect: str, buckets: bool) -> _Parts:
+def _parts(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, buckets: bool) -> _Parts:
     """pr_s: the filtered rows (keys, quantized values, E inputs); pr_t: E and the
     contribution v in [0, U]; pr_u: the level (and value bucket) of every row."""
     plan = prp.plan
@@ -410,11 +297,11 @@ def _parts(prp: PrPlan, pol: Policy, config: Config, dialect: str, buckets: bool
     for g, k in zip(plan.group_by, keys):
         c = _q(g.column, dialect)
         sel.append(f"CAST({c} AS DOUBLE PRECISION) AS {k}" if g.type == "float" else f"{c} AS {k}")
-    if pol.pf is not None:
+    if pol.function is not None:
         sel.append(f"{_quantized(pol.column, types[pol.column], dialect)} AS q")
     else:
         e_sql = pol.expr.sql(dialect=dialect, identify=True)
-        sel.append(f"{clamp_sql(e_sql, pol.levels.eps_min, pol.levels.eps_max)} AS e")
+        sel.append(f"{clamp_sql(e_sql, pol.eps_min, pol.eps_max)} AS e")
     value = prp.func != "count"
     if value:
         sel.append(f"{_quantized(prp.column, types[prp.column], dialect)} AS x")
@@ -428,15 +315,15 @@ def _parts(prp: PrPlan, pol: Policy, config: Config, dialect: str, buckets: bool
     where = f" WHERE {' AND '.join(conds)}" if conds else ""
     s = f"pr_s AS (SELECT {', '.join(sel)} FROM {table}{where})"
     kk = "".join(f"{k}, " for k in keys)
-    e = pol.pf.sql("q") if pol.pf is not None else "e"
-    v = f", CAST(LEAST(GREATEST(x, 0), {pol.U}) AS BIGINT) AS v" if value else ""
+    e = privacy_sql(pol.function, "q") if pol.function is not None else "e"
+    v = f", CAST(LEAST(GREATEST(x, 0), {int(pol.U)}) AS BIGINT) AS v" if value else ""
     t = f"pr_t AS (SELECT {kk}{e} AS e{v} FROM pr_s{' WHERE x IS NOT NULL' if value else ''})"
-    b = f", {pol.buckets.bucket_sql('v')} AS b" if buckets else ""
-    u = f"pr_u AS (SELECT {kk}{pol.levels.level_sql('e')} AS lvl{b}{', v' if value else ''} FROM pr_t)"
+    b = f", {bucket_sql('v', pol.bucket_edges)} AS b" if buckets else ""
+    u = f"pr_u AS (SELECT {kk}{level_sql('e', pol.level_hi)} AS lvl{b}{', v' if value else ''} FROM pr_t)"
     return _Parts(f"WITH {s}, {t}, {u}", keys)
 
 
-def scan_sql(prp: PrPlan, pol: Policy, config: Config, dialect: str, *, buckets: bool = False,
+def scan_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, *, buckets: bool = False,
              with_sum: bool = False) -> str:
     """The ONE scan: ``SELECT keys, lvl[, b], COUNT(*)[, SUM(v)] … GROUP BY keys, lvl[, b]``.
 
@@ -448,7 +335,7 @@ def scan_sql(prp: PrPlan, pol: Policy, config: Config, dialect: str, *, buckets:
     return f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}"
 
 
-def values_sql(prp: PrPlan, pol: Policy, config: Config, dialect: str,
+def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str,
                ells: dict[tuple, int]) -> str:
     """MAX/MIN round 2, one query for all cells: the distinct values (with counts) of the
     records whose level is >= their cell's ℓ (Algorithm 2's D_ℓ).

@@ -1,6 +1,6 @@
 """The layers of README "Layout" and ARCHITECTURE.md hold: import-linter's contracts in
 pyproject.toml (config imports nothing of ours; mechanisms no SQL, I/O or service; the
-rewriter no service, backend or numpy; the wire layer no DP; the service's layers
+rewriter no service, backend, numpy or mechanisms; the wire layer no DP; the service's layers
 cli > gateway | demo > pipeline > stores | ingest | backends | catalog > wire; no import
 cycles between the modules of any package)."""
 from __future__ import annotations
@@ -65,3 +65,40 @@ def test_no_private_names_imported_across_modules():
                     found += [f"{f.relative_to(ROOT)}:{node.lineno} {a.name}" for a in node.names
                               if a.name.startswith("_") and not a.name.startswith("__")]
     assert found == [], found
+
+
+SQL_WORDS = ("SELECT ", "CASE ", "WHEN ", " THEN ", "FROM ", "GROUP BY", "COUNT(", "SUM(", "COALESCE(",
+             " AS DOUBLE PRECISION")
+
+
+def _sql_strings(path: Path) -> list[str]:
+    """``file:line text`` of every string constant (f-string parts included) of ``path`` that
+    reads as SQL (an upper-case keyword of :data:`SQL_WORDS`), docstrings excepted (they may
+    quote the SQL the rewriter writes)."""
+    import ast
+    tree = ast.parse(path.read_text(), str(path))
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docs.add(id(body[0].value))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if any(w in node.value for w in SQL_WORDS):      # upper case: SQL, not prose
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value[:60]!r}")
+    return found
+
+
+def test_mechanisms_write_no_sql():
+    """Issue 18: mechanisms are pure math; the SQL of their inputs is written by the rewriter
+    (rewriter.local_sql, rewriter.per_record_sql) from plain numbers the proxy computes."""
+    found = [hit for f in sorted((ROOT / "mechanisms").rglob("*.py")) for hit in _sql_strings(f)]
+    assert found == [], found
+
+
+def test_the_sql_check_sees_sql():
+    """The check above can fail: it finds the SQL the rewriter writes (f-strings included)."""
+    assert _sql_strings(ROOT / "rewriter" / "per_record_sql.py")
+    assert _sql_strings(ROOT / "rewriter" / "local_sql.py")

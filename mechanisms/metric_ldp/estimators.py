@@ -1,4 +1,4 @@
-"""Estimators as ONE SQL aggregate over the report table + numpy reference + exact variance.
+"""Estimators as affine terms over the report columns + numpy reference + exact variance.
 
 Product form (spec 3.5 [DERIVED], equal to the paper's Eq. (8) kappa^D B^-1 o): for a
 separable query sum_i prod_d w_d[x_i[d]] the estimate is sum_i prod_d G_{i,d} with
@@ -14,9 +14,10 @@ b_j = (r_j + 1)/2 (r = the paper's +-1 report):
   for k < m and Phat_m = 1 (trivial dimensions cost nothing; post-processing, spec 3.5).
 
 M3: Phat_k = y_k / K (k < m), Phat_m = 1. M2: G = sum_x w_x y_x / K.
-So each G is ``const + sum_j coef_j * col_j`` and the whole query is
-``SUM(scale * prod_d (const_d + sum_j coef_dj * col_dj))`` -- plain ANSI SQL (see
-:func:`estimate_sql` for the equivalent linear form used when only one factor varies).
+So each G is ``const + sum_j coef_j * col_j`` (:func:`dim_affine`, all dims:
+:func:`affine_terms`) and the whole query is ``SUM(scale * prod_d (const_d + sum_j coef_dj *
+col_dj))`` -- ONE aggregate over the report table, printed as SQL by
+:func:`rewriter.local_sql.estimate_sql` from these plain numbers (this package writes no SQL).
 
 Exact variance [DERIVED, generalises spec 4.2]: report columns are independent with a
 data-independent variance v_c (q~(1-q~) for bits, Var Z_c / K^2 for M2/M3), so
@@ -25,7 +26,8 @@ Var G_d = V_d := sum_j coef_j^2 v_j, E G_d = w_d[x_d], and per record
     Var = prod_d (V_d + w_d[x_d]^2) - prod_d w_d[x_d]^2     (independent dimensions).
 
 It is increasing in every w_d[x_d]^2, which gives tight data-independent bounds, and it is
-itself a separable query (weights V_d + w_d^2 and w_d^2), so it has an unbiased SQL estimate.
+itself a separable query (weights V_d + w_d^2 and w_d^2: :func:`variance_queries`), so it has
+an unbiased estimate of the same shape.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ import numpy as np
 
 from .laplace import column_variances
 from .queries import Query
-from .spec import GroupSpec, report_columns
+from .spec import GroupSpec
 
-__all__ = ["ESTIMATORS", "dim_affine", "estimate_sql", "estimate_numpy", "variance",
-           "variance_bounds", "variance_sql", "variance_estimate_numpy", "notice_std",
-           "column_variance", "sql_literal"]
+__all__ = ["ESTIMATORS", "dim_affine", "affine_terms", "estimate_numpy", "variance",
+           "variance_bounds", "variance_queries", "variance_estimate_numpy", "notice_std",
+           "column_variance"]
 
 ESTIMATORS = ("paper", "known_n")
 
@@ -93,48 +95,16 @@ def _V(spec: GroupSpec, d: int, aff: tuple) -> float:
     return float(sum(a * a * v[j] for j, a in aff[1].items()))
 
 
-def sql_literal(x: float) -> str:
-    """Numeric literal in exponent form: DOUBLE in DuckDB, exact NUMERIC in Postgres."""
-    return format(float(x), ".17e")
-
-
-def _agg_sql(spec: GroupSpec, query: Query, estimator: str, row_weight: Optional[str]) -> str:
-    """Aggregate SQL of sum_i scale * prod_d G_{i,d} [* row_weight_i]."""
-    cols = [name for name, _ in report_columns(spec)]
-    sl = spec.column_slices()
-    scale, factors = float(query.scale), []
+def affine_terms(spec: GroupSpec, query: Query, estimator: str = "known_n") -> tuple:
+    """(scale, per dimension (const, ((j, coef), ...))) of the query's estimator: the
+    per-record term is scale * prod_d (const_d + sum_j coef_dj * col_dj) over the report
+    columns of dimension d (j = 0-based index among them, sorted; zero coefficients dropped)."""
+    _est(estimator)
+    dims = []
     for d in range(spec.D):
         const, cs = dim_affine(spec, d, query.weight(spec, d), estimator)
-        if not cs:
-            scale *= const
-            continue
-        factors.append((const, [(cols[sl[d]][j], a) for j, a in sorted(cs.items())]))
-    if row_weight is None and len(factors) <= 1:
-        # linear in the columns: exact integer SUMs, combined once (faster, same value)
-        const, terms = factors[0] if factors else (1.0, [])
-        parts = [f"{sql_literal(scale * const)} * COUNT(*)"]
-        parts += [f"{sql_literal(scale * a)} * COALESCE(SUM({c}), 0)" for c, a in terms]
-        return "(" + " + ".join(parts) + ")"
-    prod = [sql_literal(scale)]
-    for const, terms in factors:
-        prod.append("(" + " + ".join([sql_literal(const)] + [f"{sql_literal(a)} * {c}" for c, a in terms]) + ")")
-    if row_weight is not None:
-        prod.append(f"({row_weight})")
-    return f"COALESCE(SUM({' * '.join(prod)}), 0)"
-
-
-def estimate_sql(spec: GroupSpec, query: Query, estimator: str = "known_n",
-                 row_weight: Optional[str] = None) -> str:
-    """ONE aggregate expression over the report columns estimating the query.
-
-    Form: ``COALESCE(SUM(scale * prod_d (c_d + sum_j a_dj * col_dj) [* (row_weight)]), 0)``;
-    when at most one factor is non-constant (1-D queries, known-n queries with one
-    constrained dimension) the equal linear form ``(c * COUNT(*) + sum_j a_j *
-    COALESCE(SUM(col_j), 0))`` is emitted instead (integer sums, faster). ``row_weight``:
-    SQL expression of a public per-record weight (SUM(w) with public w, paper 4.3.2 /
-    spec 3.9). The caller may add WHERE/GROUP BY on public columns; empty input gives 0.
-    """
-    return _agg_sql(spec, query, _est(estimator), row_weight)
+        dims.append((float(const), tuple((int(j), float(a)) for j, a in sorted(cs.items()))))
+    return float(query.scale), tuple(dims)
 
 
 def prefix_matrix(R: np.ndarray, spec: GroupSpec, d: int, estimator: str) -> np.ndarray:
@@ -204,27 +174,21 @@ def variance_bounds(spec: GroupSpec, query: Query, n: int, estimator: str = "kno
     return float(s2 * lo), float(s2 * hi)
 
 
-def _var_queries(spec: GroupSpec, query: Query, estimator: str) -> tuple:
+def variance_queries(spec: GroupSpec, query: Query, estimator: str = "known_n") -> tuple:
+    """(qa, qb): the exact variance is E[qa] - E[qb] per record (module doc), so the
+    estimate of qa minus that of qb is an unbiased variance estimate (same estimator)."""
     parts = _var_parts(spec, query, _est(estimator))
     qa = Query(tuple(V + w ** 2 for V, w in parts), query.scale ** 2)
     qb = Query(tuple(w ** 2 for _, w in parts), query.scale ** 2)
     return qa, qb
 
 
-def variance_sql(spec: GroupSpec, query: Query, estimator: str = "known_n",
-                 row_weight: Optional[str] = None) -> str:
-    """Unbiased SQL estimate of :func:`variance` (same shape as :func:`estimate_sql`).
-    Noisy and possibly negative: clamp with :func:`notice_std`."""
-    qa, qb = _var_queries(spec, query, estimator)
-    rw = None if row_weight is None else f"({row_weight}) * ({row_weight})"
-    return f"({_agg_sql(spec, qa, estimator, rw)} - {_agg_sql(spec, qb, estimator, rw)})"
-
-
 def variance_estimate_numpy(reports: np.ndarray, spec: GroupSpec, query: Query,
                             estimator: str = "known_n",
                             row_weights: Optional[np.ndarray] = None) -> float:
-    """Numpy reference of :func:`variance_sql`."""
-    qa, qb = _var_queries(spec, query, estimator)
+    """Numpy reference of the unbiased variance estimate (the estimates of
+    :func:`variance_queries`)."""
+    qa, qb = variance_queries(spec, query, estimator)
     rw = None if row_weights is None else np.asarray(row_weights, dtype=float) ** 2
     return (estimate_numpy(reports, spec, qa, estimator, rw)
             - estimate_numpy(reports, spec, qb, estimator, rw))

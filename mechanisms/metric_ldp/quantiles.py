@@ -1,8 +1,9 @@
 """M7: quantiles by binary search over the corrected prefix estimate (paper 4.4, spec 3.10).
 
 sigma(x) = (1/n) sum_i 1[x_i <= x]; the p-quantile x* has sigma(x*-1) < p <= sigma(x*).
-The proxy issues ONE query with all prefixes (:func:`quantile_sql`: COUNT(*) then
-Phat_1..Phat_{m-1}, each a SUM over the report columns), then :func:`quantile` runs the
+The proxy issues ONE query with all prefixes (COUNT(*) then Phat_1..Phat_{m-1}, each a SUM
+over the report columns: :func:`prefix_queries`, printed by :func:`rewriter.local_sql.quantile_sql`),
+then :func:`quantile` runs the
 invariant-based search of spec 3.10 on sigmahat = Phat/n with sigmahat(0) := 0 and
 sigmahat(m) := 1 (known-n convention; spec 7.11: sigmahat need not be monotone).
 
@@ -20,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .estimators import dim_affine, estimate_numpy, estimate_sql
+from .estimators import dim_affine, estimate_numpy
 from .queries import Query, bucket_range_weights
 from .spec import GroupSpec
 
-__all__ = ["prefix_queries", "quantile_sql", "prefix_estimates_numpy", "search", "quantile",
-           "QuantileResult", "quantile_error", "quantile_error_bound"]
+__all__ = ["prefix_queries", "prefix_estimates_numpy", "search", "quantile",
+           "QuantileResult", "quantile_error", "quantile_error_bound", "prefix_width"]
 
 
 def prefix_queries(spec: GroupSpec, d: int) -> list:
@@ -39,14 +40,9 @@ def prefix_queries(spec: GroupSpec, d: int) -> list:
     return out
 
 
-def quantile_sql(spec: GroupSpec, d: int, estimator: str = "known_n") -> list:
-    """Select-list of the one prefix query: ["COUNT(*)", Phat_1, ..., Phat_{m-1}]."""
-    return ["COUNT(*)"] + [estimate_sql(spec, q, estimator) for q in prefix_queries(spec, d)]
-
-
 def prefix_estimates_numpy(reports: np.ndarray, spec: GroupSpec, d: int,
                            estimator: str = "known_n") -> list:
-    """Numpy reference of the row returned by :func:`quantile_sql`."""
+    """Numpy reference of the one prefix query's row (n, Phat_1..Phat_{m-1})."""
     return [float(len(reports))] + [estimate_numpy(reports, spec, q, estimator)
                                     for q in prefix_queries(spec, d)]
 
@@ -83,7 +79,7 @@ class QuantileResult:
 
 def quantile(row, p: float, spec: GroupSpec, d: int, kind: str = "disc",
              represent: str = "mid") -> QuantileResult:
-    """p-quantile from a :func:`quantile_sql` row (n, Phat_1..Phat_{m-1}).
+    """p-quantile from the one prefix query's row (n, Phat_1..Phat_{m-1}).
 
     kind "disc" (percentile_disc): the bucket's lower edge, midpoint or upper edge
     (``represent``; "lower" is exact for integer data with integer-aligned buckets).
@@ -122,19 +118,26 @@ def _range(aff: tuple) -> tuple:
     return (c + sum(min(0.0, a) for a in cs.values()), c + sum(max(0.0, a) for a in cs.values()))
 
 
-def quantile_error_bound(spec: GroupSpec, d: int, n: int, delta: float,
-                         estimator: str = "known_n") -> float:
-    """t such that P[Err > t] <= delta (module doc); per-record ranges by interval
-    arithmetic over the dims' affine terms (covers joint groups and the paper estimator)."""
-    if spec.mechanism != "M4":
-        raise ValueError("the Hoeffding bound needs bounded (M4 bit) reports")
+def prefix_width(spec: GroupSpec, queries, estimator: str = "known_n") -> float:
+    """Largest range of one record's term over the prefix ``queries`` (the Hoeffding width
+    w of the module doc): interval arithmetic over the dims' affine terms."""
     width = 0.0
-    for q in prefix_queries(spec, d):
+    for q in queries:
         lo, hi = 1.0, 1.0
         for e in range(spec.D):
             a, b = _range(dim_affine(spec, e, q.weight(spec, e), estimator))
             prods = (lo * a, lo * b, hi * a, hi * b)
             lo, hi = min(prods), max(prods)
         width = max(width, hi - lo)
+    return width
+
+
+def quantile_error_bound(spec: GroupSpec, d: int, n: int, delta: float,
+                         estimator: str = "known_n") -> float:
+    """t such that P[Err > t] <= delta (module doc); per-record ranges by interval
+    arithmetic over the dims' affine terms (covers joint groups and the paper estimator)."""
+    if spec.mechanism != "M4":
+        raise ValueError("the Hoeffding bound needs bounded (M4 bit) reports")
+    width = prefix_width(spec, prefix_queries(spec, d), estimator)
     T = max(1, spec.dims[d].m - 1)
     return width * math.sqrt(math.log(2.0 * T / delta) / (2.0 * n))

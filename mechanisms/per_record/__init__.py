@@ -5,13 +5,12 @@ Each record r has a public budget FUNCTION E(r) in [eps_min, eps_max] (its value
 private).  Records are partitioned by budget into L = ceil(log2(eps_max/eps_min))
 domains (levels); noise in level i is calibrated to lo_i = 2^(i-1) eps_min <= E(r).
 
-* privacy.py   -- E(v) shortcuts (inverse, sqrt, log) in numpy and SQL
-* levels.py    -- levels and value buckets, Python and SQL
+* privacy.py   -- E(v) shortcuts (inverse, sqrt, log) (their SQL: rewriter.per_record_sql)
+* levels.py    -- levels and value buckets
 * count.py     -- Algorithm 1 (PrDPCount), sum extension (ExtensionSum)
 * framework.py -- Algorithm 2: FrameworkSum, FrameworkMax (two rounds)
 * local.py     -- PrLDP, Algorithms 3-5
 * baselines.py -- naive / PDP baselines (bench only)
-* sql.py       -- reference SQL shapes of the one-scan inputs
 """
 
 from .core import LevelHistogram, PrRelease, first_passing
@@ -20,14 +19,11 @@ from .framework import (EpsTauEstimator, FrameworkMax, FrameworkSum, shifted_ran
                         universal_sum)
 from .levels import Levels, ValueBuckets
 from .local import PrLDPCount, PrLDPFramework
-from .privacy import (PrivacyFunction, clamp_sql, inverse_function, log_function, sql_double,
-                      sqrt_function)
-from .sql import level_scan_sql, max_values_sql
+from .privacy import PrivacyFunction, inverse_function, log_function, sqrt_function
 
 __all__ = [
-    "PrivacyFunction", "inverse_function", "sqrt_function", "log_function", "sql_double",
-    "clamp_sql", "Levels", "ValueBuckets", "LevelHistogram", "PrRelease", "first_passing",
+    "PrivacyFunction", "inverse_function", "sqrt_function", "log_function", "Levels",
+    "ValueBuckets", "LevelHistogram", "PrRelease", "first_passing",
     "PrDPCount", "ExtensionSum", "EpsTauEstimator", "FrameworkSum", "FrameworkMax",
     "universal_sum", "shifted_rank_max", "PrLDPCount", "PrLDPFramework",
-    "level_scan_sql", "max_values_sql",
 ]

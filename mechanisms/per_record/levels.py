@@ -9,9 +9,10 @@ Levels (base 2, rounding toward the LOWER budget):
 
 so every record in level i has E(r) >= lo_i, the budget its noise is calibrated
 to.  Multiplying by 2^k is exact in binary floating point, so h_i and lo_i are
-exact; SQL gets them as exact literals and compares with ``<=`` -- the same
-comparisons numpy's ``searchsorted(side='left')`` makes, hence identical levels
-on every double, boundaries included.  No LOG2/FLOOR (spec 11.3).
+exact; the backend gets them (``Levels.hi``, plain floats) as exact literals and compares
+with ``<=`` (:func:`rewriter.per_record_sql.level_sql`) -- the same comparisons numpy's
+``searchsorted(side='left')`` makes, hence identical levels on every double, boundaries
+included.  No LOG2/FLOOR (spec 11.3).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import math
 import operator
 
 import numpy as np
-
-from .privacy import sql_double
 
 __all__ = ["Levels", "ValueBuckets"]
 
@@ -54,14 +53,6 @@ class Levels:
             raise ValueError("budget below eps_min or NaN: E must be clamped to [eps_min, eps_max]")
         return np.searchsorted(self.hi[:-1], e, side="left") + 1
 
-    def level_sql(self, e: str) -> str:
-        """SQL for lvl(e); ``e`` must be the clamped DOUBLE budget (use a column alias)."""
-        if self.L == 1:
-            return "1"
-        whens = " ".join(f"WHEN {e} <= {sql_double(h)} THEN {i}"
-                         for i, h in enumerate(self.hi[:-1], start=1))
-        return f"CASE {whens} ELSE {self.L} END"
-
     def __repr__(self) -> str:
         return f"Levels(eps_min={self.eps_min!r}, eps_max={self.eps_max!r}, L={self.L})"
 
@@ -71,7 +62,8 @@ class ValueBuckets:
 
     Candidate clipping radii tau_j = min(2^j, U): for a value in bucket b,
     min(v, tau_j) = v if b <= j else tau_j, so clipped sums follow exactly from a
-    (bucket -> count, sum) histogram (spec 12.4).
+    (bucket -> count, sum) histogram (spec 12.4). The backend's b(v) is
+    :func:`rewriter.per_record_sql.bucket_sql` over ``edges`` (the same ``<=`` comparisons).
     """
 
     def __init__(self, U) -> None:
@@ -87,9 +79,3 @@ class ValueBuckets:
     def bucket(self, v) -> np.ndarray:
         v = np.asarray(v)
         return np.searchsorted(np.asarray(self.edges, dtype=np.float64), v, side="left")
-
-    def bucket_sql(self, v: str) -> str:
-        if self.B == 0:
-            return "0"
-        whens = " ".join(f"WHEN {v} <= {e} THEN {j}" for j, e in enumerate(self.edges))
-        return f"CASE {whens} ELSE {self.B} END"

@@ -1,12 +1,10 @@
 """Privacy budget functions E(r) (paper Def 3.6, Eq. (1); spec 003 sections 1.3, 10.3, 12.1).
 
-Each function is given twice, computed by the *same* IEEE-754 double operations
-in the same order, so both agree bit for bit on the same input:
-
-* ``f(v)``      -- numpy, vectorised, float64 (never float32, spec 11.3);
-* ``f.sql(col)`` -- a plain SQL scalar expression (DuckDB and Postgres) over a
-  column / expression name; literals are emitted as
-  ``CAST('<repr>' AS DOUBLE PRECISION)`` so they round-trip exactly.
+``f(v)`` is numpy, vectorised, float64 (never float32, spec 11.3). The backend computes
+the same E in SQL (:func:`rewriter.per_record_sql.privacy_sql`, from this function's plain
+constants kind, alpha, eps_min, eps_max, v_cap, log_c) by the *same* IEEE-754 double
+operations in the same order, so both agree bit for bit on the same input. Keep the two
+in step: ``_g_np`` below is mirrored there.
 
 Shortcuts (paper section 8 / spec 10.3), all single-column, monotone
 non-increasing in |v| and clamped to [eps_min, eps_max]:
@@ -18,8 +16,7 @@ non-increasing in |v| and clamped to [eps_min, eps_max]:
 E is evaluated on |v| (paper footnote 4); below ``v_cap`` (where the formula
 reaches eps_max, or log(v) would be <= 0) the value is held at E(v_cap).
 eps_min = E(U) unless given (the paper's choice); values above U get eps_min.
-NULL inputs get eps_min (spec 11.19) -- via CASE, because GREATEST/LEAST skip
-NULLs in both DuckDB and Postgres.
+NULL (NaN) inputs get eps_min (spec 11.19).
 """
 
 from __future__ import annotations
@@ -31,23 +28,7 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["PrivacyFunction", "inverse_function", "sqrt_function", "log_function",
-           "sql_double", "clamp_sql"]
-
-
-def sql_double(x: float) -> str:
-    """Exact SQL literal for a finite double (repr round-trips through strtod)."""
-    x = float(x)
-    if not math.isfinite(x):
-        raise ValueError(f"literal must be finite, got {x!r}")
-    return f"CAST('{x!r}' AS DOUBLE PRECISION)"
-
-
-def clamp_sql(expr: str, eps_min: float, eps_max: float) -> str:
-    """Clamp a user-supplied E expression to [eps_min, eps_max]; NULL -> eps_min."""
-    lo, hi = sql_double(eps_min), sql_double(eps_max)
-    return (f"CASE WHEN ({expr}) IS NULL THEN {lo} "
-            f"ELSE LEAST(GREATEST(CAST(({expr}) AS DOUBLE PRECISION), {lo}), {hi}) END")
+__all__ = ["PrivacyFunction", "inverse_function", "sqrt_function", "log_function"]
 
 
 _KINDS = ("inverse", "sqrt", "log")
@@ -72,7 +53,7 @@ class PrivacyFunction:
 
     monotone = True  # single column, non-increasing in |v|: enables ExtensionSum
 
-    # -- the two evaluations -------------------------------------------------
+    # -- the evaluation (mirrored in SQL by rewriter.per_record_sql.privacy_sql) --
     def _g_np(self, x: np.ndarray) -> np.ndarray:
         if self.kind == "inverse":
             return x
@@ -81,14 +62,6 @@ class PrivacyFunction:
         t = np.log(x) if self.log_c == 1.0 else np.log(x) / self.log_c
         return t * t * t * t
 
-    def _g_sql(self, x: str) -> str:
-        if self.kind == "inverse":
-            return x
-        if self.kind == "sqrt":
-            return f"SQRT({x})"
-        t = f"LN({x})" if self.log_c == 1.0 else f"(LN({x}) / {sql_double(self.log_c)})"
-        return f"{t} * {t} * {t} * {t}"
-
     def __call__(self, v) -> np.ndarray:
         """E(v) as float64 (vectorised); NaN (NULL) -> eps_min."""
         v = np.asarray(v, dtype=np.float64)
@@ -96,18 +69,6 @@ class PrivacyFunction:
         with np.errstate(divide="ignore", invalid="ignore"):
             e = np.minimum(np.maximum(self.alpha / self._g_np(x), self.eps_min), self.eps_max)
         return np.where(np.isnan(v), self.eps_min, e)
-
-    def sql(self, col: str) -> str:
-        """The same E as a SQL scalar expression over ``col`` (a column or expression)."""
-        x = f"GREATEST(ABS(CAST(({col}) AS DOUBLE PRECISION)), {sql_double(self.v_cap)})"
-        core = (f"LEAST(GREATEST({sql_double(self.alpha)} / ({self._g_sql(x)}), "
-                f"{sql_double(self.eps_min)}), {sql_double(self.eps_max)})")
-        return f"CASE WHEN ({col}) IS NULL THEN {sql_double(self.eps_min)} ELSE {core} END"
-
-    @property
-    def sql_template(self) -> str:
-        """``self.sql`` with a ``{col}`` placeholder (format with ``col=...``)."""
-        return self.sql("{col}")
 
     # -- derived -------------------------------------------------------------
     def max_value(self, x: float) -> int:

@@ -10,6 +10,7 @@ import time
 from rewriter.local import Layout, layout
 
 from ..backends import open_backend
+from ..ingest.ldp_specs import guarantee
 from ..ingest.ldp_load import (BATCH, Encoder, IngestError, Progress, batch_len, csv_batches,
                                duck_table_batches, load_rows_duckdb, load_rows_postgres, pg_table_batches)
 from .service import resolve
@@ -21,7 +22,7 @@ def describe_layout(lay: Layout) -> str:
                    f"{', '.join(f'{e:g}' for e in c.levels)}, each row perturbed once)"
                    for c in lay.categories)
     return (f"local table {lay.name}: reports in {lay.reports}, joint groups {g}{cats}, "
-            f"estimator {lay.estimator}; guarantee per record {lay.guarantee()}")
+            f"estimator {lay.estimator}; guarantee per record {guarantee(lay)}")
 
 
 def _local_layout(cfg, name: str) -> Layout:

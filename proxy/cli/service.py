@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 from config import Config, ConfigError, load_config, parse_config
-from rewriter.per_record import validate_config
+from ..pipeline.per_record_policy import validate_config
 
 from ..demo import demo_config_path, demo_passwords
 from ..gateway import default_state_dir

@@ -33,6 +33,7 @@ from mechanisms.rng import default_source
 from rewriter.local import Layout
 from rewriter.local_subset import resolve_stored
 
+from .ldp_specs import group_spec
 from .subset_ingest import categories_from_bits, categories_to_bits, encode_categories
 from .values import IngestError, bits_matrix, public_value
 
@@ -137,10 +138,11 @@ class Encoder:
         """Per joint group, the (n, Σm) uint8 report bits."""
         out = []
         for g in self.lay.groups:
-            vals = np.empty((n, g.spec.D))
-            for d, (c, dim) in enumerate(zip(g.columns, g.spec.dims)):
+            spec = group_spec(g)
+            vals = np.empty((n, spec.D))
+            for d, (c, dim) in enumerate(zip(g.columns, spec.dims)):
                 vals[:, d] = _floats(cols.get(c), c, self.policy, dim.lo, n)
-            out.append(perturb(vals, g.spec, self.source))
+            out.append(perturb(vals, spec, self.source))
         return out
 
     def encode(self, cols: dict, n: int) -> dict:
@@ -162,7 +164,7 @@ class Encoder:
         out = self.public({c: cols.get(c) for c in self.lay.public}, n)
         for g in self.lay.groups:
             parts = []
-            for c, dim in zip(g.columns, g.spec.dims):
+            for c, dim in zip(g.columns, g.dims):
                 parts.append(bits_matrix(cols, f"{c}_bits", n, dim.m))
             rep = np.concatenate(parts, axis=1)
             for i, (name, _) in enumerate(_report_cols(g)):
@@ -175,7 +177,7 @@ class Encoder:
         out = self.public(cols, n)
         for g, rep in zip(self.lay.groups, self.reports(cols, n)):
             start = 0
-            for c, dim in zip(g.columns, g.spec.dims):
+            for c, dim in zip(g.columns, g.dims):
                 block = (rep[:, start:start + dim.m] + 48).astype(np.uint8)
                 out[f"{c}_bits"] = [row.tobytes().decode() for row in block]
                 start += dim.m
@@ -184,7 +186,7 @@ class Encoder:
 
 
 def _report_cols(g):
-    return report_columns(g.spec)
+    return report_columns(group_spec(g))
 
 
 # ---------------------------------------------------------------------------- DDL

@@ -25,6 +25,7 @@ metadata (level, k, t, f, variance) for EXPLAIN / NOTICE.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from fractions import Fraction
@@ -37,9 +38,30 @@ from mechanisms.rng import RandomSource
 
 from .values import IngestError, bits_matrix, public_value
 
-__all__ = ["perturb_row_subset", "estimate_group_counts", "estimate_from_counts", "tier_template",
+__all__ = ["ladder_of", "realised", "top", "perturb_row_subset", "estimate_group_counts", "estimate_from_counts", "tier_template",
            "report_key", "subset_bits", "perturb_rows_subset", "category_indices", "encode_categories",
            "categories_from_bits", "categories_to_bits"]
+
+
+@functools.lru_cache(maxsize=256)
+def _ladder(d: int, levels: tuple, variant: int) -> SubsetLadder:
+    return SubsetLadder(d, levels, variant)
+
+
+def ladder_of(cat) -> SubsetLadder:
+    """The Subset program of a :class:`rewriter.local_subset.Category` (its d, stored levels
+    and variant; built once per such triple)."""
+    return _ladder(cat.d, tuple(cat.levels), int(cat.variant))
+
+
+def realised(cat, eps: float) -> float:
+    """The matched template's level (≤ ε) of stored level ε: the row's ε-LDP for that tier."""
+    return ladder_of(cat).match[eps].level
+
+
+def top(cat) -> float:
+    """What any coalition of the ladder's tiers learns about a row: the highest stored level."""
+    return max(realised(cat, e) for e in cat.levels)
 
 
 def report_key(eps: float) -> str:
@@ -187,7 +209,7 @@ def encode_categories(lay, cols: dict, n: int, source: RandomSource, null_policy
     out = {}
     for cat in lay.categories:
         idx = category_indices(cols.get(cat.name), cat, lay.col_type(cat.name), null_policy, n)
-        bits = perturb_rows_subset(cat.ladder, idx, source=source)
+        bits = perturb_rows_subset(ladder_of(cat), idx, source=source)
         for e in cat.levels:
             for j, name in enumerate(cat.columns(e)):
                 out[name] = bits[e][:, j]

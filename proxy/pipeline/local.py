@@ -31,16 +31,18 @@ import numpy as np
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from mechanisms.metric_ldp import Query, notice_std, quantile, variance_bounds
+from mechanisms.metric_ldp import Query, notice_std, prefix_width, quantile, variance_bounds
 from rewriter import parse
 from rewriter.errors import Refusal
-from rewriter.local import LocalPlan, layout, plan_local, prefix_width, to_sql
+from rewriter.local import LocalPlan, layout, plan_local
 from rewriter.local_subset import SubsetPlan
 from rewriter.values import literal_value
 
 from ..ingest.ldp_load import Encoder, IngestError
+from ..ingest.ldp_specs import check_layout, guarantee
 from ..wire.api import Column, Description, Result, SqlError
 from .kind import Prepared, ReleaseKind, fetch
+from .local_bind import BoundAgg, bind, scan
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
 from .local_subset import answer_subset, explain_subset
@@ -57,10 +59,11 @@ _BUCKETS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
     """One line for ``dpgate serve``: where the reports live and the per-record guarantee."""
     lay = layout(name, table, tiers)
+    check_layout(lay)
     groups = "; ".join("(" + ", ".join(g.columns) + ")" for g in lay.groups) or "none"
     cats = "".join(f"; Subset {c.name} for ladder {c.ladder_name}" for c in lay.categories)
     return (f"  local table {name} (metric LDP, reports in {lay.reports}; joint {groups}{cats}; "
-            f"estimator {lay.estimator}): {lay.guarantee()} per record, perturbed once at "
+            f"estimator {lay.estimator}): {guarantee(lay)} per record, perturbed once at "
             "ingestion; queries charge no budget")
 
 
@@ -104,7 +107,7 @@ class Local(ReleaseKind):
     async def answer_free(self, conn, p: Prepared):
         gw = conn.gw
         await ensure_reports(gw, p.plan.layout)
-        text, _ = to_sql(p.plan, gw.backend.dialect)
+        text, _ = scan(p.plan, gw.backend.dialect)
         cells = await _fetch(conn, text)
         rows, msg = local_answer(p.plan, cells)
         return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]), "ldp", 0.0
@@ -135,29 +138,27 @@ def _num(v):
     return float(v)
 
 
-def _avg_std(plan: LocalPlan, a, n: int, num: float, den: float, var_num: float | None,
-             wmax: float | None, exact_den: bool) -> float:
+def _avg_std(plan: LocalPlan, a, b: BoundAgg, n: int, num: float, den: float,
+             var_num: float | None, wmax: float | None, exact_den: bool) -> float:
     """Std of AVG = num/den. Exact den: std(num)/den. Otherwise the delta method with
     the linearised query num - avg*den, bounded over all data sets of n reports."""
-    lay = plan.layout
-    spec = lay.groups[a.group].spec
-    est = lay.estimator
+    spec, est = b.spec, plan.layout.estimator
     avg = num / den
     if exact_den:
-        b = variance_bounds(spec, a.query, n, est, wmax)
-        return notice_std(var_num, b) / den
+        bounds = variance_bounds(spec, b.query, n, est, wmax)
+        return notice_std(var_num, bounds) / den
     if a.row_weight is not None:                      # public weight: (w - avg) per record
-        hi = variance_bounds(spec, a.query, n, est, (wmax or 0.0) + abs(avg))[1]
+        hi = variance_bounds(spec, b.query, n, est, (wmax or 0.0) + abs(avg))[1]
         return math.sqrt(hi) / den
-    d0 = _diff_dim(a, spec)
-    ws = [a.den.weight(spec, d) for d in range(spec.D)]
-    ws[d0] = (a.query.scale * a.query.weight(spec, d0)
-              - avg * a.den.scale * a.den.weight(spec, d0))
+    d0 = _diff_dim(b, spec)
+    ws = [b.den.weight(spec, d) for d in range(spec.D)]
+    ws[d0] = (b.query.scale * b.query.weight(spec, d0)
+              - avg * b.den.scale * b.den.weight(spec, d0))
     lin = Query(tuple(ws))
     return math.sqrt(variance_bounds(spec, lin, n, est)[1]) / den
 
 
-def _diff_dim(a, spec) -> int:
+def _diff_dim(a: BoundAgg, spec) -> int:
     for d in range(spec.D):
         if not np.array_equal(a.query.weight(spec, d), a.den.weight(spec, d)):
             return d
@@ -167,7 +168,8 @@ def _diff_dim(a, spec) -> int:
 def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]:
     """Rows (every group cell, then ORDER BY/LIMIT) and the NOTICE, from the scan's rows."""
     lay = plan.layout
-    _, sc = to_sql(plan, "duckdb")
+    _, sc = scan(plan, "duckdb")
+    bound = bind(plan)
     k = len(plan.group_by)
     by_key = {}
     for row in cells:
@@ -183,7 +185,7 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
         n = int(row[sc.n]) if row is not None else 0
         n_total += n
         vals = []
-        for i, (a, s) in enumerate(zip(plan.aggs, sc.slots)):
+        for i, (a, s, b) in enumerate(zip(plan.aggs, sc.slots, bound)):
             get = (lambda j: _num(row[j])) if row is not None else (lambda j: None)
             if a.kind == "exact":
                 v = get(s["value"])
@@ -194,14 +196,14 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                 vals.append(v)
                 notes[i] = "exact"
                 continue
-            spec = lay.groups[a.group].spec
+            spec = b.spec
             est = lay.estimator
             if a.kind == "est":
                 v = get(s["value"]) or 0.0
                 if a.func == "count":
                     v = count_value(plan.options, v, n)
                 wmax = get(s["wmax"]) if "wmax" in s else None
-                bounds = variance_bounds(spec, a.query, n, est, wmax if a.row_weight else None)
+                bounds = variance_bounds(spec, b.query, n, est, wmax if a.row_weight else None)
                 std = notice_std(get(s["var"]), bounds) if n else 0.0
                 stds[i] = max(stds[i], std)
                 vals.append(int(round(v)) if a.out_type == "int" else float(v))
@@ -212,8 +214,8 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                     vals.append(None)
                     continue
                 wmax = get(s["wmax"]) if "wmax" in s else None
-                exact_den = all(w is None for w in a.den.weights) and a.den.scale == 1.0
-                std = _avg_std(plan, a, n, num, den, get(s["var"]) if "var" in s else None,
+                exact_den = all(w is None for w in b.den.weights) and b.den.scale == 1.0
+                std = _avg_std(plan, a, b, n, num, den, get(s["var"]) if "var" in s else None,
                                wmax, exact_den)
                 stds[i] = max(stds[i], std)
                 notes[i] = "bound"
@@ -231,8 +233,8 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
             v = disc_value(a, float(res.value))
             vals.append(int(round(v)) if a.out_type == "int" else v)
             if i not in widths:
-                widths[i] = prefix_width(spec, a.prefixes, est)
-            t = widths[i] * math.sqrt(n * math.log(2 * max(len(a.prefixes), 1) / DELTA) / 2) / den
+                widths[i] = prefix_width(spec, b.prefixes, est)
+            t = widths[i] * math.sqrt(n * math.log(2 * max(len(b.prefixes), 1) / DELTA) / 2) / den
             stds[i] = max(stds[i], t)
             notes[i] = "rank"
         out_rows.append((key, vals))
@@ -279,7 +281,7 @@ def _notice(plan: LocalPlan, stds, notes, n_total: int) -> str:
     return (f"dpgate: ε charged 0 (local table {lay.name}: metric-LDP reports perturbed once at "
             f"ingestion; answers are post-processing, no budget is used); {n_total:,} reports"
             f"{std}; estimator {lay.estimator}, {plan.options.text(plan.private)}; guarantee per "
-            f"record {lay.guarantee()}")
+            f"record {guarantee(lay)}")
 
 
 # ---------------------------------------------------------------------------- INSERT
@@ -498,24 +500,24 @@ def explain_widths(plan: LocalPlan, config) -> list[str]:
     rank-error bound of §3.10 at den = n. With a public row weight: × the largest |weight|."""
     lay = plan.layout
     out = []
-    for a in plan.aggs:
+    for a, b in zip(plan.aggs, bind(plan)):
         if a.kind == "exact":
             out.append("exact: no noise")
             continue
-        spec = lay.groups[a.group].spec
+        spec = b.spec
         wmax = 1.0 if a.row_weight else None
         per = " (× the largest |weight|)" if a.row_weight else ""
         if a.kind == "est":
-            hw = [Z95 * math.sqrt(variance_bounds(spec, a.query, n, lay.estimator, wmax)[1]) for n in EXPLAIN_NS]
+            hw = [Z95 * math.sqrt(variance_bounds(spec, b.query, n, lay.estimator, wmax)[1]) for n in EXPLAIN_NS]
         elif a.kind == "avg":
-            exact_den = all(w is None for w in a.den.weights) and a.den.scale == 1.0
+            exact_den = all(w is None for w in b.den.weights) and b.den.scale == 1.0
             col = config.tables[lay.name].local.columns.get(a.column) if a.column else None
             ends = (col.lo, col.hi) if col is not None else (0.0,)
-            hw = [Z95 * max(_avg_std(plan, a, n, v * n, float(n), None, wmax, exact_den) for v in ends)
+            hw = [Z95 * max(_avg_std(plan, a, b, n, v * n, float(n), None, wmax, exact_den) for v in ends)
                   for n in EXPLAIN_NS]
         else:
-            w = prefix_width(spec, a.prefixes, lay.estimator)
-            ranks = [100 * w * math.sqrt(n * math.log(2 * max(len(a.prefixes), 1) / DELTA) / 2) / n
+            w = prefix_width(spec, b.prefixes, lay.estimator)
+            ranks = [100 * w * math.sqrt(n * math.log(2 * max(len(b.prefixes), 1) / DELTA) / 2) / n
                      for n in EXPLAIN_NS]
             out.append("95% rank error ≤ " + ", ".join(f"{r:.2g}% at n = {n:,}" for r, n in zip(ranks, EXPLAIN_NS))
                        + " reports")
@@ -532,10 +534,10 @@ async def explain_local(conn, sql: str, params: list) -> Result:
     if isinstance(plan, SubsetPlan):
         return await explain_subset(conn, plan)
     lay = plan.layout
-    text, _ = to_sql(plan, conn.gw.backend.dialect)
+    text, _ = scan(plan, conn.gw.backend.dialect)
     lines = [f" dpgate answer over local table {lay.name}: metric-LDP reports in {lay.reports}; "
              "post-processing, ε 0 charged",
-             f"   guarantee per record: {lay.guarantee()}",
+             f"   guarantee per record: {guarantee(lay)}",
              f"   estimator {lay.estimator} (spec §3.5 product form)",
              f"   options (post-processing, spec §8): {plan.options.text(plan.private, True)}"]
     what = {"exact": "exact over public columns", "est": "unbiased estimate, std from §4.2",

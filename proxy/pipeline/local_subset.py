@@ -17,7 +17,7 @@ import math
 from rewriter.local import layout
 from rewriter.local_subset import Category, SubsetPlan, subset_sql
 
-from ..ingest.subset_ingest import estimate_from_counts, tier_template
+from ..ingest.subset_ingest import estimate_from_counts, ladder_of, realised, tier_template, top
 from ..wire.api import Column, Result, SqlError
 from .local_reports import ensure_reports, stored_layout
 
@@ -59,7 +59,7 @@ def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tup
     """Rows (every group cell, then ORDER BY/LIMIT), the max 95% half-width and the report count."""
     k = len(plan.public_keys)
     d = cat.d
-    tpl = cat.ladder.match[level]
+    tpl = ladder_of(cat).match[level]
     by_key = {tuple(_key(v) for v in row[:k]): row for row in cells}
     est: dict = {}
     hw, n_total = 0.0, 0
@@ -70,7 +70,7 @@ def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tup
         est[tuple(pk)] = estimate_from_counts(counts, n, d, tpl.rho, tpl.k) if n else [0.0] * d
         n_total += n
         if n:
-            hw = max(hw, tier_template(cat.ladder, level, n)["half_width"])
+            hw = max(hw, tier_template(ladder_of(cat), level, n)["half_width"])
     index = {v: j for j, v in enumerate(cat.domain)}
     rows = []
     for key in itertools.product(*[g.domain for g in plan.group_by]):
@@ -85,7 +85,7 @@ def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tup
 
 
 def _tier_line(cat: Category, level: float, tname: str, tier) -> str:
-    tpl = cat.ladder.match[level]
+    tpl = ladder_of(cat).match[level]
     t, f = (float(v) for v in tpl.t_f(cat.d))
     lower = "" if level == tier.epsilon else f" (nearest lower stored level: ε {tier.epsilon:g} is not stored)"
     return (f"ladder {cat.ladder_name}: tier {tname} reads level ε {level:g} of {{{_levels(cat)}}}{lower}, "
@@ -95,8 +95,8 @@ def _tier_line(cat: Category, level: float, tname: str, tier) -> str:
 
 def _coalition_line(cat: Category, cfg, level: float) -> str:
     indep = math.fsum(t.epsilon for t in cfg.tiers.values() if t.ladder == cat.ladder_name)
-    return (f"guarantee per row: these reports are {cat.realised(level):.3g}-LDP; the ladder's "
-            f"tiers pooling their reports learn at most ε {cat.top():.3g} (one perturbation per "
+    return (f"guarantee per row: these reports are {realised(cat, level):.3g}-LDP; the ladder's "
+            f"tiers pooling their reports learn at most ε {top(cat):.3g} (one perturbation per "
             f"row), not Σε = {indep:g}")
 
 
@@ -131,7 +131,7 @@ async def explain_subset(conn, plan: SubsetPlan) -> Result:
              f"   {_tier_line(cat, level, tname, tier)}",
              "   count per category: (Σ bits − n·f)/(t − f), unbiased (spec 000 §4.2); 95% "
              "half-width 1.96·√(n·max(t(1−t), f(1−f)))/(t − f): "
-             + ", ".join(f"±{tier_template(cat.ladder, level, n)['half_width']:.3g} at n = {n:,}"
+             + ", ".join(f"±{tier_template(ladder_of(cat), level, n)['half_width']:.3g} at n = {n:,}"
                          for n in (1_000, 10_000, 100_000)) + " reports",
              f"   {_coalition_line(cat, gw.config, level)}",
              " backend SQL (one scan):", "   " + subset_sql(plan, cat, level, gw.backend.dialect)]
@@ -155,7 +155,7 @@ def subset_coalition_rows(gw) -> list[tuple]:
                                  for n, lv, ep in held)
             roles = ", ".join(sorted(r for r, spec in cfg.roles.items()
                                      if spec.tier in {n for n, _, _ in held}))
-            loss = round(cat.top(), 12)
+            loss = round(top(cat), 12)
             indep = math.fsum(ep for _, _, ep in held)
             out.append((cat.ladder_name, f"LDP {name}.{cat.name}: Subset reports, each row perturbed "
                         "once at ingestion (loss per row)", None, _levels(cat), released, roles,

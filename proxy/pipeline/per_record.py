@@ -50,13 +50,12 @@ from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, Lev
 from mechanisms.per_record.core import PrRelease
 from rewriter import parse
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
-from rewriter.per_record import (ALLOWED, Policy, PolicyError, PrPlan, build_pr_plan, compile_policy,
-                                 pr_param_types, scan_sql, validate_config, validate_policy,
-                                 values_sql)
+from rewriter.per_record import ALLOWED, PrPlan, build_pr_plan, pr_param_types, scan_sql, values_sql
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
 from .kind import Prepared, ReleaseKind, fetch
+from .per_record_policy import Policy, PolicyError, compile_policy, validate_config, validate_policy
 from .release import answer_rows, output_types
 
 __all__ = ["PER_RECORD", "PerRecord", "describe_per_record", "explain_per_record", "validate_policy",
@@ -249,7 +248,7 @@ class PerRecord(ReleaseKind):
 
     def scan_sql(self, conn, p: Prepared) -> str:
         kind = p.state["kind"]
-        return scan_sql(p.plan, p.state["policy"], conn.gw.config, conn.gw.backend.dialect,
+        return scan_sql(p.plan, p.state["policy"].sql, conn.gw.config, conn.gw.backend.dialect,
                         buckets=kind == "sum_framework", with_sum=kind == "sum_extension")
 
     async def scan(self, conn, p: Prepared, then):
@@ -262,7 +261,7 @@ class PerRecord(ReleaseKind):
                                then=lambda rows: then((_hists(rows, prp, pol, framework_sum), None, None)))
         hists = _hists(await fetch(conn, self.scan_sql(conn, p)), prp, pol, framework_sum)
         ells = {c: m.select_level(h, conn.gw.source) for c, h in hists.items()}     # stage 1 (Alg. 1, E/2)
-        sql = values_sql(prp, pol, conn.gw.config, conn.gw.backend.dialect, ells)
+        sql = values_sql(prp, pol.sql, conn.gw.config, conn.gw.backend.dialect, ells)
         return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)))
 
     async def _scan_parts(self, conn, p: Prepared, then):
@@ -270,7 +269,7 @@ class PerRecord(ReleaseKind):
         pol, hists = p.state["policy"], []
         parts = p.state["parts"]
         for i, (sub, kind, _m) in enumerate(parts):
-            sql = scan_sql(sub, pol, conn.gw.config, conn.gw.backend.dialect, buckets=kind == "sum_framework",
+            sql = scan_sql(sub, pol.sql, conn.gw.config, conn.gw.backend.dialect, buckets=kind == "sum_framework",
                            with_sum=kind == "sum_extension")
             if i < len(parts) - 1:
                 hists.append(_hists(await fetch(conn, sql), sub, pol, kind == "sum_framework"))
@@ -477,7 +476,7 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
     kind, m = mechanism(gw, prp, pol, float(tier.epsilon))
     dialect = gw.backend.dialect
     framework_sum = kind == "sum_framework"
-    sql = scan_sql(prp, pol, gw.config, dialect, buckets=framework_sum,
+    sql = scan_sql(prp, pol.sql, gw.config, dialect, buckets=framework_sum,
                    with_sum=kind == "sum_extension")
     lines = [f"dpgate per-record release of {pol.table}: E_q(r) = {tier.epsilon:g} × E(r), "
              f"{pol.describe()}; ε charged {tier.epsilon:g}",
@@ -504,7 +503,7 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
         kind, _ = mechanism(gw, sub, pol, each)
         lines.append(f"  {i + 1}) {sub.label} via {mechanism_name(kind)}, {len(sub.cells)} cell(s), every "
                      "level of every cell noised; backend SQL:")
-        sql = scan_sql(sub, pol, gw.config, dialect, buckets=kind == "sum_framework",
+        sql = scan_sql(sub, pol.sql, gw.config, dialect, buckets=kind == "sum_framework",
                        with_sum=kind == "sum_extension")
         lines.extend("    " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])

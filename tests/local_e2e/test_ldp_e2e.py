@@ -14,6 +14,8 @@ import pytest
 
 from mechanisms import SeededSource
 from mechanisms.metric_ldp import bucketize, quantile_error, variance
+from proxy.ingest.ldp_specs import group_spec
+from proxy.pipeline.local_bind import bind
 from rewriter import parse
 from rewriter.local import layout, plan_local
 
@@ -94,11 +96,11 @@ def _exact_std(svc, sql, agg=0):
     cfg = svc.gw.config
     plan = plan_local(parse(sql), cfg, [])
     lay = layout("tl", cfg.tables["tl"])
-    spec = lay.groups[0].spec
+    spec = group_spec(lay.groups[0])
     raw = svc.raw
     b = np.stack([bucketize(raw["x"], spec.dims[0]), bucketize(raw["y"], spec.dims[1]),
                   np.ones(N, dtype=np.int64)], axis=1)
-    return float(np.sqrt(variance(spec, plan.aggs[agg].query, b, lay.estimator)))
+    return float(np.sqrt(variance(spec, bind(plan)[agg].query, b, lay.estimator)))
 
 
 def _std_in_notice(notice, name):

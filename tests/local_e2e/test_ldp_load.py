@@ -16,7 +16,8 @@ from mechanisms import SeededSource
 from proxy.demo import trips as demo_trips
 from proxy.pipeline.local import local_answer
 from rewriter import parse
-from rewriter.local import plan_local, to_sql
+from proxy.pipeline.local_bind import scan
+from rewriter.local import plan_local
 
 from support.ldp import run_cli, write_csv as support_write_csv
 
@@ -72,7 +73,7 @@ def estimate(db, cfg, sql):
     con = duckdb.connect(db, read_only=True)
     try:
         plan = plan_local(parse(sql), cfg, [])
-        rows, notice = local_answer(plan, con.execute(to_sql(plan, "duckdb")[0]).fetchall())
+        rows, notice = local_answer(plan, con.execute(scan(plan, "duckdb")[0]).fetchall())
     finally:
         con.close()
     std = float(notice.split("±", 1)[1].split()[0].rstrip(",;")) if "±" in notice else 0.0
@@ -154,7 +155,7 @@ def _check_trips(cfg, fetch, n):
 
     def ask(sql):
         plan = plan_local(parse(sql), cfg, [])
-        return local_answer(plan, fetch(to_sql(plan, dialect)[0]))
+        return local_answer(plan, fetch(scan(plan, dialect)[0]))
     dialect = cfg.backend.kind
     rows, notice = ask("SELECT COUNT(*) FROM trips WHERE hour BETWEEN 7 AND 9 AND distance <= 5")
     std = float(notice.split("count ±")[1].split()[0].rstrip(",;"))

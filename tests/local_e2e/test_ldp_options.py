@@ -18,7 +18,8 @@ from proxy.ingest.ldp_load import Encoder, ensure_duckdb, write_duckdb
 from proxy.pipeline.local import local_answer
 from rewriter import parse
 from rewriter.errors import Refusal
-from rewriter.local import layout, plan_local, to_sql
+from proxy.pipeline.local_bind import scan, weights_of
+from rewriter.local import layout, plan_local
 from rewriter.local_options import session_overrides
 
 N = 3000
@@ -68,7 +69,7 @@ def reports():
 def answer(con, sql, table=None, overrides=()):
     cfg = parse_cfg(table or local_cfg())
     plan = plan_local(parse(sql), cfg, [], overrides)
-    rows, notice = local_answer(plan, con.execute(to_sql(plan, "duckdb")[0]).fetchall())
+    rows, notice = local_answer(plan, con.execute(scan(plan, "duckdb")[0]).fetchall())
     return rows[0], notice, plan
 
 
@@ -91,9 +92,9 @@ def test_whole_equals_interpolated_over_the_widened_range(reports):
     assert a - b > 200
     # weights: 1 on every touched bucket, 0 elsewhere (not the fractions 0.75, 0.5)
     _, _, p = answer(reports, "SELECT COUNT(*) FROM tl WHERE x BETWEEN 5 AND 9", table=whole)
-    assert p.private["x"].tolist() == [0, 1, 1, 0, 0]
+    assert weights_of(p.private["x"], p.layout).tolist() == [0, 1, 1, 0, 0]
     _, _, p = answer(reports, "SELECT COUNT(*) FROM tl WHERE x BETWEEN 5 AND 9")
-    assert p.private["x"].tolist() == [0, 0.75, 0.5, 0, 0]
+    assert weights_of(p.private["x"], p.layout).tolist() == [0, 0.75, 0.5, 0, 0]
 
 
 def test_range_on_bucket_edges_same_under_both(reports):
@@ -108,13 +109,13 @@ def test_column_beats_table_and_session_beats_config(reports):
     sql = "SELECT COUNT(*) FROM tl WHERE x BETWEEN 5 AND 9 AND y < 5"
     mixed = local_cfg(edges="whole", columns={"y": {"edges": "interpolate"}})
     _, notice, p = answer(reports, sql, table=mixed)
-    assert p.private["x"].tolist() == [0, 1, 1, 0, 0]                 # table: whole
-    assert p.private["y"].tolist() == [1, 1, 0.5, 0, 0]               # column: interpolate
+    assert weights_of(p.private["x"], p.layout).tolist() == [0, 1, 1, 0, 0]                 # table: whole
+    assert weights_of(p.private["y"], p.layout).tolist() == [1, 1, 0.5, 0, 0]               # column: interpolate
     assert "edge buckets x whole, y interpolated" in notice
     _, notice, p = answer(reports, sql, table=mixed, overrides=(("edges", "interpolate"),))
-    assert p.private["x"].tolist() == [0, 0.75, 0.5, 0, 0] and "edge buckets interpolated" in notice
+    assert weights_of(p.private["x"], p.layout).tolist() == [0, 0.75, 0.5, 0, 0] and "edge buckets interpolated" in notice
     _, notice, p = answer(reports, sql, overrides=(("edges", "whole"),))
-    assert p.private["y"].tolist() == [1, 1, 1, 0, 0] and "edge buckets whole" in notice
+    assert weights_of(p.private["y"], p.layout).tolist() == [1, 1, 1, 0, 0] and "edge buckets whole" in notice
 
 
 # ------------------------------------------------------------------------------ quantiles
@@ -134,8 +135,8 @@ def test_midpoint_and_upper_differ_by_half_a_bucket(reports):
 
 def noisy_prefixes(con):
     _, _, p = answer(con, "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY z) FROM tl")
-    row = con.execute(to_sql(p, "duckdb")[0]).fetchall()[0]
-    _, sc = to_sql(p, "duckdb")
+    row = con.execute(scan(p, "duckdb")[0]).fetchall()[0]
+    _, sc = scan(p, "duckdb")
     return np.array([row[j] for j in sc.slots[0]["prefix"]], float)
 
 

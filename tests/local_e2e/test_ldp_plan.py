@@ -9,12 +9,14 @@ import pytest
 
 from config import parse_config
 from mechanisms import SeededSource
-from mechanisms.metric_ldp import estimate_numpy
+from mechanisms.metric_ldp import estimate_numpy, report_columns
 from proxy.ingest.ldp_load import Encoder, ensure_duckdb, write_duckdb
-from proxy.pipeline.local import local_answer
+from proxy.pipeline.local import local_answer, local_guarantees
 from rewriter import parse
 from rewriter.errors import Refusal
-from rewriter.local import layout, plan_local, to_sql
+from proxy.ingest.ldp_specs import group_spec
+from proxy.pipeline.local_bind import bind, scan, weights_of
+from rewriter.local import layout, plan_local
 
 
 def cfg_with(local_over=None, estimator="known_n"):
@@ -37,7 +39,8 @@ def plan(cfg, sql, params=None):
 
 
 def weights(cfg, sql, col="x"):
-    return plan(cfg, sql).private[col]
+    p = plan(cfg, sql)
+    return weights_of(p.private[col], p.layout)
 
 
 def test_edge_policy_int_and_float():
@@ -55,17 +58,17 @@ def test_edge_policy_int_and_float():
                           [0, 0, 1] + [0] * 17)
     # parameters bind like literals
     p = plan(cfg, "SELECT COUNT(*) FROM tl WHERE x BETWEEN $1 AND $2", [3, 5])
-    assert np.array_equal(p.private["x"], [0, 0, 0, 1, 1, 1] + [0] * 14)
+    assert np.array_equal(weights_of(p.private["x"], p.layout), [0, 0, 0, 1, 1, 1] + [0] * 14)
 
 
 def test_linear_weights_case_and_value():
     cfg = cfg_with()
     p = plan(cfg, "SELECT SUM(CASE WHEN x < 5 THEN 2 ELSE x / 2 END) FROM tl WHERE x >= 3")
-    w = p.aggs[0].query.weights[0]
+    w = bind(p)[0].query.weights[0]
     expect = np.array([(2 if v < 5 else v / 2) * (v >= 3) for v in range(20)], float)
     assert np.allclose(w, expect)
     p = plan(cfg, "SELECT AVG(y) FROM tl")
-    assert np.allclose(p.aggs[0].query.weights[1], [1, 3, 5, 7, 9])     # bucket midpoints
+    assert np.allclose(bind(p)[0].query.weights[1], [1, 3, 5, 7, 9])     # bucket midpoints
 
 
 @pytest.mark.parametrize("estimator", ["paper", "known_n"])
@@ -85,13 +88,13 @@ def test_sql_equals_reference(estimator):
                        ("SELECT SUM(w) FROM tl WHERE x >= 10", raw["w"]),
                        ("SELECT SUM(x) FROM tl WHERE y > 2", None)]:
         p = plan(cfg, sql)
-        (val,), _ = local_answer(p, con.execute(to_sql(p, "duckdb")[0]).fetchall())
-        ref = estimate_numpy(rep, lay.groups[0].spec, p.aggs[0].query, estimator, row_w)
+        (val,), _ = local_answer(p, con.execute(scan(p, "duckdb")[0]).fetchall())
+        ref = estimate_numpy(rep, group_spec(lay.groups[0]), bind(p)[0].query, estimator, row_w)
         assert val[0] == pytest.approx(ref, rel=1e-9) if isinstance(val[0], float) else \
             val[0] == round(ref)
     p = plan(cfg, "SELECT g, COUNT(*), percentile_disc(0.5) WITHIN GROUP (ORDER BY x) FROM tl "
                   "GROUP BY g ORDER BY g DESC LIMIT 2")
-    rows, notice = local_answer(p, con.execute(to_sql(p, "duckdb")[0]).fetchall())
+    rows, notice = local_answer(p, con.execute(scan(p, "duckdb")[0]).fetchall())
     assert [r[0] for r in rows] == [3, 2] and all(0 <= r[2] <= 19 for r in rows)
     assert "rank error" in notice and "max over rows" in notice
 
@@ -122,7 +125,7 @@ def test_public_only_is_exact_and_public_predicates_pass_through():
     cfg = cfg_with()
     p = plan(cfg, "SELECT COUNT(*), SUM(w) FROM tl WHERE g IN (1, 2) AND w > 0.5")
     assert all(a.kind == "exact" for a in p.aggs)
-    sql, _ = to_sql(p, "postgres")
+    sql, _ = scan(p, "postgres")
     assert '"g" IN (1, 2)' in sql and '"w" > 0.5' in sql and "tl_reports" in sql
 
 
@@ -167,3 +170,22 @@ def test_numeric_columns_fall_back_to_the_checked_path(vals, typ, dom):
     a value outside the domain, non-numeric arrays, plain lists."""
     from proxy.ingest.ldp_load import _public_numeric
     assert _public_numeric(vals, typ, dom) is None
+
+
+def test_rewriter_report_columns_are_the_mechanisms():
+    """The rewriter's plain layout (issue 18) names the report columns exactly as
+    mechanisms.metric_ldp.report_columns does for the GroupSpec the proxy builds."""
+    lay = layout("tl", cfg_with().tables["tl"])
+    for g in lay.groups:
+        assert report_columns(group_spec(g)) == g.report_columns()
+        assert [c for cols in g.dim_columns() for c in cols] == [c for c, _ in g.report_columns()]
+
+
+def test_invalid_dimension_is_a_layout_error_at_start():
+    """A dimension the mechanism refuses (ε too small for the 32-bit flip threshold, spec 1.5)
+    is refused when the service starts (local_guarantees), naming the table."""
+    cfg = cfg_with({"columns": {"x": {"lo": 0, "hi": 20, "buckets": 20, "epsilon": 1e-12},
+                                "y": {"lo": 0, "hi": 10, "buckets": 5, "epsilon": 1.0},
+                                "z": {"lo": 0, "hi": 100, "buckets": 10, "epsilon": 1.0}}})
+    with pytest.raises(ValueError, match=r"tables\.tl\.local: epsilon 1e-12 too small"):
+        local_guarantees(cfg)

@@ -1,4 +1,5 @@
-"""The ONE-aggregate SQL estimators evaluated in DuckDB equal the numpy reference estimators."""
+"""The ONE-aggregate SQL estimators (rewriter.local_sql, printed from the affine terms the proxy
+computes with mechanisms.metric_ldp) evaluated in DuckDB equal the numpy reference estimators."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import numpy as np
 import pytest
 import sqlglot
 
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, estimate_numpy, estimate_sql,
-                                   linear_query, perturb, perturb_buckets,
-                                   prefix_estimates_numpy, private_weight_sum_query, quantile_sql,
-                                   range_query, report_columns, value_range_query,
-                                   variance_estimate_numpy, variance_sql)
+from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, estimate_numpy, linear_query,
+                                   perturb, perturb_buckets, prefix_estimates_numpy,
+                                   private_weight_sum_query, range_query, report_columns,
+                                   value_range_query, variance_estimate_numpy)
 from mechanisms.rng import SeededSource
+from proxy.pipeline.local_bind import estimate_text, quantile_text, variance_text
 from mldp_testutil import duck_table
 
 N = 3000
@@ -43,18 +44,18 @@ def _queries(spec):
 def test_sql_equals_numpy(data3, estimator):
     rep, con, _, _ = data3
     for q in _queries(SPEC3):
-        sql = estimate_sql(SPEC3, q, estimator)
+        sql = estimate_text(SPEC3, q, estimator)
         got = con.execute(f"SELECT {sql} FROM r").fetchone()[0]
         ref = estimate_numpy(rep, SPEC3, q, estimator)
         assert got == pytest.approx(ref, rel=1e-9, abs=1e-7)
-        vs = con.execute(f"SELECT {variance_sql(SPEC3, q, estimator)} FROM r").fetchone()[0]
+        vs = con.execute(f"SELECT {variance_text(SPEC3, q, estimator)} FROM r").fetchone()[0]
         assert vs == pytest.approx(variance_estimate_numpy(rep, SPEC3, q, estimator), rel=1e-9, abs=1e-6)
 
 
 def test_sql_groupby_and_public_row_weight(data3):
     rep, con, g, w = data3
     q = range_query(SPEC3, {0: (2, 7), 1: (2, 4)})
-    sql = estimate_sql(SPEC3, q, "known_n", row_weight="w")
+    sql = estimate_text(SPEC3, q, "known_n", row_weight="w")
     rows = dict(con.execute(f"SELECT grp, {sql} FROM r WHERE grp <> 1 GROUP BY grp").fetchall())
     assert set(rows) == {0, 2}
     for k in (0, 2):
@@ -67,7 +68,7 @@ def test_sql_groupby_and_public_row_weight(data3):
 def test_sql_is_plain_and_parses_in_postgres_dialect():
     q = range_query(SPEC3, {0: (2, 7), 1: (2, 3)})
     for est in ("paper", "known_n"):
-        for sql in (estimate_sql(SPEC3, q, est), variance_sql(SPEC3, q, est)):
+        for sql in (estimate_text(SPEC3, q, est), variance_text(SPEC3, q, est)):
             tree = sqlglot.parse_one(f"SELECT {sql} FROM r", read="postgres")
             cols = {c.name for c in tree.find_all(sqlglot.exp.Column)}
             assert cols <= {n for n, _ in report_columns(SPEC3)}
@@ -77,7 +78,7 @@ def test_sql_is_plain_and_parses_in_postgres_dialect():
 def test_quantile_prefixes_in_one_query(data3):
     rep, con, _, _ = data3
     for est in ("paper", "known_n"):
-        row = con.execute("SELECT " + ", ".join(quantile_sql(SPEC3, 0, est)) + " FROM r").fetchone()
+        row = con.execute("SELECT " + ", ".join(quantile_text(SPEC3, 0, est)) + " FROM r").fetchone()
         assert np.allclose(row, prefix_estimates_numpy(rep, SPEC3, 0, est), rtol=1e-9, atol=1e-7)
 
 
@@ -90,7 +91,7 @@ def test_sql_laplace_mechanisms(mech):
     assert [t for _, t in report_columns(spec)] == ["BIGINT"] * (7 if mech == "M3" else 8)
     for q in (range_query(spec, {0: (3, 6)}), range_query(spec, {0: (1, 8)}),
               linear_query(spec, {0: np.arange(8.0)})):
-        got = con.execute(f"SELECT {estimate_sql(spec, q)} FROM r").fetchone()[0]
+        got = con.execute(f"SELECT {estimate_text(spec, q)} FROM r").fetchone()[0]
         assert got == pytest.approx(estimate_numpy(rep, spec, q), rel=1e-9)
 
 
@@ -102,7 +103,7 @@ def test_sql_private_weight_dimension():
     q = private_weight_sum_query(spec, range_query(spec, {0: (2, 4)}))
     assert q.scale == 20.0 and np.array_equal(q.weights[1], [0.0, 1.0])
     con = duck_table(rep, spec)
-    got = con.execute(f"SELECT {estimate_sql(spec, q, 'known_n')} FROM r").fetchone()[0]
+    got = con.execute(f"SELECT {estimate_text(spec, q, 'known_n')} FROM r").fetchone()[0]
     assert got == pytest.approx(estimate_numpy(rep, spec, q, "known_n"), rel=1e-9)
     with pytest.raises(ValueError):
         private_weight_sum_query(spec, Query((None, np.array([1.0, 1.0]))))

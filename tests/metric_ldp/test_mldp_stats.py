@@ -9,7 +9,7 @@ import pytest
 
 from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, linear_query, perturb_buckets,
                                    range_query, variance, variance_bounds)
-from mechanisms.metric_ldp.estimators import _var_queries
+from mechanisms.metric_ldp.estimators import variance_queries
 from mechanisms.rng import SeededSource
 from mldp_testutil import per_record, spec_known_n_variance, spec_paper_variance
 
@@ -121,7 +121,7 @@ def test_variance_estimate_unbiased_and_bounds_tight():
     x = _buckets(SPEC2, 200, 8)
     q = Q2[0]
     v = variance(SPEC2, q, x, "known_n")
-    qa, qb = _var_queries(SPEC2, q, "known_n")
+    qa, qb = variance_queries(SPEC2, q, "known_n")
     est = _simulate(SPEC2, x, [qa, qb], "known_n", 51)
     vest = est[0] - est[1]
     assert abs(vest.mean() - v) <= 4 * vest.std(ddof=1) / math.sqrt(R)

@@ -1,13 +1,18 @@
-"""SQL and Python agree on E, levels and buckets, boundary values included (spec 11.3, 12.2),
-run in DuckDB in-memory; and the one-scan SQL shape returns the numpy histogram."""
+"""SQL (rewriter.per_record_sql, from the plain numbers the proxy passes) and Python
+(mechanisms.per_record) agree on E, levels and buckets, boundary values included
+(spec 11.3, 12.2), run in DuckDB in-memory; and the one-scan SQL shape returns the numpy
+histogram."""
 import math
 
 import duckdb
 import numpy as np
 import pytest
 
-from mechanisms.per_record import (LevelHistogram, clamp_sql, Levels, ValueBuckets, inverse_function,
-                                   level_scan_sql, log_function, max_values_sql, sqrt_function)
+from mechanisms.per_record import (LevelHistogram, Levels, ValueBuckets, inverse_function,
+                                   log_function, sqrt_function)
+from proxy.pipeline.per_record_policy import bucket_edges, level_bounds, privacy_numbers
+from rewriter.per_record_sql import (bucket_sql, clamp_sql, level_scan_sql, level_sql,
+                                     max_values_sql, privacy_sql)
 
 FUNCS = {
     "inverse": inverse_function(1e4, 10**12, 100.0),
@@ -58,7 +63,7 @@ def test_example_5_2_and_table_levels():
 def test_level_sql_matches_python_on_boundary_budgets(con, name):
     lv = Levels.for_function(FUNCS[name])
     e = _boundary_budgets(lv)
-    sql = f"SELECT {lv.level_sql('e')} FROM (SELECT unnest(?::DOUBLE[]) AS e, generate_subscripts(?::DOUBLE[], 1) AS i) ORDER BY i"
+    sql = f"SELECT {level_sql('e', level_bounds(lv))} FROM (SELECT unnest(?::DOUBLE[]) AS e, generate_subscripts(?::DOUBLE[], 1) AS i) ORDER BY i"
     got = np.array([r[0] for r in con.execute(sql, [e.tolist(), e.tolist()]).fetchall()])
     want = lv.level(e)
     np.testing.assert_array_equal(got, want)
@@ -75,7 +80,7 @@ def test_privacy_function_sql_matches_numpy_bitwise(con, name):
     vals = _boundary_values(pf)
     con.execute("CREATE OR REPLACE TEMP TABLE bv (i INTEGER, v BIGINT)")
     con.executemany("INSERT INTO bv VALUES (?, ?)", [(i, v) for i, v in enumerate(vals)] + [(len(vals), None)])
-    rows = con.execute(f"SELECT e, {lv.level_sql('e')} FROM (SELECT i, {pf.sql('v')} AS e FROM bv) ORDER BY i").fetchall()
+    rows = con.execute(f"SELECT e, {level_sql('e', level_bounds(lv))} FROM (SELECT i, {privacy_sql(privacy_numbers(pf), 'v')} AS e FROM bv) ORDER BY i").fetchall()
     e_sql = np.array([r[0] for r in rows])
     e_py = pf(np.array(vals + [np.nan], dtype=float))
     assert e_py[-1] == pf.eps_min                       # NULL -> eps_min (spec 11.19)
@@ -89,7 +94,7 @@ def test_value_buckets_sql_matches_python(con):
     assert vb.B == 40 and vb.tau[-1] == 10**12
     v = sorted({0, 1, 2, 3, 10**12 - 1, 10**12} | {(1 << j) + d for j in range(41) for d in (-1, 0, 1)})
     got = [r[0] for r in con.execute(
-        f"SELECT {vb.bucket_sql('v')} FROM (SELECT unnest(?::BIGINT[]) AS v, generate_subscripts(?::BIGINT[], 1) AS i) ORDER BY i",
+        f"SELECT {bucket_sql('v', bucket_edges(vb))} FROM (SELECT unnest(?::BIGINT[]) AS v, generate_subscripts(?::BIGINT[], 1) AS i) ORDER BY i",
         [v, v]).fetchall()]
     want = vb.bucket(np.array(v))
     np.testing.assert_array_equal(got, want)
@@ -104,15 +109,15 @@ def test_one_scan_sql_returns_the_numpy_histogram(con):
     x = np.concatenate([np.rint(np.abs(rng.normal(5e4, 5e4, 3000))), [0, 1, 10**12, 3 * 10**12, -7]]).astype(np.int64)
     con.execute("CREATE OR REPLACE TEMP TABLE t AS SELECT * FROM (SELECT unnest(?::BIGINT[]) AS v)", [x.tolist()])
     con.execute("INSERT INTO t VALUES (NULL)")
-    h = LevelHistogram.from_rows(con.execute(level_scan_sql("t", "v", pf, lv, vb)).fetchall(), lv.L, vb.B)
+    h = LevelHistogram.from_rows(con.execute(level_scan_sql("t", "v", privacy_numbers(pf), pf.U, level_bounds(lv), bucket_edges(vb))).fetchall(), lv.L, vb.B)
     lvl, v = lv.level(pf(x)), np.clip(x, 0, pf.U)
     want = np.zeros((lv.L, vb.B + 1), dtype=np.int64)
     np.add.at(want, (lvl - 1, vb.bucket(v)), 1)
     np.testing.assert_array_equal(h.cnt, want)
     assert sum(h.level_sums()) == int(v.sum())
-    c_all = LevelHistogram.from_rows(con.execute(level_scan_sql("t", "v", pf, lv, keep_nulls=True)).fetchall(), lv.L)
+    c_all = LevelHistogram.from_rows(con.execute(level_scan_sql("t", "v", privacy_numbers(pf), pf.U, level_bounds(lv), keep_nulls=True)).fetchall(), lv.L)
     assert c_all.level_counts()[0] == want[0].sum() + 1      # the NULL row counts at eps_min
-    rows = con.execute(max_values_sql("t", "v", pf, lv, ell=20)).fetchall()
+    rows = con.execute(max_values_sql("t", "v", privacy_numbers(pf), pf.U, level_bounds(lv), ell=20)).fetchall()
     assert sum(c for _, c in rows) == int((lvl >= 20).sum())
 
 

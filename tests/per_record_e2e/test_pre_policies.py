@@ -16,7 +16,7 @@ from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, Lev
                                    inverse_function)
 from proxy.demo import accounts as demo_accounts
 from proxy.pipeline.per_record import validate_policy
-from rewriter.per_record import validate_config
+from proxy.pipeline.per_record_policy import validate_config
 
 ACCOUNTS = {"balance": {"type": "int", "lower": 0, "upper": 1_000_000_000},
             "branch": {"type": "int", "domain_range": [1, 5]},
@@ -167,7 +167,7 @@ def _floaty_cfg():
 
 def _floaty_expected(func):
     """Python mirror: NaN/±inf/|x| > 2^53 are treated as NULL (ε_min, level 1; skipped by SUM)."""
-    from rewriter.per_record import compile_policy
+    from proxy.pipeline.per_record_policy import compile_policy
     pol = compile_policy("floaty", _floaty_cfg().tables["floaty"])
     hist = {}
     for x, g in FLOAT_ROWS:
@@ -194,14 +194,14 @@ def test_float_column_guards_on_both_backends(postgres, func):
     con = duckdb.connect()
     con.execute("CREATE TABLE floaty (x DOUBLE, g INTEGER)")
     con.executemany("INSERT INTO floaty VALUES (CAST(? AS DOUBLE), ?)", FLOAT_ROWS)
-    results["duckdb"] = con.execute(scan_sql(prp, pol, cfg, "duckdb", with_sum=func == "sum")).fetchall()
+    results["duckdb"] = con.execute(scan_sql(prp, pol.sql, cfg, "duckdb", with_sum=func == "sum")).fetchall()
     with psycopg.connect(postgres.dsn, autocommit=True) as pg:
         pg.execute("DROP TABLE IF EXISTS floaty")
         pg.execute("CREATE TABLE floaty (x DOUBLE PRECISION, g INTEGER)")
         with pg.cursor() as cur:
             cur.executemany("INSERT INTO floaty VALUES (CAST(%s AS DOUBLE PRECISION), %s)",
                             [(None if x is None else str(x), g) for x, g in FLOAT_ROWS])
-        results["postgres"] = pg.execute(scan_sql(prp, pol, cfg, "postgres", with_sum=func == "sum")).fetchall()
+        results["postgres"] = pg.execute(scan_sql(prp, pol.sql, cfg, "postgres", with_sum=func == "sum")).fetchall()
     for backend, rows in results.items():
         got = {(int(r[0]), int(r[1])): (int(r[2]), int(r[3]) if func == "sum" else 0) for r in rows}
         assert got == want, backend

@@ -22,7 +22,8 @@ from mechanisms.per_record import Levels
 from proxy.demo import accounts as demo_accounts
 from proxy.pipeline.per_record import policy_of
 from rewriter import parse
-from rewriter.per_record import build_pr_plan, compile_policy, scan_sql, with_source
+from proxy.pipeline.per_record_policy import compile_policy
+from rewriter.per_record import build_pr_plan, scan_sql, with_source
 
 
 @pytest.fixture(scope="module")
@@ -308,7 +309,7 @@ def test_sql_levels_match_python_on_boundaries(prs):
     else:
         prs._call(gw.backend.execute_script(setup))
     prp = with_source(build_pr_plan(parse("SELECT COUNT(*) FROM accounts"), gw.config), table)
-    got = {int(k): int(v) for k, v in _truth(prs, scan_sql(prp, pol, gw.config, gw.backend.dialect))}
+    got = {int(k): int(v) for k, v in _truth(prs, scan_sql(prp, pol.sql, gw.config, gw.backend.dialect))}
     want = np.bincount(lv.level(pf(np.array(vals + [np.nan], dtype=float))), minlength=lv.L + 1)
     assert got == {i: int(c) for i, c in enumerate(want) if c}
     assert lv.level(pf(np.nan)) == 1                            # NULL balance: eps_min, level 1

@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from config import ConfigError, load_config, parse_config
+from proxy.ingest.ldp_specs import guarantee
 from rewriter.local import layout
 from rewriter.local_subset import resolve_stored
 
@@ -93,7 +94,7 @@ def test_layout_stores_bits_per_level_and_keeps_the_category_private():
     assert len(bits) == 3 * 5 and {schema[c] for c in bits} == {"SMALLINT"}
     assert "c" not in schema and "x" not in schema
     assert cat.columns(0.5) == [f"c_v2_e0p5_{j}" for j in range(5)]
-    assert "[c differs]" in lay.guarantee()
+    assert "[c differs]" in guarantee(lay)
     with pytest.raises(ValueError, match="needs the config's tiers"):
         layout("t", cfg.tables["t"])
 

@@ -16,6 +16,7 @@ import pytest
 from config import load_config
 from mechanisms import SeededSource
 from proxy.ingest.ldp_load import IngestError, pg_table_batches, load_rows_postgres
+from proxy.ingest.subset_ingest import ladder_of
 from rewriter.local import layout
 
 from support.ldp import run_cli, write_csv as support_write_csv
@@ -75,7 +76,7 @@ def check_reports(cols: list[str], rows: list[tuple], lay, n: int) -> None:
     for eps in cat.levels:
         block = arr[:, [cols.index(c) for c in cat.columns(eps)]]
         assert set(np.unique(block)) <= {0, 1}
-        assert (block.sum(axis=1) == cat.ladder.match[eps].k).all(), eps
+        assert (block.sum(axis=1) == ladder_of(cat).match[eps].k).all(), eps
 
 
 @pytest.fixture()

@@ -17,6 +17,7 @@ from mechanisms import SeededSource
 from mechanisms.multitier import optimal_k
 from proxy.demo import trips as demo_trips
 from proxy.ingest.ldp_load import _ddl
+from proxy.ingest.subset_ingest import ladder_of
 from rewriter.local import layout
 
 D6 = ["a", "b", "c", "d", "e", "f"]
@@ -121,7 +122,7 @@ def test_demo_zone_each_tier_unbiased(slsvc):
     for role, eps in (("bronze", 0.1), ("silver", 0.5), ("gold", 2.0), ("tiny", 5.0)):
         rows, notices = ask(slsvc, role, "SELECT zone, COUNT(*) AS n FROM trips GROUP BY zone ORDER BY n DESC")
         assert len(rows) == 6 and [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
-        tpl = cat.ladder.match[eps]
+        tpl = ladder_of(cat).match[eps]
         t, f = t_f(tpl.level, tpl.k, cat.d)
         for z, est in rows:
             # Var(ĉ_j) = (n_j t(1−t) + (n − n_j) f(1−f)) / (t − f)²   (spec 000 §4.2)
@@ -139,7 +140,7 @@ def test_demo_zone_each_tier_unbiased(slsvc):
     # a public predicate: the same estimator over the matching reports only
     rows, _ = ask(slsvc, "gold", "SELECT zone, COUNT(*) FROM trips WHERE payment = %s GROUP BY zone", ("card",))
     pay = demo_trips.trips_rows(TRIPS_N)["payment"] == "card"
-    tpl = cat.ladder.match[2.0]
+    tpl = ladder_of(cat).match[2.0]
     t, f = t_f(tpl.level, tpl.k, 6)
     m = int(pay.sum())
     for z, est in rows:
@@ -153,7 +154,7 @@ def test_each_tier_reads_only_its_level_with_the_matched_template(slsvc):
     answers = {}
     for role, eps in (("gold", 2.0), ("silver", 0.5), ("bronze", 0.1)):
         rows, notices = ask(slsvc, role, "SELECT c, COUNT(*) FROM sl2 GROUP BY c ORDER BY c")
-        tpl = cat.ladder.match[eps]
+        tpl = ladder_of(cat).match[eps]
         t, f = t_f(tpl.level, tpl.k, 6)
         want = (crafted_counts(eps) - N2 * f) / (t - f)
         assert [r[0] for r in rows] == D6
@@ -166,7 +167,7 @@ def test_each_tier_reads_only_its_level_with_the_matched_template(slsvc):
     assert len({tuple(a) for a in answers.values()}) == 3          # three levels, three answers
     # public predicate and public group key over the same reports
     rows, _ = ask(slsvc, "gold", "SELECT c, g, COUNT(*) FROM sl2 WHERE g = 1 GROUP BY c, g ORDER BY c, g")
-    tpl = cat.ladder.match[2.0]
+    tpl = ladder_of(cat).match[2.0]
     t, f = t_f(tpl.level, tpl.k, 6)
     want1 = (crafted_counts(2.0, range(200)) - 200 * f) / (t - f)
     assert [r[2] for r in rows if r[1] == 1] == [int(round(v)) for v in want1]
@@ -217,7 +218,7 @@ def test_insert_through_the_proxy_stores_bits_only(slsvc):
     assert sorted(arr[:, 0]) == sorted([g for _, g in values] + [2])
     for eps in cat.levels:
         block = arr[:, [cols.index(c) for c in cat.columns(eps)]]
-        assert (block.sum(axis=1) == cat.ladder.match[eps].k).all()
+        assert (block.sum(axis=1) == ladder_of(cat).match[eps].k).all()
 
 
 def test_refusals_explain_and_no_budget(slsvc):
