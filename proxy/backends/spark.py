@@ -61,6 +61,19 @@ def connect_url(remote: str, token: str | None = None, use_ssl: bool = False) ->
     return url
 
 
+def _discard(session) -> None:
+    """Release a Connect session and close its client, so pyspark's exit hook (which would
+    retry a cleanup call against a cluster that may be gone, for minutes) has nothing to do."""
+    try:
+        session.release_session()
+    except Exception:
+        pass
+    try:
+        session.client.close()
+    except Exception:
+        pass
+
+
 class SparkBackend:
     """``[backend] kind = "spark"``: Spark Connect at ``remote``."""
 
@@ -82,6 +95,7 @@ class SparkBackend:
         with self._lock:
             if self._session is None:
                 cls, policy = _client_classes()
+                s = None
                 try:
                     s = cls.builder.remote(self.url).create()
                     _probe(s, policy, self.connect_timeout_s)
@@ -92,6 +106,8 @@ class SparkBackend:
                 except BackendError:
                     raise
                 except Exception as e:  # unreachable, refused, bad token: nothing ran
+                    if s is not None:
+                        _discard(s)
                     log.warning("spark connect %s: %s", self.remote, str(e).splitlines()[0] if str(e) else e)
                     raise BackendError("08006", "the Spark cluster is unavailable; nothing was charged") from None
                 self._session = s
@@ -101,10 +117,7 @@ class SparkBackend:
         with self._lock:
             s, self._session = self._session, None
         if s is not None:
-            try:
-                s.release_session()
-            except Exception:
-                pass
+            _discard(s)
 
     async def connect(self) -> None:
         """Open the session now (so a wrong URL fails at start, not at the first query)."""

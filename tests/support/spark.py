@@ -66,9 +66,16 @@ class LocalSparkConnect:
 
     def session(self):
         from pyspark.sql.connect.session import SparkSession
-        return SparkSession.builder.remote(self.remote).create()
+        s = SparkSession.builder.remote(self.remote).create()
+        self.__dict__.setdefault("_sessions", []).append(s)
+        return s
 
     def stop(self) -> None:
+        for s in self.__dict__.pop("_sessions", []):   # closed clients: pyspark's exit hook is a no-op
+            try:
+                s.client.close()
+            except Exception:
+                pass
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
