@@ -125,13 +125,16 @@ class NoiseReservoir:
         self.source = source
         self._draws: OrderedDict = OrderedDict()     # measurement -> [draw, …]
         self._filling: set = set()                   # measurement tuples being topped up
+        self._take_lock = threading.Lock()           # takers: the loop, and scan threads (NoisePool.take)
 
     def take(self, m, n: int) -> list:
-        got = self._draws.get(m)
-        if not got:
-            return []
-        out = got[:n]
-        del got[:n]
+        """Up to ``n`` draws for ``m``, each handed out once (refills only append)."""
+        with self._take_lock:
+            got = self._draws.get(m)
+            if not got:
+                return []
+            out = got[:n]
+            del got[:n]
         return out
 
     def refill(self, ms, n: int) -> None:
@@ -210,10 +213,15 @@ class NoisePool:
                                for c in range(self.cells)]
 
     def take(self) -> list:
+        """The pre-drawn noise, per cell; a pool the loop did not get to fill in time (a
+        fast scan) still takes what the reservoir holds, the rest is drawn live (None)."""
         with self._lock:
             self._taken = True
-            draws, self._draws = self._draws or [], None
-        return draws
+            draws, self._draws = self._draws, None
+            if draws is None and self.reservoir is not None and self.worthwhile:
+                ready = [self.reservoir.take(m, self.cells) for m in self.ms]
+                draws = [[r[c] if c < len(r) else None for r in ready] for c in range(self.cells)]
+        return draws or []
 
 
 def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: NoisePool | None = None) -> dict:
