@@ -117,7 +117,30 @@ def _bernoulli(num: int, den: int, source: RandomSource) -> bool:
             return False
 
 
-class TruncatedGeometricSelection:
+class _Selection:
+    """Shared parameters, privacy map and repr: (ε, δ) for the whole release, k groups per unit."""
+
+    def __init__(self, epsilon: Real, delta: Real, k: int = 1) -> None:
+        self.eps, self.delta_exact, self.k = as_epsilon(epsilon), _as_delta(delta), _as_k(k)
+
+    @property
+    def epsilon(self) -> float:
+        return float(self.eps)
+
+    @property
+    def delta(self) -> float:
+        return float(self.delta_exact)
+
+    def privacy_map(self, d_in: int = 1) -> tuple[float, float]:
+        """(ε, δ) for d_in added/removed units: d ε and d e^((d-1)ε) δ (group privacy)."""
+        d = _as_n(d_in)
+        return d * self.epsilon, d * math.exp((d - 1) * self.epsilon) * self.delta if d else 0.0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon!r}, delta={self.delta!r}, k={self.k})"
+
+
+class TruncatedGeometricSelection(_Selection):
     """Optimal (ε, δ)-DP selection of a key from its count of distinct units (module doc).
 
     ``k`` = max_groups_per_unit: each key is then selected at (ε/k, δ/k)."""
@@ -125,7 +148,7 @@ class TruncatedGeometricSelection:
     name = "partition_selection_truncated_geometric"
 
     def __init__(self, epsilon: Real, delta: Real, k: int = 1) -> None:
-        self.eps, self.delta_exact, self.k = as_epsilon(epsilon), _as_delta(delta), _as_k(k)
+        super().__init__(epsilon, delta, k)
         e, d = self.eps / self.k, self.delta_exact / self.k
         r, _ = exp_bounds(e, BASE_BITS)
         if r <= 1:
@@ -179,36 +202,19 @@ class TruncatedGeometricSelection:
             return num != 0
         return _bernoulli(num, den, source if source is not None else default_source())
 
-    # ----------------------------------------------------------------- privacy map, NOTICE
-    @property
-    def epsilon(self) -> float:
-        return float(self.eps)
-
-    @property
-    def delta(self) -> float:
-        return float(self.delta_exact)
-
-    def privacy_map(self, d_in: int = 1) -> tuple[float, float]:
-        """(ε, δ) for d_in added/removed units: d ε and d e^((d-1)ε) δ (group privacy)."""
-        d = _as_n(d_in)
-        return d * self.epsilon, d * math.exp((d - 1) * self.epsilon) * self.delta if d else 0.0
-
     def describe(self) -> str:
         """One line for the NOTICE."""
         kk = f", {self.k} groups per unit" if self.k > 1 else ""
         return f"partition selection: truncated geometric, ε={self.epsilon:g}, δ={self.delta:g}{kk}"
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(epsilon={self.epsilon!r}, delta={self.delta!r}, k={self.k})"
 
-
-class GeometricThresholdSelection:
+class GeometricThresholdSelection(_Selection):
     """Noisy distinct-unit count n + DLap(k/ε) kept iff >= T (module doc)."""
 
     name = "partition_selection_geometric_threshold"
 
     def __init__(self, epsilon: Real, delta: Real, k: int = 1) -> None:
-        self.eps, self.delta_exact, self.k = as_epsilon(epsilon), _as_delta(delta), _as_k(k)
+        super().__init__(epsilon, delta, k)
         self.scale = Fraction(self.k) / self.eps
         lo, hi = exp_bounds(self.eps / self.k, ALPHA_BITS)
         self.alpha_lo, self.alpha_hi = 1 / hi, 1 / lo   # α = e^-(ε/k) lies in [alpha_lo, alpha_hi]
@@ -253,26 +259,10 @@ class GeometricThresholdSelection:
         noisy = n + discrete_laplace(self.scale, source if source is not None else default_source())
         return noisy >= self.threshold, noisy
 
-    @property
-    def epsilon(self) -> float:
-        return float(self.eps)
-
-    @property
-    def delta(self) -> float:
-        return float(self.delta_exact)
-
-    def privacy_map(self, d_in: int = 1) -> tuple[float, float]:
-        """(ε, δ) for d_in added/removed units: d ε and d e^((d-1)ε) δ (group privacy)."""
-        d = _as_n(d_in)
-        return d * self.epsilon, d * math.exp((d - 1) * self.epsilon) * self.delta if d else 0.0
-
     def describe(self) -> str:
         """One line for the NOTICE."""
         return (f"partition selection: geometric threshold T={self.threshold}, scale "
                 f"{float(self.scale):g}, ε={self.epsilon:g}, δ={self.delta:g}, {self.k} groups per unit")
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(epsilon={self.epsilon!r}, delta={self.delta!r}, k={self.k})"
 
 
 @single_flight(maxsize=64)
