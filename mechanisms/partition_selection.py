@@ -185,11 +185,10 @@ class TruncatedGeometricSelection(_Selection):
         if n <= self.n_star:
             return dn * (a ** n - (1 << (P * n))), dd * (a - (1 << P)) << (P * (n - 1))
         j = n - self.n_star
-        k = 1 - self.pi_star + self.c
-        one_c = 1 + self.c
+        big_k, one_c = 1 - self.pi_star + self.c, 1 + self.c
         aj = a ** j
-        num = one_c.numerator * k.denominator * aj - (k.numerator * one_c.denominator << (P * j))
-        return num, one_c.denominator * k.denominator * aj
+        num = one_c.numerator * big_k.denominator * aj - (big_k.numerator * one_c.denominator << (P * j))
+        return num, one_c.denominator * big_k.denominator * aj
 
     def keep_probability(self, n: int) -> Fraction:
         """π(n), exactly (module doc: growth up to n*, decay of 1 - π up to n1, then 1)."""
