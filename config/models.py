@@ -338,11 +338,18 @@ class Tier(_Model):
     ladder_insert: Literal["nearest", "bridge"] = "nearest"
     """a tier added to a stored chain later: nearest (serve the nearest lower level) or bridge (insert its
     exact level)."""
+    delta: float = Field(default=0.0, ge=0, le=1e-3)
+    """δ charged per query that needs one (partition selection: GROUP BY a column without a public
+    domain); 0 (the default) refuses such queries. Typical: 1e-6 to 1e-9, well below 1/rows."""
+    delta_budget: float = Field(default=0.0, ge=0, le=1e-2)
+    """δ a role of this tier may spend per period (composes additively, like ε)."""
 
     @model_validator(mode="after")
     def _check(self) -> "Tier":
         if self.epsilon > self.budget:
             raise ValueError(f"epsilon ({self.epsilon}) exceeds the budget ({self.budget})")
+        if self.delta > self.delta_budget:
+            raise ValueError(f"delta ({self.delta}) exceeds delta_budget ({self.delta_budget})")
         if self.ladder_insert != "nearest" and self.ladder is None:
             raise ValueError("ladder_insert needs ladder = '<name>'")
         return self

@@ -33,11 +33,12 @@ ColumnType = Literal["int", "float", "text", "bool", "date", "timestamp"]
 class GroupKey:
     """A GROUP BY column with its declared public domain, or a derived key
     (:mod:`rewriter.keys`): ``expr`` is the checked scan expression, ``column`` its
-    canonical text, ``domain`` the values it can take, derived from the config alone."""
+    canonical text, ``domain`` the values it can take, derived from the config alone;
+    None: no public domain — the released keys are chosen by partition selection."""
 
     column: str
     type: ColumnType
-    domain: tuple
+    domain: tuple | None
     expr: exp.Expression | None = None
 
 
@@ -153,7 +154,15 @@ class Plan:
     row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
 
     @property
+    def selected(self) -> bool:
+        """A key without a public domain: its cells come from the data, by partition selection."""
+        return any(g.domain is None for g in self.group_by)
+
+    @property
     def n_cells(self) -> int:
+        """The number of public cells (unbounded — 2^31 — when the keys are selected)."""
+        if self.selected:
+            return 2 ** 31
         n = 1
         for g in self.group_by:
             n *= len(g.domain)
@@ -162,6 +171,8 @@ class Plan:
     @property
     def cells(self) -> list[tuple]:
         """Every cell of the public domain (one () without GROUP BY), in key order."""
+        if self.selected:
+            raise ValueError("a plan with selected keys has no public cells")
         doms = [sorted(g.domain, key=lambda v: (v is None, v)) for g in self.group_by]
         return [tuple(c) for c in itertools.product(*doms)]
 

@@ -76,7 +76,15 @@ def purchases_select(series: str) -> str:
     return (f"SELECT CAST(FLOOR(EXP({u} * LN(201.0))) AS INTEGER) AS item, "
             f"CAST(1 + {_h(8)} % 10 AS INTEGER) AS store, "
             f"CAST(({_h(9)} % 50000) / 100.0 AS DOUBLE PRECISION) AS amount, "
-            f"{ts} AS ts, {customer} AS customer_id FROM {series}")
+            f"{ts} AS ts, {customer} AS customer_id, {_city(customer)} AS city FROM {series}")
+
+
+def _city(customer: str) -> str:
+    """The customer's home city, a function of the customer: 'c1' … 'c399' with Zipf-like
+    sizes (c1 ~16% of customers; the tail cities have a handful) — a text column with no
+    public domain, grouped by partition selection (issue 20)."""
+    u = f"((({customer} * 7919 + 104729) % 1000003 + 0.5) / 1000003.0)"
+    return f"'c' || CAST(CAST(FLOOR(EXP({u} * LN(400.0))) AS INTEGER) AS VARCHAR)"
 
 
 def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
@@ -96,8 +104,8 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
         series = f"range(0, {int(n_people)}) AS t(i)"
         backend.execute_script(f"CREATE TABLE people AS {people_select(n_people, series)}")
     if "purchases" in have and not backend.query(
-            "SELECT 1 FROM information_schema.columns WHERE table_name = 'purchases' AND column_name = 'customer_id'"):
-        backend.execute_script("DROP TABLE purchases")    # a demo file from before customer_id
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'purchases' AND column_name = 'city'"):
+        backend.execute_script("DROP TABLE purchases")    # a demo file from before customer_id / city
         have.discard("purchases")
     if "purchases" not in have:
         backend.execute_script(f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}")
@@ -123,8 +131,8 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
             await conn.execute(f"CREATE TABLE people AS {people_select(n_people, series)}")
         if "purchases" in have:
             cur = await conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = 'public' "
-                                     "AND table_name = 'purchases' AND column_name = 'customer_id'")
-            if await cur.fetchone() is None:               # a demo database from before customer_id
+                                     "AND table_name = 'purchases' AND column_name = 'city'")
+            if await cur.fetchone() is None:               # a demo database from before customer_id / city
                 await conn.execute("DROP TABLE purchases")
                 have.discard("purchases")
         if "purchases" not in have:

@@ -80,6 +80,8 @@ def explain_output_line(plan, o) -> str | None:
     expression over released aggregates), or None for an aggregate's output."""
     if o.source == "group":
         g = plan.group_by[o.index]
+        if g.domain is None:
+            return f"  {o.name}: group key {g.column}, no public domain: keys chosen by partition selection"
         return f"  {o.name}: group key {g.column}, public domain of {len(g.domain)} value(s)"
     if o.source == "expr":
         return f"  {o.name}: computed from the released aggregates (post-processing, no ε)"

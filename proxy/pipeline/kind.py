@@ -45,6 +45,7 @@ class Prepared:
     key: str | None = None              # the release key; None: nothing is charged
     canonical: str = ""
     epsilon: float = 0.0                # what a fresh release charges
+    delta: float = 0.0                  # and its δ (partition selection), charged to the tier's δ budget
     state: dict = field(default_factory=dict)   # kind-specific (policy, noise pool, …)
 
 
@@ -154,12 +155,50 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         done.set_result(None)
 
 
+DELTA_SCALE = 1e6      # δ is kept in the ledger as "ε" of the role's δ account, ×1e6 (1e-15 resolution)
+
+
+def delta_account(role: str) -> str:
+    """The ledger account that holds ``role``'s δ spend (same periods as its ε)."""
+    return f"{role}#delta"
+
+
+async def _reserve_delta(conn, p: Prepared, tier):
+    """δ reserved (durably) before the scan, or a refusal (nothing charged)."""
+    gw = conn.gw
+    fut = gw.ledger.reserve_soon(role=delta_account(conn.role), epsilon=round(p.delta * DELTA_SCALE, 9),
+                                 budget=round(tier.delta_budget * DELTA_SCALE, 9), period=tier.period)
+    try:
+        await asyncio.wrap_future(fut)
+    except BudgetExceeded as b:
+        raise SqlError("53400", f"δ budget exceeded: this query needs δ {p.delta:g}, {max(b.remaining, 0) / DELTA_SCALE:g} "
+                       f"of {tier.delta_budget:g} is left {'in total' if tier.period == 'never' else 'this ' + tier.period}; "
+                       "nothing was charged", hint="Group by columns with a declared domain (no δ), or wait for "
+                       "the next period.") from None
+    return fut
+
+
 async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
-    """A fresh release: budget check, ε reserved while scanning, measurement, record."""
+    """A fresh release: budget check, ε (and δ) reserved while scanning, measurement, record."""
     gw, kind = conn.gw, p.kind
     if tier.budget - spent + 1e-9 < p.epsilon:
         raise budget_error(conn.role, p.epsilon, tier.budget - spent, tier)
     p.state.update(data_version=dv, statement=sql)      # what the measurement may record beside it
+    dheld = await _reserve_delta(conn, p, tier) if p.delta > 0 else None
+    try:
+        out = await _release_eps(conn, p, tier, dv, sql)
+    except BaseException:
+        if dheld is not None:                               # δ goes as ε does: charged once the scan ran
+            settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
+            await asyncio.shield(asyncio.wrap_future(settle(dheld)))
+        raise
+    if dheld is not None:
+        await asyncio.shield(asyncio.wrap_future(gw.ledger.spend_soon(dheld, "δ of a release")))
+    return out
+
+
+async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
+    gw, kind = conn.gw, p.kind
     # ε is charged (fsync) on the ledger's writer thread while the scan runs
     held = gw.ledger.reserve_soon(role=conn.role, epsilon=p.epsilon, budget=tier.budget, period=tier.period)
 

@@ -43,6 +43,7 @@ from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, run
 from .local import LOCAL, insert_local
 from .multitier import LADDER
+from .partitions import PARTITIONS
 from .per_record import PER_RECORD
 from .statements import SessionState, split
 
@@ -210,6 +211,12 @@ class Connection:
             plan = self._with_threshold(checked(await gw.plan_async(sql, params or None), route))
         except ExtremeAggregate:                              # MAX / MIN: their own release
             return await EXTREME.plan(self, route, sql, params)
+        if plan.selected:                                     # keys without a public domain (issue 20)
+            if gw.tier_of(self.role).ladder is not None:
+                raise SqlError("0A000", "GROUP BY a column without a public domain (partition selection) is not "
+                               "available to data-market ladder tiers; nothing was charged",
+                               hint="Group by columns with a declared domain.")
+            return PARTITIONS.prepare(self, plan)
         if not plan.aggregates and plan.selection is None:    # SELECT DISTINCT g: the public domain
             return DOMAIN.prepare(self, plan)
         if gw.tier_of(self.role).ladder is not None:          # multi-tier chain (seed 000)
@@ -252,6 +259,8 @@ class Connection:
         if family is CENTRAL and self.gw.tier_of(self.role).ladder is not None:
             family = LADDER                                   # its level of a ladder (seed 000)
         try:
+            if family is CENTRAL and (await self.gw.plan_async(body, params or None)).selected:
+                family = PARTITIONS                           # keys by partition selection (issue 20)
             return await family.explain(self, inner, body, params)
         except ExtremeAggregate:                              # MAX / MIN: their own release
             return await EXTREME.explain(self, inner, body, params)

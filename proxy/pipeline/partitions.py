@@ -1,0 +1,150 @@
+"""GROUP BY a column without a public domain (issue 20): the released keys are chosen by
+DP partition selection, a release kind.
+
+The scan returns, per key the data has, the statement's measures and the number of
+distinct privacy units (rows, on a table without a unit) — over the unit's kept rows
+(:mod:`rewriter.unit`), so one unit is in at most ``k = max_groups_per_unit`` keys. Each
+key is kept with the optimal truncated-geometric probability π(n) (Desfontaines et al.
+2022; :mod:`mechanisms.partition_selection`) at (ε_s/k, δ'/k) per key; keys never seen are
+never invented (π(0) = 0). The scan itself drops keys whose π(n) ≤ δ'/k (so a table of
+a million one-person keys does not ship a million rows): that costs another δ'/k per key,
+so δ' = δ/2 and the statement is (ε, δ)-DP per unit in all. The kept keys' aggregates
+are then noised at ε_m by the central mechanisms (group privacy over the unit's kept
+rows). ε_s = ε_m = ε/2 (ε_s = ε when only the keys are asked for). The tier's δ per
+query is charged to its δ budget.
+"""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+from mechanisms.partition_selection import TruncatedGeometricSelection
+from rewriter import build_plan, parse, to_sql
+from rewriter.plan import Measure, Plan
+from rewriter.unit import factor
+
+from ..wire.api import Column, Result, SqlError
+from .central import Central, checked, columns_of
+from .common import cell_key, fmt, unit_salt
+from .explain import explain_lines, single_tier_lines
+from .kind import Prepared
+from .release import answer_rows, noisy_answer, notice_body, unit_text
+
+__all__ = ["PARTITIONS", "Partitions", "floor_sql", "scan_floor", "selection_plan"]
+
+
+def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
+    """The selection's parameters for ``plan`` at the tier's (ε, δ): mechanism, scan
+    threshold, ε of the measures and their group-privacy factor."""
+    eps_sel = epsilon / 2 if plan.aggregates else epsilon
+    k = plan.unit.max_groups if plan.unit is not None else 1
+    sel = TruncatedGeometricSelection(eps_sel, delta / 2, k=k)
+    floor_ = scan_floor(sel, Fraction(delta) / 2 / k)
+    units = (Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows"))
+    return {"sel": sel, "floor": floor_, "eps_measures": epsilon - eps_sel, "k": factor(plan),
+            "scan": dataclasses.replace(plan, measures=plan.measures + (units,))}
+
+
+def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
+    """The scan: the statement's measures and the units per key, keys below the floor dropped."""
+    inner = to_sql(sp["scan"], gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
+    units = f"m{len(sp['scan'].measures)}"
+    q = '"' if gw.backend.dialect != "spark" else "`"
+    return f"SELECT * FROM ({inner}) AS {q}scan{q} WHERE {q}{units}{q} >= {int(sp['floor'])}"
+
+
+def scan_floor(sel: TruncatedGeometricSelection, slack) -> int:
+    """The least n the scan returns: the first n with π(n) > ``slack``; keys below it
+    (π(n) ≤ slack, so dropping them costs at most ``slack`` per key) never reach the proxy."""
+    n = 1
+    while n < sel.n_one and sel.keep_probability(n) <= slack:
+        n += 1
+    return n
+
+
+class Partitions(Central):
+    """Keys chosen by partition selection, then their aggregates noised (module doc)."""
+
+    name = "partitions"
+
+    def prepare(self, conn, plan) -> Prepared:
+        gw = conn.gw
+        tier = gw.tier_of(conn.role)
+        col = plan.group_by[0].column
+        if tier.delta <= 0:
+            raise SqlError("0A000", f"GROUP BY {col}: {col} has no public domain, so its keys would be chosen by "
+                           f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
+                           "charged)", hint=f"Declare a domain for {col} in the config, or use a tier with "
+                           "delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
+        if plan.selection is not None:
+            raise SqlError("0A000", f"HAVING / top-c over {col}, which has no public domain, is not available yet",
+                           hint=f"Ask SELECT {col}, COUNT(*) … GROUP BY {col}: the released keys already pass "
+                                "a noisy threshold; filter the released rows in an outer query (free).")
+        sp = selection_plan(plan, tier.epsilon, tier.delta)
+        return Prepared(self, plan, columns_of(plan),
+                        key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}",
+                        canonical=plan.canonical(), epsilon=tier.epsilon, delta=tier.delta, state=sp)
+
+    def scan_sql(self, conn, p: Prepared) -> str:
+        return floor_sql(conn.gw, p.plan, p.state)
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        gw = conn.gw
+        plan = checked(build_plan(parse(body), gw.config, params or None), route)
+        tier = gw.tier_of(conn.role)
+        sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9), salt="")
+        lines = explain_lines(plan, self.explain_head(plan, tier), sql, gw.backend.dialect)
+        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+
+    def measure(self, conn, p: Prepared, rows) -> dict:
+        sp, source = p.state, conn.gw.source
+        kept = [tuple(r[:-1]) for r in rows if sp["sel"].select(int(r[-1]), source)]
+        kept.sort(key=lambda r: (r[0] is None, r[0]))              # key order: public, never by count
+        plan = p.plan
+        if plan.aggregates:
+            answer = noisy_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
+        else:
+            answer = {"keys": [[cell_key(r[0])] for r in kept], "values": [[] for _ in kept], "half_width": [],
+                      "mechanism": [], "epsilon": [], "labels": []}
+        answer["partitions"] = {"kept": len(kept), "describe": sp["sel"].describe(), "delta": p.delta,
+                                "eps_measures": sp["eps_measures"] if plan.aggregates else 0.0}
+        return answer
+
+    def mechanism(self, answer: dict) -> str:
+        return ", ".join(sorted(set(answer["mechanism"]) | {"partition_selection"}))
+
+    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+        return answer_rows(p.plan, answer)
+
+    def notice_body(self, p: Prepared, answer: dict) -> str:
+        part = answer["partitions"]
+        what = p.plan.unit.column if p.plan.unit is not None else "row"
+        head = (f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
+                f"keys with few {what}s are never shown; δ charged {fmt(part['delta'])}")
+        if not p.plan.aggregates:
+            return f"{head}; {unit_text(p.plan)}"
+        return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(p.plan, answer)
+
+    def explain_head(self, plan, tier) -> list[str]:
+        if tier.delta <= 0:
+            return [f"dpgate release of {plan.table}: refused for this role — GROUP BY {plan.group_by[0].column} "
+                    "needs partition selection, and this tier has delta = 0"]
+        sp = selection_plan(plan, tier.epsilon, tier.delta)
+        lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g}, δ {tier.delta:g} per query; keys of "
+                 f"{plan.group_by[0].column} (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
+                 f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
+                 "(the other half)"]
+        if plan.aggregates:
+            lines += single_tier_lines(plan, tier.model_copy(update={"epsilon": sp["eps_measures"]}))[1:]
+        else:
+            lines.append("  " + unit_text(plan))
+        return lines
+
+    def prepare_noise(self, conn, p: Prepared) -> None:
+        return None
+
+    def after_reply(self, conn, p: Prepared) -> None:
+        return None
+
+
+PARTITIONS = Partitions()
