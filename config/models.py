@@ -259,10 +259,33 @@ class Table(_Model):
     """L∞ bound: the rows one unit contributes to one cell; a unit with more rows keeps this many,
     chosen by a keyed hash of the row. Larger values bias less and noise more (noise ∝ this)."""
 
+    public: bool = False
+    """a public table (a lookup table: stores, regions): readable as-is by every role with no noise and
+    no charge, and joinable to a private table on its `key`. Never put personal data here."""
+    key: str | None = None
+    """a declared column whose values are unique in the table: joins look rows up by it (required for
+    a public table; on a private table it allows joins into it on the privacy unit or a declared
+    reference)."""
+    references: dict[str, str] = Field(default_factory=dict)
+    """foreign keys: `column = "table"` says this column holds that table's `key` (e.g. `order_id =
+    "orders"`); a privacy unit can then be a column of the referenced table (`privacy_unit =
+    "orders.customer_id"`)."""
+
     @model_validator(mode="after")
     def _unit(self) -> "Table":
+        if self.key is not None and self.key not in self.columns:
+            raise ValueError(f"key {self.key!r} is not a declared column")
+        for col in self.references:
+            if col not in self.columns:
+                raise ValueError(f"references.{col}: {col!r} is not a declared column")
+        if self.public and (self.privacy_unit is not None or self.mode != "central" or self.privacy is not None):
+            raise ValueError("a public table has no privacy unit, no local or per-record policy")
+        if self.public and self.key is None:
+            raise ValueError("a public table needs a key (a unique column joins look rows up by)")
         u = self.privacy_unit
         if u is None:
+            return self
+        if "." in u:                         # through a declared reference: checked by the Config
             return self
         col = self.columns.get(u)
         if col is None:
@@ -553,7 +576,22 @@ class Config(_Model):
                 if cat.ladder not in ladders:     # the Subset program is built from these tiers' ε
                     raise ValueError(f"tables.{name}.local.categories.{col}.ladder: no tier has ladder = "
                                      f"{cat.ladder!r} (ladders: {', '.join(ladders) or 'none'})")
+            self._check_references(name, table)
         return self
+
+    def _check_references(self, name: str, table: "Table") -> None:
+        for col, ref in table.references.items():
+            other = self.tables.get(ref)
+            if other is None or other.key is None:
+                raise ValueError(f"tables.{name}.references.{col}: {ref!r} is not a declared table with a key")
+        u = table.privacy_unit
+        if u is not None and "." in u:
+            ref, col = u.split(".", 1)
+            via = [c for c, t in table.references.items() if t == ref]
+            other = self.tables.get(ref)
+            if not via or other is None or col not in other.columns or other.public:
+                raise ValueError(f"tables.{name}.privacy_unit: {u!r} needs references.<column> = {ref!r} and "
+                                 f"{col!r} a declared column of the private table {ref!r}")
 
     def source_of(self, table: str) -> str:
         return self.tables[table].source or table

@@ -17,7 +17,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, inline, keys, postprocess, predicate, select as select_, selection, shape, unit
+from . import cost, emit, inline, joins, keys, postprocess, predicate, select as select_, selection, shape, unit
 from .cells import complete
 from .errors import Refusal
 from .parsing import parse, tokenize
@@ -68,10 +68,11 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
     keys.distinct_to_group(select)          # SELECT DISTINCT g: GROUP BY g (issue 19)
     having = selection.split_having(select)
     top = selection.top_order(select)
+    rel = joins.resolve(select, config)     # one table, or a lookup join (consumed here)
     shape.check_clauses(select)
     shape.check_nesting(select)
-    name, qualifiers = shape.resolve_table(select, config)
-    ctx = Ctx(name, config.tables[name], qualifiers, params)
+    name = rel.name
+    ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
     row_filter = None
@@ -93,10 +94,13 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
             having, top, ctx, groups, measures, aggregates, outputs, limit)
     plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
-                limit=limit, offset=offset, selection=sel, row_filter=row_filter)
+                limit=limit, offset=offset, selection=sel, row_filter=row_filter, joins=rel.joins,
+                relation=rel.relation)
     t = ctx.table
     if t.privacy_unit is not None:          # per person, not per row (issue 20)
-        plan = dataclasses.replace(plan, unit=UnitBounds(t.privacy_unit, t.max_groups_per_unit, t.max_rows_per_unit))
+        label = config.tables[name].privacy_unit          # orders.customer_id: read through a reference
+        plan = dataclasses.replace(plan, unit=UnitBounds(t.privacy_unit, t.max_groups_per_unit, t.max_rows_per_unit,
+                                                         "" if label == t.privacy_unit else label))
         unit.check(plan)
     if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
         plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")

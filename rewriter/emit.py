@@ -56,7 +56,7 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
 def _unit_sql(plan: Plan, dialect: str) -> str:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`)."""
     kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
-    scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None))
+    scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))
     tree = unit.spell_hashes(scan.with_(unit.KEPT, as_=kept, copy=False), lambda a: keyed_hash(a, dialect))
     return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
 
@@ -116,16 +116,15 @@ def _skeleton(plan: Plan, dialect: str) -> str:
 
 
 def build(plan: Plan) -> exp.Select:
-    source = exp.to_table(plan.source)
     scan = exp.select(*[_measure(m).as_(f"m{j + 1}") for j, m in enumerate(plan.measures)])
-    scan = scan.from_(source, copy=False)
+    scan = scan.from_(plan.from_(), copy=False)
     if plan.where is not None:
         scan = scan.where(plan.where.copy(), copy=False)
     if not plan.group_by:
         return scan
     keys = [group_key_sql(g) for g in plan.group_by]
     scan = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)],
-                      *scan.expressions).from_(source, copy=False)
+                      *scan.expressions).from_(plan.from_(), copy=False)
     if plan.where is not None:
         scan = scan.where(plan.where.copy(), copy=False)
     return scan.group_by(*[k.copy() for k in keys], copy=False)

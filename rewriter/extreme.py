@@ -190,10 +190,10 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     on a table with a privacy unit, of the unit's kept rows (:mod:`.unit`)."""
     plan = xp.plan
     col = exp.column(xp.column, quoted=True)
-    source, where, kept = plan.source, plan.where, None
+    source, where, kept = plan.from_(), plan.where, None
     if plan.unit is not None:
         kept, where = unit.kept_rows(plan, [col], group_key_sql)
-        source = unit.KEPT
+        source = exp.to_table(unit.KEPT)
     if integral_step:          # an int column on step 1: exact integer arithmetic
         lo, hi = int(lower), int(lower) + int(U)
         lo_n, hi_n = to_node(lo), to_node(hi)
@@ -211,7 +211,7 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     v = exp.Cast(this=offset, to=exp.DataType.build("bigint"))
     keys = [group_key_sql(g) for g in plan.group_by]
     q = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], v.as_("v"),
-                   exp.Count(this=exp.Star()).as_("n")).from_(exp.to_table(source))
+                   exp.Count(this=exp.Star()).as_("n")).from_(source)
     cond = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
     q = q.where(exp.and_(exp.Paren(this=where.copy()), cond) if where is not None else cond)
     q = q.group_by(*[k.copy() for k in keys], v.copy())

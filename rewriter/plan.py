@@ -134,6 +134,11 @@ class UnitBounds:
     column: str
     max_groups: int
     max_rows: int
+    label: str = ""          # how the unit is named to the analyst (e.g. orders.customer_id), if not `column`
+
+    @property
+    def name(self) -> str:
+        return self.label or self.column
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,8 @@ class Plan:
     limit: int | None = None
     offset: int = 0
     unit: UnitBounds | None = None     # the privacy unit (None: each row is protected)
-    joins: tuple = field(default=())
+    joins: tuple = field(default=())   # lookup joins (rewriter.joins): ((table, column, key, how), …)
+    relation: exp.Expression | None = None   # the lookup join's relation (rewriter.joins), else `source`
     selection: Selection | None = None
     row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
 
@@ -198,9 +204,14 @@ class Plan:
             s = self.selection
             sel = (f";select={s.kind}:{self.aggregates[s.aggregate].label}{s.op}{s.threshold!r}"
                    f":c={s.c}:values={s.values}:per_key={sorted(s.per_key, key=repr)!r}")
-        text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}"
+        joins = f";joins={self.joins!r}" if self.joins else ""
+        text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}{joins}"
         self.__dict__["_canonical"] = text          # a frozen dataclass: cache beside the fields
         return text
+
+    def from_(self) -> exp.Expression:
+        """The relation the scan reads: the declared source, or the lookup join's subquery."""
+        return self.relation.copy() if self.relation is not None else exp.to_table(self.source)
 
     def fingerprint(self) -> str:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:32]

@@ -22,7 +22,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .parsing import parse, tokenize
 
-Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed"]
+Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed", "public"]
 
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 VIEW_SCHEMA = "dpgate"
@@ -85,10 +85,16 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
     if declared and (views or catalog):
         raise Refusal(INSUFFICIENT_PRIVILEGE, "a statement reads either declared tables or the catalog "
                       "and dpgate's views, not both; run them as separate statements.", hint=None)
-    if len(declared) > 1:
-        raise Refusal(INSUFFICIENT_PRIVILEGE, f"one declared table per statement: this one reads "
-                      f"{', '.join(sorted(declared))}; joins are not allowed.", hint=None)
-    table = next(iter(declared), None)
+    public = {n for n in declared if _is_public(tables, n)}
+    private = declared - public
+    if len(declared) > 2 or (len(declared) == 2 and not _one_join(tree)):
+        raise Refusal(INSUFFICIENT_PRIVILEGE, f"this statement reads {', '.join(sorted(declared))}: a statement "
+                      "reads one declared table, or a private table with one lookup join.", hint=None)
+    if declared and not private and not isinstance(tree, exp.Insert):
+        if len(public) > 1:
+            raise Refusal(INSUFFICIENT_PRIVILEGE, "read one public table per statement.", hint=None)
+        return Route("public", next(iter(public)))
+    table = _base(tree, private) if len(private) > 1 else next(iter(private or declared), None)
     if isinstance(tree, exp.Insert):
         target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
         name = target.name if isinstance(target, exp.Table) else None
@@ -98,6 +104,25 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
     if views:
         return Route("views")
     return Route("dp", catalog=catalog)
+
+
+def _is_public(tables, name: str) -> bool:
+    t = tables.get(name) if isinstance(tables, dict) else None
+    return bool(getattr(t, "public", False))
+
+
+def _one_join(tree: exp.Expression) -> bool:
+    """Two tables, read through one JOIN of a SELECT (the joins planner checks the rest)."""
+    joins = tree.args.get("joins") or [] if isinstance(tree, exp.Select) else []
+    on = joins[0].args.get("on") if len(joins) == 1 else None
+    return isinstance(on, exp.EQ) and isinstance(on.this, exp.Column) and isinstance(on.expression, exp.Column)
+
+
+def _base(tree: exp.Expression, private: set) -> str:
+    """The FROM table of a join between two private tables (the lookup's base)."""
+    from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
+    name = from_.this.name if from_ is not None and isinstance(from_.this, exp.Table) else None
+    return name if name in private else sorted(private)[0]
 
 
 def explain_body(sql: str) -> str | None:

@@ -77,6 +77,7 @@ class Ctx:
     params: list | None            # None: infer mode (param_types)
     types: dict[int, ColumnType | None] = field(default_factory=dict)
     used: set[int] = field(default_factory=set)
+    owners: dict | None = None     # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
 
     @property
     def infer(self) -> bool:
@@ -93,6 +94,9 @@ class Ctx:
                           "not at all.", hint=None)
         name = node.name
         col = self.table.columns.get(name)
+        if col is not None and node.table and self.owners is not None and node.table not in self.owners[name]:
+            raise Refusal(UNDEFINED_COLUMN, f"column {node.table}.{name} does not exist; {name} is a column of "
+                          f"{' / '.join(sorted(self.owners[name]))}.", hint=None)
         if col is None or isinstance(node.this, exp.Star):
             if isinstance(node.this, exp.Star):
                 raise Refusal("42501", "SELECT * returns raw rows and is not allowed.")

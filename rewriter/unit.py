@@ -94,7 +94,7 @@ def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Sel
         cols.append(exp.alias_(gn, GN, quoted=True))
         keep = exp.and_(keep, exp.LTE(this=exp.column(GN, quoted=True),
                                       expression=exp.Literal.number(b.max_groups)))
-    kept = exp.select(*cols).from_(exp.to_table(plan.source))
+    kept = exp.select(*cols).from_(plan.from_())
     kept = kept.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
     if plan.where is not None:
         kept = kept.where(exp.Paren(this=plan.where.copy()), copy=False)

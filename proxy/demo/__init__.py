@@ -13,7 +13,7 @@ import secrets
 from importlib import resources
 from pathlib import Path
 
-from . import accounts
+from . import accounts, shop
 
 PEOPLE_ROWS = 1_000_000
 _PUMS_COLS = ("age", "sex", "educ", "race", "income", "married")
@@ -109,6 +109,7 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
         have.discard("purchases")
     if "purchases" not in have:
         backend.execute_script(f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}")
+    shop.load_duckdb(backend)                           # stores (public), customers → orders → order_items
     accounts.load_duckdb(backend)                       # per-record DP demo (seed 003)
 
 
@@ -138,6 +139,7 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
         if "purchases" not in have:
             series = f"generate_series(0, {PURCHASES_ROWS - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE purchases AS {purchases_select(series)}")
+        await shop.load_postgres(conn, have)            # stores (public), customers → orders → order_items
     await accounts.load_postgres(backend)               # per-record DP demo (seed 003)
 
 

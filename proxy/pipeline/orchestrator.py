@@ -44,6 +44,7 @@ from .kind import Prepared, ReleaseKind, run
 from .local import LOCAL, insert_local
 from .multitier import LADDER
 from .partitions import PARTITIONS
+from .public import PUBLIC
 from .per_record import PER_RECORD
 from .statements import SessionState, split
 
@@ -188,6 +189,8 @@ class Connection:
     def _family(self, route: Route) -> ReleaseKind:
         """The kind that plans statements on the routed table: local, per-record or central."""
         table = self._table(route)
+        if route.kind == "public":                            # a public table: exact rows (issue 20)
+            return PUBLIC
         if table is not None and table.mode == "local":       # metric LDP reports (seed 002)
             return LOCAL
         if table is not None and table.privacy is not None:   # per-record DP (seed 003)

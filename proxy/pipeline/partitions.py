@@ -118,7 +118,7 @@ class Partitions(Central):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         part = answer["partitions"]
-        what = p.plan.unit.column if p.plan.unit is not None else "row"
+        what = p.plan.unit.name if p.plan.unit is not None else "row"
         head = (f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
                 f"keys with few {what}s are never shown; δ charged {fmt(part['delta'])}")
         if not p.plan.aggregates:

@@ -383,7 +383,7 @@ def unit_text(plan: Plan) -> str:
     if u is None:
         return "privacy unit: row (each row is protected; declare privacy_unit for per-person guarantees)"
     k = factor(plan)
-    return (f"privacy unit: {u.column} (ε per {u.column}, all its rows; each contributes to at most "
+    return (f"privacy unit: {u.name} (ε per {u.name}, all its rows; each contributes to at most "
             f"{u.max_groups} group(s), at most {u.max_rows} row(s) per group — rows beyond are left out; "
             f"mechanisms run at ε/{k})")
 

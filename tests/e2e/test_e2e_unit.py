@@ -7,6 +7,9 @@ rows; ladder tiers are refused; a table without a unit says "privacy unit: row".
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import subprocess
 
 import psycopg
 import pytest
@@ -85,3 +88,32 @@ def test_ladder_tiers_are_refused_on_a_unit_table(service):
 def test_a_table_without_a_unit_says_row(service):
     _, notes = _run(service, "SELECT COUNT(*) FROM pums")
     assert "privacy unit: row" in notes[-1]
+
+
+PSQL = shutil.which("psql")
+
+
+@pytest.mark.skipif(PSQL is None, reason="psql not installed (.ci/run installs it)")
+def test_a_join_to_a_lookup_table_from_psql(service):
+    """Issue 20's "done when": a join to a lookup table works from psql."""
+    env = {**os.environ, "PGCONNECT_TIMEOUT": "10", "PGSSLMODE": "disable"}
+    sql = ("SELECT s.area, COUNT(*) AS purchases FROM purchases p JOIN stores s ON p.store = s.store_id "
+           "GROUP BY s.area ORDER BY s.area")
+    r = subprocess.run([PSQL, service.url("analyst"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert [line.split("|")[0] for line in r.stdout.split()] == ["center", "north", "south"]
+    assert "privacy unit: customer_id" in r.stderr
+    r = subprocess.run([PSQL, service.url("analyst"), "-X", "-A", "-t", "-c", "SELECT * FROM stores ORDER BY 1"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and r.stdout.split()[0] == "1|north|2000" and "public table" in r.stderr
+
+
+def test_join_and_public_table_over_the_extended_protocol(service):
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        rows = c.execute("SELECT o.priority, SUM(i.quantity) FROM order_items i JOIN orders o "
+                         "ON i.order_id = o.order_id WHERE i.item <= %s GROUP BY o.priority", [25]).fetchall()
+        assert sorted(r[0] for r in rows) == ["high", "low", "medium"]
+        pub = c.execute("SELECT store_id, area FROM stores WHERE opened >= %s ORDER BY store_id", [2010],
+                        binary=True).fetchall()
+        assert pub == _raw(service, "SELECT store_id, area FROM stores WHERE opened >= 2010 ORDER BY store_id")

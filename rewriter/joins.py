@@ -1,0 +1,216 @@
+"""The relation a DP statement reads: one declared table, or a private table with one
+LOOKUP join (issue 20 §4).
+
+A lookup join attaches to each row of the private (base) table at most one row of another
+table, found by that table's declared unique ``key``::
+
+    FROM purchases p [LEFT] JOIN stores s ON p.store = s.store_id
+
+so every base row stays one row (its person's contribution is unchanged) and the planner
+sees one virtual table: the base table's columns plus the looked-up table's. Allowed:
+
+* the looked-up table is **public** (``public = true``): any base column may hold its key;
+* it is **private with the same unit**: joined on the unit (``orders.customer_id =
+  customers.customer_id``, customers' key being its unit), or along the reference that
+  defines the base table's unit (``privacy_unit = "orders.customer_id"`` with
+  ``references.order_id = "orders"``): a person's rows meet only that person's row.
+
+The looked-up side is read as ``SELECT key, MIN(c) AS c, … GROUP BY key`` so that even a
+key that is not unique in the data can never duplicate a base row (with a unique key it
+is the table itself). A base table whose unit is a column of a referenced table
+(``orders.customer_id``) reads that column through the same lookup. Every other join —
+several joins, RIGHT/FULL/CROSS, USING, non-equality conditions, a private table joined
+off its unit — is refused with a hint. SQL only: no I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from config import Config
+from config.models import Column, Table
+
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .shape import resolve_table
+
+UNIT_COLUMN = "__dpgate_unit"
+HINT = ("Join a private table to a public lookup table on its key (FROM purchases p JOIN stores s ON "
+        "p.store = s.store_id), or to a table of the same people on the privacy unit.")
+
+__all__ = ["Relation", "UNIT_COLUMN", "resolve"]
+
+
+@dataclass(frozen=True)
+class Relation:
+    """What the planner reads: the base table's name, its (virtual) config, the names a
+    column may be qualified with (``owners``: column -> qualifiers it may carry), the
+    backend relation (None: the base table's ``source``) and the join's canonical text."""
+
+    name: str
+    table: Table
+    qualifiers: set
+    owners: dict | None = None
+    relation: exp.Expression | None = None
+    joins: tuple = ()
+
+
+def resolve(select: exp.Select, config: Config) -> Relation:
+    """The statement's relation (module docstring); the JOIN clause is consumed."""
+    joins = select.args.get("joins") or []
+    if not joins:
+        name, quals = resolve_table(select, config)
+        table = config.tables[name]
+        if table.public:
+            raise Refusal(DENIED, f"{name} is a public table: read it directly (SELECT … FROM {name}), or "
+                          "join it to a private table.")
+        return _with_unit_path(Relation(name, table, quals), config)
+    if len(joins) > 1:
+        raise Refusal(DENIED, "one join per statement is supported (a private table and one lookup).",
+                      hint=HINT)
+    join = joins[0]
+    select.set("joins", None)
+    left_name, left_q = resolve_table(select, config)
+    right_name, right_q = _right_table(join, config)
+    lcol, rcol = _on(join, left_q, right_q)
+    side = (join.side or "").upper()
+    kind = (join.kind or "").upper()
+    if kind not in ("", "INNER", "OUTER") or side not in ("", "LEFT") or (kind == "OUTER" and side != "LEFT"):
+        raise Refusal(DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.",
+                      hint=HINT)
+    left, right = config.tables[left_name], config.tables[right_name]
+    base, look, bq, lq, bcol, kcol = left_name, right_name, left_q, right_q, lcol, rcol
+    if left.public and not right.public and side == "":          # FROM stores JOIN purchases: same join
+        base, look, bq, lq, bcol, kcol = right_name, left_name, right_q, left_q, rcol, lcol
+    elif left.public:
+        raise Refusal(DENIED, "a public table on the left of a LEFT JOIN would keep rows with no person; "
+                      "put the private table first.", hint=HINT)
+    _check_lookup(config, base, look, bcol, kcol)
+    return _with_unit_path(_joined(config, base, look, bq, lq, bcol, kcol, "left" if side else "inner"), config)
+
+
+def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
+    t = join.this
+    if not isinstance(t, exp.Table) or not isinstance(t.this, exp.Identifier) or t.args.get("db") or \
+            t.args.get("catalog") or t.args.get("joins") or t.args.get("laterals"):
+        raise Refusal(DENIED, "a join takes one declared table (no subqueries, functions or schemas).", hint=HINT)
+    if t.name not in config.tables:
+        raise Refusal("42P01", f"table {t.name} is not declared in dpgate's config; declared tables: "
+                      f"{', '.join(sorted(config.tables))}.")
+    if join.args.get("using") or join.args.get("method") or not join.args.get("on"):
+        raise Refusal(DENIED, "a join needs ON a.col = b.key (not USING, NATURAL, CROSS or a comma).", hint=HINT)
+    return t.name, {t.alias or t.name}
+
+
+def _on(join: exp.Join, left_q: set, right_q: set) -> tuple[str, str]:
+    """(left column, right column) of ``ON l.x = r.y`` (either order), qualified columns only."""
+    cond = join.args["on"]
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+    if not isinstance(cond, exp.EQ) or not all(isinstance(c, exp.Column) and c.table for c in
+                                               (cond.this, cond.expression)):
+        raise Refusal(DENIED, "a join condition is one equality of qualified columns: ON a.col = b.key.",
+                      hint=HINT)
+    a, b = cond.this, cond.expression
+    if a.table in right_q and b.table in left_q:
+        a, b = b, a
+    if a.table not in left_q or b.table not in right_q:
+        raise Refusal("42P01", f"the join condition must compare a column of each table "
+                      f"({'/'.join(sorted(left_q))} and {'/'.join(sorted(right_q))}).", hint=HINT)
+    return a.name, b.name
+
+
+def _check_lookup(config: Config, base: str, look: str, bcol: str, kcol: str) -> None:
+    b, t = config.tables[base], config.tables[look]
+    if b.public or b.mode != "central" or b.privacy is not None:
+        raise Refusal(UNSUPPORTED, f"joins read a central table with a lookup table; {base} is "
+                      f"{'public' if b.public else 'a local or per-record table'}.", hint=HINT)
+    if bcol not in b.columns:
+        raise Refusal("42703", f"column {bcol} is not declared for table {base}.", hint=None)
+    if t.key is None or kcol != t.key:
+        raise Refusal(DENIED, f"{look} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
+                      f"not {kcol}: a join on another column could repeat {base}'s rows.", hint=HINT)
+    if t.public:
+        return
+    on_unit = bcol == b.privacy_unit and t.privacy_unit == kcol
+    via_ref = b.references.get(bcol) == look and b.privacy_unit is not None and \
+        b.privacy_unit.split(".")[0] == look
+    if not (on_unit or via_ref):
+        raise Refusal(DENIED, f"{look} is a private table: it can be joined only on the privacy unit of both "
+                      f"tables, or along the reference that defines {base}'s unit.", hint=HINT)
+
+
+def _joined(config: Config, base: str, look: str, bq: set, lq: set, bcol: str, kcol: str,
+            how: str) -> Relation:
+    b, t = config.tables[base], config.tables[look]
+    cols = dict(b.columns)
+    owners = {c: set(bq) for c in b.columns}
+    taken = []
+    for c, spec in t.columns.items():
+        if c == kcol and c == bcol:
+            owners[c] |= set(lq)                 # the join column: equal on both sides (a match)
+            continue
+        if c in cols:
+            raise Refusal(UNSUPPORTED, f"column {c} is declared in both {base} and {look}; dpgate needs "
+                          "distinct names across joined tables.", hint="Rename one in the config (a view as "
+                          "its source) or query the tables separately.")
+        cols[c] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
+        owners[c] = set(lq)
+        taken.append(c)
+    relation = _lookup_sql(config, base, look, bcol, kcol, taken, how)
+    table = b.model_copy(update={"columns": cols})
+    return Relation(base, table, bq | lq, owners, relation, ((look, bcol, kcol, how),))
+
+
+def _with_unit_path(rel: Relation, config: Config) -> Relation:
+    """A base table whose unit is a referenced table's column reads it through the lookup."""
+    u = rel.table.privacy_unit
+    if u is None or "." not in u:
+        return rel
+    ref, col = u.split(".", 1)
+    b = rel.table
+    fk = next(c for c, t in b.references.items() if t == ref)
+    other = config.tables[ref]
+    unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
+    cols = {**b.columns, UNIT_COLUMN: unit_col}
+    inner = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
+    lookup = _keyed(config, ref, other.key, [col], {col: UNIT_COLUMN})
+    rel_sql = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
+                          exp.column(UNIT_COLUMN, "__dpgate_u", quoted=True))
+               .from_(exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b"))))
+               .join(lookup, on=exp.EQ(this=exp.column(fk, "__dpgate_b", quoted=True),
+                                      expression=exp.column(other.key, "__dpgate_u", quoted=True)),
+                     join_type="left"))
+    table = b.model_copy(update={"columns": cols, "privacy_unit": UNIT_COLUMN})
+    owners = None if rel.owners is None else {**rel.owners, UNIT_COLUMN: set(rel.qualifiers)}
+    return Relation(rel.name, table, rel.qualifiers, owners, exp.Subquery(
+        this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
+        rel.joins + ((ref, fk, other.key, "unit"),))
+
+
+def _as_select(rel: exp.Expression) -> exp.Select:
+    if isinstance(rel, exp.Subquery):
+        return rel.this
+    return exp.select(exp.Star()).from_(rel)
+
+
+def _keyed(config: Config, name: str, key: str, cols: list, rename: dict | None = None) -> exp.Subquery:
+    """``(SELECT key, MIN(c) AS c, … FROM source GROUP BY key) AS __dpgate_u``: one row per key."""
+    rename = rename or {}
+    items = [exp.column(key, quoted=True)] + [
+        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), rename.get(c, c), quoted=True) for c in cols if c != key]
+    q = exp.select(*items).from_(exp.to_table(config.source_of(name))).group_by(exp.column(key, quoted=True))
+    return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
+
+
+def _lookup_sql(config: Config, base: str, look: str, bcol: str, kcol: str, cols: list,
+                how: str) -> exp.Subquery:
+    """``(SELECT b.*, u.c, … FROM base b [LEFT] JOIN (one row per key) u ON b.bcol = u.key)``."""
+    lookup = _keyed(config, look, kcol, cols)
+    q = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
+                    *[exp.column(c, "__dpgate_u", quoted=True) for c in cols])
+         .from_(exp.alias_(exp.to_table(config.source_of(base)), "__dpgate_b", table=True))
+         .join(lookup, on=exp.EQ(this=exp.column(bcol, "__dpgate_b", quoted=True),
+                                expression=exp.column(kcol, "__dpgate_u", quoted=True)),
+               join_type="left" if how == "left" else "inner"))
+    return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel")))

@@ -1,0 +1,157 @@
+"""Lookup joins and public tables (issue 20 §4), on DuckDB and Postgres, over the demo's
+second schema (proxy/demo/shop.py) and purchases ⋈ stores.
+
+* Exact before noise: with bounds that bind nothing, the rewrite's cells equal the
+  backend's own answer to the analyst's join (the analyst's SQL runs as written).
+* A key that is not unique in the data never duplicates a base row (the lookup reads one
+  row per key).
+* Every join that could repeat a person's rows, or join people to other people, is
+  refused with a hint; a public table is answered as-is, declared columns only.
+"""
+from __future__ import annotations
+
+import copy
+import tomllib
+
+import duckdb
+import pytest
+
+import rewriter
+from config import parse_config
+from proxy.demo import demo_config_path, purchases_select, shop
+from rewriter.errors import Refusal
+from rewriter.public import plan_public
+
+LOOSE = {"max_groups_per_unit": 1000, "max_rows_per_unit": 100_000}
+
+JOINS = [
+    "SELECT s.area, COUNT(*), SUM(p.amount) FROM purchases p JOIN stores s ON p.store = s.store_id GROUP BY s.area",
+    "SELECT area, COUNT(*) FROM stores JOIN purchases ON purchases.store = stores.store_id GROUP BY area",
+    "SELECT COUNT(*), AVG(p.amount) FROM purchases p LEFT JOIN stores s ON p.store = s.store_id WHERE s.opened > 2010",
+    "SELECT c.segment, COUNT(*), SUM(o.total) FROM orders o JOIN customers c ON o.customer_id = c.customer_id "
+    "GROUP BY c.segment",
+    "SELECT o.priority, SUM(i.quantity), COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
+    "GROUP BY o.priority",
+    "SELECT COUNT(*), SUM(price) FROM order_items WHERE item <= 10",
+    "SELECT c.region, COUNT(DISTINCT o.customer_id) FROM orders o JOIN customers c ON o.customer_id = c.customer_id "
+    "GROUP BY c.region",
+]
+
+REFUSED = [
+    ("SELECT COUNT(*) FROM orders o JOIN order_items i ON o.order_id = i.order_id", "key"),
+    ("SELECT COUNT(*) FROM purchases p JOIN stores s ON p.item = s.opened", "key"),
+    ("SELECT COUNT(*) FROM orders o JOIN customers c ON o.order_id = c.customer_id", "unit"),    # off the unit
+    ("SELECT COUNT(*) FROM purchases p RIGHT JOIN stores s ON p.store = s.store_id", "JOIN"),
+    ("SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store < s.store_id", "equality"),
+    ("SELECT COUNT(*) FROM purchases p JOIN stores s USING (store)", None),
+    ("SELECT COUNT(*) FROM stores s LEFT JOIN purchases p ON p.store = s.store_id", "public"),
+    ("SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id JOIN customers c "
+     "ON p.customer_id = c.customer_id", None),
+    ("SELECT s.amount FROM purchases p JOIN stores s ON p.store = s.store_id GROUP BY s.amount", "amount"),
+]
+
+
+def _config(loose: bool):
+    raw = tomllib.loads(demo_config_path().read_text())
+    raw["server"] = {"auth": "trust"}
+    for r in raw["roles"].values():
+        r.pop("scram", None)
+    if loose:
+        for t in raw["tables"].values():
+            if "privacy_unit" in t:
+                t.update(LOOSE)
+    return parse_config(copy.deepcopy(raw))
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def db(request):
+    if request.param == "duckdb":
+        con = duckdb.connect()
+        con.execute("CREATE TABLE purchases AS " + purchases_select("range(0, 30000) AS t(i)"))
+        for sql in shop.statements(lambda n: f"range(0, {n}) AS t(i)"):
+            con.execute(sql)
+        yield "duckdb", lambda q: con.execute(q).fetchall()
+        con.close()
+        return
+    psycopg = pytest.importorskip("psycopg")
+    con = psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True)
+    con.execute("DROP SCHEMA IF EXISTS joins_t CASCADE; CREATE SCHEMA joins_t; SET search_path TO joins_t")
+    con.execute("CREATE TABLE purchases AS " + purchases_select("generate_series(0, 29999) AS t(i)"))
+    for sql in shop.statements(lambda n: f"generate_series(0, {n - 1}) AS t(i)"):
+        con.execute(sql)
+
+    def run(q):
+        cur = con.execute(q)
+        return cur.fetchall() if cur.description is not None else []
+    yield "postgres", run
+    con.execute("DROP SCHEMA joins_t CASCADE")
+    con.close()
+
+
+def _num(v):
+    return None if v is None else round(float(v), 6)
+
+
+@pytest.mark.parametrize("sql", JOINS)
+def test_join_scan_equals_the_analysts_own_query(db, sql):
+    dialect, run = db
+    plan = rewriter.build_plan(rewriter.parse(sql), _config(loose=True))
+    got = rewriter.complete(plan, run(rewriter.to_sql(plan, dialect, "ab")))
+    k = len(plan.group_by)
+    want = {tuple(r[:k]): [_num(v) for v in r[k:]] for r in run(sql)}
+    assert want and all(tuple(row[:k]) in want for row in got if row[k] != 0)
+    for row in got:
+        m = row[k:]
+        exact = []
+        for a in plan.aggregates:                      # the aggregates, from the scan's exact measures
+            if a.func == "avg":
+                exact.append(_num(m[a.measures[0]] / m[a.measures[1]]) if m[a.measures[1]] else None)
+            else:
+                exact.append(_num(m[a.measures[0]]))
+        w = want.get(tuple(row[:k]))
+        if w is not None:
+            assert exact == [0.0 if v is None and a.func != "avg" else v for v, a in zip(w, plan.aggregates)], \
+                (sql, row, w)
+
+
+def test_a_repeated_key_never_duplicates_a_base_row(db):
+    dialect, run = db
+    plan = rewriter.build_plan(rewriter.parse("SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id"),
+                               _config(loose=True))
+    (before,), = run(rewriter.to_sql(plan, dialect, "ab"))
+    run("INSERT INTO stores VALUES (1, 'north', 2001)")          # store 1 now twice in the lookup table
+    try:
+        (after,), = run(rewriter.to_sql(plan, dialect, "ab"))
+        assert after == before
+    finally:
+        run("DELETE FROM stores WHERE store_id = 1 AND opened = 2001")
+
+
+@pytest.mark.parametrize("sql,word", REFUSED)
+def test_joins_that_could_repeat_or_mix_people_are_refused(sql, word):
+    with pytest.raises(Refusal) as e:
+        rewriter.build_plan(rewriter.parse(sql), _config(loose=False))
+    assert word is None or word in e.value.message
+    assert e.value.hint or e.value.sqlstate.startswith("42")
+
+
+def test_the_join_is_part_of_the_release_key():
+    cfg = _config(loose=False)
+    a = rewriter.build_plan(rewriter.parse("SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id"), cfg)
+    b = rewriter.build_plan(rewriter.parse("SELECT COUNT(*) FROM purchases p LEFT JOIN stores s ON p.store = s.store_id"), cfg)
+    c = rewriter.build_plan(rewriter.parse("SELECT COUNT(*) FROM purchases"), cfg)
+    assert len({a.canonical(), b.canonical(), c.canonical()}) == 3
+
+
+def test_public_table_reads_declared_columns_only(db):
+    dialect, run = db
+    cfg = _config(loose=False)
+    q = plan_public(rewriter.parse("SELECT * FROM stores WHERE opened > 2010 ORDER BY store_id LIMIT 2"), cfg)
+    assert run(q.sql(dialect)) == run("SELECT store_id, area, opened FROM stores WHERE opened > 2010 "
+                                      "ORDER BY store_id LIMIT 2")
+    q = plan_public(rewriter.parse("SELECT area, COUNT(*) FROM stores GROUP BY area ORDER BY 1"), cfg)
+    assert [tuple(r) for r in run(q.sql(dialect))] == [("center", 3), ("north", 4), ("south", 3)]
+    for bad in ("SELECT pg_read_file('/etc/passwd') FROM stores", "SELECT * FROM stores, purchases",
+                "SELECT secret FROM stores", "SELECT * FROM stores WHERE store_id IN (SELECT store FROM purchases)"):
+        with pytest.raises(Refusal):
+            plan_public(rewriter.parse(bad), cfg)
