@@ -51,6 +51,7 @@ from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.multitier import VectorLadder, make_ladder, nearest_lower_level
 from rewriter import complete
 from rewriter.errors import Refusal
+from rewriter.unit import factor
 
 from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # re-exported (Subset, local DP)
 from ..stores.ladder_store import store_for
@@ -58,7 +59,7 @@ from ..wire.api import SqlError
 from .central import Central, columns_of
 from .common import avg_half_widths, cell_key, explain_output_line, plain_number
 from .kind import Prepared
-from .release import release_groups
+from .release import release_groups, unit_text
 
 __all__ = ["LADDER", "Ladder", "serve_level", "check_ladder_plan", "coalition_rows", "explain_ladder_lines",
            "COALITION_COLUMNS",
@@ -100,9 +101,11 @@ def _slots(plan) -> list[_Slot]:
     return out
 
 
-def _share(level: float, groups: int) -> float:
-    """The ε of one release at a tier level (equal split, as for single tiers)."""
-    return float(split(level, groups)[0])
+def _share(level: float, groups: int, k: int = 1) -> float:
+    """The ε of one release at a tier level (equal split, as for single tiers); on a table
+    with a privacy unit, of level/k (group privacy over a unit's kept rows: every level
+    then holds per unit, :func:`rewriter.unit.factor`)."""
+    return float(split(level / k, groups)[0])
 
 
 def _sum_measure(slot: _Slot, eps: float = 1.0) -> LaplaceSum:
@@ -152,7 +155,7 @@ def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
     slots = _slots(plan)
     g = len(slots)
     k = len(plan.group_by)
-    shares = [_share(e, g) for e in levels]
+    shares = [_share(e, g, factor(plan)) for e in levels]
     chains = {s.name: _chain(s, shares) for s in slots}
     out_cells = []
     for row in cells:
@@ -174,8 +177,8 @@ def insert_level(plan, body: dict, levels: list[float], new: float, source) -> d
     conditioned on both neighbours. Returns the new body."""
     g = body["groups"]
     slots = _slots(plan)
-    shares = [_share(e, g) for e in levels]
-    sh_new = _share(new, g)
+    shares = [_share(e, g, factor(plan)) for e in levels]
+    sh_new = _share(new, g, factor(plan))
     body = json.loads(json.dumps(body))
     for s in slots:
         lad = make_ladder("tsg", shares, body["slots"][s.name]["sensitivity"])
@@ -197,7 +200,7 @@ def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
     """The answer (noisy_answer's shape) of the chain's ``level``: post-processing only."""
     slots = _slots(plan)
     g = body["groups"]
-    share = _share(level, g)
+    share = _share(level, g, factor(plan))
     charged = [float(e) for e in split(tier_eps, g)]
     n = len(plan.aggregates)
     hws, mech, eps = [0.0] * n, [""] * n, [0.0] * n
@@ -256,7 +259,7 @@ def explain_ladder_lines(plan, tier) -> list[str]:
     _check_funcs(plan)
     slots = _slots(plan)
     g = len(slots)
-    share = _share(float(tier.epsilon), g)
+    share = _share(float(tier.epsilon), g, factor(plan))
     by_index = {}
     for s in slots:
         for j in (s.index, *s.members):
@@ -265,7 +268,7 @@ def explain_ladder_lines(plan, tier) -> list[str]:
              f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε",
              f"  one noise chain per cell and aggregate serves every tier of ladder {tier.ladder}; this tier "
              f"gets its own level (never a higher one); the chain is drawn from one scan on the first request "
-             f"of any tier and stored before answering"]
+             f"of any tier and stored before answering", "  " + unit_text(plan)]
     for o in plan.outputs:
         if (line := explain_output_line(plan, o)) is not None:
             lines.append(line)

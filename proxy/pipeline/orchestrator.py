@@ -223,7 +223,6 @@ class Connection:
         if not plan.aggregates and plan.selection is None:    # SELECT DISTINCT g: the public domain
             return DOMAIN.prepare(self, plan)
         if gw.tier_of(self.role).ladder is not None:          # multi-tier chain (seed 000)
-            self._row_level_only(route.table, "ladder tiers (seed 000)")
             return LADDER.prepare(self, plan)
         if plan.selection is not None:                        # HAVING / top-c (seed 004)
             return SVT.prepare(self, plan)
