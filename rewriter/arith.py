@@ -286,6 +286,8 @@ def _unary_num(node: exp.Func, ctx: Ctx, check: Check) -> T:
         fn = {"abs": abs, "floor": math.floor, "ceil": math.ceil}.get(name, rnd)
         if node.args.get("decimals") is None:
             return replace(_fold(float(fn(a.value))), numeric=a.numeric)
+    if a.is_literal and a.value is None:   # round(NULL): a typed NULL (Postgres cannot pick trunc(unknown))
+        a = replace(a, node=exp.Cast(this=exp.Null(), to=exp.DataType.build("double")))
     a = _double(a)
     if isinstance(node, exp.Abs):
         return replace(a, node=exp.Abs(this=a.node))

@@ -55,10 +55,38 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
 @functools.lru_cache(maxsize=256)
 def _unit_sql(plan: Plan, dialect: str) -> str:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`)."""
-    kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
-    scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))
-    tree = unit.spell_hashes(scan.with_(unit.KEPT, as_=kept, copy=False), lambda a: keyed_hash(a, dialect))
+    if unit.aggregatable(plan):
+        tree = unit.per_unit_scan(plan, _measure, _base_count, _integral, group_key_sql)
+    else:                                  # COUNT(DISTINCT col): rank the rows themselves
+        kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
+        scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))
+        tree = scan.with_(unit.KEPT, as_=kept, copy=False)
+    tree = unit.spell_hashes(tree, lambda a: keyed_hash(a, dialect), lambda a, b: int_div(a, b, dialect))
     return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
+
+
+def int_div(a: exp.Expression, b: exp.Expression, dialect: str) -> exp.Expression:
+    """Integer division truncated toward zero: DuckDB ``//``, Postgres ``DIV`` (its SUM of
+    bigints is numeric), Spark ``DIV``."""
+    return exp.IntDiv(this=exp.Paren(this=a), expression=exp.Paren(this=b))
+
+
+def _base_count(m: Measure) -> exp.Expression:
+    """The rows a sum measure is over (its column non-NULL): the count its bound scales by."""
+    if isinstance(m.column, Arith):
+        return exp.Count(this=m.column.expr.copy())
+    return exp.Count(this=exp.column(m.column, quoted=True))
+
+
+def _integral(m: Measure) -> bool:
+    """Is the scan's sum for ``m`` an exact integer (as :func:`_clamped` / the moments make it)?"""
+    if isinstance(m.column, Arith):
+        return m.column.type == "int"
+    if m.kind in ("csum", "csumsq"):
+        return stats.moment_type(m) == "int"
+    lo, hi = m.lower, m.upper
+    return (m.type == "int" and lo is not None and float(lo).is_integer() and float(hi).is_integer()
+            and max(abs(lo), abs(hi)) < 2**62)
 
 
 def keyed_hash(args: list, dialect: str) -> exp.Expression:

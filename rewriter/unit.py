@@ -43,10 +43,11 @@ from sqlglot import exp
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 from .plan import Plan, UnitBounds
 
-__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "check", "factor", "kept_rows", "salted", "spell_hashes"]
+__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "aggregatable", "check", "factor", "kept_rows", "per_unit_scan",
+           "salted", "spell_hashes"]
 
 SALT_MARK = "__dpgate_salt__"
-KEPT, RN, GN = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn"
+KEPT, RN, GN, U = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn", "__dpgate_u"
 
 
 def salted(sql: str, salt: str) -> str:
@@ -71,6 +72,95 @@ def factor(plan: Plan) -> int:
     cells = min(b.max_groups, max(plan.n_cells, 1))
     units_only = all(m.kind == "count_distinct" and m.column == b.column for m in plan.measures)
     return cells if units_only else cells * b.max_rows
+
+
+AGGREGATABLE = ("count_rows", "count", "count_if", "sum", "csum", "csumsq")
+
+
+def aggregatable(plan: Plan) -> bool:
+    """Every measure is a count or a sum (or the count of units): the bounded scan can
+    pre-aggregate per (unit, cell) instead of ranking rows (:func:`per_unit_scan`)."""
+    return all(m.kind in AGGREGATABLE or (m.kind == "count_distinct" and m.column == plan.unit.column)
+               for m in plan.measures)
+
+
+def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp.Select:
+    """The bounded scan by pre-aggregation (every measure a count or a sum), ~10-30× cheaper
+    than ranking rows::
+
+        WITH per AS (SELECT keys AS k.., unit AS u, <row measures> AS a_j, <their row counts> AS n_j
+                     FROM source WHERE unit IS NOT NULL AND (pred) GROUP BY keys, unit),
+             ranked AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY u ORDER BY h(salt, u, k..), k..) AS gn
+                        FROM per)                                     -- only when G < cells
+        SELECT k.., SUM(bounded a_j) FROM ranked WHERE gn <= G GROUP BY k..
+
+    A unit's contribution to a cell is that of at most R *pseudo-rows*: a count becomes
+    min(n, R); a sum over n > R rows becomes sum·R/n (for an integer sum, rounded toward
+    zero: still a sum of R integers within the bounds), i.e. R rows at the unit's mean.
+    Removing a unit removes only its pseudo-rows, at most k = min(G, cells)·R of them, so
+    group privacy gives ε per unit exactly as for kept rows (module docstring); the
+    pseudo-rows are valid inputs of every mechanism (values within the bounds; the AVG
+    pair (sum, count) is that of R such rows). ``row_measure(m)`` is a measure's row-level
+    aggregate, ``base_count(m)`` the count its sum scales by, ``integral(m)`` whether it is
+    an exact integer sum."""
+    b = plan.unit
+    unit = exp.column(b.column, quoted=True)
+    keys = [key_sql(g) for g in plan.group_by]
+    knames = [f"k{i + 1}" for i in range(len(keys))]
+    R = exp.Literal.number(b.max_rows)
+    items = [*[exp.alias_(k, n) for k, n in zip(keys, knames)], exp.alias_(unit.copy(), U, quoted=True)]
+    outs = []
+    for j, m in enumerate(plan.measures):
+        a, n = f"a{j + 1}", f"n{j + 1}"
+        items.append(exp.alias_(row_measure(m), a))
+        col_a = exp.column(a)
+        if m.kind == "count_distinct":                 # the unit itself: one per (unit, cell)
+            total = exp.Sum(this=col_a)
+        elif m.kind in ("count_rows", "count", "count_if"):
+            total = exp.Sum(this=exp.Least(this=col_a, expressions=[R.copy()]))
+        else:
+            items.append(exp.alias_(base_count(m), n))
+            total = exp.Sum(this=exp.Case(
+                ifs=[exp.If(this=exp.LTE(this=exp.column(n), expression=R.copy()), true=col_a.copy())],
+                default=_scaled(col_a, exp.column(n), b.max_rows, integral(m))))
+        if m.kind in ("count_distinct", "count_rows", "count", "count_if"):   # a count stays a bigint
+            total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
+        outs.append(exp.alias_(total, f"m{j + 1}"))
+    per = exp.select(*items).from_(plan.from_())
+    per = per.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
+    if plan.where is not None:
+        per = per.where(exp.Paren(this=plan.where.copy()), copy=False)
+    per = per.group_by(*[k.copy() for k in keys], unit.copy(), copy=False)
+    last = "per"
+    ctes = [("per", per)]
+    if keys and b.max_groups < plan.n_cells:
+        kcols = [exp.column(n) for n in knames]
+        order = [_hash([_salt(), exp.column(U, quoted=True), *[c.copy() for c in kcols]]), *kcols]
+        gn = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(U, quoted=True)],
+                        order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]))
+        ctes.append(("ranked", exp.select(exp.Star(), exp.alias_(gn, GN, quoted=True)).from_("per")))
+        last = "ranked"
+    out = exp.select(*[exp.column(n) for n in knames], *outs).from_(last)
+    if last == "ranked":
+        out = out.where(exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups)))
+    for name, q in ctes:
+        out = out.with_(name, as_=q, copy=False)
+    if keys:
+        out = out.group_by(*[exp.column(n) for n in knames], copy=False)
+    return out
+
+
+def _scaled(a: exp.Expression, n: exp.Expression, R: int, integral: bool) -> exp.Expression:
+    """a·R/n: for an integer sum q·R + (r·R) / n with q, r = a div n, a mod n (no overflow;
+    truncated toward zero, so within [R·lower, R·upper]); else in double precision."""
+    if not integral:
+        return exp.Div(this=exp.Mul(this=exp.Cast(this=a, to=exp.DataType.build("double")),
+                                    expression=exp.Literal.number(R)), expression=n)
+    q = exp.Anonymous(this="DPGATE_IDIV", expressions=[a.copy(), n.copy()])
+    r = exp.Mod(this=a.copy(), expression=n.copy())
+    return exp.Add(this=exp.Mul(this=q, expression=exp.Literal.number(R)),
+                   expression=exp.Anonymous(this="DPGATE_IDIV", expressions=[
+                       exp.Mul(this=exp.Paren(this=r), expression=exp.Literal.number(R)), n.copy()]))
 
 
 def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Select, exp.Expression]:
@@ -112,11 +202,14 @@ def _columns(nodes, exclude: str) -> list[exp.Column]:
     return sorted(out, key=lambda c: c.name)
 
 
-def spell_hashes(tree: exp.Expression, spell) -> exp.Expression:
-    """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash)."""
+def spell_hashes(tree: exp.Expression, spell, idiv=None) -> exp.Expression:
+    """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash)
+    and each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero)."""
     def swap(node):
         if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
             return spell(node.expressions)
+        if idiv is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_IDIV":
+            return idiv(*node.expressions)
         return node
     return tree.transform(swap, copy=False)
 
