@@ -232,6 +232,11 @@ def scan_times(con, q: Query, plan, pairs: int) -> tuple[float, float, float]:
     return 1000 * statistics.median(raw), 1000 * statistics.median(dp), ratio
 
 
+def refusal(ex: Exception) -> str:
+    """SmartNoise's refusal, short."""
+    return "refused: " + ("noise scale > 1e7" if "too large" in str(ex) else str(ex)[:40])
+
+
 class SmartNoise:
     """SmartNoise SQL over pandas frames of the same rows (one SQLite load per table)."""
 
@@ -270,7 +275,10 @@ class SmartNoise:
         if q.sn_refuses:
             return {(e, j): q.sn_refuses for e in EPSILONS for j in range(len(q.aggs))}
         # its cost is linear in ε; read it at a large ε, where its noise-scale cap cannot refuse
-        cost, delta = self.reader(q.table, k, COST_EPS).get_privacy_cost(q.sql(table, d=""))
+        try:
+            cost, delta = self.reader(q.table, k, COST_EPS).get_privacy_cost(q.sql(table, d=""))
+        except ValueError as ex:                          # refused even at ε = COST_EPS
+            return {(e, j): refusal(ex) for e in EPSILONS for j in range(len(q.aggs))}
         out["delta"] = delta
         for e in EPSILONS:
             per_stat = e * COST_EPS / float(cost)
@@ -281,7 +289,7 @@ class SmartNoise:
                     r.get_privacy_cost(q.sql(table, d="", aggs=(a,)))     # builds its mechanisms
                     ok.append(j)
                 except ValueError as ex:
-                    out[(e, j)] = "refused: " + ("noise scale > 1e7" if "too large" in str(ex) else str(ex)[:40])
+                    out[(e, j)] = refusal(ex)
             if not ok:
                 continue
             aggs = tuple(q.aggs[j] for j in ok)
@@ -307,16 +315,16 @@ def pct(x) -> str:
     return f"{100 * x:.3g}%" if x < 10 else f"{x:.0f}×"
 
 
-def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS, p: float = 0.95,
-        queries: tuple[Query, ...] = QUERIES) -> dict:
-    """Everything the table prints, from one run on freshly generated data; the bounds are
-    the ``p``-quantiles of the per-customer distribution (p = 1: bounds that bind nothing)."""
+def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
+        bounds: dict[str, tuple[int, int]] | None = None) -> dict:
+    """Everything the table prints, from one run on freshly generated data; the bounds
+    (G, R) per table are the 95th percentiles of the per-customer distribution unless given."""
     with tempfile.TemporaryDirectory(prefix="dpgate-tpch-") as tmp:
         t0 = time.time()
         tpch.load(tpch.generate(scale, Path(tmp) / "parquet"), Path(tmp) / "tpch.duckdb")
         con = duckdb.connect(str(Path(tmp) / "tpch.duckdb"), read_only=True)
         gen = time.time() - t0
-        bounds = {t: tpch.bounds(con, t, UNIT, GROUPS[t], p) for t in COLUMNS}
+        bounds = bounds or {t: tpch.bounds(con, t, UNIT, GROUPS[t]) for t in COLUMNS}
         cfg = dp_config(bounds)
         sizes = {t: con.execute(f"SELECT COUNT(*), COUNT(DISTINCT {UNIT}) FROM {t}").fetchone() for t in COLUMNS}
         try:
@@ -324,7 +332,7 @@ def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS, p
         except ImportError as e:
             sn, sn_note = None, f"no SmartNoise column: {e.name} is not installed (pip install '.[bench]')"
         rows = []
-        for q in queries:
+        for q in QUERIES:
             truths = truth(con, q)
             dp = dpgate_errors(con, q, cfg, truths, runs, draws)
             times = scan_times(con, q, dp["plan"], pairs)
