@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import statistics
 import sys
 import tempfile
@@ -64,6 +63,7 @@ TIMING_PAIRS = 5
 UNIT = "o_custkey"
 SN_DELTA = 1e-6
 COST_EPS = 100.0        # where SmartNoise's cost is read (ε per statistic = ε × COST_EPS / cost)
+SN_IDS = {"k": "k (the same total rows per customer as dpgate)", "R": "R (the row bound alone)"}
 GOAL_EPS = 1.0
 GOAL_TIME = 2.0          # dpgate's bounded scan ≤ this × the raw query (median over the queries)
 
@@ -316,9 +316,11 @@ def pct(x) -> str:
 
 
 def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
-        bounds: dict[str, tuple[int, int]] | None = None) -> dict:
+        bounds: dict[str, tuple[int, int]] | None = None, sn_ids: str = "k") -> dict:
     """Everything the table prints, from one run on freshly generated data; the bounds
-    (G, R) per table are the 95th percentiles of the per-customer distribution unless given."""
+    (G, R) per table are the 95th percentiles of the per-customer distribution unless given.
+    ``sn_ids``: SmartNoise's max_ids = dpgate's k (equal sensitivity) or its R (the row bound
+    alone: less noise than dpgate, more rows left out)."""
     with tempfile.TemporaryDirectory(prefix="dpgate-tpch-") as tmp:
         t0 = time.time()
         tpch.load(tpch.generate(scale, Path(tmp) / "parquet"), Path(tmp) / "tpch.duckdb")
@@ -336,11 +338,12 @@ def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
             truths = truth(con, q)
             dp = dpgate_errors(con, q, cfg, truths, runs, draws)
             times = scan_times(con, q, dp["plan"], pairs)
-            sne = sn.errors(q, dp["k"], truths, sn_runs) if sn is not None else {}
+            ids = dp["k"] if sn_ids == "k" else bounds[q.table][1]
+            sne = sn.errors(q, ids, truths, sn_runs) if sn is not None else {}
             rows.append((q, dp, times, sne))
         con.close()
     return {"rows": rows, "bounds": bounds, "sizes": sizes, "gen": gen, "sn_note": sn_note,
-            "runs": runs, "sn_runs": sn_runs, "draws": draws, "pairs": pairs}
+            "runs": runs, "sn_runs": sn_runs, "draws": draws, "pairs": pairs, "sn_ids": sn_ids}
 
 
 def report(res: dict, scale: float) -> bool:
@@ -385,7 +388,7 @@ def report(res: dict, scale: float) -> bool:
           "The FK path is the owner's view: lineitem_c = lineitem ⋈ orders (l_orderkey = o_orderkey) carrying o_custkey;\n"
           "dpgate's own FK paths are not implemented yet. Bounds G, R were read from the raw data (a bench shortcut: an\n"
           "owner would take them from public knowledge); column bounds from the TPC-H spec.\n"
-          "SmartNoise: private_id = o_custkey, max_ids = k (the same total rows per customer), censor_dims off, equal\n"
+          f"SmartNoise: private_id = o_custkey, max_ids = {SN_IDS[res['sn_ids']]}, censor_dims off, equal\n"
           "total ε (each statistic ε / its number of statistics; AVG = SUM/COUNT), δ = "
           f"{SN_DELTA:g} stated ({_sn_delta(res)}). Not like for like: it samples max_ids rows per\n"
           "customer in TOTAL with random() at each execution (dpgate: R per cell, G cells, keyed hash per data version);\n"
@@ -412,13 +415,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="TPC-H SF 0.01 (< 50 s)")
     ap.add_argument("--scale", type=float, help="TPC-H scale factor (default 0.1, quick 0.01)")
+    ap.add_argument("--sn-max-ids", choices=("k", "R"), default="k",
+                    help="SmartNoise's max_ids: dpgate's k (default, equal sensitivity) or the row bound R")
     args = ap.parse_args(argv)
     scale = args.scale or (0.01 if args.quick else 0.1)
     if tpch.tpchgen() is None:
         print("tpchgen-cli is not installed: pip install '.[bench]'")
         return 2
     t0 = time.time()
-    res = run(scale, RUNS, RUNS // 2 if args.quick else RUNS, TIMING_PAIRS)
+    res = run(scale, RUNS, RUNS // 2 if args.quick else RUNS, TIMING_PAIRS, sn_ids=args.sn_max_ids)
     report(res, scale)
     print(f"({time.time() - t0:.1f} s)")
     return 0
