@@ -12,16 +12,17 @@ Column bounds are the TPC-H specification's value ranges (public).
 For each query and ε ∈ {0.1, 1, 10} one table prints, side by side:
 
 * dpgate's relative error, |released − TRUE| / |TRUE| averaged over the cells with a
-  nonzero true answer, median over RUNS fresh releases. TRUE is the analyst's own query on
+  nonzero true answer, median over RUNS × DRAWS fresh releases. TRUE is the analyst's own query on
   DuckDB without bounds or clamping, so the bias of contribution bounding is included; each
-  run is a fresh release as the pipeline makes it: the bounded scan
-  (``rewriter.build_plan``/``to_sql`` with its own salt, i.e. a fresh data version, so the
-  kept rows change), ``rewriter.complete``, then ``proxy.pipeline.release.noisy_answer`` at
+  release is made as the pipeline makes it: the bounded scan
+  (``rewriter.build_plan``/``to_sql`` with one of RUNS salts, i.e. a fresh data version, so
+  the kept rows change), ``rewriter.complete``, then ``proxy.pipeline.release.noisy_answer`` at
   ``mechanism_epsilon`` (ε/k by group privacy; rewriter/unit.py, README "People, not rows");
 * "bias": the same for the bounded scan's exact measures (no noise), median over the salts;
 * SmartNoise SQL (``snsql``, the ``bench`` extra) on the same rows (its pandas reader over
   the same DuckDB tables), ``private_id`` = o_custkey, ``max_ids`` = k, the same total rows
-  per customer as dpgate's bound (so the two have the same L1 sensitivity), at EQUAL TOTAL
+  per customer as dpgate's bound (so the two have the same L1 sensitivity; ``--sn-max-ids R``:
+  the row bound alone), median over RUNS executions, at EQUAL TOTAL
   ε: SmartNoise charges ε per statistic (AVG = SUM/COUNT), so each statistic gets
   ε / (its ``get_privacy_cost`` per unit of ε); censor_dims off (dpgate's keys are a public
   domain). Where SmartNoise refuses a measure (its noise-scale cap of 10^7 or an
@@ -257,9 +258,7 @@ class SmartNoise:
                 cols[c] = {"type": "int", "private_id": True}
             elif spec["type"] == "float":
                 cols[c] = {"type": "float", "lower": spec["lower"], "upper": spec["upper"]}
-            elif spec["type"] == "date":
-                cols[c] = {"type": "string"}
-            else:
+            else:                                     # text keys; dates as ISO strings
                 cols[c] = {"type": "string"}
         return {"": {"tpch": {table: {"max_ids": max_ids, "censor_dims": False,
                                       "rows": self.frames.get(table, 1), **cols}}}}
