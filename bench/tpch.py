@@ -1,0 +1,77 @@
+"""TPC-H data for the privacy-unit benchmark (issue 20, ``bench/user_level.py``).
+
+The tables come from ``tpchgen-cli`` (the ``bench`` extra; a registry package that
+writes TPC-H parquet at a given scale factor). They are loaded into a DuckDB file,
+and the data owner's declared sources are built over them:
+
+* ``lineitem_c``: a VIEW, lineitem ⋈ orders on ``l_orderkey = o_orderkey``, carrying
+  the customer ``o_custkey`` (the privacy unit) beside the line's own columns. dpgate has
+  no foreign-key paths yet (issue 20, item 4b), so the owner writes the path as a view;
+  the analyst's queries read it as one table.
+* ``orders``: the table itself, with ``o_custkey`` as the unit.
+
+Money columns are DECIMAL in TPC-H; the view casts them to DOUBLE (dpgate's clamping
+casts ``orders.o_totalprice`` itself).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+TABLES = ("customer", "orders", "lineitem")
+
+LINEITEM_C = """CREATE VIEW lineitem_c AS
+SELECT o.o_custkey, l.l_quantity::DOUBLE AS l_quantity, l.l_extendedprice::DOUBLE AS l_extendedprice,
+       l.l_discount::DOUBLE AS l_discount, l.l_returnflag, l.l_linestatus, l.l_shipdate
+FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey"""
+
+
+def tpchgen() -> str | None:
+    """The ``tpchgen-cli`` executable (beside this interpreter, or on PATH), or None."""
+    here = Path(sys.executable).with_name("tpchgen-cli")
+    return str(here) if here.exists() else shutil.which("tpchgen-cli")
+
+
+def generate(scale: float, out: Path) -> Path:
+    """TPC-H customer/orders/lineitem at ``scale`` as parquet files under ``out``."""
+    exe = tpchgen()
+    if exe is None:
+        raise FileNotFoundError("tpchgen-cli is not installed (pip install '.[bench]')")
+    subprocess.run([exe, "parquet", "-s", str(scale), "-o", str(out), "--tables", ",".join(TABLES)],
+                   check=True, capture_output=True)
+    return out
+
+
+def load(parquet_dir: Path, db: Path) -> None:
+    """The parquet files into a DuckDB file ``db``, plus the owner's view."""
+    con = duckdb.connect(str(db))
+    try:
+        for t in TABLES:
+            con.execute(f"CREATE TABLE {t} AS SELECT * FROM read_parquet('{parquet_dir / (t + '.parquet')}')")
+        con.execute(LINEITEM_C)
+    finally:
+        con.close()
+
+
+def percentile(con, sql: str, p: float) -> int:
+    """The ``p``-quantile (nearest rank, rounded up) of the single column ``n`` of ``sql``."""
+    (v,), = con.execute(f"SELECT quantile_disc(n, {p}) FROM ({sql})").fetchall()
+    return max(1, int(v))
+
+
+def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95) -> tuple[int, int]:
+    """(G, R) from the data's per-unit distribution: R = the ``p``-quantile of rows per
+    (unit, cell of ``group``), G = the ``p``-quantile of cells per unit (1 without a group).
+    Read from the raw data by the owner, outside any budget: in a real deployment these
+    come from public knowledge of the schema (a bench shortcut, said in its footnote)."""
+    keys = ", ".join([unit, *group])
+    r = percentile(con, f"SELECT COUNT(*) AS n FROM {source} GROUP BY {keys}", p)
+    if not group:
+        return 1, r
+    cells = ", ".join(group)
+    g = percentile(con, f"SELECT COUNT(DISTINCT ({cells})) AS n FROM {source} GROUP BY {unit}", p)
+    return g, r
