@@ -48,8 +48,19 @@ def column_comment(table: Table, name: str, col: Column) -> str:
     elif col.type in ("int", "float") and not (table.local and name in table.local.columns):
         facts.append("no bounds: SUM/AVG refused")
     dom = _domain(col)
+    if name == table.privacy_unit:
+        facts.append("privacy unit: answers protect each value (a person) with all its rows; "
+                     "COUNT(DISTINCT) counts them")
+    if name == table.key:
+        facts.append("key: other tables join here on it" if table.public else "key")
+    if name in table.references:
+        facts.append(f"references {table.references[name]}")
     if dom:
         facts.append(dom)
+    elif table.public:
+        facts.append("public: read as-is")
+    elif col.type in ("text", "int") and table.mode == "central" and table.privacy is None:
+        facts.append("no public domain: GROUP BY releases the keys chosen by partition selection (needs δ)")
     elif col.type in ("text", "int", "bool") and not (table.local and name in table.local.columns):
         facts.append("not groupable (no public domain)")
     p = table.privacy
@@ -69,6 +80,12 @@ def table_comment(table: Table) -> str:
         of = f"{p.function}({p.column})" if p.column else p.function
         facts = [f"per-record DP: each row's ε = {of}, in [{_num(p.eps_min)}, {_num(p.eps_max)}], "
                  f"values bounded by {_num(p.value_bound)}"]
+    elif table.public:
+        facts = ["public table: exact rows, no noise, nothing charged; joinable on its key "
+                 f"{table.key}"]
     else:
-        facts = ["central DP: each answer noisy, ε per query from your tier"]
+        unit = table.privacy_unit
+        who = (f"per {unit} (all of a person's rows; ≤ {table.max_groups_per_unit} group(s) × "
+               f"{table.max_rows_per_unit} row(s) each)" if unit else "per row")
+        facts = [f"central DP {who}: each answer noisy, ε per query from your tier"]
     return _join(table.description, facts)

@@ -84,7 +84,7 @@ def check_reflection(svc, report) -> None:
     assert {k: str(v.compile(dialect=sa.dialects.postgresql.dialect())).lower()
             for k, v in report["types"].items()} == PUMS_TYPES
     assert report["comments"]["age"] == "age in years — bounds [0, 100]: SUM/AVG/VAR clamp here; not groupable (no public domain)"
-    assert report["comment"]["text"] == svc.cfg.tables["pums"].description + " — central DP: each answer noisy, ε per query from your tier"
+    assert report["comment"]["text"] == svc.cfg.tables["pums"].description + " — central DP per row: each answer noisy, ε per query from your tier"
     assert report["pk"]["constrained_columns"] == [] and report["fks"] == report["indexes"] == []
     assert report["unique"] == report["checks"] == []
     assert list(report["table"].c.keys()) == PUMS_COLUMNS
