@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 import getpass
 import logging
 import math
@@ -51,19 +52,33 @@ from .ldp import add_parsers
 from .service import load_config_for_check, resolve
 
 
+async def _progress(what: str, work, every_s: float = 2.0) -> None:
+    """Run ``work`` (a first demo start can take a while), saying what it does and how long."""
+    t0 = time.perf_counter()
+    task = asyncio.ensure_future(work)
+    shown = False
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=every_s)
+        if done:
+            break
+        shown = True
+        print(f"dpgate: demo data: {what} … {time.perf_counter() - t0:.0f} s", flush=True)
+    task.result()
+    if shown:
+        print(f"dpgate: demo data: {what}: done in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
     gw = Gateway(cfg, state)
     await gw.start()
     if cfg.demo:
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
-        if gw.backend.dialect == "duckdb":
-            await asyncio.to_thread(demo.load_duckdb, gw.backend)
-        else:
-            await demo.load_postgres(gw.backend)
-        if gw.backend.dialect == "duckdb":             # the `trips` local table, through the bulk LDP path
-            await asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
-        else:
-            await demo_trips.load_postgres(gw.backend, cfg)
+        duck = gw.backend.dialect == "duckdb"
+        await _progress("tables (pums, people, purchases, stores, customers, orders, order_items, accounts)",
+                        asyncio.to_thread(demo.load_duckdb, gw.backend) if duck else demo.load_postgres(gw.backend))
+        await _progress("trips (200,000 rows perturbed into metric-LDP reports)",   # the bulk LDP path
+                        asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg) if duck
+                        else demo_trips.load_postgres(gw.backend, cfg))
     problems = await check_backend_schema(cfg, gw.backend, args.config or "demo config")
     if problems:                   # config meets the backend at start, not at query time
         await gw.close()
