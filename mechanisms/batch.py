@@ -77,7 +77,7 @@ def fill_by_rejection(size: int, propose, accept_rate: float) -> np.ndarray:
     parts, got = [], 0
     while got < size:
         want = size - got
-        vals, ok = propose(int(want / accept_rate * 1.1) + 16)
+        vals, ok = propose(min(int(want / accept_rate * 1.1) + 16, 1 << 22))
         vals = vals[ok][:want]
         parts.append(vals)
         got += vals.shape[0]
