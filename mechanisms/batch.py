@@ -71,13 +71,13 @@ def fair_coins(size: int, source: RandomSource) -> np.ndarray:
     return np.unpackbits(words.view(np.uint8))[:size].astype(bool)
 
 
-def fill_by_rejection(size: int, propose, accept_rate: float) -> np.ndarray:
+def fill_by_rejection(size: int, propose, accept_rate: Fraction) -> np.ndarray:
     """``size`` draws of the accepted law of ``propose(k) -> (values, accepted mask)`` (k iid
     proposals), taken in order; ``accept_rate`` (a lower bound) only sizes the batches."""
     parts, got = [], 0
     while got < size:
         want = size - got
-        vals, ok = propose(min(int(want / accept_rate * 1.1) + 16, 1 << 22))
+        vals, ok = propose(min(int(want * Fraction(11, 10) / accept_rate) + 16, 1 << 22))
         vals = vals[ok][:want]
         parts.append(vals)
         got += vals.shape[0]
@@ -112,7 +112,7 @@ def randbelow32(size: int, m: int, source: RandomSource) -> np.ndarray:
     def propose(n: int):
         r = words32(n, source) >> (32 - k)
         return r, r < m
-    return fill_by_rejection(size, propose, 0.5)
+    return fill_by_rejection(size, propose, Fraction(1, 2))
 
 
 def _decide(u: np.ndarray, lo: int, hi: int, interval, source: RandomSource) -> np.ndarray:

@@ -128,7 +128,7 @@ class GridHourglass:
             ok[zero] = bernoulli32(zero.size, 2 * big_g - 1, 2 * grid, source)
             return j, ok
         rate = self._b + (1 - self._b) * (2 * big_g - 1) / (2 * grid)
-        j = fill_by_rejection(size, propose, max(0.9 * rate, 1e-3))
+        j = fill_by_rejection(size, propose, Fraction(max(0.9 * rate, 1e-3)))
         zero = j == 0
         nz = int(zero.sum())
         i = np.empty(size, dtype=np.int64)
