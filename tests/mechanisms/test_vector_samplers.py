@@ -302,3 +302,36 @@ def test_system_source_stream_words_are_uniform_and_fresh():
     assert not np.array_equal(a[:4], b[:4])               # equal with probability 2^-256
     counts = np.bincount(a.view(np.uint8), minlength=256)
     assert stats.chisquare(counts).pvalue > 1e-9
+
+
+def test_noisy_answer_batch_path_has_the_cell_by_cell_shape():
+    """200 cells (item 1..200): COUNT, AVG/SUM/COUNT(amount) (one hourglass release) and
+    VAR(amount) (no batch form: cell by cell beside the batch). Same keys, value types and
+    structure as the cell-by-cell path; the AVG's SUM and COUNT come from its one release
+    (SUM = l' n^ + w' s1^ with AVG = SUM/COUNT whenever that ratio is inside the bounds)."""
+    import proxy.pipeline.release as release
+    from config import parse_config
+    from rewriter import build_plan, parse
+    from support.service import make_config
+    cfg = parse_config(make_config(purchases="rows"))
+    plan = build_plan(parse("SELECT item, COUNT(*), AVG(amount), SUM(amount), COUNT(amount), "
+                            "VAR_POP(amount) FROM purchases GROUP BY item"), cfg)
+    assert [m.kind for m in plan.measures] == ["count_rows", "sum", "count", "csum", "csumsq"]
+    rng = np.random.default_rng(12)
+    cells = []
+    for item in range(1, 201):
+        x = rng.uniform(0, 500, int(rng.integers(0, 40)))
+        mid = x - 250.0                                # VAR's centred moments (centre 250)
+        cells.append((item, x.size, math.fsum(x), x.size, math.fsum(mid), math.fsum(mid * mid)))
+    assert plan.n_cells == 200 >= release.BATCH_MIN_CELLS
+    batch_ans = release.noisy_answer(plan, cells, 1.0, SeededSource(1))
+    saved = release.BATCH_MIN_CELLS
+    release.BATCH_MIN_CELLS = 10 ** 9
+    try:
+        cell_ans = release.noisy_answer(plan, cells, 1.0, SeededSource(1))
+    finally:
+        release.BATCH_MIN_CELLS = saved
+    assert batch_ans["keys"] == cell_ans["keys"]
+    assert [[type(v) for v in r] for r in batch_ans["values"]] == [[type(v) for v in r] for r in cell_ans["values"]]
+    for k in ("mechanism", "epsilon", "labels"):
+        assert batch_ans[k] == cell_ans[k]
