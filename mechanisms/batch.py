@@ -81,6 +81,8 @@ def fill_by_rejection(size: int, propose, accept_rate: Fraction) -> np.ndarray:
         vals = vals[ok][:want]
         parts.append(vals)
         got += vals.shape[0]
+    if not parts:
+        return propose(0)[0]
     return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
 

@@ -14,7 +14,8 @@ a whole column:
   B = M(|S| + n|l'|)/w'. A row is taken when floor(x~ - e) == floor(x~ + e) with
   e = 2^-48 (B~ + 1) (B~, B in floats, is within 6u of B: e exceeds the bound 3.9 times;
   B~ < 2^50 keeps e above 8 ulps of x~, so x~ +- e are computed within an ulp), and
-  1 <= A <= M n - 1 (then s1 is in (0, n), where the exact path takes its fast branch).
+  1 <= A <= M n - 1 (then s1 is in (0, n), where the exact path takes its fast branch);
+  an empty cell (n = 0, S = 0) has A = 0.
 
 Every other row (out of range, ambiguous, not a plain int/float, too large) goes through the
 exact scalar ``grid_input`` -- which also raises for sums outside [n l, n u] as it does
@@ -74,5 +75,7 @@ def grid_inputs(sums, counts, grid: int, ratios: tuple, integer: bool, one):
             lo, hi = np.floor(x - err), np.floor(x + err)
             ok = np.isfinite(x) & (bound < 2.0 ** 50) & (lo == hi)
             ok &= (lo >= 1) & (lo <= nf * grid - 1)
+            empty = (n == 0) & (s == 0)                 # an empty cell: A = 0 exactly
         a = np.where(ok, lo, 0).astype(np.int64)
+        ok |= empty
     return _each(sums, counts, one, a, n, np.flatnonzero(~ok))

@@ -335,3 +335,17 @@ def test_noisy_answer_batch_path_has_the_cell_by_cell_shape():
     assert [[type(v) for v in r] for r in batch_ans["values"]] == [[type(v) for v in r] for r in cell_ans["values"]]
     for k in ("mechanism", "epsilon", "labels"):
         assert batch_ans[k] == cell_ans[k]
+
+
+def test_float_epsilons_and_empty_batches():
+    """ε from a config is a float taken exactly (Fraction(0.3): 2^54-sized terms): the batch
+    draws it; a batch of 0 is empty; empty cells (n = 0, S = 0) have grid input 0."""
+    src = SeededSource(3)
+    assert GeometricCount(0.3).draw_many(0, src).size == 0
+    z = GeometricCount(0.3).draw_many(50_000, src)
+    assert dlap_chisq_pvalue(z, 1 / Fraction(0.3)) > P_MIN
+    m = HourglassMean(0.3, 0, 500000)
+    i, k = m.draw_many(0, src)
+    assert i.size == k.size == 0
+    a, n = m.grid_inputs([0] * 5 + [0.0] * 5, [0] * 10)
+    assert a.tolist() == [0] * 10 == [m.grid_input((0, 0))[0]] * 10
