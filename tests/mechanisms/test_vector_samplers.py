@@ -21,13 +21,17 @@ from scipy import stats
 
 import mechanisms.batch as batch
 import mechanisms.exact_real as exact_real
-from mechanisms import GeometricCount, LaplaceSum, SeededSource, discrete_laplace
+import proxy.pipeline.release as release
+from config import parse_config
+from mechanisms import GeometricCount, LaplaceSum, SeededSource, SystemRandomSource, discrete_laplace
 from mechanisms.batch import discrete_laplace_array, fits_int64, geometric_array
 from mechanisms.exact_real import LazyUniform, exp_neg_interval, logistic_interval
 from mechanisms.mean import HourglassMean
 from mechanisms.mean.grid import GridHourglass
 from mechanisms.samplers import geometric_exp
 from mech_testutil import dlap_chisq_pvalue
+from rewriter import build_plan, parse
+from support.service import make_config
 
 N = 100_000
 P_MIN = 1e-4
@@ -295,7 +299,6 @@ def test_system_source_stream_words_are_uniform_and_fresh():
     """``SystemRandomSource.bits64`` of a release (>= 512 words: the ChaCha20 keystream under
     a fresh key): bytes uniform (chi-square on the 256 byte values; under uniform bytes the
     p-value is below 1e-9 with probability 1e-9) and two calls never repeat."""
-    from mechanisms import SystemRandomSource
     src = SystemRandomSource()
     a, b = src.bits64(100_000), src.bits64(100_000)
     assert a.dtype == np.uint64 and a.size == 100_000
@@ -309,10 +312,6 @@ def test_noisy_answer_batch_path_has_the_cell_by_cell_shape():
     VAR(amount) (no batch form: cell by cell beside the batch). Same keys, value types and
     structure as the cell-by-cell path; the AVG's SUM and COUNT come from its one release
     (SUM = l' n^ + w' s1^ with AVG = SUM/COUNT whenever that ratio is inside the bounds)."""
-    import proxy.pipeline.release as release
-    from config import parse_config
-    from rewriter import build_plan, parse
-    from support.service import make_config
     cfg = parse_config(make_config(purchases="rows"))
     plan = build_plan(parse("SELECT item, COUNT(*), AVG(amount), SUM(amount), COUNT(amount), "
                             "VAR_POP(amount) FROM purchases GROUP BY item"), cfg)
