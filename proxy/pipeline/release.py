@@ -225,7 +225,8 @@ class NoisePool:
         return draws or []
 
 
-BATCH_MIN_CELLS = 64        # from here a release draws its noise per measurement, not per cell
+BATCH_MIN_CELLS = 32        # from here a release draws its noise per measurement, not per cell
+                            # (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
 
 
 def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: NoisePool | None = None) -> dict:
