@@ -147,7 +147,10 @@ def _table(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         los.append(-lo)
         his.append(-hi)
         if hi <= 1 << (32 - _TAIL_BITS):
-            return np.array(los, dtype=np.int64), np.array(his, dtype=np.int64)
+            out = np.array(los, dtype=np.int64), np.array(his, dtype=np.int64)
+            for arr in out:                          # shared by every thread: read only
+                arr.flags.writeable = False
+            return out
         h += 1
 
 

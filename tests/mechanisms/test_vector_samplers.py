@@ -129,6 +129,19 @@ def test_geometric_rows_on_a_tie_have_the_conditional_law():
     assert abs(h.mean() - frac) <= 5 * math.sqrt(frac * (1 - frac) / h.size)
 
 
+def test_digit_rows_on_a_tie_have_the_conditional_law():
+    """gamma = 1/40 (two digits, then the table): every first word at lo of digit 0's
+    threshold p = q/(1 + q), q = e^(-1/40): digit 0 is 1 exactly when the rest of U is below
+    2^32 p - lo (the other thresholds are decided by the word: digit 1 is 0, H is 7)."""
+    lo, _ = logistic_interval(1, 40, 32)
+    ys = geometric_array(20_000, Fraction(1, 40), _TieSource(10, lo))
+    q = math.exp(-1 / 40)
+    frac = q / (1 + q) * 2 ** 32 - lo
+    assert set(np.unique(ys >> 1)) == {(7 << 1)}
+    bit = ys & 1
+    assert abs(bit.mean() - frac) <= 5 * math.sqrt(frac * (1 - frac) / bit.size)
+
+
 # -- laws -----------------------------------------------------------------------------------
 GAMMAS = [Fraction(1, 40), Fraction(1, 3), Fraction(1), Fraction(5, 2)]
 
