@@ -361,3 +361,18 @@ def test_float_epsilons_and_empty_batches():
     assert i.size == k.size == 0
     a, n = m.grid_inputs([0] * 5 + [0.0] * 5, [0] * 10)
     assert a.tolist() == [0] * 10 == [m.grid_input((0, 0))[0]] * 10
+
+
+def test_apply_many_beyond_float_exact_integers_goes_cell_by_cell():
+    """Counts of 2^34 put M s1 beyond 2^53 (M = 2^20): apply_many takes the exact per-cell path
+    for the grid inputs and the release, and still equals apply."""
+    m = HourglassMean(Fraction(1, 2), 0, 100, integer=True)
+    counts = [2 ** 34 + c for c in range(40)]
+    sums = [37 * c for c in counts]
+    noise = m.draw_many(len(counts), SeededSource(14))
+    many = m.apply_many((sums, counts), noise)
+    one = [m.apply((s, c), (int(a), int(b))) for s, c, a, b in zip(sums, counts, *noise)]
+    assert many.values == [r.value for r in one]
+    assert many.parts[0].values == [r.parts[0].value for r in one]
+    assert many.parts[1].values == [r.parts[1].value for r in one]
+    assert many.half_width == max(r.half_width for r in one)
