@@ -7,7 +7,9 @@ data-independent ``half_width(level)``. The map is computed from the noise
 scale actually used (eps = d_in * sensitivity / scale, pure DP, spec 001
 sections 1.1 and 2.2), so a wrong scale shows up in the map.
 
-Noise is exact discrete Laplace (:func:`mechanisms.samplers.discrete_laplace`).
+Noise is exact discrete Laplace (:func:`mechanisms.samplers.discrete_laplace`). A whole
+release draws it at once with ``draw_many`` (:func:`mechanisms.batch.discrete_laplace_array`,
+the same law row by row) and applies it with ``apply_many`` (issue 21).
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ from fractions import Fraction
 from numbers import Real
 from typing import Any, Iterable, Optional
 
+import numpy as np
+
+from .batch import discrete_laplace_array, fits_int64
 from .dlap import dlap_half_width, dlap_variance
 from .rng import RandomSource, default_source
 from .samplers import discrete_laplace
 
-__all__ = ["Release", "Measurement", "GeometricCount", "LaplaceSum", "as_epsilon"]
+__all__ = ["Release", "BatchRelease", "Measurement", "GeometricCount", "LaplaceSum", "as_epsilon",
+           "int_column"]
+
+_INT_ROOM = 1 << 62                  # |value| and |noise| below this: their int64 sum is exact
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,30 @@ class Release:
     mechanism: str
     scale: Optional[float]
     parts: tuple["Release", ...] = ()
+
+
+@dataclass(frozen=True)
+class BatchRelease:
+    """The releases of one measurement over many cells (``apply_many``): ``values[c]`` is what
+    ``apply(cell c).value`` would be, ``half_width`` the largest 95% half-width over the cells,
+    ``parts`` the derived outputs' BatchReleases (an AVG's SUM and COUNT)."""
+
+    values: list
+    half_width: float
+    mechanism: str
+    parts: tuple["BatchRelease", ...] = ()
+
+
+def int_column(values) -> Optional[np.ndarray]:
+    """``values`` as an int64 array if they are all Python/numpy ints below 2^62 in magnitude
+    (else None: the caller goes cell by cell, exactly)."""
+    arr = np.asarray(values) if len(values) else np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind != "i" or arr.ndim != 1:
+        return None
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and int(np.abs(arr).max()) >= _INT_ROOM:
+        return None
+    return arr
 
 
 def as_epsilon(epsilon: Real) -> Fraction:
@@ -110,6 +142,16 @@ class Measurement(ABC):
         """Release ``true_value`` with pre-drawn ``noise`` (see :meth:`draw`)."""
         return self.release(true_value, source)
 
+    def draw_many(self, n: int, source: Optional[RandomSource] = None) -> Any:
+        """The noise of ``n`` releases at once (a whole GROUP BY): ``apply_many(values,
+        draw_many(len(values)))`` has exactly the law of ``len(values)`` independent
+        ``release`` calls. ``None`` (this default) means: no batch form, go cell by cell."""
+        return None
+
+    def apply_many(self, values, noises) -> BatchRelease:
+        """Release every ``values[c]`` with the noise ``draw_many`` drew for it."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch form")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon})"
 
@@ -140,6 +182,16 @@ class _DiscreteLaplaceMeasurement(Measurement):
         """DLap(scale) grid units: independent of the data (see :meth:`Measurement.draw`)."""
         return self._noise(source)
 
+    def draw_many(self, n: int, source: Optional[RandomSource] = None):
+        """``n`` DLap(scale) draws (int64), the law of ``n`` :meth:`draw` calls."""
+        if not fits_int64(self.scale):
+            return None
+        return discrete_laplace_array(n, self.scale, source if source is not None else default_source())
+
+    def _apply_cells(self, values, noises) -> list:
+        """Cell by cell (exact Python ints), for columns that are not plain int64."""
+        return [self.apply(v, int(z)).value for v, z in zip(values, noises)]
+
     @property
     def noise_variance(self) -> float:
         """Variance of the added noise in output units."""
@@ -168,6 +220,14 @@ class GeometricCount(_DiscreteLaplaceMeasurement):
             return self.release(true_value, source)
         return Release(operator.index(true_value) + noise, self.epsilon, self._hw95, self.name,
                        self.output_scale)
+
+    def apply_many(self, values, noises) -> BatchRelease:
+        v = int_column(values)
+        if v is None or int(np.abs(noises).max(initial=0)) >= _INT_ROOM:
+            out = self._apply_cells(values, noises)
+        else:
+            out = (v + noises).tolist()
+        return BatchRelease(out, float(self._hw95), self.name)
 
     def half_width(self, level: float = 0.95) -> int:
         return self._hw95 if level == 0.95 else dlap_half_width(self.scale, level)
@@ -236,6 +296,27 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
             q = round(s / self.grid)  # exact int; S/g is exact since g = 2^k
             value = float(q + noise) * self.grid
         return Release(value, self.epsilon, self.half_width(), self.name, self.output_scale)
+
+    def apply_many(self, values, noises) -> BatchRelease:
+        """As :meth:`apply` per cell: the int path adds in int64 (exact below 2^62); the float
+        path is round(S/g) + Z times g, g = 2^k: S/g is exact, ``np.rint`` rounds half to even
+        as ``round`` does, and int64 -> float64 rounds to nearest even as ``float(int)`` does."""
+        hw = float(self.half_width())
+        big = int(np.abs(noises).max(initial=0)) >= _INT_ROOM
+        if self.integer:
+            v = int_column(values)
+            out = self._apply_cells(values, noises) if v is None or big else (v + noises).tolist()
+            return BatchRelease(out, hw, self.name)
+        arr = np.asarray(values) if len(values) else np.zeros(0)
+        ok = arr.ndim == 1 and (arr.dtype.kind == "f" or (arr.dtype.kind == "i" and arr.size and
+                                                          int(np.abs(arr).max()) < 1 << 53))
+        if ok and not big:
+            q = arr.astype(np.float64) / self.grid
+            ok = bool(np.isfinite(q).all()) and (not q.size or float(np.abs(q).max()) < 2.0 ** 61)
+        if not ok or big:
+            return BatchRelease(self._apply_cells(values, noises), hw, self.name)
+        out = ((np.rint(q).astype(np.int64) + noises).astype(np.float64) * self.grid).tolist()
+        return BatchRelease(out, hw, self.name)
 
     def half_width(self, level: float = 0.95) -> Real:
         k = self._hw95 if level == 0.95 else dlap_half_width(self.scale, level)

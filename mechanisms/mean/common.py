@@ -33,7 +33,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..measurements import Measurement, Release, as_epsilon, as_int_bound
+from ..measurements import BatchRelease, Measurement, Release, as_epsilon, as_int_bound
+from .batch import grid_inputs
 
 __all__ = ["MeanRelease", "mean_from_ratio", "GridMean", "POLICY"]
 
@@ -124,6 +125,10 @@ class GridMean(Measurement):
         s1 = min(max(s1, Fraction(0)), Fraction(n))
         return math.floor(self.grid * s1 + Fraction(1, 2)), n
 
+    def grid_inputs(self, sums, counts) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`grid_input` of many cells, exactly (int64 arrays; :mod:`mechanisms.mean.batch`)."""
+        return grid_inputs(sums, counts, self.grid, self._ratios, self.integer, self.grid_input)
+
     # -- outputs -----------------------------------------------------------
     def _finish(self, s1_hat, n_hat):
         """(mean, sum, count) arrays from released (s1^, n^) -- post-processing only."""
@@ -148,6 +153,35 @@ class GridMean(Measurement):
         parts = (Release(total, 0.0, self.sum_half_width(), self.name + ":sum", None),
                  Release(count, 0.0, self.count_half_width(), self.name + ":count", None))
         return MeanRelease(mean, self.epsilon, hw, self.name, self.scale, parts)
+
+    def release_many(self, num: np.ndarray, n_hat: np.ndarray, hw_many) -> BatchRelease:
+        """:meth:`_release` of many cells from the released integers (s1^ = num/M, n^): the
+        same float operations in the same order, elementwise (IEEE: equal results), while
+        |num|, |n^| < 2^53 (int64 -> float64 then exact, as int / int and float(int) are);
+        else cell by cell. ``hw_many(n_hat, mean)``: the largest AVG half-width."""
+        lim = 1 << 53
+        if num.size and max(int(np.abs(num).max()), int(np.abs(n_hat).max())) >= lim:
+            rels = [self._release(int(a) / self.grid, int(k)) for a, k in zip(num, n_hat)]
+            return BatchRelease([r.value for r in rels], max((r.half_width for r in rels), default=0.0),
+                                self.name, tuple(BatchRelease([r.parts[p].value for r in rels],
+                                                              float(rels[0].parts[p].half_width) if rels else 0.0,
+                                                              rels[0].parts[p].mechanism if rels else "")
+                                                 for p in (0, 1)))
+        s1, nh = num.astype(np.float64) / self.grid, n_hat.astype(np.float64)
+        lower, upper = float(self.lower), float(self.upper)
+        pos = nh > 0
+        with np.errstate(all="ignore"):
+            r = np.minimum(np.maximum(s1 / np.where(pos, nh, 1.0), 0.0), 1.0)
+        mean = np.where(pos, np.minimum(np.maximum(self.lo_t + self.w_t * r, lower), upper),
+                        0.5 * (lower + upper))
+        total = self.lo_t * nh + self.w_t * s1
+        if self.integer:
+            total = (np.rint(total).astype(np.int64) if not total.size or
+                     float(np.abs(total).max()) < 2.0 ** 62 else [int(round(t)) for t in total.tolist()])
+        total = total.tolist() if isinstance(total, np.ndarray) else total
+        parts = (BatchRelease(total, float(self.sum_half_width()), self.name + ":sum"),
+                 BatchRelease(n_hat.tolist(), float(self.count_half_width()), self.name + ":count"))
+        return BatchRelease(mean.tolist(), hw_many(nh, mean), self.name, parts)
 
     def setup(self) -> "GridMean":
         """Compute the 95% half-width constants now (at config load) instead of at the first

@@ -19,7 +19,9 @@ Marginal (Lemma 3 on the grid): P(Z1 = i/M) = b^|J(i)| / Zs with
 Zs = (2G - 1) + 2 M b/(1 - b); conditional (Lemma 4): K = J + DLap(eps). That
 gives the exact sampler below (only integer draws from a RandomSource, via the
 exact Bernoulli(exp(-eps)) of Canonne-Kamath-Steinke) and a vectorised numpy
-sampler with the same law for simulation.
+sampler with the same law for simulation. :meth:`GridHourglass.sample_many` is the exact
+sampler for a whole release (issue 21): the same steps on arrays, with the exact batch
+samplers of :mod:`mechanisms.batch`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..batch import (bernoulli32, discrete_laplace_array, fair_coins, fill_by_rejection,
+                     geometric_array, randbelow32)
 from ..rng import RandomSource
 from ..samplers import discrete_laplace, geometric_exp
 from .constants import gamma_star
@@ -109,6 +113,32 @@ class GridHourglass:
             mag = big_g + (j - 1) * grid + source.randbelow(grid)
             i, sj = (-mag, -j) if neg else (mag, j)
         return i, sj + discrete_laplace(self._inv_eps, source)
+
+    def sample_many(self, size: int, source: RandomSource) -> tuple[np.ndarray, np.ndarray]:
+        """``size`` exact draws (I, K) as int64 arrays: :meth:`sample_exact` row by row. The
+        rejection of j = 0 (kept with probability (2G - 1)/(2M)) runs over oversampled
+        proposals (:func:`~mechanisms.batch.fill_by_rejection`); the acceptance rate
+        b + (1 - b)(2G - 1)/(2M) is computed in floats only to size the batches."""
+        grid, big_g, eps = self.grid, self.G, self.epsilon
+
+        def propose(k: int):
+            j = geometric_array(k, eps, source)
+            zero = np.flatnonzero(j == 0)
+            ok = np.ones(k, dtype=bool)
+            ok[zero] = bernoulli32(zero.size, 2 * big_g - 1, 2 * grid, source)
+            return j, ok
+        rate = self._b + (1 - self._b) * (2 * big_g - 1) / (2 * grid)
+        j = fill_by_rejection(size, propose, Fraction(max(0.9 * rate, 1e-3)))
+        zero = j == 0
+        nz = int(zero.sum())
+        i = np.empty(size, dtype=np.int64)
+        i[zero] = randbelow32(nz, 2 * big_g - 1, source) - (big_g - 1)
+        neg = fair_coins(size - nz, source)
+        mag = big_g + (j[~zero] - 1) * grid + randbelow32(size - nz, grid, source)
+        i[~zero] = np.where(neg, -mag, mag)
+        sj = j.copy()
+        sj[~zero] = np.where(neg, -j[~zero], j[~zero])
+        return i, sj + discrete_laplace_array(size, self._inv_eps, source)
 
     def sample(self, rng: np.random.Generator, size) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised draws (I, K) with the same law (simulation only)."""

@@ -24,6 +24,9 @@ from fractions import Fraction
 from numbers import Real
 from typing import Optional
 
+import numpy as np
+
+from ..measurements import BatchRelease
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
 from .common import GridMean, MeanRelease
@@ -87,6 +90,37 @@ class HourglassMean(GridMean):
         a, n = self.grid_input(true_value)
         i, k = noise
         return self._release((a + i) / self.grid, n + k)
+
+    def draw_many(self, n: int, source: Optional[RandomSource] = None):
+        """``n`` draws (I, K) at once (:meth:`GridHourglass.sample_many`: the law of ``n``
+        :meth:`draw` calls)."""
+        return self.noise.sample_many(n, source if source is not None else default_source())
+
+    def apply_many(self, values, noises) -> BatchRelease:
+        """:meth:`apply` for every cell: ``values = (sums, counts)`` columns, the grid inputs
+        exact (:meth:`GridMean.grid_inputs`), then s1^ = (A + I)/M, n^ = n + K."""
+        sums, counts = values
+        a, n = self.grid_inputs(sums, counts)
+        i, k = noises
+        return self.release_many(a + i, n + k, self._half_width_many)
+
+    def _half_width_many(self, n_hat: np.ndarray, mean: np.ndarray) -> float:
+        """max over cells of ``half_width(0.95, n_hat, avg_hat=mean)``, elementwise in the same
+        operations as :func:`_fold`, :func:`_interp` and ``_mean_hw``."""
+        if not n_hat.size:
+            return 0.0
+        self.half_width(0.95, n_hat=1.0, avg_hat=float(self.lower))      # the q table
+        w = float(self.upper) - float(self.lower)
+        a = np.minimum(np.maximum((mean - self.lo_t) / self.w_t, 0.0), 1.0)
+        al = np.minimum(a, 1.0 - a)
+        xs, ys = np.asarray(_ALPHA_GRID, dtype=np.float64), np.asarray(self._q_mean, dtype=np.float64)
+        idx = np.searchsorted(xs, al, side="right")
+        j = np.clip(idx, 1, xs.size - 1)
+        q = ys[j - 1] + (ys[j] - ys[j - 1]) * (al - xs[j - 1]) / (xs[j] - xs[j - 1])
+        q = np.where(idx <= 0, ys[0], np.where(idx >= xs.size, ys[-1], q))
+        pos = n_hat > 0
+        hw = np.where(pos, np.minimum(self.w_t * q / np.where(pos, n_hat, 1.0), w), w / 2)
+        return float(hw.max())
 
     def _simulate_noisy(self, true_value, size, rng):
         a, n = self.grid_input(true_value)
