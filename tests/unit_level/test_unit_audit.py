@@ -90,3 +90,37 @@ def test_release_ratio_between_unit_neighbours(sql):
                 assert p <= bound * q + 4 * (1 + bound) * sd, (sql, c, t, pa, pb)
             checked += 1
     assert checked >= 10
+
+
+def test_join_sensitivity_between_unit_neighbours():
+    """A lookup join (orders ⋈ customers on the unit; order_items through the reference to
+    orders): removing one customer — their customer row, orders and order lines — moves the
+    bounded scan's exact measures by at most k rows' worth in L1."""
+    import tomllib
+
+    from config import parse_config
+    from proxy.demo import demo_config_path, shop
+
+    raw = tomllib.loads(demo_config_path().read_text())
+    raw["server"] = {"auth": "trust"}
+    for r in raw["roles"].values():
+        r.pop("scram", None)
+    cfg = parse_config(raw)
+    con = duckdb.connect()
+    for sql in shop.statements(lambda n: f"range(0, {n}) AS t(i)"):
+        con.execute(sql)
+    heavy = con.execute("SELECT customer_id FROM orders GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 1").fetchone()[0]
+    queries = ["SELECT c.segment, COUNT(*), SUM(o.total) FROM orders o JOIN customers c "
+               "ON o.customer_id = c.customer_id GROUP BY c.segment",
+               "SELECT o.priority, COUNT(*), SUM(i.quantity) FROM order_items i JOIN orders o "
+               "ON i.order_id = o.order_id GROUP BY o.priority"]
+    plans = [rewriter.build_plan(rewriter.parse(q), cfg) for q in queries]
+    before = [rewriter.complete(p, con.execute(rewriter.to_sql(p, "duckdb", "5eed")).fetchall()) for p in plans]
+    con.execute(f"DELETE FROM order_items WHERE order_id IN (SELECT order_id FROM orders WHERE customer_id = {heavy})")
+    con.execute(f"DELETE FROM orders WHERE customer_id = {heavy}")
+    con.execute(f"DELETE FROM customers WHERE customer_id = {heavy}")
+    after = [rewriter.complete(p, con.execute(rewriter.to_sql(p, "duckdb", "5eed")).fetchall()) for p in plans]
+    for p, a, b, bound in zip(plans, before, after, (500.0, 5.0)):
+        k = factor(p)
+        l1 = [sum(abs(float(x[j]) - float(y[j])) for x, y in zip(a, b)) for j in (1, 2)]
+        assert 0 < l1[0] <= k and l1[1] <= k * bound, (p.table, l1, k)
