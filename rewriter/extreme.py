@@ -164,8 +164,8 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
         raise _refuse("HAVING and top-c are not available with MAX/MIN/percentiles; ask for the value "
                       "per group.")
     if plan.selected:
-        raise _refuse("MAX, MIN and percentiles group by columns with a declared public domain only (a key "
-                      "without one is chosen by partition selection, for COUNT/SUM/AVG).")
+        raise Refusal("42501", "MAX, MIN and percentiles group by columns with a declared public domain only "
+                      "(a key without one is chosen by partition selection, for COUNT/SUM/AVG).", hint=ALLOWED)
     if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
         raise _refuse("MAX, MIN and percentiles are answered alone (ROUND/CAST over them allowed); "
                       "compute expressions over them in the client.")

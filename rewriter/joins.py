@@ -90,6 +90,9 @@ def resolve(select: exp.Select, config: Config) -> Relation:
 
 
 def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
+    if join.args.get("using") or join.args.get("method") or not join.args.get("on"):
+        raise Refusal(DENIED, "a join needs ON a.col = b.key (not USING, NATURAL, CROSS, POSITIONAL or a "
+                      "comma).", hint=HINT)
     t = join.this
     if not isinstance(t, exp.Table) or not isinstance(t.this, exp.Identifier) or t.args.get("db") or \
             t.args.get("catalog") or t.args.get("joins") or t.args.get("laterals"):
@@ -97,8 +100,6 @@ def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
     if t.name not in config.tables:
         raise Refusal("42P01", f"table {t.name} is not declared in dpgate's config; declared tables: "
                       f"{', '.join(sorted(config.tables))}.")
-    if join.args.get("using") or join.args.get("method") or not join.args.get("on"):
-        raise Refusal(DENIED, "a join needs ON a.col = b.key (not USING, NATURAL, CROSS or a comma).", hint=HINT)
     return t.name, {t.alias or t.name}
 
 

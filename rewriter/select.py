@@ -116,24 +116,20 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
             raise Refusal(DENIED, f"GROUP BY {name} is not allowed: group a {col.type} column by "
                           f"date_trunc('month', {name}) (or 'day', 'week', 'quarter', 'year') or by "
                           f"extract(month from {name}); their values follow from its bounds.")
-        if col.public_domain is None and col.type in ("int", "float") and col.bounded:
+        central = ctx.table.mode == "central" and ctx.table.privacy is None
+        if col.public_domain is None and col.type in ("int", "float") and col.bounded and not central:
             w = _bin_width(col.lower, col.upper)
             raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
                           f"domain (its distinct values are private); group by bins of its declared "
                           f"range instead: GROUP BY floor({name} / {w:g}) * {w:g} (or width_bucket), "
                           "every bin answered, or declare a public domain for it in the config.")
-        central = ctx.table.mode == "central" and ctx.table.privacy is None
-        if col.public_domain is None and (col.type not in ("int", "text") or not central):
+        if col.public_domain is None and (col.type not in ("int", "text", "float") or not central):
             raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
                           f"domain; declare a public domain for it in the config.")
         # no public domain: the released keys are chosen by DP partition selection (issue 20)
         keys[name] = GroupKey(name, col.type, col.public_domain)
     out = tuple(keys[k] for k in sorted(keys))
-    if any(g.domain is None for g in out):
-        if len(out) > 1:
-            raise Refusal(DENIED, f"GROUP BY {', '.join(keys)}: a column without a public domain "
-                          "(its keys are chosen by partition selection) is grouped alone.",
-                          hint="Group by that one column, or declare public domains for the others.")
+    if any(g.domain is None for g in out):      # the key tuples are chosen by partition selection
         return out
     cells = 1
     for g in out:

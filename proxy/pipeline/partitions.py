@@ -45,6 +45,16 @@ def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
             "scan": dataclasses.replace(plan, measures=plan.measures + (units,))}
 
 
+def bin_hint(plan: Plan) -> str | None:
+    """For a bounded numeric key: group by bins of its declared range instead (every bin
+    answered, no δ)."""
+    for g in plan.group_by:
+        if g.domain is None and g.type in ("int", "float") and g.expr is None:
+            return (f"Group by bins of its declared range: GROUP BY floor({g.column} / w) * w (or "
+                    f"width_bucket), every bin answered with no δ; or use a tier with delta > 0.")
+    return None
+
+
 def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
     """The scan: the statement's measures and the units per key, keys below the floor dropped."""
     inner = to_sql(sp["scan"], gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
@@ -70,12 +80,12 @@ class Partitions(Central):
     def prepare(self, conn, plan) -> Prepared:
         gw = conn.gw
         tier = gw.tier_of(conn.role)
-        col = plan.group_by[0].column
+        col = ", ".join(g.column for g in plan.group_by if g.domain is None)
         if tier.delta <= 0:
-            raise SqlError("0A000", f"GROUP BY {col}: {col} has no public domain, so its keys would be chosen by "
+            raise SqlError("0A000", f"GROUP BY {col}: no public domain, so the keys would be chosen by "
                            f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
-                           "charged)", hint=f"Declare a domain for {col} in the config, or use a tier with "
-                           "delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
+                           "charged)", hint=bin_hint(plan) or f"Declare a domain for {col} in the config, or use "
+                           "a tier with delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
         if plan.selection is not None:
             raise SqlError("0A000", f"HAVING / top-c over {col}, which has no public domain, is not available yet",
                            hint=f"Ask SELECT {col}, COUNT(*) … GROUP BY {col}: the released keys already pass "
@@ -98,13 +108,14 @@ class Partitions(Central):
 
     def measure(self, conn, p: Prepared, rows) -> dict:
         sp, source = p.state, conn.gw.source
-        kept = [tuple(r[:-1]) for r in rows if sp["sel"].select(int(r[-1]), source)]
-        kept.sort(key=lambda r: (r[0] is None, r[0]))              # key order: public, never by count
         plan = p.plan
+        n = len(plan.group_by)
+        kept = [tuple(r[:-1]) for r in rows if sp["sel"].select(int(r[-1]), source)]
+        kept.sort(key=lambda r: tuple((v is None, v) for v in r[:n]))   # key order: public, never by count
         if plan.aggregates:
             answer = noisy_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
         else:
-            answer = {"keys": [[cell_key(r[0])] for r in kept], "values": [[] for _ in kept], "half_width": [],
+            answer = {"keys": [[cell_key(v) for v in r[:n]] for r in kept], "values": [[] for _ in kept], "half_width": [],
                       "mechanism": [], "epsilon": [], "labels": []}
         answer["partitions"] = {"kept": len(kept), "describe": sp["sel"].describe(), "delta": p.delta,
                                 "eps_measures": sp["eps_measures"] if plan.aggregates else 0.0}
@@ -127,11 +138,12 @@ class Partitions(Central):
 
     def explain_head(self, plan, tier) -> list[str]:
         if tier.delta <= 0:
-            return [f"dpgate release of {plan.table}: refused for this role — GROUP BY {plan.group_by[0].column} "
+            return [f"dpgate release of {plan.table}: refused for this role — this GROUP BY "
                     "needs partition selection, and this tier has delta = 0"]
         sp = selection_plan(plan, tier.epsilon, tier.delta)
+        cols = ", ".join(g.column for g in plan.group_by)
         lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g}, δ {tier.delta:g} per query; keys of "
-                 f"{plan.group_by[0].column} (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
+                 f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
                  f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
                  "(the other half)"]
         if plan.aggregates:

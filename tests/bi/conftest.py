@@ -16,7 +16,8 @@ def bi(request, tmp_path_factory):
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
     # purchases per purchase: the corpus checks BI shapes and their row-level numbers
     # (tests/e2e/test_e2e_unit.py and tests/oracle cover the per-customer table)
-    data = make_config(backend, tiers={"default": {"epsilon": 1.0, "budget": 100_000.0, "period": "day"}},
+    data = make_config(backend, tiers={"default": {"epsilon": 1.0, "budget": 100_000.0, "period": "day",
+                                        "delta": 1e-7, "delta_budget": 1.0e-3}},
                        purchases="rows")
     svc = Service(data, tmp_path_factory.mktemp("state"), source=SeededSource(20261123)).start()
     svc.kind = request.param

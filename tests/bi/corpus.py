@@ -156,9 +156,9 @@ SMARTNOISE = [
     "SELECT PI(), RAND(), POWER(AVG(age), 2) FROM pums",
     "SELECT SUM(age) FROM pums GROUP BY married, CASE WHEN age > 90 THEN 1 ELSE 0 END",
 ]
-#: the one SmartNoise answers and dpgate refuses: GROUP BY income (no public domain — SmartNoise
-#: releases the groups it sees with (ε, δ) thresholding; dpgate is pure ε and says to bin it)
-SMARTNOISE_REFUSED = {"SELECT married, educ, income, AVG(age) FROM pums GROUP BY married, educ, income": "42501"}
+#: none refused: GROUP BY married, educ, income (income has no public domain) is answered by
+#: partition selection over the (married, educ, income) tuples, with the tier's δ (issue 20)
+SMARTNOISE_REFUSED: dict = {}
 
 #: the dashboard of the README (Superset/Metabase style), every tile answered
 DASHBOARD = [
