@@ -54,18 +54,65 @@ def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
 
     Spark: ``TRUNC(x)`` (truncation toward zero of a double, Postgres / DuckDB) does not
     exist — it is ``x - x % 1`` (``%`` is C's fmod there: sign of the dividend; exact in
-    IEEE arithmetic, NaN and ±Infinity pass through as with TRUNC)."""
+    IEEE arithmetic, NaN and ±Infinity pass through as with TRUNC). And a table is named
+    with an explicit alias (its own name, so qualified columns still resolve): Spark's
+    table alias may be a non-reserved keyword with a column list, so it reads
+    ``FROM fx WHERE (b)`` as ``fx`` aliased ``WHERE(b)`` (ASSIGNMENT_ARITY_MISMATCH) —
+    ``FROM fx AS fx WHERE (b)`` filters on ``b`` as the plan means. A bare ``NULL`` where a
+    condition stands (``WHERE NULL``, ``CASE WHEN NULL``, an operand of AND/OR/NOT) is
+    ``CAST(NULL AS BOOLEAN)``: Spark types the literal VOID and refuses it as a filter."""
     if dialect != "spark":
         return tree
 
     def swap(node):
+        if isinstance(node, exp.Null) and (node.parent is None or _condition(node)):
+            return exp.Cast(this=exp.Null(), to=exp.DataType.build("boolean"))
+        if isinstance(node, exp.Table) and not node.alias and node.name:
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)))
+            return node
         if isinstance(node, exp.Anonymous) and node.name.upper() == "TRUNC" and len(node.expressions) == 1:
             x = node.expressions[0]
             return exp.Paren(this=exp.Sub(this=exp.Paren(this=x.copy()),
                                           expression=exp.Mod(this=exp.Paren(this=x.copy()),
                                                              expression=exp.Literal.number(1))))
         return node
-    return tree.transform(swap, copy=False)
+    tree = tree.transform(swap, copy=False)
+    # innermost first, so an argument is rewritten before it is copied into the CASE
+    for node in reversed(list(tree.find_all(exp.Floor, exp.Ceil, bfs=False))):
+        if not node.args.get("decimals"):
+            new = _bounded_floor(node.copy())
+            if node is tree:
+                return new
+            node.replace(new)
+    return tree
+
+
+#: |x| below this: Spark's FLOOR/CEIL (a BIGINT for a double) is exact; above it every
+#: double is integral already (2**62 > 2**53)
+_SPARK_INTEGRAL = exp.Literal.number(2**62)
+
+
+def _bounded_floor(node: exp.Expression) -> exp.Expression:
+    """Spark's ``FLOOR(x)``/``CEIL(x)`` of a double is a BIGINT, which overflows (an ANSI
+    error) on NaN, ±Infinity and |x| ≥ 2**63, where Postgres and DuckDB return ``x``.
+    ``CASE WHEN -2**62 < x AND x < 2**62 THEN FLOOR(x) ELSE x END`` means theirs: the
+    same value (a double: BIGINT and DOUBLE meet in DOUBLE, exact below 2**53 and integral
+    above), NaN fails both comparisons and is returned as it is; an int or decimal
+    argument keeps its exact type."""
+    x = node.this
+    inside = exp.and_(exp.LT(this=exp.Neg(this=_SPARK_INTEGRAL.copy()), expression=x.copy()),
+                      exp.LT(this=x.copy(), expression=_SPARK_INTEGRAL.copy()))
+    return exp.Paren(this=exp.Case(ifs=[exp.If(this=inside, true=node)], default=x.copy()))
+
+
+def _condition(node: exp.Expression) -> bool:
+    """``node`` stands where a boolean is required."""
+    parent = node.parent
+    if isinstance(parent, (exp.Where, exp.Having, exp.And, exp.Or, exp.Not)):
+        return True
+    if isinstance(parent, exp.Paren):
+        return parent.parent is None or _condition(parent)
+    return isinstance(parent, exp.If) and node.arg_key == "this"
 
 
 _LOCAL = threading.local()

@@ -1,7 +1,9 @@
 """A throwaway local Spark Connect server for tests: pyspark's own jars (``pip install
 'dpgate[spark]'``), ``spark-submit`` of ``SparkConnectServer`` with ``local[2]`` on a free
 loopback port, in a subprocess the session fixture stops. ``unavailable()`` says in one
-line why it cannot run here (no pyspark, no Java)."""
+line why it cannot run here (no pyspark, no Java). ``DPGATE_TEST_SPARK_REMOTE=sc://host:port``
+uses a server already running instead (no start, no stop), as ``DPGATE_TEST_PG_DSN`` does
+for Postgres."""
 from __future__ import annotations
 
 import os
@@ -37,12 +39,17 @@ class LocalSparkConnect:
         self.port = _free_port()
         self.proc = None
         self.log = self.workdir / "spark-connect.log"
+        self.external = os.environ.get("DPGATE_TEST_SPARK_REMOTE")
+        self.sessions: list = []
 
     @property
     def remote(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
+        return self.external or f"sc://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 120) -> "LocalSparkConnect":
+        if self.external:
+            self.session().sql("SELECT 1").collect()
+            return self
         env = dict(os.environ, SPARK_HOME=str(self.home), SPARK_LOCAL_IP="127.0.0.1")
         cmd = [str(self.home / "bin" / "spark-submit"), "--class",
                "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[2]",
@@ -65,10 +72,20 @@ class LocalSparkConnect:
         raise RuntimeError("Spark Connect did not start in time")
 
     def session(self):
+        """A new Connect session, closed by :meth:`stop` (an open client keeps threads that
+        can hold the interpreter's exit after a failed query)."""
         from pyspark.sql.connect.session import SparkSession
-        return SparkSession.builder.remote(self.remote).create()
+        s = SparkSession.builder.remote(self.remote).create()
+        self.sessions.append(s)
+        return s
 
     def stop(self) -> None:
+        for s in self.sessions:
+            try:
+                s.stop()
+            except Exception:
+                pass
+        self.sessions.clear()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
