@@ -19,6 +19,7 @@ import functools
 import threading
 from typing import Literal
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
@@ -103,6 +104,17 @@ def _bounded_floor(node: exp.Expression) -> exp.Expression:
     inside = exp.and_(exp.LT(this=exp.Neg(this=_SPARK_INTEGRAL.copy()), expression=x.copy()),
                       exp.LT(this=x.copy(), expression=_SPARK_INTEGRAL.copy()))
     return exp.Paren(this=exp.Case(ifs=[exp.If(this=inside, true=node)], default=x.copy()))
+
+
+def from_postgres(sql: str, dialect: str) -> str:
+    """SQL an emitter built as text in Postgres spelling (per-record levels, seed 003)
+    for ``dialect``: unchanged but for Spark, where it is parsed and generated again
+    (``DOUBLE PRECISION`` is ``DOUBLE``, …) with :func:`for_dialect`'s rewrites. Literals
+    keep their text, so the float-exact level bounds ``CAST('…' AS DOUBLE)`` stay exact."""
+    if dialect != "spark":
+        return sql
+    tree = sqlglot.parse_one(sql, read="postgres")
+    return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
 
 
 def _condition(node: exp.Expression) -> bool:

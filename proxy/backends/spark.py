@@ -102,7 +102,7 @@ class SparkBackend:
             s, self._session = self._session, None
         if s is not None:
             try:
-                s.release_session()
+                s.stop()              # releases the session and closes the client
             except Exception:
                 pass
 

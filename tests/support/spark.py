@@ -92,3 +92,28 @@ class LocalSparkConnect:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+#: the demo's central tables (the local table ``trips`` is refused on Spark: config load)
+DEMO_TABLES = ("pums", "people", "purchases", "accounts")
+
+
+def mirror_demo(session, duck_path: Path, parquet_dir: Path, people_rows: int,
+                extra: dict[str, str] | None = None) -> None:
+    """The demo's central tables, made by the DuckDB loader (the same rows a DuckDB
+    service has), written to Parquet and registered in Spark's catalog; ``extra`` maps
+    more Spark view names to their SELECT (e.g. a slow scan for timeout tests)."""
+    from proxy import demo
+    from proxy.backends import DuckDBBackend
+    duck = DuckDBBackend(duck_path)
+    demo.load_duckdb(duck, people_rows)
+    parquet_dir = Path(parquet_dir)
+    parquet_dir.mkdir(parents=True, exist_ok=True)
+    for t in DEMO_TABLES:
+        path = parquet_dir / f"{t}.parquet"
+        duck.execute_script(f"COPY {t} TO '{path}' (FORMAT parquet)")
+        session.sql(f"DROP TABLE IF EXISTS {t}")
+        session.sql(f"CREATE TABLE {t} USING parquet LOCATION '{path}'")
+    for name, select in (extra or {}).items():
+        session.sql(f"CREATE OR REPLACE VIEW {name} AS {select}")
+    duck._con.close()
