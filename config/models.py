@@ -519,6 +519,9 @@ class Config(_Model):
                 if cat.ladder not in ladders:     # the Subset program is built from these tiers' ε
                     raise ValueError(f"tables.{name}.local.categories.{col}.ladder: no tier has ladder = "
                                      f"{cat.ladder!r} (ladders: {', '.join(ladders) or 'none'})")
+            if self.demo and self.backend.kind == "spark":
+                raise ValueError("demo = true loads the demo tables into DuckDB or Postgres; on Spark, "
+                                 "register your tables (CREATE TABLE … USING parquet) and declare them")
             if table.mode == "local" and self.backend.kind == "spark":   # issue 22: ingestion writes DuckDB/Postgres
                 raise ValueError(f"tables.{name}: local tables (mode = 'local') store their reports through "
                                  "dpgate's ingestion, which writes DuckDB or Postgres, not Spark; serve this "

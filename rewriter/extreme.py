@@ -29,7 +29,7 @@ from sqlglot import exp
 from config import Config
 
 from . import build_plan, param_types
-from .emit import DOUBLE, group_key_sql
+from .emit import DOUBLE, group_key_sql, for_dialect
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INVALID_PARAMETER, Refusal
 from .per_record import substitute_extremes
@@ -207,4 +207,4 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     cond = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
     q = q.where(exp.and_(exp.Paren(this=plan.where.copy()), cond) if plan.where is not None else cond)
     q = q.group_by(*[k.copy() for k in keys], v.copy())
-    return q.sql(dialect=dialect, identify=True)
+    return for_dialect(q, dialect).sql(dialect=dialect, identify=True)   # Spark: rewrites of emit.for_dialect
