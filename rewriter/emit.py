@@ -54,8 +54,9 @@ def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
     """The few rewrites one backend needs to mean what the plan means on the others.
 
     Spark: ``TRUNC(x)`` (truncation toward zero of a double, Postgres / DuckDB) does not
-    exist — it is ``x - x % 1`` (``%`` is C's fmod there: sign of the dividend; exact in
-    IEEE arithmetic, NaN and ±Infinity pass through as with TRUNC). And a table is named
+    exist — it is ``CAST(x AS BIGINT)`` — and ``FLOOR``/``CEIL`` of a double are BIGINTs:
+    each is guarded to mean Postgres' on NaN, ±Infinity and huge values
+    (:func:`_integral_or_same`). And a table is named
     with an explicit alias (its own name, so qualified columns still resolve): Spark's
     table alias may be a non-reserved keyword with a column list, so it reads
     ``FROM fx WHERE (b)`` as ``fx`` aliased ``WHERE(b)`` (ASSIGNMENT_ARITY_MISMATCH) —
@@ -71,20 +72,22 @@ def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
         if isinstance(node, exp.Table) and not node.alias and node.name:
             node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)))
             return node
-        if isinstance(node, exp.Anonymous) and node.name.upper() == "TRUNC" and len(node.expressions) == 1:
-            x = node.expressions[0]
-            return exp.Paren(this=exp.Sub(this=exp.Paren(this=x.copy()),
-                                          expression=exp.Mod(this=exp.Paren(this=x.copy()),
-                                                             expression=exp.Literal.number(1))))
         return node
     tree = tree.transform(swap, copy=False)
     # innermost first, so an argument is rewritten before it is copied into the CASE
-    for node in reversed(list(tree.find_all(exp.Floor, exp.Ceil, bfs=False))):
-        if not node.args.get("decimals"):
-            new = _bounded_floor(node.copy())
-            if node is tree:
-                return new
-            node.replace(new)
+    for node in reversed(list(tree.find_all(exp.Floor, exp.Ceil, exp.Anonymous, bfs=False))):
+        if isinstance(node, exp.Anonymous):
+            if node.name.upper() != "TRUNC" or len(node.expressions) != 1:
+                continue
+            x = node.expressions[0]
+            new = _integral_or_same(x, exp.Cast(this=x.copy(), to=exp.DataType.build("bigint")))
+        elif node.args.get("decimals"):
+            continue
+        else:
+            new = _integral_or_same(node.this, node.copy())
+        if node is tree:
+            return new
+        node.replace(new)
     return tree
 
 
@@ -93,17 +96,17 @@ def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
 _SPARK_INTEGRAL = exp.Literal.number(2**62)
 
 
-def _bounded_floor(node: exp.Expression) -> exp.Expression:
-    """Spark's ``FLOOR(x)``/``CEIL(x)`` of a double is a BIGINT, which overflows (an ANSI
-    error) on NaN, ±Infinity and |x| ≥ 2**63, where Postgres and DuckDB return ``x``.
-    ``CASE WHEN -2**62 < x AND x < 2**62 THEN FLOOR(x) ELSE x END`` means theirs: the
-    same value (a double: BIGINT and DOUBLE meet in DOUBLE, exact below 2**53 and integral
-    above), NaN fails both comparisons and is returned as it is; an int or decimal
-    argument keeps its exact type."""
-    x = node.this
+def _integral_or_same(x: exp.Expression, integral: exp.Expression) -> exp.Expression:
+    """``CASE WHEN -2**62 < x AND x < 2**62 THEN integral ELSE x END``. Spark's
+    ``FLOOR(x)``/``CEIL(x)`` of a double is a BIGINT, and ``CAST(x AS BIGINT)`` truncates
+    toward zero (Postgres' / DuckDB's ``TRUNC(x)``); both overflow (an ANSI error) on NaN,
+    ±Infinity and |x| ≥ 2**63, where Postgres and DuckDB return ``x`` (and ``x - x % 1``
+    made ±Infinity NaN). The CASE means theirs: the same value (BIGINT and DOUBLE meet in
+    DOUBLE, exact below 2**53; above it every double is integral already), NaN fails both
+    comparisons and is returned as it is; an int or decimal argument keeps an exact type."""
     inside = exp.and_(exp.LT(this=exp.Neg(this=_SPARK_INTEGRAL.copy()), expression=x.copy()),
                       exp.LT(this=x.copy(), expression=_SPARK_INTEGRAL.copy()))
-    return exp.Paren(this=exp.Case(ifs=[exp.If(this=inside, true=node)], default=x.copy()))
+    return exp.Paren(this=exp.Case(ifs=[exp.If(this=inside, true=integral)], default=x.copy()))
 
 
 def from_postgres(sql: str, dialect: str) -> str:

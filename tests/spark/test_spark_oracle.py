@@ -8,7 +8,8 @@ within the summation-order bound |Δ| ≤ (n−1)·u·Σ|xᵢ| (u = 2⁻⁵³, n
 far below the 1e-9 relative / 1e-9 absolute tolerance used).
 
 Fixed seed (derandomized); DPGATE_SPARK_ORACLE_EXAMPLES sets the number of generated
-statements per grammar (default 120, about 30 s on a local[2] server).
+plain statements (default 120; half as many with derived keys, whose scans are larger):
+about 60 s on a local[2] server.
 """
 from __future__ import annotations
 
@@ -115,11 +116,12 @@ def test_fixed_statements(engines, sql):
     assert oracle.stats["accepted"] == 1, sql           # every fixed statement is accepted
 
 
-@pytest.mark.parametrize("grammar", [statement, derived_statement], ids=["plain", "derived_keys"])
-def test_generated_statements(engines, grammar):
+@pytest.mark.parametrize("grammar, n", [(statement, EXAMPLES), (derived_statement, EXAMPLES // 2)],
+                         ids=["plain", "derived_keys"])
+def test_generated_statements(engines, grammar, n):
     oracle = SparkOracle(*engines)
 
-    @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=n, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(grammar())
     def run(case):
@@ -127,4 +129,4 @@ def test_generated_statements(engines, grammar):
 
     run()
     print(f"\nspark oracle {grammar.__name__}: {oracle.stats}")
-    assert oracle.stats["accepted"] >= EXAMPLES // 3, oracle.stats
+    assert oracle.stats["accepted"] >= n // 3, oracle.stats
