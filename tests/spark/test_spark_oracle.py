@@ -51,6 +51,10 @@ FIXED = [
     "SELECT COUNT(*) FROM fx WHERE -i < -3 AND t LIKE 'a%'",
     "SELECT g, s, COUNT(*) FROM fx WHERE s IN ('x', 'X') GROUP BY g, s",
     "SELECT SUM(CAST(i AS DOUBLE PRECISION) * 3), AVG(i - 10) FROM fx WHERE f <> f OR f IS NULL",
+    "SELECT COUNT(*) FROM fx WHERE floor(f) > 2 OR ceil(f) < -2",  # Spark's FLOOR is a BIGINT: NaN/Inf overflow
+    "SELECT COUNT(*) FROM fx WHERE round(f) > 1",                   # round via TRUNC, on ±Infinity and NaN
+    "SELECT COUNT(*) FROM fx WHERE NULL OR (b AND NULL)",           # Spark refuses a VOID filter
+    "SELECT floor(f) AS k, COUNT(*) FROM fx GROUP BY 1",
 ]
 
 
