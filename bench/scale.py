@@ -34,6 +34,10 @@ import threading
 import time
 from pathlib import Path
 
+from config import parse_config
+from proxy.gateway import Gateway
+from proxy.wire.server import Server
+
 QUERY = "SELECT g, COUNT(*), AVG(x) FROM {t} WHERE y > {k} GROUP BY g"
 RAW = QUERY            # the analyst's own SQL, run without dpgate
 COLUMNS = {"g": {"type": "int", "domain_range": [0, 9]},
@@ -127,7 +131,6 @@ class Proxy:
     """dpgate in this process (Gateway + wire server on a background event loop)."""
 
     def __init__(self, backend: dict, sizes: list[int], state: Path):
-        from config import parse_config
         data = {"server": {"auth": "trust", "port": 0, "database": "dpgate"},
                 "backend": backend,
                 "tiers": {"bench": {"epsilon": 1.0, "budget": 1e9, "period": "never"}},
@@ -144,8 +147,6 @@ class Proxy:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     async def _start(self):
-        from proxy.gateway import Gateway
-        from proxy.wire.server import Server
         self.gw = Gateway(self.cfg, self.state)
         await self.gw.start()
         lim = self.cfg.server.limits

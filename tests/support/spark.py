@@ -13,6 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from proxy import demo
+from proxy.backends import DuckDBBackend
+
 
 def unavailable() -> str | None:
     try:
@@ -103,8 +106,6 @@ def mirror_demo(session, duck_path: Path, parquet_dir: Path, people_rows: int,
     """The demo's central tables, made by the DuckDB loader (the same rows a DuckDB
     service has), written to Parquet and registered in Spark's catalog; ``extra`` maps
     more Spark view names to their SELECT (e.g. a slow scan for timeout tests)."""
-    from proxy import demo
-    from proxy.backends import DuckDBBackend
     duck = DuckDBBackend(duck_path)
     demo.load_duckdb(duck, people_rows)
     parquet_dir = Path(parquet_dir)
