@@ -1,5 +1,6 @@
 """config/examples/spark.toml loads (issue 22), and what Spark cannot serve is refused at
-config load with a hint: local tables (ingestion writes DuckDB/Postgres) and the demo loader.
+config load with a hint: local tables (ingestion writes DuckDB/Postgres), the demo loader, and
+the per-record ``log`` function (Spark's LN is not Python's to the ulp: test_spark_levels.py).
 No Spark server needed."""
 from __future__ import annotations
 
@@ -31,3 +32,17 @@ def test_demo_refused_on_spark():
     del data["tables"]["trips"]
     with pytest.raises((ValueError, ConfigError), match="demo = true .* DuckDB or Postgres"):
         parse_config(data)
+
+
+def test_log_privacy_function_refused_on_spark():
+    data = make_config({"kind": "spark", "remote": "sc://h:15002"})
+    data["demo"] = False
+    del data["tables"]["trips"]
+    for role in data["roles"].values():
+        role.pop("insert", None)
+    parse_config(data)                                   # inverse (the demo's accounts): accepted
+    data["tables"]["accounts"]["privacy"]["function"] = "log"
+    with pytest.raises((ValueError, ConfigError), match="function = 'log' needs a correctly rounded LN"):
+        parse_config(data)
+    data["backend"] = {"kind": "duckdb"}
+    parse_config(data)                                   # log on DuckDB: accepted
