@@ -577,6 +577,17 @@ class Config(_Model):
                     raise ValueError(f"tables.{name}.local.categories.{col}.ladder: no tier has ladder = "
                                      f"{cat.ladder!r} (ladders: {', '.join(ladders) or 'none'})")
             self._check_references(name, table)
+            if self.demo and self.backend.kind == "spark":
+                raise ValueError("demo = true loads the demo tables into DuckDB or Postgres; on Spark, "
+                                 "register your tables (CREATE TABLE … USING parquet) and declare them")
+            if table.privacy is not None and table.privacy.function == "log" and self.backend.kind == "spark":
+                raise ValueError(f"tables.{name}.privacy: function = 'log' needs a correctly rounded LN, and "
+                                 "Spark's (Java's) differs from Python's by an ulp on some values, which can "
+                                 "move a record across a level bound; use 'inverse' or 'sqrt' (exact on Spark)")
+            if table.mode == "local" and self.backend.kind == "spark":   # issue 22: ingestion writes DuckDB/Postgres
+                raise ValueError(f"tables.{name}: local tables (mode = 'local') store their reports through "
+                                 "dpgate's ingestion, which writes DuckDB or Postgres, not Spark; serve this "
+                                 "table from a dpgate on a DuckDB or Postgres backend")
         return self
 
     def _check_references(self, name: str, table: "Table") -> None:

@@ -216,6 +216,6 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     q = q.where(exp.and_(exp.Paren(this=where.copy()), cond) if where is not None else cond)
     q = q.group_by(*[k.copy() for k in keys], v.copy())
     if kept is None:
-        return q.sql(dialect=dialect, identify=True)
+        return for_dialect(q, dialect).sql(dialect=dialect, identify=True)   # Spark: emit.for_dialect
     q = unit.spell_hashes(q.with_(unit.KEPT, as_=kept, copy=False), lambda a: keyed_hash(a, dialect))
     return unit.salted(for_dialect(q, dialect).sql(dialect=dialect, identify=True), salt)

@@ -40,6 +40,7 @@ from config import Config, Table
 
 from . import build_plan, param_types, predicate
 from .args import understood
+from .emit import from_postgres
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal)
 from .plan import Plan
 from .scope import Ctx, T
@@ -329,10 +330,16 @@ def scan_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, *, bucke
 
     Rows: (k_1…k_n, lvl, [b,] cnt[, sm]); missing (cell, level, bucket) combinations are
     zeros to the mechanisms (empty levels and empty cells are still noised)."""
-    p = _parts(prp, pol, config, dialect, buckets)
+    p = _parts(prp, pol, config, _text_dialect(dialect), buckets)
     grp = ", ".join([*p.keys, "lvl", *(["b"] if buckets else [])])
     agg = "COUNT(*) AS cnt" + (", SUM(v) AS sm" if with_sum or buckets else "")
-    return f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}"
+    return from_postgres(f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}", dialect)
+
+
+def _text_dialect(dialect: str) -> str:
+    """The dialect the text is built in: Spark's is Postgres text, transpiled
+    (:func:`rewriter.emit.from_postgres`)."""
+    return "postgres" if dialect == "spark" else dialect
 
 
 def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str,
@@ -340,19 +347,21 @@ def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str,
     """MAX/MIN round 2, one query for all cells: the distinct values (with counts) of the
     records whose level is >= their cell's ℓ (Algorithm 2's D_ℓ).
     Rows: (k_1…k_n, v, cnt)."""
+    target, dialect = dialect, _text_dialect(dialect)
     p = _parts(prp, pol, config, dialect, False)
     if not p.keys:
         (ell,) = ells.values()
-        return f"{p.ctes} SELECT v, COUNT(*) AS cnt FROM pr_u WHERE lvl >= {int(ell)} GROUP BY v"
+        return from_postgres(f"{p.ctes} SELECT v, COUNT(*) AS cnt FROM pr_u WHERE lvl >= {int(ell)} GROUP BY v",
+                             target)
     groups = prp.plan.group_by
     rows = ", ".join("(" + ", ".join([*(_lit(v, g.type, dialect) for v, g in zip(cell, groups)),
                                       str(int(ell))]) + ")" for cell, ell in ells.items())
     cols = ", ".join([*p.keys, "ell"])
     on = " AND ".join(f"u.{k} = l.{k}" for k in p.keys)
     ks = ", ".join(f"u.{k}" for k in p.keys)
-    return (f"{p.ctes}, pr_ell ({cols}) AS (VALUES {rows}) "
-            f"SELECT {ks}, u.v, COUNT(*) AS cnt FROM pr_u AS u JOIN pr_ell AS l ON {on} "
-            f"WHERE u.lvl >= l.ell GROUP BY {ks}, u.v")
+    return from_postgres(f"{p.ctes}, pr_ell ({cols}) AS (VALUES {rows}) "
+                         f"SELECT {ks}, u.v, COUNT(*) AS cnt FROM pr_u AS u JOIN pr_ell AS l ON {on} "
+                         f"WHERE u.lvl >= l.ell GROUP BY {ks}, u.v", target)
 
 
 def with_source(prp: PrPlan, source: str) -> PrPlan:

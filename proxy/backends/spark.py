@@ -62,10 +62,11 @@ def connect_url(remote: str, token: str | None = None, use_ssl: bool = False) ->
 
 
 def _discard(session) -> None:
-    """Release a Connect session and close its client, so pyspark's exit hook (which would
-    retry a cleanup call against a cluster that may be gone, for minutes) has nothing to do."""
+    """Release a Connect session and close its client (``stop()``), so pyspark's exit hook
+    (which would retry a cleanup call against a cluster that may be gone, for minutes) has
+    nothing to do."""
     try:
-        session.release_session()
+        session.stop()
     except Exception:
         pass
     try:

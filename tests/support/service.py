@@ -83,7 +83,9 @@ class Service:
         from proxy.demo import trips as demo_trips
         from mechanisms import SeededSource    # its own stream: the service's draws stay as they were
         trips_source = SeededSource(2002) if self.source is not None else None
-        if self.gw.backend.dialect == "duckdb":
+        if self.gw.backend.dialect == "spark":
+            pass                               # the caller mirrored the tables (support.spark.mirror_demo)
+        elif self.gw.backend.dialect == "duckdb":
             demo.load_duckdb(self.gw.backend, self.people_rows)
             demo_trips.load_duckdb(self.gw.backend, self.cfg, self.trips_rows, trips_source)
         else:

@@ -1,0 +1,48 @@
+"""config/examples/spark.toml loads (issue 22), and what Spark cannot serve is refused at
+config load with a hint: local tables (ingestion writes DuckDB/Postgres), the demo loader, and
+the per-record ``log`` function (Spark's LN is not Python's to the ulp: test_spark_levels.py).
+No Spark server needed."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config import ConfigError, load_config, parse_config
+from support.service import make_config
+
+EXAMPLE = Path(__file__).parents[2] / "config" / "examples" / "spark.toml"
+
+
+def test_example_loads():
+    cfg = load_config(EXAMPLE)
+    assert cfg.backend.kind == "spark" and cfg.backend.remote == "sc://127.0.0.1:15002"
+    assert cfg.source_of("pums") == "pums" and not cfg.demo
+
+
+def test_local_table_refused_on_spark():
+    data = make_config({"kind": "spark", "remote": "sc://h:15002"})
+    data["demo"] = False
+    with pytest.raises((ValueError, ConfigError), match=r"tables.trips: local tables .* DuckDB or Postgres"):
+        parse_config(data)
+
+
+def test_demo_refused_on_spark():
+    data = make_config({"kind": "spark", "remote": "sc://h:15002"})
+    del data["tables"]["trips"]
+    with pytest.raises((ValueError, ConfigError), match="demo = true .* DuckDB or Postgres"):
+        parse_config(data)
+
+
+def test_log_privacy_function_refused_on_spark():
+    data = make_config({"kind": "spark", "remote": "sc://h:15002"})
+    data["demo"] = False
+    del data["tables"]["trips"]
+    for role in data["roles"].values():
+        role.pop("insert", None)
+    parse_config(data)                                   # inverse (the demo's accounts): accepted
+    data["tables"]["accounts"]["privacy"]["function"] = "log"
+    with pytest.raises((ValueError, ConfigError), match="function = 'log' needs a correctly rounded LN"):
+        parse_config(data)
+    data["backend"] = {"kind": "duckdb"}
+    parse_config(data)                                   # log on DuckDB: accepted
