@@ -124,7 +124,7 @@ def _on(join: exp.Join, left_q: set, right_q: set) -> tuple[str, str]:
 def _check_lookup(config: Config, base: str, look: str, bcol: str, kcol: str) -> None:
     b, t = config.tables[base], config.tables[look]
     if b.public or b.mode != "central" or b.privacy is not None:
-        raise Refusal(UNSUPPORTED, f"joins read a central table with a lookup table; {base} is "
+        raise Refusal(DENIED, f"joins read a central table with a lookup table; {base} is "
                       f"{'public' if b.public else 'a local or per-record table'}.", hint=HINT)
     if bcol not in b.columns:
         raise Refusal("42703", f"column {bcol} is not declared for table {base}.", hint=None)

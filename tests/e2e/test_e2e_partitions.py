@@ -17,7 +17,7 @@ import pytest
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
 from proxy.pipeline.partitions import scan_floor
-from support.service import Service, make_config
+from support.service import Service, ask, backend_rows, make_config
 
 TIERS = {"default": {"epsilon": 1.0, "budget": 50.0, "delta": 1e-6, "delta_budget": 3e-6},
          "nodelta": {"epsilon": 1.0, "budget": 50.0}}
@@ -38,15 +38,10 @@ def svc(request, tmp_path_factory):
 
 
 def _run(svc, sql, role="analyst"):
-    notes = []
-    with psycopg.connect(svc.dsn(role), autocommit=True) as c:
-        c.add_notice_handler(lambda d: notes.append(d.message_primary))
-        rows = c.execute(sql).fetchall()
-    return rows, notes
+    return ask(svc, sql, role)
 
 
-def _raw(svc: Service, sql: str):
-    return svc._call(svc.gw.backend.fetch(sql))
+_raw = backend_rows
 
 
 def test_cities_are_selected_never_invented(svc):

@@ -14,22 +14,16 @@ import subprocess
 import psycopg
 import pytest
 
-from support.service import Service
+from support.service import Service, ask, backend_rows
 
 EPS = 1.0          # the `other` role's tier (default)
 
 
 def _run(svc, sql, role="other"):
-    notes = []
-    with psycopg.connect(svc.dsn(role), autocommit=True) as c:
-        c.add_notice_handler(lambda d: notes.append(d.message_primary))
-        rows = c.execute(sql).fetchall()
-    return rows, notes
+    return ask(svc, sql, role)
 
 
-def _raw(svc: Service, sql: str):
-    """The backend's own answer (what the proxy never shows)."""
-    return svc._call(svc.gw.backend.fetch(sql))
+_raw = backend_rows
 
 
 def _geometric_bound(scale: float, p_fail: float = 1e-9) -> float:

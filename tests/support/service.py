@@ -10,6 +10,8 @@ import threading
 import tomllib
 from pathlib import Path
 
+import psycopg
+
 from config import parse_config
 from proxy import demo
 from proxy.demo import demo_config_path
@@ -128,3 +130,17 @@ class Service:
 
     def url(self, role: str = "analyst") -> str:
         return f"postgresql://{role}:{PASSWORDS[role]}@127.0.0.1:{self.port}/demo?sslmode=disable"
+
+
+def ask(svc: "Service", sql: str, role: str = "analyst", params=None) -> tuple[list, list[str]]:
+    """(rows, NOTICE texts) of one statement through the wire (psycopg, autocommit)."""
+    notes: list[str] = []
+    with psycopg.connect(svc.dsn(role), autocommit=True) as c:
+        c.add_notice_handler(lambda d: notes.append(d.message_primary))
+        rows = c.execute(sql, params).fetchall()
+    return rows, notes
+
+
+def backend_rows(svc: "Service", sql: str) -> list:
+    """The backend's own answer to ``sql`` (what the proxy never shows a client)."""
+    return svc._call(svc.gw.backend.fetch(sql))
