@@ -97,7 +97,7 @@ class SparkServer:
             try:
                 s = session(self.remote)
                 s.sql("SELECT 1").collect()
-                s.stop()
+                s.client.close()
                 return self
             except Exception:
                 time.sleep(0.5)
@@ -248,7 +248,7 @@ def main(argv=None) -> int:
             for n in sizes:
                 s.sql(f"DROP TABLE IF EXISTS {_table(n)}")
                 s.sql(f"CREATE TABLE {_table(n)} USING parquet LOCATION '{files[n]}'")
-            s.stop()
+            s.client.close()
             proxy = Proxy({"kind": "spark", "remote": remote}, sizes, work / "spark_state")
             try:
                 for n in sizes:

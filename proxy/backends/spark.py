@@ -62,13 +62,10 @@ def connect_url(remote: str, token: str | None = None, use_ssl: bool = False) ->
 
 
 def _discard(session) -> None:
-    """Release a Connect session and close its client (``stop()``), so pyspark's exit hook
-    (which would retry a cleanup call against a cluster that may be gone, for minutes) has
-    nothing to do."""
-    try:
-        session.stop()
-    except Exception:
-        pass
+    """Close a Connect session's client: no call to the cluster (``stop()`` would release the
+    session first, retrying for minutes when the cluster is gone, under pyspark's global
+    session lock); the server expires the session itself. A closed client also leaves
+    pyspark's exit hook nothing to do."""
     try:
         session.client.close()
     except Exception:

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from mechanisms.per_record import Levels, ValueBuckets, inverse_function, sqrt_function
+from proxy.pipeline.per_record_policy import bucket_edges, level_bounds, privacy_numbers
 from rewriter.emit import from_postgres
+from rewriter.per_record_sql import bucket_sql, level_sql, privacy_sql
 
 FUNCS = {
     "inverse": inverse_function(1e4, 10**12, 100.0),
@@ -58,21 +60,21 @@ def test_levels_and_privacy_function_bitwise(spark, name):
     lv = Levels.for_function(pf)
     e = _boundary_budgets(lv)
     got = _rows(spark, "eb", [(i, float(x)) for i, x in enumerate(e)], "i int, e double",
-                f"{lv.level_sql('e')} AS lvl")
+                f"{level_sql('e', level_bounds(lv))} AS lvl")
     np.testing.assert_array_equal([r[0] for r in got], lv.level(e))
     vals = _boundary_values(pf)
     rows = _rows(spark, "bv", [(i, v) for i, v in enumerate(vals)] + [(len(vals), None)], "i int, v bigint",
-                 f"i, {pf.sql('v')} AS e")
+                 f"i, {privacy_sql(privacy_numbers(pf), 'v')} AS e")
     e_sql = np.array([r[1] for r in rows], dtype=float)
     e_py = pf(np.array(vals + [np.nan], dtype=float))
     np.testing.assert_array_equal(e_sql, e_py)              # bit for bit, NULL -> eps_min
     lv_rows = _rows(spark, "ev", [(i, float(x)) for i, x in enumerate(e_py)], "i int, e double",
-                    f"{lv.level_sql('e')} AS lvl")
+                    f"{level_sql('e', level_bounds(lv))} AS lvl")
     np.testing.assert_array_equal([r[0] for r in lv_rows], lv.level(e_py))
 
 
 def test_value_buckets(spark):
     vb = ValueBuckets(10**12)
     v = sorted({0, 1, 2, 3, 10**12 - 1, 10**12} | {(1 << j) + d for j in range(41) for d in (-1, 0, 1)})
-    got = _rows(spark, "vb", list(enumerate(v)), "i int, v bigint", f"{vb.bucket_sql('v')} AS b")
+    got = _rows(spark, "vb", list(enumerate(v)), "i int, v bigint", f"{bucket_sql('v', bucket_edges(vb))} AS b")
     np.testing.assert_array_equal([r[0] for r in got], vb.bucket(np.array(v)))

@@ -83,9 +83,9 @@ class LocalSparkConnect:
         return s
 
     def stop(self) -> None:
-        for s in self.sessions:
+        for s in self.sessions:          # close the clients only: the server is about to stop
             try:
-                s.stop()
+                s.client.close()
             except Exception:
                 pass
         self.sessions.clear()
@@ -98,7 +98,7 @@ class LocalSparkConnect:
 
 
 #: the demo's central tables (the local table ``trips`` is refused on Spark: config load)
-DEMO_TABLES = ("pums", "people", "purchases", "accounts")
+DEMO_TABLES = ("pums", "people", "purchases", "accounts", "stores", "customers", "orders", "order_items")
 
 
 def mirror_demo(session, duck_path: Path, parquet_dir: Path, people_rows: int,
