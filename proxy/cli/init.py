@@ -3,6 +3,7 @@
     dpgate init data.duckdb                  # every table and view of a DuckDB file
     dpgate init a.parquet 'b/*.parquet' c.csv  # files, read by DuckDB (read_parquet / read_csv)
     dpgate init --dsn postgresql://… [--schema public]   # a Postgres schema
+    dpgate init --spark sc://host:15002 [--database db]  # a Spark catalog (Spark Connect)
 
 The file declares each table (``source``: the relation as the backend names it), each column's
 type, and proposals the owner must confirm: ``domain`` for low-cardinality columns (groupable),
@@ -16,6 +17,7 @@ verifiers are of fresh random passwords printed once on stderr, so that
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import json
 import re
@@ -25,8 +27,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sqlglot
+
 from mechanisms.rng import default_source
 
+from ..backends import BackendError
+from ..backends.spark import SparkBackend
 from ..wire.auth import make_verifier
 from . import init_bounds as ib
 from .schema_check import kind_of
@@ -127,9 +133,40 @@ class _Pg:
         self.con.close()
 
 
+class _Spark:
+    """A Spark catalog through Spark Connect (``--spark sc://host:15002 [--database db]``).
+    init's SQL is written in Postgres's spelling and transpiled to Spark SQL by sqlglot."""
+
+    dialect = "spark"
+
+    def __init__(self, remote: str, database: str | None):
+        self.backend = SparkBackend(remote, database=database)
+        self.database = database
+        try:
+            self.backend.query("SELECT 1")
+        except BackendError as e:
+            raise InitError(f"cannot reach Spark Connect at {remote}: {e.message}") from None
+
+    def query(self, sql: str) -> list[tuple]:
+        return self.backend.query(sqlglot.transpile(sql, read="postgres", write="spark")[0])
+
+    def describe(self, source: str) -> list[tuple[str, str]]:
+        cols = self.backend.describe(source)
+        return list(cols.items()) if cols else []
+
+    def tables(self) -> list[str]:
+        where = f" IN {self.database}" if self.database else ""
+        return sorted(r[1] for r in self.backend.query(f"SHOW TABLES{where}") if not r[2])
+
+    def close(self) -> None:
+        asyncio.run(self.backend.close())
+
+
 def _relations(args, reader) -> list[tuple[str, str]]:
     """(proposed name, source) of every relation to declare."""
     taken: set[str] = set()
+    if reader.dialect == "spark":
+        return [(_table_name(t, taken), t) for t in reader.tables()]
     if reader.dialect == "postgres":
         rows = reader.query("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
                             "ORDER BY 1", (args.schema,))
@@ -321,9 +358,9 @@ def render(what: str, backend_lines: list[str], rels: list[Rel], roles: dict[str
 
 
 def cmd_init(args) -> int:
-    if bool(args.dsn) == bool(args.inputs):
-        print("dpgate: init takes a DuckDB file, Parquet/CSV files, or --dsn (a Postgres database)",
-              file=sys.stderr)
+    if sum(map(bool, (args.dsn, args.inputs, args.spark))) != 1:
+        print("dpgate: init takes a DuckDB file, Parquet/CSV files, --dsn (a Postgres database) or "
+              "--spark (a Spark Connect URL)", file=sys.stderr)
         return 2
     if args.dp_bounds is not None and not args.dp_bounds > 0:
         print("dpgate: --dp-bounds takes ε > 0", file=sys.stderr)
@@ -334,7 +371,8 @@ def cmd_init(args) -> int:
         return 2
     duck_file = args.inputs and Path(args.inputs[0]).suffix.lower() in (".duckdb", ".db")
     try:
-        reader = _Pg(args.dsn) if args.dsn else _Duck(str(Path(args.inputs[0]).resolve()) if duck_file else None)
+        reader = (_Pg(args.dsn) if args.dsn else _Spark(args.spark, args.database) if args.spark
+                  else _Duck(str(Path(args.inputs[0]).resolve()) if duck_file else None))
     except InitError as e:
         print(f"dpgate: {e}", file=sys.stderr)
         return 1
@@ -349,7 +387,11 @@ def cmd_init(args) -> int:
         return 1
     finally:
         reader.close()
-    if args.dsn:
+    if args.spark:
+        what = f"the Spark catalog at {args.spark}" + (f" (database {args.database})" if args.database else "")
+        backend = ['kind = "spark"', f"remote = {_toml(args.spark)}"] + (
+            [f"database = {_toml(args.database)}"] if args.database else [])
+    elif args.dsn:
         what = f"the Postgres schema {args.schema}"
         backend = ['kind = "postgres"', "# the DSN given to init: a password in it is now in this file too",
                    f"dsn = {_toml(args.dsn)}"]
@@ -402,6 +444,8 @@ def add_parser(sub) -> None:
     p.add_argument("inputs", nargs="*", help="a DuckDB file, or Parquet/CSV files (globs allowed)")
     p.add_argument("--dsn", help="a Postgres database (its --schema is read)")
     p.add_argument("--schema", default="public", help="Postgres schema (default public)")
+    p.add_argument("--spark", metavar="URL", help="a Spark Connect server (sc://host:15002): its tables are read")
+    p.add_argument("--database", help="with --spark: the Spark database (default: the current one)")
     p.add_argument("--tables", help="only these tables (comma-separated proposed names)")
     p.add_argument("--output", "-o", help="write the TOML here (default: stdout)")
     p.add_argument("--force", action="store_true", help="overwrite --output")
