@@ -43,6 +43,11 @@ class Column(_Model):
     """free text shown to analysts (column comment in \\d and information_schema)."""
     avg_mechanism: Literal["hourglass", "laplace_transformed", "shifted_laplace"] = "hourglass"
     """AVG's mechanism: the hourglass add-remove optimal mean (spec 001) or a baseline."""
+    per_unit: bool = False
+    """on a table with a privacy unit: each unit has ONE value of this column (a customer's home city).
+    A GROUP BY over such columns only counts each unit in one group (L0 = 1 instead of
+    max_groups_per_unit: less noise, a cheaper partition selection); the scan enforces it (a unit
+    with several values keeps one, by the keyed hash)."""
 
     @field_validator("lower", "upper")
     @classmethod

@@ -51,6 +51,8 @@ def column_comment(table: Table, name: str, col: Column) -> str:
     if name == table.privacy_unit:
         facts.append("privacy unit: answers protect each value (a person) with all its rows; "
                      "COUNT(DISTINCT) counts them")
+    if col.per_unit and table.privacy_unit:
+        facts.append("one value per person: GROUP BY it counts each person once (L0 = 1)")
     if name == table.key:
         facts.append("key: other tables join here on it" if table.public else "key")
     if name in table.references:

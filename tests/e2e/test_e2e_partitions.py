@@ -47,11 +47,11 @@ _raw = backend_rows
 def test_cities_are_selected_never_invented(svc):
     rows, notes = _run(svc, "SELECT city, COUNT(DISTINCT customer_id) AS people FROM purchases GROUP BY city")
     truth = dict(_raw(svc, "SELECT city, COUNT(DISTINCT customer_id) FROM purchases GROUP BY city"))
-    floor_ = scan_floor(TruncatedGeometricSelection(1.0, 5e-7, k=10), Fraction(5e-7) / 10)
+    floor_ = scan_floor(TruncatedGeometricSelection(1.0, 5e-7, k=1), Fraction(5e-7))   # city: per_unit, L0 = 1
     released = [r[0] for r in rows]
     assert released == sorted(released) and set(released) <= set(truth)          # never invented
     assert all(truth[c] >= floor_ for c in released)
-    assert {c for c, n in truth.items() if n >= 400} <= set(released)              # π(400) = 1 at ε/k = 0.1
+    assert {c for c, n in truth.items() if n >= 100} <= set(released)              # π(n) = 1 well below 100 at ε = 1
     assert len(released) < len(truth)                                               # the long tail is not shown
     assert "partition selection" in notes[-1] and "δ charged 1e-06" in notes[-1]
 
@@ -60,7 +60,7 @@ def test_values_of_the_released_keys_are_noised_bounded_counts(svc):
     rows, notes = _run(svc, "SELECT city, COUNT(*) FROM purchases GROUP BY city")
     bounded = dict(_raw(svc, "SELECT city, SUM(LEAST(n, 10)) FROM (SELECT city, customer_id, COUNT(*) AS n "
                              "FROM purchases GROUP BY city, customer_id) t GROUP BY city"))
-    k = 10 * 10                                            # G × R: the measures run at (ε/2)/k
+    k = 1 * 10                                             # L0 = 1 (city is per_unit) × R: measures at (ε/2)/k
     scale = k / 0.5
     for city, n in rows:                                   # |geometric| > t w.p. ≤ 2e^{-t/b}: 1e-9 per key
         assert abs(n - int(bounded[city])) <= scale * math.log(2e9)

@@ -37,3 +37,19 @@ def test_selection_splits_epsilon_only_when_values_are_asked(config):
     keys = rewriter.build_plan(rewriter.parse("SELECT DISTINCT name FROM pums"), config)
     assert selection_plan(counts, 1.0, 1e-6)["eps_measures"] == 0.5
     assert selection_plan(keys, 1.0, 1e-6)["eps_measures"] == 0.0
+
+
+def test_a_per_unit_column_counts_each_person_in_one_group():
+    import tomllib
+
+    from config import parse_config
+    from proxy.demo import demo_config_path
+    raw = tomllib.loads(demo_config_path().read_text())
+    raw["server"] = {"auth": "trust"}
+    for r in raw["roles"].values():
+        r.pop("scram", None)
+    cfg = parse_config(raw)
+    g = lambda sql: rewriter.build_plan(rewriter.parse(sql), cfg).unit.max_groups  # noqa: E731
+    assert g("SELECT city, COUNT(*) FROM purchases GROUP BY city") == 1        # city: per_unit = true
+    assert g("SELECT store, COUNT(*) FROM purchases GROUP BY store") == 10
+    assert g("SELECT city, store, COUNT(*) FROM purchases GROUP BY city, store") == 10
