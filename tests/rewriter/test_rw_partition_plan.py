@@ -3,11 +3,14 @@ selected, not enumerated; only one such key per statement; the scan floor drops 
 the keys whose keep probability is at most the slack it is charged for."""
 from __future__ import annotations
 
+import tomllib
 from fractions import Fraction
 
 import pytest
 
 import rewriter
+from config import parse_config
+from proxy.demo import demo_config_path
 from mechanisms.partition_selection import TruncatedGeometricSelection
 from proxy.pipeline.partitions import scan_floor, selection_plan
 from rewriter.errors import Refusal
@@ -40,10 +43,6 @@ def test_selection_splits_epsilon_only_when_values_are_asked(config):
 
 
 def test_a_per_unit_column_counts_each_person_in_one_group():
-    import tomllib
-
-    from config import parse_config
-    from proxy.demo import demo_config_path
     raw = tomllib.loads(demo_config_path().read_text())
     raw["server"] = {"auth": "trust"}
     for r in raw["roles"].values():
