@@ -83,7 +83,7 @@ def check_reflection(svc, report) -> None:
     assert report["reflected"] == sorted(report["tables"])
     assert {k: str(v.compile(dialect=sa.dialects.postgresql.dialect())).lower()
             for k, v in report["types"].items()} == PUMS_TYPES
-    assert report["comments"]["age"] == "age in years — bounds [0, 100]: SUM/AVG/VAR clamp here; not groupable (no public domain)"
+    assert report["comments"]["age"] == "age in years — bounds [0, 100]: SUM/AVG/VAR clamp here; no public domain: GROUP BY releases the keys chosen by partition selection (needs δ)"
     assert report["comment"]["text"] == svc.cfg.tables["pums"].description + " — central DP per row: each answer noisy, ε per query from your tier"
     assert report["pk"]["constrained_columns"] == [] and report["fks"] == report["indexes"] == []
     assert report["unique"] == report["checks"] == []
