@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
-import socket
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from bench.spark_local import LocalSparkConnect, unavailable
 from config import parse_config
 from proxy.gateway import Gateway
 from proxy.wire.server import Server
@@ -61,70 +59,6 @@ def generate(path: Path, n: int) -> None:
                 f"CAST(hash(i + 7) % 1001 AS INTEGER) AS y FROM range({int(n)}) r(i)) "
                 f"TO '{path}' (FORMAT parquet)")
     con.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class SparkServer:
-    """A local Spark Connect server (pyspark's jars, ``local[2]``), as tests/support/spark.py."""
-
-    def __init__(self, work: Path):
-        import pyspark
-        self.home = Path(pyspark.__file__).parent
-        self.port = _free_port()
-        self.remote = f"sc://127.0.0.1:{self.port}"
-        self.work = work
-        self.proc = None
-
-    def start(self, timeout_s: float = 120) -> "SparkServer":
-        env = dict(os.environ, SPARK_HOME=str(self.home), SPARK_LOCAL_IP="127.0.0.1")
-        cmd = [str(self.home / "bin" / "spark-submit"), "--class",
-               "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[2]",
-               "--conf", f"spark.connect.grpc.binding.port={self.port}",
-               "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-               "--conf", f"spark.sql.warehouse.dir={self.work / 'warehouse'}",
-               "--conf", "spark.ui.enabled=false", "--driver-memory", "2g", "spark-internal"]
-        self.proc = subprocess.Popen(cmd, env=env, cwd=self.work, stdout=open(self.work / "spark.log", "w"),
-                                     stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("Spark Connect exited: " + (self.work / "spark.log").read_text()[-500:])
-            try:
-                s = session(self.remote)
-                s.sql("SELECT 1").collect()
-                s.client.close()
-                return self
-            except Exception:
-                time.sleep(0.5)
-        raise RuntimeError("Spark Connect did not start in time")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-
-def session(remote: str):
-    from pyspark.sql.connect.session import SparkSession
-    return SparkSession.builder.remote(remote).create()
-
-
-def _spark_missing() -> str | None:
-    try:
-        from pyspark.sql.connect.session import SparkSession  # noqa: F401
-    except ImportError as e:
-        return f"pyspark's Connect client is not installed ({e.name})"
-    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime"
-    return None
 
 
 class Proxy:
@@ -213,9 +147,9 @@ def main(argv=None) -> int:
     results: dict = {}
     notes: list[str] = []
     try:
-        why = _spark_missing() if not args.spark_remote else None
+        why = unavailable() if not args.spark_remote else None
         if why is None and not args.spark_remote:      # starts while the data is made and DuckDB measured
-            spark_server = SparkServer(work)
+            spark_server = LocalSparkConnect(work, driver_memory="2g")
             started: list = []
             starter = threading.Thread(target=lambda: (spark_server.start(), started.append(
                 time.perf_counter() - t_start)), daemon=True)
@@ -244,7 +178,8 @@ def main(argv=None) -> int:
                     raise RuntimeError("Spark Connect did not start")
                 notes.append(f"local Spark Connect server up after {started[0]:.1f} s (not in the table)")
             remote = args.spark_remote or spark_server.remote
-            s = session(remote)
+            registrar = spark_server or LocalSparkConnect(work, remote=remote)
+            s = registrar.session()
             for n in sizes:
                 s.sql(f"DROP TABLE IF EXISTS {_table(n)}")
                 s.sql(f"CREATE TABLE {_table(n)} USING parquet LOCATION '{files[n]}'")

@@ -6,21 +6,22 @@ Loading and error formatting live in :mod:`config.load`.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from .base import StrictModel
+from .service import TLS, Backend, LedgerStore, Limits, Server
+
+__all__ = ["Backend", "Column", "Config", "LedgerStore", "Limits", "LocalCategory", "LocalColumn",
+           "LocalPolicy", "PrivacyPolicy", "Role", "Server", "TLS", "Table", "Tier"]
 
 ColumnType = Literal["int", "float", "text", "bool", "date", "timestamp"]
 TIME_TYPES = ("date", "timestamp")
 Scalar = Union[bool, int, float, str]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class Column(_Model):
+class Column(StrictModel):
     """A declared column: its type, the clamping bounds for SUM/AVG, and the public
     domain that makes it groupable (a GROUP BY releases one noisy cell per value)."""
 
@@ -131,7 +132,7 @@ class Column(_Model):
         return tuple(conv(v) for v in self.domain)
 
 
-class PrivacyPolicy(_Model):
+class PrivacyPolicy(StrictModel):
     """Per-record DP (seed 003): the budget of each record is ``function`` of its
     values — a named shortcut of the paper (``inverse``: α/v, ``sqrt``: α/√v,
     ``log``: α/ln(v)⁴, applied to ``column``) or a SQL expression over declared
@@ -169,7 +170,7 @@ EdgePolicy = Literal["interpolate", "whole"]
 QuantilePoint = Literal["auto", "midpoint", "upper"]
 
 
-class LocalColumn(_Model):
+class LocalColumn(StrictModel):
     """A private ordinal column of a local (metric-LDP) table (seed 002): values in
     [lo, hi] cut into ``buckets`` buckets; ``epsilon`` is ε per bucket step; ``edges``
     overrides the table's edge-bucket policy for this column (spec §8)."""
@@ -195,7 +196,7 @@ class LocalColumn(_Model):
 MAX_CATEGORIES = 128   # d of a categorical Subset column (one bit column per level and category)
 
 
-class LocalCategory(_Model):
+class LocalCategory(StrictModel):
     """A private categorical column (declared ``domain``: d values), perturbed ONCE per row by the
     multi-tier Subset mechanism (seed 000 §5) for the tiers of ``ladder``; a tier reads its level."""
 
@@ -205,7 +206,7 @@ class LocalCategory(_Model):
     """template generator: Alg. 3 (1) or Alg. 5 (2) of seed 000."""
 
 
-class LocalPolicy(_Model):
+class LocalPolicy(StrictModel):
     """A local table: rows are perturbed on the way in; only reports are stored."""
 
     columns: dict[str, LocalColumn] = Field(default_factory=dict)
@@ -234,7 +235,7 @@ class LocalPolicy(_Model):
     """clip estimated counts to [0, n]; post-processing, free."""
 
 
-class Table(_Model):
+class Table(StrictModel):
     """A declared (public-schema) table; `source` is the relation in the backend."""
 
     source: str | None = None
@@ -347,7 +348,7 @@ class Table(_Model):
         return v
 
 
-class Tier(_Model):
+class Tier(StrictModel):
     """A privacy tier: ε charged per released query and the budget per period."""
 
     epsilon: float = Field(gt=0, le=100)
@@ -383,7 +384,7 @@ class Tier(_Model):
         return self
 
 
-class Role(_Model):
+class Role(StrictModel):
     """A connection role. `scram` is a PostgreSQL SCRAM-SHA-256 verifier
     (make one with `dpgate hash-password`); plain passwords are never stored."""
 
@@ -409,147 +410,7 @@ class Role(_Model):
         return v
 
 
-class Limits(_Model):
-    max_connections: int = Field(default=100, ge=1)
-    """logged-in sessions; one more gets FATAL 53300."""
-    max_message_size: int = Field(default=1 << 20, ge=1024)
-    """bytes of any frontend message; a longer one closes the connection (FATAL 54000)."""
-    statement_timeout_ms: int = Field(default=30_000, ge=0)
-    """the backend scan is cancelled after this (57014, nothing charged); 0 = never."""
-    idle_timeout_s: float = Field(default=3600, ge=0, description=(
-        "a logged-in session that sends nothing for this long is closed (FATAL 57P05); 0 = never"))
-    # Connections before login and statement size (proxy/wire; issue 24).
-    login_timeout_s: float = Field(default=10, gt=0, description=(
-        "a connection that has not logged in after this long is closed"))
-    max_pending_connections: int = Field(default=128, ge=1, description=(
-        "connections not yet logged in, in all; over it the oldest one silent for 2 s is closed to "
-        "make room, else the new one is refused (FATAL 53300)"))
-    max_pending_per_address: int = Field(default=64, ge=1, description=(
-        "connections not yet logged in from one client address (as max_pending_connections)"))
-    max_statement_size: int = Field(default=256 << 10, ge=1024, description=(
-        "bytes of one Query/Parse message; a longer statement is refused (54000) before anything "
-        "parses it and the session stays usable; at most max_message_size"))
-    max_statements_per_role: int = Field(default=16, ge=1)
-    """concurrent statements of one role; one more gets 53300."""
-    shutdown_grace_s: float = Field(default=10, ge=0)
-    """on SIGTERM / Ctrl-C: how long a running statement may finish."""
-    # per-row cost caps (rewriter/cost.py; README "What a statement costs")
-    max_literal_chars: int = Field(default=256, ge=16)
-    """per-row cost cap: characters of one literal."""
-    max_total_literal_chars: int = Field(default=2048, ge=16)
-    """per-row cost cap: characters of all literals of a statement."""
-    max_pattern_chars: int = Field(default=128, ge=1)
-    """per-row cost cap: characters of one LIKE pattern."""
-    max_pattern_wildcards: int = Field(default=16, ge=1)    # all patterns of a statement together
-    """per-row cost cap: wildcards of all patterns of a statement together."""
-    max_text_ops: int = Field(default=16, ge=1)
-    """per-row cost cap: text operations in a statement."""
-    max_nodes: int = Field(default=2000, ge=50)
-    """per-row cost cap: syntax tree nodes of a statement."""
-    max_depth: int = Field(default=64, ge=8)
-    """per-row cost cap: syntax tree depth."""
-    max_in_list: int = Field(default=1000, ge=1)
-    """per-row cost cap: values of one IN list."""
-
-    @model_validator(mode="after")
-    def _statement_within_message(self) -> "Limits":
-        if self.max_statement_size > self.max_message_size:
-            raise ValueError("max_statement_size must not exceed max_message_size")
-        return self
-
-
-class TLS(_Model):
-    cert: Path | None = None
-    """server certificate (PEM); TLS is offered when cert and key are set."""
-    key: Path | None = None
-    """server private key (PEM)."""
-    require: bool = False
-    """refuse clients that do not use TLS."""
-
-    @model_validator(mode="after")
-    def _pair(self) -> "TLS":
-        if (self.cert is None) != (self.key is None):
-            raise ValueError("give both cert and key, or neither")
-        if self.require and self.cert is None:
-            raise ValueError("require = true needs cert and key")
-        return self
-
-
-class Server(_Model):
-    host: str = "127.0.0.1"
-    """address to listen on."""
-    port: int = Field(default=6432, ge=0, le=65535)
-    """port to listen on."""
-    database: str = "demo"
-    """the database name clients connect to."""
-    auth: Literal["scram", "trust"] = "scram"
-    """scram (passwords, SCRAM-SHA-256) or trust (loopback hosts only)."""
-    state_dir: Path | None = None
-    """ledger (and DuckDB file) directory; relative to the config file (default $DPGATE_STATE_DIR or
-    ~/.local/state/dpgate)."""
-    limits: Limits = Limits()
-    """connection, statement and per-row cost limits."""
-    tls: TLS = TLS()
-    """TLS certificate and policy."""
-    log_format: Literal["text", "json"] = "text"
-    """text, or json: one line per statement (role, fingerprint, decision, ε, ms)."""
-
-    @model_validator(mode="after")
-    def _trust_loopback(self) -> "Server":
-        if self.auth == "trust" and self.host not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError("auth = 'trust' is only allowed on a loopback host")
-        return self
-
-
-class Backend(_Model):
-    kind: Literal["duckdb", "postgres", "spark"] = "duckdb"
-    """duckdb (embedded), postgres, or spark (Spark Connect; pip install 'dpgate[spark]')."""
-    path: Path | None = None       # duckdb file (relative to the state dir); None → demo file
-    """DuckDB file, relative to the state dir (default: the demo's file)."""
-    dsn: str | None = None         # postgres connection string
-    """Postgres connection string (kind = 'postgres')."""
-    pool_size: int = Field(default=4, ge=1, le=256)
-    """Postgres connections in the pool."""
-    connect_timeout_s: float = Field(default=2.0, gt=0, le=60)   # a down backend fails within this
-    """a down backend fails statements (08006) within this."""
-    remote: str | None = None
-    """Spark Connect server, e.g. 'sc://host:15002' (kind = 'spark')."""
-    token: str | None = None
-    """Spark Connect bearer token (kind = 'spark'; implies TLS, as Spark Connect defines it)."""
-    use_ssl: bool = False
-    """Spark Connect over TLS without a token (kind = 'spark')."""
-    catalog: str | None = None
-    """Spark catalog the declared sources resolve in (kind = 'spark'; default: the session's)."""
-    database: str | None = None
-    """Spark database (schema) the declared sources resolve in (kind = 'spark')."""
-
-    @model_validator(mode="after")
-    def _dsn(self) -> "Backend":
-        if self.kind == "postgres" and not self.dsn:
-            raise ValueError("kind = 'postgres' needs dsn")
-        if self.kind == "spark" and not self.remote:
-            raise ValueError("kind = 'spark' needs remote (e.g. remote = \"sc://localhost:15002\")")
-        return self
-
-
-class LedgerStore(_Model):
-    """Where the budget ledger, release store and ladder store live: a SQLite file
-    in the state dir (default), or a Postgres database shared by several proxies."""
-    kind: Literal["sqlite", "postgres"] = "sqlite"
-    """sqlite (<state_dir>/ledger.sqlite3) or postgres (shared by several proxies)."""
-    dsn: str | None = None         # postgres connection string
-    """Postgres connection string (kind = 'postgres')."""
-    db_schema: str = Field(default="dpgate", alias="schema", pattern=r"^[a-z_][a-z0-9_]*$")
-    """Postgres schema of the ledger tables (key: schema)."""
-
-    @model_validator(mode="after")
-    def _dsn(self) -> "LedgerStore":
-        if self.kind == "postgres" and not self.dsn:
-            raise ValueError("kind = 'postgres' needs dsn")
-        return self
-
-
-class Config(_Model):
+class Config(StrictModel):
     server: Server = Server()
     """listening, authentication, limits, TLS."""
     backend: Backend = Backend()

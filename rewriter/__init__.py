@@ -17,7 +17,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, inline, joins, keys, postprocess, predicate, select as select_, selection, shape, unit
+from . import cost, emit, inline, joins, keys, postprocess, predicate, select as select_, selection, shape
 from .cells import complete
 from .errors import Refusal
 from .parsing import parse, tokenize
@@ -103,7 +103,6 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
                                         for g in groups)   # a person has one value of each key: L0 = 1
         plan = dataclasses.replace(plan, unit=UnitBounds(t.privacy_unit, 1 if one_cell else t.max_groups_per_unit,
                                                          t.max_rows_per_unit, "" if label == t.privacy_unit else label))
-        unit.check(plan)
     if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
         plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
     return plan, ctx

@@ -85,8 +85,13 @@ def _integral(m: Measure) -> bool:
         return m.column.type == "int"
     if m.kind in ("csum", "csumsq"):
         return stats.moment_type(m) == "int"
+    return m.lower is not None and _exact_bounds(m)
+
+
+def _exact_bounds(m: Measure) -> bool:
+    """An int column with integral bounds below 2**62: clamped and summed as exact bigints."""
     lo, hi = m.lower, m.upper
-    return (m.type == "int" and lo is not None and float(lo).is_integer() and float(hi).is_integer()
+    return (m.type == "int" and float(lo).is_integer() and float(hi).is_integer()
             and max(abs(lo), abs(hi)) < 2**62)
 
 
@@ -249,8 +254,7 @@ def _measure(m: Measure) -> exp.Expression:
 def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
     """The column clamped to [m.lower, m.upper] (exact bigint for integral int bounds)."""
     lo, hi = m.lower, m.upper
-    exact = (m.type == "int" and float(lo).is_integer() and float(hi).is_integer()
-             and max(abs(lo), abs(hi)) < 2**62)
+    exact = _exact_bounds(m)
     if exact:
         lo, hi = int(lo), int(hi)
     else:

@@ -40,10 +40,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 from .plan import Plan, UnitBounds
 
-__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "aggregatable", "check", "factor", "kept_rows", "per_unit_scan",
+__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "aggregatable", "factor", "kept_rows", "per_unit_scan",
            "salted", "spell_hashes"]
 
 SALT_MARK = "__dpgate_salt__"
@@ -55,13 +54,6 @@ def salted(sql: str, salt: str) -> str:
     if salt and not all(c in "0123456789abcdef" for c in salt):
         raise ValueError("the unit salt is lower-case hex")
     return sql.replace(f"'{SALT_MARK}'", f"'{salt}'")
-
-
-def check(plan: Plan) -> None:
-    """Every measure is a function of the kept rows (module docstring), so any row-level
-    measure is bounded; nothing to refuse today. Kept as the place a future measure that
-    is not (e.g. one reading other tables) is refused."""
-    return None
 
 
 def factor(plan: Plan) -> int:

@@ -180,7 +180,7 @@ async def _reserve_delta(conn, p: Prepared, tier):
 
 async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
     """A fresh release: budget check, ε (and δ) reserved while scanning, measurement, record."""
-    gw, kind = conn.gw, p.kind
+    gw = conn.gw
     if tier.budget - spent + 1e-9 < p.epsilon:
         raise budget_error(conn.role, p.epsilon, tier.budget - spent, tier)
     p.state.update(data_version=dv, statement=sql)      # what the measurement may record beside it

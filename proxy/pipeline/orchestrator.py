@@ -228,15 +228,6 @@ class Connection:
             return SVT.prepare(self, plan)
         return CENTRAL.prepare(self, plan)
 
-    def _row_level_only(self, table: str, what: str) -> None:
-        """Refuse a release kind that does not yet bound a privacy unit's contribution."""
-        t = self.gw.config.tables.get(table)
-        unit = getattr(t, "privacy_unit", None)
-        if unit is not None:
-            raise SqlError("0A000", f"{what} are not available on {table}, which is protected per {unit} "
-                           f"(privacy unit); they protect rows only",
-                           hint="Ask COUNT, SUM, AVG, VAR or STDDEV (bounded per person), or use a single-ε tier.")
-
     def _with_threshold(self, plan):
         """A top-c query takes its public threshold from HAVING or the session setting."""
         sel = plan.selection

@@ -14,7 +14,7 @@ import subprocess
 import psycopg
 import pytest
 
-from support.service import Service, ask, backend_rows
+from support.service import ask, backend_rows
 
 EPS = 1.0          # the `other` role's tier (default)
 

@@ -7,94 +7,18 @@ for Postgres."""
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import time
 from pathlib import Path
 
+from bench.spark_local import LocalSparkConnect as SparkServer, unavailable  # noqa: F401  (the fixture's)
 from proxy import demo
 from proxy.backends import DuckDBBackend
 
 
-def unavailable() -> str | None:
-    try:
-        import pyspark  # noqa: F401
-        from pyspark.sql.connect.session import SparkSession  # noqa: F401  (grpc, pyarrow)
-    except ImportError as e:
-        return f"pyspark's Connect client is not installed ({e.name}): pip install '.[spark]'"
-    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime (Spark needs Java 17: apt-get install openjdk-17-jdk-headless)"
-    return None
+class LocalSparkConnect(SparkServer):
+    """The tests' server: ``DPGATE_TEST_SPARK_REMOTE`` reuses one already running."""
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LocalSparkConnect:
     def __init__(self, workdir: Path):
-        import pyspark
-        self.home = Path(pyspark.__file__).parent
-        self.workdir = Path(workdir)
-        self.port = _free_port()
-        self.proc = None
-        self.log = self.workdir / "spark-connect.log"
-        self.external = os.environ.get("DPGATE_TEST_SPARK_REMOTE")
-        self.sessions: list = []
-
-    @property
-    def remote(self) -> str:
-        return self.external or f"sc://127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float = 120) -> "LocalSparkConnect":
-        if self.external:
-            self.session().sql("SELECT 1").collect()
-            return self
-        env = dict(os.environ, SPARK_HOME=str(self.home), SPARK_LOCAL_IP="127.0.0.1")
-        cmd = [str(self.home / "bin" / "spark-submit"), "--class",
-               "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[2]",
-               "--conf", f"spark.connect.grpc.binding.port={self.port}",
-               "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-               "--conf", f"spark.sql.warehouse.dir={self.workdir / 'warehouse'}",
-               "--conf", "spark.ui.enabled=false", "--driver-memory", "1g", "spark-internal"]
-        self.proc = subprocess.Popen(cmd, env=env, cwd=self.workdir, stdout=open(self.log, "w"),
-                                     stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"Spark Connect exited: {self.log.read_text()[-800:]}")
-            try:
-                self.session().sql("SELECT 1").collect()
-                return self
-            except Exception:
-                time.sleep(1)
-        self.stop()
-        raise RuntimeError("Spark Connect did not start in time")
-
-    def session(self):
-        """A new Connect session, closed by :meth:`stop` (an open client keeps threads that
-        can hold the interpreter's exit after a failed query)."""
-        from pyspark.sql.connect.session import SparkSession
-        s = SparkSession.builder.remote(self.remote).create()
-        self.sessions.append(s)
-        return s
-
-    def stop(self) -> None:
-        for s in self.sessions:          # close the clients only: the server is about to stop
-            try:
-                s.client.close()
-            except Exception:
-                pass
-        self.sessions.clear()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        super().__init__(workdir, remote=os.environ.get("DPGATE_TEST_SPARK_REMOTE"))
 
 
 #: the demo's central tables (the local table ``trips`` is refused on Spark: config load)

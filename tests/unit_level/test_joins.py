@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import tomllib
 
-import duckdb
 import pytest
 
 import rewriter
@@ -21,6 +20,8 @@ from config import parse_config
 from proxy.demo import demo_config_path, purchases_select, shop
 from rewriter.errors import Refusal
 from rewriter.public import plan_public
+
+from .engines import engine
 
 LOOSE = {"max_groups_per_unit": 1000, "max_rows_per_unit": 100_000}
 
@@ -65,27 +66,11 @@ def _config(loose: bool):
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
 def db(request):
-    if request.param == "duckdb":
-        con = duckdb.connect()
-        con.execute("CREATE TABLE purchases AS " + purchases_select("range(0, 30000) AS t(i)"))
-        for sql in shop.statements(lambda n: f"range(0, {n}) AS t(i)"):
-            con.execute(sql)
-        yield "duckdb", lambda q: con.execute(q).fetchall()
-        con.close()
-        return
-    psycopg = pytest.importorskip("psycopg")
-    con = psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True)
-    con.execute("DROP SCHEMA IF EXISTS joins_t CASCADE; CREATE SCHEMA joins_t; SET search_path TO joins_t")
-    con.execute("CREATE TABLE purchases AS " + purchases_select("generate_series(0, 29999) AS t(i)"))
-    for sql in shop.statements(lambda n: f"generate_series(0, {n - 1}) AS t(i)"):
-        con.execute(sql)
-
-    def run(q):
-        cur = con.execute(q)
-        return cur.fetchall() if cur.description is not None else []
-    yield "postgres", run
-    con.execute("DROP SCHEMA joins_t CASCADE")
-    con.close()
+    with engine(request, "joins_t") as e:
+        e.run("CREATE TABLE purchases AS " + purchases_select(e.series(30000)))
+        for sql in shop.statements(e.series):
+            e.run(sql)
+        yield e.dialect, e.run
 
 
 def _num(v):

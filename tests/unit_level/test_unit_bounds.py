@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import random
 
-import duckdb
 import pytest
 
 import rewriter
 from config import parse_config
+
+from .engines import engine
 
 CELLS = [1, 2, 3, 4, 5, 6]
 
@@ -50,22 +51,10 @@ def _config(G: int, R: int):
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
 def run(request):
-    if request.param == "duckdb":
-        con = duckdb.connect()
-        con.execute("CREATE TABLE t (u INTEGER, g INTEGER, a DOUBLE)")
-        con.executemany("INSERT INTO t VALUES (?, ?, ?)", ROWS)
-        yield "duckdb", lambda q: con.execute(q).fetchall()
-        con.close()
-        return
-    psycopg = pytest.importorskip("psycopg")
-    con = psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True)
-    con.execute("DROP SCHEMA IF EXISTS unit_bounds CASCADE; CREATE SCHEMA unit_bounds; SET search_path TO unit_bounds")
-    con.execute("CREATE TABLE t (u INTEGER, g INTEGER, a DOUBLE PRECISION)")
-    with con.cursor() as cur:
-        cur.executemany("INSERT INTO t VALUES (%s, %s, %s)", ROWS)
-    yield "postgres", lambda q: con.execute(q).fetchall()
-    con.execute("DROP SCHEMA unit_bounds CASCADE")
-    con.close()
+    with engine(request, "unit_bounds") as e:
+        e.run("CREATE TABLE t (u INTEGER, g INTEGER, a DOUBLE PRECISION)")
+        e.insert("t", ROWS)
+        yield e.dialect, e.run
 
 
 def _scan(run, sql: str, G: int, R: int, salt: str = "0a1b"):
