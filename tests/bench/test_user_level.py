@@ -6,7 +6,7 @@
 * The table: every measure has a dpgate error at every ε, the error falls as ε grows
   (ε = 0.1 vs 10: the noise scale falls 100×), and one HEADLINE line with PASS or MISS.
 * The relative-error rule (cells with a nonzero TRUE answer; a missing cell counts as 1).
-Skips when tpchgen-cli (the ``bench`` extra) is not installed.
+tpchgen-cli is in the ``test`` extra; the test skips with one line if it is missing.
 """
 from __future__ import annotations
 
