@@ -14,7 +14,7 @@ import pytest
 
 from bench import tpch, user_level
 
-pytestmark = pytest.mark.skipif(tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[bench]')")
+pytestmark = pytest.mark.skipif(tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[test]')")
 
 
 @pytest.fixture(scope="module")
