@@ -1,0 +1,213 @@
+"""Every core: fresh-release and repeat throughput of ``dpgate serve --workers N`` (issue 21).
+
+    python -m bench.workers [--quick]
+
+A real ``dpgate serve`` subprocess on the PUMS table (1,000 rows, the demo's declaration),
+trust auth on loopback, one DuckDB file prepared before the start; ``C`` psycopg client
+threads, each with its own connection, for a fixed time:
+
+* **fresh**: every statement is a release never made before (``SELECT sex, COUNT(*),
+  AVG(income) FROM pums WHERE age BETWEEN <lo> AND <hi> GROUP BY sex`` with a ``(lo, hi)``
+  and ``educ >= e`` no other statement of the run uses), so each is a scan, a mechanism and a durable charge;
+  run with 1 worker, then with 2 (a fresh state dir each: same data, new ledger);
+* **repeat**: the same 40 statements again and again (release store hits, nothing charged),
+  with 2 workers.
+
+The clients run in this process (Python threads: their own CPU competes with the proxy on
+a 2-core machine, so figures are lower bounds). One table and one ``HEADLINE:`` line against
+the goals: fresh ≥ 1.8× from 1 to 2 workers, ≥ 300 fresh/s and ≥ 3,000 repeats/s with 2.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import duckdb
+
+from proxy.demo import demo_config_path, pums_rows
+
+GOAL_SPEEDUP, GOAL_FRESH, GOAL_REPEAT = 1.8, 300.0, 3000.0
+FRESH = ("SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age BETWEEN {lo} AND {hi} AND educ >= {e} "
+         "GROUP BY sex")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _toml(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return repr(v)
+
+
+def prepare(state: Path, port: int, *, workers: int | None = None, tiny_budget: float = 5.0,
+            timeout_ms: int = 30_000) -> Path:
+    """A state dir with a DuckDB file holding PUMS and a config serving it (trust auth;
+    roles ``bench``: ε 1, unlimited, ``tiny``: ε 1, budget ``tiny_budget``); the config's path."""
+    state.mkdir(parents=True, exist_ok=True)
+    db = state / "data.duckdb"
+    if not db.exists():
+        con = duckdb.connect(str(db))
+        con.execute("CREATE TABLE pums (age INTEGER, sex INTEGER, educ INTEGER, race INTEGER, "
+                    "income DOUBLE, married INTEGER)")
+        con.executemany("INSERT INTO pums VALUES (?,?,?,?,?,?)", pums_rows())
+        con.close()
+    cols = tomllib.loads(demo_config_path().read_text())["tables"]["pums"]["columns"]
+    lines = ["[server]", 'host = "127.0.0.1"', f"port = {port}", 'database = "demo"', 'auth = "trust"',
+             f"state_dir = {_toml(str(state))}"]
+    if workers is not None:
+        lines.append(f"workers = {workers}")
+    lines += ["[server.limits]", "max_statements_per_role = 256", "max_connections = 512",
+              f"statement_timeout_ms = {timeout_ms}", "shutdown_grace_s = 2",
+              "[backend]", 'kind = "duckdb"', f"path = {_toml(str(db))}",
+              "[tiers.bench]", "epsilon = 1.0", "budget = 1000000000", 'period = "never"',
+              "[tiers.tiny]", "epsilon = 1.0", f"budget = {tiny_budget}", 'period = "day"',
+              "[roles.bench]", 'tier = "bench"', "[roles.tiny]", 'tier = "tiny"',
+              "[tables.pums.columns]"]
+    for name, col in cols.items():
+        lines.append(f"{name} = {{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in col.items()
+                                                 if k != "description") + " }")
+    path = state / "dpgate.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def start(config: Path, workers: int | None = None, extra: list[str] = ()) -> subprocess.Popen:
+    """``dpgate serve --config`` as a subprocess; returns once it printed its listening line."""
+    cmd = [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config), *extra]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+    out: list[str] = []
+    deadline = time.time() + 90
+    for line in proc.stdout:
+        out.append(line)
+        if line.startswith("dpgate: listening on"):
+            threading.Thread(target=lambda: [out.append(x) for x in proc.stdout], daemon=True).start()
+            proc.output = out
+            return proc
+        if time.time() > deadline:
+            break
+    proc.kill()
+    raise RuntimeError("dpgate did not start:\n" + "".join(out))
+
+
+def dsn(port: int, role: str = "bench") -> str:
+    return f"host=127.0.0.1 port={port} dbname=demo user={role} sslmode=disable"
+
+
+def _drive(port: int, clients: int, seconds: float, next_sql) -> tuple[int, int, dict[int, int]]:
+    """``clients`` threads, one connection each, for ``seconds``: (statements done, errors,
+    connections per worker pid residue mod 2)."""
+    import psycopg
+    conns = [psycopg.connect(dsn(port), autocommit=True) for _ in range(clients)]
+    spread: dict[int, int] = {}
+    for c in conns:
+        spread[c.info.backend_pid % 2] = spread.get(c.info.backend_pid % 2, 0) + 1
+    done, errors, lock = [0], [0], threading.Lock()
+    go, stop_at = threading.Event(), [0.0]
+
+    def run(c):
+        n = e = 0
+        go.wait()
+        while time.perf_counter() < stop_at[0]:
+            try:
+                c.execute(next_sql()).fetchall()
+                n += 1
+            except psycopg.Error:
+                e += 1
+        with lock:
+            done[0] += n
+            errors[0] += e
+    threads = [threading.Thread(target=run, args=(c,)) for c in conns]
+    for t in threads:
+        t.start()
+    stop_at[0] = time.perf_counter() + seconds
+    go.set()
+    for t in threads:
+        t.join()
+    for c in conns:
+        c.close()
+    return done[0], errors[0], spread
+
+
+def fresh_statements():
+    """Distinct (lo, hi) pairs: no statement repeats within a run."""
+    pairs = ((lo, lo + span, e) for e in range(1, 17) for span in range(0, 101) for lo in range(0, 101 - span))
+    lock = threading.Lock()
+
+    def next_sql() -> str:
+        with lock:
+            lo, hi, e = next(pairs)
+        return FRESH.format(lo=lo, hi=hi, e=e)
+    return next_sql
+
+
+def measure(workers: int, clients: int, seconds: float, repeats: bool) -> dict:
+    with tempfile.TemporaryDirectory(prefix="dpgate-bench-workers-") as tmp:
+        port = free_port()
+        proc = start(prepare(Path(tmp), port), workers)
+        try:
+            fresh = fresh_statements()
+            _drive(port, 4, 0.5, fresh)                               # warm-up (plans, caches)
+            n, err, spread = _drive(port, clients, seconds, fresh)
+            out = {"workers": workers, "fresh": n / seconds, "fresh_err": err, "spread": spread}
+            if repeats:
+                hot = [FRESH.format(lo=lo, hi=lo + 30, e=20) for lo in range(40)]
+                cycle, lock = itertools.cycle(hot), threading.Lock()
+
+                def rep() -> str:
+                    with lock:
+                        return next(cycle)
+                _drive(port, 4, 0.5, rep)                             # the 40 are released once
+                n, err, _ = _drive(port, clients, seconds, rep)
+                out.update(repeat=n / seconds, repeat_err=err)
+            return out
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.workers")
+    ap.add_argument("--quick", action="store_true", help="short runs (< 50 s in all)")
+    ap.add_argument("--clients", type=int, default=16)
+    args = ap.parse_args(argv)
+    seconds = 4.0 if args.quick else 15.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    one = measure(1, args.clients, seconds, repeats=True)
+    two = measure(2, args.clients, seconds, repeats=True)
+    speed = two["fresh"] / one["fresh"] if one["fresh"] else 0.0
+    print(f"bench.workers: PUMS (1,000 rows), {args.clients} clients, {seconds:g} s per row, {cores} cores "
+          "(clients in this process)")
+    print(f"{'workers':>7} {'fresh q/s':>10} {'repeat q/s':>11} {'errors':>7}  connections per worker")
+    for r in (one, two):
+        spread = ", ".join(f"{v}" for _, v in sorted(r["spread"].items()))
+        print(f"{r['workers']:>7} {r['fresh']:>10.0f} {r['repeat']:>11.0f} "
+              f"{r['fresh_err'] + r['repeat_err']:>7}  {spread}")
+    ok = speed >= GOAL_SPEEDUP and two["fresh"] >= GOAL_FRESH and two["repeat"] >= GOAL_REPEAT
+    print(f"HEADLINE: fresh releases {one['fresh']:.0f} -> {two['fresh']:.0f} q/s from 1 to 2 workers "
+          f"({speed:.2f}x, goal >= {GOAL_SPEEDUP}x; goal >= {GOAL_FRESH:.0f} q/s), repeats "
+          f"{two['repeat']:.0f} q/s with 2 (goal >= {GOAL_REPEAT:.0f}) {'PASS' if ok else 'MISS'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
