@@ -58,12 +58,15 @@ import time
 import traceback
 from pathlib import Path
 
+import sqlglot
+
 from config import Config, ConfigError
 from rewriter.local import layout
 
 from ..backends import open_backend
 from ..gateway import Gateway
 from ..pipeline.local import ensure_reports
+from ..pipeline.release import prepare_mechanisms
 from ..wire.server import Server, listen_sockets
 
 __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_signals", "resolve_workers", "serve_workers",
@@ -268,6 +271,13 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
         os._exit(code)
 
 
+def warm_up(cfg: Config) -> None:
+    """What every worker would compute alike, once in the parent before the fork: the
+    mechanisms' set-up tables and the backend's SQL dialect (pure Python, no thread)."""
+    prepare_mechanisms(cfg)
+    sqlglot.Dialect.get_or_raise({"duckdb": "duckdb", "postgres": "postgres", "spark": "spark"}[cfg.backend.kind])
+
+
 def in_child(fn) -> int:
     """``fn()`` (an exit code) in a forked child; its exit code. The preparation runs so,
     so that the parent never holds a DuckDB instance, a SQLite handle or a thread when it
@@ -304,6 +314,7 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
         code = in_child(prepare)
         if code != 0:
             return code
+        warm_up(cfg)
         listeners = listen_sockets(host, port)
     except BaseException:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
