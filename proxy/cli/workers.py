@@ -42,6 +42,11 @@ as a single process does (sessions end with 57P01, a running statement gets
 (same index, so its pids still route); more than ``MAX_RESTARTS`` deaths within
 ``RESTART_WINDOW_S`` stop the service with exit 1. Workers get SIGKILL if the parent dies
 (Linux ``PR_SET_PDEATHSIG``). The owner page (``--admin-http``) runs in worker 0 only.
+
+Limits: the failed-login limit per address is split between the workers (each allows
+ceil(10 / N) per minute, so an address gets about as many tries as from one process);
+``max_connections``, the pending-connection limits and ``max_statements_per_role`` hold
+per worker (a role's connections may all land on one worker, which must still serve them).
 """
 from __future__ import annotations
 
@@ -233,6 +238,8 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     server = make_server(gw, cfg, "", 0, listeners=listeners, pid_slot=(index, shared.n),
                          cancel_elsewhere=shared.forward_cancel)
     server.accept_gate = shared.gate(index, server)
+    # failed logins per address: the workers' shares add up to the one process's limit
+    server.max_auth_failures = max(1, -(-server.max_auth_failures // shared.n))
     await server.start()
     shared.listen_cancels(index, server)
     shared.publish(index, server)
