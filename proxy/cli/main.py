@@ -158,8 +158,10 @@ def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n:
                          lambda p, pids: _announce(cfg, state, passwords, host, p, pids), _start_admin, state)
 
 
-async def _start_admin(gw: Gateway, where: str) -> AdminHttp:
-    """``--admin-http HOST:PORT``: the owner page (issue 23), admin roles only."""
+async def _start_admin(gw: Gateway, where: str, say=print) -> AdminHttp:
+    """``--admin-http HOST:PORT``: the owner page (issue 23), admin roles only; ``say``
+    prints the line saying where (a worker hands it to the parent, which prints it after
+    its listening line)."""
     host, _, port = where.rpartition(":")
     try:
         admin = await AdminHttp(gw, host or "127.0.0.1", int(port)).start()
@@ -168,7 +170,7 @@ async def _start_admin(gw: Gateway, where: str) -> AdminHttp:
     admins = [r for r, spec in gw.config.roles.items() if spec.admin and spec.scram]
     how = (f"sign in as {', '.join(admins)}" if admins else "no admin role has a verifier") + (
         " or with the DPGATE_ADMIN_TOKEN bearer token" if admin.token else "")
-    print(f"dpgate: owner page on http://{admin.host}:{admin.port}/ ({how})", flush=True)
+    say(f"dpgate: owner page on http://{admin.host}:{admin.port}/ ({how})")
     return admin
 
 

@@ -176,6 +176,20 @@ class Shared:
         self._map = mmap.mmap(-1, 4 * n)               # MAP_SHARED: seen by every forked worker
         self.counts = memoryview(self._map).cast("i")
         self.ready_r, self.ready_w = os.pipe()
+        self.notes_r, self.notes_w = os.pipe()          # lines the parent prints after its own
+        os.set_blocking(self.notes_r, False)
+
+    def note(self, line: str) -> None:
+        """A line for the parent to print (one atomic pipe write)."""
+        os.write(self.notes_w, (line + "\n").encode()[:select.PIPE_BUF])
+
+    def print_notes(self) -> None:
+        try:
+            data = os.read(self.notes_r, 65536)
+        except BlockingIOError:
+            return
+        if data:
+            print(data.decode(errors="replace"), end="", flush=True)
 
     def forward_cancel(self, pid: int, secret: int) -> None:
         try:
@@ -243,7 +257,8 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     await server.start()
     shared.listen_cancels(index, server)
     shared.publish(index, server)
-    admin = await start_admin(gw, args.admin_http) if args.admin_http and index == 0 else None
+    admin = (await start_admin(gw, args.admin_http, shared.note) if args.admin_http and index == 0
+             else None)
     os.write(shared.ready_w, bytes([index]))
     stop = stop_signals()
     try:
@@ -339,6 +354,7 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
                 ready.update(os.read(shared.ready_r, 256))
                 if len(ready) == n and not stopping:
                     announce(listeners[0].getsockname()[1], sorted(pids, key=pids.get))
+                    shared.print_notes()
             elif not stopping and time.monotonic() - started > READY_TIMEOUT_S:
                 print(f"dpgate: {n - len(ready)} worker(s) did not start", file=sys.stderr, flush=True)
                 stopping, kill_at, code = True, time.monotonic(), 1
@@ -368,6 +384,8 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
                 continue
             print(f"dpgate: worker {i} (pid {pid}) stopped ({why}); restarting it", file=sys.stderr, flush=True)
             pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
+        if len(ready) == n:
+            shared.print_notes()
         if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
             if not stopping:
                 sessions = sum(shared.counts[j] for j in range(n))
