@@ -10,8 +10,10 @@ threads, each with its own connection, for a fixed time:
   AVG(income) FROM pums WHERE age BETWEEN <lo> AND <hi> GROUP BY sex`` with a ``(lo, hi)``
   and ``educ >= e`` no other statement of the run uses), so each is a scan, a mechanism and a durable charge;
   run with 1 worker, then with 2 (a fresh state dir each: same data, new ledger);
-* **repeat**: the same 40 statements again and again (release store hits, nothing charged),
-  with 2 workers.
+* **repeat**: the same 40 statements again and again (release store hits, nothing charged).
+
+Beside each rate, the proxy's CPU time per statement (its processes, all threads, from
+``/proc``): a figure the other load on a shared machine disturbs less than the rates.
 
 The clients run in ``CLIENT_PROCS`` processes of threads (their own CPU competes with the
 proxy on a 2-core machine, so the figures are lower bounds). One table and one ``HEADLINE:`` line against
@@ -196,17 +198,38 @@ def repeat_statements(part: int = 0):
     return next_sql
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) of ``pid`` and its live children so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        kids = []
+    total = 0.0
+    for p in [pid, *map(int, kids)]:
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick      # utime, stime (fields 14, 15)
+    return total
+
+
 def measure(workers: int, clients: int, seconds: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="dpgate-bench-workers-") as tmp:
         port = free_port()
         proc = start(prepare(Path(tmp), port), workers)
         try:
             _drive(port, 4, 0.5, "warm", procs=1)                       # warm-up (plans, caches)
+            cpu0 = cpu_seconds(proc.pid)
             fresh, err, pids = _drive(port, clients, seconds, "fresh")
+            cpu_fresh = (cpu_seconds(proc.pid) - cpu0) / max(fresh * seconds, 1) * 1000
             spread = [sum(1 for p in pids if p % workers == w) for w in range(workers)]
-            out = {"workers": workers, "fresh": fresh, "err": err, "spread": spread}
+            out = {"workers": workers, "fresh": fresh, "err": err, "spread": spread, "cpu_fresh": cpu_fresh}
             _drive(port, 4, 0.5, "repeat", procs=1)                     # the 40 are released once
+            cpu0 = cpu_seconds(proc.pid)
             out["repeat"], err, _ = _drive(port, clients, seconds, "repeat")
+            out["cpu_repeat"] = (cpu_seconds(proc.pid) - cpu0) / max(out["repeat"] * seconds, 1) * 1000
             out["err"] += err
             return out
         finally:
@@ -226,10 +249,12 @@ def main(argv=None) -> int:
     speed = two["fresh"] / one["fresh"] if one["fresh"] else 0.0
     print(f"bench.workers: PUMS (1,000 rows), {args.clients} clients, {seconds:g} s per row, {cores} cores "
           f"(clients: {CLIENT_PROCS} processes on the same cores)")
-    print(f"{'workers':>7} {'fresh q/s':>10} {'repeat q/s':>11} {'errors':>7}  connections per worker")
+    print(f"{'workers':>7} {'fresh q/s':>10} {'CPU ms':>7} {'repeat q/s':>11} {'CPU ms':>7} {'errors':>7}  "
+          "connections per worker")
     for r in (one, two):
-        print(f"{r['workers']:>7} {r['fresh']:>10.0f} {r['repeat']:>11.0f} {r['err']:>7}  "
-              + ", ".join(map(str, r["spread"])))
+        print(f"{r['workers']:>7} {r['fresh']:>10.0f} {r['cpu_fresh']:>7.2f} {r['repeat']:>11.0f} "
+              f"{r['cpu_repeat']:>7.2f} {r['err']:>7}  " + ", ".join(map(str, r["spread"])))
+    print("(CPU ms: the proxy's processes' CPU time per statement, all threads; the clients' not counted)")
     ok = speed >= GOAL_SPEEDUP and two["fresh"] >= GOAL_FRESH and two["repeat"] >= GOAL_REPEAT
     print(f"HEADLINE: fresh releases {one['fresh']:.0f} -> {two['fresh']:.0f} q/s from 1 to 2 workers "
           f"({speed:.2f}x, goal >= {GOAL_SPEEDUP}x; goal >= {GOAL_FRESH:.0f} q/s), repeats "
