@@ -272,8 +272,14 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
         await gw.close()
 
 
+def _fork() -> int:
+    sys.stdout.flush()                   # nothing buffered is written twice (by parent and child)
+    sys.stderr.flush()
+    return os.fork()
+
+
 def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin) -> int:
-    pid = os.fork()
+    pid = _fork()
     if pid:
         return pid
     code = 1
@@ -305,7 +311,7 @@ def in_child(fn) -> int:
     so that the parent never holds a DuckDB instance, a SQLite handle or a thread when it
     forks the workers (a lock held across ``fork`` by a thread that the child does not
     have would hang the child, e.g. in a DuckDB destructor run by the garbage collector)."""
-    pid = os.fork()
+    pid = _fork()
     if pid == 0:
         code = 1
         try:
