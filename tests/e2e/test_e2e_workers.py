@@ -4,7 +4,7 @@ index mod 2); a repeat is identical and free on the other worker, also when fire
 at once (one answer, one charge); concurrent fresh statements never overspend the tier's
 budget (counted in the ledger); a CancelRequest accepted by the other worker cancels a slow
 statement (the owner is stopped while the cancel is accepted, so the other worker must take
-it); a killed worker is restarted; SIGTERM stops every worker; a config that needs a DuckDB
+it); the owner page runs once; a killed worker is restarted; SIGTERM stops every worker; a config that needs a DuckDB
 writer is refused more than one worker."""
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import re
 import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 from argparse import Namespace
 
 import psycopg
@@ -31,15 +33,27 @@ SLOW = ("SELECT count(*) FROM pg_class, range(200000000) r, range(1000) s "
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory):
     state = tmp_path_factory.mktemp("workers")
-    port = free_port()
-    proc = start(prepare(state, port, tiny_budget=5.0, timeout_ms=600_000), workers=2)
+    port, aport = free_port(), free_port()
+    proc = start(prepare(state, port, tiny_budget=5.0, timeout_ms=600_000), workers=2,
+                 extra=["--admin-http", f"127.0.0.1:{aport}"])
     line = next(x for x in proc.output if x.startswith("dpgate: listening on"))
-    proc.port, proc.state = port, state
+    proc.port, proc.aport, proc.state = port, aport, state
     proc.workers = [int(p) for p in re.search(r"2 workers: pids (\d+), (\d+)", line).groups()]
     yield proc
     if proc.poll() is None:
         proc.kill()
         proc.wait(10)
+
+
+def test_the_owner_page_runs_in_one_worker(svc):
+    deadline = time.time() + 10
+    while time.time() < deadline and not any("owner page on" in x for x in svc.output):
+        time.sleep(0.05)
+    lines = [x for x in svc.output if "owner page on" in x]
+    assert len(lines) == 1 and f"http://127.0.0.1:{svc.aport}/" in lines[0], "".join(svc.output)
+    with pytest.raises(urllib.error.HTTPError) as e:         # there, and asks for a sign-in
+        urllib.request.urlopen(f"http://127.0.0.1:{svc.aport}/", timeout=10)
+    assert e.value.code == 401
 
 
 def _on_each_worker(svc, role="bench") -> dict[int, psycopg.Connection]:
