@@ -249,12 +249,14 @@ def main(argv=None) -> int:
     speed = two["fresh"] / one["fresh"] if one["fresh"] else 0.0
     print(f"bench.workers: PUMS (1,000 rows), {args.clients} clients, {seconds:g} s per row, {cores} cores "
           f"(clients: {CLIENT_PROCS} processes on the same cores)")
-    print(f"{'workers':>7} {'fresh q/s':>10} {'CPU ms':>7} {'repeat q/s':>11} {'CPU ms':>7} {'errors':>7}  "
-          "connections per worker")
+    print(f"{'workers':>7} {'fresh q/s':>10} {'CPU ms':>7} {'cores':>6} {'repeat q/s':>11} {'CPU ms':>7} "
+          f"{'cores':>6} {'errors':>7}  connections per worker")
     for r in (one, two):
-        print(f"{r['workers']:>7} {r['fresh']:>10.0f} {r['cpu_fresh']:>7.2f} {r['repeat']:>11.0f} "
-              f"{r['cpu_repeat']:>7.2f} {r['err']:>7}  " + ", ".join(map(str, r["spread"])))
-    print("(CPU ms: the proxy's processes' CPU time per statement, all threads; the clients' not counted)")
+        print(f"{r['workers']:>7} {r['fresh']:>10.0f} {r['cpu_fresh']:>7.2f} {r['fresh'] * r['cpu_fresh'] / 1000:>6.2f} "
+              f"{r['repeat']:>11.0f} {r['cpu_repeat']:>7.2f} {r['repeat'] * r['cpu_repeat'] / 1000:>6.2f} "
+              f"{r['err']:>7}  " + ", ".join(map(str, r["spread"])))
+    print("(CPU ms: the proxy's CPU time per statement, its processes and threads, clients not counted; "
+          "cores: the cores it got, CPU s per s)")
     ok = speed >= GOAL_SPEEDUP and two["fresh"] >= GOAL_FRESH and two["repeat"] >= GOAL_REPEAT
     print(f"HEADLINE: fresh releases {one['fresh']:.0f} -> {two['fresh']:.0f} q/s from 1 to 2 workers "
           f"({speed:.2f}x, goal >= {GOAL_SPEEDUP}x; goal >= {GOAL_FRESH:.0f} q/s), repeats "
