@@ -1,9 +1,10 @@
 """``dpgate serve --workers N``: N processes serve one port (issue 21, "Every core").
 
-Design: a **pre-forked shared listener**. The parent prepares everything that writes
+Design: a **pre-forked shared listener**. A first child prepares everything that writes
 (the demo data, the ledger and its identity, the DuckDB file's identity row, the report
-tables of local tables; the config is checked against the backend), closes it all, binds
-the listening socket(s) and forks N workers. Every worker accepts on the inherited socket
+tables of local tables; the config is checked against the backend) and exits; the parent,
+which never opens the data or the ledger itself (:func:`in_child`), binds the listening
+socket(s) and forks N workers. Every worker accepts on the inherited socket
 with its own event loop, gateway, ledger connections and backend (an embedded DuckDB file
 opened ``read_only``; a Postgres pool of ``pool_size`` per worker; a Spark session per
 worker). The kernel's one accept queue is shared, so a worker that dies loses only the
