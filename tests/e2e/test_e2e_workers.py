@@ -4,8 +4,9 @@ index mod 2); a repeat is identical and free on the other worker, also when fire
 at once (one answer, one charge); concurrent fresh statements never overspend the tier's
 budget (counted in the ledger); a CancelRequest accepted by the other worker cancels a slow
 statement (the owner is stopped while the cancel is accepted, so the other worker must take
-it); the owner page runs once; a killed worker is restarted; SIGTERM stops every worker; a config that needs a DuckDB
-writer is refused more than one worker."""
+it); the owner page runs once; a killed worker is restarted; SIGTERM stops every worker;
+a config that needs a DuckDB writer is refused more than one worker; workers that keep
+dying stop the service (exit 1)."""
 from __future__ import annotations
 
 import os
@@ -220,3 +221,31 @@ def test_a_config_that_needs_a_duckdb_writer_gets_one_worker():
     data["server"]["workers"] = 3
     assert resolve_workers(parse_config(data, "t"), Namespace(workers=None)) == 3
     assert resolve_workers(parse_config(data, "t"), Namespace(workers=2)) == 2
+
+
+def test_workers_that_keep_dying_stop_the_service_with_exit_1(tmp_path):
+    port = free_port()
+    proc = start(prepare(tmp_path, port), workers=2)
+    killed: set[int] = set()
+    deadline = time.time() + 30
+    while proc.poll() is None and time.time() < deadline:
+        try:
+            kids = [int(p) for p in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+        except OSError:
+            break
+        for pid in set(kids) - killed:
+            killed.add(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+    try:
+        assert proc.wait(15) == 1, "".join(proc.output)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    time.sleep(0.2)
+    assert any("worker deaths within 60 s: stopping" in x for x in proc.output), "".join(proc.output)
+    assert len(killed) >= 6 and not any("dpgate: stopped" in x for x in proc.output)
