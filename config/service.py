@@ -97,6 +97,9 @@ class Server(StrictModel):
     """TLS certificate and policy."""
     log_format: Literal["text", "json"] = "text"
     """text, or json: one line per statement (role, fingerprint, decision, ε, ms)."""
+    workers: int | None = Field(default=None, ge=1, le=256, description=(
+        "processes serving the port (dpgate serve --workers overrides it); default: the number of "
+        "cores, or 1 for an embedded DuckDB file that a role may INSERT into (one writer per file)"))
 
     @model_validator(mode="after")
     def _trust_loopback(self) -> "Server":

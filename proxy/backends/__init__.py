@@ -16,8 +16,9 @@ from .postgres import PostgresBackend
 from .spark import SparkBackend
 
 
-def open_backend(cfg, state_dir):
-    """Build the backend the config asks for (not yet connected for Postgres)."""
+def open_backend(cfg, state_dir, *, read_only: bool = False):
+    """Build the backend the config asks for (not yet connected for Postgres);
+    ``read_only``: an embedded DuckDB file opened for reading only (several workers)."""
     if cfg.backend.kind == "spark":
         b = cfg.backend
         return SparkBackend(b.remote, token=b.token, use_ssl=b.use_ssl, catalog=b.catalog, database=b.database,
@@ -26,7 +27,7 @@ def open_backend(cfg, state_dir):
         return PostgresBackend(cfg.backend.dsn, pool_size=cfg.backend.pool_size,
                                connect_timeout_s=cfg.backend.connect_timeout_s)
     path = Path(cfg.backend.path or "demo.duckdb")
-    return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path)
+    return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path, read_only=read_only)
 
 
 __all__ = ["BackendError", "BackendTimeout", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]

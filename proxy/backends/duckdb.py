@@ -1,6 +1,12 @@
 """Embedded DuckDB backend: one database, a small pool of worker threads each
 holding its own cursor (a cursor keeps its prepared-plan caches warm across
-statements); a timeout or a client cancel interrupts the running cursor."""
+statements); a timeout or a client cancel interrupts the running cursor.
+
+``read_only=True`` (``dpgate serve --workers N``, N > 1: every worker opens the file so)
+lets several processes read one file at once; DuckDB allows either one process that
+reads and writes or several that only read, so whatever writes (the demo data, the
+ledger identity row, local tables' report tables) is done before the workers start
+(:mod:`proxy.cli.workers`)."""
 from __future__ import annotations
 
 import asyncio
@@ -61,12 +67,13 @@ class DuckDBBackend:
     dialect = "duckdb"
     scans = 0         # statements in flight (event loop): Python work beside a scan slows it
 
-    def __init__(self, path: str | Path | None):
+    def __init__(self, path: str | Path | None, *, read_only: bool = False):
         self.path = str(path) if path is not None else ":memory:"
-        if path is not None:
+        self.read_only = read_only and path is not None
+        if path is not None and not self.read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._con = duckdb.connect(self.path)
+            self._con = duckdb.connect(self.path, read_only=self.read_only)
         except duckdb.Error as e:          # most often: another process holds the file
             raise BackendError("58030", _open_error(self.path, e)) from None
         self._lock = threading.Lock()

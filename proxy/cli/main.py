@@ -1,6 +1,7 @@
 """The ``dpgate`` command line.
 
     dpgate serve [--config FILE]       run the proxy (no config: the demo)
+                 [--workers N]         N processes on one port (default: the cores)
                  [--admin-http HOST:PORT]  also the read-only owner page (admin roles)
     dpgate hash-password [PASSWORD]    print a SCRAM-SHA-256 verifier for a config
     dpgate data-version [--advance]    show / advance the data version (new releases)
@@ -24,7 +25,6 @@ import time
 import getpass
 import logging
 import math
-import signal
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -45,11 +45,11 @@ from ..stores import ledger_guard
 from ..stores.ledger import open_ledger
 from ..stores.ledger_guard import LedgerLost
 from ..wire.auth import make_verifier
-from ..wire.server import Server
 from .init import add_parser as add_init_parser
 from .reference import add_parser as add_reference_parser
 from .ldp import add_parsers
 from .service import load_config_for_check, resolve
+from .workers import make_server, prepare_local_tables, release_signals, resolve_workers, serve_workers, stop_signals
 
 
 async def _progress(what: str, work, every_s: float = 2.0) -> None:
@@ -68,7 +68,8 @@ async def _progress(what: str, work, every_s: float = 2.0) -> None:
         print(f"dpgate: demo data: {what}: done in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
-async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
+async def _prepare(cfg: Config, state: Path, args) -> Gateway:
+    """The gateway, the demo data (first start) and the config checked against the backend."""
     gw = Gateway(cfg, state)
     await gw.start()
     if cfg.demo:
@@ -86,20 +87,15 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
         raise ConfigError(problems[0] + more)
     for line in local_guarantees(cfg):
         print(line, flush=True)
-    lim = cfg.server.limits
-    host = args.host or cfg.server.host
-    port = cfg.server.port if args.port is None else args.port
-    server = Server(gw.handler_factory, authenticator=gw, host=host, port=port,
-                    ssl_context=gw.ssl_context(), max_connections=lim.max_connections,
-                    max_message_size=lim.max_message_size,
-                    idle_timeout=lim.idle_timeout_s or None, require_tls=cfg.server.tls.require,
-                    max_statement_size=lim.max_statement_size, auth_timeout=lim.login_timeout_s,
-                    max_pending=lim.max_pending_connections,
-                    max_pending_per_address=lim.max_pending_per_address)
-    await server.start()
-    port = server.port
-    print(f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state})", flush=True)
-    admin = await _start_admin(gw, args.admin_http) if args.admin_http else None
+    return gw
+
+
+def _announce(cfg: Config, state: Path, passwords: dict[str, str], host: str, port: int,
+              pids: list[int] = ()) -> None:
+    """The ready lines: where it listens (with ``--workers N``: the workers' process ids,
+    in worker order), and a psql line per role."""
+    procs = f", {len(pids)} workers: pids {', '.join(map(str, pids))}" if len(pids) > 1 else ""
+    print(f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state}{procs})", flush=True)
     for role in cfg.roles:
         if role in passwords:
             url = f"postgresql://{role}:{quote(passwords[role], safe='')}@{host}:{port}/{cfg.server.database}"
@@ -110,10 +106,22 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
         grant = f", INSERT into {', '.join(writes)}" if writes else ""
         print(f"  {role:<8} (ε {tier.epsilon:g}/query, budget {tier.budget:g}/{tier.period}{grant}):  psql \"{url}\"",
               flush=True)
-    stop = _stop_signals()
+
+
+async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
+    """One process (``--workers 1``)."""
+    gw = await _prepare(cfg, state, args)
+    lim = cfg.server.limits
+    host = args.host or cfg.server.host
+    port = cfg.server.port if args.port is None else args.port
+    server = make_server(gw, cfg, host, port)
+    await server.start()
+    _announce(cfg, state, passwords, host, server.port)
+    admin = await _start_admin(gw, args.admin_http) if args.admin_http else None
+    stop = stop_signals()
     try:
         await stop.wait()
-        _release_signals()                  # a second Ctrl-C / SIGTERM stops at once
+        release_signals()                   # a second Ctrl-C / SIGTERM stops at once
         print(f"dpgate: shutting down ({server.connection_count} session(s); a running statement gets up to "
               f"{lim.shutdown_grace_s:g} s)", flush=True)
         await server.shutdown(lim.shutdown_grace_s)
@@ -125,8 +133,35 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
     print("dpgate: stopped", flush=True)
 
 
-async def _start_admin(gw: Gateway, where: str) -> AdminHttp:
-    """``--admin-http HOST:PORT``: the owner page (issue 23), admin roles only."""
+async def _prepare_for_workers(cfg: Config, state: Path, args) -> None:
+    """``--workers N``: everything that writes, done once before the workers start."""
+    gw = await _prepare(cfg, state, args)
+    try:
+        await prepare_local_tables(gw)
+    finally:
+        await gw.close()
+
+
+def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n: int) -> int:
+    host = args.host or cfg.server.host
+    port = cfg.server.port if args.port is None else args.port
+
+    def prepare() -> int:
+        try:
+            asyncio.run(_prepare_for_workers(cfg, state, args))
+        except (LedgerLost, ConfigError, BackendError) as e:
+            return _failed(e)
+        except KeyboardInterrupt:
+            return 130
+        return 0
+    return serve_workers(cfg, args, n, host, port, prepare,
+                         lambda p, pids: _announce(cfg, state, passwords, host, p, pids), _start_admin, state)
+
+
+async def _start_admin(gw: Gateway, where: str, say=print) -> AdminHttp:
+    """``--admin-http HOST:PORT``: the owner page (issue 23), admin roles only; ``say``
+    prints the line saying where (a worker hands it to the parent, which prints it after
+    its listening line)."""
     host, _, port = where.rpartition(":")
     try:
         admin = await AdminHttp(gw, host or "127.0.0.1", int(port)).start()
@@ -135,31 +170,8 @@ async def _start_admin(gw: Gateway, where: str) -> AdminHttp:
     admins = [r for r, spec in gw.config.roles.items() if spec.admin and spec.scram]
     how = (f"sign in as {', '.join(admins)}" if admins else "no admin role has a verifier") + (
         " or with the DPGATE_ADMIN_TOKEN bearer token" if admin.token else "")
-    print(f"dpgate: owner page on http://{admin.host}:{admin.port}/ ({how})", flush=True)
+    say(f"dpgate: owner page on http://{admin.host}:{admin.port}/ ({how})")
     return admin
-
-
-def _stop_signals() -> asyncio.Event:
-    """An event set by SIGTERM (service managers) or SIGINT (Ctrl-C); a signal the
-    process was started with ignored (e.g. ``nohup``) stays ignored."""
-    stop, loop = asyncio.Event(), asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        if signal.getsignal(sig) is signal.SIG_IGN:
-            continue
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):     # not on this platform: Ctrl-C raises instead
-            pass
-    return stop
-
-
-def _release_signals() -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.remove_signal_handler(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
 
 
 def cmd_serve(args) -> int:
@@ -172,7 +184,10 @@ def cmd_serve(args) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.verbose:
         logging.getLogger("dpgate.statements").setLevel(logging.INFO)
+    workers = resolve_workers(cfg, args)
     try:
+        if workers > 1:
+            return _serve_workers(cfg, state, pw, args, workers)
         asyncio.run(_serve(cfg, state, pw, args))
     except KeyboardInterrupt:
         pass
@@ -316,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host")
     s.add_argument("--port", type=int)
     s.add_argument("--verbose", "-v", action="store_true", help="log every statement")
+    s.add_argument("--workers", "-w", type=int, metavar="N",
+                   help="processes serving the port (default: [server] workers, else the number of cores; "
+                        "1 for an embedded DuckDB file a role may INSERT into)")
     s.add_argument("--admin-http", metavar="HOST:PORT",
                    help="serve the read-only owner page here (admin roles' passwords; off by default)")
     s.set_defaults(fn=cmd_serve)
@@ -349,15 +367,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         return args.fn(args)
-    except LedgerLost as e:                 # serve refuses to start: what happened, how to recover
-        print(f"dpgate: {e}", file=sys.stderr)
-        return 1
-    except ConfigError as e:
-        print(f"dpgate: {e}", file=sys.stderr)
-        return 2
-    except BackendError as e:               # e.g. the DuckDB file is held by another process
-        print(f"dpgate: {e.message}", file=sys.stderr)
-        return 1
+    except (LedgerLost, ConfigError, BackendError) as e:
+        return _failed(e)
+
+
+def _failed(e: Exception) -> int:
+    """One line on stderr and the exit code: LedgerLost (serve refuses to start: what
+    happened, how to recover) 1, ConfigError 2, BackendError (e.g. the DuckDB file is held
+    by another process) 1."""
+    print(f"dpgate: {e.message if isinstance(e, BackendError) else e}", file=sys.stderr)
+    return 2 if isinstance(e, ConfigError) else 1
 
 
 if __name__ == "__main__":

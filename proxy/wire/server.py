@@ -107,7 +107,9 @@ class Server:
                  idle_timeout: float | None = None, auth_timeout: float = 10.0,
                  max_pending: int = 128, max_pending_per_address: int = 64, pending_grace: float = 2.0,
                  server_version: str = SERVER_VERSION, max_auth_failures: int = 10,
-                 auth_failure_window: float = 60.0, require_tls: bool = False):
+                 auth_failure_window: float = 60.0, require_tls: bool = False,
+                 listeners: list[socket.socket] | None = None, pid_slot: tuple[int, int] = (0, 1),
+                 cancel_elsewhere=None, accept_gate=None):
         self.handler_factory, self.authenticator = handler_factory, authenticator
         self.host, self._port, self.ssl_context = host, port, ssl_context
         self.max_connections, self.max_message_size = max_connections, max_message_size
@@ -121,7 +123,13 @@ class Server:
         self._tasks: set[asyncio.Task] = set()
         self._idle: set[asyncio.Task] = set()     # connections waiting for the client's next bytes
         self._draining = False
-        self._pids = itertools.count(secrets.randbelow(1 << 20) + 1000)
+        # Several worker processes on one port (proxy/cli/workers.py): this one hands out the
+        # backend pids ≡ index (mod count); a CancelRequest for another worker's pid goes to
+        # ``cancel_elsewhere(pid, secret)``; ``accept_gate()`` is awaited before each accept.
+        self.pid_slot, self.cancel_elsewhere, self.accept_gate = pid_slot, cancel_elsewhere, accept_gate
+        self._given = listeners
+        index, count = pid_slot
+        self._pids = itertools.count((secrets.randbelow(1 << 20) + 1000) * count + index, count)
         # Pending (not yet logged-in) connections, oldest first, and their count per address.
         self.max_pending, self.max_pending_per_address = max_pending, max_pending_per_address
         self.pending_grace = pending_grace
@@ -153,7 +161,7 @@ class Server:
 
     async def start(self) -> "Server":
         self._closed = asyncio.Event()
-        self._listeners = _listen(self.host, self._port, BACKLOG)
+        self._listeners = list(self._given) if self._given else listen_sockets(self.host, self._port, BACKLOG)
         self._acceptors = [asyncio.create_task(self._accept_loop(s)) for s in self._listeners]
         return self
 
@@ -212,6 +220,8 @@ class Server:
     async def _accept_loop(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            if self.accept_gate is not None:
+                await self.accept_gate()
             try:
                 conn, addr = await loop.sock_accept(sock)
             except asyncio.CancelledError:
@@ -327,6 +337,10 @@ class Server:
 
     # ------------------------------------------------------------------ connections
     def cancel(self, pid: int, secret: int) -> bool:
+        index, count = self.pid_slot
+        if count > 1 and pid % count != index and self.cancel_elsewhere is not None:
+            self.cancel_elsewhere(pid, secret)      # another worker's session: it checks the secret
+            return True
         entry = self._sessions.get(pid)
         if entry is None or not secrets.compare_digest(entry[0].to_bytes(4, "big"), secret.to_bytes(4, "big")):
             return False
@@ -464,7 +478,7 @@ class Server:
                 pass
 
 
-def _listen(host: str | None, port: int, backlog: int) -> list[socket.socket]:
+def listen_sockets(host: str | None, port: int, backlog: int = BACKLOG) -> list[socket.socket]:
     """Bound, listening, non-blocking sockets for every address of ``host`` (as
     ``asyncio.start_server`` would make them)."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
