@@ -214,6 +214,9 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
             built = None if stored is None else _built(p, stored)
         except Exception:                                 # (raised again by _reply, on the loop)
             built = None
+        if built is not None:
+            stored = stored.forget()                      # the answer is freed in this thread
+        del answer, cells
         return res, stored, built
 
     try:
@@ -245,8 +248,14 @@ async def _reply_off_loop(p: Prepared, stored, tier, remaining: float) -> tuple[
     """:func:`_reply` for a release read back from the ledger: a large one is decoded and
     turned into rows on a worker thread (``Stored.heavy``: a 10,000-cell answer is
     milliseconds of Python that would stall every other session's statements)."""
-    built = await asyncio.to_thread(_built, p, stored) if stored.heavy else None
-    return _reply(p, stored, tier, remaining, built)
+    if not stored.heavy:
+        return _reply(p, stored, tier, remaining)
+
+    def build():
+        out = _built(p, stored)
+        stored.forget()                                   # the decoded answer is freed off the loop
+        return out
+    return _reply(p, stored, tier, remaining, await asyncio.to_thread(build))
 
 
 def _reply(p: Prepared, stored, tier, remaining: float, built=None) -> tuple[Result, str, float]:

@@ -39,6 +39,7 @@ noise alone. MAX/MIN bounds are in rows (rank error), not in value units.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import hashlib
@@ -235,7 +236,7 @@ class PerRecord(ReleaseKind):
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         gw = conn.gw
-        prp, pol = _plan(conn, sql, params)
+        prp, pol = await asyncio.to_thread(_plan, conn, sql, params)    # milliseconds: off the loop
         weight = float(gw.tier_of(conn.role).epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
         state = {"policy": pol}

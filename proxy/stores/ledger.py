@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -132,8 +133,19 @@ class Stored:
     @property
     def answer(self) -> dict:
         if self.decoded is None:       # (two threads may both decode: the same dict, once kept)
+            if self.body is None:
+                raise RuntimeError("the answer of this release was forgotten (Stored.forget)")
             object.__setattr__(self, "decoded", decode_answer(self.body))
         return self.decoded
+
+    def forget(self) -> "Stored":
+        """This release without its decoded answer (a stored text is decoded again if
+        asked): the thread that built the rows keeps this, so a 10,000-cell answer is freed
+        there — freeing its tens of thousands of objects on the event loop takes milliseconds."""
+        if self.body is not None:
+            object.__setattr__(self, "decoded", None)
+            return self
+        return dataclasses.replace(self, decoded=None, body=None)
 
     @property
     def heavy(self) -> bool:

@@ -1,0 +1,123 @@
+"""A real dpgate service in a process of its own, for event-loop latency tests (issue 21:
+"nothing heavy on the event loop").
+
+    python tests/support/loop_service.py STATE_DIR [--switch SECONDS]
+
+Starts :class:`support.service.Service` on the demo config plus a table ``cells`` (a
+GROUP BY over its column ``g`` releases ``CELLS`` cells: a public domain), with budgets
+large enough for thousands of fresh releases, prints its port, and serves until its
+stdin closes; a line ``phase NAME`` on stdin starts a phase of the loop probe
+(:class:`LoopProbe`), ``stats`` prints its figures as one JSON line. Its own process: the measuring clients never share its GIL. ``--switch``
+sets ``sys.setswitchinterval`` after the gateway has set its own (an experiment).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))        # tests/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))        # the repository
+
+from support.service import Service, make_config  # noqa: E402
+
+
+class LoopProbe:
+    """CPU time of every event-loop callback (``time.thread_time``: the loop thread's own
+    work, not its waits for the GIL or for a core), per phase named by the test; the
+    longest are kept with where their task stopped."""
+
+    def __init__(self) -> None:
+        self.phase = "warmup"
+        self.cpu: dict[str, list[float]] = {}
+        self.top: list[tuple[float, str]] = []
+
+    def install(self) -> None:
+        orig = asyncio.events.Handle._run
+        probe = self
+
+        def _run(handle):
+            start = _where(handle)
+            t0 = time.thread_time()
+            try:
+                return orig(handle)
+            finally:
+                dt = time.thread_time() - t0
+                probe.cpu.setdefault(probe.phase, []).append(dt)
+                if dt > 0.001 and probe.phase != "warmup":
+                    probe.top.append((dt, f"{probe.phase}: from {start} to {_where(handle)}"))
+        asyncio.events.Handle._run = _run
+
+    def stats(self) -> dict:
+        out = {ph: sorted(xs) for ph, xs in self.cpu.items()}
+        return {"cpu_ms": {ph: [x * 1000 for x in xs[-20:]] for ph, xs in out.items()},
+                "n": {ph: len(xs) for ph, xs in out.items()},
+                "top": [f"{dt * 1000:.2f} ms {w}" for dt, w in sorted(self.top, reverse=True)[:15]]}
+
+
+def _where(handle) -> str:
+    cb = handle._callback
+    task = getattr(cb, "__self__", None)
+    coro = getattr(task, "get_coro", lambda: None)()
+    frame = getattr(coro, "cr_frame", None)
+    chain = []
+    while coro is not None and frame is not None:
+        chain.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None)
+        frame = getattr(coro, "cr_frame", None)
+    return " > ".join(chain[-4:]) if chain else repr(cb)[:120]
+
+CELLS = 10_000
+ROWS = 200_000
+BIG_BUDGET = 1e9
+
+
+def config() -> dict:
+    cfg = make_config()
+    cfg["tables"]["cells"] = {
+        "description": "a 10,000-value public domain (event-loop latency tests)",
+        "columns": {"g": {"type": "int", "domain_range": [1, CELLS], "description": "cell"},
+                    "x": {"type": "int", "lower": 0, "upper": 100, "description": "an int"},
+                    "y": {"type": "float", "lower": 0, "upper": 1000, "description": "a float"}}}
+    for tier in ("default", "bronze", "silver", "gold"):
+        cfg["tiers"][tier]["budget"] = BIG_BUDGET
+    return cfg
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("state_dir")
+    ap.add_argument("--switch", type=float, default=None)
+    ap.add_argument("--debug", action="store_true")
+    args = ap.parse_args(argv)
+    probe = LoopProbe()
+    probe.install()
+    svc = Service(config(), Path(args.state_dir), people_rows=20_000).start()
+    svc.gw.backend.execute_script(
+        f"CREATE TABLE IF NOT EXISTS cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x, "
+        f"((i * 104729) % 100000) / 100.0 AS y FROM range(0, {ROWS}) t(i)")
+    if args.switch is not None:
+        sys.setswitchinterval(args.switch)
+    if args.debug:                    # asyncio names every callback that holds the loop > 2 ms
+        logging.basicConfig(level=logging.WARNING)
+        svc.loop.call_soon_threadsafe(svc.loop.set_debug, True)
+        svc.loop.slow_callback_duration = 0.002
+    print(svc.port, sys.getswitchinterval(), flush=True)
+    try:
+        for line in sys.stdin:                  # "phase NAME" | "stats": the loop probe
+            cmd = line.split()
+            if cmd[:1] == ["phase"]:
+                probe.phase = cmd[1]
+            elif cmd[:1] == ["stats"]:
+                print(json.dumps(probe.stats()), flush=True)
+    finally:
+        svc.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
