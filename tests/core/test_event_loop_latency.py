@@ -179,6 +179,8 @@ def report(m: dict, switch: float) -> str:
             lines.append(f"  loop callbacks ({ph}): {m['loop']['n'].get(ph, 0)}, CPU time of the longest: "
                          + ", ".join(f"{x:.2f}" for x in cpu[-5:]) + " ms")
         lines += ["  " + t for t in m["loop"]["top"][:8]]
+        lines.append("  garbage collections on the loop thread, longest: " + ", ".join(m["loop"]["gc"][:5])
+                     + f" ({m['loop']['objects']:,} objects tracked, {m['loop']['frozen']:,} frozen)")
     for name, ts in m["slow"].items():
         lines.append(f"  slow: {name:<45} n={len(ts):>3} median {statistics.median(ts) * 1000:.1f} ms")
     return "\n".join(lines)

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +37,7 @@ class LoopProbe:
         self.phase = "warmup"
         self.cpu: dict[str, list[float]] = {}
         self.top: list[tuple[float, str]] = []
+        self.gc: list[tuple[float, int]] = []
 
     def install(self) -> None:
         orig = asyncio.events.Handle._run
@@ -51,12 +54,26 @@ class LoopProbe:
                 if dt > 0.001 and probe.phase != "warmup":
                     probe.top.append((dt, f"{probe.phase}: from {start} to {_where(handle)}"))
         asyncio.events.Handle._run = _run
+        loop_thread = []
+        started = {}
+
+        def on_gc(phase, info):          # garbage collections of the loop thread, and their time
+            if not loop_thread or threading.get_ident() != loop_thread[0]:
+                return
+            if phase == "start":
+                started["t"] = time.perf_counter()
+            elif "t" in started and probe.phase != "warmup":
+                probe.gc.append((time.perf_counter() - started.pop("t"), info["generation"]))
+        gc.callbacks.append(on_gc)
+        self.mark_loop_thread = lambda: loop_thread.append(threading.get_ident())
 
     def stats(self) -> dict:
         out = {ph: sorted(xs) for ph, xs in self.cpu.items()}
         return {"cpu_ms": {ph: [x * 1000 for x in xs[-20:]] for ph, xs in out.items()},
                 "n": {ph: len(xs) for ph, xs in out.items()},
-                "top": [f"{dt * 1000:.2f} ms {w}" for dt, w in sorted(self.top, reverse=True)[:15]]}
+                "top": [f"{dt * 1000:.2f} ms {w}" for dt, w in sorted(self.top, reverse=True)[:15]],
+                "objects": len(gc.get_objects()), "frozen": gc.get_freeze_count(),
+                "gc": [f"gen{g} {dt * 1000:.2f} ms" for dt, g in sorted(self.gc, reverse=True)[:8]]}
 
 
 def _where(handle) -> str:
@@ -97,6 +114,7 @@ def main(argv=None) -> int:
     probe = LoopProbe()
     probe.install()
     svc = Service(config(), Path(args.state_dir), people_rows=20_000).start()
+    svc.loop.call_soon_threadsafe(probe.mark_loop_thread)
     svc.gw.backend.execute_script(
         f"CREATE TABLE IF NOT EXISTS cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x, "
         f"((i * 104729) % 100000) / 100.0 AS y FROM range(0, {ROWS}) t(i)")
