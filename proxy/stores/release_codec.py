@@ -41,6 +41,8 @@ import sys
 import zlib
 from array import array
 
+from . import json_pieces
+
 PACKED = "~packed"          # the member holding the packed cells (never an answer's own key)
 VERSION = 1
 PACK_MIN_CELLS = 64         # smaller answers stay plain JSON (a few hundred bytes: nothing to gain)
@@ -71,7 +73,7 @@ def encode_answer(answer: dict) -> str:
 
 def decode_answer(text: str | bytes) -> dict:
     """The answer stored as ``text`` (format 1, or the plain JSON written before it)."""
-    doc = json.loads(text)
+    doc = json_pieces.loads(text)       # (an old plain answer: in pieces, see json_pieces)
     packed = doc.pop(PACKED, None) if isinstance(doc, dict) else None
     if packed is None:
         return doc
