@@ -105,6 +105,13 @@ def config() -> dict:
     return cfg
 
 
+def create_cells(svc: Service, rows: int = ROWS) -> None:
+    """The table ``cells`` in the service's DuckDB (every g of the domain has rows)."""
+    svc.gw.backend.execute_script(
+        f"CREATE TABLE IF NOT EXISTS cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x, "
+        f"((i * 104729) % 100000) / 100.0 AS y FROM range(0, {int(rows)}) t(i)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("state_dir")
@@ -115,9 +122,7 @@ def main(argv=None) -> int:
     probe.install()
     svc = Service(config(), Path(args.state_dir), people_rows=20_000).start()
     svc.loop.call_soon_threadsafe(probe.mark_loop_thread)
-    svc.gw.backend.execute_script(
-        f"CREATE TABLE IF NOT EXISTS cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x, "
-        f"((i * 104729) % 100000) / 100.0 AS y FROM range(0, {ROWS}) t(i)")
+    create_cells(svc)
     if args.switch is not None:
         sys.setswitchinterval(args.switch)
     if args.debug:                    # asyncio names every callback that holds the loop > 2 ms
