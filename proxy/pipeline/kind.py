@@ -31,6 +31,9 @@ from ..stores.ledger import NANO, BudgetExceeded
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error, detail_charged
 
+HEAVY_ROWS = 256
+"""A free answer of this many cells is turned into rows off the event loop (issue 21)."""
+
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
 

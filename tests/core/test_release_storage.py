@@ -19,6 +19,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import proxy.stores.ledger as ledger_mod
@@ -174,8 +175,8 @@ def test_an_old_format_release_is_served_as_a_repeat(tmp_path):
     svc = Service(cells_config(), tmp_path, people_rows=5_000).start()
     try:
         create_cells(svc, rows=30_000)
-        sql = "SELECT g, COUNT(*), AVG(x) FROM cells WHERE x > 10 GROUP BY g ORDER BY g DESC LIMIT 20"
-        first, _ = ask(svc, sql)
+        sql = "SELECT g, COUNT(*), AVG(x) FROM cells WHERE x > 10 GROUP BY g ORDER BY g DESC"
+        first, _ = ask(svc, sql)                          # simple query protocol: 10,000 rows
         db = svc.gw.ledger.new_connection()
         (rid, text), = db.execute("SELECT id, answer FROM releases WHERE role = 'analyst'").fetchall()
         assert PACKED in json.loads(text)
@@ -183,6 +184,12 @@ def test_an_old_format_release_is_served_as_a_repeat(tmp_path):
         db.execute("UPDATE releases SET answer = ? WHERE id = ?", (old, rid))
         db.close()
         again, notes = ask(svc, sql)
+        notes_ext: list[str] = []
+        with psycopg.connect(svc.dsn(), autocommit=True) as c:
+            c.add_notice_handler(lambda d: notes_ext.append(d.message_primary))
+            extended = c.execute(sql, prepare=True).fetchall()   # Parse / Bind / Execute
     finally:
         svc.close()
+    assert len(first) == 10_000 and [r[0] for r in first] == list(range(10_000, 0, -1))
     assert again == first and "repeat of an earlier release" in notes[0]
+    assert extended == first and "repeat of an earlier release" in notes_ext[0]
