@@ -17,6 +17,7 @@ import asyncio
 import gc
 import json
 import logging
+import resource
 import sys
 import threading
 import time
@@ -38,6 +39,8 @@ class LoopProbe:
         self.cpu: dict[str, list[float]] = {}
         self.top: list[tuple[float, str]] = []
         self.gc: list[tuple[float, int]] = []
+        self.steps: dict[str, int] = {}
+        self.by_task: dict[tuple[str, str], list[float]] = {}
 
     def install(self) -> None:
         orig = asyncio.events.Handle._run
@@ -46,13 +49,19 @@ class LoopProbe:
         def _run(handle):
             start = _where(handle)
             t0 = time.thread_time()
+            s0 = resource.getrusage(resource.RUSAGE_THREAD).ru_stime
             try:
                 return orig(handle)
             finally:
                 dt = time.thread_time() - t0
                 probe.cpu.setdefault(probe.phase, []).append(dt)
+                tname = start.split("]")[0][1:] if start.startswith("[") else "-"
+                probe.steps[tname] = probe.steps.get(tname, 0) + 1
+                if probe.phase != "warmup":
+                    probe.by_task.setdefault((probe.phase, tname), []).append(dt)
                 if dt > 0.001 and probe.phase != "warmup":
-                    probe.top.append((dt, f"{probe.phase}: from {start} to {_where(handle)}"))
+                    sys_ms = (resource.getrusage(resource.RUSAGE_THREAD).ru_stime - s0) * 1000
+                    probe.top.append((dt, f"{probe.phase} (system {sys_ms:.2f} ms): from {start} to {_where(handle)}"))
         asyncio.events.Handle._run = _run
         loop_thread = []
         started = {}
@@ -72,8 +81,24 @@ class LoopProbe:
         return {"cpu_ms": {ph: [x * 1000 for x in xs[-20:]] for ph, xs in out.items()},
                 "n": {ph: len(xs) for ph, xs in out.items()},
                 "top": [f"{dt * 1000:.2f} ms {w}" for dt, w in sorted(self.top, reverse=True)[:15]],
+                "over_ms": {ph: {str(ms): sum(x > ms / 1000 for x in xs) for ms in (1, 2, 5)}
+                            for ph, xs in out.items()},
+                "steps": dict(sorted(self.steps.items(), key=lambda kv: -kv[1])[:6]),
+                "others_ms": self._others(),
                 "objects": len(gc.get_objects()), "frozen": gc.get_freeze_count(),
-                "gc": [f"gen{g} {dt * 1000:.2f} ms" for dt, g in sorted(self.gc, reverse=True)[:8]]}
+                "gc": [f"gen{g} {dt * 1000:.2f} ms" for dt, g in sorted(self.gc, reverse=True)[:8]],
+                "gc_max_ms": max((dt * 1000 for dt, _ in self.gc), default=0.0)}
+
+
+    def _others(self) -> dict:
+        """Per phase, the longest step (ms) of every task but the busiest one (the stream of
+        repeats being timed): what the other sessions' statements cost the loop at a time."""
+        busiest = max(self.steps, key=lambda k: (k != "-", self.steps[k]), default=None)
+        out: dict[str, float] = {}
+        for (ph, task), xs in self.by_task.items():
+            if task != busiest:
+                out[ph] = max(out.get(ph, 0.0), max(xs) * 1000)
+        return out
 
 
 def _where(handle) -> str:
@@ -86,7 +111,8 @@ def _where(handle) -> str:
         chain.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
         coro = getattr(coro, "cr_await", None)
         frame = getattr(coro, "cr_frame", None)
-    return " > ".join(chain[-4:]) if chain else repr(cb)[:120]
+    name = task.get_name() if hasattr(task, "get_name") else ""
+    return f"[{name}] " + " > ".join(chain[-4:]) if chain else repr(cb)[:120]
 
 CELLS = 10_000
 ROWS = 200_000
