@@ -37,7 +37,8 @@ log = logging.getLogger("dpgate")
 stmt_log = logging.getLogger("dpgate.statements")
 
 INLINE_PARSE = 1024
-"""Statements up to this many characters are routed and planned on the event loop."""
+"""Statements up to this many characters are routed on the event loop (and planned from the
+plan templates; a plan not in the cache is made on a worker thread: ``plan_async``)."""
 
 SWITCH_INTERVAL_S = 0.0005
 """The interpreter's GIL switch interval while serving (``sys.setswitchinterval``; Python's
@@ -45,7 +46,8 @@ default is 5 ms). A release's mechanism and rows run in a worker thread (issue 2
 heavy on the event loop), but a CPU-bound thread keeps the GIL until the interval expires,
 and the event loop waits for it again after every socket call: measured with
 ``tests/core/test_event_loop_latency.py`` (a stream of repeats beside 10,000-cell releases,
-2 cores), the repeats' p99 was 25–75 ms above the baseline's at 5 ms and 3–9 ms at 0.5 ms."""
+2 cores), the repeats' p99 was 25–75 ms above the baseline's at 5 ms and 3–12 ms at 0.5 ms
+(0.1 ms: no better)."""
 
 GC_NOTE = """A full garbage collection holds the GIL throughout, whichever thread runs it: with the
 ≈140,000 objects a started service holds (sqlglot, DuckDB, numpy, the config) one took
@@ -184,6 +186,7 @@ class Gateway:
         gc.freeze()         # service: kept out of every later collection (GC_NOTE)
 
     async def close(self) -> None:
+        gc.unfreeze()       # (a process that starts several services, e.g. the tests, collects them)
         await self.backend.close()
         self.views.close()
         self.ledger.close()
