@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import json
 import logging
 import os
 import ssl
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -35,7 +37,23 @@ log = logging.getLogger("dpgate")
 stmt_log = logging.getLogger("dpgate.statements")
 
 INLINE_PARSE = 1024
-"""Statements up to this many characters are routed and planned on the event loop."""
+"""Statements up to this many characters are routed on the event loop (and planned from the
+plan templates; a plan not in the cache is made on a worker thread: ``plan_async``)."""
+
+SWITCH_INTERVAL_S = 0.0005
+"""The interpreter's GIL switch interval while serving (``sys.setswitchinterval``; Python's
+default is 5 ms). A release's mechanism and rows run in a worker thread (issue 21: nothing
+heavy on the event loop), but a CPU-bound thread keeps the GIL until the interval expires,
+and the event loop waits for it again after every socket call: measured with
+``tests/core/test_event_loop_latency.py`` (a stream of repeats beside 10,000-cell releases,
+2 cores), the repeats' p99 was 25–75 ms above the baseline's at 5 ms and 3–12 ms at 0.5 ms
+(0.1 ms: no better)."""
+
+GC_NOTE = """A full garbage collection holds the GIL throughout, whichever thread runs it: with the
+≈140,000 objects a started service holds (sqlglot, DuckDB, numpy, the config) one took
+90–130 ms on the test VM, stalling the event loop (tests/core/test_event_loop_latency.py
+saw it as the repeats' maximum). ``start`` freezes them (``gc.freeze``), so a collection
+visits only what was made since."""
 
 
 def default_state_dir() -> Path:
@@ -96,6 +114,7 @@ class Gateway:
         self._templates = Templates()
         self._routes: OrderedDict = OrderedDict()
         self._cache_lock = threading.Lock()       # plans and routes are also made on threads
+        self._template_lock = threading.Lock()    # the templates: one planner thread at a time
         self._catalog_names = frozenset(PG_RELATIONS)
 
     def route(self, sql: str) -> Route:
@@ -123,19 +142,25 @@ class Gateway:
             return self.route(sql)
         return await asyncio.to_thread(self.route, sql)
 
-    def plan(self, sql: str, params: list | None):
-        """The rewriter's plan for ``sql`` with ``params`` (an LRU cache: Describe
-        and Execute of one statement, and repeats, plan once). Refusals are not cached."""
-        key = (sql, tuple((type(p).__name__, tuple(p) if isinstance(p, list) else p) for p in params or ()))
+    def _cached_plan(self, key):
         with self._cache_lock:
             hit = self._plans.get(key)
             if hit is not None:
                 self._plans.move_to_end(key)
-                return hit
-        if params or len(sql) > INLINE_PARSE:      # (templates are the event loop's own)
+            return hit
+
+    def plan(self, sql: str, params: list | None):
+        """The rewriter's plan for ``sql`` with ``params`` (an LRU cache: Describe
+        and Execute of one statement, and repeats, plan once). Refusals are not cached."""
+        key = _plan_key(sql, params)
+        hit = self._cached_plan(key)
+        if hit is not None:
+            return hit
+        if params or len(sql) > INLINE_PARSE:
             plan = build_plan(parse(sql), self.config, list(params or ()), copy=False)
         else:                 # statements equal up to their comparison literals share a template
-            plan = self._templates.plan(sql, self.config, self.backend.dialect)
+            with self._template_lock:
+                plan = self._templates.plan(sql, self.config, self.backend.dialect)
         if plan.__dict__.get("_clock"):           # now() / current_date: never reused
             return plan
         with self._cache_lock:
@@ -145,15 +170,23 @@ class Gateway:
         return plan
 
     async def plan_async(self, sql: str, params: list | None):
-        """:meth:`plan` on a worker thread for a long statement (see :meth:`route_async`)."""
-        if len(sql) <= INLINE_PARSE:
-            return self.plan(sql, params)
+        """:meth:`plan`: a cached plan (Describe then Execute, repeats) on the event loop,
+        anything else on a worker thread — planning a 10,000-cell GROUP BY (its public
+        domain, a template's probes) takes milliseconds of CPU (issue 21: nothing heavy on
+        the event loop; the hand-off costs a fresh statement about 0.05 ms)."""
+        hit = self._cached_plan(_plan_key(sql, params))
+        if hit is not None:
+            return hit
         return await asyncio.to_thread(self.plan, sql, params)
 
     async def start(self) -> None:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)      # the event loop gets the GIL back sooner
         await self.backend.connect()
+        gc.collect()        # what is alive now (modules, config, caches) lives as long as the
+        gc.freeze()         # service: kept out of every later collection (GC_NOTE)
 
     async def close(self) -> None:
+        gc.unfreeze()       # (a process that starts several services, e.g. the tests, collects them)
         await self.backend.close()
         self.views.close()
         self.ledger.close()
@@ -222,6 +255,10 @@ class Gateway:
         else:
             scan = "" if backend_ms is None else f" backend_ms={backend_ms:.2f}"
             stmt_log.info("role=%s fp=%s decision=%s epsilon=%g ms=%.2f%s", role, fp, decision, epsilon, ms, scan)
+
+
+def _plan_key(sql: str, params: list | None) -> tuple:
+    return (sql, tuple((type(p).__name__, tuple(p) if isinstance(p, list) else p) for p in params or ()))
 
 
 def statement_fingerprint(sql: str) -> str:

@@ -13,7 +13,7 @@ from rewriter.unit import factor
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
-from .kind import Prepared, ReleaseKind
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind
 from .release import (NoisePool, answer_rows, domain_answer, domain_notice, noisy_answer, notice_body,
                       output_types, selection_answer)
 
@@ -138,9 +138,14 @@ class Domain(ReleaseKind):
         return Prepared(self, plan, columns_of(plan))
 
     async def answer_free(self, conn, p: Prepared):
-        rows = answer_rows(p.plan, domain_answer(p.plan))
+        big = p.plan.n_cells >= HEAVY_ROWS                  # a large domain: rows off the loop (issue 21)
+        rows = await asyncio.to_thread(_domain_rows, p.plan) if big else _domain_rows(p.plan)
         return (Result(f"SELECT {len(rows)}", p.columns, rows, notices=[domain_notice(p.plan)]),
                 "domain", 0.0)
+
+
+def _domain_rows(plan) -> list[tuple]:
+    return answer_rows(plan, domain_answer(plan))
 
 
 CENTRAL, SVT, DOMAIN = Central(), Svt(), Domain()

@@ -6,6 +6,8 @@ statement (groups are disjoint: parallel composition); a repeat returns the stor
 answer free, as everywhere."""
 from __future__ import annotations
 
+import asyncio
+
 import hashlib
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
@@ -108,7 +110,8 @@ class Extreme(ReleaseKind):
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         gw = conn.gw
-        xp = build_extreme_plan(parse(sql), gw.config, list(params) if params else None)
+        xp = await asyncio.to_thread(build_extreme_plan, parse(sql), gw.config,     # off the loop
+                                     list(params) if params else None)
         tier = gw.tier_of(conn.role)
         if tier.ladder is not None:          # a ladder's coalition guarantee covers its chain only
             raise SqlError("0A000", "MAX, MIN and percentiles are not available to data-market ladder tiers; "

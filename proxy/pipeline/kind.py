@@ -31,6 +31,9 @@ from ..stores.ledger import NANO, BudgetExceeded
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error, detail_charged
 
+HEAVY_ROWS = 256
+"""A free answer of this many cells is turned into rows off the event loop (issue 21)."""
+
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
 
@@ -138,7 +141,7 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         await asyncio.shield(twin)      # the same statement is being released for this role: its answer
         dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
     if stored is not None:              # a repeat: the earlier answer, nothing charged
-        return _reply(p, stored, tier, tier.budget - spent)
+        return await _reply_off_loop(p, stored, tier, tier.budget - spent)
     done = asyncio.get_running_loop().create_future()
     gw.in_flight[(role, key)] = done
     try:
@@ -149,7 +152,7 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         stored, spent = await _twin_elsewhere(conn, key, tier)   # another proxy's twin?
         if stored is None:
             raise
-        return _reply(p, stored, tier, tier.budget - spent)
+        return await _reply_off_loop(p, stored, tier, tier.budget - spent)
     finally:
         del gw.in_flight[(role, key)]
         done.set_result(None)
@@ -204,15 +207,24 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
 
     def measure_and_record(cells):
         # In the backend's worker thread, right after the scan: noise, then the release
-        # is stored against the (already durable) charge before anything is sent.
+        # is stored against the (already durable) charge before anything is sent; the
+        # rows are built here too (nothing heavy on the event loop, issue 21).
         answer = kind.measure(conn, p, cells)
         res = held.result()                               # BudgetExceeded: nothing is sent
-        return res, gw.ledger.record(res, key=p.key, data_version=dv, canonical=p.canonical, statement=sql,
-                                     mechanism=kind.mechanism(answer), answer=answer)
+        stored = gw.ledger.record(res, key=p.key, data_version=dv, canonical=p.canonical, statement=sql,
+                                  mechanism=kind.mechanism(answer), answer=answer)
+        try:
+            built = None if stored is None else _built(p, stored)
+        except Exception:                                 # (raised again by _reply, on the loop)
+            built = None
+        if built is not None:
+            stored = stored.forget()                      # the answer is freed in this thread
+        del answer, cells
+        return res, stored, built
 
     try:
         async with gw.statement_slot(conn.role):
-            res, stored = await kind.scan(conn, p, measure_and_record)
+            res, stored, built = await kind.scan(conn, p, measure_and_record)
     except BudgetExceeded as b:
         raise budget_error(conn.role, p.epsilon, b.remaining, tier) from None
     except BaseException as e:                            # nothing was sent: refund if the scan never
@@ -224,17 +236,38 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
         raise SqlError("57014", "canceling statement due to user request")
     kind.after_reply(conn, p)
     if stored.charged:                                    # the budget left after this charge
-        return _reply(p, stored, tier, tier.budget - res.spent_nano / NANO)
+        return _reply(p, stored, tier, tier.budget - res.spent_nano / NANO, built)
     remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
-    return _reply(p, stored, tier, remaining)             # a concurrent twin's answer
+    return _reply(p, stored, tier, remaining, built)      # a concurrent twin's answer
 
 
-def _reply(p: Prepared, stored, tier, remaining: float) -> tuple[Result, str, float]:
-    """Rows and the NOTICE for a stored (or just recorded) release."""
-    rows = p.kind.rows(p, stored.answer)
+def _built(p: Prepared, stored) -> tuple[list[tuple], str]:
+    """The rows and the kind's NOTICE body of a stored release (post-processing; decodes
+    the stored answer on first use)."""
+    return p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)
+
+
+async def _reply_off_loop(p: Prepared, stored, tier, remaining: float) -> tuple[Result, str, float]:
+    """:func:`_reply` for a release read back from the ledger: a large one is decoded and
+    turned into rows on a worker thread (``Stored.heavy``: a 10,000-cell answer is
+    milliseconds of Python that would stall every other session's statements)."""
+    if not stored.heavy:
+        return _reply(p, stored, tier, remaining)
+
+    def build():
+        out = _built(p, stored)
+        stored.forget()                                   # the decoded answer is freed off the loop
+        return out
+    return _reply(p, stored, tier, remaining, await asyncio.to_thread(build))
+
+
+def _reply(p: Prepared, stored, tier, remaining: float, built=None) -> tuple[Result, str, float]:
+    """Rows and the NOTICE for a stored (or just recorded) release; ``built``: its rows and
+    NOTICE body made already (:func:`_built`, off the event loop)."""
+    rows, body = built if built is not None else _built(p, stored)
     charged = stored.epsilon if stored.charged else 0.0
     msg = notice_head(charged=charged, remaining=remaining, budget=tier.budget, period=tier.period,
-                      repeat=not stored.charged) + p.kind.notice_body(p, stored.answer)
+                      repeat=not stored.charged) + body
     return (Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]),
             p.kind.decision if stored.charged else "repeat", charged)
 

@@ -21,6 +21,7 @@
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 import time
@@ -41,7 +42,7 @@ from rewriter.values import literal_value
 from ..ingest.ldp_load import Encoder, IngestError
 from ..ingest.ldp_specs import check_layout, guarantee
 from ..wire.api import Column, Description, Result, SqlError
-from .kind import Prepared, ReleaseKind, fetch
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind, fetch
 from .local_bind import BoundAgg, bind, scan
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
@@ -109,7 +110,10 @@ class Local(ReleaseKind):
         await ensure_reports(gw, p.plan.layout)
         text, _ = scan(p.plan, gw.backend.dialect)
         cells = await _fetch(conn, text)
-        rows, msg = local_answer(p.plan, cells)
+        if len(cells) >= HEAVY_ROWS:                          # off the event loop (issue 21)
+            rows, msg = await asyncio.to_thread(local_answer, p.plan, cells)
+        else:
+            rows, msg = local_answer(p.plan, cells)
         return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]), "ldp", 0.0
 
     async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:

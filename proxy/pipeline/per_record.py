@@ -39,7 +39,9 @@ noise alone. MAX/MIN bounds are in rows (rank error), not in value units.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import hashlib
 import math
 from fractions import Fraction
@@ -234,7 +236,7 @@ class PerRecord(ReleaseKind):
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         gw = conn.gw
-        prp, pol = _plan(conn, sql, params)
+        prp, pol = await asyncio.to_thread(_plan, conn, sql, params)    # milliseconds: off the loop
         weight = float(gw.tier_of(conn.role).epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
         state = {"policy": pol}
@@ -259,9 +261,14 @@ class PerRecord(ReleaseKind):
         if kind not in ("max", "min"):
             return await fetch(conn, self.scan_sql(conn, p),
                                then=lambda rows: then((_hists(rows, prp, pol, framework_sum), None, None)))
-        hists = _hists(await fetch(conn, self.scan_sql(conn, p)), prp, pol, framework_sum)
-        ells = {c: m.select_level(h, conn.gw.source) for c, h in hists.items()}     # stage 1 (Alg. 1, E/2)
-        sql = values_sql(prp, pol.sql, conn.gw.config, conn.gw.backend.dialect, ells)
+        gw = conn.gw
+
+        def stage1(rows):       # in the scan's worker thread, not on the event loop (issue 21)
+            hists = _hists(rows, prp, pol, framework_sum)
+            ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}     # stage 1 (Alg. 1, E/2)
+            return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
+
+        hists, ells, sql = await fetch(conn, self.scan_sql(conn, p), then=stage1)
         return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)))
 
     async def _scan_parts(self, conn, p: Prepared, then):
@@ -271,8 +278,9 @@ class PerRecord(ReleaseKind):
         for i, (sub, kind, _m) in enumerate(parts):
             sql = scan_sql(sub, pol.sql, conn.gw.config, conn.gw.backend.dialect, buckets=kind == "sum_framework",
                            with_sum=kind == "sum_extension")
-            if i < len(parts) - 1:
-                hists.append(_hists(await fetch(conn, sql), sub, pol, kind == "sum_framework"))
+            if i < len(parts) - 1:             # histograms in the scan's worker thread (issue 21)
+                hists.append(await fetch(conn, sql, then=functools.partial(
+                    _hists, prp=sub, pol=pol, framework_sum=kind == "sum_framework")))
             else:
                 return await fetch(conn, sql, then=lambda rows: then(
                     [*hists, _hists(rows, sub, pol, kind == "sum_framework")]))

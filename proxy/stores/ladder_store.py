@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import json_pieces
 from .pgstore import PgConnection
 
 NANO = 1_000_000_000
@@ -81,7 +82,7 @@ _COLS = "id, ladder, qkey, data_version, canonical, statement, version, levels, 
 
 def _row(r) -> LadderRow:
     i, lad, qk, dv, can, st, ver, lev, body, created = r
-    return LadderRow(i, lad, qk, dv, can, st, json.loads(ver), json.loads(lev), json.loads(body), created)
+    return LadderRow(i, lad, qk, dv, can, st, json.loads(ver), json.loads(lev), json_pieces.loads(body), created)
 
 
 class LadderStore:
@@ -144,7 +145,7 @@ class LadderStore:
                     "INSERT OR IGNORE INTO mt_ladders (ladder, qkey, data_version, canonical, statement, version, "
                     "levels, body, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (ladder, qkey, data_version, canonical, statement, json.dumps(version),
-                     json.dumps(levels), json.dumps(body), now, now))
+                     json.dumps(levels), json_pieces.dumps(body), now, now))
                 if cur.rowcount == 0:          # cannot happen under the write lock; be safe anyway
                     r = self._db.execute(
                         f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
@@ -180,7 +181,7 @@ class LadderStore:
                     return row
                 levels, body = out
                 self._db.execute("UPDATE mt_ladders SET levels=?, body=?, updated=? WHERE id=?",
-                                 (json.dumps(levels), json.dumps(body), time.time(), ladder_id))
+                                 (json.dumps(levels), json_pieces.dumps(body), time.time(), ladder_id))
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:

@@ -48,9 +48,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import hashlib
-import json
 import os
 import secrets
 import sqlite3
@@ -62,8 +62,11 @@ from pathlib import Path
 
 from .errors import LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
 from .pgstore import PgConnection
+from .release_codec import decode_answer, encode_answer
 
 NANO = 1_000_000_000
+HEAVY_CELLS = 256          # an answer this large is decoded and turned into rows off the event loop
+HEAVY_BYTES = 16_384       # (about 0.3 ms of rows, or of json.loads for a stored text this long)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -113,15 +116,44 @@ def _named_faults(fn):
     return wrapper
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Stored:
-    """A release as stored: the released (noisy) answer, never true values."""
+    """A release as stored: the released (noisy) answer, never true values. A release
+    read back keeps its stored text (``body``, :mod:`proxy.stores.release_codec`) and
+    decodes it on first use of :attr:`answer`, so the caller chooses where that work
+    runs (``heavy``: off the event loop, issue 21)."""
 
-    answer: dict
+    decoded: dict | None
     epsilon: float
     mechanism: str
     created: float
     charged: bool          # True if this call charged it, False for a repeat
+    body: str | None = field(default=None, repr=False)
+
+    @property
+    def answer(self) -> dict:
+        if self.decoded is None:       # (two threads may both decode: the same dict, once kept)
+            if self.body is None:
+                raise RuntimeError("the answer of this release was forgotten (Stored.forget)")
+            object.__setattr__(self, "decoded", decode_answer(self.body))
+        return self.decoded
+
+    def forget(self) -> "Stored":
+        """This release without its decoded answer (a stored text is decoded again if
+        asked): the thread that built the rows keeps this, so a 10,000-cell answer is freed
+        there — freeing its tens of thousands of objects on the event loop takes milliseconds."""
+        if self.body is not None:
+            object.__setattr__(self, "decoded", None)
+            return self
+        return dataclasses.replace(self, decoded=None, body=None)
+
+    @property
+    def heavy(self) -> bool:
+        """True when decoding the answer or building its rows is too much work for the
+        event loop (a stored text of ``HEAVY_BYTES``, or ``HEAVY_CELLS`` cells)."""
+        if self.decoded is not None:
+            return len(self.decoded.get("keys") or ()) >= HEAVY_CELLS
+        return len(self.body or "") >= HEAVY_BYTES
 
 
 @dataclass(eq=False)
@@ -309,7 +341,7 @@ class Ledger:
         ``answer``. Raises :class:`BudgetExceeded` (nothing written) if ε does not fit."""
         self._check()
         eps_n = nano(epsilon)
-        body, now = json.dumps(answer), time.time()
+        body, now = encode_answer(answer), time.time()
         db = self._db
         with self._lock:
             with _transaction(db):
@@ -366,7 +398,7 @@ class Ledger:
         wins: it is returned and the reservation refunded. ``None`` if the
         reservation was cancelled meanwhile (the answer must not be sent)."""
         self._check()                  # never an answer recorded into a lost ledger
-        body, now = json.dumps(answer), time.time()
+        body, now = encode_answer(answer), time.time()
         db = self._ndb
         with self._lock:
             if res.state != "open":
@@ -537,8 +569,8 @@ def open_ledger(config, state_dir: str | Path) -> Ledger:
 
 
 def _stored(row, *, charged: bool) -> Stored:
-    answer, eps_n, mech, created = row
-    return Stored(json.loads(answer), eps_n / NANO, mech, created, charged)
+    body, eps_n, mech, created = row
+    return Stored(None, eps_n / NANO, mech, created, charged, body=body)
 
 
 # -- dpgate's views: indexed reads on a connection of their own ----------------

@@ -142,11 +142,9 @@ class ExtendedQuery:
             return self._finish_result(res.command_tag, res)
         fmts = _formats(p.result_formats, len(p.columns))
         end = len(res.rows) if not ev.max_rows else min(len(res.rows), p.pos + ev.max_rows)
-        rows = self._encode_rows(p.columns, fmts, res.rows[p.pos:end])
+        await self._send_rows(p.columns, fmts, res.rows[p.pos:end])
         chunked = p.pos > 0 or end < len(res.rows)
         n, p.pos = end - p.pos, end
-        for r in rows:
-            self.send(r)
         if end < len(res.rows):
             return self.send(m.PortalSuspended())
         tag = f"SELECT {n}" if chunked and res.command_tag.startswith("SELECT ") else res.command_tag

@@ -6,6 +6,7 @@ The server feeds bytes with :meth:`Session.receive_data`, pulls events with
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 STARTUP, SASL_INITIAL, SASL_CONTINUE, READY, CLOSED = "startup", "sasl1", "sasl2", "ready", "closed"
 _TXN_END = {"ROLLBACK", "COMMIT", "END", "ABORT"}
+THREAD_ROWS = 512       # results of this many rows are encoded on a worker thread
 _COMMENTS = re.compile(r"^(\s+|--[^\n]*(\n|$)|/\*.*?\*/)*", re.S)
 _ROLLBACK_TO = re.compile(r"^rollback(\s+(work|transaction))?\s+to\b", re.I)
 
@@ -210,6 +212,18 @@ class Session(ExtendedQuery):
             out.append(m.DataRow(tuple(t.encode(c.type_oid, v, f) for c, v, f in zip(cols, row, formats))))
         return out
 
+    def _row_bytes(self, cols: list[Column], formats: list[int], rows) -> bytes:
+        return b"".join(r.encode() for r in self._encode_rows(cols, formats, rows))
+
+    async def _send_rows(self, cols: list[Column], formats: list[int], rows) -> None:
+        """DataRow messages for ``rows``; a large result is encoded on a worker thread (10,000
+        rows of three columns take ≈50 ms of CPU, which would stall every other session)."""
+        if len(rows) >= THREAD_ROWS:
+            self._out += await asyncio.to_thread(self._row_bytes, cols, formats, rows)
+        else:
+            for r in self._encode_rows(cols, formats, rows):
+                self.send(r)
+
     def _start_result(self, sql: str, res: Result) -> None:
         for n in res.notices:
             self.send(m.NoticeResponse(message=n))
@@ -243,10 +257,13 @@ class Session(ExtendedQuery):
                 self._start_result(stmt, res)
                 if res.columns is not None:
                     fmts = [0] * len(res.columns)
-                    rows = self._encode_rows(res.columns, fmts, res.rows)
+                    mark = len(self._out)
                     self.send(self._row_description(res.columns, fmts))
-                    for r in rows:
-                        self.send(r)
+                    try:
+                        await self._send_rows(res.columns, fmts, res.rows)
+                    except BaseException:
+                        del self._out[mark:]          # no RowDescription without its rows
+                        raise
                 self._finish_result(res.command_tag, res)
         except Exception as exc:  # noqa: BLE001
             self._error(exc)

@@ -1,0 +1,178 @@
+"""Compact storage of released answers (issue 21, "Memory: a 10,000-cell release stored
+compactly"; the ledger's write ordering is :mod:`proxy.stores.ledger`'s).
+
+A released answer (``proxy.pipeline.release``: ``keys`` and ``values``, one list per cell,
+beside small metadata: half-widths, mechanisms, ε shares, labels, ``svt``, ``ladder``,
+``per_record``) used to be stored as its JSON text: ≈33 bytes per cell and value for a
+10,000-cell COUNT + AVG release (330 kB of text; the ledger grew by ≈0.7 MB with the
+SQLite pages and WAL), decoded with one ``json.loads`` that holds the GIL for 8–16 ms.
+
+Format 1 (written for answers of :data:`PACK_MIN_CELLS` cells or more) keeps the column
+``releases.answer`` a JSON text, so the ledger's own JSON reads keep working on SQLite and
+Postgres alike (``ladder_store.ladder_summaries``: ``json_extract(answer, '$.ladder.id')``)
+and no schema changes: the metadata stays plain JSON and the cells move, column by column,
+into one binary member, :data:`PACKED`::
+
+    {"half_width": [...], "mechanism": [...], ..., "~packed": "1:<base64 of zlib(payload)>"}
+
+    payload = u32 header length, header JSON {"n": cells, "widths": [k, m], "types": [...]},
+              then per column (keys' k columns, then values' m columns) u32 length + bytes:
+      "iW" every value a Python int: the values as W-byte signed little-endian integers
+           (W = 1, 2, 4 or 8: the narrowest that holds them), byte planes transposed (all
+           byte 0s, then all byte 1s, …)
+      "DW" the same over first differences (the first against 0), chosen when they are
+           smaller than the values (sorted keys: 1, 2, 3, … is stored as 1, 1, 1, …)
+      "d"  every value a Python float: IEEE-754 binary64 bits, byte planes transposed
+      "j"  anything else (text, bool, None, big ints, mixed): the column's JSON list
+
+Integers and floats come back exactly (bit for bit, NaN and -0.0 included) and with their
+Python type, so a decoded answer equals ``json.loads(json.dumps(answer))``. Transposed
+byte planes put the constant high bytes of counts, sorted keys and similar floats next to
+each other, where zlib removes them. Answers written before format 1 (plain JSON, no
+:data:`PACKED` member) are read as they are, so an old release is still served as a repeat.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import struct
+import sys
+import zlib
+from array import array
+
+from . import json_pieces
+
+PACKED = "~packed"          # the member holding the packed cells (never an answer's own key)
+VERSION = 1
+PACK_MIN_CELLS = 64         # smaller answers stay plain JSON (a few hundred bytes: nothing to gain)
+_U32 = struct.Struct("<I")
+_LITTLE = sys.byteorder == "little"
+
+
+def encode_answer(answer: dict) -> str:
+    """The text stored in ``releases.answer`` for ``answer`` (format 1 when it is large)."""
+    keys, values = answer.get("keys"), answer.get("values")
+    widths = _widths(keys, values)
+    if widths is None or PACKED in answer:
+        return json.dumps(answer)
+    n = len(keys)
+    columns = [[row[i] for row in keys] for i in range(widths[0])] + \
+              [[row[i] for row in values] for i in range(widths[1])]
+    types, blobs = [], []
+    for col in columns:
+        t, blob = _pack_column(col)
+        types.append(t)
+        blobs.append(blob)
+    header = json.dumps({"n": n, "widths": list(widths), "types": types}).encode()
+    payload = b"".join([_U32.pack(len(header)), header, *(_U32.pack(len(b)) + b for b in blobs)])
+    meta = {k: v for k, v in answer.items() if k not in ("keys", "values")}
+    meta[PACKED] = f"{VERSION}:" + base64.b64encode(zlib.compress(payload, 6)).decode("ascii")
+    return json.dumps(meta)
+
+
+def decode_answer(text: str | bytes) -> dict:
+    """The answer stored as ``text`` (format 1, or the plain JSON written before it)."""
+    doc = json_pieces.loads(text)       # (an old plain answer: in pieces, see json_pieces)
+    packed = doc.pop(PACKED, None) if isinstance(doc, dict) else None
+    if packed is None:
+        return doc
+    version, _, body = packed.partition(":")
+    if version != str(VERSION):
+        raise ValueError(f"stored answer in unknown format {version!r}")
+    payload = zlib.decompress(base64.b64decode(body))
+    (hlen,) = _U32.unpack_from(payload, 0)
+    header = json.loads(payload[4:4 + hlen])
+    n, (k, m), types = header["n"], header["widths"], header["types"]
+    pos, columns = 4 + hlen, []
+    for t in types:
+        (size,) = _U32.unpack_from(payload, pos)
+        columns.append(_unpack_column(t, payload[pos + 4:pos + 4 + size], n))
+        pos += 4 + size
+    keys = [list(r) for r in zip(*columns[:k])] if k else [[] for _ in range(n)]
+    values = [list(r) for r in zip(*columns[k:])] if m else [[] for _ in range(n)]
+    return {"keys": keys, "values": values, **doc}
+
+
+def _widths(keys, values) -> tuple[int, int] | None:
+    """(k, m) when ``keys`` and ``values`` are equally long lists of lists of one width each
+    and long enough to pack; else None (stored as plain JSON)."""
+    if not isinstance(keys, list) or not isinstance(values, list) or len(keys) != len(values):
+        return None
+    if len(keys) < PACK_MIN_CELLS:
+        return None
+    out = []
+    for rows in (keys, values):
+        if set(map(type, rows)) != {list}:
+            return None
+        w = set(map(len, rows))
+        if len(w) != 1:
+            return None
+        out.append(w.pop())
+    return out[0], out[1]
+
+
+def _planes(raw: bytes, width: int) -> bytes:
+    """Byte planes of ``width``-byte items: every item's byte 0, then every byte 1, …"""
+    return b"".join(raw[i::width] for i in range(width))
+
+
+def _unplanes(data: bytes, width: int) -> bytes:
+    n = len(data) // width
+    out = bytearray(len(data))
+    for i in range(width):
+        out[i::width] = data[i * n:(i + 1) * n]
+    return bytes(out)
+
+
+_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}          # signed array typecodes by width in bytes
+for _w, _c in _CODES.items():
+    assert array(_c).itemsize == _w
+
+
+def _width(lo: int, hi: int) -> int | None:
+    """The narrowest signed width (bytes) holding ``lo`` … ``hi``; None beyond int64."""
+    for w in (1, 2, 4, 8):
+        if -(1 << (8 * w - 1)) <= lo and hi < (1 << (8 * w - 1)):
+            return w
+    return None
+
+
+def _pack_column(col: list) -> tuple[str, bytes]:
+    kinds = set(map(type, col))
+    if kinds == {int}:
+        deltas = [col[0], *map(int.__sub__, col[1:], col[:-1])]
+        fits = [(w, rank, tag, v) for rank, (tag, v) in enumerate((("i", col), ("D", deltas)))
+                if (w := _width(min(v), max(v))) is not None]
+        if fits:                                    # the narrower; the values themselves on a tie
+            w, _, tag, v = min(fits, key=lambda f: f[:2])
+            return f"{tag}{w}", _planes(_ordered(array(_CODES[w], v)), w)
+    if kinds == {float}:
+        return "d", _planes(_ordered(array("d", col)), 8)
+    return "j", json.dumps(col).encode()
+
+
+def _unpack_column(t: str, data: bytes, n: int) -> list:
+    if t == "d":
+        return _native(array("d", _unplanes(data, 8))).tolist()
+    if t == "j":
+        return json.loads(data)
+    if t[:1] in ("i", "D") and t[1:] in ("1", "2", "4", "8"):
+        w = int(t[1:])
+        v = _native(array(_CODES[w], _unplanes(data, w))).tolist()
+        return v if t[0] == "i" else list(itertools.accumulate(v))
+    raise ValueError(f"stored answer column of unknown type {t!r}")
+
+
+def _ordered(a: array) -> bytes:
+    """``a``'s bytes, little-endian whatever the machine."""
+    if not _LITTLE:
+        a = array(a.typecode, a)
+        a.byteswap()
+    return a.tobytes()
+
+
+def _native(a: array) -> array:
+    if not _LITTLE:
+        a.byteswap()
+    return a
