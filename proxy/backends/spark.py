@@ -269,5 +269,26 @@ class SparkBackend:
         """Blocking: run one set-up statement."""
         self._open().sql(sql).collect()
 
+    def append(self, table: str, schema: list[tuple[str, str]], batches) -> None:
+        """Blocking: append ``batches`` ({column: values}; ``schema``: (column, Spark type))
+        to ``table`` as ONE Spark job (issue 22, ``dpgate ldp-load``): each batch is sent as
+        an Arrow table and appended to a staging table, then one ``INSERT … SELECT`` moves
+        them all (one commit: all rows or none); the staging table is dropped either way."""
+        import pyarrow as pa                          # pyspark's Connect client brings it
+        arrow = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "STRING": pa.string(), "BOOLEAN": pa.bool_(),
+                 "SMALLINT": pa.int16()}
+        s = self._open()
+        q = lambda n: "`" + n.replace("`", "``") + "`"  # noqa: E731
+        staging = f"{table}_dpgate_load_{uuid.uuid4().hex[:12]}"
+        cols = ", ".join(q(c) for c, _ in schema)
+        try:
+            s.sql(f"CREATE TABLE {q(staging)} ({', '.join(f'{q(c)} {t}' for c, t in schema)})").collect()
+            for b in batches:
+                data = pa.table({c: pa.array(b[c], type=arrow[t]) for c, t in schema})
+                s.createDataFrame(data).write.insertInto(staging)
+            s.sql(f"INSERT INTO {q(table)} ({cols}) SELECT {cols} FROM {q(staging)}").collect()
+        finally:
+            s.sql(f"DROP TABLE IF EXISTS {q(staging)}").collect()
+
     async def close(self) -> None:
         await asyncio.to_thread(self._lost)
