@@ -37,6 +37,7 @@ IDLE_PROBE_S = 1.0     # a session idle this long is checked (one round trip) be
 #: what the Connect client says when the server, or its session there, is gone
 _LOST = ("UNAVAILABLE", "Connection refused", "failed to connect", "NO_ACTIVE_SESSION", "INVALID_HANDLE",
          "SESSION_CHANGED", "SESSION_NOT_FOUND", "SESSION_CLOSED")
+UNAVAILABLE = "the Spark cluster is unavailable; nothing was charged"
 INSTALL_HINT = "the Spark backend needs pyspark's Connect client: pip install 'dpgate[spark]'"
 
 
@@ -61,6 +62,11 @@ def _policy(policy_class, total_s: float):
 def _probe(session) -> None:
     """One round trip (the server's version), under the session's capped retries."""
     session.version
+
+
+def _unreachable(e: BaseException) -> bool:
+    """``e`` says the server cannot be reached (after the capped retries)."""
+    return type(e).__name__ == "RetriesExceeded" or any(m in str(e) for m in _LOST[:3])
 
 
 def _lost_error(e: BaseException) -> bool:
@@ -128,6 +134,8 @@ class SparkBackend:
                     log.warning("spark session lost: %s", str(e).splitlines()[0] if str(e) else e)
                     self._session = None
                     _discard(s)
+                    if _unreachable(e):             # a new session would wait as long again
+                        raise BackendError("08006", UNAVAILABLE) from None
             if self._session is None:
                 cls, policy = _client_classes()
                 s = None
@@ -145,7 +153,7 @@ class SparkBackend:
                     if s is not None:
                         _discard(s)
                     log.warning("spark connect %s: %s", self.remote, str(e).splitlines()[0] if str(e) else e)
-                    raise BackendError("08006", "the Spark cluster is unavailable; nothing was charged") from None
+                    raise BackendError("08006", UNAVAILABLE) from None
                 self._session, self._used = s, time.monotonic()
             return self._session
 

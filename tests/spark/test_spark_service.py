@@ -6,8 +6,8 @@ levels (the float-exact level CASE, seed 003), per-record MAX (its second, level
 scan), MAX/MIN/median histograms, ladder tiers, HAVING/top-c. The two services draw from
 the same seeded source, so equal first scans give equal second scans. Over psycopg: a DP
 answer with its NOTICE, a repeat served free, ``statement_timeout`` interrupting a slow
-Spark job (charged: it ran), a CancelRequest interrupting one (57014). (Local tables are
-refused on Spark at config load: test_spark_config.py.)
+Spark job (charged: it ran), a CancelRequest interrupting one (57014). (Local tables on
+Spark: test_spark_local.py; a lost and restarted cluster: test_spark_reconnect.py.)
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _spark_config(remote: str) -> dict:
     cfg = _same_cells_everywhere(make_config({"kind": "spark", "remote": remote},
                                              limits={"statement_timeout_ms": TIMEOUT_MS}))
     cfg["demo"] = False                             # the demo loader writes DuckDB/Postgres
-    del cfg["tables"]["trips"]                      # a local table: refused on Spark (see below)
+    del cfg["tables"]["trips"]                      # a local table: test_spark_local.py
     for role in cfg["roles"].values():
         role.pop("insert", None)
     cfg["tables"]["slow"] = {"columns": {"g": {"type": "int", "domain": [0, 1, 2]}}}
