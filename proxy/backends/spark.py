@@ -51,10 +51,10 @@ def _client_classes():
 
 
 def _policy(policy_class, total_s: float):
-    """A retry policy giving up after about ``total_s`` (backoff 50, 200, 800 ms, … capped):
-    pyspark's default retries an unreachable server for ten minutes, which would hold a
-    statement (and its slot) long after the cluster was lost."""
-    backoff_ms = max(50, int(total_s * 1000 / 4))
+    """A retry policy giving up after about ``total_s`` (4 retries after 50, 200, 800 ms and
+    ``total_s``/2: 2.55 s for 3 s): pyspark's default retries an unreachable server for ten
+    minutes, which would hold a statement (and its slot) long after the cluster was lost."""
+    backoff_ms = max(50, int(total_s * 1000 / 2))
     return policy_class(max_retries=4, initial_backoff=50, backoff_multiplier=4.0, max_backoff=backoff_ms,
                         jitter=0)
 
