@@ -16,7 +16,6 @@ their own tables in their fixtures.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 
