@@ -450,10 +450,6 @@ class Config(StrictModel):
                 raise ValueError(f"tables.{name}.privacy: function = 'log' needs a correctly rounded LN, and "
                                  "Spark's (Java's) differs from Python's by an ulp on some values, which can "
                                  "move a record across a level bound; use 'inverse' or 'sqrt' (exact on Spark)")
-            if table.mode == "local" and self.backend.kind == "spark":   # issue 22: ingestion writes DuckDB/Postgres
-                raise ValueError(f"tables.{name}: local tables (mode = 'local') store their reports through "
-                                 "dpgate's ingestion, which writes DuckDB or Postgres, not Spark; serve this "
-                                 "table from a dpgate on a DuckDB or Postgres backend")
         return self
 
     def _check_references(self, name: str, table: "Table") -> None:

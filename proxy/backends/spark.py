@@ -3,11 +3,21 @@ outgrow one machine, on the data owner's own cluster (Databricks, EMR, a standal
 Spark) or a local Connect server.
 
 Each statement is ONE Spark SQL query (the rewriter's one scan, in the ``spark``
-dialect) collected on a worker thread: only the per-cell rows come back, never raw
-rows. Every query carries a tag; a CancelRequest or the statement timeout interrupts
-it on the cluster (``interruptTag``). A cluster that cannot be reached fails the
-statement with 08006 before anything is charged; a connection lost mid-query is
-charged (its time was observable); the next statement reconnects.
+dialect) run on a worker thread: only the per-cell rows come back, never raw rows, and
+they STREAM in (issue 22): the Connect client's Arrow batches are turned into the cell
+tuples one batch at a time (``toLocalIterator``), so a GROUP BY of a million cells never
+holds the whole Arrow result, its ``Row`` objects and the tuples at once (the release
+itself needs every cell: ``then`` gets the list of tuples). Every query carries a tag; a
+CancelRequest or the statement timeout interrupts it on the cluster (``interruptTag``).
+
+A lost cluster (issue 22): the client retries an unreachable server for a few seconds
+only (``RETRY_S``, not pyspark's ten minutes), then the statement fails with 08006. If
+the session was idle (``IDLE_PROBE_S``) or the last statement lost it, one round trip
+checks it before the query is sent, so a cluster that is down — or was restarted, and
+no longer knows the session — is 08006 before anything is charged, or a new session
+on the restarted server: the proxy reconnects by itself. A connection lost while a
+query ran is 08006 and charged (the scan ran: its time was observable, and a query
+can bring a cluster down).
 """
 from __future__ import annotations
 
@@ -22,6 +32,12 @@ from .base import BackendError, BackendTimeout
 log = logging.getLogger("dpgate.backend")
 
 INTERRUPT_GRACE_S = 5.0
+RETRY_S = 3.0          # how long an unreachable server is retried (query, probe) before 08006
+IDLE_PROBE_S = 1.0     # a session idle this long is checked (one round trip) before a query
+#: what the Connect client says when the server, or its session there, is gone
+_LOST = ("UNAVAILABLE", "Connection refused", "failed to connect", "NO_ACTIVE_SESSION", "INVALID_HANDLE",
+         "SESSION_CHANGED", "SESSION_NOT_FOUND", "SESSION_CLOSED")
+UNAVAILABLE = "the Spark cluster is unavailable; nothing was charged"
 INSTALL_HINT = "the Spark backend needs pyspark's Connect client: pip install 'dpgate[spark]'"
 
 
@@ -34,20 +50,29 @@ def _client_classes():
     return SparkSession, DefaultPolicy
 
 
-def _probe(session, policy_class, timeout_s: float) -> None:
-    """One round trip (the server's version) with retries capped near ``timeout_s``;
-    the client's own policy (retries for up to ten minutes, right for a running query)
-    is restored afterwards. Without this an unreachable cluster would hold the
-    statement for ten minutes before it failed."""
-    client = session.client
-    policies = client.get_retry_policies()
-    backoff_ms = max(50, int(timeout_s * 1000 / 4))
-    client.set_retry_policies([policy_class(max_retries=4, initial_backoff=50, backoff_multiplier=4.0,
-                                            max_backoff=backoff_ms, jitter=0)])
-    try:
-        session.version
-    finally:
-        client.set_retry_policies(policies)
+def _policy(policy_class, total_s: float):
+    """A retry policy giving up after about ``total_s`` (4 retries after 50, 200, 800 ms and
+    ``total_s``/2: 2.55 s for 3 s): pyspark's default retries an unreachable server for ten
+    minutes, which would hold a statement (and its slot) long after the cluster was lost."""
+    backoff_ms = max(50, int(total_s * 1000 / 2))
+    return policy_class(max_retries=4, initial_backoff=50, backoff_multiplier=4.0, max_backoff=backoff_ms,
+                        jitter=0)
+
+
+def _probe(session) -> None:
+    """One round trip (the server's version), under the session's capped retries."""
+    session.version
+
+
+def _unreachable(e: BaseException) -> bool:
+    """``e`` says the server cannot be reached (after the capped retries)."""
+    return type(e).__name__ == "RetriesExceeded" or any(m in str(e) for m in _LOST[:3])
+
+
+def _lost_error(e: BaseException) -> bool:
+    """``e`` says the server, or our session on it, is gone (not a failed query)."""
+    text = str(e)
+    return type(e).__name__ == "RetriesExceeded" or any(m in text for m in _LOST)
 
 
 def connect_url(remote: str, token: str | None = None, use_ssl: bool = False) -> str:
@@ -72,6 +97,13 @@ def _discard(session) -> None:
         pass
 
 
+def stream(df) -> list[tuple]:
+    """The rows of a Connect DataFrame as tuples, built one Arrow batch at a time (the
+    client's ``toLocalIterator``: the same conversion as ``collect()``, per batch), so
+    neither the whole Arrow result nor a ``Row`` per cell is held beside the tuples."""
+    return [tuple(r) for r in df.toLocalIterator()]
+
+
 class SparkBackend:
     """``[backend] kind = "spark"``: Spark Connect at ``remote``."""
 
@@ -85,18 +117,32 @@ class SparkBackend:
         self.catalog, self.database = catalog, database
         self.connect_timeout_s = connect_timeout_s
         self._session = None
+        self._used = 0.0            # monotonic time the session last answered
         self._lock = threading.Lock()
 
     # -- the session ---------------------------------------------------------------
     def _open(self):
-        """The Connect session (created on first use, again after a loss)."""
+        """The Connect session: created on first use and again after a loss; one that was
+        idle is checked first (a restarted server no longer knows it: a new one)."""
         with self._lock:
+            s = self._session
+            if s is not None and time.monotonic() - self._used > IDLE_PROBE_S:
+                try:
+                    _probe(s)
+                    self._used = time.monotonic()
+                except Exception as e:              # gone, or unknown to a restarted server
+                    log.warning("spark session lost: %s", str(e).splitlines()[0] if str(e) else e)
+                    self._session = None
+                    _discard(s)
+                    if _unreachable(e):             # a new session would wait as long again
+                        raise BackendError("08006", UNAVAILABLE) from None
             if self._session is None:
                 cls, policy = _client_classes()
                 s = None
                 try:
                     s = cls.builder.remote(self.url).create()
-                    _probe(s, policy, self.connect_timeout_s)
+                    s.client.set_retry_policies([_policy(policy, min(self.connect_timeout_s, RETRY_S))])
+                    _probe(s)
                     if self.catalog:
                         s.catalog.setCurrentCatalog(self.catalog)
                     if self.database:
@@ -107,8 +153,8 @@ class SparkBackend:
                     if s is not None:
                         _discard(s)
                     log.warning("spark connect %s: %s", self.remote, str(e).splitlines()[0] if str(e) else e)
-                    raise BackendError("08006", "the Spark cluster is unavailable; nothing was charged") from None
-                self._session = s
+                    raise BackendError("08006", UNAVAILABLE) from None
+                self._session, self._used = s, time.monotonic()
             return self._session
 
     def _lost(self) -> None:
@@ -128,7 +174,9 @@ class SparkBackend:
         try:
             if timing is not None:                # from here on the scan's time is observable
                 timing["started"] = True
-            return [tuple(r) for r in s.sql(sql).collect()]
+            rows = stream(s.sql(sql))
+            self._used = time.monotonic()
+            return rows
         finally:
             try:
                 s.removeTag(tag)
@@ -200,8 +248,7 @@ class SparkBackend:
         except Exception as e:
             name = type(e).__name__
             text = str(e)
-            if "UNAVAILABLE" in text or "Connection refused" in text or name in ("SparkConnectGrpcException",
-                                                                                 "RetriesExceeded"):
+            if _lost_error(e):
                 self._lost()                      # the next statement reconnects
                 log.warning("spark: %s: %s", name, text.splitlines()[0] if text else "")
                 raise BackendError("08006", "the Spark cluster connection was lost during the query") from None
@@ -224,11 +271,32 @@ class SparkBackend:
 
     def query(self, sql: str) -> list[tuple]:
         """Blocking: rows of ``sql`` (set-up and checks, not statements)."""
-        return [tuple(r) for r in self._open().sql(sql).collect()]
+        return stream(self._open().sql(sql))
 
     def execute_script(self, sql: str) -> None:
         """Blocking: run one set-up statement."""
         self._open().sql(sql).collect()
+
+    def append(self, table: str, schema: list[tuple[str, str]], batches) -> None:
+        """Blocking: append ``batches`` ({column: values}; ``schema``: (column, Spark type))
+        to ``table`` as ONE Spark job (issue 22, ``dpgate ldp-load``): each batch is sent as
+        an Arrow table and appended to a staging table, then one ``INSERT … SELECT`` moves
+        them all (one commit: all rows or none); the staging table is dropped either way."""
+        import pyarrow as pa                          # pyspark's Connect client brings it
+        arrow = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "STRING": pa.string(), "BOOLEAN": pa.bool_(),
+                 "SMALLINT": pa.int16()}
+        s = self._open()
+        q = lambda n: "`" + n.replace("`", "``") + "`"  # noqa: E731
+        staging = f"{table}_dpgate_load_{uuid.uuid4().hex[:12]}"
+        cols = ", ".join(q(c) for c, _ in schema)
+        try:
+            s.sql(f"CREATE TABLE {q(staging)} ({', '.join(f'{q(c)} {t}' for c, t in schema)})").collect()
+            for b in batches:
+                data = pa.table({c: pa.array(b[c], type=arrow[t]) for c, t in schema})
+                s.createDataFrame(data).write.insertInto(staging)
+            s.sql(f"INSERT INTO {q(table)} ({cols}) SELECT {cols} FROM {q(staging)}").collect()
+        finally:
+            s.sql(f"DROP TABLE IF EXISTS {q(staging)}").collect()
 
     async def close(self) -> None:
         await asyncio.to_thread(self._lost)

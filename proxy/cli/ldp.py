@@ -13,6 +13,7 @@ from ..backends import open_backend
 from ..ingest.ldp_specs import guarantee
 from ..ingest.ldp_load import (BATCH, Encoder, IngestError, Progress, batch_len, csv_batches,
                                duck_table_batches, load_rows_duckdb, load_rows_postgres, pg_table_batches)
+from ..ingest.ldp_spark import load_rows_spark
 from .service import resolve
 
 
@@ -79,6 +80,15 @@ def cmd_ldp_load(args) -> int:
                    else duck_table_batches(backend, lay, args.from_table, batch))
             n = load_rows_duckdb(backend, lay, src, reports=reports, progress=prog)
             asyncio.run(backend.close())
+        elif backend.dialect == "spark":             # issue 22: reports stored in Spark
+            if path is None:
+                raise IngestError("0A000", "--from-table is not implemented on Spark: load a CSV (raw rows, "
+                                  "perturbed here), or a reports CSV made by ldp-perturb (--reports)")
+            try:
+                n = load_rows_spark(backend, lay, csv_batches(lay, path, batch, args.delimiter, reports, warn),
+                                    reports=reports, progress=prog)
+            finally:
+                asyncio.run(backend.close())
         else:
             async def run():
                 await backend.connect()

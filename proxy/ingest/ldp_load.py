@@ -239,7 +239,8 @@ async def ensure_postgres(conn, lay: Layout) -> Layout:
     return resolved_layout(lay, have)
 
 
-def _encoder(lay: Layout, stored: Layout, source, reports: bool) -> Encoder:
+def encoder_for(lay: Layout, stored: Layout, source, reports: bool) -> Encoder:
+    """The encoder of a load into the report table stored as ``stored``."""
     if reports and [c.levels for c in stored.categories] != [c.levels for c in lay.categories]:
         raise LayoutMismatch(f"{stored.reports} stores Subset levels "
                              f"{[c.levels for c in stored.categories]}, the config's ladder gives "
@@ -367,7 +368,7 @@ def load_rows_duckdb(backend, lay: Layout, batches: Iterable[dict], *, source=No
     cur = backend._cursor()
     total = 0
     try:
-        enc = _encoder(lay, ensure_duckdb(cur, lay), source, reports)
+        enc = encoder_for(lay, ensure_duckdb(cur, lay), source, reports)
         lay = enc.lay
         cur.begin()
         try:
@@ -395,7 +396,7 @@ async def load_rows_postgres(backend, lay: Layout, batches, *, source=None, repo
     total = 0
     async with backend.pool.connection() as conn:
         async with conn.transaction():
-            enc = _encoder(lay, await ensure_postgres(conn, lay), source, reports)
+            enc = encoder_for(lay, await ensure_postgres(conn, lay), source, reports)
             lay = enc.lay
             async for cols in _aiter(batches):
                 n = batch_len(cols)

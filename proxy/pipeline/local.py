@@ -55,6 +55,7 @@ TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
 DELTA = 0.05                     # percentile rank-error bounds hold with probability 1 - DELTA
 _PLANS: OrderedDict = OrderedDict()
 _BUCKETS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_WRITES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Spark: one INSERT at a time
 
 
 def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
@@ -457,11 +458,15 @@ async def insert_local(conn, sql: str, params: list):
     schema = [c for c, _ in lay.report_schema()]
     tuples = ", ".join("(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")"
                        for i in range(n))
-    ins = (f'INSERT INTO "{lay.reports}" ({", ".join(chr(34) + c + chr(34) for c in schema)}) '
-           f"VALUES {tuples}")
+    q = "`" if dialect == "spark" else '"'            # Spark: backquoted identifiers (issue 22)
+    ins = f"INSERT INTO {q}{lay.reports}{q} ({', '.join(q + c + q for c in schema)}) VALUES {tuples}"
     if dialect == "postgres":
         ins = f"WITH ins AS ({ins} RETURNING 1) SELECT COUNT(*) FROM ins"
-    await _fetch(conn, ins)            # once the write is sent the rows stay counted, whatever its outcome
+    if dialect == "spark":             # concurrent appends to one Parquet table share its _temporary
+        async with _WRITES.setdefault(gw, asyncio.Lock()):      # directory: this proxy sends one at a time
+            await _fetch(conn, ins)
+    else:
+        await _fetch(conn, ins)        # once the write is sent the rows stay counted, whatever its outcome
     return Result(f"INSERT 0 {n}"), "ldp-insert", 0.0
 
 

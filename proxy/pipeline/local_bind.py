@@ -19,6 +19,7 @@ import numpy as np
 from mechanisms.metric_ldp import (GroupSpec, Query, affine_terms, prefix_queries,
                                    private_weight_sum_query, report_columns, variance_queries)
 from mechanisms.metric_ldp.weights import bucket_weights, prefix_indicator
+from rewriter.emit import from_postgres
 from rewriter.local import LocalPlan
 from rewriter.local_sql import (AggNumbers, Estimate, ScanColumns, estimate_sql, quantile_sql, to_sql,
                                 variance_sql)
@@ -106,8 +107,13 @@ def bind(plan: LocalPlan) -> tuple[BoundAgg, ...]:
 
 
 def scan(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
-    """The plan's ONE report scan (:func:`rewriter.local_sql.to_sql` with its numbers)."""
-    return to_sql(plan, dialect, tuple(b.numbers for b in bind(plan)))
+    """The plan's ONE report scan (:func:`rewriter.local_sql.to_sql` with its numbers); on
+    Spark written in Postgres spelling and transpiled (``from_postgres``, issue 22)."""
+    numbers = tuple(b.numbers for b in bind(plan))
+    if dialect == "spark":
+        text, cols = to_sql(plan, "postgres", numbers)
+        return from_postgres(text, "spark"), cols
+    return to_sql(plan, dialect, numbers)
 
 
 # -- the estimators of any GroupSpec as SQL text (M2/M3/M4; tests and benches) ---------------

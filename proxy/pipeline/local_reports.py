@@ -8,6 +8,7 @@ import logging
 import weakref
 
 from ..ingest.ldp_load import IngestError, ensure_duckdb, ensure_postgres
+from ..ingest.ldp_spark import ensure_spark
 from ..wire.api import SqlError
 
 __all__ = ["ensure_reports", "stored_layout"]
@@ -38,6 +39,8 @@ async def ensure_reports(gw, lay):
         try:
             if gw.backend.dialect == "duckdb":
                 stored = await asyncio.to_thread(_ensure_duck, gw.backend, lay)
+            elif gw.backend.dialect == "spark":      # issue 22: reports stored in Spark
+                stored = await asyncio.to_thread(ensure_spark, gw.backend, lay)
             else:
                 async with gw.backend.pool.connection(timeout=10) as conn:
                     stored = await ensure_postgres(conn, lay)

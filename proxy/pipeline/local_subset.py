@@ -15,6 +15,7 @@ import itertools
 import math
 
 from rewriter.local import layout
+from rewriter.emit import from_postgres
 from rewriter.local_subset import Category, SubsetPlan, subset_sql
 
 from ..ingest.subset_ingest import estimate_from_counts, ladder_of, realised, tier_template, top
@@ -100,13 +101,21 @@ def _coalition_line(cat: Category, cfg, level: float) -> str:
             f"row), not Σε = {indep:g}")
 
 
+def scan_sql(plan: SubsetPlan, cat: Category, level: float, dialect: str) -> str:
+    """The Subset scan for ``dialect``: on Spark written in Postgres spelling, then
+    transpiled (``rewriter.emit.from_postgres``: backquoted identifiers, issue 22)."""
+    if dialect == "spark":
+        return from_postgres(subset_sql(plan, cat, level, "postgres"), "spark")
+    return subset_sql(plan, cat, level, dialect)
+
+
 async def answer_subset(conn, plan: SubsetPlan, fetch):
     """Answer a Subset plan for the connecting role's tier: (Result, "ldp", 0.0)."""
     gw = conn.gw
     stored = await ensure_reports(gw, plan.layout)
     cat = stored.category(plan.category)
     level, tname, tier = serve_level(gw.config, conn.role, cat, stored.name)
-    cells = await fetch(conn, subset_sql(plan, cat, level, gw.backend.dialect))
+    cells = await fetch(conn, scan_sql(plan, cat, level, gw.backend.dialect))
     rows, hw, n = subset_answer(plan, cat, level, cells)
     many = " (max over rows)" if plan.public_keys else ""
     count = next(o.name for o in plan.outputs if o.source == "aggregate")
@@ -134,7 +143,7 @@ async def explain_subset(conn, plan: SubsetPlan) -> Result:
              + ", ".join(f"±{tier_template(ladder_of(cat), level, n)['half_width']:.3g} at n = {n:,}"
                          for n in (1_000, 10_000, 100_000)) + " reports",
              f"   {_coalition_line(cat, gw.config, level)}",
-             " backend SQL (one scan):", "   " + subset_sql(plan, cat, level, gw.backend.dialect)]
+             " backend SQL (one scan):", "   " + scan_sql(plan, cat, level, gw.backend.dialect)]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 
 

@@ -1,7 +1,7 @@
-"""config/examples/spark.toml loads (issue 22), and what Spark cannot serve is refused at
-config load with a hint: local tables (ingestion writes DuckDB/Postgres), the demo loader, and
-the per-record ``log`` function (Spark's LN is not Python's to the ulp: test_spark_levels.py).
-No Spark server needed."""
+"""config/examples/spark.toml loads (issue 22), local tables are accepted on Spark (their
+reports are stored in Spark: test_spark_local.py), and what Spark cannot serve is refused at
+config load with a hint: the demo loader, and the per-record ``log`` function (Spark's LN is
+not Python's to the ulp: test_spark_levels.py). No Spark server needed."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,11 +20,11 @@ def test_example_loads():
     assert cfg.source_of("pums") == "pums" and not cfg.demo
 
 
-def test_local_table_refused_on_spark():
+def test_local_table_accepted_on_spark():
     data = make_config({"kind": "spark", "remote": "sc://h:15002"})
     data["demo"] = False
-    with pytest.raises((ValueError, ConfigError), match=r"tables.trips: local tables .* DuckDB or Postgres"):
-        parse_config(data)
+    cfg = parse_config(data)
+    assert cfg.tables["trips"].mode == "local" and cfg.backend.kind == "spark"
 
 
 def test_demo_refused_on_spark():

@@ -21,7 +21,7 @@ class LocalSparkConnect(SparkServer):
         super().__init__(workdir, remote=os.environ.get("DPGATE_TEST_SPARK_REMOTE"))
 
 
-#: the demo's central tables (the local table ``trips`` is refused on Spark: config load)
+#: the demo's central tables (the local table ``trips``: tests/spark/test_spark_local.py)
 DEMO_TABLES = ("pums", "people", "purchases", "accounts", "stores", "customers", "orders", "order_items")
 
 
