@@ -96,8 +96,10 @@ def default_workers() -> int:
 
 
 def writer_roles(cfg: Config) -> list[str]:
-    """Roles that may INSERT into a local table of an embedded DuckDB file (a writer)."""
-    if cfg.backend.kind != "duckdb":
+    """Roles that may INSERT into a local table that takes one writer: an embedded DuckDB file
+    (one writer process), or a Spark reports table (appends to one table share its
+    ``_temporary`` directory, so a proxy sends them one at a time: ``pipeline.local``)."""
+    if cfg.backend.kind not in ("duckdb", "spark"):
         return []
     return [f"{r} ({', '.join(spec.insert)})" for r, spec in cfg.roles.items() if spec.insert]
 
@@ -114,7 +116,7 @@ def resolve_workers(cfg: Config, args) -> int:
         return 1 if writers else default_workers()
     if asked > 1 and writers:
         raise ConfigError(
-            f"--workers {asked}: the embedded DuckDB file has one writer, and INSERT into a local table is "
+            f"--workers {asked}: the {cfg.backend.kind} backend's local tables take one writer, and INSERT into a local table is "
             f"granted to {'; '.join(writers)}. Run --workers 1, or use the Postgres backend, or drop the "
             "INSERT grants and load reports with `dpgate ldp-load` while the proxy is stopped")
     return asked

@@ -211,7 +211,7 @@ def test_a_config_that_needs_a_duckdb_writer_gets_one_worker():
     writer = parse_config(make_config({"kind": "duckdb", "path": "x.duckdb"}), "t")   # INSERT into trips
     assert resolve_workers(writer, Namespace(workers=None)) == 1
     assert resolve_workers(writer, Namespace(workers=1)) == 1
-    with pytest.raises(ConfigError, match=r"--workers 2: the embedded DuckDB file has one writer.*producer"):
+    with pytest.raises(ConfigError, match=r"--workers 2: the duckdb backend.s local tables take one writer.*producer"):
         resolve_workers(writer, Namespace(workers=2))
     data = make_config({"kind": "duckdb", "path": "x.duckdb"})
     for spec in data["roles"].values():
@@ -249,3 +249,13 @@ def test_workers_that_keep_dying_stop_the_service_with_exit_1(tmp_path):
     time.sleep(0.2)
     assert any("worker deaths within 60 s: stopping" in x for x in proc.output), "".join(proc.output)
     assert len(killed) >= 6 and not any("dpgate: stopped" in x for x in proc.output)
+
+
+def test_a_spark_config_with_insert_grants_gets_one_worker():
+    """Spark's reports table takes one INSERT at a time (pipeline.local), so the rule is DuckDB's."""
+    data = make_config({"kind": "spark", "remote": "sc://localhost:15002"})
+    data["demo"] = False                                  # demo data is DuckDB's or Postgres's
+    writer = parse_config(data, "t")
+    assert resolve_workers(writer, Namespace(workers=None)) == 1
+    with pytest.raises(ConfigError, match=r"--workers 2: the spark backend.s local tables take one writer"):
+        resolve_workers(writer, Namespace(workers=2))
