@@ -3,9 +3,11 @@
     python -m bench.user_level [--quick]
 
 Data: TPC-H from ``tpchgen-cli`` (``bench/tpch.py``; scale factor 0.01 with --quick, 0.1
-otherwise) in a DuckDB file. The privacy unit is the customer: ``lineitem_c`` (the owner's
-view lineitem ⋈ orders carrying ``o_custkey``) and ``orders`` declare
-``privacy_unit = "o_custkey"`` with ``max_rows_per_unit`` R and ``max_groups_per_unit`` G
+otherwise) in a DuckDB file. The privacy unit is the customer, through dpgate's own
+foreign-key path: ``lineitem`` declares ``privacy_unit = "orders.o_custkey"`` with
+``references = { l_orderkey = "orders" }`` (the scan looks each line's customer up in
+``orders`` by its key ``o_orderkey``: :mod:`rewriter.joins`), ``orders`` declares
+``privacy_unit = "o_custkey"``; ``max_rows_per_unit`` R and ``max_groups_per_unit`` G are
 read from the data's per-customer distribution (95th percentiles, ``tpch.bounds``).
 Column bounds are the TPC-H specification's value ranges (public).
 
@@ -20,7 +22,8 @@ For each query and ε ∈ {0.1, 1, 10} one table prints, side by side:
   ``mechanism_epsilon`` (ε/k by group privacy; rewriter/unit.py, README "People, not rows");
 * "bias": the same for the bounded scan's exact measures (no noise), median over the salts;
 * SmartNoise SQL (``snsql``, the ``bench`` extra) on the same rows (its pandas reader over
-  the same DuckDB tables), ``private_id`` = o_custkey, ``max_ids`` = k, the same total rows
+  the same DuckDB tables; lineitem joined to orders by the bench, ``tpch.LINEITEM_UNIT``,
+  as SmartNoise has no foreign-key path), ``private_id`` = o_custkey, ``max_ids`` = k, the same total rows
   per customer as dpgate's bound (so the two have the same L1 sensitivity; ``--sn-max-ids R``:
   the row bound alone), median over RUNS executions, at EQUAL TOTAL
   ε: SmartNoise charges ε per statistic (AVG = SUM/COUNT), so each statistic gets
@@ -28,8 +31,9 @@ For each query and ε ∈ {0.1, 1, 10} one table prints, side by side:
   domain). Where SmartNoise refuses a measure (its noise-scale cap of 10^7 or an
   aggregate over an expression), the row says so, and its other measures run in a
   statement of their own at the same per-statistic ε;
-* the time of dpgate's bounded scan over the raw query's, on DuckDB (median of
-  TIMING_PAIRS paired runs, alternating order).
+* the time of dpgate's bounded scan (with its lookup of each line's customer) over the
+  analyst's own query (``FROM lineitem``: no join), on DuckDB (median of TIMING_PAIRS
+  paired runs, alternating order).
 
 Not like for like (said under the table): SmartNoise states a δ (its reservoir sampling
 of max_ids rows per id), samples its rows with random() at every execution (dpgate: a
@@ -95,11 +99,11 @@ class Query:
 
 
 QUERIES = (
-    Query("Q1", "lineitem_c", ("l_returnflag", "l_linestatus"),
+    Query("Q1", "lineitem", ("l_returnflag", "l_linestatus"),
           ("SUM(l_quantity)", "AVG(l_extendedprice)", "COUNT(*)")),
-    Query("Q6", "lineitem_c", (), ("SUM(l_extendedprice * l_discount)",), Q6_WHERE,
+    Query("Q6", "lineitem", (), ("SUM(l_extendedprice * l_discount)",), Q6_WHERE,
           sn_refuses="no aggregate over an expression"),
-    Query("Q6'", "lineitem_c", (), ("SUM(l_extendedprice)",), Q6_WHERE),
+    Query("Q6'", "lineitem", (), ("SUM(l_extendedprice)",), Q6_WHERE),
     Query("O1", "orders", ("o_orderpriority",), ("COUNT(*)",)),
     Query("O2", "orders", (), ("AVG(o_totalprice)",)),
 )
@@ -107,8 +111,8 @@ QUERIES = (
 # Bounds from the TPC-H specification (public): l_quantity 1..50, l_extendedprice =
 # quantity × p_retailprice (≤ 2,099), l_discount 0..0.10, o_totalprice ≤ 7 lines × 104,950 × 1.08 tax.
 COLUMNS = {
-    "lineitem_c": {
-        UNIT: {"type": "int"},
+    "lineitem": {
+        "l_orderkey": {"type": "int"},
         "l_quantity": {"type": "float", "lower": 0, "upper": 50},
         "l_extendedprice": {"type": "float", "lower": 0, "upper": 105000},
         "l_discount": {"type": "float", "lower": 0, "upper": 0.1},
@@ -117,23 +121,29 @@ COLUMNS = {
         "l_shipdate": {"type": "date", "lower": "1992-01-01", "upper": "1998-12-31"},
     },
     "orders": {
+        "o_orderkey": {"type": "int"},
         UNIT: {"type": "int"},
         "o_totalprice": {"type": "float", "lower": 0, "upper": 800000},
         "o_orderpriority": {"type": "text",
                             "domain": ["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"]},
     },
 }
-GROUPS = {"lineitem_c": ["l_returnflag", "l_linestatus"], "orders": ["o_orderpriority"]}
+TABLES = {   # dpgate's declarations: the unit, the key, the foreign-key path
+    "lineitem": {"privacy_unit": "orders." + UNIT, "references": {"l_orderkey": "orders"}},
+    "orders": {"privacy_unit": UNIT, "key": "o_orderkey"},
+}
+GROUPS = {"lineitem": ["l_returnflag", "l_linestatus"], "orders": ["o_orderpriority"]}
+UNIT_ROWS = {"lineitem": tpch.LINEITEM_UNIT, "orders": "orders"}    # the bench's own view: each row's customer
 SN_FRAMES = {   # the rows SmartNoise reads: the same declared columns, money as DOUBLE
-    "lineitem_c": "SELECT o_custkey, l_quantity, l_extendedprice, l_discount, l_returnflag, l_linestatus, "
-                  "strftime(l_shipdate, '%Y-%m-%d') AS l_shipdate FROM lineitem_c",
+    "lineitem": "SELECT o_custkey, l_quantity, l_extendedprice, l_discount, l_returnflag, l_linestatus, "
+                "strftime(l_shipdate, '%Y-%m-%d') AS l_shipdate FROM " + tpch.LINEITEM_UNIT,
     "orders": "SELECT o_custkey, o_totalprice::DOUBLE AS o_totalprice, o_orderpriority FROM orders",
 }
 
 
 def dp_config(bounds: dict[str, tuple[int, int]]):
     """dpgate's config: both tables with the customer as unit and the chosen (G, R)."""
-    tables = {t: {"privacy_unit": UNIT, "max_groups_per_unit": g, "max_rows_per_unit": r, "columns": cols}
+    tables = {t: {**TABLES[t], "max_groups_per_unit": g, "max_rows_per_unit": r, "columns": cols}
               for t, cols in COLUMNS.items() for g, r in [bounds[t]]}
     return parse_config({"tiers": {"default": {"epsilon": 1, "budget": 10}}, "roles": {"a": {"tier": "default"}},
                          "server": {"auth": "trust"}, "tables": tables})
@@ -252,11 +262,11 @@ class SmartNoise:
             self.readers[t] = PandasReader(df, self.meta(t, 1))
 
     def meta(self, table: str, max_ids: int) -> dict:
-        cols = {}
+        cols = {UNIT: {"type": "int", "private_id": True}}
         for c, spec in COLUMNS[table].items():
-            if c == UNIT:
-                cols[c] = {"type": "int", "private_id": True}
-            elif spec["type"] == "float":
+            if spec["type"] == "int":                # the unit and the keys: not read by a query
+                continue
+            if spec["type"] == "float":
                 cols[c] = {"type": "float", "lower": spec["lower"], "upper": spec["upper"]}
             else:                                     # text keys; dates as ISO strings
                 cols[c] = {"type": "string"}
@@ -325,9 +335,10 @@ def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
         tpch.load(tpch.generate(scale, Path(tmp) / "parquet"), Path(tmp) / "tpch.duckdb")
         con = duckdb.connect(str(Path(tmp) / "tpch.duckdb"), read_only=True)
         gen = time.time() - t0
-        bounds = bounds or {t: tpch.bounds(con, t, UNIT, GROUPS[t]) for t in COLUMNS}
+        bounds = bounds or {t: tpch.bounds(con, UNIT_ROWS[t], UNIT, GROUPS[t]) for t in COLUMNS}
         cfg = dp_config(bounds)
-        sizes = {t: con.execute(f"SELECT COUNT(*), COUNT(DISTINCT {UNIT}) FROM {t}").fetchone() for t in COLUMNS}
+        sizes = {t: con.execute(f"SELECT COUNT(*), COUNT(DISTINCT {UNIT}) FROM {UNIT_ROWS[t]}").fetchone()
+                 for t in COLUMNS}
         try:
             sn, sn_note = SmartNoise(con), None
         except ImportError as e:
@@ -350,8 +361,8 @@ def report(res: dict, scale: float) -> bool:
     b, s = res["bounds"], res["sizes"]
     runs, sn_runs, pairs = res["runs"], res["sn_runs"], res["pairs"]
     print(f"\nPeople, not rows on TPC-H SF {scale:g}: the customer (o_custkey) is the privacy unit — "
-          f"lineitem_c {s['lineitem_c'][0]:,} rows / orders {s['orders'][0]:,} rows, {s['orders'][1]:,} customers")
-    print(f"bounds (95th percentiles per customer): lineitem_c G = {b['lineitem_c'][0]}, R = {b['lineitem_c'][1]}; "
+          f"lineitem {s['lineitem'][0]:,} rows / orders {s['orders'][0]:,} rows, {s['orders'][1]:,} customers")
+    print(f"bounds (95th percentiles per customer): lineitem G = {b['lineitem'][0]}, R = {b['lineitem'][1]}; "
           f"orders G = {b['orders'][0]}, R = {b['orders'][1]}\n")
     eps_head = " | ".join(f"{'ε=' + format(e, 'g'):^17}" for e in EPSILONS)
     print(f"{'':31} {'':>4} {'':>6} | {eps_head} | {'scan time, DuckDB':^24}")
@@ -384,8 +395,9 @@ def report(res: dict, scale: float) -> bool:
           "Q1: SELECT l_returnflag, l_linestatus, SUM(l_quantity), AVG(l_extendedprice), COUNT(*) … GROUP BY 1, 2;\n"
           "Q6: SUM(l_extendedprice * l_discount) WHERE l_shipdate in 1994, l_discount 0.05–0.07, l_quantity < 24;\n"
           "Q6': SUM(l_extendedprice), same filter; O1: o_orderpriority, COUNT(*) GROUP BY 1; O2: AVG(o_totalprice).\n"
-          "The FK path is the owner's view: lineitem_c = lineitem ⋈ orders (l_orderkey = o_orderkey) carrying o_custkey;\n"
-          "dpgate's own FK paths are not implemented yet. Bounds G, R were read from the raw data (a bench shortcut: an\n"
+          "lineitem's customer is found through dpgate's FK path (privacy_unit = orders.o_custkey, references\n"
+          "l_orderkey = orders): dp ms includes that lookup, raw ms is the analyst's query FROM lineitem (no join).\n"
+          "SmartNoise reads lineitem joined to orders by the bench. Bounds G, R were read from the raw data (a bench shortcut: an\n"
           "owner would take them from public knowledge); column bounds from the TPC-H spec.\n"
           f"SmartNoise: private_id = o_custkey, max_ids = {SN_IDS[res['sn_ids']]}, censor_dims off, equal\n"
           "total ε (each statistic ε / its number of statistics; AVG = SUM/COUNT), δ = "
