@@ -63,15 +63,18 @@ def percentile(con, sql: str, p: float) -> int:
     return max(1, int(v))
 
 
-def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95) -> tuple[int, int]:
+def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95,
+           total: bool = False) -> tuple[int, int]:
     """(G, R) from the data's per-unit distribution: R = the ``p``-quantile of rows per
     (unit, cell of ``group``), G = the ``p``-quantile of cells per unit (1 without a group).
+    ``total`` (``max_rows_scope = "total"``): R = the ``p``-quantile of rows per unit in
+    all, G = the most cells any unit is in (binds nothing: no L0 ranking).
     Read from the raw data by the owner, outside any budget: in a real deployment these
     come from public knowledge of the schema (a bench shortcut, said in its footnote)."""
-    keys = ", ".join([unit, *group])
+    keys = ", ".join([unit, *([] if total else group)])
     r = percentile(con, f"SELECT COUNT(*) AS n FROM {source} GROUP BY {keys}", p)
     if not group:
         return 1, r
     cells = ", ".join(group)
-    g = percentile(con, f"SELECT COUNT(DISTINCT ({cells})) AS n FROM {source} GROUP BY {unit}", p)
+    g = percentile(con, f"SELECT COUNT(DISTINCT ({cells})) AS n FROM {source} GROUP BY {unit}", 1.0 if total else p)
     return g, r

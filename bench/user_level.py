@@ -141,9 +141,11 @@ SN_FRAMES = {   # the rows SmartNoise reads: the same declared columns, money as
 }
 
 
-def dp_config(bounds: dict[str, tuple[int, int]]):
-    """dpgate's config: both tables with the customer as unit and the chosen (G, R)."""
-    tables = {t: {**TABLES[t], "max_groups_per_unit": g, "max_rows_per_unit": r, "columns": cols}
+def dp_config(bounds: dict[str, tuple[int, int]], scope: str = "total"):
+    """dpgate's config: both tables with the customer as unit, the chosen (G, R) and
+    ``max_rows_scope`` (R per cell, or R in all)."""
+    tables = {t: {**TABLES[t], "max_groups_per_unit": g, "max_rows_per_unit": r, "max_rows_scope": scope,
+                  "columns": cols}
               for t, cols in COLUMNS.items() for g, r in [bounds[t]]}
     return parse_config({"tiers": {"default": {"epsilon": 1, "budget": 10}}, "roles": {"a": {"tier": "default"}},
                          "server": {"auth": "trust"}, "tables": tables})
@@ -325,7 +327,7 @@ def pct(x) -> str:
 
 
 def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
-        bounds: dict[str, tuple[int, int]] | None = None, sn_ids: str = "k") -> dict:
+        bounds: dict[str, tuple[int, int]] | None = None, sn_ids: str = "k", scope: str = "total") -> dict:
     """Everything the table prints, from one run on freshly generated data; the bounds
     (G, R) per table are the 95th percentiles of the per-customer distribution unless given.
     ``sn_ids``: SmartNoise's max_ids = dpgate's k (equal sensitivity) or its R (the row bound
@@ -335,8 +337,9 @@ def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
         tpch.load(tpch.generate(scale, Path(tmp) / "parquet"), Path(tmp) / "tpch.duckdb")
         con = duckdb.connect(str(Path(tmp) / "tpch.duckdb"), read_only=True)
         gen = time.time() - t0
-        bounds = bounds or {t: tpch.bounds(con, UNIT_ROWS[t], UNIT, GROUPS[t]) for t in COLUMNS}
-        cfg = dp_config(bounds)
+        bounds = bounds or {t: tpch.bounds(con, UNIT_ROWS[t], UNIT, GROUPS[t], total=scope == "total")
+                            for t in COLUMNS}
+        cfg = dp_config(bounds, scope)
         sizes = {t: con.execute(f"SELECT COUNT(*), COUNT(DISTINCT {UNIT}) FROM {UNIT_ROWS[t]}").fetchone()
                  for t in COLUMNS}
         try:
@@ -353,7 +356,7 @@ def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
             rows.append((q, dp, times, sne))
         con.close()
     return {"rows": rows, "bounds": bounds, "sizes": sizes, "gen": gen, "sn_note": sn_note,
-            "runs": runs, "sn_runs": sn_runs, "draws": draws, "pairs": pairs, "sn_ids": sn_ids}
+            "runs": runs, "sn_runs": sn_runs, "draws": draws, "pairs": pairs, "sn_ids": sn_ids, "scope": scope}
 
 
 def report(res: dict, scale: float) -> bool:
@@ -362,7 +365,10 @@ def report(res: dict, scale: float) -> bool:
     runs, sn_runs, pairs = res["runs"], res["sn_runs"], res["pairs"]
     print(f"\nPeople, not rows on TPC-H SF {scale:g}: the customer (o_custkey) is the privacy unit — "
           f"lineitem {s['lineitem'][0]:,} rows / orders {s['orders'][0]:,} rows, {s['orders'][1]:,} customers")
-    print(f"bounds (95th percentiles per customer): lineitem G = {b['lineitem'][0]}, R = {b['lineitem'][1]}; "
+    scope = ("max_rows_scope = total: R = 95th percentile of rows per customer in all, G = the most cells any "
+             "customer is in (binds nothing)" if res["scope"] == "total" else
+             "max_rows_scope = cell: R = 95th percentile of rows per customer per cell, G = of cells per customer")
+    print(f"bounds ({scope}): lineitem G = {b['lineitem'][0]}, R = {b['lineitem'][1]}; "
           f"orders G = {b['orders'][0]}, R = {b['orders'][1]}\n")
     eps_head = " | ".join(f"{'ε=' + format(e, 'g'):^17}" for e in EPSILONS)
     print(f"{'':31} {'':>4} {'':>6} | {eps_head} | {'scan time, DuckDB':^24}")
@@ -390,7 +396,7 @@ def report(res: dict, scale: float) -> bool:
     print(f"\nRelative error = mean over the cells with a nonzero TRUE answer (the analyst's query on DuckDB, no bounds,\n"
           f"no clamping) of |released − true| / |true|; median over {runs} × {res['draws']} fresh releases for dpgate ({runs}\n"
           f"bounding salts × {res['draws']} noise draws; ε/k by group privacy) and {sn_runs} executions for SmartNoise SQL. bias = the bounded scan's exact\n"
-          f"answer (no noise) against TRUE. k = min(G, cells) × R rows per customer (Q1: 6 domain cells). Time: median of\n"
+          f"answer (no noise) against TRUE. k = {'R' if res['scope'] == 'total' else 'min(G, cells) × R'} rows per customer. Time: median of\n"
           f"{pairs} paired runs, dpgate's one bounded scan vs the analyst's query, same DuckDB file.\n"
           "Q1: SELECT l_returnflag, l_linestatus, SUM(l_quantity), AVG(l_extendedprice), COUNT(*) … GROUP BY 1, 2;\n"
           "Q6: SUM(l_extendedprice * l_discount) WHERE l_shipdate in 1994, l_discount 0.05–0.07, l_quantity < 24;\n"
@@ -402,7 +408,7 @@ def report(res: dict, scale: float) -> bool:
           f"SmartNoise: private_id = o_custkey, max_ids = {SN_IDS[res['sn_ids']]}, censor_dims off, equal\n"
           "total ε (each statistic ε / its number of statistics; AVG = SUM/COUNT), δ = "
           f"{SN_DELTA:g} stated ({_sn_delta(res)}). Not like for like: it samples max_ids rows per\n"
-          "customer in TOTAL with random() at each execution (dpgate: R per cell, G cells, keyed hash per data version);\n"
+          f"customer in TOTAL with random() at each execution (dpgate: {'R in total, each cell kept in proportion' if res['scope'] == 'total' else 'R per cell, G cells'}, deterministic per data version);\n"
           "both clamp each row to the column bounds. cap = SmartNoise refuses (its noise scale > 1e7); expr = it has no\n"
           "aggregate over an expression. A refused measure's siblings ran in their own statement at the same per-statistic ε.")
     if res["sn_note"]:
@@ -428,13 +434,16 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, help="TPC-H scale factor (default 0.1, quick 0.01)")
     ap.add_argument("--sn-max-ids", choices=("k", "R"), default="k",
                     help="SmartNoise's max_ids: dpgate's k (default, equal sensitivity) or the row bound R")
+    ap.add_argument("--scope", choices=("total", "cell"), default="total",
+                    help="dpgate's max_rows_scope: R rows per customer in all (default; SmartNoise's max_ids "
+                         "is the same bound) or R per cell in G cells")
     args = ap.parse_args(argv)
     scale = args.scale or (0.01 if args.quick else 0.1)
     if tpch.tpchgen() is None:
         print("tpchgen-cli is not installed: pip install '.[bench]'")
         return 2
     t0 = time.time()
-    res = run(scale, RUNS, RUNS // 2 if args.quick else RUNS, TIMING_PAIRS, sn_ids=args.sn_max_ids)
+    res = run(scale, RUNS, RUNS // 2 if args.quick else RUNS, TIMING_PAIRS, sn_ids=args.sn_max_ids, scope=args.scope)
     report(res, scale)
     print(f"({time.time() - t0:.1f} s)")
     return 0

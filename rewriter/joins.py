@@ -18,7 +18,14 @@ sees one virtual table: the base table's columns plus the looked-up table's. All
 The looked-up side is read as ``SELECT key, MIN(c) AS c, … GROUP BY key`` so that even a
 key that is not unique in the data can never duplicate a base row (with a unique key it
 is the table itself). A base table whose unit is a column of a referenced table
-(``orders.customer_id``) reads that column through the same lookup. Every other join —
+(``orders.customer_id``) reads that column by a plain join on the key, without that
+grouping (a hash aggregate over the whole referenced table, about as costly as the
+bounded scan itself on TPC-H): every row the join yields belongs to the unit it reached,
+and the contribution bounding runs *after* the join, so each unit's contribution stays
+bounded even if a key the owner declared unique were repeated in the data (its rows would
+then count once per matching unit — each copy bounded with its own unit — and the exact
+answer would differ from the analyst's; with the declared unique key it is the same). A
+row-level lookup keeps the grouping: there nothing bounds a duplicated row. Every other join —
 several joins, RIGHT/FULL/CROSS, USING, non-equality conditions, a private table joined
 off its unit — is refused with a hint. SQL only: no I/O.
 """
@@ -175,7 +182,10 @@ def _with_unit_path(rel: Relation, config: Config) -> Relation:
     unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
     cols = {**b.columns, UNIT_COLUMN: unit_col}
     inner = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
-    lookup = _keyed(config, ref, other.key, [col], {col: UNIT_COLUMN})
+    lookup = exp.Subquery(this=exp.select(exp.column(other.key, quoted=True),
+                                          exp.alias_(exp.column(col, quoted=True), UNIT_COLUMN, quoted=True))
+                          .from_(exp.to_table(config.source_of(ref))),
+                          alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
     rel_sql = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
                           exp.column(UNIT_COLUMN, "__dpgate_u", quoted=True))
                .from_(exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b"))))
