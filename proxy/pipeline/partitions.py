@@ -3,7 +3,7 @@ DP partition selection, a release kind.
 
 The scan returns, per key the data has, the statement's measures and the number of
 distinct privacy units (rows, on a table without a unit) — over the unit's kept rows
-(:mod:`rewriter.unit`), so one unit is in at most ``k = max_groups_per_unit`` keys. Each
+(:mod:`rewriter.unit`), so one unit is in at most ``k = max_groups_per_unit`` keys (with ``max_rows_scope = "total"``: also at most R; :func:`rewriter.unit.groups_bound`). Each
 key is kept with the optimal truncated-geometric probability π(n) (Desfontaines et al.
 2022; :mod:`mechanisms.partition_selection`) at (ε_s/k, δ'/k) per key; keys never seen are
 never invented (π(0) = 0). The scan itself drops keys whose π(n) ≤ δ'/k (so a table of
@@ -21,7 +21,7 @@ from fractions import Fraction
 from mechanisms.partition_selection import TruncatedGeometricSelection
 from rewriter import build_plan, parse, to_sql
 from rewriter.plan import Measure, Plan
-from rewriter.unit import factor
+from rewriter.unit import factor, groups_bound
 
 from ..wire.api import Column, Result, SqlError
 from .central import Central, checked, columns_of
@@ -37,7 +37,7 @@ def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
     """The selection's parameters for ``plan`` at the tier's (ε, δ): mechanism, scan
     threshold, ε of the measures and their group-privacy factor."""
     eps_sel = epsilon / 2 if plan.aggregates else epsilon
-    k = plan.unit.max_groups if plan.unit is not None else 1
+    k = groups_bound(plan.unit) if plan.unit is not None else 1
     sel = TruncatedGeometricSelection(eps_sel, delta / 2, k=k)
     floor_ = scan_floor(sel, Fraction(delta) / 2 / k)
     units = (Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows"))
