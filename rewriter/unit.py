@@ -196,17 +196,22 @@ def _canonical(items: list) -> dict:
 def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     """The cell aggregates in total mode (:func:`per_unit_scan`): a unit whose total N
     exceeds R keeps, of each count x (its rows, a column's non-NULL values), the share
-    ⌊X_c·R/N⌋ − ⌊(X_c − x_c)·R/N⌋ in cell c, X_c the running sum of x over its cells in
-    keyed-hash order (:func:`total_window`; without GROUP BY, ⌊x·R/N⌋)."""
+    ⌊(X_c·R + o)/N⌋ − ⌊((X_c − x_c)·R + o)/N⌋ in cell c, X_c the running sum of x over its
+    cells in keyed-hash order (:func:`total_window`) and o ∈ [0, N) the keyed hash of
+    the unit: systematic sampling, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is
+    x_c·R/N on average over o (no rounding bias; without GROUP BY, ⌊(x·R + o)/N⌋)."""
     b = plan.unit
     R = exp.Literal.number(b.max_rows)
     keyed = bool(plan.group_by)
     N = exp.column(NT if keyed else NC, quoted=True)
     small = exp.LTE(this=N.copy(), expression=R.copy())
 
+    offset = exp.Anonymous(this="DPGATE_HASHMOD", expressions=[N.copy(), _salt(), exp.column(U, quoted=True)])
+
     def share(name: str) -> exp.Expression:
         def part(c):
-            return _idiv(exp.Mul(this=exp.Paren(this=c), expression=R.copy()), N.copy())
+            return _idiv(exp.Add(this=exp.Mul(this=exp.Paren(this=c), expression=R.copy()), expression=offset.copy()),
+                         N.copy())
         if not keyed:
             return part(exp.column(name, quoted=True))
         run = exp.column(CUM + bases["canon"].get(name, name), quoted=True)
@@ -245,8 +250,10 @@ def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> exp
     order = exp.Order(expressions=[exp.Ordered(this=o) for o in
                                    [_hash([_salt(), u.copy(), *[c.copy() for c in kcols]]), *kcols]])
     frame = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
-    cols = [exp.Star(), exp.alias_(exp.Window(this=exp.Sum(this=exp.column(NC, quoted=True)), partition_by=[u.copy()]),
-                                   NT, quoted=True)]
+    whole = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED",
+                           end_side="FOLLOWING")         # the same ordering: one sort for every window
+    cols = [exp.Star(), exp.alias_(exp.Window(this=exp.Sum(this=exp.column(NC, quoted=True)), partition_by=[u.copy()],
+                                              order=order.copy(), spec=whole), NT, quoted=True)]
     for n in dict.fromkeys(names):
         cols.append(exp.alias_(exp.Window(this=exp.Sum(this=exp.column(n, quoted=True)), partition_by=[u.copy()],
                                           order=order.copy(), spec=frame.copy()), CUM + n, quoted=True))
@@ -311,16 +318,25 @@ def _columns(nodes, exclude: str) -> list[exp.Column]:
     return sorted(out, key=lambda c: c.name)
 
 
-def spell_hashes(tree: exp.Expression, spell, idiv=None) -> exp.Expression:
-    """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash)
-    and each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero)."""
+def spell_hashes(tree: exp.Expression, spell, idiv=None, hash_mod=None) -> exp.Expression:
+    """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash),
+    each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero) and each
+    ``DPGATE_HASHMOD(n, …)`` by ``hash_mod(n, args)`` (the keyed hash as an integer in [0, n))."""
     def swap(node):
         if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
             return spell(node.expressions)
+        if hash_mod is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASHMOD":
+            return hash_mod(node.expressions[0], node.expressions[1:])
         if idiv is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_IDIV":
             return idiv(*node.expressions)
         return node
-    return tree.transform(swap, copy=False)
+    for node in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):    # innermost first (they nest)
+        new = swap(node)
+        if new is not node:
+            if node is tree:
+                return new
+            node.replace(new)
+    return tree
 
 
 def _salt() -> exp.Expression:

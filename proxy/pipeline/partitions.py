@@ -12,6 +12,14 @@ so δ' = δ/2 and the statement is (ε, δ)-DP per unit in all. The kept keys' a
 are then noised at ε_m by the central mechanisms (group privacy over the unit's kept
 rows). ε_s = ε_m = ε/2 (ε_s = ε when only the keys are asked for). The tier's δ per
 query is charged to its δ budget.
+
+HAVING / top-c over such keys: the sparse vector technique (seed 004, as the SVT kind)
+runs at ε_m over the keys partition selection released — a mechanism over a key set that
+is itself already a DP output, so the two compose sequentially: (ε_s, δ) + ε_m. Within
+ε_m the SVT takes half and the selected keys' values the other half (with values asked
+for; :func:`release.selection_answer`): ε/2 selection, ε/4 SVT, ε/4 values, each at
+ε/k by group privacy. Keys the SVT rejects are not shown (post-processing). The NOTICE
+and EXPLAIN state the split.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from .central import Central, checked, columns_of
 from .common import cell_key, fmt, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared
-from .release import answer_rows, noisy_answer, notice_body, unit_text
+from .release import answer_rows, noisy_answer, notice_body, selection_answer, unit_text
 
 __all__ = ["PARTITIONS", "Partitions", "floor_sql", "scan_floor", "selection_plan"]
 
@@ -86,10 +94,6 @@ class Partitions(Central):
                            f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
                            "charged)", hint=bin_hint(plan) or f"Declare a domain for {col} in the config, or use "
                            "a tier with delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
-        if plan.selection is not None:
-            raise SqlError("0A000", f"HAVING / top-c over {col}, which has no public domain, is not available yet",
-                           hint=f"Ask SELECT {col}, COUNT(*) … GROUP BY {col}: the released keys already pass "
-                                "a noisy threshold; filter the released rows in an outer query (free).")
         sp = selection_plan(plan, tier.epsilon, tier.delta)
         return Prepared(self, plan, columns_of(plan),
                         key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}",
@@ -112,7 +116,9 @@ class Partitions(Central):
         n = len(plan.group_by)
         kept = [tuple(r[:-1]) for r in rows if sp["sel"].select(int(r[-1]), source)]
         kept.sort(key=lambda r: tuple((v is None, v) for v in r[:n]))   # key order: public, never by count
-        if plan.aggregates:
+        if plan.selection is not None:       # HAVING / top-c: SVT over the selected keys (module doc)
+            answer = selection_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
+        elif plan.aggregates:
             answer = noisy_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
         else:
             answer = {"keys": [[cell_key(v) for v in r[:n]] for r in kept], "values": [[] for _ in kept], "half_width": [],
