@@ -140,6 +140,9 @@ class Partitions(Central):
                 f"keys with few {what}s are never shown; δ charged {fmt(part['delta'])}")
         if not p.plan.aggregates:
             return f"{head}; {unit_text(p.plan)}"
+        if p.plan.selection is not None:
+            return (f"{head}; HAVING/top-c by SVT over the released keys at ε {fmt(part['eps_measures'])} (half to "
+                    "the sparse vector, half to the values): " + notice_body(p.plan, answer))
         return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(p.plan, answer)
 
     def explain_head(self, plan, tier) -> list[str]:
@@ -152,6 +155,9 @@ class Partitions(Central):
                  f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
                  f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
                  "(the other half)"]
+        if plan.selection is not None:
+            lines.append(f"  HAVING/top-c: SVT over the released keys at ε {sp['eps_measures']:g} (the other half of ε; "
+                         "of it half to the sparse vector, half to the passing keys' values)")
         if plan.aggregates:
             lines += single_tier_lines(plan, tier.model_copy(update={"epsilon": sp["eps_measures"]}))[1:]
         else:
