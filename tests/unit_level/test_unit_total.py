@@ -10,12 +10,15 @@ independently in Python:
   lie between the floor and ceiling totals;
 * COUNT(DISTINCT u) counts a unit only where r_c ≥ 1: at most min(R, cells_u) cells each;
 * the group-privacy factor is k = R (COUNT(DISTINCT u) alone: min(R, G, cells));
-* with R above every unit's rows (binds nothing) the answers equal the analyst's query.
+* with R above every unit's rows (binds nothing) the answers equal the analyst's query;
+* between neighbours that differ by one unit, the exact measures move by at most k = R
+  rows' worth (the audit's sensitivity step, test_unit_audit.py).
 """
 from __future__ import annotations
 
 import math
 
+import duckdb
 import pytest
 
 import rewriter
@@ -23,6 +26,7 @@ from config import parse_config
 from rewriter.unit import factor
 
 from .engines import engine
+from .test_unit_audit import _neighbours
 from .test_unit_bounds import CELLS, ROWS
 
 SQL = "SELECT g, COUNT(*), SUM(a), COUNT(DISTINCT u) FROM t GROUP BY g"
@@ -133,3 +137,27 @@ def test_ranked_rows_path_keeps_r_rows_in_all(run):
     sql = f"SELECT COUNT(DISTINCT g) FROM t WHERE u = {heavy}"
     assert int(_scan(run, sql, R=1)[0][0]) == 1
     assert int(_scan(run, sql, R=100_000)[0][0]) == len(units[heavy])
+
+
+@pytest.mark.parametrize("R", [1, 7, 60])
+@pytest.mark.parametrize("name,other", list(_neighbours()), ids=lambda v: v if isinstance(v, str) else "")
+def test_total_mode_sensitivity_between_unit_neighbours(R, name, other):
+    """The audit's step 1 (test_unit_audit.py) for total mode: between databases that
+    differ by one unit and all its rows, the exact measure vectors differ in L1 by at most
+    k = R rows' worth (COUNT ≤ R, clamped SUM ≤ R·10, COUNT(a) ≤ R) and COUNT(DISTINCT u)
+    by ≤ min(R, cells): the other units' shares depend on their own rows only."""
+    sql = "SELECT g, COUNT(*), SUM(a), COUNT(a), COUNT(DISTINCT u) FROM t GROUP BY g"
+
+    def scan(rows):
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t (u INTEGER, g INTEGER, a DOUBLE)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+        plan = rewriter.build_plan(rewriter.parse(sql), _config(R))
+        out = rewriter.complete(plan, con.execute(rewriter.to_sql(plan, "duckdb", "5eed")).fetchall())
+        con.close()
+        return plan, out
+    plan, a = scan(ROWS)
+    _, b = scan(other)
+    assert factor(plan) == R
+    l1 = [sum(abs(float(x[j]) - float(y[j])) for x, y in zip(a, b)) for j in (1, 2, 3, 4)]
+    assert l1[0] <= R and l1[1] <= R * 10 + 1e-9 and l1[2] <= R and l1[3] <= min(R, len(CELLS)), (name, l1)
