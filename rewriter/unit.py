@@ -32,6 +32,20 @@ The scan, one backend query (the same shape on DuckDB, Postgres and Spark)::
 so every measure (COUNT, SUM, the VAR moments, COUNT(DISTINCT …)) is the row-level
 measure of the kept rows.
 
+**The keyed hash** (DuckDB ``hash(salt, …)``, Spark ``xxhash64``, Postgres ``md5`` of the
+row text; :func:`rewriter.emit.keyed_hash`). The ε guarantee does not rest on it: which
+rows and cells a unit keeps is a function of that unit's own rows and the salt, a
+constant of the data version, so two neighbouring databases differ only in that unit's
+kept rows whatever the function is. The salt (a secret per data version from the ledger)
+buys two other things: repeats and retries keep the same rows (no ``random()``), and no
+one without it can say in advance which rows are dropped, so a data contributor cannot
+craft rows that are always kept or always dropped to steer the bias. DuckDB's ``hash`` is
+not a keyed PRF — it mixes the salt's 64-bit hash into the combination — which is enough
+for that (it moves the bias only, never ε); md5 on Postgres is slower but runs once per
+(unit, cell) row in the pre-aggregated scans, not per source row. Profiled on TPC-H
+(DuckDB, EXPLAIN ANALYZE) the hash is not the cost: the per-(unit, cell) hash aggregate
+(10^4–10^5 groups instead of the analyst's ≤ 6) and the window sort over its rows are.
+
 Bias: a unit with more than R rows in a cell, or in more than G cells, is under-counted.
 The exact measures equal the analyst's own query whenever the bounds bind nothing (the
 oracle test checks this).
