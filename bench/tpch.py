@@ -64,11 +64,12 @@ def percentile(con, sql: str, p: float) -> int:
 
 
 def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95,
-           total: bool = False) -> tuple[int, int]:
+           total: int = 0) -> tuple[int, int]:
     """(G, R) from the data's per-unit distribution: R = the ``p``-quantile of rows per
     (unit, cell of ``group``), G = the ``p``-quantile of cells per unit (1 without a group).
-    ``total`` (``max_rows_scope = "total"``): R = the ``p``-quantile of rows per unit in
-    all, G = the most cells any unit is in (binds nothing: no L0 ranking).
+    ``total`` > 0 (``max_rows_scope = "total"``): R = the ``p``-quantile of rows per unit
+    in all, G = ``total``, the number of cells of the group's public domain (binds nothing,
+    so the scan has no L0 ranking).
     Read from the raw data by the owner, outside any budget: in a real deployment these
     come from public knowledge of the schema (a bench shortcut, said in its footnote)."""
     keys = ", ".join([unit, *([] if total else group)])
@@ -76,5 +77,7 @@ def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95,
     if not group:
         return 1, r
     cells = ", ".join(group)
-    g = percentile(con, f"SELECT COUNT(DISTINCT ({cells})) AS n FROM {source} GROUP BY {unit}", 1.0 if total else p)
+    if total:
+        return total, r
+    g = percentile(con, f"SELECT COUNT(DISTINCT ({cells})) AS n FROM {source} GROUP BY {unit}", p)
     return g, r

@@ -92,7 +92,7 @@ def groups_bound(b: UnitBounds) -> int:
 def describe(b: UnitBounds) -> str:
     """The bounds in words (NOTICE, EXPLAIN)."""
     if b.total:
-        return (f"at most {b.max_rows} row(s) in all, in at most {b.max_groups} group(s) — a {b.name} with more "
+        return (f"at most {b.max_rows} row(s) in all, in at most {b.max_groups} group(s) — one with more "
                 "keeps that many in proportion across its groups")
     return f"each contributes to at most {b.max_groups} group(s), at most {b.max_rows} row(s) per group"
 
