@@ -62,6 +62,7 @@ __all__ = ["KEPT", "SALT_MARK", "UnitBounds", "aggregatable", "factor", "kept_ro
 SALT_MARK = "__dpgate_salt__"
 KEPT, RN, GN, U = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn", "__dpgate_u"
 NC, NT, CUM = "__dpgate_nc", "__dpgate_nt", "__dpgate_c_"   # total mode: rows per (unit, cell), per unit; running sums
+HO, HASH_P = "__dpgate_h", 2_147_483_647     # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
 def salted(sql: str, salt: str) -> str:
@@ -168,6 +169,8 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
         outs.append(exp.alias_(total, f"m{j + 1}"))
     if b.total:
         items.append(exp.alias_(exp.Count(this=exp.Star()), NC, quoted=True))
+        items.append(exp.alias_(exp.Anonymous(this="DPGATE_HASHMOD", expressions=[
+            exp.Literal.number(HASH_P), _salt(), unit.copy()]), HO, quoted=True))   # once per (unit, cell) row
         bases["canon"] = _canonical(items)
         outs = _total_outs(plan, bases)
     per = exp.select(*items).from_(plan.from_())
@@ -212,7 +215,8 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     exceeds R keeps, of each count x (its rows, a column's non-NULL values), the share
     ⌊(X_c·R + o)/N⌋ − ⌊((X_c − x_c)·R + o)/N⌋ in cell c, X_c the running sum of x over its
     cells in keyed-hash order (:func:`total_window`) and o ∈ [0, N) the keyed hash of
-    the unit: systematic sampling, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is
+    the unit (mod P = 2^31 − 1, then mod N: uniform up to N/P; any o ∈ [0, N) keeps the
+    bound, the uniformity only makes the rounding unbiased): systematic sampling, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is
     x_c·R/N on average over o (no rounding bias; without GROUP BY, ⌊(x·R + o)/N⌋)."""
     b = plan.unit
     R = exp.Literal.number(b.max_rows)
@@ -220,7 +224,7 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     N = exp.column(NT if keyed else NC, quoted=True)
     small = exp.LTE(this=N.copy(), expression=R.copy())
 
-    offset = exp.Anonymous(this="DPGATE_HASHMOD", expressions=[N.copy(), _salt(), exp.column(U, quoted=True)])
+    offset = exp.Mod(this=exp.column(HO, quoted=True), expression=N.copy())    # the unit's keyed o ∈ [0, N)
 
     def share(name: str) -> exp.Expression:
         def part(c):
