@@ -138,9 +138,9 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
     chosen from the unit's own rows only: k = R (:func:`factor`). At the same k as per cell
     (R_total = min(G, cells)·R_cell) it leaves out fewer rows: only units with more than k
     rows in all lose any, where per cell a unit loses rows in any cell above R_cell. The
-    floors are taken of running sums in keyed-hash order of the unit's cells
-    (:func:`total_window`), so the shares add up to exactly ⌊X·R/N⌋ (per cell floors would
-    lose about half a row per cell: on TPC-H orders that doubled the bias); the window runs
+    floors are taken of running sums over the unit's cells plus a keyed offset
+    (:func:`_total_outs`), so the shares add up to exactly R (per cell floors would lose
+    about half a row per cell: on TPC-H orders that doubled the bias); the window runs
     over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
     (unit) row is its own total).""" 
     b = plan.unit
@@ -214,10 +214,12 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     """The cell aggregates in total mode (:func:`per_unit_scan`): a unit whose total N
     exceeds R keeps, of each count x (its rows, a column's non-NULL values), the share
     ⌊(X_c·R + o)/N⌋ − ⌊((X_c − x_c)·R + o)/N⌋ in cell c, X_c the running sum of x over its
-    cells in keyed-hash order (:func:`total_window`) and o ∈ [0, N) the keyed hash of
+    cells in key order (:func:`total_window`) and o ∈ [0, N) the keyed hash of
     the unit (mod P = 2^31 − 1, then mod N: uniform up to N/P; any o ∈ [0, N) keeps the
-    bound, the uniformity only makes the rounding unbiased): systematic sampling, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is
-    x_c·R/N on average over o (no rounding bias; without GROUP BY, ⌊(x·R + o)/N⌋)."""
+    bound, the uniformity only makes the rounding unbiased): systematic sampling with a
+    keyed start, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is x_c·R/N on average
+    over o whatever the order of the cells (no rounding bias; which cells round up is the
+    keyed o's choice; without GROUP BY, ⌊(x·R + o)/N⌋)."""
     b = plan.unit
     R = exp.Literal.number(b.max_rows)
     keyed = bool(plan.group_by)
@@ -258,15 +260,15 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
 
 def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> exp.Select:
     """Total mode with GROUP BY: the (unit, cell) rows with the unit's total N and the
-    running sums of every count a share is taken of, in keyed-hash order of the cells (so
-    the cells that round up are a keyed choice, and the shares sum to exactly ⌊X·R/N⌋)."""
+    running sums of every count a share is taken of, in the order of the cell keys (a
+    deterministic order is all systematic sampling needs: the keyed offset picks which
+    cells round up; no hash in the sort)."""
     names = [NC, *[f"a{j + 1}" for j, m in enumerate(plan.measures)
                    if j not in bases and m.kind != "count_distinct"], *[v[0] for j, v in bases.items() if j != "canon"]]
     names = [bases["canon"].get(n, n) for n in names]
     u = exp.column(U, quoted=True)
     kcols = [exp.column(n) for n in knames]
-    order = exp.Order(expressions=[exp.Ordered(this=o) for o in
-                                   [_hash([_salt(), u.copy(), *[c.copy() for c in kcols]]), *kcols]])
+    order = exp.Order(expressions=[exp.Ordered(this=c) for c in kcols])
     frame = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
     whole = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED",
                            end_side="FOLLOWING")         # the same ordering: one sort for every window
