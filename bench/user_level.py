@@ -27,9 +27,10 @@ query: the analyst's Q1 is a ≤ 6-group aggregate over lineitem alone (3–10 m
 the bounded scan must find each line's customer (a hash join with orders) and
 aggregate per (customer, cell) — 10^4–10^5 groups — before the cells, plus, in total
 mode with GROUP BY, one window over those (customer, cell) rows for the running sums.
-EXPLAIN ANALYZE on DuckDB (single thread, quiet machine): the per-(customer, cell)
-aggregate ≈ 40%, the join and scan ≈ 25–30%, the window ≈ 20–25%, the clamps ≈ 10%; the
-keyed hash is a few %. No scan with the same guarantee skips the per-(customer, cell)
+EXPLAIN ANALYZE on DuckDB (Q1, SF 0.1, per-cell scan with its L0 window; shares of the
+operator time): the per-(customer, cell) aggregate ≈ 35%, the scan and the lookup ≈ 27%
+(half of it a GROUP BY over orders that the FK path no longer does), the window ≈ 19%,
+the clamps and casts ≈ 17%; the keyed hash is within the window's share. No scan with the same guarantee skips the per-(customer, cell)
 aggregate, so 2× is out of reach on DuckDB for queries this cheap (the ratio is best on
 the filtered Q6: ~2.6×). (b) error ≤ SmartNoise on every measure both answer at ε = 1:
 with equal sensitivity, ε and bias (above) each comparison is a coin flip decided by
