@@ -26,7 +26,7 @@ from config import parse_config
 from rewriter.unit import factor
 
 from .engines import engine
-from .test_unit_audit import _neighbours
+from .test_unit_audit import neighbours
 from .test_unit_bounds import CELLS, ROWS
 
 SQL = "SELECT g, COUNT(*), SUM(a), COUNT(DISTINCT u) FROM t GROUP BY g"
@@ -140,7 +140,7 @@ def test_ranked_rows_path_keeps_r_rows_in_all(run):
 
 
 @pytest.mark.parametrize("R", [1, 7, 60])
-@pytest.mark.parametrize("name,other", list(_neighbours()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name,other", list(neighbours()), ids=lambda v: v if isinstance(v, str) else "")
 def test_total_mode_sensitivity_between_unit_neighbours(R, name, other):
     """The audit's step 1 (test_unit_audit.py) for total mode: between databases that
     differ by one unit and all its rows, the exact measure vectors differ in L1 by at most
