@@ -23,6 +23,8 @@ import pytest
 
 import rewriter
 from config import parse_config
+from proxy.pipeline.explain import single_tier_lines
+from proxy.pipeline.release import unit_text
 from rewriter.unit import factor
 
 from .engines import engine
@@ -32,14 +34,18 @@ from .test_unit_bounds import CELLS, ROWS
 SQL = "SELECT g, COUNT(*), SUM(a), COUNT(DISTINCT u) FROM t GROUP BY g"
 
 
-def _config(R: int, G: int = 6):
-    return parse_config({
+def _raw_config(R: int, G: int = 6) -> dict:
+    return {
         "tiers": {"default": {"epsilon": 1, "budget": 10}}, "roles": {"a": {"tier": "default"}},
         "server": {"auth": "trust"},
         "tables": {"t": {"privacy_unit": "u", "max_groups_per_unit": G, "max_rows_per_unit": R,
                          "max_rows_scope": "total",
                          "columns": {"u": {"type": "int"}, "g": {"type": "int", "domain": CELLS},
-                                     "a": {"type": "float", "lower": 0, "upper": 10}}}}})
+                                     "a": {"type": "float", "lower": 0, "upper": 10}}}}}
+
+
+def _config(R: int, G: int = 6):
+    return parse_config(_raw_config(R, G))
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
@@ -161,3 +167,11 @@ def test_total_mode_sensitivity_between_unit_neighbours(R, name, other):
     assert factor(plan) == R
     l1 = [sum(abs(float(x[j]) - float(y[j])) for x, y in zip(a, b)) for j in (1, 2, 3, 4)]
     assert l1[0] <= R and l1[1] <= R * 10 + 1e-9 and l1[2] <= R and l1[3] <= min(R, len(CELLS)), (name, l1)
+
+
+def test_notice_and_explain_say_the_bound_is_in_all():
+    plan = rewriter.build_plan(rewriter.parse(SQL), _config(7))
+    text = unit_text(plan)
+    assert "at most 7 row(s) in all" in text and "in proportion" in text and "ε/7" in text
+    lines = "\n".join(single_tier_lines(plan, parse_config(_raw_config(7)).tiers["default"]))
+    assert "more than 7 row(s) in all" in lines
