@@ -249,11 +249,10 @@ def _as_select(rel: exp.Expression) -> exp.Select:
     return exp.select(exp.Star()).from_(rel)
 
 
-def _keyed(config: Config, name: str, key: str, cols: list, rename: dict | None = None) -> exp.Subquery:
+def _keyed(config: Config, name: str, key: str, cols: list) -> exp.Subquery:
     """``(SELECT key, MIN(c) AS c, … FROM source GROUP BY key) AS __dpgate_u``: one row per key."""
-    rename = rename or {}
     items = [exp.column(key, quoted=True)] + [
-        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), rename.get(c, c), quoted=True) for c in cols if c != key]
+        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c != key]
     q = exp.select(*items).from_(exp.to_table(config.source_of(name))).group_by(exp.column(key, quoted=True))
     return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
 
