@@ -1,17 +1,18 @@
 """TPC-H data for the privacy-unit benchmark (issue 20, ``bench/user_level.py``).
 
 The tables come from ``tpchgen-cli`` (the ``bench`` extra; a registry package that
-writes TPC-H parquet at a given scale factor). They are loaded into a DuckDB file,
-and the data owner's declared sources are built over them:
+writes TPC-H parquet at a given scale factor). They are loaded as they are into a DuckDB
+file; dpgate reads them through its own declarations (``bench/user_level.py``):
 
-* ``lineitem_c``: a VIEW, lineitem ⋈ orders on ``l_orderkey = o_orderkey``, carrying
-  the customer ``o_custkey`` (the privacy unit) beside the line's own columns. dpgate has
-  no foreign-key paths yet (issue 20, item 4b), so the owner writes the path as a view;
-  the analyst's queries read it as one table.
-* ``orders``: the table itself, with ``o_custkey`` as the unit.
+* ``lineitem``: no customer column; its privacy unit is ``orders.o_custkey``, found
+  through the declared reference ``l_orderkey = "orders"`` (README "Joins": the
+  foreign-key path, :mod:`rewriter.joins`), so the bench exercises the real join rewrite.
+* ``orders``: ``o_custkey`` as the unit, ``o_orderkey`` its key.
 
-Money columns are DECIMAL in TPC-H; the view casts them to DOUBLE (dpgate's clamping
-casts ``orders.o_totalprice`` itself).
+Money columns are DECIMAL in TPC-H; dpgate's clamping casts them to DOUBLE.
+:data:`LINEITEM_UNIT` (lineitem ⋈ orders carrying ``o_custkey``) is the bench's own
+reading of the raw data: for the bounds' percentiles and for SmartNoise SQL, which has no
+foreign-key paths (its ``private_id`` must be a column of the table it reads).
 """
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ import duckdb
 
 TABLES = ("customer", "orders", "lineitem")
 
-LINEITEM_C = """CREATE VIEW lineitem_c AS
-SELECT o.o_custkey, l.l_quantity::DOUBLE AS l_quantity, l.l_extendedprice::DOUBLE AS l_extendedprice,
-       l.l_discount::DOUBLE AS l_discount, l.l_returnflag, l.l_linestatus, l.l_shipdate
-FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey"""
+LINEITEM_UNIT = """(SELECT o.o_custkey, l.l_quantity::DOUBLE AS l_quantity,
+       l.l_extendedprice::DOUBLE AS l_extendedprice, l.l_discount::DOUBLE AS l_discount,
+       l.l_returnflag, l.l_linestatus, l.l_shipdate
+FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey)"""
 
 
 def tpchgen() -> str | None:
@@ -47,12 +48,11 @@ def generate(scale: float, out: Path) -> Path:
 
 
 def load(parquet_dir: Path, db: Path) -> None:
-    """The parquet files into a DuckDB file ``db``, plus the owner's view."""
+    """The parquet files into a DuckDB file ``db``."""
     con = duckdb.connect(str(db))
     try:
         for t in TABLES:
             con.execute(f"CREATE TABLE {t} AS SELECT * FROM read_parquet('{parquet_dir / (t + '.parquet')}')")
-        con.execute(LINEITEM_C)
     finally:
         con.close()
 
@@ -63,15 +63,21 @@ def percentile(con, sql: str, p: float) -> int:
     return max(1, int(v))
 
 
-def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95) -> tuple[int, int]:
+def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95,
+           total: int = 0) -> tuple[int, int]:
     """(G, R) from the data's per-unit distribution: R = the ``p``-quantile of rows per
     (unit, cell of ``group``), G = the ``p``-quantile of cells per unit (1 without a group).
+    ``total`` > 0 (``max_rows_scope = "total"``): R = the ``p``-quantile of rows per unit
+    in all, G = ``total``, the number of cells of the group's public domain (binds nothing,
+    so the scan has no L0 ranking).
     Read from the raw data by the owner, outside any budget: in a real deployment these
     come from public knowledge of the schema (a bench shortcut, said in its footnote)."""
-    keys = ", ".join([unit, *group])
+    keys = ", ".join([unit, *([] if total else group)])
     r = percentile(con, f"SELECT COUNT(*) AS n FROM {source} GROUP BY {keys}", p)
     if not group:
         return 1, r
     cells = ", ".join(group)
+    if total:
+        return total, r
     g = percentile(con, f"SELECT COUNT(DISTINCT ({cells})) AS n FROM {source} GROUP BY {unit}", p)
     return g, r

@@ -264,6 +264,11 @@ class Table(StrictModel):
     max_rows_per_unit: int = Field(default=1, ge=1, le=100_000)
     """L∞ bound: the rows one unit contributes to one cell; a unit with more rows keeps this many,
     chosen by a keyed hash of the row. Larger values bias less and noise more (noise ∝ this)."""
+    max_rows_scope: Literal["cell", "total"] = "cell"
+    """`cell`: max_rows_per_unit bounds a unit's rows in each cell (L∞, with max_groups_per_unit cells:
+    ε / (min(G, cells) × R)). `total`: it bounds a unit's rows in the whole statement (L1, like
+    SmartNoise's max_ids): a unit with more rows keeps that many in proportion across its cells,
+    ε / R — less bias than per cell at the same noise when people spread over several cells."""
 
     public: bool = False
     """a public table (a lookup table: stores, regions): readable as-is by every role with no noise and

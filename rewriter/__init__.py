@@ -102,7 +102,8 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
         one_cell = bool(groups) and all(g.expr is None and g.column in t.columns and t.columns[g.column].per_unit
                                         for g in groups)   # a person has one value of each key: L0 = 1
         plan = dataclasses.replace(plan, unit=UnitBounds(t.privacy_unit, 1 if one_cell else t.max_groups_per_unit,
-                                                         t.max_rows_per_unit, "" if label == t.privacy_unit else label))
+                                                         t.max_rows_per_unit, "" if label == t.privacy_unit else label,
+                                                         t.max_rows_scope == "total"))
     if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
         plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
     return plan, ctx

@@ -62,7 +62,8 @@ def _unit_sql(plan: Plan, dialect: str) -> str:
         kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
         scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))
         tree = scan.with_(unit.KEPT, as_=kept, copy=False)
-    tree = unit.spell_hashes(tree, lambda a: keyed_hash(a, dialect), lambda a, b: int_div(a, b, dialect))
+    tree = unit.spell_hashes(tree, lambda a: keyed_hash(a, dialect), lambda a, b: int_div(a, b, dialect),
+                             lambda n, a: keyed_int(n, a, dialect))
     return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
 
 
@@ -105,6 +106,20 @@ def keyed_hash(args: list, dialect: str) -> exp.Expression:
         return exp.Anonymous(this="xxhash64", expressions=args)
     row = exp.Anonymous(this="ROW", expressions=args)
     return exp.Anonymous(this="md5", expressions=[exp.Cast(this=row, to=exp.DataType.build("text"))])
+
+
+def keyed_int(n: exp.Expression, args: list, dialect: str) -> exp.Expression:
+    """The keyed hash of ``args`` as an integer in [0, n) (n > 0): DuckDB ``hash`` (UBIGINT)
+    mod n, Spark ``pmod(xxhash64, n)``, Postgres the first 60 bits of the ``md5`` mod n."""
+    if dialect == "duckdb":
+        return exp.Mod(this=exp.Anonymous(this="hash", expressions=args), expression=exp.Paren(this=n))
+    if dialect == "spark":
+        return exp.Anonymous(this="pmod", expressions=[exp.Anonymous(this="xxhash64", expressions=args), n])
+    hexed = exp.DPipe(this=exp.Literal.string("x"), expression=exp.Substring(
+        this=keyed_hash(args, dialect), start=exp.Literal.number(1), length=exp.Literal.number(15)))
+    bits = exp.Cast(this=exp.Cast(this=exp.Paren(this=hexed), to=exp.DataType.build("bit(60)", dialect="postgres")),
+                    to=exp.DataType.build("bigint"))
+    return exp.Mod(this=bits, expression=exp.Paren(this=n))
 
 
 def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:

@@ -18,9 +18,24 @@ sees one virtual table: the base table's columns plus the looked-up table's. All
 The looked-up side is read as ``SELECT key, MIN(c) AS c, … GROUP BY key`` so that even a
 key that is not unique in the data can never duplicate a base row (with a unique key it
 is the table itself). A base table whose unit is a column of a referenced table
-(``orders.customer_id``) reads that column through the same lookup. Every other join —
-several joins, RIGHT/FULL/CROSS, USING, non-equality conditions, a private table joined
+(``orders.customer_id``) reads that column by a plain join on the key, without that
+grouping (a hash aggregate over the whole referenced table, about as costly as the
+bounded scan itself on TPC-H): every row the join yields belongs to the unit it reached,
+and the contribution bounding runs *after* the join, so each unit's contribution stays
+bounded even if a key the owner declared unique were repeated in the data (its rows would
+then count once per matching unit — each copy bounded with its own unit — and the exact
+answer would differ from the analyst's; with the declared unique key it is the same). A
+row-level lookup keeps the grouping: there nothing bounds a duplicated row. Every other join —
+RIGHT/FULL/CROSS, USING, non-equality conditions, a private table joined
 off its unit — is refused with a hint. SQL only: no I/O.
+
+**Chains of lookups** (``order_items ⋈ orders ⋈ customers``, ``purchases ⋈ stores ⋈
+regions``): each further join is one more lookup onto the relation so far
+(:func:`_chained`) — a public table by its key from any column, or a private table by its
+unit from a column that holds the same person (the unit of the base table or of a private
+table already looked up, which the first join checked holds the same people). Each step
+attaches at most one row to each row, so the base rows stay one each and the bounding
+after the joins sees each person's rows exactly once.
 """
 from __future__ import annotations
 
@@ -65,10 +80,7 @@ def resolve(select: exp.Select, config: Config) -> Relation:
             raise Refusal(DENIED, f"{name} is a public table: read it directly (SELECT … FROM {name}), or "
                           "join it to a private table.")
         return _with_unit_path(Relation(name, table, quals), config)
-    if len(joins) > 1:
-        raise Refusal(DENIED, "one join per statement is supported (a private table and one lookup).",
-                      hint=HINT)
-    join = joins[0]
+    join, rest = joins[0], joins[1:]
     select.set("joins", None)
     left_name, left_q = resolve_table(select, config)
     right_name, right_q = _right_table(join, config)
@@ -86,7 +98,45 @@ def resolve(select: exp.Select, config: Config) -> Relation:
         raise Refusal(DENIED, "a public table on the left of a LEFT JOIN would keep rows with no person; "
                       "put the private table first.", hint=HINT)
     _check_lookup(config, base, look, bcol, kcol)
-    return _with_unit_path(_joined(config, base, look, bq, lq, bcol, kcol, "left" if side else "inner"), config)
+    rel = _joined(config, Relation(base, config.tables[base], set(bq), {c: set(bq) for c in config.tables[base].columns}),
+                  look, lq, bcol, kcol, "left" if side else "inner")
+    for join in rest:                                   # a chain of lookups (each from the relation so far)
+        rel = _chained(config, rel, join)
+    return _with_unit_path(rel, config)
+
+
+def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
+    """One more lookup onto the relation so far: ``… JOIN t ON x.col = t.key`` where ``x.col``
+    is any column of the relation (a public ``t``), or a column that holds the person (the
+    base table's unit, or the unit of a same-person table looked up before, ``t`` being
+    looked up by its unit): ``order_items ⋈ orders ⋈ customers``, ``purchases ⋈ stores ⋈
+    regions``. Each step attaches at most one row per row, so the base rows stay one each."""
+    right_name, right_q = _right_table(join, config)
+    if right_q & rel.qualifiers:
+        raise Refusal("42712", f"table name {'/'.join(sorted(right_q))} specified more than once; give each "
+                      "joined table its own alias.", hint=HINT)
+    lcol, rcol = _on(join, rel.qualifiers, right_q)
+    cond = join.args["on"]
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+    lq = next(c.table for c in (cond.this, cond.expression) if c.table in rel.qualifiers)
+    if lcol not in rel.table.columns or lq not in rel.owners.get(lcol, set()):
+        raise Refusal("42703", f"column {lq}.{lcol} does not exist in the joined tables.", hint=None)
+    side, kind = (join.side or "").upper(), (join.kind or "").upper()
+    if kind not in ("", "INNER", "OUTER") or side not in ("", "LEFT") or (kind == "OUTER" and side != "LEFT"):
+        raise Refusal(DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.",
+                      hint=HINT)
+    t = config.tables[right_name]
+    if t.key is None or rcol != t.key:
+        raise Refusal(DENIED, f"{right_name} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
+                      f"not {rcol}: a join on another column could repeat {rel.name}'s rows.", hint=HINT)
+    if not t.public:
+        owner = next((n for n, _, _, _ in ((rel.name, None, None, None), *rel.joins)
+                      if config.tables[n].privacy_unit == lcol and lcol in config.tables[n].columns), None)
+        if not (owner is not None and t.privacy_unit == rcol):   # owner: the base, or a same-person table
+            raise Refusal(DENIED, f"{right_name} is a private table: after the first join it can be looked up only "
+                          "by its unit, from a column that holds the same person.", hint=HINT)
+    return _joined(config, rel, right_name, right_q, lcol, rcol, "left" if side else "inner")
 
 
 def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
@@ -141,26 +191,27 @@ def _check_lookup(config: Config, base: str, look: str, bcol: str, kcol: str) ->
                       f"tables, or along the reference that defines {base}'s unit.", hint=HINT)
 
 
-def _joined(config: Config, base: str, look: str, bq: set, lq: set, bcol: str, kcol: str,
-            how: str) -> Relation:
-    b, t = config.tables[base], config.tables[look]
-    cols = dict(b.columns)
-    owners = {c: set(bq) for c in b.columns}
+def _joined(config: Config, rel: Relation, look: str, lq: set, bcol: str, kcol: str, how: str) -> Relation:
+    """``rel`` with ``look``'s columns attached by ``rel.bcol = look.kcol`` (one row per key)."""
+    t = config.tables[look]
+    cols = dict(rel.table.columns)
+    owners = {c: set(q) for c, q in (rel.owners or {c: set(rel.qualifiers) for c in cols}).items()}
     taken = []
     for c, spec in t.columns.items():
         if c == kcol and c == bcol:
             owners[c] |= set(lq)                 # the join column: equal on both sides (a match)
             continue
         if c in cols:
-            raise Refusal(UNSUPPORTED, f"column {c} is declared in both {base} and {look}; dpgate needs "
-                          "distinct names across joined tables.", hint="Rename one in the config (a view as "
+            raise Refusal(UNSUPPORTED, f"column {c} is declared in both {look} and another joined table; dpgate "
+                          "needs distinct names across joined tables.", hint="Rename one in the config (a view as "
                           "its source) or query the tables separately.")
         cols[c] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
         owners[c] = set(lq)
         taken.append(c)
-    relation = _lookup_sql(config, base, look, bcol, kcol, taken, how)
-    table = b.model_copy(update={"columns": cols})
-    return Relation(base, table, bq | lq, owners, relation, ((look, bcol, kcol, how),))
+    inner = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
+    relation = _lookup_sql(config, inner, look, bcol, kcol, taken, how)
+    table = rel.table.model_copy(update={"columns": cols})
+    return Relation(rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + ((look, bcol, kcol, how),))
 
 
 def _with_unit_path(rel: Relation, config: Config) -> Relation:
@@ -175,7 +226,10 @@ def _with_unit_path(rel: Relation, config: Config) -> Relation:
     unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
     cols = {**b.columns, UNIT_COLUMN: unit_col}
     inner = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
-    lookup = _keyed(config, ref, other.key, [col], {col: UNIT_COLUMN})
+    lookup = exp.Subquery(this=exp.select(exp.column(other.key, quoted=True),
+                                          exp.alias_(exp.column(col, quoted=True), UNIT_COLUMN, quoted=True))
+                          .from_(exp.to_table(config.source_of(ref))),
+                          alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
     rel_sql = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
                           exp.column(UNIT_COLUMN, "__dpgate_u", quoted=True))
                .from_(exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b"))))
@@ -195,22 +249,23 @@ def _as_select(rel: exp.Expression) -> exp.Select:
     return exp.select(exp.Star()).from_(rel)
 
 
-def _keyed(config: Config, name: str, key: str, cols: list, rename: dict | None = None) -> exp.Subquery:
+def _keyed(config: Config, name: str, key: str, cols: list) -> exp.Subquery:
     """``(SELECT key, MIN(c) AS c, … FROM source GROUP BY key) AS __dpgate_u``: one row per key."""
-    rename = rename or {}
     items = [exp.column(key, quoted=True)] + [
-        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), rename.get(c, c), quoted=True) for c in cols if c != key]
+        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c != key]
     q = exp.select(*items).from_(exp.to_table(config.source_of(name))).group_by(exp.column(key, quoted=True))
     return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
 
 
-def _lookup_sql(config: Config, base: str, look: str, bcol: str, kcol: str, cols: list,
+def _lookup_sql(config: Config, inner: exp.Expression, look: str, bcol: str, kcol: str, cols: list,
                 how: str) -> exp.Subquery:
-    """``(SELECT b.*, u.c, … FROM base b [LEFT] JOIN (one row per key) u ON b.bcol = u.key)``."""
+    """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key)``."""
     lookup = _keyed(config, look, kcol, cols)
+    source = (exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
+              if isinstance(inner, exp.Subquery) else exp.alias_(inner, "__dpgate_b", table=True))
     q = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
                     *[exp.column(c, "__dpgate_u", quoted=True) for c in cols])
-         .from_(exp.alias_(exp.to_table(config.source_of(base)), "__dpgate_b", table=True))
+         .from_(source)
          .join(lookup, on=exp.EQ(this=exp.column(bcol, "__dpgate_b", quoted=True),
                                 expression=exp.column(kcol, "__dpgate_u", quoted=True)),
                join_type="left" if how == "left" else "inner"))

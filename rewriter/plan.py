@@ -129,12 +129,14 @@ class Selection:
 @dataclass(frozen=True)
 class UnitBounds:
     """The privacy unit of a table and its contribution bounds (:mod:`rewriter.unit`):
-    per unit at most ``max_groups`` cells, at most ``max_rows`` rows per cell."""
+    per unit at most ``max_groups`` cells, at most ``max_rows`` rows per cell (``total``:
+    in all its cells together)."""
 
     column: str
     max_groups: int
     max_rows: int
     label: str = ""          # how the unit is named to the analyst (e.g. orders.customer_id), if not `column`
+    total: bool = False      # max_rows bounds the unit's rows in the statement, not per cell
 
     @property
     def name(self) -> str:

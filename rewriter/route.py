@@ -87,9 +87,10 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
                       "and dpgate's views, not both; run them as separate statements.", hint=None)
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
-    if len(declared) > 2 or (len(declared) == 2 and not _one_join(tree)):
+    if len(declared) > 1 and not _lookup_joins(tree, len(declared)):
         raise Refusal(INSUFFICIENT_PRIVILEGE, f"this statement reads {', '.join(sorted(declared))}: a statement "
-                      "reads one declared table, or a private table with one lookup join.", hint=None)
+                      "reads one declared table, or a private table with lookup joins (JOIN t ON a.col = t.key).",
+                      hint=None)
     if declared and not private and not isinstance(tree, exp.Insert):
         if len(public) > 1:
             raise Refusal(INSUFFICIENT_PRIVILEGE, "read one public table per statement.", hint=None)
@@ -111,11 +112,13 @@ def _is_public(tables, name: str) -> bool:
     return bool(getattr(t, "public", False))
 
 
-def _one_join(tree: exp.Expression) -> bool:
-    """Two tables, read through one JOIN of a SELECT (the joins planner checks the rest)."""
+def _lookup_joins(tree: exp.Expression, tables: int) -> bool:
+    """``tables`` declared tables read through the JOINs of one SELECT, at least one JOIN
+    per further table, each ON one equality of columns (the joins planner checks the rest)."""
     joins = tree.args.get("joins") or [] if isinstance(tree, exp.Select) else []
-    on = joins[0].args.get("on") if len(joins) == 1 else None
-    return isinstance(on, exp.EQ) and isinstance(on.this, exp.Column) and isinstance(on.expression, exp.Column)
+    ons = [j.args.get("on") for j in joins]
+    return len(joins) >= tables - 1 and all(isinstance(on, exp.EQ) and isinstance(on.this, exp.Column)
+                                             and isinstance(on.expression, exp.Column) for on in ons)
 
 
 def _base(tree: exp.Expression, private: set) -> str:

@@ -32,6 +32,20 @@ The scan, one backend query (the same shape on DuckDB, Postgres and Spark)::
 so every measure (COUNT, SUM, the VAR moments, COUNT(DISTINCT …)) is the row-level
 measure of the kept rows.
 
+**The keyed hash** (DuckDB ``hash(salt, …)``, Spark ``xxhash64``, Postgres ``md5`` of the
+row text; :func:`rewriter.emit.keyed_hash`). The ε guarantee does not rest on it: which
+rows and cells a unit keeps is a function of that unit's own rows and the salt, a
+constant of the data version, so two neighbouring databases differ only in that unit's
+kept rows whatever the function is. The salt (a secret per data version from the ledger)
+buys two other things: repeats and retries keep the same rows (no ``random()``), and no
+one without it can say in advance which rows are dropped, so a data contributor cannot
+craft rows that are always kept or always dropped to steer the bias. DuckDB's ``hash`` is
+not a keyed PRF — it mixes the salt's 64-bit hash into the combination — which is enough
+for that (it moves the bias only, never ε); md5 on Postgres is slower but runs once per
+(unit, cell) row in the pre-aggregated scans, not per source row. Profiled on TPC-H
+(DuckDB, EXPLAIN ANALYZE) the hash is not the cost: the per-(unit, cell) hash aggregate
+(10^4–10^5 groups instead of the analyst's ≤ 6) and the window sort over its rows are.
+
 Bias: a unit with more than R rows in a cell, or in more than G cells, is under-counted.
 The exact measures equal the analyst's own query whenever the bounds bind nothing (the
 oracle test checks this).
@@ -47,6 +61,8 @@ __all__ = ["KEPT", "SALT_MARK", "UnitBounds", "aggregatable", "factor", "kept_ro
 
 SALT_MARK = "__dpgate_salt__"
 KEPT, RN, GN, U = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn", "__dpgate_u"
+NC, NT, CUM = "__dpgate_nc", "__dpgate_nt", "__dpgate_c_"   # total mode: rows per (unit, cell), per unit; running sums
+HO, HASH_P = "__dpgate_h", 2_147_483_647     # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
 def salted(sql: str, salt: str) -> str:
@@ -57,13 +73,29 @@ def salted(sql: str, salt: str) -> str:
 
 
 def factor(plan: Plan) -> int:
-    """k: the most kept rows (or unit counts) one unit can move; mechanisms run at ε/k."""
+    """k: the most kept rows (or unit counts) one unit can move; mechanisms run at ε/k.
+    Per cell: min(G, cells)·R rows; in total: R rows (in at most min(G, R, cells) cells)."""
     b = plan.unit
     if b is None:
         return 1
-    cells = min(b.max_groups, max(plan.n_cells, 1))
+    cells = min(groups_bound(b), max(plan.n_cells, 1))
     units_only = all(m.kind == "count_distinct" and m.column == b.column for m in plan.measures)
-    return cells if units_only else cells * b.max_rows
+    if units_only:
+        return cells
+    return b.max_rows if b.total else cells * b.max_rows
+
+
+def groups_bound(b: UnitBounds) -> int:
+    """The most cells (keys) one unit's kept rows can reach: G, and at most R in total mode."""
+    return min(b.max_groups, b.max_rows) if b.total else b.max_groups
+
+
+def describe(b: UnitBounds) -> str:
+    """The bounds in words (NOTICE, EXPLAIN)."""
+    if b.total:
+        return (f"at most {b.max_rows} row(s) in all, in at most {b.max_groups} group(s) — one with more "
+                "keeps that many in proportion across its groups")
+    return f"each contributes to at most {b.max_groups} group(s), at most {b.max_rows} row(s) per group"
 
 
 AGGREGATABLE = ("count_rows", "count", "count_if", "sum", "csum", "csumsq")
@@ -94,14 +126,30 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
     pseudo-rows are valid inputs of every mechanism (values within the bounds; the AVG
     pair (sum, count) is that of R such rows). ``row_measure(m)`` is a measure's row-level
     aggregate, ``base_count(m)`` the count its sum scales by, ``integral(m)`` whether it is
-    an exact integer sum."""
+    an exact integer sum.
+
+    **Total mode** (``max_rows_scope = "total"``, L1 like SmartNoise's ``max_ids``): a unit
+    with N > R rows over its kept cells (N = its rows passing the WHERE, ``__dpgate_t``)
+    keeps r_c = ⌊n_c·R/N⌋ pseudo-rows of cell c (n_c its rows there), so Σ_c r_c ≤ R. Every
+    measure is scaled by the same factor R/N: a count of a column's non-NULL values m_c
+    becomes ⌊m_c·R/N⌋ ≤ r_c, a sum over m_c values becomes that many values at their mean
+    (sum·⌊m_c·R/N⌋/m_c), and the unit counts in a cell only where r_c ≥ 1 (so in at most
+    min(R, G, cells) cells). All of that is realised by at most R rows within the bounds,
+    chosen from the unit's own rows only: k = R (:func:`factor`). At the same k as per cell
+    (R_total = min(G, cells)·R_cell) it leaves out fewer rows: only units with more than k
+    rows in all lose any, where per cell a unit loses rows in any cell above R_cell. The
+    floors are taken of running sums over the unit's cells plus a keyed offset
+    (:func:`_total_outs`), so the shares add up to exactly R (per cell floors would lose
+    about half a row per cell: on TPC-H orders that doubled the bias); the window runs
+    over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
+    (unit) row is its own total).""" 
     b = plan.unit
     unit = exp.column(b.column, quoted=True)
     keys = [key_sql(g) for g in plan.group_by]
     knames = [f"k{i + 1}" for i in range(len(keys))]
     R = exp.Literal.number(b.max_rows)
     items = [*[exp.alias_(k, n) for k, n in zip(keys, knames)], exp.alias_(unit.copy(), U, quoted=True)]
-    outs = []
+    outs, bases = [], {}
     for j, m in enumerate(plan.measures):
         a, n = f"a{j + 1}", f"n{j + 1}"
         items.append(exp.alias_(row_measure(m), a))
@@ -112,12 +160,19 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
             total = exp.Sum(this=exp.Least(this=col_a, expressions=[R.copy()]))
         else:
             items.append(exp.alias_(base_count(m), n))
+            bases[j] = (n, integral(m))
             total = exp.Sum(this=exp.Case(
                 ifs=[exp.If(this=exp.LTE(this=exp.column(n), expression=R.copy()), true=col_a.copy())],
                 default=_scaled(col_a, exp.column(n), b.max_rows, integral(m))))
         if m.kind in ("count_distinct", "count_rows", "count", "count_if"):   # a count stays a bigint
             total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
         outs.append(exp.alias_(total, f"m{j + 1}"))
+    if b.total:
+        items.append(exp.alias_(exp.Count(this=exp.Star()), NC, quoted=True))
+        items.append(exp.alias_(exp.Anonymous(this="DPGATE_HASHMOD", expressions=[
+            exp.Literal.number(HASH_P), _salt(), unit.copy()]), HO, quoted=True))   # once per (unit, cell) row
+        bases["canon"] = _canonical(items)
+        outs = _total_outs(plan, bases)
     per = exp.select(*items).from_(plan.from_())
     per = per.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
     if plan.where is not None:
@@ -130,11 +185,14 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
         order = [_hash([_salt(), exp.column(U, quoted=True), *[c.copy() for c in kcols]]), *kcols]
         gn = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(U, quoted=True)],
                         order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]))
-        ctes.append(("ranked", exp.select(exp.Star(), exp.alias_(gn, GN, quoted=True)).from_("per")))
+        ranked = exp.select(exp.Star(), exp.alias_(gn, GN, quoted=True)).from_("per")
+        ctes.append(("ranked", exp.select(exp.Star()).from_(ranked.subquery("r")).where(
+            exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups)))))
         last = "ranked"
+    if b.total and keys:                 # the unit's total and running sums over its kept cells
+        ctes.append(("cum", total_window(plan, bases, knames, last)))
+        last = "cum"
     out = exp.select(*[exp.column(n) for n in knames], *outs).from_(last)
-    if last == "ranked":
-        out = out.where(exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups)))
     for name, q in ctes:
         out = out.with_(name, as_=q, copy=False)
     if keys:
@@ -142,30 +200,116 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
     return out
 
 
-def _scaled(a: exp.Expression, n: exp.Expression, R: int, integral: bool) -> exp.Expression:
-    """a·R/n: for an integer sum q·R + (r·R) / n with q, r = a div n, a mod n (no overflow;
-    truncated toward zero, so within [R·lower, R·upper]); else in double precision."""
+def _canonical(items: list) -> dict:
+    """Per aliased count of the (unit, cell) select: the first alias with the same
+    expression (COUNT(*) and COUNT(col) of a NOT NULL column repeat): one running sum each."""
+    seen, out = {}, {}
+    for it in items:
+        if isinstance(it, exp.Alias) and isinstance(it.this, exp.Count):
+            out[it.alias] = seen.setdefault(it.this.sql(), it.alias)
+    return out
+
+
+def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
+    """The cell aggregates in total mode (:func:`per_unit_scan`): a unit whose total N
+    exceeds R keeps, of each count x (its rows, a column's non-NULL values), the share
+    ⌊(X_c·R + o)/N⌋ − ⌊((X_c − x_c)·R + o)/N⌋ in cell c, X_c the running sum of x over its
+    cells in key order (:func:`total_window`) and o ∈ [0, N) the keyed hash of
+    the unit (mod P = 2^31 − 1, then mod N: uniform up to N/P; any o ∈ [0, N) keeps the
+    bound, the uniformity only makes the rounding unbiased): systematic sampling with a
+    keyed start, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is x_c·R/N on average
+    over o whatever the order of the cells (no rounding bias; which cells round up is the
+    keyed o's choice; without GROUP BY, ⌊(x·R + o)/N⌋)."""
+    b = plan.unit
+    R = exp.Literal.number(b.max_rows)
+    keyed = bool(plan.group_by)
+    N = exp.column(NT if keyed else NC, quoted=True)
+    small = exp.LTE(this=N.copy(), expression=R.copy())
+
+    offset = exp.Mod(this=exp.column(HO, quoted=True), expression=N.copy())    # the unit's keyed o ∈ [0, N)
+
+    def share(name: str) -> exp.Expression:
+        def part(c):
+            return _idiv(exp.Add(this=exp.Mul(this=exp.Paren(this=c), expression=R.copy()), expression=offset.copy()),
+                         N.copy())
+        if not keyed:
+            return part(exp.column(name, quoted=True))
+        run = exp.column(CUM + bases["canon"].get(name, name), quoted=True)
+        return exp.Sub(this=part(run), expression=part(exp.Sub(this=run.copy(), expression=exp.column(name, quoted=True))))
+
+    outs = []
+    for j, m in enumerate(plan.measures):
+        a = exp.column(f"a{j + 1}")
+        if m.kind == "count_distinct":                 # the unit counts where it keeps a pseudo-row
+            keep = exp.GTE(this=share(NC), expression=exp.Literal.number(1))
+            v = exp.Case(ifs=[exp.If(this=exp.or_(small.copy(), keep), true=a.copy())],
+                         default=exp.Literal.number(0))
+        elif j not in bases:                           # a count: its share
+            v = exp.Case(ifs=[exp.If(this=small.copy(), true=a.copy())], default=share(f"a{j + 1}"))
+        else:                                          # a sum over x_c values: its share of them at their mean
+            n, integral = exp.column(bases[j][0]), bases[j][1]
+            v = exp.Case(ifs=[exp.If(this=exp.or_(small.copy(), exp.EQ(this=n.copy(), expression=exp.Literal.number(0))),
+                                     true=a.copy())],
+                         default=_scaled(a, n, share(bases[j][0]), integral))
+        total = exp.Sum(this=v)
+        if m.kind in ("count_distinct", "count_rows", "count", "count_if"):
+            total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
+        outs.append(exp.alias_(total, f"m{j + 1}"))
+    return outs
+
+
+def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> exp.Select:
+    """Total mode with GROUP BY: the (unit, cell) rows with the unit's total N and the
+    running sums of every count a share is taken of, in the order of the cell keys (a
+    deterministic order is all systematic sampling needs: the keyed offset picks which
+    cells round up; no hash in the sort)."""
+    names = [NC, *[f"a{j + 1}" for j, m in enumerate(plan.measures)
+                   if j not in bases and m.kind != "count_distinct"], *[v[0] for j, v in bases.items() if j != "canon"]]
+    names = [bases["canon"].get(n, n) for n in names]
+    u = exp.column(U, quoted=True)
+    kcols = [exp.column(n) for n in knames]
+    order = exp.Order(expressions=[exp.Ordered(this=c) for c in kcols])
+    frame = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
+    whole = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED",
+                           end_side="FOLLOWING")         # the same ordering: one sort for every window
+    cols = [exp.Star(), exp.alias_(exp.Window(this=exp.Sum(this=exp.column(NC, quoted=True)), partition_by=[u.copy()],
+                                              order=order.copy(), spec=whole), NT, quoted=True)]
+    for n in dict.fromkeys(names):
+        cols.append(exp.alias_(exp.Window(this=exp.Sum(this=exp.column(n, quoted=True)), partition_by=[u.copy()],
+                                          order=order.copy(), spec=frame.copy()), CUM + n, quoted=True))
+    return exp.select(*cols).from_(source)
+
+
+def _idiv(a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this="DPGATE_IDIV", expressions=[a, b])
+
+
+def _scaled(a: exp.Expression, n: exp.Expression, R, integral: bool) -> exp.Expression:
+    """a·R/n (R an int or an integer expression ≤ n): for an integer sum q·R + (r·R) / n
+    with q, r = a div n, a mod n (no overflow; truncated toward zero, so within
+    [R·lower, R·upper]); else in double precision."""
+    R = exp.Literal.number(R) if isinstance(R, int) else exp.Paren(this=R)
     if not integral:
-        return exp.Div(this=exp.Mul(this=exp.Cast(this=a, to=exp.DataType.build("double")),
-                                    expression=exp.Literal.number(R)), expression=n)
-    q = exp.Anonymous(this="DPGATE_IDIV", expressions=[a.copy(), n.copy()])
+        return exp.Div(this=exp.Mul(this=exp.Cast(this=a.copy(), to=exp.DataType.build("double")),
+                                    expression=R.copy()), expression=n.copy())
+    q = _idiv(a.copy(), n.copy())
     r = exp.Mod(this=a.copy(), expression=n.copy())
-    return exp.Add(this=exp.Mul(this=q, expression=exp.Literal.number(R)),
-                   expression=exp.Anonymous(this="DPGATE_IDIV", expressions=[
-                       exp.Mul(this=exp.Paren(this=r), expression=exp.Literal.number(R)), n.copy()]))
+    return exp.Add(this=exp.Mul(this=q, expression=R.copy()),
+                   expression=_idiv(exp.Mul(this=exp.Paren(this=r), expression=R.copy()), n.copy()))
 
 
 def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Select, exp.Expression]:
-    """The ``kept`` relation (the source's rows with their rank within their unit's cell,
-    and their cell's rank among the unit's cells) and the predicate that keeps the bounded
-    rows. ``reads``: the scan's per-row expressions (their columns order a unit's rows);
+    """The ``kept`` relation (the source's rows with their rank within their unit's cell —
+    in total mode within the unit —, and their cell's rank among the unit's cells) and the
+    predicate that keeps the bounded rows. ``reads``: the scan's per-row expressions (their columns order a unit's rows);
     ``key_sql(g)`` a group key's scan expression (:mod:`.emit`)."""
     b = plan.unit
     unit = exp.column(b.column, quoted=True)
     keys = [key_sql(g) for g in plan.group_by]
     values = _columns(reads, exclude=b.column)
     order = [_hash([_salt(), unit.copy(), *[v.copy() for v in values]]), *[v.copy() for v in values]]
-    rn = exp.Window(this=exp.RowNumber(), partition_by=[unit.copy(), *[k.copy() for k in keys]],
+    within = [] if b.total else [k.copy() for k in keys]        # total mode: R rows over all its cells
+    rn = exp.Window(this=exp.RowNumber(), partition_by=[unit.copy(), *within],
                     order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]))
     cols = [exp.Star(), exp.alias_(rn, RN, quoted=True)]
     keep = exp.LTE(this=exp.column(RN, quoted=True), expression=exp.Literal.number(b.max_rows))
@@ -194,16 +338,25 @@ def _columns(nodes, exclude: str) -> list[exp.Column]:
     return sorted(out, key=lambda c: c.name)
 
 
-def spell_hashes(tree: exp.Expression, spell, idiv=None) -> exp.Expression:
-    """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash)
-    and each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero)."""
+def spell_hashes(tree: exp.Expression, spell, idiv=None, hash_mod=None) -> exp.Expression:
+    """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash),
+    each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero) and each
+    ``DPGATE_HASHMOD(n, …)`` by ``hash_mod(n, args)`` (the keyed hash as an integer in [0, n))."""
     def swap(node):
         if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
             return spell(node.expressions)
+        if hash_mod is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASHMOD":
+            return hash_mod(node.expressions[0], node.expressions[1:])
         if idiv is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_IDIV":
             return idiv(*node.expressions)
         return node
-    return tree.transform(swap, copy=False)
+    for node in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):    # innermost first (they nest)
+        new = swap(node)
+        if new is not node:
+            if node is tree:
+                return new
+            node.replace(new)
+    return tree
 
 
 def _salt() -> exp.Expression:

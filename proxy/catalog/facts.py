@@ -87,7 +87,8 @@ def table_comment(table: Table) -> str:
                  f"{table.key}"]
     else:
         unit = table.privacy_unit
-        who = (f"per {unit} (all of a person's rows; ≤ {table.max_groups_per_unit} group(s) × "
-               f"{table.max_rows_per_unit} row(s) each)" if unit else "per row")
+        rows = (f"≤ {table.max_rows_per_unit} row(s) in all" if table.max_rows_scope == "total" else
+                f"≤ {table.max_groups_per_unit} group(s) × {table.max_rows_per_unit} row(s) each")
+        who = f"per {unit} (all of a person's rows; {rows})" if unit else "per row"
         facts = [f"central DP {who}: each answer noisy, ε per query from your tier"]
     return _join(table.description, facts)

@@ -45,7 +45,8 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
              + (f" / {k} (group privacy over a person's kept rows)" if k > 1 else ""),
              "  " + unit_text(plan)]
     if plan.unit is not None:
-        lines.append(f"  bias: a {plan.unit.name} with more than {plan.unit.max_rows} row(s) in a group, or rows in "
+        where = "in all" if plan.unit.total else "in a group"
+        lines.append(f"  bias: a {plan.unit.name} with more than {plan.unit.max_rows} row(s) {where}, or rows in "
                      f"more than {plan.unit.max_groups} group(s), is under-counted; raising the bounds "
                      f"lowers that bias and raises the noise in proportion (ε/{k})")
     shown = {o.index for o in plan.outputs if o.source == "aggregate"}

@@ -3,7 +3,7 @@ DP partition selection, a release kind.
 
 The scan returns, per key the data has, the statement's measures and the number of
 distinct privacy units (rows, on a table without a unit) — over the unit's kept rows
-(:mod:`rewriter.unit`), so one unit is in at most ``k = max_groups_per_unit`` keys. Each
+(:mod:`rewriter.unit`), so one unit is in at most ``k = max_groups_per_unit`` keys (with ``max_rows_scope = "total"``: also at most R; :func:`rewriter.unit.groups_bound`). Each
 key is kept with the optimal truncated-geometric probability π(n) (Desfontaines et al.
 2022; :mod:`mechanisms.partition_selection`) at (ε_s/k, δ'/k) per key; keys never seen are
 never invented (π(0) = 0). The scan itself drops keys whose π(n) ≤ δ'/k (so a table of
@@ -12,6 +12,14 @@ so δ' = δ/2 and the statement is (ε, δ)-DP per unit in all. The kept keys' a
 are then noised at ε_m by the central mechanisms (group privacy over the unit's kept
 rows). ε_s = ε_m = ε/2 (ε_s = ε when only the keys are asked for). The tier's δ per
 query is charged to its δ budget.
+
+HAVING / top-c over such keys: the sparse vector technique (seed 004, as the SVT kind)
+runs at ε_m over the keys partition selection released — a mechanism over a key set that
+is itself already a DP output, so the two compose sequentially: (ε_s, δ) + ε_m. Within
+ε_m the SVT takes half and the selected keys' values the other half (with values asked
+for; :func:`release.selection_answer`): ε/2 selection, ε/4 SVT, ε/4 values, each at
+ε/k by group privacy. Keys the SVT rejects are not shown (post-processing). The NOTICE
+and EXPLAIN state the split.
 """
 from __future__ import annotations
 
@@ -21,14 +29,14 @@ from fractions import Fraction
 from mechanisms.partition_selection import TruncatedGeometricSelection
 from rewriter import build_plan, parse, to_sql
 from rewriter.plan import Measure, Plan
-from rewriter.unit import factor
+from rewriter.unit import factor, groups_bound
 
 from ..wire.api import Column, Result, SqlError
 from .central import Central, checked, columns_of
 from .common import cell_key, fmt, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared
-from .release import answer_rows, noisy_answer, notice_body, unit_text
+from .release import answer_rows, noisy_answer, notice_body, selection_answer, unit_text
 
 __all__ = ["PARTITIONS", "Partitions", "floor_sql", "scan_floor", "selection_plan"]
 
@@ -37,7 +45,7 @@ def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
     """The selection's parameters for ``plan`` at the tier's (ε, δ): mechanism, scan
     threshold, ε of the measures and their group-privacy factor."""
     eps_sel = epsilon / 2 if plan.aggregates else epsilon
-    k = plan.unit.max_groups if plan.unit is not None else 1
+    k = groups_bound(plan.unit) if plan.unit is not None else 1
     sel = TruncatedGeometricSelection(eps_sel, delta / 2, k=k)
     floor_ = scan_floor(sel, Fraction(delta) / 2 / k)
     units = (Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows"))
@@ -86,10 +94,6 @@ class Partitions(Central):
                            f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
                            "charged)", hint=bin_hint(plan) or f"Declare a domain for {col} in the config, or use "
                            "a tier with delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
-        if plan.selection is not None:
-            raise SqlError("0A000", f"HAVING / top-c over {col}, which has no public domain, is not available yet",
-                           hint=f"Ask SELECT {col}, COUNT(*) … GROUP BY {col}: the released keys already pass "
-                                "a noisy threshold; filter the released rows in an outer query (free).")
         sp = selection_plan(plan, tier.epsilon, tier.delta)
         return Prepared(self, plan, columns_of(plan),
                         key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}",
@@ -112,7 +116,9 @@ class Partitions(Central):
         n = len(plan.group_by)
         kept = [tuple(r[:-1]) for r in rows if sp["sel"].select(int(r[-1]), source)]
         kept.sort(key=lambda r: tuple((v is None, v) for v in r[:n]))   # key order: public, never by count
-        if plan.aggregates:
+        if plan.selection is not None:       # HAVING / top-c: SVT over the selected keys (module doc)
+            answer = selection_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
+        elif plan.aggregates:
             answer = noisy_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
         else:
             answer = {"keys": [[cell_key(v) for v in r[:n]] for r in kept], "values": [[] for _ in kept], "half_width": [],
@@ -134,6 +140,9 @@ class Partitions(Central):
                 f"keys with few {what}s are never shown; δ charged {fmt(part['delta'])}")
         if not p.plan.aggregates:
             return f"{head}; {unit_text(p.plan)}"
+        if p.plan.selection is not None:
+            return (f"{head}; HAVING/top-c by SVT over the released keys at ε {fmt(part['eps_measures'])} (half to "
+                    "the sparse vector, half to the values): " + notice_body(p.plan, answer))
         return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(p.plan, answer)
 
     def explain_head(self, plan, tier) -> list[str]:
@@ -146,6 +155,9 @@ class Partitions(Central):
                  f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
                  f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
                  "(the other half)"]
+        if plan.selection is not None:
+            lines.append(f"  HAVING/top-c: SVT over the released keys at ε {sp['eps_measures']:g} (the other half of ε; "
+                         "of it half to the sparse vector, half to the passing keys' values)")
         if plan.aggregates:
             lines += single_tier_lines(plan, tier.model_copy(update={"epsilon": sp["eps_measures"]}))[1:]
         else:

@@ -18,7 +18,7 @@ from mechanisms.once import single_flight
 from mechanisms.svt import QueryShape, svt_select
 from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
-from rewriter.unit import factor
+from rewriter.unit import describe, factor
 
 from .common import cell_key, fmt, plain_number
 from .postexpr import evaluate, post_process, rollup
@@ -437,8 +437,7 @@ def unit_text(plan: Plan) -> str:
     if u is None:
         return "privacy unit: row (each row is protected; declare privacy_unit for per-person guarantees)"
     k = factor(plan)
-    return (f"privacy unit: {u.name} (ε per {u.name}, all its rows; each contributes to at most "
-            f"{u.max_groups} group(s), at most {u.max_rows} row(s) per group — rows beyond are left out; "
+    return (f"privacy unit: {u.name} (ε per {u.name}, all its rows; {describe(u)} — rows beyond are left out; "
             f"mechanisms run at ε/{k})")
 
 

@@ -6,7 +6,11 @@ Checked: only cities the data has are released (never invented), each released c
 at least the scan floor of distinct customers, the big cities are all released, the
 values are the bounded counts within their noise bound, the NOTICE states ε and δ, a
 repeat is free (no ε, no δ), the δ budget is charged and refuses when spent (nothing
-charged), a tier with delta = 0 is refused, and EXPLAIN shows the selection."""
+charged), a tier with delta = 0 is refused, and EXPLAIN shows the selection.
+HAVING over such keys: the sparse vector technique runs over the keys partition selection
+released — the passing keys are a subset of them (so never invented), the biggest cities
+(bounded counts ~10× the threshold) pass, a threshold above every city's count releases
+nothing (the SVT really filters), and the NOTICE/EXPLAIN state the split of ε."""
 from __future__ import annotations
 
 import math
@@ -31,6 +35,7 @@ def svc(request, tmp_path_factory):
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
     data = make_config(backend, tiers=TIERS)
     data["roles"]["other"]["tier"] = "nodelta"
+    data["roles"]["half"]["tier"] = "default"            # its own ε and δ budget: the HAVING tests
     from mechanisms import SeededSource
     s = Service(data, tmp_path_factory.mktemp("state"), source=SeededSource(20)).start()
     yield s
@@ -88,3 +93,26 @@ def test_explain_shows_the_selection(svc):
     rows, _ = _run(svc, "EXPLAIN SELECT city, COUNT(*) FROM purchases GROUP BY city")
     text = "\n".join(r[0] for r in rows)
     assert "truncated geometric" in text and "dropped in the scan" in text and "no public domain" in text
+
+
+def test_having_over_selected_keys_is_svt_over_the_released_keys(svc):
+    rows, notes = _run(svc, "SELECT city, COUNT(*) FROM purchases GROUP BY city HAVING COUNT(*) > 2000", role="half")
+    truth = dict(_raw(svc, "SELECT city, COUNT(DISTINCT customer_id) FROM purchases GROUP BY city"))
+    floor_ = scan_floor(TruncatedGeometricSelection(0.5, 5e-7, k=1), Fraction(5e-7))
+    released = [r[0] for r in rows]
+    assert released == sorted(released) and set(released) <= set(truth)           # never invented
+    assert all(truth[c] >= floor_ for c in released)                                # passed the selection first
+    assert {"c1", "c2"} <= set(released)          # ~19,000 and ~11,000 bounded purchases against 2000
+    assert "partition selection" in notes[-1] and "sparse vector" in notes[-1] and "δ charged 1e-06" in notes[-1]
+    assert "ε charged 1;" in notes[-1] and "SVT over the released keys" in notes[-1]
+
+
+def test_having_above_every_count_releases_nothing(svc):
+    rows, notes = _run(svc, "SELECT city, COUNT(*) FROM purchases GROUP BY city HAVING COUNT(*) > 10000000", role="half")
+    assert rows == [] and "sparse vector: 0 of" in notes[-1]
+
+
+def test_explain_having_states_the_split(svc):
+    rows, _ = _run(svc, "EXPLAIN SELECT city, COUNT(*) FROM purchases GROUP BY city HAVING COUNT(*) > 2000", role="half")
+    text = "\n".join(r[0] for r in rows)
+    assert "truncated geometric" in text and "sparse vector" in text and "SVT over the released keys" in text

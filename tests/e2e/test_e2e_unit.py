@@ -117,3 +117,18 @@ def test_join_and_public_table_over_the_extended_protocol(service):
         pub = c.execute("SELECT store_id, area FROM stores WHERE opened >= %s ORDER BY store_id", [2010],
                         binary=True).fetchall()
         assert pub == _raw(service, "SELECT store_id, area FROM stores WHERE opened >= 2010 ORDER BY store_id")
+
+
+def test_a_chain_of_lookups_through_the_wire(service):
+    """order_items ⋈ orders ⋈ customers: along the reference that defines the unit, then
+    on the unit; the released segments are the domain's, and the exact bounded count the
+    scan measured is within the noise bound of the release (k = min(G, cells) × R)."""
+    sql = ("SELECT c.segment, COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
+           "JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.segment")
+    rows, notes = _run(service, sql)
+    assert sorted(r[0] for r in rows) == ["business", "consumer"]
+    assert "privacy unit: orders.customer_id" in notes[-1] and "ε charged 1" in notes[-1]
+    truth = dict(_raw(service, sql))
+    k = 2 * 20                                 # order_items: G = 3 ≥ 2 cells, R = 20
+    for seg, n in rows:                        # bounded ≤ raw; the noise bound at ε/k
+        assert n <= truth[seg] + _geometric_bound(k / EPS)

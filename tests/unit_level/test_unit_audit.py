@@ -40,7 +40,7 @@ def _scan(rows, sql, G, R):
     return plan, out
 
 
-def _neighbours():
+def neighbours():
     """(name, D') pairs: D' = D with one unit added or removed."""
     heavy_new = [(999, g, a) for g in CELLS for a in (10.0, 0.0) for _ in range(40)]
     yield "add a unit with 80 rows in every cell at the bounds", ROWS + heavy_new
@@ -50,7 +50,7 @@ def _neighbours():
 
 
 @pytest.mark.parametrize("G,R", [(1, 1), (2, 3), (6, 5), (3, 40)])
-@pytest.mark.parametrize("name,other", list(_neighbours()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name,other", list(neighbours()), ids=lambda v: v if isinstance(v, str) else "")
 def test_bounded_scan_sensitivity(G, R, name, other):
     sql = "SELECT g, COUNT(*), SUM(a), COUNT(a) FROM t GROUP BY g"
     plan, a = _scan(ROWS, sql, G, R)
