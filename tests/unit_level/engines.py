@@ -1,5 +1,6 @@
-"""One database per backend for the privacy-unit tests: an in-memory DuckDB, or a fresh schema
-on the shared test Postgres (dropped afterwards)."""
+"""One database per backend for the privacy-unit tests: an in-memory DuckDB, a fresh schema
+on the shared test Postgres, or a fresh database on the shared local Spark Connect server
+(both dropped afterwards)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -8,6 +9,7 @@ from typing import Callable
 
 import duckdb
 import pytest
+import sqlglot
 
 
 @dataclass
@@ -29,6 +31,9 @@ def engine(request, schema: str):
         yield Engine("duckdb", lambda q: con.execute(q).fetchall(), insert, lambda n: f"range(0, {n}) AS t(i)")
         con.close()
         return
+    if request.param == "spark":
+        yield from _spark(request, schema)
+        return
     psycopg = pytest.importorskip("psycopg")
     con = psycopg.connect(request.getfixturevalue("postgres").dsn, autocommit=True)
     con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; SET search_path TO {schema}")
@@ -45,3 +50,23 @@ def engine(request, schema: str):
     finally:
         con.execute(f"DROP SCHEMA {schema} CASCADE")
         con.close()
+
+
+def _spark(request, schema: str):
+    """Tables in their own Spark database; rows go in as one DataFrame per insert."""
+    session = request.getfixturevalue("spark_connect").session()
+    session.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+    session.sql(f"CREATE DATABASE {schema}")
+    session.sql(f"USE {schema}")
+
+    def run(q):
+        if q.lstrip().upper().startswith("CREATE "):    # the tests' DDL is written for Postgres
+            q = sqlglot.transpile(q, read="postgres", write="spark")[0]
+        return [tuple(r) for r in session.sql(q).collect()]
+
+    def insert(table, rows):
+        session.createDataFrame(rows, session.table(table).schema).write.insertInto(table)
+    try:
+        yield Engine("spark", run, insert, lambda n: f"range(0, {n}) AS t(i)")
+    finally:
+        session.sql(f"DROP DATABASE {schema} CASCADE")

@@ -1,5 +1,6 @@
 """``max_rows_scope = "total"`` (issue 20, rewriter/unit.py ``per_unit_scan``): R rows per
-unit in the whole statement, on DuckDB and Postgres, with bounds that BIND.
+unit in the whole statement, on DuckDB, Postgres and Spark (its keyed integer and window
+spelled per dialect), with bounds that BIND.
 
 The fixture (test_unit_bounds.py's rows: every row of one (unit, cell) carries the same
 amount, so a share of r rows sums to exactly r·amount) lets each expectation be computed
@@ -48,7 +49,7 @@ def _config(R: int, G: int = 6):
     return parse_config(_raw_config(R, G))
 
 
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+@pytest.fixture(scope="module", params=["duckdb", "postgres", "spark"])
 def run(request):
     with engine(request, "unit_total") as e:
         e.run("CREATE TABLE t (u INTEGER, g INTEGER, a DOUBLE PRECISION)")
