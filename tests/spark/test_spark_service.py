@@ -45,6 +45,9 @@ KINDS = [
     ("analyst", "SELECT s.area, COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id GROUP BY s.area"),
     ("analyst", "SELECT o.priority, SUM(i.quantity) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
                 "GROUP BY o.priority"),                                          # unit through a reference
+    ("analyst", "SELECT c.segment, COUNT(*), SUM(i.quantity) FROM order_items i JOIN orders o "
+                "ON i.order_id = o.order_id JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.segment"),
+    ("analyst", "SELECT city, COUNT(*) FROM purchases GROUP BY city HAVING COUNT(*) > 20"),   # SVT over selected keys
 ]
 
 
