@@ -21,7 +21,7 @@ from mechanisms import default_source
 from .backends import open_backend
 from .catalog import PG_RELATIONS, Catalog
 from rewriter import build_plan, parse
-from rewriter.route import Route, route
+from rewriter.route import Route, Routes
 from rewriter.template import Templates
 
 from .stores.ledger import open_ledger
@@ -97,6 +97,7 @@ class Gateway:
         self._routes: OrderedDict = OrderedDict()
         self._cache_lock = threading.Lock()       # plans and routes are also made on threads
         self._catalog_names = frozenset(PG_RELATIONS)
+        self._shapes = Routes(config.tables, self._catalog_names)
 
     def route(self, sql: str) -> Route:
         """The statement's path and declared table, decided from its parse
@@ -107,7 +108,7 @@ class Gateway:
             if hit is not None:
                 self._routes.move_to_end(sql)
                 return hit
-        r = route(sql, self.config.tables, self._catalog_names)
+        r = self._shapes.route(sql)         # by shape: a statement differing only in numbers, unparsed
         if r.kind in ("dp", "unparsed") and r.table is None and self.catalog.handles(sql):
             r = Route("catalog", catalog=True)
         with self._cache_lock:
