@@ -172,10 +172,6 @@ class NoiseReservoir:
                     self._draws.popitem(last=False)
             else:
                 self._draws.move_to_end(m)
-            batch = draws_at_once(m, n - len(got), self.source)
-            if batch:                               # one step: the whole top-up of m
-                got.extend(batch)
-                yield batch
             while len(got) < n:
                 d = m.draw(self.source)
                 if d is None:                       # this measurement draws at apply time
@@ -185,28 +181,6 @@ class NoiseReservoir:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._draws.values())
-
-
-BATCH_DRAWS_MIN = 8
-"""From this many draws of one measurement on, the reservoir and a pool draw them at once
-(``Measurement.draw_many``: the law of as many ``draw`` calls; issue 21: ten hourglass
-draws cost 0.2 ms at once against 1.1 ms one by one)."""
-
-
-def draws_at_once(m, n: int, source) -> list | None:
-    """``n`` draws of ``m`` as ``m.draw`` gives them (an int, or a tuple of ints per draw),
-    from one ``m.draw_many(n)``; None below ``BATCH_DRAWS_MIN`` or for a measurement
-    without a batch form (the caller draws one by one)."""
-    if n < BATCH_DRAWS_MIN:
-        return None
-    batch = m.draw_many(n, source)
-    if hasattr(batch, "tolist"):                    # one array: one int per draw
-        out = batch.tolist()
-    elif isinstance(batch, tuple) and batch and all(hasattr(a, "tolist") for a in batch):
-        out = list(zip(*(a.tolist() for a in batch)))   # parallel arrays: one tuple per draw
-    else:
-        return None
-    return out if len(out) == n else None
 
 
 class NoisePool:
@@ -236,8 +210,6 @@ class NoisePool:
             if not self._taken and self._draws is None:
                 ready = [self.reservoir.take(m, self.cells) if self.reservoir is not None else []
                          for m in self.ms]
-                for m, r in zip(self.ms, ready):       # the rest at once where that is cheaper
-                    r.extend(draws_at_once(m, self.cells - len(r), self.source) or ())
                 self._draws = [[r[c] if c < len(r) else m.draw(self.source) for m, r in zip(self.ms, ready)]
                                for c in range(self.cells)]
 
