@@ -30,16 +30,42 @@ def complete(plan: Plan, rows) -> list[tuple]:
     if k == 0:                                       # one aggregate row: SUM of no rows is 0
         return [tuple(0 if m is None else m for m in r) for r in rows]
     types = [g.type for g in plan.group_by]
-    found: dict[tuple, tuple] = {}
-    for r in rows:
-        found[tuple(_norm(v, t) for v, t in zip(r[:k], types))] = tuple(r[k:])
+    nkeys, typed = domain_index(plan)
+    if k == 1:                                       # one key: scalar keys, no per-row tuple
+        t = types[0]
+        if t == "int":                               # _norm is the identity on ints (and bool, Decimal)
+            found = {r[0]: r for r in rows}
+        elif t == "text":
+            found = {(v if type(v) is str else _norm(v, t)): r for r in rows for v in (r[0],)}
+        else:
+            found = {_norm(r[0], t): r for r in rows}
+        nkeys = [key[0] for key in nkeys]
+    else:
+        found = {tuple(_norm(v, t) for v, t in zip(r[:k], types)): r for r in rows}
     zeros = (0,) * len(plan.measures)
     out = []
-    for cell in plan.cells:
-        key = tuple(_norm(v, t) for v, t in zip(cell, types))
-        measures = found.get(key, zeros)
-        out.append((*(_typed(v, t) for v, t in zip(cell, types)), *(0 if m is None else m for m in measures)))
+    for key, cell in zip(nkeys, typed):
+        r = found.get(key)
+        if r is None:
+            out.append(cell + zeros)
+        else:
+            m = r[k:] if type(r) is tuple else tuple(r[k:])
+            out.append(cell + (m if None not in m else tuple(0 if x is None else x for x in m)))
     return out
+
+
+def domain_index(plan: Plan) -> tuple[list[tuple], list[tuple]]:
+    """The public cells of ``plan`` as (keys as SQL's ``=`` sees them, keys as the backend
+    returns them), in key order; computed once per plan from the config's domains (a plan
+    filled from a template shares its template's: only WHERE differs)."""
+    memo = plan.__dict__.setdefault("_domain", {})      # shared with the template's plan
+    hit = memo.get("index")
+    if hit is None:
+        types = [g.type for g in plan.group_by]
+        cells = plan.cells
+        hit = memo["index"] = ([tuple(_norm(v, t) for v, t in zip(cell, types)) for cell in cells],
+                               [tuple(_typed(v, t) for v, t in zip(cell, types)) for cell in cells])
+    return hit
 
 
 def _norm(v, typ: str):

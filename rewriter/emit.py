@@ -26,7 +26,7 @@ from sqlglot.dialects.dialect import Dialect
 from . import stats, unit
 from .intervals import Arith
 from .plan import GroupKey, Measure, Plan
-from .values import to_node
+from .values import clamp_case, to_node
 
 DOUBLE = exp.DataType.build("double")
 
@@ -278,7 +278,4 @@ def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
     lo_n, hi_n = to_node(lo), to_node(hi)
     if not exact:   # keep the bounds float8 (a plain 0 would make Postgres pick numeric)
         lo_n, hi_n = (exp.Cast(this=n, to=DOUBLE.copy()) for n in (lo_n, hi_n))
-    # CASE rather than LEAST/GREATEST: Postgres' GREATEST(NULL, lo) is lo, not NULL.
-    below = exp.If(this=exp.LT(this=col.copy(), expression=lo_n), true=lo_n.copy())
-    above = exp.If(this=exp.GT(this=col.copy(), expression=hi_n), true=hi_n.copy())
-    return exp.Case(ifs=[below, above], default=col)
+    return clamp_case(col, lo_n, hi_n)

@@ -25,7 +25,7 @@ from sqlglot import exp
 from .args import understood
 from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .scope import Ctx
-from .values import to_node
+from .values import clamp_case, to_node
 
 __all__ = ["Arith", "arith_argument", "wanted"]
 
@@ -88,9 +88,7 @@ def _clamped(name: str, ctx: Ctx) -> _V:
         col = exp.Cast(this=col, to=DOUBLE.copy())
         lo_n, hi_n = (exp.Cast(this=to_node(float(b)), to=DOUBLE.copy()) for b in (lo, hi))
         typ, lo, hi = "float", float(lo), float(hi)
-    node = exp.Case(ifs=[exp.If(this=exp.LT(this=col.copy(), expression=lo_n), true=lo_n.copy()),
-                         exp.If(this=exp.GT(this=col.copy(), expression=hi_n), true=hi_n.copy())],
-                    default=col)
+    node = clamp_case(col, lo_n, hi_n)
     if typ == "int":
         node = exp.Cast(this=node, to=BIGINT.copy())
     return _V(node, typ, lo, hi)

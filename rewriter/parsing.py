@@ -18,6 +18,7 @@ an INSERT of a few thousand rows; ~60 ms)."""
 
 
 _LOCAL = threading.local()
+_MEMO_CHARS = 4096          # the last statement's tokens are kept (``tokenize``) up to this length
 
 
 def _postgres():
@@ -74,10 +75,18 @@ def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
 
 
 def tokenize(sql: str) -> list | None:
-    """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that)."""
+    """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that).
+    The last statement's tokens are kept per thread: routing and the plan template of one
+    statement tokenize it once (issue 21). Callers must not modify the list."""
+    last = getattr(_LOCAL, "last", None)
+    if last is not None and last[0] == sql:
+        return last[1]
     try:
-        return _postgres()[0].tokenize(sql)
+        tokens = _postgres()[0].tokenize(sql)
     except SqlglotError:
-        return None
+        tokens = None
+    if len(sql) <= _MEMO_CHARS:
+        _LOCAL.last = (sql, tokens)
+    return tokens
 
 

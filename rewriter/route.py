@@ -13,6 +13,8 @@ SQL only: no I/O.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
@@ -145,3 +147,50 @@ def explain_body(sql: str) -> str | None:
     if i >= len(tokens):
         raise Refusal(SYNTAX_ERROR, "syntax error at end of input: EXPLAIN needs a statement.", hint=None)
     return rest[tokens[i].start:].strip()
+
+
+_CACHED_KINDS = frozenset({"dp", "public"})
+MAX_SHAPE_TOKENS = 512
+"""Statements with more tokens are routed afresh each time (their key would be large)."""
+
+
+def shape_key(tokens) -> tuple | None:
+    """A statement's token sequence with every number token's text left out: two statements
+    with the same key parse to trees that differ only in the values of number literals, and
+    :func:`classify` reads no literal (only relations, CTE names, the INSERT target and the
+    join's shape), so they route alike. None for a statement too long to key."""
+    if not tokens or len(tokens) > MAX_SHAPE_TOKENS:
+        return None
+    return tuple("#" if t.token_type.name == "NUMBER" else (t.token_type.name, t.text) for t in tokens)
+
+
+class Routes:
+    """Routes remembered by :func:`shape_key` (issue 21: a fresh statement that differs from
+    an earlier one only in its numbers — ``age BETWEEN 31 AND 64``, then ``25 AND 70`` —
+    skips the parse). The first statement of a key is parsed and classified as by
+    :func:`route`; only DP and public-table routes are kept (EXPLAIN keeps its body text,
+    INSERTs are long, a route without a table may be the catalog's). Refusals are never
+    kept. LRU-bounded; safe across threads."""
+
+    def __init__(self, tables, catalog_relations=frozenset(), size: int = 4096) -> None:
+        self.tables, self.catalog_relations, self.size = tables, catalog_relations, size
+        self._map: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0                    # routes served by key (for tests)
+
+    def route(self, sql: str) -> Route:
+        key = shape_key(tokenize(sql))
+        if key is not None:
+            with self._lock:
+                hit = self._map.get(key)
+                if hit is not None:
+                    self._map.move_to_end(key)
+                    self.hits += 1
+                    return hit
+        r = route(sql, self.tables, self.catalog_relations)
+        if key is not None and r.kind in _CACHED_KINDS and r.table is not None:
+            with self._lock:
+                self._map[key] = r
+                if len(self._map) > self.size:
+                    self._map.popitem(last=False)
+        return r

@@ -115,6 +115,7 @@ class Template:
         plan.__dict__["_sql"] = {d: _put(s, values) for d, s in self.sql.items()}
         # memos of the aggregates alone (e.g. the releases per ε), shared: only WHERE differs
         plan.__dict__["_releases"] = self.plan.__dict__.setdefault("_releases", {})
+        plan.__dict__["_domain"] = self.plan.__dict__.setdefault("_domain", {})   # public cells: the same
         return plan
 
 

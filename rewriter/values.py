@@ -135,3 +135,17 @@ def literal_value(node: exp.Expression) -> tuple[bool, Any]:
         if ok and isinstance(v, (int, float)) and not isinstance(v, bool):
             return True, _norm(-v)
     return False, None
+
+
+def clamp_case(col: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.Expression:
+    """``col`` clamped to [lo, hi] in one CASE: ``CASE WHEN col BETWEEN lo AND hi THEN col
+    WHEN col < lo THEN lo WHEN col > hi THEN hi END`` -- NULL stays NULL (no branch holds),
+    NaN clamps to hi and ±Infinity to its bound (NaN sorts above every number on DuckDB,
+    Postgres and Spark), exactly as ``WHEN col < lo … WHEN col > hi … ELSE col``. The
+    in-range test comes first: on the usual data nearly every row takes the first branch,
+    so the engine evaluates one comparison pair per row (issue 21: half the clamp's scan
+    cost on DuckDB). Not LEAST/GREATEST: Postgres' GREATEST(NULL, lo) is lo, not NULL."""
+    inside = exp.Between(this=col.copy(), low=lo.copy(), high=hi.copy())
+    return exp.Case(ifs=[exp.If(this=inside, true=col.copy()),
+                         exp.If(this=exp.LT(this=col.copy(), expression=lo.copy()), true=lo.copy()),
+                         exp.If(this=exp.GT(this=col.copy(), expression=hi.copy()), true=hi.copy())])

@@ -360,6 +360,21 @@ def _cell(o, key, vals):
     return post_process(vals[o.index], o.post) if o.post else vals[o.index]
 
 
+def _plain_rows(plan: Plan, keys: list, values: list) -> list[tuple] | None:
+    """The rows column by column when every output is a key or an aggregate as released (no
+    date/time key to convert, no post-processing): what :func:`_cell` gives, without a call
+    per value (issue 21: a 10,000-cell answer). None otherwise."""
+    cols = []
+    for o in plan.outputs:
+        if o.source == "group" and o.type not in ("date", "timestamp"):
+            cols.append([key[o.index] for key in keys])
+        elif o.source == "aggregate" and not o.post:
+            cols.append([vals[o.index] for vals in values])
+        else:
+            return None
+    return list(zip(*cols)) if cols else None
+
+
 def _aligned(plan: Plan, answer: dict) -> dict:
     """``answer`` with its aggregates in ``plan``'s order: two spellings of one measurement
     (same canonical text) may list the same aggregates in another order."""
@@ -382,6 +397,8 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
              if keep is None or evaluate(keep, key, vals) is True]       # HAVING / outer WHERE
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
         rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]     # COUNT/SUM/… of released rows
+    elif keep is None and (plain := _plain_rows(plan, answer["keys"], answer["values"])) is not None:
+        rows = plain
     else:
         rows = [tuple(_cell(o, key, vals) for o in plan.outputs) for key, vals in cells]
     for item in reversed(plan.order_by):

@@ -1,0 +1,20 @@
+"""A started gateway settles the cyclic garbage collector once per process (issue 21):
+what exists is frozen out of its scans and it runs every 50,000 new objects."""
+from __future__ import annotations
+
+import asyncio
+import gc
+
+from config import parse_config
+from proxy.gateway import GC_THRESHOLDS, Gateway
+from support.service import make_config
+
+
+def test_a_started_gateway_settles_the_collector(tmp_path):
+    gw = Gateway(parse_config(make_config({"kind": "duckdb", "path": str(tmp_path / "d.duckdb")})),
+                 tmp_path / "state")
+    try:
+        asyncio.run(gw.start())
+        assert gc.get_threshold() == GC_THRESHOLDS and gc.get_freeze_count() > 0
+    finally:
+        asyncio.run(gw.close())
