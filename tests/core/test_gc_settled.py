@@ -1,12 +1,13 @@
-"""A started gateway settles the cyclic garbage collector once per process (issue 21):
-what exists is frozen out of its scans and it runs every 50,000 new objects."""
+"""A started gateway settles the cyclic garbage collector (issue 21): what exists is frozen
+out of its scans (a full collection no longer walks the service's ≈140,000 objects), and
+closing it unfreezes them."""
 from __future__ import annotations
 
 import asyncio
 import gc
 
 from config import parse_config
-from proxy.gateway import GC_THRESHOLDS, Gateway
+from proxy.gateway import Gateway
 from support.service import make_config
 
 
@@ -15,6 +16,7 @@ def test_a_started_gateway_settles_the_collector(tmp_path):
                  tmp_path / "state")
     try:
         asyncio.run(gw.start())
-        assert gc.get_threshold() == GC_THRESHOLDS and gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0
     finally:
         asyncio.run(gw.close())
+    assert gc.get_freeze_count() == 0
