@@ -12,6 +12,8 @@ tpchgen-cli is in the ``test`` extra; the test skips with one line if it is miss
 """
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from bench import tpch, user_level
@@ -54,3 +56,18 @@ def test_relative_error_rule():
     truth = {("a",): 10.0, ("b",): -4.0, ("c",): 0.0}
     assert user_level.rel_error({("a",): 11.0, ("b",): -4.0, ("c",): 5.0}, truth) == pytest.approx(0.05)
     assert user_level.rel_error({("a",): 10.0}, truth) == pytest.approx(0.5)      # b missing: error 1
+
+
+def test_no_worse_is_judged_beyond_chance():
+    """Same-law errors pass (a coin flip on the medians would fail about half of them); errors
+    clearly larger than the spread fail; the bound is the z formula (mean + 2·SE)."""
+    rng = random.Random(7)
+    fails = 0
+    for _ in range(200):                                   # equal laws: P(fail) ≈ 2.3% (one-sided 2σ)
+        a = [abs(rng.gauss(0, 1)) for _ in range(100)]
+        b = [abs(rng.gauss(0, 1)) for _ in range(100)]
+        fails += not user_level.no_worse(a, b)
+    assert fails <= 15                                     # binomial(200, 0.023): mean 4.6, P(> 15) < 1e-4
+    worse = [abs(rng.gauss(0, 2)) for _ in range(100)]     # twice the spread: 3.9σ beyond the bound
+    assert not user_level.no_worse(worse, [abs(rng.gauss(0, 1)) for _ in range(100)])
+    assert user_level.no_worse([1.0, 1.2, 0.8], [1.0, 1.2, 0.8])
