@@ -12,25 +12,22 @@ public grid (:class:`mechanisms.extreme.ExtremeGrid`, passed in as lower/step/U)
 Its rows never leave the proxy; the mechanism turns each group's histogram into one value.
 
 A key without a public domain (issue 20 §3, ``plan.selected``): the same scan also returns, on
-each histogram row, the number of distinct units of its key (rows, on a table without a unit),
-over the same rows, and drops keys below the selection's scan floor::
+each histogram row, the number of distinct units of its key over the kept rows (rows, on a
+table without a unit; as the partition scan counts them), and drops keys below the
+selection's scan floor::
 
-    WITH kept AS (…), marked AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY unit, keys ORDER BY col) AS f
-                                 FROM kept WHERE <bounded> AND col IS NOT NULL)
+    WITH kept AS (…)
     SELECT * FROM (SELECT k.., v, n, SUM(nu) OVER (PARTITION BY k..) AS units
-                   FROM (SELECT keys AS k.., v, COUNT(*) AS n, SUM(CASE WHEN f = 1 THEN 1 ELSE 0 END) AS nu
-                         FROM marked GROUP BY keys, v) AS h) AS s
-    WHERE units >= floor
+                   FROM (SELECT keys AS k.., v, COUNT(*) AS n, SUM(CASE WHEN rn = 1 THEN 1 ELSE 0 END) AS nu
+                         FROM kept WHERE <bounded> GROUP BY keys, v) AS h) AS s
+    WHERE units >= floor AND v IS NOT NULL
 
-(a unit's first row in its key — f = 1 — is counted once, so ``units`` is COUNT(DISTINCT unit)
-per key without a DISTINCT window, which Postgres lacks). The proxy chooses the keys by
-partition selection (:mod:`proxy.pipeline.partitions`) before any value is drawn.
-
-Quantiles (issue 19 §5): ``percentile_cont(q) WITHIN GROUP (ORDER BY col [DESC])``,
-``percentile_disc(…)`` and ``median(col)`` are planned the same way (read as SUM(col); q a
-literal in [0, 1]; DESC asks for 1 − q) and released by :mod:`mechanisms.quantile` from the
-same histogram. percentile_cont and median are float8 (a CAST display step), percentile_disc
-keeps the column's type, as in Postgres.
+``rn`` (:func:`.unit.kept_rows`) ranks a unit's rows within its key, so rn = 1 marks one row per
+(unit, key) and ``units`` is COUNT(DISTINCT unit) per key without a DISTINCT window (which
+Postgres lacks) or another sort; in total mode rn ranks a unit's rows over all its keys, and
+a ``marked`` CTE ranks them within the key. Rows with a NULL value count a unit but join no
+histogram (dropped after the window). The proxy chooses the keys by partition selection
+(:mod:`proxy.pipeline.partitions`) before any value is drawn.
 """
 from __future__ import annotations
 
@@ -226,25 +223,31 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
                                         expression=exp.Cast(this=to_node(float(step)), to=DOUBLE.copy())))
     v = exp.Cast(this=offset, to=exp.DataType.build("bigint"))
     keys = [group_key_sql(g) for g in plan.group_by]
-    cond = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
-    cond = exp.and_(exp.Paren(this=where.copy()), cond) if where is not None else cond
-    marked = None
-    if floor is not None and kept is not None:       # a unit's first row in its key (module doc)
-        first = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(plan.unit.column, quoted=True),
-                                                              *[k.copy() for k in keys]],
-                           order=exp.Order(expressions=[exp.Ordered(this=col.copy())]))
-        marked = exp.select(exp.Star(), exp.alias_(first, FIRST, quoted=True)).from_(source).where(cond)
-        source, cond = exp.to_table(MARKED), None
+    present = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
+    selected = floor is not None
+    cond = None if selected else present       # selected keys: units over every kept row (module doc)
+    if where is not None:
+        cond = exp.and_(exp.Paren(this=where.copy()), cond) if cond is not None else where.copy()
+    marked, first = None, None
+    if selected and kept is not None:          # a unit's first kept row in its key (module doc)
+        if plan.unit.total:                    # rn ranks the unit's rows over all its keys: rank in the key
+            w = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(plan.unit.column, quoted=True),
+                                                               *[k.copy() for k in keys]],
+                           order=exp.Order(expressions=[exp.Ordered(this=exp.column(unit.RN, quoted=True))]))
+            marked = exp.select(exp.Star(), exp.alias_(w, FIRST, quoted=True)).from_(source).where(cond)
+            source, cond, first = exp.to_table(MARKED), None, FIRST
+        else:                                  # rn already ranks the unit's rows within its key
+            first = unit.RN
     aggs = [exp.Count(this=exp.Star()).as_("n")]
-    if marked is not None:
-        one = exp.EQ(this=exp.column(FIRST, quoted=True), expression=to_node(1))
+    if first is not None:
+        one = exp.EQ(this=exp.column(first, quoted=True), expression=to_node(1))
         aggs.append(exp.Sum(this=exp.Case(ifs=[exp.If(this=one, true=to_node(1))], default=to_node(0))).as_("nu"))
     q = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], v.as_("v"), *aggs).from_(source)
     if cond is not None:
         q = q.where(cond)
     q = q.group_by(*[k.copy() for k in keys], v.copy())
-    if floor is not None:
-        q = _floored(q, len(keys), "nu" if marked is not None else "n", floor)
+    if selected:
+        q = _floored(q, len(keys), "nu" if first is not None else "n", floor)
     if kept is None:
         return for_dialect(q, dialect).sql(dialect=dialect, identify=True)   # Spark: emit.for_dialect
     q = q.with_(unit.KEPT, as_=kept, copy=False)
@@ -259,11 +262,13 @@ MARKED, FIRST = "__dpgate_marked", "__dpgate_first"
 
 def _floored(hist: exp.Select, n_keys: int, per_row: str, floor: int) -> exp.Select:
     """``hist`` (k.., v, n[, nu]) with each key's units summed over its rows (a window), keys
-    below ``floor`` dropped: rows (k.., v, n, units)."""
+    below ``floor`` dropped, and the rows of NULL values (v NULL: counted in the units, not in
+    the histogram): rows (k.., v, n, units)."""
     ks = [exp.column(f"k{i + 1}", quoted=True) for i in range(n_keys)]
     units = exp.Window(this=exp.Sum(this=exp.column(per_row, quoted=True)), partition_by=ks)
     inner = exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
                        exp.alias_(units, "units", quoted=True)).from_(hist.subquery("h"))
+    keep = exp.and_(exp.GTE(this=exp.column("units", quoted=True), expression=to_node(int(floor))),
+                    exp.Not(this=exp.Is(this=exp.column("v", quoted=True), expression=exp.Null())))
     return (exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
-                       exp.column("units", quoted=True)).from_(inner.subquery("s"))
-            .where(exp.GTE(this=exp.column("units", quoted=True), expression=to_node(int(floor)))))
+                       exp.column("units", quoted=True)).from_(inner.subquery("s")).where(keep))
