@@ -20,13 +20,15 @@ selection's scan floor::
     SELECT * FROM (SELECT k.., v, n, SUM(nu) OVER (PARTITION BY k..) AS units
                    FROM (SELECT keys AS k.., v, COUNT(*) AS n, SUM(CASE WHEN rn = 1 THEN 1 ELSE 0 END) AS nu
                          FROM kept WHERE <bounded> GROUP BY keys, v) AS h) AS s
-    WHERE units >= floor AND v IS NOT NULL
+    WHERE units >= floor
 
 ``rn`` (:func:`.unit.kept_rows`) ranks a unit's rows within its key, so rn = 1 marks one row per
 (unit, key) and ``units`` is COUNT(DISTINCT unit) per key without a DISTINCT window (which
 Postgres lacks) or another sort; in total mode rn ranks a unit's rows over all its keys, and
 a ``marked`` CTE ranks them within the key. Rows with a NULL value count a unit but join no
-histogram (dropped after the window). The proxy chooses the keys by partition selection
+histogram: they come back as one row with v NULL, so a key whose rows all lack a value is still
+a key — selected by its units like any other, its value drawn from an empty histogram (dropping
+it instead would let one unit with a value make it appear). The proxy chooses the keys by partition selection
 (:mod:`proxy.pipeline.partitions`) before any value is drawn.
 """
 from __future__ import annotations
@@ -262,13 +264,12 @@ MARKED, FIRST = "__dpgate_marked", "__dpgate_first"
 
 def _floored(hist: exp.Select, n_keys: int, per_row: str, floor: int) -> exp.Select:
     """``hist`` (k.., v, n[, nu]) with each key's units summed over its rows (a window), keys
-    below ``floor`` dropped, and the rows of NULL values (v NULL: counted in the units, not in
-    the histogram): rows (k.., v, n, units)."""
+    below ``floor`` dropped: rows (k.., v, n, units); v is NULL on a key's row of NULL values
+    (they count its units, not its histogram)."""
     ks = [exp.column(f"k{i + 1}", quoted=True) for i in range(n_keys)]
     units = exp.Window(this=exp.Sum(this=exp.column(per_row, quoted=True)), partition_by=ks)
     inner = exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
                        exp.alias_(units, "units", quoted=True)).from_(hist.subquery("h"))
-    keep = exp.and_(exp.GTE(this=exp.column("units", quoted=True), expression=to_node(int(floor))),
-                    exp.Not(this=exp.Is(this=exp.column("v", quoted=True), expression=exp.Null())))
+    keep = exp.GTE(this=exp.column("units", quoted=True), expression=to_node(int(floor)))
     return (exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
                        exp.column("units", quoted=True)).from_(inner.subquery("s")).where(keep))

@@ -65,13 +65,16 @@ def _selection(plan: Plan, tier) -> dict | None:
 
 def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, delta: float) -> dict:
     """Rows (k.., v, n, units): the keys chosen by partition selection, then each kept
-    key's value from its histogram."""
+    key's value from its histogram (v NULL: the key's rows without a value, counted in its
+    units only — such a key is selected like any other, from an empty histogram if need be)."""
     n = len(xp.plan.group_by)
     hists: dict[tuple, list] = {}
     units: dict[tuple, int] = {}
     for row in rows:
         key = tuple(row[:n])
-        hists.setdefault(key, []).append((int(row[n]), int(row[n + 1])))
+        hist = hists.setdefault(key, [])
+        if row[n] is not None:
+            hist.append((int(row[n]), int(row[n + 1])))
         units[key] = int(row[n + 2])
     order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))   # draws in key order
     kept = select_rows(sp["sel"], [(*k, units[k]) for k in order], n, gw.source)

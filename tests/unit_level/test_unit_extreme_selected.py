@@ -23,6 +23,7 @@ import pytest
 
 import rewriter
 from config import parse_config
+from mechanisms import SeededSource
 from proxy.demo import demo_config_path
 from proxy.pipeline.extreme import EXTREME
 from proxy.pipeline.partitions import scan_floor
@@ -78,14 +79,15 @@ def _scan(run, sql: str, cfg, floor: int) -> dict:
     for k, v, n, units in go(histogram_sql(xp, LO, 1.0, HI - LO, True, dialect, "0a1b", floor=floor)):
         h, u = out.setdefault(k, [Counter(), set()])
         assert v not in h
-        h[int(v)] = int(n)
+        if v is not None:                       # v NULL: the key's rows without a value (units only)
+            h[int(v)] = int(n)
         u.add(int(units))
     return {k: (h, u.pop()) for k, (h, u) in out.items() if len(u) == 1}   # one units figure per key
 
 
 def _truth(unit: bool) -> dict:
-    """Per key with at least one value: its histogram, and its units (rows) over every row of a
-    known unit, NULL values included (they count a unit, as the partition scan does)."""
+    """Per key: its histogram, and its units (rows) over every row of a known unit, NULL values
+    included (they count a unit, as the partition scan does; a key of NULL values only is a key)."""
     hist: dict = {}
     for u, c, a in ROWS:
         if unit and u is None:
@@ -95,7 +97,7 @@ def _truth(unit: bool) -> dict:
             h[min(max(a, LO), HI) - LO] += 1
         us.add(u)
         rows[0] += 1
-    return {c: (h, len(us) if unit else rows[0]) for c, (h, us, rows) in hist.items() if h}
+    return {c: (h, len(us) if unit else rows[0]) for c, (h, us, rows) in hist.items()}
 
 
 @pytest.mark.parametrize("scope", ["cell", "total"])
@@ -105,7 +107,8 @@ def test_per_key_histogram_and_units_equal_the_truth(run, sql, floor, scope):
     got = _scan(run, sql, _config(True, scope=scope), floor)
     want = {c: hu for c, hu in _truth(True).items() if hu[1] >= floor}
     assert got == want
-    assert "ghost" not in got and "ghost2" not in got                # keys of no known unit / no value
+    assert "ghost" not in got                                         # a key of no known unit
+    assert ("ghost2" in got) == (floor == 1) and ("ghost2" not in got or not got["ghost2"][0])   # no value: a key
     assert (None in got) == (floor <= 5)                              # a NULL key is a key like any other
     assert len(got) < len(_truth(True)) or floor == 1                 # the floor drops keys
 
@@ -113,13 +116,13 @@ def test_per_key_histogram_and_units_equal_the_truth(run, sql, floor, scope):
 def test_row_level_table_counts_rows(run):
     got = _scan(run, "SELECT c, MIN(a) FROM t GROUP BY c", _config(False), 9)
     want = {c: hu for c, hu in _truth(False).items() if hu[1] >= 9}
-    assert got == want and "ghost" in got and "ghost2" not in got     # no unit: 9 rows of c = 'ghost' count
+    assert got == want and "ghost" in got                             # no unit: 9 rows of c = 'ghost' count
 
 
 def test_one_key_per_unit_when_l0_binds(run):
     got = _scan(run, "SELECT c, MAX(a) FROM t GROUP BY c", _config(True, G=1), 1)
-    # each unit in exactly one key (its kept cell); unit u + 1 (only a NULL value, in 'ghost2') joins no histogram
-    assert sum(units for _, units in got.values()) == len({u for u, _, _ in ROWS if u is not None}) - 1
+    # each unit in exactly one key (its kept cell), even unit u + 1 (only a NULL value, in 'ghost2')
+    assert sum(units for _, units in got.values()) == len({u for u, _, _ in ROWS if u is not None})
     truth = _truth(True)
     assert all(units <= truth[c][1] and sum(h.values()) <= sum(truth[c][0].values()) for c, (h, units) in got.items())
 
@@ -133,8 +136,8 @@ def _demo(delta: float):
         r.pop("scram", None)
     raw["tiers"]["default"].update(delta=delta, delta_budget=max(delta, 1e-9) * 10)
     cfg = parse_config(raw)
-    return SimpleNamespace(gw=SimpleNamespace(config=cfg, tier_of=lambda role: cfg.tiers[cfg.roles[role].tier]),
-                           role="analyst")
+    return SimpleNamespace(gw=SimpleNamespace(config=cfg, tier_of=lambda role: cfg.tiers[cfg.roles[role].tier],
+                                              source=SeededSource(3)), role="analyst")
 
 
 def _plan(conn, sql):
@@ -161,6 +164,23 @@ def test_epsilon_and_delta_split_add_up_to_the_tier(sql):
     f = p.state["sel"]["floor"]
     assert f == scan_floor(sel, slack) and sel.keep_probability(f - 1 if f > 1 else 0) <= slack
     assert f"delta={tier.delta!r}" in p.key                           # another δ is another release
+
+
+def test_measure_selects_by_units_and_keeps_keys_without_values():
+    """A key whose rows all lack a value (v NULL) is selected by its units like any other (its
+    value from an empty histogram): dropping it would let one unit with a value make it appear.
+    Keys at or past n1 (π = 1) are always kept, keys below the floor never (π ≤ δ/2k)."""
+    conn = _demo(1e-6)
+    p = _plan(conn, "SELECT city, MAX(amount) FROM purchases GROUP BY city")
+    sel = p.state["sel"]["sel"]
+    big = sel.n_one
+    rows = [("a", None, 40, big), ("b", 1000, 3, big), ("b", None, 2, big), ("c", 5, 1, 1)]   # c: π(1) = δ/2 ≈ 0
+    answer = EXTREME.measure(conn, p, rows)
+    assert answer["keys"] == [["a"], ["b"]] and len(answer["values"]) == 2
+    assert answer["partitions"]["kept"] == 2 and answer["partitions"]["delta"] == 1e-6
+    assert EXTREME.mechanism(answer) == "shifted_rank_max, partition_selection"
+    text = EXTREME.notice_body(p, answer)
+    assert "2 key(s) released" in text and "values at ε 0.5" in text and "δ charged 1e-06" in text
 
 
 def test_public_keys_are_unchanged():
