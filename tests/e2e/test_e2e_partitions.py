@@ -235,3 +235,16 @@ def test_explain_extreme_over_selected_keys_states_the_split(svc):
     text = "\n".join(r[0] for r in rows)
     assert "truncated geometric" in text and "dropped in the scan" in text and "other half of ε" in text
     assert "distinct units for the selection" in text and '"units" >= ' in text
+
+
+def test_extreme_over_selected_keys_extended_protocol(svc):
+    """Describe before Bind, a $1 in WHERE, binary results; EXPLAIN for a tier with δ = 0 says why."""
+    with psycopg.connect(svc.dsn("tiny"), autocommit=True) as c:
+        cur = c.cursor(binary=True)
+        rows = cur.execute("SELECT city, percentile_disc(0.9) WITHIN GROUP (ORDER BY amount) AS p90 FROM purchases "
+                           "WHERE store = %s GROUP BY city", (3,), prepare=True).fetchall()
+        assert [d.name for d in cur.description] == ["city", "p90"]
+    truth = dict(_raw(svc, "SELECT city, COUNT(DISTINCT customer_id) FROM purchases WHERE store = 3 GROUP BY city"))
+    assert rows and {r[0] for r in rows} <= set(truth) and all(0 <= r[1] <= 500 for r in rows)
+    lines, _ = _run(svc, "EXPLAIN SELECT city, MAX(amount) FROM purchases GROUP BY city", role="other")
+    assert "refused for this role" in lines[0][0] and "delta = 0" in lines[0][0]

@@ -1,5 +1,5 @@
 """MAX / MIN / percentiles over keys without a public domain (issue 20 §3; rewriter/extreme.py
-``histogram_sql(floor=…)``, proxy/pipeline/extreme.py) on DuckDB and Postgres.
+``histogram_sql(floor=…)``, proxy/pipeline/extreme.py) on DuckDB, Postgres and Spark.
 
 The one histogram scan, with bounds that bind nothing, equals the backend-independent
 truth computed in Python: per key the histogram of the clamped grid index and the number of
@@ -63,7 +63,7 @@ def _config(unit: bool, G: int = 1000, R: int = 100_000, scope: str = "cell"):
                          "roles": {"a": {"tier": "default"}}, "server": {"auth": "trust"}, "tables": {"t": t}})
 
 
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+@pytest.fixture(scope="module", params=["duckdb", "postgres", "spark"])
 def run(request):
     with engine(request, "unit_extreme_sel") as e:
         e.run("CREATE TABLE t (u INTEGER, c TEXT, a INTEGER)")
