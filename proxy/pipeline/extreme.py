@@ -24,8 +24,8 @@ from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.quantile import ExpMechQuantile
 from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
-from rewriter.unit import factor
 from rewriter.plan import Plan
+from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
