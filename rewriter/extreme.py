@@ -11,11 +11,25 @@ public grid (:class:`mechanisms.extreme.ExtremeGrid`, passed in as lower/step/U)
 
 Its rows never leave the proxy; the mechanism turns each group's histogram into one value.
 
-Quantiles (issue 19 §5): ``percentile_cont(q) WITHIN GROUP (ORDER BY col [DESC])``,
-``percentile_disc(…)`` and ``median(col)`` are planned the same way (read as SUM(col); q a
-literal in [0, 1]; DESC asks for 1 − q) and released by :mod:`mechanisms.quantile` from the
-same histogram. percentile_cont and median are float8 (a CAST display step), percentile_disc
-keeps the column's type, as in Postgres.
+A key without a public domain (issue 20 §3, ``plan.selected``): the same scan also returns, on
+each histogram row, the number of distinct units of its key over the kept rows (rows, on a
+table without a unit; as the partition scan counts them), and drops keys below the
+selection's scan floor::
+
+    WITH kept AS (…)
+    SELECT * FROM (SELECT k.., v, n, SUM(nu) OVER (PARTITION BY k..) AS units
+                   FROM (SELECT keys AS k.., v, COUNT(*) AS n, SUM(CASE WHEN rn = 1 THEN 1 ELSE 0 END) AS nu
+                         FROM kept WHERE <bounded> GROUP BY keys, v) AS h) AS s
+    WHERE units >= floor
+
+``rn`` (:func:`.unit.kept_rows`) ranks a unit's rows within its key, so rn = 1 marks one row per
+(unit, key) and ``units`` is COUNT(DISTINCT unit) per key without a DISTINCT window (which
+Postgres lacks) or another sort; in total mode rn ranks a unit's rows over all its keys, and
+a ``marked`` CTE ranks them within the key. Rows with a NULL value count a unit but join no
+histogram: they come back as one row with v NULL, so a key whose rows all lack a value is still
+a key — selected by its units like any other, its value drawn from an empty histogram (dropping
+it instead would let one unit with a value make it appear). The proxy chooses the keys by partition selection
+(:mod:`proxy.pipeline.partitions`) before any value is drawn.
 """
 from __future__ import annotations
 
@@ -163,9 +177,8 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
     if plan.selection is not None:
         raise _refuse("HAVING and top-c are not available with MAX/MIN/percentiles; ask for the value "
                       "per group.")
-    if plan.selected:
-        raise Refusal("42501", "MAX, MIN and percentiles group by columns with a declared public domain only "
-                      "(a key without one is chosen by partition selection, for COUNT/SUM/AVG).", hint=ALLOWED)
+    # plan.selected (a key without a public domain): the keys come from partition selection in the
+    # same scan (histogram_sql's floor, proxy.pipeline.extreme), so it is planned like any other
     if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
         raise _refuse("MAX, MIN and percentiles are answered alone (ROUND/CAST over them allowed); "
                       "compute expressions over them in the client.")
@@ -185,9 +198,11 @@ def extreme_param_types(expr: exp.Expression, config: Config):
 
 
 def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_step: bool,
-                  dialect: str, salt: str = "") -> str:
+                  dialect: str, salt: str = "", floor: int | None = None) -> str:
     """The one scan: per group key and grid index, the number of rows (see module doc);
-    on a table with a privacy unit, of the unit's kept rows (:mod:`.unit`)."""
+    on a table with a privacy unit, of the unit's kept rows (:mod:`.unit`). ``floor`` (keys
+    chosen by partition selection): each row also carries its key's distinct units, and keys
+    with fewer than ``floor`` are dropped."""
     plan = xp.plan
     col = exp.column(xp.column, quoted=True)
     source, where, kept = plan.from_(), plan.where, None
@@ -210,12 +225,51 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
                                         expression=exp.Cast(this=to_node(float(step)), to=DOUBLE.copy())))
     v = exp.Cast(this=offset, to=exp.DataType.build("bigint"))
     keys = [group_key_sql(g) for g in plan.group_by]
-    q = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], v.as_("v"),
-                   exp.Count(this=exp.Star()).as_("n")).from_(source)
-    cond = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
-    q = q.where(exp.and_(exp.Paren(this=where.copy()), cond) if where is not None else cond)
+    present = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
+    selected = floor is not None
+    cond = None if selected else present       # selected keys: units over every kept row (module doc)
+    if where is not None:
+        cond = exp.and_(exp.Paren(this=where.copy()), cond) if cond is not None else where.copy()
+    marked, first = None, None
+    if selected and kept is not None:          # a unit's first kept row in its key (module doc)
+        if plan.unit.total:                    # rn ranks the unit's rows over all its keys: rank in the key
+            w = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(plan.unit.column, quoted=True),
+                                                               *[k.copy() for k in keys]],
+                           order=exp.Order(expressions=[exp.Ordered(this=exp.column(unit.RN, quoted=True))]))
+            marked = exp.select(exp.Star(), exp.alias_(w, FIRST, quoted=True)).from_(source).where(cond)
+            source, cond, first = exp.to_table(MARKED), None, FIRST
+        else:                                  # rn already ranks the unit's rows within its key
+            first = unit.RN
+    aggs = [exp.Count(this=exp.Star()).as_("n")]
+    if first is not None:
+        one = exp.EQ(this=exp.column(first, quoted=True), expression=to_node(1))
+        aggs.append(exp.Sum(this=exp.Case(ifs=[exp.If(this=one, true=to_node(1))], default=to_node(0))).as_("nu"))
+    q = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], v.as_("v"), *aggs).from_(source)
+    if cond is not None:
+        q = q.where(cond)
     q = q.group_by(*[k.copy() for k in keys], v.copy())
+    if selected:
+        q = _floored(q, len(keys), "nu" if first is not None else "n", floor)
     if kept is None:
         return for_dialect(q, dialect).sql(dialect=dialect, identify=True)   # Spark: emit.for_dialect
-    q = unit.spell_hashes(q.with_(unit.KEPT, as_=kept, copy=False), lambda a: keyed_hash(a, dialect))
+    q = q.with_(unit.KEPT, as_=kept, copy=False)
+    if marked is not None:
+        q = q.with_(MARKED, as_=marked, copy=False)
+    q = unit.spell_hashes(q, lambda a: keyed_hash(a, dialect))
     return unit.salted(for_dialect(q, dialect).sql(dialect=dialect, identify=True), salt)
+
+
+MARKED, FIRST = "__dpgate_marked", "__dpgate_first"
+
+
+def _floored(hist: exp.Select, n_keys: int, per_row: str, floor: int) -> exp.Select:
+    """``hist`` (k.., v, n[, nu]) with each key's units summed over its rows (a window), keys
+    below ``floor`` dropped: rows (k.., v, n, units); v is NULL on a key's row of NULL values
+    (they count its units, not its histogram)."""
+    ks = [exp.column(f"k{i + 1}", quoted=True) for i in range(n_keys)]
+    units = exp.Window(this=exp.Sum(this=exp.column(per_row, quoted=True)), partition_by=ks)
+    inner = exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
+                       exp.alias_(units, "units", quoted=True)).from_(hist.subquery("h"))
+    keep = exp.GTE(this=exp.column("units", quoted=True), expression=to_node(int(floor)))
+    return (exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
+                       exp.column("units", quoted=True)).from_(inner.subquery("s")).where(keep))

@@ -3,7 +3,17 @@ scan → shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`
 §6.4), or the exponential mechanism for a quantile (:mod:`mechanisms.quantile`, Smith
 2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once per
 statement (groups are disjoint: parallel composition); a repeat returns the stored
-answer free, as everywhere."""
+answer free, as everywhere.
+
+Grouped by a column without a public domain (issue 20 §3): the same one histogram scan
+also carries each key's distinct units and drops the keys below the selection's scan floor
+(:func:`rewriter.extreme.histogram_sql`); the keys are chosen by the partition selection of
+:mod:`.partitions` (its :func:`~.partitions.selection_plan` and
+:func:`~.partitions.select_rows`, not a copy): (ε/2)/k and δ/2k per key, the floor the
+other δ/2k; the value of each released key is then drawn at the other ε/2, divided by the
+unit's factor. The selection's output is DP, so the values over it compose sequentially:
+(ε/2, δ) + ε/2 = (ε, δ) per unit. δ is reserved before the scan like ε (``Prepared.delta``,
+:func:`.kind.run`); a tier with δ = 0 is refused with the bin hint, as for partitions."""
 from __future__ import annotations
 
 import asyncio
@@ -14,11 +24,13 @@ from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.quantile import ExpMechQuantile
 from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
+from rewriter.plan import Plan
 from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .kind import Prepared, ReleaseKind
+from .partitions import require_delta, select_rows, selection_explain, selection_notice, selection_plan
 from .release import answer_rows, output_types, unit_text
 
 __all__ = ["EXTREME", "Extreme", "describe_extreme", "explain_extreme"]
@@ -37,9 +49,41 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
 
 
-def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "") -> str:
+def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: dict | None = None) -> str:
     return histogram_sql(xp, grid.lower, grid.step, grid.U, grid.integral and grid.step == 1.0,
-                         gw.backend.dialect, salt)
+                         gw.backend.dialect, salt, floor=None if sp is None else int(sp["floor"]))
+
+
+def _selection(plan: Plan, tier) -> dict | None:
+    """Keys without a public domain: the partition selection's parameters (module doc), or a
+    refusal for a tier with δ = 0; None for public keys."""
+    if not plan.selected:
+        return None
+    require_delta(plan, tier)
+    return selection_plan(plan, float(tier.epsilon), float(tier.delta))
+
+
+def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, delta: float) -> dict:
+    """Rows (k.., v, n, units): the keys chosen by partition selection, then each kept
+    key's value from its histogram (v NULL: the key's rows without a value, counted in its
+    units only — such a key is selected like any other, from an empty histogram if need be)."""
+    n = len(xp.plan.group_by)
+    hists: dict[tuple, list] = {}
+    units: dict[tuple, int] = {}
+    for row in rows:
+        key = tuple(row[:n])
+        hist = hists.setdefault(key, [])
+        if row[n] is not None:
+            hist.append((int(row[n]), int(row[n + 1])))
+        units[key] = int(row[n + 2])
+    order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))   # draws in key order
+    kept = select_rows(sp["sel"], [(*k, units[k]) for k in order], n, gw.source)
+    values = [[m.release(hists[k], gw.source)] for k in kept]
+    return {"keys": [[cell_key(v) for v in k] for k in kept], "values": values,
+            "half_width": [m.rank_half_width()], "mechanism": [m.name],
+            "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
+            "partitions": {"kept": len(kept), "describe": sp["sel"].describe(), "delta": delta,
+                           "eps_measures": sp["eps_measures"]}}
 
 
 def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme, grid: ExtremeGrid, rows) -> dict:
@@ -83,7 +127,12 @@ def _key(xp: ExtremePlan, epsilon: float) -> str:
 
 
 def notice_body(xp: ExtremePlan, answer: dict) -> str:
-    """The NOTICE after its common head: the rank statement of the shifted-rank mechanism."""
+    """The NOTICE after its common head: the rank statement of the shifted-rank mechanism
+    (after the partition selection's statement and the ε split, for selected keys)."""
+    part = answer.get("partitions")
+    if part is not None:
+        return (f"{selection_notice(xp.plan, part)}; values at ε {fmt(part['eps_measures'])}: "
+                + notice_body(xp, {k: v for k, v in answer.items() if k != "partitions"}))
     e = answer["extreme"]
     if xp.quantile:
         name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
@@ -118,19 +167,26 @@ class Extreme(ReleaseKind):
                            "nothing was charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's "
                            "noise chain.")
         eps = float(tier.epsilon)
-        grid, m = _setup(gw, xp, eps)
+        sp = _selection(xp.plan, tier)
+        grid, m = _setup(gw, xp, eps if sp is None else sp["eps_measures"])
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
-        return Prepared(self, xp, cols, key=_key(xp, eps), canonical=xp.canonical(), epsilon=eps,
-                        state={"grid": grid, "m": m})
+        key, delta = _key(xp, eps), 0.0
+        if sp is not None:                   # the selection's δ is part of what is released
+            delta = float(tier.delta)
+            key = f"{key}:delta={delta!r}"
+        return Prepared(self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta,
+                        state={"grid": grid, "m": m, "sel": sp})
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        return _sql(conn.gw, p.plan, p.state["grid"], unit_salt(conn.gw, p.plan.plan))
+        return _sql(conn.gw, p.plan, p.state["grid"], unit_salt(conn.gw, p.plan.plan), p.state["sel"])
 
     def measure(self, conn, p: Prepared, cells) -> dict:
+        if p.state["sel"] is not None:
+            return _selected_answer(conn.gw, p.plan, p.state["m"], p.state["grid"], p.state["sel"], cells, p.delta)
         return _answer(conn.gw, p.plan, p.state["m"], p.state["grid"], cells)
 
     def mechanism(self, answer: dict) -> str:
-        return answer["mechanism"][0]
+        return answer["mechanism"][0] + (", partition_selection" if "partitions" in answer else "")
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan.plan, answer)
@@ -159,9 +215,19 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
     gw = conn.gw
     xp = build_extreme_plan(parse(body), gw.config, list(params) if params else None)
     tier = gw.tier_of(conn.role)
-    grid, m = _setup(gw, xp, float(tier.epsilon))
-    lines = [f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
-             f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)", "  " + unit_text(xp.plan)]
+    if xp.plan.selected and tier.delta <= 0:
+        lines = [f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
+                 "selection, and this tier has delta = 0"]
+        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+    sp = _selection(xp.plan, tier)
+    grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp["eps_measures"])
+    if sp is None:
+        lines = [f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
+                 f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)", "  " + unit_text(xp.plan)]
+    else:
+        lines = [selection_explain(xp.plan, tier, sp),
+                 f"  {_what(xp)} of each released key at ε {sp['eps_measures']:g} (the other half of ε; the "
+                 "released keys are disjoint: each at that ε)", "  " + unit_text(xp.plan)]
     if xp.quantile:
         lines.append(f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
                      f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}")
@@ -169,8 +235,9 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
         lines.append(f"  {m.name} (seed 003 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
                      f"{grid.upper:g}] (step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most "
                      f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer")
-    lines.append("backend SQL (one scan, a histogram that never leaves the proxy):")
-    lines += ["  " + line for line in pretty(_sql(gw, xp, grid), gw.backend.dialect).splitlines()]
+    what = "; each key's distinct units for the selection beside it" if sp is not None else ""
+    lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
+    lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 
 

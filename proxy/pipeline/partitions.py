@@ -13,6 +13,10 @@ are then noised at ε_m by the central mechanisms (group privacy over the unit's
 rows). ε_s = ε_m = ε/2 (ε_s = ε when only the keys are asked for). The tier's δ per
 query is charged to its δ budget.
 
+MAX / MIN and percentiles over such keys (:mod:`.extreme`) share the selection step
+(:func:`selection_plan`, :func:`select_rows`): their one histogram scan carries each key's
+distinct units, the keys are chosen here at ε/2 and δ, the values at the other ε/2.
+
 HAVING / top-c over such keys: the sparse vector technique (seed 004, as the SVT kind)
 runs at ε_m over the keys partition selection released — a mechanism over a key set that
 is itself already a DP output, so the two compose sequentially: (ε_s, δ) + ε_m. Within
@@ -38,7 +42,8 @@ from .explain import explain_lines, single_tier_lines
 from .kind import Prepared
 from .release import answer_rows, noisy_answer, notice_body, selection_answer, unit_text
 
-__all__ = ["PARTITIONS", "Partitions", "floor_sql", "scan_floor", "selection_plan"]
+__all__ = ["PARTITIONS", "Partitions", "bin_hint", "floor_sql", "require_delta", "scan_floor", "select_rows",
+           "selection_explain", "selection_notice", "selection_plan"]
 
 
 def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
@@ -61,6 +66,43 @@ def bin_hint(plan: Plan) -> str | None:
             return (f"Group by bins of its declared range: GROUP BY floor({g.column} / w) * w (or "
                     f"width_bucket), every bin answered with no δ; or use a tier with delta > 0.")
     return None
+
+
+def require_delta(plan: Plan, tier) -> None:
+    """A tier with δ = 0 cannot run partition selection: refused (0A000, nothing charged),
+    with the bin hint for a bounded numeric key."""
+    if tier.delta > 0:
+        return
+    col = ", ".join(g.column for g in plan.group_by if g.domain is None)
+    raise SqlError("0A000", f"GROUP BY {col}: no public domain, so the keys would be chosen by "
+                   f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
+                   "charged)", hint=bin_hint(plan) or f"Declare a domain for {col} in the config, or use "
+                   "a tier with delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
+
+
+def select_rows(sel: TruncatedGeometricSelection, rows, n: int, source) -> list[tuple]:
+    """The selection step: of ``rows`` (one per key: the n key columns first, the key's
+    distinct units last), those partition selection keeps, without the units, in key order
+    (public, never by count)."""
+    kept = [tuple(r[:-1]) for r in rows if sel.select(int(r[-1]), source)]
+    kept.sort(key=lambda r: tuple((v is None, v) for v in r[:n]))
+    return kept
+
+
+def selection_notice(plan: Plan, part: dict) -> str:
+    """The NOTICE's selection statement (``part``: the answer's "partitions" entry)."""
+    what = plan.unit.name if plan.unit is not None else "row"
+    return (f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
+            f"keys with few {what}s are never shown; δ charged {fmt(part['delta'])}")
+
+
+def selection_explain(plan: Plan, tier, sp: dict) -> str:
+    """EXPLAIN's selection line."""
+    cols = ", ".join(g.column for g in plan.group_by)
+    return (f"dpgate release of {plan.table}: ε {tier.epsilon:g}, δ {tier.delta:g} per query; keys of "
+            f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
+            f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
+            "(the other half)")
 
 
 def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
@@ -88,12 +130,7 @@ class Partitions(Central):
     def prepare(self, conn, plan) -> Prepared:
         gw = conn.gw
         tier = gw.tier_of(conn.role)
-        col = ", ".join(g.column for g in plan.group_by if g.domain is None)
-        if tier.delta <= 0:
-            raise SqlError("0A000", f"GROUP BY {col}: no public domain, so the keys would be chosen by "
-                           f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
-                           "charged)", hint=bin_hint(plan) or f"Declare a domain for {col} in the config, or use "
-                           "a tier with delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
+        require_delta(plan, tier)
         sp = selection_plan(plan, tier.epsilon, tier.delta)
         return Prepared(self, plan, columns_of(plan),
                         key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}",
@@ -114,8 +151,7 @@ class Partitions(Central):
         sp, source = p.state, conn.gw.source
         plan = p.plan
         n = len(plan.group_by)
-        kept = [tuple(r[:-1]) for r in rows if sp["sel"].select(int(r[-1]), source)]
-        kept.sort(key=lambda r: tuple((v is None, v) for v in r[:n]))   # key order: public, never by count
+        kept = select_rows(sp["sel"], rows, n, source)
         if plan.selection is not None:       # HAVING / top-c: SVT over the selected keys (module doc)
             answer = selection_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
         elif plan.aggregates:
@@ -135,9 +171,7 @@ class Partitions(Central):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         part = answer["partitions"]
-        what = p.plan.unit.name if p.plan.unit is not None else "row"
-        head = (f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
-                f"keys with few {what}s are never shown; δ charged {fmt(part['delta'])}")
+        head = selection_notice(p.plan, part)
         if not p.plan.aggregates:
             return f"{head}; {unit_text(p.plan)}"
         if p.plan.selection is not None:
@@ -150,11 +184,7 @@ class Partitions(Central):
             return [f"dpgate release of {plan.table}: refused for this role — this GROUP BY "
                     "needs partition selection, and this tier has delta = 0"]
         sp = selection_plan(plan, tier.epsilon, tier.delta)
-        cols = ", ".join(g.column for g in plan.group_by)
-        lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g}, δ {tier.delta:g} per query; keys of "
-                 f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
-                 f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
-                 "(the other half)"]
+        lines = [selection_explain(plan, tier, sp)]
         if plan.selection is not None:
             lines.append(f"  HAVING/top-c: SVT over the released keys at ε {sp['eps_measures']:g} (the other half of ε; "
                          "of it half to the sparse vector, half to the passing keys' values)")

@@ -50,7 +50,7 @@ def test_refused_max_shapes_charge_nothing(service):
         before = service.gw.ledger.spent("other", "day")
         for sql, state in [("SELECT MAX(age), COUNT(*) FROM pums", "0A000"),
                            ("SELECT sex, MAX(income) FROM pums GROUP BY sex HAVING MAX(income) > 5", "0A000"),
-                           ("SELECT MAX(age) FROM pums GROUP BY age", "42501")]:
+                           ("SELECT MAX(amount) FROM purchases GROUP BY ts", "42501")]:
             with pytest.raises(psycopg.Error) as e:
                 conn.execute(sql)
             assert e.value.sqlstate == state, (sql, e.value)

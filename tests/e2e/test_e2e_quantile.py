@@ -87,7 +87,7 @@ def test_refusals_and_explain_charge_nothing(service):
                            ("SELECT percentile_cont(1.5) WITHIN GROUP (ORDER BY age) FROM pums", "22023"),
                            ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age), "
                             "percentile_cont(0.9) WITHIN GROUP (ORDER BY age) FROM pums", "0A000"),
-                           ("SELECT median(income) FROM pums GROUP BY age", "42501"),
+                           ("SELECT median(amount) FROM purchases GROUP BY ts", "42501"),
                            ("SELECT median(sex + age) FROM pums", "0A000")]:
             with pytest.raises(psycopg.Error) as e:
                 conn.execute(sql)
