@@ -1,6 +1,6 @@
 """Per-cell cost of the release step: noise for a 10,000-cell COUNT + AVG (issue 21).
 
-    python -m bench.cells [--cells N] [--repeat R]
+    python -m bench.cells [--quick] [--cells N] [--repeat R] [--rows N] [--groups N]
 
 Times ``proxy.pipeline.release.noisy_answer`` -- the step from the scan's exact cells to the
 released answer (keys, the mechanisms' draws and additions, half-widths) -- on a synthetic
@@ -86,7 +86,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000, help="the whole query's table (0: skip it)")
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=21, help="paired fresh releases of the whole query")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (best of 3, 9 paired queries)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.repeat, args.queries = min(args.repeat, 3), min(args.queries, 9)
     src = SystemRandomSource()
     rows, worst, stored = [], 0.0, None
     settle_gc()                 # the collector as a serving gateway leaves it (gateway.settle_gc)
