@@ -270,6 +270,14 @@ def _cells(rng, n, lower, upper, integer):
     return sums, counts
 
 
+def _assert_many_equals_one(many, one) -> None:
+    """A batch release equals the cell-by-cell releases: values, both parts, half-width."""
+    assert many.values == [r.value for r in one]
+    assert many.parts[0].values == [r.parts[0].value for r in one]
+    assert many.parts[1].values == [r.parts[1].value for r in one]
+    assert many.half_width == max(r.half_width for r in one)
+
+
 @pytest.mark.parametrize("lower,upper,integer", [(0, 100, True), (-7, 13, True), (0, 500000, False),
                                                  (-2.5, 10.25, False)])
 def test_hourglass_apply_many_equals_apply(lower, upper, integer):
@@ -279,10 +287,7 @@ def test_hourglass_apply_many_equals_apply(lower, upper, integer):
     noise = m.draw_many(len(sums), SeededSource(6))
     many = m.apply_many((sums, counts), noise)
     one = [m.apply((s, c), (int(a), int(b))) for s, c, a, b in zip(sums, counts, *noise)]
-    assert many.values == [r.value for r in one]
-    assert many.parts[0].values == [r.parts[0].value for r in one]
-    assert many.parts[1].values == [r.parts[1].value for r in one]
-    assert many.half_width == max(r.half_width for r in one)
+    _assert_many_equals_one(many, one)
     a, n = m.grid_inputs(sums, counts)
     assert [(int(x), int(y)) for x, y in zip(a, n)] == [m.grid_input((s, c)) for s, c in zip(sums, counts)]
 
@@ -372,7 +377,4 @@ def test_apply_many_beyond_float_exact_integers_goes_cell_by_cell():
     noise = m.draw_many(len(counts), SeededSource(14))
     many = m.apply_many((sums, counts), noise)
     one = [m.apply((s, c), (int(a), int(b))) for s, c, a, b in zip(sums, counts, *noise)]
-    assert many.values == [r.value for r in one]
-    assert many.parts[0].values == [r.parts[0].value for r in one]
-    assert many.parts[1].values == [r.parts[1].value for r in one]
-    assert many.half_width == max(r.half_width for r in one)
+    _assert_many_equals_one(many, one)

@@ -2,7 +2,6 @@
 (mechanisms.per_record) agree on E, levels and buckets, boundary values included
 (spec 11.3, 12.2), run in DuckDB in-memory; and the one-scan SQL shape returns the numpy
 histogram."""
-import math
 
 import duckdb
 import numpy as np
@@ -13,6 +12,7 @@ from mechanisms.per_record import (LevelHistogram, Levels, ValueBuckets, inverse
 from proxy.pipeline.per_record_policy import bucket_edges, level_bounds, privacy_numbers
 from rewriter.per_record_sql import (bucket_sql, clamp_sql, level_scan_sql, level_sql,
                                      max_values_sql, privacy_sql)
+from support.levels import boundary_budgets, boundary_values
 
 FUNCS = {
     "inverse": inverse_function(1e4, 10**12, 100.0),
@@ -32,23 +32,6 @@ def con():
     c.close()
 
 
-def _boundary_budgets(lv: Levels) -> np.ndarray:
-    e = [lv.eps_min, lv.eps_max]
-    for x in list(lv.hi) + list(lv.lo):
-        e += [x, np.nextafter(x, 0), np.nextafter(x, np.inf)]
-    e = np.array(e)
-    return e[(e >= lv.eps_min) & (e <= lv.eps_max)]
-
-
-def _boundary_values(pf) -> list:
-    lv = Levels.for_function(pf)
-    vals = {0, 1, 2, pf.U - 1, pf.U, pf.U + 1, 2 * pf.U}
-    for x in list(lv.hi) + list(lv.lo):
-        V = pf.max_value(x)
-        vals |= {V - 1, V, V + 1, -V}
-    return sorted(v for v in vals if abs(v) < 2**53)
-
-
 def test_example_5_2_and_table_levels():
     assert Levels.for_function(FUNCS["inverse_ex52"]).L == 19   # spec 3.4: eps_max/eps_min = 2^19
     assert Levels.for_function(FUNCS["inverse"]).L == 34        # spec 10.3 derived values
@@ -62,7 +45,7 @@ def test_example_5_2_and_table_levels():
 @pytest.mark.parametrize("name", sorted(FUNCS))
 def test_level_sql_matches_python_on_boundary_budgets(con, name):
     lv = Levels.for_function(FUNCS[name])
-    e = _boundary_budgets(lv)
+    e = boundary_budgets(lv)
     sql = f"SELECT {level_sql('e', level_bounds(lv))} FROM (SELECT unnest(?::DOUBLE[]) AS e, generate_subscripts(?::DOUBLE[], 1) AS i) ORDER BY i"
     got = np.array([r[0] for r in con.execute(sql, [e.tolist(), e.tolist()]).fetchall()])
     want = lv.level(e)
@@ -77,7 +60,7 @@ def test_level_sql_matches_python_on_boundary_budgets(con, name):
 def test_privacy_function_sql_matches_numpy_bitwise(con, name):
     pf = FUNCS[name]
     lv = Levels.for_function(pf)
-    vals = _boundary_values(pf)
+    vals = boundary_values(pf)
     con.execute("CREATE OR REPLACE TEMP TABLE bv (i INTEGER, v BIGINT)")
     con.executemany("INSERT INTO bv VALUES (?, ?)", [(i, v) for i, v in enumerate(vals)] + [(len(vals), None)])
     rows = con.execute(f"SELECT e, {level_sql('e', level_bounds(lv))} FROM (SELECT i, {privacy_sql(privacy_numbers(pf), 'v')} AS e FROM bv) ORDER BY i").fetchall()

@@ -17,6 +17,7 @@ from mechanisms.per_record import Levels, ValueBuckets, inverse_function, sqrt_f
 from proxy.pipeline.per_record_policy import bucket_edges, level_bounds, privacy_numbers
 from rewriter.emit import from_postgres
 from rewriter.per_record_sql import bucket_sql, level_sql, privacy_sql
+from support.levels import boundary_budgets, boundary_values
 
 FUNCS = {
     "inverse": inverse_function(1e4, 10**12, 100.0),
@@ -31,23 +32,6 @@ def spark(spark_connect):
     return spark_connect.session()
 
 
-def _boundary_budgets(lv: Levels) -> np.ndarray:
-    e = [lv.eps_min, lv.eps_max]
-    for x in list(lv.hi) + list(lv.lo):
-        e += [x, np.nextafter(x, 0), np.nextafter(x, np.inf)]
-    e = np.array(e)
-    return e[(e >= lv.eps_min) & (e <= lv.eps_max)]
-
-
-def _boundary_values(pf) -> list:
-    lv = Levels.for_function(pf)
-    vals = {0, 1, 2, pf.U - 1, pf.U, pf.U + 1, 2 * pf.U}
-    for x in list(lv.hi) + list(lv.lo):
-        V = pf.max_value(x)
-        vals |= {V - 1, V, V + 1, -V}
-    return sorted(v for v in vals if abs(v) < 2**53)
-
-
 def _rows(spark, view: str, data: list, schema: str, select: str) -> list:
     spark.createDataFrame(data, schema).createOrReplaceTempView(view)
     sql = from_postgres(f"SELECT {select} FROM {view} ORDER BY i", "spark")
@@ -58,11 +42,11 @@ def _rows(spark, view: str, data: list, schema: str, select: str) -> list:
 def test_levels_and_privacy_function_bitwise(spark, name):
     pf = FUNCS[name]
     lv = Levels.for_function(pf)
-    e = _boundary_budgets(lv)
+    e = boundary_budgets(lv)
     got = _rows(spark, "eb", [(i, float(x)) for i, x in enumerate(e)], "i int, e double",
                 f"{level_sql('e', level_bounds(lv))} AS lvl")
     np.testing.assert_array_equal([r[0] for r in got], lv.level(e))
-    vals = _boundary_values(pf)
+    vals = boundary_values(pf)
     rows = _rows(spark, "bv", [(i, v) for i, v in enumerate(vals)] + [(len(vals), None)], "i int, v bigint",
                  f"i, {privacy_sql(privacy_numbers(pf), 'v')} AS e")
     e_sql = np.array([r[1] for r in rows], dtype=float)
