@@ -134,10 +134,14 @@ def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
     ``FROM fx WHERE (b)`` as ``fx`` aliased ``WHERE(b)`` (ASSIGNMENT_ARITY_MISMATCH) —
     ``FROM fx AS fx WHERE (b)`` filters on ``b`` as the plan means. A bare ``NULL`` where a
     condition stands (``WHERE NULL``, ``CASE WHEN NULL``, an operand of AND/OR/NOT) is
-    ``CAST(NULL AS BOOLEAN)``: Spark types the literal VOID and refuses it as a filter."""
-    if dialect != "spark":
-        return tree
+    ``CAST(NULL AS BOOLEAN)``: Spark types the literal VOID and refuses it as a filter.
 
+    Every backend: ``NOT (x IS NULL)`` is spelled ``x IS NOT NULL`` (:func:`not_null_spelling`)."""
+    return not_null_spelling(_spark(tree) if dialect == "spark" else tree)
+
+
+def _spark(tree: exp.Expression) -> exp.Expression:
+    """:func:`for_dialect`'s Spark rewrites."""
     def swap(node):
         if isinstance(node, exp.Null) and (node.parent is None or _condition(node)):
             return exp.Cast(this=exp.Null(), to=exp.DataType.build("boolean"))
@@ -161,6 +165,26 @@ def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
             return new
         node.replace(new)
     return tree
+
+
+def not_null_spelling(tree: exp.Expression) -> exp.Expression:
+    """``NOT (x IS NULL)`` written ``x IS NOT NULL``, in place. sqlglot reads the second as
+    the first and writes it back as ``NOT x IS NULL``; the two mean the same everywhere, but
+    DuckDB's optimizer does not make the first its NOT NULL filter: on the privacy unit's
+    lookup join (``WHERE NOT "__dpgate_unit" IS NULL``) TPC-H's filtered Q6 at SF 0.1 took
+    11.0 ms against 8.0 ms (median of 60 alternating runs, 2026-11-27) — the join built its
+    hash table on ``orders`` instead of the filtered lines. The tree made here
+    (``Is(x, Not(Null))``) is only ever generated, never planned again."""
+    def spell(node):
+        if not isinstance(node, exp.Not):
+            return node
+        test = node.this
+        while isinstance(test, exp.Paren):
+            test = test.this
+        if isinstance(test, exp.Is) and isinstance(test.expression, exp.Null):
+            return exp.Is(this=test.this, expression=exp.Not(this=exp.Null()))
+        return node
+    return tree.transform(spell, copy=False)
 
 
 #: |x| below this: Spark's FLOOR/CEIL (a BIGINT for a double) is exact; above it every

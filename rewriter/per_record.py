@@ -40,7 +40,7 @@ from config import Config, Table
 
 from . import build_plan, param_types, predicate
 from .args import understood
-from .emit import from_postgres
+from .emit import from_postgres, not_null_spelling
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal)
 from .plan import Plan
 from .scope import Ctx, T
@@ -308,7 +308,7 @@ def _parts(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, buckets: b
         sel.append(f"{_quantized(prp.column, types[prp.column], dialect)} AS x")
     conds = []
     if plan.where is not None:
-        conds.append(f"({plan.where.sql(dialect=dialect, identify=True)})")
+        conds.append(f"({not_null_spelling(plan.where.copy()).sql(dialect=dialect, identify=True)})")
     for g in plan.group_by:
         conds.append(_key_filter(g, _q(g.column, dialect), dialect))
     if prp.func == "count" and prp.column is not None:
