@@ -190,7 +190,7 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
             exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups)))))
         last = "ranked"
     if b.total and keys:                 # the unit's total and running sums over its kept cells
-        ctes.append(("cum", total_window(plan, bases, knames, last)))
+        ctes += total_window(plan, bases, knames, last)
         last = "cum"
     out = exp.select(*[exp.column(n) for n in knames], *outs).from_(last)
     for name, q in ctes:
@@ -214,7 +214,7 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     """The cell aggregates in total mode (:func:`per_unit_scan`): a unit whose total N
     exceeds R keeps, of each count x (its rows, a column's non-NULL values), the share
     ⌊(X_c·R + o)/N⌋ − ⌊((X_c − x_c)·R + o)/N⌋ in cell c, X_c the running sum of x over its
-    cells in key order (:func:`total_window`) and o ∈ [0, N) the keyed hash of
+    cells in key order (:func:`total_window`; taken only where N > R) and o ∈ [0, N) the keyed hash of
     the unit (mod P = 2^31 − 1, then mod N: uniform up to N/P; any o ∈ [0, N) keeps the
     bound, the uniformity only makes the rounding unbiased): systematic sampling with a
     keyed start, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is x_c·R/N on average
@@ -258,26 +258,46 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     return outs
 
 
-def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> exp.Select:
+def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> list[tuple[str, exp.Select]]:
     """Total mode with GROUP BY: the (unit, cell) rows with the unit's total N and the
     running sums of every count a share is taken of, in the order of the cell keys (a
     deterministic order is all systematic sampling needs: the keyed offset picks which
-    cells round up; no hash in the sort)."""
+    cells round up; no hash in the sort)::
+
+        tot  AS (SELECT u, SUM(nc) AS nt FROM source GROUP BY u),
+        whole AS (SELECT source.*, tot.nt FROM source JOIN tot ON source.u = tot.u),
+        cum  AS (SELECT *, NULL AS c_x.. FROM whole WHERE nt <= R
+                 UNION ALL
+                 SELECT *, SUM(x) OVER (PARTITION BY u ORDER BY k.. ROWS UNBOUNDED PRECEDING) AS c_x..
+                 FROM whole WHERE nt > R)
+
+    The running sums are read only where N > R (:func:`_total_outs`), so the window sorts
+    only the heavy units' rows; N comes from a GROUP BY and a join rather than a window over
+    every row. On TPC-H orders by priority (SF 0.1, DuckDB) this took the scan from 17.4 to
+    14.5 ms (median of 40 alternating runs, 2026-11-27)."""
     names = [NC, *[f"a{j + 1}" for j, m in enumerate(plan.measures)
                    if j not in bases and m.kind != "count_distinct"], *[v[0] for j, v in bases.items() if j != "canon"]]
-    names = [bases["canon"].get(n, n) for n in names]
+    names = list(dict.fromkeys(bases["canon"].get(n, n) for n in names))
     u = exp.column(U, quoted=True)
     kcols = [exp.column(n) for n in knames]
     order = exp.Order(expressions=[exp.Ordered(this=c) for c in kcols])
     frame = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
-    whole = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED",
-                           end_side="FOLLOWING")         # the same ordering: one sort for every window
-    cols = [exp.Star(), exp.alias_(exp.Window(this=exp.Sum(this=exp.column(NC, quoted=True)), partition_by=[u.copy()],
-                                              order=order.copy(), spec=whole), NT, quoted=True)]
-    for n in dict.fromkeys(names):
-        cols.append(exp.alias_(exp.Window(this=exp.Sum(this=exp.column(n, quoted=True)), partition_by=[u.copy()],
-                                          order=order.copy(), spec=frame.copy()), CUM + n, quoted=True))
-    return exp.select(*cols).from_(source)
+    tot = (exp.select(u.copy(), exp.alias_(exp.Sum(this=exp.column(NC, quoted=True)), NT, quoted=True))
+           .from_(source).group_by(u.copy()))
+    whole = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(source)),
+                        exp.column(NT, table="tot", quoted=True))
+             .from_(source).join("tot", on=exp.EQ(this=exp.column(U, table=source, quoted=True),
+                                                  expression=exp.column(U, table="tot", quoted=True))))
+    R = exp.Literal.number(plan.unit.max_rows)
+    nt = exp.column(NT, quoted=True)
+    light = exp.select(exp.Star(), *[exp.alias_(exp.Cast(this=exp.Null(), to=exp.DataType.build("bigint")),
+                                                CUM + n, quoted=True) for n in names]) \
+        .from_("whole").where(exp.LTE(this=nt.copy(), expression=R.copy()))
+    heavy = exp.select(exp.Star(), *[exp.alias_(exp.Window(this=exp.Sum(this=exp.column(n, quoted=True)),
+                                                           partition_by=[u.copy()], order=order.copy(),
+                                                           spec=frame.copy()), CUM + n, quoted=True) for n in names]) \
+        .from_("whole").where(exp.GT(this=nt.copy(), expression=R.copy()))
+    return [("tot", tot), ("whole", whole), ("cum", exp.union(light, heavy, distinct=False))]
 
 
 def _idiv(a: exp.Expression, b: exp.Expression) -> exp.Expression:
