@@ -2,7 +2,7 @@
 
     python -m bench.user_level [--quick] [--scope total|cell] [--sn-max-ids k|R]
 
-Data: TPC-H from ``tpchgen-cli`` (``bench/tpch.py``; scale factor 0.01 with --quick, 0.1
+Data: TPC-H from ``tpchgen-cli`` (``bench/tpch.py``; scale factor 0.03 with --quick, 0.1
 otherwise) in a DuckDB file. The privacy unit is the customer, through dpgate's own
 foreign-key path: ``lineitem`` declares ``privacy_unit = "orders.o_custkey"`` with
 ``references = { l_orderkey = "orders" }`` (the scan looks each line's customer up in
@@ -35,7 +35,8 @@ rows for the running sums. On orders by priority the per-(customer, cell) aggreg
 with a plain per-cell cap takes 9.4 ms against the raw 1.4 ms (6.7×, 2026-11-27); the ≤ 2×
 goal this bench first set was out of reach for any scan with the guarantee, so it now
 compares like with like. (b) error no worse than SmartNoise's on every measure both answer at
-ε = 1, judged beyond chance (:func:`no_worse`: mean errors, a 2σ one-sided z bound): with
+ε = 1, judged beyond chance (:func:`no_worse`: mean errors, a one-sided z bound at 5%
+family-wise over the measures compared, :func:`family_z`): with
 equal sensitivity, ε and bias (above) the two add noise of the same variance, so a plain
 "median ≤ SmartNoise's median" was a coin flip decided by the medians' spread (one run 3 of
 3, the next 2 of 3); dpgate also answers the 4 measures SmartNoise refuses (AVG under its noise
@@ -101,7 +102,7 @@ SN_DELTA = 1e-6
 COST_EPS = 100.0        # where SmartNoise's cost is read (ε per statistic = ε × COST_EPS / cost)
 SN_IDS = {"k": "k (the same total rows per customer as dpgate)", "R": "R (the row bound alone)"}
 GOAL_EPS = 1.0
-Z = 2.0                  # no_worse: the one-sided z bound on the difference of mean errors
+FAMILY_ALPHA = 0.05      # no_worse: the chance that any of the m comparisons of equal errors fails (Bonferroni)
 GOAL_TIME_SN = 1.0       # dpgate's bounded scan ≤ this × SmartNoise's rewrite, on every query it expresses
 
 Q6_WHERE = ("l_shipdate >= {d}'1994-01-01' AND l_shipdate < {d}'1995-01-01' "
@@ -399,15 +400,25 @@ class SmartNoise:
         return out
 
 
-def no_worse(mine: list[float], theirs: list[float]) -> bool:
+def family_z(m: int, alpha: float = FAMILY_ALPHA) -> float:
+    """The one-sided z bound for m comparisons judged together: Φ⁻¹(1 − α/m) (Bonferroni),
+    so that m comparisons of equal errors all pass with probability ≥ 1 − α (m = 3: z = 2.13).
+    With one 2σ bound per measure (2.3% each), a run of three equal comparisons failed one in about 15
+    (seen: SF 0.01, O1 COUNT, where dpgate's per-cell error is SmartNoise's — mean |dev| 32.6
+    vs 31.5–32.1 rows over 400 and 200 releases — but SmartNoise's 10 executions gave a low mean)."""
+    return statistics.NormalDist().inv_cdf(1 - alpha / max(m, 1))
+
+
+def no_worse(mine: list[float], theirs: list[float], z: float = 2.0) -> bool:
     """dpgate's mean relative error is no worse than SmartNoise's beyond chance: a one-sided
-    two-sample z bound, mean_d ≤ mean_s + Z·√(s_d²/n_d + s_s²/n_s) (Z = 2: about 2.3% of
-    equal-error comparisons would fail). With equal sensitivity and ε both add noise of the
-    same variance (geometric vs Laplace), so "≤ SmartNoise's median" alone is a coin flip
-    decided by the two medians' spread (one run: 3 of 3, the next: 2 of 3)."""
+    two-sample z bound, mean_d ≤ mean_s + z·√(s_d²/n_d + s_s²/n_s) (z = 2: about 2.3% of
+    equal-error comparisons would fail; the HEADLINE uses :func:`family_z`). With equal
+    sensitivity and ε both add noise of the same variance (geometric vs Laplace), so "≤
+    SmartNoise's median" alone is a coin flip decided by the two medians' spread (one run:
+    3 of 3, the next: 2 of 3)."""
     md, ms = statistics.fmean(mine), statistics.fmean(theirs)
     se = math.sqrt(statistics.variance(mine) / len(mine) + statistics.variance(theirs) / len(theirs))
-    return md <= ms + Z * se
+    return md <= ms + z * se
 
 
 def pct(x) -> str:
@@ -469,7 +480,7 @@ def report(res: dict, scale: float) -> bool:
     head = f"{'query / measure':31} {'k':>4} {'bias':>6} | {sub} | {'raw ms':>7} {'dp ms':>7} {'SN ms':>7} {'dp/raw':>7} {'dp/SN':>7}"
     print(head)
     print("-" * len(head))
-    wins, both, refused, ratios, vs_sn = 0, 0, 0, [], []
+    compared, refused, ratios, vs_sn = [], 0, [], []
     for q, dp, tm, sne in res["rows"]:
         ratios.append(tm["ratio"])
         if "vs_sn" in tm:
@@ -483,8 +494,7 @@ def report(res: dict, scale: float) -> bool:
                     if isinstance(theirs, str):
                         refused += 1
                     else:
-                        both += 1
-                        wins += no_worse(dp["errs"][(e, j)], sne["errs"][(e, j)])
+                        compared.append((dp["errs"][(e, j)], sne["errs"][(e, j)]))
             sn_t = (f"{tm['sn']:7.1f}", f"{tm['vs_sn']:6.2f}×") if "sn" in tm else (f"{'-':>7}", f"{'-':>7}")
             t = (f"{tm['raw']:7.1f} {tm['dp']:7.1f} {sn_t[0]} {tm['ratio']:6.2f}× {sn_t[1]}" if j == 0 else "")
             name = f"{q.name} {a}"
@@ -513,12 +523,14 @@ def report(res: dict, scale: float) -> bool:
     if res["sn_note"]:
         print(res["sn_note"])
     med = statistics.median(ratios)
+    z = family_z(len(compared))
+    both, wins = len(compared), sum(no_worse(a, b, z) for a, b in compared)
     ok_err = both > 0 and wins == both
     ok_time = bool(vs_sn) and all(r <= GOAL_TIME_SN for _, r in vs_sn)
     ok = ok_err and ok_time
     worst = max(vs_sn, key=lambda x: x[1]) if vs_sn else ("-", float("nan"))
     print(f"({res['gen']:.1f} s to generate and load)")
-    print(f"HEADLINE: at ε={GOAL_EPS:g} dpgate's relative error no worse than SmartNoise's (mean, {Z:g}σ) on {wins} of "
+    print(f"HEADLINE: at ε={GOAL_EPS:g} dpgate's relative error no worse than SmartNoise's (mean, {z:.2f}σ: 5% family-wise) on {wins} of "
           f"{both} measures both answer (SmartNoise refused {refused} more; goal: all); dpgate's bounded scan at most "
           f"{worst[1]:.2f}× SmartNoise's rewrite of the same query on the same DuckDB ({worst[0]}; {len(vs_sn)} queries; "
           f"goal ≤ {GOAL_TIME_SN:g}×) and {med:.2f}× the analyst's own query (median; no goal: see the docstring) "
@@ -533,15 +545,15 @@ def _sn_delta(res: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="TPC-H SF 0.01 (< 50 s)")
-    ap.add_argument("--scale", type=float, help="TPC-H scale factor (default 0.1, quick 0.01)")
+    ap.add_argument("--quick", action="store_true", help="TPC-H SF 0.03 (< 50 s; at 0.01 fixed costs dominate the scan times)")
+    ap.add_argument("--scale", type=float, help="TPC-H scale factor (default 0.1, quick 0.03)")
     ap.add_argument("--sn-max-ids", choices=("k", "R"), default="k",
                     help="SmartNoise's max_ids: dpgate's k (default, equal sensitivity) or the row bound R")
     ap.add_argument("--scope", choices=("total", "cell"), default="total",
                     help="dpgate's max_rows_scope: R rows per customer in all (default; SmartNoise's max_ids "
                          "is the same bound) or R per cell in G cells")
     args = ap.parse_args(argv)
-    scale = args.scale or (0.01 if args.quick else 0.1)
+    scale = args.scale or (0.03 if args.quick else 0.1)
     if tpch.tpchgen() is None:
         print("tpchgen-cli is not installed: pip install '.[bench]'")
         return 2

@@ -45,8 +45,10 @@ def test_table_and_headline(bench, capsys):
     heads = [ln for ln in out.splitlines() if ln.startswith("HEADLINE:")]
     assert len(heads) == 1 and heads[0].rstrip().endswith(("PASS", "MISS"))
     assert "through dpgate's FK path" in out
-    for q, dp, (raw_ms, dp_ms, ratio), _ in bench["rows"]:
-        assert raw_ms > 0 and dp_ms > 0 and ratio > 0
+    for q, dp, tm, _ in bench["rows"]:
+        assert tm["raw"] > 0 and tm["dp"] > 0 and tm["ratio"] > 0
+        if bench["sn_note"] is None:                  # SmartNoise installed: its rewrite is timed where it has one
+            assert ("sn" in tm) == (not q.sn_refuses), q.name
         for j in range(len(q.aggs)):
             errs = [dp["err"][(e, j)] for e in user_level.EPSILONS]
             assert errs[-1] < errs[0], (q.name, j, errs)
@@ -71,3 +73,44 @@ def test_no_worse_is_judged_beyond_chance():
     worse = [abs(rng.gauss(0, 2)) for _ in range(100)]     # twice the spread: 3.9σ beyond the bound
     assert not user_level.no_worse(worse, [abs(rng.gauss(0, 1)) for _ in range(100)])
     assert user_level.no_worse([1.0, 1.2, 0.8], [1.0, 1.2, 0.8])
+
+
+def test_family_z_is_bonferroni():
+    """m equal comparisons at z = Φ⁻¹(1 − 0.05/m) all pass with probability ≥ 95%: one at
+    1.645, three at 2.128 (the normal quantiles, not values the code holds)."""
+    assert user_level.family_z(1) == pytest.approx(1.6449, abs=1e-4)
+    assert user_level.family_z(3) == pytest.approx(2.1280, abs=1e-4)
+    rng = random.Random(11)
+    runs_failed = 0
+    for _ in range(300):                                   # 3 equal-law comparisons per run
+        z = user_level.family_z(3)
+        runs_failed += not all(user_level.no_worse([abs(rng.gauss(0, 1)) for _ in range(60)],
+                                                   [abs(rng.gauss(0, 1)) for _ in range(60)], z) for _ in range(3))
+    assert runs_failed <= 30            # binomial(300, ≤ 0.05): mean ≤ 15, P(> 30) < 1e-4
+
+
+def test_smartnoise_rewrite_on_duckdb_is_its_query():
+    """The SmartNoise rewrite the bench times on DuckDB (``SmartNoise.scan_sql``) computes
+    what SmartNoise computes: with max_ids (1,000) above every customer's rows (its reservoir keeps
+    all), its exact sums and counts equal the analyst's own query on the same rows."""
+    pytest.importorskip("snsql", reason="SmartNoise SQL is in the bench extra (pip install '.[bench]')")
+    import tempfile
+    from pathlib import Path
+    import duckdb
+    with tempfile.TemporaryDirectory() as tmp:
+        tpch.load(tpch.generate(0.001, Path(tmp) / "p"), Path(tmp) / "t.duckdb")
+        con = duckdb.connect(str(Path(tmp) / "t.duckdb"), read_only=True)
+        sn = user_level.SmartNoise(con)
+        q1 = next(q for q in user_level.QUERIES if q.name == "Q1")
+        most = con.execute(f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM {tpch.LINEITEM_UNIT} GROUP BY o_custkey)").fetchone()[0]
+        assert most < 1000
+        got = {r[:2]: r[2:] for r in con.execute(sn.scan_sql(q1, 1000)).fetchall()}
+        raw = con.execute("SELECT l_returnflag, l_linestatus, SUM(l_quantity), COUNT(*) FROM lineitem "
+                          "GROUP BY 1, 2").fetchall()
+        assert len(got) == len(raw) > 1
+        for flag, status, total, n in raw:
+            sums = got[(flag, status)]
+            assert sums[0] == pytest.approx(float(total), rel=1e-12) and sums[-1] == n
+        o1 = next(q for q in user_level.QUERIES if q.name == "O1")
+        assert "ORDER BY __sn_r" in sn.scan_sql(o1, 26)        # its random order, drawn one level down
+        assert sn.scan_sql(next(q for q in user_level.QUERIES if q.sn_refuses), 26) is None
