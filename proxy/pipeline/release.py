@@ -272,7 +272,7 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
             for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
                 part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
                 cols[j], hws[j] = part.values, max(hws[j], float(part.half_width))
-        values = [list(r) for r in zip(*cols)] if n else [[] for _ in cells]
+        values = list(map(list, zip(*cols))) if n else [[] for _ in cells]
     return {
         "keys": keys, "values": values, "half_width": hws,
         "mechanism": mech, "epsilon": eps,
