@@ -11,6 +11,7 @@ from rewriter import build_plan, complete, param_types, parse, to_sql
 from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
+from .batch_noise import BatchNoise
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind
@@ -70,6 +71,10 @@ class Central(ReleaseKind):
         p.state["pool"] = pool
         if pool.worthwhile:
             p.state["during"] = pool.fill
+        elif not p.plan.selected:                   # a large public domain: drawn on a thread during the scan
+            batch = BatchNoise(p.plan, p.state["mech_eps"], gw.source)
+            if batch.worthwhile:
+                p.state["batch"], p.state["during"] = batch, batch.start
 
     async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
         gw = conn.gw
@@ -96,7 +101,10 @@ class Central(ReleaseKind):
         return scan_sql(conn.gw, p.plan)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return noisy_answer(p.plan, complete(p.plan, cells), p.state["mech_eps"], conn.gw.source, p.state["pool"])
+        cells = complete(p.plan, cells)
+        batch = p.state.get("batch")
+        return noisy_answer(p.plan, cells, p.state["mech_eps"], conn.gw.source, p.state["pool"],
+                            predrawn=batch.take(len(cells)) if batch is not None else None)
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan, answer)

@@ -229,12 +229,15 @@ BATCH_MIN_CELLS = 32        # from here a release draws its noise per measuremen
                             # (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
 
 
-def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: NoisePool | None = None) -> dict:
+def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: NoisePool | None = None,
+                 predrawn: list | None = None) -> dict:
     """Apply each release's mechanism to every cell (empty cells included), with
     noise from ``pool`` where it was pre-drawn. A release of ``BATCH_MIN_CELLS`` cells or
     more (and no pool) draws each measurement's noise for all cells at once
     (``Measurement.draw_many``/``apply_many``: the same exact law, issue 21); measurements
-    without a batch form, small releases and pooled noise go cell by cell."""
+    without a batch form, small releases and pooled noise go cell by cell. ``predrawn``: the
+    batch draws per measurement for these cells, drawn while the scan ran
+    (:mod:`.batch_noise`)."""
     k = len(plan.group_by)
     groups, shares, ms = _releases(plan, epsilon)
     drawn = []
@@ -259,8 +262,8 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
         keys = [[cell_key(v) for v in row[:k]] for row in cells] if k != 1 else [
             [v] for v in _plain_column(list(map(itemgetter(0), cells)), cell_key, {int, str, bool})]
         cols: list = [None] * n
-        for (i, members), m in zip(groups, ms):
-            noise = m.draw_many(len(cells), source)
+        for r, ((i, members), m) in enumerate(zip(groups, ms)):
+            noise = predrawn[r] if predrawn is not None else m.draw_many(len(cells), source)
             if noise is None:
                 _apply_cells(plan, i, members, m, cells, k, source, cols, hws)
                 continue

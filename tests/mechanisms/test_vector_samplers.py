@@ -378,3 +378,29 @@ def test_apply_many_beyond_float_exact_integers_goes_cell_by_cell():
     many = m.apply_many((sums, counts), noise)
     one = [m.apply((s, c), (int(a), int(b))) for s, c, a, b in zip(sums, counts, *noise)]
     _assert_many_equals_one(many, one)
+
+
+def test_noise_drawn_during_the_scan_is_the_live_draw():
+    """``BatchNoise`` (drawn on its thread while the scan runs) gives the release exactly the
+    draws ``noisy_answer`` would make after the scan: the same sampler calls in the same
+    order, so with one seed the two answers are equal. The draws are taken once, and only
+    for the domain's number of cells."""
+    from proxy.pipeline.batch_noise import BatchNoise
+    cfg = parse_config(make_config(purchases="rows"))
+    plan = build_plan(parse("SELECT item, COUNT(*), AVG(amount) FROM purchases GROUP BY item"), cfg)
+    rng = np.random.default_rng(21)
+    cells = [(item, n, float(rng.uniform(0, 500) * n), n)
+             for item, n in zip(range(1, 201), rng.integers(0, 40, 200).tolist())]
+    live = release.noisy_answer(plan, cells, 1.0, SeededSource(5))
+    pre = BatchNoise(plan, 1.0, SeededSource(5))
+    assert pre.worthwhile and pre.cells == len(cells) == 200
+    assert pre.take(len(cells)) is None                    # not started: nothing to take
+    pre.start()
+    drawn = pre.take(len(cells))
+    assert release.noisy_answer(plan, cells, 1.0, SeededSource(77), predrawn=drawn) == live
+    assert pre.take(len(cells)) is None                    # once
+    other = BatchNoise(plan, 1.0, SeededSource(5))
+    other.start()
+    assert other.take(199) is None                         # drawn for 200 cells: not for 199
+    small = build_plan(parse("SELECT COUNT(*) FROM purchases"), cfg)
+    assert not BatchNoise(small, 1.0, SeededSource(5)).worthwhile
