@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from rewriter.plan import Plan
 
-from .release import BATCH_MIN_CELLS, _releases
+from .release import BATCH_MIN_CELLS, releases_of
 
 _EXECUTOR: ThreadPoolExecutor | None = None
 _LOCK = threading.Lock()
@@ -39,7 +39,7 @@ class BatchNoise:
     of its public domain."""
 
     def __init__(self, plan: Plan, epsilon: float, source) -> None:
-        self.ms = _releases(plan, epsilon)[2]
+        self.ms = releases_of(plan, epsilon)[2]
         self.cells, self.source = plan.n_cells, source
         self._future: Future | None = None
 

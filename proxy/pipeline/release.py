@@ -95,7 +95,7 @@ def _time_key(v, typ: str):
     return datetime.date.fromisoformat(v) if typ == "date" else datetime.datetime.fromisoformat(v)
 
 
-def _releases(plan: Plan, epsilon: float):
+def releases_of(plan: Plan, epsilon: float):
     """(release groups, ε shares, measurements) of ``plan`` at ``epsilon``, computed
     once per plan (kept beside its frozen fields, like ``Plan.canonical``)."""
     memo = plan.__dict__.setdefault("_releases", {})
@@ -195,7 +195,7 @@ class NoisePool:
     MAX_DRAWS = 64
 
     def __init__(self, plan: Plan, epsilon: float, source, reservoir: NoiseReservoir | None = None) -> None:
-        self.ms = _releases(plan, epsilon)[2]
+        self.ms = releases_of(plan, epsilon)[2]
         self.cells, self.source, self.reservoir = plan.n_cells, source, reservoir
         self._lock = threading.Lock()
         self._draws: list | None = None
@@ -239,7 +239,7 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
     batch draws per measurement for these cells, drawn while the scan ran
     (:mod:`.batch_noise`)."""
     k = len(plan.group_by)
-    groups, shares, ms = _releases(plan, epsilon)
+    groups, shares, ms = releases_of(plan, epsilon)
     drawn = []
     if pool is not None:
         ms, drawn = pool.ms, pool.take()        # the measurements the noise was drawn for

@@ -12,7 +12,7 @@ from rewriter import build_plan, parse, to_sql
 from rewriter.errors import Refusal
 from rewriter.template import Templates, mask
 from rewriter import tokenize
-from proxy.pipeline.release import _releases
+from proxy.pipeline.release import releases_of
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_filled_templates_equal_full_plans(demo_config, dialect):
             sql = q.format(a=a, b=b)
             filled, full = t.plan(sql, demo_config, dialect), build_plan(parse(sql), demo_config)
             _same(filled, full, dialect)
-            assert _releases(filled, 0.7) == _releases(full, 0.7)   # memo shared across fills
+            assert releases_of(filled, 0.7) == releases_of(full, 0.7)   # memo shared across fills
     assert t.filled == 24 * len(TEMPLATED)      # every statement after the first of each key
 
 
