@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import threading
 from typing import Literal
 
@@ -137,7 +138,33 @@ def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
     ``CAST(NULL AS BOOLEAN)``: Spark types the literal VOID and refuses it as a filter.
 
     Every backend: ``NOT (x IS NULL)`` is spelled ``x IS NOT NULL`` (:func:`not_null_spelling`)."""
+    if dialect == "duckdb":
+        tree = double_literals(tree)
     return not_null_spelling(_spark(tree) if dialect == "spark" else tree)
+
+
+def double_literals(tree: exp.Expression) -> exp.Expression:
+    """DuckDB: ``CAST(<number> AS DOUBLE)`` (the clamp's bounds, every float constant) as a
+    DOUBLE literal in exponent form with 17 significant digits, in place — the same double
+    (Python's ``float`` of the text is correctly rounded, and 17 digits read back to the
+    same double), but DuckDB binds and folds a literal faster than a CAST, which it redoes
+    at every EXECUTE of a prepared statement: on a 1,000-row table the clamp of one SUM
+    cost 0.21 ms over the plain SUM with CASTs and 0.15 ms with literals (prepared, median
+    of 1,500, 2026-11-27). A negative one is parenthesised; a non-finite one stays a CAST."""
+    def swap(node):
+        if not isinstance(node, exp.Cast) or not node.to.is_type("double"):
+            return node
+        x, sign = node.this, 1.0
+        if isinstance(x, exp.Neg):
+            x, sign = x.this, -1.0
+        if not (isinstance(x, exp.Literal) and x.is_number):
+            return node
+        v = sign * float(x.this)
+        if not math.isfinite(v):
+            return node
+        lit = exp.Literal.number(f"{v:.16e}")
+        return exp.Paren(this=lit) if v < 0 else lit
+    return tree.transform(swap, copy=False)
 
 
 def _spark(tree: exp.Expression) -> exp.Expression:

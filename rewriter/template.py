@@ -38,6 +38,7 @@ _MAX_DIGITS = 9                                  # values < 2**31: int in every 
 _ASC = tuple(1_900_000_001 + i for i in range(512))
 _DESC = tuple(1_999_999_999 - i for i in range(512))
 _SENTINEL = re.compile(r"(?<![\w.])(19\d{8})(?![\w.])")
+PREPARED_DIALECTS = frozenset({"duckdb"})        # backends that run a ParamSQL's template prepared
 _SLOT_PARENTS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In)
 
 
@@ -100,11 +101,40 @@ def _put(template: str, values) -> str:
     return _HOLE.sub(lambda m: str(values[int(m.group(1))]), template)
 
 
+class ParamSQL(str):
+    """Backend SQL (the ``str`` itself, every literal in place) that also carries its
+    template with the slots as parameters — ``template``, ``CAST($k AS INTEGER)`` for slot
+    k, the type of the integer literal it stands for — and the slot values ``params``, so
+    a backend may run the template prepared once (DuckDB: ``PREPARE`` / ``EXECUTE``,
+    :mod:`proxy.backends.duckdb`) instead of parsing and binding the text every time. Any
+    code that treats it as text (logs, other backends) sees the literal SQL."""
+
+    template: str
+    params: tuple
+
+
+def _param_form(template: str, n: int) -> str | None:
+    """``template`` with hole k as ``CAST($k+1 AS INTEGER)``, or None unless every hole
+    stands where a number token does: the template filled with the sentinels tokenizes
+    to exactly one NUMBER token per hole (a hole inside a quoted string or name would
+    not, and a parameter there would change the text)."""
+    holes = _HOLE.findall(template)
+    tokens = rewriter.tokenize(_put(template, _ASC[:n]))
+    if tokens is None:
+        return None
+    sentinels = {str(v) for v in _ASC[:n]}
+    numbers = [t.text for t in tokens if t.token_type.name == "NUMBER" and t.text in sentinels]
+    if len(numbers) != len(holes):
+        return None
+    return _HOLE.sub(lambda m: f"CAST(${int(m.group(1)) + 1} AS INTEGER)", template)
+
+
 @dataclasses.dataclass(frozen=True)
 class Template:
     plan: Plan                     # planned with the ascending sentinels
     canonical: str
     sql: dict                      # dialect -> backend SQL with holes
+    params_sql: dict = dataclasses.field(default_factory=dict)   # dialect -> its :class:`ParamSQL` template
 
     def fill(self, values: list[int]) -> Plan:
         where = self.plan.where.copy()
@@ -112,11 +142,21 @@ class Template:
             node.set("this", str(values[i]))
         plan = dataclasses.replace(self.plan, where=where)
         plan.__dict__["_canonical"] = _put(self.canonical, values)
-        plan.__dict__["_sql"] = {d: _put(s, values) for d, s in self.sql.items()}
+        plan.__dict__["_sql"] = {d: self._text(d, s, values) for d, s in self.sql.items()}
         # memos of the aggregates alone (e.g. the releases per ε), shared: only WHERE differs
         plan.__dict__["_releases"] = self.plan.__dict__.setdefault("_releases", {})
         plan.__dict__["_domain"] = self.plan.__dict__.setdefault("_domain", {})   # public cells: the same
         return plan
+
+
+    def _text(self, dialect: str, sql: str, values: list[int]) -> str:
+        text = _put(sql, values)
+        tpl = self.params_sql.get(dialect)
+        if tpl is None:
+            return text
+        out = ParamSQL(text)
+        out.template, out.params = tpl, tuple(values)
+        return out
 
 
 def _sentinel_literals(where: exp.Expression, n: int) -> list[exp.Literal]:
@@ -183,7 +223,8 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         _sentinel_literals(a.where, n)
     except ValueError:
         return None
-    tpl = Template(a, canonical, sqls)
+    params = {d: p for d, t in sqls.items() if d in PREPARED_DIALECTS and (p := _param_form(t, n)) is not None}
+    tpl = Template(a, canonical, sqls, params)
     if tpl.fill(values).where != full.where:
         return None
     return tpl
