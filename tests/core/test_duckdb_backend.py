@@ -178,3 +178,24 @@ def test_started_is_not_set_when_stopped_before_the_start():
     with pytest.raises(duckdb.InterruptException):
         b._scan("SELECT 1", scan, None, timing, None)
     assert "started" not in timing                      # nothing ran: the charge is refunded
+
+
+def test_a_prepared_scan_times_out_and_its_worker_goes_on():
+    """A statement run from its prepared template (``ParamSQL``) is interrupted by the
+    timeout like a text (BackendTimeout: 57014), and the worker's cursor then runs the
+    next prepared statement as usual."""
+    from rewriter.template import ParamSQL
+    b = DuckDBBackend(None)
+    try:
+        slow = ParamSQL("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3")
+        slow.template = "SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = CAST($1 AS INTEGER)"
+        slow.params = (3,)
+        t0 = time.perf_counter()
+        with pytest.raises(BackendTimeout):
+            asyncio.run(b.fetch(slow, 0.3))
+        assert time.perf_counter() - t0 < 3.0 and b.prepared_runs == 1
+        fast = ParamSQL("SELECT 40 + 2")
+        fast.template, fast.params = "SELECT 40 + CAST($1 AS INTEGER)", (2,)
+        assert asyncio.run(b.fetch(fast)) == [(42,)] and b.prepared_runs == 2
+    finally:
+        b._close_cursors()

@@ -43,7 +43,7 @@ def test_duckdb_timeout_charges_what_ran_and_frees_the_worker(svc):
     gw = svc.gw
     eps = gw.tier_of("other").epsilon
     before = gw.ledger.spent("other", "day")
-    gw.backend._run = lambda cur, sql: DuckDBBackend._run(cur, SLOW_SCAN)   # the scan runs for minutes
+    gw.backend._run = lambda cur, sql: DuckDBBackend._run(gw.backend, cur, SLOW_SCAN)   # the scan runs for minutes
     try:
         t0 = time.perf_counter()
         with pytest.raises(psycopg.Error) as e:
@@ -73,7 +73,7 @@ def test_every_charging_path_charges_a_timed_out_scan(svc, role, sql):
     gw = svc.gw
     eps = gw.tier_of(role).epsilon
     before = gw.ledger.spent(role, gw.tier_of(role).period)
-    gw.backend._run = lambda cur, q: DuckDBBackend._run(cur, SLOW_SCAN)
+    gw.backend._run = lambda cur, q: DuckDBBackend._run(gw.backend, cur, SLOW_SCAN)
     try:
         with pytest.raises(psycopg.Error) as e:
             _ask(svc, sql, role)
