@@ -114,11 +114,6 @@ def _widths(keys, values) -> tuple[int, int] | None:
     return out[0], out[1]
 
 
-def _planes(raw: bytes, width: int) -> bytes:
-    """Byte planes of ``width``-byte items: every item's byte 0, then every byte 1, …"""
-    return b"".join(raw[i::width] for i in range(width))
-
-
 def _unplanes(data: bytes, width: int) -> bytes:
     n = len(data) // width
     out = bytearray(len(data))
@@ -170,7 +165,8 @@ def _pack_column(col) -> tuple[str, bytes]:
 
 
 def _np_planes(a: np.ndarray, width: int) -> bytes:
-    """:func:`_planes` of a little-endian array's bytes."""
+    """Byte planes of a little-endian array's ``width``-byte items: every item's byte 0,
+    then every byte 1, … (:func:`_unplanes` reverses it)."""
     return a.view(np.uint8).reshape(len(a), width).T.tobytes()
 
 
@@ -184,14 +180,6 @@ def _unpack_column(t: str, data: bytes, n: int) -> list:
         v = _native(array(_CODES[w], _unplanes(data, w))).tolist()
         return v if t[0] == "i" else list(itertools.accumulate(v))
     raise ValueError(f"stored answer column of unknown type {t!r}")
-
-
-def _ordered(a: array) -> bytes:
-    """``a``'s bytes, little-endian whatever the machine."""
-    if not _LITTLE:
-        a = array(a.typecode, a)
-        a.byteswap()
-    return a.tobytes()
 
 
 def _native(a: array) -> array:
