@@ -122,6 +122,7 @@ class Gateway:
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
         self.json_logs = config.server.log_format == "json"
         self._plans: OrderedDict = OrderedDict()
+        self._descriptions: OrderedDict = OrderedDict()
         self._templates = Templates()
         self._routes: OrderedDict = OrderedDict()
         self._cache_lock = threading.Lock()       # plans and routes are also made on threads
@@ -168,11 +169,11 @@ class Gateway:
         hit = self._cached_plan(key)
         if hit is not None:
             return hit
-        if params or len(sql) > INLINE_PARSE:
+        if len(sql) > INLINE_PARSE:
             plan = build_plan(parse(sql), self.config, list(params or ()), copy=False)
-        else:                 # statements equal up to their comparison literals share a template
+        else:     # statements equal up to their comparison literals (or integer parameters) share a template
             with self._template_lock:
-                plan = self._templates.plan(sql, self.config, self.backend.dialect)
+                plan = self._templates.plan(sql, self.config, self.backend.dialect, params or None)
         if plan.__dict__.get("_clock"):           # now() / current_date: never reused
             return plan
         with self._cache_lock:
@@ -180,6 +181,22 @@ class Gateway:
             if len(self._plans) > 2048:
                 self._plans.popitem(last=False)
         return plan
+
+    def description(self, key, make=None):
+        """The parameter types and columns Describe found for ``key`` (a statement and
+        the types its client declared), or None; with ``make``, the value to keep for it
+        (an LRU like the plans': a driver re-Parses one text with new parameters on every
+        execution, and describing it plans it with placeholder values)."""
+        with self._cache_lock:
+            if make is not None:
+                self._descriptions[key] = make
+                if len(self._descriptions) > 2048:
+                    self._descriptions.popitem(last=False)
+                return make
+            hit = self._descriptions.get(key)
+            if hit is not None:
+                self._descriptions.move_to_end(key)
+            return hit
 
     async def plan_async(self, sql: str, params: list | None):
         """:meth:`plan`: a cached plan (Describe then Execute, repeats) on the event loop,

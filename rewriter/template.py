@@ -42,11 +42,21 @@ PREPARED_DIALECTS = frozenset({"duckdb"})        # backends that run a ParamSQL'
 _SLOT_PARENTS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In)
 
 
-def mask(tokens) -> tuple[tuple, list[int], list[tuple[int, int]]] | None:
+def mask(tokens, params: list | None = None) -> tuple[tuple, list[int], list[tuple[int, int]]] | None:
     """(key, values, character spans) of a token list; None if it has no slot or
-    a number that is not a short integer (such statements are planned in full)."""
+    a number that is not a short integer (such statements are planned in full).
+    With ``params`` (the values of $1..$n), a parameter ``$k`` whose value is a
+    short non-negative ``int``, or the decimal digits of one sent untyped (text, as
+    node-postgres and pgbench send them), is a slot too (its span: the ``$k``
+    characters; the two kinds are distinct keys), so a driver's parameterised
+    statement shares a template like its literal twin; a parameter of any other
+    value, or a ``?`` placeholder, is planned in full. Whether a template may stand
+    for the statement is decided by :func:`derive` against the plan with the
+    parameters bound by the rewriter."""
     key, values, spans = [], [], []
-    for t in tokens:
+    i, n = 0, len(tokens)
+    while i < n:
+        t = tokens[i]
         name = t.token_type.name
         if name == "NUMBER":
             text = t.text
@@ -55,10 +65,25 @@ def mask(tokens) -> tuple[tuple, list[int], list[tuple[int, int]]] | None:
             key.append("#")
             values.append(int(text))
             spans.append((t.start, t.end + 1))
+        elif name == "PARAMETER" and params is not None and t.text == "$" and i + 1 < n \
+                and (num := tokens[i + 1]).token_type.name == "NUMBER" and num.start == t.end + 1 \
+                and num.text.isdigit() and 0 < int(num.text) <= len(params):
+            v = params[int(num.text) - 1]
+            if type(v) is int and 0 <= v < 10 ** _MAX_DIGITS:
+                key.append("$")
+            elif type(v) is str and v.isascii() and v.isdigit() and len(v) <= _MAX_DIGITS and str(int(v)) == v:
+                key.append("$'")            # an untyped (text) parameter: its own key, its own check
+                v = int(v)
+            else:
+                return None
+            values.append(v)
+            spans.append((t.start, num.end + 1))
+            i += 1
         elif name == "PARAMETER" or name == "PLACEHOLDER":
             return None
         else:
             key.append((name, t.text))
+        i += 1
     if not values or len(values) > len(_ASC):
         return None
     return tuple(key), values, spans
@@ -238,18 +263,21 @@ class Templates:
         self.size = size
         self.filled = 0                     # statements planned from a template (for tests)
 
-    def plan(self, sql: str, config, dialect: str) -> Plan:
-        """The plan of ``sql`` (no parameters): filled from its key's template, or
-        planned in full (refusals raise as from ``build_plan``), deriving the
-        key's template the first time."""
+    def plan(self, sql: str, config, dialect: str, params: list | None = None) -> Plan:
+        """The plan of ``sql`` with ``params`` (the values of $1..$n, or None): filled
+        from its key's template, or planned in full (refusals raise as from
+        ``build_plan``), deriving the key's template the first time — checked
+        against the full plan of the statement with its parameters bound by the
+        rewriter, so a parameter stands in a template only where its value
+        planned as a literal gives that same plan."""
         tokens = rewriter.tokenize(sql)
-        masked = mask(tokens) if tokens else None
+        masked = mask(tokens, params) if tokens else None
         distinct = masked is not None and len(set(masked[1])) == len(masked[1])
         tpl = self.get(masked[0]) if distinct else None
         if tpl:
             self.filled += 1
             return tpl.fill(masked[1])
-        plan = rewriter.build_plan(rewriter.parse(sql), config, None, copy=False)
+        plan = rewriter.build_plan(rewriter.parse(sql), config, list(params) if params else None, copy=False)
         if tpl is False and plan.__dict__.get("_clock"):   # now() / current_date: no template
             self.put(masked[0], None)
         elif tpl is False:                  # first statement of this key

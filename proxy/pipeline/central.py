@@ -81,11 +81,15 @@ class Central(ReleaseKind):
         if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
             plan = checked(await gw.plan_async(sql, None), route)
             return Description([], columns_of(plan))
-        types = param_types(parse(sql), gw.config)
-        inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
-                    for i, t in enumerate(types)]
-        plan = checked(await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
-        return Description(inferred, columns_of(plan))
+        key = ("describe", self.name, sql, tuple(oids))
+        hit = gw.description(key)
+        if hit is None:                 # refusals are not kept: each Describe raises them again
+            types = param_types(parse(sql), gw.config)
+            inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
+                        for i, t in enumerate(types)]
+            plan = checked(await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
+            hit = gw.description(key, (tuple(inferred), tuple(columns_of(plan))))
+        return Description(list(hit[0]), list(hit[1]))
 
     async def explain(self, conn, route, body: str, params: list) -> Result:
         gw = conn.gw

@@ -51,6 +51,47 @@ def test_repeat_is_free_and_identical(service):
     assert spent1 == spent2 == 1.0
 
 
+@pytest.mark.parametrize("typed", [True, False], ids=["int-params", "text-params"])
+def test_parameters_and_their_literal_twin_are_one_release(service, typed):
+    """A driver's $n statement is the release its literal twin is (one charge, the same rows),
+    whichever comes first, with integer parameters or untyped digits (node-postgres, pgbench);
+    from the second statement of a shape on, it is planned from a template (issue 21)."""
+    role = "other"
+    q = ("SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age BETWEEN {} AND {} AND educ >= {} "
+         "GROUP BY sex ORDER BY sex")
+    filled = service.gw._templates.filled
+    with connect(service, role) as conn:
+        before = service.gw.ledger.spent(role, "day")
+        for i in range(4):
+            a, b, c = 20 + i + (10 if typed else 0), 61 + i, 3 + i
+            params = (a, b, c) if typed else (str(a), str(b), str(c))
+            pair = [lambda: conn.execute(q.format(a, b, c)).fetchall(),
+                    lambda: conn.execute(q.format("%s", "%s", "%s"), params).fetchall()]
+            first, second = (pair if i % 2 else pair[::-1])
+            assert first() == second()
+        assert service.gw.ledger.spent(role, "day") == before + 4.0
+    assert service.gw._templates.filled >= filled + 4
+
+
+def test_describe_of_a_parameterised_statement_is_kept(service, monkeypatch):
+    """A driver re-Parses and re-Describes one text with new parameters every time: the
+    parameter types and columns are found once (a refusal is found again each time)."""
+    import proxy.pipeline.central as central
+    calls = []
+    real = central.param_types
+    monkeypatch.setattr(central, "param_types", lambda *a: calls.append(1) or real(*a))
+    q = "SELECT race, COUNT(*) FROM pums WHERE age > %s AND income < %s GROUP BY race"
+    with connect(service, "other") as conn:
+        for v in (301, 302, 303):
+            cur = conn.execute(q, (v, 1000))
+            assert [d.name for d in cur.description] == ["race", "count"] and len(cur.fetchall()) == 6
+        assert len(calls) == 1
+        for _ in range(2):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT age FROM pums WHERE age > %s", (1,))
+    assert len(calls) == 3
+
+
 @pytest.mark.parametrize("binary", [False, True])
 def test_display_steps_over_aggregates_are_post_processing(service, binary):
     """ROUND / CAST / FLOOR over an aggregate: computed from the released value (the plain

@@ -95,3 +95,46 @@ def test_repeated_values_are_planned_in_full(demo_config):
     _same(t.plan(q.format(a=30, b=30), demo_config, "duckdb"),
           build_plan(parse(q.format(a=30, b=30)), demo_config))
     assert t.filled == 0
+
+
+def _params_sql(q: str) -> str:
+    return q.format(a="$1", b="$2")
+
+
+@pytest.mark.parametrize("untyped", [False, True], ids=["int", "text"])
+def test_parameters_share_templates(demo_config, untyped):
+    """A driver's statement with $1, $2 (values sent typed as integers, or untyped as their
+    digits, as node-postgres and pgbench send them) plans exactly as the rewriter binds
+    them, and shares a template where its literal twin would."""
+    rng = random.Random(11)
+    t = Templates()
+    for q in TEMPLATED + NOT_TEMPLATED:
+        sql = _params_sql(q)
+        for _ in range(25):
+            a, b = rng.randrange(0, 100), rng.randrange(100, 10**9)
+            params = [str(a), str(b)] if untyped else [a, b]
+            filled = t.plan(sql, demo_config, "postgres", list(params))
+            full = build_plan(parse(sql), demo_config, list(params))
+            _same(filled, full, "postgres")
+            _same(filled, build_plan(parse(q.format(a=a, b=b)), demo_config), "postgres")  # = the literal twin
+    assert t.filled == 24 * len(TEMPLATED)
+
+
+def test_parameters_planned_in_full_where_their_values_would_not_be_literals(demo_config):
+    """A parameter compared with a text column stays a text value: no template stands for it."""
+    t = Templates()
+    sql = "SELECT COUNT(*) FROM people WHERE region = $1 AND age > $2"
+    for v in ("1", "2", "3"):
+        _same(t.plan(sql, demo_config, "duckdb", [v, 30]), build_plan(parse(sql), demo_config, [v, 30]))
+    assert t.filled == 0
+
+
+def test_masking_parameters():
+    sql = "SELECT COUNT(*) FROM t WHERE a > $1 AND b < 7"
+    assert mask(tokenize(sql)) is None                        # no values: planned in full
+    assert mask(tokenize(sql), [5])[1] == [5, 7]
+    assert mask(tokenize(sql), ["5"])[1] == [5, 7]
+    assert mask(tokenize(sql), [5])[0] != mask(tokenize(sql), ["5"])[0]    # typed and untyped: two keys
+    for bad in (5.0, True, "05", "-3", "+3", " 3", "٣", "abc", 10**9, -1, None, [1]):
+        assert mask(tokenize(sql), [bad]) is None, bad
+    assert mask(tokenize("SELECT COUNT(*) FROM t WHERE a > $2"), [5]) is None    # no such parameter
