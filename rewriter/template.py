@@ -270,10 +270,7 @@ class Templates:
         against the full plan of the statement with its parameters bound by the
         rewriter, so a parameter stands in a template only where its value
         planned as a literal gives that same plan."""
-        tokens = rewriter.tokenize(sql)
-        masked = mask(tokens, params) if tokens else None
-        distinct = masked is not None and len(set(masked[1])) == len(masked[1])
-        tpl = self.get(masked[0]) if distinct else None
+        masked, tpl = self._lookup(sql, params)
         if tpl:
             self.filled += 1
             return tpl.fill(masked[1])
@@ -285,6 +282,23 @@ class Templates:
                                        lambda text: rewriter.build_plan(rewriter.parse(text), config, None, copy=False),
                                        rewriter.to_sql, (dialect,)))
         return plan
+
+    def fill(self, sql: str, params: list | None = None) -> Plan | None:
+        """The plan of ``sql`` filled from its key's template, or None when the key has
+        none (yet): never a full planning, so cheap enough for any caller."""
+        masked, tpl = self._lookup(sql, params)
+        if not tpl:
+            return None
+        self.filled += 1
+        return tpl.fill(masked[1])
+
+    def _lookup(self, sql: str, params: list | None):
+        """(masked statement, its key's template: a Template, None if not templatable, False
+        if not seen yet)."""
+        tokens = rewriter.tokenize(sql)
+        masked = mask(tokens, params) if tokens else None
+        distinct = masked is not None and len(set(masked[1])) == len(masked[1])
+        return masked, (self.get(masked[0]) if distinct else None)
 
     def get(self, key):
         hit = self._map.get(key, False)
