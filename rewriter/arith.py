@@ -234,9 +234,14 @@ def _decimal_divisor(v) -> bool:
 
 def _arith(node: exp.Binary, ctx: Ctx, check: Check) -> T:
     what = f"operator {sql_name(node)}"
-    a = _num(check(node.this, ctx), ctx, what, None)
-    b = _num(check(node.expression, ctx), ctx, what, a.type or "float")
-    a = _num(a, ctx, what, b.type or "float")
+    a, b = check(node.this, ctx), check(node.expression, ctx)
+    if a.pending and not b.pending:     # $1 + 1: an untyped parameter takes the other side's type (as
+        b = _num(b, ctx, what, None)    # Postgres resolves unknown + integer), in Describe and Execute alike
+        a = _num(a, ctx, what, b.type or "float")
+    else:
+        a = _num(a, ctx, what, None)
+        b = _num(b, ctx, what, a.type or "float")
+        a = _num(a, ctx, what, b.type or "float")
     if isinstance(node, (exp.Add, exp.Sub)):
         return add(type(node), a, b)
     if isinstance(node, exp.Mul):

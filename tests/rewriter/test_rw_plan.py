@@ -179,6 +179,27 @@ def test_param_types(config, sql, types):
     assert rewriter.param_types(rewriter.parse(sql), config) == types
 
 
+@pytest.mark.parametrize("sql,types,params,literal", [
+    ("SELECT COUNT(*) FROM pums WHERE age > $1 + 1", ["int"], ["30"], "age > 30 + 1"),
+    ("SELECT COUNT(*) FROM pums WHERE age BETWEEN $1 % 101 AND $2", ["int", "int"], ["130", "50"],
+     "age BETWEEN 130 % 101 AND 50"),
+    ("SELECT COUNT(*) FROM pums WHERE income > $1 * 2.5", ["float"], ["1000.5"], "income > 1000.5 * 2.5"),
+    ("SELECT COUNT(*) FROM pums WHERE age < $1 - 3", ["int"], [40], "age < 40 - 3"),
+])
+def test_an_untyped_parameter_takes_the_other_operands_type(config, sql, types, params, literal):
+    """``$1 + 1`` as Postgres resolves ``unknown + integer``: Describe and Execute agree, and the
+    bound statement is its literal twin (drivers that send parameters untyped: node-postgres, pgbench)."""
+    assert rewriter.param_types(rewriter.parse(sql), config) == types
+    twin = plan(config, f"SELECT COUNT(*) FROM pums WHERE {literal}")
+    assert plan(config, sql, params).canonical() == twin.canonical()
+
+
+def test_an_untyped_parameter_is_not_a_number_it_cannot_be(config):
+    with pytest.raises(Refusal) as err:
+        plan(config, "SELECT COUNT(*) FROM pums WHERE age > $1 + 1", ["2.5"])     # integer, as in Postgres
+    assert err.value.sqlstate == "22023"
+
+
 def test_params_bind_as_literals(config):
     p = plan(config, "SELECT COUNT(*) FROM pums WHERE age > $1 AND name = $2 AND income < $3 "
                      "AND flag = $4", ["30", "o'brien", 2, "true"])
