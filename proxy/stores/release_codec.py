@@ -44,6 +44,7 @@ from array import array
 import numpy as np
 
 from . import json_pieces
+from .answer import ColumnarAnswer
 
 PACKED = "~packed"          # the member holding the packed cells (never an answer's own key)
 VERSION = 1
@@ -54,13 +55,18 @@ _LITTLE = sys.byteorder == "little"
 
 def encode_answer(answer: dict) -> str:
     """The text stored in ``releases.answer`` for ``answer`` (format 1 when it is large)."""
-    keys, values = answer.get("keys"), answer.get("values")
-    widths = _widths(keys, values)
-    if widths is None or PACKED in answer:
-        return json.dumps(answer)
-    n = len(keys)
-    columns = [[row[i] for row in keys] for i in range(widths[0])] + \
-              [[row[i] for row in values] for i in range(widths[1])]
+    if isinstance(answer, ColumnarAnswer) and answer.columns is not None and answer.n >= PACK_MIN_CELLS \
+            and not dict.__contains__(answer, PACKED):       # its columns as they are (the same bytes)
+        n, (kcols, vcols) = answer.n, answer.columns
+        widths, columns = (len(kcols), len(vcols)), [*kcols, *vcols]
+    else:
+        keys, values = answer.get("keys"), answer.get("values")
+        widths = _widths(keys, values)
+        if widths is None or PACKED in answer:
+            return json.dumps(answer)
+        n = len(keys)
+        columns = [[row[i] for row in keys] for i in range(widths[0])] + \
+                  [[row[i] for row in values] for i in range(widths[1])]
     types, blobs = [], []
     for col in columns:
         t, blob = _pack_column(col)
@@ -68,7 +74,7 @@ def encode_answer(answer: dict) -> str:
         blobs.append(blob)
     header = json.dumps({"n": n, "widths": list(widths), "types": types}).encode()
     payload = b"".join([_U32.pack(len(header)), header, *(_U32.pack(len(b)) + b for b in blobs)])
-    meta = {k: v for k, v in answer.items() if k not in ("keys", "values")}
+    meta = {k: v for k, v in dict.items(answer) if k not in ("keys", "values")}
     meta[PACKED] = f"{VERSION}:" + base64.b64encode(zlib.compress(payload, 1)).decode("ascii")
     return json.dumps(meta)
 
