@@ -189,7 +189,9 @@ class _DiscreteLaplaceMeasurement(Measurement):
         return discrete_laplace_array(n, self.scale, source if source is not None else default_source())
 
     def _apply_cells(self, values, noises) -> list:
-        """Cell by cell (exact Python ints), for columns that are not plain int64."""
+        """Cell by cell (exact Python ints), for columns that are not plain int64 (a numpy
+        column as its Python values, as a list of them would be)."""
+        values = values.tolist() if isinstance(values, np.ndarray) else values
         return [self.apply(v, int(z)).value for v, z in zip(values, noises)]
 
     @property
