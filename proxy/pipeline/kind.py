@@ -87,7 +87,8 @@ class ReleaseKind:
         """Run the scan; ``then(cells)`` runs in the backend's worker thread right after
         it and its value is returned. Kinds with a data-dependent second scan (per-record
         MAX/MIN, seed 003 Alg. 1) override this."""
-        return await fetch(conn, self.scan_sql(conn, p), then=then, during=p.state.get("during"))
+        return await fetch(conn, self.scan_sql(conn, p), then=then, during=p.state.get("during"),
+                           columnar=p.state.get("columnar", False))
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         """The measurement: exact per-cell values → released answer (noise drawn here).
@@ -111,11 +112,14 @@ class ReleaseKind:
 
 # -- the pipeline -----------------------------------------------------------------------
 
-async def fetch(conn, sql: str, then=None, during=None):
-    """One backend scan (``conn.timing["started"]`` tells whether it began)."""
+async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False):
+    """One backend scan (``conn.timing["started"]`` tells whether it began); ``columnar``:
+    the result as numpy columns (:class:`proxy.backends.Columns`) if the backend can."""
     kw = {"then": then, "timing": conn.timing}
     if during is not None:
         kw["during"] = during
+    if columnar and getattr(conn.gw.backend, "columnar", False):
+        kw["columnar"] = True
     try:
         return await conn.gw.backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
     except BackendError as e:
