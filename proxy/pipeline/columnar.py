@@ -33,7 +33,7 @@ __all__ = ["CellColumns", "complete_columns", "released_keys"]
 
 class CellColumns:
     """The completed cells of a release as columns: ``keys[i]`` key ``i`` of every cell as
-    released (``cell_key``), ``measures[j]`` measure ``j`` as a numpy array (int64 or
+    released (``cell_key``; a list, or an int64 array for Python ints), ``measures[j]`` measure ``j`` as a numpy array (int64 or
     float64), ``present[j]`` where it came from a non-NULL value of a scanned group (None:
     everywhere; elsewhere the value is 0)."""
 
@@ -54,18 +54,30 @@ class CellColumns:
 
     def rows(self) -> list[tuple]:
         """The cells as :func:`rewriter.complete` gives them, keys as released."""
-        return list(zip(*self.keys, *(self.column(j) for j in range(len(self.measures)))))
+        keys = [k.tolist() if isinstance(k, np.ndarray) else k for k in self.keys]
+        return list(zip(*keys, *(self.column(j) for j in range(len(self.measures)))))
 
 
-def released_keys(plan: Plan) -> list[list]:
+def released_keys(plan: Plan) -> list:
     """The key columns of ``plan``'s public cells as a release stores them, once per plan
-    (kept beside the domain's index, which a plan filled from a template shares)."""
+    (kept beside the domain's index, which a plan filled from a template shares): a column
+    of Python ints as an int64 array (standing for its ``tolist()``: the codec packs it
+    without reading it value by value), any other as a list."""
     memo = plan.__dict__.setdefault("_domain", {})
     hit = memo.get("released_keys")
     if hit is None:
         cells = plan.cells
-        hit = memo["released_keys"] = [[cell_key(c[i]) for c in cells] for i in range(len(plan.group_by))]
+        hit = memo["released_keys"] = [_as_array([cell_key(c[i]) for c in cells]) for i in range(len(plan.group_by))]
     return hit
+
+
+def _as_array(col: list):
+    """``col`` as an int64 array if every value is a Python int within int64, else itself."""
+    if col and all(type(v) is int and -2**63 <= v < 2**63 for v in col):
+        arr = np.array(col, dtype=np.int64)
+        arr.flags.writeable = False                     # shared by every answer of the plan
+        return arr
+    return col
 
 
 def complete_columns(plan: Plan, scan: Columns) -> CellColumns | None:

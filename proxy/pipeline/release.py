@@ -281,11 +281,16 @@ def noisy_answer(plan: Plan, cells, epsilon: float, source, pool: NoisePool | No
             continue
         args = [column(j) for j in plan.aggregates[i].measures]
         rel = m.apply_many(args[0] if len(args) == 1 else tuple(args), noise)
-        cols[i], hws[i] = rel.values, max(hws[i], float(rel.half_width))
+        cols[i], hws[i] = _column(rel), max(hws[i], float(rel.half_width))
         for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
             part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
-            cols[j], hws[j] = part.values, max(hws[j], float(part.half_width))
+            cols[j], hws[j] = _column(part), max(hws[j], float(part.half_width))
     return ColumnarAnswer(keys, cols, len(cells), half_width=hws, mechanism=mech, epsilon=eps, labels=labels)
+
+
+def _column(rel):
+    """A batch release's values as an answer column: its numpy array where it has one."""
+    return rel.array if rel.array is not None else rel.values
 
 
 def _plain_column(col: list, convert, plain: set) -> list:
@@ -405,7 +410,7 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     keep = getattr(plan, "row_filter", None)
     if keep is None:
         if isinstance(answer, ColumnarAnswer) and answer.columns is not None:
-            key_column, value_column = answer.columns[0].__getitem__, answer.columns[1].__getitem__
+            key_column, value_column = answer.column_list(0), answer.column_list(1)
         else:
             keys, values = answer["keys"], answer["values"]
             key_column = lambda i: [key[i] for key in keys]            # noqa: E731

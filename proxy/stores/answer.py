@@ -5,7 +5,8 @@ An answer is a dict: ``keys`` and ``values`` (one list per cell) beside its meta
 (``half_width``, ``mechanism``, ``epsilon``, ``labels``, …). :class:`ColumnarAnswer` is
 that dict for a large release as ``noisy_answer`` makes it: the cells are kept as
 columns (``key_columns[i][c]`` is ``keys[c][i]``, ``value_columns[j][c]`` is
-``values[c][j]``) and the row lists are made only when something asks for them — any
+``values[c][j]``; a column is a list, or a numpy int64/float64 array standing for its
+``tolist()``) and the row lists are made only when something asks for them — any
 read of ``keys`` or ``values``, or any use of the dict as a whole (iteration, ``items``,
 ``len``, ``==``, ``dict(answer)``, ``json.dumps``, copy, pickle). From then on it is
 the plain dict it stands for, its entries in the order ``noisy_answer`` always wrote
@@ -14,6 +15,8 @@ instead: ``release_codec.encode_answer`` (the stored bytes are the same) and
 ``release.answer_rows``. Columns are never modified in place.
 """
 from __future__ import annotations
+
+import numpy as np
 
 __all__ = ["ColumnarAnswer", "cell_count"]
 
@@ -36,13 +39,18 @@ class ColumnarAnswer(dict):
         if cols is not None:
             self.columns = None
             n = self.n
-            keys = list(map(list, zip(*cols[0]))) if cols[0] else [[] for _ in range(n)]
-            values = list(map(list, zip(*cols[1]))) if cols[1] else [[] for _ in range(n)]
+            keys, values = ([list(r) for r in zip(*map(_listed, part))] if part else [[] for _ in range(n)]
+                            for part in cols)
             meta = list(dict.items(self))
             dict.clear(self)
             dict.update(self, keys=keys, values=values)
             dict.update(self, meta)
         return self
+
+    def column_list(self, part: int):
+        """``i -> `` key column ``i`` (``part`` 0) or value column ``i`` (1) as a list."""
+        cols = self.columns[part]
+        return lambda i: _listed(cols[i])
 
     # -- every read of the dict as a whole, or of its rows, sees them made ----------
     def __missing__(self, key):
@@ -122,6 +130,11 @@ class ColumnarAnswer(dict):
     def setdefault(self, key, default=None):
         self.materialize()
         return dict.setdefault(self, key, default)
+
+
+def _listed(col) -> list:
+    """A column as a list of Python values (a numpy column: its ``tolist()``)."""
+    return col.tolist() if isinstance(col, np.ndarray) else col
 
 
 def cell_count(answer: dict) -> int:

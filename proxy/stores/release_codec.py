@@ -153,8 +153,11 @@ def _width(lo: int, hi: int) -> int | None:
 def _pack_column(col) -> tuple[str, bytes]:
     """One column's type tag and bytes (module docstring). Integer columns are packed with
     numpy where the first differences cannot overflow int64 (every value within int32);
-    else in Python ints, as exactly."""
-    kinds = set(map(type, col))
+    else in Python ints, as exactly. A numpy column (a :class:`~.answer.ColumnarAnswer`'s)
+    is packed as its ``tolist()`` would be: int64 as Python ints, float64 as floats."""
+    if isinstance(col, np.ndarray) and not (col.ndim == 1 and len(col) and col.dtype in (np.int64, np.float64)):
+        col = col.tolist()
+    kinds = ({int} if col.dtype == np.int64 else {float}) if isinstance(col, np.ndarray) else set(map(type, col))
     if kinds == {int}:
         try:
             v = np.array(col, dtype=np.int64)
@@ -169,6 +172,7 @@ def _pack_column(col) -> tuple[str, bytes]:
                 (("i", v, lo, hi), ("D", d, int(d.min()), int(d.max()))))
                 if (w := _width(a, b)) is not None]
         else:
+            col = col.tolist() if isinstance(col, np.ndarray) else col
             deltas = [col[0], *map(int.__sub__, col[1:], col[:-1])]
             fits = [(w, rank, tag, x) for rank, (tag, x) in enumerate((("i", v), ("D", deltas)))
                     if (w := _width(min(x), max(x))) is not None]

@@ -206,3 +206,20 @@ def test_large_columnar_answers_are_packed_and_small_ones_plain_json():
     assert big.columns is not None                                        # packed from the columns
     small = ColumnarAnswer([[1, 2]], [[3, 4]], 2, labels=["a"])
     assert json.loads(encode_answer(small)) == {"keys": [[1], [2]], "values": [[3], [4]], "labels": ["a"]}
+
+
+@pytest.mark.parametrize("col", [
+    np.arange(100, dtype=np.int64) * 3 - 7,                                    # narrow, differences
+    np.array([2 ** 40, -2 ** 50, 5] * 30, dtype=np.int64),                     # beyond int32: the wide path
+    np.array([0.5, -0.0, np.inf, -np.inf, np.nan, 1e300] * 20),
+    np.array([True, False] * 40),                                              # not int64/float64: its list
+    np.zeros(0, dtype=np.int64),
+])
+def test_a_numpy_column_is_stored_as_its_list_would_be(col):
+    n = len(col)
+    a = ColumnarAnswer([list(range(n))], [col], n, labels=["x"])
+    plain = {"keys": [[i] for i in range(n)], "values": [[v] for v in col.tolist()], "labels": ["x"]}
+    assert encode_answer(a) == encode_answer(plain)
+    got = decode_answer(encode_answer(a))
+    assert _same(got["values"], json.loads(json.dumps(plain))["values"]) or n == 0
+    assert _same(a["values"], plain["values"])                               # rows of Python values
