@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
 import itertools
 import logging
 import re
@@ -56,10 +57,24 @@ class _Scan:
     """One statement in flight: the worker publishes its cursor, the event loop
     may interrupt it (before it starts, or while it runs)."""
 
-    __slots__ = ("cursor", "stopped", "lock")
+    __slots__ = ("cursor", "stopped", "lock", "finished")
 
     def __init__(self) -> None:
         self.cursor, self.stopped, self.lock = None, None, threading.Lock()
+        self.finished = False          # the worker returned (set on the loop)
+
+    def stop_until_finished(self, loop, why: str) -> None:
+        """:meth:`stop`, again every 0.25 s until the worker returns: DuckDB drops an
+        interrupt that lands just before its query starts. (A method, not a closure over the
+        statement's future: a function that schedules itself by name is a reference cycle,
+        and one holding the future kept the whole result alive until a garbage collection —
+        which then freed a 10,000-row result in whichever thread ran it, often the loop.)"""
+        self.stop(why)
+        if not self.finished or self.cursor is not None:
+            loop.call_later(0.25, self.stop_until_finished, loop, why)
+
+    def finish(self, _fut=None) -> None:
+        self.finished = True
 
     def stop(self, why: str) -> None:
         with self.lock:
@@ -141,7 +156,7 @@ class DuckDBBackend:
             timing["started"] = True
         t0 = time.perf_counter()
         try:
-            rows = self._run(cur, sql, columnar)
+            rows = self._run(cur, sql, True) if columnar else self._run(cur, sql)
         finally:
             with scan.lock:
                 scan.cursor = None
@@ -163,10 +178,8 @@ class DuckDBBackend:
         scan = _Scan()
         fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then, timing,
                                    None if during is None else (loop, during), columnar)
-        def stop(why: str) -> None:   # again until the worker returns: DuckDB drops an
-            scan.stop(why)            # interrupt that lands just before its query starts
-            if not fut.done() or scan.cursor is not None:
-                loop.call_later(0.25, stop, why)
+        fut.add_done_callback(scan.finish)
+        stop = functools.partial(scan.stop_until_finished, loop)
         timer = loop.call_later(timeout_s, stop, "timeout") if timeout_s else None
         unsubscribe = watcher = None
         if isinstance(cancel, CancelSignal):
