@@ -55,17 +55,19 @@ def complete(plan: Plan, rows) -> list[tuple]:
     return out
 
 
-def domain_index(plan: Plan) -> tuple[list[tuple], list[tuple]]:
+def domain_index(plan: Plan) -> tuple[tuple[tuple, ...], tuple[tuple, ...]]:
     """The public cells of ``plan`` as (keys as SQL's ``=`` sees them, keys as the backend
     returns them), in key order; computed once per plan from the config's domains (a plan
-    filled from a template shares its template's: only WHERE differs)."""
+    filled from a template shares its template's: only WHERE differs). Tuples, not lists:
+    the cyclic garbage collector stops tracking a tuple of plain values, so these long-lived
+    memos (10,000 cells: 20,000 references) are not walked again by every full collection."""
     memo = plan.__dict__.setdefault("_domain", {})      # shared with the template's plan
     hit = memo.get("index")
     if hit is None:
         types = [g.type for g in plan.group_by]
         cells = plan.cells
-        hit = memo["index"] = ([tuple(_norm(v, t) for v, t in zip(cell, types)) for cell in cells],
-                               [tuple(_typed(v, t) for v, t in zip(cell, types)) for cell in cells])
+        hit = memo["index"] = (tuple(tuple(_norm(v, t) for v, t in zip(cell, types)) for cell in cells),
+                               tuple(tuple(_typed(v, t) for v, t in zip(cell, types)) for cell in cells))
     return hit
 
 

@@ -33,9 +33,9 @@ __all__ = ["CellColumns", "complete_columns", "released_keys"]
 
 class CellColumns:
     """The completed cells of a release as columns: ``keys[i]`` key ``i`` of every cell as
-    released (``cell_key``; a list, or an int64 array for Python ints), ``measures[j]`` measure ``j`` as a numpy array (int64 or
-    float64), ``present[j]`` where it came from a non-NULL value of a scanned group (None:
-    everywhere; elsewhere the value is 0)."""
+    released (``cell_key``; an int64 array for Python ints, else a tuple), ``measures[j]``
+    measure ``j`` as a numpy array (int64 or float64), ``present[j]`` where it came from a
+    non-NULL value of a scanned group (None: everywhere; elsewhere the value is 0)."""
 
     __slots__ = ("keys", "measures", "present", "n")
 
@@ -72,12 +72,13 @@ def released_keys(plan: Plan) -> list:
 
 
 def _as_array(col: list):
-    """``col`` as an int64 array if every value is a Python int within int64, else itself."""
+    """``col`` as an int64 array if every value is a Python int within int64, else as a
+    tuple (long-lived: the garbage collector stops walking a tuple of plain values)."""
     if col and all(type(v) is int and -2**63 <= v < 2**63 for v in col):
         arr = np.array(col, dtype=np.int64)
         arr.flags.writeable = False                     # shared by every answer of the plan
         return arr
-    return col
+    return tuple(col)
 
 
 def complete_columns(plan: Plan, scan: Columns) -> CellColumns | None:
