@@ -22,7 +22,8 @@ DuckDB table ``grid_people(g, age, v)`` with ``g`` over a public domain of N val
 ``SELECT g, COUNT(*), AVG(v) FROM grid_people WHERE age BETWEEN lo AND hi GROUP BY g``
 released in process through the pipeline (``Connection.execute``: route, plan, ledger, scan,
 completion, measurement, the release stored, rows) against the analyst's same query run raw on
-the same DuckDB (``backend.fetch``), alternately on distinct predicates (each a fresh release),
+the same DuckDB (``backend.fetch``; beside them dpgate's own scan SQL, fetched as the pipeline
+fetches it: numpy columns), alternately on distinct predicates (each a fresh release),
 wall time, median of the paired ratios. Beside it, where the time goes: each step timed alone
 on one scan's result, taken as the pipeline takes it (the scan fetched as numpy columns, wall;
 the completion by positions, ``pipeline.columnar.complete_columns``; ``noisy_answer`` drawing
@@ -172,7 +173,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
                         await gw.backend.fetch(sql)
                         raw.append(time.perf_counter() - t)
                     else:
-                        await gw.backend.fetch(scan_sql)
+                        await gw.backend.fetch(scan_sql, columnar=bool(p.state.get("columnar")))
                         own.append(time.perf_counter() - t)
             steps = await _steps(gw, conn, QUERY.format(**pairs[-1]))
         finally:
