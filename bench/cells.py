@@ -22,10 +22,13 @@ DuckDB table ``grid_people(g, age, v)`` with ``g`` over a public domain of N val
 ``SELECT g, COUNT(*), AVG(v) FROM grid_people WHERE age BETWEEN lo AND hi GROUP BY g``
 released in process through the pipeline (``Connection.execute``: route, plan, ledger, scan,
 completion, measurement, the release stored, rows) against the analyst's same query run raw on
-the same DuckDB (``backend.fetch``), alternately on distinct predicates (each a fresh release),
+the same DuckDB (``backend.fetch``; beside them dpgate's own scan SQL, fetched as the pipeline
+fetches it: numpy columns), alternately on distinct predicates (each a fresh release),
 wall time, median of the paired ratios. Beside it, where the time goes: each step timed alone
-on one scan's rows (the scan, wall; ``rewriter.complete``, ``noisy_answer``, storing the
-release, building the rows: CPU time of the thread, median of 5). SECOND HEADLINE: the ratio against the goal, ≤ 1.5× raw DuckDB.
+on one scan's result, taken as the pipeline takes it (the scan fetched as numpy columns, wall;
+the completion by positions, ``pipeline.columnar.complete_columns``; ``noisy_answer`` drawing
+its noise live, where the pipeline draws it during the scan; storing the release, building
+the rows: CPU time of the thread, median of 5). SECOND HEADLINE: the ratio against the goal, ≤ 1.5× raw DuckDB.
 """
 from __future__ import annotations
 
@@ -44,7 +47,9 @@ import proxy.pipeline.release as release
 from config import parse_config
 from mechanisms import SystemRandomSource
 from proxy.demo import demo_config_path
+from proxy.backends import Columns
 from proxy.gateway import Gateway, settle_gc
+from proxy.pipeline.columnar import complete_columns
 from proxy.stores.release_codec import encode_answer
 from rewriter import build_plan, complete, parse
 
@@ -168,7 +173,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
                         await gw.backend.fetch(sql)
                         raw.append(time.perf_counter() - t)
                     else:
-                        await gw.backend.fetch(scan_sql)
+                        await gw.backend.fetch(scan_sql, columnar=bool(p.state.get("columnar")))
                         own.append(time.perf_counter() - t)
             steps = await _steps(gw, conn, QUERY.format(**pairs[-1]))
         finally:
@@ -200,11 +205,13 @@ async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[fl
         r = fn(*a)
         out.setdefault(name, []).append(time.thread_time() - t)
         return r
+    columnar = bool(p.state.get("columnar"))          # as Central.scan fetches it: numpy columns
     for _ in range(repeat):
         t = time.perf_counter()
-        rows = await gw.backend.fetch(scan_sql)
-        out.setdefault("scan (dpgate's SQL) and its rows fetched", []).append(time.perf_counter() - t)
-        cells = timed("empty-cell completion (rewriter.complete)", complete, p.plan, rows)
+        rows = await gw.backend.fetch(scan_sql, columnar=columnar)
+        out.setdefault("scan (dpgate's SQL), fetched as columns" if columnar else
+                       "scan (dpgate's SQL) and its rows fetched", []).append(time.perf_counter() - t)
+        cells = timed("empty-cell completion (complete_columns)", _completed, p.plan, rows)
         answer = timed("measurement (noisy_answer, batch)", release.noisy_answer, p.plan, cells,
                        p.state["mech_eps"], gw.source)
         timed("the answer encoded (release_codec, part of storing it)", encode_answer, answer)
@@ -214,6 +221,12 @@ async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[fl
             mechanism="bench", answer=answer))
         timed("rows built (answer_rows)", p.kind.rows, p, answer)
     return list(out.items())
+
+
+def _completed(plan, scan):
+    """The completion ``Central.measure`` does: by positions for a scan fetched as columns."""
+    table = complete_columns(plan, scan) if isinstance(scan, Columns) else None
+    return table if table is not None else complete(plan, scan.rows() if isinstance(scan, Columns) else scan)
 
 
 if __name__ == "__main__":

@@ -49,16 +49,30 @@ class Release:
     parts: tuple["Release", ...] = ()
 
 
-@dataclass(frozen=True)
 class BatchRelease:
     """The releases of one measurement over many cells (``apply_many``): ``values[c]`` is what
     ``apply(cell c).value`` would be, ``half_width`` the largest 95% half-width over the cells,
-    ``parts`` the derived outputs' BatchReleases (an AVG's SUM and COUNT)."""
+    ``parts`` the derived outputs' BatchReleases (an AVG's SUM and COUNT). Made from a numpy
+    array (int64 or float64, computed so), ``array`` holds it and ``values`` is its
+    ``tolist()``, made on first use (a caller that stores the column as an array never
+    pays for the list); made from a list, ``array`` is None."""
 
-    values: list
-    half_width: float
-    mechanism: str
-    parts: tuple["BatchRelease", ...] = ()
+    __slots__ = ("_values", "array", "half_width", "mechanism", "parts")
+
+    def __init__(self, values, half_width: float, mechanism: str, parts: tuple["BatchRelease", ...] = ()) -> None:
+        self.array = values if isinstance(values, np.ndarray) else None
+        self._values = None if self.array is not None else values
+        self.half_width, self.mechanism, self.parts = half_width, mechanism, parts
+
+    @property
+    def values(self) -> list:
+        if self._values is None:
+            self._values = self.array.tolist()
+        return self._values
+
+    def __repr__(self) -> str:
+        return (f"BatchRelease(values={self.values!r}, half_width={self.half_width!r}, "
+                f"mechanism={self.mechanism!r}, parts={self.parts!r})")
 
 
 def int_column(values) -> Optional[np.ndarray]:
@@ -189,7 +203,9 @@ class _DiscreteLaplaceMeasurement(Measurement):
         return discrete_laplace_array(n, self.scale, source if source is not None else default_source())
 
     def _apply_cells(self, values, noises) -> list:
-        """Cell by cell (exact Python ints), for columns that are not plain int64."""
+        """Cell by cell (exact Python ints), for columns that are not plain int64 (a numpy
+        column as its Python values, as a list of them would be)."""
+        values = values.tolist() if isinstance(values, np.ndarray) else values
         return [self.apply(v, int(z)).value for v, z in zip(values, noises)]
 
     @property
@@ -226,7 +242,7 @@ class GeometricCount(_DiscreteLaplaceMeasurement):
         if v is None or int(np.abs(noises).max(initial=0)) >= _INT_ROOM:
             out = self._apply_cells(values, noises)
         else:
-            out = (v + noises).tolist()
+            out = v + noises
         return BatchRelease(out, float(self._hw95), self.name)
 
     def half_width(self, level: float = 0.95) -> int:
@@ -305,7 +321,7 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
         big = int(np.abs(noises).max(initial=0)) >= _INT_ROOM
         if self.integer:
             v = int_column(values)
-            out = self._apply_cells(values, noises) if v is None or big else (v + noises).tolist()
+            out = self._apply_cells(values, noises) if v is None or big else v + noises
             return BatchRelease(out, hw, self.name)
         arr = np.asarray(values) if len(values) else np.zeros(0)
         ok = arr.ndim == 1 and (arr.dtype.kind == "f" or (arr.dtype.kind == "i" and arr.size and
@@ -315,7 +331,7 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
             ok = bool(np.isfinite(q).all()) and (not q.size or float(np.abs(q).max()) < 2.0 ** 61)
         if not ok or big:
             return BatchRelease(self._apply_cells(values, noises), hw, self.name)
-        out = ((np.rint(q).astype(np.int64) + noises).astype(np.float64) * self.grid).tolist()
+        out = (np.rint(q).astype(np.int64) + noises).astype(np.float64) * self.grid
         return BatchRelease(out, hw, self.name)
 
     def half_width(self, level: float = 0.95) -> Real:

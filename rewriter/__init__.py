@@ -18,13 +18,13 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from config import Config
 
 from . import cost, emit, inline, joins, keys, postprocess, predicate, select as select_, selection, shape
-from .cells import complete
+from .cells import cell_positions, complete
 from .errors import Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan, UnitBounds
 from .scope import Ctx
 
-__all__ = ["Plan", "Refusal", "build_plan", "complete", "param_types", "parse", "to_sql", "tokenize"]
+__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "to_sql", "tokenize"]
 
 
 def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,

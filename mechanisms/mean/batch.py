@@ -34,6 +34,9 @@ _ROOM = 1 << 62
 
 
 def _each(sums, counts, one, a, n, rows) -> tuple[np.ndarray, np.ndarray]:
+    """The exact scalar ``one`` for ``rows`` (numpy columns read as their Python values)."""
+    sums = sums.tolist() if isinstance(sums, np.ndarray) else sums
+    counts = counts.tolist() if isinstance(counts, np.ndarray) else counts
     for r in rows:
         a[r], n[r] = one((sums[r], counts[r]))
     return a, n

@@ -178,10 +178,9 @@ class GridMean(Measurement):
         if self.integer:
             total = (np.rint(total).astype(np.int64) if not total.size or
                      float(np.abs(total).max()) < 2.0 ** 62 else [int(round(t)) for t in total.tolist()])
-        total = total.tolist() if isinstance(total, np.ndarray) else total
         parts = (BatchRelease(total, float(self.sum_half_width()), self.name + ":sum"),
-                 BatchRelease(n_hat.tolist(), float(self.count_half_width()), self.name + ":count"))
-        return BatchRelease(mean.tolist(), hw_many(nh, mean), self.name, parts)
+                 BatchRelease(n_hat, float(self.count_half_width()), self.name + ":count"))
+        return BatchRelease(mean, hw_many(nh, mean), self.name, parts)
 
     def setup(self) -> "GridMean":
         """Compute the 95% half-width constants now (at config load) instead of at the first

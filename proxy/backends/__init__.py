@@ -3,14 +3,15 @@
 Backends: embedded DuckDB, Postgres (psycopg pool), Spark (Spark Connect). A backend
 is any object with ``dialect`` (a sqlglot dialect name),
 ``async fetch(sql, timeout_s) -> list[tuple]``, ``async load_demo(...)`` and
-``async close()``. Failures raise :class:`BackendError` with a SQLSTATE; the
+``async close()``; one whose ``columnar`` is True also takes ``fetch(…, columnar=True)``
+and may return :class:`Columns` (numpy columns) instead of rows. Failures raise :class:`BackendError` with a SQLSTATE; the
 orchestrator charges nothing for them.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from .base import BackendError, BackendTimeout
+from .base import BackendError, BackendTimeout, Columns
 from .duckdb import DuckDBBackend
 from .postgres import PostgresBackend
 from .spark import SparkBackend
@@ -30,4 +31,4 @@ def open_backend(cfg, state_dir, *, read_only: bool = False):
     return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path, read_only=read_only)
 
 
-__all__ = ["BackendError", "BackendTimeout", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]
+__all__ = ["BackendError", "BackendTimeout", "Columns", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]

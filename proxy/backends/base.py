@@ -36,3 +36,24 @@ class CancelSignal(asyncio.Event):
         """Call ``cb()`` when set; returns the function that unsubscribes."""
         self._callbacks.append(cb)
         return lambda: self._callbacks.remove(cb) if cb in self._callbacks else None
+
+
+class Columns:
+    """A scan's result column by column (``fetch(…, columnar=True)`` on a backend whose
+    ``columnar`` is True): ``arrays[i]`` holds column ``names[i]`` for every row, as a
+    numpy array (a masked array where the column has NULLs). Only column types whose
+    values ``tolist()`` gives exactly as a row fetch would are fetched so (integers up
+    to BIGINT, DOUBLE, VARCHAR); other results come as rows. :meth:`rows` is the
+    row form (the same tuples ``fetchall`` gives), for code that reads rows."""
+
+    __slots__ = ("names", "arrays")
+
+    def __init__(self, names: list[str], arrays: list) -> None:
+        self.names, self.arrays = names, arrays
+
+    def __len__(self) -> int:
+        return len(self.arrays[0]) if self.arrays else 0
+
+    def rows(self) -> list[tuple]:
+        """The rows as a row fetch gives them (NULL as None)."""
+        return list(zip(*(a.tolist() for a in self.arrays)))

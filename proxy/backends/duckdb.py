@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
 import itertools
 import logging
 import re
@@ -32,13 +33,16 @@ from pathlib import Path
 
 import duckdb
 
-from .base import BackendError, BackendTimeout, CancelSignal
+from .base import BackendError, BackendTimeout, CancelSignal, Columns
 
 log = logging.getLogger("dpgate.backend")
 
 WORKERS = 8      # concurrent scans (DuckDB parallelises each scan over the cores itself)
 PREPARED_MAX = 256   # prepared templates kept per worker cursor (least recently used dropped)
 SEEN_MAX = 1024      # texts remembered per worker cursor, to prepare one that repeats
+COLUMN_TYPES = frozenset({"BIGINT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "VARCHAR"})
+"""Result types a columnar fetch takes as numpy columns: ``tolist()`` gives their values exactly
+as ``fetchall`` does (HUGEINT, DECIMAL and the time types it would not: such a result comes as rows)."""
 _OPEN: "weakref.WeakSet[DuckDBBackend]" = weakref.WeakSet()
 
 
@@ -53,10 +57,24 @@ class _Scan:
     """One statement in flight: the worker publishes its cursor, the event loop
     may interrupt it (before it starts, or while it runs)."""
 
-    __slots__ = ("cursor", "stopped", "lock")
+    __slots__ = ("cursor", "stopped", "lock", "finished")
 
     def __init__(self) -> None:
         self.cursor, self.stopped, self.lock = None, None, threading.Lock()
+        self.finished = False          # the worker returned (set on the loop)
+
+    def stop_until_finished(self, loop, why: str) -> None:
+        """:meth:`stop`, again every 0.25 s until the worker returns: DuckDB drops an
+        interrupt that lands just before its query starts. (A method, not a closure over the
+        statement's future: a function that schedules itself by name is a reference cycle,
+        and one holding the future kept the whole result alive until a garbage collection —
+        which then freed a 10,000-row result in whichever thread ran it, often the loop.)"""
+        self.stop(why)
+        if not self.finished or self.cursor is not None:
+            loop.call_later(0.25, self.stop_until_finished, loop, why)
+
+    def finish(self, _fut=None) -> None:
+        self.finished = True
 
     def stop(self, why: str) -> None:
         with self.lock:
@@ -76,9 +94,23 @@ def _open_error(path: str, e: Exception) -> str:
     return f"cannot open the DuckDB file {path}: {msg.splitlines()[0] if msg else type(e).__name__}"
 
 
+def _result(cur, columnar: bool):
+    """The executed statement's result: rows, or :class:`~.base.Columns` when ``columnar``
+    and every column's type is in ``COLUMN_TYPES`` and the names are distinct (decided from
+    the description, before anything is fetched)."""
+    if columnar:
+        desc = cur.description or []
+        names = [d[0] for d in desc]
+        if desc and len(set(names)) == len(names) and all(str(d[1]) in COLUMN_TYPES for d in desc):
+            got = cur.fetchnumpy()
+            return Columns(names, [got[n] for n in names])
+    return cur.fetchall()
+
+
 class DuckDBBackend:
     dialect = "duckdb"
     scans = 0         # statements in flight (event loop): Python work beside a scan slows it
+    columnar = True   # fetch(…, columnar=True): numpy columns (base.Columns) where the types allow
 
     def __init__(self, path: str | Path | None, *, read_only: bool = False):
         self.path = str(path) if path is not None else ":memory:"
@@ -112,7 +144,7 @@ class DuckDBBackend:
                 self._cursors.append(cur)
         return cur
 
-    def _scan(self, sql: str, scan: _Scan, then, timing, during):
+    def _scan(self, sql: str, scan: _Scan, then, timing, during, columnar: bool = False):
         cur = self._worker_cursor()
         with scan.lock:
             if scan.stopped is not None:
@@ -124,7 +156,7 @@ class DuckDBBackend:
             timing["started"] = True
         t0 = time.perf_counter()
         try:
-            rows = self._run(cur, sql)
+            rows = self._run(cur, sql, True) if columnar else self._run(cur, sql)
         finally:
             with scan.lock:
                 scan.cursor = None
@@ -133,22 +165,21 @@ class DuckDBBackend:
         return rows if then is None else then(rows)
 
     async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
-                    then=None, timing: dict | None = None, during=None):
+                    then=None, timing: dict | None = None, during=None, columnar: bool = False):
         """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
         right after the scan (no second thread hand-off) and its result is returned;
         the timeout and a cancel stop the scan only, never ``then``. ``timing``
         receives ``backend_ms``, the scan alone, and ``started = True`` just before
         the query is submitted (the orchestrator charges a scan that started).
         ``during()``, if given, runs on the event loop as the scan starts (work that
-        overlaps the scan)."""
+        overlaps the scan). ``columnar``: the result as :class:`~.base.Columns` where its
+        column types allow (``COLUMN_TYPES``), else rows as ever."""
         loop = asyncio.get_running_loop()
         scan = _Scan()
         fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then, timing,
-                                   None if during is None else (loop, during))
-        def stop(why: str) -> None:   # again until the worker returns: DuckDB drops an
-            scan.stop(why)            # interrupt that lands just before its query starts
-            if not fut.done() or scan.cursor is not None:
-                loop.call_later(0.25, stop, why)
+                                   None if during is None else (loop, during), columnar)
+        fut.add_done_callback(scan.finish)
+        stop = functools.partial(scan.stop_until_finished, loop)
         timer = loop.call_later(timeout_s, stop, "timeout") if timeout_s else None
         unsubscribe = watcher = None
         if isinstance(cancel, CancelSignal):
@@ -175,7 +206,7 @@ class DuckDBBackend:
             if watcher is not None:
                 watcher.cancel()
 
-    def _run(self, cur, sql: str) -> list[tuple]:
+    def _run(self, cur, sql: str, columnar: bool = False):
         try:
             template, params = (sql.template, sql.params) if hasattr(sql, "template") else (sql, ())
             name = self._prepared(cur, template) if params or self._seen_again(sql) else None
@@ -184,7 +215,7 @@ class DuckDBBackend:
                 if args:
                     args = f"({args})"
                 try:
-                    return cur.execute(f"EXECUTE {name}{args}").fetchall()
+                    return _result(cur.execute(f"EXECUTE {name}{args}"), columnar)
                 except duckdb.InterruptException:
                     raise
                 except duckdb.Error as e:           # e.g. the catalog changed under it: run the text
@@ -194,7 +225,7 @@ class DuckDBBackend:
                         cur.execute(f"DEALLOCATE {name}")
                     except duckdb.Error:
                         pass
-            return cur.execute(sql).fetchall()
+            return _result(cur.execute(sql), columnar)
         except duckdb.InterruptException:
             raise
         except duckdb.Error as e:

@@ -10,8 +10,10 @@ import asyncio
 from rewriter import build_plan, complete, param_types, parse, to_sql
 from rewriter.unit import factor
 
+from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .batch_noise import BatchNoise
+from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind
@@ -73,8 +75,8 @@ class Central(ReleaseKind):
             p.state["during"] = pool.fill
         elif not p.plan.selected:                   # a large public domain: drawn on a thread during the scan
             batch = BatchNoise(p.plan, p.state["mech_eps"], gw.source)
-            if batch.worthwhile:
-                p.state["batch"], p.state["during"] = batch, batch.start
+            if batch.worthwhile:                    # … and the scan fetched as columns (.columnar)
+                p.state["batch"], p.state["during"], p.state["columnar"] = batch, batch.start, True
 
     async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
         gw = conn.gw
@@ -105,7 +107,11 @@ class Central(ReleaseKind):
         return scan_sql(conn.gw, p.plan)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        cells = complete(p.plan, cells)
+        if isinstance(cells, Columns):              # a large domain, fetched as columns
+            table = complete_columns(p.plan, cells)
+            cells = table if table is not None else complete(p.plan, cells.rows())
+        else:
+            cells = complete(p.plan, cells)
         batch = p.state.get("batch")
         return noisy_answer(p.plan, cells, p.state["mech_eps"], conn.gw.source, p.state["pool"],
                             predrawn=batch.take(len(cells)) if batch is not None else None)

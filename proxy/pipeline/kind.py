@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -33,6 +34,24 @@ from .common import budget_error, detail_charged
 
 HEAVY_ROWS = 256
 """A free answer of this many cells is turned into rows off the event loop (issue 21)."""
+
+FULL_GC_AHEAD = 5
+"""A full garbage collection due within this many young (gen 1) collections is run early, at
+the end of a release's work in its worker thread (:func:`collect_if_due`)."""
+
+
+def collect_if_due() -> None:
+    """Run the cyclic garbage collector's next full collection now, in this (worker) thread,
+    when it is near: ``gc.get_count()[2]`` of the 10 young collections that trigger it have
+    happened. A full collection walks every live object and holds the GIL, whichever thread's
+    allocation triggers it (4–10 ms on the loaded 2-core VM); run by the event loop's own
+    allocations it is a step of the loop beyond its 3 ms (tests/core/test_event_loop_latency.py).
+    Releases that allocate little (a columnar release: a fifth of the objects a release by rows
+    made) no longer make most of the collector's triggers fall in their worker threads; run here,
+    the collection that would have come anyway is off the loop thread."""
+    if gc.get_count()[2] >= FULL_GC_AHEAD:
+        gc.collect()
+
 
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
@@ -87,7 +106,8 @@ class ReleaseKind:
         """Run the scan; ``then(cells)`` runs in the backend's worker thread right after
         it and its value is returned. Kinds with a data-dependent second scan (per-record
         MAX/MIN, seed 003 Alg. 1) override this."""
-        return await fetch(conn, self.scan_sql(conn, p), then=then, during=p.state.get("during"))
+        return await fetch(conn, self.scan_sql(conn, p), then=then, during=p.state.get("during"),
+                           columnar=p.state.get("columnar", False))
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         """The measurement: exact per-cell values → released answer (noise drawn here).
@@ -111,11 +131,14 @@ class ReleaseKind:
 
 # -- the pipeline -----------------------------------------------------------------------
 
-async def fetch(conn, sql: str, then=None, during=None):
-    """One backend scan (``conn.timing["started"]`` tells whether it began)."""
+async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False):
+    """One backend scan (``conn.timing["started"]`` tells whether it began); ``columnar``:
+    the result as numpy columns (:class:`proxy.backends.Columns`) if the backend can."""
     kw = {"then": then, "timing": conn.timing}
     if during is not None:
         kw["during"] = during
+    if columnar and getattr(conn.gw.backend, "columnar", False):
+        kw["columnar"] = True
     try:
         return await conn.gw.backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
     except BackendError as e:
@@ -220,6 +243,7 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
         if built is not None:
             stored = stored.forget()                      # the answer is freed in this thread
         del answer, cells
+        collect_if_due()                                  # (in this worker thread, not on the loop)
         return res, stored, built
 
     try:

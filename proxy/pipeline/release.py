@@ -20,6 +20,8 @@ from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
 from rewriter.unit import describe, factor
 
+from ..stores.answer import ColumnarAnswer, cell_count
+from .columnar import CellColumns
 from .common import cell_key, fmt, plain_number
 from .postexpr import evaluate, post_process, rollup
 
@@ -229,14 +231,16 @@ BATCH_MIN_CELLS = 32        # from here a release draws its noise per measuremen
                             # (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
 
 
-def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: NoisePool | None = None,
+def noisy_answer(plan: Plan, cells, epsilon: float, source, pool: NoisePool | None = None,
                  predrawn: list | None = None) -> dict:
     """Apply each release's mechanism to every cell (empty cells included), with
-    noise from ``pool`` where it was pre-drawn. A release of ``BATCH_MIN_CELLS`` cells or
-    more (and no pool) draws each measurement's noise for all cells at once
-    (``Measurement.draw_many``/``apply_many``: the same exact law, issue 21); measurements
-    without a batch form, small releases and pooled noise go cell by cell. ``predrawn``: the
-    batch draws per measurement for these cells, drawn while the scan ran
+    noise from ``pool`` where it was pre-drawn. ``cells``: the completed cells, as rows
+    (:func:`rewriter.complete`) or as columns (:class:`.columnar.CellColumns`). A release of
+    ``BATCH_MIN_CELLS`` cells or more (and no pool) draws each measurement's noise for all
+    cells at once (``Measurement.draw_many``/``apply_many``: the same exact law, issue 21)
+    and is answered column by column (a :class:`~proxy.stores.answer.ColumnarAnswer`);
+    measurements without a batch form, small releases and pooled noise go cell by cell.
+    ``predrawn``: the batch draws per measurement for these cells, drawn while the scan ran
     (:mod:`.batch_noise`)."""
     k = len(plan.group_by)
     groups, shares, ms = releases_of(plan, epsilon)
@@ -248,7 +252,10 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
     for (i, members), m, e in zip(groups, ms, shares):
         for j in [i, *members]:
             mech[j], eps[j] = m.name, e
+    labels = [a.label for a in plan.aggregates]
     if drawn or len(cells) < BATCH_MIN_CELLS:
+        if isinstance(cells, CellColumns):
+            cells = cells.rows()
         keys, values = [], []
         for c, row in enumerate(cells):
             keys.append([cell_key(v) for v in row[:k]])
@@ -258,29 +265,32 @@ def noisy_answer(plan: Plan, cells: list[tuple], epsilon: float, source, pool: N
             for (i, members), m, z in zip(groups, ms, noise):
                 _apply_one(plan, i, members, m, _arg(plan.aggregates[i], measures), z, source, out, hws)
             values.append(out)
+        return {"keys": keys, "values": values, "half_width": hws, "mechanism": mech, "epsilon": eps,
+                "labels": labels}
+    table = cells if isinstance(cells, CellColumns) else None
+    if table is not None:
+        keys, column = table.keys, table.measures.__getitem__
     else:
-        keys = [[cell_key(v) for v in row[:k]] for row in cells] if k != 1 else [
-            [v] for v in _plain_column(list(map(itemgetter(0), cells)), cell_key, {int, str, bool})]
-        cols: list = [None] * n
-        for r, ((i, members), m) in enumerate(zip(groups, ms)):
-            noise = predrawn[r] if predrawn is not None else m.draw_many(len(cells), source)
-            if noise is None:
-                _apply_cells(plan, i, members, m, cells, k, source, cols, hws)
-                continue
-            agg = plan.aggregates[i]
-            args = [_plain_column(list(map(itemgetter(k + j), cells)), plain_number, {int, float})
-                    for j in agg.measures]
-            rel = m.apply_many(args[0] if len(args) == 1 else tuple(args), noise)
-            cols[i], hws[i] = rel.values, max(hws[i], float(rel.half_width))
-            for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
-                part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
-                cols[j], hws[j] = part.values, max(hws[j], float(part.half_width))
-        values = list(map(list, zip(*cols))) if n else [[] for _ in cells]
-    return {
-        "keys": keys, "values": values, "half_width": hws,
-        "mechanism": mech, "epsilon": eps,
-        "labels": [a.label for a in plan.aggregates],
-    }
+        keys = [_plain_column(list(map(itemgetter(i), cells)), cell_key, {int, str, bool}) for i in range(k)]
+        column = lambda j: _plain_column(list(map(itemgetter(k + j), cells)), plain_number, {int, float})  # noqa: E731
+    cols: list = [None] * n
+    for r, ((i, members), m) in enumerate(zip(groups, ms)):
+        noise = predrawn[r] if predrawn is not None else m.draw_many(len(cells), source)
+        if noise is None:
+            _apply_cells(plan, i, members, m, cells if table is None else table.rows(), k, source, cols, hws)
+            continue
+        args = [column(j) for j in plan.aggregates[i].measures]
+        rel = m.apply_many(args[0] if len(args) == 1 else tuple(args), noise)
+        cols[i], hws[i] = _column(rel), max(hws[i], float(rel.half_width))
+        for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
+            part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
+            cols[j], hws[j] = _column(part), max(hws[j], float(part.half_width))
+    return ColumnarAnswer(keys, cols, len(cells), half_width=hws, mechanism=mech, epsilon=eps, labels=labels)
+
+
+def _column(rel):
+    """A batch release's values as an answer column: its numpy array where it has one."""
+    return rel.array if rel.array is not None else rel.values
 
 
 def _plain_column(col: list, convert, plain: set) -> list:
@@ -363,16 +373,17 @@ def _cell(o, key, vals):
     return post_process(vals[o.index], o.post) if o.post else vals[o.index]
 
 
-def _plain_rows(plan: Plan, keys: list, values: list) -> list[tuple] | None:
+def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
     """The rows column by column when every output is a key or an aggregate as released (no
     date/time key to convert, no post-processing): what :func:`_cell` gives, without a call
-    per value (issue 21: a 10,000-cell answer). None otherwise."""
+    per value (issue 21: a 10,000-cell answer). ``key_column(i)`` / ``value_column(j)``: the
+    answer's key ``i`` / aggregate ``j`` of every cell. None otherwise."""
     cols = []
     for o in plan.outputs:
         if o.source == "group" and o.type not in ("date", "timestamp"):
-            cols.append([key[o.index] for key in keys])
+            cols.append(key_column(o.index))
         elif o.source == "aggregate" and not o.post:
-            cols.append([vals[o.index] for vals in values])
+            cols.append(value_column(o.index))
         else:
             return None
     return list(zip(*cols)) if cols else None
@@ -394,16 +405,27 @@ def _aligned(plan: Plan, answer: dict) -> dict:
 
 def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     answer = _aligned(plan, answer)
-    rows = []
     keep = getattr(plan, "row_filter", None)
+    if keep is None:
+        if isinstance(answer, ColumnarAnswer) and answer.columns is not None:
+            key_column, value_column = answer.column_list(0), answer.column_list(1)
+        else:
+            keys, values = answer["keys"], answer["values"]
+            key_column = lambda i: [key[i] for key in keys]            # noqa: E731
+            value_column = lambda j: [vals[j] for vals in values]      # noqa: E731
+        if (plain := _plain_rows(plan, key_column, value_column)) is not None:
+            return _arranged(plan, plain)
     cells = [(key, vals) for key, vals in zip(answer["keys"], answer["values"])
              if keep is None or evaluate(keep, key, vals) is True]       # HAVING / outer WHERE
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
         rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]     # COUNT/SUM/… of released rows
-    elif keep is None and (plain := _plain_rows(plan, answer["keys"], answer["values"])) is not None:
-        rows = plain
     else:
         rows = [tuple(_cell(o, key, vals) for o in plan.outputs) for key, vals in cells]
+    return _arranged(plan, rows)
+
+
+def _arranged(plan: Plan, rows: list[tuple]) -> list[tuple]:
+    """``rows`` in ``plan``'s ORDER BY, top-c ranking, OFFSET and LIMIT."""
     for item in reversed(plan.order_by):
         rows = _order(rows, item.output, item.desc, item.nulls_first)
     sel = plan.selection
@@ -427,7 +449,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
             func = plan.aggregates[o.index].func
             avg = func == "avg" or func in VARIANCE_FUNCS
             hw.append(f"{o.name} ±{fmt(h)}" + (" (a bound)" if func in VARIANCE_FUNCS else "")
-                      + (" (max over rows)" if avg and len(answer["keys"]) > 1 else ""))
+                      + (" (max over rows)" if avg and cell_count(answer) > 1 else ""))
             shown.add(o.index)
     if any(o.source == "expr" for o in plan.outputs) or getattr(plan, "row_filter", None) is not None:
         for i, a in enumerate(plan.aggregates):       # released values the expressions were computed from

@@ -62,6 +62,7 @@ from pathlib import Path
 
 from .errors import LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
 from .pgstore import PgConnection
+from .answer import cell_count
 from .release_codec import decode_answer, encode_answer
 
 NANO = 1_000_000_000
@@ -152,7 +153,7 @@ class Stored:
         """True when decoding the answer or building its rows is too much work for the
         event loop (a stored text of ``HEAVY_BYTES``, or ``HEAVY_CELLS`` cells)."""
         if self.decoded is not None:
-            return len(self.decoded.get("keys") or ()) >= HEAVY_CELLS
+            return cell_count(self.decoded) >= HEAVY_CELLS
         return len(self.body or "") >= HEAVY_BYTES
 
 

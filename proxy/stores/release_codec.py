@@ -28,7 +28,10 @@ into one binary member, :data:`PACKED`::
 Integers and floats come back exactly (bit for bit, NaN and -0.0 included) and with their
 Python type, so a decoded answer equals ``json.loads(json.dumps(answer))``. Transposed
 byte planes put the constant high bytes of counts, sorted keys and similar floats next to
-each other, where zlib removes them. Answers written before format 1 (plain JSON, no
+each other, where zlib removes them. A payload of packed numbers only is compressed with
+zlib's run-length strategy (``Z_RLE``: for such planes as small as the default's matching
+and twice as fast; 10,000 cells: 0.9 against 1.6 ms), one with a JSON column with the
+default strategy; either is the same zlib format to the reader. Answers written before format 1 (plain JSON, no
 :data:`PACKED` member) are read as they are, so an old release is still served as a repeat.
 """
 from __future__ import annotations
@@ -44,6 +47,7 @@ from array import array
 import numpy as np
 
 from . import json_pieces
+from .answer import ColumnarAnswer
 
 PACKED = "~packed"          # the member holding the packed cells (never an answer's own key)
 VERSION = 1
@@ -54,13 +58,18 @@ _LITTLE = sys.byteorder == "little"
 
 def encode_answer(answer: dict) -> str:
     """The text stored in ``releases.answer`` for ``answer`` (format 1 when it is large)."""
-    keys, values = answer.get("keys"), answer.get("values")
-    widths = _widths(keys, values)
-    if widths is None or PACKED in answer:
-        return json.dumps(answer)
-    n = len(keys)
-    columns = [[row[i] for row in keys] for i in range(widths[0])] + \
-              [[row[i] for row in values] for i in range(widths[1])]
+    if isinstance(answer, ColumnarAnswer) and answer.columns is not None and answer.n >= PACK_MIN_CELLS \
+            and not dict.__contains__(answer, PACKED):       # its columns as they are (the same bytes)
+        n, (kcols, vcols) = answer.n, answer.columns
+        widths, columns = (len(kcols), len(vcols)), [*kcols, *vcols]
+    else:
+        keys, values = answer.get("keys"), answer.get("values")
+        widths = _widths(keys, values)
+        if widths is None or PACKED in answer:
+            return json.dumps(answer)
+        n = len(keys)
+        columns = [[row[i] for row in keys] for i in range(widths[0])] + \
+                  [[row[i] for row in values] for i in range(widths[1])]
     types, blobs = [], []
     for col in columns:
         t, blob = _pack_column(col)
@@ -68,9 +77,15 @@ def encode_answer(answer: dict) -> str:
         blobs.append(blob)
     header = json.dumps({"n": n, "widths": list(widths), "types": types}).encode()
     payload = b"".join([_U32.pack(len(header)), header, *(_U32.pack(len(b)) + b for b in blobs)])
-    meta = {k: v for k, v in answer.items() if k not in ("keys", "values")}
-    meta[PACKED] = f"{VERSION}:" + base64.b64encode(zlib.compress(payload, 1)).decode("ascii")
+    meta = {k: v for k, v in dict.items(answer) if k not in ("keys", "values")}
+    meta[PACKED] = f"{VERSION}:" + base64.b64encode(_compress(payload, "j" not in types)).decode("ascii")
     return json.dumps(meta)
+
+
+def _compress(payload: bytes, numbers_only: bool) -> bytes:
+    """zlib at level 1; run-length matching only for a payload of packed numbers (module doc)."""
+    z = zlib.compressobj(1, zlib.DEFLATED, 15, 8, zlib.Z_RLE if numbers_only else zlib.Z_DEFAULT_STRATEGY)
+    return z.compress(payload) + z.flush()
 
 
 def decode_answer(text: str | bytes) -> dict:
@@ -138,8 +153,11 @@ def _width(lo: int, hi: int) -> int | None:
 def _pack_column(col) -> tuple[str, bytes]:
     """One column's type tag and bytes (module docstring). Integer columns are packed with
     numpy where the first differences cannot overflow int64 (every value within int32);
-    else in Python ints, as exactly."""
-    kinds = set(map(type, col))
+    else in Python ints, as exactly. A numpy column (a :class:`~.answer.ColumnarAnswer`'s)
+    is packed as its ``tolist()`` would be: int64 as Python ints, float64 as floats."""
+    if isinstance(col, np.ndarray) and not (col.ndim == 1 and len(col) and col.dtype in (np.int64, np.float64)):
+        col = col.tolist()
+    kinds = ({int} if col.dtype == np.int64 else {float}) if isinstance(col, np.ndarray) else set(map(type, col))
     if kinds == {int}:
         try:
             v = np.array(col, dtype=np.int64)
@@ -154,6 +172,7 @@ def _pack_column(col) -> tuple[str, bytes]:
                 (("i", v, lo, hi), ("D", d, int(d.min()), int(d.max()))))
                 if (w := _width(a, b)) is not None]
         else:
+            col = col.tolist() if isinstance(col, np.ndarray) else col
             deltas = [col[0], *map(int.__sub__, col[1:], col[:-1])]
             fits = [(w, rank, tag, x) for rank, (tag, x) in enumerate((("i", v), ("D", deltas)))
                     if (w := _width(min(x), max(x))) is not None]
