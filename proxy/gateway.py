@@ -30,6 +30,7 @@ from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
 from .pipeline.release import NoiseReservoir, prepare_mechanisms
 from .pipeline.orchestrator import Connection
+from .pipeline.kind import FULL_GC_AFTER, collect_if_due
 from .pipeline.views import Views, catalog_views
 from .wire.api import SqlError
 
@@ -56,15 +57,37 @@ saw it as the repeats' maximum). ``start`` freezes them (``gc.freeze``), so a co
 visits only what was made since."""
 
 
+FULL_GC_OFF = 1 << 30          # a third threshold no count reaches: no automatic full collection
+IDLE_GC_S = 1.0                # how often an idle service checks whether a full collection is due
+_SETTLED: list = []            # thresholds before the first settle_gc, and how many gateways run
+
+
 def settle_gc() -> None:
     """When a gateway starts: what exists now (config, parsers, mechanism tables) is frozen
-    out of the cyclic collector's scans (GC_NOTE; ``close`` unfreezes it). The collector's
-    thresholds stay Python's (700, 10, 10): raised to 10,000 or 50,000 new objects, the
-    young collections became rarer but each held the GIL for 1–12 ms, beyond the event
-    loop's 3 ms step (tests/core/test_event_loop_latency.py), and the 1M-row, 10,000-group
-    release in ``bench.cells`` was no faster within its run-to-run spread."""
+    out of the cyclic collector's scans (GC_NOTE; ``close`` unfreezes it), and the collector's
+    full collections are no longer started by whichever thread allocates next (most often the
+    event loop, for 4–11 ms): the gateway runs each when due (``kind.collect_if_due``) at the end
+    of a release's worker-thread work, and from an idle check every ``IDLE_GC_S`` on a worker
+    thread (``unsettle_gc`` restores Python's thresholds when the last gateway closes). The young
+    collections keep Python's thresholds (700, 10): raised to 10,000 or 50,000 new objects they
+    became rarer but each held the GIL for 1–12 ms, beyond the event loop's 3 ms step
+    (tests/core/test_event_loop_latency.py), and the 1M-row, 10,000-group release in
+    ``bench.cells`` was no faster within its run-to-run spread."""
     gc.collect()
     gc.freeze()
+    if not _SETTLED:
+        _SETTLED.extend([gc.get_threshold(), 0])
+    _SETTLED[1] += 1
+    t0, t1, _ = _SETTLED[0]
+    gc.set_threshold(t0, t1, FULL_GC_OFF)
+
+
+def unsettle_gc() -> None:
+    if _SETTLED:
+        _SETTLED[1] -= 1
+        if _SETTLED[1] <= 0:
+            gc.set_threshold(*_SETTLED[0])
+            _SETTLED.clear()
 
 
 def default_state_dir() -> Path:
@@ -226,8 +249,21 @@ class Gateway:
         sys.setswitchinterval(SWITCH_INTERVAL_S)      # the event loop gets the GIL back sooner
         await self.backend.connect()
         settle_gc()         # (GC_NOTE)
+        self._idle_gc = asyncio.get_running_loop().create_task(self._collect_when_idle())
+
+    async def _collect_when_idle(self) -> None:
+        """A full collection that is due although no release ran (repeats, the catalog): on a
+        worker thread, never as a step of the loop (``settle_gc``)."""
+        while True:
+            await asyncio.sleep(IDLE_GC_S)
+            if gc.get_count()[2] >= FULL_GC_AFTER:
+                await asyncio.to_thread(collect_if_due)
 
     async def close(self) -> None:
+        task = getattr(self, "_idle_gc", None)
+        if task is not None:
+            task.cancel()
+        unsettle_gc()
         gc.unfreeze()       # (a process that starts several services, e.g. the tests, collects them)
         await self.backend.close()
         self.views.close()

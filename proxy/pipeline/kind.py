@@ -35,22 +35,23 @@ from .common import budget_error, detail_charged
 HEAVY_ROWS = 256
 """A free answer of this many cells is turned into rows off the event loop (issue 21)."""
 
-FULL_GC_AHEAD = 5
-"""A full garbage collection due within this many young (gen 1) collections is run early, at
-the end of a release's work in its worker thread (:func:`collect_if_due`)."""
+FULL_GC_AFTER = 10
+"""Young (generation 1) collections between two full ones: Python's own third threshold. A
+started gateway turns Python's automatic full collections off (``gateway.settle_gc``) and runs
+them itself, here and when idle (:func:`collect_if_due`)."""
 
 
-def collect_if_due() -> None:
-    """Run the cyclic garbage collector's next full collection now, in this (worker) thread,
-    when it is near: ``gc.get_count()[2]`` of the 10 young collections that trigger it have
-    happened. A full collection walks every live object and holds the GIL, whichever thread's
-    allocation triggers it (4–10 ms on the loaded 2-core VM); run by the event loop's own
-    allocations it is a step of the loop beyond its 3 ms (tests/core/test_event_loop_latency.py).
-    Releases that allocate little (a columnar release: a fifth of the objects a release by rows
-    made) no longer make most of the collector's triggers fall in their worker threads; run here,
-    the collection that would have come anyway is off the loop thread."""
-    if gc.get_count()[2] >= FULL_GC_AHEAD:
+def collect_if_due() -> bool:
+    """Run the cyclic collector's full collection in this (worker) thread when it is due:
+    ``FULL_GC_AFTER`` young collections since the last. Python would start it from whichever
+    thread's allocation came next — most often the event loop's, whose step it then makes
+    4–11 ms long (tests/core/test_event_loop_latency.py); run at the end of a release's work it
+    is never a step of the loop. It still holds the GIL while it runs (the other sessions' wait
+    shows in the client-side p99 of that test)."""
+    if gc.get_count()[2] >= FULL_GC_AFTER:
         gc.collect()
+        return True
+    return False
 
 
 TWIN_WAIT_S = 30.0
