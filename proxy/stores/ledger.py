@@ -47,7 +47,6 @@ floating-point drift at the budget's edge).
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -63,6 +62,7 @@ from pathlib import Path
 from .errors import LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
 from .pgstore import PgConnection
 from .answer import cell_count
+from .write_lock import transaction
 from .release_codec import decode_answer, encode_answer
 
 NANO = 1_000_000_000
@@ -247,7 +247,7 @@ class Ledger:
     @_named_faults
     def advance_data_version(self) -> int:
         with self._lock:
-            with _transaction(self._db):
+            with transaction(self._db):
                 row = self._db.execute("SELECT value FROM meta WHERE key='data_version'").fetchone()
                 new = (int(row[0]) if row else 1) + 1
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('data_version', ?)", (str(new),))
@@ -262,7 +262,7 @@ class Ledger:
         secret = self._salt_secret
         if secret is None:
             with self._lock:
-                with _transaction(self._db):
+                with transaction(self._db):
                     self._db.execute("INSERT INTO meta VALUES ('unit_secret', ?) ON CONFLICT (key) DO NOTHING",
                                      (secrets.token_hex(16),))
                     secret = self._db.execute("SELECT value FROM meta WHERE key='unit_secret'").fetchone()[0]
@@ -345,7 +345,7 @@ class Ledger:
         body, now = encode_answer(answer), time.time()
         db = self._db
         with self._lock:
-            with _transaction(db):
+            with transaction(db):
                 pk = self._period_write(period, db)
                 # the release row first: UNIQUE (role, key, data_version) finds an earlier one
                 if db.execute(
@@ -373,7 +373,7 @@ class Ledger:
         eps_n = nano(epsilon)
         db = self._db
         with self._lock:
-            with _transaction(db):
+            with transaction(db):
                 pk = self._period_write(period, db)
                 spent_n = _charge(db, role, pk, epsilon, budget, period)
                 rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created) "
@@ -404,7 +404,7 @@ class Ledger:
         with self._lock:
             if res.state != "open":
                 return None
-            with _transaction(db):
+            with transaction(db):
                 if db.execute(
                         "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
                         "mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?) "
@@ -430,7 +430,7 @@ class Ledger:
         with self._lock:
             if res.state != "open":
                 return
-            with _transaction(db):
+            with transaction(db):
                 self._refund(res)
                 db.execute("COMMIT")
             res.state = "refunded"
@@ -451,7 +451,7 @@ class Ledger:
         with self._lock:
             if res.state != "open":
                 return
-            with _transaction(db):
+            with transaction(db):
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
                 db.execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason) "
                            "VALUES (?,?,?,?,?)", (res.role, res.period, res.epsilon_nano, time.time(), reason))
@@ -522,19 +522,6 @@ class Ledger:
             held = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations").fetchone()[0]
             spent = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM unreleased").fetchone()[0]
         return ok and total == charged + held + spent
-
-
-@contextlib.contextmanager
-def _transaction(db):
-    """``BEGIN IMMEDIATE`` … (the body commits); anything raised inside rolls back what is
-    still open (a budget refusal has rolled back already)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
 
 
 def _charge(db, role: str, pk: str, epsilon: float, budget: float, period: str) -> int:
