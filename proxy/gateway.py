@@ -30,7 +30,6 @@ from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
 from .pipeline.release import NoiseReservoir, prepare_mechanisms
 from .pipeline.orchestrator import Connection
-from .pipeline.kind import FULL_GC_AFTER, collect_if_due
 from .pipeline.views import Views, catalog_views
 from .wire.api import SqlError
 
@@ -63,7 +62,8 @@ a sqlglot tree, about 23 objects the cyclic collector walks: 2,048 plans were 48
 a full collection then took 20-30 ms in process; a statement of a templated shape is filled again
 in tens of µs."""
 FULL_GC_OFF = 1 << 30          # a third threshold no count reaches: no automatic full collection
-IDLE_GC_S = 1.0                # how often an idle service checks whether a full collection is due
+FULL_GC_AFTER = 10             # young collections between two full ones: Python's own third threshold
+GC_CHECK_S = 1.0               # how often a running gateway checks whether a full collection is due
 _SETTLED: list = []            # thresholds before the first settle_gc, and how many gateways run
 
 
@@ -71,9 +71,9 @@ def settle_gc() -> None:
     """When a gateway starts: what exists now (config, parsers, mechanism tables) is frozen
     out of the cyclic collector's scans (GC_NOTE; ``close`` unfreezes it), and the collector's
     full collections are no longer started by whichever thread allocates next (most often the
-    event loop, for 4–11 ms): the gateway runs each when due (``kind.collect_if_due``) at the end
-    of a release's worker-thread work, and from an idle check every ``IDLE_GC_S`` on a worker
-    thread (``unsettle_gc`` restores Python's thresholds when the last gateway closes). The young
+    event loop, for 4–11 ms): the gateway checks every ``GC_CHECK_S`` and runs a due one on a
+    worker thread (:func:`collect_if_due`; ``unsettle_gc`` restores Python's thresholds when the
+    last gateway closes). A full collection still holds the GIL while it runs. The young
     collections keep Python's thresholds (700, 10): raised to 10,000 or 50,000 new objects they
     became rarer but each held the GIL for 1–12 ms, beyond the event loop's 3 ms step
     (tests/core/test_event_loop_latency.py), and the 1M-row, 10,000-group release in
@@ -85,6 +85,16 @@ def settle_gc() -> None:
     _SETTLED[1] += 1
     t0, t1, _ = _SETTLED[0]
     gc.set_threshold(t0, t1, FULL_GC_OFF)
+
+
+def collect_if_due() -> bool:
+    """The cyclic collector's full collection, in this thread, when it is due: ``FULL_GC_AFTER``
+    young collections since the last (Python's own count; ``settle_gc`` turned its automatic
+    start off)."""
+    if gc.get_count()[2] >= FULL_GC_AFTER:
+        gc.collect()
+        return True
+    return False
 
 
 def unsettle_gc() -> None:
@@ -254,18 +264,17 @@ class Gateway:
         sys.setswitchinterval(SWITCH_INTERVAL_S)      # the event loop gets the GIL back sooner
         await self.backend.connect()
         settle_gc()         # (GC_NOTE)
-        self._idle_gc = asyncio.get_running_loop().create_task(self._collect_when_idle())
+        self._gc_check = asyncio.get_running_loop().create_task(self._collect_when_due())
 
-    async def _collect_when_idle(self) -> None:
-        """A full collection that is due although no release ran (repeats, the catalog): on a
-        worker thread, never as a step of the loop (``settle_gc``)."""
+    async def _collect_when_due(self) -> None:
+        """Full collections on a worker thread, never as a step of the loop (``settle_gc``)."""
         while True:
-            await asyncio.sleep(IDLE_GC_S)
+            await asyncio.sleep(GC_CHECK_S)
             if gc.get_count()[2] >= FULL_GC_AFTER:
                 await asyncio.to_thread(collect_if_due)
 
     async def close(self) -> None:
-        task = getattr(self, "_idle_gc", None)
+        task = getattr(self, "_gc_check", None)
         if task is not None:
             task.cancel()
         unsettle_gc()

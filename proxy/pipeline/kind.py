@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import time
 from dataclasses import dataclass, field
 
@@ -34,25 +33,6 @@ from .common import budget_error, detail_charged
 
 HEAVY_ROWS = 256
 """A free answer of this many cells is turned into rows off the event loop (issue 21)."""
-
-FULL_GC_AFTER = 10
-"""Young (generation 1) collections between two full ones: Python's own third threshold. A
-started gateway turns Python's automatic full collections off (``gateway.settle_gc``) and runs
-them itself, here and when idle (:func:`collect_if_due`)."""
-
-
-def collect_if_due() -> bool:
-    """Run the cyclic collector's full collection in this (worker) thread when it is due:
-    ``FULL_GC_AFTER`` young collections since the last. Python would start it from whichever
-    thread's allocation came next — most often the event loop's, whose step it then makes
-    4–11 ms long (tests/core/test_event_loop_latency.py); run at the end of a release's work it
-    is never a step of the loop. It still holds the GIL while it runs (the other sessions' wait
-    shows in the client-side p99 of that test)."""
-    if gc.get_count()[2] >= FULL_GC_AFTER:
-        gc.collect()
-        return True
-    return False
-
 
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
@@ -244,7 +224,6 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
         if built is not None:
             stored = stored.forget()                      # the answer is freed in this thread
         del answer, cells
-        collect_if_due()                                  # (in this worker thread, not on the loop)
         return res, stored, built
 
     try:

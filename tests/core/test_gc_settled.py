@@ -25,11 +25,9 @@ def test_a_started_gateway_settles_the_collector(tmp_path):
 
 def test_full_collections_are_the_gateways_own_off_the_loop(tmp_path):
     """A started gateway turns Python's automatic full collections off (they came from whichever
-    thread allocated next, most often the event loop) and runs each when due — at the end of a
-    release's worker-thread work, or from its idle check on a worker thread; closing it gives
-    Python's thresholds back."""
+    thread allocated next, most often the event loop) and runs each when due, from a check every
+    ``GC_CHECK_S`` on a worker thread; closing it gives Python's thresholds back."""
     from proxy import gateway as gwm
-    from proxy.pipeline import kind
     before = gc.get_threshold()
     gw = Gateway(parse_config(make_config({"kind": "duckdb", "path": str(tmp_path / "d.duckdb")})),
                  tmp_path / "state")
@@ -45,14 +43,14 @@ def test_full_collections_are_the_gateways_own_off_the_loop(tmp_path):
         gc.callbacks.append(on_gc)
         try:
             kept = [[] for _ in range(300_000)]           # ≈40 young collections, automatic ones
-            assert gc.get_count()[2] >= kind.FULL_GC_AFTER and full == []   # Python's would have run
+            assert gc.get_count()[2] >= gwm.FULL_GC_AFTER and full == []   # Python's would have run
             del kept
-            assert kind.collect_if_due() and len(full) == 1      # due: the release's end runs it
-            assert not kind.collect_if_due() and len(full) == 1  # and the count starts again
+            assert gwm.collect_if_due() and len(full) == 1      # due: run when asked
+            assert not gwm.collect_if_due() and len(full) == 1  # and the count starts again
             full.clear()
-            for _ in range(kind.FULL_GC_AFTER):
+            for _ in range(gwm.FULL_GC_AFTER):
                 gc.collect(1)
-            await asyncio.sleep(gwm.IDLE_GC_S * 1.5)     # the idle check runs it, on a worker thread
+            await asyncio.sleep(gwm.GC_CHECK_S * 1.5)    # the gateway's check runs it, on a worker thread
             assert len(full) == 1 and full[0] != threading.get_ident()
         finally:
             gc.callbacks.remove(on_gc)
