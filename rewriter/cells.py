@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from itertools import repeat
+from operator import itemgetter
 
 from .plan import Plan
 
@@ -32,17 +33,9 @@ def complete(plan: Plan, rows) -> list[tuple]:
         return [tuple(0 if m is None else m for m in r) for r in rows]
     types = [g.type for g in plan.group_by]
     nkeys, typed = domain_index(plan)
+    found = dict(zip(_sql_keys(types, [map(itemgetter(i), rows) for i in range(k)]), rows))
     if k == 1:                                       # one key: scalar keys, no per-row tuple
-        t = types[0]
-        if t == "int":                               # _norm is the identity on ints (and bool, Decimal)
-            found = {r[0]: r for r in rows}
-        elif t == "text":
-            found = {(v if type(v) is str else _norm(v, t)): r for r in rows for v in (r[0],)}
-        else:
-            found = {_norm(r[0], t): r for r in rows}
         nkeys = [key[0] for key in nkeys]
-    else:
-        found = {tuple(_norm(v, t) for v, t in zip(r[:k], types)): r for r in rows}
     zeros = (0,) * len(plan.measures)
     out = []
     for key, cell in zip(nkeys, typed):
@@ -81,18 +74,21 @@ def cell_positions(plan: Plan, key_columns: list[list]) -> list[int] | None:
     index = _position_index(plan)
     if index is None:
         return None
-    types = [g.type for g in plan.group_by]
+    keys = _sql_keys([g.type for g in plan.group_by], key_columns)
+    return list(map(index.get, keys, repeat(-1)))
+
+
+def _sql_keys(types: list[str], key_columns) -> list:
+    """Each scanned row's key as SQL's ``=`` sees it — a scalar for one key, a tuple of
+    several — from its key columns (``key_columns[i]``: key ``i`` of every row, any iterable)."""
     if len(types) == 1:
         t, col = types[0], key_columns[0]
-        if t == "int":                               # _norm is the identity on ints
-            keys = col
-        elif t == "text":
-            keys = [v if type(v) is str else _norm(v, t) for v in col]
-        else:
-            keys = [_norm(v, t) for v in col]
-    else:
-        keys = [tuple(_norm(v, t) for v, t in zip(r, types)) for r in zip(*key_columns)]
-    return list(map(index.get, keys, repeat(-1)))
+        if t == "int":                               # _norm is the identity on ints (and bool, Decimal)
+            return list(col)
+        if t == "text":
+            return [v if type(v) is str else _norm(v, t) for v in col]
+        return [_norm(v, t) for v in col]
+    return [tuple(_norm(v, t) for v, t in zip(r, types)) for r in zip(*key_columns)]
 
 
 def _position_index(plan: Plan) -> dict | None:
