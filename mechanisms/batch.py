@@ -44,7 +44,7 @@ import numpy as np
 from .exact_real import LazyUniform, exp_neg_interval, logistic_interval
 from .rng import RandomSource
 
-__all__ = ["geometric_array", "discrete_laplace_array", "bernoulli32", "randbelow32",
+__all__ = ["geometric_array", "discrete_laplace_array", "bernoulli32", "randbelow32", "below_array",
            "fair_coins", "fill_by_rejection", "fits_int64", "low_digits", "MAX_DIGITS"]
 
 MAX_DIGITS = 50                      # 2^50 grid units of noise scale at most (int64 room)
@@ -123,6 +123,13 @@ def _decide(u: np.ndarray, lo: int, hi: int, interval, source: RandomSource) -> 
     for i in np.flatnonzero((u >= lo) & (u < hi)):
         out[i] = LazyUniform(int(u[i]), 32, source).below(interval)
     return out
+
+
+def below_array(size: int, interval, source: RandomSource) -> np.ndarray:
+    """``size`` exact coins [U < x], x in [0, 1] known by ``interval(prec) -> (lo, hi)`` with
+    lo <= 2^prec x <= hi (a few units wide): U's first 32 bits decide almost every row."""
+    lo, hi = interval(32)
+    return _decide(words32(size, source), lo, hi, interval, source)
 
 
 def low_digits(s: int, t: int) -> int:

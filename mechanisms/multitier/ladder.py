@@ -27,6 +27,7 @@ import numpy as np
 
 from ..measurements import Release, as_epsilon
 from ..rng import RandomSource, default_source
+from .chain_array import INT_ROOM, chain_fits, tsg_chain_array
 from .families import NoiseFamily
 from .registry import get_family
 
@@ -100,6 +101,20 @@ class Ladder:
     def release(self, true_value, source: Optional[RandomSource] = None) -> dict[float, object]:
         """dict tier eps -> raw noisy value (duplicate tiers share one value)."""
         return self.release_levels(true_value, source)
+
+    def release_many(self, true_values, source: Optional[RandomSource] = None) -> dict[float, np.ndarray]:
+        """:meth:`release_levels` for many cells at once: level -> int64 array (tsg, as numpy
+        over CSPRNG words: :mod:`.chain_array`), or -> object array of the cell-by-cell draws
+        (other families, or values beyond int64)."""
+        source = source if source is not None else default_source()
+        values, fam = list(true_values), self.family
+        if fam.name == "tsg" and all(isinstance(v, (int, np.integer)) and abs(int(v)) < INT_ROOM for v in values):
+            arr = np.array(values, dtype=np.int64)
+            rates = [as_epsilon(e) / fam.sensitivity for e in self.levels]
+            if chain_fits(arr, rates):
+                return dict(zip(self.levels, tsg_chain_array(arr, rates, source)))
+        per = [self.release_levels(v, source) for v in values]
+        return {e: np.array([p[e] for p in per] if per else [], dtype=object) for e in self.levels}
 
     def releases(self, true_value, source: Optional[RandomSource] = None) -> dict[float, Release]:
         """dict tier eps -> :class:`Release` (value, eps, 95% half-width, family, scale)."""
@@ -302,6 +317,16 @@ class VectorLadder:
             raise ValueError(f"expected a vector of length {self.dim}")
         per = [self.ladder.release_levels(v, source) for v in true_value]
         return {e: tuple(c[e] for c in per) for e in self.levels}
+
+    def release_many(self, true_values, source: Optional[RandomSource] = None) -> dict[float, list]:
+        """:meth:`release` for many cells (a sequence of vectors): level -> one array per
+        coordinate (:meth:`Ladder.release_many` per coordinate)."""
+        source = source if source is not None else default_source()
+        rows = list(true_values)
+        if any(len(v) != self.dim for v in rows):
+            raise ValueError(f"expected vectors of length {self.dim}")
+        per = [self.ladder.release_many([v[c] for v in rows], source) for c in range(self.dim)]
+        return {e: [p[e] for p in per] for e in self.levels}
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,11 @@ def _chain(slot: _Slot, shares: list[float]):
     return make_ladder("tsg", shares, sens)
 
 
+def _ints(values) -> list[int]:
+    """Python ints of a chain level's values (int64 or object array)."""
+    return [int(v) for v in values.tolist()]
+
+
 def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
     """Alg. 1 for every cell and release: the raw chain values at every level.
 
@@ -157,13 +162,19 @@ def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
     k = len(plan.group_by)
     shares = [_share(e, g, factor(plan)) for e in levels]
     chains = {s.name: _chain(s, shares) for s in slots}
+    rows = [[plain_number(v) for v in row[k:]] for row in cells]
+    drawn = {}                                   # slot -> share -> per-cell values (arrays)
+    for s in slots:
+        truths = [_true_value(s, plan, m) for m in rows]
+        many = chains[s.name].release_many(truths, source)   # the whole release at once
+        drawn[s.name] = {sh: (list(zip(*(_ints(c) for c in v))) if s.kind == "avg" else _ints(v))
+                         for sh, v in many.items()}
     out_cells = []
-    for row in cells:
-        measures = [plain_number(v) for v in row[k:]]
+    for i, row in enumerate(cells):
         raw = {}
         for s in slots:
-            vals = chains[s.name].release(_true_value(s, plan, measures), source)   # share -> raw
-            raw[s.name] = {_lk(e): (list(vals[sh]) if s.kind == "avg" else int(vals[sh]))
+            vals = drawn[s.name]
+            raw[s.name] = {_lk(e): (list(vals[sh][i]) if s.kind == "avg" else vals[sh][i])
                            for e, sh in zip(levels, shares)}
         out_cells.append({"key": [cell_key(v) for v in row[:k]], "raw": raw})
     return {"family": "tsg", "groups": g,
