@@ -22,7 +22,7 @@ from mechanisms import default_source
 
 from .backends import open_backend
 from .catalog import PG_RELATIONS, Catalog
-from rewriter import build_plan, parse
+from rewriter import build_plan, parse, to_sql
 from rewriter.route import Route, Routes
 from rewriter.template import Templates
 
@@ -212,6 +212,7 @@ class Gateway:
         else:     # statements equal up to their comparison literals (or integer parameters) share a template
             with self._template_lock:
                 plan = self._templates.plan(sql, self.config, self.backend.dialect, params or None)
+        _warm_sql(plan, self.backend.dialect)
         return self._keep_plan(key, plan)
 
     def _keep_plan(self, key, plan):
@@ -347,6 +348,19 @@ class Gateway:
         else:
             scan = "" if backend_ms is None else f" backend_ms={backend_ms:.2f}"
             stmt_log.info("role=%s fp=%s decision=%s epsilon=%g ms=%.2f%s", role, fp, decision, epsilon, ms, scan)
+
+
+def _warm_sql(plan, dialect: str) -> None:
+    """Emit a central plan's backend SQL here, on the planner thread (it is kept with the
+    plan): generating a WHERE takes milliseconds of sqlglot, which the statement would
+    otherwise spend on the event loop just before its scan (issue 21). A plan another kind
+    scans its own way, or one with a privacy unit (keyed by the data version's salt), is
+    left as it is."""
+    if getattr(plan, "unit", True) is None and not getattr(plan, "selected", False):
+        try:
+            to_sql(plan, dialect)
+        except Exception:       # noqa: BLE001 — the kind that scans it says what is wrong
+            pass
 
 
 def _plan_key(sql: str, params: list | None) -> tuple:

@@ -51,7 +51,9 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
     shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))
     skeleton = _skeleton(shape, dialect)
     where = _generator(dialect).generate(for_dialect(plan.where.copy(), dialect), copy=False)
-    return skeleton.replace(_marker(dialect), f"({where})")
+    sql = skeleton.replace(_marker(dialect), f"({where})")
+    plan.__dict__.setdefault("_sql", {})[dialect] = sql      # kept with the plan (plans are cached)
+    return sql
 
 
 @functools.lru_cache(maxsize=256)

@@ -143,12 +143,15 @@ def main(argv=None) -> int:
     ap.add_argument("state_dir")
     ap.add_argument("--switch", type=float, default=None)
     ap.add_argument("--debug", action="store_true")
+    ap.add_argument("--duckdb-threads", type=int, default=None)
     args = ap.parse_args(argv)
     probe = LoopProbe()
     probe.install()
     svc = Service(config(), Path(args.state_dir), people_rows=20_000).start()
     svc.loop.call_soon_threadsafe(probe.mark_loop_thread)
     create_cells(svc)
+    if args.duckdb_threads:
+        svc.gw.backend.execute_script(f"SET threads = {args.duckdb_threads}")
     if args.switch is not None:
         sys.setswitchinterval(args.switch)
     if args.debug:                    # asyncio names every callback that holds the loop > 2 ms
