@@ -188,8 +188,10 @@ class FrameworkMax(EpsTauEstimator):
             raise ValueError("ell out of range")
         src = source if source is not None else default_source()
         acc: dict[int, int] = {}
+        U = self.U
         for v, c in value_counts:
-            v = min(max(as_int(v), 0), self.U)
+            v = as_int(v)
+            v = 0 if v < 0 else (U if v > U else v)
             acc[v] = acc.get(v, 0) + as_int(c)
         vals = sorted(acc)
         eps = float(self.stage2_epsilon(ell))

@@ -52,10 +52,16 @@ def cell_key(v):
     return v
 
 
+_PLAIN = frozenset((int, str, float))      # values plain_number leaves as they are
+
+
 def cell_of(row, n: int, cells: set) -> tuple | None:
     """The public cell (of ``cells``) a backend row's first ``n`` values name, or None for a
     row outside the public domain (an int key also matches a float domain value)."""
-    key = tuple(plain_number(v) for v in row[:n])
+    if n == 1 and type(row[0]) in _PLAIN:            # one plain key: the usual case
+        key = (row[0],)
+    else:
+        key = tuple(plain_number(v) for v in row[:n])
     if key in cells:
         return key
     alt = tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in key)
