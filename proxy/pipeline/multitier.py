@@ -169,13 +169,12 @@ def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
         many = chains[s.name].release_many(truths, source)   # the whole release at once
         drawn[s.name] = {sh: (list(zip(*(_ints(c) for c in v))) if s.kind == "avg" else _ints(v))
                          for sh, v in many.items()}
+    lks = [_lk(e) for e in levels]
+    per_slot = [(s.name, s.kind == "avg", [drawn[s.name][sh] for sh in shares]) for s in slots]
     out_cells = []
     for i, row in enumerate(cells):
-        raw = {}
-        for s in slots:
-            vals = drawn[s.name]
-            raw[s.name] = {_lk(e): (list(vals[sh][i]) if s.kind == "avg" else vals[sh][i])
-                           for e, sh in zip(levels, shares)}
+        raw = {name: {lk: (list(col[i]) if avg else col[i]) for lk, col in zip(lks, cols)}
+               for name, avg, cols in per_slot}
         out_cells.append({"key": [cell_key(v) for v in row[:k]], "raw": raw})
     return {"family": "tsg", "groups": g,
             "slots": {s.name: {"kind": s.kind, "sensitivity": _sensitivity(s)} for s in slots},
@@ -227,16 +226,18 @@ def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
             meas[s.name] = _avg_measure(s, share)
     keys, values = [], []
     lk = _lk(level)
+    if body["cells"]:                       # a count's or sum's half-width is the same in every cell
+        for s in slots:
+            if s.kind != "avg":
+                hws[s.index] = float(meas[s.name].half_width())
     for cell in body["cells"]:
         out = [None] * n
         for s in slots:
             raw, m = cell["raw"][s.name][lk], meas[s.name]
             if s.kind == "count":
                 out[s.index] = int(raw)
-                hws[s.index] = max(hws[s.index], float(m.half_width()))
             elif s.kind == "sum":
                 out[s.index] = int(raw) if s.integer else float(raw) * m.grid
-                hws[s.index] = max(hws[s.index], float(m.half_width()))
             else:
                 y1, y2 = raw
                 rel = m._release(y1 / m.grid, (y1 + y2) / m.grid)
