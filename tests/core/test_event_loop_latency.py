@@ -19,7 +19,12 @@ answer decode of the slow stream runs in a worker thread (``kind.run``, ``Stored
 ``Gateway.plan_async``, ``Session._send_rows``), the gateway lowers the switch interval to
 0.5 ms and freezes its start-up heap (``gateway.SWITCH_INTERVAL_S``, ``GC_NOTE``).
 
-``python tests/core/test_event_loop_latency.py [--switch S]`` prints the figures.
+The last test runs the same streams against ``dpgate serve --workers 2`` with the slow
+session on the other worker than the repeats: what the goal would get from heavy releases
+in another process.
+
+``python tests/core/test_event_loop_latency.py [--switch S] [--workers 2 [--same-worker]]``
+prints the figures.
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ BLOCKS = 6                  # per phase (baseline, slow), alternating: 1,500 sam
 WARMUP = 300
 GOAL_MS = 1.0
 GUARD_MS = 20.0
+P50_SLACK_MS = 0.3
 LOOP_STEP_MS = 3.0
 
 
@@ -72,10 +78,22 @@ def slow_statements(kinds=tuple(SLOW)):
             yield role, sql.format(a=a, b=b, c=c, d=d)
 
 
-def _fire(port: int, kinds, commands) -> dict:
+def _connect(port: int, role: str, worker: tuple[int, int] | None = None):
+    """A connection for ``role``; with ``worker = (n, i)`` (``dpgate serve --workers n``)
+    one that worker ``i`` serves (BackendKeyData pid ≡ i mod n), reconnecting until so."""
+    for _ in range(200):
+        c = psycopg.connect(dsn(port, role), autocommit=True)
+        if worker is None or c.info.backend_pid % worker[0] == worker[1]:
+            return c
+        c.close()
+        time.sleep(0.02)
+    raise RuntimeError(f"no connection on worker {worker}")
+
+
+def _fire(port: int, kinds, commands, worker: tuple[int, int] | None = None) -> dict:
     """The slow session's loop (in its own process: ``--slow``): fire distinct slow
     releases while running; ``commands`` yields "run" / "pause" / "stop"."""
-    conns = {r: psycopg.connect(dsn(port, r), autocommit=True) for r in ("analyst", "bronze")}
+    conns = {r: _connect(port, r, worker) for r in ("analyst", "bronze")}
     times: dict[str, list[float]] = {}
     errors: list[str] = []
     statements = slow_statements(kinds)
@@ -134,14 +152,15 @@ class SlowStream:
     client never waits for its GIL while it parses 10,000 rows). ``running.set()`` starts
     it; :meth:`pause` returns once no slow statement is in flight."""
 
-    def __init__(self, port: int, kinds=tuple(SLOW)):
-        self.port, self.kinds = port, kinds
+    def __init__(self, port: int, kinds=tuple(SLOW), worker: tuple[int, int] | None = None):
+        self.port, self.kinds, self.worker = port, kinds, worker
         self.times: dict[str, list[float]] = {}
         self.errors: list[str] = []
         self.running = self
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(HERE), "--slow", str(self.port), ",".join(self.kinds)],
+        where = [] if self.worker is None else [f"{self.worker[0]}:{self.worker[1]}"]
+        self.proc = subprocess.Popen([sys.executable, str(HERE), "--slow", str(self.port), ",".join(self.kinds)] + where,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def _send(self, cmd: str) -> None:
@@ -181,13 +200,19 @@ def tell(proc, line: str):
     return json.loads(proc.stdout.readline()) if line == "stats" else None
 
 
-def measure(port: int, kinds=tuple(SLOW), proc=None) -> dict:
-    """Repeat latencies (ms) without and with the slow stream, in alternating blocks."""
-    slow = SlowStream(port, kinds)
-    slow.start()
+def measure(port: int, kinds=tuple(SLOW), proc=None, workers: int | None = None, same: bool = True) -> dict:
+    """Repeat latencies (ms) without and with the slow stream, in alternating blocks. With
+    ``workers`` (``dpgate serve --workers N``): the slow session on the repeats' worker
+    (``same``) or on another one."""
     base: list[float] = []
     loaded: list[float] = []
-    with psycopg.connect(dsn(port, "other"), autocommit=True) as c:
+    with _connect(port, "other") as c:
+        slow_worker = None
+        if workers:
+            mine = c.info.backend_pid % workers
+            slow_worker = (workers, mine if same else (mine + 1) % workers)
+        slow = SlowStream(port, kinds, slow_worker)
+        slow.start()
         c.execute(REPEAT).fetchall()                       # the release the repeats serve
         slow.running.set()                                 # warm-up: both paths, every kind once
         _repeats(c, WARMUP)
@@ -211,9 +236,11 @@ def probe(proc, line: str) -> None:
         tell(proc, line)
 
 
-def start_server(state_dir: Path, switch: float | None = None, debug: bool = False, threads: int | None = None):
+def start_server(state_dir: Path, switch: float | None = None, debug: bool = False, threads: int | None = None,
+                 workers: int | None = None):
     cmd = [sys.executable, str(SERVER), str(state_dir)] + ([] if switch is None else ["--switch", str(switch)])
     cmd += [] if threads is None else ["--duckdb-threads", str(threads)]
+    cmd += [] if workers is None else ["--workers", str(workers)]
     cmd += ["--debug"] if debug else []
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().split()
@@ -302,21 +329,56 @@ def test_a_slow_release_delays_another_sessions_repeat_little(measured):
     assert p99(measured["loaded"]) <= p99(measured["base"]) + GUARD_MS, report(measured, measured["switch"])
 
 
+@pytest.fixture(scope="module")
+def on_another_worker(tmp_path_factory):
+    proc, port, switch = start_server(tmp_path_factory.mktemp("loop-workers"), workers=2)
+    try:
+        m = measure(port, workers=2, same=False)
+    finally:
+        stop_server(proc)
+    print("dpgate serve --workers 2, the slow session on another worker:\n" + report(m, switch))
+    assert not m["errors"], m["errors"][:3]
+    return m
+
+
+def test_a_slow_session_on_another_worker_leaves_the_repeats_alone(on_another_worker):
+    """``dpgate serve --workers 2``, the slow session served by the other worker (the
+    repeats' BackendKeyData pid says which): no GIL is shared, so the repeats' p50 does not
+    move (measured +0.00 to +0.07 ms, against +0.6 ms on the same worker) and their p99
+    rises by +0.6 to +4.0 ms (2-core VM, the slow worker's DuckDB scans and both clients on
+    the same two cores; +7.4 ms on the same worker) — the evidence that the goal's +1 ms
+    needs heavy releases in another process, and what is left then: CPU, not the GIL.
+    Held to p50 + ``P50_SLACK_MS`` and the same p99 guard as above."""
+    m = on_another_worker
+    assert statistics.median(m["loaded"]) <= statistics.median(m["base"]) + P50_SLACK_MS, report(m, 0.0005)
+    assert p99(m["loaded"]) <= p99(m["base"]) + GUARD_MS, report(m, 0.0005)
+
+
 if __name__ == "__main__":
     import argparse
     import tempfile
     if sys.argv[1:2] == ["--slow"]:
-        print(json.dumps(_fire(int(sys.argv[2]), tuple(sys.argv[3].split(",")), _Commands(sys.stdin))), flush=True)
+        where = tuple(int(x) for x in sys.argv[4].split(":")) if len(sys.argv) > 4 else None
+        print(json.dumps(_fire(int(sys.argv[2]), tuple(sys.argv[3].split(",")), _Commands(sys.stdin), where)),
+              flush=True)
         sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--switch", type=float, default=None)
     ap.add_argument("--debug", action="store_true", help="the service logs callbacks that hold its loop > 2 ms")
     ap.add_argument("--duckdb-threads", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="dpgate serve --workers N; the slow session on another worker than the repeats")
+    ap.add_argument("--same-worker", action="store_true", help="with --workers: on the repeats' worker")
     ap.add_argument("--kinds", default=",".join(SLOW), help="slow releases: " + ",".join(SLOW))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        proc, port, sw = start_server(Path(d), args.switch, args.debug, args.duckdb_threads)
+        proc, port, sw = start_server(Path(d), args.switch, args.debug, args.duckdb_threads, args.workers)
         try:
-            print(report(measure(port, tuple(args.kinds.split(",")), proc), sw))
+            m = measure(port, tuple(args.kinds.split(",")), None if args.workers else proc, args.workers,
+                        args.same_worker)
+            if args.workers:
+                print(f"dpgate serve --workers {args.workers}: the slow session on "
+                      f"{'the repeats' if args.same_worker else 'another'} worker")
+            print(report(m, sw))
         finally:
             stop_server(proc)

@@ -1,7 +1,7 @@
 """A real dpgate service in a process of its own, for event-loop latency tests (issue 21:
 "nothing heavy on the event loop").
 
-    python tests/support/loop_service.py STATE_DIR [--switch SECONDS]
+    python tests/support/loop_service.py STATE_DIR [--switch SECONDS] [--workers N]
 
 Starts :class:`support.service.Service` on the demo config plus a table ``cells`` (a
 GROUP BY over its column ``g`` releases ``CELLS`` cells: a public domain), with budgets
@@ -9,6 +9,9 @@ large enough for thousands of fresh releases, prints its port, and serves until 
 stdin closes; a line ``phase NAME`` on stdin starts a phase of the loop probe
 (:class:`LoopProbe`), ``stats`` prints its figures as one JSON line. Its own process: the measuring clients never share its GIL. ``--switch``
 sets ``sys.setswitchinterval`` after the gateway has set its own (an experiment).
+``--workers N`` serves the same config and data with ``dpgate serve --workers N`` instead
+(:func:`serve_workers`; no loop probe), to compare a slow session on the repeats' worker
+with one on another worker.
 """
 from __future__ import annotations
 
@@ -138,13 +141,81 @@ def create_cells(svc: Service, rows: int = ROWS) -> None:
         f"((i * 104729) % 100000) / 100.0 AS y FROM range(0, {int(rows)}) t(i)")
 
 
+def _toml(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(x)}" for k, x in v.items()) + " }"
+    return repr(v)
+
+
+def _toml_doc(data: dict, prefix: str = "") -> list[str]:
+    """A config dict as TOML: a nested dict is a [section], except a column's spec (the
+    entries of a ``columns`` dict), which is written inline."""
+    inline = prefix.endswith(".columns")
+    lines = [f"{json.dumps(k)} = {_toml(v)}" for k, v in data.items() if inline or not isinstance(v, dict)]
+    out = ([f"[{prefix}]"] if prefix else []) + lines
+    for k, v in data.items():
+        if isinstance(v, dict) and not inline:
+            key = k if k.replace("_", "").isalnum() else json.dumps(k)
+            out += _toml_doc(v, f"{prefix}.{key}" if prefix else key)
+    return out
+
+
+def serve_workers(state: Path, workers: int) -> int:
+    """``dpgate serve --workers N`` on the same config and data (the DuckDB file is written
+    here first: the workers open it read-only); prints its port, stops when stdin closes."""
+    from proxy import demo
+    from proxy.backends.duckdb import DuckDBBackend
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench.workers import free_port, start
+    state.mkdir(parents=True, exist_ok=True)
+    db = state / "data.duckdb"
+    backend = DuckDBBackend(db)
+    demo.load_duckdb(backend, n_people=20_000)
+    backend.execute_script(
+        f"CREATE TABLE IF NOT EXISTS cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x, "
+        f"((i * 104729) % 100000) / 100.0 AS y FROM range(0, {ROWS}) t(i)")
+    asyncio.run(backend.close())
+    cfg = config()
+    port = free_port()
+    cfg.pop("demo", None)
+    cfg["server"].update(host="127.0.0.1", port=port, state_dir=str(state))
+    cfg["server"].setdefault("limits", {})["max_statements_per_role"] = 64
+    cfg["backend"] = {"kind": "duckdb", "path": str(db)}
+    for spec in cfg["roles"].values():                 # read-only workers: no INSERT grants
+        spec.pop("insert", None)
+        spec.pop("insert_rows_per_minute", None)
+    path = state / "dpgate.toml"
+    path.write_text("\n".join(_toml_doc(cfg)) + "\n")
+    proc = start(path, workers=workers)
+    from proxy.gateway import SWITCH_INTERVAL_S
+    print(port, SWITCH_INTERVAL_S, flush=True)          # what each worker's gateway sets
+    try:
+        for line in sys.stdin:
+            if line.split()[:1] == ["stats"]:
+                print(json.dumps(None), flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("state_dir")
     ap.add_argument("--switch", type=float, default=None)
     ap.add_argument("--debug", action="store_true")
     ap.add_argument("--duckdb-threads", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="serve with dpgate serve --workers N instead (no loop probe)")
     args = ap.parse_args(argv)
+    if args.workers:
+        return serve_workers(Path(args.state_dir), args.workers)
     probe = LoopProbe()
     probe.install()
     svc = Service(config(), Path(args.state_dir), people_rows=20_000).start()
