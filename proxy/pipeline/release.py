@@ -21,6 +21,7 @@ from rewriter.plan import Aggregate, Plan
 from rewriter.unit import describe, factor
 
 from ..stores.answer import ColumnarAnswer, cell_count
+from ..wire.api import ColumnRows
 from .columnar import CellColumns
 from .common import cell_key, fmt, plain_number
 from .postexpr import evaluate, post_process, rollup
@@ -386,7 +387,7 @@ def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
             cols.append(value_column(o.index))
         else:
             return None
-    return list(zip(*cols)) if cols else None
+    return ColumnRows(cols) if cols else None       # rows made only if something reads them
 
 
 def _aligned(plan: Plan, answer: dict) -> dict:
@@ -435,7 +436,7 @@ def _arranged(plan: Plan, rows: list[tuple]) -> list[tuple]:
             rows = _order(rows, ranked[0], True, False)
     start = plan.offset or 0
     end = None if plan.limit is None else start + plan.limit
-    return rows[start:end]
+    return rows if start == 0 and end is None else rows[start:end]
 
 
 def notice_body(plan: Plan, answer: dict) -> str:

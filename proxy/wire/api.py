@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Awaitable, Callable, Literal, Protocol
 
 
@@ -12,12 +13,50 @@ class Column:
     type_oid: int  # see proxy.wire.types
 
 
+class ColumnRows(Sequence):
+    """Rows given by their columns (equal-length lists): a large result built column by
+    column is encoded column by column (:func:`.rows.data_rows`) without its row tuples
+    ever being made; any other use (an index, iteration) makes them once. Slices stay
+    columns. Equal to any sequence of the same rows."""
+
+    __slots__ = ("columns", "_rows")
+
+    def __init__(self, columns: list[list]) -> None:
+        if len({len(c) for c in columns}) > 1:
+            raise ValueError("columns of different lengths")
+        self.columns, self._rows = columns, None
+
+    def __len__(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    def rows(self) -> list[tuple]:
+        if self._rows is None:
+            self._rows = list(zip(*self.columns)) if self.columns else []
+        return self._rows
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ColumnRows([c[i] for c in self.columns])
+        return self.rows()[i]
+
+    def __iter__(self):
+        return iter(self.rows())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple, ColumnRows)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"ColumnRows({self.rows()!r})"
+
+
 @dataclass
 class Result:
     """Result of one statement."""
     command_tag: str  # e.g. "SELECT 3", "SET", "BEGIN", "SHOW"
     columns: list[Column] | None = None  # None -> no RowDescription (command without rows)
-    rows: list[tuple] = field(default_factory=list)  # Python values; encoded per column type/format
+    rows: list[tuple] = field(default_factory=list)  # Python values (or ColumnRows); encoded per column type/format
     notices: list[str] = field(default_factory=list)  # NoticeResponse (NOTICE, 00000) before rows
     parameter_status: dict[str, str] = field(default_factory=dict)  # -> ParameterStatus
 

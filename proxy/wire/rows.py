@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import struct
 
-from .api import SqlError
+from .api import ColumnRows, SqlError
 from .types import FLOAT8, INT2, INT4, INT8, OID, TEXT, VARCHAR, encode
 
 _NULL = b"\xff\xff\xff\xff"
@@ -50,13 +50,16 @@ def _fields(oid: int, fmt: int, col) -> list[bytes]:
 
 
 def data_rows(type_oids: list[int], formats: list[int], rows) -> bytes:
-    """The DataRow messages of ``rows`` (tuples of values, None for NULL), framed."""
+    """The DataRow messages of ``rows`` (tuples of values, None for NULL; or
+    :class:`~.api.ColumnRows`, read column by column), framed."""
     n = len(type_oids)
     if not rows:
         return b""
-    if any(len(r) != n for r in rows):
+    given = rows.columns if isinstance(rows, ColumnRows) else None      # no row tuples to make
+    if given is not None and len(given) != n or given is None and any(len(r) != n for r in rows):
         raise SqlError("XX000", "internal error", detail="row width does not match columns")
     head = n.to_bytes(2, "big")
-    cols = [_fields(oid, f, col) for oid, f, col in zip(type_oids, formats, zip(*rows))] if n else [[] for _ in rows]
+    columns = given if given is not None else zip(*rows)
+    cols = [_fields(oid, f, col) for oid, f, col in zip(type_oids, formats, columns)] if n else []
     payloads = [head + b"".join(fields) for fields in zip(*cols)] if n else [head] * len(rows)
     return b"".join([b"D" + (len(p) + 4).to_bytes(4, "big") + p for p in payloads])

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from proxy.wire import messages as m
 from proxy.wire import types as t
-from proxy.wire.api import SqlError
+from proxy.wire.api import ColumnRows, SqlError
 from proxy.wire.rows import data_rows
 
 OIDS = [t.INT2, t.INT4, t.INT8, t.OID, t.FLOAT4, t.FLOAT8, t.NUMERIC, t.TEXT, t.VARCHAR, t.BOOL, t.DATE,
@@ -52,6 +52,21 @@ def test_the_same_bytes_as_one_message_per_row(data):
         assert isinstance(old, tuple) and isinstance(new, tuple), (new, old)   # encoded in another order)
     else:
         assert new == old
+    if rows:                                                 # the same rows given as columns
+        assert _either(data_rows, oids, formats, ColumnRows([list(c) for c in zip(*rows)])) == new
+
+
+def test_column_rows_are_rows_made_only_when_read():
+    rows = ColumnRows([[1, 2, 3], ["a", "b", None]])
+    assert len(rows) == 3 and rows._rows is None
+    assert rows[1:] == [(2, "b"), (3, None)] and isinstance(rows[1:], ColumnRows) and rows._rows is None
+    assert data_rows([t.INT4, t.TEXT], [0, 0], rows) == _one_by_one([t.INT4, t.TEXT], [0, 0], list(rows))
+    assert rows[0] == (1, "a") and list(rows) == [(1, "a"), (2, "b"), (3, None)] and rows == ((1, "a"), (2, "b"), (3, None))
+    assert rows != [(1, "a")] and not ColumnRows([]) and ColumnRows([]) == []
+    with pytest.raises(ValueError):
+        ColumnRows([[1, 2], [1]])
+    with pytest.raises(SqlError):                            # a width other than the columns'
+        data_rows([t.INT4], [0], ColumnRows([[1], [2]]))
 
 
 @pytest.mark.parametrize("fmt", [0, 1])
