@@ -129,9 +129,16 @@ class Backend(StrictModel):
     """Spark catalog the declared sources resolve in (kind = 'spark'; default: the session's)."""
     database: str | None = None
     """Spark database (schema) the declared sources resolve in (kind = 'spark')."""
+    threads: int | None = Field(default=None, ge=1, le=1024)
+    """the embedded DuckDB's threads in each process (kind = 'duckdb'; default: one per core).
+    With --workers N on large tables, cores / N lets N concurrent scans share the cores
+    instead of oversubscribing them (2 workers x 1 thread on 2 cores: +13% scans per second
+    at 1M rows), at the cost of a lone scan using fewer cores."""
 
     @model_validator(mode="after")
     def _dsn(self) -> "Backend":
+        if self.threads is not None and self.kind != "duckdb":
+            raise ValueError("threads applies to kind = 'duckdb' (the embedded engine) only")
         if self.kind == "postgres" and not self.dsn:
             raise ValueError("kind = 'postgres' needs dsn")
         if self.kind == "spark" and not self.remote:

@@ -28,7 +28,8 @@ def open_backend(cfg, state_dir, *, read_only: bool = False):
         return PostgresBackend(cfg.backend.dsn, pool_size=cfg.backend.pool_size,
                                connect_timeout_s=cfg.backend.connect_timeout_s)
     path = Path(cfg.backend.path or "demo.duckdb")
-    return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path, read_only=read_only)
+    return DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path, read_only=read_only,
+                         threads=cfg.backend.threads)
 
 
 __all__ = ["BackendError", "BackendTimeout", "Columns", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]

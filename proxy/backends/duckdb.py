@@ -112,13 +112,14 @@ class DuckDBBackend:
     scans = 0         # statements in flight (event loop): Python work beside a scan slows it
     columnar = True   # fetch(…, columnar=True): numpy columns (base.Columns) where the types allow
 
-    def __init__(self, path: str | Path | None, *, read_only: bool = False):
+    def __init__(self, path: str | Path | None, *, read_only: bool = False, threads: int | None = None):
         self.path = str(path) if path is not None else ":memory:"
         self.read_only = read_only and path is not None
         if path is not None and not self.read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._con = duckdb.connect(self.path, read_only=self.read_only)
+            self._con = duckdb.connect(self.path, read_only=self.read_only,
+                                       config={"threads": int(threads)} if threads else {})
         except duckdb.Error as e:          # most often: another process holds the file
             raise BackendError("58030", _open_error(self.path, e)) from None
         self._lock = threading.Lock()

@@ -78,3 +78,12 @@ def test_ledger_section():
     cfg = parse_config(_with("ledger", {"kind": "postgres", "dsn": "postgresql://x@h/db", "schema": "dp"}))
     assert (cfg.ledger.kind, cfg.ledger.dsn, cfg.ledger.db_schema) == ("postgres", "postgresql://x@h/db", "dp")
     assert parse_config(BASE).ledger.kind == "sqlite"
+
+
+def test_duckdb_threads_apply_to_the_embedded_engine_only():
+    data = _with("backend", {"kind": "postgres", "dsn": "postgresql://x", "threads": 2})
+    with pytest.raises(ConfigError, match="threads applies to kind = 'duckdb'"):
+        parse_config(data, "t.toml")
+    with pytest.raises(ConfigError, match="backend.threads"):
+        parse_config(_with("backend.threads", 0), "t.toml")
+    assert parse_config(_with("backend.threads", 3), "t.toml").backend.threads == 3

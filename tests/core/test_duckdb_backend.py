@@ -199,3 +199,18 @@ def test_a_prepared_scan_times_out_and_its_worker_goes_on():
         assert asyncio.run(b.fetch(fast)) == [(42,)] and b.prepared_runs == 2
     finally:
         b._close_cursors()
+
+
+def test_the_configured_thread_count_is_duckdbs(tmp_path):
+    """``[backend] threads`` (config/service.py): each process's embedded DuckDB runs with it;
+    unset, DuckDB's own default (a thread per core)."""
+    import os
+    from config import parse_config
+    from proxy.backends import open_backend
+    from support.service import make_config
+    data = make_config(backend={"kind": "duckdb", "path": str(tmp_path / "t.duckdb"), "threads": 1})
+    b = open_backend(parse_config(data, "t"), tmp_path)
+    assert asyncio.run(b.fetch("SELECT current_setting('threads')")) == [(1,)]
+    asyncio.run(b.close())
+    default = DuckDBBackend(None)
+    assert asyncio.run(default.fetch("SELECT current_setting('threads')")) == [(os.cpu_count(),)]
