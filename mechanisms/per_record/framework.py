@@ -194,8 +194,27 @@ class FrameworkMax(EpsTauEstimator):
             v = 0 if v < 0 else (U if v > U else v)
             acc[v] = acc.get(v, 0) + as_int(c)
         vals = sorted(acc)
+        return self._release_sorted(int(ell), vals, [acc[v] for v in vals], src)
+
+    def release_arrays(self, ell: int, values: np.ndarray, counts: np.ndarray,
+                       source: Optional[RandomSource] = None) -> PrRelease:
+        """:meth:`release` for the value counts as two integer arrays (a columnar scan): the
+        same clip to [0, U] and sum of the counts per clipped value, so the same release from
+        the same source."""
+        if not 1 <= int(ell) <= self.levels.L:
+            raise ValueError("ell out of range")
+        v, c = np.asarray(values), np.asarray(counts)
+        if v.dtype.kind not in "iu" or c.dtype.kind not in "iu" or self.U >= 1 << 62:
+            raise TypeError("release_arrays takes integer arrays (and U below 2^62)")
+        vals, inverse = np.unique(np.clip(v.astype(np.int64), 0, self.U), return_inverse=True)
+        acc = np.zeros(vals.size, dtype=np.int64)
+        np.add.at(acc, inverse, c.astype(np.int64))
+        src = source if source is not None else default_source()
+        return self._release_sorted(int(ell), vals, acc, src)
+
+    def _release_sorted(self, ell: int, vals, counts, src: RandomSource) -> PrRelease:
         eps = float(self.stage2_epsilon(ell))
-        y, k0 = shifted_rank_max(vals, [acc[v] for v in vals], eps, self.beta / 2, self.U, src)
+        y, k0 = shifted_rank_max(vals, counts, eps, self.beta / 2, self.U, src)
         return PrRelease(value=y, epsilon=self.epsilon,
                          half_width=float(2 * k0 + self.dropped_bound(ell)), mechanism=self.name,
                          scale=2.0 / eps, eps_tau=self.eps_tau(ell), ell=int(ell),

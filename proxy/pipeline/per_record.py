@@ -46,6 +46,8 @@ import hashlib
 import math
 from fractions import Fraction
 
+import numpy as np
+
 from config import ConfigError
 from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram,
                                    PrDPCount)
@@ -54,6 +56,7 @@ from rewriter import parse
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
 from rewriter.per_record import ALLOWED, PrPlan, build_pr_plan, pr_param_types, scan_sql, values_sql
 
+from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
 from .kind import Prepared, ReleaseKind, fetch
@@ -151,6 +154,32 @@ def _split_rows(rows, prp: PrPlan):
     return out
 
 
+def _split_columns(cols: Columns, prp: PrPlan, U: int) -> dict | None:
+    """MAX/MIN's value rows (key, v, cnt) from a columnar scan, per public cell as
+    (values, counts) int64 arrays — the rows :func:`_split_rows` would group, without a
+    Python step per row; cells without rows get empty arrays. None where the columns are
+    not that (several keys, a NULL, a non-integer value): the rows take over."""
+    if len(prp.plan.group_by) != 1 or len(cols.arrays) != 3 or U >= 1 << 62:
+        return None
+    keys, v, cnt = cols.arrays
+    if any(np.ma.isMaskedArray(a) and np.ma.getmaskarray(a).any() for a in cols.arrays):
+        return None
+    keys, v, cnt = (np.asarray(a) for a in (keys, v, cnt))
+    if v.dtype.kind not in "iu" or cnt.dtype.kind not in "iu":
+        return None
+    empty = np.zeros(0, dtype=np.int64)
+    out = {c: (empty, empty) for c in prp.cells}
+    known = set(prp.cells)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    groups = np.split(order, np.cumsum(np.bincount(inverse, minlength=uniq.size))[:-1])
+    for k, idx in zip(uniq.tolist(), groups):
+        cell = cell_of((k,), 1, known)
+        if cell is not None:
+            out[cell] = (v[idx], cnt[idx])
+    return out
+
+
 def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
     """What one cell's release guarantees at 1 - β, from released quantities only.
 
@@ -196,12 +225,20 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
     src = gw.source
     rels: dict[tuple, PrRelease] = {}
     if kind in ("max", "min"):
-        values = _split_rows(values, prp)
+        split = _split_columns(values, prp, pol.U) if isinstance(values, Columns) else None
+        if split is None:
+            values = _split_rows(values.rows() if isinstance(values, Columns) else values, prp)
         for c in hists:
-            vc = [(r[0], r[1]) for r in values[c]]
-            if kind == "min":                                             # min(D) = U - max(U - D)
-                vc = [(pol.U - min(max(int(plain_number(v)), 0), pol.U), n) for v, n in vc]
-            rel = m.release(ells[c], vc, src)
+            if split is not None:                                         # numpy, from a columnar scan
+                v, n = split[c]
+                if kind == "min":                                         # min(D) = U - max(U - D)
+                    v = pol.U - np.clip(v, 0, pol.U)
+                rel = m.release_arrays(ells[c], v, n, src)
+            else:
+                vc = [(r[0], r[1]) for r in values[c]]
+                if kind == "min":
+                    vc = [(pol.U - min(max(int(plain_number(v)), 0), pol.U), n) for v, n in vc]
+                rel = m.release(ells[c], vc, src)
             if kind == "min":
                 rel = dataclasses.replace(rel, value=pol.U - rel.value, mechanism="prdp_min_framework")
             rels[c] = rel
@@ -269,7 +306,7 @@ class PerRecord(ReleaseKind):
             return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
 
         hists, ells, sql = await fetch(conn, self.scan_sql(conn, p), then=stage1)
-        return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)))
+        return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)), columnar=True)
 
     async def _scan_parts(self, conn, p: Prepared, then):
         """One scan per COUNT/SUM part (their level scans differ; MAX/MIN are never parts)."""
