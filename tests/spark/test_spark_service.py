@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from mechanisms import SeededSource
+from proxy.backends import Columns
 from support.service import Service, make_config
 from support.spark import mirror_demo
 
@@ -79,7 +80,8 @@ def _recording(svc: Service) -> list:
 
     async def fetch(sql, timeout_s=None, cancel=None, then=None, **kw):
         def capture(rows):
-            log.append(sorted((tuple(_norm(v) for v in r) for r in rows), key=repr))
+            as_rows = rows.rows() if isinstance(rows, Columns) else rows     # a columnar fetch (DuckDB)
+            log.append(sorted((tuple(_norm(v) for v in r) for r in as_rows), key=repr))
             return rows if then is None else then(rows)
         return await orig(sql, timeout_s, cancel, then=capture, **kw)
     backend.fetch = fetch
