@@ -87,11 +87,15 @@ def settle_gc() -> None:
     gc.set_threshold(t0, t1, FULL_GC_OFF)
 
 
+def full_gc_due() -> bool:
+    """``FULL_GC_AFTER`` young collections since the last full one (Python's own count;
+    ``settle_gc`` turned its automatic start off)."""
+    return gc.get_count()[2] >= FULL_GC_AFTER
+
+
 def collect_if_due() -> bool:
-    """The cyclic collector's full collection, in this thread, when it is due: ``FULL_GC_AFTER``
-    young collections since the last (Python's own count; ``settle_gc`` turned its automatic
-    start off)."""
-    if gc.get_count()[2] >= FULL_GC_AFTER:
+    """The cyclic collector's full collection, in this thread, when it is due (:func:`full_gc_due`)."""
+    if full_gc_due():
         gc.collect()
         return True
     return False
@@ -271,7 +275,7 @@ class Gateway:
         """Full collections on a worker thread, never as a step of the loop (``settle_gc``)."""
         while True:
             await asyncio.sleep(GC_CHECK_S)
-            if gc.get_count()[2] >= FULL_GC_AFTER:
+            if full_gc_due():                       # (checked here first: no thread hop when not)
                 await asyncio.to_thread(collect_if_due)
 
     async def close(self) -> None:
@@ -356,7 +360,7 @@ def _warm_sql(plan, dialect: str) -> None:
     otherwise spend on the event loop just before its scan (issue 21). A plan another kind
     scans its own way, or one with a privacy unit (keyed by the data version's salt), is
     left as it is."""
-    if getattr(plan, "unit", True) is None and not getattr(plan, "selected", False):
+    if plan.unit is None and not plan.selected:
         try:
             to_sql(plan, dialect)
         except Exception:       # noqa: BLE001 — the kind that scans it says what is wrong

@@ -56,21 +56,30 @@ def ratio_interval(an: int, ad: int, bn: int, bd: int, prec: int) -> tuple[int, 
     return ((one - hb) << prec) // (one - la), -((-((one - lb) << prec)) // (one - ha))
 
 
+def _exp_threshold(c: Fraction):
+    """e^-c, c > 0, by its intervals (``interval(prec)``)."""
+    return partial(exp_neg_interval, c.numerator, c.denominator)
+
+
+def _ratio_threshold(a: Fraction, b: Fraction):
+    """(1 - e^-b)/(1 - e^-a), a > b > 0, by its intervals."""
+    return partial(ratio_interval, a.numerator, a.denominator, b.numerator, b.denominator)
+
+
 def bernoulli_exp_array(size: int, c: Fraction, source: RandomSource) -> np.ndarray:
     """``size`` exact Bernoulli(e^-c) coins, rational c >= 0."""
     if c < 0:
         raise ValueError(f"c must be >= 0, got {c}")
     if c == 0:
         return np.ones(size, dtype=bool)
-    return below_array(size, partial(exp_neg_interval, c.numerator, c.denominator), source)
+    return below_array(size, _exp_threshold(c), source)
 
 
 def bernoulli_ratio_array(size: int, a: Fraction, b: Fraction, source: RandomSource) -> np.ndarray:
     """``size`` exact Bernoulli((1 - e^-b)/(1 - e^-a)) coins, a > b > 0."""
     if not a > b > 0:
         raise ValueError(f"need a > b > 0, got {a}, {b}")
-    return below_array(size, partial(ratio_interval, a.numerator, a.denominator, b.numerator, b.denominator),
-                       source)
+    return below_array(size, _ratio_threshold(a, b), source)
 
 
 def _coins(size: int, thresholds, source: RandomSource) -> np.ndarray:
@@ -95,9 +104,8 @@ def tsg_residual_array(size: int, a: Fraction, b: Fraction, source: RandomSource
     out = np.zeros(size, dtype=np.int64)
     if a == b or not size:
         return out
-    ratio = partial(ratio_interval, a.numerator, a.denominator, b.numerator, b.denominator)
-    coin = partial(exp_neg_interval, (a - b).numerator, (a - b).denominator)
-    zero = _coins(size, (coin, ratio, ratio), source)
+    ratio = _ratio_threshold(a, b)
+    zero = _coins(size, (_exp_threshold(a - b), ratio, ratio), source)
     rest = np.flatnonzero(~zero)
     out[rest] = discrete_laplace_array(rest.size, 1 / b, source)
     return out
@@ -105,7 +113,7 @@ def tsg_residual_array(size: int, a: Fraction, b: Fraction, source: RandomSource
 
 def chain_fits(values: np.ndarray, rates: Sequence[Fraction]) -> bool:
     """Whether :func:`tsg_chain_array` can draw this chain in int64."""
-    if values.size and int(np.abs(values).max()) >= INT_ROOM:
+    if values.size and not (-INT_ROOM < int(values.min()) and int(values.max()) < INT_ROOM):
         return False
     return all(r > 0 and fits_int64(1 / r) for r in rates)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..measurements import Release, as_epsilon
 from ..rng import RandomSource, default_source
-from .chain_array import INT_ROOM, chain_fits, tsg_chain_array
+from .chain_array import chain_fits, tsg_chain_array
 from .families import NoiseFamily
 from .registry import get_family
 
@@ -108,10 +108,13 @@ class Ladder:
         (other families, or values beyond int64)."""
         source = source if source is not None else default_source()
         values, fam = list(true_values), self.family
-        if fam.name == "tsg" and all(isinstance(v, (int, np.integer)) and abs(int(v)) < INT_ROOM for v in values):
-            arr = np.array(values, dtype=np.int64)
+        if fam.name == "tsg" and all(isinstance(v, (int, np.integer)) for v in values):
+            try:
+                arr = np.array(values, dtype=np.int64)
+            except OverflowError:                  # beyond int64: cell by cell
+                arr = None
             rates = [as_epsilon(e) / fam.sensitivity for e in self.levels]
-            if chain_fits(arr, rates):
+            if arr is not None and chain_fits(arr, rates):
                 return dict(zip(self.levels, tsg_chain_array(arr, rates, source)))
         per = [self.release_levels(v, source) for v in values]
         return {e: np.array([p[e] for p in per] if per else [], dtype=object) for e in self.levels}

@@ -184,8 +184,6 @@ class FrameworkMax(EpsTauEstimator):
 
     def release(self, ell: int, value_counts: Iterable[Sequence],
                 source: Optional[RandomSource] = None) -> PrRelease:
-        if not 1 <= int(ell) <= self.levels.L:
-            raise ValueError("ell out of range")
         src = source if source is not None else default_source()
         acc: dict[int, int] = {}
         U = self.U
@@ -201,8 +199,6 @@ class FrameworkMax(EpsTauEstimator):
         """:meth:`release` for the value counts as two integer arrays (a columnar scan): the
         same clip to [0, U] and sum of the counts per clipped value, so the same release from
         the same source."""
-        if not 1 <= int(ell) <= self.levels.L:
-            raise ValueError("ell out of range")
         v, c = np.asarray(values), np.asarray(counts)
         if v.dtype.kind not in "iu" or c.dtype.kind not in "iu" or self.U >= 1 << 62:
             raise TypeError("release_arrays takes integer arrays (and U below 2^62)")
@@ -213,6 +209,8 @@ class FrameworkMax(EpsTauEstimator):
         return self._release_sorted(int(ell), vals, acc, src)
 
     def _release_sorted(self, ell: int, vals, counts, src: RandomSource) -> PrRelease:
+        if not 1 <= ell <= self.levels.L:
+            raise ValueError("ell out of range")
         eps = float(self.stage2_epsilon(ell))
         y, k0 = shifted_rank_max(vals, counts, eps, self.beta / 2, self.U, src)
         return PrRelease(value=y, epsilon=self.epsilon,

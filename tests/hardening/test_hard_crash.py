@@ -18,38 +18,14 @@ from pathlib import Path
 import psycopg
 
 from support.pg import free_port
-from support.service import PASSWORDS, make_config
+from support.service import PASSWORDS, config_toml, make_config
 
 
 def _write_config(path: Path, state: Path, port: int) -> None:
     cfg = make_config({"kind": "duckdb", "path": str(state / "crash.duckdb")},
                       tiers={"default": {"epsilon": 1.0, "budget": 100000.0, "period": "never"}})
     cfg["server"].update(port=port, state_dir=str(state))
-    lines = [f"demo = true"]
-
-    def emit(prefix, d):
-        scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
-        if prefix:
-            lines.append(f"[{prefix}]")
-        for k, v in scalars.items():
-            lines.append(f"{k} = {_toml(v)}")
-        for k, v in d.items():
-            if isinstance(v, dict):
-                emit(f"{prefix}.{k}" if prefix else k, v)
-
-    cfg.pop("demo", None)
-    emit("", cfg)
-    path.write_text("\n".join(lines) + "\n")
-
-
-def _toml(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    return repr(v)
+    path.write_text(config_toml(cfg))
 
 
 def _start(cfg: Path, port: int) -> subprocess.Popen:

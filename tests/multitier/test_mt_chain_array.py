@@ -121,6 +121,9 @@ def test_a_chain_beyond_int64_or_another_family_goes_cell_by_cell():
     assert make_ladder("tsg", [1.0], 1).release_many([], SeededSource(7))[1.0].size == 0
     with pytest.raises(OverflowError):
         tsg_chain_array(np.array([1]), [Fraction(1, 2 ** 60)], SeededSource(7))
+    with pytest.raises(OverflowError):                     # |INT64_MIN| does not fit: abs() would wrap
+        tsg_chain_array(np.array([-2 ** 63]), [Fraction(1)], SeededSource(7))
+    assert all(v.dtype == object for v in lad.release_many([-(2 ** 62), 3], SeededSource(7)).values())
 
 
 def test_vector_ladder_many_is_one_chain_per_coordinate():

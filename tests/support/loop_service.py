@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))        # tests/
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))        # the repository
 
-from support.service import Service, make_config  # noqa: E402
+from support.service import Service, config_toml, make_config  # noqa: E402
 
 
 class LoopProbe:
@@ -141,31 +141,6 @@ def create_cells(svc: Service, rows: int = ROWS) -> None:
         f"((i * 104729) % 100000) / 100.0 AS y FROM range(0, {int(rows)}) t(i)")
 
 
-def _toml(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(x)}" for k, x in v.items()) + " }"
-    return repr(v)
-
-
-def _toml_doc(data: dict, prefix: str = "") -> list[str]:
-    """A config dict as TOML: a nested dict is a [section], except a column's spec (the
-    entries of a ``columns`` dict), which is written inline."""
-    inline = prefix.endswith(".columns")
-    lines = [f"{json.dumps(k)} = {_toml(v)}" for k, v in data.items() if inline or not isinstance(v, dict)]
-    out = ([f"[{prefix}]"] if prefix else []) + lines
-    for k, v in data.items():
-        if isinstance(v, dict) and not inline:
-            key = k if k.replace("_", "").isalnum() else json.dumps(k)
-            out += _toml_doc(v, f"{prefix}.{key}" if prefix else key)
-    return out
-
-
 def serve_workers(state: Path, workers: int) -> int:
     """``dpgate serve --workers N`` on the same config and data (the DuckDB file is written
     here first: the workers open it read-only); prints its port, stops when stdin closes."""
@@ -191,7 +166,7 @@ def serve_workers(state: Path, workers: int) -> int:
         spec.pop("insert", None)
         spec.pop("insert_rows_per_minute", None)
     path = state / "dpgate.toml"
-    path.write_text("\n".join(_toml_doc(cfg)) + "\n")
+    path.write_text(config_toml(cfg))
     proc = start(path, workers=workers)
     from proxy.gateway import SWITCH_INTERVAL_S
     print(port, SWITCH_INTERVAL_S, flush=True)          # what each worker's gateway sets

@@ -60,6 +60,33 @@ def make_config(backend: dict | None = None, *, tiers: dict | None = None, limit
     return data
 
 
+def config_toml(cfg: dict) -> str:
+    """A config dict (``make_config``) as a TOML file's text, for ``dpgate serve --config``:
+    scalars and lists as values, every nested dict as a [section]."""
+    lines: list[str] = []
+
+    def emit(prefix: str, d: dict) -> None:
+        if prefix:
+            lines.append(f"[{prefix}]")
+        lines.extend(f"{k} = {_toml(v)}" for k, v in d.items() if not isinstance(v, dict))
+        for k, v in d.items():
+            if isinstance(v, dict):
+                emit(f"{prefix}.{k}" if prefix else k, v)
+
+    emit("", cfg)
+    return "\n".join(lines) + "\n"
+
+
+def _toml(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return repr(v)
+
+
 class Service:
     """dpgate in a thread. ``people_rows`` keeps the demo's big table small in tests."""
 
