@@ -331,4 +331,4 @@ def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
     lo_n, hi_n = to_node(lo), to_node(hi)
     if not exact:   # keep the bounds float8 (a plain 0 would make Postgres pick numeric)
         lo_n, hi_n = (exp.Cast(this=n, to=DOUBLE.copy()) for n in (lo_n, hi_n))
-    return clamp_case(col, lo_n, hi_n, inside_first=exact)
+    return clamp_case(col, lo_n, hi_n)

@@ -88,7 +88,7 @@ def _clamped(name: str, ctx: Ctx) -> _V:
         col = exp.Cast(this=col, to=DOUBLE.copy())
         lo_n, hi_n = (exp.Cast(this=to_node(float(b)), to=DOUBLE.copy()) for b in (lo, hi))
         typ, lo, hi = "float", float(lo), float(hi)
-    node = clamp_case(col, lo_n, hi_n, inside_first=typ == "int")
+    node = clamp_case(col, lo_n, hi_n)
     if typ == "int":
         node = exp.Cast(this=node, to=BIGINT.copy())
     return _V(node, typ, lo, hi)
