@@ -17,7 +17,9 @@ floating point, whose Laplace samplers leak through their representable outputs 
   B = exp(-2^m s/t). m is the least with 2^m s/t >= 1/16 (m = 0 at scales <= 16), so a
   digit is one threshold comparison and H is inverse-CDF on a table: P[H >= h] = B^h, so
   H = #{h >= 1 : U < B^h} for h up to the first L with B^L < 2^-20; a row reaching L
-  (H >= L) gets L + a fresh draw (memorylessness). This is the law of the scalar
+  (H >= L) gets L + a fresh draw (memorylessness). The count is read from a table over u's
+  top 16 bits wherever no threshold falls in that bucket (:func:`high_counts`), by binary
+  search otherwise. This is the law of the scalar
   :func:`~mechanisms.samplers.geometric_exp` (CKS Alg. 2 steps 1-3: the same pmf), with O(1)
   array steps and 4(m + 1) CSPRNG bytes per row.
 * :func:`discrete_laplace_array` -- Z = Y1 - Y2 of two independent geometrics of ratio
@@ -161,18 +163,52 @@ def _table(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         h += 1
 
 
-def _high_part(size: int, a: int, b: int, source: RandomSource) -> np.ndarray:
-    """H >= 0 with P[H >= h] = B^h, B = exp(-a/b): H = #{h : U < B^h} (module doc)."""
+_BUCKET_SHIFT = 16                   # u's top 16 bits index the bucket table
+_UNDECIDED = np.iinfo(np.uint16).max
+
+
+@lru_cache(maxsize=32)
+def _buckets(a: int, b: int) -> np.ndarray:
+    """Per bucket k of u (u >> 16 = k): the count #{h : U < B^h} shared by every u in it,
+    or ``_UNDECIDED`` where a threshold interval [lo_h, hi_h] meets the bucket. The count is
+    #{h : lo_h > u} when it equals #{h : hi_h > u}; the first is least at the bucket's
+    largest u, the second largest at its smallest u, and the first never exceeds the second,
+    so when those two agree every u in the bucket has that count, decided."""
+    neg_lo, neg_hi = _table(a, b)
+    starts = np.arange(1 << (32 - _BUCKET_SHIFT), dtype=np.int64) << _BUCKET_SHIFT
+    fewest = np.searchsorted(neg_lo, -(starts + (1 << _BUCKET_SHIFT) - 1), side="left")
+    most = np.searchsorted(neg_hi, -starts, side="left")
+    out = np.where(fewest == most, fewest, _UNDECIDED).astype(np.uint16)
+    out.flags.writeable = False                  # shared by every thread: read only
+    return out
+
+
+def high_counts(u: np.ndarray, a: int, b: int, source: RandomSource) -> np.ndarray:
+    """#{h in 1..L : U < B^h} per row, U's first 32 bits ``u`` (L when U < B^L): one
+    lookup of u's bucket (:func:`_buckets`) per row; the rows in an undecided bucket
+    (probability <= L * 2^-16) by binary search on the table, and those whose u lies in
+    a threshold interval exactly (:class:`~mechanisms.exact_real.LazyUniform`)."""
     neg_lo, neg_hi = _table(a, b)
     big_l = neg_lo.size
-    u = words32(size, source)
-    h = np.searchsorted(neg_lo, -u, side="left")     # #{h : lo_h > u}: surely U < B^h
-    sure = np.searchsorted(neg_hi, -u, side="left")  # #{h : hi_h > u}: possibly U < B^h
-    for i in np.flatnonzero(h != sure):              # u in some [lo_h, hi_h): exact
-        lazy, c = LazyUniform(int(u[i]), 32, source), 0
-        while c < big_l and lazy.below(partial(exp_neg_interval, a * (c + 1), b)):
-            c += 1
-        h[i] = c
+    h = _buckets(a, b)[u >> _BUCKET_SHIFT].astype(np.int64)
+    rest = np.flatnonzero(h == _UNDECIDED)
+    if rest.size:
+        us = -u[rest]
+        h_rest = np.searchsorted(neg_lo, us, side="left")  # #{h : lo_h > u}: surely U < B^h
+        sure = np.searchsorted(neg_hi, us, side="left")    # #{h : hi_h > u}: possibly U < B^h
+        for i in np.flatnonzero(h_rest != sure):         # u in some [lo_h, hi_h): exact
+            lazy, c = LazyUniform(int(u[rest[i]]), 32, source), 0
+            while c < big_l and lazy.below(partial(exp_neg_interval, a * (c + 1), b)):
+                c += 1
+            h_rest[i] = c
+        h[rest] = h_rest
+    return h
+
+
+def _high_part(size: int, a: int, b: int, source: RandomSource) -> np.ndarray:
+    """H >= 0 with P[H >= h] = B^h, B = exp(-a/b): H = #{h : U < B^h} (module doc)."""
+    big_l = _table(a, b)[0].size
+    h = high_counts(words32(size, source), a, b, source)
     tail = np.flatnonzero(h == big_l)                # H >= L: L + a fresh H (memoryless)
     if tail.size:
         h[tail] = big_l + _high_part(tail.size, a, b, source)

@@ -142,6 +142,40 @@ def test_digit_rows_on_a_tie_have_the_conditional_law():
     assert abs(bit.mean() - frac) <= 5 * math.sqrt(frac * (1 - frac) / bit.size)
 
 
+def _counts_by_definition(u: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """(#{h : lo_h > u}, #{h : hi_h > u}) per row, compared entry by entry with the table."""
+    neg_lo, neg_hi = batch._table(a, b)
+    return (-neg_lo[None, :] > u[:, None]).sum(axis=1), (-neg_hi[None, :] > u[:, None]).sum(axis=1)
+
+
+@pytest.mark.parametrize("a,b", [(1, 1), (1, 16), (32, 300), (5, 2), (1 << 20, 1)])
+def test_the_bucket_lookup_counts_as_the_table_does(a, b):
+    """:func:`batch.high_counts` (one lookup of u's top 16 bits, a binary search in the
+    undecided buckets) against the count by definition, on every threshold's lo_h and hi_h
+    and their neighbours, every bucket's first and last word, and 200,000 random words:
+    where the two counts agree the lookup must give it exactly; where u lies in a threshold
+    interval, one of the two (the exact comparison decides which). Its mutation — a bucket
+    decided from its first word only — is counted below."""
+    neg_lo, neg_hi = batch._table(a, b)
+    edges = np.concatenate([-neg_lo, -neg_hi])
+    starts = np.arange(1 << 16, dtype=np.int64) << 16
+    u = np.unique(np.clip(np.concatenate([edges - 1, edges, edges + 1, starts, starts + 0xFFFF,
+                                          np.random.default_rng(a).integers(0, 1 << 32, 200_000)]),
+                          0, (1 << 32) - 1))
+    got = batch.high_counts(u, a, b, SeededSource(7))
+    low, high = _counts_by_definition(u, a, b)
+    assert np.array_equal(got[low == high], low[low == high])
+    tie = low != high
+    assert np.all((got[tie] == low[tie]) | (got[tie] == high[tie]))
+    assert tie.sum() <= 3 * neg_lo.size                # only the words inside an interval
+    if a >= 1 << 20:                                   # B^1 < 2^-32: every count is 0, nothing to miscount
+        return
+    # the mutation: a bucket read from its first word alone miscounts the words after a threshold
+    first_only = batch._buckets(a, b).copy()
+    first_only[:] = np.searchsorted(neg_lo, -starts, side="left")
+    assert not np.array_equal(first_only[u >> 16].astype(np.int64)[low == high], low[low == high])
+
+
 # -- laws -----------------------------------------------------------------------------------
 GAMMAS = [Fraction(1, 40), Fraction(1, 3), Fraction(1), Fraction(5, 2)]
 
@@ -178,10 +212,12 @@ def test_a_table_off_by_one_is_rejected(monkeypatch):
     real = batch.exp_neg_interval
     monkeypatch.setattr(batch, "exp_neg_interval", lambda a, b, p: real(a + 32, b, p))
     batch._table.cache_clear()
+    batch._buckets.cache_clear()
     try:
         zs = discrete_laplace_array(N, Fraction(300), SeededSource(3000))
     finally:
         batch._table.cache_clear()
+        batch._buckets.cache_clear()
     assert dlap_chisq_pvalue(zs, Fraction(300)) < P_MIN
 
 
