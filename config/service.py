@@ -100,6 +100,11 @@ class Server(StrictModel):
     workers: int | None = Field(default=None, ge=1, le=256, description=(
         "processes serving the port (dpgate serve --workers overrides it); default: the number of "
         "cores, or 1 for an embedded DuckDB file that a role may INSERT into (one writer per file)"))
+    heavy_lane: Literal["idle", "low", "off"] = "idle"
+    """with more than one worker: heavy statements (10,000-cell GROUP BYs, ladders, per-record,
+    MAX/MIN) run in one more process at the lowest CPU priority, idle (SCHED_IDLE: only when no
+    worker is ready to run) or low (nice 19), so the workers' other sessions never wait for
+    them; off: each worker runs its own."""
 
     @model_validator(mode="after")
     def _trust_loopback(self) -> "Server":

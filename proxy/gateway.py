@@ -28,6 +28,7 @@ from rewriter.template import Templates
 
 from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
+from .pipeline.kind import HEAVY_ROWS
 from .pipeline.release import NoiseReservoir, prepare_mechanisms
 from .pipeline.orchestrator import Connection
 from .pipeline.views import Views, catalog_views
@@ -159,6 +160,7 @@ class Gateway:
         self.source = source or default_source()
         self.reservoir = NoiseReservoir(self.source)     # noise drawn ahead, in idle time
         self.views = Views(self)
+        self.lane = None            # a worker's heavy-statement lane (proxy.pipeline.lane.LaneClient)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.in_flight: dict[tuple[str, str], asyncio.Future] = {}   # (role, release key) being released
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
@@ -216,7 +218,8 @@ class Gateway:
         else:     # statements equal up to their comparison literals (or integer parameters) share a template
             with self._template_lock:
                 plan = self._templates.plan(sql, self.config, self.backend.dialect, params or None)
-        _warm_sql(plan, self.backend.dialect)
+        if self.lane is None or plan.n_cells < HEAVY_ROWS:      # else the lane scans it (pipeline.lane)
+            _warm_sql(plan, self.backend.dialect)
         return self._keep_plan(key, plan)
 
     def _keep_plan(self, key, plan):

@@ -185,6 +185,8 @@ class DuckDBBackend:
         unsubscribe = watcher = None
         if isinstance(cancel, CancelSignal):
             unsubscribe = cancel.subscribe(lambda: stop("cancel"))
+            if cancel.is_set():              # cancelled while it was planned: it does not start
+                stop("cancel")
         elif cancel is not None:
             watcher = asyncio.ensure_future(cancel.wait())
             watcher.add_done_callback(lambda _: stop("cancel"))

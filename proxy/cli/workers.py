@@ -71,9 +71,11 @@ from rewriter.local import layout
 
 from ..backends import open_backend
 from ..gateway import Gateway
+from ..pipeline.lane import LaneClient
 from ..pipeline.local import ensure_reports
 from ..pipeline.release import prepare_mechanisms
 from ..wire.server import Server, listen_sockets
+from .lane import lane_address, lower_priority, start_lane
 
 __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_signals", "resolve_workers", "serve_workers",
            "stop_signals", "writer_roles"]
@@ -170,8 +172,10 @@ class Shared:
     """What the parent makes before forking: per worker a cancel pipe and a slot of
     connection counts in a shared anonymous mapping, and one readiness pipe."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, lane: str = "off"):
         self.n = n
+        self.lane = lane                                 # [server] heavy_lane
+        self.lane_address = lane_address() if lane != "off" else None
         self.pipes = [os.pipe() for _ in range(n)]
         for r, w in self.pipes:
             os.set_blocking(w, False)
@@ -252,6 +256,8 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
         await backend.close()
         raise
     await gw.start()
+    if shared.lane_address is not None:
+        gw.lane = LaneClient(shared.lane_address)
     server = make_server(gw, cfg, "", 0, listeners=listeners, pid_slot=(index, shared.n),
                          cancel_elsewhere=shared.forward_cancel)
     server.accept_gate = shared.gate(index, server)
@@ -275,6 +281,30 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
         await gw.close()
 
 
+async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
+    """The heavy-statement lane (:mod:`.lane`): index ``shared.n``, no listener."""
+    backend = open_backend(cfg, state, read_only=True)
+    try:
+        gw = Gateway(cfg, state, backend=backend)
+    except BaseException:
+        await backend.close()
+        raise
+    await gw.start()
+    server = await start_lane(gw, shared.lane_address)
+    os.write(shared.ready_w, bytes([shared.n]))
+    stop = stop_signals()
+    try:
+        await stop.wait()
+        release_signals()
+        server.close()              # the workers' links end as they shut down (their statements with them)
+        try:
+            await asyncio.wait_for(server.wait_closed(), cfg.server.limits.shutdown_grace_s)
+        except asyncio.TimeoutError:
+            pass
+    finally:
+        await gw.close()
+
+
 def _fork() -> int:
     sys.stdout.flush()                   # nothing buffered is written twice (by parent and child)
     sys.stderr.flush()
@@ -291,15 +321,23 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
         signal.signal(signal.SIGINT, signal.SIG_IGN)            # Ctrl-C reaches workers through the parent
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        asyncio.run(_worker(index, shared, listeners, cfg, state, args, start_admin))
+        if index == shared.n:                                   # the heavy-statement lane
+            lower_priority(shared.lane)
+            asyncio.run(_lane(shared, cfg, state))
+        else:
+            asyncio.run(_worker(index, shared, listeners, cfg, state, args, start_admin))
         code = 0
     except BaseException as e:                                  # noqa: BLE001 - the parent restarts it
         msg = getattr(e, "message", None) or "".join(traceback.format_exception_only(e)).strip()
-        print(f"dpgate: worker {index} failed: {msg}", file=sys.stderr, flush=True)
+        print(f"dpgate: {_name(index, shared)} failed: {msg}", file=sys.stderr, flush=True)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _name(index: int, shared: Shared) -> str:
+    return "the heavy-statement lane" if index == shared.n else f"worker {index}"
 
 
 def warm_up(cfg: Config) -> None:
@@ -350,22 +388,23 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
     except BaseException:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
         raise
-    shared = Shared(n)
+    shared = Shared(n, cfg.server.heavy_lane)
+    total = n + (shared.lane_address is not None)   # the workers, and the lane as index n
     pids: dict[int, int] = {}                       # pid -> worker index
-    for i in range(n):
+    for i in range(total):
         pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
     ready, deaths, stopping, kill_at, code = set(), [], False, None, 0
     started = time.monotonic()
     while pids:
         info = signal.sigtimedwait(watched, 0.05)
-        if len(ready) < n:
+        if len(ready) < total:
             if select.select([shared.ready_r], [], [], 0)[0]:
                 ready.update(os.read(shared.ready_r, 256))
-                if len(ready) == n and not stopping:
-                    announce(listeners[0].getsockname()[1], sorted(pids, key=pids.get))
+                if len(ready) == total and not stopping:
+                    announce(listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.get))
                     shared.print_notes()
             elif not stopping and time.monotonic() - started > READY_TIMEOUT_S:
-                print(f"dpgate: {n - len(ready)} worker(s) did not start", file=sys.stderr, flush=True)
+                print(f"dpgate: {total - len(ready)} worker(s) did not start", file=sys.stderr, flush=True)
                 stopping, kill_at, code = True, time.monotonic(), 1
         while pids:
             try:
@@ -378,7 +417,8 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             i = pids.pop(pid, None)
             if i is None:
                 continue
-            shared.counts[i] = 0
+            if i < n:
+                shared.counts[i] = 0
             if stopping:
                 continue
             now = time.monotonic()
@@ -386,14 +426,14 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             why = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
                    else f"exit {os.WEXITSTATUS(status)}")
             if len(deaths) > MAX_RESTARTS:
-                print(f"dpgate: worker {i} stopped ({why}); {len(deaths)} worker deaths within "
+                print(f"dpgate: {_name(i, shared)} stopped ({why}); {len(deaths)} worker deaths within "
                       f"{RESTART_WINDOW_S:g} s: stopping", file=sys.stderr, flush=True)
                 stopping, kill_at, code = True, now + cfg.server.limits.shutdown_grace_s + 5, 1
                 _signal_all(pids, signal.SIGTERM)
                 continue
-            print(f"dpgate: worker {i} (pid {pid}) stopped ({why}); restarting it", file=sys.stderr, flush=True)
+            print(f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); restarting it", file=sys.stderr, flush=True)
             pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
-        if len(ready) == n:
+        if len(ready) == total:
             shared.print_notes()
         if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
             if not stopping:

@@ -41,6 +41,7 @@ from . import cursors
 from .central import CENTRAL, DOMAIN, SVT, checked
 from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, run
+from .lane import heavy, ledger_error
 from .local import LOCAL, insert_local
 from .multitier import LADDER
 from .partitions import PARTITIONS
@@ -104,8 +105,7 @@ class Connection:
         except LedgerUnavailable as e:
             log.warning("%s", e)
             decision = f"error {e.sqlstate}"        # 08006; 55000 ledger lost; 53100 / 55P03
-            raise SqlError(e.sqlstate, e.line or "the privacy ledger is unavailable: no answer was released; "
-                                                 "try again shortly") from None
+            raise ledger_error(e) from None
         finally:       # logged once the reply is written (call_soon runs after this task step)
             asyncio.get_running_loop().call_soon(functools.partial(
                 self.gw.log_statement, role=self.role, sql=sql, decision=decision, epsilon=eps,
@@ -183,7 +183,15 @@ class Connection:
             except Exception as e:  # CatalogError and anything else: never reaches the backend
                 raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
-        return await run(self, await self.prepare(route, sql, params), sql)
+        lane = self.gw.lane                                # the heavy-statement lane (.lane), if any:
+        if lane is not None and self._family(route) is PER_RECORD:     # always heavy, planned there
+            if (done := await lane.answer(self, sql, params)) is not None:
+                return done
+        p = await self.prepare(route, sql, params)
+        if lane is not None and heavy(p):
+            if (done := await lane.answer(self, sql, params)) is not None:
+                return done
+        return await run(self, p, sql)
 
     # -- picking the release kind --------------------------------------------
     def _family(self, route: Route) -> ReleaseKind:

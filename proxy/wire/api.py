@@ -51,6 +51,44 @@ class ColumnRows(Sequence):
         return f"ColumnRows({self.rows()!r})"
 
 
+class EncodedRows(Sequence):
+    """Rows already encoded as DataRow messages (``data``, framed) for the result formats
+    ``formats``, where they were released (the heavy-statement lane: its process encodes
+    them, so the serving process only writes the bytes). Any other use — other formats,
+    an index, iteration — reads the values from ``values()``, called once."""
+
+    __slots__ = ("data", "formats", "count", "_values", "_rows")
+
+    def __init__(self, data: bytes, formats: tuple[int, ...], count: int, values: Callable[[], Sequence]) -> None:
+        self.data, self.formats, self.count = data, tuple(formats), count
+        self._values, self._rows = values, None
+
+    def encoded_for(self, formats) -> bytes | None:
+        """The DataRow bytes if they were encoded for ``formats``, else None."""
+        return self.data if tuple(formats) == self.formats else None
+
+    def rows(self) -> Sequence:
+        if self._rows is None:
+            self._rows = self._values()
+            if len(self._rows) != self.count:
+                raise ValueError("encoded rows and their values differ in number")
+        return self._rows
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i):
+        return self.rows()[i]
+
+    def __iter__(self):
+        return iter(self.rows())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple, ColumnRows, EncodedRows)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+
 @dataclass
 class Result:
     """Result of one statement."""

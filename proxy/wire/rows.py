@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import struct
 
-from .api import ColumnRows, SqlError
+from .api import ColumnRows, EncodedRows, SqlError
 from .types import FLOAT8, INT2, INT4, INT8, OID, TEXT, VARCHAR, encode
 
 _NULL = b"\xff\xff\xff\xff"
@@ -51,10 +51,16 @@ def _fields(oid: int, fmt: int, col) -> list[bytes]:
 
 def data_rows(type_oids: list[int], formats: list[int], rows) -> bytes:
     """The DataRow messages of ``rows`` (tuples of values, None for NULL; or
-    :class:`~.api.ColumnRows`, read column by column), framed."""
+    :class:`~.api.ColumnRows`, read column by column; or :class:`~.api.EncodedRows`, their
+    bytes when encoded for ``formats``), framed."""
     n = len(type_oids)
     if not rows:
         return b""
+    if isinstance(rows, EncodedRows):                   # encoded where they were released
+        done = rows.encoded_for(formats)
+        if done is not None:
+            return done
+        rows = rows.rows()
     given = rows.columns if isinstance(rows, ColumnRows) else None      # no row tuples to make
     if given is not None and len(given) != n or given is None and any(len(r) != n for r in rows):
         raise SqlError("XX000", "internal error", detail="row width does not match columns")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from . import messages as m
 from . import types as t
-from .api import Authenticator, Column, Handler, HandlerFactory, Result, SqlError
+from .api import Authenticator, Column, EncodedRows, Handler, HandlerFactory, Result, SqlError
 from .auth import AuthFailed, ScramExchange
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_STATEMENT_SIZE, FrontendParser, ProtocolViolation, parse_sasl_initial
 from .extended import ExtendedQuery, Portal, Statement
@@ -210,7 +210,7 @@ class Session(ExtendedQuery):
         on a worker thread (10,000 rows of three columns take ≈18 ms of CPU, which would
         stall every other session)."""
         oids = [c.type_oid for c in cols]
-        if len(rows) >= THREAD_ROWS:
+        if len(rows) >= THREAD_ROWS and not (isinstance(rows, EncodedRows) and rows.encoded_for(formats)):
             self._out += await asyncio.to_thread(data_rows, oids, formats, rows)
         else:
             self._out += data_rows(oids, formats, rows)

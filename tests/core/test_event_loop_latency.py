@@ -1,5 +1,6 @@
 """Nothing heavy on the event loop (issue 21; its goal: a slow statement never delays another
-session's repeat by more than 1 ms p99 — not met, see the last test).
+session's repeat by more than 1 ms p99 — met by the heavy-statement lane of ``dpgate serve
+--workers N`` in some runs, +0.6 to +1.6 ms in others: the last test).
 
 A real service runs in a process of its own (``support/loop_service.py``), and so does each
 client: one process fires deliberately slow fresh releases, each distinct (never a repeat):
@@ -19,9 +20,9 @@ answer decode of the slow stream runs in a worker thread (``kind.run``, ``Stored
 ``Gateway.plan_async``, ``Session._send_rows``), the gateway lowers the switch interval to
 0.5 ms and freezes its start-up heap (``gateway.SWITCH_INTERVAL_S``, ``GC_NOTE``).
 
-The last test runs the same streams against ``dpgate serve --workers 2`` with the slow
-session on the other worker than the repeats: what the goal would get from heavy releases
-in another process.
+The last test runs the same streams against ``dpgate serve --workers 2``, where every slow
+statement runs in the heavy-statement lane (proxy/pipeline/lane.py), with the slow session
+on the repeats' worker and on the other one.
 
 ``python tests/core/test_event_loop_latency.py [--switch S] [--workers 2 [--same-worker]]``
 prints the figures.
@@ -323,35 +324,43 @@ def test_a_slow_release_delays_another_sessions_repeat_little(measured):
     (2026-11-27). Every GIL release on the repeat's path (epoll, recv, the ledger's SQLite
     read, send) waits for a CPU-bound thread to give the GIL back — the switch interval, or
     longer when the OS has preempted that thread — so meeting the goal needs the heavy
-    releases in another process. The guard catches what these changes removed: at
+    releases in another process, at a lower CPU priority: the lane (the last test). In
+    another process at the same priority they still took the cores the repeats wait for
+    (+1.7 to +4.0 ms; nice 19: +0.8 to +0.9 ms; SCHED_IDLE: +0.2 to +0.4 ms). The guard catches what these changes removed: at
     Python's 5 ms switch interval, or with a plan, decode or DataRow encoding back on the
     loop, the difference was +25 to +75 ms."""
     assert p99(measured["loaded"]) <= p99(measured["base"]) + GUARD_MS, report(measured, measured["switch"])
 
 
-@pytest.fixture(scope="module")
-def on_another_worker(tmp_path_factory):
+LANE_GUARD_MS = 3.0
+
+
+@pytest.fixture(scope="module", params=["same worker", "another worker"])
+def beside_the_lane(request, tmp_path_factory):
     proc, port, switch = start_server(tmp_path_factory.mktemp("loop-workers"), workers=2)
     try:
-        m = measure(port, workers=2, same=False)
+        m = measure(port, workers=2, same=request.param == "same worker")
     finally:
         stop_server(proc)
-    print("dpgate serve --workers 2, the slow session on another worker:\n" + report(m, switch))
+    print(f"dpgate serve --workers 2, the slow session on {request.param} (its heavy statements in the lane):\n"
+          + report(m, switch))
     assert not m["errors"], m["errors"][:3]
     return m
 
 
-def test_a_slow_session_on_another_worker_leaves_the_repeats_alone(on_another_worker):
-    """``dpgate serve --workers 2``, the slow session served by the other worker (the
-    repeats' BackendKeyData pid says which): no GIL is shared, so the repeats' p50 does not
-    move (measured +0.00 to +0.07 ms, against +0.6 ms on the same worker) and their p99
-    rises by +1.7 to +4.0 ms (2-core VM, the slow worker's DuckDB scans and both clients on
-    the same two cores; +7.4 ms on the same worker) — the evidence that the goal's +1 ms
-    needs heavy releases in another process, and what is left then: CPU, not the GIL.
-    Held to p50 + ``P50_SLACK_MS`` and the same p99 guard as above."""
-    m = on_another_worker
+def test_beside_the_heavy_statement_lane_a_repeat_is_delayed_little(beside_the_lane):
+    """``dpgate serve --workers 2``: every slow statement here is heavy (pipeline/lane.py),
+    so it runs whole in the lane process at ``SCHED_IDLE``; the worker that serves the slow
+    session (the repeats' own, or the other) only plans it and writes the rows the lane
+    encoded. Measured on the 2-core VM (2026-11-27): the repeats' p99 +0.6 to +1.6 ms on
+    the same worker, +0.6 to +0.8 ms on the other (the goal: +1 ms; before the lane +7.4 ms
+    on the same worker, +1.7 to +4.0 ms on the other, and +6 to +11 ms in one process, the
+    tests above); what is left is the worker's share of the slow session (its plan on the
+    planner thread, 0.7–1.2 ms, and its 10,000 rows written) and the slow client, which
+    runs on the same two cores. Held to p50 + ``P50_SLACK_MS`` and p99 + ``LANE_GUARD_MS``."""
+    m = beside_the_lane
     assert statistics.median(m["loaded"]) <= statistics.median(m["base"]) + P50_SLACK_MS, report(m, 0.0005)
-    assert p99(m["loaded"]) <= p99(m["base"]) + GUARD_MS, report(m, 0.0005)
+    assert p99(m["loaded"]) <= p99(m["base"]) + LANE_GUARD_MS, report(m, 0.0005)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ index mod 2); a repeat is identical and free on the other worker, also when fire
 at once (one answer, one charge); concurrent fresh statements never overspend the tier's
 budget (counted in the ledger); a CancelRequest accepted by the other worker cancels a slow
 statement (the owner is stopped while the cancel is accepted, so the other worker must take
-it); the owner page runs once; a killed worker is restarted; SIGTERM stops every worker;
+it); the owner page runs once; a killed worker is restarted; SIGTERM stops every worker
+(and the heavy-statement lane: tests/e2e/test_e2e_lane.py);
 a config that needs a DuckDB writer is refused more than one worker; workers that keep
 dying stop the service (exit 1)."""
 from __future__ import annotations
@@ -195,7 +196,7 @@ def test_a_killed_worker_is_restarted(svc):
 def test_sigterm_stops_every_worker(svc):
     idle = psycopg.connect(dsn(svc.port), autocommit=True)
     children = [int(p) for p in open(f"/proc/{svc.pid}/task/{svc.pid}/children").read().split()]
-    assert len(children) == 2
+    assert len(children) == 3                                   # the workers and the heavy-statement lane
     svc.send_signal(signal.SIGTERM)
     assert svc.wait(30) == 0
     time.sleep(0.2)

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from proxy.wire import messages as m
 from proxy.wire import types as t
-from proxy.wire.api import ColumnRows, SqlError
+from proxy.wire.api import ColumnRows, EncodedRows, SqlError
 from proxy.wire.rows import data_rows
 
 OIDS = [t.INT2, t.INT4, t.INT8, t.OID, t.FLOAT4, t.FLOAT8, t.NUMERIC, t.TEXT, t.VARCHAR, t.BOOL, t.DATE,
@@ -81,3 +81,23 @@ def test_a_row_of_the_wrong_width_is_an_internal_error():
     with pytest.raises(SqlError) as e:
         data_rows([t.INT4, t.INT4], [0, 0], [(1, 2), (3,)])
     assert e.value.sqlstate == "XX000"
+
+
+def test_encoded_rows_are_sent_as_given_for_their_formats_and_read_only_for_others():
+    """:class:`EncodedRows` (the heavy-statement lane's): for the formats they were encoded
+    for, their bytes as they are (here deliberately not the rows' own, so a re-encoding
+    would show); for other formats, or any other use, the values, read once."""
+    rows = [(1, 2.5, "a"), (2, None, "b")]
+    oids = [t.INT4, t.FLOAT8, t.TEXT]
+    reads = []
+
+    def values():
+        reads.append(1)
+        return rows
+    enc = EncodedRows(b"as encoded", (0, 0, 0), 2, values)
+    assert len(enc) == 2 and data_rows(oids, [0, 0, 0], enc) == b"as encoded" and not reads
+    assert data_rows(oids, [1, 1, 1], enc) == _one_by_one(oids, [1, 1, 1], rows) and reads == [1]
+    assert enc[1:] == rows[1:] and list(enc) == rows and enc == rows and reads == [1]
+    assert data_rows(oids, [0, 0, 0], EncodedRows(b"", (0, 0, 0), 0, list)) == b""
+    with pytest.raises(ValueError):                          # values other than those encoded
+        EncodedRows(b"x", (0,), 3, lambda: [(1,)]).rows()

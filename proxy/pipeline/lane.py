@@ -1,0 +1,259 @@
+"""The heavy-statement lane (issue 21, "nothing heavy on the event loop": a slow statement
+never delays another session's repeat by more than 1 ms p99).
+
+With ``dpgate serve --workers N`` a statement whose release costs milliseconds of Python
+(:func:`heavy`: a GROUP BY of ``HEAVY_ROWS`` cells or more, the data-market ladder's chain,
+per-record and MAX/MIN releases) runs whole in one more process, the lane, at the lowest
+CPU priority (``[server] heavy_lane``, ``SCHED_IDLE`` by default: ``proxy.cli.lane``). In
+a worker, such a release held the GIL in turns with the event loop — the other sessions'
+repeats waited for it at every GIL hand-off (+6 to +11 ms p99 on 2 cores) — and in
+another process at the same priority it still took the cores they wait for (+1.7 to
++4 ms); at ``SCHED_IDLE`` the kernel runs any ready worker first (+0.2 to +0.4 ms,
+2026-11-27).
+
+The worker plans the statement (a refusal never leaves it), then sends the role, the text,
+its parameters and the session's settings over a Unix socket (:class:`LaneClient`); the
+lane answers it with ``Connection.answer`` on its own gateway — the same ledger (charges,
+repeats and concurrent twins are the ledger's, as between workers) and the same backend,
+read-only — and returns the result with its rows already encoded as DataRow messages for
+the text format (:func:`serve_link`; :class:`~proxy.wire.api.EncodedRows`), so the worker
+only writes bytes. A cancel is forwarded by id. A lane that cannot be reached takes
+nothing (the worker runs the statement itself); one that stops during a statement fails
+it with 58000 (what had started is charged, as always).
+
+Frames: a 4-byte big-endian length, then a pickle (both ends are this program's own
+processes: the lane accepts a peer of its own user and parent only, ``proxy.cli.lane``).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import pickle
+import struct
+from functools import partial
+
+from rewriter.errors import Refusal
+
+from ..stores.errors import LedgerUnavailable
+from ..wire.api import Column, ColumnRows, EncodedRows, Result, SqlError
+from ..wire.rows import data_rows
+from .kind import HEAVY_ROWS
+
+__all__ = ["HEAVY_KINDS", "LaneClient", "heavy", "ledger_error", "serve_link"]
+
+log = logging.getLogger("dpgate")
+
+HEAVY_KINDS = frozenset({"ladder", "per_record", "extreme"})
+"""Release kinds that run in the lane whatever their size: the ladder's chain per cell,
+per-record's two scans and level search, MAX/MIN's candidate search."""
+
+_LEN = struct.Struct("!I")
+
+
+def heavy(p) -> bool:
+    """Whether the prepared statement ``p`` runs in the lane."""
+    if p.key is None:                                   # releases nothing: answered in place
+        return False
+    plan = getattr(p, "plan", None)
+    return p.kind.name in HEAVY_KINDS or getattr(plan, "n_cells", 0) >= HEAVY_ROWS
+
+
+def ledger_error(e: LedgerUnavailable) -> SqlError:
+    """What the client gets when the ledger cannot be reached or written."""
+    return SqlError(e.sqlstate, e.line or "the privacy ledger is unavailable: no answer was released; "
+                                          "try again shortly")
+
+
+def frame(obj) -> bytes:
+    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LEN.pack(len(body)) + body
+
+
+async def read_frame(reader: asyncio.StreamReader):
+    """The next message, or None at the end of the stream."""
+    try:
+        (n,) = _LEN.unpack(await reader.readexactly(_LEN.size))
+        return pickle.loads(await reader.readexactly(n))
+    except asyncio.IncompleteReadError:
+        return None
+
+
+class LaneLost(Exception):
+    pass
+
+
+class _Link:
+    """One worker's connection to the lane and the statements waiting on it."""
+
+    def __init__(self, reader, writer) -> None:
+        self.writer, self.pending = writer, {}
+        self.task = asyncio.ensure_future(self._read(reader))
+
+    async def _read(self, reader) -> None:
+        try:
+            while (msg := await read_frame(reader)) is not None:
+                fut = self.pending.pop(msg["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        except (OSError, pickle.UnpicklingError, struct.error) as e:
+            log.warning("heavy-statement lane: %s", e)
+        finally:
+            self.writer.close()
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(LaneLost())
+            self.pending.clear()
+
+    @property
+    def open(self) -> bool:
+        return not self.task.done() and not self.writer.is_closing()
+
+    def send(self, msg: dict) -> None:
+        self.writer.write(frame(msg))
+
+
+class LaneClient:
+    """A worker's side of the lane at the Unix socket ``address`` (connected on first use,
+    again after the lane was restarted)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._link: _Link | None = None
+        self._ids = itertools.count(1)
+        self.sent = 0                                   # statements answered by the lane (tests)
+
+    async def _open(self) -> _Link | None:
+        if self._link is not None and self._link.open:
+            return self._link
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.address)
+        except OSError:
+            return None
+        if self._link is not None and self._link.open:   # another statement connected meanwhile
+            writer.close()
+            return self._link
+        self._link = _Link(reader, writer)
+        return self._link
+
+    async def answer(self, conn, sql: str, params: list):
+        """``(Result, decision, ε charged)`` from the lane, or None if it cannot be reached
+        (the caller runs the statement itself)."""
+        link = await self._open()
+        if link is None:
+            return None
+        rid = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        link.pending[rid] = fut
+        link.send({"op": "answer", "id": rid, "role": conn.role, "database": conn.session.database,
+                   "settings": dict(conn.session.settings), "sql": sql, "args": list(params)})
+        unsubscribe = conn.cancel_signal.subscribe(partial(self._cancel, link, rid))
+        if conn.cancel_signal.is_set():                 # cancelled while it was planned here
+            self._cancel(link, rid)
+        try:
+            msg = await fut
+        except LaneLost:
+            raise SqlError("58000", "the heavy-statement process stopped during this statement; if its scan "
+                           "had started it was charged", hint="Run it again.") from None
+        except asyncio.CancelledError:
+            self._cancel(link, rid)
+            raise
+        finally:
+            unsubscribe()
+            link.pending.pop(rid, None)
+        self.sent += 1
+        return _reply(conn, msg)
+
+    @staticmethod
+    def _cancel(link: _Link, rid: int) -> None:
+        if link.open:
+            link.send({"op": "cancel", "id": rid})
+
+
+def _reply(conn, msg: dict):
+    err = msg.get("error")
+    if err is not None:
+        kind, f = err
+        if kind == "refusal":
+            raise Refusal(f["sqlstate"], f["message"], f["hint"])
+        raise SqlError(f["sqlstate"], f["message"], detail=f["detail"], hint=f["hint"], severity=f["severity"])
+    conn.timing.update(msg["timing"])
+    cols = None if msg["columns"] is None else [Column(n, t) for n, t in msg["columns"]]
+    rows = EncodedRows(msg["data"], msg["formats"], msg["count"], partial(pickle.loads, msg["values"]))
+    return (Result(msg["tag"], cols, rows, notices=msg["notices"], parameter_status=msg["parameter_status"]),
+            msg["decision"], msg["eps"])
+
+
+# -- the lane's side --------------------------------------------------------------------
+
+async def serve_link(gw, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answer one worker's statements until it disconnects (then its running statements
+    are cancelled: a scan that had started is charged, as for a client that leaves)."""
+    running: dict[int, list] = {}                 # id -> [its connection once made, cancelled?]
+    tasks: set[asyncio.Task] = set()
+    try:
+        while (msg := await read_frame(reader)) is not None:
+            if msg["op"] == "cancel":
+                slot = running.get(msg["id"])
+                if slot is not None:
+                    slot[1] = True                    # (a cancel before its connection exists waits here)
+                    if slot[0] is not None:
+                        slot[0].cancel()
+            elif msg["op"] == "answer":
+                running[msg["id"]] = [None, False]
+                task = asyncio.ensure_future(_answer(gw, msg, running, writer))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+    except (OSError, pickle.UnpicklingError, struct.error) as e:
+        log.warning("heavy-statement lane: a worker's link failed: %s", e)
+    finally:
+        for slot in list(running.values()):
+            slot[1] = True
+            if slot[0] is not None:
+                slot[0].cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        writer.close()
+
+
+async def _answer(gw, msg: dict, running: dict, writer) -> None:
+    rid = msg["id"]
+    try:
+        conn = await gw.handler_factory(msg["role"], msg["database"], {})
+        conn.session.settings = dict(msg["settings"])
+        slot = running[rid]
+        slot[0] = conn
+        if slot[1]:                                   # cancelled before it started: not run
+            raise SqlError("57014", "canceling statement due to user request")
+        result, decision, eps = await conn.answer(msg["sql"], msg["args"])
+        reply = await asyncio.to_thread(_encoded, result)
+        reply.update(decision=decision, eps=eps,
+                     timing={k: v for k, v in conn.timing.items() if k in ("backend_ms", "started")})
+    except Refusal as r:
+        reply = {"error": ("refusal", {"sqlstate": r.sqlstate, "message": r.message, "hint": r.hint})}
+    except (SqlError, LedgerUnavailable) as e:
+        e = ledger_error(e) if isinstance(e, LedgerUnavailable) else e
+        reply = {"error": ("sql", {"sqlstate": e.sqlstate, "message": e.message, "detail": e.detail,
+                                   "hint": e.hint, "severity": e.severity})}
+    except Exception:                                           # noqa: BLE001 - reported, never raised here
+        log.exception("heavy-statement lane: statement failed")
+        reply = {"error": ("sql", {"sqlstate": "XX000", "message": "internal error", "detail": None,
+                                   "hint": None, "severity": "ERROR"})}
+    finally:
+        running.pop(rid, None)
+    reply["id"] = rid
+    if not writer.is_closing():
+        writer.write(frame(reply))
+
+
+def _encoded(result: Result) -> dict:
+    """A result as the worker takes it: its rows as text-format DataRow messages and, for
+    any other use, pickled (on a thread: the lane's loop serves the other workers too)."""
+    cols, rows = result.columns, result.rows
+    n = len(cols) if cols is not None else 0
+    formats = (0,) * n
+    data = data_rows([c.type_oid for c in cols], list(formats), rows) if cols is not None else b""
+    values = rows if isinstance(rows, (list, ColumnRows)) else list(rows)
+    return {"tag": result.command_tag, "columns": None if cols is None else [(c.name, c.type_oid) for c in cols],
+            "data": data, "formats": formats, "count": len(rows), "values": pickle.dumps(values, pickle.HIGHEST_PROTOCOL),
+            "notices": list(result.notices), "parameter_status": dict(result.parameter_status)}

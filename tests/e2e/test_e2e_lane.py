@@ -1,0 +1,200 @@
+"""The heavy-statement lane of ``dpgate serve --workers 2`` (issue 21, "nothing heavy on the
+event loop"; proxy/pipeline/lane.py, proxy/cli/lane.py): a real subprocess on PUMS plus a
+table of a 10,000-value public domain, psycopg clients.
+
+The lane is a third child at ``SCHED_IDLE``. A 10,000-cell GROUP BY is answered by it: while
+the lane is stopped (SIGSTOP) the statement waits and a small one is answered by the worker
+at once; it gets its 10,000 rows in text and in binary format, charged once, and a repeat on
+the other worker is the same answer, free. Budgets hold through it (a refusal is the lane's
+53400, nothing charged). A cancel reaches a statement waiting in it (57014, nothing charged:
+its scan never started). A statement in a lane that dies fails with 58000; the parent
+restarts the lane, and meanwhile the workers answer heavy statements themselves. The
+lane accepts no process but the workers (SO_PEERCRED)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import threading
+import time
+
+import duckdb
+import psycopg
+import pytest
+
+from bench.workers import dsn, free_port, prepare, start
+from proxy.stores.ledger import Ledger
+
+CELLS = 10_000
+HEAVY = "SELECT g, COUNT(*) FROM cells WHERE x > {x} GROUP BY g"      # 10,000 rows, one per cell
+LIGHT = "SELECT sex, COUNT(*) FROM pums WHERE age > {x} GROUP BY sex"
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    state = tmp_path_factory.mktemp("lane")
+    port = free_port()
+    path = prepare(state, port, tiny_budget=2.0, timeout_ms=60_000)
+    con = duckdb.connect(str(state / "data.duckdb"))
+    con.execute(f"CREATE TABLE cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x FROM range(50000) t(i)")
+    con.close()
+    path.write_text(path.read_text() + "[tables.cells.columns]\n"
+                    f'g = {{ type = "int", domain_range = [1, {CELLS}] }}\n'
+                    'x = { type = "int", lower = 0, upper = 100 }\n')
+    proc = start(path, workers=2)
+    line = next(x for x in proc.output if x.startswith("dpgate: listening on"))
+    proc.port, proc.state = port, state
+    proc.workers = [int(p) for p in re.search(r"2 workers: pids (\d+), (\d+)", line).groups()]
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def _children(svc) -> list[int]:
+    return [int(p) for p in open(f"/proc/{svc.pid}/task/{svc.pid}/children").read().split()]
+
+
+def _lane(svc, timeout: float = 30) -> int:
+    """The lane's pid: the child that is not a worker (waited for while it restarts)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        others = [p for p in _children(svc) if p not in svc.workers]
+        if len(others) == 1 and os.sched_getscheduler(others[0]) == os.SCHED_IDLE:
+            return others[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no lane among {_children(svc)}")
+
+
+def _run(c: psycopg.Connection, sql: str, binary: bool = False):
+    notes: list[str] = []
+    c.add_notice_handler(lambda d: notes.append(d.message_primary))
+    rows = c.cursor(binary=binary).execute(sql).fetchall()
+    charged = [float(m.group(1)) for n in notes if (m := re.search(r"ε charged ([0-9.]+)", n))]
+    return rows, charged
+
+
+def _in_thread(fn):
+    out: dict = {}
+
+    def go():
+        try:
+            out["value"] = fn()
+        except Exception as e:          # noqa: BLE001 - the test reads it
+            out["error"] = e
+    th = threading.Thread(target=go)
+    th.start()
+    return th, out
+
+
+def test_the_lane_is_a_third_child_at_idle_priority(svc):
+    lane = _lane(svc)
+    assert len(_children(svc)) == 3
+    assert all(os.sched_getscheduler(p) == os.SCHED_OTHER for p in svc.workers)
+    threads = os.listdir(f"/proc/{lane}/task")          # DuckDB's and the pools' threads inherit it
+    assert len(threads) > 1 and all(os.sched_getscheduler(int(t)) == os.SCHED_IDLE for t in threads)
+
+
+def test_a_heavy_statement_waits_for_the_lane_and_a_light_one_does_not(svc):
+    lane = _lane(svc)
+    c = psycopg.connect(dsn(svc.port), autocommit=True)
+    os.kill(lane, signal.SIGSTOP)
+    try:
+        th, out = _in_thread(lambda: _run(psycopg.connect(dsn(svc.port), autocommit=True), HEAVY.format(x=10)))
+        t0 = time.perf_counter()
+        rows, charged = _run(c, LIGHT.format(x=30))     # the worker answers it at once
+        assert len(rows) == 2 and charged == [1.0] and time.perf_counter() - t0 < 5
+        th.join(1.0)
+        assert th.is_alive(), "the heavy statement was answered while the lane was stopped"
+    finally:
+        os.kill(lane, signal.SIGCONT)
+    th.join(60)
+    assert "error" not in out, out
+    rows, charged = out["value"]
+    assert len(rows) == CELLS and [r[0] for r in rows] == list(range(1, CELLS + 1)) and charged == [1.0]
+    c.close()
+
+
+def test_rows_from_the_lane_in_text_and_binary_and_a_repeat_on_the_other_worker(svc):
+    conns: dict[int, psycopg.Connection] = {}
+    while len(conns) < 2:
+        c = psycopg.connect(dsn(svc.port), autocommit=True)
+        conns.setdefault(c.info.backend_pid % 2, c)
+    q = HEAVY.format(x=20)
+    text, ch0 = _run(conns[0], q)
+    binary, ch1 = _run(conns[1], q, binary=True)                # the values, encoded by the worker
+    again, ch2 = _run(conns[0], q, binary=True)
+    assert ch0 == [1.0] and ch1 == [0.0] and ch2 == [0.0]
+    assert len(text) == CELLS and binary == text == again
+    assert all(isinstance(v, int) for r in binary[:50] for v in r)
+    for c in conns.values():
+        c.close()
+
+
+def test_a_refusal_comes_back_from_the_lane_and_charges_nothing(svc):
+    c = psycopg.connect(dsn(svc.port, "tiny"), autocommit=True)
+    for x in (1, 2):                                              # the tier's budget: 2
+        assert _run(c, HEAVY.format(x=x))[1] == [1.0]
+    with pytest.raises(psycopg.errors.lookup("53400")):
+        _run(c, HEAVY.format(x=3))
+    c.close()
+    led = Ledger(svc.state / "ledger.sqlite3")
+    try:
+        assert len(led.releases("tiny")) == 2
+    finally:
+        led.close()
+
+
+def test_a_cancel_reaches_a_statement_waiting_in_the_lane(svc):
+    lane = _lane(svc)
+    c = psycopg.connect(dsn(svc.port), autocommit=True)
+    os.kill(lane, signal.SIGSTOP)
+    try:
+        th, out = _in_thread(lambda: _run(c, HEAVY.format(x=40)))
+        time.sleep(0.5)
+        c.cancel()
+        time.sleep(0.2)
+    finally:
+        os.kill(lane, signal.SIGCONT)
+    th.join(30)
+    assert isinstance(out.get("error"), psycopg.errors.QueryCanceled), out
+    assert _run(c, "SELECT 1")[0] == [(1,)]                       # the session goes on
+    c.close()
+    led = Ledger(svc.state / "ledger.sqlite3")
+    try:
+        assert not any("x > 40" in r["statement"] for r in led.releases("bench"))
+    finally:
+        led.close()
+
+
+def test_the_lane_accepts_only_the_workers(svc):
+    name = open(f"/proc/{_lane(svc)}/net/unix").read()
+    addr = next(w[1:] for w in name.split() if w.startswith("@dpgate-lane-"))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0" + addr)                                        # this test process: not a worker
+    s.settimeout(10)
+    assert s.recv(1) == b""                                       # closed at once
+    s.close()
+
+
+def test_a_lane_that_dies_fails_its_statement_and_is_restarted(svc):
+    lane = _lane(svc)
+    c = psycopg.connect(dsn(svc.port), autocommit=True)
+    os.kill(lane, signal.SIGSTOP)
+    th, out = _in_thread(lambda: _run(c, HEAVY.format(x=50)))
+    time.sleep(0.5)
+    os.kill(lane, signal.SIGKILL)
+    th.join(30)
+    err = out.get("error")
+    assert isinstance(err, psycopg.Error) and err.sqlstate == "58000", out
+    rows, charged = _run(c, HEAVY.format(x=51))                   # answered: by a worker or the new lane
+    assert len(rows) == CELLS and charged == [1.0]
+    deadline = time.time() + 30
+    while time.time() < deadline and not any("heavy-statement lane (pid" in x and "restarting" in x
+                                              for x in svc.output):
+        time.sleep(0.1)
+    assert any("heavy-statement lane (pid" in x and "restarting" in x for x in svc.output), "".join(svc.output)
+    assert _lane(svc) != lane
+    assert len(_run(c, HEAVY.format(x=52))[0]) == CELLS
+    c.close()
