@@ -80,6 +80,18 @@ def test_ledger_section():
     assert parse_config(BASE).ledger.kind == "sqlite"
 
 
+def test_the_heavy_lane_setting():
+    assert parse_config(BASE).server.heavy_lane == "idle"
+    assert parse_config(_with("server.heavy_lane", "off"), "t.toml").server.heavy_lane == "off"
+    with pytest.raises(ConfigError, match=r"t.toml: server.heavy_lane"):
+        parse_config(_with("server.heavy_lane", "sometimes"), "t.toml")
+
+
+def test_domains_are_made_once_per_config():
+    col = parse_config(_with("tables.t", {"columns": {"g": {"type": "int", "domain_range": [1, 9]}}})).tables["t"].columns["g"]
+    assert col.public_domain is col.public_domain and col.public_domain == tuple(range(1, 10))
+
+
 def test_duckdb_threads_apply_to_the_embedded_engine_only():
     data = _with("backend", {"kind": "postgres", "dsn": "postgresql://x", "threads": 2})
     with pytest.raises(ConfigError, match="threads applies to kind = 'duckdb'"):

@@ -198,3 +198,26 @@ def test_a_lane_that_dies_fails_its_statement_and_is_restarted(svc):
     assert _lane(svc) != lane
     assert len(_run(c, HEAVY.format(x=52))[0]) == CELLS
     c.close()
+
+
+@pytest.mark.parametrize("mode,children,policy,nice", [("off", 2, None, None), ("low", 3, os.SCHED_OTHER, 19)])
+def test_the_heavy_lane_setting_off_and_low(tmp_path, mode, children, policy, nice):
+    port = free_port()
+    path = prepare(tmp_path, port)
+    path.write_text(path.read_text().replace("[server]\n", f'[server]\nheavy_lane = "{mode}"\n', 1))
+    proc = start(path, workers=2)
+    try:
+        workers = [int(p) for p in re.search(r"2 workers: pids (\d+), (\d+)", "".join(proc.output)).groups()]
+        deadline = time.time() + 30
+        while len(_children(proc)) < children and time.time() < deadline:
+            time.sleep(0.05)
+        kids = _children(proc)
+        assert len(kids) == children
+        lane = [p for p in kids if p not in workers]
+        if policy is not None:
+            assert os.sched_getscheduler(lane[0]) == policy and os.getpriority(os.PRIO_PROCESS, lane[0]) == nice
+        with psycopg.connect(dsn(port), autocommit=True) as c:
+            assert len(_run(c, LIGHT.format(x=30))[0]) == 2
+    finally:
+        proc.terminate()
+        proc.wait(30)
