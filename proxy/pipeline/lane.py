@@ -31,6 +31,7 @@ import itertools
 import logging
 import pickle
 import struct
+from collections import OrderedDict
 from functools import partial
 
 from rewriter.errors import Refusal
@@ -121,7 +122,21 @@ class LaneClient:
         self.address = address
         self._link: _Link | None = None
         self._ids = itertools.count(1)
+        self._heavy: OrderedDict = OrderedDict()        # routes by shape whose statements were heavy
         self.sent = 0                                   # statements answered by the lane (tests)
+
+    def knows_heavy(self, route, ladder: bool) -> bool:
+        """Whether a statement of ``route``'s shape (the route object ``rewriter.route.Routes``
+        keeps per shape: a statement that differs only in its numbers) was heavy before, for
+        a ladder tier or not: then it goes to the lane unplanned (the plan would cost this
+        worker's GIL 0.7–1.2 ms). Heaviness does not depend on the numbers (cells come from
+        the public domain); a wrong guess only costs speed: the lane answers any statement."""
+        return (id(route), ladder) in self._heavy
+
+    def remember_heavy(self, route, ladder: bool) -> None:
+        self._heavy[(id(route), ladder)] = route        # (held: its id is never reused meanwhile)
+        if len(self._heavy) > 1024:
+            self._heavy.popitem(last=False)
 
     async def _open(self) -> _Link | None:
         if self._link is not None and self._link.open:

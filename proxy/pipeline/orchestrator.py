@@ -184,11 +184,14 @@ class Connection:
                 raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
         lane = self.gw.lane                                # the heavy-statement lane (.lane), if any:
-        if lane is not None and self._family(route) is PER_RECORD:     # always heavy, planned there
-            if (done := await lane.answer(self, sql, params)) is not None:
-                return done
+        if lane is not None:                               # per-record, or a shape heavy before: unplanned
+            ladder = self.gw.tier_of(self.role).ladder is not None
+            if self._family(route) is PER_RECORD or lane.knows_heavy(route, ladder):
+                if (done := await lane.answer(self, sql, params)) is not None:
+                    return done
         p = await self.prepare(route, sql, params)
         if lane is not None and heavy(p):
+            lane.remember_heavy(route, ladder)
             if (done := await lane.answer(self, sql, params)) is not None:
                 return done
         return await run(self, p, sql)
