@@ -18,7 +18,7 @@ import struct
 
 from ..pipeline.lane import serve_link
 
-__all__ = ["lane_address", "lower_priority", "start_lane"]
+__all__ = ["Lane", "lane_address", "lower_priority"]
 
 _UCRED = struct.Struct("3i")
 
@@ -51,11 +51,36 @@ def _peer_ok(sock: socket.socket) -> bool:
     return uid == os.getuid() and ppid == os.getppid()
 
 
-async def start_lane(gw, address: str) -> asyncio.AbstractServer:
-    """Serve the workers' heavy statements with ``gw`` at ``address``."""
-    async def on_link(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+class Lane:
+    """The lane's server: the workers' links, each served by :func:`serve_link`."""
+
+    def __init__(self, gw, address: str) -> None:
+        self.gw, self.address = gw, address
+        self.links: set[asyncio.Task] = set()
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_unix_server(self._on_link, path=self.address)
+
+    async def _on_link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not _peer_ok(writer.get_extra_info("socket")):
             writer.close()
             return
-        await serve_link(gw, reader, writer)
-    return await asyncio.start_unix_server(on_link, path=address)
+        task = asyncio.current_task()
+        self.links.add(task)
+        try:
+            await serve_link(self.gw, reader, writer)
+        finally:
+            self.links.discard(task)
+
+    async def stop(self, grace_s: float) -> None:
+        """Accept no more links; wait up to ``grace_s`` for the workers' to end (they end as
+        the workers stop, with their statements), then cancel what is left."""
+        if self.server is not None:
+            self.server.close()
+        if self.links:
+            _, left = await asyncio.wait(set(self.links), timeout=grace_s)
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.gather(*left, return_exceptions=True)

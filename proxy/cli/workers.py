@@ -75,7 +75,7 @@ from ..pipeline.lane import LaneClient
 from ..pipeline.local import ensure_reports
 from ..pipeline.release import prepare_mechanisms
 from ..wire.server import Server, listen_sockets
-from .lane import lane_address, lower_priority, start_lane
+from .lane import Lane, lane_address, lower_priority
 
 __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_signals", "resolve_workers", "serve_workers",
            "stop_signals", "writer_roles"]
@@ -278,6 +278,8 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
         if admin is not None:
             await admin.close()
         await server.stop()
+        if gw.lane is not None:
+            await gw.lane.close()
         await gw.close()
 
 
@@ -290,17 +292,14 @@ async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
         await backend.close()
         raise
     await gw.start()
-    server = await start_lane(gw, shared.lane_address)
+    lane = Lane(gw, shared.lane_address)
+    await lane.start()
     os.write(shared.ready_w, bytes([shared.n]))
     stop = stop_signals()
     try:
         await stop.wait()
         release_signals()
-        server.close()              # the workers' links end as they shut down (their statements with them)
-        try:
-            await asyncio.wait_for(server.wait_closed(), cfg.server.limits.shutdown_grace_s)
-        except asyncio.TimeoutError:
-            pass
+        await lane.stop(cfg.server.limits.shutdown_grace_s + 1)   # the workers' links end as they stop
     finally:
         await gw.close()
 

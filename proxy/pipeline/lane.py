@@ -56,8 +56,10 @@ def heavy(p) -> bool:
     """Whether the prepared statement ``p`` runs in the lane."""
     if p.key is None:                                   # releases nothing: answered in place
         return False
-    plan = getattr(p, "plan", None)
-    return p.kind.name in HEAVY_KINDS or getattr(plan, "n_cells", 0) >= HEAVY_ROWS
+    if p.kind.name in HEAVY_KINDS:
+        return True
+    plan = getattr(p, "plan", None)     # keys chosen by partition selection: as many as the data has, here
+    return not getattr(plan, "selected", False) and getattr(plan, "n_cells", 0) >= HEAVY_ROWS
 
 
 def ledger_error(e: LedgerUnavailable) -> SqlError:
@@ -178,6 +180,13 @@ class LaneClient:
             link.pending.pop(rid, None)
         self.sent += 1
         return _reply(conn, msg)
+
+    async def close(self) -> None:
+        """Close the link (the worker is stopping; its statements have ended)."""
+        link, self._link = self._link, None
+        if link is not None:
+            link.writer.close()
+            await asyncio.gather(link.task, return_exceptions=True)
 
     @staticmethod
     def _cancel(link: _Link, rid: int) -> None:
