@@ -7,18 +7,33 @@ abstract Unix socket address (no file; a random name made by the parent). A peer
 as this user and be a child of the same parent (``SO_PEERCRED``), so no other process on
 the machine can send it a statement as a role. Its priority is lowered before any thread
 exists, so DuckDB's threads and the pools' inherit it.
+
+**Starvation.** At ``SCHED_IDLE`` the lane runs only on a core no worker wants: while light
+statements keep every core busy, a heavy one waits — a 60 ms release took 14–20 s beside two
+busy loops on the 2-core VM, 34 s beside four, beyond the 30 s statement timeout (which
+charges a scan that started). So the parent watches it (:class:`Starvation`): when the lane
+has a statement running and got less than ``STARVED_CORES`` of CPU over ``WINDOW_S``, its
+threads go to ``SCHED_OTHER`` (the workers' priority) until it has none running, then back
+to ``SCHED_IDLE``. Raising a priority needs ``CAP_SYS_NICE`` (or an ``RLIMIT_NICE`` of 20):
+without it the parent says so once, and the lane stays at ``SCHED_IDLE``.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
+import mmap
 import os
 import secrets
 import socket
 import struct
+import sys
 
 from ..pipeline.lane import serve_link
 
-__all__ = ["Lane", "lane_address", "lower_priority"]
+__all__ = ["Lane", "Starvation", "lane_address", "lower_priority"]
+
+WINDOW_S = 0.5                # the parent looks at the lane's CPU over this long
+STARVED_CORES = 0.2           # … and lifts it when it got less while a statement ran
 
 _UCRED = struct.Struct("3i")
 
@@ -54,8 +69,8 @@ def _peer_ok(sock: socket.socket) -> bool:
 class Lane:
     """The lane's server: the workers' links, each served by :func:`serve_link`."""
 
-    def __init__(self, gw, address: str) -> None:
-        self.gw, self.address = gw, address
+    def __init__(self, gw, address: str, running=None) -> None:
+        self.gw, self.address, self.running = gw, address, running
         self.links: set[asyncio.Task] = set()
         self.server: asyncio.AbstractServer | None = None
 
@@ -69,9 +84,13 @@ class Lane:
         task = asyncio.current_task()
         self.links.add(task)
         try:
-            await serve_link(self.gw, reader, writer)
+            await serve_link(self.gw, reader, writer, self._busy)
         finally:
             self.links.discard(task)
+
+    def _busy(self, d: int) -> None:
+        if self.running is not None:
+            self.running[0] += d
 
     async def stop(self, grace_s: float) -> None:
         """Accept no more links; wait up to ``grace_s`` for the workers' to end (they end as
@@ -84,3 +103,64 @@ class Lane:
                 task.cancel()
             if left:
                 await asyncio.gather(*left, return_exceptions=True)
+
+
+def running_slot() -> memoryview:
+    """One int in a shared anonymous mapping (made before the fork): the statements the
+    lane is running, written by the lane, read by the parent."""
+    return memoryview(mmap.mmap(-1, 4)).cast("i")
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _set_policy(pid: int, policy: int) -> None:
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setscheduler(int(tid), policy, os.sched_param(0))
+        except ProcessLookupError:               # a thread that just ended
+            pass
+
+
+class Starvation:
+    """The parent's watch over a ``SCHED_IDLE`` lane (module docstring, *Starvation*):
+    :meth:`tick` on every turn of the parent's loop."""
+
+    def __init__(self, mode: str, running: memoryview) -> None:
+        self.mode, self.running = mode, running
+        self.raised = self.unable = False
+        self.lifts = 0                           # times the lane was lifted (tests, the log)
+        self._last: tuple[int, float, int] | None = None
+
+    def tick(self, pid: int | None, now: float) -> None:
+        if self.mode != "idle" or pid is None or self.unable:
+            return
+        try:
+            ticks = _cpu_ticks(pid)
+        except (OSError, ValueError, IndexError):
+            return
+        if self._last is None or self._last[0] != pid:    # a new lane starts at SCHED_IDLE
+            self._last, self.raised = (pid, now, ticks), False
+            return
+        if now - self._last[1] < WINDOW_S:
+            return
+        cores = (ticks - self._last[2]) / os.sysconf("SC_CLK_TCK") / (now - self._last[1])
+        self._last = (pid, now, ticks)
+        try:
+            if not self.raised and self.running[0] > 0 and cores < STARVED_CORES:
+                _set_policy(pid, os.SCHED_OTHER)
+                self.raised, self.lifts = True, self.lifts + 1
+            elif self.raised and self.running[0] == 0:
+                _set_policy(pid, os.SCHED_IDLE)
+                self.raised = False
+        except PermissionError as e:
+            if e.errno == errno.EPERM:
+                self.unable = True
+                print("dpgate: the heavy-statement lane cannot be given back the workers' priority when "
+                      "it starves (that needs CAP_SYS_NICE); under a load that keeps every core busy its "
+                      "statements wait", file=sys.stderr, flush=True)
+        except OSError:
+            pass

@@ -75,7 +75,7 @@ from ..pipeline.lane import LaneClient
 from ..pipeline.local import ensure_reports
 from ..pipeline.release import prepare_mechanisms
 from ..wire.server import Server, listen_sockets
-from .lane import Lane, lane_address, lower_priority
+from .lane import Lane, Starvation, lane_address, lower_priority, running_slot
 
 __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_signals", "resolve_workers", "serve_workers",
            "stop_signals", "writer_roles"]
@@ -176,6 +176,7 @@ class Shared:
         self.n = n
         self.lane = lane                                 # [server] heavy_lane
         self.lane_address = lane_address() if lane != "off" else None
+        self.lane_running = running_slot() if lane != "off" else None   # statements running in the lane
         self.pipes = [os.pipe() for _ in range(n)]
         for r, w in self.pipes:
             os.set_blocking(w, False)
@@ -292,7 +293,7 @@ async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
         await backend.close()
         raise
     await gw.start()
-    lane = Lane(gw, shared.lane_address)
+    lane = Lane(gw, shared.lane_address, shared.lane_running)
     await lane.start()
     os.write(shared.ready_w, bytes([shared.n]))
     stop = stop_signals()
@@ -394,8 +395,11 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
         pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
     ready, deaths, stopping, kill_at, code = set(), [], False, None, 0
     started = time.monotonic()
+    starving = Starvation(shared.lane, shared.lane_running) if shared.lane_address is not None else None
     while pids:
         info = signal.sigtimedwait(watched, 0.05)
+        if starving is not None and not stopping:
+            starving.tick(next((p for p, i in pids.items() if i == n), None), time.monotonic())
         if len(ready) < total:
             if select.select([shared.ready_r], [], [], 0)[0]:
                 ready.update(os.read(shared.ready_r, 256))
@@ -418,6 +422,8 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
                 continue
             if i < n:
                 shared.counts[i] = 0
+            elif shared.lane_running is not None:
+                shared.lane_running[0] = 0               # the lane's statements died with it
             if stopping:
                 continue
             now = time.monotonic()

@@ -210,9 +210,10 @@ def _reply(conn, msg: dict):
 
 # -- the lane's side --------------------------------------------------------------------
 
-async def serve_link(gw, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def serve_link(gw, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, busy=None) -> None:
     """Answer one worker's statements until it disconnects (then its running statements
-    are cancelled: a scan that had started is charged, as for a client that leaves)."""
+    are cancelled: a scan that had started is charged, as for a client that leaves).
+    ``busy(+1 / -1)``, if given, is told as each statement starts and ends."""
     running: dict[int, list] = {}                 # id -> [its connection once made, cancelled?]
     tasks: set[asyncio.Task] = set()
     try:
@@ -225,7 +226,7 @@ async def serve_link(gw, reader: asyncio.StreamReader, writer: asyncio.StreamWri
                         slot[0].cancel()
             elif msg["op"] == "answer":
                 running[msg["id"]] = [None, False]
-                task = asyncio.ensure_future(_answer(gw, msg, running, writer))
+                task = asyncio.ensure_future(_answer(gw, msg, running, writer, busy))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
     except (OSError, pickle.UnpicklingError, struct.error) as e:
@@ -240,8 +241,10 @@ async def serve_link(gw, reader: asyncio.StreamReader, writer: asyncio.StreamWri
         writer.close()
 
 
-async def _answer(gw, msg: dict, running: dict, writer) -> None:
+async def _answer(gw, msg: dict, running: dict, writer, busy) -> None:
     rid = msg["id"]
+    if busy is not None:
+        busy(1)
     try:
         conn = await gw.handler_factory(msg["role"], msg["database"], {})
         conn.session.settings = dict(msg["settings"])
@@ -265,6 +268,8 @@ async def _answer(gw, msg: dict, running: dict, writer) -> None:
                                    "hint": None, "severity": "ERROR"})}
     finally:
         running.pop(rid, None)
+        if busy is not None:
+            busy(-1)
     reply["id"] = rid
     if not writer.is_closing():
         writer.write(frame(reply))

@@ -9,13 +9,17 @@ the other worker is the same answer, free. Budgets hold through it (a refusal is
 53400, nothing charged). A cancel reaches a statement waiting in it (57014, nothing charged:
 its scan never started). A statement in a lane that dies fails with 58000; the parent
 restarts the lane, and meanwhile the workers answer heavy statements themselves. The
-lane accepts no process but the workers (SO_PEERCRED)."""
+lane accepts no process but the workers (SO_PEERCRED). A lane starved by a load that keeps
+every core busy is lifted to the workers' priority while its statement runs, and put back
+after."""
 from __future__ import annotations
 
 import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -221,3 +225,35 @@ def test_the_heavy_lane_setting_off_and_low(tmp_path, mode, children, policy, ni
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lifting the lane's priority back needs CAP_SYS_NICE (root here)")
+def test_a_starved_lane_is_lifted_while_its_statement_runs(svc):
+    """Two busy loops at the workers' priority on the 2-core VM: without the parent's watch a
+    60 ms heavy release waited 14–20 s (34 s beside four loops: past the statement timeout,
+    which charges a scan that started); with it the lane runs at SCHED_OTHER once it got less
+    than 0.2 core over 0.5 s with a statement running (measured 0.39 s, then 0.08 s), and goes
+    back to SCHED_IDLE when it has none."""
+    lane = _lane(svc)
+    c = psycopg.connect(dsn(svc.port), autocommit=True)
+    burn = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        seen = set()
+        th, out = _in_thread(lambda: _run(c, HEAVY.format(x=60)))
+        t0 = time.perf_counter()
+        while th.is_alive() and time.perf_counter() - t0 < 10:
+            seen.add(os.sched_getscheduler(lane))
+            time.sleep(0.02)
+        th.join(60)
+        took = time.perf_counter() - t0
+    finally:
+        for b in burn:
+            b.kill()
+    assert "error" not in out and len(out["value"][0]) == CELLS, out
+    assert os.SCHED_OTHER in seen and took < 5.0, (seen, took)
+    deadline = time.time() + 5
+    while time.time() < deadline and os.sched_getscheduler(lane) != os.SCHED_IDLE:
+        time.sleep(0.05)
+    assert os.sched_getscheduler(lane) == os.SCHED_IDLE
+    c.close()
