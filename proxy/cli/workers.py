@@ -248,8 +248,8 @@ def _pdeathsig() -> None:
         pass
 
 
-async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cfg: Config, state: Path,
-                  args, start_admin) -> None:
+async def _gateway(cfg: Config, state: Path) -> Gateway:
+    """A worker's (or the lane's) gateway, started, on the backend opened read-only."""
     backend = open_backend(cfg, state, read_only=True)
     try:
         gw = Gateway(cfg, state, backend=backend)
@@ -257,6 +257,12 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
         await backend.close()
         raise
     await gw.start()
+    return gw
+
+
+async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cfg: Config, state: Path,
+                  args, start_admin) -> None:
+    gw = await _gateway(cfg, state)
     if shared.lane_address is not None:
         gw.lane = LaneClient(shared.lane_address)
     server = make_server(gw, cfg, "", 0, listeners=listeners, pid_slot=(index, shared.n),
@@ -286,13 +292,7 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
 
 async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
     """The heavy-statement lane (:mod:`.lane`): index ``shared.n``, no listener."""
-    backend = open_backend(cfg, state, read_only=True)
-    try:
-        gw = Gateway(cfg, state, backend=backend)
-    except BaseException:
-        await backend.close()
-        raise
-    await gw.start()
+    gw = await _gateway(cfg, state)
     lane = Lane(gw, shared.lane_address, shared.lane_running)
     await lane.start()
     os.write(shared.ready_w, bytes([shared.n]))

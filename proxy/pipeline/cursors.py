@@ -11,6 +11,7 @@ Cursors live until CLOSE, DISCARD ALL or the end of the connection.
 """
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 
@@ -103,7 +104,9 @@ class Cursors:
             res, decision, eps = await conn.answer(query, params)
             if res.columns is None:
                 raise SqlError("42601", "a cursor is declared FOR a statement that returns rows")
-            self.open[name] = _Cursor(res.columns, list(res.rows))
+            rows = res.rows                 # a large result's rows are made off the event loop
+            self.open[name] = _Cursor(res.columns, await asyncio.to_thread(list, rows) if len(rows) >= 256
+                                      else list(rows))
             return Result("DECLARE CURSOR", None, [], notices=list(res.notices)), decision, eps
         if kind == "fetch":
             cur = self._get(stmt[1])

@@ -125,7 +125,6 @@ class LaneClient:
         self._link: _Link | None = None
         self._ids = itertools.count(1)
         self._heavy: OrderedDict = OrderedDict()        # routes by shape whose statements were heavy
-        self.sent = 0                                   # statements answered by the lane (tests)
 
     def knows_heavy(self, route, ladder: bool) -> bool:
         """Whether a statement of ``route``'s shape (the route object ``rewriter.route.Routes``
@@ -178,7 +177,6 @@ class LaneClient:
         finally:
             unsubscribe()
             link.pending.pop(rid, None)
-        self.sent += 1
         return _reply(conn, msg)
 
     async def close(self) -> None:

@@ -4,7 +4,7 @@ table of a 10,000-value public domain, psycopg clients.
 
 The lane is a third child at ``SCHED_IDLE``. A 10,000-cell GROUP BY is answered by it: while
 the lane is stopped (SIGSTOP) the statement waits and a small one is answered by the worker
-at once; it gets its 10,000 rows in text and in binary format, charged once, and a repeat on
+at once; it gets its 10,000 rows in text and in binary format and through a cursor, charged once, and a repeat on
 the other worker is the same answer, free. Budgets hold through it (a refusal is the lane's
 53400, nothing charged). A cancel reaches a statement waiting in it (57014, nothing charged:
 its scan never started). A statement in a lane that dies fails with 58000; the parent
@@ -132,6 +132,10 @@ def test_rows_from_the_lane_in_text_and_binary_and_a_repeat_on_the_other_worker(
     assert ch0 == [1.0] and ch1 == [0.0] and ch2 == [0.0]
     assert len(text) == CELLS and binary == text == again
     assert all(isinstance(v, int) for r in binary[:50] for v in r)
+    with conns[0].transaction():                                  # a named cursor (DECLARE / FETCH)
+        with conns[0].cursor(name="heavy") as cur:
+            cur.execute(q)
+            assert cur.fetchmany(100) == text[:100] and cur.fetchmany(50) == text[100:150]
     for c in conns.values():
         c.close()
 
