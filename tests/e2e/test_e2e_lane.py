@@ -9,7 +9,8 @@ the other worker is the same answer, free. Budgets hold through it (a refusal is
 53400, nothing charged). A cancel reaches a statement waiting in it (57014, nothing charged:
 its scan never started). A statement in a lane that dies fails with 58000; the parent
 restarts the lane, and meanwhile the workers answer heavy statements themselves. The
-lane accepts no process but the workers (SO_PEERCRED). A lane starved by a load that keeps
+lane accepts no process but the workers (SO_PEERCRED), and works on the Postgres backend
+too. A lane starved by a load that keeps
 every core busy is lifted to the workers' priority while its statement runs, and put back
 after."""
 from __future__ import annotations
@@ -261,3 +262,41 @@ def test_a_starved_lane_is_lifted_while_its_statement_runs(svc):
         time.sleep(0.05)
     assert os.sched_getscheduler(lane) == os.SCHED_IDLE
     c.close()
+
+
+def test_the_lane_on_a_postgres_backend(postgres, tmp_path):
+    """The same on the Postgres backend: the lane has its own pool; a heavy statement waits
+    while it is stopped, then gets its 10,000 rows, and a repeat on a worker is the same."""
+    with psycopg.connect(postgres.dsn, autocommit=True) as pg:
+        pg.execute("DROP TABLE IF EXISTS cells")
+        pg.execute(f"CREATE TABLE cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x "
+                   "FROM generate_series(0, 49999) AS t(i)")
+    port = free_port()
+    path = tmp_path / "dpgate.toml"
+    path.write_text("\n".join([
+        "[server]", 'host = "127.0.0.1"', f"port = {port}", 'database = "demo"', 'auth = "trust"',
+        f'state_dir = "{tmp_path}"', "[server.limits]", "shutdown_grace_s = 2",
+        "[backend]", 'kind = "postgres"', f'dsn = "{postgres.dsn}"', "pool_size = 2",
+        "[tiers.bench]", "epsilon = 1.0", "budget = 1000000", 'period = "never"',
+        "[roles.bench]", 'tier = "bench"', "[tables.cells.columns]",
+        f'g = {{ type = "int", domain_range = [1, {CELLS}] }}', 'x = { type = "int", lower = 0, upper = 100 }']) + "\n")
+    proc = start(path, workers=2)
+    try:
+        proc.workers = [int(p) for p in re.search(r"2 workers: pids (\d+), (\d+)", "".join(proc.output)).groups()]
+        lane = _lane(proc)
+        c = psycopg.connect(dsn(port), autocommit=True)
+        os.kill(lane, signal.SIGSTOP)
+        try:
+            th, out = _in_thread(lambda: _run(c, HEAVY.format(x=10)))
+            th.join(1.0)
+            assert th.is_alive(), "answered while the lane was stopped"
+        finally:
+            os.kill(lane, signal.SIGCONT)
+        th.join(60)
+        rows, charged = out["value"]
+        assert len(rows) == CELLS and charged == [1.0]
+        assert _run(c, HEAVY.format(x=10)) == (rows, [0.0])
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
