@@ -28,7 +28,7 @@ from rewriter.template import Templates
 
 from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
-from .pipeline.kind import HEAVY_ROWS
+from .pipeline.lane import heavy_plan
 from .pipeline.release import NoiseReservoir, prepare_mechanisms
 from .pipeline.orchestrator import Connection
 from .pipeline.views import Views, catalog_views
@@ -218,7 +218,7 @@ class Gateway:
         else:     # statements equal up to their comparison literals (or integer parameters) share a template
             with self._template_lock:
                 plan = self._templates.plan(sql, self.config, self.backend.dialect, params or None)
-        if self.lane is None or plan.n_cells < HEAVY_ROWS:      # else the lane scans it (pipeline.lane)
+        if self.lane is None or not heavy_plan(plan):          # else the lane scans it (pipeline.lane)
             _warm_sql(plan, self.backend.dialect)
         return self._keep_plan(key, plan)
 

@@ -41,7 +41,7 @@ from ..wire.api import Column, ColumnRows, EncodedRows, Result, SqlError
 from ..wire.rows import data_rows
 from .kind import HEAVY_ROWS
 
-__all__ = ["HEAVY_KINDS", "LaneClient", "heavy", "ledger_error", "serve_link"]
+__all__ = ["HEAVY_KINDS", "LaneClient", "heavy", "heavy_plan", "ledger_error", "serve_link"]
 
 log = logging.getLogger("dpgate")
 
@@ -56,9 +56,12 @@ def heavy(p) -> bool:
     """Whether the prepared statement ``p`` runs in the lane."""
     if p.key is None:                                   # releases nothing: answered in place
         return False
-    if p.kind.name in HEAVY_KINDS:
-        return True
-    plan = getattr(p, "plan", None)     # keys chosen by partition selection: as many as the data has, here
+    return p.kind.name in HEAVY_KINDS or heavy_plan(getattr(p, "plan", None))
+
+
+def heavy_plan(plan) -> bool:
+    """A central plan of ``HEAVY_ROWS`` public cells or more (keys chosen by partition
+    selection are as many as the data has: such a plan stays in the worker)."""
     return not getattr(plan, "selected", False) and getattr(plan, "n_cells", 0) >= HEAVY_ROWS
 
 
