@@ -193,3 +193,43 @@ def test_an_old_format_release_is_served_as_a_repeat(tmp_path):
     assert len(first) == 10_000 and [r[0] for r in first] == list(range(10_000, 0, -1))
     assert again == first and "repeat of an earlier release" in notes[0]
     assert extended == first and "repeat of an earlier release" in notes_ext[0]
+
+
+def test_random_byte_planes_are_stored_raw_and_every_choice_round_trips(monkeypatch):
+    """Format 2: the random-looking planes of a noisy AVG's floats go uncompressed (the header's
+    ``raw`` masks say which); whatever planes the test picks, the answer comes back exact."""
+    import base64
+    import zlib
+
+    import proxy.stores.release_codec as codec
+    answer = _release_10k()
+    want = json.loads(json.dumps(answer))
+    text = encode_answer(answer)
+    version, body = json.loads(text)[PACKED].split(":", 1)
+    data = base64.b64decode(body)
+    zlen = int.from_bytes(data[:4], "little")
+    payload = zlib.decompress(data[4:4 + zlen])
+    header = json.loads(payload[4:4 + int.from_bytes(payload[:4], "little")])
+    assert version == "2" and header["types"][-1] == "d"
+    raw = header["raw"][-1]                                   # AVG: mantissa bytes that look random
+    assert raw != 0 and raw >> 6 == 0                         # the sign / exponent bytes: compressed
+    assert len(data) - 4 - zlen == 10_000 * sum(bin(m).count("1") for m in header["raw"])
+    assert _same(decode_answer(text), want)
+    assert json.loads(text).keys() == {k for k in want if k not in ("keys", "values")} | {PACKED}
+    for bits in (0.0, 9.0):                                   # every plane raw; none raw
+        monkeypatch.setattr(codec, "RAW_BITS", bits)
+        other = encode_answer(_release_10k())
+        assert _same(decode_answer(other), want)
+    a = _answer(3000)                                         # ints, floats, JSON columns
+    monkeypatch.setattr(codec, "RAW_BITS", 0.0)
+    assert _same(decode_answer(encode_answer(a)), json.loads(json.dumps(a)))
+
+
+def test_format_1_texts_are_still_read():
+    """A format-1 text (the whole payload compressed, no raw planes) decodes as it did."""
+    import base64
+    a = _answer(500)                                          # < RAW_MIN_CELLS: nothing raw
+    doc = json.loads(encode_answer(a))
+    data = base64.b64decode(doc[PACKED].split(":", 1)[1])
+    doc[PACKED] = "1:" + base64.b64encode(data[4:]).decode()  # format 1: base64 of zlib(payload)
+    assert _same(decode_answer(json.dumps(doc)), json.loads(json.dumps(a)))
