@@ -324,8 +324,11 @@ def test_hourglass_apply_many_equals_apply(lower, upper, integer):
     many = m.apply_many((sums, counts), noise)
     one = [m.apply((s, c), (int(a), int(b))) for s, c, a, b in zip(sums, counts, *noise)]
     _assert_many_equals_one(many, one)
+    want = [m.grid_input((s, c)) for s, c in zip(sums, counts)]
     a, n = m.grid_inputs(sums, counts)
-    assert [(int(x), int(y)) for x, y in zip(a, n)] == [m.grid_input((s, c)) for s, c in zip(sums, counts)]
+    assert [(int(x), int(y)) for x, y in zip(a, n)] == want
+    a, n = m.grid_inputs(np.asarray(sums), np.asarray(counts, dtype=np.int64))   # as a columnar scan
+    assert [(int(x), int(y)) for x, y in zip(a, n)] == want                       # gives them
 
 
 def test_grid_inputs_refuse_what_the_scalar_refuses():
