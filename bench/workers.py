@@ -292,8 +292,10 @@ def main(argv=None) -> int:
     used = one["fresh"] * one["cpu_fresh"] / 1000
     if one["client_cores"]:
         spare = cores - max(one["client_cores"])
-        print(f"(1 worker already uses {used:.2f} cores: its scans run in DuckDB outside the GIL; the "
-              f"{spare:.2f} cores the clients leave allow at most {spare / used if used else 0:.2f}x from 1 to 2 workers)")
+        print(f"(1 worker already uses {used:.2f} cores: its scans run in DuckDB outside the GIL; at its "
+              f"{one['cpu_fresh']:.2f} ms of CPU per statement the {spare:.2f} cores the clients leave would allow "
+              f"{spare / used if used else 0:.2f}x from 1 to 2 workers; 2 workers spent {two['cpu_fresh']:.2f} ms "
+              f"each, their threads held to their cores: [server] cpu_affinity)")
     else:
         print(f"(1 worker already uses {used:.2f} cores: its scans run in DuckDB outside the GIL; the Python "
               f"clients' own CPU is not measured)")

@@ -105,6 +105,11 @@ class Server(StrictModel):
     MAX/MIN) run in one more process at the lowest CPU priority, idle (SCHED_IDLE: only when no
     worker is ready to run) or low (nice 19), so the workers' other sessions never wait for
     them; off: each worker runs its own."""
+    cpu_affinity: Literal["auto", "off"] = "auto"
+    """with more than one worker: auto holds each worker's serving threads (its event loop and the
+    threads it starts: scans, ledger writes, planning) to its own share of the cores the service
+    was started on, so a statement's hand-offs between them stay on one core; DuckDB's own threads
+    and the heavy-statement lane stay free to use every core. off: the kernel places every thread."""
 
     @model_validator(mode="after")
     def _trust_loopback(self) -> "Server":

@@ -75,6 +75,7 @@ from ..pipeline.lane import LaneClient
 from ..pipeline.local import ensure_reports
 from ..pipeline.release import prepare_mechanisms
 from ..wire.server import Server, listen_sockets
+from .affinity import hold
 from .lane import Lane, Starvation, lane_address, lower_priority, running_slot
 
 __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_signals", "resolve_workers", "serve_workers",
@@ -248,10 +249,13 @@ def _pdeathsig() -> None:
         pass
 
 
-async def _gateway(cfg: Config, state: Path) -> Gateway:
-    """A worker's (or the lane's) gateway, started, on the backend opened read-only."""
+async def _gateway(cfg: Config, state: Path, opened=None) -> Gateway:
+    """A worker's (or the lane's) gateway, started, on the backend opened read-only;
+    ``opened()`` runs once the backend is open, before the gateway starts its threads."""
     backend = open_backend(cfg, state, read_only=True)
     try:
+        if opened is not None:
+            opened()
         gw = Gateway(cfg, state, backend=backend)
     except BaseException:
         await backend.close()
@@ -262,7 +266,8 @@ async def _gateway(cfg: Config, state: Path) -> Gateway:
 
 async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cfg: Config, state: Path,
                   args, start_admin) -> None:
-    gw = await _gateway(cfg, state)
+    # this worker's threads held to its cores once DuckDB's own have started (.affinity)
+    gw = await _gateway(cfg, state, opened=lambda: hold(index, shared.n, cfg.server.cpu_affinity))
     if shared.lane_address is not None:
         gw.lane = LaneClient(shared.lane_address)
     server = make_server(gw, cfg, "", 0, listeners=listeners, pid_slot=(index, shared.n),
