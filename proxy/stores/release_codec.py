@@ -34,7 +34,7 @@ each other, where zlib removes them. A payload of packed numbers only is compres
 zlib's run-length strategy (``Z_RLE``: for such planes as small as the default's matching
 and twice as fast; 10,000 cells: 0.9 against 1.6 ms), one with a JSON column with the
 default strategy; either is the same zlib format to the reader. A byte plane that looks
-uniformly random (:func:`_raw_planes`: the six low bytes of a noisy AVG's floats) is not
+uniformly random (:func:`_raw_planes`: low mantissa bytes of a noisy AVG's floats) is not
 compressed at all: bit ``i`` of its column's ``raw`` mask is set, the plane is left out of
 the column's bytes in ``payload`` and appended, in column and plane order, to ``raw``.
 zlib spent 0.5 of the 1.3 ms a 10,000-cell COUNT + AVG took to encode on those planes and
@@ -136,7 +136,8 @@ def _raw_planes(t: str, blob: bytes, n: int) -> int:
 
 
 def decode_answer(text: str | bytes) -> dict:
-    """The answer stored as ``text`` (format 1, or the plain JSON written before it)."""
+    """The answer stored as ``text`` (format 2 or 1, or the plain JSON written before them);
+    ValueError for a format it does not know or a packed member that does not add up."""
     doc = json_pieces.loads(text)       # (an old plain answer: in pieces, see json_pieces)
     packed = doc.pop(PACKED, None) if isinstance(doc, dict) else None
     if packed is None:
@@ -154,6 +155,8 @@ def decode_answer(text: str | bytes) -> dict:
     header = json.loads(payload[4:4 + hlen])
     n, (k, m), types = header["n"], header["widths"], header["types"]
     raw = header.get("raw") or [0] * len(types)
+    if len(raw) != len(types):
+        raise ValueError("stored answer: its raw-plane masks do not match its columns")
     pos, at, columns = 4 + hlen, 0, []
     for t, mask in zip(types, raw):
         (size,) = _U32.unpack_from(payload, pos)
@@ -168,8 +171,12 @@ def decode_answer(text: str | bytes) -> dict:
                 else:
                     planes.append(data[kept:kept + n])
                     kept += n
+            if any(len(p) != n for p in planes):
+                raise ValueError("stored answer: a byte plane is cut short")
             data = b"".join(planes)
         columns.append(_unpack_column(t, data, n))
+    if at != len(tail):
+        raise ValueError("stored answer: bytes left over after its raw planes")
     keys = [list(r) for r in zip(*columns[:k])] if k else [[] for _ in range(n)]
     values = [list(r) for r in zip(*columns[k:])] if m else [[] for _ in range(n)]
     return {"keys": keys, "values": values, **doc}

@@ -233,3 +233,14 @@ def test_format_1_texts_are_still_read():
     data = base64.b64decode(doc[PACKED].split(":", 1)[1])
     doc[PACKED] = "1:" + base64.b64encode(data[4:]).decode()  # format 1: base64 of zlib(payload)
     assert _same(decode_answer(json.dumps(doc)), json.loads(json.dumps(a)))
+
+
+def test_a_format_2_text_that_does_not_add_up_is_refused():
+    """Raw planes cut short, or bytes left over after them: a ValueError, never a misread."""
+    import base64
+    doc = json.loads(encode_answer(_release_10k()))
+    data = base64.b64decode(doc[PACKED].split(":", 1)[1])
+    for bad in (data[:-1], data + b"\0"):
+        doc[PACKED] = "2:" + base64.b64encode(bad).decode()
+        with pytest.raises(ValueError, match="stored answer"):
+            decode_answer(json.dumps(doc))
