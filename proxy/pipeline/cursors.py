@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from rewriter.errors import Refusal
 
 from ..wire.api import Column, Description, Result, SqlError
+from .kind import HEAVY_ROWS
 
 MAX_CURSORS = 64
 _IDENT = r'(?:[A-Za-z_][\w$]*|"(?:[^"]|"")+")'
@@ -105,7 +106,7 @@ class Cursors:
             if res.columns is None:
                 raise SqlError("42601", "a cursor is declared FOR a statement that returns rows")
             rows = res.rows                 # a large result's rows are made off the event loop
-            self.open[name] = _Cursor(res.columns, await asyncio.to_thread(list, rows) if len(rows) >= 256
+            self.open[name] = _Cursor(res.columns, await asyncio.to_thread(list, rows) if len(rows) >= HEAVY_ROWS
                                       else list(rows))
             return Result("DECLARE CURSOR", None, [], notices=list(res.notices)), decision, eps
         if kind == "fetch":
