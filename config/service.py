@@ -124,7 +124,15 @@ class Backend(StrictModel):
     path: Path | None = None       # duckdb file (relative to the state dir); None → demo file
     """DuckDB file, relative to the state dir (default: the demo's file)."""
     dsn: str | None = None         # postgres connection string
-    """Postgres connection string (kind = 'postgres')."""
+    """Postgres connection string (kind = 'postgres'): a read-only role (docs/least-privilege.md);
+    every scan session is also read-only at the database."""
+    write_dsn: str | None = None
+    """Postgres connection string for the writes dpgate makes in the backend (demo tables, local
+    tables' reports; kind = 'postgres'); default: dsn. Scans never use it."""
+    require_least_privilege: bool = False
+    """refuse to start when the backend role could write: a superuser, a write privilege on a
+    declared table, CREATE on its schema, pg_write_server_files / pg_execute_server_program
+    (default: a warning at start; docs/least-privilege.md)."""
     pool_size: int = Field(default=4, ge=1, le=256)
     """Postgres connections in the pool."""
     connect_timeout_s: float = Field(default=2.0, gt=0, le=60)   # a down backend fails within this
@@ -151,6 +159,8 @@ class Backend(StrictModel):
             raise ValueError("threads applies to kind = 'duckdb' (the embedded engine) only")
         if self.kind == "postgres" and not self.dsn:
             raise ValueError("kind = 'postgres' needs dsn")
+        if self.write_dsn is not None and self.kind != "postgres":
+            raise ValueError("write_dsn applies to kind = 'postgres' only")
         if self.kind == "spark" and not self.remote:
             raise ValueError("kind = 'spark' needs remote (e.g. remote = \"sc://localhost:15002\")")
         return self

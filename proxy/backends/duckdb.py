@@ -24,6 +24,7 @@ import concurrent.futures
 import functools
 import itertools
 import logging
+import os
 import re
 import threading
 import time
@@ -32,6 +33,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 import duckdb
+import sqlglot
+from sqlglot import exp
 
 from .base import BackendError, BackendTimeout, CancelSignal, Columns
 
@@ -94,6 +97,36 @@ def _open_error(path: str, e: Exception) -> str:
     return f"cannot open the DuckDB file {path}: {msg.splitlines()[0] if msg else type(e).__name__}"
 
 
+_REMOTE = ("://",)                  # s3://, https://, gs://, hf:// …: not a local directory
+_GLOB = "*?[{"
+
+
+def source_directories(sources) -> list[str] | None:
+    """The local directories the declared ``sources`` read files from (from each source's parse:
+    the positional string arguments of its table functions, a quoted path as the relation), as
+    absolute prefixes ending in ``/``; None if a source names a remote URL or does not parse
+    (file access is then not confined)."""
+    found: set[str] = set()
+    for source in sources:
+        try:
+            tree = sqlglot.parse_one(f"SELECT * FROM {source}", read="duckdb")
+        except sqlglot.errors.ParseError:
+            return None
+        paths = [lit.this for lit in tree.find_all(exp.Literal) if lit.is_string
+                 and not isinstance(lit.parent, (exp.EQ, exp.PropertyEQ, exp.Kwarg))]
+        paths += [t.this.this for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)
+                  and t.this.quoted and not t.args.get("db") and ("/" in t.this.this or "." in t.this.this)]
+        for path in paths:
+            if any(m in path for m in _REMOTE):
+                return None
+            head = path
+            for ch in _GLOB:
+                head = head.split(ch, 1)[0]
+            folder = head if not head or head.endswith("/") else os.path.dirname(head)
+            found.add(os.path.join(os.path.abspath(folder or "."), ""))
+    return sorted(found)
+
+
 def _result(cur, columnar: bool):
     """The executed statement's result: rows, or :class:`~.base.Columns` when ``columnar``
     and every column's type is in ``COLUMN_TYPES`` and the names are distinct (decided from
@@ -112,26 +145,69 @@ class DuckDBBackend:
     scans = 0         # statements in flight (event loop): Python work beside a scan slows it
     columnar = True   # fetch(…, columnar=True): numpy columns (base.Columns) where the types allow
 
+    @property
+    def writer(self):
+        """Where dpgate's own writes (local tables' reports) go: this connection. DuckDB opens a
+        file read-write or read-only per process; a read-only backend refuses the write itself."""
+        return self
+
     def __init__(self, path: str | Path | None, *, read_only: bool = False, threads: int | None = None):
         self.path = str(path) if path is not None else ":memory:"
         self.read_only = read_only and path is not None
         if path is not None and not self.read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._con = duckdb.connect(self.path, read_only=self.read_only,
-                                       config={"threads": int(threads)} if threads else {})
-        except duckdb.Error as e:          # most often: another process holds the file
-            raise BackendError("58030", _open_error(self.path, e)) from None
+        self._config = {"threads": int(threads)} if threads else {}
+        self._con = self._open()
         self._lock = threading.Lock()
         self._local = threading.local()
         self._cursors: list = []
         self._pool = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="dpgate-duckdb")
         self._names = itertools.count(1)
         self.prepared_runs = 0         # scans run from a prepared template (for tests)
+        self.allowed = None            # file access limited to these directories (confine), or not
         _OPEN.add(self)
+
+    def _open(self):
+        try:
+            return duckdb.connect(self.path, read_only=self.read_only, config=self._config)
+        except duckdb.Error as e:          # most often: another process holds the file
+            raise BackendError("58030", _open_error(self.path, e)) from None
 
     async def connect(self) -> None:
         return None
+
+    def reopen_read_only(self) -> None:
+        """Open the file again, read-only, once the start's writes are done (demo tables, the
+        ledger identity, local tables' report tables) and before any client is served: a
+        statement that would write is then refused by DuckDB itself. Not for a config in which
+        a role may INSERT into a local table (that process writes at run time). No scan may be
+        running."""
+        if self.read_only or self.path == ":memory:":
+            return
+        self._close_cursors()
+        with self._lock:
+            self._con.close()
+            self._local = threading.local()        # the worker threads' cursors were the old connection's
+            self.read_only = True
+            self._con = self._open()
+        if self.allowed is not None:
+            self.confine(self.allowed)
+
+    def confine(self, directories: list[str]) -> None:
+        """No statement reads or writes a file outside ``directories`` (the declared sources'
+        directories; DuckDB adds its own spill directory) and none loads an extension: DuckDB's
+        ``allowed_directories`` with ``enable_external_access = false``, and the configuration
+        locked so that no later statement can change it back. ``COPY … TO`` a path elsewhere,
+        ``ATTACH`` and ``read_csv('/etc/…')`` are then refused by DuckDB itself."""
+        cur = self._cursor()
+        try:
+            self.allowed = list(directories)
+            cur.execute("SET allowed_directories = ?", [self.allowed])
+            for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
+                         "SET lock_configuration = true"):
+                cur.execute(stmt)
+        finally:
+            cur.close()
 
     def _cursor(self):
         with self._lock:

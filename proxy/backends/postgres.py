@@ -2,6 +2,22 @@
 
 Each statement runs with ``statement_timeout`` set on the server, and is also
 bounded on the client; a cancel or timeout sends a protocol cancel.
+
+Every scan session is read-only at the database (defence in depth behind the rewriter,
+which emits SELECTs only): a pool connection is set ``SET SESSION CHARACTERISTICS AS
+TRANSACTION READ ONLY`` when it is made (and refused unless ``transaction_read_only``
+then reads ``on``), the same setting is asserted again in the round trip that sets each
+statement's timeout, and the scan is sent over the extended query protocol, where a
+message holds ONE statement: a text such as ``SET transaction_read_only = off; INSERT …``
+is refused by the server as a whole, and a lone statement that changes the session's
+mode is undone before the next scan. A transaction left open is rolled back when the
+connection returns to the pool (psycopg_pool). Read-only does not stop a superuser's
+``COPY … TO 'file'`` (no table is written): that is the role's privileges, reported at
+start by :mod:`proxy.cli.privileges`.
+
+The writes dpgate itself makes in the backend (demo tables, local tables' reports) go
+through :attr:`PostgresBackend.writer`, a separate pool on ``[backend] write_dsn``
+(default: ``dsn``) whose sessions are left as the role's defaults.
 """
 from __future__ import annotations
 
@@ -24,20 +40,29 @@ class PostgresBackend:
 
     QUEUE_WAIT_S = 10.0       # a pool checkout waits this long while the backend answers
 
-    def __init__(self, dsn: str, pool_size: int = 4, connect_timeout_s: float = 2.0):
+    def __init__(self, dsn: str, pool_size: int = 4, connect_timeout_s: float = 2.0, *,
+                 write_dsn: str | None = None, read_only: bool = True, min_size: int = 1):
         self.dsn = dsn
+        self.read_only = read_only
         # fail fast when the backend is down (issue 24): libpq's connect_timeout (whole
         # seconds, at least 2) bounds each attempt, and until a checkout has succeeded since
         # the last connection failure a checkout waits connect_timeout_s, not the queue's 10 s
         self.connect_timeout_s = float(connect_timeout_s)
         self._up = False
-        self.pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
+        self.pool = AsyncConnectionPool(dsn, min_size=min_size, max_size=pool_size, open=False,
                                         kwargs={"autocommit": True,
                                                 "connect_timeout": max(2, math.ceil(connect_timeout_s))},
+                                        configure=_read_only_session if read_only else None,
                                         reconnect_timeout=5)
+        # the writes dpgate makes (demo tables, local tables' reports): their own pool, no connection
+        # held until one is needed; a read-write backend is its own writer
+        self.writer = self if not read_only else PostgresBackend(
+            write_dsn or dsn, pool_size=2, connect_timeout_s=connect_timeout_s, read_only=False, min_size=0)
 
     async def connect(self) -> None:
         await self.pool.open(wait=False)
+        if self.writer is not self:
+            await self.writer.connect()
 
     async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
                     then=None, timing: dict | None = None, during=None):
@@ -75,7 +100,8 @@ class PostgresBackend:
     async def _run(self, conn, sql, timeout_s, cancel, timing=None):
         ms = int((timeout_s or 0) * 1000)
         async with conn.cursor() as cur:
-            await cur.execute(f"SET statement_timeout = {ms}")
+            await cur.execute(f"SET statement_timeout = {ms}; {READ_ONLY}" if self.read_only
+                              else f"SET statement_timeout = {ms}")
             if timing is not None:    # from here on the scan's time is observable: it is charged
                 timing["started"] = True
             work = asyncio.ensure_future(self._exec(cur, sql, timeout_s))
@@ -107,7 +133,9 @@ class PostgresBackend:
 
     async def _exec(self, cur, sql, timeout_s=None):
         try:
-            await cur.execute(sql)
+            # binary results: psycopg then sends the statement over the extended protocol (one
+            # statement per message); the loaders give the same Python values as text would
+            await cur.execute(sql, binary=True)
             return await cur.fetchall()
         except psycopg.errors.QueryCanceled:
             raise BackendTimeout(timeout_s or 0) from None
@@ -118,11 +146,27 @@ class PostgresBackend:
             raise BackendError("58000", "the backend failed to run the query") from None
 
     async def execute_script(self, sql: str) -> None:
-        async with self.pool.connection() as conn:
+        """Run trusted setup SQL on the write connection."""
+        async with self.writer.pool.connection() as conn:
             await conn.execute(sql)
 
     async def close(self) -> None:
         await self.pool.close()
+        if self.writer is not self:
+            await self.writer.close()
+
+
+READ_ONLY = "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"
+
+
+async def _read_only_session(conn) -> None:
+    """A new scan connection: read-only for the session, or not used at all (a pooler or
+    server that ignores the setting fails closed: no scan runs on a writable session)."""
+    await conn.execute(READ_ONLY)
+    cur = await conn.execute("SHOW transaction_read_only")
+    row = await cur.fetchone()
+    if row is None or row[0] != "on":
+        raise psycopg.OperationalError("the backend session did not become read-only")
 
 
 def psycopg_pool_timeout():

@@ -110,6 +110,13 @@ class SparkBackend:
     dialect = "spark"
     scans = 0         # always 0: the proxy's Python work does not slow a remote scan
 
+    @property
+    def writer(self):
+        """Where dpgate's own writes (local tables' reports) go: this session. Spark Connect has
+        no read-only session; what the session may write is the catalog's grants (Unity Catalog,
+        Ranger, the storage's permissions): see docs/least-privilege.md."""
+        return self
+
     def __init__(self, remote: str, *, token: str | None = None, use_ssl: bool = False,
                  catalog: str | None = None, database: str | None = None, connect_timeout_s: float = 10.0):
         self.url = connect_url(remote, token, use_ssl)

@@ -35,6 +35,7 @@ from config import Config, ConfigError
 from .. import demo
 from ..admin import AdminHttp
 from ..backends import BackendError, open_backend
+from .privileges import least_privilege
 from .schema_check import check_backend_schema
 from ..demo import trips as demo_trips
 from ..gateway import Gateway, default_state_dir, secure_state_dir
@@ -49,7 +50,8 @@ from .init import add_parser as add_init_parser
 from .reference import add_parser as add_reference_parser
 from .ldp import add_parsers
 from .service import load_config_for_check, resolve
-from .workers import make_server, prepare_local_tables, release_signals, resolve_workers, serve_workers, stop_signals
+from .workers import (make_server, prepare_local_tables, release_signals, resolve_workers, serve_workers,
+                      stop_signals, writer_roles)
 
 
 async def _progress(what: str, work, every_s: float = 2.0) -> None:
@@ -80,11 +82,16 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
         await _progress("trips (200,000 rows perturbed into metric-LDP reports)",   # the bulk LDP path
                         asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg) if duck
                         else demo_trips.load_postgres(gw.backend, cfg))
-    problems = await check_backend_schema(cfg, gw.backend, args.config or "demo config")
+    file = args.config or "demo config"
+    problems = await check_backend_schema(cfg, gw.backend, file)
+    warnings, refused = await least_privilege(cfg, gw.backend, file)
+    problems += refused
     if problems:                   # config meets the backend at start, not at query time
         await gw.close()
         more = f" (and {len(problems) - 1} more: dpgate check-config --backend)" if len(problems) > 1 else ""
         raise ConfigError(problems[0] + more)
+    for line in warnings:
+        print(f"dpgate: {line}", file=sys.stderr, flush=True)
     for line in local_guarantees(cfg):
         print(line, flush=True)
     return gw
@@ -111,6 +118,9 @@ def _announce(cfg: Config, state: Path, passwords: dict[str, str], host: str, po
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
     """One process (``--workers 1``)."""
     gw = await _prepare(cfg, state, args)
+    if gw.backend.dialect == "duckdb" and not writer_roles(cfg):   # nothing written at run time:
+        await prepare_local_tables(gw)                             # the file is read-only from here
+        gw.backend.reopen_read_only()
     lim = cfg.server.limits
     host = args.host or cfg.server.host
     port = cfg.server.port if args.port is None else args.port
@@ -289,7 +299,11 @@ async def _check_backend(cfg: Config, args) -> list[str]:
     backend = open_backend(cfg, Path(args.state_dir or cfg.server.state_dir or default_state_dir()))
     await backend.connect()
     try:
-        return await check_backend_schema(cfg, backend, args.file)
+        problems = await check_backend_schema(cfg, backend, args.file)
+        warnings, refused = await least_privilege(cfg, backend, args.file)
+        for line in warnings:
+            print(f"dpgate: {line}", file=sys.stderr)
+        return problems + refused
     finally:
         await backend.close()
 

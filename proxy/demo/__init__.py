@@ -115,7 +115,7 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
 
 async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
     """Create the demo tables in Postgres if they are missing."""
-    async with backend.pool.connection() as conn:
+    async with backend.writer.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
         have = {r[0] for r in await cur.fetchall()}

@@ -73,7 +73,7 @@ def load_duckdb(backend, n: int = ACCOUNTS_ROWS) -> None:
 
 async def load_postgres(backend, n: int = ACCOUNTS_ROWS) -> None:
     """Create ``accounts`` in Postgres if it is missing (one transaction)."""
-    async with backend.pool.connection() as conn:
+    async with backend.writer.pool.connection() as conn:
         async with conn.transaction():
             cur = await conn.execute(
                 "SELECT 1 FROM information_schema.tables WHERE table_schema = 'public' "

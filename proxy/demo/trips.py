@@ -134,7 +134,7 @@ async def load_postgres(backend, cfg, n: int = TRIPS_ROWS, source=None) -> bool:
     lay = _trips_layout(cfg)
     if lay is None:
         return False
-    async with backend.pool.connection() as conn:
+    async with backend.writer.pool.connection() as conn:
         cur = await conn.execute("SELECT column_name FROM information_schema.columns WHERE "
                                  "table_name = %s AND table_schema = current_schema()", [lay.reports])
         have = [r[0] for r in await cur.fetchall()]

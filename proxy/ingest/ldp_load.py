@@ -394,7 +394,7 @@ async def load_rows_postgres(backend, lay: Layout, batches, *, source=None, repo
     """Encode and COPY batches into Postgres in ONE transaction. ``batches`` may be
     an iterable or an async iterable of {column: values}."""
     total = 0
-    async with backend.pool.connection() as conn:
+    async with backend.writer.pool.connection() as conn:
         async with conn.transaction():
             enc = encoder_for(lay, await ensure_postgres(conn, lay), source, reports)
             lay = enc.lay

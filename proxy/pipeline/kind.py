@@ -112,16 +112,19 @@ class ReleaseKind:
 
 # -- the pipeline -----------------------------------------------------------------------
 
-async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False):
+async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False, write: bool = False):
     """One backend scan (``conn.timing["started"]`` tells whether it began); ``columnar``:
-    the result as numpy columns (:class:`proxy.backends.Columns`) if the backend can."""
+    the result as numpy columns (:class:`proxy.backends.Columns`) if the backend can;
+    ``write``: a write dpgate makes (a local table's reports), on the backend's ``writer``
+    (scan sessions are read-only at the database)."""
     kw = {"then": then, "timing": conn.timing}
     if during is not None:
         kw["during"] = during
     if columnar and getattr(conn.gw.backend, "columnar", False):
         kw["columnar"] = True
     try:
-        return await conn.gw.backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
+        backend = conn.gw.backend.writer if write else conn.gw.backend
+        return await backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
     except BackendError as e:
         raise SqlError(e.sqlstate, e.message) from None
 

@@ -70,9 +70,9 @@ def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------- backend
-async def _fetch(conn, sql: str) -> list[tuple]:
+async def _fetch(conn, sql: str, write: bool = False) -> list[tuple]:
     async with conn.gw.statement_slot(conn.role):
-        return await fetch(conn, sql)
+        return await fetch(conn, sql, write=write)
 
 
 # ---------------------------------------------------------------------------- SELECT
@@ -464,9 +464,9 @@ async def insert_local(conn, sql: str, params: list):
         ins = f"WITH ins AS ({ins} RETURNING 1) SELECT COUNT(*) FROM ins"
     if dialect == "spark":             # concurrent appends to one Parquet table share its _temporary
         async with _WRITES.setdefault(gw, asyncio.Lock()):      # directory: this proxy sends one at a time
-            await _fetch(conn, ins)
+            await _fetch(conn, ins, write=True)
     else:
-        await _fetch(conn, ins)        # once the write is sent the rows stay counted, whatever its outcome
+        await _fetch(conn, ins, write=True)        # once the write is sent the rows stay counted, whatever its outcome
     return Result(f"INSERT 0 {n}"), "ldp-insert", 0.0
 
 

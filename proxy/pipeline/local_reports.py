@@ -42,7 +42,7 @@ async def ensure_reports(gw, lay):
             elif gw.backend.dialect == "spark":      # issue 22: reports stored in Spark
                 stored = await asyncio.to_thread(ensure_spark, gw.backend, lay)
             else:
-                async with gw.backend.pool.connection(timeout=10) as conn:
+                async with gw.backend.writer.pool.connection(timeout=10) as conn:
                     stored = await ensure_postgres(conn, lay)
         except IngestError as e:
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
