@@ -147,6 +147,10 @@ class Backend(StrictModel):
     """Spark catalog the declared sources resolve in (kind = 'spark'; default: the session's)."""
     database: str | None = None
     """Spark database (schema) the declared sources resolve in (kind = 'spark')."""
+    attach: dict[str, Path] = Field(default_factory=dict)
+    """DuckDB files attached read-only, by name (kind = 'duckdb'): `attach = { wh = "/data/wh.duckdb" }`,
+    then `source = "wh.main.orders"`; the data stays in a file dpgate never opens for writing
+    (docs/least-privilege.md)."""
     threads: int | None = Field(default=None, ge=1, le=1024)
     """the embedded DuckDB's threads in each process (kind = 'duckdb'; default: one per core).
     With --workers N on large tables, cores / N lets N concurrent scans share the cores
@@ -159,6 +163,11 @@ class Backend(StrictModel):
             raise ValueError("threads applies to kind = 'duckdb' (the embedded engine) only")
         if self.kind == "postgres" and not self.dsn:
             raise ValueError("kind = 'postgres' needs dsn")
+        if self.attach and self.kind != "duckdb":
+            raise ValueError("attach applies to kind = 'duckdb' only")
+        for name in self.attach:
+            if not name.isidentifier() or name != name.lower() or name in ("main", "memory", "system", "temp"):
+                raise ValueError(f"attach.{name}: give a lower-case identifier, not a DuckDB catalog name")
         if self.write_dsn is not None and self.kind != "postgres":
             raise ValueError("write_dsn applies to kind = 'postgres' only")
         if self.kind == "spark" and not self.remote:

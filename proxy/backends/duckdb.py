@@ -151,12 +151,14 @@ class DuckDBBackend:
         file read-write or read-only per process; a read-only backend refuses the write itself."""
         return self
 
-    def __init__(self, path: str | Path | None, *, read_only: bool = False, threads: int | None = None):
+    def __init__(self, path: str | Path | None, *, read_only: bool = False, threads: int | None = None,
+                 attach: dict | None = None):
         self.path = str(path) if path is not None else ":memory:"
         self.read_only = read_only and path is not None
         if path is not None and not self.read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._config = {"threads": int(threads)} if threads else {}
+        self.attach = {name: str(Path(p).resolve()) for name, p in (attach or {}).items()}
         self._con = self._open()
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -169,9 +171,16 @@ class DuckDBBackend:
 
     def _open(self):
         try:
-            return duckdb.connect(self.path, read_only=self.read_only, config=self._config)
+            con = duckdb.connect(self.path, read_only=self.read_only, config=self._config)
         except duckdb.Error as e:          # most often: another process holds the file
             raise BackendError("58030", _open_error(self.path, e)) from None
+        for name, path in self.attach.items():       # the owner's data files: never opened for writing
+            try:
+                con.execute(f"ATTACH ? AS {name} (READ_ONLY)", [path])
+            except duckdb.Error as e:
+                con.close()
+                raise BackendError("58030", _open_error(path, e)) from None
+        return con
 
     async def connect(self) -> None:
         return None

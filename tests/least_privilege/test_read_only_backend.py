@@ -196,3 +196,34 @@ def test_source_directories_from_the_parse():
     assert source_directories(["read_parquet(['/a/1.parquet', '/b/c/*.parquet'])",
                                "read_csv('/d/x.csv', delim = ';')", "'/e/f.parquet'"]) == ["/a/", "/b/c/", "/d/", "/e/"]
     assert source_directories(["read_parquet('s3://bucket/x.parquet')"]) is None
+
+
+def test_duckdb_attached_data_file_is_read_only(tmp_path):
+    """``[backend] attach``: the owner's data file is attached READ_ONLY, so even dpgate's own
+    read-write working file (a role may INSERT into a local table) cannot write into it."""
+    data = tmp_path / "wh.duckdb"
+    con = duckdb.connect(str(data))
+    con.execute("CREATE TABLE orders AS SELECT * FROM range(1, 4) t(a)")
+    con.close()
+    cfg = parse_config({"server": {"auth": "trust"},
+                        "backend": {"kind": "duckdb", "path": str(tmp_path / "work.duckdb"), "attach": {"wh": str(data)}},
+                        "tiers": {"t": {"epsilon": 1, "budget": 10}}, "roles": {"r": {"tier": "t"}},
+                        "tables": {"orders": {"source": "wh.main.orders", "columns": {"a": {"type": "int"}}}}})
+
+    async def main():
+        b = open_backend(cfg, tmp_path)
+        assert not b.read_only and b.allowed == []
+        try:
+            assert await b.fetch("SELECT COUNT(*) FROM wh.main.orders", 5) == [(3,)]
+            for sql in ("INSERT INTO wh.main.orders VALUES (9)", "CREATE TABLE wh.main.x (a int)",
+                        f"ATTACH '{data}' AS wh2"):
+                await _refused(b, sql)
+            b.reopen_read_only()
+            assert await b.fetch("SELECT COUNT(*) FROM wh.main.orders", 5) == [(3,)]
+        finally:
+            await b.close()
+    asyncio.run(main())
+    con = duckdb.connect(str(data), read_only=True)
+    assert con.execute("SELECT COUNT(*) FROM orders").fetchall() == [(3,)]
+    assert con.execute("SELECT COUNT(*) FROM information_schema.tables").fetchall() == [(1,)]
+    con.close()
