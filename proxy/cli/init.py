@@ -35,6 +35,7 @@ from ..backends import BackendError
 from ..backends.spark import SparkBackend
 from ..wire.auth import make_verifier
 from . import init_bounds as ib
+from .privileges import READER, grant_script
 from .schema_check import kind_of
 
 __all__ = ["add_parser", "cmd_init"]
@@ -116,6 +117,7 @@ class _Pg:
             self.con = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
         except psycopg.Error as e:
             raise InitError(f"cannot connect to {dsn}: {str(e).strip().splitlines()[0]}") from None
+        self.dbname = self.con.info.dbname
 
     def query(self, sql: str, params=None) -> list[tuple]:
         return self.con.execute(sql, params).fetchall()
@@ -394,6 +396,7 @@ def cmd_init(args) -> int:
     elif args.dsn:
         what = f"the Postgres schema {args.schema}"
         backend = ['kind = "postgres"', "# the DSN given to init: a password in it is now in this file too",
+                   "# serve as a read-only role instead: init printed its GRANT script (docs/least-privilege.md)",
                    f"dsn = {_toml(args.dsn)}"]
     elif duck_file:
         what = f"the DuckDB file {Path(args.inputs[0]).resolve()}"
@@ -411,6 +414,11 @@ def cmd_init(args) -> int:
         _progress(f"wrote {out} ({len(rels)} tables)")
     for r, p in passwords.items():
         _progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
+    if args.dsn:
+        _progress(f"serve as a role that can only read these tables (docs/least-privilege.md); as their "
+                  f"owner run:\n{grant_script(reader.dbname, args.schema, [r.source for r in rels])}"
+                  f"then set [backend] dsn to postgresql://{READER}@…/{reader.dbname} and "
+                  "require_least_privilege = true")
     return 0
 
 

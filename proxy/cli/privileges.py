@@ -28,17 +28,17 @@ def _ident(name: str) -> str:
     return pgsql.Identifier(name).as_string(None) if not name.isidentifier() or name != name.lower() else name
 
 
-def grant_script(database: str, schema: str, tables: list[str], role: str = READER) -> str:
-    """The Postgres script that makes ``role``: it logs in, reads ``tables`` of ``schema``
-    and nothing else, and its sessions are read-only by default. Run it as the tables' owner."""
-    r, s = _ident(role), _ident(schema)
-    names = ", ".join(f"{s}.{_ident(t)}" for t in tables)
+def grant_script(database: str, schema: str, relations: list[str], role: str = READER) -> str:
+    """The Postgres script that makes ``role``: it logs in, reads ``relations`` (SQL names as a
+    table's ``source`` writes them, e.g. ``public.orders``) in ``schema`` and nothing else, and
+    its sessions are read-only by default. Run it as the tables' owner."""
+    r = _ident(role)
     return "\n".join([
         f"CREATE ROLE {r} LOGIN PASSWORD 'choose-a-password';   -- not a superuser, owns nothing",
         f"ALTER ROLE {r} SET default_transaction_read_only = on;",
         f"GRANT CONNECT ON DATABASE {_ident(database)} TO {r};",
-        f"GRANT USAGE ON SCHEMA {s} TO {r};",
-        f"GRANT SELECT ON {names} TO {r};",
+        f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {r};",
+        f"GRANT SELECT ON {', '.join(relations)} TO {r};",
     ]) + "\n"
 
 

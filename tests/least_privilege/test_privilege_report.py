@@ -5,6 +5,7 @@ GRANT script gets no line."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -98,7 +99,14 @@ def test_write_privileges_and_server_roles_are_named(pg, tmp_path):
 
 
 def test_grant_script_quotes_names():
-    script = grant_script("ware house", "Sales", ["orders", "Order Items"], role="reader")
+    script = grant_script("ware house", "Sales", ['"Sales".orders', '"Sales"."Order Items"'], role="reader")
     assert 'GRANT USAGE ON SCHEMA "Sales" TO reader;' in script
     assert 'GRANT SELECT ON "Sales".orders, "Sales"."Order Items" TO reader;' in script
     assert 'GRANT CONNECT ON DATABASE "ware house" TO reader;' in script
+
+
+def test_the_docs_page_shows_the_script():
+    """docs/least-privilege.md's Postgres script is :func:`grant_script`'s, word for word."""
+    page = (Path(__file__).parents[2] / "docs" / "least-privilege.md").read_text()
+    block = page.split("## Postgres", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+    assert block == grant_script("warehouse", "public", ["public.pums", "public.people"])

@@ -15,5 +15,5 @@ def reader_dsn(pg, tables: list[str], role: str = READER, schema: str = "public"
         exists = c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
         if exists:
             c.execute(f'DROP OWNED BY "{role}"; DROP ROLE "{role}"')
-        c.execute(grant_script("postgres", schema, tables, role))
+        c.execute(grant_script("postgres", schema, [f"{schema}.{t}" for t in tables], role))
     return pg.dsn.replace("postgres@", f"{role}@", 1)
