@@ -204,16 +204,15 @@ class DuckDBBackend:
 
     def confine(self, directories: list[str]) -> None:
         """No statement reads or writes a file outside ``directories`` (the declared sources'
-        directories; DuckDB adds its own spill directory) and none loads an extension: DuckDB's
-        ``allowed_directories`` with ``enable_external_access = false``, and the configuration
-        locked so that no later statement can change it back. ``COPY … TO`` a path elsewhere,
-        ``ATTACH`` and ``read_csv('/etc/…')`` are then refused by DuckDB itself."""
+        directories; DuckDB adds its own spill directory) and none installs an extension: DuckDB's
+        ``allowed_directories`` with ``enable_external_access = false``, which DuckDB does not let
+        a running database turn back on (nor change the directories). ``COPY … TO`` a path
+        elsewhere, ``ATTACH`` and ``read_csv('/etc/…')`` are then refused by DuckDB itself."""
         cur = self._cursor()
         try:
             self.allowed = list(directories)
             cur.execute("SET allowed_directories = ?", [self.allowed])
-            for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
-                         "SET lock_configuration = true"):
+            for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false"):
                 cur.execute(stmt)
         finally:
             cur.close()

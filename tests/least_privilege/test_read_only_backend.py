@@ -144,7 +144,7 @@ def _duck_state(path: Path):
 def test_duckdb_read_only_refuses_writes(tmp_path, reopen):
     """A read-only DuckDB (``--workers N``, or one process once the start's writes are done)
     refuses INSERT/CREATE itself, and COPY TO / ATTACH / a file read outside the sources'
-    directories are refused by DuckDB's file-access lock, which no statement can undo."""
+    directories are refused by DuckDB's file-access setting, which no statement can undo."""
     path = _duck_file(tmp_path)
     target = tmp_path / "out.csv"
 
@@ -159,8 +159,8 @@ def test_duckdb_read_only_refuses_writes(tmp_path, reopen):
             for sql in ("INSERT INTO lp_t VALUES (9)", "UPDATE lp_t SET a = 9", "DELETE FROM lp_t",
                         "CREATE TABLE lp_new (a int)", f"COPY lp_t TO '{target}'",
                         f"ATTACH '{tmp_path / 'other.duckdb'}' AS o", "SELECT * FROM read_csv('/etc/passwd')",
-                        "SET enable_external_access = true", "SET lock_configuration = false",
-                        "INSTALL httpfs"):
+                        "SET enable_external_access = true", "RESET allowed_directories",
+                        "SET allowed_directories = ['/']", "INSTALL httpfs"):
                 await _refused(b, sql)
         finally:
             await b.close()
