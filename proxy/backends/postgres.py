@@ -134,7 +134,8 @@ class PostgresBackend:
     async def _exec(self, cur, sql, timeout_s=None):
         try:
             # binary results: psycopg then sends the statement over the extended protocol (one
-            # statement per message); the loaders give the same Python values as text would
+            # statement per message); for what a scan returns (integers, floats, numeric, text,
+            # booleans, dates, timestamps) the binary loaders give the values the text ones do
             await cur.execute(sql, binary=True)
             return await cur.fetchall()
         except psycopg.errors.QueryCanceled:
