@@ -227,3 +227,23 @@ def test_duckdb_attached_data_file_is_read_only(tmp_path):
     assert con.execute("SELECT COUNT(*) FROM orders").fetchall() == [(3,)]
     assert con.execute("SELECT COUNT(*) FROM information_schema.tables").fetchall() == [(1,)]
     con.close()
+
+
+def test_postgres_scan_values_are_those_of_text_results(pg_table):
+    """The scan is fetched in binary (extended protocol): each type a scan returns gives the
+    value a text-format fetch gives."""
+    sql = ("SELECT 1::int2, 2::int4, 3::int8, 1.5::float8, 'NaN'::float8, '-Infinity'::float8, 12.345::numeric, "
+           "'NaN'::numeric, 'é'::text, 'x'::varchar, 'c'::char(2), true, NULL::int8, DATE '2025-03-01', "
+           "TIMESTAMP '2025-03-01 12:34:56.789', 99999999999999999999::numeric, -0.0::float8")
+
+    async def main():
+        b = PostgresBackend(pg_table.dsn, 1)
+        await b.connect()
+        try:
+            return await b.fetch(sql, 5)
+        finally:
+            await b.close()
+    got = asyncio.run(main())
+    with psycopg.connect(pg_table.dsn, autocommit=True) as c:
+        want = c.execute(sql).fetchall()
+    assert repr(got) == repr(want)
