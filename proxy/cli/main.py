@@ -30,6 +30,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import quote
 
+import psycopg
+
 from config import Config, ConfigError
 
 from .. import demo
@@ -77,11 +79,18 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
     if cfg.demo:
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
         duck = gw.backend.dialect == "duckdb"
-        await _progress("tables (pums, people, purchases, stores, customers, orders, order_items, accounts)",
-                        asyncio.to_thread(demo.load_duckdb, gw.backend) if duck else demo.load_postgres(gw.backend))
-        await _progress("trips (200,000 rows perturbed into metric-LDP reports)",   # the bulk LDP path
-                        asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg) if duck
-                        else demo_trips.load_postgres(gw.backend, cfg))
+        try:
+            await _progress("tables (pums, people, purchases, stores, customers, orders, order_items, accounts)",
+                            asyncio.to_thread(demo.load_duckdb, gw.backend) if duck else demo.load_postgres(gw.backend))
+            await _progress("trips (200,000 rows perturbed into metric-LDP reports)",   # the bulk LDP path
+                            asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg) if duck
+                            else demo_trips.load_postgres(gw.backend, cfg))
+        except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege) as e:
+            await gw.close()       # the scan role cannot write, as it should: the demo needs write_dsn
+            raise ConfigError(f"{args.config or 'demo config'}: demo = true creates the demo tables through "
+                              f"[backend] write_dsn (default: dsn), and that role may not: "
+                              f"{str(e).strip().splitlines()[0]}. Set write_dsn to a role that may create "
+                              "tables (docs/least-privilege.md)") from None
     file = args.config or "demo config"
     problems = await check_backend_schema(cfg, gw.backend, file)
     warnings, refused = await least_privilege(cfg, gw.backend, file)

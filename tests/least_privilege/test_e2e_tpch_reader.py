@@ -19,6 +19,7 @@ import pytest
 from bench import tpch
 from bench.workers import start
 from proxy.cli.main import main
+from support.least_privilege import drop_role
 from support.pg import free_port
 
 pytestmark = pytest.mark.skipif(tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[test]')")
@@ -69,9 +70,8 @@ def test_tpch_walk_through_as_the_read_only_role(postgres, capsys):
         counts = _load(postgres, tpch.generate(0.001, tmp / "parquet"))
         text, script, passwords = _init(postgres, tmp / "owner.toml", capsys)
         assert "GRANT SELECT ON tpch.customer, tpch.orders TO dpgate_reader;" in script
+        drop_role(postgres, "dpgate_reader")
         with psycopg.connect(postgres.dsn, autocommit=True) as c:
-            if c.execute("SELECT 1 FROM pg_roles WHERE rolname = 'dpgate_reader'").fetchone():
-                c.execute("DROP OWNED BY dpgate_reader; DROP ROLE dpgate_reader")
             c.execute(script)                         # as printed (the test server trusts loopback logins)
         reader = postgres.dsn.replace("postgres@", "dpgate_reader@", 1)
         strict = text.replace('kind = "postgres"', 'kind = "postgres"\nrequire_least_privilege = true', 1)
