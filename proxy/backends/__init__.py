@@ -31,7 +31,8 @@ def open_backend(cfg, state_dir, *, read_only: bool = False):
     path = Path(cfg.backend.path or "demo.duckdb")
     backend = DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path, read_only=read_only,
                             threads=cfg.backend.threads, attach=cfg.backend.attach)
-    folders = source_directories(cfg.source_of(name) for name, t in cfg.tables.items() if t.mode != "local")
+    folders = source_directories([cfg.source_of(name) for name, t in cfg.tables.items() if t.mode != "local"],
+                                 backend.views())
     if folders is not None:           # a remote source (s3://, https://): file access stays open
         backend.confine(folders)
     return backend

@@ -101,15 +101,16 @@ _REMOTE = ("://",)                  # s3://, https://, gs://, hf:// …: not a l
 _GLOB = "*?[{"
 
 
-def source_directories(sources) -> list[str] | None:
-    """The local directories the declared ``sources`` read files from (from each source's parse:
-    the positional string arguments of its table functions, a quoted path as the relation), as
-    absolute prefixes ending in ``/``; None if a source names a remote URL or does not parse
-    (file access is then not confined)."""
+def source_directories(sources, views=()) -> list[str] | None:
+    """The local directories the declared ``sources`` and the database's ``views`` (their
+    ``CREATE VIEW`` texts: a source may be a view over files) read files from, from each one's
+    parse: the positional string arguments of its table functions, a quoted path as a relation;
+    as absolute prefixes ending in ``/``. None if one names a remote URL or does not parse (file
+    access is then not confined)."""
     found: set[str] = set()
-    for source in sources:
+    for text in [*(f"SELECT * FROM {source}" for source in sources), *views]:
         try:
-            tree = sqlglot.parse_one(f"SELECT * FROM {source}", read="duckdb")
+            tree = sqlglot.parse_one(text, read="duckdb")
         except sqlglot.errors.ParseError:
             return None
         paths = [lit.this for lit in tree.find_all(exp.Literal) if lit.is_string
@@ -184,6 +185,10 @@ class DuckDBBackend:
 
     async def connect(self) -> None:
         return None
+
+    def views(self) -> list[str]:
+        """The ``CREATE VIEW`` text of every view the database defines (not DuckDB's own)."""
+        return [r[0] for r in self.query("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL")]
 
     def reopen_read_only(self) -> None:
         """Open the file again, read-only, once the start's writes are done (demo tables, the

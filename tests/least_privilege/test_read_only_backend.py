@@ -247,3 +247,26 @@ def test_postgres_scan_values_are_those_of_text_results(pg_table):
     with psycopg.connect(pg_table.dsn, autocommit=True) as c:
         want = c.execute(sql).fetchall()
     assert repr(got) == repr(want)
+
+
+def test_duckdb_a_view_over_files_stays_readable(tmp_path):
+    """A source that is a view of the DuckDB file over Parquet/CSV files: the view's files'
+    directory is allowed too (read from the view's definition)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.csv").write_text("a\n1\n2\n")
+    path = _duck_file(tmp_path)
+    con = duckdb.connect(str(path))
+    con.execute(f"CREATE VIEW xv AS SELECT * FROM read_csv('{data}/x.csv', header = true)")
+    con.close()
+    cfg = _duck_cfg(path, xv={"columns": {"a": {"type": "int"}}})
+
+    async def main():
+        b = open_backend(cfg, tmp_path, read_only=True)
+        try:
+            assert b.allowed == [f"{data}/"]
+            assert await b.fetch("SELECT COUNT(*) FROM xv", 5) == [(2,)]
+            await _refused(b, f"COPY lp_t TO '{tmp_path}/out.csv'")
+        finally:
+            await b.close()
+    asyncio.run(main())
