@@ -71,7 +71,7 @@ def services(spark_connect, tmp_path_factory):
     path = work / "trips_reports.parquet"
     cur = duck.gw.backend._cursor()          # the service's DuckDB writes no file outside its sources:
     try:                                     # the reports go to Parquet from here
-        pq.write_table(cur.execute("SELECT * FROM trips_reports").to_arrow_table(), str(path))
+        pq.write_table(cur.sql("SELECT * FROM trips_reports").to_arrow_table(), str(path))
     finally:
         cur.close()
     s.sql(f"CREATE TABLE trips_reports USING parquet AS SELECT * FROM parquet.`{path}`")
