@@ -124,8 +124,9 @@ def inline(select: exp.Expression) -> exp.Expression:
         if v is None:
             continue
         if isinstance(v, list):
-            select.set(key, [x.transform(rename) if not (isinstance(x, (exp.Star,)) or (
-                isinstance(x, exp.Column) and x.is_star)) else x for x in v])
+            select.set(key, [_named(x, x.transform(rename)) if key == "expressions" else x.transform(rename)
+                             if not (isinstance(x, (exp.Star,)) or (isinstance(x, exp.Column) and x.is_star))
+                             else x for x in v])
         else:
             select.set(key, v.transform(rename_order if key == "order" else rename))
     select.set("from_", inner.args["from_"].copy())
@@ -135,6 +136,16 @@ def inline(select: exp.Expression) -> exp.Expression:
         cond = iw.this.copy() if ow is None else exp.and_(exp.Paren(this=iw.this.copy()), exp.Paren(this=ow.this))
         select.set("where", exp.Where(this=cond))
     return select
+
+
+def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:
+    """A select item renamed through a derived table keeps the output name Postgres gives
+    it: a column of the derived table is named as the derived table names it (``SELECT s
+    FROM (SELECT store AS s …) x`` returns a column ``s``), whatever it stands for inside."""
+    if isinstance(before, exp.Column) and not isinstance(after, exp.Alias) and not (
+            isinstance(after, exp.Column) and after.name == before.name):
+        return exp.alias_(after.this if isinstance(after, exp.Paren) else after, before.name, quoted=True)
+    return after
 
 
 def split_outer(select: exp.Select):
