@@ -17,7 +17,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, inline, joins, keys, postprocess, predicate, select as select_, selection, shape
+from . import cost, emit, inline, joins, keyfilter, keys, postprocess, predicate, select as select_, selection, shape
 from .cells import cell_positions, complete
 from .errors import Refusal
 from .parsing import parse, tokenize
@@ -86,6 +86,7 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
         row_filter = row_filter[0]
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
+    groups, key_filter = keyfilter.restrict(groups, where)    # WHERE on a group key: fewer cells
     order = select_.order_by(select, items, outputs, ctx)
     limit, offset = select_.limit_offset(select, ctx)
     sel = None
@@ -95,7 +96,7 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
     plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
                 limit=limit, offset=offset, selection=sel, row_filter=row_filter, joins=rel.joins,
-                relation=rel.relation)
+                relation=rel.relation, key_filter=key_filter)
     t = ctx.table
     if t.privacy_unit is not None:          # per person, not per row (issue 20)
         label = config.tables[name].privacy_unit          # orders.customer_id: read through a reference

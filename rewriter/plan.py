@@ -160,6 +160,7 @@ class Plan:
     relation: exp.Expression | None = None   # the lookup join's relation (rewriter.joins), else `source`
     selection: Selection | None = None
     row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
+    key_filter: tuple[str, ...] = ()   # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
 
     @property
     def selected(self) -> bool:

@@ -12,6 +12,10 @@ def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = 
     """EXPLAIN of a central plan: the kind's ``head`` (ε and the mechanism per output:
     :func:`single_tier_lines`, or a ladder's), then selection, post-processing, backend SQL."""
     lines = list(head)
+    for g in plan.group_by:
+        if g.column in plan.key_filter:
+            lines.append(f"  keys: the WHERE predicate on {g.column} keeps {len(g.domain)} value(s) of its public "
+                         "domain, evaluated on the domain (public: the config and the query's literals; no ε)")
     if plan.selection is not None:
         sel = plan.selection
         a = plan.aggregates[sel.aggregate]
