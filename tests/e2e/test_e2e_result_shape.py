@@ -6,8 +6,10 @@ is never negative, …) unless the table says ``consistent = false``."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 
-from support.service import ask
+from mechanisms import SeededSource
+from support.service import Service, ask, make_config
 
 
 def _named(svc, sql, role="other"):
@@ -67,3 +69,73 @@ def test_key_predicate_is_not_a_template_slot(service):
     for v in (5, 0, 1):
         _, rows, _ = _named(service, f"SELECT sex, COUNT(*) FROM people WHERE sex = {v} AND age > 20 GROUP BY sex")
         assert [r[0] for r in rows] == ([v] if v in (0, 1) else [])
+
+
+# -- HAVING holds on the released values; ORDER BY an aggregate is one sort ------------------
+
+def test_having_holds_on_every_returned_row(service):
+    """The demo's Zipf purchases: items 1..5 are above 5000 (item 5 ≈ 5.2k); noise ±300."""
+    _, rows, _ = _named(service, "SELECT item, COUNT(*) FROM purchases GROUP BY item HAVING COUNT(*) > 5000 LIMIT 10")
+    assert rows and all(n > 5000 for _, n in rows) and {1, 2, 3} <= {k for k, _ in rows}
+
+
+def test_having_any_condition_over_released_values(service):
+    """HAVING beyond one threshold (AVG, <, AND) is a filter on the released cells."""
+    names, rows, _ = _named(service, "SELECT race, AVG(age) AS a, COUNT(*) FROM pums GROUP BY race "
+                                     "HAVING AVG(age) < 50 AND COUNT(*) > 10 ORDER BY a")
+    assert names == ["race", "a", "count"] and rows
+    assert all(a < 50 and n > 10 for _, a, n in rows) and [r[1] for r in rows] == sorted(r[1] for r in rows)
+
+
+def test_having_over_partition_selected_keys(service):
+    """Keys without a public domain: the sparse vector over the selected keys; the released
+    values returned still satisfy the HAVING."""
+    for t in (300, 600, 900):
+        _, rows, notes = _named(service, f"SELECT city, COUNT(*) FROM purchases GROUP BY city HAVING COUNT(*) > {t} "
+                                         "LIMIT 40")
+        assert "sparse vector" in notes[0] and all(n > t for _, n in rows)
+
+
+def test_order_by_aggregate_expression_alias_position_are_one(service):
+    _, by_pos, _ = _named(service, "SELECT region, COUNT(*) FROM people GROUP BY region ORDER BY 2 DESC LIMIT 3")
+    _, by_expr, notes = _named(service, "SELECT region, COUNT(*) FROM people GROUP BY region "
+                                        "ORDER BY COUNT(*) DESC LIMIT 3")
+    _, by_alias, _ = _named(service, "SELECT region, COUNT(*) AS n FROM people GROUP BY region ORDER BY n DESC LIMIT 3")
+    _, keys, _ = _named(service, "SELECT region FROM people GROUP BY region ORDER BY COUNT(*) DESC LIMIT 3")
+    assert by_expr == by_alias == by_pos and [k for k, in keys] == [r[0] for r in by_expr] and len(by_expr) == 3
+    assert [r[1] for r in by_expr] == sorted((r[1] for r in by_expr), reverse=True) and "repeat" in notes[0]
+
+
+# -- consistent values ----------------------------------------------------------------------
+
+# items 150..200 of one store: a few purchases each, with count noise ±300 and sum noise
+# ±150000 (ε/100 per customer): about half the raw noisy values are negative
+_SPARSE = ("SELECT item, COUNT(*), SUM(amount), AVG(amount) FROM purchases WHERE store = 1 AND item >= 150 "
+           "GROUP BY item")
+
+
+def test_released_values_are_consistent(service):
+    _, rows, notes = _named(service, _SPARSE)
+    assert len(rows) == 51
+    assert all(n >= 0 and s >= 0 and 0 <= a <= 500 for _, n, s, a in rows)
+    assert "count(*) clamped to ≥ 0" in notes[0] and "sum(amount) clamped to ≥ 0" in notes[0]
+    assert "avg(amount) clamped to [0, 500]" in notes[0]
+    spent = service.gw.ledger.spent("other", "day")
+    _, again, notes = _named(service, _SPARSE.replace("SELECT item,", "SELECT item AS i,"))
+    assert again == rows and "repeat" in notes[0] and service.gw.ledger.spent("other", "day") == spent
+
+
+@pytest.fixture(scope="module")
+def raw_service(tmp_path_factory):
+    """The demo on DuckDB with ``[tables.purchases] consistent = false``."""
+    cfg = make_config({"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")})
+    cfg["tables"]["purchases"]["consistent"] = False
+    svc = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(20261122)).start()
+    yield svc
+    svc.close()
+
+
+def test_consistent_false_returns_the_raw_noisy_values(raw_service):
+    _, rows, notes = _named(raw_service, _SPARSE)
+    assert any(n < 0 for _, n, _, _ in rows) and any(s < 0 for _, _, s, _ in rows)
+    assert "clamped" not in notes[0]
