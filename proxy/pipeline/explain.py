@@ -5,7 +5,7 @@ from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
 from .common import avg_half_widths, explain_output_line, pretty
-from .release import measurement_for, split_epsilon, unit_text
+from .release import consistency_text, measurement_for, split_epsilon, unit_text
 
 
 def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres",
@@ -26,6 +26,8 @@ def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = 
                      f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
                      f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released")
     lines.extend(path)
+    if clamped := consistency_text(plan):
+        lines.append("  " + clamped.removeprefix("; "))
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
     lines.append("backend SQL (one scan):")
