@@ -169,9 +169,10 @@ def apply_outer(plan, outer: exp.Select, ctx):
         raise Refusal(UNSUPPORTED, "over an aggregating subquery dpgate answers filters, projections, "
                       "arithmetic, ORDER BY and LIMIT, and COUNT/SUM/AVG/MIN/MAX of its released rows "
                       "(post-processing of its release); group or join in the inner query instead.")
-    if plan.limit is not None or plan.offset or plan.selection is not None:
-        raise Refusal(UNSUPPORTED, "LIMIT / OFFSET / HAVING … GROUP BY thresholds inside an aggregating "
-                      "subquery are not supported; put ORDER BY and LIMIT on the outer query.")
+    if plan.limit is not None or plan.offset:
+        raise Refusal(UNSUPPORTED, "LIMIT / OFFSET inside an aggregating subquery are not supported; put "
+                      "ORDER BY and LIMIT on the outer query.")
+    plan = replace(plan, selection=None)     # an inner HAVING: a filter on the released cells (row_filter)
     named = {o.name: o for o in plan.outputs}
 
     def as_tree(o: Output):

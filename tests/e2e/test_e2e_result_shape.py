@@ -139,3 +139,17 @@ def test_consistent_false_returns_the_raw_noisy_values(raw_service):
     _, rows, notes = _named(raw_service, _SPARSE)
     assert any(n < 0 for _, n, _, _ in rows) and any(s < 0 for _, _, s, _ in rows)
     assert "clamped" not in notes[0]
+
+
+def test_outer_query_over_an_inner_having_is_the_same_release(service):
+    """HAVING inside an aggregating subquery is a filter of the inner release: the outer query
+    counts / filters the released rows that pass it, charged nothing more."""
+    _, cells, _ = _named(service, "SELECT item, COUNT(*) AS n FROM purchases GROUP BY item")
+    spent = service.gw.ledger.spent("other", "day")
+    _, (got,), notes = _named(service, "SELECT COUNT(*) FROM (SELECT item, COUNT(*) AS n FROM purchases "
+                                       "GROUP BY item HAVING COUNT(*) > 1000) t")
+    _, rows, _ = _named(service, "SELECT item, n FROM (SELECT item, COUNT(*) AS n FROM purchases GROUP BY item "
+                                 "HAVING COUNT(*) > 1000) t WHERE item > 10 ORDER BY n DESC, item")
+    assert got == (sum(n > 1000 for _, n in cells),) and "repeat" in notes[0]
+    assert rows == sorted([c for c in cells if c[1] > 1000 and c[0] > 10], key=lambda r: (-r[1], r[0]))
+    assert service.gw.ledger.spent("other", "day") == spent
