@@ -35,6 +35,17 @@ from .release import MAX_SELECTED, measurement_for, split_epsilon
 __all__ = ["choose"]
 
 
+_KEPT = ("_clock", "_domain", "_releases")     # memos that do not depend on the selection
+
+
+def _with(plan: Plan, selection) -> Plan:
+    """``plan`` with another selection, keeping the memos beside its fields that do not depend
+    on it (its clock reading, its cells, its releases); the canonical text is computed anew."""
+    out = dataclasses.replace(plan, selection=selection)
+    out.__dict__.update({k: plan.__dict__[k] for k in _KEPT if k in plan.__dict__})
+    return out
+
+
 def _threshold(plan: Plan, settings: dict) -> float | None:
     sel = plan.selection
     if sel.threshold is not None:
@@ -76,12 +87,12 @@ def choose(plan: Plan, tier, settings: dict) -> tuple[Plan, list[str]]:
         if plan.row_filter is not None and plan.group_by:
             return plan, ["  HAVING: evaluated on every released cell's values (post-processing, no ε)"]
         return plan, []
-    cells = dataclasses.replace(plan, selection=None)
+    cells = _with(plan, None)
     t = _threshold(plan, settings)
     if t is None:
         return cells, ["  ORDER BY … LIMIT: a sort of the released cells (post-processing, no ε); with a "
                        "threshold (HAVING, or SET dpgate.topc_threshold) the sparse vector can choose the keys"]
-    plan = dataclasses.replace(plan, selection=dataclasses.replace(sel, threshold=t))
+    plan = _with(plan, dataclasses.replace(sel, threshold=t))
     if plan.selected:
         return plan, ["  HAVING/top-c: sparse vector (seed 004) over the keys partition selection released "
                       "(the key set is not public); rows whose released value contradicts the HAVING are "
