@@ -380,6 +380,10 @@ class Tier(StrictModel):
     ladder_insert: Literal["nearest", "bridge"] = "nearest"
     """a tier added to a stored chain later: nearest (serve the nearest lower level) or bridge (insert its
     exact level)."""
+    consistent: bool = True
+    """`false`: roles of this tier get the raw noisy values (a COUNT may be negative), unbiased, whatever
+    the table's `consistent` says (per-record tables, MAX/MIN and percentiles follow the table's);
+    `true`: the table decides."""
     delta: float = Field(default=0.0, ge=0, le=1e-3)
     """δ charged per query that needs one (partition selection: GROUP BY a column without a public
     domain); 0 (the default) refuses such queries. Typical: 1e-6 to 1e-9, well below 1/rows."""

@@ -1,4 +1,5 @@
-"""Which release answers a HAVING or top-c statement, and why (said in EXPLAIN).
+"""Which release answers a HAVING or top-c statement, and why (said in EXPLAIN); and whether
+the role's tier reads consistent values.
 
 The rows are always the SQL's rows over released values: HAVING is a filter and ORDER BY
 … LIMIT a sort of the released cells (:func:`.release.answer_rows`, post-processing).
@@ -38,10 +39,11 @@ __all__ = ["choose"]
 _KEPT = ("_clock", "_domain", "_releases")     # memos that do not depend on the selection
 
 
-def _with(plan: Plan, selection) -> Plan:
-    """``plan`` with another selection, keeping the memos beside its fields that do not depend
-    on it (its clock reading, its cells, its releases); the canonical text is computed anew."""
-    out = dataclasses.replace(plan, selection=selection)
+def _with(plan: Plan, selection, **post) -> Plan:
+    """``plan`` with another selection (and ``post``: post-processing fields), keeping the memos
+    beside its fields that do not depend on them (its clock reading, its cells, its releases);
+    the canonical text is computed anew."""
+    out = dataclasses.replace(plan, selection=selection, **post)
     out.__dict__.update({k: plan.__dict__[k] for k in _KEPT if k in plan.__dict__})
     return out
 
@@ -81,7 +83,10 @@ def variances(plan: Plan, epsilon: float) -> tuple[float, float]:
 
 def choose(plan: Plan, tier, settings: dict) -> tuple[Plan, list[str]]:
     """(the plan to release — with its :class:`~rewriter.plan.Selection` for the sparse
-    vector, or without it for the cells —, EXPLAIN's lines saying which and why)."""
+    vector, or without it for the cells —, EXPLAIN's lines saying which and why). A tier
+    with ``consistent = false`` reads raw noisy values (:func:`.release.consistent_ranges`)."""
+    if not getattr(tier, "consistent", True) and plan.consistent:
+        plan = _with(plan, plan.selection, consistent=False)
     sel = plan.selection
     if sel is None:
         if plan.row_filter is not None and plan.group_by:

@@ -130,6 +130,7 @@ def raw_service(tmp_path_factory):
     """The demo on DuckDB with ``[tables.purchases] consistent = false``."""
     cfg = make_config({"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")})
     cfg["tables"]["purchases"]["consistent"] = False
+    cfg["tiers"]["half"]["consistent"] = False           # role `half`: raw values on every table
     svc = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(20261122)).start()
     yield svc
     svc.close()
@@ -153,3 +154,12 @@ def test_outer_query_over_an_inner_having_is_the_same_release(service):
     assert got == (sum(n > 1000 for _, n in cells),) and "repeat" in notes[0]
     assert rows == sorted([c for c in cells if c[1] > 1000 and c[0] > 10], key=lambda r: (-r[1], r[0]))
     assert service.gw.ledger.spent("other", "day") == spent
+
+
+def test_a_tier_with_consistent_false_reads_raw_values(raw_service):
+    """PUMS has a handful of people over 90: the education cells are mostly empty, count noise ±3."""
+    sql = "SELECT educ, COUNT(*) FROM pums WHERE age > 90 GROUP BY educ"
+    _, raw, notes = _named(raw_service, sql, role="half")
+    _, kept, notes2 = _named(raw_service, sql, role="other")
+    assert any(n < 0 for _, n in raw) and "clamped" not in notes[0]
+    assert all(n >= 0 for _, n in kept) and "clamped to ≥ 0" in notes2[0]
