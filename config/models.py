@@ -272,6 +272,12 @@ class Table(StrictModel):
     SmartNoise's max_ids): a unit with more rows keeps that many in proportion across its cells,
     ε / R — less bias than per cell at the same noise when people spread over several cells."""
 
+    consistent: bool = True
+    """released values are made consistent by post-processing (free): a COUNT is never below 0, a SUM
+    of a column with lower bound ≥ 0 never below 0, an AVG within its column's bounds (the NOTICE says
+    so). This biases cells near the bound (a mean of clamped noise is not 0); `false` returns the raw
+    noisy values, unbiased, for analysts who add many cells up."""
+
     public: bool = False
     """a public table (a lookup table: stores, regions): readable as-is by every role with no noise and
     no charge, and joinable to a private table on its `key`. Never put personal data here."""
@@ -374,6 +380,10 @@ class Tier(StrictModel):
     ladder_insert: Literal["nearest", "bridge"] = "nearest"
     """a tier added to a stored chain later: nearest (serve the nearest lower level) or bridge (insert its
     exact level)."""
+    consistent: bool = True
+    """`false`: roles of this tier get the raw noisy values (a COUNT may be negative), unbiased, whatever
+    the table's `consistent` says (per-record tables, MAX/MIN and percentiles follow the table's);
+    `true`: the table decides."""
     delta: float = Field(default=0.0, ge=0, le=1e-3)
     """δ charged per query that needs one (partition selection: GROUP BY a column without a public
     domain); 0 (the default) refuses such queries. Typical: 1e-6 to 1e-9, well below 1/rows."""

@@ -17,7 +17,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, inline, joins, keys, postprocess, predicate, select as select_, selection, shape
+from . import cost, emit, inline, joins, keyfilter, keys, postprocess, predicate, select as select_, selection, shape
 from .cells import cell_positions, complete
 from .errors import Refusal
 from .parsing import parse, tokenize
@@ -75,27 +75,31 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
-    row_filter = None
-    if having is not None and select.args.get("group") is None:   # a filter on the one released row
-        row_filter, having = postprocess.having_filter(having, ctx), None
     thresholded = having is not None or top is not None
     measures, aggregates, outputs = select_.outputs(items, groups, ctx, need_aggregate=not thresholded)
-    if row_filter is not None:
-        row_filter = postprocess.resolve_filter(row_filter, groups, ctx, measures, aggregates)
-        measures, aggregates = row_filter[1], row_filter[2]
-        row_filter = row_filter[0]
+    row_filter = None
+    if having is not None:                  # HAVING: a filter on the released rows (post-processing)
+        row_filter, measures, aggregates = postprocess.resolve_filter(
+            postprocess.having_filter(having, ctx), groups, ctx, measures, aggregates)
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
-    order = select_.order_by(select, items, outputs, ctx)
+    groups, key_filter = keyfilter.restrict(groups, where)    # WHERE on a group key: fewer cells
+    ms, ags = list(measures), list(aggregates)
+    order = select_.order_by(select, items, outputs, ctx,
+                             hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags))
+    measures, aggregates = tuple(ms), tuple(ags)
     limit, offset = select_.limit_offset(select, ctx)
     sel = None
-    if thresholded:
-        measures, aggregates, sel = selection.plan_selection(
-            having, top, ctx, groups, measures, aggregates, outputs, limit)
+    if thresholded and groups:              # the sparse vector's form of it, if it has one (seed 004)
+        try:
+            measures, aggregates, sel = selection.plan_selection(
+                having, top, ctx, groups, measures, aggregates, outputs, limit)
+        except Refusal:
+            sel = None                      # answered from the released cells only
     plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
                 measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
                 limit=limit, offset=offset, selection=sel, row_filter=row_filter, joins=rel.joins,
-                relation=rel.relation)
+                relation=rel.relation, key_filter=key_filter, consistent=rel.table.consistent)
     t = ctx.table
     if t.privacy_unit is not None:          # per person, not per row (issue 20)
         label = config.tables[name].privacy_unit          # orders.customer_id: read through a reference

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 ALLOWED = ("Allowed: SELECT [group columns,] COUNT(*), COUNT(col), SUM(col), AVG(col) "
            "FROM one declared table [WHERE row predicate] [GROUP BY columns with a declared "
-           "domain [HAVING aggregate > threshold]] [ORDER BY outputs] [LIMIT n].")
+           "domain [HAVING condition on aggregates]] [ORDER BY outputs or aggregates] [LIMIT n].")
 
 
 class Refusal(Exception):

@@ -124,8 +124,9 @@ def inline(select: exp.Expression) -> exp.Expression:
         if v is None:
             continue
         if isinstance(v, list):
-            select.set(key, [x.transform(rename) if not (isinstance(x, (exp.Star,)) or (
-                isinstance(x, exp.Column) and x.is_star)) else x for x in v])
+            select.set(key, [_named(x, x.transform(rename)) if key == "expressions" else x.transform(rename)
+                             if not (isinstance(x, (exp.Star,)) or (isinstance(x, exp.Column) and x.is_star))
+                             else x for x in v])
         else:
             select.set(key, v.transform(rename_order if key == "order" else rename))
     select.set("from_", inner.args["from_"].copy())
@@ -135,6 +136,16 @@ def inline(select: exp.Expression) -> exp.Expression:
         cond = iw.this.copy() if ow is None else exp.and_(exp.Paren(this=iw.this.copy()), exp.Paren(this=ow.this))
         select.set("where", exp.Where(this=cond))
     return select
+
+
+def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:
+    """A select item renamed through a derived table keeps the output name Postgres gives
+    it: a column of the derived table is named as the derived table names it (``SELECT s
+    FROM (SELECT store AS s …) x`` returns a column ``s``), whatever it stands for inside."""
+    if isinstance(before, exp.Column) and not isinstance(after, exp.Alias) and not (
+            isinstance(after, exp.Column) and after.name == before.name):
+        return exp.alias_(after.this if isinstance(after, exp.Paren) else after, before.name, quoted=True)
+    return after
 
 
 def split_outer(select: exp.Select):
@@ -158,9 +169,10 @@ def apply_outer(plan, outer: exp.Select, ctx):
         raise Refusal(UNSUPPORTED, "over an aggregating subquery dpgate answers filters, projections, "
                       "arithmetic, ORDER BY and LIMIT, and COUNT/SUM/AVG/MIN/MAX of its released rows "
                       "(post-processing of its release); group or join in the inner query instead.")
-    if plan.limit is not None or plan.offset or plan.selection is not None:
-        raise Refusal(UNSUPPORTED, "LIMIT / OFFSET / HAVING … GROUP BY thresholds inside an aggregating "
-                      "subquery are not supported; put ORDER BY and LIMIT on the outer query.")
+    if plan.limit is not None or plan.offset:
+        raise Refusal(UNSUPPORTED, "LIMIT / OFFSET inside an aggregating subquery are not supported; put "
+                      "ORDER BY and LIMIT on the outer query.")
+    plan = replace(plan, selection=None)     # an inner HAVING: a filter on the released cells (row_filter)
     named = {o.name: o for o in plan.outputs}
 
     def as_tree(o: Output):

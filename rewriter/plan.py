@@ -102,9 +102,14 @@ class Output:
 
 @dataclass(frozen=True)
 class OrderItem:
+    """A sort key: output column ``output``, or (``output`` -1) ``tree``, an expression over
+    the cell's released values that is not in the select list (``ORDER BY COUNT(*) DESC``
+    selecting only the key; :mod:`rewriter.postprocess` trees)."""
+
     output: int
     desc: bool = False
     nulls_first: bool | None = None
+    tree: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,8 @@ class Plan:
     relation: exp.Expression | None = None   # the lookup join's relation (rewriter.joins), else `source`
     selection: Selection | None = None
     row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
+    key_filter: tuple[str, ...] = ()   # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
+    consistent: bool = True            # released values clamped to their public range (the table's `consistent`)
 
     @property
     def selected(self) -> bool:

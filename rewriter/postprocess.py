@@ -29,7 +29,7 @@ from sqlglot import exp
 from . import predicate
 from .aggregates import add_aggregate as add_select_aggregate, aggregate, measure_index, post_steps, post_type
 from .args import ALLOWED, understood
-from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .plan import Aggregate, Measure
 from .scope import Ctx
 
@@ -130,7 +130,7 @@ def tree(node: exp.Expression, ctx: Ctx):
     if cond is not None:
         ref = ("aggref", "count_if", predicate.where(cond[0], ctx))
         return ref if cond[1] is None else ("op", "*", ref, tree(cond[1], ctx))
-    if isinstance(node, _AGGS) or isinstance(node, exp.Filter):
+    if isinstance(node, (exp.AggFunc, exp.Filter)):       # COUNT/SUM/AVG, VAR_POP …: released values
         return ("aggref",) + aggregate(node, ctx)
     steps = post_steps(node)
     if steps is not None:
@@ -333,6 +333,9 @@ def add_aggregate(func: str, col, ctx: Ctx, measures: list, aggs: list) -> tuple
             aggs.append(agg)
         return aggs.index(agg), "int"
     if func not in ("count", "sum", "avg"):
+        same = next((i for i, a in enumerate(aggs) if a.func == func and a.column == col and a.filter is None), None)
+        if same is not None:               # VAR_POP(x) in HAVING / ORDER BY, selected too: its release
+            return same, "float" if func != "count_distinct" else "int"
         raise Refusal(UNSUPPORTED, f"{func.upper()} is answered as a select item of its own, not "
                       "inside an expression; select it and compute the expression in the client.", hint=HINT)
     return add_select_aggregate(func, col, ctx, measures, aggs)
@@ -349,11 +352,29 @@ def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
 
     def key(name):
         if name not in gidx:
-            raise Refusal(UNSUPPORTED, f"HAVING may use aggregates and group keys, not column {name}; "
-                          "filter rows with WHERE.", hint=None)
+            raise Refusal(DENIED, f"HAVING may use aggregates and group keys, not column {name} (its raw "
+                          "values are never read back); filter rows with WHERE.", hint=HINT)
         return gidx[name], groups[gidx[name]].type
 
     r, typ = resolve(t, agg, key)
     if typ not in ("bool", None):
         raise Refusal(DATATYPE_MISMATCH, f"argument of HAVING must be type boolean, not type {typ}.", hint=None)
     return r, tuple(ms), tuple(aggs)
+
+
+def resolve_sort(node: exp.Expression, groups, ctx: Ctx, measures: list, aggregates: list) -> tuple:
+    """The tree of an ORDER BY expression that is not in the select list (``ORDER BY
+    COUNT(*) DESC`` selecting only the key): its aggregates are added to ``measures`` /
+    ``aggregates`` (released with the select list's, sharing ε), evaluated per released cell."""
+    gidx = {g.column: i for i, g in enumerate(groups)}
+
+    def agg(func, col):
+        return add_aggregate(func, col, ctx, measures, aggregates)
+
+    def key(name):
+        if name not in gidx:
+            raise Refusal(UNSUPPORTED, f"ORDER BY column {name} is not a group key; order by group keys, "
+                          "aggregates or output columns.", hint=HINT)
+        return gidx[name], groups[gidx[name]].type
+
+    return resolve(tree(node, ctx), agg, key)[0]

@@ -186,7 +186,11 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
 
 
 def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
-             ctx: Ctx) -> tuple[OrderItem, ...]:
+             ctx: Ctx, hidden=None) -> tuple[OrderItem, ...]:
+    """The sort keys: an output by position, alias or the same expression; else (with
+    ``hidden(node)``, which resolves an expression over released values and group keys)
+    a sort key that is not selected. ORDER BY an aggregate by expression, alias or
+    position is one sort."""
     order = select.args.get("order")
     if order is None:
         return ()
@@ -206,7 +210,14 @@ def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
             key = ("column", ctx.column(node).node.name) if isinstance(node, exp.Column) else (
                 ("agg", aggregate(node, ctx)) if isinstance(node, exp.AggFunc) else (
                     ("key", derived.derive(node, ctx)) if derived.derivable(node) else None))
-            idx = next((i for i, it in enumerate(its) if key == (it.kind, it.payload)), None)
+            idx = next((i for i, it in enumerate(its) if key == (it.kind, it.payload) and not it.post), None)
+        if idx is None and hidden is not None and not isinstance(node, exp.Literal):
+            tree = hidden(node)
+            same = next((i for i, out in enumerate(outs) if out.source == "expr" and out.post == tree), None)
+            if same is None:
+                result.append(OrderItem(-1, bool(o.args.get("desc")), o.args.get("nulls_first"), tree))
+                continue
+            idx = same
         if idx is None:
             raise Refusal(UNSUPPORTED, "ORDER BY takes output columns: an alias, a position, or "
                           "the same group key or aggregate as in the select list.")

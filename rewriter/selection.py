@@ -41,12 +41,8 @@ def top_order(select: exp.Select) -> exp.Expression | None:
         return None
     first = order.expressions[0]
     node = first.this
-    if isinstance(node, exp.AggFunc) and first.args.get("desc"):
-        if len(order.expressions) > 1:
-            raise Refusal(UNSUPPORTED, "a top-c query orders by one aggregate only "
-                          "(ORDER BY COUNT(*) DESC LIMIT c).")
-        select.set("order", None)
-        return node
+    if isinstance(node, exp.AggFunc) and first.args.get("desc") and len(order.expressions) == 1:
+        return node                # the ORDER BY stays: it is also a sort of the released values
     return None
 
 
@@ -125,17 +121,22 @@ def plan_selection(having: exp.Expression | None, top: exp.Expression | None, ct
     func, col = _threshold_aggregate(node, ctx)
     spec = ctx.table.columns[col] if col else None
     measures, aggregates = list(measures), list(aggregates)
+    same = next((i for i, a in enumerate(aggregates)     # the HAVING filter's (or select list's) own
+                 if a.func == func and a.column == col and a.filter is None), None)
     if func == "count":
         meas = Measure("count_rows") if col is None else Measure("count", col)
         agg = Aggregate("count", col, spec.type if spec else None, None, None, ())
     else:
         meas = Measure("sum", col, spec.type, spec.lower, spec.upper)
         agg = Aggregate("sum", col, spec.type, spec.lower, spec.upper, ())
-    if meas not in measures:
-        measures.append(meas)
-    agg = Aggregate(agg.func, agg.column, agg.type, agg.lower, agg.upper, (measures.index(meas),))
-    if agg not in aggregates:
-        aggregates.append(agg)
+    if same is not None:
+        agg = aggregates[same]
+    else:
+        if meas not in measures:
+            measures.append(meas)
+        agg = Aggregate(agg.func, agg.column, agg.type, agg.lower, agg.upper, (measures.index(meas),))
+        if agg not in aggregates:
+            aggregates.append(agg)
     c = limit if limit is not None else None
     per_key = ()
     if isinstance(threshold, tuple):              # CASE g WHEN … THEN T … ELSE T0 END

@@ -228,8 +228,8 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         a, b = build(a_text), build(_fill(sql, spans, desc))
     except Exception:  # noqa: BLE001 - a refusal or anything else: no template
         return None
-    if a.where is None or a.selection is not None:
-        return None
+    if a.where is None or a.selection is not None or a.key_filter or full.key_filter:
+        return None                   # a slot in a predicate on a group key sets the cells
     bare = lambda p: dataclasses.replace(p, where=None)  # noqa: E731
     if not (bare(a) == bare(full) == bare(b)):
         return None

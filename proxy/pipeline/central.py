@@ -19,6 +19,7 @@ from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind
 from .release import (NoisePool, answer_rows, domain_answer, domain_notice, noisy_answer, notice_body,
                       output_types, selection_answer)
+from .selection_path import choose
 
 __all__ = ["CENTRAL", "DOMAIN", "SVT", "Central", "Domain", "Svt", "checked", "columns_of", "mechanism_epsilon",
            "scan_sql"]
@@ -96,8 +97,10 @@ class Central(ReleaseKind):
     async def explain(self, conn, route, body: str, params: list) -> Result:
         gw = conn.gw
         plan = checked(build_plan(parse(body), gw.config, params or None), route)
+        plan, path = choose(plan, gw.tier_of(conn.role), conn.session.settings)     # HAVING / top-c
         dialect = gw.backend.dialect
-        lines = explain_lines(plan, self.explain_head(plan, gw.tier_of(conn.role)), to_sql(plan, dialect), dialect)
+        lines = explain_lines(plan, self.explain_head(plan, gw.tier_of(conn.role)), to_sql(plan, dialect), dialect,
+                              path)
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
     def explain_head(self, plan, tier) -> list[str]:

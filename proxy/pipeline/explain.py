@@ -5,13 +5,19 @@ from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
 from .common import avg_half_widths, explain_output_line, pretty
-from .release import measurement_for, split_epsilon, unit_text
+from .release import consistency_text, measurement_for, split_epsilon, unit_text
 
 
-def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres") -> list[str]:
+def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres",
+                  path: list[str] = ()) -> list[str]:
     """EXPLAIN of a central plan: the kind's ``head`` (ε and the mechanism per output:
-    :func:`single_tier_lines`, or a ladder's), then selection, post-processing, backend SQL."""
+    :func:`single_tier_lines`, or a ladder's), then selection (``path``: which release answers
+    a HAVING / top-c and why, :func:`.selection_path.choose`), post-processing, backend SQL."""
     lines = list(head)
+    for g in plan.group_by:
+        if g.column in plan.key_filter:
+            lines.append(f"  keys: the WHERE predicate on {g.column} keeps {len(g.domain)} value(s) of its public "
+                         "domain, evaluated on the domain (public: the config and the query's literals; no ε)")
     if plan.selection is not None:
         sel = plan.selection
         a = plan.aggregates[sel.aggregate]
@@ -19,6 +25,9 @@ def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = 
         lines.append(f"  keys: sparse vector technique with exponential noise (seed 004) on {a.label} "
                      f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
                      f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released")
+    lines.extend(path)
+    if clamped := consistency_text(plan):
+        lines.append("  " + clamped.removeprefix("; "))
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
     lines.append("backend SQL (one scan):")

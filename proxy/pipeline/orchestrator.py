@@ -27,7 +27,6 @@ import copy
 import dataclasses
 import functools
 import logging
-import math
 import time
 
 
@@ -39,6 +38,7 @@ from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, Description, Result, SqlError
 from . import cursors
 from .central import CENTRAL, DOMAIN, SVT, checked
+from .selection_path import choose
 from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, run
 from .lane import heavy, ledger_error
@@ -222,7 +222,8 @@ class Connection:
                     return DOMAIN.prepare(self, plan)
             return await family.plan(self, route, sql, params)
         try:
-            plan = self._with_threshold(checked(await gw.plan_async(sql, params or None), route))
+            plan = checked(await gw.plan_async(sql, params or None), route)
+            plan = choose(plan, gw.tier_of(self.role), self.session.settings)[0]   # HAVING / top-c: which release
         except ExtremeAggregate:                              # MAX / MIN: their own release
             return await EXTREME.plan(self, route, sql, params)
         if plan.selected:                                     # keys without a public domain (issue 20)
@@ -238,24 +239,6 @@ class Connection:
         if plan.selection is not None:                        # HAVING / top-c (seed 004)
             return SVT.prepare(self, plan)
         return CENTRAL.prepare(self, plan)
-
-    def _with_threshold(self, plan):
-        """A top-c query takes its public threshold from HAVING or the session setting."""
-        sel = plan.selection
-        if sel is None or sel.threshold is not None:
-            return plan
-        raw = self.session.settings.get("dpgate.topc_threshold")
-        if raw in (None, ""):
-            raise SqlError("22023", "a top-c query (ORDER BY COUNT(*) DESC LIMIT c) needs a public "
-                           "threshold", hint="Add HAVING COUNT(*) > T, or run SET dpgate.topc_threshold = T "
-                           "first; only keys above T are considered.")
-        try:
-            t = float(raw)
-            if not math.isfinite(t):             # NaN / ±inf: not a threshold (issue 17)
-                raise ValueError(raw)
-        except ValueError:
-            raise SqlError("22023", f"dpgate.topc_threshold must be a finite number, not {raw!r}") from None
-        return dataclasses.replace(plan, selection=dataclasses.replace(sel, threshold=t))
 
     async def _explain(self, route: Route, params: list[object]) -> Result:
         body, inner = route.body, route.inner

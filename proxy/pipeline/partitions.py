@@ -41,6 +41,7 @@ from .common import cell_key, fmt, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared
 from .release import answer_rows, noisy_answer, notice_body, selection_answer, unit_text
+from .selection_path import choose
 
 __all__ = ["PARTITIONS", "Partitions", "bin_hint", "floor_sql", "require_delta", "scan_floor", "select_rows",
            "selection_explain", "selection_notice", "selection_plan"]
@@ -143,8 +144,9 @@ class Partitions(Central):
         gw = conn.gw
         plan = checked(build_plan(parse(body), gw.config, params or None), route)
         tier = gw.tier_of(conn.role)
+        plan, path = choose(plan, tier, conn.session.settings)                     # HAVING / top-c
         sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9), salt="")
-        lines = explain_lines(plan, self.explain_head(plan, tier), sql, gw.backend.dialect)
+        lines = explain_lines(plan, self.explain_head(plan, tier), sql, gw.backend.dialect, path)
         return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 
     def measure(self, conn, p: Prepared, rows) -> dict:

@@ -18,6 +18,7 @@ from mechanisms.once import single_flight
 from mechanisms.svt import QueryShape, svt_select
 from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
+from rewriter.postprocess import aggregates_in
 from rewriter.unit import describe, factor
 
 from ..stores.answer import ColumnarAnswer, cell_count
@@ -404,31 +405,95 @@ def _aligned(plan: Plan, answer: dict) -> dict:
     return out
 
 
+def consistent_ranges(plan: Plan) -> list[tuple | None]:
+    """Per aggregate, the public range its released value is clamped to, or None: a COUNT
+    ≥ 0, a SUM of a column bounded below by ≥ 0 (above by ≤ 0) ≥ 0 (≤ 0), an AVG within
+    its column's bounds, a VAR/STDDEV ≥ 0. Nothing when the table says ``consistent = false``."""
+    out: list[tuple | None] = []
+    for a in plan.aggregates:
+        r = None
+        if not getattr(plan, "consistent", True):
+            pass
+        elif a.func in ("count", "count_distinct") or a.func in VARIANCE_FUNCS:
+            r = (0, None)
+        elif a.func == "sum" and a.lower is not None and a.lower >= 0:
+            r = (0, None)
+        elif a.func == "sum" and a.upper is not None and a.upper <= 0:
+            r = (None, 0)
+        elif a.func == "avg" and a.lower is not None and a.upper is not None:
+            r = (a.lower, a.upper)
+        out.append(r)
+    return out
+
+
+def _clamp(v, r):
+    if v is None or r is None:
+        return v
+    lo, hi = r
+    if lo is not None and v < lo:
+        return type(v)(lo)
+    if hi is not None and v > hi:
+        return type(v)(hi)
+    return v
+
+
+def _consistent_column(col: list, r) -> list:
+    return col if r is None else [_clamp(v, r) for v in col]
+
+
 def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
+    """The statement's rows from a released answer, as Postgres would compute them over the
+    released cells: the released values made consistent (:func:`consistent_ranges`), then
+    HAVING / an outer WHERE (``row_filter``), the select list, ORDER BY (an output, or an
+    expression not selected), OFFSET and LIMIT. Post-processing: free; the stored answer
+    keeps the measurement as released."""
     answer = _aligned(plan, answer)
-    keep = getattr(plan, "row_filter", None)
-    if keep is None:
+    keep = _row_filter(plan, answer)
+    hidden = [item.tree for item in plan.order_by if item.tree is not None]
+    ranges = consistent_ranges(plan)
+    if keep is None and not hidden:
         if isinstance(answer, ColumnarAnswer) and answer.columns is not None:
-            key_column, value_column = answer.column_list(0), answer.column_list(1)
+            key_column, raw_column = answer.column_list(0), answer.column_list(1)
         else:
             keys, values = answer["keys"], answer["values"]
             key_column = lambda i: [key[i] for key in keys]            # noqa: E731
-            value_column = lambda j: [vals[j] for vals in values]      # noqa: E731
+            raw_column = lambda j: [vals[j] for vals in values]        # noqa: E731
+        value_column = lambda j: _consistent_column(raw_column(j), ranges[j])   # noqa: E731
         if (plain := _plain_rows(plan, key_column, value_column)) is not None:
             return _arranged(plan, plain)
-    cells = [(key, vals) for key, vals in zip(answer["keys"], answer["values"])
+    cells = [(key, [_clamp(v, r) for v, r in zip(vals, ranges)] if any(ranges) else vals)
+             for key, vals in zip(answer["keys"], answer["values"])]
+    cells = [(key, vals) for key, vals in cells
              if keep is None or evaluate(keep, key, vals) is True]       # HAVING / outer WHERE
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
         rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]     # COUNT/SUM/… of released rows
     else:
-        rows = [tuple(_cell(o, key, vals) for o in plan.outputs) for key, vals in cells]
-    return _arranged(plan, rows)
+        rows = [tuple(_cell(o, key, vals) for o in plan.outputs) + tuple(evaluate(t, key, vals) for t in hidden)
+                for key, vals in cells]
+    rows = _arranged(plan, rows)
+    n = len(plan.outputs)
+    return [r[:n] for r in rows] if hidden else rows
+
+
+def _row_filter(plan: Plan, answer: dict):
+    """The filter on released rows: HAVING and an outer WHERE. Over a sparse-vector answer
+    (seed 004) it is applied where the values it reads were released with the keys; a key
+    released alone passed the HAVING as the sparse vector decided it."""
+    keep = getattr(plan, "row_filter", None)
+    if keep is None or "svt" not in answer:
+        return keep
+    released = {o.index for o in plan.outputs if o.source == "aggregate"}
+    return keep if aggregates_in(keep) <= released else None
 
 
 def _arranged(plan: Plan, rows: list[tuple]) -> list[tuple]:
     """``rows`` in ``plan``'s ORDER BY, top-c ranking, OFFSET and LIMIT."""
+    n = len(plan.outputs)
+    j = sum(item.tree is not None for item in plan.order_by)   # sort keys not selected: after the outputs
     for item in reversed(plan.order_by):
-        rows = _order(rows, item.output, item.desc, item.nulls_first)
+        if item.tree is not None:
+            j -= 1
+        rows = _order(rows, item.output if item.tree is None else n + j, item.desc, item.nulls_first)
     sel = plan.selection
     if sel is not None and sel.kind == "top":     # rank by the released (noisy) value, if any
         ranked = [i for i, o in enumerate(plan.outputs) if o.source == "aggregate" and o.index == sel.aggregate]
@@ -452,11 +517,13 @@ def notice_body(plan: Plan, answer: dict) -> str:
             hw.append(f"{o.name} ±{fmt(h)}" + (" (a bound)" if func in VARIANCE_FUNCS else "")
                       + (" (max over rows)" if avg and cell_count(answer) > 1 else ""))
             shown.add(o.index)
-    if any(o.source == "expr" for o in plan.outputs) or getattr(plan, "row_filter", None) is not None:
+    if any(o.source == "expr" for o in plan.outputs) or getattr(plan, "row_filter", None) is not None or any(
+            item.tree is not None for item in plan.order_by):
         for i, a in enumerate(plan.aggregates):       # released values the expressions were computed from
             if i not in shown and i < len(answer["half_width"]):
                 hw.append(f"{a.label} ±{fmt(answer['half_width'][i])}")
     mech = ", ".join(sorted(set(answer["mechanism"])))
+    clamped = consistency_text(plan)
     svt = ""
     if "svt" in answer:
         s = answer["svt"]
@@ -470,7 +537,23 @@ def notice_body(plan: Plan, answer: dict) -> str:
         svt += ladder_notice(answer["ladder"])
     if plan.__dict__.get("_clock"):         # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
-    return (f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}; {unit_text(plan)}")
+    return (f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}")
+
+
+def consistency_text(plan: Plan) -> str:
+    """The NOTICE's statement of the consistency post-processing (empty when none applies)."""
+    parts = []
+    for a, r in zip(plan.aggregates, consistent_ranges(plan)):
+        if r is None:
+            continue
+        lo, hi = r
+        what = (f"clamped to [{lo:g}, {hi:g}]" if lo is not None and hi is not None
+                else f"clamped to ≥ {lo:g}" if lo is not None else f"clamped to ≤ {hi:g}")
+        parts.append(f"{a.label} {what}")
+    if not parts:
+        return ""
+    return (f"; consistent values: {', '.join(parts)} (post-processing, no ε; biased near the bound: "
+            "`consistent = false` on the table returns the raw noisy values)")
 
 
 def unit_text(plan: Plan) -> str:

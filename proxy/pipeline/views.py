@@ -40,6 +40,7 @@ import sqlglot
 from sqlglot import exp
 
 from rewriter.errors import Refusal
+from rewriter.postprocess import name as pg_name
 
 from ..stores.view_reads import VIEW_RELEASE_COLUMNS, ViewReads
 from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
@@ -426,7 +427,19 @@ class Views:
         except duckdb.Error as e:
             raise Refusal("42601", f"cannot run this query on dpgate's views: {str(e).splitlines()[0]}",
                           hint=None) from None
-        cols = [(d[0], _OIDS.get(str(d[1]).upper(), 25)) for d in cur.description]
+        names = output_names(tree, [d[0] for d in cur.description])
+        cols = [(n, _OIDS.get(str(d[1]).upper(), 25)) for n, d in zip(names, cur.description)]
         rows = [tuple(float(v) if isinstance(v, Decimal) else v for v in r) for r in rows]
         cols = [(n, 701 if o == 1700 else o) for n, o in cols]
         return cols, rows
+
+
+def output_names(tree: exp.Expression, engine: list[str]) -> list[str]:
+    """The result's column names as Postgres gives them (an alias, else the column's or the
+    function's name — ``count``, ``sum`` —, else ``?column?``), not the engine's own
+    (DuckDB names ``COUNT(*)`` ``count_star()``). ``SELECT *`` keeps the view's names."""
+    if not isinstance(tree, exp.Select) or any(
+            isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star) for e in tree.expressions) \
+            or len(tree.expressions) != len(engine):
+        return engine
+    return [e.alias if isinstance(e, exp.Alias) else pg_name(e) for e in tree.expressions]

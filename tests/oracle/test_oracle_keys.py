@@ -69,8 +69,11 @@ class KeyOracle:
             key = tuple(_key(row[p]) for p in perm)
             if key in cells:
                 cells[key] = [_norm(v if v is not None else 0, *m) for v, m in zip(row[k:], measures)]
-        # completeness: every key value of a row inside the declared bounds is in the domain
+        # completeness: every key value of a row inside the declared bounds that the WHERE keeps is
+        # in the domain (a WHERE on a group key restricts its cells: rewriter.keyfilter)
         inside = "(i BETWEEN 0 AND 10 OR i IS NULL) AND (f BETWEEN -1.5 AND 2.5 OR f IS NULL)"
+        if where:
+            inside = f"({where}) AND {inside}"
         declared = {"g": "g IN (0, 1, 2)", "b": "b IS NOT NULL", "s": "s IN ('x', 'X', 'x ')"}
         declared.update({"CAST(g AS TEXT)": declared["g"], "s::text": declared["s"],
                          "CAST(b AS TEXT)": declared["b"]})

@@ -3,6 +3,7 @@ derived tables and CTEs. The release key (``Plan.canonical``) is the underlying
 measurement's; the expression is evaluated by the proxy on released values."""
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 
 import psycopg
@@ -19,8 +20,10 @@ def plan(config, sql, params=None):
 
 
 def rows(p, value):
-    """answer_rows over a fake release: every aggregate of every cell released as ``value(agg, cell)``."""
+    """answer_rows over a fake release: every aggregate of every cell released as ``value(agg, cell)``
+    (as the raw values of a ``consistent = false`` table: the evaluator sees them as given)."""
     vals = [[value(a, i) for a in p.aggregates] for i, _ in enumerate(p.cells)]
+    p = dataclasses.replace(p, consistent=False)
     return answer_rows(p, {"keys": [list(c) for c in p.cells], "values": vals,
                            "labels": [a.label for a in p.aggregates]})
 

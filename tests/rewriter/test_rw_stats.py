@@ -44,7 +44,7 @@ def test_count_distinct_plan(config):
     ("SELECT VAR_POP(name) FROM pums", "numeric"),
     ("SELECT STDDEV(educ) FROM pums", "bounds"),
     ("SELECT VAR_POP(age + 1) FROM pums", "declared column"),
-    ("SELECT sex, VAR_POP(age) FROM pums GROUP BY sex HAVING VAR_POP(age) > 3", "COUNT or SUM"),
+    ("SELECT sex FROM pums GROUP BY sex HAVING VAR_POP(age) > 3", "select item of its own"),
     ("SELECT corr(age, income) FROM pums", "VAR_POP"),
 ])
 def test_refusals_say_what_to_write(config, sql, words):
