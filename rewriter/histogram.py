@@ -1,0 +1,281 @@
+"""Per-unit histograms: questions about each privacy unit's own count.
+
+    SELECT n, COUNT(*) FROM (SELECT customer_id, COUNT(*) AS n FROM purchases
+                             GROUP BY customer_id) t GROUP BY n        -- orders per customer
+    SELECT COUNT(*) FROM (…) t WHERE n > 10                            -- customers with more than 10
+
+The inner query groups a table with a privacy unit by that unit and selects per-unit
+counts (``COUNT(*)``, ``COUNT(col)``, ``COUNT(DISTINCT col)``): its relation has ONE row
+per unit, a function of that unit's rows only (lookup joins attach public rows or rows of
+the same person, :mod:`.joins`). dpgate's neighbouring notion is add/remove one unit with
+all its rows; that adds or removes exactly one row of this relation and changes no other.
+So the outer query is planned as an ordinary row-level statement over the per-unit
+relation (each of its rows is one unit) and every mechanism runs at the tier's ε with its
+row-level sensitivity: a histogram over a public bucket domain changes in one count by 1
+(L1 = 1), ``COUNT(*) … WHERE n > 10`` by 1, ``SUM(n)`` by at most the cap.
+
+* **The bucket domain is public**: ``GROUP BY n`` releases buckets 0..cap, cap being the
+  table's ``max_rows_per_unit``; a count above the cap lands in the cap's bucket (it reads
+  "cap or more"). Bins over n (``CASE WHEN n >= 5 THEN …``) are answered when each
+  comparison of n with a number gives the same result for every count from the cap up;
+  other expressions of n in a group key are refused (they would read the capped value).
+* **Filters are exact**: an outer ``WHERE`` over the counts is evaluated on each unit's
+  own count (uncapped), in the scan: it only decides which units' rows are counted.
+* ``SUM``/``AVG`` of a count clamp it to [0, cap], as any declared bound does.
+* **Who is in the relation**: the units with at least one row passing the inner WHERE —
+  as in SQL, a unit with no row is in no group, so bucket 0 holds only units whose counted
+  column is NULL on all their rows; units whose unit value is NULL belong to no person and
+  are left out (as everywhere in dpgate).
+
+Any other inner GROUP BY on the privacy unit (other aggregates, other keys beside the
+unit, HAVING, LIMIT) is refused with 0A000: its rows would single out units, and it never
+goes through partition selection. SQL only: no I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from sqlglot import exp
+
+from config import Config
+from config.models import Column, Table
+
+from . import predicate, shape
+from .args import understood
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .joins import UNIT_COLUMN, Relation, resolve
+from .plan import GroupKey, Plan
+from .scope import Ctx
+
+__all__ = ["PerUnit", "finish", "inner", "is_unit", "over", "refuse_unit_key"]
+
+RELATION = "__dpgate_units"
+HINT = ("Ask a per-unit histogram: SELECT n, COUNT(*) FROM (SELECT <unit>, COUNT(*) AS n FROM <table> "
+        "GROUP BY <unit>) t GROUP BY n, or filter it: SELECT COUNT(*) FROM (…) t WHERE n > 10.")
+_INNER_OK = {"expressions", "from_", "where", "group", "joins"}
+_COMPARE = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
+
+
+@dataclass(frozen=True)
+class PerUnit:
+    """The per-unit relation an outer query reads (module docstring)."""
+
+    rel: Relation            # the virtual table: one int column per per-unit count
+    alias: str               # the derived table's alias in the outer query
+    unit: str                # the unit as the analyst names it (customer_id, orders.customer_id)
+    unit_names: tuple        # the inner select's names for the unit column (refused outside)
+    cap: int                 # the bucket domain is 0..cap (max_rows_per_unit)
+    counts: tuple            # the names of the per-unit counts
+    types: dict = field(default_factory=dict)      # the inner WHERE's parameter state, shared
+    used: set = field(default_factory=set)         # with the outer query's context
+
+    def describe(self) -> str:
+        """The guarantee and the bucket domain in words (NOTICE, EXPLAIN)."""
+        return (f"privacy unit: {self.unit} (a per-unit histogram: each {self.unit} is one row of the per-unit "
+                f"subquery, so adding or removing one changes one count by 1 and mechanisms run at ε; "
+                f"per-unit counts are bucketed 0..{self.cap}, {self.cap} meaning {self.cap} or more "
+                f"(max_rows_per_unit); a WHERE on a count is exact; a {self.unit} with no row is in no bucket)")
+
+
+def is_unit(rel: Relation, config: Config, column: str) -> bool:
+    """Does the (resolved) column hold the privacy unit of ``rel``'s rows?"""
+    t = rel.table
+    if t.privacy_unit is None:
+        return False
+    if column == t.privacy_unit:
+        return True
+    label = config.tables[rel.name].privacy_unit or ""
+    if "." not in label:
+        return False
+    ref, col = label.split(".", 1)      # orders.customer_id read through a joined orders
+    quals = (rel.owners or {}).get(column)
+    return column == col and any(j[0] == ref for j in rel.joins if j[3] != "unit") and quals is not None \
+        and any(config.tables[j[0]].columns.get(col) is not None for j in rel.joins if j[0] == ref)
+
+
+def refuse_unit_key(groups, rel: Relation, config: Config) -> None:
+    """A GROUP BY on the privacy unit itself releases one row per person: refused (0A000)."""
+    for g in groups:
+        if g.expr is None and is_unit(rel, config, g.column):
+            raise Refusal(UNSUPPORTED, f"GROUP BY the privacy unit ({g.column}) would release one row per "
+                          f"{_unit_label(rel, config)}; dpgate answers questions about per-unit values as "
+                          "a histogram of them.", hint=HINT)
+
+
+def _unit_label(rel: Relation, config: Config) -> str:
+    return config.tables[rel.name].privacy_unit or rel.table.privacy_unit or "unit"
+
+
+def _group_column(g: exp.Expression, items: list) -> exp.Expression:
+    if isinstance(g, exp.Literal) and g.is_int and 1 <= int(g.this) <= len(items):
+        g = items[int(g.this) - 1]
+    g = g.unalias() if isinstance(g, exp.Alias) else g
+    while isinstance(g, exp.Paren):
+        g = g.this
+    return g
+
+
+def inner(select: exp.Select, alias: str, config: Config, params: list | None) -> PerUnit | None:
+    """The per-unit relation of an aggregating derived table that groups by the privacy
+    unit; None when it does not group by the unit (planned as before); a refusal when it
+    groups by the unit but is not a per-unit count."""
+    select = select.copy()
+    shape.check_statement(select)
+    group = select.args.get("group")
+    if group is None or not group.expressions:
+        return None
+    rel = resolve(select, config)                 # consumes the JOINs (a lookup join)
+    if rel.table.privacy_unit is None:
+        return None
+    ctx = Ctx(rel.name, rel.table, rel.qualifiers, params, owners=rel.owners)
+    keys = [_group_column(g, select.expressions) for g in group.expressions]
+    on_unit = [isinstance(k, exp.Column) and not k.is_star and is_unit(rel, config, ctx.column(k).node.name)
+               for k in keys]
+    if not any(on_unit):
+        return None
+    label = _unit_label(rel, config)
+    if len(keys) != 1:
+        raise Refusal(UNSUPPORTED, f"a subquery grouped by the privacy unit ({label}) and other keys gives a "
+                      "unit several rows; group by the unit alone.", hint=HINT)
+    bad = [k for k, v in select.args.items() if v not in (None, [], False) and k not in _INNER_OK]
+    if bad:
+        raise Refusal(UNSUPPORTED, f"{bad[0].rstrip('_').upper()} in a subquery grouped by the privacy unit "
+                      f"({label}) is not supported; filter the per-unit counts in the outer WHERE.", hint=HINT)
+    shape.check_nesting(select)
+    cap = rel.table.max_rows_per_unit
+    cols, items, unit_names = {}, [], []
+    for e in select.expressions:
+        name = e.alias if isinstance(e, exp.Alias) else None
+        node = e.unalias() if isinstance(e, exp.Alias) else e
+        if isinstance(node, exp.Column) and not node.is_star and is_unit(rel, config, ctx.column(node).node.name):
+            unit_names.append(name or node.name)
+            continue
+        measure = _count(node, ctx)
+        if measure is None:
+            raise Refusal(UNSUPPORTED, f"a subquery grouped by the privacy unit ({label}) selects the unit and "
+                          f"per-unit counts (COUNT(*), COUNT(col), COUNT(DISTINCT col)), not "
+                          f"{node.sql('postgres')[:60]}: other values would single out units.", hint=HINT)
+        name = name or "count"
+        if name in cols or name in unit_names:
+            raise Refusal("42702", f"the subquery has two columns named {name}; give each its own alias.", hint=None)
+        cols[name] = Column(type="int", domain_range=(0, cap), lower=0, upper=cap, nullable=False,
+                            description=f"per-{label} count, bucketed 0..{cap} ({cap} or more)")
+        items.append(exp.alias_(measure, name, quoted=True))
+    if not items:
+        raise Refusal(UNSUPPORTED, f"a subquery grouped by the privacy unit ({label}) needs a per-unit count "
+                      "(… COUNT(*) AS n) for the outer query to ask about.", hint=HINT)
+    unit = exp.column(rel.table.privacy_unit, quoted=True)
+    w = select.args.get("where")
+    cond = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
+    if w is not None:
+        cond = exp.and_(cond, exp.Paren(this=predicate.where(w.this, ctx)))
+    src = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
+    q = exp.select(*items).from_(src).where(cond).group_by(unit.copy())
+    relation = exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier(RELATION)))
+    table = Table(columns=cols, description=f"one row per {label}")
+    vrel = Relation(rel.name, table, {alias}, None, relation, rel.joins)
+    return PerUnit(vrel, alias, label, tuple(unit_names), cap, tuple(cols), ctx.types, ctx.used)
+
+
+def _count(node: exp.Expression, ctx: Ctx) -> exp.Expression | None:
+    """The per-unit count's scan expression, or None if ``node`` is not one."""
+    if not isinstance(node, exp.Count):
+        return None
+    understood(node)
+    arg = node.this
+    if isinstance(arg, exp.Star):
+        return exp.Count(this=exp.Star())
+    if isinstance(arg, exp.Column):
+        return exp.Count(this=ctx.column(arg).node)
+    if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1 and isinstance(arg.expressions[0], exp.Column) \
+            and not arg.args.get("on"):
+        return exp.Count(this=exp.Distinct(expressions=[ctx.column(arg.expressions[0]).node]))
+    return None
+
+
+def over(outer: exp.Select, per: PerUnit) -> exp.Select:
+    """The outer query reading the per-unit relation as a table (planned by the rules)."""
+    outer = outer.copy()
+    outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(per.rel.name),
+                                               alias=exp.TableAlias(this=exp.to_identifier(per.alias)))))
+    for c in outer.find_all(exp.Column):
+        if c.name in per.unit_names and (not c.table or c.table == per.alias):
+            raise Refusal(UNSUPPORTED, f"{c.name} is the privacy unit: over a per-unit subquery the outer query "
+                          f"reads the per-unit counts ({', '.join(per.counts)}); count units with COUNT(*).",
+                          hint=HINT)
+    return outer
+
+
+def finish(plan: Plan, per: PerUnit) -> Plan:
+    """The outer plan over the per-unit relation: a plain count key is bucketed at the cap;
+    a derived key over the counts must not tell counts from the cap up apart."""
+    groups = []
+    for g in plan.group_by:
+        if g.expr is None and g.column in per.counts:
+            col = exp.column(g.column, quoted=True)
+            g = GroupKey(g.column, "int", tuple(range(per.cap + 1)),
+                         exp.Least(this=col, expressions=[exp.Literal.number(per.cap)]))
+        elif g.expr is not None:
+            _check_bins(g.expr, per)
+        groups.append(g)
+    return replace(plan, group_by=tuple(groups), per_unit=per.describe())
+
+
+def _check_bins(key: exp.Expression, per: PerUnit) -> None:
+    """Every count in a derived key is compared with a number in a way that is constant
+    for all counts from the cap up (``n >= cap``, ``n > c`` with c < cap …)."""
+    for c in key.find_all(exp.Column):
+        if c.name not in per.counts:
+            continue
+        parent = c.parent
+        while isinstance(parent, exp.Paren):
+            parent = parent.parent
+        if not _constant_above(parent, c, per.cap):
+            raise Refusal(UNSUPPORTED, f"a group key over the per-unit count {c.name} must not distinguish counts "
+                          f"of {per.cap} or more (max_rows_per_unit = {per.cap} caps the bucket domain).",
+                          hint=f"Use bins like CASE WHEN {c.name} >= {per.cap} THEN '{per.cap}+' … END or GROUP BY "
+                          f"{c.name}; a WHERE on {c.name} is exact (SELECT COUNT(*) … WHERE {c.name} > 50).")
+
+
+def _number(node) -> float | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    neg = isinstance(node, exp.Neg)
+    if neg:
+        node = node.this
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            v = float(node.this)
+        except ValueError:
+            return None
+        return -v if neg else v
+    return None
+
+
+def _constant_above(cmp: exp.Expression, col: exp.Expression, cap: int) -> bool:
+    """``cmp`` is a comparison of ``col`` with a number whose truth is the same for every
+    integer count ≥ cap."""
+    if isinstance(cmp, exp.Between) and cmp.this is col:
+        lo, hi = _number(cmp.args.get("low")), _number(cmp.args.get("high"))
+        return lo is not None and hi is not None and (hi < cap or lo > hi)
+    if isinstance(cmp, exp.In) and cmp.this is col and not cmp.args.get("query"):
+        vals = [_number(v) for v in cmp.expressions]
+        return all(v is not None and v < cap for v in vals)
+    if not isinstance(cmp, _COMPARE):
+        return False
+    a, b = cmp.this, cmp.expression
+    while isinstance(a, exp.Paren):
+        a = a.this
+    while isinstance(b, exp.Paren):
+        b = b.this
+    if a is col:
+        op, v = type(cmp), _number(b)
+    elif b is col:
+        flip = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+        op, v = flip.get(type(cmp), type(cmp)), _number(a)
+    else:
+        return False
+    if v is None:
+        return False
+    # n > v / n <= v: constant on [cap, ∞) iff v < cap; n >= v / n < v iff v <= cap; n = v / n <> v iff v < cap
+    return v <= cap if op in (exp.GTE, exp.LT) else v < cap
