@@ -1,0 +1,76 @@
+"""Per-unit histograms through the wire (psycopg), on DuckDB and Postgres: the demo's
+purchases is protected per customer (max_rows_per_unit = 10). "How many customers bought
+more than N times" and "purchases per customer" are answered as a per-unit histogram at
+the tier's ε with sensitivity 1 (one customer is one row of the per-customer relation);
+every other GROUP BY on the customer is refused with 0A000 and charges nothing — never a
+partition-selected list of customers (which released nothing and was counted as 0)."""
+from __future__ import annotations
+
+import math
+
+import psycopg
+import pytest
+
+from support.service import ask, backend_rows
+
+EPS = 1.0                 # the `other` role's tier (default)
+CAP = 10                  # purchases.max_rows_per_unit
+PER = "(SELECT customer_id, COUNT(*) AS n FROM purchases GROUP BY customer_id) t"
+
+
+def _bound(scale: float, p_fail: float = 1e-9) -> float:
+    """|two-sided geometric noise| of scale b = Δ/ε exceeds t with probability ≤ 2·e^{-t/b}."""
+    return scale * math.log(2 / p_fail)
+
+
+def test_customers_with_more_than_ten_purchases(service):
+    sql = f"SELECT COUNT(*) FROM {PER} WHERE n > 10"
+    rows, notes = ask(service, sql, "other")
+    (truth,), = backend_rows(service, sql)
+    assert truth > 0 and abs(rows[0][0] - truth) <= _bound(1 / EPS)       # Δ = 1: one customer, one row
+    assert "per-unit histogram" in notes[-1] and "ε charged 1" in notes[-1] and "δ" not in notes[-1]
+
+
+def test_purchases_per_customer_is_a_histogram_over_public_buckets(service):
+    sql = f"SELECT n, COUNT(*) AS custdist FROM {PER} GROUP BY n ORDER BY n"
+    rows, notes = ask(service, sql, "other")
+    assert [r[0] for r in rows] == list(range(CAP + 1))                  # the public buckets 0..cap
+    truth = dict(backend_rows(service, f"SELECT LEAST(n, {CAP}), COUNT(*) FROM {PER} GROUP BY 1"))
+    for n, c in rows:
+        assert abs(c - truth.get(n, 0)) <= _bound(1 / EPS)
+    assert f"{CAP} meaning {CAP} or more" in notes[-1]
+
+
+def test_tpch_q13_shape_orders_by_released_counts(service):
+    sql = (f"SELECT n AS c_count, COUNT(*) AS custdist FROM {PER} GROUP BY n ORDER BY custdist DESC, c_count DESC")
+    rows, _ = ask(service, sql, "other")
+    assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+    assert len(rows) == CAP + 1
+
+
+def test_a_repeat_with_other_names_is_free(service):
+    ask(service, f"SELECT n, COUNT(*) FROM {PER} GROUP BY n", "half")
+    _, notes = ask(service, f"SELECT n AS k, COUNT(*) AS c FROM {PER} GROUP BY 1 ORDER BY 2", "half")
+    assert "ε charged 0 (repeat" in notes[-1]
+
+
+def test_explain_states_the_histogram(service):
+    rows, _ = ask(service, f"EXPLAIN SELECT n, COUNT(*) FROM {PER} GROUP BY n", "other")
+    text = "\n".join(r[0] for r in rows)
+    assert "per-unit histogram" in text and "partition selection" not in text
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT customer_id, COUNT(*) FROM purchases GROUP BY customer_id",
+    "SELECT COUNT(*) FROM (SELECT customer_id, SUM(amount) AS s FROM purchases GROUP BY customer_id) t WHERE s > 100",
+    f"SELECT CASE WHEN n > 50 THEN 'heavy' ELSE 'light' END AS k, COUNT(*) FROM {PER} GROUP BY 1",
+])
+def test_other_groupings_on_the_customer_are_refused_for_free(service, sql):
+    before = backend_rows(service, "SELECT 1")          # the backend is up
+    with psycopg.connect(service.dsn("tiny"), autocommit=True) as c:
+        spent = c.execute("SELECT spent FROM dpgate.budget").fetchone()[0]
+        with pytest.raises(psycopg.Error) as e:
+            c.execute(sql)
+        assert e.value.sqlstate == "0A000" and e.value.diag.message_hint
+        assert c.execute("SELECT spent FROM dpgate.budget").fetchone()[0] == spent
+    assert before
