@@ -15,17 +15,20 @@ row-level sensitivity: a histogram over a public bucket domain changes in one co
 (L1 = 1), ``COUNT(*) … WHERE n > 10`` by 1, ``SUM(n)`` by at most the cap.
 
 * **The bucket domain is public**: ``GROUP BY n`` releases buckets 0..cap, cap being the
-  table's ``max_rows_per_unit``; a count above the cap lands in the cap's bucket (it reads
-  "cap or more"). Bins over n (``CASE WHEN n >= 5 THEN …``) are answered when each
+  ``max_rows_per_unit`` of the table (the largest of the people's tables joined); a count
+  above the cap lands in the cap's bucket (it reads "cap or more"). The cap is public
+  config, so any cap keeps the guarantee; it sets how many buckets are released. Bins over n (``CASE WHEN n >= 5 THEN …``) are answered when each
   comparison of n with a number gives the same result for every count from the cap up;
   other expressions of n in a group key are refused (they would read the capped value).
 * **Filters are exact**: an outer ``WHERE`` over the counts is evaluated on each unit's
   own count (uncapped), in the scan: it only decides which units' rows are counted.
 * ``SUM``/``AVG`` of a count clamp it to [0, cap], as any declared bound does.
 * **Who is in the relation**: the units with at least one row passing the inner WHERE —
-  as in SQL, a unit with no row is in no group, so bucket 0 holds only units whose counted
-  column is NULL on all their rows; units whose unit value is NULL belong to no person and
-  are left out (as everywhere in dpgate).
+  as in SQL, a unit with no row is in no group, so over one table bucket 0 holds only units
+  whose counted column is NULL on all their rows. Joining the table of the people on the
+  unit (TPC-H Q13: ``customers c LEFT JOIN orders o ON c.customer_id = o.customer_id``,
+  ``COUNT(o.order_id)``) puts the people with no order in bucket 0 (:func:`_unit_join`).
+  Rows whose unit is NULL belong to no person and are left out (as everywhere in dpgate).
 
 Any other inner GROUP BY on the privacy unit (other aggregates, other keys beside the
 unit, HAVING, LIMIT) is refused with 0A000: its rows would single out units, and it never
@@ -124,7 +127,7 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     group = select.args.get("group")
     if group is None or not group.expressions:
         return None
-    rel = resolve(select, config)                 # consumes the JOINs (a lookup join)
+    rel = _unit_join(select, config) or resolve(select, config)     # consumes the JOINs
     if rel.table.privacy_unit is None:
         return None
     ctx = Ctx(rel.name, rel.table, rel.qualifiers, params, owners=rel.owners)
@@ -142,7 +145,8 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
         raise Refusal(UNSUPPORTED, f"{bad[0].rstrip('_').upper()} in a subquery grouped by the privacy unit "
                       f"({label}) is not supported; filter the per-unit counts in the outer WHERE.", hint=HINT)
     shape.check_nesting(select)
-    cap = rel.table.max_rows_per_unit
+    cap = max(config.tables[n].max_rows_per_unit for n in [rel.name, *(j[0] for j in rel.joins)]
+              if not config.tables[n].public)     # the largest row cap of the people's tables read
     cols, items, unit_names = {}, [], []
     for e in select.expressions:
         name = e.alias if isinstance(e, exp.Alias) else None
@@ -175,6 +179,66 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     table = Table(columns=cols, description=f"one row per {label}")
     vrel = Relation(rel.name, table, {alias}, None, relation, rel.joins)
     return PerUnit(vrel, alias, label, tuple(unit_names), cap, tuple(cols), ctx.types, ctx.used)
+
+
+def _unit_join(select: exp.Select, config: Config) -> Relation | None:
+    """``FROM customers c [LEFT] JOIN orders o ON c.customer_id = o.customer_id`` grouped by
+    the unit: two tables of the same people joined on the privacy unit of both. One person's
+    rows meet only that person's rows, and the GROUP BY makes them one row of that person,
+    so the join may repeat rows (one customer, many orders) — which a lookup join outside a
+    per-unit subquery may not. A LEFT JOIN from the table of the people keeps those with no
+    row on the right (TPC-H Q13: ``COUNT(o.order_id)`` is 0 for them: bucket 0). None if the
+    statement is not such a join (the lookup rules decide)."""
+    joins = select.args.get("joins") or []
+    if len(joins) != 1:
+        return None
+    j = joins[0]
+    side, kind = (j.side or "").upper(), (j.kind or "").upper()
+    right = j.this
+    from_ = select.args.get("from_")
+    left = from_.this if from_ is not None else None
+    if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER") or j.args.get("using") or \
+            j.args.get("method") or not isinstance(j.args.get("on"), exp.EQ):
+        return None
+    if not all(isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables
+               and not t.args.get("db") and not t.args.get("joins") for t in (left, right)):
+        return None
+    lq, rq = left.alias or left.name, right.alias or right.name
+    lt, rt = config.tables[left.name], config.tables[right.name]
+    if lq == rq or any(t.public or t.mode != "central" or t.privacy is not None or t.privacy_unit is None
+                       or "." in t.privacy_unit for t in (lt, rt)):
+        return None
+    on = j.args["on"]
+    a, b = on.this, on.expression
+    if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+        return None
+    if a.table == rq and b.table == lq:
+        a, b = b, a
+    if (a.table, a.name, b.table, b.name) != (lq, lt.privacy_unit, rq, rt.privacy_unit):
+        return None
+    cols, owners, taken = dict(lt.columns), {c: {lq} for c in lt.columns}, []
+    for c, spec in rt.columns.items():
+        if c == rt.privacy_unit and c == lt.privacy_unit:
+            owners[c].add(rq)
+            continue
+        if c in cols:
+            raise Refusal(UNSUPPORTED, f"column {c} is declared in both {left.name} and {right.name}; dpgate needs "
+                          "distinct names across joined tables.", hint=None)
+        cols[c] = spec if side == "" else spec.model_copy(update={"nullable": True})
+        owners[c] = {rq}
+        taken.append(c)
+    b_, j_ = "__dpgate_b", "__dpgate_j"
+    q = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(b_)),
+                    *[exp.column(c, j_, quoted=True) for c in taken])
+         .from_(exp.alias_(exp.to_table(config.source_of(left.name)), b_, table=True))
+         .join(exp.alias_(exp.to_table(config.source_of(right.name)), j_, table=True),
+               on=exp.EQ(this=exp.column(lt.privacy_unit, b_, quoted=True),
+                         expression=exp.column(rt.privacy_unit, j_, quoted=True)),
+               join_type="left" if side else "inner"))
+    select.set("joins", None)
+    relation = exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel")))
+    return Relation(left.name, lt.model_copy(update={"columns": cols}), {lq, rq}, owners, relation,
+                    ((right.name, lt.privacy_unit, rt.privacy_unit, "unit-" + ("left" if side else "inner")),))
 
 
 def _count(node: exp.Expression, ctx: Ctx) -> exp.Expression | None:

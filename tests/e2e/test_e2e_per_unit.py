@@ -74,3 +74,19 @@ def test_other_groupings_on_the_customer_are_refused_for_free(service, sql):
         assert e.value.sqlstate == "0A000" and e.value.diag.message_hint
         assert c.execute("SELECT spent FROM dpgate.budget").fetchone()[0] == spent
     assert before
+
+
+def test_tpch_q13_left_join_from_the_customers(service):
+    """TPC-H Q13 as written over the demo's customers and orders: the LEFT JOIN from the
+    table of the people on the unit keeps customers with no order (bucket 0)."""
+    q13 = ("(SELECT c.customer_id, COUNT(o.order_id) AS c_count FROM customers c LEFT JOIN orders o "
+           "ON c.customer_id = o.customer_id GROUP BY c.customer_id) c_orders")
+    sql = f"SELECT c_count, COUNT(*) AS custdist FROM {q13} GROUP BY c_count ORDER BY custdist DESC, c_count DESC"
+    rows, notes = ask(service, sql, "other")
+    assert sorted(r[0] for r in rows) == list(range(CAP + 1))         # orders.max_rows_per_unit = 10
+    assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+    truth = dict(backend_rows(service, f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM {q13} GROUP BY 1"))
+    assert truth[0] > 0                                                 # people with no order exist
+    for n, c in rows:
+        assert abs(c - truth.get(n, 0)) <= _bound(1 / EPS)
+    assert "per-unit histogram" in notes[-1]

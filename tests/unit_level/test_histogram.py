@@ -21,7 +21,9 @@ from .engines import engine
 from .test_joins import _config
 
 PER = "(SELECT customer_id, COUNT(*) AS n FROM purchases GROUP BY customer_id) t"
-CAP = 10                                    # the demo's purchases.max_rows_per_unit
+CAP = 10                                    # the demo's purchases.max_rows_per_unit (and orders')
+Q13 = ("(SELECT c.customer_id, COUNT(o.order_id) AS c_count FROM customers c LEFT JOIN orders o "
+       "ON c.customer_id = o.customer_id GROUP BY c.customer_id) c_orders")
 
 # (the analyst's statement, the backend statement whose rows the exact cells must equal)
 EXACT = [
@@ -43,6 +45,13 @@ EXACT = [
      "ON i.order_id = o.order_id GROUP BY o.customer_id) t GROUP BY n",
      "SELECT LEAST(n, 20), COUNT(*) FROM (SELECT o.customer_id, COUNT(*) AS n FROM order_items i JOIN orders o "
      "ON i.order_id = o.order_id GROUP BY o.customer_id) t GROUP BY 1"),
+    # TPC-H Q13: the table of the people LEFT JOINed on the unit: customers with no order in bucket 0
+    (f"SELECT c_count, COUNT(*) AS custdist FROM {Q13} GROUP BY c_count ORDER BY custdist DESC, c_count DESC",
+     f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM {Q13} GROUP BY 1"),
+    ("SELECT n, COUNT(*) FROM (SELECT c.customer_id, COUNT(*) AS n FROM customers c JOIN orders o "
+     "ON o.customer_id = c.customer_id WHERE c.segment = 'business' GROUP BY c.customer_id) t GROUP BY n",
+     f"SELECT LEAST(n, {CAP}), COUNT(*) FROM (SELECT c.customer_id, COUNT(*) AS n FROM customers c JOIN orders o "
+     "ON o.customer_id = c.customer_id WHERE c.segment = 'business' GROUP BY c.customer_id) t GROUP BY 1"),
 ]
 
 REFUSED = [
@@ -57,7 +66,17 @@ REFUSED = [
     f"SELECT MAX(n) FROM {PER}",
     f"SELECT CASE WHEN n > 50 THEN 'heavy' ELSE 'light' END AS k, COUNT(*) FROM {PER} GROUP BY 1",   # above cap
     f"SELECT n / 2 AS half, COUNT(*) FROM {PER} GROUP BY 1",                                          # a capped value
+    "SELECT COUNT(*) FROM (SELECT c.customer_id, COUNT(o.order_id) AS n FROM customers c LEFT JOIN orders o "
+    "ON c.customer_id = o.customer_id GROUP BY c.customer_id, o.priority) t",                         # not per unit
 ]
+
+
+def test_q13_bucket_zero_holds_the_people_with_no_order(db):
+    dialect, run = db
+    got = _cells(_plan(f"SELECT c_count, COUNT(*) FROM {Q13} GROUP BY c_count"), dialect, run)
+    ((none,),) = run("SELECT COUNT(*) FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o "
+                     "WHERE o.customer_id = c.customer_id)")
+    assert got[(0,)] == none > 0
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
