@@ -69,6 +69,7 @@ class PerUnit:
     unit_names: tuple        # the inner select's names for the unit column (refused outside)
     cap: int                 # the bucket domain is 0..cap (max_rows_per_unit)
     counts: tuple            # the names of the per-unit counts
+    zero: str                # who is in bucket 0, in words
     types: dict = field(default_factory=dict)      # the inner WHERE's parameter state, shared
     used: set = field(default_factory=set)         # with the outer query's context
 
@@ -77,7 +78,7 @@ class PerUnit:
         return (f"privacy unit: {self.unit} (a per-unit histogram: each {self.unit} is one row of the per-unit "
                 f"subquery, so adding or removing one changes one count by 1 and mechanisms run at ε; "
                 f"per-unit counts are bucketed 0..{self.cap}, {self.cap} meaning {self.cap} or more "
-                f"(max_rows_per_unit); a WHERE on a count is exact; a {self.unit} with no row is in no bucket)")
+                f"(max_rows_per_unit); a WHERE on a count is exact; {self.zero})")
 
 
 def is_unit(rel: Relation, config: Config, column: str) -> bool:
@@ -178,7 +179,10 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     relation = exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier(RELATION)))
     table = Table(columns=cols, description=f"one row per {label}")
     vrel = Relation(rel.name, table, {alias}, None, relation, rel.joins)
-    return PerUnit(vrel, alias, label, tuple(unit_names), cap, tuple(cols), ctx.types, ctx.used)
+    outer_join = any(j[3] == "unit-left" for j in rel.joins)
+    zero = (f"a {label} of {rel.name} with no row in {rel.joins[0][0]} is in bucket 0" if outer_join else
+            f"a {label} with no row in {rel.name} is in no bucket")
+    return PerUnit(vrel, alias, label, tuple(unit_names), cap, tuple(cols), zero, ctx.types, ctx.used)
 
 
 def _unit_join(select: exp.Select, config: Config) -> Relation | None:
