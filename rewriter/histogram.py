@@ -128,10 +128,12 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     group = select.args.get("group")
     if group is None or not group.expressions:
         return None
-    rel = _unit_join(select, config) or resolve(select, config)     # consumes the JOINs
+    unit_join = _unit_join(select, config)        # consumes the JOINs (as does resolve)
+    rel, extra = unit_join if unit_join is not None else (resolve(select, config), [])
     if rel.table.privacy_unit is None:
         return None
     ctx = Ctx(rel.name, rel.table, rel.qualifiers, params, owners=rel.owners)
+    rel = _join_condition(rel, extra, ctx)
     keys = [_group_column(g, select.expressions) for g in group.expressions]
     on_unit = [isinstance(k, exp.Column) and not k.is_star and is_unit(rel, config, ctx.column(k).node.name)
                for k in keys]
@@ -185,14 +187,16 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     return PerUnit(vrel, alias, label, tuple(unit_names), cap, tuple(cols), zero, ctx.types, ctx.used)
 
 
-def _unit_join(select: exp.Select, config: Config) -> Relation | None:
+def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | None:
     """``FROM customers c [LEFT] JOIN orders o ON c.customer_id = o.customer_id`` grouped by
     the unit: two tables of the same people joined on the privacy unit of both. One person's
     rows meet only that person's rows, and the GROUP BY makes them one row of that person,
     so the join may repeat rows (one customer, many orders) — which a lookup join outside a
     per-unit subquery may not. A LEFT JOIN from the table of the people keeps those with no
-    row on the right (TPC-H Q13: ``COUNT(o.order_id)`` is 0 for them: bucket 0). None if the
-    statement is not such a join (the lookup rules decide)."""
+    row on the right (TPC-H Q13: ``COUNT(o.order_id)`` is 0 for them: bucket 0). Further ON
+    conditions on the right side's rows (Q13's ``AND o_comment NOT LIKE …``) are returned to
+    be checked as row predicates (:func:`_join_condition`). None if the statement is not such
+    a join (the lookup rules decide)."""
     joins = select.args.get("joins") or []
     if len(joins) != 1:
         return None
@@ -202,7 +206,7 @@ def _unit_join(select: exp.Select, config: Config) -> Relation | None:
     from_ = select.args.get("from_")
     left = from_.this if from_ is not None else None
     if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER") or j.args.get("using") or \
-            j.args.get("method") or not isinstance(j.args.get("on"), exp.EQ):
+            j.args.get("method") or j.args.get("on") is None:
         return None
     if not all(isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables
                and not t.args.get("db") and not t.args.get("joins") for t in (left, right)):
@@ -212,13 +216,17 @@ def _unit_join(select: exp.Select, config: Config) -> Relation | None:
     if lq == rq or any(t.public or t.mode != "central" or t.privacy is not None or t.privacy_unit is None
                        or "." in t.privacy_unit for t in (lt, rt)):
         return None
-    on = j.args["on"]
-    a, b = on.this, on.expression
-    if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
-        return None
-    if a.table == rq and b.table == lq:
-        a, b = b, a
-    if (a.table, a.name, b.table, b.name) != (lq, lt.privacy_unit, rq, rt.privacy_unit):
+    key, extra = None, []
+    for c in _conjuncts(j.args["on"]):
+        a, b = (c.this, c.expression) if isinstance(c, exp.EQ) else (None, None)
+        if isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table == rq and b.table == lq:
+            a, b = b, a
+        if key is None and isinstance(a, exp.Column) and isinstance(b, exp.Column) and \
+                (a.table, a.name, b.table, b.name) == (lq, lt.privacy_unit, rq, rt.privacy_unit):
+            key = c
+        else:
+            extra.append(c)
+    if key is None:
         return None
     cols, owners, taken = dict(lt.columns), {c: {lq} for c in lt.columns}, []
     for c, spec in rt.columns.items():
@@ -239,10 +247,41 @@ def _unit_join(select: exp.Select, config: Config) -> Relation | None:
                on=exp.EQ(this=exp.column(lt.privacy_unit, b_, quoted=True),
                          expression=exp.column(rt.privacy_unit, j_, quoted=True)),
                join_type="left" if side else "inner"))
+    for c in extra:          # ON … AND <a condition on the right side's rows> (Q13's o_comment NOT LIKE …)
+        for col in c.find_all(exp.Column):
+            if col.table not in ("", rq) or col.name not in rt.columns or (not col.table and col.name in lt.columns):
+                raise Refusal(UNSUPPORTED, f"a further condition in the ON of {left.name} JOIN {right.name} reads "
+                              f"only {right.name}'s columns (qualified {rq}.col); filter {left.name}'s rows in WHERE.",
+                              hint=HINT)
     select.set("joins", None)
     relation = exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel")))
-    return Relation(left.name, lt.model_copy(update={"columns": cols}), {lq, rq}, owners, relation,
-                    ((right.name, lt.privacy_unit, rt.privacy_unit, "unit-" + ("left" if side else "inner")),))
+    rel = Relation(left.name, lt.model_copy(update={"columns": cols}), {lq, rq}, owners, relation,
+                   ((right.name, lt.privacy_unit, rt.privacy_unit, "unit-" + ("left" if side else "inner")),))
+    return rel, extra
+
+
+def _join_condition(rel: Relation, extra: list, ctx: Ctx) -> Relation:
+    """The unit join's relation with its further ON conditions, checked as row predicates
+    of the right side (columns qualified with its alias in the scan)."""
+    if not extra:
+        return rel
+    cond = predicate.where(exp.and_(*[c.copy() for c in extra]) if len(extra) > 1 else extra[0].copy(), ctx)
+    for col in cond.find_all(exp.Column):
+        col.set("table", exp.to_identifier("__dpgate_j"))
+    relation = rel.relation.copy()
+    join = relation.this.args["joins"][0]
+    join.set("on", exp.and_(join.args["on"], exp.Paren(this=cond)))
+    return replace(rel, relation=relation)
+
+
+def _conjuncts(node: exp.Expression):
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.this)
+        yield from _conjuncts(node.expression)
+    else:
+        yield node
 
 
 def _count(node: exp.Expression, ctx: Ctx) -> exp.Expression | None:

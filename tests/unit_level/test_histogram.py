@@ -48,6 +48,12 @@ EXACT = [
     # TPC-H Q13: the table of the people LEFT JOINed on the unit: customers with no order in bucket 0
     (f"SELECT c_count, COUNT(*) AS custdist FROM {Q13} GROUP BY c_count ORDER BY custdist DESC, c_count DESC",
      f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM {Q13} GROUP BY 1"),
+    ("SELECT c_count, COUNT(*) FROM (SELECT c.customer_id, COUNT(o.order_id) AS c_count FROM customers c "
+     "LEFT JOIN orders o ON c.customer_id = o.customer_id AND o.priority NOT LIKE '%ig%' GROUP BY c.customer_id) x "
+     "GROUP BY c_count",                                                  # Q13's further ON condition
+     f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM (SELECT c.customer_id, COUNT(o.order_id) AS c_count FROM customers c "
+     "LEFT JOIN orders o ON c.customer_id = o.customer_id AND o.priority NOT LIKE '%ig%' GROUP BY c.customer_id) x "
+     "GROUP BY 1"),
     ("SELECT n, COUNT(*) FROM (SELECT c.customer_id, COUNT(*) AS n FROM customers c JOIN orders o "
      "ON o.customer_id = c.customer_id WHERE c.segment = 'business' GROUP BY c.customer_id) t GROUP BY n",
      f"SELECT LEAST(n, {CAP}), COUNT(*) FROM (SELECT c.customer_id, COUNT(*) AS n FROM customers c JOIN orders o "
