@@ -16,6 +16,7 @@ import pytest
 import rewriter
 from proxy.demo import purchases_select, shop
 from rewriter.errors import Refusal
+from rewriter.extreme import build_extreme_plan
 
 from .engines import engine
 from .test_joins import _config
@@ -170,3 +171,12 @@ def test_parameters_bind_inside_and_outside():
     b = _plan(sql.replace("$1", "20").replace("$2", "3"))
     assert a.canonical() == b.canonical()
     assert rewriter.param_types(rewriter.parse(sql), _config(loose=False)) == ["int", "int"]
+
+
+def test_max_of_a_per_unit_count_is_refused_on_the_extreme_path():
+    """MAX/MIN are planned on their own path (SUM substituted); a count named like a column of
+    the table (``amount``) must not be read there as that column."""
+    sql = "SELECT MAX(amount) FROM (SELECT customer_id, COUNT(*) AS amount FROM purchases GROUP BY customer_id) t"
+    with pytest.raises(Refusal) as e:
+        build_extreme_plan(rewriter.parse(sql), _config(loose=False))
+    assert e.value.sqlstate == "0A000" and "per-unit" in e.value.message
