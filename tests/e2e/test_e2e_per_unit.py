@@ -90,3 +90,14 @@ def test_tpch_q13_left_join_from_the_customers(service):
     for n, c in rows:
         assert abs(c - truth.get(n, 0)) <= _bound(1 / EPS)
     assert "per-unit histogram" in notes[-1]
+
+
+@pytest.mark.parametrize("threshold", [5, 3, 30])
+def test_thresholds_as_parameters_and_literals(service, threshold):
+    """The extended protocol's $1 and a literal (the plan template of an earlier threshold)
+    both filter each customer's own count, exactly, before the noise."""
+    truth = backend_rows(service, f"SELECT COUNT(*) FROM {PER} WHERE n > {threshold}")[0][0]
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        (got,), = c.execute(f"SELECT COUNT(*) FROM {PER} WHERE n > %s", [threshold]).fetchall()
+    lit, _ = ask(service, f"SELECT COUNT(*) FROM {PER} WHERE n > {threshold}", "other")
+    assert abs(got - truth) <= _bound(1 / EPS) and lit == [(got,)]        # one release: a repeat
