@@ -91,10 +91,8 @@ def is_unit(rel: Relation, config: Config, column: str) -> bool:
     label = config.tables[rel.name].privacy_unit or ""
     if "." not in label:
         return False
-    ref, col = label.split(".", 1)      # orders.customer_id read through a joined orders
-    quals = (rel.owners or {}).get(column)
-    return column == col and any(j[0] == ref for j in rel.joins if j[3] != "unit") and quals is not None \
-        and any(config.tables[j[0]].columns.get(col) is not None for j in rel.joins if j[0] == ref)
+    ref, col = label.split(".", 1)      # orders.customer_id, read from an orders looked up in the join
+    return column == col and any(j[0] == ref and j[3] in ("inner", "left") for j in rel.joins)
 
 
 def refuse_unit_key(groups, rel: Relation, config: Config) -> None:
@@ -168,9 +166,9 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
         cols[name] = Column(type="int", domain_range=(0, cap), lower=0, upper=cap, nullable=False,
                             description=f"per-{label} count, bucketed 0..{cap} ({cap} or more)")
         items.append(exp.alias_(measure, name, quoted=True))
-    if not items:
-        raise Refusal(UNSUPPORTED, f"a subquery grouped by the privacy unit ({label}) needs a per-unit count "
-                      "(… COUNT(*) AS n) for the outer query to ask about.", hint=HINT)
+    if not items:                        # SELECT unit … GROUP BY unit: the outer query counts the units
+        cols["__dpgate_one"] = Column(type="int", domain=[1], lower=1, upper=1, nullable=False)
+        items.append(exp.alias_(exp.Literal.number(1), "__dpgate_one", quoted=True))
     unit = exp.column(rel.table.privacy_unit, quoted=True)
     w = select.args.get("where")
     cond = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
@@ -184,7 +182,8 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     outer_join = any(j[3] == "unit-left" for j in rel.joins)
     zero = (f"a {label} of {rel.name} with no row in {rel.joins[0][0]} is in bucket 0" if outer_join else
             f"a {label} with no row in {rel.name} is in no bucket")
-    return PerUnit(vrel, alias, label, tuple(unit_names), cap, tuple(cols), zero, ctx.types, ctx.used)
+    counts = tuple(c for c in cols if c != "__dpgate_one")
+    return PerUnit(vrel, alias, label, tuple(unit_names), cap, counts, zero, ctx.types, ctx.used)
 
 
 def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | None:
@@ -308,7 +307,7 @@ def over(outer: exp.Select, per: PerUnit) -> exp.Select:
     for c in outer.find_all(exp.Column):
         if c.name in per.unit_names and (not c.table or c.table == per.alias):
             raise Refusal(UNSUPPORTED, f"{c.name} is the privacy unit: over a per-unit subquery the outer query "
-                          f"reads the per-unit counts ({', '.join(per.counts)}); count units with COUNT(*).",
+                          f"reads the per-unit counts ({', '.join(per.counts) or 'none selected'}); count units with COUNT(*).",
                           hint=HINT)
     return outer
 

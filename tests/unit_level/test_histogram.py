@@ -46,6 +46,9 @@ EXACT = [
      "ON i.order_id = o.order_id GROUP BY o.customer_id) t GROUP BY n",
      "SELECT LEAST(n, 20), COUNT(*) FROM (SELECT o.customer_id, COUNT(*) AS n FROM order_items i JOIN orders o "
      "ON i.order_id = o.order_id GROUP BY o.customer_id) t GROUP BY 1"),
+    ("SELECT COUNT(*) FROM (SELECT customer_id FROM purchases WHERE item = 1 GROUP BY customer_id) t", None),
+    ("WITH per AS (SELECT customer_id, COUNT(*) AS n FROM purchases GROUP BY customer_id) "
+     "SELECT COUNT(*) FROM per WHERE n BETWEEN 2 AND 4", None),
     # TPC-H Q13: the table of the people LEFT JOINed on the unit: customers with no order in bucket 0
     (f"SELECT c_count, COUNT(*) AS custdist FROM {Q13} GROUP BY c_count ORDER BY custdist DESC, c_count DESC",
      f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM {Q13} GROUP BY 1"),
