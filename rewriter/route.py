@@ -126,19 +126,24 @@ def _joining(tree: exp.Expression) -> exp.Expression:
 
 def _lookup_joins(tree: exp.Expression, tables: int) -> bool:
     """``tables`` declared tables read through the joins of one SELECT, at least one join
-    per further table, each ON one equality of columns or a comma join (its equality in
-    WHERE); the joins planner checks the rest."""
+    per further table, each ON an equality of columns (beside other conditions) or a comma
+    join (its equality in WHERE); the joins planner checks the rest."""
     joins = tree.args.get("joins") or [] if isinstance(tree, exp.Select) else []
     ons = [j.args.get("on") for j in joins]
     comma = [on is None and not j.side and not j.kind and not j.args.get("using") and not j.args.get("method")
              for j, on in zip(joins, ons)]
     w = tree.args.get("where") if isinstance(tree, exp.Select) else None
-    equal = sum(1 for c in (w.this.flatten() if w is not None and isinstance(w.this, exp.And) else
-                            [w.this] if w is not None else [])
-                if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column))
-    return len(joins) >= tables - 1 and equal >= sum(comma) and all(
-        c or (isinstance(on, exp.EQ) and isinstance(on.this, exp.Column) and isinstance(on.expression, exp.Column))
-        for c, on in zip(comma, ons))
+    return len(joins) >= tables - 1 and _equalities(w.this if w is not None else None) >= sum(comma) and all(
+        c or _equalities(on) for c, on in zip(comma, ons))
+
+
+def _equalities(cond: exp.Expression | None) -> int:
+    """How many conjuncts of ``cond`` equate two columns."""
+    if cond is None:
+        return 0
+    conj = cond.flatten() if isinstance(cond, exp.And) else [cond]
+    return sum(1 for c in conj if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)
+               and isinstance(c.expression, exp.Column))
 
 
 def _base(tree: exp.Expression, private: set, tables) -> str:

@@ -101,3 +101,16 @@ def test_thresholds_as_parameters_and_literals(service, threshold):
         (got,), = c.execute(f"SELECT COUNT(*) FROM {PER} WHERE n > %s", [threshold]).fetchall()
     lit, _ = ask(service, f"SELECT COUNT(*) FROM {PER} WHERE n > {threshold}", "other")
     assert abs(got - truth) <= _bound(1 / EPS) and lit == [(got,)]        # one release: a repeat
+
+
+def test_tpch_q13_with_its_further_on_condition(service):
+    """Q13's ``AND o_comment NOT LIKE '%special%requests%'`` in the ON (here on priority):
+    those orders are not joined, and their customers stay, in bucket 0 if none is left."""
+    q13 = ("(SELECT c.customer_id, COUNT(o.order_id) AS c_count FROM customers c LEFT JOIN orders o "
+           "ON c.customer_id = o.customer_id AND o.priority NOT LIKE '%ig%' GROUP BY c.customer_id) c_orders")
+    sql = f"SELECT c_count, COUNT(*) AS custdist FROM {q13} GROUP BY c_count ORDER BY custdist DESC, c_count DESC"
+    rows, _ = ask(service, sql, "other")
+    truth = dict(backend_rows(service, f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM {q13} GROUP BY 1"))
+    assert sorted(r[0] for r in rows) == list(range(CAP + 1))
+    for n, c in rows:
+        assert abs(c - truth.get(n, 0)) <= _bound(1 / EPS)
