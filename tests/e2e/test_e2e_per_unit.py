@@ -7,6 +7,7 @@ partition-selected list of customers (which released nothing and was counted as 
 from __future__ import annotations
 
 import math
+import re
 
 import psycopg
 import pytest
@@ -114,3 +115,15 @@ def test_tpch_q13_with_its_further_on_condition(service):
     assert sorted(r[0] for r in rows) == list(range(CAP + 1))
     for n, c in rows:
         assert abs(c - truth.get(n, 0)) <= _bound(1 / EPS)
+
+
+def test_the_noise_is_that_of_sensitivity_one(service):
+    """The stated 95% half-width of a per-unit count is that of a row-level count at the same ε
+    (pums, Δ = 1: the two-sided geometric at ε), not k = 100 times it as a count of
+    purchases per customer would be (10 groups × 10 rows)."""
+    def half_width(sql):
+        _, notes = ask(service, sql, "half")
+        return float(re.search(r"±([0-9.]+)", notes[-1]).group(1))
+    per_unit = half_width(f"SELECT COUNT(*) FROM {PER} WHERE n >= 4")
+    assert per_unit == half_width("SELECT COUNT(*) FROM pums WHERE age > 40")
+    assert half_width("SELECT COUNT(*) FROM purchases WHERE item <= 7") >= 10 * per_unit
