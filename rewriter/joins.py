@@ -36,6 +36,11 @@ unit from a column that holds the same person (the unit of the base table or of 
 table already looked up, which the first join checked holds the same people). Each step
 attaches at most one row to each row, so the base rows stay one each and the bounding
 after the joins sees each person's rows exactly once.
+
+**Order and spelling** do not matter for inner joins (:func:`normalize`): ``orders ⋈
+order_items`` spelled from either side, or as a comma join with its equality in WHERE, is
+searched for the base table and the lookup order the rules above accept, so every
+spelling is the same relation and the same release.
 """
 from __future__ import annotations
 
@@ -308,8 +313,9 @@ def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
 
 def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
     if join.args.get("using") or join.args.get("method") or not join.args.get("on"):
-        raise Refusal(DENIED, "a join needs ON a.col = b.key (not USING, NATURAL, CROSS, POSITIONAL or a "
-                      "comma).", hint=HINT)
+        raise Refusal(DENIED, "a join needs ON a.col = b.key, or for inner comma joins a.col = b.key in WHERE "
+                      "(not USING, NATURAL, CROSS or POSITIONAL; a comma join beside a LEFT JOIN is not read).",
+                      hint=HINT)
     t = join.this
     if not isinstance(t, exp.Table) or not isinstance(t.this, exp.Identifier) or t.args.get("db") or \
             t.args.get("catalog") or t.args.get("joins") or t.args.get("laterals"):
