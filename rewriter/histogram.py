@@ -126,8 +126,14 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     group = select.args.get("group")
     if group is None or not group.expressions:
         return None
-    unit_join = _unit_join(select, config)        # consumes the JOINs (as does resolve)
-    rel, extra = unit_join if unit_join is not None else (resolve(select, config), [])
+    trial = select.copy()
+    try:                                          # a lookup join, as everywhere (consumes the JOINs)
+        rel, extra, select = resolve(trial, config), [], trial
+    except Refusal:                               # else two tables of the same people on the unit
+        unit_join = _unit_join(select, config)
+        if unit_join is None:
+            raise
+        rel, extra = unit_join
     if rel.table.privacy_unit is None:
         return None
     ctx = Ctx(rel.name, rel.table, rel.qualifiers, params, owners=rel.owners)

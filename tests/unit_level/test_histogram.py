@@ -17,6 +17,7 @@ import rewriter
 from proxy.demo import purchases_select, shop
 from rewriter.errors import Refusal
 from rewriter.extreme import build_extreme_plan
+from rewriter.route import route
 
 from .engines import engine
 from .test_joins import _config
@@ -49,6 +50,10 @@ EXACT = [
     ("SELECT COUNT(*) FROM (SELECT customer_id FROM purchases WHERE item = 1 GROUP BY customer_id) t", None),
     ("WITH per AS (SELECT customer_id, COUNT(*) AS n FROM purchases GROUP BY customer_id) "
      "SELECT COUNT(*) FROM per WHERE n BETWEEN 2 AND 4", None),
+    ("SELECT n, COUNT(*) FROM (SELECT p.customer_id, COUNT(*) AS n FROM purchases p JOIN orders o "
+     "ON o.customer_id = p.customer_id GROUP BY p.customer_id) t GROUP BY n",        # many rows on both sides
+     f"SELECT LEAST(n, {CAP}), COUNT(*) FROM (SELECT p.customer_id, COUNT(*) AS n FROM purchases p JOIN orders o "
+     "ON o.customer_id = p.customer_id GROUP BY p.customer_id) t GROUP BY 1"),
     # TPC-H Q13: the table of the people LEFT JOINed on the unit: customers with no order in bucket 0
     (f"SELECT c_count, COUNT(*) AS custdist FROM {Q13} GROUP BY c_count ORDER BY custdist DESC, c_count DESC",
      f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM {Q13} GROUP BY 1"),
@@ -183,3 +188,10 @@ def test_max_of_a_per_unit_count_is_refused_on_the_extreme_path():
     with pytest.raises(Refusal) as e:
         build_extreme_plan(rewriter.parse(sql), _config(loose=False))
     assert e.value.sqlstate == "0A000" and "per-unit" in e.value.message
+
+
+@pytest.mark.parametrize("sql", [sql for sql, _ in EXACT])
+def test_the_router_reads_the_table_the_plan_reads(sql):
+    """The pipeline checks that the plan's table is the route's (else an internal error)."""
+    cfg = _config(loose=False)
+    assert route(sql, cfg.tables).table == _plan(sql).table

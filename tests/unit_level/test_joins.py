@@ -22,6 +22,7 @@ from config import parse_config
 from proxy.demo import demo_config_path, purchases_select, shop
 from rewriter.errors import Refusal
 from rewriter.public import plan_public
+from rewriter.route import route
 
 from .engines import engine
 
@@ -173,6 +174,7 @@ def test_join_order_comma_joins_and_aliases_plan_the_same(spellings):
     cfg = _config(loose=False)
     plans = [rewriter.build_plan(rewriter.parse(sql), cfg) for sql in spellings]
     assert len({p.canonical() for p in plans}) == 1
+    assert {route(sql, cfg.tables).table for sql in spellings} == {plans[0].table}    # the router agrees
     assert len({rewriter.to_sql(p, "duckdb", "ab") for p in plans}) == 1
 
 
