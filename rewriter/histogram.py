@@ -17,11 +17,15 @@ row-level sensitivity: a histogram over a public bucket domain changes in one co
 * **The bucket domain is public**: ``GROUP BY n`` releases buckets 0..cap, cap being the
   ``max_rows_per_unit`` of the table (the largest of the people's tables joined); a count
   above the cap lands in the cap's bucket (it reads "cap or more"). The cap is public
-  config, so any cap keeps the guarantee; it sets how many buckets are released. Bins over n (``CASE WHEN n >= 5 THEN …``) are answered when each
-  comparison of n with a number gives the same result for every count from the cap up;
-  other expressions of n in a group key are refused (they would read the capped value).
+  config, so any cap keeps the guarantee; it sets how many buckets are released. Bins
+  over n (``CASE WHEN n >= 5 THEN …``) are answered when each comparison of n with a
+  number gives the same result for every count from the cap up; other expressions of n
+  in a group key are refused (they would read the capped value).
 * **Filters are exact**: an outer ``WHERE`` over the counts is evaluated on each unit's
-  own count (uncapped), in the scan: it only decides which units' rows are counted.
+  own count (uncapped), in the scan: it only decides which units are counted. That is
+  the histogram's sum over the buckets the WHERE keeps, released as one count (one noise
+  draw rather than one per bucket, and exact for thresholds above the cap).
+* ``SELECT unit … GROUP BY unit`` with no count: the outer ``COUNT(*)`` counts units.
 * ``SUM``/``AVG`` of a count clamp it to [0, cap], as any declared bound does.
 * **Who is in the relation**: the units with at least one row passing the inner WHERE —
   as in SQL, a unit with no row is in no group, so over one table bucket 0 holds only units
@@ -29,6 +33,10 @@ row-level sensitivity: a histogram over a public bucket domain changes in one co
   unit (TPC-H Q13: ``customers c LEFT JOIN orders o ON c.customer_id = o.customer_id``,
   ``COUNT(o.order_id)``) puts the people with no order in bucket 0 (:func:`_unit_join`).
   Rows whose unit is NULL belong to no person and are left out (as everywhere in dpgate).
+
+A join in the subquery is read by the lookup rules (:mod:`.joins`); where they find no
+order, two tables of the same people joined on the unit of both are read as they are
+(:func:`_unit_join`: the GROUP BY makes each person's joined rows that person's one row).
 
 Any other inner GROUP BY on the privacy unit (other aggregates, other keys beside the
 unit, HAVING, LIMIT) is refused with 0A000: its rows would single out units, and it never
@@ -313,7 +321,8 @@ def over(outer: exp.Select, per: PerUnit) -> exp.Select:
     for c in outer.find_all(exp.Column):
         if c.name in per.unit_names and (not c.table or c.table == per.alias):
             raise Refusal(UNSUPPORTED, f"{c.name} is the privacy unit: over a per-unit subquery the outer query "
-                          f"reads the per-unit counts ({', '.join(per.counts) or 'none selected'}); count units with COUNT(*).",
+                          f"reads the per-unit counts ({', '.join(per.counts) or 'none selected'}); count units "
+                          "with COUNT(*).",
                           hint=HINT)
     return outer
 
