@@ -116,9 +116,13 @@ def _unit_label(rel: Relation, config: Config) -> str:
     return config.tables[rel.name].privacy_unit or rel.table.privacy_unit or "unit"
 
 
-def _group_column(g: exp.Expression, items: list) -> exp.Expression:
+def _group_column(g: exp.Expression, items: list, columns) -> exp.Expression:
+    """A GROUP BY item as the expression it names: by position, by a select alias (where no
+    column of the table has that name, as Postgres resolves it), or itself."""
     if isinstance(g, exp.Literal) and g.is_int and 1 <= int(g.this) <= len(items):
         g = items[int(g.this) - 1]
+    elif isinstance(g, exp.Column) and not g.table and g.name not in columns:
+        g = next((e for e in items if isinstance(e, exp.Alias) and e.alias == g.name), g)
     g = g.unalias() if isinstance(g, exp.Alias) else g
     while isinstance(g, exp.Paren):
         g = g.this
@@ -146,9 +150,10 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
         return None
     ctx = Ctx(rel.name, rel.table, rel.qualifiers, params, owners=rel.owners)
     rel = _join_condition(rel, extra, ctx)
-    keys = [_group_column(g, select.expressions) for g in group.expressions]
-    on_unit = [isinstance(k, exp.Column) and not k.is_star and is_unit(rel, config, ctx.column(k).node.name)
-               for k in keys]
+    keys = [_group_column(g, select.expressions, rel.table.columns) for g in group.expressions]
+    on_unit = [isinstance(k, exp.Column) and not k.is_star and k.name in rel.table.columns and
+               (not k.table or k.table in rel.qualifiers) and is_unit(rel, config, ctx.column(k).node.name)
+               for k in keys]             # (a select alias or another name: not the unit; the rules decide)
     if not any(on_unit):
         return None
     label = _unit_label(rel, config)

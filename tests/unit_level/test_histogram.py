@@ -54,6 +54,8 @@ EXACT = [
      "ON o.customer_id = p.customer_id GROUP BY p.customer_id) t GROUP BY n",        # many rows on both sides
      f"SELECT LEAST(n, {CAP}), COUNT(*) FROM (SELECT p.customer_id, COUNT(*) AS n FROM purchases p JOIN orders o "
      "ON o.customer_id = p.customer_id GROUP BY p.customer_id) t GROUP BY 1"),
+    ("SELECT COUNT(*) FROM (SELECT customer_id AS who, COUNT(*) AS n FROM purchases GROUP BY who) t "
+     "WHERE n BETWEEN 3 AND 5", None),                                                  # the unit by its alias
     # TPC-H Q13: the table of the people LEFT JOINed on the unit: customers with no order in bucket 0
     (f"SELECT c_count, COUNT(*) AS custdist FROM {Q13} GROUP BY c_count ORDER BY custdist DESC, c_count DESC",
      f"SELECT LEAST(c_count, {CAP}), COUNT(*) FROM {Q13} GROUP BY 1"),
