@@ -17,9 +17,10 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, inline, joins, keyfilter, keys, postprocess, predicate, select as select_, selection, shape
+from . import (cost, emit, histogram, inline, joins, keyfilter, keys, postprocess, predicate, select as select_,
+               selection, shape)
 from .cells import cell_positions, complete
-from .errors import Refusal
+from .errors import FEATURE_NOT_SUPPORTED, ExtremeAggregate, Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan, UnitBounds
 from .scope import Ctx
@@ -53,6 +54,17 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
     expr = inline.inline(inline.expand_ctes(expr))        # derived tables and CTEs
     outer = inline.split_outer(expr)
+    per = None if outer is None else histogram.inner(outer[0], inline.derived_alias(outer[1]), config, params)
+    if per is not None:                                    # over a per-unit relation: a histogram
+        try:
+            plan, ctx = _plan(histogram.over(outer[1], per), config, params, per)
+        except ExtremeAggregate as e:
+            raise Refusal(FEATURE_NOT_SUPPORTED, "MAX / MIN / percentiles of per-unit counts are not "
+                          "available; ask the histogram (… GROUP BY n) and read them off it.",
+                          hint=histogram.HINT) from e
+        plan = histogram.finish(plan, per)
+        ctx.check_count()
+        return plan, ctx
     if outer is not None:                                  # over an aggregating subquery:
         plan, ctx = _plan(outer[0], config, params)        # its release, post-processed
         plan = inline.apply_outer(plan, outer[1], ctx)
@@ -63,18 +75,26 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
     return plan, ctx
 
 
-def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Plan, Ctx]:
+def _plan(expr: exp.Expression, config: Config, params: list | None,
+          per: histogram.PerUnit | None = None) -> tuple[Plan, Ctx]:
     select = shape.check_statement(expr)
     keys.distinct_to_group(select)          # SELECT DISTINCT g: GROUP BY g (issue 19)
     having = selection.split_having(select)
     top = selection.top_order(select)
-    rel = joins.resolve(select, config)     # one table, or a lookup join (consumed here)
+    if per is not None:                     # the per-unit relation (rewriter.histogram)
+        rel = per.rel
+        select.set("joins", None)
+    else:
+        rel = joins.resolve(select, config)     # one table, or a lookup join (consumed here)
     shape.check_clauses(select)
     shape.check_nesting(select)
     name = rel.name
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners)
+    if per is not None:                     # $n shared with the inner WHERE
+        ctx.types, ctx.used = per.types, per.used
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
+    histogram.refuse_unit_key(groups, rel, config)   # one row per person: never partition selection
     thresholded = having is not None or top is not None
     measures, aggregates, outputs = select_.outputs(items, groups, ctx, need_aggregate=not thresholded)
     row_filter = None
@@ -83,7 +103,9 @@ def _plan(expr: exp.Expression, config: Config, params: list | None) -> tuple[Pl
             postprocess.having_filter(having, ctx), groups, ctx, measures, aggregates)
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
-    groups, key_filter = keyfilter.restrict(groups, where)    # WHERE on a group key: fewer cells
+    key_filter: tuple[str, ...] = ()
+    if per is None:      # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
+        groups, key_filter = keyfilter.restrict(groups, where)    # WHERE on a group key: fewer cells
     ms, ags = list(measures), list(aggregates)
     order = select_.order_by(select, items, outputs, ctx,
                              hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags))

@@ -177,6 +177,9 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
     if plan.selection is not None:
         raise _refuse("HAVING and top-c are not available with MAX/MIN/percentiles; ask for the value "
                       "per group.")
+    if plan.per_unit:                                   # over a per-unit subquery (rewriter.histogram)
+        raise _refuse("MAX / MIN / percentiles of per-unit counts are not available; ask the histogram "
+                      "(… GROUP BY n) and read them off it.")
     # plan.selected (a key without a public domain): the keys come from partition selection in the
     # same scan (histogram_sql's floor, proxy.pipeline.extreme), so it is planned like any other
     if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):

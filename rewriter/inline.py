@@ -148,6 +148,11 @@ def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:
     return after
 
 
+def derived_alias(select: exp.Select) -> str:
+    """The alias of the derived table ``select`` reads."""
+    return _derived(select).alias
+
+
 def split_outer(select: exp.Select):
     """(inner select, outer select) when ``select`` reads an aggregating derived table; else None."""
     sub = _derived(select) if isinstance(select, exp.Select) else None

@@ -36,6 +36,11 @@ unit from a column that holds the same person (the unit of the base table or of 
 table already looked up, which the first join checked holds the same people). Each step
 attaches at most one row to each row, so the base rows stay one each and the bounding
 after the joins sees each person's rows exactly once.
+
+**Order and spelling** do not matter for inner joins (:func:`normalize`): ``orders ⋈
+order_items`` spelled from either side, or as a comma join with its equality in WHERE, is
+searched for the base table and the lookup order the rules above accept, so every
+spelling is the same relation and the same release.
 """
 from __future__ import annotations
 
@@ -53,7 +58,7 @@ UNIT_COLUMN = "__dpgate_unit"
 HINT = ("Join a private table to a public lookup table on its key (FROM purchases p JOIN stores s ON "
         "p.store = s.store_id), or to a table of the same people on the privacy unit.")
 
-__all__ = ["Relation", "UNIT_COLUMN", "resolve"]
+__all__ = ["Relation", "UNIT_COLUMN", "base_table", "normalize", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,174 @@ class Relation:
 
 
 def resolve(select: exp.Select, config: Config) -> Relation:
-    """The statement's relation (module docstring); the JOIN clause is consumed."""
+    """The statement's relation (module docstring); the JOIN clause is consumed. Inner
+    joins are first put in an order the lookup rules accept (:func:`normalize`)."""
+    if select.args.get("joins"):
+        return normalize(select, config)
+    return _resolve(select, config)
+
+
+MAX_ORDERS = 256
+"""Join orders tried for one statement (a handful of tables gives a few dozen)."""
+
+
+def normalize(select: exp.Select, config: Config) -> Relation:
+    """Inner joins are one join whatever their spelling: ``FROM a JOIN b ON …``, ``FROM b
+    JOIN a ON …`` and ``FROM a, b WHERE a.k = b.k`` read the same rows (an inner join is
+    commutative and associative, and a condition in ON or in WHERE filters the same
+    pairs). So the tables and their equalities (each ON, and for comma joins the WHERE
+    conjuncts that equate columns of two of the tables) are read as a graph, and the base
+    table and the order of lookups are searched for: the spelled order first, then every
+    other table as the base, each tree of equalities in spelled order. The first order
+    the lookup rules accept (:func:`_resolve`) is the relation — the same plan, so the
+    same release, for every spelling; equalities no lookup used stay in WHERE. A LEFT
+    join keeps its spelling (its left side is the one whose rows are kept); if no order
+    is accepted, the spelled one's refusal is raised. In place: ``select``'s FROM, JOINs
+    and WHERE become the accepted order's."""
+    spec = _graph(select, config)
+    if spec is None:
+        return _resolve(select, config)
+    tables, edges, rest = spec
+    first = None
+    tried = 0
+    for base in tables:
+        for seq in _trees(base, tables, edges):
+            tried += 1
+            if tried > MAX_ORDERS:
+                break
+            trial = _ordered(select, tables, base, seq, [e for e in edges if e not in {x for x, _ in seq}], rest)
+            try:
+                rel = _resolve(trial, config)
+            except Refusal as r:
+                first = first or r
+                continue
+            for key in ("from_", "joins", "where"):
+                select.set(key, trial.args.get(key))
+            return rel
+    raise first if first is not None else Refusal(DENIED, "every joined table needs an equality with another "
+                                                          "(ON a.col = b.key, or a.col = b.key in WHERE).", hint=HINT)
+
+
+def _graph(select: exp.Select, config: Config):
+    """(tables: qualifier -> Table node in spelled order, edges: [(EQ, qa, qb)], the other
+    WHERE conjuncts) of a statement whose joins are all inner; None otherwise (a LEFT join,
+    a table function, USING …: the spelled order decides, and refuses what it must)."""
+    joins = select.args.get("joins") or []
+    if any(j.side or (j.kind or "").upper() not in ("", "INNER") or j.args.get("using") or j.args.get("method")
+           for j in joins):
+        return None
+    from_ = select.args.get("from_")
+    nodes = [from_.this if from_ is not None else None] + [j.this for j in joins]
+    if not all(isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables
+               for t in nodes):
+        return None
+    tables = {}
+    for t in nodes:
+        q = t.alias or t.name
+        if q in tables:
+            return None
+        tables[q] = t
+    comma = any(j.args.get("on") is None for j in joins)
+    edges, rest = [], []
+    for j in joins:
+        if j.args.get("on") is not None:
+            conds = list(_conjuncts(j.args["on"]))
+            if len(conds) != 1 or (e := _edge(conds[0], tables, config)) is None:
+                return None
+            edges.append(e)
+    w = select.args.get("where")
+    for c in (_conjuncts(w.this) if w is not None else ()):
+        e = _edge(c, tables, config) if comma else None
+        (edges if e is not None else rest).append(e if e is not None else c)
+    return tables, edges, rest
+
+
+def _conjuncts(node: exp.Expression):
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.this)
+        yield from _conjuncts(node.expression)
+    else:
+        yield node
+
+
+def _edge(cond: exp.Expression, tables: dict, config: Config):
+    """``a.x = b.y`` between two of the joined tables (a column named by one table only may
+    be unqualified, as TPC-H writes ``c_custkey = o_custkey``), with both sides qualified."""
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+    if not isinstance(cond, exp.EQ):
+        return None
+    sides = []
+    for c in (cond.this, cond.expression):
+        if not isinstance(c, exp.Column) or c.is_star or c.args.get("db"):
+            return None
+        q = c.table
+        if not q:
+            owners = [k for k, t in tables.items() if c.name in config.tables[t.name].columns]
+            if len(owners) != 1:
+                return None
+            q = owners[0]
+        if q not in tables:
+            return None
+        sides.append(exp.column(c.name, q))
+    if sides[0].table == sides[1].table:
+        return None
+    return exp.EQ(this=sides[0], expression=sides[1]), sides[0].table, sides[1].table
+
+
+def _trees(base: str, tables: dict, edges: list):
+    """Each order of attaching the other tables to ``base`` by one equality each: a list
+    of (edge, table attached), every edge joining the table to one attached before."""
+    def grow(done: list, seq: list):
+        if len(done) == len(tables):
+            yield list(seq)
+            return
+        for e in edges:
+            _, a, b = e
+            new = b if a in done and b not in done else a if b in done and a not in done else None
+            if new is None:
+                continue
+            seq.append((e, new))
+            yield from grow(done + [new], seq)
+            seq.pop()
+    yield from grow([base], [])
+
+
+def _ordered(select: exp.Select, tables: dict, base: str, seq: list, unused: list, rest: list) -> exp.Select:
+    trial = select.copy()
+    trial.set("from_", exp.From(this=tables[base].copy()))
+    trial.set("joins", [exp.Join(this=tables[q].copy(), on=e[0].copy()) for e, q in seq])
+    conds = [e[0].copy() for e in unused] + [c.copy() for c in rest]
+    where = None
+    for c in conds:
+        c = exp.Paren(this=c) if isinstance(c, exp.Or) else c
+        where = c if where is None else exp.and_(where, c)
+    trial.set("where", exp.Where(this=where) if where is not None else None)
+    return trial
+
+
+def base_table(select: exp.Select, tables) -> str | None:
+    """The base table :func:`normalize` chooses for ``select`` given the declared tables
+    (the router's view of a join); None if no order is accepted."""
+    try:
+        return normalize(select.copy(), _Declared(tables)).name
+    except Refusal:
+        return None
+
+
+class _Declared:
+    """The part of a Config the join rules read: the declared tables and their sources."""
+
+    def __init__(self, tables) -> None:
+        self.tables = tables
+
+    def source_of(self, table: str) -> str:
+        return self.tables[table].source or table
+
+
+def _resolve(select: exp.Select, config: Config) -> Relation:
     joins = select.args.get("joins") or []
     if not joins:
         name, quals = resolve_table(select, config)
@@ -141,8 +313,9 @@ def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
 
 def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
     if join.args.get("using") or join.args.get("method") or not join.args.get("on"):
-        raise Refusal(DENIED, "a join needs ON a.col = b.key (not USING, NATURAL, CROSS, POSITIONAL or a "
-                      "comma).", hint=HINT)
+        raise Refusal(DENIED, "a join needs ON a.col = b.key, or for inner comma joins a.col = b.key in WHERE "
+                      "(not USING, NATURAL, CROSS or POSITIONAL; a comma join beside a LEFT JOIN is not read).",
+                      hint=HINT)
     t = join.this
     if not isinstance(t, exp.Table) or not isinstance(t.this, exp.Identifier) or t.args.get("db") or \
             t.args.get("catalog") or t.args.get("joins") or t.args.get("laterals"):

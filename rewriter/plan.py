@@ -167,6 +167,7 @@ class Plan:
     row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
     key_filter: tuple[str, ...] = ()   # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
     consistent: bool = True            # released values clamped to their public range (the table's `consistent`)
+    per_unit: str = ""                 # over a per-unit relation (rewriter.histogram): what it protects, in words
 
     @property
     def selected(self) -> bool:
@@ -214,6 +215,9 @@ class Plan:
             sel = (f";select={s.kind}:{self.aggregates[s.aggregate].label}{s.op}{s.threshold!r}"
                    f":c={s.c}:values={s.values}:per_key={sorted(s.per_key, key=repr)!r}")
         joins = f";joins={self.joins!r}" if self.joins else ""
+        if self.per_unit:                   # the per-unit relation (rewriter.histogram) is part of the measurement
+            joins += f";units={_generator().generate(self.relation, copy=True)};buckets=" + ",".join(
+                f"{g.column}:{len(g.domain)}" for g in self.group_by)
         text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}{joins}"
         self.__dict__["_canonical"] = text          # a frozen dataclass: cache beside the fields
         return text

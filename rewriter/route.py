@@ -21,6 +21,7 @@ from typing import Literal
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from . import joins
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .parsing import parse, tokenize
 
@@ -89,7 +90,7 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
                       "and dpgate's views, not both; run them as separate statements.", hint=None)
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
-    if len(declared) > 1 and not _lookup_joins(tree, len(declared)):
+    if len(declared) > 1 and not _lookup_joins(_joining(tree), len(declared)):
         raise Refusal(INSUFFICIENT_PRIVILEGE, f"this statement reads {', '.join(sorted(declared))}: a statement "
                       "reads one declared table, or a private table with lookup joins (JOIN t ON a.col = t.key).",
                       hint=None)
@@ -97,7 +98,7 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
         if len(public) > 1:
             raise Refusal(INSUFFICIENT_PRIVILEGE, "read one public table per statement.", hint=None)
         return Route("public", next(iter(public)))
-    table = _base(tree, private) if len(private) > 1 else next(iter(private or declared), None)
+    table = _base(_joining(tree), private, tables) if len(private) > 1 else next(iter(private or declared), None)
     if isinstance(tree, exp.Insert):
         target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
         name = target.name if isinstance(target, exp.Table) else None
@@ -114,17 +115,44 @@ def _is_public(tables, name: str) -> bool:
     return bool(getattr(t, "public", False))
 
 
+def _joining(tree: exp.Expression) -> exp.Expression:
+    """The SELECT whose FROM holds the joins: the statement, or the derived table it reads
+    (a per-unit subquery over a join)."""
+    if isinstance(tree, exp.Select) and not tree.args.get("joins"):
+        inner = next((s for s in tree.find_all(exp.Select) if s.args.get("joins")), None)
+        return inner if inner is not None else tree
+    return tree
+
+
 def _lookup_joins(tree: exp.Expression, tables: int) -> bool:
-    """``tables`` declared tables read through the JOINs of one SELECT, at least one JOIN
-    per further table, each ON one equality of columns (the joins planner checks the rest)."""
+    """``tables`` declared tables read through the joins of one SELECT, at least one join
+    per further table, each ON an equality of columns (beside other conditions) or a comma
+    join (its equality in WHERE); the joins planner checks the rest."""
     joins = tree.args.get("joins") or [] if isinstance(tree, exp.Select) else []
     ons = [j.args.get("on") for j in joins]
-    return len(joins) >= tables - 1 and all(isinstance(on, exp.EQ) and isinstance(on.this, exp.Column)
-                                             and isinstance(on.expression, exp.Column) for on in ons)
+    comma = [on is None and not j.side and not j.kind and not j.args.get("using") and not j.args.get("method")
+             for j, on in zip(joins, ons)]
+    w = tree.args.get("where") if isinstance(tree, exp.Select) else None
+    return len(joins) >= tables - 1 and _equalities(w.this if w is not None else None) >= sum(comma) and all(
+        c or _equalities(on) for c, on in zip(comma, ons))
 
 
-def _base(tree: exp.Expression, private: set) -> str:
-    """The FROM table of a join between two private tables (the lookup's base)."""
+def _equalities(cond: exp.Expression | None) -> int:
+    """How many conjuncts of ``cond`` equate two columns."""
+    if cond is None:
+        return 0
+    conj = cond.flatten() if isinstance(cond, exp.And) else [cond]
+    return sum(1 for c in conj if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)
+               and isinstance(c.expression, exp.Column))
+
+
+def _base(tree: exp.Expression, private: set, tables) -> str:
+    """The base table of a join between private tables: the one the joins planner reads
+    from whatever the spelling (:func:`rewriter.joins.base_table`), else the FROM table."""
+    if isinstance(tree, exp.Select) and isinstance(tables, dict):
+        name = joins.base_table(tree, tables)
+        if name in private:
+            return name
     from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
     name = from_.this.name if from_ is not None and isinstance(from_.this, exp.Table) else None
     return name if name in private else sorted(private)[0]

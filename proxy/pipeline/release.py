@@ -560,6 +560,8 @@ def unit_text(plan: Plan) -> str:
     """What one guarantee protects: a row, or a person (privacy unit) with the bounds
     that made it so (NOTICE and EXPLAIN)."""
     u = plan.unit
+    if getattr(plan, "per_unit", ""):       # a per-unit histogram (rewriter.histogram): one row per unit
+        return plan.per_unit
     if u is None:
         return "privacy unit: row (each row is protected; declare privacy_unit for per-person guarantees)"
     k = factor(plan)

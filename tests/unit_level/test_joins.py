@@ -22,6 +22,7 @@ from config import parse_config
 from proxy.demo import demo_config_path, purchases_select, shop
 from rewriter.errors import Refusal
 from rewriter.public import plan_public
+from rewriter.route import route
 
 from .engines import engine
 
@@ -45,10 +46,41 @@ JOINS = [
     "LEFT JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.region, o.priority",
     "SELECT s.area, c.segment, COUNT(*), SUM(p.amount) FROM purchases p JOIN stores s ON p.store = s.store_id "
     "JOIN customers c ON p.customer_id = c.customer_id GROUP BY s.area, c.segment",
+    # the same joins in another order, or as comma joins with the equalities in WHERE
+    "SELECT o.priority, SUM(i.quantity), COUNT(*) FROM orders o JOIN order_items i ON o.order_id = i.order_id "
+    "GROUP BY o.priority",
+    "SELECT o.priority, SUM(i.quantity), COUNT(*) FROM order_items i, orders o WHERE i.order_id = o.order_id "
+    "AND i.item <= 25 GROUP BY o.priority",
+    "SELECT c.segment, COUNT(*), SUM(i.quantity) FROM customers c, orders o, order_items i "
+    "WHERE o.customer_id = c.customer_id AND i.order_id = o.order_id GROUP BY c.segment",
+    "SELECT area, COUNT(*) FROM stores, purchases WHERE store = store_id GROUP BY area",
+]
+
+# Spellings of one join: each plans exactly as the first (same relation, same release key).
+SAME = [
+    ("SELECT o.priority, COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id GROUP BY o.priority",
+     "SELECT o.priority, COUNT(*) FROM orders o JOIN order_items i ON o.order_id = i.order_id GROUP BY o.priority",
+     "SELECT o.priority, COUNT(*) FROM orders o INNER JOIN order_items i ON i.order_id = o.order_id GROUP BY o.priority",
+     "SELECT o.priority, COUNT(*) FROM order_items i, orders o WHERE i.order_id = o.order_id GROUP BY o.priority",
+     "SELECT o.priority, COUNT(*) FROM orders o, order_items i WHERE o.order_id = i.order_id GROUP BY o.priority",
+     "SELECT x.priority, COUNT(*) FROM orders x, order_items y WHERE y.order_id = x.order_id GROUP BY x.priority"),
+    ("SELECT c.segment, COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
+     "JOIN customers c ON o.customer_id = c.customer_id WHERE o.priority = 'high' GROUP BY c.segment",
+     "SELECT c.segment, COUNT(*) FROM customers c JOIN orders o ON o.customer_id = c.customer_id "
+     "JOIN order_items i ON i.order_id = o.order_id WHERE o.priority = 'high' GROUP BY c.segment",
+     "SELECT c.segment, COUNT(*) FROM customers c, orders o, order_items i WHERE o.customer_id = c.customer_id "
+     "AND o.priority = 'high' AND i.order_id = o.order_id GROUP BY c.segment"),
+    ("SELECT s.area, COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id GROUP BY s.area",
+     "SELECT s.area, COUNT(*) FROM stores s JOIN purchases p ON p.store = s.store_id GROUP BY s.area",
+     "SELECT s.area, COUNT(*) FROM stores s, purchases p WHERE p.store = s.store_id GROUP BY s.area",
+     "SELECT area, COUNT(*) FROM purchases, stores WHERE store = store_id GROUP BY area"),
 ]
 
 REFUSED = [
-    ("SELECT COUNT(*) FROM orders o JOIN order_items i ON o.order_id = i.order_id", "key"),
+    ("SELECT COUNT(*) FROM orders o, order_items i", "equality"),                  # a cross product
+    ("SELECT COUNT(*) FROM orders o, order_items i WHERE o.order_id < i.order_id", "equality"),
+    ("SELECT COUNT(*) FROM orders o, customers c WHERE o.order_id = c.customer_id", "unit"),   # off the unit
+    ("SELECT COUNT(*) FROM customers c LEFT JOIN orders o ON o.customer_id = c.customer_id", "key"),
     ("SELECT COUNT(*) FROM purchases p JOIN stores s ON p.item = s.opened", "key"),
     ("SELECT COUNT(*) FROM orders o JOIN customers c ON o.order_id = c.customer_id", "unit"),    # off the unit
     ("SELECT COUNT(*) FROM purchases p RIGHT JOIN stores s ON p.store = s.store_id", "JOIN"),
@@ -135,6 +167,15 @@ def test_joins_that_could_repeat_or_mix_people_are_refused(sql, word):
         rewriter.build_plan(rewriter.parse(sql), _config(loose=False))
     assert word is None or word in e.value.message
     assert e.value.hint or e.value.sqlstate.startswith("42")
+
+
+@pytest.mark.parametrize("spellings", SAME)
+def test_join_order_comma_joins_and_aliases_plan_the_same(spellings):
+    cfg = _config(loose=False)
+    plans = [rewriter.build_plan(rewriter.parse(sql), cfg) for sql in spellings]
+    assert len({p.canonical() for p in plans}) == 1
+    assert {route(sql, cfg.tables).table for sql in spellings} == {plans[0].table}    # the router agrees
+    assert len({rewriter.to_sql(p, "duckdb", "ab") for p in plans}) == 1
 
 
 def test_the_join_is_part_of_the_release_key():
