@@ -3,19 +3,26 @@ and the comparison of its answer with a backend's own answer to the analyst's SQ
 
 The dpgate here is the service a client's connection reaches (``Gateway`` → ``Connection``:
 plan, budget, one scan, mechanism, ledger, post-processing), minus the socket. Its tier has
-ε = 100 (the largest a tier may declare), so a COUNT's geometric noise is non-zero with
-probability 2e^-100/(1+e^-100) < 1e-43 and a SUM's or AVG's noise is a small multiple of
-its stated 95% half-width ``h``. A released value is compared with the reference within
-``TAIL × h`` (``h`` read from the NOTICE, the largest of the column's name): for Laplace-
-tailed noise P(|X| > k·h) = 20^-k, so k = 7 leaves a chance below 1e-9 per cell, and the
-noise source is seeded (no flaky run).
+ε = 20, so a COUNT's geometric noise is non-zero with probability 2e^-20/(1+e^-20) < 5e-9
+(ε/2 = 10 under partition selection: < 1e-4, and the NOTICE states it) and a SUM's or AVG's
+noise is a small multiple of its stated 95% half-width ``h``. (A higher ε is not the
+better test: the hourglass AVG's exact sampler needs about 2M/(2G − 1) rejection rounds
+per draw, M = 2^20, and G falls to 1 near ε = 40 — seconds to minutes per cell.) A
+released value is compared with the reference within ``TAIL × h`` (``h`` read from the
+NOTICE, the largest of the column's name): for Laplace-tailed noise P(|X| > k·h) = 20^-k,
+so k = 7 leaves a chance below 1e-9 per cell, and the noise source is seeded. The hourglass
+AVG is the exception: its noise is uniform on a narrow centre (what the half-width states)
+and, with probability about 2M·e^-ε/(2G − 1) (~1e-3 here), one whole grid step away — an
+error near the width of the argument's bounds — so an AVG is compared within that width
+(its exact sum and count are the differential oracle's, cell by cell).
 
 The comparison (:func:`compare`): the column names are Postgres's for the analyst's own
 SQL; the rows are the reference's — keys equal, values within the tolerance, the same
 number — in the reference's order where ``ORDER BY`` fixes it (rows tied on every ORDER BY
 column compare as a multiset), as a multiset otherwise. A statement whose keys are chosen
-by partition selection may miss reference keys (each one is reported); no other difference
-is allowed.
+by a mechanism (partition selection; the sparse vector's HAVING or top-c) may miss
+reference keys (counted); no other difference is allowed. That a released row never
+contradicts the SQL at ordinary noise is checked separately (``shape_corpus.HOLDS``).
 
 This module is shared by ``tests/oracle/test_oracle_shape.py`` and
 ``python -m bench.sql_coverage`` (which loads it by path).
@@ -31,8 +38,6 @@ from decimal import Decimal
 from pathlib import Path
 
 TAIL = 7                 # tolerance = TAIL × the stated 95% half-width (Laplace tail: 20^-7 < 1e-9)
-EPSILON = 100.0          # the largest ε a tier may declare (config.models.Tier)
-DELTA = 1e-7
 
 
 @dataclass
@@ -59,11 +64,14 @@ class Answer:
 
     @property
     def selected(self) -> bool:
-        return "partition selection" in self.notice
+        """Its keys were chosen by a mechanism — partition selection, or the sparse vector's
+        HAVING/top-c (its NOTICE: "the list may be incomplete") — so a key near the
+        threshold may be missing from it, never added."""
+        return "partition selection" in self.notice or "sparse vector" in self.notice
 
 
 class Dpgate:
-    """An in-process dpgate on its own event loop: one connection of role ``analyst``."""
+    """An in-process dpgate on its own event loop: one connection per role asked."""
 
     def __init__(self, config: dict, state_dir: Path, source_seed: int = 20261128):
         from config import parse_config
@@ -72,25 +80,28 @@ class Dpgate:
         self.loop = asyncio.new_event_loop()
         self.gw = Gateway(parse_config(config), state_dir, source=SeededSource(source_seed))
         self.loop.run_until_complete(self.gw.start())
-        self.conn = self.loop.run_until_complete(
-            self.gw.handler_factory("analyst", self.gw.config.server.database, {}))
+        self.conns: dict = {}
 
     @property
     def backend(self):
         return self.gw.backend
 
-    def ask(self, sql: str) -> Answer:
+    def ask(self, sql: str, role: str = "analyst") -> Answer:
         from proxy.wire.api import SqlError
         from rewriter.errors import Refusal
+        if role not in self.conns:
+            self.conns[role] = self.loop.run_until_complete(
+                self.gw.handler_factory(role, self.gw.config.server.database, {}))
         try:
-            r = self.loop.run_until_complete(self.conn.execute(sql, []))
+            r = self.loop.run_until_complete(self.conns[role].execute(sql, []))
         except (SqlError, Refusal) as e:
             return Answer([], [], "", e.sqlstate, str(e))
         return Answer([c.name for c in r.columns or []], [tuple(x) for x in r.rows],
                       " ".join(r.notices))
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.conn.close())
+        for conn in self.conns.values():
+            self.loop.run_until_complete(conn.close())
         self.loop.run_until_complete(self.gw.close())
         self.loop.close()
 
@@ -133,18 +144,21 @@ class Verdict:
 
 
 def compare(got: Answer, ref_rows: list[tuple], ref_names: list[str] | None, *, keys: int,
-            order: list[int] | None, values: bool = True, empty_ok: bool = False) -> Verdict:
+            order: list[int] | None, values: bool = True, empty_ok: bool = False,
+            widths: dict[int, float] | None = None) -> Verdict:
     """``got`` against the reference. ``keys``: how many leading output columns are group
     keys (matched exactly); ``order``: the output columns ORDER BY sorts on (None: no
     ORDER BY, rows compare as a multiset); ``values``: compare the value columns (within
     ``TAIL`` × their stated half-width) or only the keys; ``empty_ok``: a released row
     whose key the reference lacks is an empty cell of a public domain the reference does
-    not spell out — allowed when every value is 0 within its tolerance."""
+    not spell out — allowed when every value is 0 within its tolerance; ``widths``: output
+    columns (AVG) whose tolerance is at least the width of the argument's bounds."""
     if ref_names is not None and [n.lower() for n in got.names] != [n.lower() for n in ref_names]:
         return Verdict(False, f"column names {got.names} != {ref_names}")
     hw = got.half_widths()
     width = len(got.names)
-    tol = [0.0 if j < keys else TAIL * hw.get(got.names[j], 0.0) for j in range(width)]
+    tol = [0.0 if j < keys else max(TAIL * hw.get(got.names[j], 0.0), (widths or {}).get(j, 0.0))
+           for j in range(width)]
     if any(len(r) != width for r in ref_rows):
         return Verdict(False, f"{width} columns, reference rows have {len(ref_rows[0])}")
 
@@ -209,3 +223,39 @@ def _unmatched(rows, pool, eq) -> list:
         else:
             out.append(r)
     return out
+
+
+# ------------------------------------------------------------------------- the oracle
+
+class ShapeOracle:
+    def __init__(self, dp: Dpgate, dialect: str, reference, names):
+        self.dp, self.dialect, self.reference, self.names = dp, dialect, reference, names
+        self.stats = {"answered": 0, "refused": 0, "reference_error": 0, "names_checked": 0,
+                      "missing_selected_keys": 0}
+        self.refusals: dict[str, int] = {}
+
+    def check(self, case) -> str | None:
+        """None if the answer is the reference's (or refused), else what differs."""
+        got = self.dp.ask(case.sql)
+        if got.refused:
+            self.stats["refused"] += 1
+            self.refusals[got.sqlstate] = self.refusals.get(got.sqlstate, 0) + 1
+            if case.must_answer:
+                return f"refused ({got.sqlstate}: {got.message})"
+            return None
+        try:
+            ref = self.reference(case.ref[self.dialect])
+        except Exception as e:       # the backend cannot run the reference (e.g. integer overflow)
+            self.stats["reference_error"] += 1
+            if case.hand:
+                raise AssertionError(f"reference SQL fails: {e}") from e
+            return None
+        names = self.names(case.sql)
+        self.stats["names_checked"] += names is not None
+        self.stats["answered"] += 1
+        v = compare(got, ref, names, keys=case.keys, order=case.order,
+                    empty_ok=case.extra.get("empty_buckets", False), widths=case.extra.get("widths"))
+        self.stats["missing_selected_keys"] += len(v.missing)
+        if v.ok:
+            return None
+        return f"{v.why}\n  got {got.names} {got.rows[:8]}\n  reference {ref[:8]}\n  NOTICE {got.notice}"

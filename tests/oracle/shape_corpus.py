@@ -1,5 +1,5 @@
 """What the result-shape oracle asks: its config (the oracle's NULL fixture ``fx`` under a
-tier of ε = 100, plus a public lookup table, a table with a privacy unit, and an orders /
+tier of ε = 20, plus a public lookup table, a table with a privacy unit, and an orders /
 lines pair along the unit), generated statements (:func:`shaped`), and the hand corpus
 (:data:`HAND`), each with the reference SQL it is compared with.
 
@@ -26,8 +26,12 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from fixture import COLUMNS, TABLE, UNIT_TABLE, unit_rows
+import copy
+from pathlib import Path
+
+from fixture import COLUMNS, TABLE, UNIT_TABLE, create_sql, create_unit_sql, rows, unit_rows
 from grammar import AGGS, EXPRS, boolean
+from shape import Dpgate, ShapeOracle
 
 # ------------------------------------------------------------------------------ config
 
@@ -36,8 +40,10 @@ FO_ROWS = [(oid, [1, 1, 2, 2, 3, 3, 4, 5, 1, 2, 4, 5][oid - 1], ["hi", "lo", "lo
 FL_ROWS = [(1 + (k * 5) % 12, 1 + k % 5) for k in range(30)]
 
 SHAPE_CONFIG = {
-    "tiers": {"default": {"epsilon": 100, "budget": 1e9, "delta": 1e-7, "delta_budget": 1e-2}},
-    "roles": {"analyst": {"tier": "default"}},
+    "tiers": {"default": {"epsilon": 20, "budget": 1e9, "delta": 1e-7, "delta_budget": 1e-2},
+              # an ordinary tier, for what must hold of released values whatever the noise
+              "noisy": {"epsilon": 1, "budget": 1e9, "delta": 1e-7, "delta_budget": 1e-2}},
+    "roles": {"analyst": {"tier": "default"}, "noisy": {"tier": "noisy"}},
     "server": {"auth": "trust"},
     "tables": {
         TABLE: {"columns": {k: v[1] for k, v in COLUMNS.items()}},
@@ -74,6 +80,24 @@ def extra_sql() -> list[str]:
     return out
 
 
+def open_duckdb(state: Path, names=lambda sql: None) -> ShapeOracle:
+    """The oracle on an in-process dpgate over embedded DuckDB holding the fixture; the
+    reference runs on the same DuckDB. ``names``: Postgres's output names of a statement."""
+    cfg = copy.deepcopy(SHAPE_CONFIG)
+    cfg["backend"] = {"kind": "duckdb", "path": str(state / "shape.duckdb")}
+    dp = Dpgate(cfg, state)
+    b = dp.backend
+    b.execute_script(create_sql())
+    for r in rows():
+        b.query(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", list(r))
+    b.execute_script(create_unit_sql())
+    for r in unit_rows():
+        b.query(f"INSERT INTO {UNIT_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?)", list(r))
+    for s in extra_sql():
+        b.execute_script(s)
+    return ShapeOracle(dp, "duckdb", b.query, names)
+
+
 # -------------------------------------------------------------------- one statement
 
 DOMAIN = {"g": ["0", "1", "2"], "s": ["'x'", "'X'", "'x '"], "b": ["TRUE", "FALSE"]}
@@ -96,8 +120,8 @@ def ref_aggregate(item: str) -> str:
     """The reference's value of an aggregate item of :data:`grammar.AGGS`."""
     if item in ("COUNT(*)", "COUNT(1)"):
         return "COUNT(__r)"
-    if item.startswith("COUNT("):
-        return item
+    if item.startswith("COUNT("):               # a phantom row's key column is not NULL
+        return f"COUNT(CASE WHEN __r = 1 THEN {item[6:-1]} END)"
     fn, arg = item[:3], item[4:-1]
     key = arg.lower() if arg.lower() in EXPRS else arg
     if key in EXPRS:
@@ -122,6 +146,7 @@ class Case:
     name: str = ""
     note: str = ""
     must_answer: bool = False          # one of issue 34's statements: a refusal is a failure
+    hand: bool = False                 # the hand corpus: its reference must run
     defect: str = ""                   # the issue's defect this case shows, while it stands
     extra: dict = field(default_factory=dict)
 
@@ -187,7 +212,7 @@ def shaped(draw) -> Case:
             order_a.append(str(j + 1))
             order_r.append(str(j + 1))
             order_cols.append(j)
-        if draw(st.booleans()):
+        if not selected and draw(st.booleans()):      # (missing selected keys would shift the window)
             limit = f" LIMIT {draw(st.integers(0, 5))}"
             if draw(st.booleans()):
                 limit += f" OFFSET {draw(st.integers(0, 4))}"
@@ -220,7 +245,14 @@ def shaped(draw) -> Case:
             sql = f"SELECT * FROM ({sql}) q WHERE q.{alias} > {c}"
             refs = {d: f"SELECT * FROM ({r}) q WHERE q.{alias} > {c}" for d, r in refs.items()}
             order_cols = None
-    return Case(sql, refs, n_keys, order_cols, extra={"selected": selected})
+    widths = {n_keys + j: _avg_width(a) for j, a in enumerate(aggs) if a.startswith("AVG")}
+    return Case(sql, refs, n_keys, order_cols, extra={"selected": selected, "widths": widths})
+
+
+def _avg_width(item: str) -> float:
+    arg = item[4:-1]
+    lo, hi = EXPR_BOUNDS.get(arg.lower(), BOUNDS.get(arg, (0, 0)))
+    return float(hi - lo)
 
 
 def _mentions_g(text: str) -> bool:
@@ -280,7 +312,7 @@ def _both(sql: str) -> dict[str, str]:
 
 
 U = "u IS NOT NULL"        # rows of a unit table with a NULL unit belong to no person: left out
-HAND: list[Case] = [
+HAND: list[Case] = [   # noqa: E501
     # --- HAVING: every returned row satisfies it on its released value (issue 34, row 1)
     Case("SELECT g, COUNT(*) FROM fx GROUP BY g HAVING COUNT(*) > 10 LIMIT 10",
          _both("SELECT g, COUNT(*) FROM fx WHERE g IN (0, 1, 2) GROUP BY g HAVING COUNT(*) > 10"), 1, None,
@@ -353,7 +385,7 @@ HAND: list[Case] = [
     Case("SELECT g, count(*), Sum(i), avg(f) FROM fx GROUP BY g",
          _both("SELECT g, count(*), sum(CASE WHEN i < 0 THEN 0 WHEN i > 10 THEN 10 ELSE i END), "
                "avg(CASE WHEN f < -1.5 THEN -1.5 WHEN f > 2.5 THEN 2.5 ELSE f END) FROM fx WHERE g IN (0, 1, 2) "
-               "GROUP BY g"), 1, None, "default names"),
+               "GROUP BY g"), 1, None, "default names", extra={"widths": {3: 4.0}}),
     Case("SELECT * FROM (SELECT g, COUNT(*) AS n FROM fx GROUP BY g) q WHERE q.n > 10",
          _both("SELECT * FROM (SELECT g, COUNT(*) AS n FROM fx WHERE g IN (0, 1, 2) GROUP BY g) q WHERE q.n > 10"),
          1, None, "outer query filters released values"),
@@ -394,3 +426,36 @@ HAND: list[Case] = [
          _both("SELECT t, COUNT(*) AS n FROM fx WHERE t IN ('abc', 'x', 'zz') GROUP BY t"), 1, None,
          "partition selection with a key predicate"),
 ]
+
+
+# ----------------------------------------------- what holds of released values at any noise
+
+@dataclass
+class Holds:
+    """A statement asked by role ``noisy`` (ε 1 on the unit table ``fu``: its counts carry
+    noise of ±hundreds) and what every released row must satisfy: the SQL's own condition on
+    the row's released values (HAVING, the result of a key predicate) or a consistent value
+    (a COUNT is never negative; a SUM over a column whose lower bound is ≥ 0 is never
+    negative). ``test(row)`` is that condition, written in Python from the SQL."""
+    sql: str
+    test: object
+    name: str
+    defect: str = ""
+
+
+HOLDS: list[Holds] = [
+    Holds("SELECT g, COUNT(*) FROM fu GROUP BY g HAVING COUNT(*) > 10", lambda r: r[1] > 10,
+          "having holds on the released count", "HAVING"),
+    Holds("SELECT s, COUNT(*) AS n FROM fu GROUP BY s HAVING COUNT(*) >= 5 ORDER BY n DESC",
+          lambda r: r[1] >= 5, "having >= with order", "HAVING"),
+    Holds("SELECT g, COUNT(*) FROM fu WHERE g IN (0, 2) GROUP BY g", lambda r: r[0] in (0, 2),
+          "key IN restricts the keys", "key predicates"),
+    Holds("SELECT g, COUNT(*), SUM(i) FROM fu WHERE i > 100 GROUP BY g", lambda r: r[1] >= 0 and r[2] >= 0,
+          "counts and sums over [0, 10] are never negative", "consistent values"),
+    Holds("SELECT * FROM (SELECT g, COUNT(*) AS n FROM fu GROUP BY g) q WHERE q.n > 10", lambda r: r[1] > 10,
+          "outer WHERE holds on released values"),
+]
+
+
+for _c in HAND:
+    _c.hand = True
