@@ -23,7 +23,8 @@ answer, and how accurate are its newer statistics?
    dpgate at ε = 20 on embedded DuckDB, each compared (``tests/oracle/shape.py``) with
    DuckDB's answer to the analyst's SQL over the same data: keys, values within the stated
    noise, order and count (column names need Postgres: the tests check them). A refusal is
-   not a mismatch; a different result set is.
+   not a mismatch (but for the hand corpus's ``must_answer`` statements, shapes answered in
+   another spelling); a different result set is.
 
 One table, one HEADLINE. --quick: < 50 s (fewer repetitions, 200,000 people, 40 generated
 statements instead of 200).

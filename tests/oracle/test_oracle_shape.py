@@ -99,10 +99,13 @@ def _drive(oracle: ShapeOracle) -> None:
     assert oracle.stats["answered"] >= EXAMPLES // 3, oracle.stats
 
 
+# the nightly size runs for as long as its statements take (about 0.1 s each, 2 s allowed)
+@pytest.mark.timeout(max(300, 2 * EXAMPLES))
 def test_shape_oracle_duckdb(duck_oracle):
     _drive(duck_oracle)
 
 
+@pytest.mark.timeout(max(300, 2 * EXAMPLES))
 def test_shape_oracle_postgres(pg_oracle):
     _drive(pg_oracle)
 
