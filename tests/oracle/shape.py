@@ -153,7 +153,7 @@ def compare(got: Answer, ref_rows: list[tuple], ref_names: list[str] | None, *, 
     whose key the reference lacks is an empty cell of a public domain the reference does
     not spell out — allowed when every value is 0 within its tolerance; ``widths``: output
     columns (AVG) whose tolerance is at least the width of the argument's bounds."""
-    if ref_names is not None and [n.lower() for n in got.names] != [n.lower() for n in ref_names]:
+    if ref_names is not None and list(got.names) != list(ref_names):
         return Verdict(False, f"column names {got.names} != {ref_names}")
     hw = got.half_widths()
     width = len(got.names)

@@ -425,6 +425,43 @@ HAND: list[Case] = [   # noqa: E501
     Case("SELECT t, COUNT(*) AS n FROM fx WHERE t IN ('abc', 'x', 'zz') GROUP BY t",
          _both("SELECT t, COUNT(*) AS n FROM fx WHERE t IN ('abc', 'x', 'zz') GROUP BY t"), 1, None,
          "partition selection with a key predicate"),
+    # --- more shapes around the release: names of expressions, keys not selected, CTEs, FETCH
+    Case("SELECT g, COUNT(*) * 2 AS twice, COUNT(*) + 1, COUNT(*)::float FROM fx GROUP BY g",
+         _both("SELECT g, COUNT(*) * 2 AS twice, COUNT(*) + 1, COUNT(*)::float FROM fx WHERE g IN (0, 1, 2) GROUP BY g"),
+         1, None, "expressions over counts: names and values"),
+    Case('SELECT g AS "Group", COUNT(*) AS "N" FROM fx GROUP BY 1 ORDER BY "N" DESC, 1',
+         _both('SELECT g AS "Group", COUNT(*) AS "N" FROM fx WHERE g IN (0, 1, 2) GROUP BY 1 ORDER BY "N" DESC, 1'),
+         1, [1, 0], "quoted mixed-case aliases"),
+    Case("SELECT COUNT(*) FROM fx GROUP BY g",
+         _both("SELECT COUNT(*) FROM fx WHERE g IN (0, 1, 2) GROUP BY g"), 0, None, "a key that is not selected"),
+    Case("SELECT COUNT(*) AS n, g FROM fx GROUP BY g ORDER BY g DESC",
+         _both("SELECT COUNT(*) AS n, g FROM fx WHERE g IN (0, 1, 2) GROUP BY g ORDER BY g DESC"), 0, [1],
+         "the key after the aggregate"),
+    Case("WITH c AS (SELECT g, COUNT(*) AS n FROM fx GROUP BY g) SELECT * FROM c WHERE n > 10 ORDER BY g",
+         _both("WITH c AS (SELECT g, COUNT(*) AS n FROM fx WHERE g IN (0, 1, 2) GROUP BY g) SELECT * FROM c "
+               "WHERE n > 10 ORDER BY g"), 1, [0], "a CTE and an outer filter"),
+    Case("SELECT g, COUNT(*) FROM fx GROUP BY g ORDER BY g FETCH FIRST 2 ROWS ONLY",
+         _both("SELECT g, COUNT(*) FROM fx WHERE g IN (0, 1, 2) GROUP BY g ORDER BY g FETCH FIRST 2 ROWS ONLY"),
+         1, [0], "FETCH FIRST"),
+    Case("SELECT s, COUNT(*) FROM fx GROUP BY s ORDER BY s DESC NULLS LAST",
+         _both("SELECT s, COUNT(*) FROM fx WHERE s IN ('x', 'X', 'x ') GROUP BY s ORDER BY s DESC NULLS LAST"),
+         1, [0], "text keys descending"),
+    Case("SELECT DISTINCT g FROM fx ORDER BY g",
+         _both("SELECT g FROM (VALUES (0), (1), (2)) d(g) ORDER BY g"), 1, [0],
+         "DISTINCT on a public domain: the domain (stated: its values are public)"),
+    Case("SELECT SUM(n) AS total FROM (SELECT g, COUNT(*) AS n FROM fx GROUP BY g) q",
+         _both("SELECT SUM(n) AS total FROM (SELECT g, COUNT(*) AS n FROM fx WHERE g IN (0, 1, 2) GROUP BY g) q"),
+         0, None, "an outer aggregate over released counts"),
+    Case("SELECT g, ROUND(AVG(i), 1) AS m FROM fx GROUP BY g ORDER BY g",
+         _both("SELECT g, ROUND(AVG(CASE WHEN i < 0 THEN 0 WHEN i > 10 THEN 10 ELSE i END), 1) AS m FROM fx "
+               "WHERE g IN (0, 1, 2) GROUP BY g ORDER BY g"), 1, [0], "ROUND of an AVG", extra={"widths": {1: 10.0}}),
+    Case("SELECT g, s, COUNT(*) FROM fx GROUP BY g, s HAVING COUNT(*) > 1 ORDER BY 3 DESC, 1, 2 LIMIT 3",
+         _both("SELECT g, s, COUNT(*) FROM fx WHERE g IN (0, 1, 2) AND s IN ('x', 'X', 'x ') GROUP BY g, s "
+               "HAVING COUNT(*) > 1 ORDER BY 3 DESC, 1, 2 LIMIT 3"), 2, [2, 0, 1], "having, order by position, limit",
+         defect="HAVING: the sparse vector's first c keys are not the c largest"),
+    Case("SELECT b, COUNT(*) FROM fx WHERE NOT b GROUP BY b",
+         _both("SELECT b, COUNT(*) FROM fx WHERE NOT b GROUP BY b"), 1, None, "a boolean key predicate",
+         must_answer=True, defect="key predicates"),
 ]
 
 
