@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 import copy
+import re
 from pathlib import Path
 
 from fixture import COLUMNS, TABLE, UNIT_TABLE, create_sql, create_unit_sql, rows, unit_rows
@@ -183,8 +184,9 @@ def shaped(draw) -> Case:
     key_alias = {k: (f"k_{k}" if draw(st.integers(0, 2)) == 0 else None) for k in groups}
     agg_alias = [f"a{j}" if draw(st.integers(0, 2)) == 0 else None for j in range(len(aggs))]
     renamed = "g" in groups and draw(st.integers(0, 4)) == 0           # FROM (SELECT …, g AS gk …) x
-    keypreds = [draw(st.sampled_from(KEY_PREDICATES[k])) for k in groups
-                if k in KEY_PREDICATES and draw(st.integers(0, 2)) == 0]
+    keyed = [(k, draw(st.sampled_from(KEY_PREDICATES[k]))) for k in groups
+             if k in KEY_PREDICATES and draw(st.integers(0, 2)) == 0]
+    keypreds = [p for _, p in keyed]
     row = draw(boolean()) if draw(st.integers(0, 2)) == 0 else None
     if renamed and row is not None and _mentions_g(row.pg):
         row = None
@@ -193,7 +195,7 @@ def shaped(draw) -> Case:
     def key_text(k: str, pg_text: str) -> str:
         return pg_text.replace("g ", "gk ").replace("g)", "gk)") if renamed and k == "g" else pg_text
 
-    analyst_where = [key_text(k, p) for k, p in zip([k for k in groups if k in KEY_PREDICATES], keypreds)]
+    analyst_where = [key_text(k, p) for k, p in keyed]
     where_items = [f"({p})" for p in analyst_where] + ([f"({row.pg})"] if row else [])
 
     n_keys = len(groups)
@@ -266,7 +268,6 @@ def _avg_width(item: str) -> float:
 
 
 def _mentions_g(text: str) -> bool:
-    import re
     return re.search(r"\bg\b", text) is not None
 
 
