@@ -17,18 +17,19 @@ into the reference explicitly:
    — "the SQL over the released cells". SQL's SUM/AVG of no value is NULL, a release is a
    number: the reference says ``COALESCE(SUM(..), 0)`` and ``COALESCE(AVG(..), midpoint)``.
 
-Keys removed by partition selection (GROUP BY ``t``, a column without a domain) are
-allowed to be missing, and reported (:func:`shape.compare`).
+Keys chosen by a mechanism — partition selection (GROUP BY ``t``, a column without a
+domain) and the sparse vector's HAVING/top-c — are allowed to be missing, and counted
+(:func:`shape.compare`); never added. What must hold of released rows at ordinary noise is
+:data:`HOLDS`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from hypothesis import strategies as st
-
 import copy
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from hypothesis import strategies as st
 
 from fixture import COLUMNS, TABLE, UNIT_TABLE, create_sql, create_unit_sql, rows, unit_rows
 from grammar import AGGS, EXPRS, boolean
