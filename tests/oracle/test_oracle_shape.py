@@ -138,3 +138,33 @@ def test_released_rows_satisfy_the_sql_duckdb(duck_oracle, case):
 @pytest.mark.parametrize("case", HOLDS, ids=[c.name for c in HOLDS])
 def test_released_rows_satisfy_the_sql_postgres(pg_oracle, case):
     _holds(pg_oracle, case)
+
+
+# ------------------------------------------------------------ the comparison can fail
+
+def _answer(rows, notice="95% half-width: n ±0; mechanism: geometric_count", names=("k", "n")):
+    from shape import Answer
+    return Answer(list(names), rows, notice)
+
+
+def test_compare_refuses_what_the_sql_does_not_say():
+    from shape import compare
+    ref = [("a", 5), ("b", 3)]
+    assert compare(_answer([("b", 3), ("a", 5)]), ref, ["k", "n"], keys=1, order=None).ok
+    assert not compare(_answer([("a", 5), ("b", 3), ("c", 0)]), ref, None, keys=1, order=None).ok   # an extra row
+    assert not compare(_answer([("a", 5)]), ref, None, keys=1, order=None).ok                      # a missing row
+    assert not compare(_answer([("b", 3), ("a", 5)]), ref, None, keys=1, order=[1]).ok              # the order
+    assert not compare(_answer([("a", 5), ("b", 3)]), ref, ["k", "count"], keys=1, order=None).ok   # a name
+    assert not compare(_answer([("a", 13), ("b", 3)]), ref, None, keys=1, order=None).ok            # beyond 7 units
+    assert compare(_answer([("a", 6), ("b", 3)]), ref, None, keys=1, order=None).ok                 # "±0": < 1 unit
+    # rows tied on the ORDER BY column compare as a multiset
+    tied = [("a", 5), ("b", 5), ("c", 1)]
+    assert compare(_answer([("b", 5), ("a", 5), ("c", 1)]), tied, None, keys=1, order=[1]).ok
+    assert not compare(_answer([("c", 1), ("b", 5), ("a", 5)]), tied, None, keys=1, order=[1]).ok
+    # keys a mechanism chose may be missing, never added
+    sel = "partition selection: …; 95% half-width: n ±0"
+    assert compare(_answer([("a", 5)], sel), ref, None, keys=1, order=None).ok
+    assert not compare(_answer([("a", 5), ("z", 1)], sel), ref, None, keys=1, order=None).ok
+    # an empty bucket of a public domain the reference does not spell out: a value ≈ 0 only
+    assert compare(_answer([("a", 5), ("b", 3), ("c", 0)]), ref, None, keys=1, order=None, empty_ok=True).ok
+    assert not compare(_answer([("a", 5), ("b", 3), ("c", 9)]), ref, None, keys=1, order=None, empty_ok=True).ok
