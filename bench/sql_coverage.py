@@ -18,7 +18,16 @@ answer, and how accurate are its newer statistics?
    private reader answers neither (refused: see the table), so percentiles are compared with
    the exact answer only. RMSE over repeated releases (fixed seeds).
 
-One table, one HEADLINE. --quick: < 50 s (fewer repetitions, 200,000 people).
+3. Result shape: the statements of the result-shape oracle (``tests/oracle/shape_corpus.py``:
+   its hand corpus and a fixed sample of its generated statements) through an in-process
+   dpgate at ε = 20 on embedded DuckDB, each compared (``tests/oracle/shape.py``) with
+   DuckDB's answer to the analyst's SQL over the same data: keys, values within the stated
+   noise, order and count (column names need Postgres: the tests check them). A refusal is
+   not a mismatch (but for the hand corpus's ``must_answer`` statements, shapes answered in
+   another spelling); a different result set is.
+
+One table, one HEADLINE. --quick: < 50 s (fewer repetitions, 200,000 people, 40 generated
+statements instead of 200).
 """
 from __future__ import annotations
 
@@ -94,6 +103,37 @@ def coverage(people: int):
         r["as expected"] += got[sql] == want
         r["expected answered"] += want == "answered"
     return rows
+
+
+def result_shape(generated: int) -> dict:
+    """The result-shape oracle's comparison over its hand corpus and ``generated`` statements
+    of its grammar (hypothesis, derandomized): {"compared", "refused", "mismatches": [sql]}."""
+    import sys
+    oracle_dir = str(ROOT / "tests" / "oracle")      # test data and machinery, by path
+    if oracle_dir not in sys.path:
+        sys.path.insert(0, oracle_dir)
+    from hypothesis import HealthCheck, given, settings
+    from shape_corpus import HAND, open_duckdb, shaped
+    state = Path(tempfile.mkdtemp(prefix="dpgate-shape-"))
+    oracle = open_duckdb(state)
+    mismatches: list[str] = []
+    try:
+        for case in HAND:
+            if oracle.check(case):
+                mismatches.append(case.sql)
+
+        @settings(max_examples=generated, derandomize=True, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(shaped())
+        def run(case):
+            if oracle.check(case):
+                mismatches.append(case.sql)
+
+        run()
+    finally:
+        oracle.dp.close()
+    s = oracle.stats
+    return {"compared": s["answered"], "refused": s["refused"], "mismatches": mismatches}
 
 
 # ------------------------------------------------------------------ accuracy
@@ -184,6 +224,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     reps, sn_reps = (300, 40) if args.quick else (3000, 300)
     cov = coverage(200_000 if args.quick else 1_000_000)
+    shape = result_shape(40 if args.quick else 200)
     data = _pums()
     lines = []
     for tool, r in cov.items():
@@ -231,10 +272,15 @@ def main(argv=None) -> int:
     sn = cov["smartnoise-pums"]
     dash = cov["dashboard"]
     ratio = f"{max(acc_ratio):.2f}" if acc_ratio else "n/a (snsql unavailable)"
+    print(f"result-shape mismatches {len(shape['mismatches'])} ({shape['compared']} answered statements compared "
+          f"with DuckDB's answer to their own SQL, {shape['refused']} refused; tests/oracle/test_oracle_shape.py)")
+    for sql in shape["mismatches"][:10]:
+        print(f"  mismatch: {sql}")
     print(f"({time.time() - t0:.1f} s)")
     print(f"HEADLINE: BI corpus {ans}/{tot} answered over 6 tools (the rest refused with a hint, as expected: "
           f"{'yes' if exp_ else 'NO'}); SmartNoise PUMS queries {sn['answered']}/{sn['total']}; dashboard "
-          f"{dash['answered']}/{dash['total']} tiles; VAR/STDDEV RMSE dpgate / SmartNoise at equal ε ≤ {ratio}")
+          f"{dash['answered']}/{dash['total']} tiles; VAR/STDDEV RMSE dpgate / SmartNoise at equal ε ≤ {ratio}; "
+          f"result-shape mismatches {len(shape['mismatches'])}")
     return 0 if exp_ else 1
 
 
