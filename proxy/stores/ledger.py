@@ -27,11 +27,13 @@ The DP pipeline splits this in two so the fsync overlaps the backend scan
 2. After the scan, ``record`` stores the release and deletes the reservation in
    one transaction (the charge already stands); if an earlier release of the
    same key exists (a concurrent twin), that one is returned and the reservation
-   refunded instead. This commit is written to the WAL before the answer is sent
-   but not fsynced (``synchronous=NORMAL``): it survives a crash of the proxy;
-   an operating-system crash or power loss may lose it, and then the charge
-   stays and the same query later charges again for a fresh answer — never an
-   answer without a charge.
+   refunded instead. On SQLite this commit is written to the WAL before the
+   answer is sent but not fsynced (``synchronous=NORMAL``): it survives a crash
+   of the proxy; an operating-system crash or power loss may lose it, and then
+   the charge stays and the same query later charges again for a fresh answer —
+   never an answer without a charge. On Postgres it is a synchronous commit: the
+   ledger server is another process, and its crash (``pg_ctl stop -m immediate``)
+   must not lose an answer the client already holds.
 3. When the backend fails *before* the scan starts (unreachable, cancelled
    while queued), ``cancel`` refunds the reservation (nothing ran). Once the
    scan has started, a failure, timeout or cancel settles it with ``spend``: the
@@ -198,9 +200,12 @@ class Ledger:
         self._rlock = threading.Lock()
         # three connections: writes (fsync-ed), reads (in WAL mode they never wait
         # for a writer, so the event loop can call them directly), and ``record``'s
-        # writes with synchronous=NORMAL (no fsync), used under the same lock as
-        # the first so the two never wait on each other.
-        self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, "NORMAL"))
+        # writes, used under the same lock as the first so the two never wait on each
+        # other: on SQLite with synchronous=NORMAL (written to the WAL, no fsync: a
+        # crash of the process keeps it); on Postgres committed synchronously, since a
+        # crash of the ledger *server* is that process's crash and must keep it too.
+        record_sync = "FULL" if dsn is not None else "NORMAL"
+        self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, record_sync))
         self._db.executescript(_SCHEMA)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._salt_secret: str | None = None   # unit_salt's secret, read once

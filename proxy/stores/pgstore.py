@@ -12,12 +12,12 @@ forms, keeping every guarantee:
   serialised across processes exactly as on one SQLite file, so the
   conditional charge, "an earlier release wins" and the ladder read-modify-write
   keep their meaning.
-* ``PRAGMA synchronous=FULL`` is ``synchronous_commit = on`` (the reservation
-  is durable before the scan's answer exists); ``synchronous=NORMAL`` (the
-  record after the scan) is ``synchronous_commit = off`` — written to the
-  server's WAL before the answer is sent, flushed within moments: a proxy
-  crash loses nothing; a crash of the ledger server may lose the stored
-  answer, never a charge (the same promise as SQLite's NORMAL).
+* ``PRAGMA synchronous=FULL`` is ``synchronous_commit = on``: every ledger
+  write — the reservation before the scan's answer exists, and the record of
+  the answer before it is sent — is flushed to the server's WAL before the
+  commit returns, so a crash of the ledger server loses no charge and no
+  answer a client received. (``synchronous=NORMAL`` would be
+  ``synchronous_commit = off``; the ledger does not use it on Postgres.)
 * ``INSERT OR REPLACE`` / ``INSERT OR IGNORE`` become ``ON CONFLICT`` forms,
   ``lastrowid`` comes from ``RETURNING id``, JSON look-ups use ``jsonb``.
 
