@@ -221,23 +221,31 @@ def cmd_data_version(args) -> int:
 def cmd_budget(args) -> int:
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
-    print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8}  period")
+    print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8} "
+          f"{'δ spent':>9} {'δ left':>9} {'δ budget':>9}  period")
     for role, spec in cfg.roles.items():
         if args.role and role != args.role:
             continue
         tier = cfg.tiers[spec.tier]
-        spent = ledger.spent(role, tier.period)
+        spent, dspent = ledger.spent_both(role, tier.period)
         print(f"{role:<10} {spec.tier:<10} {tier.epsilon:>8g} {spent:>8g} {tier.budget - spent:>10g} "
-              f"{tier.budget:>8g}  {tier.period}")
+              f"{tier.budget:>8g} {dspent:>9g} {tier.delta_budget - dspent:>9g} {tier.delta_budget:>9g}  "
+              f"{tier.period}")
     held = [r for r in ledger.open_reservations() if not args.role or r["role"] == args.role]
     if held:
-        print(f"{len(held)} charge(s), ε {sum(r['epsilon'] for r in held):g} in all, were made for answers "
+        print(f"{len(held)} charge(s), {_eps_delta(held)} in all, were made for answers "
               "never recorded (the proxy stopped mid-query); they stay spent.")
     spent = ledger.unreleased(args.role or None)
     if spent:
-        print(f"{len(spent)} statement(s), ε {sum(u['epsilon'] for u in spent):g} in all, were charged with no "
+        print(f"{len(spent)} statement(s), {_eps_delta(spent)} in all, were charged with no "
               "answer (timed out, cancelled or failed after their scan started).")
     return 0
+
+
+def _eps_delta(charges: list[dict]) -> str:
+    """"ε x" (and ", δ y" when some δ was charged) summed over ``charges``."""
+    e, d = math.fsum(c["epsilon"] for c in charges), math.fsum(c["delta"] for c in charges)
+    return f"ε {e:g}" + (f", δ {d:g}" if d else "")
 
 
 def cmd_coalition(args) -> int:

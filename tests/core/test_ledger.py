@@ -22,7 +22,7 @@ def new_ledger(request, tmp_path):
         dsn, schema = request.getfixturevalue("postgres").dsn, "t_" + uuid.uuid4().hex[:12]
 
         def target():
-            return Ledger(None, dsn=dsn, schema=schema)
+            return Ledger(None, dsn=dsn, schema=schema, key_file=tmp_path / "ledger.key")
     made = []
 
     def new():
