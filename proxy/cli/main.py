@@ -43,7 +43,7 @@ from ..pipeline.local_subset import subset_coalition_rows
 from ..pipeline.multitier import coalition_rows
 from ..stores import ledger_guard
 from ..stores.ledger import open_ledger
-from ..stores.ledger_guard import LedgerLost
+from ..stores.errors import LedgerUnavailable
 from ..wire.auth import make_verifier
 from .init import add_parser as add_init_parser
 from .reference import add_parser as add_reference_parser
@@ -149,7 +149,7 @@ def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n:
     def prepare() -> int:
         try:
             asyncio.run(_prepare_for_workers(cfg, state, args))
-        except (LedgerLost, ConfigError, BackendError) as e:
+        except (LedgerUnavailable, ConfigError, BackendError) as e:
             return _failed(e)
         except KeyboardInterrupt:
             return 130
@@ -306,8 +306,9 @@ def cmd_ledger(args) -> int:
     """``dpgate ledger check`` / ``dpgate ledger init --i-know`` (proxy.ledger_guard)."""
     cfg, state, _ = resolve(args)
     if args.action == "check":
-        ok, line = ledger_guard.check(cfg, state)
-        print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
+        ok, lines = ledger_guard.check(cfg, state)
+        for line in lines:                       # one line per problem
+            print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
         return 0 if ok else 1
     if not args.i_know:
         print("dpgate: `dpgate ledger init` writes a NEW ledger identity: the budget spent so far in a lost "
@@ -375,12 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         return args.fn(args)
-    except (LedgerLost, ConfigError, BackendError) as e:
+    except (LedgerUnavailable, ConfigError, BackendError) as e:
         return _failed(e)
 
 
 def _failed(e: Exception) -> int:
-    """One line on stderr and the exit code: LedgerLost (serve refuses to start: what
+    """One line on stderr and the exit code: LedgerUnavailable (LedgerLost, LedgerDamaged: serve refuses to start: what
     happened, how to recover) 1, ConfigError 2, BackendError (e.g. the DuckDB file is held
     by another process) 1."""
     print(f"dpgate: {e.message if isinstance(e, BackendError) else e}", file=sys.stderr)

@@ -425,6 +425,11 @@ class Ledger:
                                  f"first open with the new key {self.key_file}")
         return bool(has_rows)
 
+    @property
+    def signed(self) -> bool:
+        """Whether this ledger's rows are checked against a keyed MAC."""
+        return self._mac is not None
+
     def _where(self) -> str:
         return str(self.path) if self.dsn is None else f"Postgres ledger schema {self.schema!r}"
 
@@ -807,16 +812,16 @@ class Ledger:
     def integrity_problems(self, *, full: bool = True) -> list[str]:
         """What is wrong with the ledger, one line each (none: it is whole): SQLite's own
         check (``full``), total spend against stored releases + open reservations +
-        charges without an answer (ε and δ), each spend row's MAC, and (``full``) each
-        stored release's MAC. The fast form (``full=False``, at start) reads the spend
-        rows and four sums."""
+        charges without an answer (ε and δ: ``full``), each spend row's MAC, and
+        (``full``) each stored release's MAC. The fast form (``full=False``, at start)
+        reads the spend rows only (one per role and period), not the releases."""
         out = []
         with self._lock:
             db = self._db
             if full:
                 out += [f"SQLite integrity check: {r[0]}" for r in db.execute("PRAGMA integrity_check").fetchall()
                         if r[0] != "ok"]
-            for col, unit, name in (("spent_nano", NANO, "ε"), ("delta_femto", FEMTO, "δ")):
+            for col, unit, name in (("spent_nano", NANO, "ε"), ("delta_femto", FEMTO, "δ")) if full else ():
                 rcol = "epsilon_nano" if col == "spent_nano" else "delta_femto"
                 total = db.execute(f"SELECT COALESCE(SUM({col}),0) FROM spend").fetchone()[0]
                 parts = [db.execute(f"SELECT COALESCE(SUM({rcol}),0) FROM {t}").fetchone()[0]
