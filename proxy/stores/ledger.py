@@ -260,6 +260,7 @@ class Ledger:
         self.clock = time.time         # this host's clock, injectable (tests: a clock that goes backwards)
         self._skew = 0.0               # Postgres: the ledger server's clock minus ``clock`` (last seen)
         self.migrated: list[str] = []  # what opening this ledger changed (said in the log)
+        self._signed: dict[tuple[str, str], tuple] = {}   # (role, period) -> spend row as last written here
         self._migrate()
         if key_file is None and dsn is None:
             key_file = self.path.with_suffix(".key")
@@ -443,13 +444,17 @@ class Ledger:
                          (role, pk)).fetchone()
         if row is None:
             return 0, 0
-        if self._mac is not None and not Mac.same(row[2], self._mac.spend(role, pk, row[0], row[1])):
+        if self._mac is not None and self._signed.get((role, pk)) != tuple(row) \
+                and not Mac.same(row[2], self._mac.spend(role, pk, row[0], row[1])):
             db.execute("ROLLBACK")
             raise self._damaged(f"the spend of role {role!r} in period {pk}")
         return row[0], row[1]
 
     def _put_spend(self, db, role: str, pk: str, e: int, d: int) -> None:
         mac = self._mac.spend(role, pk, e, d) if self._mac is not None else None
+        if len(self._signed) > 4096:
+            self._signed.clear()
+        self._signed[(role, pk)] = (e, d, mac)     # a row read back as written here needs no second MAC
         db.execute("INSERT INTO spend (role, period, spent_nano, delta_femto, mac) VALUES (?,?,?,?,?) "
                    "ON CONFLICT (role, period) DO UPDATE SET spent_nano = excluded.spent_nano, "
                    "delta_femto = excluded.delta_femto, mac = excluded.mac", (role, pk, e, d, mac))
