@@ -229,7 +229,7 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     except BaseException as e:                            # nothing was sent: refund if the scan never
         settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
         await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
-        detail_charged(conn, e, tier)
+        detail_charged(conn, e, tier, p.delta)
         raise
     if stored is None:                                    # cancelled after the scan: nothing sent
         raise SqlError("57014", "canceling statement due to user request")

@@ -189,3 +189,25 @@ def test_a_missing_or_foreign_key_refuses_the_open(tmp_path):
         Ledger(state / "ledger.sqlite3")
     (state / "ledger.key").write_text(key)
     Ledger(state / "ledger.sqlite3").close()
+
+
+def test_a_postgres_ledger_row_edited_is_refused_too(postgres, tmp_path):
+    import uuid
+    schema, key = "mac_" + uuid.uuid4().hex[:8], tmp_path / "ledger.key"
+    led = Ledger(None, dsn=postgres.dsn, schema=schema, key_file=key)
+    try:
+        res = led.reserve(role="r", epsilon=2.0, budget=3.0, period="day")
+        led.record(res, key="q", data_version=1, canonical="q", statement="s", mechanism="m",
+                   answer={"values": [[1786]]})
+        with psycopg.connect(postgres.dsn, autocommit=True) as con:
+            con.execute(f"UPDATE {schema}.spend SET spent_nano = 0")
+            con.execute(f"UPDATE {schema}.releases SET answer = replace(answer, '1786', '9786')")
+        with pytest.raises(LedgerDamaged, match="spend of role 'r'"):     # never charged from
+            led.reserve(role="r", epsilon=2.0, budget=3.0, period="day")
+        with pytest.raises(LedgerDamaged, match="stored release"):        # never returned
+            led.lookup("r", "q", 1).answer
+        problems = led.integrity_problems()
+        assert len(problems) == 3 and "ε spent 0" in problems[0] and "spend of role 'r'" in problems[1]
+        assert "release 1 of role 'r' fails its MAC" in problems[2]
+    finally:
+        led.close()
