@@ -198,7 +198,7 @@ async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
 
 async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     gw, kind = conn.gw, p.kind
-    # ε is charged (fsync) on the ledger's writer thread while the scan runs
+    # ε (and δ) are charged (fsync) on the ledger's writer thread while the scan runs
     held = gw.ledger.reserve_soon(role=conn.role, epsilon=p.epsilon, budget=tier.budget, period=tier.period,
                                   **({"delta": p.delta, "delta_budget": tier.delta_budget} if p.delta > 0 else {}))
 
