@@ -86,6 +86,7 @@ log = logging.getLogger("dpgate.ledger")
 NANO = 1_000_000_000
 FEMTO = 10 ** 15           # δ is kept in femto-δ (integers, 10⁻¹⁵ resolution)
 SCHEMA_VERSION = "2"       # 2: δ columns and MACs
+KEY_NEW_S = 120            # a MAC key younger than this may still sign an unsigned ledger (proxies starting together)
 HEAVY_CELLS = 256          # an answer this large is decoded and turned into rows off the event loop
 HEAVY_BYTES = 16_384       # (about 0.3 ms of rows, or of json.loads for a stored text this long)
 
@@ -388,9 +389,13 @@ class Ledger:
             return mac
         if not sign:
             return None
+        # a key made just now (here, or by a proxy starting beside this one) may sign a ledger
+        # that holds charges; an older one means the ledger's check value was removed
         fresh = key is None
         if fresh:
             key = create_key(self.key_file)
+        else:
+            fresh = time.time() - self.key_file.stat().st_mtime < KEY_NEW_S
         mac = Mac(key)
         with self._lock:
             with transaction(db):

@@ -211,3 +211,22 @@ def test_a_postgres_ledger_row_edited_is_refused_too(postgres, tmp_path):
         assert "release 1 of role 'r' fails its MAC" in problems[2]
     finally:
         led.close()
+
+
+def test_a_removed_check_value_is_refused_not_re_signed(tmp_path):
+    """Deleting the ledger's MAC check value (to have edited rows signed again) is refused
+    once the key is older than a start-up race; a proxy starting beside the one that has
+    just made the key signs the ledger with it."""
+    import os
+    import time
+    state = tmp_path / "state"
+    led = Ledger(state / "ledger.sqlite3")
+    led.reserve(role="r", epsilon=1.0, budget=5.0, period="day")
+    led.close()
+    _edit(state, "DELETE FROM meta WHERE key = 'mac_check'")
+    Ledger(state / "ledger.sqlite3").close()          # the key is seconds old: signed again (start-up race)
+    _edit(state, "DELETE FROM meta WHERE key = 'mac_check'")
+    old = time.time() - 3600
+    os.utime(state / "ledger.key", (old, old))
+    with pytest.raises(LedgerDamaged, match="MACs were removed"):
+        Ledger(state / "ledger.sqlite3")
