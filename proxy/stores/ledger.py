@@ -133,13 +133,19 @@ class BudgetExceeded(Exception):
 
 
 def _named_faults(fn):
-    """SQLite's 'disk is full' / 'database is locked' as their SQLSTATEs, one line each."""
+    """SQLite's 'disk is full' / 'database is locked' as their SQLSTATEs, and a damaged
+    file as :class:`LedgerDamaged` (XX001), one line each."""
 
     @functools.wraps(fn)
     def wrapper(self, *a, **kw):
         try:
             return fn(self, *a, **kw)
-        except sqlite3.OperationalError as e:
+        except sqlite3.DatabaseError as e:
+            if any(w in str(e).lower() for w in ("malformed", "not a database", "corrupt", "could not decode")):
+                raise LedgerDamaged(f"the privacy ledger {self.path} is damaged ({e}); no answer was released; "
+                                    "run `dpgate ledger check`") from None
+            if not isinstance(e, sqlite3.OperationalError):
+                raise
             msg = str(e).lower()
             if "full" in msg:
                 raise LedgerFault("53100", f"the privacy ledger cannot write: disk full ({self.path}); "
@@ -609,6 +615,7 @@ class Ledger:
     def spent(self, role: str, period: str) -> float:
         return self.spent_both(role, period)[0]
 
+    @_named_faults
     def spent_both(self, role: str, period: str) -> tuple[float, float]:
         """(ε, δ) spent by ``role`` in the period a charge would go to now."""
         with self._rlock:
@@ -619,6 +626,7 @@ class Ledger:
     def spent_delta(self, role: str, period: str) -> float:
         return self.spent_both(role, period)[1]
 
+    @_named_faults
     def snapshot(self, role: str, key: str, period: str) -> tuple[int, float, Stored | None]:
         """(data version, ε spent by ``role`` this period, its release of ``key`` at
         that data version or None) in one read."""
@@ -635,6 +643,7 @@ class Ledger:
         return dv, spent_n / NANO, (self._stored(row[2:], role, key, dv, charged=False)
                                     if row[2] is not None else None)
 
+    @_named_faults
     def lookup(self, role: str, key: str, data_version: int) -> Stored | None:
         self._check()
         with self._rlock:

@@ -230,3 +230,32 @@ def test_a_removed_check_value_is_refused_not_re_signed(tmp_path):
     os.utime(state / "ledger.key", (old, old))
     with pytest.raises(LedgerDamaged, match="MACs were removed"):
         Ledger(state / "ledger.sqlite3")
+
+
+@pytest.mark.parametrize("flip", [0x01, 0x80])
+def test_flipped_bytes_in_a_stored_answer_are_a_named_refusal(tmp_path, capsys, flip):
+    """8 bytes of the ledger file flipped inside a stored answer (still text, or no longer
+    UTF-8): the repeat is refused with XX001 and one line, never an internal error."""
+    state = tmp_path / "state"
+    svc = Service(make_config(), state).start()
+    try:
+        _ask(svc, "SELECT sex, COUNT(*) FROM people GROUP BY sex")
+    finally:
+        svc.close()
+    db = sqlite3.connect(state / "ledger.sqlite3")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (text,), = db.execute("SELECT answer FROM releases").fetchall()
+    db.close()
+    raw = bytearray((state / "ledger.sqlite3").read_bytes())
+    at = raw.index(text.encode()) + len(text) // 2 - 4
+    raw[at:at + 8] = bytes(b ^ flip for b in raw[at:at + 8])
+    (state / "ledger.sqlite3").write_bytes(bytes(raw))
+    svc = Service(make_config(), state).start()
+    try:
+        with pytest.raises(psycopg.Error) as e:
+            _ask(svc, "SELECT sex, COUNT(*) FROM people GROUP BY sex")
+        assert e.value.sqlstate == "XX001" and len(str(e.value).strip().splitlines()) == 1
+    finally:
+        svc.close()
+    code, out, err = _check(state, capsys)
+    assert code == 1 and "Traceback" not in err and all(x.startswith("dpgate: ") for x in err.splitlines())
