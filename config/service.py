@@ -184,6 +184,10 @@ class LedgerStore(StrictModel):
     """Postgres connection string (kind = 'postgres')."""
     db_schema: str = Field(default="dpgate", alias="schema", pattern=r"^[a-z_][a-z0-9_]*$")
     """Postgres schema of the ledger tables (key: schema)."""
+    key_file: str | None = None
+    """The ledger's MAC key file (HMAC-SHA256 over spend rows and stored answers; 0600,
+    created with the ledger). Default: <state_dir>/ledger.key. Proxies sharing a Postgres
+    ledger need the same key."""
 
     @model_validator(mode="after")
     def _dsn(self) -> "LedgerStore":

@@ -86,11 +86,17 @@ def _table(head: list[str], rows: list[list], numeric: set[int] = frozenset(), c
     return f'<table class="{cls}"><tr>{h}</tr>{"".join(body)}{empty}</table>'
 
 
+def _eps_delta(role: str, v) -> str:
+    e, d = v if isinstance(v, tuple) else (v, 0.0)
+    return f"{role} ε {_n(e)}" + (f", δ {_n(d)}" if d else "")
+
+
 def render_page(data: dict) -> str:
-    """``data``: database, now (epoch s), budgets [{role, tier, epsilon, spent, budget, period}],
+    """``data``: database, now (epoch s), budgets [{role, tier, epsilon, spent, budget, period,
+    delta_spent, delta_budget}],
     series {role: [(t, cumulative ε)]}, releases [{role, created, statement, epsilon, mechanism}],
     coalition [(ladder, statement, dv, tiers, loss, independent)], tables [(name, kind, source?,
-    comment, [(column, type, comment)])], unreleased ε per role."""
+    comment, [(column, type, comment)])], unreleased (ε, δ) per role."""
     now = data["now"]
     when = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>dpgate — "
@@ -98,13 +104,16 @@ def render_page(data: dict) -> str:
              f"<h1>dpgate owner page — {escape(data['database'])}</h1>",
              f'<div class="muted">read-only; {escape(when)}; signed in as {escape(data["user"])}</div>',
              "<h2>Roles and budgets</h2>", bar_chart(data["budgets"]),
-             _table(["role", "tier", "ε per query", "spent", "remaining", "budget", "period"],
+             _table(["role", "tier", "ε per query", "spent", "remaining", "budget", "δ spent", "δ remaining",
+                     "δ budget", "period"],
                     [[b["role"], b["tier"], _n(b["epsilon"]), _n(b["spent"]), _n(b["budget"] - b["spent"]),
-                      _n(b["budget"]), b["period"]] for b in data["budgets"]], {2, 3, 4, 5}, "budgets"),
+                      _n(b["budget"]), _n(b.get("delta_spent", 0.0)),
+                      _n(b.get("delta_budget", 0.0) - b.get("delta_spent", 0.0)), _n(b.get("delta_budget", 0.0)),
+                      b["period"]] for b in data["budgets"]], {2, 3, 4, 5, 6, 7, 8}, "budgets"),
              "<h2>Spend over time</h2>", spend_chart(data["series"], now)]
     if data.get("unreleased"):
         parts.append('<p class="muted">charged with no answer (timed out, cancelled or failed after the scan '
-                     "started): " + escape(", ".join(f"{r} ε {_n(e)}" for r, e in data["unreleased"].items()))
+                     "started): " + escape(", ".join(_eps_delta(r, v) for r, v in data["unreleased"].items()))
                      + "</p>")
     parts += ["<h2>Recent releases</h2>",
               _table(["released at", "role", "ε", "mechanism", "statement"],

@@ -136,17 +136,20 @@ def collect(cfg, ledger, user: str, now: float | None = None, days: int = 30) ->
     budgets = []
     for role, spec in cfg.roles.items():
         tier = cfg.tiers[spec.tier]
+        spent, dspent = ledger.spent_both(role, tier.period)
         budgets.append({"role": role, "tier": spec.tier, "epsilon": tier.epsilon, "period": tier.period,
-                        "budget": tier.budget, "spent": ledger.spent(role, tier.period)})
+                        "budget": tier.budget, "spent": spent, "delta_budget": tier.delta_budget,
+                        "delta_spent": dspent})
     releases = ledger.releases(limit=20_000)
     series: dict[str, list[tuple[float, float]]] = {r: [] for r in cfg.roles}
     for r in sorted(releases, key=lambda r: r["created"]):
         if r["created"] >= now - days * 86400 and r["role"] in series:
             pts = series[r["role"]]
             pts.append((r["created"], (pts[-1][1] if pts else 0.0) + r["epsilon"]))
-    unreleased: dict[str, float] = {}
+    unreleased: dict[str, tuple[float, float]] = {}     # role -> (ε, δ) charged with no answer
     for u in ledger.unreleased(None):
-        unreleased[u["role"]] = unreleased.get(u["role"], 0.0) + u["epsilon"]
+        e, d = unreleased.get(u["role"], (0.0, 0.0))
+        unreleased[u["role"]] = (e + u["epsilon"], d + u["delta"])
     _, rows = coalition_rows(SimpleNamespace(config=cfg, ledger=ledger), None)
     coalition = [(lad, stmt, dv, tiers, loss, indep) for lad, stmt, dv, _lv, tiers, _r, _n, loss, indep, _s, _t in rows]
     tables = []

@@ -46,7 +46,7 @@ from ..pipeline.local_subset import subset_coalition_rows
 from ..pipeline.multitier import coalition_rows
 from ..stores import ledger_guard
 from ..stores.ledger import open_ledger
-from ..stores.ledger_guard import LedgerLost
+from ..stores.errors import LedgerUnavailable
 from ..wire.auth import make_verifier
 from .init import add_parser as add_init_parser
 from .reference import add_parser as add_reference_parser
@@ -168,7 +168,7 @@ def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n:
     def prepare() -> int:
         try:
             asyncio.run(_prepare_for_workers(cfg, state, args))
-        except (LedgerLost, ConfigError, BackendError) as e:
+        except (LedgerUnavailable, ConfigError, BackendError) as e:
             return _failed(e)
         except KeyboardInterrupt:
             return 130
@@ -240,23 +240,31 @@ def cmd_data_version(args) -> int:
 def cmd_budget(args) -> int:
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
-    print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8}  period")
+    print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8} "
+          f"{'δ spent':>9} {'δ left':>9} {'δ budget':>9}  period")
     for role, spec in cfg.roles.items():
         if args.role and role != args.role:
             continue
         tier = cfg.tiers[spec.tier]
-        spent = ledger.spent(role, tier.period)
+        spent, dspent = ledger.spent_both(role, tier.period)
         print(f"{role:<10} {spec.tier:<10} {tier.epsilon:>8g} {spent:>8g} {tier.budget - spent:>10g} "
-              f"{tier.budget:>8g}  {tier.period}")
+              f"{tier.budget:>8g} {dspent:>9g} {tier.delta_budget - dspent:>9g} {tier.delta_budget:>9g}  "
+              f"{tier.period}")
     held = [r for r in ledger.open_reservations() if not args.role or r["role"] == args.role]
     if held:
-        print(f"{len(held)} charge(s), ε {sum(r['epsilon'] for r in held):g} in all, were made for answers "
+        print(f"{len(held)} charge(s), {_eps_delta(held)} in all, were made for answers "
               "never recorded (the proxy stopped mid-query); they stay spent.")
     spent = ledger.unreleased(args.role or None)
     if spent:
-        print(f"{len(spent)} statement(s), ε {sum(u['epsilon'] for u in spent):g} in all, were charged with no "
+        print(f"{len(spent)} statement(s), {_eps_delta(spent)} in all, were charged with no "
               "answer (timed out, cancelled or failed after their scan started).")
     return 0
+
+
+def _eps_delta(charges: list[dict]) -> str:
+    """"ε x" (and ", δ y" when some δ was charged) summed over ``charges``."""
+    e, d = math.fsum(c["epsilon"] for c in charges), math.fsum(c["delta"] for c in charges)
+    return f"ε {e:g}" + (f", δ {d:g}" if d else "")
 
 
 def cmd_coalition(args) -> int:
@@ -321,8 +329,9 @@ def cmd_ledger(args) -> int:
     """``dpgate ledger check`` / ``dpgate ledger init --i-know`` (proxy.ledger_guard)."""
     cfg, state, _ = resolve(args)
     if args.action == "check":
-        ok, line = ledger_guard.check(cfg, state)
-        print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
+        ok, lines = ledger_guard.check(cfg, state)
+        for line in lines:                       # one line per problem
+            print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
         return 0 if ok else 1
     if not args.i_know:
         print("dpgate: `dpgate ledger init` writes a NEW ledger identity: the budget spent so far in a lost "
@@ -390,12 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         return args.fn(args)
-    except (LedgerLost, ConfigError, BackendError) as e:
+    except (LedgerUnavailable, ConfigError, BackendError) as e:
         return _failed(e)
 
 
 def _failed(e: Exception) -> int:
-    """One line on stderr and the exit code: LedgerLost (serve refuses to start: what
+    """One line on stderr and the exit code: LedgerUnavailable (LedgerLost, LedgerDamaged: serve refuses to start: what
     happened, how to recover) 1, ConfigError 2, BackendError (e.g. the DuckDB file is held
     by another process) 1."""
     print(f"dpgate: {e.message if isinstance(e, BackendError) else e}", file=sys.stderr)

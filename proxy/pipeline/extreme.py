@@ -12,7 +12,7 @@ also carries each key's distinct units and drops the keys below the selection's 
 :func:`~.partitions.select_rows`, not a copy): (ε/2)/k and δ/2k per key, the floor the
 other δ/2k; the value of each released key is then drawn at the other ε/2, divided by the
 unit's factor. The selection's output is DP, so the values over it compose sequentially:
-(ε/2, δ) + ε/2 = (ε, δ) per unit. δ is reserved before the scan like ε (``Prepared.delta``,
+(ε/2, δ) + ε/2 = (ε, δ) per unit. δ is reserved with ε, in the same ledger charge (``Prepared.delta``,
 :func:`.kind.run`); a tier with δ = 0 is refused with the bin hint, as for partitions."""
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..backends import BackendError
-from ..stores.ledger import NANO, BudgetExceeded
+from ..stores.ledger import FEMTO, NANO, BudgetExceeded, femto
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error, detail_charged
 
@@ -129,11 +129,18 @@ async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False, 
         raise SqlError(e.sqlstate, e.message) from None
 
 
-def notice_head(*, charged: float, remaining: float, budget: float, period: str, repeat: bool) -> str:
-    """The NOTICE's common part: what this statement was charged and what is left."""
+def notice_head(*, charged: float, remaining: float, budget: float, period: str, repeat: bool,
+                delta: tuple[float, float, float] | None = None) -> str:
+    """The NOTICE's common part: what this statement was charged and what is left;
+    ``delta``: (δ charged, δ left, δ budget) of a statement with a δ (partition
+    selection). A repeat is charged nothing, ε or δ."""
     per = "in total" if period == "never" else f"this {period}"
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
-    return f"dpgate: {head}; budget left {max(remaining, 0.0):g} of {budget:g} {per}; "
+    left = f"budget left {max(remaining, 0.0):g} of {budget:g} {per}"
+    if delta is not None:
+        head += f"; δ charged {0.0 if repeat else delta[0]:g}"
+        left += f", δ left {max(delta[1], 0.0):g} of {delta[2]:g}"
+    return f"dpgate: {head}; {left}; "
 
 
 async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
@@ -148,7 +155,7 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         await asyncio.shield(twin)      # the same statement is being released for this role: its answer
         dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
     if stored is not None:              # a repeat: the earlier answer, nothing charged
-        return await _reply_off_loop(p, stored, tier, tier.budget - spent)
+        return await _reply_off_loop(p, stored, tier, tier.budget - spent, await _delta_left(conn, p, tier))
     done = asyncio.get_running_loop().create_future()
     gw.in_flight[(role, key)] = done
     try:
@@ -159,58 +166,44 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         stored, spent = await _twin_elsewhere(conn, key, tier)   # another proxy's twin?
         if stored is None:
             raise
-        return await _reply_off_loop(p, stored, tier, tier.budget - spent)
+        return await _reply_off_loop(p, stored, tier, tier.budget - spent, await _delta_left(conn, p, tier))
     finally:
         del gw.in_flight[(role, key)]
         done.set_result(None)
 
 
-DELTA_SCALE = 1e6      # δ is kept in the ledger as "ε" of the role's δ account, ×1e6 (1e-15 resolution)
+async def _delta_left(conn, p: Prepared, tier) -> float | None:
+    """The δ budget left to ``conn``'s role (None: the statement has no δ)."""
+    if p.delta <= 0:
+        return None
+    return tier.delta_budget - await conn.gw.ledger_read(conn.gw.ledger.spent_delta, conn.role, tier.period)
 
 
-def delta_account(role: str) -> str:
-    """The ledger account that holds ``role``'s δ spend (same periods as its ε)."""
-    return f"{role}#delta"
-
-
-async def _reserve_delta(conn, p: Prepared, tier):
-    """δ reserved (durably) before the scan, or a refusal (nothing charged)."""
-    gw = conn.gw
-    fut = gw.ledger.reserve_soon(role=delta_account(conn.role), epsilon=round(p.delta * DELTA_SCALE, 9),
-                                 budget=round(tier.delta_budget * DELTA_SCALE, 9), period=tier.period)
-    try:
-        await asyncio.wrap_future(fut)
-    except BudgetExceeded as b:
-        raise SqlError("53400", f"δ budget exceeded: this query needs δ {p.delta:g}, {max(b.remaining, 0) / DELTA_SCALE:g} "
-                       f"of {tier.delta_budget:g} is left {'in total' if tier.period == 'never' else 'this ' + tier.period}; "
-                       "nothing was charged", hint="Group by columns with a declared domain (no δ), or wait for "
-                       "the next period.") from None
-    return fut
+def _delta_error(p: Prepared, remaining: float, tier) -> SqlError:
+    per = "in total" if tier.period == "never" else "this " + tier.period
+    return SqlError("53400", f"δ budget exceeded: this query needs δ {p.delta:g}, {max(remaining, 0):g} "
+                    f"of {tier.delta_budget:g} is left {per}; nothing was charged",
+                    hint="Group by columns with a declared domain (no δ), or wait for the next period.")
 
 
 async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
-    """A fresh release: budget check, ε (and δ) reserved while scanning, measurement, record."""
-    gw = conn.gw
+    """A fresh release: budget check (ε, and δ), ε and δ reserved together while scanning,
+    measurement, record."""
     if tier.budget - spent + 1e-9 < p.epsilon:
         raise budget_error(conn.role, p.epsilon, tier.budget - spent, tier)
+    if p.delta > 0:
+        left = await _delta_left(conn, p, tier)
+        if femto(left) < femto(p.delta):
+            raise _delta_error(p, left, tier)
     p.state.update(data_version=dv, statement=sql)      # what the measurement may record beside it
-    dheld = await _reserve_delta(conn, p, tier) if p.delta > 0 else None
-    try:
-        out = await _release_eps(conn, p, tier, dv, sql)
-    except BaseException:
-        if dheld is not None:                               # δ goes as ε does: charged once the scan ran
-            settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
-            await asyncio.shield(asyncio.wrap_future(settle(dheld)))
-        raise
-    if dheld is not None:
-        await asyncio.shield(asyncio.wrap_future(gw.ledger.spend_soon(dheld, "δ of a release")))
-    return out
+    return await _release_eps(conn, p, tier, dv, sql)
 
 
 async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     gw, kind = conn.gw, p.kind
-    # ε is charged (fsync) on the ledger's writer thread while the scan runs
-    held = gw.ledger.reserve_soon(role=conn.role, epsilon=p.epsilon, budget=tier.budget, period=tier.period)
+    # ε (and δ) are charged (fsync) on the ledger's writer thread while the scan runs
+    held = gw.ledger.reserve_soon(role=conn.role, epsilon=p.epsilon, budget=tier.budget, period=tier.period,
+                                  **({"delta": p.delta, "delta_budget": tier.delta_budget} if p.delta > 0 else {}))
 
     def measure_and_record(cells):
         # In the backend's worker thread, right after the scan: noise, then the release
@@ -233,19 +226,22 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
         async with gw.statement_slot(conn.role):
             res, stored, built = await kind.scan(conn, p, measure_and_record)
     except BudgetExceeded as b:
+        if b.what == "δ":
+            raise _delta_error(p, b.remaining, tier) from None
         raise budget_error(conn.role, p.epsilon, b.remaining, tier) from None
     except BaseException as e:                            # nothing was sent: refund if the scan never
         settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
         await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
-        detail_charged(conn, e, tier)
+        detail_charged(conn, e, tier, p.delta)
         raise
     if stored is None:                                    # cancelled after the scan: nothing sent
         raise SqlError("57014", "canceling statement due to user request")
     kind.after_reply(conn, p)
     if stored.charged:                                    # the budget left after this charge
-        return _reply(p, stored, tier, tier.budget - res.spent_nano / NANO, built)
+        dleft = tier.delta_budget - res.delta_spent_femto / FEMTO if p.delta > 0 else None
+        return _reply(p, stored, tier, tier.budget - res.spent_nano / NANO, dleft, built)
     remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
-    return _reply(p, stored, tier, remaining, built)      # a concurrent twin's answer
+    return _reply(p, stored, tier, remaining, await _delta_left(conn, p, tier), built)   # a concurrent twin's answer
 
 
 def _built(p: Prepared, stored) -> tuple[list[tuple], str]:
@@ -254,27 +250,31 @@ def _built(p: Prepared, stored) -> tuple[list[tuple], str]:
     return p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)
 
 
-async def _reply_off_loop(p: Prepared, stored, tier, remaining: float) -> tuple[Result, str, float]:
+async def _reply_off_loop(p: Prepared, stored, tier, remaining: float,
+                          delta_left: float | None = None) -> tuple[Result, str, float]:
     """:func:`_reply` for a release read back from the ledger: a large one is decoded and
     turned into rows on a worker thread (``Stored.heavy``: a 10,000-cell answer is
     milliseconds of Python that would stall every other session's statements)."""
     if not stored.heavy:
-        return _reply(p, stored, tier, remaining)
+        return _reply(p, stored, tier, remaining, delta_left)
 
     def build():
         out = _built(p, stored)
         stored.forget()                                   # the decoded answer is freed off the loop
         return out
-    return _reply(p, stored, tier, remaining, await asyncio.to_thread(build))
+    return _reply(p, stored, tier, remaining, delta_left, await asyncio.to_thread(build))
 
 
-def _reply(p: Prepared, stored, tier, remaining: float, built=None) -> tuple[Result, str, float]:
-    """Rows and the NOTICE for a stored (or just recorded) release; ``built``: its rows and
-    NOTICE body made already (:func:`_built`, off the event loop)."""
+def _reply(p: Prepared, stored, tier, remaining: float, delta_left: float | None = None,
+           built=None) -> tuple[Result, str, float]:
+    """Rows and the NOTICE for a stored (or just recorded) release; ``delta_left``: the δ
+    budget left (None: no δ); ``built``: its rows and NOTICE body made already
+    (:func:`_built`, off the event loop)."""
     rows, body = built if built is not None else _built(p, stored)
     charged = stored.epsilon if stored.charged else 0.0
+    delta = None if delta_left is None else (stored.delta, delta_left, tier.delta_budget)
     msg = notice_head(charged=charged, remaining=remaining, budget=tier.budget, period=tier.period,
-                      repeat=not stored.charged) + body
+                      repeat=not stored.charged, delta=delta) + body
     return (Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]),
             p.kind.decision if stored.charged else "repeat", charged)
 

@@ -94,7 +94,7 @@ def selection_notice(plan: Plan, part: dict) -> str:
     """The NOTICE's selection statement (``part``: the answer's "partitions" entry)."""
     what = plan.unit.name if plan.unit is not None else "row"
     return (f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
-            f"keys with few {what}s are never shown; δ charged {fmt(part['delta'])}")
+            f"keys with few {what}s are never shown (δ {fmt(part['delta'])} per release)")
 
 
 def selection_explain(plan: Plan, tier, sp: dict) -> str:

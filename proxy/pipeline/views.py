@@ -50,7 +50,8 @@ from .multitier import COALITION_COLUMNS, coalition_rows
 
 BUDGET_COLUMNS = [("role", "VARCHAR"), ("tier", "VARCHAR"), ("epsilon_per_query", "DOUBLE"),
                   ("spent", "DOUBLE"), ("remaining", "DOUBLE"), ("budget", "DOUBLE"),
-                  ("period", "VARCHAR"), ("resets_at", "VARCHAR")]
+                  ("period", "VARCHAR"), ("resets_at", "VARCHAR"),
+                  ("delta_spent", "DOUBLE"), ("delta_remaining", "DOUBLE"), ("delta_budget", "DOUBLE")]
 RELEASE_COLUMNS = [("role", "VARCHAR"), ("released_at", "VARCHAR"), ("statement", "VARCHAR"),
                    ("epsilon", "DOUBLE"), ("mechanism", "VARCHAR"), ("data_version", "BIGINT")]
 _OIDS = {"VARCHAR": 25, "DOUBLE": 701, "BIGINT": 20, "INTEGER": 23, "BOOLEAN": 16, "HUGEINT": 1700}
@@ -77,7 +78,7 @@ _FILTERABLE = {"role": str, "statement": str, "mechanism": str, "data_version": 
 
 
 VIEW_DESCRIPTIONS = {
-    "budget": "your ε budget: spent, remaining, when it resets (an admin sees every role)",
+    "budget": "your ε and δ budgets: spent, remaining, when they reset (an admin sees every role)",
     "releases": "your released statements: when, ε, mechanism (never a value; an admin sees every role)",
     "coalition": "admins: per multi-tier query and Subset column, coalition loss (max ε) vs Σε",
 }
@@ -90,10 +91,14 @@ def catalog_views() -> dict[str, tuple[str, list[tuple[str, str]]]]:
     return {n: (VIEW_DESCRIPTIONS[n], cols[n]) for n in VIEW_NAMES}
 
 
-def next_reset(period: str, now: datetime | None = None) -> str:
+def next_reset(period: str, now: datetime | None = None, key: str | None = None) -> str:
+    """When the budget of ``period`` resets: the start of the period after the current one
+    (``key``: that period's key, e.g. the ledger's latest recorded one; else ``now``'s)."""
     now = now or datetime.now(timezone.utc)
     if period == "never":
         return "never"
+    if key is not None:
+        now = _period_start(period, key) or now
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if period == "day":
         nxt = day + timedelta(days=1)
@@ -102,6 +107,20 @@ def next_reset(period: str, now: datetime | None = None) -> str:
     else:
         nxt = (day.replace(day=1) + timedelta(days=32)).replace(day=1)
     return nxt.strftime("%Y-%m-%d %H:%M:%S+00")
+
+
+def _period_start(period: str, key: str) -> datetime | None:
+    """The first instant of the period ``key`` (``ledger.period_key``'s forms), or None."""
+    try:
+        if period == "day":
+            return datetime.strptime(key, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        if period == "week":
+            return datetime.strptime(key + "-1", "%G-W%V-%u").replace(tzinfo=timezone.utc)
+        if period == "month":
+            return datetime.strptime(key, "%Y-%m").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return None
 
 
 # ----------------------------------------------------------------------------- the parse
@@ -367,13 +386,14 @@ class Views:
         cfg = self.gw.config
         roles = list(cfg.roles) if cfg.roles[role].admin else [role]
         pairs = [(r, cfg.tiers[cfg.roles[r].tier].period) for r in roles]
-        spent = self.reads.spent_many(pairs)
+        spent = self.reads.spent_many(pairs)      # in the period the charge path enforces
         out = []
         for r, period in pairs:
             tier = cfg.tiers[cfg.roles[r].tier]
-            s = spent[(r, period)]
+            s, d, key = spent[(r, period)]
             out.append((r, cfg.roles[r].tier, tier.epsilon, s, max(tier.budget - s, 0.0), tier.budget,
-                        tier.period, next_reset(tier.period)))
+                        tier.period, next_reset(tier.period, key=key),
+                        d, max(tier.delta_budget - d, 0.0), tier.delta_budget))
         return out
 
     def _releases(self, role: str, tree: exp.Expression) -> list[tuple]:

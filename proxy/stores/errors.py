@@ -17,3 +17,15 @@ class LedgerFault(LedgerUnavailable):
     def __init__(self, sqlstate: str, line: str) -> None:
         super().__init__(line)
         self.sqlstate, self.line = sqlstate, line
+
+
+class LedgerDamaged(LedgerUnavailable):
+    """A ledger row fails its keyed MAC (altered outside dpgate), or the MAC key is
+    missing or not the ledger's: that row is never used (a stored answer is not
+    returned, a spend is not charged from), and ``dpgate serve`` does not start."""
+
+    sqlstate = "XX001"
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line

@@ -27,11 +27,13 @@ The DP pipeline splits this in two so the fsync overlaps the backend scan
 2. After the scan, ``record`` stores the release and deletes the reservation in
    one transaction (the charge already stands); if an earlier release of the
    same key exists (a concurrent twin), that one is returned and the reservation
-   refunded instead. This commit is written to the WAL before the answer is sent
-   but not fsynced (``synchronous=NORMAL``): it survives a crash of the proxy;
-   an operating-system crash or power loss may lose it, and then the charge
-   stays and the same query later charges again for a fresh answer — never an
-   answer without a charge.
+   refunded instead. On SQLite this commit is written to the WAL before the
+   answer is sent but not fsynced (``synchronous=NORMAL``): it survives a crash
+   of the proxy; an operating-system crash or power loss may lose it, and then
+   the charge stays and the same query later charges again for a fresh answer —
+   never an answer without a charge. On Postgres it is a synchronous commit: the
+   ledger server is another process, and its crash (``pg_ctl stop -m immediate``)
+   must not lose an answer the client already holds.
 3. When the backend fails *before* the scan starts (unreachable, cancelled
    while queued), ``cancel`` refunds the reservation (nothing ran). Once the
    scan has started, a failure, timeout or cancel settles it with ``spend``: the
@@ -41,8 +43,20 @@ The DP pipeline splits this in two so the fsync overlaps the backend scan
 
 A reservation left by a crash between 1 and 2 stays charged (its answer may
 have been sent); ``integrity_check`` counts it: total spend = stored releases +
-open reservations + charges spent without an answer. Amounts are integers in nano-ε, so budgets add up exactly (no
-floating-point drift at the budget's edge).
+open reservations + charges spent without an answer, for ε and for δ alike. Amounts are integers — ε
+in nano-ε, δ in femto-δ (10⁻¹⁵) — so budgets add up exactly (no floating-point drift at the budget's edge).
+
+δ (partition selection) is a quantity of its own: each spend row, reservation, release and
+charge without an answer carries its ε and its δ, and a charge checks both budgets in one
+transaction.
+
+Each spend row and each stored release carries a keyed MAC (:mod:`proxy.stores.ledger_mac`):
+a row altered outside dpgate is refused where it is read (``LedgerDamaged``, XX001).
+
+Periods come from one clock, the ledger's: the SQLite host's clock (``clock``), or the
+Postgres server's ``clock_timestamp()`` read inside each charge's transaction, so proxies
+with skewed clocks sharing one ledger charge into the same period; and never a period
+before the latest one the ledger has recorded (a clock set back opens no fresh budget).
 """
 from __future__ import annotations
 
@@ -50,6 +64,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import hashlib
+import logging
 import os
 import secrets
 import sqlite3
@@ -59,13 +74,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
+from .errors import LedgerDamaged, LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
+from .ledger_mac import Mac, create_key, read_key
 from .pgstore import PgConnection
 from .answer import cell_count
 from .write_lock import transaction
 from .release_codec import decode_answer, encode_answer
 
+log = logging.getLogger("dpgate.ledger")
+
 NANO = 1_000_000_000
+FEMTO = 10 ** 15           # δ is kept in femto-δ (integers, 10⁻¹⁵ resolution)
+SCHEMA_VERSION = "2"       # 2: δ columns and MACs
+KEY_NEW_S = 120            # a MAC key younger than this may still sign an unsigned ledger (proxies starting together)
 HEAVY_CELLS = 256          # an answer this large is decoded and turned into rows off the event loop
 HEAVY_BYTES = 16_384       # (about 0.3 ms of rows, or of json.loads for a stored text this long)
 
@@ -73,6 +94,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spend (
     role TEXT NOT NULL, period TEXT NOT NULL, spent_nano INTEGER NOT NULL,
+    delta_femto INTEGER NOT NULL DEFAULT 0, mac TEXT,
     PRIMARY KEY (role, period));
 CREATE TABLE IF NOT EXISTS releases (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -80,32 +102,50 @@ CREATE TABLE IF NOT EXISTS releases (
     canonical TEXT NOT NULL, statement TEXT NOT NULL,
     epsilon_nano INTEGER NOT NULL, mechanism TEXT NOT NULL,
     answer TEXT NOT NULL, period TEXT NOT NULL, created REAL NOT NULL,
+    delta_femto INTEGER NOT NULL DEFAULT 0, mac TEXT,
     UNIQUE (role, key, data_version));
 CREATE TABLE IF NOT EXISTS reservations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL);
+    role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL,
+    delta_femto INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS unreleased (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL,
-    reason TEXT NOT NULL);
+    reason TEXT NOT NULL, delta_femto INTEGER NOT NULL DEFAULT 0);
 """
+# columns added since schema 1 (a ledger written before them is migrated when opened)
+_ADDED = (("spend", "delta_femto", "INTEGER NOT NULL DEFAULT 0"), ("spend", "mac", "TEXT"),
+          ("releases", "delta_femto", "INTEGER NOT NULL DEFAULT 0"), ("releases", "mac", "TEXT"),
+          ("reservations", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
+          ("unreleased", "delta_femto", "INTEGER NOT NULL DEFAULT 0"))
+_OLD_DELTA = "#delta"      # schema 1 booked δ×10⁶ as the nano-ε of a pseudo-role "<role>#delta"
+_OLD_DELTA_REASON = "δ of a release"
 
 
 class BudgetExceeded(Exception):
-    def __init__(self, role: str, epsilon: float, remaining: float, budget: float, period: str):
-        super().__init__(f"budget exceeded for role {role}")
+    """A charge that does not fit: ``what`` is "ε" or "δ", the amounts are of that budget."""
+
+    def __init__(self, role: str, epsilon: float, remaining: float, budget: float, period: str,
+                 what: str = "ε"):
+        super().__init__(f"{what} budget exceeded for role {role}")
         self.role, self.epsilon, self.remaining = role, epsilon, remaining
-        self.budget, self.period = budget, period
+        self.budget, self.period, self.what = budget, period, what
 
 
 def _named_faults(fn):
-    """SQLite's 'disk is full' / 'database is locked' as their SQLSTATEs, one line each."""
+    """SQLite's 'disk is full' / 'database is locked' as their SQLSTATEs, and a damaged
+    file as :class:`LedgerDamaged` (XX001), one line each."""
 
     @functools.wraps(fn)
     def wrapper(self, *a, **kw):
         try:
             return fn(self, *a, **kw)
-        except sqlite3.OperationalError as e:
+        except sqlite3.DatabaseError as e:
+            if any(w in str(e).lower() for w in ("malformed", "not a database", "corrupt", "could not decode")):
+                raise LedgerDamaged(f"the privacy ledger {self.path} is damaged ({e}); no answer was released; "
+                                    "run `dpgate ledger check`") from None
+            if not isinstance(e, sqlite3.OperationalError):
+                raise
             msg = str(e).lower()
             if "full" in msg:
                 raise LedgerFault("53100", f"the privacy ledger cannot write: disk full ({self.path}); "
@@ -130,12 +170,16 @@ class Stored:
     created: float
     charged: bool          # True if this call charged it, False for a repeat
     body: str | None = field(default=None, repr=False)
+    delta: float = 0.0     # the δ it was charged (partition selection)
+    verify: object = field(default=None, repr=False)   # checks the stored text's MAC (raises LedgerDamaged)
 
     @property
     def answer(self) -> dict:
         if self.decoded is None:       # (two threads may both decode: the same dict, once kept)
             if self.body is None:
                 raise RuntimeError("the answer of this release was forgotten (Stored.forget)")
+            if self.verify is not None:
+                self.verify()          # a stored text that fails its MAC is never decoded nor sent
             object.__setattr__(self, "decoded", decode_answer(self.body))
         return self.decoded
 
@@ -168,10 +212,16 @@ class Reservation:
     epsilon_nano: int
     spent_nano: int        # the role's spend in that period after this charge
     state: str = field(default="open")    # open -> recorded | refunded | spent
+    delta_femto: int = 0
+    delta_spent_femto: int = 0             # the role's δ spend in that period after this charge
 
 
 def nano(eps: float) -> int:
     return round(eps * NANO)
+
+
+def femto(delta: float) -> int:
+    return round(delta * FEMTO)
 
 
 def period_key(period: str, now: float | None = None) -> str:
@@ -189,26 +239,46 @@ def period_key(period: str, now: float | None = None) -> str:
 class Ledger:
     """The budget ledger and release store: SQLite by default (one file in the
     state dir; safe across threads and processes sharing it), or Postgres
-    (``dsn``: shared by proxies on several hosts, see :mod:`proxy.stores.pgstore`)."""
+    (``dsn``: shared by proxies on several hosts, see :mod:`proxy.stores.pgstore`).
 
-    def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate"):
+    ``key_file``: the MAC key (:mod:`proxy.stores.ledger_mac`); default for SQLite the
+    ledger's path with suffix ``.key``. A Postgres ledger opened without one has no MACs
+    (tools only; a signed ledger refuses to open without its key). ``sign=False``
+    (``dpgate ledger check``): no key is created and nothing is signed."""
+
+    def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate",
+                 key_file: str | Path | None = None, sign: bool = True):
         self.path = Path(path) if path is not None else None
         self.dsn, self.schema = dsn, schema
         self._lock = threading.Lock()
         self._rlock = threading.Lock()
         # three connections: writes (fsync-ed), reads (in WAL mode they never wait
         # for a writer, so the event loop can call them directly), and ``record``'s
-        # writes with synchronous=NORMAL (no fsync), used under the same lock as
-        # the first so the two never wait on each other.
-        self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, "NORMAL"))
+        # writes, used under the same lock as the first so the two never wait on each
+        # other: on SQLite with synchronous=NORMAL (written to the WAL, no fsync: a
+        # crash of the process keeps it); on Postgres committed synchronously, since a
+        # crash of the ledger *server* is that process's crash and must keep it too.
+        record_sync = "FULL" if dsn is not None else "NORMAL"
+        self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, record_sync))
         self._db.executescript(_SCHEMA)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._salt_secret: str | None = None   # unit_salt's secret, read once
         self.guard = None              # proxy.stores.ledger_guard.Guard, called before charges and look-ups
-        self.clock = time.time         # injectable (tests: a clock that goes backwards)
+        self.clock = time.time         # this host's clock, injectable (tests: a clock that goes backwards)
+        self._skew = 0.0               # Postgres: the ledger server's clock minus ``clock`` (last seen)
+        self.migrated: list[str] = []  # what opening this ledger changed (said in the log)
+        self._signed: dict[tuple[str, str], tuple] = {}   # (role, period) -> spend row as last written here
+        self._migrate()
+        if key_file is None and dsn is None:
+            key_file = self.path.with_suffix(".key")
+        self.key_file = Path(key_file) if key_file is not None else None
+        self._mac: Mac | None = self._open_mac(sign)
         self._latest: dict[str, str] = {     # period kind -> latest period key seen (persisted)
             k.split(":", 1)[1]: v for k, v in self._db.execute(
                 "SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()}
+        if dsn is not None:
+            self._skew = float(self._rdb.execute(
+                "SELECT EXTRACT(EPOCH FROM clock_timestamp())").fetchone()[0]) - self.clock()
 
     def _connect(self, sync: str | None):
         if self.dsn is not None:
@@ -237,6 +307,210 @@ class Ledger:
             self._db.close()
             self._ndb.close()
             self._rdb.close()
+
+    # -- schema migration ------------------------------------------------------
+    def _migrate(self) -> None:
+        """A ledger written by schema 1: its δ columns and MAC columns added, and δ booked
+        as the pseudo-role ``<role>#delta`` (δ×10⁶ as nano-ε, i.e. femto-δ) moved into
+        the role's own δ columns, in one write transaction (proxies starting together:
+        one migrates). A release's δ (schema 1: a charge without an answer, reason
+        "δ of a release") goes back to that release (same role, period and δ, the
+        latest release before it whose key names a δ)."""
+        db = self._db
+        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is not None and row[0] >= SCHEMA_VERSION:
+            return
+        with self._lock:
+            with transaction(db):
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is not None and row[0] >= SCHEMA_VERSION:
+                    db.execute("ROLLBACK")
+                    return
+                for table, col, decl in _ADDED:
+                    if self.dsn is not None:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {col} "
+                                   + decl.replace("INTEGER", "BIGINT"))
+                    else:
+                        try:
+                            db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
+                        except sqlite3.OperationalError as e:
+                            if "duplicate column" not in str(e):
+                                raise
+                self._fold_old_delta(db)
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                db.execute("COMMIT")
+
+    def _fold_old_delta(self, db) -> None:
+        cut = len(_OLD_DELTA)
+        like = "%" + _OLD_DELTA
+        moved = 0
+        for role, period, amount in db.execute(
+                "SELECT role, period, spent_nano FROM spend WHERE role LIKE ?", (like,)).fetchall():
+            db.execute("INSERT INTO spend (role, period, spent_nano, delta_femto) VALUES (?,?,0,?) "
+                       "ON CONFLICT (role, period) DO UPDATE SET delta_femto = spend.delta_femto + "
+                       "excluded.delta_femto", (role[:-cut], period, amount))
+            moved += 1
+        db.execute("DELETE FROM spend WHERE role LIKE ?", (like,))
+        db.execute("UPDATE reservations SET role = substr(role, 1, length(role) - ?), delta_femto = epsilon_nano, "
+                   "epsilon_nano = 0 WHERE role LIKE ?", (cut, like))
+        back = 0
+        for uid, role, period, amount, created in db.execute(
+                "SELECT id, role, period, epsilon_nano, created FROM unreleased WHERE role LIKE ? AND reason = ? "
+                "ORDER BY id", (like, _OLD_DELTA_REASON)).fetchall():
+            rel = db.execute("SELECT id FROM releases WHERE role = ? AND period = ? AND delta_femto = 0 AND "
+                             "created <= ? AND key LIKE ? ORDER BY created DESC, id DESC LIMIT 1",
+                             (role[:-cut], period, created, "%:delta=%")).fetchone()
+            if rel is not None:
+                db.execute("UPDATE releases SET delta_femto = ? WHERE id = ?", (amount, rel[0]))
+                db.execute("DELETE FROM unreleased WHERE id = ?", (uid,))
+                back += 1
+        db.execute("UPDATE unreleased SET role = substr(role, 1, length(role) - ?), delta_femto = epsilon_nano, "
+                   "epsilon_nano = 0 WHERE role LIKE ?", (cut, like))
+        if moved or back:
+            self.migrated.append(f"δ of {moved} spend row(s) moved from the '<role>{_OLD_DELTA}' accounts "
+                                 f"into the roles' δ column, {back} release(s) given back their δ")
+
+    # -- the MAC key -------------------------------------------------------------
+    def _open_mac(self, sign: bool) -> Mac | None:
+        """The key, checked against the ledger's check value; a ledger not yet signed
+        (new, or written before MACs) is signed at first open with a new key."""
+        db = self._db
+        check = db.execute("SELECT value FROM meta WHERE key='mac_check'").fetchone()
+        if self.key_file is None:
+            if check is not None:
+                raise LedgerDamaged(f"{self._where()} is protected by a keyed MAC: open it with its key file")
+            return None
+        try:
+            key = read_key(self.key_file)
+        except (OSError, ValueError) as e:
+            raise LedgerDamaged(f"the ledger's MAC key {self.key_file} is unreadable ({e})") from None
+        if check is not None:
+            if key is None:
+                raise LedgerDamaged(f"{self._where()} is protected by a keyed MAC, but its key file "
+                                    f"{self.key_file} is missing; restore it from the backup of the state dir")
+            mac = Mac(key)
+            if not Mac.same(check[0], mac.check_value()):
+                raise LedgerDamaged(f"{self.key_file} is not the MAC key of {self._where()} "
+                                    "(another ledger's key, or altered)")
+            return mac
+        if not sign:
+            return None
+        # a key made just now (here, or by a proxy starting beside this one) may sign a ledger
+        # that holds charges; an older one means the ledger's check value was removed
+        fresh = key is None
+        if fresh:
+            key = create_key(self.key_file)
+        else:
+            fresh = time.time() - self.key_file.stat().st_mtime < KEY_NEW_S
+        mac = Mac(key)
+        with self._lock:
+            with transaction(db):
+                if db.execute("SELECT value FROM meta WHERE key='mac_check'").fetchone() is not None:
+                    db.execute("ROLLBACK")          # another proxy signed it meanwhile
+                    has_rows = None
+                else:
+                    has_rows = self._sign_all(db, mac, fresh)
+        if has_rows is None:
+            return self._open_mac(sign)
+        return mac
+
+    def _sign_all(self, db, mac: Mac, fresh: bool) -> bool:
+        """In a write transaction: every spend row and release signed, the check value written."""
+        spends = db.execute("SELECT role, period, spent_nano, delta_femto FROM spend").fetchall()
+        has_rows = spends or db.execute("SELECT 1 FROM releases LIMIT 1").fetchone()
+        if has_rows and not fresh:
+            db.execute("ROLLBACK")
+            raise LedgerDamaged(f"{self._where()} holds charges but no MAC check value, while its key "
+                                f"{self.key_file} exists: the ledger's MACs were removed")
+        for r, p, e, d in spends:
+            db.execute("UPDATE spend SET mac=? WHERE role=? AND period=?", (mac.spend(r, p, e, d), r, p))
+        n = 0
+        for rid, r, k, dv, e, d, m, a, p in db.execute(
+                "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, period "
+                "FROM releases").fetchall():
+            db.execute("UPDATE releases SET mac=? WHERE id=?", (mac.release(r, k, dv, e, d, m, a, p), rid))
+            n += 1
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('mac_check', ?)", (mac.check_value(),))
+        db.execute("COMMIT")
+        if has_rows:
+            self.migrated.append(f"{len(spends)} spend row(s) and {n} release(s) had no MAC: signed at "
+                                 f"first open with the new key {self.key_file}")
+        return bool(has_rows)
+
+    @property
+    def signed(self) -> bool:
+        """Whether this ledger's rows are checked against a keyed MAC."""
+        return self._mac is not None
+
+    def _where(self) -> str:
+        return str(self.path) if self.dsn is None else f"Postgres ledger schema {self.schema!r}"
+
+    def _damaged(self, what: str) -> LedgerDamaged:
+        return LedgerDamaged(f"{self._where()}: {what} fails its MAC (altered outside dpgate); "
+                             "it is not used: no answer was released, nothing was charged")
+
+    def _spend_row(self, db, role: str, pk: str) -> tuple[int, int]:
+        """(ε, δ) spent by ``role`` in ``pk``, its MAC checked (in a write transaction)."""
+        row = db.execute("SELECT spent_nano, delta_femto, mac FROM spend WHERE role=? AND period=?",
+                         (role, pk)).fetchone()
+        if row is None:
+            return 0, 0
+        if self._mac is not None and self._signed.get((role, pk)) != tuple(row) \
+                and not Mac.same(row[2], self._mac.spend(role, pk, row[0], row[1])):
+            db.execute("ROLLBACK")
+            raise self._damaged(f"the spend of role {role!r} in period {pk}")
+        return row[0], row[1]
+
+    def _put_spend(self, db, role: str, pk: str, e: int, d: int) -> None:
+        mac = self._mac.spend(role, pk, e, d) if self._mac is not None else None
+        if len(self._signed) > 4096:
+            self._signed.clear()
+        self._signed[(role, pk)] = (e, d, mac)     # a row read back as written here needs no second MAC
+        db.execute("INSERT INTO spend (role, period, spent_nano, delta_femto, mac) VALUES (?,?,?,?,?) "
+                   "ON CONFLICT (role, period) DO UPDATE SET spent_nano = excluded.spent_nano, "
+                   "delta_femto = excluded.delta_femto, mac = excluded.mac", (role, pk, e, d, mac))
+
+    def _charge(self, db, role: str, pk: str, epsilon: float, budget: float, period: str,
+                delta: float = 0.0, delta_budget: float = 0.0) -> tuple[int, int]:
+        """In an open write transaction: add ε (and δ) to the role's spend in period ``pk``
+        if both stay within their budgets and return the new spends (nano-ε, femto-δ);
+        else roll back and raise :class:`BudgetExceeded` (nothing written)."""
+        eps_n, budget_n = nano(epsilon), nano(budget)
+        d_f, dbudget_f = femto(delta), femto(delta_budget)
+        e, d = self._spend_row(db, role, pk)
+        if e + eps_n > budget_n:
+            db.execute("ROLLBACK")
+            raise BudgetExceeded(role, epsilon, (budget_n - e) / NANO, budget, period)
+        if d_f and d + d_f > dbudget_f:
+            db.execute("ROLLBACK")
+            raise BudgetExceeded(role, delta, (dbudget_f - d) / FEMTO, delta_budget, period, what="δ")
+        self._put_spend(db, role, pk, e + eps_n, d + d_f)
+        return e + eps_n, d + d_f
+
+    def _release_row(self, db, role: str, key: str, data_version: int, canonical: str, statement: str,
+                     eps_n: int, d_f: int, mechanism: str, body: str, pk: str, now: float) -> bool:
+        """Insert a release unless one of the same key exists (False)."""
+        mac = (self._mac.release(role, key, data_version, eps_n, d_f, mechanism, body, pk)
+               if self._mac is not None else None)
+        return db.execute(
+            "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
+            "mechanism, answer, period, created, delta_femto, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (role, key, data_version) DO NOTHING",
+            (role, key, data_version, canonical, statement, eps_n, mechanism, body, pk, now, d_f,
+             mac)).rowcount != 0
+
+    def _stored(self, row, role: str, key: str, data_version: int, *, charged: bool) -> Stored:
+        """A release read back: (answer, ε, mechanism, created, δ, period, mac); its MAC is
+        checked before its answer is first decoded (:attr:`Stored.answer`)."""
+        body, eps_n, mech, created, d_f, pk, mac = row
+        verify = None
+        if self._mac is not None:
+            m = self._mac
+
+            def verify():
+                if not Mac.same(mac, m.release(role, key, data_version, eps_n, d_f, mech, body, pk)):
+                    raise self._damaged(f"the stored release of role {role!r} for this statement")
+        return Stored(None, eps_n / NANO, mech, created, charged, body=body, delta=d_f / FEMTO, verify=verify)
 
     # -- data version -------------------------------------------------------
     def data_version(self) -> int:
@@ -277,24 +551,48 @@ class Ledger:
         if self.guard is not None:
             self.guard()
 
+    def now(self) -> float:
+        """The ledger's clock as last seen: this host's (``clock``), plus, for a Postgres
+        ledger, the server's offset measured at each charge."""
+        return self.clock() + self._skew
+
+    def period_now(self, period: str, floor: str | None = None) -> str:
+        """The period a charge would go to now: the ledger clock's, never before the
+        latest one recorded (``floor``: as read from the ledger; else as this process saw it)."""
+        pk = period_key(period, self.now())
+        if pk == "all":
+            return pk
+        for f in (self._latest.get(period), floor):
+            if f is not None and f > pk:
+                pk = f
+        return pk
+
     def _period_read(self, period: str) -> str:
         """The current period key, never before the latest one this process saw."""
-        pk = period_key(period, self.clock())
-        latest = self._latest.get(period)
-        return latest if latest is not None and latest > pk else pk
+        return self.period_now(period)
 
     def _period_write(self, period: str, db) -> str:
-        """The period a charge goes to, inside its transaction: never before the
-        latest period recorded in the ledger (a clock set back must not open a
-        fresh per-day budget); a later one is recorded."""
-        pk = self._period_read(period)
-        if pk != "all":
-            row = db.execute("SELECT value FROM meta WHERE key=?", ("period:" + period,)).fetchone()
-            if row is not None and row[0] > pk:
-                pk = row[0]
-            elif row is None or row[0] < pk:
-                db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("period:" + period, pk))
-            self._latest[period] = pk
+        """The period a charge goes to, inside its transaction, from the ledger's clock
+        (Postgres: the server's, read here): never before the latest period recorded in
+        the ledger (a clock set back must not open a fresh per-day budget); a later one
+        is recorded."""
+        if period_key(period, 0) == "all":
+            return "all"
+        name = "period:" + period
+        if self.dsn is not None:
+            floor, t = db.execute("SELECT (SELECT value FROM meta WHERE key=?), "
+                                  "EXTRACT(EPOCH FROM clock_timestamp())", (name,)).fetchone()
+            t = float(t)
+            self._skew = t - self.clock()
+        else:
+            row = db.execute("SELECT value FROM meta WHERE key=?", (name,)).fetchone()
+            floor, t = (row[0] if row else None), self.clock()
+        pk = period_key(period, t)
+        if floor is not None and floor > pk:
+            pk = floor
+        elif floor is None or floor < pk:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, pk))
+        self._latest[period] = pk
         return pk
 
     @staticmethod
@@ -306,33 +604,53 @@ class Ledger:
                    (str(eps_n),))
 
     # -- budget -------------------------------------------------------------
-    def spent(self, role: str, period: str) -> float:
-        with self._rlock:
-            row = self._rdb.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?",
-                                   (role, self._period_read(period))).fetchone()
-        return (row[0] if row else 0) / NANO
+    # the period a read looks at: the caller's (the ledger clock's), or the ledger's
+    # latest recorded one if that is later (as the charge path does)
+    _FLOORED = ("COALESCE((SELECT CASE WHEN value > ? THEN value ELSE ? END FROM meta WHERE key=?), ?)")
 
+    def _floor_args(self, period: str) -> tuple:
+        pk = self._period_read(period)
+        return (pk, pk, "period:" + period, pk)
+
+    def spent(self, role: str, period: str) -> float:
+        return self.spent_both(role, period)[0]
+
+    @_named_faults
+    def spent_both(self, role: str, period: str) -> tuple[float, float]:
+        """(ε, δ) spent by ``role`` in the period a charge would go to now."""
+        with self._rlock:
+            row = self._rdb.execute(f"SELECT spent_nano, delta_femto FROM spend WHERE role=? AND period={self._FLOORED}",
+                                    (role, *self._floor_args(period))).fetchone()
+        return ((row[0] / NANO, row[1] / FEMTO) if row else (0.0, 0.0))
+
+    def spent_delta(self, role: str, period: str) -> float:
+        return self.spent_both(role, period)[1]
+
+    @_named_faults
     def snapshot(self, role: str, key: str, period: str) -> tuple[int, float, Stored | None]:
         """(data version, ε spent by ``role`` this period, its release of ``key`` at
         that data version or None) in one read."""
         self._check()
         with self._rlock:
             row = self._rdb.execute(
-                "SELECT m.v, s.spent_nano, r.answer, r.epsilon_nano, r.mechanism, r.created FROM "
+                "SELECT m.v, s.spent_nano, r.answer, r.epsilon_nano, r.mechanism, r.created, r.delta_femto, "
+                "r.period, r.mac FROM "
                 "(SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key='data_version'), 1) AS v) m "
-                "LEFT JOIN spend s ON s.role=? AND s.period=? "
+                f"LEFT JOIN spend s ON s.role=? AND s.period={self._FLOORED} "
                 "LEFT JOIN releases r ON r.role=? AND r.key=? AND r.data_version=m.v",
-                (role, self._period_read(period), role, key)).fetchone()
+                (role, *self._floor_args(period), role, key)).fetchone()
         dv, spent_n = row[0], row[1] or 0
-        return dv, spent_n / NANO, (_stored(row[2:], charged=False) if row[2] is not None else None)
+        return dv, spent_n / NANO, (self._stored(row[2:], role, key, dv, charged=False)
+                                    if row[2] is not None else None)
 
+    @_named_faults
     def lookup(self, role: str, key: str, data_version: int) -> Stored | None:
         self._check()
         with self._rlock:
             row = self._rdb.execute(
-                "SELECT answer, epsilon_nano, mechanism, created FROM releases "
+                "SELECT " + _RELEASE_COLS + " FROM releases "
                 "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
-        return _stored(row, charged=False) if row else None
+        return self._stored(row, role, key, data_version, charged=False) if row else None
 
     @_named_faults
     def charge_and_record(self, *, role: str, key: str, data_version: int, epsilon: float,
@@ -348,39 +666,36 @@ class Ledger:
             with transaction(db):
                 pk = self._period_write(period, db)
                 # the release row first: UNIQUE (role, key, data_version) finds an earlier one
-                if db.execute(
-                        "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
-                        "mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?) "
-                        "ON CONFLICT (role, key, data_version) DO NOTHING",
-                        (role, key, data_version, canonical, statement, eps_n, mechanism, body, pk,
-                         now)).rowcount == 0:
+                if not self._release_row(db, role, key, data_version, canonical, statement, eps_n, 0,
+                                         mechanism, body, pk, now):
                     row = db.execute(
-                        "SELECT answer, epsilon_nano, mechanism, created FROM releases "
+                        "SELECT " + _RELEASE_COLS + " FROM releases "
                         "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
                     db.execute("COMMIT")
-                    return _stored(row, charged=False)
-                _charge(db, role, pk, epsilon, budget, period)    # then the charge, if it fits
+                    return self._stored(row, role, key, data_version, charged=False)
+                self._charge(db, role, pk, epsilon, budget, period)    # then the charge, if it fits
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
         return Stored(answer, epsilon, mechanism, now, charged=True)
 
     # -- reserve / record (the DP pipeline: fsync overlaps the scan) ----------
     @_named_faults
-    def reserve(self, *, role: str, epsilon: float, budget: float, period: str) -> Reservation:
-        """Charge ε now, durably (fsync), before the answer exists. Raises
-        :class:`BudgetExceeded` (nothing written) if ε does not fit."""
+    def reserve(self, *, role: str, epsilon: float, budget: float, period: str,
+                delta: float = 0.0, delta_budget: float = 0.0) -> Reservation:
+        """Charge ε (and δ) now, durably (fsync), before the answer exists. Raises
+        :class:`BudgetExceeded` (nothing written) if either does not fit."""
         self._check()
-        eps_n = nano(epsilon)
+        eps_n, d_f = nano(epsilon), femto(delta)
         db = self._db
         with self._lock:
             with transaction(db):
                 pk = self._period_write(period, db)
-                spent_n = _charge(db, role, pk, epsilon, budget, period)
-                rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created) "
-                                 "VALUES (?,?,?,?)", (role, pk, eps_n, time.time())).lastrowid
+                spent_n, dspent = self._charge(db, role, pk, epsilon, budget, period, delta, delta_budget)
+                rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created, delta_femto) "
+                                 "VALUES (?,?,?,?,?)", (role, pk, eps_n, time.time(), d_f)).lastrowid
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
-        return Reservation(rid, role, pk, eps_n, spent_n)
+        return Reservation(rid, role, pk, eps_n, spent_n, delta_femto=d_f, delta_spent_femto=dspent)
 
     def reserve_soon(self, **kw) -> concurrent.futures.Future:
         """``reserve(**kw)`` on the ledger's writer thread (so its fsync overlaps
@@ -394,10 +709,10 @@ class Ledger:
     @_named_faults
     def record(self, res: Reservation, *, key: str, data_version: int, canonical: str,
                statement: str, mechanism: str, answer: dict) -> Stored | None:
-        """Store ``answer`` as the release the reservation paid for (WAL write, no
-        fsync: the charge is already durable). An earlier release of the same key
-        wins: it is returned and the reservation refunded. ``None`` if the
-        reservation was cancelled meanwhile (the answer must not be sent)."""
+        """Store ``answer`` as the release the reservation paid for (the charge is already
+        durable). An earlier release of the same key wins: it is returned and the
+        reservation refunded. ``None`` if the reservation was cancelled meanwhile (the
+        answer must not be sent)."""
         self._check()                  # never an answer recorded into a lost ledger
         body, now = encode_answer(answer), time.time()
         db = self._ndb
@@ -405,23 +720,20 @@ class Ledger:
             if res.state != "open":
                 return None
             with transaction(db):
-                if db.execute(
-                        "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
-                        "mechanism, answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?) "
-                        "ON CONFLICT (role, key, data_version) DO NOTHING",
-                        (res.role, key, data_version, canonical, statement, res.epsilon_nano, mechanism,
-                         body, res.period, now)).rowcount == 0:
+                if not self._release_row(db, res.role, key, data_version, canonical, statement,
+                                         res.epsilon_nano, res.delta_femto, mechanism, body, res.period, now):
                     row = db.execute(
-                        "SELECT answer, epsilon_nano, mechanism, created FROM releases "
+                        "SELECT " + _RELEASE_COLS + " FROM releases "
                         "WHERE role=? AND key=? AND data_version=?", (res.role, key, data_version)).fetchone()
                     self._refund(res, db)
                     db.execute("COMMIT")
                     res.state = "refunded"
-                    return _stored(row, charged=False)
+                    return self._stored(row, res.role, key, data_version, charged=False)
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
                 db.execute("COMMIT")
                 res.state = "recorded"
-        return Stored(answer, res.epsilon_nano / NANO, mechanism, now, charged=True)
+        return Stored(answer, res.epsilon_nano / NANO, mechanism, now, charged=True,
+                      delta=res.delta_femto / FEMTO)
 
     @_named_faults
     def cancel(self, res: Reservation) -> None:
@@ -453,8 +765,9 @@ class Ledger:
                 return
             with transaction(db):
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
-                db.execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason) "
-                           "VALUES (?,?,?,?,?)", (res.role, res.period, res.epsilon_nano, time.time(), reason))
+                db.execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason, delta_femto) "
+                           "VALUES (?,?,?,?,?,?)", (res.role, res.period, res.epsilon_nano, time.time(), reason,
+                                                   res.delta_femto))
                 db.execute("COMMIT")
             res.state = "spent"
 
@@ -480,24 +793,25 @@ class Ledger:
 
     def unreleased(self, role: str | None = None) -> list[dict]:
         """Charges spent without an answer (scans that timed out, were cancelled or failed)."""
-        q = ("SELECT role, period, epsilon_nano, created, reason FROM unreleased "
+        q = ("SELECT role, period, epsilon_nano, created, reason, delta_femto FROM unreleased "
              + ("WHERE role=? " if role else "") + "ORDER BY id")
         with self._lock:
             rows = self._db.execute(q, (role,) if role else ()).fetchall()
-        return [dict(role=r, period=p, epsilon=e / NANO, created=c, reason=w) for r, p, e, c, w in rows]
+        return [dict(role=r, period=p, epsilon=e / NANO, created=c, reason=w, delta=d / FEMTO)
+                for r, p, e, c, w, d in rows]
 
     def _refund(self, res: Reservation, db=None) -> None:
         db = self._db if db is None else db
-        db.execute("UPDATE spend SET spent_nano = spent_nano - ? WHERE role=? AND period=?",
-                   (res.epsilon_nano, res.role, res.period))
+        e, d = self._spend_row(db, res.role, res.period)
+        self._put_spend(db, res.role, res.period, e - res.epsilon_nano, d - res.delta_femto)
         db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
 
     def open_reservations(self) -> list[dict]:
         """Charges whose answer was never recorded (a crash between reserve and record)."""
         with self._rlock:
-            rows = self._rdb.execute("SELECT role, period, epsilon_nano, created FROM reservations "
+            rows = self._rdb.execute("SELECT role, period, epsilon_nano, created, delta_femto FROM reservations "
                                      "ORDER BY id").fetchall()
-        return [dict(role=r, period=p, epsilon=e / NANO, created=c) for r, p, e, c in rows]
+        return [dict(role=r, period=p, epsilon=e / NANO, created=c, delta=d / FEMTO) for r, p, e, c, d in rows]
 
     # -- views --------------------------------------------------------------
     def budgets(self) -> list[tuple[str, str, float]]:
@@ -506,59 +820,86 @@ class Ledger:
         return [(r, p, s / NANO) for r, p, s in rows]
 
     def releases(self, role: str | None = None, limit: int = 1000) -> list[dict]:
-        q = ("SELECT role, created, statement, epsilon_nano, mechanism, data_version FROM releases "
+        q = ("SELECT role, created, statement, epsilon_nano, mechanism, data_version, delta_femto FROM releases "
              + ("WHERE role=? " if role else "") + "ORDER BY id DESC LIMIT ?")
         args = (role, limit) if role else (limit,)
         with self._lock:
             rows = self._db.execute(q, args).fetchall()
-        return [dict(role=r, created=c, statement=s, epsilon=e / NANO, mechanism=m, data_version=v)
-                for r, c, s, e, m, v in rows]
+        return [dict(role=r, created=c, statement=s, epsilon=e / NANO, mechanism=m, data_version=v,
+                     delta=d / FEMTO) for r, c, s, e, m, v, d in rows]
+
+    def integrity_problems(self, *, full: bool = True) -> list[str]:
+        """What is wrong with the ledger, one line each (none: it is whole): SQLite's own
+        check (``full``), total spend against stored releases + open reservations +
+        charges without an answer (ε and δ: ``full``), each spend row's MAC, and
+        (``full``) each stored release's MAC. The fast form (``full=False``, at start)
+        reads the spend rows only (one per role and period), not the releases."""
+        out = []
+        with self._lock:
+            db = self._db
+            if full:
+                out += [f"SQLite integrity check: {r[0]}" for r in db.execute("PRAGMA integrity_check").fetchall()
+                        if r[0] != "ok"]
+            for col, unit, name in (("spent_nano", NANO, "ε"), ("delta_femto", FEMTO, "δ")) if full else ():
+                rcol = "epsilon_nano" if col == "spent_nano" else "delta_femto"
+                total = db.execute(f"SELECT COALESCE(SUM({col}),0) FROM spend").fetchone()[0]
+                parts = [db.execute(f"SELECT COALESCE(SUM({rcol}),0) FROM {t}").fetchone()[0]
+                         for t in ("releases", "reservations", "unreleased")]
+                if total != sum(parts):
+                    out.append(f"{name} spent {total / unit:g} in all, but stored releases, open reservations and "
+                               f"charges without an answer add up to {sum(parts) / unit:g}")
+            if self._mac is not None:
+                for r, p, e, d, mac in db.execute("SELECT role, period, spent_nano, delta_femto, mac FROM spend "
+                                                  "ORDER BY role, period").fetchall():
+                    if not Mac.same(mac, self._mac.spend(r, p, e, d)):
+                        out.append(f"the spend of role {r!r} in period {p} fails its MAC (altered outside dpgate)")
+                if full:
+                    for rid, r, k, dv, e, d, m, a, p, mac in db.execute(
+                            "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, "
+                            "period, mac FROM releases ORDER BY id").fetchall():
+                        if not Mac.same(mac, self._mac.release(r, k, dv, e, d, m, a, p)):
+                            out.append(f"release {rid} of role {r!r} fails its MAC (its answer or charge was "
+                                       "altered outside dpgate; it will not be served)")
+        return out
 
     def integrity_check(self) -> bool:
-        with self._lock:
-            ok = self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-            total = self._db.execute("SELECT COALESCE(SUM(spent_nano),0) FROM spend").fetchone()[0]
-            charged = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM releases").fetchone()[0]
-            held = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations").fetchone()[0]
-            spent = self._db.execute("SELECT COALESCE(SUM(epsilon_nano),0) FROM unreleased").fetchone()[0]
-        return ok and total == charged + held + spent
+        return not self.integrity_problems()
 
 
-def _charge(db, role: str, pk: str, epsilon: float, budget: float, period: str) -> int:
-    """In an open write transaction: add ε to the role's spend in period ``pk`` if it stays
-    within ``budget`` and return the new spend (nano-ε); else roll back and raise
-    :class:`BudgetExceeded` (nothing written)."""
-    eps_n, budget_n = nano(epsilon), nano(budget)
-    row = db.execute(
-        "INSERT INTO spend VALUES (?,?,?) ON CONFLICT (role, period) DO UPDATE "
-        "SET spent_nano = spent_nano + excluded.spent_nano "
-        "WHERE spent_nano + excluded.spent_nano <= ? RETURNING spent_nano",
-        (role, pk, eps_n, budget_n)).fetchone() if eps_n <= budget_n else None
-    if row is None:
-        cur = db.execute("SELECT spent_nano FROM spend WHERE role=? AND period=?", (role, pk)).fetchone()
-        db.execute("ROLLBACK")
-        raise BudgetExceeded(role, epsilon, (budget_n - (cur[0] if cur else 0)) / NANO, budget, period)
-    return row[0]
+_RELEASE_COLS = "answer, epsilon_nano, mechanism, created, delta_femto, period, mac"
 
 
-def open_ledger(config, state_dir: str | Path) -> Ledger:
+KEY_FILE = "ledger.key"
+
+
+def key_path(config, state_dir: str | Path) -> Path:
+    """The ledger's MAC key file: ``[ledger] key_file``, else ``<state dir>/ledger.key``."""
+    named = getattr(config.ledger, "key_file", None)
+    return Path(named) if named else Path(state_dir) / KEY_FILE
+
+
+def open_ledger(config, state_dir: str | Path, *, sign: bool = True) -> Ledger:
     """The ledger the config names: ``[ledger] kind = "postgres"`` (shared by
-    proxies that scale out) or the state dir's SQLite file."""
+    proxies that scale out) or the state dir's SQLite file; its MAC key from
+    :func:`key_path`. A file that is not a SQLite database (damaged header) raises
+    :class:`LedgerDamaged` (one line). ``sign=False``: no key created, nothing signed."""
     lc = config.ledger
+    key = key_path(config, state_dir)
     if lc.kind == "postgres":
-        led = Ledger(None, dsn=lc.dsn, schema=lc.db_schema)
+        led = Ledger(None, dsn=lc.dsn, schema=lc.db_schema, key_file=key, sign=sign)
         led.existed = True
-        return led
-    path = Path(state_dir) / "ledger.sqlite3"
-    existed = path.exists() and path.stat().st_size > 0     # before opening creates it
-    led = Ledger(path)
-    led.existed = existed         # read by proxy.stores.ledger_guard.verify_at_start
+    else:
+        path = Path(state_dir) / "ledger.sqlite3"
+        existed = path.exists() and path.stat().st_size > 0     # before opening creates it
+        try:
+            led = Ledger(path, key_file=key, sign=sign)
+        except sqlite3.DatabaseError as e:
+            raise LedgerDamaged(f"{path} cannot be opened as a ledger ({e}); restore it from a backup") from None
+        led.existed = existed         # read by proxy.stores.ledger_guard.verify_at_start
+    for what in led.migrated:
+        log.warning("ledger %s: %s", led._where(), what)
     return led
 
-
-def _stored(row, *, charged: bool) -> Stored:
-    body, eps_n, mech, created = row
-    return Stored(None, eps_n / NANO, mech, created, charged, body=body)
 
 
 # -- dpgate's views: indexed reads on a connection of their own ----------------

@@ -279,8 +279,13 @@ class Guard:
 
 
 def install(ledger, state_dir: Path, backend=None, *, interval: float = 2.0) -> Guard:
-    """Verify the identity at start, then guard every charge and look-up."""
+    """Verify the identity at start and the fast integrity check (every spend row's MAC:
+    a spend lowered outside dpgate refuses the start), then guard every charge and look-up."""
     ident = verify_at_start(ledger, state_dir, backend, existed=getattr(ledger, "existed", True))
+    problems = ledger.integrity_problems(full=False)
+    if problems:
+        raise LedgerLost(f"{where(ledger)}: " + "; ".join(problems)
+                         + " — run `dpgate ledger check` for the full list")
     ledger.guard = Guard(ledger, state_dir, ident, interval=interval)
     return ledger.guard
 
@@ -316,17 +321,29 @@ class ReadOnlyDuckDB:
         self._con.close()
 
 
-def check(config, state_dir: Path) -> tuple[bool, str]:
-    """``dpgate ledger check``: (ok, one line). Creates nothing."""
+def check(config, state_dir: Path) -> tuple[bool, list[str]]:
+    """``dpgate ledger check``: (ok, one line per problem, or one line saying it is
+    whole). Creates nothing: no key, no signature, no identity. A ledger that cannot be
+    opened at all (a damaged file header, a missing key) is one line too."""
     state_dir = Path(state_dir)
+    try:
+        return _check(config, state_dir)
+    except LedgerUnavailable as e:
+        return False, [str(e).splitlines()[0] if str(e) else type(e).__name__]
+    except Exception as e:             # whatever else a damaged file raises: one line, never a traceback
+        what = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return False, [f"the ledger cannot be read ({what}); {RECOVER}"]
+
+
+def _check(config, state_dir: Path) -> tuple[bool, list[str]]:
     if config.ledger.kind != "postgres":
         path = state_dir / "ledger.sqlite3"
         if not path.exists() or path.stat().st_size == 0:
             try:
                 precheck(config, state_dir)
             except LedgerLost as e:
-                return False, str(e)
-            return True, f"{path}: no ledger yet (the first `dpgate serve` creates it)"
+                return False, [str(e)]
+            return True, [f"{path}: no ledger yet (the first `dpgate serve` creates it)"]
     backend = None
     if config.backend.kind != "postgres":
         duck = Path(config.backend.path or "demo.duckdb")
@@ -336,19 +353,27 @@ def check(config, state_dir: Path) -> tuple[bool, str]:
                 backend = ReadOnlyDuckDB(duck)
             except Exception:        # held by the running proxy: its own guard watches it
                 backend = None
-    ledger = open_ledger(config, state_dir)
     try:
-        ident = verify_at_start(ledger, state_dir, backend, write=False)
-        if not ledger.integrity_check():
-            return False, (f"{where(ledger)}: the spend does not match the stored releases and reservations "
-                           f"(or SQLite's integrity check failed); {RECOVER}")
+        ledger = open_ledger(config, state_dir, sign=False)
+    except BaseException:
+        if backend is not None:
+            backend.close()
+        raise
+    try:
+        problems = []
+        try:
+            ident = verify_at_start(ledger, state_dir, backend, write=False)
+        except LedgerLost as e:
+            ident, problems = None, [str(e)]
+        problems += [f"{where(ledger)}: {p}" for p in ledger.integrity_problems()]
+        if problems:
+            return False, problems
         charged, settled, _ = marks(ledger)
+        unsigned = "" if ledger.signed else "; not yet protected by a MAC (the next `dpgate serve` signs it)"
         if ident is None:
-            return True, f"{where(ledger)}: ok, no identity yet (written at the next start)"
-        return True, (f"{where(ledger)}: ok, ledger {ident['id']} created {_when(ident['created'])}, "
-                      f"ε charged {charged / 1e9:g} in all, {settled / 1e9:g} for stored releases")
-    except LedgerLost as e:
-        return False, str(e)
+            return True, [f"{where(ledger)}: ok, no identity yet (written at the next start){unsigned}"]
+        return True, [f"{where(ledger)}: ok, ledger {ident['id']} created {_when(ident['created'])}, "
+                      f"ε charged {charged / 1e9:g} in all, {settled / 1e9:g} for stored releases{unsigned}"]
     finally:
         ledger.close()
         if backend is not None:

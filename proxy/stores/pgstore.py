@@ -12,12 +12,12 @@ forms, keeping every guarantee:
   serialised across processes exactly as on one SQLite file, so the
   conditional charge, "an earlier release wins" and the ladder read-modify-write
   keep their meaning.
-* ``PRAGMA synchronous=FULL`` is ``synchronous_commit = on`` (the reservation
-  is durable before the scan's answer exists); ``synchronous=NORMAL`` (the
-  record after the scan) is ``synchronous_commit = off`` — written to the
-  server's WAL before the answer is sent, flushed within moments: a proxy
-  crash loses nothing; a crash of the ledger server may lose the stored
-  answer, never a charge (the same promise as SQLite's NORMAL).
+* ``PRAGMA synchronous=FULL`` is ``synchronous_commit = on``: every ledger
+  write — the reservation before the scan's answer exists, and the record of
+  the answer before it is sent — is flushed to the server's WAL before the
+  commit returns, so a crash of the ledger server loses no charge and no
+  answer a client received. (``synchronous=NORMAL`` would be
+  ``synchronous_commit = off``; the ledger does not use it on Postgres.)
 * ``INSERT OR REPLACE`` / ``INSERT OR IGNORE`` become ``ON CONFLICT`` forms,
   ``lastrowid`` comes from ``RETURNING id``, JSON look-ups use ``jsonb``.
 
@@ -39,6 +39,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spend (
     role TEXT NOT NULL, period TEXT NOT NULL, spent_nano BIGINT NOT NULL,
+    delta_femto BIGINT NOT NULL DEFAULT 0, mac TEXT,
     PRIMARY KEY (role, period));
 CREATE TABLE IF NOT EXISTS releases (
     id BIGSERIAL PRIMARY KEY,
@@ -46,15 +47,16 @@ CREATE TABLE IF NOT EXISTS releases (
     canonical TEXT NOT NULL, statement TEXT NOT NULL,
     epsilon_nano BIGINT NOT NULL, mechanism TEXT NOT NULL,
     answer TEXT NOT NULL, period TEXT NOT NULL, created DOUBLE PRECISION NOT NULL,
+    delta_femto BIGINT NOT NULL DEFAULT 0, mac TEXT,
     UNIQUE (role, key, data_version));
 CREATE TABLE IF NOT EXISTS reservations (
     id BIGSERIAL PRIMARY KEY,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano BIGINT NOT NULL,
-    created DOUBLE PRECISION NOT NULL);
+    created DOUBLE PRECISION NOT NULL, delta_femto BIGINT NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS unreleased (
     id BIGSERIAL PRIMARY KEY,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano BIGINT NOT NULL,
-    created DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL);
+    created DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, delta_femto BIGINT NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS mt_ladders (
     id BIGSERIAL PRIMARY KEY,
     ladder TEXT NOT NULL, qkey TEXT NOT NULL, data_version BIGINT NOT NULL,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from .ledger import NANO, Ledger, nano, period_key
+from .ledger import FEMTO, NANO, Ledger, nano
 from .pgstore import create_view_indexes
 
 _VIEW_INDEXES = """
@@ -48,22 +48,28 @@ class ViewReads:
                 self._db.close()
                 self._db = None
 
-    def spent_many(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """ε spent by each (role, period kind) pair in its current period."""
-        keys = {(r, period_key(p)): (r, p) for r, p in pairs}
-        out = {pair: 0.0 for pair in pairs}
-        items = sorted(keys)
+    def spent_many(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[float, float, str]]:
+        """(ε spent, δ spent, period key) of each (role, period kind) pair, in the period a
+        charge goes to now: the ledger clock's, or the latest period the ledger has
+        recorded if that is later (what the charge path enforces)."""
+        out = {}
         with self._lock:
             db = self._conn()
+            floors = {k.split(":", 1)[1]: v for k, v in db.execute(
+                "SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()}
+            current = {p: self._led.period_now(p, floors.get(p)) for p in {p for _, p in pairs}}
+            keys = {(r, current[p]): (r, p) for r, p in pairs}
+            out = {pair: (0.0, 0.0, current[pair[1]]) for pair in pairs}
+            items = sorted(keys)
             for i in range(0, len(items), 400):            # SQLite's parameter limit
                 chunk = items[i:i + 400]
-                rows = db.execute("SELECT role, period, spent_nano FROM spend WHERE role IN ("
+                rows = db.execute("SELECT role, period, spent_nano, delta_femto FROM spend WHERE role IN ("
                                   + ",".join("?" * len(chunk)) + ") AND period IN ("
                                   + ",".join("?" * len({p for _, p in chunk})) + ")",
                                   [r for r, _ in chunk] + sorted({p for _, p in chunk})).fetchall()
-                for r, p, s in rows:
+                for r, p, s, d in rows:
                     if (r, p) in keys:
-                        out[keys[(r, p)]] = s / NANO
+                        out[keys[(r, p)]] = (s / NANO, d / FEMTO, p)
         return out
 
     def release_rows(self, *, roles: list[str] | None, where: list[tuple[str, str, object]] = (),

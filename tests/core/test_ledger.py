@@ -22,7 +22,7 @@ def new_ledger(request, tmp_path):
         dsn, schema = request.getfixturevalue("postgres").dsn, "t_" + uuid.uuid4().hex[:12]
 
         def target():
-            return Ledger(None, dsn=dsn, schema=schema)
+            return Ledger(None, dsn=dsn, schema=schema, key_file=tmp_path / "ledger.key")
     made = []
 
     def new():
@@ -264,9 +264,8 @@ def test_a_postgres_ledger_that_goes_away_fails_clearly_and_reconnects(tmp_path)
         _record(led, _reserve(led), "after")
         assert led.spent("r", "day") == 2.0 and led.integrity_check()   # no charge lost, none added
         assert led.lookup("r", "after", 1) is not None
-        # the record before the crash was committed with synchronous_commit = off: the
-        # server's crash may have lost it, and then its charge stands as an open reservation
-        assert (led.lookup("r", "before", 1) is None) == (len(led.open_reservations()) == 1)
+        # the record before the crash was committed synchronously: the crash kept it
+        assert led.lookup("r", "before", 1) is not None and led.open_reservations() == []
         led.close()
     finally:
         pg.stop()

@@ -15,6 +15,7 @@ import pytest
 
 from config import parse_config
 from proxy.cli import main
+from proxy.stores.errors import LedgerDamaged
 from proxy.stores.ledger import Ledger, LedgerFault, period_key
 from proxy.stores.ledger_guard import ID_FILE, LedgerLost, install
 
@@ -121,7 +122,10 @@ def test_replaced_ledger_is_refused_at_start(tmp_path):
     for suffix in ("-wal", "-shm"):
         (state / f"ledger.sqlite3{suffix}").unlink(missing_ok=True)
     os.replace(other / "ledger.sqlite3", state / "ledger.sqlite3")
-    with pytest.raises(LedgerLost, match="was replaced"):
+    with pytest.raises(LedgerDamaged, match="is not the MAC key of"):    # its key is another ledger's
+        _gateway(tmp_path)
+    os.replace(other / "ledger.key", state / "ledger.key")
+    with pytest.raises(LedgerLost, match="was replaced"):                # and so is its identity
         _gateway(tmp_path)
 
 

@@ -28,6 +28,7 @@ from mechanisms import SeededSource
 from proxy.pipeline.release import noisy_answer
 from proxy.stores import json_pieces
 from proxy.stores.ledger import Ledger
+from proxy.stores.ledger_mac import Mac, read_key
 from proxy.stores.release_codec import PACK_MIN_CELLS, PACKED, decode_answer, encode_answer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -178,10 +179,13 @@ def test_an_old_format_release_is_served_as_a_repeat(tmp_path):
         sql = "SELECT g, COUNT(*), AVG(x) FROM cells WHERE x > 10 GROUP BY g ORDER BY g DESC"
         first, _ = ask(svc, sql)                          # simple query protocol: 10,000 rows
         db = svc.gw.ledger.new_connection()
-        (rid, text), = db.execute("SELECT id, answer FROM releases WHERE role = 'analyst'").fetchall()
+        (rid, text, key, dv, eps, delta, mech, period), = db.execute(
+            "SELECT id, answer, key, data_version, epsilon_nano, delta_femto, mechanism, period FROM releases "
+            "WHERE role = 'analyst'").fetchall()
         assert PACKED in json.loads(text)
         old = json.dumps(decode_answer(text))
-        db.execute("UPDATE releases SET answer = ? WHERE id = ?", (old, rid))
+        mac = Mac(read_key(svc.gw.ledger.key_file)).release("analyst", key, dv, eps, delta, mech, old, period)
+        db.execute("UPDATE releases SET answer = ?, mac = ? WHERE id = ?", (old, mac, rid))   # as dpgate wrote it
         db.close()
         again, notes = ask(svc, sql)
         notes_ext: list[str] = []

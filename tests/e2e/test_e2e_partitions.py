@@ -27,7 +27,6 @@ import psycopg
 import pytest
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
-from proxy.pipeline.kind import delta_account
 from proxy.pipeline.partitions import scan_floor
 from support.service import Service, ask, backend_rows, make_config
 
@@ -91,6 +90,12 @@ def test_delta_budget_is_charged_and_refuses_when_spent(svc):
     assert "δ budget exceeded" in str(e.value)
     rows, notes = _run(svc, "SELECT store, COUNT(*) FROM purchases GROUP BY store")   # ε still fine
     assert len(rows) == 10
+    # dpgate.budget shows δ as the charge path counts it, in columns of its own
+    (spent, left, budget, eps), = _run(svc, "SELECT delta_spent, delta_remaining, delta_budget, spent "
+                                            "FROM dpgate.budget")[0]
+    assert (spent, left, budget) == (pytest.approx(3e-6), pytest.approx(0.0), 3e-6)
+    assert spent == pytest.approx(svc.gw.ledger.spent_delta("analyst", "day")) and eps == 4.0
+    assert svc.gw.ledger.unreleased("analyst") == []          # every selection was answered
 
 
 def test_a_tier_without_delta_is_refused(svc):
@@ -177,7 +182,7 @@ def _selected_ok(svc, released: list, keys: str, k: int) -> dict:
 
 
 def test_max_over_selected_keys(svc):
-    before = svc.gw.ledger.spent(delta_account("tiny"), "day")
+    before = svc.gw.ledger.spent_delta("tiny", "day")
     rows, notes = _run(svc, "SELECT city, MAX(amount) AS top FROM purchases GROUP BY city", role="tiny")
     cells = _selected_ok(svc, [(r[0],) for r in rows], "city", 1)
     k0 = int(notes[-1].split("k0 = ")[1].split(")")[0])
@@ -188,10 +193,11 @@ def test_max_over_selected_keys(svc):
         assert lo <= k0 + _slack(0.5 / R, ties)          # values at (ε/2)/k, k = 1 key × R rows
     assert "ε charged 1;" in notes[-1] and "δ charged 1e-06" in notes[-1] and "values at ε 0.5" in notes[-1]
     assert "partition selection" in notes[-1] and "shifted_rank_max" in notes[-1]
-    assert svc.gw.ledger.spent(delta_account("tiny"), "day") == pytest.approx(before + 1.0)   # δ 1e-6, ×1e6
+    assert svc.gw.ledger.spent_delta("tiny", "day") == pytest.approx(before + 1e-6)   # δ, its own column
     again, notes2 = _run(svc, "SELECT city, MAX(amount) AS top FROM purchases GROUP BY city", role="tiny")
-    assert again == rows and "ε charged 0" in notes2[-1]                                       # a repeat: free
-    assert svc.gw.ledger.spent(delta_account("tiny"), "day") == pytest.approx(before + 1.0)   # δ charged once
+    assert again == rows and "ε charged 0" in notes2[-1] and "δ charged 0;" in notes2[-1]      # a repeat: free
+    assert "δ charged 1e-06" not in notes2[-1]
+    assert svc.gw.ledger.spent_delta("tiny", "day") == pytest.approx(before + 1e-6)   # δ charged once
 
 
 def test_median_over_selected_keys(svc):

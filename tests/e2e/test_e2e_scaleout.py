@@ -14,7 +14,8 @@ from mechanisms import SeededSource
 @pytest.fixture(scope="module")
 def two_proxies(postgres, tmp_path_factory):
     from support.service import Service, make_config
-    ledger = {"kind": "postgres", "dsn": postgres.dsn, "schema": "scale_" + uuid.uuid4().hex[:8]}
+    ledger = {"kind": "postgres", "dsn": postgres.dsn, "schema": "scale_" + uuid.uuid4().hex[:8],
+              "key_file": str(tmp_path_factory.mktemp("key") / "ledger.key")}     # one MAC key, shared
     svcs = []
     for name, seed in (("a", 1), ("b", 2)):
         cfg = make_config({"kind": "duckdb", "path": str(tmp_path_factory.mktemp(name) / "d.duckdb")})

@@ -31,7 +31,10 @@ def free_port() -> int:
 
 
 class TempPostgres:
-    def __init__(self):
+    def __init__(self, options: str = ""):
+        """``options``: more ``-c name=value`` server settings (e.g. a long ``wal_writer_delay``,
+        so an asynchronous commit is still unflushed when the server is stopped)."""
+        self.options = options
         self.initdb, self.pg_ctl = pg_bin("initdb"), pg_bin("pg_ctl")
         if not (self.initdb and self.pg_ctl):
             raise RuntimeError("initdb/pg_ctl not found: install postgresql (apt-get install -y postgresql)")
@@ -63,7 +66,7 @@ class TempPostgres:
     def resume(self) -> "TempPostgres":
         """Start the (initialised) server again."""
         opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
-                f"-c full_page_writes=off -c synchronous_commit=off")
+                f"-c full_page_writes=off -c synchronous_commit=off {self.options}").strip()
         self._run(self.pg_ctl, "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"),
                   "-w", "-t", "60", "start")
         return self

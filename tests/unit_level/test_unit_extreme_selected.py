@@ -180,7 +180,7 @@ def test_measure_selects_by_units_and_keeps_keys_without_values():
     assert answer["partitions"]["kept"] == 2 and answer["partitions"]["delta"] == 1e-6
     assert EXTREME.mechanism(answer) == "shifted_rank_max, partition_selection"
     text = EXTREME.notice_body(p, answer)
-    assert "2 key(s) released" in text and "values at ε 0.5" in text and "δ charged 1e-06" in text
+    assert "2 key(s) released" in text and "values at ε 0.5" in text and "(δ 1e-06 per release)" in text
 
 
 def test_public_keys_are_unchanged():
