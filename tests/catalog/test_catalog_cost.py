@@ -36,6 +36,8 @@ ATTACKS = {
                             "SELECT count(*) FROM x, pg_class", "54000"),
     "cross join in a scalar subquery": ("SELECT (SELECT count(*) FROM pg_type a, pg_type b, pg_type c) "
                                         "FROM pg_class", "54000"),
+    "many relations": ("SELECT 1 FROM " + ", ".join(f"pg_namespace n{i}" for i in range(40)), "54000"),
+    "an unbounded series": ("SELECT count(*) FROM generate_series(1, 1e400) g", "54000"),
     "deep nesting": ("SELECT relname FROM pg_class WHERE " + "(" * 100 + "oid > 0" + ")" * 100, "54001"),
     "many nodes": ("SELECT relname FROM pg_class WHERE " + " OR ".join(f"oid = {i}" for i in range(1500)), "54000"),
 }
