@@ -18,8 +18,10 @@ before the statement runs (54000 / 54001 with a hint; nothing reaches the data b
   and sources that no equality links multiply in full (a cross product). A series
   (``generate_series``, ``range``) counts its length, which must follow from numbers or
   parameters in the statement or the length of a catalog array; ``unnest`` of a catalog array
-  counts the largest relation's rows; a sub-select in an expression is a join (DuckDB unnests
-  correlated subqueries into joins) and adds its own rows and those of the select around it.
+  counts the most elements a catalog array holds; a sub-select in an expression is a join with
+  the select around it (DuckDB unnests correlated subqueries into joins): its own work once, plus
+  its rows for each row around it, where a correlation ``inner.x = outer.y`` bounds its rows as a
+  value does (a key lookup: a row or so per outer row; any other correlation: all its rows).
   The statement's work is the sum over all its selects; a select reads at most 32 relations.
   A recursive CTE's reference to itself counts one row: how deep it recurses is bounded by the
   statement timeout alone.
@@ -233,23 +235,28 @@ class _Bound:
             src, w = self.source(node, ctes)
             sources.append(src)
             work += w + src.rows
-        conds = _conjuncts(q.args.get("where").this if q.args.get("where") else None)
-        for j in joins:
-            conds += _conjuncts(j.args.get("on"))
+        conds = [(c, None) for c in _conjuncts(q.args.get("where").this if q.args.get("where") else None)]
+        for k, j in enumerate(joins, 1):
+            side = j.side.upper()
+            if side in ("RIGHT", "FULL"):                 # bounds only what the WHERE says
+                continue
+            # an outer join's ON bounds its joined side only: the preserved side keeps every row
+            conds += [(c, k if side == "LEFT" else None) for c in _conjuncts(j.args.get("on"))]
         fixed: dict[int, set[str]] = {}                  # source -> its columns equal to a constant
         spread: dict[int, float] = {}                    # source -> rows bound from an IN list
         links: dict[tuple[int, int], set[str]] = {}      # (u, v) -> v's columns equal to u's values
-        for c in conds:
+        for c, only in conds:
             if isinstance(c, exp.In) and not c.args.get("query") and isinstance(_unwrap(c.this), exp.Column):
                 col = _unwrap(c.this)
-                if (v := self._owner(col, sources)) is not None and not self._scope_columns(c.expressions, sources):
+                if ((v := self._owner(col, sources)) is not None and only in (None, v)
+                        and not self._scope_columns(c.expressions, sources)):
                     n = len(c.expressions) * self._factor(sources[v], {col.name.lower()})
                     spread[v] = min(spread.get(v, n), n)
                 continue
             if not isinstance(c, exp.EQ):
                 continue
             for col, other in ((_unwrap(c.this), c.expression), (_unwrap(c.expression), c.this)):
-                if not isinstance(col, exp.Column) or (v := self._owner(col, sources)) is None:
+                if not isinstance(col, exp.Column) or (v := self._owner(col, sources)) is None or only not in (None, v):
                     continue
                 owners = self._scope_columns([other], sources)
                 if not owners:                           # col = a value, a parameter or an outer column
@@ -257,20 +264,22 @@ class _Bound:
                 elif len(owners) == 1 and (u := next(iter(owners))) not in (-1, v):
                     links.setdefault((u, v), set()).add(col.name.lower())
         for k, j in enumerate(joins, 1):
-            for u in j.args.get("using") or []:           # USING (x): x = x with every source before it
-                name = u.name.lower()
+            side = j.side.upper()
+            for u in j.args.get("using") or [] if side not in ("RIGHT", "FULL") else []:
+                name = u.name.lower()                    # USING (x): x = x with every source before it
                 for i in range(k):
                     if name in sources[i].columns:
                         links.setdefault((i, k), set()).add(name)
-                        links.setdefault((k, i), set()).add(name)
+                        if side != "LEFT":
+                            links.setdefault((k, i), set()).add(name)
         for v, src in enumerate(sources):
             src.rows = min(src.rows, self._factor(src, fixed.get(v, set())), spread.get(v, src.rows))
         edges = [(u, v, self._factor(sources[v], cols | fixed.get(v, set()))) for (u, v), cols in links.items()]
         rows = self._join_rows(sources, edges) if sources else 1.0
         work += rows
-        for child in _inner_queries(q):
+        for child in _inner_queries(q):                  # a join with the rows around it (see above)
             crows, cwork = self.query(child, ctes)
-            work += cwork + crows + rows                 # unnested into a join with the rows around it
+            work += cwork + rows * crows
         work += self._expression_series(q, ctes)
         return rows, work
 

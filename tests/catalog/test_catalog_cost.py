@@ -36,6 +36,8 @@ ATTACKS = {
                             "SELECT count(*) FROM x, pg_class", "54000"),
     "cross join in a scalar subquery": ("SELECT (SELECT count(*) FROM pg_type a, pg_type b, pg_type c) "
                                         "FROM pg_class", "54000"),
+    "correlated sub-select": ("SELECT (SELECT count(*) FROM pg_type b, pg_type c WHERE b.oid < a.oid) "
+                              "FROM pg_type a", "54000"),
     "many relations": ("SELECT 1 FROM " + ", ".join(f"pg_namespace n{i}" for i in range(40)), "54000"),
     "an unbounded series": ("SELECT count(*) FROM generate_series(1, 1e400) g", "54000"),
     "deep nesting": ("SELECT relname FROM pg_class WHERE " + "(" * 100 + "oid > 0" + ")" * 100, "54001"),
@@ -81,7 +83,10 @@ def test_key_joins_and_bounded_series_are_answered(wide):
           "SELECT count(*) FROM pg_attribute a, pg_attribute b, pg_attribute c WHERE a.attrelid = 16384 "
           "AND b.attrelid = 16384 AND c.attrelid = 16384 AND a.attnum = 1",
           "SELECT count(*) FROM pg_class c, generate_series(1, 100) g",
-          "SELECT s FROM pg_class c, generate_series(0, array_upper(c.reloptions, 1)) s"]
+          "SELECT s FROM pg_class c, generate_series(0, array_upper(c.reloptions, 1)) s",
+          "SELECT relname FROM pg_class c WHERE EXISTS (SELECT 1 FROM pg_attribute a, pg_attribute b "
+          "WHERE a.attrelid = c.oid AND b.attrelid = c.oid AND a.attnum = b.attnum)",
+          "SELECT (SELECT t.typname FROM pg_type t WHERE t.oid = a.atttypid) FROM pg_attribute a"]
     for sql in ok:
         wide.execute(sql, user="alice")
 
