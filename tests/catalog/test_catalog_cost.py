@@ -116,7 +116,6 @@ def test_clients_introspection_stays_under_the_caps_on_a_wide_config():
 
 
 def test_refusal_reaches_the_client_with_its_hint(duck_service):
-    from support.service import PASSWORDS  # noqa: F401 - the service's roles
     with psycopg.connect(duck_service.dsn(), autocommit=True) as con:
         for sql in (ATTACKS["repeat"][0], "SELECT count(*) FROM pg_type a, pg_type b, pg_type c"):
             with pytest.raises(psycopg.Error) as e:
