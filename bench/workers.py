@@ -70,9 +70,10 @@ def _toml(v) -> str:
 
 
 def prepare(state: Path, port: int, *, workers: int | None = None, tiny_budget: float = 5.0,
-            timeout_ms: int = 30_000) -> Path:
+            timeout_ms: int = 30_000, max_catalog_rows: int | None = None) -> Path:
     """A state dir with a DuckDB file holding PUMS and a config serving it (trust auth;
-    roles ``bench``: ε 1, unlimited, ``tiny``: ε 1, budget ``tiny_budget``); the config's path."""
+    roles ``bench``: ε 1, unlimited, ``tiny``: ε 1, budget ``tiny_budget``); the config's path.
+    ``max_catalog_rows``: raise the catalog's row cap (a test that needs a long catalog query)."""
     state.mkdir(parents=True, exist_ok=True)
     db = state / "data.duckdb"
     if not db.exists():
@@ -88,6 +89,7 @@ def prepare(state: Path, port: int, *, workers: int | None = None, tiny_budget: 
         lines.append(f"workers = {workers}")
     lines += ["[server.limits]", "max_statements_per_role = 256", "max_connections = 512",
               f"statement_timeout_ms = {timeout_ms}", "shutdown_grace_s = 2",
+              *([f"max_catalog_rows = {max_catalog_rows}"] if max_catalog_rows is not None else []),
               "[backend]", 'kind = "duckdb"', f"path = {_toml(str(db))}",
               "[tiers.bench]", "epsilon = 1.0", "budget = 1000000000", 'period = "never"',
               "[tiers.tiny]", "epsilon = 1.0", f"budget = {tiny_budget}", 'period = "day"',

@@ -54,6 +54,9 @@ class Limits(StrictModel):
     """per-row cost cap: syntax tree depth."""
     max_in_list: int = Field(default=1000, ge=1)
     """per-row cost cap: values of one IN list."""
+    max_catalog_rows: int = Field(default=1_000_000, ge=1000)
+    """catalog statements: at most this many rows produced, by the bound of proxy/catalog/cost.py
+    (cross products and series count in full)."""
 
     @model_validator(mode="after")
     def _statement_within_message(self) -> "Limits":

@@ -6,7 +6,11 @@ as psql; PBKDF2 of the offered password with the verifier's salt and iterations,
 H(HMAC(·, "Client Key")) compared with StoredKey in constant time, RFC 5802 §3), or
 ``Authorization: Bearer <token>`` when the environment variable ``DPGATE_ADMIN_TOKEN`` is set
 (the only way in under ``auth = "trust"``, which has no verifiers). Every refusal is the same
-401 after the same work, whatever the user. Responses carry ``Cache-Control: no-store`` and a
+401 after the same work, whatever the user. A wrong password or token counts as a failed sign-in
+in the process's failed-login limiter (:class:`proxy.wire.throttle.FailedLogins`, shared with
+the wire's logins, per address and per role): while the address or the role is over its limit,
+every sign-in — the right password too — gets 429 with ``Retry-After`` before any password is
+checked. Responses carry ``Cache-Control: no-store`` and a
 ``Content-Security-Policy`` that allows no external resource (the page has none).
 The page reads the ledger (metadata only: budgets, release times, ε, statements — never a
 released value) and the config, in a worker thread.
@@ -25,6 +29,7 @@ from types import SimpleNamespace
 from ..catalog.facts import column_comment, table_comment
 from ..pipeline.multitier import coalition_rows
 from ..wire.auth import parse_verifier
+from ..wire.throttle import FailedLogins
 from .page import render_page
 
 __all__ = ["AdminHttp", "check_password"]
@@ -51,9 +56,12 @@ def check_password(verifier: str | None, password: str) -> bool:
 class AdminHttp:
     """A minimal HTTP/1.1 server (one request per connection) for the owner page."""
 
-    def __init__(self, gw, host: str, port: int, token: str | None = None):
+    def __init__(self, gw, host: str, port: int, token: str | None = None,
+                 failed_logins: FailedLogins | None = None):
         self.gw, self.host, self.port = gw, host, port
         self.token = token if token is not None else (os.environ.get("DPGATE_ADMIN_TOKEN") or None)
+        # the wire server's limiter (one per process), so that both doors count each failure
+        self.failed_logins = failed_logins if failed_logins is not None else FailedLogins()
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> "AdminHttp":
@@ -69,10 +77,12 @@ class AdminHttp:
     # -- one request ----------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         is_head = False
+        peer = writer.get_extra_info("peername")
+        address = peer[0] if isinstance(peer, tuple) else str(peer)
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
             is_head = head.startswith(b"HEAD ")
-            status, body, extra = await self._respond(head)
+            status, body, extra = await self._respond(head, address)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
             writer.close()
             return
@@ -92,7 +102,7 @@ class AdminHttp:
         finally:
             writer.close()
 
-    async def _respond(self, head: bytes) -> tuple[str, str, dict]:
+    async def _respond(self, head: bytes, address: str = "") -> tuple[str, str, dict]:
         if len(head) > MAX_HEAD:
             return "431 Request Header Fields Too Large", "request head too large", {}
         lines = head.decode("latin-1").split("\r\n")
@@ -102,8 +112,15 @@ class AdminHttp:
         if parts[1].split("?", 1)[0] != "/":
             return "404 Not Found", "the owner page is at /", {}
         auth = next((ln.split(":", 1)[1].strip() for ln in lines[1:] if ln.lower().startswith("authorization:")), "")
+        if auth:
+            role = _claimed_role(auth)
+            if (wait := self.failed_logins.retry_after_s(address, role)) > 0:
+                return ("429 Too Many Requests", "too many failed sign-ins from this address or for this "
+                        f"role; try again in {wait} s", {"Retry-After": str(wait)})
         user = await asyncio.to_thread(self._authenticate, auth)
         if user is None:
+            if auth:                                     # a wrong password or token (not a first visit)
+                self.failed_logins.failed(address, _claimed_role(auth))
             return ("401 Unauthorized", "sign in with an admin role of the config (its psql password)",
                     {"WWW-Authenticate": 'Basic realm="dpgate owner page", charset="UTF-8"'})
         html = await asyncio.to_thread(self.page, user)
@@ -128,6 +145,17 @@ class AdminHttp:
     # -- the page's data ----------------------------------------------------------
     def page(self, user: str) -> str:
         return render_page(collect(self.gw.config, self.gw.ledger, user))
+
+
+def _claimed_role(header: str) -> str | None:
+    """The role a basic ``Authorization`` header names (None: a bearer token, or unreadable)."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        return base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[0]
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def collect(cfg, ledger, user: str, now: float | None = None, days: int = 30) -> dict:

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from config.models import Config
 
-from . import schema
+from . import cost, schema
 from .macros import MACRO_NAMES, create_macros
 from .schema import INFO_SCHEMA_RELATIONS, RELATIONS, VIEWS
 
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 PG_RELATIONS = frozenset(RELATIONS) | frozenset(VIEWS)
 INFO_RELATIONS = frozenset(INFO_SCHEMA_RELATIONS)
+ALL_RELATIONS = tuple(sorted(("pgc", r) for r in PG_RELATIONS)) + tuple(sorted(("pgc_is", r) for r in INFO_RELATIONS))
 
 # functions whose presence makes a FROM-less statement a catalog statement
 CATALOG_FUNCTIONS = MACRO_NAMES | {"current_user", "session_user", "current_role", "current_catalog",
@@ -36,10 +37,11 @@ CATALOG_FUNCTIONS = MACRO_NAMES | {"current_user", "session_user", "current_role
 class CatalogError(Exception):
     """A catalog statement failed; ``sqlstate`` is the PostgreSQL error code."""
 
-    def __init__(self, sqlstate: str, message: str):
+    def __init__(self, sqlstate: str, message: str, hint: str | None = None):
         super().__init__(message)
         self.sqlstate = sqlstate
         self.message = message
+        self.hint = hint
 
 
 # ----------------------------------------------------------------------------- text pass
@@ -151,6 +153,19 @@ def _relations(tree: exp.Expression):
         if not db and name in ctes:
             continue
         yield t, db, name
+
+
+def _emulated(t: exp.Table) -> tuple[str, str] | None:
+    """The emulated relation (schema, name) a table of a parsed catalog statement reads, or
+    None (a CTE, a table function, or a relation the translation refuses)."""
+    if not isinstance(t.this, exp.Identifier):
+        return None
+    db, name = _table_key(t)
+    if db in ("", "pg_catalog") and name in PG_RELATIONS:
+        return ("pgc", name)
+    if db == "information_schema" and name in INFO_RELATIONS:
+        return ("pgc_is", name)
+    return None
 
 
 def _is_literal(e: exp.Expression) -> bool:
@@ -335,6 +350,7 @@ class Catalog:
         self._con = duckdb.connect(":memory:")
         schema.build(self._con, config, database=database, server_version=server_version, views=views)
         create_macros(self._con, database, server_version)
+        self._stats = cost.Stats(lambda sql: self._query("postgres", sql)[0])
         for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
                      "SET autoload_known_extensions = false", f"SET memory_limit = '{CATALOG_MEMORY}'",
                      "SET threads = 1", "SET lock_configuration = true"):
@@ -402,6 +418,10 @@ class Catalog:
         for fn in tree.find_all(exp.Func):
             if isinstance(fn, exp.Anonymous) and fn.name.lower().startswith(("duckdb_", "read_", "glob", "pragma_")):
                 raise CatalogError("42883", f"function {fn.name.lower()} does not exist")
+        try:                               # the cost caps, before the statement runs (54000 / 54001)
+            cost.check(tree, self.config, params, self._stats, ALL_RELATIONS, _emulated)
+        except cost.CatalogCostError as e:
+            raise CatalogError(e.sqlstate, e.message, e.hint) from None
         for t, db, name in list(_relations(tree)):
             if db in ("", "pg_catalog") and name in PG_RELATIONS:
                 t.set("db", exp.to_identifier("pgc"))

@@ -13,13 +13,19 @@ rows is marked READ FROM THE PRIVATE DATA, and the top of the file says why that
 (:mod:`.init_bounds`) and the file records the ε spent. Tiers and roles are a skeleton whose SCRAM
 verifiers are of fresh random passwords printed once on stderr, so that
 ``dpgate serve --config FILE`` runs the result as is. Progress goes to stderr.
+
+Names and values come from whoever wrote the data. Each one that reaches the file (table,
+column and type names, domain values, bounds, paths, the DSN) is written by :func:`toml_quote`
+— as a value, a key or inside a comment — so none can end its string or its line and add a key,
+a table or a role. A column whose name is not a lower-case identifier is left out with its
+quoted name and the reason; a table is declared under a sanitized name whose ``source`` quotes
+the backend's name as an SQL identifier.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import datetime as dt
-import json
 import re
 import secrets
 import sys
@@ -71,6 +77,55 @@ def _q(ident: str) -> str:
 
 def _simple(ident: str) -> bool:
     return ident.isidentifier() and ident == ident.lower() and ident.isascii()
+
+
+# -- TOML text: every name and value read from the data or the command line reaches the file
+# through toml_quote (as a value, a key, or inside a comment) ---------------------------------
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def toml_quote(s: str) -> str:
+    """``s`` as a TOML basic string on one printable line (TOML 1.0, "String"): ``"`` and ``\\``
+    escaped, and every character that ``str.isprintable`` rejects — C0/C1 controls with NUL, DEL
+    and NEL (U+0085), the line and paragraph separators U+2028/U+2029, format characters such as
+    bidi overrides, unassigned code points — written as an escape. So a name or value read from
+    the data can neither end the string nor start a line, in TOML or in any editor or tool that
+    breaks lines at Unicode separators. A lone surrogate is no Unicode scalar value, which TOML
+    cannot spell: InitError."""
+    out = ['"']
+    for ch in s:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif 0xD800 <= ord(ch) <= 0xDFFF:
+            raise InitError(f"a name or value read from the data holds a lone surrogate (U+{ord(ch):04X}), "
+                            "which TOML cannot spell")
+        else:
+            out.append(f"\\u{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08X}")
+    return "".join(out) + '"'
+
+
+def toml_key(name: str) -> str:
+    """A TOML key: bare when it is one (``A-Za-z0-9_-``), else quoted by :func:`toml_quote`."""
+    return name if _BARE.fullmatch(name) else toml_quote(name)
+
+
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    return toml_quote(str(v))
+
+
+def shown(text: str) -> str:
+    """A name or type inside a comment or a progress line: as is when it is a bare word, else
+    quoted by :func:`toml_quote` (so it cannot end the comment's line)."""
+    return toml_key(text)
 
 
 def _table_name(raw: str, taken: set[str]) -> str:
@@ -168,7 +223,14 @@ def _relations(args, reader) -> list[tuple[str, str]]:
     """(proposed name, source) of every relation to declare."""
     taken: set[str] = set()
     if reader.dialect == "spark":
-        return [(_table_name(t, taken), t) for t in reader.tables()]
+        out = []
+        for t in reader.tables():
+            if _simple(t):
+                out.append((_table_name(t, taken), t))
+            else:
+                _progress(f"left out table {shown(t)}: not a lower-case identifier; "
+                          "rename it in a view to declare it")
+        return out
     if reader.dialect == "postgres":
         rows = reader.query("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
                             "ORDER BY 1", (args.schema,))
@@ -188,7 +250,7 @@ def _relations(args, reader) -> list[tuple[str, str]]:
         p = Path(f)
         fn = next((v for k, v in _FILES.items() if p.name.lower().endswith(k)), None)
         if fn is None:
-            raise InitError(f"{f}: not a .duckdb/.db, .parquet, .csv or .tsv file")
+            raise InitError(f"{shown(f)}: not a .duckdb/.db, .parquet, .csv or .tsv file")
         path = str(p.resolve()) if "*" not in f else str(Path.cwd() / f) if not p.is_absolute() else f
         stem = p.name.split(".")[0].replace("*", "") or p.parent.name
         out.append((_table_name(stem, taken), f"{fn}('{path.replace(chr(39), chr(39) * 2)}')"))
@@ -201,11 +263,13 @@ def _columns(reader, name: str, source: str) -> Rel:
     for col, btype in reader.describe(source):
         cname = col.lower() if reader.dialect == "duckdb" else col
         if not _simple(cname) or cname in seen:
-            rel.skipped.append(f"{col} ({btype}): not a lower-case identifier; rename it in a view to declare it")
+            rel.skipped.append(f"{shown(col)} ({shown(btype)}): "
+                               "not a lower-case identifier; rename it in a view to declare it")
             continue
         kind = kind_of(btype)
         if kind is None:
-            rel.skipped.append(f"{col} ({btype}): no dpgate type (int, float, text, bool, date, timestamp)")
+            rel.skipped.append(f"{shown(col)} ({shown(btype)}): "
+                               "no dpgate type (int, float, text, bool, date, timestamp)")
             continue
         seen.add(cname)
         rel.cols.append(Col(cname, col, btype, kind))
@@ -214,16 +278,6 @@ def _columns(reader, name: str, source: str) -> Rel:
 
 # -- proposals -------------------------------------------------------------------
 _PRIVATE = "READ FROM THE PRIVATE DATA"
-
-
-def _toml(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
-    return json.dumps(str(v))
 
 
 def _iso(v) -> str:
@@ -264,7 +318,7 @@ def _propose(reader, rel: Rel, args, eps_col: float | None, source) -> tuple[int
             dom = [int(v) for v in dom] if c.kind == "int" else [str(v) for v in dom]
             c.lines.append(f"# domain: the {len(dom)} values that occur, {_PRIVATE}: keep only public codes "
                            "(a code book), add the ones that could occur; a GROUP BY releases one noisy cell each")
-            c.lines.append(f"domain = [{', '.join(_toml(v) for v in dom)}]")
+            c.lines.append(f"domain = [{', '.join(toml_value(v) for v in dom)}]")
         elif c.kind in ("int", "text"):
             c.lines.append(f"# not groupable: more than {args.max_domain} distinct values; "
                            "declare a public `domain` to GROUP BY it")
@@ -296,7 +350,7 @@ def _bounds(reader, rel: Rel, c: Col, n: int, lo, hi, args, eps_col, source):
             b = ib.dp_numeric_bounds(r[:len(g)], r[len(g):], integral, eps_col, source)
         c.lines.append(f"# lower/upper: ε-DP (ε {eps_col:g} for this column, ε/2 each: AboveThreshold over a "
                        f"public grid): w.p. 95% fewer than {b.rows} rows lie beyond each; SUM/AVG clamp them")
-        c.lines += [f"lower = {_toml(b.lower)}", f"upper = {_toml(b.upper)}"]
+        c.lines += [f"lower = {toml_value(b.lower)}", f"upper = {toml_value(b.upper)}"]
         return b
     if c.kind in ("date", "timestamp"):
         if args.round:
@@ -306,7 +360,7 @@ def _bounds(reader, rel: Rel, c: Col, n: int, lo, hi, args, eps_col, source):
             lo_s, hi_s, how = _iso(lo), _iso(hi), "the earliest and latest value"
         c.lines.append(f"# lower/upper: {how}, {_PRIVATE}: publish a public range instead "
                        "(or rerun with --round / --dp-bounds EPS)")
-        c.lines += [f"lower = {_toml(lo_s)}", f"upper = {_toml(hi_s)}"]
+        c.lines += [f"lower = {toml_value(lo_s)}", f"upper = {toml_value(hi_s)}"]
         return None
     lo_v, hi_v = (int(lo), int(hi)) if integral else (float(lo), float(hi))
     if args.round:
@@ -316,7 +370,7 @@ def _bounds(reader, rel: Rel, c: Col, n: int, lo, hi, args, eps_col, source):
         how = "the smallest and largest value"
     c.lines.append(f"# lower/upper: {how}, {_PRIVATE}: publish a public range instead "
                    "(or rerun with --round / --dp-bounds EPS)")
-    c.lines += [f"lower = {_toml(lo_v)}", f"upper = {_toml(hi_v)}"]
+    c.lines += [f"lower = {toml_value(lo_v)}", f"upper = {toml_value(hi_v)}"]
     return None
 
 
@@ -346,15 +400,15 @@ def render(what: str, backend_lines: list[str], rels: list[Rel], roles: dict[str
     out += ["[tiers.analysts]", "epsilon = 1.0                        # ε charged per released query",
             "budget = 10.0                        # per period", 'period = "day"', "",
             "[tiers.owner]", "epsilon = 1.0", "budget = 10.0", 'period = "day"', "",
-            "[roles.analyst]", 'tier = "analysts"', f'scram = "{roles["analyst"]}"', "",
+            "[roles.analyst]", 'tier = "analysts"', f'scram = {toml_quote(roles["analyst"])}', "",
             "[roles.admin]                        # the data owner: every role's budget and releases",
-            'tier = "owner"', "admin = true", f'scram = "{roles["admin"]}"', ""]
+            'tier = "owner"', "admin = true", f'scram = {toml_quote(roles["admin"])}', ""]
     for rel in rels:
-        out += [f"[tables.{rel.name}]", f"source = {_toml(rel.source)}", ""]
+        out += [f"[tables.{toml_key(rel.name)}]", f"source = {toml_value(rel.source)}", ""]
         for s in rel.skipped:
             out.append(f"# left out: {s}")
         for c in rel.cols:
-            out.append(f"[tables.{rel.name}.columns.{c.name}]        # {c.btype}")
+            out.append(f"[tables.{toml_key(rel.name)}.columns.{toml_key(c.name)}]        # {shown(c.btype)}")
             out += c.lines + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -390,19 +444,20 @@ def cmd_init(args) -> int:
     finally:
         reader.close()
     if args.spark:
-        what = f"the Spark catalog at {args.spark}" + (f" (database {args.database})" if args.database else "")
-        backend = ['kind = "spark"', f"remote = {_toml(args.spark)}"] + (
-            [f"database = {_toml(args.database)}"] if args.database else [])
+        what = f"the Spark catalog at {shown(args.spark)}" + (
+            f" (database {shown(args.database)})" if args.database else "")
+        backend = ['kind = "spark"', f"remote = {toml_value(args.spark)}"] + (
+            [f"database = {toml_value(args.database)}"] if args.database else [])
     elif args.dsn:
-        what = f"the Postgres schema {args.schema}"
+        what = f"the Postgres schema {shown(args.schema)}"
         backend = ['kind = "postgres"', "# the DSN given to init: a password in it is now in this file too",
                    "# serve as a read-only role instead: init printed its GRANT script (docs/least-privilege.md)",
-                   f"dsn = {_toml(args.dsn)}"]
+                   f"dsn = {toml_value(args.dsn)}"]
     elif duck_file:
-        what = f"the DuckDB file {Path(args.inputs[0]).resolve()}"
-        backend = ['kind = "duckdb"', f"path = {_toml(str(Path(args.inputs[0]).resolve()))}"]
+        what = f"the DuckDB file {shown(str(Path(args.inputs[0]).resolve()))}"
+        backend = ['kind = "duckdb"', f"path = {toml_value(str(Path(args.inputs[0]).resolve()))}"]
     else:
-        what = ", ".join(args.inputs)
+        what = ", ".join(shown(f) for f in args.inputs)
         backend = ['kind = "duckdb"', 'path = "dpgate.duckdb"               # an empty working file in '
                    "the state dir; the tables are read from the files by `source`"]
     passwords = {r: secrets.token_urlsafe(12) for r in ("analyst", "admin")}
@@ -411,7 +466,7 @@ def cmd_init(args) -> int:
         sys.stdout.write(text)
     else:
         out.write_text(text)
-        _progress(f"wrote {out} ({len(rels)} tables)")
+        _progress(f"wrote {shown(str(out))} ({len(rels)} tables)")
     for r, p in passwords.items():
         _progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
     if args.dsn:
@@ -435,7 +490,7 @@ def _read(args, reader) -> tuple[list[Rel], str]:
     source = default_source()
     spent = []
     for i, rel in enumerate(rels, 1):
-        _progress(f"table {i}/{len(rels)} {rel.name} ({rel.source}) …")
+        _progress(f"table {i}/{len(rels)} {rel.name} ({shown(rel.source)}) …")
         spent += _propose(reader, rel, args, eps_col, source)[1]
     note = ""
     if eps_col is not None:

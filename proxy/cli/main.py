@@ -136,7 +136,7 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
     server = make_server(gw, cfg, host, port)
     await server.start()
     _announce(cfg, state, passwords, host, server.port)
-    admin = await _start_admin(gw, args.admin_http) if args.admin_http else None
+    admin = await _start_admin(gw, args.admin_http, failed_logins=server.failed_logins) if args.admin_http else None
     stop = stop_signals()
     try:
         await stop.wait()
@@ -177,13 +177,13 @@ def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n:
                          lambda p, pids: _announce(cfg, state, passwords, host, p, pids), _start_admin, state)
 
 
-async def _start_admin(gw: Gateway, where: str, say=print) -> AdminHttp:
+async def _start_admin(gw: Gateway, where: str, say=print, failed_logins=None) -> AdminHttp:
     """``--admin-http HOST:PORT``: the owner page (issue 23), admin roles only; ``say``
     prints the line saying where (a worker hands it to the parent, which prints it after
-    its listening line)."""
+    its listening line); ``failed_logins``: the wire server's limiter, which the page shares."""
     host, _, port = where.rpartition(":")
     try:
-        admin = await AdminHttp(gw, host or "127.0.0.1", int(port)).start()
+        admin = await AdminHttp(gw, host or "127.0.0.1", int(port), failed_logins=failed_logins).start()
     except ValueError:
         raise ConfigError(f"--admin-http {where}: give HOST:PORT, e.g. 127.0.0.1:8080") from None
     admins = [r for r, spec in gw.config.roles.items() if spec.admin and spec.scram]

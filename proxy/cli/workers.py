@@ -278,7 +278,7 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     await server.start()
     shared.listen_cancels(index, server)
     shared.publish(index, server)
-    admin = (await start_admin(gw, args.admin_http, shared.note) if args.admin_http and index == 0
+    admin = (await start_admin(gw, args.admin_http, shared.note, server.failed_logins) if args.admin_http and index == 0
              else None)
     os.write(shared.ready_w, bytes([index]))
     stop = stop_signals()

@@ -140,7 +140,8 @@ class Connection:
             try:
                 cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
             except Exception as e:  # CatalogError: never reaches the backend
-                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
+                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e)),
+                               hint=getattr(e, "hint", None)) from None
             inferred = self.gw.catalog.param_types(sql)
             types = [(oids[i] if i < len(oids) else 0) or (inferred[i] if i < len(inferred) else _TEXT)
                      for i in range(max(len(oids), len(inferred)))]
@@ -181,7 +182,8 @@ class Connection:
                 cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params,
                                                      cancel=self.cancel_signal)
             except Exception as e:  # CatalogError and anything else: never reaches the backend
-                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e))) from None
+                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e)),
+                               hint=getattr(e, "hint", None)) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
         lane = self.gw.lane                                # the heavy-statement lane (.lane), if any:
         if lane is not None:                               # per-record, or a shape heavy before: unplanned

@@ -20,6 +20,7 @@ import time
 import inspect
 import itertools
 import logging
+import math
 import secrets
 import socket
 import ssl
@@ -29,6 +30,7 @@ from . import messages as m
 from .api import Authenticator, HandlerFactory
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_STATEMENT_SIZE, ProtocolViolation
 from .session import READY, Session
+from .throttle import FailedLogins
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +111,7 @@ class Server:
                  server_version: str = SERVER_VERSION, max_auth_failures: int = 10,
                  auth_failure_window: float = 60.0, require_tls: bool = False,
                  listeners: list[socket.socket] | None = None, pid_slot: tuple[int, int] = (0, 1),
-                 cancel_elsewhere=None, accept_gate=None):
+                 cancel_elsewhere=None, accept_gate=None, failed_logins: FailedLogins | None = None):
         self.handler_factory, self.authenticator = handler_factory, authenticator
         self.host, self._port, self.ssl_context = host, port, ssl_context
         self.max_connections, self.max_message_size = max_connections, max_message_size
@@ -138,9 +140,9 @@ class Server:
         self._attaching: set[asyncio.Task] = set()
         self._refusing: set[asyncio.Task] = set()
         self.log_limited = RateLimitedLog(log)
-        # Auth-failure rate limiting: at most `max_auth_failures` per peer address per window.
-        self.max_auth_failures, self.auth_failure_window = max_auth_failures, auth_failure_window
-        self._failures: dict[str, collections.deque] = {}
+        # Failed logins per address and per role (.throttle), shared with the owner page.
+        self.failed_logins = failed_logins if failed_logins is not None else FailedLogins(
+            max_auth_failures, auth_failure_window)
         self.require_tls = require_tls      # refuse plaintext logins from non-loopback peers
 
     @property
@@ -206,15 +208,22 @@ class Server:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
-    def _throttled(self, peer: str) -> bool:
-        """True if ``peer`` failed authentication too often within the window."""
-        q = self._failures.get(peer)
-        if not q:
-            return False
-        cutoff = time.monotonic() - self.auth_failure_window
-        while q and q[0] < cutoff:
-            q.popleft()
-        return len(q) >= self.max_auth_failures
+    @property
+    def max_auth_failures(self) -> int:
+        """Failed logins per address within the window before an address is turned away."""
+        return self.failed_logins.max_per_address
+
+    @max_auth_failures.setter
+    def max_auth_failures(self, n: int) -> None:
+        self.failed_logins.max_per_address = n
+
+    @property
+    def auth_failure_window(self) -> float:
+        return self.failed_logins.window
+
+    @auth_failure_window.setter
+    def auth_failure_window(self, seconds: float) -> None:
+        self.failed_logins.window = seconds
 
     # ------------------------------------------------------------------ accepting
     async def _accept_loop(self, sock: socket.socket) -> None:
@@ -428,9 +437,9 @@ class Server:
                         session.fatal("28000", "this server requires TLS (sslmode=require) for "
                                       "connections from other hosts")
                         break
-                    if self._throttled(peer):
+                    if (wait := self.failed_logins.retry_after(peer, ev.params.get("user"))) > 0:
                         session.fatal("28000", "too many failed authentication attempts from this "
-                                      f"address; try again in {self.auth_failure_window:g} s")
+                                      f"address or for this role; try again in {math.ceil(wait)} s")
                         break
                     self._sessions[pid] = (secret, session)
                 await session.handle(ev)
@@ -456,7 +465,7 @@ class Server:
                 self._logged_in(pending)
             self._sessions.pop(pid, None)
             if getattr(session, "auth_failed", False):
-                self._failures.setdefault(peer, collections.deque()).append(time.monotonic())
+                self.failed_logins.failed(peer, session.user or None)
             await self._finish(session, writer)
             self._tasks.discard(task)
 

@@ -27,7 +27,8 @@ SLOW_CATALOG = ("SELECT count(*) FROM pg_class, range(200000000) r, range(1000) 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory):
     from mechanisms import SeededSource
-    cfg = make_config({"kind": "duckdb"}, limits={"statement_timeout_ms": 2000})
+    # the catalog's row cap raised so that SLOW_CATALOG (a long cross product) runs into the timeout
+    cfg = make_config({"kind": "duckdb"}, limits={"statement_timeout_ms": 2000, "max_catalog_rows": 10**13})
     s = Service(cfg, tmp_path_factory.mktemp("state"), people_rows=1000, trips_rows=1000,
                 source=SeededSource(17)).start()
     yield s

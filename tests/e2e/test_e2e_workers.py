@@ -29,14 +29,14 @@ from proxy.stores.ledger import Ledger
 from support.service import make_config
 
 SLOW = ("SELECT count(*) FROM pg_class, range(200000000) r, range(1000) s "
-        "WHERE (r.range * s.range) % 7 = 3")          # a catalog query that runs for minutes
+        "WHERE (r.range * s.range) % 7 = 3")          # a catalog query that runs for minutes (max_catalog_rows raised)
 
 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory):
     state = tmp_path_factory.mktemp("workers")
     port, aport = free_port(), free_port()
-    proc = start(prepare(state, port, tiny_budget=5.0, timeout_ms=600_000), workers=2,
+    proc = start(prepare(state, port, tiny_budget=5.0, timeout_ms=600_000, max_catalog_rows=10**13), workers=2,
                  extra=["--admin-http", f"127.0.0.1:{aport}"])
     line = next(x for x in proc.output if x.startswith("dpgate: listening on"))
     proc.port, proc.aport, proc.state = port, aport, state

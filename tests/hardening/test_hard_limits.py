@@ -21,11 +21,11 @@ def test_auth_failure_rate_limit(duck_service):
         # Now even the right password is turned away from this address for the window.
         with pytest.raises(psycopg.OperationalError, match="too many failed authentication attempts"):
             psycopg.connect(svc.dsn("analyst"))
-        srv._failures.clear()              # the window passing
+        srv.failed_logins.clear()              # the window passing
         psycopg.connect(svc.dsn("analyst")).close()
     finally:
         srv.max_auth_failures, srv.auth_failure_window = 10, 60.0
-        srv._failures.clear()
+        srv.failed_logins.clear()
 
 
 def test_per_role_statement_cap(duck_service):
