@@ -4,11 +4,12 @@
 means two rows in Postgres: the rows of the other regions are filtered out before they
 are grouped. The cells dpgate releases are the public domain of the group keys; a
 conjunct of the (checked) WHERE that reads one group key and nothing else — ``=``,
-``<>``, ``IN``, ``BETWEEN``, ranges on a number, ``LIKE``/``ILIKE``, ``IS [NOT] NULL``
-and AND/OR/NOT of them — is evaluated here on each value of that key's domain, and the
-domain keeps the values for which it is true. Both inputs are public (the declared
-domain and the query's own literals), so the restriction reveals nothing and costs
-nothing; the scan filters the same rows as before.
+``<>``, ``IN``, ``BETWEEN``, ranges on a number, ``LIKE``/``ILIKE``, ``IS [NOT] NULL``,
+a boolean key itself (``WHERE b``, ``b IS [NOT] TRUE``) and AND/OR/NOT of them — is
+evaluated here on each value of that key's domain, and the domain keeps the values for
+which it is true. Both inputs are public (the declared domain and the query's own
+literals), so the restriction reveals nothing and costs nothing; the scan filters the
+same rows as before.
 
 Anything the evaluator does not fully understand (a function, a cast, a comparison of
 text by collation order, a derived key) leaves the domain as it is: the cell is then
@@ -126,8 +127,17 @@ def _eval(node: exp.Expression, g: GroupKey, v):
     if isinstance(node, exp.Not):
         a = _eval(node.this, g, v)
         return None if a is None else not a
+    if isinstance(node, exp.Column):                 # a boolean key as a predicate: WHERE b
+        if g.type != "bool":
+            raise _Unknown
+        return _value(node, g, v)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and isinstance(node.this, exp.Column):
         return (_value(node.this, g, v) is None) != bool(node.args.get("negate"))
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean) and isinstance(node.this, exp.Column):
+        if g.type != "bool":                          # b IS [NOT] TRUE / FALSE: never NULL
+            raise _Unknown
+        a = _value(node.this, g, v)
+        return (a is not None and a == bool(node.expression.this)) != bool(node.args.get("negate"))
     op = _CMP.get(type(node))
     if op is not None:
         a, b = _value(node.this, g, v), _value(node.expression, g, v)
