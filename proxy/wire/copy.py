@@ -60,7 +60,7 @@ def copy_out(cols: list[Column], fmt: CopyFormat, rows) -> tuple[bytes, int]:
 def _text_line(fmt: CopyFormat):
     delim = fmt.delimiter if fmt.delimiter is not None else "\t"
     null = fmt.null if fmt.null is not None else "\\N"
-    escapes = dict(_TEXT_ESCAPES, **{delim: "\\" + delim})
+    escapes = {delim: "\\" + delim, **_TEXT_ESCAPES}        # a control character keeps its mnemonic
     table = str.maketrans(escapes)
 
     def line(values: list[str | None], header: bool = False) -> bytes:
