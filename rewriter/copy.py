@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import FEATURE_NOT_SUPPORTED, INVALID_PARAMETER, SYNTAX_ERROR, Refusal
+from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER, SYNTAX_ERROR, Refusal
 from .parsing import tokenize
 
 COPY_HINT = ("Write COPY (SELECT …) TO STDOUT [WITH (FORMAT text|csv|binary, HEADER, DELIMITER ',', "
@@ -54,10 +54,10 @@ def copy_statement(sql: str) -> CopyOut | None:
         return None
     if len(tokens) < 2 or tokens[1].text != "(":
         if any(t.token_type.name != "STRING" and t.text.upper() == "FROM" for t in tokens[1:]):
-            raise _refuse("COPY … FROM is not supported: dpgate answers queries, it does not load rows.",
-                          FEATURE_NOT_SUPPORTED)
-        raise _refuse("COPY of a table is not supported: a table's rows are never released, only "
-                      "a query's answer.", FEATURE_NOT_SUPPORTED)
+            raise _refuse("COPY … FROM is not allowed: dpgate answers queries, it does not load rows.",
+                          INSUFFICIENT_PRIVILEGE)
+        raise _refuse("COPY of a table is not allowed: a table's rows are never released, only "
+                      "a query's answer.", INSUFFICIENT_PRIVILEGE)
     depth, close = 0, None
     for i in range(1, len(tokens)):
         if tokens[i].text == "(" and tokens[i].token_type.name == "L_PAREN":
@@ -76,13 +76,13 @@ def copy_statement(sql: str) -> CopyOut | None:
     if not rest or rest[0].text.upper() not in ("TO", "FROM"):
         raise _refuse("syntax error: COPY (query) is followed by TO STDOUT.")
     if rest[0].text.upper() == "FROM":
-        raise _refuse("COPY … FROM is not supported: dpgate answers queries, it does not load rows.",
-                      FEATURE_NOT_SUPPORTED)
+        raise _refuse("COPY … FROM is not allowed: dpgate answers queries, it does not load rows.",
+                      INSUFFICIENT_PRIVILEGE)
     if len(rest) < 2 or rest[1].token_type.name == "STRING" or rest[1].text.upper() != "STDOUT":
         what = "a file on the server" if len(rest) > 1 and rest[1].token_type.name == "STRING" else \
             "anything but STDOUT"
-        raise _refuse(f"COPY … TO {what} is not supported: the rows go to the client (TO STDOUT).",
-                      FEATURE_NOT_SUPPORTED)
+        raise _refuse(f"COPY … TO {what} is not allowed: the rows go to the client (TO STDOUT).",
+                      INSUFFICIENT_PRIVILEGE)
     return _Options(query, rest[2:]).read()
 
 

@@ -86,11 +86,11 @@ def test_copy_of_the_catalog(svc):
 
 
 @pytest.mark.parametrize("sql, state", [
-    ("COPY pums TO STDOUT", "0A000"),
-    ("COPY pums (age) TO STDOUT WITH CSV", "0A000"),
-    ("COPY pums FROM STDIN", "0A000"),
-    ("COPY (SELECT COUNT(*) FROM pums) TO '/tmp/dpgate-copy.csv'", "0A000"),
-    ("COPY (SELECT COUNT(*) FROM pums) TO PROGRAM 'cat'", "0A000"),
+    ("COPY pums TO STDOUT", "42501"),
+    ("COPY pums (age) TO STDOUT WITH CSV", "42501"),
+    ("COPY pums FROM STDIN", "42501"),
+    ("COPY (SELECT COUNT(*) FROM pums) TO '/tmp/dpgate-copy.csv'", "42501"),
+    ("COPY (SELECT COUNT(*) FROM pums) TO PROGRAM 'cat'", "42501"),
     ("COPY (SELECT COUNT(*) FROM pums) TO STDOUT (FORMAT xml)", "22023"),
     ("COPY (SELECT COUNT(*) FROM pums) TO STDOUT (FORMAT binary, HEADER)", "42601"),
     ("COPY (SELECT COUNT(*) FROM pums) TO STDOUT (FORCE_NULL (a))", "0A000"),
@@ -104,7 +104,7 @@ def test_other_copies_are_refused_and_charge_nothing(svc, sql, state):
             with c.cursor().copy(sql) as cp:
                 list(cp)
     assert e.value.sqlstate is not None and (state is None or e.value.sqlstate == state), e.value
-    if state not in ("42501",):
+    if not sql.startswith("COPY (SELECT * "):
         assert "COPY (SELECT" in (e.value.diag.message_hint or ""), e.value.diag.message_hint
     assert svc.gw.ledger.spent("analyst", "day") == before
 
@@ -122,4 +122,4 @@ def test_psql_backslash_copy_to_a_file(svc, tmp_path):
     r = psql(svc, "-c", f"COPY ({inner}) TO STDOUT")            # psql writes COPY's rows to stdout
     assert r.returncode == 0 and r.stdout.splitlines() == [f"{s}|{n}".replace("|", "\t") for s, n in rows]
     refused = psql(svc, "-c", f"\\copy pums TO '{out}'")
-    assert refused.returncode != 0 and "0A000" in refused.stderr and "COPY (SELECT" in refused.stderr
+    assert refused.returncode != 0 and "42501" in refused.stderr and "COPY (SELECT" in refused.stderr

@@ -35,9 +35,9 @@ def test_not_a_copy():
 
 
 @pytest.mark.parametrize("sql, state", [
-    ("COPY pums TO STDOUT", "0A000"), ("COPY pums FROM STDIN", "0A000"), ("COPY pums (a, b) FROM STDIN", "0A000"),
-    ("COPY (SELECT 1) FROM STDIN", "0A000"), ("COPY (SELECT 1) TO '/tmp/f'", "0A000"),
-    ("COPY (SELECT 1) TO PROGRAM 'x'", "0A000"), ("COPY (SELECT 1) TO STDOUT (FORMAT parquet)", "22023"),
+    ("COPY pums TO STDOUT", "42501"), ("COPY pums FROM STDIN", "42501"), ("COPY pums (a, b) FROM STDIN", "42501"),
+    ("COPY (SELECT 1) FROM STDIN", "42501"), ("COPY (SELECT 1) TO '/tmp/f'", "42501"),
+    ("COPY (SELECT 1) TO PROGRAM 'x'", "42501"), ("COPY (SELECT 1) TO STDOUT (FORMAT parquet)", "22023"),
     ("COPY (SELECT 1) TO STDOUT (FORMAT csv, FORMAT text)", "42601"),
     ("COPY (SELECT 1) TO STDOUT (DELIMITER ';;')", "0A000"), ("COPY (SELECT 1) TO STDOUT (QUOTE '\"')", "0A000"),
     ("COPY (SELECT 1) TO STDOUT (FORMAT binary, NULL '')", "42601"),
