@@ -159,6 +159,9 @@ def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
         assert "date_trunc(%(date_trunc_1)s::VARCHAR" in compiled          # the unit is a parameter
         with eng.connect() as conn:
             rows = conn.execute(q).all()
+            quarter = sa.func.date_trunc("quarter", purchases.c.ts).label("m")     # same text, other value
+            quarters = conn.execute(sa.select(quarter, sa.func.count().label("n")).where(purchases.c.amount > 17)
+                                    .group_by(quarter).order_by(quarter)).all()
             bad = sa.select(sa.func.date_trunc("fortnight", purchases.c.ts).label("f"), sa.func.count()) \
                 .group_by(sa.text("1"))
             with pytest.raises(sa.exc.DBAPIError) as e:
@@ -167,6 +170,7 @@ def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
         eng.dispose()
     assert e.value.orig.sqlstate == "0A000" and "'fortnight'" in str(e.value.orig)
     assert [r[0].month for r in rows] == list(range(1, 13)) and all(r[0].year == 2025 for r in rows)
+    assert [r[0].month for r in quarters] == [1, 4, 7, 10]
     literal, notes = ask(svc, "SELECT date_trunc('month', purchases.ts) AS m, count(*) AS n FROM purchases "
                               "WHERE purchases.amount > 17 GROUP BY date_trunc('month', purchases.ts) ORDER BY m")
     assert charged(notes) == 0 and [tuple(r) for r in literal] == [tuple(r) for r in rows]
