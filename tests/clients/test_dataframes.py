@@ -23,6 +23,8 @@ AGGREGATES = [    # {lo}: each engine asks its own statements, so each is a fres
     "GROUP BY sex ORDER BY sex",
     "SELECT COUNT(*) AS n FROM pums WHERE married = 1 AND age > {lo}",
     "SELECT educ, SUM(income) AS total FROM pums WHERE age < {lo} + 20 GROUP BY educ ORDER BY educ",
+    "SELECT date_trunc('month', ts) AS month, COUNT(*) AS n FROM purchases WHERE amount > {lo} "
+    "GROUP BY 1 ORDER BY 1",                             # a date bucket: timestamps in binary COPY
 ]
 LOW = {"connectorx": 33, "adbc": 35}
 
@@ -44,7 +46,7 @@ def test_polars_read_database_uri(svc, engine):
         rows, notes = ask(svc, sql)                       # the same SELECT afterwards: a repeat
         assert charged(notes) == 0, (engine, sql, notes)
         assert df.rows() == [tuple(r) for r in rows], (engine, sql)
-        assert all(dt in (pl.Int64, pl.Float64) for dt in df.dtypes), df.schema
+        assert all(dt in (pl.Int64, pl.Float64) or isinstance(dt, pl.Datetime) for dt in df.dtypes), df.schema
 
 
 @pytest.mark.skipif(importlib.util.find_spec("adbc_driver_postgresql") is None,
