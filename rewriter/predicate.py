@@ -16,6 +16,7 @@ from sqlglot import exp
 from . import arith, dates, text
 from .args import ALLOWED, sql_name, understood
 from .arith import paren
+from .arrays import ArrayLiteralError, parse_array_literal
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
 from .scope import NUMERIC, Ctx, T, literal
@@ -170,9 +171,22 @@ def _any(node: exp.EQ, ctx: Ctx) -> T:
     if isinstance(arg, exp.Array):
         understood(arg, frozenset({"expressions", "value_constructor"}))
         return _in(exp.In(this=node.this, expressions=list(arg.expressions)), ctx)
+    text = arg
+    if isinstance(arg, exp.Cast) and arg.to.is_type(exp.DataType.Type.ARRAY):
+        understood(arg, frozenset({"this", "to"}))
+        text = arg.this
+    if isinstance(text, exp.Literal) and text.is_string:       # '{1,2,3}': PostgreSQL's array literal text
+        try:
+            items = parse_array_literal(text.this)
+        except ArrayLiteralError as e:
+            raise Refusal("22P02", str(e), hint="Write an array as '{a,b,c}' or ARRAY[a, b, c].") from None
+        if not items:
+            return T(exp.false(), "bool")      # x = ANY('{}') is false, even for a NULL x
+        return _in(exp.In(this=node.this, expressions=[exp.null() if v is None else exp.Literal.string(v)
+                                                         for v in items]), ctx)
     if not isinstance(arg, exp.Parameter):
-        raise Refusal(UNSUPPORTED, "= ANY(…) takes an array parameter ($1) or ARRAY[…] of values; "
-                      "write col IN (…) instead.")
+        raise Refusal(UNSUPPORTED, "= ANY(…) takes an array parameter ($1), ARRAY[…] of values or an "
+                      "array literal '{…}'; write col IN (…) instead.")
     x = check(node.this, ctx)
     n = ctx.param(arg).param
     if x.type is None:

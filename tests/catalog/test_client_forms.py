@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from proxy.catalog import CatalogError
-from proxy.catalog.forms import ArrayLiteralError, parse_array_literal
 
 TABLES = "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace " \
          "WHERE n.nspname = 'public' AND c.relkind {} ORDER BY 1"
@@ -34,20 +33,6 @@ def test_a_malformed_array_literal_is_refused(catalog):
     with pytest.raises(CatalogError) as e:
         names(catalog, "= ANY('{r,{p}}')")
     assert e.value.sqlstate == "22P02"
-
-
-@pytest.mark.parametrize("text, items", [
-    ("{}", []), ("{r,p}", ["r", "p"]), ('{"a,b", c ,NULL,"NULL"}', ["a,b", "c", None, "NULL"]),
-    ('{"q\\"x","b\\\\s"}', ['q"x', "b\\s"]), ("{ x y }", ["x y"]),
-])
-def test_array_literal_reads_as_array_in(text, items):
-    assert parse_array_literal(text) == items
-
-
-@pytest.mark.parametrize("text", ["r,p", "{r,p", "{a,,b}", "{{a}}", '{"a}'])
-def test_not_an_array_literal(text):
-    with pytest.raises(ArrayLiteralError):
-        parse_array_literal(text)
 
 
 def test_niladic_current_schema(catalog):
