@@ -57,6 +57,8 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
         return T(exp.Not(this=paren(boolean(check(node.this, ctx), ctx, "NOT").node)), "bool")
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
         return _any(node, ctx)
+    if isinstance(node, exp.NEQ) and _all_call(node.expression):
+        return _not_any(node, ctx)
     if isinstance(node, (exp.Any, exp.All)) or (
             isinstance(node, _CMP) and isinstance(node.expression, (exp.Any, exp.All))):
         raise Refusal(UNSUPPORTED, "only col = ANY($1) (an array parameter) or col = ANY(ARRAY[…]) is "
@@ -207,6 +209,22 @@ def _any(node: exp.EQ, ctx: Ctx) -> T:
     items = [literal(coerce(v, x.type, f"element of ${n}")) for v in values]
     nodes = sorted({t.node.sql("postgres"): t.node for t in items}.items())
     return T(exp.In(this=paren(x.node), expressions=[v for _, v in nodes]), "bool")
+
+
+def _all_call(node: exp.Expression) -> bool:
+    """``ALL(…)`` as the parser gives it on the right of ``<>`` (a call named ALL)."""
+    return isinstance(node, exp.Anonymous) and node.name.upper() == "ALL" and len(node.expressions) == 1
+
+
+def _not_any(node: exp.NEQ, ctx: Ctx) -> T:
+    """``x <> ALL(a)`` is ``NOT (x = ANY(a))`` (SQL's quantified comparison: true when x differs
+    from every element; NULL when an element is NULL and none equals x), read as ``= ANY``
+    is; over an empty array it is true, even for a NULL x."""
+    understood(node.expression, frozenset({"this", "expressions"}))
+    t = _any(exp.EQ(this=node.this, expression=exp.Any(this=node.expression.expressions[0])), ctx)
+    if isinstance(t.node, exp.Boolean) and not t.node.this:      # x = ANY('{}') is false
+        return T(exp.true(), "bool")
+    return T(exp.Not(this=paren(t.node)), "bool")
 
 
 def _like(node: exp.Like | exp.ILike, ctx: Ctx) -> T:

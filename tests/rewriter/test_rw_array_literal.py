@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewriter import Refusal, build_plan, parse
+from rewriter import Refusal, build_plan, parse, to_sql
 from rewriter.arrays import ArrayLiteralError, parse_array_literal
 
 
@@ -46,3 +46,19 @@ def test_array_literal_reads_as_array_in(text, items):
 def test_not_an_array_literal(text):
     with pytest.raises(ArrayLiteralError):
         parse_array_literal(text)
+
+
+@pytest.mark.parametrize("form, params", [("'{1,2,3}'", None), ("ARRAY[1, 2, 3]", None), ("$1", [[3, 1, 2]])])
+def test_not_equal_all_is_not_in(config, form, params):
+    same = plan("SELECT COUNT(*) FROM pums WHERE NOT (educ IN (1, 2, 3))", config)
+    got = build_plan(parse(f"SELECT COUNT(*) FROM pums WHERE educ <> ALL({form})"), config, params)
+    assert got.fingerprint() == same.fingerprint()
+    empty = plan("SELECT COUNT(*) FROM pums WHERE educ <> ALL('{}')", config)
+    assert empty.fingerprint() == plan("SELECT COUNT(*) FROM pums WHERE TRUE", config).fingerprint()
+
+
+def test_not_equal_all_rows(config, duck):
+    """Evaluated by the backend as PostgreSQL evaluates <> ALL (NULL elements, NULL x)."""
+    sql = to_sql(plan("SELECT COUNT(*) FROM pums WHERE educ <> ALL('{1,2,3}')", config), "duckdb")
+    assert duck.execute(sql).fetchall() == duck.execute(
+        "SELECT COUNT(*) FROM pums WHERE educ <> ALL([1, 2, 3])").fetchall()
