@@ -25,7 +25,8 @@ from .parsing import parse, tokenize
 from .plan import ColumnType, Plan, UnitBounds
 from .scope import Ctx
 
-__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "to_sql", "tokenize"]
+__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "to_sql", "tokenize",
+           "typed_plan"]
 
 
 def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,
@@ -39,6 +40,13 @@ def param_types(expr: exp.Expression, config: Config) -> list[ColumnType | None]
     """The type of each $n inferred from its context (None if unknown)."""
     ctx = _build(expr, config, None)[1]
     return [ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1)]
+
+
+def typed_plan(expr: exp.Expression, config: Config) -> Plan:
+    """The plan of a statement whose parameters have no values yet (each takes the type
+    its context gives it; a parameter that must be a literal takes a stand-in of the
+    same type, e.g. date_trunc's unit): for describing its columns only."""
+    return _build(expr, config, None)[0]
 
 
 def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: str = "") -> str:

@@ -465,9 +465,28 @@ def _time_column(node: exp.Expression, ctx: Ctx, what: str):
     return t, spec
 
 
+def _trunc_unit(unit: exp.Expression | None, ctx: Ctx) -> str:
+    """date_trunc's unit: a string literal, or a text parameter (``$1``, ``$1::text``) whose
+    bound value is read before anything is planned (SQLAlchemy with server-side
+    parameters sends ``date_trunc($1::VARCHAR, ts)``). While only the parameters' types
+    are inferred (no values), the coarsest unit stands in: every unit gives the key the
+    column's type."""
+    node = unit
+    while isinstance(node, exp.Cast) and node.to.is_type("varchar", "text") and not node.to.expressions:
+        node = node.this
+    if isinstance(node, exp.Parameter):
+        t = ctx.settle(ctx.param(node), "text")
+        if ctx.infer:                                     # inferring types: no value yet
+            return dates.TRUNC_UNITS[-1]
+        if not (t.is_literal and isinstance(t.value, str)):
+            raise Refusal(UNSUPPORTED, f"date_trunc's unit parameter ${t.param or ''} must be text, "
+                          f"one of {', '.join(dates.TRUNC_UNITS)}.")
+        return t.value.lower()
+    return (unit.name if unit is not None else "").lower()
+
+
 def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey:
-    unit = node.args.get("unit")
-    u = (unit.name if unit is not None else "").lower()
+    u = _trunc_unit(node.args.get("unit"), ctx)
     if u not in dates.TRUNC_UNITS:
         raise Refusal(UNSUPPORTED, f"date_trunc unit {u!r} is not supported; use "
                       f"{', '.join(dates.TRUNC_UNITS)}.")

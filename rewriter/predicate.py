@@ -16,6 +16,7 @@ from sqlglot import exp
 from . import arith, dates, text
 from .args import ALLOWED, sql_name, understood
 from .arith import paren
+from .arrays import ArrayLiteralError, parse_array_literal
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
                      INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
 from .scope import NUMERIC, Ctx, T, literal
@@ -56,6 +57,8 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
         return T(exp.Not(this=paren(boolean(check(node.this, ctx), ctx, "NOT").node)), "bool")
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
         return _any(node, ctx)
+    if isinstance(node, exp.NEQ) and _all_call(node.expression):
+        return _not_any(node, ctx)
     if isinstance(node, (exp.Any, exp.All)) or (
             isinstance(node, _CMP) and isinstance(node.expression, (exp.Any, exp.All))):
         raise Refusal(UNSUPPORTED, "only col = ANY($1) (an array parameter) or col = ANY(ARRAY[…]) is "
@@ -170,9 +173,22 @@ def _any(node: exp.EQ, ctx: Ctx) -> T:
     if isinstance(arg, exp.Array):
         understood(arg, frozenset({"expressions", "value_constructor"}))
         return _in(exp.In(this=node.this, expressions=list(arg.expressions)), ctx)
+    text = arg
+    if isinstance(arg, exp.Cast) and arg.to.is_type(exp.DataType.Type.ARRAY):
+        understood(arg, frozenset({"this", "to"}))
+        text = arg.this
+    if isinstance(text, exp.Literal) and text.is_string:       # '{1,2,3}': PostgreSQL's array literal text
+        try:
+            items = parse_array_literal(text.this)
+        except ArrayLiteralError as e:
+            raise Refusal("22P02", str(e), hint="Write an array as '{a,b,c}' or ARRAY[a, b, c].") from None
+        if not items:
+            return T(exp.false(), "bool")      # x = ANY('{}') is false, even for a NULL x
+        return _in(exp.In(this=node.this, expressions=[exp.null() if v is None else exp.Literal.string(v)
+                                                         for v in items]), ctx)
     if not isinstance(arg, exp.Parameter):
-        raise Refusal(UNSUPPORTED, "= ANY(…) takes an array parameter ($1) or ARRAY[…] of values; "
-                      "write col IN (…) instead.")
+        raise Refusal(UNSUPPORTED, "= ANY(…) takes an array parameter ($1), ARRAY[…] of values or an "
+                      "array literal '{…}'; write col IN (…) instead.")
     x = check(node.this, ctx)
     n = ctx.param(arg).param
     if x.type is None:
@@ -193,6 +209,22 @@ def _any(node: exp.EQ, ctx: Ctx) -> T:
     items = [literal(coerce(v, x.type, f"element of ${n}")) for v in values]
     nodes = sorted({t.node.sql("postgres"): t.node for t in items}.items())
     return T(exp.In(this=paren(x.node), expressions=[v for _, v in nodes]), "bool")
+
+
+def _all_call(node: exp.Expression) -> bool:
+    """``ALL(…)`` as the parser gives it on the right of ``<>`` (a call named ALL)."""
+    return isinstance(node, exp.Anonymous) and node.name.upper() == "ALL" and len(node.expressions) == 1
+
+
+def _not_any(node: exp.NEQ, ctx: Ctx) -> T:
+    """``x <> ALL(a)`` is ``NOT (x = ANY(a))`` (SQL's quantified comparison: true when x differs
+    from every element; NULL when an element is NULL and none equals x), read as ``= ANY``
+    is; over an empty array it is true, even for a NULL x."""
+    understood(node.expression, frozenset({"this", "expressions"}))
+    t = _any(exp.EQ(this=node.this, expression=exp.Any(this=node.expression.expressions[0])), ctx)
+    if isinstance(t.node, exp.Boolean) and not t.node.this:      # x = ANY('{}') is false
+        return T(exp.true(), "bool")
+    return T(exp.Not(this=paren(t.node)), "bool")
 
 
 def _like(node: exp.Like | exp.ILike, ctx: Ctx) -> T:

@@ -22,14 +22,16 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from . import joins
+from .copy import COPY_HINT, CopyOut, copy_statement
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .parsing import parse, tokenize
 
-Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed", "public"]
+Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed", "public", "copy"]
 
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 VIEW_SCHEMA = "dpgate"
 _EXPLAIN_OPTIONS = frozenset({"ANALYZE", "VERBOSE"})
+_COPY_INNER = frozenset({"dp", "public", "catalog", "views", "unparsed"})   # unparsed: the catalog's, or refused
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Route:
     inner: "Route | None" = None
     catalog: bool = False       # reads catalog relations (pg_catalog, information_schema …)
     error: Refusal | None = None   # for ``unparsed``: the parser's refusal
+    copy: CopyOut | None = None    # for ``copy``: the query (``body``) and the output format
 
 
 def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
@@ -52,10 +55,17 @@ def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
     body = explain_body(sql)
     if body is not None:
         inner = route(body, tables, catalog_relations)
-        if inner.kind == "explain":
-            raise Refusal(FEATURE_NOT_SUPPORTED, "EXPLAIN takes one statement, not another EXPLAIN.",
+        if inner.kind in ("explain", "copy"):
+            raise Refusal(FEATURE_NOT_SUPPORTED, f"EXPLAIN takes a query, not {inner.kind.upper()}.",
                           hint=None)
         return Route("explain", inner.table, body=body, inner=inner)
+    cp = copy_statement(sql)
+    if cp is not None:            # COPY (query) TO STDOUT: the query's route, framed as COPY
+        inner = route(cp.query, tables, catalog_relations)
+        if inner.kind not in _COPY_INNER:
+            raise Refusal(FEATURE_NOT_SUPPORTED, f"COPY takes a query (SELECT …), not {inner.kind.upper()}.",
+                          hint=COPY_HINT)
+        return Route("copy", inner.table, body=cp.query, inner=inner, copy=cp)
     try:
         tree = parse(sql)
     except Refusal as r:

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from config.models import Config
 
-from . import cost, schema
+from . import cost, forms, schema
 from .macros import MACRO_NAMES, create_macros
 from .schema import INFO_SCHEMA_RELATIONS, RELATIONS, VIEWS
 
@@ -389,6 +389,8 @@ class Catalog:
                 if f.name.lower().startswith("pgc_"):
                     catalog = True
                     break
+        if not catalog:  # SELECT CURRENT_SCHEMA
+            catalog = tree.find(*forms.NILADIC) is not None
         if not catalog:  # SELECT 'pums'::regclass, SELECT $1::regtype::oid …
             catalog = any(_type_name(c.to) in _CAST_FUNCS for c in tree.find_all(exp.Cast, exp.TryCast))
         return catalog
@@ -409,6 +411,10 @@ class Catalog:
             raise CatalogError("0A000", "only SELECT statements are allowed on the catalog")
         top = _leftmost_select(tree)
         names = [_figure_colname(p) for p in top.expressions] if top is not None else []
+        try:
+            tree = forms.rewrite(tree)
+        except forms.ArrayLiteralError as e:
+            raise CatalogError("22P02", str(e)) from None
         for t in tree.find_all(exp.Table):
             if not isinstance(t.this, exp.Identifier):
                 fname = (t.this.name if isinstance(t.this, exp.Func) and t.this.name else

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from rewriter import build_plan, complete, param_types, parse, to_sql
+from rewriter import Refusal, build_plan, complete, param_types, parse, to_sql, typed_plan
 from rewriter.unit import factor
 
 from ..backends import Columns
@@ -90,7 +90,15 @@ class Central(ReleaseKind):
             types = param_types(parse(sql), gw.config)
             inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
                         for i, t in enumerate(types)]
-            plan = checked(await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
+            try:
+                plan = checked(await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
+            except Refusal:             # a stand-in value the statement cannot take (date_trunc's unit):
+                try:                    # the columns of the plan typed without values
+                    plan = checked(typed_plan(parse(sql), gw.config), route)
+                except Refusal:
+                    plan = None
+                if plan is None:
+                    raise
             hit = gw.description(key, (tuple(inferred), tuple(columns_of(plan))))
         return Description(list(hit[0]), list(hit[1]))
 

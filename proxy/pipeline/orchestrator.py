@@ -31,11 +31,12 @@ import time
 
 
 from rewriter.errors import ExtremeAggregate, Refusal
+from rewriter.copy import COPY_HINT
 from rewriter.route import Route
 
 from ..backends.base import CancelSignal
 from ..stores.ledger import LedgerUnavailable
-from ..wire.api import Column, Description, Result, SqlError
+from ..wire.api import Column, CopyFormat, Description, Result, SqlError
 from . import cursors
 from .central import CENTRAL, DOMAIN, SVT, checked
 from .selection_path import choose
@@ -133,6 +134,8 @@ class Connection:
         kind = route.kind
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
+        if kind == "copy":                                 # COPY … TO STDOUT: no row description
+            return Description(list(oids), None)
         if kind == "views":
             types, cols = await self.gw.views.describe(sql, self.role, oids)   # their own executor
             return Description(types, [Column(n, t) for n, t in cols])
@@ -172,6 +175,8 @@ class Connection:
         kind = route.kind
         if kind == "explain":
             return await self._explain(route, params), "explain", 0.0
+        if kind == "copy":
+            return await self._copy(route, params)
         if kind == "insert":
             return await insert_local(self, sql, params)
         if kind == "views":
@@ -241,6 +246,27 @@ class Connection:
         if plan.selection is not None:                        # HAVING / top-c (seed 004)
             return SVT.prepare(self, plan)
         return CENTRAL.prepare(self, plan)
+
+    async def _copy(self, route: Route, params: list[object]):
+        """``COPY (query) TO STDOUT``: the query answered exactly as the same SELECT is
+        (its plan, release key and charge; a repeat is free), its rows framed as COPY."""
+        cp = route.copy
+        res, decision, eps = await self.answer(route.body, params)
+        if res.columns is None:
+            raise SqlError("0A000", "COPY takes a query that returns rows.", hint=COPY_HINT)
+        names = [c.name for c in res.columns]
+        force = cp.force_quote
+        if force is True:
+            idx = frozenset(range(len(names)))
+        else:
+            missing = [n for n in force if n not in names]
+            if missing:
+                raise SqlError("42703", f'FORCE_QUOTE column "{missing[0]}" is not a column of the query '
+                               f"({', '.join(names)}).", hint=COPY_HINT)
+            idx = frozenset(names.index(n) for n in force)
+        fmt = CopyFormat(cp.format, cp.header, cp.delimiter, cp.null, cp.quote, cp.escape, idx)
+        return (Result(f"COPY {len(res.rows)}", res.columns, res.rows, notices=res.notices, copy=fmt),
+                decision, eps)
 
     async def _explain(self, route: Route, params: list[object]) -> Result:
         body, inner = route.body, route.inner

@@ -89,6 +89,21 @@ class EncodedRows(Sequence):
         return NotImplemented
 
 
+@dataclass(frozen=True)
+class CopyFormat:
+    """How a result is sent as ``COPY … TO STDOUT`` (CopyOutResponse, CopyData, CopyDone):
+    ``kind`` text, csv or binary, and the text/CSV options (None: the format's default —
+    tab / ``\\N`` for text, comma / empty string / ``"`` for CSV). ``force_quote``: the
+    indexes of the columns whose non-NULL values are always quoted (CSV)."""
+    kind: str = "text"
+    header: bool = False
+    delimiter: str | None = None
+    null: str | None = None
+    quote: str | None = None
+    escape: str | None = None
+    force_quote: frozenset[int] = frozenset()
+
+
 @dataclass
 class Result:
     """Result of one statement."""
@@ -97,6 +112,7 @@ class Result:
     rows: list[tuple] = field(default_factory=list)  # Python values (or ColumnRows); encoded per column type/format
     notices: list[str] = field(default_factory=list)  # NoticeResponse (NOTICE, 00000) before rows
     parameter_status: dict[str, str] = field(default_factory=dict)  # -> ParameterStatus
+    copy: CopyFormat | None = None  # the rows are sent as COPY … TO STDOUT (no RowDescription)
 
 
 @dataclass(frozen=True)

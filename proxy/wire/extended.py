@@ -131,6 +131,9 @@ class ExtendedQuery:
         self._check_aborted(p.stmt.sql)
         if p.result is None:
             res = await self.handler.execute(p.stmt.sql, p.params)
+            if res.copy is not None:                 # COPY … TO STDOUT: described as NoData
+                self._start_result(p.stmt.sql, res)
+                return await self._send_copy(res)
             if p.described and _shape(p.columns) != _shape(res.columns):
                 raise SqlError("XX000", "internal error", detail="result does not match its description")
             p.result = res

@@ -17,6 +17,7 @@ from .api import Authenticator, Column, EncodedRows, Handler, HandlerFactory, Re
 from .auth import AuthFailed, ScramExchange
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_STATEMENT_SIZE, FrontendParser, ProtocolViolation, parse_sasl_initial
 from .extended import ExtendedQuery, Portal, Statement
+from .copy import copy_out
 from .rows import data_rows
 
 log = logging.getLogger(__name__)
@@ -215,6 +216,17 @@ class Session(ExtendedQuery):
         else:
             self._out += data_rows(oids, formats, rows)
 
+    async def _send_copy(self, res: Result) -> None:
+        """The result as COPY … TO STDOUT (:func:`.copy.copy_out`), then ``COPY n``; a large
+        one is encoded on a worker thread."""
+        cols, rows = res.columns or [], res.rows
+        if len(rows) >= THREAD_ROWS:
+            data, n = await asyncio.to_thread(copy_out, cols, res.copy, rows)
+        else:
+            data, n = copy_out(cols, res.copy, rows)
+        self._out += data
+        self._finish_result(f"COPY {n}", res)
+
     def _start_result(self, sql: str, res: Result) -> None:
         for n in res.notices:
             self.send(m.NoticeResponse(message=n))
@@ -246,6 +258,9 @@ class Session(ExtendedQuery):
                 self._check_aborted(stmt)
                 res = await self.handler.execute(stmt, [])
                 self._start_result(stmt, res)
+                if res.copy is not None:
+                    await self._send_copy(res)
+                    continue
                 if res.columns is not None:
                     fmts = [0] * len(res.columns)
                     mark = len(self._out)

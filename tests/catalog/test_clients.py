@@ -161,3 +161,13 @@ def test_threads():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_pgcli_and_adbc_statements_see_the_declared_tables(catalog):
+    """pgspecial's \\dt (its relkinds inlined as an array literal), pgcli's completion with a
+    bound relkind array, and ADBC's pg_type read give rows, not an empty answer."""
+    dt = {r[1] for r in run(catalog, "pgspecial_dt")[1]}
+    tables = {r[1] for r in run(catalog, "pgcli_tables")[1]}
+    columns = {(r[1], r[2]) for r in run(catalog, "pgcli_columns")[1]}
+    assert dt == tables == set(catalog.config.tables) and ("pums", "income") in columns
+    assert {r[1] for r in run(catalog, "adbc_types")[1]} >= {"int8", "float8", "text", "date", "timestamp"}

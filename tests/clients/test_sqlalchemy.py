@@ -8,9 +8,10 @@ import pytest
 sa = pytest.importorskip("sqlalchemy", minversion="2.0", reason="pip install 'sqlalchemy>=2'")
 pd = pytest.importorskip("pandas", reason="pip install pandas")
 
-from support.service import PASSWORDS  # noqa: E402
+from support.service import PASSWORDS, ask  # noqa: E402
 
 from .pending import CATALOG_PARAMS, SESSION_STATEMENTS, expect_fix  # noqa: E402
+from .test_copy import charged  # noqa: E402
 from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, PUMS_COLUMNS, PUMS_TYPES, REFUSED_SQL, SECRET,  # noqa: E402
                        SECRET_SQL, check_report, check_rows)
 
@@ -142,3 +143,34 @@ def test_sqlalchemy_tls(tls_svc):
         eng.dispose()
     check_reflection(tls_svc, report)
     check_report(tls_svc, "sqlalchemy tls", report)
+
+
+def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
+    """psycopg 3 sends ``func.date_trunc('month', ts)`` as ``date_trunc($1::VARCHAR, ts)`` with
+    a server-side parameter: the plan reads the bound unit before it decides anything, so
+    the release is the one the literal ``'month'`` gets (the literal SELECT is its repeat)."""
+    eng = engine(svc, "psycopg")
+    try:
+        purchases = sa.Table("purchases", sa.MetaData(), autoload_with=eng)
+        month = sa.func.date_trunc("month", purchases.c.ts).label("m")
+        q = (sa.select(month, sa.func.count().label("n")).where(purchases.c.amount > 17)
+             .group_by(month).order_by(month))
+        compiled = str(q.compile(eng))
+        assert "date_trunc(%(date_trunc_1)s::VARCHAR" in compiled          # the unit is a parameter
+        with eng.connect() as conn:
+            rows = conn.execute(q).all()
+            quarter = sa.func.date_trunc("quarter", purchases.c.ts).label("m")     # same text, other value
+            quarters = conn.execute(sa.select(quarter, sa.func.count().label("n")).where(purchases.c.amount > 17)
+                                    .group_by(quarter).order_by(quarter)).all()
+            bad = sa.select(sa.func.date_trunc("fortnight", purchases.c.ts).label("f"), sa.func.count()) \
+                .group_by(sa.text("1"))
+            with pytest.raises(sa.exc.DBAPIError) as e:
+                conn.execute(bad)
+    finally:
+        eng.dispose()
+    assert e.value.orig.sqlstate == "0A000" and "'fortnight'" in str(e.value.orig)
+    assert [r[0].month for r in rows] == list(range(1, 13)) and all(r[0].year == 2025 for r in rows)
+    assert [r[0].month for r in quarters] == [1, 4, 7, 10]
+    literal, notes = ask(svc, "SELECT date_trunc('month', purchases.ts) AS m, count(*) AS n FROM purchases "
+                              "WHERE purchases.amount > 17 GROUP BY date_trunc('month', purchases.ts) ORDER BY m")
+    assert charged(notes) == 0 and [tuple(r) for r in literal] == [tuple(r) for r in rows]

@@ -1,0 +1,55 @@
+"""pgcli as it talks to the server: its backslash commands are pgspecial's functions
+(``\\dt``, ``\\dn``, ``\\d NAME``) over a psycopg 3 cursor, its completion reads the
+catalog through ``PGExecute`` (tables, columns), and its queries run through
+``PGExecute.run``. The catalog queries use ``relkind = ANY(%s)`` with a bound list and
+``= ANY('{r,p}')`` array literals; all of them must list exactly the declared tables."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from support.service import ask
+
+from .scenario import PUMS_TYPES, SECRET, check_tables
+from .test_copy import charged
+
+pytest.importorskip("pgcli", reason="pgcli not installed (pip install -e .[test])")
+from pgcli.pgexecute import PGExecute  # noqa: E402
+from pgspecial.main import PGSpecial  # noqa: E402
+
+
+def special(svc, command: str) -> tuple[list[str], list]:
+    with psycopg.connect(svc.dsn(), autocommit=True) as conn:
+        ((_title, rows, headers, _status),) = list(PGSpecial().execute(conn.cursor(), command))
+        return list(headers), [tuple(r) for r in rows]
+
+
+def test_pgspecial_lists_the_declared_tables(svc):
+    headers, rows = special(svc, "\\dt")
+    assert headers == ["Schema", "Name", "Type", "Owner"]
+    check_tables(svc, [r[1] for r in rows])
+    assert {r[0] for r in rows} == {"public"} and {r[2] for r in rows} == {"table"}
+    _, schemas = special(svc, "\\dn")
+    assert [s[0] for s in schemas] == ["dpgate", "public"]
+    _, columns = special(svc, "\\d pums")
+    assert {c[0]: c[1] for c in columns} == PUMS_TYPES
+    _, secret = special(svc, f"\\dt {SECRET}")
+    assert secret == []
+
+
+def test_pgcli_completion_metadata_and_a_query(svc):
+    ex = PGExecute(dsn=svc.dsn())
+    try:
+        tables = list(ex.tables())
+        check_tables(svc, [t for _, t in tables])
+        columns = [(t, c, ty) for _, t, c, ty, *_ in ex.table_columns() if t == "pums"]
+        assert {c: ty for _, c, ty in columns} == PUMS_TYPES
+        sql = "SELECT COUNT(*) FROM pums WHERE age > 53 AND sex = 0"
+        ((notice, cur, headers, status, *_),) = list(ex.run(sql))
+        assert headers == ["count"] and status == "SELECT 1"
+        got = cur.fetchall()
+        assert charged([notice]) > 0
+    finally:
+        ex.conn.close()
+    rows, notes = ask(svc, sql)
+    assert charged(notes) == 0 and [tuple(r) for r in rows] == [tuple(r) for r in got]
