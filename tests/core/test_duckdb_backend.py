@@ -84,7 +84,7 @@ def test_then_runs_after_the_scan_and_outside_the_timeout():
                              during=lambda: during.append(True))
 
     assert asyncio.run(main()) == "charged" and seen == [[(42,)]]
-    assert timing["backend_ms"] < 200 and during == [True]
+    assert timing["backend_ms"] < 500 and during == [True]   # then's 0.5 s is not the scan's
 
 
 def test_scans_counts_statements_in_flight():
