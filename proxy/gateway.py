@@ -340,21 +340,23 @@ class Gateway:
             yield
 
     def log_statement(self, *, role: str, sql: str, decision: str, epsilon: float, ms: float,
-                      backend_ms: float | None = None) -> None:
-        """One line per statement: role, fingerprint of the text, decision, ε, time
-        in the proxy and in the backend scan — never an answer or a true value."""
+                      backend_ms: float | None = None, ledger: str = "none") -> None:
+        """One line per statement: role, fingerprint of the text, decision, what the ledger
+        did (``charged`` ε, ``refunded`` the ε it had reserved, or ``none``), time in the
+        proxy and in the backend scan — never an answer or a true value."""
         if not stmt_log.isEnabledFor(logging.INFO):
             return
         fp = statement_fingerprint(sql)
         if self.json_logs:
             rec = {"ts": time.time(), "role": role, "fingerprint": fp, "decision": decision,
-                   "epsilon": epsilon, "ms": round(ms, 3)}
+                   "epsilon": epsilon, "ledger": ledger, "ms": round(ms, 3)}
             if backend_ms is not None:
                 rec["backend_ms"] = round(backend_ms, 3)
             stmt_log.info(json.dumps(rec))
         else:
             scan = "" if backend_ms is None else f" backend_ms={backend_ms:.2f}"
-            stmt_log.info("role=%s fp=%s decision=%s epsilon=%g ms=%.2f%s", role, fp, decision, epsilon, ms, scan)
+            stmt_log.info("role=%s fp=%s decision=%s ledger=%s epsilon=%g ms=%.2f%s", role, fp, decision, ledger,
+                          epsilon, ms, scan)
 
 
 def _warm_sql(plan, dialect: str) -> None:

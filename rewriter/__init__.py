@@ -21,10 +21,11 @@ from . import cost, emit, inline, joins, keys, postprocess, predicate, select as
 from .cells import cell_positions, complete
 from .errors import Refusal
 from .parsing import parse, tokenize
-from .plan import ColumnType, Plan, UnitBounds
+from .plan import ColumnType, Plan, UnitBounds, source_sql
 from .scope import Ctx
 
-__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "to_sql", "tokenize"]
+__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "source_sql", "to_sql",
+           "tokenize"]
 
 
 def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,

@@ -28,9 +28,15 @@ def budget_error(role, eps, remaining, tier) -> SqlError:
         hint="Repeating an earlier query is free; the budget resets at the start of the next period.")
 
 
+def scan_read(conn) -> bool:
+    """Whether the statement's scan may have read rows: it started, and the backend did not
+    refuse it while parsing or binding (charge what ran: such a statement is charged)."""
+    return bool(conn.timing.get("started")) and not conn.timing.get("refused")
+
+
 def detail_charged(conn, e: BaseException, tier) -> None:
     """Tell the client that the error it gets was charged (the scan had started)."""
-    if isinstance(e, SqlError) and conn.timing.get("started") and e.detail is None:
+    if isinstance(e, SqlError) and scan_read(conn) and e.detail is None:
         e.detail = (f"the scan had started, so ε {tier.epsilon:g} was charged with no answer; "
                     "running the statement again charges again")
 

@@ -26,10 +26,10 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
-from ..backends import BackendError
+from ..backends import BackendError, BackendRefused
 from ..stores.ledger import NANO, BudgetExceeded
 from ..wire.api import Column, Description, Result, SqlError
-from .common import budget_error, detail_charged
+from .common import budget_error, detail_charged, scan_read
 
 HEAVY_ROWS = 256
 """A free answer of this many cells is turned into rows off the event loop (issue 21)."""
@@ -122,8 +122,11 @@ async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False):
         kw["columnar"] = True
     try:
         return await conn.gw.backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
+    except BackendRefused as e:              # refused while parsed or bound: no row was read
+        conn.timing["refused"] = True
+        raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
     except BackendError as e:
-        raise SqlError(e.sqlstate, e.message) from None
+        raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
 
 
 def notice_head(*, charged: float, remaining: float, budget: float, period: str, repeat: bool) -> str:
@@ -196,7 +199,7 @@ async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
         out = await _release_eps(conn, p, tier, dv, sql)
     except BaseException:
         if dheld is not None:                               # δ goes as ε does: charged once the scan ran
-            settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
+            settle = gw.ledger.spend_soon if scan_read(conn) else gw.ledger.cancel_soon
             await asyncio.shield(asyncio.wrap_future(settle(dheld)))
         raise
     if dheld is not None:
@@ -232,8 +235,10 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     except BudgetExceeded as b:
         raise budget_error(conn.role, p.epsilon, b.remaining, tier) from None
     except BaseException as e:                            # nothing was sent: refund if the scan never
-        settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
-        await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
+        ran = scan_read(conn)                             # read a row, else charge what ran
+        await asyncio.shield(asyncio.wrap_future((gw.ledger.spend_soon if ran else gw.ledger.cancel_soon)(held)))
+        if not held.cancelled() and held.exception() is None:        # the log line says what the ledger did
+            conn.timing["ledger"] = ("charged", p.epsilon) if ran else ("refunded", p.epsilon)
         detail_charged(conn, e, tier)
         raise
     if stored is None:                                    # cancelled after the scan: nothing sent
