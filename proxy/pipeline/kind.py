@@ -14,8 +14,9 @@ Subset column (seed 000 §5), and the public domain (no data at all). Each is a
     in the scan's worker thread: the kind's measurement (noise), then the answer is
     recorded against the reservation before anything is sent → rows and a NOTICE.
 
-A failure before the scan starts refunds the reservation; once the scan started the
-statement is charged whatever its outcome (``detail_charged`` says so). Kinds that
+A failure before the scan starts refunds the reservation, and so does a scan the backend
+refused while parsing or binding it (``BackendRefused``: no row was read); once the scan
+started reading the statement is charged whatever its outcome (``detail_charged`` says so). Kinds that
 charge nothing (local tables: the reports were perturbed at ingestion; the public
 domain) answer in :meth:`ReleaseKind.answer_free`.
 """
