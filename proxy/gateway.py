@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 import ssl
 import sys
 import threading
@@ -26,6 +27,7 @@ from rewriter import build_plan, parse, to_sql
 from rewriter.route import Route, Routes
 from rewriter.template import Templates
 
+from .stores.errors import cannot_write, no_write_reason
 from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
 from .pipeline.lane import heavy_plan
@@ -140,9 +142,14 @@ class Gateway:
         self.config = config
         prepare_mechanisms(config)      # AVG/SUM/COUNT set-up tables, once, before any statement
         self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
-        secure_state_dir(self.state_dir)
-        precheck(config, self.state_dir)   # a missing ledger the state dir remembers: before creating one
-        self.ledger = open_ledger(config, self.state_dir)
+        try:              # a state dir that cannot be written (full, read-only): one line, 53100
+            secure_state_dir(self.state_dir)
+            precheck(config, self.state_dir)   # a missing ledger the state dir remembers: before creating one
+            self.ledger = open_ledger(config, self.state_dir)
+        except (OSError, sqlite3.Error) as e:
+            if (reason := no_write_reason(e, self.state_dir / "ledger.sqlite3")) is None:
+                raise
+            raise cannot_write(self.state_dir, reason) from None
         duck = _duckdb_file(config, self.state_dir) if backend is None else None
         fresh = duck is not None and not duck.exists()
         self.backend = backend or open_backend(config, self.state_dir)

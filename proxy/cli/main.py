@@ -42,6 +42,7 @@ from ..pipeline.local import local_guarantees
 from ..pipeline.local_subset import subset_coalition_rows
 from ..pipeline.multitier import coalition_rows
 from ..stores import ledger_guard
+from ..stores.errors import LedgerUnavailable
 from ..stores.ledger import open_ledger
 from ..stores.ledger_guard import LedgerLost
 from ..wire.auth import make_verifier
@@ -149,7 +150,7 @@ def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n:
     def prepare() -> int:
         try:
             asyncio.run(_prepare_for_workers(cfg, state, args))
-        except (LedgerLost, ConfigError, BackendError) as e:
+        except (LedgerLost, LedgerUnavailable, ConfigError, BackendError) as e:
             return _failed(e)
         except KeyboardInterrupt:
             return 130
@@ -367,15 +368,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         return args.fn(args)
-    except (LedgerLost, ConfigError, BackendError) as e:
+    except (LedgerLost, LedgerUnavailable, ConfigError, BackendError) as e:
         return _failed(e)
 
 
 def _failed(e: Exception) -> int:
     """One line on stderr and the exit code: LedgerLost (serve refuses to start: what
     happened, how to recover) 1, ConfigError 2, BackendError (e.g. the DuckDB file is held
-    by another process) 1."""
-    print(f"dpgate: {e.message if isinstance(e, BackendError) else e}", file=sys.stderr)
+    by another process) 1, LedgerUnavailable (the ledger cannot be reached or written) 1."""
+    print(f"dpgate: {e.message if isinstance(e, BackendError) else getattr(e, 'line', None) or e}", file=sys.stderr)
     return 2 if isinstance(e, ConfigError) else 1
 
 

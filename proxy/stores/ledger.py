@@ -60,6 +60,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
+from .errors import cannot_write, no_write_reason
 from .pgstore import PgConnection
 from .answer import cell_count
 from .write_lock import transaction
@@ -99,17 +100,19 @@ class BudgetExceeded(Exception):
 
 
 def _named_faults(fn):
-    """SQLite's 'disk is full' / 'database is locked' as their SQLSTATEs, one line each."""
+    """A write the file system refuses (disk full, read-only: 53100) or a ledger locked too
+    long (55P03) as its SQLSTATE, one line each (:func:`.errors.no_write_reason`)."""
 
     @functools.wraps(fn)
     def wrapper(self, *a, **kw):
         try:
             return fn(self, *a, **kw)
-        except sqlite3.OperationalError as e:
+        except (sqlite3.Error, OSError) as e:
+            if (reason := no_write_reason(e, self.path)) is not None:
+                raise cannot_write(self.path, reason) from None
             msg = str(e).lower()
-            if "full" in msg:
-                raise LedgerFault("53100", f"the privacy ledger cannot write: disk full ({self.path}); "
-                                           "no answer was released; free space on its disk") from None
+            if not isinstance(e, sqlite3.OperationalError):
+                raise
             if "locked" in msg or "busy" in msg:
                 raise LedgerFault("55P03", f"the privacy ledger is locked by another process ({self.path}); "
                                            "no answer was released; try again shortly") from None
@@ -335,6 +338,7 @@ class Ledger:
         return _stored(row, charged=False) if row else None
 
     @_named_faults
+    @_named_faults
     def charge_and_record(self, *, role: str, key: str, data_version: int, epsilon: float,
                           budget: float, period: str, canonical: str, statement: str,
                           mechanism: str, answer: dict) -> Stored:
@@ -444,6 +448,7 @@ class Ledger:
         assert self._writer is not None
         return self._writer.submit(settle)
 
+    @_named_faults
     def spend(self, res: Reservation, reason: str = "scan failed") -> None:
         """Settle an open reservation as spent with no answer: its scan started and
         then failed, timed out or was cancelled (charge what ran; nothing was sent)."""
@@ -466,6 +471,7 @@ class Ledger:
         assert self._writer is not None
         return self._writer.submit(settle)
 
+    @_named_faults
     def charge_unreleased(self, *, role: str, epsilon: float, budget: float, period: str,
                           reason: str = "scan failed") -> bool:
         """Charge ε for a scan that started and did not complete, on the paths that
