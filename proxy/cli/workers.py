@@ -40,9 +40,12 @@ Signals: the parent takes SIGTERM / SIGINT (workers ignore SIGINT, so a terminal
 reaches them once, through the parent) and sends SIGTERM to every worker, which shuts down
 as a single process does (sessions end with 57P01, a running statement gets
 ``shutdown_grace_s``); a second signal kills them at once. A worker that dies is restarted
-(same index, so its pids still route); more than ``MAX_RESTARTS`` deaths within
-``RESTART_WINDOW_S`` stop the service with exit 1. Workers get SIGKILL if the parent dies
-(Linux ``PR_SET_PDEATHSIG``). The owner page (``--admin-http``) runs in worker 0 only.
+(same index, so its pids still route). A child that is slow to start or keeps dying never
+takes down workers that serve: past ``READY_TIMEOUT_S`` the service is announced without it,
+and beyond ``MAX_RESTARTS`` deaths within ``RESTART_WINDOW_S`` it is restarted after a delay
+that doubles up to ``MAX_BACKOFF_S``; only when no worker serves does the service stop (exit
+1). Workers get SIGKILL if the parent dies (Linux ``PR_SET_PDEATHSIG``). The owner page
+(``--admin-http``) runs in worker 0 only.
 
 Limits: the failed-login limit per address is split between the workers (each allows
 ceil(10 / N) per minute, so an address gets about as many tries as from one process);
@@ -84,7 +87,9 @@ __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_si
 BALANCE_SLACK = 1        # connections a worker may be ahead of the least loaded one and still accept
 GATE_WAIT_S = 0.02       # at most this long a worker steps back before accepting anyway
 MAX_RESTARTS, RESTART_WINDOW_S = 5, 60.0
-READY_TIMEOUT_S = 120.0
+MAX_BACKOFF_S = 30.0     # a child that keeps dying while others serve is restarted at most this far apart
+READY_TIMEOUT_S = 120.0  # no worker ready by then: the service cannot start (env DPGATE_READY_TIMEOUT_S)
+START_DELAY_ENV = "DPGATE_TEST_START_DELAY"   # test seam: "lane:S" or "worker<i>:S" starts that child S s late
 COUNT_REFRESH_S = 0.05   # s between two updates of a worker's published connection count
 _CANCEL = struct.Struct("!II")
 _PR_SET_PDEATHSIG = 1
@@ -300,6 +305,7 @@ async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
     gw = await _gateway(cfg, state)
     lane = Lane(gw, shared.lane_address, shared.lane_running)
     await lane.start()
+    lower_priority(shared.lane)          # started at the workers' priority; idle once it serves
     os.write(shared.ready_w, bytes([shared.n]))
     stop = stop_signals()
     try:
@@ -326,8 +332,8 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
         signal.signal(signal.SIGINT, signal.SIG_IGN)            # Ctrl-C reaches workers through the parent
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        _start_delay(_name(index, shared, short=True))
         if index == shared.n:                                   # the heavy-statement lane
-            lower_priority(shared.lane)
             asyncio.run(_lane(shared, cfg, state))
         else:
             asyncio.run(_worker(index, shared, listeners, cfg, state, args, start_admin))
@@ -341,8 +347,17 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
         os._exit(code)
 
 
-def _name(index: int, shared: Shared) -> str:
+def _name(index: int, shared: Shared, short: bool = False) -> str:
+    if short:
+        return "lane" if index == shared.n else f"worker{index}"
     return "the heavy-statement lane" if index == shared.n else f"worker {index}"
+
+
+def _start_delay(name: str) -> None:
+    """The test seam ``DPGATE_TEST_START_DELAY=<name>:<seconds>``: a child slow to start."""
+    who, _, seconds = os.environ.get(START_DELAY_ENV, "").partition(":")
+    if who == name:
+        time.sleep(float(seconds))
 
 
 def warm_up(cfg: Config) -> None:
@@ -399,21 +414,45 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
     for i in range(total):
         pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
     ready, deaths, stopping, kill_at, code = set(), [], False, None, 0
+    announced, later = False, []                    # later: (monotonic time, index) of restarts put off
     started = time.monotonic()
+    ready_timeout = float(os.environ.get("DPGATE_READY_TIMEOUT_S", READY_TIMEOUT_S))
     starving = Starvation(shared.lane, shared.lane_running) if shared.lane_address is not None else None
-    while pids:
+
+    def serving(but: int = -1) -> bool:             # a worker other than ``but`` is up and accepting
+        return any(i < n and i != but and i in ready for i in pids.values())
+
+    def announce_once() -> None:
+        nonlocal announced
+        if not announced and not stopping:
+            announced = True
+            announce(listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.get))
+            shared.print_notes()
+    while pids or later:
         info = signal.sigtimedwait(watched, 0.05)
+        if stopping:
+            later.clear()
         if starving is not None and not stopping:
             starving.tick(next((p for p, i in pids.items() if i == n), None), time.monotonic())
-        if len(ready) < total:
-            if select.select([shared.ready_r], [], [], 0)[0]:
-                ready.update(os.read(shared.ready_r, 256))
-                if len(ready) == total and not stopping:
-                    announce(listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.get))
-                    shared.print_notes()
-            elif not stopping and time.monotonic() - started > READY_TIMEOUT_S:
-                print(f"dpgate: {total - len(ready)} worker(s) did not start", file=sys.stderr, flush=True)
+        if select.select([shared.ready_r], [], [], 0)[0]:
+            ready.update(os.read(shared.ready_r, 256))
+            if len(ready) == total:
+                announce_once()
+        if not announced and not stopping and time.monotonic() - started > ready_timeout:
+            # a child slow to start never takes down workers that serve: they go on without it
+            slow = ", ".join(_name(i, shared) for i in sorted(set(pids.values()) - ready))
+            if serving():
+                print(f"dpgate: {slow} not ready after {ready_timeout:g} s; serving meanwhile (heavy statements "
+                      "run in the workers until the lane is up)", file=sys.stderr, flush=True)
+                announce_once()
+            else:
+                print(f"dpgate: no worker started within {ready_timeout:g} s ({slow})", file=sys.stderr, flush=True)
                 stopping, kill_at, code = True, time.monotonic(), 1
+        now = time.monotonic()
+        for due in [x for x in later if x[0] <= now]:
+            later.remove(due)
+            if not stopping:
+                pids[_spawn(due[1], shared, listeners, cfg, state, args, start_admin)] = due[1]
         while pids:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -425,6 +464,7 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             i = pids.pop(pid, None)
             if i is None:
                 continue
+            ready.discard(i)
             if i < n:
                 shared.counts[i] = 0
             elif shared.lane_running is not None:
@@ -435,15 +475,22 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
             why = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
                    else f"exit {os.WEXITSTATUS(status)}")
+            if len(deaths) > MAX_RESTARTS and serving(but=i):
+                # the others serve: restart it later and later, never stop the service for it
+                delay = min(MAX_BACKOFF_S, 2.0 ** (len(deaths) - MAX_RESTARTS))
+                print(f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); {len(deaths)} deaths within "
+                      f"{RESTART_WINDOW_S:g} s: restarting it in {delay:g} s", file=sys.stderr, flush=True)
+                later.append((now + delay, i))
+                continue
             if len(deaths) > MAX_RESTARTS:
                 print(f"dpgate: {_name(i, shared)} stopped ({why}); {len(deaths)} worker deaths within "
-                      f"{RESTART_WINDOW_S:g} s: stopping", file=sys.stderr, flush=True)
+                      f"{RESTART_WINDOW_S:g} s and no worker serving: stopping", file=sys.stderr, flush=True)
                 stopping, kill_at, code = True, now + cfg.server.limits.shutdown_grace_s + 5, 1
                 _signal_all(pids, signal.SIGTERM)
                 continue
             print(f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); restarting it", file=sys.stderr, flush=True)
             pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
-        if len(ready) == total:
+        if announced:
             shared.print_notes()
         if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
             if not stopping:
