@@ -20,10 +20,14 @@ the reason above; what those two would give, this design gets so:
   write) into the owning worker's pipe, and the owner checks the secret and cancels as for
   its own session (:meth:`proxy.wire.server.Server.cancel`). A full pipe drops the request
   (a cancel is best effort, as in Postgres).
-* **Balance.** Each worker publishes its connection count in a shared anonymous mapping;
-  before each accept a worker with more than ``BALANCE_SLACK`` connections over the least
-  loaded live worker steps back for up to ``GATE_WAIT_S`` so that another accepts first
-  (never longer: a stuck worker cannot starve the port).
+* **Balance.** Each worker publishes its connection count and whether it accepts in a shared
+  anonymous mapping. A worker waits until a connection is queued, and then, if it has more
+  than ``BALANCE_SLACK`` connections over the least loaded other worker, steps back so that
+  one takes it: up to ``GATE_WAIT_S`` for a ready worker, and for one (re)starting (counted
+  as having none) until ``START_WAIT_S`` after it was started — so the connections made
+  while a worker starts wait for it instead of all landing on the others and staying there.
+  Never longer: a stuck worker cannot starve the port. It then tries a non-blocking accept
+  (another worker may have taken the connection meanwhile).
 
 What the workers share is what several proxies on one ledger share (README "Scaling out"):
 the SQLite ledger in WAL mode, each write in ``BEGIN IMMEDIATE`` with a 30 s busy timeout,
@@ -85,7 +89,9 @@ __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_si
            "stop_signals", "writer_roles"]
 
 BALANCE_SLACK = 1        # connections a worker may be ahead of the least loaded one and still accept
-GATE_WAIT_S = 0.02       # at most this long a worker steps back before accepting anyway
+GATE_WAIT_S = 0.02       # at most this long a worker steps back for a ready one before accepting anyway
+START_WAIT_S = 10.0      # … and for one (re)starting, at most this long after it was started
+                         # (env DPGATE_START_WAIT_S)
 MAX_RESTARTS, RESTART_WINDOW_S = 5, 60.0
 MAX_BACKOFF_S = 30.0     # a child that keeps dying while others serve is restarted at most this far apart
 READY_TIMEOUT_S = 120.0  # no worker ready by then: the service cannot start (env DPGATE_READY_TIMEOUT_S)
@@ -189,6 +195,10 @@ class Shared:
             os.set_blocking(r, False)
         self._map = mmap.mmap(-1, 4 * n)               # MAP_SHARED: seen by every forked worker
         self.counts = memoryview(self._map).cast("i")
+        self._up_map, self._born_map = mmap.mmap(-1, 4 * n), mmap.mmap(-1, 8 * n)
+        self.up = memoryview(self._up_map).cast("i")          # 1: the worker accepts on the port
+        self.born = memoryview(self._born_map).cast("d")      # when it was (re)started (CLOCK_MONOTONIC)
+        self.start_wait = float(os.environ.get("DPGATE_START_WAIT_S", START_WAIT_S))
         self.ready_r, self.ready_w = os.pipe()
         self.notes_r, self.notes_w = os.pipe()          # lines the parent prints after its own
         os.set_blocking(self.notes_r, False)
@@ -233,15 +243,41 @@ class Shared:
             loop.call_later(COUNT_REFRESH_S, tick)
         tick()
 
+    def spawned(self, index: int) -> None:
+        """The parent (re)starts worker ``index``: not accepting yet, due within ``START_WAIT_S``."""
+        if index < self.n:
+            self.up[index], self.counts[index], self.born[index] = 0, 0, time.monotonic()
+
+    def peers(self, index: int, now: float) -> list[tuple[int, float]]:
+        """The other workers that take connections, each as (connections, until when this one
+        steps back for it): ready ones for ``GATE_WAIT_S``; one starting, as having none,
+        until ``START_WAIT_S`` after it was started."""
+        out = []
+        for j in range(self.n):
+            if j == index:
+                continue
+            if self.up[j]:
+                out.append((self.counts[j], now + GATE_WAIT_S))
+            elif now - self.born[j] < self.start_wait:
+                out.append((0, self.born[j] + self.start_wait))
+        return out
+
     def gate(self, index: int, server: Server):
-        """The accept gate of worker ``index`` (see the module docstring, *Balance*)."""
+        """The accept gate of worker ``index`` (see the module docstring, *Balance*): awaited
+        when a connection is queued, before this worker tries to take it."""
         async def accept_gate() -> None:
-            t_end = time.monotonic() + GATE_WAIT_S
+            until = None
             while True:
                 mine = server.connection_count + server.pending_count
                 self.counts[index] = mine
-                least = min((self.counts[j] for j in range(self.n) if j != index), default=mine)
-                if mine <= least + BALANCE_SLACK or time.monotonic() >= t_end:
+                now = time.monotonic()
+                peers = self.peers(index, now)
+                least = min((c for c, _ in peers), default=mine)
+                if mine <= least + BALANCE_SLACK:
+                    return
+                if until is None:
+                    until = max(t for c, t in peers if c == least)
+                if now >= until:
                     return
                 await asyncio.sleep(0.002)
         return accept_gate
@@ -283,6 +319,7 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     await server.start()
     shared.listen_cancels(index, server)
     shared.publish(index, server)
+    shared.up[index] = 1
     admin = (await start_admin(gw, args.admin_http, shared.note) if args.admin_http and index == 0
              else None)
     os.write(shared.ready_w, bytes([index]))
@@ -290,6 +327,7 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     try:
         await stop.wait()
         release_signals()
+        shared.up[index] = 0
         await server.shutdown(cfg.server.limits.shutdown_grace_s)
     finally:
         if admin is not None:
@@ -323,6 +361,7 @@ def _fork() -> int:
 
 
 def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin) -> int:
+    shared.spawned(index)
     pid = _fork()
     if pid:
         return pid
@@ -466,7 +505,7 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
                 continue
             ready.discard(i)
             if i < n:
-                shared.counts[i] = 0
+                shared.counts[i] = shared.up[i] = 0
             elif shared.lane_running is not None:
                 shared.lane_running[0] = 0               # the lane's statements died with it
             if stopping:
