@@ -94,18 +94,20 @@ def test_the_start_check_runs_each_source_as_the_scans_read_it(tmp_path):
 
 
 def test_a_missing_grant_on_postgres_is_42501_naming_the_table_and_the_grant(tmp_path, postgres, monkeypatch):
-    """The backend role may read the demo tables but not one declared table: 42501 naming
-    it and the GRANT the owner runs, nothing charged."""
+    """The backend role may read no declared table: a DP statement and a public table's read
+    are 42501 naming the table and the GRANT the owner runs, nothing charged."""
     from proxy import demo
     from proxy.demo import trips
     table, role = "ops_" + uuid.uuid4().hex[:8], "ro_" + uuid.uuid4().hex[:8]
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         c.execute(f"CREATE TABLE {table} AS SELECT (i % 90)::int AS age FROM generate_series(1, 100) i")
+        c.execute(f"CREATE TABLE {table}_pub AS SELECT i AS id FROM generate_series(1, 3) i")
         c.execute(f"CREATE ROLE {role} LOGIN")
         c.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
     dsn = postgres.dsn.replace("postgresql://postgres@", f"postgresql://{role}@")
     cfg = make_config({"kind": "postgres", "dsn": dsn, "pool_size": 2})
     cfg["tables"][table] = {"columns": {"age": {"type": "int", "lower": 0, "upper": 100}}}
+    cfg["tables"][table + "_pub"] = {"public": True, "key": "id", "columns": {"id": {"type": "int"}}}
 
     async def nothing(*a, **k):
         return None
@@ -118,6 +120,10 @@ def test_a_missing_grant_on_postgres_is_42501_naming_the_table_and_the_grant(tmp
                 c.execute(f"SELECT COUNT(*) FROM {table} WHERE age > 20")
         assert f"may not read table {table}" in str(e.value) and "nothing was charged" in str(e.value)
         assert e.value.diag.message_hint.endswith(f'GRANT SELECT ON TABLE "{table}" TO "{role}";')
+        with psycopg.connect(svc.dsn("analyst"), autocommit=True) as c:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
+                c.execute(f"SELECT id FROM {table}_pub")
+        assert e.value.diag.message_hint.endswith(f'GRANT SELECT ON TABLE "{table}_pub" TO "{role}";')
         assert svc.gw.ledger.spent("analyst", svc.gw.tier_of("analyst").period) == 0
         assert svc.gw.ledger.unreleased("analyst") == []
     finally:
