@@ -248,16 +248,16 @@ class Shared:
         if index < self.n:
             self.up[index], self.counts[index], self.born[index] = 0, 0, time.monotonic()
 
-    def peers(self, index: int, now: float) -> list[tuple[int, float]]:
-        """The other workers that take connections, each as (connections, until when this one
-        steps back for it): ready ones for ``GATE_WAIT_S``; one starting, as having none,
-        until ``START_WAIT_S`` after it was started."""
+    def peers(self, index: int, now: float, since: float) -> list[tuple[int, float]]:
+        """The other workers that take connections, each as (connections, until when this one,
+        stepping back since ``since``, waits for it): a ready one for ``GATE_WAIT_S``; one
+        starting, as having none, until ``START_WAIT_S`` after it was started."""
         out = []
         for j in range(self.n):
             if j == index:
                 continue
             if self.up[j]:
-                out.append((self.counts[j], now + GATE_WAIT_S))
+                out.append((self.counts[j], since + GATE_WAIT_S))
             elif now - self.born[j] < self.start_wait:
                 out.append((0, self.born[j] + self.start_wait))
         return out
@@ -266,18 +266,14 @@ class Shared:
         """The accept gate of worker ``index`` (see the module docstring, *Balance*): awaited
         when a connection is queued, before this worker tries to take it."""
         async def accept_gate() -> None:
-            until = None
+            since = time.monotonic()
             while True:
                 mine = server.connection_count + server.pending_count
                 self.counts[index] = mine
                 now = time.monotonic()
-                peers = self.peers(index, now)
+                peers = self.peers(index, now, since)
                 least = min((c for c, _ in peers), default=mine)
-                if mine <= least + BALANCE_SLACK:
-                    return
-                if until is None:
-                    until = max(t for c, t in peers if c == least)
-                if now >= until:
+                if mine <= least + BALANCE_SLACK or now >= max(t for c, t in peers if c == least):
                     return
                 await asyncio.sleep(0.002)
         return accept_gate
