@@ -44,6 +44,8 @@ def no_write_reason(e: BaseException, path: str | Path | None) -> str | None:
         return _SQLITE_NO_WRITE[code]
     if "database or disk is full" in str(e):             # SQLITE_FULL's own text
         return "disk full"
+    if "attempt to write a readonly database" in str(e):  # SQLITE_READONLY's
+        return "read-only file system"
     if code in _SQLITE_MAYBE:
         return file_system_state(Path(path).parent)
     return None
