@@ -13,12 +13,17 @@ seconds the proxy is killed (SIGKILL) and restarted on the same state dir; the
 clients reconnect.
 
 Reported per minute (``--quick``: per 5 s): statements, errors, p50 / p99
-latency of answered statements, the proxy's RSS and open descriptors; errors by
-SQLSTATE (expected or not); at the end the ledger's integrity (spend = stored
-releases + open reservations) and no overspend: Σ ε charged ≤ budget per role
-per period, from the ledger and from the NOTICEs the clients received.
-HEADLINE: no unexpected error class, no overspend, every repeat identical, and
-the p99 drift from the first window to the last. ``--quick`` takes < 50 s.
+latency of answered statements, the proxy's RSS and open descriptors (the parent
+and its children: workers and the heavy-statement lane); errors by SQLSTATE
+(expected or not); per process (each worker by index, the lane, the parent) its
+CPU seconds and largest RSS over the run (summed over the processes that held
+that place across restarts), and the ratio of the busiest worker's CPU to the
+idlest's (goal ≤ 1.5: connections spread over the workers); at the end the
+ledger's integrity (spend = stored releases + open reservations) and no
+overspend: Σ ε charged ≤ budget per role per period, from the ledger and from
+the NOTICEs the clients received. HEADLINE: no unexpected error class, no
+overspend, every repeat identical, the p99 drift from the first window to the
+last, and the workers' CPU ratio. ``--quick`` takes < 50 s.
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ WIDE = [f"wide{i}" for i in range(4)]           # ε 0.1, a budget never reached
 EDGE = [f"edge{i}" for i in range(4)]           # ε 1, 25 per day: exhausted during the run
 EDGE_EPS, EDGE_BUDGET = 1.0, 25.0
 MIX = (("fresh", 35), ("repeat", 30), ("refusal", 10), ("catalog", 10), ("view", 15))
+CPU_RATIO_GOAL = 1.5                            # busiest worker's CPU / idlest's
 EXPECTED = {"42501": "refusal (raw rows)", "53400": "budget exhausted (edge roles)",
             "conn": "connection lost to a kill -9 (pre-fault connection)",
             "08006": "ledger unavailable, during a ledger stop"}
@@ -86,13 +92,16 @@ def _make_data(db: Path, rows: int) -> None:
 
 
 class Proxy:
-    """dpgate as a subprocess on a fixed port; ``kill()`` is SIGKILL, ``start()`` waits for the port."""
+    """dpgate as a subprocess on a fixed port; ``kill()`` is SIGKILL, ``start()`` waits for its
+    listening line (every worker ready: a TCP probe could reach a dying worker of the run
+    before)."""
 
     def __init__(self, cfg: Path, port: int, log: Path):
         self.cfg, self.port, self.log = cfg, port, log
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> None:
+        self.log_from = self.log.stat().st_size if self.log.exists() else 0   # this run's lines start here
         out = open(self.log, "a")
         self.proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(self.cfg)],
                                      stdout=out, stderr=subprocess.STDOUT,
@@ -102,11 +111,11 @@ class Proxy:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("dpgate exited:\n" + self.log.read_text()[-3000:])
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
+            with open(self.log, "rb") as f:
+                f.seek(self.log_from)
+                if b"dpgate: listening on" in f.read():
+                    return
+            time.sleep(0.05)
         raise RuntimeError("dpgate did not start")
 
     def kill(self) -> None:
@@ -122,14 +131,73 @@ class Proxy:
                 self.kill()
 
     def sample(self) -> tuple[float, int] | None:
-        """(RSS MB, open descriptors) of the running proxy."""
+        """(RSS MB, open descriptors) of the running proxy: its processes together."""
         try:
-            pid = self.proc.pid
-            status = Path(f"/proc/{pid}/status").read_text()
-            rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
-            return rss, len(os.listdir(f"/proc/{pid}/fd"))
-        except (OSError, AttributeError):
+            procs = self.processes()
+            rss = sum(proc_rss_mb(pid) for pid in procs.values())
+            return rss, sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in procs.values())
+        except (OSError, AttributeError, ValueError):
             return None
+
+    def processes(self) -> dict[str, int]:
+        """Label -> pid of the proxy's processes: ``parent``, ``worker<i>`` (index order, from
+        the latest listening line: a restarted worker keeps its index), ``lane``."""
+        pid = self.proc.pid
+        kids = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        out = {"parent": pid}
+        with open(self.log, "rb") as f:            # this run's listening line names the workers
+            f.seek(self.log_from)
+            m = re.search(r"\d+ workers: pids ([\d, ]+)\)", f.read().decode(errors="replace"))
+        if m is None:
+            return out if kids else {"worker0": pid}     # starting (children not labelled yet); one process
+        index = {int(x): i for i, x in enumerate(m.group(1).split(", "))}
+        rest = [p for p in kids if p not in index]
+        for p in kids:
+            if p in index:
+                out[f"worker{index[p]}"] = p
+            elif len(rest) == 1:
+                out["lane"] = p
+        return out
+
+
+def proc_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+
+
+def proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class PerProcess:
+    """CPU seconds and largest RSS per process label over the run: a label's CPU is the sum,
+    over every pid that held it (restarts), of the last CPU time seen for that pid."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[tuple[str, int], float] = {}
+        self.rss: dict[str, float] = defaultdict(float)
+
+    def sample(self, procs: dict[str, int]) -> None:
+        for label, pid in procs.items():
+            try:
+                self.cpu[(label, pid)] = proc_cpu_s(pid)
+                self.rss[label] = max(self.rss[label], proc_rss_mb(pid))
+            except (OSError, ValueError, IndexError):
+                pass
+
+    def totals(self) -> dict[str, tuple[float, float]]:
+        cpu: dict[str, float] = defaultdict(float)
+        for (label, _), s in self.cpu.items():
+            cpu[label] += s
+        return {label: (cpu[label], self.rss[label]) for label in sorted(cpu)}
+
+    def worker_ratio(self) -> float:
+        """Busiest worker's CPU / idlest worker's (nan with fewer than two workers)."""
+        cpus = [c for label, (c, _) in self.totals().items() if label.startswith("worker")]
+        if len(cpus) < 2:
+            return float("nan")
+        return max(cpus) / min(cpus) if min(cpus) > 0 else float("inf")
 
 
 class Soak:
@@ -152,6 +220,8 @@ class Soak:
         self.charged: Counter = Counter()    # (role, period) -> ε from NOTICEs
         self.repeats = self.mismatches = 0
         self.samples: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        self.per_process = PerProcess()
+        self.connect_why: Counter = Counter()   # what a failed connect said
         self.kills: list[float] = []
 
     def w(self) -> int:
@@ -174,10 +244,11 @@ class Soak:
                     conn = psycopg.connect(self.dsn(role), autocommit=True)
                     conn.add_notice_handler(lambda d: notes.append(d.message_primary))
                     conn_epoch = self.epoch
-                except psycopg.OperationalError:
+                except psycopg.OperationalError as e:
                     if not self.restarting:   # refused while up: counted (never silently retried)
                         with self.lock:
                             self.errors[("connect", "connect")] += 1
+                            self.connect_why[str(e).strip().splitlines()[-1][:120]] += 1
                     time.sleep(0.05)          # down (being restarted): bounded by the deadline
                     continue
             op = rng.choices(ops, weights)[0]
@@ -288,6 +359,10 @@ class Soak:
             s = self.proxy.sample()
             if s is not None:
                 self.samples[self.w()].append(s)
+            try:
+                self.per_process.sample(self.proxy.processes())
+            except (OSError, AttributeError, ValueError):
+                pass                 # between a kill and the restart
             time.sleep(0.5)
 
 
@@ -397,12 +472,19 @@ def _report(soak, args, clients, every, seconds, window, budgets, intact, over, 
         if not exp_:
             unexpected.append(f"{state_}/{op}")
         print(f"{state_:<26} {op:<9} {n:>6}  {'yes: ' + EXPECTED[state_] if exp_ else 'NO'}")
+    for why, n in soak.connect_why.most_common(3):
+        print(f"  connect failed ({n}): {why}")
     total = sum(soak.count.values())
     print(f"\nstatements {total} ({total / seconds:.0f}/s), answered {sum(len(v) for v in soak.lat.values())}, "
           f"releases kept {len(soak.answers)}, repeats checked {soak.repeats}, differing {soak.mismatches}")
     print(f"ledger integrity (spend = releases + open reservations): {'ok' if intact else 'BROKEN'}; "
           f"overspend: ledger {len(over)}, client NOTICEs {len(client_over)}")
     print(f"proxy log: {tracebacks} tracebacks")
+    print(f"\n{'process':<10} {'CPU s':>8} {'RSS max MB':>11}")
+    for label, (cpu, rss_) in soak.per_process.totals().items():
+        print(f"{label:<10} {cpu:>8.1f} {rss_:>11.1f}")
+    ratio = soak.per_process.worker_ratio()
+    print(f"workers' CPU, busiest / idlest: ×{ratio:.2f} (goal ≤ {CPU_RATIO_GOAL:g})")
     for line in over + client_over:
         print("  OVERSPEND", line)
     full = [w for w in wins if soak.lat[w]]
@@ -413,7 +495,8 @@ def _report(soak, args, clients, every, seconds, window, budgets, intact, over, 
           f"{len(over) + len(client_over)} overspend, {soak.mismatches} of {soak.repeats} repeats differ, "
           f"ledger {'intact' if intact else 'BROKEN'}, p99 {first:.1f} → {last:.1f} ms (first → last window, "
           f"drift ×{(last / first if first else float('nan')):.2f}), RSS max {max(rss, default=0):.0f} MB, "
-          f"{len(soak.kills)} faults ({faults}) {'PASS' if good else 'FAIL'}")
+          f"workers' CPU ×{ratio:.2f} of each other ({'≤' if ratio <= CPU_RATIO_GOAL else 'ABOVE'} "
+          f"{CPU_RATIO_GOAL:g}), {len(soak.kills)} faults ({faults}) {'PASS' if good else 'FAIL'}")
     return 0 if good else 1
 
 

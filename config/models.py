@@ -17,6 +17,12 @@ from .service import TLS, Backend, LedgerStore, Limits, Server
 __all__ = ["Backend", "Column", "Config", "LedgerStore", "Limits", "LocalCategory", "LocalColumn",
            "LocalPolicy", "PrivacyPolicy", "Role", "Server", "TLS", "Table", "Tier"]
 
+# The ledger keeps ε as integers of nano-ε in 64-bit columns (SQLite INTEGER, Postgres bigint):
+# a tier's ε and budget must be storable there, and a per-query ε must not round to zero.
+LEDGER_NANO = 1_000_000_000
+LEDGER_MAX_EPSILON = (2**63 - 1) // LEDGER_NANO      # 9,223,372,036 ε: one role's spend in a period
+LEDGER_MIN_EPSILON = 1 / LEDGER_NANO
+
 ColumnType = Literal["int", "float", "text", "bool", "date", "timestamp"]
 TIME_TYPES = ("date", "timestamp")
 Scalar = Union[bool, int, float, str]
@@ -389,6 +395,22 @@ class Tier(StrictModel):
     domain); 0 (the default) refuses such queries. Typical: 1e-6 to 1e-9, well below 1/rows."""
     delta_budget: float = Field(default=0.0, ge=0, le=1e-2)
     """δ a role of this tier may spend per period (composes additively, like ε)."""
+
+    @field_validator("budget")
+    @classmethod
+    def _storable_budget(cls, v: float) -> float:
+        if not v <= LEDGER_MAX_EPSILON:
+            raise ValueError(f"{v:g} is more than the ledger can store (nano-ε in a 64-bit integer: "
+                             f"at most {LEDGER_MAX_EPSILON:,} ε)")
+        return v
+
+    @field_validator("epsilon")
+    @classmethod
+    def _storable_epsilon(cls, v: float) -> float:
+        if v < LEDGER_MIN_EPSILON:
+            raise ValueError(f"{v:g} is below the ledger's resolution of 1e-9 ε (nano-ε integers): "
+                             "it would be charged as 0")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "Tier":

@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 import ssl
 import sys
 import threading
@@ -26,6 +27,7 @@ from rewriter import build_plan, parse, to_sql
 from rewriter.route import Route, Routes
 from rewriter.template import Templates
 
+from .stores.errors import cannot_write, no_write_reason
 from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
 from .pipeline.lane import heavy_plan
@@ -140,9 +142,14 @@ class Gateway:
         self.config = config
         prepare_mechanisms(config)      # AVG/SUM/COUNT set-up tables, once, before any statement
         self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
-        secure_state_dir(self.state_dir)
-        precheck(config, self.state_dir)   # a missing ledger the state dir remembers: before creating one
-        self.ledger = open_ledger(config, self.state_dir)
+        try:              # a state dir that cannot be written (full, read-only): one line, 53100
+            secure_state_dir(self.state_dir)
+            precheck(config, self.state_dir)   # a missing ledger the state dir remembers: before creating one
+            self.ledger = open_ledger(config, self.state_dir)
+        except (OSError, sqlite3.Error) as e:
+            if (reason := no_write_reason(e, self.state_dir / "ledger.sqlite3")) is None:
+                raise
+            raise cannot_write(self.state_dir, reason) from None
         duck = _duckdb_file(config, self.state_dir) if backend is None else None
         fresh = duck is not None and not duck.exists()
         self.backend = backend or open_backend(config, self.state_dir)
@@ -340,21 +347,23 @@ class Gateway:
             yield
 
     def log_statement(self, *, role: str, sql: str, decision: str, epsilon: float, ms: float,
-                      backend_ms: float | None = None) -> None:
-        """One line per statement: role, fingerprint of the text, decision, ε, time
-        in the proxy and in the backend scan — never an answer or a true value."""
+                      backend_ms: float | None = None, ledger: str = "none") -> None:
+        """One line per statement: role, fingerprint of the text, decision, what the ledger
+        did (``charged`` ε, ``refunded`` the ε it had reserved, or ``none``), time in the
+        proxy and in the backend scan — never an answer or a true value."""
         if not stmt_log.isEnabledFor(logging.INFO):
             return
         fp = statement_fingerprint(sql)
         if self.json_logs:
             rec = {"ts": time.time(), "role": role, "fingerprint": fp, "decision": decision,
-                   "epsilon": epsilon, "ms": round(ms, 3)}
+                   "epsilon": epsilon, "ledger": ledger, "ms": round(ms, 3)}
             if backend_ms is not None:
                 rec["backend_ms"] = round(backend_ms, 3)
             stmt_log.info(json.dumps(rec))
         else:
             scan = "" if backend_ms is None else f" backend_ms={backend_ms:.2f}"
-            stmt_log.info("role=%s fp=%s decision=%s epsilon=%g ms=%.2f%s", role, fp, decision, epsilon, ms, scan)
+            stmt_log.info("role=%s fp=%s decision=%s ledger=%s epsilon=%g ms=%.2f%s", role, fp, decision, ledger,
+                          epsilon, ms, scan)
 
 
 def _warm_sql(plan, dialect: str) -> None:

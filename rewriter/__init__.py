@@ -22,11 +22,11 @@ from . import (cost, emit, histogram, inline, joins, keyfilter, keys, postproces
 from .cells import cell_positions, complete
 from .errors import FEATURE_NOT_SUPPORTED, ExtremeAggregate, Refusal
 from .parsing import parse, tokenize
-from .plan import ColumnType, Plan, UnitBounds
+from .plan import ColumnType, Plan, UnitBounds, source_sql
 from .scope import Ctx
 
-__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "to_sql", "tokenize",
-           "typed_plan"]
+__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "source_sql", "to_sql",
+           "tokenize", "typed_plan"]
 
 
 def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,

@@ -381,7 +381,7 @@ def _joined(config: Config, rel: Relation, look: str, lq: set, bcol: str, kcol: 
         cols[c] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
         owners[c] = set(lq)
         taken.append(c)
-    inner = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
+    inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
     relation = _lookup_sql(config, inner, look, bcol, kcol, taken, how)
     table = rel.table.model_copy(update={"columns": cols})
     return Relation(rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + ((look, bcol, kcol, how),))
@@ -398,10 +398,10 @@ def _with_unit_path(rel: Relation, config: Config) -> Relation:
     other = config.tables[ref]
     unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
     cols = {**b.columns, UNIT_COLUMN: unit_col}
-    inner = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
+    inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
     lookup = exp.Subquery(this=exp.select(exp.column(other.key, quoted=True),
                                           exp.alias_(exp.column(col, quoted=True), UNIT_COLUMN, quoted=True))
-                          .from_(exp.to_table(config.source_of(ref))),
+                          .from_(source_relation(config.source_of(ref))),
                           alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
     rel_sql = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
                           exp.column(UNIT_COLUMN, "__dpgate_u", quoted=True))
@@ -426,7 +426,7 @@ def _keyed(config: Config, name: str, key: str, cols: list) -> exp.Subquery:
     """``(SELECT key, MIN(c) AS c, … FROM source GROUP BY key) AS __dpgate_u``: one row per key."""
     items = [exp.column(key, quoted=True)] + [
         exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c != key]
-    q = exp.select(*items).from_(exp.to_table(config.source_of(name))).group_by(exp.column(key, quoted=True))
+    q = exp.select(*items).from_(source_relation(config.source_of(name))).group_by(exp.column(key, quoted=True))
     return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
 
 

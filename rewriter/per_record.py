@@ -42,7 +42,7 @@ from . import build_plan, param_types, predicate
 from .args import understood
 from .emit import from_postgres, not_null_spelling
 from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal)
-from .plan import Plan
+from .plan import Plan, source_relation
 from .scope import Ctx, T
 from .values import to_node
 from .per_record_sql import PrivacySql, bucket_sql, clamp_sql, level_sql, privacy_sql, sql_double
@@ -292,7 +292,7 @@ def _parts(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, buckets: b
     contribution v in [0, U]; pr_u: the level (and value bucket) of every row."""
     plan = prp.plan
     types = {n: c.type for n, c in config.tables[plan.table].columns.items()}
-    table = exp.to_table(plan.source).sql(dialect=dialect, identify=True)
+    table = source_relation(plan.source).sql(dialect=dialect, identify=True)
     keys = [f"k{i + 1}" for i in range(len(plan.group_by))]
     sel = []
     for g, k in zip(plan.group_by, keys):

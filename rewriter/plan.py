@@ -224,10 +224,20 @@ class Plan:
 
     def from_(self) -> exp.Expression:
         """The relation the scan reads: the declared source, or the lookup join's subquery."""
-        return self.relation.copy() if self.relation is not None else exp.to_table(self.source)
+        return self.relation.copy() if self.relation is not None else source_relation(self.source)
 
     def fingerprint(self) -> str:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:32]
+
+
+def source_relation(source: str) -> exp.Table:
+    """A declared table's ``source`` as the relation every scan reads."""
+    return exp.to_table(source)
+
+
+def source_sql(source: str, dialect: str) -> str:
+    """The text a scan reads ``source`` as, in ``dialect`` (what the start-up check runs)."""
+    return source_relation(source).sql(dialect=dialect)
 
 
 _LOCAL = threading.local()

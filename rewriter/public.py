@@ -19,6 +19,7 @@ from config import Config
 
 from . import predicate, shape
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .plan import source_relation
 from .scope import Ctx
 from .select import limit_offset
 
@@ -61,7 +62,7 @@ def plan_public(tree: exp.Expression, config: Config, params: list | None = None
         expr, name_, typ = _item(inner, ctx, table)
         items.append(exp.alias_(expr, alias or name_, quoted=True))
         cols.append((alias or name_, typ))
-    q = exp.select(*items).from_(exp.to_table(config.source_of(name)))
+    q = exp.select(*items).from_(source_relation(config.source_of(name)))
     w = select.args.get("where")
     if w is not None:
         q = q.where(predicate.where(w.this, ctx), copy=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import BackendError, BackendTimeout, Columns
+from .base import BackendError, BackendRefused, BackendTimeout, Columns
 from .duckdb import DuckDBBackend, source_directories
 from .postgres import PostgresBackend
 from .spark import SparkBackend

@@ -7,10 +7,18 @@ import asyncio
 class BackendError(Exception):
     """The backend failed; ``sqlstate`` goes to the client, nothing is charged."""
 
-    def __init__(self, sqlstate: str, message: str):
+    def __init__(self, sqlstate: str, message: str, hint: str | None = None):
         super().__init__(message)
         self.sqlstate = sqlstate
         self.message = message
+        self.hint = hint
+
+
+class BackendRefused(BackendError):
+    """The backend refused the statement before reading a row: it did not parse, named a
+    relation, column or function the backend does not have (bind), or was denied permission
+    (Postgres SQLSTATE class 42, DuckDB parser/binder/catalog/permission errors). Nothing
+    was read, so nothing is charged: the pipeline refunds the statement's reservation."""
 
 
 class BackendTimeout(BackendError):

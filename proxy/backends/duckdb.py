@@ -36,7 +36,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from .base import BackendError, BackendTimeout, CancelSignal, Columns
+from .base import BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
 
 log = logging.getLogger("dpgate.backend")
 
@@ -44,6 +44,21 @@ WORKERS = 8      # concurrent scans (DuckDB parallelises each scan over the core
 PREPARED_MAX = 256   # prepared templates kept per worker cursor (least recently used dropped)
 SEEN_MAX = 1024      # texts remembered per worker cursor, to prepare one that repeats
 COLUMN_TYPES = frozenset({"BIGINT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "VARCHAR"})
+# Errors DuckDB raises while it parses and binds a statement, before its scan reads a row.
+REFUSED_STATES = ((duckdb.PermissionException, "42501", "was denied permission for"),
+                  (duckdb.CatalogException, "42P01", "has no relation or function named in"),
+                  (duckdb.BinderException, "42703", "could not bind"),
+                  (duckdb.ParserException, "42601", "could not parse"))
+REFUSED = tuple(t for t, _, _ in REFUSED_STATES)
+
+
+def refused_state(e: Exception) -> tuple[str, str, str]:
+    """SQLSTATE, message and hint of a statement DuckDB refused before reading a row (the
+    backend's own text goes to the server log only: it names the backend's schema)."""
+    state, what = next((s, w) for t, s, w in REFUSED_STATES if isinstance(e, t))
+    return (state, f"the backend {what} the scan before reading any row; nothing was charged",
+            "A declared table's source or columns do not match the backend: "
+            "dpgate check-config --backend names the problem.")
 """Result types a columnar fetch takes as numpy columns: ``tolist()`` gives their values exactly
 as ``fetchall`` does (HUGEINT, DECIMAL and the time types it would not: such a result comes as rows)."""
 _OPEN: "weakref.WeakSet[DuckDBBackend]" = weakref.WeakSet()
@@ -320,6 +335,9 @@ class DuckDBBackend:
             return _result(cur.execute(sql), columnar)
         except duckdb.InterruptException:
             raise
+        except REFUSED as e:
+            log.warning("duckdb refused the scan before reading a row: %s", e)
+            raise BackendRefused(*refused_state(e)) from None
         except duckdb.Error as e:
             log.warning("duckdb error: %s", e)
             raise BackendError("58000", "the backend failed to run the query") from None

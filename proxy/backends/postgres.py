@@ -27,11 +27,44 @@ import math
 import time
 
 import psycopg
+from psycopg import sql as pgsql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .base import BackendError, BackendTimeout
+from .base import BackendError, BackendRefused, BackendTimeout
 
 log = logging.getLogger("dpgate.backend")
+
+# What a Postgres role needs for each kind of object a "permission denied for <kind> <name>"
+# names (GRANT's forms: https://www.postgresql.org/docs/current/sql-grant.html).
+GRANT_FOR = {"table": "SELECT ON TABLE {}", "view": "SELECT ON TABLE {}", "materialized view": "SELECT ON TABLE {}",
+             "schema": "USAGE ON SCHEMA {}", "function": "EXECUTE ON FUNCTION {}", "sequence": "SELECT ON SEQUENCE {}"}
+DENIED = "permission denied for "
+
+
+def quoted(name: str) -> str:
+    return pgsql.Identifier(name).as_string(None)
+
+
+def refused(e: psycopg.Error, user: str) -> BackendRefused:
+    """A statement Postgres refused before executing it (SQLSTATE class 42: syntax, an
+    undefined relation, column or function, a missing privilege). A missing privilege is
+    42501 naming the object and the GRANT the backend role needs; other texts stay in the
+    server log (they name the backend's schema)."""
+    primary = (e.diag.message_primary or "") if e.diag is not None else ""
+    if e.sqlstate == "42501":
+        what = primary.removeprefix(DENIED) if primary.startswith(DENIED) else ""
+        kind = next((k for k in sorted(GRANT_FOR, key=len, reverse=True) if what.startswith(k + " ")), None)
+        if kind is not None:
+            name = what[len(kind) + 1:]
+            obj = name if kind == "function" else quoted(name)
+            grant = "GRANT " + GRANT_FOR[kind].format(obj) + f" TO {quoted(user)};"
+            return BackendRefused("42501", f"the backend role {user} may not read {kind} {name}; nothing was "
+                                  "charged", hint=f"The database owner runs: {grant}")
+        return BackendRefused("42501", f"the backend role {user} was denied permission for the scan; nothing was "
+                              "charged", hint="Grant the backend role SELECT on the declared tables' sources.")
+    return BackendRefused(e.sqlstate or "42000", "the backend could not compile the scan before reading any row; "
+                          "nothing was charged", hint="A declared table's source or columns do not match the "
+                          "backend: dpgate check-config --backend names the problem.")
 
 
 class PostgresBackend:
@@ -143,6 +176,9 @@ class PostgresBackend:
         except psycopg.OperationalError:
             raise
         except psycopg.Error as e:
+            if (e.sqlstate or "").startswith("42"):
+                log.warning("postgres refused the scan before reading a row: %s", e)
+                raise refused(e, cur.connection.info.user) from None
             log.warning("postgres error: %s", e)
             raise BackendError("58000", "the backend failed to run the query") from None
 

@@ -5,8 +5,9 @@ The parent forks it as it forks a worker (restarted alike if it dies), with the 
 config, state and backend opened read-only, and no listener: the workers reach it at an
 abstract Unix socket address (no file; a random name made by the parent). A peer must run
 as this user and be a child of the same parent (``SO_PEERCRED``), so no other process on
-the machine can send it a statement as a role. Its priority is lowered before any thread
-exists, so DuckDB's threads and the pools' inherit it.
+the machine can send it a statement as a role. It starts at the workers' priority (at
+``SCHED_IDLE`` a saturated host would never give it the CPU to open its backend and ledger)
+and lowers every thread it has once it is ready; threads started later inherit it.
 
 **Starvation.** At ``SCHED_IDLE`` the lane runs only on a core no worker wants: while light
 statements keep every core busy, a heavy one waits — a 60 ms release took 14–20 s beside two
@@ -44,15 +45,21 @@ def lane_address() -> str:
 
 
 def lower_priority(mode: str) -> None:
-    """This thread, and the threads it starts later, at the lane's CPU priority: ``idle``
-    (``SCHED_IDLE``: runs only when no other thread is ready) or ``low`` (nice 19)."""
+    """Every thread of this process, and so the threads they start later, at the lane's CPU
+    priority: ``idle`` (``SCHED_IDLE``: runs only when no other thread is ready) or ``low``
+    (nice 19). Lowering needs no privilege."""
     try:
-        if mode == "idle":
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        elif mode == "low":
-            os.nice(19)
-    except (AttributeError, OSError):          # not Linux: the lane still runs apart from the workers
-        pass
+        tids = [int(t) for t in os.listdir(f"/proc/{os.getpid()}/task")]
+    except OSError:                              # not Linux: this thread only
+        tids = [0]
+    for tid in tids:
+        try:
+            if mode == "idle":
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            elif mode == "low":
+                os.setpriority(os.PRIO_PROCESS, tid, 19)
+        except (AttributeError, OSError):        # a thread that just ended; not Linux
+            pass
 
 
 def _peer_ok(sock: socket.socket) -> bool:

@@ -45,8 +45,8 @@ from ..pipeline.local import local_guarantees
 from ..pipeline.local_subset import subset_coalition_rows
 from ..pipeline.multitier import coalition_rows
 from ..stores import ledger_guard
-from ..stores.ledger import open_ledger
 from ..stores.errors import LedgerUnavailable
+from ..stores.ledger import open_ledger
 from ..wire.auth import make_verifier
 from .init import add_parser as add_init_parser
 from .reference import add_parser as add_reference_parser
@@ -406,8 +406,8 @@ def main(argv: list[str] | None = None) -> int:
 def _failed(e: Exception) -> int:
     """One line on stderr and the exit code: LedgerUnavailable (LedgerLost, LedgerDamaged: serve refuses to start: what
     happened, how to recover) 1, ConfigError 2, BackendError (e.g. the DuckDB file is held
-    by another process) 1."""
-    print(f"dpgate: {e.message if isinstance(e, BackendError) else e}", file=sys.stderr)
+    by another process) 1, LedgerUnavailable (the ledger cannot be reached or written) 1."""
+    print(f"dpgate: {e.message if isinstance(e, BackendError) else getattr(e, 'line', None) or e}", file=sys.stderr)
     return 2 if isinstance(e, ConfigError) else 1
 
 

@@ -1,9 +1,9 @@
 """Config meets the backend at start (issue 16).
 
 Every declared table's ``source`` (a relation, a view, or on DuckDB a table
-function such as ``read_parquet('…')``) is described as the backend sees it
-(``SELECT * FROM source LIMIT 0``: DuckDB ``DESCRIBE``, Postgres the result's
-column types), and every declared column is checked: the relation exists, the
+function such as ``read_parquet('…')``) is run as the scans read it
+(``rewriter.source_sql``) with ``SELECT * FROM source LIMIT 0`` (DuckDB ``DESCRIBE``,
+Postgres the result's column types), and every declared column is checked: the relation exists, the
 column exists, and the backend type can hold the declared type (``int``: an
 integer column; ``float``: any number; ``text``: a string; ``bool``: a
 boolean). Each problem is ONE line naming the config file, the field
@@ -21,6 +21,7 @@ import asyncio
 
 from psycopg.postgres import types as pg_types
 
+from rewriter import source_sql
 from rewriter.local import layout
 
 from ..ingest.ldp_load import IngestError, resolved_layout
@@ -68,7 +69,8 @@ def column_problems(file: str, name: str, table, have: dict[str, str] | None, so
     """Problems of one declared table against the backend's columns ``have``
     (name -> backend type; None: the relation is missing)."""
     if have is None:
-        return [f"{file}: tables.{name}: the backend has no relation {source}"]
+        return [f"{file}: tables.{name}: the backend has no relation {source} (a source names a relation or "
+                "table function; a query goes into a view)"]
     out = []
     for col, spec in (columns or table.columns).items():
         typ = have.get(col)
@@ -122,8 +124,8 @@ async def check_backend_schema(config, backend, file: str) -> list[str]:
             problems += await _check_local(config, backend, file, name, table)
             continue
         source = config.source_of(name)
-        try:
-            have = await describe(backend, source)
+        try:              # the relation exactly as every scan reads it (rewriter.source_sql)
+            have = await describe(backend, source_sql(source, backend.dialect))
         except Exception as e:          # noqa: BLE001 - e.g. read_parquet of a missing file
             problems.append(f"{file}: tables.{name}: the backend cannot read {source}: "
                             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")

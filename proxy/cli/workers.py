@@ -20,10 +20,14 @@ the reason above; what those two would give, this design gets so:
   write) into the owning worker's pipe, and the owner checks the secret and cancels as for
   its own session (:meth:`proxy.wire.server.Server.cancel`). A full pipe drops the request
   (a cancel is best effort, as in Postgres).
-* **Balance.** Each worker publishes its connection count in a shared anonymous mapping;
-  before each accept a worker with more than ``BALANCE_SLACK`` connections over the least
-  loaded live worker steps back for up to ``GATE_WAIT_S`` so that another accepts first
-  (never longer: a stuck worker cannot starve the port).
+* **Balance.** Each worker publishes its connection count and whether it accepts in a shared
+  anonymous mapping. A worker waits until a connection is queued, and then, if it has more
+  than ``BALANCE_SLACK`` connections over the least loaded other worker, steps back so that
+  one takes it: up to ``GATE_WAIT_S`` for a ready worker, and for one (re)starting (counted
+  as having none) until ``START_WAIT_S`` after it was started — so the connections made
+  while a worker starts wait for it instead of all landing on the others and staying there.
+  Never longer: a stuck worker cannot starve the port. It then tries a non-blocking accept
+  (another worker may have taken the connection meanwhile).
 
 What the workers share is what several proxies on one ledger share (README "Scaling out"):
 the SQLite ledger in WAL mode, each write in ``BEGIN IMMEDIATE`` with a 30 s busy timeout,
@@ -40,9 +44,12 @@ Signals: the parent takes SIGTERM / SIGINT (workers ignore SIGINT, so a terminal
 reaches them once, through the parent) and sends SIGTERM to every worker, which shuts down
 as a single process does (sessions end with 57P01, a running statement gets
 ``shutdown_grace_s``); a second signal kills them at once. A worker that dies is restarted
-(same index, so its pids still route); more than ``MAX_RESTARTS`` deaths within
-``RESTART_WINDOW_S`` stop the service with exit 1. Workers get SIGKILL if the parent dies
-(Linux ``PR_SET_PDEATHSIG``). The owner page (``--admin-http``) runs in worker 0 only.
+(same index, so its pids still route). A child that is slow to start or keeps dying never
+takes down workers that serve: past ``READY_TIMEOUT_S`` the service is announced without it,
+and beyond ``MAX_RESTARTS`` deaths within ``RESTART_WINDOW_S`` it is restarted after a delay
+that doubles up to ``MAX_BACKOFF_S``; only when no worker serves does the service stop (exit
+1). Workers get SIGKILL if the parent dies (Linux ``PR_SET_PDEATHSIG``). The owner page
+(``--admin-http``) runs in worker 0 only.
 
 Limits: the failed-login limit per address is split between the workers (each allows
 ceil(10 / N) per minute, so an address gets about as many tries as from one process);
@@ -82,9 +89,13 @@ __all__ = ["default_workers", "make_server", "prepare_local_tables", "release_si
            "stop_signals", "writer_roles"]
 
 BALANCE_SLACK = 1        # connections a worker may be ahead of the least loaded one and still accept
-GATE_WAIT_S = 0.02       # at most this long a worker steps back before accepting anyway
+GATE_WAIT_S = 0.02       # at most this long a worker steps back for a ready one before accepting anyway
+START_WAIT_S = 10.0      # … and for one (re)starting, at most this long after it was started
+                         # (env DPGATE_START_WAIT_S)
 MAX_RESTARTS, RESTART_WINDOW_S = 5, 60.0
-READY_TIMEOUT_S = 120.0
+MAX_BACKOFF_S = 30.0     # a child that keeps dying while others serve is restarted at most this far apart
+READY_TIMEOUT_S = 120.0  # no worker ready by then: the service cannot start (env DPGATE_READY_TIMEOUT_S)
+START_DELAY_ENV = "DPGATE_TEST_START_DELAY"   # test seam: "lane:S" or "worker<i>:S" starts that child S s late
 COUNT_REFRESH_S = 0.05   # s between two updates of a worker's published connection count
 _CANCEL = struct.Struct("!II")
 _PR_SET_PDEATHSIG = 1
@@ -184,6 +195,10 @@ class Shared:
             os.set_blocking(r, False)
         self._map = mmap.mmap(-1, 4 * n)               # MAP_SHARED: seen by every forked worker
         self.counts = memoryview(self._map).cast("i")
+        self._up_map, self._born_map = mmap.mmap(-1, 4 * n), mmap.mmap(-1, 8 * n)
+        self.up = memoryview(self._up_map).cast("i")          # 1: the worker accepts on the port
+        self.born = memoryview(self._born_map).cast("d")      # when it was (re)started (CLOCK_MONOTONIC)
+        self.start_wait = float(os.environ.get("DPGATE_START_WAIT_S", START_WAIT_S))
         self.ready_r, self.ready_w = os.pipe()
         self.notes_r, self.notes_w = os.pipe()          # lines the parent prints after its own
         os.set_blocking(self.notes_r, False)
@@ -228,15 +243,37 @@ class Shared:
             loop.call_later(COUNT_REFRESH_S, tick)
         tick()
 
+    def spawned(self, index: int) -> None:
+        """The parent (re)starts worker ``index``: not accepting yet, due within ``START_WAIT_S``."""
+        if index < self.n:
+            self.up[index], self.counts[index], self.born[index] = 0, 0, time.monotonic()
+
+    def peers(self, index: int, now: float, since: float) -> list[tuple[int, float]]:
+        """The other workers that take connections, each as (connections, until when this one,
+        stepping back since ``since``, waits for it): a ready one for ``GATE_WAIT_S``; one
+        starting, as having none, until ``START_WAIT_S`` after it was started."""
+        out = []
+        for j in range(self.n):
+            if j == index:
+                continue
+            if self.up[j]:
+                out.append((self.counts[j], since + GATE_WAIT_S))
+            elif now - self.born[j] < self.start_wait:
+                out.append((0, self.born[j] + self.start_wait))
+        return out
+
     def gate(self, index: int, server: Server):
-        """The accept gate of worker ``index`` (see the module docstring, *Balance*)."""
+        """The accept gate of worker ``index`` (see the module docstring, *Balance*): awaited
+        when a connection is queued, before this worker tries to take it."""
         async def accept_gate() -> None:
-            t_end = time.monotonic() + GATE_WAIT_S
+            since = time.monotonic()
             while True:
                 mine = server.connection_count + server.pending_count
                 self.counts[index] = mine
-                least = min((self.counts[j] for j in range(self.n) if j != index), default=mine)
-                if mine <= least + BALANCE_SLACK or time.monotonic() >= t_end:
+                now = time.monotonic()
+                peers = self.peers(index, now, since)
+                least = min((c for c, _ in peers), default=mine)
+                if mine <= least + BALANCE_SLACK or now >= max(t for c, t in peers if c == least):
                     return
                 await asyncio.sleep(0.002)
         return accept_gate
@@ -278,6 +315,7 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     await server.start()
     shared.listen_cancels(index, server)
     shared.publish(index, server)
+    shared.up[index] = 1
     admin = (await start_admin(gw, args.admin_http, shared.note, server.failed_logins) if args.admin_http and index == 0
              else None)
     os.write(shared.ready_w, bytes([index]))
@@ -285,6 +323,7 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     try:
         await stop.wait()
         release_signals()
+        shared.up[index] = 0
         await server.shutdown(cfg.server.limits.shutdown_grace_s)
     finally:
         if admin is not None:
@@ -300,6 +339,7 @@ async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
     gw = await _gateway(cfg, state)
     lane = Lane(gw, shared.lane_address, shared.lane_running)
     await lane.start()
+    lower_priority(shared.lane)          # started at the workers' priority; idle once it serves
     os.write(shared.ready_w, bytes([shared.n]))
     stop = stop_signals()
     try:
@@ -317,6 +357,7 @@ def _fork() -> int:
 
 
 def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin) -> int:
+    shared.spawned(index)
     pid = _fork()
     if pid:
         return pid
@@ -326,8 +367,8 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
         signal.signal(signal.SIGINT, signal.SIG_IGN)            # Ctrl-C reaches workers through the parent
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        _start_delay(_name(index, shared, short=True))
         if index == shared.n:                                   # the heavy-statement lane
-            lower_priority(shared.lane)
             asyncio.run(_lane(shared, cfg, state))
         else:
             asyncio.run(_worker(index, shared, listeners, cfg, state, args, start_admin))
@@ -341,8 +382,17 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
         os._exit(code)
 
 
-def _name(index: int, shared: Shared) -> str:
+def _name(index: int, shared: Shared, short: bool = False) -> str:
+    if short:
+        return "lane" if index == shared.n else f"worker{index}"
     return "the heavy-statement lane" if index == shared.n else f"worker {index}"
+
+
+def _start_delay(name: str) -> None:
+    """The test seam ``DPGATE_TEST_START_DELAY=<name>:<seconds>``: a child slow to start."""
+    who, _, seconds = os.environ.get(START_DELAY_ENV, "").partition(":")
+    if who == name:
+        time.sleep(float(seconds))
 
 
 def warm_up(cfg: Config) -> None:
@@ -399,21 +449,45 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
     for i in range(total):
         pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
     ready, deaths, stopping, kill_at, code = set(), [], False, None, 0
+    announced, later = False, []                    # later: (monotonic time, index) of restarts put off
     started = time.monotonic()
+    ready_timeout = float(os.environ.get("DPGATE_READY_TIMEOUT_S", READY_TIMEOUT_S))
     starving = Starvation(shared.lane, shared.lane_running) if shared.lane_address is not None else None
-    while pids:
+
+    def serving(but: int = -1) -> bool:             # a worker other than ``but`` is up and accepting
+        return any(i < n and i != but and i in ready for i in pids.values())
+
+    def announce_once() -> None:
+        nonlocal announced
+        if not announced and not stopping:
+            announced = True
+            announce(listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.get))
+            shared.print_notes()
+    while pids or later:
         info = signal.sigtimedwait(watched, 0.05)
+        if stopping:
+            later.clear()
         if starving is not None and not stopping:
             starving.tick(next((p for p, i in pids.items() if i == n), None), time.monotonic())
-        if len(ready) < total:
-            if select.select([shared.ready_r], [], [], 0)[0]:
-                ready.update(os.read(shared.ready_r, 256))
-                if len(ready) == total and not stopping:
-                    announce(listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.get))
-                    shared.print_notes()
-            elif not stopping and time.monotonic() - started > READY_TIMEOUT_S:
-                print(f"dpgate: {total - len(ready)} worker(s) did not start", file=sys.stderr, flush=True)
+        if select.select([shared.ready_r], [], [], 0)[0]:
+            ready.update(os.read(shared.ready_r, 256))
+            if len(ready) == total:
+                announce_once()
+        if not announced and not stopping and time.monotonic() - started > ready_timeout:
+            # a child slow to start never takes down workers that serve: they go on without it
+            slow = ", ".join(_name(i, shared) for i in sorted(set(pids.values()) - ready))
+            if serving():
+                print(f"dpgate: {slow} not ready after {ready_timeout:g} s; serving meanwhile (heavy statements "
+                      "run in the workers until the lane is up)", file=sys.stderr, flush=True)
+                announce_once()
+            else:
+                print(f"dpgate: no worker started within {ready_timeout:g} s ({slow})", file=sys.stderr, flush=True)
                 stopping, kill_at, code = True, time.monotonic(), 1
+        now = time.monotonic()
+        for due in [x for x in later if x[0] <= now]:
+            later.remove(due)
+            if not stopping:
+                pids[_spawn(due[1], shared, listeners, cfg, state, args, start_admin)] = due[1]
         while pids:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -425,8 +499,9 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             i = pids.pop(pid, None)
             if i is None:
                 continue
+            ready.discard(i)
             if i < n:
-                shared.counts[i] = 0
+                shared.counts[i] = shared.up[i] = 0
             elif shared.lane_running is not None:
                 shared.lane_running[0] = 0               # the lane's statements died with it
             if stopping:
@@ -435,15 +510,22 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
             why = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
                    else f"exit {os.WEXITSTATUS(status)}")
+            if len(deaths) > MAX_RESTARTS and serving(but=i):
+                # the others serve: restart it later and later, never stop the service for it
+                delay = min(MAX_BACKOFF_S, 2.0 ** (len(deaths) - MAX_RESTARTS))
+                print(f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); {len(deaths)} deaths within "
+                      f"{RESTART_WINDOW_S:g} s: restarting it in {delay:g} s", file=sys.stderr, flush=True)
+                later.append((now + delay, i))
+                continue
             if len(deaths) > MAX_RESTARTS:
                 print(f"dpgate: {_name(i, shared)} stopped ({why}); {len(deaths)} worker deaths within "
-                      f"{RESTART_WINDOW_S:g} s: stopping", file=sys.stderr, flush=True)
+                      f"{RESTART_WINDOW_S:g} s and no worker serving: stopping", file=sys.stderr, flush=True)
                 stopping, kill_at, code = True, now + cfg.server.limits.shutdown_grace_s + 5, 1
                 _signal_all(pids, signal.SIGTERM)
                 continue
             print(f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); restarting it", file=sys.stderr, flush=True)
             pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
-        if len(ready) == total:
+        if announced:
             shared.print_notes()
         if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
             if not stopping:

@@ -28,10 +28,16 @@ def budget_error(role, eps, remaining, tier) -> SqlError:
         hint="Repeating an earlier query is free; the budget resets at the start of the next period.")
 
 
+def scan_read(conn) -> bool:
+    """Whether the statement's scan may have read rows: it started, and the backend did not
+    refuse it while parsing or binding (charge what ran: such a statement is charged)."""
+    return bool(conn.timing.get("started")) and not conn.timing.get("refused")
+
+
 def detail_charged(conn, e: BaseException, tier, delta: float = 0.0) -> None:
     """Tell the client that the error it gets was charged (the scan had started); ``delta``:
     the statement's δ, charged with its ε."""
-    if isinstance(e, SqlError) and conn.timing.get("started") and e.detail is None:
+    if isinstance(e, SqlError) and scan_read(conn) and e.detail is None:
         what = f"ε {tier.epsilon:g}" + (f" and δ {delta:g} were" if delta else " was")
         e.detail = (f"the scan had started, so {what} charged with no answer; "
                     "running the statement again charges again")

@@ -14,8 +14,9 @@ Subset column (seed 000 §5), and the public domain (no data at all). Each is a
     in the scan's worker thread: the kind's measurement (noise), then the answer is
     recorded against the reservation before anything is sent → rows and a NOTICE.
 
-A failure before the scan starts refunds the reservation; once the scan started the
-statement is charged whatever its outcome (``detail_charged`` says so). Kinds that
+A failure before the scan starts refunds the reservation, and so does a scan the backend
+refused while parsing or binding it (``BackendRefused``: no row was read); once the scan
+started reading the statement is charged whatever its outcome (``detail_charged`` says so). Kinds that
 charge nothing (local tables: the reports were perturbed at ingestion; the public
 domain) answer in :meth:`ReleaseKind.answer_free`.
 """
@@ -26,10 +27,10 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
-from ..backends import BackendError
+from ..backends import BackendError, BackendRefused
 from ..stores.ledger import FEMTO, NANO, BudgetExceeded, femto
 from ..wire.api import Column, Description, Result, SqlError
-from .common import budget_error, detail_charged
+from .common import budget_error, detail_charged, scan_read
 
 HEAVY_ROWS = 256
 """A free answer of this many cells is turned into rows off the event loop (issue 21)."""
@@ -125,8 +126,11 @@ async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False, 
     try:
         backend = conn.gw.backend.writer if write else conn.gw.backend
         return await backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
+    except BackendRefused as e:              # refused while parsed or bound: no row was read
+        conn.timing["refused"] = True
+        raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
     except BackendError as e:
-        raise SqlError(e.sqlstate, e.message) from None
+        raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
 
 
 def notice_head(*, charged: float, remaining: float, budget: float, period: str, repeat: bool,
@@ -230,8 +234,10 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
             raise _delta_error(p, b.remaining, tier) from None
         raise budget_error(conn.role, p.epsilon, b.remaining, tier) from None
     except BaseException as e:                            # nothing was sent: refund if the scan never
-        settle = gw.ledger.spend_soon if conn.timing.get("started") else gw.ledger.cancel_soon
-        await asyncio.shield(asyncio.wrap_future(settle(held)))      # started, else charge what ran
+        ran = scan_read(conn)                             # read a row, else charge what ran
+        await asyncio.shield(asyncio.wrap_future((gw.ledger.spend_soon if ran else gw.ledger.cancel_soon)(held)))
+        if not held.cancelled() and held.exception() is None:        # the log line says what the ledger did
+            conn.timing["ledger"] = ("charged", p.epsilon) if ran else ("refunded", p.epsilon)
         detail_charged(conn, e, tier, p.delta)
         raise
     if stored is None:                                    # cancelled after the scan: nothing sent

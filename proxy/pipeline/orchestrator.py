@@ -108,9 +108,10 @@ class Connection:
             decision = f"error {e.sqlstate}"        # 08006; 55000 ledger lost; 53100 / 55P03
             raise ledger_error(e) from None
         finally:       # logged once the reply is written (call_soon runs after this task step)
+            ledger, eps = self.timing.get("ledger", ("charged" if eps else "none", eps))
             asyncio.get_running_loop().call_soon(functools.partial(
                 self.gw.log_statement, role=self.role, sql=sql, decision=decision, epsilon=eps,
-                ms=(time.perf_counter() - t0) * 1000, backend_ms=self.timing.get("backend_ms")))
+                ms=(time.perf_counter() - t0) * 1000, backend_ms=self.timing.get("backend_ms"), ledger=ledger))
 
     # -- routing ------------------------------------------------------------
     async def _route(self, sql: str) -> Route:

@@ -8,7 +8,7 @@ from rewriter.public import plan_public
 
 from ..wire.api import Column, Description, Result
 from .common import TYPE_OIDS, pretty
-from .kind import Prepared, ReleaseKind
+from .kind import Prepared, ReleaseKind, fetch
 
 __all__ = ["PUBLIC", "Public"]
 
@@ -28,8 +28,7 @@ class Public(ReleaseKind):
 
     async def answer_free(self, conn, p: Prepared):
         gw = conn.gw
-        rows = await gw.backend.fetch(p.plan.sql(gw.backend.dialect), gw.statement_timeout or None,
-                                      conn.cancel_signal)
+        rows = await fetch(conn, p.plan.sql(gw.backend.dialect))     # a backend error is its SQLSTATE
         note = f"dpgate: {p.plan.table} is a public table: exact rows, no noise, nothing charged"
         return Result(f"SELECT {len(rows)}", p.columns, [tuple(r) for r in rows], notices=[note]), "public", 0.0
 

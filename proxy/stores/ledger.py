@@ -75,6 +75,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import LedgerDamaged, LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
+from .errors import cannot_write, no_write_reason
 from .ledger_mac import Mac, create_key, read_key
 from .pgstore import PgConnection
 from .answer import cell_count
@@ -133,23 +134,24 @@ class BudgetExceeded(Exception):
 
 
 def _named_faults(fn):
-    """SQLite's 'disk is full' / 'database is locked' as their SQLSTATEs, and a damaged
-    file as :class:`LedgerDamaged` (XX001), one line each."""
+    """A write the file system refuses (disk full, read-only: 53100) or a ledger locked too
+    long (55P03) as its SQLSTATE (:func:`.errors.no_write_reason`), and a damaged file as
+    :class:`LedgerDamaged` (XX001), one line each."""
 
     @functools.wraps(fn)
     def wrapper(self, *a, **kw):
         try:
             return fn(self, *a, **kw)
-        except sqlite3.DatabaseError as e:
-            if any(w in str(e).lower() for w in ("malformed", "not a database", "corrupt", "could not decode")):
+        except (sqlite3.Error, OSError) as e:
+            if (reason := no_write_reason(e, self.path)) is not None:
+                raise cannot_write(self.path, reason) from None
+            if isinstance(e, sqlite3.DatabaseError) and any(
+                    w in str(e).lower() for w in ("malformed", "not a database", "corrupt", "could not decode")):
                 raise LedgerDamaged(f"the privacy ledger {self.path} is damaged ({e}); no answer was released; "
                                     "run `dpgate ledger check`") from None
+            msg = str(e).lower()
             if not isinstance(e, sqlite3.OperationalError):
                 raise
-            msg = str(e).lower()
-            if "full" in msg:
-                raise LedgerFault("53100", f"the privacy ledger cannot write: disk full ({self.path}); "
-                                           "no answer was released; free space on its disk") from None
             if "locked" in msg or "busy" in msg:
                 raise LedgerFault("55P03", f"the privacy ledger is locked by another process ({self.path}); "
                                            "no answer was released; try again shortly") from None
@@ -756,6 +758,7 @@ class Ledger:
         assert self._writer is not None
         return self._writer.submit(settle)
 
+    @_named_faults
     def spend(self, res: Reservation, reason: str = "scan failed") -> None:
         """Settle an open reservation as spent with no answer: its scan started and
         then failed, timed out or was cancelled (charge what ran; nothing was sent)."""
@@ -779,6 +782,7 @@ class Ledger:
         assert self._writer is not None
         return self._writer.submit(settle)
 
+    @_named_faults
     def charge_unreleased(self, *, role: str, epsilon: float, budget: float, period: str,
                           reason: str = "scan failed") -> bool:
         """Charge ε for a scan that started and did not complete, on the paths that

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import LedgerUnavailable
+from .errors import NO_WRITE, LedgerUnavailable, cannot_write
 from .ledger import open_ledger
 
 log = logging.getLogger("dpgate.ledger")
@@ -109,10 +109,17 @@ def write_state_file(state_dir: Path, ident: dict, hwm: tuple) -> None:
     p = Path(state_dir) / ID_FILE
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = p.with_name(f".{ID_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")   # proxies sharing the dir
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({**ident, "charged_nano": hwm[0]}, f)
-    os.replace(tmp, p)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({**ident, "charged_nano": hwm[0]}, f)
+        os.replace(tmp, p)
+    except BaseException:             # (a full disk): no half-written file is left behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def backend_marker(backend) -> tuple[bool, dict | None]:
@@ -183,7 +190,17 @@ def verify_at_start(ledger, state_dir: Path, backend=None, *, existed: bool = Tr
                          "its tables were truncated")
     if not write:
         return mine
-    write_state_file(state_dir, mine, now)
+    try:
+        write_state_file(state_dir, mine, now)
+    except OSError as e:
+        if e.errno not in NO_WRITE:
+            raise
+        if remembered is None or remembered.get("id") != mine["id"]:     # the identity must be kept
+            raise cannot_write(state_dir / ID_FILE, NO_WRITE[e.errno]) from None
+        # the state file only lags the ledger's high-water mark (the ledger is the record):
+        # the service starts, and the guard writes the mark once the disk takes it
+        log.warning("%s: %s; its high-water mark is written once the disk takes it",
+                    state_dir / ID_FILE, NO_WRITE[e.errno])
     if has_backend and in_backend is None:
         write_backend_marker(backend, mine)
     return mine

@@ -96,6 +96,16 @@ class _Pending:
     evicted: bool = False
 
 
+async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    """Until ``sock`` (a listening socket) has a connection queued."""
+    fut = loop.create_future()
+    loop.add_reader(sock.fileno(), lambda: fut.done() or fut.set_result(None))
+    try:
+        await fut
+    finally:
+        loop.remove_reader(sock.fileno())
+
+
 class Server:
     """PostgreSQL-protocol server. Use ``async with Server(...)`` or start()/stop().
 
@@ -229,10 +239,17 @@ class Server:
     async def _accept_loop(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            if self.accept_gate is not None:
-                await self.accept_gate()
             try:
-                conn, addr = await loop.sock_accept(sock)
+                if self.accept_gate is None:
+                    conn, addr = await loop.sock_accept(sock)
+                else:               # a connection is queued; the gate decides whether this process takes it
+                    await _readable(loop, sock)
+                    await self.accept_gate()
+                    try:
+                        conn, addr = sock.accept()
+                    except BlockingIOError:          # another process on the port took it
+                        continue
+                    conn.setblocking(False)
             except asyncio.CancelledError:
                 raise
             except OSError as exc:

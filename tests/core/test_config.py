@@ -99,3 +99,27 @@ def test_duckdb_threads_apply_to_the_embedded_engine_only():
     with pytest.raises(ConfigError, match="backend.threads"):
         parse_config(_with("backend.threads", 0), "t.toml")
     assert parse_config(_with("backend.threads", 3), "t.toml").backend.threads == 3
+
+
+def test_a_budget_beyond_the_ledger_is_a_config_error_naming_file_and_field():
+    """The ledger keeps nano-ε in 64-bit integers: a budget it cannot store is refused when the
+    file is read, not by an OverflowError on every statement."""
+    with pytest.raises(ConfigError) as e:
+        parse_config(_with("tiers.d.budget", 1e12), "my.toml")
+    assert str(e.value).startswith("my.toml: tiers.d.budget: ") and "ledger can store" in str(e.value)
+    with pytest.raises(ConfigError, match=r"my.toml: tiers.d.epsilon: .*charged as 0"):
+        parse_config(_with("tiers.d.epsilon", 1e-12), "my.toml")
+
+
+def test_the_largest_storable_budget_is_charged(tmp_path):
+    from config.models import LEDGER_MAX_EPSILON
+    from proxy.stores.ledger import Ledger
+    cfg = parse_config(_with("tiers.d.budget", LEDGER_MAX_EPSILON), "my.toml")
+    led = Ledger(tmp_path / "l.sqlite3")
+    try:
+        res = led.reserve(role="a", epsilon=100.0, budget=cfg.tiers["d"].budget, period="never")
+        led.cancel(res)
+        res = led.reserve(role="a", epsilon=100.0, budget=cfg.tiers["d"].budget, period="never")
+        assert res.epsilon_nano == 100 * 10**9
+    finally:
+        led.close()

@@ -42,6 +42,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+pytestmark = pytest.mark.perf          # a latency goal: run with -m perf (README "Performance")
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.service import PASSWORDS  # noqa: E402
 

@@ -4,6 +4,7 @@ check` / `dpgate ledger init --i-know`; named ledger faults; periods that never
 move backwards; state files 0600 / dir 0700."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -299,6 +300,29 @@ path = "data.duckdb"
 age = {{ type = "{age}", lower = 0, upper = 100 }}
 """
 
+
+
+@pytest.mark.parametrize("error, reason", [
+    (sqlite3.OperationalError("attempt to write a readonly database"), "read-only file system"),
+    (OSError(errno.EROFS, "Read-only file system"), "read-only file system"),
+    (OSError(errno.ENOSPC, "No space left on device"), "disk full"),
+])
+def test_a_write_the_file_system_refuses_is_53100(tmp_path, monkeypatch, error, reason):
+    led = Ledger(tmp_path / "l.db")
+
+    class Refusing:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def execute(self, sql, *a):
+            raise error
+    real = led._db
+    monkeypatch.setattr(led, "_db", Refusing())
+    with pytest.raises(LedgerFault) as e:
+        _reserve(led)
+    assert e.value.sqlstate == "53100" and f"cannot write: {reason}" in e.value.line
+    monkeypatch.setattr(led, "_db", real)
+    led.close()
 
 def _serve(cfg, state, port):
     import subprocess

@@ -122,7 +122,8 @@ def test_postgres_problems(postgres):
     assert problems == [
         "pg.toml: tables.t.columns.age: declared int, but sc_t.age is float8 in the backend",
         "pg.toml: tables.t.columns.gone: sc_t has no column gone (it has: age, region)",
-        "pg.toml: tables.m: the backend has no relation sc_missing",
+        "pg.toml: tables.m: the backend has no relation sc_missing (a source names a relation or table "
+        "function; a query goes into a view)",
     ]
 
 

@@ -57,6 +57,7 @@ def test_json_statement_log_has_timing_and_no_values(logged):
     assert 0 < released["backend_ms"] <= released["ms"]      # the scan is part of the statement
     assert repeat["decision"] == "repeat" and "backend_ms" not in repeat
     assert refused["decision"] == "refused 42501" and "backend_ms" not in refused
-    allowed = {"ts", "role", "fingerprint", "decision", "epsilon", "ms", "backend_ms"}
+    assert released["ledger"] == "charged" and repeat["ledger"] == refused["ledger"] == "none"
+    allowed = {"ts", "role", "fingerprint", "decision", "epsilon", "ledger", "ms", "backend_ms"}
     assert all(set(r) <= allowed for r in recs)              # no field for any answer or value
     assert len(rows) == 2

@@ -200,6 +200,11 @@ def test_views_cost_the_answer_not_the_history(big, monkeypatch):
     assert mine[0] == ("Select COUNT(*) FROM pums WHERE age > 49998",) and len(fetched[-1]) == 10
     own = v.execute("SELECT role FROM dpgate.releases ORDER BY released_at DESC LIMIT 10", "analyst")[1]
     assert own == [("analyst",)] * 10 and len(fetched[-1]) == 10
+
+
+@pytest.mark.perf
+def test_views_answer_from_the_index_in_milliseconds(big):
+    v = big.gw.views
     t_top = _ms(lambda: v.execute("SELECT * FROM dpgate.releases ORDER BY released_at DESC LIMIT 10", "admin"))
     t_bud = _ms(lambda: v.execute("SELECT * FROM dpgate.budget", "admin"))
     t_bud_own = _ms(lambda: v.execute("SELECT * FROM dpgate.budget", "analyst"))
@@ -266,6 +271,7 @@ def _delay(svc, queries):
     return statistics.median(base), statistics.median(loaded), reads
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("ledger", ["sqlite", "postgres"])
 def test_view_reads_do_not_delay_a_dp_query(ledger, request, tmp_path_factory):
     """Six admins reading the views in a loop beside another role's fresh DP queries."""

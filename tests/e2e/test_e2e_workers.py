@@ -225,6 +225,7 @@ def test_a_config_that_needs_a_duckdb_writer_gets_one_worker():
 
 
 def test_workers_that_keep_dying_stop_the_service_with_exit_1(tmp_path):
+    """Every worker killed as it appears: none serves, so the service stops (exit 1)."""
     port = free_port()
     proc = start(prepare(tmp_path, port), workers=2)
     killed: set[int] = set()
@@ -248,7 +249,8 @@ def test_workers_that_keep_dying_stop_the_service_with_exit_1(tmp_path):
             proc.kill()
             proc.wait(10)
     time.sleep(0.2)
-    assert any("worker deaths within 60 s: stopping" in x for x in proc.output), "".join(proc.output)
+    assert any("worker deaths within 60 s and no worker serving: stopping" in x for x in proc.output), \
+        "".join(proc.output)
     assert len(killed) >= 6 and not any("dpgate: stopped" in x for x in proc.output)
 
 

@@ -25,6 +25,8 @@ from config import parse_config
 from rewriter import build_plan, parse, to_sql
 from rewriter.errors import Refusal
 
+pytestmark = pytest.mark.perf          # measured on the wall clock: run with -m perf
+
 CONFIG = {"server": {"auth": "trust"}, "tiers": {"d": {"epsilon": 1, "budget": 5}},
           "roles": {"a": {"tier": "d"}},
           "tables": {"t": {"columns": {"a": {"type": "int"}, "b": {"type": "int"}, "c": {"type": "text"}}}}}
