@@ -54,7 +54,7 @@ from config.models import Column, Table
 from . import predicate, shape
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
-from .joins import UNIT_COLUMN, Relation, resolve
+from .joins import Relation, resolve
 from .plan import GroupKey, Plan
 from .scope import Ctx
 

@@ -52,6 +52,7 @@ from config import Config
 from config.models import Column, Table
 
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .plan import source_relation
 from .shape import resolve_table
 
 UNIT_COLUMN = "__dpgate_unit"

@@ -38,4 +38,4 @@ def open_backend(cfg, state_dir, *, read_only: bool = False):
     return backend
 
 
-__all__ = ["BackendError", "BackendTimeout", "Columns", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]
+__all__ = ["BackendError", "BackendRefused", "BackendTimeout", "Columns", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]

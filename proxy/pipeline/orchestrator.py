@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import functools
 import logging
 import time

@@ -160,7 +160,7 @@ class PgConnection:
         except psycopg.errors.LockNotAvailable:
             raise LedgerFault("55P03", "the privacy ledger is locked (lock timeout on its database server); "
                                        "no answer was released; try again shortly") from None
-        except psycopg.OperationalError as e:
+        except psycopg.OperationalError:
             if idle and self._con.broken:
                 self._con = self._connect()
                 try:

@@ -6,7 +6,7 @@ Backend messages are dataclasses whose ``encode()`` returns the wire bytes.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 PROTOCOL_3_0 = 196608
 SSL_REQUEST_CODE = 80877103
