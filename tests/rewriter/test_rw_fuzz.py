@@ -274,3 +274,39 @@ def test_statements_that_crashed_a_rule_are_refused(sql):
     with pytest.raises(Refusal) as r:
         plan_everything(sql)
     assert r.value.sqlstate and r.value.hint
+
+
+# Aggregates with odd argument shapes, and time and cast expressions, in every clause a rule
+# reads, over a central table with a privacy unit (purchases): each is planned or refused.
+AGG_SHAPES = ["count()", "sum()", "count(*, amount)", "sum(amount, amount)", "sum(NULL)", "sum(sum(amount))",
+              "avg(DISTINCT amount)", "percentile_cont() WITHIN GROUP (ORDER BY amount)",
+              "percentile_cont(0.5, 0.2) WITHIN GROUP (ORDER BY amount)",
+              "percentile_cont(0.5) WITHIN GROUP (ORDER BY amount, store)", "percentile_cont('x') WITHIN GROUP "
+              "(ORDER BY amount)", "median(*)", "max()", "max(*)", "max(NULL)", "min(amount, store)",
+              "max(amount) FILTER (WHERE store = 1)", "max(amount ORDER BY amount)", "variance(amount, amount)",
+              "count(DISTINCT *)", "count(DISTINCT amount, store)", "count(*) FILTER (WHERE amount::regclass IS NULL)",
+              "sum(amount::oid)", "avg(amount::regtype)", "sum(CAST(amount AS int[]))", "sum(amount)::regclass",
+              "count(*)::json", "mode() WITHIN GROUP (ORDER BY amount)", "max(amount::interval)", "sum(x => amount)",
+              "grouping(store)", "sum(amount) OVER ()"]
+TIME_SHAPES = ["ts::date", "ts::timestamptz", "ts::regclass", "date_trunc('month')", "date_trunc(ts)", "date_part(ts)",
+               "ts AT TIME ZONE 'UTC'", "ts - ts", "to_char(ts)", "to_char(ts, 'YYYY', 'x')", "date()", "date(ts, ts)",
+               "CAST(ts AS date)::regclass", "width_bucket(amount)", "floor()", "round(amount, 'x')",
+               "trunc(amount, 1, 2)", "amount::numeric(5,2)", "store::regclass::text", "city::regtype", "coalesce()",
+               "extract(nosuch from ts)", "now() - ts", "ts::date BETWEEN '2025-01-01'::regclass AND 1",
+               "ts > ALL(ARRAY[now()])", "city::oid = 1", "(store, item)", "store[1]"]
+
+
+def test_odd_argument_shapes_in_every_clause():
+    cases = []
+    for f in AGG_SHAPES:
+        cases += [f"SELECT {f} FROM purchases", f"SELECT store, {f} FROM purchases GROUP BY store",
+                  f"SELECT store FROM purchases GROUP BY store HAVING {f} > 1",
+                  f"SELECT store, COUNT(*) FROM purchases GROUP BY store ORDER BY {f}",
+                  f"SELECT city, {f} FROM purchases GROUP BY city"]
+    for e in TIME_SHAPES:
+        cases += [f"SELECT COUNT(*) FROM purchases WHERE {e}", f"SELECT {e} AS k, COUNT(*) FROM purchases GROUP BY 1",
+                  f"SELECT SUM({e}) FROM purchases", f"SELECT MAX({e}) FROM purchases",
+                  f"SELECT x, COUNT(*) FROM (SELECT {e} AS x FROM purchases) s GROUP BY x",
+                  f"SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id WHERE {e}"]
+    for sql in cases:
+        _check(sql)
