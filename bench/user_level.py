@@ -255,7 +255,7 @@ def dpgate_errors(con, q: Query, cfg, truths: list[dict], runs: int, draws: int 
     errs = {(e, j): [] for e in EPSILONS for j in range(len(q.aggs))}
     bias = {j: [] for j in range(len(q.aggs))}
     for r in range(runs):
-        cells = rewriter.complete(plan, con.execute(rewriter.to_sql(plan, "duckdb", salt(r))).fetchall())
+        cells = rewriter.complete(plan, _rows(con, rewriter.to_sql(plan, "duckdb", salt(r))))
         keys = [list(c[:len(plan.group_by)]) for c in cells]
         for j, got in enumerate(keyed(plan, keys, exact(plan, cells))):
             bias[j].append(rel_error(got, truths[j]))
@@ -280,7 +280,7 @@ def scan_times(con, q: Query, plan, pairs: int, sn_sql: str | None = None) -> di
 
     def once(sql: str) -> float:
         t = time.perf_counter()
-        con.execute(sql).fetchall()
+        _rows(con, sql)
         return time.perf_counter() - t
 
     for sql in sqls.values():                                    # warm
@@ -566,3 +566,10 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _rows(con, sql: str) -> list:
+    """Rows of ``sql`` on DuckDB with its named parameters (the unit's salt) bound, as the
+    backend runs it (``rewriter.params``)."""
+    named = getattr(sql, "params", None)
+    return con.execute(sql, named).fetchall() if isinstance(named, dict) else con.execute(sql).fetchall()

@@ -11,7 +11,8 @@ naming the SQL construct, never a dropped meaning — also for arguments a futur
 sqlglot release adds. Arguments left None/False/empty are fine.
 
 :func:`sql_name` names a node in SQL (``||``, ``SIMILAR TO``, ``NOT LIKE``): refusals
-never show sqlglot class names.
+never show sqlglot class names. :func:`type_name` names a cast's target type whatever
+sqlglot made of it (a type it does not know, ``regclass`` or a domain, is a bare string).
 """
 from __future__ import annotations
 
@@ -125,3 +126,13 @@ def understood(node: exp.Expression, allow: frozenset[str] | set[str] | None = N
         raise Refusal(FEATURE_NOT_SUPPORTED, f"this form of {sql_name(node)} is not supported; "
                       "write it in its plain form (dpgate does not interpret the rest).")
     return node
+
+
+def type_name(to: exp.DataType) -> str:
+    """The upper-case name of a data type: the sqlglot type's (``INT``, ``DATE``), or for a
+    type sqlglot does not know (``regclass``, ``oid``) the name as written; a rule compares
+    it with the names it accepts, so an unknown type matches none and is refused."""
+    t = to.this if isinstance(to, exp.DataType) else None
+    if isinstance(t, exp.DataType.Type):
+        return t.name
+    return str(t).upper() if t is not None else ""

@@ -8,7 +8,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from .args import understood
+from .args import type_name, understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
 from .scope import Ctx, T, literal
@@ -26,7 +26,7 @@ _CAST_TYPES = {"int": {"INT", "BIGINT", "SMALLINT", "TINYINT"},
 
 def cast(node: exp.Cast, ctx: Ctx, check: Check) -> T:
     to = understood(node.to)
-    target = next((k for k, v in _CAST_TYPES.items() if to.this.name in v), None)
+    target = next((k for k, v in _CAST_TYPES.items() if type_name(to) in v), None)
     if target is None or to.expressions:
         raise Refusal(UNSUPPORTED, f"cast to {to.sql('postgres')} is not supported; cast to "
                       "integer, double precision, text or boolean.")

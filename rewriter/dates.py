@@ -16,6 +16,7 @@ import datetime as dt
 
 from sqlglot import exp
 
+from .args import type_name
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, DATATYPE_MISMATCH, Refusal
 from .datetimes import INVALID_DATETIME, SQL_TYPES, iso, node, parse, type_of  # noqa: F401
 from .scope import Ctx, T
@@ -43,7 +44,7 @@ def timeish(node: exp.Expression, ctx: Ctx) -> bool:
     if isinstance(node, (exp.CurrentDate, exp.CurrentTimestamp, exp.Interval)):
         return True
     if isinstance(node, exp.Cast):
-        return node.to.this.name in SQL_TYPES.values()
+        return type_name(node.to) in SQL_TYPES.values()
     if isinstance(node, exp.Anonymous) and node.name.lower() == "now":
         return True
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.StrToTime, exp.StrToDate)):
@@ -67,8 +68,8 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
         return _to_timestamp(node)                  # TO_TIMESTAMP('…', 'YYYY-MM-DD HH24:MI:SS.US') (Superset)
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and not _column_inside(node):
         return _trunc_literal(node, ctx, check)     # date_trunc('month', now() - INTERVAL '12 month')
-    if isinstance(node, exp.Cast) and node.to.this.name in SQL_TYPES.values() and not node.to.expressions:
-        typ = "date" if node.to.this.name == "DATE" else "timestamp"
+    if isinstance(node, exp.Cast) and type_name(node.to) in SQL_TYPES.values() and not node.to.expressions:
+        typ = "date" if type_name(node.to) == "DATE" else "timestamp"
         a = check(node.this, ctx)
         if a.pending or (a.is_literal and a.type == "text"):
             return ctx.settle(a, typ)

@@ -24,7 +24,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from . import stats, unit
+from . import params, stats, unit
 from .intervals import Arith
 from .plan import GroupKey, Measure, Plan
 from .values import clamp_case, to_node
@@ -42,7 +42,8 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
     (a plan filled from a template, :mod:`.template`, carries its SQL already).
     ``salt`` keys the privacy unit's bounding hash (:mod:`.unit`; hex, from the ledger)."""
     if plan.unit is not None:
-        return unit.salted(_unit_sql(plan, dialect), salt)
+        text, names = _unit_sql(plan, dialect)
+        return unit.salted(text, salt, dialect, names)
     preset = plan.__dict__.get("_sql")
     if preset is not None and dialect in preset:
         return preset[dialect]
@@ -57,8 +58,8 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
 
 
 @functools.lru_cache(maxsize=256)
-def _unit_sql(plan: Plan, dialect: str) -> str:
-    """The bounded scan of a plan with a privacy unit (:mod:`.unit`)."""
+def _unit_sql(plan: Plan, dialect: str) -> tuple[str, frozenset[str]]:
+    """The bounded scan of a plan with a privacy unit (:mod:`.unit`) and its parameters."""
     if unit.aggregatable(plan):
         tree = unit.per_unit_scan(plan, _measure, _base_count, _integral, group_key_sql)
     else:                                  # COUNT(DISTINCT col): rank the rows themselves
@@ -67,7 +68,8 @@ def _unit_sql(plan: Plan, dialect: str) -> str:
         tree = scan.with_(unit.KEPT, as_=kept, copy=False)
     tree = unit.spell_hashes(tree, lambda a: keyed_hash(a, dialect), lambda a, b: int_div(a, b, dialect),
                              lambda n, a: keyed_int(n, a, dialect))
-    return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
+    tree, names = params.spell(tree, dialect)     # the salt: a parameter the backend binds
+    return for_dialect(tree, dialect).sql(dialect=dialect, identify=True), names
 
 
 def int_div(a: exp.Expression, b: exp.Expression, dialect: str) -> exp.Expression:

@@ -42,7 +42,7 @@ from sqlglot import exp
 
 from config import Config
 
-from . import build_plan, param_types, unit
+from . import build_plan, param_types, params, unit
 from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INVALID_PARAMETER, Refusal
@@ -258,8 +258,8 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     q = q.with_(unit.KEPT, as_=kept, copy=False)
     if marked is not None:
         q = q.with_(MARKED, as_=marked, copy=False)
-    q = unit.spell_hashes(q, lambda a: keyed_hash(a, dialect))
-    return unit.salted(for_dialect(q, dialect).sql(dialect=dialect, identify=True), salt)
+    q, names = params.spell(unit.spell_hashes(q, lambda a: keyed_hash(a, dialect)), dialect)   # the salt: bound
+    return unit.salted(for_dialect(q, dialect).sql(dialect=dialect, identify=True), salt, dialect, names)
 
 
 MARKED, FIRST = "__dpgate_marked", "__dpgate_first"

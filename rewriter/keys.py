@@ -30,7 +30,7 @@ import math
 from sqlglot import exp
 
 from . import dates, predicate
-from .args import understood
+from .args import type_name, understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .plan import GroupKey
 from .scope import Ctx, T
@@ -89,8 +89,8 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     if isinstance(node, exp.TimeToStr):            # TO_CHAR(date_trunc('month', ts), 'YYYY-MM') (Looker)
         return _to_char(node, ctx)
     if isinstance(node, exp.Cast) and isinstance(_strip(node.this), (exp.TimestampTrunc, exp.DateTrunc)) \
-            and node.to.this.name in ("DATE", "TIMESTAMP") and not node.to.expressions:
-        return _date_trunc(_strip(node.this), ctx, "date" if node.to.this.name == "DATE" else "timestamp")
+            and type_name(node.to) in ("DATE", "TIMESTAMP") and not node.to.expressions:
+        return _date_trunc(_strip(node.this), ctx, "date" if type_name(node.to) == "DATE" else "timestamp")
     if _day_of(node, ctx) is not None:       # CAST(ts AS date), ts::date, DATE(ts): the day
         day = exp.TimestampTrunc(this=_day_of(node, ctx), unit=exp.var("DAY"))
         return _date_trunc(day, ctx, "date")
@@ -434,7 +434,7 @@ def _width_bucket(node: exp.WidthBucket, ctx: Ctx) -> GroupKey:
 def _day_of(node: exp.Expression, ctx: Ctx):
     """The time column of ``CAST(c AS date)`` / ``DATE(c)``, else None."""
     arg = None
-    if isinstance(node, exp.Cast) and node.to.this.name == "DATE" and not node.to.expressions:
+    if isinstance(node, exp.Cast) and type_name(node.to) == "DATE" and not node.to.expressions:
         arg = _strip(node.this)
     elif isinstance(node, (exp.Date, exp.Anonymous)) and (
             node.name.lower() == "date" if isinstance(node, exp.Anonymous) else True):
@@ -448,7 +448,7 @@ def _day_of(node: exp.Expression, ctx: Ctx):
 
 def _time_column(node: exp.Expression, ctx: Ctx, what: str):
     node = _strip(node)
-    if isinstance(node, exp.Cast) and not node.to.expressions and node.to.this.name == "TIMESTAMP":
+    if isinstance(node, exp.Cast) and not node.to.expressions and type_name(node.to) == "TIMESTAMP":
         node = _strip(node.this)       # date_trunc('month', CAST(ts AS TIMESTAMP)) (Tableau)
     if what == "date_trunc" and _day_of(node, ctx) is not None:
         node = _day_of(node, ctx)      # date_trunc('MONTH', CAST(ts AS DATE)) (Tableau): for units of a

@@ -54,7 +54,20 @@ def parse(sql: str) -> exp.Expression:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {str(e).splitlines()[0]}", hint=None) from None
     if len(exprs) != 1:
         raise Refusal(SYNTAX_ERROR, f"expected one statement, got {len(exprs)}.", hint=None)
-    return _tsql_statistics(exprs[0])
+    return _tsql_statistics(_complete(exprs[0]))
+
+
+def _complete(tree: exp.Expression) -> exp.Expression:
+    """``tree`` if every node carries the arguments its type requires; sqlglot builds some
+    functions without checking their arity (``floor()``, ``date_trunc()``), and a rule
+    that reads a missing argument would fail with an internal error, not refuse."""
+    for node in tree.walk():
+        for k, required in node.arg_types.items():
+            if required and node.args.get(k) is None:
+                name = f"{node.sql_name().lower()}()" if isinstance(node, exp.Func) else "this clause"
+                raise Refusal(SYNTAX_ERROR, f"{name} is missing an argument.",
+                              hint="Write it with all its arguments, as in PostgreSQL.")
+    return tree
 
 
 #: T-SQL's variance spellings (SmartNoise SQL's PUMS queries use them; Postgres has no function

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from sqlglot import exp
 
 import rewriter      # the package's parse / build_plan / to_sql, looked up at each call (one hook sees every parse)
+from .params import ParamSQL
 from .plan import Plan
 
 _MAX_DIGITS = 9                                  # values < 2**31: int in every dialect
@@ -124,18 +125,6 @@ _HOLE = re.compile("\x00(\\d+)\x01")
 
 def _put(template: str, values) -> str:
     return _HOLE.sub(lambda m: str(values[int(m.group(1))]), template)
-
-
-class ParamSQL(str):
-    """Backend SQL (the ``str`` itself, every literal in place) that also carries its
-    template with the slots as parameters — ``template``, ``CAST($k AS INTEGER)`` for slot
-    k, the type of the integer literal it stands for — and the slot values ``params``, so
-    a backend may run the template prepared once (DuckDB: ``PREPARE`` / ``EXECUTE``,
-    :mod:`proxy.backends.duckdb`) instead of parsing and binding the text every time. Any
-    code that treats it as text (logs, other backends) sees the literal SQL."""
-
-    template: str
-    params: tuple
 
 
 def _param_form(template: str, n: int) -> str | None:
@@ -238,17 +227,21 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         return None
     if _put(canonical, values) != full.canonical():
         return None
-    sqls = {}
+    sqls, named = {}, set()
     for d in dialects:
-        t = _slots(emit(a, d), asc)
+        text = emit(a, d)
+        t = _slots(text, asc)
         if t is None or _slots(emit(b, d), desc) != t or _put(t, values) != emit(full, d):
             return None
         sqls[d] = t
+        if isinstance(getattr(text, "params", None), dict):    # bound values of its own (the unit's salt)
+            named.add(d)
     try:
         _sentinel_literals(a.where, n)
     except ValueError:
         return None
-    params = {d: p for d, t in sqls.items() if d in PREPARED_DIALECTS and (p := _param_form(t, n)) is not None}
+    params = {d: p for d, t in sqls.items()
+              if d in PREPARED_DIALECTS and d not in named and (p := _param_form(t, n)) is not None}
     tpl = Template(a, canonical, sqls, params)
     if tpl.fill(values).where != full.where:
         return None

@@ -36,7 +36,8 @@ measure of the kept rows.
 row text; :func:`rewriter.emit.keyed_hash`). The ε guarantee does not rest on it: which
 rows and cells a unit keeps is a function of that unit's own rows and the salt, a
 constant of the data version, so two neighbouring databases differ only in that unit's
-kept rows whatever the function is. The salt (a secret per data version from the ledger)
+kept rows whatever the function is. The salt (a secret per data version from the ledger,
+bound beside the SQL text, never written into it: :mod:`.params`)
 buys two other things: repeats and retries keep the same rows (no ``random()``), and no
 one without it can say in advance which rows are dropped, so a data contributor cannot
 craft rows that are always kept or always dropped to steer the bias. DuckDB's ``hash`` is
@@ -54,22 +55,25 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from . import params
 from .plan import Plan, UnitBounds
 
-__all__ = ["KEPT", "SALT_MARK", "UnitBounds", "aggregatable", "factor", "kept_rows", "per_unit_scan",
+__all__ = ["KEPT", "SALT_PARAM", "UnitBounds", "aggregatable", "factor", "kept_rows", "per_unit_scan",
            "salted", "spell_hashes"]
 
-SALT_MARK = "__dpgate_salt__"
+SALT_PARAM = "unit_salt"          # the salt is a named parameter of the scan, never a literal (:mod:`.params`)
 KEPT, RN, GN, U = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn", "__dpgate_u"
 NC, NT, CUM = "__dpgate_nc", "__dpgate_nt", "__dpgate_c_"   # total mode: rows per (unit, cell), per unit; running sums
 HO, HASH_P = "__dpgate_h", 2_147_483_647     # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
-def salted(sql: str, salt: str) -> str:
-    """``sql`` with the salt placeholder replaced by ``salt`` (lower-case hex only)."""
+def salted(sql: str, salt: str, dialect: str, names: frozenset[str]) -> str:
+    """``sql`` with ``salt`` (lower-case hex) bound to its salt parameter, if ``names`` (the
+    parameters the scan has, :func:`.params.spell`) holds it (a scan that bounds nothing
+    by a hash has none): the text never holds the salt (:mod:`.params`)."""
     if salt and not all(c in "0123456789abcdef" for c in salt):
         raise ValueError("the unit salt is lower-case hex")
-    return sql.replace(f"'{SALT_MARK}'", f"'{salt}'")
+    return params.bound(sql, {params.key(SALT_PARAM, dialect): salt}) if SALT_PARAM in names else sql
 
 
 def factor(plan: Plan) -> int:
@@ -380,7 +384,8 @@ def spell_hashes(tree: exp.Expression, spell, idiv=None, hash_mod=None) -> exp.E
 
 
 def _salt() -> exp.Expression:
-    return exp.Literal.string(SALT_MARK)
+    """The salt: a named parameter, bound by the backend (:func:`salted`)."""
+    return exp.Placeholder(this=SALT_PARAM)
 
 
 def _hash(args: list[exp.Expression]) -> exp.Expression:

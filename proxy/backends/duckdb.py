@@ -2,7 +2,7 @@
 holding its own cursor (a cursor keeps its prepared-plan caches warm across
 statements); a timeout or a client cancel interrupts the running cursor.
 
-A scan whose SQL is a ``rewriter.template.ParamSQL`` (a statement filled from a plan
+A scan whose SQL is a ``rewriter.params.ParamSQL`` (a statement filled from a plan
 template: the same shape with other integer literals) runs its template prepared, once
 per worker cursor (``PREPARE`` / ``EXECUTE``, like psycopg 3's automatic prepared
 statements): DuckDB then neither parses nor binds the long rewritten text again (a text
@@ -10,6 +10,9 @@ without a template is prepared when it runs a second time). On
 small tables that was a third of the scan (10,000 rows: 0.97 against 1.26 ms). The
 parameters are ``CAST($k AS INTEGER)``, the type of the literal each stands for, so the
 statement means what its text means; a template DuckDB will not prepare runs as text.
+A ``ParamSQL`` with *named* parameters (the privacy unit's salt, ``rewriter.params``) runs
+with them bound through the Python API (``execute(text, params)``): DuckDB's ``EXECUTE``
+takes its arguments only as text, so such a statement is not kept prepared.
 
 ``read_only=True`` (``dpgate serve --workers N``, N > 1: every worker opens the file so)
 lets several processes read one file at once; DuckDB allows either one process that
@@ -316,6 +319,8 @@ class DuckDBBackend:
     def _run(self, cur, sql: str, columnar: bool = False):
         try:
             template, params = (sql.template, sql.params) if hasattr(sql, "template") else (sql, ())
+            if isinstance(params, dict):         # named values (the unit's salt): bound, never in a text
+                return _result(cur.execute(template, params), columnar)
             name = self._prepared(cur, template) if params or self._seen_again(sql) else None
             if name is not None:
                 args = ", ".join(str(int(v)) for v in params)
@@ -383,7 +388,10 @@ class DuckDBBackend:
         where ``sql`` carries a template or repeats), with no timeout: for in-process
         benchmarks; ``prepare=False`` runs the text as it is, as a client of DuckDB would."""
         cur = self._worker_cursor()
-        return self._run(cur, sql) if prepare else cur.execute(sql).fetchall()
+        if prepare:
+            return self._run(cur, sql)
+        named = getattr(sql, "params", None)
+        return (cur.execute(sql.template, named) if isinstance(named, dict) else cur.execute(sql)).fetchall()
 
     def execute_script(self, sql: str) -> None:
         """Run trusted setup SQL (demo loading) synchronously."""

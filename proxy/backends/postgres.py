@@ -18,6 +18,14 @@ start by :mod:`proxy.cli.privileges`.
 The writes dpgate itself makes in the backend (demo tables, local tables' reports) go
 through :attr:`PostgresBackend.writer`, a separate pool on ``[backend] write_dsn``
 (default: ``dsn``) whose sessions are left as the role's defaults.
+
+A statement with named parameters (``rewriter.params.ParamSQL``: the privacy unit's salt)
+reads each as a session setting, ``current_setting('dpgate.name')``; the pool's
+connections carry the settings in their startup packet (libpq ``options``), which no
+statement log records and no view shows (a bound parameter is logged with its value
+under ``log_statement = 'all'``). New connections carry the settings of the latest such
+statement; a statement that checks out a connection carrying other settings (made before
+they changed: a new data version) closes it and takes another.
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ import time
 
 import psycopg
 from psycopg import sql as pgsql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .base import BackendError, BackendRefused, BackendTimeout
@@ -82,15 +91,31 @@ class PostgresBackend:
         # the last connection failure a checkout waits connect_timeout_s, not the queue's 10 s
         self.connect_timeout_s = float(connect_timeout_s)
         self._up = False
+        self._kw = {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout_s))}
+        self._own_options = conninfo_to_dict(dsn).get("options") or ""   # the DSN's own, kept first
+        self._options = self._own_options      # what new connections carry (module doc)
         self.pool = AsyncConnectionPool(dsn, min_size=min_size, max_size=pool_size, open=False,
-                                        kwargs={"autocommit": True,
-                                                "connect_timeout": max(2, math.ceil(connect_timeout_s))},
+                                        kwargs=self._connect_kwargs,
                                         configure=_read_only_session if read_only else None,
                                         reconnect_timeout=5)
         # the writes dpgate makes (demo tables, local tables' reports): their own pool, no connection
         # held until one is needed; a read-write backend is its own writer
         self.writer = self if not read_only else PostgresBackend(
             write_dsn or dsn, pool_size=2, connect_timeout_s=connect_timeout_s, read_only=False, min_size=0)
+
+    def _connect_kwargs(self) -> dict:
+        """A new connection's arguments: with the current session settings (module doc)."""
+        return {**self._kw, "options": self._options} if self._options else self._kw
+
+    def _settings(self, sql: str) -> str | None:
+        """The startup options a connection must carry to run ``sql`` (None: any will do);
+        they become what new connections carry."""
+        named = getattr(sql, "params", None)
+        if not isinstance(named, dict):
+            return None
+        opts = " ".join([self._own_options, *(f"-c {_option(k, v)}" for k, v in sorted(named.items()))]).strip()
+        self._options = opts
+        return opts
 
     async def connect(self) -> None:
         await self.pool.open(wait=False)
@@ -113,10 +138,17 @@ class PostgresBackend:
         return rows if then is None else await asyncio.to_thread(then, rows)
 
     async def _fetch(self, sql, timeout_s, cancel, timing=None) -> list[tuple]:
+        need = self._settings(sql)
         try:
-            async with self.pool.connection(timeout=self.QUEUE_WAIT_S if self._up else self.connect_timeout_s) as conn:
-                self._up = True
-                return await self._run(conn, sql, timeout_s, cancel, timing)
+            for _ in range(self.pool.max_size + 2):
+                async with self.pool.connection(timeout=self.QUEUE_WAIT_S if self._up else self.connect_timeout_s) as conn:
+                    self._up = True
+                    if need is not None and (conn.pgconn.options or b"").decode() != need:
+                        await conn.close()        # made with other settings: the pool replaces it
+                        continue
+                    return await self._run(conn, sql, timeout_s, cancel, timing)
+            raise BackendError("58000", "the backend's session settings kept changing during the statement; "
+                               "nothing was charged, run it again")
         except BackendError:
             raise
         except psycopg_pool_timeout() as e:
@@ -168,8 +200,9 @@ class PostgresBackend:
         try:
             # binary results: psycopg then sends the statement over the extended protocol (one
             # statement per message); for what a scan returns (integers, floats, numeric, text,
-            # booleans, dates, timestamps) the binary loaders give the values the text ones do
-            await cur.execute(sql, binary=True)
+            # booleans, dates, timestamps) the binary loaders give the values the text ones do.
+            # Named parameters are the session settings (module doc), not bound values.
+            await cur.execute(str(sql), binary=True)
             return await cur.fetchall()
         except psycopg.errors.QueryCanceled:
             raise BackendTimeout(timeout_s or 0) from None
@@ -204,6 +237,14 @@ async def _read_only_session(conn) -> None:
     row = await cur.fetchone()
     if row is None or row[0] != "on":
         raise psycopg.OperationalError("the backend session did not become read-only")
+
+
+def _option(name: str, value: str) -> str:
+    """``name=value`` for libpq's ``options`` (``-c name=value``): a backslash and a space
+    are escaped with a backslash; the name is a dotted identifier."""
+    if not name or not all(c.isalnum() or c in "._" for c in name):
+        raise ValueError(f"not a setting name: {name!r}")
+    return f"{name}=" + value.replace("\\", "\\\\").replace(" ", "\\ ")
 
 
 def psycopg_pool_timeout():

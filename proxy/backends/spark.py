@@ -9,6 +9,8 @@ tuples one batch at a time (``toLocalIterator``), so a GROUP BY of a million cel
 holds the whole Arrow result, its ``Row`` objects and the tuples at once (the release
 itself needs every cell: ``then`` gets the list of tuples). Every query carries a tag; a
 CancelRequest or the statement timeout interrupts it on the cluster (``interruptTag``).
+Named parameters (``rewriter.params.ParamSQL``: the privacy unit's salt, ``:unit_salt`` in
+the text) are bound by ``spark.sql(text, args=…)``: the value travels beside the text.
 
 A lost cluster (issue 22): the client retries an unreachable server for a few seconds
 only (``RETRY_S``, not pyspark's ten minutes), then the statement fails with 08006. If
@@ -181,7 +183,8 @@ class SparkBackend:
         try:
             if timing is not None:                # from here on the scan's time is observable
                 timing["started"] = True
-            rows = stream(s.sql(sql))
+            named = getattr(sql, "params", None)      # the unit's salt: bound, never in the text
+            rows = stream(s.sql(sql.template, args=named) if isinstance(named, dict) else s.sql(sql))
             self._used = time.monotonic()
             return rows
         finally:

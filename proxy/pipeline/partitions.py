@@ -32,6 +32,7 @@ from fractions import Fraction
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
 from rewriter import build_plan, parse, to_sql
+from rewriter.params import rebound
 from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
 
@@ -111,7 +112,7 @@ def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
     inner = to_sql(sp["scan"], gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
     units = f"m{len(sp['scan'].measures)}"
     q = '"' if gw.backend.dialect != "spark" else "`"
-    return f"SELECT * FROM ({inner}) AS {q}scan{q} WHERE {q}{units}{q} >= {int(sp['floor'])}"
+    return rebound(f"SELECT * FROM ({inner}) AS {q}scan{q} WHERE {q}{units}{q} >= {int(sp['floor'])}", inner)
 
 
 def scan_floor(sel: TruncatedGeometricSelection, slack) -> int:

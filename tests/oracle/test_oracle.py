@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 import rewriter
 from rewriter.errors import Refusal
 
+from support.bound import duck_rows, pg_rows
 from fixture import COLUMNS, TABLE, UNIT_TABLE
 from grammar import AGGS, EXPRS, statement
 
@@ -241,20 +242,20 @@ def _drive(oracle: Oracle, examples: int = EXAMPLES) -> None:
 
 
 def test_oracle_duckdb(oracle_config, oracle_duck):
-    _drive(Oracle(oracle_config, lambda q: oracle_duck.execute(q).fetchall(), "duckdb"))
+    _drive(Oracle(oracle_config, lambda q: duck_rows(oracle_duck, q), "duckdb"))
 
 
 def test_oracle_postgres(oracle_config, oracle_pg):
-    _drive(Oracle(oracle_config, lambda q: oracle_pg.execute(q).fetchall(), "postgres"))
+    _drive(Oracle(oracle_config, lambda q: pg_rows(oracle_pg, q), "postgres"))
 
 
 # Issue 20: on a table with a privacy unit and bounds that bind nothing, the bounded scan
 # (keyed row and cell selection, NULL units left out) equals the analyst's own query.
 def test_oracle_unit_duckdb(oracle_unit_config, oracle_duck):
-    _drive(Oracle(oracle_unit_config, lambda q: oracle_duck.execute(q).fetchall(), "duckdb", unit=True),
+    _drive(Oracle(oracle_unit_config, lambda q: duck_rows(oracle_duck, q), "duckdb", unit=True),
            EXAMPLES // 4)
 
 
 def test_oracle_unit_postgres(oracle_unit_config, oracle_pg):
-    _drive(Oracle(oracle_unit_config, lambda q: oracle_pg.execute(q).fetchall(), "postgres", unit=True),
+    _drive(Oracle(oracle_unit_config, lambda q: pg_rows(oracle_pg, q), "postgres", unit=True),
            EXAMPLES // 4)

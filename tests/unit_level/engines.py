@@ -11,6 +11,8 @@ import duckdb
 import pytest
 import sqlglot
 
+from support.bound import duck_rows, pg_execute, spark_df
+
 
 @dataclass
 class Engine:
@@ -28,7 +30,7 @@ def engine(request, schema: str):
 
         def insert(table, rows):
             con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
-        yield Engine("duckdb", lambda q: con.execute(q).fetchall(), insert, lambda n: f"range(0, {n}) AS t(i)")
+        yield Engine("duckdb", lambda q: duck_rows(con, q), insert, lambda n: f"range(0, {n}) AS t(i)")
         con.close()
         return
     if request.param == "spark":
@@ -39,7 +41,7 @@ def engine(request, schema: str):
     con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; SET search_path TO {schema}")
 
     def run(q):
-        cur = con.execute(q)
+        cur = pg_execute(con, q)
         return cur.fetchall() if cur.description is not None else []
 
     def insert(table, rows):
@@ -62,7 +64,7 @@ def _spark(request, schema: str):
     def run(q):
         if q.lstrip().upper().startswith("CREATE "):    # the tests' DDL is written for Postgres
             q = sqlglot.transpile(q, read="postgres", write="spark")[0]
-        return [tuple(r) for r in session.sql(q).collect()]
+        return [tuple(r) for r in spark_df(session, q).collect()]
 
     def insert(table, rows):
         session.createDataFrame(rows, session.table(table).schema).write.insertInto(table)

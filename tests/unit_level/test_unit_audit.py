@@ -25,6 +25,7 @@ from proxy.pipeline.central import mechanism_epsilon
 from proxy.pipeline.release import noisy_answer
 from rewriter.unit import factor
 
+from support.bound import duck_rows
 from .test_unit_bounds import CELLS, ROWS, _config
 
 EPS = 1.0
@@ -35,7 +36,7 @@ def _scan(rows, sql, G, R):
     con.execute("CREATE TABLE t (u INTEGER, g INTEGER, a DOUBLE)")
     con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
     plan = rewriter.build_plan(rewriter.parse(sql), _config(G, R))
-    out = rewriter.complete(plan, con.execute(rewriter.to_sql(plan, "duckdb", "5eed")).fetchall())
+    out = rewriter.complete(plan, duck_rows(con, rewriter.to_sql(plan, "duckdb", "5eed")))
     con.close()
     return plan, out
 
@@ -115,11 +116,11 @@ def test_join_sensitivity_between_unit_neighbours():
                "SELECT o.priority, COUNT(*), SUM(i.quantity) FROM order_items i JOIN orders o "
                "ON i.order_id = o.order_id GROUP BY o.priority"]
     plans = [rewriter.build_plan(rewriter.parse(q), cfg) for q in queries]
-    before = [rewriter.complete(p, con.execute(rewriter.to_sql(p, "duckdb", "5eed")).fetchall()) for p in plans]
+    before = [rewriter.complete(p, duck_rows(con, rewriter.to_sql(p, "duckdb", "5eed"))) for p in plans]
     con.execute(f"DELETE FROM order_items WHERE order_id IN (SELECT order_id FROM orders WHERE customer_id = {heavy})")
     con.execute(f"DELETE FROM orders WHERE customer_id = {heavy}")
     con.execute(f"DELETE FROM customers WHERE customer_id = {heavy}")
-    after = [rewriter.complete(p, con.execute(rewriter.to_sql(p, "duckdb", "5eed")).fetchall()) for p in plans]
+    after = [rewriter.complete(p, duck_rows(con, rewriter.to_sql(p, "duckdb", "5eed"))) for p in plans]
     for p, a, b, bound in zip(plans, before, after, (500.0, 5.0)):
         k = factor(p)
         l1 = [sum(abs(float(x[j]) - float(y[j])) for x, y in zip(a, b)) for j in (1, 2)]

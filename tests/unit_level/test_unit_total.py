@@ -28,6 +28,8 @@ from proxy.pipeline.explain import single_tier_lines
 from proxy.pipeline.release import unit_text
 from rewriter.unit import factor
 
+from support.bound import duck_rows
+
 from .engines import engine
 from .test_unit_audit import neighbours
 from .test_unit_bounds import CELLS, ROWS
@@ -160,7 +162,7 @@ def test_total_mode_sensitivity_between_unit_neighbours(R, name, other):
         con.execute("CREATE TABLE t (u INTEGER, g INTEGER, a DOUBLE)")
         con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
         plan = rewriter.build_plan(rewriter.parse(sql), _config(R))
-        out = rewriter.complete(plan, con.execute(rewriter.to_sql(plan, "duckdb", "5eed")).fetchall())
+        out = rewriter.complete(plan, duck_rows(con, rewriter.to_sql(plan, "duckdb", "5eed")))
         con.close()
         return plan, out
     plan, a = scan(ROWS)

@@ -1,0 +1,89 @@
+"""Values that reach the backend beside the SQL text, never inside it.
+
+A secret the scan needs — the privacy unit's bounding key (:mod:`.unit`) — is a *named
+parameter* of the statement: the tree holds ``exp.Placeholder(name)``, :func:`spell`
+writes it as the backend binds it, and :func:`bound` returns the text as a
+:class:`ParamSQL` carrying the values. The text therefore never holds the value: not in
+the database's statement log, not in ``pg_stat_activity``, not in EXPLAIN or our own
+logs. Per backend (:func:`marker`, :func:`key`):
+
+* DuckDB: ``CAST($name AS VARCHAR)``, bound by the Python API (``execute(text, params)``).
+* Spark Connect: ``:name``, bound by ``spark.sql(text, args={name: value})``.
+* Postgres: ``current_setting('dpgate.name')``, a session setting the backend gives its
+  connections in the startup packet (libpq ``options='-c dpgate.name=value'``). A bound
+  parameter (psycopg's server-side bind) would not do: with ``log_statement = 'all'``
+  Postgres logs every bound value (``DETAIL: parameters: $1 = '…'``, unless
+  ``log_parameter_max_length = 0``, which only a superuser may set); the startup
+  packet's options are logged by no setting and shown in no view. A connection without
+  the setting fails the statement (``current_setting`` of an unknown name is an error):
+  the scan never runs with another key.
+
+Each is the same value of the same type as the string literal it replaces, so the rows
+a hash keeps are the same as with the literal.
+SQL only: no I/O.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+__all__ = ["PG_PREFIX", "ParamSQL", "bound", "key", "marker", "rebound", "spell"]
+
+PG_PREFIX = "dpgate."              # Postgres: parameter ``name`` is the session setting ``dpgate.name``
+
+
+class ParamSQL(str):
+    """Backend SQL with values bound beside it. ``template`` is what the backend runs and
+    ``params`` the values of its parameters:
+
+    * a ``tuple`` (a plan template, :mod:`.template`): the ``str`` itself is the SQL with
+      every literal in place, ``template`` the same with the integer slots as
+      ``CAST($k AS INTEGER)`` — a backend may run either (DuckDB prepares the template);
+    * a ``dict`` (named parameters, :func:`bound`): the ``str`` is ``template``, with the
+      parameters' markers (:func:`marker`) and without their values; ``params`` maps each
+      backend-side name (:func:`key`) to its value, and a backend must bind them (the
+      text alone does not run)."""
+
+    template: str
+    params: tuple | dict
+
+
+def bound(text: str, params: dict[str, str]) -> ParamSQL:
+    """``text`` (with named markers) and the values its backend binds to them."""
+    out = ParamSQL(text)
+    out.template, out.params = str(text), dict(params)
+    return out
+
+
+def rebound(text: str, inner: str) -> str:
+    """``text`` built around ``inner`` (a scan wrapped in an outer query) with ``inner``'s
+    named parameters, if it has any."""
+    params = getattr(inner, "params", None)
+    return bound(text, params) if isinstance(params, dict) else text
+
+
+def key(name: str, dialect: str) -> str:
+    """The name under which the ``dialect``'s backend binds parameter ``name``."""
+    return PG_PREFIX + name if dialect == "postgres" else name
+
+
+def marker(name: str, dialect: str) -> exp.Expression:
+    """Parameter ``name`` (a string) as ``dialect`` reads it (module doc)."""
+    if dialect == "duckdb":
+        return exp.Cast(this=exp.Parameter(this=exp.var(name)), to=exp.DataType.build("varchar"))
+    if dialect == "spark":
+        return exp.Placeholder(this=name)
+    return exp.Anonymous(this="current_setting", expressions=[exp.Literal.string(key(name, dialect))])
+
+
+def spell(tree: exp.Expression, dialect: str) -> tuple[exp.Expression, frozenset[str]]:
+    """``tree`` with each named placeholder written as ``dialect`` binds it (in place), and
+    the names it has (a backend binds exactly those: DuckDB refuses a value it has no
+    parameter for)."""
+    names = set()
+
+    def swap(node):
+        if isinstance(node, exp.Placeholder) and isinstance(node.this, str) and node.this:
+            names.add(node.this)
+            return marker(node.this, dialect)
+        return node
+    return tree.transform(swap, copy=False), frozenset(names)
