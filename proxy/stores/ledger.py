@@ -532,17 +532,27 @@ class Ledger:
 
     def unit_salt(self, data_version: int) -> str:
         """The key of the privacy unit's bounding hash (:mod:`rewriter.unit`) for a data
-        version: sha256 of a random secret kept in the ledger (created once) and the
-        version, hex. Retries and repeats keep the same rows; a new data version
-        re-draws them."""
+        version: sha256 of the ledger's unit secret and the version, hex. Retries and
+        repeats keep the same rows; a new data version re-draws them. The secret is
+        derived from the ledger's MAC key (:meth:`Mac.derived`: kept apart from the ledger,
+        never sent to a database, so never in a statement log); a ledger that already holds
+        one in ``meta`` keeps it (read, not written again); a ledger without a MAC key draws
+        one at random and keeps it there."""
         secret = self._salt_secret
         if secret is None:
-            with self._lock:
-                with transaction(self._db):
-                    self._db.execute("INSERT INTO meta VALUES ('unit_secret', ?) ON CONFLICT (key) DO NOTHING",
-                                     (secrets.token_hex(16),))
-                    secret = self._db.execute("SELECT value FROM meta WHERE key='unit_secret'").fetchone()[0]
-                    self._db.execute("COMMIT")
+            with self._rlock:
+                row = self._rdb.execute("SELECT value FROM meta WHERE key='unit_secret'").fetchone()
+            if row is not None:
+                secret = row[0]
+            elif self._mac is not None:
+                secret = self._mac.derived("privacy unit salt")
+            else:
+                with self._lock:
+                    with transaction(self._db):
+                        self._db.execute("INSERT INTO meta VALUES ('unit_secret', ?) ON CONFLICT (key) DO NOTHING",
+                                         (secrets.token_hex(16),))
+                        secret = self._db.execute("SELECT value FROM meta WHERE key='unit_secret'").fetchone()[0]
+                        self._db.execute("COMMIT")
             self._salt_secret = secret
         return hashlib.sha256(f"{secret}:{int(data_version)}".encode()).hexdigest()[:32]
 

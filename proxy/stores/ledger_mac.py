@@ -91,6 +91,11 @@ class Mac:
         return self._mac("release", role, key, int(data_version), int(epsilon_nano), int(delta_femto),
                          mechanism, answer, period)
 
+    def derived(self, purpose: str) -> str:
+        """A secret for ``purpose`` derived from the key: never stored in the ledger nor
+        sent to any database, so no statement log can hold it."""
+        return self._mac("derived secret", purpose)
+
     @staticmethod
     def same(a: str | None, b: str) -> bool:
         return a is not None and hmac.compare_digest(a, b)

@@ -16,7 +16,7 @@ import pytest
 from config import parse_config
 from proxy.cli import main
 from proxy.stores.errors import LedgerDamaged
-from proxy.stores.ledger import Ledger, period_key
+from proxy.stores.ledger import Ledger, open_ledger, period_key
 from proxy.stores.ledger_guard import LedgerLost
 from support.service import Service, make_config
 
@@ -259,3 +259,27 @@ def test_flipped_bytes_in_a_stored_answer_are_a_named_refusal(tmp_path, capsys, 
         svc.close()
     code, out, err = _check(state, capsys)
     assert code == 1 and "Traceback" not in err and all(x.startswith("dpgate: ") for x in err.splitlines())
+
+
+def test_the_unit_salt_is_derived_from_the_key_and_never_written_to_the_ledger(tmp_path):
+    """The privacy unit's salt comes from the MAC key (never stored in the ledger's rows, so
+    never a parameter of any ledger statement): stable across opens with the same key, another
+    key gives another salt, and ``meta`` holds no unit secret."""
+    cfg = parse_config(make_config())
+    state = tmp_path / "state"
+    state.mkdir()
+    led = open_ledger(cfg, state)
+    salt = led.unit_salt(1)
+    assert salt != led.unit_salt(2)
+    led.close()
+    db = sqlite3.connect(state / "ledger.sqlite3")
+    assert db.execute("SELECT COUNT(*) FROM meta WHERE key='unit_secret'").fetchone()[0] == 0
+    db.close()
+    led = open_ledger(cfg, state)
+    assert led.unit_salt(1) == salt
+    led.close()
+    other = tmp_path / "other"
+    other.mkdir()
+    led = open_ledger(cfg, other)
+    assert led.unit_salt(1) != salt
+    led.close()
