@@ -36,8 +36,13 @@ from functools import partial
 
 import numpy as np
 
-from ..batch import (below_array, discrete_laplace_array, fair_coins, geometric_array,
-                     randbelow32)
+from ..batch import (
+    below_array,
+    discrete_laplace_array,
+    fair_coins,
+    geometric_array,
+    randbelow32,
+)
 from ..exact_real import LazyUniform, tilted_share_interval
 from ..rng import RandomSource
 from ..samplers import discrete_laplace, geometric_exp
