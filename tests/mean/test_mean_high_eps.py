@@ -154,7 +154,6 @@ def test_avg_release_completes_at_high_eps(eps):
 def test_tilted_share_interval_brackets_the_share(a, b, wa, wb, prec):
     """lo <= 2^prec x <= hi within a few units, x = wb q/(wa (1 - q) + wb q), q = e^(-a/b),
     against x in 60-digit decimal arithmetic (Decimal.exp is correctly rounded)."""
-
     with localcontext() as ctx:
         ctx.prec = 60
         q = (-Decimal(a) / Decimal(b)).exp()
