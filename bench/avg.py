@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     ok = worst_ratio <= 0.5 and worst_dev <= 0.05 and max(per_draw.values()) <= 1.0
     print(f"({time.time() - t0:.1f} s)")
     print(f"HEADLINE: hourglass MSE / SmartNoise MSE = {worst_ratio:.2f} max over rows (goal <= 0.5); "
-          f"|hourglass MSE / sigma^2 theory - 1| = {100 * worst_dev:.1f}% max (goal <= 5%) "
+          f"|hourglass MSE / sigma^2 theory - 1| = {100 * worst_dev:.1f}% max (goal <= 5%)"
           f"; exact sampler {max(per_draw.values()):.3f} ms per draw max over eps 1..100 (goal <= 1 ms) "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
