@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from .rng import RandomSource
 
-__all__ = ["exp_neg_interval", "logistic_interval", "LazyUniform"]
+__all__ = ["exp_neg_interval", "logistic_interval", "tilted_share_interval", "LazyUniform"]
 
 
 @lru_cache(maxsize=4096)
@@ -59,6 +59,22 @@ def logistic_interval(a: int, b: int, prec: int) -> tuple[int, int]:
     one = 1 << p2
     return (ql << prec) // (one + ql), -((-(qh << prec)) // (one + qh))
 
+
+
+@lru_cache(maxsize=4096)
+def tilted_share_interval(a: int, b: int, wa: int, wb: int, prec: int) -> tuple[int, int]:
+    """(lo, hi) with lo <= 2^prec x <= hi, x = wb q / (wa (1 - q) + wb q), q = exp(-a/b),
+    integer weights 1 <= wa <= wb. x is increasing in q (dx/dq = wa wb / D^2 > 0) with slope
+    at most wb/wa (D = wa + q (wb - wa) >= wa), so q's interval at prec + bit_length(wb) + 8
+    bits, whose width is at most 3 units there, bounds x within a few units of 2^-prec."""
+    if not 1 <= wa <= wb:
+        raise ValueError(f"need 1 <= wa <= wb; got {wa}, {wb}")
+    p2 = prec + wb.bit_length() + 8
+    ql, qh = exp_neg_interval(a, b, p2)
+    one = 1 << p2
+    lo = (wb * ql << prec) // (wa * (one - ql) + wb * ql)
+    hi = -((-(wb * qh << prec)) // (wa * (one - qh) + wb * qh))
+    return lo, hi
 
 class LazyUniform:
     """U uniform in [0, 1) known to lie in [V/2^n, (V+1)/2^n); more bits are drawn from

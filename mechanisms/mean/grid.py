@@ -16,23 +16,34 @@ exhaustively in tests/mean). The common normaliser cancels, so the restricted
 law is eps-DP for neighbour differences +-(a/M, 1 - a/M).
 
 Marginal (Lemma 3 on the grid): P(Z1 = i/M) = b^|J(i)| / Zs with
-Zs = (2G - 1) + 2 M b/(1 - b); conditional (Lemma 4): K = J + DLap(eps). That
-gives the exact sampler below (only integer draws from a RandomSource, via the
-exact Bernoulli(exp(-eps)) of Canonne-Kamath-Steinke) and a vectorised numpy
-sampler with the same law for simulation. :meth:`GridHourglass.sample_many` is the exact
-sampler for a whole release (issue 21): the same steps on arrays, with the exact batch
-samplers of :mod:`mechanisms.batch`.
+Zs = (2G - 1) + 2 M b/(1 - b); conditional (Lemma 4): K = J + DLap(eps). So the
+step J is 0 with probability (2G - 1)/Zs, and otherwise |J| = 1 + Geom0(b) with a
+fair sign: the exact sampler below draws [J != 0] as one exact coin of
+x = 2M b / ((2G - 1)(1 - b) + 2M b) (a lazily read uniform against x known through
+proved integer intervals, :func:`~mechanisms.exact_real.tilted_share_interval`), then
+the geometric part with the exact integer samplers of Canonne-Kamath-Steinke. Its cost
+is O(1) expected draws at every eps: no rejection whose acceptance falls with the
+step's probability (at G = 1, x ~ 2M e^-eps). :meth:`GridHourglass.sample_many` is the
+same steps on arrays (the exact batch samplers of :mod:`mechanisms.batch`); a
+vectorised numpy sampler with the same law serves simulation.
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 
-from ..batch import (bernoulli32, discrete_laplace_array, fair_coins, fill_by_rejection,
-                     geometric_array, randbelow32)
+from ..batch import (
+    below_array,
+    discrete_laplace_array,
+    fair_coins,
+    geometric_array,
+    randbelow32,
+)
+from ..exact_real import LazyUniform, tilted_share_interval
 from ..rng import RandomSource
 from ..samplers import discrete_laplace, geometric_exp
 from .constants import gamma_star
@@ -94,50 +105,42 @@ class GridHourglass:
         return d_in * self.epsilon
 
     # -- samplers ----------------------------------------------------------
+    def _nonzero_share(self):
+        """``interval(prec)`` of x = P(J != 0) = 2M b / ((2G - 1)(1 - b) + 2M b)."""
+        return partial(tilted_share_interval, self.epsilon.numerator, self.epsilon.denominator,
+                       2 * self.G - 1, 2 * self.grid)
+
     def sample_exact(self, source: RandomSource) -> tuple[int, int]:
         """One exact draw (I, K), Z1 = I/M; integer randomness only.
 
-        Step j ~ Geom0(b) (exact, O(1) draws at any eps: :func:`geometric_exp`), then accept
-        j = 0 with probability (2G - 1)/(2M) (rejection to the weights
-        (2G - 1) : 2M b^j); the point is uniform within the step's grid cells.
+        [J != 0] is one exact coin of P(J != 0) (module docstring); then |J| - 1 ~ Geom0(b)
+        (:func:`geometric_exp`) with a fair sign; the point is uniform within the step's
+        grid cells. O(1) expected draws at any eps.
         """
-        grid, big_g, eps = self.grid, self.G, self.epsilon
-        while True:
-            j = geometric_exp(eps, source)
-            if j > 0 or source.bernoulli(2 * big_g - 1, 2 * grid):
-                break
-        if j == 0:
-            i, sj = source.randbelow(2 * big_g - 1) - (big_g - 1), 0
-        else:
+        grid, big_g = self.grid, self.G
+        if LazyUniform(0, 0, source).below(self._nonzero_share()):
+            j = 1 + geometric_exp(self.epsilon, source)
             neg = source.randbelow(2) == 1
             mag = big_g + (j - 1) * grid + source.randbelow(grid)
             i, sj = (-mag, -j) if neg else (mag, j)
+        else:
+            i, sj = source.randbelow(2 * big_g - 1) - (big_g - 1), 0
         return i, sj + discrete_laplace(self._inv_eps, source)
 
     def sample_many(self, size: int, source: RandomSource) -> tuple[np.ndarray, np.ndarray]:
-        """``size`` exact draws (I, K) as int64 arrays: :meth:`sample_exact` row by row. The
-        rejection of j = 0 (kept with probability (2G - 1)/(2M)) runs over oversampled
-        proposals (:func:`~mechanisms.batch.fill_by_rejection`); the acceptance rate
-        b + (1 - b)(2G - 1)/(2M) is computed in floats only to size the batches."""
-        grid, big_g, eps = self.grid, self.G, self.epsilon
-
-        def propose(k: int):
-            j = geometric_array(k, eps, source)
-            zero = np.flatnonzero(j == 0)
-            ok = np.ones(k, dtype=bool)
-            ok[zero] = bernoulli32(zero.size, 2 * big_g - 1, 2 * grid, source)
-            return j, ok
-        rate = self._b + (1 - self._b) * (2 * big_g - 1) / (2 * grid)
-        j = fill_by_rejection(size, propose, Fraction(max(0.9 * rate, 1e-3)))
-        zero = j == 0
-        nz = int(zero.sum())
+        """``size`` exact draws (I, K) as int64 arrays: :meth:`sample_exact` on arrays
+        (the coins [J != 0] by :func:`~mechanisms.batch.below_array`)."""
+        grid, big_g = self.grid, self.G
+        nonzero = below_array(size, self._nonzero_share(), source)
+        nz = int(nonzero.sum())
+        j = 1 + geometric_array(nz, self.epsilon, source)
+        neg = fair_coins(nz, source)
+        mag = big_g + (j - 1) * grid + randbelow32(nz, grid, source)
         i = np.empty(size, dtype=np.int64)
-        i[zero] = randbelow32(nz, 2 * big_g - 1, source) - (big_g - 1)
-        neg = fair_coins(size - nz, source)
-        mag = big_g + (j[~zero] - 1) * grid + randbelow32(size - nz, grid, source)
-        i[~zero] = np.where(neg, -mag, mag)
-        sj = j.copy()
-        sj[~zero] = np.where(neg, -j[~zero], j[~zero])
+        sj = np.zeros(size, dtype=np.int64)
+        i[~nonzero] = randbelow32(size - nz, 2 * big_g - 1, source) - (big_g - 1)
+        i[nonzero] = np.where(neg, -mag, mag)
+        sj[nonzero] = np.where(neg, -j, j)
         return i, sj + discrete_laplace_array(size, self._inv_eps, source)
 
     def sample(self, rng: np.random.Generator, size) -> tuple[np.ndarray, np.ndarray]:
