@@ -75,6 +75,8 @@ def inline(select: exp.Expression) -> exp.Expression:
         return select
     sub = _derived(select)
     if sub is None:
+        if select.args.get("joins"):
+            _inline_operands(select)
         return select
     inner = inline(sub.this)
     if _aggregating(inner):
@@ -150,6 +152,74 @@ def inline(select: exp.Expression) -> exp.Expression:
         cond = iw.this.copy() if ow is None else exp.and_(exp.Paren(this=iw.this.copy()), exp.Paren(this=ow.this))
         select.set("where", exp.Where(this=cond))
     return select
+
+
+def _inline_operands(select: exp.Select) -> None:
+    """A join operand that is a projection/filter of one declared table (``FROM (SELECT *
+    FROM purchases t0 WHERE t0.amount > 10) t4 JOIN stores t2 ON t4.store = t2.store_id``)
+    becomes that table under the operand's alias, its WHERE conjoined to the statement's:
+    the same rows for the FROM side and for the right side of an inner join (a filter on
+    the right of a LEFT JOIN is not a WHERE: that operand is left to :mod:`.joins`, which
+    refuses it)."""
+    holders = [select.args["from_"]] + [j for j in select.args["joins"]
+                                        if not j.side and j.kind in ("", "INNER") and not j.args.get("using")]
+    for holder in holders:
+        sub = holder.this
+        body = sub.this if isinstance(sub, exp.Subquery) else None
+        if not isinstance(body, exp.Select) or _aggregating(body) or not body.expressions or any(
+                v not in (None, [], False) and k not in ("expressions", "from_", "where") for k, v in body.args.items()):
+            continue
+        table = body.args["from_"].this
+        if not isinstance(table, exp.Table) or not sub.alias:
+            continue
+        inner_q, alias = table.alias_or_name, sub.alias
+
+        def requalify(node, inner_q=inner_q, alias=alias):
+            if isinstance(node, exp.Column) and not node.is_star and node.table in ("", inner_q):
+                return exp.column(node.name, table=alias)
+            return node
+
+        names: dict[str, exp.Expression] = {}
+        star = False
+        for e in body.expressions:
+            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star and e.table in ("", inner_q)):
+                star = True
+            elif isinstance(e, (exp.Alias, exp.Column)) and not (isinstance(e, exp.Column) and e.is_star):
+                out = e.alias if isinstance(e, exp.Alias) else e.name
+                names[out] = (e.this if isinstance(e, exp.Alias) else e).transform(requalify)
+            else:
+                raise Refusal(UNSUPPORTED, f"name the expression {e.sql('postgres')[:40]} in the derived "
+                              "table (… AS name) to use it outside.")
+
+        def rename(node, alias=alias, names=names, star=star):
+            if not isinstance(node, exp.Column) or node.is_star or node.table != alias:
+                return node
+            target = names.get(node.name)
+            if target is not None:
+                t = target.copy()
+                return t if isinstance(t, (exp.Column, exp.Literal)) else exp.Paren(this=t)
+            if star:
+                return node
+            raise Refusal(UNDEFINED_COLUMN, f"column {alias}.{node.name} does not exist.", hint=None)
+
+        t = table.copy()
+        t.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+        holder.set("this", t)
+        for key in ("expressions", "where", "group", "having", "order"):
+            v = select.args.get(key)
+            if isinstance(v, list):
+                select.set(key, [_named(x, x.transform(rename)) if key == "expressions" else x.transform(rename)
+                                 for x in v])
+            elif v is not None:
+                select.set(key, v.transform(rename))
+        for j in select.args["joins"]:
+            if j.args.get("on") is not None:
+                j.set("on", j.args["on"].transform(rename))
+        iw, ow = body.args.get("where"), select.args.get("where")
+        if iw is not None:
+            f = iw.this.transform(requalify)
+            cond = f if ow is None else exp.and_(exp.Paren(this=f), exp.Paren(this=ow.this))
+            select.set("where", exp.Where(this=cond))
 
 
 def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:
