@@ -94,3 +94,15 @@ def test_con_sql(svc, con):
     expr = con.sql(q, schema={"race": "int64", "n": "int64"})
     _same_release(svc, lambda: expr.filter(expr.n > -1000).order_by("race").execute(),
                   q + " ORDER BY race")
+
+
+def test_refusals_say_what_to_write_in_ibis(svc, con):
+    t = con.table("pums")
+    before = svc.gw.ledger.spent("analyst", "day")
+    with pytest.raises(Exception) as e:                   # SUM(…) FILTER (WHERE …)
+        t.aggregate(s=t.income.sum(where=t.sex == 1)).execute()
+    assert "t.filter(cond)" in str(e.value)
+    with pytest.raises(Exception) as e:                   # raw rows
+        t.head(3).execute()
+    assert "raw rows" in str(e.value)
+    assert svc.gw.ledger.spent("analyst", "day") == before
