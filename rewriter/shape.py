@@ -47,7 +47,7 @@ def check_statement(expr: exp.Expression) -> exp.Select:
     if isinstance(expr, (exp.Subquery, exp.Paren)) and isinstance(expr.unnest(), exp.Select):
         return check_statement(expr.unnest())
     if isinstance(expr, exp.Create) and str(expr.args.get("kind") or "").upper() == "VIEW":
-        raise Refusal(UNSUPPORTED, "CREATE VIEW is not available: dpgate keeps no views, and a "
+        raise Refusal(DENIED, "CREATE VIEW is not allowed: dpgate keeps no views, and a "
                       "statement is charged when it is answered, not when it is named.", hint=VIEW_HINT)
     if isinstance(expr, _WRITES) or not isinstance(expr, exp.Select):
         kind = sql_name(expr).upper() if isinstance(expr, exp.Expression) else "statement"
