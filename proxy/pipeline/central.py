@@ -184,8 +184,13 @@ class Empty(ReleaseKind):
         return Prepared(self, plan, columns_of(plan))
 
     async def answer_free(self, conn, p: Prepared):
-        note = "dpgate: LIMIT 0 returns no rows whatever the data: nothing read, nothing charged"
-        return Result("SELECT 0", p.columns, [], notices=[note]), "empty", 0.0
+        return Result("SELECT 0", p.columns, [], notices=[_EMPTY_NOTE]), "empty", 0.0
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(_EMPTY_NOTE,)])
+
+
+_EMPTY_NOTE = "dpgate: LIMIT 0 returns no rows whatever the data: nothing read, nothing charged"
 
 
 def _domain_rows(plan) -> list[tuple]:

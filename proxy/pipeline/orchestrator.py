@@ -277,8 +277,12 @@ class Connection:
         if family is CENTRAL and self.gw.tier_of(self.role).ladder is not None:
             family = LADDER                                   # its level of a ladder (seed 000)
         try:
-            if family is CENTRAL and (await self.gw.plan_async(body, params or None)).selected:
-                family = PARTITIONS                           # keys by partition selection (issue 20)
+            if family in (CENTRAL, LADDER):
+                plan = await self.gw.plan_async(body, params or None)
+                if plan.limit == 0:                           # no rows whatever the data: no scan
+                    family = EMPTY
+                elif family is CENTRAL and plan.selected:
+                    family = PARTITIONS                       # keys by partition selection (issue 20)
             return await family.explain(self, inner, body, params)
         except ExtremeAggregate:                              # MAX / MIN: their own release
             return await EXTREME.explain(self, inner, body, params)

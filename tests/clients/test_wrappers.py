@@ -33,3 +33,8 @@ def test_wrapper_is_the_query_release(svc):
     assert svc.gw.ledger.spent("analyst", "day") - before == pytest.approx(eps)
     rows, notes = ask(svc, QUERY.replace("37", "38"))
     assert charged(notes) == 0 and rows == wrapped
+
+
+def test_explain_of_a_limit_0_probe_says_it_is_free(svc):
+    rows, _ = ask(svc, f"EXPLAIN SELECT * FROM ({QUERY}) AS q LIMIT 0")
+    assert any("nothing charged" in r[0] for r in rows), rows
