@@ -50,6 +50,9 @@ SAME = [   # (what a generator sends, the hand-written statement)
     ('SELECT anon.sex, avg(anon.income) AS m FROM (SELECT sex, income FROM pums WHERE age > 30) AS anon '
      'GROUP BY anon.sex',                                                     # SQLAlchemy .subquery()
      "SELECT sex, AVG(income) AS m FROM pums WHERE age > 30 GROUP BY sex"),
+    ("SELECT j.area, COUNT(*) AS n FROM (SELECT * FROM purchases p JOIN stores s ON p.store = s.store_id) j "
+     "GROUP BY 1",                                                            # SELECT * over a join
+     "SELECT t.area, COUNT(*) AS n FROM purchases q JOIN stores t ON q.store = t.store_id GROUP BY 1"),
     ("SELECT * FROM (SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex) AS q",    # polars/pandas wrapper
      "SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex"),
 ]
