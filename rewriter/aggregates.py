@@ -87,7 +87,9 @@ def _value_preserving_cast(arg, ctx: Ctx):
 def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     """(func, column) of an allowed aggregate call, or a refusal."""
     if isinstance(node, exp.Filter):
-        raise Refusal(UNSUPPORTED, "aggregate FILTER (WHERE …) is not supported; use WHERE.")
+        raise Refusal(UNSUPPORTED, f"{node.this.sql('postgres')[:40]} FILTER (WHERE …) is not supported "
+                      "(COUNT(*) FILTER is); put the condition in WHERE (in ibis: t.filter(cond) before "
+                      "the aggregate, instead of an aggregate's where=cond).")
     if isinstance(node, (exp.Median, exp.WithinGroup)):       # quantiles: rewriter.extreme
         raise ExtremeAggregate(UNSUPPORTED, "percentile_cont / percentile_disc / median are answered on "
                                "central tables, one per statement without other aggregates (each is its "

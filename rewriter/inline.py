@@ -1,10 +1,12 @@
 """Derived tables and CTEs, from the parse.
 
 ``WITH x AS (q) … FROM x`` becomes ``… FROM (q) AS x``. A derived table whose query
-is a projection/filter of one declared table (``FROM (SELECT a, b + 1 AS c FROM t
-WHERE p) s``) is inlined: the outer query's columns are renamed through to the
-inner expressions and the WHERE clauses are conjoined, so the statement IS the flat
-one (same plan, same release key). A derived table that aggregates is split off:
+is a projection/filter of one declared table or of a join (``FROM (SELECT a, b + 1 AS c
+FROM t WHERE p) s``, ``FROM (SELECT p.amount, s.area FROM purchases p JOIN stores s ON
+…) j``: the shapes SQL generators such as ibis write) is inlined: the outer query's
+columns are renamed through to the inner expressions, the inner join becomes the outer
+query's and the WHERE clauses are conjoined, so the statement IS the flat one (same
+plan, same release key; :mod:`.joins` then decides whether the join is answerable). A derived table that aggregates is split off:
 :func:`split_outer` returns it and the outer query, which :func:`apply_outer` turns
 into post-processing of the inner release (filters, projections, arithmetic, ORDER
 BY, LIMIT over its output columns: free, same release).
@@ -73,29 +75,38 @@ def inline(select: exp.Expression) -> exp.Expression:
         return select
     sub = _derived(select)
     if sub is None:
+        if select.args.get("joins"):
+            _inline_operands(select)
         return select
     inner = inline(sub.this)
     if _aggregating(inner):
         sub.set("this", inner)
         return select
-    bad = [k for k, v in inner.args.items() if v not in (None, [], False) and k not in _INNER_OK]
+    joined = bool(inner.args.get("joins"))
+    ok = _INNER_OK | {"joins"} if joined and not select.args.get("joins") else _INNER_OK
+    bad = [k for k, v in inner.args.items() if v not in (None, [], False) and k not in ok]
     if bad and bad[0] in ("joins", "laterals"):
-        raise Refusal(DENIED, "joins are not allowed (also not inside a derived table); query one "
-                      "declared table.")
+        raise Refusal(DENIED, "LATERAL is not allowed (also not inside a derived table); join declared "
+                      "tables with JOIN … ON.")
     if bad:
         what = {"limit": "LIMIT", "offset": "OFFSET", "distinct": "DISTINCT"}.get(bad[0], bad[0].upper())
         raise Refusal(UNSUPPORTED, f"{what} inside a derived table is not supported; put it on the "
                       "outer query (or query the table directly).")
     alias = sub.alias
     names: dict[str, exp.Expression] = {}
+    twice: set[str] = set()          # an output name the derived table gives twice: ambiguous outside
     star = False
     for e in inner.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star):
+            if joined and isinstance(e, exp.Column) and e.table:
+                raise Refusal(UNSUPPORTED, f"name the columns of {e.table} in the derived table "
+                              f"(SELECT {e.table}.a, {e.table}.b …) instead of {e.table}.*.")
             star = True
-        elif isinstance(e, exp.Alias):
-            names[e.alias] = e.this
-        elif isinstance(e, exp.Column):
-            names[e.name] = e
+        elif isinstance(e, (exp.Alias, exp.Column)):
+            out = e.alias if isinstance(e, exp.Alias) else e.name
+            if out in names:
+                twice.add(out)
+            names[out] = e.this if isinstance(e, exp.Alias) else e
         else:
             raise Refusal(UNSUPPORTED, f"name the expression {e.sql('postgres')[:40]} in the derived "
                           "table (… AS name) to use it outside.")
@@ -111,6 +122,9 @@ def inline(select: exp.Expression) -> exp.Expression:
             return node
         if node.table and node.table != alias:
             return node
+        if node.name in twice:
+            raise Refusal("42702", f"column reference {node.name} is ambiguous: the derived table "
+                          f"{alias} has two columns of that name.", hint=None)
         target = names.get(node.name)
         if target is not None:
             t = target.copy()
@@ -130,12 +144,82 @@ def inline(select: exp.Expression) -> exp.Expression:
         else:
             select.set(key, v.transform(rename_order if key == "order" else rename))
     select.set("from_", inner.args["from_"].copy())
+    if joined:                       # the derived table's join is the outer query's relation
+        select.set("joins", [j.copy() for j in inner.args["joins"]])
     iw = inner.args.get("where")
     ow = select.args.get("where")
     if iw is not None:
         cond = iw.this.copy() if ow is None else exp.and_(exp.Paren(this=iw.this.copy()), exp.Paren(this=ow.this))
         select.set("where", exp.Where(this=cond))
     return select
+
+
+def _inline_operands(select: exp.Select) -> None:
+    """A join operand that is a projection/filter of one declared table (``FROM (SELECT *
+    FROM purchases t0 WHERE t0.amount > 10) t4 JOIN stores t2 ON t4.store = t2.store_id``)
+    becomes that table under the operand's alias, its WHERE conjoined to the statement's:
+    the same rows for the FROM side and for the right side of an inner join (a filter on
+    the right of a LEFT JOIN is not a WHERE: that operand is left to :mod:`.joins`, which
+    refuses it)."""
+    holders = [select.args["from_"]] + [j for j in select.args["joins"]
+                                        if not j.side and j.kind in ("", "INNER") and not j.args.get("using")]
+    for holder in holders:
+        sub = holder.this
+        body = sub.this if isinstance(sub, exp.Subquery) else None
+        if not isinstance(body, exp.Select) or _aggregating(body) or not body.expressions or any(
+                v not in (None, [], False) and k not in ("expressions", "from_", "where") for k, v in body.args.items()):
+            continue
+        table = body.args["from_"].this
+        if not isinstance(table, exp.Table) or not sub.alias:
+            continue
+        inner_q, alias = table.alias_or_name, sub.alias
+
+        def requalify(node, inner_q=inner_q, alias=alias):
+            if isinstance(node, exp.Column) and not node.is_star and node.table in ("", inner_q):
+                return exp.column(node.name, table=alias)
+            return node
+
+        names: dict[str, exp.Expression] = {}
+        star = False
+        for e in body.expressions:
+            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star and e.table in ("", inner_q)):
+                star = True
+            elif isinstance(e, (exp.Alias, exp.Column)) and not (isinstance(e, exp.Column) and e.is_star):
+                out = e.alias if isinstance(e, exp.Alias) else e.name
+                names[out] = (e.this if isinstance(e, exp.Alias) else e).transform(requalify)
+            else:
+                raise Refusal(UNSUPPORTED, f"name the expression {e.sql('postgres')[:40]} in the derived "
+                              "table (… AS name) to use it outside.")
+
+        def rename(node, alias=alias, names=names, star=star):
+            if not isinstance(node, exp.Column) or node.is_star or node.table != alias:
+                return node
+            target = names.get(node.name)
+            if target is not None:
+                t = target.copy()
+                return t if isinstance(t, (exp.Column, exp.Literal)) else exp.Paren(this=t)
+            if star:
+                return node
+            raise Refusal(UNDEFINED_COLUMN, f"column {alias}.{node.name} does not exist.", hint=None)
+
+        t = table.copy()
+        t.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+        holder.set("this", t)
+        for key in ("expressions", "where", "group", "having", "order"):
+            v = select.args.get(key)
+            if isinstance(v, list):
+                select.set(key, [_named(x, x.transform(rename)) if key == "expressions" else x.transform(rename)
+                                 for x in v])
+            elif v is not None:
+                select.set(key, v.transform(rename))
+        for j in select.args["joins"]:
+            if j.args.get("on") is not None:
+                j.set("on", j.args["on"].transform(rename))
+        iw, ow = body.args.get("where"), select.args.get("where")
+        if iw is not None:
+            f = iw.this.transform(requalify)
+            cond = f if ow is None else exp.and_(exp.Paren(this=f), exp.Paren(this=ow.this))
+            select.set("where", exp.Where(this=cond))
 
 
 def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:

@@ -33,6 +33,10 @@ _CLAUSES = {
     "sample": (UNSUPPORTED, "TABLESAMPLE is not supported."),
     "pivots": (DENIED, "PIVOT is not allowed."),
 }
+VIEW_HINT = ("Run the SELECT itself, or wrap it as a derived table: SELECT … FROM (<query>) AS q. In ibis, "
+             "con.sql(query) creates a temporary view to learn the columns: pass them instead, "
+             "con.sql(query, schema={'sex': 'int64', 'n': 'int64'}), or build the query from "
+             "con.table('…') expressions.")
 _PASS = {"expressions", "from_", "where", "group", "order", "limit", "offset"}
 
 
@@ -42,6 +46,9 @@ def check_statement(expr: exp.Expression) -> exp.Select:
         raise Refusal(DENIED, "UNION/INTERSECT/EXCEPT are not allowed; run one SELECT at a time.")
     if isinstance(expr, (exp.Subquery, exp.Paren)) and isinstance(expr.unnest(), exp.Select):
         return check_statement(expr.unnest())
+    if isinstance(expr, exp.Create) and str(expr.args.get("kind") or "").upper() == "VIEW":
+        raise Refusal(DENIED, "CREATE VIEW is not allowed: dpgate keeps no views, and a "
+                      "statement is charged when it is answered, not when it is named.", hint=VIEW_HINT)
     if isinstance(expr, _WRITES) or not isinstance(expr, exp.Select):
         kind = sql_name(expr).upper() if isinstance(expr, exp.Expression) else "statement"
         raise Refusal(DENIED, f"{kind} statements are not allowed; dpgate only answers "

@@ -21,7 +21,7 @@ from .release import (NoisePool, answer_rows, domain_answer, domain_notice, nois
                       output_types, selection_answer)
 from .selection_path import choose
 
-__all__ = ["CENTRAL", "DOMAIN", "SVT", "Central", "Domain", "Svt", "checked", "columns_of", "mechanism_epsilon",
+__all__ = ["CENTRAL", "DOMAIN", "EMPTY", "SVT", "Central", "Domain", "Empty", "Svt", "checked", "columns_of", "mechanism_epsilon",
            "scan_sql"]
 
 _TEXT = 25
@@ -173,8 +173,28 @@ class Domain(ReleaseKind):
                 "domain", 0.0)
 
 
+class Empty(ReleaseKind):
+    """A statement with ``LIMIT 0`` (the schema probe of data-frame and ORM clients): its
+    rows are none whatever the data holds, so nothing is scanned, released or charged; its
+    columns are the plan's, as the same statement without the LIMIT returns them."""
+
+    name = "empty"
+
+    def prepare(self, conn, plan) -> Prepared:
+        return Prepared(self, plan, columns_of(plan))
+
+    async def answer_free(self, conn, p: Prepared):
+        return Result("SELECT 0", p.columns, [], notices=[_EMPTY_NOTE]), "empty", 0.0
+
+    async def explain(self, conn, route, body: str, params: list) -> Result:
+        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(_EMPTY_NOTE,)])
+
+
+_EMPTY_NOTE = "dpgate: LIMIT 0 returns no rows whatever the data: nothing read, nothing charged"
+
+
 def _domain_rows(plan) -> list[tuple]:
     return answer_rows(plan, domain_answer(plan))
 
 
-CENTRAL, SVT, DOMAIN = Central(), Svt(), Domain()
+CENTRAL, SVT, DOMAIN, EMPTY = Central(), Svt(), Domain(), Empty()

@@ -11,6 +11,7 @@ table / statement         kind
 ``mode = "local"``        :data:`.local.LOCAL` (a Subset column: ``SUBSET``)
 ``privacy`` policy        :data:`.per_record.PER_RECORD`
 central, MAX / MIN        :data:`.extreme.EXTREME`
+central, ``LIMIT 0``      :data:`.central.EMPTY` (no rows: no scan, free)
 central, no aggregate     :data:`.central.DOMAIN` (the public domain, free)
 central, ladder tier      :data:`.multitier.LADDER`
 central, HAVING / top-c   :data:`.central.SVT`
@@ -37,7 +38,7 @@ from ..backends.base import CancelSignal
 from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, CopyFormat, Description, Result, SqlError
 from . import cursors
-from .central import CENTRAL, DOMAIN, SVT, checked
+from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
 from .selection_path import choose
 from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, run
@@ -233,6 +234,8 @@ class Connection:
             plan = choose(plan, gw.tier_of(self.role), self.session.settings)[0]   # HAVING / top-c: which release
         except ExtremeAggregate:                              # MAX / MIN: their own release
             return await EXTREME.plan(self, route, sql, params)
+        if plan.limit == 0:                                   # no rows whatever the data: no scan
+            return EMPTY.prepare(self, plan)
         if plan.selected:                                     # keys without a public domain (issue 20)
             if gw.tier_of(self.role).ladder is not None:
                 raise SqlError("0A000", "GROUP BY a column without a public domain (partition selection) is not "
@@ -274,8 +277,12 @@ class Connection:
         if family is CENTRAL and self.gw.tier_of(self.role).ladder is not None:
             family = LADDER                                   # its level of a ladder (seed 000)
         try:
-            if family is CENTRAL and (await self.gw.plan_async(body, params or None)).selected:
-                family = PARTITIONS                           # keys by partition selection (issue 20)
+            if family in (CENTRAL, LADDER):
+                plan = await self.gw.plan_async(body, params or None)
+                if plan.limit == 0:                           # no rows whatever the data: no scan
+                    family = EMPTY
+                elif family is CENTRAL and plan.selected:
+                    family = PARTITIONS                       # keys by partition selection (issue 20)
             return await family.explain(self, inner, body, params)
         except ExtremeAggregate:                              # MAX / MIN: their own release
             return await EXTREME.explain(self, inner, body, params)

@@ -171,3 +171,14 @@ def test_pgcli_and_adbc_statements_see_the_declared_tables(catalog):
     columns = {(r[1], r[2]) for r in run(catalog, "pgcli_columns")[1]}
     assert dt == tables == set(catalog.config.tables) and ("pums", "income") in columns
     assert {r[1] for r in run(catalog, "adbc_types")[1]} >= {"int8", "float8", "text", "date", "timestamp"}
+
+
+def test_ibis_statements_list_and_describe_the_declared_tables(catalog):
+    """ibis's list_tables() (information_schema, its temporary tables by UNION ALL) and
+    table() (the columns of a relation by schema name in a bound array and table name)."""
+    assert {r[0] for r in run(catalog, "ibis_list_tables")[1]} == set(catalog.config.tables)
+    assert run(catalog, "ibis_temp_schema")[1] == []              # no temporary schema: no temporary views
+    name = next(iter(catalog.config.tables))
+    q = QUERIES["ibis_get_schema"]
+    cols = catalog.execute(q["sql"], user="alice", params=[q["params"][0], name])[1]
+    assert [r[0] for r in cols] == list(catalog.config.tables[name].columns)
