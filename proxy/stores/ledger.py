@@ -440,6 +440,11 @@ class Ledger:
         return bool(has_rows)
 
     @property
+    def mac(self) -> Mac | None:
+        """The MACs of this ledger's key (None: an unsigned ledger), for the stores beside it."""
+        return self._mac
+
+    @property
     def signed(self) -> bool:
         """Whether this ledger's rows are checked against a keyed MAC."""
         return self._mac is not None
