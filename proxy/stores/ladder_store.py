@@ -99,6 +99,23 @@ def _signed(mac: Mac, r) -> str:
     return mac.ladder(lad, qk, dv, can, st, ver, lev, body)
 
 
+def ladder_problems(db, mac: Mac) -> list[str]:
+    """Every ladder row of the store on ``db`` (the ledger's connection) that fails its MAC,
+    one line each (``dpgate ledger check``); none for a store not opened yet, or not yet
+    signed (it is signed at its first open)."""
+    try:
+        check = db.execute("SELECT value FROM mt_meta WHERE key='mac_check'").fetchone()
+    except sqlite3.OperationalError:              # no ladder store in this SQLite file yet
+        return []
+    if check is None:
+        return []
+    if not Mac.same(check[0], mac.check_value()):
+        return ["the ladder store was signed with another key (altered outside dpgate)"]
+    return [f"ladder {r[0]} ({r[1]}) fails its MAC (its chain values were altered outside dpgate; it will "
+            "not be served)" for r in db.execute(f"SELECT {_COLS} FROM mt_ladders ORDER BY id").fetchall()
+            if not Mac.same(r[10], _signed(mac, r))]
+
+
 class LadderStore:
     """Ladders beside the ledger (its SQLite file, or its Postgres schema); safe
     across threads and processes."""

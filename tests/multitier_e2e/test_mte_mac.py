@@ -57,6 +57,8 @@ def test_an_edited_ladder_row_is_never_served(svc):
         assert led.spent(role, "day") == 0 and led.unreleased(role) == []   # refused before the scan: free
     with pytest.raises(LedgerDamaged):
         ladder_row(svc, Q)
+    assert led.integrity_problems() == [f"ladder {row.id} (market) fails its MAC (its chain values were altered "
+                                        "outside dpgate; it will not be served)"]      # dpgate ledger check
 
 
 def test_a_pre_mac_ladder_store_is_signed_at_first_open(tmp_path, caplog):
