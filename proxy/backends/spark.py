@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 
-from .base import BackendError, BackendTimeout
+from .base import BackendError, BackendRefused, BackendTimeout
 
 log = logging.getLogger("dpgate.backend")
 
@@ -41,6 +41,9 @@ _LOST = ("UNAVAILABLE", "Connection refused", "failed to connect", "NO_ACTIVE_SE
          "SESSION_CHANGED", "SESSION_NOT_FOUND", "SESSION_CLOSED")
 UNAVAILABLE = "the Spark cluster is unavailable; nothing was charged"
 INSTALL_HINT = "the Spark backend needs pyspark's Connect client: pip install 'dpgate[spark]'"
+#: SQLSTATEs (Spark's own, class 42) of a query Spark refused while parsing or analysing it
+REFUSED_WHAT = {"42P01": "has no relation named in", "42703": "could not resolve a column of",
+                "42601": "could not parse", "42501": "was denied permission for"}
 
 
 def _client_classes():
@@ -75,6 +78,31 @@ def _lost_error(e: BaseException) -> bool:
     """``e`` says the server, or our session on it, is gone (not a failed query)."""
     text = str(e)
     return type(e).__name__ == "RetriesExceeded" or any(m in text for m in _LOST)
+
+
+def refused(e: BaseException) -> BackendRefused | None:
+    """The refusal of a query Spark rejected while parsing or analysing it (pyspark's
+    ``AnalysisException``, ``ParseException`` is one, and their Spark Connect subclasses): an
+    unknown table or column, bad syntax, a denied permission. Analysis precedes execution,
+    so no row was read and nothing is charged. Its SQLSTATE is Spark's own when that is of
+    class 42 (42P01, 42703, 42601, 42501 …), else 42601 for a parse error and 42000; Spark's
+    text goes to the server log only (it names the backend's schema). None: not such an error."""
+    try:
+        from pyspark.errors import AnalysisException, ParseException
+    except ImportError:
+        return None
+    if not isinstance(e, AnalysisException):
+        return None
+    try:
+        state = e.getSqlState() or ""
+    except Exception:
+        state = ""
+    if not (len(state) == 5 and state.startswith("42")):
+        state = "42601" if isinstance(e, ParseException) else "42000"
+    what = REFUSED_WHAT.get(state, "could not compile")
+    return BackendRefused(state, f"the backend {what} the scan before reading any row; nothing was charged",
+                          hint="A declared table's source or columns do not match the backend: "
+                               "dpgate check-config --backend names the problem.")
 
 
 def connect_url(remote: str, token: str | None = None, use_ssl: bool = False) -> str:
@@ -258,6 +286,11 @@ class SparkBackend:
         except Exception as e:
             name = type(e).__name__
             text = str(e)
+            no_row = refused(e)
+            if no_row is not None:                # parsed/analysed, never executed: refunded
+                log.warning("spark refused the scan before reading a row: %s: %s", name,
+                            text.splitlines()[0] if text else "")
+                raise no_row from None
             if _lost_error(e):
                 self._lost()                      # the next statement reconnects
                 log.warning("spark: %s: %s", name, text.splitlines()[0] if text else "")

@@ -41,6 +41,7 @@ data (§9c), so such a tier gets the root. A new data version starts new chains.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from dataclasses import dataclass
@@ -337,6 +338,14 @@ class Ladder(Central):
 
     def explain_head(self, plan, tier) -> list[str]:
         return explain_ladder_lines(plan, tier)
+
+    async def scan(self, conn, p: Prepared, then):
+        """The query's stored ladder, if there is one, is checked against its MAC before the
+        scan (a damaged one refuses the statement before anything is read: refunded)."""
+        tier = conn.gw.tier_of(conn.role)
+        await asyncio.to_thread(store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(),
+                                p.state["data_version"])
+        return await super().scan(conn, p, then)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         return serve_level(conn.gw, conn.role, p.plan, complete(p.plan, cells), p.state["data_version"],

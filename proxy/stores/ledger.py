@@ -76,6 +76,7 @@ from pathlib import Path
 
 from .errors import LedgerDamaged, LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
 from .errors import cannot_write, no_write_reason
+from .ladder_store import ladder_problems
 from .ledger_mac import Mac, create_key, read_key
 from .pgstore import PgConnection
 from .answer import cell_count
@@ -438,6 +439,11 @@ class Ledger:
             self.migrated.append(f"{len(spends)} spend row(s) and {n} release(s) had no MAC: signed at "
                                  f"first open with the new key {self.key_file}")
         return bool(has_rows)
+
+    @property
+    def mac(self) -> Mac | None:
+        """The MACs of this ledger's key (None: an unsigned ledger), for the stores beside it."""
+        return self._mac
 
     @property
     def signed(self) -> bool:
@@ -846,7 +852,7 @@ class Ledger:
         """What is wrong with the ledger, one line each (none: it is whole): SQLite's own
         check (``full``), total spend against stored releases + open reservations +
         charges without an answer (ε and δ: ``full``), each spend row's MAC, and
-        (``full``) each stored release's MAC. The fast form (``full=False``, at start)
+        (``full``) each stored release's and each multi-tier ladder row's MAC. The fast form (``full=False``, at start)
         reads the spend rows only (one per role and period), not the releases."""
         out = []
         with self._lock:
@@ -874,6 +880,7 @@ class Ledger:
                         if not Mac.same(mac, self._mac.release(r, k, dv, e, d, m, a, p)):
                             out.append(f"release {rid} of role {r!r} fails its MAC (its answer or charge was "
                                        "altered outside dpgate; it will not be served)")
+                    out += ladder_problems(db, self._mac)
         return out
 
     def integrity_check(self) -> bool:

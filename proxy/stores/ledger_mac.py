@@ -1,4 +1,5 @@
-"""The ledger's keyed MAC: HMAC-SHA256 over each spend row and each stored release.
+"""The ledger's keyed MAC: HMAC-SHA256 over each spend row, each stored release and each
+multi-tier ladder's row.
 
 A ledger row changed outside dpgate — a spend lowered to give budget back, one digit
 of a stored answer changed — no longer matches its MAC, and the ledger refuses that
@@ -95,6 +96,12 @@ class Mac:
         """A secret for ``purpose`` derived from the key: never stored in the ledger nor
         sent to any database, so no statement log can hold it."""
         return self._mac("derived secret", purpose)
+
+    def ladder(self, ladder: str, qkey: str, data_version: int, canonical: str, statement: str,
+               version: str, levels: str, body: str) -> str:
+        """A multi-tier ladder's row (:mod:`proxy.stores.ladder_store`): its identity and the
+        stored texts of its ε set, levels and raw chain values."""
+        return self._mac("ladder", ladder, qkey, int(data_version), canonical, statement, version, levels, body)
 
     @staticmethod
     def same(a: str | None, b: str) -> bool:

@@ -62,8 +62,9 @@ CREATE TABLE IF NOT EXISTS mt_ladders (
     ladder TEXT NOT NULL, qkey TEXT NOT NULL, data_version BIGINT NOT NULL,
     canonical TEXT NOT NULL, statement TEXT NOT NULL, version TEXT NOT NULL,
     levels TEXT NOT NULL, body TEXT NOT NULL,
-    created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL,
+    created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, mac TEXT,
     UNIQUE (ladder, qkey, data_version));
+CREATE TABLE IF NOT EXISTS mt_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _JSON = re.compile(r"json_extract\((\w+), '\$\.(\w+)\.(\w+)'\)")

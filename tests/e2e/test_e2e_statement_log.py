@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -61,3 +62,46 @@ def test_json_statement_log_has_timing_and_no_values(logged):
     allowed = {"ts", "role", "fingerprint", "decision", "epsilon", "ledger", "ms", "backend_ms"}
     assert all(set(r) <= allowed for r in recs)              # no field for any answer or value
     assert len(rows) == 2
+
+
+def _readme_log_examples() -> tuple[list[dict], list[str]]:
+    """The README "Logs" section's example lines: (JSON records, text lines)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("\n## Logs\n"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = section.split("```")[1::2]
+    lines = [ln for b in blocks for ln in b.strip().splitlines()]
+    return [json.loads(ln) for ln in lines if ln.startswith("{")], [ln for ln in lines if ln.startswith("role=")]
+
+
+def test_the_readme_log_examples_are_what_is_written(logged):
+    """The README's example lines have exactly the fields, in the order, that the log writes."""
+    log = logging.getLogger("dpgate.statements")
+    cap, old = _Capture(), log.level
+    log.addHandler(cap)
+    log.setLevel(logging.INFO)
+    sql = "SELECT sex, COUNT(*) FROM pums GROUP BY sex"
+    try:
+        with psycopg.connect(logged.dsn("analyst"), autocommit=True) as c:
+            c.execute(sql).fetchall()
+            c.execute(sql).fetchall()
+        deadline = time.monotonic() + 10
+        while len(cap.lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        logged.gw.json_logs = False                      # the same statements, written as text
+        cap.lines_json, cap.lines = cap.lines, []
+        logged.gw.log_statement(role="analyst", sql=sql, decision="released", epsilon=1.0, ms=2.0,
+                                backend_ms=1.0, ledger="charged")
+        logged.gw.log_statement(role="analyst", sql=sql, decision="repeat", epsilon=0.0, ms=0.3)
+    finally:
+        log.removeHandler(cap)
+        log.setLevel(old)
+    released, repeat = (json.loads(x) for x in cap.lines_json[-2:])
+    examples, text = _readme_log_examples()
+    assert [list(r) for r in examples] == [list(released), list(repeat)]
+    assert [(r["decision"], r["ledger"]) for r in examples] == [(released["decision"], released["ledger"]),
+                                                                (repeat["decision"], repeat["ledger"])]
+
+    def keys(line: str) -> list[str]:
+        return [w.split("=", 1)[0] for w in line.split() if "=" in w]
+    assert [keys(t) for t in text[:2]] == [keys(x) for x in cap.lines]

@@ -41,7 +41,10 @@ KINDS = [
     ("analyst", "SELECT median(age) FROM pums"),
     ("bronze", "SELECT educ, COUNT(*) FROM pums GROUP BY educ"),                    # ladder tier
     ("analyst", "SELECT item FROM purchases GROUP BY item HAVING COUNT(*) > 500 LIMIT 10"),
-    ("analyst", "SELECT item, COUNT(*) FROM purchases GROUP BY item HAVING COUNT(*) > 200 ORDER BY COUNT(*) DESC LIMIT 5"),
+    # (the HAVING above is a filter over the released cells: a second HAVING over the same
+    # COUNT by item would be a free repeat of that release, so this one counts other rows)
+    ("analyst", "SELECT item, COUNT(*) FROM purchases WHERE amount > 10 GROUP BY item HAVING COUNT(*) > 200 "
+                "ORDER BY COUNT(*) DESC LIMIT 5"),
     ("analyst", "SELECT store, COUNT(*), AVG(amount), COUNT(DISTINCT customer_id) FROM purchases GROUP BY store"),
     ("analyst", "SELECT s.area, COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id GROUP BY s.area"),
     ("analyst", "SELECT o.priority, SUM(i.quantity) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
