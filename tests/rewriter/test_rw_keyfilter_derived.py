@@ -1,0 +1,76 @@
+"""A WHERE conjunct restricts a derived key's domain (rewriter.keyfilter): on the key's own
+expression (compared on the checked parse tree), or — for a CASE key — on the one column
+its conditions compare with literals; anything else leaves the domain whole (every label
+released, the empty ones at a noisy 0). The oracle (tests/oracle, hand corpus) checks the
+rows against DuckDB and Postgres; these pin the domain each rule keeps."""
+from __future__ import annotations
+
+import pytest
+
+import rewriter
+from config import parse_config
+
+from rw_data import CONFIG
+
+BAND = "CASE WHEN age < 30 THEN 'young' WHEN age < 60 THEN 'mid' ELSE 'old' END"
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return parse_config(CONFIG)
+
+
+def _domain(sql, cfg):
+    p = rewriter.build_plan(rewriter.parse(sql), cfg)
+    return p.group_by[0].domain, p.key_filter
+
+
+@pytest.mark.parametrize("where, kept", [
+    ("age < 30", ("young",)),
+    ("age >= 30", ("mid", "old")),
+    ("age BETWEEN 25 AND 35", ("young", "mid")),
+    ("age = 60", ("old",)),
+    ("age > 1000", ("old",)),                       # beyond the declared bounds: still the ELSE's
+    ("age IN (10, 70)", ("young", "old")),
+    ("NOT (age < 30) AND age < 60", ("mid",)),
+    ("age IS NULL", ("old",)),                      # NULL takes the ELSE
+    ("age < 30 OR age IS NULL", ("young", "old")),
+    ("age <> 45", ("young", "mid", "old")),
+])
+def test_case_key_restricted_by_its_column(cfg, where, kept):
+    dom, touched = _domain(f"SELECT {BAND} AS band, COUNT(*) FROM pums WHERE {where} GROUP BY band", cfg)
+    assert dom == kept and touched
+
+
+@pytest.mark.parametrize("where", [
+    "age + 1 < 30",                # arithmetic on the column: not cut into pieces
+    "abs(age) < 30",               # a function
+    "income < 30",                 # another column
+    "age < income",                # two columns
+])
+def test_case_key_left_whole_when_not_understood(cfg, where):
+    dom, touched = _domain(f"SELECT {BAND} AS band, COUNT(*) FROM pums WHERE {where} GROUP BY band", cfg)
+    assert dom == ("young", "mid", "old") and not touched
+
+
+def test_case_without_else_keeps_null_only_when_a_row_can_reach_it(cfg):
+    case = "CASE WHEN age < 30 THEN 'young' END"
+    assert _domain(f"SELECT {case}, COUNT(*) FROM pums WHERE age < 20 GROUP BY 1", cfg)[0] == ("young",)
+    assert _domain(f"SELECT {case}, COUNT(*) FROM pums WHERE age > 20 GROUP BY 1", cfg)[0] == ("young", None)
+
+
+def test_like_against_a_text_case_is_left_whole(cfg):
+    case = "CASE WHEN state = 'ca' THEN 'west' ELSE 'east' END"
+    assert _domain(f"SELECT {case}, COUNT(*) FROM pums WHERE state = 'ny' GROUP BY 1", cfg)[0] == ("east",)
+    dom, touched = _domain(f"SELECT {case}, COUNT(*) FROM pums WHERE state LIKE 'c%' GROUP BY 1", cfg)
+    assert dom == ("west", "east") and not touched
+
+
+def test_bin_and_boolean_keys_restricted_by_their_own_expression(cfg):
+    dom, _ = _domain("SELECT floor(age / 10) * 10 AS b, COUNT(*) FROM pums WHERE floor(age / 10) * 10 >= 80 "
+                     "GROUP BY 1", cfg)
+    assert dom == (80, 90, 100)
+    dom, _ = _domain("SELECT age > 50, COUNT(*) FROM pums WHERE age > 50 GROUP BY 1", cfg)
+    assert dom == (True,)
+    dom, touched = _domain("SELECT floor(age / 10) * 10 AS b, COUNT(*) FROM pums WHERE age >= 80 GROUP BY 1", cfg)
+    assert None in dom and 0 in dom and not touched          # the column, not the key: left whole
