@@ -120,6 +120,8 @@ def _case_kept(conj: exp.Expression, g: GroupKey, column: str) -> tuple | None:
     typ = _column_type(literals)
     col = GroupKey(column, typ, None)
     values = [_literal(n, col) for n in literals]
+    if typ == "float":          # a literal under unary minus (-1 is Neg(1)): both signs cut
+        values += [-v for v in values]
     kept: set = set()
     for x in _pieces(values, typ):
         label = next((lab for cond, lab in branches if _eval(cond, col, x) is True), otherwise)

@@ -496,6 +496,13 @@ HAND: list[Case] = [   # noqa: E501
     Case("SELECT CASE WHEN s IN ('x', 'X') THEN 'xx' ELSE 'other' END AS k, COUNT(*) FROM fx WHERE s = 'y' GROUP BY 1",
          _both("SELECT CASE WHEN s IN ('x', 'X') THEN 'xx' ELSE 'other' END AS k, COUNT(*) FROM fx WHERE s = 'y' "
                "GROUP BY 1"), 1, None, "CASE key over text", must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f < -1 GROUP BY 1",
+         _both("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f < -1 GROUP BY 1"),
+         1, None, "CASE key over a float, a negative literal, -Infinity", must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f > 1 GROUP BY 1",
+         _both("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f > 1 GROUP BY 1"),
+         1, None, "CASE key over a float: Infinity and NaN above every number", must_answer=True,
+         defect="key predicates"),
     Case("SELECT floor(f) AS k, COUNT(*) FROM fx WHERE floor(f) BETWEEN -0.5 AND 0.5 GROUP BY 1",
          _both("SELECT floor(f) AS k, COUNT(*) FROM fx WHERE floor(f) = 0 GROUP BY 1"), 1, None,
          "a bin's own expression", must_answer=True,

@@ -36,6 +36,8 @@ def _domain(sql, cfg):
     ("age IS NULL", ("old",)),                      # NULL takes the ELSE
     ("age < 30 OR age IS NULL", ("young", "old")),
     ("age <> 45", ("young", "mid", "old")),
+    ("age < -1", ("young",)),                       # a literal under unary minus cuts at -1
+    ("age BETWEEN -5 AND -2 OR age > 70", ("young", "old")),
 ])
 def test_case_key_restricted_by_its_column(cfg, where, kept):
     dom, touched = _domain(f"SELECT {BAND} AS band, COUNT(*) FROM pums WHERE {where} GROUP BY band", cfg)
