@@ -123,3 +123,34 @@ def test_case_restriction_never_drops_a_label_a_row_can_have(cfg, duck):
         restricted += bool(touched)
     duck.execute("DROP TABLE vals")
     assert restricted > 250                 # the rule applies to nearly all of them
+
+
+def test_text_case_restriction_never_drops_a_label_a_row_can_have(cfg, duck):
+    """The same over a text column: =, <>, IN, IS NULL; values the literals, others, '' and NULL."""
+    rnd = random.Random(20261129)
+    lits = ["ca", "ny", "tx", "zz"]
+
+    def atom():
+        k = rnd.randrange(5)
+        if k == 0:
+            return f"state {rnd.choice(['=', '<>'])} '{rnd.choice(lits)}'"
+        if k == 1:
+            return f"state IN ({', '.join(repr(x) for x in rnd.sample(lits, 2))})"
+        if k == 2:
+            return "state IS NULL" if rnd.random() < 0.5 else "state IS NOT NULL"
+        if k == 3:
+            return f"NOT ({atom()})"
+        return f"({atom()} {rnd.choice(['AND', 'OR'])} {atom()})"
+
+    duck.execute("CREATE TEMP TABLE tvals (state TEXT)")
+    duck.executemany("INSERT INTO tvals VALUES (?)", [(v,) for v in [*lits, "CA", "", "other", None]])
+    restricted = 0
+    for _ in range(200):
+        case = "CASE " + " ".join(f"WHEN {atom()} THEN 'l{j}'" for j in range(rnd.randint(1, 3))) + " ELSE 'e' END"
+        where = atom()
+        dom, touched = _domain(f"SELECT {case} AS k, COUNT(*) FROM pums WHERE {where} GROUP BY 1", cfg)
+        have = {r[0] for r in duck.execute(f"SELECT DISTINCT {case} FROM tvals WHERE {where}").fetchall()}
+        assert have <= set(dom), (case, where, dom, have)
+        restricted += bool(touched)
+    duck.execute("DROP TABLE tvals")
+    assert restricted > 150
