@@ -388,8 +388,7 @@ class Tier(StrictModel):
     exact level)."""
     consistent: bool = True
     """`false`: roles of this tier get the raw noisy values (a COUNT may be negative), unbiased, whatever
-    the table's `consistent` says (per-record tables, MAX/MIN and percentiles follow the table's);
-    `true`: the table decides."""
+    the table's `consistent` says (central and per-record tables alike); `true`: the table decides."""
     delta: float = Field(default=0.0, ge=0, le=1e-3)
     """δ charged per query that needs one (partition selection: GROUP BY a column without a public
     domain); 0 (the default) refuses such queries. Typical: 1e-6 to 1e-9, well below 1/rows."""

@@ -97,7 +97,7 @@ def _plan(expr: exp.Expression, config: Config, params: list | None,
     shape.check_clauses(select)
     shape.check_nesting(select)
     name = rel.name
-    ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners)
+    ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners, date_part=keys.date_part)
     if per is not None:                     # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
     items = select_.items(select, ctx)

@@ -11,9 +11,29 @@ which it is true. Both inputs are public (the declared domain and the query's ow
 literals), so the restriction reveals nothing and costs nothing; the scan filters the
 same rows as before.
 
+A derived key (:mod:`rewriter.keys`: a bin, a boolean expression, a text cast) restricts
+the same way when every column the conjunct reads lies inside the key's own expression —
+compared on the checked parse tree, never on text: ``WHERE floor(f) >= 1 … GROUP BY
+floor(f)`` evaluates ``k >= 1`` on each value k of the key's domain. The scan computes the
+very same expression for the WHERE and for the key, so the value the conjunct sees is
+the key's value.
+
+A CASE key (``CASE WHEN age < 30 THEN 'young' ELSE 'old' END``) is restricted by a
+conjunct on the column its conditions read (``WHERE age < 30``) when the conditions and
+the conjunct are comparisons, BETWEEN, IN and IS NULL of that one column with literals,
+joined by AND/OR/NOT. Their literals cut the column's values (NULL, each literal, the
+open intervals between them and beyond them; for text: each literal and every other
+string) into pieces on which every such comparison has one truth value, so evaluating
+the CASE and the conjunct at one value of each piece covers every value a row can hold,
+the values outside the declared bounds, ±Infinity and NaN (above every number on DuckDB
+and Postgres) included. A label is kept when some piece gives it with the conjunct true;
+a label no piece gives so has no row that passes the WHERE. A piece holding no value of
+the column's type (an interval between two adjacent integers) can only keep a label, so
+the restriction never drops a cell the SQL would return.
+
 Anything the evaluator does not fully understand (a function, a cast, a comparison of
-text by collation order, a derived key) leaves the domain as it is: the cell is then
-still released, answered by its (empty) noisy count.
+text by collation order, LIKE against a CASE, a date key) leaves the domain as it is: the
+cell is then still released, answered by its (empty) noisy count.
 """
 from __future__ import annotations
 
@@ -23,6 +43,7 @@ from decimal import Decimal, InvalidOperation
 from sqlglot import exp
 
 from .plan import GroupKey
+from .values import literal_value
 
 __all__ = ["restrict"]
 
@@ -35,25 +56,113 @@ def restrict(groups: tuple[GroupKey, ...], where: exp.Expression | None) -> tupl
     """(group keys with their domains restricted by ``where``, the keys restricted)."""
     if where is None or not groups:
         return groups, ()
-    plain = {g.column: i for i, g in enumerate(groups)
-             if g.expr is None and g.domain is not None and g.type in ("int", "float", "text", "bool")}
-    if not plain:
-        return groups, ()
     out, touched = list(groups), []
     for conj in _conjuncts(where):
-        cols = {c.name for c in conj.find_all(exp.Column)}
-        if len(cols) != 1 or next(iter(cols)) not in plain:
-            continue
-        i = plain[next(iter(cols))]
-        g = out[i]
-        try:
-            keep = tuple(v for v in g.domain if _eval(conj, g, v) is True)
-        except _Unknown:
-            continue
-        out[i] = GroupKey(g.column, g.type, keep, g.expr)
-        if g.column not in touched:
-            touched.append(g.column)
+        for i, g in enumerate(out):
+            if g.domain is None or g.type not in ("int", "float", "text", "bool"):
+                continue
+            try:
+                keep = _kept(conj, g)
+            except _Unknown:
+                continue
+            if keep is None:
+                continue
+            out[i] = GroupKey(g.column, g.type, keep, g.expr)
+            if g.column not in touched:
+                touched.append(g.column)
     return tuple(out), tuple(touched)
+
+
+def _kept(conj: exp.Expression, g: GroupKey) -> tuple | None:
+    """The values of ``g``'s domain a row passing ``conj`` can have; None when ``conj`` does
+    not read ``g`` alone; :class:`_Unknown` when it does but is not understood."""
+    cols = {c.name for c in conj.find_all(exp.Column)}
+    if _MARKER in cols:
+        return None
+    if g.expr is None:                                   # a plain key: the column itself
+        if cols != {g.column}:
+            return None
+        return tuple(v for v in g.domain if _eval(conj, g, v) is True)
+    marker = exp.column(_MARKER)
+    seen = []
+
+    def mark(node):
+        if node == g.expr:                               # structural equality of the checked trees
+            seen.append(node)
+            return marker.copy()
+        return node
+
+    marked = conj.copy().transform(mark)
+    if seen and {c.name for c in marked.find_all(exp.Column)} == {_MARKER}:
+        return tuple(v for v in g.domain if _eval(marked, g, v) is True)
+    if isinstance(g.expr, exp.Case) and len(cols) == 1:
+        return _case_kept(conj, g, next(iter(cols)))
+    return None
+
+
+_MARKER = "__dpgate_key__"     # the key's expression, replaced in a conjunct (never a column name: checked)
+
+
+def _case_kept(conj: exp.Expression, g: GroupKey, column: str) -> tuple | None:
+    """The labels of a CASE key whose rows can pass ``conj`` (module doc: one value per piece)."""
+    branches = [(b.this, _label(b.args.get("true"), g)) for b in g.expr.args.get("ifs") or []]
+    default = g.expr.args.get("default")
+    otherwise = _label(default, g) if default is not None else None
+    conds = [c for c, _ in branches]
+    read = {c.name for n in conds for c in n.find_all(exp.Column)}
+    if read != {column}:
+        return None
+    literals = []
+    for node in [conj, *conds]:
+        if any(type(n) not in _PIECEWISE for n in node.walk()):
+            raise _Unknown                               # only comparisons with literals cut into pieces
+        literals += [n for n in node.find_all(exp.Literal)]
+    typ = _column_type(literals)
+    col = GroupKey(column, typ, None)
+    values = [_literal(n, col) for n in literals]
+    if typ == "float":          # a literal under unary minus (-1 is Neg(1)): both signs cut
+        values += [-v for v in values]
+    kept: set = set()
+    for x in _pieces(values, typ):
+        label = next((lab for cond, lab in branches if _eval(cond, col, x) is True), otherwise)
+        if _eval(conj, col, x) is True:
+            kept.add(label)
+    return tuple(v for v in g.domain if v in kept)
+
+
+_PIECEWISE = frozenset({exp.And, exp.Or, exp.Not, exp.Paren, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
+                        exp.LTE, exp.Between, exp.In, exp.Is, exp.Column, exp.Identifier, exp.Literal,
+                        exp.Null, exp.Neg})
+
+
+def _label(node: exp.Expression, g: GroupKey):
+    """A CASE branch's result as a value of the key's type (compared with its domain's values)."""
+    while isinstance(node, (exp.Paren, exp.Cast)):
+        node = node.this
+    ok, v = literal_value(node)
+    if not ok:
+        raise _Unknown
+    return float(v) if g.type == "float" and v is not None else v
+
+
+def _column_type(literals: list) -> str:
+    """The pieces' kind: numbers or text, from the literals compared with the column."""
+    if literals and all(n.is_string for n in literals):
+        return "text"
+    if all(not n.is_string for n in literals):
+        return "float"
+    raise _Unknown
+
+
+def _pieces(values: list, typ: str) -> list:
+    """One value of each piece the literals cut the column's values into, and NULL."""
+    points = sorted({v for v in values if v is not None})
+    if typ == "text":
+        return [*points, "".join(points) + "\x00", None]    # every other string: equal to none
+    if not points:
+        return [Decimal(0), None]
+    mids = [(a + b) / 2 for a, b in zip(points, points[1:])]
+    return [points[0] - 1, *points, *mids, points[-1] + 1, None]
 
 
 def _conjuncts(node: exp.Expression):

@@ -581,6 +581,14 @@ def _extract(node: exp.Extract, ctx: Ctx) -> GroupKey:
     return _key(T(body, "int"), "int", dom)
 
 
+def date_part(node: exp.Extract, ctx: Ctx) -> T:
+    """``extract(part from c)`` in a row predicate: the checked expression of the group key
+    of the same text (:func:`_extract`), so a WHERE on a date part reads the value its key
+    has (:mod:`rewriter.keyfilter` restricts that key's cells by it)."""
+    g = _extract(node, ctx)
+    return T(g.expr.copy(), "int")
+
+
 def distinct_to_group(select: exp.Select) -> None:
     """``SELECT DISTINCT a, b FROM t`` (no aggregates, no GROUP BY) is ``… GROUP BY a, b``."""
     d = select.args.get("distinct")

@@ -79,6 +79,8 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
         raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported (a regular expression's "
                       "cost grows with its pattern); use LIKE/ILIKE with a literal pattern (backslash "
                       "escapes): col LIKE '%text%' for contains, 'text%' for starts with.")
+    if isinstance(node, exp.Extract) and ctx.date_part is not None:
+        return ctx.date_part(node, ctx)      # extract(year from ts): the group key's own expression
     timed = dates.rule(node, ctx, check)     # date/timestamp literals, now(), date ± interval
     if timed is not None:
         return timed

@@ -78,6 +78,9 @@ class Ctx:
     types: dict[int, ColumnType | None] = field(default_factory=dict)
     used: set[int] = field(default_factory=set)
     owners: dict | None = None     # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
+    # a date part in a row predicate, checked as the derived group key of the same expression
+    # (rewriter.keys.date_part): None where a statement's rules do not allow it
+    date_part: Any = None
 
     @property
     def infer(self) -> bool:

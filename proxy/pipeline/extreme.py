@@ -17,7 +17,7 @@ unit's factor. The selection's output is DP, so the values over it compose seque
 from __future__ import annotations
 
 import asyncio
-
+import dataclasses
 import hashlib
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
@@ -32,6 +32,7 @@ from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .kind import Prepared, ReleaseKind
 from .partitions import require_delta, select_rows, selection_explain, selection_notice, selection_plan
 from .release import answer_rows, output_types, unit_text
+from .selection_path import for_tier
 
 __all__ = ["EXTREME", "Extreme", "describe_extreme", "explain_extreme"]
 
@@ -166,6 +167,7 @@ class Extreme(ReleaseKind):
             raise SqlError("0A000", "MAX, MIN and percentiles are not available to data-market ladder tiers; "
                            "nothing was charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's "
                            "noise chain.")
+        xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))          # the tier's `consistent`
         eps = float(tier.epsilon)
         sp = _selection(xp.plan, tier)
         grid, m = _setup(gw, xp, eps if sp is None else sp["eps_measures"])

@@ -61,7 +61,8 @@ from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
 from .kind import Prepared, ReleaseKind, fetch
 from .per_record_policy import Policy, PolicyError, compile_policy, validate_config, validate_policy
-from .release import answer_rows, output_types
+from .release import answer_rows, consistency_text, output_types
+from .selection_path import for_tier
 
 __all__ = ["PER_RECORD", "PerRecord", "describe_per_record", "explain_per_record", "validate_policy",
            "validate_config", "check_config", "refuse_ladder"]
@@ -274,7 +275,9 @@ class PerRecord(ReleaseKind):
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         gw = conn.gw
         prp, pol = await asyncio.to_thread(_plan, conn, sql, params)    # milliseconds: off the loop
-        weight = float(gw.tier_of(conn.role).epsilon)
+        tier = gw.tier_of(conn.role)
+        prp = dataclasses.replace(prp, plan=for_tier(prp.plan, tier))     # the tier's `consistent`
+        weight = float(tier.epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
         state = {"policy": pol}
         if prp.parts:      # several COUNT/SUM: each at weight / k (sequential composition)
@@ -338,7 +341,8 @@ class PerRecord(ReleaseKind):
         return answer_rows(p.plan.plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        return notice_body(p.plan, p.state["policy"], answer)
+        clamped = consistency_text(p.plan.plan) if p.plan.func not in ("max", "min") else ""
+        return notice_body(p.plan, p.state["policy"], answer) + clamped
 
     async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
         return await describe_per_record(conn, sql, oids)

@@ -33,7 +33,7 @@ from rewriter.unit import factor
 from ..wire.api import SqlError
 from .release import MAX_SELECTED, measurement_for, split_epsilon
 
-__all__ = ["choose"]
+__all__ = ["choose", "for_tier"]
 
 
 _KEPT = ("_clock", "_domain", "_releases")     # memos that do not depend on the selection
@@ -81,12 +81,20 @@ def variances(plan: Plan, epsilon: float) -> tuple[float, float]:
     return var_cells, var_svt
 
 
+def for_tier(plan: Plan, tier) -> Plan:
+    """``plan`` as the role's tier reads it: a tier with ``consistent = false`` reads the raw
+    noisy values (:func:`.release.consistent_ranges`) whatever the table says, for every kind
+    whose rows are :func:`.release.answer_rows` (central, per-record, MAX/MIN, percentiles)."""
+    if not getattr(tier, "consistent", True) and plan.consistent:
+        return _with(plan, plan.selection, consistent=False)
+    return plan
+
+
 def choose(plan: Plan, tier, settings: dict) -> tuple[Plan, list[str]]:
     """(the plan to release — with its :class:`~rewriter.plan.Selection` for the sparse
     vector, or without it for the cells —, EXPLAIN's lines saying which and why). A tier
     with ``consistent = false`` reads raw noisy values (:func:`.release.consistent_ranges`)."""
-    if not getattr(tier, "consistent", True) and plan.consistent:
-        plan = _with(plan, plan.selection, consistent=False)
+    plan = for_tier(plan, tier)
     sel = plan.selection
     if sel is None:
         if plan.row_filter is not None and plan.group_by:

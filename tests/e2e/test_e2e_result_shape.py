@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from mechanisms import SeededSource
+from proxy.demo import accounts as demo_accounts
 from support.service import Service, ask, make_config
 
 
@@ -140,6 +141,31 @@ def test_consistent_false_returns_the_raw_noisy_values(raw_service):
     _, rows, notes = _named(raw_service, _SPARSE)
     assert any(n < 0 for _, n, _, _ in rows) and any(s < 0 for _, _, s, _ in rows)
     assert "clamped" not in notes[0]
+
+
+@pytest.fixture()
+def pr_service(tmp_path):
+    """The demo on DuckDB with its per-record table ``accounts`` (seed 003) and a tier
+    (role `half`) with ``consistent = false``; its own seeded source, so the draws of one
+    test are the same whatever else runs."""
+    cfg = make_config({"kind": "duckdb", "path": str(tmp_path / "demo.duckdb")})
+    cfg["tiers"]["half"]["consistent"] = False
+    svc = Service(cfg, tmp_path / "state", source=SeededSource(20261128)).start()
+    demo_accounts.load_duckdb(svc.gw.backend)
+    yield svc
+    svc.close()
+
+
+def test_a_tier_with_consistent_false_reads_raw_values_of_a_per_record_table(pr_service):
+    """Accounts above 990 million are a handful, spread over 10 cells: the count noise is ±29
+    (99%) at ε 0.5, so raw values below 0 are all but certain (each empty cell is < 0 with
+    probability about 1/2)."""
+    sql = "SELECT branch, kind, COUNT(*) FROM accounts WHERE balance > 990000000 GROUP BY branch, kind"
+    _, raw, notes = _named(pr_service, sql, role="half")
+    _, kept, notes2 = _named(pr_service, sql, role="other")
+    assert len(raw) == len(kept) == 10
+    assert any(n < 0 for *_, n in raw) and "clamped" not in notes[0]
+    assert all(n >= 0 for *_, n in kept) and "count(*) clamped to ≥ 0" in notes2[0]
 
 
 def test_outer_query_over_an_inner_having_is_the_same_release(service):

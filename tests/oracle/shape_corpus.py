@@ -475,6 +475,41 @@ HAND: list[Case] = [   # noqa: E501
     Case("SELECT b, COUNT(*) FROM fx WHERE NOT b GROUP BY b",
          _both("SELECT b, COUNT(*) FROM fx WHERE NOT b GROUP BY b"), 1, None, "a boolean key predicate",
          must_answer=True, defect="key predicates"),
+    # --- a predicate on a derived key's own expression, or on the column a CASE key's
+    # conditions read, restricts its labels (every kept label has a row, so no phantom)
+    Case("SELECT CASE WHEN i < 5 THEN 'lo' ELSE 'hi' END AS band, COUNT(*) FROM fx WHERE i < 5 GROUP BY band",
+         _both("SELECT CASE WHEN i < 5 THEN 'lo' ELSE 'hi' END AS band, COUNT(*) FROM fx WHERE i < 5 GROUP BY band"),
+         1, None, "CASE key, WHERE on its column: one label", must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN i < 5 THEN 'lo' WHEN i < 8 THEN 'mid' ELSE 'hi' END AS band, COUNT(*) FROM fx "
+         "WHERE i >= 5 GROUP BY 1",
+         _both("SELECT CASE WHEN i < 5 THEN 'lo' WHEN i < 8 THEN 'mid' ELSE 'hi' END AS band, COUNT(*) FROM fx "
+               "WHERE i >= 5 GROUP BY 1"), 1, None, "CASE key of three labels, values beyond the bounds in 'hi'",
+         must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN i < 5 THEN 'lo' WHEN i < 8 THEN 'mid' END AS band, COUNT(*) FROM fx "
+         "WHERE i BETWEEN 2 AND 6 GROUP BY 1",
+         _both("SELECT CASE WHEN i < 5 THEN 'lo' WHEN i < 8 THEN 'mid' END AS band, COUNT(*) FROM fx "
+               "WHERE i BETWEEN 2 AND 6 GROUP BY 1"), 1, None, "CASE key without ELSE: no NULL label under BETWEEN",
+         must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN i < 5 THEN 'lo' ELSE 'hi' END AS band, COUNT(*) FROM fx WHERE i IS NULL GROUP BY 1",
+         _both("SELECT CASE WHEN i < 5 THEN 'lo' ELSE 'hi' END AS band, COUNT(*) FROM fx WHERE i IS NULL GROUP BY 1"),
+         1, None, "CASE key, NULL takes the ELSE", must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN s IN ('x', 'X') THEN 'xx' ELSE 'other' END AS k, COUNT(*) FROM fx WHERE s = 'y' GROUP BY 1",
+         _both("SELECT CASE WHEN s IN ('x', 'X') THEN 'xx' ELSE 'other' END AS k, COUNT(*) FROM fx WHERE s = 'y' "
+               "GROUP BY 1"), 1, None, "CASE key over text", must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f < -1 GROUP BY 1",
+         _both("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f < -1 GROUP BY 1"),
+         1, None, "CASE key over a float, a negative literal, -Infinity", must_answer=True, defect="key predicates"),
+    Case("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f > 1 GROUP BY 1",
+         _both("SELECT CASE WHEN f < 0 THEN 'neg' ELSE 'pos' END AS k, COUNT(*) FROM fx WHERE f > 1 GROUP BY 1"),
+         1, None, "CASE key over a float: Infinity and NaN above every number", must_answer=True,
+         defect="key predicates"),
+    Case("SELECT floor(f) AS k, COUNT(*) FROM fx WHERE floor(f) BETWEEN -0.5 AND 0.5 GROUP BY 1",
+         _both("SELECT floor(f) AS k, COUNT(*) FROM fx WHERE floor(f) = 0 GROUP BY 1"), 1, None,
+         "a bin's own expression", must_answer=True,
+         defect="key predicates"),
+    Case("SELECT i > 5 AS k, COUNT(*) FROM fx WHERE i > 5 GROUP BY 1",
+         _both("SELECT i > 5 AS k, COUNT(*) FROM fx WHERE i > 5 GROUP BY 1"), 1, None,
+         "a boolean key's own expression", must_answer=True, defect="key predicates"),
 ]
 
 

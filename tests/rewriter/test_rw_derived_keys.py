@@ -235,6 +235,29 @@ def test_date_filters(tconfig, ev_duck, ev_pg, sql, pred):
     assert rewriter.complete(p, run(ev_pg, rewriter.to_sql(p, "postgres"))) == [(want,)]
 
 
+PART_FILTERS = [   # (statement, key, row predicate, the key's cells the WHERE keeps)
+    ("SELECT extract(month from ts), COUNT(*) FROM ev WHERE extract(month from ts) BETWEEN 3 AND 5 GROUP BY 1",
+     lambda r: r["ts"] and r["ts"].month, lambda r: r["ts"] is not None and 3 <= r["ts"].month <= 5, (3, 4, 5)),
+    ("SELECT extract(month from ts), COUNT(*) FROM ev WHERE extract(quarter from d) = 1 GROUP BY 1",
+     lambda r: r["ts"] and r["ts"].month, lambda r: r["d"].month <= 3, tuple(range(1, 13)) + (None,)),
+    ("SELECT COUNT(*) FROM ev WHERE extract(dow from d) = 1", lambda r: 0, lambda r: r["d"].weekday() == 0, None),
+]
+
+
+@pytest.mark.parametrize("sql,key,pred,cells", PART_FILTERS, ids=[c[0][:70] for c in PART_FILTERS])
+def test_date_part_in_where_filters_and_restricts_its_key(tconfig, ev_duck, ev_pg, sql, key, pred, cells):
+    """extract(…) in a WHERE is the group key's own checked expression: the rows it keeps,
+    and — on the key of the same expression — the cells (rewriter.keyfilter)."""
+    p = plan(sql, tconfig)
+    want = ref(key, EV_ROWS, EV_COLS, pred)
+    got = rewriter.complete(p, run(ev_duck, rewriter.to_sql(p, "duckdb")))
+    assert got == rewriter.complete(p, run(ev_pg, rewriter.to_sql(p, "postgres")))
+    if cells is None:
+        assert got == [(sum(want.values()),)]
+    else:
+        assert tuple(r[0] for r in got) == cells and all(n == want.get(k, 0) for k, n in got)
+
+
 def test_now_is_evaluated_by_dpgate(tconfig):
     p = plan("SELECT COUNT(*) FROM ev WHERE ts > now() - INTERVAL '7 days'", tconfig)
     sql = rewriter.to_sql(p, "postgres")
