@@ -147,7 +147,7 @@ class Case:
     order: list[int] | None
     name: str = ""
     note: str = ""
-    must_answer: bool = False          # one of issue 34's statements: a refusal is a failure
+    must_answer: bool = False          # a shape users were given wrong rows for: a refusal is a failure
     hand: bool = False                 # the hand corpus: its reference must run
     defect: str = ""                   # the issue's defect this case shows, while it stands
     extra: dict = field(default_factory=dict)
@@ -325,7 +325,7 @@ def _both(sql: str) -> dict[str, str]:
 
 U = "u IS NOT NULL"        # rows of a unit table with a NULL unit belong to no person: left out
 HAND: list[Case] = [   # noqa: E501
-    # --- HAVING: every returned row satisfies it on its released value (issue 34, row 1)
+    # --- HAVING: every returned row satisfies it on its released value
     Case("SELECT g, COUNT(*) FROM fx GROUP BY g HAVING COUNT(*) > 10 LIMIT 10",
          _both("SELECT g, COUNT(*) FROM fx WHERE g IN (0, 1, 2) GROUP BY g HAVING COUNT(*) > 10"), 1, None,
          "having count, limit", must_answer=True, defect="HAVING"),
@@ -340,7 +340,7 @@ HAND: list[Case] = [   # noqa: E501
          _both("SELECT g, COUNT(*) AS n, SUM(CASE WHEN i > 10 THEN 10 ELSE i END) FROM fx WHERE g IN (0, 1, 2) "
                "AND i > 100 GROUP BY g HAVING COUNT(*) > 0"), 1, None, "having excludes the empty cells", must_answer=True,
          defect="HAVING"),
-    # --- a predicate on a group key restricts the output keys (issue 34, rows 2-3)
+    # --- a predicate on a group key restricts the output keys
     Case("SELECT s, COUNT(*) FROM fx WHERE s IN ('x', 'X') GROUP BY s",
          _both("SELECT s, COUNT(*) FROM fx WHERE s IN ('x', 'X') GROUP BY s"), 1, None, "key IN",
          must_answer=True, defect="key predicates"),
@@ -359,7 +359,7 @@ HAND: list[Case] = [   # noqa: E501
     Case("SELECT g, COUNT(*) FROM fx WHERE g IN (1, 5) AND i > 3 GROUP BY g",
          _both("SELECT g, COUNT(*) FROM fx WHERE g = 1 AND i > 3 GROUP BY g"), 1, None,
          "key IN with a value outside the domain (5: no group)", must_answer=True, defect="key predicates"),
-    # --- ORDER BY an aggregate: by expression, alias or position are one thing (issue 34, row 5)
+    # --- ORDER BY an aggregate: by expression, alias or position are one thing
     Case("SELECT g, COUNT(*) FROM fx GROUP BY g ORDER BY COUNT(*) DESC, g LIMIT 2",
          _both("SELECT g, COUNT(*) FROM fx WHERE g IN (0, 1, 2) GROUP BY g ORDER BY COUNT(*) DESC, g LIMIT 2"),
          1, [1, 0], "order by aggregate expression, limit", must_answer=True, defect="ORDER BY aggregate"),
@@ -387,7 +387,7 @@ HAND: list[Case] = [   # noqa: E501
          _both("SELECT s, b, COUNT(*) FROM fx WHERE s IN ('x', 'X', 'x ') AND b IS NOT NULL GROUP BY s, b "
                "ORDER BY 2, 1 OFFSET 4"), 2, [1, 0], "offset alone"),
     Case("SELECT COUNT(*) FROM fx LIMIT 0", _both("SELECT COUNT(*) FROM fx LIMIT 0"), 0, None, "limit 0"),
-    # --- output names follow Postgres (issue 34, row 7)
+    # --- output names follow Postgres
     Case("SELECT k, COUNT(*) FROM (SELECT g AS k, i FROM fx) x GROUP BY k",
          _both("SELECT k, COUNT(*) FROM (SELECT g AS k, i FROM fx WHERE g IN (0, 1, 2)) x GROUP BY k"),
          1, None, "derived table renames the key", must_answer=True, defect="names"),
@@ -405,7 +405,7 @@ HAND: list[Case] = [   # noqa: E501
     Case("SELECT q.g, q.n * 2 AS twice FROM (SELECT g, COUNT(*) AS n FROM fx GROUP BY g) q ORDER BY twice DESC, 1",
          _both("SELECT q.g, q.n * 2 AS twice FROM (SELECT g, COUNT(*) AS n FROM fx WHERE g IN (0, 1, 2) GROUP BY g) q "
                "ORDER BY twice DESC, 1"), 1, [1, 0], "outer expression, order"),
-    # --- joins: a public lookup table, in both orders and as a comma join (issue 34, row 6)
+    # --- joins: a public lookup table, in both orders and as a comma join
     Case("SELECT gl.label, COUNT(*) FROM fx JOIN gl ON fx.g = gl.g GROUP BY gl.label",
          _both("SELECT gl.label, COUNT(*) FROM fx JOIN gl ON fx.g = gl.g GROUP BY gl.label"), 1, None,
          "private JOIN public"),
@@ -421,7 +421,7 @@ HAND: list[Case] = [   # noqa: E501
     Case("SELECT o.pri, COUNT(*) FROM fo o JOIN fl l ON o.oid = l.oid GROUP BY o.pri",
          _both("SELECT o.pri, COUNT(*) FROM fo o JOIN fl l ON o.oid = l.oid GROUP BY o.pri"), 1, None,
          "orders JOIN lines (the other order)", must_answer=True, defect="join order"),
-    # --- per-unit histograms (issue 34, row 4): answered with the right counts, or refused — never 0
+    # --- per-unit histograms: answered with the right counts, or refused — never 0
     Case("SELECT COUNT(*) FROM (SELECT u, COUNT(*) AS n FROM fu GROUP BY u) t WHERE n > 10",
          _both(f"SELECT COUNT(*) FROM (SELECT u, COUNT(*) AS n FROM {UNIT_TABLE} WHERE {U} GROUP BY u) t WHERE n > 10"),
          0, None, "units with more than 10 rows", defect="per-unit histogram"),
