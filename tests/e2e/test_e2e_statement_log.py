@@ -64,18 +64,19 @@ def test_json_statement_log_has_timing_and_no_values(logged):
     assert len(rows) == 2
 
 
-def _readme_log_examples() -> tuple[list[dict], list[str]]:
-    """The README "Logs" section's example lines: (JSON records, text lines)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("\n## Logs\n"):]
-    section = section[:section.index("\n## ", 1)]
+def _documented_log_examples() -> tuple[list[dict], list[str]]:
+    """The example lines of docs/operations.md, section "Logs": (JSON records, text lines)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    section = doc[doc.index("\n## Logs\n"):]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
     blocks = section.split("```")[1::2]
     lines = [ln for b in blocks for ln in b.strip().splitlines()]
     return [json.loads(ln) for ln in lines if ln.startswith("{")], [ln for ln in lines if ln.startswith("role=")]
 
 
-def test_the_readme_log_examples_are_what_is_written(logged):
-    """The README's example lines have exactly the fields, in the order, that the log writes."""
+def test_the_documented_log_examples_are_what_is_written(logged):
+    """The documented example lines have exactly the fields, in the order, that the log writes."""
     log = logging.getLogger("dpgate.statements")
     cap, old = _Capture(), log.level
     log.addHandler(cap)
@@ -97,7 +98,7 @@ def test_the_readme_log_examples_are_what_is_written(logged):
         log.removeHandler(cap)
         log.setLevel(old)
     released, repeat = (json.loads(x) for x in cap.lines_json[-2:])
-    examples, text = _readme_log_examples()
+    examples, text = _documented_log_examples()
     assert [list(r) for r in examples] == [list(released), list(repeat)]
     assert [(r["decision"], r["ledger"]) for r in examples] == [(released["decision"], released["ledger"]),
                                                                 (repeat["decision"], repeat["ledger"])]
