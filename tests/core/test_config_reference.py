@@ -1,4 +1,4 @@
-"""Issue 23: `dpgate config-reference` lists every config key, with its type, default and a
+"""`dpgate config-reference` lists every config key, with its type, default and a
 description taken from the models (attribute docstrings / Field(description=...))."""
 from __future__ import annotations
 
@@ -43,3 +43,13 @@ def test_command_prints_types_defaults_and_markdown(capsys):
     assert main(["config-reference", "--markdown"]) == 0
     md = capsys.readouterr().out
     assert "## [server.limits]" in md and "| `max_connections` | integer (>= 1) | 100 |" in md
+
+
+def test_the_documented_reference_is_the_commands_output(capsys):
+    """docs/config-reference.md is `dpgate config-reference --markdown` as it prints now (its header
+    says how to regenerate it)."""
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "config-reference.md").read_text()
+    assert main(["config-reference", "--markdown"]) == 0
+    generated = doc.rsplit("<!-- generated -->", 1)[1].lstrip("\n")
+    assert generated == capsys.readouterr().out, "regenerate docs/config-reference.md (its header says how)"
