@@ -42,7 +42,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-pytestmark = pytest.mark.perf          # a latency goal: run with -m perf (README "Performance")
+pytestmark = pytest.mark.perf          # a latency goal: run with -m perf (docs/performance.md)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.service import PASSWORDS  # noqa: E402
@@ -318,7 +318,7 @@ def test_nothing_heavy_runs_on_the_event_loop(measured):
 
 def test_a_slow_release_delays_another_sessions_repeat_little(measured):
     """On the client's clock: repeat p99 beside slow releases ≤ baseline p99 + ``GUARD_MS``.
-    The issue's goal is + 1 ms (``GOAL_MS``) and it is NOT met (README "Performance"): on the
+    The issue's goal is + 1 ms (``GOAL_MS``) and it is NOT met (docs/performance.md): on the
     2-core VM the difference is +6 to +11 ms whatever the kind of slow release (each kind
     alone: +7.3 to +8.7 ms), with the loop's own work within 2.3 ms. The cause is the GIL, not
     the releases' code: a control run with a worker thread that only counts in a Python loop
