@@ -2,7 +2,7 @@
 ``spark-submit`` of ``SparkConnectServer`` with ``local[2]`` on a free loopback port, in a
 subprocess :meth:`LocalSparkConnect.stop` ends. Used by ``python -m bench.scale`` and by the
 Spark tests (tests/support/spark.py); ``remote`` given: a server already running (no start,
-no stop). The same two commands are in the README, "Running on Spark".
+no stop). The same two commands are in docs/operations.md, "Running on Spark".
 
     python -m bench.spark_local memory [--cells 1000000]
 

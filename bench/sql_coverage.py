@@ -4,7 +4,7 @@ answer, and how accurate are its newer statistics?
     python -m bench.sql_coverage [--quick]
 
 1. The BI corpus of ``tests/bi/corpus.py`` (Metabase, Superset, Tableau, Power BI, Looker and
-   Grafana shapes, SmartNoise SQL's 14 PUMS validation queries, the README dashboard), each
+   Grafana shapes, SmartNoise SQL's 14 PUMS validation queries, the dashboard of docs/clients.md), each
    statement run through an in-process dpgate (the orchestrator a client's connection uses:
    plan, budget, one scan on embedded DuckDB, noise, ledger; no socket) and counted answered
    or refused, per tool, against what the corpus expects.

@@ -5,7 +5,7 @@ writes TPC-H parquet at a given scale factor). They are loaded as they are into 
 file; dpgate reads them through its own declarations (``bench/user_level.py``):
 
 * ``lineitem``: no customer column; its privacy unit is ``orders.o_custkey``, found
-  through the declared reference ``l_orderkey = "orders"`` (README "Joins": the
+  through the declared reference ``l_orderkey = "orders"`` (docs/sql.md "Joins": the
   foreign-key path, :mod:`rewriter.joins`), so the bench exercises the real join rewrite.
 * ``orders``: ``o_custkey`` as the unit, ``o_orderkey`` its key.
 

@@ -50,7 +50,7 @@ For each query and ε ∈ {0.1, 1, 10} one table prints, side by side:
   release is made as the pipeline makes it: the bounded scan
   (``rewriter.build_plan``/``to_sql`` with one of RUNS salts, i.e. a fresh data version, so
   the kept rows change), ``rewriter.complete``, then ``proxy.pipeline.release.noisy_answer`` at
-  ``mechanism_epsilon`` (ε/k by group privacy; rewriter/unit.py, README "People, not rows");
+  ``mechanism_epsilon`` (ε/k by group privacy; rewriter/unit.py, docs/privacy.md "People, not rows");
 * "bias": the same for the bounded scan's exact measures (no noise), median over the salts;
 * SmartNoise SQL (``snsql``, the ``bench`` extra) on the same rows (its pandas reader over
   the same DuckDB tables; lineitem joined to orders by the bench, ``tpch.LINEITEM_UNIT``,

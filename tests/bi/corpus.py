@@ -160,7 +160,7 @@ SMARTNOISE = [
 #: partition selection over the (married, educ, income) tuples, with the tier's δ (issue 20)
 SMARTNOISE_REFUSED: dict = {}
 
-#: the dashboard of the README (Superset/Metabase style), every tile answered
+#: the dashboard of docs/clients.md (Superset/Metabase style), every tile answered
 DASHBOARD = [
     ("bar chart by a derived bin", "SELECT width_bucket(age, 0, 100, 10) AS age_bin, COUNT(*) AS people "
      "FROM people GROUP BY 1 ORDER BY 1"),

@@ -1,7 +1,7 @@
 """The BI corpus (tests/bi/corpus.py) end to end through psql and SQLAlchemy (psycopg2), on
 DuckDB and Postgres: every statement expected answered is answered, every refusal carries its
 SQLSTATE and a hint; SmartNoise SQL's PUMS queries: 13 of 14 answered, the 14th (GROUP BY an
-undeclared-domain column) refused with a hint naming the bins to write; the README dashboard's
+undeclared-domain column) refused with a hint naming the bins to write; the dashboard of docs/clients.md's
 tiles all answered with their shapes; and the exact scans of the new key shapes equal the
 backend's own answer to the analyst's SQL."""
 from __future__ import annotations

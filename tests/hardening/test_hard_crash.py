@@ -1,6 +1,6 @@
 """Crash safety: kill -9 the proxy at random points during a run of queries, 20
 times. After every restart no charge is lost, no released answer is re-drawn
-differently, and the ledger passes its integrity check (README "Budget and releases"
+differently, and the ledger passes its integrity check (docs/operations.md "Budget and releases"
 documents the write ordering that guarantees this). A kill between the durable
 charge and the recorded answer leaves an open reservation: still charged."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The residual timing channel (issue 17; README "What a statement costs").
+"""The residual timing channel (issue 17; docs/operations.md "What a statement costs").
 
 With the per-row cost caps, the most expensive row predicate an analyst can still
 write, behind cheap equality filters, on a table where the filters match 0, 1, 3
@@ -89,7 +89,7 @@ def test_the_count_of_matching_rows_is_below_jitter(con):
           f"{(med[3] - med[0]) * 1e3:.3f} ms")
     assert abs(med[3] - med[1]) < jitter                          # 1 vs 3: not readable
     assert 3 * per_row < jitter
-    assert per_row < 100e-6                                       # README: ~10-20 µs per row
+    assert per_row < 100e-6                                       # docs/operations.md: ~10-20 µs per row
     assert med[3] - med[0] < 1e-3                                 # the presence step is bounded
 
     # control: the issue's probe, uncapped (refused by the rewriter), run directly
