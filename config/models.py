@@ -206,12 +206,12 @@ MAX_CATEGORIES = 128   # d of a categorical Subset column (one bit column per le
 
 class LocalCategory(StrictModel):
     """A private categorical column (declared ``domain``: d values), perturbed ONCE per row by the
-    multi-tier Subset mechanism (seed 000 §5) for the tiers of ``ladder``; a tier reads its level."""
+    multi-tier Subset mechanism (multi-tier privacy, §5) for the tiers of ``ladder``; a tier reads its level."""
 
     ladder: str
     """the tier ladder whose levels the Subset reports serve (tiers with ladder = this name)."""
     variant: Literal[1, 2] = 2          # template generator: Alg. 3 (1) or Alg. 5 (2)
-    """template generator: Alg. 3 (1) or Alg. 5 (2) of seed 000."""
+    """template generator: Alg. 3 (1) or Alg. 5 (2) of the multi-tier privacy paper (docs/references.md)."""
 
 
 class LocalPolicy(StrictModel):
@@ -219,8 +219,8 @@ class LocalPolicy(StrictModel):
 
     columns: dict[str, LocalColumn] = Field(default_factory=dict)
     """private ordinal columns (metric LDP), by name."""
-    categories: dict[str, LocalCategory] = Field(default_factory=dict)   # Subset columns (seed 000)
-    """private categorical columns perturbed by multi-tier Subset (seed 000), by name."""
+    categories: dict[str, LocalCategory] = Field(default_factory=dict)   # Subset columns (multi-tier privacy)
+    """private categorical columns perturbed by multi-tier Subset (multi-tier privacy), by name."""
     joint: list[list[str]] = Field(default_factory=list)   # groups for multi-dim ranges
     """groups of columns collected jointly for multi-dimensional ranges."""
     estimator: Literal["paper", "known_n"] = "paper"
@@ -378,8 +378,8 @@ class Tier(StrictModel):
     """the budget renews every day, week, month, or never."""
     description: str = ""
     """free text (dpgate.* views, owner page)."""
-    ladder: str | None = None     # tiers naming the same ladder are answered from one chain (seed 000)
-    """tiers naming the same ladder are answered from one noise chain (seed 000): a coalition pays max ε,
+    ladder: str | None = None     # tiers naming the same ladder are answered from one chain (multi-tier privacy)
+    """tiers naming the same ladder are answered from one noise chain (multi-tier privacy): a coalition pays max ε,
     not Σε."""
     # a tier whose ε is not yet a level of a stored chain (added later): "nearest" serves the nearest
     # lower level (App. H); "bridge" inserts its exact level between the two neighbours (spec 9b)

@@ -3,7 +3,7 @@ what is allowed instead (the proxy sends both in the ErrorResponse)."""
 from __future__ import annotations
 
 ALLOWED = ("Allowed: SELECT [group columns,] COUNT(*), COUNT(col), SUM(col), AVG(col) "
-           "FROM one declared table [WHERE row predicate] [GROUP BY columns with a declared "
+           "FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
            "domain [HAVING condition on aggregates]] [ORDER BY outputs or aggregates] [LIMIT n].")
 
 

@@ -54,7 +54,7 @@ __all__ = ["ExtremePlan", "build_extreme_plan", "extreme_param_types", "histogra
 
 ALLOWED = ("Allowed: SELECT [group columns,] one MAX(col), MIN(col), median(col) or percentile_cont(q) / "
            "percentile_disc(q) WITHIN GROUP (ORDER BY col) of a numeric column with declared "
-           "bounds FROM one declared table [WHERE row predicate] [GROUP BY columns with a declared "
+           "bounds FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
            "domain] [ORDER BY outputs] [LIMIT n].")
 
 

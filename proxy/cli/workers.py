@@ -29,7 +29,7 @@ the reason above; what those two would give, this design gets so:
   Never longer: a stuck worker cannot starve the port. It then tries a non-blocking accept
   (another worker may have taken the connection meanwhile).
 
-What the workers share is what several proxies on one ledger share (README "Scaling out"):
+What the workers share is what several proxies on one ledger share (docs/operations.md, "Scaling out"):
 the SQLite ledger in WAL mode, each write in ``BEGIN IMMEDIATE`` with a 30 s busy timeout,
 so charges never overspend across processes and a repeat racing on two workers gets one
 answer and one charge (the second record finds the first's release and is refunded). Twin
