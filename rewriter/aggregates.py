@@ -108,8 +108,8 @@ def _filtered(node: exp.Filter, ctx: Ctx) -> tuple[str, Filtered]:
     func_node = inner.this if isinstance(inner, exp.WithinGroup) else inner
     what = func_node.sql_name().upper() + ("(DISTINCT …)" if isinstance(inner.this, exp.Distinct) else "(…)")
     refusal = Refusal(UNSUPPORTED, f"{what} FILTER (WHERE …) is not supported: FILTER is answered on "
-                      "COUNT, SUM and AVG.", hint="put the condition in WHERE (in ibis: t.filter(cond) "
-                      "before the aggregate, instead of the aggregate's where=cond).")
+                      "COUNT, SUM and AVG; put the condition in WHERE (in ibis: t.filter(cond) before the "
+                      "aggregate, instead of the aggregate's where=cond).")
     if not isinstance(where, exp.Where) or not isinstance(inner, (exp.Count, exp.Sum, exp.Avg)) or (
             isinstance(inner.this, exp.Distinct)):
         raise refusal
