@@ -183,6 +183,8 @@ def test_plan_templates_never_reuse_a_post_processing_constant(config):
         sql = base.format(a=a, b=b)
         assert cache.plan(sql, config, "duckdb") == plan(config, sql)
     for q in ["SELECT COUNT(*) FILTER (WHERE age > {a}) FROM pums WHERE age < {b}",
+              "SELECT SUM(age) FILTER (WHERE age > {a}), AVG(age) FILTER (WHERE educ > {a}) FROM pums "
+              "WHERE age < {b}",
               "SELECT COUNT(*) FROM pums WHERE age < {b} HAVING COUNT(*) > {a}"]:
         for a, b in [(30, 90), (31, 91), (32, 92)]:
             sql = q.format(a=a, b=b)
