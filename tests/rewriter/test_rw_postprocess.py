@@ -251,6 +251,11 @@ def test_per_record_tables_answer_the_bare_aggregate(demo_config):
     with pytest.raises(Refusal) as e:
         build_pr_plan(rewriter.parse("SELECT SUM(balance) / 2 FROM accounts"), demo_config)
     assert "compute in the client" in e.value.message
+    for sql in ("SELECT SUM(balance) FILTER (WHERE branch = 1) FROM accounts",
+                "SELECT COUNT(*) FILTER (WHERE branch = 1) FROM accounts"):
+        with pytest.raises(Refusal) as e:
+            build_pr_plan(rewriter.parse(sql), demo_config)
+        assert e.value.sqlstate == "0A000" and "put the condition in WHERE" in e.value.message
 
 
 def test_aggregates_of_released_rows_equal_postgres(config, pg):
