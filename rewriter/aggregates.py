@@ -3,6 +3,8 @@
 :mod:`.select` and :mod:`.postprocess`, which both read select items."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from . import intervals, predicate, stats
@@ -49,7 +51,7 @@ def post_steps(node: exp.Expression):
             break
         node = node.this
     if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min, exp.Median,
-                                          exp.WithinGroup, *stats.VARIANCE_NODES)):
+                                          exp.WithinGroup, exp.Filter, *stats.VARIANCE_NODES)):
         return None
     return node, tuple(reversed(steps)), name
 
@@ -84,12 +86,45 @@ def _value_preserving_cast(arg, ctx: Ctx):
     return arg
 
 
+@dataclass(frozen=True)
+class Filtered:
+    """The argument of ``agg(x) FILTER (WHERE cond)``: the aggregate's argument (a column,
+    an :class:`intervals.Arith`, or None for ``*``) and the checked condition. The
+    aggregate sees only the rows where ``cond`` is true; each still contributes within
+    the column's bounds, so the release is the plain aggregate's (same sensitivity and
+    mechanism) over ``CASE WHEN cond THEN clamp(x) END``."""
+
+    column: object
+    cond: exp.Expression
+
+
+_FILTERABLE = ("count", "sum", "avg")
+
+
+def _filtered(node: exp.Filter, ctx: Ctx) -> tuple[str, Filtered]:
+    """(func, :class:`Filtered`) of ``COUNT/SUM/AVG(x) FILTER (WHERE cond)``; the condition is
+    checked by the WHERE rules (:func:`predicate.where`); any other aggregate refuses."""
+    inner, where = node.this, node.expression
+    func_node = inner.this if isinstance(inner, exp.WithinGroup) else inner
+    what = func_node.sql_name().upper() + ("(DISTINCT …)" if isinstance(inner.this, exp.Distinct) else "(…)")
+    refusal = Refusal(UNSUPPORTED, f"{what} FILTER (WHERE …) is not supported: FILTER is answered on "
+                      "COUNT, SUM and AVG; put the condition in WHERE (in ibis: t.filter(cond) before the "
+                      "aggregate, instead of the aggregate's where=cond).")
+    if not isinstance(where, exp.Where) or not isinstance(inner, (exp.Count, exp.Sum, exp.Avg)) or (
+            isinstance(inner.this, exp.Distinct)):
+        raise refusal
+    understood(node, frozenset({"this", "expression"})), understood(where)
+    func, col = aggregate(inner, ctx)
+    if func not in _FILTERABLE:
+        raise refusal
+    return func, Filtered(col, predicate.where(where.this, ctx))
+
+
 def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
-    """(func, column) of an allowed aggregate call, or a refusal."""
+    """(func, column) of an allowed aggregate call, or a refusal; the column of a FILTERed
+    COUNT/SUM/AVG is a :class:`Filtered`."""
     if isinstance(node, exp.Filter):
-        raise Refusal(UNSUPPORTED, f"{node.this.sql('postgres')[:40]} FILTER (WHERE …) is not supported "
-                      "(COUNT(*) FILTER is); put the condition in WHERE (in ibis: t.filter(cond) before "
-                      "the aggregate, instead of an aggregate's where=cond).")
+        return _filtered(node, ctx)
     if isinstance(node, (exp.Median, exp.WithinGroup)):       # quantiles: rewriter.extreme
         raise ExtremeAggregate(UNSUPPORTED, "percentile_cont / percentile_disc / median are answered on "
                                "central tables, one per statement without other aggregates (each is its "
@@ -159,24 +194,28 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
     def m(measure: Measure) -> int:
         return measure_index(measure, measures)
 
+    cond = None
+    if isinstance(col, Filtered):                      # FILTER (WHERE cond): the measures carry it
+        col, cond = col.column, col.cond
     spec = ctx.table.columns[col] if col and not isinstance(col, intervals.Arith) else None
     typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
     if isinstance(col, intervals.Arith):               # an expression: its type and interval bounds
         typ, lo, hi = col.type, col.lower, col.upper
     if func == "count":
         lo = hi = None
-        ms = (m(Measure("count_rows")) if col is None else m(Measure("count", col)),)
+        ms = (m(Measure("count_rows") if cond is None else Measure("count_if", filter=cond))
+              if col is None else m(Measure("count", col, filter=cond)),)
     elif func == "count_distinct" or func in stats.VARIANCE_FUNCS:
         ms_, typ = stats.measures(func, col, spec)
         ms = tuple(m(x) for x in ms_)
         if func == "count_distinct":
             lo = hi = None
     else:
-        ms = (m(Measure("sum", col, typ, lo, hi)),)
-        if func == "avg":
-            ms += (m(Measure("count", col)),)
+        ms = (m(Measure("sum", col, typ, lo, hi, filter=cond)),)
+        if func == "avg":                              # AVG's count: over the same (filtered) rows
+            ms += (m(Measure("count", col, filter=cond)),)
     agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
-                    _avg_mechanism(col, ctx) if func == "avg" else None)
+                    _avg_mechanism(col, ctx) if func == "avg" else None, cond)
     if agg not in aggs:
         aggs.append(agg)
     return aggs.index(agg), {"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float")

@@ -81,8 +81,8 @@ def int_div(a: exp.Expression, b: exp.Expression, dialect: str) -> exp.Expressio
 def _base_count(m: Measure) -> exp.Expression:
     """The rows a sum measure is over (its column non-NULL): the count its bound scales by."""
     if isinstance(m.column, Arith):
-        return exp.Count(this=m.column.expr.copy())
-    return exp.Count(this=exp.column(m.column, quoted=True))
+        return exp.Count(this=_only_if(m, m.column.expr.copy()))
+    return exp.Count(this=_only_if(m, exp.column(m.column, quoted=True)))
 
 
 def _integral(m: Measure) -> bool:
@@ -307,18 +307,28 @@ def _measure(m: Measure) -> exp.Expression:
     if m.kind == "count_rows":
         return exp.Count(this=exp.Star())
     if m.kind == "count_if":               # COUNT(CASE WHEN pred THEN 1 END): 0 on no rows
-        return exp.Count(this=exp.Case(ifs=[exp.If(this=exp.Paren(this=m.filter.copy()), true=to_node(1))]))
+        return exp.Count(this=_only_if(m, to_node(1)))
     if isinstance(m.column, Arith):        # SUM/AVG of arithmetic: over clamped columns (rewriter.intervals)
-        return exp.Count(this=m.column.expr.copy()) if m.kind == "count" else exp.Sum(this=m.column.expr.copy())
+        value = _only_if(m, m.column.expr.copy())
+        return exp.Count(this=value) if m.kind == "count" else exp.Sum(this=value)
     col = exp.column(m.column, quoted=True)
     if m.kind == "count":
-        return exp.Count(this=col)
+        return exp.Count(this=_only_if(m, col))
     if m.kind == "count_distinct":
         return exp.Count(this=exp.Distinct(expressions=[col]))
     clamped = _clamped(m, col)
     if m.kind in ("csum", "csumsq"):
         return stats.moment_expr(m.kind, m.type, clamped, m.lower, m.upper)
-    return exp.Sum(this=clamped)
+    return exp.Sum(this=_only_if(m, clamped))
+
+
+def _only_if(m: Measure, value: exp.Expression) -> exp.Expression:
+    """``value`` on the rows the measure's FILTER (WHERE …) keeps, NULL elsewhere (which
+    COUNT and SUM skip): ``CASE WHEN (cond) THEN value END``, spelled alike on DuckDB,
+    Postgres and Spark. A NULL or false condition keeps nothing, as Postgres's FILTER."""
+    if m.filter is None:
+        return value
+    return exp.Case(ifs=[exp.If(this=exp.Paren(this=m.filter.copy()), true=value)])
 
 
 def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:

@@ -202,8 +202,10 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
     if plan.selection is not None:
         raise _refuse(UNSUPPORTED, "HAVING and top-c (ORDER BY aggregate LIMIT c) are not available "
                       f"on per-record table {plan.table}; ask for the aggregate per group instead.")
-    if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs) or any(
-            a.filter is not None for a in plan.aggregates):
+    if any(a.filter is not None for a in plan.aggregates):
+        raise _refuse(UNSUPPORTED, f"aggregate FILTER (WHERE …) and conditional counts are not available on "
+                      f"per-record table {plan.table}; put the condition in WHERE.")
+    if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
         raise _refuse(UNSUPPORTED, f"expressions over aggregates and HAVING are not available on per-record "
                       f"table {plan.table}; select the aggregate itself and compute in the client.")
     if any(a.func == "avg" for a in plan.aggregates):

@@ -57,7 +57,8 @@ class Measure:
     type: ColumnType | None = None
     lower: float | None = None
     upper: float | None = None
-    filter: exp.Expression | None = None   # count_if: rows where this (checked, total) predicate is true
+    filter: exp.Expression | None = None   # count_if, and FILTER (WHERE …) of count/sum: only rows where
+    #                                        this (checked) predicate is true
 
 
 @dataclass(frozen=True)
@@ -75,14 +76,15 @@ class Aggregate:
     upper: float | None
     measures: tuple[int, ...]
     mechanism: str | None = None     # AVG: the configured mean mechanism (config avg_mechanism)
-    filter: exp.Expression | None = None   # COUNT(*) FILTER (WHERE …) / SUM(CASE WHEN … THEN 1 ELSE 0 END)
+    filter: exp.Expression | None = None   # agg FILTER (WHERE …) / SUM(CASE WHEN … THEN 1 ELSE 0 END)
 
     @property
     def label(self) -> str:
         if self.func == "count_distinct":
             return f"count(distinct {self.column})"
         if self.filter is not None:
-            return f"count(*) filter (where {_generator().generate(self.filter, copy=True)})"
+            return (f"{self.func}({self.column or '*'}) filter "
+                    f"(where {_generator().generate(self.filter, copy=True)})")
         return f"{self.func}({self.column or '*'})"
 
 

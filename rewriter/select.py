@@ -208,7 +208,7 @@ def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
             idx = next(i for i, out in enumerate(outs) if out.name == node.name)
         else:
             key = ("column", ctx.column(node).node.name) if isinstance(node, exp.Column) else (
-                ("agg", aggregate(node, ctx)) if isinstance(node, exp.AggFunc) else (
+                ("agg", aggregate(node, ctx)) if isinstance(node, (exp.AggFunc, exp.Filter)) else (
                     ("key", derived.derive(node, ctx)) if derived.derivable(node) else None))
             idx = next((i for i, it in enumerate(its) if key == (it.kind, it.payload) and not it.post), None)
         if idx is None and hidden is not None and not isinstance(node, exp.Literal):

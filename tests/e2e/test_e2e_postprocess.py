@@ -109,3 +109,22 @@ def test_aggregates_of_released_rows(service):
                                 "FROM pums GROUP BY educ) s WHERE c > 50")
     big = [c for _, c in inner if c > 50]
     assert rows == [(len(big), Decimal(sum(big)))] and "repeat" in notes[0] and _spent(service) == spent
+
+
+def test_filtered_aggregates_are_one_release_of_the_tier(service):
+    """SUM/AVG/COUNT(x) FILTER (WHERE …) share the statement's ε with the plain aggregates;
+    the NOTICE and EXPLAIN name each with its condition; the same FILTERs respelled are a repeat."""
+    before = _spent(service)
+    rows, notes = _run(service, "SELECT SUM(income) FILTER (WHERE age > 60) AS s, AVG(age) FILTER (WHERE sex = 1) "
+                                "AS a, COUNT(income) FILTER (WHERE age > 60) AS n, COUNT(*) FROM pums")
+    assert _spent(service) - before == pytest.approx(1.0)
+    widths = dict(w.split(" ±") for w in notes[0].split("95% half-width: ")[1].split(";")[0].split(", "))
+    assert widths["n"] == widths["count"]               # a filtered count: the plain count's noise
+    (s, a, n, c), = rows
+    assert 0 <= a <= 100 and 0 <= n <= c
+    again, notes2 = _run(service, "select count(*), count(income) filter (where (AGE > 60)) as n, "
+                                  "avg(age) filter (where sex = 1) as a, sum(income) filter (where age > 60) as s "
+                                  "from pums")
+    assert again == [(c, n, a, s)] and "repeat" in notes2[0]
+    plan, _ = _run(service, "EXPLAIN SELECT SUM(income) FILTER (WHERE age > 60) FROM pums")
+    assert any('sum(income) filter (where "age" > 60)' in line for line, in plan)

@@ -510,6 +510,27 @@ HAND: list[Case] = [   # noqa: E501
     Case("SELECT i > 5 AS k, COUNT(*) FROM fx WHERE i > 5 GROUP BY 1",
          _both("SELECT i > 5 AS k, COUNT(*) FROM fx WHERE i > 5 GROUP BY 1"), 1, None,
          "a boolean key's own expression", must_answer=True, defect="key predicates"),
+    # --- aggregate FILTER (WHERE …): the aggregate over the rows the condition keeps (each
+    # value clamped as in a plain SUM/AVG); the reference is the analyst's own FILTER SQL
+    Case("SELECT g, COUNT(*) FILTER (WHERE i > 3) AS n, SUM(i) FILTER (WHERE b) AS s, "
+         "COUNT(i) FILTER (WHERE t LIKE 'a%') AS c FROM fx GROUP BY g ORDER BY g",
+         _both(f"SELECT g, COUNT(*) FILTER (WHERE i > 3) AS n, COALESCE(SUM({_clamped('i')}) FILTER (WHERE b), 0) "
+               "AS s, COUNT(i) FILTER (WHERE t LIKE 'a%') AS c FROM fx WHERE g IN (0, 1, 2) GROUP BY g ORDER BY g"),
+         1, [0], "COUNT and SUM with FILTER", must_answer=True),
+    Case("SELECT g, AVG(i) FILTER (WHERE s = 'x') AS m, AVG(i) AS a FROM fx GROUP BY g ORDER BY g",
+         _both(f"SELECT g, COALESCE(AVG({_clamped('i')}) FILTER (WHERE s = 'x'), 5.0) AS m, "
+               f"COALESCE(AVG({_clamped('i')}), 5.0) AS a FROM fx WHERE g IN (0, 1, 2) GROUP BY g ORDER BY g"),
+         1, [0], "AVG with FILTER beside the plain AVG", must_answer=True, extra={"widths": {1: 10.0, 2: 10.0}}),
+    Case("SELECT SUM(f) FILTER (WHERE i BETWEEN 1 AND 5) AS s, COUNT(*) FILTER (WHERE f > 0 OR b IS NULL) AS n, "
+         "COUNT(*) AS all_rows FROM fx",
+         _both(f"SELECT COALESCE(SUM({_clamped('f')}) FILTER (WHERE i BETWEEN 1 AND 5), 0) AS s, "
+               "COUNT(*) FILTER (WHERE f > 0 OR b IS NULL) AS n, COUNT(*) AS all_rows FROM fx"),
+         0, None, "FILTER without GROUP BY: NaN and Infinity clamped, a NULL condition keeps nothing",
+         must_answer=True),
+    Case("SELECT s, COUNT(i) FILTER (WHERE b) * 2 + COUNT(*) FILTER (WHERE NOT b) AS v FROM fx GROUP BY s ORDER BY s",
+         _both("SELECT s, COUNT(i) FILTER (WHERE b) * 2 + COUNT(*) FILTER (WHERE NOT b) "
+               "AS v FROM fx WHERE s IN ('x', 'X', 'x ') GROUP BY s ORDER BY s"),
+         1, [0], "an expression over filtered counts", must_answer=True),
 ]
 
 

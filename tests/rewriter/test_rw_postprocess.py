@@ -183,6 +183,8 @@ def test_plan_templates_never_reuse_a_post_processing_constant(config):
         sql = base.format(a=a, b=b)
         assert cache.plan(sql, config, "duckdb") == plan(config, sql)
     for q in ["SELECT COUNT(*) FILTER (WHERE age > {a}) FROM pums WHERE age < {b}",
+              "SELECT SUM(age) FILTER (WHERE age > {a}), AVG(age) FILTER (WHERE educ > {a}) FROM pums "
+              "WHERE age < {b}",
               "SELECT COUNT(*) FROM pums WHERE age < {b} HAVING COUNT(*) > {a}"]:
         for a, b in [(30, 90), (31, 91), (32, 92)]:
             sql = q.format(a=a, b=b)
@@ -249,6 +251,11 @@ def test_per_record_tables_answer_the_bare_aggregate(demo_config):
     with pytest.raises(Refusal) as e:
         build_pr_plan(rewriter.parse("SELECT SUM(balance) / 2 FROM accounts"), demo_config)
     assert "compute in the client" in e.value.message
+    for sql in ("SELECT SUM(balance) FILTER (WHERE branch = 1) FROM accounts",
+                "SELECT COUNT(*) FILTER (WHERE branch = 1) FROM accounts"):
+        with pytest.raises(Refusal) as e:
+            build_pr_plan(rewriter.parse(sql), demo_config)
+        assert e.value.sqlstate == "0A000" and "put the condition in WHERE" in e.value.message
 
 
 def test_aggregates_of_released_rows_equal_postgres(config, pg):

@@ -108,3 +108,20 @@ def test_no_group_by_keeps_r_rows_per_unit(run):
     lo = sum(sum(sorted(v)[:4]) for v in per_unit.values())
     hi = sum(sum(sorted(v)[-4:]) for v in per_unit.values())
     assert lo <= float(s) <= hi
+
+
+@pytest.mark.parametrize("R", [1, 3, 25])
+def test_filtered_aggregates_bound_the_rows_they_keep(run, R):
+    """``agg FILTER (WHERE cond)`` under the unit's bounds: a unit keeps at most R of the rows
+    the condition keeps in a cell (here every row of a (unit, cell) carries one amount, so
+    ``a > 4`` keeps or drops a (unit, cell) whole and the bounded values are exact)."""
+    got = _scan(run, "SELECT g, COUNT(*) FILTER (WHERE a > 4), SUM(a) FILTER (WHERE a > 4), "
+                     "COUNT(a) FILTER (WHERE a > 4) FROM t GROUP BY g", G=6, R=R)
+    want = {g: [0, 0.0, 0] for g in CELLS}
+    for (u, g), amounts in _per_unit_cell().items():
+        if amounts[0] > 4:
+            n = min(len(amounts), R)
+            want[g][0] += n
+            want[g][1] += n * amounts[0]
+            want[g][2] += n
+    assert [(g, int(c), float(s or 0), int(k)) for g, c, s, k in got] == [(g, *v) for g, v in want.items()]
