@@ -915,6 +915,8 @@ def open_ledger(config, state_dir: str | Path, *, sign: bool = True) -> Ledger:
         try:
             led = Ledger(path, key_file=key, sign=sign)
         except sqlite3.DatabaseError as e:
+            if (reason := no_write_reason(e, path)) is not None:     # the disk's state, not the file's
+                raise cannot_write(path, reason) from None
             raise LedgerDamaged(f"{path} cannot be opened as a ledger ({e}); restore it from a backup") from None
         led.existed = existed         # read by proxy.stores.ledger_guard.verify_at_start
     for what in led.migrated:
