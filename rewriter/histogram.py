@@ -55,7 +55,7 @@ from . import predicate, shape
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
 from .joins import Relation, resolve
-from .plan import GroupKey, Plan
+from .plan import GroupKey, Plan, conjuncts
 from .scope import Ctx
 
 __all__ = ["PerUnit", "finish", "inner", "is_unit", "over", "refuse_unit_key"]
@@ -235,7 +235,7 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | No
                        or "." in t.privacy_unit for t in (lt, rt)):
         return None
     key, extra = None, []
-    for c in _conjuncts(j.args["on"]):
+    for c in conjuncts(j.args["on"]):
         a, b = (c.this, c.expression) if isinstance(c, exp.EQ) else (None, None)
         if isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table == rq and b.table == lq:
             a, b = b, a
@@ -290,16 +290,6 @@ def _join_condition(rel: Relation, extra: list, ctx: Ctx) -> Relation:
     join = relation.this.args["joins"][0]
     join.set("on", exp.and_(join.args["on"], exp.Paren(this=cond)))
     return replace(rel, relation=relation)
-
-
-def _conjuncts(node: exp.Expression):
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        yield from _conjuncts(node.this)
-        yield from _conjuncts(node.expression)
-    else:
-        yield node
 
 
 def _count(node: exp.Expression, ctx: Ctx) -> exp.Expression | None:

@@ -52,7 +52,7 @@ from config import Config
 from config.models import Column, Table
 
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
-from .plan import source_relation
+from .plan import conjuncts, source_relation
 from .shape import resolve_table
 
 UNIT_COLUMN = "__dpgate_unit"
@@ -148,25 +148,15 @@ def _graph(select: exp.Select, config: Config):
     edges, rest = [], []
     for j in joins:
         if j.args.get("on") is not None:
-            conds = list(_conjuncts(j.args["on"]))
+            conds = list(conjuncts(j.args["on"]))
             if len(conds) != 1 or (e := _edge(conds[0], tables, config)) is None:
                 return None
             edges.append(e)
     w = select.args.get("where")
-    for c in (_conjuncts(w.this) if w is not None else ()):
+    for c in (conjuncts(w.this) if w is not None else ()):
         e = _edge(c, tables, config) if comma else None
         (edges if e is not None else rest).append(e if e is not None else c)
     return tables, edges, rest
-
-
-def _conjuncts(node: exp.Expression):
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        yield from _conjuncts(node.this)
-        yield from _conjuncts(node.expression)
-    else:
-        yield node
 
 
 def _edge(cond: exp.Expression, tables: dict, config: Config):

@@ -42,7 +42,7 @@ from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
 
-from .plan import GroupKey
+from .plan import GroupKey, conjuncts
 from .values import literal_value
 
 __all__ = ["restrict"]
@@ -57,7 +57,7 @@ def restrict(groups: tuple[GroupKey, ...], where: exp.Expression | None) -> tupl
     if where is None or not groups:
         return groups, ()
     out, touched = list(groups), []
-    for conj in _conjuncts(where):
+    for conj in conjuncts(where):
         for i, g in enumerate(out):
             if g.domain is None or g.type not in ("int", "float", "text", "bool"):
                 continue
@@ -163,16 +163,6 @@ def _pieces(values: list, typ: str) -> list:
         return [Decimal(0), None]
     mids = [(a + b) / 2 for a, b in zip(points, points[1:])]
     return [points[0] - 1, *points, *mids, points[-1] + 1, None]
-
-
-def _conjuncts(node: exp.Expression):
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        yield from _conjuncts(node.this)
-        yield from _conjuncts(node.expression)
-    else:
-        yield node
 
 
 def _literal(node: exp.Expression, g: GroupKey):

@@ -260,3 +260,14 @@ def _canonical_where(where: exp.Expression | None) -> str:
     conjuncts = list(where.flatten()) if isinstance(where, exp.And) else [where]
     gen = _generator()
     return " AND ".join(sorted(gen.generate(c, copy=True) for c in conjuncts))
+
+
+def conjuncts(node: exp.Expression):
+    """The terms of a conjunction, parentheses removed: ``(a AND (b)) AND c`` gives a, b, c."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        yield from conjuncts(node.this)
+        yield from conjuncts(node.expression)
+    else:
+        yield node

@@ -142,7 +142,7 @@ class SparkBackend:
 
     @property
     def writer(self):
-        """Where dpgate's own writes (local tables' reports) go: this session. Spark Connect has
+        """Where dpgate's own writes (local tables' reports) go: the same Spark session. Spark Connect has
         no read-only session; what the session may write is the catalog's grants (Unity Catalog,
         Ranger, the storage's permissions): see docs/least-privilege.md."""
         return self

@@ -208,7 +208,7 @@ class Connection:
     def _family(self, route: Route) -> ReleaseKind:
         """The kind that plans statements on the routed table: local, per-record or central."""
         table = self._table(route)
-        if route.kind == "public":                            # a public table: exact rows (issue 20)
+        if route.kind == "public":                            # a public table: exact rows
             return PUBLIC
         if table is not None and table.mode == "local":       # metric LDP reports (seed 002)
             return LOCAL
@@ -236,7 +236,7 @@ class Connection:
             return await EXTREME.plan(self, route, sql, params)
         if plan.limit == 0:                                   # no rows whatever the data: no scan
             return EMPTY.prepare(self, plan)
-        if plan.selected:                                     # keys without a public domain (issue 20)
+        if plan.selected:                                     # keys without a public domain
             if gw.tier_of(self.role).ladder is not None:
                 raise SqlError("0A000", "GROUP BY a column without a public domain (partition selection) is not "
                                "available to data-market ladder tiers; nothing was charged",
@@ -282,7 +282,7 @@ class Connection:
                 if plan.limit == 0:                           # no rows whatever the data: no scan
                     family = EMPTY
                 elif family is CENTRAL and plan.selected:
-                    family = PARTITIONS                       # keys by partition selection (issue 20)
+                    family = PARTITIONS                       # keys by partition selection
             return await family.explain(self, inner, body, params)
         except ExtremeAggregate:                              # MAX / MIN: their own release
             return await EXTREME.explain(self, inner, body, params)

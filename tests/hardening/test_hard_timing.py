@@ -1,4 +1,4 @@
-"""The residual timing channel (issue 17; docs/operations.md "What a statement costs").
+"""The residual timing channel (docs/operations.md "What a statement costs").
 
 With the per-row cost caps, the most expensive row predicate an analyst can still
 write, behind cheap equality filters, on a table where the filters match 0, 1, 3
