@@ -472,15 +472,18 @@ class _Bound:
         return out
 
 
+def _sources(q: exp.Select) -> set[int]:
+    """The ids of ``q``'s FROM and JOIN sources: their queries are not ``q``'s own expressions."""
+    frm = q.args.get("from_") or q.args.get("from")
+    skip = {id(frm.this)} if frm is not None else set()
+    skip.update(id(j.this) for j in q.args.get("joins") or [])
+    return skip
+
+
 def _own_nodes(q: exp.Select):
     """The nodes of ``q``'s own expressions: not inside a FROM source or a nested query."""
-    skip = set()
-    frm = q.args.get("from_") or q.args.get("from")
-    if frm is not None:
-        skip.add(id(frm.this))
-    for j in q.args.get("joins") or []:
-        skip.add(id(j.this))
-    stack = [c for c in q.iter_expressions()]
+    skip = _sources(q)
+    stack = list(q.iter_expressions())
     while stack:
         node = stack.pop()
         if id(node) in skip or isinstance(node, (exp.Select, exp.SetOperation, exp.With)):
@@ -491,13 +494,8 @@ def _own_nodes(q: exp.Select):
 
 def _inner_queries(q: exp.Select):
     """The queries nested in ``q``'s own expressions (scalar, EXISTS, IN, ANY sub-selects)."""
-    skip = set()
-    frm = q.args.get("from_") or q.args.get("from")
-    if frm is not None:
-        skip.add(id(frm.this))
-    for j in q.args.get("joins") or []:
-        skip.add(id(j.this))
-    stack = [c for c in q.iter_expressions()]
+    skip = _sources(q)
+    stack = list(q.iter_expressions())
     while stack:
         node = stack.pop()
         if id(node) in skip or isinstance(node, exp.With):
