@@ -56,13 +56,24 @@ def smartnoise_real(column: str, values: list[int], lo, hi, eps: float, reps: in
     try:
         import pandas as pd
         import snsql
-        meta = {"Collection": {"PUMS": {"PUMS": {
-            "row_privacy": True, "rows": len(values),
-            column: {"type": "int", "lower": lo, "upper": hi, "nullable": False}}}}}
-        reader = snsql.from_df(pd.DataFrame({column: values}),
-                               privacy=snsql.Privacy(epsilon=eps / 2, delta=1e-9), metadata=meta)
-        return np.array([float(reader.execute(f"SELECT AVG({column}) FROM PUMS.PUMS")[1][0])
-                         for _ in range(reps)])
+
+        meta = {
+            "Collection": {
+                "PUMS": {
+                    "PUMS": {
+                        "row_privacy": True,
+                        "rows": len(values),
+                        column: {"type": "int", "lower": lo, "upper": hi, "nullable": False},
+                    }
+                }
+            }
+        }
+        reader = snsql.from_df(
+            pd.DataFrame({column: values}), privacy=snsql.Privacy(epsilon=eps / 2, delta=1e-9), metadata=meta
+        )
+        return np.array(
+            [float(reader.execute(f"SELECT AVG({column}) FROM PUMS.PUMS")[1][0]) for _ in range(reps)]
+        )
     except Exception:
         return None
 
@@ -84,10 +95,19 @@ def run(reps: int, sn_reps: int, seed: int = 20240219) -> tuple[list[dict], str]
                 sn = smartnoise_emulated(s, n, lo, hi, eps, reps, rng)
             mse = {k: float(np.mean((v - mu) ** 2)) for k, v in (("hg", hg), ("alg2", a2), ("sn", sn))}
             se_hg = float(np.std((hg - mu) ** 2) / math.sqrt(reps))
-            rows.append(dict(column=column, eps=eps, n=n, mu=mu, **mse, se_hg=se_hg,
-                             theory=mse_leading("hourglass", eps, lo, hi, mu) / n ** 2,
-                             th_alg2=mse_leading("alg2", eps, lo, hi, mu) / n ** 2,
-                             th_sn=mse_leading("alg1", eps, lo, hi, mu) / n ** 2))
+            rows.append(
+                dict(
+                    column=column,
+                    eps=eps,
+                    n=n,
+                    mu=mu,
+                    **mse,
+                    se_hg=se_hg,
+                    theory=mse_leading("hourglass", eps, lo, hi, mu) / n**2,
+                    th_alg2=mse_leading("alg2", eps, lo, hi, mu) / n**2,
+                    th_sn=mse_leading("alg1", eps, lo, hi, mu) / n**2,
+                )
+            )
     return rows, sn_label
 
 
@@ -110,29 +130,41 @@ def main(argv=None) -> int:
     reps = 100_000 if args.quick else 1_000_000
     t0 = time.time()
     rows, sn_label = run(reps, sn_reps=60 if args.quick else 2000)
-    print(f"AVG on PUMS (n = {rows[0]['n']}), MSE over {reps:,} runs, equal total eps; "
-          f"SmartNoise column = {sn_label}")
-    print("theory = spec 4.2 leading term w^2 sigma^2(eps)((1-a)^2+a^2)/n^2 (hourglass optimum); "
-          "th(Alg2) = (2w^2+8(mu-m)^2)/(n eps)^2; th(SN) = (8W^2+8mu^2)/(n eps)^2")
-    head = (f"{'column':7} {'eps':>4} | {'dpgate HG':>10} {'theory':>10} {'HG/th':>6} | "
-            f"{'Alg 2':>10} {'th(Alg2)':>10} | {'SmartNoise':>10} {'th(SN)':>10} | {'HG/SN':>6} {'Alg2/HG':>7}")
+    print(
+        f"AVG on PUMS (n = {rows[0]['n']}), MSE over {reps:,} runs, equal total eps; "
+        f"SmartNoise column = {sn_label}"
+    )
+    print(
+        "theory = spec 4.2 leading term w^2 sigma^2(eps)((1-a)^2+a^2)/n^2 (hourglass optimum); "
+        "th(Alg2) = (2w^2+8(mu-m)^2)/(n eps)^2; th(SN) = (8W^2+8mu^2)/(n eps)^2"
+    )
+    head = (
+        f"{'column':7} {'eps':>4} | {'dpgate HG':>10} {'theory':>10} {'HG/th':>6} | "
+        f"{'Alg 2':>10} {'th(Alg2)':>10} | {'SmartNoise':>10} {'th(SN)':>10} | {'HG/SN':>6} {'Alg2/HG':>7}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['column']:7} {r['eps']:>4g} | {r['hg']:10.4g} {r['theory']:10.4g} {r['hg'] / r['theory']:6.3f} | "
-              f"{r['alg2']:10.4g} {r['th_alg2']:10.4g} | {r['sn']:10.4g} {r['th_sn']:10.4g} | "
-              f"{r['hg'] / r['sn']:6.3f} {r['alg2'] / r['hg']:7.2f}")
+        print(
+            f"{r['column']:7} {r['eps']:>4g} | {r['hg']:10.4g} {r['theory']:10.4g} {r['hg'] / r['theory']:6.3f} | "
+            f"{r['alg2']:10.4g} {r['th_alg2']:10.4g} | {r['sn']:10.4g} {r['th_sn']:10.4g} | "
+            f"{r['hg'] / r['sn']:6.3f} {r['alg2'] / r['hg']:7.2f}"
+        )
     worst_ratio = max(r["hg"] / r["sn"] for r in rows)
     worst_dev = max(abs(r["hg"] / r["theory"] - 1) for r in rows)
     per_draw = sampler_ms_per_draw(2_000 if args.quick else 20_000)
-    print("exact sampler (grid hourglass, M = 2^20), ms per draw: "
-          + ", ".join(f"eps {e}: {ms:.3f}" for e, ms in per_draw.items()))
+    print(
+        "exact sampler (grid hourglass, M = 2^20), ms per draw: "
+        + ", ".join(f"eps {e}: {ms:.3f}" for e, ms in per_draw.items())
+    )
     ok = worst_ratio <= 0.5 and worst_dev <= 0.05 and max(per_draw.values()) <= 1.0
     print(f"({time.time() - t0:.1f} s)")
-    print(f"HEADLINE: hourglass MSE / SmartNoise MSE = {worst_ratio:.2f} max over rows (goal <= 0.5); "
-          f"|hourglass MSE / sigma^2 theory - 1| = {100 * worst_dev:.1f}% max (goal <= 5%)"
-          f"; exact sampler {max(per_draw.values()):.3f} ms per draw max over eps 1..100 (goal <= 1 ms) "
-          f"{'PASS' if ok else 'FAIL'}")
+    print(
+        f"HEADLINE: hourglass MSE / SmartNoise MSE = {worst_ratio:.2f} max over rows (goal <= 0.5); "
+        f"|hourglass MSE / sigma^2 theory - 1| = {100 * worst_dev:.1f}% max (goal <= 5%)"
+        f"; exact sampler {max(per_draw.values()):.3f} ms per draw max over eps 1..100 (goal <= 1 ms) "
+        f"{'PASS' if ok else 'FAIL'}"
+    )
     return 0 if ok else 1
 
 

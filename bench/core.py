@@ -27,6 +27,7 @@ equal charged ε (see ``_smartnoise_times``): what the same question costs throu
 another DP SQL layer — a different engine from dpgate's DuckDB, so compare it with
 the PostgreSQL row, not with dpgate's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,11 @@ import threading
 import time
 from pathlib import Path
 
-QUERY = ("SELECT region, COUNT(*), AVG(income) FROM people "
-         "WHERE age BETWEEN {lo} AND {hi} GROUP BY region")
-RAW = ("SELECT region, COUNT(*), AVG(LEAST(GREATEST(income, 0), 500000)) FROM people "
-       "WHERE age BETWEEN {lo} AND {hi} GROUP BY region")
+QUERY = "SELECT region, COUNT(*), AVG(income) FROM people WHERE age BETWEEN {lo} AND {hi} GROUP BY region"
+RAW = (
+    "SELECT region, COUNT(*), AVG(LEAST(GREATEST(income, 0), 500000)) FROM people "
+    "WHERE age BETWEEN {lo} AND {hi} GROUP BY region"
+)
 
 
 def workload(n: int, salt: int = 0) -> list[dict]:
@@ -51,28 +53,47 @@ def workload(n: int, salt: int = 0) -> list[dict]:
     and rewritten scans are timed on exactly the same predicates. (The concurrent phase
     once took 10,000 from 1,680 pairs: once they were used up its clients timed repeats.)"""
     import random
+
     top = max(100, 60 + -(-n // 42))
     pairs = [dict(lo=lo, hi=hi) for lo in range(18, 60) for hi in range(60, top)]
     random.Random(1 + salt).shuffle(pairs)
     return pairs[:n]
+
+
 PASSWORD = "bench-pw"
 
 
 def _config(state: Path, port: int) -> Path:
-    from proxy.wire.auth import make_verifier
-    from proxy.demo import demo_config_path
     import tomllib
+
+    from proxy.demo import demo_config_path
+    from proxy.wire.auth import make_verifier
+
     base = tomllib.loads(demo_config_path().read_text())
     ver = make_verifier(PASSWORD)
     lines = [
         "demo = true",
-        "[server]", 'host = "127.0.0.1"', f"port = {port}", 'database = "demo"', f'state_dir = "{state}"',
+        "[server]",
+        'host = "127.0.0.1"',
+        f"port = {port}",
+        'database = "demo"',
+        f'state_dir = "{state}"',
         'log_format = "json"',
-        "[server.limits]", "max_statements_per_role = 64",
-        "[backend]", 'kind = "duckdb"', f'path = "{state / "demo.duckdb"}"',
-        "[tiers.bench]", "epsilon = 1.0", "budget = 1000000000", 'period = "never"',
-        "[roles.bench]", 'tier = "bench"', f'scram = "{ver}"',
-        "[roles.bench_c]", 'tier = "bench"', f'scram = "{ver}"',
+        "[server.limits]",
+        "max_statements_per_role = 64",
+        "[backend]",
+        'kind = "duckdb"',
+        f'path = "{state / "demo.duckdb"}"',
+        "[tiers.bench]",
+        "epsilon = 1.0",
+        "budget = 1000000000",
+        'period = "never"',
+        "[roles.bench]",
+        'tier = "bench"',
+        f'scram = "{ver}"',
+        "[roles.bench_c]",
+        'tier = "bench"',
+        f'scram = "{ver}"',
     ]
     lines += columns_toml(base, "people")
     path = state / "bench.toml"
@@ -104,13 +125,16 @@ def _pct(xs: list[float], p: float) -> float:
 
 def _raw_times(db: Path, queries: list[dict]) -> tuple[list[float], list[float], list[str]]:
     """Per query: the analyst's query and dpgate's one-scan rewrite, straight on DuckDB."""
-    import duckdb
     import tomllib
+
+    import duckdb
+
     from config import parse_config
     from proxy import demo
     from proxy.backends import DuckDBBackend
     from proxy.demo import demo_config_path
     from rewriter import build_plan, parse, to_sql
+
     b = DuckDBBackend(db)
     demo.load_duckdb(b)
     b._con.close()
@@ -118,7 +142,7 @@ def _raw_times(db: Path, queries: list[dict]) -> tuple[list[float], list[float],
     data = tomllib.loads(demo_config_path().read_text())
     data["server"]["auth"] = "trust"
     cfg = parse_config(data)
-    for q in queries[:20]:                                   # warm the caches
+    for q in queries[:20]:  # warm the caches
         con.execute(RAW.format(**q)).fetchall()
     raw, rewritten, sqls = [], [], []
     for q in queries:
@@ -134,11 +158,21 @@ def _raw_times(db: Path, queries: list[dict]) -> tuple[list[float], list[float],
     return raw, rewritten, sqls
 
 
-SN_META = {"": {"public": {"people": {
-    "row_privacy": True, "rows": 1_000_000,
-    "age": {"type": "int", "lower": 0, "upper": 100}, "sex": {"type": "int", "lower": 0, "upper": 1},
-    "region": {"type": "string"}, "income": {"type": "float", "lower": 0, "upper": 500000},
-    "hours": {"type": "int", "lower": 0, "upper": 80}}}}}
+SN_META = {
+    "": {
+        "public": {
+            "people": {
+                "row_privacy": True,
+                "rows": 1_000_000,
+                "age": {"type": "int", "lower": 0, "upper": 100},
+                "sex": {"type": "int", "lower": 0, "upper": 1},
+                "region": {"type": "string"},
+                "income": {"type": "float", "lower": 0, "upper": 500000},
+                "hours": {"type": "int", "lower": 0, "upper": 80},
+            }
+        }
+    }
+}
 
 
 def _smartnoise_times(dsn: str, queries: list[dict]) -> tuple[list[float], str | None]:
@@ -154,8 +188,9 @@ def _smartnoise_times(dsn: str, queries: list[dict]) -> tuple[list[float], str |
         return [], f"(no SmartNoise row: {e.name} is not installed — pip install '.[bench]')"
     conn = psycopg2.connect(dsn)
     try:
-        reader = snsql.from_connection(conn, engine="postgres", metadata=SN_META,
-                                       privacy=snsql.Privacy(epsilon=1 / 3, delta=1e-6))
+        reader = snsql.from_connection(
+            conn, engine="postgres", metadata=SN_META, privacy=snsql.Privacy(epsilon=1 / 3, delta=1e-6)
+        )
         out = []
         for q in queries:
             sql = QUERY.format(**q).replace("FROM people", "FROM public.people")
@@ -175,26 +210,39 @@ def _postgres_times(db: Path, queries: list[dict]) -> tuple[list[float], list[fl
     server. Empty lists and a note for what could not run."""
     import duckdb
     import psycopg
+
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     try:
         from support.pg import TempPostgres
+
         pg = TempPostgres().start()
     except Exception as e:  # no initdb here: say so, the rest of the table stands
         return [], [], [f"(no PostgreSQL or SmartNoise row: {str(e).splitlines()[0]})"]
     try:
         con = duckdb.connect(str(db), read_only=True)
-        cols = con.execute("SELECT column_name, data_type FROM information_schema.columns "
-                           "WHERE table_name = 'people' ORDER BY ordinal_position").fetchall()
-        types = {"BIGINT": "bigint", "INTEGER": "integer", "DOUBLE": "double precision",
-                 "VARCHAR": "text", "BOOLEAN": "boolean", "DATE": "date", "TIMESTAMP": "timestamp"}
+        cols = con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = 'people' ORDER BY ordinal_position"
+        ).fetchall()
+        types = {
+            "BIGINT": "bigint",
+            "INTEGER": "integer",
+            "DOUBLE": "double precision",
+            "VARCHAR": "text",
+            "BOOLEAN": "boolean",
+            "DATE": "date",
+            "TIMESTAMP": "timestamp",
+        }
         with psycopg.connect(pg.dsn, autocommit=True) as pc:
-            pc.execute("CREATE TABLE people (" + ", ".join(f'"{c}" {types.get(t, "text")}' for c, t in cols) + ")")
+            pc.execute(
+                "CREATE TABLE people (" + ", ".join(f'"{c}" {types.get(t, "text")}' for c, t in cols) + ")"
+            )
             with pc.cursor().copy("COPY people FROM STDIN") as cp:
                 for row in con.execute("SELECT * FROM people").fetchall():
                     cp.write_row(row)
             pc.execute("ANALYZE people")
             for q in queries[:5]:
-                pc.execute(QUERY.format(**q)).fetchall()            # warm
+                pc.execute(QUERY.format(**q)).fetchall()  # warm
             out = []
             for q in queries:
                 t = time.perf_counter()
@@ -216,7 +264,9 @@ class _PlainWire:
         import json
         import shutil
         import socket
+
         import psycopg
+
         copy = db.with_name("plain.duckdb")
         shutil.copyfile(db, copy)
         with socket.socket() as s:
@@ -224,8 +274,11 @@ class _PlainWire:
             port = s.getsockname()[1]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.plainwire", "--db", str(copy), "--port", str(port)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            cwd=str(Path(__file__).resolve().parent.parent))
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=str(Path(__file__).resolve().parent.parent),
+        )
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError("bench.plainwire did not start: " + self.proc.stdout.read())
         self.scans: dict = {}
@@ -237,8 +290,9 @@ class _PlainWire:
                     self.scans[rec["fingerprint"]] = rec["backend_ms"] / 1000
 
         threading.Thread(target=drain, daemon=True).start()
-        self.conn = psycopg.connect(f"host=127.0.0.1 port={port} dbname=plain user=bench sslmode=disable",
-                                    autocommit=True)
+        self.conn = psycopg.connect(
+            f"host=127.0.0.1 port={port} dbname=plain user=bench sslmode=disable", autocommit=True
+        )
 
     def run(self, sql: str) -> float:
         t = time.perf_counter()
@@ -247,6 +301,7 @@ class _PlainWire:
 
     def scan(self, sql: str) -> float:
         from proxy.gateway import statement_fingerprint
+
         fp = statement_fingerprint(sql)
         deadline = time.time() + 10
         while fp not in self.scans and time.time() < deadline:
@@ -263,6 +318,7 @@ def _drain(proc, scans: dict, out: list) -> None:
     """Read the proxy's output (so its pipe never fills): the JSON statement log
     gives each statement's own backend scan time."""
     import json
+
     for line in proc.stdout:
         out.append(line)
         i = line.find("{")
@@ -273,6 +329,7 @@ def _drain(proc, scans: dict, out: list) -> None:
 
 def _wait_port(port: int, proc, out: list, timeout: float = 120) -> None:
     import socket
+
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -294,37 +351,44 @@ def main(argv=None) -> int:
     conc_seconds = 3 if args.quick else 15
     queries = workload(n)
     import psycopg
+
     with tempfile.TemporaryDirectory(prefix="dpgate-bench-") as tmp:
         state = Path(tmp)
         raw, rewritten, scan_sql = _raw_times(state / "demo.duckdb", queries)
-        pg_times, sn_times, notes = _postgres_times(state / "demo.duckdb", queries[:40 if args.quick else 200])
+        pg_times, sn_times, notes = _postgres_times(
+            state / "demo.duckdb", queries[: 40 if args.quick else 200]
+        )
         base = _PlainWire(state / "demo.duckdb")
         import socket
+
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         cfg = _config(state, port)
-        proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "-v", "--config", str(cfg)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        scans: dict = {}                   # (role, fingerprint) -> (backend s, in-proxy s), statement log
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "serve", "-v", "--config", str(cfg)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        scans: dict = {}  # (role, fingerprint) -> (backend s, in-proxy s), statement log
         out: list[str] = []
         threading.Thread(target=_drain, args=(proc, scans, out), daemon=True).start()
         try:
             _wait_port(port, proc, out)
-            dsn = (f"host=127.0.0.1 port={port} dbname=demo user={{user}} password={PASSWORD} "
-                   "sslmode=disable")
+            dsn = f"host=127.0.0.1 port={port} dbname=demo user={{user}} password={PASSWORD} sslmode=disable"
             conn = psycopg.connect(dsn.format(user="bench"), autocommit=True)
             ping = []
             for _ in range(n):
                 t = time.perf_counter()
                 conn.execute("SELECT 1").fetchall()
                 ping.append(time.perf_counter() - t)
-            for q in workload(20, salt=99):                  # warm up (other predicates)
+            for q in workload(20, salt=99):  # warm up (other predicates)
                 conn.execute(QUERY.format(**q)).fetchall()
                 base.run(RAW.format(**q))
             e2e, plain, own = [], [], []
-            for i, q in enumerate(queries):                  # each a fresh release; the baseline runs
-                if i % 2:                                    # the analyst's query and dpgate's own scan
+            for i, q in enumerate(queries):  # each a fresh release; the baseline runs
+                if i % 2:  # the analyst's query and dpgate's own scan
                     own.append(base.run(QUERY.format(**q)))  # SQL, alternately before and after
                     plain.append(base.run(scan_sql[i]))
                 t = time.perf_counter()
@@ -336,7 +400,7 @@ def main(argv=None) -> int:
             plain_scan = [base.scan(sql) for sql in scan_sql]
             base.close()
             repeat = []
-            for q in queries[:200]:                          # the same again: release store
+            for q in queries[:200]:  # the same again: release store
                 t = time.perf_counter()
                 conn.execute(QUERY.format(**q)).fetchall()
                 repeat.append(time.perf_counter() - t)
@@ -345,7 +409,7 @@ def main(argv=None) -> int:
             stop = time.time() + conc_seconds
             pool = workload(10_000, salt=7)
 
-            def client(k: int) -> None:                      # its own role: fresh releases
+            def client(k: int) -> None:  # its own role: fresh releases
                 with psycopg.connect(dsn.format(user="bench_c"), autocommit=True) as c:
                     j = 0
                     while time.time() < stop and k + 8 * j < len(pool):
@@ -366,16 +430,17 @@ def main(argv=None) -> int:
             if base.proc.poll() is None:
                 base.close()
     from proxy.gateway import statement_fingerprint
+
     ms = lambda xs, p: 1000 * _pct(xs, p)  # noqa: E731
     paired = [a - b for a, b in zip(e2e, rewritten)]
     logged = [scans[("bench", statement_fingerprint(QUERY.format(**q)))] for q in queries]
     inside = [b for b, _ in logged]
     fixed = [a - b for a, b in zip(e2e, inside)]
-    proxy_side = [t - b for b, t in logged]                  # in the proxy, outside the scan
-    wire_side = [a - t for a, (_, t) in zip(e2e, logged)]    # socket, protocol, client driver
+    proxy_side = [t - b for b, t in logged]  # in the proxy, outside the scan
+    wire_side = [a - t for a, (_, t) in zip(e2e, logged)]  # socket, protocol, client driver
     plain_outside = [a - b for a, b in zip(plain, plain_scan)]
-    dp_cost = [a - b for a, b in zip(e2e, plain)]          # per query, same scan, paired
-    vs_own = [a - b for a, b in zip(e2e, own)]             # per query, the analyst's own query, paired
+    dp_cost = [a - b for a, b in zip(e2e, plain)]  # per query, same scan, paired
+    vs_own = [a - b for a, b in zip(e2e, own)]  # per query, the analyst's own query, paired
     outside = [f - p for f, p in zip(fixed, plain_outside)]
     overhead = ms(vs_own, 50)
     rows = [
@@ -398,13 +463,17 @@ def main(argv=None) -> int:
         ("DP overhead: e2e dpgate − no-DP analyst's query", overhead, ms(vs_own, 95)),
     ]
     if sn_times:
-        rows.insert(5, (f"SmartNoise SQL on that PostgreSQL ({len(sn_times)} q)", ms(sn_times, 50),
-                        ms(sn_times, 95)))
+        rows.insert(
+            5, (f"SmartNoise SQL on that PostgreSQL ({len(sn_times)} q)", ms(sn_times, 50), ms(sn_times, 95))
+        )
     if pg_times:
-        rows.insert(5, (f"PostgreSQL server, analyst's query ({len(pg_times)} q)", ms(pg_times, 50),
-                        ms(pg_times, 95)))
-    print(f"\ndpgate core benchmark — people (1,000,000 rows), embedded DuckDB, {n} distinct queries"
-          f"{' (quick)' if args.quick else ''}")
+        rows.insert(
+            5, (f"PostgreSQL server, analyst's query ({len(pg_times)} q)", ms(pg_times, 50), ms(pg_times, 95))
+        )
+    print(
+        f"\ndpgate core benchmark — people (1,000,000 rows), embedded DuckDB, {n} distinct queries"
+        f"{' (quick)' if args.quick else ''}"
+    )
     print(f"query: {QUERY.format(lo='<lo>', hi='<hi>')}\n")
     print(f"{'measurement':<47} {'p50 ms':>8} {'p95 ms':>8}")
     for name, p50, p95 in rows:
@@ -414,9 +483,11 @@ def main(argv=None) -> int:
         print(note)
     verdict = "PASS" if overhead <= 2.0 else "MISS"
     ratio = statistics.median(e2e) / statistics.median(own)
-    print(f"HEADLINE: DP overhead {overhead:.2f} ms p50 per query ({ratio:.2f}× the no-DP time): dpgate end to "
-          f"end over the analyst's own query through a no-DP Postgres-wire server on the same DuckDB data, "
-          f"paired (goal ≤ 2 ms) {verdict}")
+    print(
+        f"HEADLINE: DP overhead {overhead:.2f} ms p50 per query ({ratio:.2f}× the no-DP time): dpgate end to "
+        f"end over the analyst's own query through a no-DP Postgres-wire server on the same DuckDB data, "
+        f"paired (goal ≤ 2 ms) {verdict}"
+    )
     return 0
 
 

@@ -23,8 +23,16 @@ import time
 import duckdb
 import numpy as np
 
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, dim_affine, estimate_numpy, perturb_buckets,
-                                   range_query, report_columns, variance)
+from mechanisms.metric_ldp import (
+    DimSpec,
+    GroupSpec,
+    dim_affine,
+    estimate_numpy,
+    perturb_buckets,
+    range_query,
+    report_columns,
+    variance,
+)
 from mechanisms.metric_ldp.baselines import HH, HIO2D, FlatOUE, HaarHRR
 from mechanisms.metric_ldp.laplace import es_metric, fig1_ratio, m2_scales_numeric, m2_total_error
 from mechanisms.metric_ldp.matrix import cell_counts, cell_estimates
@@ -61,7 +69,7 @@ def moments_2d(rep, spec):
     s0, s1 = spec.column_slices()
     M = np.zeros((spec.ms[0] + 1, spec.ms[1] + 1))
     for i in range(0, rep.shape[0], 1 << 23):
-        blk = rep[i:i + (1 << 23)]
+        blk = rep[i : i + (1 << 23)]
         one = np.ones((blk.shape[0], 1), np.float32)
         A0 = np.hstack([blk[:, s0].astype(np.float32), one])
         A1 = np.hstack([blk[:, s1].astype(np.float32), one])
@@ -93,8 +101,10 @@ def fig2(full, rng):
     print("\n== Figure 2 (paper 4.2): n=1000, m=10, Zipf(1.1), estimator=paper ==")
     print("   (paper: 3 reps; here 100 for D<=3, 10 for D=6, so that 10% is resolvable:")
     print("    cell estimates within a rep share the same reports and are correlated)")
-    print(f"{'D':>2} {'eps':>4} {'reps':>4} {'cell MSE':>11} {'exact avg':>11} {'Thm2':>11} {'ratio':>6} "
-          f"{'range MSE':>11} {'exact':>11} {'ratio':>6}")
+    print(
+        f"{'D':>2} {'eps':>4} {'reps':>4} {'cell MSE':>11} {'exact avg':>11} {'Thm2':>11} {'ratio':>6} "
+        f"{'range MSE':>11} {'exact':>11} {'ratio':>6}"
+    )
     worst = 0.0
     for D in Ds:
         for eps in (0.5, 1, 2, 3, 4, 5):
@@ -107,19 +117,21 @@ def fig2(full, rng):
             reps = 10 if D > 3 else 100
             allrep = perturb_buckets(np.tile(x, (reps, 1)), spec, SeededSource(int(rng.integers(1 << 30))))
             for i in range(reps):
-                C = cell_estimates(allrep[i * 1000:(i + 1) * 1000], spec, "paper")
+                C = cell_estimates(allrep[i * 1000 : (i + 1) * 1000], spec, "paper")
                 cell_se.append(np.mean((C - c) ** 2))
                 for b in boxes:
                     sl = tuple(slice(l - 1, r) for l, r in b)
                     rng_se.append((C[sl].sum() - c[sl].sum()) ** 2)
             lam, kap = math.tanh(eps / 2), 1 / math.tanh(eps / 2)
-            avg = 1000 * kap ** (2 * D) * (2.0 ** -D * (1 - lam ** 2 * 8 / 10) ** D - lam ** (2 * D) / 10 ** D)
-            thm2 = kap ** (2 * D) * 2.0 ** -D * (1 - lam ** (2 * D)) * 1000
+            avg = 1000 * kap ** (2 * D) * (2.0**-D * (1 - lam**2 * 8 / 10) ** D - lam ** (2 * D) / 10**D)
+            thm2 = kap ** (2 * D) * 2.0**-D * (1 - lam ** (2 * D)) * 1000
             rex = np.mean([variance(spec, q, x, "paper") for q in qs])
             r1, r2 = np.mean(cell_se) / avg, np.mean(rng_se) / rex
             worst = max(worst, abs(r1 - 1))
-            print(f"{D:>2} {eps:>4} {reps:>4} {np.mean(cell_se):>11.4g} {avg:>11.4g} {thm2:>11.4g} {r1:>6.3f} "
-                  f"{np.mean(rng_se):>11.4g} {rex:>11.4g} {r2:>6.3f}")
+            print(
+                f"{D:>2} {eps:>4} {reps:>4} {np.mean(cell_se):>11.4g} {avg:>11.4g} {thm2:>11.4g} {r1:>6.3f} "
+                f"{np.mean(rng_se):>11.4g} {rex:>11.4g} {r2:>6.3f}"
+            )
     return worst
 
 
@@ -128,7 +140,9 @@ def m4_1d(x, m, eps, est, rng, boxes, reps):
     d = spec.dims[0]
     P = np.cumsum(np.bincount(x - 1, minlength=m))
     n = len(x)
-    affs = [dim_affine(spec, 0, q.weight(spec, 0), est) for q in (range_query(spec, {0: b[0]}) for b in boxes)]
+    affs = [
+        dim_affine(spec, 0, q.weight(spec, 0), est) for q in (range_query(spec, {0: b[0]}) for b in boxes)
+    ]
     se = []
     for _ in range(reps):
         S = (rng.binomial(P, 1 - d.q) + rng.binomial(n - P, d.q)).astype(float)
@@ -173,17 +187,21 @@ def mse_2d(full, rng, m, ns, epss):
             boxes = random_boxes(rng, (m, m), 60)
             qs = [range_query(spec, dict(enumerate(b))) for b in boxes]
             P = cell_counts(x, spec)
-            truth = [P[b[0][0] - 1:b[0][1], b[1][0] - 1:b[1][1]].sum() for b in boxes]
+            truth = [P[b[0][0] - 1 : b[0][1], b[1][0] - 1 : b[1][1]].sum() for b in boxes]
             out = {"known_n": [], "paper": []}
             for r in range(3):
                 rep = perturb_buckets(x, spec, SeededSource(int(rng.integers(1 << 30))))
                 M = moments_2d(rep, spec)
-                if r == 0 and n <= 10 ** 4:  # the O+ shortcut equals the served estimator
-                    assert np.isclose(coef_vec(spec, 0, qs[0], "paper") @ M @ coef_vec(spec, 1, qs[0], "paper"),
-                                      estimate_numpy(rep, spec, qs[0], "paper"))
+                if r == 0 and n <= 10**4:  # the O+ shortcut equals the served estimator
+                    assert np.isclose(
+                        coef_vec(spec, 0, qs[0], "paper") @ M @ coef_vec(spec, 1, qs[0], "paper"),
+                        estimate_numpy(rep, spec, qs[0], "paper"),
+                    )
                 for est in out:
-                    out[est] += [(coef_vec(spec, 0, q, est) @ M @ coef_vec(spec, 1, q, est) - t) ** 2
-                                 for q, t in zip(qs, truth)]
+                    out[est] += [
+                        (coef_vec(spec, 0, q, est) @ M @ coef_vec(spec, 1, q, est) - t) ** 2
+                        for q, t in zip(qs, truth)
+                    ]
             out = {k: float(np.mean(v)) for k, v in out.items()}
             ex = float(np.mean([variance(spec, q, x, "known_n") for q in qs[:20]]))
             reps = 2
@@ -194,6 +212,7 @@ def mse_2d(full, rng, m, ns, epss):
                     o = make()
                     se += [(o.range(*b[0], *b[1]) - t) ** 2 for b, t in zip(boxes, truth)]
                 return float(np.mean(se))
+
             hio = min(base(lambda: HIO2D(x, m, B, eps, rng)) for B in ((2, 4, 8) if full else (2, 4)))
             flat = base(lambda: FlatOUE(P, eps, rng))
             rows.append(("2-D", m, n, eps, out["known_n"], ex, out["paper"], hio, float("nan"), flat))
@@ -248,17 +267,22 @@ def latency_served(N):
     import tomllib
 
     from config import parse_config
-    from proxy.demo import trips as demo_trips
     from proxy.backends import DuckDBBackend
+    from proxy.demo import trips as demo_trips
     from proxy.ingest.ldp_load import load_rows_duckdb
     from proxy.pipeline.local import local_answer
-    from rewriter import parse
     from proxy.pipeline.local_bind import scan
+    from rewriter import parse
     from rewriter.local import layout, plan_local
 
-    cfg = parse_config({"server": {"auth": "trust"}, "tiers": {"t": {"epsilon": 1, "budget": 1}},
-                        "roles": {"a": {"tier": "t"}},
-                        "tables": tomllib.loads(demo_trips.TRIPS_TOML)["tables"]})
+    cfg = parse_config(
+        {
+            "server": {"auth": "trust"},
+            "tiers": {"t": {"epsilon": 1, "budget": 1}},
+            "roles": {"a": {"tier": "t"}},
+            "tables": tomllib.loads(demo_trips.TRIPS_TOML)["tables"],
+        }
+    )
     lay = layout("trips", cfg.tables["trips"])
     tmp = tempfile.mkdtemp(prefix="dpgate-bench-")
     be = DuckDBBackend(f"{tmp}/bench.duckdb")
@@ -277,6 +301,7 @@ def latency_served(N):
     }
     out = {}
     for name, sql in queries.items():
+
         def run():
             if sql is None:
                 return be.query(f"SELECT COUNT(*) FROM {lay.reports}")
@@ -284,6 +309,7 @@ def latency_served(N):
                 return be.query(f"SELECT COUNT(*) FROM {lay.reports} WHERE payment = 'card'")
             plan = plan_local(parse(sql), cfg, [])
             return local_answer(plan, be.query(scan(plan, "duckdb")[0]))
+
         run()
         ts = []
         for _ in range(3):
@@ -292,8 +318,10 @@ def latency_served(N):
             ts.append(time.perf_counter() - t0)
         out[name] = float(np.median(ts))
     import asyncio
+
     asyncio.run(be.close())
     import shutil
+
     shutil.rmtree(tmp, ignore_errors=True)
     return n, t_load, out
 
@@ -308,47 +336,65 @@ def main(argv=None):
     fig1_ok = fig1(full)
     fig2_dev = fig2(full, rng)
     m1 = 1024
-    rows = mse_1d(full, rng, m1, (10 ** 4, 10 ** 6), (0.5, 1, 2))
-    rows += mse_2d(full, rng, 64 if full else 32, (10 ** 4, 10 ** 6), (0.5, 1, 2))
+    rows = mse_1d(full, rng, m1, (10**4, 10**6), (0.5, 1, 2))
+    rows += mse_2d(full, rng, 64 if full else 32, (10**4, 10**6), (0.5, 1, 2))
     if full:  # spec 6.3 suggested experiment: M4 flat in m, baselines grow ~ log^2 m
         for m in (64, 16384):
-            rows += mse_1d(full, rng, m, (10 ** 5,), (1,))
+            rows += mse_1d(full, rng, m, (10**5,), (1,))
     print("\n== Range-query MSE (100 random boxes; 1-D and 2-D, Zipf 1.1), equal per-step eps ==")
     print("   dpgate = M4 known_n (exact = mean spec-4.2 variance); baselines are eps-LDP")
     print("   NOT the same guarantee: M4 is metric LDP, E(x,x') = eps*|bucket(x)-bucket(x')| (spec 002 §4:")
     print("   adjacent buckets eps, buckets k apart k*eps, up to (m-1)*eps); the baselines give eps for ANY")
     print("   two values. At equal per-step eps the baselines protect far-apart values more strongly; the")
-    print("   comparison is the one the paper makes (what metric LDP buys for range queries), not like for like.")
-    print(f"{'':>3} {'m':>6} {'n':>8} {'eps':>4} {'dpgate':>10} {'exact':>10} {'M4 paper':>10} "
-          f"{'HH_B best':>10} {'HaarHRR':>10} {'flat OUE':>10} {'best/dpg':>8}")
+    print(
+        "   comparison is the one the paper makes (what metric LDP buys for range queries), not like for like."
+    )
+    print(
+        f"{'':>3} {'m':>6} {'n':>8} {'eps':>4} {'dpgate':>10} {'exact':>10} {'M4 paper':>10} "
+        f"{'HH_B best':>10} {'HaarHRR':>10} {'flat OUE':>10} {'best/dpg':>8}"
+    )
     headline = None
     for dim, m, n, eps, kn, ex, pa, hh, haar, flat in rows:
         best = np.nanmin([hh, haar, flat])
-        print(f"{dim:>3} {m:>6} {n:>8.0e} {eps:>4} {kn:>10.4g} {ex:>10.4g} {pa:>10.4g} {hh:>10.4g} "
-              f"{haar:>10.4g} {flat:>10.4g} {best / kn:>8.2f}")
-        if dim == "1-D" and m == m1 and n == 10 ** 6 and eps == 1:
+        print(
+            f"{dim:>3} {m:>6} {n:>8.0e} {eps:>4} {kn:>10.4g} {ex:>10.4g} {pa:>10.4g} {hh:>10.4g} "
+            f"{haar:>10.4g} {flat:>10.4g} {best / kn:>8.2f}"
+        )
+        if dim == "1-D" and m == m1 and n == 10**6 and eps == 1:
             headline = best / kn
-    N = 10 ** 7 if full else 10 ** 6
+    N = 10**7 if full else 10**6
     t_pert, lat = latency(N, rng)
     print(f"\n== DuckDB latency over {N:.0e} reports (D=2, m=32+32 SMALLINT columns), median of 3 ==")
     print(f"perturb: {t_pert:.2f} s = {N / t_pert * 60 / 1e6:.0f}M rows/min (goal >= 1M rows/min)")
     for k, v in lat.items():
         print(f"{k:>26}: {v * 1000:8.1f} ms  ({v / lat['raw COUNT(*)']:.1f}x raw COUNT)")
     n_srv, t_load, lat_srv = latency_served(N)
-    print(f"\n== dpgate's served path over {n_srv:.0e} reports of the demo `trips` table (DuckDB file, "
-          f"D=3 joint group, 56 report bits), median of 3 ==")
-    print(f"bulk load (proxy.ingest.ldp_load, perturb + insert): {t_load:.1f} s = "
-          f"{n_srv / t_load * 60 / 1e6:.1f}M rows/min (goal >= 1M rows/min)")
+    print(
+        f"\n== dpgate's served path over {n_srv:.0e} reports of the demo `trips` table (DuckDB file, "
+        f"D=3 joint group, 56 report bits), median of 3 =="
+    )
+    print(
+        f"bulk load (proxy.ingest.ldp_load, perturb + insert): {t_load:.1f} s = "
+        f"{n_srv / t_load * 60 / 1e6:.1f}M rows/min (goal >= 1M rows/min)"
+    )
     raw = lat_srv["raw COUNT(*) of the reports"]
     for k, v in lat_srv.items():
         print(f"{k:>31}: {v * 1000:8.1f} ms  ({v / raw:.1f}x raw COUNT)")
-    ok = fig1_ok and fig2_dev <= 0.10 and n_srv / t_load * 60 >= 1e6 and headline > 1 and N / t_pert * 60 >= 1e6
+    ok = (
+        fig1_ok
+        and fig2_dev <= 0.10
+        and n_srv / t_load * 60 >= 1e6
+        and headline > 1
+        and N / t_pert * 60 >= 1e6
+    )
     print(f"(total {time.time() - t_start:.0f} s)")
-    print(f"HEADLINE: 1-D range MSE best eps-LDP baseline / dpgate(M4 known_n, metric LDP: a different, "
-          f"distance-scaled guarantee) at m=1024, n=1e6, per-step eps=1 "
-          f"= {headline:.2f} (goal > 1: O(n/eps^2) vs O(n log^2 m/eps^2), spec 4.5); "
-          f"Fig.2 max |MSE/exact-1| = {fig2_dev:.3f} (goal <= 0.10); Fig.1 table "
-          f"{'matches' if fig1_ok else 'MISMATCH'} {'PASS' if ok else 'FAIL'}")
+    print(
+        f"HEADLINE: 1-D range MSE best eps-LDP baseline / dpgate(M4 known_n, metric LDP: a different, "
+        f"distance-scaled guarantee) at m=1024, n=1e6, per-step eps=1 "
+        f"= {headline:.2f} (goal > 1: O(n/eps^2) vs O(n log^2 m/eps^2), spec 4.5); "
+        f"Fig.2 max |MSE/exact-1| = {fig2_dev:.3f} (goal <= 0.10); Fig.1 table "
+        f"{'matches' if fig1_ok else 'MISMATCH'} {'PASS' if ok else 'FAIL'}"
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Scripts (``pgbench -n -f``; each client keeps its own counter ``n`` across trans
 ``$1..$3`` parameters, untyped, with Parse / Bind / Describe / Execute on every statement
 (node-postgres's and psycopg's way with parameters).
 """
+
 from __future__ import annotations
 
 import re
@@ -55,9 +56,33 @@ def run(port: int, clients: int, seconds: float, kind: str, mode: str = "simple"
         script.write_text((FRESH_SCRIPT if kind == "fresh" else REPEAT_SCRIPT).format(clients=clients))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(
-            [available(), "-n", "-f", str(script), "-c", str(clients), "-j", "1", "-T", f"{seconds:g}",
-             "-D", f"n={offset}", "-M", mode, "-h", "127.0.0.1", "-p", str(port), "-U", "bench", "demo"],
-            capture_output=True, text=True, timeout=seconds + 60)
+            [
+                available(),
+                "-n",
+                "-f",
+                str(script),
+                "-c",
+                str(clients),
+                "-j",
+                "1",
+                "-T",
+                f"{seconds:g}",
+                "-D",
+                f"n={offset}",
+                "-M",
+                mode,
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "bench",
+                "demo",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 60,
+        )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
     failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
@@ -66,6 +91,9 @@ def run(port: int, clients: int, seconds: float, kind: str, mode: str = "simple"
         errors = [line for line in out.stderr.splitlines() if "error" in line.lower()][:3]
         raise RuntimeError(f"pgbench failed ({out.returncode}): " + " / ".join(errors or [out.stdout[-300:]]))
     aborted = int("aborted" in out.stderr)
-    return {"rate": float(tps.group(1)), "done": int(done.group(1)),
-            "errors": (int(failed.group(1)) if failed else 0) + aborted,
-            "client_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+    return {
+        "rate": float(tps.group(1)),
+        "done": int(done.group(1)),
+        "errors": (int(failed.group(1)) if failed else 0) + aborted,
+        "client_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+    }

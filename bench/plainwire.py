@@ -9,6 +9,7 @@ this, per query, is its DP overhead.
 Prints ``{"fingerprint": …, "backend_ms": …}`` per statement on stdout (after the
 reply is written), keyed like dpgate's statement log.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,16 +38,19 @@ class _Handler:
 
     async def describe(self, sql: str, param_type_oids: list[int]):
         from proxy.wire.api import SqlError
+
         raise SqlError("0A000", "the baseline server speaks the simple protocol only")
 
     async def execute(self, sql: str, params: list[object]):
         from proxy.gateway import statement_fingerprint
         from proxy.wire.api import Column, Result
+
         timing: dict = {}
         rows = await self.backend.fetch(sql, timing=timing)
         cols = [Column(f"c{i}", _OIDS.get(type(v), 25)) for i, v in enumerate(rows[0])] if rows else []
-        asyncio.get_running_loop().call_soon(functools.partial(
-            _log, statement_fingerprint(sql), timing.get("backend_ms")))
+        asyncio.get_running_loop().call_soon(
+            functools.partial(_log, statement_fingerprint(sql), timing.get("backend_ms"))
+        )
         return Result(f"SELECT {len(rows)}", cols, rows)
 
     def cancel(self) -> None:
@@ -63,6 +67,7 @@ def _log(fp: str, backend_ms) -> None:
 async def _serve(db: str, port: int) -> None:
     from proxy.backends import DuckDBBackend
     from proxy.wire.server import Server
+
     backend = DuckDBBackend(db)
 
     async def factory(user, database, params):

@@ -20,6 +20,7 @@ scan; the empty cells of the public domain are added by the proxy from the rows 
 demo's ``pums`` columns with random values (the demo config's bounds and domains).
 HEADLINE: the largest ratio (goal ≤ 1.2×, issue 21).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ import sys
 import time
 import tomllib
 
-QUERIES = [   # {a}, {b}: the integer literals, new at each run (every statement a fresh release)
+QUERIES = [  # {a}, {b}: the integer literals, new at each run (every statement a fresh release)
     "SELECT race, COUNT(*), AVG(income) FROM pums WHERE age > {a} GROUP BY race",
     "SELECT sex, educ, COUNT(*) FROM pums WHERE age BETWEEN {a} AND {b} GROUP BY sex, educ",
     "SELECT COUNT(*), SUM(income) FROM pums WHERE married = 1 AND age < {b}",
@@ -46,6 +47,7 @@ def main(argv=None) -> int:
     from proxy.demo import demo_config_path
     from rewriter import complete, to_sql
     from rewriter.template import Templates
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (< 50 s)")
     args = ap.parse_args(argv)
@@ -55,27 +57,30 @@ def main(argv=None) -> int:
     cfg = parse_config(data)
     backend = DuckDBBackend(None)
     templates = Templates()
-    print(f"dpgate's backend SQL (+ the proxy's empty-cell completion) vs the analyst's query, DuckDB "
-          f"in-process, median of {reps} alternating runs, each with new literals")
+    print(
+        f"dpgate's backend SQL (+ the proxy's empty-cell completion) vs the analyst's query, DuckDB "
+        f"in-process, median of {reps} alternating runs, each with new literals"
+    )
     print(f"{'rows':>7}  {'analyst ms':>10} {'dpgate ms':>10} {'ratio':>6}  query")
     worst = (0.0, None)
     for n in (1_000, 10_000, 100_000):
         backend.execute_script(
             "CREATE OR REPLACE TABLE pums AS SELECT (random() * 100)::INT AS age, (random())::INT AS sex, "
             "(1 + random() * 15)::INT AS educ, (1 + random() * 5)::INT AS race, random() * 500000 AS income, "
-            f"(random())::INT AS married FROM range({n})")
+            f"(random())::INT AS married FROM range({n})"
+        )
         for q in QUERIES:
             texts = [q.format(**_values(i)) for i in range(reps + 40)]
-            plans = [templates.plan(t, cfg, "duckdb") for t in texts]      # as the gateway plans them
+            plans = [templates.plan(t, cfg, "duckdb") for t in texts]  # as the gateway plans them
             sqls = [to_sql(p, "duckdb") for p in plans]
             a, b = [], []
             for i, (text, plan, sql) in enumerate(zip(texts, plans, sqls)):
                 t0 = time.perf_counter()
-                backend.run(text, prepare=False)                           # the analyst's own query
+                backend.run(text, prepare=False)  # the analyst's own query
                 t1 = time.perf_counter()
-                complete(plan, backend.run(sql))                           # dpgate's scan, as it runs it
+                complete(plan, backend.run(sql))  # dpgate's scan, as it runs it
                 t2 = time.perf_counter()
-                if i >= 40:                                                # after a warm-up
+                if i >= 40:  # after a warm-up
                     a.append(t1 - t0)
                     b.append(t2 - t1)
             ma, mb = statistics.median(a) * 1000, statistics.median(b) * 1000
@@ -83,8 +88,10 @@ def main(argv=None) -> int:
             worst = max(worst, (ratio, (n, q)))
             print(f"{n:>7}  {ma:>10.3f} {mb:>10.3f} {ratio:>6.2f}  {q}")
     ratio, (n, q) = worst
-    print(f"HEADLINE: dpgate's scan SQL at most {ratio:.2f}× the analyst's own query on DuckDB from 1k to "
-          f"100k rows (worst: {n:,} rows, {q!r}) (goal ≤ 1.2×) {'PASS' if ratio <= 1.2 else 'MISS'}")
+    print(
+        f"HEADLINE: dpgate's scan SQL at most {ratio:.2f}× the analyst's own query on DuckDB from 1k to "
+        f"100k rows (worst: {n:,} rows, {q!r}) (goal ≤ 1.2×) {'PASS' if ratio <= 1.2 else 'MISS'}"
+    )
     return 0
 
 

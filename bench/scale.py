@@ -20,6 +20,7 @@ HEADLINE: the goal is dpgate/raw ≤ 1.3× on both engines at the largest size, 
 per row roughly constant as rows grow (the fixed DP overhead is paid once per statement).
 Spark needs pyspark's Connect client and Java 17; without them the Spark rows say why.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,13 +38,15 @@ from proxy.gateway import Gateway
 from proxy.wire.server import Server
 
 QUERY = "SELECT g, COUNT(*), AVG(x) FROM {t} WHERE y > {k} GROUP BY g"
-RAW = QUERY            # the analyst's own SQL, run without dpgate
-COLUMNS = {"g": {"type": "int", "domain_range": [0, 9]},
-           "x": {"type": "float", "lower": 0, "upper": 100},
-           "y": {"type": "int", "lower": 0, "upper": 1000}}
+RAW = QUERY  # the analyst's own SQL, run without dpgate
+COLUMNS = {
+    "g": {"type": "int", "domain_range": [0, 9]},
+    "x": {"type": "float", "lower": 0, "upper": 100},
+    "y": {"type": "int", "lower": 0, "upper": 1000},
+}
 REPS = 5
-GOAL_RATIO = 1.3              # dpgate end to end / the raw query, at the largest size
-GOAL_PER_ROW_GROWTH = 1.3     # "roughly constant": ns/row at the largest size vs the smallest
+GOAL_RATIO = 1.3  # dpgate end to end / the raw query, at the largest size
+GOAL_PER_ROW_GROWTH = 1.3  # "roughly constant": ns/row at the largest size vs the smallest
 
 
 def _table(n: int) -> str:
@@ -53,11 +56,14 @@ def _table(n: int) -> str:
 def generate(path: Path, n: int) -> None:
     """``n`` deterministic rows of Parquet (a hash of the row number: no RNG state)."""
     import duckdb
+
     con = duckdb.connect()
-    con.execute(f"COPY (SELECT CAST(i % 10 AS INTEGER) AS g, "
-                f"CAST(hash(i) % 10000 AS DOUBLE) / 97.0 AS x, "
-                f"CAST(hash(i + 7) % 1001 AS INTEGER) AS y FROM range({int(n)}) r(i)) "
-                f"TO '{path}' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT CAST(i % 10 AS INTEGER) AS g, "
+        f"CAST(hash(i) % 10000 AS DOUBLE) / 97.0 AS x, "
+        f"CAST(hash(i + 7) % 1001 AS INTEGER) AS y FROM range({int(n)}) r(i)) "
+        f"TO '{path}' (FORMAT parquet)"
+    )
     con.close()
 
 
@@ -65,11 +71,13 @@ class Proxy:
     """dpgate in this process (Gateway + wire server on a background event loop)."""
 
     def __init__(self, backend: dict, sizes: list[int], state: Path):
-        data = {"server": {"auth": "trust", "port": 0, "database": "dpgate"},
-                "backend": backend,
-                "tiers": {"bench": {"epsilon": 1.0, "budget": 1e9, "period": "never"}},
-                "roles": {"bench": {"tier": "bench"}},
-                "tables": {_table(n): {"columns": COLUMNS} for n in sizes}}
+        data = {
+            "server": {"auth": "trust", "port": 0, "database": "dpgate"},
+            "backend": backend,
+            "tiers": {"bench": {"epsilon": 1.0, "budget": 1e9, "period": "never"}},
+            "roles": {"bench": {"tier": "bench"}},
+            "tables": {_table(n): {"columns": COLUMNS} for n in sizes},
+        }
         self.cfg = parse_config(data, "bench.scale")
         self.state = state
         self.loop = asyncio.new_event_loop()
@@ -84,15 +92,24 @@ class Proxy:
         self.gw = Gateway(self.cfg, self.state)
         await self.gw.start()
         lim = self.cfg.server.limits
-        self.server = Server(self.gw.handler_factory, authenticator=self.gw, host="127.0.0.1", port=0,
-                             ssl_context=self.gw.ssl_context(), max_connections=lim.max_connections,
-                             max_message_size=lim.max_message_size)
+        self.server = Server(
+            self.gw.handler_factory,
+            authenticator=self.gw,
+            host="127.0.0.1",
+            port=0,
+            ssl_context=self.gw.ssl_context(),
+            max_connections=lim.max_connections,
+            max_message_size=lim.max_message_size,
+        )
         await self.server.start()
 
     def connect(self):
         import psycopg
-        return psycopg.connect(f"host=127.0.0.1 port={self.server.port} dbname=dpgate user=bench "
-                               "sslmode=disable", autocommit=True)
+
+        return psycopg.connect(
+            f"host=127.0.0.1 port={self.server.port} dbname=dpgate user=bench sslmode=disable",
+            autocommit=True,
+        )
 
     def raw(self, sql: str) -> float:
         """The raw query through the same backend object (no DP, no wire)."""
@@ -104,6 +121,7 @@ class Proxy:
         async def stop():
             await self.server.stop()
             await self.gw.close()
+
         try:
             self.call(stop(), 60)
         finally:
@@ -118,21 +136,27 @@ def measure(proxy: Proxy, n: int, salt: int) -> dict:
     raw_t, dp_t, ratios = [], [], []
     with proxy.connect() as conn:
         for j, k in enumerate(ks):
+
             def dp() -> float:
                 s = time.perf_counter()
                 rows = conn.execute(QUERY.format(t=t, k=k)).fetchall()
                 assert len(rows) == 10, rows
                 return time.perf_counter() - s
+
             if j % 2:
                 d, r = dp(), proxy.raw(RAW.format(t=t, k=k))
             else:
                 r, d = proxy.raw(RAW.format(t=t, k=k)), dp()
             if j == 0:
-                continue                                   # warm-up (caches, JIT)
+                continue  # warm-up (caches, JIT)
             raw_t.append(r)
             dp_t.append(d)
             ratios.append(d / r)
-    return {"raw": statistics.median(raw_t), "dp": statistics.median(dp_t), "ratio": statistics.median(ratios)}
+    return {
+        "raw": statistics.median(raw_t),
+        "dp": statistics.median(dp_t),
+        "ratio": statistics.median(ratios),
+    }
 
 
 def main(argv=None) -> int:
@@ -148,11 +172,13 @@ def main(argv=None) -> int:
     notes: list[str] = []
     try:
         why = unavailable() if not args.spark_remote else None
-        if why is None and not args.spark_remote:      # starts while the data is made and DuckDB measured
+        if why is None and not args.spark_remote:  # starts while the data is made and DuckDB measured
             spark_server = LocalSparkConnect(work, driver_memory="2g")
             started: list = []
-            starter = threading.Thread(target=lambda: (spark_server.start(), started.append(
-                time.perf_counter() - t_start)), daemon=True)
+            starter = threading.Thread(
+                target=lambda: (spark_server.start(), started.append(time.perf_counter() - t_start)),
+                daemon=True,
+            )
             starter.start()
         files = {}
         for n in sizes:
@@ -160,6 +186,7 @@ def main(argv=None) -> int:
             generate(files[n], n)
         notes.append(f"Parquet generated in {time.perf_counter() - t_start:.1f} s")
         import duckdb
+
         db = work / "scale.duckdb"
         con = duckdb.connect(str(db))
         for n in sizes:
@@ -201,14 +228,20 @@ def main(argv=None) -> int:
 
 
 def _report(sizes, results, notes, elapsed, quick) -> None:
-    print(f"\ndpgate scale benchmark — {'quick' if quick else 'full'}: "
-          f"{', '.join(f'{n:,}' for n in sizes)} rows of Parquet; paired, median of {REPS}")
+    print(
+        f"\ndpgate scale benchmark — {'quick' if quick else 'full'}: "
+        f"{', '.join(f'{n:,}' for n in sizes)} rows of Parquet; paired, median of {REPS}"
+    )
     print(f"query: {QUERY.format(t='t', k='<k>')}\n")
-    print(f"{'engine':<16} {'rows':>12} {'raw ms':>10} {'dpgate ms':>10} {'dpgate/raw':>11} "
-          f"{'dpgate ns/row':>14}")
+    print(
+        f"{'engine':<16} {'rows':>12} {'raw ms':>10} {'dpgate ms':>10} {'dpgate/raw':>11} "
+        f"{'dpgate ns/row':>14}"
+    )
     for (engine, n), r in results.items():
-        print(f"{engine:<16} {n:>12,} {r['raw'] * 1000:>10.1f} {r['dp'] * 1000:>10.1f} {r['ratio']:>10.2f}× "
-              f"{r['dp'] / n * 1e9:>14.1f}")
+        print(
+            f"{engine:<16} {n:>12,} {r['raw'] * 1000:>10.1f} {r['dp'] * 1000:>10.1f} {r['ratio']:>10.2f}× "
+            f"{r['dp'] / n * 1e9:>14.1f}"
+        )
     for note in notes:
         print(note)
     parts, ok = [], True
@@ -217,11 +250,15 @@ def _report(sizes, results, notes, elapsed, quick) -> None:
         big = rs[-1]
         per_row = [r["dp"] / n * 1e9 for r, n in zip(rs, sizes)]
         ok = ok and big["ratio"] <= GOAL_RATIO and per_row[-1] <= GOAL_PER_ROW_GROWTH * per_row[0]
-        parts.append(f"{engine} {big['ratio']:.2f}× at {sizes[-1]:,} rows "
-                     f"({' → '.join(f'{p:.1f}' for p in per_row)} ns/row)")
-    print(f"\nHEADLINE: dpgate/raw {'; '.join(parts)}; goal ≤ {GOAL_RATIO}× on both at the largest size "
-          f"and ns/row not growing by more than {GOAL_PER_ROW_GROWTH}× as rows grow: "
-          f"{'met' if ok and len(parts) == 2 else 'NOT met'} ({elapsed:.0f} s)")
+        parts.append(
+            f"{engine} {big['ratio']:.2f}× at {sizes[-1]:,} rows "
+            f"({' → '.join(f'{p:.1f}' for p in per_row)} ns/row)"
+        )
+    print(
+        f"\nHEADLINE: dpgate/raw {'; '.join(parts)}; goal ≤ {GOAL_RATIO}× on both at the largest size "
+        f"and ns/row not growing by more than {GOAL_PER_ROW_GROWTH}× as rows grow: "
+        f"{'met' if ok and len(parts) == 2 else 'NOT met'} ({elapsed:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ the NOTICEs the clients received. HEADLINE: no unexpected error class, no
 overspend, every repeat identical, the p99 drift from the first window to the
 last, and the workers' CPU ratio. ``--quick`` takes < 50 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,6 @@ import random
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,14 +45,17 @@ from pathlib import Path
 from bench.core import columns_toml
 
 PASSWORD = "soak-pw"
-WIDE = [f"wide{i}" for i in range(4)]           # ε 0.1, a budget never reached
-EDGE = [f"edge{i}" for i in range(4)]           # ε 1, 25 per day: exhausted during the run
+WIDE = [f"wide{i}" for i in range(4)]  # ε 0.1, a budget never reached
+EDGE = [f"edge{i}" for i in range(4)]  # ε 1, 25 per day: exhausted during the run
 EDGE_EPS, EDGE_BUDGET = 1.0, 25.0
 MIX = (("fresh", 35), ("repeat", 30), ("refusal", 10), ("catalog", 10), ("view", 15))
-CPU_RATIO_GOAL = 1.5                            # busiest worker's CPU / idlest's
-EXPECTED = {"42501": "refusal (raw rows)", "53400": "budget exhausted (edge roles)",
-            "conn": "connection lost to a kill -9 (pre-fault connection)",
-            "08006": "ledger unavailable, during a ledger stop"}
+CPU_RATIO_GOAL = 1.5  # busiest worker's CPU / idlest's
+EXPECTED = {
+    "42501": "refusal (raw rows)",
+    "53400": "budget exhausted (edge roles)",
+    "conn": "connection lost to a kill -9 (pre-fault connection)",
+    "08006": "ledger unavailable, during a ledger stop",
+}
 
 
 def _port() -> int:
@@ -62,21 +65,44 @@ def _port() -> int:
 
 
 def _config(state: Path, port: int, ledger_dsn: str | None = None) -> Path:
+    import tomllib
+
     from proxy.demo import demo_config_path
     from proxy.wire.auth import make_verifier
-    import tomllib
+
     base = tomllib.loads(demo_config_path().read_text())
     ver = make_verifier(PASSWORD, iterations=4096)
-    lines = ["[server]", 'host = "127.0.0.1"', f"port = {port}", 'database = "demo"', f'state_dir = "{state}"',
-             "[server.limits]", "max_statements_per_role = 64", "max_connections = 256",
-             "[backend]", 'kind = "duckdb"', f'path = "{state / "soak.duckdb"}"',
-             *(["[ledger]", 'kind = "postgres"', f'dsn = "{ledger_dsn}"'] if ledger_dsn else []),
-             "[tiers.wide]", "epsilon = 0.1", "budget = 1000000", 'period = "day"',
-             "[tiers.edge]", f"epsilon = {EDGE_EPS}", f"budget = {EDGE_BUDGET}", 'period = "day"',
-             "[tiers.owner]", "epsilon = 1.0", "budget = 1000000", 'period = "day"']
+    lines = [
+        "[server]",
+        'host = "127.0.0.1"',
+        f"port = {port}",
+        'database = "demo"',
+        f'state_dir = "{state}"',
+        "[server.limits]",
+        "max_statements_per_role = 64",
+        "max_connections = 256",
+        "[backend]",
+        'kind = "duckdb"',
+        f'path = "{state / "soak.duckdb"}"',
+        *(["[ledger]", 'kind = "postgres"', f'dsn = "{ledger_dsn}"'] if ledger_dsn else []),
+        "[tiers.wide]",
+        "epsilon = 0.1",
+        "budget = 1000000",
+        'period = "day"',
+        "[tiers.edge]",
+        f"epsilon = {EDGE_EPS}",
+        f"budget = {EDGE_BUDGET}",
+        'period = "day"',
+        "[tiers.owner]",
+        "epsilon = 1.0",
+        "budget = 1000000",
+        'period = "day"',
+    ]
     for r in WIDE + EDGE + ["admin"]:
         tier = "wide" if r in WIDE else "edge" if r in EDGE else "owner"
-        lines += [f"[roles.{r}]", f'tier = "{tier}"', f'scram = "{ver}"'] + (["admin = true"] if r == "admin" else [])
+        lines += [f"[roles.{r}]", f'tier = "{tier}"', f'scram = "{ver}"'] + (
+            ["admin = true"] if r == "admin" else []
+        )
     lines += columns_toml(base, "people")
     path = state / "soak.toml"
     path.write_text("\n".join(lines) + "\n")
@@ -85,7 +111,9 @@ def _config(state: Path, port: int, ledger_dsn: str | None = None) -> Path:
 
 def _make_data(db: Path, rows: int) -> None:
     import duckdb
+
     from proxy.demo import people_select
+
     con = duckdb.connect(str(db))
     con.execute(f"CREATE TABLE people AS {people_select(rows, f'range(0, {rows}) AS t(i)')}")
     con.close()
@@ -101,11 +129,14 @@ class Proxy:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> None:
-        self.log_from = self.log.stat().st_size if self.log.exists() else 0   # this run's lines start here
+        self.log_from = self.log.stat().st_size if self.log.exists() else 0  # this run's lines start here
         out = open(self.log, "a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(self.cfg)],
-                                     stdout=out, stderr=subprocess.STDOUT,
-                                     cwd=str(Path(__file__).resolve().parent.parent))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "serve", "--config", str(self.cfg)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=str(Path(__file__).resolve().parent.parent),
+        )
         out.close()
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -145,11 +176,11 @@ class Proxy:
         pid = self.proc.pid
         kids = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
         out = {"parent": pid}
-        with open(self.log, "rb") as f:            # this run's listening line names the workers
+        with open(self.log, "rb") as f:  # this run's listening line names the workers
             f.seek(self.log_from)
             m = re.search(r"\d+ workers: pids ([\d, ]+)\)", f.read().decode(errors="replace"))
         if m is None:
-            return out if kids else {"worker0": pid}     # starting (children not labelled yet); one process
+            return out if kids else {"worker0": pid}  # starting (children not labelled yet); one process
         index = {int(x): i for i, x in enumerate(m.group(1).split(", "))}
         rest = [p for p in kids if p not in index]
         for p in kids:
@@ -205,35 +236,38 @@ class Soak:
 
     def __init__(self, proxy: Proxy, deadline: float, window: float, seed: int, ledger=None):
         self.proxy, self.deadline, self.window, self.seed = proxy, deadline, window, seed
-        self.ledger = ledger                 # a Postgres ledger server (TempPostgres) to stop, or None
-        self.outages: list[list[float]] = []   # ledger down: [from, to] (time.time())
+        self.ledger = ledger  # a Postgres ledger server (TempPostgres) to stop, or None
+        self.outages: list[list[float]] = []  # ledger down: [from, to] (time.time())
         self.t0 = time.time()
         self.lock = threading.Lock()
-        self.epoch = 0                       # incremented at each kill
-        self.restarting = False              # between a kill and the restarted proxy's open port
+        self.epoch = 0  # incremented at each kill
+        self.restarting = False  # between a kill and the restarted proxy's open port
         self.lat: dict[int, list[float]] = defaultdict(list)
-        self.count: Counter = Counter()      # per window: statements sent
-        self.errors: Counter = Counter()     # (sqlstate, op) -> n
+        self.count: Counter = Counter()  # per window: statements sent
+        self.errors: Counter = Counter()  # (sqlstate, op) -> n
         self.err_window: Counter = Counter()
         self.answers: dict[tuple[str, str], list] = {}
         self.released: dict[str, list[str]] = defaultdict(list)
-        self.charged: Counter = Counter()    # (role, period) -> ε from NOTICEs
+        self.charged: Counter = Counter()  # (role, period) -> ε from NOTICEs
         self.repeats = self.mismatches = 0
         self.samples: dict[int, list[tuple[float, int]]] = defaultdict(list)
         self.per_process = PerProcess()
-        self.connect_why: Counter = Counter()   # what a failed connect said
+        self.connect_why: Counter = Counter()  # what a failed connect said
         self.kills: list[float] = []
 
     def w(self) -> int:
         return int((time.time() - self.t0) // self.window)
 
     def dsn(self, role: str) -> str:
-        return (f"host=127.0.0.1 port={self.proxy.port} dbname=demo user={role} password={PASSWORD} "
-                "sslmode=disable connect_timeout=5")
+        return (
+            f"host=127.0.0.1 port={self.proxy.port} dbname=demo user={role} password={PASSWORD} "
+            "sslmode=disable connect_timeout=5"
+        )
 
     # -- one client ---------------------------------------------------------
     def client(self, k: int, role: str) -> None:
         import psycopg
+
         rng = random.Random(self.seed * 1000 + k)
         ops, weights = zip(*MIX)
         conn, conn_epoch = None, -1
@@ -245,11 +279,11 @@ class Soak:
                     conn.add_notice_handler(lambda d: notes.append(d.message_primary))
                     conn_epoch = self.epoch
                 except psycopg.OperationalError as e:
-                    if not self.restarting:   # refused while up: counted (never silently retried)
+                    if not self.restarting:  # refused while up: counted (never silently retried)
                         with self.lock:
                             self.errors[("connect", "connect")] += 1
                             self.connect_why[str(e).strip().splitlines()[-1][:120]] += 1
-                    time.sleep(0.05)          # down (being restarted): bounded by the deadline
+                    time.sleep(0.05)  # down (being restarted): bounded by the deadline
                     continue
             op = rng.choices(ops, weights)[0]
             op, sql, params, key = self._statement(op, role, rng)
@@ -302,16 +336,33 @@ class Soak:
         if op == "refusal":
             return op, "SELECT income FROM people WHERE age > 30", None, None
         if op == "catalog":
-            return op, rng.choice(["SELECT 1", "SELECT table_name FROM information_schema.tables "
-                                   "WHERE table_schema = 'public'"]), None, None
-        sql, params = rng.choice([("SELECT * FROM dpgate.budget", None),
-                                  ("SELECT statement, epsilon FROM dpgate.releases WHERE role = %s "
-                                   "ORDER BY released_at DESC LIMIT 5", (role,))])
+            return (
+                op,
+                rng.choice(
+                    [
+                        "SELECT 1",
+                        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
+                    ]
+                ),
+                None,
+                None,
+            )
+        sql, params = rng.choice(
+            [
+                ("SELECT * FROM dpgate.budget", None),
+                (
+                    "SELECT statement, epsilon FROM dpgate.releases WHERE role = %s "
+                    "ORDER BY released_at DESC LIMIT 5",
+                    (role,),
+                ),
+            ]
+        )
         return op, sql, params, None
 
     def _check(self, key, rows, notes, role) -> None:
         """A first answer is kept; any later one (a repeat, or a concurrent twin) must equal it."""
         from proxy.stores.ledger import period_key
+
         charged = [float(m.group(1)) for n in notes for m in [re.search(r"ε charged ([0-9.e-]+)", n)] if m]
         if charged and charged[0] > 0:
             self.charged[(role, period_key("day"))] += charged[0]
@@ -362,22 +413,26 @@ class Soak:
             try:
                 self.per_process.sample(self.proxy.processes())
             except (OSError, AttributeError, ValueError):
-                pass                 # between a kill and the restart
+                pass  # between a kill and the restart
             time.sleep(0.5)
 
 
-def ledger_check(path: Path | None, budgets: dict[str, float], dsn: str | None = None) -> tuple[bool, list[str]]:
+def ledger_check(
+    path: Path | None, budgets: dict[str, float], dsn: str | None = None
+) -> tuple[bool, list[str]]:
     """Integrity (spend = releases + open reservations, per role and period) and
     no overspend (spend ≤ budget), straight from the ledger (SQLite file or Postgres)."""
     from proxy.stores.ledger import NANO, Ledger
+
     led = Ledger(path, dsn=dsn)
     ok = led.integrity_check()
     db = led._db
     spend = {(r, p): s for r, p, s in db.execute("SELECT role, period, spent_nano FROM spend").fetchall()}
     held = Counter()
     for table in ("releases", "reservations"):
-        for r, p, s in db.execute(f"SELECT role, period, SUM(epsilon_nano) FROM {table} "
-                                  "GROUP BY role, period").fetchall():
+        for r, p, s in db.execute(
+            f"SELECT role, period, SUM(epsilon_nano) FROM {table} GROUP BY role, period"
+        ).fetchall():
             held[(r, p)] += s
     led.close()
     over = []
@@ -399,10 +454,16 @@ def main(argv=None) -> int:
     ap.add_argument("--minutes", type=float, default=10.0, help="how long the traffic runs")
     ap.add_argument("--quick", action="store_true", help="25 s of traffic, 5 s windows (< 50 s in all)")
     ap.add_argument("--clients", type=int, default=None, help="concurrent clients (default 16; quick 8)")
-    ap.add_argument("--kill-every", type=float, default=None, help="seconds between faults (default 60; quick 8)")
+    ap.add_argument(
+        "--kill-every", type=float, default=None, help="seconds between faults (default 60; quick 8)"
+    )
     ap.add_argument("--seed", type=int, default=24)
-    ap.add_argument("--ledger", choices=("sqlite", "postgres"), default="sqlite",
-                    help="postgres: a throwaway Postgres ledger (initdb), stopped as every other fault")
+    ap.add_argument(
+        "--ledger",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="postgres: a throwaway Postgres ledger (initdb), stopped as every other fault",
+    )
     args = ap.parse_args(argv)
     seconds = 25.0 if args.quick else args.minutes * 60
     window = 5.0 if args.quick else 60.0
@@ -416,6 +477,7 @@ def main(argv=None) -> int:
         if args.ledger == "postgres":
             sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
             from support.pg import TempPostgres
+
             pg = TempPostgres().start()
         proxy = Proxy(_config(state, port, pg.dsn if pg else None), port, state / "dpgate.log")
         try:
@@ -432,11 +494,15 @@ def main(argv=None) -> int:
 def _run(soak, proxy, clients, every, seconds, state, pg):
     """The clients, the fault injector and the sampler, until the deadline; then the ledger's check."""
     roles = WIDE + EDGE
-    threads = [threading.Thread(target=soak.client, args=(k, roles[k % len(roles)]), daemon=True)
-               for k in range(clients - 1)]
+    threads = [
+        threading.Thread(target=soak.client, args=(k, roles[k % len(roles)]), daemon=True)
+        for k in range(clients - 1)
+    ]
     threads.append(threading.Thread(target=soak.client, args=(clients - 1, "admin"), daemon=True))
-    threads += [threading.Thread(target=soak.faults, args=(every,), daemon=True),
-                threading.Thread(target=soak.sampler, daemon=True)]
+    threads += [
+        threading.Thread(target=soak.faults, args=(every,), daemon=True),
+        threading.Thread(target=soak.sampler, daemon=True),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -449,36 +515,52 @@ def _run(soak, proxy, clients, every, seconds, state, pg):
 
 
 def _report(soak, args, clients, every, seconds, window, budgets, intact, over, tracebacks) -> int:
-    client_over = [f"{r} {p}: {e:g} > {budgets[r]:g}" for (r, p), e in sorted(soak.charged.items())
-                   if e > budgets[r] + 1e-9]
+    client_over = [
+        f"{r} {p}: {e:g} > {budgets[r]:g}"
+        for (r, p), e in sorted(soak.charged.items())
+        if e > budgets[r] + 1e-9
+    ]
     faults = "kill -9 / ledger stop in turn" if args.ledger == "postgres" else "kill -9"
-    print(f"\ndpgate soak — {clients} clients, {seconds:g} s, a fault every {every:g} s ({faults}: "
-          f"{len(soak.kills)}), people {'200,000' if args.quick else '1,000,000'} rows, "
-          f"{'Postgres' if args.ledger == 'postgres' else 'SQLite'} ledger{' (quick)' if args.quick else ''}\n")
-    print(f"{'window':>8} {'stmts':>7} {'errors':>7} {'p50 ms':>8} {'p99 ms':>8} {'RSS MB':>8} {'fds':>5} {'faults':>6}")
+    print(
+        f"\ndpgate soak — {clients} clients, {seconds:g} s, a fault every {every:g} s ({faults}: "
+        f"{len(soak.kills)}), people {'200,000' if args.quick else '1,000,000'} rows, "
+        f"{'Postgres' if args.ledger == 'postgres' else 'SQLite'} ledger{' (quick)' if args.quick else ''}\n"
+    )
+    print(
+        f"{'window':>8} {'stmts':>7} {'errors':>7} {'p50 ms':>8} {'p99 ms':>8} {'RSS MB':>8} {'fds':>5} {'faults':>6}"
+    )
     wins = sorted(set(soak.count) | set(soak.lat))
     for w in wins:
         lat, smp = soak.lat[w], soak.samples[w]
         rss = max((s[0] for s in smp), default=float("nan"))
         fds = max((s[1] for s in smp), default=0)
         label = f"{int(w * window)} s" if args.quick else f"{w + 1} min"
-        print(f"{label:>8} {soak.count[w]:>7} {soak.err_window[w]:>7} {_pct(lat, 50):>8.2f} {_pct(lat, 99):>8.2f} "
-              f"{rss:>8.1f} {fds:>5} {sum(int(k // window) == w for k in soak.kills):>6}")
+        print(
+            f"{label:>8} {soak.count[w]:>7} {soak.err_window[w]:>7} {_pct(lat, 50):>8.2f} {_pct(lat, 99):>8.2f} "
+            f"{rss:>8.1f} {fds:>5} {sum(int(k // window) == w for k in soak.kills):>6}"
+        )
     print(f"\n{'errors by SQLSTATE':<26} {'op':<9} {'n':>6}  expected?")
     unexpected = []
     for (state_, op), n in sorted(soak.errors.items()):
-        exp_ = state_ in EXPECTED and not (state_ == "53400" and op != "fresh") and \
-            not (state_ == "42501" and op != "refusal")
+        exp_ = (
+            state_ in EXPECTED
+            and not (state_ == "53400" and op != "fresh")
+            and not (state_ == "42501" and op != "refusal")
+        )
         if not exp_:
             unexpected.append(f"{state_}/{op}")
         print(f"{state_:<26} {op:<9} {n:>6}  {'yes: ' + EXPECTED[state_] if exp_ else 'NO'}")
     for why, n in soak.connect_why.most_common(3):
         print(f"  connect failed ({n}): {why}")
     total = sum(soak.count.values())
-    print(f"\nstatements {total} ({total / seconds:.0f}/s), answered {sum(len(v) for v in soak.lat.values())}, "
-          f"releases kept {len(soak.answers)}, repeats checked {soak.repeats}, differing {soak.mismatches}")
-    print(f"ledger integrity (spend = releases + open reservations): {'ok' if intact else 'BROKEN'}; "
-          f"overspend: ledger {len(over)}, client NOTICEs {len(client_over)}")
+    print(
+        f"\nstatements {total} ({total / seconds:.0f}/s), answered {sum(len(v) for v in soak.lat.values())}, "
+        f"releases kept {len(soak.answers)}, repeats checked {soak.repeats}, differing {soak.mismatches}"
+    )
+    print(
+        f"ledger integrity (spend = releases + open reservations): {'ok' if intact else 'BROKEN'}; "
+        f"overspend: ledger {len(over)}, client NOTICEs {len(client_over)}"
+    )
     print(f"proxy log: {tracebacks} tracebacks")
     print(f"\n{'process':<10} {'CPU s':>8} {'RSS max MB':>11}")
     for label, (cpu, rss_) in soak.per_process.totals().items():
@@ -490,13 +572,17 @@ def _report(soak, args, clients, every, seconds, window, budgets, intact, over, 
     full = [w for w in wins if soak.lat[w]]
     first, last = (_pct(soak.lat[full[0]], 99), _pct(soak.lat[full[-1]], 99)) if full else (0.0, 0.0)
     rss = [s[0] for w in wins for s in soak.samples[w]]
-    good = not unexpected and not over and not client_over and intact and soak.mismatches == 0 and not tracebacks
-    print(f"HEADLINE: {'no' if not unexpected else ', '.join(unexpected)} unexpected error class, "
-          f"{len(over) + len(client_over)} overspend, {soak.mismatches} of {soak.repeats} repeats differ, "
-          f"ledger {'intact' if intact else 'BROKEN'}, p99 {first:.1f} → {last:.1f} ms (first → last window, "
-          f"drift ×{(last / first if first else float('nan')):.2f}), RSS max {max(rss, default=0):.0f} MB, "
-          f"workers' CPU ×{ratio:.2f} of each other ({'≤' if ratio <= CPU_RATIO_GOAL else 'ABOVE'} "
-          f"{CPU_RATIO_GOAL:g}), {len(soak.kills)} faults ({faults}) {'PASS' if good else 'FAIL'}")
+    good = (
+        not unexpected and not over and not client_over and intact and soak.mismatches == 0 and not tracebacks
+    )
+    print(
+        f"HEADLINE: {'no' if not unexpected else ', '.join(unexpected)} unexpected error class, "
+        f"{len(over) + len(client_over)} overspend, {soak.mismatches} of {soak.repeats} repeats differ, "
+        f"ledger {'intact' if intact else 'BROKEN'}, p99 {first:.1f} → {last:.1f} ms (first → last window, "
+        f"drift ×{(last / first if first else float('nan')):.2f}), RSS max {max(rss, default=0):.0f} MB, "
+        f"workers' CPU ×{ratio:.2f} of each other ({'≤' if ratio <= CPU_RATIO_GOAL else 'ABOVE'} "
+        f"{CPU_RATIO_GOAL:g}), {len(soak.kills)} faults ({faults}) {'PASS' if good else 'FAIL'}"
+    )
     return 0 if good else 1
 
 

@@ -11,6 +11,7 @@ local server: ``collect()`` (the whole Arrow result, a ``Row`` per cell, then th
 against the backend's streamed fetch (``proxy.backends.spark.stream``: one Arrow batch at
 a time), each in a fresh process (peak RSS above the process's level before the query,
 and tracemalloc's peak of the Python heap)."""
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,7 @@ def free_port() -> int:
 class LocalSparkConnect:
     def __init__(self, workdir: Path, *, driver_memory: str = "1g", remote: str | None = None):
         import pyspark
+
         self.home = Path(pyspark.__file__).parent
         self.workdir = Path(workdir)
         self.port = free_port()
@@ -63,25 +65,38 @@ class LocalSparkConnect:
     def remote(self) -> str:
         return self.external or f"sc://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 120) -> "LocalSparkConnect":
+    def start(self, timeout_s: float = 120) -> LocalSparkConnect:
         if self.external:
             self.session().sql("SELECT 1").collect()
             return self
         env = dict(os.environ, SPARK_HOME=str(self.home), SPARK_LOCAL_IP="127.0.0.1")
-        cmd = [str(self.home / "bin" / "spark-submit"), "--class",
-               "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[2]",
-               "--conf", f"spark.connect.grpc.binding.port={self.port}",
-               "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-               "--conf", f"spark.sql.warehouse.dir={self.workdir / 'warehouse'}",
-               "--conf", "spark.ui.enabled=false", "--driver-memory", self.driver_memory, "spark-internal"]
-        self.proc = subprocess.Popen(cmd, env=env, cwd=self.workdir, stdout=open(self.log, "w"),
-                                     stderr=subprocess.STDOUT)
+        cmd = [
+            str(self.home / "bin" / "spark-submit"),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            f"spark.sql.warehouse.dir={self.workdir / 'warehouse'}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--driver-memory",
+            self.driver_memory,
+            "spark-internal",
+        ]
+        self.proc = subprocess.Popen(
+            cmd, env=env, cwd=self.workdir, stdout=open(self.log, "w"), stderr=subprocess.STDOUT
+        )
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Spark Connect exited: {self.log.read_text()[-800:]}")
-            if self._listening():        # only then a session: the client's own retries of an
-                try:                     # unreachable server back off for up to a minute
+            if self._listening():  # only then a session: the client's own retries of an
+                try:  # unreachable server back off for up to a minute
                     self.session().sql("SELECT 1").collect()
                     return self
                 except Exception:
@@ -108,12 +123,13 @@ class LocalSparkConnect:
         """A new Connect session, closed by :meth:`stop` (an open client keeps threads that
         can hold the interpreter's exit after a failed query)."""
         from pyspark.sql.connect.session import SparkSession
+
         s = SparkSession.builder.remote(self.remote).create()
         self.sessions.append(s)
         return s
 
     def stop(self) -> None:
-        for s in self.sessions:          # close the clients only: the server is about to stop
+        for s in self.sessions:  # close the clients only: the server is about to stop
             try:
                 s.client.close()
             except Exception:
@@ -136,6 +152,7 @@ def _measure(remote: str, mode: str, cells: int) -> dict:
     from pyspark.sql.connect.session import SparkSession
 
     from proxy.backends.spark import stream
+
     s = SparkSession.builder.remote(remote).create()
     s.sql("SELECT 1").collect()
     sql = CELLS_SQL.format(n=cells)
@@ -148,8 +165,13 @@ def _measure(remote: str, mode: str, cells: int) -> dict:
     tracemalloc.stop()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     s.client.close()
-    return {"mode": mode, "cells": len(rows), "rss_peak_mb": (peak - base) / 1024,
-            "heap_peak_mb": heap_peak / 2**20, "seconds": dt}
+    return {
+        "mode": mode,
+        "cells": len(rows),
+        "rss_peak_mb": (peak - base) / 1024,
+        "heap_peak_mb": heap_peak / 2**20,
+        "seconds": dt,
+    }
 
 
 def memory(cells: int, remote: str | None) -> list[dict]:
@@ -159,8 +181,12 @@ def memory(cells: int, remote: str | None) -> list[dict]:
         try:
             out = []
             for mode in ("collect", "stream"):
-                r = subprocess.run([sys.executable, "-m", "bench.spark_local", "_measure", server.remote, mode,
-                                    str(cells)], capture_output=True, text=True, check=True)
+                r = subprocess.run(
+                    [sys.executable, "-m", "bench.spark_local", "_measure", server.remote, mode, str(cells)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 out.append(json.loads(r.stdout.strip().splitlines()[-1]))
             return out
         finally:
@@ -185,8 +211,10 @@ def main(argv=None) -> None:
     if why:
         sys.exit(f"bench.spark_local: {why}")
     for r in memory(args.cells, args.remote):
-        print(f"{r['mode']:8s} {r['cells']:>9,} cells  peak RSS +{r['rss_peak_mb']:7.1f} MB  "
-              f"Python heap peak {r['heap_peak_mb']:7.1f} MB  {r['seconds']:6.2f} s")
+        print(
+            f"{r['mode']:8s} {r['cells']:>9,} cells  peak RSS +{r['rss_peak_mb']:7.1f} MB  "
+            f"Python heap peak {r['heap_peak_mb']:7.1f} MB  {r['seconds']:6.2f} s"
+        )
 
 
 if __name__ == "__main__":

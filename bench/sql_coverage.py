@@ -29,6 +29,7 @@ answer, and how accurate are its newer statistics?
 One table, one HEADLINE. --quick: < 50 s (fewer repetitions, 200,000 people, 40 generated
 statements instead of 200).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,7 @@ def load_corpus():
 async def _run_corpus(statements: list[str], people: int) -> dict[str, str]:
     """{sql: "answered" | SQLSTATE} through one in-process dpgate connection on DuckDB."""
     import tomllib
+
     from config import parse_config
     from mechanisms import SeededSource
     from proxy import demo
@@ -65,6 +67,7 @@ async def _run_corpus(statements: list[str], people: int) -> dict[str, str]:
     from proxy.gateway import Gateway
     from proxy.wire.api import SqlError
     from rewriter.errors import Refusal
+
     state = Path(tempfile.mkdtemp(prefix="dpgate-cov-"))
     data = tomllib.loads(demo_config_path().read_text())
     data["demo"] = True
@@ -109,11 +112,13 @@ def result_shape(generated: int) -> dict:
     """The result-shape oracle's comparison over its hand corpus and ``generated`` statements
     of its grammar (hypothesis, derandomized): {"compared", "refused", "mismatches": [sql]}."""
     import sys
-    oracle_dir = str(ROOT / "tests" / "oracle")      # test data and machinery, by path
+
+    oracle_dir = str(ROOT / "tests" / "oracle")  # test data and machinery, by path
     if oracle_dir not in sys.path:
         sys.path.insert(0, oracle_dir)
     from hypothesis import HealthCheck, given, settings
     from shape_corpus import HAND, open_duckdb, shaped
+
     state = Path(tempfile.mkdtemp(prefix="dpgate-shape-"))
     oracle = open_duckdb(state)
     mismatches: list[str] = []
@@ -122,8 +127,13 @@ def result_shape(generated: int) -> dict:
             if oracle.check(case):
                 mismatches.append(case.sql)
 
-        @settings(max_examples=generated, derandomize=True, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=generated,
+            derandomize=True,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(shaped())
         def run(case):
             if oracle.check(case):
@@ -138,8 +148,10 @@ def result_shape(generated: int) -> dict:
 
 # ------------------------------------------------------------------ accuracy
 
+
 def _pums():
     from proxy.demo import pums_rows
+
     rows = pums_rows()
     return {"age": np.array([r[0] for r in rows], dtype=float), "income": np.array([r[4] for r in rows])}
 
@@ -150,6 +162,7 @@ BOUNDS = {"age": (0, 100, "int"), "income": (0.0, 500000.0, "float")}
 def dpgate_variance(x: np.ndarray, col: str, func: str, reps: int, seed: int) -> np.ndarray:
     from mechanisms import SeededSource
     from mechanisms.variance import MomentVariance
+
     lo, hi, typ = BOUNDS[col]
     c = np.clip(x, lo, hi)
     if typ == "int":
@@ -167,32 +180,55 @@ def smartnoise_variance(x: np.ndarray, col: str, func: str, reps: int):
     """snsql at the same total ε (its cost of the statement, measured), or (None, why)."""
     try:
         import warnings
+
         import pandas as pd
         import snsql
+
         warnings.filterwarnings("ignore")
         lo, hi, typ = BOUNDS[col]
-        meta = {"Collection": {"PUMS": {"PUMS": {"row_privacy": True, "rows": len(x), col: {
-            "type": typ, "lower": lo, "upper": hi, "nullable": False}}}}}
+        meta = {
+            "Collection": {
+                "PUMS": {
+                    "PUMS": {
+                        "row_privacy": True,
+                        "rows": len(x),
+                        col: {"type": typ, "lower": lo, "upper": hi, "nullable": False},
+                    }
+                }
+            }
+        }
         df = pd.DataFrame({col: x.astype(int) if typ == "int" else x})
         q = f"SELECT {'VAR' if func.startswith('var') else 'STDDEV'}({col}) FROM PUMS.PUMS"
         probe = snsql.from_df(df, privacy=snsql.Privacy(epsilon=1.0, delta=1e-9), metadata=meta)
-        k = float(probe.get_privacy_cost(q)[0])            # ε spent per unit of per-statistic ε
+        k = float(probe.get_privacy_cost(q)[0])  # ε spent per unit of per-statistic ε
         reader = snsql.from_df(df, privacy=snsql.Privacy(epsilon=EPS / k, delta=1e-9), metadata=meta)
         return np.array([float(reader.execute(q)[1][0]) for _ in range(reps)]), k
-    except Exception as e:          # not installed, or failing: say so in the table
+    except Exception as e:  # not installed, or failing: say so in the table
         return None, "snsql refuses: " + str(e).split(" using")[0][:48]
 
 
 def smartnoise_percentile() -> str:
     try:
         import warnings
+
         import pandas as pd
         import snsql
+
         warnings.filterwarnings("ignore")
-        meta = {"Collection": {"PUMS": {"PUMS": {"row_privacy": True, "rows": 3, "age": {
-            "type": "int", "lower": 0, "upper": 100, "nullable": False}}}}}
-        r = snsql.from_df(pd.DataFrame({"age": [1, 2, 3]}), privacy=snsql.Privacy(epsilon=1.0, delta=1e-9),
-                          metadata=meta)
+        meta = {
+            "Collection": {
+                "PUMS": {
+                    "PUMS": {
+                        "row_privacy": True,
+                        "rows": 3,
+                        "age": {"type": "int", "lower": 0, "upper": 100, "nullable": False},
+                    }
+                }
+            }
+        }
+        r = snsql.from_df(
+            pd.DataFrame({"age": [1, 2, 3]}), privacy=snsql.Privacy(epsilon=1.0, delta=1e-9), metadata=meta
+        )
         r.execute("SELECT PERCENTILE_CONT(age) FROM PUMS.PUMS")
         return "answered"
     except ImportError:
@@ -205,6 +241,7 @@ def dpgate_quantile(x: np.ndarray, col: str, q: Fraction, reps: int, seed: int):
     from mechanisms import SeededSource
     from mechanisms.extreme import ExtremeGrid
     from mechanisms.quantile import ExpMechQuantile
+
     lo, hi, typ = BOUNDS[col]
     grid = ExtremeGrid.for_column(typ, lo, hi)
     idx = np.minimum(((np.clip(x, lo, hi) - grid.lower) // grid.step).astype(int), grid.U)
@@ -228,8 +265,14 @@ def main(argv=None) -> int:
     data = _pums()
     lines = []
     for tool, r in cov.items():
-        lines.append((f"corpus: {tool}", f"{r['answered']}/{r['total']} answered",
-                      f"{r['as expected']}/{r['total']} as expected", ""))
+        lines.append(
+            (
+                f"corpus: {tool}",
+                f"{r['answered']}/{r['total']} answered",
+                f"{r['as expected']}/{r['total']} as expected",
+                "",
+            )
+        )
     acc_ratio = []
     for col in ("age", "income"):
         x = data[col]
@@ -245,7 +288,9 @@ def main(argv=None) -> int:
                 sn_txt, note = f"RMSE {s_rmse:.4g}", f"snsql spends {k:g} stats: ε/{k:g} each"
             else:
                 sn_txt, note = "—", str(k)
-            lines.append((f"{func.upper()}({col}) ε={EPS:g}, true {truth:.4g}", f"RMSE {d_rmse:.4g}", sn_txt, note))
+            lines.append(
+                (f"{func.upper()}({col}) ε={EPS:g}, true {truth:.4g}", f"RMSE {d_rmse:.4g}", sn_txt, note)
+            )
     sn_pct = smartnoise_percentile()
     for col in ("age", "income"):
         x = data[col]
@@ -254,14 +299,21 @@ def main(argv=None) -> int:
             truth = float(np.quantile(x, float(q), method="inverted_cdf"))
             rank_err = float(np.mean(np.abs(ranks - float(q))))
             v_rmse = float(np.sqrt(np.mean((ys - truth) ** 2)))
-            lines.append((f"percentile_disc({float(q):g}) ({col}) ε={EPS:g}, true {truth:.4g}",
-                          f"RMSE {v_rmse:.4g}; mean rank err {rank_err:.3f}",
-                          f"{sn_pct}", f"95% rank bound ±{k}/n = ±{k / len(x):.3f}"))
+            lines.append(
+                (
+                    f"percentile_disc({float(q):g}) ({col}) ε={EPS:g}, true {truth:.4g}",
+                    f"RMSE {v_rmse:.4g}; mean rank err {rank_err:.3f}",
+                    f"{sn_pct}",
+                    f"95% rank bound ±{k}/n = ±{k / len(x):.3f}",
+                )
+            )
     w = [max(len(r[i]) for r in lines) for i in range(4)]
     head = ("item", "dpgate", "SmartNoise SQL", "note")
     w = [max(a, len(b)) for a, b in zip(w, head)]
-    print(f"SQL coverage and accuracy (corpus: tests/bi/corpus.py; accuracy: PUMS n = {len(data['age'])}, "
-          f"{reps} dpgate / {sn_reps} SmartNoise releases per row, equal total ε)")
+    print(
+        f"SQL coverage and accuracy (corpus: tests/bi/corpus.py; accuracy: PUMS n = {len(data['age'])}, "
+        f"{reps} dpgate / {sn_reps} SmartNoise releases per row, equal total ε)"
+    )
     print(" | ".join(h.ljust(n) for h, n in zip(head, w)))
     print("-+-".join("-" * n for n in w))
     for r in lines:
@@ -272,15 +324,19 @@ def main(argv=None) -> int:
     sn = cov["smartnoise-pums"]
     dash = cov["dashboard"]
     ratio = f"{max(acc_ratio):.2f}" if acc_ratio else "n/a (snsql unavailable)"
-    print(f"result-shape mismatches {len(shape['mismatches'])} ({shape['compared']} answered statements compared "
-          f"with DuckDB's answer to their own SQL, {shape['refused']} refused; tests/oracle/test_oracle_shape.py)")
+    print(
+        f"result-shape mismatches {len(shape['mismatches'])} ({shape['compared']} answered statements compared "
+        f"with DuckDB's answer to their own SQL, {shape['refused']} refused; tests/oracle/test_oracle_shape.py)"
+    )
     for sql in shape["mismatches"][:10]:
         print(f"  mismatch: {sql}")
     print(f"({time.time() - t0:.1f} s)")
-    print(f"HEADLINE: BI corpus {ans}/{tot} answered over 6 tools (the rest refused with a hint, as expected: "
-          f"{'yes' if exp_ else 'NO'}); SmartNoise PUMS queries {sn['answered']}/{sn['total']}; dashboard "
-          f"{dash['answered']}/{dash['total']} tiles; VAR/STDDEV RMSE dpgate / SmartNoise at equal ε ≤ {ratio}; "
-          f"result-shape mismatches {len(shape['mismatches'])}")
+    print(
+        f"HEADLINE: BI corpus {ans}/{tot} answered over 6 tools (the rest refused with a hint, as expected: "
+        f"{'yes' if exp_ else 'NO'}); SmartNoise PUMS queries {sn['answered']}/{sn['total']}; dashboard "
+        f"{dash['answered']}/{dash['total']} tiles; VAR/STDDEV RMSE dpgate / SmartNoise at equal ε ≤ {ratio}; "
+        f"result-shape mismatches {len(shape['mismatches'])}"
+    )
     return 0 if exp_ else 1
 
 

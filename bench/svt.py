@@ -31,15 +31,23 @@ from mechanisms.svt.select import DEFAULT_MAX_PASSES, svt_select
 
 N_ITEMS, C, K = 10_000, 50, 200
 EPS = (0.1, 0.5, 1.0, 2.0)
-LABEL = {"exp_opt": "Exp-opt", "exp_mean": "Exp-mean", "exp_none": "Exp-no",
-         "lap": "Lap", "gum": "Gum", "gau": "Gau"}
+LABEL = {
+    "exp_opt": "Exp-opt",
+    "exp_mean": "Exp-mean",
+    "exp_none": "Exp-no",
+    "lap": "Lap",
+    "gum": "Gum",
+    "gau": "Gau",
+}
 # spec 004 Sec. 5.4 "[ours] sanity numbers" (Zipf, NCR): (eps, R) -> opt, mean, no, gum, lap, gau
-SPEC_REF = {(0.1, 1): (0.078, 0.016, 0.001, 0.010, 0.010, 0.011),
-            (0.5, 1): (0.336, 0.025, 0.005, 0.024, 0.008, 0.012),
-            (1.0, 1): (0.533, 0.123, 0.039, 0.049, 0.051, 0.011),
-            (2.0, 1): (0.701, 0.324, 0.196, 0.295, 0.281, 0.011),
-            (1.0, 5): (0.600, 0.092, 0.041, 0.041, 0.070, 0.004),
-            (2.0, 20): (0.857, 0.424, 0.137, 0.245, 0.261, 0.001)}
+SPEC_REF = {
+    (0.1, 1): (0.078, 0.016, 0.001, 0.010, 0.010, 0.011),
+    (0.5, 1): (0.336, 0.025, 0.005, 0.024, 0.008, 0.012),
+    (1.0, 1): (0.533, 0.123, 0.039, 0.049, 0.051, 0.011),
+    (2.0, 1): (0.701, 0.324, 0.196, 0.295, 0.281, 0.011),
+    (1.0, 5): (0.600, 0.092, 0.041, 0.041, 0.070, 0.004),
+    (2.0, 20): (0.857, 0.424, 0.137, 0.245, 0.261, 0.001),
+}
 REF_ORDER = ("exp_opt", "exp_mean", "exp_none", "gum", "lap", "gau")
 
 
@@ -96,8 +104,17 @@ def served(runs: int) -> dict:
             var = make_variant("exp_opt", eps, C, K, monotone=True)
             for run in range(runs):
                 seed = 7_000_003 * run + int(eps * 1000) + (0 if dname == "Binary" else 17)
-                r = svt_select(values.tolist(), thr, C, eps, 1.0, monotone=True, source=SeededSource(seed),
-                               shape=QueryShape("count"), max_passes=DEFAULT_MAX_PASSES)
+                r = svt_select(
+                    values.tolist(),
+                    thr,
+                    C,
+                    eps,
+                    1.0,
+                    monotone=True,
+                    source=SeededSource(seed),
+                    shape=QueryShape("count"),
+                    max_passes=DEFAULT_MAX_PASSES,
+                )
                 srv[run] = metrics(sorted(r.indices), values, thr)
                 gen = SeededSource(seed + 1).generator()
                 t = var.run(values, np.full(N_ITEMS, thr), gen, gen.permutation(N_ITEMS), DEFAULT_MAX_PASSES)
@@ -116,9 +133,11 @@ def main() -> None:
     traverses = (1, 5, 20) if a.quick else (1, 2, 5, 10, 20)
     t0 = time.time()
     res = simulate(runs, traverses, a.monotone)
-    print(f"SVT top-c on Binary/Zipf: n={N_ITEMS}, c={C}, k={K}, alpha=0, "
-          f"{'monotone' if a.monotone else 'non-monotone'} scales, {runs} runs, "
-          f"R = number of passes (traverses). Cells: mean over runs.")
+    print(
+        f"SVT top-c on Binary/Zipf: n={N_ITEMS}, c={C}, k={K}, alpha=0, "
+        f"{'monotone' if a.monotone else 'non-monotone'} scales, {runs} runs, "
+        f"R = number of passes (traverses). Cells: mean over runs."
+    )
     head = f"{'data':6} {'eps':>4} {'R':>2} {'metric':9}" + "".join(f"{LABEL[m]:>11}" for m in VARIANTS)
     print(head + "\n" + "-" * len(head))
     best = -np.inf
@@ -135,8 +154,11 @@ def main() -> None:
                     d = dict(zip(REF_ORDER, ref))
                     print(" " * len(pre) + f"{'NCR spec':9}" + "".join(f"{d[k]:11.3f}" for k in VARIANTS))
                 print(" " * len(pre) + f"{'F1':9}" + "".join(f"{mean[k][3]:11.3f}" for k in VARIANTS))
-                print(" " * len(pre) + f"{'P/R':9}" + "".join(
-                    f"{mean[k][1]:6.2f}/{mean[k][2]:.2f}" for k in VARIANTS))
+                print(
+                    " " * len(pre)
+                    + f"{'P/R':9}"
+                    + "".join(f"{mean[k][1]:6.2f}/{mean[k][2]:.2f}" for k in VARIANTS)
+                )
                 # gap of SVT-Exp(opt) over the best other variant; tolerance 2 standard errors
                 others = [k for k in VARIANTS if k != "exp_opt"]
                 bk = max(others, key=lambda k: mean[k][0])
@@ -148,27 +170,34 @@ def main() -> None:
                 best = max(best, gap)
     srv_runs = 10 if a.quick else 40
     sv = served(srv_runs)
-    print(f"\nserved (dpgate's svt_select: exact integer noise, monotone, <= {DEFAULT_MAX_PASSES} passes) vs "
-          f"simulated SVT-Exp(opt) (monotone, same passes); {srv_runs} runs each, mean ± SE")
+    print(
+        f"\nserved (dpgate's svt_select: exact integer noise, monotone, <= {DEFAULT_MAX_PASSES} passes) vs "
+        f"simulated SVT-Exp(opt) (monotone, same passes); {srv_runs} runs each, mean ± SE"
+    )
     print(f"{'data':6} {'eps':>4} {'NCR served':>16} {'NCR simulated':>16} {'F1 served':>11} {'F1 sim':>8}")
     far = 0.0
     for (dname, eps), (srv, sim) in sv.items():
         se = np.sqrt(srv[:, 0].var(ddof=1) / srv_runs + sim[:, 0].var(ddof=1) / srv_runs)
         z = abs(srv[:, 0].mean() - sim[:, 0].mean()) / se if se > 0 else 0.0
         far = max(far, z)
-        print(f"{dname:6} {eps:4.1f} {srv[:, 0].mean():9.3f} ± {np.sqrt(srv[:, 0].var(ddof=1) / srv_runs):.3f}"
-              f" {sim[:, 0].mean():9.3f} ± {np.sqrt(sim[:, 0].var(ddof=1) / srv_runs):.3f}"
-              f" {srv[:, 3].mean():11.3f} {sim[:, 3].mean():8.3f}")
+        print(
+            f"{dname:6} {eps:4.1f} {srv[:, 0].mean():9.3f} ± {np.sqrt(srv[:, 0].var(ddof=1) / srv_runs):.3f}"
+            f" {sim[:, 0].mean():9.3f} ± {np.sqrt(sim[:, 0].var(ddof=1) / srv_runs):.3f}"
+            f" {srv[:, 3].mean():11.3f} {sim[:, 3].mean():8.3f}"
+        )
     print(f"(elapsed {time.time() - t0:.1f} s)")
     lo, (d, e, r, g, bk) = worst["append"]
     lo1, (d1, e1, r1, g1, bk1) = worst["single"]
     ok = lo >= 0 and best >= 0.3
-    print(f"HEADLINE: SVT-Exp(opt) NCR - best other variant with APPEND (R >= 5 passes): smallest "
-          f"{g:+.3f} vs {LABEL[bk]} at {d} eps={e} R={r}, max gap {best:+.3f} (goal: >= 0 within "
-          f"2 SE at every eps, max gap >= 0.3, spec 5.4: up to ~0.5) {'PASS' if ok else 'FAIL'}; "
-          f"[R=1 (no appending): smallest {g1:+.3f} vs {LABEL[bk1]} at {d1} eps={e1}"
-          f"{'' if lo1 >= 0 else ', below 2 SE'}]; served (exact) vs simulated NCR: largest gap {far:.1f} SE "
-          f"(goal <= 3) {'PASS' if far <= 3 else 'FAIL'}")
+    print(
+        f"HEADLINE: SVT-Exp(opt) NCR - best other variant with APPEND (R >= 5 passes): smallest "
+        f"{g:+.3f} vs {LABEL[bk]} at {d} eps={e} R={r}, max gap {best:+.3f} (goal: >= 0 within "
+        f"2 SE at every eps, max gap >= 0.3, spec 5.4: up to ~0.5) {'PASS' if ok else 'FAIL'}; "
+        f"[R=1 (no appending): smallest {g1:+.3f} vs {LABEL[bk1]} at {d1} eps={e1}"
+        f"{'' if lo1 >= 0 else ', below 2 SE'}]; served (exact) vs simulated NCR: largest gap {far:.1f} SE "
+        f"(goal <= 3) {'PASS' if far <= 3 else 'FAIL'}"
+    )
+
 
 if __name__ == "__main__":
     main()

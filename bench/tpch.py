@@ -14,6 +14,7 @@ Money columns are DECIMAL in TPC-H; dpgate's clamping casts them to DOUBLE.
 reading of the raw data: for the bounds' percentiles and for SmartNoise SQL, which has no
 foreign-key paths (its ``private_id`` must be a column of the table it reads).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -42,8 +43,11 @@ def generate(scale: float, out: Path) -> Path:
     exe = tpchgen()
     if exe is None:
         raise FileNotFoundError("tpchgen-cli is not installed (pip install '.[bench]')")
-    subprocess.run([exe, "parquet", "-s", str(scale), "-o", str(out), "--tables", ",".join(TABLES)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [exe, "parquet", "-s", str(scale), "-o", str(out), "--tables", ",".join(TABLES)],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -59,12 +63,11 @@ def load(parquet_dir: Path, db: Path) -> None:
 
 def percentile(con, sql: str, p: float) -> int:
     """The ``p``-quantile (nearest rank, rounded up) of the single column ``n`` of ``sql``."""
-    (v,), = con.execute(f"SELECT quantile_disc(n, {p}) FROM ({sql})").fetchall()
+    ((v,),) = con.execute(f"SELECT quantile_disc(n, {p}) FROM ({sql})").fetchall()
     return max(1, int(v))
 
 
-def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95,
-           total: int = 0) -> tuple[int, int]:
+def bounds(con, source: str, unit: str, group: list[str], p: float = 0.95, total: int = 0) -> tuple[int, int]:
     """(G, R) from the data's per-unit distribution: R = the ``p``-quantile of rows per
     (unit, cell of ``group``), G = the ``p``-quantile of cells per unit (1 without a group).
     ``total`` > 0 (``max_rows_scope = "total"``): R = the ``p``-quantile of rows per unit

@@ -71,6 +71,7 @@ of max_ids rows per id), samples its rows with random() at every execution (dpga
 deterministic choice per data version, keyed by its salt), and clamps per row as dpgate
 does.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,19 +95,21 @@ from proxy.pipeline.release import noisy_answer
 from rewriter.unit import factor
 
 EPSILONS = (0.1, 1.0, 10.0)
-RUNS = 20              # fresh releases (bounding salts) per query; SmartNoise executions per query and ε
-DRAWS = 10             # dpgate's noise draws per bounded scan (cheap): RUNS × DRAWS releases per ε
+RUNS = 20  # fresh releases (bounding salts) per query; SmartNoise executions per query and ε
+DRAWS = 10  # dpgate's noise draws per bounded scan (cheap): RUNS × DRAWS releases per ε
 TIMING_PAIRS = 9
 UNIT = "o_custkey"
 SN_DELTA = 1e-6
-COST_EPS = 100.0        # where SmartNoise's cost is read (ε per statistic = ε × COST_EPS / cost)
+COST_EPS = 100.0  # where SmartNoise's cost is read (ε per statistic = ε × COST_EPS / cost)
 SN_IDS = {"k": "k (the same total rows per customer as dpgate)", "R": "R (the row bound alone)"}
 GOAL_EPS = 1.0
-FAMILY_ALPHA = 0.05      # no_worse: the chance that any of the m comparisons of equal errors fails (Bonferroni)
-GOAL_TIME_SN = 1.0       # dpgate's bounded scan ≤ this × SmartNoise's rewrite, on every query it expresses
+FAMILY_ALPHA = 0.05  # no_worse: the chance that any of the m comparisons of equal errors fails (Bonferroni)
+GOAL_TIME_SN = 1.0  # dpgate's bounded scan ≤ this × SmartNoise's rewrite, on every query it expresses
 
-Q6_WHERE = ("l_shipdate >= {d}'1994-01-01' AND l_shipdate < {d}'1995-01-01' "
-            "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24")
+Q6_WHERE = (
+    "l_shipdate >= {d}'1994-01-01' AND l_shipdate < {d}'1995-01-01' "
+    "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24"
+)
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ class Query:
     group: tuple[str, ...]
     aggs: tuple[str, ...]
     where: str = ""
-    sn_refuses: str = ""      # why SmartNoise SQL cannot express it at all ("" if it can)
+    sn_refuses: str = ""  # why SmartNoise SQL cannot express it at all ("" if it can)
 
     def sql(self, table: str, d: str = "DATE ", aggs: tuple[str, ...] | None = None) -> str:
         cols = ", ".join([*self.group, *(self.aggs if aggs is None else aggs)])
@@ -132,10 +135,20 @@ class Query:
 
 
 QUERIES = (
-    Query("Q1", "lineitem", ("l_returnflag", "l_linestatus"),
-          ("SUM(l_quantity)", "AVG(l_extendedprice)", "COUNT(*)")),
-    Query("Q6", "lineitem", (), ("SUM(l_extendedprice * l_discount)",), Q6_WHERE,
-          sn_refuses="no aggregate over an expression"),
+    Query(
+        "Q1",
+        "lineitem",
+        ("l_returnflag", "l_linestatus"),
+        ("SUM(l_quantity)", "AVG(l_extendedprice)", "COUNT(*)"),
+    ),
+    Query(
+        "Q6",
+        "lineitem",
+        (),
+        ("SUM(l_extendedprice * l_discount)",),
+        Q6_WHERE,
+        sn_refuses="no aggregate over an expression",
+    ),
     Query("Q6'", "lineitem", (), ("SUM(l_extendedprice)",), Q6_WHERE),
     Query("O1", "orders", ("o_orderpriority",), ("COUNT(*)",)),
     Query("O2", "orders", (), ("AVG(o_totalprice)",)),
@@ -157,23 +170,25 @@ COLUMNS = {
         "o_orderkey": {"type": "int"},
         UNIT: {"type": "int"},
         "o_totalprice": {"type": "float", "lower": 0, "upper": 800000},
-        "o_orderpriority": {"type": "text",
-                            "domain": ["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"]},
+        "o_orderpriority": {
+            "type": "text",
+            "domain": ["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"],
+        },
     },
 }
-TABLES = {   # dpgate's declarations: the unit, the key, the foreign-key path
+TABLES = {  # dpgate's declarations: the unit, the key, the foreign-key path
     "lineitem": {"privacy_unit": "orders." + UNIT, "references": {"l_orderkey": "orders"}},
     "orders": {"privacy_unit": UNIT, "key": "o_orderkey"},
 }
 GROUPS = {"lineitem": ["l_returnflag", "l_linestatus"], "orders": ["o_orderpriority"]}
-UNIT_ROWS = {"lineitem": tpch.LINEITEM_UNIT, "orders": "orders"}    # the bench's own view: each row's customer
-SN_FRAMES = {   # the rows SmartNoise reads: the same declared columns, money as DOUBLE
+UNIT_ROWS = {"lineitem": tpch.LINEITEM_UNIT, "orders": "orders"}  # the bench's own view: each row's customer
+SN_FRAMES = {  # the rows SmartNoise reads: the same declared columns, money as DOUBLE
     "lineitem": "SELECT o_custkey, l_quantity, l_extendedprice, l_discount, l_returnflag, l_linestatus, "
-                "strftime(l_shipdate, '%Y-%m-%d') AS l_shipdate FROM " + tpch.LINEITEM_UNIT,
+    "strftime(l_shipdate, '%Y-%m-%d') AS l_shipdate FROM " + tpch.LINEITEM_UNIT,
     "orders": "SELECT o_custkey, o_totalprice::DOUBLE AS o_totalprice, o_orderpriority FROM orders",
 }
 
-SN_SCANS = {   # the same rows for SmartNoise's rewrite run on DuckDB (the dates stay dates)
+SN_SCANS = {  # the same rows for SmartNoise's rewrite run on DuckDB (the dates stay dates)
     "lineitem": "SELECT * FROM " + tpch.LINEITEM_UNIT,
     "orders": SN_FRAMES["orders"],
 }
@@ -190,11 +205,25 @@ def domain_cells(table: str) -> int:
 def dp_config(bounds: dict[str, tuple[int, int]], scope: str = "total"):
     """dpgate's config: both tables with the customer as unit, the chosen (G, R) and
     ``max_rows_scope`` (R per cell, or R in all)."""
-    tables = {t: {**TABLES[t], "max_groups_per_unit": g, "max_rows_per_unit": r, "max_rows_scope": scope,
-                  "columns": cols}
-              for t, cols in COLUMNS.items() for g, r in [bounds[t]]}
-    return parse_config({"tiers": {"default": {"epsilon": 1, "budget": 10}}, "roles": {"a": {"tier": "default"}},
-                         "server": {"auth": "trust"}, "tables": tables})
+    tables = {
+        t: {
+            **TABLES[t],
+            "max_groups_per_unit": g,
+            "max_rows_per_unit": r,
+            "max_rows_scope": scope,
+            "columns": cols,
+        }
+        for t, cols in COLUMNS.items()
+        for g, r in [bounds[t]]
+    }
+    return parse_config(
+        {
+            "tiers": {"default": {"epsilon": 1, "budget": 10}},
+            "roles": {"a": {"tier": "default"}},
+            "server": {"auth": "trust"},
+            "tables": tables,
+        }
+    )
 
 
 def salt(run: int) -> str:
@@ -244,8 +273,10 @@ def exact(plan, cells: list[tuple]) -> list[list[float | None]]:
 def keyed(plan, keys: list, values: list[list]) -> list[dict]:
     """Per aggregate in SELECT order, {cell key in SELECT order: value}."""
     kpos, apos = by_select(plan)
-    return [{tuple(key[i] for i in kpos): (None if v[j] is None else float(v[j]))
-             for key, v in zip(keys, values)} for j in apos]
+    return [
+        {tuple(key[i] for i in kpos): (None if v[j] is None else float(v[j])) for key, v in zip(keys, values)}
+        for j in apos
+    ]
 
 
 def dpgate_errors(con, q: Query, cfg, truths: list[dict], runs: int, draws: int = DRAWS) -> dict:
@@ -256,7 +287,7 @@ def dpgate_errors(con, q: Query, cfg, truths: list[dict], runs: int, draws: int 
     bias = {j: [] for j in range(len(q.aggs))}
     for r in range(runs):
         cells = rewriter.complete(plan, _rows(con, rewriter.to_sql(plan, "duckdb", salt(r))))
-        keys = [list(c[:len(plan.group_by)]) for c in cells]
+        keys = [list(c[: len(plan.group_by)]) for c in cells]
         for j, got in enumerate(keyed(plan, keys, exact(plan, cells))):
             bias[j].append(rel_error(got, truths[j]))
         for i, e in enumerate(EPSILONS):
@@ -265,8 +296,13 @@ def dpgate_errors(con, q: Query, cfg, truths: list[dict], runs: int, draws: int 
                 ans = noisy_answer(plan, cells, mechanism_epsilon(plan, e), src)
                 for j, got in enumerate(keyed(plan, ans["keys"], ans["values"])):
                     errs[(e, j)].append(rel_error(got, truths[j]))
-    return {"err": {k: statistics.median(v) for k, v in errs.items()}, "errs": errs,
-            "bias": {j: statistics.median(v) for j, v in bias.items()}, "k": factor(plan), "plan": plan}
+    return {
+        "err": {k: statistics.median(v) for k, v in errs.items()},
+        "errs": errs,
+        "bias": {j: statistics.median(v) for j, v in bias.items()},
+        "k": factor(plan),
+        "plan": plan,
+    }
 
 
 def scan_times(con, q: Query, plan, pairs: int, sn_sql: str | None = None) -> dict:
@@ -283,12 +319,12 @@ def scan_times(con, q: Query, plan, pairs: int, sn_sql: str | None = None) -> di
         _rows(con, sql)
         return time.perf_counter() - t
 
-    for sql in sqls.values():                                    # warm
+    for sql in sqls.values():  # warm
         once(sql)
     got: dict[str, list[float]] = {k: [] for k in sqls}
     names = list(sqls)
     for i in range(pairs):
-        for k in names[i % len(names):] + names[:i % len(names)]:
+        for k in names[i % len(names) :] + names[: i % len(names)]:
             got[k].append(once(sqls[k]))
     out = {k: 1000 * statistics.median(v) for k, v in got.items()}
     out["ratio"] = statistics.median(d / r for d, r in zip(got["dp"], got["raw"]))
@@ -306,8 +342,9 @@ class SmartNoise:
     """SmartNoise SQL over pandas frames of the same rows (one SQLite load per table)."""
 
     def __init__(self, con) -> None:
-        import snsql                                      # optional (the bench extra)
+        import snsql  # optional (the bench extra)
         from snsql.sql.reader.pandas import PandasReader
+
         self.snsql = snsql
         self.readers, self.frames = {}, {}
         for t, sql in SN_FRAMES.items():
@@ -318,14 +355,24 @@ class SmartNoise:
     def meta(self, table: str, max_ids: int) -> dict:
         cols = {UNIT: {"type": "int", "private_id": True}}
         for c, spec in COLUMNS[table].items():
-            if spec["type"] == "int":                # the unit and the keys: not read by a query
+            if spec["type"] == "int":  # the unit and the keys: not read by a query
                 continue
             if spec["type"] == "float":
                 cols[c] = {"type": "float", "lower": spec["lower"], "upper": spec["upper"]}
-            else:                                     # text keys; dates as ISO strings
+            else:  # text keys; dates as ISO strings
                 cols[c] = {"type": "string"}
-        return {"": {"tpch": {table: {"max_ids": max_ids, "censor_dims": False,
-                                      "rows": self.frames.get(table, 1), **cols}}}}
+        return {
+            "": {
+                "tpch": {
+                    table: {
+                        "max_ids": max_ids,
+                        "censor_dims": False,
+                        "rows": self.frames.get(table, 1),
+                        **cols,
+                    }
+                }
+            }
+        }
 
     def reader(self, table: str, max_ids: int, eps: float):
         priv = self.snsql.Privacy(epsilon=eps, delta=SN_DELTA)
@@ -340,6 +387,7 @@ class SmartNoise:
         DuckDB refuses a volatile window order — orders by a ``RANDOM()`` column drawn one
         level down, which is the same sampling."""
         import sqlglot
+
         if q.sn_refuses:
             return None
         try:
@@ -349,12 +397,16 @@ class SmartNoise:
         tree = sqlglot.parse_one(str(sub), read="postgres")
         for t in list(tree.find_all(sqlglot.exp.Table)):
             if t.db == "tpch":
-                t.replace(sqlglot.parse_one(f"SELECT * FROM ({SN_SCANS[t.name]}) AS {t.name}").find(sqlglot.exp.Subquery))
+                t.replace(
+                    sqlglot.parse_one(f"SELECT * FROM ({SN_SCANS[t.name]}) AS {t.name}").find(
+                        sqlglot.exp.Subquery
+                    )
+                )
         for w in list(tree.find_all(sqlglot.exp.Window)):
             order = w.args.get("order")
             if order is None or not any(isinstance(o.this, sqlglot.exp.Rand) for o in order.expressions):
                 continue
-            inner = w.find_ancestor(sqlglot.exp.Select).find(sqlglot.exp.From).this.this   # the clamped rows
+            inner = w.find_ancestor(sqlglot.exp.Select).find(sqlglot.exp.From).this.this  # the clamped rows
             inner.select(sqlglot.exp.alias_(sqlglot.exp.Rand(), "__sn_r"), copy=False)
             for o in order.expressions:
                 if isinstance(o.this, sqlglot.exp.Rand):
@@ -370,7 +422,7 @@ class SmartNoise:
         # its cost is linear in ε; read it at a large ε, where its noise-scale cap cannot refuse
         try:
             cost, delta = self.reader(q.table, k, COST_EPS).get_privacy_cost(q.sql(table, d=""))
-        except ValueError as ex:                          # refused even at ε = COST_EPS
+        except ValueError as ex:  # refused even at ε = COST_EPS
             return {(e, j): refusal(ex) for e in EPSILONS for j in range(len(q.aggs))}
         out["delta"] = delta
         for e in EPSILONS:
@@ -379,7 +431,7 @@ class SmartNoise:
             ok = []
             for j, a in enumerate(q.aggs):
                 try:
-                    r.get_privacy_cost(q.sql(table, d="", aggs=(a,)))     # builds its mechanisms
+                    r.get_privacy_cost(q.sql(table, d="", aggs=(a,)))  # builds its mechanisms
                     ok.append(j)
                 except ValueError as ex:
                     out[(e, j)] = refusal(ex)
@@ -392,7 +444,10 @@ class SmartNoise:
             for _ in range(runs):
                 rows = r.execute(sql)[1:]
                 for pos, j in enumerate(ok):
-                    got = {tuple(row[:n]): (None if row[n + pos] is None else float(row[n + pos])) for row in rows}
+                    got = {
+                        tuple(row[:n]): (None if row[n + pos] is None else float(row[n + pos]))
+                        for row in rows
+                    }
                     errs[j].append(rel_error(got, truths[j]))
             for j in ok:
                 out[(e, j)] = statistics.median(errs[j])
@@ -430,8 +485,16 @@ def pct(x) -> str:
     return f"{100 * x:.3g}%" if x < 10 else f"{x:.0f}×"
 
 
-def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
-        bounds: dict[str, tuple[int, int]] | None = None, sn_ids: str = "k", scope: str = "total") -> dict:
+def run(
+    scale: float,
+    runs: int,
+    sn_runs: int,
+    pairs: int,
+    draws: int = DRAWS,
+    bounds: dict[str, tuple[int, int]] | None = None,
+    sn_ids: str = "k",
+    scope: str = "total",
+) -> dict:
     """Everything the table prints, from one run on freshly generated data; the bounds
     (G, R) per table are the 95th percentiles of the per-customer distribution unless given.
     ``sn_ids``: SmartNoise's max_ids = dpgate's k (equal sensitivity) or its R (the row bound
@@ -441,11 +504,17 @@ def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
         tpch.load(tpch.generate(scale, Path(tmp) / "parquet"), Path(tmp) / "tpch.duckdb")
         con = duckdb.connect(str(Path(tmp) / "tpch.duckdb"), read_only=True)
         gen = time.time() - t0
-        bounds = bounds or {t: tpch.bounds(con, UNIT_ROWS[t], UNIT, GROUPS[t],
-                                           total=domain_cells(t) if scope == "total" else 0) for t in COLUMNS}
+        bounds = bounds or {
+            t: tpch.bounds(
+                con, UNIT_ROWS[t], UNIT, GROUPS[t], total=domain_cells(t) if scope == "total" else 0
+            )
+            for t in COLUMNS
+        }
         cfg = dp_config(bounds, scope)
-        sizes = {t: con.execute(f"SELECT COUNT(*), COUNT(DISTINCT {UNIT}) FROM {UNIT_ROWS[t]}").fetchone()
-                 for t in COLUMNS}
+        sizes = {
+            t: con.execute(f"SELECT COUNT(*), COUNT(DISTINCT {UNIT}) FROM {UNIT_ROWS[t]}").fetchone()
+            for t in COLUMNS
+        }
         try:
             sn, sn_note = SmartNoise(con), None
         except ImportError as e:
@@ -459,21 +528,39 @@ def run(scale: float, runs: int, sn_runs: int, pairs: int, draws: int = DRAWS,
             sne = sn.errors(q, ids, truths, sn_runs) if sn is not None else {}
             rows.append((q, dp, times, sne))
         con.close()
-    return {"rows": rows, "bounds": bounds, "sizes": sizes, "gen": gen, "sn_note": sn_note,
-            "runs": runs, "sn_runs": sn_runs, "draws": draws, "pairs": pairs, "sn_ids": sn_ids, "scope": scope}
+    return {
+        "rows": rows,
+        "bounds": bounds,
+        "sizes": sizes,
+        "gen": gen,
+        "sn_note": sn_note,
+        "runs": runs,
+        "sn_runs": sn_runs,
+        "draws": draws,
+        "pairs": pairs,
+        "sn_ids": sn_ids,
+        "scope": scope,
+    }
 
 
 def report(res: dict, scale: float) -> bool:
     """Print the table and the HEADLINE; True if the goal is met."""
     b, s = res["bounds"], res["sizes"]
     runs, sn_runs, pairs = res["runs"], res["sn_runs"], res["pairs"]
-    print(f"\nPeople, not rows on TPC-H SF {scale:g}: the customer (o_custkey) is the privacy unit — "
-          f"lineitem {s['lineitem'][0]:,} rows / orders {s['orders'][0]:,} rows, {s['orders'][1]:,} customers")
-    scope = ("max_rows_scope = total: R = 95th percentile of rows per customer in all, G = every "
-             "cell of the public domain (binds nothing)" if res["scope"] == "total" else
-             "max_rows_scope = cell: R = 95th percentile of rows per customer per cell, G = of cells per customer")
-    print(f"bounds ({scope}): lineitem G = {b['lineitem'][0]}, R = {b['lineitem'][1]}; "
-          f"orders G = {b['orders'][0]}, R = {b['orders'][1]}\n")
+    print(
+        f"\nPeople, not rows on TPC-H SF {scale:g}: the customer (o_custkey) is the privacy unit — "
+        f"lineitem {s['lineitem'][0]:,} rows / orders {s['orders'][0]:,} rows, {s['orders'][1]:,} customers"
+    )
+    scope = (
+        "max_rows_scope = total: R = 95th percentile of rows per customer in all, G = every "
+        "cell of the public domain (binds nothing)"
+        if res["scope"] == "total"
+        else "max_rows_scope = cell: R = 95th percentile of rows per customer per cell, G = of cells per customer"
+    )
+    print(
+        f"bounds ({scope}): lineitem G = {b['lineitem'][0]}, R = {b['lineitem'][1]}; "
+        f"orders G = {b['orders'][0]}, R = {b['orders'][1]}\n"
+    )
     eps_head = " | ".join(f"{'ε=' + format(e, 'g'):^17}" for e in EPSILONS)
     print(f"{'':31} {'':>4} {'':>6} | {eps_head} | {'scan time, DuckDB':^40}")
     sub = " | ".join(f"{'dpgate':>8} {'SmartN':>8}" for _ in EPSILONS)
@@ -496,30 +583,32 @@ def report(res: dict, scale: float) -> bool:
                     else:
                         compared.append((dp["errs"][(e, j)], sne["errs"][(e, j)]))
             sn_t = (f"{tm['sn']:7.1f}", f"{tm['vs_sn']:6.2f}×") if "sn" in tm else (f"{'-':>7}", f"{'-':>7}")
-            t = (f"{tm['raw']:7.1f} {tm['dp']:7.1f} {sn_t[0]} {tm['ratio']:6.2f}× {sn_t[1]}" if j == 0 else "")
+            t = f"{tm['raw']:7.1f} {tm['dp']:7.1f} {sn_t[0]} {tm['ratio']:6.2f}× {sn_t[1]}" if j == 0 else ""
             name = f"{q.name} {a}"
             print(f"{name[:31]:31} {dp['k']:>4} {pct(dp['bias'][j]):>6} | {' | '.join(cells)} | {t}")
-    print(f"\nRelative error = mean over the cells with a nonzero TRUE answer (the analyst's query on DuckDB, no bounds,\n"
-          f"no clamping) of |released − true| / |true|; median over {runs} × {res['draws']} fresh releases for dpgate ({runs}\n"
-          f"bounding salts × {res['draws']} noise draws; ε/k by group privacy) and {sn_runs} executions for SmartNoise SQL. bias = the bounded scan's exact\n"
-          f"answer (no noise) against TRUE. k = {'R' if res['scope'] == 'total' else 'min(G, cells) × R'} rows per customer. Time: median of\n"
-          f"{pairs} rounds, order rotating: the analyst's query, dpgate's one bounded scan and SmartNoise's own rewrite of\n"
-          "the query (PrivateReader._rewrite at max_ids = k: its per-customer reservoir sampling, clamps and aggregates,\n"
-          "over the same joined rows it reads; its ORDER BY RANDOM() drawn one level down, which DuckDB requires), same\n"
-          "DuckDB file: the same guarantee on both sides. dp/raw, dp/SN: medians of the paired ratios.\n"
-          "Q1: SELECT l_returnflag, l_linestatus, SUM(l_quantity), AVG(l_extendedprice), COUNT(*) … GROUP BY 1, 2;\n"
-          "Q6: SUM(l_extendedprice * l_discount) WHERE l_shipdate in 1994, l_discount 0.05–0.07, l_quantity < 24;\n"
-          "Q6': SUM(l_extendedprice), same filter; O1: o_orderpriority, COUNT(*) GROUP BY 1; O2: AVG(o_totalprice).\n"
-          "lineitem's customer is found through dpgate's FK path (privacy_unit = orders.o_custkey, references\n"
-          "l_orderkey = orders): dp ms includes that lookup, raw ms is the analyst's query FROM lineitem (no join).\n"
-          "SmartNoise reads lineitem joined to orders by the bench. Bounds G, R were read from the raw data (a bench shortcut: an\n"
-          "owner would take them from public knowledge); column bounds from the TPC-H spec.\n"
-          f"SmartNoise: private_id = o_custkey, max_ids = {SN_IDS[res['sn_ids']]}, censor_dims off, equal\n"
-          "total ε (each statistic ε / its number of statistics; AVG = SUM/COUNT), δ = "
-          f"{SN_DELTA:g} stated ({_sn_delta(res)}). Not like for like: it samples max_ids rows per\n"
-          f"customer in TOTAL with random() at each execution (dpgate: {'R in total, each cell kept in proportion' if res['scope'] == 'total' else 'R per cell, G cells'}, deterministic per data version);\n"
-          "both clamp each row to the column bounds. cap = SmartNoise refuses (its noise scale > 1e7); expr = it has no\n"
-          "aggregate over an expression. A refused measure's siblings ran in their own statement at the same per-statistic ε.")
+    print(
+        f"\nRelative error = mean over the cells with a nonzero TRUE answer (the analyst's query on DuckDB, no bounds,\n"
+        f"no clamping) of |released − true| / |true|; median over {runs} × {res['draws']} fresh releases for dpgate ({runs}\n"
+        f"bounding salts × {res['draws']} noise draws; ε/k by group privacy) and {sn_runs} executions for SmartNoise SQL. bias = the bounded scan's exact\n"
+        f"answer (no noise) against TRUE. k = {'R' if res['scope'] == 'total' else 'min(G, cells) × R'} rows per customer. Time: median of\n"
+        f"{pairs} rounds, order rotating: the analyst's query, dpgate's one bounded scan and SmartNoise's own rewrite of\n"
+        "the query (PrivateReader._rewrite at max_ids = k: its per-customer reservoir sampling, clamps and aggregates,\n"
+        "over the same joined rows it reads; its ORDER BY RANDOM() drawn one level down, which DuckDB requires), same\n"
+        "DuckDB file: the same guarantee on both sides. dp/raw, dp/SN: medians of the paired ratios.\n"
+        "Q1: SELECT l_returnflag, l_linestatus, SUM(l_quantity), AVG(l_extendedprice), COUNT(*) … GROUP BY 1, 2;\n"
+        "Q6: SUM(l_extendedprice * l_discount) WHERE l_shipdate in 1994, l_discount 0.05–0.07, l_quantity < 24;\n"
+        "Q6': SUM(l_extendedprice), same filter; O1: o_orderpriority, COUNT(*) GROUP BY 1; O2: AVG(o_totalprice).\n"
+        "lineitem's customer is found through dpgate's FK path (privacy_unit = orders.o_custkey, references\n"
+        "l_orderkey = orders): dp ms includes that lookup, raw ms is the analyst's query FROM lineitem (no join).\n"
+        "SmartNoise reads lineitem joined to orders by the bench. Bounds G, R were read from the raw data (a bench shortcut: an\n"
+        "owner would take them from public knowledge); column bounds from the TPC-H spec.\n"
+        f"SmartNoise: private_id = o_custkey, max_ids = {SN_IDS[res['sn_ids']]}, censor_dims off, equal\n"
+        "total ε (each statistic ε / its number of statistics; AVG = SUM/COUNT), δ = "
+        f"{SN_DELTA:g} stated ({_sn_delta(res)}). Not like for like: it samples max_ids rows per\n"
+        f"customer in TOTAL with random() at each execution (dpgate: {'R in total, each cell kept in proportion' if res['scope'] == 'total' else 'R per cell, G cells'}, deterministic per data version);\n"
+        "both clamp each row to the column bounds. cap = SmartNoise refuses (its noise scale > 1e7); expr = it has no\n"
+        "aggregate over an expression. A refused measure's siblings ran in their own statement at the same per-statistic ε."
+    )
     if res["sn_note"]:
         print(res["sn_note"])
     med = statistics.median(ratios)
@@ -530,11 +619,13 @@ def report(res: dict, scale: float) -> bool:
     ok = ok_err and ok_time
     worst = max(vs_sn, key=lambda x: x[1]) if vs_sn else ("-", float("nan"))
     print(f"({res['gen']:.1f} s to generate and load)")
-    print(f"HEADLINE: at ε={GOAL_EPS:g} dpgate's relative error no worse than SmartNoise's (mean, {z:.2f}σ: 5% family-wise) on {wins} of "
-          f"{both} measures both answer (SmartNoise refused {refused} more; goal: all); dpgate's bounded scan at most "
-          f"{worst[1]:.2f}× SmartNoise's rewrite of the same query on the same DuckDB ({worst[0]}; {len(vs_sn)} queries; "
-          f"goal ≤ {GOAL_TIME_SN:g}×) and {med:.2f}× the analyst's own query (median; no goal: see the docstring) "
-          f"{'PASS' if ok else 'MISS'}")
+    print(
+        f"HEADLINE: at ε={GOAL_EPS:g} dpgate's relative error no worse than SmartNoise's (mean, {z:.2f}σ: 5% family-wise) on {wins} of "
+        f"{both} measures both answer (SmartNoise refused {refused} more; goal: all); dpgate's bounded scan at most "
+        f"{worst[1]:.2f}× SmartNoise's rewrite of the same query on the same DuckDB ({worst[0]}; {len(vs_sn)} queries; "
+        f"goal ≤ {GOAL_TIME_SN:g}×) and {med:.2f}× the analyst's own query (median; no goal: see the docstring) "
+        f"{'PASS' if ok else 'MISS'}"
+    )
     return ok
 
 
@@ -545,20 +636,34 @@ def _sn_delta(res: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="TPC-H SF 0.03 (< 50 s; at 0.01 fixed costs dominate the scan times)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="TPC-H SF 0.03 (< 50 s; at 0.01 fixed costs dominate the scan times)",
+    )
     ap.add_argument("--scale", type=float, help="TPC-H scale factor (default 0.1, quick 0.03)")
-    ap.add_argument("--sn-max-ids", choices=("k", "R"), default="k",
-                    help="SmartNoise's max_ids: dpgate's k (default, equal sensitivity) or the row bound R")
-    ap.add_argument("--scope", choices=("total", "cell"), default="total",
-                    help="dpgate's max_rows_scope: R rows per customer in all (default; SmartNoise's max_ids "
-                         "is the same bound) or R per cell in G cells")
+    ap.add_argument(
+        "--sn-max-ids",
+        choices=("k", "R"),
+        default="k",
+        help="SmartNoise's max_ids: dpgate's k (default, equal sensitivity) or the row bound R",
+    )
+    ap.add_argument(
+        "--scope",
+        choices=("total", "cell"),
+        default="total",
+        help="dpgate's max_rows_scope: R rows per customer in all (default; SmartNoise's max_ids "
+        "is the same bound) or R per cell in G cells",
+    )
     args = ap.parse_args(argv)
     scale = args.scale or (0.03 if args.quick else 0.1)
     if tpch.tpchgen() is None:
         print("tpchgen-cli is not installed: pip install '.[bench]'")
         return 2
     t0 = time.time()
-    res = run(scale, RUNS, RUNS // 2 if args.quick else RUNS, TIMING_PAIRS, sn_ids=args.sn_max_ids, scope=args.scope)
+    res = run(
+        scale, RUNS, RUNS // 2 if args.quick else RUNS, TIMING_PAIRS, sn_ids=args.sn_max_ids, scope=args.scope
+    )
     report(res, scale)
     print(f"({time.time() - t0:.1f} s)")
     return 0

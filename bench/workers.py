@@ -26,6 +26,7 @@ from 1 to 2 workers (and, beside it, per core), ≥ 300 fresh/s and ≥ 3,000 re
 lines before it say how far 2 cores allow the first goal at one worker's CPU per statement (its
 scans already run beside its event loop) and what the 1-core worker measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,9 +49,10 @@ from proxy.demo import demo_config_path, pums_rows
 
 GOAL_SPEEDUP, GOAL_FRESH, GOAL_REPEAT = 1.8, 300.0, 3000.0
 CLIENT_PROCS = 2
-FRESH = ("SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age BETWEEN {lo} AND {hi} AND educ >= {e} "
-         "GROUP BY sex")
-HOT = [FRESH.format(lo=lo, hi=lo + 30, e=20) for lo in range(40)]    # educ >= 20: no fresh statement's
+FRESH = (
+    "SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age BETWEEN {lo} AND {hi} AND educ >= {e} GROUP BY sex"
+)
+HOT = [FRESH.format(lo=lo, hi=lo + 30, e=20) for lo in range(40)]  # educ >= 20: no fresh statement's
 
 
 def free_port() -> int:
@@ -69,8 +71,15 @@ def _toml(v) -> str:
     return repr(v)
 
 
-def prepare(state: Path, port: int, *, workers: int | None = None, tiny_budget: float = 5.0,
-            timeout_ms: int = 30_000, max_catalog_rows: int | None = None) -> Path:
+def prepare(
+    state: Path,
+    port: int,
+    *,
+    workers: int | None = None,
+    tiny_budget: float = 5.0,
+    timeout_ms: int = 30_000,
+    max_catalog_rows: int | None = None,
+) -> Path:
     """A state dir with a DuckDB file holding PUMS and a config serving it (trust auth;
     roles ``bench``: ε 1, unlimited, ``tiny``: ε 1, budget ``tiny_budget``); the config's path.
     ``max_catalog_rows``: raise the catalog's row cap (a test that needs a long catalog query)."""
@@ -78,41 +87,75 @@ def prepare(state: Path, port: int, *, workers: int | None = None, tiny_budget: 
     db = state / "data.duckdb"
     if not db.exists():
         con = duckdb.connect(str(db))
-        con.execute("CREATE TABLE pums (age INTEGER, sex INTEGER, educ INTEGER, race INTEGER, "
-                    "income DOUBLE, married INTEGER)")
+        con.execute(
+            "CREATE TABLE pums (age INTEGER, sex INTEGER, educ INTEGER, race INTEGER, "
+            "income DOUBLE, married INTEGER)"
+        )
         con.executemany("INSERT INTO pums VALUES (?,?,?,?,?,?)", pums_rows())
         con.close()
     cols = tomllib.loads(demo_config_path().read_text())["tables"]["pums"]["columns"]
-    lines = ["[server]", 'host = "127.0.0.1"', f"port = {port}", 'database = "demo"', 'auth = "trust"',
-             f"state_dir = {_toml(str(state))}"]
+    lines = [
+        "[server]",
+        'host = "127.0.0.1"',
+        f"port = {port}",
+        'database = "demo"',
+        'auth = "trust"',
+        f"state_dir = {_toml(str(state))}",
+    ]
     if workers is not None:
         lines.append(f"workers = {workers}")
-    lines += ["[server.limits]", "max_statements_per_role = 256", "max_connections = 512",
-              f"statement_timeout_ms = {timeout_ms}", "shutdown_grace_s = 2",
-              *([f"max_catalog_rows = {max_catalog_rows}"] if max_catalog_rows is not None else []),
-              "[backend]", 'kind = "duckdb"', f"path = {_toml(str(db))}",
-              "[tiers.bench]", "epsilon = 1.0", "budget = 1000000000", 'period = "never"',
-              "[tiers.tiny]", "epsilon = 1.0", f"budget = {tiny_budget}", 'period = "day"',
-              "[roles.bench]", 'tier = "bench"', "[roles.tiny]", 'tier = "tiny"',
-              "[tables.pums.columns]"]
+    lines += [
+        "[server.limits]",
+        "max_statements_per_role = 256",
+        "max_connections = 512",
+        f"statement_timeout_ms = {timeout_ms}",
+        "shutdown_grace_s = 2",
+        *([f"max_catalog_rows = {max_catalog_rows}"] if max_catalog_rows is not None else []),
+        "[backend]",
+        'kind = "duckdb"',
+        f"path = {_toml(str(db))}",
+        "[tiers.bench]",
+        "epsilon = 1.0",
+        "budget = 1000000000",
+        'period = "never"',
+        "[tiers.tiny]",
+        "epsilon = 1.0",
+        f"budget = {tiny_budget}",
+        'period = "day"',
+        "[roles.bench]",
+        'tier = "bench"',
+        "[roles.tiny]",
+        'tier = "tiny"',
+        "[tables.pums.columns]",
+    ]
     for name, col in cols.items():
-        lines.append(f"{name} = {{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in col.items()
-                                                 if k != "description") + " }")
+        lines.append(
+            f"{name} = {{ "
+            + ", ".join(f"{k} = {_toml(v)}" for k, v in col.items() if k != "description")
+            + " }"
+        )
     path = state / "dpgate.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def start(config: Path, workers: int | None = None, extra: list[str] = (),
-          cpus: set[int] | None = None) -> subprocess.Popen:
+def start(
+    config: Path, workers: int | None = None, extra: list[str] = (), cpus: set[int] | None = None
+) -> subprocess.Popen:
     """``dpgate serve --config`` as a subprocess; returns once it printed its listening line.
     ``cpus``: the cores it (and every process it forks) may run on."""
     cmd = [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config), *extra]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=Path(__file__).resolve().parent.parent, preexec_fn=pin)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        preexec_fn=pin,
+    )
     out: list[str] = []
     deadline = time.time() + 90
     for line in proc.stdout:
@@ -135,10 +178,16 @@ def _drive_part(port: int, clients: int, seconds: float, kind: str, part: int, p
     """One client process: ``clients`` threads, one connection each, until ``start_at + seconds``:
     (statements done, errors, connections per backend pid)."""
     import psycopg
+
     conns = [psycopg.connect(dsn(port), autocommit=True) for _ in range(clients)]
     pids = [c.info.backend_pid for c in conns]
-    nxt = (fresh_statements(part, parts) if kind == "fresh" else repeat_statements(part) if kind == "repeat"
-           else warm_statements(part))
+    nxt = (
+        fresh_statements(part, parts)
+        if kind == "fresh"
+        else repeat_statements(part)
+        if kind == "repeat"
+        else warm_statements(part)
+    )
     done, errors, lock = [0], [0], threading.Lock()
 
     def run(c):
@@ -154,6 +203,7 @@ def _drive_part(port: int, clients: int, seconds: float, kind: str, part: int, p
         with lock:
             done[0] += n
             errors[0] += e
+
     threads = [threading.Thread(target=run, args=(c,)) for c in conns]
     for t in threads:
         t.start()
@@ -168,25 +218,38 @@ def _drive(port: int, clients: int, seconds: float, kind: str, procs: int = CLIE
     """``clients`` connections in ``procs`` client processes (so the clients' own Python is
     not one GIL) for ``seconds``: (statements per second, errors, backend pids)."""
     ctx = multiprocessing.get_context("fork")
-    start_at = time.time() + 0.5 + 0.05 * clients / procs         # all connected before the clock starts
+    start_at = time.time() + 0.5 + 0.05 * clients / procs  # all connected before the clock starts
     with ctx.Pool(procs) as pool:
-        parts = pool.starmap(_drive_part, [(port, clients // procs + (i < clients % procs), seconds, kind,
-                                            i, procs, start_at) for i in range(procs)])
-    return (sum(p[0] for p in parts) / seconds, sum(p[1] for p in parts),
-            [pid for p in parts for pid in p[2]])
+        parts = pool.starmap(
+            _drive_part,
+            [
+                (port, clients // procs + (i < clients % procs), seconds, kind, i, procs, start_at)
+                for i in range(procs)
+            ],
+        )
+    return (
+        sum(p[0] for p in parts) / seconds,
+        sum(p[1] for p in parts),
+        [pid for p in parts for pid in p[2]],
+    )
 
 
 def fresh_statements(part: int = 0, parts: int = 1):
     """Distinct (lo, hi, e): no statement repeats within a run (client process ``part`` of
     ``parts`` takes every ``parts``-th)."""
-    combos = itertools.islice(((lo, lo + span, e) for e in range(1, 17) for span in range(0, 101)
-                               for lo in range(0, 101 - span)), part, None, parts)
+    combos = itertools.islice(
+        ((lo, lo + span, e) for e in range(1, 17) for span in range(0, 101) for lo in range(0, 101 - span)),
+        part,
+        None,
+        parts,
+    )
     lock = threading.Lock()
 
     def next_sql() -> str:
         with lock:
             lo, hi, e = next(combos)
         return FRESH.format(lo=lo, hi=hi, e=e)
+
     return next_sql
 
 
@@ -198,6 +261,7 @@ def warm_statements(part: int = 0):
         with lock:
             i = next(count)
         return FRESH.format(lo=i % 101, hi=100 + i // 101, e=18)
+
     return next_sql
 
 
@@ -208,6 +272,7 @@ def repeat_statements(part: int = 0):
     def next_sql() -> str:
         with lock:
             return next(cycle)
+
     return next_sql
 
 
@@ -224,12 +289,18 @@ def cpu_seconds(pid: int) -> float:
             fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick      # utime, stime (fields 14, 15)
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15)
     return total
 
 
-def measure(workers: int, clients: int, seconds: float, use_pgbench: bool, cpus: set[int] | None = None,
-            fresh_only: bool = False) -> dict:
+def measure(
+    workers: int,
+    clients: int,
+    seconds: float,
+    use_pgbench: bool,
+    cpus: set[int] | None = None,
+    fresh_only: bool = False,
+) -> dict:
     """One server with ``workers`` (on the cores ``cpus``, default all): fresh releases (and,
     with pgbench, fresh releases with parameters), then repeats, or only the first with
     ``fresh_only``; rates, the proxy's CPU per statement, the clients' cores."""
@@ -249,14 +320,17 @@ def measure(workers: int, clients: int, seconds: float, use_pgbench: bool, cpus:
                 rate, err, _ = _drive(port, clients, seconds, kind)
             out[name], out["err"] = rate, out["err"] + err
             out["cpu_" + name] = (cpu_seconds(proc.pid) - cpu0) / max(rate * seconds, 1) * 1000
+
         try:
-            _drive(port, 4, 0.5, "warm", procs=1)                       # warm-up (plans, caches)
+            _drive(port, 4, 0.5, "warm", procs=1)  # warm-up (plans, caches)
             phase("fresh", "fresh")
             if fresh_only:
                 return out
-            if use_pgbench:                                             # the same, as $1..$3 parameters
-                phase("fresh_params", "fresh", "extended", offset=out["done_fresh"] + 1)   # past any client's counter
-            _drive(port, 4, 0.5, "repeat", procs=1)                     # the 40 are released once
+            if use_pgbench:  # the same, as $1..$3 parameters
+                phase(
+                    "fresh_params", "fresh", "extended", offset=out["done_fresh"] + 1
+                )  # past any client's counter
+            _drive(port, 4, 0.5, "repeat", procs=1)  # the 40 are released once
             phase("repeat", "repeat")
             return out
         finally:
@@ -268,52 +342,80 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.workers")
     ap.add_argument("--quick", action="store_true", help="short runs (< 50 s in all)")
     ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--psycopg", action="store_true", help="Python clients (psycopg threads) even if pgbench is here")
+    ap.add_argument(
+        "--psycopg", action="store_true", help="Python clients (psycopg threads) even if pgbench is here"
+    )
     args = ap.parse_args(argv)
     seconds = 3.0 if args.quick else 15.0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     use_pgbench = pgbench_load.available() is not None and not args.psycopg
     one = measure(1, args.clients, seconds, use_pgbench)
     two = measure(2, args.clients, seconds, use_pgbench)
-    pinned = (measure(1, args.clients, seconds, use_pgbench, cpus={min(os.sched_getaffinity(0))}, fresh_only=True)
-              if cores >= 2 and hasattr(os, "sched_setaffinity") else None)
+    pinned = (
+        measure(1, args.clients, seconds, use_pgbench, cpus={min(os.sched_getaffinity(0))}, fresh_only=True)
+        if cores >= 2 and hasattr(os, "sched_setaffinity")
+        else None
+    )
     speed = two["fresh"] / one["fresh"] if one["fresh"] else 0.0
-    client = ("pgbench (C, one thread)" if use_pgbench else
-              f"psycopg threads in {CLIENT_PROCS} processes" + ("" if pgbench_load.available() else "; no pgbench here"))
-    print(f"bench.workers: PUMS (1,000 rows), {args.clients} clients, {seconds:g} s per phase, {cores} cores; "
-          f"clients: {client}, on the same cores")
-    print(f"{'workers':>7} {'fresh q/s':>10} {'CPU ms':>7} {'cores':>6} {'with $n q/s':>12} {'CPU ms':>7} "
-          f"{'repeat q/s':>11} {'CPU ms':>7} {'cores':>6} {'errors':>7} {'client cores':>13}")
+    client = (
+        "pgbench (C, one thread)"
+        if use_pgbench
+        else f"psycopg threads in {CLIENT_PROCS} processes"
+        + ("" if pgbench_load.available() else "; no pgbench here")
+    )
+    print(
+        f"bench.workers: PUMS (1,000 rows), {args.clients} clients, {seconds:g} s per phase, {cores} cores; "
+        f"clients: {client}, on the same cores"
+    )
+    print(
+        f"{'workers':>7} {'fresh q/s':>10} {'CPU ms':>7} {'cores':>6} {'with $n q/s':>12} {'CPU ms':>7} "
+        f"{'repeat q/s':>11} {'CPU ms':>7} {'cores':>6} {'errors':>7} {'client cores':>13}"
+    )
     for r in (one, two):
-        params = (f"{r['fresh_params']:>12.0f} {r['cpu_fresh_params']:>7.2f}" if "fresh_params" in r
-                  else f"{'-':>12} {'-':>7}")
+        params = (
+            f"{r['fresh_params']:>12.0f} {r['cpu_fresh_params']:>7.2f}"
+            if "fresh_params" in r
+            else f"{'-':>12} {'-':>7}"
+        )
         clients = f"{max(r['client_cores']):>13.2f}" if r["client_cores"] else f"{'-':>13}"
-        print(f"{r['workers']:>7} {r['fresh']:>10.0f} {r['cpu_fresh']:>7.2f} {r['fresh'] * r['cpu_fresh'] / 1000:>6.2f} "
-              f"{params} {r['repeat']:>11.0f} {r['cpu_repeat']:>7.2f} {r['repeat'] * r['cpu_repeat'] / 1000:>6.2f} "
-              f"{r['err']:>7} {clients}")
-    print("(CPU ms: the proxy's CPU time per statement, its processes and threads, clients not counted; "
-          "cores: the cores it got, CPU s per s; with $n: the fresh statements sent as parameters, "
-          "Parse/Bind/Describe/Execute each time; client cores: the most any phase's clients used)")
+        print(
+            f"{r['workers']:>7} {r['fresh']:>10.0f} {r['cpu_fresh']:>7.2f} {r['fresh'] * r['cpu_fresh'] / 1000:>6.2f} "
+            f"{params} {r['repeat']:>11.0f} {r['cpu_repeat']:>7.2f} {r['repeat'] * r['cpu_repeat'] / 1000:>6.2f} "
+            f"{r['err']:>7} {clients}"
+        )
+    print(
+        "(CPU ms: the proxy's CPU time per statement, its processes and threads, clients not counted; "
+        "cores: the cores it got, CPU s per s; with $n: the fresh statements sent as parameters, "
+        "Parse/Bind/Describe/Execute each time; client cores: the most any phase's clients used)"
+    )
     used = one["fresh"] * one["cpu_fresh"] / 1000
     if one["client_cores"]:
         spare = cores - max(one["client_cores"])
-        print(f"(1 worker already uses {used:.2f} cores: its scans run in DuckDB outside the GIL; at its "
-              f"{one['cpu_fresh']:.2f} ms of CPU per statement the {spare:.2f} cores the clients leave would allow "
-              f"{spare / used if used else 0:.2f}x from 1 to 2 workers; 2 workers spent {two['cpu_fresh']:.2f} ms "
-              f"each, their threads held to their cores: [server] cpu_affinity)")
+        print(
+            f"(1 worker already uses {used:.2f} cores: its scans run in DuckDB outside the GIL; at its "
+            f"{one['cpu_fresh']:.2f} ms of CPU per statement the {spare:.2f} cores the clients leave would allow "
+            f"{spare / used if used else 0:.2f}x from 1 to 2 workers; 2 workers spent {two['cpu_fresh']:.2f} ms "
+            f"each, their threads held to their cores: [server] cpu_affinity)"
+        )
     else:
-        print(f"(1 worker already uses {used:.2f} cores: its scans run in DuckDB outside the GIL; the Python "
-              f"clients' own CPU is not measured)")
+        print(
+            f"(1 worker already uses {used:.2f} cores: its scans run in DuckDB outside the GIL; the Python "
+            f"clients' own CPU is not measured)"
+        )
     per_core = ""
     if pinned is not None and pinned["fresh"]:
         per_core = f"; per core {two['fresh'] / pinned['fresh']:.2f}x"
-        print(f"(cores, not workers: 1 worker held to 1 core (sched_setaffinity, its threads and DuckDB's "
-              f"included) {pinned['fresh']:.0f} fresh q/s, {pinned['cpu_fresh']:.2f} CPU ms each; 2 workers on "
-              f"the {cores} cores {two['fresh']:.0f} q/s: {two['fresh'] / pinned['fresh']:.2f}x from 1 to 2 cores)")
+        print(
+            f"(cores, not workers: 1 worker held to 1 core (sched_setaffinity, its threads and DuckDB's "
+            f"included) {pinned['fresh']:.0f} fresh q/s, {pinned['cpu_fresh']:.2f} CPU ms each; 2 workers on "
+            f"the {cores} cores {two['fresh']:.0f} q/s: {two['fresh'] / pinned['fresh']:.2f}x from 1 to 2 cores)"
+        )
     ok = speed >= GOAL_SPEEDUP and two["fresh"] >= GOAL_FRESH and two["repeat"] >= GOAL_REPEAT
-    print(f"HEADLINE: fresh releases {one['fresh']:.0f} -> {two['fresh']:.0f} q/s from 1 to 2 workers "
-          f"({speed:.2f}x{per_core}, goal >= {GOAL_SPEEDUP}x; goal >= {GOAL_FRESH:.0f} q/s), repeats "
-          f"{two['repeat']:.0f} q/s with 2 (goal >= {GOAL_REPEAT:.0f}) {'PASS' if ok else 'MISS'}")
+    print(
+        f"HEADLINE: fresh releases {one['fresh']:.0f} -> {two['fresh']:.0f} q/s from 1 to 2 workers "
+        f"({speed:.2f}x{per_core}, goal >= {GOAL_SPEEDUP}x; goal >= {GOAL_FRESH:.0f} q/s), repeats "
+        f"{two['repeat']:.0f} q/s with 2 (goal >= {GOAL_REPEAT:.0f}) {'PASS' if ok else 'MISS'}"
+    )
     return 0
 
 

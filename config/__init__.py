@@ -1,6 +1,19 @@
 """dpgate configuration: pydantic models and the TOML loader."""
-from .models import Backend, Column, Config, Limits, Role, Server, Table, Tier, TLS
-from .load import ConfigError, load_config, parse_config
 
-__all__ = ["Backend", "Column", "Config", "ConfigError", "Limits", "Role", "Server", "Table",
-           "Tier", "TLS", "load_config", "parse_config"]
+from .load import ConfigError, load_config, parse_config
+from .models import TLS, Backend, Column, Config, Limits, Role, Server, Table, Tier
+
+__all__ = [
+    "Backend",
+    "Column",
+    "Config",
+    "ConfigError",
+    "Limits",
+    "Role",
+    "Server",
+    "Table",
+    "Tier",
+    "TLS",
+    "load_config",
+    "parse_config",
+]

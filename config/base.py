@@ -1,5 +1,6 @@
 """The strict base of every config model: unknown keys are errors, models are frozen, and each
 field's docstring is its description (``dpgate config-reference``)."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict

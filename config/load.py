@@ -7,6 +7,7 @@ the service loads the config (:func:`proxy.cli.service.load_service_config`), an
 mechanisms' set-up tables are computed when the service starts
 (:func:`proxy.pipeline.release.prepare_mechanisms`).
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -37,8 +38,10 @@ def insert_grant_problems(cfg: Config) -> list[str]:
             if table not in cfg.tables:
                 out.append(f"{where}: unknown table {table!r} (local tables: {', '.join(local) or 'none'})")
             elif cfg.tables[table].mode != "local":
-                out.append(f"{where}: table {table!r} is not a local table (mode = 'local'); only "
-                           f"local tables take INSERTs (local tables: {', '.join(local) or 'none'})")
+                out.append(
+                    f"{where}: table {table!r} is not a local table (mode = 'local'); only "
+                    f"local tables take INSERTs (local tables: {', '.join(local) or 'none'})"
+                )
             elif table in role.insert[:i]:
                 out.append(f"{where}: table {table!r} is listed twice")
     return out
@@ -70,6 +73,11 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
     cfg = parse_config(data, str(path))
     if cfg.server.state_dir is not None and not cfg.server.state_dir.is_absolute():
-        cfg = cfg.model_copy(update={"server": cfg.server.model_copy(
-            update={"state_dir": (path.parent / cfg.server.state_dir).resolve()})})
+        cfg = cfg.model_copy(
+            update={
+                "server": cfg.server.model_copy(
+                    update={"state_dir": (path.parent / cfg.server.state_dir).resolve()}
+                )
+            }
+        )
     return cfg

@@ -3,29 +3,44 @@
 Every model forbids unknown keys, so a typo is an error that names the field.
 Loading and error formatting live in :mod:`config.load`.
 """
+
 from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .base import StrictModel
 from .service import TLS, Backend, LedgerStore, Limits, Server
 
-__all__ = ["Backend", "Column", "Config", "LedgerStore", "Limits", "LocalCategory", "LocalColumn",
-           "LocalPolicy", "PrivacyPolicy", "Role", "Server", "TLS", "Table", "Tier"]
+__all__ = [
+    "Backend",
+    "Column",
+    "Config",
+    "LedgerStore",
+    "Limits",
+    "LocalCategory",
+    "LocalColumn",
+    "LocalPolicy",
+    "PrivacyPolicy",
+    "Role",
+    "Server",
+    "TLS",
+    "Table",
+    "Tier",
+]
 
 # The ledger keeps ε as integers of nano-ε in 64-bit columns (SQLite INTEGER, Postgres bigint):
 # a tier's ε and budget must be storable there, and a per-query ε must not round to zero.
 LEDGER_NANO = 1_000_000_000
-LEDGER_MAX_EPSILON = (2**63 - 1) // LEDGER_NANO      # 9,223,372,036 ε: one role's spend in a period
+LEDGER_MAX_EPSILON = (2**63 - 1) // LEDGER_NANO  # 9,223,372,036 ε: one role's spend in a period
 LEDGER_MIN_EPSILON = 1 / LEDGER_NANO
 
 ColumnType = Literal["int", "float", "text", "bool", "date", "timestamp"]
 TIME_TYPES = ("date", "timestamp")
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 
 
 class Column(StrictModel):
@@ -34,7 +49,7 @@ class Column(StrictModel):
 
     type: ColumnType = "int"
     """int, float, text, bool, date or timestamp; must fit the backend column (check-config --backend)."""
-    lower: float | str | None = None    # date / timestamp columns: ISO strings
+    lower: float | str | None = None  # date / timestamp columns: ISO strings
     """clamping lower bound for SUM/AVG/VAR (numbers), or the earliest value as an ISO string
     (date/timestamp columns); public."""
     upper: float | str | None = None
@@ -66,16 +81,17 @@ class Column(StrictModel):
             try:
                 return float(v)
             except ValueError:
-                raise ValueError("Input should be a valid number, unable to parse string as a "
-                                 "number") from None
+                raise ValueError(
+                    "Input should be a valid number, unable to parse string as a number"
+                ) from None
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "Column":
+    def _check(self) -> Column:
         if (self.lower is None) != (self.upper is None):
             raise ValueError("give both lower and upper, or neither")
         if self.lower is not None and self.type in TIME_TYPES:
-            lo, hi = self.time_bounds   # ISO strings; a date/timestamp column groups by date parts
+            lo, hi = self.time_bounds  # ISO strings; a date/timestamp column groups by date parts
             if lo > hi:
                 raise ValueError(f"lower ({self.lower}) is later than upper ({self.upper})")
         elif self.lower is not None:
@@ -88,8 +104,10 @@ class Column(StrictModel):
             if self.lower > self.upper:
                 raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
         if self.type in TIME_TYPES and (self.domain is not None or self.domain_range is not None):
-            raise ValueError("a date/timestamp column takes lower/upper (ISO strings), not a domain: "
-                             "it groups by date_trunc(...) or extract(...) over those bounds")
+            raise ValueError(
+                "a date/timestamp column takes lower/upper (ISO strings), not a domain: "
+                "it groups by date_trunc(...) or extract(...) over those bounds"
+            )
         if self.domain is not None and self.domain_range is not None:
             raise ValueError("give domain or domain_range, not both")
         if self.domain_range is not None:
@@ -117,14 +135,20 @@ class Column(StrictModel):
         if self.type not in TIME_TYPES or self.lower is None:
             return None
         import datetime as dt
+
         conv = dt.date.fromisoformat if self.type == "date" else dt.datetime.fromisoformat
         try:
             lo, hi = conv(str(self.lower)), conv(str(self.upper))
         except ValueError:
-            raise ValueError(f"lower/upper of a {self.type} column must be ISO strings such as "
-                             "'2025-01-01'" + (" or '2025-01-01 00:00:00'" if self.type == "timestamp" else ""))
-        if isinstance(lo, dt.datetime) and lo.tzinfo is not None or (
-                isinstance(hi, dt.datetime) and hi.tzinfo is not None):
+            raise ValueError(
+                f"lower/upper of a {self.type} column must be ISO strings such as "
+                "'2025-01-01'" + (" or '2025-01-01 00:00:00'" if self.type == "timestamp" else "")
+            ) from None
+        if (
+            isinstance(lo, dt.datetime)
+            and lo.tzinfo is not None
+            or (isinstance(hi, dt.datetime) and hi.tzinfo is not None)
+        ):
             raise ValueError("timestamp bounds take no time zone (timestamp without time zone)")
         return lo, hi
 
@@ -165,7 +189,7 @@ class PrivacyPolicy(StrictModel):
     """per-record SUM: the extension, the framework (spec 003), or auto (chosen per query)."""
 
     @model_validator(mode="after")
-    def _check(self) -> "PrivacyPolicy":
+    def _check(self) -> PrivacyPolicy:
         if self.eps_min > self.eps_max:
             raise ValueError(f"eps_min ({self.eps_min}) is greater than eps_max ({self.eps_max})")
         if self.function in ("inverse", "sqrt", "log"):
@@ -195,13 +219,13 @@ class LocalColumn(StrictModel):
     """this column's edge-bucket policy, overriding the table's `edges`."""
 
     @model_validator(mode="after")
-    def _check(self) -> "LocalColumn":
+    def _check(self) -> LocalColumn:
         if self.lo >= self.hi:
             raise ValueError("lo must be below hi")
         return self
 
 
-MAX_CATEGORIES = 128   # d of a categorical Subset column (one bit column per level and category)
+MAX_CATEGORIES = 128  # d of a categorical Subset column (one bit column per level and category)
 
 
 class LocalCategory(StrictModel):
@@ -210,7 +234,7 @@ class LocalCategory(StrictModel):
 
     ladder: str
     """the tier ladder whose levels the Subset reports serve (tiers with ladder = this name)."""
-    variant: Literal[1, 2] = 2          # template generator: Alg. 3 (1) or Alg. 5 (2)
+    variant: Literal[1, 2] = 2  # template generator: Alg. 3 (1) or Alg. 5 (2)
     """template generator: Alg. 3 (1) or Alg. 5 (2) of the multi-tier privacy paper (docs/references.md)."""
 
 
@@ -219,17 +243,17 @@ class LocalPolicy(StrictModel):
 
     columns: dict[str, LocalColumn] = Field(default_factory=dict)
     """private ordinal columns (metric LDP), by name."""
-    categories: dict[str, LocalCategory] = Field(default_factory=dict)   # Subset columns (multi-tier privacy)
+    categories: dict[str, LocalCategory] = Field(default_factory=dict)  # Subset columns (multi-tier privacy)
     """private categorical columns perturbed by multi-tier Subset (multi-tier privacy), by name."""
-    joint: list[list[str]] = Field(default_factory=list)   # groups for multi-dim ranges
+    joint: list[list[str]] = Field(default_factory=list)  # groups for multi-dim ranges
     """groups of columns collected jointly for multi-dimensional ranges."""
     estimator: Literal["paper", "known_n"] = "paper"
     """paper: the estimator of seed 002; known_n: with the public row count."""
     null_policy: Literal["refuse", "lo"] = "refuse"
     """a NULL private value at ingestion: refuse the row, or take it as lo."""
-    weight: str | None = None          # optional weight column (public)
+    weight: str | None = None  # optional weight column (public)
     """optional public weight column."""
-    reports: str | None = None         # backend table holding the reports (default <name>_reports)
+    reports: str | None = None  # backend table holding the reports (default <name>_reports)
     """backend table holding the reports (default <table>_reports)."""
     # query-time post-processing (spec §8, §3.12; no privacy cost): edge buckets of a cut range,
     # the value percentile_disc returns for its bucket, a monotone (PAVA) CDF, clipping to [0, n]
@@ -297,20 +321,22 @@ class Table(StrictModel):
     "orders.customer_id"`)."""
 
     @model_validator(mode="after")
-    def _unit(self) -> "Table":
+    def _unit(self) -> Table:
         if self.key is not None and self.key not in self.columns:
             raise ValueError(f"key {self.key!r} is not a declared column")
         for col in self.references:
             if col not in self.columns:
                 raise ValueError(f"references.{col}: {col!r} is not a declared column")
-        if self.public and (self.privacy_unit is not None or self.mode != "central" or self.privacy is not None):
+        if self.public and (
+            self.privacy_unit is not None or self.mode != "central" or self.privacy is not None
+        ):
             raise ValueError("a public table has no privacy unit, no local or per-record policy")
         if self.public and self.key is None:
             raise ValueError("a public table needs a key (a unique column joins look rows up by)")
         u = self.privacy_unit
         if u is None:
             return self
-        if "." in u:                         # through a declared reference: checked by the Config
+        if "." in u:  # through a declared reference: checked by the Config
             return self
         col = self.columns.get(u)
         if col is None:
@@ -318,18 +344,23 @@ class Table(StrictModel):
         if col.type not in ("int", "text"):
             raise ValueError(f"privacy_unit {u!r} must be an int or text column, not {col.type}")
         if self.mode == "local" or self.privacy is not None:
-            raise ValueError("privacy_unit applies to central tables; a local or per-record table "
-                             "protects each row by its own mechanism")
+            raise ValueError(
+                "privacy_unit applies to central tables; a local or per-record table "
+                "protects each row by its own mechanism"
+            )
         return self
 
     @model_validator(mode="after")
-    def _policies(self) -> "Table":
+    def _policies(self) -> Table:
         if self.mode == "local" and self.local is None:
             raise ValueError("mode = 'local' needs a [local] policy")
         if self.mode != "local" and self.local is not None:
             raise ValueError("a [local] policy needs mode = 'local'")
-        if self.privacy is not None and self.privacy.column is not None \
-                and self.privacy.column not in self.columns:
+        if (
+            self.privacy is not None
+            and self.privacy.column is not None
+            and self.privacy.column not in self.columns
+        ):
             raise ValueError(f"privacy.column {self.privacy.column!r} is not a declared column")
         if self.local is not None:
             for name in self.local.columns:
@@ -378,7 +409,7 @@ class Tier(StrictModel):
     """the budget renews every day, week, month, or never."""
     description: str = ""
     """free text (dpgate.* views, owner page)."""
-    ladder: str | None = None     # tiers naming the same ladder are answered from one chain (multi-tier privacy)
+    ladder: str | None = None  # tiers naming the same ladder are answered from one chain (multi-tier privacy)
     """tiers naming the same ladder are answered from one noise chain (multi-tier privacy): a coalition pays max ε,
     not Σε."""
     # a tier whose ε is not yet a level of a stored chain (added later): "nearest" serves the nearest
@@ -399,20 +430,24 @@ class Tier(StrictModel):
     @classmethod
     def _storable_budget(cls, v: float) -> float:
         if not v <= LEDGER_MAX_EPSILON:
-            raise ValueError(f"{v:g} is more than the ledger can store (nano-ε in a 64-bit integer: "
-                             f"at most {LEDGER_MAX_EPSILON:,} ε)")
+            raise ValueError(
+                f"{v:g} is more than the ledger can store (nano-ε in a 64-bit integer: "
+                f"at most {LEDGER_MAX_EPSILON:,} ε)"
+            )
         return v
 
     @field_validator("epsilon")
     @classmethod
     def _storable_epsilon(cls, v: float) -> float:
         if v < LEDGER_MIN_EPSILON:
-            raise ValueError(f"{v:g} is below the ledger's resolution of 1e-9 ε (nano-ε integers): "
-                             "it would be charged as 0")
+            raise ValueError(
+                f"{v:g} is below the ledger's resolution of 1e-9 ε (nano-ε integers): "
+                "it would be charged as 0"
+            )
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "Tier":
+    def _check(self) -> Tier:
         if self.epsilon > self.budget:
             raise ValueError(f"epsilon ({self.epsilon}) exceeds the budget ({self.budget})")
         if self.delta > self.delta_budget:
@@ -433,12 +468,21 @@ class Role(StrictModel):
     auth = 'scram'."""
     admin: bool = False
     """the data owner: sees every role's budget and releases (dpgate.* views, the owner page)."""
-    insert: list[str] = Field(default_factory=list, description=(
-        "local tables this role may INSERT into through the proxy (rows are perturbed on the way "
-        "in); every other role gets 42501. Checked at load: each must be a declared local table"))
-    insert_rows_per_minute: int = Field(default=1000, ge=1, description=(
-        "rows this role may INSERT per minute, all local tables together (a token bucket of this "
-        "size refilled continuously, per proxy process); beyond it an INSERT is refused with 53400"))
+    insert: list[str] = Field(
+        default_factory=list,
+        description=(
+            "local tables this role may INSERT into through the proxy (rows are perturbed on the way "
+            "in); every other role gets 42501. Checked at load: each must be a declared local table"
+        ),
+    )
+    insert_rows_per_minute: int = Field(
+        default=1000,
+        ge=1,
+        description=(
+            "rows this role may INSERT per minute, all local tables together (a token bucket of this "
+            "size refilled continuously, per proxy process); beyond it an INSERT is refused with 53400"
+        ),
+    )
 
     @field_validator("scram")
     @classmethod
@@ -461,48 +505,62 @@ class Config(StrictModel):
     """connection roles, by name."""
     tables: dict[str, Table]
     """declared tables, by lower-case name."""
-    demo: bool = False             # load the demo data set into the backend on start
+    demo: bool = False  # load the demo data set into the backend on start
     """load the demo data set into the backend on start."""
 
     @model_validator(mode="after")
-    def _refs(self) -> "Config":
+    def _refs(self) -> Config:
         for name, role in self.roles.items():
             if role.tier not in self.tiers:
-                raise ValueError(f"roles.{name}.tier: unknown tier {role.tier!r} (tiers: {', '.join(self.tiers)})")
+                raise ValueError(
+                    f"roles.{name}.tier: unknown tier {role.tier!r} (tiers: {', '.join(self.tiers)})"
+                )
             if self.server.auth == "scram" and role.scram is None:
-                raise ValueError(f"roles.{name}.scram: a SCRAM verifier is required when server.auth = 'scram'")
+                raise ValueError(
+                    f"roles.{name}.scram: a SCRAM verifier is required when server.auth = 'scram'"
+                )
         for name in self.tables:
             if not name.isidentifier() or name.lower() != name:
                 raise ValueError(f"tables.{name}: table names must be lower-case identifiers")
         ladders = sorted({t.ladder for t in self.tiers.values() if t.ladder is not None})
         for name, table in self.tables.items():
-            for col, cat in (table.local.categories.items() if table.local else ()):
-                if cat.ladder not in ladders:     # the Subset program is built from these tiers' ε
-                    raise ValueError(f"tables.{name}.local.categories.{col}.ladder: no tier has ladder = "
-                                     f"{cat.ladder!r} (ladders: {', '.join(ladders) or 'none'})")
+            for col, cat in table.local.categories.items() if table.local else ():
+                if cat.ladder not in ladders:  # the Subset program is built from these tiers' ε
+                    raise ValueError(
+                        f"tables.{name}.local.categories.{col}.ladder: no tier has ladder = "
+                        f"{cat.ladder!r} (ladders: {', '.join(ladders) or 'none'})"
+                    )
             self._check_references(name, table)
             if self.demo and self.backend.kind == "spark":
-                raise ValueError("demo = true loads the demo tables into DuckDB or Postgres; on Spark, "
-                                 "register your tables (CREATE TABLE … USING parquet) and declare them")
+                raise ValueError(
+                    "demo = true loads the demo tables into DuckDB or Postgres; on Spark, "
+                    "register your tables (CREATE TABLE … USING parquet) and declare them"
+                )
             if table.privacy is not None and table.privacy.function == "log" and self.backend.kind == "spark":
-                raise ValueError(f"tables.{name}.privacy: function = 'log' needs a correctly rounded LN, and "
-                                 "Spark's (Java's) differs from Python's by an ulp on some values, which can "
-                                 "move a record across a level bound; use 'inverse' or 'sqrt' (exact on Spark)")
+                raise ValueError(
+                    f"tables.{name}.privacy: function = 'log' needs a correctly rounded LN, and "
+                    "Spark's (Java's) differs from Python's by an ulp on some values, which can "
+                    "move a record across a level bound; use 'inverse' or 'sqrt' (exact on Spark)"
+                )
         return self
 
-    def _check_references(self, name: str, table: "Table") -> None:
+    def _check_references(self, name: str, table: Table) -> None:
         for col, ref in table.references.items():
             other = self.tables.get(ref)
             if other is None or other.key is None:
-                raise ValueError(f"tables.{name}.references.{col}: {ref!r} is not a declared table with a key")
+                raise ValueError(
+                    f"tables.{name}.references.{col}: {ref!r} is not a declared table with a key"
+                )
         u = table.privacy_unit
         if u is not None and "." in u:
             ref, col = u.split(".", 1)
             via = [c for c, t in table.references.items() if t == ref]
             other = self.tables.get(ref)
             if not via or other is None or col not in other.columns or other.public:
-                raise ValueError(f"tables.{name}.privacy_unit: {u!r} needs references.<column> = {ref!r} and "
-                                 f"{col!r} a declared column of the private table {ref!r}")
+                raise ValueError(
+                    f"tables.{name}.privacy_unit: {u!r} needs references.<column> = {ref!r} and "
+                    f"{col!r} a declared column of the private table {ref!r}"
+                )
 
     def source_of(self, table: str) -> str:
         return self.tables[table].source or table

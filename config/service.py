@@ -1,6 +1,7 @@
 """The service's settings: listening and limits (``[server]``, ``[server.limits]``,
 ``[server.tls]``), where the data is (``[backend]``) and where the ledger lives
 (``[ledger]``). The data's own declarations (tables, tiers, roles) are in :mod:`config.models`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,19 +21,38 @@ class Limits(StrictModel):
     """bytes of any frontend message; a longer one closes the connection (FATAL 54000)."""
     statement_timeout_ms: int = Field(default=30_000, ge=0)
     """the backend scan is cancelled after this (57014, nothing charged); 0 = never."""
-    idle_timeout_s: float = Field(default=3600, ge=0, description=(
-        "a logged-in session that sends nothing for this long is closed (FATAL 57P05); 0 = never"))
+    idle_timeout_s: float = Field(
+        default=3600,
+        ge=0,
+        description=(
+            "a logged-in session that sends nothing for this long is closed (FATAL 57P05); 0 = never"
+        ),
+    )
     # Connections before login and statement size (proxy/wire; issue 24).
-    login_timeout_s: float = Field(default=10, gt=0, description=(
-        "a connection that has not logged in after this long is closed"))
-    max_pending_connections: int = Field(default=128, ge=1, description=(
-        "connections not yet logged in, in all; over it the oldest one silent for 2 s is closed to "
-        "make room, else the new one is refused (FATAL 53300)"))
-    max_pending_per_address: int = Field(default=64, ge=1, description=(
-        "connections not yet logged in from one client address (as max_pending_connections)"))
-    max_statement_size: int = Field(default=256 << 10, ge=1024, description=(
-        "bytes of one Query/Parse message; a longer statement is refused (54000) before anything "
-        "parses it and the session stays usable; at most max_message_size"))
+    login_timeout_s: float = Field(
+        default=10, gt=0, description=("a connection that has not logged in after this long is closed")
+    )
+    max_pending_connections: int = Field(
+        default=128,
+        ge=1,
+        description=(
+            "connections not yet logged in, in all; over it the oldest one silent for 2 s is closed to "
+            "make room, else the new one is refused (FATAL 53300)"
+        ),
+    )
+    max_pending_per_address: int = Field(
+        default=64,
+        ge=1,
+        description=("connections not yet logged in from one client address (as max_pending_connections)"),
+    )
+    max_statement_size: int = Field(
+        default=256 << 10,
+        ge=1024,
+        description=(
+            "bytes of one Query/Parse message; a longer statement is refused (54000) before anything "
+            "parses it and the session stays usable; at most max_message_size"
+        ),
+    )
     max_statements_per_role: int = Field(default=16, ge=1)
     """concurrent statements of one role; one more gets 53300."""
     shutdown_grace_s: float = Field(default=10, ge=0)
@@ -44,7 +64,7 @@ class Limits(StrictModel):
     """per-row cost cap: characters of all literals of a statement."""
     max_pattern_chars: int = Field(default=128, ge=1)
     """per-row cost cap: characters of one LIKE pattern."""
-    max_pattern_wildcards: int = Field(default=16, ge=1)    # all patterns of a statement together
+    max_pattern_wildcards: int = Field(default=16, ge=1)  # all patterns of a statement together
     """per-row cost cap: wildcards of all patterns of a statement together."""
     max_text_ops: int = Field(default=16, ge=1)
     """per-row cost cap: text operations in a statement."""
@@ -59,7 +79,7 @@ class Limits(StrictModel):
     (cross products and series count in full)."""
 
     @model_validator(mode="after")
-    def _statement_within_message(self) -> "Limits":
+    def _statement_within_message(self) -> Limits:
         if self.max_statement_size > self.max_message_size:
             raise ValueError("max_statement_size must not exceed max_message_size")
         return self
@@ -74,7 +94,7 @@ class TLS(StrictModel):
     """refuse clients that do not use TLS."""
 
     @model_validator(mode="after")
-    def _pair(self) -> "TLS":
+    def _pair(self) -> TLS:
         if (self.cert is None) != (self.key is None):
             raise ValueError("give both cert and key, or neither")
         if self.require and self.cert is None:
@@ -100,9 +120,15 @@ class Server(StrictModel):
     """TLS certificate and policy."""
     log_format: Literal["text", "json"] = "text"
     """text, or json: one line per statement (role, fingerprint, decision, ε, ms)."""
-    workers: int | None = Field(default=None, ge=1, le=256, description=(
-        "processes serving the port (dpgate serve --workers overrides it); default: the number of "
-        "cores, or 1 for an embedded DuckDB file that a role may INSERT into (one writer per file)"))
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description=(
+            "processes serving the port (dpgate serve --workers overrides it); default: the number of "
+            "cores, or 1 for an embedded DuckDB file that a role may INSERT into (one writer per file)"
+        ),
+    )
     heavy_lane: Literal["idle", "low", "off"] = "idle"
     """with more than one worker: heavy statements (10,000-cell GROUP BYs, ladders, per-record,
     MAX/MIN) run in one more process at the lowest CPU priority, idle (SCHED_IDLE: only when no
@@ -115,7 +141,7 @@ class Server(StrictModel):
     and the heavy-statement lane stay free to use every core. off: the kernel places every thread."""
 
     @model_validator(mode="after")
-    def _trust_loopback(self) -> "Server":
+    def _trust_loopback(self) -> Server:
         if self.auth == "trust" and self.host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("auth = 'trust' is only allowed on a loopback host")
         return self
@@ -124,9 +150,9 @@ class Server(StrictModel):
 class Backend(StrictModel):
     kind: Literal["duckdb", "postgres", "spark"] = "duckdb"
     """duckdb (embedded), postgres, or spark (Spark Connect; pip install 'dpgate[spark]')."""
-    path: Path | None = None       # duckdb file (relative to the state dir); None → demo file
+    path: Path | None = None  # duckdb file (relative to the state dir); None → demo file
     """DuckDB file, relative to the state dir (default: the demo's file)."""
-    dsn: str | None = None         # postgres connection string
+    dsn: str | None = None  # postgres connection string
     """Postgres connection string (kind = 'postgres'): a read-only role (docs/least-privilege.md);
     every scan session is also read-only at the database."""
     write_dsn: str | None = None
@@ -138,7 +164,7 @@ class Backend(StrictModel):
     (default: a warning at start; docs/least-privilege.md)."""
     pool_size: int = Field(default=4, ge=1, le=256)
     """Postgres connections in the pool."""
-    connect_timeout_s: float = Field(default=2.0, gt=0, le=60)   # a down backend fails within this
+    connect_timeout_s: float = Field(default=2.0, gt=0, le=60)  # a down backend fails within this
     """a down backend fails statements (08006) within this."""
     remote: str | None = None
     """Spark Connect server, e.g. 'sc://host:15002' (kind = 'spark')."""
@@ -161,7 +187,7 @@ class Backend(StrictModel):
     at 1M rows), at the cost of a lone scan using fewer cores."""
 
     @model_validator(mode="after")
-    def _dsn(self) -> "Backend":
+    def _dsn(self) -> Backend:
         if self.threads is not None and self.kind != "duckdb":
             raise ValueError("threads applies to kind = 'duckdb' (the embedded engine) only")
         if self.kind == "postgres" and not self.dsn:
@@ -169,7 +195,11 @@ class Backend(StrictModel):
         if self.attach and self.kind != "duckdb":
             raise ValueError("attach applies to kind = 'duckdb' only")
         for name in self.attach:
-            if not name.isidentifier() or name != name.lower() or name in ("main", "memory", "system", "temp"):
+            if (
+                not name.isidentifier()
+                or name != name.lower()
+                or name in ("main", "memory", "system", "temp")
+            ):
                 raise ValueError(f"attach.{name}: give a lower-case identifier, not a DuckDB catalog name")
         if self.write_dsn is not None and self.kind != "postgres":
             raise ValueError("write_dsn applies to kind = 'postgres' only")
@@ -181,9 +211,10 @@ class Backend(StrictModel):
 class LedgerStore(StrictModel):
     """Where the budget ledger, release store and ladder store live: a SQLite file
     in the state dir (default), or a Postgres database shared by several proxies."""
+
     kind: Literal["sqlite", "postgres"] = "sqlite"
     """sqlite (<state_dir>/ledger.sqlite3) or postgres (shared by several proxies)."""
-    dsn: str | None = None         # postgres connection string
+    dsn: str | None = None  # postgres connection string
     """Postgres connection string (kind = 'postgres')."""
     db_schema: str = Field(default="dpgate", alias="schema", pattern=r"^[a-z_][a-z0-9_]*$")
     """Postgres schema of the ledger tables (key: schema)."""
@@ -193,7 +224,7 @@ class LedgerStore(StrictModel):
     ledger need the same key."""
 
     @model_validator(mode="after")
-    def _dsn(self) -> "LedgerStore":
+    def _dsn(self) -> LedgerStore:
         if self.kind == "postgres" and not self.dsn:
             raise ValueError("kind = 'postgres' needs dsn")
         return self

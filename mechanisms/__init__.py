@@ -7,16 +7,32 @@ their privacy map as code. See spec 001 (/work/shared/specs/001_mean_addremove.m
 
 from .average import SplitAverage
 from .composition import Sequential, compose, parallel_epsilon, split
-from .dlap import (dlap_cdf, dlap_half_width, dlap_logpmf, dlap_pmf, dlap_tail,
-                   dlap_variance)
+from .dlap import dlap_cdf, dlap_half_width, dlap_logpmf, dlap_pmf, dlap_tail, dlap_variance
 from .measurements import GeometricCount, LaplaceSum, Measurement, Release, as_epsilon
 from .rng import RandomSource, SeededSource, SystemRandomSource, default_source
 from .samplers import bernoulli_exp, discrete_laplace
 
 __all__ = [
-    "RandomSource", "SystemRandomSource", "SeededSource", "default_source",
-    "bernoulli_exp", "discrete_laplace",
-    "dlap_pmf", "dlap_logpmf", "dlap_cdf", "dlap_tail", "dlap_variance", "dlap_half_width",
-    "Release", "Measurement", "GeometricCount", "LaplaceSum", "SplitAverage", "as_epsilon",
-    "Sequential", "compose", "parallel_epsilon", "split",
+    "RandomSource",
+    "SystemRandomSource",
+    "SeededSource",
+    "default_source",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "dlap_pmf",
+    "dlap_logpmf",
+    "dlap_cdf",
+    "dlap_tail",
+    "dlap_variance",
+    "dlap_half_width",
+    "Release",
+    "Measurement",
+    "GeometricCount",
+    "LaplaceSum",
+    "SplitAverage",
+    "as_epsilon",
+    "Sequential",
+    "compose",
+    "parallel_epsilon",
+    "split",
 ]

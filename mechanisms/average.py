@@ -8,7 +8,6 @@ import math
 from fractions import Fraction
 from numbers import Real
 from statistics import NormalDist
-from typing import Optional
 
 from .measurements import GeometricCount, LaplaceSum, Measurement, Release, as_epsilon
 from .rng import RandomSource, default_source
@@ -46,11 +45,9 @@ class SplitAverage(Measurement):
         self.upper = self.sum_measurement.upper
 
     def privacy_map_exact(self, d_in: int) -> Fraction:
-        return (self.sum_measurement.privacy_map_exact(d_in)
-                + self.count_measurement.privacy_map_exact(d_in))
+        return self.sum_measurement.privacy_map_exact(d_in) + self.count_measurement.privacy_map_exact(d_in)
 
-    def release(self, true_value: tuple[Real, int],
-                source: Optional[RandomSource] = None) -> Release:
+    def release(self, true_value: tuple[Real, int], source: RandomSource | None = None) -> Release:
         """Release AVG from ``true_value = (clamped_sum, count)``."""
         true_sum, true_count = true_value
         src = source if source is not None else default_source()
@@ -61,8 +58,9 @@ class SplitAverage(Measurement):
         hw = self.half_width(0.95, n_hat=n_hat, avg_hat=avg)
         return Release(avg, self.epsilon, hw, self.name, None, (rs, rc))
 
-    def half_width(self, level: float = 0.95, n_hat: Optional[int] = None,
-                   avg_hat: Optional[float] = None) -> float:
+    def half_width(
+        self, level: float = 0.95, n_hat: int | None = None, avg_hat: float | None = None
+    ) -> float:
         """Approximate half-width from released (n_hat, avg_hat).
 
         Without them, returns the data-independent bound ``upper - lower``.
@@ -73,6 +71,5 @@ class SplitAverage(Measurement):
         if not 0.0 < level < 1.0:
             raise ValueError(f"level must be in (0, 1), got {level}")
         z = NormalDist().inv_cdf(0.5 + level / 2)
-        var = (self.sum_measurement.noise_variance
-               + avg_hat ** 2 * self.count_measurement.noise_variance)
+        var = self.sum_measurement.noise_variance + avg_hat**2 * self.count_measurement.noise_variance
         return min(z * math.sqrt(var) / max(n_hat, 1), cap)

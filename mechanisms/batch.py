@@ -46,12 +46,22 @@ import numpy as np
 from .exact_real import LazyUniform, exp_neg_interval, logistic_interval
 from .rng import RandomSource
 
-__all__ = ["geometric_array", "discrete_laplace_array", "bernoulli32", "randbelow32", "below_array",
-           "fair_coins", "fill_by_rejection", "fits_int64", "low_digits", "MAX_DIGITS"]
+__all__ = [
+    "geometric_array",
+    "discrete_laplace_array",
+    "bernoulli32",
+    "randbelow32",
+    "below_array",
+    "fair_coins",
+    "fill_by_rejection",
+    "fits_int64",
+    "low_digits",
+    "MAX_DIGITS",
+]
 
-MAX_DIGITS = 50                      # 2^50 grid units of noise scale at most (int64 room)
-_TAIL_BITS = 20                      # H's table stops at B^L < 2^-20
-_HIGH = 16                           # the table's ratio B = exp(-g), g >= 1/16
+MAX_DIGITS = 50  # 2^50 grid units of noise scale at most (int64 room)
+_TAIL_BITS = 20  # H's table stops at B^L < 2^-20
+_HIGH = 16  # the table's ratio B = exp(-g), g >= 1/16
 
 
 def _ratio(x: Rational, what: str) -> tuple[int, int]:
@@ -116,6 +126,7 @@ def randbelow32(size: int, m: int, source: RandomSource) -> np.ndarray:
     def propose(n: int):
         r = words32(n, source) >> (32 - k)
         return r, r < m
+
     return fill_by_rejection(size, propose, Fraction(1, 2))
 
 
@@ -157,13 +168,13 @@ def _table(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         his.append(-hi)
         if hi <= 1 << (32 - _TAIL_BITS):
             out = np.array(los, dtype=np.int64), np.array(his, dtype=np.int64)
-            for arr in out:                          # shared by every thread: read only
+            for arr in out:  # shared by every thread: read only
                 arr.flags.writeable = False
             return out
         h += 1
 
 
-_BUCKET_SHIFT = 16                   # u's top 16 bits index the bucket table
+_BUCKET_SHIFT = 16  # u's top 16 bits index the bucket table
 _UNDECIDED = np.iinfo(np.uint16).max
 
 
@@ -179,7 +190,7 @@ def _buckets(a: int, b: int) -> np.ndarray:
     fewest = np.searchsorted(neg_lo, -(starts + (1 << _BUCKET_SHIFT) - 1), side="left")
     most = np.searchsorted(neg_hi, -starts, side="left")
     out = np.where(fewest == most, fewest, _UNDECIDED).astype(np.uint16)
-    out.flags.writeable = False                  # shared by every thread: read only
+    out.flags.writeable = False  # shared by every thread: read only
     return out
 
 
@@ -195,8 +206,8 @@ def high_counts(u: np.ndarray, a: int, b: int, source: RandomSource) -> np.ndarr
     if rest.size:
         us = -u[rest]
         h_rest = np.searchsorted(neg_lo, us, side="left")  # #{h : lo_h > u}: surely U < B^h
-        sure = np.searchsorted(neg_hi, us, side="left")    # #{h : hi_h > u}: possibly U < B^h
-        for i in np.flatnonzero(h_rest != sure):         # u in some [lo_h, hi_h): exact
+        sure = np.searchsorted(neg_hi, us, side="left")  # #{h : hi_h > u}: possibly U < B^h
+        for i in np.flatnonzero(h_rest != sure):  # u in some [lo_h, hi_h): exact
             lazy, c = LazyUniform(int(u[rest[i]]), 32, source), 0
             while c < big_l and lazy.below(partial(exp_neg_interval, a * (c + 1), b)):
                 c += 1
@@ -209,7 +220,7 @@ def _high_part(size: int, a: int, b: int, source: RandomSource) -> np.ndarray:
     """H >= 0 with P[H >= h] = B^h, B = exp(-a/b): H = #{h : U < B^h} (module doc)."""
     big_l = _table(a, b)[0].size
     h = high_counts(words32(size, source), a, b, source)
-    tail = np.flatnonzero(h == big_l)                # H >= L: L + a fresh H (memoryless)
+    tail = np.flatnonzero(h == big_l)  # H >= L: L + a fresh H (memoryless)
     if tail.size:
         h[tail] = big_l + _high_part(tail.size, a, b, source)
     return h
@@ -223,15 +234,17 @@ def geometric_array(size: int, gamma: Rational, source: RandomSource) -> np.ndar
         raise ValueError(f"gamma must be > 0, got {s}/{t}")
     m = low_digits(s, t)
     if m > MAX_DIGITS:
-        raise ValueError(f"gamma {s}/{t} needs {m} binary digits; the batch draws at most "
-                         f"{MAX_DIGITS} (use the scalar sampler)")
+        raise ValueError(
+            f"gamma {s}/{t} needs {m} binary digits; the batch draws at most "
+            f"{MAX_DIGITS} (use the scalar sampler)"
+        )
     y = np.zeros(size, dtype=np.int64)
-    for i in range(m):                               # digit i: P[1] = q_i/(1 + q_i)
+    for i in range(m):  # digit i: P[1] = q_i/(1 + q_i)
         lo, hi = logistic_interval(s << i, t, 32)
         bit = _decide(words32(size, source), lo, hi, partial(logistic_interval, s << i, t), source)
         y |= bit.astype(np.int64) << i
     h = _high_part(size, s << m, t, source)
-    if m and h.size and int(h.max()) >= 1 << (62 - m):   # H >= 2^12: probability < e^-256
+    if m and h.size and int(h.max()) >= 1 << (62 - m):  # H >= 2^12: probability < e^-256
         raise OverflowError("geometric draw beyond int64")
     return y | (h << m) if m else h
 

@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from numbers import Real
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from .measurements import Measurement, Release, as_epsilon
 from .rng import RandomSource, default_source
@@ -43,8 +44,7 @@ class Sequential:
     def epsilon(self) -> float:
         return self.privacy_map(1)
 
-    def release(self, true_values: Sequence[Any],
-                source: Optional[RandomSource] = None) -> tuple[Release, ...]:
+    def release(self, true_values: Sequence[Any], source: RandomSource | None = None) -> tuple[Release, ...]:
         """Release each measurement on its own true value, in order."""
         if len(true_values) != len(self.measurements):
             raise ValueError("need one true value per measurement")

@@ -23,15 +23,16 @@ exact inverse-CDF image of U, so P(i) is exactly the weight ratio, whatever the 
   one block of weight in [0, that bound] placed last (a suffix of the same order); landing
   on or near it sends the draw to the full expansion.
 """
+
 from __future__ import annotations
 
 import bisect
 import decimal
 import functools
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from numbers import Rational
-from typing import Sequence
 
 import numpy as np
 
@@ -39,14 +40,15 @@ from .rng import RandomSource
 
 __all__ = ["exp_weighted_index"]
 
-_CUT = 130                          # γ·r beyond this: the tail block (e^-130 < 1e-56)
+_CUT = 130  # γ·r beyond this: the tail block (e^-130 < 1e-56)
 _TAIL = 1e-56
-_U53 = 2.0 ** -53
+_U53 = 2.0**-53
 _EMIN, _EMAX = decimal.MIN_EMIN, decimal.MAX_EMAX
 
 
-def exp_weighted_index(counts: Sequence[int], powers: Sequence[int], gamma: Rational,
-                       source: RandomSource) -> int:
+def exp_weighted_index(
+    counts: Sequence[int], powers: Sequence[int], gamma: Rational, source: RandomSource
+) -> int:
     """Exact draw of i with P(i) ∝ counts[i] · exp(−gamma · powers[i]); counts >= 1 and
     powers >= 0 integers, gamma >= 0 rational (a float is taken as the rational it is)."""
     g = Fraction(gamma)
@@ -59,7 +61,7 @@ def exp_weighted_index(counts: Sequence[int], powers: Sequence[int], gamma: Rati
     if c.size == 1:
         return 0
     r = p - p.min()
-    order = np.argsort(r, kind="stable")               # the fixed order: by score, then index
+    order = np.argsort(r, kind="stable")  # the fixed order: by score, then index
     rs, cs = r[order], c[order]
     total = int(cs.sum())
     cut = min(math.floor(_CUT / g), int(rs[-1])) if g > 0 else None
@@ -67,7 +69,7 @@ def exp_weighted_index(counts: Sequence[int], powers: Sequence[int], gamma: Rati
     bits, u = 128, source.getrandbits(128)
     j = _float_pass(rs[:k], cs[:k], total - int(cs[:k].sum()), g, u, bits)
     digits = 40
-    while j is None:                                   # rare: refine U and the precision
+    while j is None:  # rare: refine U and the precision
         u, bits = (u << 128) | source.getrandbits(128), bits + 128
         j = _decimal_pass(rs, cs, k, g, digits, u, bits)
         k, digits = rs.size, 2 * digits
@@ -91,8 +93,11 @@ def _exp_neg(g: Fraction, digits: int) -> tuple[decimal.Decimal, decimal.Decimal
 def _decide(cum_lo, cum_hi, tail: bool, t_lo, t_hi):
     """Position j with cum_hi[j-1] <= t_lo and t_hi < cum_lo[j] (then U·W is in block j
     for every admissible weight), or None; the last block is the tail when ``tail``."""
-    j = int(np.searchsorted(cum_lo, t_hi, side="right")) if isinstance(cum_lo, np.ndarray) \
+    j = (
+        int(np.searchsorted(cum_lo, t_hi, side="right"))
+        if isinstance(cum_lo, np.ndarray)
         else bisect.bisect_right(cum_lo, t_hi)
+    )
     if j >= len(cum_lo) or (tail and j == len(cum_lo) - 1) or (j > 0 and cum_hi[j - 1] > t_lo):
         return None
     return j
@@ -112,7 +117,7 @@ def _float_pass(rs: np.ndarray, cs: np.ndarray, rest: int, g: Fraction, u: int, 
     base = float((b_lo + b_hi) / 2)
     pw = np.ones(n)
     rr = rs.copy()
-    while True:                                       # pw = b^r by binary powering
+    while True:  # pw = b^r by binary powering
         odd = (rr & 1).astype(bool)
         pw[odd] *= base
         rr >>= 1
@@ -125,7 +130,7 @@ def _float_pass(rs: np.ndarray, cs: np.ndarray, rest: int, g: Fraction, u: int, 
     if tail:
         cum_lo = np.append(cum_lo, cum_lo[-1])
         cum_hi = np.append(cum_hi, (cum_hi[-1] + rest * _TAIL) * (1 + 4 * _U53))
-    scale = 2.0 ** -bits
+    scale = 2.0**-bits
     t_lo = cum_lo[-1] * (float(u) * scale) * (1 - 4 * _U53)
     t_hi = cum_hi[-1] * (float(u + 1) * scale) * (1 + 4 * _U53)
     return _decide(cum_lo, cum_hi, tail, t_lo, t_hi)
@@ -139,7 +144,7 @@ def _decimal_pass(rs: np.ndarray, cs: np.ndarray, k: int, g: Fraction, digits: i
     D = decimal.Decimal
     cum_lo, cum_hi = [], []
     s_lo = s_hi = D(0)
-    w_lo = w_hi = D(1)                   # bounds on b^r at r = r_at
+    w_lo = w_hi = D(1)  # bounds on b^r at r = r_at
     r_at = 0
     for r, cnt in zip(rs[:k].tolist(), cs[:k].tolist()):
         if r != r_at:
@@ -152,11 +157,11 @@ def _decimal_pass(rs: np.ndarray, cs: np.ndarray, k: int, g: Fraction, digits: i
         cum_hi.append(s_hi)
     rest = int(cs[k:].sum())
     tail = rest > 0
-    if tail:                              # every dropped outcome has r > cut: b^r <= b_hi^(cut+1)
+    if tail:  # every dropped outcome has r > cut: b^r <= b_hi^(cut+1)
         bound = up.multiply(D(rest), _power(b_hi, int(rs[k]), up))
         cum_lo.append(s_lo)
         cum_hi.append(up.add(s_hi, bound))
-    scale = D(1 << bits)                  # exact
+    scale = D(1 << bits)  # exact
     t_lo = down.divide(down.multiply(cum_lo[-1], D(u)), scale)
     t_hi = up.divide(up.multiply(cum_hi[-1], D(u + 1)), scale)
     return _decide(cum_lo, cum_hi, tail, t_lo, t_hi)

@@ -33,7 +33,7 @@ def exp_neg_interval(a: int, b: int, prec: int) -> tuple[int, int]:
     if a < 0 or b < 1 or prec < 0:
         raise ValueError(f"need a >= 0, b >= 1, prec >= 0; got {a}, {b}, {prec}")
     s = (a // b).bit_length()
-    fb = b << s                                     # f = a / fb in [0, 1)
+    fb = b << s  # f = a / fb in [0, 1)
     big_p = prec + s + 4
     big_p += (2 * big_p + 8).bit_length()
     term = total = 1 << big_p
@@ -44,7 +44,7 @@ def exp_neg_interval(a: int, b: int, prec: int) -> tuple[int, int]:
         total += -term if k % 2 else term
     err = 2 * k + 4
     lo, hi = max(total - err, 0), total + err
-    for _ in range(s):                              # exp(-c) = exp(-f)^(2^s)
+    for _ in range(s):  # exp(-c) = exp(-f)^(2^s)
         lo, hi = (lo * lo) >> big_p, -((-hi * hi) >> big_p)
     shift = big_p - prec
     return lo >> shift, -((-hi) >> shift)
@@ -58,7 +58,6 @@ def logistic_interval(a: int, b: int, prec: int) -> tuple[int, int]:
     ql, qh = exp_neg_interval(a, b, p2)
     one = 1 << p2
     return (ql << prec) // (one + ql), -((-(qh << prec)) // (one + qh))
-
 
 
 @lru_cache(maxsize=4096)
@@ -76,6 +75,7 @@ def tilted_share_interval(a: int, b: int, wa: int, wb: int, prec: int) -> tuple[
     hi = -((-(wb * qh << prec)) // (wa * (one - qh) + wb * qh))
     return lo, hi
 
+
 class LazyUniform:
     """U uniform in [0, 1) known to lie in [V/2^n, (V+1)/2^n); more bits are drawn from
     ``source`` only when a comparison needs them (each bit read once: the comparisons of one
@@ -90,9 +90,9 @@ class LazyUniform:
         """U < x, for x given by ``interval(prec) -> (lo, hi)``, lo <= 2^prec x <= hi."""
         while True:
             lo, hi = interval(self.n)
-            if self.v + 1 <= lo:                    # U < (V+1)/2^n <= x
+            if self.v + 1 <= lo:  # U < (V+1)/2^n <= x
                 return True
-            if self.v >= hi:                        # U >= V/2^n >= x (U = x has probability 0)
+            if self.v >= hi:  # U >= V/2^n >= x (U = x has probability 0)
                 return False
             self.v = (self.v << 64) | self.source.getrandbits(64)
             self.n += 64

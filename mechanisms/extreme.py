@@ -11,20 +11,21 @@ answer, plus up to the largest number of rows sharing one grid point (a tie bloc
 makes c jump past k0: the score is then off by that gap) — the error is a number of rows, not of value units, and the
 largest values are the best protected. MIN is MAX of U − v.
 """
+
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from fractions import Fraction
 
 from .per_record.framework import shifted_rank_max
 from .rng import RandomSource
 
 __all__ = ["ExtremeGrid", "ShiftedRankExtreme"]
 
-INT_GRID_MAX = 1_000_000      # an integer column keeps step 1 up to this range
-FLOAT_GRID = 100_000          # points on a float (or wider integer) column's range
+INT_GRID_MAX = 1_000_000  # an integer column keeps step 1 up to this range
+FLOAT_GRID = 100_000  # points on a float (or wider integer) column's range
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,10 @@ class ExtremeGrid:
     upper: float
     step: float
     U: int
-    integral: bool             # answers are integers (an int column)
+    integral: bool  # answers are integers (an int column)
 
     @classmethod
-    def for_column(cls, type_: str, lower: float, upper: float) -> "ExtremeGrid":
+    def for_column(cls, type_: str, lower: float, upper: float) -> ExtremeGrid:
         span = float(upper) - float(lower)
         if type_ == "int" and span <= INT_GRID_MAX and float(lower).is_integer():
             return cls(float(lower), float(upper), 1.0, max(int(span), 0), True)
@@ -47,8 +48,10 @@ class ExtremeGrid:
 
     def value(self, i: int) -> float | int:
         """Grid point i, computed in exact decimals (lower + i·step: 250.045, not 250.04500000000002)."""
-        v = min(Fraction(repr(float(self.lower))) + i * Fraction(repr(float(self.step))),
-                Fraction(repr(float(self.upper))))
+        v = min(
+            Fraction(repr(float(self.lower))) + i * Fraction(repr(float(self.step))),
+            Fraction(repr(float(self.upper))),
+        )
         return int(round(v)) if self.integral else float(v)
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 import operator
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Real
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -29,10 +30,17 @@ from .dlap import dlap_half_width, dlap_variance
 from .rng import RandomSource, default_source
 from .samplers import discrete_laplace
 
-__all__ = ["Release", "BatchRelease", "Measurement", "GeometricCount", "LaplaceSum", "as_epsilon",
-           "int_column"]
+__all__ = [
+    "Release",
+    "BatchRelease",
+    "Measurement",
+    "GeometricCount",
+    "LaplaceSum",
+    "as_epsilon",
+    "int_column",
+]
 
-_INT_ROOM = 1 << 62                  # |value| and |noise| below this: their int64 sum is exact
+_INT_ROOM = 1 << 62  # |value| and |noise| below this: their int64 sum is exact
 
 
 @dataclass(frozen=True)
@@ -45,8 +53,8 @@ class Release:
     epsilon: float
     half_width: float
     mechanism: str
-    scale: Optional[float]
-    parts: tuple["Release", ...] = ()
+    scale: float | None
+    parts: tuple[Release, ...] = ()
 
 
 class BatchRelease:
@@ -59,7 +67,9 @@ class BatchRelease:
 
     __slots__ = ("_values", "array", "half_width", "mechanism", "parts")
 
-    def __init__(self, values, half_width: float, mechanism: str, parts: tuple["BatchRelease", ...] = ()) -> None:
+    def __init__(
+        self, values, half_width: float, mechanism: str, parts: tuple[BatchRelease, ...] = ()
+    ) -> None:
         self.array = values if isinstance(values, np.ndarray) else None
         self._values = None if self.array is not None else values
         self.half_width, self.mechanism, self.parts = half_width, mechanism, parts
@@ -71,11 +81,13 @@ class BatchRelease:
         return self._values
 
     def __repr__(self) -> str:
-        return (f"BatchRelease(values={self.values!r}, half_width={self.half_width!r}, "
-                f"mechanism={self.mechanism!r}, parts={self.parts!r})")
+        return (
+            f"BatchRelease(values={self.values!r}, half_width={self.half_width!r}, "
+            f"mechanism={self.mechanism!r}, parts={self.parts!r})"
+        )
 
 
-def int_column(values) -> Optional[np.ndarray]:
+def int_column(values) -> np.ndarray | None:
     """``values`` as an int64 array if they are all Python/numpy ints below 2^62 in magnitude
     (else None: the caller goes cell by cell, exactly)."""
     arr = np.asarray(values) if len(values) else np.zeros(0, dtype=np.int64)
@@ -137,14 +149,14 @@ class Measurement(ABC):
         object.__setattr__(self, name, value)
 
     @abstractmethod
-    def release(self, true_value: Any, source: Optional[RandomSource] = None) -> Release:
+    def release(self, true_value: Any, source: RandomSource | None = None) -> Release:
         """Release ``true_value`` + noise; ``source=None`` means the CSPRNG."""
 
     @abstractmethod
     def half_width(self, level: float = 0.95) -> float:
         """Half-width of a ``level`` interval, from the noise law only."""
 
-    def draw(self, source: Optional[RandomSource] = None) -> Any:
+    def draw(self, source: RandomSource | None = None) -> Any:
         """The noise of ONE release, drawn before the data is known (its law does
         not depend on the data), so a server can draw it while the scan runs.
         ``apply(true_value, draw(source))`` has exactly the law of
@@ -152,11 +164,11 @@ class Measurement(ABC):
         ``None`` (this default) means: ``apply`` draws itself."""
         return None
 
-    def apply(self, true_value: Any, noise: Any, source: Optional[RandomSource] = None) -> Release:
+    def apply(self, true_value: Any, noise: Any, source: RandomSource | None = None) -> Release:
         """Release ``true_value`` with pre-drawn ``noise`` (see :meth:`draw`)."""
         return self.release(true_value, source)
 
-    def draw_many(self, n: int, source: Optional[RandomSource] = None) -> Any:
+    def draw_many(self, n: int, source: RandomSource | None = None) -> Any:
         """The noise of ``n`` releases at once (a whole GROUP BY): ``apply_many(values,
         draw_many(len(values)))`` has exactly the law of ``len(values)`` independent
         ``release`` calls. ``None`` (this default) means: no batch form, go cell by cell."""
@@ -186,17 +198,17 @@ class _DiscreteLaplaceMeasurement(Measurement):
         # pure DP, group privacy: |q(D) - q(D')| <= d_in * sensitivity
         return _check_d_in(d_in) * self.sensitivity / self.scale
 
-    def _noise(self, source: Optional[RandomSource]) -> int:
+    def _noise(self, source: RandomSource | None) -> int:
         return discrete_laplace(self.scale, source if source is not None else default_source())
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> Release:
+    def release(self, true_value, source: RandomSource | None = None) -> Release:
         return self.apply(true_value, self._noise(source))
 
-    def draw(self, source: Optional[RandomSource] = None) -> int:
+    def draw(self, source: RandomSource | None = None) -> int:
         """DLap(scale) grid units: independent of the data (see :meth:`Measurement.draw`)."""
         return self._noise(source)
 
-    def draw_many(self, n: int, source: Optional[RandomSource] = None):
+    def draw_many(self, n: int, source: RandomSource | None = None):
         """``n`` DLap(scale) draws (int64), the law of ``n`` :meth:`draw` calls."""
         if not fits_int64(self.scale):
             return None
@@ -231,11 +243,12 @@ class GeometricCount(_DiscreteLaplaceMeasurement):
     def __init__(self, epsilon: Real) -> None:
         self._init_noise(1, epsilon)
 
-    def apply(self, true_value: int, noise: int, source: Optional[RandomSource] = None) -> Release:
+    def apply(self, true_value: int, noise: int, source: RandomSource | None = None) -> Release:
         if noise is None:
             return self.release(true_value, source)
-        return Release(operator.index(true_value) + noise, self.epsilon, self._hw95, self.name,
-                       self.output_scale)
+        return Release(
+            operator.index(true_value) + noise, self.epsilon, self._hw95, self.name, self.output_scale
+        )
 
     def apply_many(self, values, noises) -> BatchRelease:
         v = int_column(values)
@@ -300,7 +313,7 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
             raise ValueError("NaN in values")
         return math.fsum(min(max(v, lo), hi) for v in vals)
 
-    def apply(self, true_value: Real, noise: int, source: Optional[RandomSource] = None) -> Release:
+    def apply(self, true_value: Real, noise: int, source: RandomSource | None = None) -> Release:
         if noise is None:
             return self.release(true_value, source)
         if self.integer:
@@ -324,11 +337,12 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
             out = self._apply_cells(values, noises) if v is None or big else v + noises
             return BatchRelease(out, hw, self.name)
         arr = np.asarray(values) if len(values) else np.zeros(0)
-        ok = arr.ndim == 1 and (arr.dtype.kind == "f" or (arr.dtype.kind == "i" and arr.size and
-                                                          int(np.abs(arr).max()) < 1 << 53))
+        ok = arr.ndim == 1 and (
+            arr.dtype.kind == "f" or (arr.dtype.kind == "i" and arr.size and int(np.abs(arr).max()) < 1 << 53)
+        )
         if ok and not big:
             q = arr.astype(np.float64) / self.grid
-            ok = bool(np.isfinite(q).all()) and (not q.size or float(np.abs(q).max()) < 2.0 ** 61)
+            ok = bool(np.isfinite(q).all()) and (not q.size or float(np.abs(q).max()) < 2.0**61)
         if not ok or big:
             return BatchRelease(self._apply_cells(values, noises), hw, self.name)
         out = (np.rint(q).astype(np.int64) + noises).astype(np.float64) * self.grid

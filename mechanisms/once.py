@@ -8,12 +8,14 @@ computes each key once: concurrent first callers wait for that one computation
 computation is not stored (each waiter sees its exception; the next call retries).
 Least recently used keys are dropped beyond ``maxsize``.
 """
+
 from __future__ import annotations
 
 import functools
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 __all__ = ["SingleFlight", "single_flight"]
 
@@ -32,7 +34,7 @@ class SingleFlight:
 
     def __init__(self, maxsize: int = 1024) -> None:
         self.maxsize = maxsize
-        self.computed = 0                      # number of computations run (for tests / metrics)
+        self.computed = 0  # number of computations run (for tests / metrics)
         self._lock = threading.Lock()
         self._values: OrderedDict = OrderedDict()
         self._running: dict = {}
@@ -54,7 +56,7 @@ class SingleFlight:
             return call.value
         try:
             call.value = compute()
-        except BaseException as e:       # noqa: BLE001 -- handed to the waiters, then re-raised
+        except BaseException as e:
             call.error = e
             raise
         else:
@@ -76,12 +78,15 @@ class SingleFlight:
 def single_flight(maxsize: int = 1024):
     """Decorator: memoise a function of hashable positional arguments with :class:`SingleFlight`
     (``fn.flight`` is the memo)."""
+
     def deco(fn):
         flight = SingleFlight(maxsize)
 
         @functools.wraps(fn)
         def wrapper(*args):
             return flight.get(args, lambda: fn(*args))
+
         wrapper.flight = flight
         return wrapper
+
     return deco

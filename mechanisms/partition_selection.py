@@ -39,24 +39,31 @@ The released noisy count IS the DP COUNT(DISTINCT unit) of a kept key: (kept, no
 measurement and the argument above covers it, so reusing it costs nothing more (it is biased
 upward given kept: noisy >= T). The noisy count of a dropped key must never be released.
 """
+
 from __future__ import annotations
 
 import decimal
 import math
 from fractions import Fraction
 from numbers import Real
-from typing import Optional
 
 from .measurements import as_epsilon
 from .once import single_flight
 from .rng import RandomSource, default_source
 from .samplers import discrete_laplace
 
-__all__ = ["TruncatedGeometricSelection", "GeometricThresholdSelection", "exp_bounds",
-           "keep_probability", "select", "threshold", "release"]
+__all__ = [
+    "TruncatedGeometricSelection",
+    "GeometricThresholdSelection",
+    "exp_bounds",
+    "keep_probability",
+    "select",
+    "threshold",
+    "release",
+]
 
-BASE_BITS = 64                      # r = floor(2^64 L)/2^64 (module doc)
-ALPHA_BITS = 160                    # e^(ε/k) known within 2^-160 for the threshold's α
+BASE_BITS = 64  # r = floor(2^64 L)/2^64 (module doc)
+ALPHA_BITS = 160  # e^(ε/k) known within 2^-160 for the threshold's α
 
 
 def exp_bounds(x: Fraction, bits: int) -> tuple[Fraction, Fraction]:
@@ -68,8 +75,9 @@ def exp_bounds(x: Fraction, bits: int) -> tuple[Fraction, Fraction]:
     if x < 0:
         raise ValueError(f"exp_bounds needs x >= 0, got {x}")
     prec = 12 + int((bits + 1.4427 * float(x)) * 0.30103)
-    lo_ctx = decimal.Context(prec=prec, rounding=decimal.ROUND_FLOOR,
-                             Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    lo_ctx = decimal.Context(
+        prec=prec, rounding=decimal.ROUND_FLOOR, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
+    )
     hi_ctx = lo_ctx.copy()
     hi_ctx.rounding = decimal.ROUND_CEILING
     num, den = decimal.Decimal(x.numerator), decimal.Decimal(x.denominator)
@@ -110,7 +118,7 @@ def _bernoulli(num: int, den: int, source: RandomSource) -> bool:
     while True:
         u = (u << 64) | source.getrandbits(64)
         bits += 64
-        target = num << bits                      # p · 2^bits · den
+        target = num << bits  # p · 2^bits · den
         if (u + 1) * den <= target:
             return True
         if u * den >= target:
@@ -153,21 +161,21 @@ class TruncatedGeometricSelection(_Selection):
         r, _ = exp_bounds(e, BASE_BITS)
         if r <= 1:
             raise ValueError(f"epsilon/k = {float(e)!r} is too small (e^(ε/k) rounds to 1)")
-        self.base, self.step = r, d                # x and δ of the per-key recursion
+        self.base, self.step = r, d  # x and δ of the per-key recursion
         bound = (r + 2 * d - 1) / ((r + 1) * d)
         m = max(0, math.floor(math.log(bound) / math.log1p(float(r - 1))))
-        while m > 0 and r ** m > bound:
+        while m > 0 and r**m > bound:
             m -= 1
         while r ** (m + 1) <= bound:
             m += 1
         self.n_star = m + 1
-        self.pi_star = d * (r ** self.n_star - 1) / (r - 1)
+        self.pi_star = d * (r**self.n_star - 1) / (r - 1)
         self.c = d / (r - 1)
-        gap = (1 - self.pi_star + self.c) / self.c   # need r^(n1 - n*) >= gap
+        gap = (1 - self.pi_star + self.c) / self.c  # need r^(n1 - n*) >= gap
         j = max(1, math.ceil(math.log(gap) / math.log1p(float(r - 1))) - 1)
         while j > 1 and r ** (j - 1) >= gap:
             j -= 1
-        while r ** j < gap:
+        while r**j < gap:
             j += 1
         self.n_one = self.n_star + j
 
@@ -183,10 +191,10 @@ class TruncatedGeometricSelection(_Selection):
         a, P = self.base.numerator, self.base.denominator.bit_length() - 1
         dn, dd = self.step.numerator, self.step.denominator
         if n <= self.n_star:
-            return dn * (a ** n - (1 << (P * n))), dd * (a - (1 << P)) << (P * (n - 1))
+            return dn * (a**n - (1 << (P * n))), dd * (a - (1 << P)) << (P * (n - 1))
         j = n - self.n_star
         big_k, one_c = 1 - self.pi_star + self.c, 1 + self.c
-        aj = a ** j
+        aj = a**j
         num = one_c.numerator * big_k.denominator * aj - (big_k.numerator * one_c.denominator << (P * j))
         return num, one_c.denominator * big_k.denominator * aj
 
@@ -194,7 +202,7 @@ class TruncatedGeometricSelection(_Selection):
         """π(n), exactly (module doc: growth up to n*, decay of 1 - π up to n1, then 1)."""
         return Fraction(*self.ratio(n))
 
-    def select(self, n: int, source: Optional[RandomSource] = None) -> bool:
+    def select(self, n: int, source: RandomSource | None = None) -> bool:
         """Keep the key? Exact Bernoulli(π(n)); n = 0 and n >= n1 draw nothing."""
         num, den = self.ratio(n)
         if num == 0 or num == den:
@@ -216,7 +224,7 @@ class GeometricThresholdSelection(_Selection):
         super().__init__(epsilon, delta, k)
         self.scale = Fraction(self.k) / self.eps
         lo, hi = exp_bounds(self.eps / self.k, ALPHA_BITS)
-        self.alpha_lo, self.alpha_hi = 1 / hi, 1 / lo   # α = e^-(ε/k) lies in [alpha_lo, alpha_hi]
+        self.alpha_lo, self.alpha_hi = 1 / hi, 1 / lo  # α = e^-(ε/k) lies in [alpha_lo, alpha_hi]
         self.threshold = self._threshold()
 
     def tail_bounds(self, m: int) -> tuple[Fraction, Fraction]:
@@ -228,7 +236,7 @@ class GeometricThresholdSelection(_Selection):
             return 1 - hi, 1 - lo
         if m == 0:
             return 1 / (1 + a_hi), 1 / (1 + a_lo)
-        return a_lo ** m / (1 + a_lo), a_hi ** m / (1 + a_hi)
+        return a_lo**m / (1 + a_lo), a_hi**m / (1 + a_hi)
 
     def _threshold(self) -> int:
         """Least T >= 1 whose upper bound of P(1 + Z >= T) is <= δ/k."""
@@ -250,7 +258,7 @@ class GeometricThresholdSelection(_Selection):
         lo, hi = self.keep_probability_bounds(n)
         return float((lo + hi) / 2)
 
-    def release(self, n: int, source: Optional[RandomSource] = None) -> tuple[bool, int]:
+    def release(self, n: int, source: RandomSource | None = None) -> tuple[bool, int]:
         """(kept, noisy count); n = 0 is (False, 0) with no draw. Release ``noisy`` only if kept."""
         n = _as_n(n)
         if n == 0:
@@ -260,8 +268,10 @@ class GeometricThresholdSelection(_Selection):
 
     def describe(self) -> str:
         """One line for the NOTICE."""
-        return (f"partition selection: geometric threshold T={self.threshold}, scale "
-                f"{float(self.scale):g}, ε={self.epsilon:g}, δ={self.delta:g}, {self.k} groups per unit")
+        return (
+            f"partition selection: geometric threshold T={self.threshold}, scale "
+            f"{float(self.scale):g}, ε={self.epsilon:g}, δ={self.delta:g}, {self.k} groups per unit"
+        )
 
 
 @single_flight(maxsize=64)
@@ -279,7 +289,7 @@ def keep_probability(n: int, eps: Real, delta: Real) -> Fraction:
     return _truncated(as_epsilon(eps), _as_delta(delta), 1).keep_probability(n)
 
 
-def select(n: int, eps: Real, delta: Real, rng: Optional[RandomSource] = None) -> bool:
+def select(n: int, eps: Real, delta: Real, rng: RandomSource | None = None) -> bool:
     """Release a key with n distinct units (k = 1)? True with probability π(n), exactly."""
     return _truncated(as_epsilon(eps), _as_delta(delta), 1).select(n, rng)
 
@@ -289,7 +299,6 @@ def threshold(eps: Real, delta: Real, k: int = 1) -> int:
     return _thresholding(as_epsilon(eps), _as_delta(delta), _as_k(k)).threshold
 
 
-def release(n: int, eps: Real, delta: Real, k: int = 1,
-            rng: Optional[RandomSource] = None) -> tuple[bool, int]:
+def release(n: int, eps: Real, delta: Real, k: int = 1, rng: RandomSource | None = None) -> tuple[bool, int]:
     """(kept, noisy distinct-unit count) of the geometric thresholding (module doc)."""
     return _thresholding(as_epsilon(eps), _as_delta(delta), _as_k(k)).release(n, rng)

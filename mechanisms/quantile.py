@@ -21,12 +21,13 @@ Thm 3.11 with Δu = 1): with probability ≥ 1 − β,
 largest number of rows sharing one grid point. The error is a number of rows (a rank), not
 value units: where the data are dense the value is close.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
@@ -36,9 +37,9 @@ from .rng import RandomSource
 
 __all__ = ["QuantileGrid", "ExpMechQuantile", "MAX_DENOMINATOR"]
 
-MAX_DENOMINATOR = 10 ** 6     # q written with at most 6 decimals (keeps integer scores small)
+MAX_DENOMINATOR = 10**6  # q written with at most 6 decimals (keeps integer scores small)
 
-QuantileGrid = ExtremeGrid     # the same public grid as MAX/MIN
+QuantileGrid = ExtremeGrid  # the same public grid as MAX/MIN
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,8 @@ class ExpMechQuantile:
         q = Fraction(self.q)
         P, D = q.numerator, q.denominator
         starts = np.concatenate(([0], v)).astype(np.int64)
-        ends = np.concatenate((v - 1, [U])).astype(np.int64)          # inclusive
-        c = np.concatenate(([0], np.cumsum(m))).astype(np.int64)     # rows at or below
+        ends = np.concatenate((v - 1, [U])).astype(np.int64)  # inclusive
+        c = np.concatenate(([0], np.cumsum(m))).astype(np.int64)  # rows at or below
         length = ends - starts + 1
         keep = length > 0
         return starts[keep], length[keep], np.abs(D * c[keep] - P * n), D

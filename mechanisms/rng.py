@@ -46,12 +46,14 @@ class RandomSource(ABC):
     def bits64(self, n: int):
         """``n`` independent uniform 64-bit words (numpy uint64)."""
         import numpy as np
+
         return np.fromiter((self.getrandbits(64) for _ in range(n)), dtype=np.uint64, count=n)
 
     def randbelow_array(self, size: int, m: int):
         """``size`` independent exactly uniform integers in ``[0, m)`` (int64), ``m <= 2**63``:
         rejection sampling on ``bit_length(m - 1)`` bits, redrawing only the rejected rows."""
         import numpy as np
+
         m = self._check_n(m)
         k = (m - 1).bit_length()
         if k > 63:
@@ -73,12 +75,13 @@ class RandomSource(ABC):
         unless u == P (probability 2^-64), where the remaining bits decide it exactly
         (:meth:`bernoulli` on the remainder 2^64 num/den - P)."""
         import numpy as np
+
         num, den = operator.index(num), operator.index(den)
         if den < 1 or not 0 <= num <= den:
             raise ValueError(f"need 0 <= num <= den, den >= 1; got {num}/{den}")
         if num == den:
             return np.ones(size, dtype=bool)
-        P = (num << 64) // den                        # < 2^64 since num < den
+        P = (num << 64) // den  # < 2^64 since num < den
         u = self.bits64(size)
         out = u < np.uint64(P)
         for i in np.flatnonzero(u == np.uint64(P)):
@@ -91,6 +94,7 @@ class RandomSource(ABC):
         state then never outlives the draw, and with the system source its seed
         comes from the OS CSPRNG."""
         import numpy as np
+
         return np.random.Generator(np.random.PCG64(self.getrandbits(256)))
 
     @staticmethod
@@ -101,7 +105,7 @@ class RandomSource(ABC):
         return n
 
 
-_FORK = [0]        # bumped in a forked child: its buffers must not repeat the parent's bytes
+_FORK = [0]  # bumped in a forked child: its buffers must not repeat the parent's bytes
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _FORK.__setitem__(0, _FORK[0] + 1))
 
@@ -131,12 +135,12 @@ class SystemRandomSource(RandomSource):
         self._local = threading.local()
 
     def _take(self, k: int) -> bytes:
-        st = getattr(self._local, "s", None)          # [block, position, fork generation]
+        st = getattr(self._local, "s", None)  # [block, position, fork generation]
         if st is None or st[1] + k > len(st[0]) or st[2] != _FORK[0]:
             st = self._local.s = [os.urandom(max(self._BLOCK, k)), 0, _FORK[0]]
         pos = st[1]
         st[1] = pos + k
-        return st[0][pos:pos + k]
+        return st[0][pos : pos + k]
 
     def getrandbits(self, k: int) -> int:
         k = operator.index(k)
@@ -159,18 +163,19 @@ class SystemRandomSource(RandomSource):
         shift = 8 * nbytes - k
         if nbytes > 64:
             return self._randbelow_big(n, nbytes, shift)
-        st = getattr(self._local, "s", None)          # the block read inline (hot: exact samplers)
+        st = getattr(self._local, "s", None)  # the block read inline (hot: exact samplers)
         while True:
             if st is None or st[1] + nbytes > len(st[0]) or st[2] != _FORK[0]:
                 st = self._local.s = [os.urandom(max(self._BLOCK, nbytes)), 0, _FORK[0]]
             pos = st[1]
             st[1] = pos + nbytes
-            r = (st[0][pos] if nbytes == 1 else int.from_bytes(st[0][pos:pos + nbytes], "little")) >> shift
+            r = (st[0][pos] if nbytes == 1 else int.from_bytes(st[0][pos : pos + nbytes], "little")) >> shift
             if r < n:
                 return r
 
     def bits64(self, n: int):
         import numpy as np
+
         if n >= self._STREAM_WORDS:
             cipher = Cipher(algorithms.ChaCha20(os.urandom(32), bytes(16)), mode=None)
             data = cipher.encryptor().update(bytes(8 * n))

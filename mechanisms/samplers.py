@@ -22,7 +22,7 @@ __all__ = ["bernoulli_exp", "discrete_laplace", "geometric_exp"]
 
 def _as_fraction(x: Rational, what: str) -> Fraction:
     # Floats are refused on purpose: pass an int or a Fraction.
-    if type(x) is Fraction:            # the common case, without the ABC check
+    if type(x) is Fraction:  # the common case, without the ABC check
         return x
     if isinstance(x, bool) or not isinstance(x, Rational):
         raise TypeError(f"{what} must be an int or Fraction, got {type(x).__name__}")

@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from numbers import Real
-from typing import Optional
 
 from .measurements import GeometricCount, LaplaceSum, Measurement, Release, as_epsilon
 from .rng import RandomSource, default_source
@@ -52,8 +51,9 @@ class MomentVariance(Measurement):
 
     name = "moment_variance"
 
-    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False,
-                 func: str = "var_pop") -> None:
+    def __init__(
+        self, epsilon: Real, lower: Real, upper: Real, integer: bool = False, func: str = "var_pop"
+    ) -> None:
         if func not in VARIANCE_FUNCS:
             raise ValueError(f"unknown variance function {func!r}")
         if not lower < upper:
@@ -64,7 +64,7 @@ class MomentVariance(Measurement):
         self.h = (float(upper) - float(lower)) / 2
         if self.integer:
             w = int(upper) - int(lower)
-            self.k = 2                                  # moments in half units
+            self.k = 2  # moments in half units
             self.sum_measurement = LaplaceSum(third, -w, w, integer=True)
             self.sumsq_measurement = LaplaceSum(third, 0, w * w, integer=True)
         else:
@@ -86,17 +86,17 @@ class MomentVariance(Measurement):
 
     def cap_of(self, func: str) -> float:
         """The width of the range the estimate is clamped to (a trivial half-width)."""
-        top = self.h ** 2 * (2 if func.endswith("samp") else 1)
+        top = self.h**2 * (2 if func.endswith("samp") else 1)
         return math.sqrt(top) if func.startswith("stddev") else top
 
-    def draw(self, source: Optional[RandomSource] = None):
+    def draw(self, source: RandomSource | None = None):
         src = source if source is not None else default_source()
         return tuple(m.draw(src) for m in self._parts)
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> Release:
+    def release(self, true_value, source: RandomSource | None = None) -> Release:
         return self.apply(true_value, self.draw(source))
 
-    def apply(self, true_value, noise, source: Optional[RandomSource] = None) -> Release:
+    def apply(self, true_value, noise, source: RandomSource | None = None) -> Release:
         if noise is None:
             return self.release(true_value, source)
         rs = tuple(m.apply(v, z) for m, v, z in zip(self._parts, true_value, noise))
@@ -110,7 +110,7 @@ class MomentVariance(Measurement):
         return self._from_parts(rel.parts, func)
 
     def _from_parts(self, rs, func: str) -> Release:
-        n, s1, s2 = rs[0].value, rs[1].value / self.k, rs[2].value / self.k ** 2
+        n, s1, s2 = rs[0].value, rs[1].value / self.k, rs[2].value / self.k**2
         value = self.estimate(n, s1, s2, func)
         return Release(value, self.epsilon, self.bound(n, s1, s2, value, func), self.name, None, tuple(rs))
 
@@ -118,12 +118,12 @@ class MomentVariance(Measurement):
     def _var(self, n: float, s1: float, s2: float, func: str) -> float:
         samp = func.endswith("samp")
         nn = max(n, 2 if samp else 1)
-        v = min(max(s2 / nn - (s1 / nn) ** 2, 0.0), self.h ** 2)
+        v = min(max(s2 / nn - (s1 / nn) ** 2, 0.0), self.h**2)
         if samp:
-            v = min(v * nn / (nn - 1), 2 * self.h ** 2)
+            v = min(v * nn / (nn - 1), 2 * self.h**2)
         return v
 
-    def estimate(self, n: float, s1: float, s2: float, func: Optional[str] = None) -> float:
+    def estimate(self, n: float, s1: float, s2: float, func: str | None = None) -> float:
         func = func or self.func
         v = self._var(n, s1, s2, func)
         return math.sqrt(v) if func.startswith("stddev") else v
@@ -132,26 +132,26 @@ class MomentVariance(Measurement):
         """Data-independent: the width of the clamp range (see :meth:`bound`)."""
         return self.cap
 
-    def bound(self, n: float, s1: float, s2: float, value: float, func: Optional[str] = None) -> float:
+    def bound(self, n: float, s1: float, s2: float, value: float, func: str | None = None) -> float:
         """95% half-width bound from the released moments (module docstring)."""
         func = func or self.func
         cap = self.cap_of(func)
         a = float(self.sum_measurement.half_width(_LEVEL3)) / self.k
-        b = float(self.sumsq_measurement.half_width(_LEVEL3)) / self.k ** 2
+        b = float(self.sumsq_measurement.half_width(_LEVEL3)) / self.k**2
         c = float(self.count_measurement.half_width(_LEVEL3))
         samp = func.endswith("samp")
         n_lo, n_hi = max(n - c, 1.0), n + c
         if n_hi < 1 or (samp and n_hi < 2):
             return cap
-        h2 = self.h ** 2
+        h2 = self.h**2
         q1 = [t / m for t in (s1 - a, s1 + a) for m in (n_lo, n_hi)]
         m1_lo, m1_hi = max(min(q1), -self.h), min(max(q1), self.h)
         q2 = [t / m for t in (s2 - b, s2 + b) for m in (n_lo, n_hi)]
         m2_lo, m2_hi = max(min(q2), 0.0), min(max(q2), h2)
         if m1_lo > m1_hi or m2_lo > m2_hi:
             return cap
-        sq_hi = max(m1_lo ** 2, m1_hi ** 2)
-        sq_lo = 0.0 if m1_lo <= 0 <= m1_hi else min(m1_lo ** 2, m1_hi ** 2)
+        sq_hi = max(m1_lo**2, m1_hi**2)
+        sq_lo = 0.0 if m1_lo <= 0 <= m1_hi else min(m1_lo**2, m1_hi**2)
         lo, hi = max(m2_lo - sq_hi, 0.0), min(max(m2_hi - sq_lo, 0.0), h2)
         if samp:
             if n_lo < 2:

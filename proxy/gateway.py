@@ -1,5 +1,6 @@
 """The running service's shared state: config, ledger, backend, catalog, the
 CSPRNG source, per-role statement slots, and the statement log."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,22 +19,20 @@ from collections import OrderedDict
 from pathlib import Path
 
 from config import Config
-
 from mechanisms import default_source
-
-from .backends import open_backend
-from .catalog import PG_RELATIONS, Catalog
 from rewriter import build_plan, parse, to_sql
 from rewriter.route import Route, Routes
 from rewriter.template import Templates
 
+from .backends import open_backend
+from .catalog import PG_RELATIONS, Catalog
+from .pipeline.lane import heavy_plan
+from .pipeline.orchestrator import Connection
+from .pipeline.release import NoiseReservoir, prepare_mechanisms
+from .pipeline.views import Views, catalog_views
 from .stores.errors import cannot_write, no_write_reason
 from .stores.ledger import open_ledger
 from .stores.ledger_guard import install, precheck
-from .pipeline.lane import heavy_plan
-from .pipeline.release import NoiseReservoir, prepare_mechanisms
-from .pipeline.orchestrator import Connection
-from .pipeline.views import Views, catalog_views
 from .wire.api import SqlError
 
 log = logging.getLogger("dpgate")
@@ -64,10 +63,10 @@ PLAN_CACHE = 256
 a sqlglot tree, about 23 objects the cyclic collector walks: 2,048 plans were 48,000 of them, and
 a full collection then took 20-30 ms in process; a statement of a templated shape is filled again
 in tens of µs."""
-FULL_GC_OFF = 1 << 30          # a third threshold no count reaches: no automatic full collection
-FULL_GC_AFTER = 10             # young collections between two full ones: Python's own third threshold
-GC_CHECK_S = 1.0               # how often a running gateway checks whether a full collection is due
-_SETTLED: list = []            # thresholds before the first settle_gc, and how many gateways run
+FULL_GC_OFF = 1 << 30  # a third threshold no count reaches: no automatic full collection
+FULL_GC_AFTER = 10  # young collections between two full ones: Python's own third threshold
+GC_CHECK_S = 1.0  # how often a running gateway checks whether a full collection is due
+_SETTLED: list = []  # thresholds before the first settle_gc, and how many gateways run
 
 
 def settle_gc() -> None:
@@ -124,7 +123,7 @@ def secure_state_dir(path: Path) -> None:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         os.chmod(path, 0o700)
-    except OSError:                   # not ours (e.g. a shared mount): leave it
+    except OSError:  # not ours (e.g. a shared mount): leave it
         pass
 
 
@@ -140,11 +139,11 @@ class Gateway:
 
     def __init__(self, config: Config, state_dir: Path | None = None, *, backend=None, source=None):
         self.config = config
-        prepare_mechanisms(config)      # AVG/SUM/COUNT set-up tables, once, before any statement
+        prepare_mechanisms(config)  # AVG/SUM/COUNT set-up tables, once, before any statement
         self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
-        try:              # a state dir that cannot be written (full, read-only): one line, 53100
+        try:  # a state dir that cannot be written (full, read-only): one line, 53100
             secure_state_dir(self.state_dir)
-            precheck(config, self.state_dir)   # a missing ledger the state dir remembers: before creating one
+            precheck(config, self.state_dir)  # a missing ledger the state dir remembers: before creating one
             self.ledger = open_ledger(config, self.state_dir)
         except (OSError, sqlite3.Error) as e:
             if (reason := no_write_reason(e, self.state_dir / "ledger.sqlite3")) is None:
@@ -154,30 +153,30 @@ class Gateway:
         fresh = duck is not None and not duck.exists()
         self.backend = backend or open_backend(config, self.state_dir)
         if fresh and duck.exists():
-            os.chmod(duck, 0o600)          # the data: owner only
-        try:                               # the ledger is never silently new (LedgerLost: one line)
+            os.chmod(duck, 0o600)  # the data: owner only
+        try:  # the ledger is never silently new (LedgerLost: one line)
             install(self.ledger, self.state_dir, self.backend)
         except BaseException:
             self.ledger.close()
-            if backend is None and self.backend.dialect == "duckdb":   # free the file (close awaits nothing)
+            if backend is None and self.backend.dialect == "duckdb":  # free the file (close awaits nothing)
                 with contextlib.suppress(StopIteration):
                     self.backend.close().send(None)
             raise
         self.catalog = Catalog(config, database=config.server.database, views=catalog_views())
         self.source = source or default_source()
-        self.reservoir = NoiseReservoir(self.source)     # noise drawn ahead, in idle time
+        self.reservoir = NoiseReservoir(self.source)  # noise drawn ahead, in idle time
         self.views = Views(self)
-        self.lane = None            # a worker's heavy-statement lane (proxy.pipeline.lane.LaneClient)
+        self.lane = None  # a worker's heavy-statement lane (proxy.pipeline.lane.LaneClient)
         self._slots: dict[str, asyncio.Semaphore] = {}
-        self.in_flight: dict[tuple[str, str], asyncio.Future] = {}   # (role, release key) being released
+        self.in_flight: dict[tuple[str, str], asyncio.Future] = {}  # (role, release key) being released
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
         self.json_logs = config.server.log_format == "json"
         self._plans: OrderedDict = OrderedDict()
         self._descriptions: OrderedDict = OrderedDict()
         self._templates = Templates()
         self._routes: OrderedDict = OrderedDict()
-        self._cache_lock = threading.Lock()       # plans and routes are also made on threads
-        self._template_lock = threading.Lock()    # the templates: one planner thread at a time
+        self._cache_lock = threading.Lock()  # plans and routes are also made on threads
+        self._template_lock = threading.Lock()  # the templates: one planner thread at a time
         self._catalog_names = frozenset(PG_RELATIONS)
         self._shapes = Routes(config.tables, self._catalog_names)
 
@@ -190,7 +189,7 @@ class Gateway:
             if hit is not None:
                 self._routes.move_to_end(sql)
                 return hit
-        r = self._shapes.route(sql)         # by shape: a statement differing only in numbers, unparsed
+        r = self._shapes.route(sql)  # by shape: a statement differing only in numbers, unparsed
         if r.kind in ("dp", "unparsed") and r.table is None and self.catalog.handles(sql):
             r = Route("catalog", catalog=True)
         with self._cache_lock:
@@ -222,15 +221,15 @@ class Gateway:
             return hit
         if len(sql) > INLINE_PARSE:
             plan = build_plan(parse(sql), self.config, list(params or ()), copy=False)
-        else:     # statements equal up to their comparison literals (or integer parameters) share a template
+        else:  # statements equal up to their comparison literals (or integer parameters) share a template
             with self._template_lock:
                 plan = self._templates.plan(sql, self.config, self.backend.dialect, params or None)
-        if self.lane is None or not heavy_plan(plan):          # else the lane scans it (pipeline.lane)
+        if self.lane is None or not heavy_plan(plan):  # else the lane scans it (pipeline.lane)
             _warm_sql(plan, self.backend.dialect)
         return self._keep_plan(key, plan)
 
     def _keep_plan(self, key, plan):
-        if plan.__dict__.get("_clock"):           # now() / current_date: never reused
+        if plan.__dict__.get("_clock"):  # now() / current_date: never reused
             return plan
         with self._cache_lock:
             self._plans[key] = plan
@@ -276,16 +275,16 @@ class Gateway:
         return await asyncio.to_thread(self.plan, sql, params)
 
     async def start(self) -> None:
-        sys.setswitchinterval(SWITCH_INTERVAL_S)      # the event loop gets the GIL back sooner
+        sys.setswitchinterval(SWITCH_INTERVAL_S)  # the event loop gets the GIL back sooner
         await self.backend.connect()
-        settle_gc()         # (GC_NOTE)
+        settle_gc()  # (GC_NOTE)
         self._gc_check = asyncio.get_running_loop().create_task(self._collect_when_due())
 
     async def _collect_when_due(self) -> None:
         """Full collections on a worker thread, never as a step of the loop (``settle_gc``)."""
         while True:
             await asyncio.sleep(GC_CHECK_S)
-            if full_gc_due():                       # (checked here first: no thread hop when not)
+            if full_gc_due():  # (checked here first: no thread hop when not)
                 await asyncio.to_thread(collect_if_due)
 
     async def close(self) -> None:
@@ -293,7 +292,7 @@ class Gateway:
         if task is not None:
             task.cancel()
         unsettle_gc()
-        gc.unfreeze()       # (a process that starts several services, e.g. the tests, collects them)
+        gc.unfreeze()  # (a process that starts several services, e.g. the tests, collects them)
         await self.backend.close()
         self.views.close()
         self.ledger.close()
@@ -317,8 +316,11 @@ class Gateway:
         if user not in self.config.roles:
             raise SqlError("28000", f'role "{user}" does not exist')
         if database != self.config.server.database:
-            raise SqlError("3D000", f'database "{database}" does not exist',
-                           hint=f'Connect to database "{self.config.server.database}".')
+            raise SqlError(
+                "3D000",
+                f'database "{database}" does not exist',
+                hint=f'Connect to database "{self.config.server.database}".',
+            )
         return Connection(self, user, database, params)
 
     def method(self, user: str) -> str:
@@ -339,15 +341,29 @@ class Gateway:
     @contextlib.asynccontextmanager
     async def statement_slot(self, role: str):
         """At most ``limits.max_statements_per_role`` backend scans per role at once."""
-        sem = self._slots.setdefault(role, asyncio.Semaphore(self.config.server.limits.max_statements_per_role))
+        sem = self._slots.setdefault(
+            role, asyncio.Semaphore(self.config.server.limits.max_statements_per_role)
+        )
         if sem.locked():
-            raise SqlError("53300", f"too many concurrent statements for role {role}",
-                           hint="Wait for your other queries to finish.")
+            raise SqlError(
+                "53300",
+                f"too many concurrent statements for role {role}",
+                hint="Wait for your other queries to finish.",
+            )
         async with sem:
             yield
 
-    def log_statement(self, *, role: str, sql: str, decision: str, epsilon: float, ms: float,
-                      backend_ms: float | None = None, ledger: str = "none") -> None:
+    def log_statement(
+        self,
+        *,
+        role: str,
+        sql: str,
+        decision: str,
+        epsilon: float,
+        ms: float,
+        backend_ms: float | None = None,
+        ledger: str = "none",
+    ) -> None:
         """One line per statement: role, fingerprint of the text, decision, what the ledger
         did (``charged`` ε, ``refunded`` the ε it had reserved, or ``none``), time in the
         proxy and in the backend scan — never an answer or a true value."""
@@ -355,15 +371,30 @@ class Gateway:
             return
         fp = statement_fingerprint(sql)
         if self.json_logs:
-            rec = {"ts": time.time(), "role": role, "fingerprint": fp, "decision": decision,
-                   "epsilon": epsilon, "ledger": ledger, "ms": round(ms, 3)}
+            rec = {
+                "ts": time.time(),
+                "role": role,
+                "fingerprint": fp,
+                "decision": decision,
+                "epsilon": epsilon,
+                "ledger": ledger,
+                "ms": round(ms, 3),
+            }
             if backend_ms is not None:
                 rec["backend_ms"] = round(backend_ms, 3)
             stmt_log.info(json.dumps(rec))
         else:
             scan = "" if backend_ms is None else f" backend_ms={backend_ms:.2f}"
-            stmt_log.info("role=%s fp=%s decision=%s ledger=%s epsilon=%g ms=%.2f%s", role, fp, decision, ledger,
-                          epsilon, ms, scan)
+            stmt_log.info(
+                "role=%s fp=%s decision=%s ledger=%s epsilon=%g ms=%.2f%s",
+                role,
+                fp,
+                decision,
+                ledger,
+                epsilon,
+                ms,
+                scan,
+            )
 
 
 def _warm_sql(plan, dialect: str) -> None:
@@ -375,7 +406,7 @@ def _warm_sql(plan, dialect: str) -> None:
     if plan.unit is None and not plan.selected:
         try:
             to_sql(plan, dialect)
-        except Exception:       # noqa: BLE001 — the kind that scans it says what is wrong
+        except Exception:
             pass
 
 

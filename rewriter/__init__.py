@@ -7,6 +7,7 @@ post-processing, :mod:`.postprocess`), statement shape (:mod:`.shape`), select l
 (:mod:`.predicate`, :mod:`.arith`), ORDER BY / LIMIT; :mod:`.emit` writes SQL.
 SQL only: no I/O, no numbers are released here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,20 +18,32 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import (cost, emit, histogram, inline, joins, keyfilter, keys, postprocess, predicate, select as select_,
-               selection, shape)
+from . import cost, emit, histogram, inline, joins, keyfilter, keys, postprocess, predicate, selection, shape
+from . import select as select_
 from .cells import cell_positions, complete
 from .errors import FEATURE_NOT_SUPPORTED, ExtremeAggregate, Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan, UnitBounds, source_sql
 from .scope import Ctx
 
-__all__ = ["Plan", "Refusal", "build_plan", "cell_positions", "complete", "param_types", "parse", "source_sql", "to_sql",
-           "tokenize", "typed_plan"]
+__all__ = [
+    "Plan",
+    "Refusal",
+    "build_plan",
+    "cell_positions",
+    "complete",
+    "param_types",
+    "parse",
+    "source_sql",
+    "to_sql",
+    "tokenize",
+    "typed_plan",
+]
 
 
-def build_plan(expr: exp.Expression, config: Config, params: list | None = None, *,
-               copy: bool = True) -> Plan:
+def build_plan(
+    expr: exp.Expression, config: Config, params: list | None = None, *, copy: bool = True
+) -> Plan:
     """Validate and type a SELECT; ``params`` are the values of $1..$n. With
     ``copy=False`` the rewriter may modify ``expr`` (a fresh parse nobody reuses)."""
     return _build(expr, config, list(params or []), copy)[0]
@@ -56,25 +69,27 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
     return emit.to_sql(plan, dialect, salt)
 
 
-def _build(expr: exp.Expression, config: Config, params: list | None,
-           copy: bool = True) -> tuple[Plan, Ctx]:
-    cost.check(expr, config, params)        # per-row cost caps first (54000 / 54001)
+def _build(expr: exp.Expression, config: Config, params: list | None, copy: bool = True) -> tuple[Plan, Ctx]:
+    cost.check(expr, config, params)  # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
-    expr = inline.inline(inline.expand_ctes(expr))        # derived tables and CTEs
+    expr = inline.inline(inline.expand_ctes(expr))  # derived tables and CTEs
     outer = inline.split_outer(expr)
     per = None if outer is None else histogram.inner(outer[0], inline.derived_alias(outer[1]), config, params)
-    if per is not None:                                    # over a per-unit relation: a histogram
+    if per is not None:  # over a per-unit relation: a histogram
         try:
             plan, ctx = _plan(histogram.over(outer[1], per), config, params, per)
         except ExtremeAggregate as e:
-            raise Refusal(FEATURE_NOT_SUPPORTED, "MAX / MIN / percentiles of per-unit counts are not "
-                          "available; ask the histogram (… GROUP BY n) and read them off it.",
-                          hint=histogram.HINT) from e
+            raise Refusal(
+                FEATURE_NOT_SUPPORTED,
+                "MAX / MIN / percentiles of per-unit counts are not "
+                "available; ask the histogram (… GROUP BY n) and read them off it.",
+                hint=histogram.HINT,
+            ) from e
         plan = histogram.finish(plan, per)
         ctx.check_count()
         return plan, ctx
-    if outer is not None:                                  # over an aggregating subquery:
-        plan, ctx = _plan(outer[0], config, params)        # its release, post-processed
+    if outer is not None:  # over an aggregating subquery:
+        plan, ctx = _plan(outer[0], config, params)  # its release, post-processed
         plan = inline.apply_outer(plan, outer[1], ctx)
         ctx.check_count()
         return plan, ctx
@@ -83,61 +98,87 @@ def _build(expr: exp.Expression, config: Config, params: list | None,
     return plan, ctx
 
 
-def _plan(expr: exp.Expression, config: Config, params: list | None,
-          per: histogram.PerUnit | None = None) -> tuple[Plan, Ctx]:
+def _plan(
+    expr: exp.Expression, config: Config, params: list | None, per: histogram.PerUnit | None = None
+) -> tuple[Plan, Ctx]:
     select = shape.check_statement(expr)
-    keys.distinct_to_group(select)          # SELECT DISTINCT g: GROUP BY g (issue 19)
+    keys.distinct_to_group(select)  # SELECT DISTINCT g: GROUP BY g (issue 19)
     having = selection.split_having(select)
     top = selection.top_order(select)
-    if per is not None:                     # the per-unit relation (rewriter.histogram)
+    if per is not None:  # the per-unit relation (rewriter.histogram)
         rel = per.rel
         select.set("joins", None)
     else:
-        rel = joins.resolve(select, config)     # one table, or a lookup join (consumed here)
+        rel = joins.resolve(select, config)  # one table, or a lookup join (consumed here)
     shape.check_clauses(select)
     shape.check_nesting(select)
     name = rel.name
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners, date_part=keys.date_part)
-    if per is not None:                     # $n shared with the inner WHERE
+    if per is not None:  # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
-    histogram.refuse_unit_key(groups, rel, config)   # one row per person: never partition selection
+    histogram.refuse_unit_key(groups, rel, config)  # one row per person: never partition selection
     thresholded = having is not None or top is not None
     measures, aggregates, outputs = select_.outputs(items, groups, ctx, need_aggregate=not thresholded)
     row_filter = None
-    if having is not None:                  # HAVING: a filter on the released rows (post-processing)
+    if having is not None:  # HAVING: a filter on the released rows (post-processing)
         row_filter, measures, aggregates = postprocess.resolve_filter(
-            postprocess.having_filter(having, ctx), groups, ctx, measures, aggregates)
+            postprocess.having_filter(having, ctx), groups, ctx, measures, aggregates
+        )
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
     key_filter: tuple[str, ...] = ()
-    if per is None:      # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
-        groups, key_filter = keyfilter.restrict(groups, where)    # WHERE on a group key: fewer cells
+    if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
+        groups, key_filter = keyfilter.restrict(groups, where)  # WHERE on a group key: fewer cells
     ms, ags = list(measures), list(aggregates)
-    order = select_.order_by(select, items, outputs, ctx,
-                             hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags))
+    order = select_.order_by(
+        select, items, outputs, ctx, hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags)
+    )
     measures, aggregates = tuple(ms), tuple(ags)
     limit, offset = select_.limit_offset(select, ctx)
     sel = None
-    if thresholded and groups:              # the sparse vector's form of it, if it has one (seed 004)
+    if thresholded and groups:  # the sparse vector's form of it, if it has one (seed 004)
         try:
             measures, aggregates, sel = selection.plan_selection(
-                having, top, ctx, groups, measures, aggregates, outputs, limit)
+                having, top, ctx, groups, measures, aggregates, outputs, limit
+            )
         except Refusal:
-            sel = None                      # answered from the released cells only
-    plan = Plan(table=name, source=config.source_of(name), where=where, group_by=groups,
-                measures=measures, aggregates=aggregates, outputs=outputs, order_by=order,
-                limit=limit, offset=offset, selection=sel, row_filter=row_filter, joins=rel.joins,
-                relation=rel.relation, key_filter=key_filter, consistent=rel.table.consistent)
+            sel = None  # answered from the released cells only
+    plan = Plan(
+        table=name,
+        source=config.source_of(name),
+        where=where,
+        group_by=groups,
+        measures=measures,
+        aggregates=aggregates,
+        outputs=outputs,
+        order_by=order,
+        limit=limit,
+        offset=offset,
+        selection=sel,
+        row_filter=row_filter,
+        joins=rel.joins,
+        relation=rel.relation,
+        key_filter=key_filter,
+        consistent=rel.table.consistent,
+    )
     t = ctx.table
-    if t.privacy_unit is not None:          # per person, not per row (issue 20)
-        label = config.tables[name].privacy_unit          # orders.customer_id: read through a reference
-        one_cell = bool(groups) and all(g.expr is None and g.column in t.columns and t.columns[g.column].per_unit
-                                        for g in groups)   # a person has one value of each key: L0 = 1
-        plan = dataclasses.replace(plan, unit=UnitBounds(t.privacy_unit, 1 if one_cell else t.max_groups_per_unit,
-                                                         t.max_rows_per_unit, "" if label == t.privacy_unit else label,
-                                                         t.max_rows_scope == "total"))
-    if ctx.__dict__.get("clock"):           # now() / current_date: planned afresh each time
+    if t.privacy_unit is not None:  # per person, not per row (issue 20)
+        label = config.tables[name].privacy_unit  # orders.customer_id: read through a reference
+        one_cell = bool(groups) and all(
+            g.expr is None and g.column in t.columns and t.columns[g.column].per_unit for g in groups
+        )  # a person has one value of each key: L0 = 1
+        plan = dataclasses.replace(
+            plan,
+            unit=UnitBounds(
+                t.privacy_unit,
+                1 if one_cell else t.max_groups_per_unit,
+                t.max_rows_per_unit,
+                "" if label == t.privacy_unit else label,
+                t.max_rows_scope == "total",
+            ),
+        )
+    if ctx.__dict__.get("clock"):  # now() / current_date: planned afresh each time
         plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
     return plan, ctx

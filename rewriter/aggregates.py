@@ -1,6 +1,7 @@
 """One aggregate call of a select item: which aggregates are allowed over which columns
 (:func:`aggregate`) and the display steps over one aggregate (:func:`post_steps`). Below
 :mod:`.select` and :mod:`.postprocess`, which both read select items."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,16 +10,16 @@ from sqlglot import exp
 
 from . import intervals, predicate, stats
 from .args import understood
-from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
-                     INSUFFICIENT_PRIVILEGE as DENIED, ExtremeAggregate, Refusal)
+from .errors import DATATYPE_MISMATCH, ExtremeAggregate, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .plan import Aggregate, Measure
 from .scope import Ctx
 
-MAX_BOUND = 1e290   # |lower|, |upper| of a SUM; larger could overflow a float8 sum
+MAX_BOUND = 1e290  # |lower|, |upper| of a SUM; larger could overflow a float8 sum
 
 
-_CASTS = {"int": ("smallint", "int", "bigint"), "float": ("double", "float", "real"),
-          "numeric": ("decimal",)}
+_CASTS = {"int": ("smallint", "int", "bigint"), "float": ("double", "float", "real"), "numeric": ("decimal",)}
 
 
 def post_steps(node: exp.Expression):
@@ -37,9 +38,16 @@ def post_steps(node: exp.Expression):
             if target is None:
                 return None
             steps.append(("cast", target))
-        elif isinstance(node, exp.Round) and node.args.get("decimals") is None or (
-                isinstance(node, exp.Round) and isinstance(node.args["decimals"], exp.Literal)
-                and node.args["decimals"].is_int and 0 <= int(node.args["decimals"].this) <= 15):
+        elif (
+            isinstance(node, exp.Round)
+            and node.args.get("decimals") is None
+            or (
+                isinstance(node, exp.Round)
+                and isinstance(node.args["decimals"], exp.Literal)
+                and node.args["decimals"].is_int
+                and 0 <= int(node.args["decimals"].this) <= 15
+            )
+        ):
             d = understood(node).args.get("decimals")
             steps.append(("round", None if d is None else int(d.this)))
             name = name or "round"
@@ -50,8 +58,20 @@ def post_steps(node: exp.Expression):
         else:
             break
         node = node.this
-    if not steps or not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min, exp.Median,
-                                          exp.WithinGroup, exp.Filter, *stats.VARIANCE_NODES)):
+    if not steps or not isinstance(
+        node,
+        (
+            exp.Count,
+            exp.Sum,
+            exp.Avg,
+            exp.Max,
+            exp.Min,
+            exp.Median,
+            exp.WithinGroup,
+            exp.Filter,
+            *stats.VARIANCE_NODES,
+        ),
+    ):
         return None
     return node, tuple(reversed(steps)), name
 
@@ -107,11 +127,17 @@ def _filtered(node: exp.Filter, ctx: Ctx) -> tuple[str, Filtered]:
     inner, where = node.this, node.expression
     func_node = inner.this if isinstance(inner, exp.WithinGroup) else inner
     what = func_node.sql_name().upper() + ("(DISTINCT …)" if isinstance(inner.this, exp.Distinct) else "(…)")
-    refusal = Refusal(UNSUPPORTED, f"{what} FILTER (WHERE …) is not supported: FILTER is answered on "
-                      "COUNT, SUM and AVG; put the condition in WHERE (in ibis: t.filter(cond) before the "
-                      "aggregate, instead of the aggregate's where=cond).")
-    if not isinstance(where, exp.Where) or not isinstance(inner, (exp.Count, exp.Sum, exp.Avg)) or (
-            isinstance(inner.this, exp.Distinct)):
+    refusal = Refusal(
+        UNSUPPORTED,
+        f"{what} FILTER (WHERE …) is not supported: FILTER is answered on "
+        "COUNT, SUM and AVG; put the condition in WHERE (in ibis: t.filter(cond) before the "
+        "aggregate, instead of the aggregate's where=cond).",
+    )
+    if (
+        not isinstance(where, exp.Where)
+        or not isinstance(inner, (exp.Count, exp.Sum, exp.Avg))
+        or (isinstance(inner.this, exp.Distinct))
+    ):
         raise refusal
     understood(node, frozenset({"this", "expression"})), understood(where)
     func, col = aggregate(inner, ctx)
@@ -125,16 +151,25 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     COUNT/SUM/AVG is a :class:`Filtered`."""
     if isinstance(node, exp.Filter):
         return _filtered(node, ctx)
-    if isinstance(node, (exp.Median, exp.WithinGroup)):       # quantiles: rewriter.extreme
-        raise ExtremeAggregate(UNSUPPORTED, "percentile_cont / percentile_disc / median are answered on "
-                               "central tables, one per statement without other aggregates (each is its "
-                               "own release).")
+    if isinstance(node, (exp.Median, exp.WithinGroup)):  # quantiles: rewriter.extreme
+        raise ExtremeAggregate(
+            UNSUPPORTED,
+            "percentile_cont / percentile_disc / median are answered on "
+            "central tables, one per statement without other aggregates (each is its "
+            "own release).",
+        )
     if isinstance(node, (exp.Max, exp.Min)):
-        raise ExtremeAggregate(UNSUPPORTED, f"{node.sql_name().upper()}() is answered one per statement, "
-                               "without other aggregates (each MAX or MIN is its own release).")
+        raise ExtremeAggregate(
+            UNSUPPORTED,
+            f"{node.sql_name().upper()}() is answered one per statement, "
+            "without other aggregates (each MAX or MIN is its own release).",
+        )
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *stats.VARIANCE_NODES)):
-        raise Refusal(UNSUPPORTED, f"aggregate {node.sql_name().lower()}() is not supported "
-                      "yet; use COUNT, SUM, AVG, VAR_POP/VAR_SAMP or STDDEV_POP/STDDEV_SAMP.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"aggregate {node.sql_name().lower()}() is not supported "
+            "yet; use COUNT, SUM, AVG, VAR_POP/VAR_SAMP or STDDEV_POP/STDDEV_SAMP.",
+        )
     func, arg = stats.VARIANCE_NODES.get(type(node), node.key), node.this
     if func == "count" and isinstance(arg, exp.Distinct):
         understood(node)
@@ -142,31 +177,45 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     if isinstance(arg, exp.Distinct):
         raise Refusal(UNSUPPORTED, f"{func.upper()}(DISTINCT …) is not supported.")
     understood(node)
-    if func == "count" and (isinstance(arg, exp.Star) or _constant(arg)):   # COUNT(1): every row
+    if func == "count" and (isinstance(arg, exp.Star) or _constant(arg)):  # COUNT(1): every row
         return "count", None
     arg = _value_preserving_cast(arg, ctx)
-    if func in ("sum", "avg") and intervals.wanted(arg) and not [
-            k for k, v in node.args.items() if v and k not in ("this", "big_int")]:
-        return func, intervals.arith_argument(arg, ctx, func)      # SUM(age + 1): bounds by intervals
-    if not isinstance(arg, exp.Column) or [k for k, v in node.args.items()
-                                            if v and k not in ("this", "big_int")]:
+    if (
+        func in ("sum", "avg")
+        and intervals.wanted(arg)
+        and not [k for k, v in node.args.items() if v and k not in ("this", "big_int")]
+    ):
+        return func, intervals.arith_argument(arg, ctx, func)  # SUM(age + 1): bounds by intervals
+    if not isinstance(arg, exp.Column) or [
+        k for k, v in node.args.items() if v and k not in ("this", "big_int")
+    ]:
         predicate.check(arg, ctx) if isinstance(arg, exp.Expression) else None
-        raise Refusal(UNSUPPORTED, f"{func.upper()} takes a declared column (or * for COUNT), "
-                      "not an expression; filter rows with WHERE instead.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"{func.upper()} takes a declared column (or * for COUNT), "
+            "not an expression; filter rows with WHERE instead.",
+        )
     col = ctx.column(arg).node.name
     spec = ctx.table.columns[col]
     if func != "count":
         if spec.type not in ("int", "float"):
-            raise Refusal(DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column; "
-                          f"{col} is {spec.type}.")
+            raise Refusal(
+                DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column; {col} is {spec.type}."
+            )
         if not spec.bounded:
-            raise Refusal(DENIED, f"{func.upper()}({col}) needs clamping bounds; declare lower "
-                          f"and upper for column {col} in the config.")
+            raise Refusal(
+                DENIED,
+                f"{func.upper()}({col}) needs clamping bounds; declare lower "
+                f"and upper for column {col} in the config.",
+            )
         if max(abs(spec.lower), abs(spec.upper)) > MAX_BOUND:
             raise Refusal("54000", f"the bounds of {col} are too large to sum safely.")
         if func in stats.VARIANCE_FUNCS and not spec.lower < spec.upper:
-            raise Refusal(DENIED, f"{func.upper()}({col}) needs lower < upper; {col} is declared "
-                          f"[{spec.lower:g}, {spec.upper:g}] (its variance is 0).")
+            raise Refusal(
+                DENIED,
+                f"{func.upper()}({col}) needs lower < upper; {col} is declared "
+                f"[{spec.lower:g}, {spec.upper:g}] (its variance is 0).",
+            )
     return func, col
 
 
@@ -191,20 +240,24 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
     """(index, value type) of the aggregate ``func(col)`` in ``aggs``, appended if new, its
     measures appended to ``measures`` once: identical aggregates are one release, whether
     selected or used inside an expression (:mod:`.postprocess`)."""
+
     def m(measure: Measure) -> int:
         return measure_index(measure, measures)
 
     cond = None
-    if isinstance(col, Filtered):                      # FILTER (WHERE cond): the measures carry it
+    if isinstance(col, Filtered):  # FILTER (WHERE cond): the measures carry it
         col, cond = col.column, col.cond
     spec = ctx.table.columns[col] if col and not isinstance(col, intervals.Arith) else None
     typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
-    if isinstance(col, intervals.Arith):               # an expression: its type and interval bounds
+    if isinstance(col, intervals.Arith):  # an expression: its type and interval bounds
         typ, lo, hi = col.type, col.lower, col.upper
     if func == "count":
         lo = hi = None
-        ms = (m(Measure("count_rows") if cond is None else Measure("count_if", filter=cond))
-              if col is None else m(Measure("count", col, filter=cond)),)
+        ms = (
+            m(Measure("count_rows") if cond is None else Measure("count_if", filter=cond))
+            if col is None
+            else m(Measure("count", col, filter=cond)),
+        )
     elif func == "count_distinct" or func in stats.VARIANCE_FUNCS:
         ms_, typ = stats.measures(func, col, spec)
         ms = tuple(m(x) for x in ms_)
@@ -212,10 +265,18 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
             lo = hi = None
     else:
         ms = (m(Measure("sum", col, typ, lo, hi, filter=cond)),)
-        if func == "avg":                              # AVG's count: over the same (filtered) rows
+        if func == "avg":  # AVG's count: over the same (filtered) rows
             ms += (m(Measure("count", col, filter=cond)),)
-    agg = Aggregate(func, col, typ if func != "count" else spec and spec.type, lo, hi, ms,
-                    _avg_mechanism(col, ctx) if func == "avg" else None, cond)
+    agg = Aggregate(
+        func,
+        col,
+        typ if func != "count" else spec and spec.type,
+        lo,
+        hi,
+        ms,
+        _avg_mechanism(col, ctx) if func == "avg" else None,
+        cond,
+    )
     if agg not in aggs:
         aggs.append(agg)
     return aggs.index(agg), {"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float")

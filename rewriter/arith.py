@@ -12,33 +12,36 @@
   lo are flushed to 0. Integer columns rarely need it; float columns do.
 * Functions: a small allow-list of total ones; casts are in :mod:`rewriter.casts`.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
-from typing import Callable
 
 from sqlglot import exp
 
 from .args import sql_name
-from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
-                     INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
-from .scope import NUMERIC, Ctx, T, literal
 from .casts import cast
+from .errors import DATATYPE_MISMATCH, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .scope import NUMERIC, Ctx, T, literal
 from .values import to_node
 
 BIG, SMALL = 1e300, 1e-300
 DOUBLE = exp.DataType.build("double")
-ALLOWED_FUNCTIONS = ("abs, lower, upper, length, trim, btrim, ltrim, rtrim, coalesce, least, greatest, "
-                     "round, floor, ceil; || on text")
+ALLOWED_FUNCTIONS = (
+    "abs, lower, upper, length, trim, btrim, ltrim, rtrim, coalesce, least, greatest, "
+    "round, floor, ceil; || on text"
+)
 Check = Callable[[exp.Expression, Ctx], T]
 
 
 def paren(node: exp.Expression) -> exp.Expression:
     """Parenthesise compound operands so the tree prints unambiguously."""
-    atomic = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Func, exp.Paren,
-              exp.Parameter, exp.Cast)
+    atomic = (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Func, exp.Paren, exp.Parameter, exp.Cast)
     if isinstance(node, atomic) and not isinstance(node, exp.Connector):
         return node
     return exp.Paren(this=node)
@@ -78,15 +81,21 @@ def _numeric(a: T, b: T, op: str) -> bool:
         return False
     for t in (a, b):
         if t.approx:
-            raise Refusal(UNSUPPORTED, f"arithmetic ({op}) on a decimal quotient such as x / 10.0 "
-                          "is computed exactly (numeric) by Postgres, which dpgate does not do; "
-                          "compare or round the quotient itself, or write CAST(x AS double "
-                          "precision) for floating point.")
+            raise Refusal(
+                UNSUPPORTED,
+                f"arithmetic ({op}) on a decimal quotient such as x / 10.0 "
+                "is computed exactly (numeric) by Postgres, which dpgate does not do; "
+                "compare or round the quotient itself, or write CAST(x AS double "
+                "precision) for floating point.",
+            )
         if t.is_literal and t.value is not None and not _exact(t.value):
-            raise Refusal(UNSUPPORTED, f"{op} with {t.value!r} and an integer or decimal is "
-                          "computed exactly (numeric) by Postgres, which dpgate does not do; write "
-                          "CAST(x AS double precision) for floating point, or use a literal "
-                          "such as 0.5 or 0.25 that binary floating point represents exactly.")
+            raise Refusal(
+                UNSUPPORTED,
+                f"{op} with {t.value!r} and an integer or decimal is "
+                "computed exactly (numeric) by Postgres, which dpgate does not do; write "
+                "CAST(x AS double precision) for floating point, or use a literal "
+                "such as 0.5 or 0.25 that binary floating point represents exactly.",
+            )
     return True
 
 
@@ -98,8 +107,11 @@ def _exact(v) -> bool:
 def _folded(t: T, exact) -> T:
     """A folded numeric constant must equal Postgres's exact decimal result."""
     if t.value is not None and Decimal(t.value) != exact:
-        raise Refusal(UNSUPPORTED, "this constant expression is computed exactly (numeric) by "
-                      "Postgres and has no exact floating-point value; write its result instead.")
+        raise Refusal(
+            UNSUPPORTED,
+            "this constant expression is computed exactly (numeric) by "
+            "Postgres and has no exact floating-point value; write its result instead.",
+        )
     return replace(t, numeric=True)
 
 
@@ -117,14 +129,17 @@ def _window(t: T, lo: float, hi: float) -> T:
     (mlo, mhi), x = t.mag, t.node
     ifs = []
     if mhi > hi:
-        above = exp.And(this=exp.GT(this=x.copy(), expression=to_node(hi)),
-                        expression=exp.LT(this=x.copy(), expression=_inf()))
-        below = exp.And(this=exp.LT(this=x.copy(), expression=to_node(-hi)),
-                        expression=exp.GT(this=x.copy(), expression=_inf("-")))
+        above = exp.And(
+            this=exp.GT(this=x.copy(), expression=to_node(hi)),
+            expression=exp.LT(this=x.copy(), expression=_inf()),
+        )
+        below = exp.And(
+            this=exp.LT(this=x.copy(), expression=to_node(-hi)),
+            expression=exp.GT(this=x.copy(), expression=_inf("-")),
+        )
         ifs += [exp.If(this=above, true=to_node(hi)), exp.If(this=below, true=to_node(-hi))]
     if mlo < lo:
-        ifs.append(exp.If(this=exp.LT(this=exp.Abs(this=x.copy()), expression=to_node(lo)),
-                          true=to_node(0)))
+        ifs.append(exp.If(this=exp.LT(this=exp.Abs(this=x.copy()), expression=to_node(lo)), true=to_node(0)))
     if not ifs:
         return t
     return replace(t, node=exp.Case(ifs=ifs, default=x), mag=(max(mlo, lo), min(mhi, hi)))
@@ -175,42 +190,51 @@ def mul(a: T, b: T, num: bool | None = None) -> T:
             a = _window(a, SMALL / c, BIG / c)
     else:
         a, b = _window(a, 1e-150, 1e150), _window(b, 1e-150, 1e150)
-    return T(_binary(exp.Mul, a, b), typ, (a.mag[0] * b.mag[0], a.mag[1] * b.mag[1]), f8=True,
-             numeric=num)
+    return T(_binary(exp.Mul, a, b), typ, (a.mag[0] * b.mag[0], a.mag[1] * b.mag[1]), f8=True, numeric=num)
 
 
 def div(a: T, b: T, ctx: Ctx) -> T:
     if not (b.is_literal or b.param) or (b.is_literal and not b.value):
-        raise Refusal(DENIED, "division is only allowed by a non-zero numeric literal or "
-                      "parameter (x / 0 or x / column could fail for some rows).")
+        raise Refusal(
+            DENIED,
+            "division is only allowed by a non-zero numeric literal or "
+            "parameter (x / 0 or x / column could fail for some rows).",
+        )
     if b.value is None:
         return literal(None)
     typ = _type(a, b)
     num = ctx is not None and _numeric(a, b, "/")
     approx = num and b.is_literal and not _power_of_two(b.value)
     if approx and not _decimal_divisor(b.value):
-        raise Refusal(UNSUPPORTED, f"division by {b.value!r} is computed exactly (numeric) by "
-                      "Postgres, which dpgate does not do; divide by an integer (integer "
-                      "division), by a power of two or ten such as 2.0, 0.5 or 10.0, or write "
-                      "CAST(x AS double precision) / … for floating point.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"division by {b.value!r} is computed exactly (numeric) by "
+            "Postgres, which dpgate does not do; divide by an integer (integer "
+            "division), by a power of two or ten such as 2.0, 0.5 or 10.0, or write "
+            "CAST(x AS double precision) / … for floating point.",
+        )
     if a.is_literal:
         if a.value is None:
             return literal(None)
-        if typ == "int":      # Postgres: integer division truncates toward zero
+        if typ == "int":  # Postgres: integer division truncates toward zero
             q = abs(a.value) // abs(b.value)
             return literal(q if (a.value < 0) == (b.value < 0) else -q)
         t = _fold(a.value / b.value, "float")
         if approx:
-            raise Refusal(UNSUPPORTED, "this constant quotient is computed exactly (numeric) by "
-                          "Postgres and has no exact floating-point value; write its result.")
+            raise Refusal(
+                UNSUPPORTED,
+                "this constant quotient is computed exactly (numeric) by "
+                "Postgres and has no exact floating-point value; write its result.",
+            )
         return replace(t, numeric=True) if num else t
     a, c = _double(a), abs(b.value) if b.is_literal else 1.0
     a = _window(a, SMALL * c, BIG * c)
     if typ == "int" and b.is_literal:
         q = exp.Anonymous(this="TRUNC", expressions=[_binary(exp.Div, a, b)])
         return T(q, "int", (1.0, a.mag[1] / c), f8=True)
-    return T(_binary(exp.Div, a, b), "float", (a.mag[0] / c, a.mag[1] / c), f8=True, numeric=num,
-             approx=approx)
+    return T(
+        _binary(exp.Div, a, b), "float", (a.mag[0] / c, a.mag[1] / c), f8=True, numeric=num, approx=approx
+    )
 
 
 def _power_of_two(v) -> bool:
@@ -235,8 +259,8 @@ def _decimal_divisor(v) -> bool:
 def _arith(node: exp.Binary, ctx: Ctx, check: Check) -> T:
     what = f"operator {sql_name(node)}"
     a, b = check(node.this, ctx), check(node.expression, ctx)
-    if a.pending and not b.pending:     # $1 + 1: an untyped parameter takes the other side's type (as
-        b = _num(b, ctx, what, None)    # Postgres resolves unknown + integer), in Describe and Execute alike
+    if a.pending and not b.pending:  # $1 + 1: an untyped parameter takes the other side's type (as
+        b = _num(b, ctx, what, None)  # Postgres resolves unknown + integer), in Describe and Execute alike
         a = _num(a, ctx, what, b.type or "float")
     else:
         a = _num(a, ctx, what, None)
@@ -255,8 +279,9 @@ def _mod(a: T, b: T) -> T:
     if a.type not in ("int", None) or b.type not in ("int", None):
         raise Refusal(UNSUPPORTED, "% is only allowed on integers, by a non-zero integer literal.")
     if a.f8:
-        raise Refusal(UNSUPPORTED, "% is only allowed on an integer column or literal, not on "
-                      "the result of arithmetic.")
+        raise Refusal(
+            UNSUPPORTED, "% is only allowed on an integer column or literal, not on the result of arithmetic."
+        )
     if not (b.is_literal or b.param) or (b.is_literal and not b.value):
         raise Refusal(DENIED, "% is only allowed by a non-zero integer literal or parameter.")
     if b.value is None or (a.is_literal and a.value is None):
@@ -269,7 +294,7 @@ def _mod(a: T, b: T) -> T:
 
 def _neg(node: exp.Neg, ctx: Ctx, check: Check) -> T:
     a = _double(_num(check(node.this, ctx), ctx, "unary minus"))
-    if a.is_literal:          # -(NULL), -(1 + 2): folded (Postgres cannot type "- NULL")
+    if a.is_literal:  # -(NULL), -(1 + 2): folded (Postgres cannot type "- NULL")
         return a if a.value is None else replace(a, node=to_node(-a.value), value=-a.value)
     return replace(a, node=exp.Neg(this=paren(a.node)))
 
@@ -282,16 +307,19 @@ def _unary_num(node: exp.Func, ctx: Ctx, check: Check) -> T:
         raise Refusal(UNSUPPORTED, f"this form of {name}() is not supported.")
     a = _num(check(node.this, ctx), ctx, f"{name}()")
     if a.approx and node.args.get("decimals") is not None:
-        raise Refusal(UNSUPPORTED, "round(x / 10.0, n) of a decimal quotient is computed exactly "
-                      "(numeric) by Postgres, which dpgate does not do; round(x / 10.0) or "
-                      "CAST(x AS double precision) / 10 are supported.")
-    even = _kind(a) == "float8"          # Postgres: round(float8) is rint, round(numeric) is not
+        raise Refusal(
+            UNSUPPORTED,
+            "round(x / 10.0, n) of a decimal quotient is computed exactly "
+            "(numeric) by Postgres, which dpgate does not do; round(x / 10.0) or "
+            "CAST(x AS double precision) / 10 are supported.",
+        )
+    even = _kind(a) == "float8"  # Postgres: round(float8) is rint, round(numeric) is not
     if a.is_literal and a.value is not None:
         rnd = round if even else _round
         fn = {"abs": abs, "floor": math.floor, "ceil": math.ceil}.get(name, rnd)
         if node.args.get("decimals") is None:
             return replace(_fold(float(fn(a.value))), numeric=a.numeric)
-    if a.is_literal and a.value is None:   # round(NULL): a typed NULL (Postgres cannot pick trunc(unknown))
+    if a.is_literal and a.value is None:  # round(NULL): a typed NULL (Postgres cannot pick trunc(unknown))
         a = replace(a, node=exp.Cast(this=exp.Null(), to=exp.DataType.build("double")))
     a = _double(a)
     if isinstance(node, exp.Abs):
@@ -332,11 +360,21 @@ def round_node(x: exp.Expression, even: bool) -> exp.Expression:
     frac = exp.Abs(this=exp.Paren(this=exp.Sub(this=x.copy(), expression=trunc(x))))
     half = to_node(0.5)
     if even:
-        odd = exp.NEQ(this=exp.Sub(this=trunc(x), expression=exp.Mul(
-            this=to_node(2), expression=trunc(exp.Div(this=trunc(x), expression=to_node(2))))),
-            expression=to_node(0))
-        cond = exp.Or(this=exp.GT(this=frac, expression=half), expression=exp.Paren(this=exp.And(
-            this=exp.EQ(this=frac.copy(), expression=half.copy()), expression=odd)))
+        odd = exp.NEQ(
+            this=exp.Sub(
+                this=trunc(x),
+                expression=exp.Mul(
+                    this=to_node(2), expression=trunc(exp.Div(this=trunc(x), expression=to_node(2)))
+                ),
+            ),
+            expression=to_node(0),
+        )
+        cond = exp.Or(
+            this=exp.GT(this=frac, expression=half),
+            expression=exp.Paren(
+                this=exp.And(this=exp.EQ(this=frac.copy(), expression=half.copy()), expression=odd)
+            ),
+        )
     else:
         cond = exp.GTE(this=frac, expression=half)
     up = exp.Add(this=trunc(x), expression=exp.Anonymous(this="SIGN", expressions=[x.copy()]))
@@ -370,8 +408,9 @@ def common(ts: list[T], ctx: Ctx, what: str) -> tuple[list[T], str | None]:
     if len(known) == 1:
         target = known.pop()
     elif target is None and known:
-        raise Refusal(DATATYPE_MISMATCH, f"{what} arguments have different types "
-                      f"({', '.join(sorted(known))}).")
+        raise Refusal(
+            DATATYPE_MISMATCH, f"{what} arguments have different types ({', '.join(sorted(known))})."
+        )
     ts = [ctx.settle(t, target) for t in ts]
     if len({t.type for t in ts if t.type} - ({"int"} if target == "float" else set())) > 1:
         raise Refusal(DATATYPE_MISMATCH, f"{what} arguments have different types.")
@@ -384,24 +423,37 @@ def _variadic(node: exp.Func, ctx: Ctx, check: Check) -> T:
     if any(v for k, v in node.args.items() if k not in ("this", "expressions", "ignore_nulls")):
         raise Refusal(UNSUPPORTED, f"this form of {name}() is not supported.")
     ts, target = common([check(e, ctx) for e in [node.this, *node.expressions]], ctx, name)
-    if all(t.is_literal for t in ts):     # folded: coalesce(NULL, NULL) has no type in SQL
+    if all(t.is_literal for t in ts):  # folded: coalesce(NULL, NULL) has no type in SQL
         vals = [t.value for t in ts if t.value is not None]
         pick = {"coalesce": lambda v: v[0], "least": min, "greatest": max}[name]
         t = literal(pick(vals) if vals else None)
         kinds = {_kind(x) for x in ts if x.type is not None}
-        return replace(t, type=(target or t.type) if vals else None,
-                       numeric="numeric" in kinds and "float8" not in kinds)
+        return replace(
+            t, type=(target or t.type) if vals else None, numeric="numeric" in kinds and "float8" not in kinds
+        )
     kw = {} if isinstance(node, exp.Coalesce) else {"ignore_nulls": True}
     out = type(node)(this=ts[0].node, expressions=[t.node for t in ts[1:]], **kw)
     mag = (min(t.mag[0] for t in ts), max(t.mag[1] for t in ts))
     kinds = {_kind(t) for t in ts if t.type is not None}
-    return T(out, target, mag, f8=any(t.f8 for t in ts),
-             numeric="numeric" in kinds and "float8" not in kinds)
+    return T(out, target, mag, f8=any(t.f8 for t in ts), numeric="numeric" in kinds and "float8" not in kinds)
 
 
 RULES: dict[type, Callable[[exp.Expression, Ctx, Check], T]] = {
-    exp.Add: _arith, exp.Sub: _arith, exp.Mul: _arith, exp.Div: _arith, exp.Mod: _arith,
-    exp.Neg: _neg, exp.Abs: _unary_num, exp.Floor: _unary_num, exp.Ceil: _unary_num,
-    exp.Round: _unary_num, exp.Lower: _text, exp.Upper: _text, exp.Length: _text,
-    exp.Coalesce: _variadic, exp.Least: _variadic, exp.Greatest: _variadic, exp.Cast: cast,
+    exp.Add: _arith,
+    exp.Sub: _arith,
+    exp.Mul: _arith,
+    exp.Div: _arith,
+    exp.Mod: _arith,
+    exp.Neg: _neg,
+    exp.Abs: _unary_num,
+    exp.Floor: _unary_num,
+    exp.Ceil: _unary_num,
+    exp.Round: _unary_num,
+    exp.Lower: _text,
+    exp.Upper: _text,
+    exp.Length: _text,
+    exp.Coalesce: _variadic,
+    exp.Least: _variadic,
+    exp.Greatest: _variadic,
+    exp.Cast: cast,
 }

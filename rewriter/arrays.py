@@ -3,6 +3,7 @@ one-dimensional array: elements between braces, separated by commas, double-quot
 backslash escapes, unquoted ``NULL`` the null element. Clients send arrays this way
 (``= ANY('{r,p}')``, an array parameter sent as text). SQL only: no I/O.
 """
+
 from __future__ import annotations
 
 

@@ -12,6 +12,7 @@ float, Decimal), a DATE equal to the TIMESTAMP at its midnight — and written f
 domain, never from the scan, so the released set of cells and their key values never
 depend on the data.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -29,12 +30,12 @@ def complete(plan: Plan, rows) -> list[tuple]:
     ``(k1..kk, m1..mj)`` in key order, measures 0 for a cell with no rows and for a
     NULL measure (``COALESCE(m, 0)``)."""
     k = len(plan.group_by)
-    if k == 0:                                       # one aggregate row: SUM of no rows is 0
+    if k == 0:  # one aggregate row: SUM of no rows is 0
         return [tuple(0 if m is None else m for m in r) for r in rows]
     types = [g.type for g in plan.group_by]
     nkeys, typed = domain_index(plan)
     found = dict(zip(_sql_keys(types, [map(itemgetter(i), rows) for i in range(k)]), rows))
-    if k == 1:                                       # one key: scalar keys, no per-row tuple
+    if k == 1:  # one key: scalar keys, no per-row tuple
         nkeys = [key[0] for key in nkeys]
     zeros = (0,) * len(plan.measures)
     out = []
@@ -54,13 +55,15 @@ def domain_index(plan: Plan) -> tuple[tuple[tuple, ...], tuple[tuple, ...]]:
     filled from a template shares its template's: only WHERE differs). Tuples, not lists:
     the cyclic garbage collector stops tracking a tuple of plain values, so these long-lived
     memos (10,000 cells: 20,000 references) are not walked again by every full collection."""
-    memo = plan.__dict__.setdefault("_domain", {})      # shared with the template's plan
+    memo = plan.__dict__.setdefault("_domain", {})  # shared with the template's plan
     hit = memo.get("index")
     if hit is None:
         types = [g.type for g in plan.group_by]
         cells = plan.cells
-        hit = memo["index"] = (tuple(tuple(_norm(v, t) for v, t in zip(cell, types)) for cell in cells),
-                               tuple(tuple(_typed(v, t) for v, t in zip(cell, types)) for cell in cells))
+        hit = memo["index"] = (
+            tuple(tuple(_norm(v, t) for v, t in zip(cell, types)) for cell in cells),
+            tuple(tuple(_typed(v, t) for v, t in zip(cell, types)) for cell in cells),
+        )
     return hit
 
 
@@ -83,7 +86,7 @@ def _sql_keys(types: list[str], key_columns) -> list:
     several — from its key columns (``key_columns[i]``: key ``i`` of every row, any iterable)."""
     if len(types) == 1:
         t, col = types[0], key_columns[0]
-        if t == "int":                               # _norm is the identity on ints (and bool, Decimal)
+        if t == "int":  # _norm is the identity on ints (and bool, Decimal)
             return list(col)
         if t == "text":
             return [v if type(v) is str else _norm(v, t) for v in col]
@@ -114,10 +117,10 @@ def _norm(v, typ: str):
         return v if isinstance(v, dt.datetime) else dt.datetime(v.year, v.month, v.day)
     if typ == "float":
         f = float(v)
-        return "NaN" if math.isnan(f) else f      # NaN = NaN in DuckDB and Postgres
+        return "NaN" if math.isnan(f) else f  # NaN = NaN in DuckDB and Postgres
     if typ == "text":
         return str(v)
-    return v                                      # int, bool, Decimal: Python's numeric equality
+    return v  # int, bool, Decimal: Python's numeric equality
 
 
 def _typed(v, typ: str):

@@ -15,6 +15,7 @@ the options are read as PostgreSQL's grammar gives them — the option list
 ``\\copy`` sends. An option that is not understood refuses (42601 / 0A000).
 SQL only: no I/O.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER, SYNTAX_ERROR, Refusal
 from .parsing import tokenize
 
-COPY_HINT = ("Write COPY (SELECT …) TO STDOUT [WITH (FORMAT text|csv|binary, HEADER, DELIMITER ',', "
-             "NULL '', FORCE_QUOTE *)]; in psql: \\copy (SELECT …) TO 'file.csv' CSV HEADER.")
+COPY_HINT = (
+    "Write COPY (SELECT …) TO STDOUT [WITH (FORMAT text|csv|binary, HEADER, DELIMITER ',', "
+    "NULL '', FORCE_QUOTE *)]; in psql: \\copy (SELECT …) TO 'file.csv' CSV HEADER."
+)
 FORMATS = ("text", "csv", "binary")
 
 
@@ -39,7 +42,7 @@ class CopyOut:
     null: str | None = None
     quote: str | None = None
     escape: str | None = None
-    force_quote: tuple[str, ...] | bool = ()     # column names, or True for every column
+    force_quote: tuple[str, ...] | bool = ()  # column names, or True for every column
 
 
 def _refuse(message: str, sqlstate: str = SYNTAX_ERROR) -> Refusal:
@@ -54,10 +57,14 @@ def copy_statement(sql: str) -> CopyOut | None:
         return None
     if len(tokens) < 2 or tokens[1].text != "(":
         if any(t.token_type.name != "STRING" and t.text.upper() == "FROM" for t in tokens[1:]):
-            raise _refuse("COPY … FROM is not allowed: dpgate answers queries, it does not load rows.",
-                          INSUFFICIENT_PRIVILEGE)
-        raise _refuse("COPY of a table is not allowed: a table's rows are never released, only "
-                      "a query's answer.", INSUFFICIENT_PRIVILEGE)
+            raise _refuse(
+                "COPY … FROM is not allowed: dpgate answers queries, it does not load rows.",
+                INSUFFICIENT_PRIVILEGE,
+            )
+        raise _refuse(
+            "COPY of a table is not allowed: a table's rows are never released, only a query's answer.",
+            INSUFFICIENT_PRIVILEGE,
+        )
     depth, close = 0, None
     for i in range(1, len(tokens)):
         if tokens[i].text == "(" and tokens[i].token_type.name == "L_PAREN":
@@ -69,20 +76,26 @@ def copy_statement(sql: str) -> CopyOut | None:
                 break
     if close is None:
         raise _refuse("syntax error at end of input: COPY's query has no closing parenthesis.")
-    query = sql[tokens[1].end + 1:tokens[close].start].strip()
+    query = sql[tokens[1].end + 1 : tokens[close].start].strip()
     if not query:
         raise _refuse("syntax error: COPY needs a query in its parentheses.")
-    rest = tokens[close + 1:]
+    rest = tokens[close + 1 :]
     if not rest or rest[0].text.upper() not in ("TO", "FROM"):
         raise _refuse("syntax error: COPY (query) is followed by TO STDOUT.")
     if rest[0].text.upper() == "FROM":
-        raise _refuse("COPY … FROM is not allowed: dpgate answers queries, it does not load rows.",
-                      INSUFFICIENT_PRIVILEGE)
+        raise _refuse(
+            "COPY … FROM is not allowed: dpgate answers queries, it does not load rows.",
+            INSUFFICIENT_PRIVILEGE,
+        )
     if len(rest) < 2 or rest[1].token_type.name == "STRING" or rest[1].text.upper() != "STDOUT":
-        what = "a file on the server" if len(rest) > 1 and rest[1].token_type.name == "STRING" else \
-            "anything but STDOUT"
-        raise _refuse(f"COPY … TO {what} is not allowed: the rows go to the client (TO STDOUT).",
-                      INSUFFICIENT_PRIVILEGE)
+        what = (
+            "a file on the server"
+            if len(rest) > 1 and rest[1].token_type.name == "STRING"
+            else "anything but STDOUT"
+        )
+        raise _refuse(
+            f"COPY … TO {what} is not allowed: the rows go to the client (TO STDOUT).", INSUFFICIENT_PRIVILEGE
+        )
     return _Options(query, rest[2:]).read()
 
 
@@ -113,7 +126,7 @@ class _Options:
             self.i += 1
         tok = self.take()
         if tok.token_type.name != "STRING":
-            raise _refuse(f"syntax error at or near \"{tok.text}\": COPY's {option} takes a quoted string.")
+            raise _refuse(f'syntax error at or near "{tok.text}": COPY\'s {option} takes a quoted string.')
         return tok.text
 
     def set(self, name: str, value) -> None:
@@ -132,7 +145,7 @@ class _Options:
             while self.peek() is not None:
                 self.legacy_option()
         if self.peek() is not None:
-            raise _refuse(f"syntax error at or near \"{self.peek().text}\" in COPY's options.")
+            raise _refuse(f'syntax error at or near "{self.peek().text}" in COPY\'s options.')
         return self.checked()
 
     def option_list(self) -> None:
@@ -146,14 +159,14 @@ class _Options:
             if tok.text == ")":
                 return
             if tok.text != ",":
-                raise _refuse(f"syntax error at or near \"{tok.text}\" in COPY's option list.")
+                raise _refuse(f'syntax error at or near "{tok.text}" in COPY\'s option list.')
 
     def option(self, name: str) -> None:
         if name == "format":
             tok = self.take()
             fmt = tok.text.lower()
             if fmt not in FORMATS:
-                raise _refuse(f"COPY format \"{tok.text}\" not recognized", INVALID_PARAMETER)
+                raise _refuse(f'COPY format "{tok.text}" not recognized', INVALID_PARAMETER)
             self.set("format", fmt)
         elif name == "header":
             self.set("header", self.boolean())
@@ -164,14 +177,24 @@ class _Options:
         elif name == "encoding":
             enc = self.string("ENCODING")
             if enc.upper().replace("-", "").replace("_", "") != "UTF8":
-                raise _refuse(f"COPY encoding {enc!r} is not supported; the output is UTF8.",
-                              FEATURE_NOT_SUPPORTED)
-        elif name in ("force_not_null", "force_null", "freeze", "default", "on_error", "log_verbosity",
-                      "reject_limit"):
-            raise _refuse(f"COPY {name.upper()} only applies to COPY FROM, which is not supported.",
-                          FEATURE_NOT_SUPPORTED)
+                raise _refuse(
+                    f"COPY encoding {enc!r} is not supported; the output is UTF8.", FEATURE_NOT_SUPPORTED
+                )
+        elif name in (
+            "force_not_null",
+            "force_null",
+            "freeze",
+            "default",
+            "on_error",
+            "log_verbosity",
+            "reject_limit",
+        ):
+            raise _refuse(
+                f"COPY {name.upper()} only applies to COPY FROM, which is not supported.",
+                FEATURE_NOT_SUPPORTED,
+            )
         else:
-            raise _refuse(f"option \"{name}\" not recognized")
+            raise _refuse(f'option "{name}" not recognized')
 
     def boolean(self) -> bool:
         tok = self.peek()
@@ -184,9 +207,10 @@ class _Options:
         if v in ("false", "off", "0"):
             return False
         if v == "match":
-            raise _refuse("HEADER MATCH only applies to COPY FROM, which is not supported.",
-                          FEATURE_NOT_SUPPORTED)
-        raise _refuse(f"header requires a Boolean value, not \"{tok.text}\"", INVALID_PARAMETER)
+            raise _refuse(
+                "HEADER MATCH only applies to COPY FROM, which is not supported.", FEATURE_NOT_SUPPORTED
+            )
+        raise _refuse(f'header requires a Boolean value, not "{tok.text}"', INVALID_PARAMETER)
 
     def columns(self) -> tuple[str, ...] | bool:
         """``*`` or a column list, in parentheses in the option list or bare in the old form."""
@@ -200,7 +224,7 @@ class _Options:
         while True:
             tok = self.take()
             if tok.token_type.name not in ("VAR", "IDENTIFIER") and not tok.text.isidentifier():
-                raise _refuse(f"syntax error at or near \"{tok.text}\": FORCE_QUOTE takes column names or *.")
+                raise _refuse(f'syntax error at or near "{tok.text}": FORCE_QUOTE takes column names or *.')
             names.append(tok.text if tok.token_type.name == "IDENTIFIER" else tok.text.lower())
             if self.peek() is not None and self.peek().text == ",":
                 self.i += 1
@@ -228,7 +252,7 @@ class _Options:
             self.option("encoding")
         else:
             tok = self.t[self.i - 1]
-            raise _refuse(f"syntax error at or near \"{tok.text}\" in COPY's options.")
+            raise _refuse(f'syntax error at or near "{tok.text}" in COPY\'s options.')
 
     def checked(self) -> CopyOut:
         """The options as PostgreSQL checks them for COPY TO."""
@@ -253,8 +277,18 @@ class _Options:
             raise _refuse("COPY null representation cannot use newline or carriage return", INVALID_PARAMETER)
         delim = d if d is not None else ("," if fmt == "csv" else "\t")
         if null is not None and delim in null:
-            raise _refuse("COPY delimiter character must not appear in the NULL specification", INVALID_PARAMETER)
+            raise _refuse(
+                "COPY delimiter character must not appear in the NULL specification", INVALID_PARAMETER
+            )
         if fmt == "csv" and delim == o.get("quote", '"'):
             raise _refuse("COPY delimiter and quote must be different", INVALID_PARAMETER)
-        return CopyOut(self.query, fmt, bool(o.get("header", False)), d, null, o.get("quote"), o.get("escape"),
-                       o.get("force_quote", ()))
+        return CopyOut(
+            self.query,
+            fmt,
+            bool(o.get("header", False)),
+            d,
+            null,
+            o.get("quote"),
+            o.get("escape"),
+            o.get("force_quote", ()),
+        )

@@ -28,6 +28,7 @@ choose): the scan's time is O(rows scanned), and a matching row adds at most a
 constant the caps fix (README "What a statement costs"). The caps are
 ``[server.limits]`` settings. SQL only: no I/O.
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
@@ -36,12 +37,21 @@ from config import Config
 
 from .errors import Refusal
 
-PROGRAM_LIMIT = "54000"        # program_limit_exceeded
-TOO_COMPLEX = "54001"          # statement_too_complex (nesting)
+PROGRAM_LIMIT = "54000"  # program_limit_exceeded
+TOO_COMPLEX = "54001"  # statement_too_complex (nesting)
 _STRINGS = (exp.Literal, exp.RawString, exp.National, exp.ByteString, exp.HexString, exp.BitString)
-_TEXT_OPS = (exp.Lower, exp.Upper, exp.Length, exp.Greatest, exp.Least, exp.Coalesce, exp.Like, exp.ILike,
-             exp.Trim)
-_BUILDERS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Repeat, exp.Pad)   # text longer than their inputs
+_TEXT_OPS = (
+    exp.Lower,
+    exp.Upper,
+    exp.Length,
+    exp.Greatest,
+    exp.Least,
+    exp.Coalesce,
+    exp.Like,
+    exp.ILike,
+    exp.Trim,
+)
+_BUILDERS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Repeat, exp.Pad)  # text longer than their inputs
 
 
 def check(expr: exp.Expression, config: Config, params: list | None = None) -> None:
@@ -53,37 +63,50 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
         if isinstance(node, _TEXT_OPS):
             ops += 1
             if ops > lim.max_text_ops:
-                raise _limit(f"the statement has more than {lim.max_text_ops} text operations "
-                             "(lower, upper, length, greatest, least, coalesce, LIKE, ILIKE).",
-                             "Use fewer text functions and patterns; compare columns with values directly.")
+                raise _limit(
+                    f"the statement has more than {lim.max_text_ops} text operations "
+                    "(lower, upper, length, greatest, least, coalesce, LIKE, ILIKE).",
+                    "Use fewer text functions and patterns; compare columns with values directly.",
+                )
         if isinstance(node, _STRINGS):
             text = str(node.this)
             total += len(text)
             _literal(len(text), lim)
             if total > lim.max_total_literal_chars:
-                raise _limit(f"the statement's literals are too long together (more than "
-                             f"{lim.max_total_literal_chars} characters).",
-                             "Use fewer or shorter values.")
+                raise _limit(
+                    f"the statement's literals are too long together (more than "
+                    f"{lim.max_total_literal_chars} characters).",
+                    "Use fewer or shorter values.",
+                )
         elif isinstance(node, (exp.In, exp.Array)) and len(node.expressions) > lim.max_in_list:
-            raise _limit(f"an IN list has {len(node.expressions)} values; at most "
-                         f"{lim.max_in_list} are allowed.", "Use BETWEEN for ranges, or split the list.")
+            raise _limit(
+                f"an IN list has {len(node.expressions)} values; at most {lim.max_in_list} are allowed.",
+                "Use BETWEEN for ranges, or split the list.",
+            )
         elif isinstance(node, (exp.Like, exp.ILike)):
             wild += _pattern(_value(node.expression, params), lim)
             if wild > lim.max_pattern_wildcards:
-                raise _limit(f"the statement's LIKE patterns have {wild} wildcards (% or _) together; "
-                             f"at most {lim.max_pattern_wildcards} are allowed.", "Use fewer wildcards.")
+                raise _limit(
+                    f"the statement's LIKE patterns have {wild} wildcards (% or _) together; "
+                    f"at most {lim.max_pattern_wildcards} are allowed.",
+                    "Use fewer wildcards.",
+                )
         elif isinstance(node, _BUILDERS):
             n = text_bound(node, params)
             if n is None or n > lim.max_literal_chars:
                 size = "an unbounded text" if n is None else f"a text of about {n} characters"
-                raise _limit(f"{node.key}() would build {size} from the statement's values; at "
-                             f"most {lim.max_literal_chars} characters are allowed.",
-                             "Compare columns with short values directly.")
+                raise _limit(
+                    f"{node.key}() would build {size} from the statement's values; at "
+                    f"most {lim.max_literal_chars} characters are allowed.",
+                    "Compare columns with short values directly.",
+                )
     for p in params or ():
-        if isinstance(p, (list, tuple)):             # an array parameter: = ANY($n) is an IN list
+        if isinstance(p, (list, tuple)):  # an array parameter: = ANY($n) is an IN list
             if len(p) > lim.max_in_list:
-                raise _limit(f"an array parameter has {len(p)} values; at most {lim.max_in_list} are "
-                             "allowed.", "Use BETWEEN for ranges, or split the list.")
+                raise _limit(
+                    f"an array parameter has {len(p)} values; at most {lim.max_in_list} are allowed.",
+                    "Use BETWEEN for ranges, or split the list.",
+                )
             for v in p:
                 if isinstance(v, (str, bytes)):
                     _literal(len(v), lim)
@@ -98,14 +121,17 @@ def _size(expr: exp.Expression, lim) -> None:
         node, depth = stack.pop()
         nodes += 1
         if nodes > lim.max_nodes:
-            raise _limit(f"the statement is too large (more than {lim.max_nodes} syntax nodes).",
-                         "Split it into smaller statements, or use IN (…) / BETWEEN instead of "
-                         "long OR chains.")
+            raise _limit(
+                f"the statement is too large (more than {lim.max_nodes} syntax nodes).",
+                "Split it into smaller statements, or use IN (…) / BETWEEN instead of long OR chains.",
+            )
         if depth > lim.max_depth:
-            raise Refusal(TOO_COMPLEX, f"the statement is nested too deeply (more than "
-                          f"{lim.max_depth} levels).", hint="Flatten the expression (AND/OR lists "
-                          "need no parentheses).")
-        for child in node.iter_expressions():     # an AND / OR chain is one level (a list)
+            raise Refusal(
+                TOO_COMPLEX,
+                f"the statement is nested too deeply (more than {lim.max_depth} levels).",
+                hint="Flatten the expression (AND/OR lists need no parentheses).",
+            )
+        for child in node.iter_expressions():  # an AND / OR chain is one level (a list)
             flat = isinstance(node, exp.Connector) and type(child) is type(node)
             stack.append((child, depth if flat else depth + 1))
 
@@ -131,7 +157,7 @@ def text_bound(node: exp.Expression, params: list | None = None) -> int | None:
     if isinstance(node, exp.Pad):
         width = _int(node.expression)
         return None if width is None else max(width, text_bound(node.this, params) or 0)
-    return _max(text_bound(k, params) for k in kids)     # lower, greatest, coalesce, cast, …
+    return _max(text_bound(k, params) for k in kids)  # lower, greatest, coalesce, cast, …
 
 
 def _max(bounds) -> int | None:
@@ -176,8 +202,11 @@ def _value(node: exp.Expression, params: list | None):
 
 def _literal(n: int, lim) -> None:
     if n > lim.max_literal_chars:
-        raise _limit(f"a literal or parameter of {n} characters is too long; at most "
-                     f"{lim.max_literal_chars} are allowed.", "Compare with shorter values.")
+        raise _limit(
+            f"a literal or parameter of {n} characters is too long; at most "
+            f"{lim.max_literal_chars} are allowed.",
+            "Compare with shorter values.",
+        )
 
 
 def _pattern(pat: str | None, lim) -> int:
@@ -185,8 +214,11 @@ def _pattern(pat: str | None, lim) -> int:
     if pat is None:
         return 0
     if len(pat) > lim.max_pattern_chars:
-        raise _limit(f"a LIKE pattern of {len(pat)} characters is too long; at most "
-                     f"{lim.max_pattern_chars} are allowed.", "Use a shorter pattern.")
+        raise _limit(
+            f"a LIKE pattern of {len(pat)} characters is too long; at most "
+            f"{lim.max_pattern_chars} are allowed.",
+            "Use a shorter pattern.",
+        )
     wild, i = 0, 0
     while i < len(pat):
         if pat[i] == "\\":

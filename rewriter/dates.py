@@ -9,6 +9,7 @@ statement is planned (UTC) and enter the plan as literals: the backend's clock n
 decides which rows a release covers, and such a plan is not cached by its text.
 Arithmetic on a time *column* is refused (compare the column with a computed bound).
 """
+
 from __future__ import annotations
 
 import calendar
@@ -17,8 +18,9 @@ import datetime as dt
 from sqlglot import exp
 
 from .args import type_name
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, DATATYPE_MISMATCH, Refusal
 from .datetimes import INVALID_DATETIME, SQL_TYPES, iso, node, parse, type_of  # noqa: F401
+from .errors import DATATYPE_MISMATCH, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .scope import Ctx, T
 
 TIME = ("date", "timestamp")
@@ -31,9 +33,9 @@ def literal(v) -> T:
 
 
 def _now(ctx: Ctx) -> dt.datetime:
-    now = ctx.__dict__.get("clock")       # one instant per statement; the plan depends on the
-    if now is None:                       # clock, so it is not cached by its text
-        now = ctx.__dict__["clock"] = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = ctx.__dict__.get("clock")  # one instant per statement; the plan depends on the
+    if now is None:  # clock, so it is not cached by its text
+        now = ctx.__dict__["clock"] = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     return now
 
 
@@ -62,12 +64,13 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
     if isinstance(node, exp.CurrentDate):
         return literal(_now(ctx).date())
     if isinstance(node, exp.CurrentTimestamp) or (
-            isinstance(node, exp.Anonymous) and node.name.lower() == "now" and not node.expressions):
+        isinstance(node, exp.Anonymous) and node.name.lower() == "now" and not node.expressions
+    ):
         return literal(_now(ctx))
     if isinstance(node, (exp.StrToTime, exp.StrToDate)) and not _column_inside(node):
-        return _to_timestamp(node)                  # TO_TIMESTAMP('…', 'YYYY-MM-DD HH24:MI:SS.US') (Superset)
+        return _to_timestamp(node)  # TO_TIMESTAMP('…', 'YYYY-MM-DD HH24:MI:SS.US') (Superset)
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and not _column_inside(node):
-        return _trunc_literal(node, ctx, check)     # date_trunc('month', now() - INTERVAL '12 month')
+        return _trunc_literal(node, ctx, check)  # date_trunc('month', now() - INTERVAL '12 month')
     if isinstance(node, exp.Cast) and type_name(node.to) in SQL_TYPES.values() and not node.to.expressions:
         typ = "date" if type_name(node.to) == "DATE" else "timestamp"
         a = check(node.this, ctx)
@@ -77,15 +80,21 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
             return T(exp.Null(), typ, value=None)
         if a.is_literal and a.type in TIME:
             return literal(parse(a.value, typ))
-        if a.type in TIME:          # date <-> timestamp: total in both directions
+        if a.type in TIME:  # date <-> timestamp: total in both directions
             return T(exp.Cast(this=a.node, to=exp.DataType.build(SQL_TYPES[typ])), typ)
-        raise Refusal(UNSUPPORTED, f"cast of {a.type} to {typ} is not supported; compare a date "
-                      "column with a date literal such as DATE '2025-01-31'.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"cast of {a.type} to {typ} is not supported; compare a date "
+            "column with a date literal such as DATE '2025-01-31'.",
+        )
     if isinstance(node, (exp.Add, exp.Sub)) and timeish(node, ctx):
         return _arith(node, ctx, check)
     if isinstance(node, exp.Interval):
-        raise Refusal(UNSUPPORTED, "an interval is only allowed added to or subtracted from a "
-                      "date or timestamp literal, now() or current_date.")
+        raise Refusal(
+            UNSUPPORTED,
+            "an interval is only allowed added to or subtracted from a "
+            "date or timestamp literal, now() or current_date.",
+        )
     return None
 
 
@@ -97,15 +106,23 @@ def _to_timestamp(node) -> T:
     """``TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US')`` / ``TO_DATE('…',
     'YYYY-MM-DD')`` of a literal: evaluated by dpgate (a timestamp in UTC, the session's zone)."""
     text, fmt = node.this, node.args.get("format")
-    if not (isinstance(text, exp.Literal) and text.is_string and isinstance(fmt, exp.Literal)
-            and fmt.this in _STRPTIME) or any(v for k, v in node.args.items() if k not in ("this", "format")):
-        raise Refusal(UNSUPPORTED, "TO_TIMESTAMP / TO_DATE take a literal in the format 'YYYY-MM-DD "
-                      "HH24:MI:SS[.US]' or 'YYYY-MM-DD'; or write TIMESTAMP '2025-01-31 12:00:00'.")
+    if not (
+        isinstance(text, exp.Literal)
+        and text.is_string
+        and isinstance(fmt, exp.Literal)
+        and fmt.this in _STRPTIME
+    ) or any(v for k, v in node.args.items() if k not in ("this", "format")):
+        raise Refusal(
+            UNSUPPORTED,
+            "TO_TIMESTAMP / TO_DATE take a literal in the format 'YYYY-MM-DD "
+            "HH24:MI:SS[.US]' or 'YYYY-MM-DD'; or write TIMESTAMP '2025-01-31 12:00:00'.",
+        )
     try:
         v = dt.datetime.strptime(text.this, fmt.this)
     except ValueError:
-        raise Refusal(INVALID_DATETIME, f"{text.this!r} does not match the format {fmt.this!r}.",
-                      hint=None) from None
+        raise Refusal(
+            INVALID_DATETIME, f"{text.this!r} does not match the format {fmt.this!r}.", hint=None
+        ) from None
     return literal(v.date() if isinstance(node, exp.StrToDate) else v)
 
 
@@ -119,13 +136,19 @@ def _trunc_literal(node, ctx: Ctx, check) -> T:
     unit = node.args.get("unit")
     u = (unit.name if unit is not None else "").lower()
     if u not in TRUNC_UNITS or any(v for k, v in node.args.items() if k not in ("this", "unit")):
-        raise Refusal(UNSUPPORTED, f"date_trunc({u!r}, …) is not supported here; use one of "
-                      f"{', '.join(TRUNC_UNITS)} on a date or timestamp literal, now() or current_date.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"date_trunc({u!r}, …) is not supported here; use one of "
+            f"{', '.join(TRUNC_UNITS)} on a date or timestamp literal, now() or current_date.",
+        )
     a = check(node.this, ctx)
     if not (a.is_literal and a.type in TIME):
-        raise Refusal(UNSUPPORTED, "date_trunc in a filter takes a date/timestamp literal, now() or "
-                      "current_date (± an interval); compare the column with it, e.g. ts >= "
-                      "date_trunc('month', now()).")
+        raise Refusal(
+            UNSUPPORTED,
+            "date_trunc in a filter takes a date/timestamp literal, now() or "
+            "current_date (± an interval); compare the column with it, e.g. ts >= "
+            "date_trunc('month', now()).",
+        )
     if a.value is None:
         return T(exp.Null(), a.type, value=None)
     if u == "hour" and a.type == "date":
@@ -140,12 +163,17 @@ def _interval(node: exp.Interval) -> tuple[int, str]:
     if unit is not None:
         parts = parts + [unit.name]
     if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
-        raise Refusal(UNSUPPORTED, "write an interval as INTERVAL '30 days' (one number and "
-                      "one unit: hours, days, weeks, months, years).")
+        raise Refusal(
+            UNSUPPORTED,
+            "write an interval as INTERVAL '30 days' (one number and "
+            "one unit: hours, days, weeks, months, years).",
+        )
     n, u = int(parts[0]), parts[1].lower().rstrip("s")
     if u not in ("hour", "day", "week", "month", "year"):
-        raise Refusal(UNSUPPORTED, f"interval unit {parts[1]!r} is not supported; use hours, days, "
-                      "weeks, months or years.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"interval unit {parts[1]!r} is not supported; use hours, days, weeks, months or years.",
+        )
     return n, u
 
 
@@ -155,8 +183,7 @@ def shift(v, n: int, unit: str):
         months = v.month - 1 + n * (12 if unit == "year" else 1)
         y, m = v.year + months // 12, months % 12 + 1
         return v.replace(year=y, month=m, day=min(v.day, calendar.monthrange(y, m)[1]))
-    delta = {"hour": dt.timedelta(hours=n), "day": dt.timedelta(days=n),
-             "week": dt.timedelta(weeks=n)}[unit]
+    delta = {"hour": dt.timedelta(hours=n), "day": dt.timedelta(days=n), "week": dt.timedelta(weeks=n)}[unit]
     if unit == "hour" and not isinstance(v, dt.datetime):
         v = dt.datetime(v.year, v.month, v.day)
     return v + delta
@@ -173,22 +200,28 @@ def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check) -> T:
     else:
         b = ctx.settle(check(rhs, ctx), "int")
         if not (b.is_literal and isinstance(b.value, int) and not isinstance(b.value, bool)):
-            raise Refusal(UNSUPPORTED, "date arithmetic takes an integer number of days or an "
-                          "INTERVAL literal, e.g. current_date - 7 or now() - INTERVAL '30 days'.")
+            raise Refusal(
+                UNSUPPORTED,
+                "date arithmetic takes an integer number of days or an "
+                "INTERVAL literal, e.g. current_date - 7 or now() - INTERVAL '30 days'.",
+            )
         if a.type == "timestamp":
-            raise Refusal(DATATYPE_MISMATCH, "timestamp ± integer is not defined; write "
-                          "± INTERVAL 'n days'.")
+            raise Refusal(DATATYPE_MISMATCH, "timestamp ± integer is not defined; write ± INTERVAL 'n days'.")
         n, unit = b.value, "day"
     if not (a.is_literal and a.type in TIME):
-        raise Refusal(UNSUPPORTED, "arithmetic on a date/timestamp column is not supported; "
-                      "compare the column with a bound computed from literals instead, e.g. "
-                      "ts >= now() - INTERVAL '30 days'.")
+        raise Refusal(
+            UNSUPPORTED,
+            "arithmetic on a date/timestamp column is not supported; "
+            "compare the column with a bound computed from literals instead, e.g. "
+            "ts >= now() - INTERVAL '30 days'.",
+        )
     if a.value is None:
         return T(exp.Null(), a.type, value=None)
     return literal(shift(a.value, sign * n, unit))
 
 
 # --------------------------------------------------------------------------- key domains
+
 
 def trunc(v, unit: str):
     """Postgres/DuckDB date_trunc of a date or timestamp (weeks start on Monday)."""
@@ -206,8 +239,14 @@ def trunc(v, unit: str):
     return dt.datetime(d.year, d.month, d.day) if isinstance(v, dt.datetime) else d
 
 
-_STEP = {"hour": (1, "hour"), "day": (1, "day"), "week": (1, "week"), "month": (1, "month"),
-         "quarter": (3, "month"), "year": (1, "year")}
+_STEP = {
+    "hour": (1, "hour"),
+    "day": (1, "day"),
+    "week": (1, "week"),
+    "month": (1, "month"),
+    "quarter": (3, "month"),
+    "year": (1, "year"),
+}
 
 
 def trunc_domain(lo, hi, unit: str, limit: int) -> tuple:

@@ -1,13 +1,15 @@
 """Date and timestamp values (issue 19): ISO text to a value, a value to SQL. Below
 :mod:`.scope` (which reads parameters and literals of time columns) and :mod:`.dates`
 (the time rules)."""
+
 from __future__ import annotations
 
 import datetime as dt
 
 from sqlglot import exp
 
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import Refusal
 
 INVALID_DATETIME = "22007"
 SQL_TYPES = {"date": "DATE", "timestamp": "TIMESTAMP"}
@@ -22,17 +24,22 @@ def parse(text, typ: str, what: str = "literal"):
     try:
         v = dt.datetime.fromisoformat(str(text).strip())
     except ValueError:
-        raise Refusal(INVALID_DATETIME, f"{what} {text!r} is not a valid {typ}; write ISO "
-                      "'2025-01-31' or '2025-01-31 12:00:00'.", hint=None) from None
+        raise Refusal(
+            INVALID_DATETIME,
+            f"{what} {text!r} is not a valid {typ}; write ISO '2025-01-31' or '2025-01-31 12:00:00'.",
+            hint=None,
+        ) from None
     if v.tzinfo is not None and v.utcoffset() == dt.timedelta(0):
-        v = v.replace(tzinfo=None)      # 'Z' / '+00:00' (Grafana's $__timeFilter): UTC, the same instant
+        v = v.replace(tzinfo=None)  # 'Z' / '+00:00' (Grafana's $__timeFilter): UTC, the same instant
     if v.tzinfo is not None:
-        raise Refusal(UNSUPPORTED, f"{what} {text!r} has a time zone; dpgate's timestamps have "
-                      "none (timestamp without time zone): write it in UTC without an offset.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"{what} {text!r} has a time zone; dpgate's timestamps have "
+            "none (timestamp without time zone): write it in UTC without an offset.",
+        )
     if typ == "date":
         if v.time() != dt.time():
-            raise Refusal(INVALID_DATETIME, f"{what} {text!r} is not a date (it has a time).",
-                          hint=None)
+            raise Refusal(INVALID_DATETIME, f"{what} {text!r} is not a date (it has a time).", hint=None)
         return v.date()
     return v
 

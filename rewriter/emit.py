@@ -12,6 +12,7 @@ NULL bin matches NULL)
 domain, which cost DuckDB about as much again as the scan on small tables (issue 21).
 Everything is built as a sqlglot AST.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,7 +54,7 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
     skeleton = _skeleton(shape, dialect)
     where = _generator(dialect).generate(for_dialect(plan.where.copy(), dialect), copy=False)
     sql = skeleton.replace(_marker(dialect), f"({where})")
-    plan.__dict__.setdefault("_sql", {})[dialect] = sql      # kept with the plan (plans are cached)
+    plan.__dict__.setdefault("_sql", {})[dialect] = sql  # kept with the plan (plans are cached)
     return sql
 
 
@@ -62,13 +63,17 @@ def _unit_sql(plan: Plan, dialect: str) -> tuple[str, frozenset[str]]:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`) and its parameters."""
     if unit.aggregatable(plan):
         tree = unit.per_unit_scan(plan, _measure, _base_count, _integral, group_key_sql)
-    else:                                  # COUNT(DISTINCT col): rank the rows themselves
+    else:  # COUNT(DISTINCT col): rank the rows themselves
         kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
         scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))
         tree = scan.with_(unit.KEPT, as_=kept, copy=False)
-    tree = unit.spell_hashes(tree, lambda a: keyed_hash(a, dialect), lambda a, b: int_div(a, b, dialect),
-                             lambda n, a: keyed_int(n, a, dialect))
-    tree, names = params.spell(tree, dialect)     # the salt: a parameter the backend binds
+    tree = unit.spell_hashes(
+        tree,
+        lambda a: keyed_hash(a, dialect),
+        lambda a, b: int_div(a, b, dialect),
+        lambda n, a: keyed_int(n, a, dialect),
+    )
+    tree, names = params.spell(tree, dialect)  # the salt: a parameter the backend binds
     return for_dialect(tree, dialect).sql(dialect=dialect, identify=True), names
 
 
@@ -97,8 +102,12 @@ def _integral(m: Measure) -> bool:
 def _exact_bounds(m: Measure) -> bool:
     """An int column with integral bounds below 2**62: clamped and summed as exact bigints."""
     lo, hi = m.lower, m.upper
-    return (m.type == "int" and float(lo).is_integer() and float(hi).is_integer()
-            and max(abs(lo), abs(hi)) < 2**62)
+    return (
+        m.type == "int"
+        and float(lo).is_integer()
+        and float(hi).is_integer()
+        and max(abs(lo), abs(hi)) < 2**62
+    )
 
 
 def keyed_hash(args: list, dialect: str) -> exp.Expression:
@@ -120,10 +129,16 @@ def keyed_int(n: exp.Expression, args: list, dialect: str) -> exp.Expression:
         return exp.Mod(this=exp.Anonymous(this="hash", expressions=args), expression=exp.Paren(this=n))
     if dialect == "spark":
         return exp.Anonymous(this="pmod", expressions=[exp.Anonymous(this="xxhash64", expressions=args), n])
-    hexed = exp.DPipe(this=exp.Literal.string("x"), expression=exp.Substring(
-        this=keyed_hash(args, dialect), start=exp.Literal.number(1), length=exp.Literal.number(15)))
-    bits = exp.Cast(this=exp.Cast(this=exp.Paren(this=hexed), to=exp.DataType.build("bit(60)", dialect="postgres")),
-                    to=exp.DataType.build("bigint"))
+    hexed = exp.DPipe(
+        this=exp.Literal.string("x"),
+        expression=exp.Substring(
+            this=keyed_hash(args, dialect), start=exp.Literal.number(1), length=exp.Literal.number(15)
+        ),
+    )
+    bits = exp.Cast(
+        this=exp.Cast(this=exp.Paren(this=hexed), to=exp.DataType.build("bit(60)", dialect="postgres")),
+        to=exp.DataType.build("bigint"),
+    )
     return exp.Mod(this=bits, expression=exp.Paren(this=n))
 
 
@@ -155,6 +170,7 @@ def double_literals(tree: exp.Expression) -> exp.Expression:
     at every EXECUTE of a prepared statement: on a 1,000-row table the clamp of one SUM
     cost 0.21 ms over the plain SUM with CASTs and 0.15 ms with literals (prepared, median
     of 1,500, 2026-11-27). A negative one is parenthesised; a non-finite one stays a CAST."""
+
     def swap(node):
         if not isinstance(node, exp.Cast) or not node.to.is_type("double"):
             return node
@@ -168,11 +184,13 @@ def double_literals(tree: exp.Expression) -> exp.Expression:
             return node
         lit = exp.Literal.number(f"{v:.16e}")
         return exp.Paren(this=lit) if v < 0 else lit
+
     return tree.transform(swap, copy=False)
 
 
 def _spark(tree: exp.Expression) -> exp.Expression:
     """:func:`for_dialect`'s Spark rewrites."""
+
     def swap(node):
         if isinstance(node, exp.Null) and (node.parent is None or _condition(node)):
             return exp.Cast(this=exp.Null(), to=exp.DataType.build("boolean"))
@@ -180,6 +198,7 @@ def _spark(tree: exp.Expression) -> exp.Expression:
             node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)))
             return node
         return node
+
     tree = tree.transform(swap, copy=False)
     # innermost first, so an argument is rewritten before it is copied into the CASE
     for node in reversed(list(tree.find_all(exp.Floor, exp.Ceil, exp.Anonymous, bfs=False))):
@@ -206,6 +225,7 @@ def not_null_spelling(tree: exp.Expression) -> exp.Expression:
     11.0 ms against 8.0 ms (median of 60 alternating runs, 2026-11-27) — the join built its
     hash table on ``orders`` instead of the filtered lines. The tree made here
     (``Is(x, Not(Null))``) is only ever generated, never planned again."""
+
     def spell(node):
         if not isinstance(node, exp.Not):
             return node
@@ -215,6 +235,7 @@ def not_null_spelling(tree: exp.Expression) -> exp.Expression:
         if isinstance(test, exp.Is) and isinstance(test.expression, exp.Null):
             return exp.Is(this=test.this, expression=exp.Not(this=exp.Null()))
         return node
+
     return tree.transform(spell, copy=False)
 
 
@@ -231,8 +252,10 @@ def _integral_or_same(x: exp.Expression, integral: exp.Expression) -> exp.Expres
     made ±Infinity NaN). The CASE means theirs: the same value (BIGINT and DOUBLE meet in
     DOUBLE, exact below 2**53; above it every double is integral already), NaN fails both
     comparisons and is returned as it is; an int or decimal argument keeps an exact type."""
-    inside = exp.and_(exp.LT(this=exp.Neg(this=_SPARK_INTEGRAL.copy()), expression=x.copy()),
-                      exp.LT(this=x.copy(), expression=_SPARK_INTEGRAL.copy()))
+    inside = exp.and_(
+        exp.LT(this=exp.Neg(this=_SPARK_INTEGRAL.copy()), expression=x.copy()),
+        exp.LT(this=x.copy(), expression=_SPARK_INTEGRAL.copy()),
+    )
     return exp.Paren(this=exp.Case(ifs=[exp.If(this=inside, true=integral)], default=x.copy()))
 
 
@@ -288,8 +311,9 @@ def build(plan: Plan) -> exp.Select:
     if not plan.group_by:
         return scan
     keys = [group_key_sql(g) for g in plan.group_by]
-    scan = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)],
-                      *scan.expressions).from_(plan.from_(), copy=False)
+    scan = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], *scan.expressions).from_(
+        plan.from_(), copy=False
+    )
     if plan.where is not None:
         scan = scan.where(plan.where.copy(), copy=False)
     return scan.group_by(*[k.copy() for k in keys], copy=False)
@@ -297,7 +321,7 @@ def build(plan: Plan) -> exp.Select:
 
 def group_key_sql(g: GroupKey) -> exp.Expression:
     """A group key's column in the scan (a float key cast to DOUBLE, as its domain is)."""
-    if g.expr is not None:               # a derived key (rewriter.keys), computed in the scan
+    if g.expr is not None:  # a derived key (rewriter.keys), computed in the scan
         return g.expr.copy()
     col = exp.column(g.column, quoted=True)
     return exp.Cast(this=col, to=DOUBLE.copy()) if g.type == "float" else col
@@ -306,9 +330,9 @@ def group_key_sql(g: GroupKey) -> exp.Expression:
 def _measure(m: Measure) -> exp.Expression:
     if m.kind == "count_rows":
         return exp.Count(this=exp.Star())
-    if m.kind == "count_if":               # COUNT(CASE WHEN pred THEN 1 END): 0 on no rows
+    if m.kind == "count_if":  # COUNT(CASE WHEN pred THEN 1 END): 0 on no rows
         return exp.Count(this=_only_if(m, to_node(1)))
-    if isinstance(m.column, Arith):        # SUM/AVG of arithmetic: over clamped columns (rewriter.intervals)
+    if isinstance(m.column, Arith):  # SUM/AVG of arithmetic: over clamped columns (rewriter.intervals)
         value = _only_if(m, m.column.expr.copy())
         return exp.Count(this=value) if m.kind == "count" else exp.Sum(this=value)
     col = exp.column(m.column, quoted=True)
@@ -341,6 +365,6 @@ def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
         col = exp.Cast(this=col, to=DOUBLE.copy())
         lo, hi = float(lo), float(hi)
     lo_n, hi_n = to_node(lo), to_node(hi)
-    if not exact:   # keep the bounds float8 (a plain 0 would make Postgres pick numeric)
+    if not exact:  # keep the bounds float8 (a plain 0 would make Postgres pick numeric)
         lo_n, hi_n = (exp.Cast(this=n, to=DOUBLE.copy()) for n in (lo_n, hi_n))
     return clamp_case(col, lo_n, hi_n)

@@ -1,10 +1,13 @@
 """Refusals: every refused statement carries a SQLSTATE and a sentence saying
 what is allowed instead (the proxy sends both in the ErrorResponse)."""
+
 from __future__ import annotations
 
-ALLOWED = ("Allowed: SELECT [group columns,] COUNT(*), COUNT(col), SUM(col), AVG(col) "
-           "FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
-           "domain [HAVING condition on aggregates]] [ORDER BY outputs or aggregates] [LIMIT n].")
+ALLOWED = (
+    "Allowed: SELECT [group columns,] COUNT(*), COUNT(col), SUM(col), AVG(col) "
+    "FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
+    "domain [HAVING condition on aggregates]] [ORDER BY outputs or aggregates] [LIMIT n]."
+)
 
 
 class Refusal(Exception):
@@ -26,8 +29,8 @@ class ExtremeAggregate(Refusal):
 
 
 # SQLSTATEs used by the rewriter.
-INSUFFICIENT_PRIVILEGE = "42501"   # a shape that would leak rows (raw columns, joins, …)
-FEATURE_NOT_SUPPORTED = "0A000"    # a DP-safe idea dpgate does not do yet (COUNT(DISTINCT) …)
+INSUFFICIENT_PRIVILEGE = "42501"  # a shape that would leak rows (raw columns, joins, …)
+FEATURE_NOT_SUPPORTED = "0A000"  # a DP-safe idea dpgate does not do yet (COUNT(DISTINCT) …)
 SYNTAX_ERROR = "42601"
 UNDEFINED_TABLE = "42P01"
 UNDEFINED_COLUMN = "42703"

@@ -31,6 +31,7 @@ a key — selected by its units like any other, its value drawn from an empty hi
 it instead would let one unit with a value make it appear). The proxy chooses the keys by partition selection
 (:mod:`proxy.pipeline.partitions`) before any value is drawn.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,19 +44,22 @@ from sqlglot import exp
 from config import Config
 
 from . import build_plan, param_types, params, unit
-from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash
 from .args import understood
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INVALID_PARAMETER, Refusal
+from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INVALID_PARAMETER, Refusal
 from .per_record import substitute_extremes
 from .plan import Plan
 from .values import to_node
 
 __all__ = ["ExtremePlan", "build_extreme_plan", "extreme_param_types", "histogram_sql", "ALLOWED"]
 
-ALLOWED = ("Allowed: SELECT [group columns,] one MAX(col), MIN(col), median(col) or percentile_cont(q) / "
-           "percentile_disc(q) WITHIN GROUP (ORDER BY col) of a numeric column with declared "
-           "bounds FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
-           "domain] [ORDER BY outputs] [LIMIT n].")
+ALLOWED = (
+    "Allowed: SELECT [group columns,] one MAX(col), MIN(col), median(col) or percentile_cont(q) / "
+    "percentile_disc(q) WITHIN GROUP (ORDER BY col) of a numeric column with declared "
+    "bounds FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
+    "domain] [ORDER BY outputs] [LIMIT n]."
+)
 
 
 @dataclass(frozen=True)
@@ -91,17 +95,22 @@ QUANTILE_NODES = (exp.PercentileCont, exp.PercentileDisc)
 def _fraction(node) -> Fraction:
     """q of percentile_*(q): a numeric literal in [0, 1] with at most 6 decimals, exactly."""
     if not (isinstance(node, exp.Literal) and not node.is_string):
-        raise _refuse("percentile_cont / percentile_disc take a numeric literal fraction in [0, 1], "
-                      "e.g. percentile_cont(0.9) WITHIN GROUP (ORDER BY col); one per statement.")
+        raise _refuse(
+            "percentile_cont / percentile_disc take a numeric literal fraction in [0, 1], "
+            "e.g. percentile_cont(0.9) WITHIN GROUP (ORDER BY col); one per statement."
+        )
     try:
         d = Decimal(node.this)
     except InvalidOperation:
         raise _refuse(f"percentile fraction {node.this} is not a number.") from None
     if not 0 <= d <= 1:
-        raise Refusal(INVALID_PARAMETER, f"percentile value {node.this} is not between 0 and 1",
-                      hint="Write a fraction in [0, 1]: percentile_cont(0.5) is the median.")
+        raise Refusal(
+            INVALID_PARAMETER,
+            f"percentile value {node.this} is not between 0 and 1",
+            hint="Write a fraction in [0, 1]: percentile_cont(0.5) is the median.",
+        )
     q = Fraction(d)
-    if q.denominator > 10 ** 6:
+    if q.denominator > 10**6:
         raise _refuse(f"percentile fraction {node.this}: write it with at most 6 decimals.")
     return q
 
@@ -112,8 +121,11 @@ def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tup
     Postgres's name), and the list of (func, ascending q, column sql) found."""
     expr = expr.copy()
     found: list[tuple[str, Fraction, str]] = []
-    nodes = [n for n in expr.find_all(exp.WithinGroup, exp.Median)
-             if not isinstance(n, exp.Median) or not isinstance(n.parent, exp.WithinGroup)]
+    nodes = [
+        n
+        for n in expr.find_all(exp.WithinGroup, exp.Median)
+        if not isinstance(n, exp.Median) or not isinstance(n.parent, exp.WithinGroup)
+    ]
     for node in nodes:
         if isinstance(node, exp.Median):
             understood(node)
@@ -123,8 +135,9 @@ def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tup
         else:
             fn, order = node.this, node.expression
             if not isinstance(fn, QUANTILE_NODES) or not isinstance(order, exp.Order):
-                raise _refuse(f"{node.sql('postgres')}: only percentile_cont / percentile_disc take "
-                              "WITHIN GROUP here.")
+                raise _refuse(
+                    f"{node.sql('postgres')}: only percentile_cont / percentile_disc take WITHIN GROUP here."
+                )
             understood(fn)
             if len(order.expressions) != 1 or any(v for k, v in order.args.items() if k != "expressions"):
                 raise _refuse("percentile_* WITHIN GROUP takes one ORDER BY column.")
@@ -138,8 +151,12 @@ def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tup
         if func != "percentile_disc":
             new = exp.Cast(this=new, to=exp.DataType.build("double"))
         item = node.parent if isinstance(node.parent, exp.Alias) else None
-        if item is None and node.parent is not None and node.parent.key == "select" \
-                and node.arg_key == "expressions":
+        if (
+            item is None
+            and node.parent is not None
+            and node.parent.key == "select"
+            and node.arg_key == "expressions"
+        ):
             new = exp.alias_(new, func)
         node.replace(new)
     return expr, found
@@ -155,12 +172,16 @@ def _one_column(node) -> bool:
 def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None = None) -> ExtremePlan:
     for node in expr.find_all(exp.Max, exp.Min, exp.Median, exp.Ordered):
         arg = node.this
-        if isinstance(node, exp.Ordered) and not isinstance(node.parent and node.parent.parent, exp.WithinGroup):
+        if isinstance(node, exp.Ordered) and not isinstance(
+            node.parent and node.parent.parent, exp.WithinGroup
+        ):
             continue
         if arg is not None and not _one_column(arg):
             name = "percentile" if isinstance(node, exp.Ordered) else node.key
-            raise _refuse(f"{name.upper() if name != 'percentile' else 'percentile_cont/percentile_disc'} "
-                          f"takes one declared column, not an expression ({arg.sql('postgres')}).")
+            raise _refuse(
+                f"{name.upper() if name != 'percentile' else 'percentile_cont/percentile_disc'} "
+                f"takes one declared column, not an expression ({arg.sql('postgres')})."
+            )
     expr, quantiles = substitute_quantiles(expr)
     sub, found = substitute_extremes(expr)
     kinds = [f for f, _ in found]
@@ -169,27 +190,41 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
     try:
         plan = build_plan(sub, config, params)
     except Refusal as r:
-        ext = next((f for f in ("max", "min", "percentile_cont", "percentile_disc", "median")
-                    if f in kinds), None)
-        if ext is not None and len(kinds) == 1:          # the message names what was asked
-            r.message = r.message.replace("SUM(", f"{ext.upper()}(").replace("SUM takes", f"{ext.upper()} takes")
+        ext = next(
+            (f for f in ("max", "min", "percentile_cont", "percentile_disc", "median") if f in kinds), None
+        )
+        if ext is not None and len(kinds) == 1:  # the message names what was asked
+            r.message = r.message.replace("SUM(", f"{ext.upper()}(").replace(
+                "SUM takes", f"{ext.upper()} takes"
+            )
         raise
     if plan.selection is not None:
-        raise _refuse("HAVING and top-c are not available with MAX/MIN/percentiles; ask for the value "
-                      "per group.")
-    if plan.per_unit:                                   # over a per-unit subquery (rewriter.histogram)
-        raise _refuse("MAX / MIN / percentiles of per-unit counts are not available; ask the histogram "
-                      "(… GROUP BY n) and read them off it.")
+        raise _refuse(
+            "HAVING and top-c are not available with MAX/MIN/percentiles; ask for the value per group."
+        )
+    if plan.per_unit:  # over a per-unit subquery (rewriter.histogram)
+        raise _refuse(
+            "MAX / MIN / percentiles of per-unit counts are not available; ask the histogram "
+            "(… GROUP BY n) and read them off it."
+        )
     # plan.selected (a key without a public domain): the keys come from partition selection in the
     # same scan (histogram_sql's floor, proxy.pipeline.extreme), so it is planned like any other
     if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
-        raise _refuse("MAX, MIN and percentiles are answered alone (ROUND/CAST over them allowed); "
-                      "compute expressions over them in the client.")
-    if len(found) != 1 or len(plan.aggregates) != 1 or len(quantiles) > 1 or (
-            not quantiles and kinds[0] not in ("max", "min")):
-        raise _refuse("MAX, MIN, median and percentiles are answered one per statement (each is its own "
-                      "release); ask for the other aggregates in a separate statement.")
-    if plan.aggregates[0].column not in config.tables[plan.table].columns:     # MAX(a + b)
+        raise _refuse(
+            "MAX, MIN and percentiles are answered alone (ROUND/CAST over them allowed); "
+            "compute expressions over them in the client."
+        )
+    if (
+        len(found) != 1
+        or len(plan.aggregates) != 1
+        or len(quantiles) > 1
+        or (not quantiles and kinds[0] not in ("max", "min"))
+    ):
+        raise _refuse(
+            "MAX, MIN, median and percentiles are answered one per statement (each is its own "
+            "release); ask for the other aggregates in a separate statement."
+        )
+    if plan.aggregates[0].column not in config.tables[plan.table].columns:  # MAX(a + b)
         raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
     if quantiles:
         return ExtremePlan(plan, quantiles[0][0], plan.aggregates[0].column, quantiles[0][1])
@@ -200,8 +235,16 @@ def extreme_param_types(expr: exp.Expression, config: Config):
     return param_types(substitute_extremes(substitute_quantiles(expr)[0])[0], config)
 
 
-def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_step: bool,
-                  dialect: str, salt: str = "", floor: int | None = None) -> str:
+def histogram_sql(
+    xp: ExtremePlan,
+    lower: float,
+    step: float,
+    U: int,
+    integral_step: bool,
+    dialect: str,
+    salt: str = "",
+    floor: int | None = None,
+) -> str:
     """The one scan: per group key and grid index, the number of rows (see module doc);
     on a table with a privacy unit, of the unit's kept rows (:mod:`.unit`). ``floor`` (keys
     chosen by partition selection): each row also carries its key's distinct units, and keys
@@ -212,41 +255,52 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     if plan.unit is not None:
         kept, where = unit.kept_rows(plan, [col], group_key_sql)
         source = exp.to_table(unit.KEPT)
-    if integral_step:          # an int column on step 1: exact integer arithmetic
+    if integral_step:  # an int column on step 1: exact integer arithmetic
         lo, hi = int(lower), int(lower) + int(U)
         lo_n, hi_n = to_node(lo), to_node(hi)
         x = col
     else:
         lo_n, hi_n = (exp.Cast(this=to_node(float(b)), to=DOUBLE.copy()) for b in (lower, lower + step * U))
         x = exp.Cast(this=col, to=DOUBLE.copy())
-    clamped = exp.Case(ifs=[exp.If(this=exp.LT(this=x.copy(), expression=lo_n), true=lo_n.copy()),
-                            exp.If(this=exp.GT(this=x.copy(), expression=hi_n), true=hi_n.copy())],
-                       default=x.copy())
+    clamped = exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=x.copy(), expression=lo_n), true=lo_n.copy()),
+            exp.If(this=exp.GT(this=x.copy(), expression=hi_n), true=hi_n.copy()),
+        ],
+        default=x.copy(),
+    )
     offset = exp.Sub(this=exp.Paren(this=clamped), expression=lo_n.copy())
     if not integral_step:
-        offset = exp.Floor(this=exp.Div(this=exp.Paren(this=offset),
-                                        expression=exp.Cast(this=to_node(float(step)), to=DOUBLE.copy())))
+        offset = exp.Floor(
+            this=exp.Div(
+                this=exp.Paren(this=offset), expression=exp.Cast(this=to_node(float(step)), to=DOUBLE.copy())
+            )
+        )
     v = exp.Cast(this=offset, to=exp.DataType.build("bigint"))
     keys = [group_key_sql(g) for g in plan.group_by]
     present = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
     selected = floor is not None
-    cond = None if selected else present       # selected keys: units over every kept row (module doc)
+    cond = None if selected else present  # selected keys: units over every kept row (module doc)
     if where is not None:
         cond = exp.and_(exp.Paren(this=where.copy()), cond) if cond is not None else where.copy()
     marked, first = None, None
-    if selected and kept is not None:          # a unit's first kept row in its key (module doc)
-        if plan.unit.total:                    # rn ranks the unit's rows over all its keys: rank in the key
-            w = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(plan.unit.column, quoted=True),
-                                                               *[k.copy() for k in keys]],
-                           order=exp.Order(expressions=[exp.Ordered(this=exp.column(unit.RN, quoted=True))]))
+    if selected and kept is not None:  # a unit's first kept row in its key (module doc)
+        if plan.unit.total:  # rn ranks the unit's rows over all its keys: rank in the key
+            w = exp.Window(
+                this=exp.RowNumber(),
+                partition_by=[exp.column(plan.unit.column, quoted=True), *[k.copy() for k in keys]],
+                order=exp.Order(expressions=[exp.Ordered(this=exp.column(unit.RN, quoted=True))]),
+            )
             marked = exp.select(exp.Star(), exp.alias_(w, FIRST, quoted=True)).from_(source).where(cond)
             source, cond, first = exp.to_table(MARKED), None, FIRST
-        else:                                  # rn already ranks the unit's rows within its key
+        else:  # rn already ranks the unit's rows within its key
             first = unit.RN
     aggs = [exp.Count(this=exp.Star()).as_("n")]
     if first is not None:
         one = exp.EQ(this=exp.column(first, quoted=True), expression=to_node(1))
-        aggs.append(exp.Sum(this=exp.Case(ifs=[exp.If(this=one, true=to_node(1))], default=to_node(0))).as_("nu"))
+        aggs.append(
+            exp.Sum(this=exp.Case(ifs=[exp.If(this=one, true=to_node(1))], default=to_node(0))).as_("nu")
+        )
     q = exp.select(*[k.as_(f"k{i + 1}") for i, k in enumerate(keys)], v.as_("v"), *aggs).from_(source)
     if cond is not None:
         q = q.where(cond)
@@ -254,11 +308,13 @@ def histogram_sql(xp: ExtremePlan, lower: float, step: float, U: int, integral_s
     if selected:
         q = _floored(q, len(keys), "nu" if first is not None else "n", floor)
     if kept is None:
-        return for_dialect(q, dialect).sql(dialect=dialect, identify=True)   # Spark: emit.for_dialect
+        return for_dialect(q, dialect).sql(dialect=dialect, identify=True)  # Spark: emit.for_dialect
     q = q.with_(unit.KEPT, as_=kept, copy=False)
     if marked is not None:
         q = q.with_(MARKED, as_=marked, copy=False)
-    q, names = params.spell(unit.spell_hashes(q, lambda a: keyed_hash(a, dialect)), dialect)   # the salt: bound
+    q, names = params.spell(
+        unit.spell_hashes(q, lambda a: keyed_hash(a, dialect)), dialect
+    )  # the salt: bound
     return unit.salted(for_dialect(q, dialect).sql(dialect=dialect, identify=True), salt, dialect, names)
 
 
@@ -271,8 +327,20 @@ def _floored(hist: exp.Select, n_keys: int, per_row: str, floor: int) -> exp.Sel
     (they count its units, not its histogram)."""
     ks = [exp.column(f"k{i + 1}", quoted=True) for i in range(n_keys)]
     units = exp.Window(this=exp.Sum(this=exp.column(per_row, quoted=True)), partition_by=ks)
-    inner = exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
-                       exp.alias_(units, "units", quoted=True)).from_(hist.subquery("h"))
+    inner = exp.select(
+        *[k.copy() for k in ks],
+        exp.column("v", quoted=True),
+        exp.column("n", quoted=True),
+        exp.alias_(units, "units", quoted=True),
+    ).from_(hist.subquery("h"))
     keep = exp.GTE(this=exp.column("units", quoted=True), expression=to_node(int(floor)))
-    return (exp.select(*[k.copy() for k in ks], exp.column("v", quoted=True), exp.column("n", quoted=True),
-                       exp.column("units", quoted=True)).from_(inner.subquery("s")).where(keep))
+    return (
+        exp.select(
+            *[k.copy() for k in ks],
+            exp.column("v", quoted=True),
+            exp.column("n", quoted=True),
+            exp.column("units", quoted=True),
+        )
+        .from_(inner.subquery("s"))
+        .where(keep)
+    )

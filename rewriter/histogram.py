@@ -42,6 +42,7 @@ Any other inner GROUP BY on the privacy unit (other aggregates, other keys besid
 unit, HAVING, LIMIT) is refused with 0A000: its rows would single out units, and it never
 goes through partition selection. SQL only: no I/O.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -53,7 +54,8 @@ from config.models import Column, Table
 
 from . import predicate, shape
 from .args import understood
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import Refusal
 from .joins import Relation, resolve
 from .plan import GroupKey, Plan, conjuncts
 from .scope import Ctx
@@ -61,8 +63,10 @@ from .scope import Ctx
 __all__ = ["PerUnit", "finish", "inner", "is_unit", "over", "refuse_unit_key"]
 
 RELATION = "__dpgate_units"
-HINT = ("Ask a per-unit histogram: SELECT n, COUNT(*) FROM (SELECT <unit>, COUNT(*) AS n FROM <table> "
-        "GROUP BY <unit>) t GROUP BY n, or filter it: SELECT COUNT(*) FROM (…) t WHERE n > 10.")
+HINT = (
+    "Ask a per-unit histogram: SELECT n, COUNT(*) FROM (SELECT <unit>, COUNT(*) AS n FROM <table> "
+    "GROUP BY <unit>) t GROUP BY n, or filter it: SELECT COUNT(*) FROM (…) t WHERE n > 10."
+)
 _INNER_OK = {"expressions", "from_", "where", "group", "joins"}
 _COMPARE = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
 
@@ -71,22 +75,24 @@ _COMPARE = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)
 class PerUnit:
     """The per-unit relation an outer query reads (module docstring)."""
 
-    rel: Relation            # the virtual table: one int column per per-unit count
-    alias: str               # the derived table's alias in the outer query
-    unit: str                # the unit as the analyst names it (customer_id, orders.customer_id)
-    unit_names: tuple        # the inner select's names for the unit column (refused outside)
-    cap: int                 # the bucket domain is 0..cap (max_rows_per_unit)
-    counts: tuple            # the names of the per-unit counts
-    zero: str                # who is in bucket 0, in words
-    types: dict = field(default_factory=dict)      # the inner WHERE's parameter state, shared
-    used: set = field(default_factory=set)         # with the outer query's context
+    rel: Relation  # the virtual table: one int column per per-unit count
+    alias: str  # the derived table's alias in the outer query
+    unit: str  # the unit as the analyst names it (customer_id, orders.customer_id)
+    unit_names: tuple  # the inner select's names for the unit column (refused outside)
+    cap: int  # the bucket domain is 0..cap (max_rows_per_unit)
+    counts: tuple  # the names of the per-unit counts
+    zero: str  # who is in bucket 0, in words
+    types: dict = field(default_factory=dict)  # the inner WHERE's parameter state, shared
+    used: set = field(default_factory=set)  # with the outer query's context
 
     def describe(self) -> str:
         """The guarantee and the bucket domain in words (NOTICE, EXPLAIN)."""
-        return (f"privacy unit: {self.unit} (a per-unit histogram: each {self.unit} is one row of the per-unit "
-                f"subquery, so adding or removing one changes one count by 1 and mechanisms run at ε; "
-                f"per-unit counts are bucketed 0..{self.cap}, {self.cap} meaning {self.cap} or more "
-                f"(max_rows_per_unit); a WHERE on a count is exact; {self.zero})")
+        return (
+            f"privacy unit: {self.unit} (a per-unit histogram: each {self.unit} is one row of the per-unit "
+            f"subquery, so adding or removing one changes one count by 1 and mechanisms run at ε; "
+            f"per-unit counts are bucketed 0..{self.cap}, {self.cap} meaning {self.cap} or more "
+            f"(max_rows_per_unit); a WHERE on a count is exact; {self.zero})"
+        )
 
 
 def is_unit(rel: Relation, config: Config, column: str) -> bool:
@@ -99,7 +105,7 @@ def is_unit(rel: Relation, config: Config, column: str) -> bool:
     label = config.tables[rel.name].privacy_unit or ""
     if "." not in label:
         return False
-    ref, col = label.split(".", 1)      # orders.customer_id, read from an orders looked up in the join
+    ref, col = label.split(".", 1)  # orders.customer_id, read from an orders looked up in the join
     return column == col and any(j[0] == ref and j[3] in ("inner", "left") for j in rel.joins)
 
 
@@ -107,9 +113,13 @@ def refuse_unit_key(groups, rel: Relation, config: Config) -> None:
     """A GROUP BY on the privacy unit itself releases one row per person: refused (0A000)."""
     for g in groups:
         if g.expr is None and is_unit(rel, config, g.column):
-            raise Refusal(UNSUPPORTED, f"GROUP BY the privacy unit ({g.column}) would release one row per "
-                          f"{_unit_label(rel, config)}; dpgate answers questions about per-unit values as "
-                          "a histogram of them.", hint=HINT)
+            raise Refusal(
+                UNSUPPORTED,
+                f"GROUP BY the privacy unit ({g.column}) would release one row per "
+                f"{_unit_label(rel, config)}; dpgate answers questions about per-unit values as "
+                "a histogram of them.",
+                hint=HINT,
+            )
 
 
 def _unit_label(rel: Relation, config: Config) -> str:
@@ -139,9 +149,9 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     if group is None or not group.expressions:
         return None
     trial = select.copy()
-    try:                                          # a lookup join, as everywhere (consumes the JOINs)
+    try:  # a lookup join, as everywhere (consumes the JOINs)
         rel, extra, select = resolve(trial, config), [], trial
-    except Refusal:                               # else two tables of the same people on the unit
+    except Refusal:  # else two tables of the same people on the unit
         unit_join = _unit_join(select, config)
         if unit_join is None:
             raise
@@ -151,41 +161,73 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     ctx = Ctx(rel.name, rel.table, rel.qualifiers, params, owners=rel.owners)
     rel = _join_condition(rel, extra, ctx)
     keys = [_group_column(g, select.expressions, rel.table.columns) for g in group.expressions]
-    on_unit = [isinstance(k, exp.Column) and not k.is_star and k.name in rel.table.columns and
-               (not k.table or k.table in rel.qualifiers) and is_unit(rel, config, ctx.column(k).node.name)
-               for k in keys]             # (a select alias or another name: not the unit; the rules decide)
+    on_unit = [
+        isinstance(k, exp.Column)
+        and not k.is_star
+        and k.name in rel.table.columns
+        and (not k.table or k.table in rel.qualifiers)
+        and is_unit(rel, config, ctx.column(k).node.name)
+        for k in keys
+    ]  # (a select alias or another name: not the unit; the rules decide)
     if not any(on_unit):
         return None
     label = _unit_label(rel, config)
     if len(keys) != 1:
-        raise Refusal(UNSUPPORTED, f"a subquery grouped by the privacy unit ({label}) and other keys gives a "
-                      "unit several rows; group by the unit alone.", hint=HINT)
+        raise Refusal(
+            UNSUPPORTED,
+            f"a subquery grouped by the privacy unit ({label}) and other keys gives a "
+            "unit several rows; group by the unit alone.",
+            hint=HINT,
+        )
     bad = [k for k, v in select.args.items() if v not in (None, [], False) and k not in _INNER_OK]
     if bad:
-        raise Refusal(UNSUPPORTED, f"{bad[0].rstrip('_').upper()} in a subquery grouped by the privacy unit "
-                      f"({label}) is not supported; filter the per-unit counts in the outer WHERE.", hint=HINT)
+        raise Refusal(
+            UNSUPPORTED,
+            f"{bad[0].rstrip('_').upper()} in a subquery grouped by the privacy unit "
+            f"({label}) is not supported; filter the per-unit counts in the outer WHERE.",
+            hint=HINT,
+        )
     shape.check_nesting(select)
-    cap = max(config.tables[n].max_rows_per_unit for n in [rel.name, *(j[0] for j in rel.joins)]
-              if not config.tables[n].public)     # the largest row cap of the people's tables read
+    cap = max(
+        config.tables[n].max_rows_per_unit
+        for n in [rel.name, *(j[0] for j in rel.joins)]
+        if not config.tables[n].public
+    )  # the largest row cap of the people's tables read
     cols, items, unit_names = {}, [], []
     for e in select.expressions:
         name = e.alias if isinstance(e, exp.Alias) else None
         node = e.unalias() if isinstance(e, exp.Alias) else e
-        if isinstance(node, exp.Column) and not node.is_star and is_unit(rel, config, ctx.column(node).node.name):
+        if (
+            isinstance(node, exp.Column)
+            and not node.is_star
+            and is_unit(rel, config, ctx.column(node).node.name)
+        ):
             unit_names.append(name or node.name)
             continue
         measure = _count(node, ctx)
         if measure is None:
-            raise Refusal(UNSUPPORTED, f"a subquery grouped by the privacy unit ({label}) selects the unit and "
-                          f"per-unit counts (COUNT(*), COUNT(col), COUNT(DISTINCT col)), not "
-                          f"{node.sql('postgres')[:60]}: other values would single out units.", hint=HINT)
+            raise Refusal(
+                UNSUPPORTED,
+                f"a subquery grouped by the privacy unit ({label}) selects the unit and "
+                f"per-unit counts (COUNT(*), COUNT(col), COUNT(DISTINCT col)), not "
+                f"{node.sql('postgres')[:60]}: other values would single out units.",
+                hint=HINT,
+            )
         name = name or "count"
         if name in cols or name in unit_names:
-            raise Refusal("42702", f"the subquery has two columns named {name}; give each its own alias.", hint=None)
-        cols[name] = Column(type="int", domain_range=(0, cap), lower=0, upper=cap, nullable=False,
-                            description=f"per-{label} count, bucketed 0..{cap} ({cap} or more)")
+            raise Refusal(
+                "42702", f"the subquery has two columns named {name}; give each its own alias.", hint=None
+            )
+        cols[name] = Column(
+            type="int",
+            domain_range=(0, cap),
+            lower=0,
+            upper=cap,
+            nullable=False,
+            description=f"per-{label} count, bucketed 0..{cap} ({cap} or more)",
+        )
         items.append(exp.alias_(measure, name, quoted=True))
-    if not items:                        # SELECT unit … GROUP BY unit: the outer query counts the units
+    if not items:  # SELECT unit … GROUP BY unit: the outer query counts the units
         cols["__dpgate_one"] = Column(type="int", domain=[1], lower=1, upper=1, nullable=False)
         items.append(exp.alias_(exp.Literal.number(1), "__dpgate_one", quoted=True))
     unit = exp.column(rel.table.privacy_unit, quoted=True)
@@ -199,8 +241,11 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     table = Table(columns=cols, description=f"one row per {label}")
     vrel = Relation(rel.name, table, {alias}, None, relation, rel.joins)
     outer_join = any(j[3] == "unit-left" for j in rel.joins)
-    zero = (f"a {label} of {rel.name} with no row in {rel.joins[0][0]} is in bucket 0" if outer_join else
-            f"a {label} with no row in {rel.name} is in no bucket")
+    zero = (
+        f"a {label} of {rel.name} with no row in {rel.joins[0][0]} is in bucket 0"
+        if outer_join
+        else f"a {label} with no row in {rel.name} is in no bucket"
+    )
     counts = tuple(c for c in cols if c != "__dpgate_one")
     return PerUnit(vrel, alias, label, tuple(unit_names), cap, counts, zero, ctx.types, ctx.used)
 
@@ -223,24 +268,45 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | No
     right = j.this
     from_ = select.args.get("from_")
     left = from_.this if from_ is not None else None
-    if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER") or j.args.get("using") or \
-            j.args.get("method") or j.args.get("on") is None:
+    if (
+        side not in ("", "LEFT")
+        or kind not in ("", "INNER", "OUTER")
+        or j.args.get("using")
+        or j.args.get("method")
+        or j.args.get("on") is None
+    ):
         return None
-    if not all(isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables
-               and not t.args.get("db") and not t.args.get("joins") for t in (left, right)):
+    if not all(
+        isinstance(t, exp.Table)
+        and isinstance(t.this, exp.Identifier)
+        and t.name in config.tables
+        and not t.args.get("db")
+        and not t.args.get("joins")
+        for t in (left, right)
+    ):
         return None
     lq, rq = left.alias or left.name, right.alias or right.name
     lt, rt = config.tables[left.name], config.tables[right.name]
-    if lq == rq or any(t.public or t.mode != "central" or t.privacy is not None or t.privacy_unit is None
-                       or "." in t.privacy_unit for t in (lt, rt)):
+    if lq == rq or any(
+        t.public
+        or t.mode != "central"
+        or t.privacy is not None
+        or t.privacy_unit is None
+        or "." in t.privacy_unit
+        for t in (lt, rt)
+    ):
         return None
     key, extra = None, []
     for c in conjuncts(j.args["on"]):
         a, b = (c.this, c.expression) if isinstance(c, exp.EQ) else (None, None)
         if isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table == rq and b.table == lq:
             a, b = b, a
-        if key is None and isinstance(a, exp.Column) and isinstance(b, exp.Column) and \
-                (a.table, a.name, b.table, b.name) == (lq, lt.privacy_unit, rq, rt.privacy_unit):
+        if (
+            key is None
+            and isinstance(a, exp.Column)
+            and isinstance(b, exp.Column)
+            and (a.table, a.name, b.table, b.name) == (lq, lt.privacy_unit, rq, rt.privacy_unit)
+        ):
             key = c
         else:
             extra.append(c)
@@ -252,29 +318,54 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | No
             owners[c].add(rq)
             continue
         if c in cols:
-            raise Refusal(UNSUPPORTED, f"column {c} is declared in both {left.name} and {right.name}; dpgate needs "
-                          "distinct names across joined tables.", hint=None)
+            raise Refusal(
+                UNSUPPORTED,
+                f"column {c} is declared in both {left.name} and {right.name}; dpgate needs "
+                "distinct names across joined tables.",
+                hint=None,
+            )
         cols[c] = spec if side == "" else spec.model_copy(update={"nullable": True})
         owners[c] = {rq}
         taken.append(c)
     b_, j_ = "__dpgate_b", "__dpgate_j"
-    q = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(b_)),
-                    *[exp.column(c, j_, quoted=True) for c in taken])
-         .from_(exp.alias_(exp.to_table(config.source_of(left.name)), b_, table=True))
-         .join(exp.alias_(exp.to_table(config.source_of(right.name)), j_, table=True),
-               on=exp.EQ(this=exp.column(lt.privacy_unit, b_, quoted=True),
-                         expression=exp.column(rt.privacy_unit, j_, quoted=True)),
-               join_type="left" if side else "inner"))
-    for c in extra:          # ON … AND <a condition on the right side's rows> (Q13's o_comment NOT LIKE …)
+    q = (
+        exp.select(
+            exp.Column(this=exp.Star(), table=exp.to_identifier(b_)),
+            *[exp.column(c, j_, quoted=True) for c in taken],
+        )
+        .from_(exp.alias_(exp.to_table(config.source_of(left.name)), b_, table=True))
+        .join(
+            exp.alias_(exp.to_table(config.source_of(right.name)), j_, table=True),
+            on=exp.EQ(
+                this=exp.column(lt.privacy_unit, b_, quoted=True),
+                expression=exp.column(rt.privacy_unit, j_, quoted=True),
+            ),
+            join_type="left" if side else "inner",
+        )
+    )
+    for c in extra:  # ON … AND <a condition on the right side's rows> (Q13's o_comment NOT LIKE …)
         for col in c.find_all(exp.Column):
-            if col.table not in ("", rq) or col.name not in rt.columns or (not col.table and col.name in lt.columns):
-                raise Refusal(UNSUPPORTED, f"a further condition in the ON of {left.name} JOIN {right.name} reads "
-                              f"only {right.name}'s columns (qualified {rq}.col); filter {left.name}'s rows in WHERE.",
-                              hint=HINT)
+            if (
+                col.table not in ("", rq)
+                or col.name not in rt.columns
+                or (not col.table and col.name in lt.columns)
+            ):
+                raise Refusal(
+                    UNSUPPORTED,
+                    f"a further condition in the ON of {left.name} JOIN {right.name} reads "
+                    f"only {right.name}'s columns (qualified {rq}.col); filter {left.name}'s rows in WHERE.",
+                    hint=HINT,
+                )
     select.set("joins", None)
     relation = exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel")))
-    rel = Relation(left.name, lt.model_copy(update={"columns": cols}), {lq, rq}, owners, relation,
-                   ((right.name, lt.privacy_unit, rt.privacy_unit, "unit-" + ("left" if side else "inner")),))
+    rel = Relation(
+        left.name,
+        lt.model_copy(update={"columns": cols}),
+        {lq, rq},
+        owners,
+        relation,
+        ((right.name, lt.privacy_unit, rt.privacy_unit, "unit-" + ("left" if side else "inner")),),
+    )
     return rel, extra
 
 
@@ -302,8 +393,12 @@ def _count(node: exp.Expression, ctx: Ctx) -> exp.Expression | None:
         return exp.Count(this=exp.Star())
     if isinstance(arg, exp.Column):
         return exp.Count(this=ctx.column(arg).node)
-    if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1 and isinstance(arg.expressions[0], exp.Column) \
-            and not arg.args.get("on"):
+    if (
+        isinstance(arg, exp.Distinct)
+        and len(arg.expressions) == 1
+        and isinstance(arg.expressions[0], exp.Column)
+        and not arg.args.get("on")
+    ):
         return exp.Count(this=exp.Distinct(expressions=[ctx.column(arg.expressions[0]).node]))
     return None
 
@@ -311,14 +406,23 @@ def _count(node: exp.Expression, ctx: Ctx) -> exp.Expression | None:
 def over(outer: exp.Select, per: PerUnit) -> exp.Select:
     """The outer query reading the per-unit relation as a table (planned by the rules)."""
     outer = outer.copy()
-    outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(per.rel.name),
-                                               alias=exp.TableAlias(this=exp.to_identifier(per.alias)))))
+    outer.set(
+        "from_",
+        exp.From(
+            this=exp.Table(
+                this=exp.to_identifier(per.rel.name), alias=exp.TableAlias(this=exp.to_identifier(per.alias))
+            )
+        ),
+    )
     for c in outer.find_all(exp.Column):
         if c.name in per.unit_names and (not c.table or c.table == per.alias):
-            raise Refusal(UNSUPPORTED, f"{c.name} is the privacy unit: over a per-unit subquery the outer query "
-                          f"reads the per-unit counts ({', '.join(per.counts) or 'none selected'}); count units "
-                          "with COUNT(*).",
-                          hint=HINT)
+            raise Refusal(
+                UNSUPPORTED,
+                f"{c.name} is the privacy unit: over a per-unit subquery the outer query "
+                f"reads the per-unit counts ({', '.join(per.counts) or 'none selected'}); count units "
+                "with COUNT(*).",
+                hint=HINT,
+            )
     return outer
 
 
@@ -329,8 +433,12 @@ def finish(plan: Plan, per: PerUnit) -> Plan:
     for g in plan.group_by:
         if g.expr is None and g.column in per.counts:
             col = exp.column(g.column, quoted=True)
-            g = GroupKey(g.column, "int", tuple(range(per.cap + 1)),
-                         exp.Least(this=col, expressions=[exp.Literal.number(per.cap)]))
+            g = GroupKey(
+                g.column,
+                "int",
+                tuple(range(per.cap + 1)),
+                exp.Least(this=col, expressions=[exp.Literal.number(per.cap)]),
+            )
         elif g.expr is not None:
             _check_bins(g.expr, per)
         groups.append(g)
@@ -347,10 +455,13 @@ def _check_bins(key: exp.Expression, per: PerUnit) -> None:
         while isinstance(parent, exp.Paren):
             parent = parent.parent
         if not _constant_above(parent, c, per.cap):
-            raise Refusal(UNSUPPORTED, f"a group key over the per-unit count {c.name} must not distinguish counts "
-                          f"of {per.cap} or more (max_rows_per_unit = {per.cap} caps the bucket domain).",
-                          hint=f"Use bins like CASE WHEN {c.name} >= {per.cap} THEN '{per.cap}+' … END or GROUP BY "
-                          f"{c.name}; a WHERE on {c.name} is exact (SELECT COUNT(*) … WHERE {c.name} > 50).")
+            raise Refusal(
+                UNSUPPORTED,
+                f"a group key over the per-unit count {c.name} must not distinguish counts "
+                f"of {per.cap} or more (max_rows_per_unit = {per.cap} caps the bucket domain).",
+                hint=f"Use bins like CASE WHEN {c.name} >= {per.cap} THEN '{per.cap}+' … END or GROUP BY "
+                f"{c.name}; a WHERE on {c.name} is exact (SELECT COUNT(*) … WHERE {c.name} > 50).",
+            )
 
 
 def _number(node) -> float | None:

@@ -11,16 +11,19 @@ plan, same release key; :mod:`.joins` then decides whether the join is answerabl
 into post-processing of the inner release (filters, projections, arithmetic, ORDER
 BY, LIMIT over its output columns: free, same release).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
 
 from sqlglot import exp
 
-from .errors import (FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED,
-                     UNDEFINED_COLUMN, Refusal)
-from . import postprocess, select as select_
+from . import postprocess
+from . import select as select_
 from .args import understood
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import UNDEFINED_COLUMN, Refusal
 from .plan import OrderItem, Output
 from .scope import T
 
@@ -38,8 +41,10 @@ def expand_ctes(expr: exp.Expression) -> exp.Expression:
     bodies: dict[str, exp.Expression] = {}
     for cte in with_.expressions:
         if cte.args.get("materialized") is not None or (cte.args.get("alias") and cte.args["alias"].columns):
-            raise Refusal(UNSUPPORTED, "write the WITH query as WITH x AS (SELECT …) without column "
-                          "lists or MATERIALIZED.")
+            raise Refusal(
+                UNSUPPORTED,
+                "write the WITH query as WITH x AS (SELECT …) without column lists or MATERIALIZED.",
+            )
         body = cte.this.copy()
         _substitute_ctes(body, bodies)
         bodies[cte.alias_or_name] = body
@@ -52,21 +57,28 @@ def _substitute_ctes(node: exp.Expression, bodies: dict) -> None:
     for t in list(node.find_all(exp.Table)):
         if not t.text("db") and t.name in bodies and isinstance(t.this, exp.Identifier):
             alias = t.alias or t.name
-            t.replace(exp.Subquery(this=bodies[t.name].copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+            t.replace(
+                exp.Subquery(this=bodies[t.name].copy(), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            )
 
 
 def _derived(select: exp.Select):
     from_ = select.args.get("from_")
     sub = from_.this if from_ is not None else None
-    if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select) and not select.args.get("joins") \
-            and sub.this.expressions:
+    if (
+        isinstance(sub, exp.Subquery)
+        and isinstance(sub.this, exp.Select)
+        and not select.args.get("joins")
+        and sub.this.expressions
+    ):
         return sub
     return None
 
 
 def _aggregating(inner: exp.Select) -> bool:
-    return bool(inner.args.get("group") or inner.args.get("having") or any(
-        e.find(*_AGGS) for e in inner.expressions))
+    return bool(
+        inner.args.get("group") or inner.args.get("having") or any(e.find(*_AGGS) for e in inner.expressions)
+    )
 
 
 def inline(select: exp.Expression) -> exp.Expression:
@@ -86,21 +98,29 @@ def inline(select: exp.Expression) -> exp.Expression:
     ok = _INNER_OK | {"joins"} if joined and not select.args.get("joins") else _INNER_OK
     bad = [k for k, v in inner.args.items() if v not in (None, [], False) and k not in ok]
     if bad and bad[0] in ("joins", "laterals"):
-        raise Refusal(DENIED, "LATERAL is not allowed (also not inside a derived table); join declared "
-                      "tables with JOIN … ON.")
+        raise Refusal(
+            DENIED,
+            "LATERAL is not allowed (also not inside a derived table); join declared tables with JOIN … ON.",
+        )
     if bad:
         what = {"limit": "LIMIT", "offset": "OFFSET", "distinct": "DISTINCT"}.get(bad[0], bad[0].upper())
-        raise Refusal(UNSUPPORTED, f"{what} inside a derived table is not supported; put it on the "
-                      "outer query (or query the table directly).")
+        raise Refusal(
+            UNSUPPORTED,
+            f"{what} inside a derived table is not supported; put it on the "
+            "outer query (or query the table directly).",
+        )
     alias = sub.alias
     names: dict[str, exp.Expression] = {}
-    twice: set[str] = set()          # an output name the derived table gives twice: ambiguous outside
+    twice: set[str] = set()  # an output name the derived table gives twice: ambiguous outside
     star = False
     for e in inner.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star):
             if joined and isinstance(e, exp.Column) and e.table:
-                raise Refusal(UNSUPPORTED, f"name the columns of {e.table} in the derived table "
-                              f"(SELECT {e.table}.a, {e.table}.b …) instead of {e.table}.*.")
+                raise Refusal(
+                    UNSUPPORTED,
+                    f"name the columns of {e.table} in the derived table "
+                    f"(SELECT {e.table}.a, {e.table}.b …) instead of {e.table}.*.",
+                )
             star = True
         elif isinstance(e, (exp.Alias, exp.Column)):
             out = e.alias if isinstance(e, exp.Alias) else e.name
@@ -108,13 +128,16 @@ def inline(select: exp.Expression) -> exp.Expression:
                 twice.add(out)
             names[out] = e.this if isinstance(e, exp.Alias) else e
         else:
-            raise Refusal(UNSUPPORTED, f"name the expression {e.sql('postgres')[:40]} in the derived "
-                          "table (… AS name) to use it outside.")
+            raise Refusal(
+                UNSUPPORTED,
+                f"name the expression {e.sql('postgres')[:40]} in the derived "
+                "table (… AS name) to use it outside.",
+            )
     outer_aliases = {e.alias for e in select.expressions if isinstance(e, exp.Alias)}
 
     def rename_order(node):
         if isinstance(node, exp.Column) and not node.table and node.name in outer_aliases:
-            return node                  # ORDER BY an output name of the outer query
+            return node  # ORDER BY an output name of the outer query
         return rename(node)
 
     def rename(node):
@@ -123,8 +146,12 @@ def inline(select: exp.Expression) -> exp.Expression:
         if node.table and node.table != alias:
             return node
         if node.name in twice:
-            raise Refusal("42702", f"column reference {node.name} is ambiguous: the derived table "
-                          f"{alias} has two columns of that name.", hint=None)
+            raise Refusal(
+                "42702",
+                f"column reference {node.name} is ambiguous: the derived table "
+                f"{alias} has two columns of that name.",
+                hint=None,
+            )
         target = names.get(node.name)
         if target is not None:
             t = target.copy()
@@ -138,18 +165,30 @@ def inline(select: exp.Expression) -> exp.Expression:
         if v is None:
             continue
         if isinstance(v, list):
-            select.set(key, [_named(x, x.transform(rename)) if key == "expressions" else x.transform(rename)
-                             if not (isinstance(x, (exp.Star,)) or (isinstance(x, exp.Column) and x.is_star))
-                             else x for x in v])
+            select.set(
+                key,
+                [
+                    _named(x, x.transform(rename))
+                    if key == "expressions"
+                    else x.transform(rename)
+                    if not (isinstance(x, (exp.Star,)) or (isinstance(x, exp.Column) and x.is_star))
+                    else x
+                    for x in v
+                ],
+            )
         else:
             select.set(key, v.transform(rename_order if key == "order" else rename))
     select.set("from_", inner.args["from_"].copy())
-    if joined:                       # the derived table's join is the outer query's relation
+    if joined:  # the derived table's join is the outer query's relation
         select.set("joins", [j.copy() for j in inner.args["joins"]])
     iw = inner.args.get("where")
     ow = select.args.get("where")
     if iw is not None:
-        cond = iw.this.copy() if ow is None else exp.and_(exp.Paren(this=iw.this.copy()), exp.Paren(this=ow.this))
+        cond = (
+            iw.this.copy()
+            if ow is None
+            else exp.and_(exp.Paren(this=iw.this.copy()), exp.Paren(this=ow.this))
+        )
         select.set("where", exp.Where(this=cond))
     return select
 
@@ -161,13 +200,21 @@ def _inline_operands(select: exp.Select) -> None:
     the same rows for the FROM side and for the right side of an inner join (a filter on
     the right of a LEFT JOIN is not a WHERE: that operand is left to :mod:`.joins`, which
     refuses it)."""
-    holders = [select.args["from_"]] + [j for j in select.args["joins"]
-                                        if not j.side and j.kind in ("", "INNER") and not j.args.get("using")]
+    holders = [select.args["from_"]] + [
+        j for j in select.args["joins"] if not j.side and j.kind in ("", "INNER") and not j.args.get("using")
+    ]
     for holder in holders:
         sub = holder.this
         body = sub.this if isinstance(sub, exp.Subquery) else None
-        if not isinstance(body, exp.Select) or _aggregating(body) or not body.expressions or any(
-                v not in (None, [], False) and k not in ("expressions", "from_", "where") for k, v in body.args.items()):
+        if (
+            not isinstance(body, exp.Select)
+            or _aggregating(body)
+            or not body.expressions
+            or any(
+                v not in (None, [], False) and k not in ("expressions", "from_", "where")
+                for k, v in body.args.items()
+            )
+        ):
             continue
         table = body.args["from_"].this
         if not isinstance(table, exp.Table) or not sub.alias:
@@ -182,14 +229,19 @@ def _inline_operands(select: exp.Select) -> None:
         names: dict[str, exp.Expression] = {}
         star = False
         for e in body.expressions:
-            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star and e.table in ("", inner_q)):
+            if isinstance(e, exp.Star) or (
+                isinstance(e, exp.Column) and e.is_star and e.table in ("", inner_q)
+            ):
                 star = True
             elif isinstance(e, (exp.Alias, exp.Column)) and not (isinstance(e, exp.Column) and e.is_star):
                 out = e.alias if isinstance(e, exp.Alias) else e.name
                 names[out] = (e.this if isinstance(e, exp.Alias) else e).transform(requalify)
             else:
-                raise Refusal(UNSUPPORTED, f"name the expression {e.sql('postgres')[:40]} in the derived "
-                              "table (… AS name) to use it outside.")
+                raise Refusal(
+                    UNSUPPORTED,
+                    f"name the expression {e.sql('postgres')[:40]} in the derived "
+                    "table (… AS name) to use it outside.",
+                )
 
         def rename(node, alias=alias, names=names, star=star):
             if not isinstance(node, exp.Column) or node.is_star or node.table != alias:
@@ -208,8 +260,13 @@ def _inline_operands(select: exp.Select) -> None:
         for key in ("expressions", "where", "group", "having", "order"):
             v = select.args.get(key)
             if isinstance(v, list):
-                select.set(key, [_named(x, x.transform(rename)) if key == "expressions" else x.transform(rename)
-                                 for x in v])
+                select.set(
+                    key,
+                    [
+                        _named(x, x.transform(rename)) if key == "expressions" else x.transform(rename)
+                        for x in v
+                    ],
+                )
             elif v is not None:
                 select.set(key, v.transform(rename))
         for j in select.args["joins"]:
@@ -226,8 +283,11 @@ def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:
     """A select item renamed through a derived table keeps the output name Postgres gives
     it: a column of the derived table is named as the derived table names it (``SELECT s
     FROM (SELECT store AS s …) x`` returns a column ``s``), whatever it stands for inside."""
-    if isinstance(before, exp.Column) and not isinstance(after, exp.Alias) and not (
-            isinstance(after, exp.Column) and after.name == before.name):
+    if (
+        isinstance(before, exp.Column)
+        and not isinstance(after, exp.Alias)
+        and not (isinstance(after, exp.Column) and after.name == before.name)
+    ):
         return exp.alias_(after.this if isinstance(after, exp.Paren) else after, before.name, quoted=True)
     return after
 
@@ -255,13 +315,19 @@ def apply_outer(plan, outer: exp.Select, ctx):
     bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
     rollup = any(e.find(*_AGGS) for e in outer.expressions)
     if bad or (rollup and outer.args.get("order")):
-        raise Refusal(UNSUPPORTED, "over an aggregating subquery dpgate answers filters, projections, "
-                      "arithmetic, ORDER BY and LIMIT, and COUNT/SUM/AVG/MIN/MAX of its released rows "
-                      "(post-processing of its release); group or join in the inner query instead.")
+        raise Refusal(
+            UNSUPPORTED,
+            "over an aggregating subquery dpgate answers filters, projections, "
+            "arithmetic, ORDER BY and LIMIT, and COUNT/SUM/AVG/MIN/MAX of its released rows "
+            "(post-processing of its release); group or join in the inner query instead.",
+        )
     if plan.limit is not None or plan.offset:
-        raise Refusal(UNSUPPORTED, "LIMIT / OFFSET inside an aggregating subquery are not supported; put "
-                      "ORDER BY and LIMIT on the outer query.")
-    plan = replace(plan, selection=None)     # an inner HAVING: a filter on the released cells (row_filter)
+        raise Refusal(
+            UNSUPPORTED,
+            "LIMIT / OFFSET inside an aggregating subquery are not supported; put "
+            "ORDER BY and LIMIT on the outer query.",
+        )
+    plan = replace(plan, selection=None)  # an inner HAVING: a filter on the released cells (row_filter)
     named = {o.name: o for o in plan.outputs}
 
     def as_tree(o: Output):
@@ -276,8 +342,11 @@ def apply_outer(plan, outer: exp.Select, ctx):
             raise Refusal("42P01", f"missing FROM-clause entry for {node.table!r}.", hint=None)
         o = named.get(node.name)
         if o is None:
-            raise Refusal(UNDEFINED_COLUMN, f"column {node.name} does not exist in subquery {alias}; "
-                          f"its columns: {', '.join(named)}.", hint=None)
+            raise Refusal(
+                UNDEFINED_COLUMN,
+                f"column {node.name} does not exist in subquery {alias}; its columns: {', '.join(named)}.",
+                hint=None,
+            )
         return o
 
     def tree(node: exp.Expression):
@@ -293,15 +362,19 @@ def apply_outer(plan, outer: exp.Select, ctx):
         return _resolve(raw, placeholder, as_tree)
 
     outs: list[Output] = []
-    for e in outer.expressions if rollup else []:         # aggregates of the released rows
+    for e in outer.expressions if rollup else []:  # aggregates of the released rows
         name = e.alias if isinstance(e, exp.Alias) else None
         node = e.unalias()
         arg = node.this if isinstance(node, _ROLLUP) else None
-        if not isinstance(node, _ROLLUP) or not (isinstance(arg, exp.Column) or (
-                isinstance(node, exp.Count) and isinstance(arg, exp.Star))):
-            raise Refusal(UNSUPPORTED, "over an aggregating subquery the outer select list takes either "
-                          "its columns and expressions over them, or only COUNT(*) / COUNT(c) / SUM(c) / "
-                          "AVG(c) / MIN(c) / MAX(c) of its output columns.")
+        if not isinstance(node, _ROLLUP) or not (
+            isinstance(arg, exp.Column) or (isinstance(node, exp.Count) and isinstance(arg, exp.Star))
+        ):
+            raise Refusal(
+                UNSUPPORTED,
+                "over an aggregating subquery the outer select list takes either "
+                "its columns and expressions over them, or only COUNT(*) / COUNT(c) / SUM(c) / "
+                "AVG(c) / MIN(c) / MAX(c) of its output columns.",
+            )
         understood(node)
         func = node.key
         if isinstance(arg, exp.Star):
@@ -309,11 +382,17 @@ def apply_outer(plan, outer: exp.Select, ctx):
         else:
             o = col(arg)
             t, typ = as_tree(o), o.type
-            if func in ("sum", "avg", "min", "max") and typ not in ("int", "float", "numeric") and not (
-                    func in ("min", "max") and typ == "text"):
+            if (
+                func in ("sum", "avg", "min", "max")
+                and typ not in ("int", "float", "numeric")
+                and not (func in ("min", "max") and typ == "text")
+            ):
                 raise Refusal("42883", f"{func}() of a {typ} column is not available.")
-        out_type = {"count": "int", "sum": "numeric" if typ == "int" else typ,
-                    "avg": "float" if typ == "float" else "numeric"}.get(func, typ)
+        out_type = {
+            "count": "int",
+            "sum": "numeric" if typ == "int" else typ,
+            "avg": "float" if typ == "float" else "numeric",
+        }.get(func, typ)
         outs.append(Output(name or func, "expr", -1, out_type or "text", ("rollup", func, t)))
     for e in outer.expressions if not rollup else []:
         name = e.alias if isinstance(e, exp.Alias) else None
@@ -334,7 +413,7 @@ def apply_outer(plan, outer: exp.Select, ctx):
         keep = f if keep is None else ("op", "and", keep, f)
     order = []
     o_node = outer.args.get("order")
-    for o in (understood(o_node).expressions if o_node is not None else []):
+    for o in understood(o_node).expressions if o_node is not None else []:
         node, idx = understood(o).this, None
         if isinstance(node, exp.Literal) and node.is_int:
             idx = int(node.this) - 1
@@ -344,10 +423,12 @@ def apply_outer(plan, outer: exp.Select, ctx):
             inner_o = col(node)
             idx = next((i for i, x in enumerate(outs) if x == replace(inner_o, name=x.name)), None)
         if idx is None or not 0 <= idx < len(outs):
-            raise Refusal(UNSUPPORTED, "ORDER BY over a subquery takes output columns of the outer "
-                          "query: a name or a position.")
+            raise Refusal(
+                UNSUPPORTED,
+                "ORDER BY over a subquery takes output columns of the outer query: a name or a position.",
+            )
         order.append(OrderItem(idx, bool(o.args.get("desc")), o.args.get("nulls_first")))
-    if o_node is None and plan.order_by:      # the inner ORDER BY, where the outer selects its columns
+    if o_node is None and plan.order_by:  # the inner ORDER BY, where the outer selects its columns
         for item in plan.order_by:
             src = plan.outputs[item.output]
             idx = next((i for i, x in enumerate(outs) if x == replace(src, name=x.name)), None)
@@ -355,8 +436,9 @@ def apply_outer(plan, outer: exp.Select, ctx):
                 break
             order.append(replace(item, output=idx))
     limit, offset = select_.limit_offset(outer, ctx)
-    return replace(plan, outputs=tuple(outs), order_by=tuple(order), limit=limit, offset=offset,
-                   row_filter=keep)
+    return replace(
+        plan, outputs=tuple(outs), order_by=tuple(order), limit=limit, offset=offset, row_filter=keep
+    )
 
 
 class _Names:
@@ -376,8 +458,11 @@ class _Names:
 def _resolve(raw, placeholder, as_tree):
 
     def agg(func, col):
-        raise Refusal(UNSUPPORTED, "aggregates over the rows of an aggregating subquery are not supported; "
-                      "aggregate in the inner query.")
+        raise Refusal(
+            UNSUPPORTED,
+            "aggregates over the rows of an aggregating subquery are not supported; "
+            "aggregate in the inner query.",
+        )
 
     def key(name):
         return name, placeholder[name].type

@@ -15,6 +15,7 @@ Integer expressions are computed in BIGINT (exact; the bounds are kept below 2^6
 intermediate can overflow), anything else in float8. NULL in any column makes the row's
 value NULL, as in SQL (SUM skips it; AVG counts the non-NULL values).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,19 +24,23 @@ from decimal import Decimal, InvalidOperation
 from sqlglot import exp
 
 from .args import understood
-from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .errors import DATATYPE_MISMATCH, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .scope import Ctx
 from .values import clamp_case, to_node
 
 __all__ = ["Arith", "arith_argument", "wanted"]
 
-INT_LIMIT = 2.0 ** 62
+INT_LIMIT = 2.0**62
 MAX_BOUND = 1e290
 DOUBLE = exp.DataType.build("double")
 BIGINT = exp.DataType.build("bigint")
-HINT = ("SUM/AVG take a declared numeric column with bounds, or + − × of such columns and numeric "
-        "literals (and / by a non-zero decimal literal such as 10.0): SUM(age + 1), SUM(a + b), "
-        "AVG(x - 10).")
+HINT = (
+    "SUM/AVG take a declared numeric column with bounds, or + − × of such columns and numeric "
+    "literals (and / by a non-zero decimal literal such as 10.0): SUM(age + 1), SUM(a + b), "
+    "AVG(x - 10)."
+)
 
 
 class Arith(str):
@@ -67,7 +72,7 @@ def wanted(node) -> bool:
 
 
 def _num(v: Decimal) -> float | int:
-    return int(v) if v == v.to_integral_value() and abs(v) < 2 ** 62 else float(v)
+    return int(v) if v == v.to_integral_value() and abs(v) < 2**62 else float(v)
 
 
 class _V:
@@ -81,8 +86,12 @@ def _clamped(name: str, ctx: Ctx) -> _V:
     spec = ctx.table.columns[name]
     lo, hi = spec.lower, spec.upper
     col = exp.column(name, quoted=True)
-    if spec.type == "int" and float(lo).is_integer() and float(hi).is_integer() and \
-            max(abs(lo), abs(hi)) < INT_LIMIT:
+    if (
+        spec.type == "int"
+        and float(lo).is_integer()
+        and float(hi).is_integer()
+        and max(abs(lo), abs(hi)) < INT_LIMIT
+    ):
         lo_n, hi_n, typ, lo, hi = to_node(int(lo)), to_node(int(hi)), "int", int(lo), int(hi)
     else:
         col = exp.Cast(this=col, to=DOUBLE.copy())
@@ -103,11 +112,18 @@ def _check(node, ctx: Ctx, func: str) -> _V:
         name = ctx.column(node).node.name
         spec = ctx.table.columns[name]
         if spec.type not in ("int", "float"):
-            raise Refusal(DATATYPE_MISMATCH, f"{func.upper()} of an expression needs numeric columns; "
-                          f"{name} is {spec.type}.", hint=HINT)
+            raise Refusal(
+                DATATYPE_MISMATCH,
+                f"{func.upper()} of an expression needs numeric columns; {name} is {spec.type}.",
+                hint=HINT,
+            )
         if not spec.bounded:
-            raise Refusal(DENIED, f"{func.upper()} over {name} needs clamping bounds; declare lower and "
-                          f"upper for column {name} in the config.", hint=HINT)
+            raise Refusal(
+                DENIED,
+                f"{func.upper()} over {name} needs clamping bounds; declare lower and "
+                f"upper for column {name} in the config.",
+                hint=HINT,
+            )
         return _clamped(name, ctx)
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
@@ -120,20 +136,32 @@ def _check(node, ctx: Ctx, func: str) -> _V:
         typ = "int" if node.is_int and isinstance(v, int) else "float"
         lit = to_node(v) if typ == "int" else exp.Cast(this=to_node(float(d)), to=DOUBLE.copy())
         return _V(lit, typ, v, v, d)
-    if isinstance(node, exp.Cast) and not node.to.expressions and (
-            node.to.is_type("double", "float") or node.to.is_type("bigint", "int")):
+    if (
+        isinstance(node, exp.Cast)
+        and not node.to.expressions
+        and (node.to.is_type("double", "float") or node.to.is_type("bigint", "int"))
+    ):
         understood(node, frozenset({"this", "to"})), understood(node.to)
-        v = _check(node.this, ctx, func)          # to double: a float expression; to an integer type:
-        if node.to.is_type("double", "float"):    # only an integer one (computed in BIGINT already)
+        v = _check(node.this, ctx, func)  # to double: a float expression; to an integer type:
+        if node.to.is_type("double", "float"):  # only an integer one (computed in BIGINT already)
             return _V(exp.Cast(this=v.node, to=DOUBLE.copy()), "float", float(v.lo), float(v.hi), v.literal)
         if v.typ != "int":
-            raise Refusal(UNSUPPORTED, f"{func.upper()}: a cast of a float expression to an integer rounds; "
-                          "write it without the cast.", hint=HINT)
+            raise Refusal(
+                UNSUPPORTED,
+                f"{func.upper()}: a cast of a float expression to an integer rounds; "
+                "write it without the cast.",
+                hint=HINT,
+            )
         return v
     if isinstance(node, exp.Neg):
         v = _check(node.this, ctx, func)
-        return _V(exp.Neg(this=exp.Paren(this=v.node)), v.typ, -v.hi, -v.lo,
-                  None if v.literal is None else -v.literal)
+        return _V(
+            exp.Neg(this=exp.Paren(this=v.node)),
+            v.typ,
+            -v.hi,
+            -v.lo,
+            None if v.literal is None else -v.literal,
+        )
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
         a, b = _check(node.this, ctx, func), _check(node.expression, ctx, func)
         typ = "int" if a.typ == b.typ == "int" else "float"
@@ -150,31 +178,50 @@ def _check(node, ctx: Ctx, func: str) -> _V:
     if isinstance(node, exp.Div):
         a, b = _check(node.this, ctx, func), _check(node.expression, ctx, func)
         if b.literal is None or b.literal == 0:
-            raise Refusal(UNSUPPORTED, f"{func.upper()}: / only by a non-zero numeric literal "
-                          f"({node.sql('postgres')}).", hint=HINT)
+            raise Refusal(
+                UNSUPPORTED,
+                f"{func.upper()}: / only by a non-zero numeric literal ({node.sql('postgres')}).",
+                hint=HINT,
+            )
         if a.typ == "int" and b.typ == "int":
-            raise Refusal(UNSUPPORTED, f"{func.upper()}({node.sql('postgres')}): integer division "
-                          f"truncates; write {node.this.sql('postgres')} / {b.literal}.0 for a "
-                          "fractional result.", hint=HINT)
+            raise Refusal(
+                UNSUPPORTED,
+                f"{func.upper()}({node.sql('postgres')}): integer division "
+                f"truncates; write {node.this.sql('postgres')} / {b.literal}.0 for a "
+                "fractional result.",
+                hint=HINT,
+            )
         k = float(b.literal)
         lo, hi = sorted((a.lo / k, a.hi / k))
         _finite(lo, hi, node)
         x = a.node if a.typ == "float" else exp.Cast(this=a.node, to=DOUBLE.copy())
-        return _V(exp.Div(this=exp.Paren(this=x), expression=exp.Cast(this=to_node(k), to=DOUBLE.copy())),
-                  "float", lo, hi)
+        return _V(
+            exp.Div(this=exp.Paren(this=x), expression=exp.Cast(this=to_node(k), to=DOUBLE.copy())),
+            "float",
+            lo,
+            hi,
+        )
     if isinstance(node, exp.Parameter):
-        raise Refusal(UNSUPPORTED, f"{func.upper()}: a parameter inside the aggregate is not supported (its "
-                      "bounds and its release key would depend on the value); write the number.", hint=HINT)
-    raise Refusal(UNSUPPORTED, f"{func.upper()} of {node.sql('postgres')}: not an arithmetic expression "
-                  "dpgate bounds.", hint=HINT)
+        raise Refusal(
+            UNSUPPORTED,
+            f"{func.upper()}: a parameter inside the aggregate is not supported (its "
+            "bounds and its release key would depend on the value); write the number.",
+            hint=HINT,
+        )
+    raise Refusal(
+        UNSUPPORTED,
+        f"{func.upper()} of {node.sql('postgres')}: not an arithmetic expression dpgate bounds.",
+        hint=HINT,
+    )
 
 
 def _finite(lo, hi, node) -> None:
     """Every intermediate interval stays finite and below MAX_BOUND (an inf or NaN bound would
     be no sensitivity at all: refused, never passed on)."""
     if not all(math.isfinite(float(v)) and abs(float(v)) <= MAX_BOUND for v in (lo, hi)):
-        raise Refusal("54000", f"the bounds of {node.sql('postgres')} are too large to sum safely.",
-                      hint=HINT)
+        raise Refusal(
+            "54000", f"the bounds of {node.sql('postgres')} are too large to sum safely.", hint=HINT
+        )
 
 
 def arith_argument(node: exp.Expression, ctx: Ctx, func: str) -> Arith:
@@ -182,14 +229,22 @@ def arith_argument(node: exp.Expression, ctx: Ctx, func: str) -> Arith:
     v = _check(node, ctx, func)
     lo, hi = v.lo, v.hi
     if v.typ == "int" and max(abs(lo), abs(hi)) >= INT_LIMIT:
-        raise Refusal("54000", f"{func.upper()}({node.sql('postgres')}): the bounds [{lo}, {hi}] are too "
-                      "large for exact integer sums; cast a column to double precision.", hint=HINT)
+        raise Refusal(
+            "54000",
+            f"{func.upper()}({node.sql('postgres')}): the bounds [{lo}, {hi}] are too "
+            "large for exact integer sums; cast a column to double precision.",
+            hint=HINT,
+        )
     if max(abs(float(lo)), abs(float(hi))) > MAX_BOUND:
-        raise Refusal("54000", f"the bounds of {node.sql('postgres')} are too large to sum safely.", hint=HINT)
+        raise Refusal(
+            "54000", f"the bounds of {node.sql('postgres')} are too large to sum safely.", hint=HINT
+        )
     if v.literal is not None:
         raise Refusal(UNSUPPORTED, f"{func.upper()} of a constant is a scaled COUNT(*).", hint=HINT)
     bare = node.copy()
-    for c in list(bare.find_all(exp.Column)):      # the resolved names: one text per question
+    for c in list(bare.find_all(exp.Column)):  # the resolved names: one text per question
         c.replace(exp.column(ctx.column(c).node.name))
     text = bare.sql("postgres").lower()
-    return Arith(text, v.node, v.typ, lo if v.typ == "int" else float(lo), hi if v.typ == "int" else float(hi))
+    return Arith(
+        text, v.node, v.typ, lo if v.typ == "int" else float(lo), hi if v.typ == "int" else float(hi)
+    )

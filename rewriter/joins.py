@@ -42,6 +42,7 @@ order_items`` spelled from either side, or as a comma join with its equality in 
 searched for the base table and the lookup order the rules above accept, so every
 spelling is the same relation and the same release.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,13 +52,17 @@ from sqlglot import exp
 from config import Config
 from config.models import Column, Table
 
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import Refusal
 from .plan import conjuncts, source_relation
 from .shape import resolve_table
 
 UNIT_COLUMN = "__dpgate_unit"
-HINT = ("Join a private table to a public lookup table on its key (FROM purchases p JOIN stores s ON "
-        "p.store = s.store_id), or to a table of the same people on the privacy unit.")
+HINT = (
+    "Join a private table to a public lookup table on its key (FROM purchases p JOIN stores s ON "
+    "p.store = s.store_id), or to a table of the same people on the privacy unit."
+)
 
 __all__ = ["Relation", "UNIT_COLUMN", "base_table", "normalize", "resolve"]
 
@@ -112,7 +117,9 @@ def normalize(select: exp.Select, config: Config) -> Relation:
             tried += 1
             if tried > MAX_ORDERS:
                 break
-            trial = _ordered(select, tables, base, seq, [e for e in edges if e not in {x for x, _ in seq}], rest)
+            trial = _ordered(
+                select, tables, base, seq, [e for e in edges if e not in {x for x, _ in seq}], rest
+            )
             try:
                 rel = _resolve(trial, config)
             except Refusal as r:
@@ -121,8 +128,16 @@ def normalize(select: exp.Select, config: Config) -> Relation:
             for key in ("from_", "joins", "where"):
                 select.set(key, trial.args.get(key))
             return rel
-    raise first if first is not None else Refusal(DENIED, "every joined table needs an equality with another "
-                                                          "(ON a.col = b.key, or a.col = b.key in WHERE).", hint=HINT)
+    raise (
+        first
+        if first is not None
+        else Refusal(
+            DENIED,
+            "every joined table needs an equality with another "
+            "(ON a.col = b.key, or a.col = b.key in WHERE).",
+            hint=HINT,
+        )
+    )
 
 
 def _graph(select: exp.Select, config: Config):
@@ -130,13 +145,17 @@ def _graph(select: exp.Select, config: Config):
     WHERE conjuncts) of a statement whose joins are all inner; None otherwise (a LEFT join,
     a table function, USING …: the spelled order decides, and refuses what it must)."""
     joins = select.args.get("joins") or []
-    if any(j.side or (j.kind or "").upper() not in ("", "INNER") or j.args.get("using") or j.args.get("method")
-           for j in joins):
+    if any(
+        j.side or (j.kind or "").upper() not in ("", "INNER") or j.args.get("using") or j.args.get("method")
+        for j in joins
+    ):
         return None
     from_ = select.args.get("from_")
     nodes = [from_.this if from_ is not None else None] + [j.this for j in joins]
-    if not all(isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables
-               for t in nodes):
+    if not all(
+        isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables
+        for t in nodes
+    ):
         return None
     tables = {}
     for t in nodes:
@@ -153,7 +172,7 @@ def _graph(select: exp.Select, config: Config):
                 return None
             edges.append(e)
     w = select.args.get("where")
-    for c in (conjuncts(w.this) if w is not None else ()):
+    for c in conjuncts(w.this) if w is not None else ():
         e = _edge(c, tables, config) if comma else None
         (edges if e is not None else rest).append(e if e is not None else c)
     return tables, edges, rest
@@ -187,6 +206,7 @@ def _edge(cond: exp.Expression, tables: dict, config: Config):
 def _trees(base: str, tables: dict, edges: list):
     """Each order of attaching the other tables to ``base`` by one equality each: a list
     of (edge, table attached), every edge joining the table to one attached before."""
+
     def grow(done: list, seq: list):
         if len(done) == len(tables):
             yield list(seq)
@@ -199,6 +219,7 @@ def _trees(base: str, tables: dict, edges: list):
             seq.append((e, new))
             yield from grow(done + [new], seq)
             seq.pop()
+
     yield from grow([base], [])
 
 
@@ -240,8 +261,11 @@ def _resolve(select: exp.Select, config: Config) -> Relation:
         name, quals = resolve_table(select, config)
         table = config.tables[name]
         if table.public:
-            raise Refusal(DENIED, f"{name} is a public table: read it directly (SELECT … FROM {name}), or "
-                          "join it to a private table.")
+            raise Refusal(
+                DENIED,
+                f"{name} is a public table: read it directly (SELECT … FROM {name}), or "
+                "join it to a private table.",
+            )
         return _with_unit_path(Relation(name, table, quals), config)
     join, rest = joins[0], joins[1:]
     select.set("joins", None)
@@ -251,19 +275,31 @@ def _resolve(select: exp.Select, config: Config) -> Relation:
     side = (join.side or "").upper()
     kind = (join.kind or "").upper()
     if kind not in ("", "INNER", "OUTER") or side not in ("", "LEFT") or (kind == "OUTER" and side != "LEFT"):
-        raise Refusal(DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.",
-                      hint=HINT)
+        raise Refusal(
+            DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.", hint=HINT
+        )
     left, right = config.tables[left_name], config.tables[right_name]
     base, look, bq, lq, bcol, kcol = left_name, right_name, left_q, right_q, lcol, rcol
-    if left.public and not right.public and side == "":          # FROM stores JOIN purchases: same join
+    if left.public and not right.public and side == "":  # FROM stores JOIN purchases: same join
         base, look, bq, lq, bcol, kcol = right_name, left_name, right_q, left_q, rcol, lcol
     elif left.public:
-        raise Refusal(DENIED, "a public table on the left of a LEFT JOIN would keep rows with no person; "
-                      "put the private table first.", hint=HINT)
+        raise Refusal(
+            DENIED,
+            "a public table on the left of a LEFT JOIN would keep rows with no person; "
+            "put the private table first.",
+            hint=HINT,
+        )
     _check_lookup(config, base, look, bcol, kcol)
-    rel = _joined(config, Relation(base, config.tables[base], set(bq), {c: set(bq) for c in config.tables[base].columns}),
-                  look, lq, bcol, kcol, "left" if side else "inner")
-    for join in rest:                                   # a chain of lookups (each from the relation so far)
+    rel = _joined(
+        config,
+        Relation(base, config.tables[base], set(bq), {c: set(bq) for c in config.tables[base].columns}),
+        look,
+        lq,
+        bcol,
+        kcol,
+        "left" if side else "inner",
+    )
+    for join in rest:  # a chain of lookups (each from the relation so far)
         rel = _chained(config, rel, join)
     return _with_unit_path(rel, config)
 
@@ -276,8 +312,12 @@ def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
     regions``. Each step attaches at most one row per row, so the base rows stay one each."""
     right_name, right_q = _right_table(join, config)
     if right_q & rel.qualifiers:
-        raise Refusal("42712", f"table name {'/'.join(sorted(right_q))} specified more than once; give each "
-                      "joined table its own alias.", hint=HINT)
+        raise Refusal(
+            "42712",
+            f"table name {'/'.join(sorted(right_q))} specified more than once; give each "
+            "joined table its own alias.",
+            hint=HINT,
+        )
     lcol, rcol = _on(join, rel.qualifiers, right_q)
     cond = join.args["on"]
     while isinstance(cond, exp.Paren):
@@ -287,33 +327,62 @@ def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
         raise Refusal("42703", f"column {lq}.{lcol} does not exist in the joined tables.", hint=None)
     side, kind = (join.side or "").upper(), (join.kind or "").upper()
     if kind not in ("", "INNER", "OUTER") or side not in ("", "LEFT") or (kind == "OUTER" and side != "LEFT"):
-        raise Refusal(DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.",
-                      hint=HINT)
+        raise Refusal(
+            DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.", hint=HINT
+        )
     t = config.tables[right_name]
     if t.key is None or rcol != t.key:
-        raise Refusal(DENIED, f"{right_name} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
-                      f"not {rcol}: a join on another column could repeat {rel.name}'s rows.", hint=HINT)
+        raise Refusal(
+            DENIED,
+            f"{right_name} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
+            f"not {rcol}: a join on another column could repeat {rel.name}'s rows.",
+            hint=HINT,
+        )
     if not t.public:
-        owner = next((n for n, _, _, _ in ((rel.name, None, None, None), *rel.joins)
-                      if config.tables[n].privacy_unit == lcol and lcol in config.tables[n].columns), None)
-        if not (owner is not None and t.privacy_unit == rcol):   # owner: the base, or a same-person table
-            raise Refusal(DENIED, f"{right_name} is a private table: after the first join it can be looked up only "
-                          "by its unit, from a column that holds the same person.", hint=HINT)
+        owner = next(
+            (
+                n
+                for n, _, _, _ in ((rel.name, None, None, None), *rel.joins)
+                if config.tables[n].privacy_unit == lcol and lcol in config.tables[n].columns
+            ),
+            None,
+        )
+        if not (owner is not None and t.privacy_unit == rcol):  # owner: the base, or a same-person table
+            raise Refusal(
+                DENIED,
+                f"{right_name} is a private table: after the first join it can be looked up only "
+                "by its unit, from a column that holds the same person.",
+                hint=HINT,
+            )
     return _joined(config, rel, right_name, right_q, lcol, rcol, "left" if side else "inner")
 
 
 def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
     if join.args.get("using") or join.args.get("method") or not join.args.get("on"):
-        raise Refusal(DENIED, "a join needs ON a.col = b.key, or for inner comma joins a.col = b.key in WHERE "
-                      "(not USING, NATURAL, CROSS or POSITIONAL; a comma join beside a LEFT JOIN is not read).",
-                      hint=HINT)
+        raise Refusal(
+            DENIED,
+            "a join needs ON a.col = b.key, or for inner comma joins a.col = b.key in WHERE "
+            "(not USING, NATURAL, CROSS or POSITIONAL; a comma join beside a LEFT JOIN is not read).",
+            hint=HINT,
+        )
     t = join.this
-    if not isinstance(t, exp.Table) or not isinstance(t.this, exp.Identifier) or t.args.get("db") or \
-            t.args.get("catalog") or t.args.get("joins") or t.args.get("laterals"):
-        raise Refusal(DENIED, "a join takes one declared table (no subqueries, functions or schemas).", hint=HINT)
+    if (
+        not isinstance(t, exp.Table)
+        or not isinstance(t.this, exp.Identifier)
+        or t.args.get("db")
+        or t.args.get("catalog")
+        or t.args.get("joins")
+        or t.args.get("laterals")
+    ):
+        raise Refusal(
+            DENIED, "a join takes one declared table (no subqueries, functions or schemas).", hint=HINT
+        )
     if t.name not in config.tables:
-        raise Refusal("42P01", f"table {t.name} is not declared in dpgate's config; declared tables: "
-                      f"{', '.join(sorted(config.tables))}.")
+        raise Refusal(
+            "42P01",
+            f"table {t.name} is not declared in dpgate's config; declared tables: "
+            f"{', '.join(sorted(config.tables))}.",
+        )
     return t.name, {t.alias or t.name}
 
 
@@ -322,37 +391,56 @@ def _on(join: exp.Join, left_q: set, right_q: set) -> tuple[str, str]:
     cond = join.args["on"]
     while isinstance(cond, exp.Paren):
         cond = cond.this
-    if not isinstance(cond, exp.EQ) or not all(isinstance(c, exp.Column) and c.table for c in
-                                               (cond.this, cond.expression)):
-        raise Refusal(DENIED, "a join condition is one equality of qualified columns: ON a.col = b.key.",
-                      hint=HINT)
+    if not isinstance(cond, exp.EQ) or not all(
+        isinstance(c, exp.Column) and c.table for c in (cond.this, cond.expression)
+    ):
+        raise Refusal(
+            DENIED, "a join condition is one equality of qualified columns: ON a.col = b.key.", hint=HINT
+        )
     a, b = cond.this, cond.expression
     if a.table in right_q and b.table in left_q:
         a, b = b, a
     if a.table not in left_q or b.table not in right_q:
-        raise Refusal("42P01", f"the join condition must compare a column of each table "
-                      f"({'/'.join(sorted(left_q))} and {'/'.join(sorted(right_q))}).", hint=HINT)
+        raise Refusal(
+            "42P01",
+            f"the join condition must compare a column of each table "
+            f"({'/'.join(sorted(left_q))} and {'/'.join(sorted(right_q))}).",
+            hint=HINT,
+        )
     return a.name, b.name
 
 
 def _check_lookup(config: Config, base: str, look: str, bcol: str, kcol: str) -> None:
     b, t = config.tables[base], config.tables[look]
     if b.public or b.mode != "central" or b.privacy is not None:
-        raise Refusal(DENIED, f"joins read a central table with a lookup table; {base} is "
-                      f"{'public' if b.public else 'a local or per-record table'}.", hint=HINT)
+        raise Refusal(
+            DENIED,
+            f"joins read a central table with a lookup table; {base} is "
+            f"{'public' if b.public else 'a local or per-record table'}.",
+            hint=HINT,
+        )
     if bcol not in b.columns:
         raise Refusal("42703", f"column {bcol} is not declared for table {base}.", hint=None)
     if t.key is None or kcol != t.key:
-        raise Refusal(DENIED, f"{look} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
-                      f"not {kcol}: a join on another column could repeat {base}'s rows.", hint=HINT)
+        raise Refusal(
+            DENIED,
+            f"{look} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
+            f"not {kcol}: a join on another column could repeat {base}'s rows.",
+            hint=HINT,
+        )
     if t.public:
         return
     on_unit = bcol == b.privacy_unit and t.privacy_unit == kcol
-    via_ref = b.references.get(bcol) == look and b.privacy_unit is not None and \
-        b.privacy_unit.split(".")[0] == look
+    via_ref = (
+        b.references.get(bcol) == look and b.privacy_unit is not None and b.privacy_unit.split(".")[0] == look
+    )
     if not (on_unit or via_ref):
-        raise Refusal(DENIED, f"{look} is a private table: it can be joined only on the privacy unit of both "
-                      f"tables, or along the reference that defines {base}'s unit.", hint=HINT)
+        raise Refusal(
+            DENIED,
+            f"{look} is a private table: it can be joined only on the privacy unit of both "
+            f"tables, or along the reference that defines {base}'s unit.",
+            hint=HINT,
+        )
 
 
 def _joined(config: Config, rel: Relation, look: str, lq: set, bcol: str, kcol: str, how: str) -> Relation:
@@ -363,19 +451,24 @@ def _joined(config: Config, rel: Relation, look: str, lq: set, bcol: str, kcol: 
     taken = []
     for c, spec in t.columns.items():
         if c == kcol and c == bcol:
-            owners[c] |= set(lq)                 # the join column: equal on both sides (a match)
+            owners[c] |= set(lq)  # the join column: equal on both sides (a match)
             continue
         if c in cols:
-            raise Refusal(UNSUPPORTED, f"column {c} is declared in both {look} and another joined table; dpgate "
-                          "needs distinct names across joined tables.", hint="Rename one in the config (a view as "
-                          "its source) or query the tables separately.")
+            raise Refusal(
+                UNSUPPORTED,
+                f"column {c} is declared in both {look} and another joined table; dpgate "
+                "needs distinct names across joined tables.",
+                hint="Rename one in the config (a view as its source) or query the tables separately.",
+            )
         cols[c] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
         owners[c] = set(lq)
         taken.append(c)
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
     relation = _lookup_sql(config, inner, look, bcol, kcol, taken, how)
     table = rel.table.model_copy(update={"columns": cols})
-    return Relation(rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + ((look, bcol, kcol, how),))
+    return Relation(
+        rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + ((look, bcol, kcol, how),)
+    )
 
 
 def _with_unit_path(rel: Relation, config: Config) -> Relation:
@@ -390,21 +483,40 @@ def _with_unit_path(rel: Relation, config: Config) -> Relation:
     unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
     cols = {**b.columns, UNIT_COLUMN: unit_col}
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
-    lookup = exp.Subquery(this=exp.select(exp.column(other.key, quoted=True),
-                                          exp.alias_(exp.column(col, quoted=True), UNIT_COLUMN, quoted=True))
-                          .from_(source_relation(config.source_of(ref))),
-                          alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
-    rel_sql = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
-                          exp.column(UNIT_COLUMN, "__dpgate_u", quoted=True))
-               .from_(exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b"))))
-               .join(lookup, on=exp.EQ(this=exp.column(fk, "__dpgate_b", quoted=True),
-                                      expression=exp.column(other.key, "__dpgate_u", quoted=True)),
-                     join_type="left"))
+    lookup = exp.Subquery(
+        this=exp.select(
+            exp.column(other.key, quoted=True),
+            exp.alias_(exp.column(col, quoted=True), UNIT_COLUMN, quoted=True),
+        ).from_(source_relation(config.source_of(ref))),
+        alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")),
+    )
+    rel_sql = (
+        exp.select(
+            exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
+            exp.column(UNIT_COLUMN, "__dpgate_u", quoted=True),
+        )
+        .from_(
+            exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
+        )
+        .join(
+            lookup,
+            on=exp.EQ(
+                this=exp.column(fk, "__dpgate_b", quoted=True),
+                expression=exp.column(other.key, "__dpgate_u", quoted=True),
+            ),
+            join_type="left",
+        )
+    )
     table = b.model_copy(update={"columns": cols, "privacy_unit": UNIT_COLUMN})
     owners = None if rel.owners is None else {**rel.owners, UNIT_COLUMN: set(rel.qualifiers)}
-    return Relation(rel.name, table, rel.qualifiers, owners, exp.Subquery(
-        this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
-        rel.joins + ((ref, fk, other.key, "unit"),))
+    return Relation(
+        rel.name,
+        table,
+        rel.qualifiers,
+        owners,
+        exp.Subquery(this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
+        rel.joins + ((ref, fk, other.key, "unit"),),
+    )
 
 
 def _as_select(rel: exp.Expression) -> exp.Select:
@@ -416,21 +528,39 @@ def _as_select(rel: exp.Expression) -> exp.Select:
 def _keyed(config: Config, name: str, key: str, cols: list) -> exp.Subquery:
     """``(SELECT key, MIN(c) AS c, … FROM source GROUP BY key) AS __dpgate_u``: one row per key."""
     items = [exp.column(key, quoted=True)] + [
-        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c != key]
-    q = exp.select(*items).from_(source_relation(config.source_of(name))).group_by(exp.column(key, quoted=True))
+        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c != key
+    ]
+    q = (
+        exp.select(*items)
+        .from_(source_relation(config.source_of(name)))
+        .group_by(exp.column(key, quoted=True))
+    )
     return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
 
 
-def _lookup_sql(config: Config, inner: exp.Expression, look: str, bcol: str, kcol: str, cols: list,
-                how: str) -> exp.Subquery:
+def _lookup_sql(
+    config: Config, inner: exp.Expression, look: str, bcol: str, kcol: str, cols: list, how: str
+) -> exp.Subquery:
     """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key)``."""
     lookup = _keyed(config, look, kcol, cols)
-    source = (exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
-              if isinstance(inner, exp.Subquery) else exp.alias_(inner, "__dpgate_b", table=True))
-    q = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
-                    *[exp.column(c, "__dpgate_u", quoted=True) for c in cols])
-         .from_(source)
-         .join(lookup, on=exp.EQ(this=exp.column(bcol, "__dpgate_b", quoted=True),
-                                expression=exp.column(kcol, "__dpgate_u", quoted=True)),
-               join_type="left" if how == "left" else "inner"))
+    source = (
+        exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
+        if isinstance(inner, exp.Subquery)
+        else exp.alias_(inner, "__dpgate_b", table=True)
+    )
+    q = (
+        exp.select(
+            exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
+            *[exp.column(c, "__dpgate_u", quoted=True) for c in cols],
+        )
+        .from_(source)
+        .join(
+            lookup,
+            on=exp.EQ(
+                this=exp.column(bcol, "__dpgate_b", quoted=True),
+                expression=exp.column(kcol, "__dpgate_u", quoted=True),
+            ),
+            join_type="left" if how == "left" else "inner",
+        )
+    )
     return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel")))

@@ -35,6 +35,7 @@ Anything the evaluator does not fully understand (a function, a cast, a comparis
 text by collation order, LIKE against a CASE, a date key) leaves the domain as it is: the
 cell is then still released, answered by its (empty) noisy count.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,7 +53,9 @@ class _Unknown(Exception):
     """A node the evaluator does not interpret: the domain is left whole."""
 
 
-def restrict(groups: tuple[GroupKey, ...], where: exp.Expression | None) -> tuple[tuple[GroupKey, ...], tuple[str, ...]]:
+def restrict(
+    groups: tuple[GroupKey, ...], where: exp.Expression | None
+) -> tuple[tuple[GroupKey, ...], tuple[str, ...]]:
     """(group keys with their domains restricted by ``where``, the keys restricted)."""
     if where is None or not groups:
         return groups, ()
@@ -79,7 +82,7 @@ def _kept(conj: exp.Expression, g: GroupKey) -> tuple | None:
     cols = {c.name for c in conj.find_all(exp.Column)}
     if _MARKER in cols:
         return None
-    if g.expr is None:                                   # a plain key: the column itself
+    if g.expr is None:  # a plain key: the column itself
         if cols != {g.column}:
             return None
         return tuple(v for v in g.domain if _eval(conj, g, v) is True)
@@ -87,7 +90,7 @@ def _kept(conj: exp.Expression, g: GroupKey) -> tuple | None:
     seen = []
 
     def mark(node):
-        if node == g.expr:                               # structural equality of the checked trees
+        if node == g.expr:  # structural equality of the checked trees
             seen.append(node)
             return marker.copy()
         return node
@@ -100,7 +103,7 @@ def _kept(conj: exp.Expression, g: GroupKey) -> tuple | None:
     return None
 
 
-_MARKER = "__dpgate_key__"     # the key's expression, replaced in a conjunct (never a column name: checked)
+_MARKER = "__dpgate_key__"  # the key's expression, replaced in a conjunct (never a column name: checked)
 
 
 def _case_kept(conj: exp.Expression, g: GroupKey, column: str) -> tuple | None:
@@ -115,12 +118,12 @@ def _case_kept(conj: exp.Expression, g: GroupKey, column: str) -> tuple | None:
     literals = []
     for node in [conj, *conds]:
         if any(type(n) not in _PIECEWISE for n in node.walk()):
-            raise _Unknown                               # only comparisons with literals cut into pieces
+            raise _Unknown  # only comparisons with literals cut into pieces
         literals += [n for n in node.find_all(exp.Literal)]
     typ = _column_type(literals)
     col = GroupKey(column, typ, None)
     values = [_literal(n, col) for n in literals]
-    if typ == "float":          # a literal under unary minus (-1 is Neg(1)): both signs cut
+    if typ == "float":  # a literal under unary minus (-1 is Neg(1)): both signs cut
         values += [-v for v in values]
     kept: set = set()
     for x in _pieces(values, typ):
@@ -130,9 +133,28 @@ def _case_kept(conj: exp.Expression, g: GroupKey, column: str) -> tuple | None:
     return tuple(v for v in g.domain if v in kept)
 
 
-_PIECEWISE = frozenset({exp.And, exp.Or, exp.Not, exp.Paren, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
-                        exp.LTE, exp.Between, exp.In, exp.Is, exp.Column, exp.Identifier, exp.Literal,
-                        exp.Null, exp.Neg})
+_PIECEWISE = frozenset(
+    {
+        exp.And,
+        exp.Or,
+        exp.Not,
+        exp.Paren,
+        exp.EQ,
+        exp.NEQ,
+        exp.GT,
+        exp.GTE,
+        exp.LT,
+        exp.LTE,
+        exp.Between,
+        exp.In,
+        exp.Is,
+        exp.Column,
+        exp.Identifier,
+        exp.Literal,
+        exp.Null,
+        exp.Neg,
+    }
+)
 
 
 def _label(node: exp.Expression, g: GroupKey):
@@ -158,7 +180,7 @@ def _pieces(values: list, typ: str) -> list:
     """One value of each piece the literals cut the column's values into, and NULL."""
     points = sorted({v for v in values if v is not None})
     if typ == "text":
-        return [*points, "".join(points) + "\x00", None]    # every other string: equal to none
+        return [*points, "".join(points) + "\x00", None]  # every other string: equal to none
     if not points:
         return [Decimal(0), None]
     mids = [(a + b) / 2 for a, b in zip(points, points[1:])]
@@ -202,9 +224,14 @@ def _value(node: exp.Expression, g: GroupKey, v):
     return _literal(node, g)
 
 
-_CMP = {exp.EQ: lambda a, b: a == b, exp.NEQ: lambda a, b: a != b,
-        exp.GT: lambda a, b: a > b, exp.GTE: lambda a, b: a >= b,
-        exp.LT: lambda a, b: a < b, exp.LTE: lambda a, b: a <= b}
+_CMP = {
+    exp.EQ: lambda a, b: a == b,
+    exp.NEQ: lambda a, b: a != b,
+    exp.GT: lambda a, b: a > b,
+    exp.GTE: lambda a, b: a >= b,
+    exp.LT: lambda a, b: a < b,
+    exp.LTE: lambda a, b: a <= b,
+}
 
 
 def _ordered(a, b) -> None:
@@ -226,14 +253,22 @@ def _eval(node: exp.Expression, g: GroupKey, v):
     if isinstance(node, exp.Not):
         a = _eval(node.this, g, v)
         return None if a is None else not a
-    if isinstance(node, exp.Column):                 # a boolean key as a predicate: WHERE b
+    if isinstance(node, exp.Column):  # a boolean key as a predicate: WHERE b
         if g.type != "bool":
             raise _Unknown
         return _value(node, g, v)
-    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and isinstance(node.this, exp.Column):
+    if (
+        isinstance(node, exp.Is)
+        and isinstance(node.expression, exp.Null)
+        and isinstance(node.this, exp.Column)
+    ):
         return (_value(node.this, g, v) is None) != bool(node.args.get("negate"))
-    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean) and isinstance(node.this, exp.Column):
-        if g.type != "bool":                          # b IS [NOT] TRUE / FALSE: never NULL
+    if (
+        isinstance(node, exp.Is)
+        and isinstance(node.expression, exp.Boolean)
+        and isinstance(node.this, exp.Column)
+    ):
+        if g.type != "bool":  # b IS [NOT] TRUE / FALSE: never NULL
             raise _Unknown
         a = _value(node.this, g, v)
         return (a is not None and a == bool(node.expression.this)) != bool(node.args.get("negate"))

@@ -22,6 +22,7 @@ empty ones too. Rows whose key falls outside the domain (values outside the decl
 bounds) match no cell and are dropped, as out-of-domain values of a declared domain are.
 The domain is computed by evaluating the same float8 operations the scan runs.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,17 +32,37 @@ from sqlglot import exp
 
 from . import dates, predicate
 from .args import type_name, understood
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import Refusal
 from .plan import GroupKey
 from .scope import Ctx, T
 from .values import literal_value, natural_type, to_node
 
 MAX_CELLS = 100_000
-_BOOL = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Like,
-         exp.ILike, exp.Is, exp.Not, exp.And, exp.Or, exp.NullSafeEQ, exp.NullSafeNEQ)
-BIN_HINT = ("bin a bounded numeric column with floor((x - a) / w) * w, x / 10 * 10 (integers) or "
-            "width_bucket(x, lo, hi, n); group by CASE WHEN … THEN 'label' … END; or by "
-            "date_trunc('month', c) / extract(month from c) of a date column with declared bounds")
+_BOOL = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.Between,
+    exp.In,
+    exp.Like,
+    exp.ILike,
+    exp.Is,
+    exp.Not,
+    exp.And,
+    exp.Or,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+)
+BIN_HINT = (
+    "bin a bounded numeric column with floor((x - a) / w) * w, x / 10 * 10 (integers) or "
+    "width_bucket(x, lo, hi, n); group by CASE WHEN … THEN 'label' … END; or by "
+    "date_trunc('month', c) / extract(month from c) of a date column with declared bounds"
+)
 
 
 def _strip(node: exp.Expression) -> exp.Expression:
@@ -53,8 +74,11 @@ def _strip(node: exp.Expression) -> exp.Expression:
 def derivable(node: exp.Expression) -> bool:
     """Whether ``node`` has the syntactic form of a derived key (worth trying)."""
     node = _strip(node)
-    return not isinstance(node, (exp.Column, exp.Literal, exp.AggFunc, exp.Star)) and \
-        node.find(exp.AggFunc) is None and node.find(exp.Column) is not None
+    return (
+        not isinstance(node, (exp.Column, exp.Literal, exp.AggFunc, exp.Star))
+        and node.find(exp.AggFunc) is None
+        and node.find(exp.Column) is not None
+    )
 
 
 def name_of(node: exp.Expression) -> str:
@@ -67,8 +91,7 @@ def name_of(node: exp.Expression) -> str:
     if isinstance(node, exp.Extract):
         return "extract"
     if isinstance(node, exp.Cast):
-        return name_of(node.this) if not isinstance(_strip(node.this), exp.Column) else \
-            _strip(node.this).name
+        return name_of(node.this) if not isinstance(_strip(node.this), exp.Column) else _strip(node.this).name
     if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Not)):
         return (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
     return "?column?"
@@ -76,37 +99,46 @@ def name_of(node: exp.Expression) -> str:
 
 def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     """The group key of a derived expression, or a refusal saying what to write."""
-    node = _strip(node).copy()           # the rules below may rewrite what they check
+    node = _strip(node).copy()  # the rules below may rewrite what they check
     if isinstance(node, exp.Case):
         return _case(node, ctx)
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
         return _date_trunc(node, ctx, None)
     if isinstance(node, exp.Extract):
         return _extract(node, ctx)
-    part = _time_part(node, ctx)                   # CAST(extract(…) AS integer) (Tableau), ± an integer
-    if part is not None:                           # (Metabase's day of week: extract(dow …) + 1)
+    part = _time_part(node, ctx)  # CAST(extract(…) AS integer) (Tableau), ± an integer
+    if part is not None:  # (Metabase's day of week: extract(dow …) + 1)
         return part
-    if isinstance(node, exp.TimeToStr):            # TO_CHAR(date_trunc('month', ts), 'YYYY-MM') (Looker)
+    if isinstance(node, exp.TimeToStr):  # TO_CHAR(date_trunc('month', ts), 'YYYY-MM') (Looker)
         return _to_char(node, ctx)
-    if isinstance(node, exp.Cast) and isinstance(_strip(node.this), (exp.TimestampTrunc, exp.DateTrunc)) \
-            and type_name(node.to) in ("DATE", "TIMESTAMP") and not node.to.expressions:
+    if (
+        isinstance(node, exp.Cast)
+        and isinstance(_strip(node.this), (exp.TimestampTrunc, exp.DateTrunc))
+        and type_name(node.to) in ("DATE", "TIMESTAMP")
+        and not node.to.expressions
+    ):
         return _date_trunc(_strip(node.this), ctx, "date" if type_name(node.to) == "DATE" else "timestamp")
-    if _day_of(node, ctx) is not None:       # CAST(ts AS date), ts::date, DATE(ts): the day
+    if _day_of(node, ctx) is not None:  # CAST(ts AS date), ts::date, DATE(ts): the day
         day = exp.TimestampTrunc(this=_day_of(node, ctx), unit=exp.var("DAY"))
         return _date_trunc(day, ctx, "date")
     if isinstance(node, exp.WidthBucket):
         return _width_bucket(node, ctx)
-    if _text_of_public(node, ctx):                 # CAST(sex AS TEXT), store::text (Tableau, Grafana)
+    if _text_of_public(node, ctx):  # CAST(sex AS TEXT), store::text (Tableau, Grafana)
         return _text_key(node, ctx)
-    epoch = _epoch_bin(node, ctx)                  # floor(extract(epoch from ts)/w)*w (Grafana)
+    epoch = _epoch_bin(node, ctx)  # floor(extract(epoch from ts)/w)*w (Grafana)
     if epoch is not None:
         return epoch
-    if any(ctx.table.columns.get(c.name) is not None and ctx.table.columns[c.name].type in dates.TIME
-           for c in node.find_all(exp.Column)) and not isinstance(node, _BOOL):
-        raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')}: group a date/timestamp column by "
-                      "date_trunc('day' | 'week' | 'month' | 'quarter' | 'year', c), CAST(c AS date) "
-                      f"or extract({' | '.join(dates.EXTRACT_PARTS)} from c); their values follow "
-                      "from the column's bounds.")
+    if any(
+        ctx.table.columns.get(c.name) is not None and ctx.table.columns[c.name].type in dates.TIME
+        for c in node.find_all(exp.Column)
+    ) and not isinstance(node, _BOOL):
+        raise Refusal(
+            DENIED,
+            f"GROUP BY {node.sql('postgres')}: group a date/timestamp column by "
+            "date_trunc('day' | 'week' | 'month' | 'quarter' | 'year', c), CAST(c AS date) "
+            f"or extract({' | '.join(dates.EXTRACT_PARTS)} from c); their values follow "
+            "from the column's bounds.",
+        )
     t = predicate.check(node.copy(), ctx)
     if isinstance(node, _BOOL) or t.type == "bool":
         t = predicate.boolean(t, ctx, "GROUP BY")
@@ -114,8 +146,7 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
         return _key(t, "bool", (False, True) + ((None,) if nullable else ()))
     if t.type in ("int", "float"):
         return _numeric(node, t, ctx)
-    raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has no public set of values; "
-                  f"{BIN_HINT}.")
+    raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has no public set of values; {BIN_HINT}.")
 
 
 def _text_of_public(node: exp.Expression, ctx: Ctx) -> bool:
@@ -154,16 +185,28 @@ def _epoch_bin(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
     a, w = _strip(node.this), _strip(node.expression)
     if isinstance(a, exp.Literal):
         a, w = w, a
-    if not (isinstance(a, exp.Floor) and not a.args.get("decimals") and isinstance(w, exp.Literal)
-            and w.is_int and int(w.this) > 0):
+    if not (
+        isinstance(a, exp.Floor)
+        and not a.args.get("decimals")
+        and isinstance(w, exp.Literal)
+        and w.is_int
+        and int(w.this) > 0
+    ):
         return None
     div = _strip(a.this)
-    if not (isinstance(div, exp.Div) and isinstance(_strip(div.expression), exp.Literal)
-            and _strip(div.expression).is_int and int(_strip(div.expression).this) == int(w.this)):
+    if not (
+        isinstance(div, exp.Div)
+        and isinstance(_strip(div.expression), exp.Literal)
+        and _strip(div.expression).is_int
+        and int(_strip(div.expression).this) == int(w.this)
+    ):
         return None
     ex = _strip(div.this)
-    if not (isinstance(ex, exp.Extract) and isinstance(ex.this, (exp.Var, exp.Identifier))
-            and ex.this.name.lower() == "epoch"):
+    if not (
+        isinstance(ex, exp.Extract)
+        and isinstance(ex.this, (exp.Var, exp.Identifier))
+        and ex.this.name.lower() == "epoch"
+    ):
         return None
     for n in (node, a, div):
         understood(n, frozenset({"this", "expression", "typed", "safe"}) if n is div else None)
@@ -171,15 +214,24 @@ def _epoch_bin(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
         return None
     t, spec = _time_column(ex.expression, ctx, "extract")
     step = int(w.this)
-    lo, hi = (dt.datetime(v.year, v.month, v.day) if not isinstance(v, dt.datetime) else v
-              for v in spec.time_bounds)
+    lo, hi = (
+        dt.datetime(v.year, v.month, v.day) if not isinstance(v, dt.datetime) else v for v in spec.time_bounds
+    )
     first, last = (int((v - EPOCH).total_seconds()) // step * step for v in (lo, hi))
     dom = tuple(range(first, last + 1, step)) + ((None,) if spec.nullable else ())
     dbl = exp.DataType.build("double")
-    body = exp.Cast(this=exp.Mul(this=exp.Floor(this=exp.Div(
-        this=exp.Cast(this=exp.Extract(this=exp.var("EPOCH"), expression=t.node), to=dbl),
-        expression=exp.Cast(this=exp.Literal.number(step), to=dbl.copy()))),
-        expression=exp.Literal.number(step)), to=exp.DataType.build("bigint"))
+    body = exp.Cast(
+        this=exp.Mul(
+            this=exp.Floor(
+                this=exp.Div(
+                    this=exp.Cast(this=exp.Extract(this=exp.var("EPOCH"), expression=t.node), to=dbl),
+                    expression=exp.Cast(this=exp.Literal.number(step), to=dbl.copy()),
+                )
+            ),
+            expression=exp.Literal.number(step),
+        ),
+        to=exp.DataType.build("bigint"),
+    )
     return _key(T(body, "int"), "int", dom)
 
 
@@ -188,18 +240,23 @@ EPOCH = dt.datetime(1970, 1, 1)
 
 def _key(t: T, typ: str, domain: tuple) -> GroupKey:
     if len(domain) > MAX_CELLS:
-        raise Refusal("54000", f"this group key has {len(domain)} values; at most {MAX_CELLS} "
-                      "are allowed.", hint="Use wider bins.")
+        raise Refusal(
+            "54000",
+            f"this group key has {len(domain)} values; at most {MAX_CELLS} are allowed.",
+            hint="Use wider bins.",
+        )
     text = t.node.sql("postgres", normalize=True)
     return GroupKey(text, typ, tuple(domain), t.node)
 
 
 def _nullable(node: exp.Expression, ctx: Ctx) -> bool:
-    return any(ctx.table.columns[c.name].nullable for c in node.find_all(exp.Column)
-               if c.name in ctx.table.columns)
+    return any(
+        ctx.table.columns[c.name].nullable for c in node.find_all(exp.Column) if c.name in ctx.table.columns
+    )
 
 
 # --------------------------------------------------------------------------- CASE
+
 
 def _case(node: exp.Case, ctx: Ctx) -> GroupKey:
     subject = node.args.get("this")
@@ -222,9 +279,11 @@ def _case(node: exp.Case, ctx: Ctx) -> GroupKey:
         values = [None if v is None else float(v) for v in values]
         ifs = [(c, None if v is None else float(v)) for c, v in ifs]
         dv = None if dv is None else float(dv)
-    built = exp.Case(ifs=[exp.If(this=predicate.paren(c), true=_typed(to_node(v), typ)) for c, v in ifs],
-                     default=_typed(to_node(dv), typ) if dv is not None else None)
-    domain = tuple(dict.fromkeys(values))            # NULL is a value when there is no ELSE
+    built = exp.Case(
+        ifs=[exp.If(this=predicate.paren(c), true=_typed(to_node(v), typ)) for c, v in ifs],
+        default=_typed(to_node(dv), typ) if dv is not None else None,
+    )
+    domain = tuple(dict.fromkeys(values))  # NULL is a value when there is no ELSE
     return _key(T(built, typ), typ, domain)
 
 
@@ -236,12 +295,16 @@ def _typed(n: exp.Expression, typ: str) -> exp.Expression:
 def _case_value(node):
     ok, v = literal_value(node) if node is not None else (True, None)
     if not ok:
-        raise Refusal(DENIED, "a CASE used as a group key returns literals only (THEN 'label' / "
-                      "THEN 1), so its set of values is public; its conditions may test columns.")
+        raise Refusal(
+            DENIED,
+            "a CASE used as a group key returns literals only (THEN 'label' / "
+            "THEN 1), so its set of values is public; its conditions may test columns.",
+        )
     return v
 
 
 # --------------------------------------------------------------------------- numeric bins
+
 
 def _column(node: exp.Expression, ctx: Ctx):
     cols = {c.name for c in node.find_all(exp.Column)}
@@ -250,9 +313,12 @@ def _column(node: exp.Expression, ctx: Ctx):
     name = cols.pop()
     spec = ctx.table.columns[name]
     if spec.type not in ("int", "float") or not spec.bounded:
-        raise Refusal(DENIED, f"GROUP BY an expression of {name} needs declared bounds: declare "
-                      f"lower and upper for column {name} in the config (the bins inside them "
-                      "are the public domain).")
+        raise Refusal(
+            DENIED,
+            f"GROUP BY an expression of {name} needs declared bounds: declare "
+            f"lower and upper for column {name} in the config (the bins inside them "
+            "are the public domain).",
+        )
     return name, spec
 
 
@@ -263,15 +329,15 @@ class _Unknown(Exception):
 def evaluate(node: exp.Expression, x: float, fixed: dict | None = None) -> float | None:
     """The float8 value the backend computes for a checked numeric node at column value x
     (``fixed``: nodes (by id) replaced by a value)."""
-    if fixed and node in fixed:          # structural equality (sqlglot hashes the tree)
+    if fixed and node in fixed:  # structural equality (sqlglot hashes the tree)
         return fixed[node]
-    ev = lambda n: evaluate(n, x, fixed)   # noqa: E731
+    ev = lambda n: evaluate(n, x, fixed)  # noqa: E731
     if isinstance(node, exp.Paren):
         return ev(node.this)
     if isinstance(node, exp.Column):
         return float(x)
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
-        return float(node.this.this)     # CAST('Infinity' AS DOUBLE) of the total arithmetic
+        return float(node.this.this)  # CAST('Infinity' AS DOUBLE) of the total arithmetic
     if isinstance(node, exp.Cast):
         return ev(node.this)
     if isinstance(node, exp.Literal) and not node.is_string:
@@ -295,13 +361,21 @@ def evaluate(node: exp.Expression, x: float, fixed: dict | None = None) -> float
             return a / b
         return math.fmod(a, b)
     if isinstance(node, (exp.Floor, exp.Ceil, exp.Abs)) or (
-            isinstance(node, exp.Anonymous) and node.name.upper() in ("TRUNC", "SIGN")):
+        isinstance(node, exp.Anonymous) and node.name.upper() in ("TRUNC", "SIGN")
+    ):
         a = ev(node.this if not isinstance(node, exp.Anonymous) else node.expressions[0])
         if a is None:
             return None
         name = node.name.upper() if isinstance(node, exp.Anonymous) else node.key.upper()
-        return float({"FLOOR": math.floor, "CEIL": math.ceil, "ABS": abs, "TRUNC": math.trunc,
-                      "SIGN": lambda v: (v > 0) - (v < 0)}[name](a))
+        return float(
+            {
+                "FLOOR": math.floor,
+                "CEIL": math.ceil,
+                "ABS": abs,
+                "TRUNC": math.trunc,
+                "SIGN": lambda v: (v > 0) - (v < 0),
+            }[name](a)
+        )
     if isinstance(node, exp.Case):
         for branch in node.args.get("ifs") or []:
             if _truth(branch.this, x, fixed):
@@ -317,8 +391,14 @@ def _truth(node, x, fixed) -> bool:
         return _truth(node.this, x, fixed) and _truth(node.expression, x, fixed)
     if isinstance(node, exp.Or):
         return _truth(node.this, x, fixed) or _truth(node.expression, x, fixed)
-    ops = {exp.GT: float.__gt__, exp.GTE: float.__ge__, exp.LT: float.__lt__,
-           exp.LTE: float.__le__, exp.EQ: float.__eq__, exp.NEQ: float.__ne__}
+    ops = {
+        exp.GT: float.__gt__,
+        exp.GTE: float.__ge__,
+        exp.LT: float.__lt__,
+        exp.LTE: float.__le__,
+        exp.EQ: float.__eq__,
+        exp.NEQ: float.__ne__,
+    }
     if type(node) in ops:
         a, b = evaluate(node.this, x, fixed), evaluate(node.expression, x, fixed)
         return a is not None and b is not None and ops[type(node)](a, b)
@@ -326,9 +406,21 @@ def _truth(node, x, fixed) -> bool:
 
 
 _QUANT = (exp.Floor, exp.Ceil, exp.Round)
-ENUMERATE = 10_000        # an integer column with at most this many values: evaluate at each
-_LINEAR = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Cast, exp.Column,
-           exp.Literal, exp.DataType, exp.Identifier, exp.Var)    # monotone in the column
+ENUMERATE = 10_000  # an integer column with at most this many values: evaluate at each
+_LINEAR = (
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Neg,
+    exp.Paren,
+    exp.Cast,
+    exp.Column,
+    exp.Literal,
+    exp.DataType,
+    exp.Identifier,
+    exp.Var,
+)  # monotone in the column
 
 
 def _quantiser(node: exp.Expression):
@@ -337,13 +429,16 @@ def _quantiser(node: exp.Expression):
     cur = _strip(node)
     while True:
         if (isinstance(cur, _QUANT) and not cur.args.get("decimals")) or (
-                isinstance(cur, exp.Anonymous) and cur.name.upper() == "TRUNC"):
+            isinstance(cur, exp.Anonymous) and cur.name.upper() == "TRUNC"
+        ):
             return cur
         if isinstance(cur, (exp.Add, exp.Sub, exp.Mul)):
             a, b = cur.this, cur.expression
             if a.find(exp.Column) is not None and b.find(exp.Column) is None:
                 cur = _strip(a)
-            elif b.find(exp.Column) is not None and a.find(exp.Column) is None and not isinstance(cur, exp.Sub):
+            elif (
+                b.find(exp.Column) is not None and a.find(exp.Column) is None and not isinstance(cur, exp.Sub)
+            ):
                 cur = _strip(b)
             else:
                 return None
@@ -367,29 +462,41 @@ def _numeric(node: exp.Expression, t: T, ctx: Ctx) -> GroupKey:
                     values.add(conv(r))
         else:
             q, checked = _quantiser(node), False  # found in the analyst's expression …
-            if q is None and spec.type == "int":    # x / 1000 * 1000: the scan's TRUNC
+            if q is None and spec.type == "int":  # x / 1000 * 1000: the scan's TRUNC
                 q, checked = _quantiser(t.node), True
-            inner = q.this if q is not None and not isinstance(q, exp.Anonymous) else (
-                q.expressions[0] if q is not None else None)
+            inner = (
+                q.this
+                if q is not None and not isinstance(q, exp.Anonymous)
+                else (q.expressions[0] if q is not None else None)
+            )
             if q is None or any(not isinstance(n, _LINEAR) for n in inner.walk()):
-                raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has too many values over "
-                              f"the bounds of {name} to list; bin it: floor((x - a) / w) * w, "
-                              "x / 10 * 10 on integers, or width_bucket(x, lo, hi, n).")
-            if not checked:                     # … and evaluated as the scan computes it
+                raise Refusal(
+                    DENIED,
+                    f"GROUP BY {node.sql('postgres')} has too many values over "
+                    f"the bounds of {name} to list; bin it: floor((x - a) / w) * w, "
+                    "x / 10 * 10 on integers, or width_bucket(x, lo, hi, n).",
+                )
+            if not checked:  # … and evaluated as the scan computes it
                 q = predicate.check(q.copy(), ctx).node
             k1, k2 = evaluate(q, lo), evaluate(q, hi)
             kmin, kmax = int(min(k1, k2)), int(max(k1, k2))
             if kmax - kmin > MAX_CELLS:
-                raise Refusal("54000", f"this bin expression has {kmax - kmin + 1} bins over the "
-                              f"bounds of {name}; at most {MAX_CELLS} are allowed.",
-                              hint="Use wider bins.")
+                raise Refusal(
+                    "54000",
+                    f"this bin expression has {kmax - kmin + 1} bins over the "
+                    f"bounds of {name}; at most {MAX_CELLS} are allowed.",
+                    hint="Use wider bins.",
+                )
             for k in range(kmin, kmax + 1):
                 r = evaluate(t.node, lo, {q: float(k)})
                 if r is not None and math.isfinite(r):
                     values.add(conv(r))
     except _Unknown:
-        raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')}: dpgate cannot derive the values "
-                      f"of this expression from the bounds of {name}; {BIN_HINT}.") from None
+        raise Refusal(
+            DENIED,
+            f"GROUP BY {node.sql('postgres')}: dpgate cannot derive the values "
+            f"of this expression from the bounds of {name}; {BIN_HINT}.",
+        ) from None
     domain = tuple(sorted(values)) + ((None,) if spec.nullable else ())
     return _key(t, typ, domain)
 
@@ -400,12 +507,16 @@ def _width_bucket(node: exp.WidthBucket, ctx: Ctx) -> GroupKey:
     args = [node.args.get(k) for k in ("min_value", "max_value", "num_buckets")]
     vals = [literal_value(a) if a is not None else (False, None) for a in args]
     if not all(ok and isinstance(v, (int, float)) and not isinstance(v, bool) for ok, v in vals):
-        raise Refusal(UNSUPPORTED, "width_bucket(x, lo, hi, n) takes literal numbers lo < hi and "
-                      "an integer n between 1 and 100000.")
+        raise Refusal(
+            UNSUPPORTED,
+            "width_bucket(x, lo, hi, n) takes literal numbers lo < hi and an integer n between 1 and 100000.",
+        )
     lo, hi, n = (v for _, v in vals)
     if not (lo < hi and isinstance(n, int) and 1 <= n <= MAX_CELLS):
-        raise Refusal(UNSUPPORTED, "width_bucket(x, lo, hi, n) takes literal numbers lo < hi and "
-                      "an integer n between 1 and 100000.")
+        raise Refusal(
+            UNSUPPORTED,
+            "width_bucket(x, lo, hi, n) takes literal numbers lo < hi and an integer n between 1 and 100000.",
+        )
     x = predicate.check(node.this, ctx)
     if x.type not in ("int", "float"):
         raise Refusal("42804", "width_bucket takes a numeric column.")
@@ -416,20 +527,32 @@ def _width_bucket(node: exp.WidthBucket, ctx: Ctx) -> GroupKey:
     dbl = exp.DataType.build("double")
     xv = exp.Cast(this=x.node, to=dbl)
     lo_n, hi_n = (exp.Cast(this=exp.Literal.number(repr(float(v))), to=dbl.copy()) for v in (lo, hi))
-    inner = exp.Floor(this=exp.Mul(this=exp.Paren(this=exp.Div(
-        this=exp.Paren(this=exp.Sub(this=xv.copy(), expression=lo_n.copy())),
-        expression=exp.Paren(this=exp.Sub(this=hi_n.copy(), expression=lo_n.copy())))),
-        expression=exp.Literal.number(n)))
-    body = exp.Case(ifs=[
-        exp.If(this=exp.LT(this=xv.copy(), expression=lo_n.copy()), true=exp.Literal.number(0)),
-        exp.If(this=exp.GTE(this=xv.copy(), expression=hi_n.copy()), true=exp.Literal.number(n + 1))],
-        default=exp.Cast(this=exp.Add(this=inner, expression=exp.Literal.number(1)),
-                         to=exp.DataType.build("bigint")))
+    inner = exp.Floor(
+        this=exp.Mul(
+            this=exp.Paren(
+                this=exp.Div(
+                    this=exp.Paren(this=exp.Sub(this=xv.copy(), expression=lo_n.copy())),
+                    expression=exp.Paren(this=exp.Sub(this=hi_n.copy(), expression=lo_n.copy())),
+                )
+            ),
+            expression=exp.Literal.number(n),
+        )
+    )
+    body = exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=xv.copy(), expression=lo_n.copy()), true=exp.Literal.number(0)),
+            exp.If(this=exp.GTE(this=xv.copy(), expression=hi_n.copy()), true=exp.Literal.number(n + 1)),
+        ],
+        default=exp.Cast(
+            this=exp.Add(this=inner, expression=exp.Literal.number(1)), to=exp.DataType.build("bigint")
+        ),
+    )
     domain = tuple(range(0, n + 2)) + ((None,) if spec.nullable else ())
     return _key(T(body, "int"), "int", domain)
 
 
 # --------------------------------------------------------------------------- dates
+
 
 def _day_of(node: exp.Expression, ctx: Ctx):
     """The time column of ``CAST(c AS date)`` / ``DATE(c)``, else None."""
@@ -437,11 +560,15 @@ def _day_of(node: exp.Expression, ctx: Ctx):
     if isinstance(node, exp.Cast) and type_name(node.to) == "DATE" and not node.to.expressions:
         arg = _strip(node.this)
     elif isinstance(node, (exp.Date, exp.Anonymous)) and (
-            node.name.lower() == "date" if isinstance(node, exp.Anonymous) else True):
+        node.name.lower() == "date" if isinstance(node, exp.Anonymous) else True
+    ):
         args = [node.this] if isinstance(node, exp.Date) else node.expressions
         arg = _strip(args[0]) if len(args) == 1 and args[0] is not None else None
-    if isinstance(arg, exp.Column) and ctx.table.columns.get(arg.name) is not None and \
-            ctx.table.columns[arg.name].type in dates.TIME:
+    if (
+        isinstance(arg, exp.Column)
+        and ctx.table.columns.get(arg.name) is not None
+        and ctx.table.columns[arg.name].type in dates.TIME
+    ):
         return arg
     return None
 
@@ -449,9 +576,9 @@ def _day_of(node: exp.Expression, ctx: Ctx):
 def _time_column(node: exp.Expression, ctx: Ctx, what: str):
     node = _strip(node)
     if isinstance(node, exp.Cast) and not node.to.expressions and type_name(node.to) == "TIMESTAMP":
-        node = _strip(node.this)       # date_trunc('month', CAST(ts AS TIMESTAMP)) (Tableau)
+        node = _strip(node.this)  # date_trunc('month', CAST(ts AS TIMESTAMP)) (Tableau)
     if what == "date_trunc" and _day_of(node, ctx) is not None:
-        node = _day_of(node, ctx)      # date_trunc('MONTH', CAST(ts AS DATE)) (Tableau): for units of a
+        node = _day_of(node, ctx)  # date_trunc('MONTH', CAST(ts AS DATE)) (Tableau): for units of a
         #                                day or more the day of ts truncates as ts does (hour: refused below)
     if not isinstance(node, exp.Column):
         raise Refusal(UNSUPPORTED, f"{what} takes a date or timestamp column.")
@@ -460,8 +587,11 @@ def _time_column(node: exp.Expression, ctx: Ctx, what: str):
     if spec.type not in dates.TIME:
         raise Refusal("42883", f"{what} takes a date or timestamp column; {node.name} is {spec.type}.")
     if spec.time_bounds is None:
-        raise Refusal(DENIED, f"{what} of {node.name} needs declared bounds: declare lower and "
-                      f"upper (ISO dates) for column {node.name} in the config.")
+        raise Refusal(
+            DENIED,
+            f"{what} of {node.name} needs declared bounds: declare lower and "
+            f"upper (ISO dates) for column {node.name} in the config.",
+        )
     return t, spec
 
 
@@ -476,11 +606,14 @@ def _trunc_unit(unit: exp.Expression | None, ctx: Ctx) -> str:
         node = node.this
     if isinstance(node, exp.Parameter):
         t = ctx.settle(ctx.param(node), "text")
-        if ctx.infer:                                     # inferring types: no value yet
+        if ctx.infer:  # inferring types: no value yet
             return dates.TRUNC_UNITS[-1]
         if not (t.is_literal and isinstance(t.value, str)):
-            raise Refusal(UNSUPPORTED, f"date_trunc's unit parameter ${t.param or ''} must be text, "
-                          f"one of {', '.join(dates.TRUNC_UNITS)}.")
+            raise Refusal(
+                UNSUPPORTED,
+                f"date_trunc's unit parameter ${t.param or ''} must be text, "
+                f"one of {', '.join(dates.TRUNC_UNITS)}.",
+            )
         return t.value.lower()
     return (unit.name if unit is not None else "").lower()
 
@@ -488,21 +621,28 @@ def _trunc_unit(unit: exp.Expression | None, ctx: Ctx) -> str:
 def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey:
     u = _trunc_unit(node.args.get("unit"), ctx)
     if u not in dates.TRUNC_UNITS:
-        raise Refusal(UNSUPPORTED, f"date_trunc unit {u!r} is not supported; use "
-                      f"{', '.join(dates.TRUNC_UNITS)}.")
+        raise Refusal(
+            UNSUPPORTED, f"date_trunc unit {u!r} is not supported; use {', '.join(dates.TRUNC_UNITS)}."
+        )
     t, spec = _time_column(node.this, ctx, "date_trunc")
     if u == "hour" and (spec.type == "date" or _day_of(_strip(node.this), ctx) is not None):
-        raise Refusal(UNSUPPORTED, "date_trunc('hour', …) of a date column is always midnight; "
-                      "use 'day' or a coarser unit.")
+        raise Refusal(
+            UNSUPPORTED,
+            "date_trunc('hour', …) of a date column is always midnight; use 'day' or a coarser unit.",
+        )
     typ = cast_to or spec.type
     lo, hi = spec.time_bounds
     dom = dates.trunc_domain(lo, hi, u, MAX_CELLS)
     dom = tuple(dates.parse(v, typ) for v in dom) + ((None,) if spec.nullable else ())
     sql_t = exp.DataType.build("date" if typ == "date" else "timestamp")
-    col = t.node if spec.type == "timestamp" else exp.Cast(   # Postgres would take a date as
-        this=t.node, to=exp.DataType.build("timestamp"))     # timestamptz (session time zone)
-    body = exp.Cast(this=exp.Anonymous(this="DATE_TRUNC", expressions=[
-        exp.Literal.string(u), col]), to=sql_t)
+    col = (
+        t.node
+        if spec.type == "timestamp"
+        else exp.Cast(  # Postgres would take a date as
+            this=t.node, to=exp.DataType.build("timestamp")
+        )
+    )  # timestamptz (session time zone)
+    body = exp.Cast(this=exp.Anonymous(this="DATE_TRUNC", expressions=[exp.Literal.string(u), col]), to=sql_t)
     return _key(T(body, typ), typ, dom)
 
 
@@ -513,8 +653,12 @@ def _time_part(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
     """``CAST(extract(p FROM c) AS integer)`` (the same values) and ``part ± k`` / ``k ± part`` for an
     integer literal k (the domain shifted); None for any other shape."""
     node = _strip(node)
-    if isinstance(node, exp.Cast) and isinstance(_strip(node.this), exp.Extract) and \
-            not node.to.expressions and node.to.is_type(*_INT_TYPES):
+    if (
+        isinstance(node, exp.Cast)
+        and isinstance(_strip(node.this), exp.Extract)
+        and not node.to.expressions
+        and node.to.is_type(*_INT_TYPES)
+    ):
         understood(node), understood(node.to)
         return _extract(_strip(node.this), ctx)
     if not isinstance(node, (exp.Add, exp.Sub)):
@@ -523,24 +667,28 @@ def _time_part(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
     lit_first = isinstance(a, exp.Literal)
     lit, other = (a, b) if lit_first else (b, a)
     if not (isinstance(lit, exp.Literal) and lit.is_int) or not (
-            isinstance(other, exp.Extract) or _time_part(other, ctx) is not None):
+        isinstance(other, exp.Extract) or _time_part(other, ctx) is not None
+    ):
         return None
     understood(node, frozenset({"this", "expression"}))
     g = _extract(other, ctx) if isinstance(other, exp.Extract) else _time_part(other, ctx)
     k = int(lit.this)
     sub = isinstance(node, exp.Sub)
     if sub and lit_first:
-        f = lambda v: k - v       # noqa: E731
+        f = lambda v: k - v  # noqa: E731
     else:
-        f = (lambda v: v - k) if sub else (lambda v: v + k)  # noqa: E731
+        f = (lambda v: v - k) if sub else (lambda v: v + k)
     dom = tuple(None if v is None else f(v) for v in g.domain)
-    x, y = (exp.Literal.number(k), exp.Paren(this=g.expr.copy())) if lit_first else \
-        (exp.Paren(this=g.expr.copy()), exp.Literal.number(k))
+    x, y = (
+        (exp.Literal.number(k), exp.Paren(this=g.expr.copy()))
+        if lit_first
+        else (exp.Paren(this=g.expr.copy()), exp.Literal.number(k))
+    )
     body = (exp.Sub if sub else exp.Add)(this=x, expression=y)
     return _key(T(body, "int"), "int", dom)
 
 
-_TO_CHAR = ("%Y-%m", "%Y-%m-%d", "%Y")      # TO_CHAR formats of a truncated date: 'YYYY-MM', …
+_TO_CHAR = ("%Y-%m", "%Y-%m-%d", "%Y")  # TO_CHAR formats of a truncated date: 'YYYY-MM', …
 
 
 def _to_char(node: exp.TimeToStr, ctx: Ctx) -> GroupKey:
@@ -549,18 +697,25 @@ def _to_char(node: exp.TimeToStr, ctx: Ctx) -> GroupKey:
     fmt = node.args.get("format")
     inner = _strip(node.this)
     if not (isinstance(fmt, exp.Literal) and fmt.is_string and fmt.this in _TO_CHAR) or any(
-            v for k, v in node.args.items() if k not in ("this", "format")):
-        raise Refusal(UNSUPPORTED, "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | "
-                      "'quarter' | 'year', c) or a date with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY'; or "
-                      "group by date_trunc itself.")
+        v for k, v in node.args.items() if k not in ("this", "format")
+    ):
+        raise Refusal(
+            UNSUPPORTED,
+            "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | "
+            "'quarter' | 'year', c) or a date with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY'; or "
+            "group by date_trunc itself.",
+        )
     if isinstance(inner, (exp.TimestampTrunc, exp.DateTrunc)):
         g = _date_trunc(inner, ctx, None)
     elif _day_of(inner, ctx) is not None:
         g = _date_trunc(exp.TimestampTrunc(this=_day_of(inner, ctx), unit=exp.var("DAY")), ctx, "date")
     else:
-        raise Refusal(DENIED, "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | 'quarter' "
-                      "| 'year', c) (or a date) with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY', e.g. "
-                      "TO_CHAR(date_trunc('month', c), 'YYYY-MM'); its values then follow from the column's bounds.")
+        raise Refusal(
+            DENIED,
+            "TO_CHAR as a group key takes date_trunc('day' | 'week' | 'month' | 'quarter' "
+            "| 'year', c) (or a date) with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY', e.g. "
+            "TO_CHAR(date_trunc('month', c), 'YYYY-MM'); its values then follow from the column's bounds.",
+        )
     dom = tuple(dict.fromkeys(None if v is None else v.strftime(fmt.this) for v in g.domain))
     body = exp.TimeToStr(this=g.expr.copy(), format=exp.Literal.string(fmt.this))
     return _key(T(body, "text"), "text", dom)
@@ -569,15 +724,19 @@ def _to_char(node: exp.TimeToStr, ctx: Ctx) -> GroupKey:
 def _extract(node: exp.Extract, ctx: Ctx) -> GroupKey:
     part = node.this.name.lower() if isinstance(node.this, (exp.Var, exp.Identifier)) else ""
     if part not in dates.EXTRACT_PARTS:
-        raise Refusal(UNSUPPORTED, f"extract({part or '?'} from …) is not supported as a group "
-                      f"key; use one of {', '.join(dates.EXTRACT_PARTS)}.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"extract({part or '?'} from …) is not supported as a group "
+            f"key; use one of {', '.join(dates.EXTRACT_PARTS)}.",
+        )
     t, spec = _time_column(node.expression, ctx, "extract")
     if part == "hour" and spec.type == "date":
         raise Refusal(UNSUPPORTED, "extract(hour from …) needs a timestamp column.")
     lo, hi = spec.time_bounds
     dom = dates.extract_domain(lo, hi, part) + ((None,) if spec.nullable else ())
-    body = exp.Cast(this=exp.Extract(this=exp.var(part.upper()), expression=t.node),
-                    to=exp.DataType.build("bigint"))
+    body = exp.Cast(
+        this=exp.Extract(this=exp.var(part.upper()), expression=t.node), to=exp.DataType.build("bigint")
+    )
     return _key(T(body, "int"), "int", dom)
 
 
@@ -592,8 +751,12 @@ def date_part(node: exp.Extract, ctx: Ctx) -> T:
 def distinct_to_group(select: exp.Select) -> None:
     """``SELECT DISTINCT a, b FROM t`` (no aggregates, no GROUP BY) is ``… GROUP BY a, b``."""
     d = select.args.get("distinct")
-    if d is None or d.args.get("on") or select.args.get("group") is not None or any(
-            e.find(exp.AggFunc) for e in select.expressions):
+    if (
+        d is None
+        or d.args.get("on")
+        or select.args.get("group") is not None
+        or any(e.find(exp.AggFunc) for e in select.expressions)
+    ):
         return
     select.set("distinct", None)
     select.set("group", exp.Group(expressions=[e.unalias().copy() for e in select.expressions]))

@@ -53,6 +53,7 @@ estimate over whole buckets: the answer for the range widened to bucket edges).
 Values outside [lo, hi] were clamped into the first/last bucket at ingestion and
 count as the values of that bucket.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -64,19 +65,30 @@ from config import Config, Table
 
 from . import cost, predicate, shape
 from .args import understood
-from .errors import (DATATYPE_MISMATCH, GROUPING_ERROR,
-                     INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
-from .plan import GroupKey
-from .scope import Ctx
-from .values import literal_value
+from .errors import DATATYPE_MISMATCH, GROUPING_ERROR, Refusal
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
 from .local_options import LocalOptions, resolve
 from .local_sql import qcol, to_sql
 from .local_subset import SubsetPlan, make_categories, plan_subset
 from .local_weights import LOCAL_ALLOWED, LocalQuery, Prefix, compile_weight, refuse_local
+from .plan import GroupKey
+from .scope import Ctx
+from .values import literal_value
 
-__all__ = ["Layout", "Group", "Dim", "layout", "LocalPlan", "LocalAgg", "LocalQuery", "plan_local",
-           "to_sql", "LOCAL_ALLOWED", "SQL_TYPES"]
+__all__ = [
+    "Layout",
+    "Group",
+    "Dim",
+    "layout",
+    "LocalPlan",
+    "LocalAgg",
+    "LocalQuery",
+    "plan_local",
+    "to_sql",
+    "LOCAL_ALLOWED",
+    "SQL_TYPES",
+]
 
 SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}
 
@@ -114,8 +126,9 @@ class Group:
     def dim_columns(self) -> tuple[tuple[str, ...], ...]:
         """Per dimension d, its report columns ``{prefix}_{d}_{j}``, j = 1..m_d (the bit
         "bucket_d ≤ j", spec §3.1; bit m_d is kept, spec §7.12)."""
-        return tuple(tuple(f"{self.prefix}_{d}_{j}" for j in range(1, dim.m + 1))
-                     for d, dim in enumerate(self.dims))
+        return tuple(
+            tuple(f"{self.prefix}_{d}_{j}" for j in range(1, dim.m + 1)) for d, dim in enumerate(self.dims)
+        )
 
     def report_columns(self) -> list[tuple[str, str]]:
         """(name, SQL type) of the group's report columns, in report-array order."""
@@ -130,11 +143,11 @@ class Layout:
     table: Table
     reports: str
     groups: tuple[Group, ...]
-    where: dict                      # private column -> (group index, dimension)
+    where: dict  # private column -> (group index, dimension)
     public: tuple[str, ...]
     estimator: str
-    weight: str | None               # the private weight column, if any
-    categories: tuple = ()           # Subset columns (rewriter.local_subset.Category, seed 000 §5)
+    weight: str | None  # the private weight column, if any
+    categories: tuple = ()  # Subset columns (rewriter.local_subset.Category, seed 000 §5)
 
     def is_private(self, col: str) -> bool:
         return col in self.where
@@ -166,8 +179,12 @@ def layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
     """The storage layout of local table ``name`` (validated; cached per Table object and
     ladder). ``tiers`` (the config's) is needed for categorical Subset columns."""
     cats = table.local.categories if table.local is not None else {}
-    ladders = tuple(sorted((c.ladder, tuple(sorted(t.epsilon for t in (tiers or {}).values()
-                                                  if t.ladder == c.ladder))) for c in cats.values()))
+    ladders = tuple(
+        sorted(
+            (c.ladder, tuple(sorted(t.epsilon for t in (tiers or {}).values() if t.ladder == c.ladder)))
+            for c in cats.values()
+        )
+    )
     key = (name, id(table), ladders)
     hit = _LAYOUTS.get(key)
     if hit is not None and hit.table is table:
@@ -190,11 +207,15 @@ def _make_layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
     for grp in pol.joint:
         for c in grp:
             if c not in priv:
-                raise ValueError(f"tables.{name}.local.joint: {c} is not a private column "
-                                 f"(local.columns: {', '.join(priv)})")
+                raise ValueError(
+                    f"tables.{name}.local.joint: {c} is not a private column "
+                    f"(local.columns: {', '.join(priv)})"
+                )
             if c in seen:
-                raise ValueError(f"tables.{name}.local.joint: {c} is in two groups; a column is "
-                                 "collected once (collecting it twice adds the guarantees)")
+                raise ValueError(
+                    f"tables.{name}.local.joint: {c} is in two groups; a column is "
+                    "collected once (collecting it twice adds the guarantees)"
+                )
             seen.add(c)
         if grp:
             groups_cols.append(list(grp))
@@ -209,30 +230,43 @@ def _make_layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
         if wcol in priv:
             lc = priv[wcol]
             if lc.lo != 0 or lc.buckets != 2:
-                raise ValueError(f"tables.{name}.local.columns.{wcol}: a private weight has lo = 0, "
-                                 "buckets = 2 and hi = Δ (its largest value)")
+                raise ValueError(
+                    f"tables.{name}.local.columns.{wcol}: a private weight has lo = 0, "
+                    "buckets = 2 and hi = Δ (its largest value)"
+                )
             private_weight = wcol
     groups, where = [], {}
     for k, cols in enumerate(groups_cols):
         dims = []
         for d, c in enumerate(cols):
             lc = priv[c]
-            dims.append(Dim(lc.lo, lc.hi, lc.buckets, lc.epsilon, c,
-                            kind="weight" if c == private_weight else "value"))
+            dims.append(
+                Dim(
+                    lc.lo, lc.hi, lc.buckets, lc.epsilon, c, kind="weight" if c == private_weight else "value"
+                )
+            )
             where[c] = (k, d)
         groups.append(Group(k, tuple(cols), tuple(dims), f"g{k}"))
     cats = make_categories(name, table, tiers)
     public = tuple(c for c in table.columns if c not in priv and c not in pol.categories)
-    lay = Layout(name, table, pol.reports or f"{name}_reports", tuple(groups), where, public,
-                 pol.estimator, private_weight, cats)
+    lay = Layout(
+        name,
+        table,
+        pol.reports or f"{name}_reports",
+        tuple(groups),
+        where,
+        public,
+        pol.estimator,
+        private_weight,
+        cats,
+    )
     names = [c for c, _ in lay.report_schema()]
     if len(set(names)) != len(names):
-        raise ValueError(f"tables.{name}: a public column name clashes with a report column "
-                         "(g<k>_<d>_<j> or <category>_v<n>_e<ε>_<j>); rename it")
+        raise ValueError(
+            f"tables.{name}: a public column name clashes with a report column "
+            "(g<k>_<d>_<j> or <category>_v<n>_e<ε>_<j>); rename it"
+        )
     return lay
-
-
-
 
 
 # ---------------------------------------------------------------------------- plan
@@ -248,18 +282,18 @@ class LocalAgg:
 
     kind: str
     label: str
-    out_type: str                       # int | float
+    out_type: str  # int | float
     group: int | None = None
     query: LocalQuery | None = None
     den: LocalQuery | None = None
-    row_weight: str | None = None       # public weight SQL (dialect-independent)
+    row_weight: str | None = None  # public weight SQL (dialect-independent)
     den_weight: str | None = None
     exact_sql: str | None = None
     dim: int | None = None
     p: float | None = None
     cont: bool = False
     prefixes: tuple = ()
-    column: str | None = None           # the private column of a percentile / value sum
+    column: str | None = None  # the private column of a percentile / value sum
     represent: str = "mid"
     func: str = "count"
 
@@ -267,16 +301,16 @@ class LocalAgg:
 @dataclass(frozen=True)
 class LocalPlan:
     layout: Layout
-    where: exp.Expression | None         # public predicate (validated, rewriter AST)
-    private: dict = field(default_factory=dict)   # private column -> bucket weights
+    where: exp.Expression | None  # public predicate (validated, rewriter AST)
+    private: dict = field(default_factory=dict)  # private column -> bucket weights
     group_by: tuple[GroupKey, ...] = ()
     aggs: tuple[LocalAgg, ...] = ()
     outputs: tuple[LocalOutput, ...] = ()
-    order_by: tuple = ()                 # (output index, desc)
+    order_by: tuple = ()  # (output index, desc)
     limit: int | None = None
     offset: int = 0
-    param_types: tuple = ()             # type of $1..$n (describe)
-    options: LocalOptions = LocalOptions()   # query-time post-processing (spec §8)
+    param_types: tuple = ()  # type of $1..$n (describe)
+    options: LocalOptions = LocalOptions()  # query-time post-processing (spec §8)
 
     @property
     def n_cells(self) -> int:
@@ -286,12 +320,13 @@ class LocalPlan:
         return n
 
 
-def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
-               overrides: tuple = ()) -> LocalPlan | SubsetPlan:
+def plan_local(
+    expr: exp.Expression, config: Config, params: list | None = None, overrides: tuple = ()
+) -> LocalPlan | SubsetPlan:
     """Validate a SELECT over a local table and plan its one report scan (a statement that
     mentions a categorical Subset column is planned by :func:`rewriter.local_subset.plan_subset`).
     ``overrides``: session options (:func:`rewriter.local_options.session_overrides`)."""
-    cost.check(expr, config, params)        # per-row cost caps first (54000 / 54001)
+    cost.check(expr, config, params)  # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy(), dialect="postgres")
     select = shape.check_statement(expr)
     shape.check_clauses(select)
@@ -321,13 +356,16 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
                 public_parts.append(c)
                 continue
             if len(priv) > 1 or cols - priv:
-                raise refuse_local("each WHERE condition on a private column must mention that one "
-                              f"column only ({', '.join(sorted(cols))} appear together); combine "
-                              "conditions on different columns with AND.")
+                raise refuse_local(
+                    "each WHERE condition on a private column must mention that one "
+                    f"column only ({', '.join(sorted(cols))} appear together); combine "
+                    "conditions on different columns with AND."
+                )
             col = priv.pop()
             if col == lay.weight:
-                raise refuse_local(f"{col} is a private weight; it can be summed (SUM({col})) but not "
-                              "filtered on.")
+                raise refuse_local(
+                    f"{col} is a private weight; it can be summed (SUM({col})) but not filtered on."
+                )
             private_parts.setdefault(col, []).append(c)
     where = None
     if public_parts:
@@ -344,9 +382,11 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
     where_groups = {lay.where[c][0] for c in private}
     if len(where_groups) > 1:
         cols = ", ".join(sorted(private))
-        raise refuse_local(f"{cols} are collected in different groups, so a range over them together "
-                      "cannot be estimated (spec §7.8); list them in one local.joint group, or "
-                      "query one group at a time.")
+        raise refuse_local(
+            f"{cols} are collected in different groups, so a range over them together "
+            "cannot be estimated (spec §7.8); list them in one local.joint group, or "
+            "query one group at a time."
+        )
 
     # select list
     groups = plan_group_by(select, ctx, lay)
@@ -359,13 +399,15 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
         while isinstance(node, exp.Paren):
             node = node.this
         if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
-            raise refuse_local("SELECT * returns raw rows and is not allowed; select aggregates such "
-                          "as COUNT(*).", DENIED)
+            raise refuse_local(
+                "SELECT * returns raw rows and is not allowed; select aggregates such as COUNT(*).", DENIED
+            )
         if isinstance(node, exp.Column):
             col = ctx.column(node).node.name
             if col not in gidx:
-                raise refuse_local(f"column {col} is selected but not grouped; raw column values are "
-                              "never returned.", DENIED)
+                raise refuse_local(
+                    f"column {col} is selected but not grouped; raw column values are never returned.", DENIED
+                )
             g = groups[gidx[col]]
             outs.append(LocalOutput(alias or col, "group", gidx[col], g.type))
             continue
@@ -373,16 +415,16 @@ def plan_local(expr: exp.Expression, config: Config, params: list | None = None,
         if agg.kind == "pct":
             agg = _represent(agg, lay, opts.quantile_point)
         aggs.append(agg)
-        outs.append(LocalOutput(alias or _default_name(node), "aggregate", len(aggs) - 1,
-                                agg.out_type))
+        outs.append(LocalOutput(alias or _default_name(node), "aggregate", len(aggs) - 1, agg.out_type))
     if not aggs:
         raise refuse_local("select at least one aggregate (COUNT, SUM, AVG, percentile_disc).")
     order = plan_order_by(select, outs)
     limit, offset = plan_limit(select, ctx)
     ctx.check_count()
     ptypes = tuple(ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1))
-    return LocalPlan(lay, where, private, groups, tuple(aggs), tuple(outs), order, limit, offset,
-                     ptypes, opts)
+    return LocalPlan(
+        lay, where, private, groups, tuple(aggs), tuple(outs), order, limit, offset, ptypes, opts
+    )
 
 
 def _default_name(node: exp.Expression) -> str:
@@ -410,17 +452,20 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
         raise refuse_local("aggregate FILTER (WHERE …) is not supported; use WHERE.")
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
         if isinstance(node, (exp.Max, exp.Min)):
-            raise refuse_local(f"{node.key.upper()} is not served on a local table (a single extreme "
-                          "report says nothing); use percentile_disc(0.99) WITHIN GROUP "
-                          "(ORDER BY col).")
+            raise refuse_local(
+                f"{node.key.upper()} is not served on a local table (a single extreme "
+                "report says nothing); use percentile_disc(0.99) WITHIN GROUP "
+                "(ORDER BY col)."
+            )
         if isinstance(node, exp.AggFunc):
-            raise refuse_local(f"aggregate {node.sql_name().lower()}() is not supported on a local "
-                          "table.")
+            raise refuse_local(f"aggregate {node.sql_name().lower()}() is not supported on a local table.")
         if node.find(exp.AggFunc):
-            raise refuse_local("expressions over aggregates are not supported; select the aggregate "
-                          "itself.")
-        raise refuse_local(f"select item {node.sql('postgres')} would return raw row values; select "
-                      "group keys and aggregates only.", DENIED)
+            raise refuse_local("expressions over aggregates are not supported; select the aggregate itself.")
+        raise refuse_local(
+            f"select item {node.sql('postgres')} would return raw row values; select "
+            "group keys and aggregates only.",
+            DENIED,
+        )
     func, arg = node.key, node.this
     if isinstance(arg, exp.Distinct):
         raise refuse_local(f"{func.upper()}(DISTINCT …) is not supported.")
@@ -432,24 +477,35 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
             # private columns are never NULL in the reports: COUNT(col) = COUNT(*)
             if wg is None:
                 return LocalAgg("exact", label, "int", exact_sql="COUNT(*)", func="count")
-            return LocalAgg("est", label, "int", group=wg, query=LocalQuery(_base(lay, wg, private)),
-                            func="count")
+            return LocalAgg(
+                "est", label, "int", group=wg, query=LocalQuery(_base(lay, wg, private)), func="count"
+            )
         if not isinstance(arg, exp.Column):
             raise refuse_local("COUNT takes * or a column.")
         col = ctx.column(arg).node.name
         q = qcol(col)
         if wg is None:
             return LocalAgg("exact", label, "int", exact_sql=f"COUNT({q})", func="count")
-        return LocalAgg("est", label, "int", group=wg, query=LocalQuery(_base(lay, wg, private)),
-                        row_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END", func="count")
+        return LocalAgg(
+            "est",
+            label,
+            "int",
+            group=wg,
+            query=LocalQuery(_base(lay, wg, private)),
+            row_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END",
+            func="count",
+        )
     pcol, cols = _expr_private_col(arg, ctx, lay)
     if len({c for c in cols if lay.is_private(c)}) > 1:
-        raise refuse_local(f"{func.upper()} over an expression of several private columns is not "
-                      "served; use one private column per aggregate.")
-    if pcol is None:                                   # public weight (§3.9)
+        raise refuse_local(
+            f"{func.upper()} over an expression of several private columns is not "
+            "served; use one private column per aggregate."
+        )
+    if pcol is None:  # public weight (§3.9)
         if not isinstance(arg, exp.Column):
-            raise refuse_local(f"{func.upper()} takes a public numeric column or an expression of one "
-                          "private column.")
+            raise refuse_local(
+                f"{func.upper()} takes a public numeric column or an expression of one private column."
+            )
         col = ctx.column(arg).node.name
         if lay.col_type(col) not in ("int", "float"):
             raise Refusal(DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column.")
@@ -462,29 +518,40 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
         rw = f"COALESCE(CAST({q} AS DOUBLE PRECISION), 0)"
         if func == "sum":
             return LocalAgg("est", label, "float", group=wg, query=base, row_weight=rw, func="sum")
-        return LocalAgg("avg", label, "float", group=wg, query=base, row_weight=rw, den=base,
-                        den_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END", func="avg")
+        return LocalAgg(
+            "avg",
+            label,
+            "float",
+            group=wg,
+            query=base,
+            row_weight=rw,
+            den=base,
+            den_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END",
+            func="avg",
+        )
     g, d = lay.where[pcol]
     if wg is not None and wg != g:
-        raise refuse_local(f"{pcol} and the WHERE ranges are collected in different groups; a joint "
-                      "estimate needs one local.joint group (spec §7.8).")
+        raise refuse_local(
+            f"{pcol} and the WHERE ranges are collected in different groups; a joint "
+            "estimate needs one local.joint group (spec §7.8)."
+        )
     base = _base(lay, g, private)
-    if pcol == lay.weight:                                 # private weight (§3.9, paper 4.3.2)
+    if pcol == lay.weight:  # private weight (§3.9, paper 4.3.2)
         if not isinstance(arg, exp.Column):
             raise refuse_local(f"the private weight {pcol} can only be summed as SUM({pcol}).")
         q = LocalQuery(base, private_weight=True)
         if func == "sum":
             return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
-        return LocalAgg("avg", label, "float", group=g, query=q, den=LocalQuery(base),
-                        column=pcol, func="avg")
-    f = compile_weight(ctx, lay, pcol, arg, "value")           # linear counting query (§3.11)
+        return LocalAgg(
+            "avg", label, "float", group=g, query=q, den=LocalQuery(base), column=pcol, func="avg"
+        )
+    f = compile_weight(ctx, lay, pcol, arg, "value")  # linear counting query (§3.11)
     ws = list(base)
     ws[d] = (f, *ws[d])
     q = LocalQuery(tuple(ws))
     if func == "sum":
         return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
-    return LocalAgg("avg", label, "float", group=g, query=q, den=LocalQuery(base), column=pcol,
-                    func="avg")
+    return LocalAgg("avg", label, "float", group=g, query=q, den=LocalQuery(base), column=pcol, func="avg")
 
 
 def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg) -> LocalAgg:
@@ -515,8 +582,10 @@ def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg)
         p = 1.0 - p
     g, d = lay.where[col]
     if wg is not None and wg != g:
-        raise refuse_local(f"{col} and the WHERE ranges are collected in different groups; a joint "
-                      "estimate needs one local.joint group (spec §7.8).")
+        raise refuse_local(
+            f"{col} and the WHERE ranges are collected in different groups; a joint "
+            "estimate needs one local.joint group (spec §7.8)."
+        )
     dim = lay.groups[g].dims[d]
     base = _base(lay, g, private)
     prefixes = []
@@ -527,10 +596,20 @@ def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg)
     cont = isinstance(fn, exp.PercentileCont)
     is_int = lay.col_type(col) == "int"
     unit = is_int and float(dim.g) == 1.0 and float(dim.lo).is_integer()
-    return LocalAgg("pct", node.sql("postgres").lower(), "float" if cont or not is_int else "int",
-                    group=g, den=LocalQuery(base), dim=d, p=p, cont=cont, prefixes=tuple(prefixes),
-                    column=col, represent="lower" if unit else "mid",
-                    func="percentile_cont" if cont else "percentile_disc")
+    return LocalAgg(
+        "pct",
+        node.sql("postgres").lower(),
+        "float" if cont or not is_int else "int",
+        group=g,
+        den=LocalQuery(base),
+        dim=d,
+        p=p,
+        cont=cont,
+        prefixes=tuple(prefixes),
+        column=col,
+        represent="lower" if unit else "mid",
+        func="percentile_cont" if cont else "percentile_disc",
+    )
 
 
 def _represent(agg: LocalAgg, lay: Layout, point: str) -> LocalAgg:
@@ -539,5 +618,3 @@ def _represent(agg: LocalAgg, lay: Layout, point: str) -> LocalAgg:
     if point == "auto" or agg.cont:
         return agg
     return replace(agg, represent={"midpoint": "mid", "upper": "upper"}[point])
-
-

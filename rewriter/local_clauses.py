@@ -1,6 +1,7 @@
 """Clauses of a local-table SELECT that both of its planners read the same way — the
 metric-LDP planner (:mod:`rewriter.local`) and the Subset planner
 (:mod:`rewriter.local_subset`): output columns, GROUP BY, ORDER BY, LIMIT."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,8 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from .args import understood
-from .errors import INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import Refusal
 from .local_weights import refuse_local
 from .plan import GroupKey
 from .scope import Ctx
@@ -26,7 +28,7 @@ class LocalOutput:
     """One output column of a local-table plan: a group key or an aggregate (by index)."""
 
     name: str
-    source: str        # "group" | "aggregate"
+    source: str  # "group" | "aggregate"
     index: int
     type: str
 
@@ -53,20 +55,29 @@ def plan_group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, 
             if not 1 <= pos <= len(select.expressions):
                 raise Refusal("42P10", f"GROUP BY position {pos} is not in the select list.")
             node = select.expressions[pos - 1].unalias()
-        elif isinstance(node, exp.Column) and not node.table and node.name in aliases \
-                and node.name not in lay.table.columns:
+        elif (
+            isinstance(node, exp.Column)
+            and not node.table
+            and node.name in aliases
+            and node.name not in lay.table.columns
+        ):
             node = aliases[node.name]
         if not isinstance(node, exp.Column):
             raise refuse_local("GROUP BY takes public columns with a declared domain.", DENIED)
         col = ctx.column(node).node.name
         if lay.is_private(col):
-            raise refuse_local(f"GROUP BY {col} is not served: {col} is private (only perturbed reports "
-                          "are stored); group by a public column, or ask for ranges of "
-                          f"{col} in WHERE (or percentile_disc).")
+            raise refuse_local(
+                f"GROUP BY {col} is not served: {col} is private (only perturbed reports "
+                "are stored); group by a public column, or ask for ranges of "
+                f"{col} in WHERE (or percentile_disc)."
+            )
         spec = lay.table.columns[col]
         if spec.public_domain is None:
-            raise refuse_local(f"GROUP BY {col} is not allowed: column {col} has no public domain; "
-                          "declare one in the config.", DENIED)
+            raise refuse_local(
+                f"GROUP BY {col} is not allowed: column {col} has no public domain; "
+                "declare one in the config.",
+                DENIED,
+            )
         keys[col] = GroupKey(col, spec.type, spec.public_domain)
     out = tuple(keys[k] for k in sorted(keys))
     cells = 1
@@ -93,8 +104,10 @@ def plan_order_by(select: exp.Select, outs: list[LocalOutput]) -> tuple:
         elif isinstance(node, exp.Column) and not node.table:
             idx = next((i for i, out in enumerate(outs) if out.name == node.name), None)
         if idx is None:
-            raise refuse_local("ORDER BY takes output columns of a local-table query: an alias, a "
-                          "position or a group column name.")
+            raise refuse_local(
+                "ORDER BY takes output columns of a local-table query: an alias, a "
+                "position or a group column name."
+            )
         res.append((idx, bool(o.args.get("desc"))))
     return tuple(res)
 

@@ -17,6 +17,7 @@ per-record guarantee, and none costs budget:
 Precedence: ``SET dpgate.local_<option>`` (session) > ``[tables.T.local.columns.c]``
 (``edges`` only) > ``[tables.T.local]`` > default (the current behaviour).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,8 +28,12 @@ __all__ = ["LocalOptions", "SESSION_KEYS", "session_overrides", "resolve"]
 
 EDGES = ("interpolate", "whole")
 POINTS = ("auto", "midpoint", "upper")
-SESSION_KEYS = {"edges": "dpgate.local_edges", "quantile_point": "dpgate.local_quantile_point",
-                "isotonic_cdf": "dpgate.local_isotonic_cdf", "clip": "dpgate.local_clip"}
+SESSION_KEYS = {
+    "edges": "dpgate.local_edges",
+    "quantile_point": "dpgate.local_quantile_point",
+    "isotonic_cdf": "dpgate.local_isotonic_cdf",
+    "clip": "dpgate.local_clip",
+}
 _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 
 
@@ -36,14 +41,14 @@ _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 class LocalOptions:
     """The options in effect for one statement (``edges`` per private column)."""
 
-    edges: dict = field(default_factory=dict)       # private column -> "interpolate" | "whole"
-    default_edges: str = "interpolate"              # the table's (or the session's) policy
+    edges: dict = field(default_factory=dict)  # private column -> "interpolate" | "whole"
+    default_edges: str = "interpolate"  # the table's (or the session's) policy
     quantile_point: str = "auto"
     isotonic_cdf: bool = False
     clip: bool = False
 
     def edges_text(self, cols=None) -> str:
-        """"edge buckets interpolated" / "… whole" / "… x whole, y interpolated" for the
+        """ "edge buckets interpolated" / "… whole" / "… x whole, y interpolated" for the
         private WHERE columns ``cols`` (none: the table's policy)."""
         word = {"interpolate": "interpolated", "whole": "whole"}
         cols = sorted(cols or ())
@@ -80,8 +85,11 @@ def session_overrides(settings: dict | None) -> tuple:
             out.append((opt, v in _TRUE))
         else:
             allowed = {"edges": EDGES, "quantile_point": POINTS}.get(opt, ("on", "off"))
-            raise Refusal(INVALID_PARAMETER, f"{key} must be one of {', '.join(allowed)}, not {raw!r}",
-                          hint=f"RESET {key} returns to the table's configured value.")
+            raise Refusal(
+                INVALID_PARAMETER,
+                f"{key} must be one of {', '.join(allowed)}, not {raw!r}",
+                hint=f"RESET {key} returns to the table's configured value.",
+            )
     return tuple(out)
 
 
@@ -90,6 +98,10 @@ def resolve(policy, private_cols, overrides: tuple = ()) -> LocalOptions:
     ``overrides`` (from :func:`session_overrides`) beat the column, then the table."""
     over = dict(overrides)
     edges = {c: over.get("edges") or policy.columns[c].edges or policy.edges for c in private_cols}
-    return LocalOptions(edges, over.get("edges") or policy.edges,
-                        over.get("quantile_point", policy.quantile_point),
-                        over.get("isotonic_cdf", policy.isotonic_cdf), over.get("clip", policy.clip))
+    return LocalOptions(
+        edges,
+        over.get("edges") or policy.edges,
+        over.get("quantile_point", policy.quantile_point),
+        over.get("isotonic_cdf", policy.isotonic_cdf),
+        over.get("clip", policy.clip),
+    )

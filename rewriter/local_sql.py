@@ -9,6 +9,7 @@ coefficients with :func:`mechanisms.metric_ldp.affine_terms` (and the variance's
 queries with :func:`mechanisms.metric_ldp.variance_queries`) and passes them here
 (:mod:`proxy.pipeline.local_bind`); this module only prints them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .local import LocalPlan
 
-__all__ = ["qcol", "sql_literal", "Estimate", "AggNumbers", "ScanColumns", "estimate_sql",
-           "variance_sql", "quantile_sql", "to_sql"]
+__all__ = [
+    "qcol",
+    "sql_literal",
+    "Estimate",
+    "AggNumbers",
+    "ScanColumns",
+    "estimate_sql",
+    "variance_sql",
+    "quantile_sql",
+    "to_sql",
+]
 
 
 def qcol(name: str) -> str:
@@ -57,9 +67,9 @@ class AggNumbers:
 class ScanColumns:
     """Where each aggregate's numbers sit in the scan's row."""
 
-    keys: int                      # group keys first
-    n: int                         # COUNT(*) of the cell
-    slots: tuple                   # per aggregate: dict of name -> column index
+    keys: int  # group keys first
+    n: int  # COUNT(*) of the cell
+    slots: tuple  # per aggregate: dict of name -> column index
 
 
 def estimate_sql(columns, est: Estimate, row_weight: str | None = None) -> str:
@@ -87,7 +97,9 @@ def estimate_sql(columns, est: Estimate, row_weight: str | None = None) -> str:
         return "(" + " + ".join(parts) + ")"
     prod = [sql_literal(scale)]
     for const, terms in factors:
-        prod.append("(" + " + ".join([sql_literal(const)] + [f"{sql_literal(a)} * {c}" for c, a in terms]) + ")")
+        prod.append(
+            "(" + " + ".join([sql_literal(const)] + [f"{sql_literal(a)} * {c}" for c, a in terms]) + ")"
+        )
     if row_weight is not None:
         prod.append(f"({row_weight})")
     return f"COALESCE(SUM({' * '.join(prod)}), 0)"

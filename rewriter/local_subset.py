@@ -17,6 +17,7 @@ MATCHED template's (t, f) (pitfall 10), done by the proxy.
 This module is SQL only (issue 18): a :class:`Category` is plain data (domain, ladder name,
 variant, stored levels); the Subset program and its templates are the proxy's.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,16 +26,27 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from . import predicate
+from .errors import GROUPING_ERROR, Refusal
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
-from .errors import GROUPING_ERROR, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
 from .scope import Ctx
 
-__all__ = ["Category", "make_categories", "resolve_stored", "SubsetPlan", "plan_subset",
-           "subset_sql", "SUBSET_ALLOWED", "eps_tag"]
+__all__ = [
+    "Category",
+    "make_categories",
+    "resolve_stored",
+    "SubsetPlan",
+    "plan_subset",
+    "subset_sql",
+    "SUBSET_ALLOWED",
+    "eps_tag",
+]
 
-SUBSET_ALLOWED = ("Allowed for a categorical (Subset) column c of a local table: SELECT c, COUNT(*) "
-                  "FROM t [WHERE predicates on public columns] GROUP BY c [, public columns] "
-                  "[ORDER BY outputs] [LIMIT n], by a role whose tier is on c's ladder.")
+SUBSET_ALLOWED = (
+    "Allowed for a categorical (Subset) column c of a local table: SELECT c, COUNT(*) "
+    "FROM t [WHERE predicates on public columns] GROUP BY c [, public columns] "
+    "[ORDER BY outputs] [LIMIT n], by a role whose tier is on c's ladder."
+)
 PG_MAX_IDENT = 63
 
 
@@ -55,7 +67,7 @@ class Category:
     domain: tuple
     ladder_name: str
     variant: int
-    levels: tuple[float, ...]          # tier ε (descending) of the program the reports come from
+    levels: tuple[float, ...]  # tier ε (descending) of the program the reports come from
 
     @property
     def d(self) -> int:
@@ -90,13 +102,16 @@ def make_categories(table_name: str, table, tiers: dict | None) -> tuple[Categor
     for col, spec in cats.items():
         eps = sorted({t.epsilon for t in tiers.values() if t.ladder == spec.ladder}, reverse=True)
         if not eps:
-            raise ValueError(f"tables.{table_name}.local.categories.{col}.ladder: no tier has "
-                             f"ladder = {spec.ladder!r}")
+            raise ValueError(
+                f"tables.{table_name}.local.categories.{col}.ladder: no tier has ladder = {spec.ladder!r}"
+            )
         cat = _category(col, table.columns[col].public_domain, spec.ladder, spec.variant, eps)
         long = [c for c, _ in cat.report_schema() if len(c.encode()) > PG_MAX_IDENT]
         if long:
-            raise ValueError(f"tables.{table_name}.local.categories.{col}: report column {long[0]} "
-                             f"is longer than {PG_MAX_IDENT} bytes; use a shorter column name")
+            raise ValueError(
+                f"tables.{table_name}.local.categories.{col}: report column {long[0]} "
+                f"is longer than {PG_MAX_IDENT} bytes; use a shorter column name"
+            )
         out.append(cat)
     return tuple(out)
 
@@ -126,12 +141,12 @@ def resolve_stored(lay, have: list[str]):
 class SubsetPlan:
     """``COUNT(*) … GROUP BY cat [, public keys]`` over one Subset column."""
 
-    layout: object                       # rewriter.local.Layout
+    layout: object  # rewriter.local.Layout
     category: str
-    where: exp.Expression | None         # public predicate (validated)
-    group_by: tuple = ()                 # GroupKeys (sorted), the category among them
-    cat_key: int = 0                     # index of the category in group_by
-    outputs: tuple = ()                  # LocalOutput; aggregate outputs are the count
+    where: exp.Expression | None  # public predicate (validated)
+    group_by: tuple = ()  # GroupKeys (sorted), the category among them
+    cat_key: int = 0  # index of the category in group_by
+    outputs: tuple = ()  # LocalOutput; aggregate outputs are the count
     order_by: tuple = ()
     limit: int | None = None
     offset: int = 0
@@ -149,8 +164,10 @@ def _refuse(msg: str, state: str = "0A000") -> Refusal:
 def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> SubsetPlan:
     """Validate a SELECT that mentions Subset column(s) ``cat_names`` (already resolved)."""
     if len(cat_names) > 1:
-        raise _refuse(f"{', '.join(sorted(cat_names))} are perturbed independently; query one "
-                      "categorical column at a time.")
+        raise _refuse(
+            f"{', '.join(sorted(cat_names))} are perturbed independently; query one "
+            "categorical column at a time."
+        )
     cat = next(iter(cat_names))
     w = select.args.get("where")
     where = None
@@ -159,14 +176,19 @@ def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> Subse
             raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
         bad = sorted(c for c in columns_in(w.this, ctx) if c not in lay.public)
         if bad:
-            raise _refuse(f"WHERE on {', '.join(bad)} is not served with GROUP BY {cat}: only public "
-                          f"columns can filter the {cat} reports.")
+            raise _refuse(
+                f"WHERE on {', '.join(bad)} is not served with GROUP BY {cat}: only public "
+                f"columns can filter the {cat} reports."
+            )
         where = predicate.where(w.this, ctx)
     groups = plan_group_by(select, ctx, lay)
     names = [g.column for g in groups]
     if cat not in names:
-        raise _refuse(f"{cat} is a private categorical column; it is only served as "
-                      f"SELECT {cat}, COUNT(*) … GROUP BY {cat}.", DENIED)
+        raise _refuse(
+            f"{cat} is a private categorical column; it is only served as "
+            f"SELECT {cat}, COUNT(*) … GROUP BY {cat}.",
+            DENIED,
+        )
     if any(n != cat and n not in lay.public for n in names):
         raise _refuse(f"GROUP BY {cat} takes public columns only besides {cat}.")
     gidx = {g: i for i, g in enumerate(names)}
@@ -178,13 +200,21 @@ def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> Subse
             col = ctx.column(node).node.name
             outs.append(LocalOutput(alias or col, "group", gidx[col], groups[gidx[col]].type))
             continue
-        if isinstance(node, exp.Count) and not isinstance(node.this, exp.Distinct) and (
-                isinstance(node.this, exp.Star) or (isinstance(node.this, exp.Column)
-                                                    and ctx.column(node.this).node.name == cat)):
+        if (
+            isinstance(node, exp.Count)
+            and not isinstance(node.this, exp.Distinct)
+            and (
+                isinstance(node.this, exp.Star)
+                or (isinstance(node.this, exp.Column) and ctx.column(node.this).node.name == cat)
+            )
+        ):
             outs.append(LocalOutput(alias or "count", "aggregate", 0, "int"))
             continue
-        raise _refuse(f"{node.sql('postgres')} is not served with GROUP BY {cat}: select {cat}, "
-                      "public group columns and COUNT(*).", DENIED if not node.find(exp.AggFunc) else "0A000")
+        raise _refuse(
+            f"{node.sql('postgres')} is not served with GROUP BY {cat}: select {cat}, "
+            "public group columns and COUNT(*).",
+            DENIED if not node.find(exp.AggFunc) else "0A000",
+        )
     if not any(o.source == "aggregate" for o in outs):
         raise _refuse(f"select COUNT(*) with GROUP BY {cat}.")
     order = plan_order_by(select, outs)
@@ -196,8 +226,10 @@ def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> Subse
 
 def subset_sql(plan: SubsetPlan, cat: Category, level: float, dialect: str) -> str:
     """ONE scan: public keys, COUNT(*), then SUM of the d bits of stored level ``level``."""
+
     def q(n):
         return '"' + n.replace('"', '""') + '"'
+
     keys = [q(g.column) for g in plan.public_keys]
     sel = keys + ["COUNT(*)"] + [f"SUM({q(c)})" for c in cat.columns(level)]
     sql = f"SELECT {', '.join(sel)} FROM {q(plan.layout.reports)}"

@@ -9,6 +9,7 @@ This module only reads the SQL: it checks the expression and compiles it to a SQ
 mechanism code). :class:`LocalQuery` is a separable query (spec §3.5) described by such
 factors per dimension.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from .args import understood
-from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED,
-                     INSUFFICIENT_PRIVILEGE as DENIED, Refusal)
+from .errors import DATATYPE_MISMATCH, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .scope import Ctx
 from .values import literal_value
 
@@ -29,7 +31,8 @@ LOCAL_ALLOWED = (
     "Allowed on a local table: SELECT [public group columns,] COUNT(*), SUM(x), AVG(x), "
     "percentile_disc(p) / percentile_cont(p) WITHIN GROUP (ORDER BY private column) "
     "FROM it [WHERE ranges on private columns AND predicates on public columns] "
-    "[GROUP BY public columns with a declared domain] [ORDER BY outputs] [LIMIT n].")
+    "[GROUP BY public columns with a declared domain] [ORDER BY outputs] [LIMIT n]."
+)
 
 _CMP = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt", exp.LTE: "le"}
 _ARITH = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul"}
@@ -90,16 +93,20 @@ class _Compile:
         ok, v = literal_value(node)
         if ok:
             if v is None or isinstance(v, (bool, str)):
-                raise refuse_local(f"{node.sql('postgres')} is not a number; private column {self.col} "
-                              "is compared with numbers only.", DATATYPE_MISMATCH)
+                raise refuse_local(
+                    f"{node.sql('postgres')} is not a number; private column {self.col} "
+                    "is compared with numbers only.",
+                    DATATYPE_MISMATCH,
+                )
             return float(v)
         if isinstance(node, exp.Parameter):
             t = self.ctx.settle(self.ctx.param(node), self.col_type)
             if not t.is_literal:
-                return 0.0                       # describe: the value is not known yet
+                return 0.0  # describe: the value is not known yet
             if t.value is None:
-                raise refuse_local(f"parameter ${t.param} is NULL; compare {self.col} with numbers.",
-                              DATATYPE_MISMATCH)
+                raise refuse_local(
+                    f"parameter ${t.param} is NULL; compare {self.col} with numbers.", DATATYPE_MISMATCH
+                )
             return float(t.value)
         if isinstance(node, exp.Neg):
             v = self.const(node.this)
@@ -130,25 +137,34 @@ class _Compile:
         if isinstance(node, exp.Div):
             d = self.const(node.expression)
             if d is None or d == 0:
-                raise refuse_local("division in an expression over a private column needs a non-zero "
-                              "number as divisor.")
+                raise refuse_local(
+                    "division in an expression over a private column needs a non-zero number as divisor."
+                )
             return ("div", self.value(node.this), d)
         if isinstance(node, exp.Case):
             if node.this is not None:
                 raise refuse_local("CASE x WHEN … is not supported here; write CASE WHEN x = … THEN ….")
             if not node.args.get("default"):
-                raise refuse_local("CASE over a private column needs an ELSE branch (NULL is not "
-                              "summed here).")
-            ifs = tuple((self.truth(understood(b).this), self.value(b.args["true"]))
-                        for b in node.args.get("ifs") or [])
+                raise refuse_local(
+                    "CASE over a private column needs an ELSE branch (NULL is not summed here)."
+                )
+            ifs = tuple(
+                (self.truth(understood(b).this), self.value(b.args["true"]))
+                for b in node.args.get("ifs") or []
+            )
             return ("case", ifs, self.value(node.args["default"]))
         if isinstance(node, exp.If):
             if node.args.get("false") is None:
                 raise refuse_local("IF over a private column needs an else value.")
-            return ("case", ((self.truth(node.this), self.value(node.args["true"])),),
-                    self.value(node.args["false"]))
-        raise refuse_local(f"{node.sql('postgres')} is not supported in an expression over private "
-                      f"column {self.col}; use the column, numbers, + - * /, and CASE WHEN.")
+            return (
+                "case",
+                ((self.truth(node.this), self.value(node.args["true"])),),
+                self.value(node.args["false"]),
+            )
+        raise refuse_local(
+            f"{node.sql('postgres')} is not supported in an expression over private "
+            f"column {self.col}; use the column, numbers, + - * /, and CASE WHEN."
+        )
 
     def truth(self, node: exp.Expression) -> tuple:
         while isinstance(node, exp.Paren):
@@ -158,8 +174,11 @@ class _Compile:
         if isinstance(node, exp.Boolean):
             return ("bool", bool(node.this))
         if isinstance(node, (exp.And, exp.Or)):
-            return ("and" if isinstance(node, exp.And) else "or", self.truth(node.this),
-                    self.truth(node.expression))
+            return (
+                "and" if isinstance(node, exp.And) else "or",
+                self.truth(node.this),
+                self.truth(node.expression),
+            )
         if isinstance(node, exp.Not):
             return ("not", self.truth(node.this))
         if type(node) in _CMP:
@@ -169,8 +188,12 @@ class _Compile:
         if isinstance(node, exp.Between):
             if node.args.get("symmetric"):
                 raise refuse_local("BETWEEN SYMMETRIC is not supported.")
-            return ("between", self.value(node.this), self.value(node.args["low"]),
-                    self.value(node.args["high"]))
+            return (
+                "between",
+                self.value(node.this),
+                self.value(node.args["low"]),
+                self.value(node.args["high"]),
+            )
         if isinstance(node, exp.In):
             if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
                 raise refuse_local("IN takes a list of numbers here.", DENIED)
@@ -183,20 +206,27 @@ class _Compile:
                 items.append(c)
             return ("in", self.value(node.this), tuple(items))
         if isinstance(node, exp.Is):
-            raise refuse_local(f"private column {self.col} is never NULL in the reports (NULLs follow "
-                          "the table's null_policy at ingestion); IS [NOT] NULL is not served.")
-        raise refuse_local(f"{node.sql('postgres')} is not a supported condition on private column "
-                      f"{self.col}; use comparisons with numbers, BETWEEN, AND/OR/NOT.")
+            raise refuse_local(
+                f"private column {self.col} is never NULL in the reports (NULLs follow "
+                "the table's null_policy at ingestion); IS [NOT] NULL is not served."
+            )
+        raise refuse_local(
+            f"{node.sql('postgres')} is not a supported condition on private column "
+            f"{self.col}; use comparisons with numbers, BETWEEN, AND/OR/NOT."
+        )
 
     def _exact(self, what: str) -> None:
         if self.col_type != "int":
-            raise refuse_local(f"{what} on the continuous private column {self.col} is not served "
-                          "(spec §8): its values are only known to a bucket; use a range such as "
-                          f"{self.col} BETWEEN a AND b.")
+            raise refuse_local(
+                f"{what} on the continuous private column {self.col} is not served "
+                "(spec §8): its values are only known to a bucket; use a range such as "
+                f"{self.col} BETWEEN a AND b."
+            )
 
 
-def compile_weight(ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str,
-                   edges: str = "interpolate") -> Weight:
+def compile_weight(
+    ctx: Ctx, lay: Layout, col: str, node: exp.Expression, kind: str, edges: str = "interpolate"
+) -> Weight:
     """The :class:`Weight` of a predicate (kind "truth") or expression (kind "value") over
     private column ``col``, checked (a refusal says what is allowed)."""
     comp = _Compile(ctx, col, lay.col_type(col))

@@ -22,13 +22,14 @@ Each is the same value of the same type as the string literal it replaces, so th
 a hash keeps are the same as with the literal.
 SQL only: no I/O.
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
 
 __all__ = ["PG_PREFIX", "ParamSQL", "bound", "key", "marker", "rebound", "spell"]
 
-PG_PREFIX = "dpgate."              # Postgres: parameter ``name`` is the session setting ``dpgate.name``
+PG_PREFIX = "dpgate."  # Postgres: parameter ``name`` is the session setting ``dpgate.name``
 
 
 class ParamSQL(str):
@@ -86,4 +87,5 @@ def spell(tree: exp.Expression, dialect: str) -> tuple[exp.Expression, frozenset
             names.add(node.this)
             return marker(node.this, dialect)
         return node
+
     return tree.transform(swap, copy=False), frozenset(names)

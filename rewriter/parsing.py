@@ -1,6 +1,7 @@
 """Parsing: one PostgreSQL statement to a sqlglot tree, with the statement's
 size bounded before the parser runs (the compiled parser holds the GIL, so its
 work must be bounded, not merely moved to a thread)."""
+
 from __future__ import annotations
 
 import threading
@@ -18,7 +19,7 @@ an INSERT of a few thousand rows; ~60 ms)."""
 
 
 _LOCAL = threading.local()
-_MEMO_CHARS = 4096          # the last statement's tokens are kept (``tokenize``) up to this length
+_MEMO_CHARS = 4096  # the last statement's tokens are kept (``tokenize``) up to this length
 
 
 def _postgres():
@@ -38,18 +39,24 @@ def parse(sql: str) -> exp.Expression:
         tokenizer, parser = _postgres()
         tokens = tokenizer.tokenize(sql)
         if len(tokens) > MAX_TOKENS:
-            raise Refusal("54000", f"statement too complex: {len(tokens)} tokens, the limit is "
-                          f"{MAX_TOKENS}.", hint="Split it, or use fewer terms (an IN list or "
-                          "BETWEEN instead of many ORs).")
+            raise Refusal(
+                "54000",
+                f"statement too complex: {len(tokens)} tokens, the limit is {MAX_TOKENS}.",
+                hint="Split it, or use fewer terms (an IN list or BETWEEN instead of many ORs).",
+            )
         exprs = [e for e in parser.parse(tokens, sql) if e is not None]
     except ParseError as e:
         err = e.errors[0] if e.errors else {}
         where = f" at line {err.get('line')}, column {err.get('col')}" if err.get("line") else ""
         desc = err.get("description") or str(e).splitlines()[0]
         top = len(tokens) > 2 and tokens[0].text.upper() == "SELECT" and tokens[1].text.upper() == "TOP"
-        raise Refusal(SYNTAX_ERROR, f"syntax error{where}: {desc}",
-                      hint="SELECT TOP n is T-SQL; write LIMIT n at the end (or FETCH FIRST n ROWS ONLY)."
-                      if top else None) from None
+        raise Refusal(
+            SYNTAX_ERROR,
+            f"syntax error{where}: {desc}",
+            hint="SELECT TOP n is T-SQL; write LIMIT n at the end (or FETCH FIRST n ROWS ONLY)."
+            if top
+            else None,
+        ) from None
     except SqlglotError as e:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {str(e).splitlines()[0]}", hint=None) from None
     if len(exprs) != 1:
@@ -65,8 +72,11 @@ def _complete(tree: exp.Expression) -> exp.Expression:
         for k, required in node.arg_types.items():
             if required and node.args.get(k) is None:
                 name = f"{node.sql_name().lower()}()" if isinstance(node, exp.Func) else "this clause"
-                raise Refusal(SYNTAX_ERROR, f"{name} is missing an argument.",
-                              hint="Write it with all its arguments, as in PostgreSQL.")
+                raise Refusal(
+                    SYNTAX_ERROR,
+                    f"{name} is missing an argument.",
+                    hint="Write it with all its arguments, as in PostgreSQL.",
+                )
     return tree
 
 
@@ -78,8 +88,11 @@ _TSQL_STATS = {"var": exp.Variance, "varp": exp.VariancePop, "stdevp": exp.Stdde
 def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
     for node in list(tree.find_all(exp.Anonymous)):
         cls = _TSQL_STATS.get(node.name.lower())
-        if cls is not None and len(node.expressions) == 1 and set(k for k, v in node.args.items() if v) \
-                <= {"this", "expressions"}:
+        if (
+            cls is not None
+            and len(node.expressions) == 1
+            and set(k for k, v in node.args.items() if v) <= {"this", "expressions"}
+        ):
             new = cls(this=node.expressions[0])
             if node is tree:
                 return new
@@ -101,5 +114,3 @@ def tokenize(sql: str) -> list | None:
     if len(sql) <= _MEMO_CHARS:
         _LOCAL.last = (sql, tokens)
     return tokens
-
-

@@ -25,6 +25,7 @@ rewriter's total-expression rules plus ``CASE WHEN``) and clamped to [eps_min, e
 SQL text is generated here from validated pieces only: quoted declared names,
 the rewriter's WHERE AST, and literals printed from config numbers.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,20 +42,30 @@ from config import Config, Table
 from . import build_plan, param_types, predicate
 from .args import understood
 from .emit import from_postgres, not_null_spelling
-from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal)
+from .errors import DATATYPE_MISMATCH, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .per_record_sql import PrivacySql, bucket_sql, clamp_sql, level_sql, privacy_sql, sql_double
 from .plan import Plan, source_relation
 from .scope import Ctx, T
 from .values import to_node
-from .per_record_sql import PrivacySql, bucket_sql, clamp_sql, level_sql, privacy_sql, sql_double
 
-__all__ = ["PolicySql", "PrPlan", "build_pr_plan", "check_expression", "pr_param_types",
-           "scan_sql", "values_sql"]
+__all__ = [
+    "PolicySql",
+    "PrPlan",
+    "build_pr_plan",
+    "check_expression",
+    "pr_param_types",
+    "scan_sql",
+    "values_sql",
+]
 
-_FLOAT_GUARD = float(2**53)   # |x| beyond this (and NaN, ±inf) is treated as NULL
+_FLOAT_GUARD = float(2**53)  # |x| beyond this (and NaN, ±inf) is treated as NULL
 
-ALLOWED = ("Allowed on a per-record DP table: SELECT [group columns,] COUNT(*), COUNT(col), "
-           "SUM(col) (several: the ε is split among them), or one MAX(col) or MIN(col) FROM the table [WHERE row predicate] [GROUP BY columns "
-           "with a declared domain] [ORDER BY outputs] [LIMIT n].")
+ALLOWED = (
+    "Allowed on a per-record DP table: SELECT [group columns,] COUNT(*), COUNT(col), "
+    "SUM(col) (several: the ε is split among them), or one MAX(col) or MIN(col) FROM the table [WHERE row predicate] [GROUP BY columns "
+    "with a declared domain] [ORDER BY outputs] [LIMIT n]."
+)
 
 
 @dataclass(frozen=True)
@@ -65,13 +76,13 @@ class PolicySql:
     [eps_min, eps_max]); the level upper bounds h_1..h_L; the value-bucket edges; U."""
 
     table: str
-    column: str | None               # the shortcut's column
-    function: PrivacySql | None      # shortcut E (bit-identical to the numpy E)
-    expr: exp.Expression | None      # custom: the validated expression (quoted columns)
+    column: str | None  # the shortcut's column
+    function: PrivacySql | None  # shortcut E (bit-identical to the numpy E)
+    expr: exp.Expression | None  # custom: the validated expression (quoted columns)
     eps_min: float
     eps_max: float
-    level_hi: tuple                  # h_1..h_L (spec 003 §3.1)
-    bucket_edges: tuple              # 2^0..2^(B-1) (spec 003 §12.3)
+    level_hi: tuple  # h_1..h_L (spec 003 §3.1)
+    bucket_edges: tuple  # 2^0..2^(B-1) (spec 003 §12.3)
     U: int
 
 
@@ -124,15 +135,15 @@ class PrPlan:
 
     plan: Plan
     func: Func
-    column: str | None          # None for COUNT(*)
-    parts: tuple = ()           # several COUNT/SUM in one statement: (func, column) per plan aggregate
+    column: str | None  # None for COUNT(*)
+    parts: tuple = ()  # several COUNT/SUM in one statement: (func, column) per plan aggregate
 
     @property
     def split(self) -> int:
         """How many releases share the tier's ε (each gets ε / split: sequential composition)."""
         return max(len(self.parts), 1)
 
-    def part(self, i: int) -> "PrPlan":
+    def part(self, i: int) -> PrPlan:
         """The i-th aggregate as a one-aggregate statement (same rows, keys and cells)."""
         func, col = self.parts[i]
         agg = self.plan.aggregates[i]
@@ -165,8 +176,12 @@ def substitute_extremes(expr: exp.Expression) -> tuple[exp.Expression, list[tupl
         for item in select.expressions:
             for agg in item.find_all(exp.AggFunc):
                 arg = agg.this
-                found.append((agg.key, None if isinstance(arg, exp.Star) or arg is None
-                              else arg.sql("postgres").lower()))
+                found.append(
+                    (
+                        agg.key,
+                        None if isinstance(arg, exp.Star) or arg is None else arg.sql("postgres").lower(),
+                    )
+                )
         for item in list(select.expressions):
             if isinstance(item, (exp.Max, exp.Min)):
                 item.replace(exp.alias_(item.copy(), item.key))
@@ -186,8 +201,9 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
         plan = build_plan(sub, config, params)
     except Refusal as r:
         if extreme:
-            r.message = (r.message.replace("SUM(", f"{extreme.upper()}(")
-                         .replace("SUM takes", f"{extreme.upper()} takes"))
+            r.message = r.message.replace("SUM(", f"{extreme.upper()}(").replace(
+                "SUM takes", f"{extreme.upper()} takes"
+            )
         r.message = r.message.replace("SUM(col), AVG(col)", "SUM(col), MAX(col)")
         if r.hint and r.hint.startswith("Allowed:"):
             r.hint = ALLOWED
@@ -196,55 +212,91 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
     if table.privacy is None:
         raise _refuse(UNSUPPORTED, f"table {plan.table} has no per-record policy")
     if any(g.expr is not None for g in plan.group_by):
-        raise _refuse(UNSUPPORTED, f"derived group keys (CASE, bins, date parts) are answered on "
-                      f"central tables; on per-record table {plan.table} group by a declared column "
-                      "with a public domain.")
+        raise _refuse(
+            UNSUPPORTED,
+            f"derived group keys (CASE, bins, date parts) are answered on "
+            f"central tables; on per-record table {plan.table} group by a declared column "
+            "with a public domain.",
+        )
     if plan.selection is not None:
-        raise _refuse(UNSUPPORTED, "HAVING and top-c (ORDER BY aggregate LIMIT c) are not available "
-                      f"on per-record table {plan.table}; ask for the aggregate per group instead.")
+        raise _refuse(
+            UNSUPPORTED,
+            "HAVING and top-c (ORDER BY aggregate LIMIT c) are not available "
+            f"on per-record table {plan.table}; ask for the aggregate per group instead.",
+        )
     if any(a.filter is not None for a in plan.aggregates):
-        raise _refuse(UNSUPPORTED, f"aggregate FILTER (WHERE …) and conditional counts are not available on "
-                      f"per-record table {plan.table}; put the condition in WHERE.")
+        raise _refuse(
+            UNSUPPORTED,
+            f"aggregate FILTER (WHERE …) and conditional counts are not available on "
+            f"per-record table {plan.table}; put the condition in WHERE.",
+        )
     if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
-        raise _refuse(UNSUPPORTED, f"expressions over aggregates and HAVING are not available on per-record "
-                      f"table {plan.table}; select the aggregate itself and compute in the client.")
+        raise _refuse(
+            UNSUPPORTED,
+            f"expressions over aggregates and HAVING are not available on per-record "
+            f"table {plan.table}; select the aggregate itself and compute in the client.",
+        )
     if any(a.func == "avg" for a in plan.aggregates):
-        raise _refuse(UNSUPPORTED, f"AVG is not available on per-record table {plan.table}; ask for "
-                      "SUM(col), COUNT(col) (one statement: the ε is split between them) and divide.")
+        raise _refuse(
+            UNSUPPORTED,
+            f"AVG is not available on per-record table {plan.table}; ask for "
+            "SUM(col), COUNT(col) (one statement: the ε is split between them) and divide.",
+        )
     if extreme and (len(set(found)) > 1 or len(plan.aggregates) != 1):
-        raise _refuse(UNSUPPORTED, f"MAX and MIN are answered alone on per-record table {plan.table} "
-                      "(their release has two rounds); ask for the other aggregates in a separate "
-                      "statement.")
-    if len(plan.aggregates) > 1:                 # COUNT/SUM together: the tier's ε split among them
+        raise _refuse(
+            UNSUPPORTED,
+            f"MAX and MIN are answered alone on per-record table {plan.table} "
+            "(their release has two rounds); ask for the other aggregates in a separate "
+            "statement.",
+        )
+    if len(plan.aggregates) > 1:  # COUNT/SUM together: the tier's ε split among them
         for a in plan.aggregates:
             if a.func not in ("count", "sum"):
-                raise _refuse(UNSUPPORTED, f"{a.label.upper()} is not available on per-record table "
-                              f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).")
+                raise _refuse(
+                    UNSUPPORTED,
+                    f"{a.label.upper()} is not available on per-record table "
+                    f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).",
+                )
             if a.column is not None and a.column not in table.columns:
-                raise _refuse(UNSUPPORTED, f"{a.label.upper()}: aggregates of expressions are answered on "
-                              f"central tables; on per-record table {plan.table} aggregate a declared column.")
+                raise _refuse(
+                    UNSUPPORTED,
+                    f"{a.label.upper()}: aggregates of expressions are answered on "
+                    f"central tables; on per-record table {plan.table} aggregate a declared column.",
+                )
             if a.func == "sum" and (table.columns[a.column].lower or 0) < 0:
-                raise _refuse(UNSUPPORTED, f"SUM({a.column}) is not available on per-record table "
-                              f"{plan.table}: {a.column} may be negative and the per-record mechanisms "
-                              "take values in [0, value_bound].")
+                raise _refuse(
+                    UNSUPPORTED,
+                    f"SUM({a.column}) is not available on per-record table "
+                    f"{plan.table}: {a.column} may be negative and the per-record mechanisms "
+                    "take values in [0, value_bound].",
+                )
         first = plan.aggregates[0]
         return PrPlan(plan, first.func, first.column, tuple((a.func, a.column) for a in plan.aggregates))
     agg = plan.aggregates[0]
     if not extreme and agg.func not in ("count", "sum"):
-        raise _refuse(UNSUPPORTED, f"{agg.label.upper()} is not available on per-record table "
-                      f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).")
+        raise _refuse(
+            UNSUPPORTED,
+            f"{agg.label.upper()} is not available on per-record table "
+            f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).",
+        )
     func: Func = extreme if extreme else agg.func
     col = agg.column
-    if col is not None and col not in table.columns:      # SUM(a + b): central tables only
-        raise _refuse(UNSUPPORTED, f"{func.upper()} of an expression is answered on central tables; on "
-                      f"per-record table {plan.table} aggregate a declared column.")
+    if col is not None and col not in table.columns:  # SUM(a + b): central tables only
+        raise _refuse(
+            UNSUPPORTED,
+            f"{func.upper()} of an expression is answered on central tables; on "
+            f"per-record table {plan.table} aggregate a declared column.",
+        )
     if func in ("sum", "max", "min"):
         spec = table.columns[col]
         if spec.lower is not None and spec.lower < 0:
-            raise _refuse(UNSUPPORTED, f"{func.upper()}({col}) is not available on per-record "
-                          f"table {plan.table}: {col} may be negative (declared lower "
-                          f"{spec.lower:g}) and the per-record mechanisms take values in "
-                          "[0, value_bound].")
+            raise _refuse(
+                UNSUPPORTED,
+                f"{func.upper()}({col}) is not available on per-record "
+                f"table {plan.table}: {col} may be negative (declared lower "
+                f"{spec.lower:g}) and the per-record mechanisms take values in "
+                "[0, value_bound].",
+            )
     return PrPlan(plan, func, col)
 
 
@@ -254,6 +306,7 @@ def pr_param_types(expr: exp.Expression, config: Config):
 
 
 # -- backend SQL --------------------------------------------------------------------
+
 
 def _q(name: str, dialect: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect=dialect)
@@ -271,8 +324,7 @@ def _quantized(col: str, type_: str, dialect: str) -> str:
     if type_ == "int":
         return f"ROUND(CAST({c} AS DOUBLE PRECISION))"
     g = sql_double(_FLOAT_GUARD)
-    return (f"CASE WHEN {c} >= -{g} AND {c} <= {g} "
-            f"THEN ROUND(CAST({c} AS DOUBLE PRECISION)) END")
+    return f"CASE WHEN {c} >= -{g} AND {c} <= {g} THEN ROUND(CAST({c} AS DOUBLE PRECISION)) END"
 
 
 def _key_filter(g, k: str, dialect: str) -> str:
@@ -285,8 +337,8 @@ def _key_filter(g, k: str, dialect: str) -> str:
 
 @dataclass(frozen=True)
 class _Parts:
-    ctes: str          # "WITH pr_s AS (…), pr_t AS (…), pr_u AS (…)"
-    keys: list[str]    # k1…kn
+    ctes: str  # "WITH pr_s AS (…), pr_t AS (…), pr_u AS (…)"
+    keys: list[str]  # k1…kn
 
 
 def _parts(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, buckets: bool) -> _Parts:
@@ -326,8 +378,15 @@ def _parts(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, buckets: b
     return _Parts(f"WITH {s}, {t}, {u}", keys)
 
 
-def scan_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, *, buckets: bool = False,
-             with_sum: bool = False) -> str:
+def scan_sql(
+    prp: PrPlan,
+    pol: PolicySql,
+    config: Config,
+    dialect: str,
+    *,
+    buckets: bool = False,
+    with_sum: bool = False,
+) -> str:
     """The ONE scan: ``SELECT keys, lvl[, b], COUNT(*)[, SUM(v)] … GROUP BY keys, lvl[, b]``.
 
     Rows: (k_1…k_n, lvl, [b,] cnt[, sm]); missing (cell, level, bucket) combinations are
@@ -344,8 +403,7 @@ def _text_dialect(dialect: str) -> str:
     return "postgres" if dialect == "spark" else dialect
 
 
-def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str,
-               ells: dict[tuple, int]) -> str:
+def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, ells: dict[tuple, int]) -> str:
     """MAX/MIN round 2, one query for all cells: the distinct values (with counts) of the
     records whose level is >= their cell's ℓ (Algorithm 2's D_ℓ).
     Rows: (k_1…k_n, v, cnt)."""
@@ -353,17 +411,23 @@ def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str,
     p = _parts(prp, pol, config, dialect, False)
     if not p.keys:
         (ell,) = ells.values()
-        return from_postgres(f"{p.ctes} SELECT v, COUNT(*) AS cnt FROM pr_u WHERE lvl >= {int(ell)} GROUP BY v",
-                             target)
+        return from_postgres(
+            f"{p.ctes} SELECT v, COUNT(*) AS cnt FROM pr_u WHERE lvl >= {int(ell)} GROUP BY v", target
+        )
     groups = prp.plan.group_by
-    rows = ", ".join("(" + ", ".join([*(_lit(v, g.type, dialect) for v, g in zip(cell, groups)),
-                                      str(int(ell))]) + ")" for cell, ell in ells.items())
+    rows = ", ".join(
+        "(" + ", ".join([*(_lit(v, g.type, dialect) for v, g in zip(cell, groups)), str(int(ell))]) + ")"
+        for cell, ell in ells.items()
+    )
     cols = ", ".join([*p.keys, "ell"])
     on = " AND ".join(f"u.{k} = l.{k}" for k in p.keys)
     ks = ", ".join(f"u.{k}" for k in p.keys)
-    return from_postgres(f"{p.ctes}, pr_ell ({cols}) AS (VALUES {rows}) "
-                         f"SELECT {ks}, u.v, COUNT(*) AS cnt FROM pr_u AS u JOIN pr_ell AS l ON {on} "
-                         f"WHERE u.lvl >= l.ell GROUP BY {ks}, u.v", target)
+    return from_postgres(
+        f"{p.ctes}, pr_ell ({cols}) AS (VALUES {rows}) "
+        f"SELECT {ks}, u.v, COUNT(*) AS cnt FROM pr_u AS u JOIN pr_ell AS l ON {on} "
+        f"WHERE u.lvl >= l.ell GROUP BY {ks}, u.v",
+        target,
+    )
 
 
 def with_source(prp: PrPlan, source: str) -> PrPlan:

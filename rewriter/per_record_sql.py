@@ -17,13 +17,22 @@ Literals are ``CAST('<repr>' AS DOUBLE PRECISION)`` so they round-trip exactly
 (:func:`sql_double`). Plain SQL accepted by DuckDB and Postgres: CAST, ROUND, LEAST, GREATEST,
 ABS, SQRT, LN, CASE. NULL inputs get eps_min through CASE (GREATEST/LEAST skip NULLs).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-__all__ = ["PrivacySql", "sql_double", "clamp_sql", "privacy_sql", "level_sql", "bucket_sql",
-           "level_scan_sql", "max_values_sql"]
+__all__ = [
+    "PrivacySql",
+    "sql_double",
+    "clamp_sql",
+    "privacy_sql",
+    "level_sql",
+    "bucket_sql",
+    "level_scan_sql",
+    "max_values_sql",
+]
 
 
 @dataclass(frozen=True)
@@ -51,8 +60,10 @@ def sql_double(x: float) -> str:
 def clamp_sql(expr: str, eps_min: float, eps_max: float) -> str:
     """Clamp a user-supplied E expression to [eps_min, eps_max]; NULL -> eps_min."""
     lo, hi = sql_double(eps_min), sql_double(eps_max)
-    return (f"CASE WHEN ({expr}) IS NULL THEN {lo} "
-            f"ELSE LEAST(GREATEST(CAST(({expr}) AS DOUBLE PRECISION), {lo}), {hi}) END")
+    return (
+        f"CASE WHEN ({expr}) IS NULL THEN {lo} "
+        f"ELSE LEAST(GREATEST(CAST(({expr}) AS DOUBLE PRECISION), {lo}), {hi}) END"
+    )
 
 
 def _g_sql(f: PrivacySql, x: str) -> str:
@@ -69,8 +80,10 @@ def _g_sql(f: PrivacySql, x: str) -> str:
 def privacy_sql(f: PrivacySql, col: str) -> str:
     """E(col) as a SQL scalar expression over ``col`` (a column or expression)."""
     x = f"GREATEST(ABS(CAST(({col}) AS DOUBLE PRECISION)), {sql_double(f.v_cap)})"
-    core = (f"LEAST(GREATEST({sql_double(f.alpha)} / ({_g_sql(f, x)}), "
-            f"{sql_double(f.eps_min)}), {sql_double(f.eps_max)})")
+    core = (
+        f"LEAST(GREATEST({sql_double(f.alpha)} / ({_g_sql(f, x)}), "
+        f"{sql_double(f.eps_min)}), {sql_double(f.eps_max)})"
+    )
     return f"CASE WHEN ({col}) IS NULL THEN {sql_double(f.eps_min)} ELSE {core} END"
 
 
@@ -93,21 +106,39 @@ def bucket_sql(v: str, edges: tuple) -> str:
     return f"CASE {whens} ELSE {len(edges)} END"
 
 
-def _lv_cte(source: str, col: str, f: PrivacySql, U: int, hi: tuple, edges: tuple | None,
-            where: str | None, keep_nulls: bool) -> str:
+def _lv_cte(
+    source: str,
+    col: str,
+    f: PrivacySql,
+    U: int,
+    hi: tuple,
+    edges: tuple | None,
+    where: str | None,
+    keep_nulls: bool,
+) -> str:
     conds = [f"({where})"] if where else []
     if not keep_nulls:
         conds.append(f"({col}) IS NOT NULL")
     w = f" WHERE {' AND '.join(conds)}" if conds else ""
     b = f", {bucket_sql('v', edges)} AS b" if edges is not None else ""
-    return (f"WITH q AS (SELECT ROUND(CAST(({col}) AS DOUBLE PRECISION)) AS q FROM {source}{w}), "
-            f"e AS (SELECT CAST(LEAST(GREATEST(q, 0), {int(U)}) AS BIGINT) AS v, {privacy_sql(f, 'q')} AS e FROM q), "
-            f"lv AS (SELECT v, {level_sql('e', hi)} AS lvl{b} FROM e) ")
+    return (
+        f"WITH q AS (SELECT ROUND(CAST(({col}) AS DOUBLE PRECISION)) AS q FROM {source}{w}), "
+        f"e AS (SELECT CAST(LEAST(GREATEST(q, 0), {int(U)}) AS BIGINT) AS v, {privacy_sql(f, 'q')} AS e FROM q), "
+        f"lv AS (SELECT v, {level_sql('e', hi)} AS lvl{b} FROM e) "
+    )
 
 
-def level_scan_sql(source: str, col: str, f: PrivacySql, U: int, hi: tuple,
-                   edges: tuple | None = None, with_sum: bool = False, where: str | None = None,
-                   keep_nulls: bool = False) -> str:
+def level_scan_sql(
+    source: str,
+    col: str,
+    f: PrivacySql,
+    U: int,
+    hi: tuple,
+    edges: tuple | None = None,
+    with_sum: bool = False,
+    where: str | None = None,
+    keep_nulls: bool = False,
+) -> str:
     """Reference shape of the ONE scan every per-record mechanism needs (spec 003 §12.2; the
     served statements use :func:`rewriter.per_record.scan_sql`, which adds keys and filters):
 
@@ -119,13 +150,18 @@ def level_scan_sql(source: str, col: str, f: PrivacySql, U: int, hi: tuple,
     ``keep_nulls=True`` for COUNT(*) (NULL rows get eps_min); SUM/MAX/COUNT(col) drop them."""
     keys = "lvl, b" if edges is not None else "lvl"
     s = ", SUM(v) AS s" if with_sum or edges is not None else ""
-    return (_lv_cte(source, col, f, U, hi, edges, where, keep_nulls)
-            + f"SELECT {keys}, COUNT(*) AS cnt{s} FROM lv GROUP BY {keys}")
+    return (
+        _lv_cte(source, col, f, U, hi, edges, where, keep_nulls)
+        + f"SELECT {keys}, COUNT(*) AS cnt{s} FROM lv GROUP BY {keys}"
+    )
 
 
-def max_values_sql(source: str, col: str, f: PrivacySql, U: int, hi: tuple, ell: int,
-                   where: str | None = None) -> str:
+def max_values_sql(
+    source: str, col: str, f: PrivacySql, U: int, hi: tuple, ell: int, where: str | None = None
+) -> str:
     """MAX round 2 (spec 003 §12.4, after ``FrameworkMax.select_level``): the distinct values of
     D_ell with counts."""
-    return (_lv_cte(source, col, f, U, hi, None, where, False)
-            + f"SELECT v, COUNT(*) AS cnt FROM lv WHERE lvl >= {int(ell)} GROUP BY v")
+    return (
+        _lv_cte(source, col, f, U, hi, None, where, False)
+        + f"SELECT v, COUNT(*) AS cnt FROM lv WHERE lvl >= {int(ell)} GROUP BY v"
+    )

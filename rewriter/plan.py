@@ -15,6 +15,7 @@ None (row-level). Room to grow without a rewrite: ``joins`` (public tables) is c
 by the plan and defaults to none; the emitter and the mechanisms key on ``Measure``/``Aggregate`` kinds, so a
 new kind is a new rule, not a new plan.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,7 +58,7 @@ class Measure:
     type: ColumnType | None = None
     lower: float | None = None
     upper: float | None = None
-    filter: exp.Expression | None = None   # count_if, and FILTER (WHERE …) of count/sum: only rows where
+    filter: exp.Expression | None = None  # count_if, and FILTER (WHERE …) of count/sum: only rows where
     #                                        this (checked) predicate is true
 
 
@@ -68,23 +69,24 @@ class Aggregate:
     count → (count measure,); sum → (sum measure,); avg → (sum measure, count measure).
     """
 
-    func: Literal["count", "sum", "avg", "count_distinct",
-                  "var_pop", "var_samp", "stddev_pop", "stddev_samp"]
+    func: Literal["count", "sum", "avg", "count_distinct", "var_pop", "var_samp", "stddev_pop", "stddev_samp"]
     column: str | None
     type: ColumnType | None
     lower: float | None
     upper: float | None
     measures: tuple[int, ...]
-    mechanism: str | None = None     # AVG: the configured mean mechanism (config avg_mechanism)
-    filter: exp.Expression | None = None   # agg FILTER (WHERE …) / SUM(CASE WHEN … THEN 1 ELSE 0 END)
+    mechanism: str | None = None  # AVG: the configured mean mechanism (config avg_mechanism)
+    filter: exp.Expression | None = None  # agg FILTER (WHERE …) / SUM(CASE WHEN … THEN 1 ELSE 0 END)
 
     @property
     def label(self) -> str:
         if self.func == "count_distinct":
             return f"count(distinct {self.column})"
         if self.filter is not None:
-            return (f"{self.func}({self.column or '*'}) filter "
-                    f"(where {_generator().generate(self.filter, copy=True)})")
+            return (
+                f"{self.func}({self.column or '*'}) filter "
+                f"(where {_generator().generate(self.filter, copy=True)})"
+            )
         return f"{self.func}({self.column or '*'})"
 
 
@@ -96,7 +98,7 @@ class Output:
     both spellings); ``type`` is the type after them ("numeric" only here)."""
 
     name: str
-    source: Literal["group", "aggregate", "expr"]   # "expr": ``post`` is a tree (rewriter.postprocess)
+    source: Literal["group", "aggregate", "expr"]  # "expr": ``post`` is a tree (rewriter.postprocess)
     index: int
     type: ColumnType | Literal["numeric"]
     post: tuple = ()
@@ -130,7 +132,7 @@ class Selection:
     threshold: float | None
     c: int | None
     values: bool
-    per_key: tuple = ()      # ((group value, threshold), …): public per-group thresholds; else `threshold`
+    per_key: tuple = ()  # ((group value, threshold), …): public per-group thresholds; else `threshold`
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,8 @@ class UnitBounds:
     column: str
     max_groups: int
     max_rows: int
-    label: str = ""          # how the unit is named to the analyst (e.g. orders.customer_id), if not `column`
-    total: bool = False      # max_rows bounds the unit's rows in the statement, not per cell
+    label: str = ""  # how the unit is named to the analyst (e.g. orders.customer_id), if not `column`
+    total: bool = False  # max_rows bounds the unit's rows in the statement, not per cell
 
     @property
     def name(self) -> str:
@@ -162,14 +164,16 @@ class Plan:
     order_by: tuple[OrderItem, ...] = ()
     limit: int | None = None
     offset: int = 0
-    unit: UnitBounds | None = None     # the privacy unit (None: each row is protected)
-    joins: tuple = field(default=())   # lookup joins (rewriter.joins): ((table, column, key, how), …)
-    relation: exp.Expression | None = None   # the lookup join's relation (rewriter.joins), else `source`
+    unit: UnitBounds | None = None  # the privacy unit (None: each row is protected)
+    joins: tuple = field(default=())  # lookup joins (rewriter.joins): ((table, column, key, how), …)
+    relation: exp.Expression | None = None  # the lookup join's relation (rewriter.joins), else `source`
     selection: Selection | None = None
-    row_filter: tuple | None = None    # post-processing filter on released rows (rewriter.postprocess)
-    key_filter: tuple[str, ...] = ()   # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
-    consistent: bool = True            # released values clamped to their public range (the table's `consistent`)
-    per_unit: str = ""                 # over a per-unit relation (rewriter.histogram): what it protects, in words
+    row_filter: tuple | None = None  # post-processing filter on released rows (rewriter.postprocess)
+    key_filter: tuple[
+        str, ...
+    ] = ()  # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
+    consistent: bool = True  # released values clamped to their public range (the table's `consistent`)
+    per_unit: str = ""  # over a per-unit relation (rewriter.histogram): what it protects, in words
 
     @property
     def selected(self) -> bool:
@@ -180,7 +184,7 @@ class Plan:
     def n_cells(self) -> int:
         """The number of public cells (unbounded — 2^31 — when the keys are selected)."""
         if self.selected:
-            return 2 ** 31
+            return 2**31
         n = 1
         for g in self.group_by:
             n *= len(g.domain)
@@ -206,22 +210,28 @@ class Plan:
             return cached
         where = _canonical_where(self.where)
         groups = ",".join(g.column for g in self.group_by)
-        aggs = ",".join(sorted(
-            f"{a.label}[{a.lower},{a.upper}]" + (f"/{a.mechanism}" if a.mechanism else "")
-            for a in self.aggregates))
+        aggs = ",".join(
+            sorted(
+                f"{a.label}[{a.lower},{a.upper}]" + (f"/{a.mechanism}" if a.mechanism else "")
+                for a in self.aggregates
+            )
+        )
         u = self.unit
         unit = f"{u.column}:{u.max_groups}:{u.max_rows}" if u is not None else ""
         sel = ""
         if self.selection is not None:
             s = self.selection
-            sel = (f";select={s.kind}:{self.aggregates[s.aggregate].label}{s.op}{s.threshold!r}"
-                   f":c={s.c}:values={s.values}:per_key={sorted(s.per_key, key=repr)!r}")
+            sel = (
+                f";select={s.kind}:{self.aggregates[s.aggregate].label}{s.op}{s.threshold!r}"
+                f":c={s.c}:values={s.values}:per_key={sorted(s.per_key, key=repr)!r}"
+            )
         joins = f";joins={self.joins!r}" if self.joins else ""
-        if self.per_unit:                   # the per-unit relation (rewriter.histogram) is part of the measurement
+        if self.per_unit:  # the per-unit relation (rewriter.histogram) is part of the measurement
             joins += f";units={_generator().generate(self.relation, copy=True)};buckets=" + ",".join(
-                f"{g.column}:{len(g.domain)}" for g in self.group_by)
+                f"{g.column}:{len(g.domain)}" for g in self.group_by
+            )
         text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}{joins}"
-        self.__dict__["_canonical"] = text          # a frozen dataclass: cache beside the fields
+        self.__dict__["_canonical"] = text  # a frozen dataclass: cache beside the fields
         return text
 
     def from_(self) -> exp.Expression:

@@ -20,6 +20,7 @@ The tree is nested tuples (hashable, so a frozen plan can hold it):
     ("display", steps, a)   ROUND / FLOOR / CEIL / CAST steps (:func:`rewriter.aggregates.post_steps`)
     ("case", ((cond, value), …), default)
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -27,9 +28,12 @@ from decimal import Decimal
 from sqlglot import exp
 
 from . import predicate
-from .aggregates import add_aggregate as add_select_aggregate, aggregate, measure_index, post_steps, post_type
+from .aggregates import add_aggregate as add_select_aggregate
+from .aggregates import aggregate, measure_index, post_steps, post_type
 from .args import ALLOWED, understood
-from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .errors import DATATYPE_MISMATCH, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .plan import Aggregate, Measure
 from .scope import Ctx
 
@@ -38,11 +42,20 @@ _AGGS = (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min)
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 _LOGIC = {exp.And: "and", exp.Or: "or"}
-_FUNCS = {exp.Abs: "abs", exp.Pow: "power", exp.Sqrt: "sqrt", exp.Greatest: "greatest",
-          exp.Least: "least", exp.Coalesce: "coalesce", exp.Nullif: "nullif"}
-HINT = ("Over aggregates dpgate computes + - * / %, comparisons, AND/OR/NOT, CASE, ABS, POWER, "
-        "SQRT, ROUND, FLOOR, CEIL, CAST, GREATEST, LEAST, COALESCE, NULLIF and PI(); "
-        "for anything else select the aggregates and compute it in the client.")
+_FUNCS = {
+    exp.Abs: "abs",
+    exp.Pow: "power",
+    exp.Sqrt: "sqrt",
+    exp.Greatest: "greatest",
+    exp.Least: "least",
+    exp.Coalesce: "coalesce",
+    exp.Nullif: "nullif",
+}
+HINT = (
+    "Over aggregates dpgate computes + - * / %, comparisons, AND/OR/NOT, CASE, ABS, POWER, "
+    "SQRT, ROUND, FLOOR, CEIL, CAST, GREATEST, LEAST, COALESCE, NULLIF and PI(); "
+    "for anything else select the aggregates and compute it in the client."
+)
 
 
 def _is_constant_sum(node) -> bool:
@@ -58,9 +71,12 @@ def _conditional_count(node):
     ``COUNT(*) FILTER (WHERE p)`` and ``COUNT(CASE WHEN p THEN <constant> END)`` → (p, None);
     ``SUM(CASE WHEN p THEN c [ELSE 0 | ELSE NULL] END)`` → (p, c): c × the count of rows
     where p is true (one more aggregate sharing ε, not a different WHERE)."""
-    if isinstance(node, exp.Filter) and isinstance(node.this, exp.Count) and isinstance(
-            node.expression, exp.Where) and (isinstance(node.this.this, exp.Star) or isinstance(
-            node.this.this, exp.Literal)):
+    if (
+        isinstance(node, exp.Filter)
+        and isinstance(node.this, exp.Count)
+        and isinstance(node.expression, exp.Where)
+        and (isinstance(node.this.this, exp.Star) or isinstance(node.this.this, exp.Literal))
+    ):
         understood(node, frozenset({"this", "expression"})), understood(node.this)
         return node.expression.this, None
     if not isinstance(node, (exp.Sum, exp.Count)) or not isinstance(node.this, exp.Case):
@@ -74,8 +90,11 @@ def _conditional_count(node):
         return None
     if isinstance(node, exp.Count):
         return (ifs[0].this, None) if default is None or isinstance(default, exp.Null) else None
-    zero = default is None or isinstance(default, exp.Null) or (
-        isinstance(default, exp.Literal) and not default.is_string and float(default.this) == 0)
+    zero = (
+        default is None
+        or isinstance(default, exp.Null)
+        or (isinstance(default, exp.Literal) and not default.is_string and float(default.this) == 0)
+    )
     return (ifs[0].this, then) if zero else None
 
 
@@ -92,7 +111,7 @@ def wanted(node: exp.Expression) -> bool:
         return False
     chain = post_steps(node)
     if chain is not None and not _is_constant_sum(chain[0]):
-        return False                     # display steps over one aggregate: rewriter.select
+        return False  # display steps over one aggregate: rewriter.select
     has_agg = node.find(*_AGGS) is not None
     return has_agg or node.find(exp.Column, exp.Star) is None
 
@@ -130,7 +149,7 @@ def tree(node: exp.Expression, ctx: Ctx):
     if cond is not None:
         ref = ("aggref", "count_if", predicate.where(cond[0], ctx))
         return ref if cond[1] is None else ("op", "*", ref, tree(cond[1], ctx))
-    if isinstance(node, (exp.AggFunc, exp.Filter)):       # COUNT/SUM/AVG, VAR_POP …: released values
+    if isinstance(node, (exp.AggFunc, exp.Filter)):  # COUNT/SUM/AVG, VAR_POP …: released values
         return ("aggref",) + aggregate(node, ctx)
     steps = post_steps(node)
     if steps is not None:
@@ -155,12 +174,12 @@ def tree(node: exp.Expression, ctx: Ctx):
             return ("lit", node.this, "text")
         if node.is_int:
             return ("lit", int(node.this), "int")
-        return ("lit", Decimal(node.this), "numeric")       # 100.0, 1e3: numeric in Postgres
+        return ("lit", Decimal(node.this), "numeric")  # 100.0, 1e3: numeric in Postgres
     if isinstance(node, exp.Boolean):
         return ("lit", bool(node.this), "bool")
     if isinstance(node, exp.Null):
         return ("lit", None, None)
-    if isinstance(node, exp.Parameter):               # $n: a public number
+    if isinstance(node, exp.Parameter):  # $n: a public number
         t = ctx.settle(ctx.param(node), "float")
         return ("lit", None if ctx.infer else t.value, "float")
     if isinstance(node, exp.Neg):
@@ -180,29 +199,35 @@ def tree(node: exp.Expression, ctx: Ctx):
             return ("op", sym, tree(node.this, ctx), tree(node.expression, ctx))
     if isinstance(node, exp.Pi):
         return ("fn", "pi")
-    if isinstance(node, exp.Rand) and not any(node.args.values()):   # random(): no data, evaluated by dpgate
+    if isinstance(node, exp.Rand) and not any(node.args.values()):  # random(): no data, evaluated by dpgate
         return ("fn", "random")
     fn = _FUNCS.get(type(node))
     if fn is not None:
         understood(node, ALLOWED.get(type(node)) or frozenset({"this", "expression", "expressions"}))
-        args = [node.this] + ([node.expression] if node.args.get("expression") is not None else []) \
+        args = (
+            [node.this]
+            + ([node.expression] if node.args.get("expression") is not None else [])
             + list(node.expressions or [])
+        )
         return ("fn", fn, *(tree(a, ctx) for a in args))
     if isinstance(node, exp.Case):
         understood(node)
-        if node.this is not None:            # CASE x WHEN v THEN …: x = v
+        if node.this is not None:  # CASE x WHEN v THEN …: x = v
             subject = tree(node.this, ctx)
-            ifs = tuple((("op", "=", subject, tree(understood(w).this, ctx)), tree(w.args["true"], ctx))
-                        for w in node.args.get("ifs") or [])
+            ifs = tuple(
+                (("op", "=", subject, tree(understood(w).this, ctx)), tree(w.args["true"], ctx))
+                for w in node.args.get("ifs") or []
+            )
         else:
-            ifs = tuple((tree(understood(w).this, ctx), tree(w.args["true"], ctx))
-                        for w in node.args.get("ifs") or [])
+            ifs = tuple(
+                (tree(understood(w).this, ctx), tree(w.args["true"], ctx)) for w in node.args.get("ifs") or []
+            )
         d = node.args.get("default")
         return ("case", ifs, tree(d, ctx) if d is not None else ("lit", None, None))
     if isinstance(node, exp.Anonymous):
         raise Refusal("42883", f"function {node.name.lower()}() is not available in dpgate.", hint=HINT)
     if node.find(*_AGGS) is None and isinstance(ctx, Ctx):
-        predicate.check(node, ctx)          # its own refusal (unknown function, bad operand …)
+        predicate.check(node, ctx)  # its own refusal (unknown function, bad operand …)
     raise Refusal(UNSUPPORTED, f"{node.sql('postgres')[:60]} is not supported over aggregates.", hint=HINT)
 
 
@@ -259,8 +284,11 @@ def resolve(t, agg, key):
         else:
             typ = _num_type(ta, tb, sym)
             if sym == "%" and typ == "float":
-                raise Refusal(UNSUPPORTED, "% over double precision is not defined in Postgres; "
-                              "CAST to numeric first.", hint=HINT)
+                raise Refusal(
+                    UNSUPPORTED,
+                    "% over double precision is not defined in Postgres; CAST to numeric first.",
+                    hint=HINT,
+                )
         return ("op", sym, a, b), typ
     if kind == "display":
         a, ta = resolve(t[2], agg, key)
@@ -278,7 +306,7 @@ def resolve(t, agg, key):
                 _num_type(ty, "int", fn)
         elif fn == "abs":
             typ = _num_type(types[0], types[0], fn)
-        else:                                    # greatest, least, coalesce, nullif
+        else:  # greatest, least, coalesce, nullif
             known = [ty for ty in types if ty is not None]
             typ = known[0] if known else None
             if any(ty in _NUM for ty in known):
@@ -287,7 +315,7 @@ def resolve(t, agg, key):
                     typ = _num_type(typ, ty, fn)
             if fn == "nullif":
                 typ = types[0]
-            else:                                # the common type, as Postgres resolves it
+            else:  # the common type, as Postgres resolves it
                 trees = tuple(_coerce(x, ty, typ) for x, ty in zip(trees, types))
         return ("fn", fn, *trees), typ
     if kind == "case":
@@ -326,18 +354,31 @@ def add_aggregate(func: str, col, ctx: Ctx, measures: list, aggs: list) -> tuple
     """(index, result type) of an aggregate inside an expression: a conditional count
     (``count_if``), or COUNT/SUM/AVG built as a select-list one
     (:func:`rewriter.aggregates.add_aggregate`), so identical aggregates are one release."""
-    if func == "count_if":                 # col: the checked predicate (rewriter.postprocess)
-        agg = Aggregate("count", None, None, None, None,
-                        (measure_index(Measure("count_if", filter=col), measures),), filter=col)
+    if func == "count_if":  # col: the checked predicate (rewriter.postprocess)
+        agg = Aggregate(
+            "count",
+            None,
+            None,
+            None,
+            None,
+            (measure_index(Measure("count_if", filter=col), measures),),
+            filter=col,
+        )
         if agg not in aggs:
             aggs.append(agg)
         return aggs.index(agg), "int"
     if func not in ("count", "sum", "avg"):
-        same = next((i for i, a in enumerate(aggs) if a.func == func and a.column == col and a.filter is None), None)
-        if same is not None:               # VAR_POP(x) in HAVING / ORDER BY, selected too: its release
+        same = next(
+            (i for i, a in enumerate(aggs) if a.func == func and a.column == col and a.filter is None), None
+        )
+        if same is not None:  # VAR_POP(x) in HAVING / ORDER BY, selected too: its release
             return same, "float" if func != "count_distinct" else "int"
-        raise Refusal(UNSUPPORTED, f"{func.upper()} is answered as a select item of its own, not "
-                      "inside an expression; select it and compute the expression in the client.", hint=HINT)
+        raise Refusal(
+            UNSUPPORTED,
+            f"{func.upper()} is answered as a select item of its own, not "
+            "inside an expression; select it and compute the expression in the client.",
+            hint=HINT,
+        )
     return add_select_aggregate(func, col, ctx, measures, aggs)
 
 
@@ -352,13 +393,19 @@ def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
 
     def key(name):
         if name not in gidx:
-            raise Refusal(DENIED, f"HAVING may use aggregates and group keys, not column {name} (its raw "
-                          "values are never read back); filter rows with WHERE.", hint=HINT)
+            raise Refusal(
+                DENIED,
+                f"HAVING may use aggregates and group keys, not column {name} (its raw "
+                "values are never read back); filter rows with WHERE.",
+                hint=HINT,
+            )
         return gidx[name], groups[gidx[name]].type
 
     r, typ = resolve(t, agg, key)
     if typ not in ("bool", None):
-        raise Refusal(DATATYPE_MISMATCH, f"argument of HAVING must be type boolean, not type {typ}.", hint=None)
+        raise Refusal(
+            DATATYPE_MISMATCH, f"argument of HAVING must be type boolean, not type {typ}.", hint=None
+        )
     return r, tuple(ms), tuple(aggs)
 
 
@@ -373,8 +420,12 @@ def resolve_sort(node: exp.Expression, groups, ctx: Ctx, measures: list, aggrega
 
     def key(name):
         if name not in gidx:
-            raise Refusal(UNSUPPORTED, f"ORDER BY column {name} is not a group key; order by group keys, "
-                          "aggregates or output columns.", hint=HINT)
+            raise Refusal(
+                UNSUPPORTED,
+                f"ORDER BY column {name} is not a group key; order by group keys, "
+                "aggregates or output columns.",
+                hint=HINT,
+            )
         return gidx[name], groups[gidx[name]].type
 
     return resolve(tree(node, ctx), agg, key)[0]

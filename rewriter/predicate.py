@@ -7,6 +7,7 @@ explicit parentheses, so equal predicates print equally (see ``Plan.canonical``)
 Anything whose evaluation could raise an error for some row is refused or made
 total (see :mod:`rewriter.arith`), so an error never reveals that a row exists.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,8 +18,9 @@ from . import arith, dates, text
 from .args import ALLOWED, sql_name, understood
 from .arith import paren
 from .arrays import ArrayLiteralError, parse_array_literal
-from .errors import (DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, GROUPING_ERROR,
-                     INSUFFICIENT_PRIVILEGE as DENIED, UNDEFINED_FUNCTION, Refusal)
+from .errors import DATATYPE_MISMATCH, GROUPING_ERROR, UNDEFINED_FUNCTION, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .scope import NUMERIC, Ctx, T, literal
 from .values import coerce, literal_value
 
@@ -34,7 +36,7 @@ def where(node: exp.Expression, ctx: Ctx) -> exp.Expression:
 
 def check(node: exp.Expression, ctx: Ctx) -> T:
     if type(node) in ALLOWED:
-        understood(node)     # a set argument no rule interprets is a refusal, never dropped
+        understood(node)  # a set argument no rule interprets is a refusal, never dropped
     if isinstance(node, exp.Paren):
         return check(node.this, ctx)
     ok, value = literal_value(node)
@@ -60,9 +62,13 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
     if isinstance(node, exp.NEQ) and _all_call(node.expression):
         return _not_any(node, ctx)
     if isinstance(node, (exp.Any, exp.All)) or (
-            isinstance(node, _CMP) and isinstance(node.expression, (exp.Any, exp.All))):
-        raise Refusal(UNSUPPORTED, "only col = ANY($1) (an array parameter) or col = ANY(ARRAY[…]) is "
-                      "supported; write col IN (…) or col NOT IN (…).")
+        isinstance(node, _CMP) and isinstance(node.expression, (exp.Any, exp.All))
+    ):
+        raise Refusal(
+            UNSUPPORTED,
+            "only col = ANY($1) (an array parameter) or col = ANY(ARRAY[…]) is "
+            "supported; write col IN (…) or col NOT IN (…).",
+        )
     if isinstance(node, _CMP):
         return _compare(type(node), check(node.this, ctx), check(node.expression, ctx), ctx)
     if isinstance(node, exp.Between):
@@ -76,12 +82,15 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
     if isinstance(node, exp.AggFunc):
         raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
     if isinstance(node, (exp.Escape, exp.SimilarTo, exp.RegexpLike, exp.RegexpILike)):
-        raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported (a regular expression's "
-                      "cost grows with its pattern); use LIKE/ILIKE with a literal pattern (backslash "
-                      "escapes): col LIKE '%text%' for contains, 'text%' for starts with.")
+        raise Refusal(
+            UNSUPPORTED,
+            f"{sql_name(node)} is not supported (a regular expression's "
+            "cost grows with its pattern); use LIKE/ILIKE with a literal pattern (backslash "
+            "escapes): col LIKE '%text%' for contains, 'text%' for starts with.",
+        )
     if isinstance(node, exp.Extract) and ctx.date_part is not None:
-        return ctx.date_part(node, ctx)      # extract(year from ts): the group key's own expression
-    timed = dates.rule(node, ctx, check)     # date/timestamp literals, now(), date ± interval
+        return ctx.date_part(node, ctx)  # extract(year from ts): the group key's own expression
+    timed = dates.rule(node, ctx, check)  # date/timestamp literals, now(), date ± interval
     if timed is not None:
         return timed
     rule = arith.RULES.get(type(node)) or text.RULES.get(type(node))
@@ -89,11 +98,16 @@ def check(node: exp.Expression, ctx: Ctx) -> T:
         return rule(node, ctx, check)
     if isinstance(node, exp.Func) and not isinstance(node, (exp.Case, exp.If)):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
-        raise Refusal(UNDEFINED_FUNCTION, f"function {name.lower()}() is not allowed; allowed "
-                      f"functions: {arith.ALLOWED_FUNCTIONS}.")
-    raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported in a row "
-                  "predicate; use comparisons, BETWEEN, IN, LIKE, IS NULL, AND/OR/NOT, "
-                  "arithmetic and allowed functions.")
+        raise Refusal(
+            UNDEFINED_FUNCTION,
+            f"function {name.lower()}() is not allowed; allowed functions: {arith.ALLOWED_FUNCTIONS}.",
+        )
+    raise Refusal(
+        UNSUPPORTED,
+        f"{sql_name(node)} is not supported in a row "
+        "predicate; use comparisons, BETWEEN, IN, LIKE, IS NULL, AND/OR/NOT, "
+        "arithmetic and allowed functions.",
+    )
 
 
 def boolean(t: T, ctx: Ctx, where_: str) -> T:
@@ -105,8 +119,7 @@ def boolean(t: T, ctx: Ctx, where_: str) -> T:
 
 def _connective(node: exp.Connector, ctx: Ctx) -> T:
     kind = type(node)
-    parts = [boolean(check(p, ctx), ctx, sql_name(node)).node
-             for p in node.flatten() if p is not node]
+    parts = [boolean(check(p, ctx), ctx, sql_name(node)).node for p in node.flatten() if p is not node]
     parts = sorted({p.sql("postgres"): p for p in parts}.items())
     items = [p if isinstance(p, kind) else paren(p) for _, p in parts]
     out = items[0]
@@ -121,12 +134,18 @@ def comparable(a: T, b: T, ctx: Ctx, what: str) -> tuple[T, T]:
         a = ctx.settle(a, b.type)
     b = ctx.settle(b, a.type)
     a = ctx.settle(a, b.type)
-    ok = (a.type is None or b.type is None or a.type == b.type
-          or (a.type in NUMERIC and b.type in NUMERIC)
-          or {a.type, b.type} <= {"date", "timestamp"})
+    ok = (
+        a.type is None
+        or b.type is None
+        or a.type == b.type
+        or (a.type in NUMERIC and b.type in NUMERIC)
+        or {a.type, b.type} <= {"date", "timestamp"}
+    )
     if not ok:
-        raise Refusal(DATATYPE_MISMATCH, f"cannot compare {a.type} with {b.type} in {what}; "
-                      "compare columns with values of the same type.")
+        raise Refusal(
+            DATATYPE_MISMATCH,
+            f"cannot compare {a.type} with {b.type} in {what}; compare columns with values of the same type.",
+        )
     return a, b
 
 
@@ -144,8 +163,9 @@ def _between(node: exp.Between, ctx: Ctx) -> T:
     out = exp.Between(this=paren(x.node), low=paren(lo.node), high=paren(hi.node))
     if node.args.get("symmetric"):
         # Postgres's own reading: (x BETWEEN a AND b) OR (x BETWEEN b AND a), NULLs included
-        swapped = exp.Between(this=paren(x.node.copy()), low=paren(hi.node.copy()),
-                              high=paren(lo.node.copy()))
+        swapped = exp.Between(
+            this=paren(x.node.copy()), low=paren(hi.node.copy()), high=paren(lo.node.copy())
+        )
         out = exp.Or(this=exp.Paren(this=out), expression=exp.Paren(this=swapped))
     return T(out, "bool")
 
@@ -179,35 +199,48 @@ def _any(node: exp.EQ, ctx: Ctx) -> T:
     if isinstance(arg, exp.Cast) and arg.to.is_type(exp.DataType.Type.ARRAY):
         understood(arg, frozenset({"this", "to"}))
         text = arg.this
-    if isinstance(text, exp.Literal) and text.is_string:       # '{1,2,3}': PostgreSQL's array literal text
+    if isinstance(text, exp.Literal) and text.is_string:  # '{1,2,3}': PostgreSQL's array literal text
         try:
             items = parse_array_literal(text.this)
         except ArrayLiteralError as e:
             raise Refusal("22P02", str(e), hint="Write an array as '{a,b,c}' or ARRAY[a, b, c].") from None
         if not items:
-            return T(exp.false(), "bool")      # x = ANY('{}') is false, even for a NULL x
-        return _in(exp.In(this=node.this, expressions=[exp.null() if v is None else exp.Literal.string(v)
-                                                         for v in items]), ctx)
+            return T(exp.false(), "bool")  # x = ANY('{}') is false, even for a NULL x
+        return _in(
+            exp.In(
+                this=node.this,
+                expressions=[exp.null() if v is None else exp.Literal.string(v) for v in items],
+            ),
+            ctx,
+        )
     if not isinstance(arg, exp.Parameter):
-        raise Refusal(UNSUPPORTED, "= ANY(…) takes an array parameter ($1), ARRAY[…] of values or an "
-                      "array literal '{…}'; write col IN (…) instead.")
+        raise Refusal(
+            UNSUPPORTED,
+            "= ANY(…) takes an array parameter ($1), ARRAY[…] of values or an "
+            "array literal '{…}'; write col IN (…) instead.",
+        )
     x = check(node.this, ctx)
     n = ctx.param(arg).param
     if x.type is None:
-        raise Refusal(UNSUPPORTED, "the left side of = ANY($n) must be a column or an expression of "
-                      "known type.")
+        raise Refusal(
+            UNSUPPORTED, "the left side of = ANY($n) must be a column or an expression of known type."
+        )
     if ctx.infer:
         ctx.types[n] = ctx.types.get(n) or f"{x.type}[]"
         return T(exp.EQ(this=paren(x.node), expression=exp.Any(this=arg.copy())), "bool")
     if n > len(ctx.params):
-        raise Refusal("08P01", f"the statement uses ${n} but only {len(ctx.params)} parameter(s) "
-                      "were supplied.", hint=None)
+        raise Refusal(
+            "08P01",
+            f"the statement uses ${n} but only {len(ctx.params)} parameter(s) were supplied.",
+            hint=None,
+        )
     values = ctx.params[n - 1]
     if not isinstance(values, (list, tuple)):
-        raise Refusal(DATATYPE_MISMATCH, f"= ANY(${n}) takes an array parameter (a list); for one "
-                      f"value write = ${n}.")
+        raise Refusal(
+            DATATYPE_MISMATCH, f"= ANY(${n}) takes an array parameter (a list); for one value write = ${n}."
+        )
     if not values:
-        return T(exp.false(), "bool")          # x = ANY('{}') is false, even for a NULL x
+        return T(exp.false(), "bool")  # x = ANY('{}') is false, even for a NULL x
     items = [literal(coerce(v, x.type, f"element of ${n}")) for v in values]
     nodes = sorted({t.node.sql("postgres"): t.node for t in items}.items())
     return T(exp.In(this=paren(x.node), expressions=[v for _, v in nodes]), "bool")
@@ -224,7 +257,7 @@ def _not_any(node: exp.NEQ, ctx: Ctx) -> T:
     is; over an empty array it is true, even for a NULL x."""
     understood(node.expression, frozenset({"this", "expressions"}))
     t = _any(exp.EQ(this=node.this, expression=exp.Any(this=node.expression.expressions[0])), ctx)
-    if isinstance(t.node, exp.Boolean) and not t.node.this:      # x = ANY('{}') is false
+    if isinstance(t.node, exp.Boolean) and not t.node.this:  # x = ANY('{}') is false
         return T(exp.true(), "bool")
     return T(exp.Not(this=paren(t.node)), "bool")
 
@@ -239,8 +272,11 @@ def _like(node: exp.Like | exp.ILike, ctx: Ctx) -> T:
     if pat.is_literal and pat.value is not None:
         trailing = len(pat.value) - len(pat.value.rstrip(ESCAPE))
         if trailing % 2:
-            raise Refusal("22025", "a LIKE pattern must not end with the escape character "
-                          "(backslash).", hint="Escape it as \\\\ or remove it.")
+            raise Refusal(
+                "22025",
+                "a LIKE pattern must not end with the escape character (backslash).",
+                hint="Escape it as \\\\ or remove it.",
+            )
     like = type(node)(this=paren(x.node), expression=pat.node)
     return T(exp.Escape(this=like, expression=exp.Literal.string(ESCAPE)), "bool")
 

@@ -8,6 +8,7 @@ as every statement, ``GROUP BY`` / ``ORDER BY`` declared columns or output posit
 ``LIMIT`` / ``OFFSET``. Only declared columns are ever read; anything else is refused.
 SQL only: no I/O.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from config import Config
 
 from . import predicate, shape
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import Refusal
 from .plan import source_relation
 from .scope import Ctx
 from .select import limit_offset
@@ -54,7 +56,9 @@ def plan_public(tree: exp.Expression, config: Config, params: list | None = None
     for node in select.expressions:
         alias = node.alias if isinstance(node, exp.Alias) else None
         inner = node.this if isinstance(node, exp.Alias) else node
-        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+        if isinstance(inner, exp.Star) or (
+            isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
+        ):
             for c, spec in table.columns.items():
                 items.append(exp.column(c, quoted=True))
                 cols.append((c, spec.type))
@@ -71,8 +75,17 @@ def plan_public(tree: exp.Expression, config: Config, params: list | None = None
         q = q.group_by(*[_ref(g, ctx, items) for g in group.expressions], copy=False)
     order = select.args.get("order")
     if order is not None:
-        q = q.order_by(*[exp.Ordered(this=_ref(o.this, ctx, items), desc=o.args.get("desc"),
-                                     nulls_first=o.args.get("nulls_first")) for o in order.expressions], copy=False)
+        q = q.order_by(
+            *[
+                exp.Ordered(
+                    this=_ref(o.this, ctx, items),
+                    desc=o.args.get("desc"),
+                    nulls_first=o.args.get("nulls_first"),
+                )
+                for o in order.expressions
+            ],
+            copy=False,
+        )
     limit, offset = limit_offset(select, ctx)
     if limit is not None:
         q = q.limit(limit, copy=False)
@@ -96,8 +109,11 @@ def _item(node: exp.Expression, ctx: Ctx, table) -> tuple[exp.Expression, str, s
             if func in ("sum", "avg") and t.type not in ("int", "float"):
                 raise Refusal(UNSUPPORTED, f"{func.upper()}({arg.name}) needs a numeric column.")
             return type(node)(this=t.node), func, typ
-    raise Refusal(UNSUPPORTED, "a public table is read with its columns and COUNT/SUM/AVG/MIN/MAX of them.",
-                  hint=f"SELECT * FROM {ctx.name} [WHERE …] [ORDER BY …] [LIMIT n]")
+    raise Refusal(
+        UNSUPPORTED,
+        "a public table is read with its columns and COUNT/SUM/AVG/MIN/MAX of them.",
+        hint=f"SELECT * FROM {ctx.name} [WHERE …] [ORDER BY …] [LIMIT n]",
+    )
 
 
 def _ref(node: exp.Expression, ctx: Ctx, items: list) -> exp.Expression:

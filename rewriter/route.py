@@ -11,6 +11,7 @@ with the catalog or the views, two declared tables, or a CTE named like a
 declared table is refused here, before any path sees it.
 SQL only: no I/O.
 """
+
 from __future__ import annotations
 
 import threading
@@ -31,7 +32,9 @@ Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed", "publi
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 VIEW_SCHEMA = "dpgate"
 _EXPLAIN_OPTIONS = frozenset({"ANALYZE", "VERBOSE"})
-_COPY_INNER = frozenset({"dp", "public", "catalog", "views", "unparsed"})   # unparsed: the catalog's, or refused
+_COPY_INNER = frozenset(
+    {"dp", "public", "catalog", "views", "unparsed"}
+)  # unparsed: the catalog's, or refused
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,10 @@ class Route:
     kind: Kind
     table: str | None = None
     body: str | None = None
-    inner: "Route | None" = None
-    catalog: bool = False       # reads catalog relations (pg_catalog, information_schema …)
-    error: Refusal | None = None   # for ``unparsed``: the parser's refusal
-    copy: CopyOut | None = None    # for ``copy``: the query (``body``) and the output format
+    inner: Route | None = None
+    catalog: bool = False  # reads catalog relations (pg_catalog, information_schema …)
+    error: Refusal | None = None  # for ``unparsed``: the parser's refusal
+    copy: CopyOut | None = None  # for ``copy``: the query (``body``) and the output format
 
 
 def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
@@ -56,20 +59,24 @@ def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
     if body is not None:
         inner = route(body, tables, catalog_relations)
         if inner.kind in ("explain", "copy"):
-            raise Refusal(FEATURE_NOT_SUPPORTED, f"EXPLAIN takes a query, not {inner.kind.upper()}.",
-                          hint=None)
+            raise Refusal(
+                FEATURE_NOT_SUPPORTED, f"EXPLAIN takes a query, not {inner.kind.upper()}.", hint=None
+            )
         return Route("explain", inner.table, body=body, inner=inner)
     cp = copy_statement(sql)
-    if cp is not None:            # COPY (query) TO STDOUT: the query's route, framed as COPY
+    if cp is not None:  # COPY (query) TO STDOUT: the query's route, framed as COPY
         inner = route(cp.query, tables, catalog_relations)
         if inner.kind not in _COPY_INNER:
-            raise Refusal(FEATURE_NOT_SUPPORTED, f"COPY takes a query (SELECT …), not {inner.kind.upper()}.",
-                          hint=COPY_HINT)
+            raise Refusal(
+                FEATURE_NOT_SUPPORTED,
+                f"COPY takes a query (SELECT …), not {inner.kind.upper()}.",
+                hint=COPY_HINT,
+            )
         return Route("copy", inner.table, body=cp.query, inner=inner, copy=cp)
     try:
         tree = parse(sql)
     except Refusal as r:
-        if r.sqlstate != SYNTAX_ERROR:           # too large: refused before any other look
+        if r.sqlstate != SYNTAX_ERROR:  # too large: refused before any other look
             raise
         return Route("unparsed", error=r)
     return classify(tree, tables, catalog_relations)
@@ -82,12 +89,15 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for t in tree.find_all(exp.Table):
         if not isinstance(t.this, exp.Identifier):
-            continue                                # a table function: the path's rules decide
+            continue  # a table function: the path's rules decide
         name, db = t.name, t.text("db")
         if not db and name in ctes:
             if name in tables:
-                raise Refusal(INSUFFICIENT_PRIVILEGE, f"a WITH query may not be named {name}, like "
-                              "a declared table; choose another name.", hint=None)
+                raise Refusal(
+                    INSUFFICIENT_PRIVILEGE,
+                    f"a WITH query may not be named {name}, like a declared table; choose another name.",
+                    hint=None,
+                )
             continue
         if db == VIEW_SCHEMA:
             views.add(name)
@@ -96,19 +106,28 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
         elif db in ("", "public") and name in tables:
             declared.add(name)
     if declared and (views or catalog):
-        raise Refusal(INSUFFICIENT_PRIVILEGE, "a statement reads either declared tables or the catalog "
-                      "and dpgate's views, not both; run them as separate statements.", hint=None)
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            "a statement reads either declared tables or the catalog "
+            "and dpgate's views, not both; run them as separate statements.",
+            hint=None,
+        )
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
     if len(declared) > 1 and not _lookup_joins(_joining(tree), len(declared)):
-        raise Refusal(INSUFFICIENT_PRIVILEGE, f"this statement reads {', '.join(sorted(declared))}: a statement "
-                      "reads one declared table, or a private table with lookup joins (JOIN t ON a.col = t.key).",
-                      hint=None)
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            f"this statement reads {', '.join(sorted(declared))}: a statement "
+            "reads one declared table, or a private table with lookup joins (JOIN t ON a.col = t.key).",
+            hint=None,
+        )
     if declared and not private and not isinstance(tree, exp.Insert):
         if len(public) > 1:
             raise Refusal(INSUFFICIENT_PRIVILEGE, "read one public table per statement.", hint=None)
         return Route("public", next(iter(public)))
-    table = _base(_joining(tree), private, tables) if len(private) > 1 else next(iter(private or declared), None)
+    table = (
+        _base(_joining(tree), private, tables) if len(private) > 1 else next(iter(private or declared), None)
+    )
     if isinstance(tree, exp.Insert):
         target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
         name = target.name if isinstance(target, exp.Table) else None
@@ -140,11 +159,16 @@ def _lookup_joins(tree: exp.Expression, tables: int) -> bool:
     join (its equality in WHERE); the joins planner checks the rest."""
     joins = tree.args.get("joins") or [] if isinstance(tree, exp.Select) else []
     ons = [j.args.get("on") for j in joins]
-    comma = [on is None and not j.side and not j.kind and not j.args.get("using") and not j.args.get("method")
-             for j, on in zip(joins, ons)]
+    comma = [
+        on is None and not j.side and not j.kind and not j.args.get("using") and not j.args.get("method")
+        for j, on in zip(joins, ons)
+    ]
     w = tree.args.get("where") if isinstance(tree, exp.Select) else None
-    return len(joins) >= tables - 1 and _equalities(w.this if w is not None else None) >= sum(comma) and all(
-        c or _equalities(on) for c, on in zip(comma, ons))
+    return (
+        len(joins) >= tables - 1
+        and _equalities(w.this if w is not None else None) >= sum(comma)
+        and all(c or _equalities(on) for c, on in zip(comma, ons))
+    )
 
 
 def _equalities(cond: exp.Expression | None) -> int:
@@ -152,8 +176,11 @@ def _equalities(cond: exp.Expression | None) -> int:
     if cond is None:
         return 0
     conj = cond.flatten() if isinstance(cond, exp.And) else [cond]
-    return sum(1 for c in conj if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)
-               and isinstance(c.expression, exp.Column))
+    return sum(
+        1
+        for c in conj
+        if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column)
+    )
 
 
 def _base(tree: exp.Expression, private: set, tables) -> str:
@@ -174,17 +201,20 @@ def explain_body(sql: str) -> str | None:
     tokens = tokenize(sql)
     if not tokens or tokens[0].text.upper() != "EXPLAIN":
         return None
-    rest = sql[tokens[0].end + 1:]          # the tokenizer keeps a command's rest as one string
+    rest = sql[tokens[0].end + 1 :]  # the tokenizer keeps a command's rest as one string
     tokens = tokenize(rest) or []
     i = 0
     while i < len(tokens) and tokens[i].text.upper() in _EXPLAIN_OPTIONS:
         i += 1
     if i < len(tokens) and tokens[i].text == "(":
-        raise Refusal(FEATURE_NOT_SUPPORTED, "EXPLAIN options in parentheses are not supported; "
-                      "write EXPLAIN <query>.", hint=None)
+        raise Refusal(
+            FEATURE_NOT_SUPPORTED,
+            "EXPLAIN options in parentheses are not supported; write EXPLAIN <query>.",
+            hint=None,
+        )
     if i >= len(tokens):
         raise Refusal(SYNTAX_ERROR, "syntax error at end of input: EXPLAIN needs a statement.", hint=None)
-    return rest[tokens[i].start:].strip()
+    return rest[tokens[i].start :].strip()
 
 
 _CACHED_KINDS = frozenset({"dp", "public"})
@@ -214,7 +244,7 @@ class Routes:
         self.tables, self.catalog_relations, self.size = tables, catalog_relations, size
         self._map: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = 0                    # routes served by key (for tests)
+        self.hits = 0  # routes served by key (for tests)
 
     def route(self, sql: str) -> Route:
         key = shape_key(tokenize(sql))

@@ -5,6 +5,7 @@ A parameter ``$n`` is *pending* until its context gives it a type; then the
 binder either replaces it with the converted literal (``build_plan``) or records
 the type (``param_types``, where no values are known).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,8 @@ from .plan import ColumnType
 from .values import coerce, natural_type, to_node
 
 NUMERIC = ("int", "float")
-INT_MAG = (1.0, 2.0**63)          # |x| of a non-zero 64-bit integer
-UNKNOWN_MAG = (0.0, math.inf)     # a float column: anything, incl. ±inf and tiny values
+INT_MAG = (1.0, 2.0**63)  # |x| of a non-zero 64-bit integer
+UNKNOWN_MAG = (0.0, math.inf)  # a float column: anything, incl. ±inf and tiny values
 NOVALUE = object()
 PROTOCOL_VIOLATION = "08P01"
 
@@ -74,10 +75,10 @@ class Ctx:
     name: str
     table: Table
     qualifiers: set[str]
-    params: list | None            # None: infer mode (param_types)
+    params: list | None  # None: infer mode (param_types)
     types: dict[int, ColumnType | None] = field(default_factory=dict)
     used: set[int] = field(default_factory=set)
-    owners: dict | None = None     # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
+    owners: dict | None = None  # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
     # a date part in a row predicate, checked as the derived group key of the same expression
     # (rewriter.keys.date_part): None where a statement's rules do not allow it
     date_part: Any = None
@@ -89,31 +90,40 @@ class Ctx:
     def column(self, node: exp.Column) -> T:
         understood(node)
         db = node.args.get("db")
-        schema_ok = db is None or (db.name == "public" and node.table == self.name)   # public.t.col
-        if node.args.get("catalog") or not schema_ok or (
-                node.table and node.table not in self.qualifiers):
-            raise Refusal(UNDEFINED_TABLE, f"missing FROM-clause entry for {node.table!r}; "
-                          f"qualify columns with {' or '.join(sorted(self.qualifiers))} or "
-                          "not at all.", hint=None)
+        schema_ok = db is None or (db.name == "public" and node.table == self.name)  # public.t.col
+        if node.args.get("catalog") or not schema_ok or (node.table and node.table not in self.qualifiers):
+            raise Refusal(
+                UNDEFINED_TABLE,
+                f"missing FROM-clause entry for {node.table!r}; "
+                f"qualify columns with {' or '.join(sorted(self.qualifiers))} or "
+                "not at all.",
+                hint=None,
+            )
         name = node.name
         col = self.table.columns.get(name)
         if col is not None and node.table and self.owners is not None and node.table not in self.owners[name]:
-            raise Refusal(UNDEFINED_COLUMN, f"column {node.table}.{name} does not exist; {name} is a column of "
-                          f"{' / '.join(sorted(self.owners[name]))}.", hint=None)
+            raise Refusal(
+                UNDEFINED_COLUMN,
+                f"column {node.table}.{name} does not exist; {name} is a column of "
+                f"{' / '.join(sorted(self.owners[name]))}.",
+                hint=None,
+            )
         if col is None or isinstance(node.this, exp.Star):
             if isinstance(node.this, exp.Star):
                 raise Refusal("42501", "SELECT * returns raw rows and is not allowed.")
-            raise Refusal(UNDEFINED_COLUMN, f"column {name} is not declared for table "
-                          f"{self.name}; declared columns: {', '.join(self.table.columns)}.",
-                          hint=None)
+            raise Refusal(
+                UNDEFINED_COLUMN,
+                f"column {name} is not declared for table "
+                f"{self.name}; declared columns: {', '.join(self.table.columns)}.",
+                hint=None,
+            )
         mag = INT_MAG if col.type == "int" else UNKNOWN_MAG
         return T(exp.column(name, quoted=True), col.type, mag)
 
     def param(self, node: exp.Parameter) -> T:
         ok = isinstance(node.this, exp.Literal) and node.this.is_int and int(node.this.this) >= 1
         if not ok:
-            raise Refusal("42601", f"invalid parameter {node.sql('postgres')}; use $1, $2, …",
-                          hint=None)
+            raise Refusal("42601", f"invalid parameter {node.sql('postgres')}; use $1, $2, …", hint=None)
         n = int(node.this.this)
         self.used.add(n)
         return T(node, None, param=n)
@@ -127,12 +137,18 @@ class Ctx:
                 return replace(t, type=type_ or self.types.get(t.param))
             n = t.param
             if n > len(self.params):
-                raise Refusal(PROTOCOL_VIOLATION, f"the statement uses ${n} but only "
-                              f"{len(self.params)} parameter(s) were supplied.", hint=None)
+                raise Refusal(
+                    PROTOCOL_VIOLATION,
+                    f"the statement uses ${n} but only {len(self.params)} parameter(s) were supplied.",
+                    hint=None,
+                )
             if type_ in ("date", "timestamp"):
                 v = self.params[n - 1]
-                return T(exp.Null(), type_, value=None) if v is None else _time_literal(
-                    datetimes.parse(v, type_, f"parameter ${n}"))
+                return (
+                    T(exp.Null(), type_, value=None)
+                    if v is None
+                    else _time_literal(datetimes.parse(v, type_, f"parameter ${n}"))
+                )
             return literal(coerce(self.params[n - 1], type_, f"parameter ${n}"))
         if t.is_literal and t.type == "text" and type_ in ("date", "timestamp"):
             # '2025-01-31' compared with a date column
@@ -151,9 +167,12 @@ class Ctx:
 
     def _mismatch(self) -> None:
         need = max(self.used) if self.used else 0
-        raise Refusal(PROTOCOL_VIOLATION, f"the statement has {need} parameter(s) but "
-                      f"{len(self.params)} were supplied.", hint=None)
+        raise Refusal(
+            PROTOCOL_VIOLATION,
+            f"the statement has {need} parameter(s) but {len(self.params)} were supplied.",
+            hint=None,
+        )
 
 
-def _time_literal(v) -> "T":
+def _time_literal(v) -> T:
     return T(datetimes.node(v), datetimes.type_of(v), value=v)

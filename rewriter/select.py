@@ -3,21 +3,23 @@
 Select items are group keys or COUNT/SUM/AVG of a declared column; duplicated
 aggregates share one :class:`Aggregate`, and AVG shares its SUM/COUNT measures.
 """
+
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 from sqlglot import exp
 
-from . import keys as derived, postprocess, predicate
+from . import keys as derived
+from . import postprocess, predicate, stats
+from .aggregates import add_aggregate, aggregate, post_steps, post_type
 from .args import understood
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import Refusal
 from .plan import Aggregate, GroupKey, Measure, OrderItem, Output
 from .scope import Ctx
-from . import stats
-from .aggregates import add_aggregate, aggregate, post_steps, post_type
 
 MAX_CELLS = 100_000
 _BAD_POSITION = "42P10"
@@ -30,24 +32,30 @@ class Item:
     name: str
     kind: str
     payload: object
-    post: tuple = ()          # display steps over an aggregate (see :func:`post_steps`)
+    post: tuple = ()  # display steps over an aggregate (see :func:`post_steps`)
 
 
 def items(select: exp.Select, ctx: Ctx) -> list[Item]:
     out = []
     for node in select.expressions:
-        alias = node.alias if isinstance(understood(node) if isinstance(node, exp.Alias) else node,
-                                         exp.Alias) else None
+        alias = (
+            node.alias
+            if isinstance(understood(node) if isinstance(node, exp.Alias) else node, exp.Alias)
+            else None
+        )
         node = node.unalias()
         while isinstance(node, exp.Paren):
             node = understood(node).this
         if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
-            raise Refusal(DENIED, "SELECT * returns raw rows and is not allowed; select "
-                          "aggregates such as COUNT(*), SUM(col), AVG(col).")
+            raise Refusal(
+                DENIED,
+                "SELECT * returns raw rows and is not allowed; select "
+                "aggregates such as COUNT(*), SUM(col), AVG(col).",
+            )
         if isinstance(node, exp.Column):
             name = ctx.column(node).node.name
             out.append(Item(alias or name, "column", name))
-        elif postprocess.wanted(node):         # an expression over aggregates / a constant
+        elif postprocess.wanted(node):  # an expression over aggregates / a constant
             out.append(Item(alias or postprocess.name(node), "expr", postprocess.tree(node, ctx)))
         elif isinstance(node, exp.AggFunc) or isinstance(node, exp.Filter):
             func, col = aggregate(node, ctx)
@@ -56,21 +64,26 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
             inner, steps, name = post
             func, col = aggregate(inner, ctx)
             out.append(Item(alias or name or stats.output_name(inner, func), "agg", (func, col), steps))
-        elif isinstance(node, exp.WithinGroup):     # percentiles: their own release (rewriter.extreme)
+        elif isinstance(node, exp.WithinGroup):  # percentiles: their own release (rewriter.extreme)
             aggregate(node, ctx)
         elif node.find(exp.AggFunc):
-            raise Refusal(UNSUPPORTED, "expressions over aggregates are not supported; select the "
-                          "aggregate itself, or display steps over one aggregate: ROUND(agg[, n]), "
-                          "FLOOR(agg), CEIL(agg), CAST(agg AS integer | double precision | numeric).")
-        elif derived.derivable(node):    # CASE, bins, booleans, date parts (issue 19)
+            raise Refusal(
+                UNSUPPORTED,
+                "expressions over aggregates are not supported; select the "
+                "aggregate itself, or display steps over one aggregate: ROUND(agg[, n]), "
+                "FLOOR(agg), CEIL(agg), CAST(agg AS integer | double precision | numeric).",
+            )
+        elif derived.derivable(node):  # CASE, bins, booleans, date parts (issue 19)
             g = derived.derive(node, ctx)
             out.append(Item(alias or derived.name_of(node), "key", g))
         else:
-            predicate.check(node, ctx)   # unknown columns/functions get their own error
-            raise Refusal(DENIED, f"select item {node.sql('postgres')} would return raw row "
-                          "values; select group keys and aggregates only.")
+            predicate.check(node, ctx)  # unknown columns/functions get their own error
+            raise Refusal(
+                DENIED,
+                f"select item {node.sql('postgres')} would return raw row "
+                "values; select group keys and aggregates only.",
+            )
     return out
-
 
 
 def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, ...]:
@@ -94,49 +107,72 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
                 keys[its[pos - 1].payload.column] = its[pos - 1].payload
                 continue
             node = exp.column(its[pos - 1].payload) if its[pos - 1].kind == "column" else None
-        elif (isinstance(node, exp.Column) and not node.table and node.name in aliases
-              and node.name not in ctx.table.columns):
+        elif (
+            isinstance(node, exp.Column)
+            and not node.table
+            and node.name in aliases
+            and node.name not in ctx.table.columns
+        ):
             node = exp.column(aliases[node.name])
-        elif (isinstance(node, exp.Column) and not node.table and node.name in derived_aliases
-              and node.name not in ctx.table.columns):
+        elif (
+            isinstance(node, exp.Column)
+            and not node.table
+            and node.name in derived_aliases
+            and node.name not in ctx.table.columns
+        ):
             g = derived_aliases[node.name]
             keys[g.column] = g
             continue
         if node is not None and not isinstance(node, exp.Column) and derived.derivable(node):
-            g = derived.derive(node, ctx)       # CASE, bins, booleans, date parts (issue 19)
+            g = derived.derive(node, ctx)  # CASE, bins, booleans, date parts (issue 19)
             keys[g.column] = g
             continue
         if not isinstance(node, exp.Column):
-            raise Refusal(DENIED, "GROUP BY takes columns with a declared public domain or "
-                          f"expressions with a public set of values: {derived.BIN_HINT}; not "
-                          "aggregates.")
+            raise Refusal(
+                DENIED,
+                "GROUP BY takes columns with a declared public domain or "
+                f"expressions with a public set of values: {derived.BIN_HINT}; not "
+                "aggregates.",
+            )
         name = ctx.column(node).node.name
         col = ctx.table.columns[name]
         if col.public_domain is None and col.type in ("date", "timestamp"):
-            raise Refusal(DENIED, f"GROUP BY {name} is not allowed: group a {col.type} column by "
-                          f"date_trunc('month', {name}) (or 'day', 'week', 'quarter', 'year') or by "
-                          f"extract(month from {name}); their values follow from its bounds.")
+            raise Refusal(
+                DENIED,
+                f"GROUP BY {name} is not allowed: group a {col.type} column by "
+                f"date_trunc('month', {name}) (or 'day', 'week', 'quarter', 'year') or by "
+                f"extract(month from {name}); their values follow from its bounds.",
+            )
         central = ctx.table.mode == "central" and ctx.table.privacy is None
         if col.public_domain is None and col.type in ("int", "float") and col.bounded and not central:
             w = _bin_width(col.lower, col.upper)
-            raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
-                          f"domain (its distinct values are private); group by bins of its declared "
-                          f"range instead: GROUP BY floor({name} / {w:g}) * {w:g} (or width_bucket), "
-                          "every bin answered, or declare a public domain for it in the config.")
+            raise Refusal(
+                DENIED,
+                f"GROUP BY {name} is not allowed: column {name} has no public "
+                f"domain (its distinct values are private); group by bins of its declared "
+                f"range instead: GROUP BY floor({name} / {w:g}) * {w:g} (or width_bucket), "
+                "every bin answered, or declare a public domain for it in the config.",
+            )
         if col.public_domain is None and (col.type not in ("int", "text", "float") or not central):
-            raise Refusal(DENIED, f"GROUP BY {name} is not allowed: column {name} has no public "
-                          f"domain; declare a public domain for it in the config.")
+            raise Refusal(
+                DENIED,
+                f"GROUP BY {name} is not allowed: column {name} has no public "
+                f"domain; declare a public domain for it in the config.",
+            )
         # no public domain: the released keys are chosen by DP partition selection (issue 20)
         keys[name] = GroupKey(name, col.type, col.public_domain)
     out = tuple(keys[k] for k in sorted(keys))
-    if any(g.domain is None for g in out):      # the key tuples are chosen by partition selection
+    if any(g.domain is None for g in out):  # the key tuples are chosen by partition selection
         return out
     cells = 1
     for g in out:
         cells *= len(g.domain)
     if cells > MAX_CELLS:
-        raise Refusal("54000", f"GROUP BY {', '.join(keys)} has {cells} cells; at most "
-                      f"{MAX_CELLS} are allowed.", hint="Group by fewer or smaller columns.")
+        raise Refusal(
+            "54000",
+            f"GROUP BY {', '.join(keys)} has {cells} cells; at most {MAX_CELLS} are allowed.",
+            hint="Group by fewer or smaller columns.",
+        )
     return out
 
 
@@ -147,46 +183,56 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
     outs: list[Output] = []
     gidx = {g.column: i for i, g in enumerate(groups)}
 
-    def agg_index(func, col):                 # an aggregate inside an expression
+    def agg_index(func, col):  # an aggregate inside an expression
         return postprocess.add_aggregate(func, col, ctx, measures, aggs)
 
     def key_index(name):
         if name not in gidx:
-            raise Refusal(DENIED, f"column {name} is used but not grouped; raw column values are "
-                          "never returned. Use group keys and aggregates only.")
+            raise Refusal(
+                DENIED,
+                f"column {name} is used but not grouped; raw column values are "
+                "never returned. Use group keys and aggregates only.",
+            )
         return gidx[name], groups[gidx[name]].type
 
     for it in its:
         if it.kind == "key":
             if it.payload.column not in gidx:
-                raise Refusal(DENIED, f"select item {it.name} is not in GROUP BY; group by it "
-                              "(its values are public) or select aggregates only.")
+                raise Refusal(
+                    DENIED,
+                    f"select item {it.name} is not in GROUP BY; group by it "
+                    "(its values are public) or select aggregates only.",
+                )
             outs.append(Output(it.name, "group", gidx[it.payload.column], it.payload.type))
             continue
-        if it.kind == "expr":                 # post-processing of released values
+        if it.kind == "expr":  # post-processing of released values
             tree, typ = postprocess.resolve(it.payload, agg_index, key_index)
             outs.append(Output(it.name, "expr", -1, typ or "text", tree))
             continue
         if it.kind == "column":
             if it.payload not in gidx:
-                raise Refusal(DENIED, f"column {it.payload} is selected but not grouped; raw "
-                              "column values are never returned. Select group keys (GROUP BY a "
-                              "column with a public domain) and aggregates only.")
+                raise Refusal(
+                    DENIED,
+                    f"column {it.payload} is selected but not grouped; raw "
+                    "column values are never returned. Select group keys (GROUP BY a "
+                    "column with a public domain) and aggregates only.",
+                )
             g = groups[gidx[it.payload]]
             outs.append(Output(it.name, "group", gidx[it.payload], g.type))
             continue
         index, typ = add_aggregate(*it.payload, ctx, measures, aggs)
         out_type = post_type(typ, it.post)
         outs.append(Output(it.name, "aggregate", index, out_type, it.post))
-    if not aggs and need_aggregate and not (groups and outs):   # no aggregate: the domain itself
+    if not aggs and need_aggregate and not (groups and outs):  # no aggregate: the domain itself
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     if not aggs and need_aggregate and len({o.index for o in outs}) < len(groups):
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
     return tuple(measures), tuple(aggs), tuple(outs)
 
 
-def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
-             ctx: Ctx, hidden=None) -> tuple[OrderItem, ...]:
+def order_by(
+    select: exp.Select, its: list[Item], outs: tuple[Output, ...], ctx: Ctx, hidden=None
+) -> tuple[OrderItem, ...]:
     """The sort keys: an output by position, alias or the same expression; else (with
     ``hidden(node)``, which resolves an expression over released values and group keys)
     a sort key that is not selected. ORDER BY an aggregate by expression, alias or
@@ -201,15 +247,19 @@ def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
         if isinstance(node, exp.Literal) and node.is_int:
             idx = int(node.this) - 1
             if not 0 <= idx < len(outs):
-                raise Refusal(_BAD_POSITION, f"ORDER BY position {idx + 1} is not in the "
-                              "select list.")
-        elif isinstance(node, exp.Column) and not node.table and any(
-                out.name == node.name for out in outs):
+                raise Refusal(_BAD_POSITION, f"ORDER BY position {idx + 1} is not in the select list.")
+        elif isinstance(node, exp.Column) and not node.table and any(out.name == node.name for out in outs):
             idx = next(i for i, out in enumerate(outs) if out.name == node.name)
         else:
-            key = ("column", ctx.column(node).node.name) if isinstance(node, exp.Column) else (
-                ("agg", aggregate(node, ctx)) if isinstance(node, (exp.AggFunc, exp.Filter)) else (
-                    ("key", derived.derive(node, ctx)) if derived.derivable(node) else None))
+            key = (
+                ("column", ctx.column(node).node.name)
+                if isinstance(node, exp.Column)
+                else (
+                    ("agg", aggregate(node, ctx))
+                    if isinstance(node, (exp.AggFunc, exp.Filter))
+                    else (("key", derived.derive(node, ctx)) if derived.derivable(node) else None)
+                )
+            )
             idx = next((i for i, it in enumerate(its) if key == (it.kind, it.payload) and not it.post), None)
         if idx is None and hidden is not None and not isinstance(node, exp.Literal):
             tree = hidden(node)
@@ -219,8 +269,11 @@ def order_by(select: exp.Select, its: list[Item], outs: tuple[Output, ...],
                 continue
             idx = same
         if idx is None:
-            raise Refusal(UNSUPPORTED, "ORDER BY takes output columns: an alias, a position, or "
-                          "the same group key or aggregate as in the select list.")
+            raise Refusal(
+                UNSUPPORTED,
+                "ORDER BY takes output columns: an alias, a position, or "
+                "the same group key or aggregate as in the select list.",
+            )
         result.append(OrderItem(idx, bool(o.args.get("desc")), o.args.get("nulls_first")))
     return tuple(result)
 
@@ -247,22 +300,33 @@ def _fetch_as_limit(node):
         return node
     opts = node.args.get("limit_options")
     extra = [k for k, v in node.args.items() if v and k not in ("direction", "count", "limit_options")]
-    if extra or (opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")
-                                       or [k for k, v in opts.args.items()
-                                           if v and k not in ("percent", "rows", "with_ties")])) or (
-            str(node.args.get("direction") or "FIRST").upper() not in ("FIRST", "NEXT")):
-        raise Refusal(UNSUPPORTED, "FETCH … WITH TIES / PERCENT is not supported; use FETCH FIRST n "
-                      "ROWS ONLY or LIMIT n.")
+    if (
+        extra
+        or (
+            opts is not None
+            and (
+                opts.args.get("percent")
+                or opts.args.get("with_ties")
+                or [k for k, v in opts.args.items() if v and k not in ("percent", "rows", "with_ties")]
+            )
+        )
+        or (str(node.args.get("direction") or "FIRST").upper() not in ("FIRST", "NEXT"))
+    ):
+        raise Refusal(
+            UNSUPPORTED,
+            "FETCH … WITH TIES / PERCENT is not supported; use FETCH FIRST n ROWS ONLY or LIMIT n.",
+        )
     return exp.Limit(expression=node.args.get("count") or exp.Literal.number(1))
 
 
 def limit_offset(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
     lim, off = _fetch_as_limit(select.args.get("limit")), select.args.get("offset")
     for node in (lim, off):
-        if node is not None and (not isinstance(node, (exp.Limit, exp.Offset)) or any(
-                v for k, v in node.args.items() if k != "expression")):
-            raise Refusal(UNSUPPORTED, "this LIMIT/FETCH form is not supported; use LIMIT n "
-                          "OFFSET m.")
+        if node is not None and (
+            not isinstance(node, (exp.Limit, exp.Offset))
+            or any(v for k, v in node.args.items() if k != "expression")
+        ):
+            raise Refusal(UNSUPPORTED, "this LIMIT/FETCH form is not supported; use LIMIT n OFFSET m.")
     limit = _count(lim.expression if lim else None, ctx, "LIMIT", "2201W")
     offset = _count(off.expression if off else None, ctx, "OFFSET", "2201X")
     return limit, offset or 0

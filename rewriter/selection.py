@@ -9,20 +9,23 @@ added to the plan's aggregates if the select list does not ask for it. Only the
 keys that pass are released (and, if the select list asks for aggregate values,
 noisy values of those keys at a separate ε).
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
 
 from . import predicate
-from .args import understood
 from . import select as select_
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .args import understood
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import Refusal
 from .plan import Aggregate, Measure, Selection
 from .scope import Ctx
 
 _OPS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 _FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
-MAX_KEYS = 100   # keys a HAVING without LIMIT may return (the c of SVT)
+MAX_KEYS = 100  # keys a HAVING without LIMIT may return (the c of SVT)
 
 
 def split_having(select: exp.Select) -> exp.Expression | None:
@@ -42,7 +45,7 @@ def top_order(select: exp.Select) -> exp.Expression | None:
     first = order.expressions[0]
     node = first.this
     if isinstance(node, exp.AggFunc) and first.args.get("desc") and len(order.expressions) == 1:
-        return node                # the ORDER BY stays: it is also a sort of the released values
+        return node  # the ORDER BY stays: it is also a sort of the released values
     return None
 
 
@@ -60,24 +63,33 @@ def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, str, float]
     if op is not None:
         understood(pred)
     if op is None:
-        raise Refusal(UNSUPPORTED, "HAVING takes one comparison of an aggregate with a public "
-                      "threshold, e.g. HAVING COUNT(*) > 100.")
+        raise Refusal(
+            UNSUPPORTED,
+            "HAVING takes one comparison of an aggregate with a public "
+            "threshold, e.g. HAVING COUNT(*) > 100.",
+        )
     left, right = pred.this, pred.expression
     if isinstance(right, exp.AggFunc) and not isinstance(left, exp.AggFunc):
         left, right, op = right, left, _FLIP[op]
     if not isinstance(left, exp.AggFunc):
         raise Refusal(UNSUPPORTED, "HAVING compares COUNT(…) or SUM(…) with a number.")
     if op in ("<", "<="):
-        raise Refusal(UNSUPPORTED, "HAVING … < T is not supported: the sparse vector technique "
-                      "finds keys ABOVE a threshold; use > or >=.")
+        raise Refusal(
+            UNSUPPORTED,
+            "HAVING … < T is not supported: the sparse vector technique "
+            "finds keys ABOVE a threshold; use > or >=.",
+        )
     if isinstance(right, exp.Case):
         return left, op, _per_key(right, ctx)
     t = ctx.settle(predicate.check(right, ctx), "float")
     if not t.is_literal or not isinstance(t.value, (int, float)) or isinstance(t.value, bool):
         if ctx.infer and t.param is not None:
             return left, op, 0.0
-        raise Refusal(DENIED, "the HAVING threshold must be a public number (a literal or a "
-                      "parameter), not an expression over the data.")
+        raise Refusal(
+            DENIED,
+            "the HAVING threshold must be a public number (a literal or a "
+            "parameter), not an expression over the data.",
+        )
     return left, op, float(t.value)
 
 
@@ -92,8 +104,11 @@ def _per_key(case: exp.Case, ctx: Ctx):
     """``CASE g WHEN v THEN T … ELSE T0 END``: public thresholds per value of group key g."""
     col = understood(case).this
     if not isinstance(col, exp.Column) or case.args.get("default") is None:
-        raise Refusal(UNSUPPORTED, "per-group thresholds take the form CASE <group column> WHEN "
-                      "<value> THEN <number> … ELSE <number> END.")
+        raise Refusal(
+            UNSUPPORTED,
+            "per-group thresholds take the form CASE <group column> WHEN "
+            "<value> THEN <number> … ELSE <number> END.",
+        )
     name = ctx.column(col).node.name
     spec = ctx.table.columns[name]
     pairs = []
@@ -106,8 +121,16 @@ def _per_key(case: exp.Case, ctx: Ctx):
     return ("per_key", name, tuple(pairs), _number(case.args["default"], ctx))
 
 
-def plan_selection(having: exp.Expression | None, top: exp.Expression | None, ctx: Ctx,
-                   groups, measures, aggregates, outputs, limit: int | None):
+def plan_selection(
+    having: exp.Expression | None,
+    top: exp.Expression | None,
+    ctx: Ctx,
+    groups,
+    measures,
+    aggregates,
+    outputs,
+    limit: int | None,
+):
     """(measures, aggregates, Selection) for a HAVING / top-c statement."""
     if not groups:
         raise Refusal(UNSUPPORTED, "HAVING and top-c need GROUP BY a column with a public domain.")
@@ -115,14 +138,19 @@ def plan_selection(having: exp.Expression | None, top: exp.Expression | None, ct
     if having is not None:
         node_h, op, threshold = _having(having, ctx)
         if top is not None and _threshold_aggregate(top, ctx) != _threshold_aggregate(node_h, ctx):
-            raise Refusal(UNSUPPORTED, "ORDER BY … DESC LIMIT must rank by the same aggregate as "
-                          "HAVING.")
+            raise Refusal(UNSUPPORTED, "ORDER BY … DESC LIMIT must rank by the same aggregate as HAVING.")
         node = node_h
     func, col = _threshold_aggregate(node, ctx)
     spec = ctx.table.columns[col] if col else None
     measures, aggregates = list(measures), list(aggregates)
-    same = next((i for i, a in enumerate(aggregates)     # the HAVING filter's (or select list's) own
-                 if a.func == func and a.column == col and a.filter is None), None)
+    same = next(
+        (
+            i
+            for i, a in enumerate(aggregates)  # the HAVING filter's (or select list's) own
+            if a.func == func and a.column == col and a.filter is None
+        ),
+        None,
+    )
     if func == "count":
         meas = Measure("count_rows") if col is None else Measure("count", col)
         agg = Aggregate("count", col, spec.type if spec else None, None, None, ())
@@ -139,12 +167,18 @@ def plan_selection(having: exp.Expression | None, top: exp.Expression | None, ct
             aggregates.append(agg)
     c = limit if limit is not None else None
     per_key = ()
-    if isinstance(threshold, tuple):              # CASE g WHEN … THEN T … ELSE T0 END
+    if isinstance(threshold, tuple):  # CASE g WHEN … THEN T … ELSE T0 END
         _, col, pairs, default = threshold
         if [g.column for g in groups] != [col]:
             raise Refusal(UNSUPPORTED, "per-group thresholds need GROUP BY exactly the CASE column.")
         per_key, threshold = pairs, default
-    sel = Selection(kind="top" if top is not None else "having", aggregate=aggregates.index(agg),
-                    op=op, threshold=threshold, c=c,
-                    values=any(o.source == "aggregate" for o in outputs), per_key=per_key)
+    sel = Selection(
+        kind="top" if top is not None else "having",
+        aggregate=aggregates.index(agg),
+        op=op,
+        threshold=threshold,
+        c=c,
+        values=any(o.source == "aggregate" for o in outputs),
+        per_key=per_key,
+    )
     return tuple(measures), tuple(aggregates), sel

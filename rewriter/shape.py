@@ -3,6 +3,7 @@
 Each rule takes the parsed statement and raises :class:`Refusal` or returns.
 They run before any typing, so later rules may assume a single-table SELECT.
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
@@ -10,13 +11,31 @@ from sqlglot import exp
 from config import Config
 
 from .args import sql_name, understood
-from .errors import (FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED,
-                     UNDEFINED_TABLE, Refusal)
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import UNDEFINED_TABLE, Refusal
 
 _SET_OPS = (exp.Union, exp.Intersect, exp.Except)
-_WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Copy, exp.Create, exp.Drop,
-           exp.Alter, exp.TruncateTable, exp.Command, exp.Set, exp.Transaction, exp.Commit,
-           exp.Rollback, exp.Use, exp.Describe, exp.Grant, exp.Revoke)
+_WRITES = (
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.Copy,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Command,
+    exp.Set,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    exp.Use,
+    exp.Describe,
+    exp.Grant,
+    exp.Revoke,
+)
 
 # Select clauses and the refusal for each; expressions/from_/where/group/order/limit/offset pass.
 _CLAUSES = {
@@ -25,18 +44,22 @@ _CLAUSES = {
     "laterals": (DENIED, "LATERAL is not allowed; query one declared table."),
     "into": (DENIED, "SELECT … INTO is not allowed; dpgate is read-only."),
     "locks": (DENIED, "SELECT … FOR UPDATE/SHARE is not allowed; dpgate is read-only."),
-    "distinct": (UNSUPPORTED, "SELECT DISTINCT is not supported; use GROUP BY on a column "
-                              "with a declared public domain."),
+    "distinct": (
+        UNSUPPORTED,
+        "SELECT DISTINCT is not supported; use GROUP BY on a column with a declared public domain.",
+    ),
     "having": (UNSUPPORTED, "HAVING is not available on this table; filter rows with WHERE."),
     "qualify": (DENIED, "QUALIFY and window functions are not allowed."),
     "windows": (DENIED, "window functions are not allowed."),
     "sample": (UNSUPPORTED, "TABLESAMPLE is not supported."),
     "pivots": (DENIED, "PIVOT is not allowed."),
 }
-VIEW_HINT = ("Run the SELECT itself, or wrap it as a derived table: SELECT … FROM (<query>) AS q. In ibis, "
-             "con.sql(query) creates a temporary view to learn the columns: pass them instead, "
-             "con.sql(query, schema={'sex': 'int64', 'n': 'int64'}), or build the query from "
-             "con.table('…') expressions.")
+VIEW_HINT = (
+    "Run the SELECT itself, or wrap it as a derived table: SELECT … FROM (<query>) AS q. In ibis, "
+    "con.sql(query) creates a temporary view to learn the columns: pass them instead, "
+    "con.sql(query, schema={'sex': 'int64', 'n': 'int64'}), or build the query from "
+    "con.table('…') expressions."
+)
 _PASS = {"expressions", "from_", "where", "group", "order", "limit", "offset"}
 
 
@@ -47,12 +70,17 @@ def check_statement(expr: exp.Expression) -> exp.Select:
     if isinstance(expr, (exp.Subquery, exp.Paren)) and isinstance(expr.unnest(), exp.Select):
         return check_statement(expr.unnest())
     if isinstance(expr, exp.Create) and str(expr.args.get("kind") or "").upper() == "VIEW":
-        raise Refusal(DENIED, "CREATE VIEW is not allowed: dpgate keeps no views, and a "
-                      "statement is charged when it is answered, not when it is named.", hint=VIEW_HINT)
+        raise Refusal(
+            DENIED,
+            "CREATE VIEW is not allowed: dpgate keeps no views, and a "
+            "statement is charged when it is answered, not when it is named.",
+            hint=VIEW_HINT,
+        )
     if isinstance(expr, _WRITES) or not isinstance(expr, exp.Select):
         kind = sql_name(expr).upper() if isinstance(expr, exp.Expression) else "statement"
-        raise Refusal(DENIED, f"{kind} statements are not allowed; dpgate only answers "
-                      "aggregate SELECT queries.")
+        raise Refusal(
+            DENIED, f"{kind} statements are not allowed; dpgate only answers aggregate SELECT queries."
+        )
     return expr
 
 
@@ -61,8 +89,9 @@ def check_clauses(select: exp.Select) -> None:
     for key, value in select.args.items():
         if value in (None, [], False) or key in _PASS:
             continue
-        state, msg = _CLAUSES.get(key, (UNSUPPORTED, f"the {key.rstrip('_').upper()} clause "
-                                                     "is not supported."))
+        state, msg = _CLAUSES.get(
+            key, (UNSUPPORTED, f"the {key.rstrip('_').upper()} clause is not supported.")
+        )
         raise Refusal(state, msg)
 
 
@@ -72,8 +101,11 @@ def check_nesting(select: exp.Select) -> None:
         if node is select:
             continue
         if isinstance(node, (exp.Select, exp.Subquery, exp.Exists, exp.Query, exp.DDL, exp.DML)):
-            raise Refusal(DENIED, "subqueries are not allowed (also not in WHERE … IN (SELECT …)); "
-                          "use a single SELECT over one declared table.")
+            raise Refusal(
+                DENIED,
+                "subqueries are not allowed (also not in WHERE … IN (SELECT …)); "
+                "use a single SELECT over one declared table.",
+            )
         if isinstance(node, exp.Window):
             raise Refusal(DENIED, "window functions (… OVER …) are not allowed.")
         if isinstance(node, exp.Lateral):
@@ -84,8 +116,7 @@ def resolve_table(select: exp.Select, config: Config) -> tuple[str, set[str]]:
     """The declared table name and the names a column may be qualified with."""
     from_ = select.args.get("from_")
     if from_ is None:
-        raise Refusal(DENIED, "SELECT without FROM is not allowed; select aggregates FROM a "
-                      "declared table.")
+        raise Refusal(DENIED, "SELECT without FROM is not allowed; select aggregates FROM a declared table.")
     table = from_.this
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         what = "table functions" if isinstance(table, exp.Table) else "this FROM item"
@@ -93,19 +124,28 @@ def resolve_table(select: exp.Select, config: Config) -> tuple[str, set[str]]:
     name = table.name
     schema = table.args.get("db")
     if table.args.get("catalog") is not None or (schema is not None and schema.name != "public"):
-        raise Refusal(UNDEFINED_TABLE, f"table {table.sql('postgres')} is not declared in "
-                      f"dpgate's config; declared tables: {', '.join(sorted(config.tables))}.")
+        raise Refusal(
+            UNDEFINED_TABLE,
+            f"table {table.sql('postgres')} is not declared in "
+            f"dpgate's config; declared tables: {', '.join(sorted(config.tables))}.",
+        )
     if name not in config.tables:
-        raise Refusal(UNDEFINED_TABLE, f"table {name} is not declared in dpgate's config; "
-                      f"declared tables: {', '.join(sorted(config.tables))}.")
+        raise Refusal(
+            UNDEFINED_TABLE,
+            f"table {name} is not declared in dpgate's config; "
+            f"declared tables: {', '.join(sorted(config.tables))}.",
+        )
     if table.args.get("sample") is not None:
         raise Refusal(UNSUPPORTED, "TABLESAMPLE is not supported; dpgate answers over the whole table.")
     if table.args.get("joins") or table.args.get("pivots") or table.args.get("laterals"):
         raise Refusal(DENIED, "joins are not allowed; query one declared table.")
     if table.args.get("alias") is not None and table.args["alias"].columns:
-        raise Refusal(UNSUPPORTED, "column aliases on the table (FROM t AS x(a, b)) are not "
-                      "supported; alias the select items instead.")
-    understood(table)             # ONLY, hints, AS OF …: forms dpgate does not interpret
+        raise Refusal(
+            UNSUPPORTED,
+            "column aliases on the table (FROM t AS x(a, b)) are not "
+            "supported; alias the select items instead.",
+        )
+    understood(table)  # ONLY, hints, AS OF …: forms dpgate does not interpret
     alias = table.alias
     qualifiers = {alias} if alias else {name}
     return name, qualifiers

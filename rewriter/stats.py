@@ -8,17 +8,25 @@ non-NULL count and the centred clamped moments Σ y, Σ y² with y = clamp(x, L,
 columns with a declared public domain (sensitivity 1 under add/remove: one row
 changes the number of distinct values by at most 1).
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
 
-from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED, INSUFFICIENT_PRIVILEGE as DENIED, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .errors import Refusal
 from .plan import Measure
 
-VARIANCE_NODES = {exp.VariancePop: "var_pop", exp.Variance: "var_samp", exp.StddevPop: "stddev_pop",
-                  exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp"}
+VARIANCE_NODES = {
+    exp.VariancePop: "var_pop",
+    exp.Variance: "var_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+}
 VARIANCE_FUNCS = ("var_pop", "var_samp", "stddev_pop", "stddev_samp")
-MAX_EXACT_WIDTH = 2 ** 31    # integer moments in half units: (2·(U-L))² per row must fit a bigint
+MAX_EXACT_WIDTH = 2**31  # integer moments in half units: (2·(U-L))² per row must fit a bigint
 
 
 def output_name(node: exp.Expression, func: str) -> str:
@@ -30,10 +38,15 @@ def output_name(node: exp.Expression, func: str) -> str:
 
 
 def moment_type(spec) -> str:
-    """"int" when the centred moments of ``spec`` are computed exactly as integers."""
+    """ "int" when the centred moments of ``spec`` are computed exactly as integers."""
     lo, hi = spec.lower, spec.upper
-    exact = (spec.type == "int" and float(lo).is_integer() and float(hi).is_integer()
-             and hi - lo < MAX_EXACT_WIDTH and max(abs(lo), abs(hi)) < 2 ** 61)
+    exact = (
+        spec.type == "int"
+        and float(lo).is_integer()
+        and float(hi).is_integer()
+        and hi - lo < MAX_EXACT_WIDTH
+        and max(abs(lo), abs(hi)) < 2**61
+    )
     return "int" if exact else "float"
 
 
@@ -41,17 +54,23 @@ def distinct_column(node: exp.Count, ctx) -> str:
     """The column of ``COUNT(DISTINCT col)``, or a refusal with what to write instead."""
     arg = node.this
     cols = arg.expressions if isinstance(arg, exp.Distinct) else []
-    while len(cols) == 1 and isinstance(cols[0], exp.Paren):    # count(distinct("t"."c")), Power BI
+    while len(cols) == 1 and isinstance(cols[0], exp.Paren):  # count(distinct("t"."c")), Power BI
         cols = [cols[0].this]
-    if len(cols) != 1 or not isinstance(cols[0], exp.Column) or [
-            k for k, v in arg.args.items() if v and k != "expressions"]:
+    if (
+        len(cols) != 1
+        or not isinstance(cols[0], exp.Column)
+        or [k for k, v in arg.args.items() if v and k != "expressions"]
+    ):
         raise Refusal(UNSUPPORTED, "COUNT(DISTINCT …) takes one declared column with a public domain.")
     name = ctx.column(cols[0]).node.name
-    if name == ctx.table.privacy_unit:       # people: one per unit and cell (rewriter.unit)
+    if name == ctx.table.privacy_unit:  # people: one per unit and cell (rewriter.unit)
         return name
     if ctx.table.columns[name].public_domain is None:
-        raise Refusal(DENIED, f"COUNT(DISTINCT {name}) needs a public domain for {name}; declare one "
-                      f"in the config, or ask for COUNT(*) … GROUP BY a column with a public domain.")
+        raise Refusal(
+            DENIED,
+            f"COUNT(DISTINCT {name}) needs a public domain for {name}; declare one "
+            f"in the config, or ask for COUNT(*) … GROUP BY a column with a public domain.",
+        )
     return name
 
 
@@ -60,18 +79,24 @@ def measures(func: str, col: str, spec):
     if func == "count_distinct":
         return (Measure("count_distinct", col),), spec.type
     typ = moment_type(spec)
-    return (Measure("count", col), Measure("csum", col, typ, spec.lower, spec.upper),
-            Measure("csumsq", col, typ, spec.lower, spec.upper)), typ
+    return (
+        Measure("count", col),
+        Measure("csum", col, typ, spec.lower, spec.upper),
+        Measure("csumsq", col, typ, spec.lower, spec.upper),
+    ), typ
 
 
 def moment_expr(kind: str, typ: str, clamped: exp.Expression, lower, upper) -> exp.Expression:
     """SUM of the centred clamped value (``csum``) or of its square (``csumsq``)."""
     if typ == "int":
-        y = exp.Sub(this=exp.Mul(this=exp.Literal.number(2), expression=exp.Paren(this=clamped)),
-                    expression=exp.Literal.number(int(lower) + int(upper)))
+        y = exp.Sub(
+            this=exp.Mul(this=exp.Literal.number(2), expression=exp.Paren(this=clamped)),
+            expression=exp.Literal.number(int(lower) + int(upper)),
+        )
     else:
-        mid = exp.Cast(this=exp.Literal.number(repr((float(lower) + float(upper)) / 2)),
-                       to=exp.DataType.build("double"))
+        mid = exp.Cast(
+            this=exp.Literal.number(repr((float(lower) + float(upper)) / 2)), to=exp.DataType.build("double")
+        )
         y = exp.Sub(this=exp.Paren(this=clamped), expression=mid)
     y = exp.Paren(this=y)
     if kind == "csumsq":

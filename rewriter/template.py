@@ -23,6 +23,7 @@ planned in full. A filled template is a :class:`Plan` equal to the full plan of
 the statement (WHERE rebuilt with the values; canonical text and SQL preset).
 SQL only: no numbers are released here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,15 +32,16 @@ from collections import OrderedDict
 
 from sqlglot import exp
 
-import rewriter      # the package's parse / build_plan / to_sql, looked up at each call (one hook sees every parse)
+import rewriter  # the package's parse / build_plan / to_sql, looked up at each call (one hook sees every parse)
+
 from .params import ParamSQL
 from .plan import Plan
 
-_MAX_DIGITS = 9                                  # values < 2**31: int in every dialect
+_MAX_DIGITS = 9  # values < 2**31: int in every dialect
 _ASC = tuple(1_900_000_001 + i for i in range(512))
 _DESC = tuple(1_999_999_999 - i for i in range(512))
 _SENTINEL = re.compile(r"(?<![\w.])(19\d{8})(?![\w.])")
-PREPARED_DIALECTS = frozenset({"duckdb"})        # backends that run a ParamSQL's template prepared
+PREPARED_DIALECTS = frozenset({"duckdb"})  # backends that run a ParamSQL's template prepared
 _SLOT_PARENTS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In)
 
 
@@ -66,14 +68,23 @@ def mask(tokens, params: list | None = None) -> tuple[tuple, list[int], list[tup
             key.append("#")
             values.append(int(text))
             spans.append((t.start, t.end + 1))
-        elif name == "PARAMETER" and params is not None and t.text == "$" and i + 1 < n \
-                and (num := tokens[i + 1]).token_type.name == "NUMBER" and num.start == t.end + 1 \
-                and num.text.isdigit() and 0 < int(num.text) <= len(params):
+        elif (
+            name == "PARAMETER"
+            and params is not None
+            and t.text == "$"
+            and i + 1 < n
+            and (num := tokens[i + 1]).token_type.name == "NUMBER"
+            and num.start == t.end + 1
+            and num.text.isdigit()
+            and 0 < int(num.text) <= len(params)
+        ):
             v = params[int(num.text) - 1]
-            if type(v) is int and 0 <= v < 10 ** _MAX_DIGITS:
+            if type(v) is int and 0 <= v < 10**_MAX_DIGITS:
                 key.append("$")
-            elif type(v) is str and v.isascii() and v.isdigit() and len(v) <= _MAX_DIGITS and str(int(v)) == v:
-                key.append("$'")            # an untyped (text) parameter: its own key, its own check
+            elif (
+                type(v) is str and v.isascii() and v.isdigit() and len(v) <= _MAX_DIGITS and str(int(v)) == v
+            ):
+                key.append("$'")  # an untyped (text) parameter: its own key, its own check
                 v = int(v)
             else:
                 return None
@@ -111,7 +122,7 @@ def _slots(text: str, sentinels: tuple) -> str | None:
         if i is None:
             raise KeyError(m.group(1))
         seen.add(i)
-        return "\x00%d\x01" % i
+        return f"\x00{i}\x01"
 
     try:
         out = _SENTINEL.sub(sub, text.replace("\x00", "").replace("\x01", ""))
@@ -145,10 +156,10 @@ def _param_form(template: str, n: int) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Template:
-    plan: Plan                     # planned with the ascending sentinels
+    plan: Plan  # planned with the ascending sentinels
     canonical: str
-    sql: dict                      # dialect -> backend SQL with holes
-    params_sql: dict = dataclasses.field(default_factory=dict)   # dialect -> its :class:`ParamSQL` template
+    sql: dict  # dialect -> backend SQL with holes
+    params_sql: dict = dataclasses.field(default_factory=dict)  # dialect -> its :class:`ParamSQL` template
 
     def fill(self, values: list[int]) -> Plan:
         where = self.plan.where.copy()
@@ -159,9 +170,8 @@ class Template:
         plan.__dict__["_sql"] = {d: self._text(d, s, values) for d, s in self.sql.items()}
         # memos of the aggregates alone (e.g. the releases per ε), shared: only WHERE differs
         plan.__dict__["_releases"] = self.plan.__dict__.setdefault("_releases", {})
-        plan.__dict__["_domain"] = self.plan.__dict__.setdefault("_domain", {})   # public cells: the same
+        plan.__dict__["_domain"] = self.plan.__dict__.setdefault("_domain", {})  # public cells: the same
         return plan
-
 
     def _text(self, dialect: str, sql: str, values: list[int]) -> str:
         text = _put(sql, values)
@@ -215,10 +225,10 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         if not _positions_ok(rewriter.parse(a_text), n):
             return None
         a, b = build(a_text), build(_fill(sql, spans, desc))
-    except Exception:  # noqa: BLE001 - a refusal or anything else: no template
+    except Exception:
         return None
     if a.where is None or a.selection is not None or a.key_filter or full.key_filter:
-        return None                   # a slot in a predicate on a group key sets the cells
+        return None  # a slot in a predicate on a group key sets the cells
     bare = lambda p: dataclasses.replace(p, where=None)  # noqa: E731
     if not (bare(a) == bare(full) == bare(b)):
         return None
@@ -234,14 +244,17 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         if t is None or _slots(emit(b, d), desc) != t or _put(t, values) != emit(full, d):
             return None
         sqls[d] = t
-        if isinstance(getattr(text, "params", None), dict):    # bound values of its own (the unit's salt)
+        if isinstance(getattr(text, "params", None), dict):  # bound values of its own (the unit's salt)
             named.add(d)
     try:
         _sentinel_literals(a.where, n)
     except ValueError:
         return None
-    params = {d: p for d, t in sqls.items()
-              if d in PREPARED_DIALECTS and d not in named and (p := _param_form(t, n)) is not None}
+    params = {
+        d: p
+        for d, t in sqls.items()
+        if d in PREPARED_DIALECTS and d not in named and (p := _param_form(t, n)) is not None
+    }
     tpl = Template(a, canonical, sqls, params)
     if tpl.fill(values).where != full.where:
         return None
@@ -254,7 +267,7 @@ class Templates:
     def __init__(self, size: int = 1024) -> None:
         self._map: OrderedDict = OrderedDict()
         self.size = size
-        self.filled = 0                     # statements planned from a template (for tests)
+        self.filled = 0  # statements planned from a template (for tests)
 
     def plan(self, sql: str, config, dialect: str, params: list | None = None) -> Plan:
         """The plan of ``sql`` with ``params`` (the values of $1..$n, or None): filled
@@ -268,12 +281,21 @@ class Templates:
             self.filled += 1
             return tpl.fill(masked[1])
         plan = rewriter.build_plan(rewriter.parse(sql), config, list(params) if params else None, copy=False)
-        if tpl is False and plan.__dict__.get("_clock"):   # now() / current_date: no template
+        if tpl is False and plan.__dict__.get("_clock"):  # now() / current_date: no template
             self.put(masked[0], None)
-        elif tpl is False:                  # first statement of this key
-            self.put(masked[0], derive(sql, masked[2], masked[1], plan,
-                                       lambda text: rewriter.build_plan(rewriter.parse(text), config, None, copy=False),
-                                       rewriter.to_sql, (dialect,)))
+        elif tpl is False:  # first statement of this key
+            self.put(
+                masked[0],
+                derive(
+                    sql,
+                    masked[2],
+                    masked[1],
+                    plan,
+                    lambda text: rewriter.build_plan(rewriter.parse(text), config, None, copy=False),
+                    rewriter.to_sql,
+                    (dialect,),
+                ),
+            )
         return plan
 
     def fill(self, sql: str, params: list | None = None) -> Plan | None:

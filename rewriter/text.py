@@ -6,12 +6,14 @@ length from the statement's own values is under the text-building cap).
 ``~`` and ``SIMILAR TO`` stay refused (a regular expression's cost grows with its
 pattern; LIKE/ILIKE say what BI tools mean by "contains" / "starts with").
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
 
 from .args import understood
-from .errors import DATATYPE_MISMATCH, FEATURE_NOT_SUPPORTED as UNSUPPORTED, Refusal
+from .errors import DATATYPE_MISMATCH, Refusal
+from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .scope import Ctx, T
 
 _POSITIONS = ("LEADING", "TRAILING", "BOTH")
@@ -20,8 +22,11 @@ _POSITIONS = ("LEADING", "TRAILING", "BOTH")
 def _text(t: T, ctx: Ctx, what: str) -> T:
     t = ctx.settle(t, "text")
     if t.type not in ("text", None):
-        raise Refusal(DATATYPE_MISMATCH, f"{what} takes text here, not {t.type}; compare a "
-                      f"{t.type} column with a value of its own type instead.")
+        raise Refusal(
+            DATATYPE_MISMATCH,
+            f"{what} takes text here, not {t.type}; compare a "
+            f"{t.type} column with a value of its own type instead.",
+        )
     return t
 
 

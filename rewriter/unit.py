@@ -51,6 +51,7 @@ Bias: a unit with more than R rows in a cell, or in more than G cells, is under-
 The exact measures equal the analyst's own query whenever the bounds bind nothing (the
 oracle test checks this).
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
@@ -58,13 +59,26 @@ from sqlglot import exp
 from . import params
 from .plan import Plan, UnitBounds
 
-__all__ = ["KEPT", "SALT_PARAM", "UnitBounds", "aggregatable", "factor", "kept_rows", "per_unit_scan",
-           "salted", "spell_hashes"]
+__all__ = [
+    "KEPT",
+    "SALT_PARAM",
+    "UnitBounds",
+    "aggregatable",
+    "factor",
+    "kept_rows",
+    "per_unit_scan",
+    "salted",
+    "spell_hashes",
+]
 
-SALT_PARAM = "unit_salt"          # the salt is a named parameter of the scan, never a literal (:mod:`.params`)
+SALT_PARAM = "unit_salt"  # the salt is a named parameter of the scan, never a literal (:mod:`.params`)
 KEPT, RN, GN, U = "__dpgate_kept", "__dpgate_rn", "__dpgate_gn", "__dpgate_u"
-NC, NT, CUM = "__dpgate_nc", "__dpgate_nt", "__dpgate_c_"   # total mode: rows per (unit, cell), per unit; running sums
-HO, HASH_P = "__dpgate_h", 2_147_483_647     # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
+NC, NT, CUM = (
+    "__dpgate_nc",
+    "__dpgate_nt",
+    "__dpgate_c_",
+)  # total mode: rows per (unit, cell), per unit; running sums
+HO, HASH_P = "__dpgate_h", 2_147_483_647  # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
 def salted(sql: str, salt: str, dialect: str, names: frozenset[str]) -> str:
@@ -97,8 +111,10 @@ def groups_bound(b: UnitBounds) -> int:
 def describe(b: UnitBounds) -> str:
     """The bounds in words (NOTICE, EXPLAIN)."""
     if b.total:
-        return (f"at most {b.max_rows} row(s) in all, in at most {b.max_groups} group(s) — one with more "
-                "keeps that many in proportion across its groups")
+        return (
+            f"at most {b.max_rows} row(s) in all, in at most {b.max_groups} group(s) — one with more "
+            "keeps that many in proportion across its groups"
+        )
     return f"each contributes to at most {b.max_groups} group(s), at most {b.max_rows} row(s) per group"
 
 
@@ -108,8 +124,10 @@ AGGREGATABLE = ("count_rows", "count", "count_if", "sum", "csum", "csumsq")
 def aggregatable(plan: Plan) -> bool:
     """Every measure is a count or a sum (or the count of units): the bounded scan can
     pre-aggregate per (unit, cell) instead of ranking rows (:func:`per_unit_scan`)."""
-    return all(m.kind in AGGREGATABLE or (m.kind == "count_distinct" and m.column == plan.unit.column)
-               for m in plan.measures)
+    return all(
+        m.kind in AGGREGATABLE or (m.kind == "count_distinct" and m.column == plan.unit.column)
+        for m in plan.measures
+    )
 
 
 def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp.Select:
@@ -146,7 +164,7 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
     (:func:`_total_outs`), so the shares add up to exactly R (per cell floors would lose
     about half a row per cell: on TPC-H orders that doubled the bias); the window runs
     over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
-    (unit) row is its own total).""" 
+    (unit) row is its own total)."""
     b = plan.unit
     unit = exp.column(b.column, quoted=True)
     keys = [key_sql(g) for g in plan.group_by]
@@ -158,23 +176,33 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
         a, n = f"a{j + 1}", f"n{j + 1}"
         items.append(exp.alias_(row_measure(m), a))
         col_a = exp.column(a)
-        if m.kind == "count_distinct":                 # the unit itself: one per (unit, cell)
+        if m.kind == "count_distinct":  # the unit itself: one per (unit, cell)
             total = exp.Sum(this=col_a)
         elif m.kind in ("count_rows", "count", "count_if"):
             total = exp.Sum(this=exp.Least(this=col_a, expressions=[R.copy()]))
         else:
             items.append(exp.alias_(base_count(m), n))
             bases[j] = (n, integral(m))
-            total = exp.Sum(this=exp.Case(
-                ifs=[exp.If(this=exp.LTE(this=exp.column(n), expression=R.copy()), true=col_a.copy())],
-                default=_scaled(col_a, exp.column(n), b.max_rows, integral(m))))
-        if m.kind in ("count_distinct", "count_rows", "count", "count_if"):   # a count stays a bigint
+            total = exp.Sum(
+                this=exp.Case(
+                    ifs=[exp.If(this=exp.LTE(this=exp.column(n), expression=R.copy()), true=col_a.copy())],
+                    default=_scaled(col_a, exp.column(n), b.max_rows, integral(m)),
+                )
+            )
+        if m.kind in ("count_distinct", "count_rows", "count", "count_if"):  # a count stays a bigint
             total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
         outs.append(exp.alias_(total, f"m{j + 1}"))
     if b.total:
         items.append(exp.alias_(exp.Count(this=exp.Star()), NC, quoted=True))
-        items.append(exp.alias_(exp.Anonymous(this="DPGATE_HASHMOD", expressions=[
-            exp.Literal.number(HASH_P), _salt(), unit.copy()]), HO, quoted=True))   # once per (unit, cell) row
+        items.append(
+            exp.alias_(
+                exp.Anonymous(
+                    this="DPGATE_HASHMOD", expressions=[exp.Literal.number(HASH_P), _salt(), unit.copy()]
+                ),
+                HO,
+                quoted=True,
+            )
+        )  # once per (unit, cell) row
         bases["canon"] = _canonical(items)
         outs = _total_outs(plan, bases)
     per = exp.select(*items).from_(plan.from_())
@@ -187,13 +215,24 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
     if keys and b.max_groups < plan.n_cells:
         kcols = [exp.column(n) for n in knames]
         order = [_hash([_salt(), exp.column(U, quoted=True), *[c.copy() for c in kcols]]), *kcols]
-        gn = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(U, quoted=True)],
-                        order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]))
+        gn = exp.Window(
+            this=exp.RowNumber(),
+            partition_by=[exp.column(U, quoted=True)],
+            order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]),
+        )
         ranked = exp.select(exp.Star(), exp.alias_(gn, GN, quoted=True)).from_("per")
-        ctes.append(("ranked", exp.select(exp.Star()).from_(ranked.subquery("r")).where(
-            exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups)))))
+        ctes.append(
+            (
+                "ranked",
+                exp.select(exp.Star())
+                .from_(ranked.subquery("r"))
+                .where(
+                    exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups))
+                ),
+            )
+        )
         last = "ranked"
-    if b.total and keys:                 # the unit's total and running sums over its kept cells
+    if b.total and keys:  # the unit's total and running sums over its kept cells
         ctes += total_window(plan, bases, knames, last)
         last = "cum"
     out = exp.select(*[exp.column(n) for n in knames], *outs).from_(last)
@@ -230,31 +269,44 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     N = exp.column(NT if keyed else NC, quoted=True)
     small = exp.LTE(this=N.copy(), expression=R.copy())
 
-    offset = exp.Mod(this=exp.column(HO, quoted=True), expression=N.copy())    # the unit's keyed o ∈ [0, N)
+    offset = exp.Mod(this=exp.column(HO, quoted=True), expression=N.copy())  # the unit's keyed o ∈ [0, N)
 
     def share(name: str) -> exp.Expression:
         def part(c):
-            return _idiv(exp.Add(this=exp.Mul(this=exp.Paren(this=c), expression=R.copy()), expression=offset.copy()),
-                         N.copy())
+            return _idiv(
+                exp.Add(this=exp.Mul(this=exp.Paren(this=c), expression=R.copy()), expression=offset.copy()),
+                N.copy(),
+            )
+
         if not keyed:
             return part(exp.column(name, quoted=True))
         run = exp.column(CUM + bases["canon"].get(name, name), quoted=True)
-        return exp.Sub(this=part(run), expression=part(exp.Sub(this=run.copy(), expression=exp.column(name, quoted=True))))
+        return exp.Sub(
+            this=part(run),
+            expression=part(exp.Sub(this=run.copy(), expression=exp.column(name, quoted=True))),
+        )
 
     outs = []
     for j, m in enumerate(plan.measures):
         a = exp.column(f"a{j + 1}")
-        if m.kind == "count_distinct":                 # the unit counts where it keeps a pseudo-row
+        if m.kind == "count_distinct":  # the unit counts where it keeps a pseudo-row
             keep = exp.GTE(this=share(NC), expression=exp.Literal.number(1))
-            v = exp.Case(ifs=[exp.If(this=exp.or_(small.copy(), keep), true=a.copy())],
-                         default=exp.Literal.number(0))
-        elif j not in bases:                           # a count: its share
+            v = exp.Case(
+                ifs=[exp.If(this=exp.or_(small.copy(), keep), true=a.copy())], default=exp.Literal.number(0)
+            )
+        elif j not in bases:  # a count: its share
             v = exp.Case(ifs=[exp.If(this=small.copy(), true=a.copy())], default=share(f"a{j + 1}"))
-        else:                                          # a sum over x_c values: its share of them at their mean
+        else:  # a sum over x_c values: its share of them at their mean
             n, integral = exp.column(bases[j][0]), bases[j][1]
-            v = exp.Case(ifs=[exp.If(this=exp.or_(small.copy(), exp.EQ(this=n.copy(), expression=exp.Literal.number(0))),
-                                     true=a.copy())],
-                         default=_scaled(a, n, share(bases[j][0]), integral))
+            v = exp.Case(
+                ifs=[
+                    exp.If(
+                        this=exp.or_(small.copy(), exp.EQ(this=n.copy(), expression=exp.Literal.number(0))),
+                        true=a.copy(),
+                    )
+                ],
+                default=_scaled(a, n, share(bases[j][0]), integral),
+            )
         total = exp.Sum(this=v)
         if m.kind in ("count_distinct", "count_rows", "count", "count_if"):
             total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
@@ -279,28 +331,68 @@ def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> lis
     only the heavy units' rows; N comes from a GROUP BY and a join rather than a window over
     every row. On TPC-H orders by priority (SF 0.1, DuckDB) this took the scan from 17.4 to
     14.5 ms (median of 40 alternating runs, 2026-11-27)."""
-    names = [NC, *[f"a{j + 1}" for j, m in enumerate(plan.measures)
-                   if j not in bases and m.kind != "count_distinct"], *[v[0] for j, v in bases.items() if j != "canon"]]
+    names = [
+        NC,
+        *[f"a{j + 1}" for j, m in enumerate(plan.measures) if j not in bases and m.kind != "count_distinct"],
+        *[v[0] for j, v in bases.items() if j != "canon"],
+    ]
     names = list(dict.fromkeys(bases["canon"].get(n, n) for n in names))
     u = exp.column(U, quoted=True)
     kcols = [exp.column(n) for n in knames]
     order = exp.Order(expressions=[exp.Ordered(this=c) for c in kcols])
     frame = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
-    tot = (exp.select(u.copy(), exp.alias_(exp.Sum(this=exp.column(NC, quoted=True)), NT, quoted=True))
-           .from_(source).group_by(u.copy()))
-    whole = (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(source)),
-                        exp.column(NT, table="tot", quoted=True))
-             .from_(source).join("tot", on=exp.EQ(this=exp.column(U, table=source, quoted=True),
-                                                  expression=exp.column(U, table="tot", quoted=True))))
+    tot = (
+        exp.select(u.copy(), exp.alias_(exp.Sum(this=exp.column(NC, quoted=True)), NT, quoted=True))
+        .from_(source)
+        .group_by(u.copy())
+    )
+    whole = (
+        exp.select(
+            exp.Column(this=exp.Star(), table=exp.to_identifier(source)),
+            exp.column(NT, table="tot", quoted=True),
+        )
+        .from_(source)
+        .join(
+            "tot",
+            on=exp.EQ(
+                this=exp.column(U, table=source, quoted=True),
+                expression=exp.column(U, table="tot", quoted=True),
+            ),
+        )
+    )
     R = exp.Literal.number(plan.unit.max_rows)
     nt = exp.column(NT, quoted=True)
-    light = exp.select(exp.Star(), *[exp.alias_(exp.Cast(this=exp.Null(), to=exp.DataType.build("bigint")),
-                                                CUM + n, quoted=True) for n in names]) \
-        .from_("whole").where(exp.LTE(this=nt.copy(), expression=R.copy()))
-    heavy = exp.select(exp.Star(), *[exp.alias_(exp.Window(this=exp.Sum(this=exp.column(n, quoted=True)),
-                                                           partition_by=[u.copy()], order=order.copy(),
-                                                           spec=frame.copy()), CUM + n, quoted=True) for n in names]) \
-        .from_("whole").where(exp.GT(this=nt.copy(), expression=R.copy()))
+    light = (
+        exp.select(
+            exp.Star(),
+            *[
+                exp.alias_(exp.Cast(this=exp.Null(), to=exp.DataType.build("bigint")), CUM + n, quoted=True)
+                for n in names
+            ],
+        )
+        .from_("whole")
+        .where(exp.LTE(this=nt.copy(), expression=R.copy()))
+    )
+    heavy = (
+        exp.select(
+            exp.Star(),
+            *[
+                exp.alias_(
+                    exp.Window(
+                        this=exp.Sum(this=exp.column(n, quoted=True)),
+                        partition_by=[u.copy()],
+                        order=order.copy(),
+                        spec=frame.copy(),
+                    ),
+                    CUM + n,
+                    quoted=True,
+                )
+                for n in names
+            ],
+        )
+        .from_("whole")
+        .where(exp.GT(this=nt.copy(), expression=R.copy()))
+    )
     return [("tot", tot), ("whole", whole), ("cum", exp.union(light, heavy, distinct=False))]
 
 
@@ -314,12 +406,16 @@ def _scaled(a: exp.Expression, n: exp.Expression, R, integral: bool) -> exp.Expr
     [R·lower, R·upper]); else in double precision."""
     R = exp.Literal.number(R) if isinstance(R, int) else exp.Paren(this=R)
     if not integral:
-        return exp.Div(this=exp.Mul(this=exp.Cast(this=a.copy(), to=exp.DataType.build("double")),
-                                    expression=R.copy()), expression=n.copy())
+        return exp.Div(
+            this=exp.Mul(this=exp.Cast(this=a.copy(), to=exp.DataType.build("double")), expression=R.copy()),
+            expression=n.copy(),
+        )
     q = _idiv(a.copy(), n.copy())
     r = exp.Mod(this=a.copy(), expression=n.copy())
-    return exp.Add(this=exp.Mul(this=q, expression=R.copy()),
-                   expression=_idiv(exp.Mul(this=exp.Paren(this=r), expression=R.copy()), n.copy()))
+    return exp.Add(
+        this=exp.Mul(this=q, expression=R.copy()),
+        expression=_idiv(exp.Mul(this=exp.Paren(this=r), expression=R.copy()), n.copy()),
+    )
 
 
 def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Select, exp.Expression]:
@@ -332,18 +428,25 @@ def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Sel
     keys = [key_sql(g) for g in plan.group_by]
     values = _columns(reads, exclude=b.column)
     order = [_hash([_salt(), unit.copy(), *[v.copy() for v in values]]), *[v.copy() for v in values]]
-    within = [] if b.total else [k.copy() for k in keys]        # total mode: R rows over all its cells
-    rn = exp.Window(this=exp.RowNumber(), partition_by=[unit.copy(), *within],
-                    order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]))
+    within = [] if b.total else [k.copy() for k in keys]  # total mode: R rows over all its cells
+    rn = exp.Window(
+        this=exp.RowNumber(),
+        partition_by=[unit.copy(), *within],
+        order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]),
+    )
     cols = [exp.Star(), exp.alias_(rn, RN, quoted=True)]
     keep = exp.LTE(this=exp.column(RN, quoted=True), expression=exp.Literal.number(b.max_rows))
     if keys and b.max_groups < plan.n_cells:
         gorder = [_hash([_salt(), unit.copy(), *[k.copy() for k in keys]]), *[k.copy() for k in keys]]
-        gn = exp.Window(this=exp.Anonymous(this="DENSE_RANK"), partition_by=[unit.copy()],
-                        order=exp.Order(expressions=[exp.Ordered(this=o) for o in gorder]))
+        gn = exp.Window(
+            this=exp.Anonymous(this="DENSE_RANK"),
+            partition_by=[unit.copy()],
+            order=exp.Order(expressions=[exp.Ordered(this=o) for o in gorder]),
+        )
         cols.append(exp.alias_(gn, GN, quoted=True))
-        keep = exp.and_(keep, exp.LTE(this=exp.column(GN, quoted=True),
-                                      expression=exp.Literal.number(b.max_groups)))
+        keep = exp.and_(
+            keep, exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups))
+        )
     kept = exp.select(*cols).from_(plan.from_())
     kept = kept.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
     if plan.where is not None:
@@ -366,6 +469,7 @@ def spell_hashes(tree: exp.Expression, spell, idiv=None, hash_mod=None) -> exp.E
     """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash),
     each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero) and each
     ``DPGATE_HASHMOD(n, …)`` by ``hash_mod(n, args)`` (the keyed hash as an integer in [0, n))."""
+
     def swap(node):
         if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
             return spell(node.expressions)
@@ -374,7 +478,8 @@ def spell_hashes(tree: exp.Expression, spell, idiv=None, hash_mod=None) -> exp.E
         if idiv is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_IDIV":
             return idiv(*node.expressions)
         return node
-    for node in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):    # innermost first (they nest)
+
+    for node in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):  # innermost first (they nest)
         new = swap(node)
         if new is not node:
             if node is tree:

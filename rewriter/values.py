@@ -4,6 +4,7 @@ type, and turn Python values back into normalised sqlglot literals.
 Every literal in a plan goes through :func:`to_node`, so ``30``, ``30.0`` and a
 bound ``$1 = 30`` all produce the same SQL text (and the same canonical form).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,7 @@ from .args import understood
 from .errors import INVALID_PARAMETER, Refusal
 from .plan import ColumnType
 
-MAX_LITERAL = 1e300      # larger literals are refused (they could overflow a float8)
+MAX_LITERAL = 1e300  # larger literals are refused (they could overflow a float8)
 NUMERIC_OUT_OF_RANGE = "22003"
 _TRUE = {"t", "true", "yes", "y", "on", "1"}
 _FALSE = {"f", "false", "no", "n", "off", "0"}
@@ -37,15 +38,18 @@ def natural_type(value: Any) -> ColumnType | None:
 
 def _finite(v: float | int, what: str) -> float | int:
     if isinstance(v, float) and not math.isfinite(v) or abs(v) > MAX_LITERAL:
-        raise Refusal(NUMERIC_OUT_OF_RANGE, f"{what} {v!r} is out of range; numbers must lie "
-                      f"within ±{MAX_LITERAL:g}.", hint="Use a smaller number.")
+        raise Refusal(
+            NUMERIC_OUT_OF_RANGE,
+            f"{what} {v!r} is out of range; numbers must lie within ±{MAX_LITERAL:g}.",
+            hint="Use a smaller number.",
+        )
     return v
 
 
 _PG_SPACE = " \t\n\r\v\f"
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_FLOAT_WORDS = {"nan", "inf", "infinity"}       # parsed, then refused by _finite (22003)
+_FLOAT_WORDS = {"nan", "inf", "infinity"}  # parsed, then refused by _finite (22003)
 
 
 def number(text: str) -> int | float:
@@ -53,7 +57,7 @@ def number(text: str) -> int | float:
     Python's ``int('41_0')`` is 410 and ``float`` takes digit separators and non-ASCII
     digits, which Postgres refuses."""
     t = text.strip(_PG_SPACE)
-    if _INT_TEXT.fullmatch(t) and len(t) <= 320:      # longer: a float (inf), refused below
+    if _INT_TEXT.fullmatch(t) and len(t) <= 320:  # longer: a float (inf), refused below
         v: int | float = int(t)
     elif _FLOAT_TEXT.fullmatch(t) or t.lower().lstrip("+-") in _FLOAT_WORDS:
         v = float(t)
@@ -93,8 +97,9 @@ def coerce(value: Any, type_: ColumnType | None, what: str = "value") -> Any:
             raise ValueError
         return v
     except (ValueError, ArithmeticError, Refusal):
-        raise Refusal(INVALID_PARAMETER, f"{what} {value!r} is not a valid {type_}.",
-                      hint=f"Give a {type_} value.") from None
+        raise Refusal(
+            INVALID_PARAMETER, f"{what} {value!r} is not a valid {type_}.", hint=f"Give a {type_} value."
+        ) from None
 
 
 def _norm(v: Any) -> Any:

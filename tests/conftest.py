@@ -1,4 +1,5 @@
 """Shared fixtures: a dpgate service on embedded DuckDB and on a real Postgres."""
+
 from __future__ import annotations
 
 import os
@@ -6,11 +7,11 @@ import sys
 
 import pytest
 
-sys.path.append(os.path.dirname(__file__))   # after the packages: tests/mechanisms must not shadow mechanisms
+sys.path.append(os.path.dirname(__file__))  # after the packages: tests/mechanisms must not shadow mechanisms
 
-from hypothesis import settings  # noqa: E402
+from hypothesis import settings
 
-from support.pg import TempPostgres  # noqa: E402
+from support.pg import TempPostgres
 
 # Property tests are reproducible: a fixed derivation of examples, no example database
 # carried between runs (set HYPOTHESIS_PROFILE=explore for fresh random examples).
@@ -31,6 +32,7 @@ def spark_connect(tmp_path_factory):
     """A local Spark Connect server (tests/support/spark.py); skipped with one line if
     pyspark or Java is missing (.ci/run installs both)."""
     from support.spark import LocalSparkConnect, unavailable
+
     why = unavailable()
     if why:
         pytest.skip(f"Spark tests skipped: {why}")
@@ -41,6 +43,7 @@ def spark_connect(tmp_path_factory):
 
 def _service(request, tmp_path_factory, purchases: str = "demo"):
     from support.service import Service, make_config
+
     backend = None
     if request.param == "postgres":
         pg = request.getfixturevalue("postgres")
@@ -48,10 +51,14 @@ def _service(request, tmp_path_factory, purchases: str = "demo"):
     else:
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
     from mechanisms import SeededSource
+
     # Tests inject a seeded source so that noisy assertions are reproducible; serving
     # code uses the CSPRNG (tests/core/test_randomness.py checks that).
-    svc = Service(make_config(backend, purchases=purchases), tmp_path_factory.mktemp("state"),
-                  source=SeededSource(20261122)).start()
+    svc = Service(
+        make_config(backend, purchases=purchases),
+        tmp_path_factory.mktemp("state"),
+        source=SeededSource(20261122),
+    ).start()
     return svc
 
 

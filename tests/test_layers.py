@@ -3,6 +3,7 @@ pyproject.toml (config imports nothing of ours; mechanisms no SQL, I/O or servic
 rewriter no service, backend, numpy or mechanisms; the wire layer no DP; the service's layers
 cli > gateway | demo > pipeline > stores | ingest | backends | catalog > wire; no import
 cycles between the modules of any package)."""
+
 from __future__ import annotations
 
 import shutil
@@ -30,6 +31,7 @@ def _nested_imports(path: Path) -> list[str]:
     """``file:line module`` of every import of our own code inside a function or method
     (outside ``if TYPE_CHECKING:``): the pattern that dodges an import cycle."""
     import ast
+
     tree = ast.parse(path.read_text(), str(path))
     found = []
 
@@ -38,11 +40,17 @@ def _nested_imports(path: Path) -> list[str]:
             fn = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
             if in_function and isinstance(child, ast.ImportFrom):
                 if child.level > 0 or (child.module or "").split(".")[0] in OURS:
-                    found.append(f"{path.relative_to(ROOT)}:{child.lineno} {'.' * child.level}{child.module or ''}")
+                    found.append(
+                        f"{path.relative_to(ROOT)}:{child.lineno} {'.' * child.level}{child.module or ''}"
+                    )
             elif in_function and isinstance(child, ast.Import):
-                found.extend(f"{path.relative_to(ROOT)}:{child.lineno} {a.name}" for a in child.names
-                             if a.name.split(".")[0] in OURS)
+                found.extend(
+                    f"{path.relative_to(ROOT)}:{child.lineno} {a.name}"
+                    for a in child.names
+                    if a.name.split(".")[0] in OURS
+                )
             visit(child, fn)
+
     visit(tree, False)
     return found
 
@@ -57,18 +65,32 @@ def test_no_function_level_imports_of_our_own_modules():
 def test_no_private_names_imported_across_modules():
     """ARCHITECTURE.md: a module's ``_private`` names are its own (no ``from x import _y``)."""
     import ast
+
     found = []
     for pkg in OURS:
         for f in sorted((ROOT / pkg).rglob("*.py")):
             for node in ast.walk(ast.parse(f.read_text(), str(f))):
                 if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-                    found += [f"{f.relative_to(ROOT)}:{node.lineno} {a.name}" for a in node.names
-                              if a.name.startswith("_") and not a.name.startswith("__")]
+                    found += [
+                        f"{f.relative_to(ROOT)}:{node.lineno} {a.name}"
+                        for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")
+                    ]
     assert found == [], found
 
 
-SQL_WORDS = ("SELECT ", "CASE ", "WHEN ", " THEN ", "FROM ", "GROUP BY", "COUNT(", "SUM(", "COALESCE(",
-             " AS DOUBLE PRECISION")
+SQL_WORDS = (
+    "SELECT ",
+    "CASE ",
+    "WHEN ",
+    " THEN ",
+    "FROM ",
+    "GROUP BY",
+    "COUNT(",
+    "SUM(",
+    "COALESCE(",
+    " AS DOUBLE PRECISION",
+)
 
 
 def _sql_strings(path: Path) -> list[str]:
@@ -76,6 +98,7 @@ def _sql_strings(path: Path) -> list[str]:
     reads as SQL (an upper-case keyword of :data:`SQL_WORDS`), docstrings excepted (they may
     quote the SQL the rewriter writes)."""
     import ast
+
     tree = ast.parse(path.read_text(), str(path))
     docs = set()
     for node in ast.walk(tree):
@@ -86,7 +109,7 @@ def _sql_strings(path: Path) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
-            if any(w in node.value for w in SQL_WORDS):      # upper case: SQL, not prose
+            if any(w in node.value for w in SQL_WORDS):  # upper case: SQL, not prose
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value[:60]!r}")
     return found
 

@@ -14,17 +14,34 @@ from typing import Literal
 
 from .baselines import IndependentLaplaceMean, ShiftedLaplaceMean
 from .common import POLICY, GridMean, MeanRelease, mean_from_ratio
-from .constants import (gamma_star, gamma_tilde, mse_leading, sigma2, st2d_a2,
-                        st2d_coord_var, staircase_var)
+from .constants import gamma_star, gamma_tilde, mse_leading, sigma2, st2d_a2, st2d_coord_var, staircase_var
 from .grid import GridHourglass
 from .noise import DiscreteLaplace, Hourglass, Laplace, Staircase, Staircase2D
 from .transformed import HourglassMean, LaplaceTransformedMean
 
 __all__ = [
-    "make_mean", "MEAN_KINDS", "MeanRelease", "GridMean", "POLICY", "mean_from_ratio",
-    "HourglassMean", "LaplaceTransformedMean", "ShiftedLaplaceMean", "IndependentLaplaceMean",
-    "GridHourglass", "Laplace", "DiscreteLaplace", "Staircase", "Hourglass", "Staircase2D",
-    "gamma_star", "sigma2", "staircase_var", "st2d_a2", "st2d_coord_var", "gamma_tilde",
+    "make_mean",
+    "MEAN_KINDS",
+    "MeanRelease",
+    "GridMean",
+    "POLICY",
+    "mean_from_ratio",
+    "HourglassMean",
+    "LaplaceTransformedMean",
+    "ShiftedLaplaceMean",
+    "IndependentLaplaceMean",
+    "GridHourglass",
+    "Laplace",
+    "DiscreteLaplace",
+    "Staircase",
+    "Hourglass",
+    "Staircase2D",
+    "gamma_star",
+    "sigma2",
+    "staircase_var",
+    "st2d_a2",
+    "st2d_coord_var",
+    "gamma_tilde",
     "mse_leading",
 ]
 
@@ -38,8 +55,7 @@ MEAN_KINDS = {
 MeanKind = Literal["hourglass", "laplace_transformed", "shifted_laplace", "independent_laplace"]
 
 
-def make_mean(kind: MeanKind, epsilon: Real, lower: Real, upper: Real,
-              integer: bool = False) -> GridMean:
+def make_mean(kind: MeanKind, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> GridMean:
     """AVG measurement of the given kind; ``.name`` names it for NOTICE/EXPLAIN.
 
     ``hourglass`` (default in the proxy; optimal, Thm 3), ``laplace_transformed``

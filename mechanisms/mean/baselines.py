@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 from numbers import Real
-from typing import Optional
 
 import numpy as np
 
@@ -43,7 +42,7 @@ class ShiftedLaplaceMean(GridMean):
     def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
         super().__init__(epsilon, lower, upper, integer)
         half = self.epsilon_exact / 2
-        self.sum_scale = Fraction(self.grid, 2) / half     # grid units
+        self.sum_scale = Fraction(self.grid, 2) / half  # grid units
         self.count_scale = 1 / half
         self.eps = float(self.epsilon_exact)
         self.scale = self.w_t / self.eps
@@ -53,10 +52,10 @@ class ShiftedLaplaceMean(GridMean):
 
     def _combine(self, a, n, zs, zc):
         n_hat = n + zc
-        y = (a - n * self.grid // 2 + zs) + n_hat * (self.grid // 2)   # back to s1 units
+        y = (a - n * self.grid // 2 + zs) + n_hat * (self.grid // 2)  # back to s1 units
         return y / self.grid, n_hat
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> MeanRelease:
+    def release(self, true_value, source: RandomSource | None = None) -> MeanRelease:
         a, n = self.grid_input(true_value)
         src = source if source is not None else default_source()
         zs = discrete_laplace(self.sum_scale, src)
@@ -69,12 +68,13 @@ class ShiftedLaplaceMean(GridMean):
         zc = dlap_grid_sample(rng, float(self.count_scale), size)
         return self._combine(a, n, zs, zc)
 
-    def half_width(self, level: float = 0.95, n_hat: Optional[float] = None,
-                   avg_hat: Optional[float] = None) -> float:
+    def half_width(
+        self, level: float = 0.95, n_hat: float | None = None, avg_hat: float | None = None
+    ) -> float:
         """Error ~ (Z_s - (mu - m) Z_n)/n, Z_s ~ Lap(w'/eps), Z_n ~ Lap(2/eps)."""
         if n_hat is None or n_hat <= 0:
             return self._mean_hw(0.0, n_hat)
-        if avg_hat is None:      # no released AVG: worst case over the range
+        if avg_hat is None:  # no released AVG: worst case over the range
             avg_hat = self._worst_avg
         m = self.lo_t + self.w_t / 2
         q = laplace_combo_abs_quantile(self.w_t / self.eps, 2 * abs(avg_hat - m) / self.eps, level)
@@ -102,13 +102,12 @@ class IndependentLaplaceMean(GridMean):
         self.scale = self.sum_measurement.output_scale
 
     def privacy_map_exact(self, d_in: int) -> Fraction:
-        return (self.sum_measurement.privacy_map_exact(d_in)
-                + self.count_measurement.privacy_map_exact(d_in))
+        return self.sum_measurement.privacy_map_exact(d_in) + self.count_measurement.privacy_map_exact(d_in)
 
     def _combine(self, s_hat, n_hat):
         return (np.asarray(s_hat, dtype=float) - self.lo_t * np.asarray(n_hat, dtype=float)) / self.w_t, n_hat
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> MeanRelease:
+    def release(self, true_value, source: RandomSource | None = None) -> MeanRelease:
         s, n = self._sum_count(true_value)
         src = source if source is not None else default_source()
         rs = self.sum_measurement.release(int(s) if self.integer else float(s), src)
@@ -125,12 +124,13 @@ class IndependentLaplaceMean(GridMean):
         n_hat = n + dlap_grid_sample(rng, float(self.count_measurement.scale), size)
         return self._combine(s_hat, n_hat)
 
-    def half_width(self, level: float = 0.95, n_hat: Optional[float] = None,
-                   avg_hat: Optional[float] = None) -> float:
+    def half_width(
+        self, level: float = 0.95, n_hat: float | None = None, avg_hat: float | None = None
+    ) -> float:
         """Error ~ (Z_s - mu Z_n)/n, Z_s ~ Lap(2W/eps), Z_n ~ Lap(2/eps)."""
         if n_hat is None or n_hat <= 0:
             return self._mean_hw(0.0, n_hat)
-        if avg_hat is None:      # no released AVG: worst case over the range
+        if avg_hat is None:  # no released AVG: worst case over the range
             avg_hat = self._worst_avg
         big_w = float(self.sum_measurement.delta)
         q = laplace_combo_abs_quantile(2 * big_w / self.eps, 2 * abs(avg_hat) / self.eps, level)

@@ -64,28 +64,35 @@ def grid_inputs(sums, counts, grid: int, ratios: tuple, integer: bool, one):
     if integer:
         s = int_column(sums)
         n_max = int(n.max())
-        if (s is None or d != 1 or f != 1
-                or (int(np.abs(s).max()) + n_max * abs(c) + 1) * 2 * grid + e >= _ROOM
-                or n_max * e >= _ROOM):
+        if (
+            s is None
+            or d != 1
+            or f != 1
+            or (int(np.abs(s).max()) + n_max * abs(c) + 1) * 2 * grid + e >= _ROOM
+            or n_max * e >= _ROOM
+        ):
             return _each(sums, counts, one, a, n, range(size))
         num = s - n * c
         ok = (num >= 0) & (num <= n * e)
         a = (2 * grid * num + e) // (2 * e)
     else:
         arr = np.asarray(sums)
-        if arr.ndim != 1 or arr.dtype.kind not in "if" or (
-                arr.dtype.kind == "i" and int(np.abs(arr).max()) >= 1 << 53):
+        if (
+            arr.ndim != 1
+            or arr.dtype.kind not in "if"
+            or (arr.dtype.kind == "i" and int(np.abs(arr).max()) >= 1 << 53)
+        ):
             return _each(sums, counts, one, a, n, range(size))
         s = arr.astype(np.float64)
         big_l, big_w, nf = c / d, e / f, n.astype(np.float64)
         with np.errstate(all="ignore"):
             x = (s - nf * big_l) * grid / big_w + 0.5
             bound = (np.abs(s) + nf * abs(big_l)) * grid / big_w
-            err = 2.0 ** -48 * (bound + 1.0)
+            err = 2.0**-48 * (bound + 1.0)
             lo, hi = np.floor(x - err), np.floor(x + err)
-            ok = np.isfinite(x) & (bound < 2.0 ** 50) & (lo == hi)
+            ok = np.isfinite(x) & (bound < 2.0**50) & (lo == hi)
             ok &= (lo >= 1) & (lo <= nf * grid - 1)
-            empty = (n == 0) & (s == 0)                 # an empty cell: A = 0 exactly
+            empty = (n == 0) & (s == 0)  # an empty cell: A = 0 exactly
         a = np.where(ok, lo, 0).astype(np.int64)
         ok |= empty
     return _each(sums, counts, one, a, n, np.flatnonzero(~ok))

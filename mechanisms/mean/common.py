@@ -29,7 +29,6 @@ import operator
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Real
-from typing import Optional
 
 import numpy as np
 
@@ -88,11 +87,15 @@ class GridMean(Measurement):
             k = 20 - max(0, math.ceil(math.log2(big_w / w)))
             self.grid = 1 << max(k, 8)
             guard = 2 * w / (self.grid - 4)
-        self._lo_t, self._w_t = lo - guard, w + 2 * guard     # l', w' (exact)
+        self._lo_t, self._w_t = lo - guard, w + 2 * guard  # l', w' (exact)
         self.lo_t, self.w_t = float(self._lo_t), float(self._w_t)
-        self._ratios = (self._lo_t.numerator, self._lo_t.denominator,
-                        self._w_t.numerator, self._w_t.denominator)
-        self._tol = Fraction(1, 10 ** 6) * max(1, big_w / w)
+        self._ratios = (
+            self._lo_t.numerator,
+            self._lo_t.denominator,
+            self._w_t.numerator,
+            self._w_t.denominator,
+        )
+        self._tol = Fraction(1, 10**6) * max(1, big_w / w)
 
     # -- inputs ------------------------------------------------------------
     def _sum_count(self, true_value) -> tuple[Fraction, int]:
@@ -109,8 +112,11 @@ class GridMean(Measurement):
     def grid_input(self, true_value) -> tuple[int, int]:
         """(A, n): A = round_half_up(M (S - n l')/w'), the grid numerator (see module doc)."""
         s, n = true_value
-        if type(n) is int and n >= 0 and (type(s) is int or (type(s) is float and not self.integer
-                                                             and math.isfinite(s))):
+        if (
+            type(n) is int
+            and n >= 0
+            and (type(s) is int or (type(s) is float and not self.integer and math.isfinite(s)))
+        ):
             # the same rational formula in integers: s = a/b exactly, l' = c/d, w' = e/f,
             # s1 = (s - n l')/w' = N/D; A = floor(M N/D + 1/2) = (2 M N + D) // 2D
             a, b = (s, 1) if type(s) is int else s.as_integer_ratio()
@@ -134,13 +140,12 @@ class GridMean(Measurement):
         """(mean, sum, count) arrays from released (s1^, n^) -- post-processing only."""
         s1_hat = np.asarray(s1_hat, dtype=float)
         n_hat = np.asarray(n_hat, dtype=float)
-        mean = mean_from_ratio(s1_hat, n_hat, self.lo_t, self.w_t, float(self.lower),
-                               float(self.upper))
+        mean = mean_from_ratio(s1_hat, n_hat, self.lo_t, self.w_t, float(self.lower), float(self.upper))
         total = self.lo_t * n_hat + self.w_t * s1_hat
         return mean, total, n_hat
 
     def _release(self, s1_hat: float, n_hat: float) -> MeanRelease:
-        s1_hat, n_hat = float(s1_hat), float(n_hat)     # scalar form of _finish (same policy)
+        s1_hat, n_hat = float(s1_hat), float(n_hat)  # scalar form of _finish (same policy)
         lower, upper = float(self.lower), float(self.upper)
         if n_hat > 0:
             mean = min(max(self.lo_t + self.w_t * min(max(s1_hat / n_hat, 0.0), 1.0), lower), upper)
@@ -150,8 +155,10 @@ class GridMean(Measurement):
         count = int(round(count))
         total = int(round(total)) if self.integer else total
         hw = self.half_width(0.95, n_hat=n_hat, avg_hat=mean)
-        parts = (Release(total, 0.0, self.sum_half_width(), self.name + ":sum", None),
-                 Release(count, 0.0, self.count_half_width(), self.name + ":count", None))
+        parts = (
+            Release(total, 0.0, self.sum_half_width(), self.name + ":sum", None),
+            Release(count, 0.0, self.count_half_width(), self.name + ":count", None),
+        )
         return MeanRelease(mean, self.epsilon, hw, self.name, self.scale, parts)
 
     def release_many(self, num: np.ndarray, n_hat: np.ndarray, hw_many) -> BatchRelease:
@@ -162,27 +169,41 @@ class GridMean(Measurement):
         lim = 1 << 53
         if num.size and max(int(np.abs(num).max()), int(np.abs(n_hat).max())) >= lim:
             rels = [self._release(int(a) / self.grid, int(k)) for a, k in zip(num, n_hat)]
-            return BatchRelease([r.value for r in rels], max((r.half_width for r in rels), default=0.0),
-                                self.name, tuple(BatchRelease([r.parts[p].value for r in rels],
-                                                              float(rels[0].parts[p].half_width) if rels else 0.0,
-                                                              rels[0].parts[p].mechanism if rels else "")
-                                                 for p in (0, 1)))
+            return BatchRelease(
+                [r.value for r in rels],
+                max((r.half_width for r in rels), default=0.0),
+                self.name,
+                tuple(
+                    BatchRelease(
+                        [r.parts[p].value for r in rels],
+                        float(rels[0].parts[p].half_width) if rels else 0.0,
+                        rels[0].parts[p].mechanism if rels else "",
+                    )
+                    for p in (0, 1)
+                ),
+            )
         s1, nh = num.astype(np.float64) / self.grid, n_hat.astype(np.float64)
         lower, upper = float(self.lower), float(self.upper)
         pos = nh > 0
         with np.errstate(all="ignore"):
             r = np.minimum(np.maximum(s1 / np.where(pos, nh, 1.0), 0.0), 1.0)
-        mean = np.where(pos, np.minimum(np.maximum(self.lo_t + self.w_t * r, lower), upper),
-                        0.5 * (lower + upper))
+        mean = np.where(
+            pos, np.minimum(np.maximum(self.lo_t + self.w_t * r, lower), upper), 0.5 * (lower + upper)
+        )
         total = self.lo_t * nh + self.w_t * s1
         if self.integer:
-            total = (np.rint(total).astype(np.int64) if not total.size or
-                     float(np.abs(total).max()) < 2.0 ** 62 else [int(round(t)) for t in total.tolist()])
-        parts = (BatchRelease(total, float(self.sum_half_width()), self.name + ":sum"),
-                 BatchRelease(n_hat, float(self.count_half_width()), self.name + ":count"))
+            total = (
+                np.rint(total).astype(np.int64)
+                if not total.size or float(np.abs(total).max()) < 2.0**62
+                else [int(round(t)) for t in total.tolist()]
+            )
+        parts = (
+            BatchRelease(total, float(self.sum_half_width()), self.name + ":sum"),
+            BatchRelease(n_hat, float(self.count_half_width()), self.name + ":count"),
+        )
         return BatchRelease(mean, hw_many(nh, mean), self.name, parts)
 
-    def setup(self) -> "GridMean":
+    def setup(self) -> GridMean:
         """Compute the 95% half-width constants now (at config load) instead of at the first
         release; they are shared through single-flight memos (:mod:`mechanisms.once`)."""
         self.half_width(0.95, n_hat=1.0, avg_hat=float(self.lower))
@@ -198,7 +219,7 @@ class GridMean(Measurement):
         lo, hi = float(self.lower), float(self.upper)
         return hi if abs(hi) > abs(lo) else lo
 
-    def _mean_hw(self, q_t: float, n_hat: Optional[float]) -> float:
+    def _mean_hw(self, q_t: float, n_hat: float | None) -> float:
         """Half-width w' q / n^ capped at w; w/2 when n^ <= 0 (midpoint policy)."""
         w = float(self.upper) - float(self.lower)
         if n_hat is None:
@@ -213,5 +234,7 @@ class GridMean(Measurement):
         return {"mean": mean, "sum": total, "count": count}
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(epsilon={self.epsilon}, lower={self.lower}, "
-                f"upper={self.upper}, integer={self.integer})")
+        return (
+            f"{type(self).__name__}(epsilon={self.epsilon}, lower={self.lower}, "
+            f"upper={self.upper}, integer={self.integer})"
+        )

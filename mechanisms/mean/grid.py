@@ -71,7 +71,7 @@ class GridHourglass:
         b = math.exp(-self.eps)
         self._b = b
         self.z_steps = (2 * self.G - 1) + 2 * self.grid * b / -math.expm1(-self.eps)
-        self._inv_eps = 1 / self.epsilon            # the K-coordinate's discrete-Laplace scale
+        self._inv_eps = 1 / self.epsilon  # the K-coordinate's discrete-Laplace scale
 
     # -- law ---------------------------------------------------------------
     def step(self, i):
@@ -107,8 +107,13 @@ class GridHourglass:
     # -- samplers ----------------------------------------------------------
     def _nonzero_share(self):
         """``interval(prec)`` of x = P(J != 0) = 2M b / ((2G - 1)(1 - b) + 2M b)."""
-        return partial(tilted_share_interval, self.epsilon.numerator, self.epsilon.denominator,
-                       2 * self.G - 1, 2 * self.grid)
+        return partial(
+            tilted_share_interval,
+            self.epsilon.numerator,
+            self.epsilon.denominator,
+            2 * self.G - 1,
+            2 * self.grid,
+        )
 
     def sample_exact(self, source: RandomSource) -> tuple[int, int]:
         """One exact draw (I, K), Z1 = I/M; integer randomness only.
@@ -152,5 +157,6 @@ class GridHourglass:
         mag = big_g + (j - 1) * grid + rng.integers(0, grid, size)
         i = np.where(j == 0, rng.integers(-(big_g - 1), big_g, size), sign * mag)
         sj = np.where(j == 0, 0, sign * j)
-        return i.astype(np.int64), (sj + geometric0(rng, self.eps, size)
-                                    - geometric0(rng, self.eps, size)).astype(np.int64)
+        return i.astype(np.int64), (
+            sj + geometric0(rng, self.eps, size) - geometric0(rng, self.eps, size)
+        ).astype(np.int64)

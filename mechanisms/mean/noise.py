@@ -21,8 +21,15 @@ import math
 import numpy as np
 
 from ..dlap import dlap_pmf
-from .constants import (gamma_star, gamma_tilde, hourglass_c, st2d_a2, st2d_coord_var,
-                        staircase_a, staircase_var)
+from .constants import (
+    gamma_star,
+    gamma_tilde,
+    hourglass_c,
+    st2d_a2,
+    st2d_coord_var,
+    staircase_a,
+    staircase_var,
+)
 
 __all__ = ["Laplace", "DiscreteLaplace", "Staircase", "Hourglass", "Staircase2D", "geometric0"]
 
@@ -46,7 +53,7 @@ class Laplace:
 
     @property
     def variance(self) -> float:
-        return 2 * self.scale ** 2
+        return 2 * self.scale**2
 
     def privacy_map(self, d_in: int, sensitivity: float = 1.0) -> float:
         """eps = d_in * l1-sensitivity / scale."""
@@ -102,7 +109,7 @@ class Staircase:
 
     @property
     def variance(self) -> float:
-        return staircase_var(self.eps, self.gamma) * self.delta ** 2
+        return staircase_var(self.eps, self.gamma) * self.delta**2
 
     def privacy_map(self, d_in: int) -> float:
         return d_in * self.eps
@@ -142,7 +149,7 @@ class Hourglass:
         """P(K = k) = c b^|k| (|k| + 2 gamma + 2 b^2/(1 - b^2)) (spec 2.4 moments)."""
         b = math.exp(-self.eps)
         k = np.abs(np.asarray(k, dtype=float))
-        return self.c * b ** k * (k + 2 * self.gamma + 2 * b * b / (1 - b * b))
+        return self.c * b**k * (k + 2 * self.gamma + 2 * b * b / (1 - b * b))
 
     def sample(self, rng: np.random.Generator, size=None):
         """Z1 ~ staircase (Lemma 3), then K = J(Z1) + DLap(eps) (Lemma 4)."""
@@ -172,14 +179,16 @@ class Staircase2D:
         eps, g = self.eps, self.gamma
         b, omb = math.exp(-eps), -math.expm1(-eps)
         al, be = 2 * g + 2 * b * (1 - g), g * g + b * (1 - g * g)
-        wnb, wge = al * b / omb ** 2, be / omb
-        k = np.where(rng.random(size) < wnb / (wnb + wge),
-                     1 + geometric0(rng, eps, size) + geometric0(rng, eps, size),
-                     geometric0(rng, eps, size)).astype(float)
+        wnb, wge = al * b / omb**2, be / omb
+        k = np.where(
+            rng.random(size) < wnb / (wnb + wge),
+            1 + geometric0(rng, eps, size) + geometric0(rng, eps, size),
+            geometric0(rng, eps, size),
+        ).astype(float)
         win, wout = 2 * k * g + g * g, b * (2 * k * (1 - g) + 1 - g * g)
         inner = rng.random(size) < win / (win + wout)
         r1, r2 = np.where(inner, k, k + g), np.where(inner, k + g, k + 1)
-        r = np.sqrt(r1 ** 2 + rng.random(size) * (r2 ** 2 - r1 ** 2))
+        r = np.sqrt(r1**2 + rng.random(size) * (r2**2 - r1**2))
         u = rng.random(size)
         sx = np.where(rng.random(size) < 0.5, -1.0, 1.0)
         sy = np.where(rng.random(size) < 0.5, -1.0, 1.0)

@@ -23,14 +23,21 @@ The delta method (Lemma 1) turns these into half-widths: the AVG error is
 from __future__ import annotations
 
 import math
+
 import numpy as np
 from scipy.optimize import brentq
 
 from ..once import single_flight
 from .constants import staircase_a
 
-__all__ = ["hourglass_abs_quantile", "laplace_combo_abs_quantile", "integer_abs_quantile",
-           "laplace_combo_tail", "hourglass_count_tail", "hourglass_count_quantile"]
+__all__ = [
+    "hourglass_abs_quantile",
+    "laplace_combo_abs_quantile",
+    "integer_abs_quantile",
+    "laplace_combo_tail",
+    "hourglass_count_tail",
+    "hourglass_count_quantile",
+]
 
 _SMALL_EPS = 0.05
 
@@ -72,20 +79,20 @@ def _hourglass_q(eps: float, gamma: float, alphas: tuple, level: float) -> tuple
     a = staircase_a(eps, gamma)
     j = np.arange(-n, n + 1)
     aj = np.abs(j)
-    mass = np.where(aj == 0, 2 * gamma * a, a * b ** aj)          # P(J = j)
+    mass = np.where(aj == 0, 2 * gamma * a, a * b**aj)  # P(J = j)
     lo_z = np.where(aj == 0, -gamma, aj - 1 + gamma) * np.where(j < 0, -1, 1)
     hi_z = np.where(aj == 0, gamma, aj + gamma) * np.where(j < 0, -1, 1)
-    lo_z, hi_z = np.minimum(lo_z, hi_z), np.maximum(lo_z, hi_z)    # Z1 range on step j
-    p_l = (1 - b) / (1 + b) * b ** aj                               # DLap pmf on the same range
+    lo_z, hi_z = np.minimum(lo_z, hi_z), np.maximum(lo_z, hi_z)  # Z1 range on step j
+    p_l = (1 - b) / (1 + b) * b**aj  # DLap pmf on the same range
     wid = hi_z - lo_z
     out = []
     for al in alphas:
-        lo = lo_z - al * j                                          # V = Z1 - alpha J on step j
-        bp = np.sort(np.concatenate([lo, lo + wid]))                # F_V is piecewise linear
+        lo = lo_z - al * j  # V = Z1 - alpha J on step j
+        bp = np.sort(np.concatenate([lo, lo + wid]))  # F_V is piecewise linear
         f_bp = (mass * np.clip((bp[:, None] - lo) / wid, 0.0, 1.0)).sum(axis=1)
-        x = al * j                                                  # alpha * (values of L)
+        x = al * j  # alpha * (values of L)
 
-        def cover(h):  # P(|V - alpha L| <= h)
+        def cover(h, x=x, bp=bp, f_bp=f_bp):  # P(|V - alpha L| <= h)
             return float(np.dot(p_l, np.interp(x + h, bp, f_bp) - np.interp(x - h, bp, f_bp)))
 
         # bracket from the Laplace limit, widened until it holds; then bisect
@@ -151,7 +158,7 @@ def hourglass_count_quantile(eps: float, big_g: int, grid: int, level: float = 0
 
     if ok(0):
         return 0
-    lo, hi = 0, 1                 # invariant: not ok(lo), ok(hi)
+    lo, hi = 0, 1  # invariant: not ok(lo), ok(hi)
     while not ok(hi):
         lo, hi = hi, 2 * hi
     while hi - lo > 1:

@@ -22,7 +22,6 @@ import bisect
 import math
 from fractions import Fraction
 from numbers import Real
-from typing import Optional
 
 import numpy as np
 
@@ -36,7 +35,7 @@ from .quantiles import hourglass_abs_quantile, hourglass_count_quantile, laplace
 
 __all__ = ["HourglassMean", "LaplaceTransformedMean"]
 
-_ALPHA_GRID = tuple(i / 20 for i in range(11))     # 0, 0.05, ..., 0.5
+_ALPHA_GRID = tuple(i / 20 for i in range(11))  # 0, 0.05, ..., 0.5
 
 
 def _interp(x: float, xs: tuple, ys) -> float:
@@ -77,21 +76,21 @@ class HourglassMean(GridMean):
     def privacy_map_exact(self, d_in: int) -> Fraction:
         return self.noise.privacy_map(d_in)
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> MeanRelease:
+    def release(self, true_value, source: RandomSource | None = None) -> MeanRelease:
         return self.apply(true_value, self.draw(source))
 
-    def draw(self, source: Optional[RandomSource] = None) -> tuple[int, int]:
+    def draw(self, source: RandomSource | None = None) -> tuple[int, int]:
         """(I, K) of the grid hourglass: data-independent (Alg. 3 adds it to (A, n))."""
         return self.noise.sample_exact(source if source is not None else default_source())
 
-    def apply(self, true_value, noise, source: Optional[RandomSource] = None) -> MeanRelease:
+    def apply(self, true_value, noise, source: RandomSource | None = None) -> MeanRelease:
         if noise is None:
             return self.release(true_value, source)
         a, n = self.grid_input(true_value)
         i, k = noise
         return self._release((a + i) / self.grid, n + k)
 
-    def draw_many(self, n: int, source: Optional[RandomSource] = None):
+    def draw_many(self, n: int, source: RandomSource | None = None):
         """``n`` draws (I, K) at once (:meth:`GridHourglass.sample_many`: the law of ``n``
         :meth:`draw` calls)."""
         return self.noise.sample_many(n, source if source is not None else default_source())
@@ -109,7 +108,7 @@ class HourglassMean(GridMean):
         operations as :func:`_fold`, :func:`_interp` and ``_mean_hw``."""
         if not n_hat.size:
             return 0.0
-        self.half_width(0.95, n_hat=1.0, avg_hat=float(self.lower))      # the q table
+        self.half_width(0.95, n_hat=1.0, avg_hat=float(self.lower))  # the q table
         w = float(self.upper) - float(self.lower)
         a = np.minimum(np.maximum((mean - self.lo_t) / self.w_t, 0.0), 1.0)
         al = np.minimum(a, 1.0 - a)
@@ -128,19 +127,19 @@ class HourglassMean(GridMean):
         return (a + i) / self.grid, n + k
 
     # -- half-widths (delta method, Lemma 1; released values only) ---------
-    def half_width(self, level: float = 0.95, n_hat: Optional[float] = None,
-                   avg_hat: Optional[float] = None) -> float:
+    def half_width(
+        self, level: float = 0.95, n_hat: float | None = None, avg_hat: float | None = None
+    ) -> float:
         """AVG half-width w' q(alpha^)/n^ with alpha^ = (avg^ - l')/w' and
         q = the level-quantile of |Z1 - alpha K| (exact hourglass law)."""
         if n_hat is None or n_hat <= 0:
             return self._mean_hw(0.0, n_hat)
-        if avg_hat is None:      # no released AVG: worst case over the range
+        if avg_hat is None:  # no released AVG: worst case over the range
             avg_hat = self._worst_avg
         al = _fold((avg_hat - self.lo_t) / self.w_t)
-        if level == 0.95:   # table on alpha in {0, 0.05, .., 0.5}, linear interpolation
+        if level == 0.95:  # table on alpha in {0, 0.05, .., 0.5}, linear interpolation
             if self._q_mean is None:
-                self._q_mean = hourglass_abs_quantile(self.noise.eps, self.noise.gamma,
-                                                      _ALPHA_GRID, 0.95)
+                self._q_mean = hourglass_abs_quantile(self.noise.eps, self.noise.gamma, _ALPHA_GRID, 0.95)
             q = _interp(al, _ALPHA_GRID, self._q_mean)
         else:
             q = float(hourglass_abs_quantile(self.noise.eps, self.noise.gamma, [al], level)[0])
@@ -151,8 +150,7 @@ class HourglassMean(GridMean):
         computed once per level)."""
         key = ("sum", level)
         if key not in self._q_count:
-            q = hourglass_abs_quantile(self.noise.eps, self.noise.gamma,
-                                       [-self.lo_t / self.w_t], level)[0]
+            q = hourglass_abs_quantile(self.noise.eps, self.noise.gamma, [-self.lo_t / self.w_t], level)[0]
             self._q_count[key] = self.w_t * float(q)
         return self._q_count[key]
 
@@ -173,14 +171,14 @@ class LaplaceTransformedMean(GridMean):
 
     def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
         super().__init__(epsilon, lower, upper, integer)
-        self.noise_scale = Fraction(self.grid) / self.epsilon_exact   # grid units
+        self.noise_scale = Fraction(self.grid) / self.epsilon_exact  # grid units
         self.eps = float(self.epsilon_exact)
         self.scale = self.w_t / self.eps
 
     def privacy_map_exact(self, d_in: int) -> Fraction:
         return d_in * self.grid / self.noise_scale
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> MeanRelease:
+    def release(self, true_value, source: RandomSource | None = None) -> MeanRelease:
         a, n = self.grid_input(true_value)
         src = source if source is not None else default_source()
         y1 = a + discrete_laplace(self.noise_scale, src)
@@ -194,12 +192,13 @@ class LaplaceTransformedMean(GridMean):
         y2 = (n * self.grid - a) + dlap_grid_sample(rng, sc, size)
         return y1 / self.grid, (y1 + y2) / self.grid
 
-    def half_width(self, level: float = 0.95, n_hat: Optional[float] = None,
-                   avg_hat: Optional[float] = None) -> float:
+    def half_width(
+        self, level: float = 0.95, n_hat: float | None = None, avg_hat: float | None = None
+    ) -> float:
         """Error ~ w'((1-alpha) Z1 - alpha Z2)/n, Z ~ Lap(1/eps) (continuous approx.)."""
         if n_hat is None or n_hat <= 0:
             return self._mean_hw(0.0, n_hat)
-        if avg_hat is None:      # no released AVG: worst case over the range
+        if avg_hat is None:  # no released AVG: worst case over the range
             avg_hat = self._worst_avg
         al = min(max((avg_hat - self.lo_t) / self.w_t, 0.0), 1.0)
         return self._mean_hw(laplace_combo_abs_quantile((1 - al) / self.eps, al / self.eps, level), n_hat)

@@ -18,8 +18,16 @@ import math
 
 import numpy as np
 
-__all__ = ["oue_estimate_counts", "oue_variance", "olh_frequencies", "HH", "HaarHRR", "HIO2D",
-           "FlatOUE", "fwht"]
+__all__ = [
+    "oue_estimate_counts",
+    "oue_variance",
+    "olh_frequencies",
+    "HH",
+    "HaarHRR",
+    "HIO2D",
+    "FlatOUE",
+    "fwht",
+]
 
 
 def _q(eps: float) -> float:
@@ -41,8 +49,9 @@ def oue_variance(n: int, eps: float, c_v: float = 0.0) -> float:
     return (n * q * (1 - q) + c_v * (0.25 - q * (1 - q))) / (0.5 - q) ** 2
 
 
-def olh_frequencies(x: np.ndarray, d: int, eps: float, gen: np.random.Generator,
-                    chunk: int = 4096) -> np.ndarray:
+def olh_frequencies(
+    x: np.ndarray, d: int, eps: float, gen: np.random.Generator, chunk: int = 4096
+) -> np.ndarray:
     """OLH (per-user simulation, values 0..d-1): g = round(e^eps) + 1, H_i(v) = ((a v + b)
     mod P) mod g, GRR_g on the hash; c_hat_v = (S_v - n/g)/(p - 1/g)."""
     x = np.asarray(x, dtype=np.int64)
@@ -56,8 +65,8 @@ def olh_frequencies(x: np.ndarray, d: int, eps: float, gen: np.random.Generator,
     S = np.zeros(d)
     v = np.arange(d, dtype=np.int64)
     for s in range(0, n, chunk):
-        Hv = ((a[s:s + chunk, None] * v[None, :] + b[s:s + chunk, None]) % P) % g
-        S += (Hv == y[s:s + chunk, None]).sum(axis=0)
+        Hv = ((a[s : s + chunk, None] * v[None, :] + b[s : s + chunk, None]) % P) % g
+        S += (Hv == y[s : s + chunk, None]).sum(axis=0)
     return (S - n / g) / (p - 1.0 / g)
 
 
@@ -87,7 +96,7 @@ def _levels(x: np.ndarray, nlev: int, gen: np.random.Generator) -> np.ndarray:
 def _padded_depth(m: int, B: int) -> int:
     """Least h >= 1 with B^h >= m (domain padded to B^h)."""
     h = 1
-    while B ** h < m:
+    while B**h < m:
         h += 1
     return h
 
@@ -95,8 +104,9 @@ def _padded_depth(m: int, B: int) -> int:
 class HH:
     """HH_B (spec 5.2) on 1-based values x in [m]; range via consistent leaves or B-adic nodes."""
 
-    def __init__(self, x: np.ndarray, m: int, B: int, eps: float, gen: np.random.Generator,
-                 consistency: bool = True):
+    def __init__(
+        self, x: np.ndarray, m: int, B: int, eps: float, gen: np.random.Generator, consistency: bool = True
+    ):
         x0 = np.asarray(x, dtype=np.int64) - 1
         self.B, self.h, self.n = B, _padded_depth(m, B), len(x0)
         h, lev = self.h, _levels(x0, self.h, gen) + 1
@@ -104,7 +114,7 @@ class HH:
         for l in range(1, h + 1):
             node = x0[lev == l] // B ** (h - l)
             nl = max(1, len(node))
-            self.est.append(self.n / nl * oue_estimate_counts(np.bincount(node, minlength=B ** l), eps, gen))
+            self.est.append(self.n / nl * oue_estimate_counts(np.bincount(node, minlength=B**l), eps, gen))
         if consistency:
             self._consistency()
 
@@ -114,7 +124,7 @@ class HH:
         for l in range(h - 1, 0, -1):
             i = h - l + 1
             child = z[l + 1].reshape(-1, B).sum(axis=1)
-            z[l] = ((B ** i - B ** (i - 1)) * self.est[l] + (B ** (i - 1) - 1) * child) / (B ** i - 1)
+            z[l] = ((B**i - B ** (i - 1)) * self.est[l] + (B ** (i - 1) - 1) * child) / (B**i - 1)
         hb = [np.array([float(self.n)])]
         for l in range(1, h + 1):
             sib = z[l].reshape(-1, B).sum(axis=1)
@@ -143,7 +153,7 @@ class HaarHRR:
     def __init__(self, x: np.ndarray, m: int, eps: float, gen: np.random.Generator):
         x0 = np.asarray(x, dtype=np.int64) - 1
         n, h = len(x0), max(1, math.ceil(math.log2(m)))
-        M, q = 2 ** h, _q(eps)
+        M, q = 2**h, _q(eps)
         kap = 1.0 / (1.0 - 2.0 * q)
         lev = _levels(x0, h, gen) + 1
         leaves = np.full(M, n / M)
@@ -196,9 +206,9 @@ class HIO2D:
         for k, (a, b) in enumerate(pairs):
             xs = x0[lev == k]
             i1, i2 = xs[:, 0] // B ** (h - a), xs[:, 1] // B ** (h - b)
-            cnt = np.bincount(i1 * B ** b + i2, minlength=B ** (a + b))
+            cnt = np.bincount(i1 * B**b + i2, minlength=B ** (a + b))
             e = self.n / max(1, len(xs)) * oue_estimate_counts(cnt, eps, gen)
-            self.est[(a, b)] = e.reshape(B ** a, B ** b)
+            self.est[(a, b)] = e.reshape(B**a, B**b)
 
     def range(self, l1: int, r1: int, l2: int, r2: int) -> float:
         n1, n2 = _nodes(l1, r1, self.B, self.h), _nodes(l2, r2, self.B, self.h)

@@ -32,17 +32,24 @@ an unbiased estimate of the same shape.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from .laplace import column_variances
 from .queries import Query
 from .spec import GroupSpec
 
-__all__ = ["ESTIMATORS", "dim_affine", "affine_terms", "estimate_numpy", "variance",
-           "variance_bounds", "variance_queries", "variance_estimate_numpy", "notice_std",
-           "column_variance"]
+__all__ = [
+    "ESTIMATORS",
+    "dim_affine",
+    "affine_terms",
+    "estimate_numpy",
+    "variance",
+    "variance_bounds",
+    "variance_queries",
+    "variance_estimate_numpy",
+    "notice_std",
+    "column_variance",
+]
 
 ESTIMATORS = ("paper", "known_n")
 
@@ -122,8 +129,13 @@ def prefix_matrix(R: np.ndarray, spec: GroupSpec, d: int, estimator: str) -> np.
     return (phi[:, 1:] - phi[:, [0]]) / 2.0
 
 
-def estimate_numpy(reports: np.ndarray, spec: GroupSpec, query: Query,
-                   estimator: str = "known_n", row_weights: Optional[np.ndarray] = None) -> float:
+def estimate_numpy(
+    reports: np.ndarray,
+    spec: GroupSpec,
+    query: Query,
+    estimator: str = "known_n",
+    row_weights: np.ndarray | None = None,
+) -> float:
     """Pure-numpy reference estimator (independent of the SQL path's affine coefficients)."""
     _est(estimator)
     rep = np.asarray(reports)
@@ -141,12 +153,19 @@ def estimate_numpy(reports: np.ndarray, spec: GroupSpec, query: Query,
 
 
 def _var_parts(spec: GroupSpec, query: Query, estimator: str) -> list:
-    return [(_V(spec, d, dim_affine(spec, d, query.weight(spec, d), estimator)),
-             query.weight(spec, d)) for d in range(spec.D)]
+    return [
+        (_V(spec, d, dim_affine(spec, d, query.weight(spec, d), estimator)), query.weight(spec, d))
+        for d in range(spec.D)
+    ]
 
 
-def variance(spec: GroupSpec, query: Query, buckets: np.ndarray, estimator: str = "known_n",
-             row_weights: Optional[np.ndarray] = None) -> float:
+def variance(
+    spec: GroupSpec,
+    query: Query,
+    buckets: np.ndarray,
+    estimator: str = "known_n",
+    row_weights: np.ndarray | None = None,
+) -> float:
     """Exact Var of the estimate given the true buckets (n x D, 1-based)."""
     x = np.asarray(buckets, dtype=np.int64).reshape(len(buckets), -1)
     a = np.ones(x.shape[0])
@@ -157,20 +176,21 @@ def variance(spec: GroupSpec, query: Query, buckets: np.ndarray, estimator: str 
     v = a - b
     if row_weights is not None:
         v = v * np.asarray(row_weights, dtype=float) ** 2
-    return float(query.scale ** 2 * v.sum())
+    return float(query.scale**2 * v.sum())
 
 
-def variance_bounds(spec: GroupSpec, query: Query, n: int, estimator: str = "known_n",
-                    max_abs_row_weight: Optional[float] = None) -> tuple:
+def variance_bounds(
+    spec: GroupSpec, query: Query, n: int, estimator: str = "known_n", max_abs_row_weight: float | None = None
+) -> tuple:
     """(min, max) of the exact variance over all datasets of n records (tight: attained
     when every record sits in the cell minimising/maximising each w_d^2). With public row
     weights bounded by ``max_abs_row_weight`` the max scales by its square and min is 0."""
     parts = _var_parts(spec, query, _est(estimator))
-    hi = np.prod([V + np.max(w ** 2) for V, w in parts]) - np.prod([np.max(w ** 2) for _, w in parts])
-    lo = np.prod([V + np.min(w ** 2) for V, w in parts]) - np.prod([np.min(w ** 2) for _, w in parts])
-    s2 = query.scale ** 2 * n
+    hi = np.prod([V + np.max(w**2) for V, w in parts]) - np.prod([np.max(w**2) for _, w in parts])
+    lo = np.prod([V + np.min(w**2) for V, w in parts]) - np.prod([np.min(w**2) for _, w in parts])
+    s2 = query.scale**2 * n
     if max_abs_row_weight is not None:
-        return 0.0, float(s2 * hi * max_abs_row_weight ** 2)
+        return 0.0, float(s2 * hi * max_abs_row_weight**2)
     return float(s2 * lo), float(s2 * hi)
 
 
@@ -178,23 +198,26 @@ def variance_queries(spec: GroupSpec, query: Query, estimator: str = "known_n") 
     """(qa, qb): the exact variance is E[qa] - E[qb] per record (module doc), so the
     estimate of qa minus that of qb is an unbiased variance estimate (same estimator)."""
     parts = _var_parts(spec, query, _est(estimator))
-    qa = Query(tuple(V + w ** 2 for V, w in parts), query.scale ** 2)
-    qb = Query(tuple(w ** 2 for _, w in parts), query.scale ** 2)
+    qa = Query(tuple(V + w**2 for V, w in parts), query.scale**2)
+    qb = Query(tuple(w**2 for _, w in parts), query.scale**2)
     return qa, qb
 
 
-def variance_estimate_numpy(reports: np.ndarray, spec: GroupSpec, query: Query,
-                            estimator: str = "known_n",
-                            row_weights: Optional[np.ndarray] = None) -> float:
+def variance_estimate_numpy(
+    reports: np.ndarray,
+    spec: GroupSpec,
+    query: Query,
+    estimator: str = "known_n",
+    row_weights: np.ndarray | None = None,
+) -> float:
     """Numpy reference of the unbiased variance estimate (the estimates of
     :func:`variance_queries`)."""
     qa, qb = variance_queries(spec, query, estimator)
     rw = None if row_weights is None else np.asarray(row_weights, dtype=float) ** 2
-    return (estimate_numpy(reports, spec, qa, estimator, rw)
-            - estimate_numpy(reports, spec, qb, estimator, rw))
+    return estimate_numpy(reports, spec, qa, estimator, rw) - estimate_numpy(reports, spec, qb, estimator, rw)
 
 
-def notice_std(var_estimate: Optional[float], bounds: tuple) -> float:
+def notice_std(var_estimate: float | None, bounds: tuple) -> float:
     """Std for the NOTICE: sqrt of the variance estimate clamped into the exact bounds
     (the upper bound alone if no estimate is available)."""
     lo, hi = bounds

@@ -17,15 +17,23 @@ alternatives for D = 1.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from .spec import GroupSpec
 
-__all__ = ["m2_scales", "m2_scales_numeric", "m2_total_error", "she_total_error",
-           "fig1_ratio", "column_scales", "column_variances", "perturb_laplace",
-           "laplace_log_ratio", "es_metric", "m3_total_error"]
+__all__ = [
+    "m2_scales",
+    "m2_scales_numeric",
+    "m2_total_error",
+    "she_total_error",
+    "fig1_ratio",
+    "column_scales",
+    "column_variances",
+    "perturb_laplace",
+    "laplace_log_ratio",
+    "es_metric",
+    "m3_total_error",
+]
 
 
 def m2_scales(m: int, eps: float, sensitive) -> np.ndarray:
@@ -58,6 +66,7 @@ def m2_scales_numeric(E: np.ndarray) -> np.ndarray:
     """Solve problem (2) for an arbitrary metric E (m x m): minimise sum t^-2 subject to
     t_x + t_y <= E(x, y), x != y (SLSQP, implementation choice of spec 2.1); returns s = 1/t."""
     from scipy.optimize import minimize
+
     m = E.shape[0]
     iu = np.triu_indices(m, 1)
     A = np.zeros((len(iu[0]), m))
@@ -65,10 +74,15 @@ def m2_scales_numeric(E: np.ndarray) -> np.ndarray:
     A[np.arange(len(iu[0])), iu[1]] = 1.0
     b = E[iu]
     t0 = np.full(m, 0.5 * b.min() / 2.0)  # strictly interior start (0.99 can stall SLSQP)
-    res = minimize(lambda t: np.sum(t ** -2.0), t0, jac=lambda t: -2.0 * t ** -3.0,
-                   method="SLSQP", bounds=[(1e-9, None)] * m,
-                   constraints=[{"type": "ineq", "fun": lambda t: b - A @ t, "jac": lambda t: -A}],
-                   options={"maxiter": 500, "ftol": 1e-12})
+    res = minimize(
+        lambda t: np.sum(t**-2.0),
+        t0,
+        jac=lambda t: -2.0 * t**-3.0,
+        method="SLSQP",
+        bounds=[(1e-9, None)] * m,
+        constraints=[{"type": "ineq", "fun": lambda t: b - A @ t, "jac": lambda t: -A}],
+        options={"maxiter": 500, "ftol": 1e-12},
+    )
     # "Positive directional derivative" = line search stalled at machine precision: accept
     # a feasible point then; anything else is a failure.
     if not res.success and (res.status != 8 or np.max(A @ res.x - b) > 1e-9 or res.x.min() <= 0):
@@ -83,7 +97,7 @@ def m2_total_error(scales: np.ndarray, n: int = 1) -> float:
 
 def she_total_error(m: int, eps: float, n: int = 1) -> float:
     """eps-LDP SHE baseline [41]: Lap(2/eps) per coordinate, total 8 n m / eps^2."""
-    return 8.0 * n * m / eps ** 2
+    return 8.0 * n * m / eps**2
 
 
 def fig1_ratio(m: int, k: int, eps: float = 1.0) -> float:
@@ -125,7 +139,7 @@ def perturb_laplace(x: np.ndarray, spec: GroupSpec, gen: np.random.Generator) ->
     return data + z.astype(np.int64)
 
 
-def laplace_log_ratio(spec: GroupSpec, x: int, y: int, scales: Optional[np.ndarray] = None) -> float:
+def laplace_log_ratio(spec: GroupSpec, x: int, y: int, scales: np.ndarray | None = None) -> float:
     """Exact max over outputs of ln P[report | x]/P[report | y] = sum_c |a_c(x)-a_c(y)|/s_c
     (discrete Laplace: P(z)/P(z+K Delta) <= b^(-K|Delta|), attained; Prop. 2)."""
     m = spec.dims[0].m
@@ -139,5 +153,4 @@ def laplace_log_ratio(spec: GroupSpec, x: int, y: int, scales: Optional[np.ndarr
 def m3_total_error(m: int, eps: float, n: int = 1) -> float:
     """M3 total error 2nm(m-1)/eps^2 (paper 3.3): the sum of the per-range variances
     (2n/eps^2)(1[l>=2] + 1[r<=m-1]) over all m(m+1)/2 ranges [l, r] (spec 7.5)."""
-    return 2.0 * n * m * (m - 1) / eps ** 2
-
+    return 2.0 * n * m * (m - 1) / eps**2

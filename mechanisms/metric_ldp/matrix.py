@@ -16,8 +16,16 @@ import numpy as np
 from .estimators import prefix_matrix
 from .spec import GroupSpec
 
-__all__ = ["B1", "B1_inv", "B_kron", "B_kron_inv", "observations", "cell_estimates_matrix",
-           "cell_estimates", "cell_counts"]
+__all__ = [
+    "B1",
+    "B1_inv",
+    "B_kron",
+    "B_kron_inv",
+    "observations",
+    "cell_estimates_matrix",
+    "cell_estimates",
+    "cell_counts",
+]
 
 
 def B1(m: int) -> np.ndarray:

@@ -8,6 +8,7 @@ distance to any truth in the target set, and cost no privacy (functions of the r
   (clipping the unbounded fit gives the bounded one), so σ̂ = P̂/n is a CDF and the
   §3.10 search returns its first crossing of p (not any crossing, spec §7.11).
 """
+
 from __future__ import annotations
 
 import numpy as np

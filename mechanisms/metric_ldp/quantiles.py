@@ -25,8 +25,16 @@ from .estimators import dim_affine, estimate_numpy
 from .queries import Query, bucket_range_weights
 from .spec import GroupSpec
 
-__all__ = ["prefix_queries", "prefix_estimates_numpy", "search", "quantile",
-           "QuantileResult", "quantile_error", "quantile_error_bound", "prefix_width"]
+__all__ = [
+    "prefix_queries",
+    "prefix_estimates_numpy",
+    "search",
+    "quantile",
+    "QuantileResult",
+    "quantile_error",
+    "quantile_error_bound",
+    "prefix_width",
+]
 
 
 def prefix_queries(spec: GroupSpec, d: int) -> list:
@@ -40,11 +48,11 @@ def prefix_queries(spec: GroupSpec, d: int) -> list:
     return out
 
 
-def prefix_estimates_numpy(reports: np.ndarray, spec: GroupSpec, d: int,
-                           estimator: str = "known_n") -> list:
+def prefix_estimates_numpy(reports: np.ndarray, spec: GroupSpec, d: int, estimator: str = "known_n") -> list:
     """Numpy reference of the one prefix query's row (n, Phat_1..Phat_{m-1})."""
-    return [float(len(reports))] + [estimate_numpy(reports, spec, q, estimator)
-                                    for q in prefix_queries(spec, d)]
+    return [float(len(reports))] + [
+        estimate_numpy(reports, spec, q, estimator) for q in prefix_queries(spec, d)
+    ]
 
 
 def search(sigma: np.ndarray, p: float) -> tuple:
@@ -72,13 +80,14 @@ def search(sigma: np.ndarray, p: float) -> tuple:
 
 @dataclass(frozen=True)
 class QuantileResult:
-    value: float   # mapped back to the value domain
-    bucket: int    # xhat, 1-based
-    sigma: tuple   # sigmahat(0..m) used
+    value: float  # mapped back to the value domain
+    bucket: int  # xhat, 1-based
+    sigma: tuple  # sigmahat(0..m) used
 
 
-def quantile(row, p: float, spec: GroupSpec, d: int, kind: str = "disc",
-             represent: str = "mid") -> QuantileResult:
+def quantile(
+    row, p: float, spec: GroupSpec, d: int, kind: str = "disc", represent: str = "mid"
+) -> QuantileResult:
     """p-quantile from the one prefix query's row (n, Phat_1..Phat_{m-1}).
 
     kind "disc" (percentile_disc): the bucket's lower edge, midpoint or upper edge
@@ -132,8 +141,7 @@ def prefix_width(spec: GroupSpec, queries, estimator: str = "known_n") -> float:
     return width
 
 
-def quantile_error_bound(spec: GroupSpec, d: int, n: int, delta: float,
-                         estimator: str = "known_n") -> float:
+def quantile_error_bound(spec: GroupSpec, d: int, n: int, delta: float, estimator: str = "known_n") -> float:
     """t such that P[Err > t] <= delta (module doc); per-record ranges by interval
     arithmetic over the dims' affine terms (covers joint groups and the paper estimator)."""
     if spec.mechanism != "M4":

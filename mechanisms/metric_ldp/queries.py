@@ -24,15 +24,23 @@ with the first/last bucket also holding the clamped out-of-domain values:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 import numpy as np
 
 from .spec import DimSpec, GroupSpec
 
-__all__ = ["Query", "range_weights", "bucket_range_weights", "range_query", "linear_query",
-           "value_range_query", "private_weight_sum_query", "POLICIES"]
+__all__ = [
+    "Query",
+    "range_weights",
+    "bucket_range_weights",
+    "range_query",
+    "linear_query",
+    "value_range_query",
+    "private_weight_sum_query",
+    "POLICIES",
+]
 
 POLICIES = ("lower_edge", "outer", "inner", "interpolate")
 
@@ -48,8 +56,7 @@ class Query:
         w = self.weights[d]
         return np.ones(spec.dims[d].m) if w is None else np.asarray(w, dtype=float)
 
-    def truth(self, spec: GroupSpec, buckets: np.ndarray,
-              row_weights: Optional[np.ndarray] = None) -> float:
+    def truth(self, spec: GroupSpec, buckets: np.ndarray, row_weights: np.ndarray | None = None) -> float:
         """The exact answer on true buckets (n x D, 1-based) -- for tests and benches."""
         x = np.asarray(buckets, dtype=np.int64).reshape(len(buckets), -1)
         v = np.ones(x.shape[0])
@@ -94,9 +101,14 @@ def _pos(dim: DimSpec, u: float) -> float:
     return (u - dim.lo) * dim.m / (dim.hi - dim.lo)
 
 
-def range_weights(dim: DimSpec, lower: Optional[float] = None, upper: Optional[float] = None,
-                  lower_inclusive: bool = True, upper_inclusive: bool = True,
-                  policy: str = "lower_edge") -> np.ndarray:
+def range_weights(
+    dim: DimSpec,
+    lower: float | None = None,
+    upper: float | None = None,
+    lower_inclusive: bool = True,
+    upper_inclusive: bool = True,
+    policy: str = "lower_edge",
+) -> np.ndarray:
     """Bucket weights for the predicate lower <=(<) u <=(<) upper (None = unbounded)."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}")
@@ -120,8 +132,7 @@ def range_weights(dim: DimSpec, lower: Optional[float] = None, upper: Optional[f
     return (((start >= a) if li else (start > a)) & (end <= b)).astype(float)  # inner
 
 
-def value_range_query(spec: GroupSpec, preds: Mapping[int, tuple],
-                      policy: str = "lower_edge") -> Query:
+def value_range_query(spec: GroupSpec, preds: Mapping[int, tuple], policy: str = "lower_edge") -> Query:
     """{d: (lower, upper[, lower_inclusive, upper_inclusive])} on raw values -> Query."""
     ws = [None] * spec.D
     for d, p in preds.items():

@@ -15,8 +15,8 @@ M3 / M2 (paper 3.3 / 3.2) are 1-D alternatives in :mod:`.laplace` (dispatched he
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -24,8 +24,7 @@ from ..rng import RandomSource, default_source
 from .laplace import perturb_laplace
 from .spec import FLIP_BITS, GroupSpec, bucketize
 
-__all__ = ["thermometer", "perturb", "perturb_buckets", "round_weights",
-           "report_probability", "CHUNK_ROWS"]
+__all__ = ["thermometer", "perturb", "perturb_buckets", "round_weights", "report_probability", "CHUNK_ROWS"]
 
 CHUNK_ROWS = 1 << 16  # rows per vectorised chunk (bounds memory at ~4 bytes * width * chunk)
 
@@ -59,9 +58,12 @@ def _m4_chunk(x: np.ndarray, spec: GroupSpec, gen: np.random.Generator) -> np.nd
     return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
 
-def perturb_buckets(buckets: np.ndarray, spec: GroupSpec,
-                    source: Optional[RandomSource] = None,
-                    gen: Optional[np.random.Generator] = None) -> np.ndarray:
+def perturb_buckets(
+    buckets: np.ndarray,
+    spec: GroupSpec,
+    source: RandomSource | None = None,
+    gen: np.random.Generator | None = None,
+) -> np.ndarray:
     """Randomise records already mapped to buckets (n x D ints, 1-based) -> reports.
 
     ``gen`` is for callers that already hold a generator drawn from a source (e.g.
@@ -81,12 +83,11 @@ def perturb_buckets(buckets: np.ndarray, spec: GroupSpec,
         return perturb_laplace(x[:, 0], spec, gen)
     out = np.empty((x.shape[0], sum(spec.report_widths())), dtype=np.uint8)
     for s in range(0, x.shape[0], CHUNK_ROWS):
-        out[s:s + CHUNK_ROWS] = _m4_chunk(x[s:s + CHUNK_ROWS], spec, gen)
+        out[s : s + CHUNK_ROWS] = _m4_chunk(x[s : s + CHUNK_ROWS], spec, gen)
     return out
 
 
-def perturb(values: np.ndarray, spec: GroupSpec,
-            source: Optional[RandomSource] = None) -> np.ndarray:
+def perturb(values: np.ndarray, spec: GroupSpec, source: RandomSource | None = None) -> np.ndarray:
     """Bucket raw values (n x D; NaN refused, out-of-domain clamped) and randomise.
 
     Weight dimensions (``kind="weight"``) take the raw weight in [0, Delta] and are
@@ -117,9 +118,9 @@ def report_probability(buckets: Sequence[int], report: Sequence[int], spec: Grou
         raise ValueError("report_probability is for M4")
     prob = Fraction(1)
     for d, dim in enumerate(spec.dims):
-        q = Fraction(dim.flip_num, 2 ** FLIP_BITS)
+        q = Fraction(dim.flip_num, 2**FLIP_BITS)
         t = thermometer(np.array([buckets[d]]), dim.m)[0]
         r = np.asarray(report[spec.column_slices()[d]], dtype=np.uint8)
         flips = int(np.sum(t != r))
-        prob *= q ** flips * (1 - q) ** (dim.m - flips)
+        prob *= q**flips * (1 - q) ** (dim.m - flips)
     return prob

@@ -18,13 +18,12 @@ estimators use q~ (not the float 1/(e^eps+1)), so they stay exactly unbiased.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 
-__all__ = ["DimSpec", "GroupSpec", "bucketize", "report_columns", "guarantee",
-           "guarantee_text", "FLIP_BITS"]
+__all__ = ["DimSpec", "GroupSpec", "bucketize", "report_columns", "guarantee", "guarantee_text", "FLIP_BITS"]
 
 FLIP_BITS = 32  # resolution of the flip threshold (U uniform on [0, 2^32))
 MECHANISMS = ("M4", "M3", "M2")
@@ -68,12 +67,12 @@ class DimSpec:
     def flip_num(self) -> int:
         """Q: a bit flips iff U < Q, U uniform on [0, 2^FLIP_BITS)."""
         q = 1.0 / (math.exp(self.epsilon) + 1.0) if self.epsilon < 700 else 0.0
-        return math.ceil(q * 2 ** FLIP_BITS) + 1  # +1 covers float error in q: q~ > q
+        return math.ceil(q * 2**FLIP_BITS) + 1  # +1 covers float error in q: q~ > q
 
     @property
     def q(self) -> float:
         """Realised flip probability q~ = Q / 2^32 (>= 1/(e^eps+1), spec 1.5)."""
-        return self.flip_num / 2 ** FLIP_BITS
+        return self.flip_num / 2**FLIP_BITS
 
     @property
     def lam(self) -> float:
@@ -108,7 +107,7 @@ class GroupSpec:
     dims: tuple
     mechanism: str = "M4"
     prefix: str = "b"
-    sensitive: Optional[frozenset] = None
+    sensitive: frozenset | None = None
     grid_bits: int = 10
 
     def __post_init__(self):
@@ -138,7 +137,7 @@ class GroupSpec:
     @property
     def grid(self) -> int:
         """K = 2^grid_bits grid units per count (M2/M3 reports are integers / K)."""
-        return 2 ** self.grid_bits
+        return 2**self.grid_bits
 
     def column_slices(self) -> list:
         """Slice of the report array holding dimension d's columns."""
@@ -179,8 +178,11 @@ def report_columns(spec: GroupSpec) -> list:
     """
     typ = "SMALLINT" if spec.mechanism == "M4" else "BIGINT"
     first = 1
-    return [(f"{spec.prefix}_{d}_{j}", typ)
-            for d, w in enumerate(spec.report_widths()) for j in range(first, first + w)]
+    return [
+        (f"{spec.prefix}_{d}_{j}", typ)
+        for d, w in enumerate(spec.report_widths())
+        for j in range(first, first + w)
+    ]
 
 
 def guarantee(spec: GroupSpec, x: Sequence[int], y: Sequence[int]) -> float:
@@ -198,16 +200,22 @@ def guarantee_text(spec: GroupSpec) -> str:
     """Human-readable guarantee for NOTICE/EXPLAIN (no budget is charged at query time)."""
     if spec.mechanism == "M2":
         d = spec.dims[0]
-        return (f"local E_S-LDP (M2): two values are indistinguishable up to e^{d.epsilon:g} if "
-                f"either is one of the {len(spec.sensitive)} sensitive buckets, else e^{2 * d.epsilon:g}"
-                f" (bucket width {d.g:g})")
+        return (
+            f"local E_S-LDP (M2): two values are indistinguishable up to e^{d.epsilon:g} if "
+            f"either is one of the {len(spec.sensitive)} sensitive buckets, else e^{2 * d.epsilon:g}"
+            f" (bucket width {d.g:g})"
+        )
     parts = []
     for i, d in enumerate(spec.dims):
         nm = d.name or f"dim{i}"
         if d.kind == "weight":
             parts.append(f"{d.epsilon:g}*[{nm} rounded weight differs] (Delta {d.hi:g})")
         else:
-            parts.append(f"{d.epsilon:g}*|bucket({nm}) diff| (bucket width {d.g:g}, "
-                         f"i.e. {d.epsilon / d.g:.4g} per unit)")
-    return ("local metric-LDP (" + spec.mechanism + "), perturbed once at ingestion; queries are "
-            "post-processing (epsilon 0 charged). E(x,x') = " + " + ".join(parts))
+            parts.append(
+                f"{d.epsilon:g}*|bucket({nm}) diff| (bucket width {d.g:g}, "
+                f"i.e. {d.epsilon / d.g:.4g} per unit)"
+            )
+    return (
+        "local metric-LDP (" + spec.mechanism + "), perturbed once at ingestion; queries are "
+        "post-processing (epsilon 0 charged). E(x,x') = " + " + ".join(parts)
+    )

@@ -8,6 +8,7 @@ The expression arrives as a small SQL-free tree (built by :mod:`rewriter.local_w
 * conditions: ``("bool", b)``, ``("and"|"or", p, q)``, ``("not", p)``,
   ``("eq"|"ne"|"gt"|"ge"|"lt"|"le", a, b)``, ``("between", v, lo, hi)``, ``("in", v, (c, …))``.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,11 +19,17 @@ from .spec import DimSpec
 
 __all__ = ["FLOAT_STEPS", "MAX_INT_POINTS", "points", "evaluate", "bucket_weights", "prefix_indicator"]
 
-FLOAT_STEPS = 64          # evaluation points per bucket of a float column (plus breakpoints)
+FLOAT_STEPS = 64  # evaluation points per bucket of a float column (plus breakpoints)
 MAX_INT_POINTS = 1 << 20  # int columns with more integers in [lo, hi) are treated as float
 
-_CMP = {"eq": np.equal, "ne": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
-        "lt": np.less, "le": np.less_equal}
+_CMP = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+}
 
 
 def points(dim: DimSpec, col_type: str, breaks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -87,8 +94,9 @@ def evaluate(tree: tuple, x: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown node {op!r}")
 
 
-def bucket_weights(dim: DimSpec, col_type: str, tree: tuple, kind: str, breaks=(),
-                   edges: str = "interpolate") -> np.ndarray:
+def bucket_weights(
+    dim: DimSpec, col_type: str, tree: tuple, kind: str, breaks=(), edges: str = "interpolate"
+) -> np.ndarray:
     """Per-bucket weight of a condition (kind "truth") or value (kind "value"): its average
     over the bucket's values (points cut at the constants ``breaks``). ``edges="whole"``
     (conditions only, spec §8): 1 on every bucket where the condition holds somewhere —

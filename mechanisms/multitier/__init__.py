@@ -8,17 +8,49 @@ Coalition loss of any set of tiers = max eps (Thm 4.1, DPI).
 """
 
 from .continuous import Gaussian, Laplace, Skellam
-from .registry import get_family
-from .families import (REFUSED, MSDLap, NoiseFamily, TSG,
-                       tsg_residual, tsg_residual_weights)
+from .families import REFUSED, TSG, MSDLap, NoiseFamily, tsg_residual, tsg_residual_weights
 from .ladder import Ladder, SumGrid, VectorLadder, descending_levels, make_ladder, nearest_lower_level
-from .subset import (SubsetLadder, Template, estimate_counts, expansion, optimal_k, rescale, rescale_beta,
-                     rescale_beta_paper, subset_sample, subset_t_f, subset_variance)
+from .registry import get_family
+from .subset import (
+    SubsetLadder,
+    Template,
+    estimate_counts,
+    expansion,
+    optimal_k,
+    rescale,
+    rescale_beta,
+    rescale_beta_paper,
+    subset_sample,
+    subset_t_f,
+    subset_variance,
+)
 
 __all__ = [
-    "NoiseFamily", "TSG", "MSDLap", "Laplace", "Gaussian", "Skellam", "REFUSED", "get_family",
-    "tsg_residual", "tsg_residual_weights",
-    "Ladder", "make_ladder", "VectorLadder", "SumGrid", "nearest_lower_level", "descending_levels",
-    "SubsetLadder", "Template", "estimate_counts", "expansion", "rescale", "rescale_beta",
-    "rescale_beta_paper", "subset_sample", "subset_t_f", "subset_variance", "optimal_k",
+    "NoiseFamily",
+    "TSG",
+    "MSDLap",
+    "Laplace",
+    "Gaussian",
+    "Skellam",
+    "REFUSED",
+    "get_family",
+    "tsg_residual",
+    "tsg_residual_weights",
+    "Ladder",
+    "make_ladder",
+    "VectorLadder",
+    "SumGrid",
+    "nearest_lower_level",
+    "descending_levels",
+    "SubsetLadder",
+    "Template",
+    "estimate_counts",
+    "expansion",
+    "rescale",
+    "rescale_beta",
+    "rescale_beta_paper",
+    "subset_sample",
+    "subset_t_f",
+    "subset_variance",
+    "optimal_k",
 ]

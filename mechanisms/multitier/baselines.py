@@ -11,17 +11,24 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
-
+from collections.abc import Callable, Sequence
 
 from ..rng import RandomSource, default_source
 from .families import NoiseFamily
-from .registry import get_family
 from .ladder import Ladder, descending_levels
+from .registry import get_family
 from .subset import optimal_k, subset_variance
 
-__all__ = ["gradual_budgets", "gradual_mse", "independent_mse", "independent_release", "gradual_release",
-           "koufogiannis_ladder", "subset_ideal_variance", "subset_gradual_mse"]
+__all__ = [
+    "gradual_budgets",
+    "gradual_mse",
+    "independent_mse",
+    "independent_release",
+    "gradual_release",
+    "koufogiannis_ladder",
+    "subset_ideal_variance",
+    "subset_gradual_mse",
+]
 
 
 def gradual_budgets(epsilons: Sequence[float]) -> list[float]:
@@ -44,16 +51,18 @@ def independent_mse(epsilons: Sequence[float], V: Callable[[float], float]) -> d
     return {e: V(e) for e in descending_levels(epsilons)}
 
 
-def independent_release(family, epsilons: Sequence[float], true_value, sensitivity=1,
-                        source: Optional[RandomSource] = None) -> dict[float, object]:
+def independent_release(
+    family, epsilons: Sequence[float], true_value, sensitivity=1, source: RandomSource | None = None
+) -> dict[float, object]:
     """Fresh q + eta(eps) per tier (coalition loss sum eps)."""
     fam: NoiseFamily = get_family(family, sensitivity)
     source = source if source is not None else default_source()
     return {e: fam.root(true_value, e, source) for e in descending_levels(epsilons)}
 
 
-def gradual_release(family, epsilons: Sequence[float], true_value, sensitivity=1,
-                    source: Optional[RandomSource] = None) -> dict[float, float]:
+def gradual_release(
+    family, epsilons: Sequence[float], true_value, sensitivity=1, source: RandomSource | None = None
+) -> dict[float, float]:
     """Fresh increments at budgets b_l, inverse-variance weighted per tier (floats)."""
     fam: NoiseFamily = get_family(family, sensitivity)
     source = source if source is not None else default_source()

@@ -33,14 +33,14 @@ def _case3(d: int) -> float:
 
 def _bound(eps: float, d: int, first) -> float:
     if eps > math.log(d - 1):
-        return 1.0                                   # Case 1: exact
+        return 1.0  # Case 1: exact
     kb, kmax = kbar(eps, d), (d - 1) // 2
     if kb <= kmax:
         b = first(kb)
         return max(b, _case3(d)) if d % 2 == 0 and kmax >= 2 else b
     if d % 2 == 0 and kmax >= 1 and eps >= math.log((d + 4) / d) - 1e-12:
-        return _case3(d)                             # Case 3 (even d)
-    return CASE4_SLACK                               # Case 4 (Step 4)
+        return _case3(d)  # Case 3 (even d)
+    return CASE4_SLACK  # Case 4 (Step 4)
 
 
 def thm53_bound(eps: float, d: int) -> float:

@@ -22,9 +22,9 @@ read in another order: the law is the same, not the stream).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache, partial
-from typing import Sequence
 
 import numpy as np
 
@@ -32,8 +32,15 @@ from ..batch import below_array, discrete_laplace_array, fits_int64
 from ..exact_real import exp_neg_interval
 from ..rng import RandomSource
 
-__all__ = ["ratio_interval", "bernoulli_exp_array", "bernoulli_ratio_array", "tsg_residual_array",
-           "tsg_chain_array", "chain_fits", "INT_ROOM"]
+__all__ = [
+    "ratio_interval",
+    "bernoulli_exp_array",
+    "bernoulli_ratio_array",
+    "tsg_residual_array",
+    "tsg_chain_array",
+    "chain_fits",
+    "INT_ROOM",
+]
 
 INT_ROOM = 1 << 61
 """|true value| below this: a chain's int64 sums cannot overflow (noise beyond 2^60 grid units

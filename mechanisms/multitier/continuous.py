@@ -91,6 +91,7 @@ class Gaussian(NoiseFamily):
         def excess(s):  # delta(eps) of N(0, s^2) minus target (Balle & Wang 2018, Thm 8)
             a, c = D / (2 * s), eps * s / D
             return stats.norm.cdf(a - c) - math.exp(eps) * stats.norm.cdf(-a - c) - d
+
         hi = D
         while excess(hi) > 0:
             hi *= 2
@@ -140,7 +141,9 @@ class Skellam(NoiseFamily):
 
     def rdp(self, alpha: float, eps: float) -> float:
         D, mu = self.sensitivity, self.lam(eps)
-        return alpha * D * D / (4 * mu) + min(((2 * alpha - 1) * D * D + 6 * D) / (16 * mu * mu), 3 * D / (4 * mu))
+        return alpha * D * D / (4 * mu) + min(
+            ((2 * alpha - 1) * D * D + 6 * D) / (16 * mu * mu), 3 * D / (4 * mu)
+        )
 
     def cf(self, eps, t):
         return np.exp(2 * self.lam(eps) * (np.cos(t) - 1))

@@ -31,12 +31,18 @@ __all__ = ["NoiseFamily", "TSG", "MSDLap", "tsg_residual_weights", "tsg_residual
 
 REFUSED = {
     "discrete_gaussian": "the discrete Gaussian has no valid residual (paper Remark 4.1, spec 3.6: "
-                         "CF ratio DG(1)->DG(1.1) has Bochner eigenvalue -0.1887); use 'tsg' or 'skellam'",
+    "CF ratio DG(1)->DG(1.1) has Bochner eigenvalue -0.1887); use 'tsg' or 'skellam'",
     "staircase": "the staircase mechanism has no valid residual (paper App. F, spec 3.7: CF ratio "
-                 "2.8->1.0 has |R(5 pi)| = 1.44 > 1); use 'tsg' or 'laplace'",
+    "2.8->1.0 has |R(5 pi)| = 1.44 > 1); use 'tsg' or 'laplace'",
 }
-ALIASES = {"geometric": "tsg", "discrete_laplace": "tsg", "dlap": "tsg", "dgauss": "discrete_gaussian",
-            "dg": "discrete_gaussian", "koufogiannis": "laplace"}
+ALIASES = {
+    "geometric": "tsg",
+    "discrete_laplace": "tsg",
+    "dlap": "tsg",
+    "dgauss": "discrete_gaussian",
+    "dg": "discrete_gaussian",
+    "koufogiannis": "laplace",
+}
 """Other names a config may give a family (resolved by :func:`.registry.get_family`)."""
 
 
@@ -72,7 +78,7 @@ class _LazyUniform:
             self.n = n
         return self.bits >> (self.n - n)
 
-    def less(self, other: "_LazyUniform") -> bool:
+    def less(self, other: _LazyUniform) -> bool:
         n = 8
         while True:
             a, b = self.prefix(n), other.prefix(n)
@@ -89,7 +95,7 @@ class _LazyUniform:
             pu = self.prefix(n)
             if pu != px:
                 return pu < px
-            if scaled.denominator == 1:      # U in [x, x + 2^-n): not below x
+            if scaled.denominator == 1:  # U in [x, x + 2^-n): not below x
                 return False
             n += 8
 
@@ -150,9 +156,9 @@ class NoiseFamily:
     """A noise family eta(eps) for sensitivity ``sensitivity`` (spec 3)."""
 
     name = "family"
-    exact = False       # integer, float-free sampling
-    integer = False     # values live on Z
-    pure = True         # eta(eps) is pure eps-DP
+    exact = False  # integer, float-free sampling
+    integer = False  # values live on Z
+    pure = True  # eta(eps) is pure eps-DP
 
     def __init__(self, sensitivity: Real = 1) -> None:
         if not (sensitivity > 0 and math.isfinite(sensitivity)):
@@ -256,7 +262,9 @@ class MSDLap(NoiseFamily):
         self._unit = TSG(1)
 
     def cf(self, eps, t):
-        return np.prod([self._unit.cf(eps, xi * np.asarray(t)) for xi in range(1, self.sensitivity + 1)], axis=0)
+        return np.prod(
+            [self._unit.cf(eps, xi * np.asarray(t)) for xi in range(1, self.sensitivity + 1)], axis=0
+        )
 
     def variance(self, eps):
         D = self.sensitivity
@@ -273,4 +281,3 @@ class MSDLap(NoiseFamily):
 
     def residual_variance(self, eps_hi, eps_lo):
         return self.variance(eps_lo) - self.variance(eps_hi)
-

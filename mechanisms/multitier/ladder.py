@@ -18,10 +18,10 @@ eps > 1 and Delta is small); divide released values by 10^s. See :class:`SumGrid
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Real
-from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -31,8 +31,15 @@ from .chain_array import chain_fits, tsg_chain_array
 from .families import NoiseFamily
 from .registry import get_family
 
-__all__ = ["Ladder", "make_ladder", "nearest_lower_level", "VectorLadder", "SumGrid", "descending_levels",
-           "tsg_bridge_closed"]
+__all__ = [
+    "Ladder",
+    "make_ladder",
+    "nearest_lower_level",
+    "VectorLadder",
+    "SumGrid",
+    "descending_levels",
+    "tsg_bridge_closed",
+]
 
 
 def descending_levels(epsilons: Sequence[Real]) -> tuple[float, ...]:
@@ -43,14 +50,14 @@ def descending_levels(epsilons: Sequence[Real]) -> tuple[float, ...]:
     return tuple(sorted(set(eps), reverse=True))
 
 
-def nearest_lower_level(levels, eps: float) -> Optional[float]:
+def nearest_lower_level(levels, eps: float) -> float | None:
     """App. H default for a tier not in the ladder: the largest level <= eps (None if none)."""
     below = [l for l in levels if l <= eps]
     return max(below) if below else None
 
 
 def _uniform01(source: RandomSource) -> float:
-    return (source.getrandbits(53) + 0.5) / 2.0 ** 53
+    return (source.getrandbits(53) + 0.5) / 2.0**53
 
 
 class Ladder:
@@ -66,7 +73,7 @@ class Ladder:
         """Coalition loss of the whole ladder (= the root level)."""
         return self.levels[0]
 
-    def privacy_map(self, d_in: int = 1, released: Optional[Sequence[Real]] = None) -> float:
+    def privacy_map(self, d_in: int = 1, released: Sequence[Real] | None = None) -> float:
         """Coalition loss of the released tiers: d_in * max eps (Thm 4.1 + group privacy).
 
         Unreleased levels (incl. the root) do not count (spec 1.4). For
@@ -84,7 +91,7 @@ class Ladder:
         """What fresh noise per tier would cost a full coalition: sum of eps (spec 1.3)."""
         return sum(self.levels)
 
-    def release_levels(self, true_value, source: Optional[RandomSource] = None) -> dict[float, object]:
+    def release_levels(self, true_value, source: RandomSource | None = None) -> dict[float, object]:
         """Raw chain values for every level (descending), Alg. 1."""
         source = source if source is not None else default_source()
         fam, out = self.family, {}
@@ -98,11 +105,11 @@ class Ladder:
             prev_eps = eps
         return out
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> dict[float, object]:
+    def release(self, true_value, source: RandomSource | None = None) -> dict[float, object]:
         """dict tier eps -> raw noisy value (duplicate tiers share one value)."""
         return self.release_levels(true_value, source)
 
-    def release_many(self, true_values, source: Optional[RandomSource] = None) -> dict[float, np.ndarray]:
+    def release_many(self, true_values, source: RandomSource | None = None) -> dict[float, np.ndarray]:
         """:meth:`release_levels` for many cells at once: level -> int64 array (tsg, as numpy
         over CSPRNG words: :mod:`.chain_array`), or -> object array of the cell-by-cell draws
         (other families, or values beyond int64)."""
@@ -111,7 +118,7 @@ class Ladder:
         if fam.name == "tsg" and all(isinstance(v, (int, np.integer)) for v in values):
             try:
                 arr = np.array(values, dtype=np.int64)
-            except OverflowError:                  # beyond int64: cell by cell
+            except OverflowError:  # beyond int64: cell by cell
                 arr = None
             rates = [as_epsilon(e) / fam.sensitivity for e in self.levels]
             if arr is not None and chain_fits(arr, rates):
@@ -119,11 +126,14 @@ class Ladder:
         per = [self.release_levels(v, source) for v in values]
         return {e: np.array([p[e] for p in per] if per else [], dtype=object) for e in self.levels}
 
-    def releases(self, true_value, source: Optional[RandomSource] = None) -> dict[float, Release]:
+    def releases(self, true_value, source: RandomSource | None = None) -> dict[float, Release]:
         """dict tier eps -> :class:`Release` (value, eps, 95% half-width, family, scale)."""
         vals = self.release_levels(true_value, source)
         fam = self.family
-        return {e: Release(v, e, fam.half_width(e), f"multitier_{fam.name}", fam.scale(e)) for e, v in vals.items()}
+        return {
+            e: Release(v, e, fam.half_width(e), f"multitier_{fam.name}", fam.scale(e))
+            for e, v in vals.items()
+        }
 
     def variance(self, eps: float) -> float:
         """Variance of the chain's value at a level, composed from the root and the
@@ -131,13 +141,14 @@ class Ladder:
         variance when the residuals are right)."""
         i = self.levels.index(eps)
         v = self.family.variance(self.levels[0])
-        for hi, lo in zip(self.levels[:i], self.levels[1:i + 1]):
+        for hi, lo in zip(self.levels[:i], self.levels[1 : i + 1]):
             v += self.family.residual_variance(hi, lo)
         return v
 
     # -- dynamic tiers (spec 9) -------------------------------------------------
-    def bridge_insert(self, existing_levels: Mapping[float, object], new_epsilon: Real,
-                      source: Optional[RandomSource] = None):
+    def bridge_insert(
+        self, existing_levels: Mapping[float, object], new_epsilon: Real, source: RandomSource | None = None
+    ):
         """Raw value for a level added after generation, without data access (spec 9a/9b).
 
         Below the lowest level: one forward residual. Strictly between two
@@ -153,8 +164,10 @@ class Ladder:
         if not levels:
             raise ValueError("no stored levels")
         if e > levels[0]:
-            raise ValueError(f"eps {e} is above the stored root {levels[0]}: this needs the true value of the "
-                             "same snapshot (spec 9c, Ladder.loosen) or a fresh release")
+            raise ValueError(
+                f"eps {e} is above the stored root {levels[0]}: this needs the true value of the "
+                "same snapshot (spec 9c, Ladder.loosen) or a fresh release"
+            )
         if e < levels[-1]:
             return existing_levels[levels[-1]] + self.family.residual(levels[-1], e, source)
         ea = min(l for l in levels if l > e)
@@ -166,20 +179,29 @@ class Ladder:
         if fam.name == "gaussian":  # Brownian bridge in variance time
             sa, sn, sb = fam.variance(ea), fam.variance(enew), fam.variance(eb)
             tau = (sn - sa) / (sb - sa)
-            return float(source.generator().normal(va + (vb - va) * tau, math.sqrt(tau * (1 - tau) * (sb - sa))))
+            return float(
+                source.generator().normal(va + (vb - va) * tau, math.sqrt(tau * (1 - tau) * (sb - sa)))
+            )
         if fam.name != "tsg":
-            raise ValueError(f"bridge insertion is implemented for tsg and gaussian, not {fam.name}; "
-                             "serve the nearest lower level (App. H, nearest_lower_level)")
+            raise ValueError(
+                f"bridge insertion is implemented for tsg and gaussian, not {fam.name}; "
+                "serve the nearest lower level (App. H, nearest_lower_level)"
+            )
         lo, hi = min(va, vb), max(va, vb)
         T = int(math.ceil(40 * fam.sensitivity / eb)) + 1
-        if 2 * T + hi - lo > 200_000:       # large grids (SUM/AVG): closed form, O(1)
+        if 2 * T + hi - lo > 200_000:  # large grids (SUM/AVG): closed form, O(1)
             return tsg_bridge_closed(fam, int(va), int(vb), ea, enew, eb, source)
         y = np.arange(lo - T, hi + T + 1)
         w = fam.residual_pmf(ea, enew, y - va) * fam.residual_pmf(enew, eb, vb - y)
         return int(self._inverse_cdf(y, w, source))
 
-    def loosen(self, existing_levels: Mapping[float, object], new_epsilon: Real, true_value: int,
-               source: Optional[RandomSource] = None) -> int:
+    def loosen(
+        self,
+        existing_levels: Mapping[float, object],
+        new_epsilon: Real,
+        true_value: int,
+        source: RandomSource | None = None,
+    ) -> int:
         """Spec 9c (tsg only): a new root above the stored one, using q(X) of the SAME
         snapshot: y ~ P_eta(new)(y - q) P_s(new->1)(v_1 - y). The ladder's coalition
         loss becomes ``new_epsilon`` (the caller must account for it)."""
@@ -210,8 +232,7 @@ def _log_tsg_norm(lam: float) -> float:
     return math.log(math.tanh(lam / 2))
 
 
-def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float,
-                      source: RandomSource) -> int:
+def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float, source: RandomSource) -> int:
     """Exact-law bridge draw for TSG chains in closed form (spec 9b), any sensitivity.
 
     P(y) is proportional to f1(y - va) f2(vb - y), f1 = w0 [0] + w1 TSG(new),
@@ -228,19 +249,20 @@ def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float,
     TSG(enew), never the coalition guarantee.
     """
     D = fam.sensitivity
-    ln, lb = enew / D, eb / D                          # lam = eps / Delta, theta = e^-lam
+    ln, lb = enew / D, eb / D  # lam = eps / Delta, theta = e^-lam
     w0a, w1a = fam.residual_weights(ea, enew)
     w0b, w1b = fam.residual_weights(enew, eb)
     dist = abs(vb - va)
     lo, hi = min(va, vb), max(va, vb)
-    lam_lo, lam_hi = (ln, lb) if va <= vb else (lb, ln)   # lam of the kernel anchored at lo / hi
+    lam_lo, lam_hi = (ln, lb) if va <= vb else (lb, ln)  # lam of the kernel anchored at lo / hi
     if va == vb:
         lam_lo, lam_hi = ln, lb
-    comps = []                                          # (log weight, kind)
+    comps = []  # (log weight, kind)
 
     def add(logw, kind):
         if math.isfinite(logw):
             comps.append((logw, kind))
+
     logc = _log_tsg_norm(ln) + _log_tsg_norm(lb)
     if va == vb and w0a > 0 and w0b > 0:
         add(math.log(w0a) + math.log(w0b), ("atom", va))
@@ -251,10 +273,10 @@ def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float,
     if w1a > 0 and w1b > 0:
         base = math.log(w1a) + math.log(w1b) + logc
         lam = ln + lb
-        tail = -lam - math.log(-math.expm1(-lam))       # log sum_{j>=1} e^(-lam j)
+        tail = -lam - math.log(-math.expm1(-lam))  # log sum_{j>=1} e^(-lam j)
         add(base - lam_hi * dist + tail, ("left",))
         add(base - lam_lo * dist + tail, ("right",))
-        delta = lam_lo - lam_hi                         # weight at lo + j: e^(-lam_hi D - delta j)
+        delta = lam_lo - lam_hi  # weight at lo + j: e^(-lam_hi D - delta j)
         top = -lam_hi * dist if delta > 0 else -lam_lo * dist
         ad = abs(delta)
         mid = math.log(-math.expm1(-ad * (dist + 1))) - math.log(-math.expm1(-ad))
@@ -314,14 +336,14 @@ class VectorLadder:
     def privacy_map(self, d_in: int = 1, released=None) -> float:
         return self.ladder.privacy_map(d_in, released)
 
-    def release(self, true_value, source: Optional[RandomSource] = None) -> dict[float, tuple]:
+    def release(self, true_value, source: RandomSource | None = None) -> dict[float, tuple]:
         source = source if source is not None else default_source()
         if len(true_value) != self.dim:
             raise ValueError(f"expected a vector of length {self.dim}")
         per = [self.ladder.release_levels(v, source) for v in true_value]
         return {e: tuple(c[e] for c in per) for e in self.levels}
 
-    def release_many(self, true_values, source: Optional[RandomSource] = None) -> dict[float, list]:
+    def release_many(self, true_values, source: RandomSource | None = None) -> dict[float, list]:
         """:meth:`release` for many cells (a sequence of vectors): level -> one array per
         coordinate (:meth:`Ladder.release_many` per coordinate)."""
         source = source if source is not None else default_source()
@@ -348,7 +370,7 @@ class SumGrid:
 
     @property
     def unit(self) -> int:
-        return 10 ** self.decimals
+        return 10**self.decimals
 
     def _g(self, v: float) -> int:
         return int(Fraction(str(v)) * self.unit)  # exact decimal, truncated toward 0

@@ -1,5 +1,6 @@
 """Noise families by name (config time): the discrete ones (:mod:`.families`) and the
 floating-point ones (:mod:`.continuous`), above both."""
+
 from __future__ import annotations
 
 from numbers import Real

@@ -18,19 +18,32 @@ Debias each tier with its matched (level, k) (pitfall 10): :func:`estimate_count
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
 from ..rng import RandomSource, default_source
 from .ladder import descending_levels
 
-__all__ = ["subset_t_f", "subset_variance", "optimal_k", "rescale_beta", "rescale_beta_paper",
-           "expand_rho", "expansion", "rescale", "uniform_subset", "subset_sample",
-           "uniform_subsets", "expansion_many", "Template",
-           "SubsetLadder", "estimate_counts"]
+__all__ = [
+    "subset_t_f",
+    "subset_variance",
+    "optimal_k",
+    "rescale_beta",
+    "rescale_beta_paper",
+    "expand_rho",
+    "expansion",
+    "rescale",
+    "uniform_subset",
+    "subset_sample",
+    "uniform_subsets",
+    "expansion_many",
+    "Template",
+    "SubsetLadder",
+    "estimate_counts",
+]
 
 INF = None  # rho = +inf: the deterministic initial s = {x}
 
@@ -53,8 +66,11 @@ def subset_t_f(rho, k: int, d: int):
 def subset_variance(eps: float, k: int, d: int) -> float:
     """V(eps, k) = E||xhat - x||^2, closed form of spec 4.2."""
     e = math.exp(eps)
-    return (d - 1) * (k - d + (d - k) ** 2 + 2 * e * (d - k) * k + e * e * (k - 1) * k) / (
-        math.expm1(eps) ** 2 * (d - k) * k)
+    return (
+        (d - 1)
+        * (k - d + (d - k) ** 2 + 2 * e * (d - k) * k + e * e * (k - 1) * k)
+        / (math.expm1(eps) ** 2 * (d - k) * k)
+    )
 
 
 def optimal_k(eps: float, d: int) -> int:
@@ -75,7 +91,9 @@ def rescale_beta(rho, rho_new, k: int, d: int) -> Fraction:
             return Fraction(1)
         beta = (rho_new - 1) * (k * rho + d - k) / ((rho - 1) * (k * rho_new + d - k))
     if not 0 <= beta <= 1:
-        raise ValueError(f"Rescale target e^eps'={float(rho_new)} not reachable from {rho} (beta={float(beta)})")
+        raise ValueError(
+            f"Rescale target e^eps'={float(rho_new)} not reachable from {rho} (beta={float(beta)})"
+        )
     return beta
 
 
@@ -178,7 +196,7 @@ class SubsetLadder:
         self.d, self.variant = int(d), variant
         self.tiers = tuple(float(e) for e in epsilons)
         self.levels = descending_levels(epsilons)
-        self.ops: list = []           # ("expand",) or ("rescale", beta)
+        self.ops: list = []  # ("expand",) or ("rescale", beta)
         self.templates: list[Template] = []
         self._build()
         self.match = {e: self._match(e) for e in self.levels}
@@ -200,16 +218,16 @@ class SubsetLadder:
         d = self.d
         L = [rho_of(e) for e in self.levels]
         rho, k = INF, 1
-        for r in L:                                   # Step 1: e^eps > d - 1 (k* = 1)
+        for r in L:  # Step 1: e^eps > d - 1 (k* = 1)
             if r > d - 1:
                 rho = self._rescale(rho, k, r)
         kmax = (d - 1) // 2
-        if self.variant == 1:                         # Step 2, Alg. 3
+        if self.variant == 1:  # Step 2, Alg. 3
             for kk in range(1, kmax + 1):
                 if kk > k:
                     rho, k = self._expand(rho, k, record=False)
                 rho = self._rescale(rho, k, Fraction(d, kk) - 1)
-        else:                                         # Step 2, Alg. 5
+        else:  # Step 2, Alg. 5
             extra = {Fraction(d, kk) - 1 for kk in range(1, kmax + 1)}
             extra |= {Fraction(d + 1, kk) - 1 for kk in range(1, kmax + 1)}
             Lp = sorted(set(L) | extra, reverse=True)
@@ -220,9 +238,9 @@ class SubsetLadder:
                     if Fraction(d - 1, kk) - 1 <= r and (rho is INF or r < rho):
                         if kk != kmax or r >= Fraction(d, kmax) - 1:
                             rho = self._rescale(rho, k, r)
-        if d % 2 == 0 and k < d // 2:                 # Step 3 (E3: even d only)
+        if d % 2 == 0 and k < d // 2:  # Step 3 (E3: even d only)
             rho, k = self._expand(rho, k, record=True)
-        for r in L:                                   # Step 4
+        for r in L:  # Step 4
             if rho is INF or r < rho:
                 rho = self._rescale(rho, k, r)
 
@@ -234,7 +252,7 @@ class SubsetLadder:
         raise AssertionError("no template matched")  # Step 4 guarantees one
 
     # -- per row -------------------------------------------------------------------
-    def perturb(self, x: int, source: Optional[RandomSource] = None) -> dict[float, tuple[frozenset, Template]]:
+    def perturb(self, x: int, source: RandomSource | None = None) -> dict[float, tuple[frozenset, Template]]:
         """Run the program once on {x}; tier eps -> (report subset, matched template)."""
         if not 0 <= x < self.d:
             raise ValueError(f"category {x} outside [0, {self.d})")
@@ -247,8 +265,9 @@ class SubsetLadder:
                 snap[i] = frozenset(s)
         return {e: (snap[t.step], t) for e, t in self.match.items()}
 
-    def perturb_many(self, xs, source: Optional[RandomSource] = None, *,
-                     chunk: int = 32_768) -> dict[float, np.ndarray]:
+    def perturb_many(
+        self, xs, source: RandomSource | None = None, *, chunk: int = 32_768
+    ) -> dict[float, np.ndarray]:
         """:meth:`perturb` for many rows: tier eps -> (n, d) bool report matrix.
 
         Every row runs the same program once, independently, with the same exact coins
@@ -263,8 +282,8 @@ class SubsetLadder:
         source = source if source is not None else default_source()
         out = {e: np.zeros((xs.size, self.d), dtype=bool) for e in self.match}
         for lo in range(0, xs.size, chunk):
-            for e, bits in self._perturb_chunk(xs[lo:lo + chunk], source).items():
-                out[e][lo:lo + len(bits)] = bits
+            for e, bits in self._perturb_chunk(xs[lo : lo + chunk], source).items():
+                out[e][lo : lo + len(bits)] = bits
         return out
 
     def _perturb_chunk(self, xs: np.ndarray, source: RandomSource) -> dict[float, np.ndarray]:
@@ -286,7 +305,7 @@ class SubsetLadder:
                 snap[i] = S.copy()
         return {e: snap[t.step] for e, t in self.match.items()}
 
-    def privacy_map(self, released: Optional[Iterable[float]] = None) -> float:
+    def privacy_map(self, released: Iterable[float] | None = None) -> float:
         """eps-LDP of any coalition: max over released tiers (templates <= tier eps)."""
         rel = self.levels if released is None else list(released)
         return max(rel) if rel else 0.0

@@ -17,8 +17,13 @@ import math
 
 import numpy as np
 
-__all__ = ["bochner_min_eigenvalue", "fft_residual_pmf", "residual_is_valid",
-           "discrete_gaussian_cf", "staircase_cf"]
+__all__ = [
+    "bochner_min_eigenvalue",
+    "fft_residual_pmf",
+    "residual_is_valid",
+    "discrete_gaussian_cf",
+    "staircase_cf",
+]
 
 
 def discrete_gaussian_cf(sigma: float, t, kmax: int = 200):
@@ -33,7 +38,12 @@ def staircase_cf(eps: float, t, delta: float = 1.0):
     t = np.asarray(t, dtype=float)
     g = 1 / (math.exp(eps / 2) + 1)
     num = math.exp(eps) * np.sin(delta * g * t) + np.sin(delta * (1 - g) * t)
-    return math.exp(-1.5 * eps) * math.expm1(eps) ** 2 * num / (2 * delta * t * (math.cosh(eps) - np.cos(delta * t)))
+    return (
+        math.exp(-1.5 * eps)
+        * math.expm1(eps) ** 2
+        * num
+        / (2 * delta * t * (math.cosh(eps) - np.cos(delta * t)))
+    )
 
 
 def bochner_min_eigenvalue(ratio, ts) -> float:

@@ -15,15 +15,28 @@ domains (levels); noise in level i is calibrated to lo_i = 2^(i-1) eps_min <= E(
 
 from .core import LevelHistogram, PrRelease, first_passing
 from .count import ExtensionSum, PrDPCount
-from .framework import (EpsTauEstimator, FrameworkMax, FrameworkSum, shifted_rank_max,
-                        universal_sum)
+from .framework import EpsTauEstimator, FrameworkMax, FrameworkSum, shifted_rank_max, universal_sum
 from .levels import Levels, ValueBuckets
 from .local import PrLDPCount, PrLDPFramework
 from .privacy import PrivacyFunction, inverse_function, log_function, sqrt_function
 
 __all__ = [
-    "PrivacyFunction", "inverse_function", "sqrt_function", "log_function", "Levels",
-    "ValueBuckets", "LevelHistogram", "PrRelease", "first_passing",
-    "PrDPCount", "ExtensionSum", "EpsTauEstimator", "FrameworkSum", "FrameworkMax",
-    "universal_sum", "shifted_rank_max", "PrLDPCount", "PrLDPFramework",
+    "PrivacyFunction",
+    "inverse_function",
+    "sqrt_function",
+    "log_function",
+    "Levels",
+    "ValueBuckets",
+    "LevelHistogram",
+    "PrRelease",
+    "first_passing",
+    "PrDPCount",
+    "ExtensionSum",
+    "EpsTauEstimator",
+    "FrameworkSum",
+    "FrameworkMax",
+    "universal_sum",
+    "shifted_rank_max",
+    "PrLDPCount",
+    "PrLDPFramework",
 ]

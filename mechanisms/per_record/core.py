@@ -14,11 +14,11 @@ has P[G] >= 1 - beta exactly (union bound; spec 3.3).  T_i <= paper T_i + 2.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral
-from typing import Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -39,16 +39,16 @@ class PrRelease(Release):
     1 - beta bound on the added noise alone (excludes records of dropped levels
     and clipping bias, which cannot be bounded without private quantities)."""
 
-    eps_tau: Optional[float] = None
-    ell: Optional[int] = None
+    eps_tau: float | None = None
+    ell: int | None = None
     beta: float = 0.1
-    noise_half_width: Optional[float] = None
+    noise_half_width: float | None = None
     half_width_units: str = "value"
 
 
 def as_int(x) -> int:
     """Integer from a SQL aggregate (int, numpy int, HUGEINT, integral Decimal/float)."""
-    if type(x) is int:                   # the usual case, first (ABC checks cost ≈1 µs a value)
+    if type(x) is int:  # the usual case, first (ABC checks cost ≈1 µs a value)
         return x
     if x is None:
         return 0
@@ -82,7 +82,7 @@ class LevelHistogram:
         self.sums[:] = 0
 
     @classmethod
-    def from_rows(cls, rows: Iterable[Sequence], L: int, B: Optional[int] = None) -> "LevelHistogram":
+    def from_rows(cls, rows: Iterable[Sequence], L: int, B: int | None = None) -> LevelHistogram:
         """Rows as SQL returns them: ``(lvl, cnt)``, ``(lvl, cnt, sum)`` (B None) or
         ``(lvl, b, cnt, sum)`` (B given).  Duplicate keys are added up."""
         h = cls(L, B or 0)
@@ -103,7 +103,7 @@ class LevelHistogram:
         return h
 
     @classmethod
-    def from_level_counts(cls, counts: Union[Mapping[int, int], Sequence[int]], L: int) -> "LevelHistogram":
+    def from_level_counts(cls, counts: Mapping[int, int] | Sequence[int], L: int) -> LevelHistogram:
         items = counts.items() if isinstance(counts, Mapping) else enumerate(counts, start=1)
         return cls.from_rows(((k, v) for k, v in items), L)
 
@@ -133,22 +133,25 @@ class LevelScan:
     def __init__(self, lo: np.ndarray, sens: Sequence[int], frac: Fraction, beta: float) -> None:
         self.L = len(lo)
         self.frac, self.beta = Fraction(frac), float(beta)
-        self.eps = [self.frac * Fraction(float(x)) for x in lo]     # exact per-level loss
+        self.eps = [self.frac * Fraction(float(x)) for x in lo]  # exact per-level loss
         self.sens = [int(s) for s in sens]
         self.scales = [Fraction(s) / e if s > 0 else None for s, e in zip(self.sens, self.eps)]
         a = self.beta / self.L
         self.k = [tail_k(sc, a) if sc is not None else 0 for sc in self.scales]
         self.T = [k + 1 for k in self.k]
-        self.paper_T = [float(sc) * math.log(self.L / self.beta) if sc is not None else 0.0
-                        for sc in self.scales]
+        self.paper_T = [
+            float(sc) * math.log(self.L / self.beta) if sc is not None else 0.0 for sc in self.scales
+        ]
 
-    def noisy(self, values: Sequence[int], source: Optional[RandomSource]) -> list[int]:
+    def noisy(self, values: Sequence[int], source: RandomSource | None) -> list[int]:
         """All L noisy values, drawn before any comparison (spec 11.22)."""
         src = source if source is not None else default_source()
-        return [int(v) + (discrete_laplace(sc, src) if sc is not None else 0)
-                for v, sc in zip(values, self.scales)]
+        return [
+            int(v) + (discrete_laplace(sc, src) if sc is not None else 0)
+            for v, sc in zip(values, self.scales)
+        ]
 
-    def run(self, values: Sequence[int], source: Optional[RandomSource]) -> tuple[int, list[int]]:
+    def run(self, values: Sequence[int], source: RandomSource | None) -> tuple[int, list[int]]:
         if len(values) != self.L:
             raise ValueError(f"need {self.L} per-level values, got {len(values)}")
         noisy = self.noisy(values, source)

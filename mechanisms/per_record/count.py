@@ -17,8 +17,8 @@ rational, no rounding) and eps_tau is reported on the E_q scale.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .privacy import PrivacyFunction
 
 __all__ = ["PrDPCount", "ExtensionSum"]
 
-Counts = Union[LevelHistogram, Mapping[int, int], Sequence[int]]
+Counts = LevelHistogram | Mapping[int, int] | Sequence[int]
 
 
 def exact_weight(w) -> Fraction:
@@ -62,18 +62,23 @@ class _ScanMechanism:
         first non-empty level (sum): skipped levels i in [k, ell) hold <= 2 k_i
         (their noisy value missed T_i = k_i + 1 on G), kept ones add <= k_i of noise:
         err <= sum_{i>=k} 2 k_i  (~ 4 T_k, Thm 5.1 / Eq. (9), spec 3.3)."""
-        return 2 * sum(self.scan.k[k - 1:])
+        return 2 * sum(self.scan.k[k - 1 :])
 
-    def _release(self, values: Sequence[int], source: Optional[RandomSource]) -> PrRelease:
+    def _release(self, values: Sequence[int], source: RandomSource | None) -> PrRelease:
         ell, noisy = self.scan.run(values, source)
-        value = sum(noisy[ell - 1:])
+        value = sum(noisy[ell - 1 :])
         sc = self.scan.scales[ell - 1]
-        return PrRelease(value=value, epsilon=self.epsilon,
-                         half_width=float(self.error_bound(ell)), mechanism=self.name,
-                         scale=float(sc) if sc is not None else 0.0,
-                         eps_tau=float(self.weight * Fraction(float(self.levels.lo[ell - 1]))),
-                         ell=ell, beta=self.scan.beta,
-                         noise_half_width=float(sum(self.scan.k[ell - 1:])))
+        return PrRelease(
+            value=value,
+            epsilon=self.epsilon,
+            half_width=float(self.error_bound(ell)),
+            mechanism=self.name,
+            scale=float(sc) if sc is not None else 0.0,
+            eps_tau=float(self.weight * Fraction(float(self.levels.lo[ell - 1]))),
+            ell=ell,
+            beta=self.scan.beta,
+            noise_half_width=float(sum(self.scan.k[ell - 1 :])),
+        )
 
 
 class PrDPCount(_ScanMechanism):
@@ -97,7 +102,7 @@ class PrDPCount(_ScanMechanism):
         """eps spent on a record with budget ``e`` (= lo_lvl(e) <= e)."""
         return self.scan.level_epsilon(self.levels.level(e))
 
-    def release(self, level_counts: Counts, source: Optional[RandomSource] = None) -> PrRelease:
+    def release(self, level_counts: Counts, source: RandomSource | None = None) -> PrRelease:
         """``level_counts``: {level: COUNT(*)} (or a LevelHistogram); missing levels = 0."""
         return self._release(_hist(level_counts, self.levels.L).level_counts(), source)
 
@@ -115,8 +120,14 @@ class ExtensionSum(_ScanMechanism):
 
     name = "prdp_sum_extension"
 
-    def __init__(self, pf: PrivacyFunction, beta: float = 0.1, levels: Optional[Levels] = None,
-                 monotone: Optional[bool] = None, weight: float = 1.0) -> None:
+    def __init__(
+        self,
+        pf: PrivacyFunction,
+        beta: float = 0.1,
+        levels: Levels | None = None,
+        monotone: bool | None = None,
+        weight: float = 1.0,
+    ) -> None:
         if not 0 < beta < 1:
             raise ValueError("beta must be in (0, 1)")
         self.pf = pf
@@ -124,8 +135,10 @@ class ExtensionSum(_ScanMechanism):
         self.levels = levels or Levels.for_function(pf)
         mono = pf.monotone if monotone is None else monotone
         U = pf.U
-        self.V = [U if (not mono or i == 0) else min(U, max(0, pf.max_value(lo)))
-                  for i, lo in enumerate(self.levels.lo)]
+        self.V = [
+            U if (not mono or i == 0) else min(U, max(0, pf.max_value(lo)))
+            for i, lo in enumerate(self.levels.lo)
+        ]
         self.scan = LevelScan(self.levels.lo, self.V, self.weight, beta)
 
     @property
@@ -139,8 +152,9 @@ class ExtensionSum(_ScanMechanism):
         contrib = np.clip(v, 0, self.pf.U)
         return self.scan.level_epsilon(lvl, sens=contrib)
 
-    def release(self, hist: Union[LevelHistogram, Mapping[int, int], Sequence[int]],
-                source: Optional[RandomSource] = None) -> PrRelease:
+    def release(
+        self, hist: LevelHistogram | Mapping[int, int] | Sequence[int], source: RandomSource | None = None
+    ) -> PrRelease:
         """``hist``: a LevelHistogram with sums, or {level: SUM(v)}; missing levels = 0."""
         if isinstance(hist, LevelHistogram):
             sums = hist.level_sums()

@@ -18,8 +18,8 @@ SQL input:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -30,16 +30,29 @@ from .core import LevelHistogram, LevelScan, PrRelease, as_int, tail_k
 from .count import exact_weight
 from .levels import Levels, ValueBuckets
 
-__all__ = ["clipped_sum", "universal_sum", "shifted_rank_max", "EpsTauEstimator", "FrameworkSum", "FrameworkMax"]
+__all__ = [
+    "clipped_sum",
+    "universal_sum",
+    "shifted_rank_max",
+    "EpsTauEstimator",
+    "FrameworkSum",
+    "FrameworkMax",
+]
 
 
 def clipped_sum(C: Sequence[int], S: Sequence[int], j: int, buckets: ValueBuckets) -> int:
     """sum_v min(v, tau_j) from per-bucket counts C and sums S (bucket b holds (2^(b-1), 2^b])."""
-    return sum(int(s) for s in S[:j + 1]) + buckets.tau[j] * sum(int(c) for c in C[j + 1:])
+    return sum(int(s) for s in S[: j + 1]) + buckets.tau[j] * sum(int(c) for c in C[j + 1 :])
 
 
-def universal_sum(C: Sequence[int], S: Sequence[int], eps: Fraction, beta: float,
-                  buckets: ValueBuckets, source: RandomSource) -> tuple[int, int, Fraction]:
+def universal_sum(
+    C: Sequence[int],
+    S: Sequence[int],
+    eps: Fraction,
+    beta: float,
+    buckets: ValueBuckets,
+    source: RandomSource,
+) -> tuple[int, int, Fraction]:
     """eps-DP sum of integers in [0, U] from a bucket histogram (spec 6.3, dong2023universal
     stand-in, with the 2^j off-by-one of the reference code corrected, spec 11.9).
 
@@ -67,8 +80,9 @@ def universal_sum(C: Sequence[int], S: Sequence[int], eps: Fraction, beta: float
     return clipped + discrete_laplace(scale, source), tau, scale
 
 
-def shifted_rank_max(values: Sequence[int], counts: Sequence[int], eps: float, beta: float,
-                     U: int, source: RandomSource) -> tuple[int, int]:
+def shifted_rank_max(
+    values: Sequence[int], counts: Sequence[int], eps: float, beta: float, U: int, source: RandomSource
+) -> tuple[int, int]:
     """eps-DP max of integers in [0, U] (spec 6.4): k0 = ceil((2/eps) ln((U+1)/beta)),
     Pr[y] ~ exp(-eps |c(y) - k0| / 2), c(y) = #{x > y}, y in {0..U}.
 
@@ -86,7 +100,7 @@ def shifted_rank_max(values: Sequence[int], counts: Sequence[int], eps: float, b
     n = int(m.sum())
     k0 = math.ceil(2.0 / eps * math.log((U + 1) / beta))
     starts = np.concatenate(([0], v)).astype(np.int64)
-    ends = np.concatenate((v - 1, [U])).astype(np.int64)                    # inclusive
+    ends = np.concatenate((v - 1, [U])).astype(np.int64)  # inclusive
     c = n - np.concatenate(([0], np.cumsum(m)))
     length = ends - starts + 1
     keep = length > 0
@@ -105,7 +119,7 @@ class EpsTauEstimator:
         self.weight = exact_weight(weight)
         self.scan = LevelScan(levels.lo, [1] * levels.L, self.weight / 2, beta / 2)
 
-    def select(self, level_counts: Sequence[int], source: Optional[RandomSource]) -> int:
+    def select(self, level_counts: Sequence[int], source: RandomSource | None) -> int:
         return self.scan.run(level_counts, source)[0]
 
     def stage2_epsilon(self, ell: int) -> Fraction:
@@ -120,13 +134,14 @@ class EpsTauEstimator:
         """Worst case over ell of stage 1 + stage 2 (paid only if lvl >= ell) = lo_lvl."""
         lvl = self.levels.level(e)
         s1 = self.scan.level_epsilon(lvl)
-        s2 = np.array([max(float(self.stage2_epsilon(l)) for l in range(1, int(i) + 1))
-                       for i in np.atleast_1d(lvl)]).reshape(np.shape(lvl))
+        s2 = np.array(
+            [max(float(self.stage2_epsilon(l)) for l in range(1, int(i) + 1)) for i in np.atleast_1d(lvl)]
+        ).reshape(np.shape(lvl))
         return s1 + s2
 
     def dropped_bound(self, ell: int) -> int:
         """Plug-in bound on records dropped: 2 sum_{i>=k} k_i with k := ell (spec 5, Thm 6.1)."""
-        return 2 * sum(self.scan.k[ell - 1:])
+        return 2 * sum(self.scan.k[ell - 1 :])
 
 
 class FrameworkSum(EpsTauEstimator):
@@ -142,21 +157,27 @@ class FrameworkSum(EpsTauEstimator):
     def epsilon(self) -> float:
         return float(self.record_epsilon(self.levels.eps_max))
 
-    def release(self, hist: LevelHistogram, source: Optional[RandomSource] = None) -> PrRelease:
+    def release(self, hist: LevelHistogram, source: RandomSource | None = None) -> PrRelease:
         """``hist``: rows (lvl, b, COUNT(*), SUM(v)) -> LevelHistogram.from_rows(rows, L, B)."""
         if hist.B != self.buckets.B or hist.L != self.levels.L:
             raise ValueError(f"histogram must be {self.levels.L} levels x {self.buckets.B + 1} buckets")
         src = source if source is not None else default_source()
         ell = self.select(hist.level_counts(), src)
-        C = hist.cnt[ell - 1:].sum(axis=0)
-        S = [int(sum(col)) for col in hist.sums[ell - 1:].T]
-        value, tau, scale = universal_sum(C, S, self.stage2_epsilon(ell), self.beta / 2,
-                                          self.buckets, src)
+        C = hist.cnt[ell - 1 :].sum(axis=0)
+        S = [int(sum(col)) for col in hist.sums[ell - 1 :].T]
+        value, tau, scale = universal_sum(C, S, self.stage2_epsilon(ell), self.beta / 2, self.buckets, src)
         k = tail_k(scale, self.beta / 4)
-        return PrRelease(value=value, epsilon=self.epsilon,
-                         half_width=float(k + tau * self.dropped_bound(ell)), mechanism=self.name,
-                         scale=float(scale), eps_tau=self.eps_tau(ell), ell=ell,
-                         beta=self.beta, noise_half_width=float(k))
+        return PrRelease(
+            value=value,
+            epsilon=self.epsilon,
+            half_width=float(k + tau * self.dropped_bound(ell)),
+            mechanism=self.name,
+            scale=float(scale),
+            eps_tau=self.eps_tau(ell),
+            ell=ell,
+            beta=self.beta,
+            noise_half_width=float(k),
+        )
 
 
 class FrameworkMax(EpsTauEstimator):
@@ -177,13 +198,17 @@ class FrameworkMax(EpsTauEstimator):
     def epsilon(self) -> float:
         return float(self.record_epsilon(self.levels.eps_max))
 
-    def select_level(self, level_counts, source: Optional[RandomSource] = None) -> int:
-        h = level_counts if isinstance(level_counts, LevelHistogram) else \
-            LevelHistogram.from_level_counts(level_counts, self.levels.L)
+    def select_level(self, level_counts, source: RandomSource | None = None) -> int:
+        h = (
+            level_counts
+            if isinstance(level_counts, LevelHistogram)
+            else LevelHistogram.from_level_counts(level_counts, self.levels.L)
+        )
         return self.select(h.level_counts(), source)
 
-    def release(self, ell: int, value_counts: Iterable[Sequence],
-                source: Optional[RandomSource] = None) -> PrRelease:
+    def release(
+        self, ell: int, value_counts: Iterable[Sequence], source: RandomSource | None = None
+    ) -> PrRelease:
         src = source if source is not None else default_source()
         acc: dict[int, int] = {}
         U = self.U
@@ -194,8 +219,9 @@ class FrameworkMax(EpsTauEstimator):
         vals = sorted(acc)
         return self._release_sorted(int(ell), vals, [acc[v] for v in vals], src)
 
-    def release_arrays(self, ell: int, values: np.ndarray, counts: np.ndarray,
-                       source: Optional[RandomSource] = None) -> PrRelease:
+    def release_arrays(
+        self, ell: int, values: np.ndarray, counts: np.ndarray, source: RandomSource | None = None
+    ) -> PrRelease:
         """:meth:`release` for the value counts as two integer arrays (a columnar scan): the
         same clip to [0, U] and sum of the counts per clipped value, so the same release from
         the same source."""
@@ -213,7 +239,15 @@ class FrameworkMax(EpsTauEstimator):
             raise ValueError("ell out of range")
         eps = float(self.stage2_epsilon(ell))
         y, k0 = shifted_rank_max(vals, counts, eps, self.beta / 2, self.U, src)
-        return PrRelease(value=y, epsilon=self.epsilon,
-                         half_width=float(2 * k0 + self.dropped_bound(ell)), mechanism=self.name,
-                         scale=2.0 / eps, eps_tau=self.eps_tau(ell), ell=int(ell),
-                         beta=self.beta, noise_half_width=float(2 * k0), half_width_units="rank")
+        return PrRelease(
+            value=y,
+            epsilon=self.epsilon,
+            half_width=float(2 * k0 + self.dropped_bound(ell)),
+            mechanism=self.name,
+            scale=2.0 / eps,
+            eps_tau=self.eps_tau(ell),
+            ell=int(ell),
+            beta=self.beta,
+            noise_half_width=float(2 * k0),
+            half_width_units="rank",
+        )

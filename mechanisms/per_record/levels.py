@@ -38,12 +38,12 @@ class Levels:
             L += 1
         self.L = max(1, L)  # eps_min == eps_max: plain Laplace (spec 11.23)
         self.eps_min, self.eps_max = eps_min, eps_max
-        self.lo = np.array([math.ldexp(eps_min, i) for i in range(self.L)])          # lo_1..lo_L
+        self.lo = np.array([math.ldexp(eps_min, i) for i in range(self.L)])  # lo_1..lo_L
         self.hi = np.array([min(math.ldexp(eps_min, i + 1), eps_max) for i in range(self.L)])
         self.hi[-1] = eps_max
 
     @classmethod
-    def for_function(cls, pf) -> "Levels":
+    def for_function(cls, pf) -> Levels:
         return cls(pf.eps_min, pf.eps_max)
 
     def level(self, e) -> np.ndarray:
@@ -73,7 +73,7 @@ class ValueBuckets:
         if self.U < 1:
             raise ValueError("U must be >= 1")
         self.B = (self.U - 1).bit_length()
-        self.edges = [1 << j for j in range(self.B)]           # 2^0 .. 2^(B-1)
+        self.edges = [1 << j for j in range(self.B)]  # 2^0 .. 2^(B-1)
         self.tau = [min(1 << j, self.U) for j in range(self.B + 1)]
 
     def bucket(self, v) -> np.ndarray:

@@ -19,8 +19,8 @@ an eps_tau/2-LDP randomizer; here the count instance (indicator + DLap(2/eps_tau
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -37,20 +37,22 @@ class PrLDPCount:
 
     name = "prldp_count"
 
-    def __init__(self, levels: Levels, beta: float = 0.1, c_ldp: float = 8.0,
-                 frac: Fraction = Fraction(1)) -> None:
+    def __init__(
+        self, levels: Levels, beta: float = 0.1, c_ldp: float = 8.0, frac: Fraction = Fraction(1)
+    ) -> None:
         if not 0 < beta < 1 or c_ldp <= 0:
             raise ValueError("need 0 < beta < 1 and c_ldp > 0")
         self.levels, self.beta, self.c_ldp = levels, float(beta), float(c_ldp)
         self.eps = [Fraction(frac) * Fraction(float(x)) for x in levels.lo]
         self.scales = [1 / e for e in self.eps]
 
-    def randomize(self, e: Optional[float], source: Optional[RandomSource] = None) -> list[int]:
+    def randomize(self, e: float | None, source: RandomSource | None = None) -> list[int]:
         """Algorithm 3 on a record with budget ``e`` (None = the dummy record)."""
         src = source if source is not None else default_source()
         lvl = None if e is None else int(self.levels.level(e))
-        return [(1 if lvl == i else 0) + discrete_laplace(sc, src)
-                for i, sc in enumerate(self.scales, start=1)]
+        return [
+            (1 if lvl == i else 0) + discrete_laplace(sc, src) for i, sc in enumerate(self.scales, start=1)
+        ]
 
     def record_epsilon(self, e) -> np.ndarray:
         """Loss of r vs bottom: one coordinate moves by 1 at scale 1/(frac lo_lvl)."""
@@ -74,10 +76,17 @@ class PrLDPCount:
         """Algorithm 4 on the column sums of the n parties' reports."""
         ell, sums = self.select(column_sums, n)
         T = self.thresholds(n)
-        return PrRelease(value=sum(sums[ell - 1:]), epsilon=float(max(self.eps)),
-                         half_width=2 * sum(T[ell - 1:]), mechanism=self.name,
-                         scale=float(self.scales[ell - 1]), eps_tau=float(self.levels.lo[ell - 1]),
-                         ell=ell, beta=self.beta, noise_half_width=sum(T[ell - 1:]))
+        return PrRelease(
+            value=sum(sums[ell - 1 :]),
+            epsilon=float(max(self.eps)),
+            half_width=2 * sum(T[ell - 1 :]),
+            mechanism=self.name,
+            scale=float(self.scales[ell - 1]),
+            eps_tau=float(self.levels.lo[ell - 1]),
+            ell=ell,
+            beta=self.beta,
+            noise_half_width=sum(T[ell - 1 :]),
+        )
 
 
 class PrLDPFramework:
@@ -99,8 +108,7 @@ class PrLDPFramework:
         """Round II filter "E(r) >= eps_tau" (spec 7.3)."""
         return float(e) >= float(self.levels.lo[ell - 1])
 
-    def round2_randomize(self, e: Optional[float], ell: int,
-                         source: Optional[RandomSource] = None) -> int:
+    def round2_randomize(self, e: float | None, ell: int, source: RandomSource | None = None) -> int:
         src = source if source is not None else default_source()
         bit = 1 if (e is not None and self.participates(e, ell)) else 0
         return bit + discrete_laplace(1 / self.round2_epsilon(ell), src)
@@ -115,7 +123,14 @@ class PrLDPFramework:
     def analyze(self, ell: int, round2_sum: int, n: int) -> PrRelease:
         eps = float(self.round2_epsilon(ell))
         hw = math.sqrt(2 * n / self.beta) / eps  # Chebyshev: Var(sum) <= n 2/eps^2
-        return PrRelease(value=int(round2_sum), epsilon=float(self.record_epsilon(self.levels.eps_max)),
-                         half_width=hw, mechanism=self.name, scale=1 / eps,
-                         eps_tau=float(self.levels.lo[ell - 1]), ell=ell, beta=self.beta,
-                         noise_half_width=hw)
+        return PrRelease(
+            value=int(round2_sum),
+            epsilon=float(self.record_epsilon(self.levels.eps_max)),
+            half_width=hw,
+            mechanism=self.name,
+            scale=1 / eps,
+            eps_tau=float(self.levels.lo[ell - 1]),
+            ell=ell,
+            beta=self.beta,
+            noise_half_width=hw,
+        )

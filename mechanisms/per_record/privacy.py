@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, replace
-from typing import Optional
 
 import numpy as np
 
@@ -92,25 +91,32 @@ class PrivacyFunction:
                 hi = mid
         return lo
 
-    def scaled(self, w: float) -> "PrivacyFunction":
+    def scaled(self, w: float) -> PrivacyFunction:
         """E_q = w * E (a query's share of the lifetime budget, spec 11.21)."""
         w = float(w)
         if not (0.0 < w <= 1.0):
             raise ValueError(f"weight must be in (0, 1], got {w}")
-        return replace(self, alpha=self.alpha * w, eps_min=self.eps_min * w,
-                       eps_max=self.eps_max * w, name=f"{self.name}*{w!r}")
+        return replace(
+            self,
+            alpha=self.alpha * w,
+            eps_min=self.eps_min * w,
+            eps_max=self.eps_max * w,
+            name=f"{self.name}*{w!r}",
+        )
 
 
-def _make(kind: str, alpha: float, U, eps_max: float, eps_min: Optional[float],
-          v_cap: float, log_c: float = 1.0) -> PrivacyFunction:
+def _make(
+    kind: str, alpha: float, U, eps_max: float, eps_min: float | None, v_cap: float, log_c: float = 1.0
+) -> PrivacyFunction:
     if isinstance(U, float) and U.is_integer():
         U = int(U)
     U = operator.index(U)
     alpha, eps_max = float(alpha), float(eps_max)
     if U < 1 or not (alpha > 0 and math.isfinite(alpha)) or not (eps_max > 0 and math.isfinite(eps_max)):
         raise ValueError("need U >= 1, alpha > 0, eps_max > 0")
-    pf = PrivacyFunction(kind, alpha, U, eps_max, eps_max, float(v_cap), float(log_c),
-                         name=f"{kind}(alpha={alpha!r}, U={U})")
+    pf = PrivacyFunction(
+        kind, alpha, U, eps_max, eps_max, float(v_cap), float(log_c), name=f"{kind}(alpha={alpha!r}, U={U})"
+    )
     e_u = float(np.minimum(alpha / pf._g_np(np.float64(max(float(U), pf.v_cap))), eps_max))
     eps_min = e_u if eps_min is None else float(eps_min)
     if not (0 < eps_min <= eps_max):
@@ -118,24 +124,26 @@ def _make(kind: str, alpha: float, U, eps_max: float, eps_min: Optional[float],
     return replace(pf, eps_min=eps_min)
 
 
-def inverse_function(alpha: float = 1e4, U=10**12, eps_max: float = 100.0,
-                     eps_min: Optional[float] = None) -> PrivacyFunction:
+def inverse_function(
+    alpha: float = 1e4, U=10**12, eps_max: float = 100.0, eps_min: float | None = None
+) -> PrivacyFunction:
     """Paper Eq. (1): E = alpha / v, capped at eps_max for v < alpha/eps_max."""
     return _make("inverse", alpha, U, eps_max, eps_min, max(alpha / eps_max, 1e-9))
 
 
-def sqrt_function(alpha: float = 8.0, U=10**12, eps_max: float = 100.0,
-                  eps_min: Optional[float] = None) -> PrivacyFunction:
+def sqrt_function(
+    alpha: float = 8.0, U=10**12, eps_max: float = 100.0, eps_min: float | None = None
+) -> PrivacyFunction:
     """E = alpha / sqrt(v) (paper section 8, Figs. 3-5)."""
     return _make("sqrt", alpha, U, eps_max, eps_min, max((alpha / eps_max) ** 2, 1e-9))
 
 
-def log_function(alpha: float = 500.0, U=10**12, eps_max: float = 100.0, base: float = math.e,
-                 eps_min: Optional[float] = None) -> PrivacyFunction:
+def log_function(
+    alpha: float = 500.0, U=10**12, eps_max: float = 100.0, base: float = math.e, eps_min: float | None = None
+) -> PrivacyFunction:
     """E = alpha / log_base(v)^4 (paper section 8; the base is unstated, spec 11.1).
 
     Held constant below v_cap = max(base^((alpha/eps_max)^(1/4)), 2) so log(v) > 0.
     """
     c = 1.0 if base == math.e else math.log(base)
-    return _make("log", alpha, U, eps_max, eps_min,
-                 max(base ** ((alpha / eps_max) ** 0.25), 2.0), c)
+    return _make("log", alpha, U, eps_max, eps_min, max(base ** ((alpha / eps_max) ** 0.25), 2.0), c)

@@ -11,15 +11,28 @@ spec 004). Pure math: threshold/top-c key selection releasing only top/bottom de
 from .correction import correction_term, log_success_probability, r_op, r_op_numerical
 from .engine import Transcript, run_passes
 from .exact import geometric
-from .gamma import (allocation, allocation_ratio, comparison_variance, gamma_cdf, gamma_logcdf,
-                    gamma_logsf)
+from .gamma import allocation, allocation_ratio, comparison_variance, gamma_cdf, gamma_logcdf, gamma_logsf
 from .select import DEFAULT_MAX_PASSES, QueryShape, SvtResult, svt_select
 from .svt_exp import SvtExp, shuffle_order
 
 __all__ = [
-    "svt_select", "SvtResult", "QueryShape", "DEFAULT_MAX_PASSES",
-    "SvtExp", "shuffle_order", "Transcript", "run_passes", "geometric",
-    "r_op", "r_op_numerical", "correction_term", "log_success_probability",
-    "gamma_cdf", "gamma_logcdf", "gamma_logsf", "allocation", "allocation_ratio",
+    "svt_select",
+    "SvtResult",
+    "QueryShape",
+    "DEFAULT_MAX_PASSES",
+    "SvtExp",
+    "shuffle_order",
+    "Transcript",
+    "run_passes",
+    "geometric",
+    "r_op",
+    "r_op_numerical",
+    "correction_term",
+    "log_success_probability",
+    "gamma_cdf",
+    "gamma_logcdf",
+    "gamma_logsf",
+    "allocation",
+    "allocation_ratio",
     "comparison_variance",
 ]

@@ -18,8 +18,8 @@ scales from :class:`.svt_exp.SvtExp`, so the benchmark runs the real parameteris
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -46,34 +46,65 @@ class Variant:
     rho: Callable[[np.random.Generator], float]
     noise: Callable[[np.random.Generator, int], np.ndarray]
 
-    def run(self, values, thresholds, gen: np.random.Generator, order, max_passes: int,
-            k_max: int | None = None) -> Transcript:
+    def run(
+        self, values, thresholds, gen: np.random.Generator, order, max_passes: int, k_max: int | None = None
+    ) -> Transcript:
         n = len(values)
-        return run_passes(np.asarray(values, float), np.asarray(thresholds, float), order,
-                          c=self.c, r=self.r, draw_rho=lambda: self.rho(gen),
-                          draw_noise=lambda m: self.noise(gen, m), max_passes=max_passes,
-                          k_max=max_passes * n if k_max is None else k_max)
+        return run_passes(
+            np.asarray(values, float),
+            np.asarray(thresholds, float),
+            order,
+            c=self.c,
+            r=self.r,
+            draw_rho=lambda: self.rho(gen),
+            draw_noise=lambda m: self.noise(gen, m),
+            max_passes=max_passes,
+            k_max=max_passes * n if k_max is None else k_max,
+        )
 
 
-def make_variant(name: str, epsilon: float, c: int, k: int, sensitivity: float = 1.0,
-                 monotone: bool = False, delta: float = 1e-6) -> Variant:
+def make_variant(
+    name: str,
+    epsilon: float,
+    c: int,
+    k: int,
+    sensitivity: float = 1.0,
+    monotone: bool = False,
+    delta: float = 1e-6,
+) -> Variant:
     """Build one Table 3 variant at total budget ``epsilon`` (RESAMPLE=False)."""
     s = 1 if monotone else 2
     if name.startswith("exp_"):
         kind = {"exp_opt": "optimal", "exp_mean": "mean", "exp_none": "none"}[name]
         m = SvtExp(epsilon, c, sensitivity, monotone=monotone, k=k, correction=kind)
         b, th = float(m.b), float(m.theta)
-        return Variant(name, m.epsilon, 0.0, c, m.correction_for(k * c),
-                       lambda g: g.laplace(0.0, b), lambda g, n: g.exponential(th, n))
+        return Variant(
+            name,
+            m.epsilon,
+            0.0,
+            c,
+            m.correction_for(k * c),
+            lambda g: g.laplace(0.0, b),
+            lambda g, n: g.exponential(th, n),
+        )
     fam = {"lap": "lap", "gum": "gum", "gau": "gau"}[name]
     e1, e2 = allocation(epsilon, c, fam, monotone)
     b, beta = sensitivity / e1, s * c * sensitivity / e2
     if fam == "lap":
-        return Variant(name, epsilon, 0.0, c, 0.0, lambda g: g.laplace(0.0, b),
-                       lambda g, n: g.laplace(0.0, beta, n))
+        return Variant(
+            name, epsilon, 0.0, c, 0.0, lambda g: g.laplace(0.0, b), lambda g, n: g.laplace(0.0, beta, n)
+        )
     if fam == "gum":
-        return Variant(name, epsilon, 0.0, c, EULER_GAMMA * beta, lambda g: g.laplace(0.0, b),
-                       lambda g, n: g.gumbel(0.0, beta, n))
+        return Variant(
+            name,
+            epsilon,
+            0.0,
+            c,
+            EULER_GAMMA * beta,
+            lambda g: g.laplace(0.0, b),
+            lambda g, n: g.gumbel(0.0, beta, n),
+        )
     a = math.sqrt(2 * math.log(1.25 / delta))
-    return Variant(name, epsilon, delta, c, 0.0, lambda g: g.normal(0.0, a * b),
-                   lambda g, n: g.normal(0.0, a * beta, n))
+    return Variant(
+        name, epsilon, delta, c, 0.0, lambda g: g.normal(0.0, a * b), lambda g, n: g.normal(0.0, a * beta, n)
+    )

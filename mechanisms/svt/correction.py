@@ -45,31 +45,36 @@ def r_op(b: float, theta: float, k: int, alpha: float = 0.0) -> float:
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
     if alpha == 0.0:
-        target = -math.log1p(k)                       # log(1 - k/(k+1))
+        target = -math.log1p(k)  # log(1 - k/(k+1))
         if float(gamma_logsf(0.0, b, theta)) <= target:  # quantile on the z <= 0 branch
             return b * math.log(2 * (b + theta) * k / ((k + 1) * b))
         hi = b + theta
         while float(gamma_logsf(hi, b, theta)) > target:
             hi *= 2
-        return brentq(lambda z: float(gamma_logsf(z, b, theta)) - target, 0.0, hi,
-                      xtol=1e-12 * hi, rtol=1e-13)
+        return brentq(
+            lambda z: float(gamma_logsf(z, b, theta)) - target, 0.0, hi, xtol=1e-12 * hi, rtol=1e-13
+        )
     s = b + theta
-    res = minimize_scalar(lambda r: -float(log_success_probability(r, b, theta, k, alpha)),
-                          bounds=(-50 * s, 50 * s), method="bounded",
-                          options={"xatol": 1e-9 * s})
+    res = minimize_scalar(
+        lambda r: -float(log_success_probability(r, b, theta, k, alpha)),
+        bounds=(-50 * s, 50 * s),
+        method="bounded",
+        options={"xatol": 1e-9 * s},
+    )
     return float(res.x)
 
 
 def _discretize(cdf, m: int, u: float) -> np.ndarray:
     """Alg. 4: [h_-inf, h_{-m+1}, ..., h_{m-2}, h_+inf] (2m entries), h_i = CDF((i+1)u) - CDF(iu)."""
-    edges = np.arange(-m + 1, m) * u                  # (1-m)u .. (m-1)u
+    edges = np.arange(-m + 1, m) * u  # (1-m)u .. (m-1)u
     f = cdf(edges)
     return np.concatenate([[f[0]], np.diff(f), [1.0 - f[-1]]])
 
 
 @lru_cache(maxsize=256)
-def r_op_numerical(b: float, theta: float, k: int, alpha: float = 0.0,
-                   m_bins: int = 20001, e: float = 1e-12) -> float:
+def r_op_numerical(
+    b: float, theta: float, k: int, alpha: float = 0.0, m_bins: int = 20001, e: float = 1e-12
+) -> float:
     """Alg. 3 CorrectionTerm(b, lambda, alpha, m, e, k) on a grid (accuracy about one bucket u).
 
     [ours, spec 004 Sec. 2.3 (i)-(v)]: B = max of the Exp and Laplace (1-e)-quantiles; Z = X - Y is
@@ -80,10 +85,15 @@ def r_op_numerical(b: float, theta: float, k: int, alpha: float = 0.0,
     b, theta, k = float(b), float(theta), _check_k(k)
     big = max(theta * math.log(1 / e), b * math.log(1 / (2 * e)))
     u = big / (m_bins - 1)
-    lap = _discretize(lambda x: np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0) / b),
-                                         1 - 0.5 * np.exp(-np.maximum(x, 0) / b)), m_bins, u)
+    lap = _discretize(
+        lambda x: np.where(
+            x < 0, 0.5 * np.exp(np.minimum(x, 0) / b), 1 - 0.5 * np.exp(-np.maximum(x, 0) / b)
+        ),
+        m_bins,
+        u,
+    )
     ex = _discretize(lambda x: -np.expm1(-np.maximum(x, 0) / theta), m_bins, u)
-    conv = np.clip(fftconvolve(lap[1:-1], ex[1:-1]), 0.0, None)   # index s = i + j + 2(m-1)
+    conv = np.clip(fftconvolve(lap[1:-1], ex[1:-1]), 0.0, None)  # index s = i + j + 2(m-1)
     # Laplace -inf tail combined with finite Exp buckets lies below every grid point.
     cdf = lap[0] * (1.0 - ex[-1]) + np.cumsum(conv)
     grid = (np.arange(conv.size) - 2 * (m_bins - 1) + 1) * u

@@ -14,8 +14,8 @@ Only the transcript (which candidates were positive, when) leaves this module.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -43,9 +43,19 @@ class Transcript:
         return self.reason in ("cutoff", "k_max")
 
 
-def run_passes(values: np.ndarray, thresholds: np.ndarray, order: np.ndarray, *, c: int, r,
-               draw_rho: Callable[[], object], draw_noise: Callable[[int], np.ndarray],
-               max_passes: int, k_max: int, resample: bool = False) -> Transcript:
+def run_passes(
+    values: np.ndarray,
+    thresholds: np.ndarray,
+    order: np.ndarray,
+    *,
+    c: int,
+    r,
+    draw_rho: Callable[[], object],
+    draw_noise: Callable[[int], np.ndarray],
+    max_passes: int,
+    k_max: int,
+    resample: bool = False,
+) -> Transcript:
     """Run SVT over ``order`` (a data-independent permutation of positions).
 
     ``values``/``thresholds``: arrays indexed by position (float, or object arrays of Python
@@ -74,7 +84,7 @@ def run_passes(values: np.ndarray, thresholds: np.ndarray, order: np.ndarray, *,
             need = c - len(selected)
             if resample:
                 hits = hits[:1]
-            if hits.size >= need:                       # cutoff reached inside this segment
+            if hits.size >= need:  # cutoff reached inside this segment
                 take = hits[:need]
                 selected.extend(int(i) for i in seg[take])
                 n_a += int(take[-1]) + 1
@@ -89,7 +99,7 @@ def run_passes(values: np.ndarray, thresholds: np.ndarray, order: np.ndarray, *,
                 n_a += seg.size
                 start = todo.size
         per_pass.append(len(selected))
-        if todo.size < remaining.size:                  # truncated by k_max
+        if todo.size < remaining.size:  # truncated by k_max
             return Transcript(selected, passes, n_a, "k_max", per_pass)
         remaining = todo[keep]
     reason = "exhausted" if remaining.size == 0 else "passes"

@@ -58,8 +58,11 @@ def _is_integral(x) -> bool:
 def snap_grid(values, thresholds, sensitivity) -> Fraction:
     """Grid g: 1 if values, thresholds and sensitivity are all integers (COUNT), otherwise a power
     of two with sensitivity/g in [2^10, 2^11), so x/g is exact in binary (as in ``LaplaceSum``)."""
-    if all(_is_integral(v) for v in values) and all(_is_integral(t) for t in thresholds) \
-            and _is_integral(sensitivity):
+    if (
+        all(_is_integral(v) for v in values)
+        and all(_is_integral(t) for t in thresholds)
+        and _is_integral(sensitivity)
+    ):
         return Fraction(1)
     return Fraction(2) ** (math.frexp(float(sensitivity))[1] - 11)
 
@@ -71,11 +74,12 @@ def to_grid(values, thresholds, sensitivity, strict: bool, grid: Fraction):
     floor(Delta/g) + 1 when g != 1, since |round(a) - round(b)| <= floor(|a-b|) + 1;
     thresholds: q >= T  ->  q_g >= ceil(T/g);  q > T  ->  q_g >= floor(T/g) + 1 (exact for integers,
     within one grid unit otherwise)."""
+
     def exact(x):
         return Fraction(x) if isinstance(x, (int, Rational)) else Fraction(float(x))
+
     vg = [round(exact(v) / grid) for v in values]
-    tg = [(math.floor(exact(t) / grid) + 1) if strict else math.ceil(exact(t) / grid)
-          for t in thresholds]
+    tg = [(math.floor(exact(t) / grid) + 1) if strict else math.ceil(exact(t) / grid) for t in thresholds]
     d = exact(sensitivity) / grid
     dg = int(d) if grid == 1 else math.floor(d) + 1
     return vg, tg, dg

@@ -20,8 +20,14 @@ import math
 
 import numpy as np
 
-__all__ = ["gamma_cdf", "gamma_logcdf", "gamma_logsf", "allocation_ratio", "allocation",
-           "comparison_variance"]
+__all__ = [
+    "gamma_cdf",
+    "gamma_logcdf",
+    "gamma_logsf",
+    "allocation_ratio",
+    "allocation",
+    "comparison_variance",
+]
 
 
 def _expm1_ratio(x: np.ndarray, u: float) -> np.ndarray:
@@ -43,7 +49,7 @@ def _logsf_pos(z: np.ndarray, b: float, theta: float) -> np.ndarray:
         br = ((2 * theta + b) - b * (theta + b) * e) / (2 * (theta + b))
         return -z / theta + np.log(br)
     f = _expm1_ratio(-z / (b * theta), b - theta)
-    br = ((b + 2 * theta) - 2 * theta ** 2 * f) / (2 * (b + theta))
+    br = ((b + 2 * theta) - 2 * theta**2 * f) / (2 * (b + theta))
     return -z / b + np.log(br)
 
 
@@ -84,13 +90,12 @@ def _var_coeffs(c: int, family: str, monotone: bool) -> tuple[float, float]:
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {_FAMILIES}, got {family!r}")
     sc = (1 if monotone else 2) * c
-    a = 1.0 if family == "gau" else 2.0          # Gau: a^2 factored out of A and B
-    b = {"exp": 1.0, "lap": 2.0, "gum": math.pi ** 2 / 6, "gau": 1.0}[family] * sc ** 2
+    a = 1.0 if family == "gau" else 2.0  # Gau: a^2 factored out of A and B
+    b = {"exp": 1.0, "lap": 2.0, "gum": math.pi**2 / 6, "gau": 1.0}[family] * sc**2
     return a, b
 
 
-def allocation_ratio(c: int, family: str = "exp", monotone: bool = False,
-                     resample: bool = False) -> float:
+def allocation_ratio(c: int, family: str = "exp", monotone: bool = False, resample: bool = False) -> float:
     """w* = eps2/eps1 minimising V(w) = (1+w)^2 (A + B/w^2) Delta^2/eps^2 (Eq. 6, 51-53), i.e.
     w* = (B/A)^{1/3}: Table 4 (non-monotone) and Table 6 (monotone).
 
@@ -100,12 +105,13 @@ def allocation_ratio(c: int, family: str = "exp", monotone: bool = False,
         raise ValueError(f"c must be >= 1, got {c}")
     a, b = _var_coeffs(c, family, monotone)
     if resample:
-        a *= c ** 2
+        a *= c**2
     return (b / a) ** (1.0 / 3.0)
 
 
-def allocation(epsilon: float, c: int, family: str = "exp", monotone: bool = False,
-               resample: bool = False) -> tuple[float, float]:
+def allocation(
+    epsilon: float, c: int, family: str = "exp", monotone: bool = False, resample: bool = False
+) -> tuple[float, float]:
     """(eps1, eps2) per Table 4/6: eps1 = eps/(1+w), eps2 = eps w/(1+w). With ``resample`` the
     returned eps1 is per threshold draw, so that c eps1 + eps2 = eps."""
     w = allocation_ratio(c, family, monotone, resample)
@@ -113,9 +119,15 @@ def allocation(epsilon: float, c: int, family: str = "exp", monotone: bool = Fal
     return (e1 / c if resample else e1), epsilon - e1
 
 
-def comparison_variance(epsilon: float, c: int, family: str = "exp", monotone: bool = False,
-                        w: float | None = None, delta: float = 1.0) -> float:
+def comparison_variance(
+    epsilon: float,
+    c: int,
+    family: str = "exp",
+    monotone: bool = False,
+    w: float | None = None,
+    delta: float = 1.0,
+) -> float:
     """V = Var(N1) + Var(N2) at split w (default w*), Eq. 51 (Gau: in units of a^2)."""
     a, b = _var_coeffs(c, family, monotone)
     w = allocation_ratio(c, family, monotone) if w is None else w
-    return (1 + w) ** 2 * (a + b / w ** 2) * delta ** 2 / epsilon ** 2
+    return (1 + w) ** 2 * (a + b / w**2) * delta**2 / epsilon**2

@@ -10,8 +10,8 @@ absent keys, spec 004 Sec. 7.2), never only the keys present in the data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 import numpy as np
 
@@ -88,12 +88,24 @@ class SvtResult:
     params: dict = field(default_factory=dict)
 
 
-def svt_select(values: Sequence[float], threshold: Union[float, Sequence[float]],
-               c: Optional[int], epsilon: float, sensitivity: float, monotone: bool,
-               source: Optional[RandomSource] = None, max_passes: int = DEFAULT_MAX_PASSES,
-               resample: bool = False, *, strict: bool = False,
-               shape: Optional[QueryShape] = None, k: Optional[int] = None, alpha: float = 0.0,
-               k_max: Optional[int] = None, exact: bool = True) -> SvtResult:
+def svt_select(
+    values: Sequence[float],
+    threshold: float | Sequence[float],
+    c: int | None,
+    epsilon: float,
+    sensitivity: float,
+    monotone: bool,
+    source: RandomSource | None = None,
+    max_passes: int = DEFAULT_MAX_PASSES,
+    resample: bool = False,
+    *,
+    strict: bool = False,
+    shape: QueryShape | None = None,
+    k: int | None = None,
+    alpha: float = 0.0,
+    k_max: int | None = None,
+    exact: bool = True,
+) -> SvtResult:
     """SVT-Exp key selection (Alg. 2 + APPEND, Table 4/6 split, optimal correction r_op).
 
     * candidate i is tested as ``values[i] >= threshold[i]`` (``strict=True``: ``>``);
@@ -131,8 +143,7 @@ def svt_select(values: Sequence[float], threshold: Union[float, Sequence[float]]
         if strict:
             thr = [float(np.nextafter(float(t), np.inf)) for t in thr]
         grid, vals, thr_used, sens = None, list(values), thr, sensitivity
-    mech = SvtExp(epsilon, c_eff, sens, monotone=monotone, resample=resample, k=k, alpha=alpha,
-                  exact=exact)
+    mech = SvtExp(epsilon, c_eff, sens, monotone=monotone, resample=resample, k=k, alpha=alpha, exact=exact)
     params = mech.params()
     params.update(grid=None if grid is None else float(grid), max_passes=int(max_passes))
     if n == 0:

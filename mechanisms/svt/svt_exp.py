@@ -17,8 +17,8 @@ spec 004 Sec. 6 item 20: this helps but is not a proof against floating-point at
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from .gamma import allocation_ratio
 
 __all__ = ["SvtExp", "shuffle_order"]
 
-_EPS1_GRID = 2 ** 40          # eps1 is rounded DOWN to a multiple of 2^-40 (exact Fractions)
+_EPS1_GRID = 2**40  # eps1 is rounded DOWN to a multiple of 2^-40 (exact Fractions)
 
 
 def shuffle_order(n: int, source: RandomSource) -> np.ndarray:
@@ -57,9 +57,20 @@ class SvtExp:
 
     name = "svt_exp"
 
-    def __init__(self, epsilon, c: int, sensitivity=1, *, monotone: bool = False,
-                 resample: bool = False, k: Optional[int] = None, alpha: float = 0.0,
-                 correction="optimal", w: Optional[float] = None, exact: bool = False) -> None:
+    def __init__(
+        self,
+        epsilon,
+        c: int,
+        sensitivity=1,
+        *,
+        monotone: bool = False,
+        resample: bool = False,
+        k: int | None = None,
+        alpha: float = 0.0,
+        correction="optimal",
+        w: float | None = None,
+        exact: bool = False,
+    ) -> None:
         eps = as_epsilon(epsilon)
         if isinstance(c, bool) or int(c) != c or c < 1:
             raise ValueError(f"c must be an integer >= 1, got {c!r}")
@@ -72,8 +83,8 @@ class SvtExp:
             self.sensitivity = Fraction(float(sensitivity))
             if not self.sensitivity > 0:
                 raise ValueError(f"sensitivity must be > 0, got {sensitivity!r}")
-        self.shift = 1 if self.monotone else 2                      # s in theta = s c Delta/eps2
-        n_rho = self.c if self.resample else 1                      # threshold draws paid for
+        self.shift = 1 if self.monotone else 2  # s in theta = s c Delta/eps2
+        n_rho = self.c if self.resample else 1  # threshold draws paid for
         if w is None:
             w = allocation_ratio(self.c, "exp", self.monotone, self.resample)
         e1 = Fraction(math.floor(float(eps) / (1 + w) / n_rho * _EPS1_GRID), _EPS1_GRID)
@@ -81,8 +92,8 @@ class SvtExp:
         if e1 <= 0 or e2 <= 0:
             raise ValueError("epsilon too small to split between threshold and queries")
         self.epsilon1, self.epsilon2 = e1, e2
-        self.b = self.sensitivity / e1                               # Laplace scale, Eq. 15
-        self.theta = self.shift * self.c * self.sensitivity / e2     # Exp scale 1/lambda, Thm. 3
+        self.b = self.sensitivity / e1  # Laplace scale, Eq. 15
+        self.theta = self.shift * self.c * self.sensitivity / e2  # Exp scale 1/lambda, Thm. 3
         self.k, self.alpha, self.correction = k, float(alpha), correction
 
     # ---------------------------------------------------------------- privacy map (Thm. 3)
@@ -91,8 +102,9 @@ class SvtExp:
         if int(d_in) != d_in or d_in < 0:
             raise ValueError(f"d_in must be an integer >= 0, got {d_in!r}")
         n_rho = self.c if self.resample else 1
-        return d_in * (n_rho * self.sensitivity / self.b
-                       + self.shift * self.c * self.sensitivity / self.theta)
+        return d_in * (
+            n_rho * self.sensitivity / self.b + self.shift * self.c * self.sensitivity / self.theta
+        )
 
     def privacy_map(self, d_in: int) -> float:
         return float(self.privacy_map_exact(d_in))
@@ -109,9 +121,16 @@ class SvtExp:
         return int(round(r)) if self.exact else r
 
     # ---------------------------------------------------------------- running
-    def run(self, values: Sequence, thresholds, source: Optional[RandomSource] = None, *,
-            max_passes: int = 1, k_max: Optional[int] = None,
-            order: Optional[np.ndarray] = None) -> Transcript:
+    def run(
+        self,
+        values: Sequence,
+        thresholds,
+        source: RandomSource | None = None,
+        *,
+        max_passes: int = 1,
+        k_max: int | None = None,
+        order: np.ndarray | None = None,
+    ) -> Transcript:
         """Alg. 2 with APPEND as ``max_passes`` passes; ``thresholds`` scalar or per candidate.
         ``order``: a data-independent permutation (default: shuffled with ``source``)."""
         src = source if source is not None else default_source()
@@ -129,34 +148,55 @@ class SvtExp:
             vals = np.array([int(v) for v in values], dtype=object)
             tarr = np.array([int(t) for t in thr], dtype=object)
             b, th = self.b, self.theta
-            draw_rho = lambda: discrete_laplace(b, src)                       # noqa: E731
-            draw_noise = lambda m: np.array([geometric(th, src) for _ in range(m)],  # noqa: E731
-                                            dtype=object)
+
+            def draw_rho():
+                return discrete_laplace(b, src)
+
+            def draw_noise(m):
+                return np.array([geometric(th, src) for _ in range(m)], dtype=object)
         else:
             vals, tarr = np.asarray(values, dtype=float), np.asarray(thr, dtype=float)
             gen = src.generator()
             b, th = float(self.b), float(self.theta)
-            draw_rho = lambda: gen.laplace(0.0, b)                             # noqa: E731
-            draw_noise = lambda m: gen.exponential(th, m)                      # noqa: E731
-        return run_passes(vals, tarr, order, c=self.c, r=r, draw_rho=draw_rho,
-                          draw_noise=draw_noise, max_passes=max_passes, k_max=k_max,
-                          resample=self.resample)
+            draw_rho = lambda: gen.laplace(0.0, b)  # noqa: E731
+            draw_noise = lambda m: gen.exponential(th, m)  # noqa: E731
+        return run_passes(
+            vals,
+            tarr,
+            order,
+            c=self.c,
+            r=r,
+            draw_rho=draw_rho,
+            draw_noise=draw_noise,
+            max_passes=max_passes,
+            k_max=k_max,
+            resample=self.resample,
+        )
 
-    def release(self, values: Sequence, thresholds, source: Optional[RandomSource] = None,
-                **kw) -> Release:
+    def release(self, values: Sequence, thresholds, source: RandomSource | None = None, **kw) -> Release:
         """Release the sorted positions answered top. No numeric value is released, so
         ``half_width`` is NaN; ``scale`` is the Exp scale theta."""
         t = self.run(values, thresholds, source, **kw)
-        return Release(tuple(sorted(t.selected)), self.epsilon, math.nan, self.name,
-                       float(self.theta))
+        return Release(tuple(sorted(t.selected)), self.epsilon, math.nan, self.name, float(self.theta))
 
     def params(self) -> dict:
         """Public parameters to log with each answer (spec 004 Sec. 7.4)."""
-        return {"c": self.c, "sensitivity": float(self.sensitivity), "monotone": self.monotone,
-                "resample": self.resample, "epsilon1": float(self.epsilon1),
-                "epsilon2": float(self.epsilon2), "b": float(self.b), "theta": float(self.theta),
-                "exact": self.exact, "alpha": self.alpha, "correction": self.correction}
+        return {
+            "c": self.c,
+            "sensitivity": float(self.sensitivity),
+            "monotone": self.monotone,
+            "resample": self.resample,
+            "epsilon1": float(self.epsilon1),
+            "epsilon2": float(self.epsilon2),
+            "b": float(self.b),
+            "theta": float(self.theta),
+            "exact": self.exact,
+            "alpha": self.alpha,
+            "correction": self.correction,
+        }
 
     def __repr__(self) -> str:
-        return (f"SvtExp(epsilon={self.epsilon}, c={self.c}, monotone={self.monotone}, "
-                f"resample={self.resample}, exact={self.exact})")
+        return (
+            f"SvtExp(epsilon={self.epsilon}, c={self.c}, monotone={self.monotone}, "
+            f"resample={self.resample}, exact={self.exact})"
+        )

@@ -1,4 +1,5 @@
 """The owner page (issue 23): ``dpgate serve --admin-http HOST:PORT``, read-only, admin roles only."""
+
 from .server import AdminHttp, check_password, collect
 
 __all__ = ["AdminHttp", "check_password", "collect"]

@@ -2,6 +2,7 @@
 CSS and inline SVG charts only, so it works offline and under ``Content-Security-Policy:
 default-src 'none'``. Pure: data in, text out; every value from the ledger or the config is
 HTML-escaped (statements are analysts' SQL text)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -28,18 +29,22 @@ def bar_chart(rows: list[dict]) -> str:
     width, left, bar_h, gap = 640, 110, 18, 10
     h = max(1, len(rows)) * (bar_h + gap) + 30
     top = max([r["budget"] for r in rows] + [1e-12])
-    out = [f'<svg id="budgets" role="img" aria-label="budget per role" width="{width}" height="{h}" '
-           f'viewBox="0 0 {width} {h}" xmlns="http://www.w3.org/2000/svg">']
+    out = [
+        f'<svg id="budgets" role="img" aria-label="budget per role" width="{width}" height="{h}" '
+        f'viewBox="0 0 {width} {h}" xmlns="http://www.w3.org/2000/svg">'
+    ]
     span = width - left - 150
     for i, r in enumerate(rows):
         y = 10 + i * (bar_h + gap)
         full = span * r["budget"] / top
         used = min(full, span * r["spent"] / top)
-        out.append(f'<text x="4" y="{y + 13}" font-size="12">{escape(r["role"])}</text>'
-                   f'<rect x="{left}" y="{y}" width="{full:.1f}" height="{bar_h}" fill="#eef1f5" stroke="#98a2b3"/>'
-                   f'<rect class="spent" x="{left}" y="{y}" width="{used:.1f}" height="{bar_h}" fill="{_COLORS[i % 8]}"/>'
-                   f'<text x="{left + full + 6:.1f}" y="{y + 13}" font-size="12">{_n(r["spent"])} of '
-                   f'{_n(r["budget"])} / {escape(r["period"])}</text>')
+        out.append(
+            f'<text x="4" y="{y + 13}" font-size="12">{escape(r["role"])}</text>'
+            f'<rect x="{left}" y="{y}" width="{full:.1f}" height="{bar_h}" fill="#eef1f5" stroke="#98a2b3"/>'
+            f'<rect class="spent" x="{left}" y="{y}" width="{used:.1f}" height="{bar_h}" fill="{_COLORS[i % 8]}"/>'
+            f'<text x="{left + full + 6:.1f}" y="{y + 13}" font-size="12">{_n(r["spent"])} of '
+            f"{_n(r['budget'])} / {escape(r['period'])}</text>"
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -49,29 +54,36 @@ def spend_chart(series: dict[str, list[tuple[float, float]]], now: float, days: 
     width, height, pad = 640, 220, 36
     t0 = now - days * 86400
     top = max([v for pts in series.values() for _, v in pts] + [1e-12])
-    out = [f'<svg id="spend" role="img" aria-label="spend over time per role" width="{width}" '
-           f'height="{height + 20 * max(1, len(series))}" xmlns="http://www.w3.org/2000/svg">',
-           f'<line x1="{pad}" y1="{height - pad}" x2="{width - 10}" y2="{height - pad}" stroke="#98a2b3"/>',
-           f'<line x1="{pad}" y1="10" x2="{pad}" y2="{height - pad}" stroke="#98a2b3"/>',
-           f'<text x="2" y="16" font-size="11">{_n(top)}</text><text x="2" y="{height - pad}" font-size="11">0</text>',
-           f'<text x="{pad}" y="{height - pad + 16}" font-size="11">{dt.datetime.fromtimestamp(t0, dt.timezone.utc).date()}</text>',
-           f'<text x="{width - 80}" y="{height - pad + 16}" font-size="11">'
-           f'{dt.datetime.fromtimestamp(now, dt.timezone.utc).date()}</text>']
+    out = [
+        f'<svg id="spend" role="img" aria-label="spend over time per role" width="{width}" '
+        f'height="{height + 20 * max(1, len(series))}" xmlns="http://www.w3.org/2000/svg">',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - 10}" y2="{height - pad}" stroke="#98a2b3"/>',
+        f'<line x1="{pad}" y1="10" x2="{pad}" y2="{height - pad}" stroke="#98a2b3"/>',
+        f'<text x="2" y="16" font-size="11">{_n(top)}</text><text x="2" y="{height - pad}" font-size="11">0</text>',
+        f'<text x="{pad}" y="{height - pad + 16}" font-size="11">{dt.datetime.fromtimestamp(t0, dt.UTC).date()}</text>',
+        f'<text x="{width - 80}" y="{height - pad + 16}" font-size="11">'
+        f"{dt.datetime.fromtimestamp(now, dt.UTC).date()}</text>",
+    ]
 
     def xy(t: float, v: float) -> str:
         x = pad + (width - 10 - pad) * max(0.0, (t - t0)) / (now - t0)
         y = height - pad - (height - pad - 10) * v / top
         return f"{x:.1f},{y:.1f}"
-    for i, (role, pts) in enumerate(series.items()):     # the roles' order and colours of the bar chart
+
+    for i, (role, pts) in enumerate(series.items()):  # the roles' order and colours of the bar chart
         col = _COLORS[i % 8]
         path, level = [xy(t0, 0.0)], 0.0
-        for t, v in pts:                                  # a step at each release
+        for t, v in pts:  # a step at each release
             path += [xy(t, level), xy(t, v)]
             level = v
         path.append(xy(now, level))
-        out.append(f'<polyline class="role" fill="none" stroke="{col}" stroke-width="2" points="{" ".join(path)}"/>')
-        out.append(f'<text x="{pad}" y="{height + 14 + 20 * i}" font-size="12" fill="{col}">'
-                   f'■ {escape(role)}: ε {_n(pts[-1][1] if pts else 0.0)} released in {days} days</text>')
+        out.append(
+            f'<polyline class="role" fill="none" stroke="{col}" stroke-width="2" points="{" ".join(path)}"/>'
+        )
+        out.append(
+            f'<text x="{pad}" y="{height + 14 + 20 * i}" font-size="12" fill="{col}">'
+            f"■ {escape(role)}: ε {_n(pts[-1][1] if pts else 0.0)} released in {days} days</text>"
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -80,8 +92,14 @@ def _table(head: list[str], rows: list[list], numeric: set[int] = frozenset(), c
     h = "".join(f"<th>{escape(c)}</th>" for c in head)
     body = []
     for r in rows:
-        body.append("<tr>" + "".join(f'<td class="n">{escape(str(v))}</td>' if i in numeric else
-                                     f"<td>{escape(str(v))}</td>" for i, v in enumerate(r)) + "</tr>")
+        body.append(
+            "<tr>"
+            + "".join(
+                f'<td class="n">{escape(str(v))}</td>' if i in numeric else f"<td>{escape(str(v))}</td>"
+                for i, v in enumerate(r)
+            )
+            + "</tr>"
+        )
     empty = f'<tr><td colspan="{len(head)}" class="muted">none yet</td></tr>' if not rows else ""
     return f'<table class="{cls}"><tr>{h}</tr>{"".join(body)}{empty}</table>'
 
@@ -98,38 +116,86 @@ def render_page(data: dict) -> str:
     coalition [(ladder, statement, dv, tiers, loss, independent)], tables [(name, kind, source?,
     comment, [(column, type, comment)])], unreleased (ε, δ) per role."""
     now = data["now"]
-    when = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>dpgate — "
-             f"{escape(data['database'])}</title><style>{_CSS}</style></head><body>",
-             f"<h1>dpgate owner page — {escape(data['database'])}</h1>",
-             f'<div class="muted">read-only; {escape(when)}; signed in as {escape(data["user"])}</div>',
-             "<h2>Roles and budgets</h2>", bar_chart(data["budgets"]),
-             _table(["role", "tier", "ε per query", "spent", "remaining", "budget", "δ spent", "δ remaining",
-                     "δ budget", "period"],
-                    [[b["role"], b["tier"], _n(b["epsilon"]), _n(b["spent"]), _n(b["budget"] - b["spent"]),
-                      _n(b["budget"]), _n(b.get("delta_spent", 0.0)),
-                      _n(b.get("delta_budget", 0.0) - b.get("delta_spent", 0.0)), _n(b.get("delta_budget", 0.0)),
-                      b["period"]] for b in data["budgets"]], {2, 3, 4, 5, 6, 7, 8}, "budgets"),
-             "<h2>Spend over time</h2>", spend_chart(data["series"], now)]
+    when = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    parts = [
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>dpgate — '
+        f"{escape(data['database'])}</title><style>{_CSS}</style></head><body>",
+        f"<h1>dpgate owner page — {escape(data['database'])}</h1>",
+        f'<div class="muted">read-only; {escape(when)}; signed in as {escape(data["user"])}</div>',
+        "<h2>Roles and budgets</h2>",
+        bar_chart(data["budgets"]),
+        _table(
+            [
+                "role",
+                "tier",
+                "ε per query",
+                "spent",
+                "remaining",
+                "budget",
+                "δ spent",
+                "δ remaining",
+                "δ budget",
+                "period",
+            ],
+            [
+                [
+                    b["role"],
+                    b["tier"],
+                    _n(b["epsilon"]),
+                    _n(b["spent"]),
+                    _n(b["budget"] - b["spent"]),
+                    _n(b["budget"]),
+                    _n(b.get("delta_spent", 0.0)),
+                    _n(b.get("delta_budget", 0.0) - b.get("delta_spent", 0.0)),
+                    _n(b.get("delta_budget", 0.0)),
+                    b["period"],
+                ]
+                for b in data["budgets"]
+            ],
+            {2, 3, 4, 5, 6, 7, 8},
+            "budgets",
+        ),
+        "<h2>Spend over time</h2>",
+        spend_chart(data["series"], now),
+    ]
     if data.get("unreleased"):
-        parts.append('<p class="muted">charged with no answer (timed out, cancelled or failed after the scan '
-                     "started): " + escape(", ".join(_eps_delta(r, v) for r, v in data["unreleased"].items()))
-                     + "</p>")
-    parts += ["<h2>Recent releases</h2>",
-              _table(["released at", "role", "ε", "mechanism", "statement"],
-                     [[dt.datetime.fromtimestamp(r["created"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-                       r["role"], _n(r["epsilon"]), r["mechanism"], r["statement"]] for r in data["releases"]],
-                     {2}, "releases"),
-              "<h2>Coalitions (multi-tier ladders)</h2>",
-              '<p class="muted">per query: what the tiers of a ladder learn together (max ε) against '
-              "independent releases (Σε)</p>",
-              _table(["ladder", "data version", "coalition ε", "Σε", "tiers released", "statement"],
-                     [[c[0], c[2], _n(c[4]), _n(c[5]), c[3] or "(none yet)", c[1]] for c in data["coalition"]],
-                     {1, 2, 3}, "coalition"),
-              "<h2>Tables and policies</h2>"]
+        parts.append(
+            '<p class="muted">charged with no answer (timed out, cancelled or failed after the scan '
+            "started): " + escape(", ".join(_eps_delta(r, v) for r, v in data["unreleased"].items())) + "</p>"
+        )
+    parts += [
+        "<h2>Recent releases</h2>",
+        _table(
+            ["released at", "role", "ε", "mechanism", "statement"],
+            [
+                [
+                    dt.datetime.fromtimestamp(r["created"], dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                    r["role"],
+                    _n(r["epsilon"]),
+                    r["mechanism"],
+                    r["statement"],
+                ]
+                for r in data["releases"]
+            ],
+            {2},
+            "releases",
+        ),
+        "<h2>Coalitions (multi-tier ladders)</h2>",
+        '<p class="muted">per query: what the tiers of a ladder learn together (max ε) against '
+        "independent releases (Σε)</p>",
+        _table(
+            ["ladder", "data version", "coalition ε", "Σε", "tiers released", "statement"],
+            [[c[0], c[2], _n(c[4]), _n(c[5]), c[3] or "(none yet)", c[1]] for c in data["coalition"]],
+            {1, 2, 3},
+            "coalition",
+        ),
+        "<h2>Tables and policies</h2>",
+    ]
     for name, kind, source, comment, cols in data["tables"]:
-        parts.append(f"<h3>{escape(name)} <span class=\"muted\">({escape(kind)}; source "
-                     f"<code>{escape(source)}</code>)</span></h3><p>{escape(comment)}</p>")
+        parts.append(
+            f'<h3>{escape(name)} <span class="muted">({escape(kind)}; source '
+            f"<code>{escape(source)}</code>)</span></h3><p>{escape(comment)}</p>"
+        )
         parts.append(_table(["column", "type", "DP facts"], [list(c) for c in cols], cls="columns"))
     parts.append("</body></html>")
     return "\n".join(parts)

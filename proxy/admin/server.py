@@ -15,6 +15,7 @@ checked. Responses carry ``Cache-Control: no-store`` and a
 The page reads the ledger (metadata only: budgets, release times, ε, statements — never a
 released value) and the config, in a worker thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,9 +39,17 @@ log = logging.getLogger("dpgate.admin")
 MAX_HEAD = 8192
 READ_TIMEOUT_S = 10
 RELEASES_SHOWN = 50
-_DUMMY = parse_verifier("SCRAM-SHA-256$4096:" + base64.b64encode(b"dpgate-admin-dummy").decode()
-                        + "$" + base64.b64encode(bytes(32)).decode() + ":" + base64.b64encode(bytes(32)).decode())
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; form-action 'none'"
+_DUMMY = parse_verifier(
+    "SCRAM-SHA-256$4096:"
+    + base64.b64encode(b"dpgate-admin-dummy").decode()
+    + "$"
+    + base64.b64encode(bytes(32)).decode()
+    + ":"
+    + base64.b64encode(bytes(32)).decode()
+)
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; form-action 'none'"
+)
 
 
 def check_password(verifier: str | None, password: str) -> bool:
@@ -56,15 +65,16 @@ def check_password(verifier: str | None, password: str) -> bool:
 class AdminHttp:
     """A minimal HTTP/1.1 server (one request per connection) for the owner page."""
 
-    def __init__(self, gw, host: str, port: int, token: str | None = None,
-                 failed_logins: FailedLogins | None = None):
+    def __init__(
+        self, gw, host: str, port: int, token: str | None = None, failed_logins: FailedLogins | None = None
+    ):
         self.gw, self.host, self.port = gw, host, port
         self.token = token if token is not None else (os.environ.get("DPGATE_ADMIN_TOKEN") or None)
         # the wire server's limiter (one per process), so that both doors count each failure
         self.failed_logins = failed_logins if failed_logins is not None else FailedLogins()
         self._server: asyncio.AbstractServer | None = None
 
-    async def start(self) -> "AdminHttp":
+    async def start(self) -> AdminHttp:
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -83,20 +93,36 @@ class AdminHttp:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
             is_head = head.startswith(b"HEAD ")
             status, body, extra = await self._respond(head, address)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()
             return
-        except Exception:            # noqa: BLE001 - the page must never take the proxy down
+        except Exception:
             log.exception("owner page failed")
-            status, body, extra = "500 Internal Server Error", "the owner page failed; see the proxy's log", {}
+            status, body, extra = (
+                "500 Internal Server Error",
+                "the owner page failed; see the proxy's log",
+                {},
+            )
         data = body.encode("utf-8")
-        headers = {"Content-Type": "text/html; charset=utf-8" if status.startswith("200") else
-                   "text/plain; charset=utf-8", "Content-Length": str(len(data)), "Cache-Control": "no-store",
-                   "Content-Security-Policy": _CSP, "X-Frame-Options": "DENY",
-                   "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-                   "Connection": "close", **extra}
-        writer.write((f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-                      + "\r\n").encode("latin-1") + (b"" if is_head else data))
+        headers = {
+            "Content-Type": "text/html; charset=utf-8"
+            if status.startswith("200")
+            else "text/plain; charset=utf-8",
+            "Content-Length": str(len(data)),
+            "Cache-Control": "no-store",
+            "Content-Security-Policy": _CSP,
+            "X-Frame-Options": "DENY",
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Connection": "close",
+            **extra,
+        }
+        writer.write(
+            (f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode(
+                "latin-1"
+            )
+            + (b"" if is_head else data)
+        )
         try:
             await writer.drain()
         finally:
@@ -111,18 +137,26 @@ class AdminHttp:
             return "405 Method Not Allowed", "the owner page is read-only: GET /", {"Allow": "GET"}
         if parts[1].split("?", 1)[0] != "/":
             return "404 Not Found", "the owner page is at /", {}
-        auth = next((ln.split(":", 1)[1].strip() for ln in lines[1:] if ln.lower().startswith("authorization:")), "")
+        auth = next(
+            (ln.split(":", 1)[1].strip() for ln in lines[1:] if ln.lower().startswith("authorization:")), ""
+        )
         if auth:
             role = _claimed_role(auth)
             if (wait := self.failed_logins.retry_after_s(address, role)) > 0:
-                return ("429 Too Many Requests", "too many failed sign-ins from this address or for this "
-                        f"role; try again in {wait} s", {"Retry-After": str(wait)})
+                return (
+                    "429 Too Many Requests",
+                    f"too many failed sign-ins from this address or for this role; try again in {wait} s",
+                    {"Retry-After": str(wait)},
+                )
         user = await asyncio.to_thread(self._authenticate, auth)
         if user is None:
-            if auth:                                     # a wrong password or token (not a first visit)
+            if auth:  # a wrong password or token (not a first visit)
                 self.failed_logins.failed(address, _claimed_role(auth))
-            return ("401 Unauthorized", "sign in with an admin role of the config (its psql password)",
-                    {"WWW-Authenticate": 'Basic realm="dpgate owner page", charset="UTF-8"'})
+            return (
+                "401 Unauthorized",
+                "sign in with an admin role of the config (its psql password)",
+                {"WWW-Authenticate": 'Basic realm="dpgate owner page", charset="UTF-8"'},
+            )
         html = await asyncio.to_thread(self.page, user)
         return "200 OK", html, {}
 
@@ -135,7 +169,9 @@ class AdminHttp:
         user, password = "", ""
         if scheme.lower() == "basic":
             try:
-                user, _, password = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")
+                user, _, password = (
+                    base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")
+                )
             except (ValueError, UnicodeDecodeError):
                 pass
         role = self.gw.config.roles.get(user)
@@ -165,26 +201,45 @@ def collect(cfg, ledger, user: str, now: float | None = None, days: int = 30) ->
     for role, spec in cfg.roles.items():
         tier = cfg.tiers[spec.tier]
         spent, dspent = ledger.spent_both(role, tier.period)
-        budgets.append({"role": role, "tier": spec.tier, "epsilon": tier.epsilon, "period": tier.period,
-                        "budget": tier.budget, "spent": spent, "delta_budget": tier.delta_budget,
-                        "delta_spent": dspent})
+        budgets.append(
+            {
+                "role": role,
+                "tier": spec.tier,
+                "epsilon": tier.epsilon,
+                "period": tier.period,
+                "budget": tier.budget,
+                "spent": spent,
+                "delta_budget": tier.delta_budget,
+                "delta_spent": dspent,
+            }
+        )
     releases = ledger.releases(limit=20_000)
     series: dict[str, list[tuple[float, float]]] = {r: [] for r in cfg.roles}
     for r in sorted(releases, key=lambda r: r["created"]):
         if r["created"] >= now - days * 86400 and r["role"] in series:
             pts = series[r["role"]]
             pts.append((r["created"], (pts[-1][1] if pts else 0.0) + r["epsilon"]))
-    unreleased: dict[str, tuple[float, float]] = {}     # role -> (ε, δ) charged with no answer
+    unreleased: dict[str, tuple[float, float]] = {}  # role -> (ε, δ) charged with no answer
     for u in ledger.unreleased(None):
         e, d = unreleased.get(u["role"], (0.0, 0.0))
         unreleased[u["role"]] = (e + u["epsilon"], d + u["delta"])
     _, rows = coalition_rows(SimpleNamespace(config=cfg, ledger=ledger), None)
-    coalition = [(lad, stmt, dv, tiers, loss, indep) for lad, stmt, dv, _lv, tiers, _r, _n, loss, indep, _s, _t in rows]
+    coalition = [
+        (lad, stmt, dv, tiers, loss, indep) for lad, stmt, dv, _lv, tiers, _r, _n, loss, indep, _s, _t in rows
+    ]
     tables = []
     for name, t in cfg.tables.items():
         kind = "local" if t.mode == "local" else "per-record" if t.privacy is not None else "central"
         cols = [(c, spec.type, column_comment(t, c, spec)) for c, spec in t.columns.items()]
         tables.append((name, kind, cfg.source_of(name), table_comment(t), cols))
-    return {"database": cfg.server.database, "now": now, "user": user, "budgets": budgets, "series": series,
-            "releases": releases[:RELEASES_SHOWN], "unreleased": unreleased, "coalition": coalition,
-            "tables": tables}
+    return {
+        "database": cfg.server.database,
+        "now": now,
+        "user": user,
+        "budgets": budgets,
+        "series": series,
+        "releases": releases[:RELEASES_SHOWN],
+        "unreleased": unreleased,
+        "coalition": coalition,
+        "tables": tables,
+    }

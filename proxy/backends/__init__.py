@@ -7,6 +7,7 @@ is any object with ``dialect`` (a sqlglot dialect name),
 and may return :class:`Columns` (numpy columns) instead of rows. Failures raise :class:`BackendError` with a SQLSTATE; the
 orchestrator charges nothing for them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,19 +24,43 @@ def open_backend(cfg, state_dir, *, read_only: bool = False):
     and writes no file outside the declared sources' directories (``DuckDBBackend.confine``)."""
     if cfg.backend.kind == "spark":
         b = cfg.backend
-        return SparkBackend(b.remote, token=b.token, use_ssl=b.use_ssl, catalog=b.catalog, database=b.database,
-                            connect_timeout_s=max(b.connect_timeout_s, 10.0))
+        return SparkBackend(
+            b.remote,
+            token=b.token,
+            use_ssl=b.use_ssl,
+            catalog=b.catalog,
+            database=b.database,
+            connect_timeout_s=max(b.connect_timeout_s, 10.0),
+        )
     if cfg.backend.kind == "postgres":
-        return PostgresBackend(cfg.backend.dsn, pool_size=cfg.backend.pool_size,
-                               connect_timeout_s=cfg.backend.connect_timeout_s, write_dsn=cfg.backend.write_dsn)
+        return PostgresBackend(
+            cfg.backend.dsn,
+            pool_size=cfg.backend.pool_size,
+            connect_timeout_s=cfg.backend.connect_timeout_s,
+            write_dsn=cfg.backend.write_dsn,
+        )
     path = Path(cfg.backend.path or "demo.duckdb")
-    backend = DuckDBBackend(path if path.is_absolute() else Path(state_dir) / path, read_only=read_only,
-                            threads=cfg.backend.threads, attach=cfg.backend.attach)
-    folders = source_directories([cfg.source_of(name) for name, t in cfg.tables.items() if t.mode != "local"],
-                                 backend.views())
-    if folders is not None:           # a remote source (s3://, https://): file access stays open
+    backend = DuckDBBackend(
+        path if path.is_absolute() else Path(state_dir) / path,
+        read_only=read_only,
+        threads=cfg.backend.threads,
+        attach=cfg.backend.attach,
+    )
+    folders = source_directories(
+        [cfg.source_of(name) for name, t in cfg.tables.items() if t.mode != "local"], backend.views()
+    )
+    if folders is not None:  # a remote source (s3://, https://): file access stays open
         backend.confine(folders)
     return backend
 
 
-__all__ = ["BackendError", "BackendRefused", "BackendTimeout", "Columns", "DuckDBBackend", "PostgresBackend", "SparkBackend", "open_backend"]
+__all__ = [
+    "BackendError",
+    "BackendRefused",
+    "BackendTimeout",
+    "Columns",
+    "DuckDBBackend",
+    "PostgresBackend",
+    "SparkBackend",
+    "open_backend",
+]

@@ -1,4 +1,5 @@
 """Backend errors. Their messages never carry data values."""
+
 from __future__ import annotations
 
 import asyncio

@@ -19,6 +19,7 @@ lets several processes read one file at once; DuckDB allows either one process t
 reads and writes or several that only read, so whatever writes (the demo data, the
 ledger identity row, local tables' report tables) is done before the workers start
 (:mod:`proxy.cli.workers`)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -43,15 +44,17 @@ from .base import BackendError, BackendRefused, BackendTimeout, CancelSignal, Co
 
 log = logging.getLogger("dpgate.backend")
 
-WORKERS = 8      # concurrent scans (DuckDB parallelises each scan over the cores itself)
-PREPARED_MAX = 256   # prepared templates kept per worker cursor (least recently used dropped)
-SEEN_MAX = 1024      # texts remembered per worker cursor, to prepare one that repeats
+WORKERS = 8  # concurrent scans (DuckDB parallelises each scan over the cores itself)
+PREPARED_MAX = 256  # prepared templates kept per worker cursor (least recently used dropped)
+SEEN_MAX = 1024  # texts remembered per worker cursor, to prepare one that repeats
 COLUMN_TYPES = frozenset({"BIGINT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "VARCHAR"})
 # Errors DuckDB raises while it parses and binds a statement, before its scan reads a row.
-REFUSED_STATES = ((duckdb.PermissionException, "42501", "was denied permission for"),
-                  (duckdb.CatalogException, "42P01", "has no relation or function named in"),
-                  (duckdb.BinderException, "42703", "could not bind"),
-                  (duckdb.ParserException, "42601", "could not parse"))
+REFUSED_STATES = (
+    (duckdb.PermissionException, "42501", "was denied permission for"),
+    (duckdb.CatalogException, "42P01", "has no relation or function named in"),
+    (duckdb.BinderException, "42703", "could not bind"),
+    (duckdb.ParserException, "42601", "could not parse"),
+)
 REFUSED = tuple(t for t, _, _ in REFUSED_STATES)
 
 
@@ -59,12 +62,17 @@ def refused_state(e: Exception) -> tuple[str, str, str]:
     """SQLSTATE, message and hint of a statement DuckDB refused before reading a row (the
     backend's own text goes to the server log only: it names the backend's schema)."""
     state, what = next((s, w) for t, s, w in REFUSED_STATES if isinstance(e, t))
-    return (state, f"the backend {what} the scan before reading any row; nothing was charged",
-            "A declared table's source or columns do not match the backend: "
-            "dpgate check-config --backend names the problem.")
+    return (
+        state,
+        f"the backend {what} the scan before reading any row; nothing was charged",
+        "A declared table's source or columns do not match the backend: "
+        "dpgate check-config --backend names the problem.",
+    )
+
+
 """Result types a columnar fetch takes as numpy columns: ``tolist()`` gives their values exactly
 as ``fetchall`` does (HUGEINT, DECIMAL and the time types it would not: such a result comes as rows)."""
-_OPEN: "weakref.WeakSet[DuckDBBackend]" = weakref.WeakSet()
+_OPEN: weakref.WeakSet[DuckDBBackend] = weakref.WeakSet()
 
 
 @atexit.register
@@ -82,7 +90,7 @@ class _Scan:
 
     def __init__(self) -> None:
         self.cursor, self.stopped, self.lock = None, None, threading.Lock()
-        self.finished = False          # the worker returned (set on the loop)
+        self.finished = False  # the worker returned (set on the loop)
 
     def stop_until_finished(self, loop, why: str) -> None:
         """:meth:`stop`, again every 0.25 s until the worker returns: DuckDB drops an
@@ -109,13 +117,15 @@ def _open_error(path: str, e: Exception) -> str:
     msg = str(e)
     held = re.search(r"Conflicting lock is held in (.*?) \(PID (\d+)\)", msg)
     if held:
-        return (f'cannot open the DuckDB file {path}: process {held.group(2)} ({held.group(1)}) has it open. '
-                "One process uses a DuckDB file at a time: stop that process (another dpgate serve, "
-                "or dpgate ldp-load), or use another --state-dir / [backend] path")
+        return (
+            f"cannot open the DuckDB file {path}: process {held.group(2)} ({held.group(1)}) has it open. "
+            "One process uses a DuckDB file at a time: stop that process (another dpgate serve, "
+            "or dpgate ldp-load), or use another --state-dir / [backend] path"
+        )
     return f"cannot open the DuckDB file {path}: {msg.splitlines()[0] if msg else type(e).__name__}"
 
 
-_REMOTE = ("://",)                  # s3://, https://, gs://, hf:// …: not a local directory
+_REMOTE = ("://",)  # s3://, https://, gs://, hf:// …: not a local directory
 _GLOB = "*?[{"
 
 
@@ -131,10 +141,19 @@ def source_directories(sources, views=()) -> list[str] | None:
             tree = sqlglot.parse_one(text, read="duckdb")
         except sqlglot.errors.ParseError:
             return None
-        paths = [lit.this for lit in tree.find_all(exp.Literal) if lit.is_string
-                 and not isinstance(lit.parent, (exp.EQ, exp.PropertyEQ, exp.Kwarg))]
-        paths += [t.this.this for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)
-                  and t.this.quoted and not t.args.get("db") and ("/" in t.this.this or "." in t.this.this)]
+        paths = [
+            lit.this
+            for lit in tree.find_all(exp.Literal)
+            if lit.is_string and not isinstance(lit.parent, (exp.EQ, exp.PropertyEQ, exp.Kwarg))
+        ]
+        paths += [
+            t.this.this
+            for t in tree.find_all(exp.Table)
+            if isinstance(t.this, exp.Identifier)
+            and t.this.quoted
+            and not t.args.get("db")
+            and ("/" in t.this.this or "." in t.this.this)
+        ]
         for path in paths:
             if any(m in path for m in _REMOTE):
                 return None
@@ -161,8 +180,8 @@ def _result(cur, columnar: bool):
 
 class DuckDBBackend:
     dialect = "duckdb"
-    scans = 0         # statements in flight (event loop): Python work beside a scan slows it
-    columnar = True   # fetch(…, columnar=True): numpy columns (base.Columns) where the types allow
+    scans = 0  # statements in flight (event loop): Python work beside a scan slows it
+    columnar = True  # fetch(…, columnar=True): numpy columns (base.Columns) where the types allow
 
     @property
     def writer(self):
@@ -170,8 +189,14 @@ class DuckDBBackend:
         file read-write or read-only per process; a read-only backend refuses the write itself."""
         return self
 
-    def __init__(self, path: str | Path | None, *, read_only: bool = False, threads: int | None = None,
-                 attach: dict | None = None):
+    def __init__(
+        self,
+        path: str | Path | None,
+        *,
+        read_only: bool = False,
+        threads: int | None = None,
+        attach: dict | None = None,
+    ):
         self.path = str(path) if path is not None else ":memory:"
         self.read_only = read_only and path is not None
         if path is not None and not self.read_only:
@@ -184,16 +209,16 @@ class DuckDBBackend:
         self._cursors: list = []
         self._pool = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="dpgate-duckdb")
         self._names = itertools.count(1)
-        self.prepared_runs = 0         # scans run from a prepared template (for tests)
-        self.allowed = None            # file access limited to these directories (confine), or not
+        self.prepared_runs = 0  # scans run from a prepared template (for tests)
+        self.allowed = None  # file access limited to these directories (confine), or not
         _OPEN.add(self)
 
     def _open(self):
         try:
             con = duckdb.connect(self.path, read_only=self.read_only, config=self._config)
-        except duckdb.Error as e:          # most often: another process holds the file
+        except duckdb.Error as e:  # most often: another process holds the file
             raise BackendError("58030", _open_error(self.path, e)) from None
-        for name, path in self.attach.items():       # the owner's data files: never opened for writing
+        for name, path in self.attach.items():  # the owner's data files: never opened for writing
             try:
                 con.execute(f"ATTACH ? AS {name} (READ_ONLY)", [path])
             except duckdb.Error as e:
@@ -206,7 +231,9 @@ class DuckDBBackend:
 
     def views(self) -> list[str]:
         """The ``CREATE VIEW`` text of every view the database defines (not DuckDB's own)."""
-        return [r[0] for r in self.query("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL")]
+        return [
+            r[0] for r in self.query("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL")
+        ]
 
     def reopen_read_only(self) -> None:
         """Open the file again, read-only, once the start's writes are done (demo tables, the
@@ -219,7 +246,7 @@ class DuckDBBackend:
         self._close_cursors()
         with self._lock:
             self._con.close()
-            self._local = threading.local()        # the worker threads' cursors were the old connection's
+            self._local = threading.local()  # the worker threads' cursors were the old connection's
             self.read_only = True
             self._con = self._open()
         if self.allowed is not None:
@@ -258,9 +285,9 @@ class DuckDBBackend:
             if scan.stopped is not None:
                 raise duckdb.InterruptException("interrupted before start")
             scan.cursor = cur
-        if during is not None:        # runs on the loop once this thread is inside DuckDB (no GIL)
+        if during is not None:  # runs on the loop once this thread is inside DuckDB (no GIL)
             during[0].call_soon_threadsafe(during[1])
-        if timing is not None:        # from here on the scan's time is observable: it is charged
+        if timing is not None:  # from here on the scan's time is observable: it is charged
             timing["started"] = True
         t0 = time.perf_counter()
         try:
@@ -272,8 +299,16 @@ class DuckDBBackend:
             timing["backend_ms"] = (time.perf_counter() - t0) * 1000
         return rows if then is None else then(rows)
 
-    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
-                    then=None, timing: dict | None = None, during=None, columnar: bool = False):
+    async def fetch(
+        self,
+        sql: str,
+        timeout_s: float | None = None,
+        cancel: asyncio.Event | None = None,
+        then=None,
+        timing: dict | None = None,
+        during=None,
+        columnar: bool = False,
+    ):
         """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
         right after the scan (no second thread hand-off) and its result is returned;
         the timeout and a cancel stop the scan only, never ``then``. ``timing``
@@ -284,15 +319,23 @@ class DuckDBBackend:
         column types allow (``COLUMN_TYPES``), else rows as ever."""
         loop = asyncio.get_running_loop()
         scan = _Scan()
-        fut = loop.run_in_executor(self._pool, self._scan, sql, scan, then, timing,
-                                   None if during is None else (loop, during), columnar)
+        fut = loop.run_in_executor(
+            self._pool,
+            self._scan,
+            sql,
+            scan,
+            then,
+            timing,
+            None if during is None else (loop, during),
+            columnar,
+        )
         fut.add_done_callback(scan.finish)
         stop = functools.partial(scan.stop_until_finished, loop)
         timer = loop.call_later(timeout_s, stop, "timeout") if timeout_s else None
         unsubscribe = watcher = None
         if isinstance(cancel, CancelSignal):
             unsubscribe = cancel.subscribe(lambda: stop("cancel"))
-            if cancel.is_set():              # cancelled while it was planned: it does not start
+            if cancel.is_set():  # cancelled while it was planned: it does not start
                 stop("cancel")
         elif cancel is not None:
             watcher = asyncio.ensure_future(cancel.wait())
@@ -300,8 +343,8 @@ class DuckDBBackend:
         self.scans += 1
         try:
             return await fut
-        except asyncio.CancelledError:   # the statement's task is gone (client left, shutdown):
-            stop("cancel")               # free the worker too
+        except asyncio.CancelledError:  # the statement's task is gone (client left, shutdown):
+            stop("cancel")  # free the worker too
             raise
         except duckdb.InterruptException:
             if scan.stopped == "cancel":
@@ -319,7 +362,7 @@ class DuckDBBackend:
     def _run(self, cur, sql: str, columnar: bool = False):
         try:
             template, params = (sql.template, sql.params) if hasattr(sql, "template") else (sql, ())
-            if isinstance(params, dict):         # named values (the unit's salt): bound, never in a text
+            if isinstance(params, dict):  # named values (the unit's salt): bound, never in a text
                 return _result(cur.execute(template, params), columnar)
             name = self._prepared(cur, template) if params or self._seen_again(sql) else None
             if name is not None:
@@ -330,8 +373,10 @@ class DuckDBBackend:
                     return _result(cur.execute(f"EXECUTE {name}{args}"), columnar)
                 except duckdb.InterruptException:
                     raise
-                except duckdb.Error as e:           # e.g. the catalog changed under it: run the text
-                    log.info("duckdb: prepared %s failed (%s); running the text", name, str(e).splitlines()[0])
+                except duckdb.Error as e:  # e.g. the catalog changed under it: run the text
+                    log.info(
+                        "duckdb: prepared %s failed (%s); running the text", name, str(e).splitlines()[0]
+                    )
                     self._local.prepared[template] = ""
                     try:
                         cur.execute(f"DEALLOCATE {name}")

@@ -27,6 +27,7 @@ under ``log_statement = 'all'``). New connections carry the settings of the late
 statement; a statement that checks out a connection carrying other settings (made before
 they changed: a new data version) closes it and takes another.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,8 +46,14 @@ log = logging.getLogger("dpgate.backend")
 
 # What a Postgres role needs for each kind of object a "permission denied for <kind> <name>"
 # names (GRANT's forms: https://www.postgresql.org/docs/current/sql-grant.html).
-GRANT_FOR = {"table": "SELECT ON TABLE {}", "view": "SELECT ON TABLE {}", "materialized view": "SELECT ON TABLE {}",
-             "schema": "USAGE ON SCHEMA {}", "function": "EXECUTE ON FUNCTION {}", "sequence": "SELECT ON SEQUENCE {}"}
+GRANT_FOR = {
+    "table": "SELECT ON TABLE {}",
+    "view": "SELECT ON TABLE {}",
+    "materialized view": "SELECT ON TABLE {}",
+    "schema": "USAGE ON SCHEMA {}",
+    "function": "EXECUTE ON FUNCTION {}",
+    "sequence": "SELECT ON SEQUENCE {}",
+}
 DENIED = "permission denied for "
 
 
@@ -64,26 +71,43 @@ def refused(e: psycopg.Error, user: str) -> BackendRefused:
         what = primary.removeprefix(DENIED) if primary.startswith(DENIED) else ""
         kind = next((k for k in sorted(GRANT_FOR, key=len, reverse=True) if what.startswith(k + " ")), None)
         if kind is not None:
-            name = what[len(kind) + 1:]
+            name = what[len(kind) + 1 :]
             obj = name if kind == "function" else quoted(name)
             grant = "GRANT " + GRANT_FOR[kind].format(obj) + f" TO {quoted(user)};"
-            return BackendRefused("42501", f"the backend role {user} may not read {kind} {name}; nothing was "
-                                  "charged", hint=f"The database owner runs: {grant}")
-        return BackendRefused("42501", f"the backend role {user} was denied permission for the scan; nothing was "
-                              "charged", hint="Grant the backend role SELECT on the declared tables' sources.")
-    return BackendRefused(e.sqlstate or "42000", "the backend could not compile the scan before reading any row; "
-                          "nothing was charged", hint="A declared table's source or columns do not match the "
-                          "backend: dpgate check-config --backend names the problem.")
+            return BackendRefused(
+                "42501",
+                f"the backend role {user} may not read {kind} {name}; nothing was charged",
+                hint=f"The database owner runs: {grant}",
+            )
+        return BackendRefused(
+            "42501",
+            f"the backend role {user} was denied permission for the scan; nothing was charged",
+            hint="Grant the backend role SELECT on the declared tables' sources.",
+        )
+    return BackendRefused(
+        e.sqlstate or "42000",
+        "the backend could not compile the scan before reading any row; nothing was charged",
+        hint="A declared table's source or columns do not match the "
+        "backend: dpgate check-config --backend names the problem.",
+    )
 
 
 class PostgresBackend:
     dialect = "postgres"
-    scans = 0         # always 0: the proxy's Python work does not slow a remote scan
+    scans = 0  # always 0: the proxy's Python work does not slow a remote scan
 
-    QUEUE_WAIT_S = 10.0       # a pool checkout waits this long while the backend answers
+    QUEUE_WAIT_S = 10.0  # a pool checkout waits this long while the backend answers
 
-    def __init__(self, dsn: str, pool_size: int = 4, connect_timeout_s: float = 2.0, *,
-                 write_dsn: str | None = None, read_only: bool = True, min_size: int = 1):
+    def __init__(
+        self,
+        dsn: str,
+        pool_size: int = 4,
+        connect_timeout_s: float = 2.0,
+        *,
+        write_dsn: str | None = None,
+        read_only: bool = True,
+        min_size: int = 1,
+    ):
         self.dsn = dsn
         self.read_only = read_only
         # fail fast when the backend is down (issue 24): libpq's connect_timeout (whole
@@ -92,16 +116,30 @@ class PostgresBackend:
         self.connect_timeout_s = float(connect_timeout_s)
         self._up = False
         self._kw = {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout_s))}
-        self._own_options = conninfo_to_dict(dsn).get("options") or ""   # the DSN's own, kept first
-        self._options = self._own_options      # what new connections carry (module doc)
-        self.pool = AsyncConnectionPool(dsn, min_size=min_size, max_size=pool_size, open=False,
-                                        kwargs=self._connect_kwargs,
-                                        configure=_read_only_session if read_only else None,
-                                        reconnect_timeout=5)
+        self._own_options = conninfo_to_dict(dsn).get("options") or ""  # the DSN's own, kept first
+        self._options = self._own_options  # what new connections carry (module doc)
+        self.pool = AsyncConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=pool_size,
+            open=False,
+            kwargs=self._connect_kwargs,
+            configure=_read_only_session if read_only else None,
+            reconnect_timeout=5,
+        )
         # the writes dpgate makes (demo tables, local tables' reports): their own pool, no connection
         # held until one is needed; a read-write backend is its own writer
-        self.writer = self if not read_only else PostgresBackend(
-            write_dsn or dsn, pool_size=2, connect_timeout_s=connect_timeout_s, read_only=False, min_size=0)
+        self.writer = (
+            self
+            if not read_only
+            else PostgresBackend(
+                write_dsn or dsn,
+                pool_size=2,
+                connect_timeout_s=connect_timeout_s,
+                read_only=False,
+                min_size=0,
+            )
+        )
 
     def _connect_kwargs(self) -> dict:
         """A new connection's arguments: with the current session settings (module doc)."""
@@ -113,7 +151,9 @@ class PostgresBackend:
         named = getattr(sql, "params", None)
         if not isinstance(named, dict):
             return None
-        opts = " ".join([self._own_options, *(f"-c {_option(k, v)}" for k, v in sorted(named.items()))]).strip()
+        opts = " ".join(
+            [self._own_options, *(f"-c {_option(k, v)}" for k, v in sorted(named.items()))]
+        ).strip()
         self._options = opts
         return opts
 
@@ -122,8 +162,15 @@ class PostgresBackend:
         if self.writer is not self:
             await self.writer.connect()
 
-    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
-                    then=None, timing: dict | None = None, during=None):
+    async def fetch(
+        self,
+        sql: str,
+        timeout_s: float | None = None,
+        cancel: asyncio.Event | None = None,
+        then=None,
+        timing: dict | None = None,
+        during=None,
+    ):
         """Rows of ``sql``; ``then(rows)``, if given, runs in a worker thread after
         the scan (outside the timeout) and its result is returned. ``timing``
         receives ``backend_ms`` (pool checkout, round trip and scan) and ``started =
@@ -141,14 +188,19 @@ class PostgresBackend:
         need = self._settings(sql)
         try:
             for _ in range(self.pool.max_size + 2):
-                async with self.pool.connection(timeout=self.QUEUE_WAIT_S if self._up else self.connect_timeout_s) as conn:
+                async with self.pool.connection(
+                    timeout=self.QUEUE_WAIT_S if self._up else self.connect_timeout_s
+                ) as conn:
                     self._up = True
                     if need is not None and (conn.pgconn.options or b"").decode() != need:
-                        await conn.close()        # made with other settings: the pool replaces it
+                        await conn.close()  # made with other settings: the pool replaces it
                         continue
                     return await self._run(conn, sql, timeout_s, cancel, timing)
-            raise BackendError("58000", "the backend's session settings kept changing during the statement; "
-                               "nothing was charged, run it again")
+            raise BackendError(
+                "58000",
+                "the backend's session settings kept changing during the statement; "
+                "nothing was charged, run it again",
+            )
         except BackendError:
             raise
         except psycopg_pool_timeout() as e:
@@ -158,16 +210,23 @@ class PostgresBackend:
         except psycopg.OperationalError as e:
             self._up = False
             log.warning("postgres: %s", e)
-            lost = timing is not None and timing.get("started")       # mid-scan: charged
-            raise BackendError("08006", "the backend connection was lost during the query" if lost
-                               else "the backend is unavailable; nothing was charged") from None
+            lost = timing is not None and timing.get("started")  # mid-scan: charged
+            raise BackendError(
+                "08006",
+                "the backend connection was lost during the query"
+                if lost
+                else "the backend is unavailable; nothing was charged",
+            ) from None
 
     async def _run(self, conn, sql, timeout_s, cancel, timing=None):
         ms = int((timeout_s or 0) * 1000)
         async with conn.cursor() as cur:
-            await cur.execute(f"SET statement_timeout = {ms}; {READ_ONLY}" if self.read_only
-                              else f"SET statement_timeout = {ms}")
-            if timing is not None:    # from here on the scan's time is observable: it is charged
+            await cur.execute(
+                f"SET statement_timeout = {ms}; {READ_ONLY}"
+                if self.read_only
+                else f"SET statement_timeout = {ms}"
+            )
+            if timing is not None:  # from here on the scan's time is observable: it is charged
                 timing["started"] = True
             work = asyncio.ensure_future(self._exec(cur, sql, timeout_s))
             waiters = {work}
@@ -175,8 +234,11 @@ class PostgresBackend:
             if cancel_task is not None:
                 waiters.add(cancel_task)
             try:
-                done, _ = await asyncio.wait(waiters, timeout=(timeout_s + 1) if timeout_s else None,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    waiters,
+                    timeout=(timeout_s + 1) if timeout_s else None,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
                 if work in done:
                     return work.result()
                 conn.cancel()
@@ -187,8 +249,8 @@ class PostgresBackend:
                 if cancel_task is not None and cancel_task in done:
                     raise BackendError("57014", "canceling statement due to user request")
                 raise BackendTimeout(timeout_s or 0)
-            except asyncio.CancelledError:   # the statement's task is gone (client left, shutdown):
-                if not work.done():          # stop the server-side query too
+            except asyncio.CancelledError:  # the statement's task is gone (client left, shutdown):
+                if not work.done():  # stop the server-side query too
                     conn.cancel()
                     await asyncio.wait({work}, timeout=2)
                 raise

@@ -21,6 +21,7 @@ on the restarted server: the proxy reconnects by itself. A connection lost while
 query ran is 08006 and charged (the scan ran: its time was observable, and a query
 can bring a cluster down).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,23 +35,35 @@ from .base import BackendError, BackendRefused, BackendTimeout
 log = logging.getLogger("dpgate.backend")
 
 INTERRUPT_GRACE_S = 5.0
-RETRY_S = 3.0          # how long an unreachable server is retried (query, probe) before 08006
-IDLE_PROBE_S = 1.0     # a session idle this long is checked (one round trip) before a query
+RETRY_S = 3.0  # how long an unreachable server is retried (query, probe) before 08006
+IDLE_PROBE_S = 1.0  # a session idle this long is checked (one round trip) before a query
 #: what the Connect client says when the server, or its session there, is gone
-_LOST = ("UNAVAILABLE", "Connection refused", "failed to connect", "NO_ACTIVE_SESSION", "INVALID_HANDLE",
-         "SESSION_CHANGED", "SESSION_NOT_FOUND", "SESSION_CLOSED")
+_LOST = (
+    "UNAVAILABLE",
+    "Connection refused",
+    "failed to connect",
+    "NO_ACTIVE_SESSION",
+    "INVALID_HANDLE",
+    "SESSION_CHANGED",
+    "SESSION_NOT_FOUND",
+    "SESSION_CLOSED",
+)
 UNAVAILABLE = "the Spark cluster is unavailable; nothing was charged"
 INSTALL_HINT = "the Spark backend needs pyspark's Connect client: pip install 'dpgate[spark]'"
 #: SQLSTATEs (Spark's own, class 42) of a query Spark refused while parsing or analysing it
-REFUSED_WHAT = {"42P01": "has no relation named in", "42703": "could not resolve a column of",
-                "42601": "could not parse", "42501": "was denied permission for"}
+REFUSED_WHAT = {
+    "42P01": "has no relation named in",
+    "42703": "could not resolve a column of",
+    "42601": "could not parse",
+    "42501": "was denied permission for",
+}
 
 
 def _client_classes():
     try:
         from pyspark.sql.connect.client.retries import DefaultPolicy
         from pyspark.sql.connect.session import SparkSession
-    except ImportError as e:                     # pyspark absent, or without grpc / pyarrow
+    except ImportError as e:  # pyspark absent, or without grpc / pyarrow
         raise BackendError("58000", f"{INSTALL_HINT} ({e.name or e} is missing)") from None
     return SparkSession, DefaultPolicy
 
@@ -60,13 +73,14 @@ def _policy(policy_class, total_s: float):
     ``total_s``/2: 2.55 s for 3 s): pyspark's default retries an unreachable server for ten
     minutes, which would hold a statement (and its slot) long after the cluster was lost."""
     backoff_ms = max(50, int(total_s * 1000 / 2))
-    return policy_class(max_retries=4, initial_backoff=50, backoff_multiplier=4.0, max_backoff=backoff_ms,
-                        jitter=0)
+    return policy_class(
+        max_retries=4, initial_backoff=50, backoff_multiplier=4.0, max_backoff=backoff_ms, jitter=0
+    )
 
 
 def _probe(session) -> None:
     """One round trip (the server's version), under the session's capped retries."""
-    session.version
+    _ = session.version
 
 
 def _unreachable(e: BaseException) -> bool:
@@ -100,9 +114,12 @@ def refused(e: BaseException) -> BackendRefused | None:
     if not (len(state) == 5 and state.startswith("42")):
         state = "42601" if isinstance(e, ParseException) else "42000"
     what = REFUSED_WHAT.get(state, "could not compile")
-    return BackendRefused(state, f"the backend {what} the scan before reading any row; nothing was charged",
-                          hint="A declared table's source or columns do not match the backend: "
-                               "dpgate check-config --backend names the problem.")
+    return BackendRefused(
+        state,
+        f"the backend {what} the scan before reading any row; nothing was charged",
+        hint="A declared table's source or columns do not match the backend: "
+        "dpgate check-config --backend names the problem.",
+    )
 
 
 def connect_url(remote: str, token: str | None = None, use_ssl: bool = False) -> str:
@@ -138,7 +155,7 @@ class SparkBackend:
     """``[backend] kind = "spark"``: Spark Connect at ``remote``."""
 
     dialect = "spark"
-    scans = 0         # always 0: the proxy's Python work does not slow a remote scan
+    scans = 0  # always 0: the proxy's Python work does not slow a remote scan
 
     @property
     def writer(self):
@@ -147,14 +164,22 @@ class SparkBackend:
         Ranger, the storage's permissions): see docs/least-privilege.md."""
         return self
 
-    def __init__(self, remote: str, *, token: str | None = None, use_ssl: bool = False,
-                 catalog: str | None = None, database: str | None = None, connect_timeout_s: float = 10.0):
+    def __init__(
+        self,
+        remote: str,
+        *,
+        token: str | None = None,
+        use_ssl: bool = False,
+        catalog: str | None = None,
+        database: str | None = None,
+        connect_timeout_s: float = 10.0,
+    ):
         self.url = connect_url(remote, token, use_ssl)
         self.remote = remote
         self.catalog, self.database = catalog, database
         self.connect_timeout_s = connect_timeout_s
         self._session = None
-        self._used = 0.0            # monotonic time the session last answered
+        self._used = 0.0  # monotonic time the session last answered
         self._lock = threading.Lock()
 
     # -- the session ---------------------------------------------------------------
@@ -167,11 +192,11 @@ class SparkBackend:
                 try:
                     _probe(s)
                     self._used = time.monotonic()
-                except Exception as e:              # gone, or unknown to a restarted server
+                except Exception as e:  # gone, or unknown to a restarted server
                     log.warning("spark session lost: %s", str(e).splitlines()[0] if str(e) else e)
                     self._session = None
                     _discard(s)
-                    if _unreachable(e):             # a new session would wait as long again
+                    if _unreachable(e):  # a new session would wait as long again
                         raise BackendError("08006", UNAVAILABLE) from None
             if self._session is None:
                 cls, policy = _client_classes()
@@ -206,12 +231,12 @@ class SparkBackend:
 
     # -- statements ---------------------------------------------------------------
     def _collect(self, sql: str, tag: str, timing: dict | None) -> list[tuple]:
-        s = self._open()                          # 08006 here: nothing started, nothing charged
+        s = self._open()  # 08006 here: nothing started, nothing charged
         s.addTag(tag)
         try:
-            if timing is not None:                # from here on the scan's time is observable
+            if timing is not None:  # from here on the scan's time is observable
                 timing["started"] = True
-            named = getattr(sql, "params", None)      # the unit's salt: bound, never in the text
+            named = getattr(sql, "params", None)  # the unit's salt: bound, never in the text
             rows = stream(s.sql(sql.template, args=named) if isinstance(named, dict) else s.sql(sql))
             self._used = time.monotonic()
             return rows
@@ -233,10 +258,18 @@ class SparkBackend:
                 s.interruptTag(tag)
             except Exception as e:  # the cluster is gone: the query is gone with it
                 log.warning("spark interrupt: %s", str(e).splitlines()[0] if str(e) else e)
+
         threading.Thread(target=stop, name="dpgate-spark-interrupt", daemon=True).start()
 
-    async def fetch(self, sql: str, timeout_s: float | None = None, cancel: asyncio.Event | None = None,
-                    then=None, timing: dict | None = None, during=None):
+    async def fetch(
+        self,
+        sql: str,
+        timeout_s: float | None = None,
+        cancel: asyncio.Event | None = None,
+        then=None,
+        timing: dict | None = None,
+        during=None,
+    ):
         """Rows of ``sql`` (one Spark job's collected result); ``then(rows)`` runs in the
         worker thread after it and its result is returned. ``timing`` gets ``started``
         once the query is submitted and ``backend_ms``; ``during()`` runs on the event
@@ -257,19 +290,21 @@ class SparkBackend:
         if cancel_task is not None:
             waiters.add(cancel_task)
         try:
-            done, _ = await asyncio.wait(waiters, timeout=timeout_s or None, return_when=asyncio.FIRST_COMPLETED)
-            if work not in done:                  # cancel or timeout: stop it on the cluster
+            done, _ = await asyncio.wait(
+                waiters, timeout=timeout_s or None, return_when=asyncio.FIRST_COMPLETED
+            )
+            if work not in done:  # cancel or timeout: stop it on the cluster
                 self._interrupt(tag)
                 # the interrupted query ends within a moment; a lost cluster does not hold
                 # the statement beyond that (the worker thread finishes on its own)
                 await asyncio.wait({work}, timeout=INTERRUPT_GRACE_S)
                 if work.done() and not work.cancelled():
-                    work.exception()              # retrieved: no "never retrieved" warning
+                    work.exception()  # retrieved: no "never retrieved" warning
                 if cancel_task is not None and cancel_task in done:
                     raise BackendError("57014", "canceling statement due to user request")
                 raise BackendTimeout(timeout_s or 0)
             return self._result(work)
-        except asyncio.CancelledError:            # the statement's task is gone: stop the job too
+        except asyncio.CancelledError:  # the statement's task is gone: stop the job too
             self._interrupt(tag)
             raise
         finally:
@@ -287,14 +322,19 @@ class SparkBackend:
             name = type(e).__name__
             text = str(e)
             no_row = refused(e)
-            if no_row is not None:                # parsed/analysed, never executed: refunded
-                log.warning("spark refused the scan before reading a row: %s: %s", name,
-                            text.splitlines()[0] if text else "")
+            if no_row is not None:  # parsed/analysed, never executed: refunded
+                log.warning(
+                    "spark refused the scan before reading a row: %s: %s",
+                    name,
+                    text.splitlines()[0] if text else "",
+                )
                 raise no_row from None
             if _lost_error(e):
-                self._lost()                      # the next statement reconnects
+                self._lost()  # the next statement reconnects
                 log.warning("spark: %s: %s", name, text.splitlines()[0] if text else "")
-                raise BackendError("08006", "the Spark cluster connection was lost during the query") from None
+                raise BackendError(
+                    "08006", "the Spark cluster connection was lost during the query"
+                ) from None
             if "OPERATION_CANCELED" in text or "cancelled" in text.lower():
                 raise BackendError("57014", "canceling statement due to user request") from None
             log.warning("spark error: %s: %s", name, text.splitlines()[0] if text else "")
@@ -325,9 +365,15 @@ class SparkBackend:
         to ``table`` as ONE Spark job (issue 22, ``dpgate ldp-load``): each batch is sent as
         an Arrow table and appended to a staging table, then one ``INSERT … SELECT`` moves
         them all (one commit: all rows or none); the staging table is dropped either way."""
-        import pyarrow as pa                          # pyspark's Connect client brings it
-        arrow = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "STRING": pa.string(), "BOOLEAN": pa.bool_(),
-                 "SMALLINT": pa.int16()}
+        import pyarrow as pa  # pyspark's Connect client brings it
+
+        arrow = {
+            "BIGINT": pa.int64(),
+            "DOUBLE": pa.float64(),
+            "STRING": pa.string(),
+            "BOOLEAN": pa.bool_(),
+            "SMALLINT": pa.int16(),
+        }
         s = self._open()
         q = lambda n: "`" + n.replace("`", "``") + "`"  # noqa: E731
         staging = f"{table}_dpgate_load_{uuid.uuid4().hex[:12]}"

@@ -5,6 +5,7 @@ incoming PostgreSQL SQL is rewritten (regex pre-pass for psql-isms, then sqlglot
 that every relation it reads is one of the emulated ones.  A statement that reads
 anything else raises :class:`CatalogError`; nothing is ever sent to the data backend.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,11 +28,18 @@ log = logging.getLogger(__name__)
 
 PG_RELATIONS = frozenset(RELATIONS) | frozenset(VIEWS)
 INFO_RELATIONS = frozenset(INFO_SCHEMA_RELATIONS)
-ALL_RELATIONS = tuple(sorted(("pgc", r) for r in PG_RELATIONS)) + tuple(sorted(("pgc_is", r) for r in INFO_RELATIONS))
+ALL_RELATIONS = tuple(sorted(("pgc", r) for r in PG_RELATIONS)) + tuple(
+    sorted(("pgc_is", r) for r in INFO_RELATIONS)
+)
 
 # functions whose presence makes a FROM-less statement a catalog statement
-CATALOG_FUNCTIONS = MACRO_NAMES | {"current_user", "session_user", "current_role", "current_catalog",
-                                   "pg_catalog"}
+CATALOG_FUNCTIONS = MACRO_NAMES | {
+    "current_user",
+    "session_user",
+    "current_role",
+    "current_catalog",
+    "pg_catalog",
+}
 
 
 class CatalogError(Exception):
@@ -60,7 +68,7 @@ def _split(sql: str) -> list[tuple[bool, str]]:
     pos = 0
     for m in _SEGMENT.finditer(sql):
         if m.start() > pos:
-            out.append((True, sql[pos:m.start()]))
+            out.append((True, sql[pos : m.start()]))
         if m.group("comment"):
             out.append((True, " "))
         else:
@@ -77,12 +85,18 @@ _CODE_SUBS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"COLLATE\s+(?:pg_catalog\s*\.\s*)?(?:\"?default\"?|\"C\"|\"POSIX\"|C\b)", re.I), " "),
     (re.compile(r"(::\s*)pg_catalog\s*\.\s*", re.I), r"\1"),
     (re.compile(r"::\s*(?:oid|regclass|regtype|regproc)\s*\[\s*\]", re.I), "::UINTEGER[]"),
-    (re.compile(r"::\s*(?:name|\"char\"|bpchar|character\s+varying|varchar|text)\s*\[\s*\]", re.I), "::VARCHAR[]"),
+    (
+        re.compile(r"::\s*(?:name|\"char\"|bpchar|character\s+varying|varchar|text)\s*\[\s*\]", re.I),
+        "::VARCHAR[]",
+    ),
     (re.compile(r"::\s*(?:name|\"char\"|bpchar)\b(?!\s*\[)", re.I), "::VARCHAR"),
     (re.compile(r"::\s*int2vector\b", re.I), "::SMALLINT[]"),
     (re.compile(r"::\s*oidvector\b", re.I), "::UINTEGER[]"),
     (re.compile(r"(?<![\w.$])(?:pg_catalog\s*\.\s*)?(" + _FUNC_NAMES + r")\s*\(", re.I), r"pgc_\1("),
-    (re.compile(r"(?<![\w.$\"])(?:current_user|session_user|current_role)\b(?!\s*\()", re.I), "pgc_current_user()"),
+    (
+        re.compile(r"(?<![\w.$\"])(?:current_user|session_user|current_role)\b(?!\s*\()", re.I),
+        "pgc_current_user()",
+    ),
     (re.compile(r"(?<![\w.$\"])current_catalog\b(?!\s*\()", re.I), "pgc_current_database()"),
     (re.compile(r"(?<![\w.$])pg_catalog\s*\.\s*(?=\w+\s*\()", re.I), ""),
     (re.compile(r"(?<![\w.$])jsonb?_build_object\s*\(", re.I), "pgcjson_build_object("),
@@ -103,7 +117,11 @@ def _literal(value, following: str) -> str:
         value = bytes(value).decode("utf-8", "replace")
     s = str(value)
     # a Postgres array literal '{a,b}' cast to an array type: DuckDB wants a list
-    if s.startswith("{") and s.endswith("}") and re.match(r"\s*::\s*[\w\"]+(\s*\.\s*\w+)?\s*\[\s*\]", following):
+    if (
+        s.startswith("{")
+        and s.endswith("}")
+        and re.match(r"\s*::\s*[\w\"]+(\s*\.\s*\w+)?\s*\[\s*\]", following)
+    ):
         items = [i.strip().strip('"') for i in s[1:-1].split(",") if i.strip()]
         return "[" + ", ".join("'" + i.replace("'", "''") + "'" for i in items) + "]"
     return "'" + s.replace("'", "''") + "'"
@@ -120,21 +138,24 @@ def _preprocess(sql: str, params: list | None) -> str:
             for pat, rep in _CODE_SUBS:
                 text = pat.sub(rep, text)
         parts[idx] = (code, text)
-    for idx, (code, text) in enumerate(parts):
+    for code, text in parts:
         if code and "$" in text and params is not _KEEP:
-            def sub(m: re.Match) -> str:
+
+            def sub(m: re.Match, text: str = text) -> str:
                 n = int(m.group(1))
                 if params is None:
                     return "NULL"
                 if n < 1 or n > len(params):
                     raise CatalogError("08P01", f"there is no parameter ${n}")
-                return _literal(params[n - 1], text[m.end():])
+                return _literal(params[n - 1], text[m.end() :])
+
             text = _PARAM.sub(sub, text)
         out.append(text)
     return "".join(out).strip().rstrip(";").strip()
 
 
 # ----------------------------------------------------------------------------- AST pass
+
 
 def _table_key(t: exp.Table) -> tuple[str, str]:
     return (t.text("db").lower(), t.name.lower())
@@ -185,11 +206,24 @@ _CAST_FUNCS = {
     "regproc": ("pgc_regproc_text", "pgc_regproc_text"),
     "regprocedure": ("pgc_regproc_text", "pgc_regproc_text"),
 }
-_CAST_TYPES = {"oid": "UINTEGER", "xid": "UINTEGER", "cid": "UINTEGER", "regoper": "VARCHAR",
-               "name": "VARCHAR", '"char"': "VARCHAR", "bpchar": "VARCHAR", "pg_node_tree": "VARCHAR",
-               "aclitem": "VARCHAR", "aclitem[]": "VARCHAR[]", "oid[]": "UINTEGER[]",
-               "int2vector": "SMALLINT[]", "oidvector": "UINTEGER[]", "regclass[]": "UINTEGER[]",
-               "regtype[]": "UINTEGER[]", "name[]": "VARCHAR[]"}
+_CAST_TYPES = {
+    "oid": "UINTEGER",
+    "xid": "UINTEGER",
+    "cid": "UINTEGER",
+    "regoper": "VARCHAR",
+    "name": "VARCHAR",
+    '"char"': "VARCHAR",
+    "bpchar": "VARCHAR",
+    "pg_node_tree": "VARCHAR",
+    "aclitem": "VARCHAR",
+    "aclitem[]": "VARCHAR[]",
+    "oid[]": "UINTEGER[]",
+    "int2vector": "SMALLINT[]",
+    "oidvector": "UINTEGER[]",
+    "regclass[]": "UINTEGER[]",
+    "regtype[]": "UINTEGER[]",
+    "name[]": "VARCHAR[]",
+}
 
 
 def _rewrite_casts(node: exp.Expression) -> exp.Expression:
@@ -221,13 +255,24 @@ def _figure_colname(e: exp.Expression) -> str | None:
         if inner and inner != "?column?":
             return inner
         name = _type_name(e.to)
-        return {"text": "text", "bigint": "int8", "int": "int4", "integer": "int4", "smallint": "int2",
-                "boolean": "bool", "doubleprecision": "float8", "varchar": "varchar", "uinteger": "oid"}.get(name, name)
+        return {
+            "text": "text",
+            "bigint": "int8",
+            "int": "int4",
+            "integer": "int4",
+            "smallint": "int2",
+            "boolean": "bool",
+            "doubleprecision": "float8",
+            "varchar": "varchar",
+            "uinteger": "oid",
+        }.get(name, name)
     if isinstance(e, exp.Case):
         return "case"
     if isinstance(e, exp.Exists):
         return "exists"
-    if isinstance(e, exp.Array) or (isinstance(e, exp.Func) and type(e).__name__ in ("Array", "ArrayAgg") and False):
+    if isinstance(e, exp.Array) or (
+        isinstance(e, exp.Func) and type(e).__name__ in ("Array", "ArrayAgg") and False
+    ):
         return "array"
     if isinstance(e, exp.Subquery):
         q = e.this
@@ -260,12 +305,38 @@ def _leftmost_select(tree: exp.Expression) -> exp.Select | None:
 
 
 _DUCK_TO_PG = {
-    "BIGINT": 20, "INTEGER": 23, "SMALLINT": 21, "TINYINT": 21, "HUGEINT": 1700, "UBIGINT": 1700,
-    "UINTEGER": 26, "USMALLINT": 23, "UTINYINT": 21, "DOUBLE": 701, "FLOAT": 700, "REAL": 700,
-    "VARCHAR": 25, "BOOLEAN": 16, "DATE": 1082, "TIMESTAMP": 1114, "TIMESTAMP WITH TIME ZONE": 1184,
-    "TIME": 1083, "INTERVAL": 1186, "BLOB": 17, "UUID": 2950, "JSON": 114, '"NULL"': 25, "NULL": 25,
-    "BIGINT[]": 1016, "INTEGER[]": 1007, "SMALLINT[]": 1005, "UINTEGER[]": 1028, "VARCHAR[]": 1009,
-    "BOOLEAN[]": 1000, "DOUBLE[]": 1022, "FLOAT[]": 1021,
+    "BIGINT": 20,
+    "INTEGER": 23,
+    "SMALLINT": 21,
+    "TINYINT": 21,
+    "HUGEINT": 1700,
+    "UBIGINT": 1700,
+    "UINTEGER": 26,
+    "USMALLINT": 23,
+    "UTINYINT": 21,
+    "DOUBLE": 701,
+    "FLOAT": 700,
+    "REAL": 700,
+    "VARCHAR": 25,
+    "BOOLEAN": 16,
+    "DATE": 1082,
+    "TIMESTAMP": 1114,
+    "TIMESTAMP WITH TIME ZONE": 1184,
+    "TIME": 1083,
+    "INTERVAL": 1186,
+    "BLOB": 17,
+    "UUID": 2950,
+    "JSON": 114,
+    '"NULL"': 25,
+    "NULL": 25,
+    "BIGINT[]": 1016,
+    "INTEGER[]": 1007,
+    "SMALLINT[]": 1005,
+    "UINTEGER[]": 1028,
+    "VARCHAR[]": 1009,
+    "BOOLEAN[]": 1000,
+    "DOUBLE[]": 1022,
+    "FLOAT[]": 1021,
 }
 
 
@@ -281,12 +352,44 @@ def _pg_type(duck_type) -> int:
 
 
 # parameter type inference -------------------------------------------------------
-_PG_OIDS = {"bool": 16, "char": 18, "name": 19, "int8": 20, "int2": 21, "int4": 23, "text": 25, "oid": 26,
-            "xid": 28, "float4": 700, "float8": 701}
-_CAST_OIDS = {"oid": 26, "regclass": 2205, "regtype": 2206, "regproc": 24, "regprocedure": 2202,
-              "regnamespace": 4089, "regrole": 4096, "name": 19, "text": 25, "varchar": 25, "int": 23,
-              "integer": 23, "int4": 23, "smallint": 21, "int2": 21, "bigint": 20, "int8": 20,
-              "boolean": 16, "bool": 16, '"char"': 18, "char": 18, "real": 700, "doubleprecision": 701}
+_PG_OIDS = {
+    "bool": 16,
+    "char": 18,
+    "name": 19,
+    "int8": 20,
+    "int2": 21,
+    "int4": 23,
+    "text": 25,
+    "oid": 26,
+    "xid": 28,
+    "float4": 700,
+    "float8": 701,
+}
+_CAST_OIDS = {
+    "oid": 26,
+    "regclass": 2205,
+    "regtype": 2206,
+    "regproc": 24,
+    "regprocedure": 2202,
+    "regnamespace": 4089,
+    "regrole": 4096,
+    "name": 19,
+    "text": 25,
+    "varchar": 25,
+    "int": 23,
+    "integer": 23,
+    "int4": 23,
+    "smallint": 21,
+    "int2": 21,
+    "bigint": 20,
+    "int8": 20,
+    "boolean": 16,
+    "bool": 16,
+    '"char"': 18,
+    "char": 18,
+    "real": 700,
+    "doubleprecision": 701,
+}
 _COLUMN_TYPES: dict[str, dict[str, str]] = {rel: dict(cols) for rel, cols in RELATIONS.items()}
 
 
@@ -319,14 +422,27 @@ def _param_oid(p: exp.Parameter, aliases: dict[str, str]) -> int | None:
     return None
 
 
-_TABLE_FUNCTIONS = frozenset({"generate_series", "generateseries", "unnest", "explode", "generate_subscripts",
-                              "generatesubscripts", "range", "explodinggenerateseries"})
+_TABLE_FUNCTIONS = frozenset(
+    {
+        "generate_series",
+        "generateseries",
+        "unnest",
+        "explode",
+        "generate_subscripts",
+        "generatesubscripts",
+        "range",
+        "explodinggenerateseries",
+    }
+)
 
 _RAISED = re.compile(r"pgc:([0-9A-Z]{5}):(.*)")
 
 _SHOW = re.compile(r"^\s*SHOW\s+(.+?)\s*;?\s*$", re.I | re.S)
-_SHOW_ALIASES = {"transaction isolation level": "transaction_isolation", "time zone": "TimeZone",
-                 "session authorization": "session_authorization"}
+_SHOW_ALIASES = {
+    "transaction isolation level": "transaction_isolation",
+    "time zone": "TimeZone",
+    "session authorization": "session_authorization",
+}
 
 
 CATALOG_MEMORY = "256MB"
@@ -340,8 +456,14 @@ class Catalog:
     query holds no lock others wait on; ``statement_timeout`` (and the client's
     cancel) interrupts it."""
 
-    def __init__(self, config: Config, *, database: str = "demo", server_version: str = "16.0",
-                 views: dict | None = None):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        database: str = "demo",
+        server_version: str = "16.0",
+        views: dict | None = None,
+    ):
         self.config = config
         self.database = database
         self.server_version = server_version
@@ -351,9 +473,14 @@ class Catalog:
         schema.build(self._con, config, database=database, server_version=server_version, views=views)
         create_macros(self._con, database, server_version)
         self._stats = cost.Stats(lambda sql: self._query("postgres", sql)[0])
-        for stmt in ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
-                     "SET autoload_known_extensions = false", f"SET memory_limit = '{CATALOG_MEMORY}'",
-                     "SET threads = 1", "SET lock_configuration = true"):
+        for stmt in (
+            "SET enable_external_access = false",
+            "SET autoinstall_known_extensions = false",
+            "SET autoload_known_extensions = false",
+            f"SET memory_limit = '{CATALOG_MEMORY}'",
+            "SET threads = 1",
+            "SET lock_configuration = true",
+        ):
             try:
                 self._con.execute(stmt)
             except duckdb.Error:  # pragma: no cover - older/newer DuckDB without the option
@@ -369,8 +496,11 @@ class Catalog:
             trees = [t for t in sqlglot.parse(text, read="postgres") if t is not None]
         except (sqlglot.errors.SqlglotError, CatalogError, RecursionError):
             lowered = sql.lower()
-            mentions = re.search(r"\b(pg_catalog|information_schema)\s*\.|\bpg_[a-z_]+\b|\bversion\s*\(|"
-                                 r"\bcurrent_(schema|database|user|setting)\b", lowered)
+            mentions = re.search(
+                r"\b(pg_catalog|information_schema)\s*\.|\bpg_[a-z_]+\b|\bversion\s*\(|"
+                r"\bcurrent_(schema|database|user|setting)\b",
+                lowered,
+            )
             declared = any(re.search(rf"\b{re.escape(t)}\b", lowered) for t in self._tables)
             return bool(mentions) and not declared
         if len(trees) != 1:
@@ -417,14 +547,17 @@ class Catalog:
             raise CatalogError("22P02", str(e)) from None
         for t in tree.find_all(exp.Table):
             if not isinstance(t.this, exp.Identifier):
-                fname = (t.this.name if isinstance(t.this, exp.Func) and t.this.name else
-                         type(t.this).__name__).lower()
+                fname = (
+                    t.this.name if isinstance(t.this, exp.Func) and t.this.name else type(t.this).__name__
+                ).lower()
                 if fname not in _TABLE_FUNCTIONS:
                     raise CatalogError("42883", f"function {fname} is not available in catalog queries")
         for fn in tree.find_all(exp.Func):
-            if isinstance(fn, exp.Anonymous) and fn.name.lower().startswith(("duckdb_", "read_", "glob", "pragma_")):
+            if isinstance(fn, exp.Anonymous) and fn.name.lower().startswith(
+                ("duckdb_", "read_", "glob", "pragma_")
+            ):
                 raise CatalogError("42883", f"function {fn.name.lower()} does not exist")
-        try:                               # the cost caps, before the statement runs (54000 / 54001)
+        try:  # the cost caps, before the statement runs (54000 / 54001)
             cost.check(tree, self.config, params, self._stats, ALL_RELATIONS, _emulated)
         except cost.CatalogCostError as e:
             raise CatalogError(e.sqlstate, e.message, e.hint) from None
@@ -455,12 +588,15 @@ class Catalog:
     def _show(self, sql: str, user: str) -> tuple[list[tuple[str, int]], list[tuple]]:
         what = _SHOW.match(sql).group(1).strip().strip('"')
         name = _SHOW_ALIASES.get(re.sub(r"\s+", " ", what.lower()), what)
-        rows, _ = self._query(user, "SELECT name, setting FROM pgc.pg_settings WHERE lower(name) = lower(?)",
-                              [name])
+        rows, _ = self._query(
+            user, "SELECT name, setting FROM pgc.pg_settings WHERE lower(name) = lower(?)", [name]
+        )
         row = rows[0] if rows else None
         if row is None:
             raise CatalogError("42704", f'unrecognized configuration parameter "{what}"')
-        return [(row[0] if name.lower() != "transaction_isolation" else "transaction_isolation", 25)], [(row[1],)]
+        return [(row[0] if name.lower() != "transaction_isolation" else "transaction_isolation", 25)], [
+            (row[1],)
+        ]
 
     # ------------------------------------------------------------------ execution
     def _query(self, user: str, sql: str, params: list | None = None, cancel=None):
@@ -474,10 +610,11 @@ class Catalog:
 
         def stop(reason: str) -> None:
             why.append(reason)
-            while True:          # again until it ends: an interrupt before the query starts is lost
+            while True:  # again until it ends: an interrupt before the query starts is lost
                 cur.interrupt()
                 if done.wait(0.25):
                     return
+
         timer = threading.Timer(timeout_s, stop, ("timeout",)) if timeout_s else None
         unsubscribe = None
         try:
@@ -486,14 +623,17 @@ class Catalog:
                 timer.daemon = True
                 timer.start()
             if cancel is not None:
-                unsubscribe = cancel.subscribe(lambda: threading.Thread(
-                    target=stop, args=("cancel",), daemon=True).start())
+                unsubscribe = cancel.subscribe(
+                    lambda: threading.Thread(target=stop, args=("cancel",), daemon=True).start()
+                )
             res = cur.execute(sql, params) if params else cur.execute(sql)
             return res.fetchall(), res.description or []
         except duckdb.InterruptException:
             if why and why[0] == "cancel":
                 raise CatalogError("57014", "canceling statement due to user request") from None
-            raise CatalogError("57014", f"canceling statement due to statement timeout ({timeout_s:g} s)") from None
+            raise CatalogError(
+                "57014", f"canceling statement due to statement timeout ({timeout_s:g} s)"
+            ) from None
         finally:
             done.set()
             if timer is not None:
@@ -502,8 +642,9 @@ class Catalog:
                 unsubscribe()
             cur.close()
 
-    def execute(self, sql: str, *, user: str, params: list | None = None,
-                cancel=None) -> tuple[list[tuple[str, int]], list[tuple]]:
+    def execute(
+        self, sql: str, *, user: str, params: list | None = None, cancel=None
+    ) -> tuple[list[tuple[str, int]], list[tuple]]:
         """Run a catalog statement: ([(column name, type oid)], rows)."""
         if _SHOW.match(sql):
             return self._show(sql, user)

@@ -29,6 +29,7 @@ before the statement runs (54000 / 54001 with a hint; nothing reaches the data b
 The statement timeout (``statement_timeout_ms``) and the catalog's DuckDB memory limit still
 apply to whatever passes (:meth:`proxy.catalog.Catalog._query`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,10 +47,10 @@ __all__ = ["CatalogCostError", "Stats", "check"]
 
 log = logging.getLogger(__name__)
 
-_ARRAY_FLOOR = 64            # an array in the catalog: at most max(64, Stats.array_rows) elements
+_ARRAY_FLOOR = 64  # an array in the catalog: at most max(64, Stats.array_rows) elements
 _SERIES = ("generate_series", "range", "generateseries")
 _ARRAY_LEN = ("array_upper", "array_length", "cardinality", "array_ndims")
-_MAX_SOURCES = 32            # relations one select reads (the join bound is searched over them)
+_MAX_SOURCES = 32  # relations one select reads (the join bound is searched over them)
 
 
 class CatalogCostError(Exception):
@@ -78,9 +79,13 @@ class Stats:
             return
         db, name = rel
         self._size[rel] = int(self._query(f'SELECT count(*) FROM {db}."{name}"')[0][0])
-        self._cols[rel] = tuple(r[0].lower() for r in self._query(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-            f"'{db}' AND table_name = '{name}'"))
+        self._cols[rel] = tuple(
+            r[0].lower()
+            for r in self._query(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                f"'{db}' AND table_name = '{name}'"
+            )
+        )
 
     def size(self, rel: tuple[str, str]) -> int:
         with self._lock:
@@ -103,7 +108,9 @@ class Stats:
             if key not in self._freq:
                 db, name = rel
                 by = ", ".join(f'"{c}"' for c in sorted(columns))
-                got = self._query(f'SELECT max(n) FROM (SELECT count(*) AS n FROM {db}."{name}" GROUP BY {by})')
+                got = self._query(
+                    f'SELECT max(n) FROM (SELECT count(*) AS n FROM {db}."{name}" GROUP BY {by})'
+                )
                 self._freq[key] = int(got[0][0] or 0)
             return self._freq[key]
 
@@ -113,19 +120,30 @@ class Stats:
         if self._arrays is None:
             most = 0
             for db, name in relations:
-                arrays = [r[0] for r in self._query(
-                    "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                    f"'{db}' AND table_name = '{name}' AND data_type LIKE '%[]'")]
+                arrays = [
+                    r[0]
+                    for r in self._query(
+                        "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                        f"'{db}' AND table_name = '{name}' AND data_type LIKE '%[]'"
+                    )
+                ]
                 if arrays:
-                    got = self._query("SELECT " + ", ".join(f'max(len("{c}"))' for c in arrays)
-                                      + f' FROM {db}."{name}"')[0]
+                    got = self._query(
+                        "SELECT " + ", ".join(f'max(len("{c}"))' for c in arrays) + f' FROM {db}."{name}"'
+                    )[0]
                     most = max([most] + [int(v or 0) for v in got])
             self._arrays = most
         return self._arrays
 
 
-def check(tree: exp.Expression, config: Config, params: list | None, stats: Stats,
-          relations: tuple[tuple[str, str], ...], resolve: Callable[[exp.Table], tuple[str, str] | None]) -> None:
+def check(
+    tree: exp.Expression,
+    config: Config,
+    params: list | None,
+    stats: Stats,
+    relations: tuple[tuple[str, str], ...],
+    resolve: Callable[[exp.Table], tuple[str, str] | None],
+) -> None:
     """Refuse (CatalogCostError 54000 / 54001) a catalog statement over the caps.
     ``resolve(table)``: the (schema, name) of the emulated relation a table reads, or None
     (a CTE, or a relation the translation refuses); ``relations``: all of them."""
@@ -139,15 +157,21 @@ def check(tree: exp.Expression, config: Config, params: list | None, stats: Stat
         _, work = bound.query(tree, {})
     except CatalogCostError:
         raise
-    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:   # a shape not foreseen
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:  # a shape not foreseen
         log.warning("catalog cost bound failed on %s: %r", tree.sql("postgres")[:200], e)
-        raise _refuse("the catalog statement's cost cannot be bounded.", "Write a simpler catalog query") from None
+        raise _refuse(
+            "the catalog statement's cost cannot be bounded.", "Write a simpler catalog query"
+        ) from None
     if work > cap:
-        raise CatalogCostError(rewriter_cost.PROGRAM_LIMIT, (
-            f"the catalog statement may produce about {_human(work)} rows; at most {cap:,} are allowed "
-            "(a cross product of catalog relations, or a long series)."),
+        raise CatalogCostError(
+            rewriter_cost.PROGRAM_LIMIT,
+            (
+                f"the catalog statement may produce about {_human(work)} rows; at most {cap:,} are allowed "
+                "(a cross product of catalog relations, or a long series)."
+            ),
             "Join the catalog relations along their keys (ON c.relnamespace = n.oid), or narrow the "
-            "series (caps: [server.limits] max_catalog_rows in the config)")
+            "series (caps: [server.limits] max_catalog_rows in the config)",
+        )
 
 
 def _human(n: float) -> str:
@@ -155,7 +179,9 @@ def _human(n: float) -> str:
 
 
 def _refuse(message: str, hint: str) -> CatalogCostError:
-    return CatalogCostError(rewriter_cost.PROGRAM_LIMIT, message, hint + " (caps: [server.limits] in the config)")
+    return CatalogCostError(
+        rewriter_cost.PROGRAM_LIMIT, message, hint + " (caps: [server.limits] in the config)"
+    )
 
 
 def _fname(fn: exp.Anonymous) -> str:
@@ -185,8 +211,9 @@ def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
 
 
 class _Source:
-    def __init__(self, alias: str, rows: float, rel: tuple[str, str] | None = None,
-                 columns: tuple[str, ...] = ()):
+    def __init__(
+        self, alias: str, rows: float, rel: tuple[str, str] | None = None, columns: tuple[str, ...] = ()
+    ):
         self.alias, self.rows, self.rel, self.columns = alias, max(float(rows), 1.0), rel, columns
 
 
@@ -208,7 +235,7 @@ class _Bound:
         if with_ is not None:
             for cte in with_.expressions:
                 name = cte.alias_or_name.lower()
-                ctes[name] = 1.0                       # a recursive reference: one row a round (see above)
+                ctes[name] = 1.0  # a recursive reference: one row a round (see above)
                 rows, w = self.query(cte.this, ctes)
                 ctes[name], work = rows, work + w
         if isinstance(q, exp.SetOperation):
@@ -220,8 +247,10 @@ class _Bound:
             return rows, work + w
         if isinstance(q, exp.Values):
             return float(len(q.expressions)), work
-        raise _refuse(f"a catalog statement of the form {q.key.upper()} cannot be bounded.",
-                      "Write the catalog query as a SELECT")
+        raise _refuse(
+            f"a catalog statement of the form {q.key.upper()} cannot be bounded.",
+            "Write the catalog query as a SELECT",
+        )
 
     def select(self, q: exp.Select, ctes: dict[str, float]) -> tuple[float, float]:
         sources: list[_Source] = []
@@ -229,8 +258,10 @@ class _Bound:
         frm = q.args.get("from_") or q.args.get("from")
         joins = q.args.get("joins") or []
         if len(joins) >= _MAX_SOURCES:
-            raise _refuse(f"a select of the catalog statement reads more than {_MAX_SOURCES} relations.",
-                          "Read fewer relations in one select")
+            raise _refuse(
+                f"a select of the catalog statement reads more than {_MAX_SOURCES} relations.",
+                "Read fewer relations in one select",
+            )
         for node in ([frm.this] if frm is not None else []) + [j.this for j in joins]:
             src, w = self.source(node, ctes)
             sources.append(src)
@@ -238,35 +269,42 @@ class _Bound:
         conds = [(c, None) for c in _conjuncts(q.args.get("where").this if q.args.get("where") else None)]
         for k, j in enumerate(joins, 1):
             side = j.side.upper()
-            if side in ("RIGHT", "FULL"):                 # bounds only what the WHERE says
+            if side in ("RIGHT", "FULL"):  # bounds only what the WHERE says
                 continue
             # an outer join's ON bounds its joined side only: the preserved side keeps every row
             conds += [(c, k if side == "LEFT" else None) for c in _conjuncts(j.args.get("on"))]
-        fixed: dict[int, set[str]] = {}                  # source -> its columns equal to a constant
-        spread: dict[int, float] = {}                    # source -> rows bound from an IN list
-        links: dict[tuple[int, int], set[str]] = {}      # (u, v) -> v's columns equal to u's values
+        fixed: dict[int, set[str]] = {}  # source -> its columns equal to a constant
+        spread: dict[int, float] = {}  # source -> rows bound from an IN list
+        links: dict[tuple[int, int], set[str]] = {}  # (u, v) -> v's columns equal to u's values
         for c, only in conds:
             if isinstance(c, exp.In) and not c.args.get("query") and isinstance(_unwrap(c.this), exp.Column):
                 col = _unwrap(c.this)
-                if ((v := self._owner(col, sources)) is not None and only in (None, v)
-                        and not self._scope_columns(c.expressions, sources)):
+                if (
+                    (v := self._owner(col, sources)) is not None
+                    and only in (None, v)
+                    and not self._scope_columns(c.expressions, sources)
+                ):
                     n = len(c.expressions) * self._factor(sources[v], {col.name.lower()})
                     spread[v] = min(spread.get(v, n), n)
                 continue
             if not isinstance(c, exp.EQ):
                 continue
             for col, other in ((_unwrap(c.this), c.expression), (_unwrap(c.expression), c.this)):
-                if not isinstance(col, exp.Column) or (v := self._owner(col, sources)) is None or only not in (None, v):
+                if (
+                    not isinstance(col, exp.Column)
+                    or (v := self._owner(col, sources)) is None
+                    or only not in (None, v)
+                ):
                     continue
                 owners = self._scope_columns([other], sources)
-                if not owners:                           # col = a value, a parameter or an outer column
+                if not owners:  # col = a value, a parameter or an outer column
                     fixed.setdefault(v, set()).add(col.name.lower())
                 elif len(owners) == 1 and (u := next(iter(owners))) not in (-1, v):
                     links.setdefault((u, v), set()).add(col.name.lower())
         for k, j in enumerate(joins, 1):
             side = j.side.upper()
             for u in j.args.get("using") or [] if side not in ("RIGHT", "FULL") else []:
-                name = u.name.lower()                    # USING (x): x = x with every source before it
+                name = u.name.lower()  # USING (x): x = x with every source before it
                 for i in range(k):
                     if name in sources[i].columns:
                         links.setdefault((i, k), set()).add(name)
@@ -274,10 +312,12 @@ class _Bound:
                             links.setdefault((k, i), set()).add(name)
         for v, src in enumerate(sources):
             src.rows = min(src.rows, self._factor(src, fixed.get(v, set())), spread.get(v, src.rows))
-        edges = [(u, v, self._factor(sources[v], cols | fixed.get(v, set()))) for (u, v), cols in links.items()]
+        edges = [
+            (u, v, self._factor(sources[v], cols | fixed.get(v, set()))) for (u, v), cols in links.items()
+        ]
         rows = self._join_rows(sources, edges) if sources else 1.0
         work += rows
-        for child in _inner_queries(q):                  # a join with the rows around it (see above)
+        for child in _inner_queries(q):  # a join with the rows around it (see above)
             crows, cwork = self.query(child, ctes)
             work += cwork + rows * crows
         work += self._expression_series(q, ctes)
@@ -293,7 +333,7 @@ class _Bound:
             if rel is None:
                 return _Source(alias, 1.0), 0.0
             return _Source(alias, self.stats.size(rel), rel, self.stats.columns(rel)), 0.0
-        if isinstance(node, exp.Table):                  # a table function
+        if isinstance(node, exp.Table):  # a table function
             rows, w = self.set_rows(node.this, ctes)
             return _Source(alias, rows), w
         if isinstance(node, (exp.Unnest, exp.Explode)):
@@ -308,12 +348,19 @@ class _Bound:
             return _Source(alias, rows), w
         if isinstance(node, exp.Subquery):
             rows, w = self.query(node.this, ctes)
-            return _Source(alias, rows, columns=tuple(s.lower() for s in node.this.named_selects)
-                           if isinstance(node.this, exp.Query) else ()), w
+            return _Source(
+                alias,
+                rows,
+                columns=tuple(s.lower() for s in node.this.named_selects)
+                if isinstance(node.this, exp.Query)
+                else (),
+            ), w
         if isinstance(node, exp.Values):
             return _Source(alias, len(node.expressions)), 0.0
-        raise _refuse(f"a catalog statement reading {node.key.upper()} cannot be bounded.",
-                      "Read catalog relations, sub-selects or generate_series")
+        raise _refuse(
+            f"a catalog statement reading {node.key.upper()} cannot be bounded.",
+            "Read catalog relations, sub-selects or generate_series",
+        )
 
     # -- joins -------------------------------------------------------------------
     def _owner(self, col: exp.Column, sources: list[_Source]) -> int | None:
@@ -388,8 +435,10 @@ class _Bound:
             return self.unnest_rows(fn, ctes)
         if name in ("generate_subscripts", "generatesubscripts"):
             return float(self.array_rows), 0.0
-        raise _refuse(f"the table function {name} cannot be bounded in a catalog statement.",
-                      "Use generate_series with numeric bounds, or unnest a catalog array")
+        raise _refuse(
+            f"the table function {name} cannot be bounded in a catalog statement.",
+            "Use generate_series with numeric bounds, or unnest a catalog array",
+        )
 
     def unnest_rows(self, fn: exp.Expression, ctes: dict[str, float]) -> tuple[float, float]:
         """(rows, work) of unnest: an array literal's length, a series' length, the rows of the
@@ -414,13 +463,15 @@ class _Bound:
             args = [fn.args.get("start"), fn.args.get("end"), fn.args.get("step")]
         else:
             args = list(fn.expressions) + [None] * 3
-            if len(fn.expressions) == 1:                 # range(n): 0 … n-1
+            if len(fn.expressions) == 1:  # range(n): 0 … n-1
                 args = [exp.Literal.number(0), fn.expressions[0], None]
         start, end, step = (self._number(a) for a in args[:3])
         if start is None or end is None or (args[2] is not None and step is None):
-            raise _refuse("a series in a catalog statement must run between numbers or parameters "
-                          "(or up to the length of a catalog array).",
-                          "Write generate_series(1, 10), or generate_series(1, array_upper(col, 1))")
+            raise _refuse(
+                "a series in a catalog statement must run between numbers or parameters "
+                "(or up to the length of a catalog array).",
+                "Write generate_series(1, 10), or generate_series(1, array_upper(col, 1))",
+            )
         step = step if args[2] is not None else 1.0
         if step == 0:
             return 1.0
@@ -443,7 +494,7 @@ class _Bound:
             try:
                 v = self.params[int(a.name) - 1]
             except (ValueError, IndexError):
-                return 0.0                               # described without values
+                return 0.0  # described without values
             if v is None:
                 return 0.0
             try:
@@ -464,8 +515,9 @@ class _Bound:
         select list multiplies its rows; DuckDB's scalar ``range`` builds a list)."""
         out = 0.0
         for node in _own_nodes(q):
-            if isinstance(node, exp.GenerateSeries) or (isinstance(node, exp.Anonymous)
-                                                         and _fname(node) in _SERIES):
+            if isinstance(node, exp.GenerateSeries) or (
+                isinstance(node, exp.Anonymous) and _fname(node) in _SERIES
+            ):
                 out += self.series_rows(node)
             elif isinstance(node, (exp.Explode, exp.Unnest)):
                 out += sum(self.unnest_rows(node, ctes))

@@ -3,13 +3,14 @@ query that is answered — bounds (SUM/AVG clamp there), the public domain (grou
 per-record policy, a local table's perturbation — shown by ``\\d+ table``, ``col_description``
 and every client that reads ``pg_description``. From the config alone, like the whole catalog;
 everything here is already public (it is what the config publishes)."""
+
 from __future__ import annotations
 
 from config.models import Column, Table
 
 __all__ = ["column_comment", "table_comment"]
 
-SHOWN_VALUES = 12          # a longer domain is shown by its first values and its size
+SHOWN_VALUES = 12  # a longer domain is shown by its first values and its size
 
 
 def _num(v) -> str:
@@ -37,8 +38,10 @@ def column_comment(table: Table, name: str, col: Column) -> str:
     facts = []
     if table.local is not None and name in table.local.columns:
         lc = table.local.columns[name]
-        facts.append(f"private (metric LDP, local): [{_num(lc.lo)}, {_num(lc.hi)}] in {lc.buckets} buckets, "
-                     f"ε {_num(lc.epsilon)} per bucket step; COUNT/AVG/quantiles over ranges")
+        facts.append(
+            f"private (metric LDP, local): [{_num(lc.lo)}, {_num(lc.hi)}] in {lc.buckets} buckets, "
+            f"ε {_num(lc.epsilon)} per bucket step; COUNT/AVG/quantiles over ranges"
+        )
     elif table.local is not None and name in table.local.categories:
         facts.append(f"private (Subset, local; ladder {table.local.categories[name].ladder})")
     if col.type in ("date", "timestamp") and col.lower is not None:
@@ -49,8 +52,10 @@ def column_comment(table: Table, name: str, col: Column) -> str:
         facts.append("no bounds: SUM/AVG refused")
     dom = _domain(col)
     if name == table.privacy_unit:
-        facts.append("privacy unit: answers protect each value (a person) with all its rows; "
-                     "COUNT(DISTINCT) counts them")
+        facts.append(
+            "privacy unit: answers protect each value (a person) with all its rows; "
+            "COUNT(DISTINCT) counts them"
+        )
     if col.per_unit and table.privacy_unit:
         facts.append("one value per person: GROUP BY it counts each person once (L0 = 1)")
     if name == table.key:
@@ -67,8 +72,10 @@ def column_comment(table: Table, name: str, col: Column) -> str:
         facts.append("not groupable (no public domain)")
     p = table.privacy
     if p is not None and p.column == name:
-        facts.append(f"per-record ε(r) = {p.function} of this column (α {_num(p.alpha)}), "
-                     f"in [{_num(p.eps_min)}, {_num(p.eps_max)}]")
+        facts.append(
+            f"per-record ε(r) = {p.function} of this column (α {_num(p.alpha)}), "
+            f"in [{_num(p.eps_min)}, {_num(p.eps_max)}]"
+        )
     if col.type in ("int", "float") and col.avg_mechanism != "hourglass" and col.bounded:
         facts.append(f"AVG: {col.avg_mechanism}")
     return _join(col.description, facts)
@@ -80,15 +87,19 @@ def table_comment(table: Table) -> str:
     elif table.privacy is not None:
         p = table.privacy
         of = f"{p.function}({p.column})" if p.column else p.function
-        facts = [f"per-record DP: each row's ε = {of}, in [{_num(p.eps_min)}, {_num(p.eps_max)}], "
-                 f"values bounded by {_num(p.value_bound)}"]
+        facts = [
+            f"per-record DP: each row's ε = {of}, in [{_num(p.eps_min)}, {_num(p.eps_max)}], "
+            f"values bounded by {_num(p.value_bound)}"
+        ]
     elif table.public:
-        facts = ["public table: exact rows, no noise, nothing charged; joinable on its key "
-                 f"{table.key}"]
+        facts = [f"public table: exact rows, no noise, nothing charged; joinable on its key {table.key}"]
     else:
         unit = table.privacy_unit
-        rows = (f"≤ {table.max_rows_per_unit} row(s) in all" if table.max_rows_scope == "total" else
-                f"≤ {table.max_groups_per_unit} group(s) × {table.max_rows_per_unit} row(s) each")
+        rows = (
+            f"≤ {table.max_rows_per_unit} row(s) in all"
+            if table.max_rows_scope == "total"
+            else f"≤ {table.max_groups_per_unit} group(s) × {table.max_rows_per_unit} row(s) each"
+        )
         who = f"per {unit} (all of a person's rows; {rows})" if unit else "per row"
         facts = [f"central DP {who}: each answer noisy, ε per query from your tier"]
     return _join(table.description, facts)

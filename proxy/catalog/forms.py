@@ -11,6 +11,7 @@
 
 Only one-dimensional arrays are read; anything else is refused (``CatalogError`` 22P02).
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
@@ -20,18 +21,23 @@ from rewriter.arrays import ArrayLiteralError, parse_array_literal
 __all__ = ["ArrayLiteralError", "NILADIC", "parse_array_literal", "rewrite"]
 
 NILADIC = (exp.CurrentSchema,)
-REGPROC_COLUMNS = frozenset({"typinput", "typoutput", "typreceive", "typsend", "typmodin", "typmodout",
-                             "typanalyze"})
+REGPROC_COLUMNS = frozenset(
+    {"typinput", "typoutput", "typreceive", "typsend", "typmodin", "typmodout", "typanalyze"}
+)
 
 
 def _quantified(node: exp.Expression) -> bool:
-    return isinstance(node, (exp.Any, exp.All)) or (isinstance(node, exp.Anonymous)
-                                                   and node.name.upper() in ("ANY", "ALL", "SOME"))
+    return isinstance(node, (exp.Any, exp.All)) or (
+        isinstance(node, exp.Anonymous) and node.name.upper() in ("ANY", "ALL", "SOME")
+    )
 
 
 def _operand(node: exp.Expression) -> exp.Expression | None:
-    arg = node.this if isinstance(node, (exp.Any, exp.All)) else (node.expressions[0] if len(node.expressions) == 1
-                                                                  else None)
+    arg = (
+        node.this
+        if isinstance(node, (exp.Any, exp.All))
+        else (node.expressions[0] if len(node.expressions) == 1 else None)
+    )
     while isinstance(arg, exp.Paren):
         arg = arg.this
     if isinstance(arg, (exp.Cast, exp.TryCast)) and arg.to.is_type(exp.DataType.Type.ARRAY):
@@ -48,11 +54,18 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
         arg = _operand(node)
         if isinstance(arg, exp.Literal) and arg.is_string:
             items = parse_array_literal(arg.this)
-            arg.replace(exp.Array(expressions=[exp.null() if v is None else exp.Literal.string(v) for v in items]))
+            arg.replace(
+                exp.Array(expressions=[exp.null() if v is None else exp.Literal.string(v) for v in items])
+            )
     for cmp in list(tree.find_all(exp.EQ, exp.NEQ)):
         for col, other in ((cmp.this, cmp.expression), (cmp.expression, cmp.this)):
-            if (isinstance(col, exp.Column) and col.name.lower() in REGPROC_COLUMNS
-                    and isinstance(other, exp.Literal) and not other.is_string and other.this == "0"):
+            if (
+                isinstance(col, exp.Column)
+                and col.name.lower() in REGPROC_COLUMNS
+                and isinstance(other, exp.Literal)
+                and not other.is_string
+                and other.this == "0"
+            ):
                 other.replace(exp.Literal.string("-"))
     for node in list(tree.find_all(*NILADIC)):
         new = exp.Anonymous(this="pgc_current_schema", expressions=[])

@@ -1,6 +1,7 @@
 """The catalog functions of the emulated PostgreSQL catalog, as DuckDB macros
 (``pgc_*``: format_type, pg_table_is_visible, pg_get_userbyid, …). They answer from the
 emulated relations built by :mod:`proxy.catalog.schema`; nothing reaches the data backend."""
+
 from __future__ import annotations
 
 import duckdb
@@ -11,10 +12,11 @@ from .schema import CATALOG_RELATION_OIDS, FIRST_VIEW_OID, LAST_VIEW_OID, RELATI
 def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version: str) -> None:
     """Create the ``pgc_*`` macros in ``con``, after :func:`proxy.catalog.schema.build`."""
     db = database.replace("'", "''")
-    version = (f"PostgreSQL {server_version} (dpgate differentially-private gateway) "
-               f"on x86_64-pc-linux-gnu, 64-bit").replace("'", "''")
+    version = (
+        f"PostgreSQL {server_version} (dpgate differentially-private gateway) on x86_64-pc-linux-gnu, 64-bit"
+    ).replace("'", "''")
     macros = {
-        "pg_table_is_visible(x)": f"NOT (x BETWEEN {FIRST_VIEW_OID} AND {LAST_VIEW_OID})",   # dpgate.*: off the path
+        "pg_table_is_visible(x)": f"NOT (x BETWEEN {FIRST_VIEW_OID} AND {LAST_VIEW_OID})",  # dpgate.*: off the path
         "pg_type_is_visible(x)": "true",
         "pg_function_is_visible(x)": "true",
         "pg_collation_is_visible(x)": "true",
@@ -67,9 +69,9 @@ def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version:
         "version()": f"'{version}'",
         "quote_ident(x)": "CASE WHEN regexp_full_match(x, '[a-z_][a-z0-9_$]*') THEN x ELSE '\"' || replace(x, '\"', '\"\"') || '\"' END",
         "pg_size_pretty(x)": "CASE WHEN x IS NULL THEN NULL WHEN abs(x) < 10240 THEN CAST(x AS VARCHAR) || ' bytes' "
-                             "WHEN abs(x) < 10485760 THEN CAST(round(x / 1024) AS BIGINT) || ' kB' "
-                             "WHEN abs(x) < 10737418240 THEN CAST(round(x / 1048576) AS BIGINT) || ' MB' "
-                             "ELSE CAST(round(x / 1073741824) AS BIGINT) || ' GB' END",
+        "WHEN abs(x) < 10485760 THEN CAST(round(x / 1024) AS BIGINT) || ' kB' "
+        "WHEN abs(x) < 10737418240 THEN CAST(round(x / 1048576) AS BIGINT) || ' MB' "
+        "ELSE CAST(round(x / 1073741824) AS BIGINT) || ' GB' END",
         "pg_table_size(x)": "CAST(0 AS BIGINT)",
         "pg_total_relation_size(x)": "CAST(0 AS BIGINT)",
         "pg_relation_size(x)": "CAST(0 AS BIGINT)",
@@ -91,7 +93,7 @@ def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version:
         "array_upper(a, d)": "CASE WHEN d = 1 AND len(a) > 0 THEN len(a) END",
         "array_lower(a, d)": "CASE WHEN d = 1 AND len(a) > 0 THEN 1 END",
         "txid_current()": "CAST(1 AS BIGINT)",
-        "pg_advisory_unlock_all()": "CAST(NULL AS VARCHAR)",   # void; asyncpg's pool reset sends it
+        "pg_advisory_unlock_all()": "CAST(NULL AS VARCHAR)",  # void; asyncpg's pool reset sends it
         "pg_encoding_max_length(e)": "4",
         "to_regclass(n)": "pgc_regclass_oid(n)",
         "to_regtype(n)": "pgc_regtype_oid(n)",
@@ -100,18 +102,18 @@ def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version:
         "pg_get_keywords()": "CAST(NULL AS VARCHAR)",
         # casts to reg* types
         "regclass_oid(x)": "CAST(CASE WHEN regexp_full_match(CAST(x AS VARCHAR), '[0-9]+') THEN CAST(CAST(x AS VARCHAR) AS UBIGINT) "
-                           "ELSE COALESCE((SELECT k_oid FROM pgc.lk_class WHERE k_relname = regexp_replace(regexp_replace(CAST(x AS VARCHAR), '\"', '', 'g'), '^(public|pg_catalog)\\.', '')), "
-                           "pgc_catalog_oid(regexp_replace(CAST(x AS VARCHAR), '^pg_catalog\\.', ''))) END AS UINTEGER)",
+        "ELSE COALESCE((SELECT k_oid FROM pgc.lk_class WHERE k_relname = regexp_replace(regexp_replace(CAST(x AS VARCHAR), '\"', '', 'g'), '^(public|pg_catalog)\\.', '')), "
+        "pgc_catalog_oid(regexp_replace(CAST(x AS VARCHAR), '^pg_catalog\\.', ''))) END AS UINTEGER)",
         "regclass_strict(x)": "CASE WHEN pgc_regclass_oid(x) IS NOT NULL OR x IS NULL THEN pgc_regclass_oid(x) "
-                               "ELSE error('pgc:42P01:relation \"' || CAST(x AS VARCHAR) || '\" does not exist') END",
+        "ELSE error('pgc:42P01:relation \"' || CAST(x AS VARCHAR) || '\" does not exist') END",
         "regtype_strict(x)": "CASE WHEN pgc_regtype_oid(x) IS NOT NULL OR x IS NULL THEN pgc_regtype_oid(x) "
-                             "ELSE error('pgc:42704:type \"' || CAST(x AS VARCHAR) || '\" does not exist') END",
+        "ELSE error('pgc:42704:type \"' || CAST(x AS VARCHAR) || '\" does not exist') END",
         "regclass_name(x)": "COALESCE((SELECT k_relname FROM pgc.lk_class WHERE k_oid = x), "
-                            "(SELECT k_name FROM pgc.catalog_oids WHERE k_oid = x), CAST(x AS VARCHAR))",
+        "(SELECT k_name FROM pgc.catalog_oids WHERE k_oid = x), CAST(x AS VARCHAR))",
         "regtype_oid(x)": "CAST(CASE WHEN regexp_full_match(CAST(x AS VARCHAR), '[0-9]+') THEN CAST(CAST(x AS VARCHAR) AS UBIGINT) "
-                          "ELSE (SELECT min(k_oid) FROM pgc.lk_type WHERE k_typname = regexp_replace(CAST(x AS VARCHAR), '^(public|pg_catalog)\\.', '') "
-                          "OR k_fmt = regexp_replace(CAST(x AS VARCHAR), '^pg_catalog\\.', '') "
-                          "OR k_fmt_null = regexp_replace(CAST(x AS VARCHAR), '^pg_catalog\\.', '')) END AS UINTEGER)",
+        "ELSE (SELECT min(k_oid) FROM pgc.lk_type WHERE k_typname = regexp_replace(CAST(x AS VARCHAR), '^(public|pg_catalog)\\.', '') "
+        "OR k_fmt = regexp_replace(CAST(x AS VARCHAR), '^pg_catalog\\.', '') "
+        "OR k_fmt_null = regexp_replace(CAST(x AS VARCHAR), '^pg_catalog\\.', '')) END AS UINTEGER)",
         "regtype_name(x)": "COALESCE((SELECT coalesce(k_fmt_null, k_typname) FROM pgc.lk_type WHERE k_oid = x), CAST(x AS VARCHAR))",
         "regnamespace_name(x)": "COALESCE((SELECT k_nspname FROM pgc.lk_ns WHERE k_oid = x), CAST(x AS VARCHAR))",
         "regrole_name(x)": "COALESCE((SELECT usr FROM pgc.session WHERE x = 10), CAST(x AS VARCHAR))",
@@ -121,13 +123,19 @@ def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version:
     con.execute("CREATE TABLE pgc.catalog_oids (k_name VARCHAR, k_oid UINTEGER)")
     # lookup tables for the macros: their column names must not collide with the callers'
     # (a macro argument that is a bare column would bind inside the macro's subquery)
-    con.execute("CREATE TABLE pgc.lk_type AS SELECT t.oid AS k_oid, t.typname AS k_typname, f.fmt AS k_fmt, "
-                "f.fmt_null AS k_fmt_null FROM pgc.pg_type t LEFT JOIN pgc.type_format f ON f.oid = t.oid")
+    con.execute(
+        "CREATE TABLE pgc.lk_type AS SELECT t.oid AS k_oid, t.typname AS k_typname, f.fmt AS k_fmt, "
+        "f.fmt_null AS k_fmt_null FROM pgc.pg_type t LEFT JOIN pgc.type_format f ON f.oid = t.oid"
+    )
     con.execute("CREATE TABLE pgc.lk_class AS SELECT oid AS k_oid, relname AS k_relname FROM pgc.pg_class")
     con.execute("CREATE TABLE pgc.lk_ns AS SELECT oid AS k_oid, nspname AS k_nspname FROM pgc.pg_namespace")
-    con.execute("CREATE TABLE pgc.lk_desc AS SELECT objoid AS k_objoid, classoid AS k_classoid, "
-                "objsubid AS k_objsubid, description AS k_description FROM pgc.pg_description")
-    con.execute("CREATE TABLE pgc.lk_settings AS SELECT name AS k_name, setting AS k_setting FROM pgc.pg_settings")
+    con.execute(
+        "CREATE TABLE pgc.lk_desc AS SELECT objoid AS k_objoid, classoid AS k_classoid, "
+        "objsubid AS k_objsubid, description AS k_description FROM pgc.pg_description"
+    )
+    con.execute(
+        "CREATE TABLE pgc.lk_settings AS SELECT name AS k_name, setting AS k_setting FROM pgc.pg_settings"
+    )
     # every other emulated relation gets an oid too, so that 'pg_roles'::regclass resolves
     others = sorted((set(RELATIONS) | set(VIEWS)) - set(CATALOG_RELATION_OIDS))
     oids = {**CATALOG_RELATION_OIDS, **{name: 12000 + i for i, name in enumerate(others)}}
@@ -152,20 +160,71 @@ def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version:
         pending = failed
 
 
-MACRO_NAMES = frozenset([
-    "pg_table_is_visible", "pg_type_is_visible", "pg_function_is_visible", "pg_collation_is_visible",
-    "pg_opclass_is_visible", "pg_operator_is_visible", "format_type", "pg_get_userbyid", "obj_description",
-    "col_description", "shobj_description", "pg_get_expr", "pg_encoding_to_char", "pg_get_indexdef",
-    "pg_get_constraintdef", "pg_get_triggerdef", "pg_get_viewdef", "pg_get_ruledef", "pg_get_partkeydef",
-    "pg_get_function_result", "pg_get_function_arguments", "pg_get_function_identity_arguments",
-    "pg_get_serial_sequence", "pg_relation_is_publishable", "pg_get_statisticsobjdef_columns",
-    "current_schema", "current_schemas", "current_database", "has_table_privilege",
-    "has_schema_privilege", "has_database_privilege", "has_column_privilege", "has_function_privilege",
-    "has_sequence_privilege", "pg_has_role", "version", "quote_ident", "pg_size_pretty", "pg_table_size",
-    "pg_total_relation_size", "pg_relation_size", "pg_indexes_size", "pg_database_size",
-    "pg_tablespace_location", "pg_backend_pid", "inet_server_addr", "inet_server_port", "inet_client_addr",
-    "inet_client_port", "pg_is_in_recovery", "pg_postmaster_start_time", "pg_client_encoding",
-    "current_setting", "set_config", "array_upper", "array_lower", "txid_current",
-    "pg_encoding_max_length", "to_regclass", "to_regtype", "to_regnamespace", "to_regrole",
-    "pg_get_keywords", "pg_advisory_unlock_all",
-])
+MACRO_NAMES = frozenset(
+    [
+        "pg_table_is_visible",
+        "pg_type_is_visible",
+        "pg_function_is_visible",
+        "pg_collation_is_visible",
+        "pg_opclass_is_visible",
+        "pg_operator_is_visible",
+        "format_type",
+        "pg_get_userbyid",
+        "obj_description",
+        "col_description",
+        "shobj_description",
+        "pg_get_expr",
+        "pg_encoding_to_char",
+        "pg_get_indexdef",
+        "pg_get_constraintdef",
+        "pg_get_triggerdef",
+        "pg_get_viewdef",
+        "pg_get_ruledef",
+        "pg_get_partkeydef",
+        "pg_get_function_result",
+        "pg_get_function_arguments",
+        "pg_get_function_identity_arguments",
+        "pg_get_serial_sequence",
+        "pg_relation_is_publishable",
+        "pg_get_statisticsobjdef_columns",
+        "current_schema",
+        "current_schemas",
+        "current_database",
+        "has_table_privilege",
+        "has_schema_privilege",
+        "has_database_privilege",
+        "has_column_privilege",
+        "has_function_privilege",
+        "has_sequence_privilege",
+        "pg_has_role",
+        "version",
+        "quote_ident",
+        "pg_size_pretty",
+        "pg_table_size",
+        "pg_total_relation_size",
+        "pg_relation_size",
+        "pg_indexes_size",
+        "pg_database_size",
+        "pg_tablespace_location",
+        "pg_backend_pid",
+        "inet_server_addr",
+        "inet_server_port",
+        "inet_client_addr",
+        "inet_client_port",
+        "pg_is_in_recovery",
+        "pg_postmaster_start_time",
+        "pg_client_encoding",
+        "current_setting",
+        "set_config",
+        "array_upper",
+        "array_lower",
+        "txid_current",
+        "pg_encoding_max_length",
+        "to_regclass",
+        "to_regtype",
+        "to_regnamespace",
+        "to_regrole",
+        "pg_get_keywords",
+        "pg_advisory_unlock_all",
+    ]
+)

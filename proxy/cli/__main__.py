@@ -1,4 +1,5 @@
 """``python -m proxy.cli``: the ``dpgate`` command line."""
+
 import sys
 
 from .main import main

@@ -14,6 +14,7 @@ which every thread it starts later inherits. Threads that already exist keep the
 scheduler threads, started when the database opened, stay free to run a large scan on every
 core, as does the heavy-statement lane, which is never held.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,7 @@ def share(index: int, n: int, cpus: list[int]) -> set[int]:
     workers than cores."""
     c = len(cpus)
     if n <= c:
-        return set(cpus[index * c // n:(index + 1) * c // n])
+        return set(cpus[index * c // n : (index + 1) * c // n])
     return {cpus[index % c]}
 
 
@@ -43,6 +44,6 @@ def hold(index: int, n: int, mode: str) -> set[int] | None:
         if mine == set(cpus):
             return None
         os.sched_setaffinity(0, mine)
-    except OSError:                      # a container that forbids it: the kernel places them
+    except OSError:  # a container that forbids it: the kernel places them
         return None
     return mine

@@ -21,6 +21,7 @@ a table or a role. A column whose name is not a lower-case identifier is left ou
 quoted name and the reason; a table is declared under a sanitized name whose ``source`` quotes
 the backend's name as an SQL identifier.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,7 @@ from .schema_check import kind_of
 
 __all__ = ["add_parser", "cmd_init"]
 
-MAX_DOMAIN = 50                     # default: at most this many distinct values -> a proposed domain
+MAX_DOMAIN = 50  # default: at most this many distinct values -> a proposed domain
 _FILES = {".parquet": "read_parquet", ".csv": "read_csv", ".tsv": "read_csv", ".gz": "read_csv"}
 
 
@@ -56,17 +57,17 @@ class InitError(Exception):
 
 @dataclass
 class Col:
-    name: str                       # the config's name (lower-case identifier)
-    backend: str                    # the backend's name (quoted in SQL)
+    name: str  # the config's name (lower-case identifier)
+    backend: str  # the backend's name (quoted in SQL)
     btype: str
-    kind: str | None                # dpgate type, None: not representable
+    kind: str | None  # dpgate type, None: not representable
     lines: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Rel:
     name: str
-    source: str                     # SQL relation text, as `source` takes it
+    source: str  # SQL relation text, as `source` takes it
     cols: list[Col]
     skipped: list[str] = field(default_factory=list)
 
@@ -100,8 +101,10 @@ def toml_quote(s: str) -> str:
         elif ch.isprintable():
             out.append(ch)
         elif 0xD800 <= ord(ch) <= 0xDFFF:
-            raise InitError(f"a name or value read from the data holds a lone surrogate (U+{ord(ch):04X}), "
-                            "which TOML cannot spell")
+            raise InitError(
+                f"a name or value read from the data holds a lone surrogate (U+{ord(ch):04X}), "
+                "which TOML cannot spell"
+            )
         else:
             out.append(f"\\u{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08X}")
     return "".join(out) + '"'
@@ -148,6 +151,7 @@ class _Duck:
 
     def __init__(self, path: str | None):
         import duckdb
+
         try:
             self.con = duckdb.connect(path or ":memory:", read_only=path is not None)
         except duckdb.Error as e:
@@ -168,6 +172,7 @@ class _Pg:
 
     def __init__(self, dsn: str):
         import psycopg
+
         try:
             self.con = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
         except psycopg.Error as e:
@@ -179,6 +184,7 @@ class _Pg:
 
     def describe(self, source: str) -> list[tuple[str, str]]:
         from psycopg.postgres import types as pg_types
+
         cur = self.con.execute(f"SELECT * FROM {source} LIMIT 0")
         out = []
         for d in cur.description or ():
@@ -228,18 +234,24 @@ def _relations(args, reader) -> list[tuple[str, str]]:
             if _simple(t):
                 out.append((_table_name(t, taken), t))
             else:
-                _progress(f"left out table {shown(t)}: not a lower-case identifier; "
-                          "rename it in a view to declare it")
+                _progress(
+                    f"left out table {shown(t)}: not a lower-case identifier; "
+                    "rename it in a view to declare it"
+                )
         return out
     if reader.dialect == "postgres":
-        rows = reader.query("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
-                            "ORDER BY 1", (args.schema,))
+        rows = reader.query(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
+            (args.schema,),
+        )
         schema = args.schema if _simple(args.schema) else _q(args.schema)
         return [(_table_name(t, taken), f"{schema}.{t if _simple(t) else _q(t)}") for (t,) in rows]
     if args.inputs and Path(args.inputs[0]).suffix.lower() in (".duckdb", ".db"):
-        rows = reader.query("SELECT table_schema, table_name FROM information_schema.tables "
-                            "WHERE table_catalog = current_database() AND table_schema NOT IN "
-                            "('information_schema', 'pg_catalog') ORDER BY 1, 2")
+        rows = reader.query(
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE table_catalog = current_database() AND table_schema NOT IN "
+            "('information_schema', 'pg_catalog') ORDER BY 1, 2"
+        )
         out = []
         for schema, t in rows:
             rel = t if _simple(t) else _q(t)
@@ -263,13 +275,16 @@ def _columns(reader, name: str, source: str) -> Rel:
     for col, btype in reader.describe(source):
         cname = col.lower() if reader.dialect == "duckdb" else col
         if not _simple(cname) or cname in seen:
-            rel.skipped.append(f"{shown(col)} ({shown(btype)}): "
-                               "not a lower-case identifier; rename it in a view to declare it")
+            rel.skipped.append(
+                f"{shown(col)} ({shown(btype)}): "
+                "not a lower-case identifier; rename it in a view to declare it"
+            )
             continue
         kind = kind_of(btype)
         if kind is None:
-            rel.skipped.append(f"{shown(col)} ({shown(btype)}): "
-                               "no dpgate type (int, float, text, bool, date, timestamp)")
+            rel.skipped.append(
+                f"{shown(col)} ({shown(btype)}): no dpgate type (int, float, text, bool, date, timestamp)"
+            )
             continue
         seen.add(cname)
         rel.cols.append(Col(cname, col, btype, kind))
@@ -303,7 +318,9 @@ def _propose(reader, rel: Rel, args, eps_col: float | None, source) -> tuple[int
     for i, c in enumerate(rel.cols, 1):
         n = int(vals.pop(0))
         nd = int(vals.pop(0)) if c.kind in ("int", "text", "bool") else None
-        lo, hi = (vals.pop(0), vals.pop(0)) if c.kind in ("int", "float", "date", "timestamp") else (None, None)
+        lo, hi = (
+            (vals.pop(0), vals.pop(0)) if c.kind in ("int", "float", "date", "timestamp") else (None, None)
+        )
         if big:
             _progress(f"  {rel.name}: column {i}/{len(rel.cols)} {c.name}")
         c.lines.append(f'type = "{c.kind}"')
@@ -313,15 +330,23 @@ def _propose(reader, rel: Rel, args, eps_col: float | None, source) -> tuple[int
         if c.kind == "bool":
             c.lines.append("domain = [false, true]          # the type's values (public)")
         elif nd is not None and nd <= args.max_domain:
-            dom = [r[0] for r in reader.query(
-                f"SELECT DISTINCT {_q(c.backend)} FROM {rel.source} WHERE {_q(c.backend)} IS NOT NULL ORDER BY 1")]
+            dom = [
+                r[0]
+                for r in reader.query(
+                    f"SELECT DISTINCT {_q(c.backend)} FROM {rel.source} WHERE {_q(c.backend)} IS NOT NULL ORDER BY 1"
+                )
+            ]
             dom = [int(v) for v in dom] if c.kind == "int" else [str(v) for v in dom]
-            c.lines.append(f"# domain: the {len(dom)} values that occur, {_PRIVATE}: keep only public codes "
-                           "(a code book), add the ones that could occur; a GROUP BY releases one noisy cell each")
+            c.lines.append(
+                f"# domain: the {len(dom)} values that occur, {_PRIVATE}: keep only public codes "
+                "(a code book), add the ones that could occur; a GROUP BY releases one noisy cell each"
+            )
             c.lines.append(f"domain = [{', '.join(toml_value(v) for v in dom)}]")
         elif c.kind in ("int", "text"):
-            c.lines.append(f"# not groupable: more than {args.max_domain} distinct values; "
-                           "declare a public `domain` to GROUP BY it")
+            c.lines.append(
+                f"# not groupable: more than {args.max_domain} distinct values; "
+                "declare a public `domain` to GROUP BY it"
+            )
         if c.kind in ("int", "float", "date", "timestamp"):
             b = _bounds(reader, rel, c, n, lo, hi, args, eps_col, source)
             if b is not None:
@@ -335,8 +360,10 @@ def _bounds(reader, rel: Rel, c: Col, n: int, lo, hi, args, eps_col, source):
     if eps_col is not None:
         q = _q(c.backend)
         if c.kind in ("date", "timestamp"):
-            rows = reader.query(f"SELECT date_trunc('month', {q}), count(*) FROM {rel.source} "
-                                f"WHERE {q} IS NOT NULL GROUP BY 1")
+            rows = reader.query(
+                f"SELECT date_trunc('month', {q}), count(*) FROM {rel.source} "
+                f"WHERE {q} IS NOT NULL GROUP BY 1"
+            )
             counts: dict[int, int] = {}
             for m, k in rows:
                 counts[ib.month_index(m)] = counts.get(ib.month_index(m), 0) + int(k)
@@ -347,9 +374,11 @@ def _bounds(reader, rel: Rel, c: Col, n: int, lo, hi, args, eps_col, source):
             sums = [f"sum(CASE WHEN {q} > {v} THEN 1 ELSE 0 END)" for v in lit]
             sums += [f"sum(CASE WHEN {q} < {v} THEN 1 ELSE 0 END)" for v in lit]
             r = [int(x or 0) for x in reader.query(f"SELECT {', '.join(sums)} FROM {rel.source}")[0]]
-            b = ib.dp_numeric_bounds(r[:len(g)], r[len(g):], integral, eps_col, source)
-        c.lines.append(f"# lower/upper: ε-DP (ε {eps_col:g} for this column, ε/2 each: AboveThreshold over a "
-                       f"public grid): w.p. 95% fewer than {b.rows} rows lie beyond each; SUM/AVG clamp them")
+            b = ib.dp_numeric_bounds(r[: len(g)], r[len(g) :], integral, eps_col, source)
+        c.lines.append(
+            f"# lower/upper: ε-DP (ε {eps_col:g} for this column, ε/2 each: AboveThreshold over a "
+            f"public grid): w.p. 95% fewer than {b.rows} rows lie beyond each; SUM/AVG clamp them"
+        )
         c.lines += [f"lower = {toml_value(b.lower)}", f"upper = {toml_value(b.upper)}"]
         return b
     if c.kind in ("date", "timestamp"):
@@ -358,8 +387,10 @@ def _bounds(reader, rel: Rel, c: Col, n: int, lo, hi, args, eps_col, source):
             how = "the earliest and latest value rounded out to whole months"
         else:
             lo_s, hi_s, how = _iso(lo), _iso(hi), "the earliest and latest value"
-        c.lines.append(f"# lower/upper: {how}, {_PRIVATE}: publish a public range instead "
-                       "(or rerun with --round / --dp-bounds EPS)")
+        c.lines.append(
+            f"# lower/upper: {how}, {_PRIVATE}: publish a public range instead "
+            "(or rerun with --round / --dp-bounds EPS)"
+        )
         c.lines += [f"lower = {toml_value(lo_s)}", f"upper = {toml_value(hi_s)}"]
         return None
     lo_v, hi_v = (int(lo), int(hi)) if integral else (float(lo), float(hi))
@@ -368,8 +399,10 @@ def _bounds(reader, rel: Rel, c: Col, n: int, lo, hi, args, eps_col, source):
         how = "the smallest and largest value rounded out to the 1-2-5 grid"
     else:
         how = "the smallest and largest value"
-    c.lines.append(f"# lower/upper: {how}, {_PRIVATE}: publish a public range instead "
-                   "(or rerun with --round / --dp-bounds EPS)")
+    c.lines.append(
+        f"# lower/upper: {how}, {_PRIVATE}: publish a public range instead "
+        "(or rerun with --round / --dp-bounds EPS)"
+    )
     c.lines += [f"lower = {toml_value(lo_v)}", f"upper = {toml_value(hi_v)}"]
     return None
 
@@ -391,18 +424,39 @@ _HEADER = """\
 """
 
 
-def render(what: str, backend_lines: list[str], rels: list[Rel], roles: dict[str, str],
-           dp_note: str) -> str:
+def render(what: str, backend_lines: list[str], rels: list[Rel], roles: dict[str, str], dp_note: str) -> str:
     out = [_HEADER.format(when=dt.date.today().isoformat(), what=what, dp=dp_note)]
-    out += ["[server]", 'host = "127.0.0.1"', "port = 6432", 'database = "dpgate"', 'auth = "scram"',
-            'state_dir = "dpgate-state"           # ledger (and a DuckDB file); relative to this file', ""]
+    out += [
+        "[server]",
+        'host = "127.0.0.1"',
+        "port = 6432",
+        'database = "dpgate"',
+        'auth = "scram"',
+        'state_dir = "dpgate-state"           # ledger (and a DuckDB file); relative to this file',
+        "",
+    ]
     out += ["[backend]", *backend_lines, ""]
-    out += ["[tiers.analysts]", "epsilon = 1.0                        # ε charged per released query",
-            "budget = 10.0                        # per period", 'period = "day"', "",
-            "[tiers.owner]", "epsilon = 1.0", "budget = 10.0", 'period = "day"', "",
-            "[roles.analyst]", 'tier = "analysts"', f'scram = {toml_quote(roles["analyst"])}', "",
-            "[roles.admin]                        # the data owner: every role's budget and releases",
-            'tier = "owner"', "admin = true", f'scram = {toml_quote(roles["admin"])}', ""]
+    out += [
+        "[tiers.analysts]",
+        "epsilon = 1.0                        # ε charged per released query",
+        "budget = 10.0                        # per period",
+        'period = "day"',
+        "",
+        "[tiers.owner]",
+        "epsilon = 1.0",
+        "budget = 10.0",
+        'period = "day"',
+        "",
+        "[roles.analyst]",
+        'tier = "analysts"',
+        f"scram = {toml_quote(roles['analyst'])}",
+        "",
+        "[roles.admin]                        # the data owner: every role's budget and releases",
+        'tier = "owner"',
+        "admin = true",
+        f"scram = {toml_quote(roles['admin'])}",
+        "",
+    ]
     for rel in rels:
         out += [f"[tables.{toml_key(rel.name)}]", f"source = {toml_value(rel.source)}", ""]
         for s in rel.skipped:
@@ -415,8 +469,11 @@ def render(what: str, backend_lines: list[str], rels: list[Rel], roles: dict[str
 
 def cmd_init(args) -> int:
     if sum(map(bool, (args.dsn, args.inputs, args.spark))) != 1:
-        print("dpgate: init takes a DuckDB file, Parquet/CSV files, --dsn (a Postgres database) or "
-              "--spark (a Spark Connect URL)", file=sys.stderr)
+        print(
+            "dpgate: init takes a DuckDB file, Parquet/CSV files, --dsn (a Postgres database) or "
+            "--spark (a Spark Connect URL)",
+            file=sys.stderr,
+        )
         return 2
     if args.dp_bounds is not None and not args.dp_bounds > 0:
         print("dpgate: --dp-bounds takes ε > 0", file=sys.stderr)
@@ -427,8 +484,13 @@ def cmd_init(args) -> int:
         return 2
     duck_file = args.inputs and Path(args.inputs[0]).suffix.lower() in (".duckdb", ".db")
     try:
-        reader = (_Pg(args.dsn) if args.dsn else _Spark(args.spark, args.database) if args.spark
-                  else _Duck(str(Path(args.inputs[0]).resolve()) if duck_file else None))
+        reader = (
+            _Pg(args.dsn)
+            if args.dsn
+            else _Spark(args.spark, args.database)
+            if args.spark
+            else _Duck(str(Path(args.inputs[0]).resolve()) if duck_file else None)
+        )
     except InitError as e:
         print(f"dpgate: {e}", file=sys.stderr)
         return 1
@@ -437,29 +499,39 @@ def cmd_init(args) -> int:
     except InitError as e:
         print(f"dpgate: {e}", file=sys.stderr)
         return 1
-    except Exception as e:     # noqa: BLE001 - a backend error: one line, no traceback
-        print(f"dpgate: init: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}",
-              file=sys.stderr)
+    except Exception as e:
+        print(
+            f"dpgate: init: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}",
+            file=sys.stderr,
+        )
         return 1
     finally:
         reader.close()
     if args.spark:
         what = f"the Spark catalog at {shown(args.spark)}" + (
-            f" (database {shown(args.database)})" if args.database else "")
+            f" (database {shown(args.database)})" if args.database else ""
+        )
         backend = ['kind = "spark"', f"remote = {toml_value(args.spark)}"] + (
-            [f"database = {toml_value(args.database)}"] if args.database else [])
+            [f"database = {toml_value(args.database)}"] if args.database else []
+        )
     elif args.dsn:
         what = f"the Postgres schema {shown(args.schema)}"
-        backend = ['kind = "postgres"', "# the DSN given to init: a password in it is now in this file too",
-                   "# serve as a read-only role instead: init printed its GRANT script (docs/least-privilege.md)",
-                   f"dsn = {toml_value(args.dsn)}"]
+        backend = [
+            'kind = "postgres"',
+            "# the DSN given to init: a password in it is now in this file too",
+            "# serve as a read-only role instead: init printed its GRANT script (docs/least-privilege.md)",
+            f"dsn = {toml_value(args.dsn)}",
+        ]
     elif duck_file:
         what = f"the DuckDB file {shown(str(Path(args.inputs[0]).resolve()))}"
         backend = ['kind = "duckdb"', f"path = {toml_value(str(Path(args.inputs[0]).resolve()))}"]
     else:
         what = ", ".join(shown(f) for f in args.inputs)
-        backend = ['kind = "duckdb"', 'path = "dpgate.duckdb"               # an empty working file in '
-                   "the state dir; the tables are read from the files by `source`"]
+        backend = [
+            'kind = "duckdb"',
+            'path = "dpgate.duckdb"               # an empty working file in '
+            "the state dir; the tables are read from the files by `source`",
+        ]
     passwords = {r: secrets.token_urlsafe(12) for r in ("analyst", "admin")}
     text = render(what, backend, rels, {r: make_verifier(p) for r, p in passwords.items()}, dp_note)
     if out is None:
@@ -470,10 +542,12 @@ def cmd_init(args) -> int:
     for r, p in passwords.items():
         _progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
     if args.dsn:
-        _progress(f"serve as a role that can only read these tables (docs/least-privilege.md); as their "
-                  f"owner run:\n{grant_script(reader.dbname, args.schema, [r.source for r in rels])}"
-                  f"then set [backend] dsn to postgresql://{READER}@…/{reader.dbname} and "
-                  "require_least_privilege = true")
+        _progress(
+            f"serve as a role that can only read these tables (docs/least-privilege.md); as their "
+            f"owner run:\n{grant_script(reader.dbname, args.schema, [r.source for r in rels])}"
+            f"then set [backend] dsn to postgresql://{READER}@…/{reader.dbname} and "
+            "require_least_privilege = true"
+        )
     return 0
 
 
@@ -494,30 +568,46 @@ def _read(args, reader) -> tuple[list[Rel], str]:
         spent += _propose(reader, rel, args, eps_col, source)[1]
     note = ""
     if eps_col is not None:
-        note = (f"#\n# --dp-bounds: ε = {eps_col * len(spent):g} SPENT in all on the {len(spent)} columns' bounds "
-                f"(ε {eps_col:g} per column, ε/2 per bound; sequential composition). It is the owner's\n"
-                "# ε, not charged to any role: count it against the data's total budget. Domains are not "
-                "DP: they are still read from the data.\n")
+        note = (
+            f"#\n# --dp-bounds: ε = {eps_col * len(spent):g} SPENT in all on the {len(spent)} columns' bounds "
+            f"(ε {eps_col:g} per column, ε/2 per bound; sequential composition). It is the owner's\n"
+            "# ε, not charged to any role: count it against the data's total budget. Domains are not "
+            "DP: they are still read from the data.\n"
+        )
     return rels, note
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("init", help="propose a commented config TOML from a DuckDB file, Parquet/CSV files "
-                       "or a Postgres schema")
+    p = sub.add_parser(
+        "init",
+        help="propose a commented config TOML from a DuckDB file, Parquet/CSV files or a Postgres schema",
+    )
     p.add_argument("inputs", nargs="*", help="a DuckDB file, or Parquet/CSV files (globs allowed)")
     p.add_argument("--dsn", help="a Postgres database (its --schema is read)")
     p.add_argument("--schema", default="public", help="Postgres schema (default public)")
-    p.add_argument("--spark", metavar="URL", help="a Spark Connect server (sc://host:15002): its tables are read")
+    p.add_argument(
+        "--spark", metavar="URL", help="a Spark Connect server (sc://host:15002): its tables are read"
+    )
     p.add_argument("--database", help="with --spark: the Spark database (default: the current one)")
     p.add_argument("--tables", help="only these tables (comma-separated proposed names)")
     p.add_argument("--output", "-o", help="write the TOML here (default: stdout)")
     p.add_argument("--force", action="store_true", help="overwrite --output")
-    p.add_argument("--round", action="store_true",
-                   help="round bounds outward to a public grid (1-2-5 powers of ten; whole months)")
-    p.add_argument("--dp-bounds", type=float, metavar="EPS",
-                   help="draw bounds ε-DP (exponential mechanism over a public grid), EPS in all")
-    p.add_argument("--max-domain", type=int, default=MAX_DOMAIN,
-                   help=f"propose a domain for columns with at most this many values (default {MAX_DOMAIN})")
+    p.add_argument(
+        "--round",
+        action="store_true",
+        help="round bounds outward to a public grid (1-2-5 powers of ten; whole months)",
+    )
+    p.add_argument(
+        "--dp-bounds",
+        type=float,
+        metavar="EPS",
+        help="draw bounds ε-DP (exponential mechanism over a public grid), EPS in all",
+    )
+    p.add_argument(
+        "--max-domain",
+        type=int,
+        default=MAX_DOMAIN,
+        help=f"propose a domain for columns with at most this many values (default {MAX_DOMAIN})",
+    )
     p.add_argument("--progress-rows", type=int, default=1_000_000, help=argparse.SUPPRESS)
     p.set_defaults(fn=cmd_init)
-

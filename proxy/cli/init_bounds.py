@@ -16,6 +16,7 @@ Two ways to publish less:
   tie every cell above the data — all clamp 0 rows — and draw the bound uniformly among
   them on a coarse grid.)
 """
+
 from __future__ import annotations
 
 import bisect
@@ -28,10 +29,24 @@ from fractions import Fraction
 from mechanisms.rng import RandomSource
 from mechanisms.samplers import discrete_laplace
 
-__all__ = ["BETA", "MONTHS", "DpBound", "above_threshold", "dp_date_bounds", "dp_numeric_bounds", "grid_125",
-           "month_ceil", "month_floor", "month_index", "month_value", "round_down", "round_up", "threshold"]
+__all__ = [
+    "BETA",
+    "MONTHS",
+    "DpBound",
+    "above_threshold",
+    "dp_date_bounds",
+    "dp_numeric_bounds",
+    "grid_125",
+    "month_ceil",
+    "month_floor",
+    "month_index",
+    "month_value",
+    "round_down",
+    "round_up",
+    "threshold",
+]
 
-BETA = 0.05                     # rank-error statements hold with probability 1 − β = 95%
+BETA = 0.05  # rank-error statements hold with probability 1 − β = 95%
 FIRST_YEAR, LAST_YEAR = 1900, 2099
 MONTHS = (LAST_YEAR - FIRST_YEAR + 1) * 12
 
@@ -86,8 +101,8 @@ def month_value(i: int) -> dt.date:
 class DpBound:
     lower: object
     upper: object
-    epsilon: float          # spent on this column (ε/2 per bound)
-    rows: int               # w.p. >= 1 - β (each bound) fewer than this many rows lie beyond it
+    epsilon: float  # spent on this column (ε/2 per bound)
+    rows: int  # w.p. >= 1 - β (each bound) fewer than this many rows lie beyond it
 
 
 def threshold(eps_bound: float, k: int) -> int:
@@ -123,23 +138,24 @@ def _draw(above: list[int], below: list[int], eps: float, source: RandomSource) 
     return min(lo, hi), max(lo, hi), 2 * threshold(eps / 2, U + 1)  # an inverted pair: post-processing
 
 
-def dp_numeric_bounds(above: list[int], below: list[int], integral: bool, eps: float,
-                      source: RandomSource) -> DpBound:
+def dp_numeric_bounds(
+    above: list[int], below: list[int], integral: bool, eps: float, source: RandomSource
+) -> DpBound:
     """``above[i]`` = #{x > g_i}, ``below[i]`` = #{x < g_i} over the 1-2-5 grid g (non-null rows)."""
     g = grid_125(integral)
     lo, hi, rows = _draw(above, below, eps, source)
     return DpBound(_num(g[lo], integral), _num(g[hi], integral), eps, rows)
 
 
-def dp_date_bounds(month_counts: dict[int, int], timestamp: bool, eps: float,
-                   source: RandomSource) -> DpBound:
+def dp_date_bounds(
+    month_counts: dict[int, int], timestamp: bool, eps: float, source: RandomSource
+) -> DpBound:
     """``month_counts``: rows per month index (:func:`month_index`); a bound at month i is its
     first moment (lower) or its last (upper)."""
     per = [month_counts.get(i, 0) for i in range(MONTHS)]
     n = sum(per)
-    upto = list(itertools.accumulate(per))                        # rows in months <= i
+    upto = list(itertools.accumulate(per))  # rows in months <= i
     above = [n - u for u in upto]
     below = [u - p for u, p in zip(upto, per)]
     lo, hi, rows = _draw(above, below, eps, source)
-    return DpBound(month_floor(month_value(lo), timestamp), month_ceil(month_value(hi), timestamp),
-                   eps, rows)
+    return DpBound(month_floor(month_value(lo), timestamp), month_ceil(month_value(hi), timestamp), eps, rows)

@@ -18,6 +18,7 @@ threads go to ``SCHED_OTHER`` (the workers' priority) until it has none running,
 to ``SCHED_IDLE``. Raising a priority needs ``CAP_SYS_NICE`` (or an ``RLIMIT_NICE`` of 20):
 without it the parent says so once, and the lane stays at ``SCHED_IDLE``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,8 @@ from ..pipeline.lane import serve_link
 
 __all__ = ["Lane", "Starvation", "lane_address", "lower_priority"]
 
-WINDOW_S = 0.5                # the parent looks at the lane's CPU over this long
-STARVED_CORES = 0.2           # … and lifts it when it got less while a statement ran
+WINDOW_S = 0.5  # the parent looks at the lane's CPU over this long
+STARVED_CORES = 0.2  # … and lifts it when it got less while a statement ran
 
 _UCRED = struct.Struct("3i")
 
@@ -50,7 +51,7 @@ def lower_priority(mode: str) -> None:
     (nice 19). Lowering needs no privilege."""
     try:
         tids = [int(t) for t in os.listdir(f"/proc/{os.getpid()}/task")]
-    except OSError:                              # not Linux: this thread only
+    except OSError:  # not Linux: this thread only
         tids = [0]
     for tid in tids:
         try:
@@ -58,7 +59,7 @@ def lower_priority(mode: str) -> None:
                 os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
             elif mode == "low":
                 os.setpriority(os.PRIO_PROCESS, tid, 19)
-        except (AttributeError, OSError):        # a thread that just ended; not Linux
+        except (AttributeError, OSError):  # a thread that just ended; not Linux
             pass
 
 
@@ -128,7 +129,7 @@ def _set_policy(pid: int, policy: int) -> None:
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             os.sched_setscheduler(int(tid), policy, os.sched_param(0))
-        except ProcessLookupError:               # a thread that just ended
+        except ProcessLookupError:  # a thread that just ended
             pass
 
 
@@ -139,7 +140,7 @@ class Starvation:
     def __init__(self, mode: str, running: memoryview) -> None:
         self.mode, self.running = mode, running
         self.raised = self.unable = False
-        self.lifts = 0                           # times the lane was lifted (tests, the log)
+        self.lifts = 0  # times the lane was lifted (tests, the log)
         self._last: tuple[int, float, int] | None = None
 
     def tick(self, pid: int | None, now: float) -> None:
@@ -149,7 +150,7 @@ class Starvation:
             ticks = _cpu_ticks(pid)
         except (OSError, ValueError, IndexError):
             return
-        if self._last is None or self._last[0] != pid:    # a new lane starts at SCHED_IDLE
+        if self._last is None or self._last[0] != pid:  # a new lane starts at SCHED_IDLE
             self._last, self.raised = (pid, now, ticks), False
             return
         if now - self._last[1] < WINDOW_S:
@@ -166,8 +167,12 @@ class Starvation:
         except PermissionError as e:
             if e.errno == errno.EPERM:
                 self.unable = True
-                print("dpgate: the heavy-statement lane cannot be given back the workers' priority when "
-                      "it starves (that needs CAP_SYS_NICE); under a load that keeps every core busy its "
-                      "statements wait", file=sys.stderr, flush=True)
+                print(
+                    "dpgate: the heavy-statement lane cannot be given back the workers' priority when "
+                    "it starves (that needs CAP_SYS_NICE); under a load that keeps every core busy its "
+                    "statements wait",
+                    file=sys.stderr,
+                    flush=True,
+                )
         except OSError:
             pass

@@ -1,5 +1,6 @@
 """`dpgate ldp-load` and `dpgate ldp-perturb`: the command-line side of local-table
 ingestion (the pipeline itself is :mod:`proxy.ingest.ldp_load`)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,27 +11,42 @@ import time
 from rewriter.local import Layout, layout
 
 from ..backends import open_backend
-from ..ingest.ldp_specs import guarantee
-from ..ingest.ldp_load import (BATCH, Encoder, IngestError, Progress, batch_len, csv_batches,
-                               duck_table_batches, load_rows_duckdb, load_rows_postgres, pg_table_batches)
+from ..ingest.ldp_load import (
+    BATCH,
+    Encoder,
+    IngestError,
+    Progress,
+    batch_len,
+    csv_batches,
+    duck_table_batches,
+    load_rows_duckdb,
+    load_rows_postgres,
+    pg_table_batches,
+)
 from ..ingest.ldp_spark import load_rows_spark
+from ..ingest.ldp_specs import guarantee
 from .service import resolve
 
 
 def describe_layout(lay: Layout) -> str:
     g = "; ".join("(" + ", ".join(grp.columns) + ")" for grp in lay.groups) or "none"
-    cats = "".join(f", Subset column {c.name} (d = {c.d}, ladder {c.ladder_name}: levels "
-                   f"{', '.join(f'{e:g}' for e in c.levels)}, each row perturbed once)"
-                   for c in lay.categories)
-    return (f"local table {lay.name}: reports in {lay.reports}, joint groups {g}{cats}, "
-            f"estimator {lay.estimator}; guarantee per record {guarantee(lay)}")
+    cats = "".join(
+        f", Subset column {c.name} (d = {c.d}, ladder {c.ladder_name}: levels "
+        f"{', '.join(f'{e:g}' for e in c.levels)}, each row perturbed once)"
+        for c in lay.categories
+    )
+    return (
+        f"local table {lay.name}: reports in {lay.reports}, joint groups {g}{cats}, "
+        f"estimator {lay.estimator}; guarantee per record {guarantee(lay)}"
+    )
 
 
 def _local_layout(cfg, name: str) -> Layout:
     t = cfg.tables.get(name)
     if t is None:
-        raise IngestError("42P01", f"table {name} is not declared in the config "
-                          f"(declared: {', '.join(sorted(cfg.tables))})")
+        raise IngestError(
+            "42P01", f"table {name} is not declared in the config (declared: {', '.join(sorted(cfg.tables))})"
+        )
     if t.mode != "local":
         raise IngestError("42501", f"table {name} is not a local (metric-LDP) table")
     return layout(name, t, cfg.tiers)
@@ -63,41 +79,61 @@ def cmd_ldp_load(args) -> int:
     def warn(msg):
         print(f"dpgate: {msg}", file=sys.stderr)
 
-    prog = Progress(f"ldp-load {lay.name}", _count_lines(path) if path else None,
-                    quiet=getattr(args, "quiet", False))
+    prog = Progress(
+        f"ldp-load {lay.name}", _count_lines(path) if path else None, quiet=getattr(args, "quiet", False)
+    )
     print(f"dpgate: {describe_layout(lay)}", file=sys.stderr)
     try:
         backend = open_backend(cfg, state)
-    except Exception as e:   # DuckDB file locked by a running server, …
-        print(f"dpgate: cannot open the backend: {e}\n(an embedded DuckDB file is used by one "
-              "process at a time: stop `dpgate serve`, load, then start it again)", file=sys.stderr)
+    except Exception as e:  # DuckDB file locked by a running server, …
+        print(
+            f"dpgate: cannot open the backend: {e}\n(an embedded DuckDB file is used by one "
+            "process at a time: stop `dpgate serve`, load, then start it again)",
+            file=sys.stderr,
+        )
         return 1
     batch = args.batch
     t0 = time.perf_counter()
     try:
         if backend.dialect == "duckdb":
-            src = (csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
-                   else duck_table_batches(backend, lay, args.from_table, batch))
+            src = (
+                csv_batches(lay, path, batch, args.delimiter, reports, warn)
+                if path
+                else duck_table_batches(backend, lay, args.from_table, batch)
+            )
             n = load_rows_duckdb(backend, lay, src, reports=reports, progress=prog)
             asyncio.run(backend.close())
-        elif backend.dialect == "spark":             # issue 22: reports stored in Spark
+        elif backend.dialect == "spark":  # issue 22: reports stored in Spark
             if path is None:
-                raise IngestError("0A000", "--from-table is not implemented on Spark: load a CSV (raw rows, "
-                                  "perturbed here), or a reports CSV made by ldp-perturb (--reports)")
+                raise IngestError(
+                    "0A000",
+                    "--from-table is not implemented on Spark: load a CSV (raw rows, "
+                    "perturbed here), or a reports CSV made by ldp-perturb (--reports)",
+                )
             try:
-                n = load_rows_spark(backend, lay, csv_batches(lay, path, batch, args.delimiter, reports, warn),
-                                    reports=reports, progress=prog)
+                n = load_rows_spark(
+                    backend,
+                    lay,
+                    csv_batches(lay, path, batch, args.delimiter, reports, warn),
+                    reports=reports,
+                    progress=prog,
+                )
             finally:
                 asyncio.run(backend.close())
         else:
+
             async def run():
                 await backend.connect()
                 try:
-                    src = (csv_batches(lay, path, batch, args.delimiter, reports, warn) if path
-                           else pg_table_batches(backend, lay, args.from_table, batch))
+                    src = (
+                        csv_batches(lay, path, batch, args.delimiter, reports, warn)
+                        if path
+                        else pg_table_batches(backend, lay, args.from_table, batch)
+                    )
                     return await load_rows_postgres(backend, lay, src, reports=reports, progress=prog)
                 finally:
                     await backend.close()
+
             n = asyncio.run(run())
     except IngestError as e:
         print(f"\ndpgate: {e.message}; nothing was loaded", file=sys.stderr)
@@ -108,8 +144,11 @@ def cmd_ldp_load(args) -> int:
     prog.done()
     dt = time.perf_counter() - t0
     how = "reports loaded as-is" if reports else "perturbed; raw values were not stored"
-    print(f"dpgate: {n:,} reports appended to {lay.reports} in {dt:.1f} s "
-          f"({n / max(dt, 1e-9) * 60 / 1e6:.1f}M rows/min; {how})", file=sys.stderr)
+    print(
+        f"dpgate: {n:,} reports appended to {lay.reports} in {dt:.1f} s "
+        f"({n / max(dt, 1e-9) * 60 / 1e6:.1f}M rows/min; {how})",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -123,15 +162,24 @@ def cmd_ldp_perturb(args) -> int:
         print(f"dpgate: {e.message}", file=sys.stderr)
         return 2
     enc = Encoder(lay)
-    header = (list(lay.public) + [f"{c}_bits" for g in lay.groups for c in g.columns]
-              + [f"{c.name}_bits" for c in lay.categories])
+    header = (
+        list(lay.public)
+        + [f"{c}_bits" for g in lay.groups for c in g.columns]
+        + [f"{c.name}_bits" for c in lay.categories]
+    )
     out = open(args.output, "w", newline="") if args.output not in (None, "-") else sys.stdout
     prog = Progress(f"ldp-perturb {lay.name}", _count_lines(args.file), quiet=args.output in (None, "-"))
     try:
         wr = csv.writer(out)
         wr.writerow(header)
-        for cols in csv_batches(lay, args.file, args.batch, args.delimiter, False,
-                                 lambda m: print(f"dpgate: {m}", file=sys.stderr)):
+        for cols in csv_batches(
+            lay,
+            args.file,
+            args.batch,
+            args.delimiter,
+            False,
+            lambda m: print(f"dpgate: {m}", file=sys.stderr),
+        ):
             n = batch_len(cols)
             data = enc.to_bits(cols, n)
             wr.writerows(zip(*[[("" if v is None else v) for v in data[h]] for h in header]))
@@ -148,8 +196,11 @@ def cmd_ldp_perturb(args) -> int:
 
 def add_parsers(sub, common) -> None:
     """Register ``ldp-load`` and ``ldp-perturb`` on the dpgate CLI's subparsers."""
-    p = sub.add_parser("ldp-load", help="perturb raw rows into a local table's reports "
-                       "(CSV or a backend table), or load reports made elsewhere")
+    p = sub.add_parser(
+        "ldp-load",
+        help="perturb raw rows into a local table's reports "
+        "(CSV or a backend table), or load reports made elsewhere",
+    )
     common(p)
     p.add_argument("--table", required=True, help="the local table (mode = 'local')")
     p.add_argument("file", nargs="?", help="raw CSV with a header (- for stdin)")

@@ -1,31 +1,32 @@
 """The ``dpgate`` command line.
 
-    dpgate serve [--config FILE]       run the proxy (no config: the demo)
-                 [--workers N]         N processes on one port (default: the cores)
-                 [--admin-http HOST:PORT]  also the read-only owner page (admin roles)
-    dpgate hash-password [PASSWORD]    print a SCRAM-SHA-256 verifier for a config
-    dpgate data-version [--advance]    show / advance the data version (new releases)
-    dpgate budget [--role R]           spent and remaining budget per role
-    dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
-    dpgate check-config [--backend] FILE  validate a config file (--backend: against the
-                                       backend's schema: relations, columns, types)
-    dpgate ledger check                the ledger's integrity and identity (exit 0 / 1, one line)
-    dpgate ledger init --i-know        a new ledger identity (after a lost ledger: start afresh)
-    dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
-                                       (or --from-table SRC, or --reports FILE.csv as-is)
-    dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
-    dpgate config-reference [--markdown]  every config key: type, default, description
-    dpgate init DATA.duckdb | FILES.parquet/csv | --dsn DSN   a commented config from the data
+dpgate serve [--config FILE]       run the proxy (no config: the demo)
+             [--workers N]         N processes on one port (default: the cores)
+             [--admin-http HOST:PORT]  also the read-only owner page (admin roles)
+dpgate hash-password [PASSWORD]    print a SCRAM-SHA-256 verifier for a config
+dpgate data-version [--advance]    show / advance the data version (new releases)
+dpgate budget [--role R]           spent and remaining budget per role
+dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
+dpgate check-config [--backend] FILE  validate a config file (--backend: against the
+                                   backend's schema: relations, columns, types)
+dpgate ledger check                the ledger's integrity and identity (exit 0 / 1, one line)
+dpgate ledger init --i-know        a new ledger identity (after a lost ledger: start afresh)
+dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
+                                   (or --from-table SRC, or --reports FILE.csv as-is)
+dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
+dpgate config-reference [--markdown]  every config key: type, default, description
+dpgate init DATA.duckdb | FILES.parquet/csv | --dsn DSN   a commented config from the data
 """
+
 from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 import getpass
 import logging
 import math
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import quote
@@ -37,8 +38,6 @@ from config import Config, ConfigError
 from .. import demo
 from ..admin import AdminHttp
 from ..backends import BackendError, open_backend
-from .privileges import least_privilege
-from .schema_check import check_backend_schema
 from ..demo import trips as demo_trips
 from ..gateway import Gateway, default_state_dir, secure_state_dir
 from ..pipeline.local import local_guarantees
@@ -49,11 +48,20 @@ from ..stores.errors import LedgerUnavailable
 from ..stores.ledger import open_ledger
 from ..wire.auth import make_verifier
 from .init import add_parser as add_init_parser
-from .reference import add_parser as add_reference_parser
 from .ldp import add_parsers
+from .privileges import least_privilege
+from .reference import add_parser as add_reference_parser
+from .schema_check import check_backend_schema
 from .service import load_config_for_check, resolve
-from .workers import (make_server, prepare_local_tables, release_signals, resolve_workers, serve_workers,
-                      stop_signals, writer_roles)
+from .workers import (
+    make_server,
+    prepare_local_tables,
+    release_signals,
+    resolve_workers,
+    serve_workers,
+    stop_signals,
+    writer_roles,
+)
 
 
 async def _progress(what: str, work, every_s: float = 2.0) -> None:
@@ -80,22 +88,29 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
         duck = gw.backend.dialect == "duckdb"
         try:
-            await _progress("tables (pums, people, purchases, stores, customers, orders, order_items, accounts)",
-                            asyncio.to_thread(demo.load_duckdb, gw.backend) if duck else demo.load_postgres(gw.backend))
-            await _progress("trips (200,000 rows perturbed into metric-LDP reports)",   # the bulk LDP path
-                            asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg) if duck
-                            else demo_trips.load_postgres(gw.backend, cfg))
+            await _progress(
+                "tables (pums, people, purchases, stores, customers, orders, order_items, accounts)",
+                asyncio.to_thread(demo.load_duckdb, gw.backend) if duck else demo.load_postgres(gw.backend),
+            )
+            await _progress(
+                "trips (200,000 rows perturbed into metric-LDP reports)",  # the bulk LDP path
+                asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
+                if duck
+                else demo_trips.load_postgres(gw.backend, cfg),
+            )
         except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege) as e:
-            await gw.close()       # the scan role cannot write, as it should: the demo needs write_dsn
-            raise ConfigError(f"{args.config or 'demo config'}: demo = true creates the demo tables through "
-                              f"[backend] write_dsn (default: dsn), and that role may not: "
-                              f"{str(e).strip().splitlines()[0]}. Set write_dsn to a role that may create "
-                              "tables (docs/least-privilege.md)") from None
+            await gw.close()  # the scan role cannot write, as it should: the demo needs write_dsn
+            raise ConfigError(
+                f"{args.config or 'demo config'}: demo = true creates the demo tables through "
+                f"[backend] write_dsn (default: dsn), and that role may not: "
+                f"{str(e).strip().splitlines()[0]}. Set write_dsn to a role that may create "
+                "tables (docs/least-privilege.md)"
+            ) from None
     file = args.config or "demo config"
     problems = await check_backend_schema(cfg, gw.backend, file)
     warnings, refused = await least_privilege(cfg, gw.backend, file)
     problems += refused
-    if problems:                   # config meets the backend at start, not at query time
+    if problems:  # config meets the backend at start, not at query time
         await gw.close()
         more = f" (and {len(problems) - 1} more: dpgate check-config --backend)" if len(problems) > 1 else ""
         raise ConfigError(problems[0] + more)
@@ -106,29 +121,34 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
     return gw
 
 
-def _announce(cfg: Config, state: Path, passwords: dict[str, str], host: str, port: int,
-              pids: list[int] = ()) -> None:
+def _announce(
+    cfg: Config, state: Path, passwords: dict[str, str], host: str, port: int, pids: list[int] = ()
+) -> None:
     """The ready lines: where it listens (with ``--workers N``: the workers' process ids,
     in worker order), and a psql line per role."""
     procs = f", {len(pids)} workers: pids {', '.join(map(str, pids))}" if len(pids) > 1 else ""
-    print(f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state}{procs})", flush=True)
+    print(
+        f"dpgate: listening on {host}:{port} (backend {cfg.backend.kind}, state {state}{procs})", flush=True
+    )
     for role in cfg.roles:
         if role in passwords:
             url = f"postgresql://{role}:{quote(passwords[role], safe='')}@{host}:{port}/{cfg.server.database}"
         else:
             url = f"postgresql://{role}@{host}:{port}/{cfg.server.database}"
         tier = cfg.tiers[cfg.roles[role].tier]
-        writes = cfg.roles[role].insert          # local tables this role may INSERT into
+        writes = cfg.roles[role].insert  # local tables this role may INSERT into
         grant = f", INSERT into {', '.join(writes)}" if writes else ""
-        print(f"  {role:<8} (ε {tier.epsilon:g}/query, budget {tier.budget:g}/{tier.period}{grant}):  psql \"{url}\"",
-              flush=True)
+        print(
+            f'  {role:<8} (ε {tier.epsilon:g}/query, budget {tier.budget:g}/{tier.period}{grant}):  psql "{url}"',
+            flush=True,
+        )
 
 
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
     """One process (``--workers 1``)."""
     gw = await _prepare(cfg, state, args)
-    if gw.backend.dialect == "duckdb" and not writer_roles(cfg):   # nothing written at run time:
-        await prepare_local_tables(gw)                             # the file is read-only from here
+    if gw.backend.dialect == "duckdb" and not writer_roles(cfg):  # nothing written at run time:
+        await prepare_local_tables(gw)  # the file is read-only from here
         gw.backend.reopen_read_only()
     lim = cfg.server.limits
     host = args.host or cfg.server.host
@@ -136,13 +156,20 @@ async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> N
     server = make_server(gw, cfg, host, port)
     await server.start()
     _announce(cfg, state, passwords, host, server.port)
-    admin = await _start_admin(gw, args.admin_http, failed_logins=server.failed_logins) if args.admin_http else None
+    admin = (
+        await _start_admin(gw, args.admin_http, failed_logins=server.failed_logins)
+        if args.admin_http
+        else None
+    )
     stop = stop_signals()
     try:
         await stop.wait()
-        release_signals()                   # a second Ctrl-C / SIGTERM stops at once
-        print(f"dpgate: shutting down ({server.connection_count} session(s); a running statement gets up to "
-              f"{lim.shutdown_grace_s:g} s)", flush=True)
+        release_signals()  # a second Ctrl-C / SIGTERM stops at once
+        print(
+            f"dpgate: shutting down ({server.connection_count} session(s); a running statement gets up to "
+            f"{lim.shutdown_grace_s:g} s)",
+            flush=True,
+        )
         await server.shutdown(lim.shutdown_grace_s)
     finally:
         if admin is not None:
@@ -173,8 +200,18 @@ def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n:
         except KeyboardInterrupt:
             return 130
         return 0
-    return serve_workers(cfg, args, n, host, port, prepare,
-                         lambda p, pids: _announce(cfg, state, passwords, host, p, pids), _start_admin, state)
+
+    return serve_workers(
+        cfg,
+        args,
+        n,
+        host,
+        port,
+        prepare,
+        lambda p, pids: _announce(cfg, state, passwords, host, p, pids),
+        _start_admin,
+        state,
+    )
 
 
 async def _start_admin(gw: Gateway, where: str, say=print, failed_logins=None) -> AdminHttp:
@@ -188,7 +225,8 @@ async def _start_admin(gw: Gateway, where: str, say=print, failed_logins=None) -
         raise ConfigError(f"--admin-http {where}: give HOST:PORT, e.g. 127.0.0.1:8080") from None
     admins = [r for r, spec in gw.config.roles.items() if spec.admin and spec.scram]
     how = (f"sign in as {', '.join(admins)}" if admins else "no admin role has a verifier") + (
-        " or with the DPGATE_ADMIN_TOKEN bearer token" if admin.token else "")
+        " or with the DPGATE_ADMIN_TOKEN bearer token" if admin.token else ""
+    )
     say(f"dpgate: owner page on http://{admin.host}:{admin.port}/ ({how})")
     return admin
 
@@ -196,11 +234,13 @@ async def _start_admin(gw: Gateway, where: str, say=print, failed_logins=None) -
 def cmd_serve(args) -> int:
     cfg, state, pw = resolve(args)
     try:
-        local_guarantees(cfg)         # an invalid local-table layout is a config error
+        local_guarantees(cfg)  # an invalid local-table layout is a config error
     except ValueError as e:
         raise ConfigError(f"{args.config or 'demo config'}: {e}") from None
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     if args.verbose:
         logging.getLogger("dpgate.statements").setLevel(logging.INFO)
     workers = resolve_workers(cfg, args)
@@ -240,29 +280,37 @@ def cmd_data_version(args) -> int:
 def cmd_budget(args) -> int:
     cfg, state, _ = resolve(args)
     ledger = open_ledger(cfg, state)
-    print(f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8} "
-          f"{'δ spent':>9} {'δ left':>9} {'δ budget':>9}  period")
+    print(
+        f"{'role':<10} {'tier':<10} {'ε/query':>8} {'spent':>8} {'remaining':>10} {'budget':>8} "
+        f"{'δ spent':>9} {'δ left':>9} {'δ budget':>9}  period"
+    )
     for role, spec in cfg.roles.items():
         if args.role and role != args.role:
             continue
         tier = cfg.tiers[spec.tier]
         spent, dspent = ledger.spent_both(role, tier.period)
-        print(f"{role:<10} {spec.tier:<10} {tier.epsilon:>8g} {spent:>8g} {tier.budget - spent:>10g} "
-              f"{tier.budget:>8g} {dspent:>9g} {tier.delta_budget - dspent:>9g} {tier.delta_budget:>9g}  "
-              f"{tier.period}")
+        print(
+            f"{role:<10} {spec.tier:<10} {tier.epsilon:>8g} {spent:>8g} {tier.budget - spent:>10g} "
+            f"{tier.budget:>8g} {dspent:>9g} {tier.delta_budget - dspent:>9g} {tier.delta_budget:>9g}  "
+            f"{tier.period}"
+        )
     held = [r for r in ledger.open_reservations() if not args.role or r["role"] == args.role]
     if held:
-        print(f"{len(held)} charge(s), {_eps_delta(held)} in all, were made for answers "
-              "never recorded (the proxy stopped mid-query); they stay spent.")
+        print(
+            f"{len(held)} charge(s), {_eps_delta(held)} in all, were made for answers "
+            "never recorded (the proxy stopped mid-query); they stay spent."
+        )
     spent = ledger.unreleased(args.role or None)
     if spent:
-        print(f"{len(spent)} statement(s), {_eps_delta(spent)} in all, were charged with no "
-              "answer (timed out, cancelled or failed after their scan started).")
+        print(
+            f"{len(spent)} statement(s), {_eps_delta(spent)} in all, were charged with no "
+            "answer (timed out, cancelled or failed after their scan started)."
+        )
     return 0
 
 
 def _eps_delta(charges: list[dict]) -> str:
-    """"ε x" (and ", δ y" when some δ was charged) summed over ``charges``."""
+    """ "ε x" (and ", δ y" when some δ was charged) summed over ``charges``."""
     e, d = math.fsum(c["epsilon"] for c in charges), math.fsum(c["delta"] for c in charges)
     return f"ε {e:g}" + (f", δ {d:g}" if d else "")
 
@@ -278,10 +326,12 @@ def cmd_coalition(args) -> int:
             print(f"{lad:<8} {dv:>3} {loss:>11g} {indep:>7g}  {tiers or '(none yet)':<32} {stmt}")
         total_loss = math.fsum(r[7] for r in rows)
         total_indep = math.fsum(r[8] for r in rows)
-        print(f"total: coalition loss {total_loss:g} (Σ over queries of max ε); "
-              f"independent release would have cost {total_indep:g}")
+        print(
+            f"total: coalition loss {total_loss:g} (Σ over queries of max ε); "
+            f"independent release would have cost {total_indep:g}"
+        )
         local = subset_coalition_rows(SimpleNamespace(config=cfg, ledger=ledger))
-        if local:                  # a per-row loss (local DP), not summed with the per-query ones
+        if local:  # a per-row loss (local DP), not summed with the per-query ones
             print("\nlocal tables (each row perturbed once at ingestion for the whole ladder):")
             print(f"{'ladder':<8} {'coalition ε':>11} {'Σε':>7}  {'tiers':<32} column")
             for lad, what, _dv, _lv, tiers, _roles, _n, loss, indep, _saved, _ts in local:
@@ -306,8 +356,10 @@ def cmd_check(args) -> int:
             if cfg.demo:
                 print("dpgate: (the demo's tables are created by its first `dpgate serve`)", file=sys.stderr)
             return 2
-    print(f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers"
-          + (", matches the backend's schema)" if args.backend else ")"))
+    print(
+        f"{args.file}: ok ({len(cfg.tables)} tables, {len(cfg.roles)} roles, {len(cfg.tiers)} tiers"
+        + (", matches the backend's schema)" if args.backend else ")")
+    )
     return 0
 
 
@@ -330,12 +382,15 @@ def cmd_ledger(args) -> int:
     cfg, state, _ = resolve(args)
     if args.action == "check":
         ok, lines = ledger_guard.check(cfg, state)
-        for line in lines:                       # one line per problem
+        for line in lines:  # one line per problem
             print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
         return 0 if ok else 1
     if not args.i_know:
-        print("dpgate: `dpgate ledger init` writes a NEW ledger identity: the budget spent so far in a lost "
-              "ledger is forgotten; stop the proxy, then run it with --i-know", file=sys.stderr)
+        print(
+            "dpgate: `dpgate ledger init` writes a NEW ledger identity: the budget spent so far in a lost "
+            "ledger is forgotten; stop the proxy, then run it with --i-know",
+            file=sys.stderr,
+        )
         return 2
     secure_state_dir(state)
     ledger = open_ledger(cfg, state)
@@ -363,11 +418,19 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host")
     s.add_argument("--port", type=int)
     s.add_argument("--verbose", "-v", action="store_true", help="log every statement")
-    s.add_argument("--workers", "-w", type=int, metavar="N",
-                   help="processes serving the port (default: [server] workers, else the number of cores; "
-                        "1 for an embedded DuckDB file a role may INSERT into)")
-    s.add_argument("--admin-http", metavar="HOST:PORT",
-                   help="serve the read-only owner page here (admin roles' passwords; off by default)")
+    s.add_argument(
+        "--workers",
+        "-w",
+        type=int,
+        metavar="N",
+        help="processes serving the port (default: [server] workers, else the number of cores; "
+        "1 for an embedded DuckDB file a role may INSERT into)",
+    )
+    s.add_argument(
+        "--admin-http",
+        metavar="HOST:PORT",
+        help="serve the read-only owner page here (admin roles' passwords; off by default)",
+    )
     s.set_defaults(fn=cmd_serve)
     h = sub.add_parser("hash-password", help="print a SCRAM-SHA-256 verifier")
     h.add_argument("password", nargs="?")
@@ -380,7 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     common(b)
     b.add_argument("--role")
     b.set_defaults(fn=cmd_budget)
-    co = sub.add_parser("coalition", help="multi-tier ladders: coalition loss (max ε) vs independent release (Σε)")
+    co = sub.add_parser(
+        "coalition", help="multi-tier ladders: coalition loss (max ε) vs independent release (Σε)"
+    )
     common(co)
     co.set_defaults(fn=cmd_coalition)
     c = sub.add_parser("check-config", help="validate a config file")
@@ -393,9 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("--i-know", action="store_true", help="init: yes, start afresh")
     common(lg)
     lg.set_defaults(fn=cmd_ledger)
-    add_parsers(sub, common)      # ldp-load, ldp-perturb (seed 002 local tables)
-    add_init_parser(sub)          # init: a config proposed from the data (issue 23)
-    add_reference_parser(sub)     # config-reference: every key, from the models
+    add_parsers(sub, common)  # ldp-load, ldp-perturb (seed 002 local tables)
+    add_init_parser(sub)  # init: a config proposed from the data (issue 23)
+    add_reference_parser(sub)  # config-reference: every key, from the models
     args = p.parse_args(argv)
     try:
         return args.fn(args)
@@ -407,7 +472,10 @@ def _failed(e: Exception) -> int:
     """One line on stderr and the exit code: LedgerUnavailable (LedgerLost, LedgerDamaged: serve refuses to start: what
     happened, how to recover) 1, ConfigError 2, BackendError (e.g. the DuckDB file is held
     by another process) 1, LedgerUnavailable (the ledger cannot be reached or written) 1."""
-    print(f"dpgate: {e.message if isinstance(e, BackendError) else getattr(e, 'line', None) or e}", file=sys.stderr)
+    print(
+        f"dpgate: {e.message if isinstance(e, BackendError) else getattr(e, 'line', None) or e}",
+        file=sys.stderr,
+    )
     return 2 if isinstance(e, ConfigError) else 1
 
 

@@ -10,6 +10,7 @@ INSERT/UPDATE/DELETE/TRUNCATE on a declared table; CREATE on a declared table's 
 ``[backend] require_least_privilege = true``. :func:`grant_script` is the Postgres script of
 docs/least-privilege.md for a read-only role (``dpgate init --dsn`` prints it).
 """
+
 from __future__ import annotations
 
 from psycopg import sql as pgsql
@@ -18,9 +19,11 @@ __all__ = ["READER", "grant_script", "least_privilege", "privilege_report"]
 
 READER = "dpgate_reader"
 WRITE_PRIVILEGES = ("INSERT", "UPDATE", "DELETE", "TRUNCATE")
-SERVER_ROLES = {"pg_write_server_files": "writes files on the database server (COPY … TO 'file')",
-                "pg_execute_server_program": "runs programs on the database server (COPY … PROGRAM)",
-                "pg_read_server_files": "reads any file on the database server (COPY … FROM 'file')"}
+SERVER_ROLES = {
+    "pg_write_server_files": "writes files on the database server (COPY … TO 'file')",
+    "pg_execute_server_program": "runs programs on the database server (COPY … PROGRAM)",
+    "pg_read_server_files": "reads any file on the database server (COPY … FROM 'file')",
+}
 
 
 def _ident(name: str) -> str:
@@ -33,24 +36,33 @@ def grant_script(database: str, schema: str, relations: list[str], role: str = R
     table's ``source`` writes them, e.g. ``public.orders``) in ``schema`` and nothing else, and
     its sessions are read-only by default. Run it as the tables' owner."""
     r = _ident(role)
-    return "\n".join([
-        f"CREATE ROLE {r} LOGIN PASSWORD 'choose-a-password';   -- not a superuser, owns nothing",
-        f"ALTER ROLE {r} SET default_transaction_read_only = on;",
-        f"GRANT CONNECT ON DATABASE {_ident(database)} TO {r};",
-        f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {r};",
-        f"GRANT SELECT ON {', '.join(relations)} TO {r};",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"CREATE ROLE {r} LOGIN PASSWORD 'choose-a-password';   -- not a superuser, owns nothing",
+                f"ALTER ROLE {r} SET default_transaction_read_only = on;",
+                f"GRANT CONNECT ON DATABASE {_ident(database)} TO {r};",
+                f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {r};",
+                f"GRANT SELECT ON {', '.join(relations)} TO {r};",
+            ]
+        )
+        + "\n"
+    )
 
 
 # -- the report --------------------------------------------------------------------------------
-_ROLE_SQL = ("SELECT current_user, rolsuper, " + ", ".join(
-    f"pg_has_role(current_user, '{m}', 'USAGE')" for m in SERVER_ROLES) +
-    " FROM pg_roles WHERE rolname = current_user")
-_TABLE_SQL = ("SELECT c.oid IS NOT NULL, n.nspname, " + ", ".join(
-    f"c.oid IS NOT NULL AND has_table_privilege(c.oid, '{p}')" for p in WRITE_PRIVILEGES) +
-    ", n.oid IS NOT NULL AND has_schema_privilege(n.oid, 'CREATE') "
+_ROLE_SQL = (
+    "SELECT current_user, rolsuper, "
+    + ", ".join(f"pg_has_role(current_user, '{m}', 'USAGE')" for m in SERVER_ROLES)
+    + " FROM pg_roles WHERE rolname = current_user"
+)
+_TABLE_SQL = (
+    "SELECT c.oid IS NOT NULL, n.nspname, "
+    + ", ".join(f"c.oid IS NOT NULL AND has_table_privilege(c.oid, '{p}')" for p in WRITE_PRIVILEGES)
+    + ", n.oid IS NOT NULL AND has_schema_privilege(n.oid, 'CREATE') "
     "FROM (SELECT to_regclass(%s) AS oid) r LEFT JOIN pg_class c ON c.oid = r.oid "
-    "LEFT JOIN pg_namespace n ON n.oid = c.relnamespace")
+    "LEFT JOIN pg_namespace n ON n.oid = c.relnamespace"
+)
 
 
 async def least_privilege(config, backend, file: str) -> tuple[list[str], list[str]]:
@@ -59,12 +71,17 @@ async def least_privilege(config, backend, file: str) -> tuple[list[str], list[s
     cannot be made is itself such a line (fail closed when least privilege is required)."""
     try:
         lines = await privilege_report(config, backend)
-    except Exception as e:  # noqa: BLE001 - a backend error: one line
-        lines = [f"cannot read the backend role's privileges: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"]
+    except Exception as e:
+        lines = [
+            f"cannot read the backend role's privileges: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
+        ]
     if config.backend.require_least_privilege:
         return [], [f"{file}: backend.require_least_privilege: {line}" for line in lines]
-    return [f"warning: {line} (docs/least-privilege.md; [backend] require_least_privilege = true "
-            "refuses to start)" for line in lines], []
+    return [
+        f"warning: {line} (docs/least-privilege.md; [backend] require_least_privilege = true "
+        "refuses to start)"
+        for line in lines
+    ], []
 
 
 async def privilege_report(config, backend) -> list[str]:
@@ -75,11 +92,15 @@ async def privilege_report(config, backend) -> list[str]:
     if backend.dialect == "postgres":
         return await _postgres(config, backend)
     if backend.dialect == "spark":
-        return ["the Spark backend has no read-only session and dpgate cannot read the catalog's grants: "
-                "give the Connect server's user SELECT only on the declared tables (docs/least-privilege.md)"]
+        return [
+            "the Spark backend has no read-only session and dpgate cannot read the catalog's grants: "
+            "give the Connect server's user SELECT only on the declared tables (docs/least-privilege.md)"
+        ]
     if getattr(backend, "allowed", None) is None:
-        return ["a declared source reads a remote URL, so DuckDB's file access is not confined to the "
-                "sources' directories (docs/least-privilege.md)"]
+        return [
+            "a declared source reads a remote URL, so DuckDB's file access is not confined to the "
+            "sources' directories (docs/least-privilege.md)"
+        ]
     return []
 
 
@@ -89,26 +110,32 @@ async def _postgres(config, backend) -> list[str]:
         cur = await conn.execute(_ROLE_SQL)
         user, superuser, *member = await cur.fetchone()
         if superuser:
-            out.append(f"the backend role {user} is a superuser: it can write every table and, even in a "
-                       "read-only session, files on the server (COPY … TO)")
+            out.append(
+                f"the backend role {user} is a superuser: it can write every table and, even in a "
+                "read-only session, files on the server (COPY … TO)"
+            )
         for (role, what), yes in zip(SERVER_ROLES.items(), member):
             if yes and not superuser:
                 out.append(f"the backend role {user} is a member of {role}: it {what}")
         schemas: set[str] = set()
         for name, table in config.tables.items():
-            if table.mode == "local":            # its reports are written through [backend] write_dsn
+            if table.mode == "local":  # its reports are written through [backend] write_dsn
                 continue
             source = config.source_of(name)
             cur = await conn.execute(_TABLE_SQL, [source])
             found, schema, *can = await cur.fetchone()
             if not found or superuser:
-                continue                         # a missing relation: the schema check's line
+                continue  # a missing relation: the schema check's line
             writes = [p for p, yes in zip(WRITE_PRIVILEGES, can) if yes]
             if writes:
-                out.append(f"the backend role {user} has {', '.join(writes)} on {source} (tables.{name}): "
-                           f"REVOKE {', '.join(writes)} ON {source} FROM {user}")
+                out.append(
+                    f"the backend role {user} has {', '.join(writes)} on {source} (tables.{name}): "
+                    f"REVOKE {', '.join(writes)} ON {source} FROM {user}"
+                )
             if can[-1] and schema not in schemas:
                 schemas.add(schema)
-                out.append(f"the backend role {user} has CREATE on schema {schema}: "
-                           f"REVOKE CREATE ON SCHEMA {_ident(schema)} FROM {user} (and FROM PUBLIC)")
+                out.append(
+                    f"the backend role {user} has CREATE on schema {schema}: "
+                    f"REVOKE CREATE ON SCHEMA {_ident(schema)} FROM {user} (and FROM PUBLIC)"
+                )
     return out

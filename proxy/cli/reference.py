@@ -5,6 +5,7 @@ attribute docstrings or ``Field(description=...)``), so it cannot drift from wha
     dpgate config-reference              # text, one section per TOML table
     dpgate config-reference --markdown   # the same as Markdown tables
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,7 +38,8 @@ def _type_name(ann) -> str:
         return " | ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in args)
     if origin in (typing.Union, types.UnionType):
         return " | ".join(_type_name(a) for a in args if a is not type(None)) + (
-            " (optional)" if type(None) in args else "")
+            " (optional)" if type(None) in args else ""
+        )
     if origin is list:
         return f"list of {_type_name(args[0])}"
     if origin is tuple:
@@ -48,7 +50,8 @@ def _type_name(ann) -> str:
         return "path"
     if isinstance(ann, type):
         return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
-            ann.__name__, ann.__name__)
+            ann.__name__, ann.__name__
+        )
     return str(ann)
 
 
@@ -86,8 +89,13 @@ def reference_rows(model: type[BaseModel] = Config, prefix: str = "") -> list[tu
         ann = f.annotation
         sub = _model_of(ann)
         if typing.get_origin(ann) is dict and _model_of(typing.get_args(ann)[1]) is not None:
-            what = {"tiers": "tier", "roles": "role", "tables": "table", "columns": "column",
-                    "categories": "column"}.get(key, "name")
+            what = {
+                "tiers": "tier",
+                "roles": "role",
+                "tables": "table",
+                "columns": "column",
+                "categories": "column",
+            }.get(key, "name")
             nested.append((f"{prefix}{key}.<{what}>", _model_of(typing.get_args(ann)[1]), f))
             continue
         if sub is not None:
@@ -95,8 +103,9 @@ def reference_rows(model: type[BaseModel] = Config, prefix: str = "") -> list[tu
             continue
         desc = " ".join((f.description or NO_DESCRIPTION).split())
         cons = _constraints(f)
-        rows.append((prefix.rstrip("."), key, _type_name(ann) + (f" ({cons})" if cons else ""),
-                     _default(f), desc))
+        rows.append(
+            (prefix.rstrip("."), key, _type_name(ann) + (f" ({cons})" if cons else ""), _default(f), desc)
+        )
     for path, sub, f in nested:
         desc = " ".join((f.description or NO_DESCRIPTION).split())
         rows.append((path, "", "section", "", desc))
@@ -114,13 +123,15 @@ def cmd_reference(args) -> int:
                 out += ["| key | type | default | description |", "|---|---|---|---|"]
             section = sec
             continue
-        if sec != section:               # top-level keys
+        if sec != section:  # top-level keys
             section = sec
             out += ["", "## top level" if args.markdown else "(top level)", ""]
             if args.markdown:
                 out += ["| key | type | default | description |", "|---|---|---|---|"]
         if args.markdown:
-            out.append(f"| `{key}` | {typ.replace('|', '&#124;')} | {default.replace('|', '&#124;')} | {desc} |")
+            out.append(
+                f"| `{key}` | {typ.replace('|', '&#124;')} | {default.replace('|', '&#124;')} | {desc} |"
+            )
         else:
             out.append(f"  {key:<26} {typ}  [default: {default}]")
             out.append(f"  {'':<26} {desc}")

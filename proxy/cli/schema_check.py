@@ -15,6 +15,7 @@ Local (LDP) tables store reports in ``<table>_reports``: a missing one is
 fine (the first ingestion creates it); an existing one must match the layout
 (public columns and report bits, :func:`proxy.ldp_load.ensure_duckdb`'s check).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,14 +27,39 @@ from rewriter.local import layout
 
 from ..ingest.ldp_load import IngestError, resolved_layout
 
-_INT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-        "UBIGINT", "UHUGEINT", "INT2", "INT4", "INT8", "INT", "SMALLSERIAL", "SERIAL", "BIGSERIAL")
+_INT = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+    "INT2",
+    "INT4",
+    "INT8",
+    "INT",
+    "SMALLSERIAL",
+    "SERIAL",
+    "BIGSERIAL",
+)
 _FLOAT = ("FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8", "DOUBLE PRECISION", "NUMERIC", "DECIMAL")
 _TEXT = ("VARCHAR", "TEXT", "CHAR", "BPCHAR", "CHARACTER", "CHARACTER VARYING", "STRING", "NAME", "ENUM")
 _BOOL = ("BOOLEAN", "BOOL")
 _DATE = ("DATE",)
-_TIMESTAMP = ("TIMESTAMP", "TIMESTAMP WITHOUT TIME ZONE", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS",
-              "TIMESTAMP_US", "TIMESTAMP_NS", "TIMESTAMP_NTZ")
+_TIMESTAMP = (
+    "TIMESTAMP",
+    "TIMESTAMP WITHOUT TIME ZONE",
+    "DATETIME",
+    "TIMESTAMP_S",
+    "TIMESTAMP_MS",
+    "TIMESTAMP_US",
+    "TIMESTAMP_NS",
+    "TIMESTAMP_NTZ",
+)
 
 
 def kind_of(backend_type: str) -> str | None:
@@ -42,7 +68,7 @@ def kind_of(backend_type: str) -> str | None:
     t = backend_type.upper().split("(")[0].strip()
     if t in _INT:
         return "int"
-    if t in ("NUMERIC", "DECIMAL") and "(" in backend_type:      # DECIMAL(p, 0) holds integers
+    if t in ("NUMERIC", "DECIMAL") and "(" in backend_type:  # DECIMAL(p, 0) holds integers
         scale = backend_type.split("(", 1)[1].rstrip(")").split(",")
         if len(scale) == 2 and scale[1].strip() == "0":
             return "int"
@@ -64,13 +90,16 @@ def fits(declared: str, backend_type: str) -> bool:
     return kind == declared or (declared == "float" and kind == "int")
 
 
-def column_problems(file: str, name: str, table, have: dict[str, str] | None, source: str,
-                    columns=None) -> list[str]:
+def column_problems(
+    file: str, name: str, table, have: dict[str, str] | None, source: str, columns=None
+) -> list[str]:
     """Problems of one declared table against the backend's columns ``have``
     (name -> backend type; None: the relation is missing)."""
     if have is None:
-        return [f"{file}: tables.{name}: the backend has no relation {source} (a source names a relation or "
-                "table function; a query goes into a view)"]
+        return [
+            f"{file}: tables.{name}: the backend has no relation {source} (a source names a relation or "
+            "table function; a query goes into a view)"
+        ]
     out = []
     for col, spec in (columns or table.columns).items():
         typ = have.get(col)
@@ -95,6 +124,7 @@ async def describe(backend, source: str) -> dict[str, str] | None:
 
 def describe_duckdb(backend, source: str) -> dict[str, str] | None:
     import duckdb
+
     try:
         rows = backend.query(f"DESCRIBE SELECT * FROM {source} LIMIT 0")
     except duckdb.CatalogException:
@@ -104,6 +134,7 @@ def describe_duckdb(backend, source: str) -> dict[str, str] | None:
 
 async def describe_postgres(backend, source: str) -> dict[str, str] | None:
     import psycopg
+
     async with backend.pool.connection(timeout=10) as conn:
         try:
             cur = await conn.execute(f"SELECT * FROM {source} LIMIT 0")
@@ -124,11 +155,13 @@ async def check_backend_schema(config, backend, file: str) -> list[str]:
             problems += await _check_local(config, backend, file, name, table)
             continue
         source = config.source_of(name)
-        try:              # the relation exactly as every scan reads it (rewriter.source_sql)
+        try:  # the relation exactly as every scan reads it (rewriter.source_sql)
             have = await describe(backend, source_sql(source, backend.dialect))
-        except Exception as e:          # noqa: BLE001 - e.g. read_parquet of a missing file
-            problems.append(f"{file}: tables.{name}: the backend cannot read {source}: "
-                            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        except Exception as e:
+            problems.append(
+                f"{file}: tables.{name}: the backend cannot read {source}: "
+                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            )
             continue
         problems += column_problems(file, name, table, have, source)
     return problems
@@ -139,7 +172,7 @@ async def _check_local(config, backend, file: str, name: str, table) -> list[str
     lay = layout(name, table, config.tiers)
     have = await describe(backend, lay.reports)
     if have is None:
-        return []                       # created by the first ingestion
+        return []  # created by the first ingestion
     try:
         resolved_layout(lay, list(have))
     except IngestError as e:

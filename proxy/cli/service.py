@@ -1,16 +1,17 @@
 """The config a command runs with, as the service reads it: a file (with the checks that
 need the rewriter) or the demo's (with its generated passwords), and the state directory.
 Shared by every command (:mod:`.main`, :mod:`.ldp`)."""
+
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 
 from config import Config, ConfigError, load_config, parse_config
-from ..pipeline.per_record_policy import validate_config
 
 from ..demo import demo_config_path, demo_passwords
 from ..gateway import default_state_dir
+from ..pipeline.per_record_policy import validate_config
 from ..wire.auth import make_verifier
 
 __all__ = ["load_config_for_check", "load_service_config", "resolve"]
@@ -40,7 +41,7 @@ def load_config_for_check(path) -> Config:
     try:
         data = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError):
-        return load_service_config(path)          # its own error message
+        return load_service_config(path)  # its own error message
     if not data.get("demo"):
         return load_service_config(path)
     for spec in data.get("roles", {}).values():

@@ -56,6 +56,7 @@ ceil(10 / N) per minute, so an address gets about as many tries as from one proc
 ``max_connections``, the pending-connection limits and ``max_statements_per_role`` hold
 per worker (a role's connections may all land on one worker, which must still serve them).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -85,18 +86,26 @@ from ..wire.server import Server, listen_sockets
 from .affinity import hold
 from .lane import Lane, Starvation, lane_address, lower_priority, running_slot
 
-__all__ = ["default_workers", "make_server", "prepare_local_tables", "release_signals", "resolve_workers", "serve_workers",
-           "stop_signals", "writer_roles"]
+__all__ = [
+    "default_workers",
+    "make_server",
+    "prepare_local_tables",
+    "release_signals",
+    "resolve_workers",
+    "serve_workers",
+    "stop_signals",
+    "writer_roles",
+]
 
-BALANCE_SLACK = 1        # connections a worker may be ahead of the least loaded one and still accept
-GATE_WAIT_S = 0.02       # at most this long a worker steps back for a ready one before accepting anyway
-START_WAIT_S = 10.0      # … and for one (re)starting, at most this long after it was started
-                         # (env DPGATE_START_WAIT_S)
+BALANCE_SLACK = 1  # connections a worker may be ahead of the least loaded one and still accept
+GATE_WAIT_S = 0.02  # at most this long a worker steps back for a ready one before accepting anyway
+START_WAIT_S = 10.0  # … and for one (re)starting, at most this long after it was started
+# (env DPGATE_START_WAIT_S)
 MAX_RESTARTS, RESTART_WINDOW_S = 5, 60.0
-MAX_BACKOFF_S = 30.0     # a child that keeps dying while others serve is restarted at most this far apart
+MAX_BACKOFF_S = 30.0  # a child that keeps dying while others serve is restarted at most this far apart
 READY_TIMEOUT_S = 120.0  # no worker ready by then: the service cannot start (env DPGATE_READY_TIMEOUT_S)
-START_DELAY_ENV = "DPGATE_TEST_START_DELAY"   # test seam: "lane:S" or "worker<i>:S" starts that child S s late
-COUNT_REFRESH_S = 0.05   # s between two updates of a worker's published connection count
+START_DELAY_ENV = "DPGATE_TEST_START_DELAY"  # test seam: "lane:S" or "worker<i>:S" starts that child S s late
+COUNT_REFRESH_S = 0.05  # s between two updates of a worker's published connection count
 _CANCEL = struct.Struct("!II")
 _PR_SET_PDEATHSIG = 1
 
@@ -132,20 +141,30 @@ def resolve_workers(cfg: Config, args) -> int:
         raise ConfigError(
             f"--workers {asked}: the {cfg.backend.kind} backend's local tables take one writer, and INSERT into a local table is "
             f"granted to {'; '.join(writers)}. Run --workers 1, or use the Postgres backend, or drop the "
-            "INSERT grants and load reports with `dpgate ldp-load` while the proxy is stopped")
+            "INSERT grants and load reports with `dpgate ldp-load` while the proxy is stopped"
+        )
     return asked
 
 
 def make_server(gw: Gateway, cfg: Config, host: str, port: int, **extra) -> Server:
     """The wire server with the config's limits (one process, or one worker's)."""
     lim = cfg.server.limits
-    return Server(gw.handler_factory, authenticator=gw, host=host, port=port,
-                  ssl_context=gw.ssl_context(), max_connections=lim.max_connections,
-                  max_message_size=lim.max_message_size,
-                  idle_timeout=lim.idle_timeout_s or None, require_tls=cfg.server.tls.require,
-                  max_statement_size=lim.max_statement_size, auth_timeout=lim.login_timeout_s,
-                  max_pending=lim.max_pending_connections,
-                  max_pending_per_address=lim.max_pending_per_address, **extra)
+    return Server(
+        gw.handler_factory,
+        authenticator=gw,
+        host=host,
+        port=port,
+        ssl_context=gw.ssl_context(),
+        max_connections=lim.max_connections,
+        max_message_size=lim.max_message_size,
+        idle_timeout=lim.idle_timeout_s or None,
+        require_tls=cfg.server.tls.require,
+        max_statement_size=lim.max_statement_size,
+        auth_timeout=lim.login_timeout_s,
+        max_pending=lim.max_pending_connections,
+        max_pending_per_address=lim.max_pending_per_address,
+        **extra,
+    )
 
 
 def stop_signals() -> asyncio.Event:
@@ -157,7 +176,7 @@ def stop_signals() -> asyncio.Event:
             continue
         try:
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):     # not on this platform: Ctrl-C raises instead
+        except (NotImplementedError, RuntimeError):  # not on this platform: Ctrl-C raises instead
             pass
     return stop
 
@@ -186,26 +205,26 @@ class Shared:
 
     def __init__(self, n: int, lane: str = "off"):
         self.n = n
-        self.lane = lane                                 # [server] heavy_lane
+        self.lane = lane  # [server] heavy_lane
         self.lane_address = lane_address() if lane != "off" else None
-        self.lane_running = running_slot() if lane != "off" else None   # statements running in the lane
+        self.lane_running = running_slot() if lane != "off" else None  # statements running in the lane
         self.pipes = [os.pipe() for _ in range(n)]
         for r, w in self.pipes:
             os.set_blocking(w, False)
             os.set_blocking(r, False)
-        self._map = mmap.mmap(-1, 4 * n)               # MAP_SHARED: seen by every forked worker
+        self._map = mmap.mmap(-1, 4 * n)  # MAP_SHARED: seen by every forked worker
         self.counts = memoryview(self._map).cast("i")
         self._up_map, self._born_map = mmap.mmap(-1, 4 * n), mmap.mmap(-1, 8 * n)
-        self.up = memoryview(self._up_map).cast("i")          # 1: the worker accepts on the port
-        self.born = memoryview(self._born_map).cast("d")      # when it was (re)started (CLOCK_MONOTONIC)
+        self.up = memoryview(self._up_map).cast("i")  # 1: the worker accepts on the port
+        self.born = memoryview(self._born_map).cast("d")  # when it was (re)started (CLOCK_MONOTONIC)
         self.start_wait = float(os.environ.get("DPGATE_START_WAIT_S", START_WAIT_S))
         self.ready_r, self.ready_w = os.pipe()
-        self.notes_r, self.notes_w = os.pipe()          # lines the parent prints after its own
+        self.notes_r, self.notes_w = os.pipe()  # lines the parent prints after its own
         os.set_blocking(self.notes_r, False)
 
     def note(self, line: str) -> None:
         """A line for the parent to print (one atomic pipe write)."""
-        os.write(self.notes_w, (line + "\n").encode()[:select.PIPE_BUF])
+        os.write(self.notes_w, (line + "\n").encode()[: select.PIPE_BUF])
 
     def print_notes(self) -> None:
         try:
@@ -218,7 +237,7 @@ class Shared:
     def forward_cancel(self, pid: int, secret: int) -> None:
         try:
             os.write(self.pipes[pid % self.n][1], _CANCEL.pack(pid, secret))
-        except OSError:                                # full (or gone): dropped, best effort
+        except OSError:  # full (or gone): dropped, best effort
             pass
 
     def listen_cancels(self, index: int, server: Server) -> None:
@@ -232,6 +251,7 @@ class Shared:
                 return
             for off in range(0, len(data) - _CANCEL.size + 1, _CANCEL.size):
                 server.cancel(*_CANCEL.unpack_from(data, off))
+
         asyncio.get_running_loop().add_reader(fd, readable)
 
     def publish(self, index: int, server: Server) -> None:
@@ -241,6 +261,7 @@ class Shared:
         def tick() -> None:
             self.counts[index] = server.connection_count + server.pending_count
             loop.call_later(COUNT_REFRESH_S, tick)
+
         tick()
 
     def spawned(self, index: int) -> None:
@@ -265,6 +286,7 @@ class Shared:
     def gate(self, index: int, server: Server):
         """The accept gate of worker ``index`` (see the module docstring, *Balance*): awaited
         when a connection is queued, before this worker tries to take it."""
+
         async def accept_gate() -> None:
             since = time.monotonic()
             while True:
@@ -276,13 +298,14 @@ class Shared:
                 if mine <= least + BALANCE_SLACK or now >= max(t for c, t in peers if c == least):
                     return
                 await asyncio.sleep(0.002)
+
         return accept_gate
 
 
 def _pdeathsig() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):       # not Linux: the parent's SIGTERM still stops them
+    except (OSError, AttributeError):  # not Linux: the parent's SIGTERM still stops them
         pass
 
 
@@ -301,14 +324,22 @@ async def _gateway(cfg: Config, state: Path, opened=None) -> Gateway:
     return gw
 
 
-async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cfg: Config, state: Path,
-                  args, start_admin) -> None:
+async def _worker(
+    index: int, shared: Shared, listeners: list[socket.socket], cfg: Config, state: Path, args, start_admin
+) -> None:
     # this worker's threads held to its cores once DuckDB's own have started (.affinity)
     gw = await _gateway(cfg, state, opened=lambda: hold(index, shared.n, cfg.server.cpu_affinity))
     if shared.lane_address is not None:
         gw.lane = LaneClient(shared.lane_address)
-    server = make_server(gw, cfg, "", 0, listeners=listeners, pid_slot=(index, shared.n),
-                         cancel_elsewhere=shared.forward_cancel)
+    server = make_server(
+        gw,
+        cfg,
+        "",
+        0,
+        listeners=listeners,
+        pid_slot=(index, shared.n),
+        cancel_elsewhere=shared.forward_cancel,
+    )
     server.accept_gate = shared.gate(index, server)
     # failed logins per address: the workers' shares add up to the one process's limit
     server.max_auth_failures = max(1, -(-server.max_auth_failures // shared.n))
@@ -316,8 +347,11 @@ async def _worker(index: int, shared: Shared, listeners: list[socket.socket], cf
     shared.listen_cancels(index, server)
     shared.publish(index, server)
     shared.up[index] = 1
-    admin = (await start_admin(gw, args.admin_http, shared.note, server.failed_logins) if args.admin_http and index == 0
-             else None)
+    admin = (
+        await start_admin(gw, args.admin_http, shared.note, server.failed_logins)
+        if args.admin_http and index == 0
+        else None
+    )
     os.write(shared.ready_w, bytes([index]))
     stop = stop_signals()
     try:
@@ -339,19 +373,19 @@ async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
     gw = await _gateway(cfg, state)
     lane = Lane(gw, shared.lane_address, shared.lane_running)
     await lane.start()
-    lower_priority(shared.lane)          # started at the workers' priority; idle once it serves
+    lower_priority(shared.lane)  # started at the workers' priority; idle once it serves
     os.write(shared.ready_w, bytes([shared.n]))
     stop = stop_signals()
     try:
         await stop.wait()
         release_signals()
-        await lane.stop(cfg.server.limits.shutdown_grace_s + 1)   # the workers' links end as they stop
+        await lane.stop(cfg.server.limits.shutdown_grace_s + 1)  # the workers' links end as they stop
     finally:
         await gw.close()
 
 
 def _fork() -> int:
-    sys.stdout.flush()                   # nothing buffered is written twice (by parent and child)
+    sys.stdout.flush()  # nothing buffered is written twice (by parent and child)
     sys.stderr.flush()
     return os.fork()
 
@@ -364,16 +398,16 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
     code = 1
     try:
         _pdeathsig()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)            # Ctrl-C reaches workers through the parent
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches workers through the parent
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         _start_delay(_name(index, shared, short=True))
-        if index == shared.n:                                   # the heavy-statement lane
+        if index == shared.n:  # the heavy-statement lane
             asyncio.run(_lane(shared, cfg, state))
         else:
             asyncio.run(_worker(index, shared, listeners, cfg, state, args, start_admin))
         code = 0
-    except BaseException as e:                                  # noqa: BLE001 - the parent restarts it
+    except BaseException as e:
         msg = getattr(e, "message", None) or "".join(traceback.format_exception_only(e)).strip()
         print(f"dpgate: {_name(index, shared)} failed: {msg}", file=sys.stderr, flush=True)
     finally:
@@ -399,7 +433,9 @@ def warm_up(cfg: Config) -> None:
     """What every worker would compute alike, once in the parent before the fork: the
     mechanisms' set-up tables and the backend's SQL dialect (pure Python, no thread)."""
     prepare_mechanisms(cfg)
-    sqlglot.Dialect.get_or_raise({"duckdb": "duckdb", "postgres": "postgres", "spark": "spark"}[cfg.backend.kind])
+    sqlglot.Dialect.get_or_raise(
+        {"duckdb": "duckdb", "postgres": "postgres", "spark": "spark"}[cfg.backend.kind]
+    )
 
 
 def in_child(fn) -> int:
@@ -413,7 +449,7 @@ def in_child(fn) -> int:
         try:
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
             code = fn()
-        except BaseException:                                   # noqa: BLE001
+        except BaseException:
             traceback.print_exc()
         finally:
             sys.stdout.flush()
@@ -426,14 +462,15 @@ def in_child(fn) -> int:
             continue
 
 
-def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, announce,
-                  start_admin, state: Path) -> int:
+def serve_workers(
+    cfg: Config, args, n: int, host: str, port: int, prepare, announce, start_admin, state: Path
+) -> int:
     """Run ``n`` workers on ``host:port`` until SIGTERM / SIGINT; the exit code.
     ``prepare()`` (everything that writes; an exit code) runs first, in a child
     (:func:`in_child`); ``announce(port, pids)`` prints the ready lines once every worker
     accepts (``pids``: the workers' process ids in worker order)."""
     watched = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, watched)      # a signal during the preparation waits
+    signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # a signal during the preparation waits
     try:
         code = in_child(prepare)
         if code != 0:
@@ -444,17 +481,17 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
         signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
         raise
     shared = Shared(n, cfg.server.heavy_lane)
-    total = n + (shared.lane_address is not None)   # the workers, and the lane as index n
-    pids: dict[int, int] = {}                       # pid -> worker index
+    total = n + (shared.lane_address is not None)  # the workers, and the lane as index n
+    pids: dict[int, int] = {}  # pid -> worker index
     for i in range(total):
         pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
     ready, deaths, stopping, kill_at, code = set(), [], False, None, 0
-    announced, later = False, []                    # later: (monotonic time, index) of restarts put off
+    announced, later = False, []  # later: (monotonic time, index) of restarts put off
     started = time.monotonic()
     ready_timeout = float(os.environ.get("DPGATE_READY_TIMEOUT_S", READY_TIMEOUT_S))
     starving = Starvation(shared.lane, shared.lane_running) if shared.lane_address is not None else None
 
-    def serving(but: int = -1) -> bool:             # a worker other than ``but`` is up and accepting
+    def serving(but: int = -1) -> bool:  # a worker other than ``but`` is up and accepting
         return any(i < n and i != but and i in ready for i in pids.values())
 
     def announce_once() -> None:
@@ -463,6 +500,7 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             announced = True
             announce(listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.get))
             shared.print_notes()
+
     while pids or later:
         info = signal.sigtimedwait(watched, 0.05)
         if stopping:
@@ -477,11 +515,19 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             # a child slow to start never takes down workers that serve: they go on without it
             slow = ", ".join(_name(i, shared) for i in sorted(set(pids.values()) - ready))
             if serving():
-                print(f"dpgate: {slow} not ready after {ready_timeout:g} s; serving meanwhile (heavy statements "
-                      "run in the workers until the lane is up)", file=sys.stderr, flush=True)
+                print(
+                    f"dpgate: {slow} not ready after {ready_timeout:g} s; serving meanwhile (heavy statements "
+                    "run in the workers until the lane is up)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 announce_once()
             else:
-                print(f"dpgate: no worker started within {ready_timeout:g} s ({slow})", file=sys.stderr, flush=True)
+                print(
+                    f"dpgate: no worker started within {ready_timeout:g} s ({slow})",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 stopping, kill_at, code = True, time.monotonic(), 1
         now = time.monotonic()
         for due in [x for x in later if x[0] <= now]:
@@ -503,40 +549,58 @@ def serve_workers(cfg: Config, args, n: int, host: str, port: int, prepare, anno
             if i < n:
                 shared.counts[i] = shared.up[i] = 0
             elif shared.lane_running is not None:
-                shared.lane_running[0] = 0               # the lane's statements died with it
+                shared.lane_running[0] = 0  # the lane's statements died with it
             if stopping:
                 continue
             now = time.monotonic()
             deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
-            why = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-                   else f"exit {os.WEXITSTATUS(status)}")
+            why = (
+                f"signal {os.WTERMSIG(status)}"
+                if os.WIFSIGNALED(status)
+                else f"exit {os.WEXITSTATUS(status)}"
+            )
             if len(deaths) > MAX_RESTARTS and serving(but=i):
                 # the others serve: restart it later and later, never stop the service for it
                 delay = min(MAX_BACKOFF_S, 2.0 ** (len(deaths) - MAX_RESTARTS))
-                print(f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); {len(deaths)} deaths within "
-                      f"{RESTART_WINDOW_S:g} s: restarting it in {delay:g} s", file=sys.stderr, flush=True)
+                print(
+                    f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); {len(deaths)} deaths within "
+                    f"{RESTART_WINDOW_S:g} s: restarting it in {delay:g} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 later.append((now + delay, i))
                 continue
             if len(deaths) > MAX_RESTARTS:
-                print(f"dpgate: {_name(i, shared)} stopped ({why}); {len(deaths)} worker deaths within "
-                      f"{RESTART_WINDOW_S:g} s and no worker serving: stopping", file=sys.stderr, flush=True)
+                print(
+                    f"dpgate: {_name(i, shared)} stopped ({why}); {len(deaths)} worker deaths within "
+                    f"{RESTART_WINDOW_S:g} s and no worker serving: stopping",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 stopping, kill_at, code = True, now + cfg.server.limits.shutdown_grace_s + 5, 1
                 _signal_all(pids, signal.SIGTERM)
                 continue
-            print(f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); restarting it", file=sys.stderr, flush=True)
+            print(
+                f"dpgate: {_name(i, shared)} (pid {pid}) stopped ({why}); restarting it",
+                file=sys.stderr,
+                flush=True,
+            )
             pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
         if announced:
             shared.print_notes()
         if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
             if not stopping:
                 sessions = sum(shared.counts[j] for j in range(n))
-                print(f"dpgate: shutting down ({sessions} session(s) in {n} workers; a running statement gets "
-                      f"up to {cfg.server.limits.shutdown_grace_s:g} s)", flush=True)
+                print(
+                    f"dpgate: shutting down ({sessions} session(s) in {n} workers; a running statement gets "
+                    f"up to {cfg.server.limits.shutdown_grace_s:g} s)",
+                    flush=True,
+                )
                 stopping, kill_at = True, time.monotonic() + cfg.server.limits.shutdown_grace_s + 5
                 for s in listeners:
                     s.close()
                 _signal_all(pids, signal.SIGTERM)
-            else:                                   # a second signal: at once
+            else:  # a second signal: at once
                 kill_at = time.monotonic()
         if stopping and kill_at is not None and time.monotonic() >= kill_at:
             _signal_all(pids, signal.SIGKILL)

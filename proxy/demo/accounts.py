@@ -13,6 +13,7 @@ numpy mirror :func:`accounts_numpy` produce identical rows on every machine.
   C = 600 (checking) or 2500 (savings): median ≈ 1.3 C, a power-law tail
   P(balance > x) ≈ (C/x)^(8/3)·(1 + (8/3) ln(x/C)); the largest of 100,000 is ~10^5–10^6.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,10 +35,12 @@ def accounts_select(series: str) -> str:
     w = f"({u[0]} * {u[1]})"
     kind = "CASE WHEN h2 % 10 < 4 THEN 'savings' ELSE 'checking' END"
     c = f"CASE WHEN h2 % 10 < 4 THEN CAST('{_C['savings']}' AS {d}) ELSE CAST('{_C['checking']}' AS {d}) END"
-    bal = (f"CAST(LEAST(FLOOR({c} / SQRT(SQRT(SQRT({w} * {w} * {w})))), CAST('1e9' AS {d})) AS BIGINT)")
-    return (f"SELECT {bal} AS balance, CAST(1 + h3 % 5 AS INTEGER) AS branch, {kind} AS kind "
-            f"FROM (SELECT i, {h} FROM (SELECT i, {b} FROM (SELECT i, {a} FROM "
-            f"(SELECT CAST(i AS BIGINT) AS i FROM {series}) AS t0) AS t1) AS t2) AS t3")
+    bal = f"CAST(LEAST(FLOOR({c} / SQRT(SQRT(SQRT({w} * {w} * {w})))), CAST('1e9' AS {d})) AS BIGINT)"
+    return (
+        f"SELECT {bal} AS balance, CAST(1 + h3 % 5 AS INTEGER) AS branch, {kind} AS kind "
+        f"FROM (SELECT i, {h} FROM (SELECT i, {b} FROM (SELECT i, {a} FROM "
+        f"(SELECT CAST(i AS BIGINT) AS i FROM {series}) AS t0) AS t1) AS t2) AS t3"
+    )
 
 
 def accounts_numpy(n: int = ACCOUNTS_ROWS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -77,9 +80,11 @@ async def load_postgres(backend, n: int = ACCOUNTS_ROWS) -> None:
         async with conn.transaction():
             cur = await conn.execute(
                 "SELECT 1 FROM information_schema.tables WHERE table_schema = 'public' "
-                "AND table_name = 'accounts'")
+                "AND table_name = 'accounts'"
+            )
             if await cur.fetchone() is not None:
                 return
             await conn.execute(f"CREATE TABLE accounts ({CREATE_COLUMNS})")
-            await conn.execute(f"INSERT INTO accounts "
-                               f"{accounts_select(f'generate_series(0, {int(n) - 1}) AS s(i)')}")
+            await conn.execute(
+                f"INSERT INTO accounts {accounts_select(f'generate_series(0, {int(n) - 1}) AS s(i)')}"
+            )

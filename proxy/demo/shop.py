@@ -9,6 +9,7 @@ public lookup table, generated deterministically in SQL on first start.
 * ``order_items`` — 90,000 lines: order_id (a reference to ``orders``), item, quantity,
   price; its privacy unit is ``orders.customer_id``, read through that reference.
 """
+
 from __future__ import annotations
 
 CUSTOMERS, ORDERS, ITEMS = 5_000, 30_000, 90_000
@@ -30,11 +31,12 @@ def statements(series) -> list[str]:
     with column ``i`` from 0 to n-1."""
     areas = "CASE i % 3 WHEN 0 THEN 'north' WHEN 1 THEN 'south' ELSE 'center' END"
     seg = f"CASE WHEN {_q(1)} % 5 = 0 THEN 'business' ELSE 'consumer' END"
-    region = (f"CASE {_q(2)} % 4 WHEN 0 THEN 'north' WHEN 1 THEN 'south' WHEN 2 THEN 'east' "
-              f"ELSE 'west' END")
+    region = f"CASE {_q(2)} % 4 WHEN 0 THEN 'north' WHEN 1 THEN 'south' WHEN 2 THEN 'east' ELSE 'west' END"
     # orders: 20% of orders from 100 heavy customers (Zipf-like), the rest uniform over all
-    cust = (f"CAST(CASE WHEN {_q(3)} % 5 = 0 THEN FLOOR(EXP({_u(4)} * LN(101.0))) "
-            f"ELSE 1 + {_q(5)} % {CUSTOMERS} END AS INTEGER)")
+    cust = (
+        f"CAST(CASE WHEN {_q(3)} % 5 = 0 THEN FLOOR(EXP({_u(4)} * LN(101.0))) "
+        f"ELSE 1 + {_q(5)} % {CUSTOMERS} END AS INTEGER)"
+    )
     prio = f"CASE {_q(6)} % 3 WHEN 0 THEN 'high' WHEN 1 THEN 'medium' ELSE 'low' END"
     return [
         f"CREATE TABLE stores AS SELECT CAST(i + 1 AS INTEGER) AS store_id, {areas} AS area, "

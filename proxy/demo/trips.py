@@ -13,6 +13,7 @@ multi-tier Subset mechanism for the ``market`` ladder (bronze/silver/gold, seed 
 ``TRIPS_TOML`` is the seed-002 part; ``ZONE_TOML`` adds ``zone`` (it needs a config whose
 tiers have ``ladder = "market"``). ``config/demo.toml`` has both.
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -74,8 +75,11 @@ def trips_rows(n: int = TRIPS_ROWS, seed: int = SEED) -> dict:
     """The raw synthetic trips (deterministic): {column: numpy array}."""
     rng = np.random.default_rng(seed)
     kind = rng.choice(3, size=n, p=[0.35, 0.40, 0.25])
-    h = np.where(kind == 0, rng.normal(8.5, 1.5, n),
-                 np.where(kind == 1, rng.normal(18.0, 2.5, n), rng.uniform(0, 24, n)))
+    h = np.where(
+        kind == 0,
+        rng.normal(8.5, 1.5, n),
+        np.where(kind == 1, rng.normal(18.0, 2.5, n), rng.uniform(0, 24, n)),
+    )
     hour = np.mod(np.floor(h), 24).astype(np.int64)
     distance = np.round(np.clip(rng.lognormal(np.log(3.0), 0.8, n), 0.1, 30.0), 1)
     fare = np.round(np.clip(3.0 + 2.2 * distance + rng.normal(0, 2.0, n), 2.5, 100.0), 2)
@@ -83,17 +87,24 @@ def trips_rows(n: int = TRIPS_ROWS, seed: int = SEED) -> dict:
     card = rng.random(n) < np.clip(0.45 + 0.03 * distance, 0, 0.95)
     payment = np.where(card, "card", "cash").astype(object)
     passengers = rng.choice(np.arange(1, 7), size=n, p=[0.70, 0.15, 0.06, 0.04, 0.03, 0.02])
-    zone_rng = np.random.default_rng([seed, 1])          # its own stream: the columns above are unchanged
+    zone_rng = np.random.default_rng([seed, 1])  # its own stream: the columns above are unchanged
     zone = np.array(ZONES, dtype=object)[zone_rng.choice(len(ZONES), size=n, p=ZONE_P)]
-    return {"hour": hour, "distance": distance, "fare": fare, "vendor": vendor,
-            "payment": payment, "passengers": passengers, "zone": zone}
+    return {
+        "hour": hour,
+        "distance": distance,
+        "fare": fare,
+        "vendor": vendor,
+        "payment": payment,
+        "passengers": passengers,
+        "zone": zone,
+    }
 
 
 def trips_batches(n: int = TRIPS_ROWS, batch: int = 65536, columns=BASE_COLUMNS):
     """Raw trips in batches, restricted to ``columns`` (default: the seed-002 columns)."""
     rows = trips_rows(n)
     for s in range(0, n, batch):
-        yield {k: v[s:s + batch] for k, v in rows.items() if k in columns}
+        yield {k: v[s : s + batch] for k, v in rows.items() if k in columns}
 
 
 def _trips_layout(cfg):
@@ -107,7 +118,7 @@ def _current(lay, have: list[str]) -> bool:
     """An existing reports table made for this layout (a demo state from before a column was
     added is regenerated: the demo's trips are synthetic)."""
     try:
-        check_columns(resolve_stored(lay, have), have)     # a tier added later: kept
+        check_columns(resolve_stored(lay, have), have)  # a tier added later: kept
         return True
     except LayoutMismatch:
         return False
@@ -118,9 +129,14 @@ def load_duckdb(backend, cfg, n: int = TRIPS_ROWS, source=None) -> bool:
     lay = _trips_layout(cfg)
     if lay is None:
         return False
-    have = [r[0] for r in backend.query("SELECT column_name FROM information_schema.columns WHERE "
-                                        "table_name = ? AND table_schema = current_schema()",
-                                        [lay.reports])]
+    have = [
+        r[0]
+        for r in backend.query(
+            "SELECT column_name FROM information_schema.columns WHERE "
+            "table_name = ? AND table_schema = current_schema()",
+            [lay.reports],
+        )
+    ]
     if have and _current(lay, have):
         return False
     if have:
@@ -135,8 +151,11 @@ async def load_postgres(backend, cfg, n: int = TRIPS_ROWS, source=None) -> bool:
     if lay is None:
         return False
     async with backend.writer.pool.connection() as conn:
-        cur = await conn.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                 "table_name = %s AND table_schema = current_schema()", [lay.reports])
+        cur = await conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE "
+            "table_name = %s AND table_schema = current_schema()",
+            [lay.reports],
+        )
         have = [r[0] for r in await cur.fetchall()]
         if have and _current(lay, have):
             return False

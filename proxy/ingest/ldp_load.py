@@ -18,13 +18,14 @@ a header with any public columns by name and one column ``<col>_bits`` per priva
 column, holding the m bits of its report as a string of 0/1 (character j = the
 randomised "bucket ≤ j"; for the private weight, m = 2).
 """
+
 from __future__ import annotations
 
 import csv
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -37,17 +38,30 @@ from .ldp_specs import group_spec
 from .subset_ingest import categories_from_bits, categories_to_bits, encode_categories
 from .values import IngestError, bits_matrix, public_value
 
-__all__ = ["Encoder", "IngestError", "LayoutMismatch", "ensure_duckdb", "ensure_postgres",
-           "write_duckdb", "write_postgres", "load_rows_duckdb", "load_rows_postgres"]
+__all__ = [
+    "Encoder",
+    "IngestError",
+    "LayoutMismatch",
+    "ensure_duckdb",
+    "ensure_postgres",
+    "write_duckdb",
+    "write_postgres",
+    "load_rows_duckdb",
+    "load_rows_postgres",
+]
 
 BATCH = 65536
 
 
 class LayoutMismatch(IngestError):
     def __init__(self, message: str):
-        super().__init__("55000", message, "The report table was made for another configuration "
-                         "(columns or buckets changed). Load into a new reports table "
-                         "(local.reports = \"…\") or drop the old one.")
+        super().__init__(
+            "55000",
+            message,
+            "The report table was made for another configuration "
+            "(columns or buckets changed). Load into a new reports table "
+            '(local.reports = "…") or drop the old one.',
+        )
 
 
 def _qi(name: str) -> str:
@@ -63,7 +77,9 @@ def _public_numeric(vals, typ: str, domain):
     if vals.dtype.kind == "f":
         if not np.isfinite(vals).all():
             return None
-        if typ == "int" and (not (vals == np.floor(vals)).all() or (vals.size and np.abs(vals).max() >= 2.0 ** 62)):
+        if typ == "int" and (
+            not (vals == np.floor(vals)).all() or (vals.size and np.abs(vals).max() >= 2.0**62)
+        ):
             return None
         vals = vals.astype(np.int64) if typ == "int" else vals
     elif typ == "float":
@@ -98,10 +114,12 @@ def _floats(values, col: str, policy: str, lo: float, n: int) -> np.ndarray:
     if nul.any():
         if policy != "lo":
             row = int(np.argmax(nul)) + 1
-            raise IngestError("23502", f"NULL in private column {col} (row {row} of the batch); "
-                              "this table's null_policy is 'refuse'",
-                              "Give a value, or set null_policy = 'lo' (NULL is then reported as "
-                              "the lowest bucket).")
+            raise IngestError(
+                "23502",
+                f"NULL in private column {col} (row {row} of the batch); "
+                "this table's null_policy is 'refuse'",
+                "Give a value, or set null_policy = 'lo' (NULL is then reported as the lowest bucket).",
+            )
         arr = np.where(nul, lo, arr)
     return arr
 
@@ -149,8 +167,9 @@ class Encoder:
         """Report-table columns for ``n`` raw rows given as {column: values}."""
         unknown = set(cols) - set(self.lay.table.columns)
         if unknown:
-            raise IngestError("42703", f"column(s) {', '.join(sorted(unknown))} are not declared "
-                              f"for table {self.lay.name}")
+            raise IngestError(
+                "42703", f"column(s) {', '.join(sorted(unknown))} are not declared for table {self.lay.name}"
+            )
         out = self.public(cols, n)
         for g, rep in zip(self.lay.groups, self.reports(cols, n)):
             names = [c for c, _ in _report_cols(g)]
@@ -178,7 +197,7 @@ class Encoder:
         for g, rep in zip(self.lay.groups, self.reports(cols, n)):
             start = 0
             for c, dim in zip(g.columns, g.dims):
-                block = (rep[:, start:start + dim.m] + 48).astype(np.uint8)
+                block = (rep[:, start : start + dim.m] + 48).astype(np.uint8)
                 out[f"{c}_bits"] = [row.tobytes().decode() for row in block]
                 start += dim.m
         out.update(categories_to_bits(self.lay, cols, n, self.subset_source, self.policy))
@@ -202,9 +221,11 @@ def check_columns(lay: Layout, have: list[str]) -> None:
     if set(have) != set(want):
         missing = [c for c in want if c not in have][:5]
         extra = [c for c in have if c not in want][:5]
-        raise LayoutMismatch(f"the backend table {lay.reports} does not match local table "
-                             f"{lay.name}'s configuration (missing {missing or 'none'}, "
-                             f"unexpected {extra or 'none'})")
+        raise LayoutMismatch(
+            f"the backend table {lay.reports} does not match local table "
+            f"{lay.name}'s configuration (missing {missing or 'none'}, "
+            f"unexpected {extra or 'none'})"
+        )
 
 
 def resolved_layout(lay: Layout, have: list[str]) -> Layout:
@@ -214,8 +235,10 @@ def resolved_layout(lay: Layout, have: list[str]) -> Layout:
     return lay
 
 
-_COLUMNS_SQL = ("SELECT column_name FROM information_schema.columns WHERE table_name = {} "
-                "AND table_schema = current_schema() ORDER BY ordinal_position")
+_COLUMNS_SQL = (
+    "SELECT column_name FROM information_schema.columns WHERE table_name = {} "
+    "AND table_schema = current_schema() ORDER BY ordinal_position"
+)
 
 
 def ensure_duckdb(cur, lay: Layout) -> Layout:
@@ -242,15 +265,22 @@ async def ensure_postgres(conn, lay: Layout) -> Layout:
 def encoder_for(lay: Layout, stored: Layout, source, reports: bool) -> Encoder:
     """The encoder of a load into the report table stored as ``stored``."""
     if reports and [c.levels for c in stored.categories] != [c.levels for c in lay.categories]:
-        raise LayoutMismatch(f"{stored.reports} stores Subset levels "
-                             f"{[c.levels for c in stored.categories]}, the config's ladder gives "
-                             f"{[c.levels for c in lay.categories]}: a reports file cannot be mapped")
+        raise LayoutMismatch(
+            f"{stored.reports} stores Subset levels "
+            f"{[c.levels for c in stored.categories]}, the config's ladder gives "
+            f"{[c.levels for c in lay.categories]}: a reports file cannot be mapped"
+        )
     return Encoder(stored, source)
 
 
 # ---------------------------------------------------------------------------- writers
-_CAST = {"BIGINT": "BIGINT", "DOUBLE PRECISION": "DOUBLE", "TEXT": "VARCHAR", "BOOLEAN": "BOOLEAN",
-         "SMALLINT": "SMALLINT"}
+_CAST = {
+    "BIGINT": "BIGINT",
+    "DOUBLE PRECISION": "DOUBLE",
+    "TEXT": "VARCHAR",
+    "BOOLEAN": "BOOLEAN",
+    "SMALLINT": "SMALLINT",
+}
 
 
 def write_duckdb(cur, lay: Layout, data: dict) -> int:
@@ -351,8 +381,9 @@ class Progress:
             done = int(30 * min(self.n / self.total, 1.0))
             pct = f" [{'#' * done}{'.' * (30 - done)}] {100 * self.n / self.total:5.1f}%"
         end = "" if self.stream.isatty() else "\n"
-        self.stream.write(f"{lead}{self.what}: {self.n:,}{tot} rows{pct}  "
-                          f"{self.rate() * 60 / 1e6:.1f}M rows/min{end}")
+        self.stream.write(
+            f"{lead}{self.what}: {self.n:,}{tot} rows{pct}  {self.rate() * 60 / 1e6:.1f}M rows/min{end}"
+        )
         self.stream.flush()
 
     def done(self) -> None:
@@ -362,8 +393,15 @@ class Progress:
                 self.stream.write("\n")
 
 
-def load_rows_duckdb(backend, lay: Layout, batches: Iterable[dict], *, source=None,
-                     reports: bool = False, progress: Progress | None = None) -> int:
+def load_rows_duckdb(
+    backend,
+    lay: Layout,
+    batches: Iterable[dict],
+    *,
+    source=None,
+    reports: bool = False,
+    progress: Progress | None = None,
+) -> int:
     """Encode and append batches ({column: values}) into DuckDB in ONE transaction."""
     cur = backend._cursor()
     total = 0
@@ -389,8 +427,9 @@ def load_rows_duckdb(backend, lay: Layout, batches: Iterable[dict], *, source=No
     return total
 
 
-async def load_rows_postgres(backend, lay: Layout, batches, *, source=None, reports: bool = False,
-                             progress: Progress | None = None) -> int:
+async def load_rows_postgres(
+    backend, lay: Layout, batches, *, source=None, reports: bool = False, progress: Progress | None = None
+) -> int:
     """Encode and COPY batches into Postgres in ONE transaction. ``batches`` may be
     an iterable or an async iterable of {column: values}."""
     total = 0
@@ -442,8 +481,9 @@ def iter_csv(path: str | Path, batch: int = BATCH, delimiter: str = ",") -> Iter
             if not row:
                 continue
             if len(row) != len(header):
-                raise IngestError("22P04", f"{path}: line {line} has {len(row)} fields, the header "
-                                  f"has {len(header)}")
+                raise IngestError(
+                    "22P04", f"{path}: line {line} has {len(row)} fields, the header has {len(header)}"
+                )
             rows.append(row)
             if len(rows) >= batch:
                 yield _columns(header, rows)
@@ -487,15 +527,18 @@ def csv_batches(lay: Layout, path, batch, delimiter, reports, warn) -> Iterator[
             if not reports:
                 missing = [c for c in private if c not in cols]
                 if missing and lay.table.local.null_policy != "lo":
-                    raise IngestError("42703", f"{path}: the header lacks private column(s) "
-                                      f"{', '.join(missing)}")
+                    raise IngestError(
+                        "42703", f"{path}: the header lacks private column(s) {', '.join(missing)}"
+                    )
             first = False
         yield _keep(cols, wanted)
 
 
 def _source_columns_duckdb(backend, src: str) -> list[str]:
-    rows = backend.query("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                         "ORDER BY ordinal_position", [src])
+    rows = backend.query(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [src],
+    )
     return [r[0] for r in rows]
 
 
@@ -520,9 +563,12 @@ def duck_table_batches(backend, lay: Layout, src: str, batch: int) -> Iterator[d
 async def pg_table_batches(backend, lay: Layout, src: str, batch: int):
     """Batches of raw rows read from table ``src`` of the Postgres backend (``--from-table``)."""
     async with backend.pool.connection() as conn:
-        cur = await conn.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                 "table_name = %s AND table_schema = current_schema() "
-                                 "ORDER BY ordinal_position", [src])
+        cur = await conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE "
+            "table_name = %s AND table_schema = current_schema() "
+            "ORDER BY ordinal_position",
+            [src],
+        )
         have = [r[0] for r in await cur.fetchall()]
         if not have:
             raise IngestError("42P01", f"source table {src} does not exist in the backend")
@@ -534,5 +580,7 @@ async def pg_table_batches(backend, lay: Layout, src: str, batch: int):
                     rows = await rc.fetchmany(batch)
                     if not rows:
                         break
-                    yield {c: [float(x) if type(x).__name__ == "Decimal" else x for x in v]
-                           for c, v in zip(cols, zip(*rows))}
+                    yield {
+                        c: [float(x) if type(x).__name__ == "Decimal" else x for x in v]
+                        for c, v in zip(cols, zip(*rows))
+                    }

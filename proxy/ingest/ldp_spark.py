@@ -5,9 +5,10 @@ Parquet on a local server, Delta on Databricks) or checked against the layout, a
 are perturbed in the proxy, only reports are sent) as ONE Spark job
 (``SparkBackend.append``: batches staged, then one INSERT … SELECT). INSERT … VALUES
 through the proxy writes with one Spark SQL INSERT (:func:`proxy.pipeline.local.insert_local`)."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rewriter.local import Layout
 
@@ -15,8 +16,13 @@ from .ldp_load import Progress, batch_len, encoder_for, resolved_layout
 
 __all__ = ["ensure_spark", "load_rows_spark", "quoted"]
 
-SPARK_TYPES = {"BIGINT": "BIGINT", "DOUBLE PRECISION": "DOUBLE", "TEXT": "STRING", "BOOLEAN": "BOOLEAN",
-               "SMALLINT": "SMALLINT"}
+SPARK_TYPES = {
+    "BIGINT": "BIGINT",
+    "DOUBLE PRECISION": "DOUBLE",
+    "TEXT": "STRING",
+    "BOOLEAN": "BOOLEAN",
+    "SMALLINT": "SMALLINT",
+}
 
 
 def quoted(name: str) -> str:
@@ -35,8 +41,15 @@ def ensure_spark(backend, lay: Layout) -> Layout:
     return resolved_layout(lay, list(have))
 
 
-def load_rows_spark(backend, lay: Layout, batches: Iterable[dict], *, source=None, reports: bool = False,
-                    progress: Progress | None = None) -> int:
+def load_rows_spark(
+    backend,
+    lay: Layout,
+    batches: Iterable[dict],
+    *,
+    source=None,
+    reports: bool = False,
+    progress: Progress | None = None,
+) -> int:
     """Blocking: encode batches ({column: values}) and append them to the Spark report table
     in ONE job (all rows or none)."""
     enc = encoder_for(lay, ensure_spark(backend, lay), source, reports)

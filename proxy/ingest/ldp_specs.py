@@ -8,6 +8,7 @@ only and imports no mechanism code).
 * :func:`guarantee`: the per-record guarantee E(x, x') of the layout (spec §8), with the
   Subset columns' coalition level (:func:`proxy.ingest.subset_ingest.top`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,8 +22,9 @@ __all__ = ["group_spec", "guarantee", "check_layout"]
 
 @functools.lru_cache(maxsize=1024)
 def _spec(dims: tuple, prefix: str) -> GroupSpec:
-    return GroupSpec(tuple(DimSpec(d.lo, d.hi, d.m, d.epsilon, d.name, kind=d.kind) for d in dims),
-                     prefix=prefix)
+    return GroupSpec(
+        tuple(DimSpec(d.lo, d.hi, d.m, d.epsilon, d.name, kind=d.kind) for d in dims), prefix=prefix
+    )
 
 
 def group_spec(group) -> GroupSpec:
@@ -30,8 +32,9 @@ def group_spec(group) -> GroupSpec:
     e.g. an ε too small for the 32-bit flip threshold)."""
     spec = _spec(tuple(group.dims), group.prefix)
     if report_columns(spec) != list(group.report_columns()):
-        raise ValueError(f"group {group.prefix}: the report columns of the layout and of the "
-                         "mechanism differ")
+        raise ValueError(
+            f"group {group.prefix}: the report columns of the layout and of the mechanism differ"
+        )
     return spec
 
 
@@ -53,6 +56,6 @@ def guarantee(lay) -> str:
                 parts.append(f"{d.epsilon:g}·[rounded {c} differs]")
             else:
                 parts.append(f"{d.epsilon:g}·|Δbucket({c})|")
-    for c in lay.categories:          # the Subset report of the highest level stored
+    for c in lay.categories:  # the Subset report of the highest level stored
         parts.append(f"{top(c):.3g}·[{c.name} differs]")
     return "E(x,x') = " + " + ".join(parts)

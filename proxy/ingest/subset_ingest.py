@@ -23,13 +23,14 @@ debiased with the matched template's (t, f), never with the nominal tier ε
 counts (e.g. computed by the backend) and :func:`tier_template` gives the
 metadata (level, k, t, f, variance) for EXPLAIN / NOTICE.
 """
+
 from __future__ import annotations
 
 import functools
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -38,9 +39,22 @@ from mechanisms.rng import RandomSource
 
 from .values import IngestError, bits_matrix, public_value
 
-__all__ = ["ladder_of", "realised", "top", "perturb_row_subset", "estimate_group_counts", "estimate_from_counts", "tier_template",
-           "report_key", "subset_bits", "perturb_rows_subset", "category_indices", "encode_categories",
-           "categories_from_bits", "categories_to_bits"]
+__all__ = [
+    "ladder_of",
+    "realised",
+    "top",
+    "perturb_row_subset",
+    "estimate_group_counts",
+    "estimate_from_counts",
+    "tier_template",
+    "report_key",
+    "subset_bits",
+    "perturb_rows_subset",
+    "category_indices",
+    "encode_categories",
+    "categories_from_bits",
+    "categories_to_bits",
+]
 
 
 @functools.lru_cache(maxsize=256)
@@ -73,8 +87,9 @@ def _frac(s: str) -> Fraction:
     return Fraction(s)
 
 
-def perturb_row_subset(ladder: SubsetLadder, value, *, source: RandomSource,
-                       domain: Sequence | None = None) -> dict:
+def perturb_row_subset(
+    ladder: SubsetLadder, value, *, source: RandomSource, domain: Sequence | None = None
+) -> dict:
     """Perturb one categorical value ONCE for the whole ladder → a JSON-able report.
 
     ``value`` is a member of ``domain`` (or a 0-based index when ``domain`` is
@@ -91,8 +106,13 @@ def perturb_row_subset(ladder: SubsetLadder, value, *, source: RandomSource,
         x = int(value)
     out = {}
     for eps, (subset, tpl) in ladder.perturb(x, source).items():
-        out[report_key(eps)] = {"subset": sorted(subset), "rho": f"{tpl.rho.numerator}/{tpl.rho.denominator}",
-                                "k": tpl.k, "level": tpl.level, "d": ladder.d}
+        out[report_key(eps)] = {
+            "subset": sorted(subset),
+            "rho": f"{tpl.rho.numerator}/{tpl.rho.denominator}",
+            "k": tpl.k,
+            "level": tpl.level,
+            "d": ladder.d,
+        }
     return out
 
 
@@ -125,7 +145,9 @@ def estimate_from_counts(counts: Sequence[float], n: int, d: int, rho, k: int) -
     return [(c - n * f) / (t - f) for c in counts]
 
 
-def estimate_group_counts(reports: Iterable[dict], tier_eps: float, *, domain: Sequence | None = None) -> dict:
+def estimate_group_counts(
+    reports: Iterable[dict], tier_eps: float, *, domain: Sequence | None = None
+) -> dict:
     """``COUNT(*) GROUP BY cat`` for tier ``tier_eps`` from stored reports.
 
     Rows are grouped by the template they were debiased with (a ladder change
@@ -162,7 +184,13 @@ def tier_template(ladder: SubsetLadder, tier_eps: float, n: int | None = None) -
     true count)."""
     tpl = ladder.match[float(tier_eps)]
     t, f = (float(v) for v in tpl.t_f(ladder.d))
-    out = {"level": tpl.level, "k": tpl.k, "t": t, "f": f, "variance": subset_variance(tpl.level, tpl.k, ladder.d)}
+    out = {
+        "level": tpl.level,
+        "k": tpl.k,
+        "t": t,
+        "f": f,
+        "variance": subset_variance(tpl.level, tpl.k, ladder.d),
+    }
     if n is not None:
         out["half_width"] = 1.96 * math.sqrt(n * max(t * (1 - t), f * (1 - f))) / (t - f)
     return out
@@ -186,20 +214,25 @@ def category_indices(values, cat, typ: str, null_policy: str, n: int):
     for r, v in enumerate(values):
         exact = isinstance(v, str) == (typ == "text") and isinstance(v, bool) == (typ == "bool")
         i = index.get(v) if exact and v is not None else None
-        if i is None:                      # a string from a CSV, a NULL, or not in the domain
+        if i is None:  # a string from a CSV, a NULL, or not in the domain
             v = public_value(v.item() if hasattr(v, "item") else v, typ, cat.name, None)
             if v is None:
                 if null_policy != "lo":
-                    raise IngestError("23502", f"NULL in private categorical column {cat.name} (row "
-                                      f"{r + 1} of the batch); this table's null_policy is 'refuse'",
-                                      f"Give a value, or set null_policy = 'lo' (NULL is then reported "
-                                      f"as {cat.domain[0]!r}, the first domain value).")
+                    raise IngestError(
+                        "23502",
+                        f"NULL in private categorical column {cat.name} (row "
+                        f"{r + 1} of the batch); this table's null_policy is 'refuse'",
+                        f"Give a value, or set null_policy = 'lo' (NULL is then reported "
+                        f"as {cat.domain[0]!r}, the first domain value).",
+                    )
                 v = cat.domain[0]
             i = index.get(v)
             if i is None:
                 shown = ", ".join(map(repr, cat.domain[:8])) + (", …" if cat.d > 8 else "")
-                raise IngestError("22023", f"value {v!r} for categorical column {cat.name} is not in "
-                                  f"its declared domain ({shown})")
+                raise IngestError(
+                    "22023",
+                    f"value {v!r} for categorical column {cat.name} is not in its declared domain ({shown})",
+                )
         out[r] = i
     return out
 
@@ -230,8 +263,13 @@ def categories_from_bits(lay, cols: dict, n: int) -> dict:
     """Report-table columns of the Subset columns from a reports CSV batch (``<col>_bits``)."""
     out = {}
     for cat in lay.categories:
-        bits = bits_matrix(cols, f"{cat.name}_bits", n, len(cat.levels) * cat.d,
-                           f" ({len(cat.levels)} levels × {cat.d} categories)")
+        bits = bits_matrix(
+            cols,
+            f"{cat.name}_bits",
+            n,
+            len(cat.levels) * cat.d,
+            f" ({len(cat.levels)} levels × {cat.d} categories)",
+        )
         names = [c for e in cat.levels for c in cat.columns(e)]
         for i, name in enumerate(names):
             out[name] = bits[:, i]

@@ -1,5 +1,6 @@
 """Checking and converting one ingested value (both ingestion paths: :mod:`.ldp_load`
 metric LDP and :mod:`.subset_ingest` Subset), and the error they raise."""
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,7 @@ def public_value(v, typ: str, col: str, domain):
         raise IngestError("22P02", f"invalid {typ} value {v!r} for column {col}") from None
     if domain is not None and out not in domain:
         shown = ", ".join(map(repr, domain[:8])) + (", …" if len(domain) > 8 else "")
-        raise IngestError("23514", f"value {out!r} for column {col} is not in its declared domain "
-                          f"({shown})")
+        raise IngestError("23514", f"value {out!r} for column {col} is not in its declared domain ({shown})")
     return out
 
 

@@ -12,6 +12,7 @@ cell count other than the domain's (never for a public domain) draws live instea
 privacy of the release is unchanged (the same draws from the same law, independent of
 the data) and so are its timing and its charge (the scan starts either way).
 """
+
 from __future__ import annotations
 
 import threading

@@ -3,6 +3,7 @@ policy): the public domain, the noisy cells (geometric COUNT, discrete-Laplace S
 hourglass AVG of seed 001, moments for VAR), and sparse-vector selection (top-c,
 HAVING; seed 004). The data-market ladder (seed 000) is in :mod:`.multitier`, MAX/MIN
 in :mod:`.extreme`. Each plans a statement with :func:`rewriter.build_plan`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,12 +18,32 @@ from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind
-from .release import (NoisePool, answer_rows, domain_answer, domain_notice, noisy_answer, notice_body,
-                      output_types, selection_answer)
+from .release import (
+    NoisePool,
+    answer_rows,
+    domain_answer,
+    domain_notice,
+    noisy_answer,
+    notice_body,
+    output_types,
+    selection_answer,
+)
 from .selection_path import choose
 
-__all__ = ["CENTRAL", "DOMAIN", "EMPTY", "SVT", "Central", "Domain", "Empty", "Svt", "checked", "columns_of", "mechanism_epsilon",
-           "scan_sql"]
+__all__ = [
+    "CENTRAL",
+    "DOMAIN",
+    "EMPTY",
+    "SVT",
+    "Central",
+    "Domain",
+    "Empty",
+    "Svt",
+    "checked",
+    "columns_of",
+    "mechanism_epsilon",
+    "scan_sql",
+]
 
 _TEXT = 25
 
@@ -62,8 +83,14 @@ class Central(ReleaseKind):
     def prepare(self, conn, plan) -> Prepared:
         gw = conn.gw
         tier = gw.tier_of(conn.role)
-        p = Prepared(self, plan, columns_of(plan), key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
-                     canonical=plan.canonical(), epsilon=tier.epsilon)
+        p = Prepared(
+            self,
+            plan,
+            columns_of(plan),
+            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
+            canonical=plan.canonical(),
+            epsilon=tier.epsilon,
+        )
         p.state["mech_eps"] = mechanism_epsilon(plan, tier.epsilon)
         self.prepare_noise(conn, p)
         return p
@@ -74,26 +101,29 @@ class Central(ReleaseKind):
         p.state["pool"] = pool
         if pool.worthwhile:
             p.state["during"] = pool.fill
-        elif not p.plan.selected:                   # a large public domain: drawn on a thread during the scan
+        elif not p.plan.selected:  # a large public domain: drawn on a thread during the scan
             batch = BatchNoise(p.plan, p.state["mech_eps"], gw.source)
-            if batch.worthwhile:                    # … and the scan fetched as columns (.columnar)
+            if batch.worthwhile:  # … and the scan fetched as columns (.columnar)
                 p.state["batch"], p.state["during"], p.state["columnar"] = batch, batch.start, True
 
     async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
         gw = conn.gw
-        if "$" not in sql:          # no parameters: plan once (Execute then hits the plan cache)
+        if "$" not in sql:  # no parameters: plan once (Execute then hits the plan cache)
             plan = checked(await gw.plan_async(sql, None), route)
             return Description([], columns_of(plan))
         key = ("describe", self.name, sql, tuple(oids))
         hit = gw.description(key)
-        if hit is None:                 # refusals are not kept: each Describe raises them again
+        if hit is None:  # refusals are not kept: each Describe raises them again
             types = param_types(parse(sql), gw.config)
-            inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
-                        for i, t in enumerate(types)]
+            inferred = [
+                oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT for i, t in enumerate(types)
+            ]
             try:
-                plan = checked(await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route)
-            except Refusal:             # a stand-in value the statement cannot take (date_trunc's unit):
-                try:                    # the columns of the plan typed without values
+                plan = checked(
+                    await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route
+                )
+            except Refusal:  # a stand-in value the statement cannot take (date_trunc's unit):
+                try:  # the columns of the plan typed without values
                     plan = checked(typed_plan(parse(sql), gw.config), route)
                 except Refusal:
                     plan = None
@@ -105,10 +135,11 @@ class Central(ReleaseKind):
     async def explain(self, conn, route, body: str, params: list) -> Result:
         gw = conn.gw
         plan = checked(build_plan(parse(body), gw.config, params or None), route)
-        plan, path = choose(plan, gw.tier_of(conn.role), conn.session.settings)     # HAVING / top-c
+        plan, path = choose(plan, gw.tier_of(conn.role), conn.session.settings)  # HAVING / top-c
         dialect = gw.backend.dialect
-        lines = explain_lines(plan, self.explain_head(plan, gw.tier_of(conn.role)), to_sql(plan, dialect), dialect,
-                              path)
+        lines = explain_lines(
+            plan, self.explain_head(plan, gw.tier_of(conn.role)), to_sql(plan, dialect), dialect, path
+        )
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
     def explain_head(self, plan, tier) -> list[str]:
@@ -118,14 +149,20 @@ class Central(ReleaseKind):
         return scan_sql(conn.gw, p.plan)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        if isinstance(cells, Columns):              # a large domain, fetched as columns
+        if isinstance(cells, Columns):  # a large domain, fetched as columns
             table = complete_columns(p.plan, cells)
             cells = table if table is not None else complete(p.plan, cells.rows())
         else:
             cells = complete(p.plan, cells)
         batch = p.state.get("batch")
-        return noisy_answer(p.plan, cells, p.state["mech_eps"], conn.gw.source, p.state["pool"],
-                            predrawn=batch.take(len(cells)) if batch is not None else None)
+        return noisy_answer(
+            p.plan,
+            cells,
+            p.state["mech_eps"],
+            conn.gw.source,
+            p.state["pool"],
+            predrawn=batch.take(len(cells)) if batch is not None else None,
+        )
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan, answer)
@@ -135,10 +172,11 @@ class Central(ReleaseKind):
 
     def after_reply(self, conn, p: Prepared) -> None:
         pool = p.state.get("pool")
-        if pool is not None and pool.worthwhile:       # the next statement's noise, drawn after
-            gw = conn.gw                                # the reply, while the backend is idle
-            gw.reservoir.refill_soon(asyncio.get_running_loop(), pool.ms, pool.cells,
-                                     busy=lambda: gw.backend.scans > 0)
+        if pool is not None and pool.worthwhile:  # the next statement's noise, drawn after
+            gw = conn.gw  # the reply, while the backend is idle
+            gw.reservoir.refill_soon(
+                asyncio.get_running_loop(), pool.ms, pool.cells, busy=lambda: gw.backend.scans > 0
+            )
 
 
 class Svt(Central):
@@ -167,10 +205,13 @@ class Domain(ReleaseKind):
         return Prepared(self, plan, columns_of(plan))
 
     async def answer_free(self, conn, p: Prepared):
-        big = p.plan.n_cells >= HEAVY_ROWS                  # a large domain: rows off the loop (issue 21)
+        big = p.plan.n_cells >= HEAVY_ROWS  # a large domain: rows off the loop (issue 21)
         rows = await asyncio.to_thread(_domain_rows, p.plan) if big else _domain_rows(p.plan)
-        return (Result(f"SELECT {len(rows)}", p.columns, rows, notices=[domain_notice(p.plan)]),
-                "domain", 0.0)
+        return (
+            Result(f"SELECT {len(rows)}", p.columns, rows, notices=[domain_notice(p.plan)]),
+            "domain",
+            0.0,
+        )
 
 
 class Empty(ReleaseKind):

@@ -18,6 +18,7 @@ number to every batch sampler (they take the column as a float64 array either wa
 :meth:`CellColumns.column` restores the row form's values for a measurement without
 a batch form.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -67,16 +68,18 @@ def released_keys(plan: Plan) -> list:
     hit = memo.get("released_keys")
     if hit is None:
         cells = plan.cells
-        hit = memo["released_keys"] = [_as_array([cell_key(c[i]) for c in cells]) for i in range(len(plan.group_by))]
+        hit = memo["released_keys"] = [
+            _as_array([cell_key(c[i]) for c in cells]) for i in range(len(plan.group_by))
+        ]
     return hit
 
 
 def _as_array(col: list):
     """``col`` as an int64 array if every value is a Python int within int64, else as a
     tuple (long-lived: the garbage collector stops walking a tuple of plain values)."""
-    if col and all(type(v) is int and -2**63 <= v < 2**63 for v in col):
+    if col and all(type(v) is int and -(2**63) <= v < 2**63 for v in col):
         arr = np.array(col, dtype=np.int64)
-        arr.flags.writeable = False                     # shared by every answer of the plan
+        arr.flags.writeable = False  # shared by every answer of the plan
         return arr
     return tuple(col)
 
@@ -95,7 +98,7 @@ def complete_columns(plan: Plan, scan: Columns) -> CellColumns | None:
     rows, cells = np.flatnonzero(hit), pos[hit]
     filled = np.zeros(n, dtype=bool)
     filled[cells] = True
-    if np.count_nonzero(filled) != len(cells):     # two groups, one cell: never for distinct keys
+    if np.count_nonzero(filled) != len(cells):  # two groups, one cell: never for distinct keys
         return None
     measures, present = [], []
     for a in scan.arrays[k:]:
@@ -118,12 +121,16 @@ def _positions(plan: Plan, keys: list) -> np.ndarray | None:
     (no NULL in the scan or the domain; ints compare the same in numpy as in SQL and Python)
     by a table over the domain's span, or a binary search in its sorted keys when the span
     is wide; else by :func:`rewriter.cell_positions`."""
-    if len(keys) == 1 and keys[0].dtype.kind == "i" and np.ma.getmask(keys[0]) is np.ma.nomask \
-            and (index := _int_index(plan)) is not None:
+    if (
+        len(keys) == 1
+        and keys[0].dtype.kind == "i"
+        and np.ma.getmask(keys[0]) is np.ma.nomask
+        and (index := _int_index(plan)) is not None
+    ):
         got = np.asarray(keys[0], dtype=np.int64)
         if index[0] == "table":
             lo, table = index[1], index[2]
-            off = got - lo          # (|lo| < 2^62: a difference that wraps lands far outside)
+            off = got - lo  # (|lo| < 2^62: a difference that wraps lands far outside)
             inside = (off >= 0) & (off < len(table))
             return np.where(inside, table[np.where(inside, off, 0)], -1)
         order, ordered = index[1], index[2]
@@ -143,8 +150,12 @@ def _int_index(plan: Plan) -> tuple | None:
     if "int_index" not in memo:
         index = None
         keys = [c[0] for c in plan.cells]
-        if plan.group_by[0].type == "int" and keys and all(type(v) is int and -2**62 < v < 2**62 for v in keys) \
-                and len(set(keys)) == len(keys):
+        if (
+            plan.group_by[0].type == "int"
+            and keys
+            and all(type(v) is int and -(2**62) < v < 2**62 for v in keys)
+            and len(set(keys)) == len(keys)
+        ):
             arr = np.array(keys, dtype=np.int64)
             lo, hi = int(arr.min()), int(arr.max())
             if hi - lo < 4 * len(keys) + 1024:

@@ -1,6 +1,7 @@
 """Helpers every release kind shares (central, ladder, per-record, MAX/MIN): the budget
 refusal, the detail of a charged failure, Describe's placeholder values and type OIDs, matching
 backend rows to public cells, and display of numbers and backend SQL. Imports no kind."""
+
 from __future__ import annotations
 
 import datetime
@@ -10,12 +11,33 @@ import sqlglot
 
 from ..wire.api import SqlError
 
-DUMMY = {"int": 0, "float": 0.0, "text": "", "bool": False, "date": "2000-01-01",
-         "timestamp": "2000-01-01 00:00:00", None: "0",
-         "int[]": [0], "float[]": [0.0], "text[]": [""], "bool[]": [False]}     # = ANY($n)
+DUMMY = {
+    "int": 0,
+    "float": 0.0,
+    "text": "",
+    "bool": False,
+    "date": "2000-01-01",
+    "timestamp": "2000-01-01 00:00:00",
+    None: "0",
+    "int[]": [0],
+    "float[]": [0.0],
+    "text[]": [""],
+    "bool[]": [False],
+}  # = ANY($n)
 """A placeholder value per parameter type: Describe plans a statement before its values exist."""
-TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "date": 1082, "timestamp": 1114,
-             None: 0, "int[]": 1016, "float[]": 1022, "text[]": 1009, "bool[]": 1000}
+TYPE_OIDS = {
+    "int": 20,
+    "float": 701,
+    "text": 25,
+    "bool": 16,
+    "date": 1082,
+    "timestamp": 1114,
+    None: 0,
+    "int[]": 1016,
+    "float[]": 1022,
+    "text[]": 1009,
+    "bool[]": 1000,
+}
 """The Postgres type OID Describe reports for a parameter of each type (0: unknown)."""
 
 
@@ -23,9 +45,11 @@ def budget_error(role, eps, remaining, tier) -> SqlError:
     """The 53400 refusal of a statement whose ε exceeds what is left of the tier's budget."""
     per = "in total" if tier.period == "never" else f"per {tier.period}"
     return SqlError(
-        "53400", f"privacy budget exhausted for role {role}: this query costs ε {eps:g}, "
-                 f"{max(remaining, 0):g} of {tier.budget:g} {per} is left",
-        hint="Repeating an earlier query is free; the budget resets at the start of the next period.")
+        "53400",
+        f"privacy budget exhausted for role {role}: this query costs ε {eps:g}, "
+        f"{max(remaining, 0):g} of {tier.budget:g} {per} is left",
+        hint="Repeating an earlier query is free; the budget resets at the start of the next period.",
+    )
 
 
 def scan_read(conn) -> bool:
@@ -39,8 +63,10 @@ def detail_charged(conn, e: BaseException, tier, delta: float = 0.0) -> None:
     the statement's δ, charged with its ε."""
     if isinstance(e, SqlError) and scan_read(conn) and e.detail is None:
         what = f"ε {tier.epsilon:g}" + (f" and δ {delta:g} were" if delta else " was")
-        e.detail = (f"the scan had started, so {what} charged with no answer; "
-                    "running the statement again charges again")
+        e.detail = (
+            f"the scan had started, so {what} charged with no answer; "
+            "running the statement again charges again"
+        )
 
 
 def plain_number(v):
@@ -60,13 +86,13 @@ def cell_key(v):
     return v
 
 
-_PLAIN = frozenset((int, str, float))      # values plain_number leaves as they are
+_PLAIN = frozenset((int, str, float))  # values plain_number leaves as they are
 
 
 def cell_of(row, n: int, cells: set) -> tuple | None:
     """The public cell (of ``cells``) a backend row's first ``n`` values name, or None for a
     row outside the public domain (an int key also matches a float domain value)."""
-    if n == 1 and type(row[0]) in _PLAIN:            # one plain key: the usual case
+    if n == 1 and type(row[0]) in _PLAIN:  # one plain key: the usual case
         key = (row[0],)
     else:
         key = tuple(plain_number(v) for v in row[:n])
@@ -102,7 +128,7 @@ def explain_output_line(plan, o) -> str | None:
     return None
 
 
-AVG_NS = (100, 1_000, 10_000)      # rows in a cell at which EXPLAIN states AVG's half-width
+AVG_NS = (100, 1_000, 10_000)  # rows in a cell at which EXPLAIN states AVG's half-width
 
 
 def avg_half_widths(m) -> str:

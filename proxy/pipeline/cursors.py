@@ -9,6 +9,7 @@ scan, no charge). The cursor's header is session plumbing, read like the other
 session statements; the query after FOR is parsed and checked as usual.
 Cursors live until CLOSE, DISCARD ALL or the end of the connection.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,11 +23,16 @@ from .kind import HEAVY_ROWS
 
 MAX_CURSORS = 64
 _IDENT = r'(?:[A-Za-z_][\w$]*|"(?:[^"]|"")+")'
-_DECLARE = re.compile(r"^DECLARE\s+(?P<name>" + _IDENT + r")\s+(?P<opts>(?:(?:BINARY|INSENSITIVE|ASENSITIVE|"
-                      r"NO\s+SCROLL|SCROLL)\s+)*)CURSOR(?:\s+(?:WITH|WITHOUT)\s+HOLD)?\s+FOR\s+(?P<query>.+)$",
-                      re.I | re.S)
-_FETCH = re.compile(r"^FETCH\s+(?:(?P<how>NEXT|FORWARD(?:\s+(?:\d+|ALL))?|\d+|ALL)\s+)?(?:(?:FROM|IN)\s+)?"
-                    r"(?P<name>" + _IDENT + r")$", re.I | re.S)
+_DECLARE = re.compile(
+    r"^DECLARE\s+(?P<name>" + _IDENT + r")\s+(?P<opts>(?:(?:BINARY|INSENSITIVE|ASENSITIVE|"
+    r"NO\s+SCROLL|SCROLL)\s+)*)CURSOR(?:\s+(?:WITH|WITHOUT)\s+HOLD)?\s+FOR\s+(?P<query>.+)$",
+    re.I | re.S,
+)
+_FETCH = re.compile(
+    r"^FETCH\s+(?:(?P<how>NEXT|FORWARD(?:\s+(?:\d+|ALL))?|\d+|ALL)\s+)?(?:(?:FROM|IN)\s+)?"
+    r"(?P<name>" + _IDENT + r")$",
+    re.I | re.S,
+)
 _OTHER_FETCH = re.compile(r"^(FETCH|MOVE)\b", re.I)
 _CLOSE = re.compile(r"^CLOSE\s+(?P<name>ALL|" + _IDENT + r")$", re.I)
 _DISCARD_ALL = re.compile(r"^DISCARD\s+ALL$", re.I)
@@ -42,15 +48,24 @@ def match(sql: str):
     s = sql.strip().rstrip(";").strip()
     if m := _DECLARE.match(s):
         if "BINARY" in m.group("opts").upper():
-            raise Refusal("0A000", "BINARY cursors are not supported", hint="Declare the cursor without BINARY.")
+            raise Refusal(
+                "0A000", "BINARY cursors are not supported", hint="Declare the cursor without BINARY."
+            )
         return "declare", _name(m.group("name")), m.group("query").strip()
     if m := _FETCH.match(s):
         how = (m.group("how") or "NEXT").upper().split()
         n = how[-1]
-        return "fetch", _name(m.group("name")), (1 if n in ("NEXT", "FORWARD") else None if n == "ALL" else int(n))
+        return (
+            "fetch",
+            _name(m.group("name")),
+            (1 if n in ("NEXT", "FORWARD") else None if n == "ALL" else int(n)),
+        )
     if _OTHER_FETCH.match(s):
-        raise Refusal("0A000", "only forward FETCH is supported on dpgate cursors",
-                      hint="Use FETCH FORWARD n FROM cursor (or FETCH ALL).")
+        raise Refusal(
+            "0A000",
+            "only forward FETCH is supported on dpgate cursors",
+            hint="Use FETCH FORWARD n FROM cursor (or FETCH ALL).",
+        )
     if m := _CLOSE.match(s):
         return "close", None if m.group("name").upper() == "ALL" else _name(m.group("name"))
     if _DISCARD_ALL.match(s):
@@ -84,7 +99,7 @@ class Cursors:
     async def describe(self, conn, stmt, oids: list[int]) -> Description:
         kind = stmt[0]
         if kind == "declare":
-            inner = await conn.describe(stmt[2], oids)          # parameters typed by the query
+            inner = await conn.describe(stmt[2], oids)  # parameters typed by the query
             return Description(inner.param_type_oids, None)
         if kind == "fetch":
             return Description(list(oids), self._get(stmt[1]).columns)
@@ -98,27 +113,31 @@ class Cursors:
             if name in self.open:
                 raise SqlError("42P03", f'cursor "{name}" already exists')
             if len(self.open) >= MAX_CURSORS:
-                raise SqlError("54000", f"at most {MAX_CURSORS} cursors may be open at once",
-                               hint="CLOSE the cursors you have read.")
+                raise SqlError(
+                    "54000",
+                    f"at most {MAX_CURSORS} cursors may be open at once",
+                    hint="CLOSE the cursors you have read.",
+                )
             if match(query) is not None or conn.session.match(query) is not None:
                 raise SqlError("42601", "a cursor is declared FOR a SELECT statement")
             res, decision, eps = await conn.answer(query, params)
             if res.columns is None:
                 raise SqlError("42601", "a cursor is declared FOR a statement that returns rows")
-            rows = res.rows                 # a large result's rows are made off the event loop
-            self.open[name] = _Cursor(res.columns, await asyncio.to_thread(list, rows) if len(rows) >= HEAVY_ROWS
-                                      else list(rows))
+            rows = res.rows  # a large result's rows are made off the event loop
+            self.open[name] = _Cursor(
+                res.columns, await asyncio.to_thread(list, rows) if len(rows) >= HEAVY_ROWS else list(rows)
+            )
             return Result("DECLARE CURSOR", None, [], notices=list(res.notices)), decision, eps
         if kind == "fetch":
             cur = self._get(stmt[1])
             end = len(cur.rows) if stmt[2] is None else min(len(cur.rows), cur.pos + stmt[2])
-            rows, cur.pos = cur.rows[cur.pos:end], end
+            rows, cur.pos = cur.rows[cur.pos : end], end
             return Result(f"FETCH {len(rows)}", cur.columns, rows), "local", 0.0
         if kind == "close":
             if stmt[1] is None:
                 self.open.clear()
                 return Result("CLOSE CURSOR ALL", None, []), "local", 0.0
-            self.open.pop(stmt[1], None)        # as dpgate always answered CLOSE: clients close freely
+            self.open.pop(stmt[1], None)  # as dpgate always answered CLOSE: clients close freely
             return Result("CLOSE CURSOR", None, []), "local", 0.0
-        self.open.clear()                                       # DISCARD ALL: the session answers it too
+        self.open.clear()  # DISCARD ALL: the session answers it too
         return None

@@ -1,4 +1,5 @@
 """``EXPLAIN <query>``: the rewrite, without running it or charging budget."""
+
 from __future__ import annotations
 
 from rewriter.plan import Output, Plan
@@ -8,23 +9,28 @@ from .common import avg_half_widths, explain_output_line, pretty
 from .release import consistency_text, measurement_for, split_epsilon, unit_text
 
 
-def explain_lines(plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres",
-                  path: list[str] = ()) -> list[str]:
+def explain_lines(
+    plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres", path: list[str] = ()
+) -> list[str]:
     """EXPLAIN of a central plan: the kind's ``head`` (ε and the mechanism per output:
     :func:`single_tier_lines`, or a ladder's), then selection (``path``: which release answers
     a HAVING / top-c and why, :func:`.selection_path.choose`), post-processing, backend SQL."""
     lines = list(head)
     for g in plan.group_by:
         if g.column in plan.key_filter:
-            lines.append(f"  keys: the WHERE predicate on {g.column} keeps {len(g.domain)} value(s) of its public "
-                         "domain, evaluated on the domain (public: the config and the query's literals; no ε)")
+            lines.append(
+                f"  keys: the WHERE predicate on {g.column} keeps {len(g.domain)} value(s) of its public "
+                "domain, evaluated on the domain (public: the config and the query's literals; no ε)"
+            )
     if plan.selection is not None:
         sel = plan.selection
         a = plan.aggregates[sel.aggregate]
         part = "half of ε" if sel.values else "all of ε"
-        lines.append(f"  keys: sparse vector technique with exponential noise (seed 004) on {a.label} "
-                     f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
-                     f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released")
+        lines.append(
+            f"  keys: sparse vector technique with exponential noise (seed 004) on {a.label} "
+            f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
+            f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released"
+        )
     lines.extend(path)
     if clamped := consistency_text(plan):
         lines.append("  " + clamped.removeprefix("; "))
@@ -40,8 +46,10 @@ def post_text(post: tuple) -> str:
     if not post:
         return ""
     names = {"int": "integer", "float": "double precision", "numeric": "numeric"}
-    steps = [f"cast to {names[arg]}" if op == "cast" else f"{op}(·{'' if arg is None else f', {arg}'})"
-             for op, arg in post]
+    steps = [
+        f"cast to {names[arg]}" if op == "cast" else f"{op}(·{'' if arg is None else f', {arg}'})"
+        for op, arg in post
+    ]
     return "; then " + ", ".join(steps) + " (post-processing, no ε)"
 
 
@@ -49,18 +57,25 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
     """EXPLAIN's header and per-output lines for a single tier (no ladder)."""
     k = factor(plan)
     shares = split_epsilon(plan, tier.epsilon / k)
-    lines = [f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
-             f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"
-             + (f" / {k} (group privacy over a person's kept rows)" if k > 1 else ""),
-             "  " + unit_text(plan)]
+    lines = [
+        f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
+        f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"
+        + (f" / {k} (group privacy over a person's kept rows)" if k > 1 else ""),
+        "  " + unit_text(plan),
+    ]
     if plan.unit is not None:
         where = "in all" if plan.unit.total else "in a group"
-        lines.append(f"  bias: a {plan.unit.name} with more than {plan.unit.max_rows} row(s) {where}, or rows in "
-                     f"more than {plan.unit.max_groups} group(s), is under-counted; raising the bounds "
-                     f"lowers that bias and raises the noise in proportion (ε/{k})")
+        lines.append(
+            f"  bias: a {plan.unit.name} with more than {plan.unit.max_rows} row(s) {where}, or rows in "
+            f"more than {plan.unit.max_groups} group(s), is under-counted; raising the bounds "
+            f"lowers that bias and raises the noise in proportion (ε/{k})"
+        )
     shown = {o.index for o in plan.outputs if o.source == "aggregate"}
-    hidden = [Output(f"({a.label})", "aggregate", i, "float") for i, a in enumerate(plan.aggregates)
-              if i not in shown]                 # released for an expression or a filter only
+    hidden = [
+        Output(f"({a.label})", "aggregate", i, "float")
+        for i, a in enumerate(plan.aggregates)
+        if i not in shown
+    ]  # released for an expression or a filter only
     for o in [*plan.outputs, *hidden]:
         if (line := explain_output_line(plan, o)) is not None:
             lines.append(line)
@@ -72,9 +87,13 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
         if a.func == "avg" and callable(hw):
             hw_txt = avg_half_widths(m)
         if a.func in ("var_pop", "var_samp", "stddev_pop", "stddev_samp"):
-            hw_txt = ("a bound from the noisy count, Σ(x-m) and Σ(x-m)² (each ε/3, m the bounds' midpoint; "
-                      f"Bonferroni + interval arithmetic), at most ±{hw():.4g}")
+            hw_txt = (
+                "a bound from the noisy count, Σ(x-m) and Σ(x-m)² (each ε/3, m the bounds' midpoint; "
+                f"Bonferroni + interval arithmetic), at most ±{hw():.4g}"
+            )
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
-        lines.append(f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
-                     f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}" + post_text(o.post))
+        lines.append(
+            f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
+            f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}" + post_text(o.post)
+        )
     return lines

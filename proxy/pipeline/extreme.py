@@ -14,6 +14,7 @@ other δ/2k; the value of each released key is then drawn at the other ε/2, div
 unit's factor. The selection's output is DP, so the values over it compose sequentially:
 (ε/2, δ) + ε/2 = (ε, δ) per unit. δ is reserved with ε, in the same ledger charge (``Prepared.delta``,
 :func:`.kind.run`); a tier with δ = 0 is refused with the bin hint, as for partitions."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,7 +37,7 @@ from .selection_path import for_tier
 
 __all__ = ["EXTREME", "Extreme", "describe_extreme", "explain_extreme"]
 
-BETA = 0.05          # the rank statement in the NOTICE holds with probability 95%, like the half-widths
+BETA = 0.05  # the rank statement in the NOTICE holds with probability 95%, like the half-widths
 
 
 def _setup(gw, xp: ExtremePlan, epsilon: float):
@@ -51,8 +52,16 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
 
 
 def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: dict | None = None) -> str:
-    return histogram_sql(xp, grid.lower, grid.step, grid.U, grid.integral and grid.step == 1.0,
-                         gw.backend.dialect, salt, floor=None if sp is None else int(sp["floor"]))
+    return histogram_sql(
+        xp,
+        grid.lower,
+        grid.step,
+        grid.U,
+        grid.integral and grid.step == 1.0,
+        gw.backend.dialect,
+        salt,
+        floor=None if sp is None else int(sp["floor"]),
+    )
 
 
 def _selection(plan: Plan, tier) -> dict | None:
@@ -77,14 +86,22 @@ def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, 
         if row[n] is not None:
             hist.append((int(row[n]), int(row[n + 1])))
         units[key] = int(row[n + 2])
-    order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))   # draws in key order
+    order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))  # draws in key order
     kept = select_rows(sp["sel"], [(*k, units[k]) for k in order], n, gw.source)
     values = [[m.release(hists[k], gw.source)] for k in kept]
-    return {"keys": [[cell_key(v) for v in k] for k in kept], "values": values,
-            "half_width": [m.rank_half_width()], "mechanism": [m.name],
-            "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
-            "partitions": {"kept": len(kept), "describe": sp["sel"].describe(), "delta": delta,
-                           "eps_measures": sp["eps_measures"]}}
+    return {
+        "keys": [[cell_key(v) for v in k] for k in kept],
+        "values": values,
+        "half_width": [m.rank_half_width()],
+        "mechanism": [m.name],
+        "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
+        "partitions": {
+            "kept": len(kept),
+            "describe": sp["sel"].describe(),
+            "delta": delta,
+            "eps_measures": sp["eps_measures"],
+        },
+    }
 
 
 def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme, grid: ExtremeGrid, rows) -> dict:
@@ -95,12 +112,16 @@ def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme, grid: ExtremeGrid, rows)
     known = set(cells)
     for row in rows:
         c = cell_of(row, n, known)
-        if c is not None:                         # NULL / out-of-domain keys match no cell
+        if c is not None:  # NULL / out-of-domain keys match no cell
             hists[c].append((int(row[n]), int(row[n + 1])))
     values = [[m.release(hists[c], gw.source)] for c in cells]
-    return {"keys": [[cell_key(v) for v in c] for c in cells], "values": values, "half_width": [m.rank_half_width()],
-            "mechanism": [m.name], "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U,
-                                                "step": grid.step, "beta": BETA}}
+    return {
+        "keys": [[cell_key(v) for v in c] for c in cells],
+        "values": values,
+        "half_width": [m.rank_half_width()],
+        "mechanism": [m.name],
+        "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
+    }
 
 
 def _k(m) -> int:
@@ -118,9 +139,11 @@ def _what(xp: ExtremePlan) -> str:
 
 def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "") -> str:
     """The rank statement of a quantile release (NOTICE and EXPLAIN)."""
-    return (f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
-            f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
-            f"value units; the exponential mechanism, Smith 2011)")
+    return (
+        f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
+        f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
+        f"value units; the exponential mechanism, Smith 2011)"
+    )
 
 
 def _key(xp: ExtremePlan, epsilon: float) -> str:
@@ -132,24 +155,29 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
     (after the partition selection's statement and the ε split, for selected keys)."""
     part = answer.get("partitions")
     if part is not None:
-        return (f"{selection_notice(xp.plan, part)}; values at ε {fmt(part['eps_measures'])}: "
-                + notice_body(xp, {k: v for k, v in answer.items() if k != "partitions"}))
+        return f"{selection_notice(xp.plan, part)}; values at ε {fmt(part['eps_measures'])}: " + notice_body(
+            xp, {k: v for k, v in answer.items() if k != "partitions"}
+        )
     e = answer["extreme"]
     if xp.quantile:
         name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
         groups = f" in each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
-        return (f"{name}: {_what(xp)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-                f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}; "
-                f"{unit_text(xp.plan)}")
+        return (
+            f"{name}: {_what(xp)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
+            f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}; "
+            f"{unit_text(xp.plan)}"
+        )
     side = "above" if xp.func == "max" else "below"
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
     groups = f" of each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
-    return (f"{name}: {xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), "
-            f"by the shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most "
-            f"{2 * e['k0']} rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
-            f"(a rank error, not value units; k0 = {e['k0']}), so it is usually a little "
-            f"{'below the true maximum' if xp.func == 'max' else 'above the true minimum'}; "
-            f"mechanism: {answer['mechanism'][0]}; {unit_text(xp.plan)}")
+    return (
+        f"{name}: {xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), "
+        f"by the shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most "
+        f"{2 * e['k0']} rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
+        f"(a rank error, not value units; k0 = {e['k0']}), so it is usually a little "
+        f"{'below the true maximum' if xp.func == 'max' else 'above the true minimum'}; "
+        f"mechanism: {answer['mechanism'][0]}; {unit_text(xp.plan)}"
+    )
 
 
 class Extreme(ReleaseKind):
@@ -160,31 +188,47 @@ class Extreme(ReleaseKind):
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         gw = conn.gw
-        xp = await asyncio.to_thread(build_extreme_plan, parse(sql), gw.config,     # off the loop
-                                     list(params) if params else None)
+        xp = await asyncio.to_thread(
+            build_extreme_plan,
+            parse(sql),
+            gw.config,  # off the loop
+            list(params) if params else None,
+        )
         tier = gw.tier_of(conn.role)
-        if tier.ladder is not None:          # a ladder's coalition guarantee covers its chain only
-            raise SqlError("0A000", "MAX, MIN and percentiles are not available to data-market ladder tiers; "
-                           "nothing was charged", hint="Ask for COUNT/SUM/AVG: each is released from the ladder's "
-                           "noise chain.")
-        xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))          # the tier's `consistent`
+        if tier.ladder is not None:  # a ladder's coalition guarantee covers its chain only
+            raise SqlError(
+                "0A000",
+                "MAX, MIN and percentiles are not available to data-market ladder tiers; nothing was charged",
+                hint="Ask for COUNT/SUM/AVG: each is released from the ladder's noise chain.",
+            )
+        xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))  # the tier's `consistent`
         eps = float(tier.epsilon)
         sp = _selection(xp.plan, tier)
         grid, m = _setup(gw, xp, eps if sp is None else sp["eps_measures"])
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
         key, delta = _key(xp, eps), 0.0
-        if sp is not None:                   # the selection's δ is part of what is released
+        if sp is not None:  # the selection's δ is part of what is released
             delta = float(tier.delta)
             key = f"{key}:delta={delta!r}"
-        return Prepared(self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta,
-                        state={"grid": grid, "m": m, "sel": sp})
+        return Prepared(
+            self,
+            xp,
+            cols,
+            key=key,
+            canonical=xp.canonical(),
+            epsilon=eps,
+            delta=delta,
+            state={"grid": grid, "m": m, "sel": sp},
+        )
 
     def scan_sql(self, conn, p: Prepared) -> str:
         return _sql(conn.gw, p.plan, p.state["grid"], unit_salt(conn.gw, p.plan.plan), p.state["sel"])
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         if p.state["sel"] is not None:
-            return _selected_answer(conn.gw, p.plan, p.state["m"], p.state["grid"], p.state["sel"], cells, p.delta)
+            return _selected_answer(
+                conn.gw, p.plan, p.state["m"], p.state["grid"], p.state["sel"], cells, p.delta
+            )
         return _answer(conn.gw, p.plan, p.state["m"], p.state["grid"], cells)
 
     def mechanism(self, answer: dict) -> str:
@@ -209,7 +253,9 @@ async def describe_extreme(conn, sql: str, oids: list[int]) -> Description:
     types = extreme_param_types(expr, conn.gw.config)
     inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[ty] or 25 for i, ty in enumerate(types)]
     xp = build_extreme_plan(expr, conn.gw.config, [DUMMY.get(ty, "0") for ty in types] if types else None)
-    return Description(inferred, [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))])
+    return Description(
+        inferred, [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
+    )
 
 
 async def explain_extreme(conn, body: str, params: list) -> Result:
@@ -218,25 +264,37 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
     xp = build_extreme_plan(parse(body), gw.config, list(params) if params else None)
     tier = gw.tier_of(conn.role)
     if xp.plan.selected and tier.delta <= 0:
-        lines = [f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
-                 "selection, and this tier has delta = 0"]
+        lines = [
+            f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
+            "selection, and this tier has delta = 0"
+        ]
         return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
     sp = _selection(xp.plan, tier)
     grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp["eps_measures"])
     if sp is None:
-        lines = [f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
-                 f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)", "  " + unit_text(xp.plan)]
+        lines = [
+            f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
+            f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)",
+            "  " + unit_text(xp.plan),
+        ]
     else:
-        lines = [selection_explain(xp.plan, tier, sp),
-                 f"  {_what(xp)} of each released key at ε {sp['eps_measures']:g} (the other half of ε; the "
-                 "released keys are disjoint: each at that ε)", "  " + unit_text(xp.plan)]
+        lines = [
+            selection_explain(xp.plan, tier, sp),
+            f"  {_what(xp)} of each released key at ε {sp['eps_measures']:g} (the other half of ε; the "
+            "released keys are disjoint: each at that ε)",
+            "  " + unit_text(xp.plan),
+        ]
     if xp.quantile:
-        lines.append(f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-                     f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}")
+        lines.append(
+            f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
+            f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}"
+        )
     else:
-        lines.append(f"  {m.name} (seed 003 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-                     f"{grid.upper:g}] (step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most "
-                     f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer")
+        lines.append(
+            f"  {m.name} (seed 003 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
+            f"{grid.upper:g}] (step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most "
+            f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer"
+        )
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
     lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]

@@ -20,6 +20,7 @@ started reading the statement is charged whatever its outcome (``detail_charged`
 charge nothing (local tables: the reports were perturbed at ingestion; the public
 domain) answer in :meth:`ReleaseKind.answer_free`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,14 +44,14 @@ TWIN_WAIT_S = 30.0
 class Prepared:
     """A statement planned by one kind: everything the pipeline needs to release it."""
 
-    kind: "ReleaseKind"
-    plan: object                        # the kind's own plan (Plan, ExtremePlan, PrPlan, …)
+    kind: ReleaseKind
+    plan: object  # the kind's own plan (Plan, ExtremePlan, PrPlan, …)
     columns: list[Column]
-    key: str | None = None              # the release key; None: nothing is charged
+    key: str | None = None  # the release key; None: nothing is charged
     canonical: str = ""
-    epsilon: float = 0.0                # what a fresh release charges
-    delta: float = 0.0                  # and its δ (partition selection), charged to the tier's δ budget
-    state: dict = field(default_factory=dict)   # kind-specific (policy, noise pool, …)
+    epsilon: float = 0.0  # what a fresh release charges
+    delta: float = 0.0  # and its δ (partition selection), charged to the tier's δ budget
+    state: dict = field(default_factory=dict)  # kind-specific (policy, noise pool, …)
 
 
 class ReleaseKind:
@@ -59,7 +60,7 @@ class ReleaseKind:
     ``rows`` + ``notice_body`` (a charged release)."""
 
     name = "kind"
-    decision = "released"               # the statement log's word for a fresh release
+    decision = "released"  # the statement log's word for a fresh release
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         """Plan ``sql`` (routed by the parse to ``route``) for ``conn``'s role; a refusal
@@ -88,8 +89,13 @@ class ReleaseKind:
         """Run the scan; ``then(cells)`` runs in the backend's worker thread right after
         it and its value is returned. Kinds with a data-dependent second scan (per-record
         MAX/MIN, seed 003 Alg. 1) override this."""
-        return await fetch(conn, self.scan_sql(conn, p), then=then, during=p.state.get("during"),
-                           columnar=p.state.get("columnar", False))
+        return await fetch(
+            conn,
+            self.scan_sql(conn, p),
+            then=then,
+            during=p.state.get("during"),
+            columnar=p.state.get("columnar", False),
+        )
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         """The measurement: exact per-cell values → released answer (noise drawn here).
@@ -113,6 +119,7 @@ class ReleaseKind:
 
 # -- the pipeline -----------------------------------------------------------------------
 
+
 async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False, write: bool = False):
     """One backend scan (``conn.timing["started"]`` tells whether it began); ``columnar``:
     the result as numpy columns (:class:`proxy.backends.Columns`) if the backend can;
@@ -126,15 +133,22 @@ async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False, 
     try:
         backend = conn.gw.backend.writer if write else conn.gw.backend
         return await backend.fetch(sql, conn.gw.statement_timeout, conn.cancel_signal, **kw)
-    except BackendRefused as e:              # refused while parsed or bound: no row was read
+    except BackendRefused as e:  # refused while parsed or bound: no row was read
         conn.timing["refused"] = True
         raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
     except BackendError as e:
         raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
 
 
-def notice_head(*, charged: float, remaining: float, budget: float, period: str, repeat: bool,
-                delta: tuple[float, float, float] | None = None) -> str:
+def notice_head(
+    *,
+    charged: float,
+    remaining: float,
+    budget: float,
+    period: str,
+    repeat: bool,
+    delta: tuple[float, float, float] | None = None,
+) -> str:
     """The NOTICE's common part: what this statement was charged and what is left;
     ``delta``: (δ charged, δ left, δ budget) of a statement with a δ (partition
     selection). A repeat is charged nothing, ε or δ."""
@@ -156,9 +170,9 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
     # one read: data version, spend, an earlier release
     dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
     while stored is None and (twin := gw.in_flight.get((role, key))) is not None:
-        await asyncio.shield(twin)      # the same statement is being released for this role: its answer
+        await asyncio.shield(twin)  # the same statement is being released for this role: its answer
         dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
-    if stored is not None:              # a repeat: the earlier answer, nothing charged
+    if stored is not None:  # a repeat: the earlier answer, nothing charged
         return await _reply_off_loop(p, stored, tier, tier.budget - spent, await _delta_left(conn, p, tier))
     done = asyncio.get_running_loop().create_future()
     gw.in_flight[(role, key)] = done
@@ -167,7 +181,7 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
     except SqlError as e:
         if e.sqlstate != "53400":
             raise
-        stored, spent = await _twin_elsewhere(conn, key, tier)   # another proxy's twin?
+        stored, spent = await _twin_elsewhere(conn, key, tier)  # another proxy's twin?
         if stored is None:
             raise
         return await _reply_off_loop(p, stored, tier, tier.budget - spent, await _delta_left(conn, p, tier))
@@ -185,9 +199,12 @@ async def _delta_left(conn, p: Prepared, tier) -> float | None:
 
 def _delta_error(p: Prepared, remaining: float, tier) -> SqlError:
     per = "in total" if tier.period == "never" else "this " + tier.period
-    return SqlError("53400", f"δ budget exceeded: this query needs δ {p.delta:g}, {max(remaining, 0):g} "
-                    f"of {tier.delta_budget:g} is left {per}; nothing was charged",
-                    hint="Group by columns with a declared domain (no δ), or wait for the next period.")
+    return SqlError(
+        "53400",
+        f"δ budget exceeded: this query needs δ {p.delta:g}, {max(remaining, 0):g} "
+        f"of {tier.delta_budget:g} is left {per}; nothing was charged",
+        hint="Group by columns with a declared domain (no δ), or wait for the next period.",
+    )
 
 
 async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
@@ -199,30 +216,42 @@ async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
         left = await _delta_left(conn, p, tier)
         if femto(left) < femto(p.delta):
             raise _delta_error(p, left, tier)
-    p.state.update(data_version=dv, statement=sql)      # what the measurement may record beside it
+    p.state.update(data_version=dv, statement=sql)  # what the measurement may record beside it
     return await _release_eps(conn, p, tier, dv, sql)
 
 
 async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     gw, kind = conn.gw, p.kind
     # ε (and δ) are charged (fsync) on the ledger's writer thread while the scan runs
-    held = gw.ledger.reserve_soon(role=conn.role, epsilon=p.epsilon, budget=tier.budget, period=tier.period,
-                                  **({"delta": p.delta, "delta_budget": tier.delta_budget} if p.delta > 0 else {}))
+    held = gw.ledger.reserve_soon(
+        role=conn.role,
+        epsilon=p.epsilon,
+        budget=tier.budget,
+        period=tier.period,
+        **({"delta": p.delta, "delta_budget": tier.delta_budget} if p.delta > 0 else {}),
+    )
 
     def measure_and_record(cells):
         # In the backend's worker thread, right after the scan: noise, then the release
         # is stored against the (already durable) charge before anything is sent; the
         # rows are built here too (nothing heavy on the event loop, issue 21).
         answer = kind.measure(conn, p, cells)
-        res = held.result()                               # BudgetExceeded: nothing is sent
-        stored = gw.ledger.record(res, key=p.key, data_version=dv, canonical=p.canonical, statement=sql,
-                                  mechanism=kind.mechanism(answer), answer=answer)
+        res = held.result()  # BudgetExceeded: nothing is sent
+        stored = gw.ledger.record(
+            res,
+            key=p.key,
+            data_version=dv,
+            canonical=p.canonical,
+            statement=sql,
+            mechanism=kind.mechanism(answer),
+            answer=answer,
+        )
         try:
             built = None if stored is None else _built(p, stored)
-        except Exception:                                 # (raised again by _reply, on the loop)
+        except Exception:  # (raised again by _reply, on the loop)
             built = None
         if built is not None:
-            stored = stored.forget()                      # the answer is freed in this thread
+            stored = stored.forget()  # the answer is freed in this thread
         del answer, cells
         return res, stored, built
 
@@ -233,21 +262,25 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
         if b.what == "δ":
             raise _delta_error(p, b.remaining, tier) from None
         raise budget_error(conn.role, p.epsilon, b.remaining, tier) from None
-    except BaseException as e:                            # nothing was sent: refund if the scan never
-        ran = scan_read(conn)                             # read a row, else charge what ran
-        await asyncio.shield(asyncio.wrap_future((gw.ledger.spend_soon if ran else gw.ledger.cancel_soon)(held)))
-        if not held.cancelled() and held.exception() is None:        # the log line says what the ledger did
+    except BaseException as e:  # nothing was sent: refund if the scan never
+        ran = scan_read(conn)  # read a row, else charge what ran
+        await asyncio.shield(
+            asyncio.wrap_future((gw.ledger.spend_soon if ran else gw.ledger.cancel_soon)(held))
+        )
+        if not held.cancelled() and held.exception() is None:  # the log line says what the ledger did
             conn.timing["ledger"] = ("charged", p.epsilon) if ran else ("refunded", p.epsilon)
         detail_charged(conn, e, tier, p.delta)
         raise
-    if stored is None:                                    # cancelled after the scan: nothing sent
+    if stored is None:  # cancelled after the scan: nothing sent
         raise SqlError("57014", "canceling statement due to user request")
     kind.after_reply(conn, p)
-    if stored.charged:                                    # the budget left after this charge
+    if stored.charged:  # the budget left after this charge
         dleft = tier.delta_budget - res.delta_spent_femto / FEMTO if p.delta > 0 else None
         return _reply(p, stored, tier, tier.budget - res.spent_nano / NANO, dleft, built)
     remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
-    return _reply(p, stored, tier, remaining, await _delta_left(conn, p, tier), built)   # a concurrent twin's answer
+    return _reply(
+        p, stored, tier, remaining, await _delta_left(conn, p, tier), built
+    )  # a concurrent twin's answer
 
 
 def _built(p: Prepared, stored) -> tuple[list[tuple], str]:
@@ -256,8 +289,9 @@ def _built(p: Prepared, stored) -> tuple[list[tuple], str]:
     return p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)
 
 
-async def _reply_off_loop(p: Prepared, stored, tier, remaining: float,
-                          delta_left: float | None = None) -> tuple[Result, str, float]:
+async def _reply_off_loop(
+    p: Prepared, stored, tier, remaining: float, delta_left: float | None = None
+) -> tuple[Result, str, float]:
     """:func:`_reply` for a release read back from the ledger: a large one is decoded and
     turned into rows on a worker thread (``Stored.heavy``: a 10,000-cell answer is
     milliseconds of Python that would stall every other session's statements)."""
@@ -266,23 +300,37 @@ async def _reply_off_loop(p: Prepared, stored, tier, remaining: float,
 
     def build():
         out = _built(p, stored)
-        stored.forget()                                   # the decoded answer is freed off the loop
+        stored.forget()  # the decoded answer is freed off the loop
         return out
+
     return _reply(p, stored, tier, remaining, delta_left, await asyncio.to_thread(build))
 
 
-def _reply(p: Prepared, stored, tier, remaining: float, delta_left: float | None = None,
-           built=None) -> tuple[Result, str, float]:
+def _reply(
+    p: Prepared, stored, tier, remaining: float, delta_left: float | None = None, built=None
+) -> tuple[Result, str, float]:
     """Rows and the NOTICE for a stored (or just recorded) release; ``delta_left``: the δ
     budget left (None: no δ); ``built``: its rows and NOTICE body made already
     (:func:`_built`, off the event loop)."""
     rows, body = built if built is not None else _built(p, stored)
     charged = stored.epsilon if stored.charged else 0.0
     delta = None if delta_left is None else (stored.delta, delta_left, tier.delta_budget)
-    msg = notice_head(charged=charged, remaining=remaining, budget=tier.budget, period=tier.period,
-                      repeat=not stored.charged, delta=delta) + body
-    return (Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]),
-            p.kind.decision if stored.charged else "repeat", charged)
+    msg = (
+        notice_head(
+            charged=charged,
+            remaining=remaining,
+            budget=tier.budget,
+            period=tier.period,
+            repeat=not stored.charged,
+            delta=delta,
+        )
+        + body
+    )
+    return (
+        Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]),
+        p.kind.decision if stored.charged else "repeat",
+        charged,
+    )
 
 
 async def _twin_elsewhere(conn, key: str, tier):
@@ -297,8 +345,11 @@ async def _twin_elsewhere(conn, key: str, tier):
         if stored is not None:
             return dataclasses.replace(stored, charged=False), spent
         now = time.time()
-        pending = [r for r in await gw.ledger_read(gw.ledger.open_reservations)
-                   if r["role"] == conn.role and now - r["created"] < TWIN_WAIT_S]
+        pending = [
+            r
+            for r in await gw.ledger_read(gw.ledger.open_reservations)
+            if r["role"] == conn.role and now - r["created"] < TWIN_WAIT_S
+        ]
         if not pending or loop.time() > deadline:
             return None, spent
         await asyncio.sleep(0.02)

@@ -24,6 +24,7 @@ it with 58000 (what had started is charged, as always).
 Frames: a 4-byte big-endian length, then a pickle (both ends are this program's own
 processes: the lane accepts a peer of its own user and parent only, ``proxy.cli.lane``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,7 +55,7 @@ _LEN = struct.Struct("!I")
 
 def heavy(p) -> bool:
     """Whether the prepared statement ``p`` runs in the lane."""
-    if p.key is None:                                   # releases nothing: answered in place
+    if p.key is None:  # releases nothing: answered in place
         return False
     return p.kind.name in HEAVY_KINDS or heavy_plan(getattr(p, "plan", None))
 
@@ -67,8 +68,9 @@ def heavy_plan(plan) -> bool:
 
 def ledger_error(e: LedgerUnavailable) -> SqlError:
     """What the client gets when the ledger cannot be reached or written."""
-    return SqlError(e.sqlstate, e.line or "the privacy ledger is unavailable: no answer was released; "
-                                          "try again shortly")
+    return SqlError(
+        e.sqlstate, e.line or "the privacy ledger is unavailable: no answer was released; try again shortly"
+    )
 
 
 def frame(obj) -> bytes:
@@ -127,7 +129,7 @@ class LaneClient:
         self.address = address
         self._link: _Link | None = None
         self._ids = itertools.count(1)
-        self._heavy: OrderedDict = OrderedDict()        # routes by shape whose statements were heavy
+        self._heavy: OrderedDict = OrderedDict()  # routes by shape whose statements were heavy
 
     def knows_heavy(self, route, ladder: bool) -> bool:
         """Whether a statement of ``route``'s shape (the route object ``rewriter.route.Routes``
@@ -138,7 +140,7 @@ class LaneClient:
         return (id(route), ladder) in self._heavy
 
     def remember_heavy(self, route, ladder: bool) -> None:
-        self._heavy[(id(route), ladder)] = route        # (held: its id is never reused meanwhile)
+        self._heavy[(id(route), ladder)] = route  # (held: its id is never reused meanwhile)
         if len(self._heavy) > 1024:
             self._heavy.popitem(last=False)
 
@@ -149,7 +151,7 @@ class LaneClient:
             reader, writer = await asyncio.open_unix_connection(self.address)
         except OSError:
             return None
-        if self._link is not None and self._link.open:   # another statement connected meanwhile
+        if self._link is not None and self._link.open:  # another statement connected meanwhile
             writer.close()
             return self._link
         self._link = _Link(reader, writer)
@@ -164,16 +166,29 @@ class LaneClient:
         rid = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         link.pending[rid] = fut
-        link.send({"op": "answer", "id": rid, "role": conn.role, "database": conn.session.database,
-                   "settings": dict(conn.session.settings), "sql": sql, "args": list(params)})
+        link.send(
+            {
+                "op": "answer",
+                "id": rid,
+                "role": conn.role,
+                "database": conn.session.database,
+                "settings": dict(conn.session.settings),
+                "sql": sql,
+                "args": list(params),
+            }
+        )
         unsubscribe = conn.cancel_signal.subscribe(partial(self._cancel, link, rid))
-        if conn.cancel_signal.is_set():                 # cancelled while it was planned here
+        if conn.cancel_signal.is_set():  # cancelled while it was planned here
             self._cancel(link, rid)
         try:
             msg = await fut
         except LaneLost:
-            raise SqlError("58000", "the heavy-statement process stopped during this statement; if its scan "
-                           "had started it was charged", hint="Run it again.") from None
+            raise SqlError(
+                "58000",
+                "the heavy-statement process stopped during this statement; if its scan "
+                "had started it was charged",
+                hint="Run it again.",
+            ) from None
         except asyncio.CancelledError:
             self._cancel(link, rid)
             raise
@@ -201,28 +216,34 @@ def _reply(conn, msg: dict):
         kind, f = err
         if kind == "refusal":
             raise Refusal(f["sqlstate"], f["message"], f["hint"])
-        raise SqlError(f["sqlstate"], f["message"], detail=f["detail"], hint=f["hint"], severity=f["severity"])
+        raise SqlError(
+            f["sqlstate"], f["message"], detail=f["detail"], hint=f["hint"], severity=f["severity"]
+        )
     conn.timing.update(msg["timing"])
     cols = None if msg["columns"] is None else [Column(n, t) for n, t in msg["columns"]]
     rows = EncodedRows(msg["data"], msg["formats"], msg["count"], partial(pickle.loads, msg["values"]))
-    return (Result(msg["tag"], cols, rows, notices=msg["notices"], parameter_status=msg["parameter_status"]),
-            msg["decision"], msg["eps"])
+    return (
+        Result(msg["tag"], cols, rows, notices=msg["notices"], parameter_status=msg["parameter_status"]),
+        msg["decision"],
+        msg["eps"],
+    )
 
 
 # -- the lane's side --------------------------------------------------------------------
+
 
 async def serve_link(gw, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, busy=None) -> None:
     """Answer one worker's statements until it disconnects (then its running statements
     are cancelled: a scan that had started is charged, as for a client that leaves).
     ``busy(+1 / -1)``, if given, is told as each statement starts and ends."""
-    running: dict[int, list] = {}                 # id -> [its connection once made, cancelled?]
+    running: dict[int, list] = {}  # id -> [its connection once made, cancelled?]
     tasks: set[asyncio.Task] = set()
     try:
         while (msg := await read_frame(reader)) is not None:
             if msg["op"] == "cancel":
                 slot = running.get(msg["id"])
                 if slot is not None:
-                    slot[1] = True                    # (a cancel before its connection exists waits here)
+                    slot[1] = True  # (a cancel before its connection exists waits here)
                     if slot[0] is not None:
                         slot[0].cancel()
             elif msg["op"] == "answer":
@@ -251,22 +272,45 @@ async def _answer(gw, msg: dict, running: dict, writer, busy) -> None:
         conn.session.settings = dict(msg["settings"])
         slot = running[rid]
         slot[0] = conn
-        if slot[1]:                                   # cancelled before it started: not run
+        if slot[1]:  # cancelled before it started: not run
             raise SqlError("57014", "canceling statement due to user request")
         result, decision, eps = await conn.answer(msg["sql"], msg["args"])
         reply = await asyncio.to_thread(_encoded, result)
-        reply.update(decision=decision, eps=eps,
-                     timing={k: v for k, v in conn.timing.items() if k in ("backend_ms", "started")})
+        reply.update(
+            decision=decision,
+            eps=eps,
+            timing={k: v for k, v in conn.timing.items() if k in ("backend_ms", "started")},
+        )
     except Refusal as r:
         reply = {"error": ("refusal", {"sqlstate": r.sqlstate, "message": r.message, "hint": r.hint})}
     except (SqlError, LedgerUnavailable) as e:
         e = ledger_error(e) if isinstance(e, LedgerUnavailable) else e
-        reply = {"error": ("sql", {"sqlstate": e.sqlstate, "message": e.message, "detail": e.detail,
-                                   "hint": e.hint, "severity": e.severity})}
-    except Exception:                                           # noqa: BLE001 - reported, never raised here
+        reply = {
+            "error": (
+                "sql",
+                {
+                    "sqlstate": e.sqlstate,
+                    "message": e.message,
+                    "detail": e.detail,
+                    "hint": e.hint,
+                    "severity": e.severity,
+                },
+            )
+        }
+    except Exception:
         log.exception("heavy-statement lane: statement failed")
-        reply = {"error": ("sql", {"sqlstate": "XX000", "message": "internal error", "detail": None,
-                                   "hint": None, "severity": "ERROR"})}
+        reply = {
+            "error": (
+                "sql",
+                {
+                    "sqlstate": "XX000",
+                    "message": "internal error",
+                    "detail": None,
+                    "hint": None,
+                    "severity": "ERROR",
+                },
+            )
+        }
     finally:
         running.pop(rid, None)
         if busy is not None:
@@ -284,6 +328,13 @@ def _encoded(result: Result) -> dict:
     formats = (0,) * n
     data = data_rows([c.type_oid for c in cols], list(formats), rows) if cols is not None else b""
     values = rows if isinstance(rows, (list, ColumnRows)) else list(rows)
-    return {"tag": result.command_tag, "columns": None if cols is None else [(c.name, c.type_oid) for c in cols],
-            "data": data, "formats": formats, "count": len(rows), "values": pickle.dumps(values, pickle.HIGHEST_PROTOCOL),
-            "notices": list(result.notices), "parameter_status": dict(result.parameter_status)}
+    return {
+        "tag": result.command_tag,
+        "columns": None if cols is None else [(c.name, c.type_oid) for c in cols],
+        "data": data,
+        "formats": formats,
+        "count": len(rows),
+        "values": pickle.dumps(values, pickle.HIGHEST_PROTOCOL),
+        "notices": list(result.notices),
+        "parameter_status": dict(result.parameter_status),
+    }

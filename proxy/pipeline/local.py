@@ -19,6 +19,7 @@
   The query-time options (edge buckets, quantile point, isotonic CDF, clip; config or
   ``SET dpgate.local_*``, :mod:`.local_options`) are named in the NOTICE and EXPLAIN.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,14 +49,25 @@ from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
 from .local_subset import answer_subset, explain_subset
 
-__all__ = ["LOCAL", "SUBSET", "Local", "Subset", "insert_local", "describe_local", "describe_guarantee", "explain_local",
-           "local_guarantees", "ensure_reports", "local_answer"]
+__all__ = [
+    "LOCAL",
+    "SUBSET",
+    "Local",
+    "Subset",
+    "insert_local",
+    "describe_local",
+    "describe_guarantee",
+    "explain_local",
+    "local_guarantees",
+    "ensure_reports",
+    "local_answer",
+]
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
-DELTA = 0.05                     # percentile rank-error bounds hold with probability 1 - DELTA
+DELTA = 0.05  # percentile rank-error bounds hold with probability 1 - DELTA
 _PLANS: OrderedDict = OrderedDict()
-_BUCKETS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_WRITES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Spark: one INSERT at a time
+_BUCKETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Spark: one INSERT at a time
 
 
 def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
@@ -64,9 +76,11 @@ def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
     check_layout(lay)
     groups = "; ".join("(" + ", ".join(g.columns) + ")" for g in lay.groups) or "none"
     cats = "".join(f"; Subset {c.name} for ladder {c.ladder_name}" for c in lay.categories)
-    return (f"  local table {name} (metric LDP, reports in {lay.reports}; joint {groups}{cats}; "
-            f"estimator {lay.estimator}): {guarantee(lay)} per record, perturbed once at "
-            "ingestion; queries charge no budget")
+    return (
+        f"  local table {name} (metric LDP, reports in {lay.reports}; joint {groups}{cats}; "
+        f"estimator {lay.estimator}): {guarantee(lay)} per record, perturbed once at "
+        "ingestion; queries charge no budget"
+    )
 
 
 # ---------------------------------------------------------------------------- backend
@@ -77,8 +91,7 @@ async def _fetch(conn, sql: str, write: bool = False) -> list[tuple]:
 
 # ---------------------------------------------------------------------------- SELECT
 def _plan(gw, sql: str, params, overrides: tuple = ()) -> LocalPlan:
-    key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()),
-           overrides)
+    key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()), overrides)
     hit = _PLANS.get(key)
     if hit is not None:
         _PLANS.move_to_end(key)
@@ -102,7 +115,7 @@ class Local(ReleaseKind):
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         plan = _plan(conn.gw, sql, params, overrides_of(conn))
-        if isinstance(plan, SubsetPlan):               # categorical Subset column (seed 000 §5)
+        if isinstance(plan, SubsetPlan):  # categorical Subset column (seed 000 §5)
             return Prepared(SUBSET, plan, [])
         return Prepared(self, plan, _columns(plan))
 
@@ -111,7 +124,7 @@ class Local(ReleaseKind):
         await ensure_reports(gw, p.plan.layout)
         text, _ = scan(p.plan, gw.backend.dialect)
         cells = await _fetch(conn, text)
-        if len(cells) >= HEAVY_ROWS:                          # off the event loop (issue 21)
+        if len(cells) >= HEAVY_ROWS:  # off the event loop (issue 21)
             rows, msg = await asyncio.to_thread(local_answer, p.plan, cells)
         else:
             rows, msg = local_answer(p.plan, cells)
@@ -143,8 +156,17 @@ def _num(v):
     return float(v)
 
 
-def _avg_std(plan: LocalPlan, a, b: BoundAgg, n: int, num: float, den: float,
-             var_num: float | None, wmax: float | None, exact_den: bool) -> float:
+def _avg_std(
+    plan: LocalPlan,
+    a,
+    b: BoundAgg,
+    n: int,
+    num: float,
+    den: float,
+    var_num: float | None,
+    wmax: float | None,
+    exact_den: bool,
+) -> float:
     """Std of AVG = num/den. Exact den: std(num)/den. Otherwise the delta method with
     the linearised query num - avg*den, bounded over all data sets of n reports."""
     spec, est = b.spec, plan.layout.estimator
@@ -152,13 +174,12 @@ def _avg_std(plan: LocalPlan, a, b: BoundAgg, n: int, num: float, den: float,
     if exact_den:
         bounds = variance_bounds(spec, b.query, n, est, wmax)
         return notice_std(var_num, bounds) / den
-    if a.row_weight is not None:                      # public weight: (w - avg) per record
+    if a.row_weight is not None:  # public weight: (w - avg) per record
         hi = variance_bounds(spec, b.query, n, est, (wmax or 0.0) + abs(avg))[1]
         return math.sqrt(hi) / den
     d0 = _diff_dim(b, spec)
     ws = [b.den.weight(spec, d) for d in range(spec.D)]
-    ws[d0] = (b.query.scale * b.query.weight(spec, d0)
-              - avg * b.den.scale * b.den.weight(spec, d0))
+    ws[d0] = b.query.scale * b.query.weight(spec, d0) - avg * b.den.scale * b.den.weight(spec, d0)
     lin = Query(tuple(ws))
     return math.sqrt(variance_bounds(spec, lin, n, est)[1]) / den
 
@@ -191,7 +212,7 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
         n_total += n
         vals = []
         for i, (a, s, b) in enumerate(zip(plan.aggs, sc.slots, bound)):
-            get = (lambda j: _num(row[j])) if row is not None else (lambda j: None)
+            get = (lambda j, row=row: _num(row[j])) if row is not None else (lambda j: None)
             if a.kind == "exact":
                 v = get(s["value"])
                 if a.func == "count":
@@ -220,8 +241,9 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                     continue
                 wmax = get(s["wmax"]) if "wmax" in s else None
                 exact_den = all(w is None for w in b.den.weights) and b.den.scale == 1.0
-                std = _avg_std(plan, a, b, n, num, den, get(s["var"]) if "var" in s else None,
-                               wmax, exact_den)
+                std = _avg_std(
+                    plan, a, b, n, num, den, get(s["var"]) if "var" in s else None, wmax, exact_den
+                )
                 stds[i] = max(stds[i], std)
                 notes[i] = "bound"
                 vals.append(float(num / den))
@@ -233,8 +255,7 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                 continue
             prefix = prefix_values(plan.options, [get(j) or 0.0 for j in s["prefix"]], den)
             p = min(max(a.p, 1e-12), 1.0)
-            res = quantile([den, *prefix], p, spec, a.dim, "cont" if a.cont else "disc",
-                           a.represent)
+            res = quantile([den, *prefix], p, spec, a.dim, "cont" if a.cont else "disc", a.represent)
             v = disc_value(a, float(res.value))
             vals.append(int(round(v)) if a.out_type == "int" else v)
             if i not in widths:
@@ -243,14 +264,16 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
             stds[i] = max(stds[i], t)
             notes[i] = "rank"
         out_rows.append((key, vals))
-    rows = [tuple(key[o.index] if o.source == "group" else vals[o.index] for o in plan.outputs)
-            for key, vals in out_rows]
+    rows = [
+        tuple(key[o.index] if o.source == "group" else vals[o.index] for o in plan.outputs)
+        for key, vals in out_rows
+    ]
     for idx, desc in reversed(plan.order_by):
         nulls = [r for r in rows if r[idx] is None]
         rest = sorted((r for r in rows if r[idx] is not None), key=lambda r: r[idx], reverse=desc)
         rows = nulls + rest if desc else rest + nulls
     start = plan.offset or 0
-    rows = rows[start:None if plan.limit is None else start + plan.limit]
+    rows = rows[start : None if plan.limit is None else start + plan.limit]
     return rows, _notice(plan, stds, notes, n_total)
 
 
@@ -283,20 +306,24 @@ def _notice(plan: LocalPlan, stds, notes, n_total: int) -> str:
             parts.append(f"{o.name} ±{_fmt(stds[i])}")
     est = any(a.kind != "exact" for a in plan.aggs)
     std = f"; std: {', '.join(parts)}" + (" (max over rows)" if many and est else "")
-    return (f"dpgate: ε charged 0 (local table {lay.name}: metric-LDP reports perturbed once at "
-            f"ingestion; answers are post-processing, no budget is used); {n_total:,} reports"
-            f"{std}; estimator {lay.estimator}, {plan.options.text(plan.private)}; guarantee per "
-            f"record {guarantee(lay)}")
+    return (
+        f"dpgate: ε charged 0 (local table {lay.name}: metric-LDP reports perturbed once at "
+        f"ingestion; answers are post-processing, no budget is used); {n_total:,} reports"
+        f"{std}; estimator {lay.estimator}, {plan.options.text(plan.private)}; guarantee per "
+        f"record {guarantee(lay)}"
+    )
 
 
 # ---------------------------------------------------------------------------- INSERT
 def _read_only(gw) -> SqlError:
     local = sorted(n for n, t in gw.config.tables.items() if t.mode == "local")
     where = f" ({', '.join(local)})" if local else ""
-    return SqlError("42501", f"INSERT is only accepted into local (metric-LDP) tables{where}; "
-                    "dpgate is otherwise read-only",
-                    hint="Local tables store perturbed reports only; other tables are read with "
-                         "aggregate SELECT queries.")
+    return SqlError(
+        "42501",
+        f"INSERT is only accepted into local (metric-LDP) tables{where}; dpgate is otherwise read-only",
+        hint="Local tables store perturbed reports only; other tables are read with "
+        "aggregate SELECT queries.",
+    )
 
 
 def _insert_target(gw, sql: str):
@@ -322,9 +349,12 @@ def _check_grant(gw, role: str, name: str) -> None:
     """42501 unless the config grants ``role`` INSERT into local table ``name``."""
     spec = gw.config.roles.get(role)
     if spec is None or name not in spec.insert:
-        raise SqlError("42501", f"permission denied for table {name}",
-                       hint=f"Writing into a local table is granted per role in the config: "
-                            f'[roles.<role>] insert = ["{name}"]. Reading it needs no grant.')
+        raise SqlError(
+            "42501",
+            f"permission denied for table {name}",
+            hint=f"Writing into a local table is granted per role in the config: "
+            f'[roles.<role>] insert = ["{name}"]. Reading it needs no grant.',
+        )
 
 
 class RowBucket:
@@ -343,15 +373,25 @@ class RowBucket:
 
     def take(self, role: str, n: int) -> None:
         self._refill()
-        hint = (f"Role {role} may INSERT {self.rate} rows per minute (insert_rows_per_minute in its "
-                "config); for bulk loads the operator runs `dpgate ldp-load`.")
+        hint = (
+            f"Role {role} may INSERT {self.rate} rows per minute (insert_rows_per_minute in its "
+            "config); for bulk loads the operator runs `dpgate ldp-load`."
+        )
         if n > self.rate:
-            raise SqlError("53400", f"an INSERT of {n} rows exceeds role {role}'s limit of {self.rate} "
-                           "rows per minute; nothing was stored", hint="Split it into smaller INSERTs. " + hint)
+            raise SqlError(
+                "53400",
+                f"an INSERT of {n} rows exceeds role {role}'s limit of {self.rate} "
+                "rows per minute; nothing was stored",
+                hint="Split it into smaller INSERTs. " + hint,
+            )
         if n > self.tokens:
             wait = math.ceil((n - self.tokens) * 60.0 / self.rate)
-            raise SqlError("53400", f"row rate limit reached for role {role}: {n} rows asked, "
-                           f"{int(self.tokens)} available; retry in {wait} s; nothing was stored", hint=hint)
+            raise SqlError(
+                "53400",
+                f"row rate limit reached for role {role}: {n} rows asked, "
+                f"{int(self.tokens)} available; retry in {wait} s; nothing was stored",
+                hint=hint,
+            )
         self.tokens -= n
 
     def give(self, n: int) -> None:
@@ -368,28 +408,41 @@ def _bucket(gw, role: str) -> RowBucket:
 
 
 _INSERT_ARGS = frozenset({"this", "expression"})
-_INSERT_CLAUSES = {"with_": "WITH", "returning": "RETURNING", "conflict": "ON CONFLICT",
-                   "alternative": "OR REPLACE / OR IGNORE", "overwrite": "OVERWRITE", "where": "WHERE"}
+_INSERT_CLAUSES = {
+    "with_": "WITH",
+    "returning": "RETURNING",
+    "conflict": "ON CONFLICT",
+    "alternative": "OR REPLACE / OR IGNORE",
+    "overwrite": "OVERWRITE",
+    "where": "WHERE",
+}
 
 
 def _insert_shape(expr, name, table, cols):
-    for k, v in expr.args.items():       # fail closed: only INSERT INTO t [(cols)] VALUES …
+    for k, v in expr.args.items():  # fail closed: only INSERT INTO t [(cols)] VALUES …
         if v and k not in _INSERT_ARGS:
             what = _INSERT_CLAUSES.get(k, k.rstrip("_").upper().replace("_", " "))
-            raise SqlError("0A000", f"INSERT with {what} is not supported on a local table",
-                           hint="Use INSERT INTO t (columns) VALUES (…), (…).")
+            raise SqlError(
+                "0A000",
+                f"INSERT with {what} is not supported on a local table",
+                hint="Use INSERT INTO t (columns) VALUES (…), (…).",
+            )
     values = expr.expression
     if not isinstance(values, exp.Values):
-        raise SqlError("0A000", "only INSERT … VALUES is accepted into a local table",
-                       hint="For bulk loads use `dpgate ldp-load --table "
-                            f"{name} FILE.csv` (or --from-table SRC).")
+        raise SqlError(
+            "0A000",
+            "only INSERT … VALUES is accepted into a local table",
+            hint=f"For bulk loads use `dpgate ldp-load --table {name} FILE.csv` (or --from-table SRC).",
+        )
     declared = list(table.columns)
     if cols is None:
         cols = declared
     for c in cols:
         if c not in table.columns:
-            raise SqlError("42703", f"column {c} of local table {name} is not declared; declared "
-                           f"columns: {', '.join(declared)}")
+            raise SqlError(
+                "42703",
+                f"column {c} of local table {name} is not declared; declared columns: {', '.join(declared)}",
+            )
     if len(set(cols)) != len(cols):
         raise SqlError("42701", "a column is listed twice in the INSERT")
     rows = []
@@ -409,8 +462,7 @@ def _value(node, params, col: str):
     if isinstance(node, exp.Parameter):
         n = int(node.this.this) if isinstance(node.this, exp.Literal) else 0
         if not 1 <= n <= len(params):
-            raise SqlError("08P01", f"the statement uses ${n} but {len(params)} parameter(s) were "
-                           "supplied")
+            raise SqlError("08P01", f"the statement uses ${n} but {len(params)} parameter(s) were supplied")
         v = params[n - 1]
         return float(v) if type(v).__name__ == "Decimal" else v
     try:
@@ -418,8 +470,11 @@ def _value(node, params, col: str):
     except Refusal as r:
         raise SqlError(r.sqlstate, r.message) from None
     if not ok:
-        raise SqlError("0A000", f"VALUES for column {col} must be a literal or a $n parameter, "
-                       f"not {node.sql('postgres')}", hint="Compute values before inserting.")
+        raise SqlError(
+            "0A000",
+            f"VALUES for column {col} must be a literal or a $n parameter, not {node.sql('postgres')}",
+            hint="Compute values before inserting.",
+        )
     return v
 
 
@@ -439,34 +494,37 @@ async def insert_local(conn, sql: str, params: list):
     """INSERT … VALUES into a local table: perturb in the proxy, store reports only."""
     gw = conn.gw
     expr, name, table, cols = _insert_target(gw, sql)
-    _check_grant(gw, conn.role, name)                  # before anything is perturbed or stored
+    _check_grant(gw, conn.role, name)  # before anything is perturbed or stored
     cols, rows = _insert_shape(expr, name, table, cols)
     params = list(params or [])
     data = {c: [_value(r[i], params, c) for r in rows] for i, c in enumerate(cols)}
     n = len(rows)
     bucket = _bucket(gw, conn.role)
-    bucket.take(conn.role, n)                          # counted per row, before perturbing
+    bucket.take(conn.role, n)  # counted per row, before perturbing
     try:
-        lay = await ensure_reports(gw, layout(name, table, gw.config.tiers))    # as stored
+        lay = await ensure_reports(gw, layout(name, table, gw.config.tiers))  # as stored
         enc = Encoder(lay, gw.source).encode(data, n)
     except BaseException as e:
-        bucket.give(n)                                 # refused before the write: nothing stored
+        bucket.give(n)  # refused before the write: nothing stored
         if isinstance(e, IngestError):
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         raise
     dialect = gw.backend.dialect
     schema = [c for c, _ in lay.report_schema()]
-    tuples = ", ".join("(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")"
-                       for i in range(n))
-    q = "`" if dialect == "spark" else '"'            # Spark: backquoted identifiers (issue 22)
+    tuples = ", ".join(
+        "(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")" for i in range(n)
+    )
+    q = "`" if dialect == "spark" else '"'  # Spark: backquoted identifiers (issue 22)
     ins = f"INSERT INTO {q}{lay.reports}{q} ({', '.join(q + c + q for c in schema)}) VALUES {tuples}"
     if dialect == "postgres":
         ins = f"WITH ins AS ({ins} RETURNING 1) SELECT COUNT(*) FROM ins"
-    if dialect == "spark":             # concurrent appends to one Parquet table share its _temporary
-        async with _WRITES.setdefault(gw, asyncio.Lock()):      # directory: this proxy sends one at a time
+    if dialect == "spark":  # concurrent appends to one Parquet table share its _temporary
+        async with _WRITES.setdefault(gw, asyncio.Lock()):  # directory: this proxy sends one at a time
             await _fetch(conn, ins, write=True)
     else:
-        await _fetch(conn, ins, write=True)        # once the write is sent the rows stay counted, whatever its outcome
+        await _fetch(
+            conn, ins, write=True
+        )  # once the write is sent the rows stay counted, whatever its outcome
     return Result(f"INSERT 0 {n}"), "ldp-insert", 0.0
 
 
@@ -474,7 +532,7 @@ async def insert_local(conn, sql: str, params: list):
 async def describe_local(conn, sql: str, oids: list[int]) -> Description:
     """Describe (extended protocol) of a SELECT on a local table or of an INSERT."""
     gw = conn.gw
-    if isinstance(parse(sql), exp.Insert):          # from the parse, as the route
+    if isinstance(parse(sql), exp.Insert):  # from the parse, as the route
         expr, name, table, cols = _insert_target(gw, sql)
         _check_grant(gw, conn.role, name)
         cols, rows = _insert_shape(expr, name, table, cols)
@@ -486,18 +544,22 @@ async def describe_local(conn, sql: str, oids: list[int]) -> Description:
                 if isinstance(node, exp.Parameter) and isinstance(node.this, exp.Literal):
                     types.setdefault(int(node.this.this), table.columns[c].type)
         n = max(types, default=0)
-        inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(types.get(i + 1), 25)
-                    for i in range(max(n, len(oids)))]
+        inferred = [
+            oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(types.get(i + 1), 25)
+            for i in range(max(n, len(oids)))
+        ]
         return Description(inferred, None)
     plan = plan_local(parse(sql), gw.config, None)
-    inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(t, 25) if t else 25
-                for i, t in enumerate(plan.param_types)]
+    inferred = [
+        oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(t, 25) if t else 25
+        for i, t in enumerate(plan.param_types)
+    ]
     return Description(inferred, _columns(plan))
 
 
 # ---------------------------------------------------------------------------- EXPLAIN
-EXPLAIN_NS = (1_000, 10_000, 100_000)    # reports in a cell at which EXPLAIN states the error
-Z95 = 1.959963984540054                   # standard normal 97.5% point: 95% two-sided (CLT over reports)
+EXPLAIN_NS = (1_000, 10_000, 100_000)  # reports in a cell at which EXPLAIN states the error
+Z95 = 1.959963984540054  # standard normal 97.5% point: 95% two-sided (CLT over reports)
 
 
 def explain_widths(plan: LocalPlan, config) -> list[str]:
@@ -517,22 +579,34 @@ def explain_widths(plan: LocalPlan, config) -> list[str]:
         wmax = 1.0 if a.row_weight else None
         per = " (× the largest |weight|)" if a.row_weight else ""
         if a.kind == "est":
-            hw = [Z95 * math.sqrt(variance_bounds(spec, b.query, n, lay.estimator, wmax)[1]) for n in EXPLAIN_NS]
+            hw = [
+                Z95 * math.sqrt(variance_bounds(spec, b.query, n, lay.estimator, wmax)[1]) for n in EXPLAIN_NS
+            ]
         elif a.kind == "avg":
             exact_den = all(w is None for w in b.den.weights) and b.den.scale == 1.0
             col = config.tables[lay.name].local.columns.get(a.column) if a.column else None
             ends = (col.lo, col.hi) if col is not None else (0.0,)
-            hw = [Z95 * max(_avg_std(plan, a, b, n, v * n, float(n), None, wmax, exact_den) for v in ends)
-                  for n in EXPLAIN_NS]
+            hw = [
+                Z95 * max(_avg_std(plan, a, b, n, v * n, float(n), None, wmax, exact_den) for v in ends)
+                for n in EXPLAIN_NS
+            ]
         else:
             w = prefix_width(spec, b.prefixes, lay.estimator)
-            ranks = [100 * w * math.sqrt(n * math.log(2 * max(len(b.prefixes), 1) / DELTA) / 2) / n
-                     for n in EXPLAIN_NS]
-            out.append("95% rank error ≤ " + ", ".join(f"{r:.2g}% at n = {n:,}" for r, n in zip(ranks, EXPLAIN_NS))
-                       + " reports")
+            ranks = [
+                100 * w * math.sqrt(n * math.log(2 * max(len(b.prefixes), 1) / DELTA) / 2) / n
+                for n in EXPLAIN_NS
+            ]
+            out.append(
+                "95% rank error ≤ "
+                + ", ".join(f"{r:.2g}% at n = {n:,}" for r, n in zip(ranks, EXPLAIN_NS))
+                + " reports"
+            )
             continue
-        out.append("95% half-width " + ", ".join(f"±{_fmt(h)} at n = {n:,}" for h, n in zip(hw, EXPLAIN_NS))
-                   + f" reports{per}")
+        out.append(
+            "95% half-width "
+            + ", ".join(f"±{_fmt(h)} at n = {n:,}" for h, n in zip(hw, EXPLAIN_NS))
+            + f" reports{per}"
+        )
     return out
 
 
@@ -544,14 +618,19 @@ async def explain_local(conn, sql: str, params: list) -> Result:
         return await explain_subset(conn, plan)
     lay = plan.layout
     text, _ = scan(plan, conn.gw.backend.dialect)
-    lines = [f" dpgate answer over local table {lay.name}: metric-LDP reports in {lay.reports}; "
-             "post-processing, ε 0 charged",
-             f"   guarantee per record: {guarantee(lay)}",
-             f"   estimator {lay.estimator} (spec §3.5 product form)",
-             f"   options (post-processing, spec §8): {plan.options.text(plan.private, True)}"]
-    what = {"exact": "exact over public columns", "est": "unbiased estimate, std from §4.2",
-            "avg": "ratio of two estimates, std bound by the delta method",
-            "pct": "binary search over all prefix estimates (§3.10), 95% rank-error bound"}
+    lines = [
+        f" dpgate answer over local table {lay.name}: metric-LDP reports in {lay.reports}; "
+        "post-processing, ε 0 charged",
+        f"   guarantee per record: {guarantee(lay)}",
+        f"   estimator {lay.estimator} (spec §3.5 product form)",
+        f"   options (post-processing, spec §8): {plan.options.text(plan.private, True)}",
+    ]
+    what = {
+        "exact": "exact over public columns",
+        "est": "unbiased estimate, std from §4.2",
+        "avg": "ratio of two estimates, std bound by the delta method",
+        "pct": "binary search over all prefix estimates (§3.10), 95% rank-error bound",
+    }
     for a, width in zip(plan.aggs, explain_widths(plan, conn.gw.config)):
         lines.append(f"   {a.label}: {what[a.kind]}; {width}")
     lines += [" backend SQL (one scan):", "   " + text]
@@ -561,5 +640,4 @@ async def explain_local(conn, sql: str, params: list) -> Result:
 def local_guarantees(cfg) -> list[str]:
     """:func:`describe_guarantee` for every local table of ``cfg`` (ValueError, naming the
     field, if a table's local layout is invalid)."""
-    return [describe_guarantee(name, t, cfg.tiers) for name, t in cfg.tables.items()
-            if t.mode == "local"]
+    return [describe_guarantee(name, t, cfg.tiers) for name, t in cfg.tables.items() if t.mode == "local"]

@@ -8,6 +8,7 @@ plain numbers (issue 18: the rewriter imports no mechanism code, the mechanisms 
 A plan's numbers are computed once (cached with the plan); the bucket weights of one
 predicate once per (weight, dimension).
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,19 +17,43 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.metric_ldp import (GroupSpec, Query, affine_terms, prefix_queries,
-                                   private_weight_sum_query, report_columns, variance_queries)
+from mechanisms.metric_ldp import (
+    GroupSpec,
+    Query,
+    affine_terms,
+    prefix_queries,
+    private_weight_sum_query,
+    report_columns,
+    variance_queries,
+)
 from mechanisms.metric_ldp.weights import bucket_weights, prefix_indicator
 from rewriter.emit import from_postgres
 from rewriter.local import LocalPlan
-from rewriter.local_sql import (AggNumbers, Estimate, ScanColumns, estimate_sql, quantile_sql, to_sql,
-                                variance_sql)
+from rewriter.local_sql import (
+    AggNumbers,
+    Estimate,
+    ScanColumns,
+    estimate_sql,
+    quantile_sql,
+    to_sql,
+    variance_sql,
+)
 from rewriter.local_weights import LocalQuery, Prefix, Weight
 
 from ..ingest.ldp_specs import group_spec
 
-__all__ = ["BoundAgg", "bind", "scan", "weights_of", "numeric_query", "estimate_numbers",
-           "spec_columns", "estimate_text", "variance_text", "quantile_text"]
+__all__ = [
+    "BoundAgg",
+    "bind",
+    "scan",
+    "weights_of",
+    "numeric_query",
+    "estimate_numbers",
+    "spec_columns",
+    "estimate_text",
+    "variance_text",
+    "quantile_text",
+]
 
 _BOUND: OrderedDict = OrderedDict()
 
@@ -123,14 +148,16 @@ def spec_columns(spec: GroupSpec) -> tuple:
     return tuple(tuple(names[s]) for s in spec.column_slices())
 
 
-def estimate_text(spec: GroupSpec, query: Query, estimator: str = "known_n",
-                  row_weight: str | None = None) -> str:
+def estimate_text(
+    spec: GroupSpec, query: Query, estimator: str = "known_n", row_weight: str | None = None
+) -> str:
     """ONE aggregate expression over ``spec``'s report columns estimating ``query``."""
     return estimate_sql(spec_columns(spec), estimate_numbers(spec, query, estimator), row_weight)
 
 
-def variance_text(spec: GroupSpec, query: Query, estimator: str = "known_n",
-                  row_weight: str | None = None) -> str:
+def variance_text(
+    spec: GroupSpec, query: Query, estimator: str = "known_n", row_weight: str | None = None
+) -> str:
     """The unbiased variance estimate of :func:`estimate_text`'s estimate."""
     a, b = (estimate_numbers(spec, v, estimator) for v in variance_queries(spec, query, estimator))
     return variance_sql(spec_columns(spec), a, b, row_weight)
@@ -138,5 +165,6 @@ def variance_text(spec: GroupSpec, query: Query, estimator: str = "known_n",
 
 def quantile_text(spec: GroupSpec, d: int, estimator: str = "known_n") -> list:
     """Select-list of the one prefix query of dimension ``d`` (§3.10)."""
-    return quantile_sql(spec_columns(spec), [estimate_numbers(spec, q, estimator)
-                                             for q in prefix_queries(spec, d)])
+    return quantile_sql(
+        spec_columns(spec), [estimate_numbers(spec, q, estimator) for q in prefix_queries(spec, d)]
+    )

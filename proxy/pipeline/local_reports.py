@@ -1,6 +1,7 @@
 """The report table of a local (LDP) table, created once per gateway: the layout as
 stored (Subset levels of an existing table), shared by the metric-LDP path (:mod:`.local`)
 and the Subset path (:mod:`.local_subset`)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,8 @@ from ..wire.api import SqlError
 
 __all__ = ["ensure_reports", "stored_layout"]
 
-_READY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_READY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def stored_layout(gw, lay):
@@ -39,7 +40,7 @@ async def ensure_reports(gw, lay):
         try:
             if gw.backend.dialect == "duckdb":
                 stored = await asyncio.to_thread(_ensure_duck, gw.backend, lay)
-            elif gw.backend.dialect == "spark":      # issue 22: reports stored in Spark
+            elif gw.backend.dialect == "spark":  # issue 22: reports stored in Spark
                 stored = await asyncio.to_thread(ensure_spark, gw.backend, lay)
             else:
                 async with gw.backend.writer.pool.connection(timeout=10) as conn:
@@ -48,7 +49,7 @@ async def ensure_reports(gw, lay):
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         except SqlError:
             raise
-        except Exception as e:  # noqa: BLE001 - backend down, pool timeout, …
+        except Exception as e:
             logging.getLogger("dpgate.backend").warning("local reports table: %s", e)
             raise SqlError("08006", "the backend is unavailable; nothing was charged") from None
         ready[lay.reports] = (lay, stored)

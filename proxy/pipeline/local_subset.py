@@ -9,13 +9,14 @@ Nothing is charged (the reports were perturbed once at ingestion; answers are po
 the NOTICE gives the 95% half-width (:func:`proxy.ingest.subset_ingest.tier_template`) and the guarantee.
 Roles whose tier is not on the column's ladder are refused (42501).
 """
+
 from __future__ import annotations
 
 import itertools
 import math
 
-from rewriter.local import layout
 from rewriter.emit import from_postgres
+from rewriter.local import layout
 from rewriter.local_subset import Category, SubsetPlan, subset_sql
 
 from ..ingest.subset_ingest import estimate_from_counts, ladder_of, realised, tier_template, top
@@ -32,16 +33,22 @@ def serve_level(cfg, role: str, cat: Category, table: str) -> tuple[float, str, 
     on = sorted(n for n, t in cfg.tiers.items() if t.ladder == cat.ladder_name)
     if tier.ladder != cat.ladder_name:
         why = "has no ladder" if tier.ladder is None else f"is on ladder {tier.ladder}"
-        raise SqlError("42501", f"{cat.name} of local table {table} is served only to the tiers of "
-                       f"ladder {cat.ladder_name} ({', '.join(on)}); role {role}'s tier {tname} {why}",
-                       hint=f"Its rows were perturbed once for the ε of ladder {cat.ladder_name}'s "
-                            "tiers; connect as a role of one of them.")
+        raise SqlError(
+            "42501",
+            f"{cat.name} of local table {table} is served only to the tiers of "
+            f"ladder {cat.ladder_name} ({', '.join(on)}); role {role}'s tier {tname} {why}",
+            hint=f"Its rows were perturbed once for the ε of ladder {cat.ladder_name}'s "
+            "tiers; connect as a role of one of them.",
+        )
     level = cat.stored_level(tier.epsilon)
     if level is None:
-        raise SqlError("42501", f"tier {tname} (ε {tier.epsilon:g}) is below every stored level of "
-                       f"{table}.{cat.name} ({_levels(cat)}); a tier never reads a higher level",
-                       hint="Reports for a lower ε would need the rows perturbed again, which is "
-                            "a new release; re-load the table with the new ladder.")
+        raise SqlError(
+            "42501",
+            f"tier {tname} (ε {tier.epsilon:g}) is below every stored level of "
+            f"{table}.{cat.name} ({_levels(cat)}); a tier never reads a higher level",
+            hint="Reports for a lower ε would need the rows perturbed again, which is "
+            "a new release; re-load the table with the new ladder.",
+        )
     return level, tname, tier
 
 
@@ -81,24 +88,30 @@ def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tup
     for idx, desc in reversed(plan.order_by):
         rows = sorted(rows, key=lambda r: r[idx], reverse=desc)
     start = plan.offset or 0
-    rows = rows[start:None if plan.limit is None else start + plan.limit]
+    rows = rows[start : None if plan.limit is None else start + plan.limit]
     return rows, hw, n_total
 
 
 def _tier_line(cat: Category, level: float, tname: str, tier) -> str:
     tpl = ladder_of(cat).match[level]
     t, f = (float(v) for v in tpl.t_f(cat.d))
-    lower = "" if level == tier.epsilon else f" (nearest lower stored level: ε {tier.epsilon:g} is not stored)"
-    return (f"ladder {cat.ladder_name}: tier {tname} reads level ε {level:g} of {{{_levels(cat)}}}{lower}, "
-            f"realised ε {tpl.level:.3g} with k = {tpl.k} of d = {cat.d}, debiased with that "
-            f"template's t = {t:.3g}, f = {f:.3g}")
+    lower = (
+        "" if level == tier.epsilon else f" (nearest lower stored level: ε {tier.epsilon:g} is not stored)"
+    )
+    return (
+        f"ladder {cat.ladder_name}: tier {tname} reads level ε {level:g} of {{{_levels(cat)}}}{lower}, "
+        f"realised ε {tpl.level:.3g} with k = {tpl.k} of d = {cat.d}, debiased with that "
+        f"template's t = {t:.3g}, f = {f:.3g}"
+    )
 
 
 def _coalition_line(cat: Category, cfg, level: float) -> str:
     indep = math.fsum(t.epsilon for t in cfg.tiers.values() if t.ladder == cat.ladder_name)
-    return (f"guarantee per row: these reports are {realised(cat, level):.3g}-LDP; the ladder's "
-            f"tiers pooling their reports learn at most ε {top(cat):.3g} (one perturbation per "
-            f"row), not Σε = {indep:g}")
+    return (
+        f"guarantee per row: these reports are {realised(cat, level):.3g}-LDP; the ladder's "
+        f"tiers pooling their reports learn at most ε {top(cat):.3g} (one perturbation per "
+        f"row), not Σε = {indep:g}"
+    )
 
 
 def scan_sql(plan: SubsetPlan, cat: Category, level: float, dialect: str) -> str:
@@ -119,10 +132,12 @@ async def answer_subset(conn, plan: SubsetPlan, fetch):
     rows, hw, n = subset_answer(plan, cat, level, cells)
     many = " (max over rows)" if plan.public_keys else ""
     count = next(o.name for o in plan.outputs if o.source == "aggregate")
-    msg = (f"dpgate: ε charged 0 (local table {stored.name}: {cat.name} perturbed once per row at "
-           f"ingestion by the multi-tier Subset mechanism; answers are post-processing, no budget "
-           f"is used); {n:,} reports; 95% half-width: {count} ±{hw:.3g}{many}; "
-           f"{_tier_line(cat, level, tname, tier)}; {_coalition_line(cat, gw.config, level)}")
+    msg = (
+        f"dpgate: ε charged 0 (local table {stored.name}: {cat.name} perturbed once per row at "
+        f"ingestion by the multi-tier Subset mechanism; answers are post-processing, no budget "
+        f"is used); {n:,} reports; 95% half-width: {count} ±{hw:.3g}{many}; "
+        f"{_tier_line(cat, level, tname, tier)}; {_coalition_line(cat, gw.config, level)}"
+    )
     cols = [Column(o.name, {"int": 20, "float": 701, "text": 25, "bool": 16}[o.type]) for o in plan.outputs]
     return Result(f"SELECT {len(rows)}", cols, rows, notices=[msg]), "ldp", 0.0
 
@@ -134,16 +149,22 @@ async def explain_subset(conn, plan: SubsetPlan) -> Result:
     cat = stored.category(plan.category)
     level, tname, tier = serve_level(gw.config, conn.role, cat, stored.name)
     alg = {1: "Alg. 3", 2: "Alg. 5"}[cat.variant]
-    lines = [f" dpgate answer over local table {stored.name}: Subset reports of {cat.name} in "
-             f"{stored.reports}; post-processing, ε 0 charged",
-             f"   multi-tier Subset (seed 000 §5, Alg. 2 with {alg} templates, Alg. 4 matching)",
-             f"   {_tier_line(cat, level, tname, tier)}",
-             "   count per category: (Σ bits − n·f)/(t − f), unbiased (spec 000 §4.2); 95% "
-             "half-width 1.96·√(n·max(t(1−t), f(1−f)))/(t − f): "
-             + ", ".join(f"±{tier_template(ladder_of(cat), level, n)['half_width']:.3g} at n = {n:,}"
-                         for n in (1_000, 10_000, 100_000)) + " reports",
-             f"   {_coalition_line(cat, gw.config, level)}",
-             " backend SQL (one scan):", "   " + scan_sql(plan, cat, level, gw.backend.dialect)]
+    lines = [
+        f" dpgate answer over local table {stored.name}: Subset reports of {cat.name} in "
+        f"{stored.reports}; post-processing, ε 0 charged",
+        f"   multi-tier Subset (seed 000 §5, Alg. 2 with {alg} templates, Alg. 4 matching)",
+        f"   {_tier_line(cat, level, tname, tier)}",
+        "   count per category: (Σ bits − n·f)/(t − f), unbiased (spec 000 §4.2); 95% "
+        "half-width 1.96·√(n·max(t(1−t), f(1−f)))/(t − f): "
+        + ", ".join(
+            f"±{tier_template(ladder_of(cat), level, n)['half_width']:.3g} at n = {n:,}"
+            for n in (1_000, 10_000, 100_000)
+        )
+        + " reports",
+        f"   {_coalition_line(cat, gw.config, level)}",
+        " backend SQL (one scan):",
+        "   " + scan_sql(plan, cat, level, gw.backend.dialect),
+    ]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 
 
@@ -155,18 +176,39 @@ def subset_coalition_rows(gw) -> list[tuple]:
         if table.mode != "local":
             continue
         lay = layout(name, table, cfg.tiers)
-        lay = stored_layout(gw, lay)                                     # as stored, once known
+        lay = stored_layout(gw, lay)  # as stored, once known
         for cat in lay.categories:
             tiers = [(n, t) for n, t in cfg.tiers.items() if t.ladder == cat.ladder_name]
-            held = sorted(((n, cat.stored_level(t.epsilon), t.epsilon) for n, t in tiers
-                           if cat.stored_level(t.epsilon) is not None), key=lambda x: (-x[1], x[0]))
-            released = ", ".join(f"{n} {lv:g}" + (f" (ε {ep:g})" if ep > lv + 1e-12 else "")
-                                 for n, lv, ep in held)
-            roles = ", ".join(sorted(r for r, spec in cfg.roles.items()
-                                     if spec.tier in {n for n, _, _ in held}))
+            held = sorted(
+                (
+                    (n, cat.stored_level(t.epsilon), t.epsilon)
+                    for n, t in tiers
+                    if cat.stored_level(t.epsilon) is not None
+                ),
+                key=lambda x: (-x[1], x[0]),
+            )
+            released = ", ".join(
+                f"{n} {lv:g}" + (f" (ε {ep:g})" if ep > lv + 1e-12 else "") for n, lv, ep in held
+            )
+            roles = ", ".join(
+                sorted(r for r, spec in cfg.roles.items() if spec.tier in {n for n, _, _ in held})
+            )
             loss = round(top(cat), 12)
             indep = math.fsum(ep for _, _, ep in held)
-            out.append((cat.ladder_name, f"LDP {name}.{cat.name}: Subset reports, each row perturbed "
-                        "once at ingestion (loss per row)", None, _levels(cat), released, roles,
-                        len(held), loss, indep, round(indep - loss, 12), None))
+            out.append(
+                (
+                    cat.ladder_name,
+                    f"LDP {name}.{cat.name}: Subset reports, each row perturbed "
+                    "once at ingestion (loss per row)",
+                    None,
+                    _levels(cat),
+                    released,
+                    roles,
+                    len(held),
+                    loss,
+                    indep,
+                    round(indep - loss, 12),
+                    None,
+                )
+            )
     return out

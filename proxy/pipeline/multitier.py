@@ -39,13 +39,14 @@ the chain. Below the lowest level the chain is continued by one residual (§9a)
 in both modes. Above the root nothing can be added without a fresh look at the
 data (§9c), so such a tier gets the root. A new data version starts new chains.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import LaplaceTransformedMean
@@ -62,12 +63,24 @@ from .common import avg_half_widths, cell_key, explain_output_line, plain_number
 from .kind import Prepared
 from .release import release_groups, unit_text
 
-__all__ = ["LADDER", "Ladder", "serve_level", "check_ladder_plan", "coalition_rows", "explain_ladder_lines",
-           "COALITION_COLUMNS",
-           "ladder_levels", "perturb_row_subset", "estimate_group_counts"]
+__all__ = [
+    "LADDER",
+    "Ladder",
+    "serve_level",
+    "check_ladder_plan",
+    "coalition_rows",
+    "explain_ladder_lines",
+    "COALITION_COLUMNS",
+    "ladder_levels",
+    "perturb_row_subset",
+    "estimate_group_counts",
+]
 
-MECH = {"count": "multitier_geometric_count", "sum": "multitier_discrete_laplace_sum",
-        "avg": "multitier_laplace_transformed_mean"}
+MECH = {
+    "count": "multitier_geometric_count",
+    "sum": "multitier_discrete_laplace_sum",
+    "avg": "multitier_laplace_transformed_mean",
+}
 
 
 def _lk(level: float) -> str:
@@ -82,9 +95,9 @@ def ladder_levels(config, name: str) -> list[float]:
 # -- slots: one chain family per release of the statement ----------------------
 @dataclass(frozen=True)
 class _Slot:
-    name: str            # "avg(income)#0": stable for every statement with the same canonical text
-    index: int           # the release's primary aggregate (plan order)
-    members: tuple       # SUM(x)/COUNT(x) answered by an AVG(x) release
+    name: str  # "avg(income)#0": stable for every statement with the same canonical text
+    index: int  # the release's primary aggregate (plan order)
+    members: tuple  # SUM(x)/COUNT(x) answered by an AVG(x) release
     kind: str
     lower: float | None
     upper: float | None
@@ -121,8 +134,8 @@ def _sensitivity(slot: _Slot) -> int:
     if slot.kind == "count":
         return 1
     if slot.kind == "sum":
-        return int(_sum_measure(slot).sensitivity)       # grid units
-    return int(_avg_measure(slot).grid)                  # l1 of ±(a, M − a)
+        return int(_sum_measure(slot).sensitivity)  # grid units
+    return int(_avg_measure(slot).grid)  # l1 of ±(a, M − a)
 
 
 def _true_value(slot: _Slot, plan, measures: list):
@@ -135,7 +148,7 @@ def _true_value(slot: _Slot, plan, measures: list):
         if slot.integer:
             return int(s)
         m = _sum_measure(slot)
-        return round(float(s) / m.grid)                  # as LaplaceSum.release
+        return round(float(s) / m.grid)  # as LaplaceSum.release
     m = _avg_measure(slot)
     A, n = m.grid_input(tuple(measures[j] for j in a.measures))
     return (A, n * m.grid - A)
@@ -164,22 +177,28 @@ def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
     shares = [_share(e, g, factor(plan)) for e in levels]
     chains = {s.name: _chain(s, shares) for s in slots}
     rows = [[plain_number(v) for v in row[k:]] for row in cells]
-    drawn = {}                                   # slot -> share -> per-cell values (arrays)
+    drawn = {}  # slot -> share -> per-cell values (arrays)
     for s in slots:
         truths = [_true_value(s, plan, m) for m in rows]
-        many = chains[s.name].release_many(truths, source)   # the whole release at once
-        drawn[s.name] = {sh: (list(zip(*(_ints(c) for c in v))) if s.kind == "avg" else _ints(v))
-                         for sh, v in many.items()}
+        many = chains[s.name].release_many(truths, source)  # the whole release at once
+        drawn[s.name] = {
+            sh: (list(zip(*(_ints(c) for c in v))) if s.kind == "avg" else _ints(v)) for sh, v in many.items()
+        }
     lks = [_lk(e) for e in levels]
     per_slot = [(s.name, s.kind == "avg", [drawn[s.name][sh] for sh in shares]) for s in slots]
     out_cells = []
     for i, row in enumerate(cells):
-        raw = {name: {lk: (list(col[i]) if avg else col[i]) for lk, col in zip(lks, cols)}
-               for name, avg, cols in per_slot}
+        raw = {
+            name: {lk: (list(col[i]) if avg else col[i]) for lk, col in zip(lks, cols)}
+            for name, avg, cols in per_slot
+        }
         out_cells.append({"key": [cell_key(v) for v in row[:k]], "raw": raw})
-    return {"family": "tsg", "groups": g,
-            "slots": {s.name: {"kind": s.kind, "sensitivity": _sensitivity(s)} for s in slots},
-            "cells": out_cells}
+    return {
+        "family": "tsg",
+        "groups": g,
+        "slots": {s.name: {"kind": s.kind, "sensitivity": _sensitivity(s)} for s in slots},
+        "cells": out_cells,
+    }
 
 
 def insert_level(plan, body: dict, levels: list[float], new: float, source) -> dict:
@@ -227,7 +246,7 @@ def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
             meas[s.name] = _avg_measure(s, share)
     keys, values = [], []
     lk = _lk(level)
-    if body["cells"]:                       # a count's or sum's half-width is the same in every cell
+    if body["cells"]:  # a count's or sum's half-width is the same in every cell
         for s in slots:
             if s.kind != "avg":
                 hws[s.index] = float(meas[s.name].half_width())
@@ -250,8 +269,14 @@ def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
                     hws[j] = max(hws[j], float(part.half_width))
         keys.append(list(cell["key"]))
         values.append(out)
-    return {"keys": keys, "values": values, "half_width": hws, "mechanism": mech, "epsilon": eps,
-            "labels": [a.label for a in plan.aggregates]}
+    return {
+        "keys": keys,
+        "values": values,
+        "half_width": hws,
+        "mechanism": mech,
+        "epsilon": eps,
+        "labels": [a.label for a in plan.aggregates],
+    }
 
 
 def _choose_level(levels: list[float], tier_eps: float, mode: str) -> tuple[float, str]:
@@ -259,11 +284,11 @@ def _choose_level(levels: list[float], tier_eps: float, mode: str) -> tuple[floa
     if tier_eps in levels:
         return tier_eps, "exact"
     if tier_eps > levels[0]:
-        return levels[0], "root"                 # §9c would need the data again: serve the root
+        return levels[0], "root"  # §9c would need the data again: serve the root
     if tier_eps < levels[-1]:
-        return tier_eps, "extend"                # §9a: one more residual below the lowest level
+        return tier_eps, "extend"  # §9a: one more residual below the lowest level
     if mode == "bridge":
-        return tier_eps, "bridge"                # §9b: exact bridge between the two neighbours
+        return tier_eps, "bridge"  # §9b: exact bridge between the two neighbours
     return nearest_lower_level(levels, tier_eps), "nearest_lower"
 
 
@@ -277,11 +302,14 @@ def explain_ladder_lines(plan, tier) -> list[str]:
     for s in slots:
         for j in (s.index, *s.members):
             by_index[j] = s
-    lines = [f"dpgate release of {plan.table} from ladder {tier.ladder}: ε {tier.epsilon:g} per query, "
-             f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε",
-             f"  one noise chain per cell and aggregate serves every tier of ladder {tier.ladder}; this tier "
-             f"gets its own level (never a higher one); the chain is drawn from one scan on the first request "
-             f"of any tier and stored before answering", "  " + unit_text(plan)]
+    lines = [
+        f"dpgate release of {plan.table} from ladder {tier.ladder}: ε {tier.epsilon:g} per query, "
+        f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε",
+        f"  one noise chain per cell and aggregate serves every tier of ladder {tier.ladder}; this tier "
+        f"gets its own level (never a higher one); the chain is drawn from one scan on the first request "
+        f"of any tier and stored before answering",
+        "  " + unit_text(plan),
+    ]
     for o in plan.outputs:
         if (line := explain_output_line(plan, o)) is not None:
             lines.append(line)
@@ -297,8 +325,12 @@ def explain_ladder_lines(plan, tier) -> list[str]:
             m = _avg_measure(s, share)
             scale, hw = f"{m.scale:.4g}", avg_half_widths(m)
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
-        via = MECH[s.kind] + ("" if o.index == s.index else f" (from the {plan.aggregates[s.index].label} release)")
-        lines.append(f"  {o.name}: {a.label}{bounds} via {via}, ε {share:g}, scale {scale}, 95% half-width {hw}")
+        via = MECH[s.kind] + (
+            "" if o.index == s.index else f" (from the {plan.aggregates[s.index].label} release)"
+        )
+        lines.append(
+            f"  {o.name}: {a.label}{bounds} via {via}, ε {share:g}, scale {scale}, 95% half-width {hw}"
+        )
     return lines
 
 
@@ -307,8 +339,11 @@ def _check_funcs(plan) -> None:
     """Ladder chains exist for COUNT, SUM and AVG only (VAR/STDDEV, COUNT(DISTINCT): 0A000)."""
     odd = [a.label for a in plan.aggregates if a.func not in MECH]
     if odd:
-        raise SqlError("0A000", f"{', '.join(odd)} is not available to data-market ladder tiers; nothing "
-                       "was charged", hint="Ask for COUNT, SUM or AVG on a ladder tier.")
+        raise SqlError(
+            "0A000",
+            f"{', '.join(odd)} is not available to data-market ladder tiers; nothing was charged",
+            hint="Ask for COUNT, SUM or AVG on a ladder tier.",
+        )
 
 
 def check_ladder_plan(plan) -> None:
@@ -316,10 +351,13 @@ def check_ladder_plan(plan) -> None:
     the scan would be a free timing probe)."""
     _check_funcs(plan)
     if plan.selection is not None:
-        raise SqlError("0A000", "HAVING and top-c (sparse vector) are not available to data-market ladder "
-                       "tiers; nothing was charged",
-                       hint="Ask for the GROUP BY without HAVING / ORDER BY … LIMIT: every cell of the public "
-                            "domain is released from the ladder.")
+        raise SqlError(
+            "0A000",
+            "HAVING and top-c (sparse vector) are not available to data-market ladder "
+            "tiers; nothing was charged",
+            hint="Ask for the GROUP BY without HAVING / ORDER BY … LIMIT: every cell of the public "
+            "domain is released from the ladder.",
+        )
 
 
 class Ladder(Central):
@@ -331,10 +369,16 @@ class Ladder(Central):
     name = "ladder"
 
     def prepare(self, conn, plan) -> Prepared:
-        check_ladder_plan(plan)                           # refused before the scan: free
+        check_ladder_plan(plan)  # refused before the scan: free
         tier = conn.gw.tier_of(conn.role)
-        return Prepared(self, plan, columns_of(plan), key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
-                        canonical=plan.canonical(), epsilon=tier.epsilon)
+        return Prepared(
+            self,
+            plan,
+            columns_of(plan),
+            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
+            canonical=plan.canonical(),
+            epsilon=tier.epsilon,
+        )
 
     def explain_head(self, plan, tier) -> list[str]:
         return explain_ladder_lines(plan, tier)
@@ -343,13 +387,15 @@ class Ladder(Central):
         """The query's stored ladder, if there is one, is checked against its MAC before the
         scan (a damaged one refuses the statement before anything is read: refunded)."""
         tier = conn.gw.tier_of(conn.role)
-        await asyncio.to_thread(store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(),
-                                p.state["data_version"])
+        await asyncio.to_thread(
+            store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(), p.state["data_version"]
+        )
         return await super().scan(conn, p, then)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return serve_level(conn.gw, conn.role, p.plan, complete(p.plan, cells), p.state["data_version"],
-                           p.state["statement"])
+        return serve_level(
+            conn.gw, conn.role, p.plan, complete(p.plan, cells), p.state["data_version"], p.state["statement"]
+        )
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None
@@ -363,33 +409,49 @@ def serve_level(gw, role: str, plan, cells, data_version: int, sql: str) -> dict
     name = tier.ladder
     tier_name = gw.config.roles[role].tier
     mode = getattr(tier, "ladder_insert", "nearest") or "nearest"
-    store = store_for(gw.ledger)                          # first use opens (and on Postgres connects)
+    store = store_for(gw.ledger)  # first use opens (and on Postgres connects)
     qkey = plan.fingerprint()
     tier_eps = float(tier.epsilon)
 
     row = store.get(name, qkey, data_version)
     if row is None:
         version = ladder_levels(gw.config, name)
-        if tier_eps not in version:           # cannot happen with a consistent config; be safe
+        if tier_eps not in version:  # cannot happen with a consistent config; be safe
             version = sorted(set(version) | {tier_eps}, reverse=True)
         body = draw_ladder(plan, cells, version, gw.source)
-        row, _created = store.create(ladder=name, qkey=qkey, data_version=data_version,
-                                     canonical=plan.canonical(), statement=sql, version=version,
-                                     levels=version, body=body)
+        row, _created = store.create(
+            ladder=name,
+            qkey=qkey,
+            data_version=data_version,
+            canonical=plan.canonical(),
+            statement=sql,
+            version=version,
+            levels=version,
+            body=body,
+        )
         # (a racing request of another tier may have committed first: we use its ladder)
     level, served = _choose_level(row.levels, tier_eps, mode)
     if served in ("extend", "bridge"):
+
         def change(r):
             if level in r.levels:
                 return None
             new_body = insert_level(plan, r.body, r.levels, level, gw.source)
             return sorted(r.levels + [level], reverse=True), new_body
+
         row = store.update(row.id, change)
 
     answer = answer_at(plan, row.body, level, tier_eps)
-    answer["ladder"] = {"id": row.id, "name": name, "tier": tier_name, "tier_epsilon": tier_eps,
-                        "level": level, "levels": list(row.levels), "served": served,
-                        "data_version": data_version}
+    answer["ladder"] = {
+        "id": row.id,
+        "name": name,
+        "tier": tier_name,
+        "tier_epsilon": tier_eps,
+        "level": level,
+        "levels": list(row.levels),
+        "served": served,
+        "data_version": data_version,
+    }
     return answer
 
 
@@ -397,10 +459,19 @@ LADDER = Ladder()
 
 
 # -- the data owner's view -------------------------------------------------------
-COALITION_COLUMNS = [("ladder", "VARCHAR"), ("statement", "VARCHAR"), ("data_version", "BIGINT"),
-                     ("levels", "VARCHAR"), ("tiers_released", "VARCHAR"), ("roles", "VARCHAR"),
-                     ("releases", "BIGINT"), ("coalition_loss", "DOUBLE"), ("independent_loss", "DOUBLE"),
-                     ("saved", "DOUBLE"), ("created", "VARCHAR")]
+COALITION_COLUMNS = [
+    ("ladder", "VARCHAR"),
+    ("statement", "VARCHAR"),
+    ("data_version", "BIGINT"),
+    ("levels", "VARCHAR"),
+    ("tiers_released", "VARCHAR"),
+    ("roles", "VARCHAR"),
+    ("releases", "BIGINT"),
+    ("coalition_loss", "DOUBLE"),
+    ("independent_loss", "DOUBLE"),
+    ("saved", "DOUBLE"),
+    ("created", "VARCHAR"),
+]
 
 
 def coalition_rows(gw, role: str | None) -> tuple[list, list]:
@@ -411,23 +482,39 @@ def coalition_rows(gw, role: str | None) -> tuple[list, list]:
 
     ``role`` None is the operator (CLI); otherwise only an admin role may read it."""
     if role is not None and not gw.config.roles[role].admin:
-        raise Refusal("42501", "dpgate.coalition is the data owner's view; only an admin role can read it",
-                      hint="Your own spending is in dpgate.budget and dpgate.releases.")
+        raise Refusal(
+            "42501",
+            "dpgate.coalition is the data owner's view; only an admin role can read it",
+            hint="Your own spending is in dpgate.budget and dpgate.releases.",
+        )
     rows = []
     for lad in store_for(gw.ledger).ladder_summaries():
         rel = lad["releases"]
-        per_tier: dict[str, tuple[float, float]] = {}        # tier -> (level held, ε paid)
+        per_tier: dict[str, tuple[float, float]] = {}  # tier -> (level held, ε paid)
         for r in rel:
             lv, ep = per_tier.get(r["tier"], (0.0, 0.0))
             per_tier[r["tier"]] = (max(lv, r["level"]), max(ep, r["epsilon"]))
-        tiers = ", ".join(f"{t} {lv:g}" + (f" (ε {ep:g})" if ep > lv + 1e-12 else "")
-                          for t, (lv, ep) in sorted(per_tier.items(), key=lambda kv: (-kv[1][0], kv[0])))
+        tiers = ", ".join(
+            f"{t} {lv:g}" + (f" (ε {ep:g})" if ep > lv + 1e-12 else "")
+            for t, (lv, ep) in sorted(per_tier.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        )
         roles = ", ".join(sorted({r["role"] for r in rel}))
         loss = max((r["level"] for r in rel), default=0.0)
         indep = math.fsum(r["epsilon"] for r in rel)
-        ts = datetime.fromtimestamp(lad["created"], timezone.utc).strftime("%Y-%m-%d %H:%M:%S+00")
-        rows.append((lad["ladder"], lad["statement"], lad["data_version"],
-                     ", ".join(f"{e:g}" for e in lad["levels"]), tiers, roles, len(rel),
-                     loss, indep, round(indep - loss, 12), ts))
+        ts = datetime.fromtimestamp(lad["created"], UTC).strftime("%Y-%m-%d %H:%M:%S+00")
+        rows.append(
+            (
+                lad["ladder"],
+                lad["statement"],
+                lad["data_version"],
+                ", ".join(f"{e:g}" for e in lad["levels"]),
+                tiers,
+                roles,
+                len(rel),
+                loss,
+                indep,
+                round(indep - loss, 12),
+                ts,
+            )
+        )
     return COALITION_COLUMNS, rows
-

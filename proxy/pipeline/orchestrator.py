@@ -21,6 +21,7 @@ central                   :data:`.central.CENTRAL`
 and released by the one pipeline of :func:`.kind.run` (repeat lookup → budget →
 reserve while scanning → noise → record → rows and NOTICE).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,9 +30,8 @@ import functools
 import logging
 import time
 
-
-from rewriter.errors import ExtremeAggregate, Refusal
 from rewriter.copy import COPY_HINT
+from rewriter.errors import ExtremeAggregate, Refusal
 from rewriter.route import Route
 
 from ..backends.base import CancelSignal
@@ -39,15 +39,15 @@ from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, CopyFormat, Description, Result, SqlError
 from . import cursors
 from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
-from .selection_path import choose
 from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, run
 from .lane import heavy, ledger_error
 from .local import LOCAL, insert_local
 from .multitier import LADDER
 from .partitions import PARTITIONS
-from .public import PUBLIC
 from .per_record import PER_RECORD
+from .public import PUBLIC
+from .selection_path import choose
 from .statements import SessionState, split
 
 log = logging.getLogger("dpgate")
@@ -66,9 +66,9 @@ class Connection:
         self.gw = gateway
         self.role = user
         self.session = SessionState(user, database, params)
-        self.cancel_signal = CancelSignal()   # set by CancelRequest: stops the scan in its worker
-        self.timing: dict = {}                # this statement's backend timing ("started", "backend_ms")
-        self.cursors = cursors.Cursors()        # DECLARE … CURSOR / FETCH / CLOSE (proxy/cursors.py)
+        self.cancel_signal = CancelSignal()  # set by CancelRequest: stops the scan in its worker
+        self.timing: dict = {}  # this statement's backend timing ("started", "backend_ms")
+        self.cursors = cursors.Cursors()  # DECLARE … CURSOR / FETCH / CLOSE (proxy/cursors.py)
 
     # -- wire Handler interface ---------------------------------------------
     def split(self, sql: str) -> list[str]:
@@ -100,18 +100,27 @@ class Connection:
         except SqlError as e:
             decision = f"error {e.sqlstate}"
             raise
-        except asyncio.CancelledError:   # the session is ending (shutdown, client gone): stop
-            self.cancel_signal.set()           # the scan or catalog query in its worker thread too
+        except asyncio.CancelledError:  # the session is ending (shutdown, client gone): stop
+            self.cancel_signal.set()  # the scan or catalog query in its worker thread too
             raise
         except LedgerUnavailable as e:
             log.warning("%s", e)
-            decision = f"error {e.sqlstate}"        # 08006; 55000 ledger lost; 53100 / 55P03
+            decision = f"error {e.sqlstate}"  # 08006; 55000 ledger lost; 53100 / 55P03
             raise ledger_error(e) from None
-        finally:       # logged once the reply is written (call_soon runs after this task step)
+        finally:  # logged once the reply is written (call_soon runs after this task step)
             ledger, eps = self.timing.get("ledger", ("charged" if eps else "none", eps))
-            asyncio.get_running_loop().call_soon(functools.partial(
-                self.gw.log_statement, role=self.role, sql=sql, decision=decision, epsilon=eps,
-                ms=(time.perf_counter() - t0) * 1000, backend_ms=self.timing.get("backend_ms"), ledger=ledger))
+            asyncio.get_running_loop().call_soon(
+                functools.partial(
+                    self.gw.log_statement,
+                    role=self.role,
+                    sql=sql,
+                    decision=decision,
+                    epsilon=eps,
+                    ms=(time.perf_counter() - t0) * 1000,
+                    backend_ms=self.timing.get("backend_ms"),
+                    ledger=ledger,
+                )
+            )
 
     # -- routing ------------------------------------------------------------
     async def _route(self, sql: str) -> Route:
@@ -135,27 +144,32 @@ class Connection:
         kind = route.kind
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
-        if kind == "copy":                                 # COPY … TO STDOUT: no row description
+        if kind == "copy":  # COPY … TO STDOUT: no row description
             return Description(list(oids), None)
         if kind == "views":
-            types, cols = await self.gw.views.describe(sql, self.role, oids)   # their own executor
+            types, cols = await self.gw.views.describe(sql, self.role, oids)  # their own executor
             return Description(types, [Column(n, t) for n, t in cols])
         if kind == "catalog":
             try:
                 cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
             except Exception as e:  # CatalogError: never reaches the backend
-                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e)),
-                               hint=getattr(e, "hint", None)) from None
+                raise SqlError(
+                    getattr(e, "sqlstate", "0A000"),
+                    getattr(e, "message", str(e)),
+                    hint=getattr(e, "hint", None),
+                ) from None
             inferred = self.gw.catalog.param_types(sql)
-            types = [(oids[i] if i < len(oids) else 0) or (inferred[i] if i < len(inferred) else _TEXT)
-                     for i in range(max(len(oids), len(inferred)))]
+            types = [
+                (oids[i] if i < len(oids) else 0) or (inferred[i] if i < len(inferred) else _TEXT)
+                for i in range(max(len(oids), len(inferred)))
+            ]
             return Description(types, [Column(n, t) for n, t in cols])
         if kind == "insert":
             return await LOCAL.describe(self, route, sql, oids)
         family = self._family(route)
         try:
             return await family.describe(self, route, sql, oids)
-        except ExtremeAggregate:                           # MAX / MIN: their own release
+        except ExtremeAggregate:  # MAX / MIN: their own release
             return await EXTREME.describe(self, route, sql, oids)
 
     def cursor_columns(self, name: str):
@@ -181,18 +195,22 @@ class Connection:
         if kind == "insert":
             return await insert_local(self, sql, params)
         if kind == "views":
-            cols, rows = await self.gw.views.run(sql, self.role, params)      # their own executor
+            cols, rows = await self.gw.views.run(sql, self.role, params)  # their own executor
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "views", 0.0
         if kind == "catalog":
             try:
-                cols, rows = await asyncio.to_thread(self.gw.catalog.execute, sql, user=self.role, params=params,
-                                                     cancel=self.cancel_signal)
+                cols, rows = await asyncio.to_thread(
+                    self.gw.catalog.execute, sql, user=self.role, params=params, cancel=self.cancel_signal
+                )
             except Exception as e:  # CatalogError and anything else: never reaches the backend
-                raise SqlError(getattr(e, "sqlstate", "0A000"), getattr(e, "message", str(e)),
-                               hint=getattr(e, "hint", None)) from None
+                raise SqlError(
+                    getattr(e, "sqlstate", "0A000"),
+                    getattr(e, "message", str(e)),
+                    hint=getattr(e, "hint", None),
+                ) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
-        lane = self.gw.lane                                # the heavy-statement lane (.lane), if any:
-        if lane is not None:                               # per-record, or a shape heavy before: unplanned
+        lane = self.gw.lane  # the heavy-statement lane (.lane), if any:
+        if lane is not None:  # per-record, or a shape heavy before: unplanned
             ladder = self.gw.tier_of(self.role).ladder is not None
             if self._family(route) is PER_RECORD or lane.knows_heavy(route, ladder):
                 if (done := await lane.answer(self, sql, params)) is not None:
@@ -208,11 +226,11 @@ class Connection:
     def _family(self, route: Route) -> ReleaseKind:
         """The kind that plans statements on the routed table: local, per-record or central."""
         table = self._table(route)
-        if route.kind == "public":                            # a public table: exact rows
+        if route.kind == "public":  # a public table: exact rows
             return PUBLIC
-        if table is not None and table.mode == "local":       # metric LDP reports (seed 002)
+        if table is not None and table.mode == "local":  # metric LDP reports (seed 002)
             return LOCAL
-        if table is not None and table.privacy is not None:   # per-record DP (seed 003)
+        if table is not None and table.privacy is not None:  # per-record DP (seed 003)
             return PER_RECORD
         return CENTRAL
 
@@ -221,7 +239,7 @@ class Connection:
         gw = self.gw
         family = self._family(route)
         if family is not CENTRAL:
-            if family is PER_RECORD:                          # SELECT DISTINCT g: the public domain
+            if family is PER_RECORD:  # SELECT DISTINCT g: the public domain
                 try:
                     plan = await gw.plan_async(sql, params or None)
                 except Exception:
@@ -231,22 +249,27 @@ class Connection:
             return await family.plan(self, route, sql, params)
         try:
             plan = checked(await gw.plan_async(sql, params or None), route)
-            plan = choose(plan, gw.tier_of(self.role), self.session.settings)[0]   # HAVING / top-c: which release
-        except ExtremeAggregate:                              # MAX / MIN: their own release
+            plan = choose(plan, gw.tier_of(self.role), self.session.settings)[
+                0
+            ]  # HAVING / top-c: which release
+        except ExtremeAggregate:  # MAX / MIN: their own release
             return await EXTREME.plan(self, route, sql, params)
-        if plan.limit == 0:                                   # no rows whatever the data: no scan
+        if plan.limit == 0:  # no rows whatever the data: no scan
             return EMPTY.prepare(self, plan)
-        if plan.selected:                                     # keys without a public domain
+        if plan.selected:  # keys without a public domain
             if gw.tier_of(self.role).ladder is not None:
-                raise SqlError("0A000", "GROUP BY a column without a public domain (partition selection) is not "
-                               "available to data-market ladder tiers; nothing was charged",
-                               hint="Group by columns with a declared domain.")
+                raise SqlError(
+                    "0A000",
+                    "GROUP BY a column without a public domain (partition selection) is not "
+                    "available to data-market ladder tiers; nothing was charged",
+                    hint="Group by columns with a declared domain.",
+                )
             return PARTITIONS.prepare(self, plan)
-        if not plan.aggregates and plan.selection is None:    # SELECT DISTINCT g: the public domain
+        if not plan.aggregates and plan.selection is None:  # SELECT DISTINCT g: the public domain
             return DOMAIN.prepare(self, plan)
-        if gw.tier_of(self.role).ladder is not None:          # multi-tier chain (seed 000)
+        if gw.tier_of(self.role).ladder is not None:  # multi-tier chain (seed 000)
             return LADDER.prepare(self, plan)
-        if plan.selection is not None:                        # HAVING / top-c (seed 004)
+        if plan.selection is not None:  # HAVING / top-c (seed 004)
             return SVT.prepare(self, plan)
         return CENTRAL.prepare(self, plan)
 
@@ -264,27 +287,33 @@ class Connection:
         else:
             missing = [n for n in force if n not in names]
             if missing:
-                raise SqlError("42703", f'FORCE_QUOTE column "{missing[0]}" is not a column of the query '
-                               f"({', '.join(names)}).", hint=COPY_HINT)
+                raise SqlError(
+                    "42703",
+                    f'FORCE_QUOTE column "{missing[0]}" is not a column of the query ({", ".join(names)}).',
+                    hint=COPY_HINT,
+                )
             idx = frozenset(names.index(n) for n in force)
         fmt = CopyFormat(cp.format, cp.header, cp.delimiter, cp.null, cp.quote, cp.escape, idx)
-        return (Result(f"COPY {len(res.rows)}", res.columns, res.rows, notices=res.notices, copy=fmt),
-                decision, eps)
+        return (
+            Result(f"COPY {len(res.rows)}", res.columns, res.rows, notices=res.notices, copy=fmt),
+            decision,
+            eps,
+        )
 
     async def _explain(self, route: Route, params: list[object]) -> Result:
         body, inner = route.body, route.inner
         family = self._family(inner)
         if family is CENTRAL and self.gw.tier_of(self.role).ladder is not None:
-            family = LADDER                                   # its level of a ladder (seed 000)
+            family = LADDER  # its level of a ladder (seed 000)
         try:
             if family in (CENTRAL, LADDER):
                 plan = await self.gw.plan_async(body, params or None)
-                if plan.limit == 0:                           # no rows whatever the data: no scan
+                if plan.limit == 0:  # no rows whatever the data: no scan
                     family = EMPTY
                 elif family is CENTRAL and plan.selected:
-                    family = PARTITIONS                       # keys by partition selection
+                    family = PARTITIONS  # keys by partition selection
             return await family.explain(self, inner, body, params)
-        except ExtremeAggregate:                              # MAX / MIN: their own release
+        except ExtremeAggregate:  # MAX / MIN: their own release
             return await EXTREME.explain(self, inner, body, params)
 
 
@@ -292,4 +321,3 @@ def _columns(cols):
     if cols is None:
         return None
     return [Column(n, _INT4 if t == "int4" else _TEXT) for n, t in cols]
-

@@ -25,6 +25,7 @@ for; :func:`release.selection_answer`): ε/2 selection, ε/4 SVT, ε/4 values, e
 ε/k by group privacy. Keys the SVT rejects are not shown (post-processing). The NOTICE
 and EXPLAIN state the split.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,8 +45,18 @@ from .kind import Prepared
 from .release import answer_rows, noisy_answer, notice_body, selection_answer, unit_text
 from .selection_path import choose
 
-__all__ = ["PARTITIONS", "Partitions", "bin_hint", "floor_sql", "require_delta", "scan_floor", "select_rows",
-           "selection_explain", "selection_notice", "selection_plan"]
+__all__ = [
+    "PARTITIONS",
+    "Partitions",
+    "bin_hint",
+    "floor_sql",
+    "require_delta",
+    "scan_floor",
+    "select_rows",
+    "selection_explain",
+    "selection_notice",
+    "selection_plan",
+]
 
 
 def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
@@ -55,9 +66,14 @@ def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
     k = groups_bound(plan.unit) if plan.unit is not None else 1
     sel = TruncatedGeometricSelection(eps_sel, delta / 2, k=k)
     floor_ = scan_floor(sel, Fraction(delta) / 2 / k)
-    units = (Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows"))
-    return {"sel": sel, "floor": floor_, "eps_measures": epsilon - eps_sel, "k": factor(plan),
-            "scan": dataclasses.replace(plan, measures=plan.measures + (units,))}
+    units = Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows")
+    return {
+        "sel": sel,
+        "floor": floor_,
+        "eps_measures": epsilon - eps_sel,
+        "k": factor(plan),
+        "scan": dataclasses.replace(plan, measures=plan.measures + (units,)),
+    }
 
 
 def bin_hint(plan: Plan) -> str | None:
@@ -65,8 +81,10 @@ def bin_hint(plan: Plan) -> str | None:
     answered, no δ)."""
     for g in plan.group_by:
         if g.domain is None and g.type in ("int", "float") and g.expr is None:
-            return (f"Group by bins of its declared range: GROUP BY floor({g.column} / w) * w (or "
-                    f"width_bucket), every bin answered with no δ; or use a tier with delta > 0.")
+            return (
+                f"Group by bins of its declared range: GROUP BY floor({g.column} / w) * w (or "
+                f"width_bucket), every bin answered with no δ; or use a tier with delta > 0."
+            )
     return None
 
 
@@ -76,10 +94,15 @@ def require_delta(plan: Plan, tier) -> None:
     if tier.delta > 0:
         return
     col = ", ".join(g.column for g in plan.group_by if g.domain is None)
-    raise SqlError("0A000", f"GROUP BY {col}: no public domain, so the keys would be chosen by "
-                   f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
-                   "charged)", hint=bin_hint(plan) or f"Declare a domain for {col} in the config, or use "
-                   "a tier with delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).")
+    raise SqlError(
+        "0A000",
+        f"GROUP BY {col}: no public domain, so the keys would be chosen by "
+        f"partition selection, which needs a δ; this role's tier has delta = 0 (nothing was "
+        "charged)",
+        hint=bin_hint(plan)
+        or f"Declare a domain for {col} in the config, or use "
+        "a tier with delta > 0 (e.g. delta = 1e-7, delta_budget = 1e-5).",
+    )
 
 
 def select_rows(sel: TruncatedGeometricSelection, rows, n: int, source) -> list[tuple]:
@@ -94,17 +117,21 @@ def select_rows(sel: TruncatedGeometricSelection, rows, n: int, source) -> list[
 def selection_notice(plan: Plan, part: dict) -> str:
     """The NOTICE's selection statement (``part``: the answer's "partitions" entry)."""
     what = plan.unit.name if plan.unit is not None else "row"
-    return (f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
-            f"keys with few {what}s are never shown (δ {fmt(part['delta'])} per release)")
+    return (
+        f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
+        f"keys with few {what}s are never shown (δ {fmt(part['delta'])} per release)"
+    )
 
 
 def selection_explain(plan: Plan, tier, sp: dict) -> str:
     """EXPLAIN's selection line."""
     cols = ", ".join(g.column for g in plan.group_by)
-    return (f"dpgate release of {plan.table}: ε {tier.epsilon:g}, δ {tier.delta:g} per query; keys of "
-            f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
-            f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
-            "(the other half)")
+    return (
+        f"dpgate release of {plan.table}: ε {tier.epsilon:g}, δ {tier.delta:g} per query; keys of "
+        f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
+        f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
+        "(the other half)"
+    )
 
 
 def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
@@ -134,9 +161,16 @@ class Partitions(Central):
         tier = gw.tier_of(conn.role)
         require_delta(plan, tier)
         sp = selection_plan(plan, tier.epsilon, tier.delta)
-        return Prepared(self, plan, columns_of(plan),
-                        key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}",
-                        canonical=plan.canonical(), epsilon=tier.epsilon, delta=tier.delta, state=sp)
+        return Prepared(
+            self,
+            plan,
+            columns_of(plan),
+            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}",
+            canonical=plan.canonical(),
+            epsilon=tier.epsilon,
+            delta=tier.delta,
+            state=sp,
+        )
 
     def scan_sql(self, conn, p: Prepared) -> str:
         return floor_sql(conn.gw, p.plan, p.state)
@@ -145,7 +179,7 @@ class Partitions(Central):
         gw = conn.gw
         plan = checked(build_plan(parse(body), gw.config, params or None), route)
         tier = gw.tier_of(conn.role)
-        plan, path = choose(plan, tier, conn.session.settings)                     # HAVING / top-c
+        plan, path = choose(plan, tier, conn.session.settings)  # HAVING / top-c
         sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9), salt="")
         lines = explain_lines(plan, self.explain_head(plan, tier), sql, gw.backend.dialect, path)
         return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
@@ -155,15 +189,25 @@ class Partitions(Central):
         plan = p.plan
         n = len(plan.group_by)
         kept = select_rows(sp["sel"], rows, n, source)
-        if plan.selection is not None:       # HAVING / top-c: SVT over the selected keys (module doc)
+        if plan.selection is not None:  # HAVING / top-c: SVT over the selected keys (module doc)
             answer = selection_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
         elif plan.aggregates:
             answer = noisy_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
         else:
-            answer = {"keys": [[cell_key(v) for v in r[:n]] for r in kept], "values": [[] for _ in kept], "half_width": [],
-                      "mechanism": [], "epsilon": [], "labels": []}
-        answer["partitions"] = {"kept": len(kept), "describe": sp["sel"].describe(), "delta": p.delta,
-                                "eps_measures": sp["eps_measures"] if plan.aggregates else 0.0}
+            answer = {
+                "keys": [[cell_key(v) for v in r[:n]] for r in kept],
+                "values": [[] for _ in kept],
+                "half_width": [],
+                "mechanism": [],
+                "epsilon": [],
+                "labels": [],
+            }
+        answer["partitions"] = {
+            "kept": len(kept),
+            "describe": sp["sel"].describe(),
+            "delta": p.delta,
+            "eps_measures": sp["eps_measures"] if plan.aggregates else 0.0,
+        }
         return answer
 
     def mechanism(self, answer: dict) -> str:
@@ -178,19 +222,25 @@ class Partitions(Central):
         if not p.plan.aggregates:
             return f"{head}; {unit_text(p.plan)}"
         if p.plan.selection is not None:
-            return (f"{head}; HAVING/top-c by SVT over the released keys at ε {fmt(part['eps_measures'])} (half to "
-                    "the sparse vector, half to the values): " + notice_body(p.plan, answer))
+            return (
+                f"{head}; HAVING/top-c by SVT over the released keys at ε {fmt(part['eps_measures'])} (half to "
+                "the sparse vector, half to the values): " + notice_body(p.plan, answer)
+            )
         return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(p.plan, answer)
 
     def explain_head(self, plan, tier) -> list[str]:
         if tier.delta <= 0:
-            return [f"dpgate release of {plan.table}: refused for this role — this GROUP BY "
-                    "needs partition selection, and this tier has delta = 0"]
+            return [
+                f"dpgate release of {plan.table}: refused for this role — this GROUP BY "
+                "needs partition selection, and this tier has delta = 0"
+            ]
         sp = selection_plan(plan, tier.epsilon, tier.delta)
         lines = [selection_explain(plan, tier, sp)]
         if plan.selection is not None:
-            lines.append(f"  HAVING/top-c: SVT over the released keys at ε {sp['eps_measures']:g} (the other half of ε; "
-                         "of it half to the sparse vector, half to the passing keys' values)")
+            lines.append(
+                f"  HAVING/top-c: SVT over the released keys at ε {sp['eps_measures']:g} (the other half of ε; "
+                "of it half to the sparse vector, half to the passing keys' values)"
+            )
         if plan.aggregates:
             lines += single_tier_lines(plan, tier.model_copy(update={"epsilon": sp["eps_measures"]}))[1:]
         else:

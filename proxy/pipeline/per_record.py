@@ -37,6 +37,7 @@ evaluated from released quantities only — with ε_min(D) taken as ε_τ/2 (the
 private ε_min(D) itself cannot be used) — and the guaranteed bound on the added
 noise alone. MAX/MIN bounds are in rows (rank error), not in value units.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,8 +50,7 @@ from fractions import Fraction
 import numpy as np
 
 from config import ConfigError
-from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram,
-                                   PrDPCount)
+from mechanisms.per_record import ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram, PrDPCount
 from mechanisms.per_record.core import PrRelease
 from rewriter import parse
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
@@ -64,8 +64,16 @@ from .per_record_policy import Policy, PolicyError, compile_policy, validate_con
 from .release import answer_rows, consistency_text, output_types
 from .selection_path import for_tier
 
-__all__ = ["PER_RECORD", "PerRecord", "describe_per_record", "explain_per_record", "validate_policy",
-           "validate_config", "check_config", "refuse_ladder"]
+__all__ = [
+    "PER_RECORD",
+    "PerRecord",
+    "describe_per_record",
+    "explain_per_record",
+    "validate_policy",
+    "validate_config",
+    "check_config",
+    "refuse_ladder",
+]
 
 _TEXT = 25
 
@@ -79,6 +87,7 @@ def check_config(config) -> None:
 
 
 # -- policy and mechanisms (compiled once per gateway) -------------------------------
+
 
 def _cache(gw) -> dict:
     c = getattr(gw, "_per_record_cache", None)
@@ -95,8 +104,11 @@ def policy_of(gw, table: str) -> Policy:
         try:
             cache[key] = compile_policy(table, gw.config.tables[table])
         except PolicyError as e:
-            raise SqlError("F0000", f"the per-record policy of table {table} is invalid: "
-                           f"{e.problems[0]}", hint="The operator must fix the config.") from None
+            raise SqlError(
+                "F0000",
+                f"the per-record policy of table {table} is invalid: {e.problems[0]}",
+                hint="The operator must fix the config.",
+            ) from None
     return cache[key]
 
 
@@ -106,11 +118,14 @@ def sum_method(prp: PrPlan, pol: Policy) -> str:
     ext_ok = pol.monotone and prp.column == pol.column
     if pol.sum_method == "extension":
         if not ext_ok:
-            raise Refusal(FEATURE_NOT_SUPPORTED,
-                          f"SUM({prp.column}) on {pol.table} would need the sum extension "
-                          "(sum_method = 'extension'), which is only sound for the policy's own "
-                          f"column {pol.column or '(none: E is a SQL expression)'} with a monotone "
-                          "E; the operator can set sum_method = 'auto' or 'framework'.", hint=ALLOWED)
+            raise Refusal(
+                FEATURE_NOT_SUPPORTED,
+                f"SUM({prp.column}) on {pol.table} would need the sum extension "
+                "(sum_method = 'extension'), which is only sound for the policy's own "
+                f"column {pol.column or '(none: E is a SQL expression)'} with a monotone "
+                "E; the operator can set sum_method = 'auto' or 'framework'.",
+                hint=ALLOWED,
+            )
         return "extension"
     if pol.sum_method == "framework":
         return "framework"
@@ -135,12 +150,17 @@ def mechanism(gw, prp: PrPlan, pol: Policy, weight: float):
 
 
 def mechanism_name(kind: str) -> str:
-    return {"count": "prdp_count", "sum_extension": "prdp_sum_extension",
-            "sum_framework": "prdp_sum_framework", "max": "prdp_max_framework",
-            "min": "prdp_min_framework"}[kind]
+    return {
+        "count": "prdp_count",
+        "sum_extension": "prdp_sum_extension",
+        "sum_framework": "prdp_sum_framework",
+        "max": "prdp_max_framework",
+        "min": "prdp_min_framework",
+    }[kind]
 
 
 # -- one release ------------------------------------------------------------------------
+
 
 def _split_rows(rows, prp: PrPlan):
     """Backend rows grouped by cell; rows outside the public domain are dropped."""
@@ -202,13 +222,13 @@ def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
         # Thm 6.1: dropped rows <= dropped_bound(k) (term I) + universal sum (term II):
         # rows above the clipping radius tau <= the AboveThreshold margin, noise <= k.
         # Values are unbounded above, so the statement also assumes Max(D) <= 2 tau.
-        eps_m = m.stage2_epsilon(ell)                       # universal_sum runs at eps_tau/2
+        eps_m = m.stage2_epsilon(ell)  # universal_sum runs at eps_tau/2
         tau = min(int(Fraction(rel.scale) * eps_m / 2), U) if rel.scale else 0
         eps_r, beta_r = float(eps_m) / 2, m.beta / 4
         clipped = math.ceil(12 / eps_r * math.log(2 * (m.buckets.B + 1) / beta_r))
         out["bound"] = float(rel.noise_half_width) + tau * (2 * m.dropped_bound(k) + clipped)
         out["tau"] = tau
-    else:   # max / min: rank units (rows beyond the answer): EM rank margin + dropped rows
+    else:  # max / min: rank units (rows beyond the answer): EM rank margin + dropped rows
         out["bound"] = float(rel.noise_half_width + m.dropped_bound(k))
     return out
 
@@ -216,8 +236,10 @@ def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
 def _hists(rows, prp: PrPlan, pol: Policy, framework_sum: bool) -> dict:
     """Per cell, the level histogram of the scan's rows (seed 003 §3)."""
     per_cell = _split_rows(rows, prp)
-    return {c: LevelHistogram.from_rows(r, pol.levels.L, pol.buckets.B if framework_sum else None)
-            for c, r in per_cell.items()}
+    return {
+        c: LevelHistogram.from_rows(r, pol.levels.L, pol.buckets.B if framework_sum else None)
+        for c, r in per_cell.items()
+    }
 
 
 def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: dict, ells, values) -> dict:
@@ -230,9 +252,9 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
         if split is None:
             values = _split_rows(values.rows() if isinstance(values, Columns) else values, prp)
         for c in hists:
-            if split is not None:                                         # numpy, from a columnar scan
+            if split is not None:  # numpy, from a columnar scan
                 v, n = split[c]
-                if kind == "min":                                         # min(D) = U - max(U - D)
+                if kind == "min":  # min(D) = U - max(U - D)
                     v = pol.U - np.clip(v, 0, pol.U)
                 rel = m.release_arrays(ells[c], v, n, src)
             else:
@@ -256,11 +278,20 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
         pr["eps_tau"].append(float(rel.eps_tau))
         for name, v in _bounds(kind, m, rel, pol.U).items():
             pr[name].append(v)
-    pr.update(func=prp.func, units="rank" if kind in ("max", "min") else "value",
-              beta=pol.beta, levels=pol.levels.L, weight=float(weight))
+    pr.update(
+        func=prp.func,
+        units="rank" if kind in ("max", "min") else "value",
+        beta=pol.beta,
+        levels=pol.levels.L,
+        weight=float(weight),
+    )
     return {
-        "keys": keys, "values": values_out, "half_width": [max(pr["bound"])],
-        "mechanism": [mechanism_name(kind)], "epsilon": [float(weight)], "labels": [prp.label],
+        "keys": keys,
+        "values": values_out,
+        "half_width": [max(pr["bound"])],
+        "mechanism": [mechanism_name(kind)],
+        "epsilon": [float(weight)],
+        "labels": [prp.label],
         "per_record": pr,
     }
 
@@ -274,24 +305,39 @@ class PerRecord(ReleaseKind):
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         gw = conn.gw
-        prp, pol = await asyncio.to_thread(_plan, conn, sql, params)    # milliseconds: off the loop
+        prp, pol = await asyncio.to_thread(_plan, conn, sql, params)  # milliseconds: off the loop
         tier = gw.tier_of(conn.role)
-        prp = dataclasses.replace(prp, plan=for_tier(prp.plan, tier))     # the tier's `consistent`
+        prp = dataclasses.replace(prp, plan=for_tier(prp.plan, tier))  # the tier's `consistent`
         weight = float(tier.epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
         state = {"policy": pol}
-        if prp.parts:      # several COUNT/SUM: each at weight / k (sequential composition)
+        if prp.parts:  # several COUNT/SUM: each at weight / k (sequential composition)
             each = weight / prp.split
-            state["parts"] = [(sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))]
+            state["parts"] = [
+                (sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))
+            ]
         else:
             state["kind"], state["m"] = mechanism(gw, prp, pol, weight)
-        return Prepared(self, prp, cols, key=_key(prp, pol, weight), canonical=prp.canonical(),
-                        epsilon=weight, state=state)
+        return Prepared(
+            self,
+            prp,
+            cols,
+            key=_key(prp, pol, weight),
+            canonical=prp.canonical(),
+            epsilon=weight,
+            state=state,
+        )
 
     def scan_sql(self, conn, p: Prepared) -> str:
         kind = p.state["kind"]
-        return scan_sql(p.plan, p.state["policy"].sql, conn.gw.config, conn.gw.backend.dialect,
-                        buckets=kind == "sum_framework", with_sum=kind == "sum_extension")
+        return scan_sql(
+            p.plan,
+            p.state["policy"].sql,
+            conn.gw.config,
+            conn.gw.backend.dialect,
+            buckets=kind == "sum_framework",
+            with_sum=kind == "sum_extension",
+        )
 
     async def scan(self, conn, p: Prepared, then):
         if "parts" in p.state:
@@ -299,13 +345,16 @@ class PerRecord(ReleaseKind):
         prp, pol, kind, m = p.plan, p.state["policy"], p.state["kind"], p.state["m"]
         framework_sum = kind == "sum_framework"
         if kind not in ("max", "min"):
-            return await fetch(conn, self.scan_sql(conn, p),
-                               then=lambda rows: then((_hists(rows, prp, pol, framework_sum), None, None)))
+            return await fetch(
+                conn,
+                self.scan_sql(conn, p),
+                then=lambda rows: then((_hists(rows, prp, pol, framework_sum), None, None)),
+            )
         gw = conn.gw
 
-        def stage1(rows):       # in the scan's worker thread, not on the event loop (issue 21)
+        def stage1(rows):  # in the scan's worker thread, not on the event loop (issue 21)
             hists = _hists(rows, prp, pol, framework_sum)
-            ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}     # stage 1 (Alg. 1, E/2)
+            ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}  # stage 1 (Alg. 1, E/2)
             return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
 
         hists, ells, sql = await fetch(conn, self.scan_sql(conn, p), then=stage1)
@@ -316,21 +365,43 @@ class PerRecord(ReleaseKind):
         pol, hists = p.state["policy"], []
         parts = p.state["parts"]
         for i, (sub, kind, _m) in enumerate(parts):
-            sql = scan_sql(sub, pol.sql, conn.gw.config, conn.gw.backend.dialect, buckets=kind == "sum_framework",
-                           with_sum=kind == "sum_extension")
-            if i < len(parts) - 1:             # histograms in the scan's worker thread (issue 21)
-                hists.append(await fetch(conn, sql, then=functools.partial(
-                    _hists, prp=sub, pol=pol, framework_sum=kind == "sum_framework")))
+            sql = scan_sql(
+                sub,
+                pol.sql,
+                conn.gw.config,
+                conn.gw.backend.dialect,
+                buckets=kind == "sum_framework",
+                with_sum=kind == "sum_extension",
+            )
+            if i < len(parts) - 1:  # histograms in the scan's worker thread (issue 21)
+                hists.append(
+                    await fetch(
+                        conn,
+                        sql,
+                        then=functools.partial(
+                            _hists, prp=sub, pol=pol, framework_sum=kind == "sum_framework"
+                        ),
+                    )
+                )
             else:
-                return await fetch(conn, sql, then=lambda rows: then(
-                    [*hists, _hists(rows, sub, pol, kind == "sum_framework")]))
+                return await fetch(
+                    conn,
+                    sql,
+                    then=lambda rows, sub=sub, kind=kind: then(
+                        [*hists, _hists(rows, sub, pol, kind == "sum_framework")]
+                    ),
+                )
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         pol = p.state["policy"]
         if "parts" in p.state:
             each = p.epsilon / p.plan.split
-            return _combine([_answer(conn.gw, sub, pol, each, kind, m, h, None, None)
-                             for (sub, kind, m), h in zip(p.state["parts"], cells)])
+            return _combine(
+                [
+                    _answer(conn.gw, sub, pol, each, kind, m, h, None, None)
+                    for (sub, kind, m), h in zip(p.state["parts"], cells)
+                ]
+            )
         hists, ells, values = cells
         return _answer(conn.gw, p.plan, pol, p.epsilon, p.state["kind"], p.state["m"], hists, ells, values)
 
@@ -355,15 +426,20 @@ def _combine(parts: list[dict]) -> dict:
     """Several COUNT/SUM of one statement, each released at weight / k (sequential
     composition: every record's loss is at most Σ (weight/k)·E(r) = weight·E(r), what one
     statement is charged): the parts' values per cell, in the plan's order."""
-    return {"keys": parts[0]["keys"],
-            "values": [[p["values"][j][0] for p in parts] for j in range(len(parts[0]["keys"]))],
-            "half_width": [p["half_width"][0] for p in parts],
-            "mechanism": [p["mechanism"][0] for p in parts], "epsilon": [p["epsilon"][0] for p in parts],
-            "labels": [p["labels"][0] for p in parts], "per_record": parts[0]["per_record"],
-            "parts": [p["per_record"] for p in parts]}
+    return {
+        "keys": parts[0]["keys"],
+        "values": [[p["values"][j][0] for p in parts] for j in range(len(parts[0]["keys"]))],
+        "half_width": [p["half_width"][0] for p in parts],
+        "mechanism": [p["mechanism"][0] for p in parts],
+        "epsilon": [p["epsilon"][0] for p in parts],
+        "labels": [p["labels"][0] for p in parts],
+        "per_record": parts[0]["per_record"],
+        "parts": [p["per_record"] for p in parts],
+    }
 
 
 # -- the statement -----------------------------------------------------------------------
+
 
 def _key(prp: PrPlan, pol: Policy, weight: float) -> str:
     text = f"{prp.canonical()};policy={pol.describe()};sum={pol.sum_method}"
@@ -377,11 +453,14 @@ def refuse_ladder(gw, role: str, table: str) -> None:
     tier = gw.config.tiers[tname]
     if tier.ladder is None:
         return
-    raise SqlError("0A000", f"per-record table {table} is not available to data-market ladder tiers "
-                   f"(role {role}'s tier {tname} is on ladder {tier.ladder}); nothing was charged",
-                   hint="Ladder tiers are answered from one noise chain, which per-record releases do "
-                        "not have: ask COUNT/SUM/AVG of a central table, or use a role whose tier has "
-                        "no ladder for per-record tables.")
+    raise SqlError(
+        "0A000",
+        f"per-record table {table} is not available to data-market ladder tiers "
+        f"(role {role}'s tier {tname} is on ladder {tier.ladder}); nothing was charged",
+        hint="Ladder tiers are answered from one noise chain, which per-record releases do "
+        "not have: ask COUNT/SUM/AVG of a central table, or use a role whose tier has "
+        "no ladder for per-record tables.",
+    )
 
 
 def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
@@ -391,7 +470,7 @@ def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
     pol = policy_of(gw, prp.plan.table)
     for sub in [prp.part(i) for i in range(len(prp.parts))] or [prp]:
         if sub.func == "sum":
-            sum_method(sub, pol)              # refuse before any backend work
+            sum_method(sub, pol)  # refuse before any backend work
     return prp, pol
 
 
@@ -428,18 +507,23 @@ def notice_body(prp: PrPlan, pol: Policy, answer: dict) -> str:
     if answer.get("parts"):
         k = len(answer["parts"])
         w = answer["parts"][0]["weight"]
-        bodies = "; ".join(f"{i + 1}) {_body(pol, pr, names[i] if i < len(names) else label, mech)}"
-                           for i, (pr, label, mech) in enumerate(zip(answer["parts"], answer["labels"],
-                                                                     answer["mechanism"])))
-        return (f"{k} aggregates share the statement's ε, split equally (sequential composition): each is "
-                f"released under ε(r) = {w:g} × {pol.text} in [{w * pol.levels.eps_min:g}, "
-                f"{w * pol.levels.eps_max:g}], so a record loses at most {k} × {w:g} × E(r) in all; {bodies}; "
-                f"mechanism: {', '.join(answer['mechanism'])}")
+        bodies = "; ".join(
+            f"{i + 1}) {_body(pol, pr, names[i] if i < len(names) else label, mech)}"
+            for i, (pr, label, mech) in enumerate(zip(answer["parts"], answer["labels"], answer["mechanism"]))
+        )
+        return (
+            f"{k} aggregates share the statement's ε, split equally (sequential composition): each is "
+            f"released under ε(r) = {w:g} × {pol.text} in [{w * pol.levels.eps_min:g}, "
+            f"{w * pol.levels.eps_max:g}], so a record loses at most {k} × {w:g} × E(r) in all; {bodies}; "
+            f"mechanism: {', '.join(answer['mechanism'])}"
+        )
     pr = answer["per_record"]
     mech = answer["mechanism"][0]
     scale = f"{pr['weight']:g} × " if pr["weight"] != 1 else ""
-    return (f"per-record ε(r) = {scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
-            f"{pr['weight'] * pol.levels.eps_max:g}]; {_body(pol, pr, names[0], mech)}; mechanism: {mech}")
+    return (
+        f"per-record ε(r) = {scale}{pol.text} in [{pr['weight'] * pol.levels.eps_min:g}, "
+        f"{pr['weight'] * pol.levels.eps_max:g}]; {_body(pol, pr, names[0], mech)}; mechanism: {mech}"
+    )
 
 
 def _body(pol: Policy, pr: dict, name: str, mech: str) -> str:
@@ -450,8 +534,11 @@ def _body(pol: Policy, pr: dict, name: str, mech: str) -> str:
     over = ", max over groups" if n > 1 else ""
     if min(taus) == max(taus):
         tau = f"ε_τ {taus[0]:.3g}" + (f" in all {n} groups" if n > 1 else "")
-        kept = ("all rows" if ells[0] == 1 else
-                f"the rows with ε(r) > ε_τ{_threshold(pol, taus[0], pr['weight'])}")
+        kept = (
+            "all rows"
+            if ells[0] == 1
+            else f"the rows with ε(r) > ε_τ{_threshold(pol, taus[0], pr['weight'])}"
+        )
     else:
         tau = f"ε_τ {min(taus):.3g}–{max(taus):.3g} over {n} groups"
         kept = "the rows of each group with ε(r) > its ε_τ"
@@ -459,34 +546,42 @@ def _body(pol: Policy, pr: dict, name: str, mech: str) -> str:
     thm = {"prdp_count": "Thm 5.1", "prdp_sum_extension": "Thm 5.1 / Eq. 9"}.get(mech, "Thm 6.1")
     if pr["units"] == "rank":
         side = "above" if pr["func"] == "max" else "below"
-        body = (f"{tau}: among {kept}, at most {_fmt(max(pr['noise']))} are {side} the {name} "
-                f"({pct}{over}); rows with smaller ε(r) are left out — {thm}: at most "
-                f"{_fmt(max(pr['bound']))} rows in all{cond}")
+        body = (
+            f"{tau}: among {kept}, at most {_fmt(max(pr['noise']))} are {side} the {name} "
+            f"({pct}{over}); rows with smaller ε(r) are left out — {thm}: at most "
+            f"{_fmt(max(pr['bound']))} rows in all{cond}"
+        )
     else:
-        what = f"{kept}" if mech != "prdp_sum_framework" else \
-            f"min(value, τ) over {kept}, τ = {_fmt(max(pr['tau']))}"
+        what = (
+            f"{kept}"
+            if mech != "prdp_sum_framework"
+            else f"min(value, τ) over {kept}, τ = {_fmt(max(pr['tau']))}"
+        )
         if mech == "prdp_sum_framework":
-            cond += (" and no value is above 2τ" if cond else " if no value is above 2τ")
-        body = (f"{tau}: the {name} covers {what}, ±{_fmt(max(pr['noise']))} of noise ({pct}{over}); "
-                f"rows with smaller ε(r) are left out — {thm}: error at most ±{_fmt(max(pr['bound']))} "
-                f"in all{cond}")
+            cond += " and no value is above 2τ" if cond else " if no value is above 2τ"
+        body = (
+            f"{tau}: the {name} covers {what}, ±{_fmt(max(pr['noise']))} of noise ({pct}{over}); "
+            f"rows with smaller ε(r) are left out — {thm}: error at most ±{_fmt(max(pr['bound']))} "
+            f"in all{cond}"
+        )
     return body
 
 
 # -- Describe and EXPLAIN ------------------------------------------------------------
+
 
 async def describe_per_record(conn, sql: str, oids: list[int]) -> Description:
     """Describe (extended protocol) for a per-record statement: parameter and column types."""
     gw = conn.gw
     expr = parse(sql)
     types = pr_param_types(expr, gw.config)
-    inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT
-                for i, t in enumerate(types)]
+    inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT for i, t in enumerate(types)]
     prp = build_pr_plan(expr, gw.config, [DUMMY.get(t, "0") for t in types] if types else None)
     refuse_ladder(gw, conn.role, prp.plan.table)
     policy_of(gw, prp.plan.table)
-    return Description(inferred, [Column(o.name, t) for o, t in
-                                  zip(prp.plan.outputs, output_types(prp.plan))])
+    return Description(
+        inferred, [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
+    )
 
 
 def explain_accuracy(kind: str, m) -> str:
@@ -499,20 +594,28 @@ def explain_accuracy(kind: str, m) -> str:
     L, beta = m.levels.L, (m.beta if hasattr(m, "beta") else m.scan.beta)
     head = f"  accuracy at 1 − β = {1 - beta:.0%} before any data (ℓ: the level the scan selects; the NOTICE states its own)"
     if kind in ("count", "sum_extension"):
-        noise = [sum(m.scan.k[ell - 1:]) for ell in (1, L)]
+        noise = [sum(m.scan.k[ell - 1 :]) for ell in (1, L)]
         bound = [m.error_bound(max(1, ell - 1)) for ell in (1, L)]
-        return (f"{head}: noise ±{noise[0]:,} if every level is kept (ℓ = 1) down to ±{noise[1]:,} if only level "
-                f"{L}; with the rows of skipped levels, error at most ±{bound[0]:,} (ℓ = 1) to ±{bound[1]:,} "
-                f"(ℓ = {L}) (Thm 5.1 / Eq. 9)")
+        return (
+            f"{head}: noise ±{noise[0]:,} if every level is kept (ℓ = 1) down to ±{noise[1]:,} if only level "
+            f"{L}; with the rows of skipped levels, error at most ±{bound[0]:,} (ℓ = 1) to ±{bound[1]:,} "
+            f"(ℓ = {L}) (Thm 5.1 / Eq. 9)"
+        )
     dropped = [m.dropped_bound(max(1, ell - 1)) for ell in (1, L)]
     if kind in ("max", "min"):
-        k0 = [math.ceil(2.0 / float(m.stage2_epsilon(ell)) * math.log((m.U + 1) / (beta / 2))) for ell in (1, L)]
+        k0 = [
+            math.ceil(2.0 / float(m.stage2_epsilon(ell)) * math.log((m.U + 1) / (beta / 2))) for ell in (1, L)
+        ]
         side = "above" if kind == "max" else "below"
-        return (f"{head}: rank error (rows {side} the answer) at most {2 * k0[0]:,} + {dropped[0]:,} left out "
-                f"(ℓ = 1) to {2 * k0[1]:,} + {dropped[1]:,} (ℓ = {L}) (Thm 6.1: 2·k0 + dropped rows)")
-    return (f"{head}: rows left out at most {dropped[0]:,} (ℓ = 1) to {dropped[1]:,} (ℓ = {L}), each counted "
-            "up to the clipping radius τ, plus Laplace noise at τ's scale; τ is chosen from the data, so "
-            "the ± figure is in the NOTICE (Thm 6.1)")
+        return (
+            f"{head}: rank error (rows {side} the answer) at most {2 * k0[0]:,} + {dropped[0]:,} left out "
+            f"(ℓ = 1) to {2 * k0[1]:,} + {dropped[1]:,} (ℓ = {L}) (Thm 6.1: 2·k0 + dropped rows)"
+        )
+    return (
+        f"{head}: rows left out at most {dropped[0]:,} (ℓ = 1) to {dropped[1]:,} (ℓ = {L}), each counted "
+        "up to the clipping radius τ, plus Laplace noise at τ's scale; τ is chosen from the data, so "
+        "the ± figure is in the NOTICE (Thm 6.1)"
+    )
 
 
 async def explain_per_record(conn, body: str, params: list) -> Result:
@@ -525,17 +628,22 @@ async def explain_per_record(conn, body: str, params: list) -> Result:
     kind, m = mechanism(gw, prp, pol, float(tier.epsilon))
     dialect = gw.backend.dialect
     framework_sum = kind == "sum_framework"
-    sql = scan_sql(prp, pol.sql, gw.config, dialect, buckets=framework_sum,
-                   with_sum=kind == "sum_extension")
-    lines = [f"dpgate per-record release of {pol.table}: E_q(r) = {tier.epsilon:g} × E(r), "
-             f"{pol.describe()}; ε charged {tier.epsilon:g}",
-             f"  {prp.label} via {mechanism_name(kind)}, {len(prp.cells)} cell(s) (parallel "
-             "composition), every level of every cell noised"]
+    sql = scan_sql(prp, pol.sql, gw.config, dialect, buckets=framework_sum, with_sum=kind == "sum_extension")
+    lines = [
+        f"dpgate per-record release of {pol.table}: E_q(r) = {tier.epsilon:g} × E(r), "
+        f"{pol.describe()}; ε charged {tier.epsilon:g}",
+        f"  {prp.label} via {mechanism_name(kind)}, {len(prp.cells)} cell(s) (parallel "
+        "composition), every level of every cell noised",
+    ]
     lines.append(explain_accuracy(kind, m))
     if kind in ("max", "min"):
-        lines.append("  round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
-                     "(one query for all cells)")
-    lines.append("backend SQL (one scan, GROUP BY keys, level" + (", value bucket)" if framework_sum else ")") + ":")
+        lines.append(
+            "  round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
+            "(one query for all cells)"
+        )
+    lines.append(
+        "backend SQL (one scan, GROUP BY keys, level" + (", value bucket)" if framework_sum else ")") + ":"
+    )
     lines.extend("  " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
@@ -544,16 +652,26 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
     """EXPLAIN of several COUNT/SUM on a per-record table: the ε split and one scan each."""
     dialect = gw.backend.dialect
     each = float(tier.epsilon) / prp.split
-    lines = [f"dpgate per-record release of {pol.table}: {prp.split} aggregates share ε "
-             f"{tier.epsilon:g}, split equally: each under E_q(r) = {each:g} × E(r) (sequential "
-             f"composition), {pol.describe()}; ε charged {tier.epsilon:g} once"]
+    lines = [
+        f"dpgate per-record release of {pol.table}: {prp.split} aggregates share ε "
+        f"{tier.epsilon:g}, split equally: each under E_q(r) = {each:g} × E(r) (sequential "
+        f"composition), {pol.describe()}; ε charged {tier.epsilon:g} once"
+    ]
     for i in range(prp.split):
         sub = prp.part(i)
         kind, _ = mechanism(gw, sub, pol, each)
-        lines.append(f"  {i + 1}) {sub.label} via {mechanism_name(kind)}, {len(sub.cells)} cell(s), every "
-                     "level of every cell noised; backend SQL:")
-        sql = scan_sql(sub, pol.sql, gw.config, dialect, buckets=kind == "sum_framework",
-                       with_sum=kind == "sum_extension")
+        lines.append(
+            f"  {i + 1}) {sub.label} via {mechanism_name(kind)}, {len(sub.cells)} cell(s), every "
+            "level of every cell noised; backend SQL:"
+        )
+        sql = scan_sql(
+            sub,
+            pol.sql,
+            gw.config,
+            dialect,
+            buckets=kind == "sum_framework",
+            with_sum=kind == "sum_extension",
+        )
         lines.extend("    " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 

@@ -7,6 +7,7 @@ that make a config invalid (config loading: :func:`validate_config`).
 The mechanisms' numbers reach the rewriter's scans as plain data (:attr:`Policy.sql`,
 a :class:`rewriter.per_record.PolicySql`): the rewriter imports no mechanism code (issue 18).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,24 +16,42 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from config import Config, Table
-from mechanisms.per_record import (Levels, PrivacyFunction, ValueBuckets, inverse_function,
-                                   log_function, sqrt_function)
+from mechanisms.per_record import (
+    Levels,
+    PrivacyFunction,
+    ValueBuckets,
+    inverse_function,
+    log_function,
+    sqrt_function,
+)
 from rewriter.errors import Refusal
 from rewriter.per_record import PolicySql, check_expression
 from rewriter.per_record_sql import PrivacySql
 
-__all__ = ["Policy", "PolicyError", "compile_policy", "validate_policy", "validate_config",
-           "privacy_numbers", "level_bounds", "bucket_edges", "SHORTCUTS", "MAX_LEVELS", "MAX_U"]
+__all__ = [
+    "Policy",
+    "PolicyError",
+    "compile_policy",
+    "validate_policy",
+    "validate_config",
+    "privacy_numbers",
+    "level_bounds",
+    "bucket_edges",
+    "SHORTCUTS",
+    "MAX_LEVELS",
+    "MAX_U",
+]
 
 SHORTCUTS = ("inverse", "sqrt", "log")
 MAX_LEVELS = 128
-MAX_U = 2**53                 # values and E are computed in float8: integers stay exact below this
+MAX_U = 2**53  # values and E are computed in float8: integers stay exact below this
 
 
 def privacy_numbers(pf: PrivacyFunction) -> PrivacySql:
     """The constants of a shortcut E, for :func:`rewriter.per_record_sql.privacy_sql`."""
-    return PrivacySql(pf.kind, float(pf.alpha), float(pf.eps_min), float(pf.eps_max),
-                      float(pf.v_cap), float(pf.log_c))
+    return PrivacySql(
+        pf.kind, float(pf.alpha), float(pf.eps_min), float(pf.eps_max), float(pf.v_cap), float(pf.log_c)
+    )
 
 
 def level_bounds(levels: Levels) -> tuple:
@@ -53,20 +72,21 @@ class PolicyError(ValueError):
 
 # -- the policy ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Policy:
     """A compiled ``privacy`` policy: how the backend computes E(r) and the levels."""
 
     table: str
-    kind: str                        # inverse | sqrt | log | expression
-    column: str | None               # the shortcut's column
-    pf: PrivacyFunction | None       # shortcut: numpy and SQL E (bit-identical)
-    expr: exp.Expression | None      # custom: the validated expression (quoted columns)
+    kind: str  # inverse | sqrt | log | expression
+    column: str | None  # the shortcut's column
+    pf: PrivacyFunction | None  # shortcut: numpy and SQL E (bit-identical)
+    expr: exp.Expression | None  # custom: the validated expression (quoted columns)
     levels: Levels
     U: int
     beta: float
     sum_method: str
-    text: str                        # human-readable E, for NOTICE / EXPLAIN
+    text: str  # human-readable E, for NOTICE / EXPLAIN
 
     @property
     def monotone(self) -> bool:
@@ -82,13 +102,23 @@ class Policy:
         """The policy as the plain numbers the rewriter's scans take (issue 18): E's
         constants, the level upper bounds h_i, the value-bucket edges."""
         fn = None if self.pf is None else privacy_numbers(self.pf)
-        return PolicySql(self.table, self.column, fn, self.expr, self.levels.eps_min,
-                         self.levels.eps_max, level_bounds(self.levels),
-                         bucket_edges(self.buckets), self.U)
+        return PolicySql(
+            self.table,
+            self.column,
+            fn,
+            self.expr,
+            self.levels.eps_min,
+            self.levels.eps_max,
+            level_bounds(self.levels),
+            bucket_edges(self.buckets),
+            self.U,
+        )
 
     def describe(self) -> str:
-        return (f"E(r) = {self.text}, clamped to [{self.levels.eps_min:g}, {self.levels.eps_max:g}], "
-                f"{self.levels.L} levels, values in [0, {self.U}], β {self.beta:g}")
+        return (
+            f"E(r) = {self.text}, clamped to [{self.levels.eps_min:g}, {self.levels.eps_max:g}], "
+            f"{self.levels.L} levels, values in [0, {self.U}], β {self.beta:g}"
+        )
 
 
 def _u(value_bound: float) -> int:
@@ -108,8 +138,9 @@ def compile_policy(table_name: str, table: Table) -> Policy:
         raise PolicyError([f"{where}: table has no privacy policy"])
     problems: list[str] = []
     if table.mode != "central":
-        problems.append(f"{where}: a per-record policy needs mode = 'central' (local tables are "
-                        "perturbed on the way in)")
+        problems.append(
+            f"{where}: a per-record policy needs mode = 'central' (local tables are perturbed on the way in)"
+        )
     try:
         U = _u(pol.value_bound)
     except PolicyError as e:
@@ -122,14 +153,15 @@ def compile_policy(table_name: str, table: Table) -> Policy:
         if col is None:
             problems.append(f"{where}.column: {pol.column!r} is not a declared column")
         elif col.type not in ("int", "float"):
-            problems.append(f"{where}.column: {pol.column} is {col.type}; function = '{fn}' needs "
-                            "a numeric column")
+            problems.append(
+                f"{where}.column: {pol.column} is {col.type}; function = '{fn}' needs a numeric column"
+            )
         if not (pol.alpha is not None and pol.alpha > 0 and math.isfinite(pol.alpha)):
             problems.append(f"{where}.alpha: must be a positive number")
         if not problems and U is not None:
             make = {"inverse": inverse_function, "sqrt": sqrt_function, "log": log_function}[fn]
             try:
-                natural = make(pol.alpha, U, pol.eps_max)          # eps_min = E(U)
+                natural = make(pol.alpha, U, pol.eps_max)  # eps_min = E(U)
                 pf = make(pol.alpha, U, pol.eps_max, eps_min=pol.eps_min)
             except ValueError as e:
                 problems.append(f"{where}: {e}")
@@ -138,14 +170,20 @@ def compile_policy(table_name: str, table: Table) -> Policy:
                     problems.append(
                         f"{where}.eps_min: {pol.eps_min:g} is above E(value_bound) = "
                         f"{natural.eps_min:.6g}; records near value_bound would get a larger budget "
-                        f"than the function gives them. Set eps_min <= {natural.eps_min:.6g}")
-        text = {"inverse": f"{pol.alpha:g} / {pol.column}", "sqrt": f"{pol.alpha:g} / sqrt({pol.column})",
-                "log": f"{pol.alpha:g} / ln({pol.column})^4"}[fn]
+                        f"than the function gives them. Set eps_min <= {natural.eps_min:.6g}"
+                    )
+        text = {
+            "inverse": f"{pol.alpha:g} / {pol.column}",
+            "sqrt": f"{pol.alpha:g} / sqrt({pol.column})",
+            "log": f"{pol.alpha:g} / ln({pol.column})^4",
+        }[fn]
     else:
         if pol.sum_method == "extension":
-            problems.append(f"{where}.sum_method: 'extension' needs a monotone single-column function "
-                            "(inverse, sqrt or log); a SQL expression is not known to be monotone. "
-                            "Use 'framework' or 'auto'")
+            problems.append(
+                f"{where}.sum_method: 'extension' needs a monotone single-column function "
+                "(inverse, sqrt or log); a SQL expression is not known to be monotone. "
+                "Use 'framework' or 'auto'"
+            )
         try:
             node = check_expression(fn, table_name, table)
         except Refusal as r:
@@ -154,15 +192,25 @@ def compile_policy(table_name: str, table: Table) -> Policy:
     try:
         levels = Levels(pol.eps_min, pol.eps_max)
         if levels.L > MAX_LEVELS:
-            problems.append(f"{where}: eps_max / eps_min spans {levels.L} doublings; at most "
-                            f"{MAX_LEVELS} are supported")
+            problems.append(
+                f"{where}: eps_max / eps_min spans {levels.L} doublings; at most {MAX_LEVELS} are supported"
+            )
     except ValueError as e:
         problems.append(f"{where}: {e}")
     if problems:
         raise PolicyError(problems)
-    return Policy(table_name, fn if fn in SHORTCUTS else "expression",
-                  pol.column if fn in SHORTCUTS else None, pf, node, levels, U, float(pol.beta),
-                  pol.sum_method, text)
+    return Policy(
+        table_name,
+        fn if fn in SHORTCUTS else "expression",
+        pol.column if fn in SHORTCUTS else None,
+        pf,
+        node,
+        levels,
+        U,
+        float(pol.beta),
+        pol.sum_method,
+        text,
+    )
 
 
 def validate_policy(table_name: str, table: Table) -> list[str]:

@@ -7,6 +7,7 @@ bigint (``/`` truncates toward zero), a decimal literal makes it numeric (exact,
 float8; NULL propagates; division by zero raises 22012 as Postgres does — the
 divisor is a released value, so the error reveals nothing beyond the release.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,7 +83,7 @@ def _arith(sym: str, a, b):
             if sym == "/":
                 return _numeric_div(a, b)
             if sym == "%":
-                return a % b                # Decimal % keeps the dividend's sign, as Postgres
+                return a % b  # Decimal % keeps the dividend's sign, as Postgres
             return {"+": a + b, "-": a - b, "*": a * b}[sym]
     if sym in ("/", "%") and b == 0:
         raise _error("22012", "division by zero")
@@ -98,14 +99,14 @@ def _cmp(sym: str, a, b):
     if a is None or b is None:
         return None
     if isinstance(a, Decimal) and isinstance(b, float) or isinstance(b, Decimal) and isinstance(a, float):
-        a, b = float(a), float(b)           # numeric vs float8 compares as float8
+        a, b = float(a), float(b)  # numeric vs float8 compares as float8
     return {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[sym]
 
 
 def _fn(name: str, args: list):
     if name == "pi":
         return PI
-    if name == "random":                 # Postgres's random(): uniform [0, 1), independent of the data
+    if name == "random":  # Postgres's random(): uniform [0, 1), independent of the data
         return _RANDOM.random()
     if name == "coalesce":
         return next((a for a in args if a is not None), None)
@@ -233,7 +234,7 @@ def post_process(v, steps: tuple):
     for op, arg in steps:
         if v is None:
             return None
-        if isinstance(v, int) and op != "cast" and arg is None:     # round/floor/ceil of an integer
+        if isinstance(v, int) and op != "cast" and arg is None:  # round/floor/ceil of an integer
             continue
         if op == "cast" and arg == "float":
             v = float(v)
@@ -241,10 +242,10 @@ def post_process(v, steps: tuple):
             v = _as_decimal(v)
         elif op == "round" and arg is not None:
             v = _as_decimal(v).quantize(Decimal(1).scaleb(-arg), ROUND_HALF_UP)
-        elif isinstance(v, Decimal):                                 # to an integral numeric
+        elif isinstance(v, Decimal):  # to an integral numeric
             v = v.quantize(Decimal(1), {"floor": ROUND_FLOOR, "ceil": ROUND_CEILING}.get(op, ROUND_HALF_UP))
             v = int(v) if op == "cast" else v
-        else:                                                        # float8 (or int cast to int)
+        else:  # float8 (or int cast to int)
             f = {"floor": math.floor, "ceil": math.ceil}.get(op, round)
             v = int(f(v)) if op == "cast" else float(f(v))
     return v

@@ -1,6 +1,7 @@
 """Public tables (issue 20 §4a), a release kind that releases nothing private: the
 statement is rebuilt from its parse by :func:`rewriter.public.plan_public` (declared
 columns only) and its rows are returned exactly, with no noise and no charge."""
+
 from __future__ import annotations
 
 from rewriter import parse
@@ -28,9 +29,13 @@ class Public(ReleaseKind):
 
     async def answer_free(self, conn, p: Prepared):
         gw = conn.gw
-        rows = await fetch(conn, p.plan.sql(gw.backend.dialect))     # a backend error is its SQLSTATE
+        rows = await fetch(conn, p.plan.sql(gw.backend.dialect))  # a backend error is its SQLSTATE
         note = f"dpgate: {p.plan.table} is a public table: exact rows, no noise, nothing charged"
-        return Result(f"SELECT {len(rows)}", p.columns, [tuple(r) for r in rows], notices=[note]), "public", 0.0
+        return (
+            Result(f"SELECT {len(rows)}", p.columns, [tuple(r) for r in rows], notices=[note]),
+            "public",
+            0.0,
+        )
 
     async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
         q = plan_public(parse(sql), conn.gw.config, ["0"] * sql.count("$") or None)
@@ -39,9 +44,10 @@ class Public(ReleaseKind):
     async def explain(self, conn, route, body: str, params: list) -> Result:
         gw = conn.gw
         q = plan_public(parse(body), gw.config, list(params) if params else None)
-        lines = [f"dpgate: {q.table} is a public table (no privacy unit, no noise, nothing charged)",
-                 "backend SQL:"] + ["  " + line for line in pretty(q.sql(gw.backend.dialect),
-                                                                   gw.backend.dialect).splitlines()]
+        lines = [
+            f"dpgate: {q.table} is a public table (no privacy unit, no noise, nothing charged)",
+            "backend SQL:",
+        ] + ["  " + line for line in pretty(q.sql(gw.backend.dialect), gw.backend.dialect).splitlines()]
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
 

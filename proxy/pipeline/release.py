@@ -5,6 +5,7 @@ its output (the *answer*) holds released values only and is what the ledger
 stores. ``answer_rows`` is post-processing (ORDER BY / LIMIT / column order) and
 may run any number of times on a stored answer at no privacy cost.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -27,8 +28,15 @@ from .columnar import CellColumns
 from .common import cell_key, fmt, plain_number
 from .postexpr import evaluate, post_process, rollup
 
-TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16, "numeric": 1700, "date": 1082,
-             "timestamp": 1114}
+TYPE_OIDS = {
+    "int": 20,
+    "float": 701,
+    "text": 25,
+    "bool": 16,
+    "numeric": 1700,
+    "date": 1082,
+    "timestamp": 1114,
+}
 
 
 def measurement_for(agg: Aggregate, epsilon: float):
@@ -43,7 +51,7 @@ def measurement_for(agg: Aggregate, epsilon: float):
 
 @single_flight(maxsize=1024)
 def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: float):
-    if func in ("count", "count_distinct"):       # COUNT(DISTINCT col): sensitivity 1 too
+    if func in ("count", "count_distinct"):  # COUNT(DISTINCT col): sensitivity 1 too
         return GeometricCount(epsilon)
     if func in VARIANCE_FUNCS:
         return MomentVariance(epsilon, lower, upper, integer=integer, func=func)
@@ -60,16 +68,25 @@ def release_groups(plan: Plan) -> list[tuple[int, list[int]]]:
     release, charged once); VAR_POP/VAR_SAMP/STDDEV_*(x) of one column are one release
     of its noisy moments, which answers COUNT(x) too; every other aggregate is its own release."""
     groups, taken = [], set()
-    for i, a in enumerate(plan.aggregates):      # VAR/STDDEV(x): one release of x's moments
+    for i, a in enumerate(plan.aggregates):  # VAR/STDDEV(x): one release of x's moments
         if a.func in VARIANCE_FUNCS and i not in taken:
-            members = [j for j, b in enumerate(plan.aggregates) if j != i and j not in taken
-                       and b.column == a.column and (b.func in VARIANCE_FUNCS or b.func == "count")]
+            members = [
+                j
+                for j, b in enumerate(plan.aggregates)
+                if j != i
+                and j not in taken
+                and b.column == a.column
+                and (b.func in VARIANCE_FUNCS or b.func == "count")
+            ]
             taken.update(members + [i])
             groups.append((i, members))
     for i, a in enumerate(plan.aggregates):
         if a.func == "avg" and i not in taken:
-            members = [j for j, b in enumerate(plan.aggregates)
-                       if j != i and j not in taken and b.column == a.column and b.func in ("sum", "count")]
+            members = [
+                j
+                for j, b in enumerate(plan.aggregates)
+                if j != i and j not in taken and b.column == a.column and b.func in ("sum", "count")
+            ]
             taken.update(members + [i])
             groups.append((i, members))
     for i in range(len(plan.aggregates)):
@@ -107,8 +124,11 @@ def releases_of(plan: Plan, epsilon: float):
     if hit is None:
         groups = release_groups(plan)
         shares = [float(e) for e in split(epsilon, len(groups))]
-        hit = memo[epsilon] = (groups, shares, [measurement_for(plan.aggregates[i], e)
-                                                for (i, _), e in zip(groups, shares)])
+        hit = memo[epsilon] = (
+            groups,
+            shares,
+            [measurement_for(plan.aggregates[i], e) for (i, _), e in zip(groups, shares)],
+        )
     return hit
 
 
@@ -128,9 +148,9 @@ class NoiseReservoir:
 
     def __init__(self, source) -> None:
         self.source = source
-        self._draws: OrderedDict = OrderedDict()     # measurement -> [draw, …]
-        self._filling: set = set()                   # measurement tuples being topped up
-        self._take_lock = threading.Lock()           # takers: the loop, and scan threads (NoisePool.take)
+        self._draws: OrderedDict = OrderedDict()  # measurement -> [draw, …]
+        self._filling: set = set()  # measurement tuples being topped up
+        self._take_lock = threading.Lock()  # takers: the loop, and scan threads (NoisePool.take)
 
     def take(self, m, n: int) -> list:
         """Up to ``n`` draws for ``m``, each handed out once (refills only append)."""
@@ -164,6 +184,7 @@ class NoiseReservoir:
                 loop.call_soon(step)
             else:
                 self._filling.discard(key)
+
         loop.call_soon(step)
 
     def _steps(self, ms, n: int):
@@ -178,7 +199,7 @@ class NoiseReservoir:
                 self._draws.move_to_end(m)
             while len(got) < n:
                 d = m.draw(self.source)
-                if d is None:                       # this measurement draws at apply time
+                if d is None:  # this measurement draws at apply time
                     break
                 got.append(d)
                 yield d
@@ -212,10 +233,13 @@ class NoisePool:
     def fill(self) -> None:
         with self._lock:
             if not self._taken and self._draws is None:
-                ready = [self.reservoir.take(m, self.cells) if self.reservoir is not None else []
-                         for m in self.ms]
-                self._draws = [[r[c] if c < len(r) else m.draw(self.source) for m, r in zip(self.ms, ready)]
-                               for c in range(self.cells)]
+                ready = [
+                    self.reservoir.take(m, self.cells) if self.reservoir is not None else [] for m in self.ms
+                ]
+                self._draws = [
+                    [r[c] if c < len(r) else m.draw(self.source) for m, r in zip(self.ms, ready)]
+                    for c in range(self.cells)
+                ]
 
     def take(self) -> list:
         """The pre-drawn noise, per cell; a pool the loop did not get to fill in time (a
@@ -229,12 +253,13 @@ class NoisePool:
         return draws or []
 
 
-BATCH_MIN_CELLS = 32        # from here a release draws its noise per measurement, not per cell
-                            # (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
+BATCH_MIN_CELLS = 32  # from here a release draws its noise per measurement, not per cell
+# (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
 
 
-def noisy_answer(plan: Plan, cells, epsilon: float, source, pool: NoisePool | None = None,
-                 predrawn: list | None = None) -> dict:
+def noisy_answer(
+    plan: Plan, cells, epsilon: float, source, pool: NoisePool | None = None, predrawn: list | None = None
+) -> dict:
     """Apply each release's mechanism to every cell (empty cells included), with
     noise from ``pool`` where it was pre-drawn. ``cells``: the completed cells, as rows
     (:func:`rewriter.complete`) or as columns (:class:`.columnar.CellColumns`). A release of
@@ -248,7 +273,7 @@ def noisy_answer(plan: Plan, cells, epsilon: float, source, pool: NoisePool | No
     groups, shares, ms = releases_of(plan, epsilon)
     drawn = []
     if pool is not None:
-        ms, drawn = pool.ms, pool.take()        # the measurements the noise was drawn for
+        ms, drawn = pool.ms, pool.take()  # the measurements the noise was drawn for
     n = len(plan.aggregates)
     hws, mech, eps = [0.0] * n, [""] * n, [0.0] * n
     for (i, members), m, e in zip(groups, ms, shares):
@@ -267,8 +292,14 @@ def noisy_answer(plan: Plan, cells, epsilon: float, source, pool: NoisePool | No
             for (i, members), m, z in zip(groups, ms, noise):
                 _apply_one(plan, i, members, m, _arg(plan.aggregates[i], measures), z, source, out, hws)
             values.append(out)
-        return {"keys": keys, "values": values, "half_width": hws, "mechanism": mech, "epsilon": eps,
-                "labels": labels}
+        return {
+            "keys": keys,
+            "values": values,
+            "half_width": hws,
+            "mechanism": mech,
+            "epsilon": eps,
+            "labels": labels,
+        }
     table = cells if isinstance(cells, CellColumns) else None
     if table is not None:
         keys, column = table.keys, table.measures.__getitem__
@@ -284,7 +315,7 @@ def noisy_answer(plan: Plan, cells, epsilon: float, source, pool: NoisePool | No
         args = [column(j) for j in plan.aggregates[i].measures]
         rel = m.apply_many(args[0] if len(args) == 1 else tuple(args), noise)
         cols[i], hws[i] = _column(rel), max(hws[i], float(rel.half_width))
-        for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
+        for j in members:  # SUM(x), COUNT(x) from the AVG(x) release
             part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
             cols[j], hws[j] = _column(part), max(hws[j], float(part.half_width))
     return ColumnarAnswer(keys, cols, len(cells), half_width=hws, mechanism=mech, epsilon=eps, labels=labels)
@@ -311,16 +342,22 @@ def _apply_one(plan: Plan, i: int, members: list[int], m, arg, z, source, out: l
     rel = m.apply(arg, z, source)
     out[i] = rel.value
     hws[i] = max(hws[i], float(rel.half_width))
-    for j in members:                      # SUM(x), COUNT(x) from the AVG(x) release
+    for j in members:  # SUM(x), COUNT(x) from the AVG(x) release
         fj = plan.aggregates[j].func
-        part = (m.derive(rel, fj) if hasattr(m, "derive")          # VAR/STDDEV(x) siblings
-                else rel.parts[0] if fj == "sum" else rel.parts[1])
+        part = (
+            m.derive(rel, fj)
+            if hasattr(m, "derive")  # VAR/STDDEV(x) siblings
+            else rel.parts[0]
+            if fj == "sum"
+            else rel.parts[1]
+        )
         out[j] = part.value
         hws[j] = max(hws[j], float(part.half_width))
 
 
-def _apply_cells(plan: Plan, i: int, members: list[int], m, cells, k: int, source, cols: list,
-                 hws: list) -> None:
+def _apply_cells(
+    plan: Plan, i: int, members: list[int], m, cells, k: int, source, cols: list, hws: list
+) -> None:
     """A release without a batch form, cell by cell, into the columns ``cols``."""
     for j in [i, *members]:
         cols[j] = [None] * len(cells)
@@ -341,9 +378,11 @@ def domain_answer(plan: Plan) -> dict:
 
 def domain_notice(plan: Plan) -> str:
     keys = ", ".join(o.name for o in plan.outputs if o.source == "group")
-    return (f"dpgate: these are the {plan.n_cells} values of the public domain of {keys}, derived "
-            "from the config (declared domains and bounds); no data was read and nothing was "
-            "charged (ε = 0). Values that occur in no row are listed too.")
+    return (
+        f"dpgate: these are the {plan.n_cells} values of the public domain of {keys}, derived "
+        "from the config (declared domains and bounds); no data was read and nothing was "
+        "charged (ε = 0). Values that occur in no row are listed too."
+    )
 
 
 def output_types(plan: Plan) -> list[int]:
@@ -355,7 +394,9 @@ def output_types(plan: Plan) -> list[int]:
             oids.append(TYPE_OIDS[o.type])
         else:
             a = plan.aggregates[o.index]
-            oids.append(20 if a.func in ("count", "count_distinct") or (a.func == "sum" and a.type == "int") else 701)
+            oids.append(
+                20 if a.func in ("count", "count_distinct") or (a.func == "sum" and a.type == "int") else 701
+            )
     return oids
 
 
@@ -370,7 +411,7 @@ def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> l
 def _cell(o, key, vals):
     if o.source == "group":
         return _time_key(key[o.index], o.type)
-    if o.source == "expr":                  # an expression over released values (post-processing)
+    if o.source == "expr":  # an expression over released values (post-processing)
         return evaluate(o.post, key, vals)
     return post_process(vals[o.index], o.post) if o.post else vals[o.index]
 
@@ -388,7 +429,7 @@ def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
             cols.append(value_column(o.index))
         else:
             return None
-    return ColumnRows(cols) if cols else None       # rows made only if something reads them
+    return ColumnRows(cols) if cols else None  # rows made only if something reads them
 
 
 def _aligned(plan: Plan, answer: dict) -> dict:
@@ -456,20 +497,25 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
             key_column, raw_column = answer.column_list(0), answer.column_list(1)
         else:
             keys, values = answer["keys"], answer["values"]
-            key_column = lambda i: [key[i] for key in keys]            # noqa: E731
-            raw_column = lambda j: [vals[j] for vals in values]        # noqa: E731
-        value_column = lambda j: _consistent_column(raw_column(j), ranges[j])   # noqa: E731
+            key_column = lambda i: [key[i] for key in keys]  # noqa: E731
+            raw_column = lambda j: [vals[j] for vals in values]  # noqa: E731
+        value_column = lambda j: _consistent_column(raw_column(j), ranges[j])  # noqa: E731
         if (plain := _plain_rows(plan, key_column, value_column)) is not None:
             return _arranged(plan, plain)
-    cells = [(key, [_clamp(v, r) for v, r in zip(vals, ranges)] if any(ranges) else vals)
-             for key, vals in zip(answer["keys"], answer["values"])]
-    cells = [(key, vals) for key, vals in cells
-             if keep is None or evaluate(keep, key, vals) is True]       # HAVING / outer WHERE
+    cells = [
+        (key, [_clamp(v, r) for v, r in zip(vals, ranges)] if any(ranges) else vals)
+        for key, vals in zip(answer["keys"], answer["values"])
+    ]
+    cells = [
+        (key, vals) for key, vals in cells if keep is None or evaluate(keep, key, vals) is True
+    ]  # HAVING / outer WHERE
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
-        rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]     # COUNT/SUM/… of released rows
+        rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]  # COUNT/SUM/… of released rows
     else:
-        rows = [tuple(_cell(o, key, vals) for o in plan.outputs) + tuple(evaluate(t, key, vals) for t in hidden)
-                for key, vals in cells]
+        rows = [
+            tuple(_cell(o, key, vals) for o in plan.outputs) + tuple(evaluate(t, key, vals) for t in hidden)
+            for key, vals in cells
+        ]
     rows = _arranged(plan, rows)
     n = len(plan.outputs)
     return [r[:n] for r in rows] if hidden else rows
@@ -489,14 +535,16 @@ def _row_filter(plan: Plan, answer: dict):
 def _arranged(plan: Plan, rows: list[tuple]) -> list[tuple]:
     """``rows`` in ``plan``'s ORDER BY, top-c ranking, OFFSET and LIMIT."""
     n = len(plan.outputs)
-    j = sum(item.tree is not None for item in plan.order_by)   # sort keys not selected: after the outputs
+    j = sum(item.tree is not None for item in plan.order_by)  # sort keys not selected: after the outputs
     for item in reversed(plan.order_by):
         if item.tree is not None:
             j -= 1
         rows = _order(rows, item.output if item.tree is None else n + j, item.desc, item.nulls_first)
     sel = plan.selection
-    if sel is not None and sel.kind == "top":     # rank by the released (noisy) value, if any
-        ranked = [i for i, o in enumerate(plan.outputs) if o.source == "aggregate" and o.index == sel.aggregate]
+    if sel is not None and sel.kind == "top":  # rank by the released (noisy) value, if any
+        ranked = [
+            i for i, o in enumerate(plan.outputs) if o.source == "aggregate" and o.index == sel.aggregate
+        ]
         if ranked:
             rows = _order(rows, ranked[0], True, False)
     start = plan.offset or 0
@@ -514,12 +562,18 @@ def notice_body(plan: Plan, answer: dict) -> str:
             h = answer["half_width"][o.index]
             func = plan.aggregates[o.index].func
             avg = func == "avg" or func in VARIANCE_FUNCS
-            hw.append(f"{o.name} ±{fmt(h)}" + (" (a bound)" if func in VARIANCE_FUNCS else "")
-                      + (" (max over rows)" if avg and cell_count(answer) > 1 else ""))
+            hw.append(
+                f"{o.name} ±{fmt(h)}"
+                + (" (a bound)" if func in VARIANCE_FUNCS else "")
+                + (" (max over rows)" if avg and cell_count(answer) > 1 else "")
+            )
             shown.add(o.index)
-    if any(o.source == "expr" for o in plan.outputs) or getattr(plan, "row_filter", None) is not None or any(
-            item.tree is not None for item in plan.order_by):
-        for i, a in enumerate(plan.aggregates):       # released values the expressions were computed from
+    if (
+        any(o.source == "expr" for o in plan.outputs)
+        or getattr(plan, "row_filter", None) is not None
+        or any(item.tree is not None for item in plan.order_by)
+    ):
+        for i, a in enumerate(plan.aggregates):  # released values the expressions were computed from
             if i not in shown and i < len(answer["half_width"]):
                 hw.append(f"{a.label} ±{fmt(answer['half_width'][i])}")
     mech = ", ".join(sorted(set(answer["mechanism"])))
@@ -527,17 +581,19 @@ def notice_body(plan: Plan, answer: dict) -> str:
     svt = ""
     if "svt" in answer:
         s = answer["svt"]
-        svt = (f"; sparse vector: {s['selected']} of {s['candidates']} keys passed the threshold "
-               f"{s['threshold']:g}{' (default; per-group thresholds)' if s.get('per_key') else ''} (c = {s['c']}, {s['passes']} pass(es)); the list may be incomplete")
+        svt = (
+            f"; sparse vector: {s['selected']} of {s['candidates']} keys passed the threshold "
+            f"{s['threshold']:g}{' (default; per-group thresholds)' if s.get('per_key') else ''} (c = {s['c']}, {s['passes']} pass(es)); the list may be incomplete"
+        )
         if s["values_epsilon"]:
             svt += f"; values of the returned keys cost a separate ε {s['values_epsilon']:g}"
         else:
             svt += "; keys only, no values released"
-    if "ladder" in answer:                  # multi-tier ladder (seed 000): which level this tier got
+    if "ladder" in answer:  # multi-tier ladder (seed 000): which level this tier got
         svt += ladder_notice(answer["ladder"])
-    if plan.__dict__.get("_clock"):         # now() / current_date: dpgate's clock, not the backend's
+    if plan.__dict__.get("_clock"):  # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
-    return (f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}")
+    return f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}"
 
 
 def consistency_text(plan: Plan) -> str:
@@ -547,26 +603,35 @@ def consistency_text(plan: Plan) -> str:
         if r is None:
             continue
         lo, hi = r
-        what = (f"clamped to [{lo:g}, {hi:g}]" if lo is not None and hi is not None
-                else f"clamped to ≥ {lo:g}" if lo is not None else f"clamped to ≤ {hi:g}")
+        what = (
+            f"clamped to [{lo:g}, {hi:g}]"
+            if lo is not None and hi is not None
+            else f"clamped to ≥ {lo:g}"
+            if lo is not None
+            else f"clamped to ≤ {hi:g}"
+        )
         parts.append(f"{a.label} {what}")
     if not parts:
         return ""
-    return (f"; consistent values: {', '.join(parts)} (post-processing, no ε; biased near the bound: "
-            "`consistent = false` on the table returns the raw noisy values)")
+    return (
+        f"; consistent values: {', '.join(parts)} (post-processing, no ε; biased near the bound: "
+        "`consistent = false` on the table returns the raw noisy values)"
+    )
 
 
 def unit_text(plan: Plan) -> str:
     """What one guarantee protects: a row, or a person (privacy unit) with the bounds
     that made it so (NOTICE and EXPLAIN)."""
     u = plan.unit
-    if getattr(plan, "per_unit", ""):       # a per-unit histogram (rewriter.histogram): one row per unit
+    if getattr(plan, "per_unit", ""):  # a per-unit histogram (rewriter.histogram): one row per unit
         return plan.per_unit
     if u is None:
         return "privacy unit: row (each row is protected; declare privacy_unit for per-person guarantees)"
     k = factor(plan)
-    return (f"privacy unit: {u.name} (ε per {u.name}, all its rows; {describe(u)} — rows beyond are left out; "
-            f"mechanisms run at ε/{k})")
+    return (
+        f"privacy unit: {u.name} (ε per {u.name}, all its rows; {describe(u)} — rows beyond are left out; "
+        f"mechanisms run at ε/{k})"
+    )
 
 
 def ladder_notice(info: dict) -> str:
@@ -576,11 +641,13 @@ def ladder_notice(info: dict) -> str:
     how = ""
     if info.get("served") in ("root", "nearest_lower"):
         how = f" (nearest level ≤ your ε {info['tier_epsilon']:g})"
-    return (f"; ladder {info['name']}: tier {info['tier']} gets level ε {lvl:g}{how} of {{{levels}}}; "
-            f"all tiers share one noise chain, so tiers pooling answers learn at most their highest level")
+    return (
+        f"; ladder {info['name']}: tier {info['tier']} gets level ε {lvl:g}{how} of {{{levels}}}; "
+        f"all tiers share one noise chain, so tiers pooling answers learn at most their highest level"
+    )
 
 
-MAX_SELECTED = 20    # keys a HAVING without LIMIT may return (SVT cutoff c; noise grows with c)
+MAX_SELECTED = 20  # keys a HAVING without LIMIT may return (SVT cutoff c; noise grows with c)
 
 
 def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> dict:
@@ -605,11 +672,12 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
     c = sel.c if sel.c is not None else min(len(scores), MAX_SELECTED)
     c = max(1, min(c, len(scores)))
     threshold = sel.threshold
-    if sel.per_key:                       # public per-group thresholds (one group key)
+    if sel.per_key:  # public per-group thresholds (one group key)
         table = dict(sel.per_key)
         threshold = [float(table.get(cell_key(row[0]), sel.threshold)) for row in cells]
-    res = svt_select(scores, threshold, c, eps_sel, sens, monotone=True, source=source,
-                     strict=sel.op == ">", shape=shape)
+    res = svt_select(
+        scores, threshold, c, eps_sel, sens, monotone=True, source=source, strict=sel.op == ">", shape=shape
+    )
     chosen = sorted(res.indices)
     keys = [[cell_key(v) for v in cells[i][:k]] for i in chosen]
     values = [[None] * len(plan.aggregates) for _ in chosen]
@@ -624,17 +692,31 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
             shares.append(share)
             for row_vals, i in zip(values, chosen):
                 measures = [plain_number(v) for v in cells[i][k:]]
-                arg = measures[a.measures[0]] if len(a.measures) == 1 else tuple(measures[j] for j in a.measures)
+                arg = (
+                    measures[a.measures[0]]
+                    if len(a.measures) == 1
+                    else tuple(measures[j] for j in a.measures)
+                )
                 rel = m.release(arg, source)
                 row_vals[ai] = rel.value
                 hws[ai] = max(hws[ai], float(rel.half_width))
     return {
-        "keys": keys, "values": values, "half_width": hws, "mechanism": mechs, "epsilon": shares,
+        "keys": keys,
+        "values": values,
+        "half_width": hws,
+        "mechanism": mechs,
+        "epsilon": shares,
         "labels": [a.label for a in plan.aggregates],
-        "svt": {"c": c, "passes": res.passes_used, "incomplete": bool(res.incomplete),
-                "threshold": sel.threshold, "selected": len(chosen), "candidates": len(scores),
-                "per_key": bool(sel.per_key),
-                "values_epsilon": epsilon - float(res.epsilon) if out_aggs else 0.0},
+        "svt": {
+            "c": c,
+            "passes": res.passes_used,
+            "incomplete": bool(res.incomplete),
+            "threshold": sel.threshold,
+            "selected": len(chosen),
+            "candidates": len(scores),
+            "per_key": bool(sel.per_key),
+            "values_epsilon": epsilon - float(res.epsilon) if out_aggs else 0.0,
+        },
     }
 
 
@@ -655,5 +737,5 @@ def prepare_mechanisms(cfg) -> None:
             for e in eps:
                 try:
                     make_mean(col.avg_mechanism, e, col.lower, col.upper, integer=col.type == "int").setup()
-                except Exception:          # noqa: BLE001 -- an optimisation: never blocks loading
+                except Exception:
                     pass

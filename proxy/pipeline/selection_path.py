@@ -21,6 +21,7 @@ split, monotone exponential noise, cutoff c) at its ε. With one aggregate the c
 small. A top-c without a threshold (no HAVING, no ``SET dpgate.topc_threshold``) is a sort
 of the released cells: ``ORDER BY COUNT(*) DESC LIMIT c`` is ``ORDER BY 2 DESC LIMIT c``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,7 +37,7 @@ from .release import MAX_SELECTED, measurement_for, split_epsilon
 __all__ = ["choose", "for_tier"]
 
 
-_KEPT = ("_clock", "_domain", "_releases")     # memos that do not depend on the selection
+_KEPT = ("_clock", "_domain", "_releases")  # memos that do not depend on the selection
 
 
 def _with(plan: Plan, selection, **post) -> Plan:
@@ -57,7 +58,7 @@ def _threshold(plan: Plan, settings: dict) -> float | None:
         return None
     try:
         t = float(raw)
-        if not math.isfinite(t):             # NaN / ±inf: not a threshold
+        if not math.isfinite(t):  # NaN / ±inf: not a threshold
             raise ValueError(raw)
     except ValueError:
         raise SqlError("22023", f"dpgate.topc_threshold must be a finite number, not {raw!r}") from None
@@ -103,20 +104,30 @@ def choose(plan: Plan, tier, settings: dict) -> tuple[Plan, list[str]]:
     cells = _with(plan, None)
     t = _threshold(plan, settings)
     if t is None:
-        return cells, ["  ORDER BY … LIMIT: a sort of the released cells (post-processing, no ε); with a "
-                       "threshold (HAVING, or SET dpgate.topc_threshold) the sparse vector can choose the keys"]
+        return cells, [
+            "  ORDER BY … LIMIT: a sort of the released cells (post-processing, no ε); with a "
+            "threshold (HAVING, or SET dpgate.topc_threshold) the sparse vector can choose the keys"
+        ]
     plan = _with(plan, dataclasses.replace(sel, threshold=t))
     if plan.selected:
-        return plan, ["  HAVING/top-c: sparse vector (seed 004) over the keys partition selection released "
-                      "(the key set is not public); rows whose released value contradicts the HAVING are "
-                      "dropped (post-processing)"]
+        return plan, [
+            "  HAVING/top-c: sparse vector (seed 004) over the keys partition selection released "
+            "(the key set is not public); rows whose released value contradicts the HAVING are "
+            "dropped (post-processing)"
+        ]
     if tier.ladder is not None:
         return cells, ["  HAVING: evaluated on the ladder's released cells (post-processing, no ε)"]
     var_cells, var_svt = variances(plan, float(tier.epsilon))
-    figures = f"noise sd on {plan.aggregates[sel.aggregate].label}: cells {math.sqrt(var_cells):.4g}, " \
-              f"sparse vector {math.sqrt(var_svt):.4g}"
+    figures = (
+        f"noise sd on {plan.aggregates[sel.aggregate].label}: cells {math.sqrt(var_cells):.4g}, "
+        f"sparse vector {math.sqrt(var_svt):.4g}"
+    )
     if var_svt < var_cells:
-        return plan, [f"  HAVING/top-c: sparse vector (seed 004), the lower error here ({figures}); rows "
-                      "whose released value contradicts the HAVING are dropped (post-processing)"]
-    return cells, [f"  HAVING/ORDER BY/LIMIT: evaluated on every released cell's values (post-processing, "
-                   f"no ε); the cells have the lower error here ({figures})"]
+        return plan, [
+            f"  HAVING/top-c: sparse vector (seed 004), the lower error here ({figures}); rows "
+            "whose released value contradicts the HAVING are dropped (post-processing)"
+        ]
+    return cells, [
+        f"  HAVING/ORDER BY/LIMIT: evaluated on every released cell's values (post-processing, "
+        f"no ε); the cells have the lower error here ({figures})"
+    ]

@@ -4,6 +4,7 @@ ROLLBACK, DISCARD, DEALLOCATE, SELECT 1, SELECT version() …).
 
 Nothing here touches data: these statements never reach the backend.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,7 +19,7 @@ _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 def split(sql: str) -> list[str]:
     """Split on top-level semicolons, respecting quotes, dollar quotes and comments.
     Empty statements and comment-only statements are dropped."""
-    if not any(c in sql for c in _SPECIAL):        # nothing to split or strip: one statement
+    if not any(c in sql for c in _SPECIAL):  # nothing to split or strip: one statement
         s = sql.strip()
         return [s] if s else []
     return _scan(sql)
@@ -40,7 +41,7 @@ def _scan(sql: str) -> list[str]:
                         continue
                     break
                 j += 1
-            buf.append(sql[i:j + 1])
+            buf.append(sql[i : j + 1])
             i = j + 1
         elif c == "-" and sql.startswith("--", i):
             j = sql.find("\n", i)
@@ -58,7 +59,11 @@ def _scan(sql: str) -> list[str]:
                     j += 1
             buf.append(" ")
             i = j
-        elif c == "$" and (m := _DOLLAR.match(sql, i)) and not (i > 0 and (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+        elif (
+            c == "$"
+            and (m := _DOLLAR.match(sql, i))
+            and not (i > 0 and (sql[i - 1].isalnum() or sql[i - 1] == "_"))
+        ):
             tag = m.group(0)
             j = sql.find(tag, m.end())
             j = n if j < 0 else j + len(tag)
@@ -101,21 +106,43 @@ DEFAULT_SETTINGS = {
     "bytea_output": "hex",
     "is_superuser": "off",
 }
-_REPORTED = {"application_name", "client_encoding", "datestyle", "timezone", "intervalstyle",
-             "standard_conforming_strings", "integer_datetimes", "is_superuser", "server_version"}
-_ALIASES = {"transaction isolation level": "transaction_isolation", "time zone": "timezone",
-            "session authorization": "session_authorization"}
+_REPORTED = {
+    "application_name",
+    "client_encoding",
+    "datestyle",
+    "timezone",
+    "intervalstyle",
+    "standard_conforming_strings",
+    "integer_datetimes",
+    "is_superuser",
+    "server_version",
+}
+_ALIASES = {
+    "transaction isolation level": "transaction_isolation",
+    "time zone": "timezone",
+    "session authorization": "session_authorization",
+}
 _CANON = {"datestyle": "DateStyle", "timezone": "TimeZone", "intervalstyle": "IntervalStyle"}
 
-_SET = re.compile(r"^SET\s+(?:SESSION\s+|LOCAL\s+)?(?P<name>TIME\s+ZONE|[A-Za-z_][\w.]*)\s*(?:=|\s+TO\s+|\s+)\s*(?P<value>.*)$", re.I | re.S)
+_SET = re.compile(
+    r"^SET\s+(?:SESSION\s+|LOCAL\s+)?(?P<name>TIME\s+ZONE|[A-Za-z_][\w.]*)\s*(?:=|\s+TO\s+|\s+)\s*(?P<value>.*)$",
+    re.I | re.S,
+)
 _SET_TX = re.compile(r"^SET\s+(SESSION\s+CHARACTERISTICS\s+AS\s+)?TRANSACTION\b", re.I)
 _SHOW = re.compile(r"^SHOW\s+(?P<name>.+)$", re.I | re.S)
 _RESET = re.compile(r"^RESET\s+(?P<name>.+)$", re.I | re.S)
-_TX = re.compile(r"^(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT)\b(?!\s+TO\b)(?!.*\bPREPARED\b)", re.I | re.S)
+_TX = re.compile(
+    r"^(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT)\b(?!\s+TO\b)(?!.*\bPREPARED\b)", re.I | re.S
+)
 _DISCARD = re.compile(r"^DISCARD\s+(ALL|PLANS|SEQUENCES|TEMP|TEMPORARY)$", re.I)
 _DEALLOCATE = re.compile(r"^DEALLOCATE\s+(PREPARE\s+)?(\w+|ALL)$", re.I)
 _IDENT = r'(?:\w+|"(?:[^"]|"")+")'
-_SAVEPOINT = re.compile(r"^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK(\s+(WORK|TRANSACTION))?\s+TO(\s+SAVEPOINT)?)\s+" + _IDENT + "$", re.I)
+_SAVEPOINT = re.compile(
+    r"^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK(\s+(WORK|TRANSACTION))?\s+TO(\s+SAVEPOINT)?)\s+"
+    + _IDENT
+    + "$",
+    re.I,
+)
 _CLOSE = re.compile(r"^CLOSE\s+(ALL|" + _IDENT + ")$", re.I)
 _UNLISTEN = re.compile(r"^UNLISTEN\s+(\*|" + _IDENT + ")$", re.I)
 _SELECT_CONST = re.compile(r"^SELECT\s+(?P<n>-?\d+)(\s+AS\s+(?P<a>\w+|\"[^\"]+\"))?$", re.I)
@@ -136,8 +163,11 @@ def _check_threshold(value: str) -> None:
     except ValueError:
         t = math.nan
     if not math.isfinite(t):
-        raise Refusal("22023", f"invalid value for parameter \"dpgate.topc_threshold\": {value!r}",
-                      hint="Give a finite number, e.g. SET dpgate.topc_threshold = 20.")
+        raise Refusal(
+            "22023",
+            f'invalid value for parameter "dpgate.topc_threshold": {value!r}',
+            hint="Give a finite number, e.g. SET dpgate.topc_threshold = 20.",
+        )
 
 
 class SessionState:
@@ -164,23 +194,37 @@ class SessionState:
         if _SET_TX.match(s):
             return "SET", None, [], {}
         if re.match(r"^SET\s+(SESSION\s+|LOCAL\s+)?(SESSION\s+AUTHORIZATION|ROLE)\b", s, re.I):
-            raise Refusal("42501", "the role of a connection is fixed at login; SET ROLE and SET SESSION "
-                          "AUTHORIZATION are not allowed", hint="Connect as the role you want to use.")
+            raise Refusal(
+                "42501",
+                "the role of a connection is fixed at login; SET ROLE and SET SESSION "
+                "AUTHORIZATION are not allowed",
+                hint="Connect as the role you want to use.",
+            )
         if m := _SET.match(s):
             name = _ALIASES.get(" ".join(m.group("name").lower().split()), m.group("name").lower())
             value = m.group("value").strip()
             if value.upper() == "DEFAULT":
                 value = DEFAULT_SETTINGS.get(name, "")
-            value = ", ".join(_unquote(p) for p in value.split(",")) if name in ("datestyle", "search_path") else _unquote(value)
+            value = (
+                ", ".join(_unquote(p) for p in value.split(","))
+                if name in ("datestyle", "search_path")
+                else _unquote(value)
+            )
             if name in ("server_version", "is_superuser", "session_authorization", "role"):
-                raise Refusal("42501", f"parameter \"{name}\" cannot be changed through dpgate",
-                              hint="SET is accepted for client settings such as application_name or extra_float_digits.")
-            if name.startswith("dpgate.local_") and value:     # checked now, as Postgres does
+                raise Refusal(
+                    "42501",
+                    f'parameter "{name}" cannot be changed through dpgate',
+                    hint="SET is accepted for client settings such as application_name or extra_float_digits.",
+                )
+            if name.startswith("dpgate.local_") and value:  # checked now, as Postgres does
                 if name not in SESSION_KEYS.values():
-                    raise Refusal("42704", f'unrecognized configuration parameter "{name}"',
-                                  hint="dpgate's local-table settings: " + ", ".join(SESSION_KEYS.values()))
+                    raise Refusal(
+                        "42704",
+                        f'unrecognized configuration parameter "{name}"',
+                        hint="dpgate's local-table settings: " + ", ".join(SESSION_KEYS.values()),
+                    )
                 session_overrides({name: value})
-            if name == "dpgate.topc_threshold" and value:   # a finite number (NaN/±inf refused now)
+            if name == "dpgate.topc_threshold" and value:  # a finite number (NaN/±inf refused now)
                 _check_threshold(value)
             self.settings[name] = value
             ps = {_CANON.get(name, name): value} if name in _REPORTED else {}

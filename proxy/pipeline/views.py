@@ -25,6 +25,7 @@ with its own DuckDB) and read the ledger on a connection of their own
 (:class:`proxy.stores.view_reads.ViewReads`): a view read never holds up a DP statement's
 ledger reads or writes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,7 +33,7 @@ import concurrent.futures
 import re
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import duckdb
@@ -43,33 +44,71 @@ from rewriter.errors import Refusal
 from rewriter.postprocess import name as pg_name
 
 from ..stores.view_reads import VIEW_RELEASE_COLUMNS, ViewReads
-from .local_subset import subset_coalition_rows     # LDP Subset columns: loss per row
+from .local_subset import subset_coalition_rows  # LDP Subset columns: loss per row
 from .multitier import COALITION_COLUMNS, coalition_rows
 
 # a cheap router only (the orchestrator's): what a statement reads is decided from its parse
 
-BUDGET_COLUMNS = [("role", "VARCHAR"), ("tier", "VARCHAR"), ("epsilon_per_query", "DOUBLE"),
-                  ("spent", "DOUBLE"), ("remaining", "DOUBLE"), ("budget", "DOUBLE"),
-                  ("period", "VARCHAR"), ("resets_at", "VARCHAR"),
-                  ("delta_spent", "DOUBLE"), ("delta_remaining", "DOUBLE"), ("delta_budget", "DOUBLE")]
-RELEASE_COLUMNS = [("role", "VARCHAR"), ("released_at", "VARCHAR"), ("statement", "VARCHAR"),
-                   ("epsilon", "DOUBLE"), ("mechanism", "VARCHAR"), ("data_version", "BIGINT")]
+BUDGET_COLUMNS = [
+    ("role", "VARCHAR"),
+    ("tier", "VARCHAR"),
+    ("epsilon_per_query", "DOUBLE"),
+    ("spent", "DOUBLE"),
+    ("remaining", "DOUBLE"),
+    ("budget", "DOUBLE"),
+    ("period", "VARCHAR"),
+    ("resets_at", "VARCHAR"),
+    ("delta_spent", "DOUBLE"),
+    ("delta_remaining", "DOUBLE"),
+    ("delta_budget", "DOUBLE"),
+]
+RELEASE_COLUMNS = [
+    ("role", "VARCHAR"),
+    ("released_at", "VARCHAR"),
+    ("statement", "VARCHAR"),
+    ("epsilon", "DOUBLE"),
+    ("mechanism", "VARCHAR"),
+    ("data_version", "BIGINT"),
+]
 _OIDS = {"VARCHAR": 25, "DOUBLE": 701, "BIGINT": 20, "INTEGER": 23, "BOOLEAN": 16, "HUGEINT": 1700}
 VIEW_NAMES = ("budget", "releases", "coalition")
 # dpgate.releases as the ledger stores it, and its view columns computed from that in DuckDB
-_RAW_RELEASES = [("role", "VARCHAR"), ("created", "DOUBLE"), ("statement", "VARCHAR"),
-                 ("epsilon_nano", "BIGINT"), ("mechanism", "VARCHAR"), ("data_version", "BIGINT")]
-_RELEASE_VALUES = ("role, strftime(make_timestamp(CAST(created * 1000000 AS BIGINT)), '%Y-%m-%d %H:%M:%S') "
-                   "|| '+00', statement, epsilon_nano / 1000000000, mechanism, data_version")
-MAX_ROWS = 100_000          # releases one query may materialise (refused above, never truncated)
+_RAW_RELEASES = [
+    ("role", "VARCHAR"),
+    ("created", "DOUBLE"),
+    ("statement", "VARCHAR"),
+    ("epsilon_nano", "BIGINT"),
+    ("mechanism", "VARCHAR"),
+    ("data_version", "BIGINT"),
+]
+_RELEASE_VALUES = (
+    "role, strftime(make_timestamp(CAST(created * 1000000 AS BIGINT)), '%Y-%m-%d %H:%M:%S') "
+    "|| '+00', statement, epsilon_nano / 1000000000, mechanism, data_version"
+)
+MAX_ROWS = 100_000  # releases one query may materialise (refused above, never truncated)
 
 # a parameter's type as Postgres would infer it: from the view column it is compared with
 _COLUMN_OIDS = {n: _OIDS[t] for n, t in BUDGET_COLUMNS + RELEASE_COLUMNS}
-_CAST_OIDS = {exp.DataType.Type.INT: 23, exp.DataType.Type.BIGINT: 20, exp.DataType.Type.SMALLINT: 21,
-              exp.DataType.Type.DOUBLE: 701, exp.DataType.Type.FLOAT: 700, exp.DataType.Type.BOOLEAN: 16,
-              exp.DataType.Type.TEXT: 25, exp.DataType.Type.VARCHAR: 1043, exp.DataType.Type.DECIMAL: 1700}
-_DUCK_TYPES = {16: "BOOLEAN", 20: "BIGINT", 21: "SMALLINT", 23: "INTEGER", 700: "FLOAT", 701: "DOUBLE",
-               1700: "DOUBLE"}
+_CAST_OIDS = {
+    exp.DataType.Type.INT: 23,
+    exp.DataType.Type.BIGINT: 20,
+    exp.DataType.Type.SMALLINT: 21,
+    exp.DataType.Type.DOUBLE: 701,
+    exp.DataType.Type.FLOAT: 700,
+    exp.DataType.Type.BOOLEAN: 16,
+    exp.DataType.Type.TEXT: 25,
+    exp.DataType.Type.VARCHAR: 1043,
+    exp.DataType.Type.DECIMAL: 1700,
+}
+_DUCK_TYPES = {
+    16: "BOOLEAN",
+    20: "BIGINT",
+    21: "SMALLINT",
+    23: "INTEGER",
+    700: "FLOAT",
+    701: "DOUBLE",
+    1700: "DOUBLE",
+}
 _COMPARE = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.In, exp.Like, exp.ILike, exp.Is)
 _FLIP = {exp.EQ: "=", exp.LT: ">", exp.LTE: ">=", exp.GT: "<", exp.GTE: "<="}
 _OP = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
@@ -94,7 +133,7 @@ def catalog_views() -> dict[str, tuple[str, list[tuple[str, str]]]]:
 def next_reset(period: str, now: datetime | None = None, key: str | None = None) -> str:
     """When the budget of ``period`` resets: the start of the period after the current one
     (``key``: that period's key, e.g. the ledger's latest recorded one; else ``now``'s)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if period == "never":
         return "never"
     if key is not None:
@@ -113,11 +152,11 @@ def _period_start(period: str, key: str) -> datetime | None:
     """The first instant of the period ``key`` (``ledger.period_key``'s forms), or None."""
     try:
         if period == "day":
-            return datetime.strptime(key, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+            return datetime.strptime(key, "%Y-%m-%d").replace(tzinfo=UTC)
         if period == "week":
-            return datetime.strptime(key + "-1", "%G-W%V-%u").replace(tzinfo=timezone.utc)
+            return datetime.strptime(key + "-1", "%G-W%V-%u").replace(tzinfo=UTC)
         if period == "month":
-            return datetime.strptime(key, "%Y-%m").replace(tzinfo=timezone.utc)
+            return datetime.strptime(key, "%Y-%m").replace(tzinfo=UTC)
     except ValueError:
         return None
     return None
@@ -125,21 +164,31 @@ def _period_start(period: str, key: str) -> datetime | None:
 
 # ----------------------------------------------------------------------------- the parse
 
+
 def parse_view_query(sql: str) -> exp.Query:
     """The statement's tree, checked: one read-only query over dpgate's views only."""
     try:
         tree = sqlglot.parse_one(sql, read="postgres")
     except sqlglot.errors.ParseError as e:
-        raise Refusal("42601", f"syntax error: {e.errors[0]['description'] if e.errors else e}", hint=None) from None
+        raise Refusal(
+            "42601", f"syntax error: {e.errors[0]['description'] if e.errors else e}", hint=None
+        ) from None
     if not isinstance(tree, exp.Query) or any(
-            isinstance(n, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command, exp.Into))
-            for n in tree.walk()):
-        raise Refusal("42501", "dpgate.budget, dpgate.releases and dpgate.coalition are read-only; "
-                      "use SELECT", hint=None)
+        isinstance(n, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command, exp.Into))
+        for n in tree.walk()
+    ):
+        raise Refusal(
+            "42501",
+            "dpgate.budget, dpgate.releases and dpgate.coalition are read-only; use SELECT",
+            hint=None,
+        )
     for t in tree.find_all(exp.Table):
         if (t.db or "").lower() != "dpgate" or t.name.lower() not in VIEW_NAMES:
-            raise Refusal("42501", "a query on dpgate.budget / dpgate.releases / dpgate.coalition cannot "
-                          "read other relations", hint=None)
+            raise Refusal(
+                "42501",
+                "a query on dpgate.budget / dpgate.releases / dpgate.coalition cannot read other relations",
+                hint=None,
+            )
     for f in tree.find_all(exp.Anonymous):
         raise Refusal("42883", f"function {f.name} is not available here", hint=None)
     return tree
@@ -151,7 +200,7 @@ def _parameters(tree: exp.Expression) -> list[tuple[exp.Parameter, int]]:
         try:
             out.append((p, int(p.name)))
         except ValueError:
-            raise Refusal("42601", f"syntax error at or near \"${p.name}\"", hint=None) from None
+            raise Refusal("42601", f'syntax error at or near "${p.name}"', hint=None) from None
     return out
 
 
@@ -169,8 +218,11 @@ def param_types(tree: exp.Expression) -> list[int]:
         elif isinstance(parent, (exp.Limit, exp.Offset)):
             oid = 20
         elif isinstance(parent, _COMPARE):
-            cols = [c for c in (parent.this, *parent.expressions, parent.args.get("expression"))
-                    if isinstance(c, exp.Column)]
+            cols = [
+                c
+                for c in (parent.this, *parent.expressions, parent.args.get("expression"))
+                if isinstance(c, exp.Column)
+            ]
             oid = _COLUMN_OIDS.get(cols[0].name.lower()) if cols else None
         else:
             oid = None
@@ -206,8 +258,11 @@ def bind(tree: exp.Expression, params: list | None, types: list[int] | None = No
             if not 0 < n <= len(params):
                 raise Refusal("42P02", f"there is no parameter ${n}", hint=None)
             value = params[n - 1]
-            if isinstance(p.parent, (exp.Limit, exp.Offset)) and isinstance(value, str) \
-                    and value.strip().isdigit():
+            if (
+                isinstance(p.parent, (exp.Limit, exp.Offset))
+                and isinstance(value, str)
+                and value.strip().isdigit()
+            ):
                 value = int(value)
             tree_node = _literal(value)
         p.replace(tree_node)
@@ -215,6 +270,7 @@ def bind(tree: exp.Expression, params: list | None, types: list[int] | None = No
 
 
 # ----------------------------------------------------------------------------- pushdown
+
 
 @dataclass
 class Pushdown:
@@ -262,8 +318,10 @@ def _condition(cond, own) -> tuple[str, str, object] | None:
         return None
     if type(cond) not in _OP:
         return None
-    for side, other, op in ((cond.this, cond.expression, _OP[type(cond)]),
-                            (cond.expression, cond.this, _FLIP[type(cond)])):
+    for side, other, op in (
+        (cond.this, cond.expression, _OP[type(cond)]),
+        (cond.expression, cond.this, _FLIP[type(cond)]),
+    ):
         col = own(side)
         if col in _FILTERABLE:
             try:
@@ -272,7 +330,7 @@ def _condition(cond, own) -> tuple[str, str, object] | None:
                 return None
             kind = _FILTERABLE[col]
             if type(v) is not kind or (kind is str and op != "="):
-                return None                 # text: equality only (ordering is the engine's)
+                return None  # text: equality only (ordering is the engine's)
             return col, op, v
     return None
 
@@ -307,13 +365,19 @@ def pushdown(tree: exp.Expression) -> Pushdown:
 
     # an output alias named like a view column could be what WHERE / ORDER BY mean: leave them
     for e in tree.expressions:
-        if isinstance(e, exp.Alias) and e.alias.lower() in VIEW_RELEASE_COLUMNS \
-                and own(e.this) != e.alias.lower():
+        if (
+            isinstance(e, exp.Alias)
+            and e.alias.lower() in VIEW_RELEASE_COLUMNS
+            and own(e.this) != e.alias.lower()
+        ):
             return nothing
     out = Pushdown()
     where = tree.args.get("where")
-    conds = list(where.this.flatten()) if where is not None and isinstance(where.this, exp.And) else \
-        ([where.this] if where is not None else [])
+    conds = (
+        list(where.this.flatten())
+        if where is not None and isinstance(where.this, exp.And)
+        else ([where.this] if where is not None else [])
+    )
     all_down = True
     for c in conds:
         got = _condition(c.unnest() if isinstance(c, exp.Paren) else c, own)
@@ -321,16 +385,18 @@ def pushdown(tree: exp.Expression) -> Pushdown:
             all_down = False
         else:
             out.where.append(got)
-    plain = all(isinstance(e, (exp.Star, exp.Column)) or
-                (isinstance(e, exp.Alias) and isinstance(e.this, exp.Column)) for e in tree.expressions)
+    plain = all(
+        isinstance(e, (exp.Star, exp.Column)) or (isinstance(e, exp.Alias) and isinstance(e.this, exp.Column))
+        for e in tree.expressions
+    )
     if not (all_down and plain):
         return out
     order = tree.args.get("order")
     keys = []
-    for o in (order.expressions if order is not None else []):
+    for o in order.expressions if order is not None else []:
         col = own(o.this) if isinstance(o, exp.Ordered) else None
         if col is None or (keys and keys[-1][0] == "released_at"):
-            return out                   # released_at sorts as its timestamp: exact only as last key
+            return out  # released_at sorts as its timestamp: exact only as last key
         keys.append((col, bool(o.args.get("desc"))))
     limit, offset = tree.args.get("limit"), tree.args.get("offset")
     if limit is None:
@@ -344,6 +410,7 @@ def pushdown(tree: exp.Expression) -> Pushdown:
 
 
 # ----------------------------------------------------------------------------- the views
+
 
 class Views:
     """dpgate's views, answered on their own executor and ledger connection."""
@@ -361,18 +428,22 @@ class Views:
     async def run(self, sql: str, role: str, params: list | None = None):
         """``execute`` on the views' executor."""
         return await asyncio.get_running_loop().run_in_executor(
-            self._pool, self.execute, sql, role, list(params or ()))
+            self._pool, self.execute, sql, role, list(params or ())
+        )
 
     async def describe(self, sql: str, role: str, oids: list[int] | None = None):
         """(parameter type OIDs, columns) of a view query, on the views' executor."""
         return await asyncio.get_running_loop().run_in_executor(
-            self._pool, self.describe_now, sql, role, list(oids or ()))
+            self._pool, self.describe_now, sql, role, list(oids or ())
+        )
 
     def describe_now(self, sql: str, role: str, oids: list[int]):
         tree = parse_view_query(sql)
         inferred = param_types(tree)
-        types = [(oids[i] if i < len(oids) and oids[i] else 0) or (inferred[i] if i < len(inferred) else 25)
-                 for i in range(max(len(oids), len(inferred)))]
+        types = [
+            (oids[i] if i < len(oids) and oids[i] else 0) or (inferred[i] if i < len(inferred) else 25)
+            for i in range(max(len(oids), len(inferred)))
+        ]
         cols, _ = self._answer(bind(tree, None, types), role, fill=False)
         return types, cols
 
@@ -386,26 +457,42 @@ class Views:
         cfg = self.gw.config
         roles = list(cfg.roles) if cfg.roles[role].admin else [role]
         pairs = [(r, cfg.tiers[cfg.roles[r].tier].period) for r in roles]
-        spent = self.reads.spent_many(pairs)      # in the period the charge path enforces
+        spent = self.reads.spent_many(pairs)  # in the period the charge path enforces
         out = []
         for r, period in pairs:
             tier = cfg.tiers[cfg.roles[r].tier]
             s, d, key = spent[(r, period)]
-            out.append((r, cfg.roles[r].tier, tier.epsilon, s, max(tier.budget - s, 0.0), tier.budget,
-                        tier.period, next_reset(tier.period, key=key),
-                        d, max(tier.delta_budget - d, 0.0), tier.delta_budget))
+            out.append(
+                (
+                    r,
+                    cfg.roles[r].tier,
+                    tier.epsilon,
+                    s,
+                    max(tier.budget - s, 0.0),
+                    tier.budget,
+                    tier.period,
+                    next_reset(tier.period, key=key),
+                    d,
+                    max(tier.delta_budget - d, 0.0),
+                    tier.delta_budget,
+                )
+            )
         return out
 
     def _releases(self, role: str, tree: exp.Expression) -> list[tuple]:
         admin = self.gw.config.roles[role].admin
         p = pushdown(tree)
         cap = p.limit if p.limit is not None else MAX_ROWS + 1
-        rows = self.reads.release_rows(roles=None if admin else [role], where=p.where, order=p.order,
-                                       limit=cap)
+        rows = self.reads.release_rows(
+            roles=None if admin else [role], where=p.where, order=p.order, limit=cap
+        )
         if p.limit is None and len(rows) > MAX_ROWS:
-            raise Refusal("54000", f"this query would read more than {MAX_ROWS} releases",
-                          hint="Add WHERE role = … (an admin), or ORDER BY released_at DESC LIMIT n.")
-        return rows              # as stored: released_at and ε are computed in DuckDB (_RAW_RELEASES)
+            raise Refusal(
+                "54000",
+                f"this query would read more than {MAX_ROWS} releases",
+                hint="Add WHERE role = … (an admin), or ORDER BY released_at DESC LIMIT n.",
+            )
+        return rows  # as stored: released_at and ε are computed in DuckDB (_RAW_RELEASES)
 
     def _duck(self) -> duckdb.DuckDBPyConnection:
         """This executor thread's private DuckDB (no file or network access)."""
@@ -422,31 +509,38 @@ class Views:
         named = {t.name.lower() for t in tree.find_all(exp.Table)}
         tables: dict[str, tuple[list, list]] = {}
         if "coalition" in named:
-            ccols, coalition = coalition_rows(self.gw, role)    # refuses non-admin roles (42501)
-            tables["coalition"] = (list(ccols), list(coalition) + subset_coalition_rows(self.gw) if fill else [])
+            ccols, coalition = coalition_rows(self.gw, role)  # refuses non-admin roles (42501)
+            tables["coalition"] = (
+                list(ccols),
+                list(coalition) + subset_coalition_rows(self.gw) if fill else [],
+            )
         if "budget" in named:
             tables["budget"] = (BUDGET_COLUMNS, self._budget(role) if fill else [])
         if "releases" in named:
             tables["releases"] = (_RAW_RELEASES, self._releases(role, tree) if fill else [])
         con = self._duck()
-        for name in VIEW_NAMES:               # this query's rows only: nothing stays from the last one
+        for name in VIEW_NAMES:  # this query's rows only: nothing stays from the last one
             if name not in tables:
                 con.execute(f"DROP TABLE IF EXISTS dpgate.{name}")
-        for name, (cols, rows) in tables.items():       # one columnar insert (few Python objects)
+        for name, (cols, rows) in tables.items():  # one columnar insert (few Python objects)
             view = RELEASE_COLUMNS if cols is _RAW_RELEASES else cols
-            con.execute(f"CREATE OR REPLACE TABLE dpgate.{name} ("
-                        + ", ".join(f"{n} {t}" for n, t in view) + ")")
+            con.execute(
+                f"CREATE OR REPLACE TABLE dpgate.{name} (" + ", ".join(f"{n} {t}" for n, t in view) + ")"
+            )
             if rows:
                 cells = ", ".join(f"UNNEST(${i + 1}::{t}[]) AS {n}" for i, (n, t) in enumerate(cols))
                 values = _RELEASE_VALUES if cols is _RAW_RELEASES else ", ".join(n for n, _ in cols)
-                con.execute(f"INSERT INTO dpgate.{name} SELECT {values} FROM (SELECT {cells})",
-                            [list(c) for c in zip(*rows)])
+                con.execute(
+                    f"INSERT INTO dpgate.{name} SELECT {values} FROM (SELECT {cells})",
+                    [list(c) for c in zip(*rows)],
+                )
         try:
             cur = con.execute(tree.sql(dialect="duckdb"))
             rows = cur.fetchall()
         except duckdb.Error as e:
-            raise Refusal("42601", f"cannot run this query on dpgate's views: {str(e).splitlines()[0]}",
-                          hint=None) from None
+            raise Refusal(
+                "42601", f"cannot run this query on dpgate's views: {str(e).splitlines()[0]}", hint=None
+            ) from None
         names = output_names(tree, [d[0] for d in cur.description])
         cols = [(n, _OIDS.get(str(d[1]).upper(), 25)) for n, d in zip(names, cur.description)]
         rows = [tuple(float(v) if isinstance(v, Decimal) else v for v in r) for r in rows]
@@ -458,8 +552,10 @@ def output_names(tree: exp.Expression, engine: list[str]) -> list[str]:
     """The result's column names as Postgres gives them (an alias, else the column's or the
     function's name — ``count``, ``sum`` —, else ``?column?``), not the engine's own
     (DuckDB names ``COUNT(*)`` ``count_star()``). ``SELECT *`` keeps the view's names."""
-    if not isinstance(tree, exp.Select) or any(
-            isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star) for e in tree.expressions) \
-            or len(tree.expressions) != len(engine):
+    if (
+        not isinstance(tree, exp.Select)
+        or any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star) for e in tree.expressions)
+        or len(tree.expressions) != len(engine)
+    ):
         return engine
     return [e.alias if isinstance(e, exp.Alias) else pg_name(e) for e in tree.expressions]

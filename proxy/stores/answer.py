@@ -14,6 +14,7 @@ them (``keys``, ``values``, then the metadata). The hot readers take the columns
 instead: ``release_codec.encode_answer`` (the stored bytes are the same) and
 ``release.answer_rows``. Columns are never modified in place.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,14 +34,16 @@ class ColumnarAnswer(dict):
         super().__init__(meta)
         self.columns, self.n = (key_columns, value_columns), n
 
-    def materialize(self) -> "ColumnarAnswer":
+    def materialize(self) -> ColumnarAnswer:
         """Make the ``keys`` and ``values`` rows (once); the columns are dropped."""
         cols = self.columns
         if cols is not None:
             self.columns = None
             n = self.n
-            keys, values = ([list(r) for r in zip(*map(_listed, part))] if part else [[] for _ in range(n)]
-                            for part in cols)
+            keys, values = (
+                [list(r) for r in zip(*map(_listed, part))] if part else [[] for _ in range(n)]
+                for part in cols
+            )
             meta = list(dict.items(self))
             dict.clear(self)
             dict.update(self, keys=keys, values=values)
@@ -97,7 +100,7 @@ class ColumnarAnswer(dict):
     def copy(self) -> dict:
         return dict(self.items())
 
-    def __reduce_ex__(self, protocol):          # copy, deepcopy, pickle: the plain dict
+    def __reduce_ex__(self, protocol):  # copy, deepcopy, pickle: the plain dict
         return dict, (dict(self.items()),)
 
     def __setitem__(self, key, value) -> None:

@@ -1,5 +1,6 @@
 """Errors of the stores, below both the SQLite code (:mod:`.ledger`, :mod:`.ladder_store`)
 and the Postgres connection that runs it (:mod:`.pgstore`)."""
+
 from __future__ import annotations
 
 import errno
@@ -13,7 +14,7 @@ class LedgerUnavailable(Exception):
     down): the statement fails, no answer is released."""
 
     sqlstate = "08006"
-    line: str | None = None        # the client's one-line message (None: the generic one)
+    line: str | None = None  # the client's one-line message (None: the generic one)
 
 
 class LedgerFault(LedgerUnavailable):
@@ -38,10 +39,14 @@ class LedgerDamaged(LedgerUnavailable):
 
 # Why a write to the state dir failed, for the errors that are the file system's state
 # (space or a read-only mount), not the ledger's: they pass when the disk does.
-NO_WRITE = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EROFS: "read-only file system",
-            errno.EACCES: "permission denied"}
-_SQLITE_NO_WRITE = {13: "disk full", 8: "read-only file system"}       # SQLITE_FULL, SQLITE_READONLY
-_SQLITE_MAYBE = (10, 14)                  # SQLITE_IOERR, SQLITE_CANTOPEN: ask the file system why
+NO_WRITE = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+}
+_SQLITE_NO_WRITE = {13: "disk full", 8: "read-only file system"}  # SQLITE_FULL, SQLITE_READONLY
+_SQLITE_MAYBE = (10, 14)  # SQLITE_IOERR, SQLITE_CANTOPEN: ask the file system why
 
 
 def no_write_reason(e: BaseException, path: str | Path | None) -> str | None:
@@ -54,7 +59,7 @@ def no_write_reason(e: BaseException, path: str | Path | None) -> str | None:
     code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
     if code in _SQLITE_NO_WRITE:
         return _SQLITE_NO_WRITE[code]
-    if "database or disk is full" in str(e):             # SQLITE_FULL's own text
+    if "database or disk is full" in str(e):  # SQLITE_FULL's own text
         return "disk full"
     if "attempt to write a readonly database" in str(e):  # SQLITE_READONLY's
         return "read-only file system"
@@ -79,5 +84,11 @@ def file_system_state(directory: Path) -> str | None:
 def cannot_write(where: str | Path, reason: str) -> LedgerFault:
     """The 53100 of a ledger write the file system refused: nothing is released without its
     record; the service goes on, and answers again once the disk has room (or is writable)."""
-    fix = "make it writable" if reason in ("read-only file system", "permission denied") else "free space on its disk"
-    return LedgerFault("53100", f"the privacy ledger cannot write: {reason} ({where}); no answer was released; {fix}")
+    fix = (
+        "make it writable"
+        if reason in ("read-only file system", "permission denied")
+        else "free space on its disk"
+    )
+    return LedgerFault(
+        "53100", f"the privacy ledger cannot write: {reason} ({where}); no answer was released; {fix}"
+    )

@@ -17,12 +17,13 @@ between two pieces:
 
 Deeper structure is encoded and decoded whole (it is one element's worth).
 """
+
 from __future__ import annotations
 
 import json
 
-PIECE = 256                  # list elements per json.dumps call
-SMALL = 32_768               # texts (characters) shorter than this are decoded in one call
+PIECE = 256  # list elements per json.dumps call
+SMALL = 32_768  # texts (characters) shorter than this are decoded in one call
 
 _decoder = json.JSONDecoder()
 _WS = " \t\n\r"
@@ -38,7 +39,7 @@ def dumps(obj) -> str:
 def _list(v) -> str:
     if type(v) is not list or len(v) <= PIECE:
         return json.dumps(v)
-    return "[" + ", ".join(json.dumps(v[i:i + PIECE])[1:-1] for i in range(0, len(v), PIECE)) + "]"
+    return "[" + ", ".join(json.dumps(v[i : i + PIECE])[1:-1] for i in range(0, len(v), PIECE)) + "]"
 
 
 def loads(text: str):
@@ -46,7 +47,7 @@ def loads(text: str):
     if len(text) < SMALL:
         return json.loads(text)
     i = _skip(text, 0)
-    if text[i:i + 1] not in ("{", "["):
+    if text[i : i + 1] not in ("{", "["):
         return json.loads(text)
     value, end = _container(text, i, depth=0)
     if _skip(text, end) != len(text):
@@ -61,7 +62,7 @@ def _skip(s: str, i: int) -> int:
 
 
 def _value(s: str, i: int, depth: int):
-    if depth < 1 and s[i:i + 1] in ("{", "["):
+    if depth < 1 and s[i : i + 1] in ("{", "["):
         return _container(s, i, depth + 1)
     return _decoder.raw_decode(s, i)
 
@@ -71,7 +72,7 @@ def _container(s: str, i: int, depth: int):
     close = "}" if s[i] == "{" else "]"
     out: dict | list = {} if close == "}" else []
     i = _skip(s, i + 1)
-    if s[i:i + 1] == close:
+    if s[i : i + 1] == close:
         return out, i + 1
     while True:
         if close == "}":
@@ -79,7 +80,7 @@ def _container(s: str, i: int, depth: int):
             if not isinstance(key, str):
                 raise json.JSONDecodeError("Expecting property name", s, i)
             i = _skip(s, i)
-            if s[i:i + 1] != ":":
+            if s[i : i + 1] != ":":
                 raise json.JSONDecodeError("Expecting ':' delimiter", s, i)
             value, i = _value(s, _skip(s, i + 1), depth)
             out[key] = value
@@ -87,8 +88,8 @@ def _container(s: str, i: int, depth: int):
             value, i = _value(s, i, depth)
             out.append(value)
         i = _skip(s, i)
-        if s[i:i + 1] == close:
+        if s[i : i + 1] == close:
             return out, i + 1
-        if s[i:i + 1] != ",":
+        if s[i : i + 1] != ",":
             raise json.JSONDecodeError(f"Expecting ',' or '{close}'", s, i)
         i = _skip(s, i + 1)

@@ -37,6 +37,7 @@ change that adds a tier must be served FROM the existing chain (nearest lower
 level, or an exact bridge), otherwise the new chain would be an independent
 release and a coalition would learn the sum of the two roots.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,9 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from . import json_pieces
 from .errors import LedgerDamaged
@@ -105,29 +106,38 @@ def ladder_problems(db, mac: Mac) -> list[str]:
     signed (it is signed at its first open)."""
     try:
         check = db.execute("SELECT value FROM mt_meta WHERE key='mac_check'").fetchone()
-    except sqlite3.OperationalError:              # no ladder store in this SQLite file yet
+    except sqlite3.OperationalError:  # no ladder store in this SQLite file yet
         return []
     if check is None:
         return []
     if not Mac.same(check[0], mac.check_value()):
         return ["the ladder store was signed with another key (altered outside dpgate)"]
-    return [f"ladder {r[0]} ({r[1]}) fails its MAC (its chain values were altered outside dpgate; it will "
-            "not be served)" for r in db.execute(f"SELECT {_COLS} FROM mt_ladders ORDER BY id").fetchall()
-            if not Mac.same(r[10], _signed(mac, r))]
+    return [
+        f"ladder {r[0]} ({r[1]}) fails its MAC (its chain values were altered outside dpgate; it will "
+        "not be served)"
+        for r in db.execute(f"SELECT {_COLS} FROM mt_ladders ORDER BY id").fetchall()
+        if not Mac.same(r[10], _signed(mac, r))
+    ]
 
 
 class LadderStore:
     """Ladders beside the ledger (its SQLite file, or its Postgres schema); safe
     across threads and processes."""
 
-    def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate",
-                 mac: Mac | None = None):
+    def __init__(
+        self,
+        path: str | Path | None,
+        *,
+        dsn: str | None = None,
+        schema: str = "dpgate",
+        mac: Mac | None = None,
+    ):
         self.path = Path(path) if path is not None else None
         self.dsn, self.schema = dsn, schema
         self._mac = mac
-        self.migrated: list[str] = []      # what opening this store changed (said in the log)
+        self.migrated: list[str] = []  # what opening this store changed (said in the log)
         self._lock = threading.Lock()
-        if dsn is not None:                           # beside a Postgres ledger (proxy.stores.pgstore)
+        if dsn is not None:  # beside a Postgres ledger (proxy.stores.pgstore)
             self._db = PgConnection(dsn, schema)
         else:
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -142,8 +152,14 @@ class LadderStore:
     def _add_mac_column(self) -> None:
         """A store written before MACs gets its ``mac`` column."""
         if self.dsn is not None:
-            if self._db.execute("SELECT 1 FROM information_schema.columns WHERE table_schema=? AND "
-                                "table_name='mt_ladders' AND column_name='mac'", (self.schema,)).fetchone() is None:
+            if (
+                self._db.execute(
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema=? AND "
+                    "table_name='mt_ladders' AND column_name='mac'",
+                    (self.schema,),
+                ).fetchone()
+                is None
+            ):
                 self._db.execute("ALTER TABLE mt_ladders ADD COLUMN IF NOT EXISTS mac TEXT")
             return
         try:
@@ -163,13 +179,17 @@ class LadderStore:
                 if check is not None:
                     self._db.execute("COMMIT")
                     if not Mac.same(check[0], mac.check_value()):
-                        raise LedgerDamaged(f"the ladder store beside {self._where()} was signed with another "
-                                            "key (altered outside dpgate); restore the state dir from a backup")
+                        raise LedgerDamaged(
+                            f"the ladder store beside {self._where()} was signed with another "
+                            "key (altered outside dpgate); restore the state dir from a backup"
+                        )
                     return
                 rows = self._db.execute(f"SELECT {_COLS} FROM mt_ladders").fetchall()
                 for r in rows:
                     self._db.execute("UPDATE mt_ladders SET mac=? WHERE id=?", (_signed(mac, r), r[0]))
-                self._db.execute("INSERT INTO mt_meta (key, value) VALUES ('mac_check', ?)", (mac.check_value(),))
+                self._db.execute(
+                    "INSERT INTO mt_meta (key, value) VALUES ('mac_check', ?)", (mac.check_value(),)
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
@@ -182,15 +202,19 @@ class LadderStore:
         return str(self.path) if self.dsn is None else f"Postgres ledger schema {self.schema!r}"
 
     def _damaged(self, r, more: str = "") -> LedgerDamaged:
-        return LedgerDamaged(f"{self._where()}: ladder {r[0]} ({r[1]}) fails its MAC (altered outside dpgate); "
-                             f"it is not used: no answer was released from it{more}")
+        return LedgerDamaged(
+            f"{self._where()}: ladder {r[0]} ({r[1]}) fails its MAC (altered outside dpgate); "
+            f"it is not used: no answer was released from it{more}"
+        )
 
     def _row(self, r) -> LadderRow:
         """A stored row, its MAC checked: one altered outside dpgate is never used."""
         if self._mac is not None and not Mac.same(r[10], _signed(self._mac, r)):
             raise self._damaged(r)
         i, lad, qk, dv, can, st, ver, lev, body, created = r[:10]
-        return LadderRow(i, lad, qk, dv, can, st, json.loads(ver), json.loads(lev), json_pieces.loads(body), created)
+        return LadderRow(
+            i, lad, qk, dv, can, st, json.loads(ver), json.loads(lev), json_pieces.loads(body), created
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -199,8 +223,10 @@ class LadderStore:
     # -- reads --------------------------------------------------------------
     def get(self, ladder: str, qkey: str, data_version: int) -> LadderRow | None:
         with self._lock:
-            r = self._db.execute(f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
-                                 (ladder, qkey, data_version)).fetchone()
+            r = self._db.execute(
+                f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
+                (ladder, qkey, data_version),
+            ).fetchone()
         return self._row(r) if r else None
 
     def check(self, ladder: str, qkey: str, data_version: int) -> None:
@@ -210,8 +236,10 @@ class LadderStore:
         if self._mac is None:
             return
         with self._lock:
-            r = self._db.execute(f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
-                                 (ladder, qkey, data_version)).fetchone()
+            r = self._db.execute(
+                f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
+                (ladder, qkey, data_version),
+            ).fetchone()
         if r is not None and not Mac.same(r[10], _signed(self._mac, r)):
             raise self._damaged(r, "; nothing was charged")
 
@@ -227,8 +255,18 @@ class LadderStore:
             return self._db.execute("SELECT COUNT(*) FROM mt_ladders WHERE qkey=?", (qkey,)).fetchone()[0]
 
     # -- writes -------------------------------------------------------------
-    def create(self, *, ladder: str, qkey: str, data_version: int, canonical: str, statement: str,
-               version: list, levels: list, body: dict) -> tuple[LadderRow, bool]:
+    def create(
+        self,
+        *,
+        ladder: str,
+        qkey: str,
+        data_version: int,
+        canonical: str,
+        statement: str,
+        version: list,
+        levels: list,
+        body: dict,
+    ) -> tuple[LadderRow, bool]:
         """Persist a freshly drawn ladder, or return the one already there.
 
         Returns (row, created). ``created`` is False when another request (any
@@ -239,21 +277,33 @@ class LadderStore:
             try:
                 r = self._db.execute(
                     f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
-                    (ladder, qkey, data_version)).fetchone()
+                    (ladder, qkey, data_version),
+                ).fetchone()
                 if r:
                     self._db.execute("COMMIT")
                     return self._row(r), False
                 now = time.time()
-                texts = (ladder, qkey, data_version, canonical, statement, json.dumps(version),
-                         json.dumps(levels), json_pieces.dumps(body))
+                texts = (
+                    ladder,
+                    qkey,
+                    data_version,
+                    canonical,
+                    statement,
+                    json.dumps(version),
+                    json.dumps(levels),
+                    json_pieces.dumps(body),
+                )
                 mac = self._mac.ladder(*texts) if self._mac is not None else None
                 cur = self._db.execute(
                     "INSERT OR IGNORE INTO mt_ladders (ladder, qkey, data_version, canonical, statement, version, "
-                    "levels, body, created, updated, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*texts, now, now, mac))
-                if cur.rowcount == 0:          # cannot happen under the write lock; be safe anyway
+                    "levels, body, created, updated, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (*texts, now, now, mac),
+                )
+                if cur.rowcount == 0:  # cannot happen under the write lock; be safe anyway
                     r = self._db.execute(
                         f"SELECT {_COLS} FROM mt_ladders WHERE ladder=? AND qkey=? AND data_version=?",
-                        (ladder, qkey, data_version)).fetchone()
+                        (ladder, qkey, data_version),
+                    ).fetchone()
                     self._db.execute("COMMIT")
                     return self._row(r), False
                 new_id = cur.lastrowid
@@ -262,8 +312,9 @@ class LadderStore:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
-        return LadderRow(new_id, ladder, qkey, data_version, canonical, statement, list(version),
-                         list(levels), body, now), True
+        return LadderRow(
+            new_id, ladder, qkey, data_version, canonical, statement, list(version), list(levels), body, now
+        ), True
 
     def update(self, ladder_id: int, change: Callable[[LadderRow], tuple[list, dict] | None]) -> LadderRow:
         """Read-modify-write one ladder under the write lock.
@@ -285,17 +336,41 @@ class LadderStore:
                     return row
                 levels, body = out
                 lev_text, body_text = json.dumps(levels), json_pieces.dumps(body)
-                mac = (self._mac.ladder(row.ladder, row.qkey, row.data_version, row.canonical, row.statement,
-                                        r[6], lev_text, body_text) if self._mac is not None else None)
-                self._db.execute("UPDATE mt_ladders SET levels=?, body=?, updated=?, mac=? WHERE id=?",
-                                 (lev_text, body_text, time.time(), mac, ladder_id))
+                mac = (
+                    self._mac.ladder(
+                        row.ladder,
+                        row.qkey,
+                        row.data_version,
+                        row.canonical,
+                        row.statement,
+                        r[6],
+                        lev_text,
+                        body_text,
+                    )
+                    if self._mac is not None
+                    else None
+                )
+                self._db.execute(
+                    "UPDATE mt_ladders SET levels=?, body=?, updated=?, mac=? WHERE id=?",
+                    (lev_text, body_text, time.time(), mac, ladder_id),
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
-        return LadderRow(row.id, row.ladder, row.qkey, row.data_version, row.canonical, row.statement,
-                         row.version, list(levels), body, row.created)
+        return LadderRow(
+            row.id,
+            row.ladder,
+            row.qkey,
+            row.data_version,
+            row.canonical,
+            row.statement,
+            row.version,
+            list(levels),
+            body,
+            row.created,
+        )
 
     # -- the data owner's view ---------------------------------------------
     def ladder_summaries(self) -> list[dict]:
@@ -305,26 +380,39 @@ class LadderStore:
         with self._lock:
             lads = self._db.execute(
                 "SELECT id, ladder, statement, canonical, data_version, version, levels, created "
-                "FROM mt_ladders ORDER BY id").fetchall()
+                "FROM mt_ladders ORDER BY id"
+            ).fetchall()
             try:
                 rel = self._db.execute(
                     "SELECT json_extract(answer, '$.ladder.id'), role, epsilon_nano, "
                     "json_extract(answer, '$.ladder.level'), json_extract(answer, '$.ladder.tier'), created "
                     "FROM releases WHERE instr(answer, '\"ladder\"') > 0 "
-                    "AND json_extract(answer, '$.ladder.id') IS NOT NULL ORDER BY id").fetchall()
-            except sqlite3.OperationalError:          # no ledger tables yet (SQLite only)
+                    "AND json_extract(answer, '$.ladder.id') IS NOT NULL ORDER BY id"
+                ).fetchall()
+            except sqlite3.OperationalError:  # no ledger tables yet (SQLite only)
                 rel = []
         by_id: dict[int, list] = {}
         for lid, role, eps_n, level, tier, created in rel:
             by_id.setdefault(int(lid), []).append(
-                dict(role=role, epsilon=eps_n / NANO, level=float(level), tier=tier, created=created))
-        return [dict(id=i, ladder=lad, statement=st, canonical=can, data_version=dv,
-                     version=json.loads(ver), levels=json.loads(lev), created=created,
-                     releases=by_id.get(i, []))
-                for i, lad, st, can, dv, ver, lev, created in lads]
+                dict(role=role, epsilon=eps_n / NANO, level=float(level), tier=tier, created=created)
+            )
+        return [
+            dict(
+                id=i,
+                ladder=lad,
+                statement=st,
+                canonical=can,
+                data_version=dv,
+                version=json.loads(ver),
+                levels=json.loads(lev),
+                created=created,
+                releases=by_id.get(i, []),
+            )
+            for i, lad, st, can, dv, ver, lev, created in lads
+        ]
 
 
-_STORES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_STORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _STORES_LOCK = threading.Lock()
 
 

@@ -58,6 +58,7 @@ Postgres server's ``clock_timestamp()`` read inside each charge's transaction, s
 with skewed clocks sharing one ledger charge into the same period; and never a period
 before the latest one the ledger has recorded (a clock set back opens no fresh budget).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -71,26 +72,25 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from .errors import LedgerDamaged, LedgerFault, LedgerUnavailable  # noqa: F401  (part of this module's API)
-from .errors import cannot_write, no_write_reason
+from .answer import cell_count
+from .errors import LedgerDamaged, LedgerFault, LedgerUnavailable, cannot_write, no_write_reason  # noqa: F401  (part of this module's API)
 from .ladder_store import ladder_problems
 from .ledger_mac import Mac, create_key, read_key
 from .pgstore import PgConnection
-from .answer import cell_count
-from .write_lock import transaction
 from .release_codec import decode_answer, encode_answer
+from .write_lock import transaction
 
 log = logging.getLogger("dpgate.ledger")
 
 NANO = 1_000_000_000
-FEMTO = 10 ** 15           # δ is kept in femto-δ (integers, 10⁻¹⁵ resolution)
-SCHEMA_VERSION = "2"       # 2: δ columns and MACs
-KEY_NEW_S = 120            # a MAC key younger than this may still sign an unsigned ledger (proxies starting together)
-HEAVY_CELLS = 256          # an answer this large is decoded and turned into rows off the event loop
-HEAVY_BYTES = 16_384       # (about 0.3 ms of rows, or of json.loads for a stored text this long)
+FEMTO = 10**15  # δ is kept in femto-δ (integers, 10⁻¹⁵ resolution)
+SCHEMA_VERSION = "2"  # 2: δ columns and MACs
+KEY_NEW_S = 120  # a MAC key younger than this may still sign an unsigned ledger (proxies starting together)
+HEAVY_CELLS = 256  # an answer this large is decoded and turned into rows off the event loop
+HEAVY_BYTES = 16_384  # (about 0.3 ms of rows, or of json.loads for a stored text this long)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -116,19 +116,24 @@ CREATE TABLE IF NOT EXISTS unreleased (
     reason TEXT NOT NULL, delta_femto INTEGER NOT NULL DEFAULT 0);
 """
 # columns added since schema 1 (a ledger written before them is migrated when opened)
-_ADDED = (("spend", "delta_femto", "INTEGER NOT NULL DEFAULT 0"), ("spend", "mac", "TEXT"),
-          ("releases", "delta_femto", "INTEGER NOT NULL DEFAULT 0"), ("releases", "mac", "TEXT"),
-          ("reservations", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
-          ("unreleased", "delta_femto", "INTEGER NOT NULL DEFAULT 0"))
-_OLD_DELTA = "#delta"      # schema 1 booked δ×10⁶ as the nano-ε of a pseudo-role "<role>#delta"
+_ADDED = (
+    ("spend", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
+    ("spend", "mac", "TEXT"),
+    ("releases", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
+    ("releases", "mac", "TEXT"),
+    ("reservations", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
+    ("unreleased", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
+)
+_OLD_DELTA = "#delta"  # schema 1 booked δ×10⁶ as the nano-ε of a pseudo-role "<role>#delta"
 _OLD_DELTA_REASON = "δ of a release"
 
 
 class BudgetExceeded(Exception):
     """A charge that does not fit: ``what`` is "ε" or "δ", the amounts are of that budget."""
 
-    def __init__(self, role: str, epsilon: float, remaining: float, budget: float, period: str,
-                 what: str = "ε"):
+    def __init__(
+        self, role: str, epsilon: float, remaining: float, budget: float, period: str, what: str = "ε"
+    ):
         super().__init__(f"{what} budget exceeded for role {role}")
         self.role, self.epsilon, self.remaining = role, epsilon, remaining
         self.budget, self.period, self.what = budget, period, what
@@ -147,16 +152,23 @@ def _named_faults(fn):
             if (reason := no_write_reason(e, self.path)) is not None:
                 raise cannot_write(self.path, reason) from None
             if isinstance(e, sqlite3.DatabaseError) and any(
-                    w in str(e).lower() for w in ("malformed", "not a database", "corrupt", "could not decode")):
-                raise LedgerDamaged(f"the privacy ledger {self.path} is damaged ({e}); no answer was released; "
-                                    "run `dpgate ledger check`") from None
+                w in str(e).lower() for w in ("malformed", "not a database", "corrupt", "could not decode")
+            ):
+                raise LedgerDamaged(
+                    f"the privacy ledger {self.path} is damaged ({e}); no answer was released; "
+                    "run `dpgate ledger check`"
+                ) from None
             msg = str(e).lower()
             if not isinstance(e, sqlite3.OperationalError):
                 raise
             if "locked" in msg or "busy" in msg:
-                raise LedgerFault("55P03", f"the privacy ledger is locked by another process ({self.path}); "
-                                           "no answer was released; try again shortly") from None
+                raise LedgerFault(
+                    "55P03",
+                    f"the privacy ledger is locked by another process ({self.path}); "
+                    "no answer was released; try again shortly",
+                ) from None
             raise
+
     return wrapper
 
 
@@ -171,22 +183,22 @@ class Stored:
     epsilon: float
     mechanism: str
     created: float
-    charged: bool          # True if this call charged it, False for a repeat
+    charged: bool  # True if this call charged it, False for a repeat
     body: str | None = field(default=None, repr=False)
-    delta: float = 0.0     # the δ it was charged (partition selection)
-    verify: object = field(default=None, repr=False)   # checks the stored text's MAC (raises LedgerDamaged)
+    delta: float = 0.0  # the δ it was charged (partition selection)
+    verify: object = field(default=None, repr=False)  # checks the stored text's MAC (raises LedgerDamaged)
 
     @property
     def answer(self) -> dict:
-        if self.decoded is None:       # (two threads may both decode: the same dict, once kept)
+        if self.decoded is None:  # (two threads may both decode: the same dict, once kept)
             if self.body is None:
                 raise RuntimeError("the answer of this release was forgotten (Stored.forget)")
             if self.verify is not None:
-                self.verify()          # a stored text that fails its MAC is never decoded nor sent
+                self.verify()  # a stored text that fails its MAC is never decoded nor sent
             object.__setattr__(self, "decoded", decode_answer(self.body))
         return self.decoded
 
-    def forget(self) -> "Stored":
+    def forget(self) -> Stored:
         """This release without its decoded answer (a stored text is decoded again if
         asked): the thread that built the rows keeps this, so a 10,000-cell answer is freed
         there — freeing its tens of thousands of objects on the event loop takes milliseconds."""
@@ -211,12 +223,12 @@ class Reservation:
 
     id: int
     role: str
-    period: str            # the period key the charge went to
+    period: str  # the period key the charge went to
     epsilon_nano: int
-    spent_nano: int        # the role's spend in that period after this charge
-    state: str = field(default="open")    # open -> recorded | refunded | spent
+    spent_nano: int  # the role's spend in that period after this charge
+    state: str = field(default="open")  # open -> recorded | refunded | spent
     delta_femto: int = 0
-    delta_spent_femto: int = 0             # the role's δ spend in that period after this charge
+    delta_spent_femto: int = 0  # the role's δ spend in that period after this charge
 
 
 def nano(eps: float) -> int:
@@ -228,7 +240,7 @@ def femto(delta: float) -> int:
 
 
 def period_key(period: str, now: float | None = None) -> str:
-    t = datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
+    t = datetime.fromtimestamp(time.time() if now is None else now, UTC)
     if period == "day":
         return t.strftime("%Y-%m-%d")
     if period == "week":
@@ -249,8 +261,15 @@ class Ledger:
     (tools only; a signed ledger refuses to open without its key). ``sign=False``
     (``dpgate ledger check``): no key is created and nothing is signed."""
 
-    def __init__(self, path: str | Path | None, *, dsn: str | None = None, schema: str = "dpgate",
-                 key_file: str | Path | None = None, sign: bool = True):
+    def __init__(
+        self,
+        path: str | Path | None,
+        *,
+        dsn: str | None = None,
+        schema: str = "dpgate",
+        key_file: str | Path | None = None,
+        sign: bool = True,
+    ):
         self.path = Path(path) if path is not None else None
         self.dsn, self.schema = dsn, schema
         self._lock = threading.Lock()
@@ -265,30 +284,33 @@ class Ledger:
         self._db, self._rdb, self._ndb = (self._connect(sync) for sync in ("FULL", None, record_sync))
         self._db.executescript(_SCHEMA)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
-        self._salt_secret: str | None = None   # unit_salt's secret, read once
-        self.guard = None              # proxy.stores.ledger_guard.Guard, called before charges and look-ups
-        self.clock = time.time         # this host's clock, injectable (tests: a clock that goes backwards)
-        self._skew = 0.0               # Postgres: the ledger server's clock minus ``clock`` (last seen)
+        self._salt_secret: str | None = None  # unit_salt's secret, read once
+        self.guard = None  # proxy.stores.ledger_guard.Guard, called before charges and look-ups
+        self.clock = time.time  # this host's clock, injectable (tests: a clock that goes backwards)
+        self._skew = 0.0  # Postgres: the ledger server's clock minus ``clock`` (last seen)
         self.migrated: list[str] = []  # what opening this ledger changed (said in the log)
-        self._signed: dict[tuple[str, str], tuple] = {}   # (role, period) -> spend row as last written here
+        self._signed: dict[tuple[str, str], tuple] = {}  # (role, period) -> spend row as last written here
         self._migrate()
         if key_file is None and dsn is None:
             key_file = self.path.with_suffix(".key")
         self.key_file = Path(key_file) if key_file is not None else None
         self._mac: Mac | None = self._open_mac(sign)
-        self._latest: dict[str, str] = {     # period kind -> latest period key seen (persisted)
-            k.split(":", 1)[1]: v for k, v in self._db.execute(
-                "SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()}
+        self._latest: dict[str, str] = {  # period kind -> latest period key seen (persisted)
+            k.split(":", 1)[1]: v
+            for k, v in self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()
+        }
         if dsn is not None:
-            self._skew = float(self._rdb.execute(
-                "SELECT EXTRACT(EPOCH FROM clock_timestamp())").fetchone()[0]) - self.clock()
+            self._skew = (
+                float(self._rdb.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())").fetchone()[0])
+                - self.clock()
+            )
 
     def _connect(self, sync: str | None):
         if self.dsn is not None:
             db = PgConnection(self.dsn, self.schema)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():     # 0600: its -wal and -shm take the file's mode
+            if not self.path.exists():  # 0600: its -wal and -shm take the file's mode
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA busy_timeout=30000")
@@ -331,8 +353,10 @@ class Ledger:
                     return
                 for table, col, decl in _ADDED:
                     if self.dsn is not None:
-                        db.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {col} "
-                                   + decl.replace("INTEGER", "BIGINT"))
+                        db.execute(
+                            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {col} "
+                            + decl.replace("INTEGER", "BIGINT")
+                        )
                     else:
                         try:
                             db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
@@ -348,30 +372,46 @@ class Ledger:
         like = "%" + _OLD_DELTA
         moved = 0
         for role, period, amount in db.execute(
-                "SELECT role, period, spent_nano FROM spend WHERE role LIKE ?", (like,)).fetchall():
-            db.execute("INSERT INTO spend (role, period, spent_nano, delta_femto) VALUES (?,?,0,?) "
-                       "ON CONFLICT (role, period) DO UPDATE SET delta_femto = spend.delta_femto + "
-                       "excluded.delta_femto", (role[:-cut], period, amount))
+            "SELECT role, period, spent_nano FROM spend WHERE role LIKE ?", (like,)
+        ).fetchall():
+            db.execute(
+                "INSERT INTO spend (role, period, spent_nano, delta_femto) VALUES (?,?,0,?) "
+                "ON CONFLICT (role, period) DO UPDATE SET delta_femto = spend.delta_femto + "
+                "excluded.delta_femto",
+                (role[:-cut], period, amount),
+            )
             moved += 1
         db.execute("DELETE FROM spend WHERE role LIKE ?", (like,))
-        db.execute("UPDATE reservations SET role = substr(role, 1, length(role) - ?), delta_femto = epsilon_nano, "
-                   "epsilon_nano = 0 WHERE role LIKE ?", (cut, like))
+        db.execute(
+            "UPDATE reservations SET role = substr(role, 1, length(role) - ?), delta_femto = epsilon_nano, "
+            "epsilon_nano = 0 WHERE role LIKE ?",
+            (cut, like),
+        )
         back = 0
         for uid, role, period, amount, created in db.execute(
-                "SELECT id, role, period, epsilon_nano, created FROM unreleased WHERE role LIKE ? AND reason = ? "
-                "ORDER BY id", (like, _OLD_DELTA_REASON)).fetchall():
-            rel = db.execute("SELECT id FROM releases WHERE role = ? AND period = ? AND delta_femto = 0 AND "
-                             "created <= ? AND key LIKE ? ORDER BY created DESC, id DESC LIMIT 1",
-                             (role[:-cut], period, created, "%:delta=%")).fetchone()
+            "SELECT id, role, period, epsilon_nano, created FROM unreleased WHERE role LIKE ? AND reason = ? "
+            "ORDER BY id",
+            (like, _OLD_DELTA_REASON),
+        ).fetchall():
+            rel = db.execute(
+                "SELECT id FROM releases WHERE role = ? AND period = ? AND delta_femto = 0 AND "
+                "created <= ? AND key LIKE ? ORDER BY created DESC, id DESC LIMIT 1",
+                (role[:-cut], period, created, "%:delta=%"),
+            ).fetchone()
             if rel is not None:
                 db.execute("UPDATE releases SET delta_femto = ? WHERE id = ?", (amount, rel[0]))
                 db.execute("DELETE FROM unreleased WHERE id = ?", (uid,))
                 back += 1
-        db.execute("UPDATE unreleased SET role = substr(role, 1, length(role) - ?), delta_femto = epsilon_nano, "
-                   "epsilon_nano = 0 WHERE role LIKE ?", (cut, like))
+        db.execute(
+            "UPDATE unreleased SET role = substr(role, 1, length(role) - ?), delta_femto = epsilon_nano, "
+            "epsilon_nano = 0 WHERE role LIKE ?",
+            (cut, like),
+        )
         if moved or back:
-            self.migrated.append(f"δ of {moved} spend row(s) moved from the '<role>{_OLD_DELTA}' accounts "
-                                 f"into the roles' δ column, {back} release(s) given back their δ")
+            self.migrated.append(
+                f"δ of {moved} spend row(s) moved from the '<role>{_OLD_DELTA}' accounts "
+                f"into the roles' δ column, {back} release(s) given back their δ"
+            )
 
     # -- the MAC key -------------------------------------------------------------
     def _open_mac(self, sign: bool) -> Mac | None:
@@ -389,12 +429,16 @@ class Ledger:
             raise LedgerDamaged(f"the ledger's MAC key {self.key_file} is unreadable ({e})") from None
         if check is not None:
             if key is None:
-                raise LedgerDamaged(f"{self._where()} is protected by a keyed MAC, but its key file "
-                                    f"{self.key_file} is missing; restore it from the backup of the state dir")
+                raise LedgerDamaged(
+                    f"{self._where()} is protected by a keyed MAC, but its key file "
+                    f"{self.key_file} is missing; restore it from the backup of the state dir"
+                )
             mac = Mac(key)
             if not Mac.same(check[0], mac.check_value()):
-                raise LedgerDamaged(f"{self.key_file} is not the MAC key of {self._where()} "
-                                    "(another ledger's key, or altered)")
+                raise LedgerDamaged(
+                    f"{self.key_file} is not the MAC key of {self._where()} "
+                    "(another ledger's key, or altered)"
+                )
             return mac
         if not sign:
             return None
@@ -409,7 +453,7 @@ class Ledger:
         with self._lock:
             with transaction(db):
                 if db.execute("SELECT value FROM meta WHERE key='mac_check'").fetchone() is not None:
-                    db.execute("ROLLBACK")          # another proxy signed it meanwhile
+                    db.execute("ROLLBACK")  # another proxy signed it meanwhile
                     has_rows = None
                 else:
                     has_rows = self._sign_all(db, mac, fresh)
@@ -423,21 +467,26 @@ class Ledger:
         has_rows = spends or db.execute("SELECT 1 FROM releases LIMIT 1").fetchone()
         if has_rows and not fresh:
             db.execute("ROLLBACK")
-            raise LedgerDamaged(f"{self._where()} holds charges but no MAC check value, while its key "
-                                f"{self.key_file} exists: the ledger's MACs were removed")
+            raise LedgerDamaged(
+                f"{self._where()} holds charges but no MAC check value, while its key "
+                f"{self.key_file} exists: the ledger's MACs were removed"
+            )
         for r, p, e, d in spends:
             db.execute("UPDATE spend SET mac=? WHERE role=? AND period=?", (mac.spend(r, p, e, d), r, p))
         n = 0
         for rid, r, k, dv, e, d, m, a, p in db.execute(
-                "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, period "
-                "FROM releases").fetchall():
+            "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, period "
+            "FROM releases"
+        ).fetchall():
             db.execute("UPDATE releases SET mac=? WHERE id=?", (mac.release(r, k, dv, e, d, m, a, p), rid))
             n += 1
         db.execute("INSERT OR REPLACE INTO meta VALUES ('mac_check', ?)", (mac.check_value(),))
         db.execute("COMMIT")
         if has_rows:
-            self.migrated.append(f"{len(spends)} spend row(s) and {n} release(s) had no MAC: signed at "
-                                 f"first open with the new key {self.key_file}")
+            self.migrated.append(
+                f"{len(spends)} spend row(s) and {n} release(s) had no MAC: signed at "
+                f"first open with the new key {self.key_file}"
+            )
         return bool(has_rows)
 
     @property
@@ -454,17 +503,23 @@ class Ledger:
         return str(self.path) if self.dsn is None else f"Postgres ledger schema {self.schema!r}"
 
     def _damaged(self, what: str) -> LedgerDamaged:
-        return LedgerDamaged(f"{self._where()}: {what} fails its MAC (altered outside dpgate); "
-                             "it is not used: no answer was released, nothing was charged")
+        return LedgerDamaged(
+            f"{self._where()}: {what} fails its MAC (altered outside dpgate); "
+            "it is not used: no answer was released, nothing was charged"
+        )
 
     def _spend_row(self, db, role: str, pk: str) -> tuple[int, int]:
         """(ε, δ) spent by ``role`` in ``pk``, its MAC checked (in a write transaction)."""
-        row = db.execute("SELECT spent_nano, delta_femto, mac FROM spend WHERE role=? AND period=?",
-                         (role, pk)).fetchone()
+        row = db.execute(
+            "SELECT spent_nano, delta_femto, mac FROM spend WHERE role=? AND period=?", (role, pk)
+        ).fetchone()
         if row is None:
             return 0, 0
-        if self._mac is not None and self._signed.get((role, pk)) != tuple(row) \
-                and not Mac.same(row[2], self._mac.spend(role, pk, row[0], row[1])):
+        if (
+            self._mac is not None
+            and self._signed.get((role, pk)) != tuple(row)
+            and not Mac.same(row[2], self._mac.spend(role, pk, row[0], row[1]))
+        ):
             db.execute("ROLLBACK")
             raise self._damaged(f"the spend of role {role!r} in period {pk}")
         return row[0], row[1]
@@ -473,13 +528,25 @@ class Ledger:
         mac = self._mac.spend(role, pk, e, d) if self._mac is not None else None
         if len(self._signed) > 4096:
             self._signed.clear()
-        self._signed[(role, pk)] = (e, d, mac)     # a row read back as written here needs no second MAC
-        db.execute("INSERT INTO spend (role, period, spent_nano, delta_femto, mac) VALUES (?,?,?,?,?) "
-                   "ON CONFLICT (role, period) DO UPDATE SET spent_nano = excluded.spent_nano, "
-                   "delta_femto = excluded.delta_femto, mac = excluded.mac", (role, pk, e, d, mac))
+        self._signed[(role, pk)] = (e, d, mac)  # a row read back as written here needs no second MAC
+        db.execute(
+            "INSERT INTO spend (role, period, spent_nano, delta_femto, mac) VALUES (?,?,?,?,?) "
+            "ON CONFLICT (role, period) DO UPDATE SET spent_nano = excluded.spent_nano, "
+            "delta_femto = excluded.delta_femto, mac = excluded.mac",
+            (role, pk, e, d, mac),
+        )
 
-    def _charge(self, db, role: str, pk: str, epsilon: float, budget: float, period: str,
-                delta: float = 0.0, delta_budget: float = 0.0) -> tuple[int, int]:
+    def _charge(
+        self,
+        db,
+        role: str,
+        pk: str,
+        epsilon: float,
+        budget: float,
+        period: str,
+        delta: float = 0.0,
+        delta_budget: float = 0.0,
+    ) -> tuple[int, int]:
         """In an open write transaction: add ε (and δ) to the role's spend in period ``pk``
         if both stay within their budgets and return the new spends (nano-ε, femto-δ);
         else roll back and raise :class:`BudgetExceeded` (nothing written)."""
@@ -495,17 +562,36 @@ class Ledger:
         self._put_spend(db, role, pk, e + eps_n, d + d_f)
         return e + eps_n, d + d_f
 
-    def _release_row(self, db, role: str, key: str, data_version: int, canonical: str, statement: str,
-                     eps_n: int, d_f: int, mechanism: str, body: str, pk: str, now: float) -> bool:
+    def _release_row(
+        self,
+        db,
+        role: str,
+        key: str,
+        data_version: int,
+        canonical: str,
+        statement: str,
+        eps_n: int,
+        d_f: int,
+        mechanism: str,
+        body: str,
+        pk: str,
+        now: float,
+    ) -> bool:
         """Insert a release unless one of the same key exists (False)."""
-        mac = (self._mac.release(role, key, data_version, eps_n, d_f, mechanism, body, pk)
-               if self._mac is not None else None)
-        return db.execute(
-            "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
-            "mechanism, answer, period, created, delta_femto, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
-            "ON CONFLICT (role, key, data_version) DO NOTHING",
-            (role, key, data_version, canonical, statement, eps_n, mechanism, body, pk, now, d_f,
-             mac)).rowcount != 0
+        mac = (
+            self._mac.release(role, key, data_version, eps_n, d_f, mechanism, body, pk)
+            if self._mac is not None
+            else None
+        )
+        return (
+            db.execute(
+                "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
+                "mechanism, answer, period, created, delta_femto, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (role, key, data_version) DO NOTHING",
+                (role, key, data_version, canonical, statement, eps_n, mechanism, body, pk, now, d_f, mac),
+            ).rowcount
+            != 0
+        )
 
     def _stored(self, row, role: str, key: str, data_version: int, *, charged: bool) -> Stored:
         """A release read back: (answer, ε, mechanism, created, δ, period, mac); its MAC is
@@ -518,6 +604,7 @@ class Ledger:
             def verify():
                 if not Mac.same(mac, m.release(role, key, data_version, eps_n, d_f, mech, body, pk)):
                     raise self._damaged(f"the stored release of role {role!r} for this statement")
+
         return Stored(None, eps_n / NANO, mech, created, charged, body=body, delta=d_f / FEMTO, verify=verify)
 
     # -- data version -------------------------------------------------------
@@ -555,9 +642,13 @@ class Ledger:
             else:
                 with self._lock:
                     with transaction(self._db):
-                        self._db.execute("INSERT INTO meta VALUES ('unit_secret', ?) ON CONFLICT (key) DO NOTHING",
-                                         (secrets.token_hex(16),))
-                        secret = self._db.execute("SELECT value FROM meta WHERE key='unit_secret'").fetchone()[0]
+                        self._db.execute(
+                            "INSERT INTO meta VALUES ('unit_secret', ?) ON CONFLICT (key) DO NOTHING",
+                            (secrets.token_hex(16),),
+                        )
+                        secret = self._db.execute(
+                            "SELECT value FROM meta WHERE key='unit_secret'"
+                        ).fetchone()[0]
                         self._db.execute("COMMIT")
             self._salt_secret = secret
         return hashlib.sha256(f"{secret}:{int(data_version)}".encode()).hexdigest()[:32]
@@ -598,8 +689,9 @@ class Ledger:
             return "all"
         name = "period:" + period
         if self.dsn is not None:
-            floor, t = db.execute("SELECT (SELECT value FROM meta WHERE key=?), "
-                                  "EXTRACT(EPOCH FROM clock_timestamp())", (name,)).fetchone()
+            floor, t = db.execute(
+                "SELECT (SELECT value FROM meta WHERE key=?), EXTRACT(EPOCH FROM clock_timestamp())", (name,)
+            ).fetchone()
             t = float(t)
             self._skew = t - self.clock()
         else:
@@ -617,14 +709,16 @@ class Ledger:
     def _count_charge(db, eps_n: int) -> None:
         """The spend high-water mark: nano-ε ever charged (refunds included), in the
         charge's own fsync-ed transaction, so it never goes down on a healthy ledger."""
-        db.execute("INSERT INTO meta VALUES ('charged_nano', ?) ON CONFLICT (key) DO UPDATE "
-                   "SET value = CAST(CAST(meta.value AS BIGINT) + CAST(excluded.value AS BIGINT) AS TEXT)",
-                   (str(eps_n),))
+        db.execute(
+            "INSERT INTO meta VALUES ('charged_nano', ?) ON CONFLICT (key) DO UPDATE "
+            "SET value = CAST(CAST(meta.value AS BIGINT) + CAST(excluded.value AS BIGINT) AS TEXT)",
+            (str(eps_n),),
+        )
 
     # -- budget -------------------------------------------------------------
     # the period a read looks at: the caller's (the ledger clock's), or the ledger's
     # latest recorded one if that is later (as the charge path does)
-    _FLOORED = ("COALESCE((SELECT CASE WHEN value > ? THEN value ELSE ? END FROM meta WHERE key=?), ?)")
+    _FLOORED = "COALESCE((SELECT CASE WHEN value > ? THEN value ELSE ? END FROM meta WHERE key=?), ?)"
 
     def _floor_args(self, period: str) -> tuple:
         pk = self._period_read(period)
@@ -637,9 +731,11 @@ class Ledger:
     def spent_both(self, role: str, period: str) -> tuple[float, float]:
         """(ε, δ) spent by ``role`` in the period a charge would go to now."""
         with self._rlock:
-            row = self._rdb.execute(f"SELECT spent_nano, delta_femto FROM spend WHERE role=? AND period={self._FLOORED}",
-                                    (role, *self._floor_args(period))).fetchone()
-        return ((row[0] / NANO, row[1] / FEMTO) if row else (0.0, 0.0))
+            row = self._rdb.execute(
+                f"SELECT spent_nano, delta_femto FROM spend WHERE role=? AND period={self._FLOORED}",
+                (role, *self._floor_args(period)),
+            ).fetchone()
+        return (row[0] / NANO, row[1] / FEMTO) if row else (0.0, 0.0)
 
     def spent_delta(self, role: str, period: str) -> float:
         return self.spent_both(role, period)[1]
@@ -656,24 +752,40 @@ class Ledger:
                 "(SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key='data_version'), 1) AS v) m "
                 f"LEFT JOIN spend s ON s.role=? AND s.period={self._FLOORED} "
                 "LEFT JOIN releases r ON r.role=? AND r.key=? AND r.data_version=m.v",
-                (role, *self._floor_args(period), role, key)).fetchone()
+                (role, *self._floor_args(period), role, key),
+            ).fetchone()
         dv, spent_n = row[0], row[1] or 0
-        return dv, spent_n / NANO, (self._stored(row[2:], role, key, dv, charged=False)
-                                    if row[2] is not None else None)
+        return (
+            dv,
+            spent_n / NANO,
+            (self._stored(row[2:], role, key, dv, charged=False) if row[2] is not None else None),
+        )
 
     @_named_faults
     def lookup(self, role: str, key: str, data_version: int) -> Stored | None:
         self._check()
         with self._rlock:
             row = self._rdb.execute(
-                "SELECT " + _RELEASE_COLS + " FROM releases "
-                "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
+                "SELECT " + _RELEASE_COLS + " FROM releases WHERE role=? AND key=? AND data_version=?",
+                (role, key, data_version),
+            ).fetchone()
         return self._stored(row, role, key, data_version, charged=False) if row else None
 
     @_named_faults
-    def charge_and_record(self, *, role: str, key: str, data_version: int, epsilon: float,
-                          budget: float, period: str, canonical: str, statement: str,
-                          mechanism: str, answer: dict) -> Stored:
+    def charge_and_record(
+        self,
+        *,
+        role: str,
+        key: str,
+        data_version: int,
+        epsilon: float,
+        budget: float,
+        period: str,
+        canonical: str,
+        statement: str,
+        mechanism: str,
+        answer: dict,
+    ) -> Stored:
         """Atomically: return the earlier release for this key, or charge ε and store
         ``answer``. Raises :class:`BudgetExceeded` (nothing written) if ε does not fit."""
         self._check()
@@ -684,22 +796,33 @@ class Ledger:
             with transaction(db):
                 pk = self._period_write(period, db)
                 # the release row first: UNIQUE (role, key, data_version) finds an earlier one
-                if not self._release_row(db, role, key, data_version, canonical, statement, eps_n, 0,
-                                         mechanism, body, pk, now):
+                if not self._release_row(
+                    db, role, key, data_version, canonical, statement, eps_n, 0, mechanism, body, pk, now
+                ):
                     row = db.execute(
                         "SELECT " + _RELEASE_COLS + " FROM releases "
-                        "WHERE role=? AND key=? AND data_version=?", (role, key, data_version)).fetchone()
+                        "WHERE role=? AND key=? AND data_version=?",
+                        (role, key, data_version),
+                    ).fetchone()
                     db.execute("COMMIT")
                     return self._stored(row, role, key, data_version, charged=False)
-                self._charge(db, role, pk, epsilon, budget, period)    # then the charge, if it fits
+                self._charge(db, role, pk, epsilon, budget, period)  # then the charge, if it fits
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
         return Stored(answer, epsilon, mechanism, now, charged=True)
 
     # -- reserve / record (the DP pipeline: fsync overlaps the scan) ----------
     @_named_faults
-    def reserve(self, *, role: str, epsilon: float, budget: float, period: str,
-                delta: float = 0.0, delta_budget: float = 0.0) -> Reservation:
+    def reserve(
+        self,
+        *,
+        role: str,
+        epsilon: float,
+        budget: float,
+        period: str,
+        delta: float = 0.0,
+        delta_budget: float = 0.0,
+    ) -> Reservation:
         """Charge ε (and δ) now, durably (fsync), before the answer exists. Raises
         :class:`BudgetExceeded` (nothing written) if either does not fit."""
         self._check()
@@ -709,8 +832,11 @@ class Ledger:
             with transaction(db):
                 pk = self._period_write(period, db)
                 spent_n, dspent = self._charge(db, role, pk, epsilon, budget, period, delta, delta_budget)
-                rid = db.execute("INSERT INTO reservations (role, period, epsilon_nano, created, delta_femto) "
-                                 "VALUES (?,?,?,?,?)", (role, pk, eps_n, time.time(), d_f)).lastrowid
+                rid = db.execute(
+                    "INSERT INTO reservations (role, period, epsilon_nano, created, delta_femto) "
+                    "VALUES (?,?,?,?,?)",
+                    (role, pk, eps_n, time.time(), d_f),
+                ).lastrowid
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
         return Reservation(rid, role, pk, eps_n, spent_n, delta_femto=d_f, delta_spent_femto=dspent)
@@ -721,28 +847,53 @@ class Ledger:
         if self._writer is None:
             with self._lock:
                 if self._writer is None:
-                    self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dpgate-ledger")
+                    self._writer = concurrent.futures.ThreadPoolExecutor(
+                        1, thread_name_prefix="dpgate-ledger"
+                    )
         return self._writer.submit(self.reserve, **kw)
 
     @_named_faults
-    def record(self, res: Reservation, *, key: str, data_version: int, canonical: str,
-               statement: str, mechanism: str, answer: dict) -> Stored | None:
+    def record(
+        self,
+        res: Reservation,
+        *,
+        key: str,
+        data_version: int,
+        canonical: str,
+        statement: str,
+        mechanism: str,
+        answer: dict,
+    ) -> Stored | None:
         """Store ``answer`` as the release the reservation paid for (the charge is already
         durable). An earlier release of the same key wins: it is returned and the
         reservation refunded. ``None`` if the reservation was cancelled meanwhile (the
         answer must not be sent)."""
-        self._check()                  # never an answer recorded into a lost ledger
+        self._check()  # never an answer recorded into a lost ledger
         body, now = encode_answer(answer), time.time()
         db = self._ndb
         with self._lock:
             if res.state != "open":
                 return None
             with transaction(db):
-                if not self._release_row(db, res.role, key, data_version, canonical, statement,
-                                         res.epsilon_nano, res.delta_femto, mechanism, body, res.period, now):
+                if not self._release_row(
+                    db,
+                    res.role,
+                    key,
+                    data_version,
+                    canonical,
+                    statement,
+                    res.epsilon_nano,
+                    res.delta_femto,
+                    mechanism,
+                    body,
+                    res.period,
+                    now,
+                ):
                     row = db.execute(
                         "SELECT " + _RELEASE_COLS + " FROM releases "
-                        "WHERE role=? AND key=? AND data_version=?", (res.role, key, data_version)).fetchone()
+                        "WHERE role=? AND key=? AND data_version=?",
+                        (res.role, key, data_version),
+                    ).fetchone()
                     self._refund(res, db)
                     db.execute("COMMIT")
                     res.state = "refunded"
@@ -750,8 +901,9 @@ class Ledger:
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
                 db.execute("COMMIT")
                 res.state = "recorded"
-        return Stored(answer, res.epsilon_nano / NANO, mechanism, now, charged=True,
-                      delta=res.delta_femto / FEMTO)
+        return Stored(
+            answer, res.epsilon_nano / NANO, mechanism, now, charged=True, delta=res.delta_femto / FEMTO
+        )
 
     @_named_faults
     def cancel(self, res: Reservation) -> None:
@@ -768,9 +920,11 @@ class Ledger:
     def cancel_soon(self, fut: concurrent.futures.Future) -> concurrent.futures.Future:
         """Cancel the reservation ``fut`` if it succeeded and is still open, on the
         writer thread (after the reserve itself: one thread, first in first out)."""
+
         def settle():
             if not fut.cancelled() and fut.exception() is None:
                 self.cancel(fut.result())
+
         assert self._writer is not None
         return self._writer.submit(settle)
 
@@ -784,23 +938,30 @@ class Ledger:
                 return
             with transaction(db):
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
-                db.execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason, delta_femto) "
-                           "VALUES (?,?,?,?,?,?)", (res.role, res.period, res.epsilon_nano, time.time(), reason,
-                                                   res.delta_femto))
+                db.execute(
+                    "INSERT INTO unreleased (role, period, epsilon_nano, created, reason, delta_femto) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (res.role, res.period, res.epsilon_nano, time.time(), reason, res.delta_femto),
+                )
                 db.execute("COMMIT")
             res.state = "spent"
 
-    def spend_soon(self, fut: concurrent.futures.Future, reason: str = "scan failed") -> concurrent.futures.Future:
+    def spend_soon(
+        self, fut: concurrent.futures.Future, reason: str = "scan failed"
+    ) -> concurrent.futures.Future:
         """``spend`` the reservation ``fut`` on the writer thread (as :meth:`cancel_soon`)."""
+
         def settle():
             if not fut.cancelled() and fut.exception() is None:
                 self.spend(fut.result(), reason)
+
         assert self._writer is not None
         return self._writer.submit(settle)
 
     @_named_faults
-    def charge_unreleased(self, *, role: str, epsilon: float, budget: float, period: str,
-                          reason: str = "scan failed") -> bool:
+    def charge_unreleased(
+        self, *, role: str, epsilon: float, budget: float, period: str, reason: str = "scan failed"
+    ) -> bool:
         """Charge ε for a scan that started and did not complete, on the paths that
         charge only after the scan (``charge_and_record``). False if ε no longer fits
         (a concurrent statement took the budget: nothing more can be charged)."""
@@ -813,12 +974,17 @@ class Ledger:
 
     def unreleased(self, role: str | None = None) -> list[dict]:
         """Charges spent without an answer (scans that timed out, were cancelled or failed)."""
-        q = ("SELECT role, period, epsilon_nano, created, reason, delta_femto FROM unreleased "
-             + ("WHERE role=? " if role else "") + "ORDER BY id")
+        q = (
+            "SELECT role, period, epsilon_nano, created, reason, delta_femto FROM unreleased "
+            + ("WHERE role=? " if role else "")
+            + "ORDER BY id"
+        )
         with self._lock:
             rows = self._db.execute(q, (role,) if role else ()).fetchall()
-        return [dict(role=r, period=p, epsilon=e / NANO, created=c, reason=w, delta=d / FEMTO)
-                for r, p, e, c, w, d in rows]
+        return [
+            dict(role=r, period=p, epsilon=e / NANO, created=c, reason=w, delta=d / FEMTO)
+            for r, p, e, c, w, d in rows
+        ]
 
     def _refund(self, res: Reservation, db=None) -> None:
         db = self._db if db is None else db
@@ -829,24 +995,36 @@ class Ledger:
     def open_reservations(self) -> list[dict]:
         """Charges whose answer was never recorded (a crash between reserve and record)."""
         with self._rlock:
-            rows = self._rdb.execute("SELECT role, period, epsilon_nano, created, delta_femto FROM reservations "
-                                     "ORDER BY id").fetchall()
-        return [dict(role=r, period=p, epsilon=e / NANO, created=c, delta=d / FEMTO) for r, p, e, c, d in rows]
+            rows = self._rdb.execute(
+                "SELECT role, period, epsilon_nano, created, delta_femto FROM reservations ORDER BY id"
+            ).fetchall()
+        return [
+            dict(role=r, period=p, epsilon=e / NANO, created=c, delta=d / FEMTO) for r, p, e, c, d in rows
+        ]
 
     # -- views --------------------------------------------------------------
     def budgets(self) -> list[tuple[str, str, float]]:
         with self._lock:
-            rows = self._db.execute("SELECT role, period, spent_nano FROM spend ORDER BY role, period").fetchall()
+            rows = self._db.execute(
+                "SELECT role, period, spent_nano FROM spend ORDER BY role, period"
+            ).fetchall()
         return [(r, p, s / NANO) for r, p, s in rows]
 
     def releases(self, role: str | None = None, limit: int = 1000) -> list[dict]:
-        q = ("SELECT role, created, statement, epsilon_nano, mechanism, data_version, delta_femto FROM releases "
-             + ("WHERE role=? " if role else "") + "ORDER BY id DESC LIMIT ?")
+        q = (
+            "SELECT role, created, statement, epsilon_nano, mechanism, data_version, delta_femto FROM releases "
+            + ("WHERE role=? " if role else "")
+            + "ORDER BY id DESC LIMIT ?"
+        )
         args = (role, limit) if role else (limit,)
         with self._lock:
             rows = self._db.execute(q, args).fetchall()
-        return [dict(role=r, created=c, statement=s, epsilon=e / NANO, mechanism=m, data_version=v,
-                     delta=d / FEMTO) for r, c, s, e, m, v, d in rows]
+        return [
+            dict(
+                role=r, created=c, statement=s, epsilon=e / NANO, mechanism=m, data_version=v, delta=d / FEMTO
+            )
+            for r, c, s, e, m, v, d in rows
+        ]
 
     def integrity_problems(self, *, full: bool = True) -> list[str]:
         """What is wrong with the ledger, one line each (none: it is whole): SQLite's own
@@ -858,28 +1036,41 @@ class Ledger:
         with self._lock:
             db = self._db
             if full:
-                out += [f"SQLite integrity check: {r[0]}" for r in db.execute("PRAGMA integrity_check").fetchall()
-                        if r[0] != "ok"]
+                out += [
+                    f"SQLite integrity check: {r[0]}"
+                    for r in db.execute("PRAGMA integrity_check").fetchall()
+                    if r[0] != "ok"
+                ]
             for col, unit, name in (("spent_nano", NANO, "ε"), ("delta_femto", FEMTO, "δ")) if full else ():
                 rcol = "epsilon_nano" if col == "spent_nano" else "delta_femto"
                 total = db.execute(f"SELECT COALESCE(SUM({col}),0) FROM spend").fetchone()[0]
-                parts = [db.execute(f"SELECT COALESCE(SUM({rcol}),0) FROM {t}").fetchone()[0]
-                         for t in ("releases", "reservations", "unreleased")]
+                parts = [
+                    db.execute(f"SELECT COALESCE(SUM({rcol}),0) FROM {t}").fetchone()[0]
+                    for t in ("releases", "reservations", "unreleased")
+                ]
                 if total != sum(parts):
-                    out.append(f"{name} spent {total / unit:g} in all, but stored releases, open reservations and "
-                               f"charges without an answer add up to {sum(parts) / unit:g}")
+                    out.append(
+                        f"{name} spent {total / unit:g} in all, but stored releases, open reservations and "
+                        f"charges without an answer add up to {sum(parts) / unit:g}"
+                    )
             if self._mac is not None:
-                for r, p, e, d, mac in db.execute("SELECT role, period, spent_nano, delta_femto, mac FROM spend "
-                                                  "ORDER BY role, period").fetchall():
+                for r, p, e, d, mac in db.execute(
+                    "SELECT role, period, spent_nano, delta_femto, mac FROM spend ORDER BY role, period"
+                ).fetchall():
                     if not Mac.same(mac, self._mac.spend(r, p, e, d)):
-                        out.append(f"the spend of role {r!r} in period {p} fails its MAC (altered outside dpgate)")
+                        out.append(
+                            f"the spend of role {r!r} in period {p} fails its MAC (altered outside dpgate)"
+                        )
                 if full:
                     for rid, r, k, dv, e, d, m, a, p, mac in db.execute(
-                            "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, "
-                            "period, mac FROM releases ORDER BY id").fetchall():
+                        "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, "
+                        "period, mac FROM releases ORDER BY id"
+                    ).fetchall():
                         if not Mac.same(mac, self._mac.release(r, k, dv, e, d, m, a, p)):
-                            out.append(f"release {rid} of role {r!r} fails its MAC (its answer or charge was "
-                                       "altered outside dpgate; it will not be served)")
+                            out.append(
+                                f"release {rid} of role {r!r} fails its MAC (its answer or charge was "
+                                "altered outside dpgate; it will not be served)"
+                            )
                     out += ladder_problems(db, self._mac)
         return out
 
@@ -911,18 +1102,19 @@ def open_ledger(config, state_dir: str | Path, *, sign: bool = True) -> Ledger:
         led.existed = True
     else:
         path = Path(state_dir) / "ledger.sqlite3"
-        existed = path.exists() and path.stat().st_size > 0     # before opening creates it
+        existed = path.exists() and path.stat().st_size > 0  # before opening creates it
         try:
             led = Ledger(path, key_file=key, sign=sign)
         except sqlite3.DatabaseError as e:
-            if (reason := no_write_reason(e, path)) is not None:     # the disk's state, not the file's
+            if (reason := no_write_reason(e, path)) is not None:  # the disk's state, not the file's
                 raise cannot_write(path, reason) from None
-            raise LedgerDamaged(f"{path} cannot be opened as a ledger ({e}); restore it from a backup") from None
-        led.existed = existed         # read by proxy.stores.ledger_guard.verify_at_start
+            raise LedgerDamaged(
+                f"{path} cannot be opened as a ledger ({e}); restore it from a backup"
+            ) from None
+        led.existed = existed  # read by proxy.stores.ledger_guard.verify_at_start
     for what in led.migrated:
         log.warning("ledger %s: %s", led._where(), what)
     return led
-
 
 
 # -- dpgate's views: indexed reads on a connection of their own ----------------

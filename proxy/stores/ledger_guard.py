@@ -28,6 +28,7 @@ lost, the proxy answers no DP statement until it is restarted.
 ``dpgate ledger init --i-know`` (:func:`init_identity`) writes a new identity
 into whatever ledger is there (empty, or a restored older copy) and logs it.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,10 @@ log = logging.getLogger("dpgate.ledger")
 
 ID_FILE = "ledger.id"
 DUCKDB_TABLE = "dpgate_ledger_identity"
-RECOVER = ("restore the ledger file (and its -wal) from a backup, or run `dpgate ledger init --i-know` "
-           "to start afresh with a new ledger identity")
+RECOVER = (
+    "restore the ledger file (and its -wal) from a backup, or run `dpgate ledger init --i-know` "
+    "to start afresh with a new ledger identity"
+)
 
 
 class LedgerLost(LedgerUnavailable):
@@ -85,7 +88,8 @@ def marks(ledger) -> tuple[int, int, int]:
             "SELECT (SELECT COALESCE(MAX(CAST(value AS BIGINT)),0) FROM meta WHERE key='charged_nano'), "
             "(SELECT COALESCE(SUM(spent_nano),0) FROM spend) - "
             "(SELECT COALESCE(SUM(epsilon_nano),0) FROM reservations), "
-            "(SELECT COALESCE(MAX(id),0) FROM releases)").fetchone()
+            "(SELECT COALESCE(MAX(id),0) FROM releases)"
+        ).fetchone()
     return int(charged), int(settled), int(top)
 
 
@@ -108,13 +112,13 @@ def read_state_file(state_dir: Path) -> dict | None:
 def write_state_file(state_dir: Path, ident: dict, hwm: tuple) -> None:
     p = Path(state_dir) / ID_FILE
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = p.with_name(f".{ID_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")   # proxies sharing the dir
+    tmp = p.with_name(f".{ID_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")  # proxies sharing the dir
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump({**ident, "charged_nano": hwm[0]}, f)
         os.replace(tmp, p)
-    except BaseException:             # (a full disk): no half-written file is left behind
+    except BaseException:  # (a full disk): no half-written file is left behind
         try:
             os.unlink(tmp)
         except OSError:
@@ -126,7 +130,9 @@ def backend_marker(backend) -> tuple[bool, dict | None]:
     """(whether the backend holds markers, the DuckDB file's identity row or None)."""
     if backend is None or getattr(backend, "dialect", None) != "duckdb" or backend.path == ":memory:":
         return False, None
-    rows = backend.query(f"SELECT table_name FROM information_schema.tables WHERE table_name = '{DUCKDB_TABLE}'")
+    rows = backend.query(
+        f"SELECT table_name FROM information_schema.tables WHERE table_name = '{DUCKDB_TABLE}'"
+    )
     if not rows:
         return True, None
     row = backend.query(f"SELECT ledger_id, created FROM {DUCKDB_TABLE} LIMIT 1")
@@ -137,7 +143,8 @@ def write_backend_marker(backend, ident: dict) -> None:
     backend.execute_script(
         f"CREATE TABLE IF NOT EXISTS {DUCKDB_TABLE} (ledger_id VARCHAR, created DOUBLE); "
         f"DELETE FROM {DUCKDB_TABLE}; "
-        f"INSERT INTO {DUCKDB_TABLE} VALUES ('{ident['id']}', {float(ident['created'])});")
+        f"INSERT INTO {DUCKDB_TABLE} VALUES ('{ident['id']}', {float(ident['created'])});"
+    )
 
 
 def _write_ledger_marker(ledger, ident: dict, *, replace: bool = True) -> None:
@@ -152,8 +159,9 @@ def _new_identity() -> dict:
 
 
 # -- start ----------------------------------------------------------------------
-def verify_at_start(ledger, state_dir: Path, backend=None, *, existed: bool = True,
-                    write: bool = True) -> dict | None:
+def verify_at_start(
+    ledger, state_dir: Path, backend=None, *, existed: bool = True, write: bool = True
+) -> dict | None:
     """Check (or, on a first start, create) the ledger identity; returns it.
     ``existed``: the SQLite file was there, non-empty, before it was opened.
     ``write=False`` (``dpgate ledger check``): check only; None if no identity yet."""
@@ -165,29 +173,46 @@ def verify_at_start(ledger, state_dir: Path, backend=None, *, existed: bool = Tr
     if mine is None:
         known = remembered or in_backend
         if known is not None:
-            what = ("is missing or empty" if ledger.dsn is None and not existed
-                    else "has no identity marker (truncated or re-created)")
-            raise LedgerLost(f"{here} {what}, but this state holds ledger {known['id']} "
-                             f"created {_when(known['created'])}")
+            what = (
+                "is missing or empty"
+                if ledger.dsn is None and not existed
+                else "has no identity marker (truncated or re-created)"
+            )
+            raise LedgerLost(
+                f"{here} {what}, but this state holds ledger {known['id']} created {_when(known['created'])}"
+            )
         if not write:
             return None
-        _write_ledger_marker(ledger, _new_identity(), replace=False)   # a first start (or an older ledger)
+        _write_ledger_marker(ledger, _new_identity(), replace=False)  # a first start (or an older ledger)
         mine = ledger_marker(ledger)
-        log.warning("ledger %s: new ledger identity %s%s", here, mine["id"],
-                    " (adopted: it predates ledger identities)" if has_history(ledger) else "")
+        log.warning(
+            "ledger %s: new ledger identity %s%s",
+            here,
+            mine["id"],
+            " (adopted: it predates ledger identities)" if has_history(ledger) else "",
+        )
     else:
         for name, other in (("the state dir's " + ID_FILE, remembered), ("the DuckDB file", in_backend)):
             if other is not None and other["id"] != mine["id"]:
-                raise LedgerLost(f"{here} is ledger {mine['id']} but {name} holds ledger {other['id']} "
-                                 "(the ledger was replaced)")
+                raise LedgerLost(
+                    f"{here} is ledger {mine['id']} but {name} holds ledger {other['id']} "
+                    "(the ledger was replaced)"
+                )
     now = marks(ledger)
-    if remembered is not None and remembered.get("id") == mine["id"] \
-            and now[0] < remembered.get("charged_nano", 0):
-        raise LedgerLost(f"{here} has charged ε {now[0] / 1e9:g} in all, less than the "
-                         f"{remembered['charged_nano'] / 1e9:g} this state dir saw: an older copy")
+    if (
+        remembered is not None
+        and remembered.get("id") == mine["id"]
+        and now[0] < remembered.get("charged_nano", 0)
+    ):
+        raise LedgerLost(
+            f"{here} has charged ε {now[0] / 1e9:g} in all, less than the "
+            f"{remembered['charged_nano'] / 1e9:g} this state dir saw: an older copy"
+        )
     if now[0] > 0 and not has_history(ledger):
-        raise LedgerLost(f"{here} has charged ε {now[0] / 1e9:g} but holds no spend and no release: "
-                         "its tables were truncated")
+        raise LedgerLost(
+            f"{here} has charged ε {now[0] / 1e9:g} but holds no spend and no release: "
+            "its tables were truncated"
+        )
     if not write:
         return mine
     try:
@@ -195,12 +220,15 @@ def verify_at_start(ledger, state_dir: Path, backend=None, *, existed: bool = Tr
     except OSError as e:
         if e.errno not in NO_WRITE:
             raise
-        if remembered is None or remembered.get("id") != mine["id"]:     # the identity must be kept
+        if remembered is None or remembered.get("id") != mine["id"]:  # the identity must be kept
             raise cannot_write(state_dir / ID_FILE, NO_WRITE[e.errno]) from None
         # the state file only lags the ledger's high-water mark (the ledger is the record):
         # the service starts, and the guard writes the mark once the disk takes it
-        log.warning("%s: %s; its high-water mark is written once the disk takes it",
-                    state_dir / ID_FILE, NO_WRITE[e.errno])
+        log.warning(
+            "%s: %s; its high-water mark is written once the disk takes it",
+            state_dir / ID_FILE,
+            NO_WRITE[e.errno],
+        )
     if has_backend and in_backend is None:
         write_backend_marker(backend, mine)
     return mine
@@ -210,14 +238,18 @@ def init_identity(ledger, state_dir: Path, backend=None) -> dict:
     """``dpgate ledger init --i-know``: a new identity for the ledger as it is now."""
     ident = _new_identity()
     _write_ledger_marker(ledger, ident)
-    with ledger._lock:              # the high-water mark restarts from the spend the ledger holds now
+    with ledger._lock:  # the high-water mark restarts from the spend the ledger holds now
         spend = ledger._db.execute("SELECT COALESCE(SUM(spent_nano),0) FROM spend").fetchone()[0]
         ledger._db.execute("INSERT OR REPLACE INTO meta VALUES ('charged_nano', ?)", (str(int(spend)),))
     write_state_file(Path(state_dir), ident, marks(ledger))
     if backend_marker(backend)[0]:
         write_backend_marker(backend, ident)
-    log.warning("ledger %s: NEW ledger identity %s written by `dpgate ledger init --i-know`; "
-                "ε charged so far: %g", where(ledger), ident["id"], marks(ledger)[0] / 1e9)
+    log.warning(
+        "ledger %s: NEW ledger identity %s written by `dpgate ledger init --i-know`; ε charged so far: %g",
+        where(ledger),
+        ident["id"],
+        marks(ledger)[0] / 1e9,
+    )
     return ident
 
 
@@ -248,8 +280,15 @@ class Guard:
                 st = os.stat(self.ledger.path)
                 same = (st.st_dev, st.st_ino) == self._file
                 ok = same and st.st_size > 0
-                what = "" if ok else ("was emptied while serving" if same else
-                                      "was replaced while serving (another file at its path)")
+                what = (
+                    ""
+                    if ok
+                    else (
+                        "was emptied while serving"
+                        if same
+                        else "was replaced while serving (another file at its path)"
+                    )
+                )
             except FileNotFoundError:
                 ok, what = False, "was deleted while serving"
             if not ok:
@@ -260,7 +299,7 @@ class Guard:
     def check_now(self) -> None:
         """The marker row and the high-water marks (a few small reads)."""
         if not self._check_lock.acquire(blocking=False):
-            return                       # another thread is checking
+            return  # another thread is checking
         try:
             self._next = time.monotonic() + self.interval
             try:
@@ -269,15 +308,19 @@ class Guard:
             except LedgerLost:
                 raise
             except LedgerUnavailable:
-                return                   # the ledger server is down: an outage, not a loss
-            except Exception as e:       # e.g. the Postgres schema or a table was dropped
+                return  # the ledger server is down: an outage, not a loss
+            except Exception as e:  # e.g. the Postgres schema or a table was dropped
                 self._lose(f"{where(self.ledger)} cannot be read ({str(e).splitlines()[0]})")
             if mine is None or mine.get("id") != self.ident["id"]:
-                self._lose(f"{where(self.ledger)} lost its identity marker (expected ledger {self.ident['id']})")
+                self._lose(
+                    f"{where(self.ledger)} lost its identity marker (expected ledger {self.ident['id']})"
+                )
             if any(n < h for n, h in zip(now, self._hwm)):
-                self._lose(f"{where(self.ledger)}'s spend went down (charged ε {now[0] / 1e9:g}, "
-                           f"settled ε {now[1] / 1e9:g}, last release {now[2]}; it was "
-                           f"{self._hwm[0] / 1e9:g}, {self._hwm[1] / 1e9:g}, {self._hwm[2]}): truncated")
+                self._lose(
+                    f"{where(self.ledger)}'s spend went down (charged ε {now[0] / 1e9:g}, "
+                    f"settled ε {now[1] / 1e9:g}, last release {now[2]}; it was "
+                    f"{self._hwm[0] / 1e9:g}, {self._hwm[1] / 1e9:g}, {self._hwm[2]}): truncated"
+                )
             if now != self._hwm:
                 saved, self._hwm = self._hwm, now
                 try:
@@ -301,8 +344,9 @@ def install(ledger, state_dir: Path, backend=None, *, interval: float = 2.0) -> 
     ident = verify_at_start(ledger, state_dir, backend, existed=getattr(ledger, "existed", True))
     problems = ledger.integrity_problems(full=False)
     if problems:
-        raise LedgerLost(f"{where(ledger)}: " + "; ".join(problems)
-                         + " — run `dpgate ledger check` for the full list")
+        raise LedgerLost(
+            f"{where(ledger)}: " + "; ".join(problems) + " — run `dpgate ledger check` for the full list"
+        )
     ledger.guard = Guard(ledger, state_dir, ident, interval=interval)
     return ledger.guard
 
@@ -317,8 +361,10 @@ def precheck(config, state_dir: Path) -> None:
         return
     known = read_state_file(Path(state_dir))
     if known is not None:
-        raise LedgerLost(f"{path} is missing or empty, but this state holds ledger {known['id']} "
-                         f"created {_when(known['created'])}")
+        raise LedgerLost(
+            f"{path} is missing or empty, but this state holds ledger {known['id']} "
+            f"created {_when(known['created'])}"
+        )
 
 
 class ReadOnlyDuckDB:
@@ -347,7 +393,7 @@ def check(config, state_dir: Path) -> tuple[bool, list[str]]:
         return _check(config, state_dir)
     except LedgerUnavailable as e:
         return False, [str(e).splitlines()[0] if str(e) else type(e).__name__]
-    except Exception as e:             # whatever else a damaged file raises: one line, never a traceback
+    except Exception as e:  # whatever else a damaged file raises: one line, never a traceback
         what = str(e).splitlines()[0] if str(e) else type(e).__name__
         return False, [f"the ledger cannot be read ({what}); {RECOVER}"]
 
@@ -368,7 +414,7 @@ def _check(config, state_dir: Path) -> tuple[bool, list[str]]:
         if duck.exists():
             try:
                 backend = ReadOnlyDuckDB(duck)
-            except Exception:        # held by the running proxy: its own guard watches it
+            except Exception:  # held by the running proxy: its own guard watches it
                 backend = None
     try:
         ledger = open_ledger(config, state_dir, sign=False)
@@ -389,8 +435,10 @@ def _check(config, state_dir: Path) -> tuple[bool, list[str]]:
         unsigned = "" if ledger.signed else "; not yet protected by a MAC (the next `dpgate serve` signs it)"
         if ident is None:
             return True, [f"{where(ledger)}: ok, no identity yet (written at the next start){unsigned}"]
-        return True, [f"{where(ledger)}: ok, ledger {ident['id']} created {_when(ident['created'])}, "
-                      f"ε charged {charged / 1e9:g} in all, {settled / 1e9:g} for stored releases{unsigned}"]
+        return True, [
+            f"{where(ledger)}: ok, ledger {ident['id']} created {_when(ident['created'])}, "
+            f"ε charged {charged / 1e9:g} in all, {settled / 1e9:g} for stored releases{unsigned}"
+        ]
     finally:
         ledger.close()
         if backend is not None:

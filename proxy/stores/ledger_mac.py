@@ -14,6 +14,7 @@ a wrong or missing key is found when the ledger is opened.
 The message of a MAC is its fields, each preceded by its length, so no two rows
 share one.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -87,21 +88,50 @@ class Mac:
     def spend(self, role: str, period: str, spent_nano: int, delta_femto: int) -> str:
         return self._mac("spend", role, period, int(spent_nano), int(delta_femto))
 
-    def release(self, role: str, key: str, data_version: int, epsilon_nano: int, delta_femto: int,
-                mechanism: str, answer: str, period: str) -> str:
-        return self._mac("release", role, key, int(data_version), int(epsilon_nano), int(delta_femto),
-                         mechanism, answer, period)
+    def release(
+        self,
+        role: str,
+        key: str,
+        data_version: int,
+        epsilon_nano: int,
+        delta_femto: int,
+        mechanism: str,
+        answer: str,
+        period: str,
+    ) -> str:
+        return self._mac(
+            "release",
+            role,
+            key,
+            int(data_version),
+            int(epsilon_nano),
+            int(delta_femto),
+            mechanism,
+            answer,
+            period,
+        )
 
     def derived(self, purpose: str) -> str:
         """A secret for ``purpose`` derived from the key: never stored in the ledger nor
         sent to any database, so no statement log can hold it."""
         return self._mac("derived secret", purpose)
 
-    def ladder(self, ladder: str, qkey: str, data_version: int, canonical: str, statement: str,
-               version: str, levels: str, body: str) -> str:
+    def ladder(
+        self,
+        ladder: str,
+        qkey: str,
+        data_version: int,
+        canonical: str,
+        statement: str,
+        version: str,
+        levels: str,
+        body: str,
+    ) -> str:
         """A multi-tier ladder's row (:mod:`proxy.stores.ladder_store`): its identity and the
         stored texts of its ε set, levels and raw chain values."""
-        return self._mac("ladder", ladder, qkey, int(data_version), canonical, statement, version, levels, body)
+        return self._mac(
+            "ladder", ladder, qkey, int(data_version), canonical, statement, version, levels, body
+        )
 
     @staticmethod
     def same(a: str | None, b: str) -> bool:

@@ -23,17 +23,18 @@ forms, keeping every guarantee:
 
 The tables live in their own schema (``[ledger] schema``, default ``dpgate``).
 """
+
 from __future__ import annotations
 
 import re
 
-
 import psycopg
-from psycopg import pq, sql as pgsql
+from psycopg import pq
+from psycopg import sql as pgsql
 
 from .errors import LedgerFault, LedgerUnavailable
 
-LOCK_KEY = 0x64706761      # "dpga": the advisory lock every proxy's ledger writes take
+LOCK_KEY = 0x64706761  # "dpga": the advisory lock every proxy's ledger writes take
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -68,21 +69,25 @@ CREATE TABLE IF NOT EXISTS mt_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _JSON = re.compile(r"json_extract\((\w+), '\$\.(\w+)\.(\w+)'\)")
-_RETURNS_ID = re.compile(r"^\s*INSERT\s+INTO\s+(releases|reservations|mt_ladders)\b(?!.*\bRETURNING\b)",
-                         re.IGNORECASE | re.DOTALL)
+_RETURNS_ID = re.compile(
+    r"^\s*INSERT\s+INTO\s+(releases|reservations|mt_ladders)\b(?!.*\bRETURNING\b)", re.IGNORECASE | re.DOTALL
+)
 
 
 def translate(sql: str) -> str:
     """SQLite SQL of the stores → Postgres SQL (parameters ``?`` → ``%s``)."""
     s = sql.strip()
     if s.startswith("INSERT OR REPLACE INTO meta"):
-        s = s.replace("INSERT OR REPLACE INTO meta", "INSERT INTO meta", 1) + \
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        s = (
+            s.replace("INSERT OR REPLACE INTO meta", "INSERT INTO meta", 1)
+            + " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
     elif s.startswith("INSERT OR IGNORE INTO"):
         s = s.replace("INSERT OR IGNORE INTO", "INSERT INTO", 1) + " ON CONFLICT DO NOTHING"
-    if "INTO spend" in s and "DO UPDATE" in s:     # the existing row, named (Postgres: ambiguous)
-        s = s.replace("= spent_nano +", "= spend.spent_nano +").replace("WHERE spent_nano +",
-                                                                       "WHERE spend.spent_nano +")
+    if "INTO spend" in s and "DO UPDATE" in s:  # the existing row, named (Postgres: ambiguous)
+        s = s.replace("= spent_nano +", "= spend.spent_nano +").replace(
+            "WHERE spent_nano +", "WHERE spend.spent_nano +"
+        )
     s = _JSON.sub(r"(\1::jsonb #>> '{\2,\3}')", s)
     s = s.replace("instr(", "strpos(")
     if _RETURNS_ID.match(s):
@@ -125,11 +130,18 @@ class PgConnection:
     def _connect(self):
         try:
             # a ledger server that vanishes (no RST) fails calls within seconds, not never
-            con = psycopg.connect(self._dsn, autocommit=True, connect_timeout=5, keepalives=1,
-                                  keepalives_idle=5, keepalives_interval=2, keepalives_count=3,
-                                  tcp_user_timeout=10_000)
+            con = psycopg.connect(
+                self._dsn,
+                autocommit=True,
+                connect_timeout=5,
+                keepalives=1,
+                keepalives_idle=5,
+                keepalives_interval=2,
+                keepalives_count=3,
+                tcp_user_timeout=10_000,
+            )
             ident = pgsql.Identifier(self._schema)
-            with con.transaction():                   # proxies starting together: one creates it
+            with con.transaction():  # proxies starting together: one creates it
                 con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 con.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
             con.execute(pgsql.SQL("SET search_path TO {}").format(ident))
@@ -141,8 +153,10 @@ class PgConnection:
 
     @property
     def in_transaction(self) -> bool:
-        return self._con.info.transaction_status not in (pq.TransactionStatus.IDLE,
-                                                         pq.TransactionStatus.UNKNOWN)
+        return self._con.info.transaction_status not in (
+            pq.TransactionStatus.IDLE,
+            pq.TransactionStatus.UNKNOWN,
+        )
 
     def execute(self, sql: str, params=()) -> PgCursor:
         """One statement. A connection found dead outside a transaction (the
@@ -155,12 +169,17 @@ class PgConnection:
         idle = not self.in_transaction
         try:
             return self._execute(sql, params)
-        except psycopg.errors.DiskFull:             # named, one line (issue 24): not an internal error
-            raise LedgerFault("53100", "the privacy ledger cannot write: its database server's disk is full; "
-                                       "no answer was released") from None
+        except psycopg.errors.DiskFull:  # named, one line (issue 24): not an internal error
+            raise LedgerFault(
+                "53100",
+                "the privacy ledger cannot write: its database server's disk is full; no answer was released",
+            ) from None
         except psycopg.errors.LockNotAvailable:
-            raise LedgerFault("55P03", "the privacy ledger is locked (lock timeout on its database server); "
-                                       "no answer was released; try again shortly") from None
+            raise LedgerFault(
+                "55P03",
+                "the privacy ledger is locked (lock timeout on its database server); "
+                "no answer was released; try again shortly",
+            ) from None
         except psycopg.OperationalError:
             if idle and self._con.broken:
                 self._con = self._connect()
@@ -184,11 +203,13 @@ class PgConnection:
 
     def _pragma(self, s: str) -> PgCursor:
         cur = self._con.cursor()
-        setting = {"PRAGMA synchronous=NORMAL": "SET synchronous_commit = off",
-                   "PRAGMA synchronous=FULL": "SET synchronous_commit = on"}.get(s)
+        setting = {
+            "PRAGMA synchronous=NORMAL": "SET synchronous_commit = off",
+            "PRAGMA synchronous=FULL": "SET synchronous_commit = on",
+        }.get(s)
         if setting is not None:
             cur.execute(setting)
-            self._settings.append(setting)            # kept across a reconnect
+            self._settings.append(setting)  # kept across a reconnect
         elif s == "PRAGMA integrity_check":
             cur.execute("SELECT 'ok'")
         return PgCursor(cur, False)

@@ -44,6 +44,7 @@ Older formats are still read: format 1 (``"1:<base64 of zlib(payload)>"``, nothi
 and plain JSON with no :data:`PACKED` member (written before format 1), so an old
 release is still served as a repeat.
 """
+
 from __future__ import annotations
 
 import base64
@@ -59,19 +60,23 @@ import numpy as np
 from . import json_pieces
 from .answer import ColumnarAnswer
 
-PACKED = "~packed"          # the member holding the packed cells (never an answer's own key)
-VERSION = 2                 # written; format 1 (everything compressed) is still read
-PACK_MIN_CELLS = 64         # smaller answers stay plain JSON (a few hundred bytes: nothing to gain)
-RAW_BITS = 7.9              # a byte plane this random (bits per byte) is stored, not compressed
-RAW_MIN_CELLS = 1024        # below this many cells every plane is compressed (a sample too small to tell)
+PACKED = "~packed"  # the member holding the packed cells (never an answer's own key)
+VERSION = 2  # written; format 1 (everything compressed) is still read
+PACK_MIN_CELLS = 64  # smaller answers stay plain JSON (a few hundred bytes: nothing to gain)
+RAW_BITS = 7.9  # a byte plane this random (bits per byte) is stored, not compressed
+RAW_MIN_CELLS = 1024  # below this many cells every plane is compressed (a sample too small to tell)
 _U32 = struct.Struct("<I")
 _LITTLE = sys.byteorder == "little"
 
 
 def encode_answer(answer: dict) -> str:
     """The text stored in ``releases.answer`` for ``answer`` (format 1 when it is large)."""
-    if isinstance(answer, ColumnarAnswer) and answer.columns is not None and answer.n >= PACK_MIN_CELLS \
-            and not dict.__contains__(answer, PACKED):       # its columns as they are (the same bytes)
+    if (
+        isinstance(answer, ColumnarAnswer)
+        and answer.columns is not None
+        and answer.n >= PACK_MIN_CELLS
+        and not dict.__contains__(answer, PACKED)
+    ):  # its columns as they are (the same bytes)
         n, (kcols, vcols) = answer.n, answer.columns
         widths, columns = (len(kcols), len(vcols)), [*kcols, *vcols]
     else:
@@ -80,8 +85,9 @@ def encode_answer(answer: dict) -> str:
         if widths is None or PACKED in answer:
             return json.dumps(answer)
         n = len(keys)
-        columns = [[row[i] for row in keys] for i in range(widths[0])] + \
-                  [[row[i] for row in values] for i in range(widths[1])]
+        columns = [[row[i] for row in keys] for i in range(widths[0])] + [
+            [row[i] for row in values] for i in range(widths[1])
+        ]
     types, blobs = [], []
     for col in columns:
         t, blob = _pack_column(col)
@@ -91,8 +97,10 @@ def encode_answer(answer: dict) -> str:
     kept, tail = [], []
     for t, blob, mask in zip(types, blobs, raw):
         w = _plane_width(t)
-        kept.append(b"".join(blob[i * n:(i + 1) * n] for i in range(w) if not mask >> i & 1) if mask else blob)
-        tail.extend(blob[i * n:(i + 1) * n] for i in range(w) if mask >> i & 1)
+        kept.append(
+            b"".join(blob[i * n : (i + 1) * n] for i in range(w) if not mask >> i & 1) if mask else blob
+        )
+        tail.extend(blob[i * n : (i + 1) * n] for i in range(w) if mask >> i & 1)
     head = {"n": n, "widths": list(widths), "types": types}
     if any(raw):
         head["raw"] = raw
@@ -125,7 +133,7 @@ def _raw_planes(t: str, blob: bytes, n: int) -> int:
     w = _plane_width(t)
     if w == 0 or n < RAW_MIN_CELLS:
         return 0
-    planes = np.frombuffer(blob, dtype=np.uint8).reshape(w, n)[:, ::max(1, n // 4096)]
+    planes = np.frombuffer(blob, dtype=np.uint8).reshape(w, n)[:, :: max(1, n // 4096)]
     mask = 0
     for i, plane in enumerate(planes):
         counts = np.bincount(plane, minlength=256)
@@ -138,7 +146,7 @@ def _raw_planes(t: str, blob: bytes, n: int) -> int:
 def decode_answer(text: str | bytes) -> dict:
     """The answer stored as ``text`` (format 2 or 1, or the plain JSON written before them);
     ValueError for a format it does not know or a packed member that does not add up."""
-    doc = json_pieces.loads(text)       # (an old plain answer: in pieces, see json_pieces)
+    doc = json_pieces.loads(text)  # (an old plain answer: in pieces, see json_pieces)
     packed = doc.pop(PACKED, None) if isinstance(doc, dict) else None
     if packed is None:
         return doc
@@ -150,9 +158,9 @@ def decode_answer(text: str | bytes) -> dict:
         payload, tail = zlib.decompress(data), b""
     else:
         (zlen,) = _U32.unpack_from(data, 0)
-        payload, tail = zlib.decompress(data[4:4 + zlen]), memoryview(data)[4 + zlen:]
+        payload, tail = zlib.decompress(data[4 : 4 + zlen]), memoryview(data)[4 + zlen :]
     (hlen,) = _U32.unpack_from(payload, 0)
-    header = json.loads(payload[4:4 + hlen])
+    header = json.loads(payload[4 : 4 + hlen])
     n, (k, m), types = header["n"], header["widths"], header["types"]
     raw = header.get("raw") or [0] * len(types)
     if len(raw) != len(types):
@@ -160,16 +168,16 @@ def decode_answer(text: str | bytes) -> dict:
     pos, at, columns = 4 + hlen, 0, []
     for t, mask in zip(types, raw):
         (size,) = _U32.unpack_from(payload, pos)
-        data = payload[pos + 4:pos + 4 + size]
+        data = payload[pos + 4 : pos + 4 + size]
         pos += 4 + size
-        if mask:                            # format 2: some planes stored after the compressed part
+        if mask:  # format 2: some planes stored after the compressed part
             planes, kept = [], 0
             for i in range(_plane_width(t)):
                 if mask >> i & 1:
-                    planes.append(bytes(tail[at:at + n]))
+                    planes.append(bytes(tail[at : at + n]))
                     at += n
                 else:
-                    planes.append(data[kept:kept + n])
+                    planes.append(data[kept : kept + n])
                     kept += n
             if any(len(p) != n for p in planes):
                 raise ValueError("stored answer: a byte plane is cut short")
@@ -204,11 +212,11 @@ def _unplanes(data: bytes, width: int) -> bytes:
     n = len(data) // width
     out = bytearray(len(data))
     for i in range(width):
-        out[i::width] = data[i * n:(i + 1) * n]
+        out[i::width] = data[i * n : (i + 1) * n]
     return bytes(out)
 
 
-_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}          # signed array typecodes by width in bytes
+_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}  # signed array typecodes by width in bytes
 for _w, _c in _CODES.items():
     assert array(_c).itemsize == _w
 
@@ -226,28 +234,39 @@ def _pack_column(col) -> tuple[str, bytes]:
     numpy where the first differences cannot overflow int64 (every value within int32);
     else in Python ints, as exactly. A numpy column (a :class:`~.answer.ColumnarAnswer`'s)
     is packed as its ``tolist()`` would be: int64 as Python ints, float64 as floats."""
-    if isinstance(col, np.ndarray) and not (col.ndim == 1 and len(col) and col.dtype in (np.int64, np.float64)):
+    if isinstance(col, np.ndarray) and not (
+        col.ndim == 1 and len(col) and col.dtype in (np.int64, np.float64)
+    ):
         col = col.tolist()
-    kinds = ({int} if col.dtype == np.int64 else {float}) if isinstance(col, np.ndarray) else set(map(type, col))
+    kinds = (
+        ({int} if col.dtype == np.int64 else {float}) if isinstance(col, np.ndarray) else set(map(type, col))
+    )
     if kinds == {int}:
         try:
             v = np.array(col, dtype=np.int64)
-        except OverflowError:                       # beyond int64: no width holds it
+        except OverflowError:  # beyond int64: no width holds it
             return "j", json.dumps(list(col)).encode()
         lo, hi = int(v.min()), int(v.max())
         if -(1 << 31) <= lo and hi < (1 << 31):
             d = np.empty_like(v)
             d[0] = v[0]
             np.subtract(v[1:], v[:-1], out=d[1:])
-            fits = [(w, rank, tag, x) for rank, (tag, x, a, b) in enumerate(
-                (("i", v, lo, hi), ("D", d, int(d.min()), int(d.max()))))
-                if (w := _width(a, b)) is not None]
+            fits = [
+                (w, rank, tag, x)
+                for rank, (tag, x, a, b) in enumerate(
+                    (("i", v, lo, hi), ("D", d, int(d.min()), int(d.max())))
+                )
+                if (w := _width(a, b)) is not None
+            ]
         else:
             col = col.tolist() if isinstance(col, np.ndarray) else col
             deltas = [col[0], *map(int.__sub__, col[1:], col[:-1])]
-            fits = [(w, rank, tag, x) for rank, (tag, x) in enumerate((("i", v), ("D", deltas)))
-                    if (w := _width(min(x), max(x))) is not None]
-        w, _, tag, x = min(fits, key=lambda f: f[:2])   # the narrower; the values themselves on a tie
+            fits = [
+                (w, rank, tag, x)
+                for rank, (tag, x) in enumerate((("i", v), ("D", deltas)))
+                if (w := _width(min(x), max(x))) is not None
+            ]
+        w, _, tag, x = min(fits, key=lambda f: f[:2])  # the narrower; the values themselves on a tie
         return f"{tag}{w}", _np_planes(np.asarray(x, dtype=f"<i{w}"), w)
     if kinds == {float}:
         return "d", _np_planes(np.array(col, dtype="<f8"), 8)

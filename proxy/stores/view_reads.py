@@ -1,6 +1,7 @@
 """The ledger reads behind dpgate's views (``dpgate.budget``, ``dpgate.releases``):
 indexed queries, O(answer) not O(history), on a connection of their own so a view
 read never holds up a DP statement's ledger work (:mod:`proxy.pipeline.views`)."""
+
 from __future__ import annotations
 
 import threading
@@ -14,8 +15,14 @@ CREATE INDEX IF NOT EXISTS releases_created ON releases (created);
 """
 
 # the view columns a release query may filter or sort on → the ledger's column
-VIEW_RELEASE_COLUMNS = {"role": "role", "statement": "statement", "mechanism": "mechanism",
-                        "data_version": "data_version", "epsilon": "epsilon_nano", "released_at": "created"}
+VIEW_RELEASE_COLUMNS = {
+    "role": "role",
+    "statement": "statement",
+    "mechanism": "mechanism",
+    "data_version": "data_version",
+    "epsilon": "epsilon_nano",
+    "released_at": "created",
+}
 _VIEW_OPS = ("=", "<", "<=", ">", ">=", "IN")
 
 
@@ -55,25 +62,37 @@ class ViewReads:
         out = {}
         with self._lock:
             db = self._conn()
-            floors = {k.split(":", 1)[1]: v for k, v in db.execute(
-                "SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()}
+            floors = {
+                k.split(":", 1)[1]: v
+                for k, v in db.execute("SELECT key, value FROM meta WHERE key LIKE 'period:%'").fetchall()
+            }
             current = {p: self._led.period_now(p, floors.get(p)) for p in {p for _, p in pairs}}
             keys = {(r, current[p]): (r, p) for r, p in pairs}
             out = {pair: (0.0, 0.0, current[pair[1]]) for pair in pairs}
             items = sorted(keys)
-            for i in range(0, len(items), 400):            # SQLite's parameter limit
-                chunk = items[i:i + 400]
-                rows = db.execute("SELECT role, period, spent_nano, delta_femto FROM spend WHERE role IN ("
-                                  + ",".join("?" * len(chunk)) + ") AND period IN ("
-                                  + ",".join("?" * len({p for _, p in chunk})) + ")",
-                                  [r for r, _ in chunk] + sorted({p for _, p in chunk})).fetchall()
+            for i in range(0, len(items), 400):  # SQLite's parameter limit
+                chunk = items[i : i + 400]
+                rows = db.execute(
+                    "SELECT role, period, spent_nano, delta_femto FROM spend WHERE role IN ("
+                    + ",".join("?" * len(chunk))
+                    + ") AND period IN ("
+                    + ",".join("?" * len({p for _, p in chunk}))
+                    + ")",
+                    [r for r, _ in chunk] + sorted({p for _, p in chunk}),
+                ).fetchall()
                 for r, p, s, d in rows:
                     if (r, p) in keys:
                         out[keys[(r, p)]] = (s / NANO, d / FEMTO, p)
         return out
 
-    def release_rows(self, *, roles: list[str] | None, where: list[tuple[str, str, object]] = (),
-                     order: list[tuple[str, bool]] = (), limit: int | None = None) -> list[tuple]:
+    def release_rows(
+        self,
+        *,
+        roles: list[str] | None,
+        where: list[tuple[str, str, object]] = (),
+        order: list[tuple[str, bool]] = (),
+        limit: int | None = None,
+    ) -> list[tuple]:
         """Releases as (role, created, statement, ε in nano-ε, mechanism, data version), most
         recent first unless ``order`` (view column, descending?) says otherwise.
         ``roles`` None means every role; ``where`` holds exact (view column, op,
@@ -96,16 +115,20 @@ class ViewReads:
             else:
                 conds.append(f"{name} {op} ?")
                 args.append(value)
-        text = ' COLLATE "C"' if self._led.dsn is not None else ""   # Postgres: byte order, as DuckDB
+        text = ' COLLATE "C"' if self._led.dsn is not None else ""  # Postgres: byte order, as DuckDB
         keys = []
         for col, desc in order:
             name = VIEW_RELEASE_COLUMNS[col]
             coll = text if name in ("role", "statement", "mechanism") else ""
             keys.append(f"{name}{coll} {'DESC' if desc else 'ASC'}")
         keys = keys or ["created DESC", "id DESC"]
-        q = ("SELECT role, created, statement, epsilon_nano, mechanism, data_version FROM releases"
-             + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY " + ", ".join(keys)
-             + (" LIMIT ?" if limit is not None else ""))
+        q = (
+            "SELECT role, created, statement, epsilon_nano, mechanism, data_version FROM releases"
+            + (" WHERE " + " AND ".join(conds) if conds else "")
+            + " ORDER BY "
+            + ", ".join(keys)
+            + (" LIMIT ?" if limit is not None else "")
+        )
         if limit is not None:
             args.append(int(limit))
         with self._lock:

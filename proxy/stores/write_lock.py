@@ -1,5 +1,6 @@
 """The ledger's write transactions: ``BEGIN IMMEDIATE`` with a short wait for another
 process's write lock (``serve --workers N`` on one SQLite ledger)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -46,5 +47,3 @@ def begin_immediate(db) -> None:
             delay = min(2 * delay, 0.001)
     finally:
         db.execute(f"PRAGMA busy_timeout={int(timeout_ms)}")
-
-

@@ -1,14 +1,16 @@
 """Interface between the wire layer and the query orchestrator."""
+
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from collections.abc import Sequence
-from typing import Awaitable, Callable, Literal, Protocol
+from typing import Literal, Protocol
 
 
 @dataclass(frozen=True)
 class Column:
     """One output column."""
+
     name: str
     type_oid: int  # see proxy.wire.types
 
@@ -59,7 +61,9 @@ class EncodedRows(Sequence):
 
     __slots__ = ("data", "formats", "count", "_values", "_rows")
 
-    def __init__(self, data: bytes, formats: tuple[int, ...], count: int, values: Callable[[], Sequence]) -> None:
+    def __init__(
+        self, data: bytes, formats: tuple[int, ...], count: int, values: Callable[[], Sequence]
+    ) -> None:
         self.data, self.formats, self.count = data, tuple(formats), count
         self._values, self._rows = values, None
 
@@ -95,6 +99,7 @@ class CopyFormat:
     ``kind`` text, csv or binary, and the text/CSV options (None: the format's default —
     tab / ``\\N`` for text, comma / empty string / ``"`` for CSV). ``force_quote``: the
     indexes of the columns whose non-NULL values are always quoted (CSV)."""
+
     kind: str = "text"
     header: bool = False
     delimiter: str | None = None
@@ -107,9 +112,12 @@ class CopyFormat:
 @dataclass
 class Result:
     """Result of one statement."""
+
     command_tag: str  # e.g. "SELECT 3", "SET", "BEGIN", "SHOW"
     columns: list[Column] | None = None  # None -> no RowDescription (command without rows)
-    rows: list[tuple] = field(default_factory=list)  # Python values (or ColumnRows); encoded per column type/format
+    rows: list[tuple] = field(
+        default_factory=list
+    )  # Python values (or ColumnRows); encoded per column type/format
     notices: list[str] = field(default_factory=list)  # NoticeResponse (NOTICE, 00000) before rows
     parameter_status: dict[str, str] = field(default_factory=dict)  # -> ParameterStatus
     copy: CopyFormat | None = None  # the rows are sent as COPY … TO STDOUT (no RowDescription)
@@ -124,8 +132,15 @@ class Description:
 class SqlError(Exception):
     """An error reported to the client as ErrorResponse."""
 
-    def __init__(self, sqlstate: str, message: str, *, detail: str | None = None,
-                 hint: str | None = None, severity: str = "ERROR"):
+    def __init__(
+        self,
+        sqlstate: str,
+        message: str,
+        *,
+        detail: str | None = None,
+        hint: str | None = None,
+        severity: str = "ERROR",
+    ):
         super().__init__(message)
         self.sqlstate = sqlstate
         self.message = message

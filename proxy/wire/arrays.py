@@ -4,13 +4,14 @@ Text format: ``{1,2,NULL}``, ``{"a b","c\\"d"}`` (elements decoded as the elemen
 binary format: ndim, has-null flag, element OID, (length, lower bound), then
 length-prefixed elements. Multidimensional arrays are refused (0A000).
 """
+
 from __future__ import annotations
 
 import struct
 
 from .api import SqlError
 
-MAX_ELEMENTS = 100_000        # the rewriter's IN-list cap is far lower; this only bounds decoding
+MAX_ELEMENTS = 100_000  # the rewriter's IN-list cap is far lower; this only bounds decoding
 
 
 def _bad(oid: int) -> SqlError:
@@ -78,7 +79,7 @@ def decode_binary(oid: int, elem: int, data: bytes, decode_elem) -> list:
                 continue
             if pos + size > len(data):
                 raise ValueError
-            out.append(decode_elem(elem, data[pos:pos + size]))
+            out.append(decode_elem(elem, data[pos : pos + size]))
             pos += size
         if pos != len(data):
             raise ValueError

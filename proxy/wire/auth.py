@@ -4,6 +4,7 @@ Verifier format (as in pg_authid.rolpassword)::
 
     SCRAM-SHA-256$<iterations>:<b64 salt>$<b64 StoredKey>:<b64 ServerKey>
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,7 +25,7 @@ class AuthFailed(Exception):
     """Authentication failed; always reported as 28P01 with a user-agnostic message."""
 
     def __init__(self, user: str):
-        super().__init__(f"password authentication failed for user \"{user}\"")
+        super().__init__(f'password authentication failed for user "{user}"')
         self.sqlstate = INVALID_PASSWORD
         self.message = str(self)
 
@@ -48,8 +49,12 @@ def parse_verifier(text: str) -> Verifier:
         iter_salt, keys = rest.split("$", 1)
         iters, salt = iter_salt.split(":", 1)
         stored, server = keys.split(":", 1)
-        v = Verifier(int(iters), base64.b64decode(salt, validate=True),
-                     base64.b64decode(stored, validate=True), base64.b64decode(server, validate=True))
+        v = Verifier(
+            int(iters),
+            base64.b64decode(salt, validate=True),
+            base64.b64decode(stored, validate=True),
+            base64.b64decode(server, validate=True),
+        )
     except (ValueError, TypeError) as e:
         raise ValueError("malformed SCRAM verifier") from e
     if mech != MECHANISM or v.iterations < 1 or len(v.stored_key) != 32 or len(v.server_key) != 32:
@@ -60,7 +65,8 @@ def parse_verifier(text: str) -> Verifier:
 def make_verifier(password: str, iterations: int = 4096, salt: bytes | None = None) -> str:
     """Create a Postgres-format SCRAM-SHA-256 verifier for ``password``."""
     salt, stored, server, i = ScramMechanism(MECHANISM).make_auth_info(
-        password, iteration_count=iterations, salt=salt)
+        password, iteration_count=iterations, salt=salt
+    )
     return str(Verifier(i, salt, stored, server))
 
 
@@ -119,6 +125,7 @@ class ScramExchange:
 @dataclass
 class StaticAuthenticator:
     """Simple Authenticator: ``users`` maps role -> verifier; ``trust`` roles skip passwords."""
+
     users: dict[str, str] = field(default_factory=dict)
     trust: set[str] = field(default_factory=set)
     trust_all: bool = False

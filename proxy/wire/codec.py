@@ -11,6 +11,7 @@ event: the session refuses it (54000) and stays usable. The length field is chec
 before anything is buffered, so the parser never holds more than one message of at most
 ``max_message_size`` bytes plus one read, whatever length a client claims.
 """
+
 from __future__ import annotations
 
 import struct
@@ -43,7 +44,7 @@ class _Reader:
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise ProtocolViolation("insufficient data left in message")
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -60,12 +61,12 @@ class _Reader:
         end = self.data.find(b"\x00", self.pos)
         if end < 0:
             raise ProtocolViolation("invalid string in message")
-        raw = self.data[self.pos:end]
+        raw = self.data[self.pos : end]
         self.pos = end + 1
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ProtocolViolation("invalid byte sequence for encoding \"UTF8\"") from None
+            raise ProtocolViolation('invalid byte sequence for encoding "UTF8"') from None
 
     def count(self) -> int:
         n = self.int16()
@@ -84,15 +85,18 @@ class _Reader:
 class FrontendParser:
     """Incremental parser for frontend (client -> server) messages."""
 
-    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                 max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE):
+    def __init__(
+        self,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE,
+    ):
         self.max_message_size = max_message_size
         self.max_statement_size = max_statement_size
         self.startup_phase = True
         self._buf = bytearray()
         self._dead = False
-        self._discard = 0                                       # bytes of a too-long statement still to drop
-        self._too_long: m.StatementTooLong | None = None        # its event, once dropped
+        self._discard = 0  # bytes of a too-long statement still to drop
+        self._too_long: m.StatementTooLong | None = None  # its event, once dropped
 
     def feed(self, data: bytes) -> None:
         self._buf += data
@@ -138,8 +142,9 @@ class FrontendParser:
             return m.CancelRequest(pid, secret)
         if code >> 16 != 3:
             raise ProtocolViolation(
-                f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: "
-                "server supports 3.0 to 3.0", "0A000")
+                f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: server supports 3.0 to 3.0",
+                "0A000",
+            )
         params: dict[str, str] = {}
         while True:
             key = r.cstr()
@@ -171,18 +176,23 @@ class FrontendParser:
         if length < 4:
             raise ProtocolViolation("invalid message length")
         if length - 4 > self.max_message_size:
-            raise ProtocolViolation(f"invalid message length: message of {length - 4} bytes "
-                                    f"exceeds the limit of {self.max_message_size}",
-                                    PROGRAM_LIMIT_EXCEEDED)
-        if (type_ in (b"Q", b"P") and self.max_statement_size is not None
-                and length - 4 > self.max_statement_size):
+            raise ProtocolViolation(
+                f"invalid message length: message of {length - 4} bytes "
+                f"exceeds the limit of {self.max_message_size}",
+                PROGRAM_LIMIT_EXCEEDED,
+            )
+        if (
+            type_ in (b"Q", b"P")
+            and self.max_statement_size is not None
+            and length - 4 > self.max_statement_size
+        ):
             self._discard = length + 1
             self._too_long = m.StatementTooLong(type_, length - 4, self.max_statement_size)
             return self._normal()
         if len(self._buf) < length + 1:
             return None
-        body = bytes(self._buf[5:length + 1])
-        del self._buf[:length + 1]
+        body = bytes(self._buf[5 : length + 1])
+        del self._buf[: length + 1]
         r = _Reader(body)
         event = _PARSERS[type_](r)
         r.end()
@@ -239,14 +249,24 @@ def _unsupported(type_):
     def parse(r):
         r.rest()
         return m.Unsupported(type_)
+
     return parse
 
 
 _PARSERS = {
-    b"Q": _query, b"P": _parse, b"B": _bind, b"D": _describe, b"E": _execute,
-    b"C": _close, b"S": lambda r: m.Sync(), b"H": lambda r: m.Flush(),
-    b"X": lambda r: m.Terminate(), b"p": lambda r: m.PasswordMessage(r.rest()),
-    b"F": _unsupported(b"F"), b"d": _unsupported(b"d"), b"c": _unsupported(b"c"),
+    b"Q": _query,
+    b"P": _parse,
+    b"B": _bind,
+    b"D": _describe,
+    b"E": _execute,
+    b"C": _close,
+    b"S": lambda r: m.Sync(),
+    b"H": lambda r: m.Flush(),
+    b"X": lambda r: m.Terminate(),
+    b"p": lambda r: m.PasswordMessage(r.rest()),
+    b"F": _unsupported(b"F"),
+    b"d": _unsupported(b"d"),
+    b"c": _unsupported(b"c"),
     b"f": _unsupported(b"f"),
 }
 

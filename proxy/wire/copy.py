@@ -18,6 +18,7 @@ The three formats are PostgreSQL's (``src/backend/commands/copyto.c``; the proto
 
 Values are encoded by :mod:`.types` (the same encoders as DataRow). Sans-IO: bytes out.
 """
+
 from __future__ import annotations
 
 import struct
@@ -41,8 +42,10 @@ def copy_out(cols: list[Column], fmt: CopyFormat, rows) -> tuple[bytes, int]:
     if binary:
         head = SIGNATURE + struct.pack("!ii", 0, 0)
         for row in rows:
-            fields = [b"\xff\xff\xff\xff" if (b := encode(oid, v, 1)) is None else struct.pack("!i", len(b)) + b
-                      for oid, v in zip(oids, row)]
+            fields = [
+                b"\xff\xff\xff\xff" if (b := encode(oid, v, 1)) is None else struct.pack("!i", len(b)) + b
+                for oid, v in zip(oids, row)
+            ]
             out.append(frame(b"d", head + struct.pack("!h", n) + b"".join(fields)))
             head, count = b"", count + 1
         out.append(frame(b"d", head + struct.pack("!h", -1)))
@@ -51,7 +54,9 @@ def copy_out(cols: list[Column], fmt: CopyFormat, rows) -> tuple[bytes, int]:
         if fmt.header:
             out.append(frame(b"d", line([c.name for c in cols], header=True)))
         for row in rows:
-            out.append(frame(b"d", line([None if v is None else encode_text(oid, v) for oid, v in zip(oids, row)])))
+            out.append(
+                frame(b"d", line([None if v is None else encode_text(oid, v) for oid, v in zip(oids, row)]))
+            )
             count += 1
     out.append(frame(b"c"))
     return b"".join(out), count
@@ -60,11 +65,12 @@ def copy_out(cols: list[Column], fmt: CopyFormat, rows) -> tuple[bytes, int]:
 def _text_line(fmt: CopyFormat):
     delim = fmt.delimiter if fmt.delimiter is not None else "\t"
     null = fmt.null if fmt.null is not None else "\\N"
-    escapes = {delim: "\\" + delim, **_TEXT_ESCAPES}        # a control character keeps its mnemonic
+    escapes = {delim: "\\" + delim, **_TEXT_ESCAPES}  # a control character keeps its mnemonic
     table = str.maketrans(escapes)
 
     def line(values: list[str | None], header: bool = False) -> bytes:
         return (delim.join(null if v is None else v.translate(table) for v in values) + "\n").encode("utf-8")
+
     return line
 
 
@@ -77,11 +83,17 @@ def _csv_line(fmt: CopyFormat, n: int):
     table = str.maketrans({quote: escape + quote, escape: escape + escape})
 
     def field(v: str, force: bool) -> str:
-        if (force or v == null or (n == 1 and v == "\\.") or any(c in special for c in v)):
+        if force or v == null or (n == 1 and v == "\\.") or any(c in special for c in v):
             return quote + v.translate(table) + quote
         return v
 
     def line(values: list[str | None], header: bool = False) -> bytes:
-        return (delim.join(null if v is None else field(v, not header and i in fmt.force_quote)
-                           for i, v in enumerate(values)) + "\n").encode("utf-8")
+        return (
+            delim.join(
+                null if v is None else field(v, not header and i in fmt.force_quote)
+                for i, v in enumerate(values)
+            )
+            + "\n"
+        ).encode("utf-8")
+
     return line

@@ -3,6 +3,7 @@
 Mixed into :class:`proxy.wire.session.Session`, which provides ``handler``, ``send``,
 ``statements``, ``portals`` and the shared result helpers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,8 +61,12 @@ class ExtendedQuery:
 
     def _stmt(self, name: str) -> Statement:
         if name not in self.statements:
-            raise SqlError("26000", f'prepared statement "{name}" does not exist' if name
-                           else "unnamed prepared statement does not exist")
+            raise SqlError(
+                "26000",
+                f'prepared statement "{name}" does not exist'
+                if name
+                else "unnamed prepared statement does not exist",
+            )
         return self.statements[name]
 
     def _portal(self, name: str) -> Portal:
@@ -81,8 +86,9 @@ class ExtendedQuery:
 
     async def _describe_stmt(self, st: Statement) -> Description:
         if st.description is None:
-            st.description = (Description(st.oids(), None) if st.empty
-                              else await self.handler.describe(st.sql, st.oids()))
+            st.description = (
+                Description(st.oids(), None) if st.empty else await self.handler.describe(st.sql, st.oids())
+            )
         return st.description
 
     async def _bind(self, ev: m.Bind) -> None:
@@ -92,11 +98,15 @@ class ExtendedQuery:
         self._check_aborted(st.sql)
         n = len(ev.params)
         if st.description is not None and len(st.description.param_type_oids) != n:
-            raise SqlError("08P01", f"bind message supplies {n} parameters, but prepared statement "
-                                    f'"{ev.statement}" requires {len(st.description.param_type_oids)}')
+            raise SqlError(
+                "08P01",
+                f"bind message supplies {n} parameters, but prepared statement "
+                f'"{ev.statement}" requires {len(st.description.param_type_oids)}',
+            )
         if len(ev.param_formats) not in (0, 1, n):
-            raise SqlError("08P01", f"bind message has {len(ev.param_formats)} parameter formats "
-                                    f"but {n} parameters")
+            raise SqlError(
+                "08P01", f"bind message has {len(ev.param_formats)} parameter formats but {n} parameters"
+            )
         fmts = ev.param_formats * n if len(ev.param_formats) == 1 else ev.param_formats or [0] * n
         params = [t.decode(oid, f, v) for oid, f, v in zip(st.oids(n), fmts, ev.params)]
         self.portals[ev.portal] = Portal(st, params, list(ev.result_formats))
@@ -110,7 +120,7 @@ class ExtendedQuery:
             cols = desc.columns
             fmts = [0] * len(cols or [])
         elif ev.name and ev.name not in self.portals and hasattr(self.handler, "cursor_columns"):
-            cols = self.handler.cursor_columns(ev.name)     # a DECLAREd cursor is a portal too
+            cols = self.handler.cursor_columns(ev.name)  # a DECLAREd cursor is a portal too
             fmts = [0] * len(cols or [])
         else:
             p = self._portal(ev.name)
@@ -131,7 +141,7 @@ class ExtendedQuery:
         self._check_aborted(p.stmt.sql)
         if p.result is None:
             res = await self.handler.execute(p.stmt.sql, p.params)
-            if res.copy is not None:                 # COPY … TO STDOUT: described as NoData
+            if res.copy is not None:  # COPY … TO STDOUT: described as NoData
                 self._start_result(p.stmt.sql, res)
                 return await self._send_copy(res)
             if p.described and _shape(p.columns) != _shape(res.columns):
@@ -145,7 +155,7 @@ class ExtendedQuery:
             return self._finish_result(res.command_tag, res)
         fmts = _formats(p.result_formats, len(p.columns))
         end = len(res.rows) if not ev.max_rows else min(len(res.rows), p.pos + ev.max_rows)
-        await self._send_rows(p.columns, fmts, res.rows[p.pos:end])
+        await self._send_rows(p.columns, fmts, res.rows[p.pos : end])
         chunked = p.pos > 0 or end < len(res.rows)
         n, p.pos = end - p.pos, end
         if end < len(res.rows):

@@ -3,6 +3,7 @@
 Frontend messages are plain event dataclasses produced by :mod:`proxy.wire.codec`.
 Backend messages are dataclasses whose ``encode()`` returns the wire bytes.
 """
+
 from __future__ import annotations
 
 import struct
@@ -15,6 +16,7 @@ CANCEL_REQUEST_CODE = 80877102
 
 
 # --------------------------------------------------------------------------- frontend
+
 
 @dataclass(frozen=True)
 class StartupMessage:
@@ -54,8 +56,9 @@ class Parse:
 class StatementTooLong:
     """A Query (``Q``) or Parse (``P``) message longer than the statement-size limit; the
     codec has read and dropped its body without buffering it."""
+
     type: bytes
-    size: int   # body length in bytes
+    size: int  # body length in bytes
     limit: int
 
 
@@ -104,6 +107,7 @@ class Terminate:
 @dataclass(frozen=True)
 class PasswordMessage:
     """Raw 'p' message; its meaning depends on the authentication stage."""
+
     data: bytes
 
 
@@ -121,10 +125,12 @@ class SASLResponse:
 @dataclass(frozen=True)
 class Unsupported:
     """A well-formed message the gateway does not implement (FunctionCall, COPY...)."""
+
     type: bytes
 
 
 # --------------------------------------------------------------------------- backend
+
 
 def cstr(s: str) -> bytes:
     return s.encode("utf-8") + b"\x00"
@@ -202,8 +208,9 @@ class NegotiateProtocolVersion(_Backend):
     TYPE = b"v"
 
     def payload(self) -> bytes:
-        return (struct.pack("!II", self.newest_minor, len(self.unrecognized))
-                + b"".join(cstr(o) for o in self.unrecognized))
+        return struct.pack("!II", self.newest_minor, len(self.unrecognized)) + b"".join(
+            cstr(o) for o in self.unrecognized
+        )
 
 
 @dataclass(frozen=True)
@@ -234,8 +241,12 @@ class RowDescription(_Backend):
     def payload(self) -> bytes:
         out = [struct.pack("!H", len(self.fields))]
         for f in self.fields:
-            out.append(cstr(f.name) + struct.pack("!IhIhih", f.table_oid, f.column_attr, f.type_oid,
-                                                   f.type_size, f.type_modifier, f.format))
+            out.append(
+                cstr(f.name)
+                + struct.pack(
+                    "!IhIhih", f.table_oid, f.column_attr, f.type_oid, f.type_size, f.type_modifier, f.format
+                )
+            )
         return b"".join(out)
 
 
@@ -263,6 +274,7 @@ class CommandComplete(_Backend):
 @dataclass(frozen=True)
 class ErrorResponse(_Backend):
     """Error ('E') or, with TYPE overridden, notice ('N'); fields keyed by one-letter codes."""
+
     severity: str
     sqlstate: str
     message: str
@@ -271,8 +283,14 @@ class ErrorResponse(_Backend):
     TYPE = b"E"
 
     def payload(self) -> bytes:
-        fields = [("S", self.severity), ("V", self.severity), ("C", self.sqlstate),
-                  ("M", self.message), ("D", self.detail), ("H", self.hint)]
+        fields = [
+            ("S", self.severity),
+            ("V", self.severity),
+            ("C", self.sqlstate),
+            ("M", self.message),
+            ("D", self.detail),
+            ("H", self.hint),
+        ]
         return b"".join(k.encode() + cstr(v) for k, v in fields if v is not None) + b"\x00"
 
 

@@ -10,13 +10,13 @@ closed at once with FATAL 53300. Every pending connection is closed after ``auth
 logged once per interval with a count, never one traceback per accept, and EMFILE backs
 off briefly after shedding a stale pending connection. Accepted sockets get TCP keepalive.
 """
+
 from __future__ import annotations
 
 import asyncio
 import collections
 import errno
 import functools
-import time
 import inspect
 import itertools
 import logging
@@ -24,6 +24,7 @@ import math
 import secrets
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 
 from . import messages as m
@@ -37,19 +38,29 @@ log = logging.getLogger(__name__)
 SERVER_VERSION = "16.0 (dpgate)"
 READ_SIZE = 65536
 BACKLOG = 1024
-KEEPALIVE = (60, 10, 6)          # idle s before the first probe, s between probes, probes: ~2 min to drop a dead peer
-ACCEPT_BACKOFF = 0.1             # s to pause accepting after EMFILE/ENFILE/ENOBUFS/ENOMEM
-REFUSE_POLITELY, REFUSE_WAIT = 32, 0.25   # refusals answered after reading the client's first packet; s each wait
-LOG_INTERVAL = 10.0              # s between two log lines about refused connections or accept errors
+KEEPALIVE = (60, 10, 6)  # idle s before the first probe, s between probes, probes: ~2 min to drop a dead peer
+ACCEPT_BACKOFF = 0.1  # s to pause accepting after EMFILE/ENFILE/ENOBUFS/ENOMEM
+REFUSE_POLITELY, REFUSE_WAIT = (
+    32,
+    0.25,
+)  # refusals answered after reading the client's first packet; s each wait
+LOG_INTERVAL = 10.0  # s between two log lines about refused connections or accept errors
 _SSL_GSS_CODES = (m.SSL_REQUEST_CODE.to_bytes(4, "big"), m.GSSENC_REQUEST_CODE.to_bytes(4, "big"))
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 def default_parameters(server_version: str = SERVER_VERSION) -> dict[str, str]:
-    return {"server_version": server_version, "server_encoding": "UTF8",
-            "client_encoding": "UTF8", "DateStyle": "ISO, MDY", "integer_datetimes": "on",
-            "standard_conforming_strings": "on", "TimeZone": "UTC", "IntervalStyle": "postgres",
-            "is_superuser": "off"}
+    return {
+        "server_version": server_version,
+        "server_encoding": "UTF8",
+        "client_encoding": "UTF8",
+        "DateStyle": "ISO, MDY",
+        "integer_datetimes": "on",
+        "standard_conforming_strings": "on",
+        "TimeZone": "UTC",
+        "IntervalStyle": "postgres",
+        "is_superuser": "off",
+    }
 
 
 class RateLimitedLog:
@@ -72,14 +83,18 @@ class RateLimitedLog:
         return True
 
 
-def set_keepalive(sock: socket.socket, idle: int = KEEPALIVE[0], interval: int = KEEPALIVE[1],
-                  count: int = KEEPALIVE[2]) -> None:
+def set_keepalive(
+    sock: socket.socket, idle: int = KEEPALIVE[0], interval: int = KEEPALIVE[1], count: int = KEEPALIVE[2]
+) -> None:
     """SO_KEEPALIVE, and where the platform has them the probe timings (a dead peer is
     noticed after about idle + interval × count seconds instead of hours)."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     idle_opt = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
-    for opt, value in ((idle_opt, idle), (getattr(socket, "TCP_KEEPINTVL", None), interval),
-                       (getattr(socket, "TCP_KEEPCNT", None), count)):
+    for opt, value in (
+        (idle_opt, idle),
+        (getattr(socket, "TCP_KEEPINTVL", None), interval),
+        (getattr(socket, "TCP_KEEPCNT", None), count),
+    ):
         if opt is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, opt, value)
@@ -90,9 +105,10 @@ def set_keepalive(sock: socket.socket, idle: int = KEEPALIVE[0], interval: int =
 @dataclass(eq=False)
 class _Pending:
     """A connection not yet logged in."""
+
     peer: str
     since: float
-    task: asyncio.Task | None = None   # its connection task, once running
+    task: asyncio.Task | None = None  # its connection task, once running
     evicted: bool = False
 
 
@@ -112,16 +128,32 @@ class Server:
     With ``port=0`` the OS picks a port; read it from :attr:`port` after start().
     """
 
-    def __init__(self, handler_factory: HandlerFactory, *, authenticator: Authenticator,
-                 host: str = "127.0.0.1", port: int = 5432, ssl_context: ssl.SSLContext | None = None,
-                 max_connections: int = 100, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                 max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE,
-                 idle_timeout: float | None = None, auth_timeout: float = 10.0,
-                 max_pending: int = 128, max_pending_per_address: int = 64, pending_grace: float = 2.0,
-                 server_version: str = SERVER_VERSION, max_auth_failures: int = 10,
-                 auth_failure_window: float = 60.0, require_tls: bool = False,
-                 listeners: list[socket.socket] | None = None, pid_slot: tuple[int, int] = (0, 1),
-                 cancel_elsewhere=None, accept_gate=None, failed_logins: FailedLogins | None = None):
+    def __init__(
+        self,
+        handler_factory: HandlerFactory,
+        *,
+        authenticator: Authenticator,
+        host: str = "127.0.0.1",
+        port: int = 5432,
+        ssl_context: ssl.SSLContext | None = None,
+        max_connections: int = 100,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE,
+        idle_timeout: float | None = None,
+        auth_timeout: float = 10.0,
+        max_pending: int = 128,
+        max_pending_per_address: int = 64,
+        pending_grace: float = 2.0,
+        server_version: str = SERVER_VERSION,
+        max_auth_failures: int = 10,
+        auth_failure_window: float = 60.0,
+        require_tls: bool = False,
+        listeners: list[socket.socket] | None = None,
+        pid_slot: tuple[int, int] = (0, 1),
+        cancel_elsewhere=None,
+        accept_gate=None,
+        failed_logins: FailedLogins | None = None,
+    ):
         self.handler_factory, self.authenticator = handler_factory, authenticator
         self.host, self._port, self.ssl_context = host, port, ssl_context
         self.max_connections, self.max_message_size = max_connections, max_message_size
@@ -133,7 +165,7 @@ class Server:
         self._closed: asyncio.Event | None = None
         self._sessions: dict[int, tuple[int, Session]] = {}  # pid -> (secret, session)
         self._tasks: set[asyncio.Task] = set()
-        self._idle: set[asyncio.Task] = set()     # connections waiting for the client's next bytes
+        self._idle: set[asyncio.Task] = set()  # connections waiting for the client's next bytes
         self._draining = False
         # Several worker processes on one port (proxy/cli/workers.py): this one hands out the
         # backend pids ≡ index (mod count); a CancelRequest for another worker's pid goes to
@@ -151,9 +183,12 @@ class Server:
         self._refusing: set[asyncio.Task] = set()
         self.log_limited = RateLimitedLog(log)
         # Failed logins per address and per role (.throttle), shared with the owner page.
-        self.failed_logins = failed_logins if failed_logins is not None else FailedLogins(
-            max_auth_failures, auth_failure_window)
-        self.require_tls = require_tls      # refuse plaintext logins from non-loopback peers
+        self.failed_logins = (
+            failed_logins
+            if failed_logins is not None
+            else FailedLogins(max_auth_failures, auth_failure_window)
+        )
+        self.require_tls = require_tls  # refuse plaintext logins from non-loopback peers
 
     @property
     def sockets(self) -> list[socket.socket]:
@@ -171,7 +206,7 @@ class Server:
     def pending_count(self) -> int:
         return len(self._pending)
 
-    async def start(self) -> "Server":
+    async def start(self) -> Server:
         self._closed = asyncio.Event()
         self._listeners = list(self._given) if self._given else listen_sockets(self.host, self._port, BACKLOG)
         self._acceptors = [asyncio.create_task(self._accept_loop(s)) for s in self._listeners]
@@ -184,7 +219,7 @@ class Server:
         acceptors, self._acceptors = self._acceptors, []
         for task in acceptors:
             task.cancel()
-        await asyncio.gather(*acceptors, return_exceptions=True)   # their selector entries go first
+        await asyncio.gather(*acceptors, return_exceptions=True)  # their selector entries go first
         listeners, self._listeners = self._listeners, []
         for sock in listeners:
             sock.close()
@@ -212,7 +247,7 @@ class Server:
         if self._closed is not None:
             self._closed.set()
 
-    async def __aenter__(self) -> "Server":
+    async def __aenter__(self) -> Server:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
@@ -242,12 +277,12 @@ class Server:
             try:
                 if self.accept_gate is None:
                     conn, addr = await loop.sock_accept(sock)
-                else:               # a connection is queued; the gate decides whether this process takes it
+                else:  # a connection is queued; the gate decides whether this process takes it
                     await _readable(loop, sock)
                     await self.accept_gate()
                     try:
                         conn, addr = sock.accept()
-                    except BlockingIOError:          # another process on the port took it
+                    except BlockingIOError:  # another process on the port took it
                         continue
                     conn.setblocking(False)
             except asyncio.CancelledError:
@@ -257,7 +292,7 @@ class Server:
                     continue
                 self.log_limited.note("accept", f"accept() failed: {exc}")
                 if exc.errno in _OUT_OF_RESOURCES:
-                    self._evict(None)              # one descriptor back from a stale pending connection
+                    self._evict(None)  # one descriptor back from a stale pending connection
                 await asyncio.sleep(ACCEPT_BACKOFF)
                 continue
             self._admit(conn, addr)
@@ -268,8 +303,11 @@ class Server:
         if len(self._pending) >= self.max_pending and not self._evict(None):
             return self._refuse(conn, "too many connections (too many pending logins)", "pending")
         if self._pending_by_peer[peer] >= self.max_pending_per_address and not self._evict(peer):
-            return self._refuse(conn, "too many connections (too many pending logins from this "
-                                      "address)", "pending-per-address")
+            return self._refuse(
+                conn,
+                "too many connections (too many pending logins from this address)",
+                "pending-per-address",
+            )
         try:
             if conn.family in (socket.AF_INET, socket.AF_INET6):
                 set_keepalive(conn)
@@ -285,11 +323,12 @@ class Server:
     async def _attach(self, conn: socket.socket, entry: _Pending) -> None:
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=READ_SIZE, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, functools.partial(self._client, pending=entry),
-                                                loop=loop)
+        protocol = asyncio.StreamReaderProtocol(
+            reader, functools.partial(self._client, pending=entry), loop=loop
+        )
         try:
             await loop.connect_accepted_socket(lambda: protocol, conn)
-        except (OSError, asyncio.CancelledError) as exc:      # (the client left at once; stop())
+        except (OSError, asyncio.CancelledError) as exc:  # (the client left at once; stop())
             self._logged_in(entry)
             conn.close()
             if isinstance(exc, OSError):
@@ -305,8 +344,10 @@ class Server:
             self._refusing.add(task)
             task.add_done_callback(self._refusing.discard)
             return
-        for op in (lambda: conn.recv(READ_SIZE),   # what has arrived: a close with unread data is a reset
-                   lambda: conn.send(m.ErrorResponse("FATAL", "53300", message).encode())):
+        for op in (
+            lambda: conn.recv(READ_SIZE),  # what has arrived: a close with unread data is a reset
+            lambda: conn.send(m.ErrorResponse("FATAL", "53300", message).encode()),
+        ):
             try:
                 op()
             except OSError:
@@ -319,13 +360,14 @@ class Server:
         async def recv(n: int) -> bytes:
             try:
                 return await asyncio.wait_for(loop.sock_recv(conn, n), REFUSE_WAIT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return b""
+
         try:
             first = await recv(8)
             if first[:4] == b"\x00\x00\x00\x08" and first[4:8] in _SSL_GSS_CODES:
-                await loop.sock_sendall(conn, b"N")              # no TLS for a refused connection
-                await recv(READ_SIZE)                             # its startup packet
+                await loop.sock_sendall(conn, b"N")  # no TLS for a refused connection
+                await recv(READ_SIZE)  # its startup packet
             try:
                 conn.recv(READ_SIZE)
             except BlockingIOError:
@@ -342,14 +384,21 @@ class Server:
         cutoff = time.monotonic() - self.pending_grace
         for entry in self._pending:
             if entry.since > cutoff:
-                return False                      # oldest first: the rest are younger
-            if ((peer is None or entry.peer == peer) and not entry.evicted
-                    and entry.task is not None and entry.task in self._idle):
+                return False  # oldest first: the rest are younger
+            if (
+                (peer is None or entry.peer == peer)
+                and not entry.evicted
+                and entry.task is not None
+                and entry.task in self._idle
+            ):
                 entry.evicted = True
                 self._logged_in(entry)
                 entry.task.cancel()
-                self.log_limited.note("evict", "closed a pending connection that had not logged in "
-                                                f"within {self.pending_grace:g} s to make room")
+                self.log_limited.note(
+                    "evict",
+                    "closed a pending connection that had not logged in "
+                    f"within {self.pending_grace:g} s to make room",
+                )
                 return True
         return False
 
@@ -365,16 +414,18 @@ class Server:
     def cancel(self, pid: int, secret: int) -> bool:
         index, count = self.pid_slot
         if count > 1 and pid % count != index and self.cancel_elsewhere is not None:
-            self.cancel_elsewhere(pid, secret)      # another worker's session: it checks the secret
+            self.cancel_elsewhere(pid, secret)  # another worker's session: it checks the secret
             return True
         entry = self._sessions.get(pid)
-        if entry is None or not secrets.compare_digest(entry[0].to_bytes(4, "big"), secret.to_bytes(4, "big")):
+        if entry is None or not secrets.compare_digest(
+            entry[0].to_bytes(4, "big"), secret.to_bytes(4, "big")
+        ):
             return False
         handler = entry[1].handler
         if handler is not None:
             try:
                 handler.cancel()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("handler.cancel failed")
         return True
 
@@ -388,15 +439,22 @@ class Server:
             return await reader.read(READ_SIZE)
         return await asyncio.wait_for(reader.read(READ_SIZE), max(timeout, 0))
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                      pending: _Pending | None = None) -> None:
+    async def _client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, pending: _Pending | None = None
+    ) -> None:
         task = asyncio.current_task()
         self._tasks.add(task)
         if pending is not None:
             pending.task = task
         pid, secret = next(self._pids) & 0x7FFFFFFF, secrets.randbits(32)
-        session = Session(self.authenticator, self.handler_factory, (pid, secret),
-                          self.parameters, self.max_message_size, self.max_statement_size)
+        session = Session(
+            self.authenticator,
+            self.handler_factory,
+            (pid, secret),
+            self.parameters,
+            self.max_message_size,
+            self.max_statement_size,
+        )
         tls = False
         peername = writer.get_extra_info("peername")
         peer = str(peername[0]) if isinstance(peername, tuple) else str(peername)
@@ -414,7 +472,7 @@ class Server:
                     self._idle.add(task)
                     try:
                         data = await self._read(reader, session, deadline)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         if session.state == READY:
                             session.fatal("57P05", "terminating connection due to idle-session timeout")
                         break
@@ -433,7 +491,7 @@ class Server:
                         session.fatal("08P01", "received unencrypted data after SSL request")
                         break
                     left = deadline - asyncio.get_running_loop().time()
-                    self._idle.add(task)                # a stalled handshake waits on its client too
+                    self._idle.add(task)  # a stalled handshake waits on its client too
                     try:
                         await writer.start_tls(self.ssl_context, ssl_handshake_timeout=max(left, 0.01))
                     finally:
@@ -451,12 +509,17 @@ class Server:
                         session.fatal("53300", "too many connections")
                         break
                     if self.require_tls and not tls and not _loopback(peer):
-                        session.fatal("28000", "this server requires TLS (sslmode=require) for "
-                                      "connections from other hosts")
+                        session.fatal(
+                            "28000",
+                            "this server requires TLS (sslmode=require) for connections from other hosts",
+                        )
                         break
                     if (wait := self.failed_logins.retry_after(peer, ev.params.get("user"))) > 0:
-                        session.fatal("28000", "too many failed authentication attempts from this "
-                                      f"address or for this role; try again in {math.ceil(wait)} s")
+                        session.fatal(
+                            "28000",
+                            "too many failed authentication attempts from this "
+                            f"address or for this role; try again in {math.ceil(wait)} s",
+                        )
                         break
                     self._sessions[pid] = (secret, session)
                 await session.handle(ev)
@@ -470,14 +533,16 @@ class Server:
             log.debug("connection %s dropped: %s", pid, exc)
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("connection %s failed", pid)
         finally:
             if self._draining and not session.closed:
                 session.fatal("57P01", "terminating connection due to administrator command")
             elif pending is not None and pending.evicted and not session.closed:
-                session.fatal("53300", "too many connections: this one had not logged in within "
-                                       f"{self.pending_grace:g} s")
+                session.fatal(
+                    "53300",
+                    f"too many connections: this one had not logged in within {self.pending_grace:g} s",
+                )
             if pending is not None:
                 self._logged_in(pending)
             self._sessions.pop(pid, None)
@@ -492,7 +557,7 @@ class Server:
             if out and not writer.is_closing():
                 writer.write(out)
                 await asyncio.wait_for(writer.drain(), 5)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         try:
             await session.close()
@@ -500,7 +565,7 @@ class Server:
             writer.close()
             try:
                 await asyncio.wait_for(writer.wait_closed(), 5)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
 
@@ -519,8 +584,9 @@ def listen_sockets(host: str | None, port: int, backlog: int = BACKLOG) -> list[
             try:
                 sock.bind(addr)
             except OSError as exc:
-                raise OSError(exc.errno, f"error while attempting to bind on address {addr!r}: "
-                                         f"{exc.strerror}") from None
+                raise OSError(
+                    exc.errno, f"error while attempting to bind on address {addr!r}: {exc.strerror}"
+                ) from None
             sock.listen(backlog)
             sock.setblocking(False)
     except BaseException:
@@ -534,14 +600,31 @@ def _loopback(peer: str) -> bool:
     return peer.startswith("127.") or peer in ("::1", "localhost") or peer.startswith("::ffff:127.")
 
 
-async def serve(handler_factory: HandlerFactory, *, host: str, port: int, authenticator: Authenticator,
-                ssl_context: ssl.SSLContext | None = None, max_connections: int = 100,
-                max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, idle_timeout: float | None = None,
-                ready_callback=None, **kw) -> None:
+async def serve(
+    handler_factory: HandlerFactory,
+    *,
+    host: str,
+    port: int,
+    authenticator: Authenticator,
+    ssl_context: ssl.SSLContext | None = None,
+    max_connections: int = 100,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    idle_timeout: float | None = None,
+    ready_callback=None,
+    **kw,
+) -> None:
     """Run a server until cancelled; ``ready_callback(server)`` is called once listening."""
-    server = Server(handler_factory, authenticator=authenticator, host=host, port=port,
-                    ssl_context=ssl_context, max_connections=max_connections,
-                    max_message_size=max_message_size, idle_timeout=idle_timeout, **kw)
+    server = Server(
+        handler_factory,
+        authenticator=authenticator,
+        host=host,
+        port=port,
+        ssl_context=ssl_context,
+        max_connections=max_connections,
+        max_message_size=max_message_size,
+        idle_timeout=idle_timeout,
+        **kw,
+    )
     await server.start()
     try:
         if ready_callback is not None:

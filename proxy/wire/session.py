@@ -4,6 +4,7 @@ The server feeds bytes with :meth:`Session.receive_data`, pulls events with
 :meth:`Session.next_event`, awaits :meth:`Session.handle` for each, and writes
 :meth:`Session.data_to_send`. Only the handler calls are awaited; there is no I/O here.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,22 +16,28 @@ from . import messages as m
 from . import types as t
 from .api import Authenticator, Column, EncodedRows, Handler, HandlerFactory, Result, SqlError
 from .auth import AuthFailed, ScramExchange
-from .codec import DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MAX_STATEMENT_SIZE, FrontendParser, ProtocolViolation, parse_sasl_initial
-from .extended import ExtendedQuery, Portal, Statement
+from .codec import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_MAX_STATEMENT_SIZE,
+    FrontendParser,
+    ProtocolViolation,
+    parse_sasl_initial,
+)
 from .copy import copy_out
+from .extended import ExtendedQuery, Portal, Statement
 from .rows import data_rows
 
 log = logging.getLogger(__name__)
 
 STARTUP, SASL_INITIAL, SASL_CONTINUE, READY, CLOSED = "startup", "sasl1", "sasl2", "ready", "closed"
 _TXN_END = {"ROLLBACK", "COMMIT", "END", "ABORT"}
-THREAD_ROWS = 512       # results of this many rows are encoded on a worker thread
+THREAD_ROWS = 512  # results of this many rows are encoded on a worker thread
 _COMMENTS = re.compile(r"^(\s+|--[^\n]*(\n|$)|/\*.*?\*/)*", re.S)
 _ROLLBACK_TO = re.compile(r"^rollback(\s+(work|transaction))?\s+to\b", re.I)
 
 
 def first_word(sql: str) -> str:
-    rest = sql[_COMMENTS.match(sql).end():]
+    rest = sql[_COMMENTS.match(sql).end() :]
     w = re.match(r"[A-Za-z_]+", rest)
     return w.group(0).upper() if w else ""
 
@@ -107,7 +114,7 @@ class Session(ExtendedQuery):
         elif isinstance(ev, (m.Parse, m.Bind, m.Describe, m.Execute, m.Close, m.Flush)):
             try:
                 await getattr(self, "_" + type(ev).__name__.lower())(ev)
-            except Exception as exc:  # noqa: BLE001 - reported to the client
+            except Exception as exc:
                 self._error(exc)
                 self._skip_to_sync = True
         elif isinstance(ev, m.Unsupported):
@@ -129,7 +136,7 @@ class Session(ExtendedQuery):
         try:
             method = self.authenticator.method(self.user)
             verifier = self.authenticator.scram_verifier(self.user) if method != "trust" else None
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("authenticator failed")
             return self.fatal("28P01", f'password authentication failed for user "{self.user}"')
         if method == "trust":
@@ -161,13 +168,14 @@ class Session(ExtendedQuery):
             self.handler = await self.handler_factory(self.user, self.database, dict(self.startup_params))
         except SqlError as exc:
             return self.fatal(exc.sqlstate, exc.message)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("handler factory failed")
             return self.fatal("XX000", "internal error")
         self.send(m.AuthenticationOk())
         params = dict(self.server_params)
-        params.update(application_name=self.startup_params.get("application_name", ""),
-                      session_authorization=self.user)
+        params.update(
+            application_name=self.startup_params.get("application_name", ""), session_authorization=self.user
+        )
         for k, v in params.items():
             self.send(m.ParameterStatus(k, v))
         self.send(m.BackendKeyData(*self.backend_key))
@@ -185,13 +193,15 @@ class Session(ExtendedQuery):
 
     def _check_aborted(self, sql: str) -> None:
         if self.txn == "E" and first_word(sql) not in _TXN_END:
-            raise SqlError("25P02", "current transaction is aborted, commands ignored until end of transaction block")
+            raise SqlError(
+                "25P02", "current transaction is aborted, commands ignored until end of transaction block"
+            )
 
     def _track(self, sql: str, tag: str) -> None:
         word = tag.split(" ", 1)[0].upper()
         if word == "BEGIN" or tag.upper() == "START TRANSACTION":
             self.txn = "T"
-        elif word == "ROLLBACK" and _ROLLBACK_TO.match(sql[_COMMENTS.match(sql).end():]):
+        elif word == "ROLLBACK" and _ROLLBACK_TO.match(sql[_COMMENTS.match(sql).end() :]):
             self.txn = "T"
         elif word in ("COMMIT", "ROLLBACK") or tag.upper() == "PREPARE TRANSACTION":
             self.txn = "I"
@@ -203,8 +213,12 @@ class Session(ExtendedQuery):
         self.send(m.ReadyForQuery(self.txn))
 
     def _row_description(self, cols: list[Column], formats: list[int]) -> m.RowDescription:
-        return m.RowDescription(tuple(m.FieldDescription(c.name, c.type_oid, t.type_size(c.type_oid), f)
-                                      for c, f in zip(cols, formats)))
+        return m.RowDescription(
+            tuple(
+                m.FieldDescription(c.name, c.type_oid, t.type_size(c.type_oid), f)
+                for c, f in zip(cols, formats)
+            )
+        )
 
     async def _send_rows(self, cols: list[Column], formats: list[int], rows) -> None:
         """DataRow messages for ``rows`` (:func:`.rows.data_rows`); a large result is encoded
@@ -240,9 +254,13 @@ class Session(ExtendedQuery):
     def _too_long(self, ev: m.StatementTooLong) -> None:
         """Refuse a statement the codec dropped unread (54000); the session stays usable:
         a Query ends with ReadyForQuery, a Parse skips to the next Sync like any error."""
-        self._error(SqlError("54000", f"statement too long: {ev.size} bytes, limit {ev.limit}",
-                             hint="send a shorter statement (the limit is server.limits."
-                                  "max_statement_size)"))
+        self._error(
+            SqlError(
+                "54000",
+                f"statement too long: {ev.size} bytes, limit {ev.limit}",
+                hint="send a shorter statement (the limit is server.limits.max_statement_size)",
+            )
+        )
         if ev.type == b"Q":
             self.send(m.ReadyForQuery(self.txn))
         else:
@@ -268,10 +286,10 @@ class Session(ExtendedQuery):
                     try:
                         await self._send_rows(res.columns, fmts, res.rows)
                     except BaseException:
-                        del self._out[mark:]          # no RowDescription without its rows
+                        del self._out[mark:]  # no RowDescription without its rows
                         raise
                 self._finish_result(res.command_tag, res)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._error(exc)
         self.send(m.ReadyForQuery(self.txn))
 
@@ -282,5 +300,5 @@ class Session(ExtendedQuery):
         if h is not None:
             try:
                 await h.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("handler close failed")

@@ -10,6 +10,7 @@ The per-role count is the price of stopping a spread guess: failures from anywhe
 hold a role's password sign-in off for one window. Keys are bounded (the oldest idle ones
 are forgotten), so names never seen before cannot grow the table without limit.
 """
+
 from __future__ import annotations
 
 import collections
@@ -27,8 +28,13 @@ class FailedLogins:
     """Failures per address and per role within ``window`` seconds (thread-safe: the owner
     page checks passwords on a worker thread)."""
 
-    def __init__(self, max_per_address: int = 10, window: float = 60.0, max_per_role: int | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        max_per_address: int = 10,
+        window: float = 60.0,
+        max_per_role: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.max_per_address, self.window = max_per_address, window
         self._max_per_role = max_per_role
         self.clock = clock
@@ -56,8 +62,10 @@ class FailedLogins:
         now = self.clock()
         wait = 0.0
         with self._lock:
-            for key, limit in ((("address", address), self.max_per_address),
-                               (("role", role), self.max_per_role)):
+            for key, limit in (
+                (("address", address), self.max_per_address),
+                (("role", role), self.max_per_role),
+            ):
                 if key[1] is None:
                     continue
                 q = self._recent(key, now)
@@ -76,7 +84,7 @@ class FailedLogins:
             if len(self._by) >= MAX_KEYS:
                 for key in [k for k, q in self._by.items() if not q or q[-1] <= now - self.window]:
                     del self._by[key]
-                while len(self._by) >= MAX_KEYS:                    # still full: forget the oldest
+                while len(self._by) >= MAX_KEYS:  # still full: forget the oldest
                     del self._by[min(self._by, key=lambda k: self._by[k][-1])]
             self._by.setdefault(("address", address), collections.deque()).append(now)
             if role is not None:

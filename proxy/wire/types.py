@@ -4,6 +4,7 @@
 date, None) into wire bytes; ``decode(oid, fmt, data)`` turns a Bind parameter into
 a Python value. Unknown OIDs are handled as text.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -22,14 +23,52 @@ TIMESTAMP = 1114
 
 TEXT_LIKE = {TEXT, VARCHAR, NAME, CHAR, UNKNOWN, UNSPECIFIED}
 # one-dimensional array types -> element type (catalog answers hold lists: current_schemas(), indkey …)
-ARRAY_ELEMENTS = {1000: BOOL, 1002: CHAR, 1003: NAME, 1005: INT2, 1007: INT4, 1009: TEXT, 1015: VARCHAR,
-                  1016: INT8, 1021: FLOAT4, 1022: FLOAT8, 1028: OID, 1182: DATE, 1231: NUMERIC}
-TYPE_NAMES = {BOOL: "boolean", CHAR: "\"char\"", NAME: "name", INT8: "bigint", INT2: "smallint",
-              INT4: "integer", TEXT: "text", OID: "oid", FLOAT4: "real", FLOAT8: "double precision",
-              UNKNOWN: "unknown", VARCHAR: "character varying", DATE: "date", NUMERIC: "numeric",
-              TIMESTAMP: "timestamp without time zone"}
-TYPE_SIZES = {BOOL: 1, CHAR: 1, NAME: 64, INT8: 8, INT2: 2, INT4: 4, OID: 4, FLOAT4: 4,
-              FLOAT8: 8, DATE: 4, UNKNOWN: -2, TIMESTAMP: 8}
+ARRAY_ELEMENTS = {
+    1000: BOOL,
+    1002: CHAR,
+    1003: NAME,
+    1005: INT2,
+    1007: INT4,
+    1009: TEXT,
+    1015: VARCHAR,
+    1016: INT8,
+    1021: FLOAT4,
+    1022: FLOAT8,
+    1028: OID,
+    1182: DATE,
+    1231: NUMERIC,
+}
+TYPE_NAMES = {
+    BOOL: "boolean",
+    CHAR: '"char"',
+    NAME: "name",
+    INT8: "bigint",
+    INT2: "smallint",
+    INT4: "integer",
+    TEXT: "text",
+    OID: "oid",
+    FLOAT4: "real",
+    FLOAT8: "double precision",
+    UNKNOWN: "unknown",
+    VARCHAR: "character varying",
+    DATE: "date",
+    NUMERIC: "numeric",
+    TIMESTAMP: "timestamp without time zone",
+}
+TYPE_SIZES = {
+    BOOL: 1,
+    CHAR: 1,
+    NAME: 64,
+    INT8: 8,
+    INT2: 2,
+    INT4: 4,
+    OID: 4,
+    FLOAT4: 4,
+    FLOAT8: 8,
+    DATE: 4,
+    UNKNOWN: -2,
+    TIMESTAMP: 8,
+}
 _INT_STRUCT = {INT2: "!h", INT4: "!i", INT8: "!q", OID: "!I"}
 _EPOCH = _dt.date(2000, 1, 1)
 
@@ -42,6 +81,7 @@ def type_size(oid: int) -> int:
 
 
 # --------------------------------------------------------------------------- encoding
+
 
 def _float_text(v: float, oid: int) -> str:
     if math.isnan(v):
@@ -124,7 +164,9 @@ def encode_text(oid: int, value) -> str:
 
 
 def _to_decimal(value) -> Decimal:
-    return value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
+    return (
+        value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
+    )
 
 
 def encode_numeric_binary(value) -> bytes:
@@ -146,8 +188,14 @@ def encode_numeric_binary(value) -> bytes:
     weight = low + len(groups) - 1 if groups else 0
     while groups and groups[-1] == 0:
         groups.pop()
-    return struct.pack(f"!hhHh{len(groups)}h", len(groups), weight,
-                       NUMERIC_NEG if sign and groups else NUMERIC_POS, dscale, *groups)
+    return struct.pack(
+        f"!hhHh{len(groups)}h",
+        len(groups),
+        weight,
+        NUMERIC_NEG if sign and groups else NUMERIC_POS,
+        dscale,
+        *groups,
+    )
 
 
 def encode_binary(oid: int, value) -> bytes:
@@ -168,7 +216,7 @@ def encode_binary(oid: int, value) -> bytes:
         return encode_numeric_binary(value)
     if oid == DATE:
         return struct.pack("!i", (value - _EPOCH).days)
-    if oid == TIMESTAMP and isinstance(value, _dt.datetime):     # µs since 2000-01-01
+    if oid == TIMESTAMP and isinstance(value, _dt.datetime):  # µs since 2000-01-01
         d = value - _dt.datetime(2000, 1, 1)
         return struct.pack("!q", (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
     return encode_text(oid, value).encode("utf-8")
@@ -185,12 +233,13 @@ def encode(oid: int, value, fmt: int = 0) -> bytes | None:
 
 # --------------------------------------------------------------------------- decoding
 
+
 def _bad_text(oid: int, s: str) -> SqlError:
-    return SqlError("22P02", f"invalid input syntax for type {TYPE_NAMES.get(oid, oid)}: \"{s}\"")
+    return SqlError("22P02", f'invalid input syntax for type {TYPE_NAMES.get(oid, oid)}: "{s}"')
 
 
-_PG_SPACE = " \t\n\r\v\f"                       # isspace() in Postgres's C locale
-_PG_INT = re.compile(r"[+-]?[0-9]+")              # int2/4/8in: sign, ASCII digits (PG <= 15)
+_PG_SPACE = " \t\n\r\v\f"  # isspace() in Postgres's C locale
+_PG_INT = re.compile(r"[+-]?[0-9]+")  # int2/4/8in: sign, ASCII digits (PG <= 15)
 
 
 def _pg_number_text(s: str) -> str:
@@ -210,7 +259,7 @@ def decode_text(oid: int, s: str):
             t = s.strip(_PG_SPACE)
             if not _PG_INT.fullmatch(t):
                 raise ValueError(s)
-            if len(t) > 40:                              # beyond int8 (and int()'s digit limit)
+            if len(t) > 40:  # beyond int8 (and int()'s digit limit)
                 raise struct.error
             v = int(t)
             fmt = _INT_STRUCT[oid]
@@ -218,12 +267,18 @@ def decode_text(oid: int, s: str):
             return v
         if oid in (FLOAT4, FLOAT8):
             t = _pg_number_text(s).lower()
-            specials = {"nan": math.nan, "infinity": math.inf, "+infinity": math.inf,
-                        "-infinity": -math.inf, "inf": math.inf, "-inf": -math.inf}
+            specials = {
+                "nan": math.nan,
+                "infinity": math.inf,
+                "+infinity": math.inf,
+                "-infinity": -math.inf,
+                "inf": math.inf,
+                "-inf": -math.inf,
+            }
             return specials[t] if t in specials else float(t)
         if oid == NUMERIC:
             t = _pg_number_text(s)
-            if t.lower().lstrip("+-").startswith("snan"):     # Python-only signalling NaN
+            if t.lower().lstrip("+-").startswith("snan"):  # Python-only signalling NaN
                 raise ValueError(s)
             d = Decimal(t)
             return d
@@ -239,7 +294,7 @@ def decode_text(oid: int, s: str):
         if oid == TIMESTAMP:
             return _dt.datetime.fromisoformat(s.strip())
     except struct.error:
-        raise SqlError("22003", f"value \"{s}\" is out of range for type {TYPE_NAMES[oid]}") from None
+        raise SqlError("22003", f'value "{s}" is out of range for type {TYPE_NAMES[oid]}') from None
     except (ValueError, InvalidOperation):
         raise _bad_text(oid, s) from None
     return s
@@ -287,7 +342,7 @@ def decode_binary(oid: int, data: bytes):
             return decode_numeric_binary(data)
         if oid == DATE:
             return _EPOCH + _dt.timedelta(days=struct.unpack("!i", data)[0])
-        if oid == TIMESTAMP:                         # µs since 2000-01-01
+        if oid == TIMESTAMP:  # µs since 2000-01-01
             return _dt.datetime(2000, 1, 1) + _dt.timedelta(microseconds=struct.unpack("!q", data)[0])
         return data.decode("utf-8")
     except (ValueError, struct.error, OverflowError, UnicodeDecodeError, InvalidOperation):
@@ -298,18 +353,18 @@ def decode(oid: int, fmt: int, data: bytes | None):
     """Decode one Bind parameter; None (NULL) stays None."""
     if data is None:
         return None
-    if oid in ARRAY_ELEMENTS:                      # a list parameter (``= ANY($1)``)
+    if oid in ARRAY_ELEMENTS:  # a list parameter (``= ANY($1)``)
         if fmt == 1:
             return arrays.decode_binary(oid, ARRAY_ELEMENTS[oid], data, decode_binary)
         try:
             s = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise SqlError("22021", "invalid byte sequence for encoding \"UTF8\"") from None
+            raise SqlError("22021", 'invalid byte sequence for encoding "UTF8"') from None
         return arrays.decode_text(oid, ARRAY_ELEMENTS[oid], s, decode_text)
     if fmt == 1:
         return decode_binary(oid, data)
     try:
         s = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise SqlError("22021", "invalid byte sequence for encoding \"UTF8\"") from None
+        raise SqlError("22021", 'invalid byte sequence for encoding "UTF8"') from None
     return decode_text(oid, s)

@@ -1,6 +1,7 @@
 """bench.workers' pgbench load (bench/pgbench_load.py) against a real ``dpgate serve``: every
 fresh statement is a distinct release — as text and as $n parameters, across clients and
 across two runs of one server — and the repeat script only repeats."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -29,5 +30,5 @@ def test_fresh_statements_are_distinct_releases_and_repeats_repeat(tmp_path):
         proc.wait(30)
     assert a["errors"] == b["errors"] == c["errors"] == 0
     assert a["done"] > 20 and b["done"] > 20 and c["done"] > 40
-    assert released == (a["done"] + b["done"], a["done"] + b["done"])     # each its own release
-    assert hot <= 40                                                     # 40 statements, at most once each
+    assert released == (a["done"] + b["done"], a["done"] + b["done"])  # each its own release
+    assert hot <= 40  # 40 statements, at most once each

@@ -10,6 +10,7 @@
 * The relative-error rule (cells with a nonzero TRUE answer; a missing cell counts as 1).
 tpchgen-cli is in the ``test`` extra; the test skips with one line if it is missing.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,7 +19,9 @@ import pytest
 
 from bench import tpch, user_level
 
-pytestmark = pytest.mark.skipif(tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[test]')")
+pytestmark = pytest.mark.skipif(
+    tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[test]')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,7 @@ def test_bounds_that_bind_nothing_have_no_bias(scope):
 
 def test_table_and_headline(bench, capsys):
     g, r = bench["bounds"]["orders"]
-    assert 1 <= g <= 5 and r >= 1                     # 95th percentiles of the data
+    assert 1 <= g <= 5 and r >= 1  # 95th percentiles of the data
     user_level.report(bench, 0.001)
     out = capsys.readouterr().out
     heads = [ln for ln in out.splitlines() if ln.startswith("HEADLINE:")]
@@ -47,7 +50,7 @@ def test_table_and_headline(bench, capsys):
     assert "through dpgate's FK path" in out
     for q, dp, tm, _ in bench["rows"]:
         assert tm["raw"] > 0 and tm["dp"] > 0 and tm["ratio"] > 0
-        if bench["sn_note"] is None:                  # SmartNoise installed: its rewrite is timed where it has one
+        if bench["sn_note"] is None:  # SmartNoise installed: its rewrite is timed where it has one
             assert ("sn" in tm) == (not q.sn_refuses), q.name
         for j in range(len(q.aggs)):
             errs = [dp["err"][(e, j)] for e in user_level.EPSILONS]
@@ -57,7 +60,7 @@ def test_table_and_headline(bench, capsys):
 def test_relative_error_rule():
     truth = {("a",): 10.0, ("b",): -4.0, ("c",): 0.0}
     assert user_level.rel_error({("a",): 11.0, ("b",): -4.0, ("c",): 5.0}, truth) == pytest.approx(0.05)
-    assert user_level.rel_error({("a",): 10.0}, truth) == pytest.approx(0.5)      # b missing: error 1
+    assert user_level.rel_error({("a",): 10.0}, truth) == pytest.approx(0.5)  # b missing: error 1
 
 
 def test_no_worse_is_judged_beyond_chance():
@@ -65,12 +68,12 @@ def test_no_worse_is_judged_beyond_chance():
     clearly larger than the spread fail; the bound is the z formula (mean + 2·SE)."""
     rng = random.Random(7)
     fails = 0
-    for _ in range(200):                                   # equal laws: P(fail) ≈ 2.3% (one-sided 2σ)
+    for _ in range(200):  # equal laws: P(fail) ≈ 2.3% (one-sided 2σ)
         a = [abs(rng.gauss(0, 1)) for _ in range(100)]
         b = [abs(rng.gauss(0, 1)) for _ in range(100)]
         fails += not user_level.no_worse(a, b)
-    assert fails <= 15                                     # binomial(200, 0.023): mean 4.6, P(> 15) < 1e-4
-    worse = [abs(rng.gauss(0, 2)) for _ in range(100)]     # twice the spread: 3.9σ beyond the bound
+    assert fails <= 15  # binomial(200, 0.023): mean 4.6, P(> 15) < 1e-4
+    worse = [abs(rng.gauss(0, 2)) for _ in range(100)]  # twice the spread: 3.9σ beyond the bound
     assert not user_level.no_worse(worse, [abs(rng.gauss(0, 1)) for _ in range(100)])
     assert user_level.no_worse([1.0, 1.2, 0.8], [1.0, 1.2, 0.8])
 
@@ -82,11 +85,15 @@ def test_family_z_is_bonferroni():
     assert user_level.family_z(3) == pytest.approx(2.1280, abs=1e-4)
     rng = random.Random(11)
     runs_failed = 0
-    for _ in range(300):                                   # 3 equal-law comparisons per run
+    for _ in range(300):  # 3 equal-law comparisons per run
         z = user_level.family_z(3)
-        runs_failed += not all(user_level.no_worse([abs(rng.gauss(0, 1)) for _ in range(60)],
-                                                   [abs(rng.gauss(0, 1)) for _ in range(60)], z) for _ in range(3))
-    assert runs_failed <= 30            # binomial(300, ≤ 0.05): mean ≤ 15, P(> 30) < 1e-4
+        runs_failed += not all(
+            user_level.no_worse(
+                [abs(rng.gauss(0, 1)) for _ in range(60)], [abs(rng.gauss(0, 1)) for _ in range(60)], z
+            )
+            for _ in range(3)
+        )
+    assert runs_failed <= 30  # binomial(300, ≤ 0.05): mean ≤ 15, P(> 30) < 1e-4
 
 
 def test_smartnoise_rewrite_on_duckdb_is_its_query():
@@ -96,21 +103,26 @@ def test_smartnoise_rewrite_on_duckdb_is_its_query():
     pytest.importorskip("snsql", reason="SmartNoise SQL is in the bench extra (pip install '.[bench]')")
     import tempfile
     from pathlib import Path
+
     import duckdb
+
     with tempfile.TemporaryDirectory() as tmp:
         tpch.load(tpch.generate(0.001, Path(tmp) / "p"), Path(tmp) / "t.duckdb")
         con = duckdb.connect(str(Path(tmp) / "t.duckdb"), read_only=True)
         sn = user_level.SmartNoise(con)
         q1 = next(q for q in user_level.QUERIES if q.name == "Q1")
-        most = con.execute(f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM {tpch.LINEITEM_UNIT} GROUP BY o_custkey)").fetchone()[0]
+        most = con.execute(
+            f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM {tpch.LINEITEM_UNIT} GROUP BY o_custkey)"
+        ).fetchone()[0]
         assert most < 1000
         got = {r[:2]: r[2:] for r in con.execute(sn.scan_sql(q1, 1000)).fetchall()}
-        raw = con.execute("SELECT l_returnflag, l_linestatus, SUM(l_quantity), COUNT(*) FROM lineitem "
-                          "GROUP BY 1, 2").fetchall()
+        raw = con.execute(
+            "SELECT l_returnflag, l_linestatus, SUM(l_quantity), COUNT(*) FROM lineitem GROUP BY 1, 2"
+        ).fetchall()
         assert len(got) == len(raw) > 1
         for flag, status, total, n in raw:
             sums = got[(flag, status)]
             assert sums[0] == pytest.approx(float(total), rel=1e-12) and sums[-1] == n
         o1 = next(q for q in user_level.QUERIES if q.name == "O1")
-        assert "ORDER BY __sn_r" in sn.scan_sql(o1, 26)        # its random order, drawn one level down
+        assert "ORDER BY __sn_r" in sn.scan_sql(o1, 26)  # its random order, drawn one level down
         assert sn.scan_sql(next(q for q in user_level.QUERIES if q.sn_refuses), 26) is None

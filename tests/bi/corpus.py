@@ -26,6 +26,7 @@ tables, written from each tool's documented SQL generation (not copied from any 
 Each entry: (tool, tile name, SQL, expected): expected is ``"answered"`` or the SQLSTATE of a
 refusal that must carry a hint saying what to write instead.
 """
+
 from __future__ import annotations
 
 ANSWERED = "answered"
@@ -33,109 +34,310 @@ ANSWERED = "answered"
 CORPUS: list[tuple[str, str, str, str]] = [
     # ---------------------------------------------------------------- Metabase
     ("metabase", "row count", 'SELECT count(*) AS "count" FROM "public"."pums"', ANSWERED),
-    ("metabase", "count by sex", 'SELECT "public"."pums"."sex" AS "sex", count(*) AS "count" FROM "public"."pums" '
-     'GROUP BY "public"."pums"."sex" ORDER BY "public"."pums"."sex" ASC', ANSWERED),
-    ("metabase", "monthly series", "SELECT date_trunc('month', \"public\".\"purchases\".\"ts\") AS \"ts\", count(*) AS \"count\" "
-     "FROM \"public\".\"purchases\" GROUP BY date_trunc('month', \"public\".\"purchases\".\"ts\") "
-     "ORDER BY date_trunc('month', \"public\".\"purchases\".\"ts\") ASC", ANSWERED),
-    ("metabase", "sum by store, filtered", 'SELECT "public"."purchases"."store" AS "store", sum("public"."purchases"."amount") AS "sum" '
-     'FROM "public"."purchases" WHERE "public"."purchases"."amount" > 10 GROUP BY "public"."purchases"."store" '
-     'ORDER BY "sum" DESC, "public"."purchases"."store" ASC LIMIT 2000', ANSWERED),
-    ("metabase", "binned income", 'SELECT (floor((("public"."pums"."income" - 0.0) / 50000.0)) * 50000.0) AS "income", '
-     'count(*) AS "count" FROM "public"."pums" GROUP BY (floor((("public"."pums"."income" - 0.0) / 50000.0)) * 50000.0) '
-     'ORDER BY (floor((("public"."pums"."income" - 0.0) / 50000.0)) * 50000.0) ASC', ANSWERED),
-    ("metabase", "nested question", 'SELECT "source"."sex" AS "sex", "source"."count" AS "count" FROM (SELECT '
-     '"public"."pums"."sex" AS "sex", count(*) AS "count" FROM "public"."pums" GROUP BY "public"."pums"."sex") AS "source" '
-     'WHERE "source"."count" > 10 LIMIT 1048575', ANSWERED),
-    ("metabase", "average, rounded", 'SELECT avg("public"."pums"."age") AS "avg" FROM "public"."pums" '
-     'WHERE ("public"."pums"."married" = 1 AND "public"."pums"."educ" >= 9)', ANSWERED),
-    ("metabase", "distinct values of a public column", 'SELECT DISTINCT "public"."people"."region" AS "region" '
-     'FROM "public"."people" ORDER BY "public"."people"."region" ASC LIMIT 2000', ANSWERED),
-    ("metabase", "last 12 months (relative)", "SELECT date_trunc('month', \"public\".\"purchases\".\"ts\") AS \"ts\", "
-     "count(*) AS \"count\" FROM \"public\".\"purchases\" WHERE \"public\".\"purchases\".\"ts\" >= "
-     "date_trunc('month', (now() + INTERVAL '-12 month')) GROUP BY 1 ORDER BY 1 ASC", ANSWERED),
-    ("metabase", "median income", 'SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY "public"."pums"."income") AS "median" '
-     'FROM "public"."pums"', ANSWERED),
-    ("metabase", "day of week", "SELECT (CAST(extract(dow from \"public\".\"purchases\".\"ts\") AS integer) + 1) AS \"ts\", "
-     "count(*) AS \"count\" FROM \"public\".\"purchases\" GROUP BY (CAST(extract(dow from \"public\".\"purchases\".\"ts\") "
-     "AS integer) + 1) ORDER BY (CAST(extract(dow from \"public\".\"purchases\".\"ts\") AS integer) + 1) ASC", ANSWERED),
-    ("metabase", "distinct count by store", 'SELECT "public"."purchases"."store" AS "store", count(distinct '
-     '"public"."purchases"."item") AS "count" FROM "public"."purchases" GROUP BY "public"."purchases"."store" '
-     'ORDER BY "public"."purchases"."store" ASC', ANSWERED),
-    ("metabase", "raw rows (table view)", 'SELECT "public"."pums"."age" AS "age", "public"."pums"."income" AS "income" '
-     'FROM "public"."pums" LIMIT 2000', "42501"),
+    (
+        "metabase",
+        "count by sex",
+        'SELECT "public"."pums"."sex" AS "sex", count(*) AS "count" FROM "public"."pums" '
+        'GROUP BY "public"."pums"."sex" ORDER BY "public"."pums"."sex" ASC',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "monthly series",
+        'SELECT date_trunc(\'month\', "public"."purchases"."ts") AS "ts", count(*) AS "count" '
+        'FROM "public"."purchases" GROUP BY date_trunc(\'month\', "public"."purchases"."ts") '
+        'ORDER BY date_trunc(\'month\', "public"."purchases"."ts") ASC',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "sum by store, filtered",
+        'SELECT "public"."purchases"."store" AS "store", sum("public"."purchases"."amount") AS "sum" '
+        'FROM "public"."purchases" WHERE "public"."purchases"."amount" > 10 GROUP BY "public"."purchases"."store" '
+        'ORDER BY "sum" DESC, "public"."purchases"."store" ASC LIMIT 2000',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "binned income",
+        'SELECT (floor((("public"."pums"."income" - 0.0) / 50000.0)) * 50000.0) AS "income", '
+        'count(*) AS "count" FROM "public"."pums" GROUP BY (floor((("public"."pums"."income" - 0.0) / 50000.0)) * 50000.0) '
+        'ORDER BY (floor((("public"."pums"."income" - 0.0) / 50000.0)) * 50000.0) ASC',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "nested question",
+        'SELECT "source"."sex" AS "sex", "source"."count" AS "count" FROM (SELECT '
+        '"public"."pums"."sex" AS "sex", count(*) AS "count" FROM "public"."pums" GROUP BY "public"."pums"."sex") AS "source" '
+        'WHERE "source"."count" > 10 LIMIT 1048575',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "average, rounded",
+        'SELECT avg("public"."pums"."age") AS "avg" FROM "public"."pums" '
+        'WHERE ("public"."pums"."married" = 1 AND "public"."pums"."educ" >= 9)',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "distinct values of a public column",
+        'SELECT DISTINCT "public"."people"."region" AS "region" '
+        'FROM "public"."people" ORDER BY "public"."people"."region" ASC LIMIT 2000',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "last 12 months (relative)",
+        'SELECT date_trunc(\'month\', "public"."purchases"."ts") AS "ts", '
+        'count(*) AS "count" FROM "public"."purchases" WHERE "public"."purchases"."ts" >= '
+        "date_trunc('month', (now() + INTERVAL '-12 month')) GROUP BY 1 ORDER BY 1 ASC",
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "median income",
+        'SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY "public"."pums"."income") AS "median" '
+        'FROM "public"."pums"',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "day of week",
+        'SELECT (CAST(extract(dow from "public"."purchases"."ts") AS integer) + 1) AS "ts", '
+        'count(*) AS "count" FROM "public"."purchases" GROUP BY (CAST(extract(dow from "public"."purchases"."ts") '
+        'AS integer) + 1) ORDER BY (CAST(extract(dow from "public"."purchases"."ts") AS integer) + 1) ASC',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "distinct count by store",
+        'SELECT "public"."purchases"."store" AS "store", count(distinct '
+        '"public"."purchases"."item") AS "count" FROM "public"."purchases" GROUP BY "public"."purchases"."store" '
+        'ORDER BY "public"."purchases"."store" ASC',
+        ANSWERED,
+    ),
+    (
+        "metabase",
+        "raw rows (table view)",
+        'SELECT "public"."pums"."age" AS "age", "public"."pums"."income" AS "income" '
+        'FROM "public"."pums" LIMIT 2000',
+        "42501",
+    ),
     # ---------------------------------------------------------------- Superset
-    ("superset", "time series", "SELECT DATE_TRUNC('month', ts) AS __timestamp, SUM(amount) AS \"SUM(amount)\" "
-     "FROM public.purchases GROUP BY DATE_TRUNC('month', ts) ORDER BY \"SUM(amount)\" DESC LIMIT 10000", ANSWERED),
-    ("superset", "bar chart", "SELECT region AS region, COUNT(*) AS count FROM public.people GROUP BY region "
-     "ORDER BY count DESC LIMIT 50000", ANSWERED),
-    ("superset", "big number", "SELECT COUNT(*) AS count FROM public.purchases WHERE ts >= '2025-01-01 00:00:00' "
-     "AND ts < '2025-07-01 00:00:00'", ANSWERED),
-    ("superset", "virtual dataset", "SELECT sex AS sex, AVG(income) AS \"AVG(income)\" FROM (SELECT * FROM pums "
-     "WHERE age >= 18) AS virtual_table GROUP BY sex ORDER BY \"AVG(income)\" DESC LIMIT 10000", ANSWERED),
-    ("superset", "pie with CASE dimension", "SELECT CASE WHEN age < 30 THEN 'young' WHEN age < 60 THEN 'middle' ELSE "
-     "'senior' END AS age_band, COUNT(*) AS count FROM public.people GROUP BY CASE WHEN age < 30 THEN 'young' WHEN "
-     "age < 60 THEN 'middle' ELSE 'senior' END ORDER BY count DESC LIMIT 100", ANSWERED),
-    ("superset", "KPI ratio", "SELECT SUM(amount) / COUNT(*) AS \"avg_ticket\" FROM public.purchases", ANSWERED),
-    ("superset", "stddev metric", "SELECT store AS store, STDDEV(amount) AS \"STDDEV(amount)\" FROM public.purchases "
-     "GROUP BY store ORDER BY \"STDDEV(amount)\" DESC LIMIT 10000", ANSWERED),
-    ("superset", "time range filter", "SELECT DATE_TRUNC('week', ts) AS __timestamp, COUNT(*) AS count FROM "
-     "public.purchases WHERE ts >= TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US') AND ts < "
-     "TO_TIMESTAMP('2025-03-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US') GROUP BY DATE_TRUNC('week', ts) "
-     "LIMIT 10000", ANSWERED),
+    (
+        "superset",
+        "time series",
+        "SELECT DATE_TRUNC('month', ts) AS __timestamp, SUM(amount) AS \"SUM(amount)\" "
+        "FROM public.purchases GROUP BY DATE_TRUNC('month', ts) ORDER BY \"SUM(amount)\" DESC LIMIT 10000",
+        ANSWERED,
+    ),
+    (
+        "superset",
+        "bar chart",
+        "SELECT region AS region, COUNT(*) AS count FROM public.people GROUP BY region "
+        "ORDER BY count DESC LIMIT 50000",
+        ANSWERED,
+    ),
+    (
+        "superset",
+        "big number",
+        "SELECT COUNT(*) AS count FROM public.purchases WHERE ts >= '2025-01-01 00:00:00' "
+        "AND ts < '2025-07-01 00:00:00'",
+        ANSWERED,
+    ),
+    (
+        "superset",
+        "virtual dataset",
+        'SELECT sex AS sex, AVG(income) AS "AVG(income)" FROM (SELECT * FROM pums '
+        'WHERE age >= 18) AS virtual_table GROUP BY sex ORDER BY "AVG(income)" DESC LIMIT 10000',
+        ANSWERED,
+    ),
+    (
+        "superset",
+        "pie with CASE dimension",
+        "SELECT CASE WHEN age < 30 THEN 'young' WHEN age < 60 THEN 'middle' ELSE "
+        "'senior' END AS age_band, COUNT(*) AS count FROM public.people GROUP BY CASE WHEN age < 30 THEN 'young' WHEN "
+        "age < 60 THEN 'middle' ELSE 'senior' END ORDER BY count DESC LIMIT 100",
+        ANSWERED,
+    ),
+    (
+        "superset",
+        "KPI ratio",
+        'SELECT SUM(amount) / COUNT(*) AS "avg_ticket" FROM public.purchases',
+        ANSWERED,
+    ),
+    (
+        "superset",
+        "stddev metric",
+        'SELECT store AS store, STDDEV(amount) AS "STDDEV(amount)" FROM public.purchases '
+        'GROUP BY store ORDER BY "STDDEV(amount)" DESC LIMIT 10000',
+        ANSWERED,
+    ),
+    (
+        "superset",
+        "time range filter",
+        "SELECT DATE_TRUNC('week', ts) AS __timestamp, COUNT(*) AS count FROM "
+        "public.purchases WHERE ts >= TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US') AND ts < "
+        "TO_TIMESTAMP('2025-03-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US') GROUP BY DATE_TRUNC('week', ts) "
+        "LIMIT 10000",
+        ANSWERED,
+    ),
     ("superset", "samples (raw rows)", "SELECT * FROM public.purchases LIMIT 10000", "42501"),
     # ---------------------------------------------------------------- Tableau
-    ("tableau", "number of records", 'SELECT SUM(1) AS "Number of Records" FROM "public"."pums" "pums" HAVING (COUNT(1) > 0)',
-     ANSWERED),
-    ("tableau", "measure by dimension", 'SELECT CAST("pums"."sex" AS TEXT) AS "sex", SUM("pums"."income") AS '
-     '"sum:income:ok" FROM "public"."pums" "pums" GROUP BY 1', ANSWERED),
-    ("tableau", "month of date", "SELECT CAST(DATE_TRUNC('MONTH', CAST(\"purchases\".\"ts\" AS DATE)) AS DATE) AS "
-     "\"tmn:ts:ok\", SUM(\"purchases\".\"amount\") AS \"sum:amount:ok\" FROM \"public\".\"purchases\" \"purchases\" "
-     "GROUP BY 1", ANSWERED),
-    ("tableau", "year of date", 'SELECT CAST(EXTRACT(YEAR FROM "purchases"."ts") AS INTEGER) AS "yr:ts:ok", '
-     'SUM("purchases"."amount") AS "sum:amount:ok" FROM "public"."purchases" "purchases" GROUP BY 1', ANSWERED),
-    ("tableau", "custom SQL", 'SELECT COUNT(*) AS "a0" FROM (SELECT "age", "sex" FROM "pums") "Custom SQL Query" '
-     'WHERE ("Custom SQL Query"."age" >= 30) HAVING (COUNT(1) > 0)', ANSWERED),
-    ("tableau", "average with calculated field", 'SELECT "pums"."married" AS "married", AVG(CAST("pums"."age" AS '
-     'DOUBLE PRECISION)) AS "avg:age:ok" FROM "public"."pums" "pums" GROUP BY 1', ANSWERED),
-    ("tableau", "sum of calculated field", 'SELECT SUM(("pums"."age" + 1)) AS "sum:Calculation_1:ok" FROM '
-     '"public"."pums" "pums" HAVING (COUNT(1) > 0)', ANSWERED),
+    (
+        "tableau",
+        "number of records",
+        'SELECT SUM(1) AS "Number of Records" FROM "public"."pums" "pums" HAVING (COUNT(1) > 0)',
+        ANSWERED,
+    ),
+    (
+        "tableau",
+        "measure by dimension",
+        'SELECT CAST("pums"."sex" AS TEXT) AS "sex", SUM("pums"."income") AS '
+        '"sum:income:ok" FROM "public"."pums" "pums" GROUP BY 1',
+        ANSWERED,
+    ),
+    (
+        "tableau",
+        "month of date",
+        'SELECT CAST(DATE_TRUNC(\'MONTH\', CAST("purchases"."ts" AS DATE)) AS DATE) AS '
+        '"tmn:ts:ok", SUM("purchases"."amount") AS "sum:amount:ok" FROM "public"."purchases" "purchases" '
+        "GROUP BY 1",
+        ANSWERED,
+    ),
+    (
+        "tableau",
+        "year of date",
+        'SELECT CAST(EXTRACT(YEAR FROM "purchases"."ts") AS INTEGER) AS "yr:ts:ok", '
+        'SUM("purchases"."amount") AS "sum:amount:ok" FROM "public"."purchases" "purchases" GROUP BY 1',
+        ANSWERED,
+    ),
+    (
+        "tableau",
+        "custom SQL",
+        'SELECT COUNT(*) AS "a0" FROM (SELECT "age", "sex" FROM "pums") "Custom SQL Query" '
+        'WHERE ("Custom SQL Query"."age" >= 30) HAVING (COUNT(1) > 0)',
+        ANSWERED,
+    ),
+    (
+        "tableau",
+        "average with calculated field",
+        'SELECT "pums"."married" AS "married", AVG(CAST("pums"."age" AS '
+        'DOUBLE PRECISION)) AS "avg:age:ok" FROM "public"."pums" "pums" GROUP BY 1',
+        ANSWERED,
+    ),
+    (
+        "tableau",
+        "sum of calculated field",
+        'SELECT SUM(("pums"."age" + 1)) AS "sum:Calculation_1:ok" FROM '
+        '"public"."pums" "pums" HAVING (COUNT(1) > 0)',
+        ANSWERED,
+    ),
     # ---------------------------------------------------------------- Power BI
-    ("powerbi", "table visual", 'select "_"."region", "_"."a0" from (select "rows"."region" as "region", count(1) as "a0" '
-     'from (select "_"."region" from "public"."people" "_") "rows" group by "region") "_" where not "_"."a0" is null '
-     'limit 1000001', ANSWERED),
-    ("powerbi", "card", 'select sum("rows"."amount") as "a0" from (select "_"."amount" from "public"."purchases" "_") "rows"',
-     ANSWERED),
-    ("powerbi", "distinct count of a public column", 'select count(distinct("rows"."store")) as "a0" from '
-     '(select "_"."store" from "public"."purchases" "_") "rows"', ANSWERED),
+    (
+        "powerbi",
+        "table visual",
+        'select "_"."region", "_"."a0" from (select "rows"."region" as "region", count(1) as "a0" '
+        'from (select "_"."region" from "public"."people" "_") "rows" group by "region") "_" where not "_"."a0" is null '
+        "limit 1000001",
+        ANSWERED,
+    ),
+    (
+        "powerbi",
+        "card",
+        'select sum("rows"."amount") as "a0" from (select "_"."amount" from "public"."purchases" "_") "rows"',
+        ANSWERED,
+    ),
+    (
+        "powerbi",
+        "distinct count of a public column",
+        'select count(distinct("rows"."store")) as "a0" from '
+        '(select "_"."store" from "public"."purchases" "_") "rows"',
+        ANSWERED,
+    ),
     # ---------------------------------------------------------------- Looker
-    ("looker", "dimension and count", 'SELECT pums.sex AS "pums.sex", COUNT(*) AS "pums.count" FROM public.pums AS pums '
-     'GROUP BY 1 ORDER BY 2 DESC FETCH NEXT 500 ROWS ONLY', ANSWERED),
-    ("looker", "coalesced sum", 'SELECT people.region AS "people.region", COALESCE(SUM(people.income), 0) AS '
-     '"people.total_income" FROM public.people AS people GROUP BY 1 ORDER BY 2 DESC FETCH NEXT 500 ROWS ONLY', ANSWERED),
-    ("looker", "month dimension", "SELECT DATE_TRUNC('month', purchases.ts) AS \"purchases.ts_month\", COUNT(*) AS "
-     "\"purchases.count\" FROM public.purchases AS purchases GROUP BY 1 ORDER BY 1 DESC FETCH NEXT 500 ROWS ONLY",
-     ANSWERED),
-    ("looker", "month as text", "SELECT TO_CHAR(DATE_TRUNC('month', purchases.ts ), 'YYYY-MM') AS "
-     "\"purchases.ts_month\", COUNT(*) AS \"purchases.count\" FROM public.purchases AS purchases GROUP BY 1 "
-     "ORDER BY 1 DESC FETCH NEXT 500 ROWS ONLY", ANSWERED),
-    ("looker", "date dimension", "SELECT (DATE(purchases.ts )) AS \"purchases.ts_date\", COUNT(*) AS "
-     "\"purchases.count\" FROM public.purchases AS purchases WHERE ((( purchases.ts ) >= (TIMESTAMP '2025-06-01') "
-     "AND ( purchases.ts ) < (TIMESTAMP '2025-07-01'))) GROUP BY 1 ORDER BY 1 FETCH NEXT 500 ROWS ONLY", ANSWERED),
-    ("looker", "top 10 items", 'SELECT purchases.item AS "purchases.item", COUNT(*) AS "purchases.count" FROM '
-     'public.purchases AS purchases GROUP BY 1 ORDER BY 2 DESC FETCH NEXT 10 ROWS ONLY', ANSWERED),
-    ("looker", "average with filter", 'SELECT AVG(people.hours) AS "people.average_hours" FROM public.people AS people '
-     "WHERE (people.region ) = 'north'", ANSWERED),
+    (
+        "looker",
+        "dimension and count",
+        'SELECT pums.sex AS "pums.sex", COUNT(*) AS "pums.count" FROM public.pums AS pums '
+        "GROUP BY 1 ORDER BY 2 DESC FETCH NEXT 500 ROWS ONLY",
+        ANSWERED,
+    ),
+    (
+        "looker",
+        "coalesced sum",
+        'SELECT people.region AS "people.region", COALESCE(SUM(people.income), 0) AS '
+        '"people.total_income" FROM public.people AS people GROUP BY 1 ORDER BY 2 DESC FETCH NEXT 500 ROWS ONLY',
+        ANSWERED,
+    ),
+    (
+        "looker",
+        "month dimension",
+        "SELECT DATE_TRUNC('month', purchases.ts) AS \"purchases.ts_month\", COUNT(*) AS "
+        '"purchases.count" FROM public.purchases AS purchases GROUP BY 1 ORDER BY 1 DESC FETCH NEXT 500 ROWS ONLY',
+        ANSWERED,
+    ),
+    (
+        "looker",
+        "month as text",
+        "SELECT TO_CHAR(DATE_TRUNC('month', purchases.ts ), 'YYYY-MM') AS "
+        '"purchases.ts_month", COUNT(*) AS "purchases.count" FROM public.purchases AS purchases GROUP BY 1 '
+        "ORDER BY 1 DESC FETCH NEXT 500 ROWS ONLY",
+        ANSWERED,
+    ),
+    (
+        "looker",
+        "date dimension",
+        'SELECT (DATE(purchases.ts )) AS "purchases.ts_date", COUNT(*) AS '
+        "\"purchases.count\" FROM public.purchases AS purchases WHERE ((( purchases.ts ) >= (TIMESTAMP '2025-06-01') "
+        "AND ( purchases.ts ) < (TIMESTAMP '2025-07-01'))) GROUP BY 1 ORDER BY 1 FETCH NEXT 500 ROWS ONLY",
+        ANSWERED,
+    ),
+    (
+        "looker",
+        "top 10 items",
+        'SELECT purchases.item AS "purchases.item", COUNT(*) AS "purchases.count" FROM '
+        "public.purchases AS purchases GROUP BY 1 ORDER BY 2 DESC FETCH NEXT 10 ROWS ONLY",
+        ANSWERED,
+    ),
+    (
+        "looker",
+        "average with filter",
+        'SELECT AVG(people.hours) AS "people.average_hours" FROM public.people AS people '
+        "WHERE (people.region ) = 'north'",
+        ANSWERED,
+    ),
     # ---------------------------------------------------------------- Grafana
-    ("grafana", "time series (daily)", "SELECT floor(extract(epoch from ts)/86400)*86400 AS \"time\", count(*) AS "
-     "\"purchases\" FROM purchases WHERE ts BETWEEN '2025-03-01T00:00:00Z' AND '2025-03-31T23:59:59Z' GROUP BY 1 "
-     "ORDER BY 1", ANSWERED),
-    ("grafana", "stat panel", "SELECT sum(amount) AS \"revenue\" FROM purchases WHERE ts BETWEEN "
-     "'2025-01-01T00:00:00Z' AND '2025-12-31T23:59:59Z'", ANSWERED),
-    ("grafana", "bar gauge by store", "SELECT store::text AS metric, count(*) AS value FROM purchases GROUP BY 1 "
-     "ORDER BY 1", ANSWERED),
-    ("grafana", "raw time column", "SELECT ts AS \"time\", amount FROM purchases WHERE ts BETWEEN "
-     "'2025-03-01T00:00:00Z' AND '2025-03-02T00:00:00Z' ORDER BY 1", "42501"),
+    (
+        "grafana",
+        "time series (daily)",
+        'SELECT floor(extract(epoch from ts)/86400)*86400 AS "time", count(*) AS '
+        "\"purchases\" FROM purchases WHERE ts BETWEEN '2025-03-01T00:00:00Z' AND '2025-03-31T23:59:59Z' GROUP BY 1 "
+        "ORDER BY 1",
+        ANSWERED,
+    ),
+    (
+        "grafana",
+        "stat panel",
+        'SELECT sum(amount) AS "revenue" FROM purchases WHERE ts BETWEEN '
+        "'2025-01-01T00:00:00Z' AND '2025-12-31T23:59:59Z'",
+        ANSWERED,
+    ),
+    (
+        "grafana",
+        "bar gauge by store",
+        "SELECT store::text AS metric, count(*) AS value FROM purchases GROUP BY 1 ORDER BY 1",
+        ANSWERED,
+    ),
+    (
+        "grafana",
+        "raw time column",
+        'SELECT ts AS "time", amount FROM purchases WHERE ts BETWEEN '
+        "'2025-03-01T00:00:00Z' AND '2025-03-02T00:00:00Z' ORDER BY 1",
+        "42501",
+    ),
 ]
 
 #: SmartNoise SQL's PUMS validation queries (sql/tests/query/queries/validate_pums/validate_pums.sql),
@@ -162,11 +364,23 @@ SMARTNOISE_REFUSED: dict = {}
 
 #: the dashboard of docs/clients.md (Superset/Metabase style), every tile answered
 DASHBOARD = [
-    ("bar chart by a derived bin", "SELECT width_bucket(age, 0, 100, 10) AS age_bin, COUNT(*) AS people "
-     "FROM people GROUP BY 1 ORDER BY 1"),
-    ("monthly time series", "SELECT date_trunc('month', ts) AS month, COUNT(*) AS orders, SUM(amount) AS revenue "
-     "FROM purchases GROUP BY 1 ORDER BY 1"),
-    ("KPI with a ratio", "SELECT SUM(amount) / COUNT(*) AS avg_ticket, COUNT(*) FILTER (WHERE amount > 100) * 100.0 "
-     "/ COUNT(*) AS pct_big FROM purchases"),
-    ("top-10 table", "SELECT item, COUNT(*) AS sold FROM purchases GROUP BY item ORDER BY sold DESC LIMIT 10"),
+    (
+        "bar chart by a derived bin",
+        "SELECT width_bucket(age, 0, 100, 10) AS age_bin, COUNT(*) AS people "
+        "FROM people GROUP BY 1 ORDER BY 1",
+    ),
+    (
+        "monthly time series",
+        "SELECT date_trunc('month', ts) AS month, COUNT(*) AS orders, SUM(amount) AS revenue "
+        "FROM purchases GROUP BY 1 ORDER BY 1",
+    ),
+    (
+        "KPI with a ratio",
+        "SELECT SUM(amount) / COUNT(*) AS avg_ticket, COUNT(*) FILTER (WHERE amount > 100) * 100.0 "
+        "/ COUNT(*) AS pct_big FROM purchases",
+    ),
+    (
+        "top-10 table",
+        "SELECT item, COUNT(*) AS sold FROM purchases GROUP BY item ORDER BY sold DESC LIMIT 10",
+    ),
 ]

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
 from catalog_helpers import make_config
+
 from proxy.catalog import Catalog
 
 

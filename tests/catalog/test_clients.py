@@ -1,11 +1,12 @@
 """Driver / ORM introspection queries (captured from a real server with log_statement=all)."""
+
 from __future__ import annotations
 
 import threading
 
 import pytest
-
 from catalog_helpers import client_queries, make_config
+
 from proxy.catalog import Catalog, CatalogError
 
 QUERIES = client_queries()
@@ -49,8 +50,12 @@ def test_sqlalchemy_has_table_and_columns(catalog):
     names = [c for c, _ in cols]
     got = [dict(zip(names, r)) for r in rows]
     assert [(g["name"], g["format_type"], g["not_null"]) for g in got] == [
-        ("age", "bigint", True), ("sex", "bigint", False), ("income", "double precision", False),
-        ("name", "text", False), ("married", "boolean", False)]
+        ("age", "bigint", True),
+        ("sex", "bigint", False),
+        ("income", "double precision", False),
+        ("name", "text", False),
+        ("married", "boolean", False),
+    ]
     assert run(catalog, "sqlalchemy_pk_constraint")[1] == []
     assert run(catalog, "sqlalchemy_indexes")[1] == []
 
@@ -64,11 +69,20 @@ def test_sqlalchemy_has_table_for_undeclared(catalog):
 def test_information_schema(catalog):
     cols, rows = catalog.execute(
         "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-        "WHERE table_name = 'pums' ORDER BY ordinal_position", user="alice")
-    assert rows == [("age", "bigint", "NO"), ("sex", "bigint", "YES"), ("income", "double precision", "YES"),
-                    ("name", "text", "YES"), ("married", "boolean", "YES")]
-    _, rows = catalog.execute("SELECT table_schema, table_name, table_type FROM information_schema.tables "
-                              "ORDER BY table_name", user="alice")
+        "WHERE table_name = 'pums' ORDER BY ordinal_position",
+        user="alice",
+    )
+    assert rows == [
+        ("age", "bigint", "NO"),
+        ("sex", "bigint", "YES"),
+        ("income", "double precision", "YES"),
+        ("name", "text", "YES"),
+        ("married", "boolean", "YES"),
+    ]
+    _, rows = catalog.execute(
+        "SELECT table_schema, table_name, table_type FROM information_schema.tables ORDER BY table_name",
+        user="alice",
+    )
     assert rows == [("public", "people", "BASE TABLE"), ("public", "pums", "BASE TABLE")]
     _, rows = catalog.execute("select schema_name from information_schema.schemata order by 1", user="alice")
     assert ("public",) in rows
@@ -77,25 +91,46 @@ def test_information_schema(catalog):
 def test_session_functions(catalog):
     cols, rows = catalog.execute(
         "SELECT version(), current_schema(), current_database(), current_user, session_user, "
-        "current_setting('server_version'), pg_catalog.current_schemas(false)", user="bob")
-    assert [c for c, _ in cols] == ["version", "current_schema", "current_database", "current_user",
-                                    "current_user", "current_setting", "current_schemas"]
+        "current_setting('server_version'), pg_catalog.current_schemas(false)",
+        user="bob",
+    )
+    assert [c for c, _ in cols] == [
+        "version",
+        "current_schema",
+        "current_database",
+        "current_user",
+        "current_user",
+        "current_setting",
+        "current_schemas",
+    ]
     assert rows[0][0].startswith("PostgreSQL 16.0")
     assert rows[0][1:6] == ("public", "demo", "bob", "bob", "16.0")
     assert catalog.handles("select version()")
     assert catalog.handles("SELECT current_database()")
     assert catalog.execute("SHOW transaction isolation level", user="bob") == (
-        [("transaction_isolation", 25)], [("read committed",)])
+        [("transaction_isolation", 25)],
+        [("read committed",)],
+    )
 
 
 def test_pg_type_lookups(catalog):
-    _, rows = catalog.execute("SELECT oid, typname, typlen, typtype, typcategory FROM pg_catalog.pg_type "
-                              "WHERE typname IN ('bool','int8','float8','text','varchar','_int4') ORDER BY oid",
-                              user="alice")
-    assert rows == [(16, "bool", 1, "b", "B"), (20, "int8", 8, "b", "N"), (25, "text", -1, "b", "S"),
-                    (701, "float8", 8, "b", "N"), (1007, "_int4", -1, "b", "A"), (1043, "varchar", -1, "b", "S")]
-    _, rows = catalog.execute("select 'pums'::regclass::oid, 'int8'::regtype::oid, 16384::regclass::text,"
-                              " format_type(701, NULL)", user="alice")
+    _, rows = catalog.execute(
+        "SELECT oid, typname, typlen, typtype, typcategory FROM pg_catalog.pg_type "
+        "WHERE typname IN ('bool','int8','float8','text','varchar','_int4') ORDER BY oid",
+        user="alice",
+    )
+    assert rows == [
+        (16, "bool", 1, "b", "B"),
+        (20, "int8", 8, "b", "N"),
+        (25, "text", -1, "b", "S"),
+        (701, "float8", 8, "b", "N"),
+        (1007, "_int4", -1, "b", "A"),
+        (1043, "varchar", -1, "b", "S"),
+    ]
+    _, rows = catalog.execute(
+        "select 'pums'::regclass::oid, 'int8'::regtype::oid, 16384::regclass::text, format_type(701, NULL)",
+        user="alice",
+    )
     assert rows == [(16384, 20, "pums", "double precision")]
 
 
@@ -113,22 +148,27 @@ def test_undeclared_backend_table_never_visible(catalog):
     assert sorted(r[0] for r in rows) == ["people", "pums"]
     _, rows = catalog.execute("SELECT DISTINCT table_name FROM information_schema.columns", user="alice")
     assert sorted(r[0] for r in rows) == ["people", "pums"]
-    _, rows = catalog.execute("SELECT attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                              "WHERE c.relname = 'secret'", user="alice")
+    _, rows = catalog.execute(
+        "SELECT attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname = 'secret'",
+        user="alice",
+    )
     assert rows == []
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT * FROM pg_class, secret",
-    "SELECT * FROM pg_class c JOIN public.pums p ON true",
-    "SELECT * FROM pg_catalog.pg_shadow",
-    "SELECT * FROM read_csv('/etc/passwd')",
-    "SELECT version(), read_text('/etc/passwd')",
-    "SELECT version(); SELECT 1",
-    "DELETE FROM pg_class",
-    "SELECT * FROM duckdb_tables()",
-    "SELECT version() FROM",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM pg_class, secret",
+        "SELECT * FROM pg_class c JOIN public.pums p ON true",
+        "SELECT * FROM pg_catalog.pg_shadow",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT version(), read_text('/etc/passwd')",
+        "SELECT version(); SELECT 1",
+        "DELETE FROM pg_class",
+        "SELECT * FROM duckdb_tables()",
+        "SELECT version() FROM",
+    ],
+)
 def test_bad_statements_raise_clean_errors(catalog, sql):
     with pytest.raises(CatalogError) as err:
         cols, rows = catalog.execute(sql, user="alice")
@@ -177,7 +217,7 @@ def test_ibis_statements_list_and_describe_the_declared_tables(catalog):
     """ibis's list_tables() (information_schema, its temporary tables by UNION ALL) and
     table() (the columns of a relation by schema name in a bound array and table name)."""
     assert {r[0] for r in run(catalog, "ibis_list_tables")[1]} == set(catalog.config.tables)
-    assert run(catalog, "ibis_temp_schema")[1] == []              # no temporary schema: no temporary views
+    assert run(catalog, "ibis_temp_schema")[1] == []  # no temporary schema: no temporary views
     name = next(iter(catalog.config.tables))
     q = QUERIES["ibis_get_schema"]
     cols = catalog.execute(q["sql"], user="alice", params=[q["params"][0], name])[1]

@@ -1,5 +1,6 @@
 """Issue 23 × 20: the column and table comments (\\d+, information_schema, pg_description)
 state the privacy unit, partition selection, keys, references and public tables."""
+
 from __future__ import annotations
 
 import tomllib
@@ -24,7 +25,9 @@ def test_unit_selection_keys_and_public_tables_are_described():
     assert "partition selection" in column_comment(p, "city", p.columns["city"])
     assert "per customer_id" in table_comment(p) and "10 group(s) × 10 row(s)" in table_comment(p)
     s = t["stores"]
-    assert "public table" in table_comment(s) and "key" in column_comment(s, "store_id", s.columns["store_id"])
+    assert "public table" in table_comment(s) and "key" in column_comment(
+        s, "store_id", s.columns["store_id"]
+    )
     i = t["order_items"]
     assert "references orders" in column_comment(i, "order_id", i.columns["order_id"])
     assert "per orders.customer_id" in table_comment(i)

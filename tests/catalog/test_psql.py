@@ -1,8 +1,8 @@
 """psql 15's own describe queries (captured with `psql -E` against a real server)."""
+
 from __future__ import annotations
 
 import pytest
-
 from catalog_helpers import psql_queries
 
 PUMS, PEOPLE = 16384, 16385
@@ -26,7 +26,7 @@ def test_d_lists_relations(catalog):
 def test_dt_plus_shows_descriptions(catalog):
     [(cols, rows)] = run_all(catalog, "dt_plus")
     assert [c for c, _ in cols][-1] == "Description"
-    central = "central DP per row: each answer noisy, ε per query from your tier"     # the DP facts (issue 23)
+    central = "central DP per row: each answer noisy, ε per query from your tier"  # the DP facts (issue 23)
     assert {r[1]: r[-1] for r in rows} == {"people": central, "pums": f"Census microdata — {central}"}
 
 
@@ -41,8 +41,12 @@ def test_d_pums_all_queries(catalog, name):
     assert rows[0][1] == "r" and rows[0][-1] == "heap"
     cols, rows = results[2]
     assert [(r[0], r[1], r[3]) for r in rows] == [
-        ("age", "bigint", True), ("sex", "bigint", False), ("income", "double precision", False),
-        ("name", "text", False), ("married", "boolean", False)]
+        ("age", "bigint", True),
+        ("sex", "bigint", False),
+        ("income", "double precision", False),
+        ("name", "text", False),
+        ("married", "boolean", False),
+    ]
     if name == "d_plus_pums":
         assert rows[2][-1] == "yearly income — bounds [0, 500000]: SUM/AVG/VAR clamp here"
     for _, rows in results[3:]:
@@ -86,6 +90,7 @@ def test_du_shows_the_current_user(catalog):
 
 def test_every_psql_query_is_handled(catalog):
     import pathlib
+
     for f in (pathlib.Path(__file__).parent / "psql_queries").glob("*.sql"):
         for q in psql_queries(f.stem, PUMS):
             assert catalog.handles(q), q

@@ -1,6 +1,7 @@
 """Fixtures for the real-client tests: one dpgate per backend (shared by every client in
 this directory, so all clients see the same releases), a TLS-enabled dpgate, and an
 undeclared ``secret_salaries`` table created directly in each backend."""
+
 from __future__ import annotations
 
 import time
@@ -24,15 +25,14 @@ def _start(request, tmp_path_factory, kind: str, tls: dict | None = None) -> Ser
         data["server"]["tls"] = tls
     svc = Service(data, tmp_path_factory.mktemp("state"), source=SeededSource(20261122)).start()
     svc.kind = kind
-    svc.reference = {}          # the first client's answers; every other client must match them
+    svc.reference = {}  # the first client's answers; every other client must match them
     _create_secret(request, svc)
     return svc
 
 
 def _create_secret(request, svc: Service) -> None:
     """A table that exists in the backend but not in dpgate's config."""
-    sql = (f"CREATE TABLE IF NOT EXISTS {SECRET} (x INT); "
-           f"INSERT INTO {SECRET} VALUES (100000), (250000)")
+    sql = f"CREATE TABLE IF NOT EXISTS {SECRET} (x INT); INSERT INTO {SECRET} VALUES (100000), (250000)"
     if svc.kind == "duckdb":
         svc.gw.backend.execute_script(sql)
     else:
@@ -67,6 +67,7 @@ def svc(request, tmp_path_factory):
 def tls_svc(request, tmp_path_factory):
     """dpgate with TLS (self-signed certificate) on DuckDB."""
     from wire.certs import make_cert
+
     cert, key = make_cert(tmp_path_factory.mktemp("tls"))
     s = _start(request, tmp_path_factory, "duckdb", tls={"cert": str(cert), "key": str(key)})
     yield s

@@ -3,6 +3,7 @@
 Each probe asks the running service itself, so a test marked with :func:`expect_fix` runs
 normally (and must pass) as soon as the fix lands; until then it is a strict xfail.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,11 +15,13 @@ import pytest
 CATALOG_PARAMS = (
     "needs proxy/pipeline/orchestrator.py Connection._describe to give a catalog statement's $n parameters "
     "types (Catalog.param_types(sql)): asyncpg and pg8000 Parse without types, Describe, then Bind "
-    "and get 'the server expects 0 arguments' / 'bind message supplies 1 parameters'")
+    "and get 'the server expects 0 arguments' / 'bind message supplies 1 parameters'"
+)
 SESSION_STATEMENTS = (
     "needs proxy/pipeline/statements.py to answer SAVEPOINT / RELEASE / ROLLBACK TO with a quoted name "
-    "(psycopg 3 transactions send SAVEPOINT \"_pg3_1\"), CLOSE ALL and UNLISTEN * (asyncpg's pool "
-    "reset) locally")
+    '(psycopg 3 transactions send SAVEPOINT "_pg3_1"), CLOSE ALL and UNLISTEN * (asyncpg\'s pool '
+    "reset) locally"
+)
 
 
 def _catalog_params_described(svc) -> bool:
@@ -36,8 +39,14 @@ def _catalog_params_described(svc) -> bool:
 def _session_statements_answered(svc) -> bool:
     with psycopg.connect(svc.dsn(), autocommit=True) as conn:
         try:
-            for stmt in ("BEGIN", 'SAVEPOINT "_pg3_1"', 'RELEASE SAVEPOINT "_pg3_1"', "COMMIT",
-                         "CLOSE ALL", "UNLISTEN *"):
+            for stmt in (
+                "BEGIN",
+                'SAVEPOINT "_pg3_1"',
+                'RELEASE SAVEPOINT "_pg3_1"',
+                "COMMIT",
+                "CLOSE ALL",
+                "UNLISTEN *",
+            ):
                 conn.execute(stmt)
         except psycopg.Error:
             return False

@@ -7,12 +7,15 @@ hands a *report* (a dict) to :func:`check_report`, so that every client is held 
 same expectations. Within one service all clients must see the very same numbers: the
 first client pays ε, the others get the stored release back.
 """
+
 from __future__ import annotations
 
 import math
 
-GROUP_SQL = ("SELECT sex, COUNT(*), SUM(income), AVG(age) FROM pums "
-             "WHERE age BETWEEN 30 AND 60 GROUP BY sex ORDER BY sex")
+GROUP_SQL = (
+    "SELECT sex, COUNT(*), SUM(income), AVG(age) FROM pums "
+    "WHERE age BETWEEN 30 AND 60 GROUP BY sex ORDER BY sex"
+)
 PARAM_SQL = {  # the same count in each driver's placeholder style; the parameter is 40
     "dollar": "SELECT COUNT(*) FROM pums WHERE age > $1",
     "format": "SELECT COUNT(*) FROM pums WHERE age > %s",
@@ -21,12 +24,18 @@ PARAM_SQL = {  # the same count in each driver's placeholder style; the paramete
 }
 PARAM = 40
 REFUSED_SQL = "SELECT * FROM pums"
-SECRET = "secret_salaries"                      # exists in the backend, not declared
+SECRET = "secret_salaries"  # exists in the backend, not declared
 SECRET_SQL = f"SELECT COUNT(*) FROM {SECRET}"
 
 PUMS_COLUMNS = ["age", "sex", "educ", "race", "income", "married"]
-PUMS_TYPES = {"age": "bigint", "sex": "bigint", "educ": "bigint", "race": "bigint",
-              "income": "double precision", "married": "bigint"}
+PUMS_TYPES = {
+    "age": "bigint",
+    "sex": "bigint",
+    "educ": "bigint",
+    "race": "bigint",
+    "income": "double precision",
+    "married": "bigint",
+}
 INCOME_UPPER = 500_000
 
 
@@ -53,9 +62,9 @@ def check_rows(rows) -> list[tuple]:
     for sex, count, total, avg in rows:
         assert type(sex) is int and type(count) is int, rows
         assert isinstance(total, float) and isinstance(avg, float), rows
-        assert 100 < count < 1000                          # true counts are in the hundreds
-        assert 0 <= avg <= 100                             # AVG(age) is clamped to age's bounds
-        assert 0 <= total <= 1000 * INCOME_UPPER           # SUM(income) of at most 1000 clamped rows
+        assert 100 < count < 1000  # true counts are in the hundreds
+        assert 0 <= avg <= 100  # AVG(age) is clamped to age's bounds
+        assert 0 <= total <= 1000 * INCOME_UPPER  # SUM(income) of at most 1000 clamped rows
     return rows
 
 

@@ -1,6 +1,7 @@
 """The shared scenario through asyncpg (its own protocol implementation: extended
 protocol only, binary formats, Describe before every Bind), on DuckDB and on Postgres,
 and over TLS."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,8 +11,17 @@ import asyncpg
 import pytest
 
 from .pending import CATALOG_PARAMS, SESSION_STATEMENTS, expect_fix
-from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, PUMS_COLUMNS, REFUSED_SQL, SECRET, SECRET_SQL,
-                       check_report, declared_tables)
+from .scenario import (
+    GROUP_SQL,
+    PARAM,
+    PARAM_SQL,
+    PUMS_COLUMNS,
+    REFUSED_SQL,
+    SECRET,
+    SECRET_SQL,
+    check_report,
+    declared_tables,
+)
 
 
 async def error(conn, sql) -> tuple[str, str]:
@@ -21,19 +31,28 @@ async def error(conn, sql) -> tuple[str, str]:
 
 
 async def scenario(conn) -> dict:
-    tables = await conn.fetch("SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-                              "ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r' "
-                              "ORDER BY 1")
-    columns = await conn.fetch("SELECT column_name FROM information_schema.columns "
-                               "WHERE table_name = 'pums' ORDER BY ordinal_position")
+    tables = await conn.fetch(
+        "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r' "
+        "ORDER BY 1"
+    )
+    columns = await conn.fetch(
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_name = 'pums' ORDER BY ordinal_position"
+    )
     rows = await conn.fetch(GROUP_SQL)
     assert list(rows[0].keys()) == ["sex", "count", "sum", "avg"]
     stmt = await conn.prepare(PARAM_SQL["dollar"])
     assert [t.name for t in stmt.get_parameters()] == ["int8"]
     n = await stmt.fetchval(PARAM)
-    return {"tables": [t["relname"] for t in tables], "columns": [c["column_name"] for c in columns],
-            "rows": [tuple(r) for r in rows], "param_count": n,
-            "refused": await error(conn, REFUSED_SQL), "secret_error": await error(conn, SECRET_SQL)}
+    return {
+        "tables": [t["relname"] for t in tables],
+        "columns": [c["column_name"] for c in columns],
+        "rows": [tuple(r) for r in rows],
+        "param_count": n,
+        "refused": await error(conn, REFUSED_SQL),
+        "secret_error": await error(conn, SECRET_SQL),
+    }
 
 
 def test_asyncpg_scenario(svc):
@@ -44,10 +63,14 @@ def test_asyncpg_scenario(svc):
         conn.add_log_listener(lambda c, msg: notices.append(msg.message))
         try:
             report = await scenario(conn)
-            secret = await conn.fetch(f"SELECT attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                                      f"WHERE c.relname = '{SECRET}'")
-            cols = await conn.fetch("SELECT attname FROM pg_attribute WHERE attrelid = 'pums'::regclass "
-                                    "AND attnum > 0 ORDER BY attnum")
+            secret = await conn.fetch(
+                f"SELECT attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                f"WHERE c.relname = '{SECRET}'"
+            )
+            cols = await conn.fetch(
+                "SELECT attname FROM pg_attribute WHERE attrelid = 'pums'::regclass "
+                "AND attnum > 0 ORDER BY attnum"
+            )
             return report, secret, [c[0] for c in cols]
         finally:
             await conn.close()
@@ -64,17 +87,32 @@ def test_asyncpg_parameterised_introspection(svc, request):
     async def main():
         conn = await asyncpg.connect(svc.url())
         try:
-            tables = await conn.fetch("SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-                                      "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' "
-                                      "ORDER BY 1", "public")
-            cols = await conn.fetch("SELECT column_name FROM information_schema.columns WHERE table_name = $1 "
-                                    "ORDER BY ordinal_position", "pums")
-            secret = await conn.fetch("SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                                      "WHERE c.relname = $1 AND a.attnum > $2", SECRET, 0)
-            by_oid = await conn.fetch("SELECT attname FROM pg_attribute WHERE attrelid = $1 ORDER BY attnum",
-                                      await conn.fetchval("SELECT 'pums'::regclass::oid"))
-            by_name = await conn.fetch("SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass "
-                                       "AND attnum > 0 ORDER BY attnum", "public.pums")
+            tables = await conn.fetch(
+                "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' "
+                "ORDER BY 1",
+                "public",
+            )
+            cols = await conn.fetch(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = $1 "
+                "ORDER BY ordinal_position",
+                "pums",
+            )
+            secret = await conn.fetch(
+                "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                "WHERE c.relname = $1 AND a.attnum > $2",
+                SECRET,
+                0,
+            )
+            by_oid = await conn.fetch(
+                "SELECT attname FROM pg_attribute WHERE attrelid = $1 ORDER BY attnum",
+                await conn.fetchval("SELECT 'pums'::regclass::oid"),
+            )
+            by_name = await conn.fetch(
+                "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass "
+                "AND attnum > 0 ORDER BY attnum",
+                "public.pums",
+            )
             assert [c[0] for c in by_name] == [c[0] for c in by_oid]
             with pytest.raises(asyncpg.UndefinedTableError):
                 await conn.fetch("SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass", SECRET)

@@ -5,6 +5,7 @@ pg_settings, SHOW, current_schema() …), on both backends, in text and binary f
 Every query must succeed and see the declared tables and columns only: the table
 ``secret_salaries`` exists in each backend but is not declared, and no answer mentions it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -128,10 +129,18 @@ EXPECTED = {
     "dbeaver_databases": lambda rows: [r[2] for r in rows] == ["demo"],
     "show_search_path": [('"$user", public',)],
     "show_timezone": [("UTC",)],
-    "pg_settings_names": [("TimeZone", "UTC"), ("max_identifier_length", "63"), ("server_version_num", "160000")],
-    "session_functions": lambda rows: rows[0][:5] == ("public", ["public"], "demo", "analyst", "analyst")
-                                      and "PostgreSQL 16" in rows[0][5],
-    "info_foreign_keys": [], "info_views": [], "functions_in_public": [], "pg_stats_empty": [],
+    "pg_settings_names": [
+        ("TimeZone", "UTC"),
+        ("max_identifier_length", "63"),
+        ("server_version_num", "160000"),
+    ],
+    "session_functions": lambda rows: (
+        rows[0][:5] == ("public", ["public"], "demo", "analyst", "analyst") and "PostgreSQL 16" in rows[0][5]
+    ),
+    "info_foreign_keys": [],
+    "info_views": [],
+    "functions_in_public": [],
+    "pg_stats_empty": [],
     "pg_views_matviews_indexes": [(0, 0, 0)],
     "constraints_and_indexes": [(0, 0)],
     "regclass_lookups": [(True, True, True)],
@@ -143,11 +152,20 @@ EXPECTED = {
 }
 
 # queries that list tables: (column index of the table name)
-LISTINGS = {"metabase_describe_database": 1, "dbeaver_tables": 2, "info_tables": 1, "pg_tables": 1,
-            "pg_stat_user_tables": 1}
+LISTINGS = {
+    "metabase_describe_database": 1,
+    "dbeaver_tables": 2,
+    "info_tables": 1,
+    "pg_tables": 1,
+    "pg_stat_user_tables": 1,
+}
 
 
-DPGATE_VIEWS = ["budget", "coalition", "releases"]     # listed under the schema dpgate, as Postgres would (issue 23)
+DPGATE_VIEWS = [
+    "budget",
+    "coalition",
+    "releases",
+]  # listed under the schema dpgate, as Postgres would (issue 23)
 
 
 def check(svc, name: str, rows: list[tuple]) -> None:
@@ -156,7 +174,7 @@ def check(svc, name: str, rows: list[tuple]) -> None:
         assert sorted(r[1] for r in rows if r[0] == "dpgate") == DPGATE_VIEWS
         assert {r[2] for r in rows if r[0] == "dpgate"} == {"VIEW"}
         rows = [r for r in rows if r[0] != "dpgate"]
-    if name == "dbeaver_columns":          # no schema filter: the views' columns too
+    if name == "dbeaver_columns":  # no schema filter: the views' columns too
         assert {r[0] for r in rows} >= set(DPGATE_VIEWS)
         rows = [r for r in rows if r[0] not in DPGATE_VIEWS]
     if name in LISTINGS:
@@ -178,7 +196,9 @@ def test_bi_introspection_psycopg(svc, binary):
         for name, sql in QUERIES.items():
             try:
                 cur = conn.cursor(binary=binary)
-                rows = cur.execute(sql, prepare=binary).fetchall()   # binary: extended protocol, named statements
+                rows = cur.execute(
+                    sql, prepare=binary
+                ).fetchall()  # binary: extended protocol, named statements
                 check(svc, name, rows)
             except (psycopg.Error, AssertionError) as e:
                 failures[name] = repr(e)[:500]
@@ -187,6 +207,7 @@ def test_bi_introspection_psycopg(svc, binary):
 
 def test_bi_introspection_asyncpg(svc):
     """asyncpg: Describe first, binary results (arrays, oids, booleans, name)."""
+
     async def main():
         conn = await asyncpg.connect(svc.url())
         failures = {}
@@ -213,14 +234,17 @@ def test_secret_table_exists_in_the_backend(svc, request):
             assert conn.execute(f"SELECT count(*) > 0 FROM {SECRET}").fetchone() == (True,)
 
 
-@pytest.mark.parametrize("sql, state", [
-    (f"SELECT COUNT(*) FROM {SECRET}", "42P01"),
-    (f"SELECT COUNT(*) FROM public.{SECRET}", "42P01"),
-    (f"SELECT SUM(x) FROM {SECRET}", "42P01"),
-    (f"SELECT * FROM {SECRET}", "42P01"),
-    (f"SELECT attname FROM pg_attribute WHERE attrelid = '{SECRET}'::regclass", "42P01"),
-    (f"SELECT * FROM information_schema.columns c JOIN {SECRET} s ON true", "42P01"),
-])
+@pytest.mark.parametrize(
+    "sql, state",
+    [
+        (f"SELECT COUNT(*) FROM {SECRET}", "42P01"),
+        (f"SELECT COUNT(*) FROM public.{SECRET}", "42P01"),
+        (f"SELECT SUM(x) FROM {SECRET}", "42P01"),
+        (f"SELECT * FROM {SECRET}", "42P01"),
+        (f"SELECT attname FROM pg_attribute WHERE attrelid = '{SECRET}'::regclass", "42P01"),
+        (f"SELECT * FROM information_schema.columns c JOIN {SECRET} s ON true", "42P01"),
+    ],
+)
 def test_querying_the_undeclared_table(svc, sql, state):
     with psycopg.connect(svc.dsn(), autocommit=True) as conn:
         with pytest.raises(psycopg.Error) as e:
@@ -233,15 +257,24 @@ def test_querying_the_undeclared_table(svc, sql, state):
         assert str(nowhere.value).replace("no_such_table", SECRET) == str(e.value)
 
 
-@pytest.mark.parametrize("sql, types", [
-    ("SELECT relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-     "WHERE n.nspname = $1 AND c.oid = $2", [19, 26]),
-    ("SELECT column_name FROM information_schema.columns WHERE table_name = $1", [25]),
-    ("SELECT attname FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > $2 LIMIT $3", [2205, 21, 20]),
-    ("SELECT typname FROM pg_type WHERE oid = to_regtype($1)", [25]),
-    ("SELECT 1 FROM pg_class WHERE relname IN ($2, $1)", [19, 19]),
-    ("SELECT '$1' FROM pg_class -- $2", []),
-])
+@pytest.mark.parametrize(
+    "sql, types",
+    [
+        (
+            "SELECT relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = $1 AND c.oid = $2",
+            [19, 26],
+        ),
+        ("SELECT column_name FROM information_schema.columns WHERE table_name = $1", [25]),
+        (
+            "SELECT attname FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > $2 LIMIT $3",
+            [2205, 21, 20],
+        ),
+        ("SELECT typname FROM pg_type WHERE oid = to_regtype($1)", [25]),
+        ("SELECT 1 FROM pg_class WHERE relname IN ($2, $1)", [19, 19]),
+        ("SELECT '$1' FROM pg_class -- $2", []),
+    ],
+)
 def test_catalog_parameter_types(svc, sql, types):
     """What Describe reports for a catalog statement's parameters, as Postgres infers them."""
     assert svc.gw.catalog.param_types(sql) == types

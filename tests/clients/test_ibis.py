@@ -9,6 +9,7 @@ the hand-written statement afterwards is a repeat (ε charged 0) with the same r
 ``con.sql(query)`` creates a temporary view to learn the columns, which dpgate refuses with
 a hint; ``con.sql(query, schema=…)`` answers.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,9 @@ pytest.importorskip("psycopg", reason="ibis's postgres backend needs psycopg")
 
 @pytest.fixture
 def con(svc):
-    c = ibis.postgres.connect(host="127.0.0.1", port=svc.port, user="analyst",
-                              password=PASSWORDS["analyst"], database="demo")
+    c = ibis.postgres.connect(
+        host="127.0.0.1", port=svc.port, user="analyst", password=PASSWORDS["analyst"], database="demo"
+    )
     yield c
     c.disconnect()
 
@@ -49,71 +51,102 @@ def _same_release(svc, run, hand_written: str):
 def test_introspection(con):
     assert {"pums", "purchases", "stores", "orders", "customers"} <= set(con.list_tables())
     assert dict(con.table("pums").schema().items()) == {
-        "age": ibis.dtype("int64"), "sex": ibis.dtype("int64"), "educ": ibis.dtype("int64"),
-        "race": ibis.dtype("int64"), "income": ibis.dtype("float64"), "married": ibis.dtype("int64")}
+        "age": ibis.dtype("int64"),
+        "sex": ibis.dtype("int64"),
+        "educ": ibis.dtype("int64"),
+        "race": ibis.dtype("int64"),
+        "income": ibis.dtype("float64"),
+        "married": ibis.dtype("int64"),
+    }
     assert "ts" in con.table("purchases").schema()
 
 
 def test_five_aggregates_are_the_hand_written_releases(svc, con):
     t, p, s = con.table("pums"), con.table("purchases"), con.table("stores")
-    g = t.filter(t.age > 43)                                              # a filter, group by + count
-    _same_release(svc, lambda: g.group_by("educ").aggregate(n=g.count()).order_by("educ").execute(),
-                  "SELECT educ, COUNT(*) AS n FROM pums WHERE age > 43 GROUP BY educ ORDER BY educ")
-    m = t.filter(t.married == 1)                                          # a mean
-    _same_release(svc, lambda: m.aggregate(mean_income=m.income.mean()).execute(),
-                  "SELECT AVG(income) AS mean_income FROM pums WHERE married = 1")
-    d = p.filter(p.amount > 17)                                           # a date bucket
-    _same_release(svc, lambda: d.group_by(month=d.ts.truncate("M")).aggregate(n=d.count())
-                  .order_by("month").execute(),
-                  "SELECT date_trunc('month', ts) AS month, COUNT(*) AS n FROM purchases "
-                  "WHERE amount > 17 GROUP BY 1 ORDER BY 1")
-    j = p.join(s, p.store == s.store_id)                                  # a join, wrapped by ibis
-    _same_release(svc, lambda: j.group_by("area").aggregate(total=j.amount.sum()).order_by("area").execute(),
-                  "SELECT s.area, SUM(p.amount) AS total FROM purchases p JOIN stores s "
-                  "ON p.store = s.store_id GROUP BY 1 ORDER BY 1")
-    f = p.filter(p.item < 50)                                             # a filter, then a join
+    g = t.filter(t.age > 43)  # a filter, group by + count
+    _same_release(
+        svc,
+        lambda: g.group_by("educ").aggregate(n=g.count()).order_by("educ").execute(),
+        "SELECT educ, COUNT(*) AS n FROM pums WHERE age > 43 GROUP BY educ ORDER BY educ",
+    )
+    m = t.filter(t.married == 1)  # a mean
+    _same_release(
+        svc,
+        lambda: m.aggregate(mean_income=m.income.mean()).execute(),
+        "SELECT AVG(income) AS mean_income FROM pums WHERE married = 1",
+    )
+    d = p.filter(p.amount > 17)  # a date bucket
+    _same_release(
+        svc,
+        lambda: d.group_by(month=d.ts.truncate("M")).aggregate(n=d.count()).order_by("month").execute(),
+        "SELECT date_trunc('month', ts) AS month, COUNT(*) AS n FROM purchases "
+        "WHERE amount > 17 GROUP BY 1 ORDER BY 1",
+    )
+    j = p.join(s, p.store == s.store_id)  # a join, wrapped by ibis
+    _same_release(
+        svc,
+        lambda: j.group_by("area").aggregate(total=j.amount.sum()).order_by("area").execute(),
+        "SELECT s.area, SUM(p.amount) AS total FROM purchases p JOIN stores s "
+        "ON p.store = s.store_id GROUP BY 1 ORDER BY 1",
+    )
+    f = p.filter(p.item < 50)  # a filter, then a join
     fj = f.join(s, f.store == s.store_id)
-    _same_release(svc, lambda: fj.group_by("area").aggregate(n=fj.count()).order_by("area").execute(),
-                  "SELECT s.area, COUNT(*) AS n FROM purchases p JOIN stores s ON p.store = s.store_id "
-                  "WHERE p.item < 50 GROUP BY 1 ORDER BY 1")
+    _same_release(
+        svc,
+        lambda: fj.group_by("area").aggregate(n=fj.count()).order_by("area").execute(),
+        "SELECT s.area, COUNT(*) AS n FROM purchases p JOIN stores s ON p.store = s.store_id "
+        "WHERE p.item < 50 GROUP BY 1 ORDER BY 1",
+    )
 
 
 def test_aggregates_with_where_are_filter_releases(svc, con):
     """ibis's ``sum(where=…)``, ``mean(where=…)``, ``count(where=…)`` compile to FILTER (WHERE …):
     one release of the hand-written FILTER statement."""
     t = con.table("pums")
-    _same_release(svc, lambda: t.group_by("sex").aggregate(
-        s=t.income.sum(where=t.age > 30), m=t.income.mean(where=t.married == 1),
-        n=t.count(where=t.educ > 12)).order_by("sex").execute(),
+    _same_release(
+        svc,
+        lambda: (
+            t.group_by("sex")
+            .aggregate(
+                s=t.income.sum(where=t.age > 30),
+                m=t.income.mean(where=t.married == 1),
+                n=t.count(where=t.educ > 12),
+            )
+            .order_by("sex")
+            .execute()
+        ),
         "SELECT sex, SUM(income) FILTER (WHERE age > 30) AS s, AVG(income) FILTER (WHERE married = 1) AS m, "
-        "COUNT(*) FILTER (WHERE educ > 12) AS n FROM pums GROUP BY sex ORDER BY sex")
+        "COUNT(*) FILTER (WHERE educ > 12) AS n FROM pums GROUP BY sex ORDER BY sex",
+    )
 
 
 def test_join_along_the_unit(svc, con):
     o, c = con.table("orders"), con.table("customers")
     j = o.join(c, "customer_id")
-    _same_release(svc, lambda: j.group_by("segment").aggregate(n=j.count()).order_by("segment").execute(),
-                  "SELECT c.segment, COUNT(*) AS n FROM orders o JOIN customers c "
-                  "ON o.customer_id = c.customer_id GROUP BY 1 ORDER BY 1")
+    _same_release(
+        svc,
+        lambda: j.group_by("segment").aggregate(n=j.count()).order_by("segment").execute(),
+        "SELECT c.segment, COUNT(*) AS n FROM orders o JOIN customers c "
+        "ON o.customer_id = c.customer_id GROUP BY 1 ORDER BY 1",
+    )
 
 
 def test_con_sql(svc, con):
     q = "SELECT race, COUNT(*) AS n FROM pums WHERE age < 61 GROUP BY race"
-    with pytest.raises(Exception) as e:                   # the temporary view ibis creates
+    with pytest.raises(Exception) as e:  # the temporary view ibis creates
         con.sql(q)
     assert "CREATE VIEW" in str(e.value) and "schema=" in str(e.value)
     expr = con.sql(q, schema={"race": "int64", "n": "int64"})
-    _same_release(svc, lambda: expr.filter(expr.n > -1000).order_by("race").execute(),
-                  q + " ORDER BY race")
+    _same_release(svc, lambda: expr.filter(expr.n > -1000).order_by("race").execute(), q + " ORDER BY race")
 
 
 def test_refusals_say_what_to_write_in_ibis(svc, con):
     t = con.table("pums")
     before = svc.gw.ledger.spent("analyst", "day")
-    with pytest.raises(Exception) as e:                   # MAX(…) FILTER (WHERE …)
+    with pytest.raises(Exception) as e:  # MAX(…) FILTER (WHERE …)
         t.aggregate(s=t.income.max(where=t.sex == 1)).execute()
     assert "t.filter(cond)" in str(e.value)
-    with pytest.raises(Exception) as e:                   # raw rows
+    with pytest.raises(Exception) as e:  # raw rows
         t.head(3).execute()
     assert "raw rows" in str(e.value)
     assert svc.gw.ledger.spent("analyst", "day") == before

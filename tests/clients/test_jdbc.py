@@ -1,6 +1,7 @@
 """The shared scenario through pgjdbc (the PostgreSQL JDBC driver, as DBeaver, Metabase
 and other JVM tools use it): tests/clients/java/Scenario.java is compiled with javac and
 run against the driver jar, on DuckDB and on Postgres, and over TLS."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,10 @@ JAVA, JAVAC = shutil.which("java"), shutil.which("javac")
 JAR = Path(os.environ.get("PGJDBC_JAR", "/usr/share/java/postgresql.jar"))
 
 pytestmark = [
-    pytest.mark.skipif(JAVA is None or JAVAC is None,
-                       reason="java/javac not installed: apt-get install -y openjdk-17-jdk-headless"),
+    pytest.mark.skipif(
+        JAVA is None or JAVAC is None,
+        reason="java/javac not installed: apt-get install -y openjdk-17-jdk-headless",
+    ),
     pytest.mark.skipif(not JAR.exists(), reason=f"{JAR} missing: apt-get install -y libpostgresql-jdbc-java"),
 ]
 
@@ -30,10 +33,16 @@ pytestmark = [
 def classes(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("jdbc")
     try:
-        r = subprocess.run([JAVAC, "-d", str(out), "-cp", str(JAR), str(SOURCE)], capture_output=True, text=True,
-                           timeout=float(os.environ.get("DPGATE_JAVAC_TIMEOUT", "180")))
+        r = subprocess.run(
+            [JAVAC, "-d", str(out), "-cp", str(JAR), str(SOURCE)],
+            capture_output=True,
+            text=True,
+            timeout=float(os.environ.get("DPGATE_JAVAC_TIMEOUT", "180")),
+        )
     except subprocess.TimeoutExpired as e:
-        pytest.skip(f"javac did not finish in {e.timeout:g} s (a slow or overloaded JDK); set DPGATE_JAVAC_TIMEOUT")
+        pytest.skip(
+            f"javac did not finish in {e.timeout:g} s (a slow or overloaded JDK); set DPGATE_JAVAC_TIMEOUT"
+        )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -41,16 +50,30 @@ def classes(tmp_path_factory) -> Path:
 def run(classes, svc, password=PASSWORDS["analyst"], **props) -> subprocess.CompletedProcess:
     query = "&".join(f"{k}={v}" for k, v in {"connectTimeout": 10, **props}.items())
     url = f"jdbc:postgresql://127.0.0.1:{svc.port}/demo?{query}"
-    return subprocess.run([JAVA, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{JAR}{os.pathsep}{classes}",
-                           "Scenario", url, "analyst", password], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            JAVA,
+            "-Xshare:auto",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            f"{JAR}{os.pathsep}{classes}",
+            "Scenario",
+            url,
+            "analyst",
+            password,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def check(svc, r: subprocess.CompletedProcess, client: str) -> dict:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["product"].startswith("PostgreSQL 16")
-    views = ["budget", "coalition", "releases"]                # dpgate.*: dpgate's own views (issue 23)
-    assert sorted(out["all_tables"]) == sorted(out["tables"] + views)   # no undeclared relation in any schema
+    views = ["budget", "coalition", "releases"]  # dpgate.*: dpgate's own views (issue 23)
+    assert sorted(out["all_tables"]) == sorted(out["tables"] + views)  # no undeclared relation in any schema
     assert out["schemas"] == ["dpgate", "information_schema", "pg_catalog", "public"]
     assert out["catalogs"] == ["demo"]
     assert [t for _, t in out["columns"]] == ["int8", "int8", "int8", "int8", "float8", "int8"]
@@ -58,10 +81,13 @@ def check(svc, r: subprocess.CompletedProcess, client: str) -> dict:
     assert out["column_types"] == ["int8", "int8", "float8", "float8"]
     assert out["value_types"] == ["Long", "Long", "Double", "Double"]
     assert sorted(out["information_schema_tables"]) == sorted(out["tables"] + views)
-    report = {**out, "columns": [c for c, _ in out["columns"]],
-              "rows": [(int(s), int(n), float(t), float(a)) for s, n, t, a in out["rows"]],
-              "refused": (out["refused"]["sqlstate"], out["refused"]["message"]),
-              "secret_error": (out["secret_error"]["sqlstate"], out["secret_error"]["message"])}
+    report = {
+        **out,
+        "columns": [c for c, _ in out["columns"]],
+        "rows": [(int(s), int(n), float(t), float(a)) for s, n, t, a in out["rows"]],
+        "refused": (out["refused"]["sqlstate"], out["refused"]["message"]),
+        "secret_error": (out["secret_error"]["sqlstate"], out["secret_error"]["message"]),
+    }
     check_report(svc, client, report)
     return out
 
@@ -76,8 +102,11 @@ def test_jdbc_wrong_password(classes, svc):
 
 
 def test_jdbc_tls(classes, tls_svc):
-    check(tls_svc, run(classes, tls_svc, sslmode="require", sslfactory="org.postgresql.ssl.NonValidatingFactory"),
-          "pgjdbc tls")
+    check(
+        tls_svc,
+        run(classes, tls_svc, sslmode="require", sslfactory="org.postgresql.ssl.NonValidatingFactory"),
+        "pgjdbc tls",
+    )
 
 
 def test_jdbc_require_without_tls_fails(classes, svc):

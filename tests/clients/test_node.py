@@ -2,6 +2,7 @@
 run by the machine's Node with tests/clients/node/scenario.js, on DuckDB and on Postgres,
 and over TLS. ``pg`` is installed with npm into a temporary directory at test time (or taken from
 ``$DPGATE_NODE_MODULES``); when it cannot be, the tests skip with one line saying why."""
+
 from __future__ import annotations
 
 import json
@@ -18,19 +19,34 @@ from .scenario import PUMS_TYPES, check_report
 
 SCRIPT = Path(__file__).parent / "node" / "scenario.js"
 NODE, NPM = shutil.which("node"), shutil.which("npm")
-OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ENETUNREACH", "ECONNRESET",
-           "network", "getaddrinfo", "request to https://")
+OFFLINE = (
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ECONNREFUSED",
+    "ETIMEDOUT",
+    "ENETUNREACH",
+    "ECONNRESET",
+    "network",
+    "getaddrinfo",
+    "request to https://",
+)
 
-pytestmark = pytest.mark.skipif(NODE is None or NPM is None,
-                                reason="node and npm not installed (apt-get install -y nodejs npm)")
+pytestmark = pytest.mark.skipif(
+    NODE is None or NPM is None, reason="node and npm not installed (apt-get install -y nodejs npm)"
+)
 
 
 NPM_TIMEOUT_S = float(os.environ.get("DPGATE_NPM_TIMEOUT", "120"))
 
 
 def _has_pg(path: Path) -> bool:
-    r = subprocess.run([NODE, "-e", "require('pg')"], capture_output=True, text=True, timeout=30,
-                       env={**os.environ, "NODE_PATH": str(path)})
+    r = subprocess.run(
+        [NODE, "-e", "require('pg')"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "NODE_PATH": str(path)},
+    )
     return r.returncode == 0
 
 
@@ -45,24 +61,45 @@ def node_modules(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("node")
     (root / "package.json").write_text('{"name": "dpgate-client-tests", "private": true}\n')
     try:
-        r = subprocess.run([NPM, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error", "pg@8"],
-                           cwd=root, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        r = subprocess.run(
+            [NPM, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error", "pg@8"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        pytest.skip(f"npm install pg@8 timed out after {NPM_TIMEOUT_S:g} s (registry unreachable?); "
-                    "set DPGATE_NODE_MODULES to a node_modules holding pg@8")
+        pytest.skip(
+            f"npm install pg@8 timed out after {NPM_TIMEOUT_S:g} s (registry unreachable?); "
+            "set DPGATE_NODE_MODULES to a node_modules holding pg@8"
+        )
     if r.returncode != 0 or not _has_pg(root / "node_modules"):
         first = next((x.strip() for x in r.stderr.splitlines() if x.strip()), f"exit {r.returncode}")
         offline = any(s in r.stderr for s in OFFLINE)
-        pytest.skip(f"npm cannot install pg@8 ({'registry unreachable: ' if offline else ''}{first[:160]}); "
-                    "set DPGATE_NODE_MODULES to a node_modules holding pg@8")
+        pytest.skip(
+            f"npm cannot install pg@8 ({'registry unreachable: ' if offline else ''}{first[:160]}); "
+            "set DPGATE_NODE_MODULES to a node_modules holding pg@8"
+        )
     return root / "node_modules"
 
 
 def run(node_modules, svc, **extra) -> dict:
-    config = {"host": "127.0.0.1", "port": svc.port, "user": "analyst", "password": PASSWORDS["analyst"],
-              "database": "demo", "connectionTimeoutMillis": 10000, **extra}
-    r = subprocess.run([NODE, str(SCRIPT), json.dumps(config)], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "NODE_PATH": str(node_modules)})
+    config = {
+        "host": "127.0.0.1",
+        "port": svc.port,
+        "user": "analyst",
+        "password": PASSWORDS["analyst"],
+        "database": "demo",
+        "connectionTimeoutMillis": 10000,
+        **extra,
+    }
+    r = subprocess.run(
+        [NODE, str(SCRIPT), json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NODE_PATH": str(node_modules)},
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -90,9 +127,20 @@ def test_node_postgres_scenario(node_modules, svc):
 
 
 def test_node_postgres_wrong_password(node_modules, svc):
-    config = {"host": "127.0.0.1", "port": svc.port, "user": "analyst", "password": "nope", "database": "demo"}
-    r = subprocess.run([NODE, str(SCRIPT), json.dumps(config)], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "NODE_PATH": str(node_modules)})
+    config = {
+        "host": "127.0.0.1",
+        "port": svc.port,
+        "user": "analyst",
+        "password": "nope",
+        "database": "demo",
+    }
+    r = subprocess.run(
+        [NODE, str(SCRIPT), json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NODE_PATH": str(node_modules)},
+    )
     assert r.returncode != 0 and 'password authentication failed for user "analyst"' in r.stderr
 
 

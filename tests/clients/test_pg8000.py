@@ -1,25 +1,32 @@
 """The shared scenario through pg8000 (pure Python; its own protocol code: native API
 with named parameters and the DB-API with %s), on DuckDB and on Postgres, and over TLS."""
+
 from __future__ import annotations
 
 import ssl
 
 import pytest
 
-pg8000 = pytest.importorskip("pg8000", reason="pip install pg8000")
-import pg8000.dbapi  # noqa: E402
-import pg8000.native  # noqa: E402
+pytest.importorskip("pg8000", reason="pip install pg8000")
+import pg8000.dbapi
+import pg8000.native
 
-from support.service import PASSWORDS  # noqa: E402
+from support.service import PASSWORDS
 
-from .pending import CATALOG_PARAMS, expect_fix  # noqa: E402
-from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, REFUSED_SQL, SECRET, SECRET_SQL,  # noqa: E402
-                       check_report)
+from .pending import CATALOG_PARAMS, expect_fix
+from .scenario import GROUP_SQL, PARAM, PARAM_SQL, REFUSED_SQL, SECRET, SECRET_SQL, check_report
 
 
 def connect(svc, api=pg8000.native.Connection, **kw):
-    return api("analyst", host="127.0.0.1", port=svc.port, database="demo", password=PASSWORDS["analyst"],
-               timeout=30, **kw)
+    return api(
+        "analyst",
+        host="127.0.0.1",
+        port=svc.port,
+        database="demo",
+        password=PASSWORDS["analyst"],
+        timeout=30,
+        **kw,
+    )
 
 
 def error(conn, sql) -> tuple[str, str]:
@@ -31,13 +38,21 @@ def error(conn, sql) -> tuple[str, str]:
 
 def scenario(conn) -> dict:
     tables = conn.run("SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = 'public' ORDER BY 1")
-    columns = conn.run("SELECT column_name FROM information_schema.columns WHERE table_name = 'pums' "
-                       "ORDER BY ordinal_position")
+    columns = conn.run(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'pums' "
+        "ORDER BY ordinal_position"
+    )
     rows = conn.run(GROUP_SQL)
     assert [c["name"] for c in conn.columns] == ["sex", "count", "sum", "avg"]
     n = conn.run(PARAM_SQL["named"], age=PARAM)[0][0]
-    return {"tables": [t[0] for t in tables], "columns": [c[0] for c in columns], "rows": rows,
-            "param_count": n, "refused": error(conn, REFUSED_SQL), "secret_error": error(conn, SECRET_SQL)}
+    return {
+        "tables": [t[0] for t in tables],
+        "columns": [c[0] for c in columns],
+        "rows": rows,
+        "param_count": n,
+        "refused": error(conn, REFUSED_SQL),
+        "secret_error": error(conn, SECRET_SQL),
+    }
 
 
 def test_pg8000_native(svc):
@@ -55,7 +70,7 @@ def test_pg8000_dbapi(svc):
     try:
         cur = conn.cursor()
         cur.execute(PARAM_SQL["format"], (PARAM,))
-        (n,), = cur.fetchall()
+        ((n,),) = cur.fetchall()
         cur.execute(GROUP_SQL)
         rows = cur.fetchall()
         conn.rollback()
@@ -70,8 +85,11 @@ def test_pg8000_parameterised_catalog_query(svc, request):
 
     conn = connect(svc)
     try:
-        rows = conn.run("SELECT table_name FROM information_schema.tables WHERE table_name IN (:a, :b)",
-                        a="pums", b=SECRET)
+        rows = conn.run(
+            "SELECT table_name FROM information_schema.tables WHERE table_name IN (:a, :b)",
+            a="pums",
+            b=SECRET,
+        )
     finally:
         conn.close()
     assert rows == [["pums"]]

@@ -3,6 +3,7 @@
 catalog through ``PGExecute`` (tables, columns), and its queries run through
 ``PGExecute.run``. The catalog queries use ``relkind = ANY(%s)`` with a bound list and
 ``= ANY('{r,p}')`` array literals; all of them must list exactly the declared tables."""
+
 from __future__ import annotations
 
 import psycopg
@@ -14,8 +15,8 @@ from .scenario import PUMS_TYPES, SECRET, check_tables
 from .test_copy import charged
 
 pytest.importorskip("pgcli", reason="pgcli not installed (pip install -e .[test])")
-from pgcli.pgexecute import PGExecute  # noqa: E402
-from pgspecial.main import PGSpecial  # noqa: E402
+from pgcli.pgexecute import PGExecute
+from pgspecial.main import PGSpecial
 
 
 def special(svc, command: str) -> tuple[list[str], list]:

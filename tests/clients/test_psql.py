@@ -1,5 +1,6 @@
 """The shared scenario through the real psql binary (libpq), including its backslash
 commands, on DuckDB and on Postgres, and over TLS."""
+
 from __future__ import annotations
 
 import os
@@ -11,23 +12,43 @@ import pytest
 
 from support.service import PASSWORDS
 
-from .scenario import (GROUP_SQL, PARAM, PUMS_TYPES, REFUSED_SQL, SECRET, SECRET_SQL, check_report,
-                       declared_tables)
+from .scenario import (
+    GROUP_SQL,
+    PARAM,
+    PUMS_TYPES,
+    REFUSED_SQL,
+    SECRET,
+    SECRET_SQL,
+    check_report,
+    declared_tables,
+)
 
 PSQL = shutil.which("psql")
 pytestmark = pytest.mark.skipif(PSQL is None, reason="psql not installed (apt-get install postgresql-client)")
 
 
-def psql(svc, *args: str, sslmode: str = "disable", password: str | None = None, stdin: str | None = None,
-         user: str = "analyst") -> subprocess.CompletedProcess:
+def psql(
+    svc,
+    *args: str,
+    sslmode: str = "disable",
+    password: str | None = None,
+    stdin: str | None = None,
+    user: str = "analyst",
+) -> subprocess.CompletedProcess:
     """psql -X -A -t with a password in the URL (SCRAM); returns the finished process."""
     pw = PASSWORDS[user] if password is None else password
     url = f"postgresql://{user}:{pw}@127.0.0.1:{svc.port}/demo?sslmode={sslmode}"
     env = {**os.environ, "PGCONNECT_TIMEOUT": "10"}
     for var in ("PGSSLMODE", "PGPASSWORD", "PGSERVICE", "PGOPTIONS"):
         env.pop(var, None)
-    return subprocess.run([PSQL, url, "-X", "-A", "-t", "-F", "|", "-v", "VERBOSITY=verbose", *args],
-                          input=stdin, capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [PSQL, url, "-X", "-A", "-t", "-F", "|", "-v", "VERBOSITY=verbose", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def ok(r: subprocess.CompletedProcess) -> list[list[str]]:
@@ -56,10 +77,26 @@ def scenario(svc, sslmode: str = "disable") -> dict:
     refused = error(psql(svc, "-c", REFUSED_SQL, sslmode=sslmode))
     secret = error(psql(svc, "-c", SECRET_SQL, sslmode=sslmode))
     # psql's parameters: a variable interpolated by psql (as a literal) ...
-    count = ok(psql(svc, "-v", f"age={PARAM}", "-f", "-", sslmode=sslmode,
-                    stdin="SELECT COUNT(*) FROM pums WHERE age > :age;\n"))
-    return {"tables": [t[1] for t in tables], "columns": [c[0] for c in columns], "rows": parsed,
-            "refused": refused, "secret_error": secret, "param_count": int(count[0][0]), "conninfo": text}
+    count = ok(
+        psql(
+            svc,
+            "-v",
+            f"age={PARAM}",
+            "-f",
+            "-",
+            sslmode=sslmode,
+            stdin="SELECT COUNT(*) FROM pums WHERE age > :age;\n",
+        )
+    )
+    return {
+        "tables": [t[1] for t in tables],
+        "columns": [c[0] for c in columns],
+        "rows": parsed,
+        "refused": refused,
+        "secret_error": secret,
+        "param_count": int(count[0][0]),
+        "conninfo": text,
+    }
 
 
 def test_psql_scenario(svc):
@@ -81,10 +118,10 @@ def test_psql_backslash_commands(svc):
     dbs = ok(psql(svc, "-c", "\\l"))
     assert [d[0] for d in dbs] == ["demo"]
     assert dbs[0][2] == "UTF8"
-    assert ok(psql(svc, "-c", "\\dn")) == [["dpgate", "analyst"], ["public", "analyst"]]   # dpgate.* views
+    assert ok(psql(svc, "-c", "\\dn")) == [["dpgate", "analyst"], ["public", "analyst"]]  # dpgate.* views
     plus = ok(psql(svc, "-c", "\\d+ pums"))
     assert [c[0] for c in plus] == list(PUMS_TYPES)
-    assert any("age in years" in c[-1] for c in plus)       # column descriptions from the config
+    assert any("age in years" in c[-1] for c in plus)  # column descriptions from the config
     assert ok(psql(svc, "-c", "\\dv")) == ok(psql(svc, "-c", "\\di")) == []
     roles = ok(psql(svc, "-c", "\\du"))
     assert [r[0] for r in roles] == ["analyst"] and "Superuser" not in roles[0][1]
@@ -92,14 +129,20 @@ def test_psql_backslash_commands(svc):
 
 def test_psql_undeclared_table_is_invisible(svc):
     for cmd in (f"\\d {SECRET}", "\\dt secret*", f"\\d+ {SECRET}", "\\dt *.*"):
-        r = psql(svc, "-c", cmd)      # psql exits 1 after "Did not find any relation", as with Postgres
+        r = psql(svc, "-c", cmd)  # psql exits 1 after "Did not find any relation", as with Postgres
         assert SECRET not in r.stdout + r.stderr.replace(f'named "{SECRET}"', ""), (cmd, r.stdout)
     assert 'Did not find any relation named "secret_salaries"' in psql(svc, "-c", f"\\d {SECRET}").stderr
     # the refusal is the same as for a table that exists nowhere
     state, msg = error(psql(svc, "-c", "SELECT COUNT(*) FROM no_such_table"))
     assert (state, msg.replace("no_such_table", SECRET)) == error(psql(svc, "-c", SECRET_SQL))
-    rows = ok(psql(svc, "-c", "SELECT table_name FROM information_schema.tables "
-                             "WHERE table_name LIKE '%secret%' OR table_schema = 'public'"))
+    rows = ok(
+        psql(
+            svc,
+            "-c",
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_name LIKE '%secret%' OR table_schema = 'public'",
+        )
+    )
     assert sorted(r[0] for r in rows) == declared_tables(svc)
 
 

@@ -1,6 +1,7 @@
 """The shared scenario through psycopg 3: simple protocol (no parameters, and
 client-side binding) and extended protocol (server-side binding, text and binary,
 prepared), on DuckDB and on Postgres, and over TLS."""
+
 from __future__ import annotations
 
 import psycopg
@@ -8,16 +9,19 @@ import pytest
 from psycopg.types import TypeInfo
 
 from .pending import SESSION_STATEMENTS, expect_fix
-from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, PUMS_COLUMNS, REFUSED_SQL, SECRET, SECRET_SQL,
-                       check_report)
+from .scenario import GROUP_SQL, PARAM, PARAM_SQL, PUMS_COLUMNS, REFUSED_SQL, SECRET, SECRET_SQL, check_report
 
-TABLES_SQL = ("SELECT table_name FROM information_schema.tables "
-              "WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY table_name")
-COLUMNS_SQL = ("SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) "
-               "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-               "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-               "WHERE n.nspname = 'public' AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
-               "ORDER BY a.attnum")
+TABLES_SQL = (
+    "SELECT table_name FROM information_schema.tables "
+    "WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY table_name"
+)
+COLUMNS_SQL = (
+    "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) "
+    "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = 'public' AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+    "ORDER BY a.attnum"
+)
 
 
 def error(conn, sql, **kw) -> tuple[str, str]:
@@ -33,9 +37,15 @@ def scenario(conn, *, prepare, cursor_factory=None) -> dict:
     rows = cur.execute(GROUP_SQL, prepare=prepare).fetchall()
     assert [d.name for d in cur.description] == ["sex", "count", "sum", "avg"]
     n = cur.execute(PARAM_SQL["format"], (PARAM,), prepare=prepare).fetchone()[0]
-    return {"tables": tables, "columns": [c[0] for c in columns], "rows": rows, "param_count": n,
-            "refused": error(conn, REFUSED_SQL), "secret_error": error(conn, SECRET_SQL),
-            "types": dict(columns)}
+    return {
+        "tables": tables,
+        "columns": [c[0] for c in columns],
+        "rows": rows,
+        "param_count": n,
+        "refused": error(conn, REFUSED_SQL),
+        "secret_error": error(conn, SECRET_SQL),
+        "types": dict(columns),
+    }
 
 
 def test_psycopg_simple_protocol(svc):
@@ -95,16 +105,21 @@ def test_psycopg_undeclared_table_is_invisible(svc):
     with psycopg.connect(svc.dsn(), autocommit=True) as conn:
         assert conn.execute(COLUMNS_SQL, (SECRET,)).fetchall() == []
         assert conn.execute("SELECT to_regclass(%s)", (SECRET,)).fetchone() == (None,)
-        assert conn.execute("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = %s",
-                            (SECRET,)).fetchone() == (0,)
-        assert error(conn, f"SELECT %s::regclass", params=(SECRET,))[0] == "42P01"
-        cols = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'pums' "
-                            "ORDER BY ordinal_position").fetchall()
+        assert conn.execute(
+            "SELECT count(*) FROM pg_catalog.pg_class WHERE relname = %s", (SECRET,)
+        ).fetchone() == (0,)
+        assert error(conn, "SELECT %s::regclass", params=(SECRET,))[0] == "42P01"
+        cols = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'pums' "
+            "ORDER BY ordinal_position"
+        ).fetchall()
         assert [c[0] for c in cols] == PUMS_COLUMNS
 
 
 def test_psycopg_tls(tls_svc):
-    with psycopg.connect(tls_svc.dsn().replace("sslmode=disable", "sslmode=require"), autocommit=True) as conn:
+    with psycopg.connect(
+        tls_svc.dsn().replace("sslmode=disable", "sslmode=require"), autocommit=True
+    ) as conn:
         assert conn.pgconn.ssl_in_use
         report = scenario(conn, prepare=False)
     check_report(tls_svc, "psycopg tls", report)

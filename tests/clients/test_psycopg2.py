@@ -1,14 +1,23 @@
 """The shared scenario through psycopg2 (libpq, client-side parameter binding), on
 DuckDB and on Postgres, and over TLS."""
+
 from __future__ import annotations
 
 import pytest
 
-psycopg2 = pytest.importorskip("psycopg2", reason="pip install psycopg2-binary")
-import psycopg2.extras  # noqa: E402
+pytest.importorskip("psycopg2", reason="pip install psycopg2-binary")
+import psycopg2.extras
 
-from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, REFUSED_SQL, SECRET, SECRET_SQL,  # noqa: E402
-                       check_report, declared_tables)
+from .scenario import (
+    GROUP_SQL,
+    PARAM,
+    PARAM_SQL,
+    REFUSED_SQL,
+    SECRET,
+    SECRET_SQL,
+    check_report,
+    declared_tables,
+)
 
 
 def connect(svc, sslmode="disable"):
@@ -25,18 +34,29 @@ def error(cur, sql) -> tuple[str, str]:
 
 def scenario(conn) -> dict:
     cur = conn.cursor()
-    cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", ("public",))
+    cur.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", ("public",)
+    )
     tables = [r[0] for r in cur.fetchall()]
-    cur.execute("SELECT column_name, data_type FROM information_schema.columns "
-                "WHERE table_schema = 'public' AND table_name = %(t)s ORDER BY ordinal_position", {"t": "pums"})
+    cur.execute(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = 'public' AND table_name = %(t)s ORDER BY ordinal_position",
+        {"t": "pums"},
+    )
     columns = cur.fetchall()
     cur.execute(GROUP_SQL)
     rows = cur.fetchall()
     assert [d.name for d in cur.description] == ["sex", "count", "sum", "avg"]
     cur.execute(PARAM_SQL["format"], (PARAM,))
     n = cur.fetchone()[0]
-    return {"tables": tables, "columns": [c[0] for c in columns], "rows": rows, "param_count": n,
-            "refused": error(cur, REFUSED_SQL), "secret_error": error(cur, SECRET_SQL)}
+    return {
+        "tables": tables,
+        "columns": [c[0] for c in columns],
+        "rows": rows,
+        "param_count": n,
+        "refused": error(cur, REFUSED_SQL),
+        "secret_error": error(cur, SECRET_SQL),
+    }
 
 
 def test_psycopg2_scenario(svc):
@@ -44,8 +64,11 @@ def test_psycopg2_scenario(svc):
     try:
         report = scenario(conn)
         cur = conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor)
-        cur.execute("SELECT relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-                    "ON n.oid = c.relnamespace WHERE n.nspname = 'public' OR relname LIKE %s", ("%secret%",))
+        cur.execute(
+            "SELECT relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' OR relname LIKE %s",
+            ("%secret%",),
+        )
         listed = sorted(r["relname"] for r in cur.fetchall())
         cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s", (SECRET,))
         assert cur.fetchall() == []
@@ -57,7 +80,7 @@ def test_psycopg2_scenario(svc):
 
 
 def test_psycopg2_transaction_block(svc):
-    conn = psycopg2.connect(svc.dsn())          # not autocommit: BEGIN … ROLLBACK
+    conn = psycopg2.connect(svc.dsn())  # not autocommit: BEGIN … ROLLBACK
     try:
         cur = conn.cursor()
         cur.execute(PARAM_SQL["format"], (PARAM,))

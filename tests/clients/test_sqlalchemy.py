@@ -1,6 +1,7 @@
 """The shared scenario through SQLAlchemy 2 (engine, ``inspect()`` reflection as Superset
 and other BI tools use it, ``pandas.read_sql``) with its Postgres drivers, on DuckDB and on
 Postgres, and over TLS."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,9 +12,19 @@ pd = pytest.importorskip("pandas", reason="pip install pandas")
 from support.service import PASSWORDS, ask  # noqa: E402
 
 from .pending import CATALOG_PARAMS, SESSION_STATEMENTS, expect_fix  # noqa: E402
+from .scenario import (  # noqa: E402
+    GROUP_SQL,
+    PARAM,
+    PARAM_SQL,
+    PUMS_COLUMNS,
+    PUMS_TYPES,
+    REFUSED_SQL,
+    SECRET,
+    SECRET_SQL,
+    check_report,
+    check_rows,
+)
 from .test_copy import charged  # noqa: E402
-from .scenario import (GROUP_SQL, PARAM, PARAM_SQL, PUMS_COLUMNS, PUMS_TYPES, REFUSED_SQL, SECRET,  # noqa: E402
-                       SECRET_SQL, check_report, check_rows)
 
 # driver -> the fix it still needs (None: works today)
 DRIVERS = {"psycopg2": None, "psycopg": SESSION_STATEMENTS, "pg8000": CATALOG_PARAMS}
@@ -24,8 +35,14 @@ def engine(svc, driver="psycopg2", **connect_args):
         pytest.importorskip("psycopg2", reason="pip install psycopg2-binary")
     if driver == "pg8000":
         pytest.importorskip("pg8000", reason="pip install pg8000")
-    url = sa.engine.URL.create(f"postgresql+{driver}", username="analyst", password=PASSWORDS["analyst"],
-                               host="127.0.0.1", port=svc.port, database="demo")
+    url = sa.engine.URL.create(
+        f"postgresql+{driver}",
+        username="analyst",
+        password=PASSWORDS["analyst"],
+        host="127.0.0.1",
+        port=svc.port,
+        database="demo",
+    )
     return sa.create_engine(url, connect_args=connect_args, pool_pre_ping=True)
 
 
@@ -35,7 +52,7 @@ def error(conn, sql) -> tuple[str, str]:
     conn.rollback()
     orig = e.value.orig
     state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if state is None and isinstance(orig.args[0], dict):         # pg8000: the ErrorResponse fields
+    if state is None and isinstance(orig.args[0], dict):  # pg8000: the ErrorResponse fields
         return orig.args[0]["C"], orig.args[0]["M"]
     diag = getattr(orig, "diag", None)
     return state, diag.message_primary if diag is not None else str(orig)
@@ -74,18 +91,32 @@ def scenario(eng) -> dict:
         rows = conn.execute(sa.text(GROUP_SQL)).all()
         n = conn.execute(sa.text(PARAM_SQL["named"]), {"age": PARAM}).scalar_one()
         refused, secret = error(conn, REFUSED_SQL), error(conn, SECRET_SQL)
-    return {**meta, "rows": [tuple(r) for r in rows], "param_count": n, "refused": refused,
-            "secret_error": secret}
+    return {
+        **meta,
+        "rows": [tuple(r) for r in rows],
+        "param_count": n,
+        "refused": refused,
+        "secret_error": secret,
+    }
 
 
 def check_reflection(svc, report) -> None:
-    assert report["schemas"] == ["dpgate", "information_schema", "public"]     # dpgate: the budget/release views
+    assert report["schemas"] == ["dpgate", "information_schema", "public"]  # dpgate: the budget/release views
     assert report["views"] == [] and report["has_secret"] is False
     assert report["reflected"] == sorted(report["tables"])
-    assert {k: str(v.compile(dialect=sa.dialects.postgresql.dialect())).lower()
-            for k, v in report["types"].items()} == PUMS_TYPES
-    assert report["comments"]["age"] == "age in years — bounds [0, 100]: SUM/AVG/VAR clamp here; no public domain: GROUP BY releases the keys chosen by partition selection (needs δ)"
-    assert report["comment"]["text"] == svc.cfg.tables["pums"].description + " — central DP per row: each answer noisy, ε per query from your tier"
+    assert {
+        k: str(v.compile(dialect=sa.dialects.postgresql.dialect())).lower()
+        for k, v in report["types"].items()
+    } == PUMS_TYPES
+    assert (
+        report["comments"]["age"]
+        == "age in years — bounds [0, 100]: SUM/AVG/VAR clamp here; no public domain: GROUP BY releases the keys chosen by partition selection (needs δ)"
+    )
+    assert (
+        report["comment"]["text"]
+        == svc.cfg.tables["pums"].description
+        + " — central DP per row: each answer noisy, ε per query from your tier"
+    )
     assert report["pk"]["constrained_columns"] == [] and report["fks"] == report["indexes"] == []
     assert report["unique"] == report["checks"] == []
     assert list(report["table"].c.keys()) == PUMS_COLUMNS
@@ -108,23 +139,30 @@ def test_sqlalchemy_core_select_and_pandas(svc):
     eng = engine(svc)
     try:
         pums = sa.Table("pums", sa.MetaData(), autoload_with=eng)
-        q = (sa.select(pums.c.sex, sa.func.count(), sa.func.sum(pums.c.income), sa.func.avg(pums.c.age))
-             .where(pums.c.age.between(30, 60)).group_by(pums.c.sex).order_by(pums.c.sex))
+        q = (
+            sa.select(pums.c.sex, sa.func.count(), sa.func.sum(pums.c.income), sa.func.avg(pums.c.age))
+            .where(pums.c.age.between(30, 60))
+            .group_by(pums.c.sex)
+            .order_by(pums.c.sex)
+        )
         with eng.connect() as conn:
             core = conn.execute(q).all()
-            n = conn.execute(sa.select(sa.func.count()).select_from(pums).where(pums.c.age > PARAM)).scalar_one()
+            n = conn.execute(
+                sa.select(sa.func.count()).select_from(pums).where(pums.c.age > PARAM)
+            ).scalar_one()
         df = pd.read_sql(GROUP_SQL, eng)
         dfp = pd.read_sql(sa.text(PARAM_SQL["named"]), eng, params={"age": PARAM})
-        tables = pd.read_sql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
-                             "ORDER BY 1", eng)
+        tables = pd.read_sql(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1", eng
+        )
     finally:
         eng.dispose()
     ref = svc.reference["scenario"] if "scenario" in svc.reference else None
-    rows = check_rows(core)           # Core's SELECT (with bound parameters) is the same measurement
+    rows = check_rows(core)  # Core's SELECT (with bound parameters) is the same measurement
     assert list(df.columns) == ["sex", "count", "sum", "avg"] and len(df) == 2
     got = [tuple(r) for r in df.itertuples(index=False)]
     assert len(got) == len(rows)
-    for g, r in zip(got, rows):      # pytest.approx takes flat sequences only
+    for g, r in zip(got, rows):  # pytest.approx takes flat sequences only
         assert list(g) == pytest.approx(list(r))
     assert str(df["count"].dtype) == "int64" and str(df["avg"].dtype) == "float64"
     assert dfp.iloc[0, 0] == n
@@ -153,17 +191,26 @@ def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
     try:
         purchases = sa.Table("purchases", sa.MetaData(), autoload_with=eng)
         month = sa.func.date_trunc("month", purchases.c.ts).label("m")
-        q = (sa.select(month, sa.func.count().label("n")).where(purchases.c.amount > 17)
-             .group_by(month).order_by(month))
+        q = (
+            sa.select(month, sa.func.count().label("n"))
+            .where(purchases.c.amount > 17)
+            .group_by(month)
+            .order_by(month)
+        )
         compiled = str(q.compile(eng))
-        assert "date_trunc(%(date_trunc_1)s::VARCHAR" in compiled          # the unit is a parameter
+        assert "date_trunc(%(date_trunc_1)s::VARCHAR" in compiled  # the unit is a parameter
         with eng.connect() as conn:
             rows = conn.execute(q).all()
-            quarter = sa.func.date_trunc("quarter", purchases.c.ts).label("m")     # same text, other value
-            quarters = conn.execute(sa.select(quarter, sa.func.count().label("n")).where(purchases.c.amount > 17)
-                                    .group_by(quarter).order_by(quarter)).all()
-            bad = sa.select(sa.func.date_trunc("fortnight", purchases.c.ts).label("f"), sa.func.count()) \
-                .group_by(sa.text("1"))
+            quarter = sa.func.date_trunc("quarter", purchases.c.ts).label("m")  # same text, other value
+            quarters = conn.execute(
+                sa.select(quarter, sa.func.count().label("n"))
+                .where(purchases.c.amount > 17)
+                .group_by(quarter)
+                .order_by(quarter)
+            ).all()
+            bad = sa.select(
+                sa.func.date_trunc("fortnight", purchases.c.ts).label("f"), sa.func.count()
+            ).group_by(sa.text("1"))
             with pytest.raises(sa.exc.DBAPIError) as e:
                 conn.execute(bad)
     finally:
@@ -171,6 +218,9 @@ def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
     assert e.value.orig.sqlstate == "0A000" and "'fortnight'" in str(e.value.orig)
     assert [r[0].month for r in rows] == list(range(1, 13)) and all(r[0].year == 2025 for r in rows)
     assert [r[0].month for r in quarters] == [1, 4, 7, 10]
-    literal, notes = ask(svc, "SELECT date_trunc('month', purchases.ts) AS m, count(*) AS n FROM purchases "
-                              "WHERE purchases.amount > 17 GROUP BY date_trunc('month', purchases.ts) ORDER BY m")
+    literal, notes = ask(
+        svc,
+        "SELECT date_trunc('month', purchases.ts) AS m, count(*) AS n FROM purchases "
+        "WHERE purchases.amount > 17 GROUP BY date_trunc('month', purchases.ts) ORDER BY m",
+    )
     assert charged(notes) == 0 and [tuple(r) for r in literal] == [tuple(r) for r in rows]

@@ -2,6 +2,7 @@
 ``LIMIT 0`` schema probe (columns, no rows, nothing read or charged) and the ``SELECT *
 FROM (<query>) AS q`` wrapper, which is the release of the query itself (the query
 afterwards is a free repeat)."""
+
 from __future__ import annotations
 
 import psycopg

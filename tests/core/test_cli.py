@@ -1,5 +1,6 @@
 """The `dpgate` command line, and the README's main command: `dpgate serve` with
 no config starts the demo and prints a psql line that works."""
+
 from __future__ import annotations
 
 import os
@@ -36,13 +37,15 @@ def test_coalition_command_lists_local_subset_columns_per_row(tmp_path, capsys):
     """`dpgate coalition`: query ladders with their total, then the local tables'
     Subset columns (a per-row loss: max level of the ladder vs Σε of its tiers)."""
     import tomllib
+
     from proxy.demo import demo_config_path
+
     tiers = tomllib.loads(demo_config_path().read_text())["tiers"]
     eps = sorted(t["epsilon"] for t in tiers.values() if t.get("ladder") == "market")
     assert main(["coalition", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     head, local = out.split("local tables", 1)
-    assert "total: coalition loss 0" in head                  # no query released yet
+    assert "total: coalition loss 0" in head  # no query released yet
     line = next(x for x in local.splitlines() if "trips.zone (per row)" in x)
     loss, indep = (float(v) for v in line.split()[1:3])
     assert loss <= max(eps) and loss > max(eps) / 2 and indep == pytest.approx(sum(eps))
@@ -58,14 +61,15 @@ def test_data_version_and_budget(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "analyst" in out and "50" in out and "never recorded" not in out
     from proxy.stores.ledger import Ledger
+
     led = Ledger(tmp_path / "ledger.sqlite3")
-    led.reserve(role="analyst", epsilon=1.0, budget=50.0, period="day")   # a crash before record
+    led.reserve(role="analyst", epsilon=1.0, budget=50.0, period="day")  # a crash before record
     led.close()
     assert main(["budget", "--state-dir", state]) == 0
     out = capsys.readouterr().out
     assert "1 charge(s), ε 1 in all, were made for answers never recorded" in out
     led = Ledger(tmp_path / "ledger.sqlite3")
-    led.charge_unreleased(role="analyst", epsilon=1.0, budget=50.0, period="day")   # a timed-out scan
+    led.charge_unreleased(role="analyst", epsilon=1.0, budget=50.0, period="day")  # a timed-out scan
     led.close()
     assert main(["budget", "--state-dir", state]) == 0
     assert "1 statement(s), ε 1 in all, were charged with no answer" in capsys.readouterr().out
@@ -75,10 +79,16 @@ def test_data_version_and_budget(tmp_path, capsys):
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql not installed")
 def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
     from support.pg import free_port
+
     port = free_port()
     env = {**os.environ, "DPGATE_STATE_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         lines, deadline = [], time.time() + 120
         while time.time() < deadline:
@@ -86,17 +96,21 @@ def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
             if not line:
                 break
             lines.append(line)
-            if line.strip().startswith("producer"):     # the last role of the demo
+            if line.strip().startswith("producer"):  # the last role of the demo
                 break
         text = "".join(lines)
         assert "producer (ε 0.1/query, budget 0.1/day, INSERT into trips):  psql" in text, text
         m = re.search(r'analyst .*psql "(postgresql://[^"]+)"', text)
         assert m, text
-        r = subprocess.run(["psql", m.group(1), "-X", "-A", "-t", "-c",
-                            "SELECT COUNT(*) FROM people"], capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "PGSSLMODE": "disable"})
+        r = subprocess.run(
+            ["psql", m.group(1), "-X", "-A", "-t", "-c", "SELECT COUNT(*) FROM people"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PGSSLMODE": "disable"},
+        )
         assert r.returncode == 0, r.stderr
-        assert abs(int(r.stdout.strip()) - 1_000_000) < 100       # the ≥1M-row demo table
+        assert abs(int(r.stdout.strip()) - 1_000_000) < 100  # the ≥1M-row demo table
         assert "ε charged 1" in r.stderr
         assert (tmp_path / "demo-passwords.json").stat().st_mode & 0o077 == 0
         # SIGTERM (a service manager's stop): sessions end with 57P01, the process exits 0
@@ -116,31 +130,54 @@ def test_dpgate_serve_demo_prints_working_psql_line(tmp_path):
 def test_budget_and_data_version_on_a_shared_postgres_ledger(tmp_path, capsys, postgres):
     """`dpgate budget` / `data-version` act on the ledger the config names."""
     import uuid
+
     from proxy.stores.ledger import Ledger
+
     schema = "cli_" + uuid.uuid4().hex[:8]
-    text = ('[server]\nauth = "trust"\nstate_dir = "state"\n[tiers.d]\nepsilon = 1\nbudget = 50\nperiod = "day"\n'
-            '[roles.analyst]\ntier = "d"\n[tables.t.columns]\nage = { type = "int", lower = 0, upper = 9 }\n'
-            f'[ledger]\nkind = "postgres"\ndsn = "{postgres.dsn}"\nschema = "{schema}"\n')
+    text = (
+        '[server]\nauth = "trust"\nstate_dir = "state"\n[tiers.d]\nepsilon = 1\nbudget = 50\nperiod = "day"\n'
+        '[roles.analyst]\ntier = "d"\n[tables.t.columns]\nage = { type = "int", lower = 0, upper = 9 }\n'
+        f'[ledger]\nkind = "postgres"\ndsn = "{postgres.dsn}"\nschema = "{schema}"\n'
+    )
     cfg = tmp_path / "dpgate.toml"
     cfg.write_text(text)
-    led = Ledger(None, dsn=postgres.dsn, schema=schema)     # another proxy's charge
-    led.charge_and_record(role="analyst", key="k", data_version=1, epsilon=1.0, budget=50.0, period="day",
-                          canonical="c", statement="s", mechanism="m", answer={})
+    led = Ledger(None, dsn=postgres.dsn, schema=schema)  # another proxy's charge
+    led.charge_and_record(
+        role="analyst",
+        key="k",
+        data_version=1,
+        epsilon=1.0,
+        budget=50.0,
+        period="day",
+        canonical="c",
+        statement="s",
+        mechanism="m",
+        answer={},
+    )
     assert main(["budget", "--config", str(cfg)]) == 0
     row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("analyst"))
     assert row.split()[3] == "1"
     assert main(["data-version", "--advance", "--config", str(cfg)]) == 0
     assert led.data_version() == 2
     led.close()
-    assert not (tmp_path / "state" / "ledger.sqlite3").exists()      # no local ledger was made
+    assert not (tmp_path / "state" / "ledger.sqlite3").exists()  # no local ledger was made
 
 
 def test_a_duckdb_file_held_by_another_process_is_a_one_line_error(tmp_path, capsys):
     """One process per DuckDB file: a second `dpgate serve` on the same state names the
     holder and what to do, exit 1, no traceback."""
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
-                               "print('held', flush=True); sys.stdin.read()", str(tmp_path / "demo.duckdb")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
+            "print('held', flush=True); sys.stdin.read()",
+            str(tmp_path / "demo.duckdb"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert main(["serve", "--state-dir", str(tmp_path), "--port", "0"]) == 1

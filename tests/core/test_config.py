@@ -1,4 +1,5 @@
 """Config validation: errors are one line naming the file and the field."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,13 +7,17 @@ import pytest
 from config import ConfigError, load_config, parse_config
 from proxy.demo import demo_config_path
 
-BASE = {"server": {"auth": "trust"}, "tiers": {"d": {"epsilon": 1, "budget": 10}},
-        "roles": {"a": {"tier": "d"}},
-        "tables": {"t": {"columns": {"age": {"type": "int", "lower": 0, "upper": 100}}}}}
+BASE = {
+    "server": {"auth": "trust"},
+    "tiers": {"d": {"epsilon": 1, "budget": 10}},
+    "roles": {"a": {"tier": "d"}},
+    "tables": {"t": {"columns": {"age": {"type": "int", "lower": 0, "upper": 100}}}},
+}
 
 
 def _with(path: str, value):
     import copy
+
     d = copy.deepcopy(BASE)
     cur = d
     keys = path.split(".")
@@ -22,21 +27,24 @@ def _with(path: str, value):
     return d
 
 
-@pytest.mark.parametrize("path,value,field", [
-    ("tables.t.columns.age.lower", "x", "tables.t.columns.age.lower"),
-    ("tables.t.columns.age.upper", -5, "tables.t.columns.age"),
-    ("roles.a.tier", "nope", "roles.a.tier"),
-    ("tiers.d.epsilon", 0, "tiers.d.epsilon"),
-    ("tiers.d.budget", 0.5, "tiers.d"),
-    ("server.port", 70000, "server.port"),
-    ("server.bogus", 1, "server.bogus"),
-    ("tables.t.columns.age.domain", [1, 1], "tables.t.columns.age"),
-    ("backend.kind", "postgres", "backend"),
-    ("roles.a.scram", "plaintext", "roles.a.scram"),
-    ("ledger.kind", "postgres", "ledger"),
-    ("ledger.kind", "mysql", "ledger.kind"),
-    ("ledger.schema", "Bad-Name", "ledger.schema"),
-])
+@pytest.mark.parametrize(
+    "path,value,field",
+    [
+        ("tables.t.columns.age.lower", "x", "tables.t.columns.age.lower"),
+        ("tables.t.columns.age.upper", -5, "tables.t.columns.age"),
+        ("roles.a.tier", "nope", "roles.a.tier"),
+        ("tiers.d.epsilon", 0, "tiers.d.epsilon"),
+        ("tiers.d.budget", 0.5, "tiers.d"),
+        ("server.port", 70000, "server.port"),
+        ("server.bogus", 1, "server.bogus"),
+        ("tables.t.columns.age.domain", [1, 1], "tables.t.columns.age"),
+        ("backend.kind", "postgres", "backend"),
+        ("roles.a.scram", "plaintext", "roles.a.scram"),
+        ("ledger.kind", "postgres", "ledger"),
+        ("ledger.kind", "mysql", "ledger.kind"),
+        ("ledger.schema", "Bad-Name", "ledger.schema"),
+    ],
+)
 def test_errors_name_the_field(path, value, field):
     with pytest.raises(ConfigError) as e:
         parse_config(_with(path, value), "my.toml")
@@ -66,6 +74,7 @@ def test_load_file_errors(tmp_path):
 
 def test_demo_config_parses_with_verifiers():
     import tomllib
+
     data = tomllib.loads(demo_config_path().read_text())
     for spec in data["roles"].values():
         spec["scram"] = "SCRAM-SHA-256$4096:c2FsdA==$a2V5:a2V5"
@@ -76,7 +85,11 @@ def test_demo_config_parses_with_verifiers():
 
 def test_ledger_section():
     cfg = parse_config(_with("ledger", {"kind": "postgres", "dsn": "postgresql://x@h/db", "schema": "dp"}))
-    assert (cfg.ledger.kind, cfg.ledger.dsn, cfg.ledger.db_schema) == ("postgres", "postgresql://x@h/db", "dp")
+    assert (cfg.ledger.kind, cfg.ledger.dsn, cfg.ledger.db_schema) == (
+        "postgres",
+        "postgresql://x@h/db",
+        "dp",
+    )
     assert parse_config(BASE).ledger.kind == "sqlite"
 
 
@@ -88,7 +101,11 @@ def test_the_heavy_lane_setting():
 
 
 def test_domains_are_made_once_per_config():
-    col = parse_config(_with("tables.t", {"columns": {"g": {"type": "int", "domain_range": [1, 9]}}})).tables["t"].columns["g"]
+    col = (
+        parse_config(_with("tables.t", {"columns": {"g": {"type": "int", "domain_range": [1, 9]}}}))
+        .tables["t"]
+        .columns["g"]
+    )
     assert col.public_domain is col.public_domain and col.public_domain == tuple(range(1, 10))
 
 
@@ -114,6 +131,7 @@ def test_a_budget_beyond_the_ledger_is_a_config_error_naming_file_and_field():
 def test_the_largest_storable_budget_is_charged(tmp_path):
     from config.models import LEDGER_MAX_EPSILON
     from proxy.stores.ledger import Ledger
+
     cfg = parse_config(_with("tiers.d.budget", LEDGER_MAX_EPSILON), "my.toml")
     led = Ledger(tmp_path / "l.sqlite3")
     try:

@@ -1,5 +1,6 @@
 """The embedded DuckDB backend: a timeout interrupts a running scan; errors carry
 a SQLSTATE and no data."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,7 @@ def test_timeout_interrupts_a_long_scan():
     with pytest.raises(BackendTimeout) as e:
         asyncio.run(b.fetch("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3", 0.3))
     assert e.value.sqlstate == "57014" and time.time() - t0 < 5
-    assert asyncio.run(b.fetch("SELECT 42")) == [(42,)]       # usable afterwards
+    assert asyncio.run(b.fetch("SELECT 42")) == [(42,)]  # usable afterwards
 
 
 def test_cancel_event_interrupts():
@@ -42,14 +43,21 @@ def test_errors_are_generic():
     assert "no_such_table" not in e.value.message
     with pytest.raises(BackendError) as e:
         asyncio.run(b.fetch("SELECT nope FROM range(3)"))
-    assert isinstance(e.value, BackendRefused) and e.value.sqlstate == "42703" and "nope" not in e.value.message
+    assert (
+        isinstance(e.value, BackendRefused) and e.value.sqlstate == "42703" and "nope" not in e.value.message
+    )
     with pytest.raises(BackendError) as e:
         asyncio.run(b.fetch("SELECT error('boom ' || i) FROM range(3) t(i)"))
-    assert not isinstance(e.value, BackendRefused) and e.value.sqlstate == "58000" and "boom" not in e.value.message
+    assert (
+        not isinstance(e.value, BackendRefused)
+        and e.value.sqlstate == "58000"
+        and "boom" not in e.value.message
+    )
 
 
 def test_cancel_signal_interrupts_without_a_watcher_and_cursor_is_reused():
     from proxy.backends.base import CancelSignal
+
     b = DuckDBBackend(None)
 
     async def main():
@@ -57,7 +65,7 @@ def test_cancel_signal_interrupts_without_a_watcher_and_cursor_is_reused():
         asyncio.get_running_loop().call_later(0.2, sig.set)
         with pytest.raises(BackendError) as e:
             await b.fetch("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3", None, sig)
-        assert "user request" in e.value.message and not sig._callbacks    # unsubscribed
+        assert "user request" in e.value.message and not sig._callbacks  # unsubscribed
         sig.clear()
         return await b.fetch("SELECT 7", None, sig)
 
@@ -68,10 +76,12 @@ def test_cancel_signal_interrupts_without_a_watcher_and_cursor_is_reused():
 def test_cancel_before_the_scan_starts():
     from proxy.backends.base import CancelSignal
     from proxy.backends.duckdb import _Scan
+
     b = DuckDBBackend(None)
     scan = _Scan()
-    scan.stop("cancel")                           # the cancel arrived first
+    scan.stop("cancel")  # the cancel arrived first
     import duckdb
+
     with pytest.raises(duckdb.InterruptException):
         b._scan("SELECT 1", scan, None, None, None)
     assert isinstance(CancelSignal(), asyncio.Event)
@@ -84,16 +94,17 @@ def test_then_runs_after_the_scan_and_outside_the_timeout():
     seen, timing, during = [], {}, []
 
     def then(rows):
-        time.sleep(0.5)                           # longer than the timeout below
+        time.sleep(0.5)  # longer than the timeout below
         seen.append(rows)
         return "charged"
 
     async def main():
-        return await b.fetch("SELECT 42", 0.2, None, then=then, timing=timing,
-                             during=lambda: during.append(True))
+        return await b.fetch(
+            "SELECT 42", 0.2, None, then=then, timing=timing, during=lambda: during.append(True)
+        )
 
     assert asyncio.run(main()) == "charged" and seen == [[(42,)]]
-    assert timing["backend_ms"] < 500 and during == [True]   # then's 0.5 s is not the scan's
+    assert timing["backend_ms"] < 500 and during == [True]  # then's 0.5 s is not the scan's
 
 
 def test_scans_counts_statements_in_flight():
@@ -103,8 +114,9 @@ def test_scans_counts_statements_in_flight():
 
     async def main():
         seen = []
-        task = asyncio.ensure_future(b.fetch("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3",
-                                             0.3))
+        task = asyncio.ensure_future(
+            b.fetch("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3", 0.3)
+        )
         await asyncio.sleep(0.1)
         seen.append(b.scans)
         with pytest.raises(BackendTimeout):
@@ -127,6 +139,7 @@ def test_a_timed_out_scan_frees_its_worker():
     """With one worker, a 2 s timeout on a scan that would run for minutes: the
     next statement (which needs that worker) has its answer within 3 s."""
     import concurrent.futures
+
     b = DuckDBBackend(None)
     b._pool = concurrent.futures.ThreadPoolExecutor(1)
     timing = {}
@@ -135,7 +148,7 @@ def test_a_timed_out_scan_frees_its_worker():
         t0 = time.perf_counter()
         slow = asyncio.ensure_future(b.fetch(SLOW, 2.0, timing=timing))
         await asyncio.sleep(0.1)
-        nxt = await b.fetch("SELECT 42")                 # queued behind the slow scan
+        nxt = await b.fetch("SELECT 42")  # queued behind the slow scan
         with pytest.raises(BackendTimeout) as e:
             await slow
         return time.perf_counter() - t0, nxt, e.value
@@ -152,8 +165,9 @@ def test_an_interrupt_just_before_the_query_starts_is_repeated():
     real = b._run
 
     def late(cur, sql):
-        time.sleep(0.4)                                   # the timeout fires in this gap
+        time.sleep(0.4)  # the timeout fires in this gap
         return real(cur, sql)
+
     b._run = late
     t0 = time.perf_counter()
     with pytest.raises(BackendTimeout):
@@ -164,6 +178,7 @@ def test_an_interrupt_just_before_the_query_starts_is_repeated():
 def test_a_cancelled_task_interrupts_its_scan():
     """A statement task cancelled (client gone, shutdown): the worker is freed too."""
     import concurrent.futures
+
     b = DuckDBBackend(None)
     b._pool = concurrent.futures.ThreadPoolExecutor(1)
 
@@ -180,13 +195,15 @@ def test_a_cancelled_task_interrupts_its_scan():
 
 
 def test_started_is_not_set_when_stopped_before_the_start():
-    from proxy.backends.duckdb import _Scan
     import duckdb
+
+    from proxy.backends.duckdb import _Scan
+
     b, scan, timing = DuckDBBackend(None), _Scan(), {}
     scan.stop("cancel")
     with pytest.raises(duckdb.InterruptException):
         b._scan("SELECT 1", scan, None, timing, None)
-    assert "started" not in timing                      # nothing ran: the charge is refunded
+    assert "started" not in timing  # nothing ran: the charge is refunded
 
 
 def test_a_prepared_scan_times_out_and_its_worker_goes_on():
@@ -194,6 +211,7 @@ def test_a_prepared_scan_times_out_and_its_worker_goes_on():
     timeout like a text (BackendTimeout: 57014), and the worker's cursor then runs the
     next prepared statement as usual."""
     from rewriter.template import ParamSQL
+
     b = DuckDBBackend(None)
     try:
         slow = ParamSQL("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3")
@@ -214,9 +232,11 @@ def test_the_configured_thread_count_is_duckdbs(tmp_path):
     """``[backend] threads`` (config/service.py): each process's embedded DuckDB runs with it;
     unset, DuckDB's own default (a thread per core)."""
     import os
+
     from config import parse_config
     from proxy.backends import open_backend
     from support.service import make_config
+
     data = make_config(backend={"kind": "duckdb", "path": str(tmp_path / "t.duckdb"), "threads": 1})
     b = open_backend(parse_config(data, "t"), tmp_path)
     assert asyncio.run(b.fetch("SELECT current_setting('threads')")) == [(1,)]

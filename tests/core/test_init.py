@@ -1,6 +1,7 @@
 """Issue 23: `dpgate init` proposes a commented config from the data that `check-config
 --backend` and `dpgate serve --config` accept as is; values read from the rows are marked;
 --round widens bounds to the public grid; --dp-bounds draws them ε-DP and records ε."""
+
 from __future__ import annotations
 
 import base64
@@ -17,8 +18,8 @@ import pytest
 
 from config import load_config
 from mechanisms import SeededSource
-from proxy.cli import main
 from proxy.cli import init_bounds as ib
+from proxy.cli import main
 
 N = 5000
 
@@ -52,17 +53,32 @@ def test_init_duckdb_file_serves_as_is(tmp_path, capsys):
     assert main(["check-config", "--backend", str(cfg)]) == 0
     assert "matches the backend" in capsys.readouterr().out
     c = load_config(cfg).tables["people"]
-    assert c.source == "people" and "raw" not in c.columns               # BLOB: left out, said so
+    assert c.source == "people" and "raw" not in c.columns  # BLOB: left out, said so
     assert "# left out: raw (BLOB)" in cfg.read_text()
     assert c.columns["age"].type == "int" and (c.columns["age"].lower, c.columns["age"].upper) == (0, 89)
     assert c.columns["region"].public_domain == ("n", "s") and c.columns["name"].public_domain is None
     assert c.columns["flag"].public_domain == (False, True)
     assert c.columns["day"].time_bounds[0].isoformat() == "2024-01-03"
     from support.pg import free_port
+
     port, aport = free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg), "--port", str(port),
-                             "--admin-http", f"127.0.0.1:{aport}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--config",
+            str(cfg),
+            "--port",
+            str(port),
+            "--admin-http",
+            f"127.0.0.1:{aport}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline, out = time.time() + 60, []
         while time.time() < deadline and not any("owner page on" in x for x in out):
@@ -71,13 +87,16 @@ def test_init_duckdb_file_serves_as_is(tmp_path, capsys):
                 break
             out.append(line)
         assert any("listening on" in x for x in out), "".join(out)
-        with psycopg.connect(f"postgresql://analyst:{pw['analyst']}@127.0.0.1:{port}/dpgate",
-                             sslmode="disable", autocommit=True) as con:
+        with psycopg.connect(
+            f"postgresql://analyst:{pw['analyst']}@127.0.0.1:{port}/dpgate",
+            sslmode="disable",
+            autocommit=True,
+        ) as con:
             n = con.execute("SELECT COUNT(*) FROM people").fetchone()[0]
             groups = dict(con.execute("SELECT region, COUNT(*) FROM people GROUP BY region").fetchall())
-        assert abs(n - N) < 60 and set(groups) == {"n", "s"}      # Laplace(1) at ε 1: |noise| < 60 w.p. 1-1e-26
+        assert abs(n - N) < 60 and set(groups) == {"n", "s"}  # Laplace(1) at ε 1: |noise| < 60 w.p. 1-1e-26
         assert f"owner page on http://127.0.0.1:{aport}/ (sign in as admin)" in "".join(out)
-        auth = base64.b64encode(f"admin:{pw['admin']}".encode()).decode()      # the owner page, admin's password
+        auth = base64.b64encode(f"admin:{pw['admin']}".encode()).decode()  # the owner page, admin's password
         req = urllib.request.Request(f"http://127.0.0.1:{aport}/", headers={"Authorization": f"Basic {auth}"})
         with urllib.request.urlopen(req, timeout=30) as r:
             html = r.read().decode()
@@ -112,9 +131,12 @@ def test_round_widens_to_the_public_grid(tmp_path, capsys):
     db = _fixture(tmp_path)
     text, _ = _init(capsys, str(db), "--round")
     cols = tomllib.loads(text)["tables"]["people"]["columns"]
-    assert (cols["age"]["lower"], cols["age"]["upper"]) == (0, 100)          # 0..89 -> 0..100
-    assert (cols["income"]["lower"], cols["income"]["upper"]) == (0.0, 100000.0)   # max 99975
-    assert (cols["day"]["lower"], cols["day"]["upper"]) == ("2024-01-01", "2025-05-31")   # 2024-01-03..2025-05-16
+    assert (cols["age"]["lower"], cols["age"]["upper"]) == (0, 100)  # 0..89 -> 0..100
+    assert (cols["income"]["lower"], cols["income"]["upper"]) == (0.0, 100000.0)  # max 99975
+    assert (cols["day"]["lower"], cols["day"]["upper"]) == (
+        "2024-01-01",
+        "2025-05-31",
+    )  # 2024-01-03..2025-05-16
     assert (cols["ts"]["lower"], cols["ts"]["upper"]) == ("2024-05-01 00:00:00", "2024-05-31 23:59:59")
     assert ib.round_down(-3.5) == -5.0 and ib.round_up(0.0031) == 0.005 and ib.round_up(7, True) == 10
 
@@ -156,18 +178,20 @@ def test_dp_date_bounds_land_on_the_data_months():
     src = SeededSource(7)
     got = [ib.dp_date_bounds(months, False, 4.0, src) for _ in range(100)]
     ok = sum(b.lower == "2024-01-01" and b.upper == "2024-12-31" for b in got)
-    assert ok >= 100 * (1 - 2 * ib.BETA) - 4 * (100 * .1 * .9) ** .5     # union of two β events, 4σ
+    assert ok >= 100 * (1 - 2 * ib.BETA) - 4 * (100 * 0.1 * 0.9) ** 0.5  # union of two β events, 4σ
 
 
 def test_postgres_schema(tmp_path, capsys, postgres):
     with psycopg.connect(postgres.dsn, autocommit=True) as con:
         con.execute("DROP SCHEMA IF EXISTS initsrc CASCADE; CREATE SCHEMA initsrc")
-        con.execute("CREATE TABLE initsrc.visits AS SELECT (i % 7)::int AS dow, (i * 1.5)::float8 AS amount, "
-                    "(DATE '2025-01-01' + i % 40) AS day, now() AS tz FROM generate_series(1, 300) i")
+        con.execute(
+            "CREATE TABLE initsrc.visits AS SELECT (i % 7)::int AS dow, (i * 1.5)::float8 AS amount, "
+            "(DATE '2025-01-01' + i % 40) AS day, now() AS tz FROM generate_series(1, 300) i"
+        )
     cfg = tmp_path / "pg.toml"
     _init(capsys, "--dsn", postgres.dsn, "--schema", "initsrc", "--round", "-o", str(cfg))
     t = load_config(cfg).tables["visits"]
-    assert t.source == "initsrc.visits" and "tz" not in t.columns         # timestamptz: no dpgate type
+    assert t.source == "initsrc.visits" and "tz" not in t.columns  # timestamptz: no dpgate type
     assert t.columns["dow"].public_domain == tuple(range(7))
     assert (t.columns["amount"].lower, t.columns["amount"].upper) == (1.0, 500.0)
     assert main(["check-config", "--backend", str(cfg)]) == 0

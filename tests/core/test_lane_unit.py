@@ -2,6 +2,7 @@
 tests/e2e/test_e2e_lane.py): which statements are heavy, the memory of heavy shapes, frames,
 and errors carried back as the same exceptions (a refusal stays a refusal: the worker logs
 it as one and charges nothing)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,15 +17,16 @@ from rewriter.errors import Refusal
 
 
 def _p(kind="central", key="k", n_cells=1, selected=False):
-    return SimpleNamespace(kind=SimpleNamespace(name=kind), key=key,
-                           plan=SimpleNamespace(n_cells=n_cells, selected=selected))
+    return SimpleNamespace(
+        kind=SimpleNamespace(name=kind), key=key, plan=SimpleNamespace(n_cells=n_cells, selected=selected)
+    )
 
 
 def test_which_statements_are_heavy():
     assert not heavy(_p(n_cells=HEAVY_ROWS - 1)) and heavy(_p(n_cells=HEAVY_ROWS))
     assert all(heavy(_p(kind=k)) for k in ("ladder", "per_record", "extreme"))
-    assert not heavy(_p(kind="ladder", key=None))                # releases nothing: answered in place
-    assert not heavy(_p(n_cells=2 ** 31, selected=True))          # partition selection: the data's keys
+    assert not heavy(_p(kind="ladder", key=None))  # releases nothing: answered in place
+    assert not heavy(_p(n_cells=2**31, selected=True))  # partition selection: the data's keys
     assert not heavy(_p(kind="svt", n_cells=10))
 
 
@@ -34,7 +36,7 @@ def test_heavy_shapes_are_remembered_per_route_object_and_tier_kind():
     assert lane.knows_heavy(a, False) and not lane.knows_heavy(a, True) and not lane.knows_heavy(b, False)
     for _ in range(1100):
         lane.remember_heavy(object(), False)
-    assert not lane.knows_heavy(a, False) and len(lane._heavy) == 1024       # bounded, oldest first out
+    assert not lane.knows_heavy(a, False) and len(lane._heavy) == 1024  # bounded, oldest first out
 
 
 def test_frames_round_trip_and_end():
@@ -42,9 +44,10 @@ def test_frames_round_trip_and_end():
         r = asyncio.StreamReader()
         msg = {"id": 3, "data": b"\x00" * 100_000, "sql": "SELECT 1"}
         r.feed_data(frame(msg) + frame({"id": 4}))
-        r.feed_data(frame({"id": 5})[:3])                          # a frame cut short: the end
+        r.feed_data(frame({"id": 5})[:3])  # a frame cut short: the end
         r.feed_eof()
         return [await read_frame(r) for _ in range(3)]
+
     assert asyncio.run(go()) == [{"id": 3, "data": b"\x00" * 100_000, "sql": "SELECT 1"}, {"id": 4}, None]
 
 
@@ -54,6 +57,19 @@ def test_errors_come_back_as_the_same_exceptions():
         _reply(conn, {"error": ("refusal", {"sqlstate": "0A000", "message": "no", "hint": "write x"})})
     assert (r.value.sqlstate, r.value.message, r.value.hint) == ("0A000", "no", "write x")
     with pytest.raises(SqlError) as e:
-        _reply(conn, {"error": ("sql", {"sqlstate": "53400", "message": "budget", "detail": "d", "hint": "h",
-                                        "severity": "ERROR"})})
+        _reply(
+            conn,
+            {
+                "error": (
+                    "sql",
+                    {
+                        "sqlstate": "53400",
+                        "message": "budget",
+                        "detail": "d",
+                        "hint": "h",
+                        "severity": "ERROR",
+                    },
+                )
+            },
+        )
     assert (e.value.sqlstate, e.value.detail, e.value.hint) == ("53400", "d", "h")

@@ -4,6 +4,7 @@ charge one role into one period; never before the latest period the ledger recor
 clock set back reopens nothing: tests/core/test_ledger_guard.py::
 test_clock_going_back_keeps_the_latest_period); and ``dpgate.budget`` shows the period
 the charge path enforces."""
+
 from __future__ import annotations
 
 import time
@@ -23,14 +24,14 @@ def test_proxies_with_skewed_clocks_on_one_postgres_ledger_share_one_period(post
     schema, key = "clk_" + uuid.uuid4().hex[:8], tmp_path / "ledger.key"
     a = Ledger(None, dsn=postgres.dsn, schema=schema, key_file=key)
     b = Ledger(None, dsn=postgres.dsn, schema=schema, key_file=key)
-    b.clock = lambda: time.time() + DAY            # B's host is a day ahead
+    b.clock = lambda: time.time() + DAY  # B's host is a day ahead
     try:
         a.reserve(role="r", epsilon=2.0, budget=2.0, period="day")
-        with pytest.raises(BudgetExceeded):        # B charges into the ledger's day too: no second budget
+        with pytest.raises(BudgetExceeded):  # B charges into the ledger's day too: no second budget
             b.reserve(role="r", epsilon=1.0, budget=2.0, period="day")
-        assert a.spent("r", "day") == 2.0 and b.spent("r", "day") == 2.0   # B reads the ledger's day as well
+        assert a.spent("r", "day") == 2.0 and b.spent("r", "day") == 2.0  # B reads the ledger's day as well
         c = Ledger(None, dsn=postgres.dsn, schema=schema, key_file=key)
-        c.clock = lambda: time.time() - DAY        # and a host a day behind: the same
+        c.clock = lambda: time.time() - DAY  # and a host a day behind: the same
         try:
             with pytest.raises(BudgetExceeded):
                 c.reserve(role="r", epsilon=1.0, budget=2.0, period="day")
@@ -49,15 +50,16 @@ def test_the_budget_view_shows_the_period_the_charge_path_enforces(tmp_path):
     state = tmp_path / "state"
     svc = Service(make_config(), state).start()
     try:
-        ahead = Ledger(state / "ledger.sqlite3")   # another proxy on this ledger, its clock a day ahead
+        ahead = Ledger(state / "ledger.sqlite3")  # another proxy on this ledger, its clock a day ahead
         ahead.clock = lambda: time.time() + DAY
         ahead.reserve(role="tiny", epsilon=2.5, budget=2.5, period="day")
         ahead.close()
         with psycopg.connect(svc.dsn("tiny"), autocommit=True) as c:
-            with pytest.raises(psycopg.errors.lookup("53400")):        # the charge path: tomorrow, spent
+            with pytest.raises(psycopg.errors.lookup("53400")):  # the charge path: tomorrow, spent
                 c.execute("SELECT COUNT(*) FROM people").fetchall()
-            (spent, remaining, resets), = c.execute(
-                "SELECT spent, remaining, resets_at FROM dpgate.budget").fetchall()
+            ((spent, remaining, resets),) = c.execute(
+                "SELECT spent, remaining, resets_at FROM dpgate.budget"
+            ).fetchall()
         tomorrow = datetime.strptime(period_key("day", time.time() + DAY), "%Y-%m-%d")
         assert (spent, remaining) == (2.5, 0.0)
         assert resets == (tomorrow + timedelta(days=1)).strftime("%Y-%m-%d 00:00:00+00")

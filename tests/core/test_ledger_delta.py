@@ -3,6 +3,7 @@ without an answer each carry their ε and their δ; ``dpgate budget``, ``dpgate.
 (tests/e2e/test_e2e_partitions.py) and the owner page show δ spent and left; a ledger
 written by schema 1 (δ booked as the ε of a pseudo-role ``<role>#delta``) is migrated
 when opened."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -16,7 +17,6 @@ from proxy.admin.page import render_page
 from proxy.admin.server import collect
 from proxy.cli import main
 from proxy.stores.ledger import BudgetExceeded, Ledger, period_key
-
 from support.service import make_config
 
 # the ledger as schema 1 wrote it (SQLite; the Postgres one differs only in types)
@@ -40,8 +40,11 @@ CREATE TABLE unreleased (
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL,
     reason TEXT NOT NULL);
 """
-SCHEMA_1_PG = (SCHEMA_1.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
-               .replace("INTEGER", "BIGINT").replace("REAL", "DOUBLE PRECISION"))
+SCHEMA_1_PG = (
+    SCHEMA_1.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
+    .replace("INTEGER", "BIGINT")
+    .replace("REAL", "DOUBLE PRECISION")
+)
 
 
 def _schema_1_rows(execute, day: str) -> None:
@@ -50,20 +53,50 @@ def _schema_1_rows(execute, day: str) -> None:
     that timed out (ε 1, no answer), one δ reservation left open by a crash (δ 1e-6)."""
     t = 1_000.0
     for i in range(3):
-        execute("INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, mechanism, "
-                "answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                ("analyst", f"sel{i}:eps=1.0:delta=1e-06", 1, f"c{i}", f"SELECT city{i}", 10**9,
-                 "partition_selection", '{"values": [[1]]}', day, t + 10 * i))
-        execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason) VALUES (?,?,?,?,?)",
-                ("analyst#delta", day, 10**9, t + 10 * i + 1, "δ of a release"))
-    execute("INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, mechanism, "
+        execute(
+            "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, mechanism, "
             "answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            ("analyst", "count", 1, "c", "SELECT COUNT(*)", 10**9, "geometric_count", '{"values": [[7]]}',
-             day, t + 50))
-    execute("INSERT INTO unreleased (role, period, epsilon_nano, created, reason) VALUES (?,?,?,?,?)",
-            ("analyst", day, 10**9, t + 60, "timeout"))
-    execute("INSERT INTO reservations (role, period, epsilon_nano, created) VALUES (?,?,?,?)",
-            ("analyst#delta", day, 10**9, t + 70))
+            (
+                "analyst",
+                f"sel{i}:eps=1.0:delta=1e-06",
+                1,
+                f"c{i}",
+                f"SELECT city{i}",
+                10**9,
+                "partition_selection",
+                '{"values": [[1]]}',
+                day,
+                t + 10 * i,
+            ),
+        )
+        execute(
+            "INSERT INTO unreleased (role, period, epsilon_nano, created, reason) VALUES (?,?,?,?,?)",
+            ("analyst#delta", day, 10**9, t + 10 * i + 1, "δ of a release"),
+        )
+    execute(
+        "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, mechanism, "
+        "answer, period, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (
+            "analyst",
+            "count",
+            1,
+            "c",
+            "SELECT COUNT(*)",
+            10**9,
+            "geometric_count",
+            '{"values": [[7]]}',
+            day,
+            t + 50,
+        ),
+    )
+    execute(
+        "INSERT INTO unreleased (role, period, epsilon_nano, created, reason) VALUES (?,?,?,?,?)",
+        ("analyst", day, 10**9, t + 60, "timeout"),
+    )
+    execute(
+        "INSERT INTO reservations (role, period, epsilon_nano, created) VALUES (?,?,?,?)",
+        ("analyst#delta", day, 10**9, t + 70),
+    )
     execute("INSERT INTO spend VALUES (?,?,?)", ("analyst", day, 5 * 10**9))
     execute("INSERT INTO spend VALUES (?,?,?)", ("analyst#delta", day, 4 * 10**9))
     execute("INSERT INTO meta VALUES ('charged_nano', ?)", (str(9 * 10**9),))
@@ -94,23 +127,25 @@ def old_ledger(request, tmp_path):
 def test_a_schema_1_ledger_is_migrated_delta_into_its_own_column(old_ledger):
     led = old_ledger()
     try:
-        assert led.spent_both("analyst", "day") == (5.0, pytest.approx(4e-6))   # 3 released + 1 reserved
-        assert led.spent_both("analyst#delta", "day") == (0.0, 0.0)             # no pseudo-role left
-        assert [u["reason"] for u in led.unreleased()] == ["timeout"]          # selections were answered
+        assert led.spent_both("analyst", "day") == (5.0, pytest.approx(4e-6))  # 3 released + 1 reserved
+        assert led.spent_both("analyst#delta", "day") == (0.0, 0.0)  # no pseudo-role left
+        assert [u["reason"] for u in led.unreleased()] == ["timeout"]  # selections were answered
         assert led.unreleased()[0]["delta"] == 0.0
         assert [r["delta"] for r in led.open_reservations()] == [pytest.approx(1e-6)]
         assert sorted(r["delta"] for r in led.releases()) == [0.0] + [pytest.approx(1e-6)] * 3
         assert led.integrity_problems() == []
         assert any("δ of 1 spend row(s)" in m for m in led.migrated)
         assert any("signed at first open" in m for m in led.migrated)
-        with pytest.raises(BudgetExceeded) as e:                     # δ budget 5e-6: 4e-6 spent
+        with pytest.raises(BudgetExceeded) as e:  # δ budget 5e-6: 4e-6 spent
             led.reserve(role="analyst", epsilon=1.0, budget=50.0, period="day", delta=2e-6, delta_budget=5e-6)
         assert e.value.what == "δ" and e.value.remaining == pytest.approx(1e-6)
-        res = led.reserve(role="analyst", epsilon=1.0, budget=50.0, period="day", delta=1e-6, delta_budget=5e-6)
+        res = led.reserve(
+            role="analyst", epsilon=1.0, budget=50.0, period="day", delta=1e-6, delta_budget=5e-6
+        )
         assert res.delta_spent_femto == 5 * 10**9
     finally:
         led.close()
-    again = old_ledger()                                              # opening again changes nothing
+    again = old_ledger()  # opening again changes nothing
     try:
         assert again.migrated == [] and again.spent_both("analyst", "day") == (6.0, pytest.approx(5e-6))
     finally:
@@ -130,7 +165,7 @@ def test_dpgate_budget_and_the_owner_page_show_delta_and_count_only_unanswered(t
     assert "δ spent" in out and "#delta" not in out
     row = next(x for x in out.splitlines() if x.startswith("analyst "))
     assert row.split()[3] == "5" and float(row.split()[6]) == pytest.approx(4e-6)
-    assert "1 statement(s), ε 1 in all, were charged with no answer" in out       # the timeout only
+    assert "1 statement(s), ε 1 in all, were charged with no answer" in out  # the timeout only
     cfg = parse_config(make_config())
     led = Ledger(state / "ledger.sqlite3")
     try:

@@ -2,6 +2,7 @@
 ledger marker, DuckDB row) checked at start and while serving; `dpgate ledger
 check` / `dpgate ledger init --i-know`; named ledger faults; periods that never
 move backwards; state files 0600 / dir 0700."""
+
 from __future__ import annotations
 
 import errno
@@ -10,7 +11,6 @@ import os
 import sqlite3
 import stat
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +19,6 @@ from proxy.cli import main
 from proxy.stores.errors import LedgerDamaged
 from proxy.stores.ledger import Ledger, LedgerFault, period_key
 from proxy.stores.ledger_guard import ID_FILE, LedgerLost, install
-
 from support.service import make_config
 
 
@@ -29,11 +28,13 @@ def _cfg(tmp_path):
 
 def _gateway(tmp_path):
     from proxy.gateway import Gateway
+
     return Gateway(_cfg(tmp_path), tmp_path / "state")
 
 
 def _close(gw):
     import asyncio
+
     asyncio.run(gw.close())
 
 
@@ -42,9 +43,18 @@ def _reserve(led, eps=1.0, budget=10.0, role="r"):
 
 
 def _charge(led, key, eps=1.0, budget=10.0, role="r"):
-    return led.charge_and_record(role=role, key=key, data_version=1, epsilon=eps, budget=budget,
-                                 period="day", canonical=key, statement="SELECT …", mechanism="m",
-                                 answer={"values": [[key]]})
+    return led.charge_and_record(
+        role=role,
+        key=key,
+        data_version=1,
+        epsilon=eps,
+        budget=budget,
+        period="day",
+        canonical=key,
+        statement="SELECT …",
+        mechanism="m",
+        answer={"values": [[key]]},
+    )
 
 
 def test_first_start_creates_identity_and_private_files(tmp_path):
@@ -58,7 +68,7 @@ def test_first_start_creates_identity_and_private_files(tmp_path):
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
     for name in ("ledger.sqlite3", "demo.duckdb", ID_FILE):
         assert stat.S_IMODE(os.stat(state / name).st_mode) == 0o600, name
-    gw = _gateway(tmp_path)                       # a restart: the same identity, no complaint
+    gw = _gateway(tmp_path)  # a restart: the same identity, no complaint
     assert gw.ledger.guard.ident["id"] == ident["id"] and gw.ledger.spent("r", "day") == 1.0
     _close(gw)
 
@@ -77,7 +87,7 @@ def test_start_refused_with_a_lost_ledger_beside_the_duckdb_file(tmp_path, how, 
         _gateway(tmp_path)
     line = str(e.value)
     assert "missing or empty" in line and "dpgate ledger init --i-know" in line and "\n" not in line
-    (state / ID_FILE).unlink()                    # the DuckDB file alone still remembers
+    (state / ID_FILE).unlink()  # the DuckDB file alone still remembers
     for suffix in ("", "-wal", "-shm"):
         (state / f"ledger.sqlite3{suffix}").unlink(missing_ok=True)
     with pytest.raises(LedgerLost):
@@ -85,7 +95,7 @@ def test_start_refused_with_a_lost_ledger_beside_the_duckdb_file(tmp_path, how, 
     # `dpgate ledger check` says the same in one line, exit 1; init --i-know recovers
     args = ["--state-dir", str(state)]
     assert main(["ledger", "check", *args]) == 1
-    assert main(["ledger", "init", *args]) == 2          # not without --i-know
+    assert main(["ledger", "init", *args]) == 2  # not without --i-know
     capsys.readouterr()
     assert main(["ledger", "init", "--i-know", *args]) == 0
     assert "new ledger identity" in capsys.readouterr().out
@@ -107,7 +117,7 @@ def test_cli_check_ok_and_serve_refuses_with_one_line(tmp_path, capsys):
     assert main(["ledger", "check", *args]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "missing or empty" in err
-    assert not (state / "ledger.sqlite3").exists()      # check creates nothing
+    assert not (state / "ledger.sqlite3").exists()  # check creates nothing
 
 
 def test_replaced_ledger_is_refused_at_start(tmp_path):
@@ -117,16 +127,16 @@ def test_replaced_ledger_is_refused_at_start(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     led = Ledger(other / "ledger.sqlite3")
-    install(led, other)                            # another ledger, with its own identity
+    install(led, other)  # another ledger, with its own identity
     _charge(led, "q1")
     led.close()
     for suffix in ("-wal", "-shm"):
         (state / f"ledger.sqlite3{suffix}").unlink(missing_ok=True)
     os.replace(other / "ledger.sqlite3", state / "ledger.sqlite3")
-    with pytest.raises(LedgerDamaged, match="is not the MAC key of"):    # its key is another ledger's
+    with pytest.raises(LedgerDamaged, match="is not the MAC key of"):  # its key is another ledger's
         _gateway(tmp_path)
     os.replace(other / "ledger.key", state / "ledger.key")
-    with pytest.raises(LedgerLost, match="was replaced"):                # and so is its identity
+    with pytest.raises(LedgerLost, match="was replaced"):  # and so is its identity
         _gateway(tmp_path)
 
 
@@ -143,7 +153,7 @@ def test_older_copy_is_refused_at_start(tmp_path):
     led = Ledger(state / "ledger.sqlite3")
     install(led, state)
     _charge(led, "q2")
-    led.guard.check_now()                          # the high-water mark reaches ledger.id
+    led.guard.check_now()  # the high-water mark reaches ledger.id
     led.close()
     for suffix in ("-wal", "-shm"):
         (state / f"ledger.sqlite3{suffix}").unlink(missing_ok=True)
@@ -163,7 +173,7 @@ def test_deleted_while_serving_refuses_the_next_charge_and_lookup(tmp_path):
         (state / f"ledger.sqlite3{suffix}").unlink(missing_ok=True)
     with pytest.raises(LedgerLost, match="deleted while serving"):
         _reserve(led)
-    with pytest.raises(LedgerLost):                # nothing is answered from the unlinked file
+    with pytest.raises(LedgerLost):  # nothing is answered from the unlinked file
         led.snapshot("r", "q1", "day")
     with pytest.raises(LedgerLost):
         _charge(led, "q2")
@@ -174,7 +184,9 @@ def test_deleted_while_serving_is_refused_over_the_wire(tmp_path):
     """A real proxy: delete the ledger under it; the next DP statement is refused
     (55000, one line), and a restart refuses to start."""
     import psycopg
+
     from support.service import Service
+
     svc = Service(make_config(), tmp_path / "state").start()
     try:
         with psycopg.connect(svc.dsn(), autocommit=True) as c:
@@ -184,10 +196,10 @@ def test_deleted_while_serving_is_refused_over_the_wire(tmp_path):
             with pytest.raises(psycopg.Error) as e:
                 c.execute("SELECT COUNT(*) FROM people WHERE age > 30").fetchall()
             assert e.value.sqlstate == "55000" and "dpgate ledger init --i-know" in str(e.value)
-            with pytest.raises(psycopg.Error) as e:       # a repeat is refused too
+            with pytest.raises(psycopg.Error) as e:  # a repeat is refused too
                 c.execute("SELECT COUNT(*) FROM people").fetchall()
             assert e.value.sqlstate == "55000"
-        assert not (tmp_path / "state" / "ledger.sqlite3").exists()    # nothing re-created it
+        assert not (tmp_path / "state" / "ledger.sqlite3").exists()  # nothing re-created it
     finally:
         svc.close()
     with pytest.raises(LedgerLost):
@@ -196,26 +208,28 @@ def test_deleted_while_serving_is_refused_over_the_wire(tmp_path):
 
 def test_postgres_ledger_truncated_or_dropped_is_detected(postgres, tmp_path):
     import psycopg
+
     schema = "g_" + uuid.uuid4().hex[:10]
     led = Ledger(None, dsn=postgres.dsn, schema=schema)
     guard = install(led, tmp_path / "a", interval=0)
     _charge(led, "q1")
     guard.check_now()
-    other = Ledger(None, dsn=postgres.dsn, schema=schema)   # a second proxy adopts the identity
+    other = Ledger(None, dsn=postgres.dsn, schema=schema)  # a second proxy adopts the identity
     assert install(other, tmp_path / "b").ident["id"] == guard.ident["id"]
     other.close()
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         c.execute(f"TRUNCATE {schema}.spend, {schema}.releases")
-    with pytest.raises(LedgerLost, match="spend went down"):       # while serving
+    with pytest.raises(LedgerLost, match="spend went down"):  # while serving
         _reserve(led)
     led.close()
-    for state in ("a", "c"):                                       # a restart, a new proxy
+    for state in ("a", "c"):  # a restart, a new proxy
         fresh = Ledger(None, dsn=postgres.dsn, schema=schema)
         with pytest.raises(LedgerLost, match="truncated"):
             install(fresh, tmp_path / state)
         fresh.close()
-    fresh = Ledger(None, dsn=postgres.dsn, schema=schema)          # ledger init --i-know recovers
+    fresh = Ledger(None, dsn=postgres.dsn, schema=schema)  # ledger init --i-know recovers
     from proxy.stores.ledger_guard import init_identity
+
     init_identity(fresh, tmp_path / "a")
     assert install(fresh, tmp_path / "a").ident["id"] != guard.ident["id"]
     fresh.close()
@@ -229,7 +243,7 @@ def test_postgres_ledger_truncated_or_dropped_is_detected(postgres, tmp_path):
     with pytest.raises(LedgerLost):
         _reserve(led)
     led.close()
-    led = Ledger(None, dsn=postgres.dsn, schema=schema)       # re-created empty: the state dir knows
+    led = Ledger(None, dsn=postgres.dsn, schema=schema)  # re-created empty: the state dir knows
     with pytest.raises(LedgerLost, match="no identity marker"):
         install(led, tmp_path / "d")
     led.close()
@@ -242,18 +256,19 @@ def test_clock_going_back_keeps_the_latest_period(tmp_path):
     led.clock = lambda: now[0]
     for _ in range(2):
         _reserve(led, budget=2.0)
-    now[0] -= 86_400                                 # the clock goes back a day
+    now[0] -= 86_400  # the clock goes back a day
     from proxy.stores.ledger import BudgetExceeded
+
     with pytest.raises(BudgetExceeded):
         _reserve(led, budget=2.0)
     assert led.spent("r", "day") == 2.0
     led.close()
-    again = Ledger(tmp_path / "l.db")                # persisted: a restarted proxy too
+    again = Ledger(tmp_path / "l.db")  # persisted: a restarted proxy too
     again.clock = lambda: now[0]
-    assert again.spent("r", "day") == 2.0            # reads show the latest period too
+    assert again.spent("r", "day") == 2.0  # reads show the latest period too
     with pytest.raises(BudgetExceeded):
         _reserve(again, budget=2.0)
-    now[0] += 2 * 86_400                             # a real new day opens a new budget
+    now[0] += 2 * 86_400  # a real new day opens a new budget
     _reserve(again, budget=2.0)
     assert again.spent("r", "day") == 1.0 and period_key("day", now[0]) > period_key("day", now[0] - 86_400)
     again.close()
@@ -268,6 +283,7 @@ def test_disk_full_and_locked_are_named(tmp_path, monkeypatch):
 
         def execute(self, sql, *a):
             raise sqlite3.OperationalError("database or disk is full")
+
     real = led._db
     monkeypatch.setattr(led, "_db", Full())
     with pytest.raises(LedgerFault) as e:
@@ -301,12 +317,14 @@ age = {{ type = "{age}", lower = 0, upper = 100 }}
 """
 
 
-
-@pytest.mark.parametrize("error, reason", [
-    (sqlite3.OperationalError("attempt to write a readonly database"), "read-only file system"),
-    (OSError(errno.EROFS, "Read-only file system"), "read-only file system"),
-    (OSError(errno.ENOSPC, "No space left on device"), "disk full"),
-])
+@pytest.mark.parametrize(
+    "error, reason",
+    [
+        (sqlite3.OperationalError("attempt to write a readonly database"), "read-only file system"),
+        (OSError(errno.EROFS, "Read-only file system"), "read-only file system"),
+        (OSError(errno.ENOSPC, "No space left on device"), "disk full"),
+    ],
+)
 def test_a_write_the_file_system_refuses_is_53100(tmp_path, monkeypatch, error, reason):
     led = Ledger(tmp_path / "l.db")
 
@@ -316,6 +334,7 @@ def test_a_write_the_file_system_refuses_is_53100(tmp_path, monkeypatch, error, 
 
         def execute(self, sql, *a):
             raise error
+
     real = led._db
     monkeypatch.setattr(led, "_db", Refusing())
     with pytest.raises(LedgerFault) as e:
@@ -324,20 +343,39 @@ def test_a_write_the_file_system_refuses_is_53100(tmp_path, monkeypatch, error, 
     monkeypatch.setattr(led, "_db", real)
     led.close()
 
+
 def _serve(cfg, state, port):
     import subprocess
     import sys
-    return subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg),
-                             "--state-dir", str(state), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--config",
+            str(cfg),
+            "--state-dir",
+            str(state),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_dpgate_serve_refuses_to_start_with_one_line(tmp_path):
     """`dpgate serve`: a lost ledger and a config the backend cannot hold are
     each one line on stderr and exit status 1 / 2, before listening."""
     import signal
+
     import duckdb
+
     from support.pg import free_port
+
     state = tmp_path / "state"
     state.mkdir()
     con = duckdb.connect(str(state / "data.duckdb"))
@@ -364,12 +402,15 @@ def test_dpgate_serve_refuses_to_start_with_one_line(tmp_path):
     assert proc.returncode == 1 and "listening" not in out
     assert len(err.strip().splitlines()) == 1 and "missing or empty" in err and "--i-know" in err, err
     assert main(["ledger", "init", "--i-know", "--config", str(cfg), "--state-dir", str(state)]) == 0
-    cfg.write_text(SERVE_CONFIG.format(age="bool").replace("lower = 0, upper = 100", "domain = [true, false]"))
+    cfg.write_text(
+        SERVE_CONFIG.format(age="bool").replace("lower = 0, upper = 100", "domain = [true, false]")
+    )
     proc = _serve(cfg, state, port)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "listening" not in out
-    assert err.strip().splitlines() == [f"dpgate: {cfg}: tables.t.columns.age: declared bool, "
-                                        "but t.age is INTEGER in the backend"], err
+    assert err.strip().splitlines() == [
+        f"dpgate: {cfg}: tables.t.columns.age: declared bool, but t.age is INTEGER in the backend"
+    ], err
 
 
 def test_proxies_starting_together_share_one_identity(tmp_path):
@@ -384,7 +425,7 @@ def test_proxies_starting_together_share_one_identity(tmp_path):
     _reserve(b)
     ga.check_now()
     gb.check_now()
-    assert json.loads((tmp_path / ID_FILE).read_text())["charged_nano"] == 2 * 10 ** 9
+    assert json.loads((tmp_path / ID_FILE).read_text())["charged_nano"] == 2 * 10**9
     a.close()
     b.close()
 
@@ -392,6 +433,7 @@ def test_proxies_starting_together_share_one_identity(tmp_path):
 def test_postgres_lock_timeout_is_named(postgres):
     """A Postgres ledger whose tables are locked past lock_timeout: 55P03, one line."""
     import psycopg
+
     schema = "k_" + uuid.uuid4().hex[:10]
     led = Ledger(None, dsn=postgres.dsn, schema=schema)
     led._db.execute("SET lock_timeout = '100ms'")

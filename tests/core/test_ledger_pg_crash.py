@@ -1,6 +1,7 @@
 """A Postgres ledger server that crashes right after a reply keeps what the client
 received: the release is durable on the ledger before the answer is sent, so the
 same statement afterwards is a repeat (the same answer, ε 0), never a second draw."""
+
 from __future__ import annotations
 
 import psycopg
@@ -19,6 +20,7 @@ def _run(svc, sql):
 def test_an_answer_sent_survives_an_immediate_stop_of_the_ledger_server(tmp_path_factory):
     from support.pg import TempPostgres
     from support.service import Service, make_config
+
     # the WAL writer flushes asynchronous commits only every 10 s: a commit the ledger
     # did not wait for is still in the server's memory when it is stopped
     pg = TempPostgres(options="-c wal_writer_delay=10000 -c wal_writer_flush_after=0").start()
@@ -30,7 +32,7 @@ def test_an_answer_sent_survives_an_immediate_stop_of_the_ledger_server(tmp_path
         sql = "SELECT COUNT(*) FROM pums WHERE income > 424242"
         first, note = _run(svc, sql)
         assert "ε charged 1" in note
-        pg.kill_and_wait()                       # pg_ctl stop -m immediate, right after the reply
+        pg.kill_and_wait()  # pg_ctl stop -m immediate, right after the reply
         pg.resume()
         again, note = _run(svc, sql)
         assert again == first and "ε charged 0 (repeat" in note

@@ -10,6 +10,7 @@
 * a 10,000-cell COUNT + AVG release is stored in ≤ 2× the bytes measured when this was
   written (``STORED_10K``), and the SQLite ledger grows by ≤ 2× ``LEDGER_10K``.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,11 +33,12 @@ from proxy.stores.ledger_mac import Mac, read_key
 from proxy.stores.release_codec import PACK_MIN_CELLS, PACKED, decode_answer, encode_answer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from support.loop_service import config as cells_config, create_cells  # noqa: E402
-from support.service import Service, ask  # noqa: E402
+from support.loop_service import config as cells_config
+from support.loop_service import create_cells
+from support.service import Service, ask
 
-STORED_10K = 100_000        # bytes of the stored text, measured: 99,676 (the plain JSON: 332,750)
-LEDGER_10K = 100_000        # bytes the SQLite ledger grew by (checkpointed), measured: 98,304 (JSON: 331,776)
+STORED_10K = 100_000  # bytes of the stored text, measured: 99,676 (the plain JSON: 332,750)
+LEDGER_10K = 100_000  # bytes the SQLite ledger grew by (checkpointed), measured: 98,304 (JSON: 331,776)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -52,13 +54,27 @@ def ledger(request, tmp_path):
 def _answer(n: int, seed: int = 7) -> dict:
     """An answer with one key column of every kind the codec packs or falls back on."""
     rnd = random.Random(seed)
-    keys = [[g, f"city-{g % 97}", 2 ** 70 + g if g % 5 == 0 else g] for g in range(1, n + 1)]
-    values = [[rnd.randrange(-5, 300), rnd.uniform(-1e6, 1e6), None if g % 7 == 0 else rnd.random(),
-               g % 3 == 0, float(g) if g % 2 else g] for g in range(n)]
+    keys = [[g, f"city-{g % 97}", 2**70 + g if g % 5 == 0 else g] for g in range(1, n + 1)]
+    values = [
+        [
+            rnd.randrange(-5, 300),
+            rnd.uniform(-1e6, 1e6),
+            None if g % 7 == 0 else rnd.random(),
+            g % 3 == 0,
+            float(g) if g % 2 else g,
+        ]
+        for g in range(n)
+    ]
     values[3][1], values[4][1], values[5][1] = -0.0, math.inf, -math.inf
-    return {"keys": keys, "values": values, "half_width": [6.0, 1e5, 0.1, 0.0, 1.0],
-            "mechanism": ["geometric_count", "hourglass_mean", "x", "y", "z"], "epsilon": [0.5] * 5,
-            "labels": ["count(*)", "avg(a)", "b", "c", "d"], "ladder": {"id": 3, "level": 0.5, "tier": "bronze"}}
+    return {
+        "keys": keys,
+        "values": values,
+        "half_width": [6.0, 1e5, 0.1, 0.0, 1.0],
+        "mechanism": ["geometric_count", "hourglass_mean", "x", "y", "z"],
+        "epsilon": [0.5] * 5,
+        "labels": ["count(*)", "avg(a)", "b", "c", "d"],
+        "ladder": {"id": 3, "level": 0.5, "tier": "bronze"},
+    }
 
 
 def _same(a, b) -> bool:
@@ -77,7 +93,7 @@ def _same(a, b) -> bool:
 def test_every_column_kind_round_trips_exactly():
     a = _answer(1000)
     text = encode_answer(a)
-    assert PACKED in json.loads(text)                        # format 1: packed
+    assert PACKED in json.loads(text)  # format 1: packed
     assert _same(decode_answer(text), json.loads(json.dumps(a)))
     assert len(text) < len(json.dumps(a)) / 2
 
@@ -86,7 +102,7 @@ def test_small_or_irregular_answers_stay_plain_json():
     small = _answer(PACK_MIN_CELLS - 1)
     assert encode_answer(small) == json.dumps(small)
     ragged = _answer(200)
-    ragged["values"][10] = ragged["values"][10][:2]          # rows of two widths: not packed
+    ragged["values"][10] = ragged["values"][10][:2]  # rows of two widths: not packed
     assert encode_answer(ragged) == json.dumps(ragged)
     assert _same(decode_answer(json.dumps(ragged)), json.loads(json.dumps(ragged)))
 
@@ -99,8 +115,12 @@ def test_an_unknown_format_is_refused_not_misread():
 
 
 def test_json_pieces_is_json():
-    doc = {"family": "tsg", "cells": [{"key": [g], "raw": {"c": {"2.0": g, "0.5": -g}}} for g in range(5000)],
-           "v": [1.5, None, "x\n\"y\"", math.inf], "nested": {"deep": list(range(2000))}}
+    doc = {
+        "family": "tsg",
+        "cells": [{"key": [g], "raw": {"c": {"2.0": g, "0.5": -g}}} for g in range(5000)],
+        "v": [1.5, None, 'x\n"y"', math.inf],
+        "nested": {"deep": list(range(2000))},
+    }
     text = json_pieces.dumps(doc)
     assert text == json.dumps(doc)
     assert _same(json_pieces.loads(text), json.loads(text))
@@ -112,18 +132,20 @@ def test_json_pieces_is_json():
 
 def _record(led: Ledger, answer: dict, key: str = "k", role: str = "r"):
     res = led.reserve(role=role, epsilon=1.0, budget=1e6, period="day")
-    return led.record(res, key=key, data_version=1, canonical=key, statement="s", mechanism="m", answer=answer)
+    return led.record(
+        res, key=key, data_version=1, canonical=key, statement="s", mechanism="m", answer=answer
+    )
 
 
 def test_packed_and_old_plain_releases_are_read_back(ledger, monkeypatch):
     a = _answer(500)
     _record(ledger, a, key="new")
-    monkeypatch.setattr(ledger_mod, "encode_answer", json.dumps)   # what dpgate wrote before format 1
+    monkeypatch.setattr(ledger_mod, "encode_answer", json.dumps)  # what dpgate wrote before format 1
     _record(ledger, a, key="old")
     want = json.loads(json.dumps(a))
     for key in ("new", "old"):
         _, _, stored = ledger.snapshot("r", key, "day")
-        assert stored.heavy                                  # decoded off the event loop by kind.run
+        assert stored.heavy  # decoded off the event loop by kind.run
         assert _same(stored.answer, want)
         assert _same(ledger.lookup("r", key, 1).answer, want)
 
@@ -131,9 +153,11 @@ def test_packed_and_old_plain_releases_are_read_back(ledger, monkeypatch):
 def test_the_ledgers_json_reads_see_a_packed_answers_metadata(ledger):
     _record(ledger, _answer(500))
     db = ledger.new_connection()
-    try:       # ladder_store.ladder_summaries' read (translated to jsonb on Postgres)
-        rows = db.execute("SELECT json_extract(answer, '$.ladder.id'), json_extract(answer, '$.ladder.tier') "
-                          "FROM releases WHERE instr(answer, '\"ladder\"') > 0").fetchall()
+    try:  # ladder_store.ladder_summaries' read (translated to jsonb on Postgres)
+        rows = db.execute(
+            "SELECT json_extract(answer, '$.ladder.id'), json_extract(answer, '$.ladder.tier') "
+            "FROM releases WHERE instr(answer, '\"ladder\"') > 0"
+        ).fetchall()
     finally:
         db.close()
     assert [(int(i), t) for i, t in rows] == [(3, "bronze")]
@@ -152,7 +176,9 @@ def _ledger_bytes(path: Path) -> int:
 def test_a_10k_cell_release_is_stored_compactly(tmp_path):
     answer = _release_10k()
     text = encode_answer(answer)
-    print(f"10,000-cell COUNT+AVG release: stored {len(text):,} bytes (plain JSON {len(json.dumps(answer)):,})")
+    print(
+        f"10,000-cell COUNT+AVG release: stored {len(text):,} bytes (plain JSON {len(json.dumps(answer)):,})"
+    )
     assert len(text) <= 2 * STORED_10K
     led = Ledger(tmp_path / "l.db")
     try:
@@ -177,21 +203,24 @@ def test_an_old_format_release_is_served_as_a_repeat(tmp_path):
     try:
         create_cells(svc, rows=30_000)
         sql = "SELECT g, COUNT(*), AVG(x) FROM cells WHERE x > 10 GROUP BY g ORDER BY g DESC"
-        first, _ = ask(svc, sql)                          # simple query protocol: 10,000 rows
+        first, _ = ask(svc, sql)  # simple query protocol: 10,000 rows
         db = svc.gw.ledger.new_connection()
-        (rid, text, key, dv, eps, delta, mech, period), = db.execute(
+        ((rid, text, key, dv, eps, delta, mech, period),) = db.execute(
             "SELECT id, answer, key, data_version, epsilon_nano, delta_femto, mechanism, period FROM releases "
-            "WHERE role = 'analyst'").fetchall()
+            "WHERE role = 'analyst'"
+        ).fetchall()
         assert PACKED in json.loads(text)
         old = json.dumps(decode_answer(text))
         mac = Mac(read_key(svc.gw.ledger.key_file)).release("analyst", key, dv, eps, delta, mech, old, period)
-        db.execute("UPDATE releases SET answer = ?, mac = ? WHERE id = ?", (old, mac, rid))   # as dpgate wrote it
+        db.execute(
+            "UPDATE releases SET answer = ?, mac = ? WHERE id = ?", (old, mac, rid)
+        )  # as dpgate wrote it
         db.close()
         again, notes = ask(svc, sql)
         notes_ext: list[str] = []
         with psycopg.connect(svc.dsn(), autocommit=True) as c:
             c.add_notice_handler(lambda d: notes_ext.append(d.message_primary))
-            extended = c.execute(sql, prepare=True).fetchall()   # Parse / Bind / Execute
+            extended = c.execute(sql, prepare=True).fetchall()  # Parse / Bind / Execute
     finally:
         svc.close()
     assert len(first) == 10_000 and [r[0] for r in first] == list(range(10_000, 0, -1))
@@ -206,25 +235,26 @@ def test_random_byte_planes_are_stored_raw_and_every_choice_round_trips(monkeypa
     import zlib
 
     import proxy.stores.release_codec as codec
+
     answer = _release_10k()
     want = json.loads(json.dumps(answer))
     text = encode_answer(answer)
     version, body = json.loads(text)[PACKED].split(":", 1)
     data = base64.b64decode(body)
     zlen = int.from_bytes(data[:4], "little")
-    payload = zlib.decompress(data[4:4 + zlen])
-    header = json.loads(payload[4:4 + int.from_bytes(payload[:4], "little")])
+    payload = zlib.decompress(data[4 : 4 + zlen])
+    header = json.loads(payload[4 : 4 + int.from_bytes(payload[:4], "little")])
     assert version == "2" and header["types"][-1] == "d"
-    raw = header["raw"][-1]                                   # AVG: mantissa bytes that look random
-    assert raw != 0 and raw >> 6 == 0                         # the sign / exponent bytes: compressed
+    raw = header["raw"][-1]  # AVG: mantissa bytes that look random
+    assert raw != 0 and raw >> 6 == 0  # the sign / exponent bytes: compressed
     assert len(data) - 4 - zlen == 10_000 * sum(bin(m).count("1") for m in header["raw"])
     assert _same(decode_answer(text), want)
     assert json.loads(text).keys() == {k for k in want if k not in ("keys", "values")} | {PACKED}
-    for bits in (0.0, 9.0):                                   # every plane raw; none raw
+    for bits in (0.0, 9.0):  # every plane raw; none raw
         monkeypatch.setattr(codec, "RAW_BITS", bits)
         other = encode_answer(_release_10k())
         assert _same(decode_answer(other), want)
-    a = _answer(3000)                                         # ints, floats, JSON columns
+    a = _answer(3000)  # ints, floats, JSON columns
     monkeypatch.setattr(codec, "RAW_BITS", 0.0)
     assert _same(decode_answer(encode_answer(a)), json.loads(json.dumps(a)))
 
@@ -232,7 +262,8 @@ def test_random_byte_planes_are_stored_raw_and_every_choice_round_trips(monkeypa
 def test_format_1_texts_are_still_read():
     """A format-1 text (the whole payload compressed, no raw planes) decodes as it did."""
     import base64
-    a = _answer(500)                                          # < RAW_MIN_CELLS: nothing raw
+
+    a = _answer(500)  # < RAW_MIN_CELLS: nothing raw
     doc = json.loads(encode_answer(a))
     data = base64.b64decode(doc[PACKED].split(":", 1)[1])
     doc[PACKED] = "1:" + base64.b64encode(data[4:]).decode()  # format 1: base64 of zlib(payload)
@@ -242,6 +273,7 @@ def test_format_1_texts_are_still_read():
 def test_a_format_2_text_that_does_not_add_up_is_refused():
     """Raw planes cut short, or bytes left over after them: a ValueError, never a misread."""
     import base64
+
     doc = json.loads(encode_answer(_release_10k()))
     data = base64.b64decode(doc[PACKED].split(":", 1)[1])
     for bad in (data[:-1], data + b"\0"):

@@ -1,8 +1,10 @@
 """Statement splitting and the locally answered session statements."""
+
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.pipeline.statements import SessionState, split
 from rewriter.errors import Refusal
@@ -15,14 +17,24 @@ def test_split_respects_quotes_comments_dollar():
     assert split('select "a;b" from t') == ['select "a;b" from t']
 
 
-@pytest.mark.parametrize("sql,tag", [
-    ("BEGIN", "BEGIN"), ("begin transaction isolation level read committed", "BEGIN"),
-    ("START TRANSACTION", "START TRANSACTION"), ("COMMIT", "COMMIT"), ("END", "COMMIT"),
-    ("ROLLBACK", "ROLLBACK"), ("SET extra_float_digits = 3", "SET"),
-    ("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED", "SET"),
-    ("RESET ALL", "RESET"), ("DISCARD ALL", "DISCARD ALL"), ("DEALLOCATE ALL", "DEALLOCATE ALL"),
-    ("DEALLOCATE PREPARE s1", "DEALLOCATE"), ("SELECT 1", "SELECT 1"),
-])
+@pytest.mark.parametrize(
+    "sql,tag",
+    [
+        ("BEGIN", "BEGIN"),
+        ("begin transaction isolation level read committed", "BEGIN"),
+        ("START TRANSACTION", "START TRANSACTION"),
+        ("COMMIT", "COMMIT"),
+        ("END", "COMMIT"),
+        ("ROLLBACK", "ROLLBACK"),
+        ("SET extra_float_digits = 3", "SET"),
+        ("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED", "SET"),
+        ("RESET ALL", "RESET"),
+        ("DISCARD ALL", "DISCARD ALL"),
+        ("DEALLOCATE ALL", "DEALLOCATE ALL"),
+        ("DEALLOCATE PREPARE s1", "DEALLOCATE"),
+        ("SELECT 1", "SELECT 1"),
+    ],
+)
 def test_session_statements(sql, tag):
     assert SessionState("u", "demo", {}).match(sql)[0] == tag
 
@@ -61,17 +73,22 @@ def test_local_table_settings_are_checked_at_set_time():
     with pytest.raises(Refusal) as e:
         s.match("SET dpgate.local_edges = 'partial'")
     assert e.value.sqlstate == "22023" and "dpgate.local_edges" in e.value.message
-    assert s.settings["dpgate.local_edges"] == "whole"        # a refused SET changes nothing
+    assert s.settings["dpgate.local_edges"] == "whole"  # a refused SET changes nothing
     with pytest.raises(Refusal) as e:
-        s.match("SET dpgate.local_edge = 'whole'")              # a typo is not silently kept
+        s.match("SET dpgate.local_edge = 'whole'")  # a typo is not silently kept
     assert e.value.sqlstate == "42704"
     assert s.match("RESET dpgate.local_edges")[0] == "RESET" and not s.settings["dpgate.local_edges"]
 
 
-@given(st.text(alphabet=st.sampled_from(list("SELECT count(*) FROM t WHERE a > 5 AND b IN (1,2)\n\t\r ")),
-               max_size=80))
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("SELECT count(*) FROM t WHERE a > 5 AND b IN (1,2)\n\t\r ")),
+        max_size=80,
+    )
+)
 @settings(max_examples=500, deadline=None)
 def test_split_fast_path_equals_the_scanner(sql):
     """Without ; quotes, comments or $, split() skips the character scanner: same result."""
     from proxy.pipeline.statements import _scan
+
     assert split(sql) == _scan(sql)

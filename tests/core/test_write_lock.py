@@ -2,6 +2,7 @@
 another connection's ``BEGIN IMMEDIATE`` gets the lock within about a millisecond of its release
 (SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20 … ms: after a 40 ms hold it would try again
 only at 53 ms), keeps the connection's busy timeout as its deadline, and leaves it set."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -31,12 +32,13 @@ def test_the_lock_is_taken_soon_after_its_release(tmp_path):
         time.sleep(0.040)
         holder.execute("COMMIT")
         released.append(time.perf_counter())
+
     threading.Thread(target=release).start()
     with transaction(waiter):
         got = time.perf_counter()
         waiter.execute("INSERT INTO t VALUES (1)")
         waiter.execute("COMMIT")
-    assert released and got - released[0] < 0.008          # SQLite's handler: ≈13 ms after
+    assert released and got - released[0] < 0.008  # SQLite's handler: ≈13 ms after
     assert waiter.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
     assert holder.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 1
 

@@ -1,4 +1,5 @@
 """asyncpg: extended protocol with binary formats and typed parameters."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +18,10 @@ def test_asyncpg_binary_params(service):
         try:
             rows = await conn.fetch(
                 "SELECT married, COUNT(*) AS n, AVG(income) AS avg_income FROM pums "
-                "WHERE age >= $1 AND income < $2 GROUP BY married ORDER BY married", 25, 300000.0)
+                "WHERE age >= $1 AND income < $2 GROUP BY married ORDER BY married",
+                25,
+                300000.0,
+            )
             stmt = await conn.prepare("SELECT COUNT(*) FROM pums WHERE educ = $1")
             one = await stmt.fetchval(9)
             with pytest.raises(asyncpg.PostgresError) as e:
@@ -38,10 +42,12 @@ def test_extended_protocol_plans_a_parameterless_statement_once(duck_service, mo
     (Describe plans, Execute reuses the plan) and never re-derives parameter types.
     (Deriving its plan template parses two probe statements with other literals.)"""
     import rewriter
+
     parsed, typed = [], []
     real_parse, real_types = rewriter.parse, rewriter.param_types
     monkeypatch.setattr(rewriter, "parse", lambda sql: parsed.append(sql) or real_parse(sql))
     import proxy.pipeline.central as central
+
     monkeypatch.setattr(central, "param_types", lambda *a, **k: typed.append(1) or real_types(*a, **k))
 
     async def main():

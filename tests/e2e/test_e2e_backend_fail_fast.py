@@ -1,5 +1,6 @@
 """Issue 24: with the Postgres backend down, statements fail with 08006 within the connect
 timeout (default 2 s), not after the pool's 10 s queue wait; they recover when it is back."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,12 +32,14 @@ def test_never_reachable_backend_fails_fast():
                 assert took < 3.0, took
         finally:
             await be.close()
+
     asyncio.run(main())
 
 
 def test_backend_stopped_then_back():
     pg = TempPostgres().start()
     try:
+
         async def main():
             be = PostgresBackend(pg.dsn, 2, connect_timeout_s=1.0)
             await be.connect()
@@ -44,7 +47,7 @@ def test_backend_stopped_then_back():
                 rows, _ = await _timed_fetch(be)
                 assert rows == [(1,)]
                 pg.kill_and_wait()
-                for _ in range(4):                 # broken pooled connections, then no pool
+                for _ in range(4):  # broken pooled connections, then no pool
                     err, took = await _timed_fetch(be)
                     assert isinstance(err, BackendError) and err.sqlstate == "08006"
                     assert took < 3.0, took
@@ -60,15 +63,20 @@ def test_backend_stopped_then_back():
                 assert be._up
             finally:
                 await be.close()
+
         asyncio.run(main())
     finally:
         pg.stop()
 
 
 def test_connect_timeout_is_configurable():
-    base = {"server": {"auth": "trust"}, "tiers": {"d": {"epsilon": 1, "budget": 10}},
-            "roles": {"a": {"tier": "d"}}, "tables": {"t": {"columns": {"x": {"type": "int"}}}},
-            "backend": {"kind": "postgres", "dsn": "postgresql://x@h/db", "connect_timeout_s": 0.5}}
+    base = {
+        "server": {"auth": "trust"},
+        "tiers": {"d": {"epsilon": 1, "budget": 10}},
+        "roles": {"a": {"tier": "d"}},
+        "tables": {"t": {"columns": {"x": {"type": "int"}}}},
+        "backend": {"kind": "postgres", "dsn": "postgresql://x@h/db", "connect_timeout_s": 0.5},
+    }
     assert parse_config(base).backend.connect_timeout_s == 0.5
     base["backend"].pop("connect_timeout_s")
     assert parse_config(base).backend.connect_timeout_s == 2.0

@@ -4,6 +4,7 @@ nothing, the client gets a SQLSTATE of class 42 (42501 naming the table and the 
 needs), and the statement log says the ledger refunded the reservation. The start-up check
 (``check-config --backend``) runs each source exactly as the scans read it, with LIMIT 0,
 so such a config is caught before it serves."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +16,6 @@ import uuid
 import psycopg
 import pytest
 
-from config import parse_config
 from proxy.backends import open_backend
 from proxy.cli.schema_check import check_backend_schema
 from support.service import Service, make_config
@@ -77,8 +77,9 @@ def test_a_source_the_backend_cannot_bind_charges_nothing(tmp_path, source):
 
 def test_the_start_check_runs_each_source_as_the_scans_read_it(tmp_path):
     """A source that DESCRIBEs as written but not as the scan renders it is a start-up error."""
-    svc = Service(_ghost_config(tmp_path, "(SELECT age FROM pums WHERE age > 1)"), tmp_path / "state",
-                  people_rows=500).start()
+    svc = Service(
+        _ghost_config(tmp_path, "(SELECT age FROM pums WHERE age > 1)"), tmp_path / "state", people_rows=500
+    ).start()
     cfg = svc.cfg
     svc.close()
     backend = open_backend(cfg, tmp_path / "state")
@@ -89,6 +90,7 @@ def test_the_start_check_runs_each_source_as_the_scans_read_it(tmp_path):
             return await check_backend_schema(cfg, backend, "my.toml")
         finally:
             await backend.close()
+
     problems = asyncio.run(check())
     assert len(problems) == 1 and problems[0].startswith("my.toml: tables.ghost: "), problems
 
@@ -98,6 +100,7 @@ def test_a_missing_grant_on_postgres_is_42501_naming_the_table_and_the_grant(tmp
     are 42501 naming the table and the GRANT the owner runs, nothing charged."""
     from proxy import demo
     from proxy.demo import trips
+
     table, role = "ops_" + uuid.uuid4().hex[:8], "ro_" + uuid.uuid4().hex[:8]
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         c.execute(f"CREATE TABLE {table} AS SELECT (i % 90)::int AS age FROM generate_series(1, 100) i")
@@ -111,7 +114,8 @@ def test_a_missing_grant_on_postgres_is_42501_naming_the_table_and_the_grant(tmp
 
     async def nothing(*a, **k):
         return None
-    monkeypatch.setattr(demo, "load_postgres", nothing)          # the role cannot create the demo
+
+    monkeypatch.setattr(demo, "load_postgres", nothing)  # the role cannot create the demo
     monkeypatch.setattr(trips, "load_postgres", nothing)
     svc = Service(cfg, tmp_path / "state").start()
     try:

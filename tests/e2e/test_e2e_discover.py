@@ -1,6 +1,7 @@
 """Issue 23: analysts discover the DP facts with the tools they have — real psql: `\\d+ table`
 and information_schema.columns + col_description carry each column's bounds, domain and
 policy as its comment; `\\dv dpgate.*` lists the budget and release views."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,13 @@ pytestmark = pytest.mark.skipif(PSQL is None, reason="psql not installed (.ci/ru
 
 def psql(service, sql: str, *extra: str) -> str:
     env = {**os.environ, "PGCONNECT_TIMEOUT": "10", "PGSSLMODE": "disable"}
-    r = subprocess.run([PSQL, service.url("analyst"), "-X", "-v", "ON_ERROR_STOP=1", *extra, "-c", sql],
-                       capture_output=True, text=True, timeout=60, env=env)
+    r = subprocess.run(
+        [PSQL, service.url("analyst"), "-X", "-v", "ON_ERROR_STOP=1", *extra, "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -34,9 +40,15 @@ def test_d_plus_shows_each_columns_dp_facts(duck_service):
 
 
 def test_information_schema_columns_with_col_description(duck_service):
-    out = psql(duck_service, "SELECT column_name, col_description('pums'::regclass, ordinal_position) "
-               "FROM information_schema.columns WHERE table_name = 'pums' ORDER BY ordinal_position",
-               "-A", "-t", "-F", "|")
+    out = psql(
+        duck_service,
+        "SELECT column_name, col_description('pums'::regclass, ordinal_position) "
+        "FROM information_schema.columns WHERE table_name = 'pums' ORDER BY ordinal_position",
+        "-A",
+        "-t",
+        "-F",
+        "|",
+    )
     rows = dict(line.split("|", 1) for line in out.strip().splitlines())
     assert "bounds [0, 100]" in rows["age"] and "groupable: {0, 1}" in rows["sex"]
 
@@ -44,8 +56,13 @@ def test_information_schema_columns_with_col_description(duck_service):
 def test_dv_dpgate_lists_the_views(duck_service):
     out = psql(duck_service, "\\dv dpgate.*", "-A", "-t", "-F", "|")
     assert [tuple(x.split("|")[:3]) for x in out.strip().splitlines()] == [
-        ("dpgate", "budget", "view"), ("dpgate", "coalition", "view"), ("dpgate", "releases", "view")]
-    assert psql(duck_service, "\\dv", "-A", "-t").strip() == ""        # off the search path, as in Postgres
+        ("dpgate", "budget", "view"),
+        ("dpgate", "coalition", "view"),
+        ("dpgate", "releases", "view"),
+    ]
+    assert psql(duck_service, "\\dv", "-A", "-t").strip() == ""  # off the search path, as in Postgres
     cols = psql(duck_service, "\\d dpgate.budget")
     assert "remaining" in cols and "double precision" in cols
-    assert "analyst" in psql(duck_service, "SELECT role, remaining FROM dpgate.budget")   # still answered by the view
+    assert "analyst" in psql(
+        duck_service, "SELECT role, remaining FROM dpgate.budget"
+    )  # still answered by the view

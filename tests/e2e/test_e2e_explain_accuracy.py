@@ -1,6 +1,7 @@
 """Issue 23: EXPLAIN states a 95% half-width (or a rank error) for every output before any
 data is read — AVG (hourglass, seed 001), per-record (seed 003), local tables (seed 002) and
 ladder tiers included. Each figure is derived here again from its formula."""
+
 from __future__ import annotations
 
 import math
@@ -46,13 +47,14 @@ def test_per_record_count_and_max(duck_service):
     with k0 = ⌈(2/ε₂) ln((U+1)/(β/2))⌉ (Thm 6.1) — recomputed from the mechanism's levels."""
     from mechanisms.per_record import PrDPCount
     from proxy.pipeline.per_record import policy_of
+
     text = explain(duck_service, "SELECT COUNT(*) FROM accounts")
     line = next(x for x in text.splitlines() if "accuracy at 1 − β" in x)
-    assert "accuracy at 1 − β = 99%" in line                 # the demo policy's β = 0.01
+    assert "accuracy at 1 − β = 99%" in line  # the demo policy's β = 0.01
     nums = [int(x.replace(",", "")) for x in re.findall(r"±([0-9,]+)", line)]
     pol = policy_of(duck_service.gw, "accounts")
-    k = list(PrDPCount(pol.levels, pol.beta, weight=1.0).scan.k)     # analyst: ε 1 per query
-    assert nums == [sum(k), k[-1], 2 * sum(k), 2 * sum(k[len(k) - 2:])], (line, k)
+    k = list(PrDPCount(pol.levels, pol.beta, weight=1.0).scan.k)  # analyst: ε 1 per query
+    assert nums == [sum(k), k[-1], 2 * sum(k), 2 * sum(k[len(k) - 2 :])], (line, k)
     text = explain(duck_service, "SELECT MAX(balance) FROM accounts")
     line = next(x for x in text.splitlines() if "accuracy at 1 − β" in x)
     assert "rank error" in line and re.search(r"at most [0-9,]+ \+ [0-9,]+ left out", line)
@@ -61,15 +63,18 @@ def test_per_record_count_and_max(duck_service):
 def test_local_estimates_and_percentiles(duck_service):
     """COUNT over a private range: ±1.96·σ_max(n) with σ_max² = variance_bounds(n)[1] ∝ n
     (spec 002 §4.2), so the figure grows as √n; a percentile states a rank error ∝ 1/√n."""
-    text = explain(duck_service, "SELECT COUNT(*), AVG(distance), percentile_cont(0.5) WITHIN GROUP "
-                   "(ORDER BY distance) FROM trips WHERE hour BETWEEN 7 AND 9")
+    text = explain(
+        duck_service,
+        "SELECT COUNT(*), AVG(distance), percentile_cont(0.5) WITHIN GROUP "
+        "(ORDER BY distance) FROM trips WHERE hour BETWEEN 7 AND 9",
+    )
     lines = text.splitlines()
     count = next(x for x in lines if x.strip().lower().startswith("count"))
     got = _figures(count)
     assert len(got) == 3 and math.isclose(got[1] / got[0], math.sqrt(10), rel_tol=0.02)
     avg = next(x for x in lines if x.strip().lower().startswith("avg"))
     a = _figures(avg)
-    assert len(a) == 3 and math.isclose(a[0] / a[1], math.sqrt(10), rel_tol=0.02)     # ∝ 1/√n
+    assert len(a) == 3 and math.isclose(a[0] / a[1], math.sqrt(10), rel_tol=0.02)  # ∝ 1/√n
     pct = next(x for x in lines if "percentile" in x.lower())
     r = [float(x) for x in re.findall(r"([0-9.]+)% at n = ", pct)]
     assert len(r) == 3 and math.isclose(r[0] / r[1], math.sqrt(10), rel_tol=0.05)

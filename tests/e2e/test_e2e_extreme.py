@@ -1,5 +1,6 @@
 """MAX / MIN on a central table through the wire, on DuckDB and Postgres: one histogram
 scan, the shifted-rank exponential mechanism per group, charged once, repeats free."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -9,7 +10,7 @@ import pytest
 
 from proxy.demo import pums_rows
 
-ROWS = pums_rows()          # (age, sex, educ, race, income, married): the table both backends hold
+ROWS = pums_rows()  # (age, sex, educ, race, income, married): the table both backends hold
 
 
 def connect(service, role="analyst"):
@@ -21,36 +22,41 @@ def test_max_is_released_once_with_its_rank_guarantee(service):
     with connect(service, "other") as conn:
         conn.add_notice_handler(lambda d: notices.append(d.message_primary))
         before = service.gw.ledger.spent("other", "day")
-        (y,), = conn.execute("SELECT MAX(age) FROM pums").fetchall()
-        (again,), = conn.execute("select max(AGE) from PUMS").fetchall()          # a repeat
+        ((y,),) = conn.execute("SELECT MAX(age) FROM pums").fetchall()
+        ((again,),) = conn.execute("select max(AGE) from PUMS").fetchall()  # a repeat
         assert service.gw.ledger.spent("other", "day") == before + 1.0
     assert isinstance(y, int) and again == y and 0 <= y <= 100
     k0 = int(notices[0].split("k0 = ")[1].split(")")[0])
-    ties = max(Counter(r[0] for r in ROWS).values())        # rows sharing one age
-    assert sum(r[0] > y for r in ROWS) <= 2 * k0 + ties      # the 95% statement (fixed seed: it holds)
+    ties = max(Counter(r[0] for r in ROWS).values())  # rows sharing one age
+    assert sum(r[0] > y for r in ROWS) <= 2 * k0 + ties  # the 95% statement (fixed seed: it holds)
     assert "shifted_rank_max" in notices[0] and "ε charged 1" in notices[0] and "repeat" in notices[1]
 
 
 def test_min_per_group_extended_protocol(service):
     with connect(service, "other") as conn:
         cur = conn.cursor(binary=True)
-        rows = cur.execute("SELECT sex, MIN(income) AS lo FROM pums WHERE age >= %s GROUP BY sex ORDER BY sex",
-                           (30,), prepare=True).fetchall()
+        rows = cur.execute(
+            "SELECT sex, MIN(income) AS lo FROM pums WHERE age >= %s GROUP BY sex ORDER BY sex",
+            (30,),
+            prepare=True,
+        ).fetchall()
         assert [d.name for d in cur.description] == ["sex", "lo"]
     assert [r[0] for r in rows] == [0, 1] and all(isinstance(r[1], float) for r in rows)
     for sex, lo in rows:
         group = [r[4] for r in ROWS if r[1] == sex and r[0] >= 30]
-        ties = max(Counter(x // 5 for x in group).values())                  # rows on one grid point
-        below = sum(x < lo - 5 for x in group)                               # one grid step of 5
-        assert below <= 2 * 30 + ties                      # k0 = ⌈2 ln(100001/0.05)⌉ = 30
+        ties = max(Counter(x // 5 for x in group).values())  # rows on one grid point
+        below = sum(x < lo - 5 for x in group)  # one grid step of 5
+        assert below <= 2 * 30 + ties  # k0 = ⌈2 ln(100001/0.05)⌉ = 30
 
 
 def test_refused_max_shapes_charge_nothing(service):
     with connect(service, "other") as conn:
         before = service.gw.ledger.spent("other", "day")
-        for sql, state in [("SELECT MAX(age), COUNT(*) FROM pums", "0A000"),
-                           ("SELECT sex, MAX(income) FROM pums GROUP BY sex HAVING MAX(income) > 5", "0A000"),
-                           ("SELECT MAX(amount) FROM purchases GROUP BY ts", "42501")]:
+        for sql, state in [
+            ("SELECT MAX(age), COUNT(*) FROM pums", "0A000"),
+            ("SELECT sex, MAX(income) FROM pums GROUP BY sex HAVING MAX(income) > 5", "0A000"),
+            ("SELECT MAX(amount) FROM purchases GROUP BY ts", "42501"),
+        ]:
             with pytest.raises(psycopg.Error) as e:
                 conn.execute(sql)
             assert e.value.sqlstate == state, (sql, e.value)

@@ -3,10 +3,10 @@ SQLSTATE, the proxy keeps serving and reconnects. Charge what ran: a backend
 unreachable before the scan starts charges nothing; a scan that started and then
 timed out or was cancelled is charged ε with no answer (its time was observable),
 and running it again is charged again."""
+
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import asyncpg
@@ -20,9 +20,11 @@ from support.service import Service, make_config
 @pytest.fixture
 def pg_service(tmp_path):
     from mechanisms import SeededSource
+
     pg = TempPostgres().start()
-    cfg = make_config({"kind": "postgres", "dsn": pg.dsn, "pool_size": 2},
-                      limits={"statement_timeout_ms": 1500})
+    cfg = make_config(
+        {"kind": "postgres", "dsn": pg.dsn, "pool_size": 2}, limits={"statement_timeout_ms": 1500}
+    )
     svc = Service(cfg, tmp_path / "state", people_rows=1000, source=SeededSource(3)).start()
     yield svc, pg
     svc.close()
@@ -67,15 +69,15 @@ def _eps(svc, role):
 def test_statement_timeout_charges_what_ran(pg_service):
     svc, pg = pg_service
     eps = _eps(svc, "analyst")
-    locker = psycopg.connect(pg.dsn)          # a real slow query: the table is locked
+    locker = psycopg.connect(pg.dsn)  # a real slow query: the table is locked
     locker.execute("LOCK TABLE pums IN ACCESS EXCLUSIVE MODE")
     try:
         t0 = time.time()
         with pytest.raises(psycopg.Error) as e:
             _ask(svc, "SELECT COUNT(*) FROM pums WHERE age > 33")
         assert e.value.sqlstate == "57014" and time.time() - t0 < 10
-        assert "statement timeout (1.5 s)" in str(e.value)      # not "(0 s)"
-        assert svc.gw.ledger.spent("analyst", "day") == eps     # the scan started: charged
+        assert "statement timeout (1.5 s)" in str(e.value)  # not "(0 s)"
+        assert svc.gw.ledger.spent("analyst", "day") == eps  # the scan started: charged
         assert [u["epsilon"] for u in svc.gw.ledger.unreleased("analyst")] == [eps]
         # Other tables keep answering meanwhile.
         assert _ask(svc, "SELECT COUNT(*) FROM people")
@@ -97,15 +99,16 @@ def test_cancel_request_charges_what_ran(pg_service):
         try:
             with pytest.raises(asyncio.TimeoutError):
                 await conn.fetch("SELECT COUNT(*) FROM pums WHERE age > 44", timeout=0.5)
-            return await conn.fetchval("SELECT 1")      # the connection is still usable
+            return await conn.fetchval("SELECT 1")  # the connection is still usable
         finally:
             await conn.close()
+
     try:
         assert asyncio.run(main()) == 1
     finally:
         locker.rollback()
         locker.close()
-    deadline = time.time() + 5                          # the cancel settles on the ledger's thread
+    deadline = time.time() + 5  # the cancel settles on the ledger's thread
     while svc.gw.ledger.spent("other", "day") == 0 and time.time() < deadline:
         time.sleep(0.05)
     assert svc.gw.ledger.spent("other", "day") == _eps(svc, "other")

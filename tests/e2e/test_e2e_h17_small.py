@@ -1,5 +1,6 @@
 """Issue 17's small items through the wire: a non-finite top-c threshold is 22023 (not
 XX000) whether it arrives by SET or is found in the session at use; '41_0' is not 410."""
+
 from __future__ import annotations
 
 import psycopg
@@ -22,14 +23,14 @@ def test_non_finite_threshold_refused_at_set(duck_service, value):
         assert duck_service.gw.ledger.spent("other", "day") == before
         notes: list[str] = []
         c.add_notice_handler(lambda d: notes.append(d.message_primary))
-        rows = c.execute(TOPC).fetchall()               # still unset: a sort of the released cells
+        rows = c.execute(TOPC).fetchall()  # still unset: a sort of the released cells
         assert len(rows) == 2 and "sparse vector" not in notes[0]
 
 
 @pytest.mark.parametrize("raw", ["nan", "-Infinity", "inf"])
 def test_non_finite_threshold_refused_at_use(duck_service, raw):
     conn = Connection(duck_service.gw, "other", "demo", {})
-    conn.session.settings["dpgate.topc_threshold"] = raw     # however it got there
+    conn.session.settings["dpgate.topc_threshold"] = raw  # however it got there
     plan = duck_service.gw.plan(TOPC, None)
     with pytest.raises(SqlError) as e:
         choose(plan, duck_service.gw.tier_of("other"), conn.session.settings)

@@ -2,6 +2,7 @@
 through the wire on DuckDB and Postgres: ``orders ⋈ order_items`` spelled from either side,
 or as ``FROM a, b WHERE a.k = b.k``, is one relation — one plan, one release — so the
 first spelling is charged and every other is a free repeat with the same rows."""
+
 from __future__ import annotations
 
 import psycopg
@@ -31,10 +32,18 @@ def test_every_spelling_is_answered_with_one_release(service):
 
 
 def test_a_three_table_comma_join_in_any_order(service):
-    a, _ = ask(service, "SELECT c.segment, COUNT(*) FROM customers c, orders o, order_items i "
-                        "WHERE o.customer_id = c.customer_id AND i.order_id = o.order_id GROUP BY c.segment", "half")
-    b, notes = ask(service, "SELECT c.segment, COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
-                            "JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.segment", "half")
+    a, _ = ask(
+        service,
+        "SELECT c.segment, COUNT(*) FROM customers c, orders o, order_items i "
+        "WHERE o.customer_id = c.customer_id AND i.order_id = o.order_id GROUP BY c.segment",
+        "half",
+    )
+    b, notes = ask(
+        service,
+        "SELECT c.segment, COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
+        "JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.segment",
+        "half",
+    )
     assert sorted(a) == sorted(b) and "ε charged 0 (repeat" in notes[-1]
 
 

@@ -13,6 +13,7 @@ lane accepts no process but the workers (SO_PEERCRED), and works on the Postgres
 too. A lane starved by a load that keeps
 every core busy is lifted to the workers' priority while its statement runs, and put back
 after."""
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ from bench.workers import dsn, free_port, prepare, start
 from proxy.stores.ledger import Ledger
 
 CELLS = 10_000
-HEAVY = "SELECT g, COUNT(*) FROM cells WHERE x > {x} GROUP BY g"      # 10,000 rows, one per cell
+HEAVY = "SELECT g, COUNT(*) FROM cells WHERE x > {x} GROUP BY g"  # 10,000 rows, one per cell
 LIGHT = "SELECT sex, COUNT(*) FROM pums WHERE age > {x} GROUP BY sex"
 
 
@@ -42,11 +43,15 @@ def svc(tmp_path_factory):
     port = free_port()
     path = prepare(state, port, tiny_budget=2.0, timeout_ms=60_000)
     con = duckdb.connect(str(state / "data.duckdb"))
-    con.execute(f"CREATE TABLE cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x FROM range(50000) t(i)")
+    con.execute(
+        f"CREATE TABLE cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x FROM range(50000) t(i)"
+    )
     con.close()
-    path.write_text(path.read_text() + "[tables.cells.columns]\n"
-                    f'g = {{ type = "int", domain_range = [1, {CELLS}] }}\n'
-                    'x = { type = "int", lower = 0, upper = 100 }\n')
+    path.write_text(
+        path.read_text() + "[tables.cells.columns]\n"
+        f'g = {{ type = "int", domain_range = [1, {CELLS}] }}\n'
+        'x = { type = "int", lower = 0, upper = 100 }\n'
+    )
     proc = start(path, workers=2)
     line = next(x for x in proc.output if x.startswith("dpgate: listening on"))
     proc.port, proc.state = port, state
@@ -86,8 +91,9 @@ def _in_thread(fn):
     def go():
         try:
             out["value"] = fn()
-        except Exception as e:          # noqa: BLE001 - the test reads it
+        except Exception as e:
             out["error"] = e
+
     th = threading.Thread(target=go)
     th.start()
     return th, out
@@ -97,7 +103,7 @@ def test_the_lane_is_a_third_child_at_idle_priority(svc):
     lane = _lane(svc)
     assert len(_children(svc)) == 3
     assert all(os.sched_getscheduler(p) == os.SCHED_OTHER for p in svc.workers)
-    threads = os.listdir(f"/proc/{lane}/task")          # DuckDB's and the pools' threads inherit it
+    threads = os.listdir(f"/proc/{lane}/task")  # DuckDB's and the pools' threads inherit it
     assert len(threads) > 1 and all(os.sched_getscheduler(int(t)) == os.SCHED_IDLE for t in threads)
 
 
@@ -106,9 +112,11 @@ def test_a_heavy_statement_waits_for_the_lane_and_a_light_one_does_not(svc):
     c = psycopg.connect(dsn(svc.port), autocommit=True)
     os.kill(lane, signal.SIGSTOP)
     try:
-        th, out = _in_thread(lambda: _run(psycopg.connect(dsn(svc.port), autocommit=True), HEAVY.format(x=10)))
+        th, out = _in_thread(
+            lambda: _run(psycopg.connect(dsn(svc.port), autocommit=True), HEAVY.format(x=10))
+        )
         t0 = time.perf_counter()
-        rows, charged = _run(c, LIGHT.format(x=30))     # the worker answers it at once
+        rows, charged = _run(c, LIGHT.format(x=30))  # the worker answers it at once
         assert len(rows) == 2 and charged == [1.0] and time.perf_counter() - t0 < 5
         th.join(1.0)
         assert th.is_alive(), "the heavy statement was answered while the lane was stopped"
@@ -128,12 +136,12 @@ def test_rows_from_the_lane_in_text_and_binary_and_a_repeat_on_the_other_worker(
         conns.setdefault(c.info.backend_pid % 2, c)
     q = HEAVY.format(x=20)
     text, ch0 = _run(conns[0], q)
-    binary, ch1 = _run(conns[1], q, binary=True)                # the values, encoded by the worker
+    binary, ch1 = _run(conns[1], q, binary=True)  # the values, encoded by the worker
     again, ch2 = _run(conns[0], q, binary=True)
     assert ch0 == [1.0] and ch1 == [0.0] and ch2 == [0.0]
     assert len(text) == CELLS and binary == text == again
     assert all(isinstance(v, int) for r in binary[:50] for v in r)
-    with conns[0].transaction():                                  # a named cursor (DECLARE / FETCH)
+    with conns[0].transaction():  # a named cursor (DECLARE / FETCH)
         with conns[0].cursor(name="heavy") as cur:
             cur.execute(q)
             assert cur.fetchmany(100) == text[:100] and cur.fetchmany(50) == text[100:150]
@@ -143,7 +151,7 @@ def test_rows_from_the_lane_in_text_and_binary_and_a_repeat_on_the_other_worker(
 
 def test_a_refusal_comes_back_from_the_lane_and_charges_nothing(svc):
     c = psycopg.connect(dsn(svc.port, "tiny"), autocommit=True)
-    for x in (1, 2):                                              # the tier's budget: 2
+    for x in (1, 2):  # the tier's budget: 2
         assert _run(c, HEAVY.format(x=x))[1] == [1.0]
     with pytest.raises(psycopg.errors.lookup("53400")):
         _run(c, HEAVY.format(x=3))
@@ -168,7 +176,7 @@ def test_a_cancel_reaches_a_statement_waiting_in_the_lane(svc):
         os.kill(lane, signal.SIGCONT)
     th.join(30)
     assert isinstance(out.get("error"), psycopg.errors.QueryCanceled), out
-    assert _run(c, "SELECT 1")[0] == [(1,)]                       # the session goes on
+    assert _run(c, "SELECT 1")[0] == [(1,)]  # the session goes on
     c.close()
     led = Ledger(svc.state / "ledger.sqlite3")
     try:
@@ -181,9 +189,9 @@ def test_the_lane_accepts_only_the_workers(svc):
     name = open(f"/proc/{_lane(svc)}/net/unix").read()
     addr = next(w[1:] for w in name.split() if w.startswith("@dpgate-lane-"))
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect("\0" + addr)                                        # this test process: not a worker
+    s.connect("\0" + addr)  # this test process: not a worker
     s.settimeout(10)
-    assert s.recv(1) == b""                                       # closed at once
+    assert s.recv(1) == b""  # closed at once
     s.close()
 
 
@@ -197,19 +205,24 @@ def test_a_lane_that_dies_fails_its_statement_and_is_restarted(svc):
     th.join(30)
     err = out.get("error")
     assert isinstance(err, psycopg.Error) and err.sqlstate == "58000", out
-    rows, charged = _run(c, HEAVY.format(x=51))                   # answered: by a worker or the new lane
+    rows, charged = _run(c, HEAVY.format(x=51))  # answered: by a worker or the new lane
     assert len(rows) == CELLS and charged == [1.0]
     deadline = time.time() + 30
-    while time.time() < deadline and not any("heavy-statement lane (pid" in x and "restarting" in x
-                                              for x in svc.output):
+    while time.time() < deadline and not any(
+        "heavy-statement lane (pid" in x and "restarting" in x for x in svc.output
+    ):
         time.sleep(0.1)
-    assert any("heavy-statement lane (pid" in x and "restarting" in x for x in svc.output), "".join(svc.output)
+    assert any("heavy-statement lane (pid" in x and "restarting" in x for x in svc.output), "".join(
+        svc.output
+    )
     assert _lane(svc) != lane
     assert len(_run(c, HEAVY.format(x=52))[0]) == CELLS
     c.close()
 
 
-@pytest.mark.parametrize("mode,children,policy,nice", [("off", 2, None, None), ("low", 3, os.SCHED_OTHER, 19)])
+@pytest.mark.parametrize(
+    "mode,children,policy,nice", [("off", 2, None, None), ("low", 3, os.SCHED_OTHER, 19)]
+)
 def test_the_heavy_lane_setting_off_and_low(tmp_path, mode, children, policy, nice):
     port = free_port()
     path = prepare(tmp_path, port)
@@ -224,7 +237,9 @@ def test_the_heavy_lane_setting_off_and_low(tmp_path, mode, children, policy, ni
         assert len(kids) == children
         lane = [p for p in kids if p not in workers]
         if policy is not None:
-            assert os.sched_getscheduler(lane[0]) == policy and os.getpriority(os.PRIO_PROCESS, lane[0]) == nice
+            assert (
+                os.sched_getscheduler(lane[0]) == policy and os.getpriority(os.PRIO_PROCESS, lane[0]) == nice
+            )
         with psycopg.connect(dsn(port), autocommit=True) as c:
             assert len(_run(c, LIGHT.format(x=30))[0]) == 2
     finally:
@@ -232,7 +247,9 @@ def test_the_heavy_lane_setting_off_and_low(tmp_path, mode, children, policy, ni
         proc.wait(30)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="lifting the lane's priority back needs CAP_SYS_NICE (root here)")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="lifting the lane's priority back needs CAP_SYS_NICE (root here)"
+)
 def test_a_starved_lane_is_lifted_while_its_statement_runs(svc):
     """Two busy loops at the workers' priority on the 2-core VM: without the parent's watch a
     60 ms heavy release waited 14–20 s (34 s beside four loops: past the statement timeout,
@@ -269,20 +286,45 @@ def test_the_lane_on_a_postgres_backend(postgres, tmp_path):
     while it is stopped, then gets its 10,000 rows, and a repeat on a worker is the same."""
     with psycopg.connect(postgres.dsn, autocommit=True) as pg:
         pg.execute("DROP TABLE IF EXISTS cells")
-        pg.execute(f"CREATE TABLE cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x "
-                   "FROM generate_series(0, 49999) AS t(i)")
+        pg.execute(
+            f"CREATE TABLE cells AS SELECT (i % {CELLS}) + 1 AS g, (i * 7919) % 101 AS x "
+            "FROM generate_series(0, 49999) AS t(i)"
+        )
     port = free_port()
     path = tmp_path / "dpgate.toml"
-    path.write_text("\n".join([
-        "[server]", 'host = "127.0.0.1"', f"port = {port}", 'database = "demo"', 'auth = "trust"',
-        f'state_dir = "{tmp_path}"', "[server.limits]", "shutdown_grace_s = 2",
-        "[backend]", 'kind = "postgres"', f'dsn = "{postgres.dsn}"', "pool_size = 2",
-        "[tiers.bench]", "epsilon = 1.0", "budget = 1000000", 'period = "never"',
-        "[roles.bench]", 'tier = "bench"', "[tables.cells.columns]",
-        f'g = {{ type = "int", domain_range = [1, {CELLS}] }}', 'x = { type = "int", lower = 0, upper = 100 }']) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                "[server]",
+                'host = "127.0.0.1"',
+                f"port = {port}",
+                'database = "demo"',
+                'auth = "trust"',
+                f'state_dir = "{tmp_path}"',
+                "[server.limits]",
+                "shutdown_grace_s = 2",
+                "[backend]",
+                'kind = "postgres"',
+                f'dsn = "{postgres.dsn}"',
+                "pool_size = 2",
+                "[tiers.bench]",
+                "epsilon = 1.0",
+                "budget = 1000000",
+                'period = "never"',
+                "[roles.bench]",
+                'tier = "bench"',
+                "[tables.cells.columns]",
+                f'g = {{ type = "int", domain_range = [1, {CELLS}] }}',
+                'x = { type = "int", lower = 0, upper = 100 }',
+            ]
+        )
+        + "\n"
+    )
     proc = start(path, workers=2)
     try:
-        proc.workers = [int(p) for p in re.search(r"2 workers: pids (\d+), (\d+)", "".join(proc.output)).groups()]
+        proc.workers = [
+            int(p) for p in re.search(r"2 workers: pids (\d+), (\d+)", "".join(proc.output)).groups()
+        ]
         lane = _lane(proc)
         c = psycopg.connect(dsn(port), autocommit=True)
         os.kill(lane, signal.SIGSTOP)

@@ -1,5 +1,6 @@
 """Budget ledger through the wire: 32 concurrent connections on one role never
 overspend; a restart keeps spent budget and released answers."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +15,12 @@ from support.service import Service, make_config
 def fresh(tmp_path):
     """A service whose `tiny` role has a budget of 2.5 at ε 1 per query."""
     from mechanisms import SeededSource
-    cfg = make_config({"kind": "duckdb", "path": str(tmp_path / "d.duckdb")},
-                      tiers={"tiny": {"epsilon": 1.0, "budget": 10.0, "period": "day"}},
-                      limits={"max_statements_per_role": 64})
+
+    cfg = make_config(
+        {"kind": "duckdb", "path": str(tmp_path / "d.duckdb")},
+        tiers={"tiny": {"epsilon": 1.0, "budget": 10.0, "period": "day"}},
+        limits={"max_statements_per_role": 64},
+    )
     svc = Service(cfg, tmp_path / "state", people_rows=1000, source=SeededSource(7)).start()
     yield svc
     svc.close()

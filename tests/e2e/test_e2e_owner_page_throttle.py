@@ -3,6 +3,7 @@
 passwords on the page count for psql logins and wrong psql passwords count for the page.
 While over the limit even the right password gets 429 with Retry-After (the wire: 28000),
 until the window passes."""
+
 from __future__ import annotations
 
 import base64
@@ -67,12 +68,12 @@ def test_wrong_passwords_on_the_page_lock_it_and_the_wire_until_the_window_passe
     url, lim, clock = shared
     for _ in range(lim.max_per_address):
         assert get(url, basic("admin", "wrong"))[0] == 401
-    status, headers = get(url, basic("admin", PASSWORDS["admin"]))          # the right password
+    status, headers = get(url, basic("admin", PASSWORDS["admin"]))  # the right password
     assert status == 429 and 0 < int(headers["Retry-After"]) <= lim.window
     assert "too many failed authentication attempts" in psql_login(duck_service, PASSWORDS["analyst"])
-    clock.now += lim.window / 2                                              # still inside the window
+    clock.now += lim.window / 2  # still inside the window
     assert get(url, basic("admin", PASSWORDS["admin"]))[0] == 429
-    clock.now += lim.window / 2 + 1                                          # the window has passed
+    clock.now += lim.window / 2 + 1  # the window has passed
     assert get(url, basic("admin", PASSWORDS["admin"]))[0] == 200
     assert psql_login(duck_service, PASSWORDS["analyst"]) == "ok"
 
@@ -90,7 +91,7 @@ def test_wrong_psql_passwords_lock_the_page(duck_service, shared):
 def test_a_visit_without_credentials_is_no_failure(shared):
     url, lim, _ = shared
     for _ in range(2 * lim.max_per_address):
-        assert get(url)[0] == 401                                            # the browser's first request
+        assert get(url)[0] == 401  # the browser's first request
     assert get(url, basic("admin", PASSWORDS["admin"]))[0] == 200
 
 
@@ -99,16 +100,16 @@ def test_limiter_counts_per_address_and_per_role():
     lim = FailedLogins(max_per_address=3, window=60.0, max_per_role=5, clock=clock)
     for i in range(2):
         lim.failed("10.0.0.1", "admin")
-    assert lim.retry_after("10.0.0.1", "admin") == 0                         # under both limits
+    assert lim.retry_after("10.0.0.1", "admin") == 0  # under both limits
     lim.failed("10.0.0.1", "admin")
-    assert lim.retry_after("10.0.0.1", "analyst") == 60.0                    # the address is over
+    assert lim.retry_after("10.0.0.1", "analyst") == 60.0  # the address is over
     assert lim.retry_after("10.0.0.2", "analyst") == 0
     clock.now += 10
     lim.failed("10.0.0.2", "admin")
-    lim.failed("10.0.0.3", "admin")                                          # 5 for admin, spread out
-    assert lim.retry_after("10.0.0.9", "admin") == pytest.approx(50.0)       # the role is over, anywhere
+    lim.failed("10.0.0.3", "admin")  # 5 for admin, spread out
+    assert lim.retry_after("10.0.0.9", "admin") == pytest.approx(50.0)  # the role is over, anywhere
     assert lim.retry_after("10.0.0.9", "analyst") == 0
-    clock.now += 50                                                          # the first three leave the window
+    clock.now += 50  # the first three leave the window
     assert lim.retry_after("10.0.0.9", "admin") == 0 and lim.retry_after("10.0.0.1", "admin") == 0
     assert lim.retry_after_s("10.0.0.1") == 0
 
@@ -116,6 +117,7 @@ def test_limiter_counts_per_address_and_per_role():
 def test_limiter_keys_are_bounded(monkeypatch):
     """Names never seen before (a failure each) cannot grow the table without limit."""
     from proxy.wire import throttle
+
     monkeypatch.setattr(throttle, "MAX_KEYS", 100)
     clock = Clock()
     lim = FailedLogins(clock=clock)
@@ -123,4 +125,4 @@ def test_limiter_keys_are_bounded(monkeypatch):
         clock.now += 0.001
         lim.failed("10.0.0.1", f"nobody{i}")
     assert len(lim._by) <= 100
-    assert lim.retry_after("10.0.0.1") > 0                                  # the address is still counted
+    assert lim.retry_after("10.0.0.1") > 0  # the address is still counted

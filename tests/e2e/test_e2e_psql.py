@@ -1,4 +1,5 @@
 """The README's psql session, through the real psql binary, on DuckDB and Postgres."""
+
 from __future__ import annotations
 
 import os
@@ -13,19 +14,31 @@ pytestmark = pytest.mark.skipif(PSQL is None, reason="psql not installed (.ci/ru
 
 def psql(service, sql: str, role: str = "analyst", *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PGCONNECT_TIMEOUT": "10", "PGSSLMODE": "disable"}
-    return subprocess.run([PSQL, service.url(role), "-X", "-v", "ON_ERROR_STOP=1", *extra, "-c", sql],
-                          capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [PSQL, service.url(role), "-X", "-v", "ON_ERROR_STOP=1", *extra, "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def test_readme_query(service):
-    r = psql(service, "SELECT sex, COUNT(*), AVG(age) FROM pums WHERE age BETWEEN 30 AND 60 GROUP BY sex;",
-             "analyst", "-A", "-t", "-F", "|")
+    r = psql(
+        service,
+        "SELECT sex, COUNT(*), AVG(age) FROM pums WHERE age BETWEEN 30 AND 60 GROUP BY sex;",
+        "analyst",
+        "-A",
+        "-t",
+        "-F",
+        "|",
+    )
     assert r.returncode == 0, r.stderr
     rows = [line.split("|") for line in r.stdout.strip().splitlines()]
     assert [row[0] for row in rows] == ["0", "1"]
     for _, count, avg in rows:
-        assert int(count) > 100          # true counts are in the hundreds; noise scale 1/0.5
-        assert 0 <= float(avg) <= 100    # clamped to the declared bounds
+        assert int(count) > 100  # true counts are in the hundreds; noise scale 1/0.5
+        assert 0 <= float(avg) <= 100  # clamped to the declared bounds
     assert "NOTICE:" in r.stderr and "ε charged 1" in r.stderr and "budget left" in r.stderr
     assert "95% half-width" in r.stderr
 
@@ -53,7 +66,12 @@ def test_describe_tables(service):
 
 
 def test_session_statements_and_version(service):
-    r = psql(service, "SELECT version(); SHOW TimeZone; SET application_name = 'x'; SELECT 1; BEGIN; COMMIT;",
-             "analyst", "-A", "-t")
+    r = psql(
+        service,
+        "SELECT version(); SHOW TimeZone; SET application_name = 'x'; SELECT 1; BEGIN; COMMIT;",
+        "analyst",
+        "-A",
+        "-t",
+    )
     assert r.returncode == 0, r.stderr
     assert "dpgate" in r.stdout and "UTC" in r.stdout

@@ -1,5 +1,6 @@
 """End to end with psycopg 3: simple and extended protocol, repeats, budget,
 refusals, EXPLAIN, on DuckDB and on a real Postgres."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,10 @@ def test_simple_protocol_count_avg(service):
     with connect(service) as conn:
         conn.add_notice_handler(lambda d: notices.append(d.message_primary))
         cur = conn.cursor()
-        cur.execute("SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM pums GROUP BY sex ORDER BY sex",
-                    prepare=False)
+        cur.execute(
+            "SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM pums GROUP BY sex ORDER BY sex",
+            prepare=False,
+        )
         rows = cur.fetchall()
         assert [d.name for d in cur.description] == ["sex", "n", "mean_age"]
     assert [r[0] for r in rows] == [0, 1]
@@ -32,9 +35,10 @@ def test_simple_protocol_count_avg(service):
 def test_extended_protocol_params_binary(service):
     with connect(service) as conn:
         cur = conn.cursor(binary=True)
-        cur.execute("SELECT COUNT(*), SUM(income) FROM pums WHERE age > %s AND married = %s", (40, 1),
-                    prepare=True)
-        (n, s), = cur.fetchall()
+        cur.execute(
+            "SELECT COUNT(*), SUM(income) FROM pums WHERE age > %s AND married = %s", (40, 1), prepare=True
+        )
+        ((n, s),) = cur.fetchall()
         assert isinstance(n, int) and isinstance(s, float)
         assert 0 <= n <= 1000
 
@@ -45,7 +49,9 @@ def test_repeat_is_free_and_identical(service):
         first = conn.execute(q).fetchall()
         spent1 = service.gw.ledger.spent("other", "day")
         # Different spelling, same measurement: conjunct order, case, whitespace, ORDER BY.
-        second = conn.execute("select  EDUC, count(*) from PUMS where 20000 <= income group by educ order by 1").fetchall()
+        second = conn.execute(
+            "select  EDUC, count(*) from PUMS where 20000 <= income group by educ order by 1"
+        ).fetchall()
         spent2 = service.gw.ledger.spent("other", "day")
     assert len(first) == 16 and sorted(first) == sorted(second)
     assert spent1 == spent2 == 1.0
@@ -57,17 +63,21 @@ def test_parameters_and_their_literal_twin_are_one_release(service, typed):
     whichever comes first, with integer parameters or untyped digits (node-postgres, pgbench);
     from the second statement of a shape on, it is planned from a template (issue 21)."""
     role = "other"
-    q = ("SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age BETWEEN {} AND {} AND educ >= {} "
-         "GROUP BY sex ORDER BY sex")
+    q = (
+        "SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age BETWEEN {} AND {} AND educ >= {} "
+        "GROUP BY sex ORDER BY sex"
+    )
     filled = service.gw._templates.filled
     with connect(service, role) as conn:
         before = service.gw.ledger.spent(role, "day")
         for i in range(4):
             a, b, c = 20 + i + (10 if typed else 0), 61 + i, 3 + i
             params = (a, b, c) if typed else (str(a), str(b), str(c))
-            pair = [lambda: conn.execute(q.format(a, b, c)).fetchall(),
-                    lambda: conn.execute(q.format("%s", "%s", "%s"), params).fetchall()]
-            first, second = (pair if i % 2 else pair[::-1])
+            pair = [
+                lambda: conn.execute(q.format(a, b, c)).fetchall(),
+                lambda: conn.execute(q.format("%s", "%s", "%s"), params).fetchall(),
+            ]
+            first, second = pair if i % 2 else pair[::-1]
             assert first() == second()
         assert service.gw.ledger.spent(role, "day") == before + 4.0
     assert service.gw._templates.filled >= filled + 4
@@ -77,6 +87,7 @@ def test_describe_of_a_parameterised_statement_is_kept(service, monkeypatch):
     """A driver re-Parses and re-Describes one text with new parameters every time: the
     parameter types and columns are found once (a refusal is found again each time)."""
     import proxy.pipeline.central as central
+
     calls = []
     real = central.param_types
     monkeypatch.setattr(central, "param_types", lambda *a: calls.append(1) or real(*a))
@@ -97,17 +108,22 @@ def test_display_steps_over_aggregates_are_post_processing(service, binary):
     """ROUND / CAST / FLOOR over an aggregate: computed from the released value (the plain
     statement afterwards is a free repeat of the same release), with Postgres's types."""
     from decimal import Decimal
+
     role = "other"
-    q = ("SELECT sex, ROUND(AVG(age), 1) AS r, CAST(AVG(age) AS INTEGER) AS i, COUNT(*)::float AS f, "
-         "FLOOR(SUM(income)) AS fl FROM pums WHERE married = {m} GROUP BY sex ORDER BY sex")
+    q = (
+        "SELECT sex, ROUND(AVG(age), 1) AS r, CAST(AVG(age) AS INTEGER) AS i, COUNT(*)::float AS f, "
+        "FLOOR(SUM(income)) AS fl FROM pums WHERE married = {m} GROUP BY sex ORDER BY sex"
+    )
     m = 1 if binary else 0
     with connect(service, role) as conn:
         before = service.gw.ledger.spent(role, "day")
         cur = conn.cursor(binary=binary)
         post = cur.execute(q.format(m=m)).fetchall()
-        plain = conn.execute(f"SELECT sex, AVG(age), COUNT(*), SUM(income) FROM pums WHERE married = {m} "
-                             "GROUP BY sex ORDER BY sex").fetchall()
-        assert service.gw.ledger.spent(role, "day") == before + 1.0       # one release for both
+        plain = conn.execute(
+            f"SELECT sex, AVG(age), COUNT(*), SUM(income) FROM pums WHERE married = {m} "
+            "GROUP BY sex ORDER BY sex"
+        ).fetchall()
+        assert service.gw.ledger.spent(role, "day") == before + 1.0  # one release for both
     for (k, r, i, f, fl), (k2, avg, n, total) in zip(post, plain):
         assert k == k2 and isinstance(r, Decimal) and r.as_tuple().exponent == -1
         assert r == Decimal(repr(avg)).quantize(Decimal("0.1"), "ROUND_HALF_UP")
@@ -119,7 +135,7 @@ def test_display_steps_over_aggregates_are_post_processing(service, binary):
 def test_empty_groups_are_released(service):
     with connect(service) as conn:
         rows = conn.execute("SELECT race, COUNT(*) FROM pums WHERE age > 200 GROUP BY race").fetchall()
-    assert sorted(r[0] for r in rows) == [1, 2, 3, 4, 5, 6]     # every domain value, though no row matches
+    assert sorted(r[0] for r in rows) == [1, 2, 3, 4, 5, 6]  # every domain value, though no row matches
 
 
 def test_budget_exhaustion_and_no_charge_on_refusal(service):
@@ -132,14 +148,16 @@ def test_budget_exhaustion_and_no_charge_on_refusal(service):
         with pytest.raises(psycopg.Error) as e:
             conn.execute("SELECT COUNT(*) FROM pums WHERE age < 32").fetchall()
         assert e.value.sqlstate == "53400" and "0.5 of 2.5" in str(e.value)
-        conn.execute("SELECT COUNT(*) FROM pums WHERE age < 30").fetchall()   # repeat still free
+        conn.execute("SELECT COUNT(*) FROM pums WHERE age < 30").fetchall()  # repeat still free
     assert service.gw.ledger.spent("tiny", "day") == 2.0
 
 
 def test_explain_charges_nothing(service):
     with connect(service, "other") as conn:
         before = service.gw.ledger.spent("other", "day")
-        lines = [r[0] for r in conn.execute("EXPLAIN SELECT COUNT(*), AVG(age) FROM pums GROUP BY sex").fetchall()]
+        lines = [
+            r[0] for r in conn.execute("EXPLAIN SELECT COUNT(*), AVG(age) FROM pums GROUP BY sex").fetchall()
+        ]
         assert service.gw.ledger.spent("other", "day") == before
     text = "\n".join(lines)
     assert "geometric" in text.lower() and "one scan" in text and "95% half-width" in text
@@ -149,7 +167,7 @@ def test_explain_charges_nothing(service):
 
 
 def test_transaction_status(service):
-    with psycopg.connect(service.dsn()) as conn:           # not autocommit: psycopg sends BEGIN
+    with psycopg.connect(service.dsn()) as conn:  # not autocommit: psycopg sends BEGIN
         conn.execute("SELECT COUNT(*) FROM pums").fetchall()
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         conn.rollback()

@@ -1,5 +1,6 @@
 """The refusal corpus through the wire (simple protocol): every statement gets its
 SQLSTATE, charges nothing, and no backend query runs."""
+
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 """Routing through the wire (issue 17): a statement that reads the per-record table
 ``accounts`` is answered by per-record DP whatever other table its text mentions,
 on Execute, Describe (extended protocol) and EXPLAIN."""
+
 from __future__ import annotations
 
 import psycopg
@@ -33,7 +34,7 @@ def _run(svc, sql, *, prepare=False):
 
 @pytest.mark.parametrize("sql", TRICKS)
 def test_spelling_tricks_land_on_per_record_dp(svc, sql):
-    rows, notes = _run(svc, sql, prepare=True)          # Parse/Describe/Execute
+    rows, notes = _run(svc, sql, prepare=True)  # Parse/Describe/Execute
     assert len(rows) == 1 and "mechanism: prdp_count" in notes[-1]
 
 

@@ -5,6 +5,7 @@ instead of stopping the service. The heavy-statement lane starts at the workers'
 (at SCHED_IDLE a saturated host never gives it the CPU to start) and drops to SCHED_IDLE
 once ready. A slow start is made by the test seam ``DPGATE_TEST_START_DELAY`` (no real
 saturation needed); the deadline is shortened by ``DPGATE_READY_TIMEOUT_S``."""
+
 from __future__ import annotations
 
 import os
@@ -41,13 +42,14 @@ def serve(tmp_path, monkeypatch):
         proc.port = port
         procs.append(proc)
         return proc
+
     yield go
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
             try:
                 p.wait(30)
-            except Exception:       # noqa: BLE001
+            except Exception:
                 p.kill()
                 p.wait(10)
 
@@ -57,14 +59,14 @@ def test_a_lane_slow_to_start_never_stops_the_serving_workers(serve):
     workers = _workers(svc)
     assert any("not ready after 2 s; serving meanwhile" in x for x in svc.output), svc.output
     lane = next(p for p in _children(svc.pid) if p not in workers)
-    assert os.sched_getscheduler(lane) == os.SCHED_OTHER         # starting: the workers' priority
+    assert os.sched_getscheduler(lane) == os.SCHED_OTHER  # starting: the workers' priority
     with psycopg.connect(dsn(svc.port), autocommit=True) as c:
         assert len(c.execute(LIGHT.format(x=20)).fetchall()) == 2
-    deadline = time.time() + 60                                   # the lane gets ready: SCHED_IDLE
+    deadline = time.time() + 60  # the lane gets ready: SCHED_IDLE
     while time.time() < deadline and os.sched_getscheduler(lane) != os.SCHED_IDLE:
         time.sleep(0.1)
     assert os.sched_getscheduler(lane) == os.SCHED_IDLE
-    tids = os.listdir(f"/proc/{lane}/task")                       # every thread it has, DuckDB's too
+    tids = os.listdir(f"/proc/{lane}/task")  # every thread it has, DuckDB's too
     assert len(tids) > 1 and all(os.sched_getscheduler(int(t)) == os.SCHED_IDLE for t in tids)
     assert svc.poll() is None and sorted(_children(svc.pid)) == sorted(workers + [lane])
     with psycopg.connect(dsn(svc.port), autocommit=True) as c:
@@ -74,9 +76,11 @@ def test_a_lane_slow_to_start_never_stops_the_serving_workers(serve):
 def test_a_lane_that_keeps_dying_is_restarted_later_and_the_service_stays(serve):
     svc = serve()
     workers = _workers(svc)
-    for k in range(8):                      # more deaths within a minute than are restarted at once
+    for k in range(8):  # more deaths within a minute than are restarted at once
         deadline = time.time() + 60
-        while time.time() < deadline and len(others := [p for p in _children(svc.pid) if p not in workers]) != 1:
+        while (
+            time.time() < deadline and len(others := [p for p in _children(svc.pid) if p not in workers]) != 1
+        ):
             time.sleep(0.05)
         assert len(others) == 1 and svc.poll() is None, "".join(svc.output)
         os.kill(others[0], signal.SIGKILL)
@@ -85,9 +89,9 @@ def test_a_lane_that_keeps_dying_is_restarted_later_and_the_service_stays(serve)
     time.sleep(0.5)
     assert svc.poll() is None, "".join(svc.output)
     assert any(re.search(r"deaths within 60 s: restarting it in \d+ s", x) for x in svc.output), svc.output
-    with psycopg.connect(dsn(svc.port), autocommit=True) as c:   # the workers serve meanwhile
+    with psycopg.connect(dsn(svc.port), autocommit=True) as c:  # the workers serve meanwhile
         assert len(c.execute(LIGHT.format(x=22)).fetchall()) == 2
-    deadline = time.time() + 60                                   # and the lane comes back
+    deadline = time.time() + 60  # and the lane comes back
     while time.time() < deadline and len([p for p in _children(svc.pid) if p not in workers]) != 1:
         time.sleep(0.1)
     assert len(_children(svc.pid)) == 3 and svc.poll() is None

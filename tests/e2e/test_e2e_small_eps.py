@@ -1,6 +1,7 @@
 """Issue 24: at tier ε 0.001 AVG's set-up took 3.9 s per statement and 8 concurrent first
 statements did not finish in 200 s. Now: 8 concurrent AVG statements at ε 0.001 (and at the
 ε/2 shares of a two-AVG statement, not precomputed at config load) answer within seconds."""
+
 from __future__ import annotations
 
 import threading
@@ -16,8 +17,11 @@ from support.service import Service, make_config
 def eight_first_avgs(tmp_path) -> float:
     """Eight concurrent first AVG statements at ε 0.001; the seconds they took in all."""
     from mechanisms import SeededSource
-    cfg = make_config({"kind": "duckdb", "path": str(tmp_path / "demo.duckdb")},
-                      tiers={"default": {"epsilon": 0.001, "budget": 10, "period": "day"}})
+
+    cfg = make_config(
+        {"kind": "duckdb", "path": str(tmp_path / "demo.duckdb")},
+        tiers={"default": {"epsilon": 0.001, "budget": 10, "period": "day"}},
+    )
     svc = Service(cfg, tmp_path / "state", people_rows=2000, trips_rows=2000, source=SeededSource(4)).start()
     try:
         before = Q.hourglass_count_quantile.flight.computed
@@ -28,10 +32,13 @@ def eight_first_avgs(tmp_path) -> float:
                 with psycopg.connect(svc.dsn("other"), autocommit=True) as c:
                     start.wait()
                     t0 = time.perf_counter()
-                    rows = c.execute(f"SELECT AVG(income), AVG(age) FROM pums WHERE age > {20 + i}").fetchall()
+                    rows = c.execute(
+                        f"SELECT AVG(income), AVG(age) FROM pums WHERE age > {20 + i}"
+                    ).fetchall()
                     out.append((rows, time.perf_counter() - t0))
-            except Exception as e:        # noqa: BLE001
+            except Exception as e:
                 errors.append(e)
+
         threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
         t0 = time.perf_counter()
         for th in threads:

@@ -1,5 +1,6 @@
 """The statement log: one JSON line per statement with role, fingerprint,
 decision, ε, time in the proxy and in the backend scan — never an answer."""
+
 from __future__ import annotations
 
 import json
@@ -41,10 +42,10 @@ def test_json_statement_log_has_timing_and_no_values(logged):
     try:
         with psycopg.connect(logged.dsn("analyst"), autocommit=True) as c:
             rows = c.execute(sql).fetchall()
-            c.execute(sql).fetchall()                        # repeat: no scan
+            c.execute(sql).fetchall()  # repeat: no scan
             with pytest.raises(psycopg.Error):
-                c.execute("SELECT age FROM pums")            # refused: no scan
-        deadline = time.monotonic() + 10                     # the line is written after the reply
+                c.execute("SELECT age FROM pums")  # refused: no scan
+        deadline = time.monotonic() + 10  # the line is written after the reply
         while len(cap.lines) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
@@ -55,24 +56,26 @@ def test_json_statement_log_has_timing_and_no_values(logged):
     assert released["decision"] == "released" and released["role"] == "analyst"
     assert released["fingerprint"] == statement_fingerprint(sql) == repeat["fingerprint"]
     assert released["epsilon"] == 1.0 and repeat["epsilon"] == 0
-    assert 0 < released["backend_ms"] <= released["ms"]      # the scan is part of the statement
+    assert 0 < released["backend_ms"] <= released["ms"]  # the scan is part of the statement
     assert repeat["decision"] == "repeat" and "backend_ms" not in repeat
     assert refused["decision"] == "refused 42501" and "backend_ms" not in refused
     assert released["ledger"] == "charged" and repeat["ledger"] == refused["ledger"] == "none"
     allowed = {"ts", "role", "fingerprint", "decision", "epsilon", "ledger", "ms", "backend_ms"}
-    assert all(set(r) <= allowed for r in recs)              # no field for any answer or value
+    assert all(set(r) <= allowed for r in recs)  # no field for any answer or value
     assert len(rows) == 2
 
 
 def _documented_log_examples() -> tuple[list[dict], list[str]]:
     """The example lines of docs/operations.md, section "Logs": (JSON records, text lines)."""
     doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
-    section = doc[doc.index("\n## Logs\n"):]
+    section = doc[doc.index("\n## Logs\n") :]
     end = section.find("\n## ", 1)
     section = section if end < 0 else section[:end]
     blocks = section.split("```")[1::2]
     lines = [ln for b in blocks for ln in b.strip().splitlines()]
-    return [json.loads(ln) for ln in lines if ln.startswith("{")], [ln for ln in lines if ln.startswith("role=")]
+    return [json.loads(ln) for ln in lines if ln.startswith("{")], [
+        ln for ln in lines if ln.startswith("role=")
+    ]
 
 
 def test_the_documented_log_examples_are_what_is_written(logged):
@@ -89,10 +92,17 @@ def test_the_documented_log_examples_are_what_is_written(logged):
         deadline = time.monotonic() + 10
         while len(cap.lines) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        logged.gw.json_logs = False                      # the same statements, written as text
+        logged.gw.json_logs = False  # the same statements, written as text
         cap.lines_json, cap.lines = cap.lines, []
-        logged.gw.log_statement(role="analyst", sql=sql, decision="released", epsilon=1.0, ms=2.0,
-                                backend_ms=1.0, ledger="charged")
+        logged.gw.log_statement(
+            role="analyst",
+            sql=sql,
+            decision="released",
+            epsilon=1.0,
+            ms=2.0,
+            backend_ms=1.0,
+            ledger="charged",
+        )
         logged.gw.log_statement(role="analyst", sql=sql, decision="repeat", epsilon=0.0, ms=0.3)
     finally:
         log.removeHandler(cap)
@@ -100,9 +110,12 @@ def test_the_documented_log_examples_are_what_is_written(logged):
     released, repeat = (json.loads(x) for x in cap.lines_json[-2:])
     examples, text = _documented_log_examples()
     assert [list(r) for r in examples] == [list(released), list(repeat)]
-    assert [(r["decision"], r["ledger"]) for r in examples] == [(released["decision"], released["ledger"]),
-                                                                (repeat["decision"], repeat["ledger"])]
+    assert [(r["decision"], r["ledger"]) for r in examples] == [
+        (released["decision"], released["ledger"]),
+        (repeat["decision"], repeat["ledger"]),
+    ]
 
     def keys(line: str) -> list[str]:
         return [w.split("=", 1)[0] for w in line.split() if "=" in w]
+
     assert [keys(t) for t in text[:2]] == [keys(x) for x in cap.lines]

@@ -8,6 +8,7 @@ it); the owner page runs once; a killed worker is restarted; SIGTERM stops every
 (and the heavy-statement lane: tests/e2e/test_e2e_lane.py);
 a config that needs a DuckDB writer is refused more than one worker; workers that keep
 dying stop the service (exit 1)."""
+
 from __future__ import annotations
 
 import os
@@ -28,16 +29,21 @@ from proxy.cli.workers import default_workers, resolve_workers
 from proxy.stores.ledger import Ledger
 from support.service import make_config
 
-SLOW = ("SELECT count(*) FROM pg_class, range(200000000) r, range(1000) s "
-        "WHERE (r.range * s.range) % 7 = 3")          # a catalog query that runs for minutes (max_catalog_rows raised)
+SLOW = (
+    "SELECT count(*) FROM pg_class, range(200000000) r, range(1000) s "
+    "WHERE (r.range * s.range) % 7 = 3"
+)  # a catalog query that runs for minutes (max_catalog_rows raised)
 
 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory):
     state = tmp_path_factory.mktemp("workers")
     port, aport = free_port(), free_port()
-    proc = start(prepare(state, port, tiny_budget=5.0, timeout_ms=600_000, max_catalog_rows=10**13), workers=2,
-                 extra=["--admin-http", f"127.0.0.1:{aport}"])
+    proc = start(
+        prepare(state, port, tiny_budget=5.0, timeout_ms=600_000, max_catalog_rows=10**13),
+        workers=2,
+        extra=["--admin-http", f"127.0.0.1:{aport}"],
+    )
     line = next(x for x in proc.output if x.startswith("dpgate: listening on"))
     proc.port, proc.aport, proc.state = port, aport, state
     proc.workers = [int(p) for p in re.search(r"2 workers: pids (\d+), (\d+)", line).groups()]
@@ -53,7 +59,7 @@ def test_the_owner_page_runs_in_one_worker(svc):
         time.sleep(0.05)
     lines = [x for x in svc.output if "owner page on" in x]
     assert len(lines) == 1 and f"http://127.0.0.1:{svc.aport}/" in lines[0], "".join(svc.output)
-    with pytest.raises(urllib.error.HTTPError) as e:         # there, and asks for a sign-in
+    with pytest.raises(urllib.error.HTTPError) as e:  # there, and asks for a sign-in
         urllib.request.urlopen(f"http://127.0.0.1:{svc.aport}/", timeout=10)
     assert e.value.code == 401
 
@@ -91,7 +97,7 @@ def test_both_workers_answer_and_a_repeat_is_free_on_the_other(svc):
     conns = _on_each_worker(svc)
     q = "SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age > 40 GROUP BY sex"
     rows0, ch0 = _run(conns[0], q)
-    rows1, ch1 = _run(conns[1], q)                # worker 1's own CSPRNG: equal only as a repeat
+    rows1, ch1 = _run(conns[1], q)  # worker 1's own CSPRNG: equal only as a repeat
     assert len(rows0) == 2 and rows1 == rows0 and ch0 == [1.0] and ch1 == [0.0]
     for c in conns.values():
         c.close()
@@ -108,13 +114,14 @@ def test_a_repeat_fired_at_both_workers_at_once_gets_one_answer_and_one_charge(s
         def fire(w):
             gate.wait()
             out[w] = _run(conns[w], q)
+
         threads = [threading.Thread(target=fire, args=(w,)) for w in (0, 1)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(30)
-        assert out[0][0] == out[1][0], q                          # one answer
-        assert sorted(out[0][1] + out[1][1]) == [0.0, 1.0], q     # one charge
+        assert out[0][0] == out[1][0], q  # one answer
+        assert sorted(out[0][1] + out[1][1]) == [0.0, 1.0], q  # one charge
     assert led.spent("bench", "never") - before == 6.0 and led.integrity_check()
     led.close()
     for c in conns.values():
@@ -137,6 +144,7 @@ def test_concurrent_fresh_statements_never_overspend_the_budget(svc):
         except psycopg.errors.lookup("53400"):
             with lock:
                 refused.append(i)
+
     threads = [threading.Thread(target=fire, args=(i, c)) for i, c in enumerate(conns)]
     for t in threads:
         t.start()
@@ -163,21 +171,22 @@ def test_a_cancel_accepted_by_the_other_worker_cancels_the_statement(svc):
             slow.execute(SLOW)
         except psycopg.Error as e:
             errors.append(e)
+
     th = threading.Thread(target=run)
     th.start()
     time.sleep(0.5)
     owner = svc.workers[0]
-    os.kill(owner, signal.SIGSTOP)            # worker 0 cannot accept: worker 1 takes the cancel
+    os.kill(owner, signal.SIGSTOP)  # worker 0 cannot accept: worker 1 takes the cancel
     try:
         t0 = time.perf_counter()
-        slow.cancel()                         # libpq: a CancelRequest on a new connection
+        slow.cancel()  # libpq: a CancelRequest on a new connection
     finally:
         os.kill(owner, signal.SIGCONT)
     th.join(20)
     assert not th.is_alive() and len(errors) == 1
     assert isinstance(errors[0], psycopg.errors.QueryCanceled), errors
     assert time.perf_counter() - t0 < 10
-    assert slow.execute("SELECT 1").fetchone() == (1,)          # the session goes on
+    assert slow.execute("SELECT 1").fetchone() == (1,)  # the session goes on
     slow.close()
 
 
@@ -187,7 +196,7 @@ def test_a_killed_worker_is_restarted(svc):
     while time.time() < deadline and not any("worker 1 (pid" in x and "restarting" in x for x in svc.output):
         time.sleep(0.1)
     assert any("worker 1 (pid" in x and "restarting" in x for x in svc.output), "".join(svc.output)
-    conns = _on_each_worker(svc)                    # both residues answer again
+    conns = _on_each_worker(svc)  # both residues answer again
     for c in conns.values():
         assert _run(c, "SELECT COUNT(*) FROM pums WHERE age > 40")[0]
         c.close()
@@ -196,7 +205,7 @@ def test_a_killed_worker_is_restarted(svc):
 def test_sigterm_stops_every_worker(svc):
     idle = psycopg.connect(dsn(svc.port), autocommit=True)
     children = [int(p) for p in open(f"/proc/{svc.pid}/task/{svc.pid}/children").read().split()]
-    assert len(children) == 3                                   # the workers and the heavy-statement lane
+    assert len(children) == 3  # the workers and the heavy-statement lane
     svc.send_signal(signal.SIGTERM)
     assert svc.wait(30) == 0
     time.sleep(0.2)
@@ -209,10 +218,12 @@ def test_sigterm_stops_every_worker(svc):
 
 
 def test_a_config_that_needs_a_duckdb_writer_gets_one_worker():
-    writer = parse_config(make_config({"kind": "duckdb", "path": "x.duckdb"}), "t")   # INSERT into trips
+    writer = parse_config(make_config({"kind": "duckdb", "path": "x.duckdb"}), "t")  # INSERT into trips
     assert resolve_workers(writer, Namespace(workers=None)) == 1
     assert resolve_workers(writer, Namespace(workers=1)) == 1
-    with pytest.raises(ConfigError, match=r"--workers 2: the duckdb backend.s local tables take one writer.*producer"):
+    with pytest.raises(
+        ConfigError, match=r"--workers 2: the duckdb backend.s local tables take one writer.*producer"
+    ):
         resolve_workers(writer, Namespace(workers=2))
     data = make_config({"kind": "duckdb", "path": "x.duckdb"})
     for spec in data["roles"].values():
@@ -249,15 +260,16 @@ def test_workers_that_keep_dying_stop_the_service_with_exit_1(tmp_path):
             proc.kill()
             proc.wait(10)
     time.sleep(0.2)
-    assert any("worker deaths within 60 s and no worker serving: stopping" in x for x in proc.output), \
+    assert any("worker deaths within 60 s and no worker serving: stopping" in x for x in proc.output), (
         "".join(proc.output)
+    )
     assert len(killed) >= 6 and not any("dpgate: stopped" in x for x in proc.output)
 
 
 def test_a_spark_config_with_insert_grants_gets_one_worker():
     """Spark's reports table takes one INSERT at a time (pipeline.local), so the rule is DuckDB's."""
     data = make_config({"kind": "spark", "remote": "sc://localhost:15002"})
-    data["demo"] = False                                  # demo data is DuckDB's or Postgres's
+    data["demo"] = False  # demo data is DuckDB's or Postgres's
     writer = parse_config(data, "t")
     assert resolve_workers(writer, Namespace(workers=None)) == 1
     with pytest.raises(ConfigError, match=r"--workers 2: the spark backend.s local tables take one writer"):

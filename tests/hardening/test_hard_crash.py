@@ -3,6 +3,7 @@ times. After every restart no charge is lost, no released answer is re-drawn
 differently, and the ledger passes its integrity check (docs/operations.md "Budget and releases"
 documents the write ordering that guarantees this). A kill between the durable
 charge and the recorded answer leaves an open reservation: still charged."""
+
 from __future__ import annotations
 
 import os
@@ -22,15 +23,20 @@ from support.service import PASSWORDS, config_toml, make_config
 
 
 def _write_config(path: Path, state: Path, port: int) -> None:
-    cfg = make_config({"kind": "duckdb", "path": str(state / "crash.duckdb")},
-                      tiers={"default": {"epsilon": 1.0, "budget": 100000.0, "period": "never"}})
+    cfg = make_config(
+        {"kind": "duckdb", "path": str(state / "crash.duckdb")},
+        tiers={"default": {"epsilon": 1.0, "budget": 100000.0, "period": "never"}},
+    )
     cfg["server"].update(port=port, state_dir=str(state))
     path.write_text(config_toml(cfg))
 
 
 def _start(cfg: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -46,11 +52,15 @@ def test_kill_dash_9_twenty_times(tmp_path):
     port = free_port()
     cfg = tmp_path / "crash.toml"
     _write_config(cfg, tmp_path, port)
-    dsn = f"host=127.0.0.1 port={port} dbname=demo user=analyst password={PASSWORDS['analyst']} sslmode=disable"
+    dsn = (
+        f"host=127.0.0.1 port={port} dbname=demo user=analyst password={PASSWORDS['analyst']} sslmode=disable"
+    )
     rng = random.Random(1234)
-    received: dict[str, list] = {}          # query -> the rows a client got back
+    received: dict[str, list] = {}  # query -> the rows a client got back
     lock = threading.Lock()
-    queries = [f"SELECT sex, COUNT(*), SUM(income) FROM pums WHERE age > {a} GROUP BY sex" for a in range(18, 90)]
+    queries = [
+        f"SELECT sex, COUNT(*), SUM(income) FROM pums WHERE age > {a} GROUP BY sex" for a in range(18, 90)
+    ]
 
     def client(stop: threading.Event, seed: int):
         r = random.Random(seed)
@@ -74,17 +84,18 @@ def test_kill_dash_9_twenty_times(tmp_path):
         for t in threads:
             t.start()
         time.sleep(rng.uniform(0.05, 0.6))
-        os.kill(proc.pid, signal.SIGKILL)          # at a random point, mid-traffic
+        os.kill(proc.pid, signal.SIGKILL)  # at a random point, mid-traffic
         proc.wait()
         stop.set()
         for t in threads:
             t.join()
 
     from proxy.stores.ledger import Ledger
+
     led = Ledger(tmp_path / "ledger.sqlite3")
-    assert led.integrity_check()                   # spend total == stored releases + open reservations
+    assert led.integrity_check()  # spend total == stored releases + open reservations
     n_released = len(led.releases("analyst", limit=10_000))
-    held = sum(r["epsilon"] for r in led.open_reservations())   # killed between charge and record
+    held = sum(r["epsilon"] for r in led.open_reservations())  # killed between charge and record
     assert led.spent("analyst", "never") == float(n_released) + held
     assert len(received) > 10
     led.close()

@@ -6,6 +6,7 @@ tricks are answered as the harmless statement they really are.
 hostile.txt runs as role ``other`` (analyst tier, no INSERT grant) until a line
 ``#@ role: NAME`` switches the role for the lines below it (e.g. a ladder tier, or
 ``producer``, the demo's one role that may INSERT into trips)."""
+
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ import psycopg
 import pytest
 
 HERE = Path(__file__).parent
-_TEST_ONLY = re.compile(r"\b(name|big|state|flag)\b")            # rewriter-test columns
+_TEST_ONLY = re.compile(r"\b(name|big|state|flag)\b")  # rewriter-test columns
 _LOCAL = re.compile(r"^SELECT 1$|pg_catalog|information_schema", re.I)
 
 
@@ -70,7 +71,7 @@ def test_hostile_corpus_refused_without_backend(counted, prepare):
     assert not bad, "\n".join(map(repr, bad))
     assert calls == []
     assert all(svc.gw.ledger.spent(role, "day") == 0 for role in roles)
-    assert svc.gw.backend.query("SELECT COUNT(*) FROM trips_reports") == reports   # nothing stored
+    assert svc.gw.backend.query("SELECT COUNT(*) FROM trips_reports") == reports  # nothing stored
 
 
 def test_parameter_type_tricks(counted):
@@ -93,7 +94,7 @@ def test_benign_tricks_are_answered_harmlessly(counted):
     svc, calls = counted
     with psycopg.connect(svc.dsn("other"), autocommit=True) as conn:
         # A comment hides the second statement: only the aggregate runs.
-        (n,), = conn.execute("SELECT COUNT(*) FROM pums -- ; SELECT * FROM pums").fetchall()
+        ((n,),) = conn.execute("SELECT COUNT(*) FROM pums -- ; SELECT * FROM pums").fetchall()
         assert isinstance(n, int)
         # Arithmetic that would overflow bigint is computed in float8: no data-dependent error.
         conn.execute("SELECT COUNT(*) FROM pums WHERE age * 9223372036854775807 > 0").fetchall()
@@ -113,8 +114,10 @@ def test_prepared_statement_reuse_after_role_budget_change(counted):
         assert e.value.sqlstate == "53400"
 
 
-WRITE = ("INSERT INTO trips (hour, distance, fare, vendor, payment, passengers, zone) "
-         "VALUES (8, 3.2, 12.5, 1, 'card', 1, 'midtown')")
+WRITE = (
+    "INSERT INTO trips (hour, distance, fare, vendor, payment, passengers, zone) "
+    "VALUES (8, 3.2, 12.5, 1, 'card', 1, 'midtown')"
+)
 
 
 def test_one_query_mixing_a_refused_write_with_reads(counted):
@@ -123,10 +126,12 @@ def test_one_query_mixing_a_refused_write_with_reads(counted):
     The extended protocol takes one statement only (42601). Nothing is ever stored."""
     svc, calls = counted
     reports = svc.gw.backend.query("SELECT COUNT(*) FROM trips_reports")
-    for role, sql in [("other", "DELETE FROM trips; SELECT COUNT(*) FROM pums"),
-                      ("bronze", f"{WRITE}; SELECT COUNT(*) FROM pums"),
-                      ("other", f"BEGIN; {WRITE}; COMMIT"),
-                      ("bronze", f"SELECT 1; {WRITE}; SELECT COUNT(*) FROM pums WHERE age > 30")]:
+    for role, sql in [
+        ("other", "DELETE FROM trips; SELECT COUNT(*) FROM pums"),
+        ("bronze", f"{WRITE}; SELECT COUNT(*) FROM pums"),
+        ("other", f"BEGIN; {WRITE}; COMMIT"),
+        ("bronze", f"SELECT 1; {WRITE}; SELECT COUNT(*) FROM pums WHERE age > 30"),
+    ]:
         for prepare, state in ((False, "42501"), (True, "42601")):
             with psycopg.connect(svc.dsn(role), autocommit=True) as conn:
                 with pytest.raises(psycopg.Error) as e:
@@ -149,9 +154,15 @@ def test_set_of_backend_settings_is_inert(counted):
     q = "SELECT " + ", ".join(f"current_setting('{n}')" for n in names)
     before = svc.gw.backend.query(q)
     with psycopg.connect(svc.dsn("other"), autocommit=True) as conn:
-        for sql in ("SET threads = 1", "SET memory_limit = '1MB'", "SET enable_external_access = true",
-                    "SET search_path = main", "SET GLOBAL threads = 1", "RESET ALL"):
+        for sql in (
+            "SET threads = 1",
+            "SET memory_limit = '1MB'",
+            "SET enable_external_access = true",
+            "SET search_path = main",
+            "SET GLOBAL threads = 1",
+            "RESET ALL",
+        ):
             conn.execute(sql)
-        (n,), = conn.execute("SELECT COUNT(*) FROM pums WHERE age > 40").fetchall()
+        ((n,),) = conn.execute("SELECT COUNT(*) FROM pums WHERE age > 40").fetchall()
     assert isinstance(n, int) and len(calls) == 1
     assert svc.gw.backend.query(q) == before

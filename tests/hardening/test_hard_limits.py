@@ -1,4 +1,5 @@
 """Limits: auth-failure rate limiting, per-role concurrent statement cap."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,7 +22,7 @@ def test_auth_failure_rate_limit(duck_service):
         # Now even the right password is turned away from this address for the window.
         with pytest.raises(psycopg.OperationalError, match="too many failed authentication attempts"):
             psycopg.connect(svc.dsn("analyst"))
-        srv.failed_logins.clear()              # the window passing
+        srv.failed_logins.clear()  # the window passing
         psycopg.connect(svc.dsn("analyst")).close()
     finally:
         srv.max_auth_failures, srv.auth_failure_window = 10, 60.0
@@ -43,8 +44,10 @@ def test_per_role_statement_cap(duck_service):
     async def main():
         conns = [await asyncpg.connect(svc.url("other")) for _ in range(cap + 1)]
         try:
-            tasks = [asyncio.ensure_future(c.fetch(f"SELECT COUNT(*) FROM pums WHERE age > {100 + i}"))
-                     for i, c in enumerate(conns)]
+            tasks = [
+                asyncio.ensure_future(c.fetch(f"SELECT COUNT(*) FROM pums WHERE age > {100 + i}"))
+                for i, c in enumerate(conns)
+            ]
             done, _ = await asyncio.wait(tasks, timeout=5, return_when=asyncio.FIRST_EXCEPTION)
             svc.loop.call_soon_threadsafe(gate.set)
             results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -64,6 +67,7 @@ def test_per_role_statement_cap(duck_service):
 
 def test_require_tls_spares_loopback_only():
     from proxy.wire.server import _loopback
+
     assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("::ffff:127.0.0.1")
     assert not _loopback("10.0.0.5") and not _loopback("192.168.1.2")
 
@@ -76,8 +80,9 @@ def test_one_megabyte_statement_refused_before_parsing(duck_service):
     before = len(svc.gw.ledger.releases("analyst"))
     with psycopg.connect(svc.dsn("analyst"), autocommit=True) as conn:
         for prepare in (False, True):
-            with pytest.raises(psycopg.errors.ProgramLimitExceeded,
-                               match=r"statement too long: \d+ bytes, limit 262144"):
+            with pytest.raises(
+                psycopg.errors.ProgramLimitExceeded, match=r"statement too long: \d+ bytes, limit 262144"
+            ):
                 conn.execute(big, prepare=prepare)
         assert conn.execute("SELECT 1").fetchone() == (1,)
     assert len(svc.gw.ledger.releases("analyst")) == before
@@ -106,6 +111,7 @@ def test_one_megabyte_statements_do_not_stall_other_sessions(duck_service):
                 with pytest.raises(asyncpg.ProgramLimitExceededError):
                     await b.execute(big)
             stop.set()
+
         try:
             await asyncio.gather(stream(), flood())
         finally:

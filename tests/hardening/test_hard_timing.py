@@ -13,6 +13,7 @@ or many rows (run on DuckDB directly: the scan is what the caps bound):
   spread of the issue's uncapped probe (which the rewriter now refuses), measured
   here as the control that shows the measurement would see such a channel.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -25,25 +26,30 @@ from config import parse_config
 from rewriter import build_plan, parse, to_sql
 from rewriter.errors import Refusal
 
-pytestmark = pytest.mark.perf          # measured on the wall clock: run with -m perf
+pytestmark = pytest.mark.perf  # measured on the wall clock: run with -m perf
 
-CONFIG = {"server": {"auth": "trust"}, "tiers": {"d": {"epsilon": 1, "budget": 5}},
-          "roles": {"a": {"tier": "d"}},
-          "tables": {"t": {"columns": {"a": {"type": "int"}, "b": {"type": "int"}, "c": {"type": "text"}}}}}
+CONFIG = {
+    "server": {"auth": "trust"},
+    "tiers": {"d": {"epsilon": 1, "budget": 5}},
+    "roles": {"a": {"tier": "d"}},
+    "tables": {"t": {"columns": {"a": {"type": "int"}, "b": {"type": "int"}, "c": {"type": "text"}}}},
+}
 ROWS, MANY, ROUNDS = 200_000, 2_000, 61
 Z = "z" * 250
 # The worst case measured under the default caps (16 text operations and 16 wildcards
 # per statement, literals of 256 characters): text functions stacked on the row's
 # 255-character value, greatest() with a long literal, ILIKE with '_' runs.
 WORST = " OR ".join(f"greatest(upper(lower(c)), '{Z}{i}') ILIKE '%__y{i}%'" for i in range(4))
-B = {0: 8888, 1: 7001, 3: 7003, MANY: 9999}             # b value -> rows matching a = 7 AND b = …
+B = {0: 8888, 1: 7001, 3: 7003, MANY: 9999}  # b value -> rows matching a = 7 AND b = …
 
 
 @pytest.fixture(scope="module")
 def con():
     c = duckdb.connect()
-    c.execute(f"CREATE TABLE t AS SELECT (i % 1000)::INT AS a, (i // 1000)::INT AS b, "
-              f"'row' || i::VARCHAR AS c FROM range({ROWS}) r(i)")
+    c.execute(
+        f"CREATE TABLE t AS SELECT (i % 1000)::INT AS a, (i // 1000)::INT AS b, "
+        f"'row' || i::VARCHAR AS c FROM range({ROWS}) r(i)"
+    )
     for k, b in B.items():
         if k:
             c.execute(f"INSERT INTO t SELECT 7, {b}, repeat('z', 255) FROM range({k})")
@@ -53,7 +59,7 @@ def con():
 
 def _sql(k: int, pred: str = WORST) -> str:
     q = f"SELECT COUNT(*) FROM t WHERE a = 7 AND b = {B[k]} AND ({pred})"
-    return to_sql(build_plan(parse(q), parse_config(CONFIG)), "duckdb")   # within the caps: it plans
+    return to_sql(build_plan(parse(q), parse_config(CONFIG)), "duckdb")  # within the caps: it plans
 
 
 def _time(con, sql: str) -> float:
@@ -65,10 +71,10 @@ def _time(con, sql: str) -> float:
 def _runs(con, queries: dict, rounds: int) -> dict:
     """Interleaved runs (the order alternates each round), so drift hits all alike."""
     for s in queries.values():
-        _time(con, s)                                         # warm up
+        _time(con, s)  # warm up
     out = {k: [] for k in queries}
     for i in range(rounds):
-        for k in (list(queries) if i % 2 else list(queries)[::-1]):
+        for k in list(queries) if i % 2 else list(queries)[::-1]:
             out[k].append(_time(con, queries[k]))
     return out
 
@@ -81,16 +87,18 @@ def _iqr(xs) -> float:
 def test_the_count_of_matching_rows_is_below_jitter(con):
     runs = _runs(con, {k: _sql(k) for k in (0, 1, 3)}, ROUNDS)
     med = {k: statistics.median(v) for k, v in runs.items()}
-    jitter = statistics.median(_iqr(v) for v in runs.values())   # spread of identical runs
+    jitter = statistics.median(_iqr(v) for v in runs.values())  # spread of identical runs
     many = statistics.median(_time(con, _sql(MANY)) for _ in range(9))
-    per_row = (many - med[1]) / (MANY - 1)                        # what one more matching row adds
-    print(f"\nmedians 0/1/3 rows {[round(m * 1e3, 3) for m in med.values()]} ms, jitter (IQR) "
-          f"{jitter * 1e3:.3f} ms, per matching row {per_row * 1e6:.1f} µs, presence step "
-          f"{(med[3] - med[0]) * 1e3:.3f} ms")
-    assert abs(med[3] - med[1]) < jitter                          # 1 vs 3: not readable
+    per_row = (many - med[1]) / (MANY - 1)  # what one more matching row adds
+    print(
+        f"\nmedians 0/1/3 rows {[round(m * 1e3, 3) for m in med.values()]} ms, jitter (IQR) "
+        f"{jitter * 1e3:.3f} ms, per matching row {per_row * 1e6:.1f} µs, presence step "
+        f"{(med[3] - med[0]) * 1e3:.3f} ms"
+    )
+    assert abs(med[3] - med[1]) < jitter  # 1 vs 3: not readable
     assert 3 * per_row < jitter
-    assert per_row < 100e-6                                       # docs/operations.md: ~10-20 µs per row
-    assert med[3] - med[0] < 1e-3                                 # the presence step is bounded
+    assert per_row < 100e-6  # docs/operations.md: ~10-20 µs per row
+    assert med[3] - med[0] < 1e-3  # the presence step is bounded
 
     # control: the issue's probe, uncapped (refused by the rewriter), run directly
     big, pat = "z" * 20_000, "%" + "_" * 1000 + "y%"

@@ -2,6 +2,7 @@
 docs/least-privilege.md (its reader script and its writer script, as written), the demo tables
 and the local table's reports created by dpgate_writer, a producer's INSERT stored through it,
 every scan as dpgate_reader — which has no write privilege and whose session refuses a write."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,11 +38,17 @@ def svc(postgres, tmp_path_factory):
         c.execute(f"CREATE DATABASE {DB}")
     base = postgres.dsn.rsplit("/", 1)[0].replace("postgres@", "{role}@", 1) + f"/{DB}"
     reader, writer = _scripts()
-    with psycopg.connect(base.format(role="postgres"), autocommit=True) as c:     # the database's owner
+    with psycopg.connect(base.format(role="postgres"), autocommit=True) as c:  # the database's owner
         c.execute(reader)
         c.execute(writer)
-    cfg = make_config({"kind": "postgres", "dsn": base.format(role="dpgate_reader"),
-                       "write_dsn": base.format(role="dpgate_writer"), "require_least_privilege": True})
+    cfg = make_config(
+        {
+            "kind": "postgres",
+            "dsn": base.format(role="dpgate_reader"),
+            "write_dsn": base.format(role="dpgate_writer"),
+            "require_least_privilege": True,
+        }
+    )
     s = Service(cfg, tmp_path_factory.mktemp("lp_local"), people_rows=2_000, trips_rows=2_000).start()
     s.owner_dsn = base.format(role="postgres")
     yield s
@@ -51,11 +58,15 @@ def svc(postgres, tmp_path_factory):
 def test_reports_are_written_through_write_dsn_and_read_by_the_reader(svc):
     with psycopg.connect(svc.owner_dsn, autocommit=True) as c:
         before = c.execute("SELECT COUNT(*) FROM trips_reports").fetchone()[0]
-        owners = {o for (o,) in c.execute("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")}
+        owners = {
+            o for (o,) in c.execute("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")
+        }
     assert owners == {"dpgate_writer"} and before == 2_000
     with psycopg.connect(svc.dsn("producer"), autocommit=True) as c:
-        cur = c.execute("INSERT INTO trips (hour, distance, fare, vendor, payment, passengers, zone) VALUES "
-                        "(8, 3.2, 12.5, 1, 'card', 1, 'midtown'), (9, 1.0, 7.5, 2, 'cash', 2, 'uptown')")
+        cur = c.execute(
+            "INSERT INTO trips (hour, distance, fare, vendor, payment, passengers, zone) VALUES "
+            "(8, 3.2, 12.5, 1, 'card', 1, 'midtown'), (9, 1.0, 7.5, 2, 'cash', 2, 'uptown')"
+        )
         assert cur.statusmessage == "INSERT 0 2"
     with psycopg.connect(svc.owner_dsn, autocommit=True) as c:
         assert c.execute("SELECT COUNT(*) FROM trips_reports").fetchone()[0] == before + 2
@@ -67,8 +78,11 @@ def test_reports_are_written_through_write_dsn_and_read_by_the_reader(svc):
 
 def test_the_reader_has_least_privilege_and_a_read_only_session(svc):
     assert svc._call(privilege_report(svc.cfg, svc.gw.backend)) == []
-    for sql in ("INSERT INTO trips_reports SELECT * FROM trips_reports LIMIT 1", "DELETE FROM pums",
-                "CREATE TABLE lp_x (a int)"):
+    for sql in (
+        "INSERT INTO trips_reports SELECT * FROM trips_reports LIMIT 1",
+        "DELETE FROM pums",
+        "CREATE TABLE lp_x (a int)",
+    ):
         with pytest.raises(BackendError):
             svc._call(svc.gw.backend.fetch(sql, 5))
     with psycopg.connect(svc.owner_dsn, autocommit=True) as c:

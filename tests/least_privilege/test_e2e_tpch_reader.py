@@ -5,6 +5,7 @@ Two TPC-H tables (SF 0.001, ``tpchgen-cli``) are loaded into Postgres by their o
 script; dpgate serves as that role with ``require_least_privilege = true`` (so a write
 privilege would stop it) and answers an analyst over SCRAM. The same config with the owner
 (a superuser) as ``dsn`` does not start."""
+
 from __future__ import annotations
 
 import subprocess
@@ -22,12 +23,18 @@ from proxy.cli.main import main
 from support.least_privilege import drop_role
 from support.pg import free_port
 
-pytestmark = pytest.mark.skipif(tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[test]')")
+pytestmark = pytest.mark.skipif(
+    tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[test]')"
+)
 
-COLUMNS = {"customer": "c_custkey, c_nationkey, c_acctbal::DOUBLE AS c_acctbal, c_mktsegment",
-           "orders": "o_orderkey, o_custkey, o_orderstatus, o_totalprice::DOUBLE AS o_totalprice, o_orderdate"}
-TYPES = {"customer": "c_custkey bigint, c_nationkey int, c_acctbal float8, c_mktsegment text",
-         "orders": "o_orderkey bigint, o_custkey bigint, o_orderstatus text, o_totalprice float8, o_orderdate date"}
+COLUMNS = {
+    "customer": "c_custkey, c_nationkey, c_acctbal::DOUBLE AS c_acctbal, c_mktsegment",
+    "orders": "o_orderkey, o_custkey, o_orderstatus, o_totalprice::DOUBLE AS o_totalprice, o_orderdate",
+}
+TYPES = {
+    "customer": "c_custkey bigint, c_nationkey int, c_acctbal float8, c_mktsegment text",
+    "orders": "o_orderkey bigint, o_custkey bigint, o_orderstatus text, o_totalprice float8, o_orderdate date",
+}
 
 
 def _load(pg, parquet: Path) -> dict[str, int]:
@@ -55,13 +62,28 @@ def _init(pg, out: Path, capsys) -> tuple[str, str, dict[str, str]]:
     first = next(i for i, x in enumerate(lines) if x.startswith("CREATE ROLE"))
     last = next(i for i, x in enumerate(lines) if x.startswith("GRANT SELECT ON"))
     passwords = {x.split()[3].rstrip(":"): x.split()[5] for x in lines if ": password " in x}
-    return out.read_text(), "\n".join(lines[first:last + 1]) + "\n", passwords
+    return out.read_text(), "\n".join(lines[first : last + 1]) + "\n", passwords
 
 
 def _serve_fails(cfg: Path, port: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg), "--workers", "1",
-                           "--port", str(port)], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--config",
+            str(cfg),
+            "--workers",
+            "1",
+            "--port",
+            str(port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
 
 def test_tpch_walk_through_as_the_read_only_role(postgres, capsys):
@@ -72,7 +94,7 @@ def test_tpch_walk_through_as_the_read_only_role(postgres, capsys):
         assert "GRANT SELECT ON tpch.customer, tpch.orders TO dpgate_reader;" in script
         drop_role(postgres, "dpgate_reader")
         with psycopg.connect(postgres.dsn, autocommit=True) as c:
-            c.execute(script)                         # as printed (the test server trusts loopback logins)
+            c.execute(script)  # as printed (the test server trusts loopback logins)
         reader = postgres.dsn.replace("postgres@", "dpgate_reader@", 1)
         strict = text.replace('kind = "postgres"', 'kind = "postgres"\nrequire_least_privilege = true', 1)
         assert strict != text and f'dsn = "{postgres.dsn}"' in strict
@@ -91,22 +113,39 @@ def test_tpch_walk_through_as_the_read_only_role(postgres, capsys):
         proc = start(cfg, workers=1, extra=["--port", str(port)])
         try:
             assert not any("warning" in line for line in proc.output), proc.output
-            with psycopg.connect(host="127.0.0.1", port=port, dbname="dpgate", user="analyst",
-                                 password=passwords["analyst"], sslmode="disable", autocommit=True) as c:
-                (n,), = c.execute("SELECT COUNT(*) FROM orders").fetchall()
+            with psycopg.connect(
+                host="127.0.0.1",
+                port=port,
+                dbname="dpgate",
+                user="analyst",
+                password=passwords["analyst"],
+                sslmode="disable",
+                autocommit=True,
+            ) as c:
+                ((n,),) = c.execute("SELECT COUNT(*) FROM orders").fetchall()
                 assert isinstance(n, int)
-                status = c.execute("SELECT o_orderstatus, COUNT(*) FROM orders GROUP BY o_orderstatus "
-                                   "ORDER BY o_orderstatus").fetchall()
+                status = c.execute(
+                    "SELECT o_orderstatus, COUNT(*) FROM orders GROUP BY o_orderstatus ORDER BY o_orderstatus"
+                ).fetchall()
                 assert [s for s, _ in status] == ["F", "O", "P"]
-                seg = c.execute("SELECT c_mktsegment, AVG(c_acctbal) FROM customer GROUP BY c_mktsegment").fetchall()
+                seg = c.execute(
+                    "SELECT c_mktsegment, AVG(c_acctbal) FROM customer GROUP BY c_mktsegment"
+                ).fetchall()
                 assert len(seg) == 5
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     c.execute("INSERT INTO orders (o_orderkey) VALUES (1)")
             with psycopg.connect(postgres.dsn, autocommit=True) as c:
-                users = {u for (u,) in c.execute("SELECT DISTINCT usename FROM pg_stat_activity "
-                                                 "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")}
+                users = {
+                    u
+                    for (u,) in c.execute(
+                        "SELECT DISTINCT usename FROM pg_stat_activity "
+                        "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                    )
+                }
                 assert "dpgate_reader" in users
-                assert [c.execute(f"SELECT COUNT(*) FROM tpch.{t}").fetchone()[0] for t in counts] == list(counts.values())
+                assert [c.execute(f"SELECT COUNT(*) FROM tpch.{t}").fetchone()[0] for t in counts] == list(
+                    counts.values()
+                )
         finally:
             proc.terminate()
             proc.wait(timeout=30)

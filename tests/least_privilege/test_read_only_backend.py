@@ -4,6 +4,7 @@ The statements here are sent through the backend layer directly (``backend.fetch
 every rewritten scan takes), never through the rewriter, which would refuse them first. Each
 test checks the database's state afterwards: the row, the table or the file is not there.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,18 +20,26 @@ from proxy.backends import BackendError, PostgresBackend, open_backend
 from proxy.backends.duckdb import source_directories
 from support.least_privilege import reader_dsn
 
-WRITES_PG = ["INSERT INTO lp_t VALUES (9)",
-             "UPDATE lp_t SET a = 9",
-             "DELETE FROM lp_t",
-             "CREATE TABLE lp_new (a int)",
-             "SET transaction_read_only = off; INSERT INTO lp_t VALUES (9)",
-             "BEGIN READ WRITE; INSERT INTO lp_t VALUES (9); COMMIT"]
+WRITES_PG = [
+    "INSERT INTO lp_t VALUES (9)",
+    "UPDATE lp_t SET a = 9",
+    "DELETE FROM lp_t",
+    "CREATE TABLE lp_new (a int)",
+    "SET transaction_read_only = off; INSERT INTO lp_t VALUES (9)",
+    "BEGIN READ WRITE; INSERT INTO lp_t VALUES (9); COMMIT",
+]
 
 
 def _duck_cfg(path: Path, **tables) -> object:
-    return parse_config({"server": {"auth": "trust"}, "backend": {"kind": "duckdb", "path": str(path)},
-                         "tiers": {"t": {"epsilon": 1, "budget": 10}}, "roles": {"r": {"tier": "t"}},
-                         "tables": tables or {"lp_t": {"columns": {"a": {"type": "int"}}}}})
+    return parse_config(
+        {
+            "server": {"auth": "trust"},
+            "backend": {"kind": "duckdb", "path": str(path)},
+            "tiers": {"t": {"epsilon": 1, "budget": 10}},
+            "roles": {"r": {"tier": "t"}},
+            "tables": tables or {"lp_t": {"columns": {"a": {"type": "int"}}}},
+        }
+    )
 
 
 async def _refused(backend, sql: str) -> BackendError:
@@ -43,8 +52,10 @@ async def _refused(backend, sql: str) -> BackendError:
 @pytest.fixture(scope="module")
 def pg_table(postgres):
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
-        c.execute("DROP TABLE IF EXISTS lp_t; DROP TABLE IF EXISTS lp_new; CREATE TABLE lp_t (a int); "
-                  "INSERT INTO lp_t VALUES (1), (2)")
+        c.execute(
+            "DROP TABLE IF EXISTS lp_t; DROP TABLE IF EXISTS lp_new; CREATE TABLE lp_t (a int); "
+            "INSERT INTO lp_t VALUES (1), (2)"
+        )
     return postgres
 
 
@@ -58,6 +69,7 @@ def _pg_rows(dsn):
 def test_postgres_scan_session_refuses_writes(pg_table, caplog):
     """Even as a superuser (the test server's role), every injected write fails in the
     database: the session is read-only and a message holds one statement."""
+
     async def main():
         b = PostgresBackend(pg_table.dsn, 2)
         await b.connect()
@@ -67,15 +79,19 @@ def test_postgres_scan_session_refuses_writes(pg_table, caplog):
                 await _refused(b, sql)
             # a statement that changes the session's mode, then a write on the same pool:
             # the mode is asserted again before every scan
-            for lone in ("SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
-                         "SET default_transaction_read_only = off", "BEGIN READ WRITE"):
-                for _ in range(2):       # both pool connections
+            for lone in (
+                "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+                "SET default_transaction_read_only = off",
+                "BEGIN READ WRITE",
+            ):
+                for _ in range(2):  # both pool connections
                     await _refused(b, lone)
                 for _ in range(3):
                     await _refused(b, "INSERT INTO lp_t VALUES (9)")
             assert await b.fetch("SHOW transaction_read_only", 5) == [("on",)]
         finally:
             await b.close()
+
     with caplog.at_level(logging.WARNING, logger="dpgate.backend"):
         asyncio.run(main())
     said = caplog.text
@@ -87,6 +103,7 @@ def test_postgres_scan_session_refuses_writes(pg_table, caplog):
 
 def test_postgres_writer_is_separate(pg_table):
     """dpgate's own writes go through ``writer``, its own pool on ``write_dsn`` (default dsn)."""
+
     async def main():
         b = PostgresBackend(pg_table.dsn, 2)
         assert b.writer is not b and b.writer.dsn == pg_table.dsn
@@ -98,6 +115,7 @@ def test_postgres_writer_is_separate(pg_table):
             await b.close()
         other = PostgresBackend(pg_table.dsn, 2, write_dsn="postgresql://writer@127.0.0.1:1/x")
         assert other.writer.dsn == "postgresql://writer@127.0.0.1:1/x"
+
     asyncio.run(main())
 
 
@@ -117,6 +135,7 @@ def test_postgres_copy_to_file_refused_for_least_privilege_role(pg_table, tmp_pa
             await _refused(b, "INSERT INTO lp_t VALUES (9)")
         finally:
             await b.close()
+
     asyncio.run(main())
     assert not target.exists()
     assert _pg_rows(pg_table.dsn) == ([(1,), (2,)], None)
@@ -134,8 +153,10 @@ def _duck_file(tmp_path) -> Path:
 def _duck_state(path: Path):
     con = duckdb.connect(str(path), read_only=True)
     try:
-        return (con.execute("SELECT a FROM lp_t ORDER BY a").fetchall(),
-                con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall())
+        return (
+            con.execute("SELECT a FROM lp_t ORDER BY a").fetchall(),
+            con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall(),
+        )
     finally:
         con.close()
 
@@ -156,14 +177,23 @@ def test_duckdb_read_only_refuses_writes(tmp_path, reopen):
         assert b.read_only and b.allowed == []
         try:
             assert await b.fetch("SELECT COUNT(*) FROM lp_t", 5) == [(2,)]
-            for sql in ("INSERT INTO lp_t VALUES (9)", "UPDATE lp_t SET a = 9", "DELETE FROM lp_t",
-                        "CREATE TABLE lp_new (a int)", f"COPY lp_t TO '{target}'",
-                        f"ATTACH '{tmp_path / 'other.duckdb'}' AS o", "SELECT * FROM read_csv('/etc/passwd')",
-                        "SET enable_external_access = true", "RESET allowed_directories",
-                        "SET allowed_directories = ['/']", "INSTALL httpfs"):
+            for sql in (
+                "INSERT INTO lp_t VALUES (9)",
+                "UPDATE lp_t SET a = 9",
+                "DELETE FROM lp_t",
+                "CREATE TABLE lp_new (a int)",
+                f"COPY lp_t TO '{target}'",
+                f"ATTACH '{tmp_path / 'other.duckdb'}' AS o",
+                "SELECT * FROM read_csv('/etc/passwd')",
+                "SET enable_external_access = true",
+                "RESET allowed_directories",
+                "SET allowed_directories = ['/']",
+                "INSTALL httpfs",
+            ):
                 await _refused(b, sql)
         finally:
             await b.close()
+
     asyncio.run(main())
     assert not target.exists() and not (tmp_path / "other.duckdb").exists()
     assert _duck_state(path) == ([(1,), (2,)], [("lp_t",)])
@@ -176,8 +206,9 @@ def test_duckdb_sources_directories_stay_readable(tmp_path):
     (data / "x.csv").write_text("a\n1\n2\n3\n")
     (tmp_path / "secret.csv").write_text("a\n42\n")
     path = _duck_file(tmp_path)
-    cfg = _duck_cfg(path, x={"source": f"read_csv('{data}/*.csv', header = true)",
-                             "columns": {"a": {"type": "int"}}})
+    cfg = _duck_cfg(
+        path, x={"source": f"read_csv('{data}/*.csv', header = true)", "columns": {"a": {"type": "int"}}}
+    )
 
     async def main():
         b = open_backend(cfg, tmp_path, read_only=True)
@@ -188,13 +219,19 @@ def test_duckdb_sources_directories_stay_readable(tmp_path):
             await _refused(b, f"COPY lp_t TO '{tmp_path}/out.csv'")
         finally:
             await b.close()
+
     asyncio.run(main())
 
 
 def test_source_directories_from_the_parse():
     assert source_directories(["pums", "sales.orders"]) == []
-    assert source_directories(["read_parquet(['/a/1.parquet', '/b/c/*.parquet'])",
-                               "read_csv('/d/x.csv', delim = ';')", "'/e/f.parquet'"]) == ["/a/", "/b/c/", "/d/", "/e/"]
+    assert source_directories(
+        [
+            "read_parquet(['/a/1.parquet', '/b/c/*.parquet'])",
+            "read_csv('/d/x.csv', delim = ';')",
+            "'/e/f.parquet'",
+        ]
+    ) == ["/a/", "/b/c/", "/d/", "/e/"]
     assert source_directories(["read_parquet('s3://bucket/x.parquet')"]) is None
 
 
@@ -205,23 +242,32 @@ def test_duckdb_attached_data_file_is_read_only(tmp_path):
     con = duckdb.connect(str(data))
     con.execute("CREATE TABLE orders AS SELECT * FROM range(1, 4) t(a)")
     con.close()
-    cfg = parse_config({"server": {"auth": "trust"},
-                        "backend": {"kind": "duckdb", "path": str(tmp_path / "work.duckdb"), "attach": {"wh": str(data)}},
-                        "tiers": {"t": {"epsilon": 1, "budget": 10}}, "roles": {"r": {"tier": "t"}},
-                        "tables": {"orders": {"source": "wh.main.orders", "columns": {"a": {"type": "int"}}}}})
+    cfg = parse_config(
+        {
+            "server": {"auth": "trust"},
+            "backend": {"kind": "duckdb", "path": str(tmp_path / "work.duckdb"), "attach": {"wh": str(data)}},
+            "tiers": {"t": {"epsilon": 1, "budget": 10}},
+            "roles": {"r": {"tier": "t"}},
+            "tables": {"orders": {"source": "wh.main.orders", "columns": {"a": {"type": "int"}}}},
+        }
+    )
 
     async def main():
         b = open_backend(cfg, tmp_path)
         assert not b.read_only and b.allowed == []
         try:
             assert await b.fetch("SELECT COUNT(*) FROM wh.main.orders", 5) == [(3,)]
-            for sql in ("INSERT INTO wh.main.orders VALUES (9)", "CREATE TABLE wh.main.x (a int)",
-                        f"ATTACH '{data}' AS wh2"):
+            for sql in (
+                "INSERT INTO wh.main.orders VALUES (9)",
+                "CREATE TABLE wh.main.x (a int)",
+                f"ATTACH '{data}' AS wh2",
+            ):
                 await _refused(b, sql)
             b.reopen_read_only()
             assert await b.fetch("SELECT COUNT(*) FROM wh.main.orders", 5) == [(3,)]
         finally:
             await b.close()
+
     asyncio.run(main())
     con = duckdb.connect(str(data), read_only=True)
     assert con.execute("SELECT COUNT(*) FROM orders").fetchall() == [(3,)]
@@ -232,9 +278,11 @@ def test_duckdb_attached_data_file_is_read_only(tmp_path):
 def test_postgres_scan_values_are_those_of_text_results(pg_table):
     """The scan is fetched in binary (extended protocol): each type a scan returns gives the
     value a text-format fetch gives."""
-    sql = ("SELECT 1::int2, 2::int4, 3::int8, 1.5::float8, 'NaN'::float8, '-Infinity'::float8, 12.345::numeric, "
-           "'NaN'::numeric, 'é'::text, 'x'::varchar, 'c'::char(2), true, NULL::int8, DATE '2025-03-01', "
-           "TIMESTAMP '2025-03-01 12:34:56.789', 99999999999999999999::numeric, -0.0::float8")
+    sql = (
+        "SELECT 1::int2, 2::int4, 3::int8, 1.5::float8, 'NaN'::float8, '-Infinity'::float8, 12.345::numeric, "
+        "'NaN'::numeric, 'é'::text, 'x'::varchar, 'c'::char(2), true, NULL::int8, DATE '2025-03-01', "
+        "TIMESTAMP '2025-03-01 12:34:56.789', 99999999999999999999::numeric, -0.0::float8"
+    )
 
     async def main():
         b = PostgresBackend(pg_table.dsn, 1)
@@ -243,6 +291,7 @@ def test_postgres_scan_values_are_those_of_text_results(pg_table):
             return await b.fetch(sql, 5)
         finally:
             await b.close()
+
     got = asyncio.run(main())
     with psycopg.connect(pg_table.dsn, autocommit=True) as c:
         want = c.execute(sql).fetchall()
@@ -269,4 +318,5 @@ def test_duckdb_a_view_over_files_stays_readable(tmp_path):
             await _refused(b, f"COPY lp_t TO '{tmp_path}/out.csv'")
         finally:
             await b.close()
+
     asyncio.run(main())

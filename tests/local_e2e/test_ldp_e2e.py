@@ -2,6 +2,7 @@
 rows INSERTed with the real psql are perturbed by the proxy; range, 2-D range,
 percentile, GROUP BY and weighted queries answer within the stated std (spec §4.2,
 fixed seed); the backend holds reports only; no budget is charged."""
+
 from __future__ import annotations
 
 import os
@@ -26,21 +27,35 @@ N = 6000
 TL = {
     "description": "test local table",
     "mode": "local",
-    "columns": {"x": {"type": "int"}, "y": {"type": "float"}, "amount": {"type": "float"},
-                "grp": {"type": "text", "domain": ["a", "b"]},
-                "w": {"type": "int", "lower": 0, "upper": 5}},
-    "local": {"estimator": "known_n", "weight": "amount", "joint": [["x", "y", "amount"]],
-              "columns": {"x": {"lo": 0, "hi": 20, "buckets": 20, "epsilon": 2.0},
-                          "y": {"lo": 0, "hi": 10, "buckets": 10, "epsilon": 2.0},
-                          "amount": {"lo": 0, "hi": 10, "buckets": 2, "epsilon": 2.0}}},
+    "columns": {
+        "x": {"type": "int"},
+        "y": {"type": "float"},
+        "amount": {"type": "float"},
+        "grp": {"type": "text", "domain": ["a", "b"]},
+        "w": {"type": "int", "lower": 0, "upper": 5},
+    },
+    "local": {
+        "estimator": "known_n",
+        "weight": "amount",
+        "joint": [["x", "y", "amount"]],
+        "columns": {
+            "x": {"lo": 0, "hi": 20, "buckets": 20, "epsilon": 2.0},
+            "y": {"lo": 0, "hi": 10, "buckets": 10, "epsilon": 2.0},
+            "amount": {"lo": 0, "hi": 10, "buckets": 2, "epsilon": 2.0},
+        },
+    },
 }
 
 
 def raw_rows(n=N, seed=7):
     rng = np.random.default_rng(seed)
-    return {"x": rng.binomial(19, 0.4, n), "y": np.round(rng.uniform(0, 10, n), 2),
-            "amount": np.round(rng.uniform(0, 10, n), 2),
-            "grp": np.where(rng.random(n) < 0.3, "a", "b"), "w": rng.integers(0, 6, n)}
+    return {
+        "x": rng.binomial(19, 0.4, n),
+        "y": np.round(rng.uniform(0, 10, n), 2),
+        "amount": np.round(rng.uniform(0, 10, n), 2),
+        "grp": np.where(rng.random(n) < 0.3, "a", "b"),
+        "w": rng.integers(0, 6, n),
+    }
 
 
 def psql(svc, sql=None, *extra, role="analyst", file=None):
@@ -54,6 +69,7 @@ def psql(svc, sql=None, *extra, role="analyst", file=None):
 def ldp(request, tmp_path_factory):
     """A dpgate with local table `tl` filled through psql INSERTs (seeded source)."""
     from support.service import Service, make_config
+
     if request.param == "postgres":
         pg = request.getfixturevalue("postgres")
         backend = {"kind": "postgres", "dsn": pg.dsn, "pool_size": 4}
@@ -65,14 +81,16 @@ def ldp(request, tmp_path_factory):
     data["roles"]["producer"].update(insert=["trips", "tl"], insert_rows_per_minute=100_000)
     state = tmp_path_factory.mktemp("state")
     svc = Service(data, state, people_rows=1000, source=SeededSource(6006)).start()
-    if pg is not None:      # a previous module on the shared server may have left one
+    if pg is not None:  # a previous module on the shared server may have left one
         with psycopg.connect(pg.dsn, autocommit=True) as c:
             c.execute('DROP TABLE IF EXISTS "tl_reports"')
     raw = raw_rows()
     lines = []
     for s in range(0, N, 1000):
-        vals = ", ".join(f"({raw['x'][i]}, {raw['y'][i]}, {raw['amount'][i]}, '{raw['grp'][i]}', "
-                         f"{raw['w'][i]})" for i in range(s, min(s + 1000, N)))
+        vals = ", ".join(
+            f"({raw['x'][i]}, {raw['y'][i]}, {raw['amount'][i]}, '{raw['grp'][i]}', {raw['w'][i]})"
+            for i in range(s, min(s + 1000, N))
+        )
         lines.append(f"INSERT INTO tl (x, y, amount, grp, w) VALUES {vals};")
     f = state / "insert.sql"
     f.write_text("\n".join(lines) + "\n")
@@ -98,8 +116,10 @@ def _exact_std(svc, sql, agg=0):
     lay = layout("tl", cfg.tables["tl"])
     spec = group_spec(lay.groups[0])
     raw = svc.raw
-    b = np.stack([bucketize(raw["x"], spec.dims[0]), bucketize(raw["y"], spec.dims[1]),
-                  np.ones(N, dtype=np.int64)], axis=1)
+    b = np.stack(
+        [bucketize(raw["x"], spec.dims[0]), bucketize(raw["y"], spec.dims[1]), np.ones(N, dtype=np.int64)],
+        axis=1,
+    )
     return float(np.sqrt(variance(spec, bind(plan)[agg].query, b, lay.estimator)))
 
 
@@ -119,7 +139,7 @@ def test_insert_then_range_count(ldp):
     assert abs(est - truth) <= 4 * std, (est, truth, std)
     assert "ε charged 0" in notice[0] and "post-processing" in notice[0]
     stated = _std_in_notice(notice, "count")
-    assert stated == pytest.approx(std, rel=0.25)      # the NOTICE's std is the §4.2 one
+    assert stated == pytest.approx(std, rel=0.25)  # the NOTICE's std is the §4.2 one
     # spec §4.2 closed form for an interior 1-D range: n (κ²−1)/2
     kap2 = 1 / np.tanh(1.0) ** 2
     assert std == pytest.approx(np.sqrt(N * (kap2 - 1) / 2), rel=1e-3)
@@ -137,20 +157,26 @@ def test_two_dim_range(ldp):
 
 def test_percentiles(ldp):
     x, y = ldp.raw["x"], ldp.raw["y"]
-    rows, notice = one(ldp, "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x), "
-                            "percentile_cont(0.25) WITHIN GROUP (ORDER BY y) FROM tl")
+    rows, notice = one(
+        ldp,
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x), "
+        "percentile_cont(0.25) WITHIN GROUP (ORDER BY y) FROM tl",
+    )
     med, q25 = int(rows[0][0]), float(rows[0][1])
 
     def bound(name):
         return float(notice[0].split(f"{name} rank error ≤ ")[1].split("%")[0]) / 100
-    assert quantile_error(x + 1, med + 1, 0.5) <= bound("percentile_disc")   # bucket = x + 1
+
+    assert quantile_error(x + 1, med + 1, 0.5) <= bound("percentile_disc")  # bucket = x + 1
     assert abs(np.mean(y <= q25) - 0.25) <= bound("percentile_cont") + 0.01
 
 
 def test_group_by_public_and_weights(ldp):
     raw = ldp.raw
-    sql = ("SELECT grp, COUNT(*), SUM(amount) AS total, SUM(w) AS sw FROM tl WHERE x <= 7 "
-           "GROUP BY grp ORDER BY grp")
+    sql = (
+        "SELECT grp, COUNT(*), SUM(amount) AS total, SUM(w) AS sw FROM tl WHERE x <= 7 "
+        "GROUP BY grp ORDER BY grp"
+    )
     rows, notice = one(ldp, sql)
     assert [r[0] for r in rows] == ["a", "b"]
     std_total = _std_in_notice(notice, "total")
@@ -168,7 +194,7 @@ def test_exact_public_only_and_linear(ldp):
     raw = ldp.raw
     rows, notice = one(ldp, "SELECT COUNT(*), AVG(x) AS ax FROM tl WHERE grp = 'a'")
     m = raw["grp"] == "a"
-    assert int(rows[0][0]) == int(m.sum())                # public: the exact number of reports
+    assert int(rows[0][0]) == int(m.sum())  # public: the exact number of reports
     assert "exact" in notice[0]
     std = _std_in_notice(notice, "ax")
     assert abs(float(rows[0][1]) - raw["x"][m].mean()) <= 4 * std
@@ -192,15 +218,23 @@ def test_backend_holds_no_raw_value(ldp):
     raw = ldp.raw
     lay = layout("tl", ldp.gw.config.tables["tl"])
     if ldp.kind == "duckdb":
-        cols = [r[0] for r in ldp.gw.backend.query(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'tl_reports' "
-            "ORDER BY ordinal_position")]
+        cols = [
+            r[0]
+            for r in ldp.gw.backend.query(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'tl_reports' "
+                "ORDER BY ordinal_position"
+            )
+        ]
         rows = ldp.gw.backend.query("SELECT * FROM tl_reports")
     else:
         with psycopg.connect(ldp.pg.dsn) as c:
-            cols = [r[0] for r in c.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'tl_reports' "
-                "ORDER BY ordinal_position").fetchall()]
+            cols = [
+                r[0]
+                for r in c.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'tl_reports' "
+                    "ORDER BY ordinal_position"
+                ).fetchall()
+            ]
             rows = c.execute("SELECT * FROM tl_reports").fetchall()
     assert cols == [c for c, _ in lay.report_schema()]
     assert not {"x", "y", "amount"} & set(cols)
@@ -209,7 +243,7 @@ def test_backend_holds_no_raw_value(ldp):
     assert set(np.unique(bits)) <= {0, 1}
     # the x bits are the thermometer of x with each bit flipped w.p. q = 1/(e^2+1) ≈ 0.119:
     # per-column means match (1-q)·P[x <= j] + q·P[x > j] (row order is the backend's business)
-    q = 1 / (np.e ** 2 + 1)
+    q = 1 / (np.e**2 + 1)
     therm = (bucketize(raw["x"], lay.dim("x"))[:, None] <= np.arange(1, 21)[None, :]).astype(float)
     expect = (1 - q) * therm.mean(0) + q * (1 - therm.mean(0))
     assert np.abs(bits[:, :20].mean(0) - expect).max() < 0.03
@@ -224,8 +258,9 @@ def test_backend_holds_no_raw_value(ldp):
 def test_refusals(ldp):
     r = psql(ldp, "INSERT INTO pums (age) VALUES (30)", "-v", "VERBOSITY=verbose", role="producer")
     assert r.returncode != 0 and "42501" in r.stderr and "local" in r.stderr
-    r = psql(ldp, "INSERT INTO tl (x, y, amount) VALUES (NULL, 1, 1)", "-v", "VERBOSITY=verbose",
-             role="producer")
+    r = psql(
+        ldp, "INSERT INTO tl (x, y, amount) VALUES (NULL, 1, 1)", "-v", "VERBOSITY=verbose", role="producer"
+    )
     assert r.returncode != 0 and "23502" in r.stderr
     r = psql(ldp, "INSERT INTO tl (x, y, amount, grp) VALUES (1, 1, 1, 'zz')", role="producer")
     assert r.returncode != 0 and "domain" in r.stderr
@@ -233,30 +268,35 @@ def test_refusals(ldp):
     assert r.returncode != 0 and "ldp-load" in r.stderr
     r = psql(ldp, "INSERT INTO tl (x, y, amount) VALUES (1, 1, 1)", "-v", "VERBOSITY=verbose")
     assert r.returncode != 0 and "42501" in r.stderr and "permission denied for table tl" in r.stderr
-    for sql, word in [("SELECT x FROM tl", "raw"), ("SELECT COUNT(*) FROM tl GROUP BY x", "private"),
-                      ("SELECT COUNT(*) FROM tl WHERE y = 3", "continuous"),
-                      ("SELECT MAX(x) FROM tl", "percentile_disc"),
-                      ("SELECT COUNT(*) FROM tl WHERE x + y > 3", "one column"),
-                      ("SELECT * FROM tl_reports", "not declared")]:
+    for sql, word in [
+        ("SELECT x FROM tl", "raw"),
+        ("SELECT COUNT(*) FROM tl GROUP BY x", "private"),
+        ("SELECT COUNT(*) FROM tl WHERE y = 3", "continuous"),
+        ("SELECT MAX(x) FROM tl", "percentile_disc"),
+        ("SELECT COUNT(*) FROM tl WHERE x + y > 3", "one column"),
+        ("SELECT * FROM tl_reports", "not declared"),
+    ]:
         r = psql(ldp, sql)
         assert r.returncode != 0 and word in r.stderr, (sql, r.stderr)
     rows, _ = one(ldp, "SELECT COUNT(*) FROM tl")
-    assert int(rows[0][0]) == N                            # refused INSERTs stored nothing
+    assert int(rows[0][0]) == N  # refused INSERTs stored nothing
 
 
 def test_extended_protocol_insert_and_query(ldp):
     with psycopg.connect(ldp.dsn(), autocommit=True) as conn:
         cur = conn.cursor()
         cur.execute("SELECT COUNT(*) FROM tl WHERE x <= %s", (7,))
-        (n,), = cur.fetchall()
+        ((n,),) = cur.fetchall()
         assert isinstance(n, int)
     with psycopg.connect(ldp.dsn("producer"), autocommit=True) as conn:
         cur = conn.cursor()
-        cur.execute("INSERT INTO tl (x, y, amount, grp, w) VALUES (%s, %s, %s, %s, %s)",
-                    (3, 2.5, 1.0, "a", 2))
+        cur.execute(
+            "INSERT INTO tl (x, y, amount, grp, w) VALUES (%s, %s, %s, %s, %s)", (3, 2.5, 1.0, "a", 2)
+        )
         assert cur.rowcount == 1
     with psycopg.connect(ldp.dsn(), autocommit=True) as conn:
-        (n,), = conn.execute("SELECT COUNT(*) FROM tl").fetchall()
+        ((n,),) = conn.execute("SELECT COUNT(*) FROM tl").fetchall()
     assert n == N + 1
-    ldp.raw = {k: np.append(v, {"x": 3, "y": 2.5, "amount": 1.0, "grp": "a", "w": 2}[k])
-               for k, v in ldp.raw.items()}
+    ldp.raw = {
+        k: np.append(v, {"x": 3, "y": 2.5, "amount": 1.0, "grp": "a", "w": 2}[k]) for k, v in ldp.raw.items()
+    }

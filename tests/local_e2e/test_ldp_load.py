@@ -1,6 +1,7 @@
 """Bulk ingestion into local tables (seed 002, issue 6): `dpgate ldp-load` from a CSV, from a
 backend table and as pre-made reports (`ldp-perturb`, the producer side); ≥ 1M rows/min;
 one transaction; and the demo `trips` table loaded through the bulk path."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,11 +16,11 @@ from config import load_config, parse_config
 from mechanisms import SeededSource
 from proxy.demo import trips as demo_trips
 from proxy.pipeline.local import local_answer
-from rewriter import parse
 from proxy.pipeline.local_bind import scan
+from rewriter import parse
 from rewriter.local import plan_local
-
-from support.ldp import run_cli, write_csv as support_write_csv
+from support.ldp import run_cli
+from support.ldp import write_csv as support_write_csv
 
 CONFIG = """
 [server]
@@ -53,9 +54,13 @@ amount = {{ lo = 0, hi = 10, buckets = 2, epsilon = 2.0 }}
 
 def raw(n, seed):
     rng = np.random.default_rng(seed)
-    return {"x": rng.binomial(19, 0.4, n), "y": np.round(rng.uniform(0, 10, n), 2),
-            "amount": np.round(rng.uniform(0, 10, n), 2),
-            "grp": np.where(rng.random(n) < 0.3, "a", "b"), "w": rng.integers(0, 6, n)}
+    return {
+        "x": rng.binomial(19, 0.4, n),
+        "y": np.round(rng.uniform(0, 10, n), 2),
+        "amount": np.round(rng.uniform(0, 10, n), 2),
+        "grp": np.where(rng.random(n) < 0.3, "a", "b"),
+        "w": rng.integers(0, 6, n),
+    }
 
 
 def write_csv(path, data, cols=("x", "y", "amount", "grp", "w")):
@@ -105,8 +110,19 @@ def test_reports_from_producer_and_from_table(setup):
     data = raw(20_000, 2)
     write_csv(tmp / "raw.csv", data)
     # the producer side: raw CSV -> reports CSV with the same randomizer, no server, no backend
-    assert run_cli("ldp-perturb", "-c", cfgfile, "--table", "tl", str(tmp / "raw.csv"),
-                   "-o", str(tmp / "reports.csv")) == 0
+    assert (
+        run_cli(
+            "ldp-perturb",
+            "-c",
+            cfgfile,
+            "--table",
+            "tl",
+            str(tmp / "raw.csv"),
+            "-o",
+            str(tmp / "reports.csv"),
+        )
+        == 0
+    )
     with open(tmp / "reports.csv", newline="") as f:
         rd = csv.reader(f)
         header = next(rd)
@@ -138,12 +154,13 @@ def test_bad_row_loads_nothing(setup, capsys):
     assert run_cli("ldp-load", "-c", cfgfile, "--table", "tl", str(tmp / "bad.csv"), "--batch", "100") == 1
     assert "NULL in private column x" in capsys.readouterr().err
     con = duckdb.connect(str(tmp / "d.duckdb"), read_only=True)
-    assert con.execute("SELECT COUNT(*) FROM tl_reports").fetchone()[0] == 1000   # one transaction
+    assert con.execute("SELECT COUNT(*) FROM tl_reports").fetchone()[0] == 1000  # one transaction
     con.close()
 
 
 def _trips_cfg(backend=None):
     from support.service import make_config
+
     data = make_config(backend)
     data["tables"]["trips"] = demo_trips.trips_table_dict()
     return parse_config(data)
@@ -156,6 +173,7 @@ def _check_trips(cfg, fetch, n):
     def ask(sql):
         plan = plan_local(parse(sql), cfg, [])
         return local_answer(plan, fetch(scan(plan, dialect)[0]))
+
     dialect = cfg.backend.kind
     rows, notice = ask("SELECT COUNT(*) FROM trips WHERE hour BETWEEN 7 AND 9 AND distance <= 5")
     std = float(notice.split("count ±")[1].split()[0].rstrip(",;"))
@@ -171,16 +189,18 @@ def _check_trips(cfg, fetch, n):
 
 def test_demo_trips_duckdb():
     from proxy.backends import DuckDBBackend
+
     cfg = _trips_cfg()
     be = DuckDBBackend(None)
     assert demo_trips.load_duckdb(be, cfg, source=SeededSource(11)) is True
     assert be.query("SELECT COUNT(*) FROM trips_reports")[0][0] == demo_trips.TRIPS_ROWS >= 100_000
-    assert demo_trips.load_duckdb(be, cfg) is False          # first start only
+    assert demo_trips.load_duckdb(be, cfg) is False  # first start only
     _check_trips(cfg, be.query, demo_trips.TRIPS_ROWS)
 
 
 def test_demo_trips_postgres(postgres):
     from proxy.backends import PostgresBackend
+
     cfg = _trips_cfg({"kind": "postgres", "dsn": postgres.dsn})
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         c.execute("DROP TABLE IF EXISTS trips_reports")
@@ -194,6 +214,7 @@ def test_demo_trips_postgres(postgres):
             assert await demo_trips.load_postgres(be, cfg, n=n) is False
         finally:
             await be.close()
+
     asyncio.run(go())
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         assert c.execute("SELECT COUNT(*) FROM trips_reports").fetchone()[0] == n

@@ -100,6 +100,7 @@ def test_exact_sampler_uses_integer_randomness_only():
     class IntOnly(SeededSource):
         def __getattr__(self, name):
             raise AssertionError(f"sampler asked the source for {name!r}")
+
     hg = GridHourglass(Fraction(1, 3), 1 << 20)
     src = IntOnly(7)
     for _ in range(50):

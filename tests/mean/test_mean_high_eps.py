@@ -20,7 +20,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy import stats
-from support.service import Service, ask, backend_rows, make_config
 
 from config import parse_config
 from mechanisms.exact_real import tilted_share_interval
@@ -30,9 +29,10 @@ from proxy.pipeline import release
 from proxy.pipeline.batch_noise import BatchNoise
 from proxy.pipeline.release import NoisePool, noisy_answer
 from rewriter import build_plan, parse
+from support.service import Service, ask, backend_rows, make_config
 
 SERVING_GRID = 1 << 20
-P_MIN = 1e-3                       # the chi-square convention of tests/mean/test_mean_grid.py
+P_MIN = 1e-3  # the chi-square convention of tests/mean/test_mean_grid.py
 
 
 class CountedSource(SeededSource):
@@ -58,7 +58,7 @@ class CountedSource(SeededSource):
 
 
 DRAWS = 200
-CAP = 1000 * DRAWS                 # ~17 primitive draws per scalar draw are expected; 2^21 rounds are not
+CAP = 1000 * DRAWS  # ~17 primitive draws per scalar draw are expected; 2^21 rounds are not
 
 
 def _calls_per_draw(eps: Fraction, batch: bool) -> float:
@@ -84,7 +84,7 @@ def test_exact_draw_cost_does_not_grow_with_eps(batch):
 
 
 def _sign_cells(i: np.ndarray, hg: GridHourglass) -> np.ndarray:
-    return np.sign(hg.step(i)) + 1                  # J < 0, J = 0, J > 0
+    return np.sign(hg.step(i)) + 1  # J < 0, J = 0, J > 0
 
 
 def _sign_law(hg: GridHourglass) -> np.ndarray:
@@ -138,8 +138,10 @@ def test_avg_release_completes_at_high_eps(eps):
 
     grouped = build_plan(parse("SELECT item, AVG(amount) FROM purchases GROUP BY item"), cfg)
     rng = np.random.default_rng(4)
-    many = [(item, float(rng.uniform(0, 500) * n), n)
-            for item, n in zip(range(1, 201), rng.integers(1, 40, 200).tolist())]
+    many = [
+        (item, float(rng.uniform(0, 500) * n), n)
+        for item, n in zip(range(1, 201), rng.integers(1, 40, 200).tolist())
+    ]
     assert grouped.n_cells >= release.BATCH_MIN_CELLS
     ans = noisy_answer(grouped, many, eps, CountedSource(2, 200 * 1000))
     errors = [abs(v[0] - s / n) for v, (_, s, n) in zip(ans["values"], many)]
@@ -149,8 +151,17 @@ def test_avg_release_completes_at_high_eps(eps):
     assert noisy_answer(grouped, many, eps, SeededSource(8), predrawn=pre.take(len(many))) == ans
 
 
-@pytest.mark.parametrize("a,b,wa,wb", [(1, 1, 1, 2), (15, 1, 1, 1 << 21), (100, 1, 1, 1 << 21),
-                                       (3, 10, 873961, 1 << 21), (30, 1, 75, 1 << 21), (1, 10**9, 1, 1)])
+@pytest.mark.parametrize(
+    "a,b,wa,wb",
+    [
+        (1, 1, 1, 2),
+        (15, 1, 1, 1 << 21),
+        (100, 1, 1, 1 << 21),
+        (3, 10, 873961, 1 << 21),
+        (30, 1, 75, 1 << 21),
+        (1, 10**9, 1, 1),
+    ],
+)
 @pytest.mark.parametrize("prec", [0, 32, 96])
 def test_tilted_share_interval_brackets_the_share(a, b, wa, wb, prec):
     """lo <= 2^prec x <= hi within a few units, x = wb q/(wa (1 - q) + wb q), q = e^(-a/b),
@@ -169,7 +180,7 @@ def test_avg_through_the_gateway_at_tier_eps_100(tmp_path):
     noise reservoir's included) from a source that stops a run past 10^6 primitive draws; the
     answer is within the NOTICE's 95% half-width of the clamped mean (seeded)."""
     cfg = make_config(tiers={"half": {"epsilon": 100.0, "budget": 1000.0, "period": "day"}})
-    svc = Service(cfg, tmp_path / "state", source=CountedSource(6, 10 ** 6)).start()
+    svc = Service(cfg, tmp_path / "state", source=CountedSource(6, 10**6)).start()
     try:
         rows, notes = ask(svc, "SELECT AVG(age) FROM pums", role="half")
         true_avg = backend_rows(svc, "SELECT AVG(LEAST(GREATEST(age, 0), 100)) FROM pums")[0][0]

@@ -10,8 +10,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from mechanisms.mean import (MEAN_KINDS, Hourglass, HourglassMean, MeanRelease, make_mean,
-                             mean_from_ratio, mse_leading, sigma2)
+from mechanisms.mean import (
+    MEAN_KINDS,
+    Hourglass,
+    HourglassMean,
+    MeanRelease,
+    make_mean,
+    mean_from_ratio,
+    mse_leading,
+    sigma2,
+)
 from mechanisms.rng import SeededSource
 
 GRID_KINDS = ["hourglass", "laplace_transformed", "shifted_laplace"]
@@ -35,7 +43,7 @@ def test_grid_input_keeps_the_hourglass_sensitivity_set(kind, lower, upper):
         shifts = [m.grid_input((math.fsum(data + [x]), len(data) + 1))[0] - a0 for x in xs]
         assert min(shifts) >= 1 and max(shifts) <= m.grid - 1
         out = data + [upper + 0.01 * (upper - lower)]
-        if n == 0:                               # a lone out-of-range sum is refused
+        if n == 0:  # a lone out-of-range sum is refused
             with pytest.raises(ValueError):
                 m.grid_input((math.fsum(out), 1))
         else:
@@ -44,7 +52,7 @@ def test_grid_input_keeps_the_hourglass_sensitivity_set(kind, lower, upper):
 
 def test_grid_input_integer_mode_is_exact():
     m = make_mean("hourglass", 1.0, -5, 12, integer=True)
-    assert m.lo_t == -5 and m.w_t == 17          # no guard needed: sums are exact ints
+    assert m.lo_t == -5 and m.w_t == 17  # no guard needed: sums are exact ints
     data = list(range(-5, 13)) * 3
     a0, _ = m.grid_input((sum(data), len(data)))
     shifts = {m.grid_input((sum(data) + x, len(data) + 1))[0] - a0 for x in range(-5, 13)}
@@ -52,13 +60,14 @@ def test_grid_input_integer_mode_is_exact():
     with pytest.raises(TypeError):
         m.grid_input((1.5, 1))
     with pytest.raises(ValueError):
-        m.grid_input((100, 2))                   # sum outside [2 l, 2 u]: values not clamped
+        m.grid_input((100, 2))  # sum outside [2 l, 2 u]: values not clamped
 
 
 def test_grid_input_integer_fast_path_equals_the_exact_rational_formula():
     """The integer shortcut (2M(S - n l) + w) // 2w is round_half_up(M (S - n l)/w)."""
     import random
     from fractions import Fraction
+
     rnd = random.Random(5)
     for lower, upper in [(-5, 12), (0, 500000), (-1000, -3), (7, 8)]:
         m = make_mean("hourglass", 1.0, lower, upper, integer=True)
@@ -74,6 +83,7 @@ def test_grid_input_float_fast_path_equals_the_exact_rational_formula():
     on Fractions with the guard-widened l', w' (and clamps the same way at the ends)."""
     import random
     from fractions import Fraction
+
     rnd = random.Random(6)
     for lower, upper in [(-1.5, 2.0), (0.0, 500000.0), (-1000.25, -3.5), (0.1, 0.3)]:
         m = make_mean("hourglass", 1.0, lower, upper)
@@ -93,7 +103,7 @@ def test_privacy_map_is_full_epsilon(kind, eps):
     assert m.epsilon == eps
     assert m.privacy_map_exact(3) == 3 * Fraction(eps)
     assert m.name.endswith("_mean")
-    if kind == "laplace_transformed":            # the map is computed from the noise scale
+    if kind == "laplace_transformed":  # the map is computed from the noise scale
         m.noise_scale *= 2
         assert m.epsilon == pytest.approx(eps / 2)
 
@@ -122,11 +132,11 @@ def test_output_in_range_and_policy_applied(kind, n):
     out = m.simulate((lo * n + 3.0 * n, n), 20_000, np.random.default_rng(n))
     assert np.all(np.isfinite(out["mean"])) and np.all((out["mean"] >= lo) & (out["mean"] <= hi))
     le0 = out["count"] <= 0
-    assert le0.any()                             # the policy is exercised at small n
+    assert le0.any()  # the policy is exercised at small n
     assert np.all(out["mean"][le0] == 15.0)
-    assert m.half_width(0.95, n_hat=0, avg_hat=15.0) == 5.0   # |error| <= w/2 at the midpoint
+    assert m.half_width(0.95, n_hat=0, avg_hat=15.0) == 5.0  # |error| <= w/2 at the midpoint
     src = SeededSource(n)
-    for _ in range(30):                          # the exact serving path, n = 0 included
+    for _ in range(30):  # the exact serving path, n = 0 included
         r = m.release((lo * n + 3.0 * n, n), src)
         assert lo <= r.value <= hi and math.isfinite(r.half_width)
 
@@ -148,10 +158,10 @@ def test_one_release_gives_avg_sum_count(kind, integer):
     for _ in range(20):
         r = m.release((4000 if integer else 4000.0, 100), src)
         assert isinstance(r, MeanRelease) and r.epsilon == 1.0 and r.mechanism == m.name
-        assert [p.epsilon for p in r.parts] == [0.0, 0.0]          # charged once, in r
+        assert [p.epsilon for p in r.parts] == [0.0, 0.0]  # charged once, in r
         assert isinstance(r.count, int) and (isinstance(r.sum, int) or not integer)
-        if r.count > 0 and kind != "laplace_transformed":        # n^ exact: AVG = clip(SUM^/n^)
-            tol = 0.6 / r.count if integer else 1e-6         # integer SUM^ is rounded
+        if r.count > 0 and kind != "laplace_transformed":  # n^ exact: AVG = clip(SUM^/n^)
+            tol = 0.6 / r.count if integer else 1e-6  # integer SUM^ is rounded
             assert r.value == pytest.approx(min(max(r.sum / r.count, lo), hi), abs=tol)
 
 
@@ -166,7 +176,7 @@ def test_mse_leading_term_hourglass_and_alg2(eps):
     mse = {}
     for kind in ["hourglass", "shifted_laplace"]:
         err = make_mean(kind, eps, lo, hi).simulate(truth, reps, rng)["mean"] - mu
-        mse[kind] = (n ** 2 * np.mean(err ** 2), n ** 2 * np.std(err ** 2) / math.sqrt(reps))
+        mse[kind] = (n**2 * np.mean(err**2), n**2 * np.std(err**2) / math.sqrt(reps))
     theory = mse_leading("hourglass", eps, lo, hi, mu)
     assert mse["hourglass"][0] == pytest.approx(theory, rel=0.05)
     assert mse["hourglass"][0] == pytest.approx(theory, abs=4 * mse["hourglass"][1])
@@ -182,8 +192,10 @@ def test_mse_laplace_transformed_and_alg1():
     """Thm 1 and the Alg 2 / Alg 3-Laplace ratio 2 +- 0.1 (spec 5.4.3); Alg 1 = (8W^2+8mu^2)/eps^2."""
     n, lo, hi, mu, eps, reps = 10_000, 10.0, 20.0, 13.0, 1.0, 200_000
     rng = np.random.default_rng(77)
-    got = {k: n ** 2 * np.mean((make_mean(k, eps, lo, hi).simulate((mu * n, n), reps, rng)["mean"] - mu) ** 2)
-           for k in ["laplace_transformed", "shifted_laplace", "independent_laplace"]}
+    got = {
+        k: n**2 * np.mean((make_mean(k, eps, lo, hi).simulate((mu * n, n), reps, rng)["mean"] - mu) ** 2)
+        for k in ["laplace_transformed", "shifted_laplace", "independent_laplace"]
+    }
     assert got["laplace_transformed"] == pytest.approx(mse_leading("alg3_laplace", eps, lo, hi, mu), rel=0.05)
     assert got["independent_laplace"] == pytest.approx(mse_leading("alg1", eps, lo, hi, mu), rel=0.05)
     assert got["shifted_laplace"] / got["laplace_transformed"] == pytest.approx(2.0, abs=0.1)
@@ -193,8 +205,11 @@ def test_derived_sum_and_count_variances():
     """Var(n^ - n) = 2 sigma^2, Var(SUM^ - SUM) = sigma^2 (l^2 + u^2) (spec 4.2, 7.5)."""
     eps, lo, hi, n, reps = 1.0, 10.0, 20.0, 500, 400_000
     out = make_mean("hourglass", eps, lo, hi).simulate((13.0 * n, n), reps, np.random.default_rng(8))
-    for d, var in [(out["count"] - n, 2 * sigma2(eps)), (out["sum"] - 13.0 * n, sigma2(eps) * (lo ** 2 + hi ** 2))]:
-        assert abs(np.mean(d ** 2) - var) < 4 * np.std(d ** 2) / math.sqrt(reps)
+    for d, var in [
+        (out["count"] - n, 2 * sigma2(eps)),
+        (out["sum"] - 13.0 * n, sigma2(eps) * (lo**2 + hi**2)),
+    ]:
+        assert abs(np.mean(d**2) - var) < 4 * np.std(d**2) / math.sqrt(reps)
 
 
 @pytest.mark.parametrize("kind", list(MEAN_KINDS))
@@ -212,26 +227,29 @@ def test_half_width_coverage(kind, eps):
     se = math.sqrt(0.95 * 0.05 / reps)
     assert np.mean(np.abs(out["sum"] - mu * n) <= m.sum_half_width()) >= 0.95 - 4 * se
     assert np.mean(np.abs(np.round(out["count"]) - n) <= m.count_half_width()) >= 0.95 - 4 * se
-    assert np.mean(np.abs(out["sum"] - mu * n) <= 0.8 * m.sum_half_width()) < 0.95   # not vacuous
+    assert np.mean(np.abs(out["sum"] - mu * n) <= 0.8 * m.sum_half_width()) < 0.95  # not vacuous
 
 
 def test_hourglass_half_width_uses_released_values_only():
     m = HourglassMean(1.0, 0, 100)
-    assert m.half_width() == 100                 # no released values: the trivial bound w
+    assert m.half_width() == 100  # no released values: the trivial bound w
     h1 = m.half_width(0.95, n_hat=100, avg_hat=40.0)
     assert m.half_width(0.95, n_hat=200, avg_hat=40.0) == pytest.approx(h1 / 2)
-    assert m.half_width(0.95, n_hat=100, avg_hat=2.0) > h1   # M-shaped: larger near the bounds
+    assert m.half_width(0.95, n_hat=100, avg_hat=2.0) > h1  # M-shaped: larger near the bounds
 
 
 def test_scalar_interp_equals_numpy_interp():
     """The AVG half-width's table look-up (transformed._interp) is np.interp for one point."""
     import numpy as np
+
     from mechanisms.mean.transformed import _ALPHA_GRID, _interp
+
     ys = np.sort(np.random.default_rng(7).random(len(_ALPHA_GRID)))
     xs = [-0.1, 0.0, 0.5, 0.6] + list(_ALPHA_GRID) + list(np.random.default_rng(8).random(500) / 2)
     for x in xs:
-        assert _interp(float(x), _ALPHA_GRID, ys) == pytest.approx(float(np.interp(x, _ALPHA_GRID, ys)),
-                                                                   rel=1e-15, abs=1e-15)
+        assert _interp(float(x), _ALPHA_GRID, ys) == pytest.approx(
+            float(np.interp(x, _ALPHA_GRID, ys)), rel=1e-15, abs=1e-15
+        )
 
 
 def test_cached_half_widths_equal_fresh_ones():
@@ -240,5 +258,8 @@ def test_cached_half_widths_equal_fresh_ones():
     first = (m.sum_half_width(), m.epsilon, m.half_width(0.95, n_hat=40.0, avg_hat=12.5))
     assert m.sum_half_width() == first[0] and m.epsilon == first[1]
     fresh = make_mean("hourglass", 0.7, -5, 50)
-    assert (fresh.half_width(0.95, n_hat=40.0, avg_hat=12.5), fresh.epsilon, fresh.sum_half_width()) == \
-        (first[2], first[1], first[0])
+    assert (fresh.half_width(0.95, n_hat=40.0, avg_hat=12.5), fresh.epsilon, fresh.sum_half_width()) == (
+        first[2],
+        first[1],
+        first[0],
+    )

@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 
 from mechanisms.mean import Hourglass, gamma_star
-from mechanisms.mean.quantiles import (hourglass_abs_quantile, integer_abs_quantile,
-                                       laplace_combo_abs_quantile, laplace_combo_tail)
+from mechanisms.mean.quantiles import (
+    hourglass_abs_quantile,
+    integer_abs_quantile,
+    laplace_combo_abs_quantile,
+    laplace_combo_tail,
+)
 
 REPS = 400_000
 SE = math.sqrt(0.95 * 0.05 / REPS)
@@ -34,8 +38,8 @@ def test_hourglass_quantile_symmetric_and_monotone():
     for eps in [0.05, 0.3, 2.0]:
         al = np.linspace(0, 1, 21)
         q = hourglass_abs_quantile(eps, gamma_star(eps), al)
-        assert np.allclose(q, q[::-1], rtol=1e-6)               # alpha <-> 1 - alpha
-        assert np.all(np.diff(q[:11]) <= 1e-9 * q[0])           # nonincreasing on [0, 1/2]
+        assert np.allclose(q, q[::-1], rtol=1e-6)  # alpha <-> 1 - alpha
+        assert np.all(np.diff(q[:11]) <= 1e-9 * q[0])  # nonincreasing on [0, 1/2]
 
 
 @pytest.mark.parametrize("a,c", [(1.0, 0.0), (2.0, 2.0), (3.0, 0.5), (0.2, 5.0)])

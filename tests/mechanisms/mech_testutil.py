@@ -46,8 +46,7 @@ def dlap_chisq_pvalue(samples, scale) -> float:
     while n * dlap_pmf(k + 1, scale) >= 5 and n * (1 - dlap_cdf(k + 1, scale)) >= 5:
         k += 1
     z = np.arange(-k, k + 1)
-    probs = np.concatenate([[dlap_cdf(-k - 1, scale)], dlap_pmf(z, scale),
-                            [1 - dlap_cdf(k, scale)]])
+    probs = np.concatenate([[dlap_cdf(-k - 1, scale)], dlap_pmf(z, scale), [1 - dlap_cdf(k, scale)]])
     expected = n * probs / probs.sum()
     inner = np.bincount(x[np.abs(x) <= k] + k, minlength=2 * k + 1)
     observed = np.concatenate([[np.sum(x < -k)], inner, [np.sum(x > k)]])

@@ -3,8 +3,16 @@ from fractions import Fraction
 
 import pytest
 
-from mechanisms import (GeometricCount, LaplaceSum, SeededSource, Sequential, SplitAverage,
-                        compose, parallel_epsilon, split)
+from mechanisms import (
+    GeometricCount,
+    LaplaceSum,
+    SeededSource,
+    Sequential,
+    SplitAverage,
+    compose,
+    parallel_epsilon,
+    split,
+)
 
 
 @pytest.mark.parametrize("eps", [0.1, 0.3, 1.0, 2.5])

@@ -1,6 +1,7 @@
 """The exact exponential-mechanism choice behind the shifted-rank MAX / MIN
 (mechanisms/exact_choice.py): weights far below float64's 1e-16 are drawn with their exact
 probability (issue 17: the float log-sum-exp CDF never drew them: (ε, ~1e-16)-DP)."""
+
 from __future__ import annotations
 
 import decimal
@@ -60,7 +61,7 @@ def test_tiny_grid_interval_is_reachable_in_shifted_rank_max():
     grid = ExtremeGrid(0.0, 10.0, 1.0, 10, True)
     m = ShiftedRankExtreme(2.0, grid, "max", 0.05)
     assert m.k0 == 6
-    assert m.release([(5, 60)], ScriptedSource((1 << 512) - 1, 512)) == 0   # y in [0, 4]: its start
+    assert m.release([(5, 60)], ScriptedSource((1 << 512) - 1, 512)) == 0  # y in [0, 4]: its start
     assert m.release([(5, 60)], ScriptedSource(0, 512)) == 5
 
 
@@ -127,12 +128,12 @@ def test_float_pass_agrees_with_decimal_pass_near_boundaries():
             for x in (q - 1e-15, q, q + 1e-15, q - 1e-9, q + 1e-9):
                 if not 0 <= x < 1:
                     continue
-                u = int(x * 2.0 ** 53) << 75
+                u = int(x * 2.0**53) << 75
                 rs, cs = r[order], counts[order]
                 j = ec._float_pass(rs, cs, 0, g, u, 128)
                 if j is None:
                     continue
-                low = int(rng.integers(0, 2 ** 62)) << 66
+                low = int(rng.integers(0, 2**62)) << 66
                 assert ec._decimal_pass(rs, cs, len(rs), g, 120, (u << 128) | low, 256) == j
                 checked += 1
     assert checked > 300

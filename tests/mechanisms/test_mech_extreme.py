@@ -1,5 +1,6 @@
 """Central MAX / MIN (mechanisms/extreme.py): the shifted-rank exponential mechanism of
 seed 003 §6.4 on a column's public grid."""
+
 from __future__ import annotations
 
 import math
@@ -76,7 +77,7 @@ def test_rank_guarantee_and_grid():
     src, bad, n = SeededSource(8), 0, 400
     for _ in range(n):
         y = m.release(hist, src)
-        bad += int((xs > y + 5).sum() > m.rank_half_width())      # + one grid step of rounding
+        bad += int((xs > y + 5).sum() > m.rank_half_width())  # + one grid step of rounding
     assert bad / n <= 0.05 + 4.5 * math.sqrt(0.05 * 0.95 / n)
     with pytest.raises(ValueError):
         ShiftedRankExtreme(0.0, grid)

@@ -3,11 +3,19 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from mech_testutil import ALLOWED, RecordingSource, dlap_chisq_pvalue
 
 import mechanisms.rng as rng
-from mechanisms import (GeometricCount, LaplaceSum, Release, SeededSource, dlap_logpmf,
-                        dlap_pmf, dlap_tail, dlap_half_width)
-from mech_testutil import ALLOWED, RecordingSource, dlap_chisq_pvalue
+from mechanisms import (
+    GeometricCount,
+    LaplaceSum,
+    Release,
+    SeededSource,
+    dlap_half_width,
+    dlap_logpmf,
+    dlap_pmf,
+    dlap_tail,
+)
 
 EPS = [0.1, 0.5, 1.0, 2.0]
 
@@ -21,8 +29,11 @@ def max_log_ratio(scale, shift, width):
     if 2 * width + 1 <= 4001:
         o = np.arange(-width, width + 1)
     else:
-        o = np.unique(np.concatenate([np.linspace(-width, width, 4001).round(),
-                                      [-1, 0, 1, shift - 1, shift, shift + 1]]))
+        o = np.unique(
+            np.concatenate(
+                [np.linspace(-width, width, 4001).round(), [-1, 0, 1, shift - 1, shift, shift + 1]]
+            )
+        )
     return float(np.max(np.abs(dlap_logpmf(o, scale) - dlap_logpmf(o - shift, scale))))
 
 
@@ -73,8 +84,7 @@ def test_laplace_sum_float_grid(eps, bounds):
     assert r.scale == pytest.approx(float(m.scale) * g)
 
 
-@pytest.mark.parametrize("m,true", [(GeometricCount(0.5), 1234),
-                                    (LaplaceSum(1.0, -3, 2, integer=True), -17)])
+@pytest.mark.parametrize("m,true", [(GeometricCount(0.5), 1234), (LaplaceSum(1.0, -3, 2, integer=True), -17)])
 def test_release_noise_follows_declared_scale(m, true):
     src = SeededSource(99)
     noise = [m.release(true, src).value - true for _ in range(50_000)]
@@ -89,8 +99,17 @@ def test_tail_formula_matches_pmf_sum(scale):
     assert np.allclose(dlap_tail(k, scale), direct, rtol=1e-9, atol=1e-13)
 
 
-@pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(1), Fraction(37, 10), Fraction(20),
-                                   Fraction(10**6), Fraction(500_000) / Fraction(0.1)])
+@pytest.mark.parametrize(
+    "scale",
+    [
+        Fraction(1, 2),
+        Fraction(1),
+        Fraction(37, 10),
+        Fraction(20),
+        Fraction(10**6),
+        Fraction(500_000) / Fraction(0.1),
+    ],
+)
 @pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
 def test_half_width_is_minimal(scale, level):
     k = dlap_half_width(scale, level)
@@ -99,8 +118,15 @@ def test_half_width_is_minimal(scale, level):
         assert dlap_tail(k - 1, scale) > 1 - level  # k - 1 covers < level
 
 
-@pytest.mark.parametrize("m", [GeometricCount(0.5), GeometricCount(0.05),
-                               LaplaceSum(0.7, 0.0, 3.5), LaplaceSum(1.0, -4, 9, integer=True)])
+@pytest.mark.parametrize(
+    "m",
+    [
+        GeometricCount(0.5),
+        GeometricCount(0.05),
+        LaplaceSum(0.7, 0.0, 3.5),
+        LaplaceSum(1.0, -4, 9, integer=True),
+    ],
+)
 def test_half_width_empirical_coverage(m):
     n, true = 100_000, 1000
     hw = m.half_width()
@@ -121,16 +147,27 @@ def test_release_is_frozen_and_carries_metadata():
 
 
 def test_measurements_draw_only_through_given_source(monkeypatch):
-    import os, random, secrets
+    import os
+    import random
+    import secrets
 
     def boom(*a, **k):
         raise AssertionError("hidden randomness source used")
 
-    for mod, fn in [(os, "urandom"), (secrets, "randbelow"), (secrets, "randbits"),
-                    (random, "random"), (random, "getrandbits"), (random, "randrange")]:
+    for mod, fn in [
+        (os, "urandom"),
+        (secrets, "randbelow"),
+        (secrets, "randbits"),
+        (random, "random"),
+        (random, "getrandbits"),
+        (random, "randrange"),
+    ]:
         monkeypatch.setattr(mod, fn, boom)
-    ms = [(GeometricCount(0.5), 7), (LaplaceSum(0.5, 0, 9, integer=True), 40),
-          (LaplaceSum(0.5, -1.5, 2.0), 3.25)]
+    ms = [
+        (GeometricCount(0.5), 7),
+        (LaplaceSum(0.5, 0, 9, integer=True), 40),
+        (LaplaceSum(0.5, -1.5, 2.0), 3.25),
+    ]
     runs = []
     for _ in range(2):
         src = RecordingSource(31)
@@ -143,8 +180,7 @@ def test_measurements_draw_only_through_given_source(monkeypatch):
 def test_source_none_means_csprng(monkeypatch):
     used = []
     orig = rng.SystemRandomSource.randbelow
-    monkeypatch.setattr(rng.SystemRandomSource, "randbelow",
-                        lambda self, n: used.append(n) or orig(self, n))
+    monkeypatch.setattr(rng.SystemRandomSource, "randbelow", lambda self, n: used.append(n) or orig(self, n))
     GeometricCount(1.0).release(3)
     assert used
 

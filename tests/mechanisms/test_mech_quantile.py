@@ -1,5 +1,6 @@
 """Central quantiles (mechanisms/quantile.py): the exponential mechanism over a column's
 public grid, Pr[y] ∝ exp(−ε |c(y) − q·n| / 2), c(y) = #{x ≤ y} (Smith 2011)."""
+
 from __future__ import annotations
 
 import math
@@ -79,7 +80,6 @@ def test_rank_guarantee(q):
     target = float(q) * xs.size
     for _ in range(n):
         y = m.release(hist, src)
-        lo, hi = (xs <= y - grid.step).sum(), (xs <= y + grid.step).sum()   # rank within a step
-        bad += int(min(abs(lo - target), abs(hi - target)) > k + ties
-                   and not lo <= target <= hi)
+        lo, hi = (xs <= y - grid.step).sum(), (xs <= y + grid.step).sum()  # rank within a step
+        bad += int(min(abs(lo - target), abs(hi - target)) > k + ties and not lo <= target <= hi)
     assert bad / n <= 0.05 + 4.5 * math.sqrt(0.05 * 0.95 / n)

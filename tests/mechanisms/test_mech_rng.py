@@ -19,16 +19,18 @@ def test_fresh_system_sources_give_different_streams():
 
 def test_system_source_reads_os_urandom(monkeypatch):
     import os
+
     calls = []
 
     def fake(n):
         calls.append(n)
         return bytes([0x2A]) * n
+
     monkeypatch.setattr(os, "urandom", fake)
     src = SystemRandomSource()
     assert src.getrandbits(8) == 0x2A and src.getrandbits(4) == 0x2
-    assert src.randbelow(7) == 0x2A >> 5          # 3 bits of 0x2A = 0b001
-    assert calls == [SystemRandomSource._BLOCK]     # one kernel read serves many draws
+    assert src.randbelow(7) == 0x2A >> 5  # 3 bits of 0x2A = 0b001
+    assert calls == [SystemRandomSource._BLOCK]  # one kernel read serves many draws
 
 
 def test_system_source_block_refill_and_uniformity(monkeypatch):
@@ -37,6 +39,7 @@ def test_system_source_block_refill_and_uniformity(monkeypatch):
     The kernel's bytes are replaced by seeded uniform bytes, so the test is fixed."""
     import os
     import random
+
     monkeypatch.setattr(os, "urandom", random.Random(20261123).randbytes)
     src = SystemRandomSource()
     n = 70_000
@@ -49,11 +52,12 @@ def test_system_source_block_refill_and_uniformity(monkeypatch):
 
 def test_system_source_forked_child_does_not_reuse_parent_bytes():
     import os
+
     src = SystemRandomSource()
-    src.getrandbits(8)                    # the parent now holds a partly used block
+    src.getrandbits(8)  # the parent now holds a partly used block
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:                          # child: report its next draw
+    if pid == 0:  # child: report its next draw
         os.close(r)
         os.write(w, src.getrandbits(128).to_bytes(16, "little"))
         os._exit(0)
@@ -106,12 +110,14 @@ def test_system_source_randbelow_reads_each_byte_once(monkeypatch):
     """randbelow takes its bytes from the block in order, each once (1-byte, multi-byte
     and > 64-byte draws), refilling the block when it runs out."""
     import os
+
     blocks = []
 
     def counting(n):
         blocks.append(n)
         base = len(blocks) * 7
         return bytes((base + i) % 256 for i in range(n))
+
     monkeypatch.setattr(os, "urandom", counting)
     monkeypatch.setattr(SystemRandomSource, "_BLOCK", 8)
     src = SystemRandomSource()
@@ -119,13 +125,14 @@ def test_system_source_randbelow_reads_each_byte_once(monkeypatch):
     assert src.randbelow(256) == first[0]
     assert src.randbelow(1 << 16) == int.from_bytes(first[1:3], "little")
     assert src.randbelow(1 << 40) == int.from_bytes(first[3:8], "little")
-    assert src.randbelow(256) == 14 and len(blocks) == 2        # a fresh block's first byte
-    big = src.randbelow(1 << 800)                               # 100 bytes: one read of its own
+    assert src.randbelow(256) == 14 and len(blocks) == 2  # a fresh block's first byte
+    big = src.randbelow(1 << 800)  # 100 bytes: one read of its own
     assert blocks[-1] == 100 and big == int.from_bytes(bytes((21 + i) % 256 for i in range(100)), "little")
 
 
 def test_system_source_forked_child_randbelow_differs():
     import os
+
     src = SystemRandomSource()
     src.randbelow(1000)
     r, w = os.pipe()
@@ -146,7 +153,9 @@ def test_randbelow_array_uniform_and_exact_in_range(monkeypatch):
     quantile 22.46; m = 1 gives zeros, m = 2^63 stays in range, m > 2^63 is refused."""
     import os
     import random
+
     import numpy as np
+
     monkeypatch.setattr(os, "urandom", random.Random(7).randbytes)
     src = SystemRandomSource()
     n = 70_000
@@ -155,10 +164,10 @@ def test_randbelow_array_uniform_and_exact_in_range(monkeypatch):
     counts = np.bincount(r, minlength=7)
     assert ((counts - n / 7) ** 2 / (n / 7)).sum() < 22.46
     assert not src.randbelow_array(5, 1).any()
-    assert (src.randbelow_array(100, 2 ** 63) >= 0).all()
+    assert (src.randbelow_array(100, 2**63) >= 0).all()
     with pytest.raises(ValueError):
-        src.randbelow_array(3, 2 ** 63 + 1)
-    s = SeededSource(3).randbelow_array(2000, 5)                 # the generic (getrandbits) path
+        src.randbelow_array(3, 2**63 + 1)
+    s = SeededSource(3).randbelow_array(2000, 5)  # the generic (getrandbits) path
     assert set(s.tolist()) == set(range(5))
 
 
@@ -172,12 +181,13 @@ class _Words(SeededSource):
 
     def bits64(self, n):
         import numpy as np
+
         out, self.words = self.words[:n], self.words[n:]
         return np.array(out, dtype=np.uint64)
 
     def bernoulli(self, num, den):
         self.coins.append((num, den))
-        return num * 2 > den            # decides the tie: a visible, checkable rule
+        return num * 2 > den  # decides the tie: a visible, checkable rule
 
 
 def test_bernoulli_array_decides_on_64_bits_and_ties_exactly():
@@ -188,7 +198,7 @@ def test_bernoulli_array_decides_on_64_bits_and_ties_exactly():
     out = src.bernoulli_array(5, 1, 3)
     assert out.tolist() == [True, False, False, True, False]
     assert src.coins == [((1 << 64) - 3 * P, 3)] == [(1, 3)]
-    src = _Words([(2 << 64) // 3])                          # p = 2/3: remainder 2/3, heads
+    src = _Words([(2 << 64) // 3])  # p = 2/3: remainder 2/3, heads
     assert src.bernoulli_array(1, 2, 3).tolist() == [True] and src.coins == [(2, 3)]
     assert SeededSource(1).bernoulli_array(4, 5, 5).all()
     assert not SeededSource(1).bernoulli_array(4, 0, 5).any()
@@ -201,6 +211,7 @@ def test_bernoulli_array_rate(monkeypatch):
     import math
     import os
     import random
+
     monkeypatch.setattr(os, "urandom", random.Random(11).randbytes)
     n = 90_000
     hits = int(SystemRandomSource().bernoulli_array(n, 1, 3).sum())

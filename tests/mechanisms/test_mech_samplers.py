@@ -4,17 +4,18 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from mech_testutil import ALLOWED, RecordingSource, dlap_chisq_pvalue
 
 import mechanisms.samplers as samplers
-from mechanisms import SeededSource, bernoulli_exp, default_source, discrete_laplace
-from mech_testutil import ALLOWED, RecordingSource, dlap_chisq_pvalue
+from mechanisms import SeededSource, bernoulli_exp, discrete_laplace
 
 N_BERN = 200_000
 N_DLAP = 100_000
 
 
-@pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 10), Fraction(1, 2), 1,
-                                   Fraction(5, 2), Fraction(37, 10)])
+@pytest.mark.parametrize(
+    "gamma", [Fraction(0), Fraction(1, 10), Fraction(1, 2), 1, Fraction(5, 2), Fraction(37, 10)]
+)
 def test_bernoulli_exp_frequency(gamma):
     src = SeededSource(1000 + int(Fraction(gamma) * 10))
     hits = sum(bernoulli_exp(gamma, src) for _ in range(N_BERN))
@@ -75,8 +76,7 @@ def test_sampler_module_is_float_free_by_construction():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported <= {"__future__", "fractions", "numbers", "rng"}
-    assert not [n.value for n in ast.walk(tree)
-                if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+    assert not [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert not names & {"float", "math", "random", "np", "numpy"}
     assert not {n.op.__class__ for n in ast.walk(tree) if isinstance(n, ast.BinOp)} & {ast.Div}
@@ -111,12 +111,13 @@ def test_randomness_per_draw_does_not_grow_with_the_scale():
 def test_geometric_exp_exact_law(gamma):
     """P[Y = y] = (1 - e^-γ) e^-γy: Pearson chi-square over y = 0..K-1 and the tail y >= K."""
     from scipy.stats import chi2
+
     src, n = SeededSource(50 + int(gamma * 10)), 60_000
     ys = [samplers.geometric_exp(gamma, src) for _ in range(n)]
     assert all(type(y) is int and y >= 0 for y in ys)
     b = math.exp(-float(gamma))
-    k = max(2, int(math.log(5 / n) / math.log(b)))          # cells with expectation >= 5
-    p = [(1 - b) * b ** y for y in range(k)] + [b ** k]
+    k = max(2, int(math.log(5 / n) / math.log(b)))  # cells with expectation >= 5
+    p = [(1 - b) * b**y for y in range(k)] + [b**k]
     obs = [sum(1 for y in ys if y == i) for i in range(k)] + [sum(1 for y in ys if y >= k)]
     stat = sum((o - n * q) ** 2 / (n * q) for o, q in zip(obs, p))
     assert stat < chi2.ppf(0.9999, len(p) - 1)
@@ -125,12 +126,14 @@ def test_geometric_exp_exact_law(gamma):
 def test_geometric_exp_is_o1_at_tiny_gamma():
     """γ = 1e-6 (an AVG at ε 1e-6 draws its hourglass step this way): mean 1/γ within 5 SE,
     and fewer than 40 randbelow calls per draw (counting Bernoulli successes took ~1e6)."""
+
     class Counting(SeededSource):
         calls = 0
 
         def randbelow(self, n):
             Counting.calls += 1
             return super().randbelow(n)
+
     src, n, g = Counting(9), 4000, Fraction(1, 10**6)
     ys = [samplers.geometric_exp(g, src) for _ in range(n)]
     mean = (1 - math.exp(-1e-6)) ** -1 * math.exp(-1e-6)

@@ -1,6 +1,7 @@
 """Issue 24: mechanism set-up is bounded -- AVG's count half-width in closed form (equal to
 the exact convolution it replaces), every ε's set-up well under a second, tables computed
 once for concurrent first requests (single flight) and at config load."""
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,9 @@ def test_closed_form_equals_convolution(eps, bounds):
     ks = np.arange(-n, n + 1)
     for h in (0, 1, 4, 17, 60):
         tail = float(pk[np.abs(ks) > h].sum())
-        assert Q.hourglass_count_tail(h, m.noise.eps, m.noise.G, m.noise.grid) == \
-            pytest.approx(tail, rel=1e-9, abs=1e-13)
+        assert Q.hourglass_count_tail(h, m.noise.eps, m.noise.G, m.noise.grid) == pytest.approx(
+            tail, rel=1e-9, abs=1e-13
+        )
 
 
 SETUP_EPS = (1e-6, 1e-4, 0.00137, 0.0499, 0.0501, 0.17, 2.9, 99.0)
@@ -71,26 +73,26 @@ def test_small_eps_setup_under_a_second():
 
 def test_concurrent_first_requests_compute_once():
     """8 statements at a new ε ask for the tables at once: each table is computed once."""
-    eps = 0.0617                         # >= 0.05: the hourglass quantile table is computed
+    eps = 0.0617  # >= 0.05: the hourglass quantile table is computed
     before = (Q._hourglass_q.flight.computed, Q.hourglass_count_quantile.flight.computed)
     start = threading.Barrier(8)
     out, errors = [], []
 
     def statement():
         try:
-            m = HourglassMean(eps, 0, 1000, True)          # a fresh instance per statement
+            m = HourglassMean(eps, 0, 1000, True)  # a fresh instance per statement
             start.wait()
-            out.append((m.half_width(0.95, n_hat=50, avg_hat=10.0), m.sum_half_width(),
-                        m.count_half_width()))
-        except Exception as e:        # noqa: BLE001
+            out.append((m.half_width(0.95, n_hat=50, avg_hat=10.0), m.sum_half_width(), m.count_half_width()))
+        except Exception as e:
             errors.append(e)
+
     threads = [threading.Thread(target=statement) for _ in range(8)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     assert not errors and len(out) == 8 and len(set(out)) == 1
-    assert Q._hourglass_q.flight.computed - before[0] == 2       # the AVG table and the SUM one
+    assert Q._hourglass_q.flight.computed - before[0] == 2  # the AVG table and the SUM one
     assert Q.hourglass_count_quantile.flight.computed - before[1] == 1
 
 
@@ -101,6 +103,7 @@ def test_single_flight_waiters_share_one_result_and_errors_are_not_kept():
         calls.append(1)
         gate.wait(5)
         return 42
+
     res = []
     ths = [threading.Thread(target=lambda: res.append(sf.get("k", slow))) for _ in range(8)]
     for th in ths:
@@ -113,21 +116,25 @@ def test_single_flight_waiters_share_one_result_and_errors_are_not_kept():
 
     def boom():
         raise RuntimeError("x")
+
     with pytest.raises(RuntimeError):
         sf.get("e", boom)
-    assert sf.get("e", lambda: 7) == 7                  # the failure was not stored
+    assert sf.get("e", lambda: 7) == 7  # the failure was not stored
     sf.get("a", lambda: 1), sf.get("b", lambda: 2)
-    assert sf.get("k", lambda: 0) == 0                  # least recently used key evicted
+    assert sf.get("k", lambda: 0) == 0  # least recently used key evicted
 
 
 def test_service_start_precomputes_tier_tables():
     """proxy.pipeline.release.prepare_mechanisms (run by the Gateway at start) computes every tier's
     tables, so no statement computes them."""
     from proxy.pipeline.release import prepare_mechanisms
-    data = {"server": {"auth": "trust"}, "tiers": {"tiny": {"epsilon": 0.00123, "budget": 1},
-                                                   "mid": {"epsilon": 0.0733, "budget": 1}},
-            "roles": {"a": {"tier": "tiny"}},
-            "tables": {"t": {"columns": {"x": {"type": "float", "lower": -7, "upper": 77}}}}}
+
+    data = {
+        "server": {"auth": "trust"},
+        "tiers": {"tiny": {"epsilon": 0.00123, "budget": 1}, "mid": {"epsilon": 0.0733, "budget": 1}},
+        "roles": {"a": {"tier": "tiny"}},
+        "tables": {"t": {"columns": {"x": {"type": "float", "lower": -7, "upper": 77}}}},
+    }
     prepare_mechanisms(parse_config(data))
     before = (Q._hourglass_q.flight.computed, Q.hourglass_count_quantile.flight.computed)
     for eps in (0.00123, 0.0733):
@@ -140,10 +147,14 @@ def test_release_path_shares_one_measurement_and_its_tables():
     one computation of each table, and every AVG release gets the same half-widths."""
     from proxy.pipeline.release import _measurement, measurement_for
     from rewriter.plan import Aggregate
+
     agg = Aggregate("avg", "x", "int", 0.0, 500.0, (0, 1), "hourglass")
     eps = 0.0893
-    before = (_measurement.flight.computed, Q._hourglass_q.flight.computed,
-              Q.hourglass_count_quantile.flight.computed)
+    before = (
+        _measurement.flight.computed,
+        Q._hourglass_q.flight.computed,
+        Q.hourglass_count_quantile.flight.computed,
+    )
     start, got = threading.Barrier(8), []
 
     def statement():
@@ -151,21 +162,34 @@ def test_release_path_shares_one_measurement_and_its_tables():
         m = measurement_for(agg, eps)
         rel = m.apply((1234, 20), m.draw(None))
         got.append((id(m), rel.parts[1].half_width, rel.parts[0].half_width))
+
     threads = [threading.Thread(target=statement) for _ in range(8)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     assert len(got) == 8 and len(set(got)) == 1
-    after = (_measurement.flight.computed, Q._hourglass_q.flight.computed,
-             Q.hourglass_count_quantile.flight.computed)
+    after = (
+        _measurement.flight.computed,
+        Q._hourglass_q.flight.computed,
+        Q.hourglass_count_quantile.flight.computed,
+    )
     assert [a - b for a, b in zip(after, before)] == [1, 2, 1]
 
 
 def test_config_load_is_not_blocked_by_a_column_the_mechanism_rejects():
-    data = {"server": {"auth": "trust"}, "tiers": {"d": {"epsilon": 1, "budget": 1}},
-            "roles": {"a": {"tier": "d"}},
-            "tables": {"t": {"columns": {"x": {"type": "float", "lower": -1e308, "upper": 1e308},
-                                         "y": {"type": "int", "lower": 0.5, "upper": 9.5},
-                                         "z": {"type": "int", "lower": 3, "upper": 3}}}}}
+    data = {
+        "server": {"auth": "trust"},
+        "tiers": {"d": {"epsilon": 1, "budget": 1}},
+        "roles": {"a": {"tier": "d"}},
+        "tables": {
+            "t": {
+                "columns": {
+                    "x": {"type": "float", "lower": -1e308, "upper": 1e308},
+                    "y": {"type": "int", "lower": 0.5, "upper": 9.5},
+                    "z": {"type": "int", "lower": 3, "upper": 3},
+                }
+            }
+        },
+    }
     assert parse_config(data).tables["t"].columns["x"].bounded

@@ -1,4 +1,5 @@
 """MomentVariance: privacy map, sensitivities, the estimator, and the coverage of its bound."""
+
 from __future__ import annotations
 
 import math
@@ -6,10 +7,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from mech_testutil import ALLOWED, RecordingSource
 
 from mechanisms import SeededSource
 from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
-from mech_testutil import RecordingSource, ALLOWED
 
 
 def test_privacy_map_is_epsilon_and_thirds():
@@ -18,7 +19,7 @@ def test_privacy_map_is_epsilon_and_thirds():
     assert m.privacy_map_exact(2) == Fraction(3, 2)
     assert all(p.privacy_map_exact(1) == Fraction(1, 4) for p in m._parts)
     # centred: Σ(2x-(L+U)) moves by ≤ U-L, Σ(2x-(L+U))² by ≤ (U-L)² (half units)
-    assert (m.sum_measurement.delta, m.sumsq_measurement.delta) == (100, 100 ** 2)
+    assert (m.sum_measurement.delta, m.sumsq_measurement.delta) == (100, 100**2)
     f = MomentVariance(1.0, 10.0, 60.0)
     assert (f.sum_measurement.delta, f.sumsq_measurement.delta) == (25.0, 625.0)
 
@@ -37,16 +38,20 @@ def test_without_noise_it_is_the_clamped_statistic(func):
     xs = np.random.default_rng(1).integers(0, 101, 500)
     m = MomentVariance(1.0, 0, 100, integer=True, func=func)
     rel = m.apply(_moments(xs, 0, 100, True), (0, 0, 0))
-    want = {"var_pop": np.var(xs), "var_samp": np.var(xs, ddof=1),
-            "stddev_pop": np.std(xs), "stddev_samp": np.std(xs, ddof=1)}[func]
+    want = {
+        "var_pop": np.var(xs),
+        "var_samp": np.var(xs, ddof=1),
+        "stddev_pop": np.std(xs),
+        "stddev_samp": np.std(xs, ddof=1),
+    }[func]
     assert rel.value == pytest.approx(want, rel=1e-12)
     assert 0 < rel.half_width <= m.cap
 
 
 def test_estimate_is_clamped_to_the_possible_range():
     m = MomentVariance(1.0, 0, 10, integer=True)
-    assert m.apply((1, 0, 0), (-50, 0, 10 ** 6)).value == 25.0        # h² = 25
-    assert m.apply((1, 0, 0), (0, 0, -10 ** 6)).value == 0.0
+    assert m.apply((1, 0, 0), (-50, 0, 10**6)).value == 25.0  # h² = 25
+    assert m.apply((1, 0, 0), (0, 0, -(10**6))).value == 0.0
 
 
 def test_noise_is_exact_integer_sampling_only():
@@ -55,8 +60,9 @@ def test_noise_is_exact_integer_sampling_only():
     assert src.calls and {c[0] for c in src.calls} <= ALLOWED
 
 
-@pytest.mark.parametrize("func, lo, hi, integer", [("var_pop", 0, 100, True),
-                                                   ("stddev_samp", 0.0, 500000.0, False)])
+@pytest.mark.parametrize(
+    "func, lo, hi, integer", [("var_pop", 0, 100, True), ("stddev_samp", 0.0, 500000.0, False)]
+)
 def test_stated_half_width_covers_the_truth(func, lo, hi, integer):
     """The bound holds with probability ≥ 95% (Bonferroni + interval arithmetic, so in fact
     more): over 400 seeded releases at n = 2000, ε = 1, at most 5% + 3σ miss."""
@@ -75,7 +81,7 @@ def test_stated_half_width_covers_the_truth(func, lo, hi, integer):
         misses += abs(rel.value - truth) > rel.half_width
         widths.append(rel.half_width)
     assert misses <= trials * 0.05 + 3 * math.sqrt(trials * 0.05 * 0.95)
-    assert np.median(widths) < 0.5 * truth        # informative at n = 2000, ε = 1
+    assert np.median(widths) < 0.5 * truth  # informative at n = 2000, ε = 1
 
 
 def test_siblings_derive_from_the_same_moments():

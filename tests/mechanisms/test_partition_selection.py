@@ -6,6 +6,7 @@ tail summed from the pmf here), π(0) = 0; (b) optimality: π >= thresholding's 
 (c) empirical binomial / chi-square checks of the samplers (fixed seeds); (d) mutants of π and T
 fail (a), so the check can fail.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,17 +14,31 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from mech_testutil import RecordingSource, dlap_chisq_pvalue
 from scipy import stats
 
 from mechanisms import SeededSource
-from mechanisms.partition_selection import (GeometricThresholdSelection, TruncatedGeometricSelection,
-                                            exp_bounds, keep_probability, release, select, threshold)
+from mechanisms.partition_selection import (
+    GeometricThresholdSelection,
+    TruncatedGeometricSelection,
+    exp_bounds,
+    keep_probability,
+    release,
+    select,
+    threshold,
+)
 from mechanisms.rng import RandomSource
-from mech_testutil import RecordingSource, dlap_chisq_pvalue
 
 # (ε, δ, k): small and large ε, tiny and large δ, k > 1 (per key ε/k, δ/k)
-PARAMS = [(1, 1e-5, 1), (Fraction(1, 10), 1e-9, 1), (Fraction(1, 2), Fraction(1, 10), 1),
-          (5, 1e-3, 1), (0.3, 1e-6, 1), (1, 1e-5, 3), (2, 1e-8, 4)]
+PARAMS = [
+    (1, 1e-5, 1),
+    (Fraction(1, 10), 1e-9, 1),
+    (Fraction(1, 2), Fraction(1, 10), 1),
+    (5, 1e-3, 1),
+    (0.3, 1e-6, 1),
+    (1, 1e-5, 3),
+    (2, 1e-8, 4),
+]
 
 
 def taylor_bounds(x: Fraction, terms: int = 120) -> tuple[Fraction, Fraction]:
@@ -71,7 +86,7 @@ def tail_from_pmf(m: int, a: Fraction) -> Fraction:
     p, q = a.numerator, a.denominator
     top = max(m, 0) + 40
     L = max(-m, top)
-    head = Fraction(sum(p ** abs(z) * q ** (L - abs(z)) for z in range(m, top + 1)), q ** L)
+    head = Fraction(sum(p ** abs(z) * q ** (L - abs(z)) for z in range(m, top + 1)), q**L)
     return (1 - a) / (1 + a) * (head + a ** (top + 1) / (1 - a))
 
 
@@ -93,7 +108,7 @@ def threshold_violations(mech: GeometricThresholdSelection, d: Fraction) -> list
     x = 1 / mech.alpha_hi
     bad = [] if b[0] == (0, 0) else ["keep(0) != 0"]
     for n in range(len(b) - 1):
-        (lo0, hi0), (lo1, hi1) = b[n], b[n + 1]
+        (lo0, _hi0), (_lo1, hi1) = b[n], b[n + 1]
         if hi1 > x * lo0 + d:
             bad.append(f"keep: P(keep | {n + 1}) > x P(keep | {n}) + d")
         if 1 - lo0 > x * (1 - hi1) + d:
@@ -106,7 +121,7 @@ def test_exp_bounds_bracket_taylor():
     for x in (Fraction(0), Fraction(1, 10), Fraction(1, 3), Fraction(1), Fraction(5), Fraction(0.3)):
         lo, hi = exp_bounds(x, 100)
         s_lo, s_hi = taylor_bounds(x)
-        assert lo <= s_lo and s_hi <= hi and hi - lo <= Fraction(4 * max(1, math.ceil(math.exp(x))), 2 ** 100)
+        assert lo <= s_lo and s_hi <= hi and hi - lo <= Fraction(4 * max(1, math.ceil(math.exp(x))), 2**100)
 
 
 @pytest.mark.parametrize("eps,delta,k", PARAMS)
@@ -114,7 +129,7 @@ def test_truncated_geometric_is_dp_exactly(eps, delta, k):
     mech = TruncatedGeometricSelection(eps, delta, k)
     x, d = mech.base, mech.step
     assert d == Fraction(delta) / k
-    assert x <= taylor_bounds(Fraction(eps) / k)[0]          # x <= e^(ε/k): (ln x, δ/k) implies (ε/k, δ/k)
+    assert x <= taylor_bounds(Fraction(eps) / k)[0]  # x <= e^(ε/k): (ln x, δ/k) implies (ε/k, δ/k)
     assert (Fraction(eps) / k - Fraction(math.log(x))) < 1e-15  # the loss of optimality is nil
     pi = [mech.keep_probability(n) for n in range(mech.n_one + 5)]
     assert pi[0] == 0 and mech.select(0, RecordingSource(1)) is False
@@ -130,15 +145,15 @@ def test_closed_form_is_the_recursion_and_has_no_slack(eps, delta, k):
     x, d = mech.base, mech.step
     pi = [mech.keep_probability(n) for n in range(mech.n_one + 5)]
     assert pi == recursion(x, d, mech.n_one + 4)
-    for n in range(1, mech.n_one):                 # growth: "keep" is tight; decay: "drop" is
-        assert pair_violations(pi[n - 1], pi[n] + Fraction(1, 2 ** 300), x, d), n
+    for n in range(1, mech.n_one):  # growth: "keep" is tight; decay: "drop" is
+        assert pair_violations(pi[n - 1], pi[n] + Fraction(1, 2**300), x, d), n
 
 
 @pytest.mark.parametrize("eps,delta,k", PARAMS)
 def test_thresholding_is_dp_per_key_exactly(eps, delta, k):
     mech = GeometricThresholdSelection(eps, delta, k)
     e_lo, e_hi = taylor_bounds(Fraction(eps) / k)
-    assert 1 / mech.alpha_hi <= e_lo and e_hi <= 1 / mech.alpha_lo   # α = e^-(ε/k) is bracketed
+    assert 1 / mech.alpha_hi <= e_lo and e_hi <= 1 / mech.alpha_lo  # α = e^-(ε/k) is bracketed
     ns = range(mech.threshold + 60)
     assert [mech.keep_probability_bounds(n) for n in ns] == [threshold_keep_bounds(mech, n) for n in ns]
     assert release(0, eps, delta, k, RecordingSource(2)) == (False, 0)
@@ -150,9 +165,9 @@ def test_threshold_is_the_least_with_tail_at_most_delta_over_k(eps, delta, k):
     mech = GeometricThresholdSelection(eps, delta, k)
     t, d = threshold(eps, delta, k), Fraction(delta) / k
     assert t == mech.threshold >= 1
-    assert tail_from_pmf(t - 1, mech.alpha_hi) <= d            # P(1 + Z >= T) <= δ/k
+    assert tail_from_pmf(t - 1, mech.alpha_hi) <= d  # P(1 + Z >= T) <= δ/k
     if t > 1:
-        assert tail_from_pmf(t - 2, mech.alpha_lo) > d         # T - 1 would not do
+        assert tail_from_pmf(t - 2, mech.alpha_lo) > d  # T - 1 would not do
     # the usual float formula T = 1 + ceil(ln(k/(δ(1+α)))·k/ε) agrees
     a = math.exp(-float(eps) / k)
     assert abs(t - (1 + math.ceil(math.log(k / (float(delta) * (1 + a))) * k / float(eps)))) <= 1
@@ -181,7 +196,7 @@ def test_select_fires_with_pi():
         hits = sum(select(n, eps, delta, src) for _ in range(N))
         sd = math.sqrt(N * p * (1 - p))
         assert abs(hits - N * p) <= 5 * sd, (n, hits, N * p)
-        chi += (hits - N * p) ** 2 / sd ** 2
+        chi += (hits - N * p) ** 2 / sd**2
     assert stats.chi2.sf(chi, len(ns)) > 1e-3
 
 
@@ -219,7 +234,7 @@ def test_select_is_exact_bernoulli_at_the_boundary():
     read) keeps the key, U just above drops it; only integer bits are asked for."""
     mech = TruncatedGeometricSelection(1, Fraction(1, 3))
     assert mech.keep_probability(1) == Fraction(1, 3)
-    third = (1 << 128) // 3                                     # floor(2^128 / 3) < 2^128 / 3
+    third = (1 << 128) // 3  # floor(2^128 / 3) < 2^128 / 3
     assert mech.select(1, ScriptedSource(third, 128)) is True
     assert mech.select(1, ScriptedSource(third + 1, 128)) is False
     rec = RecordingSource(3)
@@ -234,8 +249,11 @@ def test_mutated_pi_fails_the_check(which):
     violates (a): the check can fail."""
     mech = TruncatedGeometricSelection(1, 1e-5)
     x, d = mech.base, mech.step
-    tweak = {"growth": {"growth": x * Fraction(11, 10)}, "step": {"step": d * Fraction(11, 10)},
-             "decay": {"decay": Fraction(9, 10) / x}}[which]
+    tweak = {
+        "growth": {"growth": x * Fraction(11, 10)},
+        "step": {"step": d * Fraction(11, 10)},
+        "decay": {"decay": Fraction(9, 10) / x},
+    }[which]
     mutant = recursion(x, d, mech.n_one + 5, **tweak)
     assert mutant != recursion(x, d, mech.n_one + 5)
     assert dp_violations(mutant, x, d)
@@ -252,15 +270,16 @@ def test_threshold_one_lower_fails_the_check():
 # ----------------------------------------------------------------------------- API, NOTICE
 def test_api_privacy_map_and_notice():
     assert keep_probability(0, 1, 1e-5) == 0 and keep_probability(1, 1, 1e-5) == Fraction(1e-5)
-    assert keep_probability(10 ** 6, 1, 1e-5) == 1 and select(10 ** 6, 1, 1e-5) is True
+    assert keep_probability(10**6, 1, 1e-5) == 1 and select(10**6, 1, 1e-5) is True
     m = TruncatedGeometricSelection(0.5, 1e-6)
     assert m.privacy_map() == (0.5, 1e-6) and m.privacy_map(0) == (0.0, 0.0)
     assert m.privacy_map(2) == pytest.approx((1.0, 2 * math.exp(0.5) * 1e-6))
     assert m.describe() == "partition selection: truncated geometric, ε=0.5, δ=1e-06"
     t = GeometricThresholdSelection(1, 1e-5, 2)
     assert t.privacy_map() == (1.0, 1e-5)
-    assert t.describe() == (f"partition selection: geometric threshold T={t.threshold}, scale 2, "
-                            "ε=1, δ=1e-05, 2 groups per unit")
+    assert t.describe() == (
+        f"partition selection: geometric threshold T={t.threshold}, scale 2, ε=1, δ=1e-05, 2 groups per unit"
+    )
     for bad in [dict(delta=0), dict(delta=1), dict(k=0), dict(k=1.5)]:
         with pytest.raises(ValueError):
             TruncatedGeometricSelection(**{"epsilon": 1, "delta": 1e-5, **bad})

@@ -7,6 +7,7 @@ unit in its parameter (power). Scalar and batch paths: two-sample chi-square (ho
 of the scalar sampler's draws and the batch's, p > 1e-4. Releases: apply_many equals
 apply cell by cell for the same noise (exact equality, no tolerance).
 """
+
 from __future__ import annotations
 
 import ast
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mech_testutil import dlap_chisq_pvalue
 from scipy import stats
 
 import mechanisms.batch as batch
@@ -29,7 +31,6 @@ from mechanisms.exact_real import LazyUniform, exp_neg_interval, logistic_interv
 from mechanisms.mean import HourglassMean
 from mechanisms.mean.grid import GridHourglass
 from mechanisms.samplers import geometric_exp
-from mech_testutil import dlap_chisq_pvalue
 from rewriter import build_plan, parse
 from support.service import make_config
 
@@ -61,7 +62,7 @@ def _two_sample_pvalue(xs, ys) -> float:
             acc = 0
     bins = np.searchsorted(np.array(edges[:-1]), np.concatenate([xs, ys]), side="left")
     nb = len(edges)
-    table = np.array([np.bincount(bins[:xs.size], minlength=nb), np.bincount(bins[xs.size:], minlength=nb)])
+    table = np.array([np.bincount(bins[: xs.size], minlength=nb), np.bincount(bins[xs.size :], minlength=nb)])
     table = table[:, table.sum(axis=0) > 0]
     return float(stats.chi2_contingency(table)[1])
 
@@ -124,7 +125,7 @@ def test_geometric_rows_on_a_tie_have_the_conditional_law():
     src = _TieSource(9, lo)
     h = geometric_array(20_000, Fraction(1), src)
     assert set(np.unique(h)) <= {0, 1}
-    frac = math.exp(-1) * 2 ** 32 - lo                     # the conditional probability
+    frac = math.exp(-1) * 2**32 - lo  # the conditional probability
     # tolerance: 5 binomial standard errors
     assert abs(h.mean() - frac) <= 5 * math.sqrt(frac * (1 - frac) / h.size)
 
@@ -136,7 +137,7 @@ def test_digit_rows_on_a_tie_have_the_conditional_law():
     lo, _ = logistic_interval(1, 40, 32)
     ys = geometric_array(20_000, Fraction(1, 40), _TieSource(10, lo))
     q = math.exp(-1 / 40)
-    frac = q / (1 + q) * 2 ** 32 - lo
+    frac = q / (1 + q) * 2**32 - lo
     assert set(np.unique(ys >> 1)) == {(7 << 1)}
     bit = ys & 1
     assert abs(bit.mean() - frac) <= 5 * math.sqrt(frac * (1 - frac) / bit.size)
@@ -159,16 +160,29 @@ def test_the_bucket_lookup_counts_as_the_table_does(a, b):
     neg_lo, neg_hi = batch._table(a, b)
     edges = np.concatenate([-neg_lo, -neg_hi])
     starts = np.arange(1 << 16, dtype=np.int64) << 16
-    u = np.unique(np.clip(np.concatenate([edges - 1, edges, edges + 1, starts, starts + 0xFFFF,
-                                          np.random.default_rng(a).integers(0, 1 << 32, 200_000)]),
-                          0, (1 << 32) - 1))
+    u = np.unique(
+        np.clip(
+            np.concatenate(
+                [
+                    edges - 1,
+                    edges,
+                    edges + 1,
+                    starts,
+                    starts + 0xFFFF,
+                    np.random.default_rng(a).integers(0, 1 << 32, 200_000),
+                ]
+            ),
+            0,
+            (1 << 32) - 1,
+        )
+    )
     got = batch.high_counts(u, a, b, SeededSource(7))
     low, high = _counts_by_definition(u, a, b)
     assert np.array_equal(got[low == high], low[low == high])
     tie = low != high
     assert np.all((got[tie] == low[tie]) | (got[tie] == high[tie]))
-    assert tie.sum() <= 3 * neg_lo.size                # only the words inside an interval
-    if a >= 1 << 20:                                   # B^1 < 2^-32: every count is 0, nothing to miscount
+    assert tie.sum() <= 3 * neg_lo.size  # only the words inside an interval
+    if a >= 1 << 20:  # B^1 < 2^-32: every count is 0, nothing to miscount
         return
     # the mutation: a bucket read from its first word alone miscounts the words after a threshold
     first_only = batch._buckets(a, b).copy()
@@ -201,7 +215,11 @@ def test_an_off_by_one_parameter_is_rejected(scale, monkeypatch):
     """Mutation: the batch reads its rational parameter one unit off in the denominator
     (gamma = s/(t+1), i.e. scale (t+1)/s); the same chi-square must reject it."""
     real = batch._ratio
-    monkeypatch.setattr(batch, "_ratio", lambda x, what: (lambda p, q: (p, q + 1) if what == "gamma" else (p, q))(*real(x, what)))
+    monkeypatch.setattr(
+        batch,
+        "_ratio",
+        lambda x, what: (lambda p, q: (p, q + 1) if what == "gamma" else (p, q))(*real(x, what)),
+    )
     zs = discrete_laplace_array(N, scale, SeededSource(int(scale * 10)))
     assert dlap_chisq_pvalue(zs, scale) < P_MIN
 
@@ -265,15 +283,25 @@ def test_hourglass_batch_has_the_grid_law(eps, grid):
     pmf = h.marginal_pmf(support)
     keep = pmf * N >= 5
     lo, hi = support[keep].min(), support[keep].max()
-    probs = np.concatenate([[pmf[support < lo].sum() + (1 - pmf.sum()) / 2], pmf[keep],
-                            [pmf[support > hi].sum() + (1 - pmf.sum()) / 2]])
-    obs = np.concatenate([[np.sum(i < lo)], np.bincount(i[(i >= lo) & (i <= hi)] - lo, minlength=hi - lo + 1),
-                          [np.sum(i > hi)]])
+    probs = np.concatenate(
+        [
+            [pmf[support < lo].sum() + (1 - pmf.sum()) / 2],
+            pmf[keep],
+            [pmf[support > hi].sum() + (1 - pmf.sum()) / 2],
+        ]
+    )
+    obs = np.concatenate(
+        [
+            [np.sum(i < lo)],
+            np.bincount(i[(i >= lo) & (i <= hi)] - lo, minlength=hi - lo + 1),
+            [np.sum(i > hi)],
+        ]
+    )
     assert stats.chisquare(obs, N * probs / probs.sum()).pvalue > P_MIN
     assert dlap_chisq_pvalue(k - h.step(i), 1 / eps) > P_MIN
     src = SeededSource(32)
     scalar = [h.sample_exact(src) for _ in range(20_000)]
-    code = lambda ii, kk: np.sign(ii) * 3 + np.sign(kk)            # noqa: E731
+    code = lambda ii, kk: np.sign(ii) * 3 + np.sign(kk)
     pairs = np.array(scalar)
     assert _two_sample_pvalue(code(pairs[:, 0], pairs[:, 1]), code(i[:20_000], k[:20_000])) > P_MIN
     assert _two_sample_pvalue(pairs[:, 1], k[:20_000]) > P_MIN
@@ -282,15 +310,17 @@ def test_hourglass_batch_has_the_grid_law(eps, grid):
 def test_batch_modules_are_float_free():
     for mod in (batch, exact_real):
         tree = ast.parse(Path(mod.__file__).read_text())
-        assert not [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+        assert not [
+            n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)
+        ]
         assert "random" not in {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
 
 
 def test_batch_refuses_floats_and_huge_scales():
     with pytest.raises(TypeError):
         discrete_laplace_array(3, 2.0, SeededSource(0))
-    assert fits_int64(Fraction(2 ** 40)) and not fits_int64(Fraction(2 ** 60))
-    assert GeometricCount(Fraction(1, 2 ** 60)).draw_many(3, SeededSource(0)) is None
+    assert fits_int64(Fraction(2**40)) and not fits_int64(Fraction(2**60))
+    assert GeometricCount(Fraction(1, 2**60)).draw_many(3, SeededSource(0)) is None
 
 
 # -- releases: apply_many equals apply, cell by cell --------------------------------------------
@@ -301,7 +331,7 @@ def _cells(rng, n, lower, upper, integer):
     for c in counts:
         v = rng.uniform(lower, upper, c)
         sums.append(int(np.round(v).sum()) if integer else math.fsum(v))
-    sums[1] = upper if integer else float(upper)          # at the bounds
+    sums[1] = upper if integer else float(upper)  # at the bounds
     sums[2] = 2 * lower if integer else float(2 * lower)
     return sums, counts
 
@@ -314,8 +344,9 @@ def _assert_many_equals_one(many, one) -> None:
     assert many.half_width == max(r.half_width for r in one)
 
 
-@pytest.mark.parametrize("lower,upper,integer", [(0, 100, True), (-7, 13, True), (0, 500000, False),
-                                                 (-2.5, 10.25, False)])
+@pytest.mark.parametrize(
+    "lower,upper,integer", [(0, 100, True), (-7, 13, True), (0, 500000, False), (-2.5, 10.25, False)]
+)
 def test_hourglass_apply_many_equals_apply(lower, upper, integer):
     rng = np.random.default_rng(4)
     m = HourglassMean(Fraction(1, 2), lower, upper, integer=integer)
@@ -327,21 +358,22 @@ def test_hourglass_apply_many_equals_apply(lower, upper, integer):
     want = [m.grid_input((s, c)) for s, c in zip(sums, counts)]
     a, n = m.grid_inputs(sums, counts)
     assert [(int(x), int(y)) for x, y in zip(a, n)] == want
-    a, n = m.grid_inputs(np.asarray(sums), np.asarray(counts, dtype=np.int64))   # as a columnar scan
-    assert [(int(x), int(y)) for x, y in zip(a, n)] == want                       # gives them
+    a, n = m.grid_inputs(np.asarray(sums), np.asarray(counts, dtype=np.int64))  # as a columnar scan
+    assert [(int(x), int(y)) for x, y in zip(a, n)] == want  # gives them
 
 
 def test_grid_inputs_refuse_what_the_scalar_refuses():
     m = HourglassMean(1.0, 0, 10, integer=False)
     with pytest.raises(ValueError):
-        m.grid_inputs([5.0] * 70 + [1000.0], [1] * 71)       # a sum beyond n * upper
+        m.grid_inputs([5.0] * 70 + [1000.0], [1] * 71)  # a sum beyond n * upper
 
 
-@pytest.mark.parametrize("meas", [GeometricCount(0.5), LaplaceSum(0.5, 0, 1000, integer=True),
-                                  LaplaceSum(0.5, -3.5, 1000.25)])
+@pytest.mark.parametrize(
+    "meas", [GeometricCount(0.5), LaplaceSum(0.5, 0, 1000, integer=True), LaplaceSum(0.5, -3.5, 1000.25)]
+)
 def test_count_and_sum_apply_many_equal_apply(meas):
     rng = np.random.default_rng(8)
-    vals = [int(v) for v in rng.integers(0, 10 ** 6, 2000)]
+    vals = [int(v) for v in rng.integers(0, 10**6, 2000)]
     if isinstance(meas, LaplaceSum) and not meas.integer:
         vals = [v + 0.37 for v in vals]
     noise = meas.draw_many(len(vals), SeededSource(9))
@@ -359,7 +391,7 @@ def test_system_source_stream_words_are_uniform_and_fresh():
     src = SystemRandomSource()
     a, b = src.bits64(100_000), src.bits64(100_000)
     assert a.dtype == np.uint64 and a.size == 100_000
-    assert not np.array_equal(a[:4], b[:4])               # equal with probability 2^-256
+    assert not np.array_equal(a[:4], b[:4])  # equal with probability 2^-256
     counts = np.bincount(a.view(np.uint8), minlength=256)
     assert stats.chisquare(counts).pvalue > 1e-9
 
@@ -370,25 +402,32 @@ def test_noisy_answer_batch_path_has_the_cell_by_cell_shape():
     structure as the cell-by-cell path; the AVG's SUM and COUNT come from its one release
     (SUM = l' n^ + w' s1^ with AVG = SUM/COUNT whenever that ratio is inside the bounds)."""
     cfg = parse_config(make_config(purchases="rows"))
-    plan = build_plan(parse("SELECT item, COUNT(*), AVG(amount), SUM(amount), COUNT(amount), "
-                            "VAR_POP(amount) FROM purchases GROUP BY item"), cfg)
+    plan = build_plan(
+        parse(
+            "SELECT item, COUNT(*), AVG(amount), SUM(amount), COUNT(amount), "
+            "VAR_POP(amount) FROM purchases GROUP BY item"
+        ),
+        cfg,
+    )
     assert [m.kind for m in plan.measures] == ["count_rows", "sum", "count", "csum", "csumsq"]
     rng = np.random.default_rng(12)
     cells = []
     for item in range(1, 201):
         x = rng.uniform(0, 500, int(rng.integers(0, 40)))
-        mid = x - 250.0                                # VAR's centred moments (centre 250)
+        mid = x - 250.0  # VAR's centred moments (centre 250)
         cells.append((item, x.size, math.fsum(x), x.size, math.fsum(mid), math.fsum(mid * mid)))
     assert plan.n_cells == 200 >= release.BATCH_MIN_CELLS
     batch_ans = release.noisy_answer(plan, cells, 1.0, SeededSource(1))
     saved = release.BATCH_MIN_CELLS
-    release.BATCH_MIN_CELLS = 10 ** 9
+    release.BATCH_MIN_CELLS = 10**9
     try:
         cell_ans = release.noisy_answer(plan, cells, 1.0, SeededSource(1))
     finally:
         release.BATCH_MIN_CELLS = saved
     assert batch_ans["keys"] == cell_ans["keys"]
-    assert [[type(v) for v in r] for r in batch_ans["values"]] == [[type(v) for v in r] for r in cell_ans["values"]]
+    assert [[type(v) for v in r] for r in batch_ans["values"]] == [
+        [type(v) for v in r] for r in cell_ans["values"]
+    ]
     for k in ("mechanism", "epsilon", "labels"):
         assert batch_ans[k] == cell_ans[k]
 
@@ -411,7 +450,7 @@ def test_apply_many_beyond_float_exact_integers_goes_cell_by_cell():
     """Counts of 2^34 put M s1 beyond 2^53 (M = 2^20): apply_many takes the exact per-cell path
     for the grid inputs and the release, and still equals apply."""
     m = HourglassMean(Fraction(1, 2), 0, 100, integer=True)
-    counts = [2 ** 34 + c for c in range(40)]
+    counts = [2**34 + c for c in range(40)]
     sums = [37 * c for c in counts]
     noise = m.draw_many(len(counts), SeededSource(14))
     many = m.apply_many((sums, counts), noise)
@@ -425,21 +464,24 @@ def test_noise_drawn_during_the_scan_is_the_live_draw():
     order, so with one seed the two answers are equal. The draws are taken once, and only
     for the domain's number of cells."""
     from proxy.pipeline.batch_noise import BatchNoise
+
     cfg = parse_config(make_config(purchases="rows"))
     plan = build_plan(parse("SELECT item, COUNT(*), AVG(amount) FROM purchases GROUP BY item"), cfg)
     rng = np.random.default_rng(21)
-    cells = [(item, n, float(rng.uniform(0, 500) * n), n)
-             for item, n in zip(range(1, 201), rng.integers(0, 40, 200).tolist())]
+    cells = [
+        (item, n, float(rng.uniform(0, 500) * n), n)
+        for item, n in zip(range(1, 201), rng.integers(0, 40, 200).tolist())
+    ]
     live = release.noisy_answer(plan, cells, 1.0, SeededSource(5))
     pre = BatchNoise(plan, 1.0, SeededSource(5))
     assert pre.worthwhile and pre.cells == len(cells) == 200
-    assert pre.take(len(cells)) is None                    # not started: nothing to take
+    assert pre.take(len(cells)) is None  # not started: nothing to take
     pre.start()
     drawn = pre.take(len(cells))
     assert release.noisy_answer(plan, cells, 1.0, SeededSource(77), predrawn=drawn) == live
-    assert pre.take(len(cells)) is None                    # once
+    assert pre.take(len(cells)) is None  # once
     other = BatchNoise(plan, 1.0, SeededSource(5))
     other.start()
-    assert other.take(199) is None                         # drawn for 200 cells: not for 199
+    assert other.take(199) is None  # drawn for 200 cells: not for 199
     small = build_plan(parse("SELECT COUNT(*) FROM purchases"), cfg)
     assert not BatchNoise(small, 1.0, SeededSource(5)).worthwhile

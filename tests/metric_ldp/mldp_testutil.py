@@ -29,8 +29,10 @@ def duck_table(reports, spec, extra=None):
     extra = extra or {}
     ddl += "".join(f", {k} DOUBLE" for k in extra)
     con.execute(f"CREATE TABLE r ({ddl})")
-    data = {n: np.asarray(reports)[:, i].astype(np.int16 if t == "SMALLINT" else np.int64)
-            for i, (n, t) in enumerate(cols)}
+    data = {
+        n: np.asarray(reports)[:, i].astype(np.int16 if t == "SMALLINT" else np.int64)
+        for i, (n, t) in enumerate(cols)
+    }
     data.update({k: np.asarray(v, dtype=float) for k, v in extra.items()})
     con.register("src", data)
     con.execute("INSERT INTO r SELECT * FROM src")
@@ -51,7 +53,7 @@ def spec_paper_variance(spec, ranges, buckets):
         s = (x[:, d] >= l) & (x[:, d] <= r)
         inside &= s
         if d in nt:
-            prod *= 1 + lam ** 2 * np.where(s, 1, -1)
+            prod *= 1 + lam**2 * np.where(s, 1, -1)
     return kap ** (2 * D) * np.sum(2.0 ** -len(nt) * prod - lam ** (2 * D) * inside)
 
 
@@ -63,7 +65,7 @@ def spec_known_n_variance(spec, ranges, buckets):
     for d, dim in enumerate(spec.dims):
         l, r = ranges.get(d, (1, dim.m))
         kap2 = 1 / np.tanh(dim.epsilon / 2) ** 2
-        a = lambda k: 1.0 if k in (0, dim.m) else kap2  # noqa: E731
+        a = lambda k: 1.0 if k in (0, dim.m) else kap2
         s = (x[:, d] >= l) & (x[:, d] <= r)
         inside &= s
         prod *= (a(r) + a(l - 1) + 2 * np.where(s, 1, -1)) / 4

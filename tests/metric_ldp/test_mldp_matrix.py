@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 from mechanisms.metric_ldp import DimSpec, GroupSpec, estimate_numpy, range_query
-from mechanisms.metric_ldp.matrix import (B1, B1_inv, B_kron, B_kron_inv, cell_estimates,
-                                          cell_estimates_matrix, observations)
+from mechanisms.metric_ldp.matrix import (
+    B1,
+    B1_inv,
+    B_kron,
+    B_kron_inv,
+    cell_estimates,
+    cell_estimates_matrix,
+    observations,
+)
 
 
 def _B_recursive(m, D):
@@ -30,30 +37,30 @@ def _Binv_recursive(m, D):
     for i in range(m):
         if i == 0:
             out[:k, :k] += P / 2
-            out[:k, (m - 1) * k:] += P / 2
+            out[:k, (m - 1) * k :] += P / 2
         else:
-            out[i * k:(i + 1) * k, (i - 1) * k:i * k] = -P / 2
-            out[i * k:(i + 1) * k, i * k:(i + 1) * k] = P / 2
+            out[i * k : (i + 1) * k, (i - 1) * k : i * k] = -P / 2
+            out[i * k : (i + 1) * k, i * k : (i + 1) * k] = P / 2
     return out
 
 
 @pytest.mark.parametrize("m,D", [(1, 1), (1, 2), (2, 1), (3, 2), (4, 3), (2, 4)])
 def test_B_Binv_identity_and_recursions(m, D):
     B, Bi = B_kron([m] * D), B_kron_inv([m] * D)
-    assert np.allclose(B @ Bi, np.eye(m ** D)) and np.allclose(Bi @ B, np.eye(m ** D))
+    assert np.allclose(B @ Bi, np.eye(m**D)) and np.allclose(Bi @ B, np.eye(m**D))
     assert np.array_equal(B, _B_recursive(m, D))
     assert np.allclose(Bi, _Binv_recursive(m, D))
     # each row of B^-1 has 2^D nonzeros of magnitude 2^-D (App. A.4) when m >= 2
     if m >= 2:
-        assert all(np.count_nonzero(r) == 2 ** D for r in Bi)
-        assert np.allclose(np.abs(Bi[Bi != 0]), 2.0 ** -D)
+        assert all(np.count_nonzero(r) == 2**D for r in Bi)
+        assert np.allclose(np.abs(Bi[Bi != 0]), 2.0**-D)
 
 
 def test_B_definition_and_unequal_sizes():
     ms = (3, 2, 4)
     B = B_kron(ms)
     cells = list(itertools.product(*[range(1, m + 1) for m in ms]))
-    ind = lambda x: (x[0] - 1) + ms[0] * (x[1] - 1) + ms[0] * ms[1] * (x[2] - 1)  # noqa: E731
+    ind = lambda x: (x[0] - 1) + ms[0] * (x[1] - 1) + ms[0] * ms[1] * (x[2] - 1)
     for x in cells:  # B[x, x'] = (-1)^{S_>(x', x)} (Eq. (5)), dimension 1 fastest
         for y in cells:
             assert B[ind(x), ind(y)] == (-1) ** sum(a > b for a, b in zip(y, x))
@@ -70,8 +77,12 @@ def test_paper_example_observation():
     o = observations(bits, spec)
     assert o[0, 0] == 0 and o[0, 1] == -2  # o_(1,2) = 1*(-1) + 1*(-1)
     # the Kronecker ordering of the flattened o matches ind(x): dimension 1 fastest
-    oflat = np.array([sum(np.prod([np.ravel(R)[d * 3 + x[d] - 1] for d in range(2)])
-                          for R in (R1, R2)) for x in [(a, b) for b in (1, 2, 3) for a in (1, 2, 3)]])
+    oflat = np.array(
+        [
+            sum(np.prod([np.ravel(R)[d * 3 + x[d] - 1] for d in range(2)]) for R in (R1, R2))
+            for x in [(a, b) for b in (1, 2, 3) for a in (1, 2, 3)]
+        ]
+    )
     assert np.array_equal(o.ravel(order="F"), oflat)
 
 
@@ -89,7 +100,9 @@ def test_product_form_equals_matrix_form(ms, eps):
     for box in itertools.product(*[[(l, r) for l in range(1, m + 1) for r in range(l, m + 1)] for m in ms]):
         q = range_query(spec, dict(enumerate(box)))
         sl = tuple(slice(l - 1, r) for l, r in box)
-        assert estimate_numpy(bits, spec, q, "paper") == pytest.approx(C[sl].sum(), abs=1e-9 * (1 + abs(C).sum()))
+        assert estimate_numpy(bits, spec, q, "paper") == pytest.approx(
+            C[sl].sum(), abs=1e-9 * (1 + abs(C).sum())
+        )
 
 
 def test_lemma1_erratum_prefix_form():
@@ -114,5 +127,9 @@ def test_known_n_trivial_dimensions_add_nothing():
     s1 = GroupSpec((DimSpec(0, 1, 4, 1.0),))
     bits = rng.integers(0, 2, (50, 7))
     q2, q1 = range_query(s2, {0: (2, 3)}), range_query(s1, {0: (2, 3)})
-    assert estimate_numpy(bits, s2, q2, "known_n") == pytest.approx(estimate_numpy(bits[:, :4], s1, q1, "known_n"))
-    assert estimate_numpy(bits, s2, q2, "paper") != pytest.approx(estimate_numpy(bits[:, :4], s1, q1, "paper"))
+    assert estimate_numpy(bits, s2, q2, "known_n") == pytest.approx(
+        estimate_numpy(bits[:, :4], s1, q1, "known_n")
+    )
+    assert estimate_numpy(bits, s2, q2, "paper") != pytest.approx(
+        estimate_numpy(bits[:, :4], s1, q1, "paper")
+    )

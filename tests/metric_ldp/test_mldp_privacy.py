@@ -10,11 +10,26 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, bucketize, guarantee, perturb,
-                                   perturb_buckets, report_probability, thermometer)
-from mechanisms.metric_ldp.laplace import (column_variances, es_metric, fig1_ratio,
-                                           laplace_log_ratio, m2_scales, m2_scales_numeric,
-                                           m2_total_error, she_total_error)
+from mechanisms.metric_ldp import (
+    DimSpec,
+    GroupSpec,
+    bucketize,
+    guarantee,
+    perturb,
+    perturb_buckets,
+    report_probability,
+    thermometer,
+)
+from mechanisms.metric_ldp.laplace import (
+    column_variances,
+    es_metric,
+    fig1_ratio,
+    laplace_log_ratio,
+    m2_scales,
+    m2_scales_numeric,
+    m2_total_error,
+    she_total_error,
+)
 from mechanisms.rng import SeededSource
 
 CASES = [((1,), (1.0,)), ((2,), (0.7,)), ((4,), (1.0,)), ((3, 2), (1.0, 0.5)), ((2, 2, 2), (0.4, 1.3, 2.0))]
@@ -53,11 +68,11 @@ def test_enumeration_rejects_a_smaller_claimed_metric():
 def test_realised_flip_probability_is_conservative():
     for eps in (0.01, 0.5, 1.0, 3.0, 10.0):
         d = DimSpec(0, 1, 4, eps)
-        assert Fraction(d.flip_num, 2 ** 32) > Fraction(1) / (Fraction(math.exp(eps)) + 1)
+        assert Fraction(d.flip_num, 2**32) > Fraction(1) / (Fraction(math.exp(eps)) + 1)
         q = 1 / (math.exp(eps) + 1)  # d ln((1-q)/q) = dq / (q(1-q)), dq <= 2^-31
-        assert eps - 2 ** -31 / (q * (1 - q)) * 1.01 < d.effective_epsilon <= eps
+        assert eps - 2**-31 / (q * (1 - q)) * 1.01 < d.effective_epsilon <= eps
         # |q~ - q| <= 2^-31, so lambda moves by <= 2^-30: relative 2^-30 / tanh(eps/2)
-        assert d.kappa == pytest.approx(1 / math.tanh(eps / 2), rel=2 ** -30 / math.tanh(eps / 2) * 1.01)
+        assert d.kappa == pytest.approx(1 / math.tanh(eps / 2), rel=2**-30 / math.tanh(eps / 2) * 1.01)
     with pytest.raises(ValueError):
         DimSpec(0, 1, 4, 1e-12)
 
@@ -65,7 +80,16 @@ def test_realised_flip_probability_is_conservative():
 def test_thermometer_and_bucketize():
     assert thermometer(np.array([1, 3, 4]), 4).tolist() == [[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1]]
     d = DimSpec(0, 100, 100, 1.0)
-    assert bucketize(np.array([-5, 0, 0.999, 1, 30, 99.5, 100, 1e9]), d).tolist() == [1, 1, 1, 2, 31, 100, 100, 100]
+    assert bucketize(np.array([-5, 0, 0.999, 1, 30, 99.5, 100, 1e9]), d).tolist() == [
+        1,
+        1,
+        1,
+        2,
+        31,
+        100,
+        100,
+        100,
+    ]
     with pytest.raises(ValueError):
         bucketize(np.array([np.nan]), d)
 
@@ -102,8 +126,14 @@ def test_laplace_mechanisms_prop2(mech, m):
             assert laplace_log_ratio(spec, x, y) <= guarantee(spec, (x,), (y,)) + 1e-12
     # a twice-smaller noise scale would violate it for some pair
     s = (m2_scales(m, 0.9, {2, 5}) if mech == "M2" else np.full(m - 1, 1 / 0.9)) / 2
-    assert max(laplace_log_ratio(spec, x, y, s) - guarantee(spec, (x,), (y,))
-               for x in range(1, m + 1) for y in range(1, m + 1)) > 0.1
+    assert (
+        max(
+            laplace_log_ratio(spec, x, y, s) - guarantee(spec, (x,), (y,))
+            for x in range(1, m + 1)
+            for y in range(1, m + 1)
+        )
+        > 0.1
+    )
 
 
 def test_laplace_noise_law():
@@ -115,7 +145,7 @@ def test_laplace_noise_law():
     assert abs(z.mean()) < 4 * se
     # Var of the sample variance ~ (kurtosis excess 3 for Laplace-like) -> 5% is > 6 SE here
     assert np.var(z, axis=0) == pytest.approx([v, v], rel=0.05)
-    assert v / 16 ** 2 == pytest.approx(2.0, rel=0.01)  # -> 2 s^2 for s = 1/eps = 1
+    assert v / 16**2 == pytest.approx(2.0, rel=0.01)  # -> 2 s^2 for s = 1/eps = 1
 
 
 def test_m2_closed_form_matches_numeric_and_fig1():
@@ -128,7 +158,17 @@ def test_m2_closed_form_matches_numeric_and_fig1():
         t = 1 / closed
         assert np.all(t[:, None] + t[None, :] <= E + 1e-12 + np.eye(m) * 9)
     # spec 2.1 / 6.1 table for m = 100 (independent of n and eps)
-    table = {1: 0.4452, 2: 0.5057, 5: 0.6171, 10: 0.7305, 20: 0.8661, 30: 0.9443, 40: 0.9865, 50: 1.0, 80: 1.0}
+    table = {
+        1: 0.4452,
+        2: 0.5057,
+        5: 0.6171,
+        10: 0.7305,
+        20: 0.8661,
+        30: 0.9443,
+        40: 0.9865,
+        50: 1.0,
+        80: 1.0,
+    }
     for k, ref in table.items():
         assert fig1_ratio(100, k, eps=0.7) == pytest.approx(ref, abs=6e-5)
     assert she_total_error(100, 2.0, 10) == 8 * 10 * 100 / 4

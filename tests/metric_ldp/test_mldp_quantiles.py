@@ -7,8 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, dim_affine, perturb_buckets, quantile,
-                                   quantile_error, quantile_error_bound, search)
+from mechanisms.metric_ldp import (
+    DimSpec,
+    GroupSpec,
+    dim_affine,
+    perturb_buckets,
+    quantile,
+    quantile_error,
+    quantile_error_bound,
+    search,
+)
 from mechanisms.metric_ldp.quantiles import prefix_queries
 from mechanisms.rng import SeededSource
 
@@ -68,5 +76,7 @@ def test_error_bound_holds_at_rate(estimator):
         assert np.mean(errs > t) <= delta
         assert np.mean(errs > thm5) <= delta
         assert np.mean(errs > t / 10) > delta  # a much smaller bound fails: the check has teeth
-    assert t == pytest.approx((2 if estimator == "paper" else 1) * kap
-                              * math.sqrt(math.log(2 * (m - 1) / delta) / (2 * n)), rel=1e-6)
+    assert t == pytest.approx(
+        (2 if estimator == "paper" else 1) * kap * math.sqrt(math.log(2 * (m - 1) / delta) / (2 * n)),
+        rel=1e-6,
+    )

@@ -8,11 +8,29 @@ import numpy as np
 import pytest
 from scipy.linalg import hadamard
 
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, bucketize, estimate_numpy, guarantee_text,
-                                   perturb, private_weight_sum_query, range_query, range_weights,
-                                   value_range_query, variance)
-from mechanisms.metric_ldp.baselines import (HH, HIO2D, FlatOUE, HaarHRR, fwht,
-                                             oue_estimate_counts, oue_variance, olh_frequencies)
+from mechanisms.metric_ldp import (
+    DimSpec,
+    GroupSpec,
+    bucketize,
+    estimate_numpy,
+    guarantee_text,
+    perturb,
+    private_weight_sum_query,
+    range_query,
+    range_weights,
+    value_range_query,
+    variance,
+)
+from mechanisms.metric_ldp.baselines import (
+    HH,
+    HIO2D,
+    FlatOUE,
+    HaarHRR,
+    fwht,
+    olh_frequencies,
+    oue_estimate_counts,
+    oue_variance,
+)
 from mechanisms.rng import SeededSource
 
 AGE = DimSpec(0, 100, 100, 1.0, "age")
@@ -21,9 +39,16 @@ AGE = DimSpec(0, 100, 100, 1.0, "age")
 def test_lower_edge_policy_is_exact_on_unit_integer_buckets():
     ages = np.arange(0, 101)
     b = bucketize(ages, AGE)
-    for lo, hi, li, ui in [(30, 60, True, True), (30, 60, False, False), (None, 30, True, True),
-                           (None, 30, True, False), (99, None, True, True), (40, 40, True, True),
-                           (40, 40, False, True), (70, 20, True, True)]:
+    for lo, hi, li, ui in [
+        (30, 60, True, True),
+        (30, 60, False, False),
+        (None, 30, True, True),
+        (None, 30, True, False),
+        (99, None, True, True),
+        (40, 40, True, True),
+        (40, 40, False, True),
+        (70, 20, True, True),
+    ]:
         w = range_weights(AGE, lo, hi, li, ui)  # default policy "lower_edge"
         sel = np.ones(len(ages), bool)
         if lo is not None:
@@ -59,12 +84,15 @@ def test_private_weight_sum_unbiased():
     vals = np.stack([rng.uniform(0, 10, n), rng.uniform(0, 20, n)], axis=1)
     base = range_query(spec, {0: (2, 4)})
     q = private_weight_sum_query(spec, base)
-    truth = vals[(bucketize(vals[:, 0], spec.dims[0]) >= 2) & (bucketize(vals[:, 0], spec.dims[0]) <= 4), 1].sum()
+    truth = vals[
+        (bucketize(vals[:, 0], spec.dims[0]) >= 2) & (bucketize(vals[:, 0], spec.dims[0]) <= 4), 1
+    ].sum()
     rep = perturb(np.tile(vals, (reps, 1)), spec, SeededSource(2))
     from mldp_testutil import per_record
+
     est = per_record(rep, spec, q, "known_n").reshape(reps, n).sum(axis=1)
     # variance: noise (worst case, rounding at w/Delta) is bounded by 2 x every record at bucket 2
-    vmax = variance(spec, q, np.tile([3, 2], (n, 1)), "known_n") + 20.0 ** 2 * n / 4
+    vmax = variance(spec, q, np.tile([3, 2], (n, 1)), "known_n") + 20.0**2 * n / 4
     assert abs(est.mean() - truth) <= 4 * math.sqrt(vmax / reps)
     assert "Delta 20" in guarantee_text(spec)
 
@@ -87,7 +115,7 @@ def test_oue_and_olh_unbiased():
     for v in range(4):
         sd = math.sqrt(oue_variance(1000, 1.0, counts[v]))
         assert abs(est[:, v].mean() - counts[v]) <= 4 * sd / math.sqrt(4000)
-        assert est[:, v].var() == pytest.approx(sd ** 2, rel=0.1)
+        assert est[:, v].var() == pytest.approx(sd**2, rel=0.1)
     x = np.repeat(np.arange(4), counts)
     olh = np.array([olh_frequencies(x, 4, 1.0, rng) for _ in range(300)])
     sd = math.sqrt(oue_variance(1000, 1.0))  # OLH ~ OUE variance (spec 5.1), +-20%
@@ -100,12 +128,16 @@ def test_1d_range_baselines_unbiased(cls):
     m, n, reps, eps = 20, 2000, 300, 1.0
     x = rng.integers(1, m + 1, n)
     c = np.bincount(x - 1, minlength=m)
-    make = {"HH": lambda: HH(x, m, 4, eps, rng), "HHnc": lambda: HH(x, m, 4, eps, rng, consistency=False),
-            "HaarHRR": lambda: HaarHRR(x, m, eps, rng), "Flat": lambda: FlatOUE(c, eps, rng)}[cls]
+    make = {
+        "HH": lambda: HH(x, m, 4, eps, rng),
+        "HHnc": lambda: HH(x, m, 4, eps, rng, consistency=False),
+        "HaarHRR": lambda: HaarHRR(x, m, eps, rng),
+        "Flat": lambda: FlatOUE(c, eps, rng),
+    }[cls]
     ranges = [(3, 11), (1, 20), (7, 7)]
     est = np.array([[o.range(l, r) for l, r in ranges] for o in (make() for _ in range(reps))])
     for (l, r), e in zip(ranges, est.T):
-        truth = c[l - 1:r].sum()
+        truth = c[l - 1 : r].sum()
         assert abs(e.mean() - truth) <= 4 * e.std(ddof=1) / math.sqrt(reps) + 1e-6
 
 

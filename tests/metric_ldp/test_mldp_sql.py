@@ -6,18 +6,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sqlglot
-
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, estimate_numpy, linear_query,
-                                   perturb, perturb_buckets, prefix_estimates_numpy,
-                                   private_weight_sum_query, range_query, report_columns,
-                                   value_range_query, variance_estimate_numpy)
-from mechanisms.rng import SeededSource
-from proxy.pipeline.local_bind import estimate_text, quantile_text, variance_text
 from mldp_testutil import duck_table
 
+from mechanisms.metric_ldp import (
+    DimSpec,
+    GroupSpec,
+    Query,
+    estimate_numpy,
+    linear_query,
+    perturb,
+    perturb_buckets,
+    prefix_estimates_numpy,
+    private_weight_sum_query,
+    range_query,
+    report_columns,
+    value_range_query,
+    variance_estimate_numpy,
+)
+from mechanisms.rng import SeededSource
+from proxy.pipeline.local_bind import estimate_text, quantile_text, variance_text
+
 N = 3000
-SPEC3 = GroupSpec((DimSpec(0, 100, 10, 1.0, "age"), DimSpec(-5, 5, 4, 0.5, "t"),
-                   DimSpec(0, 1, 1, 2.0, "flag")))
+SPEC3 = GroupSpec(
+    (DimSpec(0, 100, 10, 1.0, "age"), DimSpec(-5, 5, 4, 0.5, "t"), DimSpec(0, 1, 1, 2.0, "flag"))
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,17 +38,22 @@ def data3():
     vals = np.stack([rng.uniform(0, 100, N), rng.normal(0, 3, N), rng.uniform(0, 1, N)], axis=1)
     rep = perturb(vals, SPEC3, SeededSource(2))
     g = rng.integers(0, 3, N)  # a public GROUP BY column
-    w = rng.uniform(0, 4, N)   # a public weight column
+    w = rng.uniform(0, 4, N)  # a public weight column
     return rep, duck_table(rep, SPEC3, {"grp": g, "w": w}), g, w
 
 
 def _queries(spec):
     rng = np.random.default_rng(9)
-    qs = [range_query(spec, {}), range_query(spec, {0: (1, 4)}), range_query(spec, {0: (3, 10)}),
-          range_query(spec, {0: (2, 7), 1: (2, 3)}), range_query(spec, {0: (5, 5), 1: (1, 4), 2: (1, 1)}),
-          range_query(spec, {0: (6, 2)}),  # empty
-          value_range_query(spec, {0: (17.5, 62.0), 1: (None, 0.3)}, policy="interpolate"),
-          linear_query(spec, {0: rng.normal(size=10), 1: rng.uniform(size=4)}, scale=0.5)]
+    qs = [
+        range_query(spec, {}),
+        range_query(spec, {0: (1, 4)}),
+        range_query(spec, {0: (3, 10)}),
+        range_query(spec, {0: (2, 7), 1: (2, 3)}),
+        range_query(spec, {0: (5, 5), 1: (1, 4), 2: (1, 1)}),
+        range_query(spec, {0: (6, 2)}),  # empty
+        value_range_query(spec, {0: (17.5, 62.0), 1: (None, 0.3)}, policy="interpolate"),
+        linear_query(spec, {0: rng.normal(size=10), 1: rng.uniform(size=4)}, scale=0.5),
+    ]
     return qs
 
 
@@ -89,8 +106,11 @@ def test_sql_laplace_mechanisms(mech):
     rep = perturb_buckets(x, spec, SeededSource(6))
     con = duck_table(rep, spec)
     assert [t for _, t in report_columns(spec)] == ["BIGINT"] * (7 if mech == "M3" else 8)
-    for q in (range_query(spec, {0: (3, 6)}), range_query(spec, {0: (1, 8)}),
-              linear_query(spec, {0: np.arange(8.0)})):
+    for q in (
+        range_query(spec, {0: (3, 6)}),
+        range_query(spec, {0: (1, 8)}),
+        linear_query(spec, {0: np.arange(8.0)}),
+    ):
         got = con.execute(f"SELECT {estimate_text(spec, q)} FROM r").fetchone()[0]
         assert got == pytest.approx(estimate_numpy(rep, spec, q), rel=1e-9)
 

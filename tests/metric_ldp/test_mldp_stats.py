@@ -6,12 +6,20 @@ import math
 
 import numpy as np
 import pytest
+from mldp_testutil import per_record, spec_known_n_variance, spec_paper_variance
 
-from mechanisms.metric_ldp import (DimSpec, GroupSpec, Query, linear_query, perturb_buckets,
-                                   range_query, variance, variance_bounds)
+from mechanisms.metric_ldp import (
+    DimSpec,
+    GroupSpec,
+    Query,
+    linear_query,
+    perturb_buckets,
+    range_query,
+    variance,
+    variance_bounds,
+)
 from mechanisms.metric_ldp.estimators import variance_queries
 from mechanisms.rng import SeededSource
-from mldp_testutil import per_record, spec_known_n_variance, spec_paper_variance
 
 R = 3000  # repetitions (>= 2000)
 
@@ -29,16 +37,23 @@ def _buckets(spec, n, seed):
 def _simulate(spec, x, queries, estimator, seed, reps=R):
     """reps independent perturbations of the same data -> (len(queries), reps) estimates."""
     rep = perturb_buckets(np.tile(x, (reps, 1)), spec, SeededSource(seed))
-    return np.array([per_record(rep, spec, q, estimator).reshape(reps, len(x)).sum(axis=1)
-                     for q in queries])
+    return np.array([per_record(rep, spec, q, estimator).reshape(reps, len(x)).sum(axis=1) for q in queries])
 
 
 SPEC1 = GroupSpec((DimSpec(0, 1, 8, 1.0),))
 SPEC2 = GroupSpec((DimSpec(0, 1, 6, 1.0), DimSpec(0, 1, 5, 1.5)))
-Q1 = [range_query(SPEC1, {0: (3, 6)}), range_query(SPEC1, {0: (1, 4)}), range_query(SPEC1, {0: (5, 8)}),
-      linear_query(SPEC1, {0: np.linspace(0, 7, 8) ** 1.5})]
-Q2 = [range_query(SPEC2, {0: (2, 4), 1: (3, 5)}), range_query(SPEC2, {0: (1, 3)}),
-      range_query(SPEC2, {0: (4, 4), 1: (1, 2)}), linear_query(SPEC2, {0: np.arange(6.0), 1: np.ones(5) * 2})]
+Q1 = [
+    range_query(SPEC1, {0: (3, 6)}),
+    range_query(SPEC1, {0: (1, 4)}),
+    range_query(SPEC1, {0: (5, 8)}),
+    linear_query(SPEC1, {0: np.linspace(0, 7, 8) ** 1.5}),
+]
+Q2 = [
+    range_query(SPEC2, {0: (2, 4), 1: (3, 5)}),
+    range_query(SPEC2, {0: (1, 3)}),
+    range_query(SPEC2, {0: (4, 4), 1: (1, 2)}),
+    linear_query(SPEC2, {0: np.arange(6.0), 1: np.ones(5) * 2}),
+]
 
 
 @pytest.mark.parametrize("spec,queries,n,seed", [(SPEC1, Q1, 300, 1), (SPEC2, Q2, 200, 2)])
@@ -67,7 +82,7 @@ def test_counterexample_to_thm3_constant_one():
     v = variance(spec, q, x, "paper")
     assert v == pytest.approx(69.8, abs=0.05)
     lam = math.tanh(1.5)
-    thm3 = lam ** -4 * 2 ** -2 * (1 - lam ** 4) * 300
+    thm3 = lam**-4 * 2**-2 * (1 - lam**4) * 300
     assert thm3 == pytest.approx(36.7, abs=0.05)
     e = _simulate(spec, x, [q], "paper", 31)[0]
     assert np.var(e, ddof=1) == pytest.approx(v, rel=0.10)
@@ -85,8 +100,12 @@ def test_variance_matches_spec_formulas():
                 l, r = sorted(rng.integers(1, m + 1, 2))
                 ranges[d] = (int(l), int(r))
             q = range_query(spec, ranges)
-            assert variance(spec, q, x, "paper") == pytest.approx(spec_paper_variance(spec, ranges, x), rel=1e-6)
-            assert variance(spec, q, x, "known_n") == pytest.approx(spec_known_n_variance(spec, ranges, x), rel=1e-6)
+            assert variance(spec, q, x, "paper") == pytest.approx(
+                spec_paper_variance(spec, ranges, x), rel=1e-6
+            )
+            assert variance(spec, q, x, "known_n") == pytest.approx(
+                spec_known_n_variance(spec, ranges, x), rel=1e-6
+            )
 
 
 def test_1d_constants_table():
@@ -96,9 +115,15 @@ def test_1d_constants_table():
     for eps, ref in table.items():  # the table is printed to 3-4 significant digits: rel 5e-3
         spec = GroupSpec((DimSpec(0, 1, 10, eps),))
         for l, r in ((1, 4), (3, 7), (2, 10)):
-            assert variance(spec, range_query(spec, {0: (l, r)}), x, "paper") / 10 == pytest.approx(ref, rel=5e-3)
-        assert variance(spec, range_query(spec, {0: (1, 4)}), x, "known_n") / 10 == pytest.approx(ref / 2, rel=5e-3)
-        assert variance(spec, range_query(spec, {0: (3, 7)}), x, "known_n") / 10 == pytest.approx(ref, rel=5e-3)
+            assert variance(spec, range_query(spec, {0: (l, r)}), x, "paper") / 10 == pytest.approx(
+                ref, rel=5e-3
+            )
+        assert variance(spec, range_query(spec, {0: (1, 4)}), x, "known_n") / 10 == pytest.approx(
+            ref / 2, rel=5e-3
+        )
+        assert variance(spec, range_query(spec, {0: (3, 7)}), x, "known_n") / 10 == pytest.approx(
+            ref, rel=5e-3
+        )
 
 
 def test_known_n_never_worse_than_paper():
@@ -107,7 +132,11 @@ def test_known_n_never_worse_than_paper():
         spec = GroupSpec(tuple(DimSpec(0, 1, 5, float(e)) for e in rng.uniform(0.3, 3, D)))
         x = _buckets(spec, 100, D + 20)
         for _ in range(30):
-            ranges = {d: tuple(sorted(int(v) for v in rng.integers(1, 6, 2))) for d in range(D) if rng.random() < 0.7}
+            ranges = {
+                d: tuple(sorted(int(v) for v in rng.integers(1, 6, 2)))
+                for d in range(D)
+                if rng.random() < 0.7
+            }
             q = range_query(spec, ranges)
             assert variance(spec, q, x, "known_n") <= variance(spec, q, x, "paper") * (1 + 1e-12)
     # empirically too (trivial second dimension: paper pays ~kappa^2, spec 7.7)
@@ -142,9 +171,10 @@ def test_laplace_mechanisms_unbiased_with_exact_variance(mech):
     q = range_query(spec, {0: (3, 6)})
     v = variance(spec, q, x)
     if mech == "M3":  # spec 2.2: (2n/eps^2)(1[l>=2] + 1[r<=m-1]); grid K = 2^10 changes it by ~1e-7
-        assert v == pytest.approx(2 * n / eps ** 2 * 2, rel=1e-5)
+        assert v == pytest.approx(2 * n / eps**2 * 2, rel=1e-5)
     else:  # Prop. 3: 2n sum_x w_x^2 s_x^2
         from mechanisms.metric_ldp.laplace import m2_scales
+
         assert v == pytest.approx(2 * n * np.sum(m2_scales(m, eps, {1, 2})[2:6] ** 2), rel=1e-5)
     e = _simulate(spec, x, [q], "known_n", 61, reps=2000)[0]
     assert abs(e.mean() - q.truth(spec, x)) <= 4 * math.sqrt(v / 2000)

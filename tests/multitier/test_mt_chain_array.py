@@ -6,6 +6,7 @@ seed fixes the verdict), and the same test must reject a sampler off by one step
 Coins: an exact two-sided binomial test, p > 1e-4, and a perturbed p is rejected. The
 scalar and the batch residual: chi-square homogeneity of the two samples, p > 1e-4.
 """
+
 from __future__ import annotations
 
 import decimal
@@ -14,15 +15,20 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from mt_testutil import chisq_pvalue
 from scipy import stats
 
 import mechanisms.multitier.chain_array as chain_array
 from mechanisms.multitier import get_family, make_ladder, tsg_residual
-from mechanisms.multitier.chain_array import (bernoulli_exp_array, bernoulli_ratio_array, ratio_interval,
-                                              tsg_chain_array, tsg_residual_array)
+from mechanisms.multitier.chain_array import (
+    bernoulli_exp_array,
+    bernoulli_ratio_array,
+    ratio_interval,
+    tsg_chain_array,
+    tsg_residual_array,
+)
 from mechanisms.multitier.ladder import VectorLadder
 from mechanisms.rng import SeededSource
-from mt_testutil import chisq_pvalue
 
 P_MIN = 1e-4
 N = 200_000
@@ -36,9 +42,16 @@ def _exact_ratio(an, ad, bn, bd, prec) -> decimal.Decimal:
         return (1 - eb) / (1 - ea) * (decimal.Decimal(2) ** prec)
 
 
-@pytest.mark.parametrize("a,b", [(Fraction(2), Fraction(1)), (Fraction(1, 3), Fraction(1, 7)),
-                                 (Fraction(1, 10**6), Fraction(1, 10**7)), (Fraction(40), Fraction(39)),
-                                 (Fraction(0.1), Fraction(0.05))])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        (Fraction(2), Fraction(1)),
+        (Fraction(1, 3), Fraction(1, 7)),
+        (Fraction(1, 10**6), Fraction(1, 10**7)),
+        (Fraction(40), Fraction(39)),
+        (Fraction(0.1), Fraction(0.05)),
+    ],
+)
 @pytest.mark.parametrize("prec", [32, 96, 200])
 def test_ratio_interval_brackets_the_true_value_tightly(a, b, prec):
     lo, hi = ratio_interval(a.numerator, a.denominator, b.numerator, b.denominator, prec)
@@ -55,7 +68,7 @@ def test_exp_coins_have_their_law_and_a_perturbed_law_is_rejected(c):
     coins = bernoulli_exp_array(N, c, SeededSource(1))
     p = math.exp(-float(c))
     assert _binom_p(coins, p) > P_MIN
-    shift = 6 * math.sqrt(p * (1 - p) / N)                      # a 6σ error must not pass
+    shift = 6 * math.sqrt(p * (1 - p) / N)  # a 6σ error must not pass
     assert _binom_p(coins, p + shift) < P_MIN and _binom_p(coins, p - shift) < P_MIN
     assert bernoulli_exp_array(5, Fraction(0), SeededSource(1)).all()
 
@@ -77,8 +90,8 @@ def test_batch_residual_has_the_eq1_law_and_fresh_noise_is_rejected(hi, lo, D):
     a, b = Fraction(hi) / D, Fraction(lo) / D
     s = tsg_residual_array(N, a, b, SeededSource(3))
     assert chisq_pvalue(s, lambda k: f.residual_pmf(hi, lo, k)) > P_MIN
-    assert chisq_pvalue(s, lambda k: f.pmf(lo, k)) < 1e-12        # the atom-free TSG(lo): rejected
-    assert chisq_pvalue(s, lambda k: f.residual_pmf(hi, lo * 1.1, k)) < P_MIN   # a 10% error in eps_lo
+    assert chisq_pvalue(s, lambda k: f.pmf(lo, k)) < 1e-12  # the atom-free TSG(lo): rejected
+    assert chisq_pvalue(s, lambda k: f.residual_pmf(hi, lo * 1.1, k)) < P_MIN  # a 10% error in eps_lo
 
 
 def test_scalar_and_batch_residuals_have_the_same_law():
@@ -104,7 +117,7 @@ def test_every_level_of_a_batch_chain_has_its_tier_law():
         assert vals.dtype == np.int64
         noise = vals - q
         assert chisq_pvalue(noise, lambda k: f.pmf(eps, k)) > P_MIN
-        assert chisq_pvalue(noise, lambda k: f.pmf(eps * 1.05, k)) < P_MIN    # 5% off: rejected
+        assert chisq_pvalue(noise, lambda k: f.pmf(eps * 1.05, k)) < P_MIN  # 5% off: rejected
     # the chain, not independent draws: each step is an Eq. (1) residual (an atom at 0)
     step = out[0.5] - out[1.0]
     assert chisq_pvalue(step, lambda k: f.residual_pmf(1.0, 0.5, k)) > P_MIN
@@ -112,7 +125,7 @@ def test_every_level_of_a_batch_chain_has_its_tier_law():
 
 def test_a_chain_beyond_int64_or_another_family_goes_cell_by_cell():
     lad = make_ladder("tsg", [1.0, 0.5], 1)
-    big = [2 ** 62, -(2 ** 62), 5]
+    big = [2**62, -(2**62), 5]
     out = lad.release_many(big, SeededSource(7))
     assert all(v.dtype == object for v in out.values())
     assert all(abs(int(x) - t) < 10**4 for v in out.values() for x, t in zip(v, big))
@@ -120,10 +133,10 @@ def test_a_chain_beyond_int64_or_another_family_goes_cell_by_cell():
     assert [v.shape for v in lap.values()] == [(2,), (2,)]
     assert make_ladder("tsg", [1.0], 1).release_many([], SeededSource(7))[1.0].size == 0
     with pytest.raises(OverflowError):
-        tsg_chain_array(np.array([1]), [Fraction(1, 2 ** 60)], SeededSource(7))
-    with pytest.raises(OverflowError):                     # |INT64_MIN| does not fit: abs() would wrap
-        tsg_chain_array(np.array([-2 ** 63]), [Fraction(1)], SeededSource(7))
-    assert all(v.dtype == object for v in lad.release_many([-(2 ** 62), 3], SeededSource(7)).values())
+        tsg_chain_array(np.array([1]), [Fraction(1, 2**60)], SeededSource(7))
+    with pytest.raises(OverflowError):  # |INT64_MIN| does not fit: abs() would wrap
+        tsg_chain_array(np.array([-(2**63)]), [Fraction(1)], SeededSource(7))
+    assert all(v.dtype == object for v in lad.release_many([-(2**62), 3], SeededSource(7)).values())
 
 
 def test_vector_ladder_many_is_one_chain_per_coordinate():
@@ -137,5 +150,6 @@ def test_vector_ladder_many_is_one_chain_per_coordinate():
 def test_the_chain_module_is_float_free():
     import ast
     from pathlib import Path
+
     tree = ast.parse(Path(chain_array.__file__).read_text())
     assert not [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]

@@ -1,17 +1,22 @@
 """Residual laws of the noise families (spec 2-3, 11): weights, pmfs, CF ratios, refusals."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from mt_testutil import chisq_pvalue, empirical_cf
 from scipy import special
 
 from mechanisms.multitier import get_family, make_ladder, tsg_residual, tsg_residual_weights
-from mechanisms.multitier.validity import (bochner_min_eigenvalue, discrete_gaussian_cf, fft_residual_pmf,
-                                           residual_is_valid, staircase_cf)
+from mechanisms.multitier.validity import (
+    bochner_min_eigenvalue,
+    discrete_gaussian_cf,
+    fft_residual_pmf,
+    residual_is_valid,
+    staircase_cf,
+)
 from mechanisms.rng import SeededSource
-from fractions import Fraction
-from mt_testutil import chisq_pvalue, empirical_cf
 
 
 def test_tsg_weights_spec_values_and_identities():
@@ -33,7 +38,9 @@ def test_tsg_residual_pmf_nonneg_normalised_and_equals_cf_inversion(hi, lo, D):
     assert p.min() >= 0 and p.sum() == pytest.approx(1, abs=1e-12)
     assert np.max(np.abs(fft_p.real - p)) < 1e-12 and np.abs(fft_p.imag).max() < 1e-12
     if (hi, lo, D) == (2.0, 1.0, 1):  # spec 2.4 reference values
-        assert p[k == 0][0] == pytest.approx(0.567871, abs=1e-6) and p[k == 2][0] == pytest.approx(0.050244, abs=1e-6)
+        assert p[k == 0][0] == pytest.approx(0.567871, abs=1e-6) and p[k == 2][0] == pytest.approx(
+            0.050244, abs=1e-6
+        )
 
 
 def test_exact_tsg_residual_sampler_matches_eq1():
@@ -49,13 +56,19 @@ def test_exact_sampler_uses_integer_source_only():
     class NoFloat(SeededSource):
         def generator(self):
             raise AssertionError("float path used")
+
     src = NoFloat(3)
     for fam in ("tsg", "msdlap"):
         make_ladder(fam, [2.0, 1.0, 0.25], sensitivity=3).release(7, src)
 
 
-FAMS = [("tsg", 1, (1.5, 0.7)), ("msdlap", 3, (1.5, 0.7)), ("laplace", 1, (1.5, 0.7)),
-        ("gaussian", 1, (1.5, 0.7)), ("skellam", 1, (1.5, 0.7))]
+FAMS = [
+    ("tsg", 1, (1.5, 0.7)),
+    ("msdlap", 3, (1.5, 0.7)),
+    ("laplace", 1, (1.5, 0.7)),
+    ("gaussian", 1, (1.5, 0.7)),
+    ("skellam", 1, (1.5, 0.7)),
+]
 
 
 @pytest.mark.parametrize("name,D,pair", FAMS)
@@ -82,7 +95,9 @@ def test_refused_families(name):
 
 def test_dg_and_staircase_residuals_are_invalid():
     R = lambda t: discrete_gaussian_cf(1.1, t) / discrete_gaussian_cf(1.0, t)
-    assert bochner_min_eigenvalue(R, [0, np.pi / 2, np.pi, 3 * np.pi / 2]) == pytest.approx(-0.1886953, abs=1e-6)
+    assert bochner_min_eigenvalue(R, [0, np.pi / 2, np.pi, 3 * np.pi / 2]) == pytest.approx(
+        -0.1886953, abs=1e-6
+    )
     k, p = fft_residual_pmf(R, 64)
     assert p.real[k == 2][0] == pytest.approx(-0.021410, abs=1e-6)
     assert not residual_is_valid(R, integer=True)

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
+from mt_testutil import chisq_pvalue
 from scipy import stats
 
 from mechanisms.multitier import SumGrid, get_family, make_ladder, nearest_lower_level
 from mechanisms.rng import SeededSource
-from mt_testutil import chisq_pvalue
 
 LEVELS = [0.5, 2.0, 1.0]  # any order; the ladder sorts
 
@@ -56,7 +56,7 @@ def test_joint_of_two_tiers_is_max_eps_dp_by_enumeration():
     chain = lambda q: f.pmf(e1, R1 - q) * f.residual_pmf(e1, e2, R2 - R1)
     indep = lambda q: f.pmf(e1, R1 - q) * f.pmf(e2, R2 - q)
     assert chain(0).sum() == pytest.approx(1, abs=1e-12)
-    assert _joint_max_log_ratio(chain) == pytest.approx(e1, abs=1e-9)      # = max eps, not more
+    assert _joint_max_log_ratio(chain) == pytest.approx(e1, abs=1e-9)  # = max eps, not more
     assert _joint_max_log_ratio(indep) == pytest.approx(e1 + e2, abs=1e-9)  # naive: sum eps > max eps
     assert _joint_max_log_ratio(indep) > max(e1, e2) + 0.5
 
@@ -73,8 +73,9 @@ def test_coalition_without_the_root_costs_its_own_max():
     assert _joint_max_log_ratio(joint) == pytest.approx(1.0, abs=1e-9)
 
 
-@pytest.mark.parametrize("fam,D", [("tsg", 1), ("tsg", 3), ("msdlap", 2), ("laplace", 2), ("gaussian", 1),
-                                   ("skellam", 1)])
+@pytest.mark.parametrize(
+    "fam,D", [("tsg", 1), ("tsg", 3), ("msdlap", 2), ("laplace", 2), ("gaussian", 1), ("skellam", 1)]
+)
 def test_composed_variance_equals_single_tier(fam, D):
     lad = make_ladder(fam, [3.0, 2.0, 1.0, 0.3], sensitivity=D)
     for e in lad.levels:
@@ -88,7 +89,7 @@ def test_msdlap_chain_marginal():
     x = np.array([lad.release(0, src)[1.2] for _ in range(30_000)])
     k = np.arange(-300, 301)
     unit = get_family("tsg")
-    y1 = unit.pmf(1.2, k)                         # 1*Y1
+    y1 = unit.pmf(1.2, k)  # 1*Y1
     y2 = np.zeros_like(y1)
     y2[::2][np.abs(k[::2]) <= 300] = unit.pmf(1.2, k[::2] // 2)  # 2*Y2 lives on even k
     pmf = np.convolve(y1, y2, mode="same")
@@ -152,7 +153,8 @@ def test_bridge_edges_and_loosen():
     new, old = [], []
     for _ in range(20_000):
         v = lad.release(0, src)[1.0]
-        new.append(lad.loosen({1.0: v}, 2.0, 0, src)); old.append(v)
+        new.append(lad.loosen({1.0: v}, 2.0, 0, src))
+        old.append(v)
     new, old = np.array(new), np.array(old)
     assert chisq_pvalue(new, lambda k: f.pmf(2.0, k)) > 1e-3
     p = np.mean(new == old)

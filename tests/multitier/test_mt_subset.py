@@ -7,8 +7,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from mechanisms.multitier import (SubsetLadder, estimate_counts, optimal_k, rescale_beta, rescale_beta_paper,
-                                  subset_sample, subset_t_f, subset_variance)
+from mechanisms.multitier import (
+    SubsetLadder,
+    estimate_counts,
+    optimal_k,
+    rescale_beta,
+    rescale_beta_paper,
+    subset_sample,
+    subset_t_f,
+    subset_variance,
+)
 from mechanisms.multitier.baselines import subset_ideal_variance
 from mechanisms.multitier.bounds import GLOBAL_BOUND, thm53_bound, thm54_bound
 from mechanisms.rng import SeededSource
@@ -32,11 +40,13 @@ def test_corrected_beta_hits_target_exactly(d):
         beta = rescale_beta(rho, target, k, d)
         M = math.comb(d, k)
         out = [{S: beta * p + (1 - beta) / M for S, p in subset_pmf(d, k, rho, x).items()} for x in range(d)]
-        assert ldp_level(out) == target                        # Lemma 5.2 with E1: exactly eps'
-        assert out[0] == subset_pmf(d, k, target, 0)            # and the law is Subset(k, eps')
+        assert ldp_level(out) == target  # Lemma 5.2 with E1: exactly eps'
+        assert out[0] == subset_pmf(d, k, target, 0)  # and the law is Subset(k, eps')
         bp = Fraction(rescale_beta_paper(float(rho), float(target), k, d))
         if 0 <= bp <= 1:
-            wrong = [{S: bp * p + (1 - bp) / M for S, p in subset_pmf(d, k, rho, x).items()} for x in range(2)]
+            wrong = [
+                {S: bp * p + (1 - bp) / M for S, p in subset_pmf(d, k, rho, x).items()} for x in range(2)
+            ]
             assert abs(float(ldp_level(wrong)) - float(target)) > 1e-3  # the paper's beta misses
 
 
@@ -44,10 +54,10 @@ def test_paper_beta_reference_values():
     r, r2 = math.exp(1.3), math.exp(0.6)
     assert float(rescale_beta(r, r2, 2, 7)) == pytest.approx(0.439619, abs=1e-6)
     assert rescale_beta_paper(r, r2, 2, 7) == pytest.approx(0.784501, abs=1e-6)
-    assert rescale_beta_paper(9.0, 4.0, 1, 10) == pytest.approx(1.08)       # > 1: not a probability
+    assert rescale_beta_paper(9.0, 4.0, 1, 10) == pytest.approx(1.08)  # > 1: not a probability
     assert 0 <= rescale_beta(9, 4, 1, 10) <= 1
     with pytest.raises(ValueError):
-        rescale_beta(Fraction(2), Fraction(3), 1, 10)                         # cannot go up
+        rescale_beta(Fraction(2), Fraction(3), 1, 10)  # cannot go up
 
 
 def test_expansion_lemma_by_enumeration():
@@ -58,28 +68,43 @@ def test_expansion_lemma_by_enumeration():
         for j in set(range(d)) - set(S):
             T = tuple(sorted(S + (j,)))
             out[T] = out.get(T, 0) + p / (d - k)
-    assert out == subset_pmf(d, k + 1, (k * rho + 1) / (k + 1), 0)        # Lemma 5.1
+    assert out == subset_pmf(d, k + 1, (k * rho + 1) / (k + 1), 0)  # Lemma 5.1
 
 
 def test_estimator_closed_forms_and_kstar():
     for d, k, eps in [(10, 1, 1.0), (15, 4, 0.7), (128, 20, 1.9)]:
         t, f = (float(v) for v in subset_t_f(Fraction(math.exp(eps)), k, d))
-        assert subset_variance(eps, k, d) == pytest.approx((t * (1 - t) + (d - 1) * f * (1 - f)) / (t - f) ** 2)
-    assert [round(subset_variance(math.log(10 / k - 1), k, 10), 5) for k in (1, 2, 3)] == [3.65625, 13.5, 41.625]
+        assert subset_variance(eps, k, d) == pytest.approx(
+            (t * (1 - t) + (d - 1) * f * (1 - f)) / (t - f) ** 2
+        )
+    assert [round(subset_variance(math.log(10 / k - 1), k, 10), 5) for k in (1, 2, 3)] == [
+        3.65625,
+        13.5,
+        41.625,
+    ]
     assert optimal_k(math.log(6.4), 10) == 1 and optimal_k(math.log(5), 10) == 2
 
 
 def test_worked_example_d8():
     L = [2.5, 1.6, 1.0, 0.5, 0.2]
-    want = {1: [(2.5, 1, 1.700), (1.0986, 2, 17.5), (0.5108, 3, 91.0), (0.4055, 4, 152.25), (0.2, 4, 615.712)],
-            2: [(2.5, 1, 1.700), (1.3863, 2, 10.241), (1.0, 2, 21.736), (0.4055, 4, 152.25), (0.2, 4, 615.712)]}
+    want = {
+        1: [(2.5, 1, 1.700), (1.0986, 2, 17.5), (0.5108, 3, 91.0), (0.4055, 4, 152.25), (0.2, 4, 615.712)],
+        2: [(2.5, 1, 1.700), (1.3863, 2, 10.241), (1.0, 2, 21.736), (0.4055, 4, 152.25), (0.2, 4, 615.712)],
+    }
     for v, rows in want.items():
         sl = SubsetLadder(8, L, variant=v)
         got = [(round(sl.match[e].level, 4), sl.match[e].k, round(sl.tier_variance(e), 3)) for e in L]
         assert got == rows
     sl = SubsetLadder(15, [2.0, 1.0, 0.5], variant=1)
     assert [(round(t.level, 4), t.k) for t in sl.templates] == [
-        (2.6391, 1), (1.8718, 2), (1.3863, 3), (1.0116, 4), (0.6931, 5), (0.4055, 6), (0.1335, 7)]
+        (2.6391, 1),
+        (1.8718, 2),
+        (1.3863, 3),
+        (1.0116, 4),
+        (0.6931, 5),
+        (0.4055, 6),
+        (0.1335, 7),
+    ]
 
 
 @pytest.mark.parametrize("d", [2, 3, 4, 5, 9, 10])
@@ -88,8 +113,11 @@ def test_e3_expansion_only_for_even_d(d):
     kmax = max(t.k for t in sl.templates)
     assert kmax == (max(1, d // 2) if d % 2 == 0 else max(1, (d - 1) // 2))
     if d == 4:
-        assert [(round(t.level, 4), t.k) for t in sl.templates[:3]] == [(3.0, 1), (math.log(3).__round__(4), 1),
-                                                                         (round(math.log(2), 4), 2)]
+        assert [(round(t.level, 4), t.k) for t in sl.templates[:3]] == [
+            (3.0, 1),
+            (math.log(3).__round__(4), 1),
+            (round(math.log(2), 4), 2),
+        ]
 
 
 def test_single_tier_worst_ratios_within_theorems():
@@ -122,10 +150,11 @@ def test_perturb_per_tier_law_and_estimator_mse():
         assert all(len(s) == tpl.k for s in S[:200])
         t, f = (float(v) for v in tpl.t_f(d))
         hit = np.mean([x in s for s in S])
-        assert abs(hit - t) < 4.5 * math.sqrt(t * (1 - t) / n)          # P(x in S) = t (spec 11)
+        assert abs(hit - t) < 4.5 * math.sqrt(t * (1 - t) / n)  # P(x in S) = t (spec 11)
         other = np.mean([0 in s for s in S])
         assert abs(other - f) < 4.5 * math.sqrt(f * (1 - f) / n)
-        onehot = np.zeros((n, d)); onehot[:, x] = 1
+        onehot = np.zeros((n, d))
+        onehot[:, x] = 1
         ind = np.zeros((n, d))
         for i, s in enumerate(S):
             ind[i, list(s)] = 1
@@ -157,6 +186,7 @@ def _exact_joint(sl, x):
     chain over subsets (Expansion: uniform free element; Rescale: keep w.p. beta, else a
     uniform |s|-subset), snapshotted at the matched template steps. {(S_step...): p}."""
     from collections import defaultdict
+
     d, steps = sl.d, sorted({t.step for t in sl.match.values()})
     dist = {(frozenset([x]), ()): 1.0}
     for i, op in enumerate(sl.ops, start=1):
@@ -191,6 +221,7 @@ def test_joint_law_of_all_tiers_matches_the_exact_chain(batched):
     the joint outcomes (cells with expectation < 5 pooled) stays below the chi-square
     0.9999 quantile for its degrees of freedom, fixed seeds."""
     from scipy.stats import chi2
+
     d, L, x, n = 5, [2.2, 1.0, 0.3], 1, 40_000
     sl = SubsetLadder(d, L, variant=2)
     joint, steps = _exact_joint(sl, x)
@@ -203,8 +234,9 @@ def test_joint_law_of_all_tiers_matches_the_exact_chain(batched):
         reps = [sl.perturb(x, src) for _ in range(n)]
         keys = (tuple(r[by_step[st]][0] for st in steps) for r in reps)
     from collections import Counter
+
     seen = Counter(keys)
-    assert set(seen) <= set(joint)                               # nothing outside the law's support
+    assert set(seen) <= set(joint)  # nothing outside the law's support
     big = [h for h, p in joint.items() if n * p >= 5]
     small = [h for h in joint if h not in big]
     obs = [seen[h] for h in big] + [sum(seen[h] for h in small)]
@@ -215,10 +247,10 @@ def test_joint_law_of_all_tiers_matches_the_exact_chain(batched):
 
 def test_perturb_many_shapes_and_refusals():
     sl = SubsetLadder(8, [2.0, 0.5], variant=1)
-    out = sl.perturb_many([0, 7, 3] * 30_000, SeededSource(4), chunk=10_000)   # several chunks
+    out = sl.perturb_many([0, 7, 3] * 30_000, SeededSource(4), chunk=10_000)  # several chunks
     for e, bits in out.items():
         assert bits.shape == (90_000, 8) and bits.dtype == bool
-        assert (bits.sum(axis=1) == sl.match[e].k).all()          # every report has k members
+        assert (bits.sum(axis=1) == sl.match[e].k).all()  # every report has k members
     assert sl.perturb_many([], SeededSource(1))[2.0].shape == (0, 8)
     with pytest.raises(ValueError, match="outside"):
         sl.perturb_many([0, 8], SeededSource(1))

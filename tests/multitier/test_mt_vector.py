@@ -24,7 +24,7 @@ def test_vector_laplace_full_eps_privacy_argument():
     ts = np.linspace(0, 1, 11)
     # chain: joint density = f_top(r1|q) * K(r2|r1) with K data-free, so the joint ratio is the top ratio:
     top = max(np.abs(_log_ratio_top(e1, r, q, t)).max() for t in ts)
-    assert top <= e1 + 1e-12 and top > e1 - 1e-3       # tight at FULL eps: l1 sensitivity of (t, 1-t) is 1
+    assert top <= e1 + 1e-12 and top > e1 - 1e-3  # tight at FULL eps: l1 sensitivity of (t, 1-t) is 1
     # naive independent release of both tiers: ratios add up to e1 + e2 > max eps
     indep = max(np.abs(_log_ratio_top(e1, r, q, t) + _log_ratio_top(e2, r, q, t)).max() for t in ts)
     assert indep > e1 + 0.3 and indep <= e1 + e2 + 1e-12

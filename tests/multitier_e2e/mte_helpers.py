@@ -1,11 +1,12 @@
 """Shared helpers for tests/multitier_e2e (not a test module)."""
+
 from __future__ import annotations
 
 import psycopg
 
-from proxy.stores.ladder_store import store_for
 from proxy.pipeline.multitier import answer_at
 from proxy.pipeline.release import answer_rows
+from proxy.stores.ladder_store import store_for
 
 TIER_EPS = {"bronze": 0.1, "silver": 0.5, "gold": 2.0}
 

@@ -2,6 +2,7 @@
 fixed-point grids (fast and exact), closed-form bridges, the AVG privacy argument
 (Algorithm 3 + a discrete-Laplace chain per coordinate at FULL ε), and one
 independent chain per GROUP BY cell."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,8 @@ import pytest
 from scipy import stats
 
 from config import parse_config
-from mechanisms.measurements import as_epsilon
 from mechanisms.mean import LaplaceTransformedMean
+from mechanisms.measurements import as_epsilon
 from mechanisms.multitier import TSG, make_ladder
 from mechanisms.multitier.families import _bern_ratio, _bern_ratio_small, tsg_residual
 from mechanisms.multitier.ladder import tsg_bridge_closed
@@ -35,14 +36,14 @@ def test_fast_ratio_bernoulli_is_exact(a, b):
 
 
 def test_residual_on_a_million_unit_grid_is_fast_and_right():
-    D = 1 << 20                      # the AVG grid M; SUM grids are of the same order
+    D = 1 << 20  # the AVG grid M; SUM grids are of the same order
     fam, src = TSG(D), SeededSource(2)
     hi, lo = 2.0, 0.5
     w0, w1 = fam.residual_weights(hi, lo)
     a, b = as_epsilon(hi) / D, as_epsilon(lo) / D
-    s = np.array([tsg_residual(a, b, src) for _ in range(20_000)])          # ~1 s (was ~6 s per draw)
+    s = np.array([tsg_residual(a, b, src) for _ in range(20_000)])  # ~1 s (was ~6 s per draw)
     assert abs(np.mean(s == 0) - w0) < 4.5 * math.sqrt(w0 * w1 / s.size)
-    nz = np.abs(s[s != 0]) / (D / lo)                                         # |TSG(e^-lo/D)| / scale ~ Exp(1)
+    nz = np.abs(s[s != 0]) / (D / lo)  # |TSG(e^-lo/D)| / scale ~ Exp(1)
     assert stats.kstest(nz, "expon").pvalue > 1e-3
 
 
@@ -79,7 +80,7 @@ def test_large_grid_bridge_matches_forward_generation():
     diffs = []
     for _ in range(n):
         r = two.release(0, src)
-        y = two.bridge_insert(r, en, src)                 # closed form (grid too large to enumerate)
+        y = two.bridge_insert(r, en, src)  # closed form (grid too large to enumerate)
         same_a += y == r[ea]
         same_b += y == r[eb]
         diffs.append(y - r[ea])
@@ -129,16 +130,16 @@ def test_avg_chain_privacy_by_enumeration():
     y = np.arange(-120, 121)
     q = np.array([5, 11])
     worst_top, worst_joint, worst_indep = 0.0, 0.0, 0.0
-    K = fam.residual_pmf(e_hi, e_lo, y[None, :] - y[:, None])          # K[r1, r2] for one coordinate
+    K = fam.residual_pmf(e_hi, e_lo, y[None, :] - y[:, None])  # K[r1, r2] for one coordinate
     for a in range(M + 1):
         shift = np.array([a, M - a])
         top = [np.log(fam.pmf(e_hi, y - q[c])) - np.log(fam.pmf(e_hi, y - q[c] - shift[c])) for c in range(2)]
-        lratio = top[0][:, None] + top[1][None, :]                      # over (r1_x, r1_y)
+        lratio = top[0][:, None] + top[1][None, :]  # over (r1_x, r1_y)
         worst_top = max(worst_top, np.abs(lratio).max())
         # joint over (r1, r2) of coordinate 0: P(r1|q) K(r1, r2) vs P(r1|q') K(r1, r2)
         j0 = np.log(fam.pmf(e_hi, y - q[0]))[:, None] + np.log(K)
         j1 = np.log(fam.pmf(e_hi, y - q[0] - shift[0]))[:, None] + np.log(K)
-        assert np.allclose(j0 - j1, top[0][:, None])                     # the kernel cancels
+        assert np.allclose(j0 - j1, top[0][:, None])  # the kernel cancels
         worst_joint = max(worst_joint, np.abs(j0 - j1).max() + np.abs(top[1]).max())
         lo = [np.log(fam.pmf(e_lo, y - q[c])) - np.log(fam.pmf(e_lo, y - q[c] - shift[c])) for c in range(2)]
         worst_indep = max(worst_indep, np.abs(top[0] + lo[0]).max() + np.abs(top[1] + lo[1]).max())
@@ -161,7 +162,7 @@ def test_avg_chain_levels_have_the_single_tier_law():
     body = draw_ladder(plan, [tuple(c) for c in cells], [2.0, 0.5, 0.1], SeededSource(6))
     ans = answer_at(plan, body, 0.5, 0.5)
     avg, total, count = ans["values"][0]
-    assert avg == pytest.approx(min(max(total / count, 0.0), 500000.0), rel=0.01)   # COUNT is rounded
+    assert avg == pytest.approx(min(max(total / count, 0.0), 500000.0), rel=0.01)  # COUNT is rounded
     assert ans["epsilon"] == [0.5, 0.5, 0.5] and ans["mechanism"][0] == "multitier_laplace_transformed_mean"
 
 
@@ -178,13 +179,13 @@ def test_each_group_by_cell_draws_its_own_chain():
             noise[e].append([c["raw"]["count(*)#0"][repr(e)] - 100 for c in body["cells"]])
     fam = TSG(1)
     for e in levels:
-        arr = np.array(noise[e], dtype=float)                       # n x 16
-        assert abs(arr.var() / fam.variance(e) - 1) < 0.1           # marginal of every level
+        arr = np.array(noise[e], dtype=float)  # n x 16
+        assert abs(arr.var() / fam.variance(e) - 1) < 0.1  # marginal of every level
         corr = np.corrcoef(arr.T)[np.triu_indices(16, 1)]
-        assert np.abs(corr).max() < 5 / math.sqrt(n)                # cells independent
+        assert np.abs(corr).max() < 5 / math.sqrt(n)  # cells independent
     res = np.array(noise[0.1]) - np.array(noise[2.0])
     corr = np.corrcoef(res.T)[np.triu_indices(16, 1)]
-    assert np.abs(corr).max() < 5 / math.sqrt(n)                    # residuals independent per cell
+    assert np.abs(corr).max() < 5 / math.sqrt(n)  # residuals independent per cell
 
 
 def test_multi_aggregate_statement_splits_each_level():
@@ -192,5 +193,5 @@ def test_multi_aggregate_statement_splits_each_level():
     plan = build_plan(parse("SELECT COUNT(*), SUM(age) FROM pums"), cfg)
     body = draw_ladder(plan, [(1000, 40_000)], [2.0, 0.5], SeededSource(8))
     ans = answer_at(plan, body, 0.5, 0.5)
-    assert ans["epsilon"] == [0.25, 0.25]                            # the tier's ε split as for single tiers
+    assert ans["epsilon"] == [0.25, 0.25]  # the tier's ε split as for single tiers
     assert body["slots"]["sum(age)#0"]["sensitivity"] == 100

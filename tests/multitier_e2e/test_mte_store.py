@@ -1,5 +1,6 @@
 """proxy.stores.ladder_store: durable (WAL, synchronous=FULL), one ladder per key under
 races, one value per inserted level under races."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -26,8 +27,10 @@ def test_pragmas_and_same_file_as_the_ledger(tmp_path):
     led = Ledger(tmp_path / "ledger.sqlite3")
     st = LadderStore(led.path)
     assert st._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert st._db.execute("PRAGMA synchronous").fetchone()[0] == 2           # FULL
-    names = {r[0] for r in sqlite3.connect(led.path).execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert st._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    names = {
+        r[0] for r in sqlite3.connect(led.path).execute("SELECT name FROM sqlite_master WHERE type='table'")
+    }
     assert {"mt_ladders", "releases", "spend"} <= names
     assert st.ladder_summaries() == []
     st.close()
@@ -41,11 +44,20 @@ def test_racing_creates_keep_one_ladder(new_store):
     got = [None] * n
 
     def one(i):
-        other = new_store()                             # separate connections, as separate processes would
+        other = new_store()  # separate connections, as separate processes would
         barrier.wait()
-        got[i] = other.create(ladder="market", qkey="q", data_version=1, canonical="c", statement="s",
-                              version=[2.0, 0.1], levels=[2.0, 0.1], body={"draw": i})
+        got[i] = other.create(
+            ladder="market",
+            qkey="q",
+            data_version=1,
+            canonical="c",
+            statement="s",
+            version=[2.0, 0.1],
+            levels=[2.0, 0.1],
+            body={"draw": i},
+        )
         other.close()
+
     ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in ts:
         t.start()
@@ -59,8 +71,16 @@ def test_racing_creates_keep_one_ladder(new_store):
 
 def test_racing_level_insertions_keep_one_value(new_store):
     st = new_store()
-    row, _ = st.create(ladder="market", qkey="q", data_version=1, canonical="c", statement="s",
-                       version=[2.0, 0.1], levels=[2.0, 0.1], body={"v": {}})
+    row, _ = st.create(
+        ladder="market",
+        qkey="q",
+        data_version=1,
+        canonical="c",
+        statement="s",
+        version=[2.0, 0.1],
+        levels=[2.0, 0.1],
+        body={"v": {}},
+    )
     n = 8
     barrier = threading.Barrier(n)
     got = [None] * n
@@ -72,7 +92,9 @@ def test_racing_level_insertions_keep_one_value(new_store):
             if 1.0 in r.levels:
                 return None
             return sorted(r.levels + [1.0], reverse=True), {"v": {"1.0": i}}
+
         got[i] = st.update(row.id, change)
+
     ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in ts:
         t.start()

@@ -1,5 +1,6 @@
 """The ingestion-side Subset functions (local DP categorical columns): one
 perturbation per row for the whole ladder, per-tier reports, debiased counts."""
+
 from __future__ import annotations
 
 import math
@@ -10,17 +11,18 @@ import pytest
 
 from mechanisms.multitier import SubsetLadder
 from mechanisms.rng import SeededSource
-from proxy.pipeline.multitier import estimate_group_counts, perturb_row_subset
 from proxy.ingest.subset_ingest import estimate_from_counts, report_key, subset_bits, tier_template
+from proxy.pipeline.multitier import estimate_group_counts, perturb_row_subset
 
 
 def _laws(lad: SubsetLadder, x: int):
     """Exact joint law of (snapshot at every template step) for input x, by
     propagating the program's kernels on subsets (Fractions, no sampling)."""
     from itertools import combinations
+
     d = lad.d
     need = sorted({t.step for t in lad.match.values()})
-    dist = {(frozenset([x]), ()): Fraction(1)}           # (current, snapshots so far) -> prob
+    dist = {(frozenset([x]), ()): Fraction(1)}  # (current, snapshots so far) -> prob
     for i, op in enumerate(lad.ops, start=1):
         new: dict = {}
         for (s, snaps), p in dist.items():
@@ -58,7 +60,7 @@ def test_each_tier_exactly_its_template_level_and_coalition_max(d):
                 m[snaps[idx]] = m.get(snaps[idx], 0) + p
             marg[x] = m
         ratio = max(marg[x][s] / marg[y][s] for x in range(d) for y in range(d) for s in marg[x])
-        assert ratio == tpl.rho                        # corrected β: exactly e^level, as a rational
+        assert ratio == tpl.rho  # corrected β: exactly e^level, as a rational
     # the coalition of all tiers: the joint law's ratio is the top template's
     top = max(lad.match[e].rho for e in tiers)
     joint_ratio = max(laws[x][1][s] / laws[y][1][s] for x in range(d) for y in range(d) for s in laws[x][1])
@@ -77,18 +79,18 @@ def test_reports_per_tier_and_unbiased_counts():
             reports.append(rep)
     assert set(reports[0]) == {report_key(e) for e in (2.0, 0.5, 0.1)}
     e = reports[0][report_key(0.5)]
-    assert set(e) == {"subset", "rho", "k", "level", "d"} and e["d"] == 5     # no raw value stored
+    assert set(e) == {"subset", "rho", "k", "level", "d"} and e["d"] == 5  # no raw value stored
     assert e["level"] <= 0.5 and Fraction(e["rho"]) == lad.match[0.5].rho
     n = len(reports)
     for eps in (2.0, 0.5, 0.1):
         est = estimate_group_counts(reports, eps, domain=domain)
         hw = tier_template(lad, eps, n)["half_width"]
-        assert math.isclose(sum(est.values()), n, rel_tol=1e-9)          # t + (d-1) f = k
+        assert math.isclose(sum(est.values()), n, rel_tol=1e-9)  # t + (d-1) f = k
         for v in domain:
             assert abs(est[v] - truth[v]) < 2.5 * hw, (eps, v, est[v], truth[v], hw)
     # from backend-side counts: the same numbers
     tpl = lad.match[0.5]
-    counts = np.sum([subset_bits(r, 0.5) for r in reports], axis=0)      # what a backend SUM would give
+    counts = np.sum([subset_bits(r, 0.5) for r in reports], axis=0)  # what a backend SUM would give
     direct = estimate_from_counts(list(counts), n, 5, tpl.rho, tpl.k)
     assert np.allclose(direct, list(estimate_group_counts(reports, 0.5, domain=domain).values()))
 

@@ -1,6 +1,7 @@
 """Data-market tiers through the wire (DuckDB and Postgres): bronze/silver/gold ask
 the same query in random order, each gets its own level of ONE chain; repeats
 are free and identical; the owner's coalition loss is max ε, not Σε."""
+
 from __future__ import annotations
 
 import random
@@ -25,7 +26,9 @@ def test_three_tiers_one_chain(service):
         first[role] = rows
         assert len(rows) == 2 and {r[0] for r in rows} == {0, 1}
         assert f"ε charged {TIER_EPS[role]:g};" in notices[0]
-        assert "multitier_geometric_count" in notices[0] and "multitier_laplace_transformed_mean" in notices[0]
+        assert (
+            "multitier_geometric_count" in notices[0] and "multitier_laplace_transformed_mean" in notices[0]
+        )
         assert f"tier {role} gets level ε {TIER_EPS[role]:g} of {{2, 0.5, 0.1}}" in notices[0]
         assert svc.gw.ledger.spent(role, "day") == pytest.approx(spent + TIER_EPS[role])
     # each tier its own value ...
@@ -36,7 +39,9 @@ def test_three_tiers_one_chain(service):
     for role, rows in first.items():
         assert same_rows(rows, expected_rows(svc, Q, TIER_EPS[role], TIER_EPS[role]))
     # repeats (any spelling) cost nothing and return the same rows
-    respelled = "select SEX, count(*), sum(INCOME), avg(age) from PUMS where 18 <= age group by sex order by sex"
+    respelled = (
+        "select SEX, count(*), sum(INCOME), avg(age) from PUMS where 18 <= age group by sex order by sex"
+    )
     for role in reversed(order):
         spent = svc.gw.ledger.spent(role, "day")
         for sql in (Q, respelled):
@@ -54,13 +59,16 @@ def test_three_tiers_one_chain(service):
     assert c["releases"] == 3 and c["tiers_released"] == "gold 2, silver 0.5, bronze 0.1"
     assert c["roles"] == "bronze, gold, silver"
     from rewriter.errors import Refusal
+
     with pytest.raises(Refusal) as e:
         coalition_rows(svc.gw, "gold")
     assert e.value.sqlstate == "42501"
     with psycopg.connect(svc.dsn("admin"), autocommit=True) as conn:
-        lit = row.statement.replace("'", "''")     # dpgate's views take no parameters
-        got = conn.execute("SELECT tiers_released, coalition_loss, independent_loss FROM dpgate.coalition "
-                           f"WHERE statement = '{lit}'").fetchall()
+        lit = row.statement.replace("'", "''")  # dpgate's views take no parameters
+        got = conn.execute(
+            "SELECT tiers_released, coalition_loss, independent_loss FROM dpgate.coalition "
+            f"WHERE statement = '{lit}'"
+        ).fetchall()
         assert got == [("gold 2, silver 0.5, bronze 0.1", 2.0, pytest.approx(2.6))]
     with psycopg.connect(svc.dsn("silver"), autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -95,7 +103,7 @@ def test_max_is_refused_for_ladder_tiers_and_charges_nothing(service):
     svc = service
     spent = svc.gw.ledger.spent("silver", "day")
     with psycopg.connect(svc.dsn("silver"), autocommit=True) as conn:
-        with pytest.raises(psycopg.Error) as e:          # MAX/MIN are not drawn from the ladder
+        with pytest.raises(psycopg.Error) as e:  # MAX/MIN are not drawn from the ladder
             conn.execute("SELECT MAX(age) FROM pums").fetchall()
         assert e.value.sqlstate == "0A000" and "ladder" in str(e.value)
     assert svc.gw.ledger.spent("silver", "day") == spent
@@ -108,8 +116,11 @@ def test_explain_for_a_ladder_tier(service):
     lines = explain_ladder_lines(plan, svc.gw.tier_of("silver"))
     assert "from ladder market: ε 0.5 per query" in lines[0]
     assert any("count: count(*) via multitier_geometric_count, ε 0.25" in line for line in lines)
-    assert any("sum: sum(income), clamped to [0, 500000] via multitier_laplace_transformed_mean "
-               "(from the avg(income) release)" in line for line in lines)
+    assert any(
+        "sum: sum(income), clamped to [0, 500000] via multitier_laplace_transformed_mean "
+        "(from the avg(income) release)" in line
+        for line in lines
+    )
     spent = svc.gw.ledger.spent("silver", "day")
     rows, _ = ask(svc, "silver", "EXPLAIN " + q)
     text = "\n".join(r[0] for r in rows)

@@ -1,5 +1,6 @@
 """The oracle's fixture table in DuckDB and in Postgres (the shared temp server of
 tests/conftest.py, or DPGATE_TEST_PG_DSN)."""
+
 from __future__ import annotations
 
 import os
@@ -11,9 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from config import parse_config  # noqa: E402
-from fixture import (CONFIG, TABLE, UNIT_CONFIG, UNIT_TABLE, create_sql, create_unit_sql, rows,  # noqa: E402
-                     unit_rows)
+from fixture import CONFIG, TABLE, UNIT_CONFIG, UNIT_TABLE, create_sql, create_unit_sql, rows, unit_rows
+
+from config import parse_config
 
 
 @pytest.fixture(scope="session")

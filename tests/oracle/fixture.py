@@ -1,9 +1,10 @@
 """The oracle's fixture: a small table with NULLs in every column, values outside the
 declared bounds and domains, text with trailing spaces and mixed case, and its config."""
+
 from __future__ import annotations
 
 TABLE = "fx"
-COLUMNS = {   # name: (SQL type, config spec)
+COLUMNS = {  # name: (SQL type, config spec)
     "i": ("integer", {"type": "int", "lower": 0, "upper": 10}),
     "f": ("double precision", {"type": "float", "lower": -1.5, "upper": 2.5}),
     "t": ("text", {"type": "text"}),
@@ -31,8 +32,16 @@ def rows(n: int = 60) -> list[tuple]:
     every NULL meets every other column's values somewhere."""
     out = []
     for k in range(n):
-        out.append((_I[k % len(_I)], _F[(k * 2) % len(_F)], _T[(k * 3) % len(_T)],
-                    _G[(k * 5) % len(_G)], _S[(k * 7) % len(_S)], _B[(k // 2) % len(_B)]))
+        out.append(
+            (
+                _I[k % len(_I)],
+                _F[(k * 2) % len(_F)],
+                _T[(k * 3) % len(_T)],
+                _G[(k * 5) % len(_G)],
+                _S[(k * 7) % len(_S)],
+                _B[(k // 2) % len(_B)],
+            )
+        )
     return out
 
 
@@ -49,9 +58,15 @@ UNIT_TABLE = "fxu"
 _U = [None, 1, 2, 3, 1, 4, 2, 5, 1]
 UNIT_CONFIG = {
     **CONFIG,
-    "tables": {TABLE: {"source": UNIT_TABLE, "privacy_unit": "u", "max_groups_per_unit": 1000,
-                       "max_rows_per_unit": 1000,
-                       "columns": {**{k: v[1] for k, v in COLUMNS.items()}, "u": {"type": "int"}}}},
+    "tables": {
+        TABLE: {
+            "source": UNIT_TABLE,
+            "privacy_unit": "u",
+            "max_groups_per_unit": 1000,
+            "max_rows_per_unit": 1000,
+            "columns": {**{k: v[1] for k, v in COLUMNS.items()}, "u": {"type": "int"}},
+        }
+    },
 }
 
 

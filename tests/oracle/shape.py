@@ -27,6 +27,7 @@ contradicts the SQL at ordinary noise is checked separately (``shape_corpus.HOLD
 This module is shared by ``tests/oracle/test_oracle_shape.py`` and
 ``python -m bench.sql_coverage`` (which loads it by path).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-TAIL = 7                 # tolerance = TAIL × the stated 95% half-width (Laplace tail: 20^-7 < 1e-9)
+TAIL = 7  # tolerance = TAIL × the stated 95% half-width (Laplace tail: 20^-7 < 1e-9)
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Answer:
     names: list[str]
     rows: list[tuple]
     notice: str
-    sqlstate: str | None = None          # a refusal's SQLSTATE (then no names, rows)
+    sqlstate: str | None = None  # a refusal's SQLSTATE (then no names, rows)
     message: str = ""
 
     @property
@@ -77,6 +78,7 @@ class Dpgate:
         from config import parse_config
         from mechanisms import SeededSource
         from proxy.gateway import Gateway
+
         self.loop = asyncio.new_event_loop()
         self.gw = Gateway(parse_config(config), state_dir, source=SeededSource(source_seed))
         self.loop.run_until_complete(self.gw.start())
@@ -89,15 +91,16 @@ class Dpgate:
     def ask(self, sql: str, role: str = "analyst") -> Answer:
         from proxy.wire.api import SqlError
         from rewriter.errors import Refusal
+
         if role not in self.conns:
             self.conns[role] = self.loop.run_until_complete(
-                self.gw.handler_factory(role, self.gw.config.server.database, {}))
+                self.gw.handler_factory(role, self.gw.config.server.database, {})
+            )
         try:
             r = self.loop.run_until_complete(self.conns[role].execute(sql, []))
         except (SqlError, Refusal) as e:
             return Answer([], [], "", e.sqlstate, str(e))
-        return Answer([c.name for c in r.columns or []], [tuple(x) for x in r.rows],
-                      " ".join(r.notices))
+        return Answer([c.name for c in r.columns or []], [tuple(x) for x in r.rows], " ".join(r.notices))
 
     def close(self) -> None:
         for conn in self.conns.values():
@@ -107,6 +110,7 @@ class Dpgate:
 
 
 # ------------------------------------------------------------------------- comparison
+
 
 def _num(v):
     if isinstance(v, bool) or v is None:
@@ -132,20 +136,30 @@ def _cell_equal(a, b, tol: float) -> bool:
 
 
 def _sort_key(row) -> tuple:
-    return tuple((v is None, type(v).__name__ if _num(v) is None else "n",
-                  _num(v) if _num(v) is not None else str(v)) for v in row)
+    return tuple(
+        (v is None, type(v).__name__ if _num(v) is None else "n", _num(v) if _num(v) is not None else str(v))
+        for v in row
+    )
 
 
 @dataclass
 class Verdict:
     ok: bool
     why: str = ""
-    missing: list = field(default_factory=list)   # keys partition selection left out
+    missing: list = field(default_factory=list)  # keys partition selection left out
 
 
-def compare(got: Answer, ref_rows: list[tuple], ref_names: list[str] | None, *, keys: int,
-            order: list[int] | None, values: bool = True, empty_ok: bool = False,
-            widths: dict[int, float] | None = None) -> Verdict:
+def compare(
+    got: Answer,
+    ref_rows: list[tuple],
+    ref_names: list[str] | None,
+    *,
+    keys: int,
+    order: list[int] | None,
+    values: bool = True,
+    empty_ok: bool = False,
+    widths: dict[int, float] | None = None,
+) -> Verdict:
     """``got`` against the reference. ``keys``: how many leading output columns are group
     keys (matched exactly); ``order``: the output columns ORDER BY sorts on (None: no
     ORDER BY, rows compare as a multiset); ``values``: compare the value columns (within
@@ -159,23 +173,38 @@ def compare(got: Answer, ref_rows: list[tuple], ref_names: list[str] | None, *, 
     width = len(got.names)
     # a stated half-width is rounded: an integer value's "±0" means its 95% quantile is below one
     # unit (a two-sided geometric with P(X ≠ 0) < 5% has P(|X| ≥ 7) < 1e-10)
-    unit = [1.0 if any(isinstance(r[j], int) and not isinstance(r[j], bool) for r in got.rows) else 0.0
-            for j in range(width)]
-    tol = [0.0 if j < keys else max(TAIL * max(hw[got.names[j]], unit[j]) if got.names[j] in hw else 0.0,
-                                    (widths or {}).get(j, 0.0)) for j in range(width)]
+    unit = [
+        1.0 if any(isinstance(r[j], int) and not isinstance(r[j], bool) for r in got.rows) else 0.0
+        for j in range(width)
+    ]
+    tol = [
+        0.0
+        if j < keys
+        else max(
+            TAIL * max(hw[got.names[j]], unit[j]) if got.names[j] in hw else 0.0, (widths or {}).get(j, 0.0)
+        )
+        for j in range(width)
+    ]
     if any(len(r) != width for r in ref_rows):
         return Verdict(False, f"{width} columns, reference rows have {len(ref_rows[0])}")
 
     def row_equal(a, b) -> bool:
-        return all(_cell_equal(x, y, t) for j, (x, y, t) in enumerate(zip(a, b, tol))
-                   if values or j < keys)
+        return all(_cell_equal(x, y, t) for j, (x, y, t) in enumerate(zip(a, b, tol)) if values or j < keys)
 
     missing: list = []
     ref = list(ref_rows)
     if empty_ok and keys:
         known = {tuple(map(_key_norm, r[:keys])) for r in ref}
-        got = Answer(got.names, [r for r in got.rows if tuple(map(_key_norm, r[:keys])) in known or not all(
-            _cell_equal(v, 0, tol[j]) for j, v in enumerate(r) if j >= keys)], got.notice)
+        got = Answer(
+            got.names,
+            [
+                r
+                for r in got.rows
+                if tuple(map(_key_norm, r[:keys])) in known
+                or not all(_cell_equal(v, 0, tol[j]) for j, v in enumerate(r) if j >= keys)
+            ],
+            got.notice,
+        )
     if got.selected and keys:
         present = {tuple(map(_key_norm, r[:keys])) for r in got.rows}
         kept = [r for r in ref if tuple(map(_key_norm, r[:keys])) in present]
@@ -184,8 +213,12 @@ def compare(got: Answer, ref_rows: list[tuple], ref_names: list[str] | None, *, 
     if len(got.rows) != len(ref):
         extra = _unmatched(got.rows, ref, row_equal)
         lacking = _unmatched(ref, got.rows, lambda a, b: row_equal(b, a))
-        return Verdict(False, f"{len(got.rows)} rows, reference {len(ref)}; "
-                              f"not in the reference: {extra[:6]}; missing: {lacking[:6]}", missing)
+        return Verdict(
+            False,
+            f"{len(got.rows)} rows, reference {len(ref)}; "
+            f"not in the reference: {extra[:6]}; missing: {lacking[:6]}",
+            missing,
+        )
     if order is None:
         extra = _unmatched(got.rows, ref, row_equal)
         if extra:
@@ -200,12 +233,14 @@ def compare(got: Answer, ref_rows: list[tuple], ref_names: list[str] | None, *, 
             j += 1
         run_got, run_ref = got.rows[i:j], ref[i:j]
         if not all(_cell_equal(g[c], ref[i][c], tol[c]) for g in run_got for c in order):
-            return Verdict(False, f"order: rows {i}..{j - 1} are {run_got[:4]}, the reference's "
-                                  f"{run_ref[:4]}", missing)
+            return Verdict(
+                False, f"order: rows {i}..{j - 1} are {run_got[:4]}, the reference's {run_ref[:4]}", missing
+            )
         extra = _unmatched(run_got, run_ref, row_equal)
         if extra:
-            return Verdict(False, f"rows {i}..{j - 1}: {extra[:4]} not in the reference's {run_ref[:4]}",
-                           missing)
+            return Verdict(
+                False, f"rows {i}..{j - 1}: {extra[:4]} not in the reference's {run_ref[:4]}", missing
+            )
         i = j
     return Verdict(True, "", missing)
 
@@ -231,11 +266,17 @@ def _unmatched(rows, pool, eq) -> list:
 
 # ------------------------------------------------------------------------- the oracle
 
+
 class ShapeOracle:
     def __init__(self, dp: Dpgate, dialect: str, reference, names):
         self.dp, self.dialect, self.reference, self.names = dp, dialect, reference, names
-        self.stats = {"answered": 0, "refused": 0, "reference_error": 0, "names_checked": 0,
-                      "missing_selected_keys": 0}
+        self.stats = {
+            "answered": 0,
+            "refused": 0,
+            "reference_error": 0,
+            "names_checked": 0,
+            "missing_selected_keys": 0,
+        }
         self.refusals: dict[str, int] = {}
 
     def check(self, case) -> str | None:
@@ -249,7 +290,7 @@ class ShapeOracle:
             return None
         try:
             ref = self.reference(case.ref[self.dialect])
-        except Exception as e:       # the backend cannot run the reference (e.g. integer overflow)
+        except Exception as e:  # the backend cannot run the reference (e.g. integer overflow)
             self.stats["reference_error"] += 1
             if case.hand:
                 raise AssertionError(f"reference SQL fails: {e}") from e
@@ -257,8 +298,15 @@ class ShapeOracle:
         names = self.names(case.sql)
         self.stats["names_checked"] += names is not None
         self.stats["answered"] += 1
-        v = compare(got, ref, names, keys=case.keys, order=case.order,
-                    empty_ok=case.extra.get("empty_buckets", False), widths=case.extra.get("widths"))
+        v = compare(
+            got,
+            ref,
+            names,
+            keys=case.keys,
+            order=case.order,
+            empty_ok=case.extra.get("empty_buckets", False),
+            widths=case.extra.get("widths"),
+        )
         self.stats["missing_selected_keys"] += len(v.missing)
         if v.ok:
             return None

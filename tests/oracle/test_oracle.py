@@ -15,26 +15,39 @@ filled in Python. A statement the backend itself cannot run (integer overflow,
 Fixed seed (derandomized); DPGATE_ORACLE_EXAMPLES sets the number of statements per
 backend (default 2000; nightly: e.g. 50000).
 """
+
 from __future__ import annotations
 
 import math
 import os
 from decimal import Decimal
 
-import pytest
-from sqlglot import exp
+from fixture import COLUMNS, TABLE, UNIT_TABLE
+from grammar import AGGS, EXPRS, statement
 from hypothesis import HealthCheck, given, settings
+from sqlglot import exp
 
 import rewriter
 from rewriter.errors import Refusal
-
 from support.bound import duck_rows, pg_rows
-from fixture import COLUMNS, TABLE, UNIT_TABLE
-from grammar import AGGS, EXPRS, statement
 
 EXAMPLES = int(os.environ.get("DPGATE_ORACLE_EXAMPLES", "2000"))
-REFUSED_MARKERS = ("SIMILAR TO", " ~ ", "ESCAPE '!'", "DISTINCT i", "SUM(t)", "SUM(g)",
-                   "SUM(i / 2)", "SUM(i + t)", "SUM(i / f)", "% 0)", "% 2.5)", "/ 0)", "/ i)", "'a\\')")
+REFUSED_MARKERS = (
+    "SIMILAR TO",
+    " ~ ",
+    "ESCAPE '!'",
+    "DISTINCT i",
+    "SUM(t)",
+    "SUM(g)",
+    "SUM(i / 2)",
+    "SUM(i + t)",
+    "SUM(i / f)",
+    "% 0)",
+    "% 2.5)",
+    "/ 0)",
+    "/ i)",
+    "'a\\')",
+)
 
 
 def _clamp_sql(col: str) -> str:
@@ -114,24 +127,25 @@ class Oracle:
         measures = [(m.kind, m.column) for m in plan.measures]
         want = set().union(*(AGGS[a] for a in aggs))
         assert set(measures) == want, (sql, measures)
-        if plan.selected:       # GROUP BY a column without a domain: keys come from the data (issue 20)
+        if plan.selected:  # GROUP BY a column without a domain: keys come from the data (issue 20)
             return self._check_selected(sql, plan, where_duck, where_pg, groups, measures)
-        got_rows = rewriter.complete(plan, self.run(rewriter.to_sql(plan, self.dialect)))      # must never fail
+        got_rows = rewriter.complete(plan, self.run(rewriter.to_sql(plan, self.dialect)))  # must never fail
         where = where_pg if self.dialect == "postgres" else where_duck
         try:
             ref_rows = self.run(reference_sql(where, groups, measures, self.unit))
-        except Exception:   # the backend cannot run the analyst's SQL itself
+        except Exception:  # the backend cannot run the analyst's SQL itself
             self.stats["reference_error"] += 1
             return
         self.stats["accepted"] += 1
         k = len(plan.group_by)
-        order = [g.column for g in plan.group_by]           # the plan sorts its keys
+        order = [g.column for g in plan.group_by]  # the plan sorts its keys
         perm = [groups.index(c) for c in order]
         cells = {c: [0] * len(measures) for c in plan.cells}
         for row in ref_rows:
             key = tuple(row[p] for p in perm)
-            if key in cells and all(v is not None and type(v) is type(d) for v, d in zip(
-                    key, next(c for c in cells if c == key))):
+            if key in cells and all(
+                v is not None and type(v) is type(d) for v, d in zip(key, next(c for c in cells if c == key))
+            ):
                 cells[key] = [_norm(v if v is not None else 0, *m) for v, m in zip(row[k:], measures)]
         assert len(got_rows) == len(cells), sql
         answer = {}
@@ -141,8 +155,9 @@ class Oracle:
             exp_ = cells[key]
             assert all(_same(a, b) for a, b in zip(got, exp_)), (
                 f"{self.dialect}: {sql}\ncell {key}: rewrite {got} != reference {exp_}\n"
-                f"rewrite SQL: {rewriter.to_sql(plan, self.dialect)}")
-            for (m, v) in zip(measures, exp_):
+                f"rewrite SQL: {rewriter.to_sql(plan, self.dialect)}"
+            )
+            for m, v in zip(measures, exp_):
                 answer[(key, m)] = v
         self._check_params(sql, plan, k, cells, measures)
         self._check_derived(sql, plan, where_pg, groups, aggs, got_rows)
@@ -152,10 +167,10 @@ class Oracle:
             other_sql, other = seen
             common = set(other) & set(answer)
             assert all(_same(other[c], answer[c]) for c in common), (
-                f"release key shared by statements with different answers:\n{other_sql}\n{sql}\n{key}")
+                f"release key shared by statements with different answers:\n{other_sql}\n{sql}\n{key}"
+            )
         else:
             self.keys[key] = (sql, answer)
-
 
     def _check_selected(self, sql, plan, where_duck, where_pg, groups, measures) -> None:
         """Partition selection's scan: one row per key the data has (NULL included), its
@@ -170,13 +185,20 @@ class Oracle:
         self.stats["accepted"] += 1
         self.stats["selected"] = self.stats.get("selected", 0) + 1
         k = len(plan.group_by)
-        perm = [groups.index(g.column) for g in plan.group_by]      # the plan sorts its keys
+        perm = [groups.index(g.column) for g in plan.group_by]  # the plan sorts its keys
         ref = [tuple(r[p] for p in perm) + tuple(r[k:]) for r in ref]
-        norm = lambda rows: sorted((tuple(_key(v) for v in r[:k]) + tuple(  # noqa: E731
-            _norm(v if v is not None else 0, *m) for v, m in zip(r[k:], measures)) for r in rows), key=repr)
+        norm = lambda rows: sorted(
+            (
+                tuple(_key(v) for v in r[:k])
+                + tuple(_norm(v if v is not None else 0, *m) for v, m in zip(r[k:], measures))
+                for r in rows
+            ),
+            key=repr,
+        )
         a, b = norm(got), norm(ref)
-        assert len(a) == len(b) and all(x[:k] == y[:k] and all(_same(p, q) for p, q in zip(x[k:], y[k:]))
-                                        for x, y in zip(a, b)), f"{self.dialect}: {sql}\n{a}\n{b}"
+        assert len(a) == len(b) and all(
+            x[:k] == y[:k] and all(_same(p, q) for p, q in zip(x[k:], y[k:])) for x, y in zip(a, b)
+        ), f"{self.dialect}: {sql}\n{a}\n{b}"
 
     def _check_params(self, sql, plan, k, cells, measures) -> None:
         """The same statement with its integer and string literals sent as $n parameters
@@ -185,7 +207,7 @@ class Oracle:
         where = tree.args.get("where")
         params = []
         for lit in list(where.find_all(exp.Literal)) if where is not None else []:
-            if isinstance(lit.parent, exp.Cast):       # a client sends CAST($1 AS t)'s value as t
+            if isinstance(lit.parent, exp.Cast):  # a client sends CAST($1 AS t)'s value as t
                 continue
             if lit.is_string:
                 params.append(lit.this)
@@ -207,7 +229,6 @@ class Oracle:
             got = [_norm(v, *m) for v, m in zip(row[k:], measures)]
             assert all(_same(a, b) for a, b in zip(got, cells[tuple(row[:k])])), (sql, params)
 
-
     def _check_derived(self, sql, plan, where, groups, aggs, got_rows) -> None:
         """Issue 19: the statement over a derived table or a CTE (the filter inside or outside)
         and wrapped whole in ``SELECT * FROM (…) q`` is the same release (release key, backend
@@ -215,11 +236,13 @@ class Oracle:
         items = ", ".join(groups + aggs)
         group = f" GROUP BY {', '.join(groups)}" if groups else ""
         outer_where = f" WHERE {where}" if where is not None else ""
-        variants = [f"SELECT {items} FROM (SELECT * FROM {TABLE}{outer_where}) s{group}",
-                    f"WITH x AS (SELECT * FROM {TABLE}) SELECT {items} FROM x{outer_where}{group}",
-                    f"SELECT * FROM ({sql}) q"]
+        variants = [
+            f"SELECT {items} FROM (SELECT * FROM {TABLE}{outer_where}) s{group}",
+            f"WITH x AS (SELECT * FROM {TABLE}) SELECT {items} FROM x{outer_where}{group}",
+            f"SELECT * FROM ({sql}) q",
+        ]
         for v in variants:
-            vplan = rewriter.build_plan(rewriter.parse(v), self.config)     # never refused
+            vplan = rewriter.build_plan(rewriter.parse(v), self.config)  # never refused
             assert vplan.canonical() == plan.canonical(), (sql, v)
             vsql = rewriter.to_sql(vplan, self.dialect)
             assert vsql == rewriter.to_sql(plan, self.dialect), (sql, v)
@@ -228,8 +251,13 @@ class Oracle:
 
 
 def _drive(oracle: Oracle, examples: int = EXAMPLES) -> None:
-    @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(statement())
     def run(case):
         oracle.check(case)
@@ -252,10 +280,10 @@ def test_oracle_postgres(oracle_config, oracle_pg):
 # Issue 20: on a table with a privacy unit and bounds that bind nothing, the bounded scan
 # (keyed row and cell selection, NULL units left out) equals the analyst's own query.
 def test_oracle_unit_duckdb(oracle_unit_config, oracle_duck):
-    _drive(Oracle(oracle_unit_config, lambda q: duck_rows(oracle_duck, q), "duckdb", unit=True),
-           EXAMPLES // 4)
+    _drive(
+        Oracle(oracle_unit_config, lambda q: duck_rows(oracle_duck, q), "duckdb", unit=True), EXAMPLES // 4
+    )
 
 
 def test_oracle_unit_postgres(oracle_unit_config, oracle_pg):
-    _drive(Oracle(oracle_unit_config, lambda q: pg_rows(oracle_pg, q), "postgres", unit=True),
-           EXAMPLES // 4)
+    _drive(Oracle(oracle_unit_config, lambda q: pg_rows(oracle_pg, q), "postgres", unit=True), EXAMPLES // 4)

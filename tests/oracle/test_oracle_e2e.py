@@ -1,13 +1,14 @@
 """Issue 16's two statements through the wire on the demo `people` table (DuckDB and
 Postgres): NOT LIKE and IS NOT NULL keep their negation. Noise at ε = 1 is a few units;
 the bounds below are hundreds, and the dropped negation misses them by thousands."""
+
 from __future__ import annotations
 
 import psycopg
 
 
 def _count(c, where: str) -> float:
-    (n,), = c.execute(f"SELECT COUNT(*) FROM people WHERE {where}").fetchall()
+    ((n,),) = c.execute(f"SELECT COUNT(*) FROM people WHERE {where}").fetchall()
     return n
 
 

@@ -6,19 +6,18 @@ falls outside the domain — out-of-bounds values, NaN, ±inf — reach no cell)
 is complete: every key value of a row inside the declared bounds has its cell; on DuckDB and
 Postgres. Fixed seed; DPGATE_ORACLE_EXAMPLES sets the count (default 2000, here a quarter).
 """
+
 from __future__ import annotations
 
-import math
 import os
 from decimal import Decimal
 
+from grammar import AGGS, derived_statement
 from hypothesis import HealthCheck, given, settings
+from test_oracle import _norm, _same, reference_sql
 
 import rewriter
 from rewriter.errors import Refusal
-
-from grammar import AGGS, derived_statement
-from test_oracle import _norm, _same, reference_sql
 
 EXAMPLES = int(os.environ.get("DPGATE_ORACLE_EXAMPLES", "2000")) // 4
 
@@ -37,8 +36,9 @@ class KeyOracle:
 
     def canonical(self, key_sql: str) -> str:
         if key_sql not in self._canon:
-            plan = rewriter.build_plan(rewriter.parse(f"SELECT COUNT(*) FROM fx GROUP BY {key_sql}"),
-                                       self.config)
+            plan = rewriter.build_plan(
+                rewriter.parse(f"SELECT COUNT(*) FROM fx GROUP BY {key_sql}"), self.config
+            )
             self._canon[key_sql] = plan.group_by[0].column
         return self._canon[key_sql]
 
@@ -51,12 +51,12 @@ class KeyOracle:
             return
         measures = [(m.kind, m.column) for m in plan.measures]
         assert set(measures) == set().union(*(AGGS[a] for a in aggs)), (sql, measures)
-        got_rows = rewriter.complete(plan, self.run(rewriter.to_sql(plan, self.dialect)))       # must never fail
+        got_rows = rewriter.complete(plan, self.run(rewriter.to_sql(plan, self.dialect)))  # must never fail
         spelled = [k.pg if self.dialect == "postgres" else k.duck for k in keys]
         where = where_pg if self.dialect == "postgres" else where_duck
         try:
             ref_rows = self.run(reference_sql(where, spelled, measures))
-        except Exception:      # e.g. Postgres's width_bucket of NaN raises: the rewrite must not
+        except Exception:  # e.g. Postgres's width_bucket of NaN raises: the rewrite must not
             self.stats["reference_error"] += 1
             return
         self.stats["accepted"] += 1
@@ -75,9 +75,10 @@ class KeyOracle:
         if where:
             inside = f"({where}) AND {inside}"
         declared = {"g": "g IN (0, 1, 2)", "b": "b IS NOT NULL", "s": "s IN ('x', 'X', 'x ')"}
-        declared.update({"CAST(g AS TEXT)": declared["g"], "s::text": declared["s"],
-                         "CAST(b AS TEXT)": declared["b"]})
-        for key in keys:                              # a declared column's own domain
+        declared.update(
+            {"CAST(g AS TEXT)": declared["g"], "s::text": declared["s"], "CAST(b AS TEXT)": declared["b"]}
+        )
+        for key in keys:  # a declared column's own domain
             if key.pg.strip("()") in declared:
                 inside += " AND " + declared[key.pg.strip("()")]
             elif key.pg in declared:
@@ -91,13 +92,19 @@ class KeyOracle:
             got = [_norm(v, *m) for v, m in zip(row[k:], measures)]
             assert all(_same(a, b) for a, b in zip(got, cells[key])), (
                 f"{self.dialect}: {sql}\ncell {key}: rewrite {got} != reference {cells[key]}\n"
-                f"rewrite SQL: {rewriter.to_sql(plan, self.dialect)}")
+                f"rewrite SQL: {rewriter.to_sql(plan, self.dialect)}"
+            )
             self.stats["cells"] += 1
 
 
 def _drive(oracle: KeyOracle) -> None:
-    @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(derived_statement())
     def run(case):
         oracle.check(case)

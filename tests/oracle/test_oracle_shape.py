@@ -15,15 +15,15 @@ Fixed seeds (hypothesis derandomized, the noise source seeded). CI: DPGATE_ORACL
 (default 2000) / 8 generated statements per backend; nightly: set DPGATE_ORACLE_EXAMPLES
 (e.g. 50000).
 """
+
 from __future__ import annotations
 
 import copy
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from fixture import UNIT_TABLE
+from hypothesis import HealthCheck, given, settings
 from shape import Dpgate, ShapeOracle
 from shape_corpus import HAND, HOLDS, SHAPE_CONFIG, Holds, extra_sql, open_duckdb, shaped
 
@@ -45,6 +45,7 @@ def pg_names(request):
             return [d.name for d in cur.description]
         except Exception:
             return None
+
     return names
 
 
@@ -54,8 +55,16 @@ _PG_READY: set = set()
 def _ensure_pg_extras(con) -> None:
     if id(con) in _PG_READY:
         return
-    for s in ["DROP VIEW IF EXISTS fu", "DROP TABLE IF EXISTS gl", "DROP TABLE IF EXISTS fo",
-              "DROP TABLE IF EXISTS fl"] + extra_sql() + [f"CREATE VIEW fu AS SELECT * FROM {UNIT_TABLE}"]:
+    for s in (
+        [
+            "DROP VIEW IF EXISTS fu",
+            "DROP TABLE IF EXISTS gl",
+            "DROP TABLE IF EXISTS fo",
+            "DROP TABLE IF EXISTS fl",
+        ]
+        + extra_sql()
+        + [f"CREATE VIEW fu AS SELECT * FROM {UNIT_TABLE}"]
+    ):
         con.execute(s)
     _PG_READY.add(id(con))
 
@@ -83,8 +92,13 @@ def pg_oracle(tmp_path_factory, oracle_pg, pg_names):
 def _drive(oracle: ShapeOracle) -> None:
     failures: list[str] = []
 
-    @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(shaped())
     def run(case):
         why = oracle.check(case)
@@ -93,7 +107,7 @@ def _drive(oracle: ShapeOracle) -> None:
 
     run()
     print(f"\nshape oracle {oracle.dialect}: {oracle.stats}, refusals {oracle.refusals}")
-    for f in failures:                                  # all of them, for -s
+    for f in failures:  # all of them, for -s
         print(f"MISMATCH {f}")
     assert not failures, f"{len(failures)} result-shape mismatches:\n" + "\n".join(failures[:12])
     assert oracle.stats["answered"] >= EXAMPLES // 3, oracle.stats
@@ -125,7 +139,7 @@ def test_hand_corpus_postgres(pg_oracle, case):
 def _holds(oracle: ShapeOracle, case: Holds) -> None:
     got = oracle.dp.ask(case.sql, role="noisy")
     if got.refused:
-        return                       # a refusal is allowed
+        return  # a refusal is allowed
     bad = [r for r in got.rows if not case.test(r)]
     assert not bad, f"{case.sql}\n  released rows that contradict the SQL: {bad}\n  NOTICE {got.notice}"
 
@@ -142,21 +156,26 @@ def test_released_rows_satisfy_the_sql_postgres(pg_oracle, case):
 
 # ------------------------------------------------------------ the comparison can fail
 
+
 def _answer(rows, notice="95% half-width: n ±0; mechanism: geometric_count", names=("k", "n")):
     from shape import Answer
+
     return Answer(list(names), rows, notice)
 
 
 def test_compare_refuses_what_the_sql_does_not_say():
     from shape import compare
+
     ref = [("a", 5), ("b", 3)]
     assert compare(_answer([("b", 3), ("a", 5)]), ref, ["k", "n"], keys=1, order=None).ok
-    assert not compare(_answer([("a", 5), ("b", 3), ("c", 0)]), ref, None, keys=1, order=None).ok   # an extra row
-    assert not compare(_answer([("a", 5)]), ref, None, keys=1, order=None).ok                      # a missing row
-    assert not compare(_answer([("b", 3), ("a", 5)]), ref, None, keys=1, order=[1]).ok              # the order
-    assert not compare(_answer([("a", 5), ("b", 3)]), ref, ["k", "count"], keys=1, order=None).ok   # a name
-    assert not compare(_answer([("a", 13), ("b", 3)]), ref, None, keys=1, order=None).ok            # beyond 7 units
-    assert compare(_answer([("a", 6), ("b", 3)]), ref, None, keys=1, order=None).ok                 # "±0": < 1 unit
+    assert not compare(
+        _answer([("a", 5), ("b", 3), ("c", 0)]), ref, None, keys=1, order=None
+    ).ok  # an extra row
+    assert not compare(_answer([("a", 5)]), ref, None, keys=1, order=None).ok  # a missing row
+    assert not compare(_answer([("b", 3), ("a", 5)]), ref, None, keys=1, order=[1]).ok  # the order
+    assert not compare(_answer([("a", 5), ("b", 3)]), ref, ["k", "count"], keys=1, order=None).ok  # a name
+    assert not compare(_answer([("a", 13), ("b", 3)]), ref, None, keys=1, order=None).ok  # beyond 7 units
+    assert compare(_answer([("a", 6), ("b", 3)]), ref, None, keys=1, order=None).ok  # "±0": < 1 unit
     # rows tied on the ORDER BY column compare as a multiset
     tied = [("a", 5), ("b", 5), ("c", 1)]
     assert compare(_answer([("b", 5), ("a", 5), ("c", 1)]), tied, None, keys=1, order=[1]).ok
@@ -167,4 +186,6 @@ def test_compare_refuses_what_the_sql_does_not_say():
     assert not compare(_answer([("a", 5), ("z", 1)], sel), ref, None, keys=1, order=None).ok
     # an empty bucket of a public domain the reference does not spell out: a value ≈ 0 only
     assert compare(_answer([("a", 5), ("b", 3), ("c", 0)]), ref, None, keys=1, order=None, empty_ok=True).ok
-    assert not compare(_answer([("a", 5), ("b", 3), ("c", 9)]), ref, None, keys=1, order=None, empty_ok=True).ok
+    assert not compare(
+        _answer([("a", 5), ("b", 3), ("c", 9)]), ref, None, keys=1, order=None, empty_ok=True
+    ).ok

@@ -1,5 +1,6 @@
 """Algorithm 1 (PrDP count): Example 5.2 aggregation, and the Thm 5.1 / spec 3.3
 explicit bound in >= 1 - beta of runs (with a check that a wrong scale fails it)."""
+
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ from mechanisms.per_record import Levels, PrDPCount, first_passing, inverse_func
 from mechanisms.per_record.core import LevelHistogram, tail_k
 from mechanisms.rng import SeededSource
 
-EX52 = inverse_function(1e4, 1_280_000_000, 4.096)      # eps_min = 7.8125e-6, L = 19
+EX52 = inverse_function(1e4, 1_280_000_000, 4.096)  # eps_min = 7.8125e-6, L = 19
 # Example 5.2 / Fig. 1 noisy counts of X_12..X_19 (spec 3.4 ungarbled values)
 EX52_TOP = [1729.38, 4042.73, 2384.80, 1042.90, 484.86, 199.22, 92.26, -0.14]
 
@@ -35,7 +36,7 @@ def test_example_5_2_aggregation(monkeypatch):
     monkeypatch.setattr(m.scan, "noisy", lambda values, source: noisy)
     monkeypatch.setattr(m.scan, "T", m.scan.paper_T)
     r = m.release({12: 1700}, SeededSource(0))
-    assert r.ell == 12 and r.eps_tau == pytest.approx(0.016, rel=1e-12)   # 2^11 eps_min
+    assert r.ell == 12 and r.eps_tau == pytest.approx(0.016, rel=1e-12)  # 2^11 eps_min
     assert r.value == pytest.approx(9976.01, abs=1e-6)
     # nothing passes -> ell = L and only the last level is output (spec 11.5)
     assert first_passing([-1.0] * 19, m.scan.paper_T) == 19
@@ -46,9 +47,9 @@ def test_empty_levels_are_noised_and_inputs_validated():
     m = PrDPCount(lv)
     src = SeededSource(5)
     vals = [m.scan.noisy([0] * lv.L, src) for _ in range(50)]
-    assert np.all(np.std(vals, axis=0) > 0)                   # every level gets noise
+    assert np.all(np.std(vals, axis=0) > 0)  # every level gets noise
     with pytest.raises(ValueError):
-        m.release({lv.L + 1: 3}, src)                         # level outside the public grid
+        m.release({lv.L + 1: 3}, src)  # level outside the public grid
     with pytest.raises(ValueError):
         LevelHistogram.from_rows([(1, -2)], lv.L)
 
@@ -57,7 +58,7 @@ def test_tail_k_is_the_discrete_laplace_quantile():
     for scale in (0.3, 1.0, 17.0, 5e3):
         p = math.exp(-1 / scale)
         k = tail_k(scale, 0.01)
-        assert 2 * p ** (k + 1) / (1 + p) <= 0.01 < 2 * p ** k / (1 + p)
+        assert 2 * p ** (k + 1) / (1 + p) <= 0.01 < 2 * p**k / (1 + p)
     big = 1e9  # conservative branch: never below the continuous quantile
     assert tail_k(big, 0.01) >= big * math.log(1 / 0.01)
 
@@ -80,9 +81,9 @@ def test_theorem_5_1_bound_holds_in_1_minus_beta_of_runs(fx):
     counts, rel = FIXTURES[fx]
     lv = Levels.for_function(EX52)
     k = min(counts)
-    eps_min_D = rel * lv.lo[k - 1]                    # in level k: (lo_k, 2 lo_k]
+    eps_min_D = rel * lv.lo[k - 1]  # in level k: (lo_k, 2 lo_k]
     beta, runs = 0.1, 400
-    bound = 8 * math.log(lv.L / beta) / eps_min_D     # spec 3.3 explicit bound
+    bound = 8 * math.log(lv.L / beta) / eps_min_D  # spec 3.3 explicit bound
     n = sum(counts.values())
 
     def violations(m):
@@ -92,7 +93,7 @@ def test_theorem_5_1_bound_holds_in_1_minus_beta_of_runs(fx):
     m = PrDPCount(lv, beta)
     v, vals = violations(m)
     assert v <= _binomial_ceiling(runs, beta)
-    assert m.error_bound(k) <= bound + 2 * lv.L       # the discrete form is the same bound
+    assert m.error_bound(k) <= bound + 2 * lv.L  # the discrete form is the same bound
     # the check is not vacuous: 16x the noise scale (same thresholds) violates it often
     bad = PrDPCount(lv, beta)
     bad.scan.scales = [s * 16 for s in bad.scan.scales]
@@ -106,4 +107,4 @@ def test_error_is_of_order_one_over_eps_min():
     vals, eps_tau = _run(PrDPCount(lv), counts, 200, 7)
     err = np.abs(vals - sum(counts.values()))
     assert np.median(err) < 4 * math.log(lv.L / 0.1) / lv.lo[9]
-    assert np.median(err) < 0.01 / lv.eps_min             # >> 100x better than the naive Lap(1/eps_min)
+    assert np.median(err) < 0.01 / lv.eps_min  # >> 100x better than the naive Lap(1/eps_min)

@@ -1,5 +1,6 @@
 """PrLDP count (Algorithms 3-5, spec 7): randomizer structure and the analyzer's
 explicit bound err <= 8 sqrt(c n) ln(L/beta)/eps_min (spec 8) in >= 1 - beta of runs."""
+
 import math
 from fractions import Fraction
 
@@ -9,12 +10,12 @@ import pytest
 from mechanisms.per_record import Levels, PrLDPCount, PrLDPFramework
 from mechanisms.rng import SeededSource
 
-LV = Levels(0.01, 10.24)                     # L = 10
+LV = Levels(0.01, 10.24)  # L = 10
 
 
 def test_randomizer_sends_indicator_plus_level_noise():
     m = PrLDPCount(LV)
-    e = 0.3                                  # level of 0.3: (0.16, 0.32] -> 5
+    e = 0.3  # level of 0.3: (0.16, 0.32] -> 5
     lvl = int(LV.level(e))
     assert lvl == 5
     a, b = m.randomize(e, SeededSource(8)), m.randomize(None, SeededSource(8))
@@ -39,7 +40,7 @@ def test_analyzer_bound_holds_in_1_minus_beta_of_runs(c_ldp):
     rng = np.random.default_rng(5)
     levels = np.concatenate([np.full(3, 3), np.full(200, 6), np.full(800, 8), np.full(997, 10)])
     counts = np.bincount(levels, minlength=LV.L + 1)[1:]
-    eps_min_D = 1.2 * LV.lo[2]                           # inside level 3
+    eps_min_D = 1.2 * LV.lo[2]  # inside level 3
     m = PrLDPCount(LV, beta, c_ldp)
     bound = m.error_bound(eps_min_D, n)
 

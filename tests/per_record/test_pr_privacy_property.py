@@ -1,15 +1,25 @@
 """Property: no mechanism charges a record more than its budget -- every level's noise
 (1/scale per unit of sensitivity) is <= E(r) for every record r that can fall in the level
 (spec 3.2, 4, 5, 7; paper Lemma 3.11).  Random privacy functions via hypothesis."""
+
 import math
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, Levels, PrDPCount,
-                                   PrLDPCount, PrLDPFramework, inverse_function, log_function,
-                                   sqrt_function)
+from mechanisms.per_record import (
+    ExtensionSum,
+    FrameworkMax,
+    FrameworkSum,
+    Levels,
+    PrDPCount,
+    PrLDPCount,
+    PrLDPFramework,
+    inverse_function,
+    log_function,
+    sqrt_function,
+)
 
 MAKERS = {"inverse": inverse_function, "sqrt": sqrt_function, "log": log_function}
 
@@ -41,12 +51,14 @@ def test_every_record_charged_at_most_its_budget(pf, data):
     v = _values(pf, ext, data.draw(st.lists(st.integers(-pf.U, 2 * pf.U), max_size=30)))
     e = pf(v)
     slack = 1 + 1e-12  # float division in record_epsilon; the exact maps are Fractions
-    for name, got in [("count", PrDPCount(lv).record_epsilon(e)),
-                      ("extension", ext.record_epsilon(v)),
-                      ("framework_sum", FrameworkSum(lv, pf.U).record_epsilon(e)),
-                      ("framework_max", FrameworkMax(lv, pf.U).record_epsilon(e)),
-                      ("prldp", PrLDPCount(lv).record_epsilon(e)),
-                      ("prldp_framework", PrLDPFramework(lv).record_epsilon(e))]:
+    for name, got in [
+        ("count", PrDPCount(lv).record_epsilon(e)),
+        ("extension", ext.record_epsilon(v)),
+        ("framework_sum", FrameworkSum(lv, pf.U).record_epsilon(e)),
+        ("framework_max", FrameworkMax(lv, pf.U).record_epsilon(e)),
+        ("prldp", PrLDPCount(lv).record_epsilon(e)),
+        ("prldp_framework", PrLDPFramework(lv).record_epsilon(e)),
+    ]:
         assert np.all(got <= e * slack), (name, v[got > e * slack], got[got > e * slack], e[got > e * slack])
     # the count's per-level loss is exactly lo_i, i.e. the budget is used up to a factor 2
     assert np.all(PrDPCount(lv).record_epsilon(e) * 2 * slack >= e)
@@ -55,10 +67,13 @@ def test_every_record_charged_at_most_its_budget(pf, data):
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(lo_exp=st.floats(-30, 0), ratio_exp=st.floats(0, 40), u=st.floats(0, 1))
 def test_level_rounds_toward_lower_budget(lo_exp, ratio_exp, u):
-    eps_min = 10 ** lo_exp
-    eps_max = eps_min * 2 ** ratio_exp
+    eps_min = 10**lo_exp
+    eps_max = eps_min * 2**ratio_exp
     lv = Levels(eps_min, eps_max)
-    e = np.array([eps_min + u * (eps_max - eps_min)] + [x for h in lv.hi for x in (h, np.nextafter(h, 0), np.nextafter(h, np.inf))])
+    e = np.array(
+        [eps_min + u * (eps_max - eps_min)]
+        + [x for h in lv.hi for x in (h, np.nextafter(h, 0), np.nextafter(h, np.inf))]
+    )
     e = np.clip(e, eps_min, eps_max)
     lvl = lv.level(e)
     assert np.all(lv.lo[lvl - 1] <= e) and np.all(e <= lv.hi[lvl - 1])

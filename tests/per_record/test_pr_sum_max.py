@@ -1,16 +1,26 @@
 """Sum extension (spec 4, Eq. (9)), Algorithm 2 sum/max (spec 5, 6.3, 6.4)."""
+
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from mechanisms.per_record import (ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram, Levels,
-                                   ValueBuckets, inverse_function, shifted_rank_max, universal_sum)
+from mechanisms.per_record import (
+    ExtensionSum,
+    FrameworkMax,
+    FrameworkSum,
+    LevelHistogram,
+    Levels,
+    ValueBuckets,
+    inverse_function,
+    shifted_rank_max,
+    universal_sum,
+)
 from mechanisms.per_record.framework import clipped_sum
 from mechanisms.rng import SeededSource
 
-PF = inverse_function(1e4, 10**9, 10.0)          # eps_min = 1e-5, L = 20
+PF = inverse_function(1e4, 10**9, 10.0)  # eps_min = 1e-5, L = 20
 LV, VB = Levels.for_function(PF), ValueBuckets(PF.U)
 
 
@@ -49,7 +59,7 @@ def test_extension_eq9_bound_holds_in_1_minus_beta_of_runs():
     assert violations(ext) <= beta * runs + 3 * math.sqrt(runs * beta * (1 - beta))
     assert ext.error_bound(k) <= 4 * ext.b[k - 1] * math.log(LV.L / beta) * 1.01 + 2 * LV.L
     bad = ExtensionSum(PF, beta)
-    bad.scan.scales = [s * 16 for s in bad.scan.scales]      # wrong (too much) noise: check fails
+    bad.scan.scales = [s * 16 for s in bad.scan.scales]  # wrong (too much) noise: check fails
     assert violations(bad) > beta * runs + 3 * math.sqrt(runs * beta * (1 - beta))
 
 
@@ -84,7 +94,7 @@ def test_universal_sum_accuracy_and_collapse():
     lim = X.max() * 2 * 12 / eps * math.log(4 / beta) + 2 * taus / eps * math.log(2 / beta)
     assert np.mean(errs > lim) <= 0.1
     tiny = [universal_sum(C, S, 1e-7, beta, VB, src)[1] for _ in range(20)]
-    assert max(tiny) <= 2                                   # tau collapsed to 1 or 2
+    assert max(tiny) <= 2  # tau collapsed to 1 or 2
 
 
 def test_framework_sum_ignores_records_below_ell():
@@ -116,14 +126,14 @@ def test_shifted_rank_max_samples_the_exponential_mechanism():
     src = SeededSource(4)
     draws = np.array([shifted_rank_max(vals, cnts, eps, beta, U, src)[0] for _ in range(N)])
     obs = np.bincount(draws, minlength=U + 1)
-    crit = stats.chi2.ppf(1 - 1e-4, U)                      # chi-square, 30 dof, p = 1e-4
+    crit = stats.chi2.ppf(1 - 1e-4, U)  # chi-square, 30 dof, p = 1e-4
 
     def chi2(pmf):
         e = N * pmf
         return float(((obs - e) ** 2 / np.maximum(e, 1e-9)).sum())
 
     assert chi2(_em_pmf(vals, cnts, eps, beta, U)) < crit
-    assert chi2(_em_pmf(vals, cnts, 2 * eps, beta, U)) > crit   # a wrong eps is detected
+    assert chi2(_em_pmf(vals, cnts, 2 * eps, beta, U)) > crit  # a wrong eps is detected
 
 
 def test_framework_max_two_step_rank_error():
@@ -136,7 +146,7 @@ def test_framework_max_two_step_rank_error():
         ell = fm.select_level({i + 1: c for i, c in enumerate(H.level_counts())}, src)
         keep = X[LV.level(PF(X)) >= ell]
         v, c = np.unique(keep, return_counts=True)
-        r = fm.release(ell, zip(v.tolist(), c.tolist()), src)   # SQL round 2 rows (v, cnt)
+        r = fm.release(ell, zip(v.tolist(), c.tolist()), src)  # SQL round 2 rows (v, cnt)
         rank = X.size - np.searchsorted(srt, r.value, side="right")
         bad += rank > r.noise_half_width + (X.size - keep.size) + c.max()
         assert r.half_width_units == "rank" and r.value <= PF.U

@@ -2,6 +2,7 @@
 (COUNT, SUM, MAX, MIN), Describe and EXPLAIN — before any backend work and without a charge.
 Independent per-record releases to bronze, silver and gold would let a coalition learn Σε·E(r),
 not the max ε their ladder's one chain promises."""
+
 from __future__ import annotations
 
 import psycopg
@@ -53,9 +54,11 @@ def test_ladder_tiers_are_refused_in_every_path(counted, role):
                         c.execute(text, params, prepare=prepare)
                     err = e.value
                     assert err.sqlstate == "0A000", (text, prepare, err.sqlstate, str(err))
-                    assert "per-record table accounts is not available to data-market ladder tiers" in str(err)
+                    assert "per-record table accounts is not available to data-market ladder tiers" in str(
+                        err
+                    )
                     assert "ladder market" in str(err) and "central table" in err.diag.message_hint
-    conn = Connection(svc.gw, role, "demo", {})               # Describe alone (Parse + Describe)
+    conn = Connection(svc.gw, role, "demo", {})  # Describe alone (Parse + Describe)
     for sql in ("SELECT COUNT(*) FROM accounts WHERE branch = $1", "SELECT MAX(balance) FROM accounts"):
         with pytest.raises(SqlError) as e:
             svc._call(conn.describe(sql, []))
@@ -65,24 +68,29 @@ def test_ladder_tiers_are_refused_in_every_path(counted, role):
 
 def test_roles_without_a_ladder_are_answered(counted):
     svc, calls = counted
-    with psycopg.connect(svc.dsn("half"), autocommit=True) as c:     # ε 0.5, no ladder
-        (n,), = c.execute("SELECT COUNT(*) FROM accounts WHERE kind = 'savings'").fetchall()
-        (m,), = c.execute("SELECT MAX(balance) FROM accounts").fetchall()
+    with psycopg.connect(svc.dsn("half"), autocommit=True) as c:  # ε 0.5, no ladder
+        ((n,),) = c.execute("SELECT COUNT(*) FROM accounts WHERE kind = 'savings'").fetchall()
+        ((m,),) = c.execute("SELECT MAX(balance) FROM accounts").fetchall()
         rows = c.execute("EXPLAIN SELECT COUNT(*) FROM accounts").fetchall()
     assert isinstance(n, int) and isinstance(m, int) and "prdp_count" in "\n".join(r[0] for r in rows)
-    assert len(calls) == 3                                  # COUNT: one scan; MAX: two round trips
+    assert len(calls) == 3  # COUNT: one scan; MAX: two round trips
     assert svc.gw.ledger.spent("half", "day") == pytest.approx(1.0)
-    d = svc._call(Connection(svc.gw, "half", "demo", {}).describe(
-        "SELECT COUNT(*) FROM accounts WHERE branch = $1", []))
+    d = svc._call(
+        Connection(svc.gw, "half", "demo", {}).describe("SELECT COUNT(*) FROM accounts WHERE branch = $1", [])
+    )
     assert d.param_type_oids == [20]
 
 
 def test_ladder_refusal_holds_for_every_spelling(counted):
     svc, calls = counted
     with psycopg.connect(svc.dsn("bronze"), autocommit=True) as c:
-        for sql in ('SELECT COUNT(*) AS "from pums" FROM accounts', "SELECT COUNT('from pums') FROM accounts",
-                    "SELECT COUNT(*) FROM ONLY accounts", 'SELECT COUNT(*) FROM"accounts"',
-                    "SELECT COUNT(*) FROM accounts -- from pums"):
-            with pytest.raises(psycopg.errors.FeatureNotSupported):     # 0A000, from the parse
+        for sql in (
+            'SELECT COUNT(*) AS "from pums" FROM accounts',
+            "SELECT COUNT('from pums') FROM accounts",
+            "SELECT COUNT(*) FROM ONLY accounts",
+            'SELECT COUNT(*) FROM"accounts"',
+            "SELECT COUNT(*) FROM accounts -- from pums",
+        ):
+            with pytest.raises(psycopg.errors.FeatureNotSupported):  # 0A000, from the parse
                 c.execute(sql)
     assert calls == [] and svc.gw.ledger.spent("bronze", "day") == 0

@@ -8,6 +8,7 @@ whenever its stated condition holds. Also: charges, repeats, refusals, the one-s
 SQL the backend receives, and the SQL level expression on both backends (the
 DuckDB-only boundary check of E and the levels is tests/per_record/test_pr_levels_sql.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,8 @@ import pytest
 from mechanisms.per_record import Levels
 from proxy.demo import accounts as demo_accounts
 from proxy.pipeline.per_record import policy_of
-from rewriter import parse
 from proxy.pipeline.per_record_policy import compile_policy
+from rewriter import parse
 from rewriter.per_record import build_pr_plan, scan_sql, with_source
 
 
@@ -73,8 +74,9 @@ def _answer(svc, role):
     """The role's latest stored release (per-cell ℓ, ε_τ, bounds and their conditions)."""
     led = svc.gw.ledger
     with led._rlock:
-        (text,) = led._rdb.execute("SELECT answer FROM releases WHERE role = ? ORDER BY id DESC LIMIT 1",
-                                   (role,)).fetchone()
+        (text,) = led._rdb.execute(
+            "SELECT answer FROM releases WHERE role = ? ORDER BY id DESC LIMIT 1", (role,)
+        ).fetchone()
     return json.loads(text)
 
 
@@ -99,8 +101,9 @@ def _check(svc, role, func, where="TRUE", group=None, domain=((),), part=None):
     for g, b in rows:
         cells[(g,) if group else ()].append(int(b))
     out = []
-    for key, (value,), ell, noise, bound, cond in zip(ans["keys"], ans["values"], pr["ell"],
-                                                      pr["noise"], pr["bound"], pr["cond"]):
+    for key, (value,), ell, noise, bound, cond in zip(
+        ans["keys"], ans["values"], pr["ell"], pr["noise"], pr["bound"], pr["cond"]
+    ):
         bal = np.array(cells[tuple(key)], dtype=np.int64)
         lvl = pol.levels.level(pol.pf(bal)) if bal.size else np.array([], dtype=int)
         kept = bal[lvl >= ell]
@@ -112,7 +115,9 @@ def _check(svc, role, func, where="TRUE", group=None, domain=((),), part=None):
             assert abs(value - int(kept.sum())) <= noise, (key, value, int(kept.sum()), noise)
             truth = int(bal.sum())
         else:
-            beyond = (lambda x: int((x > value).sum())) if func == "max" else (lambda x: int((x < value).sum()))
+            beyond = (
+                (lambda x: int((x > value).sum())) if func == "max" else (lambda x: int((x < value).sum()))
+            )
             assert beyond(kept) <= noise, (key, value, beyond(kept), noise)
             if whole_ok:
                 assert beyond(bal) <= bound
@@ -126,10 +131,18 @@ def _check(svc, role, func, where="TRUE", group=None, domain=((),), part=None):
 
 def test_data_is_identical_on_both_backends(prs):
     bal, branch, kind = demo_accounts.accounts_numpy()
-    got = _truth(prs, "SELECT COUNT(*), SUM(balance), SUM(balance * branch), MAX(balance), "
-                      "SUM(CASE WHEN kind = 'savings' THEN balance ELSE 0 END) FROM accounts")[0]
-    want = (bal.size, int(bal.sum()), int((bal * branch).sum()), int(bal.max()),
-            int(bal[kind == "savings"].sum()))
+    got = _truth(
+        prs,
+        "SELECT COUNT(*), SUM(balance), SUM(balance * branch), MAX(balance), "
+        "SUM(CASE WHEN kind = 'savings' THEN balance ELSE 0 END) FROM accounts",
+    )[0]
+    want = (
+        bal.size,
+        int(bal.sum()),
+        int((bal * branch).sum()),
+        int(bal.max()),
+        int(bal[kind == "savings"].sum()),
+    )
     assert tuple(int(x) for x in got) == want
 
 
@@ -139,7 +152,7 @@ def test_count_with_where(prs):
     rows, notes = _run(prs, f"SELECT COUNT(*) FROM accounts WHERE {where}")
     assert len(rows) == 1 and isinstance(rows[0][0], int)
     ((value, true),) = _check(prs, "analyst", "count", where)
-    assert value == rows[0][0] and abs(value - true) <= 0.05 * true        # sensible
+    assert value == rows[0][0] and abs(value - true) <= 0.05 * true  # sensible
     note = notes[0]
     assert "ε charged 1;" in note and "ε_τ " in note and "mechanism: prdp_count" in note
     assert "the count covers the rows with ε(r) > ε_τ (balance < " in note
@@ -152,13 +165,13 @@ def test_sum_group_by_in_one_scan(prs):
     sql = "SELECT branch, SUM(balance) AS total FROM accounts WHERE kind = 'checking' GROUP BY branch ORDER BY branch"
     with _backend_sql(prs) as seen:
         rows, notes = _run(prs, sql)
-    assert len(seen) == 1                                           # ONE backend scan
+    assert len(seen) == 1  # ONE backend scan
     assert re.search(r"GROUP BY k1, lvl\s*$", seen[0]) and "UNION" not in seen[0].upper()
     assert [r[0] for r in rows] == [1, 2, 3, 4, 5]
     cells = _check(prs, "analyst", "sum", "kind = 'checking'", "branch", [(b,) for b in range(1, 6)])
     assert [r[1] for r in rows] == [v for v, _ in cells]
     for value, true in cells:
-        assert abs(value - true) <= 0.2 * true                      # sensible, not just bounded
+        assert abs(value - true) <= 0.2 * true  # sensible, not just bounded
     assert "prdp_sum_extension" in notes[0]
     assert "over 5 groups" in notes[0] or "in all 5 groups" in notes[0]
 
@@ -167,33 +180,37 @@ def test_max_in_two_round_trips(prs):
     sql = "SELECT kind, MAX(balance) FROM accounts WHERE branch <= 3 GROUP BY kind"
     with _backend_sql(prs) as seen:
         rows, notes = _run(prs, sql, role="other")
-    assert len(seen) == 2                                           # level scan + values of levels >= ℓ
+    assert len(seen) == 2  # level scan + values of levels >= ℓ
     assert re.search(r"GROUP BY k1, lvl\s*$", seen[0])
-    assert "u.lvl >= l.ell" in seen[1] and "pr_ell" in seen[1]       # one query for all groups
+    assert "u.lvl >= l.ell" in seen[1] and "pr_ell" in seen[1]  # one query for all groups
     assert "are above the max" in notes[0] and "prdp_max_framework" in notes[0]
     cells = _check(prs, "other", "max", "branch <= 3", "kind", [("checking",), ("savings",)])
     assert sorted(rows) == [("checking", cells[0][0]), ("savings", cells[1][0])]
-    (nc,), = _truth(prs, "SELECT COUNT(*) FROM accounts WHERE branch <= 3")
-    assert all(above <= 0.25 * nc for _, above in cells)             # sensible: a top-quartile value
+    ((nc,),) = _truth(prs, "SELECT COUNT(*) FROM accounts WHERE branch <= 3")
+    assert all(above <= 0.25 * nc for _, above in cells)  # sensible: a top-quartile value
 
 
 def test_min_by_symmetry(prs):
     rows, notes = _run(prs, "SELECT MIN(balance) AS lowest FROM accounts WHERE branch = 4", role="other")
     ((value, below),) = _check(prs, "other", "min", "branch = 4")
-    (mn, n), = _truth(prs, "SELECT MIN(balance), COUNT(*) FROM accounts WHERE branch = 4")
+    ((mn, n),) = _truth(prs, "SELECT MIN(balance), COUNT(*) FROM accounts WHERE branch = 4")
     assert rows == [(value,)] and value >= mn and below <= 0.25 * n
     assert "are below the lowest" in notes[0] and "prdp_min_framework" in notes[0]
 
 
 def test_empty_groups_are_answered(prs):
-    rows, notes = _run(prs, "SELECT branch, COUNT(*) FROM accounts WHERE balance < 0 GROUP BY branch", role="other")
-    assert [r[0] for r in rows] == [1, 2, 3, 4, 5]                 # the public domain, not the data
+    rows, notes = _run(
+        prs, "SELECT branch, COUNT(*) FROM accounts WHERE balance < 0 GROUP BY branch", role="other"
+    )
+    assert [r[0] for r in rows] == [1, 2, 3, 4, 5]  # the public domain, not the data
 
 
 def test_a_predicate_on_the_group_key_restricts_the_cells(prs):
-    rows, notes = _run(prs, "SELECT branch, COUNT(*) FROM accounts WHERE branch = 2 GROUP BY branch", role="other")
-    assert [r[0] for r in rows] == [2]                             # the rows the SQL asks for
-    (value, true), = _check(prs, "other", "count", "branch = 2", "branch", [(2,)])
+    rows, notes = _run(
+        prs, "SELECT branch, COUNT(*) FROM accounts WHERE branch = 2 GROUP BY branch", role="other"
+    )
+    assert [r[0] for r in rows] == [2]  # the rows the SQL asks for
+    ((value, true),) = _check(prs, "other", "count", "branch = 2", "branch", [(2,)])
     assert abs(value - true) <= 0.05 * true
 
 
@@ -202,18 +219,19 @@ def test_charged_once_repeat_free(prs):
     before = _spent(prs, "other")
     first, _ = _run(prs, sql, role="other")
     mid = _spent(prs, "other")
-    again, n2 = _run(prs, "select count(*) as n from ACCOUNTS where balance between 5000 and 100000 limit 5",
-                     role="other")
+    again, n2 = _run(
+        prs, "select count(*) as n from ACCOUNTS where balance between 5000 and 100000 limit 5", role="other"
+    )
     assert mid - before == pytest.approx(1.0) and _spent(prs, "other") == mid
     assert again == first and "repeat of an earlier release" in n2[0]
-    b2 = _spent(prs, "analyst")                    # another role gets its own release and pays for it
+    b2 = _spent(prs, "analyst")  # another role gets its own release and pays for it
     _run(prs, sql, role="analyst")
     assert _spent(prs, "analyst") - b2 == pytest.approx(1.0)
 
 
 def test_tier_epsilon_scales_the_policy(prs):
     before = _spent(prs, "half")
-    rows, notes = _run(prs, "SELECT COUNT(*) FROM accounts", role="half")     # tier ε 0.5, no ladder
+    rows, notes = _run(prs, "SELECT COUNT(*) FROM accounts", role="half")  # tier ε 0.5, no ladder
     assert _spent(prs, "half") - before == pytest.approx(0.5)
     assert "ε charged 0.5;" in notes[0] and "0.5 × 1000 / balance in [5e-07, 0.5]" in notes[0]
     ((value, true),) = _check(prs, "half", "count")
@@ -223,8 +241,12 @@ def test_tier_epsilon_scales_the_policy(prs):
 
 
 def test_extended_protocol_with_parameters(prs):
-    rows, notes = _run(prs, "SELECT MAX(balance) FROM accounts WHERE branch = %s AND kind = %s",
-                       role="other", params=(5, "savings"))
+    rows, notes = _run(
+        prs,
+        "SELECT MAX(balance) FROM accounts WHERE branch = %s AND kind = %s",
+        role="other",
+        params=(5, "savings"),
+    )
     assert len(rows) == 1 and isinstance(rows[0][0], int) and notes
     _check(prs, "other", "max", "branch = 5 AND kind = 'savings'")
 
@@ -280,7 +302,7 @@ def test_refused_shapes_charge_nothing_and_never_reach_the_backend(prs):
                 with pytest.raises(psycopg.Error) as e:
                     c.execute(sql)
                 assert e.value.sqlstate == state, (sql, e.value.sqlstate, str(e.value))
-                assert e.value.diag.message_hint or "declared" in str(e.value), sql   # what is allowed
+                assert e.value.diag.message_hint or "declared" in str(e.value), sql  # what is allowed
     assert seen == [] and _spent(prs, "other") == before
 
 
@@ -306,8 +328,10 @@ def test_sql_levels_match_python_on_boundaries(prs):
         vals |= {V - 1, V, V + 1}
     vals = sorted(v for v in vals if v >= 0)
     table = f"pr_boundary_{gw.backend.dialect}"
-    setup = (f"DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (balance BIGINT, branch INTEGER, kind TEXT); "
-             f"INSERT INTO {table} (balance) VALUES {', '.join(f'({v})' for v in vals)}, (NULL)")
+    setup = (
+        f"DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (balance BIGINT, branch INTEGER, kind TEXT); "
+        f"INSERT INTO {table} (balance) VALUES {', '.join(f'({v})' for v in vals)}, (NULL)"
+    )
     if gw.backend.dialect == "duckdb":
         gw.backend.execute_script(setup)
     else:
@@ -316,4 +340,4 @@ def test_sql_levels_match_python_on_boundaries(prs):
     got = {int(k): int(v) for k, v in _truth(prs, scan_sql(prp, pol.sql, gw.config, gw.backend.dialect))}
     want = np.bincount(lv.level(pf(np.array(vals + [np.nan], dtype=float))), minlength=lv.L + 1)
     assert got == {i: int(c) for i, c in enumerate(want) if c}
-    assert lv.level(pf(np.nan)) == 1                            # NULL balance: eps_min, level 1
+    assert lv.level(pf(np.nan)) == 1  # NULL balance: eps_min, level 1

@@ -1,17 +1,20 @@
 """Shared fixtures: a pums-like config, and the same rows in DuckDB and Postgres."""
+
 from __future__ import annotations
 
 import os
 
 import duckdb
 import pytest
-
-from config import parse_config
 from rw_data import CONFIG, ROWS
 
-COLUMNS = ("age integer, sex integer, educ integer, race integer, income double precision, "
-           "married integer, name text, state text, big integer, flag boolean, "
-           "hours double precision, score integer")
+from config import parse_config
+
+COLUMNS = (
+    "age integer, sex integer, educ integer, race integer, income double precision, "
+    "married integer, name text, state text, big integer, flag boolean, "
+    "hours double precision, score integer"
+)
 
 
 @pytest.fixture(scope="session")

@@ -4,20 +4,24 @@ CONFIG = {
     "tiers": {"default": {"epsilon": 1, "budget": 10}},
     "roles": {"analyst": {"tier": "default"}},
     "server": {"auth": "trust"},
-    "tables": {"pums": {"columns": {
-        "age": {"type": "int", "lower": 0, "upper": 100},
-        "sex": {"type": "int", "domain": [0, 1]},
-        "educ": {"type": "int", "domain_range": [1, 16]},
-        "race": {"type": "int", "domain_range": [1, 6]},
-        "income": {"type": "float", "lower": 0, "upper": 500000},
-        "married": {"type": "int", "domain": [0, 1]},
-        "name": {"type": "text"},
-        "state": {"type": "text", "domain": ["ca", "ny", "tx"]},
-        "big": {"type": "int", "domain_range": [0, 99]},
-        "flag": {"type": "bool", "domain": [True, False]},
-        "hours": {"type": "float", "lower": 10, "upper": 60},
-        "score": {"type": "int", "lower": 10, "upper": 20},
-    }}},
+    "tables": {
+        "pums": {
+            "columns": {
+                "age": {"type": "int", "lower": 0, "upper": 100},
+                "sex": {"type": "int", "domain": [0, 1]},
+                "educ": {"type": "int", "domain_range": [1, 16]},
+                "race": {"type": "int", "domain_range": [1, 6]},
+                "income": {"type": "float", "lower": 0, "upper": 500000},
+                "married": {"type": "int", "domain": [0, 1]},
+                "name": {"type": "text"},
+                "state": {"type": "text", "domain": ["ca", "ny", "tx"]},
+                "big": {"type": "int", "domain_range": [0, 99]},
+                "flag": {"type": "bool", "domain": [True, False]},
+                "hours": {"type": "float", "lower": 10, "upper": 60},
+                "score": {"type": "int", "lower": 10, "upper": 20},
+            }
+        }
+    },
 }
 
 # (age, sex, educ, race, income, married, name, state, big, flag, hours, score)

@@ -1,6 +1,7 @@
 """Routing from the parse (issue 17): the table and the path of a statement come
 from its parsed FROM items, never from its text — aliases, string literals and
 comments that name a declared table do not route to it."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,13 +28,13 @@ CORPUS = [
     ("SELECT COUNT(*) FROM accounts WHERE 'x' <> 'from pums'", "dp", "accounts"),
     ("SELECT COUNT(*) FROM trips WHERE zone = 'from pums'", "dp", "trips"),
     ("SELECT COUNT(*) AS trips FROM pums", "dp", "pums"),
-    ("EXPLAIN SELECT COUNT(*) AS \"from pums\" FROM accounts", "explain", "accounts"),
+    ('EXPLAIN SELECT COUNT(*) AS "from pums" FROM accounts', "explain", "accounts"),
     ("explain analyze SELECT COUNT(*) FROM trips", "explain", "trips"),
     ("INSERT INTO trips (zone) VALUES ('from pums')", "insert", "trips"),
     ("SELECT * FROM dpgate.budget WHERE role = 'from pums'", "views", None),
-    ("SELECT relname FROM pg_class WHERE relname = 'pums'", "dp", None),   # catalog: no declared table
-    ('SELECT COUNT(*) FROM "PUMS"', "dp", None),                          # quoted: another name
-    ("SELECT COUNT(*) FROM other.pums", "dp", None),                     # another schema
+    ("SELECT relname FROM pg_class WHERE relname = 'pums'", "dp", None),  # catalog: no declared table
+    ('SELECT COUNT(*) FROM "PUMS"', "dp", None),  # quoted: another name
+    ("SELECT COUNT(*) FROM other.pums", "dp", None),  # another schema
 ]
 
 
@@ -43,16 +44,19 @@ def test_route_from_the_parse(sql, kind, table):
     assert (r.kind, r.table) == (kind, table)
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT COUNT(*) FROM accounts, pums",
-    "SELECT COUNT(*) FROM accounts JOIN pums ON true",
-    "SELECT COUNT(*) FROM accounts WHERE balance IN (SELECT age FROM pums)",
-    "SELECT COUNT(*) FROM pums UNION ALL SELECT COUNT(*) FROM accounts",
-    "WITH pums AS (SELECT * FROM accounts) SELECT COUNT(*) FROM pums",
-    "SELECT COUNT(*) FROM pums, pg_class",
-    "SELECT * FROM dpgate.budget, pums",
-    "SELECT COUNT(*) FROM pums WHERE age IN (SELECT oid FROM pg_catalog.pg_type)",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) FROM accounts, pums",
+        "SELECT COUNT(*) FROM accounts JOIN pums ON true",
+        "SELECT COUNT(*) FROM accounts WHERE balance IN (SELECT age FROM pums)",
+        "SELECT COUNT(*) FROM pums UNION ALL SELECT COUNT(*) FROM accounts",
+        "WITH pums AS (SELECT * FROM accounts) SELECT COUNT(*) FROM pums",
+        "SELECT COUNT(*) FROM pums, pg_class",
+        "SELECT * FROM dpgate.budget, pums",
+        "SELECT COUNT(*) FROM pums WHERE age IN (SELECT oid FROM pg_catalog.pg_type)",
+    ],
+)
 def test_mixed_or_ambiguous_statements_are_refused(sql):
     with pytest.raises(Refusal) as e:
         route(sql, TABLES, CATALOG)
@@ -61,8 +65,11 @@ def test_mixed_or_ambiguous_statements_are_refused(sql):
 
 def test_explain_forms():
     assert route("EXPLAIN SELECT COUNT(*) FROM pums", TABLES).body == "SELECT COUNT(*) FROM pums"
-    for bad, state in [("EXPLAIN", "42601"), ("EXPLAIN (FORMAT JSON) SELECT 1", "0A000"),
-                       ("EXPLAIN EXPLAIN SELECT COUNT(*) FROM pums", "0A000")]:
+    for bad, state in [
+        ("EXPLAIN", "42601"),
+        ("EXPLAIN (FORMAT JSON) SELECT 1", "0A000"),
+        ("EXPLAIN EXPLAIN SELECT COUNT(*) FROM pums", "0A000"),
+    ]:
         with pytest.raises(Refusal) as e:
             route(bad, TABLES)
         assert e.value.sqlstate == state

@@ -2,15 +2,15 @@
 an earlier one only in its numbers is routed without a parse, and its route is the one
 :func:`route` gives from its own parse; refusals, EXPLAIN and routes without a table are
 never served by shape."""
+
 from __future__ import annotations
 
 import pytest
+from test_route import CATALOG, CORPUS, TABLES  # tests/rewriter is on sys.path (rootdir conftest)
 
 from rewriter import tokenize
 from rewriter.errors import Refusal
 from rewriter.route import Routes, route, shape_key
-
-from test_route import CATALOG, CORPUS, TABLES     # tests/rewriter is on sys.path (rootdir conftest)
 
 SHAPED = [
     "SELECT region, COUNT(*), AVG(income) FROM people WHERE age BETWEEN {a} AND {b} GROUP BY region",
@@ -42,11 +42,15 @@ def test_the_corpus_routes_alike_by_shape(sql, kind, table):
 def test_numbers_are_the_only_slots():
     """Names, strings, operators and keywords are part of the key: another of them is
     another shape (parsed afresh)."""
-    key = lambda s: shape_key(tokenize(s))  # noqa: E731
+    key = lambda s: shape_key(tokenize(s))
     assert key("SELECT COUNT(*) FROM pums WHERE age > 3") == key("SELECT COUNT(*) FROM pums WHERE age > 70")
-    for other in ["SELECT COUNT(*) FROM accounts WHERE age > 3", "SELECT COUNT(*) FROM pums WHERE age < 3",
-                  "SELECT COUNT(*) FROM pums WHERE sex > 3", "SELECT COUNT(*) FROM pums WHERE age > '3'",
-                  "EXPLAIN SELECT COUNT(*) FROM pums WHERE age > 3"]:
+    for other in [
+        "SELECT COUNT(*) FROM accounts WHERE age > 3",
+        "SELECT COUNT(*) FROM pums WHERE age < 3",
+        "SELECT COUNT(*) FROM pums WHERE sex > 3",
+        "SELECT COUNT(*) FROM pums WHERE age > '3'",
+        "EXPLAIN SELECT COUNT(*) FROM pums WHERE age > 3",
+    ]:
         assert key(other) != key("SELECT COUNT(*) FROM pums WHERE age > 3")
 
 
@@ -55,8 +59,10 @@ def test_refusals_and_explain_are_never_kept():
     for _ in range(2):
         with pytest.raises(Refusal):
             routes.route("SELECT COUNT(*) FROM accounts, pums WHERE age > 3")
-        assert routes.route("EXPLAIN SELECT COUNT(*) FROM pums WHERE age > 3").body == \
-            "SELECT COUNT(*) FROM pums WHERE age > 3"
+        assert (
+            routes.route("EXPLAIN SELECT COUNT(*) FROM pums WHERE age > 3").body
+            == "SELECT COUNT(*) FROM pums WHERE age > 3"
+        )
     e = routes.route("EXPLAIN SELECT COUNT(*) FROM pums WHERE age > 4")
     assert e.body == "SELECT COUNT(*) FROM pums WHERE age > 4" and routes.hits == 0
 

@@ -4,6 +4,7 @@ not interpret refuses 0A000 naming the SQL construct — it never drops the mean
 Each case parses a statement the rewriter accepts, finds one node of the given type,
 sets an argument on it that no rule understands (a synthetic one, and every real sqlglot
 argument of that type outside the allow-list), and checks the refusal."""
+
 from __future__ import annotations
 
 import pytest
@@ -70,16 +71,15 @@ CASES = [
     ("SELECT ROUND(AVG(age), 1) FROM pums", exp.Round),
     ("SELECT CAST(COUNT(*) AS DOUBLE PRECISION) FROM pums", exp.Cast),
     ("SELECT sex FROM pums GROUP BY sex HAVING COUNT(*) > 5", exp.GT),
-    ("SELECT sex FROM pums GROUP BY sex HAVING COUNT(*) > CASE sex WHEN 1 THEN 3 ELSE 4 END",
-     exp.Case),
-    ("SELECT sex FROM pums GROUP BY sex HAVING COUNT(*) > CASE sex WHEN 1 THEN 3 ELSE 4 END",
-     exp.If),
+    ("SELECT sex FROM pums GROUP BY sex HAVING COUNT(*) > CASE sex WHEN 1 THEN 3 ELSE 4 END", exp.Case),
+    ("SELECT sex FROM pums GROUP BY sex HAVING COUNT(*) > CASE sex WHEN 1 THEN 3 ELSE 4 END", exp.If),
 ]
 
 
 # arguments with a dedicated refusal of their own (any SQLSTATE: the point is fail closed)
 DEDICATED = {(exp.Table, k) for k in ("joins", "laterals", "pivots", "sample")} | {
-    (exp.In, k) for k in ("query", "unnest", "field")}
+    (exp.In, k) for k in ("query", "unnest", "field")
+}
 
 
 def _ids():
@@ -117,21 +117,40 @@ def test_every_allow_listed_type_is_exercised():
     """Central rules: every node type with an allow-list that a central statement can
     contain is tampered with above (local-only types and the extreme/quantile path's
     excepted: tests/rewriter/test_rw_quantile.py tampers with those)."""
-    local_only = {exp.WithinGroup, exp.PercentileDisc, exp.PercentileCont, exp.Max, exp.Min, exp.Median,
-                  exp.Escape, exp.Star, exp.Null, exp.Identifier, exp.Where, exp.Having, exp.From,
-                  exp.Limit, exp.Offset, exp.TableAlias, exp.TryCast}
+    local_only = {
+        exp.WithinGroup,
+        exp.PercentileDisc,
+        exp.PercentileCont,
+        exp.Max,
+        exp.Min,
+        exp.Median,
+        exp.Escape,
+        exp.Star,
+        exp.Null,
+        exp.Identifier,
+        exp.Where,
+        exp.Having,
+        exp.From,
+        exp.Limit,
+        exp.Offset,
+        exp.TableAlias,
+        exp.TryCast,
+    }
     assert set(ALLOWED) - local_only <= {t for _, t in CASES}
 
 
-@pytest.mark.parametrize("sql,name", [
-    ("SELECT COUNT(*) FROM pums WHERE age || 'x' = 'ax'", "||"),
-    ("SELECT COUNT(*) FROM pums WHERE name SIMILAR TO 'a%'", "SIMILAR TO"),
-    ("SELECT COUNT(*) FROM pums WHERE name ~ 'a'", "~"),
-    ("SELECT COUNT(*) FROM pums WHERE name ~* 'a'", "~*"),
-    ("SELECT COUNT(*) FROM pums WHERE name LIKE 'a!%' ESCAPE '!'", "ESCAPE"),
-    ("SELECT COUNT(*) FROM pums WHERE age & 1 = 1", "&"),
-    ("TRUNCATE pums", "TRUNCATE"),
-])
+@pytest.mark.parametrize(
+    "sql,name",
+    [
+        ("SELECT COUNT(*) FROM pums WHERE age || 'x' = 'ax'", "||"),
+        ("SELECT COUNT(*) FROM pums WHERE name SIMILAR TO 'a%'", "SIMILAR TO"),
+        ("SELECT COUNT(*) FROM pums WHERE name ~ 'a'", "~"),
+        ("SELECT COUNT(*) FROM pums WHERE name ~* 'a'", "~*"),
+        ("SELECT COUNT(*) FROM pums WHERE name LIKE 'a!%' ESCAPE '!'", "ESCAPE"),
+        ("SELECT COUNT(*) FROM pums WHERE age & 1 = 1", "&"),
+        ("TRUNCATE pums", "TRUNCATE"),
+    ],
+)
 def test_refusals_speak_sql(config, sql, name):
     with pytest.raises(Refusal) as err:
         rewriter.build_plan(rewriter.parse(sql), config)
@@ -145,6 +164,7 @@ def _class_names() -> set[str]:
     """sqlglot class names as a refusal would spell them (``DPIPE``, ``SIMILARTO``): the
     multi-word ones (which no SQL keyword equals) and a few single words SQL never uses."""
     import re
+
     names = set()
 
     def walk(cls):
@@ -152,8 +172,9 @@ def _class_names() -> set[str]:
             if len(re.findall(r"[A-Z]", sub.__name__)) >= 2:
                 names.add(sub.__name__.upper())
             walk(sub)
+
     walk(exp.Expression)
-    sql_words = {"ILIKE", "TABLESAMPLE"}                  # class names that are SQL too
+    sql_words = {"ILIKE", "TABLESAMPLE"}  # class names that are SQL too
     return (names - sql_words) | {"COMMAND", "ANONYMOUS", "PAREN", "NEG", "DPIPE"}
 
 
@@ -161,6 +182,7 @@ def test_corpus_refusals_never_name_sqlglot_classes(config):
     """Every refusal in the rewriter's corpus and the hostile corpus speaks SQL."""
     import re
     from pathlib import Path
+
     names = _class_names()
     here = Path(__file__).parent
     bad = []

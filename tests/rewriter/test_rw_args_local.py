@@ -1,6 +1,7 @@
 """Fail closed on the AST for local (metric-LDP) tables: the local rules (private-column
 weights, aggregates, percentiles, GROUP BY / ORDER BY) refuse a node carrying an argument
 they do not interpret, naming the SQL construct (0A000)."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,13 +14,27 @@ from rewriter.errors import Refusal
 from rewriter.local import plan_local
 
 CFG = {
-    "server": {"auth": "trust"}, "tiers": {"t": {"epsilon": 1, "budget": 1}},
+    "server": {"auth": "trust"},
+    "tiers": {"t": {"epsilon": 1, "budget": 1}},
     "roles": {"a": {"tier": "t"}},
-    "tables": {"tl": {"mode": "local", "columns": {
-        "x": {"type": "int"}, "y": {"type": "float"}, "g": {"type": "int", "domain": [1, 2, 3]}},
-        "local": {"estimator": "known_n",
-                  "columns": {"x": {"lo": 0, "hi": 20, "buckets": 20, "epsilon": 1.0},
-                              "y": {"lo": 0, "hi": 10, "buckets": 5, "epsilon": 1.0}}}}}}
+    "tables": {
+        "tl": {
+            "mode": "local",
+            "columns": {
+                "x": {"type": "int"},
+                "y": {"type": "float"},
+                "g": {"type": "int", "domain": [1, 2, 3]},
+            },
+            "local": {
+                "estimator": "known_n",
+                "columns": {
+                    "x": {"lo": 0, "hi": 20, "buckets": 20, "epsilon": 1.0},
+                    "y": {"lo": 0, "hi": 10, "buckets": 5, "epsilon": 1.0},
+                },
+            },
+        }
+    },
+}
 
 CASES = [
     ("SELECT COUNT(*) FROM tl WHERE x BETWEEN 3 AND 12", exp.Between),
@@ -46,7 +61,7 @@ def cfg():
 
 @pytest.mark.parametrize("sql,kind", CASES, ids=[f"{k.__name__}" for _, k in CASES])
 def test_local_rule_refuses_unknown_argument(cfg, sql, kind):
-    plan_local(parse(sql), cfg, [])                       # accepted as written
+    plan_local(parse(sql), cfg, [])  # accepted as written
     for key in ["dpgate_unknown_arg"] + sorted(set(kind.arg_types) - ALLOWED[kind]):
         tree = parse(sql)
         node = next(n for n in tree.walk() if type(n) is kind)

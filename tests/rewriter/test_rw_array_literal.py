@@ -1,6 +1,7 @@
 """``x = ANY('{…}')``: PostgreSQL's array literal text in a row predicate is the IN list of
 its elements, typed by the column (the same plan, hence the same release, as ``x IN (…)``);
 a malformed or nested literal, or an element the column's type cannot take, is refused."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,10 @@ def plan(sql, config):
 @pytest.mark.parametrize("form", ["'{1,2,3}'", "'{3, 2,1}'::int[]", "('{\"1\",2,3}')"])
 def test_array_literal_is_the_in_list(config, form):
     same = plan("SELECT COUNT(*) FROM pums WHERE educ IN (1, 2, 3)", config)
-    assert plan(f"SELECT COUNT(*) FROM pums WHERE educ = ANY({form})", config).fingerprint() == same.fingerprint()
+    assert (
+        plan(f"SELECT COUNT(*) FROM pums WHERE educ = ANY({form})", config).fingerprint()
+        == same.fingerprint()
+    )
 
 
 def test_text_elements_and_the_empty_array(config):
@@ -34,10 +38,16 @@ def test_bad_array_literals_are_refused(config, form, state):
     assert e.value.sqlstate == state
 
 
-@pytest.mark.parametrize("text, items", [
-    ("{}", []), ("{r,p}", ["r", "p"]), ('{"a,b", c ,NULL,"NULL"}', ["a,b", "c", None, "NULL"]),
-    ('{"q\\"x","b\\\\s"}', ['q"x', "b\\s"]), ("{ x y }", ["x y"]),
-])
+@pytest.mark.parametrize(
+    "text, items",
+    [
+        ("{}", []),
+        ("{r,p}", ["r", "p"]),
+        ('{"a,b", c ,NULL,"NULL"}', ["a,b", "c", None, "NULL"]),
+        ('{"q\\"x","b\\\\s"}', ['q"x', "b\\s"]),
+        ("{ x y }", ["x y"]),
+    ],
+)
 def test_array_literal_reads_as_array_in(text, items):
     assert parse_array_literal(text) == items
 
@@ -60,5 +70,7 @@ def test_not_equal_all_is_not_in(config, form, params):
 def test_not_equal_all_rows(config, duck):
     """Evaluated by the backend as PostgreSQL evaluates <> ALL (NULL elements, NULL x)."""
     sql = to_sql(plan("SELECT COUNT(*) FROM pums WHERE educ <> ALL('{1,2,3}')", config), "duckdb")
-    assert duck.execute(sql).fetchall() == duck.execute(
-        "SELECT COUNT(*) FROM pums WHERE educ <> ALL([1, 2, 3])").fetchall()
+    assert (
+        duck.execute(sql).fetchall()
+        == duck.execute("SELECT COUNT(*) FROM pums WHERE educ <> ALL([1, 2, 3])").fetchall()
+    )

@@ -1,5 +1,6 @@
 """rewriter.cells.complete: the empty-cell completion the proxy does after the scan, with
 the meaning of the LEFT JOIN from the public domain it replaced (issue 21)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,14 +16,20 @@ from rewriter.template import Templates
 
 
 def _plan(*keys: GroupKey, measures: int = 1) -> Plan:
-    return Plan(table="t", source="t", where=None, group_by=tuple(keys),
-                measures=tuple(Measure("count_rows") for _ in range(measures)),
-                aggregates=(), outputs=())
+    return Plan(
+        table="t",
+        source="t",
+        where=None,
+        group_by=tuple(keys),
+        measures=tuple(Measure("count_rows") for _ in range(measures)),
+        aggregates=(),
+        outputs=(),
+    )
 
 
 def test_every_cell_in_key_order_with_zeros_and_out_of_domain_dropped():
     p = _plan(GroupKey("g", "text", ("b", "a", "c")))
-    got = complete(p, [("c", 5), ("zz", 9), (None, 4), ("a ", 7)])   # 'a ' is not 'a'
+    got = complete(p, [("c", 5), ("zz", 9), (None, 4), ("a ", 7)])  # 'a ' is not 'a'
     assert got == [("a", 0), ("b", 0), ("c", 5)]
 
 
@@ -30,12 +37,12 @@ def test_numbers_match_by_value_whatever_their_type():
     p = _plan(GroupKey("g", "int", (1, 2, 3)), measures=2)
     got = complete(p, [(Decimal(2), 10, None), (3.0, 1, Decimal("2.5"))])
     assert got == [(1, 0, 0), (2, 10, 0), (3, 1, Decimal("2.5"))]
-    assert [type(r[0]) for r in got] == [int, int, int]              # keys written from the domain
+    assert [type(r[0]) for r in got] == [int, int, int]  # keys written from the domain
 
 
 def test_float_keys_nan_and_null_bin():
     p = _plan(GroupKey("g", "float", (0.5, float("nan"), None)))
-    got = complete(p, [(float("nan"), 3), (None, 2), (-0.0, 8)])      # 0.0 is not in the domain
+    got = complete(p, [(float("nan"), 3), (None, 2), (-0.0, 8)])  # 0.0 is not in the domain
     assert got[0] == (0.5, 0) and got[1][1] == 3 and got[2] == (None, 2)
 
 
@@ -60,7 +67,7 @@ def _reference(plan: Plan, rows) -> list[tuple]:
     """The LEFT JOIN from the domain, cell by cell (the meaning ``complete`` must keep), for
     int and text keys: a text key compares as text, NULL matches no cell without NULL."""
     k, types = len(plan.group_by), [g.type for g in plan.group_by]
-    norm = lambda v, t: v if v is None or t != "text" else str(v)  # noqa: E731
+    norm = lambda v, t: v if v is None or t != "text" else str(v)
     out = []
     for cell in plan.cells:
         hits = [r for r in rows if all(norm(v, t) == norm(c, t) for v, c, t in zip(r[:k], cell, types))]
@@ -90,7 +97,7 @@ def test_the_domain_index_is_computed_once_and_shared_by_a_template():
     cfg, tpl = parse_config(data), Templates()
     sql = "SELECT region, COUNT(*) FROM people WHERE age BETWEEN {} AND {} GROUP BY region"
     plans = [tpl.plan(sql.format(a, b), cfg, "duckdb") for a, b in [(20, 30), (21, 40), (22, 50)]]
-    assert tpl.filled == 2                        # the first planned in full (and derived it)
+    assert tpl.filled == 2  # the first planned in full (and derived it)
     rows = [("north", 3), ("west", 1)]
     assert complete(plans[1], rows) == complete(plans[2], rows) == _reference(plans[2], rows)
     assert plans[1].__dict__["_domain"] is plans[2].__dict__["_domain"]

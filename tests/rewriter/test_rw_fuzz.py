@@ -10,6 +10,7 @@ and puts them where every rule reads: WHERE, GROUP BY, the SELECT list and its
 aggregates, HAVING, ORDER BY, derived tables, CTEs and joins. Each statement is routed
 and planned as the proxy does (central, MAX/MIN, partition selection, per-record, local,
 public) and every plan is emitted for DuckDB, Postgres and Spark."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,8 @@ import tomllib
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rewriter
 from config import parse_config
@@ -30,7 +32,7 @@ from rewriter.per_record import build_pr_plan
 from rewriter.public import plan_public
 from rewriter.route import route
 
-EXAMPLES = int(os.environ.get("DPGATE_RW_FUZZ_EXAMPLES", "600"))   # more for a nightly-size run
+EXAMPLES = int(os.environ.get("DPGATE_RW_FUZZ_EXAMPLES", "600"))  # more for a nightly-size run
 DIALECTS = ("duckdb", "postgres", "spark")
 
 
@@ -45,26 +47,160 @@ def _demo():
 CONFIG = _demo()
 TABLES = {name: list(t.columns) for name, t in CONFIG.tables.items()}
 
-TYPES = ["regclass", "oid", "regtype", "regproc", "regprocedure", "regnamespace", "regrole", "regconfig",
-         "json", "jsonb", "interval", "timestamptz", "timestamp", "date", "time", "timetz", "int[]", "text[]",
-         "int4range", "bytea", "uuid", "money", "inet", "xml", "tsvector", "point", "bit(3)", "varbit",
-         "numeric(5,2)", "character varying(3)", "double precision", "boolean", '"char"', "name",
-         "pg_catalog.int4", "public.my_domain", "my_domain", "integer[][]", "int8", "smallint", "real",
-         "text", "unknown", "record", "void", "anyelement", "interval day to second", "time with time zone",
-         "timestamp(3) with time zone", "bigint[]"]
-LITERALS = ["NULL", "1", "-1", "0.5", "'x'", "'2025-01-01'", "TRUE", "ARRAY[1, 2]", "'{1,2}'::int[]",
-            "INTERVAL '1 day'", "'{}'::json", "ROW(1, 2)", "(1, 2)", "'1 day'::interval", "$1", "1e308",
-            "'NaN'::float8", "'infinity'::timestamptz", "E'\\\\x'", "B'101'", "X'1F'", "DATE '2025-01-01'",
-            "TIMESTAMP '2025-01-01 00:00'", "'pums'::regclass", "current_date", "now()", "CURRENT_USER",
-            "9223372036854775808", "''"]
-FUNCS = ["count", "sum", "avg", "min", "max", "variance", "stddev", "var_samp", "stddev_pop", "median",
-         "percentile_cont", "percentile_disc", "mode", "string_agg", "array_agg", "bool_and", "every",
-         "json_agg", "corr", "covar_pop", "regr_slope", "grouping", "row_number", "rank", "lag",
-         "coalesce", "nullif", "greatest", "least", "abs", "round", "trunc", "floor", "ceil", "sqrt",
-         "ln", "log", "exp", "power", "mod", "sign", "length", "lower", "upper", "substr", "concat",
-         "date_trunc", "date_part", "extract", "to_char", "to_date", "age", "pg_sleep", "random",
-         "generate_series", "unnest", "pg_read_file", "nosuchfn", "cast", "width_bucket", "make_date",
-         "jsonb_extract_path", "array_length", "cardinality", "format", "md5", "hash", "left", "position"]
+TYPES = [
+    "regclass",
+    "oid",
+    "regtype",
+    "regproc",
+    "regprocedure",
+    "regnamespace",
+    "regrole",
+    "regconfig",
+    "json",
+    "jsonb",
+    "interval",
+    "timestamptz",
+    "timestamp",
+    "date",
+    "time",
+    "timetz",
+    "int[]",
+    "text[]",
+    "int4range",
+    "bytea",
+    "uuid",
+    "money",
+    "inet",
+    "xml",
+    "tsvector",
+    "point",
+    "bit(3)",
+    "varbit",
+    "numeric(5,2)",
+    "character varying(3)",
+    "double precision",
+    "boolean",
+    '"char"',
+    "name",
+    "pg_catalog.int4",
+    "public.my_domain",
+    "my_domain",
+    "integer[][]",
+    "int8",
+    "smallint",
+    "real",
+    "text",
+    "unknown",
+    "record",
+    "void",
+    "anyelement",
+    "interval day to second",
+    "time with time zone",
+    "timestamp(3) with time zone",
+    "bigint[]",
+]
+LITERALS = [
+    "NULL",
+    "1",
+    "-1",
+    "0.5",
+    "'x'",
+    "'2025-01-01'",
+    "TRUE",
+    "ARRAY[1, 2]",
+    "'{1,2}'::int[]",
+    "INTERVAL '1 day'",
+    "'{}'::json",
+    "ROW(1, 2)",
+    "(1, 2)",
+    "'1 day'::interval",
+    "$1",
+    "1e308",
+    "'NaN'::float8",
+    "'infinity'::timestamptz",
+    "E'\\\\x'",
+    "B'101'",
+    "X'1F'",
+    "DATE '2025-01-01'",
+    "TIMESTAMP '2025-01-01 00:00'",
+    "'pums'::regclass",
+    "current_date",
+    "now()",
+    "CURRENT_USER",
+    "9223372036854775808",
+    "''",
+]
+FUNCS = [
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "variance",
+    "stddev",
+    "var_samp",
+    "stddev_pop",
+    "median",
+    "percentile_cont",
+    "percentile_disc",
+    "mode",
+    "string_agg",
+    "array_agg",
+    "bool_and",
+    "every",
+    "json_agg",
+    "corr",
+    "covar_pop",
+    "regr_slope",
+    "grouping",
+    "row_number",
+    "rank",
+    "lag",
+    "coalesce",
+    "nullif",
+    "greatest",
+    "least",
+    "abs",
+    "round",
+    "trunc",
+    "floor",
+    "ceil",
+    "sqrt",
+    "ln",
+    "log",
+    "exp",
+    "power",
+    "mod",
+    "sign",
+    "length",
+    "lower",
+    "upper",
+    "substr",
+    "concat",
+    "date_trunc",
+    "date_part",
+    "extract",
+    "to_char",
+    "to_date",
+    "age",
+    "pg_sleep",
+    "random",
+    "generate_series",
+    "unnest",
+    "pg_read_file",
+    "nosuchfn",
+    "cast",
+    "width_bucket",
+    "make_date",
+    "jsonb_extract_path",
+    "array_length",
+    "cardinality",
+    "format",
+    "md5",
+    "hash",
+    "left",
+    "position",
+]
 
 
 def _columns(table: str) -> st.SearchStrategy:
@@ -74,8 +210,36 @@ def _columns(table: str) -> st.SearchStrategy:
     return st.one_of(real, real, real, real, odd)
 
 
-OPS = ["+", "-", "*", "/", "%", "^", "||", "=", "<>", "<", ">=", "AND", "OR", "IS DISTINCT FROM", "LIKE", "ILIKE",
-       "~", "@>", "->>", "->", "#>", "&&", "<<", "&", "|", "#", "IS NOT DISTINCT FROM", "SIMILAR TO"]
+OPS = [
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "^",
+    "||",
+    "=",
+    "<>",
+    "<",
+    ">=",
+    "AND",
+    "OR",
+    "IS DISTINCT FROM",
+    "LIKE",
+    "ILIKE",
+    "~",
+    "@>",
+    "->>",
+    "->",
+    "#>",
+    "&&",
+    "<<",
+    "&",
+    "|",
+    "#",
+    "IS NOT DISTINCT FROM",
+    "SIMILAR TO",
+]
 
 
 def _expr(table: str, depth: int = 2) -> st.SearchStrategy:
@@ -91,9 +255,14 @@ def _expr(table: str, depth: int = 2) -> st.SearchStrategy:
         st.builds(lambda e, t: f"{e}::{t}", col, st.sampled_from(TYPES)),
         st.builds(lambda e, op, b: f"{e} {op} {b}", col, st.sampled_from(OPS), lit),
         st.builds(lambda f, e: f"{f}({e})", st.sampled_from(FUNCS), col),
-        st.builds(lambda f, e: f"EXTRACT({f} FROM {e})", st.sampled_from(["year", "epoch", "dow", "nosuch",
-                                                                          "timezone", "julian"]), col),
-        st.builds(lambda u, e: f"date_trunc('{u}', {e})", st.sampled_from(["month", "hour", "x", "week"]), col),
+        st.builds(
+            lambda f, e: f"EXTRACT({f} FROM {e})",
+            st.sampled_from(["year", "epoch", "dow", "nosuch", "timezone", "julian"]),
+            col,
+        ),
+        st.builds(
+            lambda u, e: f"date_trunc('{u}', {e})", st.sampled_from(["month", "hour", "x", "week"]), col
+        ),
         st.builds(lambda e, a, b: f"{e} BETWEEN {a} AND {b}", col, lit, lit),
         st.builds(lambda e, xs: f"{e} IN ({', '.join(xs) or 'NULL'})", col, st.lists(lit, max_size=3)),
         st.builds(lambda e, x: f"{e} IS {x}", col, st.sampled_from(["NULL", "NOT NULL", "TRUE", "UNKNOWN"])),
@@ -108,8 +277,9 @@ def _wild(sub: st.SearchStrategy) -> st.SearchStrategy:
     return st.one_of(
         st.builds(lambda e, t: f"{e}::{t}", sub, st.sampled_from(TYPES)),
         st.builds(lambda e, t: f"CAST({e} AS {t})", sub, st.sampled_from(TYPES)),
-        st.builds(lambda f, args: f"{f}({', '.join(args)})", st.sampled_from(FUNCS),
-                  st.lists(sub, max_size=3)),
+        st.builds(
+            lambda f, args: f"{f}({', '.join(args)})", st.sampled_from(FUNCS), st.lists(sub, max_size=3)
+        ),
         st.builds(lambda f, e: f"{f}(*, {e})", st.sampled_from(FUNCS), sub),
         st.builds(lambda f, e: f"{f}(DISTINCT {e})", st.sampled_from(FUNCS), sub),
         st.builds(lambda f, e: f"{f}(x => {e})", st.sampled_from(FUNCS), sub),
@@ -121,25 +291,33 @@ def _wild(sub: st.SearchStrategy) -> st.SearchStrategy:
         st.builds(lambda a, op, b: f"({a} {op} {b})", sub, st.sampled_from(OPS), sub),
         st.builds(lambda e: f"-{e}", sub),
         st.builds(lambda e: f"NOT {e}", sub),
-        st.builds(lambda e, x: f"{e} IS {x}", sub, st.sampled_from(["NULL", "NOT NULL", "TRUE", "UNKNOWN",
-                                                                   "NOT FALSE", "DOCUMENT"])),
+        st.builds(
+            lambda e, x: f"{e} IS {x}",
+            sub,
+            st.sampled_from(["NULL", "NOT NULL", "TRUE", "UNKNOWN", "NOT FALSE", "DOCUMENT"]),
+        ),
         st.builds(lambda e, a, b: f"{e} BETWEEN {a} AND {b}", sub, sub, sub),
         st.builds(lambda e, a, b: f"{e} BETWEEN SYMMETRIC {a} AND {b}", sub, sub, sub),
         st.builds(lambda e, xs: f"{e} IN ({', '.join(xs) or 'NULL'})", sub, st.lists(sub, max_size=3)),
         st.builds(lambda e: f"{e} IN (SELECT 1)", sub),
-        st.builds(lambda e, t: f"{e} = ANY(SELECT {TABLES[t][0]} FROM {t})", sub, st.sampled_from(list(TABLES))),
+        st.builds(
+            lambda e, t: f"{e} = ANY(SELECT {TABLES[t][0]} FROM {t})", sub, st.sampled_from(list(TABLES))
+        ),
         st.builds(lambda e, a: f"{e} = ANY({a})", sub, st.sampled_from(["ARRAY[1, 2]", "'{1}'", "NULL"])),
         st.builds(lambda e: f"EXISTS (SELECT {e})", sub),
         st.builds(lambda e: f"(SELECT {e})", sub),
         st.builds(lambda e, t: f"(SELECT COUNT(*) FROM {t} WHERE {e})", sub, st.sampled_from(list(TABLES))),
         st.builds(lambda c, a, b: f"CASE WHEN {c} THEN {a} ELSE {b} END", sub, sub, sub),
         st.builds(lambda e, a, b: f"CASE {e} WHEN {a} THEN {b} END", sub, sub, sub),
-        st.builds(lambda e: f"{e} COLLATE \"C\"", sub),
+        st.builds(lambda e: f'{e} COLLATE "C"', sub),
         st.builds(lambda e: f"{e} AT TIME ZONE 'UTC'", sub),
         st.builds(lambda e: f"{e}[1]", sub),
         st.builds(lambda e: f"({e}).f", sub),
-        st.builds(lambda f, e: f"EXTRACT({f} FROM {e})", st.sampled_from(["year", "epoch", "dow", "nosuch",
-                                                                          "timezone", "julian"]), sub),
+        st.builds(
+            lambda f, e: f"EXTRACT({f} FROM {e})",
+            st.sampled_from(["year", "epoch", "dow", "nosuch", "timezone", "julian"]),
+            sub,
+        ),
         st.builds(lambda e: f"date_trunc('month', {e})", sub),
         st.builds(lambda e: f"{e} + INTERVAL '1 day'", sub),
         st.builds(lambda e: f"SUBSTRING({e} FROM 1 FOR 2)", sub),
@@ -216,7 +394,7 @@ def plan_everything(sql: str) -> None:
     if r.kind == "unparsed":
         raise r.error
     if r.kind not in ("dp", "public") or r.table is None:
-        return                               # catalog, views, INSERT: not the rewriter's rules
+        return  # catalog, views, INSERT: not the rewriter's rules
     tree = rewriter.parse(sql)
     table = CONFIG.tables[r.table]
     params = ["1"] if "$1" in sql else None
@@ -251,19 +429,24 @@ def _check(sql: str) -> None:
     # anything else propagates: a rule crashed instead of refusing
 
 
-@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(statement())
 def test_every_rule_fails_closed(sql):
     _check(sql)
 
 
 CRASHES = [
-    "SELECT COUNT(*) FROM customers WHERE segment::regclass IS NULL",       # a type sqlglot does not know
+    "SELECT COUNT(*) FROM customers WHERE segment::regclass IS NULL",  # a type sqlglot does not know
     "SELECT COUNT(*) FROM pums WHERE age::regclass IS NULL",
     "SELECT store, COUNT(*) AS n FROM purchases GROUP BY store ORDER BY oid::regclass",
     "SELECT COUNT(*) FROM purchases WHERE ts::date BETWEEN '2025-01-01'::regclass AND 1",
-    "SELECT COUNT(*) FROM purchases WHERE floor()",                           # a function without its argument
+    "SELECT COUNT(*) FROM purchases WHERE floor()",  # a function without its argument
     "SELECT floor() AS k, COUNT(*) FROM purchases GROUP BY 1",
     "SELECT x, COUNT(*) FROM (SELECT floor() AS x FROM purchases) s GROUP BY x",
 ]
@@ -278,35 +461,90 @@ def test_statements_that_crashed_a_rule_are_refused(sql):
 
 # Aggregates with odd argument shapes, and time and cast expressions, in every clause a rule
 # reads, over a central table with a privacy unit (purchases): each is planned or refused.
-AGG_SHAPES = ["count()", "sum()", "count(*, amount)", "sum(amount, amount)", "sum(NULL)", "sum(sum(amount))",
-              "avg(DISTINCT amount)", "percentile_cont() WITHIN GROUP (ORDER BY amount)",
-              "percentile_cont(0.5, 0.2) WITHIN GROUP (ORDER BY amount)",
-              "percentile_cont(0.5) WITHIN GROUP (ORDER BY amount, store)", "percentile_cont('x') WITHIN GROUP "
-              "(ORDER BY amount)", "median(*)", "max()", "max(*)", "max(NULL)", "min(amount, store)",
-              "max(amount) FILTER (WHERE store = 1)", "max(amount ORDER BY amount)", "variance(amount, amount)",
-              "count(DISTINCT *)", "count(DISTINCT amount, store)", "count(*) FILTER (WHERE amount::regclass IS NULL)",
-              "sum(amount::oid)", "avg(amount::regtype)", "sum(CAST(amount AS int[]))", "sum(amount)::regclass",
-              "count(*)::json", "mode() WITHIN GROUP (ORDER BY amount)", "max(amount::interval)", "sum(x => amount)",
-              "grouping(store)", "sum(amount) OVER ()"]
-TIME_SHAPES = ["ts::date", "ts::timestamptz", "ts::regclass", "date_trunc('month')", "date_trunc(ts)", "date_part(ts)",
-               "ts AT TIME ZONE 'UTC'", "ts - ts", "to_char(ts)", "to_char(ts, 'YYYY', 'x')", "date()", "date(ts, ts)",
-               "CAST(ts AS date)::regclass", "width_bucket(amount)", "floor()", "round(amount, 'x')",
-               "trunc(amount, 1, 2)", "amount::numeric(5,2)", "store::regclass::text", "city::regtype", "coalesce()",
-               "extract(nosuch from ts)", "now() - ts", "ts::date BETWEEN '2025-01-01'::regclass AND 1",
-               "ts > ALL(ARRAY[now()])", "city::oid = 1", "(store, item)", "store[1]"]
+AGG_SHAPES = [
+    "count()",
+    "sum()",
+    "count(*, amount)",
+    "sum(amount, amount)",
+    "sum(NULL)",
+    "sum(sum(amount))",
+    "avg(DISTINCT amount)",
+    "percentile_cont() WITHIN GROUP (ORDER BY amount)",
+    "percentile_cont(0.5, 0.2) WITHIN GROUP (ORDER BY amount)",
+    "percentile_cont(0.5) WITHIN GROUP (ORDER BY amount, store)",
+    "percentile_cont('x') WITHIN GROUP (ORDER BY amount)",
+    "median(*)",
+    "max()",
+    "max(*)",
+    "max(NULL)",
+    "min(amount, store)",
+    "max(amount) FILTER (WHERE store = 1)",
+    "max(amount ORDER BY amount)",
+    "variance(amount, amount)",
+    "count(DISTINCT *)",
+    "count(DISTINCT amount, store)",
+    "count(*) FILTER (WHERE amount::regclass IS NULL)",
+    "sum(amount::oid)",
+    "avg(amount::regtype)",
+    "sum(CAST(amount AS int[]))",
+    "sum(amount)::regclass",
+    "count(*)::json",
+    "mode() WITHIN GROUP (ORDER BY amount)",
+    "max(amount::interval)",
+    "sum(x => amount)",
+    "grouping(store)",
+    "sum(amount) OVER ()",
+]
+TIME_SHAPES = [
+    "ts::date",
+    "ts::timestamptz",
+    "ts::regclass",
+    "date_trunc('month')",
+    "date_trunc(ts)",
+    "date_part(ts)",
+    "ts AT TIME ZONE 'UTC'",
+    "ts - ts",
+    "to_char(ts)",
+    "to_char(ts, 'YYYY', 'x')",
+    "date()",
+    "date(ts, ts)",
+    "CAST(ts AS date)::regclass",
+    "width_bucket(amount)",
+    "floor()",
+    "round(amount, 'x')",
+    "trunc(amount, 1, 2)",
+    "amount::numeric(5,2)",
+    "store::regclass::text",
+    "city::regtype",
+    "coalesce()",
+    "extract(nosuch from ts)",
+    "now() - ts",
+    "ts::date BETWEEN '2025-01-01'::regclass AND 1",
+    "ts > ALL(ARRAY[now()])",
+    "city::oid = 1",
+    "(store, item)",
+    "store[1]",
+]
 
 
 def test_odd_argument_shapes_in_every_clause():
     cases = []
     for f in AGG_SHAPES:
-        cases += [f"SELECT {f} FROM purchases", f"SELECT store, {f} FROM purchases GROUP BY store",
-                  f"SELECT store FROM purchases GROUP BY store HAVING {f} > 1",
-                  f"SELECT store, COUNT(*) FROM purchases GROUP BY store ORDER BY {f}",
-                  f"SELECT city, {f} FROM purchases GROUP BY city"]
+        cases += [
+            f"SELECT {f} FROM purchases",
+            f"SELECT store, {f} FROM purchases GROUP BY store",
+            f"SELECT store FROM purchases GROUP BY store HAVING {f} > 1",
+            f"SELECT store, COUNT(*) FROM purchases GROUP BY store ORDER BY {f}",
+            f"SELECT city, {f} FROM purchases GROUP BY city",
+        ]
     for e in TIME_SHAPES:
-        cases += [f"SELECT COUNT(*) FROM purchases WHERE {e}", f"SELECT {e} AS k, COUNT(*) FROM purchases GROUP BY 1",
-                  f"SELECT SUM({e}) FROM purchases", f"SELECT MAX({e}) FROM purchases",
-                  f"SELECT x, COUNT(*) FROM (SELECT {e} AS x FROM purchases) s GROUP BY x",
-                  f"SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id WHERE {e}"]
+        cases += [
+            f"SELECT COUNT(*) FROM purchases WHERE {e}",
+            f"SELECT {e} AS k, COUNT(*) FROM purchases GROUP BY 1",
+            f"SELECT SUM({e}) FROM purchases",
+            f"SELECT MAX({e}) FROM purchases",
+            f"SELECT x, COUNT(*) FROM (SELECT {e} AS x FROM purchases) s GROUP BY x",
+            f"SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id WHERE {e}",
+        ]
     for sql in cases:
         _check(sql)

@@ -3,16 +3,16 @@ expression (compared on the checked parse tree), or — for a CASE key — on th
 its conditions compare with literals; anything else leaves the domain whole (every label
 released, the empty ones at a noisy 0). The oracle (tests/oracle, hand corpus) checks the
 rows against DuckDB and Postgres; these pin the domain each rule keeps."""
+
 from __future__ import annotations
 
 import random
 
 import pytest
+from rw_data import CONFIG
 
 import rewriter
 from config import parse_config
-
-from rw_data import CONFIG
 
 BAND = "CASE WHEN age < 30 THEN 'young' WHEN age < 60 THEN 'mid' ELSE 'old' END"
 
@@ -27,31 +27,37 @@ def _domain(sql, cfg):
     return p.group_by[0].domain, p.key_filter
 
 
-@pytest.mark.parametrize("where, kept", [
-    ("age < 30", ("young",)),
-    ("age >= 30", ("mid", "old")),
-    ("age BETWEEN 25 AND 35", ("young", "mid")),
-    ("age = 60", ("old",)),
-    ("age > 1000", ("old",)),                       # beyond the declared bounds: still the ELSE's
-    ("age IN (10, 70)", ("young", "old")),
-    ("NOT (age < 30) AND age < 60", ("mid",)),
-    ("age IS NULL", ("old",)),                      # NULL takes the ELSE
-    ("age < 30 OR age IS NULL", ("young", "old")),
-    ("age <> 45", ("young", "mid", "old")),
-    ("age < -1", ("young",)),                       # a literal under unary minus cuts at -1
-    ("age BETWEEN -5 AND -2 OR age > 70", ("young", "old")),
-])
+@pytest.mark.parametrize(
+    "where, kept",
+    [
+        ("age < 30", ("young",)),
+        ("age >= 30", ("mid", "old")),
+        ("age BETWEEN 25 AND 35", ("young", "mid")),
+        ("age = 60", ("old",)),
+        ("age > 1000", ("old",)),  # beyond the declared bounds: still the ELSE's
+        ("age IN (10, 70)", ("young", "old")),
+        ("NOT (age < 30) AND age < 60", ("mid",)),
+        ("age IS NULL", ("old",)),  # NULL takes the ELSE
+        ("age < 30 OR age IS NULL", ("young", "old")),
+        ("age <> 45", ("young", "mid", "old")),
+        ("age < -1", ("young",)),  # a literal under unary minus cuts at -1
+        ("age BETWEEN -5 AND -2 OR age > 70", ("young", "old")),
+    ],
+)
 def test_case_key_restricted_by_its_column(cfg, where, kept):
     dom, touched = _domain(f"SELECT {BAND} AS band, COUNT(*) FROM pums WHERE {where} GROUP BY band", cfg)
     assert dom == kept and touched
 
 
-@pytest.mark.parametrize("where", [
-    "age + 1 < 30",                # arithmetic on the column: not cut into pieces
-    "abs(age) < 30",               # a function
-    "income < 30",                 # another column
-    "age < income",                # two columns
-])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "age + 1 < 30",  # arithmetic on the column: not cut into pieces
+        "abs(age) < 30",  # a function
+        "income < 30",  # another column
+        "age < income",  # two columns
+    ],
+)
 def test_case_key_left_whole_when_not_understood(cfg, where):
     dom, touched = _domain(f"SELECT {BAND} AS band, COUNT(*) FROM pums WHERE {where} GROUP BY band", cfg)
     assert dom == ("young", "mid", "old") and not touched
@@ -71,13 +77,17 @@ def test_like_against_a_text_case_is_left_whole(cfg):
 
 
 def test_bin_and_boolean_keys_restricted_by_their_own_expression(cfg):
-    dom, _ = _domain("SELECT floor(age / 10) * 10 AS b, COUNT(*) FROM pums WHERE floor(age / 10) * 10 >= 80 "
-                     "GROUP BY 1", cfg)
+    dom, _ = _domain(
+        "SELECT floor(age / 10) * 10 AS b, COUNT(*) FROM pums WHERE floor(age / 10) * 10 >= 80 GROUP BY 1",
+        cfg,
+    )
     assert dom == (80, 90, 100)
     dom, _ = _domain("SELECT age > 50, COUNT(*) FROM pums WHERE age > 50 GROUP BY 1", cfg)
     assert dom == (True,)
-    dom, touched = _domain("SELECT floor(age / 10) * 10 AS b, COUNT(*) FROM pums WHERE age >= 80 GROUP BY 1", cfg)
-    assert None in dom and 0 in dom and not touched          # the column, not the key: left whole
+    dom, touched = _domain(
+        "SELECT floor(age / 10) * 10 AS b, COUNT(*) FROM pums WHERE age >= 80 GROUP BY 1", cfg
+    )
+    assert None in dom and 0 in dom and not touched  # the column, not the key: left whole
 
 
 def _random_case(rnd):
@@ -122,7 +132,7 @@ def test_case_restriction_never_drops_a_label_a_row_can_have(cfg, duck):
         assert have <= set(dom), (case, where, dom, have)
         restricted += bool(touched)
     duck.execute("DROP TABLE vals")
-    assert restricted > 250                 # the rule applies to nearly all of them
+    assert restricted > 250  # the rule applies to nearly all of them
 
 
 def test_text_case_restriction_never_drops_a_label_a_row_can_have(cfg, duck):
@@ -146,7 +156,11 @@ def test_text_case_restriction_never_drops_a_label_a_row_can_have(cfg, duck):
     duck.executemany("INSERT INTO tvals VALUES (?)", [(v,) for v in [*lits, "CA", "", "other", None]])
     restricted = 0
     for _ in range(200):
-        case = "CASE " + " ".join(f"WHEN {atom()} THEN 'l{j}'" for j in range(rnd.randint(1, 3))) + " ELSE 'e' END"
+        case = (
+            "CASE "
+            + " ".join(f"WHEN {atom()} THEN 'l{j}'" for j in range(rnd.randint(1, 3)))
+            + " ELSE 'e' END"
+        )
         where = atom()
         dom, touched = _domain(f"SELECT {case} AS k, COUNT(*) FROM pums WHERE {where} GROUP BY 1", cfg)
         have = {r[0] for r in duck.execute(f"SELECT DISTINCT {case} FROM tvals WHERE {where}").fetchall()}

@@ -1,5 +1,6 @@
 """`rewriter.parse` reuses one tokenizer/parser pair per thread: it must give what
 `sqlglot.parse(sql, read="postgres")` gives, on every thread, with errors intact."""
+
 from __future__ import annotations
 
 import threading
@@ -10,9 +11,11 @@ import sqlglot
 from rewriter import parse
 from rewriter.errors import Refusal
 
-STATEMENTS = [f"SELECT sex, COUNT(*), AVG(age) FROM pums WHERE age BETWEEN {i} AND {i + 7} "
-              f"AND educ IN ({i % 16}, {(i * 7) % 16}) GROUP BY sex ORDER BY 2 DESC LIMIT {1 + i % 3}"
-              for i in range(200)]
+STATEMENTS = [
+    f"SELECT sex, COUNT(*), AVG(age) FROM pums WHERE age BETWEEN {i} AND {i + 7} "
+    f"AND educ IN ({i % 16}, {(i * 7) % 16}) GROUP BY sex ORDER BY 2 DESC LIMIT {1 + i % 3}"
+    for i in range(200)
+]
 
 
 def test_same_tree_as_sqlglot_parse():
@@ -27,7 +30,7 @@ def test_threads_do_not_share_parser_state():
         try:
             for sql in STATEMENTS[k::4] * 3:
                 assert parse(sql).sql("postgres") == sqlglot.parse_one(sql, read="postgres").sql("postgres")
-        except BaseException as e:            # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
@@ -51,7 +54,9 @@ def test_canonical_where_matches_sqlglot_generation():
     """The plan's canonical text (release-store key) uses a reused generator; it must
     equal what `Expression.sql(dialect="postgres", normalize=True)` writes."""
     from sqlglot import exp
+
     from rewriter.plan import _canonical_where
+
     for sql in STATEMENTS[:30] + ["SELECT 1 FROM t WHERE NOT (a LIKE 'x%' OR b IS NULL) AND c <> 3"]:
         where = sqlglot.parse_one(sql, read="postgres").args["where"].this
         parts = list(where.flatten()) if isinstance(where, exp.And) else [where]
@@ -64,11 +69,14 @@ def test_backend_sql_matches_sqlglot_generation(dialect):
     """to_sql fills the cached skeleton with the predicate from a reused generator:
     the result equals generating the statement around a parenthesised predicate."""
     import dataclasses
+
     from sqlglot import exp
-    from support.service import make_config
+
     from config import parse_config
     from rewriter import build_plan, to_sql
     from rewriter.emit import build
+    from support.service import make_config
+
     cfg = parse_config(make_config())
     for sql in STATEMENTS[:20]:
         plan = build_plan(parse(sql), cfg)

@@ -1,6 +1,7 @@
 """Planning GROUP BY a column without a public domain (issue 20 §3): the plan's keys are
 selected, not enumerated; only one such key per statement; the scan floor drops exactly
 the keys whose keep probability is at most the slack it is charged for."""
+
 from __future__ import annotations
 
 import tomllib
@@ -10,8 +11,8 @@ import pytest
 
 import rewriter
 from config import parse_config
-from proxy.demo import demo_config_path
 from mechanisms.partition_selection import TruncatedGeometricSelection
+from proxy.demo import demo_config_path
 from proxy.pipeline.partitions import scan_floor, selection_plan
 from rewriter.errors import Refusal
 
@@ -20,9 +21,11 @@ def test_selected_keys(config):
     plan = rewriter.build_plan(rewriter.parse("SELECT name, COUNT(*) FROM pums GROUP BY name"), config)
     assert plan.selected and plan.group_by[0].domain is None
     assert rewriter.build_plan(rewriter.parse("SELECT DISTINCT name FROM pums"), config).selected
-    both = rewriter.build_plan(rewriter.parse("SELECT name, sex, COUNT(*) FROM pums GROUP BY name, sex"), config)
-    assert both.selected and [g.domain is None for g in both.group_by] == [True, False]   # tuples selected
-    with pytest.raises(Refusal):          # a date has its own spelling (date_trunc), not selection
+    both = rewriter.build_plan(
+        rewriter.parse("SELECT name, sex, COUNT(*) FROM pums GROUP BY name, sex"), config
+    )
+    assert both.selected and [g.domain is None for g in both.group_by] == [True, False]  # tuples selected
+    with pytest.raises(Refusal):  # a date has its own spelling (date_trunc), not selection
         rewriter.build_plan(rewriter.parse("SELECT MAX(age) FROM pums GROUP BY name"), config)
 
 
@@ -48,7 +51,7 @@ def test_a_per_unit_column_counts_each_person_in_one_group():
     for r in raw["roles"].values():
         r.pop("scram", None)
     cfg = parse_config(raw)
-    g = lambda sql: rewriter.build_plan(rewriter.parse(sql), cfg).unit.max_groups  # noqa: E731
-    assert g("SELECT city, COUNT(*) FROM purchases GROUP BY city") == 1        # city: per_unit = true
+    g = lambda sql: rewriter.build_plan(rewriter.parse(sql), cfg).unit.max_groups
+    assert g("SELECT city, COUNT(*) FROM purchases GROUP BY city") == 1  # city: per_unit = true
     assert g("SELECT store, COUNT(*) FROM purchases GROUP BY store") == 10
     assert g("SELECT city, store, COUNT(*) FROM purchases GROUP BY city, store") == 10

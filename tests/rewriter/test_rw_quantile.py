@@ -1,5 +1,6 @@
 """Quantiles on the extreme path (rewriter/extreme.py): what is read, what is refused, and
 fail-closed on every node the quantile rules interpret (issue 16's tampering)."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -13,39 +14,56 @@ from rewriter.errors import Refusal
 from rewriter.extreme import build_extreme_plan
 
 
-@pytest.mark.parametrize("sql, func, q, name", [
-    ("SELECT median(age) FROM pums", "median", Fraction(1, 2), "median"),
-    ("SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY income) FROM pums", "percentile_cont",
-     Fraction(9, 10), "percentile_cont"),
-    ("SELECT sex, percentile_disc(0.25) WITHIN GROUP (ORDER BY age DESC) AS p FROM pums GROUP BY sex",
-     "percentile_disc", Fraction(3, 4), "p"),
-    ("SELECT ROUND(median(income), 1) FROM pums WHERE age > 30", "median", Fraction(1, 2), "round"),
-])
+@pytest.mark.parametrize(
+    "sql, func, q, name",
+    [
+        ("SELECT median(age) FROM pums", "median", Fraction(1, 2), "median"),
+        (
+            "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY income) FROM pums",
+            "percentile_cont",
+            Fraction(9, 10),
+            "percentile_cont",
+        ),
+        (
+            "SELECT sex, percentile_disc(0.25) WITHIN GROUP (ORDER BY age DESC) AS p FROM pums GROUP BY sex",
+            "percentile_disc",
+            Fraction(3, 4),
+            "p",
+        ),
+        ("SELECT ROUND(median(income), 1) FROM pums WHERE age > 30", "median", Fraction(1, 2), "round"),
+    ],
+)
 def test_read_as_one_quantile(config, sql, func, q, name):
     xp = build_extreme_plan(rewriter.parse(sql), config)
     assert (xp.func, xp.q) == (func, q) and xp.plan.outputs[-1].name == name
     assert f"q={q}" in xp.canonical()
 
 
-@pytest.mark.parametrize("sql, state", [
-    ("SELECT percentile_cont(0.1234567) WITHIN GROUP (ORDER BY age) FROM pums", "0A000"),
-    ("SELECT percentile_cont(-0.1) WITHIN GROUP (ORDER BY age) FROM pums", "0A000"),
-    ("SELECT percentile_cont(2) WITHIN GROUP (ORDER BY age) FROM pums", "22023"),
-    ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age, income) FROM pums", "0A000"),
-    ("SELECT median(age), MAX(age) FROM pums", "0A000"),
-    ("SELECT median(age) + 1 FROM pums", "0A000"),
-])
+@pytest.mark.parametrize(
+    "sql, state",
+    [
+        ("SELECT percentile_cont(0.1234567) WITHIN GROUP (ORDER BY age) FROM pums", "0A000"),
+        ("SELECT percentile_cont(-0.1) WITHIN GROUP (ORDER BY age) FROM pums", "0A000"),
+        ("SELECT percentile_cont(2) WITHIN GROUP (ORDER BY age) FROM pums", "22023"),
+        ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age, income) FROM pums", "0A000"),
+        ("SELECT median(age), MAX(age) FROM pums", "0A000"),
+        ("SELECT median(age) + 1 FROM pums", "0A000"),
+    ],
+)
 def test_refused(config, sql, state):
     with pytest.raises(Refusal) as err:
         build_extreme_plan(rewriter.parse(sql), config)
     assert err.value.sqlstate == state and err.value.hint
 
 
-@pytest.mark.parametrize("sql, kind", [
-    ("SELECT median(age) FROM pums", exp.Median),
-    ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age) FROM pums", exp.PercentileCont),
-    ("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM pums", exp.PercentileDisc),
-])
+@pytest.mark.parametrize(
+    "sql, kind",
+    [
+        ("SELECT median(age) FROM pums", exp.Median),
+        ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age) FROM pums", exp.PercentileCont),
+        ("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM pums", exp.PercentileDisc),
+    ],
+)
 def test_unknown_argument_refused(config, sql, kind):
     """Each argument outside the allow-list, set on the node, is refused 0A000 (never dropped)."""
     for key in ["dpgate_unknown_arg"] + sorted(set(kind.arg_types) - ALLOWED[kind]):

@@ -1,4 +1,5 @@
 """The refusal corpus (refusals.txt): each statement is refused with its SQLSTATE."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,6 +41,7 @@ def test_percentiles_refusal_says_where_they_are_answered(config):
     """Percentiles are their own release (rewriter.extreme): build_plan routes them there,
     saying one per statement on central tables."""
     with pytest.raises(ExtremeAggregate) as err:
-        rewriter.build_plan(rewriter.parse("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM pums"),
-                            config)
+        rewriter.build_plan(
+            rewriter.parse("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM pums"), config
+        )
     assert err.value.sqlstate == "0A000" and "central tables, one per statement" in err.value.message

@@ -2,39 +2,42 @@
 literals of their row comparisons share one plan, and a filled template is
 exactly the full plan — same canonical text (release key), same backend SQL,
 equal Plan — or no template is used at all."""
+
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from rewriter import build_plan, parse, to_sql
+from proxy.pipeline.release import releases_of
+from rewriter import build_plan, parse, to_sql, tokenize
 from rewriter.errors import Refusal
 from rewriter.template import Templates, mask
-from rewriter import tokenize
-from proxy.pipeline.release import releases_of
 
 
 @pytest.fixture(scope="module")
 def demo_config():
     import tomllib
+
     from config import parse_config
     from proxy.demo import demo_config_path
+
     data = tomllib.loads(demo_config_path().read_text())
     data["server"]["auth"] = "trust"
     return parse_config(data)
+
 
 TEMPLATED = [
     "SELECT region, COUNT(*), AVG(income) FROM people WHERE age BETWEEN {a} AND {b} GROUP BY region",
     "SELECT COUNT(*), SUM(income) FROM people WHERE age > {a} AND age < {b}",
     "SELECT COUNT(*) FROM people WHERE age >= {a} OR income <= {b}",
 ]
-NOT_TEMPLATED = [                      # a value could change an ordering or a rule: planned in full
-    "SELECT COUNT(*) FROM people WHERE age <> {a} AND age <> {b}",      # conjuncts sorted by text
-    "SELECT COUNT(*) FROM people WHERE age = {a} OR age = {b}",         # OR chain sorted by text
-    "SELECT COUNT(*) FROM people WHERE age + {a} > {b}",                # literal in arithmetic
-    "SELECT region, COUNT(*) FROM people WHERE age > {a} GROUP BY region LIMIT {b}",   # LIMIT
-    "SELECT COUNT(*) FROM people WHERE {a} < age AND age < {b}",        # literal as the subject
+NOT_TEMPLATED = [  # a value could change an ordering or a rule: planned in full
+    "SELECT COUNT(*) FROM people WHERE age <> {a} AND age <> {b}",  # conjuncts sorted by text
+    "SELECT COUNT(*) FROM people WHERE age = {a} OR age = {b}",  # OR chain sorted by text
+    "SELECT COUNT(*) FROM people WHERE age + {a} > {b}",  # literal in arithmetic
+    "SELECT region, COUNT(*) FROM people WHERE age > {a} GROUP BY region LIMIT {b}",  # LIMIT
+    "SELECT COUNT(*) FROM people WHERE {a} < age AND age < {b}",  # literal as the subject
 ]
 
 
@@ -54,8 +57,8 @@ def test_filled_templates_equal_full_plans(demo_config, dialect):
             sql = q.format(a=a, b=b)
             filled, full = t.plan(sql, demo_config, dialect), build_plan(parse(sql), demo_config)
             _same(filled, full, dialect)
-            assert releases_of(filled, 0.7) == releases_of(full, 0.7)   # memo shared across fills
-    assert t.filled == 24 * len(TEMPLATED)      # every statement after the first of each key
+            assert releases_of(filled, 0.7) == releases_of(full, 0.7)  # memo shared across fills
+    assert t.filled == 24 * len(TEMPLATED)  # every statement after the first of each key
 
 
 def test_templates_are_refused_where_values_matter(demo_config):
@@ -67,9 +70,14 @@ def test_templates_are_refused_where_values_matter(demo_config):
 
 def test_masking_only_short_plain_integers():
     assert mask(tokenize("SELECT COUNT(*) FROM t WHERE a > 5"))[1] == [5]
-    for sql in ("SELECT COUNT(*) FROM t WHERE a > 5.5", "SELECT COUNT(*) FROM t WHERE a > 1234567890",
-                "SELECT COUNT(*) FROM t WHERE a > 05", "SELECT COUNT(*) FROM t WHERE a > $1",
-                "SELECT COUNT(*) FROM t WHERE a > 1e3", "SELECT COUNT(*) FROM t"):
+    for sql in (
+        "SELECT COUNT(*) FROM t WHERE a > 5.5",
+        "SELECT COUNT(*) FROM t WHERE a > 1234567890",
+        "SELECT COUNT(*) FROM t WHERE a > 05",
+        "SELECT COUNT(*) FROM t WHERE a > $1",
+        "SELECT COUNT(*) FROM t WHERE a > 1e3",
+        "SELECT COUNT(*) FROM t",
+    ):
         assert mask(tokenize(sql)) is None, sql
     k1 = mask(tokenize("SELECT COUNT(*) FROM t WHERE a > 5"))[0]
     assert k1 == mask(tokenize("SELECT COUNT(*) FROM t WHERE a > 77"))[0]
@@ -92,8 +100,10 @@ def test_repeated_values_are_planned_in_full(demo_config):
     t = Templates()
     q = "SELECT COUNT(*) FROM people WHERE age > {a} AND age < {b}"
     t.plan(q.format(a=10, b=20), demo_config, "duckdb")
-    _same(t.plan(q.format(a=30, b=30), demo_config, "duckdb"),
-          build_plan(parse(q.format(a=30, b=30)), demo_config))
+    _same(
+        t.plan(q.format(a=30, b=30), demo_config, "duckdb"),
+        build_plan(parse(q.format(a=30, b=30)), demo_config),
+    )
     assert t.filled == 0
 
 
@@ -116,7 +126,9 @@ def test_parameters_share_templates(demo_config, untyped):
             filled = t.plan(sql, demo_config, "postgres", list(params))
             full = build_plan(parse(sql), demo_config, list(params))
             _same(filled, full, "postgres")
-            _same(filled, build_plan(parse(q.format(a=a, b=b)), demo_config), "postgres")  # = the literal twin
+            _same(
+                filled, build_plan(parse(q.format(a=a, b=b)), demo_config), "postgres"
+            )  # = the literal twin
     assert t.filled == 24 * len(TEMPLATED)
 
 
@@ -131,10 +143,10 @@ def test_parameters_planned_in_full_where_their_values_would_not_be_literals(dem
 
 def test_masking_parameters():
     sql = "SELECT COUNT(*) FROM t WHERE a > $1 AND b < 7"
-    assert mask(tokenize(sql)) is None                        # no values: planned in full
+    assert mask(tokenize(sql)) is None  # no values: planned in full
     assert mask(tokenize(sql), [5])[1] == [5, 7]
     assert mask(tokenize(sql), ["5"])[1] == [5, 7]
-    assert mask(tokenize(sql), [5])[0] != mask(tokenize(sql), ["5"])[0]    # typed and untyped: two keys
+    assert mask(tokenize(sql), [5])[0] != mask(tokenize(sql), ["5"])[0]  # typed and untyped: two keys
     for bad in (5.0, True, "05", "-3", "+3", " 3", "٣", "abc", 10**9, -1, None, [1]):
         assert mask(tokenize(sql), [bad]) is None, bad
-    assert mask(tokenize("SELECT COUNT(*) FROM t WHERE a > $2"), [5]) is None    # no such parameter
+    assert mask(tokenize("SELECT COUNT(*) FROM t WHERE a > $2"), [5]) is None  # no such parameter

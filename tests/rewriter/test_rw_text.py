@@ -1,12 +1,13 @@
 """trim/btrim/ltrim/rtrim and || in row predicates: the same rows on both backends as in
 Python, and the cost caps; ~ and SIMILAR TO refused with a hint."""
+
 from __future__ import annotations
 
 import pytest
+from rw_data import ROWS
 
 import rewriter
 from rewriter.errors import Refusal
-from rw_data import ROWS
 
 NAME, STATE = 6, 7
 
@@ -45,14 +46,17 @@ def test_postgres(config, pg, where, pred):
     assert pg.execute(rewriter.to_sql(p, "postgres")).fetchall() == [(_n(pred),)]
 
 
-@pytest.mark.parametrize("where, state, words", [
-    ("name ~ 'a.*'", "0A000", "LIKE"),
-    ("name SIMILAR TO 'a%'", "0A000", "LIKE"),
-    ("trim(age) = 'x'", "42804", "text"),
-    ("age || 'x' = 'x'", "42804", "text"),
-    ("trim(name, name) = 'x'", "0A000", "literal or a parameter"),
-    ("name || '" + "x" * 300 + "' || '" + "y" * 300 + "' = 'x'", "54000", "characters"),
-])
+@pytest.mark.parametrize(
+    "where, state, words",
+    [
+        ("name ~ 'a.*'", "0A000", "LIKE"),
+        ("name SIMILAR TO 'a%'", "0A000", "LIKE"),
+        ("trim(age) = 'x'", "42804", "text"),
+        ("age || 'x' = 'x'", "42804", "text"),
+        ("trim(name, name) = 'x'", "0A000", "literal or a parameter"),
+        ("name || '" + "x" * 300 + "' || '" + "y" * 300 + "' = 'x'", "54000", "characters"),
+    ],
+)
 def test_refused(config, where, state, words):
     with pytest.raises(Refusal) as e:
         _plan(config, where)
@@ -90,18 +94,22 @@ def test_any_same_release_as_in(config):
 
 
 def test_any_parameter_type_is_an_array(config):
-    assert rewriter.param_types(rewriter.parse("SELECT COUNT(*) FROM pums WHERE state = ANY($1) "
-                                               "AND age > $2"), config) == ["text[]", "int"]
+    assert rewriter.param_types(
+        rewriter.parse("SELECT COUNT(*) FROM pums WHERE state = ANY($1) AND age > $2"), config
+    ) == ["text[]", "int"]
 
 
-@pytest.mark.parametrize("where, params, state", [
-    ("educ = ANY($1)", [12], "42804"),                     # not a list
-    ("educ = ANY($1)", [["x"]], "22023"),                  # element of the wrong type
-    ("educ = ANY($1)", [list(range(5000))], "54000"),      # the IN-list cap
-    ("educ <> ANY($1)", [[1]], "0A000"),
-    ("educ = ALL($1)", [[1]], "42883"),                   # parsed as a function: not allowed
-    ("educ = ANY(SELECT 1)", None, "42501"),               # a subquery
-])
+@pytest.mark.parametrize(
+    "where, params, state",
+    [
+        ("educ = ANY($1)", [12], "42804"),  # not a list
+        ("educ = ANY($1)", [["x"]], "22023"),  # element of the wrong type
+        ("educ = ANY($1)", [list(range(5000))], "54000"),  # the IN-list cap
+        ("educ <> ANY($1)", [[1]], "0A000"),
+        ("educ = ALL($1)", [[1]], "42883"),  # parsed as a function: not allowed
+        ("educ = ANY(SELECT 1)", None, "42501"),  # a subquery
+    ],
+)
 def test_any_refused(config, where, params, state):
     with pytest.raises(Refusal) as e:
         _plan(config, where, params)

@@ -2,6 +2,7 @@
 reports are stored in Spark: test_spark_local.py), and what Spark cannot serve is refused at
 config load with a hint: the demo loader, and the per-record ``log`` function (Spark's LN is
 not Python's to the ulp: test_spark_levels.py). No Spark server needed."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,9 +41,9 @@ def test_log_privacy_function_refused_on_spark():
     del data["tables"]["trips"]
     for role in data["roles"].values():
         role.pop("insert", None)
-    parse_config(data)                                   # inverse (the demo's accounts): accepted
+    parse_config(data)  # inverse (the demo's accounts): accepted
     data["tables"]["accounts"]["privacy"]["function"] = "log"
     with pytest.raises((ValueError, ConfigError), match="function = 'log' needs a correctly rounded LN"):
         parse_config(data)
     data["backend"] = {"kind": "duckdb"}
-    parse_config(data)                                   # log on DuckDB: accepted
+    parse_config(data)  # log on DuckDB: accepted

@@ -8,6 +8,7 @@ side (``nextafter``), the values where E crosses a bound (V-1, V, V+1), and NULL
 by an ulp on a few of these values (1–3 of ~60 per base), enough to move a record across a
 level bound, so ``function = 'log'`` is refused on Spark at config load
 (tests/spark/test_spark_config.py)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,22 +44,39 @@ def test_levels_and_privacy_function_bitwise(spark, name):
     pf = FUNCS[name]
     lv = Levels.for_function(pf)
     e = boundary_budgets(lv)
-    got = _rows(spark, "eb", [(i, float(x)) for i, x in enumerate(e)], "i int, e double",
-                f"{level_sql('e', level_bounds(lv))} AS lvl")
+    got = _rows(
+        spark,
+        "eb",
+        [(i, float(x)) for i, x in enumerate(e)],
+        "i int, e double",
+        f"{level_sql('e', level_bounds(lv))} AS lvl",
+    )
     np.testing.assert_array_equal([r[0] for r in got], lv.level(e))
     vals = boundary_values(pf)
-    rows = _rows(spark, "bv", [(i, v) for i, v in enumerate(vals)] + [(len(vals), None)], "i int, v bigint",
-                 f"i, {privacy_sql(privacy_numbers(pf), 'v')} AS e")
+    rows = _rows(
+        spark,
+        "bv",
+        [(i, v) for i, v in enumerate(vals)] + [(len(vals), None)],
+        "i int, v bigint",
+        f"i, {privacy_sql(privacy_numbers(pf), 'v')} AS e",
+    )
     e_sql = np.array([r[1] for r in rows], dtype=float)
     e_py = pf(np.array(vals + [np.nan], dtype=float))
-    np.testing.assert_array_equal(e_sql, e_py)              # bit for bit, NULL -> eps_min
-    lv_rows = _rows(spark, "ev", [(i, float(x)) for i, x in enumerate(e_py)], "i int, e double",
-                    f"{level_sql('e', level_bounds(lv))} AS lvl")
+    np.testing.assert_array_equal(e_sql, e_py)  # bit for bit, NULL -> eps_min
+    lv_rows = _rows(
+        spark,
+        "ev",
+        [(i, float(x)) for i, x in enumerate(e_py)],
+        "i int, e double",
+        f"{level_sql('e', level_bounds(lv))} AS lvl",
+    )
     np.testing.assert_array_equal([r[0] for r in lv_rows], lv.level(e_py))
 
 
 def test_value_buckets(spark):
     vb = ValueBuckets(10**12)
     v = sorted({0, 1, 2, 3, 10**12 - 1, 10**12} | {(1 << j) + d for j in range(41) for d in (-1, 0, 1)})
-    got = _rows(spark, "vb", list(enumerate(v)), "i int, v bigint", f"{bucket_sql('v', bucket_edges(vb))} AS b")
+    got = _rows(
+        spark, "vb", list(enumerate(v)), "i int, v bigint", f"{bucket_sql('v', bucket_edges(vb))} AS b"
+    )
     np.testing.assert_array_equal([r[0] for r in got], vb.bucket(np.array(v)))

@@ -12,6 +12,7 @@ DuckDB loader stores. Floats: the scans sum 0/1 bits times constants in a differ
 on each engine; the summation-order bound |Δ| ≤ (n−1)·u·Σ|xᵢ| (u = 2⁻⁵³, n ≤ 1,100 reports)
 is far below the 1e-9 relative tolerance used.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,13 +37,23 @@ QUERIES = [
     ("analyst", "SELECT vendor, COUNT(*), AVG(hour) FROM {t} WHERE payment = 'card' GROUP BY vendor"),
     ("analyst", "SELECT COUNT(*) FROM {t} WHERE hour BETWEEN 7 AND 9 AND distance <= 5"),
     ("analyst", "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY hour) FROM {t}"),
-    ("bronze", "SELECT zone, COUNT(*) FROM {t} GROUP BY zone ORDER BY zone"),      # Subset, tier bronze
+    ("bronze", "SELECT zone, COUNT(*) FROM {t} GROUP BY zone ORDER BY zone"),  # Subset, tier bronze
     ("gold", "SELECT zone, COUNT(*) FROM {t} WHERE payment = 'cash' GROUP BY zone ORDER BY zone"),
 ]
 COLS = "(hour, distance, fare, vendor, payment, passengers, zone)"
 ZONES = ["downtown", "midtown", "uptown", "airport", "harbor", "suburbs"]
-ROWS = [(i % 24, (i * 7 % 300) / 10, (i * 13 % 1000) / 10, 1 + i % 2, ["card", "cash"][i % 3 == 0], 1 + i % 6,
-         ZONES[i % 6]) for i in range(60)]
+ROWS = [
+    (
+        i % 24,
+        (i * 7 % 300) / 10,
+        (i * 13 % 1000) / 10,
+        1 + i % 2,
+        ["card", "cash"][i % 3 == 0],
+        1 + i % 6,
+        ZONES[i % 6],
+    )
+    for i in range(60)
+]
 
 
 def _config(backend: dict) -> dict:
@@ -56,26 +67,33 @@ def _spark_config(remote: str) -> dict:
     cfg = _config({"kind": "spark", "remote": remote})
     cfg["demo"] = False
     for name in [n for n, t in cfg["tables"].items() if t.get("mode") != "local"]:
-        del cfg["tables"][name]                    # the central tables are not needed here
+        del cfg["tables"][name]  # the central tables are not needed here
     return cfg
 
 
 @pytest.fixture(scope="module")
 def services(spark_connect, tmp_path_factory):
     work = tmp_path_factory.mktemp("spark_local")
-    duck = Service(_config({"kind": "duckdb", "path": str(work / "d.duckdb")}), work / "duck_state",
-                   people_rows=200, trips_rows=TRIPS, source=SeededSource(22)).start()
+    duck = Service(
+        _config({"kind": "duckdb", "path": str(work / "d.duckdb")}),
+        work / "duck_state",
+        people_rows=200,
+        trips_rows=TRIPS,
+        source=SeededSource(22),
+    ).start()
     s = spark_connect.session()
     for t in ("trips_reports", "rides_reports"):
         s.sql(f"DROP TABLE IF EXISTS {t}")
     path = work / "trips_reports.parquet"
-    cur = duck.gw.backend._cursor()          # the service's DuckDB writes no file outside its sources:
-    try:                                     # the reports go to Parquet from here
+    cur = duck.gw.backend._cursor()  # the service's DuckDB writes no file outside its sources:
+    try:  # the reports go to Parquet from here
         pq.write_table(cur.sql("SELECT * FROM trips_reports").to_arrow_table(), str(path))
     finally:
         cur.close()
     s.sql(f"CREATE TABLE trips_reports USING parquet AS SELECT * FROM parquet.`{path}`")
-    spark = Service(_spark_config(spark_connect.remote), work / "spark_state", source=SeededSource(22)).start()
+    spark = Service(
+        _spark_config(spark_connect.remote), work / "spark_state", source=SeededSource(22)
+    ).start()
     yield duck, spark
     spark.close()
     duck.close()
@@ -100,20 +118,25 @@ def _agree(duck, spark, table: str, queries=QUERIES) -> None:
         (want, wnotes), (got, gnotes) = _ask(duck, sql, role), _ask(spark, sql, role)
         assert len(got) == len(want) and want, sql
         for g, w in zip(got, want):
-            assert len(g) == len(w) and all(_same(x, y) for x, y in zip(g, w)), f"{sql}: spark {g} != duckdb {w}"
-        assert gnotes == wnotes and wnotes, sql     # the same estimates' std and half-widths
+            assert len(g) == len(w) and all(_same(x, y) for x, y in zip(g, w)), (
+                f"{sql}: spark {g} != duckdb {w}"
+            )
+        assert gnotes == wnotes and wnotes, sql  # the same estimates' std and half-widths
 
 
 def _insert(svc, table: str) -> None:
-    svc.gw.source = SeededSource(2222)              # the same randomness for the same rows on both
+    svc.gw.source = SeededSource(2222)  # the same randomness for the same rows on both
     values = ", ".join(f"({h}, {d}, {f}, {v}, '{p}', {n}, '{z}')" for h, d, f, v, p, n, z in ROWS)
     with psycopg.connect(svc.dsn("producer"), autocommit=True, connect_timeout=10) as conn:
-        assert conn.execute(f"INSERT INTO {table} {COLS} VALUES {values}").statusmessage == f"INSERT 0 {len(ROWS)}"
+        assert (
+            conn.execute(f"INSERT INTO {table} {COLS} VALUES {values}").statusmessage
+            == f"INSERT 0 {len(ROWS)}"
+        )
 
 
 def test_insert_stores_reports_in_spark(services, spark_connect):
     duck, spark = services
-    for table in ("trips", "rides"):                # rides_reports does not exist yet: created in Spark
+    for table in ("trips", "rides"):  # rides_reports does not exist yet: created in Spark
         _insert(duck, table)
         _insert(spark, table)
     s = spark_connect.session()
@@ -126,8 +149,10 @@ def test_insert_stores_reports_in_spark(services, spark_connect):
 def test_ldp_load_writes_the_same_reports(spark_connect, tmp_path):
     cfg = parse_config(_spark_config(spark_connect.remote))
     lay = dataclasses.replace(layout("rides", cfg.tables["rides"], cfg.tiers), reports="loaded_reports")
-    batches = [{c: [r[i] for r in ROWS[k:k + 25]] for i, c in enumerate(COLS[1:-1].split(", "))}
-               for k in range(0, len(ROWS), 25)]
+    batches = [
+        {c: [r[i] for r in ROWS[k : k + 25]] for i, c in enumerate(COLS[1:-1].split(", "))}
+        for k in range(0, len(ROWS), 25)
+    ]
     duck = DuckDBBackend(tmp_path / "l.duckdb")
     spark = SparkBackend(spark_connect.remote)
     spark.execute_script(f"DROP TABLE IF EXISTS `{lay.reports}`")
@@ -138,7 +163,7 @@ def test_ldp_load_writes_the_same_reports(spark_connect, tmp_path):
         want = sorted(duck.query(f'SELECT {cols} FROM "{lay.reports}"'))
         got = sorted(spark.query(f"SELECT {cols.replace(chr(34), '`')} FROM `{lay.reports}`"))
         assert got == want and len(got) == len(ROWS)
-        assert not [t for t in spark.query("SHOW TABLES") if "dpgate_load" in t[1]]   # staging dropped
+        assert not [t for t in spark.query("SHOW TABLES") if "dpgate_load" in t[1]]  # staging dropped
     finally:
         duck._con.close()
         spark._lost()

@@ -11,6 +11,7 @@ Fixed seed (derandomized); DPGATE_SPARK_ORACLE_EXAMPLES sets the number of gener
 plain statements (default 120; half as many with derived keys, whose scans are larger):
 about 60 s on a local[2] server.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,14 +30,14 @@ from rewriter.errors import Refusal
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "oracle"))
 
-from fixture import CONFIG, TABLE, create_sql, rows  # noqa: E402
-from grammar import derived_statement, statement  # noqa: E402
+from fixture import CONFIG, TABLE, create_sql, rows
+from grammar import derived_statement, statement
 
 EXAMPLES = int(os.environ.get("DPGATE_SPARK_ORACLE_EXAMPLES", "120"))
 
 #: statements that once failed on Spark, and the shapes the issue names
 FIXED = [
-    "SELECT AVG(-f) FROM fx WHERE b",                       # Spark read `fx WHERE (b)` as an alias
+    "SELECT AVG(-f) FROM fx WHERE b",  # Spark read `fx WHERE (b)` as an alias
     "SELECT COUNT(*) FROM fx WHERE (b)",
     "SELECT g, SUM(i) FROM fx WHERE b GROUP BY g",
     "SELECT COUNT(*) FROM fx WHERE NOT b",
@@ -52,8 +53,8 @@ FIXED = [
     "SELECT g, s, COUNT(*) FROM fx WHERE s IN ('x', 'X') GROUP BY g, s",
     "SELECT SUM(CAST(i AS DOUBLE PRECISION) * 3), AVG(i - 10) FROM fx WHERE f <> f OR f IS NULL",
     "SELECT COUNT(*) FROM fx WHERE floor(f) > 2 OR ceil(f) < -2",  # Spark's FLOOR is a BIGINT: NaN/Inf overflow
-    "SELECT COUNT(*) FROM fx WHERE round(f) > 1",                   # round via TRUNC, on ±Infinity and NaN
-    "SELECT COUNT(*) FROM fx WHERE NULL OR (b AND NULL)",           # Spark refuses a VOID filter
+    "SELECT COUNT(*) FROM fx WHERE round(f) > 1",  # round via TRUNC, on ±Infinity and NaN
+    "SELECT COUNT(*) FROM fx WHERE NULL OR (b AND NULL)",  # Spark refuses a VOID filter
     "SELECT floor(f) AS k, COUNT(*) FROM fx GROUP BY 1",
 ]
 
@@ -102,7 +103,11 @@ class SparkOracle:
             return
         # a plan whose keys are chosen by partition selection has no public cells: its scan's
         # rows (one per key the data has) are compared in key order instead (issue 20)
-        fill = (lambda rows: sorted(rows, key=repr)) if plan.selected else (lambda rows: rewriter.complete(plan, rows))
+        fill = (
+            (lambda rows: sorted(rows, key=repr))
+            if plan.selected
+            else (lambda rows: rewriter.complete(plan, rows))
+        )
         want = fill(self.duck.execute(rewriter.to_sql(plan, "duckdb")).fetchall())
         spark_sql = rewriter.to_sql(plan, "spark")
         try:
@@ -113,23 +118,30 @@ class SparkOracle:
         assert len(got) == len(want), (sql, got, want)
         for g, w in zip(got, want):
             assert len(g) == len(w) and all(_same(a, b) for a, b in zip(g, w)), (
-                f"{sql}\nspark {g} != duckdb {w}\nSpark SQL: {spark_sql}")
+                f"{sql}\nspark {g} != duckdb {w}\nSpark SQL: {spark_sql}"
+            )
 
 
 @pytest.mark.parametrize("sql", FIXED)
 def test_fixed_statements(engines, sql):
     oracle = SparkOracle(*engines)
     oracle.check(sql)
-    assert oracle.stats["accepted"] == 1, sql           # every fixed statement is accepted
+    assert oracle.stats["accepted"] == 1, sql  # every fixed statement is accepted
 
 
-@pytest.mark.parametrize("grammar, n", [(statement, EXAMPLES), (derived_statement, EXAMPLES // 2)],
-                         ids=["plain", "derived_keys"])
+@pytest.mark.parametrize(
+    "grammar, n", [(statement, EXAMPLES), (derived_statement, EXAMPLES // 2)], ids=["plain", "derived_keys"]
+)
 def test_generated_statements(engines, grammar, n):
     oracle = SparkOracle(*engines)
 
-    @settings(max_examples=n, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(grammar())
     def run(case):
         oracle.check(case[0])

@@ -14,6 +14,7 @@ Skipped with ``DPGATE_TEST_SPARK_REMOTE`` (a server this test cannot kill). It r
 session's server: the views it needs are made again after the restart; later modules make
 their own tables in their fixtures.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,11 +26,11 @@ import pytest
 from proxy.backends.spark import RETRY_S
 from support.service import Service, make_config
 
-SLOW = "SELECT CAST(id % 3 AS INT) AS g FROM range(100000000000)"      # minutes on local[2]
+SLOW = "SELECT CAST(id % 3 AS INT) AS g FROM range(100000000000)"  # minutes on local[2]
 FAST = "SELECT CAST(id % 3 AS INT) AS g FROM range(1000)"
 KILL_AFTER_S = 2.0
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*RETRIES_EXCEEDED")    # pyspark's, when the server is gone
+pytestmark = pytest.mark.filterwarnings("ignore:.*RETRIES_EXCEEDED")  # pyspark's, when the server is gone
 
 
 def _views(spark_connect) -> None:
@@ -43,7 +44,9 @@ def service(spark_connect, tmp_path_factory):
     if spark_connect.external:
         pytest.skip("DPGATE_TEST_SPARK_REMOTE: a server this test cannot kill and restart")
     _views(spark_connect)
-    cfg = make_config({"kind": "spark", "remote": spark_connect.remote}, limits={"statement_timeout_ms": 60000})
+    cfg = make_config(
+        {"kind": "spark", "remote": spark_connect.remote}, limits={"statement_timeout_ms": 60000}
+    )
     cfg["demo"] = False
     cfg["tables"] = {t: {"columns": {"g": {"type": "int", "domain": [0, 1, 2]}}} for t in ("slow", "fast")}
     for role in cfg["roles"].values():
@@ -69,19 +72,19 @@ def test_lost_cluster_is_08006_and_the_proxy_reconnects(service, spark_connect):
         killer.join()
         assert e.value.sqlstate == "08006", e.value
         assert KILL_AFTER_S < elapsed < KILL_AFTER_S + 2 * RETRY_S + 5, elapsed
-        assert gw.ledger.spent("other", "day") == spent + eps           # it ran: charged
+        assert gw.ledger.spent("other", "day") == spent + eps  # it ran: charged
         spent += eps
 
-        with pytest.raises(psycopg.Error) as e:                         # the cluster is down
+        with pytest.raises(psycopg.Error) as e:  # the cluster is down
             conn.execute("SELECT g, COUNT(*) FROM fast WHERE g > 0 GROUP BY g").fetchall()
         assert e.value.sqlstate == "08006", e.value
-        assert gw.ledger.spent("other", "day") == spent                 # nothing ran: nothing charged
+        assert gw.ledger.spent("other", "day") == spent  # nothing ran: nothing charged
 
-        spark_connect.start()                                           # the same port
+        spark_connect.start()  # the same port
         assert spark_connect.remote == gw.config.backend.remote
         _views(spark_connect)
         rows = conn.execute("SELECT g, COUNT(*) FROM fast WHERE g < 2 GROUP BY g").fetchall()
-        assert [r[0] for r in rows] == [0, 1]        # the same client connection (WHERE g < 2: its keys)
+        assert [r[0] for r in rows] == [0, 1]  # the same client connection (WHERE g < 2: its keys)
         assert gw.ledger.spent("other", "day") == spent + eps
     with psycopg.connect(service.dsn("analyst"), autocommit=True, connect_timeout=10) as conn:
-        assert len(conn.execute("SELECT g, COUNT(*) FROM fast GROUP BY g").fetchall()) == 3   # a new one
+        assert len(conn.execute("SELECT g, COUNT(*) FROM fast GROUP BY g").fetchall()) == 3  # a new one

@@ -2,6 +2,7 @@
 table or column: pyspark's ``AnalysisException``; bad syntax: ``ParseException``) read no
 row, so the client gets Spark's SQLSTATE of class 42 and the ledger charges nothing; the
 statement log says the reservation was refunded. A scan Spark runs is charged."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,9 +31,12 @@ class _Capture(logging.Handler):
 
 @pytest.fixture(scope="module")
 def service(spark_connect, tmp_path_factory):
-    spark_connect.session().sql(f"CREATE OR REPLACE VIEW {VIEW} AS SELECT CAST(id % 90 AS INT) AS age "
-                                "FROM range(200)")
-    cfg = make_config({"kind": "spark", "remote": spark_connect.remote}, limits={"statement_timeout_ms": 60000})
+    spark_connect.session().sql(
+        f"CREATE OR REPLACE VIEW {VIEW} AS SELECT CAST(id % 90 AS INT) AS age FROM range(200)"
+    )
+    cfg = make_config(
+        {"kind": "spark", "remote": spark_connect.remote}, limits={"statement_timeout_ms": 60000}
+    )
     cfg["demo"] = False
     cfg["server"]["log_format"] = "json"
     del cfg["tables"]["trips"]
@@ -69,7 +73,9 @@ def _run(svc, sql: str):
     return err, json.loads(cap.lines[-1])
 
 
-@pytest.mark.parametrize("table, column, state", [("no_table", "age", "42P01"), ("no_column", "height", "42703")])
+@pytest.mark.parametrize(
+    "table, column, state", [("no_table", "age", "42P01"), ("no_column", "height", "42703")]
+)
 def test_a_scan_spark_refuses_while_analysing_charges_nothing(service, table, column, state):
     tier = service.gw.tier_of("analyst")
     before = service.gw.ledger.spent("analyst", tier.period)
@@ -78,7 +84,9 @@ def test_a_scan_spark_refuses_while_analysing_charges_nothing(service, table, co
     assert "nothing was charged" in str(err) and "check-config --backend" in err.diag.message_hint
     assert service.gw.ledger.spent("analyst", tier.period) == before
     assert service.gw.ledger.unreleased("analyst") == []
-    assert rec["decision"] == f"error {state}" and rec["ledger"] == "refunded" and rec["epsilon"] == tier.epsilon
+    assert (
+        rec["decision"] == f"error {state}" and rec["ledger"] == "refunded" and rec["epsilon"] == tier.epsilon
+    )
 
 
 def test_a_scan_spark_runs_is_charged(service):

@@ -9,6 +9,7 @@ answer with its NOTICE, a repeat served free, ``statement_timeout`` interrupting
 Spark job (charged: it ran), a CancelRequest interrupting one (57014). (Local tables on
 Spark: test_spark_local.py; a lost and restarted cluster: test_spark_reconnect.py.)
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,8 @@ from support.service import Service, make_config
 from support.spark import mirror_demo
 
 PEOPLE = 2000
-TIMEOUT_MS = 4000      # the timeout test's statement_timeout
-LIMIT_MS = 60000       # the service's: a cold Spark query on a loaded 2-core machine can take over 8 s
+TIMEOUT_MS = 4000  # the timeout test's statement_timeout
+LIMIT_MS = 60000  # the service's: a cold Spark query on a loaded 2-core machine can take over 8 s
 #: a Spark view whose scan runs for minutes on local[2] (10^11 rows)
 SLOW = "SELECT CAST(id % 3 AS INT) AS g FROM range(100000000000)"
 
@@ -33,25 +34,43 @@ SLOW = "SELECT CAST(id % 3 AS INT) AS g FROM range(100000000000)"
 KINDS = [
     ("analyst", "SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age > 30 GROUP BY sex"),
     ("analyst", "SELECT region, SUM(hours), COUNT(*) FROM people GROUP BY region"),
-    ("analyst", "SELECT COUNT(*) FROM accounts WHERE branch = 1"),                 # per-record levels
+    ("analyst", "SELECT COUNT(*) FROM accounts WHERE branch = 1"),  # per-record levels
     ("analyst", "SELECT kind, SUM(balance) FROM accounts GROUP BY kind"),
-    ("analyst", "SELECT MAX(balance) FROM accounts WHERE kind = 'checking'"),     # per-record MAX: 2 scans
-    ("analyst", "SELECT sex, MAX(age) FROM pums GROUP BY sex"),                    # histogram scans
+    ("analyst", "SELECT MAX(balance) FROM accounts WHERE kind = 'checking'"),  # per-record MAX: 2 scans
+    ("analyst", "SELECT sex, MAX(age) FROM pums GROUP BY sex"),  # histogram scans
     ("analyst", "SELECT MIN(income) FROM pums WHERE educ >= 9"),
     ("analyst", "SELECT median(age) FROM pums"),
-    ("bronze", "SELECT educ, COUNT(*) FROM pums GROUP BY educ"),                    # ladder tier
+    ("bronze", "SELECT educ, COUNT(*) FROM pums GROUP BY educ"),  # ladder tier
     ("analyst", "SELECT item FROM purchases GROUP BY item HAVING COUNT(*) > 500 LIMIT 10"),
     # (the HAVING above is a filter over the released cells: a second HAVING over the same
     # COUNT by item would be a free repeat of that release, so this one counts other rows)
-    ("analyst", "SELECT item, COUNT(*) FROM purchases WHERE amount > 10 GROUP BY item HAVING COUNT(*) > 200 "
-                "ORDER BY COUNT(*) DESC LIMIT 5"),
-    ("analyst", "SELECT store, COUNT(*), AVG(amount), COUNT(DISTINCT customer_id) FROM purchases GROUP BY store"),
-    ("analyst", "SELECT s.area, COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id GROUP BY s.area"),
-    ("analyst", "SELECT o.priority, SUM(i.quantity) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
-                "GROUP BY o.priority"),                                          # unit through a reference
-    ("analyst", "SELECT c.segment, COUNT(*), SUM(i.quantity) FROM order_items i JOIN orders o "
-                "ON i.order_id = o.order_id JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.segment"),
-    ("analyst", "SELECT city, COUNT(*) FROM purchases GROUP BY city HAVING COUNT(*) > 20"),   # SVT over selected keys
+    (
+        "analyst",
+        "SELECT item, COUNT(*) FROM purchases WHERE amount > 10 GROUP BY item HAVING COUNT(*) > 200 "
+        "ORDER BY COUNT(*) DESC LIMIT 5",
+    ),
+    (
+        "analyst",
+        "SELECT store, COUNT(*), AVG(amount), COUNT(DISTINCT customer_id) FROM purchases GROUP BY store",
+    ),
+    (
+        "analyst",
+        "SELECT s.area, COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id GROUP BY s.area",
+    ),
+    (
+        "analyst",
+        "SELECT o.priority, SUM(i.quantity) FROM order_items i JOIN orders o ON i.order_id = o.order_id "
+        "GROUP BY o.priority",
+    ),  # unit through a reference
+    (
+        "analyst",
+        "SELECT c.segment, COUNT(*), SUM(i.quantity) FROM order_items i JOIN orders o "
+        "ON i.order_id = o.order_id JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.segment",
+    ),
+    (
+        "analyst",
+        "SELECT city, COUNT(*) FROM purchases GROUP BY city HAVING COUNT(*) > 20",
+    ),  # SVT over selected keys
 ]
 
 
@@ -65,10 +84,11 @@ def _same_cells_everywhere(cfg: dict) -> dict:
 
 
 def _spark_config(remote: str) -> dict:
-    cfg = _same_cells_everywhere(make_config({"kind": "spark", "remote": remote},
-                                             limits={"statement_timeout_ms": LIMIT_MS}))
-    cfg["demo"] = False                             # the demo loader writes DuckDB/Postgres
-    del cfg["tables"]["trips"]                      # a local table: test_spark_local.py
+    cfg = _same_cells_everywhere(
+        make_config({"kind": "spark", "remote": remote}, limits={"statement_timeout_ms": LIMIT_MS})
+    )
+    cfg["demo"] = False  # the demo loader writes DuckDB/Postgres
+    del cfg["tables"]["trips"]  # a local table: test_spark_local.py
     for role in cfg["roles"].values():
         role.pop("insert", None)
     cfg["tables"]["slow"] = {"columns": {"g": {"type": "int", "domain": [0, 1, 2]}}}
@@ -83,10 +103,12 @@ def _recording(svc: Service) -> list:
 
     async def fetch(sql, timeout_s=None, cancel=None, then=None, **kw):
         def capture(rows):
-            as_rows = rows.rows() if isinstance(rows, Columns) else rows     # a columnar fetch (DuckDB)
+            as_rows = rows.rows() if isinstance(rows, Columns) else rows  # a columnar fetch (DuckDB)
             log.append(sorted((tuple(_norm(v) for v in r) for r in as_rows), key=repr))
             return rows if then is None else then(rows)
+
         return await orig(sql, timeout_s, cancel, then=capture, **kw)
+
     backend.fetch = fetch
     return log
 
@@ -102,10 +124,16 @@ def _norm(v):
 def services(spark_connect, tmp_path_factory):
     work = tmp_path_factory.mktemp("spark_demo")
     mirror_demo(spark_connect.session(), work / "mirror.duckdb", work / "parquet", PEOPLE, {"slow": SLOW})
-    duck = Service(_same_cells_everywhere(make_config({"kind": "duckdb", "path": str(work / "mirror.duckdb")})),
-                   work / "duck_state",
-                   people_rows=PEOPLE, trips_rows=1000, source=SeededSource(22)).start()
-    spark = Service(_spark_config(spark_connect.remote), work / "spark_state", source=SeededSource(22)).start()
+    duck = Service(
+        _same_cells_everywhere(make_config({"kind": "duckdb", "path": str(work / "mirror.duckdb")})),
+        work / "duck_state",
+        people_rows=PEOPLE,
+        trips_rows=1000,
+        source=SeededSource(22),
+    ).start()
+    spark = Service(
+        _spark_config(spark_connect.remote), work / "spark_state", source=SeededSource(22)
+    ).start()
     yield duck, spark
     spark.close()
     duck.close()
@@ -125,10 +153,10 @@ def test_every_kind_scans_the_same_rows_as_duckdb(services):
         n_d, n_s = len(dlog), len(slog)
         want = _ask(duck, sql, role)
         got = _ask(spark, sql, role)
-        assert len(dlog) - n_d == len(slog) - n_s >= 1, sql           # the same scans ran
+        assert len(dlog) - n_d == len(slog) - n_s >= 1, sql  # the same scans ran
         for d, s in zip(dlog[n_d:], slog[n_s:]):
             assert s == d and s, f"{sql}: Spark rows differ from DuckDB's"
-        assert len(got) == len(want), sql                              # same cells released
+        assert len(got) == len(want), sql  # same cells released
 
 
 def test_dp_answer_notice_and_free_repeat(services):
@@ -143,7 +171,7 @@ def test_dp_answer_notice_and_free_repeat(services):
     spent = gw.ledger.spent("other", "day")
     assert spent == before + gw.tier_of("other").epsilon
     notes.clear()
-    assert _ask(spark, sql, "other", notes) == rows                    # the same release
+    assert _ask(spark, sql, "other", notes) == rows  # the same release
     assert any("repeat of an earlier release" in n for n in notes), notes
     assert gw.ledger.spent("other", "day") == spent
 
@@ -162,7 +190,7 @@ def test_statement_timeout_interrupts_the_spark_job(services, spark_connect):
     elapsed = time.perf_counter() - t0
     assert e.value.sqlstate == "57014", e.value
     assert TIMEOUT_MS / 1000 - 0.1 < elapsed < TIMEOUT_MS / 1000 + 6, elapsed
-    assert gw.ledger.spent("other", "day") == before + gw.tier_of("other").epsilon   # it ran: charged
+    assert gw.ledger.spent("other", "day") == before + gw.tier_of("other").epsilon  # it ran: charged
     _no_job_left(spark_connect)
 
 
@@ -178,7 +206,7 @@ def test_cancel_interrupts_the_spark_job(services, spark_connect):
         timer.join()
         assert e.value.sqlstate == "57014", e.value
         assert time.perf_counter() - t0 < TIMEOUT_MS / 1000, "cancelled before the timeout"
-        assert conn.execute("SELECT 1").fetchall() == [(1,)]          # the connection is still usable
+        assert conn.execute("SELECT 1").fetchall() == [(1,)]  # the connection is still usable
     _no_job_left(spark_connect)
 
 
@@ -189,4 +217,3 @@ def _no_job_left(spark_connect, within_s: float = 10.0) -> None:
     s = spark_connect.session()
     assert s.sql("SELECT COUNT(*) FROM range(1000000)").collect()[0][0] == 10**6
     assert time.perf_counter() - t0 < within_s
-

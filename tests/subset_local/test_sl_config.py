@@ -1,6 +1,7 @@
 """Config and layout of categorical Subset columns in local tables (issue 5, spec 000 §10 "LDP
 categorical columns"): one-line errors naming the file and the field; the stored layout (d bits
 per tier level, never the raw value); a ladder change after ingestion keeps the stored levels."""
+
 from __future__ import annotations
 
 import copy
@@ -15,17 +16,27 @@ from rewriter.local_subset import resolve_stored
 DOMAIN = ["a", "b", "c", "d", "e"]
 BASE = {
     "server": {"auth": "trust"},
-    "tiers": {"bronze": {"epsilon": 0.1, "budget": 5, "ladder": "market"},
-              "silver": {"epsilon": 0.5, "budget": 5, "ladder": "market"},
-              "gold": {"epsilon": 2.0, "budget": 5, "ladder": "market"},
-              "plain": {"epsilon": 1.0, "budget": 5}},
+    "tiers": {
+        "bronze": {"epsilon": 0.1, "budget": 5, "ladder": "market"},
+        "silver": {"epsilon": 0.5, "budget": 5, "ladder": "market"},
+        "gold": {"epsilon": 2.0, "budget": 5, "ladder": "market"},
+        "plain": {"epsilon": 1.0, "budget": 5},
+    },
     "roles": {"r": {"tier": "plain"}},
-    "tables": {"t": {"mode": "local",
-                     "columns": {"c": {"type": "text", "domain": DOMAIN},
-                                 "g": {"type": "int", "domain": [1, 2]},
-                                 "x": {"type": "int"}},
-                     "local": {"columns": {"x": {"lo": 0, "hi": 10, "buckets": 10, "epsilon": 1.0}},
-                               "categories": {"c": {"ladder": "market"}}}}},
+    "tables": {
+        "t": {
+            "mode": "local",
+            "columns": {
+                "c": {"type": "text", "domain": DOMAIN},
+                "g": {"type": "int", "domain": [1, 2]},
+                "x": {"type": "int"},
+            },
+            "local": {
+                "columns": {"x": {"lo": 0, "hi": 10, "buckets": 10, "epsilon": 1.0}},
+                "categories": {"c": {"ladder": "market"}},
+            },
+        }
+    },
 }
 
 
@@ -52,21 +63,36 @@ def error_of(data) -> str:
     return msg
 
 
-@pytest.mark.parametrize("edit, field, words", [
-    ({"local__categories__c": {"ladder": "nope"}}, "tables.t.local.categories.c.ladder",
-     "no tier has ladder = 'nope' (ladders: market)"),
-    ({"local__categories__c": {"ladder": "market", "variant": 3}},
-     "tables.t.local.categories.c.variant", "1 or 2"),
-    ({"local__categories__c": {"ladder": "market", "k": 2}}, "tables.t.local.categories.c.k",
-     "Extra inputs"),
-    ({"local__categories__zz": {"ladder": "market"}}, "tables.t",
-     "local.categories.zz is not a declared column"),
-    ({"columns__c": {"type": "text"}}, "tables.t", "needs columns.c.domain"),
-    ({"columns__c": {"type": "text", "domain": ["only"]}}, "tables.t", "has 1 domain values"),
-    ({"columns__c": {"type": "int", "domain_range": [0, 128]}}, "tables.t", "has 129 domain values"),
-    ({"local__categories__x": {"ladder": "market"}}, "tables.t", "local.categories.x is also a metric"),
-    ({"local__columns": None, "local__categories": None}, "tables.t", "needs a private column"),
-])
+@pytest.mark.parametrize(
+    "edit, field, words",
+    [
+        (
+            {"local__categories__c": {"ladder": "nope"}},
+            "tables.t.local.categories.c.ladder",
+            "no tier has ladder = 'nope' (ladders: market)",
+        ),
+        (
+            {"local__categories__c": {"ladder": "market", "variant": 3}},
+            "tables.t.local.categories.c.variant",
+            "1 or 2",
+        ),
+        (
+            {"local__categories__c": {"ladder": "market", "k": 2}},
+            "tables.t.local.categories.c.k",
+            "Extra inputs",
+        ),
+        (
+            {"local__categories__zz": {"ladder": "market"}},
+            "tables.t",
+            "local.categories.zz is not a declared column",
+        ),
+        ({"columns__c": {"type": "text"}}, "tables.t", "needs columns.c.domain"),
+        ({"columns__c": {"type": "text", "domain": ["only"]}}, "tables.t", "has 1 domain values"),
+        ({"columns__c": {"type": "int", "domain_range": [0, 128]}}, "tables.t", "has 129 domain values"),
+        ({"local__categories__x": {"ladder": "market"}}, "tables.t", "local.categories.x is also a metric"),
+        ({"local__columns": None, "local__categories": None}, "tables.t", "needs a private column"),
+    ],
+)
 def test_config_errors_name_the_field(edit, field, words):
     msg = error_of(cfg_with(**edit))
     assert msg.startswith(f"market.toml: {field}: ") and words in msg, msg
@@ -74,19 +100,22 @@ def test_config_errors_name_the_field(edit, field, words):
 
 def test_error_from_a_file_names_the_file(tmp_path):
     f = tmp_path / "dp.toml"
-    f.write_text('[server]\nauth = "trust"\n[tiers.t]\nepsilon = 1\nbudget = 1\n[roles.r]\ntier = "t"\n'
-                 '[tables.t]\nmode = "local"\n[tables.t.columns]\nc = { type = "text", domain = ["a", "b"] }\n'
-                 '[tables.t.local.categories]\nc = { ladder = "market" }\n')
+    f.write_text(
+        '[server]\nauth = "trust"\n[tiers.t]\nepsilon = 1\nbudget = 1\n[roles.r]\ntier = "t"\n'
+        '[tables.t]\nmode = "local"\n[tables.t.columns]\nc = { type = "text", domain = ["a", "b"] }\n'
+        '[tables.t.local.categories]\nc = { ladder = "market" }\n'
+    )
     with pytest.raises(ConfigError) as e:
         load_config(f)
-    assert str(e.value) == (f"{f}: tables.t.local.categories.c.ladder: no tier has ladder = "
-                            "'market' (ladders: none)")
+    assert str(e.value) == (
+        f"{f}: tables.t.local.categories.c.ladder: no tier has ladder = 'market' (ladders: none)"
+    )
 
 
 def test_layout_stores_bits_per_level_and_keeps_the_category_private():
     cfg = parse_config(BASE)
     lay = layout("t", cfg.tables["t"], cfg.tiers)
-    assert lay.public == ("g",)                   # c is neither public nor a metric dimension
+    assert lay.public == ("g",)  # c is neither public nor a metric dimension
     (cat,) = lay.categories
     assert cat.d == 5 and cat.levels == (2.0, 0.5, 0.1) and cat.ladder_name == "market"
     schema = dict(lay.report_schema())
@@ -120,8 +149,8 @@ def test_ladder_changed_after_ingestion_keeps_the_stored_levels():
     assert after.categories[0].levels == (2.0, 0.5, 0.3, 0.1)
     stored = resolve_stored(after, have)
     cat = stored.categories[0]
-    assert cat.levels == (2.0, 0.5, 0.1)          # the program the rows went through
+    assert cat.levels == (2.0, 0.5, 0.1)  # the program the rows went through
     assert [c for c, _ in stored.report_schema()] == have
     assert cat.stored_level(0.3) == 0.1 and cat.stored_level(5.0) == 2.0
-    assert cat.stored_level(0.05) is None         # never a higher level
+    assert cat.stored_level(0.05) is None  # never a higher level
     assert resolve_stored(before, have) is before

@@ -3,6 +3,7 @@ columns"): `dpgate ldp-load` from a CSV and from a backend table, `ldp-perturb` 
 --reports`, and the Postgres table source. The reports table holds d 0/1 columns per tier level
 — every row exactly k ones at each level (k of that level's matched template, Alg. 4) — and
 never the raw value; a value outside the domain (22023) or a NULL (23502) loads nothing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,11 +16,11 @@ import pytest
 
 from config import load_config
 from mechanisms import SeededSource
-from proxy.ingest.ldp_load import IngestError, pg_table_batches, load_rows_postgres
+from proxy.ingest.ldp_load import IngestError, load_rows_postgres, pg_table_batches
 from proxy.ingest.subset_ingest import ladder_of
 from rewriter.local import layout
-
-from support.ldp import run_cli, write_csv as support_write_csv
+from support.ldp import run_cli
+from support.ldp import write_csv as support_write_csv
 
 ZONES = ["n", "s", "e", "w", "c", "x"]
 CONFIG = """
@@ -58,8 +59,11 @@ zone = {{ ladder = "market" }}
 
 def raw(n, seed):
     rng = np.random.default_rng(seed)
-    return {"zone": np.array(ZONES)[rng.choice(6, n, p=[0.4, 0.2, 0.15, 0.1, 0.1, 0.05])],
-            "g": rng.integers(1, 3, n), "h": rng.integers(0, 24, n)}
+    return {
+        "zone": np.array(ZONES)[rng.choice(6, n, p=[0.4, 0.2, 0.15, 0.1, 0.1, 0.05])],
+        "g": rng.integers(1, 3, n),
+        "h": rng.integers(0, 24, n),
+    }
 
 
 def write_csv(path, data, cols=("zone", "g", "h")):
@@ -106,7 +110,7 @@ def test_csv_and_table_source(setup, capsys):
     db = str(tmp / "d.duckdb")
     cols, rows = read(db)
     check_reports(cols, rows, lay, 3000)
-    assert sorted(r[0] for r in rows) == sorted(data["g"])      # public column as-is
+    assert sorted(r[0] for r in rows) == sorted(data["g"])  # public column as-is
     con = duckdb.connect(db)
     con.execute(f"CREATE TABLE staging AS SELECT * FROM read_csv('{tmp / 'raw.csv'}')")
     con.close()
@@ -118,27 +122,35 @@ def test_csv_and_table_source(setup, capsys):
 def test_producer_reports_loaded_as_is(setup):
     tmp, cfgfile, cfg, lay = setup
     write_csv(tmp / "raw.csv", raw(500, 2))
-    assert run_cli("ldp-perturb", "-c", cfgfile, "--table", "sl", str(tmp / "raw.csv"),
-                   "-o", str(tmp / "rep.csv")) == 0
+    assert (
+        run_cli(
+            "ldp-perturb", "-c", cfgfile, "--table", "sl", str(tmp / "raw.csv"), "-o", str(tmp / "rep.csv")
+        )
+        == 0
+    )
     with open(tmp / "rep.csv", newline="") as f:
         rd = csv.reader(f)
         header, first = next(rd), next(rd)
     assert header == ["g", "h_bits", "zone_bits"]
-    assert len(first[2]) == 3 * 6 and set(first[2]) <= {"0", "1"}     # levels × d, no raw value
+    assert len(first[2]) == 3 * 6 and set(first[2]) <= {"0", "1"}  # levels × d, no raw value
     assert run_cli("ldp-load", "-c", cfgfile, "--table", "sl", "--reports", str(tmp / "rep.csv"), "-q") == 0
     cols, rows = read(str(tmp / "d.duckdb"))
     check_reports(cols, rows, lay, 500)
-    by_level = np.array(rows)[:, [cols.index(c) for e in lay.categories[0].levels
-                                  for c in lay.categories[0].columns(e)]]
+    by_level = np.array(rows)[
+        :, [cols.index(c) for e in lay.categories[0].levels for c in lay.categories[0].columns(e)]
+    ]
     with open(tmp / "rep.csv", newline="") as f:
         got = sorted(r[2] for r in list(csv.reader(f))[1:])
-    assert sorted("".join(map(str, r)) for r in by_level) == got       # bit for bit
+    assert sorted("".join(map(str, r)) for r in by_level) == got  # bit for bit
 
 
-@pytest.mark.parametrize("bad, state, words", [
-    ("moon", "22023", "value 'moon' for categorical column zone is not in its declared domain"),
-    ("", "23502", "NULL in private categorical column zone"),
-])
+@pytest.mark.parametrize(
+    "bad, state, words",
+    [
+        ("moon", "22023", "value 'moon' for categorical column zone is not in its declared domain"),
+        ("", "23502", "NULL in private categorical column zone"),
+    ],
+)
 def test_bad_value_loads_nothing(setup, capsys, bad, state, words):
     tmp, cfgfile, cfg, lay = setup
     data = raw(300, 3)
@@ -147,8 +159,9 @@ def test_bad_value_loads_nothing(setup, capsys, bad, state, words):
     write_csv(tmp / "bad.csv", data)
     assert run_cli("ldp-load", "-c", cfgfile, "--table", "sl", str(tmp / "bad.csv"), "--batch", "100") == 1
     assert words in capsys.readouterr().err
-    assert read(str(tmp / "d.duckdb"))[1] == []                  # one transaction: nothing stored
+    assert read(str(tmp / "d.duckdb"))[1] == []  # one transaction: nothing stored
     from proxy.ingest.ldp_load import Encoder
+
     with pytest.raises(IngestError) as e:
         Encoder(lay, SeededSource(1)).encode({"zone": [None if bad == "" else bad], "h": [3]}, 1)
     assert e.value.sqlstate == state
@@ -156,9 +169,13 @@ def test_bad_value_loads_nothing(setup, capsys, bad, state, words):
 
 def test_postgres_table_source(postgres, tmp_path):
     from proxy.backends import PostgresBackend
+
     f = tmp_path / "pg.toml"
-    f.write_text(CONFIG.format(db="x").replace('kind = "duckdb"\npath = "x"',
-                                               f'kind = "postgres"\ndsn = "{postgres.dsn}"'))
+    f.write_text(
+        CONFIG.format(db="x").replace(
+            'kind = "duckdb"\npath = "x"', f'kind = "postgres"\ndsn = "{postgres.dsn}"'
+        )
+    )
     cfg = load_config(f)
     lay = layout("sl", cfg.tables["sl"], cfg.tiers)
     data = raw(2000, 4)
@@ -174,10 +191,12 @@ def test_postgres_table_source(postgres, tmp_path):
         be = PostgresBackend(postgres.dsn, 2)
         await be.connect()
         try:
-            return await load_rows_postgres(be, lay, pg_table_batches(be, lay, "sl_staging", 700),
-                                            source=SeededSource(5))
+            return await load_rows_postgres(
+                be, lay, pg_table_batches(be, lay, "sl_staging", 700), source=SeededSource(5)
+            )
         finally:
             await be.close()
+
     assert asyncio.run(go()) == 2000
     with psycopg.connect(postgres.dsn, autocommit=True) as c:
         cur = c.execute("SELECT * FROM sl_reports")

@@ -1,5 +1,6 @@
 """Running the rewriter's SQL on a client of the test's own, its named parameters bound
 (``rewriter.params.ParamSQL``: the privacy unit's salt) as each backend binds them."""
+
 from __future__ import annotations
 
 

@@ -1,5 +1,6 @@
 """Helpers for the local-table ingestion tests: run a `dpgate ldp-*` command
 in-process, and write a column dict as a CSV file."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,7 @@ def run_cli(*argv) -> int:
     def common(sp):
         sp.add_argument("--config", "-c")
         sp.add_argument("--state-dir")
+
     add_parsers(sub, common)
     args = p.parse_args(list(argv))
     return args.fn(args)

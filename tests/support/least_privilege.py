@@ -1,6 +1,7 @@
 """A least-privilege backend role in the test Postgres, made with the documented script
 (:func:`proxy.cli.privileges.grant_script`, the script of docs/least-privilege.md), run as
 the server's superuser (standing in for the tables' owner)."""
+
 from __future__ import annotations
 
 import psycopg

@@ -1,5 +1,6 @@
 """The per-record levels' boundary points (seed 003): where the float-exact level CASE
 and Python's level choice must agree — used by the DuckDB/Postgres and the Spark tests."""
+
 from __future__ import annotations
 
 import numpy as np

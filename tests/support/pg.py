@@ -3,6 +3,7 @@
 Postgres refuses to run as root; when the tests run as root the server runs as
 the ``postgres`` (or ``nobody``) system user via ``runuser``.
 """
+
 from __future__ import annotations
 
 import glob
@@ -58,17 +59,31 @@ class TempPostgres:
             cmd = ("runuser", "-u", self.user, "--", *cmd)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
 
-    def start(self) -> "TempPostgres":
-        self._run(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                  "--no-sync")
+    def start(self) -> TempPostgres:
+        self._run(
+            self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"
+        )
         return self.resume()
 
-    def resume(self) -> "TempPostgres":
+    def resume(self) -> TempPostgres:
         """Start the (initialised) server again."""
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
-                f"-c full_page_writes=off -c synchronous_commit=off {self.options}").strip()
-        self._run(self.pg_ctl, "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"),
-                  "-w", "-t", "60", "start")
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
+            f"-c full_page_writes=off -c synchronous_commit=off {self.options}"
+        ).strip()
+        self._run(
+            self.pg_ctl,
+            "-D",
+            str(self.data),
+            "-o",
+            opts,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         return self
 
     @property

@@ -2,6 +2,7 @@
 
 Clients (psql, psycopg, asyncpg …) connect to it over loopback exactly as users do.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,16 +20,30 @@ from proxy.gateway import Gateway
 from proxy.wire.auth import make_verifier
 from proxy.wire.server import Server
 
-PASSWORDS = {"analyst": "analyst-pw", "admin": "admin-pw", "tiny": "tiny-pw", "other": "other-pw",
-             "bronze": "bronze-pw", "silver": "silver-pw", "gold": "gold-pw",
-             "producer": "producer-pw", "half": "half-pw"}
+PASSWORDS = {
+    "analyst": "analyst-pw",
+    "admin": "admin-pw",
+    "tiny": "tiny-pw",
+    "other": "other-pw",
+    "bronze": "bronze-pw",
+    "silver": "silver-pw",
+    "gold": "gold-pw",
+    "producer": "producer-pw",
+    "half": "half-pw",
+}
 
 
-LOOSE_UNIT = {"max_groups_per_unit": 1000, "max_rows_per_unit": 100_000}   # bind nothing in the demo data
+LOOSE_UNIT = {"max_groups_per_unit": 1000, "max_rows_per_unit": 100_000}  # bind nothing in the demo data
 
 
-def make_config(backend: dict | None = None, *, tiers: dict | None = None, limits: dict | None = None,
-                extra_roles: bool = True, purchases: str = "demo") -> dict:
+def make_config(
+    backend: dict | None = None,
+    *,
+    tiers: dict | None = None,
+    limits: dict | None = None,
+    extra_roles: bool = True,
+    purchases: str = "demo",
+) -> dict:
     """The demo config with known passwords, plus a `tiny` role (budget 2.5), `other`, and `half`
     (ε 0.5 per query, no ladder). ``purchases``: "demo" (per customer, the shipped bounds),
     "loose" (per customer, bounds that bind nothing: exact scans equal the raw query) or
@@ -90,8 +105,15 @@ def _toml(v) -> str:
 class Service:
     """dpgate in a thread. ``people_rows`` keeps the demo's big table small in tests."""
 
-    def __init__(self, cfg_dict: dict, state_dir: Path, *, people_rows: int = 20_000, source=None,
-                 trips_rows: int = 20_000):
+    def __init__(
+        self,
+        cfg_dict: dict,
+        state_dir: Path,
+        *,
+        people_rows: int = 20_000,
+        source=None,
+        trips_rows: int = 20_000,
+    ):
         self.cfg = parse_config(cfg_dict, "test-config")
         self.state_dir = Path(state_dir)
         self.people_rows = people_rows
@@ -109,11 +131,12 @@ class Service:
     async def _start(self, port: int):
         self.gw = Gateway(self.cfg, self.state_dir, source=self.source)
         await self.gw.start()
+        from mechanisms import SeededSource  # its own stream: the service's draws stay as they were
         from proxy.demo import trips as demo_trips
-        from mechanisms import SeededSource    # its own stream: the service's draws stay as they were
+
         trips_source = SeededSource(2002) if self.source is not None else None
         if self.gw.backend.dialect == "spark":
-            pass                               # the caller mirrored the tables (support.spark.mirror_demo)
+            pass  # the caller mirrored the tables (support.spark.mirror_demo)
         elif self.gw.backend.dialect == "duckdb":
             demo.load_duckdb(self.gw.backend, self.people_rows)
             demo_trips.load_duckdb(self.gw.backend, self.cfg, self.trips_rows, trips_source)
@@ -121,12 +144,18 @@ class Service:
             await demo.load_postgres(self.gw.backend, self.people_rows)
             await demo_trips.load_postgres(self.gw.backend, self.cfg, self.trips_rows, trips_source)
         lim = self.cfg.server.limits
-        self.server = Server(self.gw.handler_factory, authenticator=self.gw, host="127.0.0.1", port=port,
-                             ssl_context=self.gw.ssl_context(), max_connections=lim.max_connections,
-                             max_message_size=lim.max_message_size)
+        self.server = Server(
+            self.gw.handler_factory,
+            authenticator=self.gw,
+            host="127.0.0.1",
+            port=port,
+            ssl_context=self.gw.ssl_context(),
+            max_connections=lim.max_connections,
+            max_message_size=lim.max_message_size,
+        )
         await self.server.start()
 
-    def start(self, port: int = 0) -> "Service":
+    def start(self, port: int = 0) -> Service:
         self._call(self._start(port))
         self.port = self.server.port
         return self
@@ -152,14 +181,16 @@ class Service:
 
     def dsn(self, role: str = "analyst", **extra) -> str:
         opts = " ".join(f"{k}={v}" for k, v in extra.items())
-        return (f"host=127.0.0.1 port={self.port} dbname=demo user={role} "
-                f"password={PASSWORDS[role]} sslmode=disable {opts}").strip()
+        return (
+            f"host=127.0.0.1 port={self.port} dbname=demo user={role} "
+            f"password={PASSWORDS[role]} sslmode=disable {opts}"
+        ).strip()
 
     def url(self, role: str = "analyst") -> str:
         return f"postgresql://{role}:{PASSWORDS[role]}@127.0.0.1:{self.port}/demo?sslmode=disable"
 
 
-def ask(svc: "Service", sql: str, role: str = "analyst", params=None) -> tuple[list, list[str]]:
+def ask(svc: Service, sql: str, role: str = "analyst", params=None) -> tuple[list, list[str]]:
     """(rows, NOTICE texts) of one statement through the wire (psycopg, autocommit)."""
     notes: list[str] = []
     with psycopg.connect(svc.dsn(role), autocommit=True) as c:
@@ -168,6 +199,6 @@ def ask(svc: "Service", sql: str, role: str = "analyst", params=None) -> tuple[l
     return rows, notes
 
 
-def backend_rows(svc: "Service", sql: str) -> list:
+def backend_rows(svc: Service, sql: str) -> list:
     """The backend's own answer to ``sql`` (what the proxy never shows a client)."""
     return svc._call(svc.gw.backend.fetch(sql))

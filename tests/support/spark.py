@@ -4,12 +4,13 @@ loopback port, in a subprocess the session fixture stops. ``unavailable()`` says
 line why it cannot run here (no pyspark, no Java). ``DPGATE_TEST_SPARK_REMOTE=sc://host:port``
 uses a server already running instead (no start, no stop), as ``DPGATE_TEST_PG_DSN`` does
 for Postgres."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from bench.spark_local import LocalSparkConnect as SparkServer, unavailable  # noqa: F401  (the fixture's)
+from bench.spark_local import LocalSparkConnect as SparkServer
 from proxy import demo
 from proxy.backends import DuckDBBackend
 
@@ -25,8 +26,9 @@ class LocalSparkConnect(SparkServer):
 DEMO_TABLES = ("pums", "people", "purchases", "accounts", "stores", "customers", "orders", "order_items")
 
 
-def mirror_demo(session, duck_path: Path, parquet_dir: Path, people_rows: int,
-                extra: dict[str, str] | None = None) -> None:
+def mirror_demo(
+    session, duck_path: Path, parquet_dir: Path, people_rows: int, extra: dict[str, str] | None = None
+) -> None:
     """The demo's central tables, made by the DuckDB loader (the same rows a DuckDB
     service has), written to Parquet and registered in Spark's catalog; ``extra`` maps
     more Spark view names to their SELECT (e.g. a slow scan for timeout tests)."""

@@ -69,12 +69,14 @@ def prob_discrete(tr, q, T, b, theta, r, resample=False):
 
 def prob_continuous(tr, q, T, b, theta, r):
     """P[transcript] for the real-valued mechanism (RESAMPLE=False): integral over rho ~ Lap(b)."""
+
     def integrand(t):
         f = math.exp(-abs(t) / b) / (2 * b)
         for i, bit in tr:
             s = math.exp(-max(T[i] + t + r - q[i], 0.0) / theta)
             f *= s if bit else 1.0 - s
         return f
+
     kinks = sorted({q[i] - T[i] - r for i in range(len(q))} | {0.0})
     lo, hi = -80 * b + min(kinks), 80 * b + max(kinks)
     val, _ = quad(integrand, lo, hi, points=kinks, limit=400, epsabs=0, epsrel=1e-11)

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from mechanisms.svt import (SvtExp, gamma_cdf, log_success_probability, r_op,
-                            r_op_numerical)
+from mechanisms.svt import SvtExp, gamma_cdf, log_success_probability, r_op, r_op_numerical
 
 
 def _params(eps, monotone=False, c=50):
@@ -16,7 +15,7 @@ def _params(eps, monotone=False, c=50):
 def test_r_op_is_the_k_over_k_plus_1_quantile_and_the_argmax(k):
     b, th = _params(1.0)
     r = r_op(b, th, k)
-    assert gamma_cdf(r, b, th) == pytest.approx(k / (k + 1), rel=1e-10)   # Thm. 8 argument
+    assert gamma_cdf(r, b, th) == pytest.approx(k / (k + 1), rel=1e-10)  # Thm. 8 argument
     # argmax of p(r) (Eq. 8): a dense grid never does better
     grid = np.linspace(r - 300, r + 300, 60001)
     lp = log_success_probability(grid, b, th, k)
@@ -41,8 +40,10 @@ def test_scale_invariance(monotone, k):
 
 def test_reference_values():
     # spec 004 Sec. 2.3 reference table (c = 50, eps = 1, alpha = 0)
-    ref = {False: {10: 256.95, 18: 314.80, 33: 376.40, 200: 564.49, 825: 714.08},
-           True: {10: 133.62, 18: 163.49, 33: 195.28, 200: 292.38, 825: 369.60}}
+    ref = {
+        False: {10: 256.95, 18: 314.80, 33: 376.40, 200: 564.49, 825: 714.08},
+        True: {10: 133.62, 18: 163.49, 33: 195.28, 200: 292.38, 825: 369.60},
+    }
     for mono, row in ref.items():
         b, th = _params(1.0, mono)
         for k, v in row.items():
@@ -56,8 +57,12 @@ def test_reference_values():
 def test_table5_mean_row_and_optimal_row():
     # spec 004 Sec. 5.4: Table 5's Mean row is theta = c/eps2 under the (2c)^{2/3} split (monotone
     # scale); the Optimal row is indicative only (+-25 %), k = 200 under the same convention.
-    for eps, mean, opt in [(0.05, 1046.42, 7147.15), (0.1, 523.21, 2803.30), (1, 52.32, 280.78),
-                           (2, 26.16, 138.89)]:
+    for eps, mean, opt in [
+        (0.05, 1046.42, 7147.15),
+        (0.1, 523.21, 2803.30),
+        (1, 52.32, 280.78),
+        (2, 26.16, 138.89),
+    ]:
         m = SvtExp(eps, 50, 1, monotone=True, w=(2 * 50) ** (2 / 3))
         assert float(m.theta) == pytest.approx(mean, abs=0.01)
         assert r_op(float(m.b), float(m.theta), 200) == pytest.approx(opt, rel=0.25)
@@ -68,7 +73,7 @@ def test_table5_mean_row_and_optimal_row():
 def test_numerical_framework_matches_closed_form(alpha, eps):
     b, th = _params(eps)
     for k in (10, 200):
-        u = max(th * np.log(1e12), b * np.log(0.5e12)) / 20000      # bucket width of Alg. 4
+        u = max(th * np.log(1e12), b * np.log(0.5e12)) / 20000  # bucket width of Alg. 4
         got = r_op_numerical(b, th, k, alpha)
         assert abs(got - r_op(b, th, k, alpha)) <= 2 * u
     # it really depends on its inputs (a wrong theta gives a different answer)

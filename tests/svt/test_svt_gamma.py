@@ -5,8 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from mechanisms.svt import (allocation, allocation_ratio, comparison_variance, gamma_cdf,
-                            gamma_logcdf, gamma_logsf)
+from mechanisms.svt import (
+    allocation,
+    allocation_ratio,
+    comparison_variance,
+    gamma_cdf,
+    gamma_logcdf,
+    gamma_logsf,
+)
 
 N_MC = 1_000_000
 # DKW: P(sup_z |F_n - F| > eta) <= 2 exp(-2 n eta^2); eta for failure probability 1e-6
@@ -45,14 +51,15 @@ def test_gamma_limits_and_continuity():
         left, right = gamma_cdf([-1e-12, 1e-12], b, th)
         assert abs(left - right) < 1e-10
         zz = np.linspace(-50, 80, 101)
-        np.testing.assert_allclose(np.exp(gamma_logcdf(zz, b, th)) + np.exp(gamma_logsf(zz, b, th)),
-                                   1.0, atol=1e-12)
+        np.testing.assert_allclose(
+            np.exp(gamma_logcdf(zz, b, th)) + np.exp(gamma_logsf(zz, b, th)), 1.0, atol=1e-12
+        )
 
 
 def test_log_tails_accurate():
     # far right tail, theta > b: 1 - Gamma(z) ~ theta^2/(theta^2-b^2) e^{-z/theta} (Eq. 40, dominant term)
     b, th, z = 2.0, 9.0, 5000.0
-    assert gamma_logsf(z, b, th) == pytest.approx(-z / th + math.log(th ** 2 / (th ** 2 - b ** 2)), abs=1e-9)
+    assert gamma_logsf(z, b, th) == pytest.approx(-z / th + math.log(th**2 / (th**2 - b**2)), abs=1e-9)
     # b > theta: dominant term b/(2(b-theta)) e^{-z/b}
     assert gamma_logsf(z, th, b) == pytest.approx(-z / th + math.log(th / (2 * (th - b))), abs=1e-9)
     # far left tail: log Gamma(z) = z/b + log(b/(2(b+theta)))
@@ -63,10 +70,18 @@ def test_log_tails_accurate():
 @pytest.mark.parametrize("c", [1, 5, 50])
 def test_allocation_reproduces_tables_4_and_6(c):
     # Table 4 (non-monotone) and Table 6 (monotone) closed forms
-    table4 = {"exp": (math.sqrt(2) * c) ** (2 / 3), "gum": (math.pi * c / math.sqrt(3)) ** (2 / 3),
-              "lap": (2 * c) ** (2 / 3), "gau": (2 * c) ** (2 / 3)}
-    table6 = {"exp": (c / math.sqrt(2)) ** (2 / 3), "gum": (math.pi * c / (2 * math.sqrt(3))) ** (2 / 3),
-              "lap": c ** (2 / 3), "gau": c ** (2 / 3)}
+    table4 = {
+        "exp": (math.sqrt(2) * c) ** (2 / 3),
+        "gum": (math.pi * c / math.sqrt(3)) ** (2 / 3),
+        "lap": (2 * c) ** (2 / 3),
+        "gau": (2 * c) ** (2 / 3),
+    }
+    table6 = {
+        "exp": (c / math.sqrt(2)) ** (2 / 3),
+        "gum": (math.pi * c / (2 * math.sqrt(3))) ** (2 / 3),
+        "lap": c ** (2 / 3),
+        "gau": c ** (2 / 3),
+    }
     for fam in table4:
         assert allocation_ratio(c, fam, monotone=False) == pytest.approx(table4[fam], rel=1e-12)
         assert allocation_ratio(c, fam, monotone=True) == pytest.approx(table6[fam], rel=1e-12)
@@ -94,6 +109,6 @@ def test_resample_allocation_costs_epsilon():
     c, eps = 10, 1.0
     e1, e2 = allocation(eps, c, "exp", resample=True)
     assert c * e1 + e2 == pytest.approx(eps)
-    v = lambda x: 2 / x ** 2 + (2 * c) ** 2 / (eps - c * x) ** 2          # noqa: E731
+    v = lambda x: 2 / x**2 + (2 * c) ** 2 / (eps - c * x) ** 2
     xs = np.linspace(1e-4, eps / c - 1e-4, 100001)
     assert v(e1) <= v(xs).min() * (1 + 1e-6)

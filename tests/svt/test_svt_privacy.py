@@ -11,17 +11,17 @@ import pytest
 from scipy import stats
 
 sys.path.insert(0, os.path.dirname(__file__))
-from svt_exact_probs import (max_log_ratio, prob_continuous, prob_discrete,  # noqa: E402
-                             transcripts)
+from svt_exact_probs import max_log_ratio, prob_continuous, prob_discrete, transcripts
 
-from mechanisms import SeededSource  # noqa: E402
-from mechanisms.svt import SvtExp  # noqa: E402
+from mechanisms import SeededSource
+from mechanisms.svt import SvtExp
 
 N, PASSES, T = 3, 2, [5, 5, 5]
 NON_MONO = [d for d in itertools.product((-1, 0, 1), repeat=N) if any(d)]
-MONO = [d for d in itertools.product((0, 1), repeat=N) if any(d)] + \
-       [d for d in itertools.product((0, -1), repeat=N) if any(d)]
-SLACK = 1e-9        # float rounding of the exact sums (quad: 1e-6, epsrel 1e-11 per integral)
+MONO = [d for d in itertools.product((0, 1), repeat=N) if any(d)] + [
+    d for d in itertools.product((0, -1), repeat=N) if any(d)
+]
+SLACK = 1e-9  # float rounding of the exact sums (quad: 1e-6, epsrel 1e-11 per integral)
 
 
 def _probs(m, r, exact=True, resample=None):
@@ -35,7 +35,7 @@ def _probs(m, r, exact=True, resample=None):
 def _worst(m, r, q, shifts, exact=True, resample=None):
     trs = transcripts(N, m.c, PASSES)
     pr = _probs(m, r, exact, resample)
-    assert sum(pr(tr, q) for tr in trs) == pytest.approx(1.0, abs=1e-9)   # enumeration complete
+    assert sum(pr(tr, q) for tr in trs) == pytest.approx(1.0, abs=1e-9)  # enumeration complete
     return max_log_ratio(pr, trs, q, shifts)
 
 
@@ -74,7 +74,7 @@ def test_resample_costs_c_eps1_plus_eps2():
     for c in (2, 3):
         m = SvtExp(1.0, c, 1, exact=True, resample=True)
         assert _worst(m, m.correction_for(N), [5, 4, 6], NON_MONO) <= m.epsilon + SLACK
-        plain = SvtExp(1.0, c, 1, exact=True, w=1.0, correction=0)     # eps1 = eps2 = 0.5
+        plain = SvtExp(1.0, c, 1, exact=True, w=1.0, correction=0)  # eps1 = eps2 = 0.5
         worst = _worst(plain, 0, [5, 4, 6], NON_MONO, resample=True)
         e1, e2 = float(plain.epsilon1), float(plain.epsilon2)
         assert e1 + e2 + 0.2 < worst <= c * e1 + e2 + SLACK
@@ -92,12 +92,13 @@ def test_implementation_matches_exact_law(exact):
     m = SvtExp(1.0, 2, 1, exact=exact, w=1.0, correction=2)
     trs = transcripts(N, 2, PASSES)
     law, wrong = Counter(), Counter()
-    pr, pr_wrong = _probs(m, 2, exact), None
+    pr, _pr_wrong = _probs(m, 2, exact), None
     b, th = float(m.b), float(m.theta)
     for tr in trs:
         law[_statistic(tr)] += pr(tr, q)
-        wrong[_statistic(tr)] += (prob_discrete(tr, q, T, b, 2 * th, 2) if exact
-                                  else prob_continuous(tr, q, T, b, 2 * th, 2))
+        wrong[_statistic(tr)] += (
+            prob_discrete(tr, q, T, b, 2 * th, 2) if exact else prob_continuous(tr, q, T, b, 2 * th, 2)
+        )
     n_runs = 12000
     src = SeededSource(404)
     got = Counter()
@@ -106,7 +107,7 @@ def test_implementation_matches_exact_law(exact):
         got[(tuple(t.selected), t.comparisons)] += 1
     assert set(got) <= set(law)
     keys = sorted(law, key=lambda k: -law[k])
-    big = [k for k in keys if law[k] * n_runs >= 5]             # Cochran: pool the rest
+    big = [k for k in keys if law[k] * n_runs >= 5]  # Cochran: pool the rest
     small = [k for k in keys if k not in big]
 
     def pvalue(p):
@@ -114,5 +115,5 @@ def test_implementation_matches_exact_law(exact):
         obs = [got[k] for k in big] + ([sum(got[k] for k in small)] if small else [])
         return stats.chisquare(obs, np.array(exp_) * n_runs / sum(exp_)).pvalue
 
-    assert pvalue(law) > 1e-4          # fixed seed: deterministic; false-alarm rate 1e-4
-    assert pvalue(wrong) < 1e-10       # a doubled Exp scale is detected
+    assert pvalue(law) > 1e-4  # fixed seed: deterministic; false-alarm rate 1e-4
+    assert pvalue(wrong) < 1e-10  # a doubled Exp scale is detected

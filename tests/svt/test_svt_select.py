@@ -32,17 +32,22 @@ class IntOnlySource(RandomSource):
 # ------------------------------------------------------------------ monotonicity / shape
 def test_monotone_refused_for_non_monotone_shape():
     vals = [3, 0, 7]
-    for shape in (QueryShape("count", "replace"),
-                  QueryShape("sum", "add_remove", lower=-5, upper=5, single_group=False),
-                  QueryShape("sum", "replace", lower=0, upper=5)):
+    for shape in (
+        QueryShape("count", "replace"),
+        QueryShape("sum", "add_remove", lower=-5, upper=5, single_group=False),
+        QueryShape("sum", "replace", lower=0, upper=5),
+    ):
         assert not shape.monotone
         with pytest.raises(ValueError, match="monotone"):
             svt_select(vals, 2, 1, 1.0, shape.sensitivity, True, SeededSource(1), shape=shape)
         # the general (non-monotone) scale is accepted for the same shape
         svt_select(vals, 2, 1, 1.0, shape.sensitivity, False, SeededSource(1), shape=shape)
-    for shape in (QueryShape("count"), QueryShape("count_distinct"),
-                  QueryShape("sum", lower=0, upper=5, single_group=False),
-                  QueryShape("sum", lower=-5, upper=5, single_group=True)):
+    for shape in (
+        QueryShape("count"),
+        QueryShape("count_distinct"),
+        QueryShape("sum", lower=0, upper=5, single_group=False),
+        QueryShape("sum", lower=-5, upper=5, single_group=True),
+    ):
         assert shape.monotone
         svt_select(vals, 2, 1, 1.0, shape.sensitivity, True, SeededSource(1), shape=shape)
 
@@ -118,29 +123,53 @@ def test_strict_and_grid_mapping():
     assert v == [1536, round(Fraction(0.7) * 1024)] and t == [512, 512] and d == 1025
     assert to_grid([1.5], [0.5], 1.0, True, g)[1] == [513]
     # strict threshold actually changes the decision for a count sitting exactly at T
-    hits = [svt_select([5], 5, 1, 40.0, 1, True, SeededSource(s), strict=st).indices
-            for st in (False, True) for s in range(30)]
+    hits = [
+        svt_select([5], 5, 1, 40.0, 1, True, SeededSource(s), strict=st).indices
+        for st in (False, True)
+        for s in range(30)
+    ]
     assert sum(map(len, hits[:30])) > sum(map(len, hits[30:]))
 
 
 def test_run_passes_logic():
     # deterministic draws: zero noise, values vs thresholds decide
     vals, thr = np.array([5.0, 1.0, 7.0, 0.0]), np.zeros(4) + 3
-    z = lambda m: np.zeros(m)            # noqa: E731
-    t = run_passes(vals, thr, np.arange(4), c=5, r=0.0, draw_rho=lambda: 0.0, draw_noise=z,
-                   max_passes=3, k_max=100)
+    z = lambda m: np.zeros(m)
+    t = run_passes(
+        vals, thr, np.arange(4), c=5, r=0.0, draw_rho=lambda: 0.0, draw_noise=z, max_passes=3, k_max=100
+    )
     assert t.selected == [0, 2] and t.comparisons == 4 + 2 + 2 and t.reason == "passes"
     assert t.per_pass == [2, 2, 2] and not t.incomplete
-    t = run_passes(vals, thr, np.array([3, 2, 1, 0]), c=1, r=0.0, draw_rho=lambda: 0.0,
-                   draw_noise=z, max_passes=3, k_max=100)
+    t = run_passes(
+        vals,
+        thr,
+        np.array([3, 2, 1, 0]),
+        c=1,
+        r=0.0,
+        draw_rho=lambda: 0.0,
+        draw_noise=z,
+        max_passes=3,
+        k_max=100,
+    )
     assert t.selected == [2] and t.comparisons == 2 and t.reason == "cutoff" and t.incomplete
-    t = run_passes(vals, thr, np.arange(4), c=5, r=0.0, draw_rho=lambda: 0.0, draw_noise=z,
-                   max_passes=3, k_max=5)
+    t = run_passes(
+        vals, thr, np.arange(4), c=5, r=0.0, draw_rho=lambda: 0.0, draw_noise=z, max_passes=3, k_max=5
+    )
     assert t.comparisons == 5 and t.reason == "k_max"
     # RESAMPLE: rho redrawn after each top (rho sequence 0, 100: the second item cannot pass)
     rhos = iter([0.0, 100.0, 100.0])
-    t = run_passes(vals, thr, np.arange(4), c=5, r=0.0, draw_rho=lambda: next(rhos),
-                   draw_noise=z, max_passes=1, k_max=100, resample=True)
+    t = run_passes(
+        vals,
+        thr,
+        np.arange(4),
+        c=5,
+        r=0.0,
+        draw_rho=lambda: next(rhos),
+        draw_noise=z,
+        max_passes=1,
+        k_max=100,
+        resample=True,
+    )
     assert t.selected == [0] and t.comparisons == 4
 
 
@@ -149,8 +178,8 @@ def test_geometric_sampler(scale):
     src = SeededSource(int(scale * 6))
     n = 20000
     x = np.array([geometric(scale, src) for _ in range(n)])
-    p = math.exp(-1 / float(scale))                      # P[Y = y] = (1-p) p^y
-    kmax = int(np.floor(np.log(5 / (n * (1 - p))) / np.log(p)))   # expected count >= 5
+    p = math.exp(-1 / float(scale))  # P[Y = y] = (1-p) p^y
+    kmax = int(np.floor(np.log(5 / (n * (1 - p))) / np.log(p)))  # expected count >= 5
     probs = np.concatenate([(1 - p) * p ** np.arange(kmax + 1), [p ** (kmax + 1)]])
     obs = np.concatenate([np.bincount(np.minimum(x, kmax + 1), minlength=kmax + 2)])
     assert stats.chisquare(obs, probs * n).pvalue > 1e-4

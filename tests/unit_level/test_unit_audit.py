@@ -12,6 +12,7 @@ unit and all of its rows.
    AVG per cell, the events {release ≥ t} satisfy P_D ≤ e^ε·P_D' + 4σ and vice versa,
    σ the binomial standard error √(p(1-p)/N) of the estimate, N = 4000 per side, fixed seed.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,8 @@ from mechanisms import SeededSource
 from proxy.pipeline.central import mechanism_epsilon
 from proxy.pipeline.release import noisy_answer
 from rewriter.unit import factor
-
 from support.bound import duck_rows
+
 from .test_unit_bounds import CELLS, ROWS, _config
 
 EPS = 1.0
@@ -65,10 +66,12 @@ def test_bounded_scan_sensitivity(G, R, name, other):
     assert sum(abs(int(x[1]) - int(y[1])) for x, y in zip(a, b)) <= factor(plan_u) == min(G, len(CELLS))
 
 
-@pytest.mark.parametrize("sql", ["SELECT g, COUNT(*) FROM t GROUP BY g", "SELECT g, AVG(a) FROM t GROUP BY g"])
+@pytest.mark.parametrize(
+    "sql", ["SELECT g, COUNT(*) FROM t GROUP BY g", "SELECT g, AVG(a) FROM t GROUP BY g"]
+)
 def test_release_ratio_between_unit_neighbours(sql):
     G, R, N = 2, 3, 4000
-    other = ROWS + [(999, g, 10.0) for g in CELLS for _ in range(50)]      # a heavy new unit
+    other = ROWS + [(999, g, 10.0) for g in CELLS for _ in range(50)]  # a heavy new unit
     plan, a = _scan(ROWS, sql, G, R)
     _, b = _scan(other, sql, G, R)
     eps = mechanism_epsilon(plan, EPS)
@@ -110,14 +113,20 @@ def test_join_sensitivity_between_unit_neighbours():
     con = duckdb.connect()
     for sql in shop.statements(lambda n: f"range(0, {n}) AS t(i)"):
         con.execute(sql)
-    heavy = con.execute("SELECT customer_id FROM orders GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 1").fetchone()[0]
-    queries = ["SELECT c.segment, COUNT(*), SUM(o.total) FROM orders o JOIN customers c "
-               "ON o.customer_id = c.customer_id GROUP BY c.segment",
-               "SELECT o.priority, COUNT(*), SUM(i.quantity) FROM order_items i JOIN orders o "
-               "ON i.order_id = o.order_id GROUP BY o.priority"]
+    heavy = con.execute(
+        "SELECT customer_id FROM orders GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 1"
+    ).fetchone()[0]
+    queries = [
+        "SELECT c.segment, COUNT(*), SUM(o.total) FROM orders o JOIN customers c "
+        "ON o.customer_id = c.customer_id GROUP BY c.segment",
+        "SELECT o.priority, COUNT(*), SUM(i.quantity) FROM order_items i JOIN orders o "
+        "ON i.order_id = o.order_id GROUP BY o.priority",
+    ]
     plans = [rewriter.build_plan(rewriter.parse(q), cfg) for q in queries]
     before = [rewriter.complete(p, duck_rows(con, rewriter.to_sql(p, "duckdb", "5eed"))) for p in plans]
-    con.execute(f"DELETE FROM order_items WHERE order_id IN (SELECT order_id FROM orders WHERE customer_id = {heavy})")
+    con.execute(
+        f"DELETE FROM order_items WHERE order_id IN (SELECT order_id FROM orders WHERE customer_id = {heavy})"
+    )
     con.execute(f"DELETE FROM orders WHERE customer_id = {heavy}")
     con.execute(f"DELETE FROM customers WHERE customer_id = {heavy}")
     after = [rewriter.complete(p, duck_rows(con, rewriter.to_sql(p, "duckdb", "5eed"))) for p in plans]

@@ -10,6 +10,7 @@ values are exact whatever the keyed hash picks:
   COUNT(DISTINCT u)), and each kept (unit, cell) keeps min(c, R) rows;
 * the same salt gives the same scan; another salt keeps the invariants.
 """
+
 from __future__ import annotations
 
 import random
@@ -28,12 +29,12 @@ def _rows(seed: int = 7) -> list[tuple]:
     rnd = random.Random(seed)
     out = []
     for u in range(1, 41):
-        heavy = u <= 4                                   # a few units with many rows everywhere
+        heavy = u <= 4  # a few units with many rows everywhere
         for g in rnd.sample(CELLS, rnd.randint(1, 6) if not heavy else 6):
             a = float(rnd.randint(1, 9))
             for _ in range(rnd.randint(1, 3) if not heavy else rnd.randint(20, 60)):
                 out.append((u, g, a))
-    out += [(None, 1, 5.0)] * 30                           # no known unit: left out
+    out += [(None, 1, 5.0)] * 30  # no known unit: left out
     return out
 
 
@@ -41,12 +42,25 @@ ROWS = _rows()
 
 
 def _config(G: int, R: int):
-    return parse_config({
-        "tiers": {"default": {"epsilon": 1, "budget": 10}}, "roles": {"a": {"tier": "default"}},
-        "server": {"auth": "trust"},
-        "tables": {"t": {"privacy_unit": "u", "max_groups_per_unit": G, "max_rows_per_unit": R,
-                         "columns": {"u": {"type": "int"}, "g": {"type": "int", "domain": CELLS},
-                                     "a": {"type": "float", "lower": 0, "upper": 10}}}}})
+    return parse_config(
+        {
+            "tiers": {"default": {"epsilon": 1, "budget": 10}},
+            "roles": {"a": {"tier": "default"}},
+            "server": {"auth": "trust"},
+            "tables": {
+                "t": {
+                    "privacy_unit": "u",
+                    "max_groups_per_unit": G,
+                    "max_rows_per_unit": R,
+                    "columns": {
+                        "u": {"type": "int"},
+                        "g": {"type": "int", "domain": CELLS},
+                        "a": {"type": "float", "lower": 0, "upper": 10},
+                    },
+                }
+            },
+        }
+    )
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
@@ -88,18 +102,18 @@ def test_groups_per_unit_bound(run, G):
     R = 2
     got = _scan(run, "SELECT g, COUNT(*), COUNT(DISTINCT u) FROM t GROUP BY g", G=G, R=R)
     cells_of: dict[int, int] = {}
-    for (u, _g) in _per_unit_cell():
+    for u, _g in _per_unit_cell():
         cells_of[u] = cells_of.get(u, 0) + 1
     assert sum(int(r[2]) for r in got) == sum(min(G, n) for n in cells_of.values())
     assert sum(int(r[1]) for r in got) <= sum(min(G, n) * R for n in cells_of.values())
     again = _scan(run, "SELECT g, COUNT(*), COUNT(DISTINCT u) FROM t GROUP BY g", G=G, R=R)
-    assert again == got                                        # the keyed choice is deterministic
+    assert again == got  # the keyed choice is deterministic
     other = _scan(run, "SELECT g, COUNT(*), COUNT(DISTINCT u) FROM t GROUP BY g", G=G, R=R, salt="ffee")
     assert sum(int(r[2]) for r in other) == sum(int(r[2]) for r in got)
 
 
 def test_no_group_by_keeps_r_rows_per_unit(run):
-    (c, s), = _scan(run, "SELECT COUNT(*), SUM(a) FROM t WHERE g <> 3", G=1, R=4)
+    ((c, s),) = _scan(run, "SELECT COUNT(*), SUM(a) FROM t WHERE g <> 3", G=1, R=4)
     per_unit: dict[int, list] = {}
     for (u, g), amounts in _per_unit_cell().items():
         if g != 3:
@@ -115,8 +129,13 @@ def test_filtered_aggregates_bound_the_rows_they_keep(run, R):
     """``agg FILTER (WHERE cond)`` under the unit's bounds: a unit keeps at most R of the rows
     the condition keeps in a cell (here every row of a (unit, cell) carries one amount, so
     ``a > 4`` keeps or drops a (unit, cell) whole and the bounded values are exact)."""
-    got = _scan(run, "SELECT g, COUNT(*) FILTER (WHERE a > 4), SUM(a) FILTER (WHERE a > 4), "
-                     "COUNT(a) FILTER (WHERE a > 4) FROM t GROUP BY g", G=6, R=R)
+    got = _scan(
+        run,
+        "SELECT g, COUNT(*) FILTER (WHERE a > 4), SUM(a) FILTER (WHERE a > 4), "
+        "COUNT(a) FILTER (WHERE a > 4) FROM t GROUP BY g",
+        G=6,
+        R=R,
+    )
     want = {g: [0, 0.0, 0] for g in CELLS}
     for (u, g), amounts in _per_unit_cell().items():
         if amounts[0] > 4:

@@ -10,6 +10,7 @@ the value mechanism's ε, each times its group-privacy factor k, add up to the t
 selection's δ and the scan floor's slack add up to the tier's δ; a tier with δ = 0, a ladder
 tier and HAVING are refused (nothing planned, nothing charged).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,21 +35,21 @@ from rewriter.unit import factor
 
 from .engines import engine
 
-LO, HI = 0, 20            # a: int in [0, 20] -> the grid is step 1, U = 20
+LO, HI = 0, 20  # a: int in [0, 20] -> the grid is step 1, U = 20
 
 
 def _rows(seed: int = 11) -> list[tuple]:
     rnd = random.Random(seed)
     out = []
-    sizes = {"big1": 30, "big2": 12, "mid": 4, "two": 2, "one": 1, None: 5}   # distinct units per key
+    sizes = {"big1": 30, "big2": 12, "mid": 4, "two": 2, "one": 1, None: 5}  # distinct units per key
     u = 0
     for key, units in sizes.items():
         for _ in range(units):
             u += 1
             for _ in range(rnd.randint(1, 6)):
-                out.append((u, key, rnd.randint(-3, 25)))             # outside [0, 20]: clamped
-    out += [(None, "big1", 7)] * 9 + [(None, "ghost", 3)] * 9           # no known unit: left out
-    out += [(u, "big1", None), (u + 1, "ghost2", None)]                 # no value: left out
+                out.append((u, key, rnd.randint(-3, 25)))  # outside [0, 20]: clamped
+    out += [(None, "big1", 7)] * 9 + [(None, "ghost", 3)] * 9  # no known unit: left out
+    out += [(u, "big1", None), (u + 1, "ghost2", None)]  # no value: left out
     return out
 
 
@@ -56,11 +57,23 @@ ROWS = _rows()
 
 
 def _config(unit: bool, G: int = 1000, R: int = 100_000, scope: str = "cell"):
-    t = {"columns": {"u": {"type": "int"}, "c": {"type": "text"}, "a": {"type": "int", "lower": LO, "upper": HI}}}
+    t = {
+        "columns": {
+            "u": {"type": "int"},
+            "c": {"type": "text"},
+            "a": {"type": "int", "lower": LO, "upper": HI},
+        }
+    }
     if unit:
         t.update(privacy_unit="u", max_groups_per_unit=G, max_rows_per_unit=R, max_rows_scope=scope)
-    return parse_config({"tiers": {"default": {"epsilon": 1, "budget": 10, "delta": 1e-6, "delta_budget": 1e-5}},
-                         "roles": {"a": {"tier": "default"}}, "server": {"auth": "trust"}, "tables": {"t": t}})
+    return parse_config(
+        {
+            "tiers": {"default": {"epsilon": 1, "budget": 10, "delta": 1e-6, "delta_budget": 1e-5}},
+            "roles": {"a": {"tier": "default"}},
+            "server": {"auth": "trust"},
+            "tables": {"t": t},
+        }
+    )
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres", "spark"])
@@ -79,10 +92,10 @@ def _scan(run, sql: str, cfg, floor: int) -> dict:
     for k, v, n, units in go(histogram_sql(xp, LO, 1.0, HI - LO, True, dialect, "0a1b", floor=floor)):
         h, u = out.setdefault(k, [Counter(), set()])
         assert v not in h
-        if v is not None:                       # v NULL: the key's rows without a value (units only)
+        if v is not None:  # v NULL: the key's rows without a value (units only)
             h[int(v)] = int(n)
         u.add(int(units))
-    return {k: (h, u.pop()) for k, (h, u) in out.items() if len(u) == 1}   # one units figure per key
+    return {k: (h, u.pop()) for k, (h, u) in out.items() if len(u) == 1}  # one units figure per key
 
 
 def _truth(unit: bool) -> dict:
@@ -102,21 +115,25 @@ def _truth(unit: bool) -> dict:
 
 @pytest.mark.parametrize("scope", ["cell", "total"])
 @pytest.mark.parametrize("floor", [1, 3, 10])
-@pytest.mark.parametrize("sql", ["SELECT c, MAX(a) FROM t GROUP BY c", "SELECT c, median(a) FROM t GROUP BY c"])
+@pytest.mark.parametrize(
+    "sql", ["SELECT c, MAX(a) FROM t GROUP BY c", "SELECT c, median(a) FROM t GROUP BY c"]
+)
 def test_per_key_histogram_and_units_equal_the_truth(run, sql, floor, scope):
     got = _scan(run, sql, _config(True, scope=scope), floor)
     want = {c: hu for c, hu in _truth(True).items() if hu[1] >= floor}
     assert got == want
-    assert "ghost" not in got                                         # a key of no known unit
-    assert ("ghost2" in got) == (floor == 1) and ("ghost2" not in got or not got["ghost2"][0])   # no value: a key
-    assert (None in got) == (floor <= 5)                              # a NULL key is a key like any other
-    assert len(got) < len(_truth(True)) or floor == 1                 # the floor drops keys
+    assert "ghost" not in got  # a key of no known unit
+    assert ("ghost2" in got) == (floor == 1) and (
+        "ghost2" not in got or not got["ghost2"][0]
+    )  # no value: a key
+    assert (None in got) == (floor <= 5)  # a NULL key is a key like any other
+    assert len(got) < len(_truth(True)) or floor == 1  # the floor drops keys
 
 
 def test_row_level_table_counts_rows(run):
     got = _scan(run, "SELECT c, MIN(a) FROM t GROUP BY c", _config(False), 9)
     want = {c: hu for c, hu in _truth(False).items() if hu[1] >= 9}
-    assert got == want and "ghost" in got                             # no unit: 9 rows of c = 'ghost' count
+    assert got == want and "ghost" in got  # no unit: 9 rows of c = 'ghost' count
 
 
 def test_one_key_per_unit_when_l0_binds(run):
@@ -124,10 +141,13 @@ def test_one_key_per_unit_when_l0_binds(run):
     # each unit in exactly one key (its kept cell), even unit u + 1 (only a NULL value, in 'ghost2')
     assert sum(units for _, units in got.values()) == len({u for u, _, _ in ROWS if u is not None})
     truth = _truth(True)
-    assert all(units <= truth[c][1] and sum(h.values()) <= sum(truth[c][0].values()) for c, (h, units) in got.items())
+    assert all(
+        units <= truth[c][1] and sum(h.values()) <= sum(truth[c][0].values()) for c, (h, units) in got.items()
+    )
 
 
 # -- the kind's privacy accounting (no backend) -------------------------------------------------
+
 
 def _demo(delta: float):
     raw = tomllib.loads(demo_config_path().read_text())
@@ -136,34 +156,43 @@ def _demo(delta: float):
         r.pop("scram", None)
     raw["tiers"]["default"].update(delta=delta, delta_budget=max(delta, 1e-9) * 10)
     cfg = parse_config(raw)
-    return SimpleNamespace(gw=SimpleNamespace(config=cfg, tier_of=lambda role: cfg.tiers[cfg.roles[role].tier],
-                                              source=SeededSource(3)), role="analyst")
+    return SimpleNamespace(
+        gw=SimpleNamespace(
+            config=cfg, tier_of=lambda role: cfg.tiers[cfg.roles[role].tier], source=SeededSource(3)
+        ),
+        role="analyst",
+    )
 
 
 def _plan(conn, sql):
     return asyncio.run(EXTREME.plan(conn, None, sql, []))
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT city, MAX(amount) FROM purchases GROUP BY city",
-    "SELECT city, median(amount) FROM purchases GROUP BY city",
-    "SELECT city, percentile_disc(0.9) WITHIN GROUP (ORDER BY amount) FROM purchases GROUP BY city",
-    "SELECT city, store, MIN(amount) FROM purchases GROUP BY city, store",      # L0 = 10: k differs
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT city, MAX(amount) FROM purchases GROUP BY city",
+        "SELECT city, median(amount) FROM purchases GROUP BY city",
+        "SELECT city, percentile_disc(0.9) WITHIN GROUP (ORDER BY amount) FROM purchases GROUP BY city",
+        "SELECT city, store, MIN(amount) FROM purchases GROUP BY city, store",  # L0 = 10: k differs
+    ],
+)
 def test_epsilon_and_delta_split_add_up_to_the_tier(sql):
     conn = _demo(1e-6)
     tier = conn.gw.tier_of("analyst")
     p = _plan(conn, sql)
     sel, m, k = p.state["sel"]["sel"], p.state["m"], factor(p.plan.plan)
-    per_key_sel = Fraction(sel.eps) / sel.k                           # each key's selection runs at ε_s/k_s
+    per_key_sel = Fraction(sel.eps) / sel.k  # each key's selection runs at ε_s/k_s
     assert per_key_sel * sel.k + Fraction(m.epsilon) * k == pytest.approx(Fraction(tier.epsilon), abs=1e-12)
-    assert float(per_key_sel * sel.k) == pytest.approx(tier.epsilon / 2)   # half to the selection, half to values
-    slack = Fraction(tier.delta) / 2 / sel.k                          # the scan floor's δ per key
+    assert float(per_key_sel * sel.k) == pytest.approx(
+        tier.epsilon / 2
+    )  # half to the selection, half to values
+    slack = Fraction(tier.delta) / 2 / sel.k  # the scan floor's δ per key
     assert sel.delta + float(slack * sel.k) == pytest.approx(tier.delta, rel=1e-12)
-    assert p.epsilon == tier.epsilon and p.delta == tier.delta         # charged once by the pipeline
+    assert p.epsilon == tier.epsilon and p.delta == tier.delta  # charged once by the pipeline
     f = p.state["sel"]["floor"]
     assert f == scan_floor(sel, slack) and sel.keep_probability(f - 1 if f > 1 else 0) <= slack
-    assert f"delta={tier.delta!r}" in p.key                           # another δ is another release
+    assert f"delta={tier.delta!r}" in p.key  # another δ is another release
 
 
 def test_measure_selects_by_units_and_keeps_keys_without_values():
@@ -174,7 +203,12 @@ def test_measure_selects_by_units_and_keeps_keys_without_values():
     p = _plan(conn, "SELECT city, MAX(amount) FROM purchases GROUP BY city")
     sel = p.state["sel"]["sel"]
     big = sel.n_one
-    rows = [("a", None, 40, big), ("b", 1000, 3, big), ("b", None, 2, big), ("c", 5, 1, 1)]   # c: π(1) = δ/2 ≈ 0
+    rows = [
+        ("a", None, 40, big),
+        ("b", 1000, 3, big),
+        ("b", None, 2, big),
+        ("c", 5, 1, 1),
+    ]  # c: π(1) = δ/2 ≈ 0
     answer = EXTREME.measure(conn, p, rows)
     assert answer["keys"] == [["a"], ["b"]] and len(answer["values"]) == 2
     assert answer["partitions"]["kept"] == 2 and answer["partitions"]["delta"] == 1e-6
@@ -189,13 +223,13 @@ def test_public_keys_are_unchanged():
 
 
 def test_refusals_where_not_sound():
-    with pytest.raises(SqlError) as e:                                # δ = 0: no partition selection
+    with pytest.raises(SqlError) as e:  # δ = 0: no partition selection
         _plan(_demo(0.0), "SELECT city, MAX(amount) FROM purchases GROUP BY city")
     assert e.value.sqlstate == "0A000" and "needs a δ" in e.value.message and e.value.hint
     conn = _demo(1e-6)
-    with pytest.raises(Refusal):                                      # HAVING over MAX: not with MAX
+    with pytest.raises(Refusal):  # HAVING over MAX: not with MAX
         _plan(conn, "SELECT city, MAX(amount) FROM purchases GROUP BY city HAVING MAX(amount) > 100")
-    conn.role = "bronze"                                              # a ladder tier: its chain only
+    conn.role = "bronze"  # a ladder tier: its chain only
     with pytest.raises(SqlError) as e:
         _plan(conn, "SELECT city, MAX(amount) FROM purchases GROUP BY city")
     assert e.value.sqlstate == "0A000"

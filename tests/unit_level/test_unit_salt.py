@@ -6,6 +6,7 @@ a string literal keeps.
 Kinds that read a unit: central releases (pre-aggregated per (unit, cell), ranked
 rows for COUNT(DISTINCT …), total mode), partition selection (the floored scan) and
 MAX/MIN and percentiles (the histogram scan, with and without a floor)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -27,20 +28,39 @@ DIALECTS = ("duckdb", "postgres", "spark")
 
 
 def _config(scope: str = "cell"):
-    return parse_config({
-        "tiers": {"default": {"epsilon": 1, "budget": 10, "delta": 1e-6, "delta_budget": 1e-5}},
-        "roles": {"a": {"tier": "default"}}, "server": {"auth": "trust"},
-        "tables": {"t": {"privacy_unit": "u", "max_groups_per_unit": 2, "max_rows_per_unit": 3,
-                         "max_rows_scope": scope,
-                         "columns": {"u": {"type": "int"}, "g": {"type": "int", "domain": CELLS},
-                                     "a": {"type": "float", "lower": 0, "upper": 10}}}}})
+    return parse_config(
+        {
+            "tiers": {"default": {"epsilon": 1, "budget": 10, "delta": 1e-6, "delta_budget": 1e-5}},
+            "roles": {"a": {"tier": "default"}},
+            "server": {"auth": "trust"},
+            "tables": {
+                "t": {
+                    "privacy_unit": "u",
+                    "max_groups_per_unit": 2,
+                    "max_rows_per_unit": 3,
+                    "max_rows_scope": scope,
+                    "columns": {
+                        "u": {"type": "int"},
+                        "g": {"type": "int", "domain": CELLS},
+                        "a": {"type": "float", "lower": 0, "upper": 10},
+                    },
+                }
+            },
+        }
+    )
 
 
-CENTRAL = ["SELECT COUNT(*) FROM t",
-           "SELECT g, COUNT(*), SUM(a) FROM t GROUP BY g",               # per (unit, cell), G < cells
-           "SELECT COUNT(DISTINCT g) FROM t WHERE a < 8",                # ranked rows
-           "SELECT g, AVG(a), VARIANCE(a) FROM t WHERE a > 2 GROUP BY g"]
-EXTREME = ["SELECT MAX(a) FROM t", "SELECT g, MIN(a) FROM t GROUP BY g", "SELECT g, median(a) FROM t GROUP BY g"]
+CENTRAL = [
+    "SELECT COUNT(*) FROM t",
+    "SELECT g, COUNT(*), SUM(a) FROM t GROUP BY g",  # per (unit, cell), G < cells
+    "SELECT COUNT(DISTINCT g) FROM t WHERE a < 8",  # ranked rows
+    "SELECT g, AVG(a), VARIANCE(a) FROM t WHERE a > 2 GROUP BY g",
+]
+EXTREME = [
+    "SELECT MAX(a) FROM t",
+    "SELECT g, MIN(a) FROM t GROUP BY g",
+    "SELECT g, median(a) FROM t GROUP BY g",
+]
 
 
 def _scans(dialect: str, salt: str = SALT) -> list[tuple[str, str]]:
@@ -51,14 +71,20 @@ def _scans(dialect: str, salt: str = SALT) -> list[tuple[str, str]]:
         for sql in CENTRAL:
             plan = rewriter.build_plan(rewriter.parse(sql), cfg)
             out.append((f"{scope}: {sql}", rewriter.to_sql(plan, dialect, salt)))
-            if plan.group_by:                                        # keys by partition selection
+            if plan.group_by:  # keys by partition selection
                 gw = SimpleNamespace(backend=SimpleNamespace(dialect=dialect))
-                out.append((f"{scope}: floor {sql}", floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), salt)))
+                out.append(
+                    (f"{scope}: floor {sql}", floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), salt))
+                )
         for sql in EXTREME:
             xp = build_extreme_plan(rewriter.parse(sql), cfg)
             for floor in (None, 3):
-                out.append((f"{scope}: floor={floor} {sql}",
-                            histogram_sql(xp, 0.0, 1.0, 10, False, dialect, salt, floor=floor)))
+                out.append(
+                    (
+                        f"{scope}: floor={floor} {sql}",
+                        histogram_sql(xp, 0.0, 1.0, 10, False, dialect, salt, floor=floor),
+                    )
+                )
     return out
 
 
@@ -71,9 +97,9 @@ def test_no_rewritten_statement_holds_the_salt(dialect):
         assert SALT not in sql and SALT not in getattr(sql, "template", ""), label
         if isinstance(params, dict):
             hashed += 1
-            assert list(params.values()) == [SALT], label              # bound beside the text
+            assert list(params.values()) == [SALT], label  # bound beside the text
             assert marker(SALT_PARAM, dialect).sql(dialect=dialect, identify=True) in sql, label
-    assert hashed >= len(scans) - 2           # every scan that ranks by the hash (a COUNT(*) of one cell may not)
+    assert hashed >= len(scans) - 2  # every scan that ranks by the hash (a COUNT(*) of one cell may not)
 
 
 def _literal(sql, dialect: str) -> str:
@@ -92,9 +118,12 @@ def run(request):
 
 def test_bound_salt_keeps_the_rows_the_literal_keeps(run):
     dialect, go = run
-    pairs = [(x, y) for x, y in zip(_scans(dialect), _scans(dialect, "0123"))
-             if isinstance(getattr(x[1], "params", None), dict)]
-    if dialect == "spark":                      # a Spark query takes seconds: the two hash shapes
+    pairs = [
+        (x, y)
+        for x, y in zip(_scans(dialect), _scans(dialect, "0123"))
+        if isinstance(getattr(x[1], "params", None), dict)
+    ]
+    if dialect == "spark":  # a Spark query takes seconds: the two hash shapes
         pairs = [p for p in pairs if p[0][0] in SPARK]
     differs = 0
     for (label, sql), (_, other) in pairs:
@@ -102,7 +131,10 @@ def test_bound_salt_keeps_the_rows_the_literal_keeps(run):
         assert got == sorted(go(_literal(sql, dialect)), key=repr), label
         if dialect != "spark":
             differs += got != sorted(go(other), key=repr)
-    assert differs >= 4 or dialect == "spark"   # another salt keeps other rows: the salt is what is bound
+    assert differs >= 4 or dialect == "spark"  # another salt keeps other rows: the salt is what is bound
 
 
-SPARK = {"cell: SELECT g, COUNT(*), SUM(a) FROM t GROUP BY g", "cell: SELECT COUNT(DISTINCT g) FROM t WHERE a < 8"}
+SPARK = {
+    "cell: SELECT g, COUNT(*), SUM(a) FROM t GROUP BY g",
+    "cell: SELECT COUNT(DISTINCT g) FROM t WHERE a < 8",
+}

@@ -15,6 +15,7 @@ independently in Python:
 * between neighbours that differ by one unit, the exact measures move by at most k = R
   rows' worth (the audit's sensitivity step, test_unit_audit.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,6 @@ from config import parse_config
 from proxy.pipeline.explain import single_tier_lines
 from proxy.pipeline.release import unit_text
 from rewriter.unit import factor
-
 from support.bound import duck_rows
 
 from .engines import engine
@@ -39,12 +39,23 @@ SQL = "SELECT g, COUNT(*), SUM(a), COUNT(DISTINCT u) FROM t GROUP BY g"
 
 def _raw_config(R: int, G: int = 6) -> dict:
     return {
-        "tiers": {"default": {"epsilon": 1, "budget": 10}}, "roles": {"a": {"tier": "default"}},
+        "tiers": {"default": {"epsilon": 1, "budget": 10}},
+        "roles": {"a": {"tier": "default"}},
         "server": {"auth": "trust"},
-        "tables": {"t": {"privacy_unit": "u", "max_groups_per_unit": G, "max_rows_per_unit": R,
-                         "max_rows_scope": "total",
-                         "columns": {"u": {"type": "int"}, "g": {"type": "int", "domain": CELLS},
-                                     "a": {"type": "float", "lower": 0, "upper": 10}}}}}
+        "tables": {
+            "t": {
+                "privacy_unit": "u",
+                "max_groups_per_unit": G,
+                "max_rows_per_unit": R,
+                "max_rows_scope": "total",
+                "columns": {
+                    "u": {"type": "int"},
+                    "g": {"type": "int", "domain": CELLS},
+                    "a": {"type": "float", "lower": 0, "upper": 10},
+                },
+            }
+        },
+    }
 
 
 def _config(R: int, G: int = 6):
@@ -90,14 +101,14 @@ def test_total_bound_keeps_exactly_r_rows_in_proportion(run, R):
             lo[g][1] += f * a
             hi[g][0] += c
             hi[g][1] += c * a
-    assert sum(c for c, _, _ in got.values()) == kept                    # Σ shares = min(N, R) exactly
+    assert sum(c for c, _, _ in got.values()) == kept  # Σ shares = min(N, R) exactly
     for g in CELLS:
         c, s, _ = got[g]
         assert lo[g][0] <= c <= hi[g][0], (g, c, lo[g], hi[g])
         assert lo[g][1] - 1e-9 <= s <= hi[g][1] + 1e-9, (g, s, lo[g], hi[g])
-    assert _scan(run, SQL, R) == _scan(run, SQL, R)                       # deterministic per salt
+    assert _scan(run, SQL, R) == _scan(run, SQL, R)  # deterministic per salt
     other = {int(g): int(c) for g, c, _, _ in _scan(run, SQL, R, salt="ffee")}
-    assert sum(other.values()) == kept                                    # another salt: same invariant
+    assert sum(other.values()) == kept  # another salt: same invariant
 
 
 @pytest.mark.parametrize("R", [1, 3])
@@ -105,13 +116,19 @@ def test_units_counted_only_where_they_keep_rows(run, R):
     got = _scan(run, SQL, R)
     units = _units()
     most = sum(min(R, len(cells)) for cells in units.values())
-    least = sum(sum(1 for n, _ in cells.values() if sum(m for m, _ in cells.values()) <= R
-                    or n * R >= sum(m for m, _ in cells.values())) for cells in units.values())
+    least = sum(
+        sum(
+            1
+            for n, _ in cells.values()
+            if sum(m for m, _ in cells.values()) <= R or n * R >= sum(m for m, _ in cells.values())
+        )
+        for cells in units.values()
+    )
     assert least <= sum(int(r[3]) for r in got) <= most
 
 
 def test_no_group_by(run):
-    (c, s), = _scan(run, "SELECT COUNT(*), SUM(a) FROM t WHERE g <> 3", R=4)
+    ((c, s),) = _scan(run, "SELECT COUNT(*), SUM(a) FROM t WHERE g <> 3", R=4)
     units = _units(lambda g: g != 3)
     assert int(c) == sum(min(sum(n for n, _ in cells.values()), 4) for cells in units.values())
     lo = hi = 0.0
@@ -124,17 +141,24 @@ def test_no_group_by(run):
 
 def test_loose_bound_is_the_analysts_answer(run):
     dialect, go = run
-    raw = {int(r[0]): (int(r[1]), float(r[2]), int(r[3])) for r in go(SQL.replace("FROM t", "FROM t WHERE u IS NOT NULL"))}
+    raw = {
+        int(r[0]): (int(r[1]), float(r[2]), int(r[3]))
+        for r in go(SQL.replace("FROM t", "FROM t WHERE u IS NOT NULL"))
+    }
     got = {int(g): (int(c), float(s), int(d)) for g, c, s, d in _scan(run, SQL, R=100_000)}
-    assert got == raw                        # integral amounts: the sums are exact
+    assert got == raw  # integral amounts: the sums are exact
 
 
 def test_factor_is_r():
-    for sql, k in [(SQL, 7), ("SELECT COUNT(*) FROM t", 7), ("SELECT g, COUNT(DISTINCT u) FROM t GROUP BY g", 6),
-                   ("SELECT COUNT(DISTINCT u) FROM t", 1)]:
+    for sql, k in [
+        (SQL, 7),
+        ("SELECT COUNT(*) FROM t", 7),
+        ("SELECT g, COUNT(DISTINCT u) FROM t GROUP BY g", 6),
+        ("SELECT COUNT(DISTINCT u) FROM t", 1),
+    ]:
         assert factor(rewriter.build_plan(rewriter.parse(sql), _config(7))) == k, sql
     plan = rewriter.build_plan(rewriter.parse("SELECT g, COUNT(DISTINCT u) FROM t GROUP BY g"), _config(2))
-    assert factor(plan) == 2                                              # min(R, G, cells)
+    assert factor(plan) == 2  # min(R, G, cells)
 
 
 def test_ranked_rows_path_keeps_r_rows_in_all(run):
@@ -165,6 +189,7 @@ def test_total_mode_sensitivity_between_unit_neighbours(R, name, other):
         out = rewriter.complete(plan, duck_rows(con, rewriter.to_sql(plan, "duckdb", "5eed")))
         con.close()
         return plan, out
+
     plan, a = scan(ROWS)
     _, b = scan(other)
     assert factor(plan) == R

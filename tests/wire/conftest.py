@@ -13,8 +13,9 @@ class ThreadedServer:
 
     def __init__(self, **kw):
         self.loop = asyncio.new_event_loop()
-        self.server = Server(factory, authenticator=kw.pop("authenticator", authenticator()),
-                             host="127.0.0.1", port=0, **kw)
+        self.server = Server(
+            factory, authenticator=kw.pop("authenticator", authenticator()), host="127.0.0.1", port=0, **kw
+        )
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(5)

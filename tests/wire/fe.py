@@ -1,4 +1,5 @@
 """Frontend message encoders and a backend message splitter, for tests only."""
+
 import struct
 
 
@@ -67,9 +68,9 @@ def split_backend(data):
     """Split backend bytes into [(type, body)]."""
     out, i = [], 0
     while i < len(data):
-        t = data[i:i + 1]
+        t = data[i : i + 1]
         (n,) = struct.unpack_from("!i", data, i + 1)
-        out.append((t, data[i + 5:i + 1 + n]))
+        out.append((t, data[i + 5 : i + 1 + n]))
         i += 1 + n
     return out
 

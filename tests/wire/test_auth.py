@@ -37,11 +37,13 @@ def test_make_and_parse_verifier():
     salted = hashlib.pbkdf2_hmac("sha256", b"pw", salt, 4096)
     stored = hashlib.sha256(hmac.new(salted, b"Client Key", "sha256").digest()).digest()
     server = hmac.new(salted, b"Server Key", "sha256").digest()
-    b64 = lambda x: base64.b64encode(x).decode()  # noqa: E731
+    b64 = lambda x: base64.b64encode(x).decode()
     assert make_verifier("pw", salt=salt) == f"SCRAM-SHA-256$4096:{b64(salt)}${b64(stored)}:{b64(server)}"
 
 
-@pytest.mark.parametrize("bad", ["", "md5abc", "SCRAM-SHA-256$x:AA==$AA==:AA==", "SCRAM-SHA-256$4096:AA==$AA==:AA=="])
+@pytest.mark.parametrize(
+    "bad", ["", "md5abc", "SCRAM-SHA-256$x:AA==$AA==:AA==", "SCRAM-SHA-256$4096:AA==$AA==:AA=="]
+)
 def test_parse_verifier_rejects(bad):
     with pytest.raises(ValueError):
         parse_verifier(bad)
@@ -59,8 +61,8 @@ def test_scram_success_and_failures():
 
 
 def test_unknown_role_salt_is_stable():
-    first = lambda: ScramExchange("ghost", None).first("SCRAM-SHA-256", b"n,,n=,r=abc")  # noqa: E731
-    salt = lambda sf: dict(a.split("=", 1) for a in sf.decode().split(","))["s"]  # noqa: E731
+    first = lambda: ScramExchange("ghost", None).first("SCRAM-SHA-256", b"n,,n=,r=abc")
+    salt = lambda sf: dict(a.split("=", 1) for a in sf.decode().split(","))["s"]
     assert salt(first()) == salt(first())
 
 

@@ -1,4 +1,5 @@
 """Real clients (psql, psycopg 3, asyncpg) against the toy server."""
+
 import asyncio
 import datetime as dt
 import os
@@ -20,8 +21,13 @@ PSQL = shutil.which("psql")
 def run_psql(server, sql, password=PASSWORD, user="alice"):
     env = dict(os.environ, PGPASSWORD=password, PGCONNECT_TIMEOUT="5")
     env.pop("PGSERVICE", None)
-    return subprocess.run([PSQL, "-X", "-h", "127.0.0.1", "-p", str(server.port), "-U", user, "-d", "db",
-                           "-c", sql], env=env, capture_output=True, text=True, timeout=20)
+    return subprocess.run(
+        [PSQL, "-X", "-h", "127.0.0.1", "-p", str(server.port), "-U", user, "-d", "db", "-c", sql],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
 
 
 @pytest.mark.skipif(PSQL is None, reason="psql not installed")
@@ -46,16 +52,25 @@ def test_psycopg_simple_and_extended(server):
         assert conn.info.server_version >= 160000
         cur = conn.cursor()
         assert cur.execute("select 1").fetchall() == [(1,)]
-        assert cur.execute("rows 3", prepare=False).fetchall()[2] == (2, "s2", 0.5, Decimal("0.25"), True, 2 * 10 ** 12)
-        assert cur.execute("select %s::int4, %s, %s::float8, %s::bool", [5, "x", 1.5, True],
-                           prepare=True).fetchall() == [(5, "x", 1.5, True)]
+        assert cur.execute("rows 3", prepare=False).fetchall()[2] == (
+            2,
+            "s2",
+            0.5,
+            Decimal("0.25"),
+            True,
+            2 * 10**12,
+        )
+        assert cur.execute(
+            "select %s::int4, %s, %s::float8, %s::bool", [5, "x", 1.5, True], prepare=True
+        ).fetchall() == [(5, "x", 1.5, True)]
         assert cur.execute("select %s::int4", [6], prepare=True).fetchone() == (6,)
         assert cur.execute("select %s::int4", [7], prepare=True).fetchone() == (7,)
         bcur = conn.cursor(binary=True)
         row = bcur.execute("rows 4").fetchall()[3]
-        assert row == (3, "s3", 0.75, Decimal("0.375"), False, 3 * 10 ** 12)
-        assert bcur.execute("select %s::numeric, %s::int8, %s::text", [Decimal("-12.5"), 2 ** 40, "é"]).fetchone() \
-            == (Decimal("-12.5"), 2 ** 40, "é")
+        assert row == (3, "s3", 0.75, Decimal("0.375"), False, 3 * 10**12)
+        assert bcur.execute(
+            "select %s::numeric, %s::int8, %s::text", [Decimal("-12.5"), 2**40, "é"]
+        ).fetchone() == (Decimal("-12.5"), 2**40, "é")
         with pytest.raises(psycopg.errors.UndefinedTable) as ei:
             cur.execute("select fail where %s::int4 = 1", [1])
         assert ei.value.diag.message_hint == "toy hint"
@@ -115,6 +130,7 @@ def test_psycopg_cancel(server):
 
 def test_ssl(make_server, tmp_path):
     from .certs import server_context
+
     server = make_server(ssl_context=server_context(tmp_path))
     with psycopg.connect(server.dsn(sslmode="require")) as conn:
         assert conn.pgconn.ssl_in_use
@@ -134,7 +150,7 @@ def test_max_connections(make_server):
     server = make_server(max_connections=2)
     c1, c2 = psycopg.connect(server.dsn()), psycopg.connect(server.dsn())
     try:
-        with pytest.raises(psycopg.OperationalError, match="too many connections") as ei:
+        with pytest.raises(psycopg.OperationalError, match="too many connections"):
             psycopg.connect(server.dsn())
     finally:
         c1.close()
@@ -158,16 +174,24 @@ def test_unknown_database_and_trust(server):
 
 def test_asyncpg(server):
     async def main():
-        conn = await asyncpg.connect(host="127.0.0.1", port=server.port, user="alice", password=PASSWORD,
-                                     database="db", ssl=False)
+        conn = await asyncpg.connect(
+            host="127.0.0.1", port=server.port, user="alice", password=PASSWORD, database="db", ssl=False
+        )
         try:
             assert await conn.fetchval("select 1") == 1
-            row = await conn.fetchrow("select $1::int4, $2::float8, $3::text, $4::bool, $5::int8, $6::numeric",
-                                      7, 2.5, "hé", False, 2 ** 40, Decimal("3.14"))
-            assert tuple(row) == (7, 2.5, "hé", False, 2 ** 40, Decimal("3.14"))
+            row = await conn.fetchrow(
+                "select $1::int4, $2::float8, $3::text, $4::bool, $5::int8, $6::numeric",
+                7,
+                2.5,
+                "hé",
+                False,
+                2**40,
+                Decimal("3.14"),
+            )
+            assert tuple(row) == (7, 2.5, "hé", False, 2**40, Decimal("3.14"))
             assert await conn.fetchval("select $1::date", dt.date(2024, 1, 31)) == dt.date(2024, 1, 31)
             rows = await conn.fetch("rows 3")
-            assert [tuple(r) for r in rows][1] == (1, "s1", 0.25, Decimal("0.125"), False, 10 ** 12)
+            assert [tuple(r) for r in rows][1] == (1, "s1", 0.25, Decimal("0.125"), False, 10**12)
             stmt = await conn.prepare("select $1::int4, $2")
             assert [tuple(await stmt.fetchrow(i, str(i))) for i in range(3)] == [(0, "0"), (1, "1"), (2, "2")]
             assert [a.name for a in stmt.get_attributes()] == ["p1", "p2"]
@@ -184,8 +208,10 @@ def test_asyncpg(server):
                 await conn.fetch("sleep", timeout=0.3)  # asyncpg sends a CancelRequest
             assert await conn.fetchval("select $1::int4", 9) == 9
             with pytest.raises(asyncpg.InvalidPasswordError):
-                await asyncpg.connect(host="127.0.0.1", port=server.port, user="alice", password="no",
-                                      database="db", ssl=False)
+                await asyncpg.connect(
+                    host="127.0.0.1", port=server.port, user="alice", password="no", database="db", ssl=False
+                )
         finally:
             await conn.close()
+
     asyncio.run(main())

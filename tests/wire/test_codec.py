@@ -78,15 +78,18 @@ def test_oversized_message():
         p.next_event()
 
 
-@pytest.mark.parametrize("raw", [
-    b"Z\0\0\0\x04",                                  # unknown type
-    b"Q\0\0\0\x02",                                  # length < 4
-    fe.msg(b"Q", b"no terminator"),
-    fe.msg(b"S", b"extra"),                           # trailing bytes
-    fe.msg(b"D", b"Xname\0"),                         # bad describe kind
-    fe.msg(b"B", b"\0\0\0\x01\0\x01\0\x01\xff\xff\xff\xf0"),  # negative length
-    fe.msg(b"Q", b"\xff\xfe\0"),                      # invalid utf-8
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"Z\0\0\0\x04",  # unknown type
+        b"Q\0\0\0\x02",  # length < 4
+        fe.msg(b"Q", b"no terminator"),
+        fe.msg(b"S", b"extra"),  # trailing bytes
+        fe.msg(b"D", b"Xname\0"),  # bad describe kind
+        fe.msg(b"B", b"\0\0\0\x01\0\x01\0\x01\xff\xff\xff\xf0"),  # negative length
+        fe.msg(b"Q", b"\xff\xfe\0"),  # invalid utf-8
+    ],
+)
 def test_garbage_normal(raw):
     p = started()
     p.feed(raw)
@@ -94,12 +97,15 @@ def test_garbage_normal(raw):
         p.next_event()
 
 
-@pytest.mark.parametrize("raw", [
-    struct.pack("!i", 3) + b"x",
-    struct.pack("!i", 1 << 30),
-    struct.pack("!ii", 8, 12345),
-    struct.pack("!ii", 8, 196608),                     # no user
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        struct.pack("!i", 3) + b"x",
+        struct.pack("!i", 1 << 30),
+        struct.pack("!ii", 8, 12345),
+        struct.pack("!ii", 8, 196608),  # no user
+    ],
+)
 def test_garbage_startup(raw):
     p = FrontendParser()
     p.feed(raw)
@@ -115,7 +121,7 @@ def test_fuzz_only_protocol_violation():
             p.feed(fe.startup(user="u"))
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
         if i % 3 == 0:  # plausible header with random body
-            data = rng.choice(b"QPBDECSHXpF") .to_bytes(1, "big") + struct.pack("!i", len(data) + 4) + data
+            data = rng.choice(b"QPBDECSHXpF").to_bytes(1, "big") + struct.pack("!i", len(data) + 4) + data
         try:
             p.feed(data)
             while p.next_event() is not None:
@@ -135,13 +141,25 @@ def test_backend_encoding():
     assert m.ParameterStatus("a", "b").encode() == b"S\0\0\0\x08a\0b\0"
     rd = m.RowDescription((m.FieldDescription("x", 23, 4, 1),)).encode()
     assert rd == b"T\0\0\0\x1a\0\x01x\0" + struct.pack("!IhIhih", 0, 0, 23, 4, -1, 1)
-    for cls, t in [(m.EmptyQueryResponse, b"I"), (m.ParseComplete, b"1"), (m.BindComplete, b"2"),
-                   (m.CloseComplete, b"3"), (m.NoData, b"n"), (m.PortalSuspended, b"s")]:
+    for cls, t in [
+        (m.EmptyQueryResponse, b"I"),
+        (m.ParseComplete, b"1"),
+        (m.BindComplete, b"2"),
+        (m.CloseComplete, b"3"),
+        (m.NoData, b"n"),
+        (m.PortalSuspended, b"s"),
+    ]:
         assert cls().encode() == t + b"\0\0\0\x04"
     err = fe.split_backend(m.ErrorResponse("ERROR", "42P01", "msg", "det", "hint").encode())
     assert err[0][0] == b"E"
-    assert fe.error_fields(err[0][1]) == {"S": "ERROR", "V": "ERROR", "C": "42P01", "M": "msg",
-                                          "D": "det", "H": "hint"}
+    assert fe.error_fields(err[0][1]) == {
+        "S": "ERROR",
+        "V": "ERROR",
+        "C": "42P01",
+        "M": "msg",
+        "D": "det",
+        "H": "hint",
+    }
     notice = fe.split_backend(m.NoticeResponse(message="hi").encode())[0]
     assert notice[0] == b"N" and fe.error_fields(notice[1])["C"] == "00000"
     sasl = m.AuthenticationSASL().encode()

@@ -2,11 +2,13 @@
 sans-IO session (after a trust login): no exception escapes, no hang, buffers stay
 bounded, and a malformed stream ends in an ErrorResponse with a protocol SQLSTATE and
 a closed session. CI runs a fast subset; DPGATE_FUZZ_EXAMPLES=100000 is the nightly size."""
+
 import asyncio
 import os
 import struct
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from proxy.wire.codec import ProtocolViolation
 from proxy.wire.session import Session
@@ -16,7 +18,7 @@ from .toy import authenticator, factory
 
 EXAMPLES = int(os.environ.get("DPGATE_FUZZ_EXAMPLES", "400"))
 MAX = 8192
-TYPES = b"QPBDECSHXpFdcf"          # every frontend type byte, plus COPY ones
+TYPES = b"QPBDECSHXpFdcf"  # every frontend type byte, plus COPY ones
 
 cstr = st.binary(max_size=40).map(lambda b: b.replace(b"\0", b"") + b"\0")
 i16 = st.integers(-3, 5).map(lambda n: struct.pack("!h", n))
@@ -29,7 +31,7 @@ def message(draw):
     t = draw(st.sampled_from(list(TYPES))).to_bytes(1, "big")
     b = draw(body)
     length = len(b) + 4
-    if draw(st.integers(0, 9)) == 0:              # a lying length field
+    if draw(st.integers(0, 9)) == 0:  # a lying length field
         length = draw(st.integers(-10, MAX * 4))
     return t + struct.pack("!i", length) + b
 
@@ -51,8 +53,9 @@ def _drive(chunks: list[bytes]) -> tuple[Session, bytes]:
                     break
                 if ev is None:
                     break
-                await asyncio.wait_for(s.handle(ev), 5)     # never hangs
-            assert s.parser.buffered <= MAX + 1024         # bounded memory
+                await asyncio.wait_for(s.handle(ev), 5)  # never hangs
+            assert s.parser.buffered <= MAX + 1024  # bounded memory
+
     asyncio.run(go())
     return s, s.data_to_send()
 
@@ -63,7 +66,7 @@ def test_random_message_sequences(msgs):
     s, out = _drive(msgs)
     # a Terminate (whatever bytes follow it) closes without an error, as in Postgres
     terminated = any(m.startswith(b"X\x00\x00\x00\x04") for m in msgs)
-    if s.closed and not terminated:   # a violation closes with an ErrorResponse
+    if s.closed and not terminated:  # a violation closes with an ErrorResponse
         errors = [b for t, b in fe.split_backend(out) if t == b"E"]
         assert errors, "closed without an ErrorResponse"
 
@@ -71,12 +74,12 @@ def test_random_message_sequences(msgs):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.binary(min_size=1, max_size=300), st.integers(1, 17))
 def test_random_bytes_in_random_chunks(data, step):
-    chunks = [data[i:i + step] for i in range(0, len(data), step)]
+    chunks = [data[i : i + step] for i in range(0, len(data), step)]
     _drive(chunks)
 
 
 def test_oversized_message_closes_with_54000():
     s, out = _drive([b"Q" + struct.pack("!i", MAX * 10) + b"x" * 10])
     assert s.closed
-    (t, b), = [m for m in fe.split_backend(out) if m[0] == b"E"]
+    ((t, b),) = [m for m in fe.split_backend(out) if m[0] == b"E"]
     assert b"C54000" in b

@@ -1,4 +1,5 @@
 """Sans-IO tests of the session state machine (no sockets)."""
+
 import asyncio
 import struct
 
@@ -22,6 +23,7 @@ class Driver:
             self.s.receive_data(data)
             while (ev := self.s.next_event()) is not None:
                 await self.s.handle(ev)
+
         try:
             asyncio.run(go())
         except ProtocolViolation as exc:
@@ -47,17 +49,23 @@ def test_startup_parameters():
     s = Session(authenticator(), factory, (1, 2), {"server_version": "16.0 (dpgate)"})
     s.receive_data(fe.startup(user="trusty", application_name="app"))
     asyncio.run(s.handle(s.next_event()))
-    params = {b.split(b"\0")[0].decode(): b.split(b"\0")[1].decode()
-              for t, b in fe.split_backend(s.data_to_send()) if t == b"S"}
-    assert params == {"server_version": "16.0 (dpgate)", "application_name": "app",
-                      "session_authorization": "trusty"}
+    params = {
+        b.split(b"\0")[0].decode(): b.split(b"\0")[1].decode()
+        for t, b in fe.split_backend(s.data_to_send())
+        if t == b"S"
+    }
+    assert params == {
+        "server_version": "16.0 (dpgate)",
+        "application_name": "app",
+        "session_authorization": "trusty",
+    }
 
 
 def test_unknown_database_is_fatal():
     s = Session(authenticator(), factory, (1, 2), {})
     s.receive_data(fe.startup(user="trusty", database="nodb"))
     asyncio.run(s.handle(s.next_event()))
-    (t, body), = fe.split_backend(s.data_to_send())
+    ((t, body),) = fe.split_backend(s.data_to_send())
     assert t == b"E" and fe.error_fields(body)["C"] == "3D000" and s.closed
 
 
@@ -70,8 +78,7 @@ def test_simple_query_multi_statement_stops_at_error():
 
 def test_extended_error_skips_until_sync():
     d = Driver()
-    batch = (fe.parse("", "fail") + fe.bind("", "") + fe.execute("") + fe.parse("", "select 1")
-             + fe.sync())
+    batch = fe.parse("", "fail") + fe.bind("", "") + fe.execute("") + fe.parse("", "select 1") + fe.sync()
     out = d.msgs(batch)
     assert [t for t, _ in out] == [b"1", b"2", b"E", b"Z"]  # later Parse skipped
     assert fe.error_fields(out[2][1])["C"] == "42P01"
@@ -104,8 +111,7 @@ def test_describe_and_binary_params():
     out = d.msgs(fe.parse("s1", "select $1::int4, $2") + fe.describe("S", "s1") + fe.sync())
     assert [t for t, _ in out] == [b"1", b"t", b"T", b"Z"]
     assert out[1][1] == struct.pack("!hII", 2, 23, 25)
-    out = d.msgs(fe.bind("p", "s1", [struct.pack("!i", 7), b"hi"], [1, 0], [1]) + fe.execute("p")
-                 + fe.sync())
+    out = d.msgs(fe.bind("p", "s1", [struct.pack("!i", 7), b"hi"], [1, 0], [1]) + fe.execute("p") + fe.sync())
     assert [t for t, _ in out] == [b"2", b"D", b"C", b"Z"]
     assert out[1][1] == struct.pack("!hi", 2, 4) + struct.pack("!i", 7) + struct.pack("!i", 2) + b"hi"
     # wrong number of params for a described statement
@@ -120,13 +126,22 @@ def test_describe_and_binary_params():
 
 def test_portal_suspended_and_empty_query():
     d = Driver()
-    batch = fe.parse("", "rows 5") + fe.bind("", "") + fe.execute("", 2) + fe.execute("", 2) + fe.execute("", 2)
+    batch = (
+        fe.parse("", "rows 5") + fe.bind("", "") + fe.execute("", 2) + fe.execute("", 2) + fe.execute("", 2)
+    )
     out = d.msgs(batch + fe.sync())
     assert "".join(t.decode() for t, _ in out) == "12DDsDDsDCZ"
     assert out[-2][1] == b"SELECT 1\0"
-    assert d.types(fe.parse("", "") + fe.bind("", "") + fe.describe("P", "") + fe.execute("") + fe.sync()) == "12nIZ"
-    assert d.types(fe.parse("", "set x = 1") + fe.bind("", "") + fe.describe("P", "") + fe.execute("") + fe.sync()) \
+    assert (
+        d.types(fe.parse("", "") + fe.bind("", "") + fe.describe("P", "") + fe.execute("") + fe.sync())
+        == "12nIZ"
+    )
+    assert (
+        d.types(
+            fe.parse("", "set x = 1") + fe.bind("", "") + fe.describe("P", "") + fe.execute("") + fe.sync()
+        )
         == "12nCSZ"
+    )
 
 
 def test_multiple_statements_in_parse_rejected():
@@ -149,6 +164,7 @@ def test_terminate():
 @pytest.mark.parametrize("user", ["alice", "nobody"])
 def test_scram_wrong_password_via_session(user):
     from scramp import ScramClient
+
     s = Session(authenticator(), factory, (1, 2), {})
     c = ScramClient(["SCRAM-SHA-256"], "x", "wrong")
 
@@ -157,6 +173,7 @@ def test_scram_wrong_password_via_session(user):
             s.receive_data(data)
             while (ev := s.next_event()) is not None:
                 await s.handle(ev)
+
         asyncio.run(go())
         return fe.split_backend(s.data_to_send())
 

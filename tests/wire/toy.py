@@ -1,4 +1,5 @@
 """A toy Handler used by the wire tests (no SQL engine, keyword-driven)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,9 +10,20 @@ from proxy.wire import types as t
 from proxy.wire.api import Column, Description, Result, SqlError
 from proxy.wire.auth import StaticAuthenticator, make_verifier
 
-CASTS = {"int": t.INT4, "int4": t.INT4, "int2": t.INT2, "int8": t.INT8, "bigint": t.INT8,
-         "float8": t.FLOAT8, "float4": t.FLOAT4, "numeric": t.NUMERIC, "text": t.TEXT,
-         "bool": t.BOOL, "date": t.DATE, "varchar": t.VARCHAR}
+CASTS = {
+    "int": t.INT4,
+    "int4": t.INT4,
+    "int2": t.INT2,
+    "int8": t.INT8,
+    "bigint": t.INT8,
+    "float8": t.FLOAT8,
+    "float4": t.FLOAT4,
+    "numeric": t.NUMERIC,
+    "text": t.TEXT,
+    "bool": t.BOOL,
+    "date": t.DATE,
+    "varchar": t.VARCHAR,
+}
 PARAM = re.compile(r"\$(\d+)(?:::(\w+))?")
 PASSWORD = "s3cret"
 VERIFIER = make_verifier(PASSWORD)
@@ -22,7 +34,7 @@ def authenticator() -> StaticAuthenticator:
 
 
 class ToyHandler:
-    instances: list["ToyHandler"] = []
+    instances: list[ToyHandler] = []
 
     def __init__(self, user: str, database: str, params: dict[str, str]):
         self.user, self.database, self.params = user, database, params
@@ -52,8 +64,14 @@ class ToyHandler:
         if PARAM.search(sql):
             return [Column(f"p{i + 1}", o) for i, o in enumerate(self._params(sql, oids))]
         if low.startswith("rows"):
-            return [Column("i", t.INT4), Column("s", t.TEXT), Column("f", t.FLOAT8),
-                    Column("n", t.NUMERIC), Column("b", t.BOOL), Column("big", t.INT8)]
+            return [
+                Column("i", t.INT4),
+                Column("s", t.TEXT),
+                Column("f", t.FLOAT8),
+                Column("n", t.NUMERIC),
+                Column("b", t.BOOL),
+                Column("big", t.INT8),
+            ]
         if low.startswith(("select", "notice", "sleep", "nap")):
             return [Column("?column?", t.INT4)]
         return None
@@ -79,15 +97,15 @@ class ToyHandler:
             self._cancel.clear()
             try:
                 await asyncio.wait_for(self._cancel.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return Result("SELECT 1", [Column("?column?", t.INT4)], [(1,)])
             raise SqlError("57014", "canceling statement due to user request")
-        if first == "nap":                 # a statement that takes the given seconds
+        if first == "nap":  # a statement that takes the given seconds
             await asyncio.sleep(float(low.split()[1]))
             return Result("SELECT 1", [Column("?column?", t.INT4)], [(1,)])
         if first == "rows":
             n = int(low.split()[1])
-            rows = [(i, f"s{i}", i / 4, Decimal(i) / 8, i % 2 == 0, i * 10 ** 12) for i in range(n)]
+            rows = [(i, f"s{i}", i / 4, Decimal(i) / 8, i % 2 == 0, i * 10**12) for i in range(n)]
             return Result(f"SELECT {n}", self._columns(sql, []), rows)
         if PARAM.search(sql):
             return Result("SELECT 1", self._columns(sql, []), [tuple(params)])
