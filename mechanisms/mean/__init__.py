@@ -9,9 +9,9 @@ SUM and COUNT from the same draw, charged once).
 
 from __future__ import annotations
 
-from numbers import Real
 from typing import Literal
 
+from ..scalars import RealLike
 from .baselines import IndependentLaplaceMean, ShiftedLaplaceMean
 from .common import POLICY, GridMean, MeanRelease, mean_from_ratio
 from .constants import gamma_star, gamma_tilde, mse_leading, sigma2, st2d_a2, st2d_coord_var, staircase_var
@@ -45,7 +45,7 @@ __all__ = [
     "mse_leading",
 ]
 
-MEAN_KINDS = {
+MEAN_KINDS: dict[str, type[GridMean]] = {
     "hourglass": HourglassMean,
     "laplace_transformed": LaplaceTransformedMean,
     "shifted_laplace": ShiftedLaplaceMean,
@@ -55,7 +55,9 @@ MEAN_KINDS = {
 MeanKind = Literal["hourglass", "laplace_transformed", "shifted_laplace", "independent_laplace"]
 
 
-def make_mean(kind: MeanKind, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> GridMean:
+def make_mean(
+    kind: MeanKind, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False
+) -> GridMean:
     """AVG measurement of the given kind; ``.name`` names it for NOTICE/EXPLAIN.
 
     ``hourglass`` (default in the proxy; optimal, Thm 3), ``laplace_transformed``

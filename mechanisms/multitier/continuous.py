@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from numbers import Real
 
 import numpy as np
 from scipy import optimize, special, stats
 
 from ..measurements import as_epsilon
+from ..scalars import RealLike
 from .families import NoiseFamily
 
 __all__ = ["Laplace", "Gaussian", "Skellam"]
@@ -73,7 +73,7 @@ class Gaussian(NoiseFamily):
 
     name, pure = "gaussian", False
 
-    def __init__(self, sensitivity: Real = 1, delta: float = 1e-6) -> None:
+    def __init__(self, sensitivity: RealLike = 1, delta: float = 1e-6) -> None:
         super().__init__(sensitivity)
         if not 0 < delta < 1:
             raise ValueError("gaussian needs 0 < delta < 1")

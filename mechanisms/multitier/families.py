@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from numbers import Real
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from ..dlap import dlap_half_width
 from ..measurements import as_epsilon
 from ..rng import RandomSource
 from ..samplers import bernoulli_exp, discrete_laplace
+from ..scalars import RealLike
 
 __all__ = ["NoiseFamily", "TSG", "MSDLap", "tsg_residual_weights", "tsg_residual", "REFUSED", "ALIASES"]
 
@@ -160,7 +160,7 @@ class NoiseFamily:
     integer = False  # values live on Z
     pure = True  # eta(eps) is pure eps-DP
 
-    def __init__(self, sensitivity: Real = 1) -> None:
+    def __init__(self, sensitivity: RealLike = 1) -> None:
         if not (sensitivity > 0 and math.isfinite(sensitivity)):
             raise ValueError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
         self.sensitivity = sensitivity

@@ -21,12 +21,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Real
 
 import numpy as np
 
 from ..measurements import Release, as_epsilon
 from ..rng import RandomSource, default_source
+from ..scalars import RealLike
 from .chain_array import chain_fits, tsg_chain_array
 from .families import NoiseFamily
 from .registry import get_family
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-def descending_levels(epsilons: Sequence[Real]) -> tuple[float, ...]:
+def descending_levels(epsilons: Sequence[RealLike]) -> tuple[float, ...]:
     """Validated, de-duplicated levels in descending order (pitfall 9)."""
     eps = [float(as_epsilon(e)) for e in epsilons]
     if not eps:
@@ -63,7 +63,7 @@ def _uniform01(source: RandomSource) -> float:
 class Ladder:
     """A multi-tier chain for one query (spec 2.3). ``tiers``: input order, may repeat."""
 
-    def __init__(self, family: NoiseFamily, epsilons: Sequence[Real]) -> None:
+    def __init__(self, family: NoiseFamily, epsilons: Sequence[RealLike]) -> None:
         self.family = family
         self.tiers = tuple(float(e) for e in epsilons)
         self.levels = descending_levels(epsilons)
@@ -73,7 +73,7 @@ class Ladder:
         """Coalition loss of the whole ladder (= the root level)."""
         return self.levels[0]
 
-    def privacy_map(self, d_in: int = 1, released: Sequence[Real] | None = None) -> float:
+    def privacy_map(self, d_in: int = 1, released: Sequence[RealLike] | None = None) -> float:
         """Coalition loss of the released tiers: d_in * max eps (Thm 4.1 + group privacy).
 
         Unreleased levels (incl. the root) do not count (spec 1.4). For
@@ -147,7 +147,10 @@ class Ladder:
 
     # -- dynamic tiers (spec 9) -------------------------------------------------
     def bridge_insert(
-        self, existing_levels: Mapping[float, object], new_epsilon: Real, source: RandomSource | None = None
+        self,
+        existing_levels: Mapping[float, object],
+        new_epsilon: RealLike,
+        source: RandomSource | None = None,
     ):
         """Raw value for a level added after generation, without data access (spec 9a/9b).
 
@@ -198,7 +201,7 @@ class Ladder:
     def loosen(
         self,
         existing_levels: Mapping[float, object],
-        new_epsilon: Real,
+        new_epsilon: RealLike,
         true_value: int,
         source: RandomSource | None = None,
     ) -> int:
@@ -305,7 +308,7 @@ def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float, 
     return lo + j if delta > 0 else hi - j
 
 
-def make_ladder(family, epsilons: Sequence[Real], sensitivity: Real = 1, **kw) -> Ladder:
+def make_ladder(family, epsilons: Sequence[RealLike], sensitivity: RealLike = 1, **kw) -> Ladder:
     """Configuration-time constructor; refuses DG/staircase with a ValueError (spec 3.6-3.7, 10)."""
     return Ladder(get_family(family, sensitivity, **kw), epsilons)
 
@@ -321,7 +324,7 @@ class VectorLadder:
     guarantee only: ``laplace`` or ``tsg`` (integer grid coordinates).
     """
 
-    def __init__(self, family, epsilons: Sequence[Real], sensitivity: Real = 1, dim: int = 2) -> None:
+    def __init__(self, family, epsilons: Sequence[RealLike], sensitivity: RealLike = 1, dim: int = 2) -> None:
         fam = get_family(family, sensitivity)
         if fam.name not in ("laplace", "tsg"):
             raise ValueError("VectorLadder needs an l1 family (laplace or tsg)")

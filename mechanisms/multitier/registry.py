@@ -3,15 +3,14 @@ floating-point ones (:mod:`.continuous`), above both."""
 
 from __future__ import annotations
 
-from numbers import Real
-
+from ..scalars import RealLike
 from .continuous import Gaussian, Laplace, Skellam
 from .families import ALIASES, REFUSED, TSG, MSDLap, NoiseFamily
 
 __all__ = ["get_family"]
 
 
-def get_family(family, sensitivity: Real = 1, **kw) -> NoiseFamily:
+def get_family(family, sensitivity: RealLike = 1, **kw) -> NoiseFamily:
     """Family by name (config time). DG and staircase are refused (spec 3.6-3.7)."""
     if isinstance(family, NoiseFamily):
         return family
