@@ -47,9 +47,7 @@ _U53 = 2.0**-53
 _EMIN, _EMAX = decimal.MIN_EMIN, decimal.MAX_EMAX
 
 
-def exp_weighted_index(
-    counts: ArrayLike, powers: ArrayLike, gamma: RealLike, source: RandomSource
-) -> int:
+def exp_weighted_index(counts: ArrayLike, powers: ArrayLike, gamma: RealLike, source: RandomSource) -> int:
     """Exact draw of i with P(i) ∝ counts[i] · exp(−gamma · powers[i]); counts >= 1 and
     powers >= 0 integers, gamma >= 0 rational (a float is taken as the rational it is)."""
     g = Fraction(gamma)
