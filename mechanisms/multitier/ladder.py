@@ -311,7 +311,8 @@ def tsg_bridge_closed(
     mass = -math.expm1(-ad * (dist + 1))
     j = math.ceil(math.log1p(-_uniform01(source) * mass) / -ad) - 1
     j = min(max(j, 0), dist)
-    return lo + j if delta > 0 else hi - j
+    drawn: int = lo + j if delta > 0 else hi - j
+    return drawn
 
 
 def make_ladder(
