@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ class ColumnRows(Sequence):
     def __init__(self, columns: list[list]) -> None:
         if len({len(c) for c in columns}) > 1:
             raise ValueError("columns of different lengths")
-        self.columns, self._rows = columns, None
+        self.columns = columns
+        self._rows: list[tuple[Any, ...]] | None = None
 
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else 0
@@ -59,13 +60,15 @@ class EncodedRows(Sequence):
     them, so the serving process only writes the bytes). Any other use — other formats,
     an index, iteration — reads the values from ``values()``, called once."""
 
-    __slots__ = ("data", "formats", "count", "_values", "_rows")
+    __slots__ = ("data", "formats", "_count", "_values", "_rows")
 
     def __init__(
         self, data: bytes, formats: tuple[int, ...], count: int, values: Callable[[], Sequence]
     ) -> None:
-        self.data, self.formats, self.count = data, tuple(formats), count
-        self._values, self._rows = values, None
+        # the row count is ``len()``: ``count`` is Sequence.count(value)
+        self.data, self.formats, self._count = data, tuple(formats), count
+        self._values = values
+        self._rows: Sequence[Any] | None = None
 
     def encoded_for(self, formats) -> bytes | None:
         """The DataRow bytes if they were encoded for ``formats``, else None."""
@@ -74,12 +77,12 @@ class EncodedRows(Sequence):
     def rows(self) -> Sequence:
         if self._rows is None:
             self._rows = self._values()
-            if len(self._rows) != self.count:
+            if len(self._rows) != self._count:
                 raise ValueError("encoded rows and their values differ in number")
         return self._rows
 
     def __len__(self) -> int:
-        return self.count
+        return self._count
 
     def __getitem__(self, i):
         return self.rows()[i]

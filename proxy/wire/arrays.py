@@ -8,6 +8,7 @@ length-prefixed elements. Multidimensional arrays are refused (0A000).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from .api import SqlError
 
@@ -70,7 +71,8 @@ def decode_binary(oid: int, elem: int, data: bytes, decode_elem) -> list:
         count, _lb = struct.unpack_from("!ii", data, 12)
         if count < 0 or count > MAX_ELEMENTS:
             raise SqlError("54000", "the array parameter has too many elements")
-        pos, out = 20, []
+        pos = 20
+        out: list[Any] = []
         for _ in range(count):
             (size,) = struct.unpack_from("!i", data, pos)
             pos += 4

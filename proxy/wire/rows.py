@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import cast
 
 from .api import ColumnRows, EncodedRows, SqlError
 from .types import FLOAT8, INT2, INT4, INT8, OID, TEXT, VARCHAR, encode
@@ -48,7 +49,7 @@ def _encoded(oid: int, fmt: int, values: list) -> list[bytes]:
             return list(map(_PACKERS[oid], values))
         if kinds == {float} and oid == FLOAT8:
             return list(map(_pack_d, values))
-    return [encode(oid, v, fmt) for v in values]
+    return cast("list[bytes]", [encode(oid, v, fmt) for v in values])  # no value is None
 
 
 def _fields(oid: int, fmt: int, col) -> list[bytes]:

@@ -62,12 +62,10 @@ class FailedLogins:
         now = self.clock()
         wait = 0.0
         with self._lock:
-            for key, limit in (
-                (("address", address), self.max_per_address),
-                (("role", role), self.max_per_role),
-            ):
-                if key[1] is None:
-                    continue
+            checks: list[tuple[tuple[str, str], int]] = [(("address", address), self.max_per_address)]
+            if role is not None:
+                checks.append((("role", role), self.max_per_role))
+            for key, limit in checks:
                 q = self._recent(key, now)
                 if q is not None and len(q) >= limit:
                     wait = max(wait, q[-limit] + self.window - now)

@@ -177,6 +177,7 @@ def encode_numeric_binary(value) -> bytes:
     if d.is_infinite():
         return struct.pack("!hhHh", 0, 0, NUMERIC_PINF if d > 0 else NUMERIC_NINF, 0)
     sign, digits, exp = d.as_tuple()
+    assert isinstance(exp, int)  # a finite Decimal's exponent
     dscale = max(0, -exp)
     low = exp // 4  # weight of the least significant base-10000 group
     mag = int("".join(map(str, digits)) or "0") * 10 ** (exp - 4 * low)
