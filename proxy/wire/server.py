@@ -115,7 +115,12 @@ class _Pending:
 async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
     """Until ``sock`` (a listening socket) has a connection queued."""
     fut = loop.create_future()
-    loop.add_reader(sock.fileno(), lambda: fut.done() or fut.set_result(None))
+
+    def ready() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    loop.add_reader(sock.fileno(), ready)
     try:
         await fut
     finally:
@@ -213,6 +218,7 @@ class Server:
         return self
 
     async def serve_forever(self) -> None:
+        assert self._closed is not None, "start() first"
         await self._closed.wait()
 
     async def _stop_listening(self) -> None:
@@ -443,6 +449,7 @@ class Server:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, pending: _Pending | None = None
     ) -> None:
         task = asyncio.current_task()
+        assert task is not None  # a connection runs as its own task
         self._tasks.add(task)
         if pending is not None:
             pending.task = task
