@@ -28,7 +28,7 @@ class Limits(StrictModel):
             "a logged-in session that sends nothing for this long is closed (FATAL 57P05); 0 = never"
         ),
     )
-    # Connections before login and statement size (proxy/wire; issue 24).
+    # Connections before login and statement size (proxy/wire).
     login_timeout_s: float = Field(
         default=10, gt=0, description=("a connection that has not logged in after this long is closed")
     )

@@ -6,7 +6,7 @@ used is ``source.bernoulli(num, den)`` / ``source.randbelow(n)`` with integer
 arguments. No floating point anywhere in this module: floating-point Laplace
 samplers leak through the pattern of representable outputs (Mironov 2012).
 
-Spec 001 section 2.2 (discrete Laplace): P[Z = z] = (1-b)/(1+b) b^|z| with
+The add-remove mean spec section 2.2 (discrete Laplace): P[Z = z] = (1-b)/(1+b) b^|z| with
 b = exp(-1/scale); for a sensitivity-D integer query, scale = D/eps gives eps-DP.
 """
 

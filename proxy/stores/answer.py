@@ -1,4 +1,4 @@
-"""A released answer held column by column (issue 21: a 10,000-cell release without a
+"""A released answer held column by column (a 10,000-cell release without a
 Python list per cell).
 
 An answer is a dict: ``keys`` and ``values`` (one list per cell) beside its metadata

@@ -61,7 +61,7 @@ def test_having_by_sparse_vector_with_values(service):
         "SELECT educ, COUNT(*) AS n, SUM(age), SUM(income), COUNT(married), COUNT(DISTINCT race) "
         "FROM pums GROUP BY educ HAVING COUNT(*) >= 100 LIMIT 1"
     )
-    assert "sparse vector (seed 004), the lower error here" in _explain(service, sql)
+    assert "sparse vector (Liu et al.), the lower error here" in _explain(service, sql)
     before = service.gw.ledger.spent("other", "day")
     rows, notes = _run(service, sql)
     assert len(rows) <= 1 and all(r[0] in (9, 11, 13) and r[1] >= 100 for r in rows)
