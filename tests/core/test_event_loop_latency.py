@@ -1,5 +1,5 @@
-"""Nothing heavy on the event loop (issue 21; its goal: a slow statement never delays another
-session's repeat by more than 1 ms p99 — met by the heavy-statement lane of ``dpgate serve
+"""Nothing heavy on the event loop (a slow statement never delays another session's
+repeat by more than 1 ms p99 — held by the heavy-statement lane of ``dpgate serve
 --workers N``: the last test; not in one process: the tests before it).
 
 A real service runs in a process of its own (``support/loop_service.py``), and so does each
@@ -347,12 +347,9 @@ def test_nothing_heavy_runs_on_the_event_loop(measured):
     transports) holds the loop more than ``LOOP_STEP_MS``, and no garbage collection does (the
     gateway runs the full ones itself, off the loop thread: ``gateway.settle_gc``; they still
     hold the GIL, and the other sessions' wait for it is in the client-side p99 below).
-    Measured on the 2-core VM: 1.0–2.3 ms, the repeats' own steps 0.7–4.6 ms (CPU time itself
-    runs slower beside a busy worker thread and client processes); a plan not filled from a
-    template emits its scan SQL on the planner thread (``gateway._warm_sql``: 2–3 ms of the
-    loop before); before issue 21's changes a 10,000-cell plan
-    took 4–5 ms of the loop, a result's 10,000 DataRows ≈50 ms, a stored answer's decode and
-    rows 11–25 ms and a full collection 82–97 ms."""
+    A plan not filled from a template emits its scan SQL on the planner thread
+    (``gateway._warm_sql``), and a large plan, a result's DataRows, a stored answer's decode
+    and rows and a full collection all run off the loop."""
     loop = measured["loop"]
     assert loop["others_ms"].get("slow", 0.0) <= LOOP_STEP_MS, report(measured, measured["switch"])
     assert loop["gc_max_ms"] <= LOOP_STEP_MS, report(measured, measured["switch"])

@@ -55,7 +55,7 @@ def test_top_c_without_a_threshold_is_a_sort_of_the_cells(service):
 
 def test_having_by_sparse_vector_with_values(service):
     """Five aggregates share ε: the cells' count gets ε/5, and with c = 1 the sparse vector's
-    comparison noise is the lower (spec 004 Eq. 51); the values cost a separate ε, and the
+    comparison noise is the lower (SVT spec Eq. 51); the values cost a separate ε, and the
     returned row satisfies the HAVING on its released value."""
     sql = (
         "SELECT educ, COUNT(*) AS n, SUM(age), SUM(income), COUNT(married), COUNT(DISTINCT race) "
