@@ -254,7 +254,7 @@ class NoisePool:
 
 
 BATCH_MIN_CELLS = 32  # from here a release draws its noise per measurement, not per cell
-# (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
+# (one array draw costs about as much as a few cells drawn one by one; bench.cells)
 
 
 def noisy_answer(
