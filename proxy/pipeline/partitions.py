@@ -1,5 +1,5 @@
 """GROUP BY a column without a public domain: the released keys are chosen by
-DP partition selection, a release kind.
+DP partition selection (Desfontaines et al. 2022), a release kind.
 
 The scan returns, per key the data has, the statement's measures and the number of
 distinct privacy units (rows, on a table without a unit) — over the unit's kept rows

@@ -419,7 +419,7 @@ def _cell(o, key, vals):
 def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
     """The rows column by column when every output is a key or an aggregate as released (no
     date/time key to convert, no post-processing): what :func:`_cell` gives, without a call
-    per value (a 10,000-cell answer). ``key_column(i)`` / ``value_column(j)``: the
+    per value, so a large answer's rows cost a few list operations per column. ``key_column(i)`` / ``value_column(j)``: the
     answer's key ``i`` / aggregate ``j`` of every cell. None otherwise."""
     cols = []
     for o in plan.outputs:
