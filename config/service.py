@@ -183,8 +183,8 @@ class Backend(StrictModel):
     threads: int | None = Field(default=None, ge=1, le=1024)
     """the embedded DuckDB's threads in each process (kind = 'duckdb'; default: one per core).
     With --workers N on large tables, cores / N lets N concurrent scans share the cores
-    instead of oversubscribing them (2 workers x 1 thread on 2 cores: +13% scans per second
-    at 1M rows), at the cost of a lone scan using fewer cores."""
+    instead of oversubscribing them (more concurrent scans per second on large tables), at
+    the cost of a lone scan using fewer cores."""
 
     @model_validator(mode="after")
     def _dsn(self) -> Backend:
