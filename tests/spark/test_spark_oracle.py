@@ -35,7 +35,7 @@ from grammar import derived_statement, statement
 
 EXAMPLES = int(os.environ.get("DPGATE_SPARK_ORACLE_EXAMPLES", "120"))
 
-#: statements that once failed on Spark, and the shapes the issue names
+#: statements Spark reads differently from Postgres unless the emitter spells them for it
 FIXED = [
     "SELECT AVG(-f) FROM fx WHERE b",  # Spark read `fx WHERE (b)` as an alias
     "SELECT COUNT(*) FROM fx WHERE (b)",
