@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import messages as m
 from . import types as t
@@ -58,7 +60,7 @@ class Session(ExtendedQuery):
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.parser = FrontendParser(self.max_message_size, self.max_statement_size)
         self.state = STARTUP
         self.handler: Handler | None = None
@@ -75,7 +77,7 @@ class Session(ExtendedQuery):
     def receive_data(self, data: bytes) -> None:
         self.parser.feed(data)
 
-    def next_event(self):
+    def next_event(self) -> m.FrontendMessage | None:
         """Next frontend event or None; raises ProtocolViolation."""
         return self.parser.next_event()
 
@@ -83,7 +85,7 @@ class Session(ExtendedQuery):
         out, self._out = bytes(self._out), bytearray()
         return out
 
-    def send(self, msg) -> None:
+    def send(self, msg: m._Backend) -> None:
         self._out += msg.encode()
 
     @property
@@ -99,7 +101,7 @@ class Session(ExtendedQuery):
         self.fatal(exc.sqlstate, exc.message)
 
     # ------------------------------------------------------------------ dispatch
-    async def handle(self, ev) -> None:
+    async def handle(self, ev: m.FrontendMessage) -> None:
         if self.state == CLOSED:
             return
         if isinstance(ev, m.Terminate):
@@ -152,7 +154,7 @@ class Session(ExtendedQuery):
         self.send(m.AuthenticationSASL(("SCRAM-SHA-256",)))
         self.state = SASL_INITIAL
 
-    async def _sasl(self, ev) -> None:
+    async def _sasl(self, ev: m.FrontendMessage) -> None:
         if not isinstance(ev, m.PasswordMessage):
             return self.fatal("08P01", f"expected SASL response, got {type(ev).__name__}")
         scram = self._scram
@@ -229,7 +231,7 @@ class Session(ExtendedQuery):
             )
         )
 
-    async def _send_rows(self, cols: list[Column], formats: list[int], rows) -> None:
+    async def _send_rows(self, cols: list[Column], formats: list[int], rows: Sequence[Sequence[Any]]) -> None:
         """DataRow messages for ``rows`` (:func:`.rows.data_rows`); a large result is encoded
         on a worker thread (its CPU time, proportional to its rows, would stall every
         other session)."""

@@ -39,14 +39,14 @@ class FailedLogins:
         self._max_per_role = max_per_role
         self.clock = clock
         self._lock = threading.Lock()
-        self._by: dict[tuple[str, str], collections.deque] = {}
+        self._by: dict[tuple[str, str], collections.deque[float]] = {}
 
     @property
     def max_per_role(self) -> int:
         """Default: three addresses' worth of failures."""
         return self._max_per_role if self._max_per_role is not None else 3 * self.max_per_address
 
-    def _recent(self, key: tuple[str, str], now: float) -> collections.deque | None:
+    def _recent(self, key: tuple[str, str], now: float) -> collections.deque[float] | None:
         q = self._by.get(key)
         if q is not None:
             while q and q[0] <= now - self.window:
