@@ -402,7 +402,7 @@ def _warm_sql(plan, dialect: str) -> None:
     if plan.unit is None and not plan.selected:
         try:
             to_sql(plan, dialect)
-        except Exception:
+        except Exception:  # the kind that scans it says what is wrong
             pass
 
 

@@ -225,7 +225,7 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         if not _positions_ok(rewriter.parse(a_text), n):
             return None
         a, b = build(a_text), build(_fill(sql, spans, desc))
-    except Exception:
+    except Exception:  # a refusal or anything else: no template
         return None
     if a.where is None or a.selection is not None or a.key_filter or full.key_filter:
         return None  # a slot in a predicate on a group key sets the cells

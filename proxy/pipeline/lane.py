@@ -296,7 +296,7 @@ async def _answer(gw, msg: dict, running: dict, writer, busy) -> None:
                 },
             )
         }
-    except Exception:
+    except Exception:  # reported, never raised here
         log.exception("heavy-statement lane: statement failed")
         reply = {
             "error": (

@@ -737,5 +737,5 @@ def prepare_mechanisms(cfg) -> None:
             for e in eps:
                 try:
                     make_mean(col.avg_mechanism, e, col.lower, col.upper, integer=col.type == "int").setup()
-                except Exception:
+                except Exception:  # an optimisation: never blocks loading
                     pass
