@@ -229,7 +229,7 @@ class Gateway:
         return self._keep_plan(key, plan)
 
     def _keep_plan(self, key, plan):
-        if plan.__dict__.get("_clock"):  # now() / current_date: never reused
+        if plan.clock:  # now() / current_date: never reused
             return plan
         with self._cache_lock:
             self._plans[key] = plan

@@ -180,5 +180,5 @@ def _plan(
             ),
         )
     if ctx.__dict__.get("clock"):  # now() / current_date: planned afresh each time
-        plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
+        plan = dataclasses.replace(plan, clock=ctx.__dict__["clock"].isoformat(sep=" "))
     return plan, ctx

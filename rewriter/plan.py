@@ -152,6 +152,20 @@ class UnitBounds:
         return self.label or self.column
 
 
+@dataclass
+class PlanMemo:
+    """What is derived from a plan once and kept beside it (plans are cached and shared by
+    statements): its canonical text, its backend SQL per dialect, its releases per ε
+    (:mod:`proxy.pipeline.release`) and its public cells (:mod:`rewriter.cells`). A plan made
+    from another by ``dataclasses.replace`` starts with an empty memo; a template's filled
+    plan (:mod:`rewriter.template`) shares the memos that do not depend on its WHERE."""
+
+    canonical: str | None = None
+    sql: dict = field(default_factory=dict)  # dialect -> backend SQL (str or ParamSQL)
+    releases: dict = field(default_factory=dict)
+    domain: dict = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Plan:
     table: str
@@ -174,6 +188,9 @@ class Plan:
     ] = ()  # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
     consistent: bool = True  # released values clamped to their public range (the table's `consistent`)
     per_unit: str = ""  # over a per-unit relation (rewriter.histogram): what it protects, in words
+    clock: str = ""  # now() / current_date: the instant dpgate read them at (UTC); such a plan is
+    #                  planned afresh for each statement, never cached or templated
+    memo: PlanMemo = field(default_factory=PlanMemo, init=False, repr=False, compare=False)
 
     @property
     def selected(self) -> bool:
@@ -205,7 +222,7 @@ class Plan:
         (ORDER BY, LIMIT, aliases and output order are post-processing and are
         left out; conjuncts are sorted; literals are normalised by sqlglot).
         """
-        cached = self.__dict__.get("_canonical")
+        cached = self.memo.canonical
         if cached is not None:
             return cached
         where = _canonical_where(self.where)
@@ -231,7 +248,7 @@ class Plan:
                 f"{g.column}:{len(g.domain)}" for g in self.group_by
             )
         text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}{joins}"
-        self.__dict__["_canonical"] = text  # a frozen dataclass: cache beside the fields
+        self.memo.canonical = text
         return text
 
     def from_(self) -> exp.Expression:

@@ -166,11 +166,11 @@ class Template:
         for i, node in enumerate(_sentinel_literals(where, len(values))):
             node.set("this", str(values[i]))
         plan = dataclasses.replace(self.plan, where=where)
-        plan.__dict__["_canonical"] = _put(self.canonical, values)
-        plan.__dict__["_sql"] = {d: self._text(d, s, values) for d, s in self.sql.items()}
+        plan.memo.canonical = _put(self.canonical, values)
+        plan.memo.sql = {d: self._text(d, s, values) for d, s in self.sql.items()}
         # memos of the aggregates alone (e.g. the releases per ε), shared: only WHERE differs
-        plan.__dict__["_releases"] = self.plan.__dict__.setdefault("_releases", {})
-        plan.__dict__["_domain"] = self.plan.__dict__.setdefault("_domain", {})  # public cells: the same
+        plan.memo.releases = self.plan.memo.releases
+        plan.memo.domain = self.plan.memo.domain  # public cells: the same
         return plan
 
     def _text(self, dialect: str, sql: str, values: list[int]) -> str:
@@ -281,7 +281,7 @@ class Templates:
             self.filled += 1
             return tpl.fill(masked[1])
         plan = rewriter.build_plan(rewriter.parse(sql), config, list(params) if params else None, copy=False)
-        if tpl is False and plan.__dict__.get("_clock"):  # now() / current_date: no template
+        if tpl is False and plan.clock:  # now() / current_date: no template
             self.put(masked[0], None)
         elif tpl is False:  # first statement of this key
             self.put(
