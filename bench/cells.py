@@ -51,6 +51,7 @@ from proxy.backends import Columns
 from proxy.demo import demo_config_path
 from proxy.gateway import Gateway, settle_gc
 from proxy.pipeline.columnar import complete_columns
+from proxy.pipeline.kind import Statement
 from proxy.stores.release_codec import encode_answer
 from rewriter import build_plan, complete, parse
 
@@ -181,7 +182,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
             dp, raw, own = [], [], []
             for i, q in enumerate(pairs[3 : 3 + queries]):  # in turn first: paired
                 sql = QUERY.format(**q)
-                p = await conn.prepare(gw.route(sql), sql, [])
+                p = await conn.prepare(Statement(sql, gw.route(sql)), [])
                 scan_sql = p.kind.scan_sql(conn, p)
                 for turn in ((0, 1, 2), (1, 2, 0), (2, 0, 1))[i % 3]:
                     t = time.perf_counter()
@@ -218,8 +219,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
 
 async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[float]]]:
     """Each step of one release timed alone on the same scan's rows (median of ``repeat``)."""
-    route = gw.route(sql)
-    p = await conn.prepare(route, sql, [])
+    p = await conn.prepare(Statement(sql, gw.route(sql)), [])
     scan_sql = p.kind.scan_sql(conn, p)
     out: dict[str, list[float]] = {}
 

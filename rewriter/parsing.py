@@ -5,6 +5,7 @@ work must be bounded, not merely moved to a thread)."""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
@@ -19,7 +20,11 @@ an INSERT of a few thousand rows; ~60 ms)."""
 
 
 _LOCAL = threading.local()
-_MEMO_CHARS = 4096  # the last statement's tokens are kept (``tokenize``) up to this length
+_MEMO_CHARS = 4096  # statements' tokens are kept (``tokenize``) up to this length …
+_MEMO_SIZE = 64  # … for this many recent texts, process-wide: routing (on the event loop) and
+#                  planning (on a worker thread) of one statement read one tokenisation
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_LOCK = threading.Lock()
 
 
 def _postgres():
@@ -35,9 +40,10 @@ def _postgres():
 
 def parse(sql: str) -> exp.Expression:
     """Parse one PostgreSQL statement; syntax errors become Refusal 42601."""
+    tokens: list = []
     try:
         tokenizer, parser = _postgres()
-        tokens = tokenizer.tokenize(sql)
+        tokens = tokenize(sql) or tokenizer.tokenize(sql)  # (again: a text that does not tokenize raises)
         if len(tokens) > MAX_TOKENS:
             raise Refusal(
                 "54000",
@@ -102,15 +108,20 @@ def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
 
 def tokenize(sql: str) -> list | None:
     """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that).
-    The last statement's tokens are kept per thread: routing and the plan template of one
-    statement tokenize it once (issue 21). Callers must not modify the list."""
-    last = getattr(_LOCAL, "last", None)
-    if last is not None and last[0] == sql:
-        return last[1]
+    Recent statements' tokens are kept: routing, the plan template's key and the parse of one
+    statement read one tokenisation. Callers must not modify the list."""
+    with _MEMO_LOCK:
+        hit = _MEMO.get(sql, _MEMO_LOCK)
+        if hit is not _MEMO_LOCK:
+            _MEMO.move_to_end(sql)
+            return hit
     try:
         tokens = _postgres()[0].tokenize(sql)
     except SqlglotError:
         tokens = None
     if len(sql) <= _MEMO_CHARS:
-        _LOCAL.last = (sql, tokens)
+        with _MEMO_LOCK:
+            _MEMO[sql] = tokens
+            if len(_MEMO) > _MEMO_SIZE:
+                _MEMO.popitem(last=False)
     return tokens

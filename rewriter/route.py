@@ -26,6 +26,7 @@ from . import joins
 from .copy import COPY_HINT, CopyOut, copy_statement
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .parsing import parse, tokenize
+from .planner import Planner, planner_of
 
 Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed", "public", "copy"]
 
@@ -41,7 +42,9 @@ _COPY_INNER = frozenset(
 class Route:
     """The path of one statement. ``table`` is the declared table it reads (or
     writes, for INSERT); ``body`` is the explained statement's text for EXPLAIN
-    and ``inner`` its route."""
+    and ``inner`` its route. ``planner``: for a DP statement, which planner plans it on a
+    central table (:func:`rewriter.planner.planner_of`: cells, or MAX/MIN/percentiles) — it
+    depends on the statement's shape only, so a route kept by shape keeps it."""
 
     kind: Kind
     table: str | None = None
@@ -50,36 +53,44 @@ class Route:
     catalog: bool = False  # reads catalog relations (pg_catalog, information_schema …)
     error: Refusal | None = None  # for ``unparsed``: the parser's refusal
     copy: CopyOut | None = None  # for ``copy``: the query (``body``) and the output format
+    planner: Planner = "central"
 
 
 def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
     """The route of ``sql`` given the declared table names ``tables`` and the
     unqualified names the emulated catalog answers (``pg_class`` …)."""
+    return parse_route(sql, tables, catalog_relations)[0]
+
+
+def parse_route(sql: str, tables, catalog_relations=frozenset()) -> tuple[Route, exp.Expression | None]:
+    """:func:`route`, and the parse it was decided from — of the explained statement for
+    EXPLAIN, of the query for COPY (None for an unparsed statement) — to be handed to the
+    statement's planner, so a statement is parsed once (identifiers normalised for Postgres)."""
     body = explain_body(sql)
     if body is not None:
-        inner = route(body, tables, catalog_relations)
+        inner, tree = parse_route(body, tables, catalog_relations)
         if inner.kind in ("explain", "copy"):
             raise Refusal(
                 FEATURE_NOT_SUPPORTED, f"EXPLAIN takes a query, not {inner.kind.upper()}.", hint=None
             )
-        return Route("explain", inner.table, body=body, inner=inner)
+        return Route("explain", inner.table, body=body, inner=inner), tree
     cp = copy_statement(sql)
     if cp is not None:  # COPY (query) TO STDOUT: the query's route, framed as COPY
-        inner = route(cp.query, tables, catalog_relations)
+        inner, tree = parse_route(cp.query, tables, catalog_relations)
         if inner.kind not in _COPY_INNER:
             raise Refusal(
                 FEATURE_NOT_SUPPORTED,
                 f"COPY takes a query (SELECT …), not {inner.kind.upper()}.",
                 hint=COPY_HINT,
             )
-        return Route("copy", inner.table, body=cp.query, inner=inner, copy=cp)
+        return Route("copy", inner.table, body=cp.query, inner=inner, copy=cp), tree
     try:
         tree = parse(sql)
     except Refusal as r:
         if r.sqlstate != SYNTAX_ERROR:  # too large: refused before any other look
             raise
-        return Route("unparsed", error=r)
-    return classify(tree, tables, catalog_relations)
+        return Route("unparsed", error=r), None
+    return classify(tree, tables, catalog_relations), tree
 
 
 def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Route:
@@ -133,7 +144,7 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
         name = target.name if isinstance(target, exp.Table) else None
         return Route("insert", name if name in tables else table)
     if table is not None:
-        return Route("dp", table)
+        return Route("dp", table, planner=planner_of(tree))
     if views:
         return Route("views")
     return Route("dp", catalog=catalog)
@@ -247,6 +258,11 @@ class Routes:
         self.hits = 0  # routes served by key (for tests)
 
     def route(self, sql: str) -> Route:
+        return self.parse_route(sql)[0]
+
+    def parse_route(self, sql: str) -> tuple[Route, exp.Expression | None]:
+        """The route of ``sql``, and its parse when it was parsed here (None: the route was
+        kept by shape, or the statement does not parse): :func:`parse_route`."""
         key = shape_key(tokenize(sql))
         if key is not None:
             with self._lock:
@@ -254,11 +270,11 @@ class Routes:
                 if hit is not None:
                     self._map.move_to_end(key)
                     self.hits += 1
-                    return hit
-        r = route(sql, self.tables, self.catalog_relations)
+                    return hit, None
+        r, tree = parse_route(sql, self.tables, self.catalog_relations)
         if key is not None and r.kind in _CACHED_KINDS and r.table is not None:
             with self._lock:
                 self._map[key] = r
                 if len(self._map) > self.size:
                     self._map.popitem(last=False)
-        return r
+        return r, tree

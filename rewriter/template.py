@@ -215,16 +215,16 @@ def _positions_ok(expr: exp.Expression, n: int) -> bool:
 
 
 def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Template | None:
-    """The template of ``sql`` (see module doc), or None. ``build(text)`` plans a
-    statement (parse + rules; raises on refusal), ``emit(plan, dialect)`` is
+    """The template of ``sql`` (see module doc), or None. ``build(tree)`` plans a parsed
+    statement (the rules; raises on refusal), ``emit(plan, dialect)`` is
     ``to_sql``; ``full`` is the full plan of ``sql`` itself."""
     n = len(values)
     asc, desc = _ASC[:n], _DESC[:n]
     try:
-        a_text = _fill(sql, spans, asc)
-        if not _positions_ok(rewriter.parse(a_text), n):
+        a_tree = rewriter.parse(_fill(sql, spans, asc))
+        if not _positions_ok(a_tree, n):
             return None
-        a, b = build(a_text), build(_fill(sql, spans, desc))
+        a, b = build(a_tree), build(rewriter.parse(_fill(sql, spans, desc)))
     except Exception:
         return None
     if a.where is None or a.selection is not None or a.key_filter or full.key_filter:
@@ -269,9 +269,10 @@ class Templates:
         self.size = size
         self.filled = 0  # statements planned from a template (for tests)
 
-    def plan(self, sql: str, config, dialect: str, params: list | None = None) -> Plan:
+    def plan(self, sql: str, config, dialect: str, params: list | None = None, tree=None) -> Plan:
         """The plan of ``sql`` with ``params`` (the values of $1..$n, or None): filled
-        from its key's template, or planned in full (refusals raise as from
+        from its key's template, or planned in full from ``tree`` (its parse, which the
+        planner may change; None: parsed here; refusals raise as from
         ``build_plan``), deriving the key's template the first time — checked
         against the full plan of the statement with its parameters bound by the
         rewriter, so a parameter stands in a template only where its value
@@ -280,7 +281,9 @@ class Templates:
         if tpl:
             self.filled += 1
             return tpl.fill(masked[1])
-        plan = rewriter.build_plan(rewriter.parse(sql), config, list(params) if params else None, copy=False)
+        if tree is None:
+            tree = rewriter.parse(sql)
+        plan = rewriter.build_plan(tree, config, list(params) if params else None, copy=False)
         if tpl is False and plan.clock:  # now() / current_date: no template
             self.put(masked[0], None)
         elif tpl is False:  # first statement of this key
@@ -291,7 +294,7 @@ class Templates:
                     masked[2],
                     masked[1],
                     plan,
-                    lambda text: rewriter.build_plan(rewriter.parse(text), config, None, copy=False),
+                    lambda tree: rewriter.build_plan(tree, config, None, copy=False),
                     rewriter.to_sql,
                     (dialect,),
                 ),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from rewriter import Refusal, build_plan, complete, param_types, parse, to_sql, typed_plan
+from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
 from rewriter.unit import factor
 
 from ..backends import Columns
@@ -17,7 +17,7 @@ from .batch_noise import BatchNoise
 from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
-from .kind import HEAVY_ROWS, Prepared, ReleaseKind
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement
 from .release import (
     NoisePool,
     answer_rows,
@@ -106,21 +106,23 @@ class Central(ReleaseKind):
             if batch.worthwhile:  # … and the scan fetched as columns (.columnar)
                 p.state["batch"], p.state["during"], p.state["columnar"] = batch, batch.start, True
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        gw = conn.gw
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
+        gw, sql, route = conn.gw, stmt.sql, stmt.route
         if "$" not in sql:  # no parameters: plan once (Execute then hits the plan cache)
-            plan = checked(await gw.plan_async(sql, None), route)
+            plan = checked(await gw.plan_async(sql, None, stmt.tree()), route)
             return Description([], columns_of(plan))
         key = ("describe", self.name, sql, tuple(oids))
         hit = gw.description(key)
         if hit is None:  # refusals are not kept: each Describe raises them again
-            types = param_types(parse(sql), gw.config)
+            tree = stmt.tree()
+            types = param_types(tree, gw.config)  # (on a copy)
             inferred = [
                 oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT for i, t in enumerate(types)
             ]
             try:
                 plan = checked(
-                    await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route
+                    await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None, tree),
+                    route,
                 )
             except Refusal:  # a stand-in value the statement cannot take (date_trunc's unit):
                 try:  # the columns of the plan typed without values
@@ -132,9 +134,10 @@ class Central(ReleaseKind):
             hit = gw.description(key, (tuple(inferred), tuple(columns_of(plan))))
         return Description(list(hit[0]), list(hit[1]))
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
         gw = conn.gw
-        plan = checked(build_plan(parse(body), gw.config, params or None), route)
+        if plan is None:
+            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.tree()), stmt.route)
         plan, path = choose(plan, gw.tier_of(conn.role), conn.session.settings)  # HAVING / top-c
         dialect = gw.backend.dialect
         lines = explain_lines(
@@ -204,6 +207,9 @@ class Domain(ReleaseKind):
     def prepare(self, conn, plan) -> Prepared:
         return Prepared(self, plan, columns_of(plan))
 
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(domain_notice(plan),)])
+
     async def answer_free(self, conn, p: Prepared):
         big = p.plan.n_cells >= HEAVY_ROWS  # a large domain: rows off the loop (issue 21)
         rows = await asyncio.to_thread(_domain_rows, p.plan) if big else _domain_rows(p.plan)
@@ -227,8 +233,8 @@ class Empty(ReleaseKind):
     async def answer_free(self, conn, p: Prepared):
         return Result("SELECT 0", p.columns, [], notices=[_EMPTY_NOTE]), "empty", 0.0
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(_EMPTY_NOTE,)])
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(_EMPTY_NOTE,)])
 
 
 _EMPTY_NOTE = "dpgate: LIMIT 0 returns no rows whatever the data: nothing read, nothing charged"

@@ -23,14 +23,13 @@ import hashlib
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.quantile import ExpMechQuantile
-from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
 from rewriter.plan import Plan
 from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
-from .kind import Prepared, ReleaseKind
+from .kind import Prepared, ReleaseKind, Statement
 from .partitions import require_delta, select_rows, selection_explain, selection_notice, selection_plan
 from .release import answer_rows, output_types, unit_text
 from .selection_path import for_tier
@@ -185,15 +184,11 @@ class Extreme(ReleaseKind):
     scan over the column's public grid, the exponential mechanism per group."""
 
     name = "extreme"
+    heavy = True  # the candidate search
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+    async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
         gw = conn.gw
-        xp = await asyncio.to_thread(
-            build_extreme_plan,
-            parse(sql),
-            gw.config,  # off the loop
-            list(params) if params else None,
-        )
+        xp = await asyncio.to_thread(_build, gw, stmt, params)  # off the loop
         tier = gw.tier_of(conn.role)
         if tier.ladder is not None:  # a ladder's coalition guarantee covers its chain only
             raise SqlError(
@@ -240,16 +235,20 @@ class Extreme(ReleaseKind):
     def notice_body(self, p: Prepared, answer: dict) -> str:
         return notice_body(p.plan, answer)
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        return await describe_extreme(conn, sql, oids)
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
+        return await describe_extreme(conn, stmt, oids)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return await explain_extreme(conn, body, params)
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return await explain_extreme(conn, stmt, params)
 
 
-async def describe_extreme(conn, sql: str, oids: list[int]) -> Description:
+def _build(gw, stmt: Statement, params: list) -> ExtremePlan:
+    return build_extreme_plan(stmt.tree(), gw.config, list(params) if params else None)
+
+
+async def describe_extreme(conn, stmt: Statement, oids: list[int]) -> Description:
     """Describe (extended protocol): parameter and column types."""
-    expr = parse(sql)
+    expr = stmt.tree()
     types = extreme_param_types(expr, conn.gw.config)
     inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[ty] or 25 for i, ty in enumerate(types)]
     xp = build_extreme_plan(expr, conn.gw.config, [DUMMY.get(ty, "0") for ty in types] if types else None)
@@ -258,10 +257,10 @@ async def describe_extreme(conn, sql: str, oids: list[int]) -> Description:
     )
 
 
-async def explain_extreme(conn, body: str, params: list) -> Result:
+async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free."""
     gw = conn.gw
-    xp = build_extreme_plan(parse(body), gw.config, list(params) if params else None)
+    xp = _build(gw, stmt, params)
     tier = gw.tier_of(conn.role)
     if xp.plan.selected and tier.delta <= 0:
         lines = [

@@ -28,6 +28,11 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
+from sqlglot import exp
+
+from rewriter import parse
+from rewriter.route import Route
+
 from ..backends import BackendError, BackendRefused
 from ..stores.ledger import FEMTO, NANO, BudgetExceeded, femto
 from ..wire.api import Column, Description, Result, SqlError
@@ -38,6 +43,23 @@ HEAVY_ROWS = 256
 
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
+
+
+@dataclass
+class Statement:
+    """One statement on its way to a release: its text (for EXPLAIN the explained statement,
+    for COPY its query), its route, and the parse routing decided it from, which the
+    statement's planner takes (:meth:`tree`): one parse per statement."""
+
+    sql: str
+    route: Route
+    parsed: exp.Expression | None = None  # routing's parse, not yet handed to a planner
+
+    def tree(self) -> exp.Expression:
+        """The statement's parse, handed over once (a planner may change it): routing's, or a
+        fresh one when the route came from a cache (routes are kept by text and by shape)."""
+        tree, self.parsed = self.parsed, None
+        return tree if tree is not None else parse(self.sql)
 
 
 @dataclass
@@ -61,19 +83,22 @@ class ReleaseKind:
 
     name = "kind"
     decision = "released"  # the statement log's word for a fresh release
+    heavy = False  # runs in the heavy-statement lane whatever its size (:mod:`.lane`)
+    plans_in_lane = False  # … and is planned there too (its planning is itself heavy)
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
-        """Plan ``sql`` (routed by the parse to ``route``) for ``conn``'s role; a refusal
-        (Refusal/SqlError) charges nothing. Central plans are made by the orchestrator,
-        which picks their kind from the plan (``prepare``)."""
+    async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
+        """Plan ``stmt`` for ``conn``'s role; a refusal (Refusal/SqlError) charges nothing.
+        Kinds chosen from a plan as cells (:func:`.orchestrator.choose`) are given that plan
+        instead (``prepare``)."""
         raise NotImplementedError
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         """Parameter and column types (extended protocol), without touching data."""
         raise NotImplementedError
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        """``EXPLAIN``: mechanism, ε, error statement, backend SQL; nothing runs."""
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        """``EXPLAIN``: mechanism, ε, error statement, backend SQL; nothing runs. ``plan``:
+        the statement's plan as cells, for the kinds chosen from it."""
         raise NotImplementedError
 
     # -- a free answer --------------------------------------------------------------

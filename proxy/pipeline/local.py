@@ -113,8 +113,8 @@ class Local(ReleaseKind):
 
     name = "local"
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
-        plan = _plan(conn.gw, sql, params, overrides_of(conn))
+    async def plan(self, conn, stmt, params: list) -> Prepared:
+        plan = _plan(conn.gw, stmt.sql, params, overrides_of(conn))  # (kept by text: _PLANS)
         if isinstance(plan, SubsetPlan):  # categorical Subset column (seed 000 §5)
             return Prepared(SUBSET, plan, [])
         return Prepared(self, plan, _columns(plan))
@@ -130,11 +130,11 @@ class Local(ReleaseKind):
             rows, msg = local_answer(p.plan, cells)
         return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]), "ldp", 0.0
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        return await describe_local(conn, sql, oids)
+    async def describe(self, conn, stmt, oids: list[int]) -> Description:
+        return await describe_local(conn, stmt.sql, oids)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return await explain_local(conn, body, params)
+    async def explain(self, conn, stmt, params: list, plan=None) -> Result:
+        return await explain_local(conn, stmt.sql, params)
 
 
 class Subset(Local):

@@ -367,8 +367,16 @@ class Ladder(Central):
     charged like any release (reserved while scanning, recorded with the answer)."""
 
     name = "ladder"
+    heavy = True  # the chain per cell
 
     def prepare(self, conn, plan) -> Prepared:
+        if plan.selected:  # keys without a public domain: partition selection is not a ladder's
+            raise SqlError(
+                "0A000",
+                "GROUP BY a column without a public domain (partition selection) is not "
+                "available to data-market ladder tiers; nothing was charged",
+                hint="Group by columns with a declared domain.",
+            )
         check_ladder_plan(plan)  # refused before the scan: free
         tier = conn.gw.tier_of(conn.role)
         return Prepared(

@@ -32,7 +32,7 @@ import dataclasses
 from fractions import Fraction
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
-from rewriter import build_plan, parse, to_sql
+from rewriter import to_sql
 from rewriter.params import rebound
 from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
@@ -175,9 +175,10 @@ class Partitions(Central):
     def scan_sql(self, conn, p: Prepared) -> str:
         return floor_sql(conn.gw, p.plan, p.state)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
+    async def explain(self, conn, stmt, params: list, plan=None) -> Result:
         gw = conn.gw
-        plan = checked(build_plan(parse(body), gw.config, params or None), route)
+        if plan is None:
+            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.tree()), stmt.route)
         tier = gw.tier_of(conn.role)
         plan, path = choose(plan, tier, conn.session.settings)  # HAVING / top-c
         sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9), salt="")

@@ -52,14 +52,13 @@ import numpy as np
 from config import ConfigError
 from mechanisms.per_record import ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram, PrDPCount
 from mechanisms.per_record.core import PrRelease
-from rewriter import parse
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
 from rewriter.per_record import ALLOWED, PrPlan, build_pr_plan, pr_param_types, scan_sql, values_sql
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
-from .kind import Prepared, ReleaseKind, fetch
+from .kind import Prepared, ReleaseKind, Statement, fetch
 from .per_record_policy import Policy, PolicyError, compile_policy, validate_config, validate_policy
 from .release import answer_rows, consistency_text, output_types
 from .selection_path import for_tier
@@ -302,10 +301,11 @@ class PerRecord(ReleaseKind):
     levels >= ℓ chosen from the first (Alg. 1, stage 1), all cells in one query."""
 
     name = "per_record"
+    heavy = plans_in_lane = True  # two scans and a level search; its planning too
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+    async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
         gw = conn.gw
-        prp, pol = await asyncio.to_thread(_plan, conn, sql, params)  # milliseconds: off the loop
+        prp, pol = await asyncio.to_thread(_plan, conn, stmt, params)  # milliseconds: off the loop
         tier = gw.tier_of(conn.role)
         prp = dataclasses.replace(prp, plan=for_tier(prp.plan, tier))  # the tier's `consistent`
         weight = float(tier.epsilon)
@@ -415,11 +415,11 @@ class PerRecord(ReleaseKind):
         clamped = consistency_text(p.plan.plan) if p.plan.func not in ("max", "min") else ""
         return notice_body(p.plan, p.state["policy"], answer) + clamped
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        return await describe_per_record(conn, sql, oids)
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
+        return await describe_per_record(conn, stmt, oids)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return await explain_per_record(conn, body, params)
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return await explain_per_record(conn, stmt, params)
 
 
 def _combine(parts: list[dict]) -> dict:
@@ -463,9 +463,9 @@ def refuse_ladder(gw, role: str, table: str) -> None:
     )
 
 
-def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
+def _plan(conn, stmt: Statement, params) -> tuple[PrPlan, Policy]:
     gw = conn.gw
-    prp = build_pr_plan(parse(sql), gw.config, list(params) if params else None)
+    prp = build_pr_plan(stmt.tree(), gw.config, list(params) if params else None)
     refuse_ladder(gw, conn.role, prp.plan.table)
     pol = policy_of(gw, prp.plan.table)
     for sub in [prp.part(i) for i in range(len(prp.parts))] or [prp]:
@@ -570,10 +570,10 @@ def _body(pol: Policy, pr: dict, name: str, mech: str) -> str:
 # -- Describe and EXPLAIN ------------------------------------------------------------
 
 
-async def describe_per_record(conn, sql: str, oids: list[int]) -> Description:
+async def describe_per_record(conn, stmt: Statement, oids: list[int]) -> Description:
     """Describe (extended protocol) for a per-record statement: parameter and column types."""
     gw = conn.gw
-    expr = parse(sql)
+    expr = stmt.tree()
     types = pr_param_types(expr, gw.config)
     inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT for i, t in enumerate(types)]
     prp = build_pr_plan(expr, gw.config, [DUMMY.get(t, "0") for t in types] if types else None)
@@ -618,10 +618,10 @@ def explain_accuracy(kind: str, m) -> str:
     )
 
 
-async def explain_per_record(conn, body: str, params: list) -> Result:
+async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
     """``EXPLAIN`` of a per-record statement: policy, mechanism, backend SQL; free."""
     gw = conn.gw
-    prp, pol = _plan(conn, body, params)
+    prp, pol = _plan(conn, stmt, params)
     tier = gw.tier_of(conn.role)
     if prp.parts:
         return _explain_parts(gw, prp, pol, tier)

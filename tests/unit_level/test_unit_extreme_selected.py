@@ -27,10 +27,12 @@ from config import parse_config
 from mechanisms import SeededSource
 from proxy.demo import demo_config_path
 from proxy.pipeline.extreme import EXTREME
+from proxy.pipeline.kind import Statement
 from proxy.pipeline.partitions import scan_floor
 from proxy.wire.api import SqlError
 from rewriter.errors import Refusal
 from rewriter.extreme import build_extreme_plan, histogram_sql
+from rewriter.route import Route
 from rewriter.unit import factor
 
 from .engines import engine
@@ -165,7 +167,7 @@ def _demo(delta: float):
 
 
 def _plan(conn, sql):
-    return asyncio.run(EXTREME.plan(conn, None, sql, []))
+    return asyncio.run(EXTREME.plan(conn, Statement(sql, Route("dp", "purchases", planner="extreme")), []))
 
 
 @pytest.mark.parametrize(
