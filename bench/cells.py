@@ -193,7 +193,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
                         await gw.backend.fetch(sql)
                         raw.append(time.perf_counter() - t)
                     else:
-                        await gw.backend.fetch(scan_sql, columnar=bool(p.state.get("columnar")))
+                        await gw.backend.fetch(scan_sql, columnar=p.columnar)
                         own.append(time.perf_counter() - t)
             steps = await _steps(gw, conn, QUERY.format(**pairs[-1]))
         finally:
@@ -229,7 +229,7 @@ async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[fl
         out.setdefault(name, []).append(time.thread_time() - t)
         return r
 
-    columnar = bool(p.state.get("columnar"))  # as Central.scan fetches it: numpy columns
+    columnar = p.columnar  # as Central.scan fetches it: numpy columns
     for _ in range(repeat):
         t = time.perf_counter()
         rows = await gw.backend.fetch(scan_sql, columnar=columnar)
@@ -245,7 +245,7 @@ async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[fl
             release.noisy_answer,
             p.plan,
             cells,
-            p.state["mech_eps"],
+            p.state.mech_eps,
             gw.source,
         )
         timed("the answer encoded (release_codec, part of storing it)", encode_answer, answer)

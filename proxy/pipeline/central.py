@@ -7,6 +7,7 @@ in :mod:`.extreme`. Each plans a statement with :func:`rewriter.build_plan`."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
 from rewriter.unit import factor
@@ -36,6 +37,7 @@ __all__ = [
     "EMPTY",
     "SVT",
     "Central",
+    "CentralState",
     "Domain",
     "Empty",
     "Svt",
@@ -73,6 +75,17 @@ def columns_of(plan) -> list[Column]:
     return [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
 
 
+@dataclass
+class CentralState:
+    """A central release's: the ε its mechanisms run at (the tier's, over the unit's factor k),
+    and the noise drawn ahead of the scan — from the reservoir (``pool``) or, for a large public
+    domain, in one batch on a thread while the scan runs (``batch``)."""
+
+    mech_eps: float
+    pool: NoisePool | None = None
+    batch: BatchNoise | None = None
+
+
 class Central(ReleaseKind):
     """Every cell of the public domain, noised (seed 001 for AVG; geometric / discrete
     Laplace otherwise). The noise, which does not depend on the data, is drawn while the
@@ -90,21 +103,20 @@ class Central(ReleaseKind):
             key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
             canonical=plan.canonical(),
             epsilon=tier.epsilon,
+            state=CentralState(mechanism_epsilon(plan, tier.epsilon)),
         )
-        p.state["mech_eps"] = mechanism_epsilon(plan, tier.epsilon)
         self.prepare_noise(conn, p)
         return p
 
     def prepare_noise(self, conn, p: Prepared) -> None:
-        gw = conn.gw
-        pool = NoisePool(p.plan, p.state["mech_eps"], gw.source, gw.reservoir)
-        p.state["pool"] = pool
+        gw, st = conn.gw, p.state
+        st.pool = pool = NoisePool(p.plan, st.mech_eps, gw.source, gw.reservoir)
         if pool.worthwhile:
-            p.state["during"] = pool.fill
+            p.during = pool.fill
         elif not p.plan.selected:  # a large public domain: drawn on a thread during the scan
-            batch = BatchNoise(p.plan, p.state["mech_eps"], gw.source)
+            batch = BatchNoise(p.plan, st.mech_eps, gw.source)
             if batch.worthwhile:  # … and the scan fetched as columns (.columnar)
-                p.state["batch"], p.state["during"], p.state["columnar"] = batch, batch.start, True
+                st.batch, p.during, p.columnar = batch, batch.start, True
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         gw, sql, route = conn.gw, stmt.sql, stmt.route
@@ -157,13 +169,13 @@ class Central(ReleaseKind):
             cells = table if table is not None else complete(p.plan, cells.rows())
         else:
             cells = complete(p.plan, cells)
-        batch = p.state.get("batch")
+        batch = p.state.batch
         return noisy_answer(
             p.plan,
             cells,
-            p.state["mech_eps"],
+            p.state.mech_eps,
             conn.gw.source,
-            p.state["pool"],
+            p.state.pool,
             predrawn=batch.take(len(cells)) if batch is not None else None,
         )
 
@@ -174,7 +186,7 @@ class Central(ReleaseKind):
         return notice_body(p.plan, answer)
 
     def after_reply(self, conn, p: Prepared) -> None:
-        pool = p.state.get("pool")
+        pool = p.state.pool
         if pool is not None and pool.worthwhile:  # the next statement's noise, drawn after
             gw = conn.gw  # the reply, while the backend is idle
             gw.reservoir.refill_soon(
@@ -192,7 +204,7 @@ class Svt(Central):
         return None
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return selection_answer(p.plan, complete(p.plan, cells), p.state["mech_eps"], conn.gw.source)
+        return selection_answer(p.plan, complete(p.plan, cells), p.state.mech_eps, conn.gw.source)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+from dataclasses import dataclass
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.quantile import ExpMechQuantile
@@ -30,11 +31,18 @@ from rewriter.unit import factor
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .kind import Prepared, ReleaseKind, Statement
-from .partitions import require_delta, select_rows, selection_explain, selection_notice, selection_plan
+from .partitions import (
+    SelectionPlan,
+    require_delta,
+    select_rows,
+    selection_explain,
+    selection_notice,
+    selection_plan,
+)
 from .release import answer_rows, output_types, unit_text
 from .selection_path import for_tier
 
-__all__ = ["EXTREME", "Extreme", "describe_extreme", "explain_extreme"]
+__all__ = ["EXTREME", "Extreme", "ExtremeState", "describe_extreme", "explain_extreme"]
 
 BETA = 0.05  # the rank statement in the NOTICE holds with probability 95%, like the half-widths
 
@@ -50,7 +58,7 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
 
 
-def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: dict | None = None) -> str:
+def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: SelectionPlan | None = None) -> str:
     return histogram_sql(
         xp,
         grid.lower,
@@ -59,11 +67,11 @@ def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: dict | None
         grid.integral and grid.step == 1.0,
         gw.backend.dialect,
         salt,
-        floor=None if sp is None else int(sp["floor"]),
+        floor=None if sp is None else int(sp.floor),
     )
 
 
-def _selection(plan: Plan, tier) -> dict | None:
+def _selection(plan: Plan, tier) -> SelectionPlan | None:
     """Keys without a public domain: the partition selection's parameters (module doc), or a
     refusal for a tier with δ = 0; None for public keys."""
     if not plan.selected:
@@ -72,7 +80,9 @@ def _selection(plan: Plan, tier) -> dict | None:
     return selection_plan(plan, float(tier.epsilon), float(tier.delta))
 
 
-def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, delta: float) -> dict:
+def _selected_answer(
+    gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: SelectionPlan, rows, delta: float
+) -> dict:
     """Rows (k.., v, n, units): the keys chosen by partition selection, then each kept
     key's value from its histogram (v NULL: the key's rows without a value, counted in its
     units only — such a key is selected like any other, from an empty histogram if need be)."""
@@ -86,7 +96,7 @@ def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, 
             hist.append((int(row[n]), int(row[n + 1])))
         units[key] = int(row[n + 2])
     order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))  # draws in key order
-    kept = select_rows(sp["sel"], [(*k, units[k]) for k in order], n, gw.source)
+    kept = select_rows(sp.sel, [(*k, units[k]) for k in order], n, gw.source)
     values = [[m.release(hists[k], gw.source)] for k in kept]
     return {
         "keys": [[cell_key(v) for v in k] for k in kept],
@@ -96,9 +106,9 @@ def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, 
         "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
         "partitions": {
             "kept": len(kept),
-            "describe": sp["sel"].describe(),
+            "describe": sp.sel.describe(),
             "delta": delta,
-            "eps_measures": sp["eps_measures"],
+            "eps_measures": sp.eps_measures,
         },
     }
 
@@ -179,6 +189,16 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
     )
 
 
+@dataclass
+class ExtremeState:
+    """A MAX/MIN/quantile release's: the column's public grid, the mechanism at its ε, and the
+    partition selection of keys without a public domain (None: public keys)."""
+
+    grid: ExtremeGrid
+    m: ShiftedRankExtreme | ExpMechQuantile
+    sel: SelectionPlan | None
+
+
 class Extreme(ReleaseKind):
     """MAX / MIN (seed 003 §6.4) and quantiles (Smith 2011) on a central table: one histogram
     scan over the column's public grid, the exponential mechanism per group."""
@@ -199,7 +219,7 @@ class Extreme(ReleaseKind):
         xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))  # the tier's `consistent`
         eps = float(tier.epsilon)
         sp = _selection(xp.plan, tier)
-        grid, m = _setup(gw, xp, eps if sp is None else sp["eps_measures"])
+        grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
         key, delta = _key(xp, eps), 0.0
         if sp is not None:  # the selection's δ is part of what is released
@@ -213,18 +233,18 @@ class Extreme(ReleaseKind):
             canonical=xp.canonical(),
             epsilon=eps,
             delta=delta,
-            state={"grid": grid, "m": m, "sel": sp},
+            state=ExtremeState(grid, m, sp),
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        return _sql(conn.gw, p.plan, p.state["grid"], unit_salt(conn.gw, p.plan.plan), p.state["sel"])
+        st = p.state
+        return _sql(conn.gw, p.plan, st.grid, unit_salt(conn.gw, p.plan.plan), st.sel)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        if p.state["sel"] is not None:
-            return _selected_answer(
-                conn.gw, p.plan, p.state["m"], p.state["grid"], p.state["sel"], cells, p.delta
-            )
-        return _answer(conn.gw, p.plan, p.state["m"], p.state["grid"], cells)
+        st = p.state
+        if st.sel is not None:
+            return _selected_answer(conn.gw, p.plan, st.m, st.grid, st.sel, cells, p.delta)
+        return _answer(conn.gw, p.plan, st.m, st.grid, cells)
 
     def mechanism(self, answer: dict) -> str:
         return answer["mechanism"][0] + (", partition_selection" if "partitions" in answer else "")
@@ -269,7 +289,7 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
         ]
         return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
     sp = _selection(xp.plan, tier)
-    grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp["eps_measures"])
+    grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp.eps_measures)
     if sp is None:
         lines = [
             f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
@@ -279,7 +299,7 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     else:
         lines = [
             selection_explain(xp.plan, tier, sp),
-            f"  {_what(xp)} of each released key at ε {sp['eps_measures']:g} (the other half of ε; the "
+            f"  {_what(xp)} of each released key at ε {sp.eps_measures:g} (the other half of ε; the "
             "released keys are disjoint: each at that ε)",
             "  " + unit_text(xp.plan),
         ]

@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -73,7 +74,12 @@ class Prepared:
     canonical: str = ""
     epsilon: float = 0.0  # what a fresh release charges
     delta: float = 0.0  # and its δ (partition selection), charged to the tier's δ budget
-    state: dict = field(default_factory=dict)  # kind-specific (policy, noise pool, …)
+    state: object = None  # the kind's own, a dataclass of its module (central.CentralState,
+    #                       extreme.ExtremeState, per_record.PerRecordState, partitions.SelectionPlan)
+    during: Callable[[], object] | None = None  # work the scan's fetch runs beside it (noise drawn ahead)
+    columnar: bool = False  # the scan fetched as numpy columns, if the backend can
+    data_version: int = 0  # a fresh release's: what the measurement may record beside it (:func:`run`)
+    statement: str = ""  # … and the statement's text
 
 
 class ReleaseKind:
@@ -118,8 +124,8 @@ class ReleaseKind:
             conn,
             self.scan_sql(conn, p),
             then=then,
-            during=p.state.get("during"),
-            columnar=p.state.get("columnar", False),
+            during=p.during,
+            columnar=p.columnar,
         )
 
     def measure(self, conn, p: Prepared, cells) -> dict:
@@ -241,7 +247,7 @@ async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
         left = await _delta_left(conn, p, tier)
         if femto(left) < femto(p.delta):
             raise _delta_error(p, left, tier)
-    p.state.update(data_version=dv, statement=sql)  # what the measurement may record beside it
+    p.data_version, p.statement = dv, sql  # what the measurement may record beside it
     return await _release_eps(conn, p, tier, dv, sql)
 
 

@@ -396,14 +396,12 @@ class Ladder(Central):
         scan (a damaged one refuses the statement before anything is read: refunded)."""
         tier = conn.gw.tier_of(conn.role)
         await asyncio.to_thread(
-            store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(), p.state["data_version"]
+            store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(), p.data_version
         )
         return await super().scan(conn, p, then)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return serve_level(
-            conn.gw, conn.role, p.plan, complete(p.plan, cells), p.state["data_version"], p.state["statement"]
-        )
+        return serve_level(conn.gw, conn.role, p.plan, complete(p.plan, cells), p.data_version, p.statement)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

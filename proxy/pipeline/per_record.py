@@ -45,6 +45,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -295,6 +296,18 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
     }
 
 
+@dataclass
+class PerRecordState:
+    """A per-record release's: the table's policy, and the mechanism by its name (``kind``:
+    "count", "sum_extension", "sum_framework", "max", "min") — or, for several COUNT/SUM in one
+    statement, one (sub-plan, kind, mechanism) per part, each at weight / k."""
+
+    policy: Policy
+    kind: str | None = None
+    m: object = None
+    parts: list[tuple] | None = None
+
+
 class PerRecord(ReleaseKind):
     """A statement on a table with a ``privacy`` policy (seed 003): ONE scan ``GROUP BY
     keys, level[, value bucket]``; MAX/MIN add a second round trip for the values of the
@@ -310,14 +323,12 @@ class PerRecord(ReleaseKind):
         prp = dataclasses.replace(prp, plan=for_tier(prp.plan, tier))  # the tier's `consistent`
         weight = float(tier.epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
-        state = {"policy": pol}
         if prp.parts:  # several COUNT/SUM: each at weight / k (sequential composition)
             each = weight / prp.split
-            state["parts"] = [
-                (sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))
-            ]
+            parts = [(sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))]
+            state = PerRecordState(pol, parts=parts)
         else:
-            state["kind"], state["m"] = mechanism(gw, prp, pol, weight)
+            state = PerRecordState(pol, *mechanism(gw, prp, pol, weight))
         return Prepared(
             self,
             prp,
@@ -329,10 +340,10 @@ class PerRecord(ReleaseKind):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        kind = p.state["kind"]
+        kind = p.state.kind
         return scan_sql(
             p.plan,
-            p.state["policy"].sql,
+            p.state.policy.sql,
             conn.gw.config,
             conn.gw.backend.dialect,
             buckets=kind == "sum_framework",
@@ -340,9 +351,9 @@ class PerRecord(ReleaseKind):
         )
 
     async def scan(self, conn, p: Prepared, then):
-        if "parts" in p.state:
+        if p.state.parts is not None:
             return await self._scan_parts(conn, p, then)
-        prp, pol, kind, m = p.plan, p.state["policy"], p.state["kind"], p.state["m"]
+        prp, pol, kind, m = p.plan, p.state.policy, p.state.kind, p.state.m
         framework_sum = kind == "sum_framework"
         if kind not in ("max", "min"):
             return await fetch(
@@ -362,8 +373,8 @@ class PerRecord(ReleaseKind):
 
     async def _scan_parts(self, conn, p: Prepared, then):
         """One scan per COUNT/SUM part (their level scans differ; MAX/MIN are never parts)."""
-        pol, hists = p.state["policy"], []
-        parts = p.state["parts"]
+        pol, hists = p.state.policy, []
+        parts = p.state.parts
         for i, (sub, kind, _m) in enumerate(parts):
             sql = scan_sql(
                 sub,
@@ -393,17 +404,17 @@ class PerRecord(ReleaseKind):
                 )
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        pol = p.state["policy"]
-        if "parts" in p.state:
+        pol = p.state.policy
+        if p.state.parts is not None:
             each = p.epsilon / p.plan.split
             return _combine(
                 [
                     _answer(conn.gw, sub, pol, each, kind, m, h, None, None)
-                    for (sub, kind, m), h in zip(p.state["parts"], cells)
+                    for (sub, kind, m), h in zip(p.state.parts, cells)
                 ]
             )
         hists, ells, values = cells
-        return _answer(conn.gw, p.plan, pol, p.epsilon, p.state["kind"], p.state["m"], hists, ells, values)
+        return _answer(conn.gw, p.plan, pol, p.epsilon, p.state.kind, p.state.m, hists, ells, values)
 
     def mechanism(self, answer: dict) -> str:
         return "+".join(answer["mechanism"])
@@ -413,7 +424,7 @@ class PerRecord(ReleaseKind):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         clamped = consistency_text(p.plan.plan) if p.plan.func not in ("max", "min") else ""
-        return notice_body(p.plan, p.state["policy"], answer) + clamped
+        return notice_body(p.plan, p.state.policy, answer) + clamped
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_per_record(conn, stmt, oids)
