@@ -5,8 +5,8 @@ A *release kind* is a way of turning a statement into released rows: central
 HAVING), a data-market ladder (seed 000), per-record DP (seed 003), MAX/MIN
 (shifted-rank exponential mechanism), a local metric-LDP table (seed 002), a local
 Subset column (seed 000 §5), and the public domain (no data at all). Each is a
-:class:`ReleaseKind`; the orchestrator picks one per statement (``plan``), and
-:func:`run` releases it:
+:class:`ReleaseKind`; :func:`.orchestrator.choose` picks one per statement, the kind plans it
+(``plan``, or ``prepare`` of the plan as cells it was chosen from), and :func:`run` releases it:
 
     plan (a refusal charges nothing) → an earlier release of the same key by this
     role is served again for free (a twin in flight is waited for) → budget check →
