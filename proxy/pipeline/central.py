@@ -121,7 +121,7 @@ class Central(ReleaseKind):
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         gw, sql, route = conn.gw, stmt.sql, stmt.route
         if "$" not in sql:  # no parameters: plan once (Execute then hits the plan cache)
-            plan = checked(await gw.plan_async(sql, None, stmt.tree()), route)
+            plan = checked(await gw.plan_async(sql, None, stmt.take()), route)
             return Description([], columns_of(plan))
         key = ("describe", self.name, sql, tuple(oids))
         hit = gw.description(key)
@@ -149,7 +149,7 @@ class Central(ReleaseKind):
     async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
         gw = conn.gw
         if plan is None:
-            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.tree()), stmt.route)
+            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.take()), stmt.route)
         plan, path = choose(plan, gw.tier_of(conn.role), conn.session.settings)  # HAVING / top-c
         dialect = gw.backend.dialect
         lines = explain_lines(

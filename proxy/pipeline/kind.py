@@ -59,8 +59,14 @@ class Statement:
     def tree(self) -> exp.Expression:
         """The statement's parse, handed over once (a planner may change it): routing's, or a
         fresh one when the route came from a cache (routes are kept by text and by shape)."""
-        tree, self.parsed = self.parsed, None
+        tree = self.take()
         return tree if tree is not None else parse(self.sql)
+
+    def take(self) -> exp.Expression | None:
+        """Routing's parse, handed over once, or None: for a planner that keeps its plans by
+        text and parses only when it plans (``Gateway.plan``), so a repeat is never parsed."""
+        tree, self.parsed = self.parsed, None
+        return tree
 
 
 @dataclass

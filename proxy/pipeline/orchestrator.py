@@ -245,9 +245,11 @@ class Connection:
         gw, route = self.gw, stmt.route
         kind = self.choose(route)
         if kind is PER_RECORD:  # SELECT DISTINCT g: the public domain (the cells' planner says)
-            tree = stmt.tree()
+            tree = stmt.take()
             try:
-                plan = await gw.plan_async(stmt.sql, params or None, tree.copy())
+                plan = await gw.plan_async(
+                    stmt.sql, params or None, tree.copy() if tree is not None else None
+                )
             except Exception:
                 plan = None
             stmt.parsed = tree  # the per-record planner's, if the kind stays
@@ -255,7 +257,7 @@ class Connection:
             return (kind, plan, plan) if kind is not PER_RECORD else (kind, None, None)
         if kind is not CENTRAL:
             return kind, None, None
-        plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.tree()), route)
+        plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.take()), route)
         released = selection_path(plan, gw.tier_of(self.role), self.session.settings)[0]
         return self.choose(route, released), plan, released
 

@@ -190,7 +190,7 @@ class Partitions(Central):
     async def explain(self, conn, stmt, params: list, plan=None) -> Result:
         gw = conn.gw
         if plan is None:
-            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.tree()), stmt.route)
+            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.take()), stmt.route)
         tier = gw.tier_of(conn.role)
         plan, path = choose(plan, tier, conn.session.settings)  # HAVING / top-c
         sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9), salt="")

@@ -88,3 +88,15 @@ def test_explain_parses_the_explained_statement_once(duck_service, counted, temp
     assert any("backend SQL" in r[0] for r in res.rows)
     assert counted["parse"].count(body) == 1, counted["parse"]
     assert counted["tokenize"].count(body) == 1, counted["tokenize"]
+
+
+def test_a_repeat_is_not_parsed_again(duck_service, counted):
+    """A statement's route and plan are kept by its text: running it again parses nothing (its
+    release is served from the ledger)."""
+    sql = _fresh("SELECT sex, COUNT(*) FROM pums WHERE income > {n} GROUP BY sex")
+    conn = Connection(duck_service.gw, "analyst", "demo", {})
+    first = duck_service._call(conn.execute(sql, []))
+    parsed, tokenised = list(counted["parse"]), list(counted["tokenize"])
+    again = duck_service._call(conn.execute(sql, []))
+    assert again.rows == first.rows and "repeat" in again.notices[0]
+    assert (counted["parse"], counted["tokenize"]) == (parsed, tokenised)
