@@ -57,13 +57,13 @@ def planner_of(tree: exp.Expression) -> Planner:
         return "central"
     try:
         select = inline.inline(inline.expand_ctes(tree.copy()))
-        outer = inline.split_outer(select)
+        outer = inline.split_outer(select) if isinstance(select, exp.Select) else None
     except Refusal:
         return "central"
     return "extreme" if extreme_in(outer[0] if outer is not None else select) else "central"
 
 
-def _as_list(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
+def _as_list(value: object) -> list[exp.Expression]:
+    if isinstance(value, exp.Expression):
+        return [value]
+    return [v for v in value if isinstance(v, exp.Expression)] if isinstance(value, list) else []
