@@ -1,11 +1,11 @@
-"""Plan rules for local (metric-LDP) tables (seed 002, spec 002 §8).
+"""Plan rules for local (metric-LDP) tables (Xiang et al. 2020, metric-LDP spec §8).
 
 A local table stores no raw value of its private columns: every record was
 perturbed once at ingestion (thermometer encoding + bit flips, spec §3.1) and only
 the *reports* live in the backend table ``<table>_reports``. A query is
 post-processing of those reports, so it costs no budget; this module turns a
 SELECT into ONE aggregate scan over the report table (the product form of §3.5)
-and says how to read the answer back. It is SQL only (issue 18): the plan describes
+and says how to read the answer back. It is SQL only: the plan describes
 its weights symbolically (:class:`rewriter.local_weights.Weight`, :class:`LocalQuery`);
 the proxy evaluates them and computes the estimators' coefficients with
 :mod:`mechanisms.metric_ldp` (:mod:`proxy.pipeline.local_bind`) and passes those plain

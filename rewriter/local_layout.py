@@ -1,5 +1,5 @@
-"""How a local (metric-LDP) table is stored (seed 002, spec 002 §3.1; Subset columns: seed
-000 §5): its joint groups of private columns, their dimensions and report columns, the public
+"""How a local (metric-LDP) table is stored (Xiang et al. 2020, metric-LDP spec §3.1; Subset
+columns: multi-tier release, Wang et al. 2026 §5): its joint groups of private columns, their dimensions and report columns, the public
 columns kept as-is, and its categorical Subset columns with the tier levels their reports were
 made for. Built from the config alone (:func:`layout`); the planners
 (:mod:`rewriter.local`, :mod:`rewriter.local_subset`) and the writers of the scan read it.
@@ -30,7 +30,7 @@ SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool
 
 @dataclass(frozen=True)
 class Dim:
-    """One private column as a dimension (spec 002 §1.3): public [lo, hi], m buckets of width
+    """One private column as a dimension (metric-LDP spec §1.3): public [lo, hi], m buckets of width
     g = (hi - lo)/m, ε per bucket step; ``kind = "weight"``: the private weight of paper §4.3.2
     (m = 2, lo = 0, hi = Δ). Plain numbers (the proxy builds the mechanism's DimSpec)."""
 
@@ -81,7 +81,7 @@ class Layout:
     public: tuple[str, ...]
     estimator: str
     weight: str | None  # the private weight column, if any
-    categories: tuple = ()  # Subset columns (rewriter.local_subset.Category, seed 000 §5)
+    categories: tuple = ()  # Subset columns (Category; multi-tier release, Wang et al. 2026 §5)
 
     def is_private(self, col: str) -> bool:
         return col in self.where

@@ -15,8 +15,8 @@ from .errors import SYNTAX_ERROR, Refusal
 
 MAX_TOKENS = 40_000
 """Statements with more tokens are refused (54000) before parsing: parsing costs
-about 1.5 µs per token and holds the interpreter while it runs (40,000 tokens:
-an INSERT of a few thousand rows; ~60 ms)."""
+time linear in the tokens and holds the interpreter while it runs (40,000 tokens:
+an INSERT of a few thousand rows)."""
 
 
 _LOCAL = threading.local()

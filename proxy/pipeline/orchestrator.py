@@ -315,9 +315,9 @@ def choose(route: Route, table, tier, plan: Plan | None = None) -> ReleaseKind:
     kind chosen from a central plan."""
     if route.kind == "public":  # a public table: exact rows
         return PUBLIC
-    if table is not None and table.mode == "local":  # metric LDP reports (seed 002)
+    if table is not None and table.mode == "local":  # metric LDP reports (Xiang et al. 2020)
         return LOCAL
-    if table is not None and table.privacy is not None:  # per-record DP (seed 003)
+    if table is not None and table.privacy is not None:  # per-record DP (Chen et al. 2025)
         distinct = plan is not None and not plan.aggregates and plan.selection is None
         return DOMAIN if distinct else PER_RECORD
     if route.planner == "extreme":  # MAX / MIN / percentiles: their own release
@@ -330,9 +330,9 @@ def choose(route: Route, table, tier, plan: Plan | None = None) -> ReleaseKind:
         return LADDER if tier.ladder is not None else PARTITIONS
     if not plan.aggregates and plan.selection is None:  # SELECT DISTINCT g: the public domain
         return DOMAIN
-    if tier.ladder is not None:  # multi-tier chain (seed 000)
+    if tier.ladder is not None:  # multi-tier chain (Wang et al. 2026)
         return LADDER
-    if plan.selection is not None:  # HAVING / top-c by the sparse vector (seed 004)
+    if plan.selection is not None:  # HAVING / top-c: the sparse vector technique (Liu et al.)
         return SVT
     return CENTRAL
 
