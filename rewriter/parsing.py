@@ -10,6 +10,9 @@ from collections import OrderedDict
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.parser import Parser
+from sqlglot.tokenizer_core import Token
+from sqlglot.tokens import Tokenizer
 
 from .errors import SYNTAX_ERROR, Refusal
 
@@ -23,15 +26,15 @@ _LOCAL = threading.local()
 _MEMO_CHARS = 4096  # statements' tokens are kept (``tokenize``) up to this length …
 _MEMO_SIZE = 64  # … for this many recent texts, process-wide: routing (on the event loop) and
 #                  planning (on a worker thread) of one statement read one tokenisation
-_MEMO: OrderedDict = OrderedDict()
+_MEMO: OrderedDict[str, list[Token] | None] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
 
 
-def _postgres():
+def _postgres() -> tuple[Tokenizer, Parser]:
     """This thread's (tokenizer, parser) for the postgres dialect: what
     ``sqlglot.parse(sql, read="postgres")`` builds per call, built once (they
     are stateful, hence one pair per thread)."""
-    pair = getattr(_LOCAL, "pair", None)
+    pair: tuple[Tokenizer, Parser] | None = getattr(_LOCAL, "pair", None)
     if pair is None:
         dialect = Postgres()
         pair = _LOCAL.pair = (dialect.tokenizer(), dialect.parser())
@@ -40,7 +43,7 @@ def _postgres():
 
 def parse(sql: str) -> exp.Expression:
     """Parse one PostgreSQL statement; syntax errors become Refusal 42601."""
-    tokens: list = []
+    tokens: list[Token] = []
     try:
         tokenizer, parser = _postgres()
         tokens = tokenize(sql) or tokenizer.tokenize(sql)  # (again: a text that does not tokenize raises)
@@ -99,22 +102,22 @@ def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
             and len(node.expressions) == 1
             and set(k for k, v in node.args.items() if v) <= {"this", "expressions"}
         ):
-            new = cls(this=node.expressions[0])
+            new: exp.Expression = cls(this=node.expressions[0])
             if node is tree:
                 return new
             node.replace(new)
     return tree
 
 
-def tokenize(sql: str) -> list | None:
+def tokenize(sql: str) -> list[Token] | None:
     """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that).
     Recent statements' tokens are kept: routing, the plan template's key and the parse of one
     statement read one tokenisation. Callers must not modify the list."""
     with _MEMO_LOCK:
-        hit = _MEMO.get(sql, _MEMO_LOCK)
-        if hit is not _MEMO_LOCK:
+        if sql in _MEMO:
             _MEMO.move_to_end(sql)
-            return hit
+            return _MEMO[sql]
+    tokens: list[Token] | None
     try:
         tokens = _postgres()[0].tokenize(sql)
     except SqlglotError:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
@@ -39,7 +40,7 @@ class GroupKey:
 
     column: str
     type: ColumnType
-    domain: tuple | None
+    domain: tuple[Any, ...] | None
     expr: exp.Expression | None = None
 
 
@@ -101,7 +102,7 @@ class Output:
     source: Literal["group", "aggregate", "expr"]  # "expr": ``post`` is a tree (rewriter.postprocess)
     index: int
     type: ColumnType | Literal["numeric"]
-    post: tuple = ()
+    post: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class OrderItem:
     output: int
     desc: bool = False
     nulls_first: bool | None = None
-    tree: tuple | None = None
+    tree: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,9 @@ class Selection:
     threshold: float | None
     c: int | None
     values: bool
-    per_key: tuple = ()  # ((group value, threshold), …): public per-group thresholds; else `threshold`
+    per_key: tuple[
+        Any, ...
+    ] = ()  # ((group value, threshold), …): public per-group thresholds; else `threshold`
 
 
 @dataclass(frozen=True)
@@ -161,9 +164,9 @@ class PlanMemo:
     plan (:mod:`rewriter.template`) shares the memos that do not depend on its WHERE."""
 
     canonical: str | None = None
-    sql: dict = field(default_factory=dict)  # dialect -> backend SQL (str or ParamSQL)
-    releases: dict = field(default_factory=dict)
-    domain: dict = field(default_factory=dict)
+    sql: dict[str, str] = field(default_factory=dict)  # dialect -> backend SQL (str or ParamSQL)
+    releases: dict[Any, Any] = field(default_factory=dict)
+    domain: dict[Any, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -179,10 +182,14 @@ class Plan:
     limit: int | None = None
     offset: int = 0
     unit: UnitBounds | None = None  # the privacy unit (None: each row is protected)
-    joins: tuple = field(default=())  # lookup joins (rewriter.joins): ((table, column, key, how), …)
+    joins: tuple[Any, ...] = field(
+        default=()
+    )  # lookup joins (rewriter.joins): ((table, column, key, how), …)
     relation: exp.Expression | None = None  # the lookup join's relation (rewriter.joins), else `source`
     selection: Selection | None = None
-    row_filter: tuple | None = None  # post-processing filter on released rows (rewriter.postprocess)
+    row_filter: tuple[Any, ...] | None = (
+        None  # post-processing filter on released rows (rewriter.postprocess)
+    )
     key_filter: tuple[
         str, ...
     ] = ()  # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
@@ -204,15 +211,16 @@ class Plan:
             return 2**31
         n = 1
         for g in self.group_by:
+            assert g.domain is not None  # (not selected)
             n *= len(g.domain)
         return n
 
     @property
-    def cells(self) -> list[tuple]:
+    def cells(self) -> list[tuple[Any, ...]]:
         """Every cell of the public domain (one () without GROUP BY), in key order."""
         if self.selected:
             raise ValueError("a plan with selected keys has no public cells")
-        doms = [sorted(g.domain, key=lambda v: (v is None, v)) for g in self.group_by]
+        doms = [sorted(g.domain or (), key=lambda v: (v is None, v)) for g in self.group_by]
         return [tuple(c) for c in itertools.product(*doms)]
 
     def canonical(self) -> str:
@@ -245,7 +253,7 @@ class Plan:
         joins = f";joins={self.joins!r}" if self.joins else ""
         if self.per_unit:  # the per-unit relation (rewriter.histogram) is part of the measurement
             joins += f";units={_generator().generate(self.relation, copy=True)};buckets=" + ",".join(
-                f"{g.column}:{len(g.domain)}" for g in self.group_by
+                f"{g.column}:{len(g.domain or ())}" for g in self.group_by
             )
         text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}{joins}"
         self.memo.canonical = text
@@ -272,7 +280,7 @@ def source_sql(source: str, dialect: str) -> str:
 _LOCAL = threading.local()
 
 
-def _generator():
+def _generator() -> Any:
     """This thread's postgres generator with ``normalize=True`` (what
     ``Expression.sql(dialect="postgres", normalize=True)`` builds per call)."""
     gen = getattr(_LOCAL, "gen", None)
@@ -289,7 +297,7 @@ def _canonical_where(where: exp.Expression | None) -> str:
     return " AND ".join(sorted(gen.generate(c, copy=True) for c in conjuncts))
 
 
-def conjuncts(node: exp.Expression):
+def conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
     """The terms of a conjunction, parentheses removed: ``(a AND (b)) AND c`` gives a, b, c."""
     while isinstance(node, exp.Paren):
         node = node.this
