@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.tokenizer_core import Token
 
 from . import joins
 from .copy import COPY_HINT, CopyOut, copy_statement
@@ -28,6 +30,8 @@ from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR,
 from .parsing import parse, tokenize
 from .planner import Planner, planner_of
 
+Tables = Mapping[str, Any] | Collection[str]  # the declared tables by name (Config.tables), or their names
+Names = Collection[str]
 Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed", "public", "copy"]
 
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
@@ -56,13 +60,15 @@ class Route:
     planner: Planner = "central"
 
 
-def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
+def route(sql: str, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of ``sql`` given the declared table names ``tables`` and the
     unqualified names the emulated catalog answers (``pg_class`` …)."""
     return parse_route(sql, tables, catalog_relations)[0]
 
 
-def parse_route(sql: str, tables, catalog_relations=frozenset()) -> tuple[Route, exp.Expression | None]:
+def parse_route(
+    sql: str, tables: Tables, catalog_relations: Names = frozenset()
+) -> tuple[Route, exp.Expression | None]:
     """:func:`route`, and the parse it was decided from — of the explained statement for
     EXPLAIN, of the query for COPY (None for an unparsed statement) — to be handed to the
     statement's planner, so a statement is parsed once (identifiers normalised for Postgres)."""
@@ -93,7 +99,7 @@ def parse_route(sql: str, tables, catalog_relations=frozenset()) -> tuple[Route,
     return classify(tree, tables, catalog_relations), tree
 
 
-def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Route:
+def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
     declared, views, catalog = set(), set(), False
@@ -141,8 +147,8 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
     )
     if isinstance(tree, exp.Insert):
         target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-        name = target.name if isinstance(target, exp.Table) else None
-        return Route("insert", name if name in tables else table)
+        target_name = target.name if isinstance(target, exp.Table) else None
+        return Route("insert", target_name if target_name in tables else table)
     if table is not None:
         return Route("dp", table, planner=planner_of(tree))
     if views:
@@ -150,7 +156,7 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
     return Route("dp", catalog=catalog)
 
 
-def _is_public(tables, name: str) -> bool:
+def _is_public(tables: Tables, name: str) -> bool:
     t = tables.get(name) if isinstance(tables, dict) else None
     return bool(getattr(t, "public", False))
 
@@ -194,16 +200,16 @@ def _equalities(cond: exp.Expression | None) -> int:
     )
 
 
-def _base(tree: exp.Expression, private: set, tables) -> str:
+def _base(tree: exp.Expression, private: set[str], tables: Tables) -> str:
     """The base table of a join between private tables: the one the joins planner reads
     from whatever the spelling (:func:`rewriter.joins.base_table`), else the FROM table."""
     if isinstance(tree, exp.Select) and isinstance(tables, dict):
-        name = joins.base_table(tree, tables)
-        if name in private:
-            return name
+        base = joins.base_table(tree, tables)
+        if base is not None and base in private:
+            return str(base)
     from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
     name = from_.this.name if from_ is not None and isinstance(from_.this, exp.Table) else None
-    return name if name in private else sorted(private)[0]
+    return name if name is not None and name in private else sorted(private)[0]
 
 
 def explain_body(sql: str) -> str | None:
@@ -233,7 +239,7 @@ MAX_SHAPE_TOKENS = 512
 """Statements with more tokens are routed afresh each time (their key would be large)."""
 
 
-def shape_key(tokens) -> tuple | None:
+def shape_key(tokens: list[Token] | None) -> tuple[object, ...] | None:
     """A statement's token sequence with every number token's text left out: two statements
     with the same key parse to trees that differ only in the values of number literals, and
     :func:`classify` reads no literal (only relations, CTE names, the INSERT target and the
@@ -251,9 +257,9 @@ class Routes:
     INSERTs are long, a route without a table may be the catalog's). Refusals are never
     kept. LRU-bounded; safe across threads."""
 
-    def __init__(self, tables, catalog_relations=frozenset(), size: int = 4096) -> None:
+    def __init__(self, tables: Tables, catalog_relations: Names = frozenset(), size: int = 4096) -> None:
         self.tables, self.catalog_relations, self.size = tables, catalog_relations, size
-        self._map: OrderedDict = OrderedDict()
+        self._map: OrderedDict[tuple[object, ...], Route] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0  # routes served by key (for tests)
 
