@@ -9,9 +9,11 @@ SQL only: plain data, no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
-from config import Table
+from config import Table, Tier
 
 __all__ = [
     "SQL_TYPES",
@@ -77,16 +79,18 @@ class Layout:
     table: Table
     reports: str
     groups: tuple[Group, ...]
-    where: dict  # private column -> (group index, dimension)
+    where: dict[str, tuple[int, int]]  # private column -> (group index, dimension)
     public: tuple[str, ...]
     estimator: str
     weight: str | None  # the private weight column, if any
-    categories: tuple = ()  # Subset columns (Category; multi-tier release, Wang et al. 2026 §5)
+    categories: tuple[
+        Category, ...
+    ] = ()  # Subset columns (Category; multi-tier release, Wang et al. 2026 §5)
 
     def is_private(self, col: str) -> bool:
         return col in self.where
 
-    def category(self, col: str):
+    def category(self, col: str) -> Category | None:
         return next((c for c in self.categories if c.name == col), None)
 
     def dim(self, col: str) -> Dim:
@@ -106,10 +110,10 @@ class Layout:
         return out
 
 
-_LAYOUTS: dict = {}
+_LAYOUTS: dict[tuple[object, ...], Layout] = {}
 
 
-def layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
+def layout(name: str, table: Table, tiers: dict[str, Tier] | None = None) -> Layout:
     """The storage layout of local table ``name`` (validated; cached per Table object and
     ladder). ``tiers`` (the config's) is needed for categorical Subset columns."""
     cats = table.local.categories if table.local is not None else {}
@@ -128,7 +132,7 @@ def layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
     return lay
 
 
-def _make_layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
+def _make_layout(name: str, table: Table, tiers: dict[str, Tier] | None = None) -> Layout:
     pol = table.local
     if table.mode != "local" or pol is None:
         raise ValueError(f"table {name} is not a local table")
@@ -221,7 +225,7 @@ class Category:
     """One Subset column: its domain, ladder, and the tier ε its reports are made for."""
 
     name: str
-    domain: tuple
+    domain: tuple[Any, ...]
     ladder_name: str
     variant: int
     levels: tuple[float, ...]  # tier ε (descending) of the program the reports come from
@@ -245,16 +249,19 @@ class Category:
         return max(below) if below else None
 
 
-def _category(name: str, domain: tuple, ladder: str, variant: int, levels) -> Category:
+def _category(
+    name: str, domain: tuple[Any, ...], ladder: str, variant: int, levels: Iterable[float]
+) -> Category:
     levels = tuple(sorted({float(e) for e in levels}, reverse=True))
     return Category(name, domain, ladder, variant, levels)
 
 
-def make_categories(table_name: str, table, tiers: dict | None) -> tuple[Category, ...]:
+def make_categories(table_name: str, table: Table, tiers: dict[str, Tier] | None) -> tuple[Category, ...]:
     """The Subset columns of a local table; the ladder's tier ε come from ``tiers`` (config)."""
     cats = table.local.categories if table.local is not None else {}
     if cats and tiers is None:
         raise ValueError(f"tables.{table_name}.local.categories needs the config's tiers")
+    tiers = tiers or {}
     out = []
     for col, spec in cats.items():
         eps = sorted({t.epsilon for t in tiers.values() if t.ladder == spec.ladder}, reverse=True)
@@ -262,7 +269,9 @@ def make_categories(table_name: str, table, tiers: dict | None) -> tuple[Categor
             raise ValueError(
                 f"tables.{table_name}.local.categories.{col}.ladder: no tier has ladder = {spec.ladder!r}"
             )
-        cat = _category(col, table.columns[col].public_domain, spec.ladder, spec.variant, eps)
+        domain = table.columns[col].public_domain
+        assert domain is not None  # (the config requires a Subset column's domain)
+        cat = _category(col, domain, spec.ladder, spec.variant, eps)
         long = [c for c, _ in cat.report_schema() if len(c.encode()) > PG_MAX_IDENT]
         if long:
             raise ValueError(
@@ -273,14 +282,14 @@ def make_categories(table_name: str, table, tiers: dict | None) -> tuple[Categor
     return tuple(out)
 
 
-def resolve_stored(lay, have: list[str]):
+def resolve_stored(lay: Layout, have: list[str]) -> Layout:
     """``lay`` with each Subset column's levels taken from an existing reports table's columns
     (``have``) when they differ from the config's ladder, same d and variant (a tier was added or
     removed after ingestion). Rows keep being perturbed with, and served from, the stored program."""
     cats = []
     for cat in lay.categories:
         pat = re.compile(rf"^{re.escape(cat.name)}_v{cat.variant}_e([0-9pme]+)_(\d+)$")
-        found: dict[str, set] = {}
+        found: dict[str, set[int]] = {}
         for c in have:
             m = pat.match(c)
             if m:

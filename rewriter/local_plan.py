@@ -6,6 +6,7 @@ writes the one scan from. SQL only."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 
@@ -40,7 +41,7 @@ class LocalAgg:
     dim: int | None = None
     p: float | None = None
     cont: bool = False
-    prefixes: tuple = ()
+    prefixes: tuple[Any, ...] = ()
     column: str | None = None  # the private column of a percentile / value sum
     represent: str = "mid"
     func: str = "count"
@@ -50,19 +51,19 @@ class LocalAgg:
 class LocalPlan:
     layout: Layout
     where: exp.Expression | None  # public predicate (validated, rewriter AST)
-    private: dict = field(default_factory=dict)  # private column -> bucket weights
+    private: dict[str, Any] = field(default_factory=dict)  # private column -> bucket weights
     group_by: tuple[GroupKey, ...] = ()
     aggs: tuple[LocalAgg, ...] = ()
     outputs: tuple[LocalOutput, ...] = ()
-    order_by: tuple = ()  # (output index, desc)
+    order_by: tuple[Any, ...] = ()  # (output index, desc)
     limit: int | None = None
     offset: int = 0
-    param_types: tuple = ()  # type of $1..$n (describe)
+    param_types: tuple[Any, ...] = ()  # type of $1..$n (describe)
     options: LocalOptions = LocalOptions()  # query-time post-processing (spec §8)
 
     @property
     def n_cells(self) -> int:
         n = 1
         for g in self.group_by:
-            n *= len(g.domain)
+            n *= len(g.domain or ())  # (a local table's keys have public domains)
         return n
