@@ -40,7 +40,9 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from .base import BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
+from rewriter.dialects.duckdb import DuckDBDialect
+
+from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
 
 log = logging.getLogger("dpgate.backend")
 
@@ -178,16 +180,56 @@ def _result(cur, columnar: bool):
     return cur.fetchall()
 
 
-class DuckDBBackend:
-    dialect = "duckdb"
+#: the ledger's identity, kept in the data file (:meth:`DuckDBBackend.ledger_marker`)
+MARKER_TABLE = "dpgate_ledger_identity"
+
+
+class DuckDBBackend(Backend):
+    """``[backend] kind = "duckdb"``: the embedded engine. Its ``writer`` is itself: DuckDB
+    opens a file read-write or read-only per process; a read-only backend refuses the write
+    itself."""
+
+    kind = "duckdb"
+    sql = DuckDBDialect()
     scans = 0  # statements in flight (event loop): Python work beside a scan slows it
     columnar = True  # fetch(…, columnar=True): numpy columns (base.Columns) where the types allow
+    one_writer = True  # one process writes the file
+    read_only_after_start = True
 
-    @property
-    def writer(self):
-        """Where dpgate's own writes (local tables' reports) go: this connection. DuckDB opens a
-        file read-write or read-only per process; a read-only backend refuses the write itself."""
-        return self
+    @classmethod
+    def from_config(cls, cfg, state_dir, *, read_only: bool = False) -> DuckDBBackend:
+        """The file of ``[backend] path`` (relative to the state dir; default: the demo's).
+        It reads and writes no file outside the declared sources' directories
+        (:meth:`confine`)."""
+        backend = cls(
+            cls.data_file(cfg, Path(state_dir)),
+            read_only=read_only,
+            threads=cfg.backend.threads,
+            attach=cfg.backend.attach,
+        )
+        folders = source_directories(
+            [cfg.source_of(name) for name, t in cfg.tables.items() if t.mode != "local"], backend.views()
+        )
+        if folders is not None:  # a remote source (s3://, https://): file access stays open
+            backend.confine(folders)
+        return backend
+
+    @classmethod
+    def data_file(cls, cfg, state_dir: Path) -> Path:
+        path = Path(cfg.backend.path or "demo.duckdb")
+        return path if path.is_absolute() else Path(state_dir) / path
+
+    @classmethod
+    def marker_reader(cls, cfg, state_dir: Path) -> ReadOnlyFile | None:
+        """The data file opened read-only, if it exists and no running proxy holds it (that
+        proxy's own guard watches the marker)."""
+        path = cls.data_file(cfg, state_dir)
+        if not path.exists():
+            return None
+        try:
+            return ReadOnlyFile(path)
+        except Exception:  # held by the running proxy
+            return None
 
     def __init__(
         self,
@@ -454,13 +496,73 @@ class DuckDBBackend:
             cur.close()
 
     async def close(self) -> None:
+        self.discard()
+
+    def discard(self) -> None:
+        """Close at once (frees the file: nothing here awaits)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._close_cursors()
         with self._lock:
             self._con.close()
+
+    async def describe(self, source: str) -> dict[str, str] | None:
+        try:
+            rows = self.query(f"DESCRIBE SELECT * FROM {source} LIMIT 0")
+        except duckdb.CatalogException:
+            return None
+        return {r[0].lower(): str(r[1]) for r in rows}
+
+    async def privilege_problems(self, config) -> list[str]:
+        """Whether file access is confined to the sources' directories (:meth:`confine`)."""
+        if self.allowed is None:
+            return [
+                "a declared source reads a remote URL, so DuckDB's file access is not confined to the "
+                "sources' directories (docs/least-privilege.md)"
+            ]
+        return []
+
+    def ledger_marker(self) -> tuple[bool, dict | None]:
+        """The data file keeps the ledger's identity (an in-memory database keeps none)."""
+        if self.path == ":memory:":
+            return False, None
+        return True, read_marker(self)
+
+    def write_ledger_marker(self, ident: dict) -> None:
+        self.execute_script(
+            f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (ledger_id VARCHAR, created DOUBLE); "
+            f"DELETE FROM {MARKER_TABLE}; "
+            f"INSERT INTO {MARKER_TABLE} VALUES ('{ident['id']}', {float(ident['created'])});"
+        )
 
     def _close_cursors(self) -> None:
         with self._lock:
             for cur in self._cursors:
                 cur.close()
             self._cursors.clear()
+
+
+def read_marker(db) -> dict | None:
+    """The identity row of a DuckDB file (``db.query``), or None."""
+    rows = db.query(f"SELECT table_name FROM information_schema.tables WHERE table_name = '{MARKER_TABLE}'")
+    if not rows:
+        return None
+    row = db.query(f"SELECT ledger_id, created FROM {MARKER_TABLE} LIMIT 1")
+    return dict(id=row[0][0], created=row[0][1]) if row else None
+
+
+class ReadOnlyFile:
+    """A DuckDB file's ledger marker, read without taking the file from a running proxy
+    (``dpgate ledger check``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self._con = duckdb.connect(self.path, read_only=True)
+
+    def query(self, sql: str, params=None) -> list[tuple]:
+        return self._con.execute(sql).fetchall()
+
+    def ledger_marker(self) -> tuple[bool, dict | None]:
+        return True, read_marker(self)
+
+    def close(self) -> None:
+        self._con.close()

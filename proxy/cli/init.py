@@ -214,7 +214,7 @@ class _Spark:
         return self.backend.query(sqlglot.transpile(sql, read="postgres", write="spark")[0])
 
     def describe(self, source: str) -> list[tuple[str, str]]:
-        cols = self.backend.describe(source)
+        cols = self.backend.describe_now(source)
         return list(cols.items()) if cols else []
 
     def tables(self) -> list[str]:
