@@ -96,6 +96,9 @@ class Backend(Protocol):
     embedded file has one writer, appends to one Spark table share its ``_temporary``
     directory. A proxy then sends its writes one at a time, and ``--workers N`` refuses
     such roles."""
+    serial_writes: ClassVar[bool] = False
+    """A proxy sends its writes to one table one at a time (concurrent appends to one Spark
+    table share its ``_temporary`` directory)."""
     read_only_after_start: ClassVar[bool] = False
     """Once the start's writes are made (demo data, the ledger marker, local tables' report
     tables) :meth:`reopen_read_only` makes a statement that would write fail at the engine,

@@ -162,7 +162,8 @@ class SparkBackend(Backend):
     kind = "spark"
     sql = SparkDialect()
     scans = 0  # always 0: the proxy's Python work does not slow a remote scan
-    one_writer = True  # appends to one Parquet table share its _temporary directory
+    one_writer = True  # appends to one Parquet table share its _temporary directory:
+    serial_writes = True  # one proxy, sending them one at a time
 
     @classmethod
     def from_config(cls, cfg, state_dir, *, read_only: bool = False) -> SparkBackend:

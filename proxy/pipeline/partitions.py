@@ -137,9 +137,9 @@ def selection_explain(plan: Plan, tier, sp: dict) -> str:
 def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
     """The scan: the statement's measures and the units per key, keys below the floor dropped."""
     inner = to_sql(sp["scan"], gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
-    units = f"m{len(sp['scan'].measures)}"
-    q = '"' if gw.backend.dialect != "spark" else "`"
-    return rebound(f"SELECT * FROM ({inner}) AS {q}scan{q} WHERE {q}{units}{q} >= {int(sp['floor'])}", inner)
+    q = gw.backend.sql.quote
+    units = q(f"m{len(sp['scan'].measures)}")
+    return rebound(f"SELECT * FROM ({inner}) AS {q('scan')} WHERE {units} >= {int(sp['floor'])}", inner)
 
 
 def scan_floor(sel: TruncatedGeometricSelection, slack) -> int:

@@ -94,11 +94,11 @@ class SQLDialect:
         """``DPGATE_HASH(salt, …)``: deterministic for equal arguments (ties are broken by
         the values in the ORDER BY after it). A dialect without one refuses the statements
         that bound a privacy unit."""
-        raise self._lacks("a keyed hash, which bounds a privacy unit's contribution")
+        raise self._lacks("keyed hash, which bounds a privacy unit's contribution")
 
     def keyed_int(self, n: exp.Expression, args: list) -> exp.Expression:
         """The keyed hash of ``args`` as an integer in [0, n) (n > 0)."""
-        raise self._lacks("a keyed hash, which bounds a privacy unit's contribution")
+        raise self._lacks("keyed hash, which bounds a privacy unit's contribution")
 
     def int_div(self, a: exp.Expression, b: exp.Expression) -> exp.Expression:
         """Integer division truncated toward zero (sqlglot spells ``IntDiv`` per dialect:
