@@ -34,7 +34,7 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mechanisms.metric_ldp import Query, notice_std, prefix_width, quantile, variance_bounds
-from rewriter import parse
+from rewriter import dialects, parse
 from rewriter.errors import Refusal
 from rewriter.local import LocalPlan, layout, plan_local
 from rewriter.local_subset import SubsetPlan
@@ -511,7 +511,8 @@ async def insert_local(conn, sql: str, params: list):
         if isinstance(e, IngestError):
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         raise
-    dialect, q = gw.backend.dialect, gw.backend.sql.quote
+    dialect = gw.backend.dialect
+    q = dialects.get(dialect).quote
     schema = [c for c, _ in lay.report_schema()]
     tuples = ", ".join(
         "(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")" for i in range(n)

@@ -32,7 +32,7 @@ import dataclasses
 from fractions import Fraction
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
-from rewriter import build_plan, parse, to_sql
+from rewriter import build_plan, dialects, parse, to_sql
 from rewriter.params import rebound
 from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
@@ -137,7 +137,7 @@ def selection_explain(plan: Plan, tier, sp: dict) -> str:
 def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
     """The scan: the statement's measures and the units per key, keys below the floor dropped."""
     inner = to_sql(sp["scan"], gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
-    q = gw.backend.sql.quote
+    q = dialects.get(gw.backend.dialect).quote
     units = q(f"m{len(sp['scan'].measures)}")
     return rebound(f"SELECT * FROM ({inner}) AS {q('scan')} WHERE {units} >= {int(sp['floor'])}", inner)
 
