@@ -46,7 +46,7 @@ class ParamSQL(str):
       text alone does not run)."""
 
     template: str
-    params: tuple | dict
+    params: tuple[int, ...] | dict[str, str]
 
 
 def bound(text: str, params: dict[str, str]) -> ParamSQL:
@@ -68,19 +68,19 @@ def key(name: str, dialect: str | SQLDialect) -> str:
     return dialects.get(dialect).param_key(name)
 
 
-def marker(name: str, dialect: str | SQLDialect) -> exp.Expression:
+def marker(name: str, dialect: str | SQLDialect) -> exp.Expr:
     """Parameter ``name`` (a string) as the backend reads it (:meth:`SQLDialect.marker`)."""
     return dialects.get(dialect).marker(name)
 
 
-def spell(tree: exp.Expression, dialect: str | SQLDialect) -> tuple[exp.Expression, frozenset[str]]:
+def spell(tree: exp.Expr, dialect: str | SQLDialect) -> tuple[exp.Expr, frozenset[str]]:
     """``tree`` with each named placeholder written as ``dialect`` binds it (in place), and
     the names it has (a backend binds exactly those: DuckDB refuses a value it has no
     parameter for)."""
     d = dialects.get(dialect)
-    names = set()
+    names: set[str] = set()
 
-    def swap(node):
+    def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder) and isinstance(node.this, str) and node.this:
             names.add(node.this)
             return d.marker(node.this)

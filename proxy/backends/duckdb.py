@@ -34,13 +34,16 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import sqlglot
 from sqlglot import exp
 
 from rewriter.dialects.duckdb import DuckDBDialect
+from rewriter.params import ParamSQL
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
 
@@ -91,7 +94,9 @@ class _Scan:
     __slots__ = ("cursor", "stopped", "lock", "finished")
 
     def __init__(self) -> None:
-        self.cursor, self.stopped, self.lock = None, None, threading.Lock()
+        self.cursor: Any = None  # the worker's cursor while it runs the statement
+        self.stopped: str | None = None  # why it was stopped ("timeout", "cancel")
+        self.lock = threading.Lock()
         self.finished = False  # the worker returned (set on the loop)
 
     def stop_until_finished(self, loop, why: str) -> None:
@@ -252,7 +257,7 @@ class DuckDBBackend(Backend):
         self._pool = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="dpgate-duckdb")
         self._names = itertools.count(1)
         self.prepared_runs = 0  # scans run from a prepared template (for tests)
-        self.allowed = None  # file access limited to these directories (confine), or not
+        self.allowed: list[str] | None = None  # file access limited to these directories (confine), or not
         _OPEN.add(self)
 
     def _open(self):
@@ -346,11 +351,11 @@ class DuckDBBackend(Backend):
         sql: str,
         timeout_s: float | None = None,
         cancel: asyncio.Event | None = None,
-        then=None,
+        then: Callable[[Any], Any] | None = None,
         timing: dict | None = None,
-        during=None,
+        during: Callable[[], None] | None = None,
         columnar: bool = False,
-    ):
+    ) -> Any:
         """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
         right after the scan (no second thread hand-off) and its result is returned;
         the timeout and a cancel stop the scan only, never ``then``. ``timing``
@@ -403,7 +408,7 @@ class DuckDBBackend(Backend):
 
     def _run(self, cur, sql: str, columnar: bool = False):
         try:
-            template, params = (sql.template, sql.params) if hasattr(sql, "template") else (sql, ())
+            template, params = (sql.template, sql.params) if isinstance(sql, ParamSQL) else (sql, ())
             if isinstance(params, dict):  # named values (the unit's salt): bound, never in a text
                 return _result(cur.execute(template, params), columnar)
             name = self._prepared(cur, template) if params or self._seen_again(sql) else None
@@ -477,8 +482,9 @@ class DuckDBBackend(Backend):
         cur = self._worker_cursor()
         if prepare:
             return self._run(cur, sql)
-        named = getattr(sql, "params", None)
-        return (cur.execute(sql.template, named) if isinstance(named, dict) else cur.execute(sql)).fetchall()
+        if isinstance(sql, ParamSQL) and isinstance(sql.params, dict):
+            return cur.execute(sql.template, sql.params).fetchall()
+        return cur.execute(str(sql)).fetchall()
 
     def execute_script(self, sql: str) -> None:
         """Run trusted setup SQL (demo loading) synchronously."""

@@ -34,6 +34,8 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
@@ -148,7 +150,7 @@ class PostgresBackend(Backend):
         self.connect_timeout_s = float(connect_timeout_s)
         self._up = False
         self._kw = {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout_s))}
-        self._own_options = conninfo_to_dict(dsn).get("options") or ""  # the DSN's own, kept first
+        self._own_options = str(conninfo_to_dict(dsn).get("options") or "")  # the DSN's own, kept first
         self._options = self._own_options  # what new connections carry (module doc)
         self.pool = AsyncConnectionPool(
             dsn,
@@ -211,10 +213,11 @@ class PostgresBackend(Backend):
         sql: str,
         timeout_s: float | None = None,
         cancel: asyncio.Event | None = None,
-        then=None,
+        then: Callable[[Any], Any] | None = None,
         timing: dict | None = None,
-        during=None,
-    ):
+        during: Callable[[], None] | None = None,
+        columnar: bool = False,  # rows only: a remote result is read as rows
+    ) -> Any:
         """Rows of ``sql``; ``then(rows)``, if given, runs in a worker thread after
         the scan (outside the timeout) and its result is returned. ``timing``
         receives ``backend_ms`` (pool checkout, round trip and scan) and ``started =

@@ -29,8 +29,11 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from rewriter.dialects.spark import SparkDialect
+from rewriter.params import ParamSQL
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout
 
@@ -249,8 +252,10 @@ class SparkBackend(Backend):
         try:
             if timing is not None:  # from here on the scan's time is observable
                 timing["started"] = True
-            named = getattr(sql, "params", None)  # the unit's salt: bound, never in the text
-            rows = stream(s.sql(sql.template, args=named) if isinstance(named, dict) else s.sql(sql))
+            if isinstance(sql, ParamSQL) and isinstance(sql.params, dict):  # the unit's salt:
+                rows = stream(s.sql(sql.template, args=sql.params))  # bound beside the text, never in it
+            else:
+                rows = stream(s.sql(str(sql)))
             self._used = time.monotonic()
             return rows
         finally:
@@ -279,10 +284,11 @@ class SparkBackend(Backend):
         sql: str,
         timeout_s: float | None = None,
         cancel: asyncio.Event | None = None,
-        then=None,
+        then: Callable[[Any], Any] | None = None,
         timing: dict | None = None,
-        during=None,
-    ):
+        during: Callable[[], None] | None = None,
+        columnar: bool = False,  # rows only: a remote result is read as rows
+    ) -> Any:
         """Rows of ``sql`` (one Spark job's collected result); ``then(rows)`` runs in the
         worker thread after it and its result is returned. ``timing`` gets ``started``
         once the query is submitted and ``backend_ms``; ``during()`` runs on the event

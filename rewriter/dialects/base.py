@@ -29,14 +29,14 @@ from sqlglot import exp
 from ..errors import FEATURE_NOT_SUPPORTED, Refusal
 
 
-def not_null_spelling(tree: exp.Expression) -> exp.Expression:
+def not_null_spelling(tree: exp.Expr) -> exp.Expr:
     """``NOT (x IS NULL)`` written ``x IS NOT NULL``, in place. sqlglot reads the second as
     the first and writes it back as ``NOT x IS NULL``; the two mean the same everywhere, but
     DuckDB's optimizer makes only the second its NOT NULL filter (on the privacy unit's lookup
     join it then builds its hash table on the filtered side). The tree made here
     (``Is(x, Not(Null))``) is only ever generated, never planned again."""
 
-    def spell(node):
+    def spell(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Not):
             return node
         test = node.this
@@ -46,7 +46,8 @@ def not_null_spelling(tree: exp.Expression) -> exp.Expression:
             return exp.Is(this=test.this, expression=exp.Not(this=exp.Null()))
         return node
 
-    return tree.transform(spell, copy=False)
+    out: exp.Expr = tree.transform(spell, copy=False)
+    return out
 
 
 class SQLDialect:
@@ -72,11 +73,11 @@ class SQLDialect:
         """``name`` as a quoted identifier."""
         return exp.to_identifier(name, quoted=True).sql(dialect=self.name)
 
-    def sql(self, tree: exp.Expression) -> str:
+    def sql(self, tree: exp.Expr) -> str:
         """``tree`` as this backend's text, every identifier quoted, after :meth:`rewrite`."""
         return self.rewrite(tree).sql(dialect=self.name, identify=True)
 
-    def rewrite(self, tree: exp.Expression) -> exp.Expression:
+    def rewrite(self, tree: exp.Expr) -> exp.Expr:
         """The tree as this backend must read it to mean what the plan means (in place);
         every backend: ``NOT (x IS NULL)`` spelled ``x IS NOT NULL``."""
         return not_null_spelling(tree)
@@ -90,17 +91,17 @@ class SQLDialect:
         return self.sql(sqlglot.parse_one(sql, read=self.text_dialect))
 
     # -- the privacy unit's keyed hash -----------------------------------------------
-    def keyed_hash(self, args: list) -> exp.Expression:
+    def keyed_hash(self, args: list[exp.Expr]) -> exp.Expr:
         """``DPGATE_HASH(salt, …)``: deterministic for equal arguments (ties are broken by
         the values in the ORDER BY after it). A dialect without one refuses the statements
         that bound a privacy unit."""
         raise self._lacks("keyed hash, which bounds a privacy unit's contribution")
 
-    def keyed_int(self, n: exp.Expression, args: list) -> exp.Expression:
+    def keyed_int(self, n: exp.Expr, args: list[exp.Expr]) -> exp.Expr:
         """The keyed hash of ``args`` as an integer in [0, n) (n > 0)."""
         raise self._lacks("keyed hash, which bounds a privacy unit's contribution")
 
-    def int_div(self, a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    def int_div(self, a: exp.Expr, b: exp.Expr) -> exp.Expr:
         """Integer division truncated toward zero (sqlglot spells ``IntDiv`` per dialect:
         DuckDB ``//``, Postgres and Spark ``DIV``)."""
         return exp.IntDiv(this=exp.Paren(this=a), expression=exp.Paren(this=b))
@@ -110,7 +111,7 @@ class SQLDialect:
         """The name under which the backend binds parameter ``name``."""
         return name
 
-    def marker(self, name: str) -> exp.Expression:
+    def marker(self, name: str) -> exp.Expr:
         """Parameter ``name`` (a string) as the backend reads it, bound beside the text."""
         raise self._lacks("named parameters, which carry the privacy unit's key")
 

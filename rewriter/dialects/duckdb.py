@@ -15,20 +15,20 @@ class DuckDBDialect(SQLDialect):
     name = "duckdb"
     prepares_templates = True
 
-    def keyed_hash(self, args: list) -> exp.Expression:
+    def keyed_hash(self, args: list[exp.Expr]) -> exp.Expr:
         return exp.Anonymous(this="hash", expressions=args)
 
-    def keyed_int(self, n: exp.Expression, args: list) -> exp.Expression:
+    def keyed_int(self, n: exp.Expr, args: list[exp.Expr]) -> exp.Expr:
         return exp.Mod(this=self.keyed_hash(args), expression=exp.Paren(this=n))
 
-    def marker(self, name: str) -> exp.Expression:
+    def marker(self, name: str) -> exp.Expr:
         return exp.Cast(this=exp.Parameter(this=exp.var(name)), to=exp.DataType.build("varchar"))
 
-    def rewrite(self, tree: exp.Expression) -> exp.Expression:
+    def rewrite(self, tree: exp.Expr) -> exp.Expr:
         return super().rewrite(double_literals(tree))
 
 
-def double_literals(tree: exp.Expression) -> exp.Expression:
+def double_literals(tree: exp.Expr) -> exp.Expr:
     """``CAST(<number> AS DOUBLE)`` (the clamp's bounds, every float constant) as a DOUBLE
     literal in exponent form with 17 significant digits, in place — the same double
     (Python's ``float`` of the text is correctly rounded, and 17 digits read back to the
@@ -36,7 +36,7 @@ def double_literals(tree: exp.Expression) -> exp.Expression:
     every EXECUTE of a prepared statement. A negative one is parenthesised; a non-finite
     one stays a CAST."""
 
-    def swap(node):
+    def swap(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Cast) or not node.to.is_type("double"):
             return node
         x, sign = node.this, 1.0
@@ -50,4 +50,5 @@ def double_literals(tree: exp.Expression) -> exp.Expression:
         lit = exp.Literal.number(f"{v:.16e}")
         return exp.Paren(this=lit) if v < 0 else lit
 
-    return tree.transform(swap, copy=False)
+    out: exp.Expr = tree.transform(swap, copy=False)
+    return out

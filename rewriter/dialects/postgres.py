@@ -14,11 +14,11 @@ PG_PREFIX = "dpgate."  # parameter ``name`` is the session setting ``dpgate.name
 class PostgresDialect(SQLDialect):
     name = "postgres"
 
-    def keyed_hash(self, args: list) -> exp.Expression:
+    def keyed_hash(self, args: list[exp.Expr]) -> exp.Expr:
         row = exp.Anonymous(this="ROW", expressions=args)
         return exp.Anonymous(this="md5", expressions=[exp.Cast(this=row, to=exp.DataType.build("text"))])
 
-    def keyed_int(self, n: exp.Expression, args: list) -> exp.Expression:
+    def keyed_int(self, n: exp.Expr, args: list[exp.Expr]) -> exp.Expr:
         """The first 60 bits of the ``md5``, mod n."""
         hexed = exp.DPipe(
             this=exp.Literal.string("x"),
@@ -35,5 +35,5 @@ class PostgresDialect(SQLDialect):
     def param_key(self, name: str) -> str:
         return PG_PREFIX + name
 
-    def marker(self, name: str) -> exp.Expression:
+    def marker(self, name: str) -> exp.Expr:
         return exp.Anonymous(this="current_setting", expressions=[exp.Literal.string(self.param_key(name))])

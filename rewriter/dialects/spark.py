@@ -18,16 +18,16 @@ class SparkDialect(SQLDialect):
     name = "spark"
     text_dialect = "postgres"
 
-    def keyed_hash(self, args: list) -> exp.Expression:
+    def keyed_hash(self, args: list[exp.Expr]) -> exp.Expr:
         return exp.Anonymous(this="xxhash64", expressions=args)
 
-    def keyed_int(self, n: exp.Expression, args: list) -> exp.Expression:
+    def keyed_int(self, n: exp.Expr, args: list[exp.Expr]) -> exp.Expr:
         return exp.Anonymous(this="pmod", expressions=[self.keyed_hash(args), n])
 
-    def marker(self, name: str) -> exp.Expression:
+    def marker(self, name: str) -> exp.Expr:
         return exp.Placeholder(this=name)
 
-    def rewrite(self, tree: exp.Expression) -> exp.Expression:
+    def rewrite(self, tree: exp.Expr) -> exp.Expr:
         """``TRUNC(x)`` (truncation toward zero of a double, Postgres / DuckDB) does not exist
         — it is ``CAST(x AS BIGINT)`` — and ``FLOOR``/``CEIL`` of a double are BIGINTs: each
         is guarded to mean Postgres' on NaN, ±Infinity and huge values
@@ -41,8 +41,8 @@ class SparkDialect(SQLDialect):
         return super().rewrite(_spark(tree))
 
 
-def _spark(tree: exp.Expression) -> exp.Expression:
-    def swap(node):
+def _spark(tree: exp.Expr) -> exp.Expr:
+    def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Null) and (node.parent is None or _condition(node)):
             return exp.Cast(this=exp.Null(), to=exp.DataType.build("boolean"))
         if isinstance(node, exp.Table) and not node.alias and node.name:
@@ -68,7 +68,7 @@ def _spark(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def _integral_or_same(x: exp.Expression, integral: exp.Expression) -> exp.Expression:
+def _integral_or_same(x: exp.Expr, integral: exp.Expr) -> exp.Expr:
     """``CASE WHEN -2**62 < x AND x < 2**62 THEN integral ELSE x END``. Spark's
     ``FLOOR(x)``/``CEIL(x)`` of a double is a BIGINT, and ``CAST(x AS BIGINT)`` truncates
     toward zero (Postgres' / DuckDB's ``TRUNC(x)``); both overflow (an ANSI error) on NaN,
@@ -83,7 +83,7 @@ def _integral_or_same(x: exp.Expression, integral: exp.Expression) -> exp.Expres
     return exp.Paren(this=exp.Case(ifs=[exp.If(this=inside, true=integral)], default=x.copy()))
 
 
-def _condition(node: exp.Expression) -> bool:
+def _condition(node: exp.Expr) -> bool:
     """``node`` stands where a boolean is required."""
     parent = node.parent
     if isinstance(parent, (exp.Where, exp.Having, exp.And, exp.Or, exp.Not)):
