@@ -21,6 +21,7 @@ import threading
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.generator import Generator
 
 from . import dialects, params, stats, unit
 from .dialects import SQLDialect
@@ -47,7 +48,8 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
         return unit.salted(text, salt, dialect, names)
     preset = plan.__dict__.get("_sql")
     if preset is not None and dialect in preset:
-        return preset[dialect]
+        done: str = preset[dialect]
+        return done
     if plan.where is None:
         return _skeleton(plan, dialect)
     shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))
@@ -61,6 +63,7 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
 @functools.lru_cache(maxsize=256)
 def _unit_sql(plan: Plan, dialect: str) -> tuple[str, frozenset[str]]:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`) and its parameters."""
+    tree: exp.Expr
     if unit.aggregatable(plan):
         tree = unit.per_unit_scan(plan, _measure, _base_count, _integral, group_key_sql)
     else:  # COUNT(DISTINCT col): rank the rows themselves
@@ -77,7 +80,21 @@ def _base_count(m: Measure) -> exp.Expression:
     """The rows a sum measure is over (its column non-NULL): the count its bound scales by."""
     if isinstance(m.column, Arith):
         return exp.Count(this=_only_if(m, m.column.expr.copy()))
-    return exp.Count(this=_only_if(m, exp.column(m.column, quoted=True)))
+    return exp.Count(this=_only_if(m, _column(m)))
+
+
+def _column(m: Measure) -> exp.Column:
+    """The one declared column a count or sum measure reads."""
+    if not isinstance(m.column, str):
+        raise ValueError(f"a {m.kind} measure reads one declared column")
+    return exp.column(m.column, quoted=True)
+
+
+def _bounds(m: Measure) -> tuple[float, float]:
+    """A sum measure's declared bounds."""
+    if m.lower is None or m.upper is None:
+        raise ValueError(f"a {m.kind} measure has declared bounds")
+    return m.lower, m.upper
 
 
 def _integral(m: Measure) -> bool:
@@ -91,6 +108,8 @@ def _integral(m: Measure) -> bool:
 
 def _exact_bounds(m: Measure) -> bool:
     """An int column with integral bounds below 2**62: clamped and summed as exact bigints."""
+    if m.lower is None or m.upper is None:
+        return False
     lo, hi = m.lower, m.upper
     return (
         m.type == "int"
@@ -100,12 +119,12 @@ def _exact_bounds(m: Measure) -> bool:
     )
 
 
-def keyed_hash(args: list, dialect: str | SQLDialect) -> exp.Expression:
+def keyed_hash(args: list[exp.Expr], dialect: str | SQLDialect) -> exp.Expr:
     """``DPGATE_HASH(salt, …)`` as the backend spells it (:meth:`SQLDialect.keyed_hash`)."""
     return dialects.get(dialect).keyed_hash(args)
 
 
-def for_dialect(tree: exp.Expression, dialect: str | SQLDialect) -> exp.Expression:
+def for_dialect(tree: exp.Expr, dialect: str | SQLDialect) -> exp.Expr:
     """The few rewrites one backend needs to mean what the plan means on the others
     (:meth:`SQLDialect.rewrite`: Spark's TRUNC/FLOOR/CEIL and table aliases, DuckDB's
     double literals; every backend: ``x IS NOT NULL``), in place."""
@@ -127,10 +146,10 @@ def text_dialect(dialect: str | SQLDialect) -> str:
 _LOCAL = threading.local()
 
 
-def _generator(dialect: str):
+def _generator(dialect: str) -> Generator:
     """This thread's generator for ``dialect`` with ``identify=True`` (what
     ``Expression.sql(dialect=…, identify=True)`` builds per call)."""
-    gens = _LOCAL.__dict__.setdefault("gens", {})
+    gens: dict[str, Generator] = _LOCAL.__dict__.setdefault("gens", {})
     gen = gens.get(dialect)
     if gen is None:
         gen = gens[dialect] = Dialect.get_or_raise(dialect).generator(identify=True)
@@ -179,14 +198,14 @@ def _measure(m: Measure) -> exp.Expression:
     if isinstance(m.column, Arith):  # SUM/AVG of arithmetic: over clamped columns (rewriter.intervals)
         value = _only_if(m, m.column.expr.copy())
         return exp.Count(this=value) if m.kind == "count" else exp.Sum(this=value)
-    col = exp.column(m.column, quoted=True)
+    col = _column(m)
     if m.kind == "count":
         return exp.Count(this=_only_if(m, col))
     if m.kind == "count_distinct":
         return exp.Count(this=exp.Distinct(expressions=[col]))
     clamped = _clamped(m, col)
     if m.kind in ("csum", "csumsq"):
-        return stats.moment_expr(m.kind, m.type, clamped, m.lower, m.upper)
+        return stats.moment_expr(m.kind, m.type or "", clamped, *_bounds(m))
     return exp.Sum(this=_only_if(m, clamped))
 
 
@@ -201,7 +220,7 @@ def _only_if(m: Measure, value: exp.Expression) -> exp.Expression:
 
 def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
     """The column clamped to [m.lower, m.upper] (exact bigint for integral int bounds)."""
-    lo, hi = m.lower, m.upper
+    lo, hi = _bounds(m)
     exact = _exact_bounds(m)
     if exact:
         lo, hi = int(lo), int(hi)
