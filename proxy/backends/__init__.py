@@ -22,6 +22,8 @@ _KINDS: dict[str, type[Backend]] = {}
 def register(cls: type[Backend]) -> type[Backend]:
     """Make ``cls`` the backend of ``[backend] kind = cls.kind``, and its SQL dialect the
     one the rewriter emits for that name."""
+    if cls.sql.name != cls.kind:
+        raise ValueError(f"{cls.__name__}: its dialect is named {cls.sql.name!r}, not {cls.kind!r}")
     _KINDS[cls.kind] = cls
     dialects.register(cls.sql)
     return cls

@@ -92,10 +92,9 @@ class Backend(Protocol):
     columnar: ClassVar[bool] = False
     """``fetch(…, columnar=True)`` may return :class:`Columns`."""
     one_writer: ClassVar[bool] = False
-    """Run-time writes (a role's INSERT into a local table) must come from one process: an
-    embedded file has one writer, appends to one Spark table share its ``_temporary``
-    directory. A proxy then sends its writes one at a time, and ``--workers N`` refuses
-    such roles."""
+    """Run-time writes (a role's INSERT into a local table) must come from one process (an
+    embedded file has one writer; appends to one Spark table share its ``_temporary``
+    directory): ``serve --workers N`` refuses roles that write (``cli.workers.writer_roles``)."""
     serial_writes: ClassVar[bool] = False
     """A proxy sends its writes to one table one at a time (concurrent appends to one Spark
     table share its ``_temporary`` directory)."""
@@ -179,8 +178,9 @@ class Backend(Protocol):
 
     async def privilege_problems(self, config: Any) -> list[str]:
         """One line per way the backend's role could change data or reach the server (empty:
-        least privilege), for the start's report (:mod:`proxy.cli.privileges`)."""
-        return []
+        least privilege), for the start's report (:mod:`proxy.cli.privileges`). Default: that
+        it cannot be checked (so ``require_least_privilege`` refuses to start)."""
+        return [f"dpgate cannot read what the {self.kind} backend's role may write (docs/least-privilege.md)"]
 
     # -- the ledger's identity marker (proxy.stores.ledger_guard) ---------------------
     def ledger_marker(self) -> tuple[bool, dict | None]:
