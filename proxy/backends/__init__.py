@@ -9,6 +9,8 @@ SQLSTATE; the orchestrator charges nothing for them.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from rewriter import dialects
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout, Columns
@@ -17,6 +19,7 @@ from .postgres import PostgresBackend
 from .spark import SparkBackend
 
 _KINDS: dict[str, type[Backend]] = {}
+T = TypeVar("T")
 
 
 def register(cls: type[Backend]) -> type[Backend]:
@@ -42,6 +45,13 @@ def kind_of(cfg) -> type[Backend]:
     return backend_class(cfg.backend.kind)
 
 
+def for_backend(table: dict[type, T], backend: Backend) -> T | None:
+    """``table``'s entry for the backend's class or the nearest base class that has one: how
+    an optional part (demo data, local tables' reports) is done on that backend; None where it
+    is not (the caller refuses with 0A000)."""
+    return next((table[c] for c in type(backend).__mro__ if c in table), None)
+
+
 def open_backend(cfg, state_dir, *, read_only: bool = False) -> Backend:
     """Build the backend the config asks for (not yet connected); ``read_only``: an
     embedded file opened for reading only."""
@@ -62,6 +72,7 @@ __all__ = [
     "PostgresBackend",
     "SparkBackend",
     "backend_class",
+    "for_backend",
     "kind_of",
     "open_backend",
     "register",

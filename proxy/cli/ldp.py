@@ -10,7 +10,7 @@ import time
 
 from rewriter.local import Layout, layout
 
-from ..backends import DuckDBBackend, PostgresBackend, SparkBackend, open_backend
+from ..backends import DuckDBBackend, PostgresBackend, SparkBackend, for_backend, open_backend
 from ..ingest.ldp_load import (
     BATCH,
     Encoder,
@@ -145,7 +145,7 @@ def cmd_ldp_load(args) -> int:
         return 1
     t0 = time.perf_counter()
     try:
-        load = next((LOADERS[c] for c in type(backend).__mro__ if c in LOADERS), None)
+        load = for_backend(LOADERS, backend)
         if load is None:
             asyncio.run(backend.close())
             raise IngestError("0A000", f"ldp-load does not write reports into a {backend.kind} backend")

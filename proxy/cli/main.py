@@ -37,7 +37,7 @@ from config import Config, ConfigError
 
 from .. import demo
 from ..admin import AdminHttp
-from ..backends import BackendError, DuckDBBackend, PostgresBackend, kind_of, open_backend
+from ..backends import BackendError, DuckDBBackend, PostgresBackend, for_backend, kind_of, open_backend
 from ..demo import trips as demo_trips
 from ..gateway import Gateway, default_state_dir, secure_state_dir
 from ..pipeline.local import local_guarantees
@@ -96,7 +96,7 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
     await gw.start()
     if cfg.demo:
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
-        loaders = DEMO_LOADERS.get(type(gw.backend))
+        loaders = for_backend(DEMO_LOADERS, gw.backend)
         if loaders is None:
             await gw.close()
             raise ConfigError(f"demo = true: the demo data is not loaded into a {gw.backend.kind} backend")

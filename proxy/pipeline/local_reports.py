@@ -8,7 +8,7 @@ import asyncio
 import logging
 import weakref
 
-from ..backends import DuckDBBackend, PostgresBackend, SparkBackend
+from ..backends import DuckDBBackend, PostgresBackend, SparkBackend, for_backend
 from ..ingest.ldp_load import IngestError, ensure_duckdb, ensure_postgres
 from ..ingest.ldp_spark import ensure_spark
 from ..wire.api import SqlError
@@ -38,7 +38,7 @@ async def ensure_reports(gw, lay):
         hit = ready.get(lay.reports)
         if hit is not None and hit[0] is lay:
             return hit[1]
-        ensure = next((ENSURE[c] for c in type(gw.backend).__mro__ if c in ENSURE), None)
+        ensure = for_backend(ENSURE, gw.backend)
         if ensure is None:
             raise SqlError(
                 "0A000",
