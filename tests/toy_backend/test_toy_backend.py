@@ -6,16 +6,19 @@ returns; a statement the toy dialect cannot spell (a privacy unit's keyed hash) 
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 import pytest
 from toy_backend.sqlite_backend import SQLiteBackend
 
 from config import parse_config
 from mechanisms import SeededSource
-from proxy.backends import register
+from proxy.backends import DuckDBBackend, backend_class, register
 from proxy.gateway import Gateway
 from proxy.wire.auth import make_verifier
 from proxy.wire.server import Server
+from rewriter import build_plan, parse, to_sql
 from support.service import Service
 
 register(SQLiteBackend)  # the one registry line
@@ -110,12 +113,6 @@ def test_a_fourth_backend_answers_through_the_service(tmp_path):
 def test_the_fourth_backend_scans_the_cells_duckdb_scans(tmp_path):
     """The seam's contract: the plan's scan in the toy dialect, run by the toy backend's fetch,
     returns the cells the DuckDB backend returns for its own SQL."""
-    import asyncio
-
-    from config import parse_config
-    from proxy.backends import DuckDBBackend
-    from rewriter import build_plan, parse, to_sql
-
     cfg = parse_config(_config("duckdb"), "toy")
     toy, duck = SQLiteBackend(), DuckDBBackend(None)
     toy.load(CREATE, ROWS, INSERT)
@@ -158,3 +155,28 @@ def test_a_privacy_unit_is_refused_on_a_backend_without_a_keyed_hash(tmp_path):
         assert svc.gw.ledger.spent("analyst", svc.gw.ledger.period_now("day")) == 0
     finally:
         svc.close()
+
+
+def test_what_the_toy_backend_does_not_say_is_refused_not_assumed(tmp_path):
+    """The defaults a backend inherits fail closed: its role's privileges cannot be read (a
+    line, so ``require_least_privilege`` refuses to start), it keeps no ledger marker and no
+    data file; and a backend whose dialect bears another name is not registered."""
+    cfg = parse_config(_config("duckdb"), "toy")
+    b = SQLiteBackend()
+    try:
+        assert asyncio.run(b.privilege_problems(cfg)) == [
+            "dpgate cannot read what the sqlite backend's role may write (docs/least-privilege.md)"
+        ]
+        assert b.ledger_marker() == (False, None)
+        assert SQLiteBackend.data_file(cfg, tmp_path) is None
+        assert backend_class("sqlite") is SQLiteBackend and b.writer is b
+    finally:
+        asyncio.run(b.close())
+
+    class Misnamed(SQLiteBackend):
+        kind = "sqlite2"
+
+    with pytest.raises(ValueError, match="its dialect is named 'sqlite', not 'sqlite2'"):
+        register(Misnamed)
+    with pytest.raises(ValueError, match="no backend kind 'sqlite2'"):
+        backend_class("sqlite2")
