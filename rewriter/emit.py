@@ -46,17 +46,16 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
     if plan.unit is not None:
         text, names = _unit_sql(plan, dialect)
         return unit.salted(text, salt, dialect, names)
-    preset = plan.__dict__.get("_sql")
-    if preset is not None and dialect in preset:
-        done: str = preset[dialect]
-        return done
+    preset = plan.memo.sql
+    if dialect in preset:
+        return preset[dialect]
     if plan.where is None:
         return _skeleton(plan, dialect)
     shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))
     skeleton = _skeleton(shape, dialect)
     where = _generator(dialect).generate(dialects.get(dialect).rewrite(plan.where.copy()), copy=False)
     sql = skeleton.replace(_marker(dialect), f"({where})")
-    plan.__dict__.setdefault("_sql", {})[dialect] = sql  # kept with the plan (plans are cached)
+    preset[dialect] = sql  # kept with the plan (plans are cached)
     return sql
 
 
