@@ -26,8 +26,9 @@ from rewriter.template import Templates
 from ..backends import open_backend
 from ..catalog import PG_RELATIONS, Catalog
 from ..pipeline.lane import heavy_plan
+from ..pipeline.noise import NoiseReservoir
 from ..pipeline.orchestrator import Connection
-from ..pipeline.release import NoiseReservoir, prepare_mechanisms
+from ..pipeline.release import prepare_mechanisms
 from ..pipeline.views import Views, catalog_views
 from ..stores.errors import cannot_write, no_write_reason
 from ..stores.ledger import open_ledger

@@ -13,21 +13,14 @@ from rewriter.unit import factor
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
-from .batch_noise import BatchNoise
 from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind
-from .release import (
-    NoisePool,
-    answer_rows,
-    domain_answer,
-    domain_notice,
-    noisy_answer,
-    notice_body,
-    output_types,
-    selection_answer,
-)
+from .noise import BatchNoise, NoisePool
+from .notice import domain_notice, notice_body
+from .release import domain_answer, noisy_answer, selection_answer
+from .rows import answer_rows, output_types
 from .selection_path import choose
 
 __all__ = [
@@ -76,7 +69,7 @@ def columns_of(plan) -> list[Column]:
 class Central(ReleaseKind):
     """Every cell of the public domain, noised (seed 001 for AVG; geometric / discrete
     Laplace otherwise). The noise, which does not depend on the data, is drawn while the
-    scan runs (:class:`~.release.NoisePool`)."""
+    scan runs (:class:`~.noise.NoisePool`)."""
 
     name = "central"
 

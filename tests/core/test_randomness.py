@@ -44,7 +44,7 @@ def test_noise_drawn_ahead_equals_live_noise_for_the_same_randomness():
     the same order as drawing live, so with one seed both answers are identical:
     the pre-drawn path releases exactly the mechanisms' law."""
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool
+    from proxy.pipeline.noise import NoisePool
 
     plan = _plan()
     cells = [(0, 480, 21_000_000.0, 480, 19_000), (1, 520, 18_500_000.0, 520, 21_500)]
@@ -61,7 +61,7 @@ def test_noise_drawn_ahead_equals_live_noise_for_the_same_randomness():
 
 def test_a_noise_pool_is_used_once_and_never_refilled_after_use():
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool
+    from proxy.pipeline.noise import NoisePool
 
     plan = _plan()
     pool = NoisePool(plan, 1.0, SeededSource(3))
@@ -86,7 +86,7 @@ def test_reservoir_noise_has_the_live_law():
     """One measurement: the reservoir consumes the source exactly as a live release
     would (draw per cell, in order), so with one seed the answers are identical."""
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.noise import NoisePool, NoiseReservoir
 
     plan = _count_plan()
     cells = [(0, 480), (1, 520)]
@@ -102,7 +102,7 @@ def test_reservoir_noise_has_the_live_law():
 
 def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.noise import NoisePool, NoiseReservoir
 
     plan = _plan()
     reservoir = NoiseReservoir(SeededSource(1))
@@ -119,7 +119,7 @@ def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
 
 def test_reservoir_is_bounded():
     from mechanisms import GeometricCount, SeededSource
-    from proxy.pipeline.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.noise import NoisePool, NoiseReservoir
 
     reservoir = NoiseReservoir(SeededSource(4))
     m = GeometricCount(1.0)
@@ -138,7 +138,7 @@ def test_server_refills_the_reservoir_after_a_reply(duck_service):
 
     import psycopg
 
-    from proxy.pipeline.release import NoiseReservoir
+    from proxy.pipeline.noise import NoiseReservoir
 
     reservoir = duck_service.gw.reservoir
     taken, take = [], reservoir.take
@@ -170,7 +170,7 @@ def test_reservoir_waits_while_a_scan_runs():
     import asyncio
 
     from mechanisms import GeometricCount, SeededSource
-    from proxy.pipeline.release import NoiseReservoir
+    from proxy.pipeline.noise import NoiseReservoir
 
     async def main():
         loop = asyncio.get_running_loop()

@@ -26,8 +26,8 @@ from mechanisms.exact_real import tilted_share_interval
 from mechanisms.mean import GridHourglass
 from mechanisms.rng import SeededSource
 from proxy.pipeline import release
-from proxy.pipeline.batch_noise import BatchNoise
-from proxy.pipeline.release import NoisePool, noisy_answer
+from proxy.pipeline.noise import BatchNoise, NoisePool
+from proxy.pipeline.release import noisy_answer
 from rewriter import build_plan, parse
 from support.service import Service, ask, backend_rows, make_config
 
