@@ -74,7 +74,8 @@ class LRU(Generic[K, V]):
             return key in self._map
 
     def __len__(self) -> int:
-        return len(self._map)
+        with self._lock:  # (a put holds one entry too many until it drops the oldest)
+            return len(self._map)
 
     def values(self) -> list[V]:
         """The kept values, least recently used first (a copy)."""
