@@ -17,7 +17,7 @@ from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind
-from .noise import BatchNoise, NoisePool
+from .noise import scan_noise
 from .notice import domain_notice, notice_body
 from .release import domain_answer, noisy_answer, selection_answer
 from .rows import answer_rows, output_types
@@ -69,7 +69,7 @@ def columns_of(plan) -> list[Column]:
 class Central(ReleaseKind):
     """Every cell of the public domain, noised (seed 001 for AVG; geometric / discrete
     Laplace otherwise). The noise, which does not depend on the data, is drawn while the
-    scan runs (:class:`~.noise.NoisePool`)."""
+    scan runs (:class:`~.noise.ScanNoise`)."""
 
     name = "central"
 
@@ -90,14 +90,9 @@ class Central(ReleaseKind):
 
     def prepare_noise(self, conn, p: Prepared) -> None:
         gw = conn.gw
-        pool = NoisePool(p.plan, p.state["mech_eps"], gw.source, gw.reservoir)
-        p.state["pool"] = pool
-        if pool.worthwhile:
-            p.state["during"] = pool.fill
-        elif not p.plan.selected:  # a large public domain: drawn on a thread during the scan
-            batch = BatchNoise(p.plan, p.state["mech_eps"], gw.source)
-            if batch.worthwhile:  # … and the scan fetched as columns (.columnar)
-                p.state["batch"], p.state["during"], p.state["columnar"] = batch, batch.start, True
+        noise = scan_noise(p.plan, p.state["mech_eps"], gw.source, gw.reservoir)
+        if noise is not None:  # drawn while the scan runs; a batch's scan fetched as columns
+            p.state["noise"], p.state["during"], p.state["columnar"] = noise, noise.start, noise.columnar
 
     async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
         gw = conn.gw
@@ -147,15 +142,7 @@ class Central(ReleaseKind):
             cells = table if table is not None else complete(p.plan, cells.rows())
         else:
             cells = complete(p.plan, cells)
-        batch = p.state.get("batch")
-        return noisy_answer(
-            p.plan,
-            cells,
-            p.state["mech_eps"],
-            conn.gw.source,
-            p.state["pool"],
-            predrawn=batch.take(len(cells)) if batch is not None else None,
-        )
+        return noisy_answer(p.plan, cells, p.state["mech_eps"], conn.gw.source, p.state.get("noise"))
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan, answer)
@@ -164,12 +151,10 @@ class Central(ReleaseKind):
         return notice_body(p.plan, answer)
 
     def after_reply(self, conn, p: Prepared) -> None:
-        pool = p.state.get("pool")
-        if pool is not None and pool.worthwhile:  # the next statement's noise, drawn after
-            gw = conn.gw  # the reply, while the backend is idle
-            gw.reservoir.refill_soon(
-                asyncio.get_running_loop(), pool.ms, pool.cells, busy=lambda: gw.backend.scans > 0
-            )
+        noise = p.state.get("noise")
+        if noise is not None:  # the next statement's noise, drawn while the backend is idle
+            gw = conn.gw
+            noise.after_reply(asyncio.get_running_loop(), busy=lambda: gw.backend.scans > 0)
 
 
 class Svt(Central):

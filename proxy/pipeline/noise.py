@@ -17,6 +17,10 @@ data-dependent order). When they are drawn is the only thing that varies:
 - or at release time, in :func:`.release.noisy_answer`, where none was drawn early (a cell
   beyond the pool, a pool not filled in time, a cell count other than the domain's).
 
+The two drawn while the scan runs are one seam, :class:`ScanNoise`: :func:`scan_noise` chooses
+a statement's once, the release kind starts it as the scan starts and hands it to
+``noisy_answer``, which takes its draws per cell or per measurement.
+
 The privacy of the release is the same whichever it was (the same draws from the same law,
 independent of the data), and so are its timing and its charge (the scan starts either way).
 """
@@ -105,7 +109,50 @@ class NoiseReservoir:
         return sum(map(len, self._draws.values()))
 
 
-class NoisePool:
+class ScanNoise:
+    """A statement's noise, drawn while its scan runs: :meth:`start` is called as the scan
+    starts (on the event loop: it returns at once or draws a few), ``noisy_answer`` takes the
+    draws after it (:meth:`cell_draws` for its cell-by-cell path, :meth:`batch_draws` for its
+    batch path; each draw is taken once), and :meth:`after_reply` may draw the next
+    statement's noise."""
+
+    columnar = False  # whether the scan should fetch its cells as columns (the batch path)
+
+    def __init__(self, plan: Plan, epsilon: float, source) -> None:
+        self.ms = releases_of(plan, epsilon)[2]
+        self.cells, self.source = plan.n_cells, source
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def cell_draws(self) -> list:
+        """Per cell, the draw of each measurement (None: drawn live); [] when none."""
+        return []
+
+    def batch_draws(self, cells: int) -> list | None:
+        """Per measurement, its batch draw for ``cells`` cells; None when none."""
+        return None
+
+    def after_reply(self, loop, busy) -> None:
+        """After the reply is sent (``busy()``: a scan is running)."""
+        return None
+
+
+def scan_noise(plan: Plan, epsilon: float, source, reservoir: NoiseReservoir | None) -> ScanNoise | None:
+    """The noise ``plan`` draws while its scan runs at ``epsilon``: per cell for a small
+    statement, per measurement for a large public domain (not for a sparse-vector selection,
+    whose released cells are not the domain's), or none."""
+    pool = NoisePool(plan, epsilon, source, reservoir)
+    if pool.worthwhile:
+        return pool
+    if not plan.selected:
+        batch = BatchNoise(plan, epsilon, source)
+        if batch.worthwhile:
+            return batch
+    return None
+
+
+class NoisePool(ScanNoise):
     """A statement's noise drawn before its data is known (``Measurement.draw``):
     taken from the reservoir, the rest drawn on the event loop while the backend
     scans, so only additions remain after the scan. Draw ``c`` goes to cell ``c``
@@ -117,8 +164,8 @@ class NoisePool:
     MAX_DRAWS = 64
 
     def __init__(self, plan: Plan, epsilon: float, source, reservoir: NoiseReservoir | None = None) -> None:
-        self.ms = releases_of(plan, epsilon)[2]
-        self.cells, self.source, self.reservoir = plan.n_cells, source, reservoir
+        super().__init__(plan, epsilon, source)
+        self.reservoir = reservoir
         self._lock = threading.Lock()
         self._draws: list | None = None
         self._taken = False
@@ -127,7 +174,8 @@ class NoisePool:
     def worthwhile(self) -> bool:
         return 0 < self.cells * len(self.ms) <= self.MAX_DRAWS
 
-    def fill(self) -> None:
+    def start(self) -> None:
+        """The draws, the reservoir's first (on the event loop while the scan runs)."""
         with self._lock:
             if not self._taken and self._draws is None:
                 ready = [
@@ -149,6 +197,14 @@ class NoisePool:
                 draws = [[r[c] if c < len(r) else None for r in ready] for c in range(self.cells)]
         return draws or []
 
+    def cell_draws(self) -> list:
+        return self.take()
+
+    def after_reply(self, loop, busy) -> None:
+        """The next statement of this shape's noise, into the reservoir while no scan runs."""
+        if self.reservoir is not None:
+            self.reservoir.refill_soon(loop, self.ms, self.cells, busy=busy)
+
 
 _EXECUTOR: ThreadPoolExecutor | None = None
 _LOCK = threading.Lock()
@@ -163,13 +219,14 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR
 
 
-class BatchNoise:
+class BatchNoise(ScanNoise):
     """The noise of one statement's release, per measurement, for the ``plan.n_cells`` cells
     of its public domain."""
 
+    columnar = True
+
     def __init__(self, plan: Plan, epsilon: float, source) -> None:
-        self.ms = releases_of(plan, epsilon)[2]
-        self.cells, self.source = plan.n_cells, source
+        super().__init__(plan, epsilon, source)
         self._future: Future | None = None
 
     @property
@@ -192,3 +249,6 @@ class BatchNoise:
         if future is None or cells != self.cells:
             return None
         return future.result()
+
+    def batch_draws(self, cells: int) -> list | None:
+        return self.take(cells)

@@ -25,7 +25,7 @@ from .columnar import CellColumns
 from .common import cell_key, plain_number
 
 if TYPE_CHECKING:
-    from .noise import NoisePool
+    from .noise import ScanNoise
 
 
 def measurement_for(agg: Aggregate, epsilon: float):
@@ -119,22 +119,22 @@ BATCH_MIN_CELLS = 32  # from here a release draws its noise per measurement, not
 
 
 def noisy_answer(
-    plan: Plan, cells, epsilon: float, source, pool: NoisePool | None = None, predrawn: list | None = None
+    plan: Plan, cells, epsilon: float, source, noise: ScanNoise | None = None, predrawn: list | None = None
 ) -> dict:
-    """Apply each release's mechanism to every cell (empty cells included), with
-    noise from ``pool`` where it was pre-drawn. ``cells``: the completed cells, as rows
-    (:func:`rewriter.complete`) or as columns (:class:`.columnar.CellColumns`). A release of
-    ``BATCH_MIN_CELLS`` cells or more (and no pool) draws each measurement's noise for all
-    cells at once (``Measurement.draw_many``/``apply_many``: the same exact law, issue 21)
-    and is answered column by column (a :class:`~proxy.stores.answer.ColumnarAnswer`);
-    measurements without a batch form, small releases and pooled noise go cell by cell.
-    ``predrawn``: the batch draws per measurement for these cells, drawn while the scan ran
-    (:class:`.noise.BatchNoise`)."""
+    """Apply each release's mechanism to every cell (empty cells included), with the noise
+    drawn while the scan ran (``noise``, :class:`.noise.ScanNoise`) where there is some.
+    ``cells``: the completed cells, as rows (:func:`rewriter.complete`) or as columns
+    (:class:`.columnar.CellColumns`). A release of ``BATCH_MIN_CELLS`` cells or more without
+    per-cell draws takes each measurement's noise for all cells at once
+    (``Measurement.draw_many``/``apply_many``: the same exact law) and is answered column by
+    column (a :class:`~proxy.stores.answer.ColumnarAnswer`); measurements without a batch form,
+    small releases and per-cell draws go cell by cell. ``predrawn``: the batch draws per
+    measurement for these cells, given directly."""
     k = len(plan.group_by)
     groups, shares, ms = releases_of(plan, epsilon)
-    drawn = []
-    if pool is not None:
-        ms, drawn = pool.ms, pool.take()  # the measurements the noise was drawn for
+    drawn = noise.cell_draws() if noise is not None else []
+    if noise is not None and predrawn is None:
+        predrawn = noise.batch_draws(len(cells))
     n = len(plan.aggregates)
     hws, mech, eps = [0.0] * n, [""] * n, [0.0] * n
     for (i, members), m, e in zip(groups, ms, shares):
@@ -148,9 +148,9 @@ def noisy_answer(
         for c, row in enumerate(cells):
             keys.append([cell_key(v) for v in row[:k]])
             measures = [plain_number(v) for v in row[k:]]
-            noise = drawn[c] if c < len(drawn) else [None] * len(ms)
+            zs = drawn[c] if c < len(drawn) else [None] * len(ms)
             out = [None] * n
-            for (i, members), m, z in zip(groups, ms, noise):
+            for (i, members), m, z in zip(groups, ms, zs):
                 _apply_one(plan, i, members, m, _arg(plan.aggregates[i], measures), z, source, out, hws)
             values.append(out)
         return {
@@ -169,12 +169,12 @@ def noisy_answer(
         column = lambda j: _plain_column(list(map(itemgetter(k + j), cells)), plain_number, {int, float})  # noqa: E731
     cols: list = [None] * n
     for r, ((i, members), m) in enumerate(zip(groups, ms)):
-        noise = predrawn[r] if predrawn is not None else m.draw_many(len(cells), source)
-        if noise is None:
+        batch = predrawn[r] if predrawn is not None else m.draw_many(len(cells), source)
+        if batch is None:
             _apply_cells(plan, i, members, m, cells if table is None else table.rows(), k, source, cols, hws)
             continue
         args = [column(j) for j in plan.aggregates[i].measures]
-        rel = m.apply_many(args[0] if len(args) == 1 else tuple(args), noise)
+        rel = m.apply_many(args[0] if len(args) == 1 else tuple(args), batch)
         cols[i], hws[i] = _column(rel), max(hws[i], float(rel.half_width))
         for j in members:  # SUM(x), COUNT(x) from the AVG(x) release
             part = rel.parts[0] if plan.aggregates[j].func == "sum" else rel.parts[1]
@@ -312,7 +312,7 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
 
 def prepare_mechanisms(cfg) -> None:
     """AVG/SUM/COUNT half-width constants for every (non-ladder) tier ε × bounded column of a
-    central table, computed now rather than by the first statements (issue 24). Every one
+    central table, computed at start rather than by the first statements. Every one
     is a closed form or a table of at most ~0.2 s at any ε (mechanisms/mean/quantiles.py),
     so no ε needs refusing; other ε shares (several releases in one statement) are computed
     on first use, once (single flight). A column the mechanism rejects is left to the

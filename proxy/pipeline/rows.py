@@ -71,7 +71,7 @@ def _cell(o, key, vals):
 def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
     """The rows column by column when every output is a key or an aggregate as released (no
     date/time key to convert, no post-processing): what :func:`_cell` gives, without a call
-    per value (issue 21: a 10,000-cell answer). ``key_column(i)`` / ``value_column(j)``: the
+    per value (a large answer's rows, built off the event loop but still per value). ``key_column(i)`` / ``value_column(j)``: the
     answer's key ``i`` / aggregate ``j`` of every cell. None otherwise."""
     cols = []
     for o in plan.outputs:

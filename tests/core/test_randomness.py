@@ -50,7 +50,7 @@ def test_noise_drawn_ahead_equals_live_noise_for_the_same_randomness():
     cells = [(0, 480, 21_000_000.0, 480, 19_000), (1, 520, 18_500_000.0, 520, 21_500)]
     pool = NoisePool(plan, 1.0, SeededSource(11))
     assert pool.worthwhile
-    pool.fill()
+    pool.start()
     ahead = noisy_answer(plan, cells, 1.0, SeededSource(999), pool)
     live = noisy_answer(plan, cells, 1.0, SeededSource(11))
     assert ahead["values"] == live["values"]
@@ -65,13 +65,13 @@ def test_a_noise_pool_is_used_once_and_never_refilled_after_use():
 
     plan = _plan()
     pool = NoisePool(plan, 1.0, SeededSource(3))
-    pool.fill()
+    pool.start()
     first = pool.take()
     assert len(first) == plan.n_cells and pool.take() == []
-    pool.fill()  # too late: the statement has its answer
+    pool.start()  # too late: the statement has its answer
     assert pool.take() == []
     late = NoisePool(plan, 1.0, SeededSource(3))
-    assert late.take() == [] and (late.fill() or late.take()) == []  # not filled in time: live
+    assert late.take() == [] and (late.start() or late.take()) == []  # not filled in time: live
 
 
 def _count_plan():
@@ -94,7 +94,7 @@ def test_reservoir_noise_has_the_live_law():
     pool = NoisePool(plan, 1.0, SeededSource(999), reservoir)
     reservoir.refill(pool.ms, pool.cells)
     assert len(reservoir) == plan.n_cells
-    pool.fill()
+    pool.start()
     assert len(reservoir) == 0  # handed out, not copied
     ahead = noisy_answer(plan, cells, 1.0, SeededSource(5), pool)
     assert ahead["values"] == noisy_answer(plan, cells, 1.0, SeededSource(11))["values"]
@@ -108,9 +108,9 @@ def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
     reservoir = NoiseReservoir(SeededSource(1))
     first = NoisePool(plan, 1.0, SeededSource(2), reservoir)
     reservoir.refill(first.ms, 1)  # one cell's worth: the second cell draws live
-    first.fill()
+    first.start()
     second = NoisePool(plan, 1.0, SeededSource(2), reservoir)
-    second.fill()
+    second.start()
     a, b = first.take(), second.take()
     assert len(a) == len(b) == plan.n_cells
     assert a[0] != b[0]  # the reservoir's cell-0 draws went to `first` only
@@ -190,3 +190,21 @@ def test_reservoir_waits_while_a_scan_runs():
     assert during == 0
     assert after == 3 * NoiseReservoir.DEPTH
     assert len(seen) > 2  # filled over several loop turns
+
+
+def test_a_statements_scan_noise_is_chosen_by_its_size():
+    """Per cell (from the reservoir, on the loop) for a small statement; per measurement on
+    the noise thread, with the scan fetched as columns, for a large public domain."""
+    from config import parse_config
+    from mechanisms import SeededSource
+    from proxy.pipeline.noise import BatchNoise, NoisePool, NoiseReservoir, scan_noise
+    from support.service import make_config
+
+    cfg = parse_config(make_config(purchases="rows"))
+    small = build_plan(parse("SELECT sex, COUNT(*) FROM pums GROUP BY sex"), cfg)
+    large = build_plan(parse("SELECT item, COUNT(*), AVG(amount) FROM purchases GROUP BY item"), cfg)
+    reservoir = NoiseReservoir(SeededSource(1))
+    pool = scan_noise(small, 1.0, SeededSource(2), reservoir)
+    batch = scan_noise(large, 1.0, SeededSource(2), reservoir)
+    assert isinstance(pool, NoisePool) and not pool.columnar and pool.reservoir is reservoir
+    assert isinstance(batch, BatchNoise) and batch.columnar and batch.cells == large.n_cells

@@ -133,7 +133,7 @@ def test_avg_release_completes_at_high_eps(eps):
     live = noisy_answer(plan, cells, eps, CountedSource(1, 10_000))
     assert abs(live["values"][0][0] - 19_000 / 480) <= live["half_width"][0]
     pool = NoisePool(plan, eps, CountedSource(1, 10_000))
-    pool.fill()
+    pool.start()
     assert noisy_answer(plan, cells, eps, SeededSource(9), pool)["values"] == live["values"]
 
     grouped = build_plan(parse("SELECT item, AVG(amount) FROM purchases GROUP BY item"), cfg)
