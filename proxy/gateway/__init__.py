@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import sqlite3
 import ssl
@@ -38,8 +37,6 @@ from .caches import StatementCaches, plan_key
 from .runtime import collect_when_due, set_switch_interval, settle_gc, unsettle_gc
 from .statement_log import StatementLog
 from .tls import server_context
-
-log = logging.getLogger("dpgate")
 
 INLINE_PARSE = 1024
 """Statements up to this many characters are routed on the event loop (and planned from the
