@@ -1,5 +1,5 @@
-"""AVG by independent noise addition: Algorithm 1 of Kulesza, Suresh, Wang 2024 (spec 001
-sections 3.1, 7.8), the baseline the add-remove mean is compared with (never served).
+"""AVG by independent noise addition: Algorithm 1 of Kulesza, Suresh, Wang 2024 (add-remove
+mean spec sections 3.1, 7.8), the baseline the add-remove mean is compared with (never served).
 
 eps/2 on the raw sum (sensitivity W = max(|l|, |u|)), eps/2 on the count; this is also how
 SmartNoise SQL answers AVG (noisy SUM / noisy COUNT). Leading n^2 MSE (8W^2 + 8mu^2)/eps^2. Not

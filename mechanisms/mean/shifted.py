@@ -1,5 +1,5 @@
-"""AVG by shifted noise addition: Algorithm 2 of Kulesza, Suresh, Wang 2024 (spec 001 sections
-3.2, 7.8), served when a column's ``avg_mechanism = "shifted_laplace"``, with the same interface
+"""AVG by shifted noise addition: Algorithm 2 of Kulesza, Suresh, Wang 2024 (add-remove mean
+spec sections 3.2, 7.8), served when a column's ``avg_mechanism = "shifted_laplace"``, with the same interface
 and post-processing as Algorithm 3.
 
 eps/2 on the midpoint-shifted sum (sensitivity w/2), eps/2 on the count (sensitivity 1). Leading

@@ -51,7 +51,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
             svt += f"; values of the returned keys cost a separate ε {s['values_epsilon']:g}"
         else:
             svt += "; keys only, no values released"
-    if "ladder" in answer:  # multi-tier ladder (seed 000): which level this tier got
+    if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
     if plan.__dict__.get("_clock"):  # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def measurement_for(agg: Aggregate, epsilon: float):
     """The mechanism for one aggregate at ``epsilon``: two-sided geometric COUNT,
     discrete-Laplace SUM on a fixed-point grid, and for AVG the add-remove optimal
-    mean of seed 001 (Algorithm 3 with hourglass noise unless the column's config
+    mean of Kulesza et al. 2024 (Algorithm 3 with hourglass noise unless the column's config
     chooses ``laplace_transformed`` or ``shifted_laplace``). Measurements hold no
     per-release state, so one instance per (aggregate kind, bounds, ε) is reused — built once
     even by concurrent first statements (single flight), its half-width tables shared."""
@@ -53,7 +53,7 @@ def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: flo
 
 def release_groups(plan: Plan) -> list[tuple[int, list[int]]]:
     """Aggregates answered by one release: (primary, [members]). AVG(x) also answers
-    SUM(x) and COUNT(x) of the same column (seed 001 §2: post-processing of one
+    SUM(x) and COUNT(x) of the same column (Kulesza et al. 2024 §2: post-processing of one
     release, charged once); VAR_POP/VAR_SAMP/STDDEV_*(x) of one column are one release
     of its noisy moments, which answers COUNT(x) too; every other aggregate is its own release."""
     groups, taken = [], set()
@@ -115,7 +115,7 @@ def releases_of(plan: Plan, epsilon: float):
 
 
 BATCH_MIN_CELLS = 32  # from here a release draws its noise per measurement, not per cell
-# (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
+# (one array draw costs about as much as a few cells drawn one by one; bench.cells)
 
 
 def noisy_answer(
@@ -241,7 +241,7 @@ MAX_SELECTED = 20  # keys a HAVING without LIMIT may return (SVT cutoff c; noise
 
 
 def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> dict:
-    """HAVING / top-c by SVT with exponential noise (seed 004, Alg. 2 + appending).
+    """HAVING / top-c by SVT with exponential noise (Liu et al., Alg. 2 + appending).
 
     Only the ⊤ keys are released, in key order (public), never ranked by a true
     value. With ``values`` the select list's aggregates are released for those keys
@@ -313,7 +313,7 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
 def prepare_mechanisms(cfg) -> None:
     """AVG/SUM/COUNT half-width constants for every (non-ladder) tier ε × bounded column of a
     central table, computed at start rather than by the first statements. Every one
-    is a closed form or a table of at most ~0.2 s at any ε (mechanisms/mean/quantiles.py),
+    is a closed form or a bounded table at any ε (mechanisms/mean/quantiles.py),
     so no ε needs refusing; other ε shares (several releases in one statement) are computed
     on first use, once (single flight). A column the mechanism rejects is left to the
     statement path, which refuses it with its own message."""

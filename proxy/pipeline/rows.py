@@ -71,7 +71,7 @@ def _cell(o, key, vals):
 def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
     """The rows column by column when every output is a key or an aggregate as released (no
     date/time key to convert, no post-processing): what :func:`_cell` gives, without a call
-    per value (a large answer's rows, built off the event loop but still per value). ``key_column(i)`` / ``value_column(j)``: the
+    per value, so a large answer's rows cost a few list operations per column. ``key_column(i)`` / ``value_column(j)``: the
     answer's key ``i`` / aggregate ``j`` of every cell. None otherwise."""
     cols = []
     for o in plan.outputs:
@@ -175,7 +175,7 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
 
 def _row_filter(plan: Plan, answer: dict):
     """The filter on released rows: HAVING and an outer WHERE. Over a sparse-vector answer
-    (seed 004) it is applied where the values it reads were released with the keys; a key
+    (the sparse vector technique, Liu et al.) it is applied where the values it reads were released with the keys; a key
     released alone passed the HAVING as the sparse vector decided it."""
     keep = getattr(plan, "row_filter", None)
     if keep is None or "svt" not in answer:

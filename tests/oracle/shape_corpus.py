@@ -192,7 +192,7 @@ class Case:
     note: str = ""
     must_answer: bool = False  # a shape users were given wrong rows for: a refusal is a failure
     hand: bool = False  # the hand corpus: its reference must run
-    defect: str = ""  # the defect this case shows, while it stands
+    defect: str = ""  # the known defect this case shows, while it stands
     extra: dict = field(default_factory=dict)
 
 
