@@ -39,7 +39,7 @@ class StatementCaches:
 
     def keep_plan(self, key: tuple, plan: Plan) -> Plan:
         """``plan`` kept for ``key``, unless it read dpgate's clock (never reused)."""
-        if not plan.__dict__.get("_clock"):  # now() / current_date
+        if not plan.clock:  # now() / current_date
             self.plans.put(key, plan)
         return plan
 

@@ -53,8 +53,8 @@ def notice_body(plan: Plan, answer: dict) -> str:
             svt += "; keys only, no values released"
     if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
-    if plan.__dict__.get("_clock"):  # now() / current_date: dpgate's clock, not the backend's
-        svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
+    if plan.clock:  # now() / current_date: dpgate's clock, not the backend's
+        svt += f"; now() = {plan.clock} UTC, evaluated by dpgate when planned"
     return f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}"
 
 

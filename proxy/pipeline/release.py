@@ -11,7 +11,7 @@ the sparse vector's selection (:func:`selection_answer`) and the public domain's
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import make_mean
@@ -23,9 +23,6 @@ from rewriter.plan import Aggregate, Plan
 from ..stores.answer import ColumnarAnswer
 from .columnar import CellColumns
 from .common import cell_key, plain_number
-
-if TYPE_CHECKING:
-    from .noise import ScanNoise
 
 
 def measurement_for(agg: Aggregate, epsilon: float):
@@ -101,7 +98,7 @@ def split_epsilon(plan: Plan, epsilon: float) -> list[float]:
 def releases_of(plan: Plan, epsilon: float):
     """(release groups, ε shares, measurements) of ``plan`` at ``epsilon``, computed
     once per plan (kept beside its frozen fields, like ``Plan.canonical``)."""
-    memo = plan.__dict__.setdefault("_releases", {})
+    memo = plan.memo.releases
     hit = memo.get(epsilon)
     if hit is None:
         groups = release_groups(plan)
@@ -118,11 +115,24 @@ BATCH_MIN_CELLS = 32  # from here a release draws its noise per measurement, not
 # (one array draw costs about as much as a few cells drawn one by one; bench.cells)
 
 
+class DrawnNoise(Protocol):
+    """What :func:`noisy_answer` takes of noise drawn before the data was known
+    (:class:`.noise.ScanNoise` is one): each draw once, for the cells it was drawn for."""
+
+    def cell_draws(self) -> list:
+        """Per cell, the draw of each measurement (None: drawn live); [] when none."""
+        ...
+
+    def batch_draws(self, cells: int) -> list | None:
+        """Per measurement, its batch draw for ``cells`` cells; None when none."""
+        ...
+
+
 def noisy_answer(
-    plan: Plan, cells, epsilon: float, source, noise: ScanNoise | None = None, predrawn: list | None = None
+    plan: Plan, cells, epsilon: float, source, noise: DrawnNoise | None = None, predrawn: list | None = None
 ) -> dict:
     """Apply each release's mechanism to every cell (empty cells included), with the noise
-    drawn while the scan ran (``noise``, :class:`.noise.ScanNoise`) where there is some.
+    drawn while the scan ran (``noise``) where there is some.
     ``cells``: the completed cells, as rows (:func:`rewriter.complete`) or as columns
     (:class:`.columnar.CellColumns`). A release of ``BATCH_MIN_CELLS`` cells or more without
     per-cell draws takes each measurement's noise for all cells at once
@@ -327,5 +337,5 @@ def prepare_mechanisms(cfg) -> None:
             for e in eps:
                 try:
                     make_mean(col.avg_mechanism, e, col.lower, col.upper, integer=col.type == "int").setup()
-                except Exception:
+                except Exception:  # an optimisation: never blocks loading
                     pass
