@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 from numbers import Real
+from typing import Any
+
+import numpy as np
 
 from ..dlap import dlap_half_width
 from ..rng import RandomSource, default_source
@@ -40,19 +43,21 @@ class ShiftedLaplaceMean(GridMean):
     def privacy_map_exact(self, d_in: int) -> Fraction:
         return d_in * (Fraction(self.grid, 2) / self.sum_scale + 1 / self.count_scale)
 
-    def _combine(self, a, n, zs, zc):
+    def _combine(self, a: Any, n: Any, zs: Any, zc: Any) -> tuple[Any, Any]:
+        """(noisy shifted sum in s1 units, noisy count) from the grid input and the noise
+        (scalars, or arrays in a simulation)."""
         n_hat = n + zc
         y = (a - n * self.grid // 2 + zs) + n_hat * (self.grid // 2)  # back to s1 units
         return y / self.grid, n_hat
 
-    def release(self, true_value, source: RandomSource | None = None) -> MeanRelease:
+    def release(self, true_value: Any, source: RandomSource | None = None) -> MeanRelease:
         a, n = self.grid_input(true_value)
         src = source if source is not None else default_source()
         zs = discrete_laplace(self.sum_scale, src)
         zc = discrete_laplace(self.count_scale, src)
         return self._release(*self._combine(a, n, zs, zc))
 
-    def _simulate_noisy(self, true_value, size, rng):
+    def _simulate_noisy(self, true_value: Any, size: int, rng: np.random.Generator) -> tuple[Any, Any]:
         a, n = self.grid_input(true_value)
         zs = dlap_grid_sample(rng, float(self.sum_scale), size)
         zc = dlap_grid_sample(rng, float(self.count_scale), size)

@@ -68,7 +68,7 @@ def _cell(o, key, vals):
     return post_process(vals[o.index], o.post) if o.post else vals[o.index]
 
 
-def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
+def _plain_rows(plan: Plan, key_column, value_column) -> ColumnRows | None:
     """The rows column by column when every output is a key or an aggregate as released (no
     date/time key to convert, no post-processing): what :func:`_cell` gives, without a call
     per value, so a large answer's rows cost a few list operations per column. ``key_column(i)`` / ``value_column(j)``: the
@@ -104,7 +104,7 @@ def consistent_ranges(plan: Plan) -> list[tuple | None]:
     its column's bounds, a VAR/STDDEV ≥ 0. Nothing when the table says ``consistent = false``."""
     out: list[tuple | None] = []
     for a in plan.aggregates:
-        r = None
+        r: tuple | None = None  # (low or None, high or None)
         if not getattr(plan, "consistent", True):
             pass
         elif a.func in ("count", "count_distinct") or a.func in VARIANCE_FUNCS:
