@@ -1,4 +1,4 @@
-"""People, not rows, on TPC-H: dpgate's per-customer releases vs SmartNoise SQL (issue 20).
+"""People, not rows, on TPC-H: dpgate's per-customer releases vs SmartNoise SQL.
 
     python -m bench.user_level [--quick] [--scope total|cell] [--sn-max-ids k|R]
 
