@@ -5,7 +5,7 @@
 
 A sample is a fenced block preceded by a marker line::
 
-    <!-- sample: NAME [role=ROLE] [seed=N] -->
+    <!-- sample: NAME [role=ROLE] [seed=N] [session=S] -->
     ```
     demo=> SELECT sex, COUNT(*) FROM pums GROUP BY sex;
     ```
@@ -15,7 +15,8 @@ else in the block is output and is written by the run. A line ``$ psql "postgres
 is kept as written and makes ROLE the connection's role for the statements after it
 (default: the marker's ``role``, else ``analyst``).
 
-Each block runs on its own: the demo (config/demo.toml, its full-size tables) on a copy of one
+Each block runs on its own (blocks of one document with the same ``session`` share one service,
+in order: the later ones see what the earlier ones spent and released): the demo (config/demo.toml, its full-size tables) on a copy of one
 freshly created state directory (nothing spent), and the noise drawn from
 ``mechanisms.SeededSource(seed)`` (default 1) so that a run is reproducible — the service
 itself always draws from the OS CSPRNG. Every statement is sent by the real ``psql`` over the
@@ -27,6 +28,7 @@ is not what a run prints.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import shlex
 import shutil
@@ -77,7 +79,7 @@ def blocks(path: Path, lines: list[str]) -> list[Block]:
         if end is None:
             raise ValueError(f"{path}:{i + 2}: the sample's fence is not closed")
         opts = dict(o.split("=", 1) for o in m["opts"].split())
-        unknown = set(opts) - {"role", "seed"}
+        unknown = set(opts) - {"role", "seed", "session"}
         if unknown:
             raise ValueError(f"{path}:{i + 1}: unknown sample option(s) {sorted(unknown)}")
         out.append(Block(path, m["name"], i + 2, end, opts, lines[i + 2 : end]))
@@ -109,6 +111,12 @@ class Demo:
         self.work = work
         self.pristine = work / "pristine"
         self._n = 0
+        # The ledger's MAC key also keys the privacy unit's bounding hash (which rows of a
+        # person are kept): a fixed key here, so that the kept rows are the same in every run.
+        self.pristine.mkdir(mode=0o700)
+        key = self.pristine / "ledger.key"
+        key.write_text(hashlib.sha256(b"dpgate docs samples").hexdigest() + "\n")
+        key.chmod(0o600)
         self._start(self.pristine, seed=0).close()
 
     def _start(self, state: Path, seed: int):
@@ -116,6 +124,9 @@ class Demo:
         from tests.support.service import Service, make_config
 
         cfg = make_config(extra_roles=False)
+        # one DuckDB thread: a scan returns its groups in one order, and partition selection
+        # reads its draws in the order of the groups
+        cfg["backend"]["threads"] = 1
         return Service(
             cfg, state, people_rows=PEOPLE_ROWS, trips_rows=TRIPS_ROWS, source=SeededSource(seed)
         ).start()
@@ -158,26 +169,45 @@ def psql(url: str, sql: str) -> list[str]:
     return [x.rstrip() for x in err + r.stdout.splitlines()]
 
 
-def run(block: Block, demo: Demo) -> list[str]:
-    """The block's lines as a run prints them."""
+def run(block: Block, svc) -> list[str]:
+    """The block's lines as a run on ``svc`` prints them."""
     role = block.options.get("role", "analyst")
-    svc = demo.serve(int(block.options.get("seed", 1)))
     out: list[str] = []
-    try:
-        for kind, text in steps(block.body, role):
-            if kind == "role":
-                role = ROLE_LINE.match(text)["role"]
-                out.append(text)
-                continue
-            first, *rest = text.split("\n")
-            out += [PROMPT + first, *(CONTINUATION + x for x in rest)]
-            _settle(svc)
-            out += psql(svc.url(role), text)
-    finally:
-        svc.close()
+    for kind, text in steps(block.body, role):
+        if kind == "role":
+            role = ROLE_LINE.match(text)["role"]
+            out.append(text)
+            continue
+        first, *rest = text.split("\n")
+        out += [PROMPT + first, *(CONTINUATION + x for x in rest)]
+        _settle(svc)
+        out += psql(svc.url(role), text)
     while out and not out[-1]:
         out.pop()
     return out
+
+
+def document(path: Path, demo: Demo) -> tuple[list[str], list[Block], list[list[str]]]:
+    """Run one document's blocks in order: (its lines, its blocks, each block's new body). A block
+    runs on its own service, or on the one its ``session`` shares with the blocks before it."""
+    lines = path.read_text().split("\n")
+    found = blocks(path, lines)
+    sessions: dict[str, object] = {}
+    bodies = []
+    try:
+        for b in found:
+            name = b.options.get("session")
+            svc = sessions.get(name) if name else None
+            if svc is None:
+                svc = demo.serve(int(b.options.get("seed", 1)))
+                sessions[name or f"#{b.first}"] = svc
+            bodies.append(run(b, svc))
+            if not name:
+                sessions.pop(f"#{b.first}").close()
+    finally:
+        for svc in sessions.values():
+            svc.close()
+    return lines, found, bodies
 
 
 def regenerate(paths: list[Path], *, write: bool, demo: Demo | None = None) -> list[str]:
@@ -189,14 +219,11 @@ def regenerate(paths: list[Path], *, write: bool, demo: Demo | None = None) -> l
             return regenerate(paths, write=write, demo=Demo(Path(tmp)))
     stale: list[str] = []
     for path in paths:
-        lines = path.read_text().split("\n")
-        changed = False
-        for b in reversed(blocks(path, lines)):  # from the end: earlier indexes stay valid
-            new = run(b, demo)
-            if new != b.body:
-                stale.append(b.where)
-                lines[b.first : b.end] = new
-                changed = True
+        lines, found, bodies = document(path, demo)
+        changed = [(b, new) for b, new in zip(found, bodies) if new != b.body]
+        stale += [b.where for b, _ in changed]
+        for b, new in reversed(changed):  # from the end: earlier indexes stay valid
+            lines[b.first : b.end] = new
         if write and changed:
             path.write_text("\n".join(lines))
     return sorted(stale)

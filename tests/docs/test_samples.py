@@ -57,3 +57,18 @@ def test_the_block_syntax():
     bad = "<!-- sample: x colour=red -->\n```\ndemo=> SELECT 1;\n```\n".split("\n")
     with pytest.raises(ValueError, match="unknown sample option"):
         blocks(documents()[0], bad)
+
+
+def test_every_psql_session_in_the_docs_is_a_marked_sample():
+    """A psql prompt, NOTICE, ERROR or HINT outside a marked block would be a sample no run
+    checks: mark it (`<!-- sample: NAME -->` above its fence) and run `python -m tests.docs.samples`."""
+    loose = []
+    for d in documents():
+        lines = d.read_text().split("\n")
+        inside = {i for b in blocks(d, lines) for i in range(b.first, b.end)}
+        loose += [
+            f"{d.name}:{i + 1}"
+            for i, line in enumerate(lines)
+            if i not in inside and any(k in line for k in ("demo=> ", "NOTICE:  ", "ERROR:  ", "HINT:  "))
+        ]
+    assert not loose, f"unmarked psql samples at {loose}"
