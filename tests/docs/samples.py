@@ -15,14 +15,16 @@ else in the block is output and is written by the run. A line ``$ psql "postgres
 is kept as written and makes ROLE the connection's role for the statements after it
 (default: the marker's ``role``, else ``analyst``).
 
-Each block runs on its own (blocks of one document with the same ``session`` share one service,
-in order: the later ones see what the earlier ones spent and released): the demo (config/demo.toml, its full-size tables) on a copy of one
-freshly created state directory (nothing spent), and the noise drawn from
-``mechanisms.SeededSource(seed)`` (default 1) so that a run is reproducible — the service
-itself always draws from the OS CSPRNG. Every statement is sent by the real ``psql`` over the
-wire, one connection each, its NOTICE/ERROR/HINT lines (psql's stderr) before its rows (its
-stdout), as an interactive psql shows them. ``tests/docs/test_samples.py`` fails when a block
-is not what a run prints.
+Each block runs on its own — blocks of one document with the same ``session`` share one
+service, in order, so the later ones see what the earlier ones spent and released — against the
+demo (config/demo.toml, its full-size tables) on a copy of one freshly created state directory
+(nothing spent). A run is reproducible: the noise comes from ``mechanisms.SeededSource(seed)``
+(default 1; ``dpgate serve`` always draws from the OS CSPRNG), the ledger's MAC key, which also
+keys the privacy unit's bounding hash, is fixed, and DuckDB runs one thread, so a scan returns
+its groups in one order. Every statement is sent by the real ``psql`` on PATH over the wire,
+one connection each, its NOTICE/ERROR/HINT lines (psql's stderr) before its rows (its stdout),
+as an interactive psql shows them; trailing spaces are dropped. ``tests/docs/test_samples.py``
+fails when a block is not what a run prints.
 """
 
 from __future__ import annotations
