@@ -1,4 +1,4 @@
-"""Every core: fresh-release and repeat throughput of ``dpgate serve --workers N``.
+"""Fresh-release and repeat throughput of ``dpgate serve --workers N``.
 
     python -m bench.workers [--quick] [--psycopg]
 
