@@ -35,7 +35,7 @@ def test_a_result_shows_its_run_and_machine():
         "stderr_tail": [],
     }
     page = render({"svt": r})
-    assert "| [`bench.svt`](#benchsvt) | quick | x \\| y PASS |" in page  # a | in a cell is escaped
+    assert "| [`bench.svt`](#benchsvt) | quick | 12.5 s (11 s) | x \\| y PASS |" in page  # a | is escaped
     assert "`python -m bench.svt --quick` — 2026-01-02 03:04 UTC; a CPU, 2 cores; load average 0.5" in page
     assert "```\ntable\nHEADLINE: x | y PASS\n```" in page
     failed = render({"svt": {**r, "returncode": 2, "headline": "", "stderr_tail": ["Traceback"]}})
