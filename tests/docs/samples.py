@@ -23,8 +23,9 @@ demo (config/demo.toml, its full-size tables) on a copy of one freshly created s
 keys the privacy unit's bounding hash, is fixed, and DuckDB runs one thread, so a scan returns
 its groups in one order. Every statement is sent by the real ``psql`` on PATH over the wire,
 one connection each, its NOTICE/ERROR/HINT lines (psql's stderr) before its rows (its stdout),
-as an interactive psql shows them; trailing spaces are dropped. ``tests/docs/test_samples.py``
-fails when a block is not what a run prints.
+as an interactive psql shows them; trailing spaces are dropped. psql's own formatting is part of
+a sample: they are written with Debian 12's psql 15, the one .ci/run installs.
+``tests/docs/test_samples.py`` fails when a block is not what a run prints.
 """
 
 from __future__ import annotations
