@@ -270,6 +270,18 @@ def _substituted(t, slots: dict):
     return tuple(_substituted(x, slots) for x in t)
 
 
+def window_text(trees) -> str:
+    """The NOTICE's statement that window functions were computed over the released cells
+    (empty when no tree has one)."""
+    found: list = []
+    for t in trees:
+        _windows_in(t, found)
+    if not found:
+        return ""
+    names = ", ".join(dict.fromkeys(w[1] for w in found))
+    return f"; window functions ({names}) computed over the released rows (post-processing, no ε)"
+
+
 def with_windows(trees: list, cells: list) -> tuple[list, list]:
     """(trees, cells) with every window function of ``trees`` computed over the released
     ``cells`` ((key, values) pairs, after HAVING) and read as one more value of each cell:

@@ -27,7 +27,7 @@ from ..stores.answer import ColumnarAnswer, cell_count
 from ..wire.api import ColumnRows
 from .columnar import CellColumns
 from .common import cell_key, fmt, plain_number
-from .postexpr import evaluate, post_process, rollup, with_windows
+from .postexpr import evaluate, post_process, rollup, window_text, with_windows
 
 TYPE_OIDS = {
     "int": 20,
@@ -599,6 +599,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
             svt += "; keys only, no values released"
     if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
+    svt += window_text([o.post for o in plan.outputs if o.source == "expr"] + [i.tree for i in plan.order_by])
     if plan.clock:  # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.clock} UTC, evaluated by dpgate when planned"
     return f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}"

@@ -7,6 +7,7 @@ A window over raw rows is refused with 0A000 and a hint."""
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import psycopg
 import pytest
@@ -160,3 +161,65 @@ def _split_items(items: str) -> list[str]:
         else:
             cur += ch
     return out + [cur]
+
+
+WINDOWED = (
+    "SELECT sex, race, COUNT(*), SUM(COUNT(*)) OVER (PARTITION BY sex ORDER BY race) AS running, "
+    "RANK() OVER (ORDER BY COUNT(*) DESC) AS r, NTILE(3) OVER (ORDER BY race) AS t, "
+    "AVG(AVG(income)) OVER () AS mean_of_means, COUNT(*) * 1.0 / SUM(COUNT(*)) OVER () AS share "
+    "FROM pums GROUP BY sex, race"
+)
+
+
+def test_prepared_windowed_statement_has_postgres_types(service, postgres):
+    """A prepared windowed statement (extended protocol, binary results) describes Postgres'
+    result types: SUM(bigint) OVER is numeric, RANK bigint, NTILE integer, AVG(float8)
+    float8; binary results decode as those types."""
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        cur = c.cursor(binary=True)
+        rows = cur.execute(WINDOWED, prepare=True).fetchall()
+        got = [d.type_code for d in cur.description]
+    with psycopg.connect(postgres.dsn, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS typed")
+        c.execute("CREATE TABLE typed (sex bigint, race bigint, income float8)")
+        want = [d.type_code for d in c.execute(WINDOWED.replace("pums", "typed")).description]
+    assert got == want == [20, 20, 20, 1700, 20, 23, 701, 1700]
+    assert rows and all(isinstance(r[3], Decimal) and isinstance(r[5], int) for r in rows)
+
+
+def test_a_window_costs_nothing_and_says_so(service):
+    """The window adds no aggregate: the windowed statement is the plain statement's release
+    (a repeat at no cost), and its NOTICE and EXPLAIN say the window is post-processing."""
+    _, _, _, first = _named(service, "SELECT race, COUNT(*) FROM pums WHERE age > 33 GROUP BY race")
+    assert "ε charged 0 " not in first[0]
+    _, _, rows, notes = _named(
+        service,
+        "SELECT race, COUNT(*), COUNT(*) - LAG(COUNT(*)) OVER (ORDER BY race) AS change "
+        "FROM pums WHERE age > 33 GROUP BY race",
+    )
+    assert "ε charged 0 (repeat" in notes[0]
+    assert "window functions (lag) computed over the released rows (post-processing, no ε)" in notes[0]
+    _, _, plan, _ = _named(
+        service,
+        "EXPLAIN SELECT race, COUNT(*), COUNT(*) - LAG(COUNT(*)) OVER (ORDER BY race) AS change "
+        "FROM pums WHERE age > 33 GROUP BY race",
+    )
+    text = "\n".join(r[0] for r in plan)
+    assert "change: a window function computed over the released rows" in text
+    assert "1 aggregate(s) sharing ε" in text
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT SUM(age) OVER () FROM pums",
+        "SELECT age, ROW_NUMBER() OVER (ORDER BY income) FROM pums",
+        "SELECT sex, SUM(income) OVER (PARTITION BY sex) FROM pums GROUP BY sex",
+        "SELECT sex, COUNT(*), RANK() OVER (ORDER BY age) FROM pums GROUP BY sex",
+    ],
+)
+def test_a_window_over_raw_rows_is_refused_with_a_hint(service, sql):
+    with pytest.raises(psycopg.Error) as e:
+        _named(service, sql)
+    assert e.value.sqlstate == "0A000"
+    assert "SUM(COUNT(*)) OVER (ORDER BY month)" in (e.value.diag.message_hint or "")
