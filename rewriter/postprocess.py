@@ -37,7 +37,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from . import predicate
+from . import keys, predicate
 from .aggregates import add_aggregate as add_select_aggregate
 from .aggregates import aggregate, measure_index, post_steps, post_type
 from .args import ALLOWED, understood
@@ -320,6 +320,17 @@ def _frame(spec, has_order: bool):
     return (mode, start, end)
 
 
+def _input(node: exp.Expression, ctx: Ctx):
+    """The tree of a window's argument, PARTITION BY or ORDER BY item: a derived group key
+    (``date_trunc('month', ts)``, a CASE bin) by its key, else :func:`tree`."""
+    inner = node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if not isinstance(inner, exp.Column) and inner.find(exp.AggFunc) is None and keys.derivable(inner):
+        return ("col", keys.derive(inner, ctx).column)
+    return tree(node, ctx)
+
+
 def window(node: exp.Window, ctx: Ctx):
     """The tree of ``fn(args) OVER (PARTITION BY … ORDER BY … frame)``: every input is an
     expression over released values and group keys (:func:`tree`); a column that is not a
@@ -349,7 +360,7 @@ def window(node: exp.Window, ctx: Ctx):
         off = head.args.get("offset")
         default = head.args.get("default")
         args = (
-            tree(head.this, ctx),
+            _input(head.this, ctx),
             ("lit", 1 if off is None else _offset(off, f"the {fn.upper()} offset"), "int"),
             ("lit", None, None) if default is None else tree(default, ctx),
         )
@@ -358,8 +369,8 @@ def window(node: exp.Window, ctx: Ctx):
         args = ()
     else:
         understood(head, frozenset({"this", "big_int"}) if fn == "count" else frozenset({"this"}))
-        args = (tree(head.this, ctx),)
-    part = tuple(tree(p, ctx) for p in node.args.get("partition_by") or [])
+        args = (_input(head.this, ctx),)
+    part = tuple(_input(p, ctx) for p in node.args.get("partition_by") or [])
     order = ()
     o = node.args.get("order")
     if o is not None:
@@ -369,7 +380,7 @@ def window(node: exp.Window, ctx: Ctx):
             understood(it)
             desc = bool(it.args.get("desc"))
             nf = it.args.get("nulls_first")
-            items.append((tree(it.this, ctx), desc, desc if nf is None else bool(nf)))
+            items.append((_input(it.this, ctx), desc, desc if nf is None else bool(nf)))
         order = tuple(items)
     return ("window", fn, args, part, order, _frame(node.args.get("spec"), bool(order)))
 
@@ -411,6 +422,13 @@ def _resolve_window(t, agg, key):
         trees = (_coerce(trees[0], types[0], typ), trees[1], _coerce(trees[2], types[2], typ))
     else:  # min, max, first_value, last_value
         typ = types[0]
+    if typ in ("date", "timestamp"):
+        raise Refusal(
+            UNSUPPORTED,
+            f"{fn.upper()} of a date or timestamp key is not supported over released cells; "
+            "select the key itself.",
+            hint=WINDOW_HINT,
+        )
     return ("window", fn, trees, rpart, rorder, frame), typ
 
 

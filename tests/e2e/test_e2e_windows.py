@@ -114,6 +114,15 @@ CASES = [
         "FROM cells GROUP BY sex, race ORDER BY sex, race",
     ),
     (
+        "ordered by a derived date key",
+        "SELECT date_trunc('month', ts) AS month, COUNT(*), SUM(COUNT(*)) OVER (ORDER BY date_trunc('month', ts)), "
+        "COUNT(*) - LAG(COUNT(*)) OVER (ORDER BY date_trunc('month', ts) DESC) FROM purchases GROUP BY 1 ORDER BY 1",
+        ["month"],
+        ["timestamp", "bigint"],
+        "SELECT month, MAX(v0), SUM(MAX(v0)) OVER (ORDER BY month), "
+        "MAX(v0) - LAG(MAX(v0)) OVER (ORDER BY month DESC) FROM cells GROUP BY month ORDER BY month",
+    ),
+    (
         "after HAVING, before ORDER BY and LIMIT",
         "SELECT educ, COUNT(*), SUM(COUNT(*)) OVER (ORDER BY COUNT(*) DESC) AS upto "
         "FROM pums GROUP BY educ HAVING COUNT(*) > 50 ORDER BY COUNT(*) LIMIT 5",
