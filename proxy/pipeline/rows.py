@@ -9,6 +9,7 @@ answer at no privacy cost, and the stored answer keeps the measurement as releas
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from mechanisms.variance import VARIANCE_FUNCS
@@ -17,7 +18,7 @@ from rewriter.postprocess import aggregates_in
 
 from ..stores.answer import ColumnarAnswer
 from ..wire.api import ColumnRows
-from .postexpr import evaluate, post_process, rollup
+from .postexpr import evaluate, post_process, rollup, with_windows
 
 TYPE_OIDS = {
     "int": 20,
@@ -25,6 +26,7 @@ TYPE_OIDS = {
     "text": 25,
     "bool": 16,
     "numeric": 1700,
+    "int4": 23,
     "date": 1082,
     "timestamp": 1114,
 }
@@ -161,11 +163,17 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     cells = [
         (key, vals) for key, vals in cells if keep is None or evaluate(keep, key, vals) is True
     ]  # HAVING / outer WHERE
+    outputs = plan.outputs
+    if any(o.source == "expr" for o in outputs) or hidden:  # window functions: over these cells
+        trees, cells = with_windows([o.post if o.source == "expr" else None for o in outputs] + hidden, cells)
+        n = len(outputs)
+        outputs = tuple(o if t is None else dataclasses.replace(o, post=t) for o, t in zip(outputs, trees))
+        hidden = trees[n:]
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
         rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]  # COUNT/SUM/… of released rows
     else:
         rows = [
-            tuple(_cell(o, key, vals) for o in plan.outputs) + tuple(evaluate(t, key, vals) for t in hidden)
+            tuple(_cell(o, key, vals) for o in outputs) + tuple(evaluate(t, key, vals) for t in hidden)
             for key, vals in cells
         ]
     rows = _arranged(plan, rows)
