@@ -77,7 +77,7 @@ class Gateway:
         data = kind_of(config).data_file(config, self.state_dir) if backend is None else None
         fresh = data is not None and not data.exists()
         self.backend = backend or open_backend(config, self.state_dir)
-        if fresh and data.exists():
+        if fresh and data is not None and data.exists():
             os.chmod(data, 0o600)  # the data: owner only
         try:  # the ledger is never silently new (LedgerLost: one line)
             install(self.ledger, self.state_dir, self.backend)
