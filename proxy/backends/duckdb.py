@@ -248,7 +248,9 @@ class DuckDBBackend(Backend):
         self.read_only = read_only and path is not None
         if path is not None and not self.read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._config = {"threads": int(threads)} if threads else {}
+        self._config: dict[str, str | bool | int | float | list[str]] = (
+            {"threads": int(threads)} if threads else {}
+        )
         self.attach = {name: str(Path(p).resolve()) for name, p in (attach or {}).items()}
         self._con = self._open()
         self._lock = threading.Lock()

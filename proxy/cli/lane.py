@@ -89,6 +89,8 @@ class Lane:
             writer.close()
             return
         task = asyncio.current_task()
+        if task is None:  # start_unix_server runs each link in a task of its own
+            raise RuntimeError("lane link served outside a task")
         self.links.add(task)
         try:
             await serve_link(self.gw, reader, writer, self._busy)

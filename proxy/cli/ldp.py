@@ -7,6 +7,7 @@ import asyncio
 import csv
 import sys
 import time
+from collections.abc import Callable
 
 from rewriter.local import Layout, layout
 
@@ -110,7 +111,11 @@ def _load_postgres(backend, lay, path, args, reports, warn, prog) -> int:
 
 
 #: how reports are appended, per backend class that stores a local table's reports
-LOADERS = {DuckDBBackend: _load_duckdb, SparkBackend: _load_spark, PostgresBackend: _load_postgres}
+LOADERS: dict[type, Callable[..., int]] = {
+    DuckDBBackend: _load_duckdb,
+    SparkBackend: _load_spark,
+    PostgresBackend: _load_postgres,
+}
 
 
 def cmd_ldp_load(args) -> int:

@@ -27,8 +27,10 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
@@ -65,7 +67,9 @@ from .workers import (
 
 #: how the demo data is written, per backend class that takes it: (tables, trips), each
 #: ``(backend, cfg) -> awaitable`` (an embedded engine's loaders run on a thread)
-DEMO_LOADERS = {
+DEMO_LOADERS: dict[
+    type, tuple[Callable[[Any, Any], Awaitable[object]], Callable[[Any, Any], Awaitable[object]]]
+] = {
     DuckDBBackend: (
         lambda b, cfg: asyncio.to_thread(demo.load_duckdb, b),
         lambda b, cfg: asyncio.to_thread(demo_trips.load_duckdb, b, cfg),
@@ -134,7 +138,7 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
 
 
 def _announce(
-    cfg: Config, state: Path, passwords: dict[str, str], host: str, port: int, pids: list[int] = ()
+    cfg: Config, state: Path, passwords: dict[str, str], host: str, port: int, pids: Sequence[int] = ()
 ) -> None:
     """The ready lines: where it listens (with ``--workers N``: the workers' process ids,
     in worker order), and a psql line per role."""

@@ -14,6 +14,7 @@ import typing
 from pathlib import Path
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from config import Config
 
@@ -83,12 +84,13 @@ def _default(field) -> str:
 def reference_rows(model: type[BaseModel] = Config, prefix: str = "") -> list[tuple[str, str, str, str, str]]:
     """(section, key, type, default, description) of every leaf key, sections first-seen order."""
     rows: list[tuple[str, str, str, str, str]] = []
-    nested = []
+    nested: list[tuple[str, type[BaseModel], FieldInfo]] = []
     for name, f in model.model_fields.items():
         key = f.alias or name
         ann = f.annotation
         sub = _model_of(ann)
-        if typing.get_origin(ann) is dict and _model_of(typing.get_args(ann)[1]) is not None:
+        value_model = _model_of(typing.get_args(ann)[1]) if typing.get_origin(ann) is dict else None
+        if value_model is not None:
             what = {
                 "tiers": "tier",
                 "roles": "role",
@@ -96,7 +98,7 @@ def reference_rows(model: type[BaseModel] = Config, prefix: str = "") -> list[tu
                 "columns": "column",
                 "categories": "column",
             }.get(key, "name")
-            nested.append((f"{prefix}{key}.<{what}>", _model_of(typing.get_args(ann)[1]), f))
+            nested.append((f"{prefix}{key}.<{what}>", value_model, f))
             continue
         if sub is not None:
             nested.append((f"{prefix}{key}", sub, f))

@@ -92,7 +92,8 @@ class _Link:
     """One worker's connection to the lane and the statements waiting on it."""
 
     def __init__(self, reader, writer) -> None:
-        self.writer, self.pending = writer, {}
+        self.writer = writer
+        self.pending: dict[int, asyncio.Future] = {}
         self.task = asyncio.ensure_future(self._read(reader))
 
     async def _read(self, reader) -> None:

@@ -42,6 +42,7 @@ from rewriter.local_weights import LocalQuery, Prefix, Weight
 from rewriter.lru import LRU
 
 from ..ingest.ldp_specs import group_spec
+from ..wire.api import SqlError
 
 __all__ = [
     "BoundAgg",
@@ -112,6 +113,8 @@ def _agg(plan: LocalPlan, a) -> BoundAgg:
     value = estimate_numbers(spec, q, est) if q is not None else None
     var = None
     if a.kind == "est":
+        if q is None:  # the planner gives every estimate its query
+            raise SqlError("XX000", "internal error: a local estimate without its query; nothing was run")
         var = tuple(estimate_numbers(spec, v, est) for v in variance_queries(spec, q, est))
     den_n = estimate_numbers(spec, den, est) if den is not None and not a.den.trivial else None
     pre = tuple(estimate_numbers(spec, p, est) for p in prefixes)

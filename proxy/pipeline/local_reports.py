@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..backends import DuckDBBackend, PostgresBackend, SparkBackend, for_backend
 from ..ingest.ldp_load import IngestError, ensure_duckdb, ensure_postgres
@@ -73,7 +75,7 @@ async def _ensure_pg(backend, lay):
 
 #: how a report table is made ready, per backend class that stores reports:
 #: ``(backend, layout) -> awaitable layout as stored`` (blocking clients on a thread)
-ENSURE = {
+ENSURE: dict[type, Callable[[Any, Any], Awaitable[Any]]] = {
     DuckDBBackend: lambda b, lay: asyncio.to_thread(_ensure_duck, b, lay),
     SparkBackend: lambda b, lay: asyncio.to_thread(ensure_spark, b, lay),
     PostgresBackend: _ensure_pg,

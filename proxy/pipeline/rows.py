@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Sequence
 
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
@@ -54,7 +55,7 @@ def _time_key(v, typ: str):
     return datetime.date.fromisoformat(v) if typ == "date" else datetime.datetime.fromisoformat(v)
 
 
-def _order(rows: list[tuple], i: int, desc: bool, nulls_first: bool | None) -> list[tuple]:
+def _order(rows: Sequence[tuple], i: int, desc: bool, nulls_first: bool | None) -> list[tuple]:
     """One stable sort pass; Postgres puts NULLs last for ASC, first for DESC."""
     nf = desc if nulls_first is None else nulls_first
     nulls = [r for r in rows if r[i] is None]
@@ -136,7 +137,7 @@ def _consistent_column(col: list, r) -> list:
     return col if r is None else [_clamp(v, r) for v in col]
 
 
-def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
+def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
     """The statement's rows from a released answer, as Postgres would compute them over the
     released cells: the released values made consistent (:func:`consistent_ranges`), then
     HAVING / an outer WHERE (``row_filter``), the select list, ORDER BY (an output, or an
@@ -176,9 +177,9 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
             tuple(_cell(o, key, vals) for o in outputs) + tuple(evaluate(t, key, vals) for t in hidden)
             for key, vals in cells
         ]
-    rows = _arranged(plan, rows)
+    arranged = _arranged(plan, rows)
     n = len(plan.outputs)
-    return [r[:n] for r in rows] if hidden else rows
+    return [r[:n] for r in arranged] if hidden else arranged
 
 
 def _row_filter(plan: Plan, answer: dict):
@@ -192,7 +193,7 @@ def _row_filter(plan: Plan, answer: dict):
     return keep if aggregates_in(keep) <= released else None
 
 
-def _arranged(plan: Plan, rows: list[tuple]) -> list[tuple]:
+def _arranged(plan: Plan, rows: Sequence[tuple]) -> Sequence[tuple]:
     """``rows`` in ``plan``'s ORDER BY, top-c ranking, OFFSET and LIMIT."""
     n = len(plan.outputs)
     j = sum(item.tree is not None for item in plan.order_by)  # sort keys not selected: after the outputs
