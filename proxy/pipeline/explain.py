@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
@@ -11,14 +13,14 @@ from .release import measurement_for, split_epsilon
 
 
 def explain_lines(
-    plan: Plan, head: list[str], backend_sql: str, dialect: str, path: list[str] = ()
+    plan: Plan, head: list[str], backend_sql: str, dialect: str, path: Sequence[str] = ()
 ) -> list[str]:
     """EXPLAIN of a central plan: the kind's ``head`` (ε and the mechanism per output:
     :func:`single_tier_lines`, or a ladder's), then selection (``path``: which release answers
     a HAVING / top-c and why, :func:`.selection_path.choose`), post-processing, backend SQL."""
     lines = list(head)
     for g in plan.group_by:
-        if g.column in plan.key_filter:
+        if g.column in plan.key_filter and g.domain is not None:
             lines.append(
                 f"  keys: the WHERE predicate on {g.column} keeps {len(g.domain)} value(s) of its public "
                 "domain, evaluated on the domain (public: the config and the query's literals; no ε)"
@@ -87,7 +89,7 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
         hw_txt = f"±{hw():.4g}" if callable(hw) and a.func != "avg" else "depends on the noisy count"
         if a.func == "avg" and callable(hw):
             hw_txt = avg_half_widths(m)
-        if a.func in ("var_pop", "var_samp", "stddev_pop", "stddev_samp"):
+        if a.func in ("var_pop", "var_samp", "stddev_pop", "stddev_samp") and callable(hw):
             hw_txt = (
                 "a bound from the noisy count, Σ(x-m) and Σ(x-m)² (each ε/3, m the bounds' midpoint; "
                 f"Bonferroni + interval arithmetic), at most ±{hw():.4g}"

@@ -28,6 +28,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlglot import exp
 
@@ -86,6 +87,20 @@ class Prepared:
     columnar: bool = False  # the scan fetched as numpy columns, if the backend can
     data_version: int = 0  # a fresh release's: what the measurement may record beside it (:func:`run`)
     statement: str = ""  # … and the statement's text
+
+
+_P = TypeVar("_P")
+
+
+def plan_as(p: Prepared, cls: type[_P]) -> _P:
+    """``p``'s plan as the plan class its kind makes; another class is an internal error
+    raised before anything runs."""
+    if not isinstance(p.plan, cls):
+        raise SqlError(
+            "XX000",
+            f"internal error: a {p.kind.name} statement holds a {type(p.plan).__name__}; nothing was run",
+        )
+    return p.plan
 
 
 class ReleaseKind:
@@ -231,6 +246,11 @@ async def _delta_left(conn, p: Prepared, tier) -> float | None:
     """The δ budget left to ``conn``'s role (None: the statement has no δ)."""
     if p.delta <= 0:
         return None
+    return await _delta_remaining(conn, tier)
+
+
+async def _delta_remaining(conn, tier) -> float:
+    """The δ budget left to ``conn``'s role in ``tier``'s period."""
     return tier.delta_budget - await conn.gw.ledger_read(conn.gw.ledger.spent_delta, conn.role, tier.period)
 
 
@@ -250,7 +270,7 @@ async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
     if tier.budget - spent + 1e-9 < p.epsilon:
         raise budget_error(conn.role, p.epsilon, tier.budget - spent, tier)
     if p.delta > 0:
-        left = await _delta_left(conn, p, tier)
+        left = await _delta_remaining(conn, tier)
         if femto(left) < femto(p.delta):
             raise _delta_error(p, left, tier)
     p.data_version, p.statement = dv, sql  # what the measurement may record beside it

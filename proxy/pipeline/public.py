@@ -4,11 +4,11 @@ columns only) and its rows are returned exactly, with no noise and no charge."""
 
 from __future__ import annotations
 
-from rewriter.public import plan_public
+from rewriter.public import PublicQuery, plan_public
 
 from ..wire.api import Column, Description, Result
 from .common import TYPE_OIDS, pretty
-from .kind import Prepared, ReleaseKind, Statement, fetch
+from .kind import Prepared, ReleaseKind, Statement, fetch, plan_as
 
 __all__ = ["PUBLIC", "Public"]
 
@@ -27,9 +27,9 @@ class Public(ReleaseKind):
         return Prepared(self, q, _columns(q))
 
     async def answer_free(self, conn, p: Prepared):
-        gw = conn.gw
-        rows = await fetch(conn, p.plan.sql(gw.backend.dialect))  # a backend error is its SQLSTATE
-        note = f"dpgate: {p.plan.table} is a public table: exact rows, no noise, nothing charged"
+        gw, q = conn.gw, plan_as(p, PublicQuery)
+        rows = await fetch(conn, q.sql(gw.backend.dialect))  # a backend error is its SQLSTATE
+        note = f"dpgate: {q.table} is a public table: exact rows, no noise, nothing charged"
         return (
             Result(f"SELECT {len(rows)}", p.columns, [tuple(r) for r in rows], notices=[note]),
             "public",
