@@ -566,7 +566,7 @@ def cmd_init(args) -> int:
         _progress(f"wrote {shown(str(out))} ({len(rels)} tables)")
     for r, p in passwords.items():
         _progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
-    if args.dsn:
+    if isinstance(reader, _Pg):  # --dsn
         _progress(
             f"serve as a role that can only read these tables (docs/least-privilege.md); as their "
             f"owner run:\n{grant_script(reader.dbname, args.schema, [r.source for r in rels])}"
@@ -586,11 +586,11 @@ def _read(args, reader) -> tuple[list[Rel], str]:
         raise InitError("no tables found" + (f" in schema {args.schema}" if args.dsn else ""))
     bounded = sum(c.kind in ("int", "float", "date", "timestamp") for r in rels for c in r.cols)
     eps_col = args.dp_bounds / bounded if args.dp_bounds is not None and bounded else None
-    source = default_source()
+    noise = default_source()
     spent = []
     for i, rel in enumerate(rels, 1):
         _progress(f"table {i}/{len(rels)} {rel.name} ({shown(rel.source)}) …")
-        spent += _propose(reader, rel, args, eps_col, source)[1]
+        spent += _propose(reader, rel, args, eps_col, noise)[1]
     note = ""
     if eps_col is not None:
         note = (

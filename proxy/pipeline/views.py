@@ -165,7 +165,7 @@ def _period_start(period: str, key: str) -> datetime | None:
 # ----------------------------------------------------------------------------- the parse
 
 
-def parse_view_query(sql: str) -> exp.Query:
+def parse_view_query(sql: str) -> exp.Expression:
     """The statement's tree, checked: one read-only query over dpgate's views only."""
     try:
         tree = sqlglot.parse_one(sql, read="postgres")
@@ -173,9 +173,13 @@ def parse_view_query(sql: str) -> exp.Query:
         raise Refusal(
             "42601", f"syntax error: {e.errors[0]['description'] if e.errors else e}", hint=None
         ) from None
-    if not isinstance(tree, exp.Query) or any(
-        isinstance(n, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command, exp.Into))
-        for n in tree.walk()
+    if (
+        not isinstance(tree, exp.Query)
+        or not isinstance(tree, exp.Expression)  # every query node is one (the type checker's view)
+        or any(
+            isinstance(n, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command, exp.Into))
+            for n in tree.walk()
+        )
     ):
         raise Refusal(
             "42501",
@@ -251,6 +255,7 @@ def bind(tree: exp.Expression, params: list | None, types: list[int] | None = No
         return tree
     tree = tree.copy()
     for p, n in _parameters(tree):
+        tree_node: exp.Expression
         if params is None:
             oid = (types or [])[n - 1] if 0 < n <= len(types or []) else 25
             tree_node = exp.cast(exp.null(), _DUCK_TYPES.get(oid, "VARCHAR"))
@@ -392,7 +397,7 @@ def pushdown(tree: exp.Expression) -> Pushdown:
     if not (all_down and plain):
         return out
     order = tree.args.get("order")
-    keys = []
+    keys: list[tuple[str, bool]] = []
     for o in order.expressions if order is not None else []:
         col = own(o.this) if isinstance(o, exp.Ordered) else None
         if col is None or (keys and keys[-1][0] == "released_at"):

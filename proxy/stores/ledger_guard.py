@@ -168,6 +168,8 @@ def verify_at_start(
             return None
         _write_ledger_marker(ledger, _new_identity(), replace=False)  # a first start (or an older ledger)
         mine = ledger_marker(ledger)
+        if mine is None:  # written (or kept from a proxy starting beside this one) just above
+            raise LedgerLost(f"{here} did not keep its identity marker")
         log.warning(
             "ledger %s: new ledger identity %s%s",
             here,
@@ -328,6 +330,8 @@ def install(ledger, state_dir: Path, backend=None, *, interval: float = 2.0) -> 
     """Verify the identity at start and the fast integrity check (every spend row's MAC:
     a spend lowered outside dpgate refuses the start), then guard every charge and look-up."""
     ident = verify_at_start(ledger, state_dir, backend, existed=getattr(ledger, "existed", True))
+    if ident is None:  # a writing check returns the identity or raises
+        raise LedgerLost(f"{where(ledger)}: no ledger identity after the start check")
     problems = ledger.integrity_problems(full=False)
     if problems:
         raise LedgerLost(
