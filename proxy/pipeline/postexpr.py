@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Context, Decimal, localcontext
+from typing import Any
 
 from rewriter.postprocess import PI
 
@@ -349,10 +350,10 @@ def _frame_aggregate(fn: str, vals: list):
     if fn in ("min", "max"):
         return min(vals) if fn == "min" else max(vals)
     if any(isinstance(v, float) for v in vals):
-        total = 0.0
+        fsum = 0.0
         for v in vals:
-            total += float(v)
-        return total if fn == "sum" else total / len(vals)
+            fsum += float(v)
+        return fsum if fn == "sum" else fsum / len(vals)
     total = sum((_dec(v) for v in vals), Decimal(0))
     return total if fn == "sum" else _numeric_div(total, Decimal(len(vals)))
 
@@ -382,7 +383,8 @@ def window_values(w, cells: list) -> list:
         for g in range(len(group_starts) - 1):
             for p in range(group_starts[g], group_starts[g + 1]):
                 peer_lo[p], peer_hi[p], group_of[p] = group_starts[g], group_starts[g + 1], g
-        prefix = None
+        prefix: list[tuple[int, Decimal]] | None = None
+        v: Any  # the function's value at the row: a number, a released value, or NULL
         for p, i in enumerate(idx):
             if fn == "row_number":
                 v = p + 1

@@ -28,7 +28,7 @@ import dataclasses
 import math
 
 from mechanisms.svt.gamma import comparison_variance
-from rewriter.plan import Plan
+from rewriter.plan import Plan, Selection
 from rewriter.unit import factor
 
 from ..wire.api import SqlError
@@ -46,8 +46,18 @@ def _with(plan: Plan, selection, **post) -> Plan:
     return out
 
 
+def _selection(plan: Plan) -> Selection:
+    """``plan``'s HAVING / top-c selection; asked of a plan without one: an internal error
+    raised before anything runs."""
+    if plan.selection is None:
+        raise SqlError(
+            "XX000", "internal error: a selection path for a plan without a selection; nothing was run"
+        )
+    return plan.selection
+
+
 def _threshold(plan: Plan, settings: dict) -> float | None:
-    sel = plan.selection
+    sel = _selection(plan)
     if sel.threshold is not None:
         return sel.threshold
     raw = settings.get("dpgate.topc_threshold")
@@ -65,13 +75,18 @@ def _threshold(plan: Plan, settings: dict) -> float | None:
 def variances(plan: Plan, epsilon: float) -> tuple[float, float]:
     """(noise variance of the thresholded aggregate released as a cell, the sparse vector's
     comparison variance) at the tier's ``epsilon`` (both at ε/k by group privacy)."""
-    sel = plan.selection
+    sel = _selection(plan)
     eps = epsilon / factor(plan)
     cells = dataclasses.replace(plan, selection=None)
     agg = plan.aggregates[sel.aggregate]
     m = measurement_for(agg, split_epsilon(cells, eps)[sel.aggregate])
     var_cells = float(m.noise_variance)
-    sens = 1.0 if agg.func == "count" else float(max(abs(agg.lower), abs(agg.upper)))
+    if agg.func == "count":
+        sens = 1.0
+    elif agg.lower is None or agg.upper is None:  # the planner bounds every other thresholded aggregate
+        raise SqlError("XX000", "internal error: a thresholded aggregate without its bounds; nothing was run")
+    else:
+        sens = float(max(abs(agg.lower), abs(agg.upper)))
     c = sel.c if sel.c is not None else min(plan.n_cells, MAX_SELECTED)
     c = max(1, min(c, plan.n_cells))
     eps_sel = eps / 2 if any(o.source == "aggregate" for o in plan.outputs) else eps
