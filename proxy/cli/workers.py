@@ -371,6 +371,8 @@ async def _worker(
 
 async def _lane(shared: Shared, cfg: Config, state: Path) -> None:
     """The heavy-statement lane (:mod:`.lane`): index ``shared.n``, no listener."""
+    if shared.lane_address is None:  # index n is the lane only when [server] heavy_lane is on
+        raise RuntimeError("the heavy-statement lane started without its address")
     gw = await _gateway(cfg, state)
     lane = Lane(gw, shared.lane_address, shared.lane_running)
     await lane.start()
@@ -484,11 +486,14 @@ def serve_workers(
     pids: dict[int, int] = {}  # pid -> worker index
     for i in range(total):
         pids[_spawn(i, shared, listeners, cfg, state, args, start_admin)] = i
-    ready, deaths, stopping, kill_at, code = set(), [], False, None, 0
-    announced, later = False, []  # later: (monotonic time, index) of restarts put off
+    ready: set[int] = set()
+    deaths: list[float] = []
+    stopping, kill_at, code = False, None, 0
+    announced = False
+    later: list[tuple[float, int]] = []  # later: (monotonic time, index) of restarts put off
     started = time.monotonic()
     ready_timeout = float(os.environ.get("DPGATE_READY_TIMEOUT_S", READY_TIMEOUT_S))
-    starving = Starvation(shared.lane, shared.lane_running) if shared.lane_address is not None else None
+    starving = Starvation(shared.lane, shared.lane_running) if shared.lane_running is not None else None
 
     def serving(but: int = -1) -> bool:  # a worker other than ``but`` is up and accepting
         return any(i < n and i != but and i in ready for i in pids.values())
@@ -497,7 +502,9 @@ def serve_workers(
         nonlocal announced
         if not announced and not stopping:
             announced = True
-            announce(listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.get))
+            announce(
+                listeners[0].getsockname()[1], sorted((p for p in pids if pids[p] < n), key=pids.__getitem__)
+            )
             shared.print_notes()
 
     while pids or later:
@@ -541,9 +548,9 @@ def serve_workers(
                 break
             if pid == 0:
                 break
-            i = pids.pop(pid, None)
-            if i is None:
+            if pid not in pids:
                 continue
+            i = pids.pop(pid)
             ready.discard(i)
             if i < n:
                 shared.counts[i] = shared.up[i] = 0

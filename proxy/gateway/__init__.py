@@ -15,6 +15,7 @@ import sqlite3
 import ssl
 import threading
 from pathlib import Path
+from typing import Literal
 
 from config import Config
 from mechanisms import default_source
@@ -24,7 +25,7 @@ from rewriter.template import Templates
 
 from ..backends import kind_of, open_backend
 from ..catalog import PG_RELATIONS, Catalog
-from ..pipeline.lane import heavy_plan
+from ..pipeline.lane import LaneClient, heavy_plan
 from ..pipeline.noise import NoiseReservoir
 from ..pipeline.orchestrator import Connection
 from ..pipeline.release import prepare_mechanisms
@@ -90,7 +91,7 @@ class Gateway:
         self.source = source or default_source()
         self.reservoir = NoiseReservoir(self.source)  # noise drawn ahead, in idle time
         self.views = Views(self)
-        self.lane = None  # a worker's heavy-statement lane (proxy.pipeline.lane.LaneClient)
+        self.lane: LaneClient | None = None  # a worker's heavy-statement lane
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.in_flight: dict[tuple[str, str], asyncio.Future] = {}  # (role, release key) being released
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
@@ -213,7 +214,7 @@ class Gateway:
             )
         return Connection(self, user, database, params)
 
-    def method(self, user: str) -> str:
+    def method(self, user: str) -> Literal["scram", "trust"]:
         return self.config.server.auth
 
     def scram_verifier(self, user: str) -> str | None:
