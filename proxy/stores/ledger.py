@@ -71,6 +71,7 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -187,17 +188,21 @@ class Stored:
     charged: bool  # True if this call charged it, False for a repeat
     body: str | None = field(default=None, repr=False)
     delta: float = 0.0  # the δ it was charged (partition selection)
-    verify: object = field(default=None, repr=False)  # checks the stored text's MAC (raises LedgerDamaged)
+    verify: Callable[[], None] | None = field(
+        default=None, repr=False
+    )  # checks the stored text's MAC (raises LedgerDamaged)
 
     @property
     def answer(self) -> dict:
-        if self.decoded is None:  # (two threads may both decode: the same dict, once kept)
+        decoded = self.decoded
+        if decoded is None:  # (two threads may both decode: equal dicts, one kept)
             if self.body is None:
                 raise RuntimeError("the answer of this release was forgotten (Stored.forget)")
             if self.verify is not None:
                 self.verify()  # a stored text that fails its MAC is never decoded nor sent
-            object.__setattr__(self, "decoded", decode_answer(self.body))
-        return self.decoded
+            decoded = decode_answer(self.body)
+            object.__setattr__(self, "decoded", decoded)
+        return decoded
 
     def forget(self) -> Stored:
         """This release without its decoded answer (a stored text is decoded again if
@@ -287,13 +292,16 @@ class Ledger:
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._salt_secret: str | None = None  # unit_salt's secret, read once
         self.guard = None  # proxy.stores.ledger_guard.Guard, called before charges and look-ups
+        self.existed = (
+            True  # the SQLite file was there, non-empty, before it was opened (:func:`open_ledger`)
+        )
         self.clock = time.time  # this host's clock, injectable (tests: a clock that goes backwards)
         self._skew = 0.0  # Postgres: the ledger server's clock minus ``clock`` (last seen)
         self.migrated: list[str] = []  # what opening this ledger changed (said in the log)
         self._signed: dict[tuple[str, str], tuple] = {}  # (role, period) -> spend row as last written here
         self._migrate()
         if key_file is None and dsn is None:
-            key_file = self.path.with_suffix(".key")
+            key_file = self._file().with_suffix(".key")
         self.key_file = Path(key_file) if key_file is not None else None
         self._mac: Mac | None = self._open_mac(sign)
         self._latest: dict[str, str] = {  # period kind -> latest period key seen (persisted)
@@ -306,14 +314,22 @@ class Ledger:
                 - self.clock()
             )
 
+    def _file(self) -> Path:
+        """The SQLite ledger's file (a ledger without a dsn is opened with a path)."""
+        if self.path is None:
+            raise ValueError("a ledger is opened with a file path or a Postgres dsn")
+        return self.path
+
     def _connect(self, sync: str | None):
+        db: PgConnection | sqlite3.Connection
         if self.dsn is not None:
             db = PgConnection(self.dsn, self.schema)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():  # 0600: its -wal and -shm take the file's mode
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            path = self._file()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():  # 0600: its -wal and -shm take the file's mode
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA busy_timeout=30000")
             if sync == "FULL":
                 db.execute("PRAGMA journal_mode=WAL")
@@ -445,9 +461,8 @@ class Ledger:
             return None
         # a key made just now (here, or by a proxy starting beside this one) may sign a ledger
         # that holds charges; an older one means the ledger's check value was removed
-        fresh = key is None
-        if fresh:
-            key = create_key(self.key_file)
+        if key is None:
+            fresh, key = True, create_key(self.key_file)
         else:
             fresh = time.time() - self.key_file.stat().st_mtime < KEY_NEW_S
         mac = Mac(key)
