@@ -9,6 +9,9 @@ import threading
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.parser import Parser
+from sqlglot.tokenizer_core import Token
+from sqlglot.tokens import Tokenizer
 
 from .errors import SYNTAX_ERROR, Refusal
 
@@ -22,11 +25,11 @@ _LOCAL = threading.local()
 _MEMO_CHARS = 4096  # the last statement's tokens are kept (``tokenize``) up to this length
 
 
-def _postgres():
+def _postgres() -> tuple[Tokenizer, Parser]:
     """This thread's (tokenizer, parser) for the postgres dialect: what
     ``sqlglot.parse(sql, read="postgres")`` builds per call, built once (they
     are stateful, hence one pair per thread)."""
-    pair = getattr(_LOCAL, "pair", None)
+    pair: tuple[Tokenizer, Parser] | None = getattr(_LOCAL, "pair", None)
     if pair is None:
         dialect = Postgres()
         pair = _LOCAL.pair = (dialect.tokenizer(), dialect.parser())
@@ -61,7 +64,10 @@ def parse(sql: str) -> exp.Expression:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {str(e).splitlines()[0]}", hint=None) from None
     if len(exprs) != 1:
         raise Refusal(SYNTAX_ERROR, f"expected one statement, got {len(exprs)}.", hint=None)
-    return _tsql_statistics(_complete(exprs[0]))
+    tree = exprs[0]
+    if not isinstance(tree, exp.Expression):  # every statement node is an Expression
+        raise Refusal(SYNTAX_ERROR, f"unexpected statement {type(tree).__name__}.", hint=None)
+    return _tsql_statistics(_complete(tree))
 
 
 def _complete(tree: exp.Expression) -> exp.Expression:
@@ -82,7 +88,11 @@ def _complete(tree: exp.Expression) -> exp.Expression:
 
 #: T-SQL's variance spellings (SmartNoise SQL's PUMS queries use them; Postgres has no function
 #: of these names): VAR is the sample variance, VARP the population one (STDEV parses as STDDEV).
-_TSQL_STATS = {"var": exp.Variance, "varp": exp.VariancePop, "stdevp": exp.StddevPop}
+_TSQL_STATS: dict[str, type[exp.Expression]] = {
+    "var": exp.Variance,
+    "varp": exp.VariancePop,
+    "stdevp": exp.StddevPop,
+}
 
 
 def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
@@ -100,11 +110,11 @@ def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def tokenize(sql: str) -> list | None:
+def tokenize(sql: str) -> list[Token] | None:
     """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that).
     The last statement's tokens are kept per thread: routing and the plan template of one
     statement tokenize it once (issue 21). Callers must not modify the list."""
-    last = getattr(_LOCAL, "last", None)
+    last: tuple[str, list[Token] | None] | None = getattr(_LOCAL, "last", None)
     if last is not None and last[0] == sql:
         return last[1]
     try:

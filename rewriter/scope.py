@@ -8,7 +8,9 @@ the type (``param_types``, where no values are known).
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,6 +63,12 @@ class T:
         return self.param is not None and self.type is None
 
 
+Check = Callable[[exp.Expression, "Ctx"], T]
+"""The expression checker a rule calls on its operands."""
+Rule = Callable[[Any, "Ctx", Check], T]
+"""A rule for one node type, found by the node's exact type (so its node is that type)."""
+
+
 def literal(value: Any) -> T:
     mag = UNKNOWN_MAG
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -75,10 +83,12 @@ class Ctx:
     name: str
     table: Table
     qualifiers: set[str]
-    params: list | None  # None: infer mode (param_types)
+    params: list[Any] | None  # None: infer mode (param_types)
     types: dict[int, ColumnType | None] = field(default_factory=dict)
     used: set[int] = field(default_factory=set)
-    owners: dict | None = None  # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
+    owners: dict[str, set[str]] | None = (
+        None  # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
+    )
     # a date part in a row predicate, checked as the derived group key of the same expression
     # (rewriter.keys.date_part): None where a statement's rules do not allow it
     date_part: Any = None
@@ -130,27 +140,28 @@ class Ctx:
 
     def settle(self, t: T, type_: ColumnType | None) -> T:
         """Give a pending parameter (or a string literal) the type its context wants."""
-        if t.pending:
-            if self.infer:
-                if self.types.get(t.param) is None:
-                    self.types[t.param] = type_
-                return replace(t, type=type_ or self.types.get(t.param))
-            n = t.param
-            if n > len(self.params):
+        n = t.param
+        if n is not None and t.type is None:  # pending
+            params = self.params
+            if params is None:  # infer mode
+                if self.types.get(n) is None:
+                    self.types[n] = type_
+                return replace(t, type=type_ or self.types.get(n))
+            if n > len(params):
                 raise Refusal(
                     PROTOCOL_VIOLATION,
-                    f"the statement uses ${n} but only {len(self.params)} parameter(s) were supplied.",
+                    f"the statement uses ${n} but only {len(params)} parameter(s) were supplied.",
                     hint=None,
                 )
-            if type_ in ("date", "timestamp"):
-                v = self.params[n - 1]
+            if type_ == "date" or type_ == "timestamp":
+                v = params[n - 1]
                 return (
                     T(exp.Null(), type_, value=None)
                     if v is None
                     else _time_literal(datetimes.parse(v, type_, f"parameter ${n}"))
                 )
-            return literal(coerce(self.params[n - 1], type_, f"parameter ${n}"))
-        if t.is_literal and t.type == "text" and type_ in ("date", "timestamp"):
+            return literal(coerce(params[n - 1], type_, f"parameter ${n}"))
+        if t.is_literal and t.type == "text" and (type_ == "date" or type_ == "timestamp"):
             # '2025-01-31' compared with a date column
             return _time_literal(datetimes.parse(t.value, type_))
         if t.is_literal and t.type == "text" and type_ in ("int", "float", "bool"):
@@ -158,21 +169,24 @@ class Ctx:
         return t
 
     def check_count(self) -> None:
-        if self.infer or not self.used:
-            if not self.infer and self.params:
-                self._mismatch()
+        params = self.params
+        if params is None:  # infer mode
             return
-        if len(self.params) != max(self.used):
-            self._mismatch()
+        if not self.used:
+            if params:
+                self._mismatch(params)
+            return
+        if len(params) != max(self.used):
+            self._mismatch(params)
 
-    def _mismatch(self) -> None:
+    def _mismatch(self, params: list[Any]) -> None:
         need = max(self.used) if self.used else 0
         raise Refusal(
             PROTOCOL_VIOLATION,
-            f"the statement has {need} parameter(s) but {len(self.params)} were supplied.",
+            f"the statement has {need} parameter(s) but {len(params)} were supplied.",
             hint=None,
         )
 
 
-def _time_literal(v) -> T:
+def _time_literal(v: dt.date) -> T:
     return T(datetimes.node(v), datetimes.type_of(v), value=v)
