@@ -63,7 +63,7 @@ VIEW_HINT = (
 _PASS = {"expressions", "from_", "where", "group", "order", "limit", "offset"}
 
 
-def check_statement(expr: exp.Expression) -> exp.Select:
+def check_statement(expr: exp.Expr) -> exp.Select:
     """Refuse anything but a single SELECT statement."""
     if isinstance(expr, _SET_OPS):
         raise Refusal(DENIED, "UNION/INTERSECT/EXCEPT are not allowed; run one SELECT at a time.")
