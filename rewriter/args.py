@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from .errors import FEATURE_NOT_SUPPORTED, Refusal
 
-E = TypeVar("E", bound=exp.Expression)
+E = TypeVar("E", bound=exp.Expr)
 
 _BIN = frozenset({"this", "expression"})
 _ONE = frozenset({"this"})
@@ -217,10 +217,10 @@ SQL_NAMES: dict[type, str] = {
     exp.Except: "EXCEPT",
     exp.Select: "SELECT",
 }
-_NEGATED: dict[type[exp.Expression], str] = {exp.Is: "IS NOT", exp.Like: "NOT LIKE", exp.ILike: "NOT ILIKE"}
+_NEGATED: dict[type[exp.Expr], str] = {exp.Is: "IS NOT", exp.Like: "NOT LIKE", exp.ILike: "NOT ILIKE"}
 
 
-def sql_name(node: exp.Expression) -> str:
+def sql_name(node: exp.Expr) -> str:
     """How SQL spells ``node``'s construct: ``||``, ``NOT LIKE``, ``SIMILAR TO``, ``lower()``."""
     if isinstance(node, exp.Command):
         return str(node.this).upper()

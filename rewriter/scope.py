@@ -25,6 +25,7 @@ from .plan import ColumnType
 from .values import coerce, natural_type, to_node
 
 NUMERIC = ("int", "float")
+COLUMN_TYPES: tuple[ColumnType, ...] = ("int", "float", "text", "bool", "date", "timestamp")
 INT_MAG = (1.0, 2.0**63)  # |x| of a non-zero 64-bit integer
 UNKNOWN_MAG = (0.0, math.inf)  # a float column: anything, incl. ±inf and tiny values
 NOVALUE = object()
@@ -84,14 +85,15 @@ class Ctx:
     table: Table
     qualifiers: set[str]
     params: list[Any] | None  # None: infer mode (param_types)
-    types: dict[int, ColumnType | None] = field(default_factory=dict)
+    # infer mode: each parameter's type, a ColumnType or "<type>[]" (an array: = ANY($n))
+    types: dict[int, str | None] = field(default_factory=dict)
     used: set[int] = field(default_factory=set)
     owners: dict[str, set[str]] | None = (
         None  # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
     )
     # a date part in a row predicate, checked as the derived group key of the same expression
     # (rewriter.keys.date_part): None where a statement's rules do not allow it
-    date_part: Any = None
+    date_part: Callable[[exp.Extract, Ctx], T] | None = None
 
     @property
     def infer(self) -> bool:
@@ -131,12 +133,16 @@ class Ctx:
         return T(exp.column(name, quoted=True), col.type, mag)
 
     def param(self, node: exp.Parameter) -> T:
+        return T(node, None, param=self.param_number(node))
+
+    def param_number(self, node: exp.Parameter) -> int:
+        """``n`` of ``$n``, recorded as used."""
         ok = isinstance(node.this, exp.Literal) and node.this.is_int and int(node.this.this) >= 1
         if not ok:
             raise Refusal("42601", f"invalid parameter {node.sql('postgres')}; use $1, $2, …", hint=None)
         n = int(node.this.this)
         self.used.add(n)
-        return T(node, None, param=n)
+        return n
 
     def settle(self, t: T, type_: ColumnType | None) -> T:
         """Give a pending parameter (or a string literal) the type its context wants."""
@@ -146,7 +152,7 @@ class Ctx:
             if params is None:  # infer mode
                 if self.types.get(n) is None:
                     self.types[n] = type_
-                return replace(t, type=type_ or self.types.get(n))
+                return replace(t, type=type_ or _column_type(self.types.get(n)))
             if n > len(params):
                 raise Refusal(
                     PROTOCOL_VIOLATION,
@@ -186,6 +192,14 @@ class Ctx:
             f"the statement has {need} parameter(s) but {len(params)} were supplied.",
             hint=None,
         )
+
+
+def _column_type(name: str | None) -> ColumnType | None:
+    """``name`` if it is a column type (not an array parameter's ``"int[]"``)."""
+    for typ in COLUMN_TYPES:
+        if name == typ:
+            return typ
+    return None
 
 
 def _time_literal(v: dt.date) -> T:
