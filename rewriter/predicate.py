@@ -34,7 +34,7 @@ _FLIP: dict[type[exp.Expression], type[exp.Expression]] = {
 ESCAPE = "\\"
 
 
-def where(node: exp.Expression, ctx: Ctx) -> exp.Expression:
+def where(node: exp.Expr, ctx: Ctx) -> exp.Expression:
     """The checked WHERE predicate (must be boolean)."""
     return boolean(check(node, ctx), ctx, "WHERE").node
 

@@ -6,9 +6,12 @@ They run before any typing, so later rules may assume a single-table SELECT.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
 from sqlglot import exp
 
-from config import Config
+from config import Table
 
 from .args import sql_name, understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
@@ -112,7 +115,16 @@ def check_nesting(select: exp.Select) -> None:
             raise Refusal(DENIED, "LATERAL is not allowed.")
 
 
-def resolve_table(select: exp.Select, config: Config) -> tuple[str, set[str]]:
+class Declared(Protocol):
+    """What the table rules read of a Config: the declared tables and their sources."""
+
+    @property
+    def tables(self) -> Mapping[str, Table]: ...
+
+    def source_of(self, table: str) -> str: ...
+
+
+def resolve_table(select: exp.Select, config: Declared) -> tuple[str, set[str]]:
     """The declared table name and the names a column may be qualified with."""
     from_ = select.args.get("from_")
     if from_ is None:
