@@ -285,8 +285,8 @@ def resolve(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None]:
         i, typ = agg(t[1], t[2])
         return ("agg", i), typ
     if kind == "col":
-        i, typ = key(t[1])
-        return ("key", i), typ
+        k, typ = key(t[1])
+        return ("key", k), typ
     if kind == "lit":
         return t, t[2]
     if kind == "neg":
