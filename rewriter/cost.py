@@ -57,7 +57,7 @@ _TEXT_OPS = (
 _BUILDERS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Repeat, exp.Pad)  # text longer than their inputs
 
 
-def check(expr: exp.Expression, config: Config, params: list[Any] | None = None) -> None:
+def check(expr: exp.Expr, config: Config, params: list[Any] | None = None) -> None:
     """Refuse (54000 / 54001, with a hint) a statement whose per-row work exceeds the caps."""
     lim = config.server.limits
     _size(expr, lim)
@@ -117,7 +117,7 @@ def check(expr: exp.Expression, config: Config, params: list[Any] | None = None)
             _literal(len(p), lim)
 
 
-def _size(expr: exp.Expression, lim: Limits) -> None:
+def _size(expr: exp.Expr, lim: Limits) -> None:
     """Node count and nesting depth, without recursion (a deep tree must not recurse)."""
     nodes = 0
     stack: list[tuple[exp.Expr, int]] = [(expr, 1)]
