@@ -1,7 +1,7 @@
 """AVG benchmark: dpgate (Algorithm 3 + hourglass) vs Algorithm 2 vs SmartNoise SQL's
 AVG at EQUAL TOTAL eps, on PUMS age [0, 100] and income [0, 500000]; reference =
 the spec's leading term w^2 sigma^2(eps) ((1-alpha)^2 + alpha^2) / n^2
-(spec 001 section 4.2; sigma^2 from eq. 2).
+(add-remove mean spec section 4.2; sigma^2 from eq. 2).
 
 SmartNoise SQL rewrites AVG(x) as SUM(x)/COUNT(x) and charges eps per statistic
 (snsql.sql.privacy / private_rewriter.calculate_avg), so at total eps each gets

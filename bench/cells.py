@@ -1,4 +1,4 @@
-"""Per-cell cost of the release step: noise for a 10,000-cell COUNT + AVG (issue 21).
+"""Per-cell cost of the release step: noise for a 10,000-cell COUNT + AVG.
 
     python -m bench.cells [--quick] [--cells N] [--repeat R] [--rows N] [--groups N]
 

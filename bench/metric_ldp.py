@@ -1,4 +1,4 @@
-"""Benchmark for spec 002 (metric LDP range counting): python -m bench.metric_ldp [--quick].
+"""Benchmark for metric-LDP spec (metric LDP range counting): python -m bench.metric_ldp [--quick].
 
 Prints (1) Figure 1's ratio table (M2 under E_S vs eps-LDP SHE, m = 100: E_S is a metric, a
 different guarantee from eps-LDP — eps only for the sensitive set, 2 eps between others), (2) the Figure 2
@@ -343,7 +343,9 @@ def main(argv=None):
             rows += mse_1d(full, rng, m, (10**5,), (1,))
     print("\n== Range-query MSE (100 random boxes; 1-D and 2-D, Zipf 1.1), equal per-step eps ==")
     print("   dpgate = M4 known_n (exact = mean spec-4.2 variance); baselines are eps-LDP")
-    print("   NOT the same guarantee: M4 is metric LDP, E(x,x') = eps*|bucket(x)-bucket(x')| (spec 002 §4:")
+    print(
+        "   NOT the same guarantee: M4 is metric LDP, E(x,x') = eps*|bucket(x)-bucket(x')| (metric-LDP spec §4:"
+    )
     print("   adjacent buckets eps, buckets k apart k*eps, up to (m-1)*eps); the baselines give eps for ANY")
     print("   two values. At equal per-step eps the baselines protect far-apart values more strongly; the")
     print(

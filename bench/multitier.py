@@ -1,4 +1,4 @@
-"""Multi-tier release bench (spec 000 sections 6-7): one chain vs independent vs gradual.
+"""Multi-tier release bench (multi-tier spec sections 6-7): one chain vs independent vs gradual.
 
 Run: ``python -m bench.multitier [--quick]``. Analytic per-tier MSE (closed
 forms of spec 5, composed from the residuals the code actually uses) for

@@ -1,4 +1,4 @@
-"""Per-record DP benchmark: paper Table 3, Normal columns (spec 003 sections 10.4-10.5).
+"""Per-record DP benchmark: paper Table 3, Normal columns (per-record spec sections 10.4-10.5).
 
     python -m bench.per_record [--quick] [--runs N] [--direct]
 

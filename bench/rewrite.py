@@ -18,7 +18,7 @@ SQL clamps every SUM input to its declared bounds and computes every aggregate i
 scan; the empty cells of the public domain are added by the proxy from the rows returned
 (no domain join in the backend). The tables hold the
 demo's ``pums`` columns with random values (the demo config's bounds and domains).
-HEADLINE: the largest ratio (goal ≤ 1.2×, issue 21).
+HEADLINE: the largest ratio (goal ≤ 1.2×).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 22): does dpgate's fixed cost vanish into the scan as data grows?
+"""Scale benchmark: does dpgate's fixed cost vanish into the scan as data grows?
 
     python -m bench.scale [--quick] [--spark-remote sc://host:port]
 

@@ -1,4 +1,4 @@
-"""SQL coverage benchmark (issue 19): how much of what BI tools and analysts send does dpgate
+"""SQL coverage benchmark: how much of what BI tools and analysts send does dpgate
 answer, and how accurate are its newer statistics?
 
     python -m bench.sql_coverage [--quick]

@@ -1,9 +1,9 @@
 """Benchmark: SVT-Exp vs SVT-Lap / SVT-Gum / SVT-Gau on the Binary and Zipf workloads
-(Liu et al. 2024 Sec. 5; spec 004 Sec. 5.1-5.4).
+(Liu et al. 2024 Sec. 5; SVT spec Sec. 5.1-5.4).
 
     python -m bench.svt [--quick] [--runs N] [--monotone]
 
-Setting (spec 004 Sec. 5.3): n_items = 10 000, c = 50, k = floor(n/c) = 200, alpha = 0, Delta = 1,
+Setting (SVT spec Sec. 5.3): n_items = 10 000, c = 50, k = floor(n/c) = 200, alpha = 0, Delta = 1,
 RESAMPLE=False, APPEND as passes ("traverses"), non-monotone scales with the Table 4 split
 (--monotone: Table 6), SVT-Gau delta = 1e-6. Binary: 50 items at 1000, the rest 0, T = 500;
 Zipf: s_i = 10000/i, T = 200 (exactly 50 items pass). One run with max(R) passes gives the outputs
@@ -39,7 +39,7 @@ LABEL = {
     "gum": "Gum",
     "gau": "Gau",
 }
-# spec 004 Sec. 5.4 "[ours] sanity numbers" (Zipf, NCR): (eps, R) -> opt, mean, no, gum, lap, gau
+# SVT spec Sec. 5.4 "[ours] sanity numbers" (Zipf, NCR): (eps, R) -> opt, mean, no, gum, lap, gau
 SPEC_REF = {
     (0.1, 1): (0.078, 0.016, 0.001, 0.010, 0.010, 0.011),
     (0.5, 1): (0.336, 0.025, 0.005, 0.024, 0.008, 0.012),

@@ -1,4 +1,4 @@
-"""TPC-H data for the privacy-unit benchmark (issue 20, ``bench/user_level.py``).
+"""TPC-H data for the privacy-unit benchmark (``bench/user_level.py``).
 
 The tables come from ``tpchgen-cli`` (the ``bench`` extra; a registry package that
 writes TPC-H parquet at a given scale factor). They are loaded as they are into a DuckDB

@@ -1,4 +1,4 @@
-"""Every core: fresh-release and repeat throughput of ``dpgate serve --workers N`` (issue 21).
+"""Fresh-release and repeat throughput of ``dpgate serve --workers N``.
 
     python -m bench.workers [--quick] [--psycopg]
 

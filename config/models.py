@@ -65,7 +65,7 @@ class Column(StrictModel):
     description: str = ""
     """free text shown to analysts (column comment in \\d and information_schema)."""
     avg_mechanism: Literal["hourglass", "laplace_transformed", "shifted_laplace"] = "hourglass"
-    """AVG's mechanism: the hourglass add-remove optimal mean (spec 001) or a baseline."""
+    """AVG's mechanism: the hourglass add-remove optimal mean (Kulesza et al. 2024) or a baseline."""
     per_unit: bool = False
     """on a table with a privacy unit: each unit has ONE value of this column (a customer's home city).
     A GROUP BY over such columns only counts each unit in one group (L0 = 1 instead of
@@ -155,7 +155,7 @@ class Column(StrictModel):
     @cached_property
     def public_domain(self) -> tuple | None:
         """The declared domain as a tuple of Python values, or None if not groupable (made
-        once: a 10,000-value range took 0.17 ms at each of a plan's four reads)."""
+        once: a plan reads it several times and a large range is costly to build)."""
         if self.domain_range is not None:
             return tuple(range(self.domain_range[0], self.domain_range[1] + 1))
         if self.domain is None:
@@ -165,7 +165,7 @@ class Column(StrictModel):
 
 
 class PrivacyPolicy(StrictModel):
-    """Per-record DP (seed 003): the budget of each record is ``function`` of its
+    """Per-record DP (Chen et al. 2025): the budget of each record is ``function`` of its
     values — a named shortcut of the paper (``inverse``: α/v, ``sqrt``: α/√v,
     ``log``: α/ln(v)⁴, applied to ``column``) or a SQL expression over declared
     columns — clamped to [eps_min, eps_max]; values are bounded by ``value_bound``."""
@@ -186,7 +186,7 @@ class PrivacyPolicy(StrictModel):
     beta: float = Field(default=0.1, gt=0, lt=1)
     """failure probability of the per-record mechanisms' accuracy statements."""
     sum_method: Literal["auto", "extension", "framework"] = "auto"
-    """per-record SUM: the extension, the framework (spec 003), or auto (chosen per query)."""
+    """per-record SUM: the extension, the framework of per-record DP (Chen et al. 2025), or auto (chosen per query)."""
 
     @model_validator(mode="after")
     def _check(self) -> PrivacyPolicy:
@@ -203,7 +203,7 @@ QuantilePoint = Literal["auto", "midpoint", "upper"]
 
 
 class LocalColumn(StrictModel):
-    """A private ordinal column of a local (metric-LDP) table (seed 002): values in
+    """A private ordinal column of a local (metric-LDP) table (Xiang et al. 2020): values in
     [lo, hi] cut into ``buckets`` buckets; ``epsilon`` is ε per bucket step; ``edges``
     overrides the table's edge-bucket policy for this column (spec §8)."""
 
@@ -214,7 +214,7 @@ class LocalColumn(StrictModel):
     buckets: int = Field(ge=2, le=4096)
     """number of buckets [lo, hi] is cut into (2..4096)."""
     epsilon: float = Field(gt=0)
-    """metric-LDP ε per bucket step (seed 002)."""
+    """metric-LDP ε per bucket step (Xiang et al. 2020)."""
     edges: EdgePolicy | None = None
     """this column's edge-bucket policy, overriding the table's `edges`."""
 
@@ -248,7 +248,7 @@ class LocalPolicy(StrictModel):
     joint: list[list[str]] = Field(default_factory=list)  # groups for multi-dim ranges
     """groups of columns collected jointly for multi-dimensional ranges."""
     estimator: Literal["paper", "known_n"] = "paper"
-    """paper: the estimator of seed 002; known_n: with the public row count."""
+    """paper: the metric-LDP estimator of Xiang et al. 2020; known_n: with the public row count."""
     null_policy: Literal["refuse", "lo"] = "refuse"
     """a NULL private value at ingestion: refuse the row, or take it as lo."""
     weight: str | None = None  # optional weight column (public)
@@ -279,9 +279,9 @@ class Table(StrictModel):
     columns: dict[str, Column]
     """the declared columns, by lower-case name; only these exist for clients."""
     mode: Literal["central", "local"] = "central"
-    """central (the proxy adds noise to answers) or local (rows are perturbed on the way in; seed 002)."""
+    """central (the proxy adds noise to answers) or local (rows are perturbed on the way in: metric LDP, Xiang et al. 2020)."""
     privacy: PrivacyPolicy | None = None
-    """per-record DP policy (seed 003): each record's budget is a function of its values."""
+    """per-record DP policy (Chen et al. 2025): each record's budget is a function of its values."""
     local: LocalPolicy | None = None
     """the local table's policy (mode = 'local')."""
     privacy_unit: str | None = None

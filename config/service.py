@@ -28,7 +28,7 @@ class Limits(StrictModel):
             "a logged-in session that sends nothing for this long is closed (FATAL 57P05); 0 = never"
         ),
     )
-    # Connections before login and statement size (proxy/wire; issue 24).
+    # Connections before login and statement size (proxy/wire).
     login_timeout_s: float = Field(
         default=10, gt=0, description=("a connection that has not logged in after this long is closed")
     )
@@ -183,8 +183,8 @@ class Backend(StrictModel):
     threads: int | None = Field(default=None, ge=1, le=1024)
     """the embedded DuckDB's threads in each process (kind = 'duckdb'; default: one per core).
     With --workers N on large tables, cores / N lets N concurrent scans share the cores
-    instead of oversubscribing them (2 workers x 1 thread on 2 cores: +13% scans per second
-    at 1M rows), at the cost of a lone scan using fewer cores."""
+    instead of oversubscribing them (more concurrent scans per second on large tables), at
+    the cost of a lone scan using fewer cores."""
 
     @model_validator(mode="after")
     def _dsn(self) -> Backend:

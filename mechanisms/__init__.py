@@ -2,7 +2,7 @@
 
 Randomness only via :mod:`mechanisms.rng` sources (CSPRNG for serving);
 exact integer samplers in :mod:`mechanisms.samplers`; measurements expose
-their privacy map as code. See spec 001 (/work/shared/specs/001_mean_addremove.md) sections 1.1, 2.1-2.2.
+their privacy map as code. See the add-remove mean spec (/work/shared/specs/001_mean_addremove.md) sections 1.1, 2.1-2.2.
 """
 
 from .average import SplitAverage

@@ -1,5 +1,5 @@
 """AVG as noisy clamped SUM / noisy COUNT (the "standard" add-remove
-baseline, spec 001 section 1.4, eq. 4: worst-case normalised MSE <= 4 w^2/eps^2).
+baseline, add-remove mean spec section 1.4, eq. 4: worst-case normalised MSE <= 4 w^2/eps^2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exact integer samplers drawing a whole release at once (issue 21; spec 001 section 2.2).
+"""Exact integer samplers drawing a whole release at once (add-remove mean spec section 2.2).
 
 The laws are EXACTLY those of :mod:`mechanisms.samplers` (Canonne, Kamath, Steinke 2020),
 row by row, with the randomness read as numpy arrays of CSPRNG words

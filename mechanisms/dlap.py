@@ -2,7 +2,7 @@
 variance and exact tail-based half-widths (floating point; analysis only,
 never used to *sample*).
 
-Spec 001 section 2.2: with p = exp(-1/scale),
+The add-remove mean spec section 2.2: with p = exp(-1/scale),
     P[Z = z]    = (1-p)/(1+p) * p^|z|
     P[|Z| > k]  = 2 p^(k+1) / (1+p)            (k >= 0)
     Var[Z]      = 2p / (1-p)^2

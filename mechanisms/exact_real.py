@@ -1,4 +1,4 @@
-"""Exact comparisons of a uniform draw with exp(-c), c rational (issue 21; spec 001 section 2.2).
+"""Exact comparisons of a uniform draw with exp(-c), c rational (add-remove mean spec section 2.2).
 
 The batch samplers (:mod:`mechanisms.batch`) decide almost every row from the first 32 bits
 of a uniform U in [0, 1) against a threshold x = exp(-c) or x = exp(-c)/(1 + exp(-c)); a row

@@ -1,6 +1,6 @@
 """MAX / MIN of a bounded numeric column under central ε-DP (add-remove model).
 
-The shifted-rank exponential mechanism of seed 003 §6 (spec 003 §6.4,
+The shifted-rank exponential mechanism of Chen et al. 2025 §6 (per-record spec §6.4,
 :func:`mechanisms.per_record.framework.shifted_rank_max`) used directly, with one
 budget for every row: the column is put on a public grid of U + 1 points over its
 declared bounds; y is drawn with Pr[y] ∝ exp(−ε |c(y) − k0| / 2), c(y) = #{x > y},
@@ -56,7 +56,7 @@ class ExtremeGrid:
 
 
 class ShiftedRankExtreme:
-    """ε-DP MAX (or MIN) of the grid indices of one group's rows (seed 003 §6.4)."""
+    """ε-DP MAX (or MIN) of the grid indices of one group's rows (Chen et al. 2025 §6.4)."""
 
     def __init__(self, epsilon: float, grid: ExtremeGrid, func: str = "max", beta: float = 0.05) -> None:
         if not epsilon > 0 or not 0 < beta < 1 or func not in ("max", "min"):

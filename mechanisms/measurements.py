@@ -4,12 +4,12 @@ A measurement is an object with a ``name``, an exact privacy map
 (``privacy_map_exact(d_in) -> Fraction``, ``privacy_map(d_in) -> float``,
 ``epsilon`` = map at d_in = 1), ``release(true_value, source) -> Release`` and a
 data-independent ``half_width(level)``. The map is computed from the noise
-scale actually used (eps = d_in * sensitivity / scale, pure DP, spec 001
+scale actually used (eps = d_in * sensitivity / scale, pure DP, add-remove mean spec
 sections 1.1 and 2.2), so a wrong scale shows up in the map.
 
 Noise is exact discrete Laplace (:func:`mechanisms.samplers.discrete_laplace`). A whole
 release draws it at once with ``draw_many`` (:func:`mechanisms.batch.discrete_laplace_array`,
-the same law row by row) and applies it with ``apply_many`` (issue 21).
+the same law row by row) and applies it with ``apply_many``.
 """
 
 from __future__ import annotations
@@ -233,8 +233,8 @@ class _DiscreteLaplaceMeasurement(Measurement):
 class GeometricCount(_DiscreteLaplaceMeasurement):
     """COUNT with two-sided geometric noise of scale 1/eps (sensitivity 1).
 
-    Adding or removing one row changes COUNT by 1 (add-remove, spec 001 1.1);
-    P[out = n + z] is proportional to exp(-eps |z|) (spec 001 2.2). Output: int.
+    Adding or removing one row changes COUNT by 1 (the add-remove model, add-remove mean spec 1.1);
+    P[out = n + z] is proportional to exp(-eps |z|) (add-remove mean spec 2.2). Output: int.
     95% half-width: least k with P(|Z| > k) = 2p^(k+1)/(1+p) <= 0.05, p = e^-eps.
     """
 
@@ -266,7 +266,7 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
     """SUM of values clamped to [lower, upper], discrete Laplace on a fixed grid.
 
     Sensitivity (add-remove): D = max(|lower|, |upper|) -- one added/removed
-    row moves the clamped sum by its own value (spec 001 1.1-1.2, 2.2).
+    row moves the clamped sum by its own value (add-remove mean spec 1.1-1.2, 2.2).
 
     * ``integer=True``: grid g = 1; release S + DLap(D/eps); output int.
     * ``integer=False``: grid g = 2^k with D/g in [2^20, 2^21) (a power of two,

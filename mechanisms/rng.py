@@ -120,10 +120,10 @@ class SystemRandomSource(RandomSource):
     block. ``randbelow`` is exact rejection sampling on ``bit_length(n - 1)``
     bits (expected < 2 tries), like :func:`secrets.randbelow`.
 
-    ``bits64`` of a whole release (``_STREAM_WORDS`` words or more: the batch samplers of
-    issue 21) reads the ChaCha20 keystream under a fresh 256-bit key from ``os.urandom``
-    (RFC 8439; the construction of the kernel's own generator): ~20x the throughput of
-    ``getrandom`` here (80 KB: 21 µs against 410 µs), indistinguishable from uniform bytes
+    ``bits64`` of a whole release (``_STREAM_WORDS`` words or more: :mod:`mechanisms.batch`'s
+    samplers) reads the ChaCha20 keystream under a fresh 256-bit key from ``os.urandom``
+    (RFC 8439; the construction of the kernel's own generator): one system call per release
+    instead of one per block (``bench.cells`` measures it), indistinguishable from uniform bytes
     as long as ChaCha20 is a PRF, the assumption ``os.urandom`` already rests on. The key
     is used once and dropped, so nothing outlives the call and a fork cannot repeat it.
     """

@@ -6,7 +6,7 @@ used is ``source.bernoulli(num, den)`` / ``source.randbelow(n)`` with integer
 arguments. No floating point anywhere in this module: floating-point Laplace
 samplers leak through the pattern of representable outputs (Mironov 2012).
 
-Spec 001 section 2.2 (discrete Laplace): P[Z = z] = (1-b)/(1+b) b^|z| with
+The add-remove mean spec section 2.2 (discrete Laplace): P[Z = z] = (1-b)/(1+b) b^|z| with
 b = exp(-1/scale); for a sensitivity-D integer query, scale = D/eps gives eps-DP.
 """
 
@@ -65,7 +65,7 @@ def bernoulli_exp(gamma: Rational, source: RandomSource) -> bool:
 def geometric_exp(gamma: Rational, source: RandomSource) -> int:
     """Exact Y >= 0 with P[Y = y] = (1 - e^-gamma) e^(-gamma y), rational ``gamma > 0``, in
     O(1) expected draws at any gamma (counting Bernoulli(exp(-gamma)) successes needs
-    ~1/gamma: 0.1 s per draw at gamma = 1e-4). CKS 2020 Alg. 2 steps 1-3 with
+    ~1/gamma draws, unbounded as gamma falls). CKS 2020 Alg. 2 steps 1-3 with
     gamma = s/t: X = U + t V has P[X = x] proportional to exp(-x/t) (U accepted with
     probability exp(-U/t), V counts Bernoulli(exp(-1)) successes); Y = floor(X/s)."""
     g = _as_fraction(gamma, "gamma")

@@ -44,25 +44,23 @@ plan templates; a plan not in the cache is made on a worker thread: ``plan_async
 
 SWITCH_INTERVAL_S = 0.0005
 """The interpreter's GIL switch interval while serving (``sys.setswitchinterval``; Python's
-default is 5 ms). A release's mechanism and rows run in a worker thread (issue 21: nothing
+default is 5 ms). A release's mechanism and rows run in a worker thread (nothing
 heavy on the event loop), but a CPU-bound thread keeps the GIL until the interval expires,
-and the event loop waits for it again after every socket call: measured with
-``tests/core/test_event_loop_latency.py`` (a stream of repeats beside 10,000-cell releases,
-2 cores), the repeats' p99 was 25–75 ms above the baseline's at 5 ms and 3–12 ms at 0.5 ms
-(0.1 ms: no better)."""
+and the event loop waits for it again after every socket call, so the loop's delay grows
+with the interval (``tests/core/test_event_loop_latency.py`` watches a stream of repeats
+beside large releases; a shorter interval than this one gains nothing more)."""
 
 GC_NOTE = """A full garbage collection holds the GIL throughout, whichever thread runs it: with the
-≈140,000 objects a started service holds (sqlglot, DuckDB, numpy, the config) one took
-90–130 ms on the test VM, stalling the event loop (tests/core/test_event_loop_latency.py
-saw it as the repeats' maximum). ``start`` freezes them (``gc.freeze``), so a collection
+objects a started service holds (sqlglot, DuckDB, numpy, the config) one stalls the event
+loop for as long as it walks them (tests/core/test_event_loop_latency.py sees it as the
+repeats' maximum). ``start`` freezes them (``gc.freeze``), so a collection
 visits only what was made since."""
 
 
 PLAN_CACHE = 256
 """Plans kept by statement text (an LRU: Describe then Execute, repeats). Each holds its WHERE as
-a sqlglot tree, about 23 objects the cyclic collector walks: 2,048 plans were 48,000 of them, and
-a full collection then took 20-30 ms in process; a statement of a templated shape is filled again
-in tens of µs."""
+a sqlglot tree, a score of objects the cyclic collector walks, so a full collection's pause grows with the
+cache; a statement of a templated shape is cheap to fill again."""
 FULL_GC_OFF = 1 << 30  # a third threshold no count reaches: no automatic full collection
 FULL_GC_AFTER = 10  # young collections between two full ones: Python's own third threshold
 GC_CHECK_S = 1.0  # how often a running gateway checks whether a full collection is due
@@ -73,13 +71,12 @@ def settle_gc() -> None:
     """When a gateway starts: what exists now (config, parsers, mechanism tables) is frozen
     out of the cyclic collector's scans (GC_NOTE; ``close`` unfreezes it), and the collector's
     full collections are no longer started by whichever thread allocates next (most often the
-    event loop, for 4–11 ms): the gateway checks every ``GC_CHECK_S`` and runs a due one on a
+    event loop): the gateway checks every ``GC_CHECK_S`` and runs a due one on a
     worker thread (:func:`collect_if_due`; ``unsettle_gc`` restores Python's thresholds when the
     last gateway closes). A full collection still holds the GIL while it runs. The young
-    collections keep Python's thresholds (700, 10): raised to 10,000 or 50,000 new objects they
-    became rarer but each held the GIL for 1–12 ms, beyond the event loop's 3 ms step
-    (tests/core/test_event_loop_latency.py), and the 1M-row, 10,000-group release in
-    ``bench.cells`` was no faster within its run-to-run spread."""
+    collections keep Python's thresholds (700, 10): raised, they become rarer but each holds the
+    GIL longer than the event loop's step (tests/core/test_event_loop_latency.py), and
+    ``bench.cells``' large release is no faster."""
     gc.collect()
     gc.freeze()
     if not _SETTLED:
@@ -256,10 +253,9 @@ class Gateway:
     async def plan_async(self, sql: str, params: list | None):
         """:meth:`plan`: a cached plan (Describe then Execute, repeats) on the event loop,
         anything else on a worker thread — planning a 10,000-cell GROUP BY (its public
-        domain, a template's probes) takes milliseconds of CPU (issue 21: nothing heavy on
-        the event loop; the hand-off costs a fresh statement about 0.18 ms). A statement
-        whose shape has a template is filled on the loop (tens of µs: a WHERE copy and
-        its literals; its tokens are still those routing made) unless a planner thread
+        domain, a template's probes) takes milliseconds of CPU (nothing heavy on
+        the event loop; the hand-off is cheap beside it). A statement whose shape has a
+        template is filled on the loop (a WHERE copy and its literals; its tokens are still those routing made) unless a planner thread
         holds the templates."""
         key = _plan_key(sql, params)
         hit = self._cached_plan(key)
@@ -400,7 +396,7 @@ class Gateway:
 def _warm_sql(plan, dialect: str) -> None:
     """Emit a central plan's backend SQL here, on the planner thread (it is kept with the
     plan): generating a WHERE takes milliseconds of sqlglot, which the statement would
-    otherwise spend on the event loop just before its scan (issue 21). A plan another kind
+    otherwise spend on the event loop just before its scan. A plan another kind
     scans its own way, or one with a privacy unit (keyed by the data version's salt), is
     left as it is."""
     if plan.unit is None and not plan.selected:

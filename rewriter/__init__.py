@@ -102,7 +102,7 @@ def _plan(
     expr: exp.Expression, config: Config, params: list | None, per: histogram.PerUnit | None = None
 ) -> tuple[Plan, Ctx]:
     select = shape.check_statement(expr)
-    keys.distinct_to_group(select)  # SELECT DISTINCT g: GROUP BY g (issue 19)
+    keys.distinct_to_group(select)  # SELECT DISTINCT g: GROUP BY g
     having = selection.split_having(select)
     top = selection.top_order(select)
     if per is not None:  # the per-unit relation (rewriter.histogram)
@@ -138,7 +138,7 @@ def _plan(
     measures, aggregates = tuple(ms), tuple(ags)
     limit, offset = select_.limit_offset(select, ctx)
     sel = None
-    if thresholded and groups:  # the sparse vector's form of it, if it has one (seed 004)
+    if thresholded and groups:  # the sparse vector's form of it, if it has one (Liu et al.)
         try:
             measures, aggregates, sel = selection.plan_selection(
                 having, top, ctx, groups, measures, aggregates, outputs, limit
@@ -164,7 +164,7 @@ def _plan(
         consistent=rel.table.consistent,
     )
     t = ctx.table
-    if t.privacy_unit is not None:  # per person, not per row (issue 20)
+    if t.privacy_unit is not None:  # per person, not per row
         label = config.tables[name].privacy_unit  # orders.customer_id: read through a reference
         one_cell = bool(groups) and all(
             g.expr is None and g.column in t.columns and t.columns[g.column].per_unit for g in groups

@@ -4,7 +4,7 @@ argument the node carries.
 sqlglot keeps meaning in node arguments — ``NOT LIKE`` is ``Like(negate=True)``,
 ``IS NOT NULL`` is ``Is(negate=True)``, Postgres's integer division is ``Div(typed=True)``.
 A rule that rebuilds a node from the arguments it knows would silently drop the rest
-(issue 16: ``NOT LIKE`` answered as ``LIKE``). So every rule calls :func:`understood`
+(``NOT LIKE`` answered as ``LIKE``). So every rule calls :func:`understood`
 on the node it accepts: an argument set to a truthy value that is not in the node
 type's allow-list (:data:`ALLOWED`, or the rule's own ``allow``) is a refusal 0A000
 naming the SQL construct, never a dropped meaning — also for arguments a future

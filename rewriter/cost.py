@@ -2,7 +2,7 @@
 
 A statement's scan time must not depend strongly on a few rows: an expensive
 predicate behind cheap equality filters would otherwise turn the response time
-into an exact count of the rows that pass them (issue 17). So before any other
+into an exact count of the rows that pass them. So before any other
 rule runs, the statement's *query-controlled* work per row is bounded:
 
 * every literal (and every text parameter value) has at most

@@ -1,4 +1,4 @@
-"""Dates and times (issue 19): ``date`` / ``timestamp`` literals, the plan-time clock,
+"""Dates and times: ``date`` / ``timestamp`` literals, the plan-time clock,
 date arithmetic folded at plan time, and the public domains of ``date_trunc`` /
 ``extract`` group keys derived from a column's declared ``lower``/``upper``.
 

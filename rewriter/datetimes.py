@@ -1,4 +1,4 @@
-"""Date and timestamp values (issue 19): ISO text to a value, a value to SQL. Below
+"""Date and timestamp values: ISO text to a value, a value to SQL. Below
 :mod:`.scope` (which reads parameters and literals of time columns) and :mod:`.dates`
 (the time rules)."""
 

@@ -7,9 +7,8 @@ clamped to the declared bounds inside the scan (NULL stays NULL, NaN/inf clamp).
 derived key (:mod:`rewriter.keys`: CASE labels, bins, date parts) is computed in the
 same scan. The proxy maps the groups onto the public cells (:func:`rewriter.cells.complete`:
 empty cells get zeros, as does a NULL measure; NULL or out-of-domain keys match no cell, a
-NULL bin matches NULL)
-— the empty-cell completion once done here by a LEFT JOIN from a VALUES relation of the
-domain, which cost DuckDB about as much again as the scan on small tables (issue 21).
+NULL bin matches NULL) rather than here by a LEFT JOIN from a VALUES relation of the
+domain, which would cost the backend about as much again as the scan on small tables.
 Everything is built as a sqlglot AST.
 """
 
@@ -167,9 +166,7 @@ def double_literals(tree: exp.Expression) -> exp.Expression:
     DOUBLE literal in exponent form with 17 significant digits, in place — the same double
     (Python's ``float`` of the text is correctly rounded, and 17 digits read back to the
     same double), but DuckDB binds and folds a literal faster than a CAST, which it redoes
-    at every EXECUTE of a prepared statement: on a 1,000-row table the clamp of one SUM
-    cost 0.21 ms over the plain SUM with CASTs and 0.15 ms with literals (prepared, median
-    of 1,500, 2026-11-27). A negative one is parenthesised; a non-finite one stays a CAST."""
+    at every EXECUTE of a prepared statement (``bench.rewrite``). A negative one is parenthesised; a non-finite one stays a CAST."""
 
     def swap(node):
         if not isinstance(node, exp.Cast) or not node.to.is_type("double"):
@@ -221,9 +218,8 @@ def not_null_spelling(tree: exp.Expression) -> exp.Expression:
     """``NOT (x IS NULL)`` written ``x IS NOT NULL``, in place. sqlglot reads the second as
     the first and writes it back as ``NOT x IS NULL``; the two mean the same everywhere, but
     DuckDB's optimizer does not make the first its NOT NULL filter: on the privacy unit's
-    lookup join (``WHERE NOT "__dpgate_unit" IS NULL``) TPC-H's filtered Q6 at SF 0.1 took
-    11.0 ms against 8.0 ms (median of 60 alternating runs, 2026-11-27) — the join built its
-    hash table on ``orders`` instead of the filtered lines. The tree made here
+    lookup join (``WHERE NOT "__dpgate_unit" IS NULL``) DuckDB builds the join's hash table on
+    ``orders`` instead of the filtered lines (TPC-H's filtered Q6 in ``bench.user_level``). The tree made here
     (``Is(x, Not(Null))``) is only ever generated, never planned again."""
 
     def spell(node):
@@ -260,7 +256,7 @@ def _integral_or_same(x: exp.Expression, integral: exp.Expression) -> exp.Expres
 
 
 def from_postgres(sql: str, dialect: str) -> str:
-    """SQL an emitter built as text in Postgres spelling (per-record levels, seed 003)
+    """SQL an emitter built as text in Postgres spelling (per-record levels, Chen et al. 2025)
     for ``dialect``: unchanged but for Spark, where it is parsed and generated again
     (``DOUBLE PRECISION`` is ``DOUBLE``, …) with :func:`for_dialect`'s rewrites. Literals
     keep their text, so the float-exact level bounds ``CAST('…' AS DOUBLE)`` stay exact."""

@@ -11,7 +11,7 @@ public grid (:class:`mechanisms.extreme.ExtremeGrid`, passed in as lower/step/U)
 
 Its rows never leave the proxy; the mechanism turns each group's histogram into one value.
 
-A key without a public domain (issue 20 §3, ``plan.selected``): the same scan also returns, on
+A key without a public domain (``plan.selected``): the same scan also returns, on
 each histogram row, the number of distinct units of its key over the kept rows (rows, on a
 table without a unit; as the partition scan counts them), and drops keys below the
 selection's scan floor::

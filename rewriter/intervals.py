@@ -1,4 +1,4 @@
-"""SUM / AVG of arithmetic over bounded columns (issue 19 §2): ``SUM(age + 1)``,
+"""SUM / AVG of arithmetic over bounded columns: ``SUM(age + 1)``,
 ``SUM(a + b)``, ``SUM(2 * x)``, ``AVG(x - 10)``, ``SUM(income / 1000.0)``.
 
 The argument is an expression of ``+ − ×``, unary minus, parentheses, numeric literals and

@@ -1,5 +1,5 @@
 """The relation a DP statement reads: one declared table, or a private table with one
-LOOKUP join (issue 20 §4).
+LOOKUP join.
 
 A lookup join attaches to each row of the private (base) table at most one row of another
 table, found by that table's declared unique ``key``::

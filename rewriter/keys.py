@@ -1,4 +1,4 @@
-"""Derived group keys with public domains (issue 19).
+"""Derived group keys with public domains.
 
 A GROUP BY (or select) expression is a group key when the set of values it can take
 follows from the config alone, never from data:

@@ -1,11 +1,11 @@
-"""Plan rules for local (metric-LDP) tables (seed 002, spec 002 §8).
+"""Plan rules for local (metric-LDP) tables (Xiang et al. 2020, metric-LDP spec §8).
 
 A local table stores no raw value of its private columns: every record was
 perturbed once at ingestion (thermometer encoding + bit flips, spec §3.1) and only
 the *reports* live in the backend table ``<table>_reports``. A query is
 post-processing of those reports, so it costs no budget; this module turns a
 SELECT into ONE aggregate scan over the report table (the product form of §3.5)
-and says how to read the answer back. It is SQL only (issue 18): the plan describes
+and says how to read the answer back. It is SQL only: the plan describes
 its weights symbolically (:class:`rewriter.local_weights.Weight`, :class:`LocalQuery`);
 the proxy evaluates them and computes the estimators' coefficients with
 :mod:`mechanisms.metric_ldp` (:mod:`proxy.pipeline.local_bind`) and passes those plain
@@ -96,7 +96,7 @@ SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool
 # ---------------------------------------------------------------------------- layout
 @dataclass(frozen=True)
 class Dim:
-    """One private column as a dimension (spec 002 §1.3): public [lo, hi], m buckets of width
+    """One private column as a dimension (metric-LDP spec §1.3): public [lo, hi], m buckets of width
     g = (hi - lo)/m, ε per bucket step; ``kind = "weight"``: the private weight of paper §4.3.2
     (m = 2, lo = 0, hi = Δ). Plain numbers (the proxy builds the mechanism's DimSpec)."""
 
@@ -147,7 +147,7 @@ class Layout:
     public: tuple[str, ...]
     estimator: str
     weight: str | None  # the private weight column, if any
-    categories: tuple = ()  # Subset columns (rewriter.local_subset.Category, seed 000 §5)
+    categories: tuple = ()  # Subset columns (rewriter.local_subset.Category; multi-tier release, Wang et al. 2026 §5)
 
     def is_private(self, col: str) -> bool:
         return col in self.where

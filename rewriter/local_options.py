@@ -1,4 +1,4 @@
-"""Query-time options of a local (metric-LDP) table (spec 002 §8, §3.12).
+"""Query-time options of a local (metric-LDP) table (metric-LDP spec §8, §3.12).
 
 All are post-processing of the stored reports, so none changes ingestion or the
 per-record guarantee, and none costs budget:

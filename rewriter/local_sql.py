@@ -1,8 +1,8 @@
-"""The one-scan SQL of a local-table plan (spec 002 §3.5 product form, §4.2, §3.10): group
+"""The one-scan SQL of a local-table plan (metric-LDP spec §3.5 product form, §4.2, §3.10): group
 keys, then per aggregate its estimator and variance estimate over the report columns.
 Split from :mod:`rewriter.local`, which plans the statement.
 
-The estimators are written from PLAIN numbers (issue 18): an :class:`Estimate` is
+The estimators are written from PLAIN numbers: an :class:`Estimate` is
 ``sum_i scale * prod_d (const_d + sum_j coef_dj * col_dj)`` with, per dimension d, the
 affine form G_{i,d} of spec §3.5 / §3.11 (summation by parts). The proxy computes those
 coefficients with :func:`mechanisms.metric_ldp.affine_terms` (and the variance's two

@@ -1,4 +1,4 @@
-"""Categorical Subset columns of local tables (seed 000 §5; spec 000 §4, §10 "LDP categorical
+"""Categorical Subset columns of local tables (multi-tier release, Wang et al. 2026 §5; multi-tier spec §4, §10 "LDP categorical
 columns"): storage layout, tier → stored level, and the plan of ``COUNT(*) … GROUP BY cat``.
 
 Storage: a column ``c`` with domain of d values declared for the tiers of ladder ``L`` is
@@ -14,7 +14,7 @@ nearest LOWER stored level (a tier added after ingestion, App. H), never a highe
 sums those d bit columns (per public group cell); the estimate is post-processing with the
 MATCHED template's (t, f) (pitfall 10), done by the proxy.
 
-This module is SQL only (issue 18): a :class:`Category` is plain data (domain, ladder name,
+This module is SQL only: a :class:`Category` is plain data (domain, ladder name,
 variant, stored levels); the Subset program and its templates are the proxy's.
 """
 

@@ -1,11 +1,11 @@
 """Bucket weights for local (metric-LDP) tables: a predicate or expression over ONE
 private column becomes a weight per bucket — its average over the bucket's possible
-values ("interpolate" edge policy, spec 002 §8; "whole" rounds a predicate's weights up to
+values ("interpolate" edge policy, metric-LDP spec §8; "whole" rounds a predicate's weights up to
 1 on every bucket it touches; see :mod:`rewriter.local`).
 
 This module only reads the SQL: it checks the expression and compiles it to a SQL-free
 :class:`Weight` (a tree of plain tuples) that the proxy evaluates numerically with
-:func:`mechanisms.metric_ldp.weights.bucket_weights` (issue 18: the rewriter imports no
+:func:`mechanisms.metric_ldp.weights.bucket_weights` (the rewriter imports no
 mechanism code). :class:`LocalQuery` is a separable query (spec §3.5) described by such
 factors per dimension.
 """

@@ -17,8 +17,8 @@ from .errors import SYNTAX_ERROR, Refusal
 
 MAX_TOKENS = 40_000
 """Statements with more tokens are refused (54000) before parsing: parsing costs
-about 1.5 µs per token and holds the interpreter while it runs (40,000 tokens:
-an INSERT of a few thousand rows; ~60 ms)."""
+time linear in the tokens and holds the interpreter while it runs (40,000 tokens:
+an INSERT of a few thousand rows)."""
 
 
 _LOCAL = threading.local()
@@ -113,7 +113,7 @@ def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
 def tokenize(sql: str) -> list[Token] | None:
     """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that).
     The last statement's tokens are kept per thread: routing and the plan template of one
-    statement tokenize it once (issue 21). Callers must not modify the list."""
+    statement tokenize it once. Callers must not modify the list."""
     last: tuple[str, list[Token] | None] | None = getattr(_LOCAL, "last", None)
     if last is not None and last[0] == sql:
         return last[1]

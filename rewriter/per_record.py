@@ -1,4 +1,4 @@
-"""Plan rules and backend SQL for per-record DP tables (seed 003).
+"""Plan rules and backend SQL for per-record DP tables (Chen et al. 2025).
 
 A table with a ``privacy`` policy answers
 
@@ -7,7 +7,7 @@ A table with a ``privacy`` policy answers
 
 through ONE backend scan grouped by the group keys and the record's privacy level
 (and its log2 value bucket where the framework sum needs it); MAX/MIN add one
-second round trip once each cell's level ℓ is known (spec 003 §12.2-12.4).
+second round trip once each cell's level ℓ is known (per-record spec §12.2-12.4).
 
 Validation is the central rewriter's: the statement is planned by
 :func:`rewriter.build_plan` with MAX/MIN read as SUM (same argument rules: a
@@ -81,8 +81,8 @@ class PolicySql:
     expr: exp.Expression | None  # custom: the validated expression (quoted columns)
     eps_min: float
     eps_max: float
-    level_hi: tuple  # h_1..h_L (spec 003 §3.1)
-    bucket_edges: tuple  # 2^0..2^(B-1) (spec 003 §12.3)
+    level_hi: tuple  # h_1..h_L (per-record spec §3.1)
+    bucket_edges: tuple  # 2^0..2^(B-1) (per-record spec §12.3)
     U: int
 
 

@@ -1,10 +1,10 @@
-"""SQL text of the per-record scans (seed 003; spec 003 §1.1, §10.3, §11.3, §12.1-12.3),
+"""SQL text of the per-record scans (Chen et al. 2025; per-record spec §1.1, §10.3, §11.3, §12.1-12.3),
 written from PLAIN numbers: the budget function's constants, the level thresholds h_i and
 the value-bucket edges. The proxy computes those numbers with :mod:`mechanisms.per_record`
 (``PrivacyFunction``, ``Levels``, ``ValueBuckets``) and passes them here as plain data, so
-the rewriter imports no mechanism code and the mechanisms write no SQL (issue 18).
+the rewriter imports no mechanism code and the mechanisms write no SQL.
 
-Exactness (spec 003 §11.3, §12.1): every SQL expression below performs the SAME IEEE-754
+Exactness (per-record spec §11.3, §12.1): every SQL expression below performs the SAME IEEE-754
 double operations, in the same order, as its numpy twin in :mod:`mechanisms.per_record`:
 
 * :func:`privacy_sql` ⇔ ``PrivacyFunction.__call__`` (E(v) = clamp(α / g(max(|v|, v_cap))));
@@ -39,7 +39,7 @@ __all__ = [
 @dataclass(frozen=True)
 class PrivacySql:
     """The constants of a shortcut E(v) = clamp(alpha / g(max(|v|, v_cap)), eps_min, eps_max)
-    (paper Eq. (1), §8; spec 003 §10.3): g(x) = x ("inverse"), sqrt(x) ("sqrt") or
+    (paper Eq. (1), §8; per-record spec §10.3): g(x) = x ("inverse"), sqrt(x) ("sqrt") or
     (ln(x) / log_c)^4 ("log"; log_c = ln(base), 1.0 for the natural log)."""
 
     kind: str
@@ -89,7 +89,7 @@ def privacy_sql(f: PrivacySql, col: str) -> str:
 
 
 def level_sql(e: str, hi: Sequence[float]) -> str:
-    """lvl(e) for the level upper bounds ``hi`` = (h_1, …, h_L) (spec 003 §3.1: the first i
+    """lvl(e) for the level upper bounds ``hi`` = (h_1, …, h_L) (per-record spec §3.1: the first i
     with e <= h_i, L when none); ``e`` must be the clamped DOUBLE budget (a column alias)."""
     L = len(hi)
     if L <= 1:
@@ -99,7 +99,7 @@ def level_sql(e: str, hi: Sequence[float]) -> str:
 
 
 def bucket_sql(v: str, edges: Sequence[float]) -> str:
-    """b(v) for the integer bucket edges 2^0 … 2^(B-1) (spec 003 §12.3): the first j with
+    """b(v) for the integer bucket edges 2^0 … 2^(B-1) (per-record spec §12.3): the first j with
     v <= edges[j], B when none."""
     if not edges:
         return "0"
@@ -140,7 +140,7 @@ def level_scan_sql(
     where: str | None = None,
     keep_nulls: bool = False,
 ) -> str:
-    """Reference shape of the ONE scan every per-record mechanism needs (spec 003 §12.2; the
+    """Reference shape of the ONE scan every per-record mechanism needs (per-record spec §12.2; the
     served statements use :func:`rewriter.per_record.scan_sql`, which adds keys and filters):
 
     * COUNT (PrDPCount), stage 1 of MAX: ``SELECT lvl, COUNT(*) … GROUP BY lvl``
@@ -160,7 +160,7 @@ def level_scan_sql(
 def max_values_sql(
     source: str, col: str, f: PrivacySql, U: int, hi: Sequence[float], ell: int, where: str | None = None
 ) -> str:
-    """MAX round 2 (spec 003 §12.4, after ``FrameworkMax.select_level``): the distinct values of
+    """MAX round 2 (per-record spec §12.4, after ``FrameworkMax.select_level``): the distinct values of
     D_ell with counts."""
     return (
         _lv_cte(source, col, f, U, hi, None, where, False)

@@ -52,7 +52,7 @@ def check(node: exp.Expr, ctx: Ctx) -> T:
         return replace(t, type="float", numeric=True) if _decimal(node) else t
     if node.args.get("negate") and isinstance(node, (exp.Is, exp.Like, exp.ILike)):
         # IS NOT / NOT LIKE / NOT ILIKE: the negation is rebuilt explicitly over the
-        # positive form, so it can never be dropped (issue 16)
+        # positive form, so it can never be dropped
         positive = node.copy()
         positive.set("negate", None)
         return T(exp.Not(this=paren(check(positive, ctx).node)), "bool")

@@ -1,4 +1,4 @@
-"""Reading a public table as-is (issue 20 §4a): ``[tables.stores] public = true``.
+"""Reading a public table as-is: ``[tables.stores] public = true``.
 
 A public table holds no personal data (the owner says so in the config), so its rows are
 answered exactly, with no noise and no charge. The statement is still parsed and rebuilt,

@@ -233,7 +233,7 @@ def shape_key(tokens) -> tuple | None:
 
 
 class Routes:
-    """Routes remembered by :func:`shape_key` (issue 21: a fresh statement that differs from
+    """Routes remembered by :func:`shape_key` (a fresh statement that differs from
     an earlier one only in its numbers — ``age BETWEEN 31 AND 64``, then ``25 AND 70`` —
     skips the parse). The first statement of a key is parsed and classified as by
     :func:`route`; only DP and public-table routes are kept (EXPLAIN keeps its body text,

@@ -78,7 +78,7 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
                 "aggregate itself, or display steps over one aggregate: ROUND(agg[, n]), "
                 "FLOOR(agg), CEIL(agg), CAST(agg AS integer | double precision | numeric).",
             )
-        elif derived.derivable(node):  # CASE, bins, booleans, date parts (issue 19)
+        elif derived.derivable(node):  # CASE, bins, booleans, date parts
             g = derived.derive(node, ctx)
             out.append(Item(alias or derived.name_of(node), "key", g))
         else:
@@ -129,7 +129,7 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
             keys[g.column] = g
             continue
         if node is not None and not isinstance(node, exp.Column) and derived.derivable(node):
-            g = derived.derive(node, ctx)  # CASE, bins, booleans, date parts (issue 19)
+            g = derived.derive(node, ctx)  # CASE, bins, booleans, date parts
             keys[g.column] = g
             continue
         if not isinstance(node, exp.Column):
@@ -171,7 +171,7 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
                 f"GROUP BY {name} is not allowed: column {name} has no public "
                 f"domain; declare a public domain for it in the config.",
             )
-        # no public domain: the released keys are chosen by DP partition selection (issue 20)
+        # no public domain: the released keys are chosen by DP partition selection
         keys[name] = GroupKey(name, col.type, col.public_domain)
     out = tuple(keys[k] for k in sorted(keys))
     cells = 1

@@ -1,4 +1,4 @@
-"""Threshold and top-c shapes, answered by the sparse vector technique (seed 004, spec §7.1):
+"""Threshold and top-c shapes, answered by the sparse vector technique (Liu et al.; SVT spec §7.1):
 
     SELECT g FROM t GROUP BY g HAVING COUNT(*) > T          (also >=, COUNT(col), SUM(col))
     SELECT g FROM t GROUP BY g ORDER BY COUNT(*) DESC LIMIT c   (T from HAVING or

@@ -146,12 +146,10 @@ def clamp_case(col: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> e
     """``col`` clamped to [lo, hi] in one CASE: ``CASE WHEN col < lo THEN lo WHEN col > hi
     THEN hi ELSE col END``. NULL stays NULL (no comparison holds, and the ELSE is NULL), NaN
     clamps to hi and ±Infinity to its bound (NaN sorts above every number on DuckDB,
-    Postgres and Spark). On DuckDB 2.0 (2 cores, prepared, median of 500) this form costs
-    a SUM 1.12–1.18× the bare column's from 1k to 100k rows, against 1.19–1.24× for the
-    in-range test first (``CASE WHEN col BETWEEN lo AND hi THEN col …``), and the two are
-    within 5% of each other from 300k to 3M rows, for INTEGER and DOUBLE columns alike
-    (``bench.rewrite``, issue 21). Not LEAST/GREATEST: Postgres' GREATEST(NULL, lo) is lo,
-    not NULL (and on DuckDB they cost 1.7× the bare column at 100k rows)."""
+    Postgres and Spark). This form costs a SUM no more than the in-range test
+    first (``CASE WHEN col BETWEEN lo AND hi THEN col …``; ``bench.rewrite`` compares them).
+    Not LEAST/GREATEST: Postgres' GREATEST(NULL, lo) is lo, not NULL (and on DuckDB they
+    cost more than either CASE)."""
     below = exp.If(this=exp.LT(this=col.copy(), expression=lo.copy()), true=lo.copy())
     above = exp.If(this=exp.GT(this=col.copy(), expression=hi.copy()), true=hi.copy())
     return exp.Case(ifs=[below, above], default=col.copy())

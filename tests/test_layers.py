@@ -115,7 +115,7 @@ def _sql_strings(path: Path) -> list[str]:
 
 
 def test_mechanisms_write_no_sql():
-    """Issue 18: mechanisms are pure math; the SQL of their inputs is written by the rewriter
+    """Mechanisms are pure math; the SQL of their inputs is written by the rewriter
     (rewriter.local_sql, rewriter.per_record_sql) from plain numbers the proxy computes."""
     found = [hit for f in sorted((ROOT / "mechanisms").rglob("*.py")) for hit in _sql_strings(f)]
     assert found == [], found

@@ -1,4 +1,4 @@
-"""Baselines for AVG in the add-remove model (spec 001 sections 3.1-3.2, 7.8),
+"""Baselines for AVG in the add-remove model (add-remove mean spec sections 3.1-3.2, 7.8),
 with the same interface and post-processing as Algorithm 3.
 
 * :class:`ShiftedLaplaceMean` -- Algorithm 2: eps/2 on the midpoint-shifted

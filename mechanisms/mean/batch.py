@@ -1,4 +1,4 @@
-"""The grid input (A, n) of many AVG cells at once, exactly (issue 21; spec 001 sections 3, 6.7).
+"""The grid input (A, n) of many AVG cells at once, exactly (add-remove mean spec sections 3, 6.7).
 
 :meth:`~mechanisms.mean.common.GridMean.grid_input` is A = floor(M s1 + 1/2),
 s1 = (S - n l')/w', in exact rational arithmetic. :func:`grid_inputs` gives the same A for
@@ -36,7 +36,7 @@ _ROOM = 1 << 62
 def _each(sums, counts, one, a, n, rows) -> tuple[np.ndarray, np.ndarray]:
     """The exact scalar ``one`` for ``rows`` (numpy columns read as their Python values:
     ``tolist()``'s, made for the rows asked only when they are few — usually a handful of
-    10,000, where converting whole columns cost 0.1 ms)."""
+    many, where converting whole columns would cost more than the rows)."""
     if len(rows) * 8 < len(counts):
         value = lambda col, r: col[r].item() if isinstance(col, np.ndarray) else col[r]  # noqa: E731
         for r in rows:

@@ -1,4 +1,4 @@
-"""Shared parts of the AVG measurements (spec 001 sections 3, 3.5, 6, 7).
+"""Shared parts of the AVG measurements (add-remove mean spec sections 3, 3.5, 6, 7).
 
 * :class:`MeanRelease` -- a :class:`~mechanisms.measurements.Release` whose
   ``value`` is the AVG estimate and whose ``parts`` are the SUM and COUNT

@@ -1,8 +1,8 @@
 """Closed-form constants for add-remove mean estimation (Kulesza, Suresh, Wang
-2024, arXiv:2312.06658; spec 001 sections 2.3-2.6 and 4.2).
+2024, arXiv:2312.06658; add-remove mean spec sections 2.3-2.6 and 4.2).
 
 Throughout b = e^-eps and (1 - b) = -expm1(-eps) for numerical stability
-(spec 001 section 6 item 5).
+(add-remove mean spec section 6 item 5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The hourglass mechanism restricted to a grid, for serving (spec 001 2.4, 6.7).
+"""The hourglass mechanism restricted to a grid, for serving (add-remove mean spec 2.4, 6.7).
 
 Floating-point continuous noise leaks through its low-order bits (Mironov
 2012), so the serving path releases integers only. The first coordinate lives

@@ -1,4 +1,4 @@
-"""Continuous noise laws for add-remove mean estimation (spec 001 section 2).
+"""Continuous noise laws for add-remove mean estimation (add-remove mean spec section 2).
 
 Each class has the density (or pmf), a vectorised numpy sampler
 ``sample(rng, size)`` and ``privacy_map(d_in)`` (pure eps-DP for a query whose

@@ -1,4 +1,4 @@
-"""Error quantiles for the released AVG / SUM / COUNT (spec 001 sections 4.1-4.2, 7.5).
+"""Error quantiles for the released AVG / SUM / COUNT (add-remove mean spec sections 4.1-4.2, 7.5).
 
 All are functions of the public noise law (and of released values), never of
 the true data:
@@ -14,7 +14,7 @@ the true data:
 * :func:`integer_abs_quantile` -- least integer h with P(|K| <= h) >= level.
 * :func:`hourglass_count_quantile` -- the same for the grid hourglass's line index
   K = J + L in closed form (O(log h) tail evaluations instead of a convolution of
-  O(1/eps) terms: 3.9 s at eps = 0.001, issue 24).
+  O(1/eps) terms, which grows without bound as eps falls).
 
 The delta method (Lemma 1) turns these into half-widths: the AVG error is
 ~ w (Z1 - alpha K)/n, the derived SUM error is w Z1 + l K = w (Z1 - (-l/w) K).

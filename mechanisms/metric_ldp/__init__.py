@@ -1,5 +1,5 @@
 """Local tables under metric LDP (E_L1-LDP): range, multi-dim range, linear and quantile
-queries (Xiang, Ding, He, Zhou 2020; spec 002).
+queries (Xiang, Ding, He, Zhou 2020; metric-LDP spec).
 
 * :mod:`.spec` -- DimSpec/GroupSpec, bucketing, report table schema, guarantee.
 * :mod:`.randomizer` -- standalone client randomizer (numpy + RandomSource only).

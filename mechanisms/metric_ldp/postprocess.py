@@ -1,4 +1,4 @@
-"""Optional post-processing of local-table estimates (spec 002 §3.12, §8: ``clip`` and
+"""Optional post-processing of local-table estimates (metric-LDP spec §3.12, §8: ``clip`` and
 ``isotonic_cdf``). Not in the paper; both bias the estimates but cannot increase the
 distance to any truth in the target set, and cost no privacy (functions of the reports).
 

@@ -1,7 +1,7 @@
 """Collection spec for metric-LDP (E_L1-LDP) reports: domains, buckets, report schema.
 
 Xiang, Ding, He, Zhou 2020, "Linear and Range Counting under Metric-based LDP";
-spec 002 sections 1.3 (discretisation), 3.1 (M4 encoding), 7.15, 8 (SQL mapping).
+metric-LDP spec sections 1.3 (discretisation), 3.1 (M4 encoding), 7.15, 8 (SQL mapping).
 
 A :class:`GroupSpec` describes one *joint group* of D private columns collected together
 (joint collection is required for multi-dim ranges, spec 7.8). Dimension d has a public

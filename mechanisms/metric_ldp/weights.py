@@ -1,4 +1,4 @@
-"""Bucket weights of a predicate or expression over ONE private column (spec 002 §8,
+"""Bucket weights of a predicate or expression over ONE private column (metric-LDP spec §8,
 "interpolate" edge policy): its average over each bucket's possible values.
 
 The expression arrives as a small SQL-free tree (built by :mod:`rewriter.local_weights`):

@@ -1,4 +1,4 @@
-"""Multi-tier DP release: one chain answers every tier (spec 000, paper arXiv:2606.15543).
+"""Multi-tier DP release: one chain answers every tier (multi-tier spec, paper arXiv:2606.15543).
 
 Central DP: :func:`make_ladder` (Alg. 1 with tsg / msdlap / laplace / gaussian /
 skellam residuals; DG and staircase refused), :class:`VectorLadder` (AVG via

@@ -1,10 +1,10 @@
-"""The tsg chain of Alg. 1 drawn for many cells at once (issue 21; spec 000 sections 2.3, 3.1).
+"""The tsg chain of Alg. 1 drawn for many cells at once (multi-tier spec sections 2.3, 3.1).
 
 A data-market ladder releases every cell at every tier level: the root q + TSG(a_0) and, per
 lower level, the Eq. (1) residual -- 0 with probability w0 = e^-(a-b) r^2,
 r = (1 - e^-b)/(1 - e^-a), else a fresh TSG(e^-b) (a = eps_hi/Delta > b = eps_lo/Delta).
-:func:`~.families.tsg_residual` draws one cell in pure Python (≈87 µs a cell for three
-levels); here the same law is drawn as numpy arrays over CSPRNG words, with exact integer
+:func:`~.families.tsg_residual` draws one cell in pure Python (interpreter time per
+cell and level); here the same law is drawn as numpy arrays over CSPRNG words, with exact integer
 arithmetic only (:mod:`mechanisms.batch`, :mod:`mechanisms.exact_real`; no floating point,
 Mironov 2012):
 

@@ -1,6 +1,6 @@
 """Noise families for multi-tier release and their residual samplers.
 
-Spec 000 sections 2-3 (paper Sec. 4, Table 1, Alg. 1, Thm 4.1). A family maps a
+The multi-tier spec sections 2-3 (paper Sec. 4, Table 1, Alg. 1, Thm 4.1). A family maps a
 tier level eps to a noise law eta(eps); the residual s (eps_hi -> eps_lo) has
 CF Phi_eta(eps_lo) / Phi_eta(eps_hi), so r_lo = r_hi + s has law q + eta(eps_lo)
 without touching the data. Every family exposes ``cf(eps, t)`` so tests can

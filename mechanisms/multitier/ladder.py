@@ -313,7 +313,7 @@ def make_ladder(family, epsilons: Sequence[Real], sensitivity: Real = 1, **kw) -
 class VectorLadder:
     """Independent chains on each coordinate of a vector query with l1 sensitivity Delta.
 
-    For AVG via Algorithm 3 of seed 001 (spec 001 3.3): q = (s1, s2), neighbour
+    For AVG via Algorithm 3 of the add-remove mean (Kulesza et al. 2024; add-remove mean spec 3.3): q = (s1, s2), neighbour
     shifts +-(t, 1-t), ||.||_1 = 1, so iid Laplace(1/eps) per coordinate is eps-DP
     at FULL eps (no split). Per coordinate a chain; the vector of chains is the
     vector mechanism at every level, and the joint over tiers is a post-processing

@@ -48,7 +48,7 @@ class PrRelease(Release):
 
 def as_int(x) -> int:
     """Integer from a SQL aggregate (int, numpy int, HUGEINT, integral Decimal/float)."""
-    if type(x) is int:  # the usual case, first (ABC checks cost ≈1 µs a value)
+    if type(x) is int:  # the usual case, first (an ABC check costs more than this test)
         return x
     if x is None:
         return 0

@@ -1,4 +1,4 @@
-"""Privacy budget functions E(r) (paper Def 3.6, Eq. (1); spec 003 sections 1.3, 10.3, 12.1).
+"""Privacy budget functions E(r) (paper Def 3.6, Eq. (1); per-record spec sections 1.3, 10.3, 12.1).
 
 ``f(v)`` is numpy, vectorised, float64 (never float32, spec 11.3). The backend computes
 the same E in SQL (:func:`rewriter.per_record_sql.privacy_sql`, from this function's plain

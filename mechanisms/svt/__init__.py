@@ -1,5 +1,5 @@
 """Sparse vector technique with exponential noise, SVT-Exp (Liu et al. 2024, arXiv 2407.20068;
-spec 004). Pure math: threshold/top-c key selection releasing only top/bottom decisions.
+SVT spec). Pure math: threshold/top-c key selection releasing only top/bottom decisions.
 
 * :func:`svt_select` -- serving entry point (HAVING COUNT(*) > T, approximate top-c).
 * :class:`SvtExp` -- Alg. 2 with its privacy map (Thm. 3), exact-integer or real-valued noise.

@@ -1,4 +1,4 @@
-"""Baselines of Table 3 (spec 004 Sec. 4), real-valued noise, for the benchmark only (not for serving).
+"""Baselines of Table 3 (SVT spec Sec. 4), real-valued noise, for the benchmark only (not for serving).
 
 All share Alg. 2's loop (:func:`.engine.run_passes`, RESAMPLE=False, APPEND as passes):
 
@@ -10,7 +10,7 @@ All share Alg. 2's loop (:func:`.engine.run_passes`, RESAMPLE=False, APPEND as p
 | lap       | Lap(D/eps1)     | Lap(s c D/eps2)        (Lyu et al.)     | 0            | (sc)^{2/3} |
 | gau       | N(0,(aD/eps1)^2)| N(0,(a s c D/eps2)^2)  (App. G.4)       | 0            | (sc)^{2/3} |
 
-SVT-Gau: a = sqrt(2 ln(1.25/delta)) (classic Gaussian mechanism; the paper gives no a, spec 004
+SVT-Gau: a = sqrt(2 ln(1.25/delta)) (classic Gaussian mechanism; the paper gives no a, SVT spec
 Sec. 4, item 17), (eps, delta)-DP only, with the usual eps <= 1 caveat. The exp variants take their
 scales from :class:`.svt_exp.SvtExp`, so the benchmark runs the real parameterisation.
 """

@@ -1,15 +1,15 @@
-"""CorrectionTerm: the utility-optimal threshold correction r_op (Sec. 4.3, Eq. 7-9; spec 004 Sec. 2.3).
+"""CorrectionTerm: the utility-optimal threshold correction r_op (Sec. 4.3, Eq. 7-9; SVT spec Sec. 2.3).
 
 Worst case q_i = T_i (Eq. 8):  p(r) = Gamma(r + alpha)^k (1 - Gamma(r - alpha)),  r_op = argmax p (Eq. 9).
 
 * :func:`r_op` -- closed form. alpha = 0: p = g(Gamma(r)) with g(x) = x^k (1-x) maximal at x = k/(k+1)
   (Thm. 8), so r_op = Gamma^{-1}(k/(k+1)), solved in log space. alpha > 0: log p is concave
-  (Exp and Laplace are log-concave, spec 004 Sec. 2.3), maximised with a bounded scalar search.
+  (Exp and Laplace are log-concave, SVT spec Sec. 2.3), maximised with a bounded scalar search.
 * :func:`r_op_numerical` -- the generic numerical framework (Alg. 3 CorrectionTerm, Alg. 4 Discretizer):
   discretise both CDFs on a grid of width u = B/(m-1), convolve by FFT, argmax on the grid.
 
 Both are pure functions of public parameters (b, theta, k, alpha) and are cached (``functools.lru_cache``);
-r_op must never be computed from data (spec 004 Sec. 6 item 6).
+r_op must never be computed from data (SVT spec Sec. 6 item 6).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def r_op_numerical(
 ) -> float:
     """Alg. 3 CorrectionTerm(b, lambda, alpha, m, e, k) on a grid (accuracy about one bucket u).
 
-    [ours, spec 004 Sec. 2.3 (i)-(v)]: B = max of the Exp and Laplace (1-e)-quantiles; Z = X - Y is
+    [ours, SVT spec Sec. 2.3 (i)-(v)]: B = max of the Exp and Laplace (1-e)-quantiles; Z = X - Y is
     computed as X + Y (Laplace is symmetric); the mass of bucket-sum index s lies in
     [s u, (s+2) u) and is assigned to the midpoint, Gamma_bar((s+1) u) = P[index <= s]; alpha is
     rounded to whole buckets. Mass at +inf (either tail) stays above every grid point; the Laplace

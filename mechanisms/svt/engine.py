@@ -1,10 +1,10 @@
-"""The SVT loop (Alg. 1 / Alg. 2 with APPEND as bounded passes; spec 004 Sec. 1.2, 2.1, 2.4).
+"""The SVT loop (Alg. 1 / Alg. 2 with APPEND as bounded passes; SVT spec Sec. 1.2, 2.1, 2.4).
 
 One pass compares every still-negative candidate, in a fixed data-independent order, against the
 current noisy threshold: q_i + v_i >= T_i + rho + r. A positive answer (top) is final; negatives are
 re-asked in the next pass with fresh noise (APPEND, Sec. 4.4). Halts at c positives, after
-``k_max`` comparisons (checked after every comparison, spec 004 Sec. 1.2 note) or after
-``max_passes`` passes (spec 004 Sec. 6 item 11).
+``k_max`` comparisons (checked after every comparison, SVT spec Sec. 1.2 note) or after
+``max_passes`` passes (SVT spec Sec. 6 item 11).
 
 Noise is drawn a pass (segment) at a time; the draws are i.i.d. and the output is a function of
 the draws actually compared, so this has exactly the law of the one-at-a-time loop. With RESAMPLE

@@ -1,4 +1,4 @@
-"""Exact integer noise and grid snapping for the serving path of SVT-Exp (spec 004 Sec. 6 item 20).
+"""Exact integer noise and grid snapping for the serving path of SVT-Exp (SVT spec Sec. 6 item 20).
 
 The paper analyses real-valued noise. Serving uses its exact discrete analogue [ours]:
 threshold noise rho ~ DLap(b) (:func:`mechanisms.samplers.discrete_laplace`) and query noise

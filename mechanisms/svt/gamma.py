@@ -1,8 +1,8 @@
 """Law of the comparison noise Z = X - Y, X ~ Exp(scale theta), Y ~ Lap(b), and the
 Table 4/6 budget split (Liu et al. 2024, "Unleash the Power of Ellipsis", Sec. 4.2-4.3;
-spec 004 Sec. 2.2-2.3).
+SVT spec Sec. 2.2-2.3).
 
-Closed form (Eq. 40 pieces, spec 004 Sec. 2.3), for z <= 0:  Gamma(z) = b e^{z/b} / (2(b+theta));
+Closed form (Eq. 40 pieces, SVT spec Sec. 2.3), for z <= 0:  Gamma(z) = b e^{z/b} / (2(b+theta));
 for z > 0 the survival 1 - Gamma(z) is evaluated in the factored form [ours, algebra]
 
     theta >= b:  e^{-z/theta} [(2theta+b) - b(theta+b) E] / (2(theta+b)),
@@ -10,7 +10,7 @@ for z > 0 the survival 1 - Gamma(z) is evaluated in the factored form [ours, alg
     b > theta :  e^{-z/b} [(b+2theta) - 2theta^2 F] / (2(b+theta)),
                  F = expm1(-z v/(b theta))/v,  v = b - theta
 
-which is continuous through the singular case b = theta (E, F -> -z/(b theta)) -- spec 004 Sec. 6 item 13 --
+which is continuous through the singular case b = theta (E, F -> -z/(b theta)) -- SVT spec Sec. 6 item 13 --
 and never overflows, so log Gamma and log(1-Gamma) are accurate in both tails.
 """
 
@@ -75,7 +75,7 @@ def gamma_logsf(z, b: float, theta: float) -> np.ndarray:
 
 
 def gamma_cdf(z, b: float, theta: float) -> np.ndarray:
-    """Gamma(z), the CDF of Z = X - Y (Eq. 8 / Eq. 40; spec 004 Sec. 2.3)."""
+    """Gamma(z), the CDF of Z = X - Y (Eq. 8 / Eq. 40; SVT spec Sec. 2.3)."""
     return np.exp(gamma_logcdf(z, b, theta))
 
 
@@ -85,7 +85,7 @@ _FAMILIES = ("exp", "lap", "gum", "gau")
 
 
 def _var_coeffs(c: int, family: str, monotone: bool) -> tuple[float, float]:
-    """(A, B) with Var(N1) = A (Delta/eps1)^2, Var(N2) = B (Delta/eps2)^2 (spec 004 Sec. 2.2).
+    """(A, B) with Var(N1) = A (Delta/eps1)^2, Var(N2) = B (Delta/eps2)^2 (SVT spec Sec. 2.2).
     SVT-Gau: both noises are Gaussian with the same multiplier a, which cancels in w."""
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {_FAMILIES}, got {family!r}")

@@ -1,11 +1,11 @@
 """Serving entry point: private HAVING / approximate top-c key selection with SVT-Exp
-(spec 004 Sec. 7). Only the set of selected candidate positions (top answers) is released.
+(SVT spec Sec. 7). Only the set of selected candidate positions (top answers) is released.
 
     SELECT g FROM t GROUP BY g HAVING COUNT(*) > T  ->  svt_select(counts, T, max_keys, strict=True, ...)
     ... ORDER BY COUNT(*) DESC LIMIT c  (public T)  ->  svt_select(counts, T, c, ...)
 
 ``values`` must hold the exact aggregate of EVERY key of a public candidate domain (zero for
-absent keys, spec 004 Sec. 7.2), never only the keys present in the data.
+absent keys, SVT spec Sec. 7.2), never only the keys present in the data.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ DEFAULT_MAX_PASSES = 5
 
 @dataclass(frozen=True)
 class QueryShape:
-    """Declared shape of the per-key aggregate, for sensitivity / monotonicity (spec 004 Sec. 7.3).
+    """Declared shape of the per-key aggregate, for sensitivity / monotonicity (SVT spec Sec. 7.3).
 
     aggregate: 'count' | 'count_distinct' | 'sum'; neighbouring: 'add_remove' | 'replace';
     lower/upper: per-row clamp bounds of SUM; cap: max rows one individual contributes per key;

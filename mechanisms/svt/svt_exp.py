@@ -1,5 +1,5 @@
 """SVT-Exp: sparse vector technique with exponential query noise (Liu et al. 2024, Alg. 2, Thm. 3;
-spec 004 Sec. 2.1-2.5, 3.1).
+SVT spec Sec. 2.1-2.5, 3.1).
 
 rho ~ Lap(b), b = Delta/eps1 (threshold noise, drawn once; per positive with RESAMPLE);
 v_i ~ Exp(scale theta), theta = s c Delta/eps2, s = 2 (general) or 1 (monotone queries, App. B);
@@ -11,7 +11,7 @@ The cost never depends on how many candidates passed, on k_max or on the number 
 Two noise paths: ``exact=True`` (serving) uses exact integer DLap / geometric noise on integer
 inputs (see :mod:`.exact`); ``exact=False`` uses real-valued numpy noise from
 ``source.generator()`` (the paper's mechanism; float noise, only comparison bits are released --
-spec 004 Sec. 6 item 20: this helps but is not a proof against floating-point attacks).
+SVT spec Sec. 6 item 20: this helps but is not a proof against floating-point attacks).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _EPS1_GRID = 2**40  # eps1 is rounded DOWN to a multiple of 2^-40 (exact Fractio
 
 def shuffle_order(n: int, source: RandomSource) -> np.ndarray:
     """Uniform permutation of range(n) by Fisher-Yates on ``source.randbelow`` (CSPRNG when
-    serving): a data-independent query order (spec 004 Sec. 6 item 21)."""
+    serving): a data-independent query order (SVT spec Sec. 6 item 21)."""
     perm = list(range(n))
     for i in range(n - 1, 0, -1):
         j = source.randbelow(i + 1)
@@ -180,7 +180,7 @@ class SvtExp:
         return Release(tuple(sorted(t.selected)), self.epsilon, math.nan, self.name, float(self.theta))
 
     def params(self) -> dict:
-        """Public parameters to log with each answer (spec 004 Sec. 7.4)."""
+        """Public parameters to log with each answer (SVT spec Sec. 7.4)."""
         return {
             "c": self.c,
             "sensitivity": float(self.sensitivity),

@@ -1,4 +1,4 @@
-"""The owner page (issue 23): ``dpgate serve --admin-http HOST:PORT``, read-only, admin roles only."""
+"""The owner page: ``dpgate serve --admin-http HOST:PORT``, read-only, admin roles only."""
 
 from .server import AdminHttp, check_password, collect
 

@@ -1,4 +1,4 @@
-"""The owner page's HTML (issue 23): server-rendered, read-only, no external assets — inline
+"""The owner page's HTML: server-rendered, read-only, no external assets — inline
 CSS and inline SVG charts only, so it works offline and under ``Content-Security-Policy:
 default-src 'none'``. Pure: data in, text out; every value from the ledger or the config is
 HTML-escaped (statements are analysts' SQL text)."""

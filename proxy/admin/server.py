@@ -1,4 +1,4 @@
-"""``dpgate serve --admin-http HOST:PORT``: the owner page over HTTP (issue 23).
+"""``dpgate serve --admin-http HOST:PORT``: the owner page over HTTP.
 
 Off by default. One page, ``GET /``, read-only, for admin roles only: HTTP basic
 authentication checked against the role's SCRAM verifier from the config (the same password

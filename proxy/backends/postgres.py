@@ -110,7 +110,7 @@ class PostgresBackend:
     ):
         self.dsn = dsn
         self.read_only = read_only
-        # fail fast when the backend is down (issue 24): libpq's connect_timeout (whole
+        # fail fast when the backend is down: libpq's connect_timeout (whole
         # seconds, at least 2) bounds each attempt, and until a checkout has succeeded since
         # the last connection failure a checkout waits connect_timeout_s, not the queue's 10 s
         self.connect_timeout_s = float(connect_timeout_s)

@@ -4,7 +4,7 @@ Spark) or a local Connect server.
 
 Each statement is ONE Spark SQL query (the rewriter's one scan, in the ``spark``
 dialect) run on a worker thread: only the per-cell rows come back, never raw rows, and
-they STREAM in (issue 22): the Connect client's Arrow batches are turned into the cell
+they STREAM in: the Connect client's Arrow batches are turned into the cell
 tuples one batch at a time (``toLocalIterator``), so a GROUP BY of a million cells never
 holds the whole Arrow result, its ``Row`` objects and the tuples at once (the release
 itself needs every cell: ``then`` gets the list of tuples). Every query carries a tag; a
@@ -12,7 +12,7 @@ CancelRequest or the statement timeout interrupts it on the cluster (``interrupt
 Named parameters (``rewriter.params.ParamSQL``: the privacy unit's salt, ``:unit_salt`` in
 the text) are bound by ``spark.sql(text, args=…)``: the value travels beside the text.
 
-A lost cluster (issue 22): the client retries an unreachable server for a few seconds
+A lost cluster: the client retries an unreachable server for a few seconds
 only (``RETRY_S``, not pyspark's ten minutes), then the statement fails with 08006. If
 the session was idle (``IDLE_PROBE_S``) or the last statement lost it, one round trip
 checks it before the query is sent, so a cluster that is down — or was restarted, and
@@ -362,7 +362,7 @@ class SparkBackend:
 
     def append(self, table: str, schema: list[tuple[str, str]], batches) -> None:
         """Blocking: append ``batches`` ({column: values}; ``schema``: (column, Spark type))
-        to ``table`` as ONE Spark job (issue 22, ``dpgate ldp-load``): each batch is sent as
+        to ``table`` as ONE Spark job (``dpgate ldp-load``): each batch is sent as
         an Arrow table and appended to a staging table, then one ``INSERT … SELECT`` moves
         them all (one commit: all rows or none); the staging table is dropped either way."""
         import pyarrow as pa  # pyspark's Connect client brings it

@@ -1,4 +1,4 @@
-"""Each declared column's DP facts as its comment (issue 23): what an analyst needs to write a
+"""Each declared column's DP facts as its comment: what an analyst needs to write a
 query that is answered — bounds (SUM/AVG clamp there), the public domain (groupable), the
 per-record policy, a local table's perturbation — shown by ``\\d+ table``, ``col_description``
 and every client that reads ``pg_description``. From the config alone, like the whole catalog;

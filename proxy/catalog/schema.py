@@ -954,7 +954,7 @@ def build(
                     "attcollation": coll,
                 }
             )
-            if comment := column_comment(table, cname, col):  # the DP facts (issue 23)
+            if comment := column_comment(table, cname, col):  # the DP facts
                 descs.append(
                     {"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": num, "description": comment}
                 )

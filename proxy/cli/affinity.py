@@ -3,10 +3,9 @@
 A fresh release crosses threads — the event loop hands the ledger's reservation to the
 writer thread and the scan to a backend thread, whose result wakes the loop again. Left to
 the kernel, two workers on two cores have those threads woken on the other core about as
-often as on their own: cross-CPU wake-ups, task switches and cold caches. Measured with
-``bench.workers``' load on the 2-core VM (2026-11-27, alternated 8-second runs), two workers
-whose threads were held to one core each served 645–739 fresh releases/s at 2.5–2.9 ms of CPU
-each, against 479–644/s at 2.6–3.4 ms left free.
+often as on their own: cross-CPU wake-ups, task switches and cold caches. Held to one core
+each, the workers serve more fresh releases per second at less CPU each (``bench.workers``;
+the figures are in docs/performance.md).
 
 :func:`hold` runs in a worker once its backend is open and before its gateway starts: it sets the
 affinity of the calling thread (Linux: ``sched_setaffinity`` of thread 0 is the caller),

@@ -1,4 +1,4 @@
-"""``dpgate init``: a commented config TOML proposed from the data (issue 23).
+"""``dpgate init``: a commented config TOML proposed from the data.
 
     dpgate init data.duckdb                  # every table and view of a DuckDB file
     dpgate init a.parquet 'b/*.parquet' c.csv  # files, read by DuckDB (read_parquet / read_csv)

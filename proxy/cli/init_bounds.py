@@ -1,4 +1,4 @@
-"""Bounds for ``dpgate init`` (issue 23): exact, rounded outward to a public grid, or DP.
+"""Bounds for ``dpgate init``: exact, rounded outward to a public grid, or DP.
 
 A bound read from the private data is a disclosure (an exact MAX is one person's value).
 Two ways to publish less:

@@ -10,9 +10,8 @@ the machine can send it a statement as a role. It starts at the workers' priorit
 and lowers every thread it has once it is ready; threads started later inherit it.
 
 **Starvation.** At ``SCHED_IDLE`` the lane runs only on a core no worker wants: while light
-statements keep every core busy, a heavy one waits — a 60 ms release took 14–20 s beside two
-busy loops on the 2-core VM, 34 s beside four, beyond the 30 s statement timeout (which
-charges a scan that started). So the parent watches it (:class:`Starvation`): when the lane
+statements keep every core busy, a heavy one waits, possibly beyond the statement timeout (which charges a scan that
+started). So the parent watches it (:class:`Starvation`): when the lane
 has a statement running and got less than ``STARVED_CORES`` of CPU over ``WINDOW_S``, its
 threads go to ``SCHED_OTHER`` (the workers' priority) until it has none running, then back
 to ``SCHED_IDLE``. Raising a priority needs ``CAP_SYS_NICE`` (or an ``RLIMIT_NICE`` of 20):

@@ -103,7 +103,7 @@ def cmd_ldp_load(args) -> int:
             )
             n = load_rows_duckdb(backend, lay, src, reports=reports, progress=prog)
             asyncio.run(backend.close())
-        elif backend.dialect == "spark":  # issue 22: reports stored in Spark
+        elif backend.dialect == "spark":  # reports stored in Spark
             if path is None:
                 raise IngestError(
                     "0A000",

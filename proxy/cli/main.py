@@ -215,7 +215,7 @@ def _serve_workers(cfg: Config, state: Path, passwords: dict[str, str], args, n:
 
 
 async def _start_admin(gw: Gateway, where: str, say=print, failed_logins=None) -> AdminHttp:
-    """``--admin-http HOST:PORT``: the owner page (issue 23), admin roles only; ``say``
+    """``--admin-http HOST:PORT``: the owner page, admin roles only; ``say``
     prints the line saying where (a worker hands it to the parent, which prints it after
     its listening line); ``failed_logins``: the wire server's limiter, which the page shares."""
     host, _, port = where.rpartition(":")
@@ -458,8 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("--i-know", action="store_true", help="init: yes, start afresh")
     common(lg)
     lg.set_defaults(fn=cmd_ledger)
-    add_parsers(sub, common)  # ldp-load, ldp-perturb (seed 002 local tables)
-    add_init_parser(sub)  # init: a config proposed from the data (issue 23)
+    add_parsers(sub, common)  # ldp-load, ldp-perturb (metric-LDP local tables, Xiang et al. 2020)
+    add_init_parser(sub)  # init: a config proposed from the data
     add_reference_parser(sub)  # config-reference: every key, from the models
     args = p.parse_args(argv)
     try:

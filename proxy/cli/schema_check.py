@@ -1,4 +1,4 @@
-"""Config meets the backend at start (issue 16).
+"""Config meets the backend at start.
 
 Every declared table's ``source`` (a relation, a view, or on DuckDB a table
 function such as ``read_parquet('…')``) is run as the scans read it

@@ -27,7 +27,7 @@ def _demo_config(state_dir: Path) -> tuple[Config, dict[str, str]]:
 
 def load_service_config(path) -> Config:
     """A config file as the service reads it: the models' checks (:mod:`config`),
-    then those that need the rewriter — per-record policies (seed 003)."""
+    then those that need the rewriter — per-record policies (Chen et al. 2025)."""
     cfg = load_config(path)
     if problems := validate_config(cfg):
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

@@ -1,4 +1,5 @@
-"""``dpgate serve --workers N``: N processes serve one port (issue 21, "Every core").
+"""``dpgate serve --workers N``: N processes serve one port, so
+fresh releases use every core.
 
 Design: a **pre-forked shared listener**. A first child prepares everything that writes
 (the demo data, the ledger and its identity, the DuckDB file's identity row, the report

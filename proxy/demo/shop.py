@@ -1,4 +1,4 @@
-"""The demo's second schema (issue 20): people across tables, a foreign-key path and a
+"""The demo's second schema: people across tables, a foreign-key path and a
 public lookup table, generated deterministically in SQL on first start.
 
 * ``stores`` — PUBLIC (10 rows): store_id, area, opened. Anyone reads it as-is; it joins to

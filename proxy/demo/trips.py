@@ -1,4 +1,4 @@
-"""The demo's ``trips`` local table (seed 002): synthetic taxi trips stored ONLY as
+"""The demo's ``trips`` local table (metric LDP, Xiang et al. 2020): synthetic taxi trips stored ONLY as
 metric-LDP reports.
 
 The raw trips are generated deterministically in memory (numpy PCG64, fixed seed:
@@ -8,7 +8,7 @@ ever sees ``trips_reports``. Private: pickup ``hour`` (int 0–23), trip
 ``distance`` (km, 0–30) and ``fare`` (USD, the private weight of paper §4.3.2),
 collected as one joint group. Public: ``vendor``, ``payment``, ``passengers``.
 Private categorical: pickup ``zone`` (6 zones, skewed), perturbed ONCE per row by the
-multi-tier Subset mechanism for the ``market`` ladder (bronze/silver/gold, seed 000 §5).
+multi-tier Subset mechanism for the ``market`` ladder (bronze/silver/gold, Wang et al. 2026 §5).
 
 ``TRIPS_TOML`` is the seed-002 part; ``ZONE_TOML`` adds ``zone`` (it needs a config whose
 tiers have ``ladder = "market"``). ``config/demo.toml`` has both.
@@ -31,7 +31,7 @@ SEED = 2002
 # The [tables.trips] block of config/demo.toml (kept here too so tests can add it).
 TRIPS_TOML = """
 [tables.trips]
-description = "200,000 synthetic taxi trips, stored only as metric-LDP reports (seed 002)"
+description = "200,000 synthetic taxi trips, stored only as metric-LDP reports (Xiang et al. 2020)"
 mode = "local"
 [tables.trips.columns]
 hour       = { type = "int",   description = "pickup hour 0-23 (private: perturbed at ingestion)" }
@@ -55,7 +55,7 @@ ZONE_P = (0.30, 0.25, 0.12, 0.15, 0.10, 0.08)
 ZONE_TOML = """
 [tables.trips.columns]
 zone = { type = "text", domain = ["downtown", "midtown", "uptown", "airport", "harbor", "suburbs"], description = "pickup zone (private: Subset reports for the market tiers)" }
-[tables.trips.local.categories]    # perturbed once per row for bronze/silver/gold (seed 000 §5)
+[tables.trips.local.categories]    # perturbed once per row for bronze/silver/gold (multi-tier Subset, Wang et al. 2026 §5)
 zone = { ladder = "market", variant = 2 }
 """
 BASE_COLUMNS = ("hour", "distance", "fare", "vendor", "payment", "passengers")

@@ -1,4 +1,4 @@
-"""Ingestion into local (metric-LDP) tables (seed 002): raw rows in, reports out.
+"""Ingestion into local (metric-LDP) tables (Xiang et al. 2020): raw rows in, reports out.
 
 Raw values of private columns never reach the backend: :class:`Encoder` buckets
 and perturbs them in memory (``mechanisms.metric_ldp.perturb``, the same code a

@@ -1,4 +1,4 @@
-"""Local (metric-LDP) report tables stored in Spark (issue 22; seed 002 spec §8): the
+"""Local (metric-LDP) report tables stored in Spark (metric LDP, Xiang et al. 2020; metric-LDP spec §8): the
 report table is created through Spark Connect if missing (the catalog's default format:
 Parquet on a local server, Delta on Databricks) or checked against the layout, and
 ``dpgate ldp-load`` appends its encoded batches (:class:`.ldp_load.Encoder`: raw values

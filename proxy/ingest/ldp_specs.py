@@ -1,5 +1,6 @@
-"""The mechanism objects of a local table's layout (seed 002, spec 002 §3.1, §8; seed 000 §5),
-built from the rewriter's plain :class:`rewriter.local.Layout` (issue 18: the rewriter is SQL
+"""The mechanism objects of a local table's layout (metric LDP, Xiang et al. 2020:
+metric-LDP spec §3.1, §8; Subset columns: multi-tier release, Wang et al. 2026 §5),
+built from the rewriter's plain :class:`rewriter.local.Layout` (the rewriter is SQL
 only and imports no mechanism code).
 
 * :func:`group_spec`: the :class:`mechanisms.metric_ldp.GroupSpec` of a joint group (M4,

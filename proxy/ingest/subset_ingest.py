@@ -1,5 +1,5 @@
 """Multi-tier Subset mechanism for categorical columns of local (LDP) tables
-(seed 000 §5, spec §4 and §10 "LDP categorical columns").
+(multi-tier release, Wang et al. 2026 §5; multi-tier spec §4 and §10 "LDP categorical columns").
 
 What the ingestion path calls, per row and categorical column:
 

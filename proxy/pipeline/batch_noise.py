@@ -1,5 +1,5 @@
-"""A large release's noise drawn while its scan runs (issue 21: "cost that does not grow
-with the answer").
+"""A large release's noise drawn while its scan runs, so that the time after the scan does
+not grow with the number of cells.
 
 The noise of a GROUP BY over a public domain does not depend on the data: one draw per
 cell of the plan's domain, in the domain's order, from each measurement's exact batch

@@ -1,7 +1,7 @@
 """The central release kinds (a table with neither ``mode = "local"`` nor a per-record
 policy): the public domain, the noisy cells (geometric COUNT, discrete-Laplace SUM,
-hourglass AVG of seed 001, moments for VAR), and sparse-vector selection (top-c,
-HAVING; seed 004). The data-market ladder (seed 000) is in :mod:`.multitier`, MAX/MIN
+hourglass AVG of the add-remove mean, Kulesza et al. 2024, moments for VAR), and sparse-vector selection (top-c,
+HAVING; Liu et al.). The data-market ladder (multi-tier release, Wang et al. 2026) is in :mod:`.multitier`, MAX/MIN
 in :mod:`.extreme`. Each plans a statement with :func:`rewriter.build_plan`."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def columns_of(plan) -> list[Column]:
 
 
 class Central(ReleaseKind):
-    """Every cell of the public domain, noised (seed 001 for AVG; geometric / discrete
+    """Every cell of the public domain, noised (the add-remove mean of Kulesza et al. 2024 for AVG; geometric / discrete
     Laplace otherwise). The noise, which does not depend on the data, is drawn while the
     scan runs (:class:`~.release.NoisePool`)."""
 
@@ -181,7 +181,7 @@ class Central(ReleaseKind):
 
 class Svt(Central):
     """Top-c (``ORDER BY COUNT(*) DESC LIMIT c``) and ``HAVING``: the sparse vector
-    technique chooses the keys (seed 004; spec 004), then their values are noised."""
+    technique chooses the keys (Liu et al.; SVT spec), then their values are noised."""
 
     name = "svt"
 
@@ -196,7 +196,7 @@ class Svt(Central):
 
 
 class Domain(ReleaseKind):
-    """``SELECT DISTINCT g`` / ``SELECT g … GROUP BY g`` with no aggregate (issue 19): the
+    """``SELECT DISTINCT g`` / ``SELECT g … GROUP BY g`` with no aggregate: the
     public domain from the config; no scan, nothing charged."""
 
     name = "domain"
@@ -205,7 +205,7 @@ class Domain(ReleaseKind):
         return Prepared(self, plan, columns_of(plan))
 
     async def answer_free(self, conn, p: Prepared):
-        big = p.plan.n_cells >= HEAVY_ROWS  # a large domain: rows off the loop (issue 21)
+        big = p.plan.n_cells >= HEAVY_ROWS  # a large domain: rows off the loop
         rows = await asyncio.to_thread(_domain_rows, p.plan) if big else _domain_rows(p.plan)
         return (
             Result(f"SELECT {len(rows)}", p.columns, rows, notices=[domain_notice(p.plan)]),

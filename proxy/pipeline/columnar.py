@@ -1,4 +1,4 @@
-"""A large central release column by column, from the scan to the answer (issue 21).
+"""A large central release column by column, from the scan to the answer.
 
 :func:`rewriter.complete` turns the scan's rows into one row (a tuple) per public cell.
 For a scan fetched as columns (:class:`proxy.backends.Columns`: DuckDB's numpy

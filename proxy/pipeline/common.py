@@ -134,7 +134,7 @@ AVG_NS = (100, 1_000, 10_000)  # rows in a cell at which EXPLAIN states AVG's ha
 def avg_half_widths(m) -> str:
     """AVG's 95% half-width before any data is seen: it shrinks as 1/n with the cell's row
     count n, so it is stated at n = 100, 1,000, 10,000, at the worst AVG value over the bounds
-    (the mechanism's own ``half_width(0.95, n_hat=n)``; hourglass: w'·q/n, seed 001 Lemma 1)."""
+    (the mechanism's own ``half_width(0.95, n_hat=n)``; hourglass: w'·q/n, Kulesza et al. 2024 Lemma 1)."""
     parts = [f"±{m.half_width(0.95, n_hat=n):.4g} at n = {n:,}" for n in AVG_NS]
     return ", ".join(parts) + " rows in the cell (worst case over the bounds; ∝ 1/n)"
 

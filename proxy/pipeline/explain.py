@@ -27,7 +27,7 @@ def explain_lines(
         a = plan.aggregates[sel.aggregate]
         part = "half of ε" if sel.values else "all of ε"
         lines.append(
-            f"  keys: sparse vector technique with exponential noise (seed 004) on {a.label} "
+            f"  keys: sparse vector technique with exponential noise (Liu et al.) on {a.label} "
             f"{sel.op} {sel.threshold if sel.threshold is not None else 'dpgate.topc_threshold'}, "
             f"c = {sel.c or 'up to 20'}, {part}; only passing keys are released"
         )

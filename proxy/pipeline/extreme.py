@@ -1,11 +1,11 @@
 """MAX / MIN and quantiles on a central table, a release kind: statement → histogram
-scan → shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, seed 003
+scan → shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, Chen et al. 2025
 §6.4), or the exponential mechanism for a quantile (:mod:`mechanisms.quantile`, Smith
 2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once per
 statement (groups are disjoint: parallel composition); a repeat returns the stored
 answer free, as everywhere.
 
-Grouped by a column without a public domain (issue 20 §3): the same one histogram scan
+Grouped by a column without a public domain: the same one histogram scan
 also carries each key's distinct units and drops the keys below the selection's scan floor
 (:func:`rewriter.extreme.histogram_sql`); the keys are chosen by the partition selection of
 :mod:`.partitions` (its :func:`~.partitions.selection_plan` and
@@ -181,7 +181,7 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
 
 
 class Extreme(ReleaseKind):
-    """MAX / MIN (seed 003 §6.4) and quantiles (Smith 2011) on a central table: one histogram
+    """MAX / MIN by the shifted-rank exponential mechanism (Chen et al. 2025 §6.4) and quantiles (Smith 2011) on a central table: one histogram
     scan over the column's public grid, the exponential mechanism per group."""
 
     name = "extreme"
@@ -291,7 +291,7 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
         )
     else:
         lines.append(
-            f"  {m.name} (seed 003 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
+            f"  {m.name} (Chen et al. 2025 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
             f"{grid.upper:g}] (step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most "
             f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer"
         )

@@ -2,9 +2,9 @@
 
 A *release kind* is a way of turning a statement into released rows: central
 (geometric / discrete Laplace / hourglass AVG), sparse-vector selection (top-c,
-HAVING), a data-market ladder (seed 000), per-record DP (seed 003), MAX/MIN
-(shifted-rank exponential mechanism), a local metric-LDP table (seed 002), a local
-Subset column (seed 000 §5), and the public domain (no data at all). Each is a
+HAVING), a data-market ladder (Wang et al. 2026), per-record DP (Chen et al. 2025), MAX/MIN
+(shifted-rank exponential mechanism), a local metric-LDP table (Xiang et al. 2020), a local
+Subset column (Wang et al. 2026 §5), and the public domain (no data at all). Each is a
 :class:`ReleaseKind`; the orchestrator picks one per statement (``plan``), and
 :func:`run` releases it:
 
@@ -34,7 +34,7 @@ from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error, detail_charged, scan_read
 
 HEAVY_ROWS = 256
-"""A free answer of this many cells is turned into rows off the event loop (issue 21)."""
+"""A free answer of this many cells is turned into rows off the event loop."""
 
 TWIN_WAIT_S = 30.0
 """How long a statement refused for budget waits for this role's other releases in flight."""
@@ -88,7 +88,7 @@ class ReleaseKind:
     async def scan(self, conn, p: Prepared, then):
         """Run the scan; ``then(cells)`` runs in the backend's worker thread right after
         it and its value is returned. Kinds with a data-dependent second scan (per-record
-        MAX/MIN, seed 003 Alg. 1) override this."""
+        MAX/MIN, Chen et al. 2025 Alg. 1) override this."""
         return await fetch(
             conn,
             self.scan_sql(conn, p),
@@ -234,7 +234,7 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     def measure_and_record(cells):
         # In the backend's worker thread, right after the scan: noise, then the release
         # is stored against the (already durable) charge before anything is sent; the
-        # rows are built here too (nothing heavy on the event loop, issue 21).
+        # rows are built here too (nothing heavy on the event loop).
         answer = kind.measure(conn, p, cells)
         res = held.result()  # BudgetExceeded: nothing is sent
         stored = gw.ledger.record(

@@ -1,15 +1,14 @@
-"""The heavy-statement lane (issue 21, "nothing heavy on the event loop": a slow statement
-never delays another session's repeat by more than 1 ms p99).
+"""The heavy-statement lane: a slow statement runs where it cannot delay another session's
+repeat (nothing heavy on a worker's event loop).
 
 With ``dpgate serve --workers N`` a statement whose release costs milliseconds of Python
 (:func:`heavy`: a GROUP BY of ``HEAVY_ROWS`` cells or more, the data-market ladder's chain,
 per-record and MAX/MIN releases) runs whole in one more process, the lane, at the lowest
 CPU priority (``[server] heavy_lane``, ``SCHED_IDLE`` by default: ``proxy.cli.lane``). In
 a worker, such a release held the GIL in turns with the event loop — the other sessions'
-repeats waited for it at every GIL hand-off (+6 to +11 ms p99 on 2 cores) — and in
-another process at the same priority it still took the cores they wait for (+1.7 to
-+4 ms); at ``SCHED_IDLE`` the kernel runs any ready worker first (+0.2 to +0.4 ms,
-2026-11-27).
+repeats waited for it at every GIL hand-off — and in another process at the same priority
+it still took the cores they wait for; at ``SCHED_IDLE`` the kernel runs any ready worker
+first (the figures are ``bench.workers``', in docs/performance.md).
 
 The worker plans the statement (a refusal never leaves it), then sends the role, the text,
 its parameters and the session's settings over a Unix socket (:class:`LaneClient`); the
@@ -135,7 +134,7 @@ class LaneClient:
         """Whether a statement of ``route``'s shape (the route object ``rewriter.route.Routes``
         keeps per shape: a statement that differs only in its numbers) was heavy before, for
         a ladder tier or not: then it goes to the lane unplanned (the plan would cost this
-        worker's GIL 0.7–1.2 ms). Heaviness does not depend on the numbers (cells come from
+        worker's GIL milliseconds). Heaviness does not depend on the numbers (cells come from
         the public domain); a wrong guess only costs speed: the lane answers any statement."""
         return (id(route), ladder) in self._heavy
 

@@ -1,4 +1,4 @@
-"""Local (metric-LDP) tables through the proxy (seed 002, spec 002 §8).
+"""Local (metric-LDP) tables through the proxy (Xiang et al. 2020, metric-LDP spec §8).
 
 * ``INSERT INTO <local table> … VALUES …``: the proxy buckets and perturbs every
   row (:class:`proxy.ingest.ldp_load.Encoder`, randomness from ``gw.source``) and writes
@@ -108,14 +108,16 @@ def _columns(plan: LocalPlan) -> list[Column]:
 
 
 class Local(ReleaseKind):
-    """A SELECT on a local (metric-LDP) table (seed 002): one aggregate scan over reports
+    """A SELECT on a local (metric-LDP) table (Xiang et al. 2020): one aggregate scan over reports
     that were perturbed once at ingestion; post-processing, nothing charged."""
 
     name = "local"
 
     async def plan(self, conn, route, sql: str, params: list) -> Prepared:
         plan = _plan(conn.gw, sql, params, overrides_of(conn))
-        if isinstance(plan, SubsetPlan):  # categorical Subset column (seed 000 §5)
+        if isinstance(
+            plan, SubsetPlan
+        ):  # categorical Subset column (multi-tier release, Wang et al. 2026 §5)
             return Prepared(SUBSET, plan, [])
         return Prepared(self, plan, _columns(plan))
 
@@ -124,7 +126,7 @@ class Local(ReleaseKind):
         await ensure_reports(gw, p.plan.layout)
         text, _ = scan(p.plan, gw.backend.dialect)
         cells = await _fetch(conn, text)
-        if len(cells) >= HEAVY_ROWS:  # off the event loop (issue 21)
+        if len(cells) >= HEAVY_ROWS:  # off the event loop
             rows, msg = await asyncio.to_thread(local_answer, p.plan, cells)
         else:
             rows, msg = local_answer(p.plan, cells)
@@ -138,7 +140,7 @@ class Local(ReleaseKind):
 
 
 class Subset(Local):
-    """A SELECT of a categorical Subset column of a local table (seed 000 §5): each tier
+    """A SELECT of a categorical Subset column of a local table (multi-tier release, Wang et al. 2026 §5): each tier
     reads its own level of the ladder the rows were perturbed with; nothing charged."""
 
     name = "subset"
@@ -514,7 +516,7 @@ async def insert_local(conn, sql: str, params: list):
     tuples = ", ".join(
         "(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")" for i in range(n)
     )
-    q = "`" if dialect == "spark" else '"'  # Spark: backquoted identifiers (issue 22)
+    q = "`" if dialect == "spark" else '"'  # Spark: backquoted identifiers
     ins = f"INSERT INTO {q}{lay.reports}{q} ({', '.join(q + c + q for c in schema)}) VALUES {tuples}"
     if dialect == "postgres":
         ins = f"WITH ins AS ({ins} RETURNING 1) SELECT COUNT(*) FROM ins"
@@ -565,7 +567,7 @@ Z95 = 1.959963984540054  # standard normal 97.5% point: 95% two-sided (CLT over 
 def explain_widths(plan: LocalPlan, config) -> list[str]:
     """Per aggregate, its 95% half-width before any data is read, at n = 1,000 / 10,000 /
     100,000 reports in the cell: estimates ±z·σ_max(n), σ_max² the largest exact variance over
-    all data sets of n reports (spec 002 §4.2, :func:`mechanisms.metric_ldp.variance_bounds`:
+    all data sets of n reports (metric-LDP spec §4.2, :func:`mechanisms.metric_ldp.variance_bounds`:
     ∝ n); AVG by the delta method at the worse end of the column's range with the denominator
     n (every report in range; a narrower range has fewer, and a larger error); percentiles the
     rank-error bound of §3.10 at den = n. With a public row weight: × the largest |weight|."""

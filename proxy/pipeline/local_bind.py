@@ -1,9 +1,9 @@
-"""The numbers of a local-table plan (seed 002; spec 002 §3.5, §3.9-3.11, §4.2, §8): the
+"""The numbers of a local-table plan (Xiang et al. 2020; metric-LDP spec §3.5, §3.9-3.11, §4.2, §8): the
 rewriter plans a statement symbolically (:class:`rewriter.local_weights.Weight`,
 :class:`rewriter.local_weights.LocalQuery`); here :mod:`mechanisms.metric_ldp` turns it into
 numeric queries (bucket weights, the private-weight query of paper §4.3.2, prefix indicators)
 and the estimators' affine coefficients, which reach :func:`rewriter.local_sql.to_sql` as
-plain numbers (issue 18: the rewriter imports no mechanism code, the mechanisms write no SQL).
+plain numbers (the rewriter imports no mechanism code, the mechanisms write no SQL).
 
 A plan's numbers are computed once (cached with the plan); the bucket weights of one
 predicate once per (weight, dimension).
@@ -133,7 +133,7 @@ def bind(plan: LocalPlan) -> tuple[BoundAgg, ...]:
 
 def scan(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
     """The plan's ONE report scan (:func:`rewriter.local_sql.to_sql` with its numbers); on
-    Spark written in Postgres spelling and transpiled (``from_postgres``, issue 22)."""
+    Spark written in Postgres spelling and transpiled (``from_postgres``)."""
     numbers = tuple(b.numbers for b in bind(plan))
     if dialect == "spark":
         text, cols = to_sql(plan, "postgres", numbers)

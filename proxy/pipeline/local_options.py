@@ -1,4 +1,4 @@
-"""The query-time options of local tables at answer time (spec 002 §8, §3.12; options
+"""The query-time options of local tables at answer time (metric-LDP spec §8, §3.12; options
 resolved by :mod:`rewriter.local_options`). Post-processing only: no budget, no change
 to the stored reports or the guarantee."""
 

@@ -40,7 +40,7 @@ async def ensure_reports(gw, lay):
         try:
             if gw.backend.dialect == "duckdb":
                 stored = await asyncio.to_thread(_ensure_duck, gw.backend, lay)
-            elif gw.backend.dialect == "spark":  # issue 22: reports stored in Spark
+            elif gw.backend.dialect == "spark":  # reports stored in Spark
                 stored = await asyncio.to_thread(ensure_spark, gw.backend, lay)
             else:
                 async with gw.backend.writer.pool.connection(timeout=10) as conn:

@@ -1,4 +1,4 @@
-"""Categorical Subset columns of local tables through the proxy (seed 000 §5; spec 000 §10
+"""Categorical Subset columns of local tables through the proxy (multi-tier release, Wang et al. 2026 §5; multi-tier spec §10
 "LDP categorical columns"; planning in :mod:`rewriter.local_subset`).
 
 ``SELECT zone, COUNT(*) FROM trips [WHERE public …] GROUP BY zone`` is answered for the
@@ -116,7 +116,7 @@ def _coalition_line(cat: Category, cfg, level: float) -> str:
 
 def scan_sql(plan: SubsetPlan, cat: Category, level: float, dialect: str) -> str:
     """The Subset scan for ``dialect``: on Spark written in Postgres spelling, then
-    transpiled (``rewriter.emit.from_postgres``: backquoted identifiers, issue 22)."""
+    transpiled (``rewriter.emit.from_postgres``: backquoted identifiers)."""
     if dialect == "spark":
         return from_postgres(subset_sql(plan, cat, level, "postgres"), "spark")
     return subset_sql(plan, cat, level, dialect)
@@ -152,9 +152,9 @@ async def explain_subset(conn, plan: SubsetPlan) -> Result:
     lines = [
         f" dpgate answer over local table {stored.name}: Subset reports of {cat.name} in "
         f"{stored.reports}; post-processing, ε 0 charged",
-        f"   multi-tier Subset (seed 000 §5, Alg. 2 with {alg} templates, Alg. 4 matching)",
+        f"   multi-tier Subset (Wang et al. 2026 §5, Alg. 2 with {alg} templates, Alg. 4 matching)",
         f"   {_tier_line(cat, level, tname, tier)}",
-        "   count per category: (Σ bits − n·f)/(t − f), unbiased (spec 000 §4.2); 95% "
+        "   count per category: (Σ bits − n·f)/(t − f), unbiased (multi-tier spec §4.2); 95% "
         "half-width 1.96·√(n·max(t(1−t), f(1−f)))/(t − f): "
         + ", ".join(
             f"±{tier_template(ladder_of(cat), level, n)['half_width']:.3g} at n = {n:,}"

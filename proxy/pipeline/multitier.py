@@ -1,4 +1,4 @@
-"""Data-market tiers: one noise chain answers every tier of a ladder (seed 000).
+"""Data-market tiers: one noise chain answers every tier of a ladder (multi-tier release, Wang et al. 2026).
 
 Tiers that name the same ``ladder`` in the config (demo: bronze ε 0.1, silver
 ε 0.5, gold ε 2 in ladder ``market``) are answered from ONE chain per query
@@ -16,7 +16,7 @@ Mechanisms (every cell of a GROUP BY and every aggregate its own chain):
 * SUM — TSG chain on the proxy's fixed-point integer grid (the grid of
   :class:`mechanisms.LaplaceSum`: integers for int columns, a power-of-two grid
   with one extra unit of sensitivity for float columns).
-* AVG — seed 001's Algorithm 3: the grid input (A, nM − A) of
+* AVG — Algorithm 3 of the add-remove mean (Kulesza et al. 2024): the grid input (A, nM − A) of
   :class:`mechanisms.mean.LaplaceTransformedMean` gets a discrete-Laplace (TSG)
   chain on EACH coordinate at the FULL level ε (no split; the neighbour shift
   ±(a, M − a) has l1 norm M = the chain's sensitivity), via
@@ -361,7 +361,7 @@ def check_ladder_plan(plan) -> None:
 
 
 class Ladder(Central):
-    """A data-market tier's release (seed 000): its level of the query's ladder. The
+    """A data-market tier's release (Wang et al. 2026): its level of the query's ladder. The
     first request of any tier draws the whole ladder from the one scan and persists it
     (in the scan's worker thread, before anything is answered); the tier's ε is
     charged like any release (reserved while scanning, recorded with the answer)."""

@@ -228,9 +228,9 @@ class Connection:
         table = self._table(route)
         if route.kind == "public":  # a public table: exact rows
             return PUBLIC
-        if table is not None and table.mode == "local":  # metric LDP reports (seed 002)
+        if table is not None and table.mode == "local":  # metric LDP reports (Xiang et al. 2020)
             return LOCAL
-        if table is not None and table.privacy is not None:  # per-record DP (seed 003)
+        if table is not None and table.privacy is not None:  # per-record DP (Chen et al. 2025)
             return PER_RECORD
         return CENTRAL
 
@@ -267,9 +267,9 @@ class Connection:
             return PARTITIONS.prepare(self, plan)
         if not plan.aggregates and plan.selection is None:  # SELECT DISTINCT g: the public domain
             return DOMAIN.prepare(self, plan)
-        if gw.tier_of(self.role).ladder is not None:  # multi-tier chain (seed 000)
+        if gw.tier_of(self.role).ladder is not None:  # multi-tier chain (Wang et al. 2026)
             return LADDER.prepare(self, plan)
-        if plan.selection is not None:  # HAVING / top-c (seed 004)
+        if plan.selection is not None:  # HAVING / top-c: the sparse vector technique (Liu et al.)
             return SVT.prepare(self, plan)
         return CENTRAL.prepare(self, plan)
 
@@ -304,7 +304,7 @@ class Connection:
         body, inner = route.body, route.inner
         family = self._family(inner)
         if family is CENTRAL and self.gw.tier_of(self.role).ladder is not None:
-            family = LADDER  # its level of a ladder (seed 000)
+            family = LADDER  # its level of a ladder (multi-tier release, Wang et al. 2026)
         try:
             if family in (CENTRAL, LADDER):
                 plan = await self.gw.plan_async(body, params or None)

@@ -1,5 +1,5 @@
-"""GROUP BY a column without a public domain (issue 20): the released keys are chosen by
-DP partition selection, a release kind.
+"""GROUP BY a column without a public domain: the released keys are chosen by
+DP partition selection (Desfontaines et al. 2022), a release kind.
 
 The scan returns, per key the data has, the statement's measures and the number of
 distinct privacy units (rows, on a table without a unit) — over the unit's kept rows
@@ -17,7 +17,7 @@ MAX / MIN and percentiles over such keys (:mod:`.extreme`) share the selection s
 (:func:`selection_plan`, :func:`select_rows`): their one histogram scan carries each key's
 distinct units, the keys are chosen here at ε/2 and δ, the values at the other ε/2.
 
-HAVING / top-c over such keys: the sparse vector technique (seed 004, as the SVT kind)
+HAVING / top-c over such keys: the sparse vector technique (Liu et al., as the SVT kind)
 runs at ε_m over the keys partition selection released — a mechanism over a key set that
 is itself already a DP output, so the two compose sequentially: (ε_s, δ) + ε_m. Within
 ε_m the SVT takes half and the selected keys' values the other half (with values asked

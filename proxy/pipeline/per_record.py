@@ -1,9 +1,9 @@
-"""Per-record DP tables (seed 003): ``COUNT``/``SUM``/``MAX``/``MIN`` where every
+"""Per-record DP tables (Chen et al. 2025): ``COUNT``/``SUM``/``MAX``/``MIN`` where every
 record r carries its own budget E(r) from the table's ``privacy`` policy.
 
 Budget semantics. A role's tier ε scales the policy: a statement is answered
 under E_q(r) = tier.epsilon × E(r) (levels are assigned by E; every level's
-budget becomes tier.epsilon × lo_i exactly, spec 003 §11.21), and the role's
+budget becomes tier.epsilon × lo_i exactly, per-record spec §11.21), and the role's
 ledger is charged tier.epsilon, once (a repeat is free). So a record r loses at
 most (sum of ε charged) × E(r) over a period: the tier budget B bounds every
 record's total loss by B × E(r). With the demo tier (ε 1) E_q = E.
@@ -234,7 +234,7 @@ def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
 
 
 def _hists(rows, prp: PrPlan, pol: Policy, framework_sum: bool) -> dict:
-    """Per cell, the level histogram of the scan's rows (seed 003 §3)."""
+    """Per cell, the level histogram of the scan's rows (Chen et al. 2025 §3)."""
     per_cell = _split_rows(rows, prp)
     return {
         c: LevelHistogram.from_rows(r, pol.levels.L, pol.buckets.B if framework_sum else None)
@@ -297,7 +297,7 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
 
 
 class PerRecord(ReleaseKind):
-    """A statement on a table with a ``privacy`` policy (seed 003): ONE scan ``GROUP BY
+    """A statement on a table with a ``privacy`` policy (Chen et al. 2025): ONE scan ``GROUP BY
     keys, level[, value bucket]``; MAX/MIN add a second round trip for the values of the
     levels >= ℓ chosen from the first (Alg. 1, stage 1), all cells in one query."""
 
@@ -352,7 +352,7 @@ class PerRecord(ReleaseKind):
             )
         gw = conn.gw
 
-        def stage1(rows):  # in the scan's worker thread, not on the event loop (issue 21)
+        def stage1(rows):  # in the scan's worker thread, not on the event loop
             hists = _hists(rows, prp, pol, framework_sum)
             ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}  # stage 1 (Alg. 1, E/2)
             return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
@@ -373,7 +373,7 @@ class PerRecord(ReleaseKind):
                 buckets=kind == "sum_framework",
                 with_sum=kind == "sum_extension",
             )
-            if i < len(parts) - 1:  # histograms in the scan's worker thread (issue 21)
+            if i < len(parts) - 1:  # histograms in the scan's worker thread
                 hists.append(
                     await fetch(
                         conn,
@@ -589,7 +589,7 @@ def explain_accuracy(kind: str, m) -> str:
     level ℓ the scan selects decides the error, so it is stated for ℓ = 1 (every level kept)
     and ℓ = L (only the top one). COUNT / SUM extension: noise <= Σ_{i>=ℓ} k_i, and with the
     rows of skipped levels <= 2·Σ_{i>=ℓ-1} k_i (Thm 5.1 / Eq. 9); MAX / MIN: rank margin
-    2·k0(ℓ), k0 = ⌈(2/ε₂) ln((U+1)/(β/2))⌉ at ε₂ = ε_τ/2 (Thm 6.1, seed 003 §6.4), plus the
+    2·k0(ℓ), k0 = ⌈(2/ε₂) ln((U+1)/(β/2))⌉ at ε₂ = ε_τ/2 (Thm 6.1, Chen et al. 2025 §6.4), plus the
     dropped rows <= 2·Σ_{i>=ℓ-1} k_i; framework SUM: its clipping radius τ comes from the data."""
     L, beta = m.levels.L, (m.beta if hasattr(m, "beta") else m.scan.beta)
     head = f"  accuracy at 1 − β = {1 - beta:.0%} before any data (ℓ: the level the scan selects; the NOTICE states its own)"

@@ -1,11 +1,11 @@
-"""The per-record ``privacy`` policy of a table, compiled (seed 003; spec 003 §1.3, §3.1,
+"""The per-record ``privacy`` policy of a table, compiled (Chen et al. 2025; per-record spec §1.3, §3.1,
 §10.3, §11.2-11.3): the budget function E (a shortcut of the paper as a
 :class:`mechanisms.per_record.PrivacyFunction`, or a SQL expression validated by
 :func:`rewriter.per_record.check_expression`), its levels and value buckets, and the checks
 that make a config invalid (config loading: :func:`validate_config`).
 
 The mechanisms' numbers reach the rewriter's scans as plain data (:attr:`Policy.sql`,
-a :class:`rewriter.per_record.PolicySql`): the rewriter imports no mechanism code (issue 18).
+a :class:`rewriter.per_record.PolicySql`): the rewriter imports no mechanism code.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Policy:
 
     @property
     def sql(self) -> PolicySql:
-        """The policy as the plain numbers the rewriter's scans take (issue 18): E's
+        """The policy as the plain numbers the rewriter's scans take: E's
         constants, the level upper bounds h_i, the value-bucket edges."""
         fn = None if self.pf is None else privacy_numbers(self.pf)
         return PolicySql(

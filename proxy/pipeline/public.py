@@ -1,4 +1,4 @@
-"""Public tables (issue 20 §4a), a release kind that releases nothing private: the
+"""Public tables, a release kind that releases nothing private: the
 statement is rebuilt from its parse by :func:`rewriter.public.plan_public` (declared
 columns only) and its rows are returned exactly, with no noise and no charge."""
 

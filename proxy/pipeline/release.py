@@ -42,7 +42,7 @@ TYPE_OIDS = {
 def measurement_for(agg: Aggregate, epsilon: float):
     """The mechanism for one aggregate at ``epsilon``: two-sided geometric COUNT,
     discrete-Laplace SUM on a fixed-point grid, and for AVG the add-remove optimal
-    mean of seed 001 (Algorithm 3 with hourglass noise unless the column's config
+    mean of Kulesza et al. 2024 (Algorithm 3 with hourglass noise unless the column's config
     chooses ``laplace_transformed`` or ``shifted_laplace``). Measurements hold no
     per-release state, so one instance per (aggregate kind, bounds, ε) is reused — built once
     even by concurrent first statements (single flight), its half-width tables shared."""
@@ -64,7 +64,7 @@ def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: flo
 
 def release_groups(plan: Plan) -> list[tuple[int, list[int]]]:
     """Aggregates answered by one release: (primary, [members]). AVG(x) also answers
-    SUM(x) and COUNT(x) of the same column (seed 001 §2: post-processing of one
+    SUM(x) and COUNT(x) of the same column (Kulesza et al. 2024 §2: post-processing of one
     release, charged once); VAR_POP/VAR_SAMP/STDDEV_*(x) of one column are one release
     of its noisy moments, which answers COUNT(x) too; every other aggregate is its own release."""
     groups, taken = [], set()
@@ -254,7 +254,7 @@ class NoisePool:
 
 
 BATCH_MIN_CELLS = 32  # from here a release draws its noise per measurement, not per cell
-# (bench.cells: 3x faster at 32 cells, 6x at 64, 40x at 10,000)
+# (one array draw costs about as much as a few cells drawn one by one; bench.cells)
 
 
 def noisy_answer(
@@ -264,7 +264,7 @@ def noisy_answer(
     noise from ``pool`` where it was pre-drawn. ``cells``: the completed cells, as rows
     (:func:`rewriter.complete`) or as columns (:class:`.columnar.CellColumns`). A release of
     ``BATCH_MIN_CELLS`` cells or more (and no pool) draws each measurement's noise for all
-    cells at once (``Measurement.draw_many``/``apply_many``: the same exact law, issue 21)
+    cells at once (``Measurement.draw_many``/``apply_many``: the same exact law)
     and is answered column by column (a :class:`~proxy.stores.answer.ColumnarAnswer`);
     measurements without a batch form, small releases and pooled noise go cell by cell.
     ``predrawn``: the batch draws per measurement for these cells, drawn while the scan ran
@@ -419,7 +419,7 @@ def _cell(o, key, vals):
 def _plain_rows(plan: Plan, key_column, value_column) -> list[tuple] | None:
     """The rows column by column when every output is a key or an aggregate as released (no
     date/time key to convert, no post-processing): what :func:`_cell` gives, without a call
-    per value (issue 21: a 10,000-cell answer). ``key_column(i)`` / ``value_column(j)``: the
+    per value, so a large answer's rows cost a few list operations per column. ``key_column(i)`` / ``value_column(j)``: the
     answer's key ``i`` / aggregate ``j`` of every cell. None otherwise."""
     cols = []
     for o in plan.outputs:
@@ -523,7 +523,7 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
 
 def _row_filter(plan: Plan, answer: dict):
     """The filter on released rows: HAVING and an outer WHERE. Over a sparse-vector answer
-    (seed 004) it is applied where the values it reads were released with the keys; a key
+    (the sparse vector technique, Liu et al.) it is applied where the values it reads were released with the keys; a key
     released alone passed the HAVING as the sparse vector decided it."""
     keep = getattr(plan, "row_filter", None)
     if keep is None or "svt" not in answer:
@@ -589,7 +589,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
             svt += f"; values of the returned keys cost a separate ε {s['values_epsilon']:g}"
         else:
             svt += "; keys only, no values released"
-    if "ladder" in answer:  # multi-tier ladder (seed 000): which level this tier got
+    if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
     if plan.__dict__.get("_clock"):  # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
@@ -651,7 +651,7 @@ MAX_SELECTED = 20  # keys a HAVING without LIMIT may return (SVT cutoff c; noise
 
 
 def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> dict:
-    """HAVING / top-c by SVT with exponential noise (seed 004, Alg. 2 + appending).
+    """HAVING / top-c by SVT with exponential noise (Liu et al., Alg. 2 + appending).
 
     Only the ⊤ keys are released, in key order (public), never ranked by a true
     value. With ``values`` the select list's aggregates are released for those keys
@@ -722,8 +722,8 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
 
 def prepare_mechanisms(cfg) -> None:
     """AVG/SUM/COUNT half-width constants for every (non-ladder) tier ε × bounded column of a
-    central table, computed now rather than by the first statements (issue 24). Every one
-    is a closed form or a table of at most ~0.2 s at any ε (mechanisms/mean/quantiles.py),
+    central table, computed now rather than by the first statements. Every one
+    is a closed form or a bounded table at any ε (mechanisms/mean/quantiles.py),
     so no ε needs refusing; other ε shares (several releases in one statement) are computed
     on first use, once (single flight). A column the mechanism rejects is left to the
     statement path, which refuses it with its own message."""

@@ -7,7 +7,7 @@ What varies is what is released:
 
 * **the cells**: every cell of the public key domain noised at the statement's ε (the
   central release), then HAVING / ORDER BY / LIMIT evaluated on those values;
-* **the sparse vector** (seed 004, SVT with exponential noise): only the keys whose noisy
+* **the sparse vector** (Liu et al., SVT with exponential noise): only the keys whose noisy
   value passes the threshold, at most c of them, and (when the select list asks for
   values) their values at a separate share of ε; a row whose released value contradicts
   the HAVING is still filtered out.
@@ -15,7 +15,7 @@ What varies is what is released:
 Over a key set that is not public (partition selection) the sparse vector runs over the
 selected keys when there is a threshold. Over a public domain the path with the lower
 noise on the thresholded value wins: the cells' noise variance at their ε share against
-the sparse vector's comparison variance (spec 004, Eq. 51: Var(N₁) + Var(N₂) at the optimal
+the sparse vector's comparison variance (SVT spec, Eq. 51: Var(N₁) + Var(N₂) at the optimal
 split, monotone exponential noise, cutoff c) at its ε. With one aggregate the cells win
 (2/ε² against at least 8/ε²); the sparse vector wins when many aggregates share ε and c is
 small. A top-c without a threshold (no HAVING, no ``SET dpgate.topc_threshold``) is a sort
@@ -111,7 +111,7 @@ def choose(plan: Plan, tier, settings: dict) -> tuple[Plan, list[str]]:
     plan = _with(plan, dataclasses.replace(sel, threshold=t))
     if plan.selected:
         return plan, [
-            "  HAVING/top-c: sparse vector (seed 004) over the keys partition selection released "
+            "  HAVING/top-c: sparse vector (Liu et al.) over the keys partition selection released "
             "(the key set is not public); rows whose released value contradicts the HAVING are "
             "dropped (post-processing)"
         ]
@@ -124,7 +124,7 @@ def choose(plan: Plan, tier, settings: dict) -> tuple[Plan, list[str]]:
     )
     if var_svt < var_cells:
         return plan, [
-            f"  HAVING/top-c: sparse vector (seed 004), the lower error here ({figures}); rows "
+            f"  HAVING/top-c: sparse vector (Liu et al.), the lower error here ({figures}); rows "
             "whose released value contradicts the HAVING are dropped (post-processing)"
         ]
     return cells, [

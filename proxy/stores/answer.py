@@ -1,5 +1,5 @@
-"""A released answer held column by column (issue 21: a 10,000-cell release without a
-Python list per cell).
+"""A released answer held column by column (a large release without a Python list per
+cell).
 
 An answer is a dict: ``keys`` and ``values`` (one list per cell) beside its metadata
 (``half_width``, ``mechanism``, ``epsilon``, ``labels``, …). :class:`ColumnarAnswer` is

@@ -1,10 +1,10 @@
-"""JSON of large stored documents, encoded and decoded a piece at a time (issue 21:
-nothing heavy on the event loop).
+"""JSON of large stored documents, encoded and decoded a piece at a time, so that
+nothing heavy holds the event loop.
 
 ``json.dumps`` / ``json.loads`` run in C and hold the GIL for the whole call, whichever
-thread makes it: a data-market ladder's body for 10,000 cells (≈740 kB) took 40 ms to
-encode and 25 ms to decode on the test VM — 40 ms during which the event loop, waiting for
-the GIL, answered nobody, however small the switch interval. These functions give the
+thread makes it: for a large document (a data-market ladder's body for 10,000 cells) the
+event loop, waiting for the GIL, answers nobody for the whole call, however small the switch
+interval. These functions give the
 same results from many short C calls, so a worker thread doing them gives the GIL back
 between two pieces:
 

@@ -1,4 +1,4 @@
-"""The durable store of multi-tier ladders (seed 000, spec §10 "State").
+"""The durable store of multi-tier ladders (multi-tier release, Wang et al. 2026; multi-tier spec §10 "State").
 
 One row per chain: (ladder name, query fingerprint, data version) is UNIQUE.
 The row holds every generated level's RAW chain values for every GROUP BY cell

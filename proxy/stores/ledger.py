@@ -90,7 +90,7 @@ FEMTO = 10**15  # δ is kept in femto-δ (integers, 10⁻¹⁵ resolution)
 SCHEMA_VERSION = "2"  # 2: δ columns and MACs
 KEY_NEW_S = 120  # a MAC key younger than this may still sign an unsigned ledger (proxies starting together)
 HEAVY_CELLS = 256  # an answer this large is decoded and turned into rows off the event loop
-HEAVY_BYTES = 16_384  # (about 0.3 ms of rows, or of json.loads for a stored text this long)
+HEAVY_BYTES = 16_384  # a stored text this long is decoded off the event loop (json.loads holds the GIL)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -177,7 +177,7 @@ class Stored:
     """A release as stored: the released (noisy) answer, never true values. A release
     read back keeps its stored text (``body``, :mod:`proxy.stores.release_codec`) and
     decodes it on first use of :attr:`answer`, so the caller chooses where that work
-    runs (``heavy``: off the event loop, issue 21)."""
+    runs (``heavy``: off the event loop)."""
 
     decoded: dict | None
     epsilon: float
@@ -653,7 +653,7 @@ class Ledger:
             self._salt_secret = secret
         return hashlib.sha256(f"{secret}:{int(data_version)}".encode()).hexdigest()[:32]
 
-    # -- integrity and periods (issue 24) ----------------------------------------
+    # -- integrity and periods ----------------------------------------
     def _check(self) -> None:
         """The ledger guard (proxy.stores.ledger_guard): raises LedgerLost once the
         ledger file or its identity is gone; a no-op when none is installed."""

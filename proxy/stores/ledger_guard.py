@@ -1,4 +1,4 @@
-"""The ledger is never silently new (issue 24).
+"""The ledger is never silently new.
 
 A ledger carries an identity written once: a random ledger id and its creation
 time, stored in three places —

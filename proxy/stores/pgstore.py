@@ -169,7 +169,7 @@ class PgConnection:
         idle = not self.in_transaction
         try:
             return self._execute(sql, params)
-        except psycopg.errors.DiskFull:  # named, one line (issue 24): not an internal error
+        except psycopg.errors.DiskFull:  # named, one line: not an internal error
             raise LedgerFault(
                 "53100",
                 "the privacy ledger cannot write: its database server's disk is full; no answer was released",

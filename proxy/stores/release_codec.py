@@ -1,11 +1,11 @@
-"""Compact storage of released answers (issue 21, "Memory: a 10,000-cell release stored
-compactly"; the ledger's write ordering is :mod:`proxy.stores.ledger`'s).
+"""Compact storage of released answers (the ledger's write ordering is
+:mod:`proxy.stores.ledger`'s).
 
 A released answer (``proxy.pipeline.release``: ``keys`` and ``values``, one list per cell,
 beside small metadata: half-widths, mechanisms, ε shares, labels, ``svt``, ``ladder``,
-``per_record``) used to be stored as its JSON text: ≈33 bytes per cell and value for a
-10,000-cell COUNT + AVG release (330 kB of text; the ledger grew by ≈0.7 MB with the
-SQLite pages and WAL), decoded with one ``json.loads`` that holds the GIL for 8–16 ms.
+``per_record``) as plain JSON text costs tens of bytes per cell and value, in the ledger's
+pages and WAL, and is decoded with one ``json.loads`` that holds the GIL for the whole
+document.
 
 Format 2 (written for answers of :data:`PACK_MIN_CELLS` cells or more) keeps the column
 ``releases.answer`` a JSON text, so the ledger's own JSON reads keep working on SQLite and
@@ -32,13 +32,13 @@ Python type, so a decoded answer equals ``json.loads(json.dumps(answer))``. Tran
 byte planes put the constant high bytes of counts, sorted keys and similar floats next to
 each other, where zlib removes them. A payload of packed numbers only is compressed with
 zlib's run-length strategy (``Z_RLE``: for such planes as small as the default's matching
-and twice as fast; 10,000 cells: 0.9 against 1.6 ms), one with a JSON column with the
+and faster), one with a JSON column with the
 default strategy; either is the same zlib format to the reader. A byte plane that looks
 uniformly random (:func:`_raw_planes`: low mantissa bytes of a noisy AVG's floats) is not
 compressed at all: bit ``i`` of its column's ``raw`` mask is set, the plane is left out of
 the column's bytes in ``payload`` and appended, in column and plane order, to ``raw``.
-zlib spent 0.5 of the 1.3 ms a 10,000-cell COUNT + AVG took to encode on those planes and
-gained nothing; encoding it now takes 0.7 ms and the text is no larger (bench.cells).
+zlib would spend much of the encoding time on those planes and gain nothing (``bench.cells``
+measures the encoding).
 
 Older formats are still read: format 1 (``"1:<base64 of zlib(payload)>"``, nothing raw)
 and plain JSON with no :data:`PACKED` member (written before format 1), so an old
@@ -112,8 +112,8 @@ def encode_answer(answer: dict) -> str:
     z = _compress(payload, "j" not in types)
     meta = json.dumps({k: v for k, v in dict.items(answer) if k not in ("keys", "values")})
     packed = base64.b64encode(b"".join([_U32.pack(len(z)), z, *tail])).decode("ascii")
-    # the member spliced in as json.dumps writes it (base64 needs no escaping): dumping a
-    # 100 kB string costs the encoder 0.2 ms for nothing
+    # the member spliced in as json.dumps writes it (base64 needs no escaping): dumping the
+    # long string would only copy it
     return f'{meta[:-1]}{", " if len(meta) > 2 else ""}"{PACKED}": "{VERSION}:{packed}"}}'
 
 
@@ -132,7 +132,7 @@ def _raw_planes(t: str, blob: bytes, n: int) -> int:
     """Bit ``i`` set: byte plane ``i`` of the column is stored as it is, not compressed (its
     bytes look uniformly random: ≥ :data:`RAW_BITS` bits per byte of order-0 entropy on a
     sample of up to 4,096 of them — the low mantissa bytes of noisy floats, where zlib spends
-    0.3 ms per 10,000 cells to gain nothing)."""
+    time to gain nothing)."""
     w = _plane_width(t)
     if w == 0 or n < RAW_MIN_CELLS:
         return 0

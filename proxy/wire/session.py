@@ -222,8 +222,8 @@ class Session(ExtendedQuery):
 
     async def _send_rows(self, cols: list[Column], formats: list[int], rows) -> None:
         """DataRow messages for ``rows`` (:func:`.rows.data_rows`); a large result is encoded
-        on a worker thread (10,000 rows of three columns take ≈18 ms of CPU, which would
-        stall every other session)."""
+        on a worker thread (its CPU time, proportional to its rows, would stall every
+        other session)."""
         oids = [c.type_oid for c in cols]
         if len(rows) >= THREAD_ROWS and not (isinstance(rows, EncodedRows) and rows.encoded_for(formats)):
             self._out += await asyncio.to_thread(data_rows, oids, formats, rows)

@@ -1,4 +1,4 @@
-"""bench.cells runs end to end on a small grid (issue 21): the whole query through the
+"""bench.cells runs end to end on a small grid: the whole query through the
 pipeline beside the raw query, the step breakdown, and both HEADLINEs."""
 
 from __future__ import annotations

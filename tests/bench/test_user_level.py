@@ -1,4 +1,4 @@
-"""``python -m bench.user_level`` (issue 20's benchmark) on a tiny TPC-H (SF 0.001).
+"""``python -m bench.user_level`` (the privacy-unit benchmark) on a tiny TPC-H (SF 0.001).
 
 * The oracle: with bounds that bind nothing (G = every cell, R = 100,000 rows, per cell
   or in total), the bounded scan's exact measures — lineitem's customer found through

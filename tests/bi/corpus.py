@@ -1,4 +1,4 @@
-"""The BI corpus (issue 19): statements in the shapes that BI tools generate against the demo
+"""The BI corpus: statements in the shapes that BI tools generate against the demo
 tables, written from each tool's documented SQL generation (not copied from any tool):
 
 * Metabase (query processor, Postgres driver): fully qualified quoted names
@@ -359,7 +359,7 @@ SMARTNOISE = [
     "SELECT SUM(age) FROM pums GROUP BY married, CASE WHEN age > 90 THEN 1 ELSE 0 END",
 ]
 #: none refused: GROUP BY married, educ, income (income has no public domain) is answered by
-#: partition selection over the (married, educ, income) tuples, with the tier's δ (issue 20)
+#: partition selection over the (married, educ, income) tuples, with the tier's δ
 SMARTNOISE_REFUSED: dict = {}
 
 #: the dashboard of docs/clients.md (Superset/Metabase style), every tile answered

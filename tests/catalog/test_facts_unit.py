@@ -1,4 +1,4 @@
-"""Issue 23 × 20: the column and table comments (\\d+, information_schema, pg_description)
+"""The column and table comments (\\d+, information_schema, pg_description)
 state the privacy unit, partition selection, keys, references and public tables."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def test_d_lists_relations(catalog):
 def test_dt_plus_shows_descriptions(catalog):
     [(cols, rows)] = run_all(catalog, "dt_plus")
     assert [c for c, _ in cols][-1] == "Description"
-    central = "central DP per row: each answer noisy, ε per query from your tier"  # the DP facts (issue 23)
+    central = "central DP per row: each answer noisy, ε per query from your tier"  # the DP facts
     assert {r[1]: r[-1] for r in rows} == {"people": central, "pums": f"Census microdata — {central}"}
 
 

@@ -165,7 +165,7 @@ DPGATE_VIEWS = [
     "budget",
     "coalition",
     "releases",
-]  # listed under the schema dpgate, as Postgres would (issue 23)
+]  # listed under the schema dpgate, as Postgres would
 
 
 def check(svc, name: str, rows: list[tuple]) -> None:

@@ -72,7 +72,7 @@ def check(svc, r: subprocess.CompletedProcess, client: str) -> dict:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["product"].startswith("PostgreSQL 16")
-    views = ["budget", "coalition", "releases"]  # dpgate.*: dpgate's own views (issue 23)
+    views = ["budget", "coalition", "releases"]  # dpgate.*: dpgate's own views
     assert sorted(out["all_tables"]) == sorted(out["tables"] + views)  # no undeclared relation in any schema
     assert out["schemas"] == ["dpgate", "information_schema", "pg_catalog", "public"]
     assert out["catalogs"] == ["demo"]

@@ -1,4 +1,4 @@
-"""A large central release column by column (issue 21): DuckDB's numpy fetch
+"""A large central release column by column: DuckDB's numpy fetch
 (``fetch(…, columnar=True)``), the completion by positions (``pipeline.columnar``), the
 batch measurement on arrays and the :class:`~proxy.stores.answer.ColumnarAnswer`.
 

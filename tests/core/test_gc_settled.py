@@ -1,4 +1,4 @@
-"""A started gateway settles the cyclic garbage collector (issue 21): what exists is frozen
+"""A started gateway settles the cyclic garbage collector: what exists is frozen
 out of its scans (a full collection no longer walks the service's ≈140,000 objects), and
 closing it unfreezes them."""
 

@@ -1,4 +1,4 @@
-"""Issue 23: `dpgate init` proposes a commented config from the data that `check-config
+"""`dpgate init` proposes a commented config from the data that `check-config
 --backend` and `dpgate serve --config` accept as is; values read from the rows are marked;
 --round widens bounds to the public grid; --dp-bounds draws them ε-DP and records ε."""
 

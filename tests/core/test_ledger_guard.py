@@ -1,4 +1,4 @@
-"""Issue 24: the ledger is never silently new. A ledger identity (state dir,
+"""The ledger is never silently new. A ledger identity (state dir,
 ledger marker, DuckDB row) checked at start and while serving; `dpgate ledger
 check` / `dpgate ledger init --i-know`; named ledger faults; periods that never
 move backwards; state files 0600 / dir 0700."""

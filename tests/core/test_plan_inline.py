@@ -1,4 +1,4 @@
-"""Where a fresh statement is planned (issue 21): a statement whose shape already has a
+"""Where a fresh statement is planned: a statement whose shape already has a
 plan template is filled on the event loop (no thread hand-off), and the filled plan is
 the full plan; a shape without one, or templates held by a planner thread, still plan on
 a worker thread."""

@@ -1,4 +1,4 @@
-"""Compact release storage (issue 21): ``proxy.stores.release_codec`` format 1 and
+"""Compact release storage: ``proxy.stores.release_codec`` format 1 and
 ``proxy.stores.json_pieces``.
 
 * every column kind comes back exactly as ``json.loads(json.dumps(answer))`` would give it

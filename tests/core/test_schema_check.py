@@ -1,4 +1,4 @@
-"""Issue 16: config meets the backend at start. Every declared table and column
+"""Config meets the backend at start. Every declared table and column
 is checked against the backend's schema (DuckDB and Postgres): one line per
 problem naming the file, the field and what the backend has."""
 

@@ -1,4 +1,4 @@
-"""AVG through the wire: the hourglass mean (seed 001), in bounds, and AVG/SUM/COUNT of
+"""AVG through the wire: the hourglass mean (Kulesza et al. 2024), in bounds, and AVG/SUM/COUNT of
 one column from ONE release charged once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 24: with the Postgres backend down, statements fail with 08006 within the connect
+"""With the Postgres backend down, statements fail with 08006 within the connect
 timeout (default 2 s), not after the pool's 10 s queue wait; they recover when it is back."""
 
 from __future__ import annotations

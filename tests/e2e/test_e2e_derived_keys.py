@@ -1,4 +1,4 @@
-"""Derived group keys and dates through the wire, on DuckDB and Postgres (issue 19):
+"""Derived group keys and dates through the wire, on DuckDB and Postgres:
 histogram bins with their empty bins, CASE labels, boolean keys, the monthly series of
 the demo's purchases (timestamp OID 1114, date 1082, text and binary), and DISTINCT over
 a public domain answered from the config at no charge."""

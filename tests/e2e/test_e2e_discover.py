@@ -1,4 +1,4 @@
-"""Issue 23: analysts discover the DP facts with the tools they have — real psql: `\\d+ table`
+"""Analysts discover the DP facts with the tools they have — real psql: `\\d+ table`
 and information_schema.columns + col_description carry each column's bounds, domain and
 policy as its comment; `\\dv dpgate.*` lists the budget and release views."""
 

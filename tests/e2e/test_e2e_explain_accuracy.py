@@ -1,5 +1,5 @@
-"""Issue 23: EXPLAIN states a 95% half-width (or a rank error) for every output before any
-data is read — AVG (hourglass, seed 001), per-record (seed 003), local tables (seed 002) and
+"""EXPLAIN states a 95% half-width (or a rank error) for every output before any
+data is read — AVG (hourglass, Kulesza et al. 2024), per-record (Chen et al. 2025), local tables (Xiang et al. 2020) and
 ladder tiers included. Each figure is derived here again from its formula."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _figures(line: str) -> list[float]:
 
 def test_avg_half_width_from_the_hourglass_quantile(duck_service):
     """AVG(age) over [0, 100] at ε 1: w'·q/n with q the 95% quantile of |Z1 − αK| (exact
-    hourglass law) at the worst α (an endpoint: α = 0 after folding), seed 001 Lemma 1."""
+    hourglass law) at the worst α (an endpoint: α = 0 after folding), Kulesza et al. 2024 Lemma 1."""
     text = explain(duck_service, "SELECT AVG(age) FROM pums")
     line = next(x for x in text.splitlines() if "avg(age)" in x.lower() and "half-width" in x)
     m = HourglassMean(1.0, 0, 100, integer=True)
@@ -62,7 +62,7 @@ def test_per_record_count_and_max(duck_service):
 
 def test_local_estimates_and_percentiles(duck_service):
     """COUNT over a private range: ±1.96·σ_max(n) with σ_max² = variance_bounds(n)[1] ∝ n
-    (spec 002 §4.2), so the figure grows as √n; a percentile states a rank error ∝ 1/√n."""
+    (metric-LDP spec §4.2), so the figure grows as √n; a percentile states a rank error ∝ 1/√n."""
     text = explain(
         duck_service,
         "SELECT COUNT(*), AVG(distance), percentile_cont(0.5) WITHIN GROUP "

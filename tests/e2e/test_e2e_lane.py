@@ -1,5 +1,5 @@
-"""The heavy-statement lane of ``dpgate serve --workers 2`` (issue 21, "nothing heavy on the
-event loop"; proxy/pipeline/lane.py, proxy/cli/lane.py): a real subprocess on PUMS plus a
+"""The heavy-statement lane of ``dpgate serve --workers 2`` (nothing heavy on a
+worker's event loop; proxy/pipeline/lane.py, proxy/cli/lane.py): a real subprocess on PUMS plus a
 table of a 10,000-value public domain, psycopg clients.
 
 The lane is a third child at ``SCHED_IDLE``. A 10,000-cell GROUP BY is answered by it: while

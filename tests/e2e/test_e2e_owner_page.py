@@ -1,4 +1,4 @@
-"""Issue 23: the owner page (`dpgate serve --admin-http`): admin roles only (their SCRAM
+"""The owner page (`dpgate serve --admin-http`): admin roles only (their SCRAM
 verifier, or a bearer token), read-only, server-rendered, no external assets; checked over
 plain HTTP, and rendered by headless Chromium (a screenshot whose pixels show the bars)."""
 

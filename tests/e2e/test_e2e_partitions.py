@@ -1,4 +1,4 @@
-"""GROUP BY a column without a public domain (issue 20): partition selection through the
+"""GROUP BY a column without a public domain: partition selection through the
 wire, on DuckDB and Postgres. The demo's ``purchases.city`` has no declared domain (399
 cities, most with a handful of customers); the table is protected per customer.
 

@@ -1,4 +1,4 @@
-"""Post-processing through the wire (issue 19): derived tables and CTEs share the flat
+"""Post-processing through the wire: derived tables and CTEs share the flat
 statement's release (a free repeat), outer filters over an aggregating subquery, a ratio
 KPI and HAVING without GROUP BY are computed from released values, charged once."""
 

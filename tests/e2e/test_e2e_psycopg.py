@@ -61,7 +61,7 @@ def test_repeat_is_free_and_identical(service):
 def test_parameters_and_their_literal_twin_are_one_release(service, typed):
     """A driver's $n statement is the release its literal twin is (one charge, the same rows),
     whichever comes first, with integer parameters or untyped digits (node-postgres, pgbench);
-    from the second statement of a shape on, it is planned from a template (issue 21)."""
+    from the second statement of a shape on, it is planned from a template."""
     role = "other"
     q = (
         "SELECT sex, COUNT(*), AVG(income) FROM pums WHERE age BETWEEN {} AND {} AND educ >= {} "

@@ -182,7 +182,7 @@ def test_consistent_false_returns_the_raw_noisy_values(raw_service):
 
 @pytest.fixture()
 def pr_service(tmp_path):
-    """The demo on DuckDB with its per-record table ``accounts`` (seed 003) and a tier
+    """The demo on DuckDB with its per-record table ``accounts`` (Chen et al. 2025) and a tier
     (role `half`) with ``consistent = false``; its own seeded source, so the draws of one
     test are the same whatever else runs."""
     cfg = make_config({"kind": "duckdb", "path": str(tmp_path / "demo.duckdb")})

@@ -1,4 +1,4 @@
-"""Routing through the wire (issue 17): a statement that reads the per-record table
+"""Routing through the wire: a statement that reads the per-record table
 ``accounts`` is answered by per-record DP whatever other table its text mentions,
 on Execute, Describe (extended protocol) and EXPLAIN."""
 

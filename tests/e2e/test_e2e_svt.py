@@ -55,13 +55,13 @@ def test_top_c_without_a_threshold_is_a_sort_of_the_cells(service):
 
 def test_having_by_sparse_vector_with_values(service):
     """Five aggregates share ε: the cells' count gets ε/5, and with c = 1 the sparse vector's
-    comparison noise is the lower (spec 004 Eq. 51); the values cost a separate ε, and the
+    comparison noise is the lower (SVT spec Eq. 51); the values cost a separate ε, and the
     returned row satisfies the HAVING on its released value."""
     sql = (
         "SELECT educ, COUNT(*) AS n, SUM(age), SUM(income), COUNT(married), COUNT(DISTINCT race) "
         "FROM pums GROUP BY educ HAVING COUNT(*) >= 100 LIMIT 1"
     )
-    assert "sparse vector (seed 004), the lower error here" in _explain(service, sql)
+    assert "sparse vector (Liu et al.), the lower error here" in _explain(service, sql)
     before = service.gw.ledger.spent("other", "day")
     rows, notes = _run(service, sql)
     assert len(rows) <= 1 and all(r[0] in (9, 11, 13) and r[1] >= 100 for r in rows)

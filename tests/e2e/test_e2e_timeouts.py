@@ -1,4 +1,4 @@
-"""Timeouts that stop work, and charge what ran (issue 17): on DuckDB a statement
+"""Timeouts that stop work, and charge what ran: on DuckDB a statement
 that times out after its scan started is charged ε with no answer and its worker
 is free within 3 s of a 2 s timeout; catalog queries get the same timeout, run
 on a cursor of their own (another role's catalog query does not wait), and the

@@ -1,4 +1,4 @@
-"""The privacy unit through the wire (issue 20), on DuckDB and Postgres: the demo's
+"""The privacy unit through the wire, on DuckDB and Postgres: the demo's
 ``purchases`` is protected per customer (``max_groups_per_unit = 10``,
 ``max_rows_per_unit = 10``). A count is of the bounded rows (each customer's first 10 per
 cell), noised at ε/k; the NOTICE and EXPLAIN say which unit applies and what the bounds
@@ -107,7 +107,7 @@ PSQL = shutil.which("psql")
 
 @pytest.mark.skipif(PSQL is None, reason="psql not installed (.ci/run installs it)")
 def test_a_join_to_a_lookup_table_from_psql(service):
-    """Issue 20's "done when": a join to a lookup table works from psql."""
+    """A join to a lookup table works from psql."""
     env = {**os.environ, "PGCONNECT_TIMEOUT": "10", "PGSSLMODE": "disable"}
     sql = (
         "SELECT s.area, COUNT(*) AS purchases FROM purchases p JOIN stores s ON p.store = s.store_id "

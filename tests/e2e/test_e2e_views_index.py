@@ -1,4 +1,4 @@
-"""dpgate's views by index (issue 24): bound parameters, the ledger doing the
+"""dpgate's views by index: bound parameters, the ledger doing the
 role filter / ORDER BY / LIMIT, answers identical to a full read, reads that cost
 their answer and not the history, and view reads that never delay a DP query."""
 
@@ -266,7 +266,7 @@ def test_views_answer_from_the_index_in_milliseconds(big):
         f"\n50k releases: releases top-10 {t_top:.2f} ms, budget (admin) {t_bud:.2f} ms, "
         f"budget (own) {t_bud_own:.2f} ms (median)"
     )
-    # a full read of 50k releases took ~0.7 ms per 1k (issue 24: 35 ms+); these take a few ms
+    # reads by index do not grow with the releases (a full read of 50k would)
     assert t_top < 25 and t_bud < 25 and t_bud_own < 25
 
 
@@ -359,8 +359,7 @@ def test_view_reads_do_not_delay_a_dp_query(ledger, request, tmp_path_factory):
                 f"6 {kind} view readers ({reads} reads meanwhile)"
             )
             assert reads >= 8  # the readers really ran meanwhile
-            # issue 24: 24.6 s on a Postgres ledger (one shared pool). Now: a few ms for reads by
-            # index; full reads of 50k releases cost the DP query only CPU / GIL contention (2 cores
+            # reads by index, and a pool per use rather than one shared pool; full reads of 50k releases cost the DP query only CPU / GIL contention (2 cores
             # shared with other work here): generous bounds, far below the seconds of a shared pool
             assert loaded - base < bound, kind
     finally:

@@ -1,4 +1,4 @@
-"""``dpgate serve --workers 2`` (issue 21, "Every core"; proxy/cli/workers.py): a real
+"""``dpgate serve --workers 2`` (proxy/cli/workers.py): a real
 subprocess on PUMS, psycopg clients. Answers from both workers (BackendKeyData pid ≡ worker
 index mod 2); a repeat is identical and free on the other worker, also when fired at both
 at once (one answer, one charge); concurrent fresh statements never overspend the tier's

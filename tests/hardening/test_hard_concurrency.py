@@ -88,7 +88,7 @@ def test_64_connections_10000_statements(svc):
 
 def test_twins_near_the_budget_wait_and_get_the_release_free(tmp_path):
     """16 connections of a role with 1 ε left send the same statement at once: one
-    is released and charged, the other 15 wait for it and get it free (issue 24)."""
+    is released and charged, the other 15 wait for it and get it free."""
     from mechanisms import SeededSource
 
     cfg = make_config(

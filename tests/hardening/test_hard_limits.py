@@ -90,7 +90,7 @@ def test_one_megabyte_statement_refused_before_parsing(duck_service):
 
 @pytest.mark.perf
 def test_one_megabyte_statements_do_not_stall_other_sessions(duck_service):
-    """Issue 24: 1 MB statements on one connection (refused by size, before parsing) delay a
+    """1 MB statements on one connection (refused by size, before parsing) delay a
     stream of `SELECT 1` on another by < 50 ms at p99."""
     svc = duck_service
     big = "SELECT COUNT(*) FROM pums WHERE age > 17 /*" + "x" * 1_000_000 + "*/"

@@ -10,7 +10,8 @@ or many rows (run on DuckDB directly: the scan is what the caps bound):
 * what remains is a presence step: a 2,048-row vector in which some row passes
   the cheap filters costs a constant (vectorised execution; a trivial predicate
   shows it as well). It is bounded: under 1 ms, and under 1/20 of the 0-vs-3
-  spread of the issue's uncapped probe (which the rewriter now refuses), measured
+  spread of the uncapped probe (a huge GREATEST … LIKE behind equalities, which the
+  rewriter refuses), measured
   here as the control that shows the measurement would see such a channel.
 """
 
@@ -100,7 +101,7 @@ def test_the_count_of_matching_rows_is_below_jitter(con):
     assert per_row < 100e-6  # docs/operations.md: ~10-20 µs per row
     assert med[3] - med[0] < 1e-3  # the presence step is bounded
 
-    # control: the issue's probe, uncapped (refused by the rewriter), run directly
+    # control: the GREATEST … LIKE probe, uncapped (refused by the rewriter), run directly
     big, pat = "z" * 20_000, "%" + "_" * 1000 + "y%"
     probe = "SELECT COUNT(*) FROM t WHERE a = 7 AND b = {} AND greatest(c, '" + big + "') LIKE '" + pat + "'"
     with pytest.raises(Refusal):

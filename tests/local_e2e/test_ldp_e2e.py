@@ -1,4 +1,4 @@
-"""Local (metric-LDP) tables through the wire (seed 002, issue 6), on DuckDB and Postgres:
+"""Local (metric-LDP) tables through the wire (Xiang et al. 2020), on DuckDB and Postgres:
 rows INSERTed with the real psql are perturbed by the proxy; range, 2-D range,
 percentile, GROUP BY and weighted queries answer within the stated std (spec §4.2,
 fixed seed); the backend holds reports only; no budget is charged."""

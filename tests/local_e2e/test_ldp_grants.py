@@ -1,4 +1,4 @@
-"""Writes are a permission (issue 17): only a role whose config grants a local table
+"""Writes are a permission: only a role whose config grants a local table
 (`[roles.X] insert = ["trips"]`) may INSERT into it, at most `insert_rows_per_minute` rows a
 minute (a token bucket per role). Every other role gets 42501 before anything is perturbed,
 stored or sent to the backend; the config is checked at load."""

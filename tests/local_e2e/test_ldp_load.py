@@ -1,4 +1,4 @@
-"""Bulk ingestion into local tables (seed 002, issue 6): `dpgate ldp-load` from a CSV, from a
+"""Bulk ingestion into local tables (Xiang et al. 2020): `dpgate ldp-load` from a CSV, from a
 backend table and as pre-made reports (`ldp-perturb`, the producer side); ≥ 1M rows/min;
 one transaction; and the demo `trips` table loaded through the bulk path."""
 

@@ -1,4 +1,4 @@
-"""Query-time options of local tables (spec 002 §8, §3.12): edge-bucket policy, the
+"""Query-time options of local tables (metric-LDP spec §8, §3.12): edge-bucket policy, the
 percentile_disc bucket point, isotonic CDF and clipping — each moves the answer the way
 the spec says on constructed data; column > table and session > config precedence; bad
 values refused (config: one line naming file and field; SET: 22023); NOTICE and EXPLAIN

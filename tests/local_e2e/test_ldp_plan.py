@@ -229,7 +229,7 @@ def test_numeric_columns_fall_back_to_the_checked_path(vals, typ, dom):
 
 
 def test_rewriter_report_columns_are_the_mechanisms():
-    """The rewriter's plain layout (issue 18) names the report columns exactly as
+    """The rewriter's plain layout names the report columns exactly as
     mechanisms.metric_ldp.report_columns does for the GroupSpec the proxy builds."""
     lay = layout("tl", cfg_with().tables["tl"])
     for g in lay.groups:

@@ -1,4 +1,4 @@
-"""The grid hourglass used for serving (mechanisms/mean/grid.py; spec 001 2.4, 6.7)."""
+"""The grid hourglass used for serving (mechanisms/mean/grid.py; add-remove mean spec 2.4, 6.7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The grid hourglass's exact samplers at high eps (mechanisms/mean/grid.py; spec 001 2.4, 6.7).
+"""The grid hourglass's exact samplers at high eps (mechanisms/mean/grid.py; add-remove mean spec 2.4, 6.7).
 
 At the serving grid M = 2^20 the central step holds 2G - 1 cells with G = round(gamma* M),
 which reaches 1 near eps = 40, so P(J != 0) = 2M b / ((2G - 1)(1 - b) + 2M b), b = e^-eps,
@@ -89,7 +89,7 @@ def _sign_cells(i: np.ndarray, hg: GridHourglass) -> np.ndarray:
 
 def _sign_law(hg: GridHourglass) -> np.ndarray:
     """P(J < 0), P(J = 0), P(J > 0) = (x/2, 1 - x, x/2), x = 2M b/((2G - 1)(1 - b) + 2M b)
-    (spec 001 Lemma 3 on the grid: P(J = 0) = (2G - 1)/Zs, Zs = (2G - 1) + 2M b/(1 - b))."""
+    (add-remove mean spec Lemma 3 on the grid: P(J = 0) = (2G - 1)/Zs, Zs = (2G - 1) + 2M b/(1 - b))."""
     b = math.exp(-hg.eps)
     x = 2 * hg.grid * b / ((2 * hg.G - 1) * -math.expm1(-hg.eps) + 2 * hg.grid * b)
     return np.array([x / 2, 1 - x, x / 2])

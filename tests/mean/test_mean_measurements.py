@@ -1,4 +1,4 @@
-"""AVG measurements (Algorithms 1-3; spec 001 sections 3, 4.2, 7): privacy of the
+"""AVG measurements (Algorithms 1-3; add-remove mean spec sections 3, 4.2, 7): privacy of the
 grid input, privacy maps, denominator policy, one-release SUM/COUNT,
 half-widths, and the leading-term MSE by Monte Carlo (fixed seeds)."""
 

@@ -1,4 +1,4 @@
-"""Exact checks of the continuous noise laws (spec 001 sections 2.3-2.6)."""
+"""Exact checks of the continuous noise laws (add-remove mean spec sections 2.3-2.6)."""
 
 from __future__ import annotations
 

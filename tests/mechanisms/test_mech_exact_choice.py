@@ -1,6 +1,6 @@
 """The exact exponential-mechanism choice behind the shifted-rank MAX / MIN
 (mechanisms/exact_choice.py): weights far below float64's 1e-16 are drawn with their exact
-probability (issue 17: the float log-sum-exp CDF never drew them: (ε, ~1e-16)-DP)."""
+probability (the float log-sum-exp CDF never drew them: (ε, ~1e-16)-DP)."""
 
 from __future__ import annotations
 

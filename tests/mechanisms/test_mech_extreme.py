@@ -1,5 +1,5 @@
 """Central MAX / MIN (mechanisms/extreme.py): the shifted-rank exponential mechanism of
-seed 003 §6.4 on a column's public grid."""
+Chen et al. 2025 §6.4 on a column's public grid."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 
 
 def exact_pmf(hist: dict[int, int], U: int, eps: float, beta: float, func: str) -> np.ndarray:
-    """Pr[answer index = y] ∝ exp(−ε |c(y) − k0| / 2), c(y) = #{x beyond y} (spec 003 §6.4)."""
+    """Pr[answer index = y] ∝ exp(−ε |c(y) − k0| / 2), c(y) = #{x beyond y} (per-record spec §6.4)."""
     k0 = math.ceil(2 / eps * math.log((U + 1) / beta))
     ys = np.arange(U + 1)
     if func == "max":

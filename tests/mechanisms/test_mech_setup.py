@@ -1,4 +1,4 @@
-"""Issue 24: mechanism set-up is bounded -- AVG's count half-width in closed form (equal to
+"""Mechanism set-up is bounded -- AVG's count half-width in closed form (equal to
 the exact convolution it replaces), every ε's set-up well under a second, tables computed
 once for concurrent first requests (single flight) and at config load."""
 

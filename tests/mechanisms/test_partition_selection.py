@@ -1,4 +1,4 @@
-"""DP partition selection (mechanisms/partition_selection.py; issue 20 part 3).
+"""DP partition selection (mechanisms/partition_selection.py; Desfontaines et al. 2022).
 
 (a) the (ε, δ) inequalities checked exactly on the exact keep probabilities (truncated geometric:
 Fractions; thresholding: rigorous Fraction bounds around the irrational α = e^-(ε/k), with the

@@ -1,4 +1,4 @@
-"""Batch (vectorised) exact samplers and the measurements' draw_many/apply_many (issue 21).
+"""Batch (vectorised) exact samplers and the measurements' draw_many/apply_many.
 
 Laws: chi-square goodness of fit against the EXACT pmf at a fixed seed, p > 1e-4 (Cochran
 bins: every expected count >= 5; the threshold is the test's false-rejection rate under the

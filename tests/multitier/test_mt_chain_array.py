@@ -1,4 +1,4 @@
-"""The tsg chain drawn for many cells at once (mechanisms/multitier/chain_array.py, issue 21).
+"""The tsg chain drawn for many cells at once (mechanisms/multitier/chain_array.py).
 
 Laws are checked against the EXACT pmfs at fixed seeds: chi-square goodness of fit with
 Cochran cells (expected >= 5), p > 1e-4 (the test's false-rejection rate under the law; the

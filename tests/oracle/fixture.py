@@ -50,7 +50,7 @@ def create_sql() -> str:
     return f"CREATE TABLE {TABLE} ({cols})"
 
 
-# The privacy-unit variant (issue 20): the same rows with a unit column ``u`` (NULL for some
+# The privacy-unit variant: the same rows with a unit column ``u`` (NULL for some
 # rows, several rows and cells per unit), declared as table fx over source fxu, with bounds
 # that bind nothing: the bounded scan's exact measures must equal the analyst's own query
 # over the rows whose unit is known.

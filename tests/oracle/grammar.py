@@ -162,9 +162,7 @@ def text(draw, depth: int = 1) -> E:
         return E(f"{fn}({a.pg})", f"{fn}({a.duck})", "text")
     if kind == 4:
         return E(f"coalesce({a.pg}, 'z')", f"coalesce({a.duck}, 'z')", "text")
-    return E(
-        f"({a.pg} || 'a')", f"({a.duck} || 'a')", "text"
-    )  # total (issue 19): checked like any other text
+    return E(f"({a.pg} || 'a')", f"({a.duck} || 'a')", "text")  # total: checked like any other text
 
 
 def _cmp_pair(draw, depth):
@@ -297,7 +295,7 @@ AGGS = {  # select item -> measures (kind, column) it needs
     "SUM(f)": {("sum", "f")},
     "AVG(i)": {("sum", "i"), ("count", "i")},
     "AVG(f)": {("sum", "f"), ("count", "f")},
-    # SUM/AVG of arithmetic over bounded columns (issue 19 §2): the measure's column is the
+    # SUM/AVG of arithmetic over bounded columns: the measure's column is the
     # expression's text; the reference computes it on the clamped columns (EXPRS)
     "SUM(i + 1)": {("sum", "i + 1")},
     "SUM(2 * i)": {("sum", "2 * i")},
@@ -349,7 +347,7 @@ def statement(draw):
     )
 
 
-# ----------------------------------------------------------------- derived group keys (issue 19)
+# ----------------------------------------------------------------- derived group keys
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""Differential semantic oracle (issue 16): for every generated statement the rewriter
+"""Differential semantic oracle: for every generated statement the rewriter
 accepts, the exact measures of its one-scan rewrite (before any noise) equal the backend's
 own answer to the analyst's SQL — on DuckDB and on Postgres — and two statements whose
 exact answers differ never share a release key (``Plan.canonical``). Each accepted statement
@@ -63,7 +63,7 @@ def _clamped(col: str) -> str:
 
 
 def _expr_sql(text: str) -> str:
-    """An arithmetic argument on the clamped columns (issue 19 §2), written independently."""
+    """An arithmetic argument on the clamped columns, written independently."""
     return EXPRS[text][0].replace("CI", _clamped("i")).replace("CF", _clamped("f"))
 
 
@@ -127,7 +127,7 @@ class Oracle:
         measures = [(m.kind, m.column) for m in plan.measures]
         want = set().union(*(AGGS[a] for a in aggs))
         assert set(measures) == want, (sql, measures)
-        if plan.selected:  # GROUP BY a column without a domain: keys come from the data (issue 20)
+        if plan.selected:  # GROUP BY a column without a domain: keys come from the data
             return self._check_selected(sql, plan, where_duck, where_pg, groups, measures)
         got_rows = rewriter.complete(plan, self.run(rewriter.to_sql(plan, self.dialect)))  # must never fail
         where = where_pg if self.dialect == "postgres" else where_duck
@@ -230,7 +230,7 @@ class Oracle:
             assert all(_same(a, b) for a, b in zip(got, cells[tuple(row[:k])])), (sql, params)
 
     def _check_derived(self, sql, plan, where, groups, aggs, got_rows) -> None:
-        """Issue 19: the statement over a derived table or a CTE (the filter inside or outside)
+        """The statement over a derived table or a CTE (the filter inside or outside)
         and wrapped whole in ``SELECT * FROM (…) q`` is the same release (release key, backend
         SQL, exact answers, output columns)."""
         items = ", ".join(groups + aggs)
@@ -277,7 +277,7 @@ def test_oracle_postgres(oracle_config, oracle_pg):
     _drive(Oracle(oracle_config, lambda q: pg_rows(oracle_pg, q), "postgres"))
 
 
-# Issue 20: on a table with a privacy unit and bounds that bind nothing, the bounded scan
+# On a table with a privacy unit and bounds that bind nothing, the bounded scan
 # (keyed row and cell selection, NULL units left out) equals the analyst's own query.
 def test_oracle_unit_duckdb(oracle_unit_config, oracle_duck):
     _drive(

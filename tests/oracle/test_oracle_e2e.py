@@ -1,5 +1,5 @@
-"""Issue 16's two statements through the wire on the demo `people` table (DuckDB and
-Postgres): NOT LIKE and IS NOT NULL keep their negation. Noise at ε = 1 is a few units;
+"""Negations through the wire on the demo `people` table (DuckDB and Postgres): NOT LIKE
+and IS NOT NULL keep their negation. Noise at ε = 1 is a few units;
 the bounds below are hundreds, and the dropped negation misses them by thousands."""
 
 from __future__ import annotations

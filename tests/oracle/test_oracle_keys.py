@@ -1,4 +1,4 @@
-"""The semantic oracle for derived group keys (issue 19): for generated statements grouped
+"""The semantic oracle for derived group keys: for generated statements grouped
 by numeric bins, width_bucket, CASE labels and boolean predicates (:func:`grammar.derived_statement`),
 the exact measures of the one-scan rewrite equal the backend's own answer to the analyst's
 SQL, cell by cell over the key's public domain (cells no row reaches are 0; rows whose key

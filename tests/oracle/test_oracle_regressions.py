@@ -1,4 +1,4 @@
-"""Regression cases the oracle (or issue 16) found, checked the oracle's way on both backends."""
+"""Regression cases the oracle (or a review) found, checked the oracle's way on both backends."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import rewriter
 
 # (analyst SQL with the same WHERE on both backends, group columns, aggregates)
 CASES = [
-    # issue 16: the negation of IS NOT / NOT LIKE / NOT ILIKE was dropped
+    # the negation of IS NOT / NOT LIKE / NOT ILIKE was dropped
     ("SELECT COUNT(*) FROM fx WHERE t NOT LIKE 'a%'", "t NOT LIKE 'a%'", [], ["COUNT(*)"]),
     ("SELECT COUNT(*) FROM fx WHERE t NOT ILIKE 'a%'", "t NOT ILIKE 'a%'", [], ["COUNT(*)"]),
     ("SELECT COUNT(*) FROM fx WHERE f IS NOT NULL", "f IS NOT NULL", [], ["COUNT(*)"]),
@@ -53,7 +53,7 @@ CASES = [
         ["g"],
         ["COUNT(i)"],
     ),
-    # issue 19 §2: SUM/AVG of arithmetic over bounded columns (bounds by interval arithmetic)
+    # SUM/AVG of arithmetic over bounded columns (bounds by interval arithmetic)
     (
         "SELECT g, SUM(i + 1), AVG(i - 10), SUM(i + f) FROM fx WHERE f > 0 GROUP BY g",
         "f > 0",

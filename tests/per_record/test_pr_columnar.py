@@ -1,4 +1,4 @@
-"""Per-record MAX/MIN from a columnar scan (issue 21): ``FrameworkMax.release_arrays`` is
+"""Per-record MAX/MIN from a columnar scan: ``FrameworkMax.release_arrays`` is
 ``release`` on the same value counts (the same clip to [0, U], counts summed per clipped
 value, so the same release from the same seed), and the pipeline's ``_split_columns`` groups
 a scan's columns per public cell exactly as ``_split_rows`` groups its rows — or declines

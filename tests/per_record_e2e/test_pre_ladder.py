@@ -1,4 +1,4 @@
-"""Ladder tiers on per-record tables (issue 17): refused with 0A000 in every path — execute
+"""Ladder tiers on per-record tables: refused with 0A000 in every path — execute
 (COUNT, SUM, MAX, MIN), Describe and EXPLAIN — before any backend work and without a charge.
 Independent per-record releases to bronze, silver and gold would let a coalition learn Σε·E(r),
 not the max ε their ladder's one chain promises."""

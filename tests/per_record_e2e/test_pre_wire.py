@@ -1,4 +1,4 @@
-"""Per-record DP (seed 003) through the wire on DuckDB and Postgres: the demo's
+"""Per-record DP (Chen et al. 2025) through the wire on DuckDB and Postgres: the demo's
 ``accounts`` table (E(r) = 1000 / balance in [1e-6, 1], U = 1e9).
 
 Released values are checked against true values computed directly in the backend

@@ -42,7 +42,7 @@ def test_literal_cap(config):
     assert _refused(Q + f"age = {'1' * 300}", config).sqlstate == "54000"
 
 
-def test_the_issue_probe_is_refused(config):
+def test_a_huge_greatest_like_probe_behind_equalities_is_refused(config):
     """greatest(CAST(col AS text), '<300 KB>') LIKE '<150 KB>' behind equality filters."""
     sql = (
         Q + f"sex = 1 AND race = 2 AND greatest(CAST(age AS text), '{'z' * 300_000}') LIKE '%{'z%' * 75_000}'"

@@ -1,4 +1,4 @@
-"""Routing from the parse (issue 17): the table and the path of a statement come
+"""Routing from the parse: the table and the path of a statement come
 from its parsed FROM items, never from its text — aliases, string literals and
 comments that name a declared table do not route to it."""
 

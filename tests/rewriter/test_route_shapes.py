@@ -1,4 +1,4 @@
-"""Routes by shape (issue 21, rewriter/route.py ``Routes``): a statement that differs from
+"""Routes by shape (rewriter/route.py ``Routes``): a statement that differs from
 an earlier one only in its numbers is routed without a parse, and its route is the one
 :func:`route` gives from its own parse; refusals, EXPLAIN and routes without a table are
 never served by shape."""

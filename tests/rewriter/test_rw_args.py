@@ -1,4 +1,4 @@
-"""Fail closed on the AST (issue 16): a rule given a node that carries an argument it does
+"""Fail closed on the AST: a rule given a node that carries an argument it does
 not interpret refuses 0A000 naming the SQL construct — it never drops the meaning.
 
 Each case parses a statement the rewriter accepts, finds one node of the given type,

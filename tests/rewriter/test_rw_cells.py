@@ -1,5 +1,5 @@
 """rewriter.cells.complete: the empty-cell completion the proxy does after the scan, with
-the meaning of the LEFT JOIN from the public domain it replaced (issue 21)."""
+the meaning of the LEFT JOIN from the public domain it replaced."""
 
 from __future__ import annotations
 

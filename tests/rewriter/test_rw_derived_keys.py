@@ -1,4 +1,4 @@
-"""Derived group keys with public domains and dates (issue 19): the domains follow from
+"""Derived group keys with public domains and dates: the domains follow from
 the config alone, the emitted SQL is one scan that answers every cell, and it returns the
 same rows on DuckDB and Postgres as a reference computed in Python from the same rows."""
 

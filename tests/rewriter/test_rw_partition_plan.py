@@ -1,4 +1,4 @@
-"""Planning GROUP BY a column without a public domain (issue 20 §3): the plan's keys are
+"""Planning GROUP BY a column without a public domain: the plan's keys are
 selected, not enumerated; only one such key per statement; the scan floor drops exactly
 the keys whose keep probability is at most the slack it is charged for."""
 

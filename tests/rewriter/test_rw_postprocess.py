@@ -1,4 +1,4 @@
-"""Post-processing plans (issue 19): expressions over aggregates, HAVING without GROUP BY,
+"""Post-processing plans: expressions over aggregates, HAVING without GROUP BY,
 derived tables and CTEs. The release key (``Plan.canonical``) is the underlying
 measurement's; the expression is evaluated by the proxy on released values."""
 

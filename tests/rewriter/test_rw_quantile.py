@@ -1,5 +1,5 @@
 """Quantiles on the extreme path (rewriter/extreme.py): what is read, what is refused, and
-fail-closed on every node the quantile rules interpret (issue 16's tampering)."""
+fail-closed on every node the quantile rules interpret (a node given an argument the rule does not know is refused)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Spark backend (issue 22) against a local Spark Connect server: a central plan's one
+"""The Spark backend against a local Spark Connect server: a central plan's one
 scan in Spark SQL gives the same exact cells as on DuckDB (integer division included:
 Spark has no one-argument TRUNC), the source is read once, and an unreachable cluster
 is 08006 before anything runs. A large result streams in (many Arrow batches) and equals

@@ -1,4 +1,4 @@
-"""config/examples/spark.toml loads (issue 22), local tables are accepted on Spark (their
+"""config/examples/spark.toml loads, local tables are accepted on Spark (their
 reports are stored in Spark: test_spark_local.py), and what Spark cannot serve is refused at
 config load with a hint: the demo loader, and the per-record ``log`` function (Spark's LN is
 not Python's to the ulp: test_spark_levels.py). No Spark server needed."""

@@ -1,4 +1,4 @@
-"""``dpgate init --spark`` (issue 23 × 22): a commented config proposed from a Spark catalog,
+"""``dpgate init --spark``: a commented config proposed from a Spark catalog,
 through Spark Connect — tables, types, domains and bounds (marked as read from the private
 data) — that loads as a dpgate config for the Spark backend."""
 

@@ -1,4 +1,4 @@
-"""Per-record levels on Spark (issue 22, seed 003 spec 11.3 / 12.2): the float-exact SQL of
+"""Per-record levels on Spark (Chen et al. 2025 spec 11.3 / 12.2): the float-exact SQL of
 the privacy functions, the level CASE and the value buckets — written as Postgres text and
 transpiled for Spark (``rewriter.emit.from_postgres``, as the per-record scan is) — agree
 with Python bit for bit on every boundary: each level bound, its neighbours one ulp either

@@ -1,4 +1,4 @@
-"""Local (metric-LDP) tables stored in Spark (issue 22; seed 002 spec §8, seed 000 §5).
+"""Local (metric-LDP) tables stored in Spark (Xiang et al. 2020 spec §8, Wang et al. 2026 §5).
 
 The demo's ``trips`` reports, made by the DuckDB loader, are copied to a Spark table; then
 ``INSERT … VALUES`` through a DuckDB and a Spark service, with the same seeded randomness,

@@ -1,4 +1,4 @@
-"""Spark differential oracle (issue 22): every statement the rewriter accepts from the
+"""Spark differential oracle: every statement the rewriter accepts from the
 oracle's grammar (``tests/oracle/grammar.py``: WHERE with NOT/AND/OR/IS NULL/BETWEEN/IN/LIKE,
 CASE, negation, integer division, COUNT/SUM/AVG and SUM/AVG of arithmetic, GROUP BY over
 public domains with empty groups, derived keys) runs as its one scan on Spark and on DuckDB
@@ -35,7 +35,7 @@ from grammar import derived_statement, statement
 
 EXAMPLES = int(os.environ.get("DPGATE_SPARK_ORACLE_EXAMPLES", "120"))
 
-#: statements that once failed on Spark, and the shapes the issue names
+#: statements Spark reads differently from Postgres unless the emitter spells them for it
 FIXED = [
     "SELECT AVG(-f) FROM fx WHERE b",  # Spark read `fx WHERE (b)` as an alias
     "SELECT COUNT(*) FROM fx WHERE (b)",
@@ -102,7 +102,7 @@ class SparkOracle:
             self.stats["refused"] += 1
             return
         # a plan whose keys are chosen by partition selection has no public cells: its scan's
-        # rows (one per key the data has) are compared in key order instead (issue 20)
+        # rows (one per key the data has) are compared in key order instead
         fill = (
             (lambda rows: sorted(rows, key=repr))
             if plan.selected

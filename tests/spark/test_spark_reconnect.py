@@ -1,4 +1,4 @@
-"""A lost Spark cluster (issue 22): the local Spark Connect server is killed (SIGKILL) while a
+"""A lost Spark cluster: the local Spark Connect server is killed (SIGKILL) while a
 DP statement runs on it, then restarted on the same port; dpgate is never restarted.
 
 * the running statement fails with 08006 within seconds (the client retries an unreachable

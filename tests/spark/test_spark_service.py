@@ -1,8 +1,8 @@
-"""dpgate served from Spark (issue 22), end to end over the wire.
+"""dpgate served from Spark, end to end over the wire.
 
 Every release kind's scans on Spark return the same rows as on DuckDB over the same data
 (the demo tables made by the DuckDB loader, mirrored to Parquet): central, per-record
-levels (the float-exact level CASE, seed 003), per-record MAX (its second, level-filtered
+levels (the float-exact level CASE, Chen et al. 2025), per-record MAX (its second, level-filtered
 scan), MAX/MIN/median histograms, ladder tiers, HAVING/top-c. The two services draw from
 the same seeded source, so equal first scans give equal second scans. Over psycopg: a DP
 answer with its NOTICE, a repeat served free, ``statement_timeout`` interrupting a slow
@@ -76,7 +76,7 @@ KINDS = [
 
 def _same_cells_everywhere(cfg: dict) -> dict:
     """Each customer keeps all their cells (G ≥ cells): which cells a unit keeps when it has too
-    many is a keyed hash, a different function on each engine (issue 20); rows per cell are
+    many is a keyed hash, a different function on each engine; rows per cell are
     bounded by counts, the same on both."""
     for name in ("purchases", "orders", "order_items"):
         cfg["tables"][name]["max_groups_per_unit"] = 1000

@@ -1,4 +1,4 @@
-"""Config and layout of categorical Subset columns in local tables (issue 5, spec 000 §10 "LDP
+"""Config and layout of categorical Subset columns in local tables (multi-tier spec §10 "LDP
 categorical columns"): one-line errors naming the file and the field; the stored layout (d bits
 per tier level, never the raw value); a ladder change after ingestion keeps the stored levels."""
 

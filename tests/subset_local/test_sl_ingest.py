@@ -1,4 +1,4 @@
-"""Bulk ingestion of a categorical Subset column (issue 5; spec 000 §10 "LDP categorical
+"""Bulk ingestion of a categorical Subset column (multi-tier spec §10 "LDP categorical
 columns"): `dpgate ldp-load` from a CSV and from a backend table, `ldp-perturb` + `ldp-load
 --reports`, and the Postgres table source. The reports table holds d 0/1 columns per tier level
 — every row exactly k ones at each level (k of that level's matched template, Alg. 4) — and

@@ -1,4 +1,4 @@
-"""Categorical Subset columns through the wire (issue 5; spec 000 §10 "LDP categorical columns"),
+"""Categorical Subset columns through the wire (multi-tier spec §10 "LDP categorical columns"),
 on DuckDB and on a real Postgres: `SELECT zone, COUNT(*) FROM trips GROUP BY zone` answers the
 role's tier from its own level's bits with the matched template's (t, f) — unbiased within the
 template variance; a tier added after ingestion reads the nearest LOWER stored level; roles off
@@ -36,7 +36,7 @@ N2 = 600
 
 
 def t_f(level: float, k: int, d: int):
-    """Spec 000 §4.2: t = P(x ∈ S), f = P(j ∈ S), j ≠ x, for Subset(k) at e^level."""
+    """The multi-tier spec §4.2: t = P(x ∈ S), f = P(j ∈ S), j ≠ x, for Subset(k) at e^level."""
     r = math.exp(level)
     return k * r / (k * r + d - k), k * ((k - 1) * r + d - k) / ((d - 1) * (k * r + d - k))
 
@@ -140,7 +140,7 @@ def test_demo_zone_each_tier_unbiased(slsvc):
         tpl = ladder_of(cat).match[eps]
         t, f = t_f(tpl.level, tpl.k, cat.d)
         for z, est in rows:
-            # Var(ĉ_j) = (n_j t(1−t) + (n − n_j) f(1−f)) / (t − f)²   (spec 000 §4.2)
+            # Var(ĉ_j) = (n_j t(1−t) + (n − n_j) f(1−f)) / (t − f)²   (multi-tier spec §4.2)
             sd = math.sqrt(truth[z] * t * (1 - t) + (TRIPS_N - truth[z]) * f * (1 - f)) / (t - f)
             assert abs(est - truth[z]) <= 4 * sd + 0.5, (role, z, est, truth[z], sd)
         msg = notices[0]

@@ -1,4 +1,4 @@
-"""The per-record levels' boundary points (seed 003): where the float-exact level CASE
+"""The per-record levels' boundary points (Chen et al. 2025): where the float-exact level CASE
 and Python's level choice must agree — used by the DuckDB/Postgres and the Spark tests."""
 
 from __future__ import annotations

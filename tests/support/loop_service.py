@@ -1,5 +1,5 @@
-"""A real dpgate service in a process of its own, for event-loop latency tests (issue 21:
-"nothing heavy on the event loop").
+"""A real dpgate service in a process of its own, for event-loop latency tests (nothing
+heavy on the event loop).
 
     python tests/support/loop_service.py STATE_DIR [--switch SECONDS] [--workers N]
 

@@ -1,4 +1,4 @@
-"""Exact output (transcript) probabilities of SVT-Exp on tiny inputs (spec 004 Sec. 1.6 check).
+"""Exact output (transcript) probabilities of SVT-Exp on tiny inputs (SVT spec Sec. 1.6 check).
 
 A transcript is the full sequence of (candidate, bit) comparisons in the fixed order 0..n-1 with
 APPEND as passes -- the finest thing the mechanism can reveal; every released quantity (selected

@@ -1,4 +1,4 @@
-"""CorrectionTerm r_op (Eq. 8-9; spec 004 Sec. 2.3) and its numerical framework (Alg. 3/4)."""
+"""CorrectionTerm r_op (Eq. 8-9; SVT spec Sec. 2.3) and its numerical framework (Alg. 3/4)."""
 
 import numpy as np
 import pytest
@@ -29,7 +29,7 @@ def test_r_op_is_the_k_over_k_plus_1_quantile_and_the_argmax(k):
 @pytest.mark.parametrize("monotone", [False, True])
 @pytest.mark.parametrize("k", [18, 200])
 def test_scale_invariance(monotone, k):
-    # alpha = 0: r_op(eps) = r_op(1)/eps (spec 004 Sec. 2.3), through SvtExp's own split
+    # alpha = 0: r_op(eps) = r_op(1)/eps (SVT spec Sec. 2.3), through SvtExp's own split
     r1 = r_op(*_params(1.0, monotone), k)
     for eps in (0.01, 0.1, 0.5, 2.0):
         assert r_op(*_params(eps, monotone), k) == pytest.approx(r1 / eps, rel=1e-8)
@@ -39,7 +39,7 @@ def test_scale_invariance(monotone, k):
 
 
 def test_reference_values():
-    # spec 004 Sec. 2.3 reference table (c = 50, eps = 1, alpha = 0)
+    # SVT spec Sec. 2.3 reference table (c = 50, eps = 1, alpha = 0)
     ref = {
         False: {10: 256.95, 18: 314.80, 33: 376.40, 200: 564.49, 825: 714.08},
         True: {10: 133.62, 18: 163.49, 33: 195.28, 200: 292.38, 825: 369.60},
@@ -55,7 +55,7 @@ def test_reference_values():
 
 
 def test_table5_mean_row_and_optimal_row():
-    # spec 004 Sec. 5.4: Table 5's Mean row is theta = c/eps2 under the (2c)^{2/3} split (monotone
+    # SVT spec Sec. 5.4: Table 5's Mean row is theta = c/eps2 under the (2c)^{2/3} split (monotone
     # scale); the Optimal row is indicative only (+-25 %), k = 200 under the same convention.
     for eps, mean, opt in [
         (0.05, 1046.42, 7147.15),

@@ -1,4 +1,4 @@
-"""Gamma = CDF of Exp(theta) - Lap(b) (spec 004 Sec. 2.3, Eq. 40) and the Table 4/6 split (Sec. 2.2)."""
+"""Gamma = CDF of Exp(theta) - Lap(b) (SVT spec Sec. 2.3, Eq. 40) and the Table 4/6 split (Sec. 2.2)."""
 
 import math
 
@@ -42,7 +42,7 @@ def test_monte_carlo_check_rejects_wrong_law():
 def test_gamma_limits_and_continuity():
     b = 3.0
     z = np.array([-5.0, -0.1, 0.0, 0.1, 2.0, 40.0])
-    # b = theta limit form of spec 004 Sec. 2.3, compared with theta = b (1 +- 1e-7)
+    # b = theta limit form of SVT spec Sec. 2.3, compared with theta = b (1 +- 1e-7)
     lim = np.where(z <= 0, np.exp(z / b) / 4, 1 - np.exp(-z / b) * (0.75 + z / (2 * b)))
     for th in (b, b * (1 + 1e-7), b * (1 - 1e-7)):
         np.testing.assert_allclose(gamma_cdf(z, b, th), lim, rtol=1e-6, atol=1e-12)
@@ -96,7 +96,7 @@ def test_allocation_minimises_variance():
             ws = np.linspace(0.5, 60, 20000)
             v = [comparison_variance(1.0, 50, fam, mono, w=w) for w in ws]
             assert min(v) >= comparison_variance(1.0, 50, fam, mono) * (1 - 1e-9)
-    # spec 004 Sec. 2.2 minimal V at eps = 1, c = 50: Exp < Gum < Lap, monotone Exp < Lap
+    # SVT spec Sec. 2.2 minimal V at eps = 1, c = 50: Exp < Gum < Lap, monotone Exp < Lap
     assert comparison_variance(1.0, 50, "exp") == pytest.approx(11859, abs=1)
     assert comparison_variance(1.0, 50, "gum") == pytest.approx(19017, abs=1)
     assert comparison_variance(1.0, 50, "lap") == pytest.approx(22916, abs=1)

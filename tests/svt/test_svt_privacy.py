@@ -1,4 +1,4 @@
-"""Spec 004 Sec. 1.6 privacy check by exact output probabilities on tiny inputs, and a goodness-of-fit
+"""The SVT spec Sec. 1.6 privacy check by exact output probabilities on tiny inputs, and a goodness-of-fit
 test tying those exact probabilities to the implementation's actual output law."""
 
 import itertools

@@ -1,4 +1,4 @@
-"""Serving entry point svt_select, the SVT loop, and the exact integer samplers (spec 004 Sec. 2.4, 7)."""
+"""Serving entry point svt_select, the SVT loop, and the exact integer samplers (SVT spec Sec. 2.4, 7)."""
 
 import math
 from fractions import Fraction
@@ -114,7 +114,7 @@ def test_exact_path_uses_integer_randomness_only():
 
 
 def test_strict_and_grid_mapping():
-    # integers: COUNT > T  <=>  COUNT >= T + 1 (spec 004 Sec. 6 item 12)
+    # integers: COUNT > T  <=>  COUNT >= T + 1 (SVT spec Sec. 6 item 12)
     assert to_grid([4, 5], [5, 5], 1, False, Fraction(1)) == ([4, 5], [5, 5], 1)
     assert to_grid([4, 5], [5, 5], 1, True, Fraction(1)) == ([4, 5], [6, 6], 1)
     # reals on g = 2^-10: values rounded, sensitivity floor(D/g) + 1, thresholds ceil / floor + 1

@@ -159,7 +159,7 @@ def test_exact_cells_are_the_analysts_own_answer_with_counts_capped(db, sql, wan
     assert {key: n for key, n in got.items() if n} == truth  # and the empty ones are 0
 
 
-def test_the_issue_statement_is_not_a_silent_zero(db):
+def test_count_of_units_with_more_than_n_rows_counts_units(db):
     """`customers who bought more than 10 times` counts customers, never released keys."""
     dialect, run = db
     sql = f"SELECT COUNT(*) FROM {PER} WHERE n > 10"

@@ -1,4 +1,4 @@
-"""Lookup joins and public tables (issue 20 §4), on DuckDB and Postgres, over the demo's
+"""Lookup joins and public tables, on DuckDB and Postgres, over the demo's
 second schema (proxy/demo/shop.py) and purchases ⋈ stores.
 
 * Exact before noise: with bounds that bind nothing, the rewrite's cells equal the

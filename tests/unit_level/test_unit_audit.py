@@ -1,4 +1,4 @@
-"""Privacy audit of the privacy unit (issue 20): neighbouring databases that differ by ONE
+"""Privacy audit of the privacy unit: neighbouring databases that differ by ONE
 unit and all of its rows.
 
 1. Sensitivity, exactly: for worst-case neighbours (a new unit with rows in every cell,

@@ -1,4 +1,4 @@
-"""Contribution bounding of the privacy unit (issue 20, rewriter/unit.py) on DuckDB and
+"""Contribution bounding of the privacy unit (rewriter/unit.py) on DuckDB and
 Postgres, with bounds that BIND: the bounded scan's exact measures are what the bounds
 define, computed independently in Python.
 

@@ -1,4 +1,4 @@
-"""MAX / MIN / percentiles over keys without a public domain (issue 20 §3; rewriter/extreme.py
+"""MAX / MIN / percentiles over keys without a public domain (rewriter/extreme.py
 ``histogram_sql(floor=…)``, proxy/pipeline/extreme.py) on DuckDB, Postgres and Spark.
 
 The one histogram scan, with bounds that bind nothing, equals the backend-independent

@@ -1,4 +1,4 @@
-"""``max_rows_scope = "total"`` (issue 20, rewriter/unit.py ``per_unit_scan``): R rows per
+"""``max_rows_scope = "total"`` (rewriter/unit.py ``per_unit_scan``): R rows per
 unit in the whole statement, on DuckDB, Postgres and Spark (its keyed integer and window
 spelled per dialect), with bounds that BIND.
 

@@ -1,4 +1,4 @@
-"""Limits before login and on statement size (issue 24): pending connections, login
+"""Limits before login and on statement size: pending connections, login
 timeout, accept-error logging, TCP keepalive, max_statement_size."""
 
 import asyncio
