@@ -309,8 +309,8 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list[exp.E
         return None
     key: exp.Expression | None = None
     extra: list[exp.Expression] = []
-    for c in conjuncts(j.args["on"]):
-        a, b = (c.this, c.expression) if isinstance(c, exp.EQ) else (None, None)
+    for cond in conjuncts(j.args["on"]):
+        a, b = (cond.this, cond.expression) if isinstance(cond, exp.EQ) else (None, None)
         if isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table == rq and b.table == lq:
             a, b = b, a
         if (
@@ -319,9 +319,9 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list[exp.E
             and isinstance(b, exp.Column)
             and (a.table, a.name, b.table, b.name) == (lq, lu, rq, ru)
         ):
-            key = c
+            key = cond
         else:
-            extra.append(c)
+            extra.append(cond)
     if key is None:
         return None
     cols, owners = dict(lt.columns), {c: {lq} for c in lt.columns}
@@ -356,8 +356,8 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list[exp.E
             join_type="left" if side else "inner",
         )
     )
-    for c in extra:  # ON … AND <a condition on the right side's rows> (Q13's o_comment NOT LIKE …)
-        for col in c.find_all(exp.Column):
+    for cond in extra:  # ON … AND <a condition on the right side's rows> (Q13's o_comment NOT LIKE …)
+        for col in cond.find_all(exp.Column):
             if (
                 col.table not in ("", rq)
                 or col.name not in rt.columns

@@ -494,16 +494,16 @@ def _columns(nodes: Iterable[exp.Expression], exclude: str) -> list[exp.Column]:
 
 
 def spell_hashes(
-    tree: exp.Expression,
-    spell: Callable[[list[exp.Expression]], exp.Expression],
-    idiv: Callable[[exp.Expression, exp.Expression], exp.Expression] | None = None,
-    hash_mod: Callable[[exp.Expression, list[exp.Expression]], exp.Expression] | None = None,
-) -> exp.Expression:
+    tree: exp.Expr,
+    spell: Callable[[list[exp.Expr]], exp.Expr],
+    idiv: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None,
+    hash_mod: Callable[[exp.Expr, list[exp.Expr]], exp.Expr] | None = None,
+) -> exp.Expr:
     """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash),
     each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero) and each
     ``DPGATE_HASHMOD(n, …)`` by ``hash_mod(n, args)`` (the keyed hash as an integer in [0, n))."""
 
-    def swap(node: exp.Anonymous) -> exp.Expression:
+    def swap(node: exp.Anonymous) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
             return spell(node.expressions)
         if hash_mod is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASHMOD":

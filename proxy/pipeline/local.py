@@ -34,7 +34,7 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mechanisms.metric_ldp import Query, notice_std, prefix_width, quantile, variance_bounds
-from rewriter import parse
+from rewriter import dialects, parse
 from rewriter.errors import Refusal
 from rewriter.local import LocalPlan, layout, plan_local
 from rewriter.local_subset import SubsetPlan
@@ -44,7 +44,7 @@ from ..ingest.ldp_load import Encoder, IngestError
 from ..ingest.ldp_specs import check_layout, guarantee
 from ..wire.api import Column, Description, Result, SqlError
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, fetch
-from .local_bind import BoundAgg, bind, scan
+from .local_bind import BoundAgg, bind, scan, scan_columns
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
 from .local_subset import answer_subset, explain_subset
@@ -67,7 +67,9 @@ TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
 DELTA = 0.05  # percentile rank-error bounds hold with probability 1 - DELTA
 _PLANS: OrderedDict = OrderedDict()
 _BUCKETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Spark: one INSERT at a time
+_WRITES: weakref.WeakKeyDictionary = (
+    weakref.WeakKeyDictionary()
+)  # Backend.serial_writes: one INSERT at a time
 
 
 def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
@@ -90,13 +92,17 @@ async def _fetch(conn, sql: str, write: bool = False) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------------- SELECT
-def _plan(gw, sql: str, params, overrides: tuple = ()) -> LocalPlan:
+def _plan(gw, sql: str, params, overrides: tuple = (), stmt=None) -> LocalPlan:
+    """The plan of ``sql`` (kept by text); ``stmt``: its :class:`.kind.Statement`, whose parse
+    the planner takes when it plans."""
     key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()), overrides)
     hit = _PLANS.get(key)
     if hit is not None:
         _PLANS.move_to_end(key)
         return hit
-    plan = plan_local(parse(sql), gw.config, list(params or []), overrides)
+    plan = plan_local(
+        stmt.tree() if stmt is not None else parse(sql), gw.config, list(params or []), overrides
+    )
     _PLANS[key] = plan
     if len(_PLANS) > 512:
         _PLANS.popitem(last=False)
@@ -113,11 +119,9 @@ class Local(ReleaseKind):
 
     name = "local"
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
-        plan = _plan(conn.gw, sql, params, overrides_of(conn))
-        if isinstance(
-            plan, SubsetPlan
-        ):  # categorical Subset column (multi-tier release, Wang et al. 2026 §5)
+    async def plan(self, conn, stmt, params: list) -> Prepared:
+        plan = _plan(conn.gw, stmt.sql, params, overrides_of(conn), stmt)
+        if isinstance(plan, SubsetPlan):  # a categorical Subset column (Wang et al. 2026 §5)
             return Prepared(SUBSET, plan, [])
         return Prepared(self, plan, _columns(plan))
 
@@ -132,11 +136,11 @@ class Local(ReleaseKind):
             rows, msg = local_answer(p.plan, cells)
         return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]), "ldp", 0.0
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        return await describe_local(conn, sql, oids)
+    async def describe(self, conn, stmt, oids: list[int]) -> Description:
+        return await describe_local(conn, stmt.sql, oids, stmt)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return await explain_local(conn, body, params)
+    async def explain(self, conn, stmt, params: list, plan=None) -> Result:
+        return await explain_local(conn, stmt.sql, params, stmt)
 
 
 class Subset(Local):
@@ -196,7 +200,7 @@ def _diff_dim(a: BoundAgg, spec) -> int:
 def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]:
     """Rows (every group cell, then ORDER BY/LIMIT) and the NOTICE, from the scan's rows."""
     lay = plan.layout
-    _, sc = scan(plan, "duckdb")
+    sc = scan_columns(plan)
     bound = bind(plan)
     k = len(plan.group_by)
     by_key = {}
@@ -512,29 +516,28 @@ async def insert_local(conn, sql: str, params: list):
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         raise
     dialect = gw.backend.dialect
+    q = dialects.get(dialect).quote
     schema = [c for c, _ in lay.report_schema()]
     tuples = ", ".join(
         "(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")" for i in range(n)
     )
-    q = "`" if dialect == "spark" else '"'  # Spark: backquoted identifiers
-    ins = f"INSERT INTO {q}{lay.reports}{q} ({', '.join(q + c + q for c in schema)}) VALUES {tuples}"
-    if dialect == "postgres":
-        ins = f"WITH ins AS ({ins} RETURNING 1) SELECT COUNT(*) FROM ins"
-    if dialect == "spark":  # concurrent appends to one Parquet table share its _temporary
-        async with _WRITES.setdefault(gw, asyncio.Lock()):  # directory: this proxy sends one at a time
+    ins = f"INSERT INTO {q(lay.reports)} ({', '.join(q(c) for c in schema)}) VALUES {tuples}"
+    # once the write is sent the rows stay counted, whatever its outcome
+    if gw.backend.serial_writes:  # e.g. Spark: appends to one table share a directory
+        async with _WRITES.setdefault(gw, asyncio.Lock()):  # this proxy sends one at a time
             await _fetch(conn, ins, write=True)
     else:
-        await _fetch(
-            conn, ins, write=True
-        )  # once the write is sent the rows stay counted, whatever its outcome
+        await _fetch(conn, ins, write=True)
     return Result(f"INSERT 0 {n}"), "ldp-insert", 0.0
 
 
 # ---------------------------------------------------------------------------- Describe
-async def describe_local(conn, sql: str, oids: list[int]) -> Description:
-    """Describe (extended protocol) of a SELECT on a local table or of an INSERT."""
+async def describe_local(conn, sql: str, oids: list[int], stmt=None) -> Description:
+    """Describe (extended protocol) of a SELECT on a local table or of an INSERT (``stmt``: its
+    :class:`.kind.Statement`, whose parse is read)."""
     gw = conn.gw
-    if isinstance(parse(sql), exp.Insert):  # from the parse, as the route
+    tree = stmt.tree() if stmt is not None else parse(sql)
+    if isinstance(tree, exp.Insert):  # from the parse, as the route
         expr, name, table, cols = _insert_target(gw, sql)
         _check_grant(gw, conn.role, name)
         cols, rows = _insert_shape(expr, name, table, cols)
@@ -551,7 +554,7 @@ async def describe_local(conn, sql: str, oids: list[int]) -> Description:
             for i in range(max(n, len(oids)))
         ]
         return Description(inferred, None)
-    plan = plan_local(parse(sql), gw.config, None)
+    plan = plan_local(tree, gw.config, None)
     inferred = [
         oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(t, 25) if t else 25
         for i, t in enumerate(plan.param_types)
@@ -612,10 +615,10 @@ def explain_widths(plan: LocalPlan, config) -> list[str]:
     return out
 
 
-async def explain_local(conn, sql: str, params: list) -> Result:
+async def explain_local(conn, sql: str, params: list, stmt=None) -> Result:
     """EXPLAIN of a local-table SELECT: the estimator, the guarantee and the ONE scan
     (nothing runs, nothing is charged)."""
-    plan = _plan(conn.gw, sql, params, overrides_of(conn))
+    plan = _plan(conn.gw, sql, params, overrides_of(conn), stmt)
     if isinstance(plan, SubsetPlan):
         return await explain_subset(conn, plan)
     lay = plan.layout
