@@ -8,6 +8,7 @@ may run any number of times on a stored answer at no privacy cost.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import threading
 from collections import OrderedDict
@@ -26,7 +27,7 @@ from ..stores.answer import ColumnarAnswer, cell_count
 from ..wire.api import ColumnRows
 from .columnar import CellColumns
 from .common import cell_key, fmt, plain_number
-from .postexpr import evaluate, post_process, rollup
+from .postexpr import evaluate, post_process, rollup, window_text, with_windows
 
 TYPE_OIDS = {
     "int": 20,
@@ -34,6 +35,7 @@ TYPE_OIDS = {
     "text": 25,
     "bool": 16,
     "numeric": 1700,
+    "int4": 23,
     "date": 1082,
     "timestamp": 1114,
 }
@@ -509,11 +511,17 @@ def answer_rows(plan: Plan, answer: dict) -> list[tuple]:
     cells = [
         (key, vals) for key, vals in cells if keep is None or evaluate(keep, key, vals) is True
     ]  # HAVING / outer WHERE
+    outputs = plan.outputs
+    if any(o.source == "expr" for o in outputs) or hidden:  # window functions: over these cells
+        trees, cells = with_windows([o.post if o.source == "expr" else None for o in outputs] + hidden, cells)
+        n = len(outputs)
+        outputs = tuple(o if t is None else dataclasses.replace(o, post=t) for o, t in zip(outputs, trees))
+        hidden = trees[n:]
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
         rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]  # COUNT/SUM/… of released rows
     else:
         rows = [
-            tuple(_cell(o, key, vals) for o in plan.outputs) + tuple(evaluate(t, key, vals) for t in hidden)
+            tuple(_cell(o, key, vals) for o in outputs) + tuple(evaluate(t, key, vals) for t in hidden)
             for key, vals in cells
         ]
     rows = _arranged(plan, rows)
@@ -591,6 +599,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
             svt += "; keys only, no values released"
     if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
+    svt += window_text([o.post for o in plan.outputs if o.source == "expr"] + [i.tree for i in plan.order_by])
     if plan.clock:  # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.clock} UTC, evaluated by dpgate when planned"
     return f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}"
