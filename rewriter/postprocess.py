@@ -299,14 +299,14 @@ WINDOW_HINT = (
 )
 
 
-def _offset(node, what: str) -> int:
+def _offset(node: object, what: str) -> int:
     """A frame offset, LAG/LEAD offset or NTILE count: a non-negative integer constant."""
     if isinstance(node, exp.Literal) and node.is_int:
         return int(node.this)
     raise Refusal(UNSUPPORTED, f"{what} must be an integer constant here.", hint=WINDOW_HINT)
 
 
-def _bound(value, side, what: str):
+def _bound(value: object, side: object, what: str) -> tuple[Any, ...]:
     """One end of a frame: ("unbounded", side) / ("current",) / (side, n)."""
     if isinstance(value, str) and value.upper() == "UNBOUNDED":
         return ("unbounded", str(side).lower())
@@ -316,7 +316,7 @@ def _bound(value, side, what: str):
     return (str(side).lower(), n)
 
 
-def _frame(spec, has_order: bool):
+def _frame(spec: exp.Expression | None, has_order: bool) -> Tree | None:
     """(mode, start, end) of a window's frame; None for the default (RANGE UNBOUNDED
     PRECEDING to CURRENT ROW, which with no ORDER BY is the whole partition)."""
     if spec is None:
@@ -347,7 +347,7 @@ def _frame(spec, has_order: bool):
     return (mode, start, end)
 
 
-def _input(node: exp.Expression, ctx: Ctx):
+def _input(node: exp.Expression, ctx: Ctx) -> Tree:
     """The tree of a window's argument, PARTITION BY or ORDER BY item: a derived group key
     (``date_trunc('month', ts)``, a CASE bin) by its key, else :func:`tree`."""
     inner = node
@@ -358,7 +358,7 @@ def _input(node: exp.Expression, ctx: Ctx):
     return tree(node, ctx)
 
 
-def window(node: exp.Window, ctx: Ctx):
+def window(node: exp.Window, ctx: Ctx) -> Tree:
     """The tree of ``fn(args) OVER (PARTITION BY … ORDER BY … frame)``: every input is an
     expression over released values and group keys (:func:`tree`); a column that is not a
     group key is refused when the tree is resolved (:func:`resolve`)."""
@@ -375,7 +375,7 @@ def window(node: exp.Window, ctx: Ctx):
         )
     if fn in _RANKING:
         understood(head, frozenset())
-        args: tuple = ()
+        args: tuple[Tree, ...] = ()
     elif fn == "ntile":
         understood(head, frozenset({"this"}))
         n = _offset(head.this, "the NTILE count")
@@ -398,11 +398,11 @@ def window(node: exp.Window, ctx: Ctx):
         understood(head, frozenset({"this", "big_int"}) if fn == "count" else frozenset({"this"}))
         args = (_input(head.this, ctx),)
     part = tuple(_input(p, ctx) for p in node.args.get("partition_by") or [])
-    order = ()
+    order: tuple[tuple[Tree, bool, bool], ...] = ()
     o = node.args.get("order")
     if o is not None:
         understood(o)
-        items = []
+        items: list[tuple[Tree, bool, bool]] = []
         for it in o.expressions:
             understood(it)
             desc = bool(it.args.get("desc"))
@@ -412,11 +412,11 @@ def window(node: exp.Window, ctx: Ctx):
     return ("window", fn, args, part, order, _frame(node.args.get("spec"), bool(order)))
 
 
-def _resolve_window(t, agg, key):
+def _resolve_window(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None]:
     """The resolved window tree and its Postgres result type."""
     _, fn, args, part, order, frame = t
 
-    def raw_key(name):
+    def raw_key(name: str) -> tuple[int | str, str | None]:
         try:
             return key(name)
         except Refusal:
@@ -431,6 +431,7 @@ def _resolve_window(t, agg, key):
     rorder = tuple((resolve(x, agg, raw_key)[0], desc, nf) for x, desc, nf in order)
     trees = tuple(a for a, _ in rargs)
     types = [ty for _, ty in rargs]
+    typ: str | None
     if fn in ("row_number", "rank", "dense_rank", "count"):
         typ = "int"
     elif fn == "ntile":
@@ -459,16 +460,16 @@ def _resolve_window(t, agg, key):
     return ("window", fn, trees, rpart, rorder, frame), typ
 
 
-def _has_window(t) -> bool:
+def _has_window(t: object) -> bool:
     return isinstance(t, tuple) and (t[:1] == ("window",) or any(_has_window(x) for x in t))
 
 
-def has_window(t) -> bool:
+def has_window(t: object) -> bool:
     """Whether a (resolved) tree reads a window function."""
     return _has_window(t)
 
 
-def check_windows(select: exp.Select, groups) -> None:
+def check_windows(select: exp.Select, groups: Sequence[GroupKey]) -> None:
     """Refuse a window in a statement without GROUP BY and without an aggregate: its rows
     are the table's rows, so the window would read them one by one."""
     wins = list(select.find_all(exp.Window))
