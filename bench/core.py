@@ -305,7 +305,7 @@ class _PlainWire:
         return time.perf_counter() - t
 
     def scan(self, sql: str) -> float:
-        from proxy.gateway import statement_fingerprint
+        from proxy.gateway.statement_log import statement_fingerprint
 
         fp = statement_fingerprint(sql)
         deadline = time.time() + 10
@@ -443,7 +443,7 @@ def main(argv=None) -> int:
             proc.wait(10)
             if base.proc.poll() is None:
                 base.close()
-    from proxy.gateway import statement_fingerprint
+    from proxy.gateway.statement_log import statement_fingerprint
 
     ms = lambda xs, p: 1000 * _pct(xs, p)  # noqa: E731
     paired = [a - b for a, b in zip(e2e, rewritten)]

@@ -29,6 +29,7 @@ import time
 import duckdb
 import numpy as np
 
+from bench.baselines.metric_ldp import HH, HIO2D, FlatOUE, HaarHRR
 from mechanisms.metric_ldp import (
     DimSpec,
     GroupSpec,
@@ -39,7 +40,6 @@ from mechanisms.metric_ldp import (
     report_columns,
     variance,
 )
-from mechanisms.metric_ldp.baselines import HH, HIO2D, FlatOUE, HaarHRR
 from mechanisms.metric_ldp.laplace import es_metric, fig1_ratio, m2_scales_numeric, m2_total_error
 from mechanisms.metric_ldp.matrix import cell_counts, cell_estimates
 from mechanisms.rng import SeededSource

@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
+from bench.baselines.svt import VARIANTS, make_variant
 from mechanisms.rng import SeededSource
 from mechanisms.svt import QueryShape
-from mechanisms.svt.baselines import VARIANTS, make_variant
 from mechanisms.svt.select import DEFAULT_MAX_PASSES, svt_select
 
 N_ITEMS, C, K = 10_000, 50, 200

@@ -45,7 +45,8 @@ def _digits(d: Decimal) -> tuple[int, int]:
 
 
 def _scale(d: Decimal) -> int:
-    return max(0, -d.as_tuple().exponent) if d.is_finite() else 0
+    exp = d.as_tuple().exponent  # an int when d is finite; a letter for NaN and infinities
+    return max(0, -exp) if isinstance(exp, int) else 0
 
 
 def _numeric_div(a: Decimal, b: Decimal) -> Decimal:
@@ -219,8 +220,8 @@ def rollup(spec, cells):
     if any(isinstance(v, float) for v in vals):
         total = math.fsum(float(v) for v in vals)
         return total if func == "sum" else total / len(vals)
-    total = sum(_dec(v) for v in vals)
-    return total if func == "sum" else _numeric_div(total, Decimal(len(vals)))
+    exact = sum((_dec(v) for v in vals), Decimal(0))
+    return exact if func == "sum" else _numeric_div(exact, Decimal(len(vals)))
 
 
 def _as_decimal(v) -> Decimal:

@@ -11,7 +11,9 @@ import datetime as _dt
 import math
 import re
 import struct
+from collections.abc import Sequence
 from decimal import Context, Decimal, InvalidOperation
+from typing import Any
 
 from . import arrays
 from .api import SqlError
@@ -99,7 +101,7 @@ def _float_text(v: float, oid: int) -> str:
     return r[:-2] if r.endswith(".0") else r
 
 
-def _numeric_text(v) -> str:
+def _numeric_text(v: Any) -> str:
     d = _to_decimal(v)
     if d.is_nan():
         return "NaN"
@@ -108,7 +110,7 @@ def _numeric_text(v) -> str:
     return format(d, "f")
 
 
-def _array_text(elem: int, values) -> str:
+def _array_text(elem: int, values: Sequence[Any]) -> str:
     """Postgres array literal: {a,"b c",NULL}."""
     parts = []
     for v in values:
@@ -124,7 +126,7 @@ def _array_text(elem: int, values) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _array_binary(elem: int, values) -> bytes:
+def _array_binary(elem: int, values: Sequence[Any]) -> bytes:
     """One-dimensional array in the binary format: ndim, hasnull, element oid, (length, lower bound), items."""
     if any(isinstance(v, (list, tuple)) for v in values):
         raise SqlError("0A000", "multidimensional arrays are not supported in binary format")
@@ -141,7 +143,7 @@ def _array_binary(elem: int, values) -> bytes:
     return head + b"".join(items)
 
 
-def encode_text(oid: int, value) -> str:
+def encode_text(oid: int, value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return _array_text(ARRAY_ELEMENTS.get(oid, TEXT), value)
     if oid == BOOL:
@@ -163,13 +165,13 @@ def encode_text(oid: int, value) -> str:
     return str(value)
 
 
-def _to_decimal(value) -> Decimal:
+def _to_decimal(value: Any) -> Decimal:
     return (
         value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
     )
 
 
-def encode_numeric_binary(value) -> bytes:
+def encode_numeric_binary(value: Any) -> bytes:
     """Postgres base-10000 numeric: ndigits, weight, sign, dscale, then int16 digits."""
     d = _to_decimal(value)
     if d.is_nan():
@@ -177,6 +179,7 @@ def encode_numeric_binary(value) -> bytes:
     if d.is_infinite():
         return struct.pack("!hhHh", 0, 0, NUMERIC_PINF if d > 0 else NUMERIC_NINF, 0)
     sign, digits, exp = d.as_tuple()
+    assert isinstance(exp, int)  # a finite Decimal's exponent
     dscale = max(0, -exp)
     low = exp // 4  # weight of the least significant base-10000 group
     mag = int("".join(map(str, digits)) or "0") * 10 ** (exp - 4 * low)
@@ -198,7 +201,7 @@ def encode_numeric_binary(value) -> bytes:
     )
 
 
-def encode_binary(oid: int, value) -> bytes:
+def encode_binary(oid: int, value: Any) -> bytes:
     if isinstance(value, (list, tuple)) and oid in ARRAY_ELEMENTS:
         return _array_binary(ARRAY_ELEMENTS[oid], value)
     if oid == BOOL:
@@ -222,7 +225,7 @@ def encode_binary(oid: int, value) -> bytes:
     return encode_text(oid, value).encode("utf-8")
 
 
-def encode(oid: int, value, fmt: int = 0) -> bytes | None:
+def encode(oid: int, value: Any, fmt: int = 0) -> bytes | None:
     """Encode one value for a DataRow; None -> SQL NULL."""
     if value is None:
         return None
@@ -251,7 +254,7 @@ def _pg_number_text(s: str) -> str:
     return t
 
 
-def decode_text(oid: int, s: str):
+def decode_text(oid: int, s: str) -> Any:
     if oid in TEXT_LIKE:
         return s
     try:
@@ -323,7 +326,7 @@ def decode_numeric_binary(data: bytes) -> Decimal:
     return d.quantize(Decimal(1).scaleb(-dscale), context=Context(prec=max(28, ndigits * 4 + dscale + 8)))
 
 
-def decode_binary(oid: int, data: bytes):
+def decode_binary(oid: int, data: bytes) -> Any:
     try:
         if oid in _INT_STRUCT:
             fmt = _INT_STRUCT[oid]
@@ -349,7 +352,7 @@ def decode_binary(oid: int, data: bytes):
         raise SqlError("22P03", "incorrect binary data format in bind parameter") from None
 
 
-def decode(oid: int, fmt: int, data: bytes | None):
+def decode(oid: int, fmt: int, data: bytes | None) -> Any:
     """Decode one Bind parameter; None (NULL) stays None."""
     if data is None:
         return None
