@@ -2,7 +2,9 @@
 // DatabaseMetaData, aggregate, refused query, parameterised query, undeclared table.
 // Prints one JSON report on stdout (parsed by tests/clients/test_jdbc.py).
 //
-// usage: java -cp postgresql.jar:. Scenario JDBC_URL USER PASSWORD
+// usage: java -cp postgresql.jar:. Scenario JDBC_URL USER PASSWORD [NAME SQL]...
+// Each NAME SQL pair after the password is run as written; its rows are reported as
+// getString's text under "more".
 import java.sql.*;
 import java.util.*;
 
@@ -108,6 +110,22 @@ public class Scenario {
                 }
                 out.put("param_count", Long.toString(n));
             }
+            List<String> more = new ArrayList<>();
+            try (Statement st = conn.createStatement()) {
+                for (int a = 3; a + 1 < args.length; a += 2) {
+                    List<String> rows = new ArrayList<>();
+                    try (ResultSet r = st.executeQuery(args[a + 1])) {
+                        int n = r.getMetaData().getColumnCount();
+                        while (r.next()) {
+                            List<String> row = new ArrayList<>();
+                            for (int i = 1; i <= n; i++) row.add(q(r.getString(i)));
+                            rows.add(list(row));
+                        }
+                    }
+                    more.add(q(args[a]) + ": " + list(rows));
+                }
+            }
+            out.put("more", "{" + String.join(", ", more) + "}");
         }
         StringBuilder b = new StringBuilder("{");
         for (Map.Entry<String, String> e : out.entrySet()) {
