@@ -62,8 +62,8 @@ class SessionViews:
             )
         text = self.inline(st.query.sql("postgres"))  # a view over another view: its definition
         try:
-            desc = await conn.describe(text, [])
-        except SqlError as e:
+            desc = await conn._describe(text, [])
+        except (Refusal, SqlError) as e:
             raise SqlError(
                 e.sqlstate,
                 f"CREATE TEMPORARY VIEW {name}: its query is not answered: {e.message}",

@@ -13,7 +13,8 @@ import psycopg
 import pytest
 
 from mechanisms import SeededSource
-from support.service import Service, make_config
+from proxy.pipeline.orchestrator import Connection
+from support.service import HELPER, Service, make_config
 
 from . import outcomes
 from .scenario import SECRET
@@ -114,3 +115,44 @@ def pytest_sessionfinish(session):
     path = os.environ.get("DPGATE_CLIENT_OUTCOMES")
     if path:
         Path(path).write_text(json.dumps(outcomes.snapshot(), indent=1, ensure_ascii=False))
+    path = os.environ.get("DPGATE_CLIENT_CORPUS")
+    if path:
+        corpus = {c: outcomes.STATEMENTS[c] for c in outcomes.CLIENTS if outcomes.STATEMENTS.get(c)}
+        Path(path).write_text(json.dumps(corpus, indent=1, ensure_ascii=False) + "\n")
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _statements_sent():
+    """Note each statement a client sends to the plaintext DuckDB service (not the tests' own
+    :func:`support.service.ask`): the per-client corpus ``bench.sql_coverage`` replays."""
+    original, describe_ = Connection.execute, Connection.describe
+
+    def mine(conn) -> bool:
+        return (
+            conn.gw.config.backend.kind == "duckdb"
+            and conn.gw.config.server.tls.cert is None
+            and conn.session.settings.get("application_name") != HELPER
+        )
+
+    async def execute(self, sql, params):
+        try:
+            result = await original(self, sql, params)
+        except Exception as e:
+            if mine(self):
+                outcomes.sent(sql, params, getattr(e, "sqlstate", "XX000"))
+            raise
+        if mine(self):
+            outcomes.sent(sql, params, "answered")
+        return result
+
+    async def describe(self, sql, oids):  # refused at Describe: never executed
+        try:
+            return await describe_(self, sql, oids)
+        except Exception as e:
+            if mine(self):
+                outcomes.sent(sql, [], getattr(e, "sqlstate", "XX000"))
+            raise
+
+    Connection.execute, Connection.describe = execute, describe
+    yield
+    Connection.execute, Connection.describe = original, describe_

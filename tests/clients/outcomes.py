@@ -10,6 +10,7 @@ from these outcomes; ``test_compatibility_table.py`` checks the table against th
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.metadata
 import os
 import re
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import zipfile
 from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 
 #: the table's columns after client and version: (heading, item)
@@ -108,6 +110,39 @@ MODULES = {
 # client -> backend -> items, committed from passed tests; and the current test's pending items
 RECORDED: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
 PENDING: list[tuple[str, str, str]] = []
+# the statements clients sent (DuckDB service, plaintext): client -> [[sql, params, outcome]],
+# and those of the current test (attributed to its client when it passes)
+STATEMENTS: dict[str, list[list]] = defaultdict(list)
+SENT: list[list] = []
+
+
+def sent(sql: str, params: list, outcome: str) -> None:
+    """A statement a client sent in the running test, and how dpgate answered it ("answered"
+    or the SQLSTATE of its refusal)."""
+    SENT.append([sql, [_plain(p) for p in params], outcome])
+
+
+def _plain(v):
+    """A bound parameter as JSON (dates and timestamps tagged with their type)."""
+    if isinstance(v, dt.datetime):
+        return {"timestamp": v.isoformat()}
+    if isinstance(v, dt.date):
+        return {"date": v.isoformat()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, Decimal):
+        return float(v)
+    return v
+
+
+def unplain(v):
+    """:func:`_plain`'s inverse."""
+    if isinstance(v, dict):
+        ((k, s),) = v.items()
+        return dt.datetime.fromisoformat(s) if k == "timestamp" else dt.date.fromisoformat(s)
+    if isinstance(v, list):
+        return [unplain(x) for x in v]
+    return v
 
 
 def record(client: str, svc, *items: str) -> None:
@@ -124,7 +159,14 @@ def commit(passed: bool) -> None:
         for client, backend, item in PENDING:
             if item not in RECORDED[client][backend]:
                 RECORDED[client][backend].append(item)
+        clients = {c for c, _, _ in PENDING}
+        if len(clients) == 1:  # a test of one client: the statements are that client's
+            (client,) = clients
+            for s in SENT:
+                if s not in STATEMENTS[client]:
+                    STATEMENTS[client].append(s)
     PENDING.clear()
+    SENT.clear()
 
 
 def snapshot() -> dict:

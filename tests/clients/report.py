@@ -4,7 +4,9 @@
 ``DPGATE_CLIENT_OUTCOMES`` naming a JSON file; the client tests record what each client
 showed (:mod:`tests.clients.outcomes`) and the run writes them there at its end. The table
 is then rendered from that file and written between the markers in docs/clients.md.
-``--from FILE`` renders an existing outcomes file without running the tests.
+``--from FILE`` renders an existing outcomes file without running the tests. The same run
+writes the statements each client sent (tests/clients/corpus.json, replayed per client by
+``python -m bench.sql_coverage``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .scenario import AGGREGATES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "clients.md"
+CORPUS = ROOT / "tests" / "clients" / "corpus.json"
 BEGIN = "<!-- clients-table: begin (python -m tests.clients.report writes this table) -->"
 END = "<!-- clients-table: end -->"
 HEADINGS = [
@@ -107,7 +110,7 @@ def write(snapshot: dict, doc: Path = DOC) -> None:
 
 
 def run_tests(out: Path, pytest_args: list[str]) -> int:
-    env = {**os.environ, "DPGATE_CLIENT_OUTCOMES": str(out)}
+    env = {**os.environ, "DPGATE_CLIENT_OUTCOMES": str(out), "DPGATE_CLIENT_CORPUS": str(CORPUS)}
     cmd = [sys.executable, "-m", "pytest", "tests/clients", "-p", "no:cacheprovider", *pytest_args]
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 

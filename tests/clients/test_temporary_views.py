@@ -34,7 +34,7 @@ def connect(svc, notes=None):
 
 
 def test_a_view_is_its_statement(svc):
-    spent = lambda: svc.gw.ledger.spent("analyst", "day")  # noqa: E731
+    spent = lambda: svc.gw.ledger.spent("analyst", "day")
     notes: list[str] = []
     with connect(svc, notes) as c:
         before = spent()
