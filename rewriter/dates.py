@@ -225,14 +225,14 @@ def _interval_operand(rhs: exp.Expression, ctx: Ctx) -> list[tuple[int, str]] | 
     if isinstance(inner, exp.Literal):
         return interval_steps(inner.this, "interval")
     t = ctx.param(inner)
-    n = t.param
-    if ctx.infer:
+    n, params = int(inner.this.this), ctx.params
+    if params is None:  # only types are inferred: Describe reports interval
         if ctx.types.get(n) is None:
-            ctx.types[n] = "interval"
+            ctx.types[n] = "interval"  # type: ignore[assignment]  # a parameter type, not a column's
         return []
-    if n > len(ctx.params):
+    if n > len(params):
         ctx.settle(t, "text")  # the protocol error for a missing value
-    v = ctx.params[n - 1]
+    v = params[n - 1]
     if v is None:
         return NULL_INTERVAL
     if not isinstance(v, str):

@@ -71,11 +71,12 @@ def view_statement(sql: str) -> ViewStatement | None:
     if not any(isinstance(p, exp.TemporaryProperty) for p in props):
         return None
     target, query = tree.this, tree.expression
+    name = _name(target)
     if (
         len(props) != 1
         or isinstance(target, exp.Schema)  # a column list: CREATE TEMP VIEW v (a, b)
         or not isinstance(query, exp.Query)
-        or _name(target) is None
+        or name is None
         or any(tree.args.get(k) for k in ("exists", "unique", "refresh", "concurrently"))
     ):
         raise Refusal(
@@ -84,7 +85,7 @@ def view_statement(sql: str) -> ViewStatement | None:
             "SELECT …; name the columns in the SELECT (… AS n) rather than after the view's name.",
             hint=None,
         )
-    return ViewStatement("create", (_name(target),), query=query, replace=bool(tree.args.get("replace")))
+    return ViewStatement("create", (name,), query=query, replace=bool(tree.args.get("replace")))
 
 
 def inline(sql: str, views: dict[str, exp.Query]) -> str | None:

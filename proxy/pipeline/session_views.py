@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 from sqlglot import exp
 
@@ -30,7 +31,7 @@ _KEYS = itertools.count(1)
 class SessionViews:
     """The temporary views of one connection, by name (their definitions, inlined)."""
 
-    def __init__(self, gateway) -> None:
+    def __init__(self, gateway: Any) -> None:
         self.gw = gateway
         self.key = next(_KEYS)  # this session in the catalog's session relations
         self.views: dict[str, exp.Query] = {}
@@ -46,7 +47,7 @@ class SessionViews:
             return sql
         return inline(sql, self.views) or sql
 
-    async def run(self, conn, st: ViewStatement, params: list[object]) -> Result:
+    async def run(self, conn: Any, st: ViewStatement, params: list[object]) -> Result:
         if st.action == "drop":
             return await self._drop(st)
         if params:
@@ -60,6 +61,7 @@ class SessionViews:
                 f"a connection holds at most {MAX_VIEWS} temporary views; DROP VIEW the ones it no longer needs.",
                 hint=None,
             )
+        assert st.query is not None  # a CREATE has its query
         text = self.inline(st.query.sql("postgres"))  # a view over another view: its definition
         try:
             desc = await conn._describe(text, [])
@@ -69,11 +71,12 @@ class SessionViews:
                 f"CREATE TEMPORARY VIEW {name}: its query is not answered: {e.message}",
                 hint=e.hint,
             ) from None
-        if desc.columns is None or not isinstance(parse(text), exp.Query):
+        query = parse(text)
+        if desc.columns is None or not isinstance(query, exp.Query):
             raise Refusal("0A000", "a view is defined by a SELECT query.", hint=None)
         columns = [(c.name, c.type_oid) for c in desc.columns]
         await asyncio.to_thread(self._replace, name, columns)
-        self.views[name] = parse(text)
+        self.views[name] = query
         return Result("CREATE VIEW")
 
     def _replace(self, name: str, columns: list[tuple[str, int]]) -> None:
