@@ -33,6 +33,8 @@ MORE_SQL = {  # three more typical aggregates, sent as written by every client
 }
 #: the five typical aggregates of the compatibility table (docs/clients.md)
 AGGREGATES = ("group by", "parameter", *MORE_SQL)
+COPY_SQL = "SELECT sex, COUNT(*) AS n FROM pums WHERE age BETWEEN 29 AND 51 GROUP BY sex ORDER BY sex"
+"""Fetched by each driver's own COPY API (``COPY (…) TO STDOUT``): the release of the SELECT."""
 REFUSED_SQL = "SELECT * FROM pums"
 SECRET = "secret_salaries"  # exists in the backend, not declared
 SECRET_SQL = f"SELECT COUNT(*) FROM {SECRET}"

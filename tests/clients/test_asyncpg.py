@@ -5,14 +5,18 @@ and over TLS."""
 from __future__ import annotations
 
 import asyncio
+import io
 import ssl
 
 import asyncpg
 import pytest
 
+from support.service import ask
+
 from .outcomes import record
 from .pending import CATALOG_PARAMS, SESSION_STATEMENTS, expect_fix
 from .scenario import (
+    COPY_SQL,
     GROUP_SQL,
     MORE_SQL,
     PARAM,
@@ -128,6 +132,23 @@ def test_asyncpg_parameterised_introspection(svc, request):
     tables, cols, secret, by_oid = asyncio.run(main())
     assert tables == declared_tables(svc) and cols == by_oid == PUMS_COLUMNS and secret == []
     record("asyncpg", svc, "catalog queries with $n")
+
+
+def test_asyncpg_copy_from_query(svc):
+    async def main():
+        conn = await asyncpg.connect(svc.url())
+        try:
+            out = io.BytesIO()
+            status = await conn.copy_from_query(COPY_SQL, output=out, format="csv", header=True)
+            return status, out.getvalue().decode()
+        finally:
+            await conn.close()
+
+    status, text = asyncio.run(main())
+    rows, _ = ask(svc, COPY_SQL)
+    assert status == f"COPY {len(rows)}"
+    assert text.splitlines() == ["sex,n"] + [f"{s},{n}" for s, n in rows]
+    record("asyncpg", svc, "COPY")
 
 
 def test_asyncpg_wrong_password(svc):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from support.service import PASSWORDS
+from support.service import PASSWORDS, ask
 
 from .outcomes import record
-from .scenario import MORE_SQL, check_report
+from .scenario import COPY_SQL, MORE_SQL, check_report
 
 SOURCE = Path(__file__).parent / "java" / "Scenario.java"
 JAVA, JAVAC = shutil.which("java"), shutil.which("javac")
@@ -62,6 +62,7 @@ def run(classes, svc, password=PASSWORDS["analyst"], **props) -> subprocess.Comp
             url,
             "analyst",
             password,
+            COPY_SQL,
             *(x for pair in MORE_SQL.items() for x in pair),
         ],
         capture_output=True,
@@ -94,8 +95,13 @@ def check(svc, r: subprocess.CompletedProcess, client: str) -> list[str]:
 
 
 def test_jdbc_scenario(classes, svc):
-    done = check(svc, run(classes, svc, sslmode="disable"), "pgjdbc")
+    r = run(classes, svc, sslmode="disable")
+    done = check(svc, r, "pgjdbc")
     record("pgjdbc", svc, *done, "DatabaseMetaData", "server-side prepared statements")
+    out = json.loads(r.stdout)
+    rows, _ = ask(svc, COPY_SQL)
+    assert out["copied"] == len(rows) and out["copy"].splitlines() == [f"{s},{n}" for s, n in rows]
+    record("pgjdbc", svc, "COPY")
 
 
 def test_jdbc_wrong_password(classes, svc):

@@ -3,6 +3,7 @@ with named parameters and the DB-API with %s), on DuckDB and on Postgres, and ov
 
 from __future__ import annotations
 
+import io
 import ssl
 
 import pytest
@@ -11,11 +12,21 @@ pytest.importorskip("pg8000", reason="pip install pg8000")
 import pg8000.dbapi
 import pg8000.native
 
-from support.service import PASSWORDS
+from support.service import PASSWORDS, ask
 
 from .outcomes import record
 from .pending import CATALOG_PARAMS, expect_fix
-from .scenario import GROUP_SQL, MORE_SQL, PARAM, PARAM_SQL, REFUSED_SQL, SECRET, SECRET_SQL, check_report
+from .scenario import (
+    COPY_SQL,
+    GROUP_SQL,
+    MORE_SQL,
+    PARAM,
+    PARAM_SQL,
+    REFUSED_SQL,
+    SECRET,
+    SECRET_SQL,
+    check_report,
+)
 
 
 def connect(svc, api=pg8000.native.Connection, **kw):
@@ -98,6 +109,18 @@ def test_pg8000_parameterised_catalog_query(svc, request):
         conn.close()
     assert rows == [["pums"]]
     record("pg8000", svc, "catalog queries with parameters")
+
+
+def test_pg8000_copy_to_a_stream(svc):
+    conn = connect(svc)
+    try:
+        out = io.BytesIO()
+        conn.run(f"COPY ({COPY_SQL}) TO STDOUT WITH (FORMAT csv)", stream=out)
+    finally:
+        conn.close()
+    rows, _ = ask(svc, COPY_SQL)
+    assert out.getvalue().decode().splitlines() == [f"{s},{n}" for s, n in rows]
+    record("pg8000", svc, "COPY")
 
 
 def test_pg8000_tls(tls_svc):

@@ -3,13 +3,18 @@ DuckDB and on Postgres, and over TLS."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 pytest.importorskip("psycopg2", reason="pip install psycopg2-binary")
 import psycopg2.extras
 
+from support.service import ask
+
 from .outcomes import record
 from .scenario import (
+    COPY_SQL,
     GROUP_SQL,
     MORE_SQL,
     PARAM,
@@ -99,6 +104,18 @@ def test_psycopg2_transaction_block(svc):
     finally:
         conn.close()
     record("psycopg2", svc, "transactions")
+
+
+def test_psycopg2_copy_expert(svc):
+    conn = connect(svc)
+    try:
+        buf = io.StringIO()
+        conn.cursor().copy_expert(f"COPY ({COPY_SQL}) TO STDOUT WITH CSV HEADER", buf)
+    finally:
+        conn.close()
+    rows, _ = ask(svc, COPY_SQL)
+    assert buf.getvalue().splitlines() == ["sex,n"] + [f"{s},{n}" for s, n in rows]
+    record("psycopg2", svc, "COPY")
 
 
 def test_psycopg2_wrong_password(svc):
