@@ -90,7 +90,7 @@ CLIENTS = {
 
 #: the test modules that record each client (a client's row is checked only when all of them ran)
 MODULES = {
-    "psql": ("test_psql.py", "test_copy.py"),
+    "psql": ("test_psql.py", "test_copy.py", "test_temporary_views.py"),
     "psycopg 3": ("test_psycopg.py", "test_copy.py", "test_temporary_views.py"),
     "psycopg2": ("test_psycopg2.py",),
     "asyncpg": ("test_asyncpg.py",),

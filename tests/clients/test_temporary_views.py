@@ -14,6 +14,7 @@ from support.service import ask
 
 from .outcomes import record
 from .test_copy import charged
+from .test_psql import PSQL, ok, psql
 
 Q = "SELECT sex, COUNT(*) AS n, AVG(income) AS m FROM pums WHERE age > 33 GROUP BY sex"
 LISTED = (
@@ -119,3 +120,26 @@ def test_a_view_dpgate_cannot_answer_is_refused(svc, sql, state, says):
         assert c.execute(LISTED, ("raw",)).fetchall() == []
     assert e.value.sqlstate == state and says in str(e.value), str(e.value)
     assert svc.gw.ledger.spent("analyst", "day") == before
+
+
+@pytest.mark.skipif(PSQL is None, reason="psql not installed (apt-get install postgresql-client)")
+def test_psql_lists_and_describes_a_temporary_view(svc):
+    r = psql(
+        svc,
+        "-c",
+        f"CREATE TEMP VIEW listed_in_psql AS {Q}",
+        "-c",
+        "\\dv",
+        "-c",
+        "\\d listed_in_psql",
+        "-c",
+        "SELECT sex, n FROM listed_in_psql ORDER BY sex",
+    )
+    lines = ok(r)
+    schema = lines[1][0]
+    assert lines[0] == ["CREATE VIEW"] and schema.startswith("pg_temp_")
+    assert lines[1][1:3] == ["listed_in_psql", "view"]
+    assert [c[:2] for c in lines[2:5]] == [["sex", "bigint"], ["n", "bigint"], ["m", "double precision"]]
+    rows, _ = ask(svc, f"SELECT sex, n FROM ({Q}) AS listed_in_psql ORDER BY sex")
+    assert [tuple(int(x) for x in r) for r in lines[5:]] == [tuple(r) for r in rows]
+    record("psql", svc, "CREATE TEMPORARY VIEW, \\dv, \\d view")
