@@ -10,6 +10,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from rewriter.session_views import MAX_VIEWS
 from support.service import ask
 
 from .outcomes import record
@@ -143,3 +144,14 @@ def test_psql_lists_and_describes_a_temporary_view(svc):
     rows, _ = ask(svc, f"SELECT sex, n FROM ({Q}) AS listed_in_psql ORDER BY sex")
     assert [tuple(int(x) for x in r) for r in lines[5:]] == [tuple(r) for r in rows]
     record("psql", svc, "CREATE TEMPORARY VIEW, \\dv, \\d view")
+
+
+def test_a_connection_holds_a_bounded_number_of_views(svc):
+    with connect(svc) as c:
+        for i in range(MAX_VIEWS):
+            c.execute(f"CREATE TEMP VIEW v{i} AS {Q}")
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+            c.execute(f"CREATE TEMP VIEW one_more AS {Q}")
+        c.execute(f"CREATE OR REPLACE TEMP VIEW v0 AS {Q}")  # replacing is not one more
+        c.execute("DROP VIEW v1")
+        c.execute(f"CREATE TEMP VIEW one_more AS {Q}")
