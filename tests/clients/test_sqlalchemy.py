@@ -194,17 +194,19 @@ def _records(df) -> list[tuple]:
     ]
 
 
-def test_sqlalchemy_tls(tls_svc):
-    eng = engine(tls_svc, sslmode="require")
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
+def test_sqlalchemy_tls(tls_svc, driver):
+    eng = engine(tls_svc, driver, sslmode="require")
     try:
         with eng.connect() as conn:
-            assert conn.connection.dbapi_connection.info.ssl_in_use
+            dbapi = conn.connection.dbapi_connection
+            assert (dbapi.pgconn if driver == "psycopg" else dbapi.info).ssl_in_use
         report = scenario(eng)
     finally:
         eng.dispose()
     check_reflection(tls_svc, report)
-    check_report(tls_svc, "sqlalchemy tls", report)
-    record("SQLAlchemy + psycopg2", tls_svc, "TLS")
+    check_report(tls_svc, f"sqlalchemy+{driver} tls", report)
+    record(ROWS[driver], tls_svc, "TLS")
 
 
 def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
