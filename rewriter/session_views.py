@@ -51,7 +51,11 @@ def _name(t: exp.Expression) -> str | None:
 def view_statement(sql: str) -> ViewStatement | None:
     """The temporary-view statement ``sql`` is, or None. A CREATE VIEW that is not
     temporary is None (refused where other statements are); a temporary one with options
-    this reading does not know is refused (0A000)."""
+    this reading does not know is refused (0A000). Only a statement whose text begins with
+    CREATE or DROP is read further (the statement splitter has replaced comments by blanks): the
+    others, nearly every statement, cost no tokenizing here."""
+    if not sql.lstrip()[:6].upper().startswith(("CREATE", "DROP")):
+        return None
     tokens = tokenize(sql)
     if not tokens or tokens[0].text.upper() not in ("CREATE", "DROP"):
         return None

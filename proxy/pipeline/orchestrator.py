@@ -144,7 +144,7 @@ class Connection:
             return Description(list(oids), _columns(cols))
         if self.temp_views.statement(sql) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
             return Description(list(oids), None)
-        sql = self.temp_views.inline(sql)  # a temporary view: its definition
+        sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route = await self._route(sql)
         kind = route.kind
         if kind == "explain":
@@ -195,7 +195,7 @@ class Connection:
             return Result(tag, _columns(cols), rows, parameter_status=ps), "local", 0.0
         if (view := self.temp_views.statement(sql)) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
             return await self.temp_views.run(self, view, params), "view", 0.0
-        sql = self.temp_views.inline(sql)  # a temporary view: its definition
+        sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route = await self._route(sql)
         kind = route.kind
         if kind == "explain":

@@ -26,6 +26,7 @@ from ..catalog import PG_RELATIONS
 from ..wire.api import Result, SqlError
 
 _KEYS = itertools.count(1)
+INLINE_PARSE = 1024  # longer statements of a session with views are parsed on a worker thread
 
 
 class SessionViews:
@@ -46,6 +47,12 @@ class SessionViews:
         if not self.views:
             return sql
         return inline(sql, self.views) or sql
+
+    async def inline_async(self, sql: str) -> str:
+        """:meth:`inline`, parsing a long statement on a worker thread (not the event loop)."""
+        if not self.views or len(sql) <= INLINE_PARSE:
+            return self.inline(sql)
+        return await asyncio.to_thread(self.inline, sql)
 
     async def run(self, conn: Any, st: ViewStatement, params: list[object]) -> Result:
         if st.action == "drop":

@@ -87,7 +87,7 @@ def test_the_catalog_lists_a_view_in_its_session_only(svc):
 
 def test_views_replace_drop_and_name_other_views(svc):
     with connect(svc) as c:
-        c.execute(f"CREATE TEMPORARY VIEW a AS {Q}")
+        c.execute(f"/* a comment first */ CREATE TEMPORARY VIEW a AS {Q}")
         with pytest.raises(psycopg.errors.DuplicateTable):
             c.execute(f"CREATE TEMPORARY VIEW a AS {Q}")
         c.execute(f"CREATE OR REPLACE TEMPORARY VIEW a AS {Q.replace('33', '34')}")

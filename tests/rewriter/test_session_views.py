@@ -18,7 +18,7 @@ DEF = "SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex"
         (f"CREATE TEMPORARY VIEW v AS {DEF}", "create", ("v",), {}),
         (f'CREATE TEMP VIEW "_Ibis_X" AS {DEF}', "create", ("_Ibis_X",), {}),
         (f"create or replace temp view V AS {DEF}", "create", ("v",), {"replace": True}),
-        (f"/* ibis */ CREATE TEMPORARY VIEW pg_temp.v AS {DEF}", "create", ("v",), {}),
+        (f"  CREATE TEMPORARY VIEW pg_temp.v AS {DEF}", "create", ("v",), {}),
         ("DROP VIEW v", "drop", ("v",), {}),
         ('DROP VIEW IF EXISTS "_ibis_x", w CASCADE', "drop", ("_ibis_x", "w"), {"if_exists": True}),
     ],
