@@ -14,7 +14,17 @@ import pytest
 from support.service import ask
 
 from .outcomes import record
-from .scenario import GROUP_SQL, MORE_SQL, PARAM, PARAM_SQL, PUMS_TYPES, SECRET, check_answers, check_tables
+from .scenario import (
+    COPY_SQL,
+    GROUP_SQL,
+    MORE_SQL,
+    PARAM,
+    PARAM_SQL,
+    PUMS_TYPES,
+    SECRET,
+    check_answers,
+    check_tables,
+)
 from .test_copy import charged
 
 pytest.importorskip("pgcli", reason="pgcli not installed (pip install -e .[test])")
@@ -88,3 +98,17 @@ def test_pgcli_five_aggregates(svc):
         NamedQueries.instance = None
     done = check_answers(svc, "pgcli", {"rows": rows, "param_count": n, "more": more})
     record("pgcli", svc, *done, "named queries with $1 arguments")
+
+
+def test_pgcli_backslash_copy_to_a_file(svc, tmp_path):
+    """pgcli's ``\\copy (query) TO 'file'`` (pgspecial sends ``copy (query) TO STDOUT …``)."""
+    out = tmp_path / "by_sex.csv"
+    ex, pgspecial = PGExecute(dsn=svc.dsn()), PGSpecial()
+    try:
+        results = list(ex.run(f"\\copy ({COPY_SQL}) TO '{out}' CSV HEADER", pgspecial=pgspecial))
+    finally:
+        ex.conn.close()
+    assert results and results[0][5], results  # success
+    rows, _ = ask(svc, COPY_SQL)
+    assert out.read_text().splitlines() == ["sex,n"] + [f"{s},{n}" for s, n in rows]
+    record("pgcli", svc, "COPY")
