@@ -112,3 +112,14 @@ def test_adbc_dbapi_charges_like_the_select(svc):
     assert [tuple(r.values()) for r in table.to_pylist()] == [tuple(r) for r in rows]
     assert [str(t) for t in table.schema.types] == ["int64", "double"]
     record("polars + ADBC", svc, "ADBC DB-API with Arrow types")
+
+
+@pytest.mark.parametrize(
+    "engine", [_engine("connectorx", "connectorx"), _engine("adbc", "adbc_driver_postgresql")]
+)
+def test_polars_over_tls(tls_svc, engine):
+    """``sslmode=require`` in the URI: the engine refuses a connection without TLS."""
+    url = tls_svc.url().replace("sslmode=disable", "sslmode=require")
+    df = pl.read_database_uri("SELECT COUNT(*) AS n FROM pums WHERE age > 44", url, engine=engine)
+    assert df.dtypes == [pl.Int64] and 0 < df.item() < 1000
+    record(ROWS[engine], tls_svc, "TLS")

@@ -221,3 +221,22 @@ def test_refusals_say_what_to_write_in_ibis(svc, con):
     assert "raw rows" in str(e.value)
     assert svc.gw.ledger.spent("analyst", "day") == before
     record("ibis", svc, "refused with what to write: max/min(where=…), head()")
+
+
+def test_ibis_over_tls(tls_svc):
+    c = ibis.postgres.connect(
+        host="127.0.0.1",
+        port=tls_svc.port,
+        user="analyst",
+        password=PASSWORDS["analyst"],
+        database="demo",
+        sslmode="require",
+    )
+    try:
+        assert c.con.pgconn.ssl_in_use
+        assert "pums" in c.list_tables()
+        t = c.table("pums")
+        assert 0 < t.filter(t.age > 44).count().execute() < 1000
+    finally:
+        c.disconnect()
+    record("ibis", tls_svc, "TLS")

@@ -112,3 +112,13 @@ def test_pgcli_backslash_copy_to_a_file(svc, tmp_path):
     rows, _ = ask(svc, COPY_SQL)
     assert out.read_text().splitlines() == ["sex,n"] + [f"{s},{n}" for s, n in rows]
     record("pgcli", svc, "COPY")
+
+
+def test_pgcli_over_tls(tls_svc):
+    ex = PGExecute(dsn=tls_svc.dsn().replace("sslmode=disable", "sslmode=require"))
+    try:
+        assert ex.conn.pgconn.ssl_in_use
+        check_tables(tls_svc, [t for _, t in ex.tables()])
+    finally:
+        ex.conn.close()
+    record("pgcli", tls_svc, "TLS")
