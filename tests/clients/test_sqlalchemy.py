@@ -4,6 +4,8 @@ Postgres, and over TLS."""
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 sa = pytest.importorskip("sqlalchemy", minversion="2.0", reason="pip install 'sqlalchemy>=2'")
@@ -194,13 +196,21 @@ def _records(df) -> list[tuple]:
     ]
 
 
-@pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
+@pytest.mark.parametrize("driver", list(DRIVERS))
 def test_sqlalchemy_tls(tls_svc, driver):
-    eng = engine(tls_svc, driver, sslmode="require")
+    if driver == "pg8000":  # pg8000 takes an SSL context, not sslmode
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        eng = engine(tls_svc, driver, ssl_context=ctx)
+    else:
+        eng = engine(tls_svc, driver, sslmode="require")
     try:
         with eng.connect() as conn:
             dbapi = conn.connection.dbapi_connection
-            assert (dbapi.pgconn if driver == "psycopg" else dbapi.info).ssl_in_use
+            if driver == "pg8000":
+                assert isinstance(dbapi._usock, ssl.SSLSocket)
+            else:
+                assert (dbapi.pgconn if driver == "psycopg" else dbapi.info).ssl_in_use
         report = scenario(eng)
     finally:
         eng.dispose()
