@@ -51,6 +51,7 @@ from proxy.backends import Columns
 from proxy.demo import demo_config_path
 from proxy.gateway import Gateway, settle_gc
 from proxy.pipeline.columnar import complete_columns
+from proxy.pipeline.kind import Statement
 from proxy.stores.release_codec import encode_answer
 from rewriter import build_plan, complete, parse
 
@@ -181,7 +182,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
             dp, raw, own = [], [], []
             for i, q in enumerate(pairs[3 : 3 + queries]):  # in turn first: paired
                 sql = QUERY.format(**q)
-                p = await conn.prepare(gw.route(sql), sql, [])
+                p = await conn.prepare(Statement(sql, gw.route(sql)), [])
                 scan_sql = p.kind.scan_sql(conn, p)
                 for turn in ((0, 1, 2), (1, 2, 0), (2, 0, 1))[i % 3]:
                     t = time.perf_counter()
@@ -192,7 +193,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
                         await gw.backend.fetch(sql)
                         raw.append(time.perf_counter() - t)
                     else:
-                        await gw.backend.fetch(scan_sql, columnar=bool(p.state.get("columnar")))
+                        await gw.backend.fetch(scan_sql, columnar=p.columnar)
                         own.append(time.perf_counter() - t)
             steps = await _steps(gw, conn, QUERY.format(**pairs[-1]))
         finally:
@@ -218,8 +219,7 @@ async def _whole_query(rows: int, groups: int, queries: int) -> None:
 
 async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[float]]]:
     """Each step of one release timed alone on the same scan's rows (median of ``repeat``)."""
-    route = gw.route(sql)
-    p = await conn.prepare(route, sql, [])
+    p = await conn.prepare(Statement(sql, gw.route(sql)), [])
     scan_sql = p.kind.scan_sql(conn, p)
     out: dict[str, list[float]] = {}
 
@@ -229,7 +229,7 @@ async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[fl
         out.setdefault(name, []).append(time.thread_time() - t)
         return r
 
-    columnar = bool(p.state.get("columnar"))  # as Central.scan fetches it: numpy columns
+    columnar = p.columnar  # as Central.scan fetches it: numpy columns
     for _ in range(repeat):
         t = time.perf_counter()
         rows = await gw.backend.fetch(scan_sql, columnar=columnar)
@@ -245,7 +245,7 @@ async def _steps(gw, conn, sql: str, repeat: int = 5) -> list[tuple[str, list[fl
             release.noisy_answer,
             p.plan,
             cells,
-            p.state["mech_eps"],
+            p.state.mech_eps,
             gw.source,
         )
         timed("the answer encoded (release_codec, part of storing it)", encode_answer, answer)

@@ -56,7 +56,7 @@ class SingleFlight:
             return call.value
         try:
             call.value = compute()
-        except BaseException as e:
+        except BaseException as e:  # handed to the waiters, then re-raised
             call.error = e
             raise
         else:

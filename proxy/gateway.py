@@ -181,26 +181,31 @@ class Gateway:
         """The statement's path and declared table, decided from its parse
         (:mod:`rewriter.route`); cached by text. A statement that names no declared
         table or view is the catalog's when the catalog takes it."""
+        return self.parse_route(sql)[0]
+
+    def parse_route(self, sql: str):
+        """:meth:`route`, and the parse it was decided from (None when the route was cached):
+        the statement's planner takes it, so a statement is parsed once."""
         with self._cache_lock:
             hit = self._routes.get(sql)
             if hit is not None:
                 self._routes.move_to_end(sql)
-                return hit
-        r = self._shapes.route(sql)  # by shape: a statement differing only in numbers, unparsed
+                return hit, None
+        r, tree = self._shapes.parse_route(sql)  # by shape: a statement differing only in numbers, unparsed
         if r.kind in ("dp", "unparsed") and r.table is None and self.catalog.handles(sql):
             r = Route("catalog", catalog=True)
         with self._cache_lock:
             self._routes[sql] = r
             if len(self._routes) > 4096:
                 self._routes.popitem(last=False)
-        return r
+        return r, tree
 
-    async def route_async(self, sql: str) -> Route:
-        """:meth:`route` on a worker thread unless cached or short (a short
+    async def route_async(self, sql: str):
+        """:meth:`parse_route` on a worker thread unless cached or short (a short
         statement parses in well under a millisecond: less than the hand-off)."""
         if sql in self._routes or len(sql) <= INLINE_PARSE:
-            return self.route(sql)
-        return await asyncio.to_thread(self.route, sql)
+            return self.parse_route(sql)
+        return await asyncio.to_thread(self.parse_route, sql)
 
     def _cached_plan(self, key):
         with self._cache_lock:
@@ -209,24 +214,27 @@ class Gateway:
                 self._plans.move_to_end(key)
             return hit
 
-    def plan(self, sql: str, params: list | None):
+    def plan(self, sql: str, params: list | None, tree=None):
         """The rewriter's plan for ``sql`` with ``params`` (an LRU cache: Describe
-        and Execute of one statement, and repeats, plan once). Refusals are not cached."""
+        and Execute of one statement, and repeats, plan once). Refusals are not cached.
+        ``tree``: the statement's parse, if routing made one (the planner may change it)."""
         key = _plan_key(sql, params)
         hit = self._cached_plan(key)
         if hit is not None:
             return hit
         if len(sql) > INLINE_PARSE:
-            plan = build_plan(parse(sql), self.config, list(params or ()), copy=False)
+            plan = build_plan(
+                tree if tree is not None else parse(sql), self.config, list(params or ()), copy=False
+            )
         else:  # statements equal up to their comparison literals (or integer parameters) share a template
             with self._template_lock:
-                plan = self._templates.plan(sql, self.config, self.backend.dialect, params or None)
+                plan = self._templates.plan(sql, self.config, self.backend.dialect, params or None, tree)
         if self.lane is None or not heavy_plan(plan):  # else the lane scans it (pipeline.lane)
             _warm_sql(plan, self.backend.dialect)
         return self._keep_plan(key, plan)
 
     def _keep_plan(self, key, plan):
-        if plan.__dict__.get("_clock"):  # now() / current_date: never reused
+        if plan.clock:  # now() / current_date: never reused
             return plan
         with self._cache_lock:
             self._plans[key] = plan
@@ -250,7 +258,7 @@ class Gateway:
                 self._descriptions.move_to_end(key)
             return hit
 
-    async def plan_async(self, sql: str, params: list | None):
+    async def plan_async(self, sql: str, params: list | None, tree=None):
         """:meth:`plan`: a cached plan (Describe then Execute, repeats) on the event loop,
         anything else on a worker thread — planning a 10,000-cell GROUP BY (its public
         domain, a template's probes) takes milliseconds of CPU (nothing heavy on
@@ -268,7 +276,7 @@ class Gateway:
                 self._template_lock.release()
             if plan is not None:
                 return self._keep_plan(key, plan)
-        return await asyncio.to_thread(self.plan, sql, params)
+        return await asyncio.to_thread(self.plan, sql, params, tree)
 
     async def start(self) -> None:
         sys.setswitchinterval(SWITCH_INTERVAL_S)  # the event loop gets the GIL back sooner
@@ -402,7 +410,7 @@ def _warm_sql(plan, dialect: str) -> None:
     if plan.unit is None and not plan.selected:
         try:
             to_sql(plan, dialect)
-        except Exception:
+        except Exception:  # the kind that scans it says what is wrong
             pass
 
 

@@ -18,10 +18,23 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from config import Config
 
-from . import cost, emit, histogram, inline, joins, keyfilter, keys, postprocess, predicate, selection, shape
+from . import (
+    cost,
+    emit,
+    histogram,
+    inline,
+    joins,
+    keyfilter,
+    keys,
+    planner,
+    postprocess,
+    predicate,
+    selection,
+    shape,
+)
 from . import select as select_
 from .cells import cell_positions, complete
-from .errors import FEATURE_NOT_SUPPORTED, ExtremeAggregate, Refusal
+from .errors import FEATURE_NOT_SUPPORTED, Refusal
 from .parsing import parse, tokenize
 from .plan import ColumnType, Plan, UnitBounds, source_sql
 from .scope import Ctx
@@ -76,15 +89,14 @@ def _build(expr: exp.Expression, config: Config, params: list | None, copy: bool
     outer = inline.split_outer(expr)
     per = None if outer is None else histogram.inner(outer[0], inline.derived_alias(outer[1]), config, params)
     if per is not None:  # over a per-unit relation: a histogram
-        try:
-            plan, ctx = _plan(histogram.over(outer[1], per), config, params, per)
-        except ExtremeAggregate as e:
+        if planner.extreme_in(outer[1]):
             raise Refusal(
                 FEATURE_NOT_SUPPORTED,
                 "MAX / MIN / percentiles of per-unit counts are not "
                 "available; ask the histogram (… GROUP BY n) and read them off it.",
                 hint=histogram.HINT,
-            ) from e
+            )
+        plan, ctx = _plan(histogram.over(outer[1], per), config, params, per)
         plan = histogram.finish(plan, per)
         ctx.check_count()
         return plan, ctx
@@ -180,5 +192,5 @@ def _plan(
             ),
         )
     if ctx.__dict__.get("clock"):  # now() / current_date: planned afresh each time
-        plan.__dict__["_clock"] = ctx.__dict__["clock"].isoformat(sep=" ")
+        plan = dataclasses.replace(plan, clock=ctx.__dict__["clock"].isoformat(sep=" "))
     return plan, ctx

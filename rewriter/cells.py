@@ -55,7 +55,7 @@ def domain_index(plan: Plan) -> tuple[tuple[tuple, ...], tuple[tuple, ...]]:
     filled from a template shares its template's: only WHERE differs). Tuples, not lists:
     the cyclic garbage collector stops tracking a tuple of plain values, so these long-lived
     memos (10,000 cells: 20,000 references) are not walked again by every full collection."""
-    memo = plan.__dict__.setdefault("_domain", {})  # shared with the template's plan
+    memo = plan.memo.domain  # shared with the template's plan
     hit = memo.get("index")
     if hit is None:
         types = [g.type for g in plan.group_by]
@@ -98,7 +98,7 @@ def _position_index(plan: Plan) -> dict | None:
     """{key as SQL's ``=`` sees it (a tuple of several): its cell's position}, once per
     plan (shared with the template's plan, like :func:`domain_index`); None if two cells'
     keys are equal."""
-    memo = plan.__dict__.setdefault("_domain", {})
+    memo = plan.memo.domain
     if "positions" not in memo:
         nkeys = domain_index(plan)[0]
         keys = [key[0] for key in nkeys] if len(plan.group_by) == 1 else nkeys

@@ -44,8 +44,8 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
     if plan.unit is not None:
         text, names = _unit_sql(plan, dialect)
         return unit.salted(text, salt, dialect, names)
-    preset = plan.__dict__.get("_sql")
-    if preset is not None and dialect in preset:
+    preset = plan.memo.sql
+    if dialect in preset:
         return preset[dialect]
     if plan.where is None:
         return _skeleton(plan, dialect)
@@ -53,7 +53,7 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
     skeleton = _skeleton(shape, dialect)
     where = _generator(dialect).generate(for_dialect(plan.where.copy(), dialect), copy=False)
     sql = skeleton.replace(_marker(dialect), f"({where})")
-    plan.__dict__.setdefault("_sql", {})[dialect] = sql  # kept with the plan (plans are cached)
+    preset[dialect] = sql  # kept with the plan (plans are cached)
     return sql
 
 

@@ -24,8 +24,9 @@ class Refusal(Exception):
 
 
 class ExtremeAggregate(Refusal):
-    """MAX/MIN on a central table: not part of the one-scan plan; the proxy answers
-    it on its own path (:mod:`rewriter.extreme`), so this is a routing signal."""
+    """MAX/MIN/percentiles met by the cells' rules: refused there. Such a statement is planned
+    by :mod:`rewriter.extreme`, chosen from its parse (:func:`rewriter.planner.planner_of`,
+    ``Route.planner``) before any rule runs; nobody catches this to reroute."""
 
 
 # SQLSTATEs used by the rewriter.

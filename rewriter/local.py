@@ -56,23 +56,24 @@ count as the values of that bucket.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from config import Config, Table
+from config import Config
 
 from . import cost, predicate, shape
 from .args import understood
 from .errors import DATATYPE_MISMATCH, GROUPING_ERROR, Refusal
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
-from .local_options import LocalOptions, resolve
+from .local_layout import SQL_TYPES, Dim, Group, Layout, layout
+from .local_options import resolve
+from .local_plan import LocalAgg, LocalPlan
 from .local_sql import qcol, to_sql
-from .local_subset import SubsetPlan, make_categories, plan_subset
+from .local_subset import SubsetPlan, plan_subset
 from .local_weights import LOCAL_ALLOWED, LocalQuery, Prefix, compile_weight, refuse_local
-from .plan import GroupKey
 from .scope import Ctx
 from .values import literal_value
 
@@ -89,235 +90,6 @@ __all__ = [
     "LOCAL_ALLOWED",
     "SQL_TYPES",
 ]
-
-SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}
-
-
-# ---------------------------------------------------------------------------- layout
-@dataclass(frozen=True)
-class Dim:
-    """One private column as a dimension (metric-LDP spec §1.3): public [lo, hi], m buckets of width
-    g = (hi - lo)/m, ε per bucket step; ``kind = "weight"``: the private weight of paper §4.3.2
-    (m = 2, lo = 0, hi = Δ). Plain numbers (the proxy builds the mechanism's DimSpec)."""
-
-    lo: float
-    hi: float
-    m: int
-    epsilon: float
-    name: str = ""
-    kind: str = "value"
-
-    @property
-    def g(self) -> float:
-        """Bucket width (hi - lo)/m: the granularity ε protects (spec 1.3)."""
-        return (self.hi - self.lo) / self.m
-
-
-@dataclass(frozen=True)
-class Group:
-    """One joint group (M4 reports, spec §3.1): its private columns (in dimension order), their
-    dimensions and the prefix of its report columns."""
-
-    index: int
-    columns: tuple[str, ...]
-    dims: tuple[Dim, ...]
-    prefix: str
-
-    def dim_columns(self) -> tuple[tuple[str, ...], ...]:
-        """Per dimension d, its report columns ``{prefix}_{d}_{j}``, j = 1..m_d (the bit
-        "bucket_d ≤ j", spec §3.1; bit m_d is kept, spec §7.12)."""
-        return tuple(
-            tuple(f"{self.prefix}_{d}_{j}" for j in range(1, dim.m + 1)) for d, dim in enumerate(self.dims)
-        )
-
-    def report_columns(self) -> list[tuple[str, str]]:
-        """(name, SQL type) of the group's report columns, in report-array order."""
-        return [(c, "SMALLINT") for cols in self.dim_columns() for c in cols]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a local table is stored: public columns as-is, reports per joint group."""
-
-    name: str
-    table: Table
-    reports: str
-    groups: tuple[Group, ...]
-    where: dict  # private column -> (group index, dimension)
-    public: tuple[str, ...]
-    estimator: str
-    weight: str | None  # the private weight column, if any
-    categories: tuple = ()  # Subset columns (rewriter.local_subset.Category; multi-tier release, Wang et al. 2026 §5)
-
-    def is_private(self, col: str) -> bool:
-        return col in self.where
-
-    def category(self, col: str):
-        return next((c for c in self.categories if c.name == col), None)
-
-    def dim(self, col: str) -> Dim:
-        g, d = self.where[col]
-        return self.groups[g].dims[d]
-
-    def col_type(self, col: str) -> str:
-        return self.table.columns[col].type
-
-    def report_schema(self) -> list[tuple[str, str]]:
-        """(column, SQL type) of the report table: public columns, then report bits."""
-        out = [(c, SQL_TYPES[self.col_type(c)]) for c in self.public]
-        for g in self.groups:
-            out += g.report_columns()
-        for c in self.categories:
-            out += c.report_schema()
-        return out
-
-
-_LAYOUTS: dict = {}
-
-
-def layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
-    """The storage layout of local table ``name`` (validated; cached per Table object and
-    ladder). ``tiers`` (the config's) is needed for categorical Subset columns."""
-    cats = table.local.categories if table.local is not None else {}
-    ladders = tuple(
-        sorted(
-            (c.ladder, tuple(sorted(t.epsilon for t in (tiers or {}).values() if t.ladder == c.ladder)))
-            for c in cats.values()
-        )
-    )
-    key = (name, id(table), ladders)
-    hit = _LAYOUTS.get(key)
-    if hit is not None and hit.table is table:
-        return hit
-    lay = _make_layout(name, table, tiers)
-    _LAYOUTS[key] = lay
-    return lay
-
-
-def _make_layout(name: str, table: Table, tiers: dict | None = None) -> Layout:
-    pol = table.local
-    if table.mode != "local" or pol is None:
-        raise ValueError(f"table {name} is not a local table")
-    priv = pol.columns
-    for c in priv:
-        if table.columns[c].type not in ("int", "float"):
-            raise ValueError(f"tables.{name}.local.columns.{c}: a private column must be int or float")
-    seen: set[str] = set()
-    groups_cols: list[list[str]] = []
-    for grp in pol.joint:
-        for c in grp:
-            if c not in priv:
-                raise ValueError(
-                    f"tables.{name}.local.joint: {c} is not a private column "
-                    f"(local.columns: {', '.join(priv)})"
-                )
-            if c in seen:
-                raise ValueError(
-                    f"tables.{name}.local.joint: {c} is in two groups; a column is "
-                    "collected once (collecting it twice adds the guarantees)"
-                )
-            seen.add(c)
-        if grp:
-            groups_cols.append(list(grp))
-    groups_cols += [[c] for c in priv if c not in seen]
-    wcol = pol.weight
-    private_weight = None
-    if wcol is not None:
-        if wcol not in table.columns:
-            raise ValueError(f"tables.{name}.local.weight: {wcol} is not a declared column")
-        if table.columns[wcol].type not in ("int", "float"):
-            raise ValueError(f"tables.{name}.local.weight: {wcol} must be numeric")
-        if wcol in priv:
-            lc = priv[wcol]
-            if lc.lo != 0 or lc.buckets != 2:
-                raise ValueError(
-                    f"tables.{name}.local.columns.{wcol}: a private weight has lo = 0, "
-                    "buckets = 2 and hi = Δ (its largest value)"
-                )
-            private_weight = wcol
-    groups, where = [], {}
-    for k, cols in enumerate(groups_cols):
-        dims = []
-        for d, c in enumerate(cols):
-            lc = priv[c]
-            dims.append(
-                Dim(
-                    lc.lo, lc.hi, lc.buckets, lc.epsilon, c, kind="weight" if c == private_weight else "value"
-                )
-            )
-            where[c] = (k, d)
-        groups.append(Group(k, tuple(cols), tuple(dims), f"g{k}"))
-    cats = make_categories(name, table, tiers)
-    public = tuple(c for c in table.columns if c not in priv and c not in pol.categories)
-    lay = Layout(
-        name,
-        table,
-        pol.reports or f"{name}_reports",
-        tuple(groups),
-        where,
-        public,
-        pol.estimator,
-        private_weight,
-        cats,
-    )
-    names = [c for c, _ in lay.report_schema()]
-    if len(set(names)) != len(names):
-        raise ValueError(
-            f"tables.{name}: a public column name clashes with a report column "
-            "(g<k>_<d>_<j> or <category>_v<n>_e<ε>_<j>); rename it"
-        )
-    return lay
-
-
-# ---------------------------------------------------------------------------- plan
-@dataclass(frozen=True)
-class LocalAgg:
-    """One output aggregate.
-
-    kind: "exact" (public columns only: plain SQL, e.g. COUNT(*) = number of reports),
-    "est" (one separable query, ``query`` over group ``group``), "avg" (``query`` /
-    ``den``), "pct" (percentile of dimension ``dim`` of ``group``: prefix queries
-    ``prefixes`` over ``den``).
-    """
-
-    kind: str
-    label: str
-    out_type: str  # int | float
-    group: int | None = None
-    query: LocalQuery | None = None
-    den: LocalQuery | None = None
-    row_weight: str | None = None  # public weight SQL (dialect-independent)
-    den_weight: str | None = None
-    exact_sql: str | None = None
-    dim: int | None = None
-    p: float | None = None
-    cont: bool = False
-    prefixes: tuple = ()
-    column: str | None = None  # the private column of a percentile / value sum
-    represent: str = "mid"
-    func: str = "count"
-
-
-@dataclass(frozen=True)
-class LocalPlan:
-    layout: Layout
-    where: exp.Expression | None  # public predicate (validated, rewriter AST)
-    private: dict = field(default_factory=dict)  # private column -> bucket weights
-    group_by: tuple[GroupKey, ...] = ()
-    aggs: tuple[LocalAgg, ...] = ()
-    outputs: tuple[LocalOutput, ...] = ()
-    order_by: tuple = ()  # (output index, desc)
-    limit: int | None = None
-    offset: int = 0
-    param_types: tuple = ()  # type of $1..$n (describe)
-    options: LocalOptions = LocalOptions()  # query-time post-processing (spec §8)
-
-    @property
-    def n_cells(self) -> int:
-        n = 1
-        for g in self.group_by:
-            n *= len(g.domain)
-        return n
 
 
 def plan_local(

@@ -18,7 +18,7 @@ from .scope import Ctx
 from .select import MAX_CELLS, limit_offset
 
 if TYPE_CHECKING:
-    from .local import Layout
+    from .local_layout import Layout
 
 __all__ = ["LocalOutput", "columns_in", "plan_group_by", "plan_order_by", "plan_limit"]
 

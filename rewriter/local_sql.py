@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .local import LocalPlan
+    from .local_plan import LocalPlan
 
 __all__ = [
     "qcol",

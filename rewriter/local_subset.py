@@ -1,5 +1,6 @@
-"""Categorical Subset columns of local tables (multi-tier release, Wang et al. 2026 §5; multi-tier spec §4, §10 "LDP categorical
-columns"): storage layout, tier → stored level, and the plan of ``COUNT(*) … GROUP BY cat``.
+"""Categorical Subset columns of local tables (multi-tier release, Wang et al. 2026 §5; multi-tier
+spec §4, §10 "LDP categorical columns"): the plan of ``COUNT(*) … GROUP BY cat`` and its scan; their storage layout and
+tier → stored level are :class:`rewriter.local_layout.Category`'s.
 
 Storage: a column ``c`` with domain of d values declared for the tiers of ladder ``L`` is
 perturbed ONCE per row by the program of :class:`mechanisms.multitier.SubsetLadder` (built by
@@ -20,8 +21,7 @@ variant, stored levels); the Subset program and its templates are the proxy's.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -29,6 +29,7 @@ from . import predicate
 from .errors import GROUPING_ERROR, Refusal
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
+from .local_layout import Category, eps_tag, make_categories, resolve_stored
 from .scope import Ctx
 
 __all__ = [
@@ -47,93 +48,6 @@ SUBSET_ALLOWED = (
     "FROM t [WHERE predicates on public columns] GROUP BY c [, public columns] "
     "[ORDER BY outputs] [LIMIT n], by a role whose tier is on c's ladder."
 )
-PG_MAX_IDENT = 63
-
-
-def eps_tag(eps: float) -> str:
-    """ε in a column name: repr with '.' → 'p', '-' → 'm' (exactly invertible)."""
-    return repr(float(eps)).replace(".", "p").replace("-", "m").replace("+", "")
-
-
-def _untag(tag: str) -> float:
-    return float(tag.replace("p", ".").replace("m", "-"))
-
-
-@dataclass(frozen=True)
-class Category:
-    """One Subset column: its domain, ladder, and the tier ε its reports are made for."""
-
-    name: str
-    domain: tuple
-    ladder_name: str
-    variant: int
-    levels: tuple[float, ...]  # tier ε (descending) of the program the reports come from
-
-    @property
-    def d(self) -> int:
-        return len(self.domain)
-
-    def column(self, eps: float, j: int) -> str:
-        return f"{self.name}_v{self.variant}_e{eps_tag(eps)}_{j}"
-
-    def columns(self, eps: float) -> list[str]:
-        return [self.column(eps, j) for j in range(self.d)]
-
-    def report_schema(self) -> list[tuple[str, str]]:
-        return [(c, "SMALLINT") for e in self.levels for c in self.columns(e)]
-
-    def stored_level(self, tier_eps: float) -> float | None:
-        """The stored level a tier of ε ``tier_eps`` reads: its own, else the nearest lower."""
-        below = [e for e in self.levels if e <= tier_eps + 1e-12]
-        return max(below) if below else None
-
-
-def _category(name: str, domain: tuple, ladder: str, variant: int, levels) -> Category:
-    levels = tuple(sorted({float(e) for e in levels}, reverse=True))
-    return Category(name, domain, ladder, variant, levels)
-
-
-def make_categories(table_name: str, table, tiers: dict | None) -> tuple[Category, ...]:
-    """The Subset columns of a local table; the ladder's tier ε come from ``tiers`` (config)."""
-    cats = table.local.categories if table.local is not None else {}
-    if cats and tiers is None:
-        raise ValueError(f"tables.{table_name}.local.categories needs the config's tiers")
-    out = []
-    for col, spec in cats.items():
-        eps = sorted({t.epsilon for t in tiers.values() if t.ladder == spec.ladder}, reverse=True)
-        if not eps:
-            raise ValueError(
-                f"tables.{table_name}.local.categories.{col}.ladder: no tier has ladder = {spec.ladder!r}"
-            )
-        cat = _category(col, table.columns[col].public_domain, spec.ladder, spec.variant, eps)
-        long = [c for c, _ in cat.report_schema() if len(c.encode()) > PG_MAX_IDENT]
-        if long:
-            raise ValueError(
-                f"tables.{table_name}.local.categories.{col}: report column {long[0]} "
-                f"is longer than {PG_MAX_IDENT} bytes; use a shorter column name"
-            )
-        out.append(cat)
-    return tuple(out)
-
-
-def resolve_stored(lay, have: list[str]):
-    """``lay`` with each Subset column's levels taken from an existing reports table's columns
-    (``have``) when they differ from the config's ladder, same d and variant (a tier was added or
-    removed after ingestion). Rows keep being perturbed with, and served from, the stored program."""
-    cats = []
-    for cat in lay.categories:
-        pat = re.compile(rf"^{re.escape(cat.name)}_v{cat.variant}_e([0-9pme]+)_(\d+)$")
-        found: dict[str, set] = {}
-        for c in have:
-            m = pat.match(c)
-            if m:
-                found.setdefault(m.group(1), set()).add(int(m.group(2)))
-        levels = [_untag(t) for t, js in found.items() if js == set(range(cat.d))]
-        if not levels or set(levels) == set(cat.levels):
-            cats.append(cat)
-        else:
-            cats.append(_category(cat.name, cat.domain, cat.ladder_name, cat.variant, levels))
-    return replace(lay, categories=tuple(cats)) if cats != list(lay.categories) else lay
 
 
 # ---------------------------------------------------------------------------- plan

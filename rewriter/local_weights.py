@@ -25,7 +25,7 @@ from .scope import Ctx
 from .values import literal_value
 
 if TYPE_CHECKING:
-    from .local import Layout
+    from .local_layout import Layout
 
 LOCAL_ALLOWED = (
     "Allowed on a local table: SELECT [public group columns,] COUNT(*), SUM(x), AVG(x), "

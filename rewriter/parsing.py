@@ -5,10 +5,14 @@ work must be bounded, not merely moved to a thread)."""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.parser import Parser
+from sqlglot.tokenizer_core import Token
+from sqlglot.tokens import Tokenizer
 
 from .errors import SYNTAX_ERROR, Refusal
 
@@ -19,14 +23,18 @@ an INSERT of a few thousand rows)."""
 
 
 _LOCAL = threading.local()
-_MEMO_CHARS = 4096  # the last statement's tokens are kept (``tokenize``) up to this length
+_MEMO_CHARS = 4096  # statements' tokens are kept (``tokenize``) up to this length …
+_MEMO_SIZE = 64  # … for this many recent texts, process-wide: routing (on the event loop) and
+#                  planning (on a worker thread) of one statement read one tokenisation
+_MEMO: OrderedDict[str, list[Token] | None] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
 
 
-def _postgres():
+def _postgres() -> tuple[Tokenizer, Parser]:
     """This thread's (tokenizer, parser) for the postgres dialect: what
     ``sqlglot.parse(sql, read="postgres")`` builds per call, built once (they
     are stateful, hence one pair per thread)."""
-    pair = getattr(_LOCAL, "pair", None)
+    pair: tuple[Tokenizer, Parser] | None = getattr(_LOCAL, "pair", None)
     if pair is None:
         dialect = Postgres()
         pair = _LOCAL.pair = (dialect.tokenizer(), dialect.parser())
@@ -35,9 +43,10 @@ def _postgres():
 
 def parse(sql: str) -> exp.Expression:
     """Parse one PostgreSQL statement; syntax errors become Refusal 42601."""
+    tokens: list[Token] = []
     try:
         tokenizer, parser = _postgres()
-        tokens = tokenizer.tokenize(sql)
+        tokens = tokenize(sql) or tokenizer.tokenize(sql)  # (again: a text that does not tokenize raises)
         if len(tokens) > MAX_TOKENS:
             raise Refusal(
                 "54000",
@@ -93,24 +102,29 @@ def _tsql_statistics(tree: exp.Expression) -> exp.Expression:
             and len(node.expressions) == 1
             and set(k for k, v in node.args.items() if v) <= {"this", "expressions"}
         ):
-            new = cls(this=node.expressions[0])
+            new: exp.Expression = cls(this=node.expressions[0])
             if node is tree:
                 return new
             node.replace(new)
     return tree
 
 
-def tokenize(sql: str) -> list | None:
+def tokenize(sql: str) -> list[Token] | None:
     """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that).
-    The last statement's tokens are kept per thread: routing and the plan template of one
-    statement tokenize it once. Callers must not modify the list."""
-    last = getattr(_LOCAL, "last", None)
-    if last is not None and last[0] == sql:
-        return last[1]
+    Recent statements' tokens are kept: routing, the plan template's key and the parse of one
+    statement read one tokenisation. Callers must not modify the list."""
+    with _MEMO_LOCK:
+        if sql in _MEMO:
+            _MEMO.move_to_end(sql)
+            return _MEMO[sql]
+    tokens: list[Token] | None
     try:
         tokens = _postgres()[0].tokenize(sql)
     except SqlglotError:
         tokens = None
     if len(sql) <= _MEMO_CHARS:
-        _LOCAL.last = (sql, tokens)
+        with _MEMO_LOCK:
+            _MEMO[sql] = tokens
+            if len(_MEMO) > _MEMO_SIZE:
+                _MEMO.popitem(last=False)
     return tokens

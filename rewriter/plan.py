@@ -21,8 +21,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
@@ -39,7 +40,7 @@ class GroupKey:
 
     column: str
     type: ColumnType
-    domain: tuple | None
+    domain: tuple[Any, ...] | None
     expr: exp.Expression | None = None
 
 
@@ -101,7 +102,7 @@ class Output:
     source: Literal["group", "aggregate", "expr"]  # "expr": ``post`` is a tree (rewriter.postprocess)
     index: int
     type: ColumnType | Literal["numeric"]
-    post: tuple = ()
+    post: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class OrderItem:
     output: int
     desc: bool = False
     nulls_first: bool | None = None
-    tree: tuple | None = None
+    tree: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,9 @@ class Selection:
     threshold: float | None
     c: int | None
     values: bool
-    per_key: tuple = ()  # ((group value, threshold), …): public per-group thresholds; else `threshold`
+    per_key: tuple[
+        Any, ...
+    ] = ()  # ((group value, threshold), …): public per-group thresholds; else `threshold`
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,20 @@ class UnitBounds:
         return self.label or self.column
 
 
+@dataclass
+class PlanMemo:
+    """What is derived from a plan once and kept beside it (plans are cached and shared by
+    statements): its canonical text, its backend SQL per dialect, its releases per ε
+    (:mod:`proxy.pipeline.release`) and its public cells (:mod:`rewriter.cells`). A plan made
+    from another by ``dataclasses.replace`` starts with an empty memo; a template's filled
+    plan (:mod:`rewriter.template`) shares the memos that do not depend on its WHERE."""
+
+    canonical: str | None = None
+    sql: dict[str, str] = field(default_factory=dict)  # dialect -> backend SQL (str or ParamSQL)
+    releases: dict[Any, Any] = field(default_factory=dict)
+    domain: dict[Any, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Plan:
     table: str
@@ -165,15 +182,22 @@ class Plan:
     limit: int | None = None
     offset: int = 0
     unit: UnitBounds | None = None  # the privacy unit (None: each row is protected)
-    joins: tuple = field(default=())  # lookup joins (rewriter.joins): ((table, column, key, how), …)
+    joins: tuple[Any, ...] = field(
+        default=()
+    )  # lookup joins (rewriter.joins): ((table, column, key, how), …)
     relation: exp.Expression | None = None  # the lookup join's relation (rewriter.joins), else `source`
     selection: Selection | None = None
-    row_filter: tuple | None = None  # post-processing filter on released rows (rewriter.postprocess)
+    row_filter: tuple[Any, ...] | None = (
+        None  # post-processing filter on released rows (rewriter.postprocess)
+    )
     key_filter: tuple[
         str, ...
     ] = ()  # group keys whose domain a WHERE conjunct restricted (rewriter.keyfilter)
     consistent: bool = True  # released values clamped to their public range (the table's `consistent`)
     per_unit: str = ""  # over a per-unit relation (rewriter.histogram): what it protects, in words
+    clock: str = ""  # now() / current_date: the instant dpgate read them at (UTC); such a plan is
+    #                  planned afresh for each statement, never cached or templated
+    memo: PlanMemo = field(default_factory=PlanMemo, init=False, repr=False, compare=False)
 
     @property
     def selected(self) -> bool:
@@ -187,15 +211,16 @@ class Plan:
             return 2**31
         n = 1
         for g in self.group_by:
+            assert g.domain is not None  # (not selected)
             n *= len(g.domain)
         return n
 
     @property
-    def cells(self) -> list[tuple]:
+    def cells(self) -> list[tuple[Any, ...]]:
         """Every cell of the public domain (one () without GROUP BY), in key order."""
         if self.selected:
             raise ValueError("a plan with selected keys has no public cells")
-        doms = [sorted(g.domain, key=lambda v: (v is None, v)) for g in self.group_by]
+        doms = [sorted(g.domain or (), key=lambda v: (v is None, v)) for g in self.group_by]
         return [tuple(c) for c in itertools.product(*doms)]
 
     def canonical(self) -> str:
@@ -205,7 +230,7 @@ class Plan:
         (ORDER BY, LIMIT, aliases and output order are post-processing and are
         left out; conjuncts are sorted; literals are normalised by sqlglot).
         """
-        cached = self.__dict__.get("_canonical")
+        cached = self.memo.canonical
         if cached is not None:
             return cached
         where = _canonical_where(self.where)
@@ -228,10 +253,10 @@ class Plan:
         joins = f";joins={self.joins!r}" if self.joins else ""
         if self.per_unit:  # the per-unit relation (rewriter.histogram) is part of the measurement
             joins += f";units={_generator().generate(self.relation, copy=True)};buckets=" + ",".join(
-                f"{g.column}:{len(g.domain)}" for g in self.group_by
+                f"{g.column}:{len(g.domain or ())}" for g in self.group_by
             )
         text = f"table={self.table};where={where};group={groups};aggs={aggs};unit={unit}{sel}{joins}"
-        self.__dict__["_canonical"] = text  # a frozen dataclass: cache beside the fields
+        self.memo.canonical = text
         return text
 
     def from_(self) -> exp.Expression:
@@ -255,7 +280,7 @@ def source_sql(source: str, dialect: str) -> str:
 _LOCAL = threading.local()
 
 
-def _generator():
+def _generator() -> Any:
     """This thread's postgres generator with ``normalize=True`` (what
     ``Expression.sql(dialect="postgres", normalize=True)`` builds per call)."""
     gen = getattr(_LOCAL, "gen", None)
@@ -272,7 +297,7 @@ def _canonical_where(where: exp.Expression | None) -> str:
     return " AND ".join(sorted(gen.generate(c, copy=True) for c in conjuncts))
 
 
-def conjuncts(node: exp.Expression):
+def conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
     """The terms of a conjunction, parentheses removed: ``(a AND (b)) AND c`` gives a, b, c."""
     while isinstance(node, exp.Paren):
         node = node.this

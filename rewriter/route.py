@@ -16,17 +16,22 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.tokenizer_core import Token
 
 from . import joins
 from .copy import COPY_HINT, CopyOut, copy_statement
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .parsing import parse, tokenize
+from .planner import Planner, planner_of
 
+Tables = Mapping[str, Any] | Collection[str]  # the declared tables by name (Config.tables), or their names
+Names = Collection[str]
 Kind = Literal["dp", "insert", "explain", "views", "catalog", "unparsed", "public", "copy"]
 
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
@@ -41,7 +46,9 @@ _COPY_INNER = frozenset(
 class Route:
     """The path of one statement. ``table`` is the declared table it reads (or
     writes, for INSERT); ``body`` is the explained statement's text for EXPLAIN
-    and ``inner`` its route."""
+    and ``inner`` its route. ``planner``: for a DP statement, which planner plans it on a
+    central table (:func:`rewriter.planner.planner_of`: cells, or MAX/MIN/percentiles) — it
+    depends on the statement's shape only, so a route kept by shape keeps it."""
 
     kind: Kind
     table: str | None = None
@@ -50,39 +57,49 @@ class Route:
     catalog: bool = False  # reads catalog relations (pg_catalog, information_schema …)
     error: Refusal | None = None  # for ``unparsed``: the parser's refusal
     copy: CopyOut | None = None  # for ``copy``: the query (``body``) and the output format
+    planner: Planner = "central"
 
 
-def route(sql: str, tables, catalog_relations=frozenset()) -> Route:
+def route(sql: str, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of ``sql`` given the declared table names ``tables`` and the
     unqualified names the emulated catalog answers (``pg_class`` …)."""
+    return parse_route(sql, tables, catalog_relations)[0]
+
+
+def parse_route(
+    sql: str, tables: Tables, catalog_relations: Names = frozenset()
+) -> tuple[Route, exp.Expression | None]:
+    """:func:`route`, and the parse it was decided from — of the explained statement for
+    EXPLAIN, of the query for COPY (None for an unparsed statement) — to be handed to the
+    statement's planner, so a statement is parsed once (identifiers normalised for Postgres)."""
     body = explain_body(sql)
     if body is not None:
-        inner = route(body, tables, catalog_relations)
+        inner, tree = parse_route(body, tables, catalog_relations)
         if inner.kind in ("explain", "copy"):
             raise Refusal(
                 FEATURE_NOT_SUPPORTED, f"EXPLAIN takes a query, not {inner.kind.upper()}.", hint=None
             )
-        return Route("explain", inner.table, body=body, inner=inner)
+        return Route("explain", inner.table, body=body, inner=inner), tree
     cp = copy_statement(sql)
     if cp is not None:  # COPY (query) TO STDOUT: the query's route, framed as COPY
-        inner = route(cp.query, tables, catalog_relations)
+        inner, tree = parse_route(cp.query, tables, catalog_relations)
         if inner.kind not in _COPY_INNER:
             raise Refusal(
                 FEATURE_NOT_SUPPORTED,
                 f"COPY takes a query (SELECT …), not {inner.kind.upper()}.",
                 hint=COPY_HINT,
             )
-        return Route("copy", inner.table, body=cp.query, inner=inner, copy=cp)
+        return Route("copy", inner.table, body=cp.query, inner=inner, copy=cp), tree
     try:
         tree = parse(sql)
     except Refusal as r:
         if r.sqlstate != SYNTAX_ERROR:  # too large: refused before any other look
             raise
-        return Route("unparsed", error=r)
-    return classify(tree, tables, catalog_relations)
+        return Route("unparsed", error=r), None
+    return classify(tree, tables, catalog_relations), tree
 
 
-def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Route:
+def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
     declared, views, catalog = set(), set(), False
@@ -130,16 +147,16 @@ def classify(tree: exp.Expression, tables, catalog_relations=frozenset()) -> Rou
     )
     if isinstance(tree, exp.Insert):
         target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-        name = target.name if isinstance(target, exp.Table) else None
-        return Route("insert", name if name in tables else table)
+        target_name = target.name if isinstance(target, exp.Table) else None
+        return Route("insert", target_name if target_name in tables else table)
     if table is not None:
-        return Route("dp", table)
+        return Route("dp", table, planner=planner_of(tree))
     if views:
         return Route("views")
     return Route("dp", catalog=catalog)
 
 
-def _is_public(tables, name: str) -> bool:
+def _is_public(tables: Tables, name: str) -> bool:
     t = tables.get(name) if isinstance(tables, dict) else None
     return bool(getattr(t, "public", False))
 
@@ -183,16 +200,16 @@ def _equalities(cond: exp.Expression | None) -> int:
     )
 
 
-def _base(tree: exp.Expression, private: set, tables) -> str:
+def _base(tree: exp.Expression, private: set[str], tables: Tables) -> str:
     """The base table of a join between private tables: the one the joins planner reads
     from whatever the spelling (:func:`rewriter.joins.base_table`), else the FROM table."""
     if isinstance(tree, exp.Select) and isinstance(tables, dict):
-        name = joins.base_table(tree, tables)
-        if name in private:
-            return name
+        base = joins.base_table(tree, tables)
+        if base is not None and base in private:
+            return str(base)
     from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None
     name = from_.this.name if from_ is not None and isinstance(from_.this, exp.Table) else None
-    return name if name in private else sorted(private)[0]
+    return name if name is not None and name in private else sorted(private)[0]
 
 
 def explain_body(sql: str) -> str | None:
@@ -222,7 +239,7 @@ MAX_SHAPE_TOKENS = 512
 """Statements with more tokens are routed afresh each time (their key would be large)."""
 
 
-def shape_key(tokens) -> tuple | None:
+def shape_key(tokens: list[Token] | None) -> tuple[object, ...] | None:
     """A statement's token sequence with every number token's text left out: two statements
     with the same key parse to trees that differ only in the values of number literals, and
     :func:`classify` reads no literal (only relations, CTE names, the INSERT target and the
@@ -240,13 +257,18 @@ class Routes:
     INSERTs are long, a route without a table may be the catalog's). Refusals are never
     kept. LRU-bounded; safe across threads."""
 
-    def __init__(self, tables, catalog_relations=frozenset(), size: int = 4096) -> None:
+    def __init__(self, tables: Tables, catalog_relations: Names = frozenset(), size: int = 4096) -> None:
         self.tables, self.catalog_relations, self.size = tables, catalog_relations, size
-        self._map: OrderedDict = OrderedDict()
+        self._map: OrderedDict[tuple[object, ...], Route] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0  # routes served by key (for tests)
 
     def route(self, sql: str) -> Route:
+        return self.parse_route(sql)[0]
+
+    def parse_route(self, sql: str) -> tuple[Route, exp.Expression | None]:
+        """The route of ``sql``, and its parse when it was parsed here (None: the route was
+        kept by shape, or the statement does not parse): :func:`parse_route`."""
         key = shape_key(tokenize(sql))
         if key is not None:
             with self._lock:
@@ -254,11 +276,11 @@ class Routes:
                 if hit is not None:
                     self._map.move_to_end(key)
                     self.hits += 1
-                    return hit
-        r = route(sql, self.tables, self.catalog_relations)
+                    return hit, None
+        r, tree = parse_route(sql, self.tables, self.catalog_relations)
         if key is not None and r.kind in _CACHED_KINDS and r.table is not None:
             with self._lock:
                 self._map[key] = r
                 if len(self._map) > self.size:
                     self._map.popitem(last=False)
-        return r
+        return r, tree

@@ -166,11 +166,11 @@ class Template:
         for i, node in enumerate(_sentinel_literals(where, len(values))):
             node.set("this", str(values[i]))
         plan = dataclasses.replace(self.plan, where=where)
-        plan.__dict__["_canonical"] = _put(self.canonical, values)
-        plan.__dict__["_sql"] = {d: self._text(d, s, values) for d, s in self.sql.items()}
+        plan.memo.canonical = _put(self.canonical, values)
+        plan.memo.sql = {d: self._text(d, s, values) for d, s in self.sql.items()}
         # memos of the aggregates alone (e.g. the releases per ε), shared: only WHERE differs
-        plan.__dict__["_releases"] = self.plan.__dict__.setdefault("_releases", {})
-        plan.__dict__["_domain"] = self.plan.__dict__.setdefault("_domain", {})  # public cells: the same
+        plan.memo.releases = self.plan.memo.releases
+        plan.memo.domain = self.plan.memo.domain  # public cells: the same
         return plan
 
     def _text(self, dialect: str, sql: str, values: list[int]) -> str:
@@ -215,17 +215,17 @@ def _positions_ok(expr: exp.Expression, n: int) -> bool:
 
 
 def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Template | None:
-    """The template of ``sql`` (see module doc), or None. ``build(text)`` plans a
-    statement (parse + rules; raises on refusal), ``emit(plan, dialect)`` is
+    """The template of ``sql`` (see module doc), or None. ``build(tree)`` plans a parsed
+    statement (the rules; raises on refusal), ``emit(plan, dialect)`` is
     ``to_sql``; ``full`` is the full plan of ``sql`` itself."""
     n = len(values)
     asc, desc = _ASC[:n], _DESC[:n]
     try:
-        a_text = _fill(sql, spans, asc)
-        if not _positions_ok(rewriter.parse(a_text), n):
+        a_tree = rewriter.parse(_fill(sql, spans, asc))
+        if not _positions_ok(a_tree, n):
             return None
-        a, b = build(a_text), build(_fill(sql, spans, desc))
-    except Exception:
+        a, b = build(a_tree), build(rewriter.parse(_fill(sql, spans, desc)))
+    except Exception:  # a refusal or anything else: no template
         return None
     if a.where is None or a.selection is not None or a.key_filter or full.key_filter:
         return None  # a slot in a predicate on a group key sets the cells
@@ -269,9 +269,10 @@ class Templates:
         self.size = size
         self.filled = 0  # statements planned from a template (for tests)
 
-    def plan(self, sql: str, config, dialect: str, params: list | None = None) -> Plan:
+    def plan(self, sql: str, config, dialect: str, params: list | None = None, tree=None) -> Plan:
         """The plan of ``sql`` with ``params`` (the values of $1..$n, or None): filled
-        from its key's template, or planned in full (refusals raise as from
+        from its key's template, or planned in full from ``tree`` (its parse, which the
+        planner may change; None: parsed here; refusals raise as from
         ``build_plan``), deriving the key's template the first time — checked
         against the full plan of the statement with its parameters bound by the
         rewriter, so a parameter stands in a template only where its value
@@ -280,8 +281,10 @@ class Templates:
         if tpl:
             self.filled += 1
             return tpl.fill(masked[1])
-        plan = rewriter.build_plan(rewriter.parse(sql), config, list(params) if params else None, copy=False)
-        if tpl is False and plan.__dict__.get("_clock"):  # now() / current_date: no template
+        if tree is None:
+            tree = rewriter.parse(sql)
+        plan = rewriter.build_plan(tree, config, list(params) if params else None, copy=False)
+        if tpl is False and plan.clock:  # now() / current_date: no template
             self.put(masked[0], None)
         elif tpl is False:  # first statement of this key
             self.put(
@@ -291,7 +294,7 @@ class Templates:
                     masked[2],
                     masked[1],
                     plan,
-                    lambda text: rewriter.build_plan(rewriter.parse(text), config, None, copy=False),
+                    lambda tree: rewriter.build_plan(tree, config, None, copy=False),
                     rewriter.to_sql,
                     (dialect,),
                 ),

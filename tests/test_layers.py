@@ -125,3 +125,85 @@ def test_the_sql_check_sees_sql():
     """The check above can fail: it finds the SQL the rewriter writes (f-strings included)."""
     assert _sql_strings(ROOT / "rewriter" / "per_record_sql.py")
     assert _sql_strings(ROOT / "rewriter" / "local_sql.py")
+
+
+def _sibling_imports(package: Path) -> dict[str, set[str]]:
+    """For one package directory: each child module or subpackage → the siblings it imports,
+    counting every import of the file (``if TYPE_CHECKING:`` blocks included: an annotation
+    names the module as surely as a call does). A subpackage's edges are those of all its
+    files."""
+    import ast
+
+    pkg = ".".join(package.relative_to(ROOT).parts)
+    children = {p.stem for p in package.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    }
+    edges: dict[str, set[str]] = {c: set() for c in children}
+    for child in children:
+        path = package / f"{child}.py"
+        files = [path] if path.exists() else sorted((package / child).rglob("*.py"))
+        for f in files:
+            mod = ".".join(f.relative_to(ROOT).with_suffix("").parts)
+            here = mod.rsplit(".", 1)[0] if f.stem != "__init__" else mod
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        up = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                        base = ".".join(up + ([base] if base else []))
+                    names = [base] + [f"{base}.{a.name}" for a in node.names]
+                for name in names:
+                    if name.startswith(pkg + "."):
+                        target = name[len(pkg) + 1 :].split(".")[0]
+                        if target in children and target != child:
+                            edges[child].add(target)
+    return edges
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph ``edges`` (as a path that returns to its start), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges[n]):
+            if state.get(m) == 1:
+                return stack[stack.index(m) :] + [m]
+            if m not in state and (found := visit(m)) is not None:
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (found := visit(n)) is not None:
+            return found
+    return None
+
+
+def _packages() -> list[Path]:
+    return [p.parent for pkg in OURS for p in sorted((ROOT / pkg).rglob("__init__.py"))]
+
+
+def test_no_import_cycles_even_at_type_level():
+    """ARCHITECTURE.md: no import cycle between the modules of any package — including the
+    imports made only for annotations (``if TYPE_CHECKING:``), which import-linter is told to
+    ignore (they never run, but a circle of names is still a circle a reader must untangle)."""
+    found = {
+        ".".join(p.relative_to(ROOT).parts): c for p in _packages() if (c := _cycle(_sibling_imports(p)))
+    }
+    assert found == {}, found
+
+
+def test_the_cycle_check_sees_a_type_level_import():
+    """The check above can fail: it finds an edge that exists only under TYPE_CHECKING
+    (rewriter.local_sql names the local plan only in annotations) and a cycle in a graph."""
+    edges = _sibling_imports(ROOT / "rewriter")
+    assert "local_plan" in edges["local_sql"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None

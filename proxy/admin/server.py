@@ -96,7 +96,7 @@ class AdminHttp:
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()
             return
-        except Exception:
+        except Exception:  # the page must never take the proxy down
             log.exception("owner page failed")
             status, body, extra = (
                 "500 Internal Server Error",

@@ -499,7 +499,7 @@ def cmd_init(args) -> int:
     except InitError as e:
         print(f"dpgate: {e}", file=sys.stderr)
         return 1
-    except Exception as e:
+    except Exception as e:  # a backend error: one line, no traceback
         print(
             f"dpgate: init: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}",
             file=sys.stderr,

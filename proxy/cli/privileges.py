@@ -71,7 +71,7 @@ async def least_privilege(config, backend, file: str) -> tuple[list[str], list[s
     cannot be made is itself such a line (fail closed when least privilege is required)."""
     try:
         lines = await privilege_report(config, backend)
-    except Exception as e:
+    except Exception as e:  # a backend error: one line
         lines = [
             f"cannot read the backend role's privileges: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
         ]

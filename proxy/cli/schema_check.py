@@ -157,7 +157,7 @@ async def check_backend_schema(config, backend, file: str) -> list[str]:
         source = config.source_of(name)
         try:  # the relation exactly as every scan reads it (rewriter.source_sql)
             have = await describe(backend, source_sql(source, backend.dialect))
-        except Exception as e:
+        except Exception as e:  # e.g. read_parquet of a missing file
             problems.append(
                 f"{file}: tables.{name}: the backend cannot read {source}: "
                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"

@@ -408,7 +408,7 @@ def _spawn(index: int, shared: Shared, listeners, cfg, state, args, start_admin)
         else:
             asyncio.run(_worker(index, shared, listeners, cfg, state, args, start_admin))
         code = 0
-    except BaseException as e:
+    except BaseException as e:  # the parent restarts it
         msg = getattr(e, "message", None) or "".join(traceback.format_exception_only(e)).strip()
         print(f"dpgate: {_name(index, shared)} failed: {msg}", file=sys.stderr, flush=True)
     finally:

@@ -7,8 +7,9 @@ in :mod:`.extreme`. Each plans a statement with :func:`rewriter.build_plan`."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
-from rewriter import Refusal, build_plan, complete, param_types, parse, to_sql, typed_plan
+from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
 from rewriter.unit import factor
 
 from ..backends import Columns
@@ -17,7 +18,7 @@ from .batch_noise import BatchNoise
 from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
-from .kind import HEAVY_ROWS, Prepared, ReleaseKind
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement
 from .release import (
     NoisePool,
     answer_rows,
@@ -36,6 +37,7 @@ __all__ = [
     "EMPTY",
     "SVT",
     "Central",
+    "CentralState",
     "Domain",
     "Empty",
     "Svt",
@@ -73,6 +75,17 @@ def columns_of(plan) -> list[Column]:
     return [Column(o.name, t) for o, t in zip(plan.outputs, output_types(plan))]
 
 
+@dataclass
+class CentralState:
+    """A central release's: the ε its mechanisms run at (the tier's, over the unit's factor k),
+    and the noise drawn ahead of the scan — from the reservoir (``pool``) or, for a large public
+    domain, in one batch on a thread while the scan runs (``batch``)."""
+
+    mech_eps: float
+    pool: NoisePool | None = None
+    batch: BatchNoise | None = None
+
+
 class Central(ReleaseKind):
     """Every cell of the public domain, noised (the add-remove mean of Kulesza et al. 2024 for AVG; geometric / discrete
     Laplace otherwise). The noise, which does not depend on the data, is drawn while the
@@ -90,37 +103,38 @@ class Central(ReleaseKind):
             key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
             canonical=plan.canonical(),
             epsilon=tier.epsilon,
+            state=CentralState(mechanism_epsilon(plan, tier.epsilon)),
         )
-        p.state["mech_eps"] = mechanism_epsilon(plan, tier.epsilon)
         self.prepare_noise(conn, p)
         return p
 
     def prepare_noise(self, conn, p: Prepared) -> None:
-        gw = conn.gw
-        pool = NoisePool(p.plan, p.state["mech_eps"], gw.source, gw.reservoir)
-        p.state["pool"] = pool
+        gw, st = conn.gw, p.state
+        st.pool = pool = NoisePool(p.plan, st.mech_eps, gw.source, gw.reservoir)
         if pool.worthwhile:
-            p.state["during"] = pool.fill
+            p.during = pool.fill
         elif not p.plan.selected:  # a large public domain: drawn on a thread during the scan
-            batch = BatchNoise(p.plan, p.state["mech_eps"], gw.source)
+            batch = BatchNoise(p.plan, st.mech_eps, gw.source)
             if batch.worthwhile:  # … and the scan fetched as columns (.columnar)
-                p.state["batch"], p.state["during"], p.state["columnar"] = batch, batch.start, True
+                st.batch, p.during, p.columnar = batch, batch.start, True
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        gw = conn.gw
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
+        gw, sql, route = conn.gw, stmt.sql, stmt.route
         if "$" not in sql:  # no parameters: plan once (Execute then hits the plan cache)
-            plan = checked(await gw.plan_async(sql, None), route)
+            plan = checked(await gw.plan_async(sql, None, stmt.take()), route)
             return Description([], columns_of(plan))
         key = ("describe", self.name, sql, tuple(oids))
         hit = gw.description(key)
         if hit is None:  # refusals are not kept: each Describe raises them again
-            types = param_types(parse(sql), gw.config)
+            tree = stmt.tree()
+            types = param_types(tree, gw.config)  # (on a copy)
             inferred = [
                 oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT for i, t in enumerate(types)
             ]
             try:
                 plan = checked(
-                    await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None), route
+                    await gw.plan_async(sql, [DUMMY.get(t, "0") for t in types] if types else None, tree),
+                    route,
                 )
             except Refusal:  # a stand-in value the statement cannot take (date_trunc's unit):
                 try:  # the columns of the plan typed without values
@@ -132,9 +146,10 @@ class Central(ReleaseKind):
             hit = gw.description(key, (tuple(inferred), tuple(columns_of(plan))))
         return Description(list(hit[0]), list(hit[1]))
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
         gw = conn.gw
-        plan = checked(build_plan(parse(body), gw.config, params or None), route)
+        if plan is None:
+            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.take()), stmt.route)
         plan, path = choose(plan, gw.tier_of(conn.role), conn.session.settings)  # HAVING / top-c
         dialect = gw.backend.dialect
         lines = explain_lines(
@@ -154,13 +169,13 @@ class Central(ReleaseKind):
             cells = table if table is not None else complete(p.plan, cells.rows())
         else:
             cells = complete(p.plan, cells)
-        batch = p.state.get("batch")
+        batch = p.state.batch
         return noisy_answer(
             p.plan,
             cells,
-            p.state["mech_eps"],
+            p.state.mech_eps,
             conn.gw.source,
-            p.state["pool"],
+            p.state.pool,
             predrawn=batch.take(len(cells)) if batch is not None else None,
         )
 
@@ -171,7 +186,7 @@ class Central(ReleaseKind):
         return notice_body(p.plan, answer)
 
     def after_reply(self, conn, p: Prepared) -> None:
-        pool = p.state.get("pool")
+        pool = p.state.pool
         if pool is not None and pool.worthwhile:  # the next statement's noise, drawn after
             gw = conn.gw  # the reply, while the backend is idle
             gw.reservoir.refill_soon(
@@ -189,7 +204,7 @@ class Svt(Central):
         return None
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return selection_answer(p.plan, complete(p.plan, cells), p.state["mech_eps"], conn.gw.source)
+        return selection_answer(p.plan, complete(p.plan, cells), p.state.mech_eps, conn.gw.source)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None
@@ -203,6 +218,9 @@ class Domain(ReleaseKind):
 
     def prepare(self, conn, plan) -> Prepared:
         return Prepared(self, plan, columns_of(plan))
+
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(domain_notice(plan),)])
 
     async def answer_free(self, conn, p: Prepared):
         big = p.plan.n_cells >= HEAVY_ROWS  # a large domain: rows off the loop
@@ -227,8 +245,8 @@ class Empty(ReleaseKind):
     async def answer_free(self, conn, p: Prepared):
         return Result("SELECT 0", p.columns, [], notices=[_EMPTY_NOTE]), "empty", 0.0
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(_EMPTY_NOTE,)])
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(_EMPTY_NOTE,)])
 
 
 _EMPTY_NOTE = "dpgate: LIMIT 0 returns no rows whatever the data: nothing read, nothing charged"

@@ -64,7 +64,7 @@ def released_keys(plan: Plan) -> list:
     (kept beside the domain's index, which a plan filled from a template shares): a column
     of Python ints as an int64 array (standing for its ``tolist()``: the codec packs it
     without reading it value by value), any other as a list."""
-    memo = plan.__dict__.setdefault("_domain", {})
+    memo = plan.memo.domain
     hit = memo.get("released_keys")
     if hit is None:
         cells = plan.cells
@@ -146,7 +146,7 @@ def _int_index(plan: Plan) -> tuple | None:
     (-1: none) when the keys span at most ``4 n + 1024`` integers, else ``("sorted", order,
     ordered)``: positions and keys in key order. None unless every key of the domain is a
     distinct Python int below 2^62 in magnitude (and the scan's keys are int64)."""
-    memo = plan.__dict__.setdefault("_domain", {})
+    memo = plan.memo.domain
     if "int_index" not in memo:
         index = None
         keys = [c[0] for c in plan.cells]

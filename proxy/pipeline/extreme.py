@@ -20,22 +20,29 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+from dataclasses import dataclass
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.quantile import ExpMechQuantile
-from rewriter import parse
 from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
 from rewriter.plan import Plan
 from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
-from .kind import Prepared, ReleaseKind
-from .partitions import require_delta, select_rows, selection_explain, selection_notice, selection_plan
+from .kind import Prepared, ReleaseKind, Statement
+from .partitions import (
+    SelectionPlan,
+    require_delta,
+    select_rows,
+    selection_explain,
+    selection_notice,
+    selection_plan,
+)
 from .release import answer_rows, output_types, unit_text
 from .selection_path import for_tier
 
-__all__ = ["EXTREME", "Extreme", "describe_extreme", "explain_extreme"]
+__all__ = ["EXTREME", "Extreme", "ExtremeState", "describe_extreme", "explain_extreme"]
 
 BETA = 0.05  # the rank statement in the NOTICE holds with probability 95%, like the half-widths
 
@@ -51,7 +58,7 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
 
 
-def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: dict | None = None) -> str:
+def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: SelectionPlan | None = None) -> str:
     return histogram_sql(
         xp,
         grid.lower,
@@ -60,11 +67,11 @@ def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: dict | None
         grid.integral and grid.step == 1.0,
         gw.backend.dialect,
         salt,
-        floor=None if sp is None else int(sp["floor"]),
+        floor=None if sp is None else int(sp.floor),
     )
 
 
-def _selection(plan: Plan, tier) -> dict | None:
+def _selection(plan: Plan, tier) -> SelectionPlan | None:
     """Keys without a public domain: the partition selection's parameters (module doc), or a
     refusal for a tier with δ = 0; None for public keys."""
     if not plan.selected:
@@ -73,7 +80,9 @@ def _selection(plan: Plan, tier) -> dict | None:
     return selection_plan(plan, float(tier.epsilon), float(tier.delta))
 
 
-def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, delta: float) -> dict:
+def _selected_answer(
+    gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: SelectionPlan, rows, delta: float
+) -> dict:
     """Rows (k.., v, n, units): the keys chosen by partition selection, then each kept
     key's value from its histogram (v NULL: the key's rows without a value, counted in its
     units only — such a key is selected like any other, from an empty histogram if need be)."""
@@ -87,7 +96,7 @@ def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, 
             hist.append((int(row[n]), int(row[n + 1])))
         units[key] = int(row[n + 2])
     order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))  # draws in key order
-    kept = select_rows(sp["sel"], [(*k, units[k]) for k in order], n, gw.source)
+    kept = select_rows(sp.sel, [(*k, units[k]) for k in order], n, gw.source)
     values = [[m.release(hists[k], gw.source)] for k in kept]
     return {
         "keys": [[cell_key(v) for v in k] for k in kept],
@@ -97,9 +106,9 @@ def _selected_answer(gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: dict, rows, 
         "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
         "partitions": {
             "kept": len(kept),
-            "describe": sp["sel"].describe(),
+            "describe": sp.sel.describe(),
             "delta": delta,
-            "eps_measures": sp["eps_measures"],
+            "eps_measures": sp.eps_measures,
         },
     }
 
@@ -180,20 +189,26 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
     )
 
 
+@dataclass
+class ExtremeState:
+    """A MAX/MIN/quantile release's: the column's public grid, the mechanism at its ε, and the
+    partition selection of keys without a public domain (None: public keys)."""
+
+    grid: ExtremeGrid
+    m: ShiftedRankExtreme | ExpMechQuantile
+    sel: SelectionPlan | None
+
+
 class Extreme(ReleaseKind):
     """MAX / MIN by the shifted-rank exponential mechanism (Chen et al. 2025 §6.4) and quantiles (Smith 2011) on a central table: one histogram
     scan over the column's public grid, the exponential mechanism per group."""
 
     name = "extreme"
+    heavy = True  # the candidate search
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+    async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
         gw = conn.gw
-        xp = await asyncio.to_thread(
-            build_extreme_plan,
-            parse(sql),
-            gw.config,  # off the loop
-            list(params) if params else None,
-        )
+        xp = await asyncio.to_thread(_build, gw, stmt, params)  # off the loop
         tier = gw.tier_of(conn.role)
         if tier.ladder is not None:  # a ladder's coalition guarantee covers its chain only
             raise SqlError(
@@ -204,7 +219,7 @@ class Extreme(ReleaseKind):
         xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))  # the tier's `consistent`
         eps = float(tier.epsilon)
         sp = _selection(xp.plan, tier)
-        grid, m = _setup(gw, xp, eps if sp is None else sp["eps_measures"])
+        grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
         key, delta = _key(xp, eps), 0.0
         if sp is not None:  # the selection's δ is part of what is released
@@ -218,18 +233,18 @@ class Extreme(ReleaseKind):
             canonical=xp.canonical(),
             epsilon=eps,
             delta=delta,
-            state={"grid": grid, "m": m, "sel": sp},
+            state=ExtremeState(grid, m, sp),
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        return _sql(conn.gw, p.plan, p.state["grid"], unit_salt(conn.gw, p.plan.plan), p.state["sel"])
+        st = p.state
+        return _sql(conn.gw, p.plan, st.grid, unit_salt(conn.gw, p.plan.plan), st.sel)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        if p.state["sel"] is not None:
-            return _selected_answer(
-                conn.gw, p.plan, p.state["m"], p.state["grid"], p.state["sel"], cells, p.delta
-            )
-        return _answer(conn.gw, p.plan, p.state["m"], p.state["grid"], cells)
+        st = p.state
+        if st.sel is not None:
+            return _selected_answer(conn.gw, p.plan, st.m, st.grid, st.sel, cells, p.delta)
+        return _answer(conn.gw, p.plan, st.m, st.grid, cells)
 
     def mechanism(self, answer: dict) -> str:
         return answer["mechanism"][0] + (", partition_selection" if "partitions" in answer else "")
@@ -240,16 +255,20 @@ class Extreme(ReleaseKind):
     def notice_body(self, p: Prepared, answer: dict) -> str:
         return notice_body(p.plan, answer)
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        return await describe_extreme(conn, sql, oids)
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
+        return await describe_extreme(conn, stmt, oids)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return await explain_extreme(conn, body, params)
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return await explain_extreme(conn, stmt, params)
 
 
-async def describe_extreme(conn, sql: str, oids: list[int]) -> Description:
+def _build(gw, stmt: Statement, params: list) -> ExtremePlan:
+    return build_extreme_plan(stmt.tree(), gw.config, list(params) if params else None)
+
+
+async def describe_extreme(conn, stmt: Statement, oids: list[int]) -> Description:
     """Describe (extended protocol): parameter and column types."""
-    expr = parse(sql)
+    expr = stmt.tree()
     types = extreme_param_types(expr, conn.gw.config)
     inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[ty] or 25 for i, ty in enumerate(types)]
     xp = build_extreme_plan(expr, conn.gw.config, [DUMMY.get(ty, "0") for ty in types] if types else None)
@@ -258,10 +277,10 @@ async def describe_extreme(conn, sql: str, oids: list[int]) -> Description:
     )
 
 
-async def explain_extreme(conn, body: str, params: list) -> Result:
+async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free."""
     gw = conn.gw
-    xp = build_extreme_plan(parse(body), gw.config, list(params) if params else None)
+    xp = _build(gw, stmt, params)
     tier = gw.tier_of(conn.role)
     if xp.plan.selected and tier.delta <= 0:
         lines = [
@@ -270,7 +289,7 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
         ]
         return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
     sp = _selection(xp.plan, tier)
-    grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp["eps_measures"])
+    grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp.eps_measures)
     if sp is None:
         lines = [
             f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
@@ -280,7 +299,7 @@ async def explain_extreme(conn, body: str, params: list) -> Result:
     else:
         lines = [
             selection_explain(xp.plan, tier, sp),
-            f"  {_what(xp)} of each released key at ε {sp['eps_measures']:g} (the other half of ε; the "
+            f"  {_what(xp)} of each released key at ε {sp.eps_measures:g} (the other half of ε; the "
             "released keys are disjoint: each at that ε)",
             "  " + unit_text(xp.plan),
         ]

@@ -5,8 +5,8 @@ A *release kind* is a way of turning a statement into released rows: central
 HAVING), a data-market ladder (Wang et al. 2026), per-record DP (Chen et al. 2025), MAX/MIN
 (shifted-rank exponential mechanism), a local metric-LDP table (Xiang et al. 2020), a local
 Subset column (Wang et al. 2026 §5), and the public domain (no data at all). Each is a
-:class:`ReleaseKind`; the orchestrator picks one per statement (``plan``), and
-:func:`run` releases it:
+:class:`ReleaseKind`; :func:`.orchestrator.choose` picks one per statement, the kind plans it
+(``plan``, or ``prepare`` of the plan as cells it was chosen from), and :func:`run` releases it:
 
     plan (a refusal charges nothing) → an earlier release of the same key by this
     role is served again for free (a twin in flight is waited for) → budget check →
@@ -26,7 +26,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from rewriter import parse
+from rewriter.route import Route
 
 from ..backends import BackendError, BackendRefused
 from ..stores.ledger import FEMTO, NANO, BudgetExceeded, femto
@@ -41,6 +47,29 @@ TWIN_WAIT_S = 30.0
 
 
 @dataclass
+class Statement:
+    """One statement on its way to a release: its text (for EXPLAIN the explained statement,
+    for COPY its query), its route, and the parse routing decided it from, which the
+    statement's planner takes (:meth:`tree`): one parse per statement."""
+
+    sql: str
+    route: Route
+    parsed: exp.Expression | None = None  # routing's parse, not yet handed to a planner
+
+    def tree(self) -> exp.Expression:
+        """The statement's parse, handed over once (a planner may change it): routing's, or a
+        fresh one when the route came from a cache (routes are kept by text and by shape)."""
+        tree = self.take()
+        return tree if tree is not None else parse(self.sql)
+
+    def take(self) -> exp.Expression | None:
+        """Routing's parse, handed over once, or None: for a planner that keeps its plans by
+        text and parses only when it plans (``Gateway.plan``), so a repeat is never parsed."""
+        tree, self.parsed = self.parsed, None
+        return tree
+
+
+@dataclass
 class Prepared:
     """A statement planned by one kind: everything the pipeline needs to release it."""
 
@@ -51,7 +80,12 @@ class Prepared:
     canonical: str = ""
     epsilon: float = 0.0  # what a fresh release charges
     delta: float = 0.0  # and its δ (partition selection), charged to the tier's δ budget
-    state: dict = field(default_factory=dict)  # kind-specific (policy, noise pool, …)
+    state: object = None  # the kind's own, a dataclass of its module (central.CentralState,
+    #                       extreme.ExtremeState, per_record.PerRecordState, partitions.SelectionPlan)
+    during: Callable[[], object] | None = None  # work the scan's fetch runs beside it (noise drawn ahead)
+    columnar: bool = False  # the scan fetched as numpy columns, if the backend can
+    data_version: int = 0  # a fresh release's: what the measurement may record beside it (:func:`run`)
+    statement: str = ""  # … and the statement's text
 
 
 class ReleaseKind:
@@ -61,19 +95,22 @@ class ReleaseKind:
 
     name = "kind"
     decision = "released"  # the statement log's word for a fresh release
+    heavy = False  # runs in the heavy-statement lane whatever its size (:mod:`.lane`)
+    plans_in_lane = False  # … and is planned there too (its planning is itself heavy)
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
-        """Plan ``sql`` (routed by the parse to ``route``) for ``conn``'s role; a refusal
-        (Refusal/SqlError) charges nothing. Central plans are made by the orchestrator,
-        which picks their kind from the plan (``prepare``)."""
+    async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
+        """Plan ``stmt`` for ``conn``'s role; a refusal (Refusal/SqlError) charges nothing.
+        Kinds chosen from a plan as cells (:func:`.orchestrator.choose`) are given that plan
+        instead (``prepare``)."""
         raise NotImplementedError
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         """Parameter and column types (extended protocol), without touching data."""
         raise NotImplementedError
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        """``EXPLAIN``: mechanism, ε, error statement, backend SQL; nothing runs."""
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        """``EXPLAIN``: mechanism, ε, error statement, backend SQL; nothing runs. ``plan``:
+        the statement's plan as cells, for the kinds chosen from it."""
         raise NotImplementedError
 
     # -- a free answer --------------------------------------------------------------
@@ -93,8 +130,8 @@ class ReleaseKind:
             conn,
             self.scan_sql(conn, p),
             then=then,
-            during=p.state.get("during"),
-            columnar=p.state.get("columnar", False),
+            during=p.during,
+            columnar=p.columnar,
         )
 
     def measure(self, conn, p: Prepared, cells) -> dict:
@@ -216,7 +253,7 @@ async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
         left = await _delta_left(conn, p, tier)
         if femto(left) < femto(p.delta):
             raise _delta_error(p, left, tier)
-    p.state.update(data_version=dv, statement=sql)  # what the measurement may record beside it
+    p.data_version, p.statement = dv, sql  # what the measurement may record beside it
     return await _release_eps(conn, p, tier, dv, sql)
 
 

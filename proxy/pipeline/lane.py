@@ -41,22 +41,20 @@ from ..wire.api import Column, ColumnRows, EncodedRows, Result, SqlError
 from ..wire.rows import data_rows
 from .kind import HEAVY_ROWS
 
-__all__ = ["HEAVY_KINDS", "LaneClient", "heavy", "heavy_plan", "ledger_error", "serve_link"]
+__all__ = ["LaneClient", "heavy", "heavy_plan", "ledger_error", "serve_link"]
 
 log = logging.getLogger("dpgate")
-
-HEAVY_KINDS = frozenset({"ladder", "per_record", "extreme"})
-"""Release kinds that run in the lane whatever their size: the ladder's chain per cell,
-per-record's two scans and level search, MAX/MIN's candidate search."""
 
 _LEN = struct.Struct("!I")
 
 
 def heavy(p) -> bool:
-    """Whether the prepared statement ``p`` runs in the lane."""
+    """Whether the prepared statement ``p`` runs in the lane: its kind is heavy whatever its
+    size (``ReleaseKind.heavy``: the ladder's chain per cell, per-record's two scans and level
+    search, MAX/MIN's candidate search), or its plan is large."""
     if p.key is None:  # releases nothing: answered in place
         return False
-    return p.kind.name in HEAVY_KINDS or heavy_plan(getattr(p, "plan", None))
+    return p.kind.heavy or heavy_plan(getattr(p, "plan", None))
 
 
 def heavy_plan(plan) -> bool:
@@ -296,7 +294,7 @@ async def _answer(gw, msg: dict, running: dict, writer, busy) -> None:
                 },
             )
         }
-    except Exception:
+    except Exception:  # reported, never raised here
         log.exception("heavy-statement lane: statement failed")
         reply = {
             "error": (

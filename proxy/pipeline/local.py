@@ -90,13 +90,17 @@ async def _fetch(conn, sql: str, write: bool = False) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------------- SELECT
-def _plan(gw, sql: str, params, overrides: tuple = ()) -> LocalPlan:
+def _plan(gw, sql: str, params, overrides: tuple = (), stmt=None) -> LocalPlan:
+    """The plan of ``sql`` (kept by text); ``stmt``: its :class:`.kind.Statement`, whose parse
+    the planner takes when it plans."""
     key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()), overrides)
     hit = _PLANS.get(key)
     if hit is not None:
         _PLANS.move_to_end(key)
         return hit
-    plan = plan_local(parse(sql), gw.config, list(params or []), overrides)
+    plan = plan_local(
+        stmt.tree() if stmt is not None else parse(sql), gw.config, list(params or []), overrides
+    )
     _PLANS[key] = plan
     if len(_PLANS) > 512:
         _PLANS.popitem(last=False)
@@ -113,11 +117,9 @@ class Local(ReleaseKind):
 
     name = "local"
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
-        plan = _plan(conn.gw, sql, params, overrides_of(conn))
-        if isinstance(
-            plan, SubsetPlan
-        ):  # categorical Subset column (multi-tier release, Wang et al. 2026 §5)
+    async def plan(self, conn, stmt, params: list) -> Prepared:
+        plan = _plan(conn.gw, stmt.sql, params, overrides_of(conn), stmt)
+        if isinstance(plan, SubsetPlan):  # a categorical Subset column (Wang et al. 2026 §5)
             return Prepared(SUBSET, plan, [])
         return Prepared(self, plan, _columns(plan))
 
@@ -132,11 +134,11 @@ class Local(ReleaseKind):
             rows, msg = local_answer(p.plan, cells)
         return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]), "ldp", 0.0
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        return await describe_local(conn, sql, oids)
+    async def describe(self, conn, stmt, oids: list[int]) -> Description:
+        return await describe_local(conn, stmt.sql, oids, stmt)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return await explain_local(conn, body, params)
+    async def explain(self, conn, stmt, params: list, plan=None) -> Result:
+        return await explain_local(conn, stmt.sql, params, stmt)
 
 
 class Subset(Local):
@@ -531,10 +533,12 @@ async def insert_local(conn, sql: str, params: list):
 
 
 # ---------------------------------------------------------------------------- Describe
-async def describe_local(conn, sql: str, oids: list[int]) -> Description:
-    """Describe (extended protocol) of a SELECT on a local table or of an INSERT."""
+async def describe_local(conn, sql: str, oids: list[int], stmt=None) -> Description:
+    """Describe (extended protocol) of a SELECT on a local table or of an INSERT (``stmt``: its
+    :class:`.kind.Statement`, whose parse is read)."""
     gw = conn.gw
-    if isinstance(parse(sql), exp.Insert):  # from the parse, as the route
+    tree = stmt.tree() if stmt is not None else parse(sql)
+    if isinstance(tree, exp.Insert):  # from the parse, as the route
         expr, name, table, cols = _insert_target(gw, sql)
         _check_grant(gw, conn.role, name)
         cols, rows = _insert_shape(expr, name, table, cols)
@@ -551,7 +555,7 @@ async def describe_local(conn, sql: str, oids: list[int]) -> Description:
             for i in range(max(n, len(oids)))
         ]
         return Description(inferred, None)
-    plan = plan_local(parse(sql), gw.config, None)
+    plan = plan_local(tree, gw.config, None)
     inferred = [
         oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(t, 25) if t else 25
         for i, t in enumerate(plan.param_types)
@@ -612,10 +616,10 @@ def explain_widths(plan: LocalPlan, config) -> list[str]:
     return out
 
 
-async def explain_local(conn, sql: str, params: list) -> Result:
+async def explain_local(conn, sql: str, params: list, stmt=None) -> Result:
     """EXPLAIN of a local-table SELECT: the estimator, the guarantee and the ONE scan
     (nothing runs, nothing is charged)."""
-    plan = _plan(conn.gw, sql, params, overrides_of(conn))
+    plan = _plan(conn.gw, sql, params, overrides_of(conn), stmt)
     if isinstance(plan, SubsetPlan):
         return await explain_subset(conn, plan)
     lay = plan.layout

@@ -49,7 +49,7 @@ async def ensure_reports(gw, lay):
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         except SqlError:
             raise
-        except Exception as e:
+        except Exception as e:  # backend down, pool timeout, …
             logging.getLogger("dpgate.backend").warning("local reports table: %s", e)
             raise SqlError("08006", "the backend is unavailable; nothing was charged") from None
         ready[lay.reports] = (lay, stored)

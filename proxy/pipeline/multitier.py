@@ -367,8 +367,16 @@ class Ladder(Central):
     charged like any release (reserved while scanning, recorded with the answer)."""
 
     name = "ladder"
+    heavy = True  # the chain per cell
 
     def prepare(self, conn, plan) -> Prepared:
+        if plan.selected:  # keys without a public domain: partition selection is not a ladder's
+            raise SqlError(
+                "0A000",
+                "GROUP BY a column without a public domain (partition selection) is not "
+                "available to data-market ladder tiers; nothing was charged",
+                hint="Group by columns with a declared domain.",
+            )
         check_ladder_plan(plan)  # refused before the scan: free
         tier = conn.gw.tier_of(conn.role)
         return Prepared(
@@ -388,14 +396,12 @@ class Ladder(Central):
         scan (a damaged one refuses the statement before anything is read: refunded)."""
         tier = conn.gw.tier_of(conn.role)
         await asyncio.to_thread(
-            store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(), p.state["data_version"]
+            store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(), p.data_version
         )
         return await super().scan(conn, p, then)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return serve_level(
-            conn.gw, conn.role, p.plan, complete(p.plan, cells), p.state["data_version"], p.state["statement"]
-        )
+        return serve_level(conn.gw, conn.role, p.plan, complete(p.plan, cells), p.data_version, p.statement)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

@@ -2,19 +2,25 @@
 ledger → rows (the wire layer's :class:`~proxy.wire.api.Handler`).
 
 Statements that release nothing (session SET/SHOW, cursors, catalog, the budget
-views, EXPLAIN) are answered here; every other statement is planned by ONE release
-kind, picked once from the route and the plan (:meth:`Connection.prepare`):
+views) are answered here. Every other statement is parsed once, by routing
+(:meth:`Gateway.parse_route`: the route and its parse tree, which the planner takes,
+:class:`.kind.Statement`), and released by ONE kind, decided in one place, :func:`choose`
+— for execute, Describe, EXPLAIN and the heavy-statement lane alike — from the route (its
+table, and which planner its parse names: ``Route.planner``) and, for a central table, the
+statement's plan as cells:
 
 ========================  ==================================================
 table / statement         kind
 ========================  ==================================================
+public table              :data:`.public.PUBLIC` (exact rows, free)
 ``mode = "local"``        :data:`.local.LOCAL` (a Subset column: ``SUBSET``)
-``privacy`` policy        :data:`.per_record.PER_RECORD`
-central, MAX / MIN        :data:`.extreme.EXTREME`
+``privacy`` policy        :data:`.per_record.PER_RECORD` (``SELECT DISTINCT g``: ``DOMAIN``)
+central, MAX / MIN / q    :data:`.extreme.EXTREME` (``Route.planner == "extreme"``)
 central, ``LIMIT 0``      :data:`.central.EMPTY` (no rows: no scan, free)
+central, keys selected    :data:`.partitions.PARTITIONS` (a ladder tier: ``LADDER`` refuses)
 central, no aggregate     :data:`.central.DOMAIN` (the public domain, free)
 central, ladder tier      :data:`.multitier.LADDER`
-central, HAVING / top-c   :data:`.central.SVT`
+central, HAVING / top-c   :data:`.central.SVT` (when the sparse vector has the lower error)
 central                   :data:`.central.CENTRAL`
 ========================  ==================================================
 
@@ -31,7 +37,8 @@ import logging
 import time
 
 from rewriter.copy import COPY_HINT
-from rewriter.errors import ExtremeAggregate, Refusal
+from rewriter.errors import Refusal
+from rewriter.plan import Plan
 from rewriter.route import Route
 
 from ..backends.base import CancelSignal
@@ -40,14 +47,14 @@ from ..wire.api import Column, CopyFormat, Description, Result, SqlError
 from . import cursors
 from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
 from .extreme import EXTREME
-from .kind import Prepared, ReleaseKind, run
+from .kind import Prepared, ReleaseKind, Statement, run
 from .lane import heavy, ledger_error
 from .local import LOCAL, insert_local
 from .multitier import LADDER
 from .partitions import PARTITIONS
 from .per_record import PER_RECORD
 from .public import PUBLIC
-from .selection_path import choose
+from .selection_path import choose as selection_path
 from .session_views import SessionViews
 from .statements import SessionState, split
 
@@ -125,8 +132,9 @@ class Connection:
             )
 
     # -- routing ------------------------------------------------------------
-    async def _route(self, sql: str) -> Route:
-        """The statement's path, from its parse (:meth:`Gateway.route`)."""
+    async def _route(self, sql: str) -> tuple[Route, object]:
+        """The statement's path, and the parse it was decided from (None: a cached route):
+        :meth:`Gateway.parse_route`."""
         return await self.gw.route_async(sql)
 
     def _table(self, route: Route):
@@ -145,7 +153,7 @@ class Connection:
         if self.temp_views.statement(sql) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
             return Description(list(oids), None)
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
-        route = await self._route(sql)
+        route, tree = await self._route(sql)
         kind = route.kind
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
@@ -171,13 +179,10 @@ class Connection:
                 for i in range(max(len(oids), len(inferred)))
             ]
             return Description(types, [Column(n, t) for n, t in cols])
+        stmt = Statement(sql, route, tree)
         if kind == "insert":
-            return await LOCAL.describe(self, route, sql, oids)
-        family = self._family(route)
-        try:
-            return await family.describe(self, route, sql, oids)
-        except ExtremeAggregate:  # MAX / MIN: their own release
-            return await EXTREME.describe(self, route, sql, oids)
+            return await LOCAL.describe(self, stmt, oids)
+        return await self.choose(route).describe(self, stmt, oids)  # columns: the planner's
 
     def cursor_columns(self, name: str):
         """Describe Portal of a DECLAREd cursor (psycopg's named cursors ask for it)."""
@@ -196,12 +201,16 @@ class Connection:
         if (view := self.temp_views.statement(sql)) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
             return await self.temp_views.run(self, view, params), "view", 0.0
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
-        route = await self._route(sql)
+        route, tree = await self._route(sql)
+        return await self._answer_routed(sql, route, tree, params)
+
+    async def _answer_routed(self, sql: str, route: Route, tree, params: list[object]):
+        """:meth:`answer` of a routed statement (``tree``: routing's parse, or None)."""
         kind = route.kind
         if kind == "explain":
-            return await self._explain(route, params), "explain", 0.0
+            return await self._explain(Statement(route.body, route.inner, tree), params), "explain", 0.0
         if kind == "copy":
-            return await self._copy(route, params)
+            return await self._copy(route, tree, params)
         if kind == "insert":
             return await insert_local(self, sql, params)
         if kind == "views":
@@ -224,75 +233,64 @@ class Connection:
                     hint=getattr(e, "hint", None),
                 ) from None
             return Result(f"SELECT {len(rows)}", [Column(n, t) for n, t in cols], rows), "catalog", 0.0
+        stmt = Statement(sql, route, tree)
         lane = self.gw.lane  # the heavy-statement lane (.lane), if any:
-        if lane is not None:  # per-record, or a shape heavy before: unplanned
+        if lane is not None:  # a kind planned there, or a shape heavy before: unplanned
             ladder = self.gw.tier_of(self.role).ladder is not None
-            if self._family(route) is PER_RECORD or lane.knows_heavy(route, ladder):
+            if self.choose(route).plans_in_lane or lane.knows_heavy(route, ladder):
                 if (done := await lane.answer(self, sql, params)) is not None:
                     return done
-        p = await self.prepare(route, sql, params)
+        p = await self.prepare(stmt, params)
         if lane is not None and heavy(p):
             lane.remember_heavy(route, ladder)
             if (done := await lane.answer(self, sql, params)) is not None:
                 return done
         return await run(self, p, sql)
 
-    # -- picking the release kind --------------------------------------------
-    def _family(self, route: Route) -> ReleaseKind:
-        """The kind that plans statements on the routed table: local, per-record or central."""
-        table = self._table(route)
-        if route.kind == "public":  # a public table: exact rows
-            return PUBLIC
-        if table is not None and table.mode == "local":  # metric LDP reports (Xiang et al. 2020)
-            return LOCAL
-        if table is not None and table.privacy is not None:  # per-record DP (Chen et al. 2025)
-            return PER_RECORD
-        return CENTRAL
+    # -- the release kind ------------------------------------------------------
+    def choose(self, route: Route, plan: Plan | None = None) -> ReleaseKind:
+        """:func:`choose` for this connection's role."""
+        return choose(route, self._table(route), self.gw.tier_of(self.role), plan)
 
-    async def prepare(self, route: Route, sql: str, params: list[object]) -> Prepared:
-        """Plan the statement and pick its release kind, once (a refusal charges nothing)."""
-        gw = self.gw
-        family = self._family(route)
-        if family is not CENTRAL:
-            if family is PER_RECORD:  # SELECT DISTINCT g: the public domain
-                try:
-                    plan = await gw.plan_async(sql, params or None)
-                except Exception:
-                    plan = None
-                if plan is not None and not plan.aggregates and plan.selection is None:
-                    return DOMAIN.prepare(self, plan)
-            return await family.plan(self, route, sql, params)
-        try:
-            plan = checked(await gw.plan_async(sql, params or None), route)
-            plan = choose(plan, gw.tier_of(self.role), self.session.settings)[
-                0
-            ]  # HAVING / top-c: which release
-        except ExtremeAggregate:  # MAX / MIN: their own release
-            return await EXTREME.plan(self, route, sql, params)
-        if plan.limit == 0:  # no rows whatever the data: no scan
-            return EMPTY.prepare(self, plan)
-        if plan.selected:  # keys without a public domain
-            if gw.tier_of(self.role).ladder is not None:
-                raise SqlError(
-                    "0A000",
-                    "GROUP BY a column without a public domain (partition selection) is not "
-                    "available to data-market ladder tiers; nothing was charged",
-                    hint="Group by columns with a declared domain.",
+    async def _kind(self, stmt: Statement, params: list[object]):
+        """``(kind, plan, released)``: the statement's release kind (:func:`choose`), the plan as
+        cells it was chosen from and that plan as it is released (HAVING / top-c: by the sparse
+        vector or from the cells, :func:`.selection_path.choose`); both None for the kinds that
+        plan the statement themselves. A refusal charges nothing."""
+        gw, route = self.gw, stmt.route
+        kind = self.choose(route)
+        if kind is PER_RECORD:  # SELECT DISTINCT g: the public domain (the cells' planner says)
+            tree = stmt.take()
+            try:
+                plan = await gw.plan_async(
+                    stmt.sql, params or None, tree.copy() if tree is not None else None
                 )
-            return PARTITIONS.prepare(self, plan)
-        if not plan.aggregates and plan.selection is None:  # SELECT DISTINCT g: the public domain
-            return DOMAIN.prepare(self, plan)
-        if gw.tier_of(self.role).ladder is not None:  # multi-tier chain (Wang et al. 2026)
-            return LADDER.prepare(self, plan)
-        if plan.selection is not None:  # HAVING / top-c: the sparse vector technique (Liu et al.)
-            return SVT.prepare(self, plan)
-        return CENTRAL.prepare(self, plan)
+            except Exception:
+                plan = None
+            stmt.parsed = tree  # the per-record planner's, if the kind stays
+            kind = self.choose(route, plan)
+            return (kind, plan, plan) if kind is not PER_RECORD else (kind, None, None)
+        if kind is not CENTRAL:
+            return kind, None, None
+        plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.take()), route)
+        released = selection_path(plan, gw.tier_of(self.role), self.session.settings)[0]
+        return self.choose(route, released), plan, released
 
-    async def _copy(self, route: Route, params: list[object]):
+    async def prepare(self, stmt: Statement, params: list[object]) -> Prepared:
+        """Plan the statement with its release kind, chosen once (a refusal charges nothing)."""
+        kind, _, released = await self._kind(stmt, params)
+        if released is None:
+            return await kind.plan(self, stmt, params)
+        return kind.prepare(self, released)
+
+    async def _copy(self, route: Route, tree, params: list[object]):
         """``COPY (query) TO STDOUT``: the query answered exactly as the same SELECT is
         (its plan, release key and charge; a repeat is free), its rows framed as COPY."""
         cp = route.copy
-        res, decision, eps = await self.answer(route.body, params)
+        if route.inner.table is None:  # the catalog's or the views': routed as a statement of its own
+            res, decision, eps = await self.answer(route.body, params)
+        else:
+            res, decision, eps = await self._answer_routed(route.body, route.inner, tree, params)
         if res.columns is None:
             raise SqlError("0A000", "COPY takes a query that returns rows.", hint=COPY_HINT)
         names = [c.name for c in res.columns]
@@ -315,21 +313,43 @@ class Connection:
             eps,
         )
 
-    async def _explain(self, route: Route, params: list[object]) -> Result:
-        body, inner = route.body, route.inner
-        family = self._family(inner)
-        if family is CENTRAL and self.gw.tier_of(self.role).ladder is not None:
-            family = LADDER  # its level of a ladder (multi-tier release, Wang et al. 2026)
-        try:
-            if family in (CENTRAL, LADDER):
-                plan = await self.gw.plan_async(body, params or None)
-                if plan.limit == 0:  # no rows whatever the data: no scan
-                    family = EMPTY
-                elif family is CENTRAL and plan.selected:
-                    family = PARTITIONS  # keys by partition selection
-            return await family.explain(self, inner, body, params)
-        except ExtremeAggregate:  # MAX / MIN: their own release
-            return await EXTREME.explain(self, inner, body, params)
+    async def _explain(self, stmt: Statement, params: list[object]) -> Result:
+        """``EXPLAIN``: what the kind the statement's execution would have says of it."""
+        kind, plan, _ = await self._kind(stmt, params)
+        return await kind.explain(self, stmt, params, plan)
+
+
+def choose(route: Route, table, tier, plan: Plan | None = None) -> ReleaseKind:
+    """The release kind of a statement: the one place it is decided (module doc's table) —
+    execute, Describe, EXPLAIN and the heavy-statement lane all ask here. ``route``: the
+    statement's (its table's mode, and which planner its parse names); ``table``: the declared
+    table it reads; ``tier``: the role's; ``plan``: its plan as cells, when its kind depends on
+    it (a central table's statement as released — HAVING / top-c by the sparse vector or
+    from the cells —, a per-record table's ``SELECT DISTINCT``). Without
+    ``plan``: the kind that plans the statement (columns, lane) — CENTRAL standing for every
+    kind chosen from a central plan."""
+    if route.kind == "public":  # a public table: exact rows
+        return PUBLIC
+    if table is not None and table.mode == "local":  # metric LDP reports (Xiang et al. 2020)
+        return LOCAL
+    if table is not None and table.privacy is not None:  # per-record DP (Chen et al. 2025)
+        distinct = plan is not None and not plan.aggregates and plan.selection is None
+        return DOMAIN if distinct else PER_RECORD
+    if route.planner == "extreme":  # MAX / MIN / percentiles: their own release
+        return EXTREME
+    if plan is None:
+        return CENTRAL
+    if plan.limit == 0:  # no rows whatever the data: no scan
+        return EMPTY
+    if plan.selected:  # keys without a public domain: partition selection (not a ladder's)
+        return LADDER if tier.ladder is not None else PARTITIONS
+    if not plan.aggregates and plan.selection is None:  # SELECT DISTINCT g: the public domain
+        return DOMAIN
+    if tier.ladder is not None:  # multi-tier chain (Wang et al. 2026)
+        return LADDER
+    if plan.selection is not None:  # HAVING / top-c: the sparse vector technique (Liu et al.)
+        return SVT
+    return CENTRAL
 
 
 def _columns(cols):

@@ -32,7 +32,7 @@ import dataclasses
 from fractions import Fraction
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
-from rewriter import build_plan, parse, to_sql
+from rewriter import to_sql
 from rewriter.params import rebound
 from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
@@ -59,7 +59,19 @@ __all__ = [
 ]
 
 
-def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
+@dataclasses.dataclass(frozen=True)
+class SelectionPlan:
+    """A partition selection's parameters at the tier's (ε, δ) (module doc); the state of a
+    PARTITIONS release, and of a MAX/MIN over keys without a public domain."""
+
+    sel: TruncatedGeometricSelection  # the mechanism, at half of ε (all of it with no aggregate)
+    floor: int  # the least number of units per key the scan returns
+    eps_measures: float  # the ε left for the values
+    k: float  # their group-privacy factor
+    scan: Plan  # the statement's plan with the units per key as one more measure
+
+
+def selection_plan(plan: Plan, epsilon: float, delta: float) -> SelectionPlan:
     """The selection's parameters for ``plan`` at the tier's (ε, δ): mechanism, scan
     threshold, ε of the measures and their group-privacy factor."""
     eps_sel = epsilon / 2 if plan.aggregates else epsilon
@@ -67,13 +79,13 @@ def selection_plan(plan: Plan, epsilon: float, delta: float) -> dict:
     sel = TruncatedGeometricSelection(eps_sel, delta / 2, k=k)
     floor_ = scan_floor(sel, Fraction(delta) / 2 / k)
     units = Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows")
-    return {
-        "sel": sel,
-        "floor": floor_,
-        "eps_measures": epsilon - eps_sel,
-        "k": factor(plan),
-        "scan": dataclasses.replace(plan, measures=plan.measures + (units,)),
-    }
+    return SelectionPlan(
+        sel,
+        floor_,
+        epsilon - eps_sel,
+        factor(plan),
+        dataclasses.replace(plan, measures=plan.measures + (units,)),
+    )
 
 
 def bin_hint(plan: Plan) -> str | None:
@@ -123,23 +135,23 @@ def selection_notice(plan: Plan, part: dict) -> str:
     )
 
 
-def selection_explain(plan: Plan, tier, sp: dict) -> str:
+def selection_explain(plan: Plan, tier, sp: SelectionPlan) -> str:
     """EXPLAIN's selection line."""
     cols = ", ".join(g.column for g in plan.group_by)
     return (
         f"dpgate release of {plan.table}: ε {tier.epsilon:g}, δ {tier.delta:g} per query; keys of "
-        f"({cols}) (no public domain) chosen by {sp['sel'].describe()} (half of δ); "
-        f"keys with fewer than {sp['floor']} distinct units (π(n) ≤ δ/2) are dropped in the scan "
+        f"({cols}) (no public domain) chosen by {sp.sel.describe()} (half of δ); "
+        f"keys with fewer than {sp.floor} distinct units (π(n) ≤ δ/2) are dropped in the scan "
         "(the other half)"
     )
 
 
-def floor_sql(gw, plan: Plan, sp: dict, salt: str | None = None) -> str:
+def floor_sql(gw, plan: Plan, sp: SelectionPlan, salt: str | None = None) -> str:
     """The scan: the statement's measures and the units per key, keys below the floor dropped."""
-    inner = to_sql(sp["scan"], gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
-    units = f"m{len(sp['scan'].measures)}"
+    inner = to_sql(sp.scan, gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
+    units = f"m{len(sp.scan.measures)}"
     q = '"' if gw.backend.dialect != "spark" else "`"
-    return rebound(f"SELECT * FROM ({inner}) AS {q}scan{q} WHERE {q}{units}{q} >= {int(sp['floor'])}", inner)
+    return rebound(f"SELECT * FROM ({inner}) AS {q}scan{q} WHERE {q}{units}{q} >= {int(sp.floor)}", inner)
 
 
 def scan_floor(sel: TruncatedGeometricSelection, slack) -> int:
@@ -173,11 +185,12 @@ class Partitions(Central):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        return floor_sql(conn.gw, p.plan, p.state)
+        return floor_sql(conn.gw, p.plan, p.state)  # the state: its SelectionPlan
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
+    async def explain(self, conn, stmt, params: list, plan=None) -> Result:
         gw = conn.gw
-        plan = checked(build_plan(parse(body), gw.config, params or None), route)
+        if plan is None:
+            plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.take()), stmt.route)
         tier = gw.tier_of(conn.role)
         plan, path = choose(plan, tier, conn.session.settings)  # HAVING / top-c
         sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9), salt="")
@@ -188,11 +201,11 @@ class Partitions(Central):
         sp, source = p.state, conn.gw.source
         plan = p.plan
         n = len(plan.group_by)
-        kept = select_rows(sp["sel"], rows, n, source)
+        kept = select_rows(sp.sel, rows, n, source)
         if plan.selection is not None:  # HAVING / top-c: SVT over the selected keys (module doc)
-            answer = selection_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
+            answer = selection_answer(plan, kept, sp.eps_measures / sp.k, source)
         elif plan.aggregates:
-            answer = noisy_answer(plan, kept, sp["eps_measures"] / sp["k"], source)
+            answer = noisy_answer(plan, kept, sp.eps_measures / sp.k, source)
         else:
             answer = {
                 "keys": [[cell_key(v) for v in r[:n]] for r in kept],
@@ -204,9 +217,9 @@ class Partitions(Central):
             }
         answer["partitions"] = {
             "kept": len(kept),
-            "describe": sp["sel"].describe(),
+            "describe": sp.sel.describe(),
             "delta": p.delta,
-            "eps_measures": sp["eps_measures"] if plan.aggregates else 0.0,
+            "eps_measures": sp.eps_measures if plan.aggregates else 0.0,
         }
         return answer
 
@@ -238,11 +251,11 @@ class Partitions(Central):
         lines = [selection_explain(plan, tier, sp)]
         if plan.selection is not None:
             lines.append(
-                f"  HAVING/top-c: SVT over the released keys at ε {sp['eps_measures']:g} (the other half of ε; "
+                f"  HAVING/top-c: SVT over the released keys at ε {sp.eps_measures:g} (the other half of ε; "
                 "of it half to the sparse vector, half to the passing keys' values)"
             )
         if plan.aggregates:
-            lines += single_tier_lines(plan, tier.model_copy(update={"epsilon": sp["eps_measures"]}))[1:]
+            lines += single_tier_lines(plan, tier.model_copy(update={"epsilon": sp.eps_measures}))[1:]
         else:
             lines.append("  " + unit_text(plan))
         return lines

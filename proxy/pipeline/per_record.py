@@ -45,6 +45,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -52,14 +53,13 @@ import numpy as np
 from config import ConfigError
 from mechanisms.per_record import ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram, PrDPCount
 from mechanisms.per_record.core import PrRelease
-from rewriter import parse
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
 from rewriter.per_record import ALLOWED, PrPlan, build_pr_plan, pr_param_types, scan_sql, values_sql
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
-from .kind import Prepared, ReleaseKind, fetch
+from .kind import Prepared, ReleaseKind, Statement, fetch
 from .per_record_policy import Policy, PolicyError, compile_policy, validate_config, validate_policy
 from .release import answer_rows, consistency_text, output_types
 from .selection_path import for_tier
@@ -296,28 +296,39 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
     }
 
 
+@dataclass
+class PerRecordState:
+    """A per-record release's: the table's policy, and the mechanism by its name (``kind``:
+    "count", "sum_extension", "sum_framework", "max", "min") — or, for several COUNT/SUM in one
+    statement, one (sub-plan, kind, mechanism) per part, each at weight / k."""
+
+    policy: Policy
+    kind: str | None = None
+    m: object = None
+    parts: list[tuple] | None = None
+
+
 class PerRecord(ReleaseKind):
     """A statement on a table with a ``privacy`` policy (Chen et al. 2025): ONE scan ``GROUP BY
     keys, level[, value bucket]``; MAX/MIN add a second round trip for the values of the
     levels >= ℓ chosen from the first (Alg. 1, stage 1), all cells in one query."""
 
     name = "per_record"
+    heavy = plans_in_lane = True  # two scans and a level search; its planning too
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
+    async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
         gw = conn.gw
-        prp, pol = await asyncio.to_thread(_plan, conn, sql, params)  # milliseconds: off the loop
+        prp, pol = await asyncio.to_thread(_plan, conn, stmt, params)  # milliseconds: off the loop
         tier = gw.tier_of(conn.role)
         prp = dataclasses.replace(prp, plan=for_tier(prp.plan, tier))  # the tier's `consistent`
         weight = float(tier.epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
-        state = {"policy": pol}
         if prp.parts:  # several COUNT/SUM: each at weight / k (sequential composition)
             each = weight / prp.split
-            state["parts"] = [
-                (sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))
-            ]
+            parts = [(sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))]
+            state = PerRecordState(pol, parts=parts)
         else:
-            state["kind"], state["m"] = mechanism(gw, prp, pol, weight)
+            state = PerRecordState(pol, *mechanism(gw, prp, pol, weight))
         return Prepared(
             self,
             prp,
@@ -329,10 +340,10 @@ class PerRecord(ReleaseKind):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        kind = p.state["kind"]
+        kind = p.state.kind
         return scan_sql(
             p.plan,
-            p.state["policy"].sql,
+            p.state.policy.sql,
             conn.gw.config,
             conn.gw.backend.dialect,
             buckets=kind == "sum_framework",
@@ -340,9 +351,9 @@ class PerRecord(ReleaseKind):
         )
 
     async def scan(self, conn, p: Prepared, then):
-        if "parts" in p.state:
+        if p.state.parts is not None:
             return await self._scan_parts(conn, p, then)
-        prp, pol, kind, m = p.plan, p.state["policy"], p.state["kind"], p.state["m"]
+        prp, pol, kind, m = p.plan, p.state.policy, p.state.kind, p.state.m
         framework_sum = kind == "sum_framework"
         if kind not in ("max", "min"):
             return await fetch(
@@ -362,8 +373,8 @@ class PerRecord(ReleaseKind):
 
     async def _scan_parts(self, conn, p: Prepared, then):
         """One scan per COUNT/SUM part (their level scans differ; MAX/MIN are never parts)."""
-        pol, hists = p.state["policy"], []
-        parts = p.state["parts"]
+        pol, hists = p.state.policy, []
+        parts = p.state.parts
         for i, (sub, kind, _m) in enumerate(parts):
             sql = scan_sql(
                 sub,
@@ -393,17 +404,17 @@ class PerRecord(ReleaseKind):
                 )
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        pol = p.state["policy"]
-        if "parts" in p.state:
+        pol = p.state.policy
+        if p.state.parts is not None:
             each = p.epsilon / p.plan.split
             return _combine(
                 [
                     _answer(conn.gw, sub, pol, each, kind, m, h, None, None)
-                    for (sub, kind, m), h in zip(p.state["parts"], cells)
+                    for (sub, kind, m), h in zip(p.state.parts, cells)
                 ]
             )
         hists, ells, values = cells
-        return _answer(conn.gw, p.plan, pol, p.epsilon, p.state["kind"], p.state["m"], hists, ells, values)
+        return _answer(conn.gw, p.plan, pol, p.epsilon, p.state.kind, p.state.m, hists, ells, values)
 
     def mechanism(self, answer: dict) -> str:
         return "+".join(answer["mechanism"])
@@ -413,13 +424,13 @@ class PerRecord(ReleaseKind):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         clamped = consistency_text(p.plan.plan) if p.plan.func not in ("max", "min") else ""
-        return notice_body(p.plan, p.state["policy"], answer) + clamped
+        return notice_body(p.plan, p.state.policy, answer) + clamped
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        return await describe_per_record(conn, sql, oids)
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
+        return await describe_per_record(conn, stmt, oids)
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
-        return await explain_per_record(conn, body, params)
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
+        return await explain_per_record(conn, stmt, params)
 
 
 def _combine(parts: list[dict]) -> dict:
@@ -463,9 +474,9 @@ def refuse_ladder(gw, role: str, table: str) -> None:
     )
 
 
-def _plan(conn, sql: str, params) -> tuple[PrPlan, Policy]:
+def _plan(conn, stmt: Statement, params) -> tuple[PrPlan, Policy]:
     gw = conn.gw
-    prp = build_pr_plan(parse(sql), gw.config, list(params) if params else None)
+    prp = build_pr_plan(stmt.tree(), gw.config, list(params) if params else None)
     refuse_ladder(gw, conn.role, prp.plan.table)
     pol = policy_of(gw, prp.plan.table)
     for sub in [prp.part(i) for i in range(len(prp.parts))] or [prp]:
@@ -570,10 +581,10 @@ def _body(pol: Policy, pr: dict, name: str, mech: str) -> str:
 # -- Describe and EXPLAIN ------------------------------------------------------------
 
 
-async def describe_per_record(conn, sql: str, oids: list[int]) -> Description:
+async def describe_per_record(conn, stmt: Statement, oids: list[int]) -> Description:
     """Describe (extended protocol) for a per-record statement: parameter and column types."""
     gw = conn.gw
-    expr = parse(sql)
+    expr = stmt.tree()
     types = pr_param_types(expr, gw.config)
     inferred = [oids[i] if i < len(oids) and oids[i] else TYPE_OIDS[t] or _TEXT for i, t in enumerate(types)]
     prp = build_pr_plan(expr, gw.config, [DUMMY.get(t, "0") for t in types] if types else None)
@@ -618,10 +629,10 @@ def explain_accuracy(kind: str, m) -> str:
     )
 
 
-async def explain_per_record(conn, body: str, params: list) -> Result:
+async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
     """``EXPLAIN`` of a per-record statement: policy, mechanism, backend SQL; free."""
     gw = conn.gw
-    prp, pol = _plan(conn, body, params)
+    prp, pol = _plan(conn, stmt, params)
     tier = gw.tier_of(conn.role)
     if prp.parts:
         return _explain_parts(gw, prp, pol, tier)

@@ -4,12 +4,11 @@ columns only) and its rows are returned exactly, with no noise and no charge."""
 
 from __future__ import annotations
 
-from rewriter import parse
 from rewriter.public import plan_public
 
 from ..wire.api import Column, Description, Result
 from .common import TYPE_OIDS, pretty
-from .kind import Prepared, ReleaseKind, fetch
+from .kind import Prepared, ReleaseKind, Statement, fetch
 
 __all__ = ["PUBLIC", "Public"]
 
@@ -23,8 +22,8 @@ def _columns(q) -> list[Column]:
 class Public(ReleaseKind):
     name = "public"
 
-    async def plan(self, conn, route, sql: str, params: list) -> Prepared:
-        q = plan_public(parse(sql), conn.gw.config, list(params) if params else None)
+    async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
+        q = plan_public(stmt.tree(), conn.gw.config, list(params) if params else None)
         return Prepared(self, q, _columns(q))
 
     async def answer_free(self, conn, p: Prepared):
@@ -37,13 +36,13 @@ class Public(ReleaseKind):
             0.0,
         )
 
-    async def describe(self, conn, route, sql: str, oids: list[int]) -> Description:
-        q = plan_public(parse(sql), conn.gw.config, ["0"] * sql.count("$") or None)
+    async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
+        q = plan_public(stmt.tree(), conn.gw.config, ["0"] * stmt.sql.count("$") or None)
         return Description(list(oids), _columns(q))
 
-    async def explain(self, conn, route, body: str, params: list) -> Result:
+    async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
         gw = conn.gw
-        q = plan_public(parse(body), gw.config, list(params) if params else None)
+        q = plan_public(stmt.tree(), gw.config, list(params) if params else None)
         lines = [
             f"dpgate: {q.table} is a public table (no privacy unit, no noise, nothing charged)",
             "backend SQL:",

@@ -119,7 +119,7 @@ def _time_key(v, typ: str):
 def releases_of(plan: Plan, epsilon: float):
     """(release groups, ε shares, measurements) of ``plan`` at ``epsilon``, computed
     once per plan (kept beside its frozen fields, like ``Plan.canonical``)."""
-    memo = plan.__dict__.setdefault("_releases", {})
+    memo = plan.memo.releases
     hit = memo.get(epsilon)
     if hit is None:
         groups = release_groups(plan)
@@ -591,8 +591,8 @@ def notice_body(plan: Plan, answer: dict) -> str:
             svt += "; keys only, no values released"
     if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
-    if plan.__dict__.get("_clock"):  # now() / current_date: dpgate's clock, not the backend's
-        svt += f"; now() = {plan.__dict__['_clock']} UTC, evaluated by dpgate when planned"
+    if plan.clock:  # now() / current_date: dpgate's clock, not the backend's
+        svt += f"; now() = {plan.clock} UTC, evaluated by dpgate when planned"
     return f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}"
 
 
@@ -737,5 +737,5 @@ def prepare_mechanisms(cfg) -> None:
             for e in eps:
                 try:
                     make_mean(col.avg_mechanism, e, col.lower, col.upper, integer=col.type == "int").setup()
-                except Exception:
+                except Exception:  # an optimisation: never blocks loading
                     pass

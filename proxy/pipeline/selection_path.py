@@ -37,15 +37,12 @@ from .release import MAX_SELECTED, measurement_for, split_epsilon
 __all__ = ["choose", "for_tier"]
 
 
-_KEPT = ("_clock", "_domain", "_releases")  # memos that do not depend on the selection
-
-
 def _with(plan: Plan, selection, **post) -> Plan:
     """``plan`` with another selection (and ``post``: post-processing fields), keeping the memos
     beside its fields that do not depend on them (its clock reading, its cells, its releases);
     the canonical text is computed anew."""
     out = dataclasses.replace(plan, selection=selection, **post)
-    out.__dict__.update({k: plan.__dict__[k] for k in _KEPT if k in plan.__dict__})
+    out.memo.domain, out.memo.releases = plan.memo.domain, plan.memo.releases
     return out
 
 

@@ -114,7 +114,7 @@ class Session(ExtendedQuery):
         elif isinstance(ev, (m.Parse, m.Bind, m.Describe, m.Execute, m.Close, m.Flush)):
             try:
                 await getattr(self, "_" + type(ev).__name__.lower())(ev)
-            except Exception as exc:
+            except Exception as exc:  # reported to the client
                 self._error(exc)
                 self._skip_to_sync = True
         elif isinstance(ev, m.Unsupported):

@@ -10,24 +10,27 @@ from types import SimpleNamespace
 
 import pytest
 
+from proxy.pipeline.central import CENTRAL, SVT
+from proxy.pipeline.extreme import EXTREME
 from proxy.pipeline.kind import HEAVY_ROWS
 from proxy.pipeline.lane import LaneClient, _reply, frame, heavy, read_frame
+from proxy.pipeline.multitier import LADDER
+from proxy.pipeline.per_record import PER_RECORD
 from proxy.wire.api import SqlError
 from rewriter.errors import Refusal
 
 
-def _p(kind="central", key="k", n_cells=1, selected=False):
-    return SimpleNamespace(
-        kind=SimpleNamespace(name=kind), key=key, plan=SimpleNamespace(n_cells=n_cells, selected=selected)
-    )
+def _p(kind=CENTRAL, key="k", n_cells=1, selected=False):
+    return SimpleNamespace(kind=kind, key=key, plan=SimpleNamespace(n_cells=n_cells, selected=selected))
 
 
 def test_which_statements_are_heavy():
     assert not heavy(_p(n_cells=HEAVY_ROWS - 1)) and heavy(_p(n_cells=HEAVY_ROWS))
-    assert all(heavy(_p(kind=k)) for k in ("ladder", "per_record", "extreme"))
-    assert not heavy(_p(kind="ladder", key=None))  # releases nothing: answered in place
+    assert all(heavy(_p(kind=k)) for k in (LADDER, PER_RECORD, EXTREME))  # heavy whatever their size
+    assert not heavy(_p(kind=LADDER, key=None))  # releases nothing: answered in place
     assert not heavy(_p(n_cells=2**31, selected=True))  # partition selection: the data's keys
-    assert not heavy(_p(kind="svt", n_cells=10))
+    assert not heavy(_p(kind=SVT, n_cells=10))
+    assert PER_RECORD.plans_in_lane and not (CENTRAL.plans_in_lane or EXTREME.plans_in_lane)
 
 
 def test_heavy_shapes_are_remembered_per_route_object_and_tier_kind():

@@ -91,7 +91,7 @@ def _in_thread(fn):
     def go():
         try:
             out["value"] = fn()
-        except Exception as e:
+        except Exception as e:  # the test reads it
             out["error"] = e
 
     th = threading.Thread(target=go)

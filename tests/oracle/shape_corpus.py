@@ -30,10 +30,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sqlglot
 from fixture import COLUMNS, TABLE, UNIT_TABLE, create_sql, create_unit_sql, rows, unit_rows
 from grammar import AGGS, EXPRS, boolean
 from hypothesis import strategies as st
 from shape import Dpgate, ShapeOracle
+from sqlglot import exp
 
 # ------------------------------------------------------------------------------ config
 
@@ -316,6 +318,12 @@ def _avg_width(item: str) -> float:
     return float(hi - lo)
 
 
+def _reads_only(text: str, columns: set[str]) -> bool:
+    """The condition reads at least one column, and only ``columns``."""
+    read = {c.name for c in sqlglot.parse_one(text, read="postgres").find_all(exp.Column)}
+    return bool(read) and read <= columns
+
+
 def _mentions_g(text: str) -> bool:
     return re.search(r"\bg\b", text) is not None
 
@@ -354,7 +362,12 @@ def _reference(
         src = f"{real} UNION ALL {phantom}"
     keypred = " AND ".join(f"({p})" for p in keypreds) or "TRUE"
     rowpred = (row.pg if dialect == "postgres" else row.duck) if row is not None else "TRUE"
-    where = f"CASE WHEN __r IS NULL THEN ({keypred}) ELSE ({keypred}) AND ({rowpred}) END"
+    # A condition that reads only this statement's group keys decides which keys exist, so an
+    # empty cell (a phantom) passes it only when its key does — as a Postgres row with that key would.
+    phantom_pred = keypred
+    if row is not None and _reads_only(row.pg, set(domain_keys)):
+        phantom_pred = f"({keypred}) AND ({rowpred})"
+    where = f"CASE WHEN __r IS NULL THEN ({phantom_pred}) ELSE ({keypred}) AND ({rowpred}) END"
     items = [k + (f" AS {key_alias[k]}" if key_alias[k] else "") for k in groups]
     items += [
         ref_aggregate(a) + (f" AS {al}" if al else f" AS c{j}")

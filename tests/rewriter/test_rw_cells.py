@@ -100,4 +100,25 @@ def test_the_domain_index_is_computed_once_and_shared_by_a_template():
     assert tpl.filled == 2  # the first planned in full (and derived it)
     rows = [("north", 3), ("west", 1)]
     assert complete(plans[1], rows) == complete(plans[2], rows) == _reference(plans[2], rows)
-    assert plans[1].__dict__["_domain"] is plans[2].__dict__["_domain"]
+    assert plans[1].memo.domain is plans[2].memo.domain
+
+
+def test_a_plan_carries_its_declared_fields_only():
+    """What is derived from a plan (canonical text, backend SQL, public cells, and the clock of
+    now()) lives in declared fields, never in attributes written onto the frozen object: a
+    template's filled plan included (a plan of now(): test_rw_derived_keys)."""
+    import dataclasses
+
+    from rewriter import to_sql
+
+    data = tomllib.loads(demo_config_path().read_text())
+    data["server"]["auth"] = "trust"
+    cfg, tpl = parse_config(data), Templates()
+    declared = {f.name for f in dataclasses.fields(Plan)}
+    sql = "SELECT region, COUNT(*) FROM people WHERE age BETWEEN {} AND {} GROUP BY region"
+    plans = [tpl.plan(sql.format(a, b), cfg, "duckdb") for a, b in [(20, 30), (21, 40)]]
+    for p in plans:
+        p.canonical(), to_sql(p, "duckdb"), complete(p, [])
+        assert set(vars(p)) == declared, set(vars(p)) - declared
+    assert tpl.filled == 1 and plans[1].memo.canonical and plans[1].memo.sql
+    assert not plans[0].clock

@@ -4,6 +4,7 @@ same rows on DuckDB and Postgres as a reference computed in Python from the same
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 
@@ -345,7 +346,8 @@ def test_now_is_evaluated_by_dpgate(tconfig):
     p = plan("SELECT COUNT(*) FROM ev WHERE ts > now() - INTERVAL '7 days'", tconfig)
     sql = rewriter.to_sql(p, "postgres")
     assert "CURRENT_TIMESTAMP" not in sql.upper() and "NOW(" not in sql.upper()
-    assert p.__dict__.get("_clock")  # not cached by its text
+    assert p.clock  # not cached by its text
+    assert set(vars(p)) == {f.name for f in dataclasses.fields(p)}  # a declared field, like the rest
     today = dt.datetime.now(dt.UTC).date()
     p = plan("SELECT COUNT(*) FROM ev WHERE d <= current_date", tconfig)
     assert today.isoformat() in p.where.sql("postgres") or (

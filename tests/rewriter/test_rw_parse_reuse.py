@@ -30,7 +30,7 @@ def test_threads_do_not_share_parser_state():
         try:
             for sql in STATEMENTS[k::4] * 3:
                 assert parse(sql).sql("postgres") == sqlglot.parse_one(sql, read="postgres").sql("postgres")
-        except BaseException as e:
+        except BaseException as e:  # reported below
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]

@@ -41,8 +41,8 @@ def test_scan_floor_drops_only_keys_within_the_slack(eps, delta, k):
 def test_selection_splits_epsilon_only_when_values_are_asked(config):
     counts = rewriter.build_plan(rewriter.parse("SELECT name, COUNT(*) FROM pums GROUP BY name"), config)
     keys = rewriter.build_plan(rewriter.parse("SELECT DISTINCT name FROM pums"), config)
-    assert selection_plan(counts, 1.0, 1e-6)["eps_measures"] == 0.5
-    assert selection_plan(keys, 1.0, 1e-6)["eps_measures"] == 0.0
+    assert selection_plan(counts, 1.0, 1e-6).eps_measures == 0.5
+    assert selection_plan(keys, 1.0, 1e-6).eps_measures == 0.0
 
 
 def test_a_per_unit_column_counts_each_person_in_one_group():

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from bench.spark_local import LocalSparkConnect as SparkServer
+from bench.spark_local import unavailable  # noqa: F401  (the fixture imports it from here)
 from proxy import demo
 from proxy.backends import DuckDBBackend
 

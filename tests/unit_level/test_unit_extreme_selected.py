@@ -27,10 +27,12 @@ from config import parse_config
 from mechanisms import SeededSource
 from proxy.demo import demo_config_path
 from proxy.pipeline.extreme import EXTREME
+from proxy.pipeline.kind import Statement
 from proxy.pipeline.partitions import scan_floor
 from proxy.wire.api import SqlError
 from rewriter.errors import Refusal
 from rewriter.extreme import build_extreme_plan, histogram_sql
+from rewriter.route import Route
 from rewriter.unit import factor
 
 from .engines import engine
@@ -165,7 +167,7 @@ def _demo(delta: float):
 
 
 def _plan(conn, sql):
-    return asyncio.run(EXTREME.plan(conn, None, sql, []))
+    return asyncio.run(EXTREME.plan(conn, Statement(sql, Route("dp", "purchases", planner="extreme")), []))
 
 
 @pytest.mark.parametrize(
@@ -181,7 +183,7 @@ def test_epsilon_and_delta_split_add_up_to_the_tier(sql):
     conn = _demo(1e-6)
     tier = conn.gw.tier_of("analyst")
     p = _plan(conn, sql)
-    sel, m, k = p.state["sel"]["sel"], p.state["m"], factor(p.plan.plan)
+    sel, m, k = p.state.sel.sel, p.state.m, factor(p.plan.plan)
     per_key_sel = Fraction(sel.eps) / sel.k  # each key's selection runs at ε_s/k_s
     assert per_key_sel * sel.k + Fraction(m.epsilon) * k == pytest.approx(Fraction(tier.epsilon), abs=1e-12)
     assert float(per_key_sel * sel.k) == pytest.approx(
@@ -190,7 +192,7 @@ def test_epsilon_and_delta_split_add_up_to_the_tier(sql):
     slack = Fraction(tier.delta) / 2 / sel.k  # the scan floor's δ per key
     assert sel.delta + float(slack * sel.k) == pytest.approx(tier.delta, rel=1e-12)
     assert p.epsilon == tier.epsilon and p.delta == tier.delta  # charged once by the pipeline
-    f = p.state["sel"]["floor"]
+    f = p.state.sel.floor
     assert f == scan_floor(sel, slack) and sel.keep_probability(f - 1 if f > 1 else 0) <= slack
     assert f"delta={tier.delta!r}" in p.key  # another δ is another release
 
@@ -201,7 +203,7 @@ def test_measure_selects_by_units_and_keeps_keys_without_values():
     Keys at or past n1 (π = 1) are always kept, keys below the floor never (π ≤ δ/2k)."""
     conn = _demo(1e-6)
     p = _plan(conn, "SELECT city, MAX(amount) FROM purchases GROUP BY city")
-    sel = p.state["sel"]["sel"]
+    sel = p.state.sel.sel
     big = sel.n_one
     rows = [
         ("a", None, 40, big),
@@ -219,7 +221,7 @@ def test_measure_selects_by_units_and_keeps_keys_without_values():
 
 def test_public_keys_are_unchanged():
     p = _plan(_demo(1e-6), "SELECT store, MAX(amount) FROM purchases GROUP BY store")
-    assert p.state["sel"] is None and p.delta == 0.0 and p.epsilon == 1.0
+    assert p.state.sel is None and p.delta == 0.0 and p.epsilon == 1.0
 
 
 def test_refusals_where_not_sound():

@@ -59,7 +59,7 @@ def _either(fn, *a):
         return fn(*a)
     except SqlError as e:
         return ("error", e.sqlstate)
-    except Exception as e:
+    except Exception as e:  # whatever one raises, the other must raise too
         return ("error", type(e).__name__)
 
 
