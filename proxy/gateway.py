@@ -24,7 +24,7 @@ from rewriter import build_plan, parse, to_sql
 from rewriter.route import Route, Routes
 from rewriter.template import Templates
 
-from .backends import open_backend
+from .backends import kind_of, open_backend
 from .catalog import PG_RELATIONS, Catalog
 from .pipeline.lane import heavy_plan
 from .pipeline.orchestrator import Connection
@@ -124,13 +124,6 @@ def secure_state_dir(path: Path) -> None:
         pass
 
 
-def _duckdb_file(config: Config, state_dir: Path) -> Path | None:
-    if config.backend.kind == "postgres":
-        return None
-    path = Path(config.backend.path or "demo.duckdb")
-    return path if path.is_absolute() else state_dir / path
-
-
 class Gateway:
     """Everything the connections share. ``await start()`` opens the backend."""
 
@@ -146,18 +139,17 @@ class Gateway:
             if (reason := no_write_reason(e, self.state_dir / "ledger.sqlite3")) is None:
                 raise
             raise cannot_write(self.state_dir, reason) from None
-        duck = _duckdb_file(config, self.state_dir) if backend is None else None
-        fresh = duck is not None and not duck.exists()
+        data = kind_of(config).data_file(config, self.state_dir) if backend is None else None
+        fresh = data is not None and not data.exists()
         self.backend = backend or open_backend(config, self.state_dir)
-        if fresh and duck.exists():
-            os.chmod(duck, 0o600)  # the data: owner only
+        if fresh and data.exists():
+            os.chmod(data, 0o600)  # the data: owner only
         try:  # the ledger is never silently new (LedgerLost: one line)
             install(self.ledger, self.state_dir, self.backend)
         except BaseException:
             self.ledger.close()
-            if backend is None and self.backend.dialect == "duckdb":  # free the file (close awaits nothing)
-                with contextlib.suppress(StopIteration):
-                    self.backend.close().send(None)
+            if backend is None:  # free what it holds (an embedded file)
+                self.backend.discard()
             raise
         self.catalog = Catalog(config, database=config.server.database, views=catalog_views())
         self.source = source or default_source()

@@ -11,7 +11,6 @@ SQL only: no I/O, no numbers are released here.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -75,10 +74,11 @@ def typed_plan(expr: exp.Expression, config: Config) -> Plan:
     return _build(expr, config, None)[0]
 
 
-def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: str = "") -> str:
+def to_sql(plan: Plan, dialect: str | emit.SQLDialect, salt: str = "") -> str:
     """The backend SQL: one row per group the data has, columns (k_1..k_k, m_1..m_j);
     :func:`complete` makes them one row per public cell. ``salt``: the privacy unit's
-    bounding key (:mod:`.unit`)."""
+    bounding key (:mod:`.unit`). ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect`
+    or its name."""
     return emit.to_sql(plan, dialect, salt)
 
 

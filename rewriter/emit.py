@@ -7,24 +7,24 @@ clamped to the declared bounds inside the scan (NULL stays NULL, NaN/inf clamp).
 derived key (:mod:`rewriter.keys`: CASE labels, bins, date parts) is computed in the
 same scan. The proxy maps the groups onto the public cells (:func:`rewriter.cells.complete`:
 empty cells get zeros, as does a NULL measure; NULL or out-of-domain keys match no cell, a
-NULL bin matches NULL) rather than here by a LEFT JOIN from a VALUES relation of the
-domain, which would cost the backend about as much again as the scan on small tables.
-Everything is built as a sqlglot AST.
+NULL bin matches NULL): completing the domain in the proxy, not by a LEFT JOIN from a
+VALUES relation in the scan, keeps the scan one pass over the table.
+Everything is built as a sqlglot AST; what one backend spells otherwise (its hash, its
+parameters, its rewrites) is its :class:`~rewriter.dialects.SQLDialect`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import threading
-from typing import Literal
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.generator import Generator
 
-from . import params, stats, unit
+from . import dialects, params, stats, unit
+from .dialects import SQLDialect
 from .intervals import Arith
 from .plan import GroupKey, Measure, Plan
 from .values import clamp_case, to_node
@@ -35,12 +35,14 @@ DOUBLE = exp.DataType.build("double")
 _WHERE_MARK = "__dpgate_where__"
 
 
-def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: str = "") -> str:
+def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
     """The backend SQL. The statement around the WHERE predicate depends only on the
     plan's shape, so it is generated once per shape and cached; the predicate is
     generated from its own AST each time and put in place of a marker column
     (a plan filled from a template, :mod:`.template`, carries its SQL already).
-    ``salt`` keys the privacy unit's bounding hash (:mod:`.unit`; hex, from the ledger)."""
+    ``salt`` keys the privacy unit's bounding hash (:mod:`.unit`; hex, from the ledger).
+    ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect` or its name."""
+    dialect = dialects.get(dialect).name
     if plan.unit is not None:
         text, names = _unit_sql(plan, dialect)
         return unit.salted(text, salt, dialect, names)
@@ -51,7 +53,7 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
         return _skeleton(plan, dialect)
     shape = dataclasses.replace(plan, where=exp.column(_WHERE_MARK))
     skeleton = _skeleton(shape, dialect)
-    where = _generator(dialect).generate(for_dialect(plan.where.copy(), dialect), copy=False)
+    where = _generator(dialect).generate(dialects.get(dialect).rewrite(plan.where.copy()), copy=False)
     sql = skeleton.replace(_marker(dialect), f"({where})")
     preset[dialect] = sql  # kept with the plan (plans are cached)
     return sql
@@ -60,33 +62,38 @@ def to_sql(plan: Plan, dialect: Literal["duckdb", "postgres", "spark"], salt: st
 @functools.lru_cache(maxsize=256)
 def _unit_sql(plan: Plan, dialect: str) -> tuple[str, frozenset[str]]:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`) and its parameters."""
+    tree: exp.Expr
     if unit.aggregatable(plan):
         tree = unit.per_unit_scan(plan, _measure, _base_count, _integral, group_key_sql)
     else:  # COUNT(DISTINCT col): rank the rows themselves
         kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
         scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))
         tree = scan.with_(unit.KEPT, as_=kept, copy=False)
-    tree = unit.spell_hashes(
-        tree,
-        lambda a: keyed_hash(a, dialect),
-        lambda a, b: int_div(a, b, dialect),
-        lambda n, a: keyed_int(n, a, dialect),
-    )
-    tree, names = params.spell(tree, dialect)  # the salt: a parameter the backend binds
-    return for_dialect(tree, dialect).sql(dialect=dialect, identify=True), names
-
-
-def int_div(a: exp.Expression, b: exp.Expression, dialect: str) -> exp.Expression:
-    """Integer division truncated toward zero: DuckDB ``//``, Postgres ``DIV`` (its SUM of
-    bigints is numeric), Spark ``DIV``."""
-    return exp.IntDiv(this=exp.Paren(this=a), expression=exp.Paren(this=b))
+    d = dialects.get(dialect)
+    tree = unit.spell_hashes(tree, d.keyed_hash, d.int_div, d.keyed_int)
+    tree, names = params.spell(tree, d)  # the salt: a parameter the backend binds
+    return d.sql(tree), names
 
 
 def _base_count(m: Measure) -> exp.Expression:
     """The rows a sum measure is over (its column non-NULL): the count its bound scales by."""
     if isinstance(m.column, Arith):
         return exp.Count(this=_only_if(m, m.column.expr.copy()))
-    return exp.Count(this=_only_if(m, exp.column(m.column, quoted=True)))
+    return exp.Count(this=_only_if(m, _column(m)))
+
+
+def _column(m: Measure) -> exp.Column:
+    """The one declared column a count or sum measure reads."""
+    if not isinstance(m.column, str):
+        raise ValueError(f"a {m.kind} measure reads one declared column")
+    return exp.column(m.column, quoted=True)
+
+
+def _bounds(m: Measure) -> tuple[float, float]:
+    """A sum measure's declared bounds."""
+    if m.lower is None or m.upper is None:
+        raise ValueError(f"a {m.kind} measure has declared bounds")
+    return m.lower, m.upper
 
 
 def _integral(m: Measure) -> bool:
@@ -100,6 +107,8 @@ def _integral(m: Measure) -> bool:
 
 def _exact_bounds(m: Measure) -> bool:
     """An int column with integral bounds below 2**62: clamped and summed as exact bigints."""
+    if m.lower is None or m.upper is None:
+        return False
     lo, hi = m.lower, m.upper
     return (
         m.type == "int"
@@ -109,180 +118,37 @@ def _exact_bounds(m: Measure) -> bool:
     )
 
 
-def keyed_hash(args: list, dialect: str) -> exp.Expression:
-    """``DPGATE_HASH(salt, …)`` per backend: DuckDB ``hash``, Spark ``xxhash64``, Postgres
-    ``md5`` of the row's text (each deterministic for equal arguments; ties are broken by
-    the values in the ORDER BY after it)."""
-    if dialect == "duckdb":
-        return exp.Anonymous(this="hash", expressions=args)
-    if dialect == "spark":
-        return exp.Anonymous(this="xxhash64", expressions=args)
-    row = exp.Anonymous(this="ROW", expressions=args)
-    return exp.Anonymous(this="md5", expressions=[exp.Cast(this=row, to=exp.DataType.build("text"))])
+def keyed_hash(args: list[exp.Expr], dialect: str | SQLDialect) -> exp.Expr:
+    """``DPGATE_HASH(salt, …)`` as the backend spells it (:meth:`SQLDialect.keyed_hash`)."""
+    return dialects.get(dialect).keyed_hash(args)
 
 
-def keyed_int(n: exp.Expression, args: list, dialect: str) -> exp.Expression:
-    """The keyed hash of ``args`` as an integer in [0, n) (n > 0): DuckDB ``hash`` (UBIGINT)
-    mod n, Spark ``pmod(xxhash64, n)``, Postgres the first 60 bits of the ``md5`` mod n."""
-    if dialect == "duckdb":
-        return exp.Mod(this=exp.Anonymous(this="hash", expressions=args), expression=exp.Paren(this=n))
-    if dialect == "spark":
-        return exp.Anonymous(this="pmod", expressions=[exp.Anonymous(this="xxhash64", expressions=args), n])
-    hexed = exp.DPipe(
-        this=exp.Literal.string("x"),
-        expression=exp.Substring(
-            this=keyed_hash(args, dialect), start=exp.Literal.number(1), length=exp.Literal.number(15)
-        ),
-    )
-    bits = exp.Cast(
-        this=exp.Cast(this=exp.Paren(this=hexed), to=exp.DataType.build("bit(60)", dialect="postgres")),
-        to=exp.DataType.build("bigint"),
-    )
-    return exp.Mod(this=bits, expression=exp.Paren(this=n))
+def for_dialect(tree: exp.Expr, dialect: str | SQLDialect) -> exp.Expr:
+    """The few rewrites one backend needs to mean what the plan means on the others
+    (:meth:`SQLDialect.rewrite`: Spark's TRUNC/FLOOR/CEIL and table aliases, DuckDB's
+    double literals; every backend: ``x IS NOT NULL``), in place."""
+    return dialects.get(dialect).rewrite(tree)
 
 
-def for_dialect(tree: exp.Expression, dialect: str) -> exp.Expression:
-    """The few rewrites one backend needs to mean what the plan means on the others.
-
-    Spark: ``TRUNC(x)`` (truncation toward zero of a double, Postgres / DuckDB) does not
-    exist — it is ``CAST(x AS BIGINT)`` — and ``FLOOR``/``CEIL`` of a double are BIGINTs:
-    each is guarded to mean Postgres' on NaN, ±Infinity and huge values
-    (:func:`_integral_or_same`). And a table is named
-    with an explicit alias (its own name, so qualified columns still resolve): Spark's
-    table alias may be a non-reserved keyword with a column list, so it reads
-    ``FROM fx WHERE (b)`` as ``fx`` aliased ``WHERE(b)`` (ASSIGNMENT_ARITY_MISMATCH) —
-    ``FROM fx AS fx WHERE (b)`` filters on ``b`` as the plan means. A bare ``NULL`` where a
-    condition stands (``WHERE NULL``, ``CASE WHEN NULL``, an operand of AND/OR/NOT) is
-    ``CAST(NULL AS BOOLEAN)``: Spark types the literal VOID and refuses it as a filter.
-
-    Every backend: ``NOT (x IS NULL)`` is spelled ``x IS NOT NULL`` (:func:`not_null_spelling`)."""
-    if dialect == "duckdb":
-        tree = double_literals(tree)
-    return not_null_spelling(_spark(tree) if dialect == "spark" else tree)
+def from_postgres(sql: str, dialect: str | SQLDialect) -> str:
+    """SQL an emitter built as text in Postgres spelling (per-record levels, local reports,
+    Subset) for the backend: :meth:`SQLDialect.from_text` (unchanged where the backend reads
+    that spelling; Spark's is transpiled)."""
+    return dialects.get(dialect).from_text(sql)
 
 
-def double_literals(tree: exp.Expression) -> exp.Expression:
-    """DuckDB: ``CAST(<number> AS DOUBLE)`` (the clamp's bounds, every float constant) as a
-    DOUBLE literal in exponent form with 17 significant digits, in place — the same double
-    (Python's ``float`` of the text is correctly rounded, and 17 digits read back to the
-    same double), but DuckDB binds and folds a literal faster than a CAST, which it redoes
-    at every EXECUTE of a prepared statement (``bench.rewrite``). A negative one is parenthesised; a non-finite one stays a CAST."""
-
-    def swap(node):
-        if not isinstance(node, exp.Cast) or not node.to.is_type("double"):
-            return node
-        x, sign = node.this, 1.0
-        if isinstance(x, exp.Neg):
-            x, sign = x.this, -1.0
-        if not (isinstance(x, exp.Literal) and x.is_number):
-            return node
-        v = sign * float(x.this)
-        if not math.isfinite(v):
-            return node
-        lit = exp.Literal.number(f"{v:.16e}")
-        return exp.Paren(this=lit) if v < 0 else lit
-
-    return tree.transform(swap, copy=False)
-
-
-def _spark(tree: exp.Expression) -> exp.Expression:
-    """:func:`for_dialect`'s Spark rewrites."""
-
-    def swap(node):
-        if isinstance(node, exp.Null) and (node.parent is None or _condition(node)):
-            return exp.Cast(this=exp.Null(), to=exp.DataType.build("boolean"))
-        if isinstance(node, exp.Table) and not node.alias and node.name:
-            node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name, quoted=True)))
-            return node
-        return node
-
-    tree = tree.transform(swap, copy=False)
-    # innermost first, so an argument is rewritten before it is copied into the CASE
-    for node in reversed(list(tree.find_all(exp.Floor, exp.Ceil, exp.Anonymous, bfs=False))):
-        if isinstance(node, exp.Anonymous):
-            if node.name.upper() != "TRUNC" or len(node.expressions) != 1:
-                continue
-            x = node.expressions[0]
-            new = _integral_or_same(x, exp.Cast(this=x.copy(), to=exp.DataType.build("bigint")))
-        elif node.args.get("decimals"):
-            continue
-        else:
-            new = _integral_or_same(node.this, node.copy())
-        if node is tree:
-            return new
-        node.replace(new)
-    return tree
-
-
-def not_null_spelling(tree: exp.Expression) -> exp.Expression:
-    """``NOT (x IS NULL)`` written ``x IS NOT NULL``, in place. sqlglot reads the second as
-    the first and writes it back as ``NOT x IS NULL``; the two mean the same everywhere, but
-    DuckDB's optimizer does not make the first its NOT NULL filter: on the privacy unit's
-    lookup join (``WHERE NOT "__dpgate_unit" IS NULL``) DuckDB builds the join's hash table on
-    ``orders`` instead of the filtered lines (TPC-H's filtered Q6 in ``bench.user_level``). The tree made here
-    (``Is(x, Not(Null))``) is only ever generated, never planned again."""
-
-    def spell(node):
-        if not isinstance(node, exp.Not):
-            return node
-        test = node.this
-        while isinstance(test, exp.Paren):
-            test = test.this
-        if isinstance(test, exp.Is) and isinstance(test.expression, exp.Null):
-            return exp.Is(this=test.this, expression=exp.Not(this=exp.Null()))
-        return node
-
-    return tree.transform(spell, copy=False)
-
-
-#: |x| below this: Spark's FLOOR/CEIL (a BIGINT for a double) is exact; above it every
-#: double is integral already (2**62 > 2**53)
-_SPARK_INTEGRAL = exp.Literal.number(2**62)
-
-
-def _integral_or_same(x: exp.Expression, integral: exp.Expression) -> exp.Expression:
-    """``CASE WHEN -2**62 < x AND x < 2**62 THEN integral ELSE x END``. Spark's
-    ``FLOOR(x)``/``CEIL(x)`` of a double is a BIGINT, and ``CAST(x AS BIGINT)`` truncates
-    toward zero (Postgres' / DuckDB's ``TRUNC(x)``); both overflow (an ANSI error) on NaN,
-    ±Infinity and |x| ≥ 2**63, where Postgres and DuckDB return ``x`` (and ``x - x % 1``
-    made ±Infinity NaN). The CASE means theirs: the same value (BIGINT and DOUBLE meet in
-    DOUBLE, exact below 2**53; above it every double is integral already), NaN fails both
-    comparisons and is returned as it is; an int or decimal argument keeps an exact type."""
-    inside = exp.and_(
-        exp.LT(this=exp.Neg(this=_SPARK_INTEGRAL.copy()), expression=x.copy()),
-        exp.LT(this=x.copy(), expression=_SPARK_INTEGRAL.copy()),
-    )
-    return exp.Paren(this=exp.Case(ifs=[exp.If(this=inside, true=integral)], default=x.copy()))
-
-
-def from_postgres(sql: str, dialect: str) -> str:
-    """SQL an emitter built as text in Postgres spelling (per-record levels, Chen et al. 2025)
-    for ``dialect``: unchanged but for Spark, where it is parsed and generated again
-    (``DOUBLE PRECISION`` is ``DOUBLE``, …) with :func:`for_dialect`'s rewrites. Literals
-    keep their text, so the float-exact level bounds ``CAST('…' AS DOUBLE)`` stay exact."""
-    if dialect != "spark":
-        return sql
-    tree = sqlglot.parse_one(sql, read="postgres")
-    return for_dialect(tree, dialect).sql(dialect=dialect, identify=True)
-
-
-def _condition(node: exp.Expression) -> bool:
-    """``node`` stands where a boolean is required."""
-    parent = node.parent
-    if isinstance(parent, (exp.Where, exp.Having, exp.And, exp.Or, exp.Not)):
-        return True
-    if isinstance(parent, exp.Paren):
-        return parent.parent is None or _condition(parent)
-    return isinstance(parent, exp.If) and node.arg_key == "this"
+def text_dialect(dialect: str | SQLDialect) -> str:
+    """The dialect a text emitter writes in for the backend (then :func:`from_postgres`)."""
+    return dialects.get(dialect).text_dialect
 
 
 _LOCAL = threading.local()
 
 
-def _generator(dialect: str):
+def _generator(dialect: str) -> Generator:
     """This thread's generator for ``dialect`` with ``identify=True`` (what
     ``Expression.sql(dialect=…, identify=True)`` builds per call)."""
-    gens = _LOCAL.__dict__.setdefault("gens", {})
+    gens: dict[str, Generator] = _LOCAL.__dict__.setdefault("gens", {})
     gen = gens.get(dialect)
     if gen is None:
         gen = gens[dialect] = Dialect.get_or_raise(dialect).generator(identify=True)
@@ -296,7 +162,7 @@ def _marker(dialect: str) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _skeleton(plan: Plan, dialect: str) -> str:
-    return for_dialect(build(plan), dialect).sql(dialect=dialect, identify=True)
+    return dialects.get(dialect).sql(build(plan))
 
 
 def build(plan: Plan) -> exp.Select:
@@ -331,14 +197,14 @@ def _measure(m: Measure) -> exp.Expression:
     if isinstance(m.column, Arith):  # SUM/AVG of arithmetic: over clamped columns (rewriter.intervals)
         value = _only_if(m, m.column.expr.copy())
         return exp.Count(this=value) if m.kind == "count" else exp.Sum(this=value)
-    col = exp.column(m.column, quoted=True)
+    col = _column(m)
     if m.kind == "count":
         return exp.Count(this=_only_if(m, col))
     if m.kind == "count_distinct":
         return exp.Count(this=exp.Distinct(expressions=[col]))
     clamped = _clamped(m, col)
     if m.kind in ("csum", "csumsq"):
-        return stats.moment_expr(m.kind, m.type, clamped, m.lower, m.upper)
+        return stats.moment_expr(m.kind, m.type or "", clamped, *_bounds(m))
     return exp.Sum(this=_only_if(m, clamped))
 
 
@@ -353,7 +219,7 @@ def _only_if(m: Measure, value: exp.Expression) -> exp.Expression:
 
 def _clamped(m: Measure, col: exp.Expression) -> exp.Expression:
     """The column clamped to [m.lower, m.upper] (exact bigint for integral int bounds)."""
-    lo, hi = m.lower, m.upper
+    lo, hi = _bounds(m)
     exact = _exact_bounds(m)
     if exact:
         lo, hi = int(lo), int(hi)

@@ -5,7 +5,7 @@ parameter* of the statement: the tree holds ``exp.Placeholder(name)``, :func:`sp
 writes it as the backend binds it, and :func:`bound` returns the text as a
 :class:`ParamSQL` carrying the values. The text therefore never holds the value: not in
 the database's statement log, not in ``pg_stat_activity``, not in EXPLAIN or our own
-logs. Per backend (:func:`marker`, :func:`key`):
+logs. Per backend (its dialect's ``marker`` and ``param_key``, :mod:`rewriter.dialects`):
 
 * DuckDB: ``CAST($name AS VARCHAR)``, bound by the Python API (``execute(text, params)``).
 * Spark Connect: ``:name``, bound by ``spark.sql(text, args={name: value})``.
@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-__all__ = ["PG_PREFIX", "ParamSQL", "bound", "key", "marker", "rebound", "spell"]
+from . import dialects
+from .dialects import SQLDialect
 
-PG_PREFIX = "dpgate."  # Postgres: parameter ``name`` is the session setting ``dpgate.name``
+__all__ = ["ParamSQL", "bound", "key", "marker", "rebound", "spell"]
 
 
 class ParamSQL(str):
@@ -45,7 +46,7 @@ class ParamSQL(str):
       text alone does not run)."""
 
     template: str
-    params: tuple | dict
+    params: tuple[int, ...] | dict[str, str]
 
 
 def bound(text: str, params: dict[str, str]) -> ParamSQL:
@@ -62,30 +63,27 @@ def rebound(text: str, inner: str) -> str:
     return bound(text, params) if isinstance(params, dict) else text
 
 
-def key(name: str, dialect: str) -> str:
-    """The name under which the ``dialect``'s backend binds parameter ``name``."""
-    return PG_PREFIX + name if dialect == "postgres" else name
+def key(name: str, dialect: str | SQLDialect) -> str:
+    """The name under which the backend binds parameter ``name`` (:meth:`SQLDialect.param_key`)."""
+    return dialects.get(dialect).param_key(name)
 
 
-def marker(name: str, dialect: str) -> exp.Expression:
-    """Parameter ``name`` (a string) as ``dialect`` reads it (module doc)."""
-    if dialect == "duckdb":
-        return exp.Cast(this=exp.Parameter(this=exp.var(name)), to=exp.DataType.build("varchar"))
-    if dialect == "spark":
-        return exp.Placeholder(this=name)
-    return exp.Anonymous(this="current_setting", expressions=[exp.Literal.string(key(name, dialect))])
+def marker(name: str, dialect: str | SQLDialect) -> exp.Expr:
+    """Parameter ``name`` (a string) as the backend reads it (:meth:`SQLDialect.marker`)."""
+    return dialects.get(dialect).marker(name)
 
 
-def spell(tree: exp.Expression, dialect: str) -> tuple[exp.Expression, frozenset[str]]:
+def spell(tree: exp.Expr, dialect: str | SQLDialect) -> tuple[exp.Expr, frozenset[str]]:
     """``tree`` with each named placeholder written as ``dialect`` binds it (in place), and
     the names it has (a backend binds exactly those: DuckDB refuses a value it has no
     parameter for)."""
-    names = set()
+    d = dialects.get(dialect)
+    names: set[str] = set()
 
-    def swap(node):
+    def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder) and isinstance(node.this, str) and node.this:
             names.add(node.this)
-            return marker(node.this, dialect)
+            return d.marker(node.this)
         return node
 
     return tree.transform(swap, copy=False), frozenset(names)

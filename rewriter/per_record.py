@@ -41,7 +41,8 @@ from config import Config, Table
 
 from . import build_plan, param_types, predicate
 from .args import understood
-from .emit import from_postgres, not_null_spelling
+from .dialects import not_null_spelling
+from .emit import from_postgres, text_dialect
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .per_record_sql import PrivacySql, bucket_sql, clamp_sql, level_sql, privacy_sql, sql_double
@@ -398,9 +399,9 @@ def scan_sql(
 
 
 def _text_dialect(dialect: str) -> str:
-    """The dialect the text is built in: Spark's is Postgres text, transpiled
-    (:func:`rewriter.emit.from_postgres`)."""
-    return "postgres" if dialect == "spark" else dialect
+    """The dialect the text is built in (the backend's ``text_dialect``: Spark's is Postgres
+    text, transpiled by :func:`rewriter.emit.from_postgres`)."""
+    return text_dialect(dialect)
 
 
 def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, ells: dict[tuple, int]) -> str:

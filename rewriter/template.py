@@ -34,6 +34,7 @@ from sqlglot import exp
 
 import rewriter  # the package's parse / build_plan / to_sql, looked up at each call (one hook sees every parse)
 
+from .dialects import get as dialect_of
 from .params import ParamSQL
 from .plan import Plan
 
@@ -41,7 +42,6 @@ _MAX_DIGITS = 9  # values < 2**31: int in every dialect
 _ASC = tuple(1_900_000_001 + i for i in range(512))
 _DESC = tuple(1_999_999_999 - i for i in range(512))
 _SENTINEL = re.compile(r"(?<![\w.])(19\d{8})(?![\w.])")
-PREPARED_DIALECTS = frozenset({"duckdb"})  # backends that run a ParamSQL's template prepared
 _SLOT_PARENTS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In)
 
 
@@ -253,7 +253,7 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
     params = {
         d: p
         for d, t in sqls.items()
-        if d in PREPARED_DIALECTS and d not in named and (p := _param_form(t, n)) is not None
+        if dialect_of(d).prepares_templates and d not in named and (p := _param_form(t, n)) is not None
     }
     tpl = Template(a, canonical, sqls, params)
     if tpl.fill(values).where != full.where:

@@ -207,3 +207,86 @@ def test_the_cycle_check_sees_a_type_level_import():
     assert "local_plan" in edges["local_sql"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+# -- the backend seam ------------------------------------------------------------------------
+#: backend and ledger store kinds: named only where they are implemented
+BACKEND_NAMES = frozenset({"duckdb", "postgres", "postgresql", "spark", "sqlite"})
+SEAM = ("proxy/backends/", "rewriter/dialects/", "proxy/stores/ledger_store.py")
+#: a string that reads as a backend name but names something else, by file: the SQL language
+#: clients write (the wire is Postgres's; sqlglot calls it "postgres") is allowed anywhere as a
+#: sqlglot dialect argument; these are the other meanings
+OTHER_MEANINGS = {
+    # the engine dpgate embeds for its own catalog (pg_catalog) and dpgate.* views, whatever the backend
+    ("proxy/catalog/__init__.py", "duckdb"),
+    ("proxy/pipeline/views.py", "duckdb"),
+    # the session user the catalog's own statistics queries run as
+    ("proxy/catalog/__init__.py", "postgres"),
+    # the value of Postgres's IntervalStyle setting, reported to clients
+    ("proxy/catalog/schema.py", "postgres"),
+    ("proxy/pipeline/statements.py", "postgres"),
+    ("proxy/wire/server.py", "postgres"),
+    # ``[ledger] kind = "postgres"`` in a docstring
+    ("proxy/stores/pgstore.py", "postgres"),
+}
+_SQLGLOT_DIALECT_ARGS = ("read", "write", "dialect")
+_SQLGLOT_CALLS = ("sql", "parse", "parse_one", "transpile")
+
+
+def _backend_names(path: Path, rel: str | None = None) -> list[str]:
+    """``file:line name`` of every string constant of ``path`` that is a backend or ledger kind
+    name, but for the clients' SQL language given to sqlglot (``read=``/``write=``/``dialect=``
+    or the first argument of ``.sql()``) and :data:`OTHER_MEANINGS`. Outside the seam, code
+    that needs what differs between backends asks the backend (``proxy.backends.base.Backend``),
+    its dialect (``rewriter.dialects.SQLDialect``) or the ledger's store, never the name."""
+    import ast
+
+    rel = rel or str(path.relative_to(ROOT))
+    tree = ast.parse(path.read_text(), rel)
+    language = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in _SQLGLOT_DIALECT_ARGS:
+            language.add(id(node.value))
+        if isinstance(node, ast.Call) and node.args:
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in _SQLGLOT_CALLS:
+                language.add(id(node.args[0]))
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        name = node.value.lower()
+        if name not in BACKEND_NAMES or (rel, name) in OTHER_MEANINGS:
+            continue
+        if id(node) in language and name == "postgres":
+            continue
+        found.append(f"{rel}:{node.lineno} {node.value!r}")
+    return found
+
+
+def _outside_the_seam() -> list[Path]:
+    files = [f for pkg in ("proxy", "rewriter") for f in sorted((ROOT / pkg).rglob("*.py"))]
+    return [f for f in files if not str(f.relative_to(ROOT)).startswith(SEAM)]
+
+
+def test_no_backend_names_outside_backends_dialects_and_stores():
+    """A new backend is its module (``proxy/backends/``), its SQL dialect (``rewriter/dialects/``)
+    and one ``register`` line; the ledger's kinds live in ``proxy/stores/ledger_store.py``. No
+    other module names a backend or ledger kind (so none branches on one)."""
+    found = [hit for f in _outside_the_seam() for hit in _backend_names(f)]
+    assert found == [], found
+
+
+def test_the_backend_name_check_sees_backend_names(tmp_path):
+    """The check above can fail: it finds a branch on a kind's name, a dispatch table keyed by
+    names and a dialect named to the emitter, and lets the clients' language through."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'def f(b, plan, to_sql, tree):\n    if b.dialect == "spark":\n        pass\n'
+        '    loaders = {"duckdb": 1}\n    to_sql(plan, "postgres")\n'
+        '    return tree.sql("postgres"), tree.sql(dialect="postgres")\n'
+    )
+    found = _backend_names(probe, "proxy/pipeline/probe.py")
+    assert [hit.split(" ", 1)[1] for hit in found] == ["'spark'", "'duckdb'", "'postgres'"]
+    assert all(not str(f.relative_to(ROOT)).startswith(SEAM) for f in _outside_the_seam())
+    assert _backend_names(ROOT / "proxy" / "backends" / "spark.py")  # the seam itself names them

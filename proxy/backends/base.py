@@ -1,8 +1,20 @@
-"""Backend errors. Their messages never carry data values."""
+"""The backend seam: :class:`Backend`, what the pipeline, the start and the commands call on
+a backend, and the errors a backend raises (their messages never carry data values).
+
+A backend runs the rewriter's one-scan SQL and returns plain rows. It implements
+:class:`Backend` (subclassing it gives the defaults of what it does not have); its SQL is
+its :class:`rewriter.dialects.SQLDialect`, registered under the same name; both are made
+known by one :func:`proxy.backends.register` line."""
 
 from __future__ import annotations
 
 import asyncio
+from abc import abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from rewriter.dialects import SQLDialect
 
 
 class BackendError(Exception):
@@ -66,3 +78,116 @@ class Columns:
     def rows(self) -> list[tuple]:
         """The rows as a row fetch gives them (NULL as None)."""
         return list(zip(*(a.tolist() for a in self.arrays)))
+
+
+class Backend(Protocol):
+    """A backend: ``fetch`` runs one statement with a timeout and a cancel; ``writer`` takes
+    dpgate's own writes; the rest is what the start and the commands ask of it. A class that
+    subclasses it gets the defaults below (a remote backend holds no file, no marker)."""
+
+    kind: ClassVar[str]
+    """``[backend] kind``, and the name of its SQL dialect (sqlglot's name for it)."""
+    sql: ClassVar[SQLDialect]
+    """Its SQL dialect (:mod:`rewriter.dialects`): what the emitter asks of it."""
+    columnar: ClassVar[bool] = False
+    """``fetch(…, columnar=True)`` may return :class:`Columns`."""
+    one_writer: ClassVar[bool] = False
+    """Run-time writes (a role's INSERT into a local table) must come from one process (an
+    embedded file has one writer; appends to one Spark table share its ``_temporary``
+    directory): ``serve --workers N`` refuses roles that write (``cli.workers.writer_roles``)."""
+    serial_writes: ClassVar[bool] = False
+    """A proxy sends its writes to one table one at a time (concurrent appends to one Spark
+    table share its ``_temporary`` directory)."""
+    read_only_after_start: ClassVar[bool] = False
+    """Once the start's writes are made (demo data, the ledger marker, local tables' report
+    tables) :meth:`reopen_read_only` makes a statement that would write fail at the engine,
+    unless a role writes at run time (an embedded file: one process opens it read-write)."""
+    scans: int = 0
+    """Statements in flight in this process whose Python work slows the scan (an embedded
+    engine shares the cores; 0 for a remote one)."""
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, cfg: Any, state_dir: Path, *, read_only: bool = False) -> Backend:
+        """The backend ``cfg.backend`` describes (not yet connected); ``read_only``: an
+        embedded file opened for reading only (``serve --workers N``)."""
+        ...
+
+    @classmethod
+    def data_file(cls, cfg: Any, state_dir: Path) -> Path | None:
+        """The data file the backend keeps (made 0600 when the start creates it), or None."""
+        return None
+
+    @classmethod
+    def marker_reader(cls, cfg: Any, state_dir: Path) -> Any:
+        """A read-only view of :meth:`ledger_marker` that does not take the data from a
+        running proxy (``dpgate ledger check``; ``ledger_marker`` and ``close``), or None."""
+        return None
+
+    @property
+    def dialect(self) -> str:
+        """The name of its SQL dialect (what ``rewriter.to_sql`` and sqlglot take)."""
+        return self.sql.name
+
+    @property
+    def writer(self) -> Backend:
+        """Where dpgate's own writes (demo tables, local tables' reports) go."""
+        return self
+
+    async def connect(self) -> None:
+        """Open connections (a wrong address fails at start, not at the first statement)."""
+        return None
+
+    @abstractmethod
+    async def fetch(
+        self,
+        sql: str,
+        timeout_s: float | None = None,
+        cancel: asyncio.Event | None = None,
+        then: Callable[[Any], Any] | None = None,
+        timing: dict | None = None,
+        during: Callable[[], None] | None = None,
+        columnar: bool = False,
+    ) -> Any:
+        """Rows of ``sql`` (a ``rewriter.params.ParamSQL`` carries values the backend binds);
+        ``then(rows)``, if given, runs on a worker thread after the scan (outside the timeout)
+        and its result is returned. The timeout and a set ``cancel`` stop the scan (57014).
+        ``timing`` gets ``started = True`` as the statement is sent (from then on it is
+        charged) and ``backend_ms``; ``during()`` runs on the event loop while it is in flight.
+        A write (``writer.fetch``) returns what the statement returns (no rows: ``[]``)."""
+        ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    def reopen_read_only(self) -> None:
+        """See ``read_only_after_start``. Default: nothing (its scan sessions are read-only
+        at the database already, or cannot be)."""
+        return None
+
+    def discard(self) -> None:
+        """Free what it holds before :meth:`connect` (an embedded file's lock), at once: a
+        start that fails after opening it. Default: nothing is held."""
+        return None
+
+    @abstractmethod
+    async def describe(self, source: str) -> dict[str, str] | None:
+        """Column name (lower case) -> backend type of ``source`` as a scan reads it (None: no
+        such relation): ``dpgate check-config --backend``."""
+        ...
+
+    async def privilege_problems(self, config: Any) -> list[str]:
+        """One line per way the backend's role could change data or reach the server (empty:
+        least privilege), for the start's report (:mod:`proxy.cli.privileges`). Default: that
+        it cannot be checked (so ``require_least_privilege`` refuses to start)."""
+        return [f"dpgate cannot read what the {self.kind} backend's role may write (docs/least-privilege.md)"]
+
+    # -- the ledger's identity marker (proxy.stores.ledger_guard) ---------------------
+    def ledger_marker(self) -> tuple[bool, dict | None]:
+        """(whether the backend keeps the ledger's identity beside the data, that identity
+        or None). A backend whose data lives in the state dir (an embedded file) keeps it, so
+        a ledger replaced under a kept data file is noticed. Default: it does not."""
+        return False, None
+
+    def write_ledger_marker(self, ident: dict) -> None:
+        return None

@@ -34,13 +34,18 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import sqlglot
 from sqlglot import exp
 
-from .base import BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
+from rewriter.dialects.duckdb import DuckDBDialect
+from rewriter.params import ParamSQL
+
+from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
 
 log = logging.getLogger("dpgate.backend")
 
@@ -89,7 +94,9 @@ class _Scan:
     __slots__ = ("cursor", "stopped", "lock", "finished")
 
     def __init__(self) -> None:
-        self.cursor, self.stopped, self.lock = None, None, threading.Lock()
+        self.cursor: Any = None  # the worker's cursor while it runs the statement
+        self.stopped: str | None = None  # why it was stopped ("timeout", "cancel")
+        self.lock = threading.Lock()
         self.finished = False  # the worker returned (set on the loop)
 
     def stop_until_finished(self, loop, why: str) -> None:
@@ -178,16 +185,56 @@ def _result(cur, columnar: bool):
     return cur.fetchall()
 
 
-class DuckDBBackend:
-    dialect = "duckdb"
+#: the ledger's identity, kept in the data file (:meth:`DuckDBBackend.ledger_marker`)
+MARKER_TABLE = "dpgate_ledger_identity"
+
+
+class DuckDBBackend(Backend):
+    """``[backend] kind = "duckdb"``: the embedded engine. Its ``writer`` is itself: DuckDB
+    opens a file read-write or read-only per process; a read-only backend refuses the write
+    itself."""
+
+    kind = "duckdb"
+    sql = DuckDBDialect()
     scans = 0  # statements in flight (event loop): Python work beside a scan slows it
     columnar = True  # fetch(…, columnar=True): numpy columns (base.Columns) where the types allow
+    one_writer = True  # one process writes the file
+    read_only_after_start = True
 
-    @property
-    def writer(self):
-        """Where dpgate's own writes (local tables' reports) go: this connection. DuckDB opens a
-        file read-write or read-only per process; a read-only backend refuses the write itself."""
-        return self
+    @classmethod
+    def from_config(cls, cfg, state_dir, *, read_only: bool = False) -> DuckDBBackend:
+        """The file of ``[backend] path`` (relative to the state dir; default: the demo's).
+        It reads and writes no file outside the declared sources' directories
+        (:meth:`confine`)."""
+        backend = cls(
+            cls.data_file(cfg, Path(state_dir)),
+            read_only=read_only,
+            threads=cfg.backend.threads,
+            attach=cfg.backend.attach,
+        )
+        folders = source_directories(
+            [cfg.source_of(name) for name, t in cfg.tables.items() if t.mode != "local"], backend.views()
+        )
+        if folders is not None:  # a remote source (s3://, https://): file access stays open
+            backend.confine(folders)
+        return backend
+
+    @classmethod
+    def data_file(cls, cfg, state_dir: Path) -> Path:
+        path = Path(cfg.backend.path or "demo.duckdb")
+        return path if path.is_absolute() else Path(state_dir) / path
+
+    @classmethod
+    def marker_reader(cls, cfg, state_dir: Path) -> ReadOnlyFile | None:
+        """The data file opened read-only, if it exists and no running proxy holds it (that
+        proxy's own guard watches the marker)."""
+        path = cls.data_file(cfg, state_dir)
+        if not path.exists():
+            return None
+        try:
+            return ReadOnlyFile(path)
+        except Exception:  # held by the running proxy
+            return None
 
     def __init__(
         self,
@@ -210,7 +257,7 @@ class DuckDBBackend:
         self._pool = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="dpgate-duckdb")
         self._names = itertools.count(1)
         self.prepared_runs = 0  # scans run from a prepared template (for tests)
-        self.allowed = None  # file access limited to these directories (confine), or not
+        self.allowed: list[str] | None = None  # file access limited to these directories (confine), or not
         _OPEN.add(self)
 
     def _open(self):
@@ -304,11 +351,11 @@ class DuckDBBackend:
         sql: str,
         timeout_s: float | None = None,
         cancel: asyncio.Event | None = None,
-        then=None,
+        then: Callable[[Any], Any] | None = None,
         timing: dict | None = None,
-        during=None,
+        during: Callable[[], None] | None = None,
         columnar: bool = False,
-    ):
+    ) -> Any:
         """Rows of ``sql``. ``then(rows)``, if given, runs in the same worker thread
         right after the scan (no second thread hand-off) and its result is returned;
         the timeout and a cancel stop the scan only, never ``then``. ``timing``
@@ -361,7 +408,7 @@ class DuckDBBackend:
 
     def _run(self, cur, sql: str, columnar: bool = False):
         try:
-            template, params = (sql.template, sql.params) if hasattr(sql, "template") else (sql, ())
+            template, params = (sql.template, sql.params) if isinstance(sql, ParamSQL) else (sql, ())
             if isinstance(params, dict):  # named values (the unit's salt): bound, never in a text
                 return _result(cur.execute(template, params), columnar)
             name = self._prepared(cur, template) if params or self._seen_again(sql) else None
@@ -435,8 +482,9 @@ class DuckDBBackend:
         cur = self._worker_cursor()
         if prepare:
             return self._run(cur, sql)
-        named = getattr(sql, "params", None)
-        return (cur.execute(sql.template, named) if isinstance(named, dict) else cur.execute(sql)).fetchall()
+        if isinstance(sql, ParamSQL) and isinstance(sql.params, dict):
+            return cur.execute(sql.template, sql.params).fetchall()
+        return cur.execute(str(sql)).fetchall()
 
     def execute_script(self, sql: str) -> None:
         """Run trusted setup SQL (demo loading) synchronously."""
@@ -454,13 +502,73 @@ class DuckDBBackend:
             cur.close()
 
     async def close(self) -> None:
+        self.discard()
+
+    def discard(self) -> None:
+        """Close at once (frees the file: nothing here awaits)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._close_cursors()
         with self._lock:
             self._con.close()
+
+    async def describe(self, source: str) -> dict[str, str] | None:
+        try:
+            rows = self.query(f"DESCRIBE SELECT * FROM {source} LIMIT 0")
+        except duckdb.CatalogException:
+            return None
+        return {r[0].lower(): str(r[1]) for r in rows}
+
+    async def privilege_problems(self, config) -> list[str]:
+        """Whether file access is confined to the sources' directories (:meth:`confine`)."""
+        if self.allowed is None:
+            return [
+                "a declared source reads a remote URL, so DuckDB's file access is not confined to the "
+                "sources' directories (docs/least-privilege.md)"
+            ]
+        return []
+
+    def ledger_marker(self) -> tuple[bool, dict | None]:
+        """The data file keeps the ledger's identity (an in-memory database keeps none)."""
+        if self.path == ":memory:":
+            return False, None
+        return True, read_marker(self)
+
+    def write_ledger_marker(self, ident: dict) -> None:
+        self.execute_script(
+            f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (ledger_id VARCHAR, created DOUBLE); "
+            f"DELETE FROM {MARKER_TABLE}; "
+            f"INSERT INTO {MARKER_TABLE} VALUES ('{ident['id']}', {float(ident['created'])});"
+        )
 
     def _close_cursors(self) -> None:
         with self._lock:
             for cur in self._cursors:
                 cur.close()
             self._cursors.clear()
+
+
+def read_marker(db) -> dict | None:
+    """The identity row of a DuckDB file (``db.query``), or None."""
+    rows = db.query(f"SELECT table_name FROM information_schema.tables WHERE table_name = '{MARKER_TABLE}'")
+    if not rows:
+        return None
+    row = db.query(f"SELECT ledger_id, created FROM {MARKER_TABLE} LIMIT 1")
+    return dict(id=row[0][0], created=row[0][1]) if row else None
+
+
+class ReadOnlyFile:
+    """A DuckDB file's ledger marker, read without taking the file from a running proxy
+    (``dpgate ledger check``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self._con = duckdb.connect(self.path, read_only=True)
+
+    def query(self, sql: str, params=None) -> list[tuple]:
+        return self._con.execute(sql).fetchall()
+
+    def ledger_marker(self) -> tuple[bool, dict | None]:
+        return True, read_marker(self)
+
+    def close(self) -> None:
+        self._con.close()

@@ -34,13 +34,18 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.postgres import types as pg_types
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .base import BackendError, BackendRefused, BackendTimeout
+from rewriter.dialects.postgres import PostgresDialect
+
+from .base import Backend, BackendError, BackendRefused, BackendTimeout
 
 log = logging.getLogger("dpgate.backend")
 
@@ -59,6 +64,32 @@ DENIED = "permission denied for "
 
 def quoted(name: str) -> str:
     return pgsql.Identifier(name).as_string(None)
+
+
+def ident(name: str) -> str:
+    """``name`` as a Postgres identifier (quoted when it is not a plain lower-case name)."""
+    return quoted(name) if not name.isidentifier() or name != name.lower() else name
+
+
+# -- what a role could write (Backend.privilege_problems; docs/least-privilege.md) ----------
+WRITE_PRIVILEGES = ("INSERT", "UPDATE", "DELETE", "TRUNCATE")
+SERVER_ROLES = {
+    "pg_write_server_files": "writes files on the database server (COPY … TO 'file')",
+    "pg_execute_server_program": "runs programs on the database server (COPY … PROGRAM)",
+    "pg_read_server_files": "reads any file on the database server (COPY … FROM 'file')",
+}
+_ROLE_SQL = (
+    "SELECT current_user, rolsuper, "
+    + ", ".join(f"pg_has_role(current_user, '{m}', 'USAGE')" for m in SERVER_ROLES)
+    + " FROM pg_roles WHERE rolname = current_user"
+)
+_TABLE_SQL = (
+    "SELECT c.oid IS NOT NULL, n.nspname, "
+    + ", ".join(f"c.oid IS NOT NULL AND has_table_privilege(c.oid, '{p}')" for p in WRITE_PRIVILEGES)
+    + ", n.oid IS NOT NULL AND has_schema_privilege(n.oid, 'CREATE') "
+    "FROM (SELECT to_regclass(%s) AS oid) r LEFT JOIN pg_class c ON c.oid = r.oid "
+    "LEFT JOIN pg_namespace n ON n.oid = c.relnamespace"
+)
 
 
 def refused(e: psycopg.Error, user: str) -> BackendRefused:
@@ -92,8 +123,11 @@ def refused(e: psycopg.Error, user: str) -> BackendRefused:
     )
 
 
-class PostgresBackend:
-    dialect = "postgres"
+class PostgresBackend(Backend):
+    """``[backend] kind = "postgres"``: a psycopg pool of read-only sessions (module doc)."""
+
+    kind = "postgres"
+    sql = PostgresDialect()
     scans = 0  # always 0: the proxy's Python work does not slow a remote scan
 
     QUEUE_WAIT_S = 10.0  # a pool checkout waits this long while the backend answers
@@ -116,7 +150,7 @@ class PostgresBackend:
         self.connect_timeout_s = float(connect_timeout_s)
         self._up = False
         self._kw = {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout_s))}
-        self._own_options = conninfo_to_dict(dsn).get("options") or ""  # the DSN's own, kept first
+        self._own_options = str(conninfo_to_dict(dsn).get("options") or "")  # the DSN's own, kept first
         self._options = self._own_options  # what new connections carry (module doc)
         self.pool = AsyncConnectionPool(
             dsn,
@@ -129,7 +163,7 @@ class PostgresBackend:
         )
         # the writes dpgate makes (demo tables, local tables' reports): their own pool, no connection
         # held until one is needed; a read-write backend is its own writer
-        self.writer = (
+        self._writer = (
             self
             if not read_only
             else PostgresBackend(
@@ -140,6 +174,18 @@ class PostgresBackend:
                 min_size=0,
             )
         )
+
+    @property
+    def writer(self) -> PostgresBackend:
+        """The pool on ``write_dsn`` (sessions left as the role's defaults), or itself when
+        its own sessions are not read-only."""
+        return self._writer
+
+    @classmethod
+    def from_config(cls, cfg, state_dir, *, read_only: bool = False) -> PostgresBackend:
+        """The pool of ``[backend] dsn`` (not yet connected); its writer on ``write_dsn``."""
+        b = cfg.backend
+        return cls(b.dsn, pool_size=b.pool_size, connect_timeout_s=b.connect_timeout_s, write_dsn=b.write_dsn)
 
     def _connect_kwargs(self) -> dict:
         """A new connection's arguments: with the current session settings (module doc)."""
@@ -167,10 +213,11 @@ class PostgresBackend:
         sql: str,
         timeout_s: float | None = None,
         cancel: asyncio.Event | None = None,
-        then=None,
+        then: Callable[[Any], Any] | None = None,
         timing: dict | None = None,
-        during=None,
-    ):
+        during: Callable[[], None] | None = None,
+        columnar: bool = False,  # rows only: a remote result is read as rows
+    ) -> Any:
         """Rows of ``sql``; ``then(rows)``, if given, runs in a worker thread after
         the scan (outside the timeout) and its result is returned. ``timing``
         receives ``backend_ms`` (pool checkout, round trip and scan) and ``started =
@@ -265,7 +312,9 @@ class PostgresBackend:
             # booleans, dates, timestamps) the binary loaders give the values the text ones do.
             # Named parameters are the session settings (module doc), not bound values.
             await cur.execute(str(sql), binary=True)
-            return await cur.fetchall()
+            if cur.description is None and not self.read_only:  # the writer's INSERT: no rows
+                return []
+            return await cur.fetchall()  # a scan session: a statement without rows fails
         except psycopg.errors.QueryCanceled:
             raise BackendTimeout(timeout_s or 0) from None
         except psycopg.OperationalError:
@@ -276,6 +325,56 @@ class PostgresBackend:
                 raise refused(e, cur.connection.info.user) from None
             log.warning("postgres error: %s", e)
             raise BackendError("58000", "the backend failed to run the query") from None
+
+    async def describe(self, source: str) -> dict[str, str] | None:
+        async with self.pool.connection(timeout=10) as conn:
+            try:
+                cur = await conn.execute(f"SELECT * FROM {source} LIMIT 0")
+            except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+                return None
+            out = {}
+            for d in cur.description or ():
+                info = pg_types.get(d.type_code)
+                out[d.name.lower()] = info.name if info is not None else f"oid {d.type_code}"
+            return out
+
+    async def privilege_problems(self, config) -> list[str]:
+        """The role's attributes and memberships, each declared (central or public) table's
+        write privileges and its schema's CREATE."""
+        out: list[str] = []
+        async with self.pool.connection(timeout=10) as conn:
+            cur = await conn.execute(_ROLE_SQL)
+            user, superuser, *member = await cur.fetchone()
+            if superuser:
+                out.append(
+                    f"the backend role {user} is a superuser: it can write every table and, even in a "
+                    "read-only session, files on the server (COPY … TO)"
+                )
+            for (role, what), yes in zip(SERVER_ROLES.items(), member):
+                if yes and not superuser:
+                    out.append(f"the backend role {user} is a member of {role}: it {what}")
+            schemas: set[str] = set()
+            for name, table in config.tables.items():
+                if table.mode == "local":  # its reports are written through [backend] write_dsn
+                    continue
+                source = config.source_of(name)
+                cur = await conn.execute(_TABLE_SQL, [source])
+                found, schema, *can = await cur.fetchone()
+                if not found or superuser:
+                    continue  # a missing relation: the schema check's line
+                writes = [p for p, yes in zip(WRITE_PRIVILEGES, can) if yes]
+                if writes:
+                    out.append(
+                        f"the backend role {user} has {', '.join(writes)} on {source} (tables.{name}): "
+                        f"REVOKE {', '.join(writes)} ON {source} FROM {user}"
+                    )
+                if can[-1] and schema not in schemas:
+                    schemas.add(schema)
+                    out.append(
+                        f"the backend role {user} has CREATE on schema {schema}: "
+                        f"REVOKE CREATE ON SCHEMA {ident(schema)} FROM {user} (and FROM PUBLIC)"
+                    )
+        return out
 
     async def execute_script(self, sql: str) -> None:
         """Run trusted setup SQL on the write connection."""

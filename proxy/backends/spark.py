@@ -29,8 +29,13 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
-from .base import BackendError, BackendRefused, BackendTimeout
+from rewriter.dialects.spark import SparkDialect
+from rewriter.params import ParamSQL
+
+from .base import Backend, BackendError, BackendRefused, BackendTimeout
 
 log = logging.getLogger("dpgate.backend")
 
@@ -151,18 +156,29 @@ def stream(df) -> list[tuple]:
     return [tuple(r) for r in df.toLocalIterator()]
 
 
-class SparkBackend:
-    """``[backend] kind = "spark"``: Spark Connect at ``remote``."""
+class SparkBackend(Backend):
+    """``[backend] kind = "spark"``: Spark Connect at ``remote``. Its ``writer`` (dpgate's own
+    writes: local tables' reports) is the same session: Spark Connect has no read-only session;
+    what the session may write is the catalog's grants (Unity Catalog, Ranger, the storage's
+    permissions): see docs/least-privilege.md."""
 
-    dialect = "spark"
+    kind = "spark"
+    sql = SparkDialect()
     scans = 0  # always 0: the proxy's Python work does not slow a remote scan
+    one_writer = True  # appends to one Parquet table share its _temporary directory:
+    serial_writes = True  # one proxy, sending them one at a time
 
-    @property
-    def writer(self):
-        """Where dpgate's own writes (local tables' reports) go: the same Spark session. Spark Connect has
-        no read-only session; what the session may write is the catalog's grants (Unity Catalog,
-        Ranger, the storage's permissions): see docs/least-privilege.md."""
-        return self
+    @classmethod
+    def from_config(cls, cfg, state_dir, *, read_only: bool = False) -> SparkBackend:
+        b = cfg.backend
+        return cls(
+            b.remote,
+            token=b.token,
+            use_ssl=b.use_ssl,
+            catalog=b.catalog,
+            database=b.database,
+            connect_timeout_s=max(b.connect_timeout_s, 10.0),
+        )
 
     def __init__(
         self,
@@ -236,8 +252,10 @@ class SparkBackend:
         try:
             if timing is not None:  # from here on the scan's time is observable
                 timing["started"] = True
-            named = getattr(sql, "params", None)  # the unit's salt: bound, never in the text
-            rows = stream(s.sql(sql.template, args=named) if isinstance(named, dict) else s.sql(sql))
+            if isinstance(sql, ParamSQL) and isinstance(sql.params, dict):  # the unit's salt:
+                rows = stream(s.sql(sql.template, args=sql.params))  # bound beside the text, never in it
+            else:
+                rows = stream(s.sql(str(sql)))
             self._used = time.monotonic()
             return rows
         finally:
@@ -266,10 +284,11 @@ class SparkBackend:
         sql: str,
         timeout_s: float | None = None,
         cancel: asyncio.Event | None = None,
-        then=None,
+        then: Callable[[Any], Any] | None = None,
         timing: dict | None = None,
-        during=None,
-    ):
+        during: Callable[[], None] | None = None,
+        columnar: bool = False,  # rows only: a remote result is read as rows
+    ) -> Any:
         """Rows of ``sql`` (one Spark job's collected result); ``then(rows)`` runs in the
         worker thread after it and its result is returned. ``timing`` gets ``started``
         once the query is submitted and ``backend_ms``; ``during()`` runs on the event
@@ -340,7 +359,16 @@ class SparkBackend:
             log.warning("spark error: %s: %s", name, text.splitlines()[0] if text else "")
             raise BackendError("58000", "the backend failed to run the query") from None
 
-    def describe(self, source: str) -> dict[str, str] | None:
+    async def describe(self, source: str) -> dict[str, str] | None:
+        return await asyncio.to_thread(self.describe_now, source)
+
+    async def privilege_problems(self, config) -> list[str]:
+        return [
+            "the Spark backend has no read-only session and dpgate cannot read the catalog's grants: "
+            "give the Connect server's user SELECT only on the declared tables (docs/least-privilege.md)"
+        ]
+
+    def describe_now(self, source: str) -> dict[str, str] | None:
         """Blocking: column name -> Spark type of ``source`` (None: no such relation)."""
         try:
             schema = self._open().sql(f"SELECT * FROM {source} LIMIT 0").schema

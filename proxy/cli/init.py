@@ -38,7 +38,7 @@ import sqlglot
 
 from mechanisms.rng import default_source
 
-from ..backends import BackendError
+from ..backends import BackendError, DuckDBBackend, PostgresBackend
 from ..backends.spark import SparkBackend
 from ..wire.auth import make_verifier
 from . import init_bounds as ib
@@ -147,7 +147,7 @@ def _progress(msg: str) -> None:
 
 # -- readers: DuckDB (a file, or files through table functions) and Postgres ---------
 class _Duck:
-    dialect = "duckdb"
+    kind = DuckDBBackend.kind
 
     def __init__(self, path: str | None):
         import duckdb
@@ -163,12 +163,19 @@ class _Duck:
     def describe(self, source: str) -> list[tuple[str, str]]:
         return [(r[0], str(r[1])) for r in self.query(f"DESCRIBE SELECT * FROM {source} LIMIT 0")]
 
+    def relations(self, args, taken: set[str]) -> list[tuple[str, str]]:
+        return _duck_relations(self, args, taken)
+
+    def column_name(self, col: str) -> str:
+        """DuckDB matches identifiers case-insensitively: a column is declared lower case."""
+        return col.lower()
+
     def close(self) -> None:
         self.con.close()
 
 
 class _Pg:
-    dialect = "postgres"
+    kind = PostgresBackend.kind
 
     def __init__(self, dsn: str):
         import psycopg
@@ -192,6 +199,12 @@ class _Pg:
             out.append((d.name, info.name if info is not None else f"oid {d.type_code}"))
         return out
 
+    def relations(self, args, taken: set[str]) -> list[tuple[str, str]]:
+        return _pg_relations(self, args, taken)
+
+    def column_name(self, col: str) -> str:
+        return col
+
     def close(self) -> None:
         self.con.close()
 
@@ -200,7 +213,7 @@ class _Spark:
     """A Spark catalog through Spark Connect (``--spark sc://host:15002 [--database db]``).
     init's SQL is written in Postgres's spelling and transpiled to Spark SQL by sqlglot."""
 
-    dialect = "spark"
+    kind = SparkBackend.kind
 
     def __init__(self, remote: str, database: str | None):
         self.backend = SparkBackend(remote, database=database)
@@ -211,11 +224,17 @@ class _Spark:
             raise InitError(f"cannot reach Spark Connect at {remote}: {e.message}") from None
 
     def query(self, sql: str) -> list[tuple]:
-        return self.backend.query(sqlglot.transpile(sql, read="postgres", write="spark")[0])
+        return self.backend.query(sqlglot.transpile(sql, read="postgres", write=self.kind)[0])
 
     def describe(self, source: str) -> list[tuple[str, str]]:
-        cols = self.backend.describe(source)
+        cols = self.backend.describe_now(source)
         return list(cols.items()) if cols else []
+
+    def relations(self, args, taken: set[str]) -> list[tuple[str, str]]:
+        return _spark_relations(self, args, taken)
+
+    def column_name(self, col: str) -> str:
+        return col
 
     def tables(self) -> list[str]:
         where = f" IN {self.database}" if self.database else ""
@@ -227,25 +246,31 @@ class _Spark:
 
 def _relations(args, reader) -> list[tuple[str, str]]:
     """(proposed name, source) of every relation to declare."""
-    taken: set[str] = set()
-    if reader.dialect == "spark":
-        out = []
-        for t in reader.tables():
-            if _simple(t):
-                out.append((_table_name(t, taken), t))
-            else:
-                _progress(
-                    f"left out table {shown(t)}: not a lower-case identifier; "
-                    "rename it in a view to declare it"
-                )
-        return out
-    if reader.dialect == "postgres":
-        rows = reader.query(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
-            (args.schema,),
-        )
-        schema = args.schema if _simple(args.schema) else _q(args.schema)
-        return [(_table_name(t, taken), f"{schema}.{t if _simple(t) else _q(t)}") for (t,) in rows]
+    return reader.relations(args, set())
+
+
+def _spark_relations(reader, args, taken: set[str]) -> list[tuple[str, str]]:
+    out = []
+    for t in reader.tables():
+        if _simple(t):
+            out.append((_table_name(t, taken), t))
+        else:
+            _progress(
+                f"left out table {shown(t)}: not a lower-case identifier; rename it in a view to declare it"
+            )
+    return out
+
+
+def _pg_relations(reader, args, taken: set[str]) -> list[tuple[str, str]]:
+    rows = reader.query(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
+        (args.schema,),
+    )
+    schema = args.schema if _simple(args.schema) else _q(args.schema)
+    return [(_table_name(t, taken), f"{schema}.{t if _simple(t) else _q(t)}") for (t,) in rows]
+
+
+def _duck_relations(reader, args, taken: set[str]) -> list[tuple[str, str]]:
     if args.inputs and Path(args.inputs[0]).suffix.lower() in (".duckdb", ".db"):
         rows = reader.query(
             "SELECT table_schema, table_name FROM information_schema.tables "
@@ -273,7 +298,7 @@ def _columns(reader, name: str, source: str) -> Rel:
     rel = Rel(name, source, [])
     seen: set[str] = set()
     for col, btype in reader.describe(source):
-        cname = col.lower() if reader.dialect == "duckdb" else col
+        cname = reader.column_name(col)
         if not _simple(cname) or cname in seen:
             rel.skipped.append(
                 f"{shown(col)} ({shown(btype)}): "
@@ -511,24 +536,24 @@ def cmd_init(args) -> int:
         what = f"the Spark catalog at {shown(args.spark)}" + (
             f" (database {shown(args.database)})" if args.database else ""
         )
-        backend = ['kind = "spark"', f"remote = {toml_value(args.spark)}"] + (
+        backend = [f'kind = "{reader.kind}"', f"remote = {toml_value(args.spark)}"] + (
             [f"database = {toml_value(args.database)}"] if args.database else []
         )
     elif args.dsn:
         what = f"the Postgres schema {shown(args.schema)}"
         backend = [
-            'kind = "postgres"',
+            f'kind = "{reader.kind}"',
             "# the DSN given to init: a password in it is now in this file too",
             "# serve as a read-only role instead: init printed its GRANT script (docs/least-privilege.md)",
             f"dsn = {toml_value(args.dsn)}",
         ]
     elif duck_file:
         what = f"the DuckDB file {shown(str(Path(args.inputs[0]).resolve()))}"
-        backend = ['kind = "duckdb"', f"path = {toml_value(str(Path(args.inputs[0]).resolve()))}"]
+        backend = [f'kind = "{reader.kind}"', f"path = {toml_value(str(Path(args.inputs[0]).resolve()))}"]
     else:
         what = ", ".join(shown(f) for f in args.inputs)
         backend = [
-            'kind = "duckdb"',
+            f'kind = "{reader.kind}"',
             'path = "dpgate.duckdb"               # an empty working file in '
             "the state dir; the tables are read from the files by `source`",
         ]

@@ -10,7 +10,7 @@ import time
 
 from rewriter.local import Layout, layout
 
-from ..backends import open_backend
+from ..backends import DuckDBBackend, PostgresBackend, SparkBackend, for_backend, open_backend
 from ..ingest.ldp_load import (
     BATCH,
     Encoder,
@@ -62,6 +62,57 @@ def _count_lines(path) -> int | None:
         return None
 
 
+def _load_duckdb(backend, lay, path, args, reports, warn, prog) -> int:
+    try:
+        src = (
+            csv_batches(lay, path, args.batch, args.delimiter, reports, warn)
+            if path
+            else duck_table_batches(backend, lay, args.from_table, args.batch)
+        )
+        return load_rows_duckdb(backend, lay, src, reports=reports, progress=prog)
+    finally:
+        asyncio.run(backend.close())
+
+
+def _load_spark(backend, lay, path, args, reports, warn, prog) -> int:
+    try:
+        if path is None:
+            raise IngestError(
+                "0A000",
+                "--from-table is not implemented on Spark: load a CSV (raw rows, "
+                "perturbed here), or a reports CSV made by ldp-perturb (--reports)",
+            )
+        return load_rows_spark(
+            backend,
+            lay,
+            csv_batches(lay, path, args.batch, args.delimiter, reports, warn),
+            reports=reports,
+            progress=prog,
+        )
+    finally:
+        asyncio.run(backend.close())
+
+
+def _load_postgres(backend, lay, path, args, reports, warn, prog) -> int:
+    async def run():
+        await backend.connect()
+        try:
+            src = (
+                csv_batches(lay, path, args.batch, args.delimiter, reports, warn)
+                if path
+                else pg_table_batches(backend, lay, args.from_table, args.batch)
+            )
+            return await load_rows_postgres(backend, lay, src, reports=reports, progress=prog)
+        finally:
+            await backend.close()
+
+    return asyncio.run(run())
+
+
+#: how reports are appended, per backend class that stores a local table's reports
+LOADERS = {DuckDBBackend: _load_duckdb, SparkBackend: _load_spark, PostgresBackend: _load_postgres}
+
+
 def cmd_ldp_load(args) -> int:
     """``dpgate ldp-load --table T (FILE.csv | --from-table SRC | --reports FILE.csv)``."""
     cfg, state, _ = resolve(args)
@@ -92,49 +143,13 @@ def cmd_ldp_load(args) -> int:
             file=sys.stderr,
         )
         return 1
-    batch = args.batch
     t0 = time.perf_counter()
     try:
-        if backend.dialect == "duckdb":
-            src = (
-                csv_batches(lay, path, batch, args.delimiter, reports, warn)
-                if path
-                else duck_table_batches(backend, lay, args.from_table, batch)
-            )
-            n = load_rows_duckdb(backend, lay, src, reports=reports, progress=prog)
+        load = for_backend(LOADERS, backend)
+        if load is None:
             asyncio.run(backend.close())
-        elif backend.dialect == "spark":  # reports stored in Spark
-            if path is None:
-                raise IngestError(
-                    "0A000",
-                    "--from-table is not implemented on Spark: load a CSV (raw rows, "
-                    "perturbed here), or a reports CSV made by ldp-perturb (--reports)",
-                )
-            try:
-                n = load_rows_spark(
-                    backend,
-                    lay,
-                    csv_batches(lay, path, batch, args.delimiter, reports, warn),
-                    reports=reports,
-                    progress=prog,
-                )
-            finally:
-                asyncio.run(backend.close())
-        else:
-
-            async def run():
-                await backend.connect()
-                try:
-                    src = (
-                        csv_batches(lay, path, batch, args.delimiter, reports, warn)
-                        if path
-                        else pg_table_batches(backend, lay, args.from_table, batch)
-                    )
-                    return await load_rows_postgres(backend, lay, src, reports=reports, progress=prog)
-                finally:
-                    await backend.close()
-
-            n = asyncio.run(run())
+            raise IngestError("0A000", f"ldp-load does not write reports into a {backend.kind} backend")
+        n = load(backend, lay, path, args, reports, warn, prog)
     except IngestError as e:
         print(f"\ndpgate: {e.message}; nothing was loaded", file=sys.stderr)
         return 1

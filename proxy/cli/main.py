@@ -37,7 +37,7 @@ from config import Config, ConfigError
 
 from .. import demo
 from ..admin import AdminHttp
-from ..backends import BackendError, open_backend
+from ..backends import BackendError, DuckDBBackend, PostgresBackend, for_backend, kind_of, open_backend
 from ..demo import trips as demo_trips
 from ..gateway import Gateway, default_state_dir, secure_state_dir
 from ..pipeline.local import local_guarantees
@@ -63,6 +63,16 @@ from .workers import (
     writer_roles,
 )
 
+#: how the demo data is written, per backend class that takes it: (tables, trips), each
+#: ``(backend, cfg) -> awaitable`` (an embedded engine's loaders run on a thread)
+DEMO_LOADERS = {
+    DuckDBBackend: (
+        lambda b, cfg: asyncio.to_thread(demo.load_duckdb, b),
+        lambda b, cfg: asyncio.to_thread(demo_trips.load_duckdb, b, cfg),
+    ),
+    PostgresBackend: (lambda b, cfg: demo.load_postgres(b), demo_trips.load_postgres),
+}
+
 
 async def _progress(what: str, work, every_s: float = 2.0) -> None:
     """Run ``work`` (a first demo start can take a while), saying what it does and how long."""
@@ -86,17 +96,19 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
     await gw.start()
     if cfg.demo:
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
-        duck = gw.backend.dialect == "duckdb"
+        loaders = for_backend(DEMO_LOADERS, gw.backend)
+        if loaders is None:
+            await gw.close()
+            raise ConfigError(f"demo = true: the demo data is not loaded into a {gw.backend.kind} backend")
+        tables, trips = loaders
         try:
             await _progress(
                 "tables (pums, people, purchases, stores, customers, orders, order_items, accounts)",
-                asyncio.to_thread(demo.load_duckdb, gw.backend) if duck else demo.load_postgres(gw.backend),
+                tables(gw.backend, cfg),
             )
             await _progress(
                 "trips (200,000 rows perturbed into metric-LDP reports)",  # the bulk LDP path
-                asyncio.to_thread(demo_trips.load_duckdb, gw.backend, cfg)
-                if duck
-                else demo_trips.load_postgres(gw.backend, cfg),
+                trips(gw.backend, cfg),
             )
         except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege) as e:
             await gw.close()  # the scan role cannot write, as it should: the demo needs write_dsn
@@ -147,7 +159,7 @@ def _announce(
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
     """One process (``--workers 1``)."""
     gw = await _prepare(cfg, state, args)
-    if gw.backend.dialect == "duckdb" and not writer_roles(cfg):  # nothing written at run time:
+    if gw.backend.read_only_after_start and not writer_roles(cfg):  # nothing written at run time:
         await prepare_local_tables(gw)  # the file is read-only from here
         gw.backend.reopen_read_only()
     lim = cfg.server.limits
@@ -381,7 +393,7 @@ def cmd_ledger(args) -> int:
     """``dpgate ledger check`` / ``dpgate ledger init --i-know`` (proxy.ledger_guard)."""
     cfg, state, _ = resolve(args)
     if args.action == "check":
-        ok, lines = ledger_guard.check(cfg, state)
+        ok, lines = ledger_guard.check(cfg, state, kind_of(cfg).marker_reader(cfg, state))
         for line in lines:  # one line per problem
             print(f"dpgate: {line}", file=sys.stdout if ok else sys.stderr)
         return 0 if ok else 1
@@ -394,7 +406,8 @@ def cmd_ledger(args) -> int:
         return 2
     secure_state_dir(state)
     ledger = open_ledger(cfg, state)
-    backend = open_backend(cfg, state) if cfg.backend.kind != "postgres" else None
+    # a backend whose data is in the state dir keeps the ledger's identity beside it
+    backend = open_backend(cfg, state) if kind_of(cfg).data_file(cfg, state) is not None else None
     try:
         ident = ledger_guard.init_identity(ledger, state, backend)
     finally:

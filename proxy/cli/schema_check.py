@@ -18,10 +18,6 @@ fine (the first ingestion creates it); an existing one must match the layout
 
 from __future__ import annotations
 
-import asyncio
-
-from psycopg.postgres import types as pg_types
-
 from rewriter import source_sql
 from rewriter.local import layout
 
@@ -115,36 +111,7 @@ def column_problems(
 # -- describing a source ---------------------------------------------------------
 async def describe(backend, source: str) -> dict[str, str] | None:
     """Column name -> backend type of ``source`` on any backend (None: no such relation)."""
-    if backend.dialect == "duckdb":
-        return describe_duckdb(backend, source)
-    if backend.dialect == "spark":
-        return await asyncio.to_thread(backend.describe, source)
-    return await describe_postgres(backend, source)
-
-
-def describe_duckdb(backend, source: str) -> dict[str, str] | None:
-    import duckdb
-
-    try:
-        rows = backend.query(f"DESCRIBE SELECT * FROM {source} LIMIT 0")
-    except duckdb.CatalogException:
-        return None
-    return {r[0].lower(): str(r[1]) for r in rows}
-
-
-async def describe_postgres(backend, source: str) -> dict[str, str] | None:
-    import psycopg
-
-    async with backend.pool.connection(timeout=10) as conn:
-        try:
-            cur = await conn.execute(f"SELECT * FROM {source} LIMIT 0")
-        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
-            return None
-        out = {}
-        for d in cur.description or ():
-            info = pg_types.get(d.type_code)
-            out[d.name.lower()] = info.name if info is not None else f"oid {d.type_code}"
-        return out
+    return await backend.describe(source)
 
 
 async def check_backend_schema(config, backend, file: str) -> list[str]:

@@ -78,7 +78,7 @@ import sqlglot
 from config import Config, ConfigError
 from rewriter.local import layout
 
-from ..backends import open_backend
+from ..backends import kind_of, open_backend
 from ..gateway import Gateway
 from ..pipeline.lane import LaneClient
 from ..pipeline.local import ensure_reports
@@ -123,7 +123,7 @@ def writer_roles(cfg: Config) -> list[str]:
     """Roles that may INSERT into a local table that takes one writer: an embedded DuckDB file
     (one writer process), or a Spark reports table (appends to one table share its
     ``_temporary`` directory, so a proxy sends them one at a time: ``pipeline.local``)."""
-    if cfg.backend.kind not in ("duckdb", "spark"):
+    if not kind_of(cfg).one_writer:
         return []
     return [f"{r} ({', '.join(spec.insert)})" for r, spec in cfg.roles.items() if spec.insert]
 
@@ -434,9 +434,7 @@ def warm_up(cfg: Config) -> None:
     """What every worker would compute alike, once in the parent before the fork: the
     mechanisms' set-up tables and the backend's SQL dialect (pure Python, no thread)."""
     prepare_mechanisms(cfg)
-    sqlglot.Dialect.get_or_raise(
-        {"duckdb": "duckdb", "postgres": "postgres", "spark": "spark"}[cfg.backend.kind]
-    )
+    sqlglot.Dialect.get_or_raise(kind_of(cfg).sql.name)
 
 
 def in_child(fn) -> int:

@@ -33,7 +33,7 @@ def quoted(name: str) -> str:
 def ensure_spark(backend, lay: Layout) -> Layout:
     """Blocking: create the report table in Spark if missing; check its columns otherwise.
     Returns the layout as stored (:func:`.ldp_load.resolved_layout`)."""
-    have = backend.describe(quoted(lay.reports))
+    have = backend.describe_now(quoted(lay.reports))
     if have is None:
         cols = ", ".join(f"{quoted(c)} {SPARK_TYPES[t]}" for c, t in lay.report_schema())
         backend.execute_script(f"CREATE TABLE IF NOT EXISTS {quoted(lay.reports)} ({cols})")

@@ -10,7 +10,7 @@ from .release import consistency_text, measurement_for, split_epsilon, unit_text
 
 
 def explain_lines(
-    plan: Plan, head: list[str], backend_sql: str, dialect: str = "postgres", path: list[str] = ()
+    plan: Plan, head: list[str], backend_sql: str, dialect: str, path: list[str] = ()
 ) -> list[str]:
     """EXPLAIN of a central plan: the kind's ``head`` (ε and the mechanism per output:
     :func:`single_tier_lines`, or a ladder's), then selection (``path``: which release answers

@@ -34,7 +34,7 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mechanisms.metric_ldp import Query, notice_std, prefix_width, quantile, variance_bounds
-from rewriter import parse
+from rewriter import dialects, parse
 from rewriter.errors import Refusal
 from rewriter.local import LocalPlan, layout, plan_local
 from rewriter.local_subset import SubsetPlan
@@ -44,7 +44,7 @@ from ..ingest.ldp_load import Encoder, IngestError
 from ..ingest.ldp_specs import check_layout, guarantee
 from ..wire.api import Column, Description, Result, SqlError
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, fetch
-from .local_bind import BoundAgg, bind, scan
+from .local_bind import BoundAgg, bind, scan, scan_columns
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
 from .local_subset import answer_subset, explain_subset
@@ -67,7 +67,9 @@ TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
 DELTA = 0.05  # percentile rank-error bounds hold with probability 1 - DELTA
 _PLANS: OrderedDict = OrderedDict()
 _BUCKETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Spark: one INSERT at a time
+_WRITES: weakref.WeakKeyDictionary = (
+    weakref.WeakKeyDictionary()
+)  # Backend.serial_writes: one INSERT at a time
 
 
 def describe_guarantee(name: str, table, tiers: dict | None = None) -> str:
@@ -198,7 +200,7 @@ def _diff_dim(a: BoundAgg, spec) -> int:
 def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]:
     """Rows (every group cell, then ORDER BY/LIMIT) and the NOTICE, from the scan's rows."""
     lay = plan.layout
-    _, sc = scan(plan, "duckdb")
+    sc = scan_columns(plan)
     bound = bind(plan)
     k = len(plan.group_by)
     by_key = {}
@@ -514,21 +516,18 @@ async def insert_local(conn, sql: str, params: list):
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         raise
     dialect = gw.backend.dialect
+    q = dialects.get(dialect).quote
     schema = [c for c, _ in lay.report_schema()]
     tuples = ", ".join(
         "(" + ", ".join(_sql_value(enc[c][i], dialect) for c in schema) + ")" for i in range(n)
     )
-    q = "`" if dialect == "spark" else '"'  # Spark: backquoted identifiers
-    ins = f"INSERT INTO {q}{lay.reports}{q} ({', '.join(q + c + q for c in schema)}) VALUES {tuples}"
-    if dialect == "postgres":
-        ins = f"WITH ins AS ({ins} RETURNING 1) SELECT COUNT(*) FROM ins"
-    if dialect == "spark":  # concurrent appends to one Parquet table share its _temporary
-        async with _WRITES.setdefault(gw, asyncio.Lock()):  # directory: this proxy sends one at a time
+    ins = f"INSERT INTO {q(lay.reports)} ({', '.join(q(c) for c in schema)}) VALUES {tuples}"
+    # once the write is sent the rows stay counted, whatever its outcome
+    if gw.backend.serial_writes:  # e.g. Spark: appends to one table share a directory
+        async with _WRITES.setdefault(gw, asyncio.Lock()):  # this proxy sends one at a time
             await _fetch(conn, ins, write=True)
     else:
-        await _fetch(
-            conn, ins, write=True
-        )  # once the write is sent the rows stay counted, whatever its outcome
+        await _fetch(conn, ins, write=True)
     return Result(f"INSERT 0 {n}"), "ldp-insert", 0.0
 
 

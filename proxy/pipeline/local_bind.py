@@ -27,7 +27,8 @@ from mechanisms.metric_ldp import (
     variance_queries,
 )
 from mechanisms.metric_ldp.weights import bucket_weights, prefix_indicator
-from rewriter.emit import from_postgres
+from rewriter import dialects
+from rewriter.dialects import SQLDialect
 from rewriter.local import LocalPlan
 from rewriter.local_sql import (
     AggNumbers,
@@ -131,14 +132,19 @@ def bind(plan: LocalPlan) -> tuple[BoundAgg, ...]:
     return out
 
 
-def scan(plan: LocalPlan, dialect: str) -> tuple[str, ScanColumns]:
-    """The plan's ONE report scan (:func:`rewriter.local_sql.to_sql` with its numbers); on
-    Spark written in Postgres spelling and transpiled (``from_postgres``)."""
-    numbers = tuple(b.numbers for b in bind(plan))
-    if dialect == "spark":
-        text, cols = to_sql(plan, "postgres", numbers)
-        return from_postgres(text, "spark"), cols
-    return to_sql(plan, dialect, numbers)
+def scan(plan: LocalPlan, dialect: str | SQLDialect) -> tuple[str, ScanColumns]:
+    """The plan's ONE report scan (:func:`rewriter.local_sql.to_sql` with its numbers),
+    written in the backend's ``text_dialect`` and read as the backend reads it
+    (``SQLDialect.from_text``: Spark's is transpiled from Postgres spelling)."""
+    d = dialects.get(dialect)
+    text, cols = to_sql(plan, d.text_dialect, tuple(b.numbers for b in bind(plan)))
+    return d.from_text(text), cols
+
+
+def scan_columns(plan: LocalPlan) -> ScanColumns:
+    """Where each value is in the scan's row: the same on every backend (the text is
+    generated in sqlglot's own dialect here, and dropped)."""
+    return to_sql(plan, "", tuple(b.numbers for b in bind(plan)))[1]
 
 
 # -- the estimators of any GroupSpec as SQL text (M2/M3/M4; tests and benches) ---------------

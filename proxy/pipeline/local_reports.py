@@ -8,6 +8,7 @@ import asyncio
 import logging
 import weakref
 
+from ..backends import DuckDBBackend, PostgresBackend, SparkBackend, for_backend
 from ..ingest.ldp_load import IngestError, ensure_duckdb, ensure_postgres
 from ..ingest.ldp_spark import ensure_spark
 from ..wire.api import SqlError
@@ -37,14 +38,15 @@ async def ensure_reports(gw, lay):
         hit = ready.get(lay.reports)
         if hit is not None and hit[0] is lay:
             return hit[1]
+        ensure = for_backend(ENSURE, gw.backend)
+        if ensure is None:
+            raise SqlError(
+                "0A000",
+                f"local tables' reports are not stored in a {gw.backend.kind} backend",
+                hint="Declare the table central, or use a backend that stores reports.",
+            )
         try:
-            if gw.backend.dialect == "duckdb":
-                stored = await asyncio.to_thread(_ensure_duck, gw.backend, lay)
-            elif gw.backend.dialect == "spark":  # reports stored in Spark
-                stored = await asyncio.to_thread(ensure_spark, gw.backend, lay)
-            else:
-                async with gw.backend.writer.pool.connection(timeout=10) as conn:
-                    stored = await ensure_postgres(conn, lay)
+            stored = await ensure(gw.backend, lay)
         except IngestError as e:
             raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
         except SqlError:
@@ -62,3 +64,17 @@ def _ensure_duck(backend, lay):
         return ensure_duckdb(cur, lay)
     finally:
         cur.close()
+
+
+async def _ensure_pg(backend, lay):
+    async with backend.writer.pool.connection(timeout=10) as conn:
+        return await ensure_postgres(conn, lay)
+
+
+#: how a report table is made ready, per backend class that stores reports:
+#: ``(backend, layout) -> awaitable layout as stored`` (blocking clients on a thread)
+ENSURE = {
+    DuckDBBackend: lambda b, lay: asyncio.to_thread(_ensure_duck, b, lay),
+    SparkBackend: lambda b, lay: asyncio.to_thread(ensure_spark, b, lay),
+    PostgresBackend: _ensure_pg,
+}

@@ -15,7 +15,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from rewriter.emit import from_postgres
+from rewriter import dialects
+from rewriter.dialects import SQLDialect
 from rewriter.local import layout
 from rewriter.local_subset import Category, SubsetPlan, subset_sql
 
@@ -114,12 +115,11 @@ def _coalition_line(cat: Category, cfg, level: float) -> str:
     )
 
 
-def scan_sql(plan: SubsetPlan, cat: Category, level: float, dialect: str) -> str:
-    """The Subset scan for ``dialect``: on Spark written in Postgres spelling, then
-    transpiled (``rewriter.emit.from_postgres``: backquoted identifiers)."""
-    if dialect == "spark":
-        return from_postgres(subset_sql(plan, cat, level, "postgres"), "spark")
-    return subset_sql(plan, cat, level, dialect)
+def scan_sql(plan: SubsetPlan, cat: Category, level: float, dialect: str | SQLDialect) -> str:
+    """The Subset scan, written in the backend's ``text_dialect`` and read as the backend
+    reads it (``SQLDialect.from_text``: Spark's is transpiled from Postgres spelling)."""
+    d = dialects.get(dialect)
+    return d.from_text(subset_sql(plan, cat, level, d.text_dialect))
 
 
 async def answer_subset(conn, plan: SubsetPlan, fetch):

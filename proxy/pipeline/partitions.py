@@ -32,7 +32,7 @@ import dataclasses
 from fractions import Fraction
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
-from rewriter import to_sql
+from rewriter import dialects, to_sql
 from rewriter.params import rebound
 from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
@@ -149,9 +149,9 @@ def selection_explain(plan: Plan, tier, sp: SelectionPlan) -> str:
 def floor_sql(gw, plan: Plan, sp: SelectionPlan, salt: str | None = None) -> str:
     """The scan: the statement's measures and the units per key, keys below the floor dropped."""
     inner = to_sql(sp.scan, gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt)
-    units = f"m{len(sp.scan.measures)}"
-    q = '"' if gw.backend.dialect != "spark" else "`"
-    return rebound(f"SELECT * FROM ({inner}) AS {q}scan{q} WHERE {q}{units}{q} >= {int(sp.floor)}", inner)
+    q = dialects.get(gw.backend.dialect).quote
+    units = q(f"m{len(sp.scan.measures)}")
+    return rebound(f"SELECT * FROM ({inner}) AS {q('scan')} WHERE {units} >= {int(sp.floor)}", inner)
 
 
 def scan_floor(sel: TruncatedGeometricSelection, slack) -> int:

@@ -79,6 +79,7 @@ from .answer import cell_count
 from .errors import LedgerDamaged, LedgerFault, LedgerUnavailable, cannot_write, no_write_reason  # noqa: F401  (part of this module's API)
 from .ladder_store import ladder_problems
 from .ledger_mac import Mac, create_key, read_key
+from .ledger_store import store_of
 from .pgstore import PgConnection
 from .release_codec import decode_answer, encode_answer
 from .write_lock import transaction
@@ -1091,17 +1092,17 @@ def key_path(config, state_dir: str | Path) -> Path:
 
 
 def open_ledger(config, state_dir: str | Path, *, sign: bool = True) -> Ledger:
-    """The ledger the config names: ``[ledger] kind = "postgres"`` (shared by
-    proxies that scale out) or the state dir's SQLite file; its MAC key from
+    """The ledger the config names (:func:`.ledger_store.store_of`: a Postgres database
+    shared by proxies that scale out, or the state dir's SQLite file); its MAC key from
     :func:`key_path`. A file that is not a SQLite database (damaged header) raises
     :class:`LedgerDamaged` (one line). ``sign=False``: no key created, nothing signed."""
-    lc = config.ledger
+    store = store_of(config)
     key = key_path(config, state_dir)
-    if lc.kind == "postgres":
-        led = Ledger(None, dsn=lc.dsn, schema=lc.db_schema, key_file=key, sign=sign)
+    path = store.file(state_dir)
+    if path is None:
+        led = Ledger(None, **store.server(config.ledger), key_file=key, sign=sign)
         led.existed = True
     else:
-        path = Path(state_dir) / "ledger.sqlite3"
         existed = path.exists() and path.stat().st_size > 0  # before opening creates it
         try:
             led = Ledger(path, key_file=key, sign=sign)

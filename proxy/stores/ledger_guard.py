@@ -7,8 +7,8 @@ time, stored in three places —
   Postgres schema),
 * a small file in the state dir, ``ledger.id`` (JSON: id, created, and the
   spend high-water mark last seen),
-* for the embedded DuckDB backend, a row in the dpgate-owned table
-  ``dpgate_ledger_identity`` in the DuckDB file.
+* for a backend whose data lives in the state dir (the embedded DuckDB file), a row
+  beside the data (``Backend.ledger_marker``: DuckDB's ``dpgate_ledger_identity`` table).
 
 The high-water mark is the ε settled for stored releases (total spend minus
 open reservations, in nano-ε) and the largest release id: both only grow
@@ -39,15 +39,13 @@ import time
 import uuid
 from pathlib import Path
 
-import duckdb
-
 from .errors import NO_WRITE, LedgerUnavailable, cannot_write
 from .ledger import open_ledger
+from .ledger_store import store_of
 
 log = logging.getLogger("dpgate.ledger")
 
 ID_FILE = "ledger.id"
-DUCKDB_TABLE = "dpgate_ledger_identity"
 RECOVER = (
     "restore the ledger file (and its -wal) from a backup, or run `dpgate ledger init --i-know` "
     "to start afresh with a new ledger identity"
@@ -127,24 +125,9 @@ def write_state_file(state_dir: Path, ident: dict, hwm: tuple) -> None:
 
 
 def backend_marker(backend) -> tuple[bool, dict | None]:
-    """(whether the backend holds markers, the DuckDB file's identity row or None)."""
-    if backend is None or getattr(backend, "dialect", None) != "duckdb" or backend.path == ":memory:":
-        return False, None
-    rows = backend.query(
-        f"SELECT table_name FROM information_schema.tables WHERE table_name = '{DUCKDB_TABLE}'"
-    )
-    if not rows:
-        return True, None
-    row = backend.query(f"SELECT ledger_id, created FROM {DUCKDB_TABLE} LIMIT 1")
-    return True, (dict(id=row[0][0], created=row[0][1]) if row else None)
-
-
-def write_backend_marker(backend, ident: dict) -> None:
-    backend.execute_script(
-        f"CREATE TABLE IF NOT EXISTS {DUCKDB_TABLE} (ledger_id VARCHAR, created DOUBLE); "
-        f"DELETE FROM {DUCKDB_TABLE}; "
-        f"INSERT INTO {DUCKDB_TABLE} VALUES ('{ident['id']}', {float(ident['created'])});"
-    )
+    """(whether the backend keeps the ledger's identity beside its data, that identity or
+    None): :meth:`proxy.backends.base.Backend.ledger_marker`."""
+    return (False, None) if backend is None else backend.ledger_marker()
 
 
 def _write_ledger_marker(ledger, ident: dict, *, replace: bool = True) -> None:
@@ -192,7 +175,10 @@ def verify_at_start(
             " (adopted: it predates ledger identities)" if has_history(ledger) else "",
         )
     else:
-        for name, other in (("the state dir's " + ID_FILE, remembered), ("the DuckDB file", in_backend)):
+        for name, other in (
+            ("the state dir's " + ID_FILE, remembered),
+            ("the backend's data file", in_backend),
+        ):
             if other is not None and other["id"] != mine["id"]:
                 raise LedgerLost(
                     f"{here} is ledger {mine['id']} but {name} holds ledger {other['id']} "
@@ -230,7 +216,7 @@ def verify_at_start(
             NO_WRITE[e.errno],
         )
     if has_backend and in_backend is None:
-        write_backend_marker(backend, mine)
+        backend.write_ledger_marker(mine)
     return mine
 
 
@@ -243,7 +229,7 @@ def init_identity(ledger, state_dir: Path, backend=None) -> dict:
         ledger._db.execute("INSERT OR REPLACE INTO meta VALUES ('charged_nano', ?)", (str(int(spend)),))
     write_state_file(Path(state_dir), ident, marks(ledger))
     if backend_marker(backend)[0]:
-        write_backend_marker(backend, ident)
+        backend.write_ledger_marker(ident)
     log.warning(
         "ledger %s: NEW ledger identity %s written by `dpgate ledger init --i-know`; ε charged so far: %g",
         where(ledger),
@@ -354,9 +340,9 @@ def install(ledger, state_dir: Path, backend=None, *, interval: float = 2.0) -> 
 def precheck(config, state_dir: Path) -> None:
     """Before the SQLite ledger is opened (opening creates it): a missing or empty
     file the state dir's ``ledger.id`` remembers raises :class:`LedgerLost`."""
-    if config.ledger.kind == "postgres":
+    path = store_of(config).file(state_dir)
+    if path is None:  # on a server: nothing is created by opening it
         return
-    path = Path(state_dir) / "ledger.sqlite3"
     if path.exists() and path.stat().st_size > 0:
         return
     known = read_state_file(Path(state_dir))
@@ -367,61 +353,34 @@ def precheck(config, state_dir: Path) -> None:
         )
 
 
-class ReadOnlyDuckDB:
-    """The DuckDB file's identity row, read without taking the file from a
-    running proxy (``dpgate ledger check``); ``query`` only."""
-
-    dialect = "duckdb"
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-        self._con = duckdb.connect(self.path, read_only=True)
-
-    def query(self, sql: str, params=None) -> list[tuple]:
-        return self._con.execute(sql).fetchall()
-
-    def close(self) -> None:
-        self._con.close()
-
-
-def check(config, state_dir: Path) -> tuple[bool, list[str]]:
+def check(config, state_dir: Path, marker=None) -> tuple[bool, list[str]]:
     """``dpgate ledger check``: (ok, one line per problem, or one line saying it is
     whole). Creates nothing: no key, no signature, no identity. A ledger that cannot be
-    opened at all (a damaged file header, a missing key) is one line too."""
+    opened at all (a damaged file header, a missing key) is one line too. ``marker``: the
+    backend's identity marker read-only (``Backend.marker_reader``; closed here), or None."""
     state_dir = Path(state_dir)
     try:
-        return _check(config, state_dir)
+        return _check(config, state_dir, marker)
     except LedgerUnavailable as e:
         return False, [str(e).splitlines()[0] if str(e) else type(e).__name__]
     except Exception as e:  # whatever else a damaged file raises: one line, never a traceback
         what = str(e).splitlines()[0] if str(e) else type(e).__name__
         return False, [f"the ledger cannot be read ({what}); {RECOVER}"]
+    finally:
+        if marker is not None:
+            marker.close()
 
 
-def _check(config, state_dir: Path) -> tuple[bool, list[str]]:
-    if config.ledger.kind != "postgres":
-        path = state_dir / "ledger.sqlite3"
+def _check(config, state_dir: Path, backend) -> tuple[bool, list[str]]:
+    path = store_of(config).file(state_dir)
+    if path is not None:
         if not path.exists() or path.stat().st_size == 0:
             try:
                 precheck(config, state_dir)
             except LedgerLost as e:
                 return False, [str(e)]
             return True, [f"{path}: no ledger yet (the first `dpgate serve` creates it)"]
-    backend = None
-    if config.backend.kind != "postgres":
-        duck = Path(config.backend.path or "demo.duckdb")
-        duck = duck if duck.is_absolute() else state_dir / duck
-        if duck.exists():
-            try:
-                backend = ReadOnlyDuckDB(duck)
-            except Exception:  # held by the running proxy: its own guard watches it
-                backend = None
-    try:
-        ledger = open_ledger(config, state_dir, sign=False)
-    except BaseException:
-        if backend is not None:
-            backend.close()
-        raise
+    ledger = open_ledger(config, state_dir, sign=False)
     try:
         problems = []
         try:
@@ -441,5 +400,3 @@ def _check(config, state_dir: Path) -> tuple[bool, list[str]]:
         ]
     finally:
         ledger.close()
-        if backend is not None:
-            backend.close()

@@ -49,7 +49,10 @@ def create_key(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        return read_key(path)
+        theirs = read_key(path)
+        if theirs is None:  # created and removed again between the two calls
+            raise FileNotFoundError(f"{path} vanished while the ledger key was being created") from None
+        return theirs
     try:
         os.write(fd, key.hex().encode() + b"\n")
         os.fsync(fd)

@@ -100,7 +100,7 @@ class PgCursor:
 
     def __init__(self, cur, returns_id: bool) -> None:
         self._cur, self.rowcount, self.lastrowid = cur, cur.rowcount, None
-        self._rows = None
+        self._rows: list[tuple] | None = None
         if returns_id:
             row = cur.fetchone()
             self.lastrowid = row[0] if row else None
@@ -124,7 +124,8 @@ class PgConnection:
     the stores make."""
 
     def __init__(self, dsn: str, schema: str) -> None:
-        self._dsn, self._schema, self._settings = dsn, schema, []
+        self._dsn, self._schema = dsn, schema
+        self._settings: list[str] = []
         self._con = self._connect()
 
     def _connect(self):
