@@ -9,7 +9,7 @@ column (and, beside them, a SUM of a float column: discrete Laplace at scale 2^2
 units, the batch sampler's costliest case), once through the cell-by-cell exact samplers (the path small releases keep) and once
 through the batch exact samplers (``Measurement.draw_many``/``apply_many``). CPU time of
 this process (``time.process_time``: the machine's other load does not count), best of R,
-with the garbage collector as a serving gateway leaves it (``gateway.settle_gc``: the
+with the garbage collector as a serving gateway leaves it (``gateway.runtime.settle_gc``: the
 start-up heap frozen; without it, collections walking the benchmark's own tables add
 about 0.2 µs per cell).
 The scan and the empty-cell completion are not included (they are the same on both paths).
@@ -49,7 +49,8 @@ from config import parse_config
 from mechanisms import SystemRandomSource
 from proxy.backends import Columns
 from proxy.demo import demo_config_path
-from proxy.gateway import Gateway, settle_gc
+from proxy.gateway import Gateway
+from proxy.gateway.runtime import settle_gc
 from proxy.pipeline.columnar import complete_columns
 from proxy.pipeline.kind import Statement
 from proxy.stores.release_codec import encode_answer
@@ -105,7 +106,7 @@ def main(argv=None) -> int:
         args.repeat, args.queries = min(args.repeat, 3), min(args.queries, 41)
     src = SystemRandomSource()
     rows, worst, stored = [], 0.0, None
-    settle_gc()  # the collector as a serving gateway leaves it (gateway.settle_gc)
+    settle_gc()  # the collector as a serving gateway leaves it (gateway.runtime.settle_gc)
     for agg, column, typ in (("AVG", "age", int), ("AVG", "income", float), ("SUM", "income", float)):
         plan, cells = _plan_and_cells(args.cells, column, typ, agg=agg)
         answer = release.noisy_answer(plan, cells, 1.0, src)  # tables, memos

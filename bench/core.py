@@ -26,11 +26,16 @@ the real SmartNoise (the `bench` extra) on that Postgres server, same statement,
 equal charged ε (see ``_smartnoise_times``): what the same question costs through
 another DP SQL layer — a different engine from dpgate's DuckDB, so compare it with
 the PostgreSQL row, not with dpgate's.
+
+--quick (< 50 s): 200 queries (full: 1,600), 20 on PostgreSQL (full: 200), 3 s of concurrent
+clients (full: 15). The HEADLINE's median carries its 95% interval from the pairs measured
+(order statistics), so a quick run says how far it can be from a full one.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import subprocess
 import sys
@@ -300,7 +305,7 @@ class _PlainWire:
         return time.perf_counter() - t
 
     def scan(self, sql: str) -> float:
-        from proxy.gateway import statement_fingerprint
+        from proxy.gateway.statement_log import statement_fingerprint
 
         fp = statement_fingerprint(sql)
         deadline = time.time() + 10
@@ -343,11 +348,20 @@ def _wait_port(port: int, proc, out: list, timeout: float = 120) -> None:
     raise RuntimeError("dpgate did not start")
 
 
+def median_interval(xs: list[float]) -> tuple[float, float]:
+    """A distribution-free 95% confidence interval for the median of ``xs``: the order statistics
+    of ranks n/2 ∓ 1.96·√n/2 (the count of values below the median is Binomial(n, 1/2), normal
+    approximation)."""
+    s, n = sorted(xs), len(xs)
+    half = 1.96 * math.sqrt(n) / 2
+    return s[max(0, math.floor(n / 2 - half))], s[min(n - 1, math.ceil(n / 2 + half))]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer queries (< 50 s)")
+    ap.add_argument("--quick", action="store_true", help="200 queries instead of 1,600 (< 50 s)")
     args = ap.parse_args(argv)
-    n = 400 if args.quick else 1600
+    n = 200 if args.quick else 1600
     conc_seconds = 3 if args.quick else 15
     queries = workload(n)
     import psycopg
@@ -356,7 +370,7 @@ def main(argv=None) -> int:
         state = Path(tmp)
         raw, rewritten, scan_sql = _raw_times(state / "demo.duckdb", queries)
         pg_times, sn_times, notes = _postgres_times(
-            state / "demo.duckdb", queries[: 40 if args.quick else 200]
+            state / "demo.duckdb", queries[: 20 if args.quick else 200]
         )
         base = _PlainWire(state / "demo.duckdb")
         import socket
@@ -429,7 +443,7 @@ def main(argv=None) -> int:
             proc.wait(10)
             if base.proc.poll() is None:
                 base.close()
-    from proxy.gateway import statement_fingerprint
+    from proxy.gateway.statement_log import statement_fingerprint
 
     ms = lambda xs, p: 1000 * _pct(xs, p)  # noqa: E731
     paired = [a - b for a, b in zip(e2e, rewritten)]
@@ -483,10 +497,11 @@ def main(argv=None) -> int:
         print(note)
     verdict = "PASS" if overhead <= 2.0 else "MISS"
     ratio = statistics.median(e2e) / statistics.median(own)
+    lo, hi = median_interval(vs_own)
     print(
-        f"HEADLINE: DP overhead {overhead:.2f} ms p50 per query ({ratio:.2f}× the no-DP time): dpgate end to "
-        f"end over the analyst's own query through a no-DP Postgres-wire server on the same DuckDB data, "
-        f"paired (goal ≤ 2 ms) {verdict}"
+        f"HEADLINE: DP overhead {overhead:.2f} ms p50 per query (95% interval {1000 * lo:.2f}–{1000 * hi:.2f} ms "
+        f"over {len(vs_own)} pairs; {ratio:.2f}× the no-DP time): dpgate end to end over the analyst's own "
+        f"query through a no-DP Postgres-wire server on the same DuckDB data, paired (goal ≤ 2 ms) {verdict}"
     )
     return 0
 

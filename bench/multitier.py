@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
+from bench.baselines.multitier import gradual_mse, koufogiannis_ladder, subset_ideal_variance
 from mechanisms.multitier import SubsetLadder, make_ladder, subset_variance
-from mechanisms.multitier.baselines import gradual_mse, koufogiannis_ladder, subset_ideal_variance
 from mechanisms.multitier.bounds import GLOBAL_BOUND, thm53_bound, thm54_bound
 from mechanisms.rng import SeededSource
 

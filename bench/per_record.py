@@ -30,6 +30,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from bench.baselines.per_record import naive_count, naive_max, naive_sum, pdp_count, pdp_sum
 from mechanisms.per_record import (
     ExtensionSum,
     FrameworkMax,
@@ -40,7 +41,6 @@ from mechanisms.per_record import (
     ValueBuckets,
     inverse_function,
 )
-from mechanisms.per_record.baselines import naive_count, naive_max, naive_sum, pdp_count, pdp_sum
 from mechanisms.rng import SeededSource
 from proxy.pipeline.per_record_policy import bucket_edges, level_bounds, privacy_numbers
 from rewriter.per_record_sql import level_scan_sql, max_values_sql

@@ -42,7 +42,7 @@ class _Handler:
         raise SqlError("0A000", "the baseline server speaks the simple protocol only")
 
     async def execute(self, sql: str, params: list[object]):
-        from proxy.gateway import statement_fingerprint
+        from proxy.gateway.statement_log import statement_fingerprint
         from proxy.wire.api import Column, Result
 
         timing: dict = {}

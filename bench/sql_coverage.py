@@ -110,6 +110,7 @@ def coverage(people: int):
     items = [(tool, sql, want) for tool, _, sql, want in c.CORPUS]
     items += [("smartnoise-pums", sql, c.SMARTNOISE_REFUSED.get(sql, c.ANSWERED)) for sql in c.SMARTNOISE]
     items += [("dashboard", sql, c.ANSWERED) for _, sql in c.DASHBOARD]
+    items += [("windows", sql, c.ANSWERED) for _, sql in c.ANALYST_WINDOWS]
     got = asyncio.run(_run_corpus([sql for _, sql, _ in items], people))
     rows = {}
     for tool, sql, want in items:
@@ -366,13 +367,14 @@ def main(argv=None) -> int:
     print("-+-".join("-" * n for n in w))
     for r in lines:
         print(" | ".join(c.ljust(n) for c, n in zip(r, w)))
-    bi = [r for t, r in cov.items() if t not in ("smartnoise-pums", "dashboard")]
+    bi = [r for t, r in cov.items() if t not in ("smartnoise-pums", "dashboard", "windows")]
     ans, tot = sum(r["answered"] for r in bi), sum(r["total"] for r in bi)
     exp_ = sum(r["as expected"] for r in cov.values()) == sum(r["total"] for r in cov.values())
     exp_ = exp_ and all(r["as recorded"] == r["total"] for r in clients.values())
     c_ans, c_tot = sum(r["answered"] for r in clients.values()), sum(r["total"] for r in clients.values())
     sn = cov["smartnoise-pums"]
     dash = cov["dashboard"]
+    win = cov["windows"]
     ratio = f"{max(acc_ratio):.2f}" if acc_ratio else "n/a (snsql unavailable)"
     print(
         f"result-shape mismatches {len(shape['mismatches'])} ({shape['compared']} answered statements compared "
@@ -384,8 +386,9 @@ def main(argv=None) -> int:
     print(
         f"HEADLINE: BI corpus {ans}/{tot} answered over 6 tools (the rest refused with a hint, as expected: "
         f"{'yes' if exp_ else 'NO'}); SmartNoise PUMS queries {sn['answered']}/{sn['total']}; dashboard "
-        f"{dash['answered']}/{dash['total']} tiles; {len(clients)} clients' statements {c_ans}/{c_tot} "
-        f"answered (the rest refused as in their tests); VAR/STDDEV RMSE dpgate / SmartNoise at equal ε ≤ {ratio}; "
+        f"{dash['answered']}/{dash['total']} tiles; windows over released cells {win['answered']}/{win['total']}; "
+        f"{len(clients)} clients' statements {c_ans}/{c_tot} answered (the rest refused as in their tests); "
+        f"VAR/STDDEV RMSE dpgate / SmartNoise at equal ε ≤ {ratio}; "
         f"result-shape mismatches {len(shape['mismatches'])}"
     )
     return 0 if exp_ else 1

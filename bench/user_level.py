@@ -668,12 +668,12 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _rows(con, sql: str) -> list:
     """Rows of ``sql`` on DuckDB with its named parameters (the unit's salt) bound, as the
     backend runs it (``rewriter.params``)."""
     named = getattr(sql, "params", None)
     return con.execute(sql, named).fetchall() if isinstance(named, dict) else con.execute(sql).fetchall()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

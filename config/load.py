@@ -23,7 +23,7 @@ class ConfigError(ValueError):
     """An invalid configuration; the message names the file and the field."""
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-")))
 
 

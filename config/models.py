@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .base import StrictModel
 from .service import TLS, Backend, LedgerStore, Limits, Server
+
+if TYPE_CHECKING:
+    import datetime as dt
 
 __all__ = [
     "Backend",
@@ -74,7 +77,7 @@ class Column(StrictModel):
 
     @field_validator("lower", "upper")
     @classmethod
-    def _number_unless_time(cls, v, info):
+    def _number_unless_time(cls, v: Any, info: ValidationInfo) -> Any:
         """Numbers for int/float columns (a numeric string is read as a number, as before);
         ISO strings only for date/timestamp columns."""
         if isinstance(v, str) and info.data.get("type") not in TIME_TYPES:
@@ -91,17 +94,19 @@ class Column(StrictModel):
         if (self.lower is None) != (self.upper is None):
             raise ValueError("give both lower and upper, or neither")
         if self.lower is not None and self.type in TIME_TYPES:
-            lo, hi = self.time_bounds  # ISO strings; a date/timestamp column groups by date parts
-            if lo > hi:
+            bounds = self.time_bounds  # ISO strings; a date/timestamp column groups by date parts
+            if bounds is not None and bounds[0] > bounds[1]:
                 raise ValueError(f"lower ({self.lower}) is later than upper ({self.upper})")
         elif self.lower is not None:
-            if isinstance(self.lower, str) or isinstance(self.upper, str):
+            lower, upper = self.lower, self.upper
+            if isinstance(lower, str) or isinstance(upper, str):
                 raise ValueError("lower and upper must be numbers for int and float columns")
+            assert upper is not None  # both or neither (checked above)
             if self.type not in ("int", "float"):
                 raise ValueError("lower/upper bounds are only for int and float columns")
-            if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            if not (math.isfinite(lower) and math.isfinite(upper)):
                 raise ValueError("lower and upper must be finite numbers")
-            if self.lower > self.upper:
+            if lower > upper:
                 raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
         if self.type in TIME_TYPES and (self.domain is not None or self.domain_range is not None):
             raise ValueError(
@@ -129,7 +134,7 @@ class Column(StrictModel):
         return self.lower is not None and self.type in ("int", "float")
 
     @property
-    def time_bounds(self) -> tuple | None:
+    def time_bounds(self) -> tuple[dt.date, dt.date] | None:
         """A date/timestamp column's declared [lower, upper] as ``datetime.date`` /
         ``datetime.datetime`` values (None when not declared)."""
         if self.type not in TIME_TYPES or self.lower is None:
@@ -153,7 +158,7 @@ class Column(StrictModel):
         return lo, hi
 
     @cached_property
-    def public_domain(self) -> tuple | None:
+    def public_domain(self) -> tuple[Scalar, ...] | None:
         """The declared domain as a tuple of Python values, or None if not groupable (made
         once: a plan reads it several times and a large range is costly to build)."""
         if self.domain_range is not None:
@@ -324,9 +329,9 @@ class Table(StrictModel):
     def _unit(self) -> Table:
         if self.key is not None and self.key not in self.columns:
             raise ValueError(f"key {self.key!r} is not a declared column")
-        for col in self.references:
-            if col not in self.columns:
-                raise ValueError(f"references.{col}: {col!r} is not a declared column")
+        for ref in self.references:
+            if ref not in self.columns:
+                raise ValueError(f"references.{ref}: {ref!r} is not a declared column")
         if self.public and (
             self.privacy_unit is not None or self.mode != "central" or self.privacy is not None
         ):
@@ -367,18 +372,18 @@ class Table(StrictModel):
                 if name not in self.columns:
                     raise ValueError(f"local.columns.{name} is not a declared column")
             for name in self.local.categories:
-                self._check_category(name)
+                self._check_category(name, self.local)
             if not self.local.columns and not self.local.categories:
                 raise ValueError("local needs a private column (local.columns or local.categories)")
         return self
 
-    def _check_category(self, name: str) -> None:
+    def _check_category(self, name: str, local: LocalPolicy) -> None:
         col = self.columns.get(name)
         dom = col.public_domain if col is not None else None
         problem = None
         if col is None:
             problem = "is not a declared column"
-        elif name in self.local.columns or name == self.local.weight:
+        elif name in local.columns or name == local.weight:
             problem = "is also a metric column or the weight (a column is collected once)"
         elif dom is None:
             problem = f"needs columns.{name}.domain = [...] (its categories give d)"

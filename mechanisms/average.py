@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from numbers import Real
 from statistics import NormalDist
 
 from .measurements import GeometricCount, LaplaceSum, Measurement, Release, as_epsilon
 from .rng import RandomSource, default_source
+from .scalars import RealLike
 
 __all__ = ["SplitAverage"]
 
@@ -37,7 +37,7 @@ class SplitAverage(Measurement):
 
     name = "split_average"
 
-    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
+    def __init__(self, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False) -> None:
         half = as_epsilon(epsilon) / 2
         self.sum_measurement = LaplaceSum(half, lower, upper, integer)
         self.count_measurement = GeometricCount(half)
@@ -47,7 +47,7 @@ class SplitAverage(Measurement):
     def privacy_map_exact(self, d_in: int) -> Fraction:
         return self.sum_measurement.privacy_map_exact(d_in) + self.count_measurement.privacy_map_exact(d_in)
 
-    def release(self, true_value: tuple[Real, int], source: RandomSource | None = None) -> Release:
+    def release(self, true_value: tuple[RealLike, int], source: RandomSource | None = None) -> Release:
         """Release AVG from ``true_value = (clamped_sum, count)``."""
         true_sum, true_count = true_value
         src = source if source is not None else default_source()

@@ -37,14 +37,19 @@ same). Draws are int64: :func:`fits_int64` says whether a scale fits.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Callable
 from fractions import Fraction
 from functools import lru_cache, partial
-from numbers import Rational
 
 import numpy as np
 
 from .exact_real import LazyUniform, exp_neg_interval, logistic_interval
 from .rng import RandomSource
+from .scalars import RationalLike
+
+# A threshold x known through integer intervals: ``interval(prec) -> (lo, hi)``, lo <= 2^prec x <= hi.
+Interval = Callable[[int], tuple[int, int]]
 
 __all__ = [
     "geometric_array",
@@ -64,9 +69,9 @@ _TAIL_BITS = 20  # H's table stops at B^L < 2^-20
 _HIGH = 16  # the table's ratio B = exp(-g), g >= 1/16
 
 
-def _ratio(x: Rational, what: str) -> tuple[int, int]:
+def _ratio(x: RationalLike, what: str) -> tuple[int, int]:
     """(numerator, denominator) of an int or Fraction; floats are refused (pass them exactly)."""
-    if isinstance(x, bool) or not isinstance(x, Rational):
+    if isinstance(x, bool) or not isinstance(x, numbers.Rational):
         raise TypeError(f"{what} must be an int or Fraction, got {type(x).__name__}")
     f = Fraction(x)
     return f.numerator, f.denominator
@@ -83,10 +88,13 @@ def fair_coins(size: int, source: RandomSource) -> np.ndarray:
     return np.unpackbits(words.view(np.uint8))[:size].astype(bool)
 
 
-def fill_by_rejection(size: int, propose, accept_rate: Fraction) -> np.ndarray:
+def fill_by_rejection(
+    size: int, propose: Callable[[int], tuple[np.ndarray, np.ndarray]], accept_rate: Fraction
+) -> np.ndarray:
     """``size`` draws of the accepted law of ``propose(k) -> (values, accepted mask)`` (k iid
     proposals), taken in order; ``accept_rate`` (a lower bound) only sizes the batches."""
-    parts, got = [], 0
+    parts: list[np.ndarray] = []
+    got = 0
     while got < size:
         want = size - got
         vals, ok = propose(min(int(want * Fraction(11, 10) / accept_rate) + 16, 1 << 22))
@@ -94,7 +102,8 @@ def fill_by_rejection(size: int, propose, accept_rate: Fraction) -> np.ndarray:
         parts.append(vals)
         got += vals.shape[0]
     if not parts:
-        return propose(0)[0]
+        empty: np.ndarray = propose(0)[0]
+        return empty
     return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
 
@@ -123,14 +132,14 @@ def randbelow32(size: int, m: int, source: RandomSource) -> np.ndarray:
     if k == 0:
         return np.zeros(size, dtype=np.int64)
 
-    def propose(n: int):
+    def propose(n: int) -> tuple[np.ndarray, np.ndarray]:
         r = words32(n, source) >> (32 - k)
         return r, r < m
 
     return fill_by_rejection(size, propose, Fraction(1, 2))
 
 
-def _decide(u: np.ndarray, lo: int, hi: int, interval, source: RandomSource) -> np.ndarray:
+def _decide(u: np.ndarray, lo: int, hi: int, interval: Interval, source: RandomSource) -> np.ndarray:
     """U < x per row, x known by ``interval`` with lo <= 2^32 x <= hi (module doc)."""
     out = u < lo
     for i in np.flatnonzero((u >= lo) & (u < hi)):
@@ -138,7 +147,7 @@ def _decide(u: np.ndarray, lo: int, hi: int, interval, source: RandomSource) -> 
     return out
 
 
-def below_array(size: int, interval, source: RandomSource) -> np.ndarray:
+def below_array(size: int, interval: Interval, source: RandomSource) -> np.ndarray:
     """``size`` exact coins [U < x], x in [0, 1] known by ``interval(prec) -> (lo, hi)`` with
     lo <= 2^prec x <= hi (a few units wide): U's first 32 bits decide almost every row."""
     lo, hi = interval(32)
@@ -150,7 +159,7 @@ def low_digits(s: int, t: int) -> int:
     return max(0, (t - 1) // (_HIGH * s)).bit_length() if _HIGH * s < t else 0
 
 
-def fits_int64(scale: Rational) -> bool:
+def fits_int64(scale: RationalLike) -> bool:
     """Whether :func:`discrete_laplace_array` at ``scale`` draws into int64."""
     num, den = _ratio(scale, "scale")
     return num > 0 and low_digits(den, num) <= MAX_DIGITS
@@ -201,7 +210,7 @@ def high_counts(u: np.ndarray, a: int, b: int, source: RandomSource) -> np.ndarr
     a threshold interval exactly (:class:`~mechanisms.exact_real.LazyUniform`)."""
     neg_lo, neg_hi = _table(a, b)
     big_l = neg_lo.size
-    h = _buckets(a, b)[u >> _BUCKET_SHIFT].astype(np.int64)
+    h: np.ndarray = _buckets(a, b)[u >> _BUCKET_SHIFT].astype(np.int64)
     rest = np.flatnonzero(h == _UNDECIDED)
     if rest.size:
         us = -u[rest]
@@ -226,7 +235,7 @@ def _high_part(size: int, a: int, b: int, source: RandomSource) -> np.ndarray:
     return h
 
 
-def geometric_array(size: int, gamma: Rational, source: RandomSource) -> np.ndarray:
+def geometric_array(size: int, gamma: RationalLike, source: RandomSource) -> np.ndarray:
     """``size`` independent exact draws Y >= 0, P[Y = y] = (1 - e^-gamma) e^(-gamma y),
     rational gamma > 0 (the law of :func:`~mechanisms.samplers.geometric_exp`), as int64."""
     s, t = _ratio(gamma, "gamma")
@@ -249,11 +258,12 @@ def geometric_array(size: int, gamma: Rational, source: RandomSource) -> np.ndar
     return y | (h << m) if m else h
 
 
-def discrete_laplace_array(size: int, scale: Rational, source: RandomSource) -> np.ndarray:
+def discrete_laplace_array(size: int, scale: RationalLike, source: RandomSource) -> np.ndarray:
     """``size`` independent exact discrete Laplace draws, P[Z = z] proportional to
     exp(-|z|/scale) (the law of :func:`~mechanisms.samplers.discrete_laplace`), as int64."""
     t, s = _ratio(scale, "scale")
     if t <= 0:
         raise ValueError(f"scale must be > 0, got {t}/{s}")
     gamma = Fraction(s, t)
-    return geometric_array(size, gamma, source) - geometric_array(size, gamma, source)
+    out: np.ndarray = geometric_array(size, gamma, source) - geometric_array(size, gamma, source)
+    return out

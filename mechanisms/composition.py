@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from numbers import Real
 from typing import Any
 
 from .measurements import Measurement, Release, as_epsilon
 from .rng import RandomSource, default_source
+from .scalars import RealLike
 
 __all__ = ["Sequential", "compose", "split", "parallel_epsilon"]
 
@@ -69,7 +69,7 @@ def parallel_epsilon(measurements: Iterable[Measurement], d_in: int = 1) -> floa
     return max((m.privacy_map(d_in) for m in measurements), default=0.0)
 
 
-def split(epsilon: Real, k: int) -> list:
+def split(epsilon: RealLike, k: int) -> list[Fraction] | list[float]:
     """Split eps into k equal parts whose exact sum is <= eps.
 
     Fractions are split exactly; a float part is nudged down (``nextafter``)

@@ -13,9 +13,11 @@ numerical stability at large scales.
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .scalars import RealLike
 
 __all__ = [
     "dlap_pmf",
@@ -27,52 +29,54 @@ __all__ = [
 ]
 
 
-def _t(scale: Real) -> float:
+def _t(scale: RealLike) -> float:
     t = float(scale)
     if not (t > 0 and math.isfinite(t)):
         raise ValueError(f"scale must be finite and > 0, got {scale!r}")
     return t
 
 
-def dlap_logpmf(z, scale: Real):
+def dlap_logpmf(z: ArrayLike, scale: RealLike) -> NDArray[np.float64]:
     """log P[Z = z] (vectorised over integer ``z``)."""
     t = _t(scale)
-    return math.log(math.tanh(0.5 / t)) - np.abs(np.asarray(z, dtype=float)) / t
+    out: NDArray[np.float64] = math.log(math.tanh(0.5 / t)) - np.abs(np.asarray(z, dtype=float)) / t
+    return out
 
 
-def dlap_pmf(z, scale: Real):
+def dlap_pmf(z: ArrayLike, scale: RealLike) -> NDArray[np.float64]:
     """P[Z = z] (vectorised over integer ``z``)."""
     return np.exp(dlap_logpmf(z, scale))
 
 
-def dlap_cdf(z, scale: Real):
+def dlap_cdf(z: ArrayLike, scale: RealLike) -> NDArray[np.float64]:
     """P[Z <= z] (vectorised over integer ``z``).
 
     z >= 0: 1 - p^(z+1)/(1+p);   z < 0: p^(-z)/(1+p).
     """
     t = _t(scale)
-    z = np.floor(np.asarray(z, dtype=float))
+    zf = np.floor(np.asarray(z, dtype=float))
     onep = 1.0 + math.exp(-1.0 / t)
-    neg = np.exp(np.minimum(z, 0.0) / t) / onep  # p^(-z)/(1+p) for z < 0
-    pos = 1.0 - np.exp(-(np.maximum(z, 0.0) + 1.0) / t) / onep
-    return np.where(z < 0, neg, pos)
+    neg = np.exp(np.minimum(zf, 0.0) / t) / onep  # p^(-z)/(1+p) for z < 0
+    pos = 1.0 - np.exp(-(np.maximum(zf, 0.0) + 1.0) / t) / onep
+    out: NDArray[np.float64] = np.where(zf < 0, neg, pos)
+    return out
 
 
-def dlap_tail(k, scale: Real):
+def dlap_tail(k: ArrayLike, scale: RealLike) -> NDArray[np.float64]:
     """P[|Z| > k] = 2 p^(k+1)/(1+p) for integer k >= 0 (1 for k < 0)."""
     t = _t(scale)
-    k = np.asarray(k, dtype=float)
-    val = 2.0 * np.exp(-(np.maximum(k, 0.0) + 1.0) / t) / (1.0 + math.exp(-1.0 / t))
-    return np.where(k < 0, 1.0, val)
+    kf = np.asarray(k, dtype=float)
+    val = 2.0 * np.exp(-(np.maximum(kf, 0.0) + 1.0) / t) / (1.0 + math.exp(-1.0 / t))
+    return np.where(kf < 0, 1.0, val)
 
 
-def dlap_variance(scale: Real) -> float:
+def dlap_variance(scale: RealLike) -> float:
     """Var[Z] = 2p/(1-p)^2 with p = exp(-1/scale)."""
     t = _t(scale)
     return 2.0 * math.exp(-1.0 / t) / math.expm1(-1.0 / t) ** 2
 
 
-def dlap_half_width(scale: Real, level: float = 0.95) -> int:
+def dlap_half_width(scale: RealLike, level: float = 0.95) -> int:
     """Smallest integer k >= 0 with P[|Z| <= k] >= level.
 
     Solves 2 p^(k+1)/(1+p) <= alpha (alpha = 1 - level) in log space:

@@ -30,13 +30,14 @@ import bisect
 import decimal
 import functools
 import math
-from collections.abc import Sequence
 from fractions import Fraction
-from numbers import Rational
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .rng import RandomSource
+from .scalars import RealLike
 
 __all__ = ["exp_weighted_index"]
 
@@ -46,9 +47,7 @@ _U53 = 2.0**-53
 _EMIN, _EMAX = decimal.MIN_EMIN, decimal.MAX_EMAX
 
 
-def exp_weighted_index(
-    counts: Sequence[int], powers: Sequence[int], gamma: Rational, source: RandomSource
-) -> int:
+def exp_weighted_index(counts: ArrayLike, powers: ArrayLike, gamma: RealLike, source: RandomSource) -> int:
     """Exact draw of i with P(i) ∝ counts[i] · exp(−gamma · powers[i]); counts >= 1 and
     powers >= 0 integers, gamma >= 0 rational (a float is taken as the rational it is)."""
     g = Fraction(gamma)
@@ -90,7 +89,7 @@ def _exp_neg(g: Fraction, digits: int) -> tuple[decimal.Decimal, decimal.Decimal
     return max(lo, decimal.Decimal(0)), min(hi, decimal.Decimal(1))
 
 
-def _decide(cum_lo, cum_hi, tail: bool, t_lo, t_hi):
+def _decide(cum_lo: Any, cum_hi: Any, tail: bool, t_lo: Any, t_hi: Any) -> int | None:
     """Position j with cum_hi[j-1] <= t_lo and t_hi < cum_lo[j] (then U·W is in block j
     for every admissible weight), or None; the last block is the tail when ``tail``."""
     j = (
@@ -103,7 +102,9 @@ def _decide(cum_lo, cum_hi, tail: bool, t_lo, t_hi):
     return j
 
 
-def _float_pass(rs: np.ndarray, cs: np.ndarray, rest: int, g: Fraction, u: int, bits: int):
+def _float_pass(
+    rs: NDArray[np.int64], cs: NDArray[np.int64], rest: int, g: Fraction, u: int, bits: int
+) -> int | None:
     """The float64 pass over the kept prefix (module docstring); None when undecided."""
     n = rs.size
     rmax = int(rs[-1])
@@ -136,7 +137,9 @@ def _float_pass(rs: np.ndarray, cs: np.ndarray, rest: int, g: Fraction, u: int, 
     return _decide(cum_lo, cum_hi, tail, t_lo, t_hi)
 
 
-def _decimal_pass(rs: np.ndarray, cs: np.ndarray, k: int, g: Fraction, digits: int, u: int, bits: int):
+def _decimal_pass(
+    rs: NDArray[np.int64], cs: NDArray[np.int64], k: int, g: Fraction, digits: int, u: int, bits: int
+) -> int | None:
     """Interval arithmetic in Decimal over the first ``k`` outcomes (the rest as one block)."""
     down = decimal.Context(prec=digits, rounding=decimal.ROUND_FLOOR, Emin=_EMIN, Emax=_EMAX)
     up = decimal.Context(prec=digits, rounding=decimal.ROUND_CEILING, Emin=_EMIN, Emax=_EMAX)

@@ -20,6 +20,7 @@ final width to at most 3 units of 2^-prec.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 from .rng import RandomSource
@@ -86,7 +87,7 @@ class LazyUniform:
     def __init__(self, prefix: int, nbits: int, source: RandomSource) -> None:
         self.v, self.n, self.source = prefix, nbits, source
 
-    def below(self, interval) -> bool:
+    def below(self, interval: Callable[[int], tuple[int, int]]) -> bool:
         """U < x, for x given by ``interval(prec) -> (lo, hi)``, lo <= 2^prec x <= hi."""
         while True:
             lo, hi = interval(self.n)

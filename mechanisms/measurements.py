@@ -15,20 +15,22 @@ the same law row by row) and applies it with ``apply_many``.
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Real
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .batch import discrete_laplace_array, fits_int64
 from .dlap import dlap_half_width, dlap_variance
 from .rng import RandomSource, default_source
 from .samplers import discrete_laplace
+from .scalars import RealLike
 
 __all__ = [
     "Release",
@@ -39,6 +41,9 @@ __all__ = [
     "as_epsilon",
     "int_column",
 ]
+
+# A column of cell values: a list of Python values, or a numpy array of them.
+Column: TypeAlias = "Sequence[Any] | NDArray[Any]"
 
 _INT_ROOM = 1 << 62  # |value| and |noise| below this: their int64 sum is exact
 
@@ -68,15 +73,20 @@ class BatchRelease:
     __slots__ = ("_values", "array", "half_width", "mechanism", "parts")
 
     def __init__(
-        self, values, half_width: float, mechanism: str, parts: tuple[BatchRelease, ...] = ()
+        self,
+        values: list[Any] | NDArray[Any],
+        half_width: float,
+        mechanism: str,
+        parts: tuple[BatchRelease, ...] = (),
     ) -> None:
-        self.array = values if isinstance(values, np.ndarray) else None
-        self._values = None if self.array is not None else values
+        self.array: NDArray[Any] | None = values if isinstance(values, np.ndarray) else None
+        self._values: list[Any] | None = None if isinstance(values, np.ndarray) else values
         self.half_width, self.mechanism, self.parts = half_width, mechanism, parts
 
     @property
-    def values(self) -> list:
+    def values(self) -> list[Any]:
         if self._values is None:
+            assert self.array is not None  # made from an array
             self._values = self.array.tolist()
         return self._values
 
@@ -87,7 +97,7 @@ class BatchRelease:
         )
 
 
-def int_column(values) -> np.ndarray | None:
+def int_column(values: Column) -> NDArray[np.int64] | None:
     """``values`` as an int64 array if they are all Python/numpy ints below 2^62 in magnitude
     (else None: the caller goes cell by cell, exactly)."""
     arr = np.asarray(values) if len(values) else np.zeros(0, dtype=np.int64)
@@ -99,20 +109,20 @@ def int_column(values) -> np.ndarray | None:
     return arr
 
 
-def as_epsilon(epsilon: Real) -> Fraction:
+def as_epsilon(epsilon: RealLike) -> Fraction:
     """Validate eps (int, float or Fraction; finite, > 0) and return it exactly."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(f"epsilon must be a real number, got {type(epsilon).__name__}")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
     return Fraction(epsilon)
 
 
-def as_int_bound(x: Real) -> int:
+def as_int_bound(x: RealLike) -> int:
     """Integer bound; integral floats (e.g. ``0.0`` from a config) are accepted."""
     if isinstance(x, float) and x.is_integer():
         return int(x)
-    return operator.index(x)
+    return operator.index(x)  # type: ignore[arg-type]  # any other non-int raises TypeError
 
 
 def _check_d_in(d_in: int) -> int:
@@ -174,7 +184,7 @@ class Measurement(ABC):
         ``release`` calls. ``None`` (this default) means: no batch form, go cell by cell."""
         return None
 
-    def apply_many(self, values, noises) -> BatchRelease:
+    def apply_many(self, values: Column, noises: Any) -> BatchRelease:
         """Release every ``values[c]`` with the noise ``draw_many`` drew for it."""
         raise NotImplementedError(f"{type(self).__name__} has no batch form")
 
@@ -185,11 +195,11 @@ class Measurement(ABC):
 class _DiscreteLaplaceMeasurement(Measurement):
     """Integer query on a grid: value/grid + DLap(sensitivity/eps) grid units."""
 
-    grid: Real = 1
+    grid: float = 1
     sensitivity: int  # in grid units
     scale: Fraction  # in grid units
 
-    def _init_noise(self, sensitivity: int, epsilon: Real) -> None:
+    def _init_noise(self, sensitivity: int, epsilon: RealLike) -> None:
         self.sensitivity = sensitivity
         self.scale = Fraction(sensitivity) / as_epsilon(epsilon)
         self._hw95 = dlap_half_width(self.scale, 0.95)
@@ -201,20 +211,20 @@ class _DiscreteLaplaceMeasurement(Measurement):
     def _noise(self, source: RandomSource | None) -> int:
         return discrete_laplace(self.scale, source if source is not None else default_source())
 
-    def release(self, true_value, source: RandomSource | None = None) -> Release:
+    def release(self, true_value: Any, source: RandomSource | None = None) -> Release:
         return self.apply(true_value, self._noise(source))
 
     def draw(self, source: RandomSource | None = None) -> int:
         """DLap(scale) grid units: independent of the data (see :meth:`Measurement.draw`)."""
         return self._noise(source)
 
-    def draw_many(self, n: int, source: RandomSource | None = None):
+    def draw_many(self, n: int, source: RandomSource | None = None) -> NDArray[np.int64] | None:
         """``n`` DLap(scale) draws (int64), the law of ``n`` :meth:`draw` calls."""
         if not fits_int64(self.scale):
             return None
         return discrete_laplace_array(n, self.scale, source if source is not None else default_source())
 
-    def _apply_cells(self, values, noises) -> list:
+    def _apply_cells(self, values: Column, noises: Any) -> list[Any]:
         """Cell by cell (exact Python ints), for columns that are not plain int64 (a numpy
         column as its Python values, as a list of them would be)."""
         values = values.tolist() if isinstance(values, np.ndarray) else values
@@ -240,17 +250,17 @@ class GeometricCount(_DiscreteLaplaceMeasurement):
 
     name = "geometric_count"
 
-    def __init__(self, epsilon: Real) -> None:
+    def __init__(self, epsilon: RealLike) -> None:
         self._init_noise(1, epsilon)
 
-    def apply(self, true_value: int, noise: int, source: RandomSource | None = None) -> Release:
+    def apply(self, true_value: int, noise: int | None, source: RandomSource | None = None) -> Release:
         if noise is None:
             return self.release(true_value, source)
         return Release(
             operator.index(true_value) + noise, self.epsilon, self._hw95, self.name, self.output_scale
         )
 
-    def apply_many(self, values, noises) -> BatchRelease:
+    def apply_many(self, values: Column, noises: Any) -> BatchRelease:
         v = int_column(values)
         if v is None or int(np.abs(noises).max(initial=0)) >= _INT_ROOM:
             out = self._apply_cells(values, noises)
@@ -282,7 +292,7 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
 
     name = "discrete_laplace_sum"
 
-    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
+    def __init__(self, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False) -> None:
         self.integer = bool(integer)
         if self.integer:
             lower, upper = as_int_bound(lower), as_int_bound(upper)
@@ -298,12 +308,12 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
         self.lower, self.upper, self.delta = lower, upper, delta
         if self.integer:
             self.grid = 1
-            self._init_noise(delta, epsilon)
+            self._init_noise(int(delta), epsilon)
         else:
             self.grid = math.ldexp(1.0, math.frexp(delta)[1] - 21)
             self._init_noise(math.floor(delta / self.grid) + 1, epsilon)
 
-    def clamp_sum(self, values: Iterable[Real]) -> Real:
+    def clamp_sum(self, values: Iterable[Any]) -> float:
         """Exact (int) or correctly rounded (``math.fsum``) sum of clamped values."""
         lo, hi = self.lower, self.upper
         if self.integer:
@@ -313,9 +323,10 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
             raise ValueError("NaN in values")
         return math.fsum(min(max(v, lo), hi) for v in vals)
 
-    def apply(self, true_value: Real, noise: int, source: RandomSource | None = None) -> Release:
+    def apply(self, true_value: Any, noise: int | None, source: RandomSource | None = None) -> Release:
         if noise is None:
             return self.release(true_value, source)
+        value: float
         if self.integer:
             value = operator.index(true_value) + noise
         else:
@@ -326,7 +337,7 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
             value = float(q + noise) * self.grid
         return Release(value, self.epsilon, self.half_width(), self.name, self.output_scale)
 
-    def apply_many(self, values, noises) -> BatchRelease:
+    def apply_many(self, values: Column, noises: Any) -> BatchRelease:
         """As :meth:`apply` per cell: the int path adds in int64 (exact below 2^62); the float
         path is round(S/g) + Z times g, g = 2^k: S/g is exact, ``np.rint`` rounds half to even
         as ``round`` does, and int64 -> float64 rounds to nearest even as ``float(int)`` does."""
@@ -348,6 +359,6 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
         out = (np.rint(q).astype(np.int64) + noises).astype(np.float64) * self.grid
         return BatchRelease(out, hw, self.name)
 
-    def half_width(self, level: float = 0.95) -> Real:
+    def half_width(self, level: float = 0.95) -> float:
         k = self._hw95 if level == 0.95 else dlap_half_width(self.scale, level)
         return k if self.integer else k * self.grid

@@ -15,7 +15,10 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 __all__ = ["SingleFlight", "single_flight"]
 
@@ -36,24 +39,26 @@ class SingleFlight:
         self.maxsize = maxsize
         self.computed = 0  # number of computations run (for tests / metrics)
         self._lock = threading.Lock()
-        self._values: OrderedDict = OrderedDict()
-        self._running: dict = {}
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
+        self._running: dict[Hashable, _Call] = {}
 
-    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
-                return self._values[key]
-            call = self._running.get(key)
-            owner = call is None
-            if owner:
+                return cast(T, self._values[key])
+            running = self._running.get(key)
+            owner = running is None
+            if running is None:
                 call = self._running[key] = _Call()
                 self.computed += 1
+            else:
+                call = running
         if not owner:
             call.done.wait()
             if call.error is not None:
                 raise call.error
-            return call.value
+            return cast(T, call.value)
         try:
             call.value = compute()
         except BaseException as e:  # handed to the waiters, then re-raised
@@ -68,25 +73,34 @@ class SingleFlight:
             with self._lock:
                 self._running.pop(key, None)
             call.done.set()
-        return call.value
+        return cast(T, call.value)
 
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
 
 
-def single_flight(maxsize: int = 1024):
+class Memoised(Protocol[T_co]):
+    """A function memoised by :func:`single_flight`; ``flight`` is its memo."""
+
+    flight: SingleFlight
+
+    def __call__(self, *args: Hashable) -> T_co: ...
+
+
+def single_flight(maxsize: int = 1024) -> Callable[[Callable[..., T]], Memoised[T]]:
     """Decorator: memoise a function of hashable positional arguments with :class:`SingleFlight`
     (``fn.flight`` is the memo)."""
 
-    def deco(fn):
+    def deco(fn: Callable[..., T]) -> Memoised[T]:
         flight = SingleFlight(maxsize)
 
         @functools.wraps(fn)
-        def wrapper(*args):
+        def wrapper(*args: Hashable) -> T:
             return flight.get(args, lambda: fn(*args))
 
-        wrapper.flight = flight
-        return wrapper
+        memo = cast(Memoised[T], wrapper)
+        memo.flight = flight
+        return memo
 
     return deco

@@ -44,13 +44,14 @@ from __future__ import annotations
 
 import decimal
 import math
+import numbers
 from fractions import Fraction
-from numbers import Real
 
 from .measurements import as_epsilon
 from .once import single_flight
 from .rng import RandomSource, default_source
 from .samplers import discrete_laplace
+from .scalars import RealLike
 
 __all__ = [
     "TruncatedGeometricSelection",
@@ -93,8 +94,8 @@ def exp_bounds(x: Fraction, bits: int) -> tuple[Fraction, Fraction]:
     return Fraction(math.floor(lo * scale), scale), Fraction(math.ceil(hi * scale), scale)
 
 
-def _as_delta(delta: Real) -> Fraction:
-    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0 < delta < 1:
+def _as_delta(delta: RealLike) -> Fraction:
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 < delta < 1:
         raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
     return Fraction(delta)
 
@@ -128,7 +129,7 @@ def _bernoulli(num: int, den: int, source: RandomSource) -> bool:
 class _Selection:
     """Shared parameters, privacy map and repr: (ε, δ) for the whole release, k groups per unit."""
 
-    def __init__(self, epsilon: Real, delta: Real, k: int = 1) -> None:
+    def __init__(self, epsilon: RealLike, delta: RealLike, k: int = 1) -> None:
         self.eps, self.delta_exact, self.k = as_epsilon(epsilon), _as_delta(delta), _as_k(k)
 
     @property
@@ -155,7 +156,7 @@ class TruncatedGeometricSelection(_Selection):
 
     name = "partition_selection_truncated_geometric"
 
-    def __init__(self, epsilon: Real, delta: Real, k: int = 1) -> None:
+    def __init__(self, epsilon: RealLike, delta: RealLike, k: int = 1) -> None:
         super().__init__(epsilon, delta, k)
         e, d = self.eps / self.k, self.delta_exact / self.k
         r, _ = exp_bounds(e, BASE_BITS)
@@ -220,7 +221,7 @@ class GeometricThresholdSelection(_Selection):
 
     name = "partition_selection_geometric_threshold"
 
-    def __init__(self, epsilon: Real, delta: Real, k: int = 1) -> None:
+    def __init__(self, epsilon: RealLike, delta: RealLike, k: int = 1) -> None:
         super().__init__(epsilon, delta, k)
         self.scale = Fraction(self.k) / self.eps
         lo, hi = exp_bounds(self.eps / self.k, ALPHA_BITS)
@@ -284,21 +285,23 @@ def _thresholding(eps: Fraction, delta: Fraction, k: int) -> GeometricThresholdS
     return GeometricThresholdSelection(eps, delta, k)
 
 
-def keep_probability(n: int, eps: Real, delta: Real) -> Fraction:
+def keep_probability(n: int, eps: RealLike, delta: RealLike) -> Fraction:
     """π(n) of the truncated geometric selection (k = 1), exactly."""
     return _truncated(as_epsilon(eps), _as_delta(delta), 1).keep_probability(n)
 
 
-def select(n: int, eps: Real, delta: Real, rng: RandomSource | None = None) -> bool:
+def select(n: int, eps: RealLike, delta: RealLike, rng: RandomSource | None = None) -> bool:
     """Release a key with n distinct units (k = 1)? True with probability π(n), exactly."""
     return _truncated(as_epsilon(eps), _as_delta(delta), 1).select(n, rng)
 
 
-def threshold(eps: Real, delta: Real, k: int = 1) -> int:
+def threshold(eps: RealLike, delta: RealLike, k: int = 1) -> int:
     """T of the geometric thresholding: least T with P(1 + Z >= T) <= δ/k, Z ~ DLap(k/ε)."""
     return _thresholding(as_epsilon(eps), _as_delta(delta), _as_k(k)).threshold
 
 
-def release(n: int, eps: Real, delta: Real, k: int = 1, rng: RandomSource | None = None) -> tuple[bool, int]:
+def release(
+    n: int, eps: RealLike, delta: RealLike, k: int = 1, rng: RandomSource | None = None
+) -> tuple[bool, int]:
     """(kept, noisy distinct-unit count) of the geometric thresholding (module doc)."""
     return _thresholding(as_epsilon(eps), _as_delta(delta), _as_k(k)).release(n, rng)

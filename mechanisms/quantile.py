@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .exact_choice import exp_weighted_index
 from .extreme import ExtremeGrid
@@ -68,7 +69,9 @@ class ExpMechQuantile:
         q·n, plus the rows tied at one grid point (see module doc)."""
         return math.ceil(2.0 / self.epsilon * math.log((self.grid.U + 1) / self.beta))
 
-    def scores(self, hist: Sequence[tuple[int, int]]):
+    def scores(
+        self, hist: Sequence[tuple[int, int]]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int]:
         """(interval starts, lengths, scaled scores D·|c − q·n|, D) of a histogram."""
         U = self.grid.U
         merged: dict[int, int] = {}

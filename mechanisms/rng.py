@@ -17,8 +17,13 @@ import os
 import random
 import threading
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+if TYPE_CHECKING:  # numpy is imported where an array is drawn, not when the module loads
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = ["RandomSource", "SystemRandomSource", "SeededSource", "default_source"]
 
@@ -43,13 +48,13 @@ class RandomSource(ABC):
         return self.randbelow(den) < num
 
     # -- vectorised forms (one coin per row, rows independent; the same exact laws) --------
-    def bits64(self, n: int):
+    def bits64(self, n: int) -> NDArray[np.uint64]:
         """``n`` independent uniform 64-bit words (numpy uint64)."""
         import numpy as np
 
         return np.fromiter((self.getrandbits(64) for _ in range(n)), dtype=np.uint64, count=n)
 
-    def randbelow_array(self, size: int, m: int):
+    def randbelow_array(self, size: int, m: int) -> NDArray[np.int64]:
         """``size`` independent exactly uniform integers in ``[0, m)`` (int64), ``m <= 2**63``:
         rejection sampling on ``bit_length(m - 1)`` bits, redrawing only the rejected rows."""
         import numpy as np
@@ -69,7 +74,7 @@ class RandomSource(ABC):
             todo = todo[~ok]
         return out
 
-    def bernoulli_array(self, size: int, num: int, den: int):
+    def bernoulli_array(self, size: int, num: int, den: int) -> NDArray[np.bool_]:
         """``size`` independent exact Bernoulli(num/den) coins (bool): with U uniform in [0, 1)
         and u its first 64 bits, U < num/den is decided by u against P = floor(2^64 num/den)
         unless u == P (probability 2^-64), where the remaining bits decide it exactly
@@ -88,7 +93,7 @@ class RandomSource(ABC):
             out[i] = self.bernoulli((num << 64) - P * den, den)
         return out
 
-    def generator(self):
+    def generator(self) -> np.random.Generator:
         """A numpy ``Generator`` (PCG64) seeded with 256 bits drawn from this source,
         for continuous noise and simulations. Make a fresh one per release: its
         state then never outlives the draw, and with the system source its seed
@@ -138,9 +143,10 @@ class SystemRandomSource(RandomSource):
         st = getattr(self._local, "s", None)  # [block, position, fork generation]
         if st is None or st[1] + k > len(st[0]) or st[2] != _FORK[0]:
             st = self._local.s = [os.urandom(max(self._BLOCK, k)), 0, _FORK[0]]
+        block: bytes = st[0]
         pos = st[1]
         st[1] = pos + k
-        return st[0][pos : pos + k]
+        return block[pos : pos + k]
 
     def getrandbits(self, k: int) -> int:
         k = operator.index(k)
@@ -173,7 +179,7 @@ class SystemRandomSource(RandomSource):
             if r < n:
                 return r
 
-    def bits64(self, n: int):
+    def bits64(self, n: int) -> NDArray[np.uint64]:
         import numpy as np
 
         if n >= self._STREAM_WORDS:

@@ -12,19 +12,20 @@ b = exp(-1/scale); for a sensitivity-D integer query, scale = D/eps gives eps-DP
 
 from __future__ import annotations
 
+import numbers
 from fractions import Fraction
-from numbers import Rational
 
 from .rng import RandomSource
+from .scalars import RationalLike
 
 __all__ = ["bernoulli_exp", "discrete_laplace", "geometric_exp"]
 
 
-def _as_fraction(x: Rational, what: str) -> Fraction:
+def _as_fraction(x: RationalLike, what: str) -> Fraction:
     # Floats are refused on purpose: pass an int or a Fraction.
     if type(x) is Fraction:  # the common case, without the ABC check
         return x
-    if isinstance(x, bool) or not isinstance(x, Rational):
+    if isinstance(x, bool) or not isinstance(x, numbers.Rational):
         raise TypeError(f"{what} must be an int or Fraction, got {type(x).__name__}")
     return Fraction(x)
 
@@ -54,7 +55,7 @@ def _bernoulli_exp_int(num: int, den: int, source: RandomSource) -> bool:
     return _bernoulli_exp_unit(rem, den, source)
 
 
-def bernoulli_exp(gamma: Rational, source: RandomSource) -> bool:
+def bernoulli_exp(gamma: RationalLike, source: RandomSource) -> bool:
     """Exact Bernoulli(exp(-gamma)) for rational ``gamma >= 0`` (CKS 2020 Alg. 1)."""
     g = _as_fraction(gamma, "gamma")
     if g < 0:
@@ -62,7 +63,7 @@ def bernoulli_exp(gamma: Rational, source: RandomSource) -> bool:
     return _bernoulli_exp_int(g.numerator, g.denominator, source)
 
 
-def geometric_exp(gamma: Rational, source: RandomSource) -> int:
+def geometric_exp(gamma: RationalLike, source: RandomSource) -> int:
     """Exact Y >= 0 with P[Y = y] = (1 - e^-gamma) e^(-gamma y), rational ``gamma > 0``, in
     O(1) expected draws at any gamma (counting Bernoulli(exp(-gamma)) successes needs
     ~1/gamma draws, unbounded as gamma falls). CKS 2020 Alg. 2 steps 1-3 with
@@ -86,7 +87,7 @@ def _geometric_st(s: int, t: int, source: RandomSource) -> int:
     return (u + t * v) // s
 
 
-def discrete_laplace(scale: Rational, source: RandomSource) -> int:
+def discrete_laplace(scale: RationalLike, source: RandomSource) -> int:
     """Exact discrete Laplace draw: P[Z = z] proportional to exp(-|z|/scale).
 
     CKS 2020 Alg. 2 with scale = t/s (t, s coprime positive ints):

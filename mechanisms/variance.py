@@ -31,11 +31,13 @@ capped at the width of the clamp interval.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from numbers import Real
+from typing import Any
 
 from .measurements import GeometricCount, LaplaceSum, Measurement, Release, as_epsilon
 from .rng import RandomSource, default_source
+from .scalars import RealLike
 
 __all__ = ["MomentVariance", "VARIANCE_FUNCS"]
 
@@ -52,7 +54,12 @@ class MomentVariance(Measurement):
     name = "moment_variance"
 
     def __init__(
-        self, epsilon: Real, lower: Real, upper: Real, integer: bool = False, func: str = "var_pop"
+        self,
+        epsilon: RealLike,
+        lower: RealLike,
+        upper: RealLike,
+        integer: bool = False,
+        func: str = "var_pop",
     ) -> None:
         if func not in VARIANCE_FUNCS:
             raise ValueError(f"unknown variance function {func!r}")
@@ -74,7 +81,7 @@ class MomentVariance(Measurement):
         self.count_measurement = GeometricCount(third)
 
     @property
-    def _parts(self):
+    def _parts(self) -> tuple[GeometricCount, LaplaceSum, LaplaceSum]:
         return (self.count_measurement, self.sum_measurement, self.sumsq_measurement)
 
     def privacy_map_exact(self, d_in: int) -> Fraction:
@@ -89,14 +96,14 @@ class MomentVariance(Measurement):
         top = self.h**2 * (2 if func.endswith("samp") else 1)
         return math.sqrt(top) if func.startswith("stddev") else top
 
-    def draw(self, source: RandomSource | None = None):
+    def draw(self, source: RandomSource | None = None) -> tuple[Any, ...]:
         src = source if source is not None else default_source()
         return tuple(m.draw(src) for m in self._parts)
 
-    def release(self, true_value, source: RandomSource | None = None) -> Release:
+    def release(self, true_value: Any, source: RandomSource | None = None) -> Release:
         return self.apply(true_value, self.draw(source))
 
-    def apply(self, true_value, noise, source: RandomSource | None = None) -> Release:
+    def apply(self, true_value: Any, noise: Any, source: RandomSource | None = None) -> Release:
         if noise is None:
             return self.release(true_value, source)
         rs = tuple(m.apply(v, z) for m, v, z in zip(self._parts, true_value, noise))
@@ -109,7 +116,7 @@ class MomentVariance(Measurement):
             return rel.parts[0]
         return self._from_parts(rel.parts, func)
 
-    def _from_parts(self, rs, func: str) -> Release:
+    def _from_parts(self, rs: Sequence[Release], func: str) -> Release:
         n, s1, s2 = rs[0].value, rs[1].value / self.k, rs[2].value / self.k**2
         value = self.estimate(n, s1, s2, func)
         return Release(value, self.epsilon, self.bound(n, s1, s2, value, func), self.name, None, tuple(rs))

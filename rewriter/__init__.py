@@ -123,13 +123,14 @@ def _plan(
     else:
         rel = joins.resolve(select, config)  # one table, or a lookup join (consumed here)
     shape.check_clauses(select)
-    shape.check_nesting(select)
+    shape.check_nesting(select, windows=True)  # windows over released cells: rewriter.postprocess
     name = rel.name
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners, date_part=keys.date_part)
     if per is not None:  # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
+    postprocess.check_windows(select, groups)
     histogram.refuse_unit_key(groups, rel, config)  # one row per person: never partition selection
     thresholded = having is not None or top is not None
     measures, aggregates, outputs = select_.outputs(items, groups, ctx, need_aggregate=not thresholded)

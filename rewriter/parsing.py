@@ -5,7 +5,6 @@ work must be bounded, not merely moved to a thread)."""
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
@@ -15,6 +14,7 @@ from sqlglot.tokenizer_core import Token
 from sqlglot.tokens import Tokenizer
 
 from .errors import SYNTAX_ERROR, Refusal
+from .lru import LRU
 
 MAX_TOKENS = 40_000
 """Statements with more tokens are refused (54000) before parsing: parsing costs
@@ -26,8 +26,7 @@ _LOCAL = threading.local()
 _MEMO_CHARS = 4096  # statements' tokens are kept (``tokenize``) up to this length …
 _MEMO_SIZE = 64  # … for this many recent texts, process-wide: routing (on the event loop) and
 #                  planning (on a worker thread) of one statement read one tokenisation
-_MEMO: OrderedDict[str, list[Token] | None] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
+_MEMO: LRU[str, tuple[list[Token] | None]] = LRU(_MEMO_SIZE)  # (tokens,): None if it does not tokenize
 
 
 def _postgres() -> tuple[Tokenizer, Parser]:
@@ -113,18 +112,14 @@ def tokenize(sql: str) -> list[Token] | None:
     """The postgres tokens of ``sql`` (None if it does not tokenize: ``parse`` reports that).
     Recent statements' tokens are kept: routing, the plan template's key and the parse of one
     statement read one tokenisation. Callers must not modify the list."""
-    with _MEMO_LOCK:
-        if sql in _MEMO:
-            _MEMO.move_to_end(sql)
-            return _MEMO[sql]
+    hit = _MEMO.get(sql)
+    if hit is not None:
+        return hit[0]
     tokens: list[Token] | None
     try:
         tokens = _postgres()[0].tokenize(sql)
     except SqlglotError:
         tokens = None
     if len(sql) <= _MEMO_CHARS:
-        with _MEMO_LOCK:
-            _MEMO[sql] = tokens
-            if len(_MEMO) > _MEMO_SIZE:
-                _MEMO.popitem(last=False)
+        _MEMO.put(sql, (tokens,))
     return tokens

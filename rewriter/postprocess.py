@@ -19,6 +19,16 @@ The tree is nested tuples (hashable, so a frozen plan can hold it):
     ("fn", name, a, …)      abs power sqrt greatest least coalesce nullif pi
     ("display", steps, a)   ROUND / FLOOR / CEIL / CAST steps (:func:`rewriter.aggregates.post_steps`)
     ("case", ((cond, value), …), default)
+    ("window", fn, args, partition, order, frame)
+                            a window function over the released cells (:func:`window`)
+
+A window function whose inputs are released aggregates and group keys
+(``SUM(COUNT(*)) OVER (ORDER BY month)``, ``LAG(COUNT(*)) OVER (…)``, ``RANK() OVER
+(ORDER BY COUNT(*) DESC)``, ``COUNT(*) * 1.0 / SUM(COUNT(*)) OVER ()``) is computed from
+the released rows only, so it is post-processing too (Dwork & Roth 2014, Prop. 2.1) and
+costs nothing; it is evaluated after HAVING and before ORDER BY / LIMIT, as in Postgres.
+A window over raw rows (an argument, PARTITION BY or ORDER BY that is neither an
+aggregate nor a group key, or a statement without aggregates) is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from . import predicate
+from . import keys, predicate
 from .aggregates import add_aggregate as add_select_aggregate
 from .aggregates import aggregate, measure_index, post_steps, post_type
 from .args import ALLOWED, understood
@@ -101,6 +111,8 @@ def _conditional_count(node):
 def wanted(node: exp.Expression) -> bool:
     """Whether the select item ``node`` is an expression this layer answers (a plain
     aggregate, a display chain or a column is left to :mod:`rewriter.select`)."""
+    if node.find(exp.Window):  # a window over the released cells (or refused by :func:`tree`)
+        return True
     if isinstance(node, (exp.Sum, exp.Count, exp.Filter)) and _conditional_count(node) is not None:
         return True
     if isinstance(node, exp.Sum):
@@ -125,7 +137,7 @@ def name(node: exp.Expression) -> str:
         return inner if inner != "?column?" else node.to.sql("postgres").lower()
     if isinstance(node, exp.Case):
         return "case"
-    if isinstance(node, exp.Filter):
+    if isinstance(node, (exp.Filter, exp.Window)):
         return name(node.this)
     if isinstance(node, exp.Pow):
         return "power"
@@ -141,6 +153,8 @@ def tree(node: exp.Expression, ctx: Ctx):
     refusal naming what to write instead."""
     while isinstance(node, exp.Paren):
         node = understood(node).this
+    if isinstance(node, exp.Window):
+        return window(node, ctx)
     if isinstance(node, exp.Sum) and _is_constant_sum(node):
         understood(node)
         c = tree(node.this, ctx)
@@ -231,10 +245,224 @@ def tree(node: exp.Expression, ctx: Ctx):
     raise Refusal(UNSUPPORTED, f"{node.sql('postgres')[:60]} is not supported over aggregates.", hint=HINT)
 
 
-_NUM = ("int", "numeric", "float")
+_WINDOW_FUNCS = {
+    exp.RowNumber: "row_number",
+    exp.Rank: "rank",
+    exp.DenseRank: "dense_rank",
+    exp.PercentRank: "percent_rank",
+    exp.CumeDist: "cume_dist",
+    exp.Ntile: "ntile",
+    exp.Lag: "lag",
+    exp.Lead: "lead",
+    exp.FirstValue: "first_value",
+    exp.LastValue: "last_value",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Count: "count",
+    exp.Min: "min",
+    exp.Max: "max",
+}
+_RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist")
+WINDOW_HINT = (
+    "dpgate computes a window function over the released cells: its arguments, PARTITION BY "
+    "and ORDER BY must be aggregates or group keys of a GROUP BY statement, e.g. "
+    "SUM(COUNT(*)) OVER (ORDER BY month), COUNT(*) - LAG(COUNT(*)) OVER (ORDER BY month), "
+    "RANK() OVER (ORDER BY COUNT(*) DESC), COUNT(*) * 1.0 / SUM(COUNT(*)) OVER (). "
+    "A window over individual rows is not answered."
+)
+
+
+def _offset(node, what: str) -> int:
+    """A frame offset, LAG/LEAD offset or NTILE count: a non-negative integer constant."""
+    if isinstance(node, exp.Literal) and node.is_int:
+        return int(node.this)
+    raise Refusal(UNSUPPORTED, f"{what} must be an integer constant here.", hint=WINDOW_HINT)
+
+
+def _bound(value, side, what: str):
+    """One end of a frame: ("unbounded", side) / ("current",) / (side, n)."""
+    if isinstance(value, str) and value.upper() == "UNBOUNDED":
+        return ("unbounded", str(side).lower())
+    if isinstance(value, str) and value.upper() == "CURRENT ROW":
+        return ("current",)
+    n = _offset(value, f"the frame {what} offset")
+    return (str(side).lower(), n)
+
+
+def _frame(spec, has_order: bool):
+    """(mode, start, end) of a window's frame; None for the default (RANGE UNBOUNDED
+    PRECEDING to CURRENT ROW, which with no ORDER BY is the whole partition)."""
+    if spec is None:
+        return None
+    understood(spec, frozenset({"kind", "start", "start_side", "end", "end_side"}))
+    mode = str(spec.args.get("kind") or "").lower()
+    if mode not in ("rows", "range", "groups"):
+        raise Refusal(UNSUPPORTED, f"window frame {mode.upper()} is not supported.", hint=WINDOW_HINT)
+    start = _bound(spec.args.get("start"), spec.args.get("start_side"), "start")
+    end_value = spec.args.get("end")
+    end = ("current",) if end_value is None else _bound(end_value, spec.args.get("end_side"), "end")
+    if mode == "range" and (start[0] in ("preceding", "following") or end[0] in ("preceding", "following")):
+        raise Refusal(
+            UNSUPPORTED,
+            "RANGE with an offset is not supported over released cells; use ROWS or GROUPS.",
+            hint=WINDOW_HINT,
+        )
+    if mode == "groups" and not has_order:
+        raise Refusal("42P20", "GROUPS mode requires an ORDER BY clause")
+    if start == ("unbounded", "following"):
+        raise Refusal("42P20", "frame start cannot be UNBOUNDED FOLLOWING")
+    if end == ("unbounded", "preceding"):
+        raise Refusal("42P20", "frame end cannot be UNBOUNDED PRECEDING")
+    if start == ("current",) and end[0] == "preceding":
+        raise Refusal("42P20", "frame starting from current row cannot have preceding rows")
+    if start[0] == "following" and end[0] in ("preceding", "current"):
+        raise Refusal("42P20", "frame starting from following row cannot have preceding rows")
+    return (mode, start, end)
+
+
+def _input(node: exp.Expression, ctx: Ctx):
+    """The tree of a window's argument, PARTITION BY or ORDER BY item: a derived group key
+    (``date_trunc('month', ts)``, a CASE bin) by its key, else :func:`tree`."""
+    inner = node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if not isinstance(inner, exp.Column) and inner.find(exp.AggFunc) is None and keys.derivable(inner):
+        return ("col", keys.derive(inner, ctx).column)
+    return tree(node, ctx)
+
+
+def window(node: exp.Window, ctx: Ctx):
+    """The tree of ``fn(args) OVER (PARTITION BY … ORDER BY … frame)``: every input is an
+    expression over released values and group keys (:func:`tree`); a column that is not a
+    group key is refused when the tree is resolved (:func:`resolve`)."""
+    understood(node, frozenset({"this", "partition_by", "order", "spec", "over"}))
+    if any(w is not node for w in node.find_all(exp.Window)):
+        raise Refusal("42P20", "window function calls cannot be nested")
+    head = node.this
+    fn = _WINDOW_FUNCS.get(type(head))
+    if fn is None:
+        raise Refusal(
+            UNSUPPORTED,
+            f"window function {head.sql('postgres')[:40]} is not supported over released cells.",
+            hint=WINDOW_HINT,
+        )
+    if fn in _RANKING:
+        understood(head, frozenset())
+        args: tuple = ()
+    elif fn == "ntile":
+        understood(head, frozenset({"this"}))
+        n = _offset(head.this, "the NTILE count")
+        if n <= 0:
+            raise Refusal("22014", "argument of ntile must be greater than zero")
+        args = (("lit", n, "int"),)
+    elif fn in ("lag", "lead"):
+        understood(head, frozenset({"this", "offset", "default"}))
+        off = head.args.get("offset")
+        default = head.args.get("default")
+        args = (
+            _input(head.this, ctx),
+            ("lit", 1 if off is None else _offset(off, f"the {fn.upper()} offset"), "int"),
+            ("lit", None, None) if default is None else tree(default, ctx),
+        )
+    elif fn == "count" and isinstance(head.this, exp.Star):
+        understood(head, frozenset({"this", "big_int"}))
+        args = ()
+    else:
+        understood(head, frozenset({"this", "big_int"}) if fn == "count" else frozenset({"this"}))
+        args = (_input(head.this, ctx),)
+    part = tuple(_input(p, ctx) for p in node.args.get("partition_by") or [])
+    order = ()
+    o = node.args.get("order")
+    if o is not None:
+        understood(o)
+        items = []
+        for it in o.expressions:
+            understood(it)
+            desc = bool(it.args.get("desc"))
+            nf = it.args.get("nulls_first")
+            items.append((_input(it.this, ctx), desc, desc if nf is None else bool(nf)))
+        order = tuple(items)
+    return ("window", fn, args, part, order, _frame(node.args.get("spec"), bool(order)))
+
+
+def _resolve_window(t, agg, key):
+    """The resolved window tree and its Postgres result type."""
+    _, fn, args, part, order, frame = t
+
+    def raw_key(name):
+        try:
+            return key(name)
+        except Refusal:
+            raise Refusal(
+                UNSUPPORTED,
+                f"a window over column {name} reads individual rows: {name} is not a group key.",
+                hint=WINDOW_HINT,
+            ) from None
+
+    rargs = [resolve(a, agg, raw_key) for a in args]
+    rpart = tuple(resolve(p, agg, raw_key)[0] for p in part)
+    rorder = tuple((resolve(x, agg, raw_key)[0], desc, nf) for x, desc, nf in order)
+    trees = tuple(a for a, _ in rargs)
+    types = [ty for _, ty in rargs]
+    if fn in ("row_number", "rank", "dense_rank", "count"):
+        typ = "int"
+    elif fn == "ntile":
+        typ = "int4"  # Postgres' ntile returns integer, the ranks bigint
+    elif fn in ("percent_rank", "cume_dist"):
+        typ = "float"
+    elif fn in ("sum", "avg"):
+        ty = types[0]
+        if ty not in _NUM and ty is not None:
+            raise Refusal(DATATYPE_MISMATCH, f"function {fn}({ty}) does not exist.", hint=WINDOW_HINT)
+        typ = "float" if ty == "float" else "numeric"
+    elif fn in ("lag", "lead"):
+        typ = types[0] if types[2] is None else _num_type(types[0], types[2], fn)
+        if types[0] == "text" and types[2] in (None, "text"):
+            typ = "text"
+        trees = (_coerce(trees[0], types[0], typ), trees[1], _coerce(trees[2], types[2], typ))
+    else:  # min, max, first_value, last_value
+        typ = types[0]
+    if typ in ("date", "timestamp"):
+        raise Refusal(
+            UNSUPPORTED,
+            f"{fn.upper()} of a date or timestamp key is not supported over released cells; "
+            "select the key itself.",
+            hint=WINDOW_HINT,
+        )
+    return ("window", fn, trees, rpart, rorder, frame), typ
+
+
+def _has_window(t) -> bool:
+    return isinstance(t, tuple) and (t[:1] == ("window",) or any(_has_window(x) for x in t))
+
+
+def has_window(t) -> bool:
+    """Whether a (resolved) tree reads a window function."""
+    return _has_window(t)
+
+
+def check_windows(select: exp.Select, groups) -> None:
+    """Refuse a window in a statement without GROUP BY and without an aggregate: its rows
+    are the table's rows, so the window would read them one by one."""
+    wins = list(select.find_all(exp.Window))
+    if not wins or groups:
+        return
+    heads = {id(w.this) for w in wins}
+    if any(id(a) not in heads for a in select.find_all(exp.AggFunc)):
+        return  # an aggregate: one released row, the window runs over it
+    raise Refusal(
+        UNSUPPORTED,
+        "window functions over individual rows are not answered: the statement has no "
+        "GROUP BY and no aggregate.",
+        hint=WINDOW_HINT,
+    )
+
+
+_NUM = ("int", "numeric", "float", "int4")
 
 
 def _num_type(a, b, what: str):
+    a, b = ("int" if x == "int4" else x for x in (a, b))
     if a is None or b is None:
         return b if a is None else a
     if a not in _NUM or b not in _NUM:
@@ -253,6 +481,8 @@ def resolve(t, agg, key):
     """(tree with ("agg", i)/("key", i), its Postgres type). ``agg(func, col)`` returns the
     aggregate's index and type; ``key(name)`` the group key's index and type."""
     kind = t[0]
+    if kind == "window":
+        return _resolve_window(t, agg, key)
     if kind == "aggref":
         i, typ = agg(t[1], t[2])
         return ("agg", i), typ
@@ -401,6 +631,8 @@ def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
             )
         return gidx[name], groups[gidx[name]].type
 
+    if _has_window(t):
+        raise Refusal("42P20", "window functions are not allowed in HAVING", hint=WINDOW_HINT)
     r, typ = resolve(t, agg, key)
     if typ not in ("bool", None):
         raise Refusal(

@@ -14,8 +14,6 @@ SQL only: no I/O.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,6 +25,7 @@ from sqlglot.tokenizer_core import Token
 from . import joins
 from .copy import COPY_HINT, CopyOut, copy_statement
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
+from .lru import LRU
 from .parsing import parse, tokenize
 from .planner import Planner, planner_of
 
@@ -259,8 +258,7 @@ class Routes:
 
     def __init__(self, tables: Tables, catalog_relations: Names = frozenset(), size: int = 4096) -> None:
         self.tables, self.catalog_relations, self.size = tables, catalog_relations, size
-        self._map: OrderedDict[tuple[object, ...], Route] = OrderedDict()
-        self._lock = threading.Lock()
+        self._map: LRU[tuple[object, ...], Route] = LRU(size)
         self.hits = 0  # routes served by key (for tests)
 
     def route(self, sql: str) -> Route:
@@ -271,16 +269,11 @@ class Routes:
         kept by shape, or the statement does not parse): :func:`parse_route`."""
         key = shape_key(tokenize(sql))
         if key is not None:
-            with self._lock:
-                hit = self._map.get(key)
-                if hit is not None:
-                    self._map.move_to_end(key)
-                    self.hits += 1
-                    return hit, None
+            hit = self._map.get(key)
+            if hit is not None:
+                self.hits += 1
+                return hit, None
         r, tree = parse_route(sql, self.tables, self.catalog_relations)
         if key is not None and r.kind in _CACHED_KINDS and r.table is not None:
-            with self._lock:
-                self._map[key] = r
-                if len(self._map) > self.size:
-                    self._map.popitem(last=False)
+            self._map.put(key, r)
         return r, tree

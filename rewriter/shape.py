@@ -93,8 +93,9 @@ def check_clauses(select: exp.Select) -> None:
         raise Refusal(state, msg)
 
 
-def check_nesting(select: exp.Select) -> None:
-    """Refuse subqueries, window functions and nested statements anywhere."""
+def check_nesting(select: exp.Select, windows: bool = False) -> None:
+    """Refuse subqueries, window functions and nested statements anywhere; with ``windows``,
+    window functions are left to :mod:`rewriter.postprocess` (computed over released cells)."""
     for node in select.walk():
         if node is select:
             continue
@@ -104,8 +105,13 @@ def check_nesting(select: exp.Select) -> None:
                 "subqueries are not allowed (also not in WHERE … IN (SELECT …)); "
                 "use a single SELECT over one declared table.",
             )
-        if isinstance(node, exp.Window):
-            raise Refusal(DENIED, "window functions (… OVER …) are not allowed.")
+        if isinstance(node, exp.Window) and not windows:
+            raise Refusal(
+                UNSUPPORTED,
+                "window functions (… OVER …) are not answered in this kind of statement.",
+                hint="a window over the released cells of a GROUP BY statement is answered, e.g. "
+                "SUM(COUNT(*)) OVER (ORDER BY month).",
+            )
         if isinstance(node, exp.Lateral):
             raise Refusal(DENIED, "LATERAL is not allowed.")
 

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import OrderedDict
 
 from sqlglot import exp
 
 import rewriter  # the package's parse / build_plan / to_sql, looked up at each call (one hook sees every parse)
 
 from .dialects import get as dialect_of
+from .lru import LRU
 from .params import ParamSQL
 from .plan import Plan
 
@@ -265,7 +265,7 @@ class Templates:
     """Masked key -> Template (or None: not templatable), LRU-bounded."""
 
     def __init__(self, size: int = 1024) -> None:
-        self._map: OrderedDict = OrderedDict()
+        self._map: LRU = LRU(size)
         self.size = size
         self.filled = 0  # statements planned from a template (for tests)
 
@@ -319,12 +319,7 @@ class Templates:
         return masked, (self.get(masked[0]) if distinct else None)
 
     def get(self, key):
-        hit = self._map.get(key, False)
-        if hit is not False:
-            self._map.move_to_end(key)
-        return hit
+        return self._map.get(key, False)
 
     def put(self, key, tpl: Template | None) -> None:
-        self._map[key] = tpl
-        if len(self._map) > self.size:
-            self._map.popitem(last=False)
+        self._map.put(key, tpl)

@@ -9,14 +9,14 @@ SUM and COUNT from the same draw, charged once).
 
 from __future__ import annotations
 
-from numbers import Real
 from typing import Literal
 
-from .baselines import IndependentLaplaceMean, ShiftedLaplaceMean
+from ..scalars import RealLike
 from .common import POLICY, GridMean, MeanRelease, mean_from_ratio
 from .constants import gamma_star, gamma_tilde, mse_leading, sigma2, st2d_a2, st2d_coord_var, staircase_var
 from .grid import GridHourglass
 from .noise import DiscreteLaplace, Hourglass, Laplace, Staircase, Staircase2D
+from .shifted import ShiftedLaplaceMean
 from .transformed import HourglassMean, LaplaceTransformedMean
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "HourglassMean",
     "LaplaceTransformedMean",
     "ShiftedLaplaceMean",
-    "IndependentLaplaceMean",
     "GridHourglass",
     "Laplace",
     "DiscreteLaplace",
@@ -45,22 +44,24 @@ __all__ = [
     "mse_leading",
 ]
 
-MEAN_KINDS = {
+MEAN_KINDS: dict[str, type[GridMean]] = {
     "hourglass": HourglassMean,
     "laplace_transformed": LaplaceTransformedMean,
     "shifted_laplace": ShiftedLaplaceMean,
-    "independent_laplace": IndependentLaplaceMean,
 }
 
-MeanKind = Literal["hourglass", "laplace_transformed", "shifted_laplace", "independent_laplace"]
+MeanKind = Literal["hourglass", "laplace_transformed", "shifted_laplace"]
 
 
-def make_mean(kind: MeanKind, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> GridMean:
+def make_mean(
+    kind: MeanKind, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False
+) -> GridMean:
     """AVG measurement of the given kind; ``.name`` names it for NOTICE/EXPLAIN.
 
     ``hourglass`` (default in the proxy; optimal, Thm 3), ``laplace_transformed``
-    (Alg. 3 + Laplace, Thm 1), ``shifted_laplace`` (Alg. 2, legacy),
-    ``independent_laplace`` (Alg. 1 = SmartNoise's method). All cost ``epsilon``.
+    (Alg. 3 + Laplace, Thm 1), ``shifted_laplace`` (Alg. 2). All cost ``epsilon``.
+    Alg. 1 (independent noise, SmartNoise's method) is a baseline of the benches:
+    ``bench.baselines.mean``.
     """
     try:
         cls = MEAN_KINDS[kind]

@@ -24,6 +24,9 @@ today. Hence A is exactly the scalar A for every row.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from ..measurements import int_column
@@ -32,13 +35,21 @@ __all__ = ["grid_inputs"]
 
 _ROOM = 1 << 62
 
+# The exact scalar ``grid_input``: (sum, count) -> (A, n).
+GridInput = Callable[[tuple[Any, Any]], tuple[int, int]]
 
-def _each(sums, counts, one, a, n, rows) -> tuple[np.ndarray, np.ndarray]:
+
+def _each(
+    sums: Any, counts: Any, one: GridInput, a: np.ndarray, n: np.ndarray, rows: Sequence[int] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The exact scalar ``one`` for ``rows`` (numpy columns read as their Python values:
     ``tolist()``'s, made for the rows asked only when they are few — usually a handful of
     many, where converting whole columns would cost more than the rows)."""
     if len(rows) * 8 < len(counts):
-        value = lambda col, r: col[r].item() if isinstance(col, np.ndarray) else col[r]  # noqa: E731
+
+        def value(col: Any, r: int) -> Any:
+            return col[r].item() if isinstance(col, np.ndarray) else col[r]
+
         for r in rows:
             a[r], n[r] = one((value(sums, r), value(counts, r)))
         return a, n
@@ -49,7 +60,9 @@ def _each(sums, counts, one, a, n, rows) -> tuple[np.ndarray, np.ndarray]:
     return a, n
 
 
-def grid_inputs(sums, counts, grid: int, ratios: tuple, integer: bool, one):
+def grid_inputs(
+    sums: Any, counts: Any, grid: int, ratios: tuple[int, int, int, int], integer: bool, one: GridInput
+) -> tuple[np.ndarray, np.ndarray]:
     """(A, n) int64 arrays for cells (sums[c], counts[c]); ``ratios`` = (c, d, e, f) with
     l' = c/d and w' = e/f; ``one`` is the exact scalar ``grid_input`` (module doc)."""
     size = len(counts)

@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import math
 import operator
+from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Real
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..measurements import BatchRelease, Measurement, Release, as_epsilon, as_int_bound
+from ..scalars import RealLike
 from .batch import grid_inputs
 
 __all__ = ["MeanRelease", "mean_from_ratio", "GridMean", "POLICY"]
@@ -45,28 +49,33 @@ class MeanRelease(Release):
     """AVG release; ``parts = (SUM release, COUNT release)`` from the same draw."""
 
     @property
-    def sum(self):
+    def sum(self) -> Any:
         return self.parts[0].value
 
     @property
-    def count(self):
+    def count(self) -> Any:
         return self.parts[1].value
 
 
-def mean_from_ratio(s1_hat, n_hat, lo_t: float, w_t: float, lower: float, upper: float):
+def mean_from_ratio(
+    s1_hat: ArrayLike, n_hat: ArrayLike, lo_t: float, w_t: float, lower: float, upper: float
+) -> NDArray[np.float64]:
     """AVG from released (s1^, n^) in transformed units, policy ``midpoint_le0``."""
-    s1_hat = np.asarray(s1_hat, dtype=float)
-    n_hat = np.asarray(n_hat, dtype=float)
-    pos = n_hat > 0
-    r = np.clip(s1_hat / np.where(pos, n_hat, 1.0), 0.0, 1.0)
+    s1 = np.asarray(s1_hat, dtype=float)
+    n = np.asarray(n_hat, dtype=float)
+    pos = n > 0
+    r = np.clip(s1 / np.where(pos, n, 1.0), 0.0, 1.0)
     est = np.clip(lo_t + w_t * r, lower, upper)
-    return np.where(pos, est, 0.5 * (lower + upper))
+    out: NDArray[np.float64] = np.where(pos, est, 0.5 * (lower + upper))
+    return out
 
 
 class GridMean(Measurement):
     """Base for AVG measurements taking ``true_value = (clamped_sum, count)``."""
 
-    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
+    scale: float  # the noise scale in output units (for EXPLAIN)
+
+    def __init__(self, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False) -> None:
         self.epsilon_exact = as_epsilon(epsilon)
         self.integer = bool(integer)
         if self.integer:
@@ -95,10 +104,10 @@ class GridMean(Measurement):
             self._w_t.numerator,
             self._w_t.denominator,
         )
-        self._tol = Fraction(1, 10**6) * max(1, big_w / w)
+        self._tol = Fraction(1, 10**6) * max(Fraction(1), big_w / w)
 
     # -- inputs ------------------------------------------------------------
-    def _sum_count(self, true_value) -> tuple[Fraction, int]:
+    def _sum_count(self, true_value: Any) -> tuple[Fraction, int]:
         s, n = true_value
         n = operator.index(n)
         if n < 0:
@@ -109,7 +118,7 @@ class GridMean(Measurement):
             s = Fraction(float(s)) if isinstance(s, (float, np.floating)) else Fraction(s)
         return s, n
 
-    def grid_input(self, true_value) -> tuple[int, int]:
+    def grid_input(self, true_value: Any) -> tuple[int, int]:
         """(A, n): A = round_half_up(M (S - n l')/w'), the grid numerator (see module doc)."""
         s, n = true_value
         if (
@@ -131,18 +140,20 @@ class GridMean(Measurement):
         s1 = min(max(s1, Fraction(0)), Fraction(n))
         return math.floor(self.grid * s1 + Fraction(1, 2)), n
 
-    def grid_inputs(self, sums, counts) -> tuple[np.ndarray, np.ndarray]:
+    def grid_inputs(self, sums: Any, counts: Any) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`grid_input` of many cells, exactly (int64 arrays; :mod:`mechanisms.mean.batch`)."""
         return grid_inputs(sums, counts, self.grid, self._ratios, self.integer, self.grid_input)
 
     # -- outputs -----------------------------------------------------------
-    def _finish(self, s1_hat, n_hat):
+    def _finish(
+        self, s1_hat: ArrayLike, n_hat: ArrayLike
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """(mean, sum, count) arrays from released (s1^, n^) -- post-processing only."""
-        s1_hat = np.asarray(s1_hat, dtype=float)
-        n_hat = np.asarray(n_hat, dtype=float)
-        mean = mean_from_ratio(s1_hat, n_hat, self.lo_t, self.w_t, float(self.lower), float(self.upper))
-        total = self.lo_t * n_hat + self.w_t * s1_hat
-        return mean, total, n_hat
+        s1 = np.asarray(s1_hat, dtype=float)
+        n = np.asarray(n_hat, dtype=float)
+        mean = mean_from_ratio(s1, n, self.lo_t, self.w_t, float(self.lower), float(self.upper))
+        total = self.lo_t * n + self.w_t * s1
+        return mean, total, n
 
     def _release(self, s1_hat: float, n_hat: float) -> MeanRelease:
         s1_hat, n_hat = float(s1_hat), float(n_hat)  # scalar form of _finish (same policy)
@@ -161,7 +172,9 @@ class GridMean(Measurement):
         )
         return MeanRelease(mean, self.epsilon, hw, self.name, self.scale, parts)
 
-    def release_many(self, num: np.ndarray, n_hat: np.ndarray, hw_many) -> BatchRelease:
+    def release_many(
+        self, num: np.ndarray, n_hat: np.ndarray, hw_many: Callable[[np.ndarray, np.ndarray], float]
+    ) -> BatchRelease:
         """:meth:`_release` of many cells from the released integers (s1^ = num/M, n^): the
         same float operations in the same order, elementwise (IEEE: equal results), while
         |num|, |n^| < 2^53 (int64 -> float64 then exact, as int / int and float(int) are);
@@ -191,14 +204,15 @@ class GridMean(Measurement):
             pos, np.minimum(np.maximum(self.lo_t + self.w_t * r, lower), upper), 0.5 * (lower + upper)
         )
         total = self.lo_t * nh + self.w_t * s1
+        sums: np.ndarray | list[int] = total
         if self.integer:
-            total = (
+            sums = (
                 np.rint(total).astype(np.int64)
                 if not total.size or float(np.abs(total).max()) < 2.0**62
                 else [int(round(t)) for t in total.tolist()]
             )
         parts = (
-            BatchRelease(total, float(self.sum_half_width()), self.name + ":sum"),
+            BatchRelease(sums, float(self.sum_half_width()), self.name + ":sum"),
             BatchRelease(n_hat, float(self.count_half_width()), self.name + ":count"),
         )
         return BatchRelease(mean, hw_many(nh, mean), self.name, parts)
@@ -228,10 +242,29 @@ class GridMean(Measurement):
             return w / 2
         return min(self.w_t * q_t / n_hat, w)
 
-    def simulate(self, true_value, size: int, rng: np.random.Generator) -> dict:
+    def simulate(self, true_value: Any, size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Vectorised releases with the same noise law (simulation/benchmarks only)."""
         mean, total, count = self._finish(*self._simulate_noisy(true_value, size, rng))
         return {"mean": mean, "sum": total, "count": count}
+
+    # -- what each AVG mechanism defines ----------------------------------
+    @abstractmethod
+    def half_width(
+        self, level: float = 0.95, n_hat: float | None = None, avg_hat: float | None = None
+    ) -> float:
+        """AVG half-width at ``level`` given the released count ``n_hat`` and AVG ``avg_hat``."""
+
+    @abstractmethod
+    def sum_half_width(self, level: float = 0.95) -> float:
+        """Half-width of the SUM derived from the same draw."""
+
+    @abstractmethod
+    def count_half_width(self, level: float = 0.95) -> float:
+        """Half-width of the COUNT derived from the same draw."""
+
+    @abstractmethod
+    def _simulate_noisy(self, true_value: Any, size: int, rng: np.random.Generator) -> tuple[Any, Any]:
+        """``size`` noisy (s1^, n^) pairs with the release's noise law (simulation only)."""
 
     def __repr__(self) -> str:
         return (

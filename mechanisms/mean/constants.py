@@ -48,14 +48,16 @@ def gamma_star(eps: float) -> float:
     if eps < 1e-6:
         return 0.5 - eps / 12
     b = _b(eps)
-    return ((b * (1 + b) / 2) ** (1 / 3) - b) / _omb(eps)
+    g: float = ((b * (1 + b) / 2) ** (1 / 3) - b) / _omb(eps)
+    return g
 
 
 def sigma2(eps: float) -> float:
     """sigma^2(eps) of eq. (2): the swap-model optimum = add-remove optimum (Cor. 2)."""
     eps = _check(eps)
     b = _b(eps)
-    return (2 ** (-2 / 3) * b ** (2 / 3) * (1 + b) ** (2 / 3) + b) / _omb(eps) ** 2
+    s2: float = (2 ** (-2 / 3) * b ** (2 / 3) * (1 + b) ** (2 / 3) + b) / _omb(eps) ** 2
+    return s2
 
 
 def staircase_a(eps: float, gamma: float, delta: float = 1.0) -> float:

@@ -33,10 +33,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import partial
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..batch import (
+    Interval,
     below_array,
     discrete_laplace_array,
     fair_coins,
@@ -46,13 +49,14 @@ from ..batch import (
 from ..exact_real import LazyUniform, tilted_share_interval
 from ..rng import RandomSource
 from ..samplers import discrete_laplace, geometric_exp
+from ..scalars import Size
 from .constants import gamma_star
 from .noise import geometric0
 
 __all__ = ["GridHourglass", "dlap_grid_sample"]
 
 
-def dlap_grid_sample(rng: np.random.Generator, scale: float, size) -> np.ndarray:
+def dlap_grid_sample(rng: np.random.Generator, scale: float, size: Size) -> Any:
     """Vectorised discrete Laplace, P(z) proportional to exp(-|z|/scale) (simulation only)."""
     p = -math.expm1(-1.0 / scale)
     return rng.geometric(p, size) - rng.geometric(p, size)
@@ -74,38 +78,38 @@ class GridHourglass:
         self._inv_eps = 1 / self.epsilon  # the K-coordinate's discrete-Laplace scale
 
     # -- law ---------------------------------------------------------------
-    def step(self, i):
+    def step(self, i: ArrayLike) -> Any:
         """Signed step index J(i) (integer arithmetic)."""
-        i = np.asarray(i, dtype=np.int64)
-        return np.sign(i) * ((np.abs(i) + self.grid - self.G) // self.grid)
+        ia = np.asarray(i, dtype=np.int64)
+        return np.sign(ia) * ((np.abs(ia) + self.grid - self.G) // self.grid)
 
-    def exponent(self, i, k):
+    def exponent(self, i: ArrayLike, k: ArrayLike) -> Any:
         j = self.step(i)
         return np.abs(j) + np.abs(np.asarray(k, dtype=np.int64) - j)
 
-    def logpmf(self, i, k):
+    def logpmf(self, i: ArrayLike, k: ArrayLike) -> Any:
         b = self._b
         log_norm = math.log(self.z_steps) + math.log1p(b) - math.log(-math.expm1(-self.eps))
         return -self.eps * self.exponent(i, k) - log_norm
 
-    def pmf(self, i, k):
+    def pmf(self, i: ArrayLike, k: ArrayLike) -> Any:
         return np.exp(self.logpmf(i, k))
 
-    def marginal_pmf(self, i):
+    def marginal_pmf(self, i: ArrayLike) -> Any:
         """P(Z1 = i/M) = b^|J(i)| / Zs (Lemma 3 on the grid)."""
         return np.exp(-self.eps * np.abs(self.step(i))) / self.z_steps
 
-    def step_pmf(self, j):
+    def step_pmf(self, j: ArrayLike) -> Any:
         """P(J = j): (2G - 1)/Zs at 0, M b^|j|/Zs otherwise."""
-        j = np.abs(np.asarray(j, dtype=np.int64))
-        return np.where(j == 0, 2 * self.G - 1, self.grid * np.exp(-self.eps * j)) / self.z_steps
+        ja = np.abs(np.asarray(j, dtype=np.int64))
+        return np.where(ja == 0, 2 * self.G - 1, self.grid * np.exp(-self.eps * ja)) / self.z_steps
 
     def privacy_map(self, d_in: int) -> Fraction:
         """Exact eps for add-remove distance d_in (Thm 2 + group privacy)."""
         return d_in * self.epsilon
 
     # -- samplers ----------------------------------------------------------
-    def _nonzero_share(self):
+    def _nonzero_share(self) -> Interval:
         """``interval(prec)`` of x = P(J != 0) = 2M b / ((2G - 1)(1 - b) + 2M b)."""
         return partial(
             tilted_share_interval,
@@ -148,7 +152,7 @@ class GridHourglass:
         sj[nonzero] = np.where(neg, -j, j)
         return i, sj + discrete_laplace_array(size, self._inv_eps, source)
 
-    def sample(self, rng: np.random.Generator, size) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, rng: np.random.Generator, size: Size) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised draws (I, K) with the same law (simulation only)."""
         grid, big_g = self.grid, self.G
         p0 = (2 * big_g - 1) / self.z_steps

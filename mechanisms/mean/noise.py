@@ -17,10 +17,13 @@ uses the grid versions in :mod:`mechanisms.mean.grid` (Mironov 2012).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..dlap import dlap_pmf
+from ..scalars import Size
 from .constants import (
     gamma_star,
     gamma_tilde,
@@ -34,7 +37,7 @@ from .constants import (
 __all__ = ["Laplace", "DiscreteLaplace", "Staircase", "Hourglass", "Staircase2D", "geometric0"]
 
 
-def geometric0(rng: np.random.Generator, eps: float, size) -> np.ndarray:
+def geometric0(rng: np.random.Generator, eps: float, size: Size) -> Any:
     """P(G = k) = (1-b) b^k, k >= 0 (spec 2.2)."""
     return rng.geometric(-math.expm1(-eps), size) - 1
 
@@ -45,10 +48,10 @@ class Laplace:
     def __init__(self, scale: float) -> None:
         self.scale = float(scale)
 
-    def pdf(self, z):
+    def pdf(self, z: ArrayLike) -> Any:
         return np.exp(-np.abs(z) / self.scale) / (2 * self.scale)
 
-    def sample(self, rng: np.random.Generator, size=None):
+    def sample(self, rng: np.random.Generator, size: Size = None) -> Any:
         return rng.laplace(0.0, self.scale, size)
 
     @property
@@ -66,10 +69,10 @@ class DiscreteLaplace:
     def __init__(self, eps: float) -> None:
         self.eps = float(eps)
 
-    def pmf(self, m):
+    def pmf(self, m: ArrayLike) -> Any:
         return dlap_pmf(m, 1 / self.eps)
 
-    def sample(self, rng: np.random.Generator, size=None):
+    def sample(self, rng: np.random.Generator, size: Size = None) -> Any:
         return geometric0(rng, self.eps, size) - geometric0(rng, self.eps, size)
 
     @property
@@ -92,13 +95,13 @@ class Staircase:
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError("gamma must be in [0, 1]")
 
-    def exponent(self, x):
+    def exponent(self, x: ArrayLike) -> Any:
         return np.floor(np.abs(x) / self.delta + 1 - self.gamma)
 
-    def pdf(self, x):
+    def pdf(self, x: ArrayLike) -> Any:
         return staircase_a(self.eps, self.gamma, self.delta) * np.exp(-self.eps * self.exponent(x))
 
-    def sample(self, rng: np.random.Generator, size=None):
+    def sample(self, rng: np.random.Generator, size: Size = None) -> Any:
         """Geng-Viswanath construction (spec 2.3 sampler)."""
         b, g = math.exp(-self.eps), self.gamma
         sign = np.where(rng.random(size) < 0.5, -1.0, 1.0)
@@ -132,26 +135,26 @@ class Hourglass:
             raise ValueError("gamma must be in (0, 1]")
         self.c = hourglass_c(self.eps, self.gamma)
 
-    def step(self, x):
+    def step(self, x: ArrayLike) -> Any:
         """Signed step index J(x) = sign(x) floor(|x| + 1 - gamma) (eq. 10)."""
         x = np.asarray(x, dtype=float)
         return np.sign(x) * np.floor(np.abs(x) + 1 - self.gamma)
 
-    def exponent(self, x, k):
+    def exponent(self, x: ArrayLike, k: ArrayLike) -> Any:
         """E(x, k) with density c b^E on line k; = |J| + |k - J|."""
         j = self.step(x)
         return np.abs(j) + np.abs(np.asarray(k, dtype=float) - j)
 
-    def pdf(self, x, k):
+    def pdf(self, x: ArrayLike, k: ArrayLike) -> Any:
         return self.c * np.exp(-self.eps * self.exponent(x, k))
 
-    def k_pmf(self, k):
+    def k_pmf(self, k: ArrayLike) -> Any:
         """P(K = k) = c b^|k| (|k| + 2 gamma + 2 b^2/(1 - b^2)) (spec 2.4 moments)."""
         b = math.exp(-self.eps)
-        k = np.abs(np.asarray(k, dtype=float))
-        return self.c * b**k * (k + 2 * self.gamma + 2 * b * b / (1 - b * b))
+        ka = np.abs(np.asarray(k, dtype=float))
+        return self.c * b**ka * (ka + 2 * self.gamma + 2 * b * b / (1 - b * b))
 
-    def sample(self, rng: np.random.Generator, size=None):
+    def sample(self, rng: np.random.Generator, size: Size = None) -> Any:
         """Z1 ~ staircase (Lemma 3), then K = J(Z1) + DLap(eps) (Lemma 4)."""
         z1 = Staircase(self.eps, self.gamma).sample(rng, size)
         k = self.step(z1).astype(np.int64) + DiscreteLaplace(self.eps).sample(rng, size)
@@ -170,11 +173,11 @@ class Staircase2D:
         self.gamma = gamma_tilde(self.eps) if gamma is None else float(gamma)
         self.a2 = st2d_a2(self.eps, self.gamma)
 
-    def pdf(self, x, y):
+    def pdf(self, x: ArrayLike, y: ArrayLike) -> Any:
         r = np.abs(x) + np.abs(y)
         return self.a2 * np.exp(-self.eps * np.floor(r + 1 - self.gamma))
 
-    def sample(self, rng: np.random.Generator, size=None):
+    def sample(self, rng: np.random.Generator, size: Size = None) -> Any:
         """Exact ring/shell sampler (spec 2.5 [derived])."""
         eps, g = self.eps, self.gamma
         b, omb = math.exp(-eps), -math.expm1(-eps)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
 from ..once import single_flight
@@ -64,7 +65,8 @@ def laplace_combo_abs_quantile(a: float, c: float, level: float = 0.95) -> float
     hi = (abs(a) + abs(c)) * (math.log(2 / alpha) + 2)
     while laplace_combo_tail(hi, a, c) > alpha:
         hi *= 2
-    return brentq(lambda h: laplace_combo_tail(h, a, c) - alpha, 0.0, hi, xtol=1e-12 * hi)
+    q: float = brentq(lambda h: laplace_combo_tail(h, a, c) - alpha, 0.0, hi, xtol=1e-12 * hi)
+    return q
 
 
 def _check_level(level: float) -> None:
@@ -73,7 +75,7 @@ def _check_level(level: float) -> None:
 
 
 @single_flight(maxsize=512)
-def _hourglass_q(eps: float, gamma: float, alphas: tuple, level: float) -> tuple:
+def _hourglass_q(eps: float, gamma: float, alphas: tuple[float, ...], level: float) -> tuple[float, ...]:
     b = math.exp(-eps)
     n = int(math.ceil(26 / eps)) + 2
     a = staircase_a(eps, gamma)
@@ -92,7 +94,9 @@ def _hourglass_q(eps: float, gamma: float, alphas: tuple, level: float) -> tuple
         f_bp = (mass * np.clip((bp[:, None] - lo) / wid, 0.0, 1.0)).sum(axis=1)
         x = al * j  # alpha * (values of L)
 
-        def cover(h, x=x, bp=bp, f_bp=f_bp):  # P(|V - alpha L| <= h)
+        def cover(
+            h: float, x: np.ndarray = x, bp: np.ndarray = bp, f_bp: np.ndarray = f_bp
+        ) -> float:  # P(|V - alpha L| <= h)
             return float(np.dot(p_l, np.interp(x + h, bp, f_bp) - np.interp(x - h, bp, f_bp)))
 
         # bracket from the Laplace limit, widened until it holds; then bisect
@@ -106,7 +110,7 @@ def _hourglass_q(eps: float, gamma: float, alphas: tuple, level: float) -> tuple
     return tuple(out)
 
 
-def hourglass_abs_quantile(eps: float, gamma: float, alphas, level: float = 0.95) -> np.ndarray:
+def hourglass_abs_quantile(eps: float, gamma: float, alphas: ArrayLike, level: float = 0.95) -> np.ndarray:
     """q(alpha) with P(|Z1 - alpha K| <= q) >= level, (Z1, K) ~ hourglass(eps, gamma)."""
     _check_level(level)
     al = tuple(float(x) for x in np.atleast_1d(alphas))

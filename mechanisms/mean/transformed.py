@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from numbers import Real
+from typing import Any
 
 import numpy as np
 
 from ..measurements import BatchRelease
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
+from ..scalars import RealLike
 from .common import GridMean, MeanRelease
 from .constants import sigma2
 from .grid import GridHourglass, dlap_grid_sample
@@ -38,7 +40,7 @@ __all__ = ["HourglassMean", "LaplaceTransformedMean"]
 _ALPHA_GRID = tuple(i / 20 for i in range(11))  # 0, 0.05, ..., 0.5
 
 
-def _interp(x: float, xs: tuple, ys) -> float:
+def _interp(x: float, xs: Sequence[float], ys: Sequence[float] | np.ndarray) -> float:
     """``float(np.interp(x, xs, ys))`` for one point on an increasing grid (no array round trip)."""
     i = bisect.bisect_right(xs, x)
     if i <= 0:
@@ -65,37 +67,37 @@ class HourglassMean(GridMean):
 
     name = "hourglass_mean"
 
-    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
+    def __init__(self, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False) -> None:
         super().__init__(epsilon, lower, upper, integer)
         self.noise = GridHourglass(self.epsilon_exact, self.grid)
         # sd of the sum-coordinate noise, output units (for EXPLAIN)
         self.scale = self.w_t * math.sqrt(sigma2(self.noise.eps))
-        self._q_mean = None
-        self._q_count = {}
+        self._q_mean: np.ndarray | None = None
+        self._q_count: dict[tuple[str, float], float] = {}
 
     def privacy_map_exact(self, d_in: int) -> Fraction:
         return self.noise.privacy_map(d_in)
 
-    def release(self, true_value, source: RandomSource | None = None) -> MeanRelease:
+    def release(self, true_value: Any, source: RandomSource | None = None) -> MeanRelease:
         return self.apply(true_value, self.draw(source))
 
     def draw(self, source: RandomSource | None = None) -> tuple[int, int]:
         """(I, K) of the grid hourglass: data-independent (Alg. 3 adds it to (A, n))."""
         return self.noise.sample_exact(source if source is not None else default_source())
 
-    def apply(self, true_value, noise, source: RandomSource | None = None) -> MeanRelease:
+    def apply(self, true_value: Any, noise: Any, source: RandomSource | None = None) -> MeanRelease:
         if noise is None:
             return self.release(true_value, source)
         a, n = self.grid_input(true_value)
         i, k = noise
         return self._release((a + i) / self.grid, n + k)
 
-    def draw_many(self, n: int, source: RandomSource | None = None):
+    def draw_many(self, n: int, source: RandomSource | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``n`` draws (I, K) at once (:meth:`GridHourglass.sample_many`: the law of ``n``
         :meth:`draw` calls)."""
         return self.noise.sample_many(n, source if source is not None else default_source())
 
-    def apply_many(self, values, noises) -> BatchRelease:
+    def apply_many(self, values: Any, noises: Any) -> BatchRelease:
         """:meth:`apply` for every cell: ``values = (sums, counts)`` columns, the grid inputs
         exact (:meth:`GridMean.grid_inputs`), then s1^ = (A + I)/M, n^ = n + K."""
         sums, counts = values
@@ -121,7 +123,7 @@ class HourglassMean(GridMean):
         hw = np.where(pos, np.minimum(self.w_t * q / np.where(pos, n_hat, 1.0), w), w / 2)
         return float(hw.max())
 
-    def _simulate_noisy(self, true_value, size, rng):
+    def _simulate_noisy(self, true_value: Any, size: int, rng: np.random.Generator) -> tuple[Any, Any]:
         a, n = self.grid_input(true_value)
         i, k = self.noise.sample(rng, size)
         return (a + i) / self.grid, n + k
@@ -169,7 +171,7 @@ class LaplaceTransformedMean(GridMean):
 
     name = "laplace_transformed_mean"
 
-    def __init__(self, epsilon: Real, lower: Real, upper: Real, integer: bool = False) -> None:
+    def __init__(self, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False) -> None:
         super().__init__(epsilon, lower, upper, integer)
         self.noise_scale = Fraction(self.grid) / self.epsilon_exact  # grid units
         self.eps = float(self.epsilon_exact)
@@ -178,14 +180,14 @@ class LaplaceTransformedMean(GridMean):
     def privacy_map_exact(self, d_in: int) -> Fraction:
         return d_in * self.grid / self.noise_scale
 
-    def release(self, true_value, source: RandomSource | None = None) -> MeanRelease:
+    def release(self, true_value: Any, source: RandomSource | None = None) -> MeanRelease:
         a, n = self.grid_input(true_value)
         src = source if source is not None else default_source()
         y1 = a + discrete_laplace(self.noise_scale, src)
         y2 = (n * self.grid - a) + discrete_laplace(self.noise_scale, src)
         return self._release(y1 / self.grid, (y1 + y2) / self.grid)
 
-    def _simulate_noisy(self, true_value, size, rng):
+    def _simulate_noisy(self, true_value: Any, size: int, rng: np.random.Generator) -> tuple[Any, Any]:
         a, n = self.grid_input(true_value)
         sc = float(self.noise_scale)
         y1 = a + dlap_grid_sample(rng, sc, size)

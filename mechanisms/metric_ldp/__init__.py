@@ -8,8 +8,8 @@ queries (Xiang, Ding, He, Zhou 2020; metric-LDP spec).
   variance estimate.
 * :mod:`.quantiles` -- all prefixes in one query + binary search (paper 4.4).
 * :mod:`.postprocess` -- optional clip / isotonic CDF (spec 3.12, 8).
-* :mod:`.laplace` -- M2/M3 alternatives; :mod:`.matrix` -- paper matrix form (tests);
-  :mod:`.baselines` -- eps-LDP baselines (bench only, import explicitly).
+* :mod:`.laplace` -- M2/M3 alternatives; :mod:`.matrix` -- paper matrix form (tests).
+  The eps-LDP baselines the benches compare with are ``bench.baselines.metric_ldp``.
 
 No budget is charged at query time: reports are perturbed once at ingestion and every
 query is post-processing (spec 7.9).

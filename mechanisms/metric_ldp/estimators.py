@@ -32,6 +32,8 @@ an unbiased estimate of the same shape.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import numpy as np
 
 from .laplace import column_variances
@@ -60,7 +62,11 @@ def _est(estimator: str) -> str:
     return estimator
 
 
-def _prefix(spec: GroupSpec, d: int, k: int, estimator: str) -> tuple:
+# A per-record linear form of one dimension's report columns: (const, {column index: coef}).
+Affine: TypeAlias = "tuple[float, dict[int, float]]"
+
+
+def _prefix(spec: GroupSpec, d: int, k: int, estimator: str) -> Affine:
     """Per-record Phat_k (1 <= k <= m) as (const, {local column index: coef})."""
     m = spec.dims[d].m
     if spec.mechanism == "M3":
@@ -73,14 +79,15 @@ def _prefix(spec: GroupSpec, d: int, k: int, estimator: str) -> tuple:
     return (-kap, {k - 1: kap, m - 1: kap})
 
 
-def dim_affine(spec: GroupSpec, d: int, w: np.ndarray, estimator: str = "known_n") -> tuple:
+def dim_affine(spec: GroupSpec, d: int, w: np.ndarray, estimator: str = "known_n") -> Affine:
     """G_{i,d} for weights w as (const, {local column index: coef})."""
     _est(estimator)
     w = np.asarray(w, dtype=float)
     if spec.mechanism == "M2":
         return 0.0, {j: float(w[j]) / spec.grid for j in range(len(w)) if w[j] != 0}
     dw = w - np.append(w[1:], 0.0)
-    const, coefs = 0.0, {}
+    const = 0.0
+    coefs: dict[int, float] = {}
     for k in np.nonzero(dw)[0] + 1:
         c, cs = _prefix(spec, d, int(k), estimator)
         const += dw[k - 1] * c
@@ -97,12 +104,14 @@ def column_variance(spec: GroupSpec, d: int) -> np.ndarray:
     return column_variances(spec)
 
 
-def _V(spec: GroupSpec, d: int, aff: tuple) -> float:
+def _V(spec: GroupSpec, d: int, aff: Affine) -> float:
     v = column_variance(spec, d)
     return float(sum(a * a * v[j] for j, a in aff[1].items()))
 
 
-def affine_terms(spec: GroupSpec, query: Query, estimator: str = "known_n") -> tuple:
+def affine_terms(
+    spec: GroupSpec, query: Query, estimator: str = "known_n"
+) -> tuple[float, tuple[tuple[float, tuple[tuple[int, float], ...]], ...]]:
     """(scale, per dimension (const, ((j, coef), ...))) of the query's estimator: the
     per-record term is scale * prod_d (const_d + sum_j coef_dj * col_dj) over the report
     columns of dimension d (j = 0-based index among them, sorted; zero coefficients dropped)."""
@@ -152,7 +161,7 @@ def estimate_numpy(
     return float(query.scale * prod.sum())
 
 
-def _var_parts(spec: GroupSpec, query: Query, estimator: str) -> list:
+def _var_parts(spec: GroupSpec, query: Query, estimator: str) -> list[tuple[float, np.ndarray]]:
     return [
         (_V(spec, d, dim_affine(spec, d, query.weight(spec, d), estimator)), query.weight(spec, d))
         for d in range(spec.D)
@@ -181,7 +190,7 @@ def variance(
 
 def variance_bounds(
     spec: GroupSpec, query: Query, n: int, estimator: str = "known_n", max_abs_row_weight: float | None = None
-) -> tuple:
+) -> tuple[float, float]:
     """(min, max) of the exact variance over all datasets of n records (tight: attained
     when every record sits in the cell minimising/maximising each w_d^2). With public row
     weights bounded by ``max_abs_row_weight`` the max scales by its square and min is 0."""
@@ -194,7 +203,7 @@ def variance_bounds(
     return float(s2 * lo), float(s2 * hi)
 
 
-def variance_queries(spec: GroupSpec, query: Query, estimator: str = "known_n") -> tuple:
+def variance_queries(spec: GroupSpec, query: Query, estimator: str = "known_n") -> tuple[Query, Query]:
     """(qa, qb): the exact variance is E[qa] - E[qb] per record (module doc), so the
     estimate of qa minus that of qb is an unbiased variance estimate (same estimator)."""
     parts = _var_parts(spec, query, _est(estimator))
@@ -217,7 +226,7 @@ def variance_estimate_numpy(
     return estimate_numpy(reports, spec, qa, estimator, rw) - estimate_numpy(reports, spec, qb, estimator, rw)
 
 
-def notice_std(var_estimate: float | None, bounds: tuple) -> float:
+def notice_std(var_estimate: float | None, bounds: tuple[float, float]) -> float:
     """Std for the NOTICE: sqrt of the variance estimate clamped into the exact bounds
     (the upper bound alone if no estimate is available)."""
     lo, hi = bounds

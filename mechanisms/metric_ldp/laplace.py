@@ -17,6 +17,8 @@ alternatives for D = 1.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from .spec import GroupSpec
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 
-def m2_scales(m: int, eps: float, sensitive) -> np.ndarray:
+def m2_scales(m: int, eps: float, sensitive: Iterable[int] | None) -> np.ndarray:
     """Optimal noise scales s_x of problem (2) under E_S (closed form, spec 2.1 [DERIVED]).
 
     t = 1/s: a on S and eps - a off S with a = eps/(1 + ((m-k)/k)^(1/3)) if 1 <= k < m/2;
@@ -54,7 +56,7 @@ def m2_scales(m: int, eps: float, sensitive) -> np.ndarray:
     return 1.0 / t
 
 
-def es_metric(m: int, eps: float, sensitive) -> np.ndarray:
+def es_metric(m: int, eps: float, sensitive: Iterable[int] | None) -> np.ndarray:
     """m x m matrix of E_S(x, x') (paper 3.2); 1-based bucket x at index x-1."""
     ins = np.array([x in frozenset(sensitive or ()) for x in range(1, m + 1)])
     E = np.where(ins[:, None] | ins[None, :], eps, 2.0 * eps)
@@ -87,7 +89,8 @@ def m2_scales_numeric(E: np.ndarray) -> np.ndarray:
     # a feasible point then; anything else is a failure.
     if not res.success and (res.status != 8 or np.max(A @ res.x - b) > 1e-9 or res.x.min() <= 0):
         raise RuntimeError(f"SLSQP failed: {res.message}")
-    return 1.0 / res.x
+    scales: np.ndarray = 1.0 / res.x
+    return scales
 
 
 def m2_total_error(scales: np.ndarray, n: int = 1) -> float:
@@ -122,7 +125,8 @@ def _b(spec: GroupSpec) -> np.ndarray:
 def column_variances(spec: GroupSpec) -> np.ndarray:
     """Exact Var Z_c in grid units: 2b/(1-b)^2, b = exp(-1/(K s_c))."""
     b = _b(spec)
-    return 2.0 * b / (-np.expm1(np.log(b))) ** 2
+    var: np.ndarray = 2.0 * b / (-np.expm1(np.log(b))) ** 2
+    return var
 
 
 def perturb_laplace(x: np.ndarray, spec: GroupSpec, gen: np.random.Generator) -> np.ndarray:
@@ -145,8 +149,8 @@ def laplace_log_ratio(spec: GroupSpec, x: int, y: int, scales: np.ndarray | None
     m = spec.dims[0].m
     s = column_scales(spec) if scales is None else scales
     ks = np.arange(1, m) if spec.mechanism == "M3" else np.arange(1, m + 1)
-    ax = (x <= ks) if spec.mechanism == "M3" else (x == ks)
-    ay = (y <= ks) if spec.mechanism == "M3" else (y == ks)
+    ax = (ks >= x) if spec.mechanism == "M3" else (ks == x)
+    ay = (ks >= y) if spec.mechanism == "M3" else (ks == y)
     return float(np.sum(np.abs(ax.astype(float) - ay) / s))
 
 

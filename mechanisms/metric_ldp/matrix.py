@@ -9,6 +9,7 @@ of the B_{m,1}^-1 (Eq. (9), Lemma 2). Never materialise these for large m^D (spe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import reduce
 
 import numpy as np
@@ -44,32 +45,35 @@ def B1_inv(m: int) -> np.ndarray:
     return A
 
 
-def B_kron(ms) -> np.ndarray:
-    return reduce(np.kron, [B1(m) for m in reversed(list(ms))])
+def B_kron(ms: Iterable[int]) -> np.ndarray:
+    out: np.ndarray = reduce(np.kron, [B1(m) for m in reversed(list(ms))])
+    return out
 
 
-def B_kron_inv(ms) -> np.ndarray:
-    return reduce(np.kron, [B1_inv(m) for m in reversed(list(ms))])
+def B_kron_inv(ms: Iterable[int]) -> np.ndarray:
+    out: np.ndarray = reduce(np.kron, [B1_inv(m) for m in reversed(list(ms))])
+    return out
 
 
-def _pm(reports: np.ndarray, spec: GroupSpec) -> list:
+def _pm(reports: np.ndarray, spec: GroupSpec) -> list[np.ndarray]:
     return [2.0 * np.asarray(reports)[:, s] - 1.0 for s in spec.column_slices()]
 
 
-def _outer_rows(mats: list) -> np.ndarray:
+def _outer_rows(mats: list[np.ndarray]) -> np.ndarray:
     """Row-wise outer product: (n x m_1), ..., (n x m_k) -> n x (m_1 ... m_k), dim 1 slowest."""
-    out = mats[0]
+    out: np.ndarray = mats[0]
     for M in mats[1:]:
         out = np.einsum("ni,nj->nij", out, M).reshape(out.shape[0], -1)
     return out
 
 
-def _sum_outer(mats: list, shape: tuple) -> np.ndarray:
+def _sum_outer(mats: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
     """sum_i (x)_d mats[d][i] as a tensor of the given shape (half/half split + matmul)."""
     h = max(1, len(mats) // 2)
     A = _outer_rows(mats[:h])
     C = _outer_rows(mats[h:]) if len(mats) > h else np.ones((A.shape[0], 1))
-    return (A.T @ C).reshape(shape)
+    out: np.ndarray = (A.T @ C).reshape(shape)
+    return out
 
 
 def observations(reports: np.ndarray, spec: GroupSpec) -> np.ndarray:

@@ -12,23 +12,26 @@ distance to any truth in the target set, and cost no privacy (functions of the r
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import isotonic_regression
 
 __all__ = ["clip_counts", "pava", "isotonic"]
 
 
-def clip_counts(values, n: float) -> np.ndarray:
+def clip_counts(values: ArrayLike, n: float) -> np.ndarray:
     """``values`` clipped into [0, n] (spec §3.12)."""
-    return np.clip(np.asarray(values, dtype=float), 0.0, max(float(n), 0.0))
+    out: np.ndarray = np.clip(np.asarray(values, dtype=float), 0.0, max(float(n), 0.0))
+    return out
 
 
-def pava(values) -> np.ndarray:
+def pava(values: ArrayLike) -> np.ndarray:
     """The non-decreasing sequence nearest to ``values`` in squared error (equal weights;
     pool adjacent violators, :func:`scipy.optimize.isotonic_regression`)."""
     v = np.asarray(values, dtype=float)
-    return isotonic_regression(v).x if len(v) else v
+    fitted: np.ndarray = isotonic_regression(v).x if len(v) else v
+    return fitted
 
 
-def isotonic(values, n: float) -> np.ndarray:
+def isotonic(values: ArrayLike, n: float) -> np.ndarray:
     """Isotonic regression of prefix estimates onto [0, n] (spec §3.12)."""
     return clip_counts(pava(values), n)

@@ -17,7 +17,9 @@ within t = w sqrt(ln(2(m-1)/delta)/(2n)) and Err[xhat] <= t.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,25 +39,27 @@ __all__ = [
 ]
 
 
-def prefix_queries(spec: GroupSpec, d: int) -> list:
+def prefix_queries(spec: GroupSpec, d: int) -> list[Query]:
     """[1, k] on dimension d (others trivial), k = 1..m_d - 1."""
     m = spec.dims[d].m
     out = []
     for k in range(1, m):
-        ws = [None] * spec.D
+        ws: list[np.ndarray | None] = [None] * spec.D
         ws[d] = bucket_range_weights(m, 1, k)
         out.append(Query(tuple(ws)))
     return out
 
 
-def prefix_estimates_numpy(reports: np.ndarray, spec: GroupSpec, d: int, estimator: str = "known_n") -> list:
+def prefix_estimates_numpy(
+    reports: np.ndarray, spec: GroupSpec, d: int, estimator: str = "known_n"
+) -> list[float]:
     """Numpy reference of the one prefix query's row (n, Phat_1..Phat_{m-1})."""
     return [float(len(reports))] + [
         estimate_numpy(reports, spec, q, estimator) for q in prefix_queries(spec, d)
     ]
 
 
-def search(sigma: np.ndarray, p: float) -> tuple:
+def search(sigma: np.ndarray, p: float) -> tuple[int, int]:
     """Spec 3.10 search over sigma[0..m] (sigma[0] = 0, sigma[m] = 1 enforced).
     Invariant sigma(lo) < p <= sigma(hi); returns (xhat, number of sigma evaluations)."""
     if not 0.0 < p <= 1.0:
@@ -82,11 +86,11 @@ def search(sigma: np.ndarray, p: float) -> tuple:
 class QuantileResult:
     value: float  # mapped back to the value domain
     bucket: int  # xhat, 1-based
-    sigma: tuple  # sigmahat(0..m) used
+    sigma: tuple[float, ...]  # sigmahat(0..m) used
 
 
 def quantile(
-    row, p: float, spec: GroupSpec, d: int, kind: str = "disc", represent: str = "mid"
+    row: Sequence[Any], p: float, spec: GroupSpec, d: int, kind: str = "disc", represent: str = "mid"
 ) -> QuantileResult:
     """p-quantile from the one prefix query's row (n, Phat_1..Phat_{m-1}).
 
@@ -122,12 +126,12 @@ def quantile_error(true_buckets: np.ndarray, xhat: int, p: float) -> float:
     return max(0.0, s_lo - p, p - s_hi)
 
 
-def _range(aff: tuple) -> tuple:
+def _range(aff: tuple[float, dict[int, float]]) -> tuple[float, float]:
     c, cs = aff
     return (c + sum(min(0.0, a) for a in cs.values()), c + sum(max(0.0, a) for a in cs.values()))
 
 
-def prefix_width(spec: GroupSpec, queries, estimator: str = "known_n") -> float:
+def prefix_width(spec: GroupSpec, queries: Iterable[Query], estimator: str = "known_n") -> float:
     """Largest range of one record's term over the prefix ``queries`` (the Hoeffding width
     w of the module doc): interval arithmetic over the dims' affine terms."""
     width = 0.0

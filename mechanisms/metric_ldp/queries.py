@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ POLICIES = ("lower_edge", "outer", "inner", "interpolate")
 class Query:
     """scale * sum_i prod_d weights[d][x_i[d] - 1]; weights[d] None means all ones."""
 
-    weights: tuple
+    weights: tuple[np.ndarray | None, ...]
     scale: float = 1.0
 
     def weight(self, spec: GroupSpec, d: int) -> np.ndarray:
@@ -80,9 +81,9 @@ def bucket_range_weights(m: int, l: int, r: int) -> np.ndarray:
     return ((k >= l) & (k <= r)).astype(float)
 
 
-def range_query(spec: GroupSpec, ranges: Mapping[int, tuple]) -> Query:
+def range_query(spec: GroupSpec, ranges: Mapping[int, tuple[int, int]]) -> Query:
     """Bucket box: {d: (l_d, r_d)} (1-based inclusive); unlisted dimensions are trivial."""
-    ws = [None] * spec.D
+    ws: list[np.ndarray | None] = [None] * spec.D
     for d, (l, r) in ranges.items():
         ws[d] = bucket_range_weights(spec.dims[d].m, int(l), int(r))
     return Query(tuple(ws))
@@ -90,7 +91,7 @@ def range_query(spec: GroupSpec, ranges: Mapping[int, tuple]) -> Query:
 
 def linear_query(spec: GroupSpec, weights: Mapping[int, np.ndarray], scale: float = 1.0) -> Query:
     """Separable linear counting query {d: w_d}; e.g. SUM(x) uses w = bucket midpoints."""
-    ws = [None] * spec.D
+    ws: list[np.ndarray | None] = [None] * spec.D
     for d, w in weights.items():
         ws[d] = _check(spec, d, w)
     return Query(tuple(ws), float(scale))
@@ -119,7 +120,8 @@ def range_weights(
     ui = upper is None or upper_inclusive
     k = np.arange(1, m + 1, dtype=float)
     if policy == "interpolate":  # |[k-1, k] cap [a, b]| (clamped values ignored)
-        return np.clip(np.minimum(k, b) - np.maximum(k - 1.0, a), 0.0, 1.0)
+        out: np.ndarray = np.clip(np.minimum(k, b) - np.maximum(k - 1.0, a), 0.0, 1.0)
+        return out
     start = np.where(k == 1, -math.inf, k - 1.0)  # bucket k holds [start, end) incl. clamping
     end = np.where(k == m, math.inf, k)
     if not (a < b or (a == b and li and ui)):
@@ -132,9 +134,11 @@ def range_weights(
     return (((start >= a) if li else (start > a)) & (end <= b)).astype(float)  # inner
 
 
-def value_range_query(spec: GroupSpec, preds: Mapping[int, tuple], policy: str = "lower_edge") -> Query:
+def value_range_query(
+    spec: GroupSpec, preds: Mapping[int, tuple[Any, ...]], policy: str = "lower_edge"
+) -> Query:
     """{d: (lower, upper[, lower_inclusive, upper_inclusive])} on raw values -> Query."""
-    ws = [None] * spec.D
+    ws: list[np.ndarray | None] = [None] * spec.D
     for d, p in preds.items():
         lower, upper = p[0], p[1]
         li = p[2] if len(p) > 2 else True

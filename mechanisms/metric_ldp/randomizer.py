@@ -35,10 +35,11 @@ def thermometer(buckets: np.ndarray, m: int) -> np.ndarray:
     return (b <= np.arange(1, m + 1, dtype=np.int64)[None, :]).astype(np.uint8)
 
 
-def _flip_mask(shape, flip_num: int, gen: np.random.Generator) -> np.ndarray:
+def _flip_mask(shape: tuple[int, ...], flip_num: int, gen: np.random.Generator) -> np.ndarray:
     """Independent flips: U < Q with U exactly uniform on [0, 2^32) (numpy masked rejection)."""
     u = gen.integers(0, 1 << FLIP_BITS, size=shape, dtype=np.uint32)
-    return u < np.uint32(flip_num)
+    flips: np.ndarray = u < np.uint32(flip_num)
+    return flips
 
 
 def round_weights(w: np.ndarray, delta: float, gen: np.random.Generator) -> np.ndarray:

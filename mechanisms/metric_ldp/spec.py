@@ -26,6 +26,7 @@ import numpy as np
 __all__ = ["DimSpec", "GroupSpec", "bucketize", "report_columns", "guarantee", "guarantee_text", "FLIP_BITS"]
 
 FLIP_BITS = 32  # resolution of the flip threshold (U uniform on [0, 2^32))
+_FLIP_RANGE: int = 2**FLIP_BITS
 MECHANISMS = ("M4", "M3", "M2")
 
 
@@ -44,7 +45,7 @@ class DimSpec:
     name: str = ""
     kind: str = "value"  # "value" | "weight"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
             raise ValueError(f"need finite lo < hi, got [{self.lo}, {self.hi}]")
         if int(self.m) != self.m or self.m < 1:
@@ -67,12 +68,12 @@ class DimSpec:
     def flip_num(self) -> int:
         """Q: a bit flips iff U < Q, U uniform on [0, 2^FLIP_BITS)."""
         q = 1.0 / (math.exp(self.epsilon) + 1.0) if self.epsilon < 700 else 0.0
-        return math.ceil(q * 2**FLIP_BITS) + 1  # +1 covers float error in q: q~ > q
+        return math.ceil(q * _FLIP_RANGE) + 1  # +1 covers float error in q: q~ > q
 
     @property
     def q(self) -> float:
         """Realised flip probability q~ = Q / 2^32 (>= 1/(e^eps+1), spec 1.5)."""
-        return self.flip_num / 2**FLIP_BITS
+        return self.flip_num / _FLIP_RANGE
 
     @property
     def lam(self) -> float:
@@ -104,13 +105,13 @@ class GroupSpec:
     ``grid_bits`` (M2/M3): Laplace noise is discrete on the grid 2^-grid_bits.
     """
 
-    dims: tuple
+    dims: tuple[DimSpec, ...]
     mechanism: str = "M4"
     prefix: str = "b"
-    sensitive: frozenset | None = None
+    sensitive: frozenset[int] | None = None
     grid_bits: int = 10
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "dims", tuple(self.dims))
         if not self.dims or not all(isinstance(d, DimSpec) for d in self.dims):
             raise ValueError("dims must be a non-empty sequence of DimSpec")
@@ -131,23 +132,25 @@ class GroupSpec:
         return len(self.dims)
 
     @property
-    def ms(self) -> tuple:
+    def ms(self) -> tuple[int, ...]:
         return tuple(d.m for d in self.dims)
 
     @property
     def grid(self) -> int:
         """K = 2^grid_bits grid units per count (M2/M3 reports are integers / K)."""
-        return 2**self.grid_bits
+        grid: int = 2**self.grid_bits
+        return grid
 
-    def column_slices(self) -> list:
+    def column_slices(self) -> list[slice]:
         """Slice of the report array holding dimension d's columns."""
-        out, start = [], 0
+        out: list[slice] = []
+        start = 0
         for k in self.report_widths():
             out.append(slice(start, start + k))
             start += k
         return out
 
-    def report_widths(self) -> list:
+    def report_widths(self) -> list[int]:
         if self.mechanism == "M3":
             return [self.dims[0].m - 1]
         return [d.m for d in self.dims]
@@ -167,7 +170,7 @@ def bucketize(values: np.ndarray, dim: DimSpec) -> np.ndarray:
     return np.clip(k, 1, dim.m)
 
 
-def report_columns(spec: GroupSpec) -> list:
+def report_columns(spec: GroupSpec) -> list[tuple[str, str]]:
     """(name, sql_type) of the report table columns, in report-array order.
 
     M4: ``{prefix}_{d}_{j}`` SMALLINT in {0, 1} for dimension d = 0..D-1 (group order)
@@ -192,7 +195,8 @@ def guarantee(spec: GroupSpec, x: Sequence[int], y: Sequence[int]) -> float:
         if x[0] == y[0]:
             return 0.0
         eps = spec.dims[0].epsilon
-        return eps if (x[0] in spec.sensitive or y[0] in spec.sensitive) else 2 * eps
+        sensitive = spec.sensitive or frozenset()
+        return eps if (x[0] in sensitive or y[0] in sensitive) else 2 * eps
     return float(sum(d.epsilon * abs(int(a) - int(b)) for d, a, b in zip(spec.dims, x, y)))
 
 
@@ -202,7 +206,7 @@ def guarantee_text(spec: GroupSpec) -> str:
         d = spec.dims[0]
         return (
             f"local E_S-LDP (M2): two values are indistinguishable up to e^{d.epsilon:g} if "
-            f"either is one of the {len(spec.sensitive)} sensitive buckets, else e^{2 * d.epsilon:g}"
+            f"either is one of the {len(spec.sensitive or ())} sensitive buckets, else e^{2 * d.epsilon:g}"
             f" (bucket width {d.g:g})"
         )
     parts = []

@@ -12,6 +12,8 @@ The expression arrives as a small SQL-free tree (built by :mod:`rewriter.local_w
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +34,7 @@ _CMP = {
 }
 
 
-def points(dim: DimSpec, col_type: str, breaks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def points(dim: DimSpec, col_type: str, breaks: Iterable[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Evaluation points of a private column: (values, bucket index 0..m-1, weight in bucket).
 
     Int columns: the integers of [lo, hi), each weighing 1/(integers in its bucket).
@@ -54,7 +56,7 @@ def points(dim: DimSpec, col_type: str, breaks) -> tuple[np.ndarray, np.ndarray,
     return mid, b, (edges[1:] - edges[:-1]) / dim.g
 
 
-def evaluate(tree: tuple, x: np.ndarray) -> np.ndarray:
+def evaluate(tree: tuple[Any, ...], x: np.ndarray) -> Any:
     """The tree's value (or truth) at every point ``x``."""
     op = tree[0]
     if op == "const":
@@ -95,7 +97,12 @@ def evaluate(tree: tuple, x: np.ndarray) -> np.ndarray:
 
 
 def bucket_weights(
-    dim: DimSpec, col_type: str, tree: tuple, kind: str, breaks=(), edges: str = "interpolate"
+    dim: DimSpec,
+    col_type: str,
+    tree: tuple[Any, ...],
+    kind: str,
+    breaks: Iterable[float] = (),
+    edges: str = "interpolate",
 ) -> np.ndarray:
     """Per-bucket weight of a condition (kind "truth") or value (kind "value"): its average
     over the bucket's values (points cut at the constants ``breaks``). ``edges="whole"``

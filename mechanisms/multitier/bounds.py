@@ -9,6 +9,7 @@ theorem terms are evaluated only where kbar <= floor((d-1)/2); above that
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from .subset import subset_variance
 
@@ -31,7 +32,7 @@ def _case3(d: int) -> float:
     return _V((d + 2) / h - 1, h, d) / _V(d / k - 1, k, d)
 
 
-def _bound(eps: float, d: int, first) -> float:
+def _bound(eps: float, d: int, first: Callable[[int], float]) -> float:
     if eps > math.log(d - 1):
         return 1.0  # Case 1: exact
     kb, kmax = kbar(eps, d), (d - 1) // 2

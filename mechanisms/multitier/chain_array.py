@@ -22,13 +22,13 @@ read in another order: the law is the same, not the stream).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from functools import lru_cache, partial
 
 import numpy as np
 
-from ..batch import below_array, discrete_laplace_array, fits_int64
+from ..batch import Interval, below_array, discrete_laplace_array, fits_int64
 from ..exact_real import exp_neg_interval
 from ..rng import RandomSource
 
@@ -63,12 +63,12 @@ def ratio_interval(an: int, ad: int, bn: int, bd: int, prec: int) -> tuple[int, 
     return ((one - hb) << prec) // (one - la), -((-((one - lb) << prec)) // (one - ha))
 
 
-def _exp_threshold(c: Fraction):
+def _exp_threshold(c: Fraction) -> Interval:
     """e^-c, c > 0, by its intervals (``interval(prec)``)."""
     return partial(exp_neg_interval, c.numerator, c.denominator)
 
 
-def _ratio_threshold(a: Fraction, b: Fraction):
+def _ratio_threshold(a: Fraction, b: Fraction) -> Interval:
     """(1 - e^-b)/(1 - e^-a), a > b > 0, by its intervals."""
     return partial(ratio_interval, a.numerator, a.denominator, b.numerator, b.denominator)
 
@@ -89,7 +89,7 @@ def bernoulli_ratio_array(size: int, a: Fraction, b: Fraction, source: RandomSou
     return below_array(size, _ratio_threshold(a, b), source)
 
 
-def _coins(size: int, thresholds, source: RandomSource) -> np.ndarray:
+def _coins(size: int, thresholds: Iterable[Interval], source: RandomSource) -> np.ndarray:
     """The AND of independent coins [U < x] (x by its interval), each drawn only for the rows
     still True (the others' value does not depend on it)."""
     out = np.ones(size, dtype=bool)

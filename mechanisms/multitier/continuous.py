@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from numbers import Real
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
 from ..measurements import as_epsilon
+from ..rng import RandomSource
+from ..scalars import RealLike
 from .families import NoiseFamily
 
 __all__ = ["Laplace", "Gaussian", "Skellam"]
@@ -32,23 +35,23 @@ class Laplace(NoiseFamily):
 
     name = "laplace"
 
-    def cf(self, eps, t):
+    def cf(self, eps: float, t: ArrayLike) -> Any:
         b = self.sensitivity / eps
         return 1 / (1 + (b * np.asarray(t)) ** 2)
 
-    def variance(self, eps):
+    def variance(self, eps: float) -> float:
         return 2 * (self.sensitivity / eps) ** 2
 
-    def noise(self, eps, source):
+    def noise(self, eps: float, source: RandomSource) -> Any:
         return float(source.generator().laplace(0.0, self.sensitivity / eps))
 
-    def root(self, true_value, eps, source):
+    def root(self, true_value: Any, eps: float, source: RandomSource) -> Any:
         return float(true_value) + self.noise(eps, source)
 
-    def atom(self, eps_hi, eps_lo) -> Fraction:
+    def atom(self, eps_hi: float, eps_lo: float) -> Fraction:
         return (as_epsilon(eps_lo) / as_epsilon(eps_hi)) ** 2
 
-    def residual(self, eps_hi, eps_lo, source):
+    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource) -> Any:
         w0 = self.atom(eps_hi, eps_lo)
         if w0 > 1:
             raise ValueError("residuals only go from a larger to a smaller eps")
@@ -56,13 +59,13 @@ class Laplace(NoiseFamily):
             return 0.0
         return self.noise(eps_lo, source)
 
-    def residual_variance(self, eps_hi, eps_lo):
+    def residual_variance(self, eps_hi: float, eps_lo: float) -> float:
         return self.variance(eps_lo) - self.variance(eps_hi)
 
-    def half_width(self, eps, level=0.95):
+    def half_width(self, eps: float, level: float = 0.95) -> float:
         return self.sensitivity / eps * math.log(1 / (1 - level))
 
-    def scale(self, eps):
+    def scale(self, eps: float) -> float:
         return self.sensitivity / eps
 
 
@@ -73,12 +76,12 @@ class Gaussian(NoiseFamily):
 
     name, pure = "gaussian", False
 
-    def __init__(self, sensitivity: Real = 1, delta: float = 1e-6) -> None:
+    def __init__(self, sensitivity: RealLike = 1, delta: float = 1e-6) -> None:
         super().__init__(sensitivity)
         if not 0 < delta < 1:
             raise ValueError("gaussian needs 0 < delta < 1")
         self.delta = delta
-        self._sigma: dict = {}
+        self._sigma: dict[float, float] = {}
 
     def sigma(self, eps: float) -> float:
         if eps not in self._sigma:
@@ -88,38 +91,41 @@ class Gaussian(NoiseFamily):
     def _calibrate(self, eps: float) -> float:
         D, d = self.sensitivity, self.delta
 
-        def excess(s):  # delta(eps) of N(0, s^2) minus target (Balle & Wang 2018, Thm 8)
+        def excess(s: RealLike) -> float:  # delta(eps) of N(0, s^2) minus target (Balle & Wang 2018, Thm 8)
             a, c = D / (2 * s), eps * s / D
-            return stats.norm.cdf(a - c) - math.exp(eps) * stats.norm.cdf(-a - c) - d
+            gap: float = stats.norm.cdf(a - c) - math.exp(eps) * stats.norm.cdf(-a - c) - d
+            return gap
 
         hi = D
         while excess(hi) > 0:
             hi *= 2
-        return optimize.brentq(excess, 1e-12 * D, hi, xtol=1e-14 * D)
+        sigma: float = optimize.brentq(excess, 1e-12 * D, hi, xtol=1e-14 * D)
+        return sigma
 
-    def cf(self, eps, t):
+    def cf(self, eps: float, t: ArrayLike) -> Any:
         return np.exp(-0.5 * (self.sigma(eps) * np.asarray(t)) ** 2)
 
-    def variance(self, eps):
+    def variance(self, eps: float) -> float:
         return self.sigma(eps) ** 2
 
-    def noise(self, eps, source):
+    def noise(self, eps: float, source: RandomSource) -> Any:
         return float(source.generator().normal(0.0, self.sigma(eps)))
 
-    def root(self, true_value, eps, source):
+    def root(self, true_value: Any, eps: float, source: RandomSource) -> Any:
         return float(true_value) + self.noise(eps, source)
 
-    def residual(self, eps_hi, eps_lo, source):
+    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource) -> Any:
         v = self.residual_variance(eps_hi, eps_lo)
         if v < 0:
             raise ValueError("residuals only go from a larger to a smaller eps")
         return float(source.generator().normal(0.0, math.sqrt(v)))
 
-    def residual_variance(self, eps_hi, eps_lo):
+    def residual_variance(self, eps_hi: float, eps_lo: float) -> float:
         return self.variance(eps_lo) - self.variance(eps_hi)
 
-    def half_width(self, eps, level=0.95):
-        return stats.norm.ppf(0.5 + level / 2) * self.sigma(eps)
+    def half_width(self, eps: float, level: float = 0.95) -> float:
+        z: float = stats.norm.ppf(0.5 + level / 2)
+        return z * self.sigma(eps)
 
 
 class Skellam(NoiseFamily):
@@ -136,7 +142,7 @@ class Skellam(NoiseFamily):
     def __init__(self, sensitivity: int = 1) -> None:
         super().__init__(int(sensitivity))
 
-    def lam(self, eps):
+    def lam(self, eps: float) -> float:
         return (self.sensitivity / eps) ** 2
 
     def rdp(self, alpha: float, eps: float) -> float:
@@ -145,30 +151,30 @@ class Skellam(NoiseFamily):
             ((2 * alpha - 1) * D * D + 6 * D) / (16 * mu * mu), 3 * D / (4 * mu)
         )
 
-    def cf(self, eps, t):
+    def cf(self, eps: float, t: ArrayLike) -> Any:
         return np.exp(2 * self.lam(eps) * (np.cos(t) - 1))
 
-    def pmf(self, lam, k):
+    def pmf(self, lam: float, k: ArrayLike) -> Any:
         return special.ive(np.abs(np.asarray(k)), 2 * lam)  # e^{-2 lam} I_|k|(2 lam)
 
-    def variance(self, eps):
+    def variance(self, eps: float) -> float:
         return 2 * self.lam(eps)
 
-    def _sk(self, mu, source):
+    def _sk(self, mu: float, source: RandomSource) -> int:
         g = source.generator()
         return int(g.poisson(mu)) - int(g.poisson(mu))
 
-    def noise(self, eps, source):
+    def noise(self, eps: float, source: RandomSource) -> Any:
         return self._sk(self.lam(eps), source)
 
-    def root(self, true_value, eps, source):
+    def root(self, true_value: Any, eps: float, source: RandomSource) -> Any:
         return int(true_value) + self.noise(eps, source)
 
-    def residual(self, eps_hi, eps_lo, source):
+    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource) -> Any:
         mu = self.lam(eps_lo) - self.lam(eps_hi)
         if mu < 0:
             raise ValueError("residuals only go from a larger to a smaller eps")
         return self._sk(mu, source)
 
-    def residual_variance(self, eps_hi, eps_lo):
+    def residual_variance(self, eps_hi: float, eps_lo: float) -> float:
         return self.variance(eps_lo) - self.variance(eps_hi)

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from numbers import Real
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..dlap import dlap_half_width
 from ..measurements import as_epsilon
 from ..rng import RandomSource
 from ..samplers import bernoulli_exp, discrete_laplace
+from ..scalars import RealLike
 
 __all__ = ["NoiseFamily", "TSG", "MSDLap", "tsg_residual_weights", "tsg_residual", "REFUSED", "ALIASES"]
 
@@ -160,30 +162,42 @@ class NoiseFamily:
     integer = False  # values live on Z
     pure = True  # eta(eps) is pure eps-DP
 
-    def __init__(self, sensitivity: Real = 1) -> None:
+    def __init__(self, sensitivity: RealLike = 1) -> None:
         if not (sensitivity > 0 and math.isfinite(sensitivity)):
             raise ValueError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
         self.sensitivity = sensitivity
 
-    def cf(self, eps: float, t):
+    def cf(self, eps: float, t: ArrayLike) -> Any:
         """Characteristic function of eta(eps) at ``t`` (numpy)."""
         raise NotImplementedError
 
     def variance(self, eps: float) -> float:
         raise NotImplementedError
 
-    def root(self, true_value, eps: float, source: RandomSource):
+    def root(self, true_value: Any, eps: float, source: RandomSource) -> Any:
         """q + eta(eps): the only data access of Alg. 1."""
         return true_value + self.noise(eps, source)
 
-    def noise(self, eps: float, source: RandomSource):
+    def noise(self, eps: float, source: RandomSource) -> Any:
         raise NotImplementedError
 
-    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource):
+    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource) -> Any:
         """A fresh residual with CF cf(eps_lo) / cf(eps_hi)."""
         raise NotImplementedError
 
     def residual_variance(self, eps_hi: float, eps_lo: float) -> float:
+        raise NotImplementedError
+
+    def pmf(self, eps: float, k: ArrayLike) -> Any:
+        """P(eta(eps) = k) on an integer array ``k`` (integer families; analysis/bridges only)."""
+        raise NotImplementedError
+
+    def residual_pmf(self, eps_hi: float, eps_lo: float, k: ArrayLike) -> Any:
+        """The residual's pmf on an integer array ``k`` (integer families; analysis/bridges only)."""
+        raise NotImplementedError
+
+    def residual_weights(self, eps_hi: float, eps_lo: float) -> tuple[float, float]:
+        """(w0, w1): the residual's atom at 0 and the weight of its continuous/integer part."""
         raise NotImplementedError
 
     def half_width(self, eps: float, level: float = 0.95) -> float:
@@ -198,6 +212,7 @@ class TSG(NoiseFamily):
     """Two-sided geometric, p = e^{-eps/Delta} (spec 3.1; Eq. (1) residual). Integer, exact."""
 
     name, exact, integer = "tsg", True, True
+    sensitivity: int
 
     def __init__(self, sensitivity: int = 1) -> None:
         if int(sensitivity) != sensitivity or sensitivity < 1:
@@ -207,42 +222,42 @@ class TSG(NoiseFamily):
     def _a(self, eps: float) -> Fraction:
         return as_epsilon(eps) / self.sensitivity
 
-    def cf(self, eps, t):
+    def cf(self, eps: float, t: ArrayLike) -> Any:
         p = math.exp(-eps / self.sensitivity)
         return (1 - p) ** 2 / (1 - 2 * p * np.cos(t) + p * p)
 
-    def variance(self, eps):
+    def variance(self, eps: float) -> float:
         p = math.exp(-eps / self.sensitivity)
         return 2 * p / math.expm1(-eps / self.sensitivity) ** 2
 
-    def noise(self, eps, source):
+    def noise(self, eps: float, source: RandomSource) -> Any:
         return discrete_laplace(1 / self._a(eps), source)
 
-    def root(self, true_value, eps, source):
+    def root(self, true_value: Any, eps: float, source: RandomSource) -> Any:
         return int(true_value) + self.noise(eps, source)
 
-    def residual(self, eps_hi, eps_lo, source):
+    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource) -> Any:
         return tsg_residual(self._a(eps_hi), self._a(eps_lo), source)
 
-    def residual_weights(self, eps_hi, eps_lo):
+    def residual_weights(self, eps_hi: float, eps_lo: float) -> tuple[float, float]:
         return tsg_residual_weights(eps_hi / self.sensitivity, eps_lo / self.sensitivity)
 
-    def residual_variance(self, eps_hi, eps_lo):
+    def residual_variance(self, eps_hi: float, eps_lo: float) -> float:
         return self.residual_weights(eps_hi, eps_lo)[1] * self.variance(eps_lo)
 
-    def residual_pmf(self, eps_hi, eps_lo, k):
+    def residual_pmf(self, eps_hi: float, eps_lo: float, k: ArrayLike) -> Any:
         """Eq. (1) pmf on integer array ``k`` (floats; analysis/bridges only)."""
         w0, w1 = self.residual_weights(eps_hi, eps_lo)
         return w1 * self.pmf(eps_lo, k) + w0 * (np.asarray(k) == 0)
 
-    def pmf(self, eps, k):
+    def pmf(self, eps: float, k: ArrayLike) -> Any:
         b = eps / self.sensitivity
         return math.tanh(b / 2) * np.exp(-b * np.abs(np.asarray(k, dtype=float)))
 
-    def half_width(self, eps, level=0.95):
+    def half_width(self, eps: float, level: float = 0.95) -> float:
         return dlap_half_width(1 / self._a(eps), level)
 
-    def scale(self, eps):
+    def scale(self, eps: float) -> float:
         return self.sensitivity / eps
 
 
@@ -254,6 +269,7 @@ class MSDLap(NoiseFamily):
     """
 
     name, exact, integer = "msdlap", True, True
+    sensitivity: int
 
     def __init__(self, sensitivity: int = 1) -> None:
         if int(sensitivity) != sensitivity or sensitivity < 1:
@@ -261,23 +277,23 @@ class MSDLap(NoiseFamily):
         super().__init__(int(sensitivity))
         self._unit = TSG(1)
 
-    def cf(self, eps, t):
+    def cf(self, eps: float, t: ArrayLike) -> Any:
         return np.prod(
             [self._unit.cf(eps, xi * np.asarray(t)) for xi in range(1, self.sensitivity + 1)], axis=0
         )
 
-    def variance(self, eps):
+    def variance(self, eps: float) -> float:
         D = self.sensitivity
         return D * (D + 1) * (2 * D + 1) / 6 * self._unit.variance(eps)
 
-    def noise(self, eps, source):
+    def noise(self, eps: float, source: RandomSource) -> Any:
         return sum(xi * self._unit.noise(eps, source) for xi in range(1, self.sensitivity + 1))
 
-    def root(self, true_value, eps, source):
+    def root(self, true_value: Any, eps: float, source: RandomSource) -> Any:
         return int(true_value) + self.noise(eps, source)
 
-    def residual(self, eps_hi, eps_lo, source):
+    def residual(self, eps_hi: float, eps_lo: float, source: RandomSource) -> Any:
         return sum(xi * self._unit.residual(eps_hi, eps_lo, source) for xi in range(1, self.sensitivity + 1))
 
-    def residual_variance(self, eps_hi, eps_lo):
+    def residual_variance(self, eps_hi: float, eps_lo: float) -> float:
         return self.variance(eps_lo) - self.variance(eps_hi)

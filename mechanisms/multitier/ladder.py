@@ -18,15 +18,16 @@ eps > 1 and Delta is small); divide released values by 10^s. See :class:`SumGrid
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Real
+from typing import Any
 
 import numpy as np
 
 from ..measurements import Release, as_epsilon
 from ..rng import RandomSource, default_source
+from ..scalars import RealLike
 from .chain_array import chain_fits, tsg_chain_array
 from .families import NoiseFamily
 from .registry import get_family
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 
-def descending_levels(epsilons: Sequence[Real]) -> tuple[float, ...]:
+def descending_levels(epsilons: Sequence[RealLike]) -> tuple[float, ...]:
     """Validated, de-duplicated levels in descending order (pitfall 9)."""
     eps = [float(as_epsilon(e)) for e in epsilons]
     if not eps:
@@ -50,7 +51,7 @@ def descending_levels(epsilons: Sequence[Real]) -> tuple[float, ...]:
     return tuple(sorted(set(eps), reverse=True))
 
 
-def nearest_lower_level(levels, eps: float) -> float | None:
+def nearest_lower_level(levels: Iterable[float], eps: float) -> float | None:
     """App. H default for a tier not in the ladder: the largest level <= eps (None if none)."""
     below = [l for l in levels if l <= eps]
     return max(below) if below else None
@@ -63,7 +64,7 @@ def _uniform01(source: RandomSource) -> float:
 class Ladder:
     """A multi-tier chain for one query (spec 2.3). ``tiers``: input order, may repeat."""
 
-    def __init__(self, family: NoiseFamily, epsilons: Sequence[Real]) -> None:
+    def __init__(self, family: NoiseFamily, epsilons: Sequence[RealLike]) -> None:
         self.family = family
         self.tiers = tuple(float(e) for e in epsilons)
         self.levels = descending_levels(epsilons)
@@ -73,7 +74,7 @@ class Ladder:
         """Coalition loss of the whole ladder (= the root level)."""
         return self.levels[0]
 
-    def privacy_map(self, d_in: int = 1, released: Sequence[Real] | None = None) -> float:
+    def privacy_map(self, d_in: int = 1, released: Sequence[RealLike] | None = None) -> float:
         """Coalition loss of the released tiers: d_in * max eps (Thm 4.1 + group privacy).
 
         Unreleased levels (incl. the root) do not count (spec 1.4). For
@@ -91,7 +92,7 @@ class Ladder:
         """What fresh noise per tier would cost a full coalition: sum of eps (spec 1.3)."""
         return sum(self.levels)
 
-    def release_levels(self, true_value, source: RandomSource | None = None) -> dict[float, object]:
+    def release_levels(self, true_value: Any, source: RandomSource | None = None) -> dict[float, Any]:
         """Raw chain values for every level (descending), Alg. 1."""
         source = source if source is not None else default_source()
         fam, out = self.family, {}
@@ -105,11 +106,13 @@ class Ladder:
             prev_eps = eps
         return out
 
-    def release(self, true_value, source: RandomSource | None = None) -> dict[float, object]:
+    def release(self, true_value: Any, source: RandomSource | None = None) -> dict[float, Any]:
         """dict tier eps -> raw noisy value (duplicate tiers share one value)."""
         return self.release_levels(true_value, source)
 
-    def release_many(self, true_values, source: RandomSource | None = None) -> dict[float, np.ndarray]:
+    def release_many(
+        self, true_values: Iterable[Any], source: RandomSource | None = None
+    ) -> dict[float, np.ndarray]:
         """:meth:`release_levels` for many cells at once: level -> int64 array (tsg, as numpy
         over CSPRNG words: :mod:`.chain_array`), or -> object array of the cell-by-cell draws
         (other families, or values beyond int64)."""
@@ -120,13 +123,13 @@ class Ladder:
                 arr = np.array(values, dtype=np.int64)
             except OverflowError:  # beyond int64: cell by cell
                 arr = None
-            rates = [as_epsilon(e) / fam.sensitivity for e in self.levels]
+            rates = [as_epsilon(e) / Fraction(fam.sensitivity) for e in self.levels]
             if arr is not None and chain_fits(arr, rates):
                 return dict(zip(self.levels, tsg_chain_array(arr, rates, source)))
         per = [self.release_levels(v, source) for v in values]
         return {e: np.array([p[e] for p in per] if per else [], dtype=object) for e in self.levels}
 
-    def releases(self, true_value, source: RandomSource | None = None) -> dict[float, Release]:
+    def releases(self, true_value: Any, source: RandomSource | None = None) -> dict[float, Release]:
         """dict tier eps -> :class:`Release` (value, eps, 95% half-width, family, scale)."""
         vals = self.release_levels(true_value, source)
         fam = self.family
@@ -147,8 +150,11 @@ class Ladder:
 
     # -- dynamic tiers (spec 9) -------------------------------------------------
     def bridge_insert(
-        self, existing_levels: Mapping[float, object], new_epsilon: Real, source: RandomSource | None = None
-    ):
+        self,
+        existing_levels: Mapping[float, Any],
+        new_epsilon: RealLike,
+        source: RandomSource | None = None,
+    ) -> Any:
         """Raw value for a level added after generation, without data access (spec 9a/9b).
 
         Below the lowest level: one forward residual. Strictly between two
@@ -174,7 +180,7 @@ class Ladder:
         eb = max(l for l in levels if l < e)
         return self._bridge(existing_levels[ea], existing_levels[eb], ea, e, eb, source)
 
-    def _bridge(self, va, vb, ea, enew, eb, source):
+    def _bridge(self, va: Any, vb: Any, ea: float, enew: float, eb: float, source: RandomSource) -> Any:
         fam = self.family
         if fam.name == "gaussian":  # Brownian bridge in variance time
             sa, sn, sb = fam.variance(ea), fam.variance(enew), fam.variance(eb)
@@ -197,8 +203,8 @@ class Ladder:
 
     def loosen(
         self,
-        existing_levels: Mapping[float, object],
-        new_epsilon: Real,
+        existing_levels: Mapping[float, Any],
+        new_epsilon: RealLike,
         true_value: int,
         source: RandomSource | None = None,
     ) -> int:
@@ -211,7 +217,8 @@ class Ladder:
             raise ValueError("loosening is implemented for the tsg family only")
         e, top = float(as_epsilon(new_epsilon)), max(existing_levels)
         if e <= top:
-            return self.bridge_insert(existing_levels, e, source)
+            inserted: int = self.bridge_insert(existing_levels, e, source)
+            return inserted
         v1, q = existing_levels[top], int(true_value)
         T = int(math.ceil(40 * fam.sensitivity / top)) + 1
         y = np.arange(min(q, v1) - T, max(q, v1) + T + 1)
@@ -219,7 +226,7 @@ class Ladder:
         return int(self._inverse_cdf(y, w, source))
 
     @staticmethod
-    def _inverse_cdf(y, w, source):
+    def _inverse_cdf(y: np.ndarray, w: np.ndarray, source: RandomSource) -> Any:
         c = np.cumsum(w)
         return y[min(int(np.searchsorted(c, _uniform01(source) * c[-1])), len(y) - 1)]
 
@@ -232,7 +239,9 @@ def _log_tsg_norm(lam: float) -> float:
     return math.log(math.tanh(lam / 2))
 
 
-def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float, source: RandomSource) -> int:
+def tsg_bridge_closed(
+    fam: NoiseFamily, va: int, vb: int, ea: float, enew: float, eb: float, source: RandomSource
+) -> int:
     """Exact-law bridge draw for TSG chains in closed form (spec 9b), any sensitivity.
 
     P(y) is proportional to f1(y - va) f2(vb - y), f1 = w0 [0] + w1 TSG(new),
@@ -257,9 +266,9 @@ def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float, 
     lam_lo, lam_hi = (ln, lb) if va <= vb else (lb, ln)  # lam of the kernel anchored at lo / hi
     if va == vb:
         lam_lo, lam_hi = ln, lb
-    comps = []  # (log weight, kind)
+    comps: list[tuple[float, tuple[Any, ...]]] = []  # (log weight, kind)
 
-    def add(logw, kind):
+    def add(logw: float, kind: tuple[Any, ...]) -> None:
         if math.isfinite(logw):
             comps.append((logw, kind))
 
@@ -302,10 +311,13 @@ def tsg_bridge_closed(fam, va: int, vb: int, ea: float, enew: float, eb: float, 
     mass = -math.expm1(-ad * (dist + 1))
     j = math.ceil(math.log1p(-_uniform01(source) * mass) / -ad) - 1
     j = min(max(j, 0), dist)
-    return lo + j if delta > 0 else hi - j
+    drawn: int = lo + j if delta > 0 else hi - j
+    return drawn
 
 
-def make_ladder(family, epsilons: Sequence[Real], sensitivity: Real = 1, **kw) -> Ladder:
+def make_ladder(
+    family: str | NoiseFamily, epsilons: Sequence[RealLike], sensitivity: RealLike = 1, **kw: Any
+) -> Ladder:
     """Configuration-time constructor; refuses DG/staircase with a ValueError (spec 3.6-3.7, 10)."""
     return Ladder(get_family(family, sensitivity, **kw), epsilons)
 
@@ -321,7 +333,9 @@ class VectorLadder:
     guarantee only: ``laplace`` or ``tsg`` (integer grid coordinates).
     """
 
-    def __init__(self, family, epsilons: Sequence[Real], sensitivity: Real = 1, dim: int = 2) -> None:
+    def __init__(
+        self, family: str | NoiseFamily, epsilons: Sequence[RealLike], sensitivity: RealLike = 1, dim: int = 2
+    ) -> None:
         fam = get_family(family, sensitivity)
         if fam.name not in ("laplace", "tsg"):
             raise ValueError("VectorLadder needs an l1 family (laplace or tsg)")
@@ -333,17 +347,21 @@ class VectorLadder:
     def epsilon(self) -> float:
         return self.ladder.epsilon
 
-    def privacy_map(self, d_in: int = 1, released=None) -> float:
+    def privacy_map(self, d_in: int = 1, released: Sequence[RealLike] | None = None) -> float:
         return self.ladder.privacy_map(d_in, released)
 
-    def release(self, true_value, source: RandomSource | None = None) -> dict[float, tuple]:
+    def release(
+        self, true_value: Sequence[Any], source: RandomSource | None = None
+    ) -> dict[float, tuple[Any, ...]]:
         source = source if source is not None else default_source()
         if len(true_value) != self.dim:
             raise ValueError(f"expected a vector of length {self.dim}")
         per = [self.ladder.release_levels(v, source) for v in true_value]
         return {e: tuple(c[e] for c in per) for e in self.levels}
 
-    def release_many(self, true_values, source: RandomSource | None = None) -> dict[float, list]:
+    def release_many(
+        self, true_values: Iterable[Sequence[Any]], source: RandomSource | None = None
+    ) -> dict[float, list[np.ndarray]]:
         """:meth:`release` for many cells (a sequence of vectors): level -> one array per
         coordinate (:meth:`Ladder.release_many` per coordinate)."""
         source = source if source is not None else default_source()
@@ -370,7 +388,8 @@ class SumGrid:
 
     @property
     def unit(self) -> int:
-        return 10**self.decimals
+        unit: int = 10**self.decimals
+        return unit
 
     def _g(self, v: float) -> int:
         return int(Fraction(str(v)) * self.unit)  # exact decimal, truncated toward 0
@@ -379,7 +398,7 @@ class SumGrid:
     def sensitivity(self) -> int:
         return self.contributions * max(abs(self._g(self.lo)), abs(self._g(self.hi)))
 
-    def to_grid(self, values) -> int:
+    def to_grid(self, values: Iterable[Any]) -> int:
         glo, ghi = self._g(self.lo), self._g(self.hi)
         return sum(min(max(int(round(Fraction(str(v)) * self.unit)), glo), ghi) for v in values)
 

@@ -21,10 +21,13 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..rng import RandomSource, default_source
+from ..scalars import RealLike
 from .ladder import descending_levels
 
 __all__ = [
@@ -55,7 +58,7 @@ def rho_of(eps: float) -> Fraction:
     return Fraction(math.nextafter(math.exp(eps), 0.0))
 
 
-def subset_t_f(rho, k: int, d: int):
+def subset_t_f(rho: RealLike | None, k: int, d: int) -> tuple[RealLike, RealLike]:
     """t = P(x in S), f = P(j in S), j != x, for Subset(k) at e^eps = rho (Sec. 5.2)."""
     if rho is INF:
         return 1, Fraction(k - 1, d - 1)
@@ -79,21 +82,19 @@ def optimal_k(eps: float, d: int) -> int:
     return min(ks, key=lambda k: subset_variance(eps, k, d))
 
 
-def rescale_beta(rho, rho_new, k: int, d: int) -> Fraction:
+def rescale_beta(rho: RealLike | None, rho_new: RealLike, k: int, d: int) -> Fraction:
     """Corrected Rescale probability (erratum E1):
     beta = (e' - 1)(k rho + d - k) / ((rho - 1)(k e' + d - k)); rho = inf limit k(e'-1)/(k e' + d - k)."""
-    rho_new = Fraction(rho_new)
+    new = Fraction(rho_new)
     if rho is INF:
-        beta = k * (rho_new - 1) / (k * rho_new + d - k)
+        beta = k * (new - 1) / (k * new + d - k)
     else:
-        rho = Fraction(rho)
-        if rho_new == rho:
+        old = Fraction(rho)
+        if new == old:
             return Fraction(1)
-        beta = (rho_new - 1) * (k * rho + d - k) / ((rho - 1) * (k * rho_new + d - k))
+        beta = (new - 1) * (k * old + d - k) / ((old - 1) * (k * new + d - k))
     if not 0 <= beta <= 1:
-        raise ValueError(
-            f"Rescale target e^eps'={float(rho_new)} not reachable from {rho} (beta={float(beta)})"
-        )
+        raise ValueError(f"Rescale target e^eps'={float(new)} not reachable from {rho} (beta={float(beta)})")
     return beta
 
 
@@ -102,21 +103,21 @@ def rescale_beta_paper(rho: float, rho_new: float, k: int, d: int) -> float:
     return (rho_new - 1) * (k * rho + d - k) / (d * (rho - rho_new))
 
 
-def expand_rho(rho, k: int):
+def expand_rho(rho: RealLike | None, k: int) -> Fraction | None:
     """Lemma 5.1: rho' = (k rho + 1)/(k + 1); rho = inf stays inf."""
     return INF if rho is INF else (k * Fraction(rho) + 1) / (k + 1)
 
 
-def uniform_subset(n: int, k: int, source: RandomSource) -> set:
+def uniform_subset(n: int, k: int, source: RandomSource) -> set[int]:
     """Uniform k-subset of range(n) (Floyd's algorithm, k draws)."""
-    s: set = set()
+    s: set[int] = set()
     for j in range(n - k, n):
         t = source.randbelow(j + 1)
         s.add(j if t in s else t)
     return s
 
 
-def expansion(s: set, d: int, source: RandomSource) -> set:
+def expansion(s: set[int], d: int, source: RandomSource) -> set[int]:
     """Expansion (Lemma 5.1): s plus one uniform element of [d] \\ s."""
     while True:
         j = source.randbelow(d)
@@ -124,18 +125,18 @@ def expansion(s: set, d: int, source: RandomSource) -> set:
             return s | {j}
 
 
-def rescale(s: set, beta: Fraction, d: int, source: RandomSource) -> set:
+def rescale(s: set[int], beta: Fraction, d: int, source: RandomSource) -> set[int]:
     """Rescale (Lemma 5.2): keep s w.p. beta, else a uniform |s|-subset of [d]."""
     if source.bernoulli(beta.numerator, beta.denominator):
         return s
     return uniform_subset(d, len(s), source)
 
 
-def subset_sample(x: int, k: int, rho, d: int, source: RandomSource) -> set:
+def subset_sample(x: int, k: int, rho: RealLike | None, d: int, source: RandomSource) -> set[int]:
     """Base Subset(x, k, eps) (Sec. 2.2): w.p. t, {x} + uniform (k-1)-subset of [d]\\{x};
     else a uniform k-subset of [d]\\{x}. Used for the independent baseline."""
-    t, _ = subset_t_f(rho, k, d)
-    t = Fraction(t)
+    t_in, _ = subset_t_f(rho, k, d)
+    t = Fraction(t_in)
     inc = source.bernoulli(t.numerator, t.denominator)
     rest = uniform_subset(d - 1, k - 1 if inc else k, source)
     out = {j + (j >= x) for j in rest}
@@ -175,7 +176,7 @@ class Template:
     def level(self) -> float:
         return math.log(self.rho)
 
-    def t_f(self, d: int):
+    def t_f(self, d: int) -> tuple[RealLike, RealLike]:
         return subset_t_f(self.rho, self.k, d)
 
     def variance(self, d: int) -> float:
@@ -196,28 +197,30 @@ class SubsetLadder:
         self.d, self.variant = int(d), variant
         self.tiers = tuple(float(e) for e in epsilons)
         self.levels = descending_levels(epsilons)
-        self.ops: list = []  # ("expand",) or ("rescale", beta)
+        self.ops: list[tuple[Any, ...]] = []  # ("expand",) or ("rescale", beta)
         self.templates: list[Template] = []
         self._build()
         self.match = {e: self._match(e) for e in self.levels}
 
     # -- program construction ---------------------------------------------------
-    def _rescale(self, rho, k, target):
+    def _rescale(self, rho: Fraction | None, k: int, target: RealLike) -> Fraction:
         self.ops.append(("rescale", rescale_beta(rho, target, k, self.d)))
         self.templates.append(Template(Fraction(target), k, len(self.ops)))
         return Fraction(target)
 
-    def _expand(self, rho, k, record):
+    def _expand(self, rho: Fraction | None, k: int, record: bool) -> tuple[Fraction | None, int]:
         self.ops.append(("expand",))
-        rho = expand_rho(rho, k)
+        expanded = expand_rho(rho, k)
         if record:
-            self.templates.append(Template(rho, k + 1, len(self.ops)))
-        return rho, k + 1
+            assert expanded is not None  # recorded expansions follow the first Rescale (finite rho)
+            self.templates.append(Template(expanded, k + 1, len(self.ops)))
+        return expanded, k + 1
 
     def _build(self) -> None:
         d = self.d
         L = [rho_of(e) for e in self.levels]
-        rho, k = INF, 1
+        rho: Fraction | None = INF
+        k = 1
         for r in L:  # Step 1: e^eps > d - 1 (k* = 1)
             if r > d - 1:
                 rho = self._rescale(rho, k, r)
@@ -252,13 +255,16 @@ class SubsetLadder:
         raise AssertionError("no template matched")  # Step 4 guarantees one
 
     # -- per row -------------------------------------------------------------------
-    def perturb(self, x: int, source: RandomSource | None = None) -> dict[float, tuple[frozenset, Template]]:
+    def perturb(
+        self, x: int, source: RandomSource | None = None
+    ) -> dict[float, tuple[frozenset[int], Template]]:
         """Run the program once on {x}; tier eps -> (report subset, matched template)."""
         if not 0 <= x < self.d:
             raise ValueError(f"category {x} outside [0, {self.d})")
         source = source if source is not None else default_source()
         need = {tpl.step for tpl in self.match.values()}
-        snap, s = {}, {x}
+        snap: dict[int, frozenset[int]] = {}
+        s = {x}
         for i, op in enumerate(self.ops, start=1):
             s = expansion(s, self.d, source) if op[0] == "expand" else rescale(s, op[1], self.d, source)
             if i in need:
@@ -266,7 +272,7 @@ class SubsetLadder:
         return {e: (snap[t.step], t) for e, t in self.match.items()}
 
     def perturb_many(
-        self, xs, source: RandomSource | None = None, *, chunk: int = 32_768
+        self, xs: ArrayLike, source: RandomSource | None = None, *, chunk: int = 32_768
     ) -> dict[float, np.ndarray]:
         """:meth:`perturb` for many rows: tier eps -> (n, d) bool report matrix.
 
@@ -275,14 +281,14 @@ class SubsetLadder:
         uniform |s|-subset; Expansion adds a uniform free element), so each row has
         exactly :meth:`perturb`'s joint law; the program is stepped for all rows at once
         (``chunk`` rows at a time, bounding memory)."""
-        xs = np.asarray(xs, dtype=np.int64).reshape(-1)
-        if xs.size and (xs.min() < 0 or xs.max() >= self.d):
-            bad = int(xs[(xs < 0) | (xs >= self.d)][0])
+        rows = np.asarray(xs, dtype=np.int64).reshape(-1)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.d):
+            bad = int(rows[(rows < 0) | (rows >= self.d)][0])
             raise ValueError(f"category {bad} outside [0, {self.d})")
         source = source if source is not None else default_source()
-        out = {e: np.zeros((xs.size, self.d), dtype=bool) for e in self.match}
-        for lo in range(0, xs.size, chunk):
-            for e, bits in self._perturb_chunk(xs[lo : lo + chunk], source).items():
+        out = {e: np.zeros((rows.size, self.d), dtype=bool) for e in self.match}
+        for lo in range(0, rows.size, chunk):
+            for e, bits in self._perturb_chunk(rows[lo : lo + chunk], source).items():
                 out[e][lo : lo + len(bits)] = bits
         return out
 
@@ -291,7 +297,8 @@ class SubsetLadder:
         need = {tpl.step for tpl in self.match.values()}
         S = np.zeros((n, d), dtype=bool)
         S[np.arange(n), xs] = True
-        k, snap = 1, {}
+        k = 1
+        snap: dict[int, np.ndarray] = {}
         for i, op in enumerate(self.ops, start=1):
             if op[0] == "expand":
                 expansion_many(S, k, source)
@@ -319,7 +326,7 @@ class SubsetLadder:
         return estimate_counts(reports, self.d, tpl.rho, tpl.k)
 
 
-def estimate_counts(reports: Iterable[Iterable[int]], d: int, rho, k: int) -> np.ndarray:
+def estimate_counts(reports: Iterable[Iterable[int]], d: int, rho: RealLike | None, k: int) -> np.ndarray:
     """chat_j = (count_j - n f) / (t - f) with the template's (t, f) (spec 4.2, 10)."""
     counts, n = np.zeros(d), 0
     for s in reports:

@@ -14,8 +14,14 @@ staircase (App. F, Eq. (4)-(5)). Pure numpy; analysis only, never sampling.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+# A characteristic function (or a ratio of two), vectorised over numpy arrays of t.
+CF = Callable[[np.ndarray], Any]
 
 __all__ = [
     "bochner_min_eigenvalue",
@@ -26,14 +32,14 @@ __all__ = [
 ]
 
 
-def discrete_gaussian_cf(sigma: float, t, kmax: int = 200):
+def discrete_gaussian_cf(sigma: float, t: ArrayLike, kmax: int = 200) -> Any:
     """CF of DG(sigma^2): sum_k e^{-k^2/(2 s^2)} e^{jkt} / normaliser (real, even)."""
     k = np.arange(-kmax, kmax + 1)
     w = np.exp(-k * k / (2 * sigma * sigma))
     return np.cos(np.multiply.outer(np.asarray(t, dtype=float), k)) @ w / w.sum()
 
 
-def staircase_cf(eps: float, t, delta: float = 1.0):
+def staircase_cf(eps: float, t: ArrayLike, delta: float = 1.0) -> Any:
     """Staircase CF (spec 3.7; the paper's e^{-{3eps}{2}} read as e^{-3eps/2}); t != 0."""
     t = np.asarray(t, dtype=float)
     g = 1 / (math.exp(eps / 2) + 1)
@@ -46,17 +52,17 @@ def staircase_cf(eps: float, t, delta: float = 1.0):
     )
 
 
-def bochner_min_eigenvalue(ratio, ts) -> float:
+def bochner_min_eigenvalue(ratio: CF, ts: ArrayLike) -> float:
     """min eigenvalue of the Hermitian matrix [ratio(t_a - t_b)] (spec 2.4)."""
-    ts = np.asarray(ts, dtype=float)
-    diff = np.subtract.outer(ts, ts)
+    tsa = np.asarray(ts, dtype=float)
+    diff = np.subtract.outer(tsa, tsa)
     with np.errstate(invalid="ignore", divide="ignore"):
         m = np.asarray(ratio(diff), dtype=complex)
     m[diff == 0] = 1.0
     return float(np.linalg.eigvalsh((m + m.conj().T) / 2).min())
 
 
-def fft_residual_pmf(ratio, n: int = 4096):
+def fft_residual_pmf(ratio: CF, n: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """pmf on k = -n/2 .. n/2-1 of an integer-supported ratio CF by inverse DFT."""
     t = 2 * np.pi * np.arange(n) / n
     vals = np.asarray(ratio(t), dtype=complex)
@@ -65,7 +71,7 @@ def fft_residual_pmf(ratio, n: int = 4096):
     return np.arange(-n // 2, n // 2), pmf
 
 
-def residual_is_valid(ratio, integer: bool, ts=None, n: int = 4096) -> bool:
+def residual_is_valid(ratio: CF, integer: bool, ts: ArrayLike | None = None, n: int = 4096) -> bool:
     """False when a Bochner counterexample or negative FFT mass (< -1e-12) exists."""
     ts = np.linspace(0, 2 * np.pi, 25)[:-1] if ts is None else ts
     if bochner_min_eigenvalue(ratio, ts) < -1e-12:

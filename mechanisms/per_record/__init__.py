@@ -10,7 +10,8 @@ domains (levels); noise in level i is calibrated to lo_i = 2^(i-1) eps_min <= E(
 * count.py     -- Algorithm 1 (PrDPCount), sum extension (ExtensionSum)
 * framework.py -- Algorithm 2: FrameworkSum, FrameworkMax (two rounds)
 * local.py     -- PrLDP, Algorithms 3-5
-* baselines.py -- naive / PDP baselines (bench only)
+
+The naive and PDP baselines the benches compare with are ``bench.baselines.per_record``.
 """
 
 from .core import LevelHistogram, PrRelease, first_passing

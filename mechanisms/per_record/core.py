@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..dlap import dlap_half_width
 from ..measurements import Release
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
+from ..scalars import RealLike
 
 __all__ = ["PrRelease", "LevelHistogram", "LevelScan", "first_passing", "as_int", "tail_k"]
 
@@ -46,7 +49,7 @@ class PrRelease(Release):
     half_width_units: str = "value"
 
 
-def as_int(x) -> int:
+def as_int(x: Any) -> int:
     """Integer from a SQL aggregate (int, numpy int, HUGEINT, integral Decimal/float)."""
     if type(x) is int:  # the usual case, first (an ABC check costs more than this test)
         return x
@@ -59,7 +62,7 @@ def as_int(x) -> int:
     raise TypeError(f"expected an integer aggregate, got {x!r} (quantize values to integers)")
 
 
-def tail_k(scale, alpha: float) -> int:
+def tail_k(scale: RealLike, alpha: float) -> int:
     """Least k >= 0 with P[|DLap(scale)| > k] <= alpha (conservative above 1e6)."""
     t = float(scale)
     if t < 1e6:
@@ -82,7 +85,7 @@ class LevelHistogram:
         self.sums[:] = 0
 
     @classmethod
-    def from_rows(cls, rows: Iterable[Sequence], L: int, B: int | None = None) -> LevelHistogram:
+    def from_rows(cls, rows: Iterable[Sequence[Any]], L: int, B: int | None = None) -> LevelHistogram:
         """Rows as SQL returns them: ``(lvl, cnt)``, ``(lvl, cnt, sum)`` (B None) or
         ``(lvl, b, cnt, sum)`` (B given).  Duplicate keys are added up."""
         h = cls(L, B or 0)
@@ -114,7 +117,7 @@ class LevelHistogram:
         return [int(sum(row)) for row in self.sums]
 
 
-def first_passing(noisy: Sequence, thresholds: Sequence) -> int:
+def first_passing(noisy: Sequence[Any], thresholds: Sequence[Any]) -> int:
     """Alg. 1 lines 6-10: the first 1-based i with noisy_i >= T_i; L if none."""
     for i, (c, t) in enumerate(zip(noisy, thresholds), start=1):
         if c >= t:
@@ -157,9 +160,9 @@ class LevelScan:
         noisy = self.noisy(values, source)
         return first_passing(noisy, self.T), noisy
 
-    def level_epsilon(self, lvl: np.ndarray, sens=None) -> np.ndarray:
+    def level_epsilon(self, lvl: ArrayLike, sens: ArrayLike | None = None) -> np.ndarray:
         """Privacy loss of a record in level ``lvl`` with sensitivity ``sens`` (default sens_i)."""
-        lvl = np.asarray(lvl)
-        s = np.array([float(x) if x is not None else np.inf for x in self.scales])[lvl - 1]
-        d = np.array(self.sens, dtype=float)[lvl - 1] if sens is None else np.asarray(sens, float)
+        la = np.asarray(lvl)
+        s = np.array([float(x) if x is not None else np.inf for x in self.scales])[la - 1]
+        d = np.array(self.sens, dtype=float)[la - 1] if sens is None else np.asarray(sens, float)
         return np.where(d == 0, 0.0, d / s)

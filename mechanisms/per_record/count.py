@@ -21,8 +21,10 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..rng import RandomSource
+from ..scalars import RealLike
 from .core import LevelHistogram, LevelScan, PrRelease, as_int
 from .levels import Levels
 from .privacy import PrivacyFunction
@@ -32,7 +34,7 @@ __all__ = ["PrDPCount", "ExtensionSum"]
 Counts = LevelHistogram | Mapping[int, int] | Sequence[int]
 
 
-def exact_weight(w) -> Fraction:
+def exact_weight(w: RealLike) -> Fraction:
     """The exact rational value of the weight (a float is taken at its binary value)."""
     f = Fraction(w) if isinstance(w, Fraction) else Fraction(float(w))
     if not (f > 0 and float(f) < float("inf")):
@@ -98,7 +100,7 @@ class PrDPCount(_ScanMechanism):
         self.weight = exact_weight(weight)
         self.scan = LevelScan(levels.lo, [1] * levels.L, self.weight, beta)
 
-    def record_epsilon(self, e) -> np.ndarray:
+    def record_epsilon(self, e: ArrayLike) -> np.ndarray:
         """eps spent on a record with budget ``e`` (= lo_lvl(e) <= e)."""
         return self.scan.level_epsilon(self.levels.level(e))
 
@@ -145,7 +147,7 @@ class ExtensionSum(_ScanMechanism):
     def b(self) -> list[float]:
         return [float(s) if s is not None else 0.0 for s in self.scan.scales]
 
-    def record_epsilon(self, v) -> np.ndarray:
+    def record_epsilon(self, v: ArrayLike) -> np.ndarray:
         """eps spent on a record with (quantized) value ``v``: contrib / b_lvl <= E(v)."""
         v = np.asarray(v, dtype=np.float64)
         lvl = self.levels.level(self.pf(v))

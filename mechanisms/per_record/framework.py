@@ -20,14 +20,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..exact_choice import exp_weighted_index
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
 from .core import LevelHistogram, LevelScan, PrRelease, as_int, tail_k
-from .count import exact_weight
+from .count import Counts, exact_weight
 from .levels import Levels, ValueBuckets
 
 __all__ = [
@@ -81,7 +83,12 @@ def universal_sum(
 
 
 def shifted_rank_max(
-    values: Sequence[int], counts: Sequence[int], eps: float, beta: float, U: int, source: RandomSource
+    values: Sequence[int] | np.ndarray,
+    counts: Sequence[int] | np.ndarray,
+    eps: float,
+    beta: float,
+    U: int,
+    source: RandomSource,
 ) -> tuple[int, int]:
     """eps-DP max of integers in [0, U] (spec 6.4): k0 = ceil((2/eps) ln((U+1)/beta)),
     Pr[y] ~ exp(-eps |c(y) - k0| / 2), c(y) = #{x > y}, y in {0..U}.
@@ -130,14 +137,15 @@ class EpsTauEstimator:
         """eps_tau = w lo_ell on the E_q scale."""
         return float(self.weight * Fraction(float(self.levels.lo[ell - 1])))
 
-    def record_epsilon(self, e) -> np.ndarray:
+    def record_epsilon(self, e: ArrayLike) -> np.ndarray:
         """Worst case over ell of stage 1 + stage 2 (paid only if lvl >= ell) = lo_lvl."""
         lvl = self.levels.level(e)
         s1 = self.scan.level_epsilon(lvl)
         s2 = np.array(
             [max(float(self.stage2_epsilon(l)) for l in range(1, int(i) + 1)) for i in np.atleast_1d(lvl)]
         ).reshape(np.shape(lvl))
-        return s1 + s2
+        out: np.ndarray = s1 + s2
+        return out
 
     def dropped_bound(self, ell: int) -> int:
         """Plug-in bound on records dropped: 2 sum_{i>=k} k_i with k := ell (spec 5, Thm 6.1)."""
@@ -198,7 +206,7 @@ class FrameworkMax(EpsTauEstimator):
     def epsilon(self) -> float:
         return float(self.record_epsilon(self.levels.eps_max))
 
-    def select_level(self, level_counts, source: RandomSource | None = None) -> int:
+    def select_level(self, level_counts: Counts, source: RandomSource | None = None) -> int:
         h = (
             level_counts
             if isinstance(level_counts, LevelHistogram)
@@ -207,7 +215,7 @@ class FrameworkMax(EpsTauEstimator):
         return self.select(h.level_counts(), source)
 
     def release(
-        self, ell: int, value_counts: Iterable[Sequence], source: RandomSource | None = None
+        self, ell: int, value_counts: Iterable[Sequence[Any]], source: RandomSource | None = None
     ) -> PrRelease:
         src = source if source is not None else default_source()
         acc: dict[int, int] = {}
@@ -234,7 +242,13 @@ class FrameworkMax(EpsTauEstimator):
         src = source if source is not None else default_source()
         return self._release_sorted(int(ell), vals, acc, src)
 
-    def _release_sorted(self, ell: int, vals, counts, src: RandomSource) -> PrRelease:
+    def _release_sorted(
+        self,
+        ell: int,
+        vals: Sequence[int] | np.ndarray,
+        counts: Sequence[int] | np.ndarray,
+        src: RandomSource,
+    ) -> PrRelease:
         if not 1 <= ell <= self.levels.L:
             raise ValueError("ell out of range")
         eps = float(self.stage2_epsilon(ell))

@@ -19,8 +19,15 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from ..scalars import RealLike
+
+if TYPE_CHECKING:
+    from .privacy import PrivacyFunction
 
 __all__ = ["Levels", "ValueBuckets"]
 
@@ -43,15 +50,16 @@ class Levels:
         self.hi[-1] = eps_max
 
     @classmethod
-    def for_function(cls, pf) -> Levels:
+    def for_function(cls, pf: PrivacyFunction) -> Levels:
         return cls(pf.eps_min, pf.eps_max)
 
-    def level(self, e) -> np.ndarray:
+    def level(self, e: ArrayLike) -> np.ndarray:
         """1-based level of budget(s) ``e``; raises on e < eps_min (an unclamped E)."""
-        e = np.asarray(e, dtype=np.float64)
-        if np.any(e < self.eps_min) or np.any(np.isnan(e)):
+        ea = np.asarray(e, dtype=np.float64)
+        if np.any(ea < self.eps_min) or np.any(np.isnan(ea)):
             raise ValueError("budget below eps_min or NaN: E must be clamped to [eps_min, eps_max]")
-        return np.searchsorted(self.hi[:-1], e, side="left") + 1
+        lvl: np.ndarray = np.searchsorted(self.hi[:-1], ea, side="left") + 1
+        return lvl
 
     def __repr__(self) -> str:
         return f"Levels(eps_min={self.eps_min!r}, eps_max={self.eps_max!r}, L={self.L})"
@@ -66,16 +74,16 @@ class ValueBuckets:
     :func:`rewriter.per_record_sql.bucket_sql` over ``edges`` (the same ``<=`` comparisons).
     """
 
-    def __init__(self, U) -> None:
+    def __init__(self, U: RealLike) -> None:
         if isinstance(U, float) and U.is_integer():
             U = int(U)
-        self.U = operator.index(U)
+        self.U = operator.index(U)  # type: ignore[arg-type]  # a non-integral bound raises TypeError
         if self.U < 1:
             raise ValueError("U must be >= 1")
         self.B = (self.U - 1).bit_length()
         self.edges = [1 << j for j in range(self.B)]  # 2^0 .. 2^(B-1)
         self.tau = [min(1 << j, self.U) for j in range(self.B + 1)]
 
-    def bucket(self, v) -> np.ndarray:
-        v = np.asarray(v)
-        return np.searchsorted(np.asarray(self.edges, dtype=np.float64), v, side="left")
+    def bucket(self, v: ArrayLike) -> np.ndarray:
+        b: np.ndarray = np.searchsorted(np.asarray(self.edges, dtype=np.float64), np.asarray(v), side="left")
+        return b

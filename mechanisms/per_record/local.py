@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
@@ -54,9 +55,10 @@ class PrLDPCount:
             (1 if lvl == i else 0) + discrete_laplace(sc, src) for i, sc in enumerate(self.scales, start=1)
         ]
 
-    def record_epsilon(self, e) -> np.ndarray:
+    def record_epsilon(self, e: ArrayLike) -> np.ndarray:
         """Loss of r vs bottom: one coordinate moves by 1 at scale 1/(frac lo_lvl)."""
-        return np.array([float(x) for x in self.eps])[self.levels.level(e) - 1]
+        out: np.ndarray = np.array([float(x) for x in self.eps])[self.levels.level(e) - 1]
+        return out
 
     def thresholds(self, n: int) -> list[float]:
         a = math.sqrt(self.c_ldp * n) * math.log(self.levels.L / self.beta)
@@ -113,12 +115,13 @@ class PrLDPFramework:
         bit = 1 if (e is not None and self.participates(e, ell)) else 0
         return bit + discrete_laplace(1 / self.round2_epsilon(ell), src)
 
-    def record_epsilon(self, e) -> np.ndarray:
+    def record_epsilon(self, e: ArrayLike) -> np.ndarray:
         """Round I lo_lvl/2 + worst round II eps_tau/2 over ell with lo_ell <= e."""
-        e = np.asarray(e, dtype=np.float64)
+        ea = np.asarray(e, dtype=np.float64)
         lo = self.levels.lo
-        top = lo[np.searchsorted(lo, e, side="right") - 1]
-        return self.round1.record_epsilon(e) + top / 2
+        top = lo[np.searchsorted(lo, ea, side="right") - 1]
+        out: np.ndarray = self.round1.record_epsilon(ea) + top / 2
+        return out
 
     def analyze(self, ell: int, round2_sum: int, n: int) -> PrRelease:
         eps = float(self.round2_epsilon(ell))

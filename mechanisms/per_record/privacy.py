@@ -26,6 +26,9 @@ import operator
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from ..scalars import RealLike
 
 __all__ = ["PrivacyFunction", "inverse_function", "sqrt_function", "log_function"]
 
@@ -53,21 +56,23 @@ class PrivacyFunction:
     monotone = True  # single column, non-increasing in |v|: enables ExtensionSum
 
     # -- the evaluation (mirrored in SQL by rewriter.per_record_sql.privacy_sql) --
-    def _g_np(self, x: np.ndarray) -> np.ndarray:
+    def _g_np(self, x: np.ndarray | np.float64) -> np.ndarray | np.float64:
         if self.kind == "inverse":
             return x
         if self.kind == "sqrt":
-            return np.sqrt(x)
+            root: np.ndarray | np.float64 = np.sqrt(x)
+            return root
         t = np.log(x) if self.log_c == 1.0 else np.log(x) / self.log_c
-        return t * t * t * t
+        quartic: np.ndarray | np.float64 = t * t * t * t
+        return quartic
 
-    def __call__(self, v) -> np.ndarray:
+    def __call__(self, v: ArrayLike) -> np.ndarray:
         """E(v) as float64 (vectorised); NaN (NULL) -> eps_min."""
-        v = np.asarray(v, dtype=np.float64)
-        x = np.maximum(np.abs(v), self.v_cap)
+        va = np.asarray(v, dtype=np.float64)
+        x = np.maximum(np.abs(va), self.v_cap)
         with np.errstate(divide="ignore", invalid="ignore"):
             e = np.minimum(np.maximum(self.alpha / self._g_np(x), self.eps_min), self.eps_max)
-        return np.where(np.isnan(v), self.eps_min, e)
+        return np.where(np.isnan(va), self.eps_min, e)
 
     # -- derived -------------------------------------------------------------
     def max_value(self, x: float) -> int:
@@ -106,11 +111,17 @@ class PrivacyFunction:
 
 
 def _make(
-    kind: str, alpha: float, U, eps_max: float, eps_min: float | None, v_cap: float, log_c: float = 1.0
+    kind: str,
+    alpha: float,
+    U: RealLike,
+    eps_max: float,
+    eps_min: float | None,
+    v_cap: float,
+    log_c: float = 1.0,
 ) -> PrivacyFunction:
     if isinstance(U, float) and U.is_integer():
         U = int(U)
-    U = operator.index(U)
+    U = operator.index(U)  # type: ignore[arg-type]  # a non-integral bound raises TypeError
     alpha, eps_max = float(alpha), float(eps_max)
     if U < 1 or not (alpha > 0 and math.isfinite(alpha)) or not (eps_max > 0 and math.isfinite(eps_max)):
         raise ValueError("need U >= 1, alpha > 0, eps_max > 0")
@@ -125,21 +136,25 @@ def _make(
 
 
 def inverse_function(
-    alpha: float = 1e4, U=10**12, eps_max: float = 100.0, eps_min: float | None = None
+    alpha: float = 1e4, U: RealLike = 10**12, eps_max: float = 100.0, eps_min: float | None = None
 ) -> PrivacyFunction:
     """Paper Eq. (1): E = alpha / v, capped at eps_max for v < alpha/eps_max."""
     return _make("inverse", alpha, U, eps_max, eps_min, max(alpha / eps_max, 1e-9))
 
 
 def sqrt_function(
-    alpha: float = 8.0, U=10**12, eps_max: float = 100.0, eps_min: float | None = None
+    alpha: float = 8.0, U: RealLike = 10**12, eps_max: float = 100.0, eps_min: float | None = None
 ) -> PrivacyFunction:
     """E = alpha / sqrt(v) (paper section 8, Figs. 3-5)."""
     return _make("sqrt", alpha, U, eps_max, eps_min, max((alpha / eps_max) ** 2, 1e-9))
 
 
 def log_function(
-    alpha: float = 500.0, U=10**12, eps_max: float = 100.0, base: float = math.e, eps_min: float | None = None
+    alpha: float = 500.0,
+    U: RealLike = 10**12,
+    eps_max: float = 100.0,
+    base: float = math.e,
+    eps_min: float | None = None,
 ) -> PrivacyFunction:
     """E = alpha / log_base(v)^4 (paper section 8; the base is unstated, spec 11.1).
 

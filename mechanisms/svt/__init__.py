@@ -5,7 +5,7 @@ SVT spec). Pure math: threshold/top-c key selection releasing only top/bottom de
 * :class:`SvtExp` -- Alg. 2 with its privacy map (Thm. 3), exact-integer or real-valued noise.
 * :func:`r_op`, :func:`r_op_numerical` -- optimal correction (Eq. 9; Alg. 3/4), cached.
 * :func:`gamma_cdf` -- CDF of Exp - Lap (Eq. 40); :func:`allocation` -- Table 4/6 split.
-* :mod:`.baselines` -- SVT-Lap / SVT-Gum / SVT-Gau (benchmark only).
+The SVT-Lap / SVT-Gum / SVT-Gau baselines the benches compare with are ``bench.baselines.svt``.
 """
 
 from .correction import correction_term, log_success_probability, r_op, r_op_numerical

@@ -15,9 +15,11 @@ r_op must never be computed from data (SVT spec Sec. 6 item 6).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq, minimize_scalar
 from scipy.signal import fftconvolve
 
@@ -26,10 +28,11 @@ from .gamma import gamma_logcdf, gamma_logsf
 __all__ = ["r_op", "r_op_numerical", "log_success_probability", "correction_term"]
 
 
-def log_success_probability(r, b: float, theta: float, k: int, alpha: float = 0.0):
+def log_success_probability(r: ArrayLike, b: float, theta: float, k: int, alpha: float = 0.0) -> np.ndarray:
     """log p(r) of Eq. 8 (vectorised over r)."""
-    r = np.asarray(r, dtype=float)
-    return k * gamma_logcdf(r + alpha, b, theta) + gamma_logsf(r - alpha, b, theta)
+    ra = np.asarray(r, dtype=float)
+    out: np.ndarray = k * gamma_logcdf(ra + alpha, b, theta) + gamma_logsf(ra - alpha, b, theta)
+    return out
 
 
 def _check_k(k: int) -> int:
@@ -51,9 +54,10 @@ def r_op(b: float, theta: float, k: int, alpha: float = 0.0) -> float:
         hi = b + theta
         while float(gamma_logsf(hi, b, theta)) > target:
             hi *= 2
-        return brentq(
+        root: float = brentq(
             lambda z: float(gamma_logsf(z, b, theta)) - target, 0.0, hi, xtol=1e-12 * hi, rtol=1e-13
         )
+        return root
     s = b + theta
     res = minimize_scalar(
         lambda r: -float(log_success_probability(r, b, theta, k, alpha)),
@@ -64,7 +68,7 @@ def r_op(b: float, theta: float, k: int, alpha: float = 0.0) -> float:
     return float(res.x)
 
 
-def _discretize(cdf, m: int, u: float) -> np.ndarray:
+def _discretize(cdf: Callable[[np.ndarray], np.ndarray], m: int, u: float) -> np.ndarray:
     """Alg. 4: [h_-inf, h_{-m+1}, ..., h_{m-2}, h_+inf] (2m entries), h_i = CDF((i+1)u) - CDF(iu)."""
     edges = np.arange(-m + 1, m) * u  # (1-m)u .. (m-1)u
     f = cdf(edges)
@@ -106,7 +110,7 @@ def r_op_numerical(
     return float(grid[idx[int(np.argmax(logp))]])
 
 
-def correction_term(kind, b: float, theta: float, k: int, alpha: float = 0.0) -> float:
+def correction_term(kind: str | float, b: float, theta: float, k: int, alpha: float = 0.0) -> float:
     """r for the SVT-Exp variants of Table 3: 'optimal' (r_op), 'numerical' (Alg. 3), 'mean'
     (theta, Sec. 4.3.1), 'none' (0); a number is used as given (it must be public)."""
     if isinstance(kind, (int, float)) and not isinstance(kind, bool):

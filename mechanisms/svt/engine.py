@@ -49,7 +49,7 @@ def run_passes(
     order: np.ndarray,
     *,
     c: int,
-    r,
+    r: float,
     draw_rho: Callable[[], object],
     draw_noise: Callable[[int], np.ndarray],
     max_passes: int,

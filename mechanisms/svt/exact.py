@@ -12,16 +12,19 @@ are decided as top (the comparison is >=). Nothing here uses floating point.
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Iterable
 from fractions import Fraction
-from numbers import Rational
+from typing import Any
 
 from ..rng import RandomSource
 from ..samplers import bernoulli_exp
+from ..scalars import RationalLike
 
 __all__ = ["geometric", "snap_grid", "to_grid"]
 
 
-def geometric(scale: Rational, source: RandomSource) -> int:
+def geometric(scale: RationalLike, source: RandomSource) -> int:
     """Exact one-sided geometric draw: P[Y = y] proportional to exp(-y/scale), y >= 0.
 
     Steps 1-3 of Canonne-Kamath-Steinke 2020 Alg. 2 (as in ``discrete_laplace``, without the sign):
@@ -41,12 +44,12 @@ def geometric(scale: Rational, source: RandomSource) -> int:
     return (u + t * v) // s
 
 
-def _is_integral(x) -> bool:
+def _is_integral(x: Any) -> bool:
     if isinstance(x, bool):
         return False
     if isinstance(x, int):
         return True
-    if isinstance(x, Rational):
+    if isinstance(x, numbers.Rational):
         return Fraction(x).denominator == 1
     try:
         xf = float(x)
@@ -55,7 +58,7 @@ def _is_integral(x) -> bool:
     return math.isfinite(xf) and xf.is_integer()
 
 
-def snap_grid(values, thresholds, sensitivity) -> Fraction:
+def snap_grid(values: Iterable[Any], thresholds: Iterable[Any], sensitivity: Any) -> Fraction:
     """Grid g: 1 if values, thresholds and sensitivity are all integers (COUNT), otherwise a power
     of two with sensitivity/g in [2^10, 2^11), so x/g is exact in binary (as in ``LaplaceSum``)."""
     if (
@@ -67,7 +70,9 @@ def snap_grid(values, thresholds, sensitivity) -> Fraction:
     return Fraction(2) ** (math.frexp(float(sensitivity))[1] - 11)
 
 
-def to_grid(values, thresholds, sensitivity, strict: bool, grid: Fraction):
+def to_grid(
+    values: Iterable[Any], thresholds: Iterable[Any], sensitivity: Any, strict: bool, grid: Fraction
+) -> tuple[list[int], list[int], int]:
     """(values_g, thresholds_g, sensitivity_g) as Python ints in grid units.
 
     values: round(q/g) (monotone, so monotone shifts stay monotone); sensitivity:
@@ -75,8 +80,8 @@ def to_grid(values, thresholds, sensitivity, strict: bool, grid: Fraction):
     thresholds: q >= T  ->  q_g >= ceil(T/g);  q > T  ->  q_g >= floor(T/g) + 1 (exact for integers,
     within one grid unit otherwise)."""
 
-    def exact(x):
-        return Fraction(x) if isinstance(x, (int, Rational)) else Fraction(float(x))
+    def exact(x: Any) -> Fraction:
+        return Fraction(x) if isinstance(x, (int, numbers.Rational)) else Fraction(float(x))
 
     vg = [round(exact(v) / grid) for v in values]
     tg = [(math.floor(exact(t) / grid) + 1) if strict else math.ceil(exact(t) / grid) for t in thresholds]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "gamma_cdf",
@@ -58,25 +59,26 @@ def _logcdf_neg(z: np.ndarray, b: float, theta: float) -> np.ndarray:
     return z / b + math.log(b / (2 * (b + theta)))
 
 
-def gamma_logcdf(z, b: float, theta: float) -> np.ndarray:
+def gamma_logcdf(z: ArrayLike, b: float, theta: float) -> np.ndarray:
     """log Gamma(z) = log P[Exp(theta) - Lap(b) <= z] (vectorised)."""
     b, theta = _check(b, theta)
-    z = np.asarray(z, dtype=float)
-    zn, zp = np.minimum(z, 0.0), np.maximum(z, 0.0)
-    return np.where(z <= 0, _logcdf_neg(zn, b, theta), np.log1p(-np.exp(_logsf_pos(zp, b, theta))))
+    za = np.asarray(z, dtype=float)
+    zn, zp = np.minimum(za, 0.0), np.maximum(za, 0.0)
+    return np.where(za <= 0, _logcdf_neg(zn, b, theta), np.log1p(-np.exp(_logsf_pos(zp, b, theta))))
 
 
-def gamma_logsf(z, b: float, theta: float) -> np.ndarray:
+def gamma_logsf(z: ArrayLike, b: float, theta: float) -> np.ndarray:
     """log(1 - Gamma(z)) (vectorised)."""
     b, theta = _check(b, theta)
-    z = np.asarray(z, dtype=float)
-    zn, zp = np.minimum(z, 0.0), np.maximum(z, 0.0)
-    return np.where(z <= 0, np.log1p(-np.exp(_logcdf_neg(zn, b, theta))), _logsf_pos(zp, b, theta))
+    za = np.asarray(z, dtype=float)
+    zn, zp = np.minimum(za, 0.0), np.maximum(za, 0.0)
+    return np.where(za <= 0, np.log1p(-np.exp(_logcdf_neg(zn, b, theta))), _logsf_pos(zp, b, theta))
 
 
-def gamma_cdf(z, b: float, theta: float) -> np.ndarray:
+def gamma_cdf(z: ArrayLike, b: float, theta: float) -> np.ndarray:
     """Gamma(z), the CDF of Z = X - Y (Eq. 8 / Eq. 40; SVT spec Sec. 2.3)."""
-    return np.exp(gamma_logcdf(z, b, theta))
+    out: np.ndarray = np.exp(gamma_logcdf(z, b, theta))
+    return out
 
 
 # ---------------------------------------------------------------- budget split (Sec. 4.2)
@@ -106,7 +108,8 @@ def allocation_ratio(c: int, family: str = "exp", monotone: bool = False, resamp
     a, b = _var_coeffs(c, family, monotone)
     if resample:
         a *= c**2
-    return (b / a) ** (1.0 / 3.0)
+    w: float = (b / a) ** (1.0 / 3.0)
+    return w
 
 
 def allocation(

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +87,7 @@ class SvtResult:
     epsilon: float
     incomplete: bool
     mechanism: str
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def svt_select(
@@ -133,9 +135,13 @@ def svt_select(
         raise ValueError(f"c must be None or an integer >= 1, got {c!r}")
     # at most n tops can ever occur (a top is never re-asked), so calibrating to min(c, n) is sound
     c_eff = max(1, n if c is None else min(int(c), n))
-    thr = list(threshold) if np.ndim(threshold) else [threshold] * n
+    thr: list[Any] = list(threshold) if np.ndim(threshold) else [threshold] * n  # type: ignore[arg-type]
     if len(thr) != n:
         raise ValueError("need one threshold per candidate")
+    grid: Fraction | None
+    vals: list[Any]
+    thr_used: list[Any]
+    sens: float
     if exact:
         grid = snap_grid(values, thr, sensitivity)
         vals, thr_used, sens = to_grid(values, thr, sensitivity, strict, grid)

@@ -17,14 +17,16 @@ SVT spec Sec. 6 item 20: this helps but is not a proof against floating-point at
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from ..measurements import Release, as_epsilon
 from ..rng import RandomSource, default_source
 from ..samplers import discrete_laplace
+from ..scalars import RealLike
 from .correction import correction_term
 from .engine import Transcript, run_passes
 from .exact import geometric
@@ -59,15 +61,15 @@ class SvtExp:
 
     def __init__(
         self,
-        epsilon,
+        epsilon: RealLike,
         c: int,
-        sensitivity=1,
+        sensitivity: RealLike = 1,
         *,
         monotone: bool = False,
         resample: bool = False,
         k: int | None = None,
         alpha: float = 0.0,
-        correction="optimal",
+        correction: str | float = "optimal",
         w: float | None = None,
         exact: bool = False,
     ) -> None:
@@ -123,8 +125,8 @@ class SvtExp:
     # ---------------------------------------------------------------- running
     def run(
         self,
-        values: Sequence,
-        thresholds,
+        values: Sequence[Any],
+        thresholds: Any,
         source: RandomSource | None = None,
         *,
         max_passes: int = 1,
@@ -144,22 +146,24 @@ class SvtExp:
             order = shuffle_order(n, src)
         r = self.correction_for(n)
         k_max = max_passes * n if k_max is None else int(k_max)
+        draw_rho: Callable[[], Any]
+        draw_noise: Callable[[int], np.ndarray]
         if self.exact:
             vals = np.array([int(v) for v in values], dtype=object)
             tarr = np.array([int(t) for t in thr], dtype=object)
             b, th = self.b, self.theta
 
-            def draw_rho():
+            def draw_rho() -> int:
                 return discrete_laplace(b, src)
 
-            def draw_noise(m):
+            def draw_noise(m: int) -> np.ndarray:
                 return np.array([geometric(th, src) for _ in range(m)], dtype=object)
         else:
             vals, tarr = np.asarray(values, dtype=float), np.asarray(thr, dtype=float)
             gen = src.generator()
-            b, th = float(self.b), float(self.theta)
-            draw_rho = lambda: gen.laplace(0.0, b)  # noqa: E731
-            draw_noise = lambda m: gen.exponential(th, m)  # noqa: E731
+            bf, thf = float(self.b), float(self.theta)
+            draw_rho = lambda: gen.laplace(0.0, bf)  # noqa: E731
+            draw_noise = lambda m: gen.exponential(thf, m)  # noqa: E731
         return run_passes(
             vals,
             tarr,
@@ -173,13 +177,15 @@ class SvtExp:
             resample=self.resample,
         )
 
-    def release(self, values: Sequence, thresholds, source: RandomSource | None = None, **kw) -> Release:
+    def release(
+        self, values: Sequence[Any], thresholds: Any, source: RandomSource | None = None, **kw: Any
+    ) -> Release:
         """Release the sorted positions answered top. No numeric value is released, so
         ``half_width`` is NaN; ``scale`` is the Exp scale theta."""
         t = self.run(values, thresholds, source, **kw)
         return Release(tuple(sorted(t.selected)), self.epsilon, math.nan, self.name, float(self.theta))
 
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         """Public parameters to log with each answer (SVT spec Sec. 7.4)."""
         return {
             "c": self.c,

@@ -6,6 +6,7 @@ HTML-escaped (statements are analysts' SQL text)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Set as AbstractSet
 from html import escape
 
 __all__ = ["render_page", "bar_chart", "spend_chart"]
@@ -88,7 +89,7 @@ def spend_chart(series: dict[str, list[tuple[float, float]]], now: float, days: 
     return "".join(out)
 
 
-def _table(head: list[str], rows: list[list], numeric: set[int] = frozenset(), cls: str = "") -> str:
+def _table(head: list[str], rows: list[list], numeric: AbstractSet[int] = frozenset(), cls: str = "") -> str:
     h = "".join(f"<th>{escape(c)}</th>" for c in head)
     body = []
     for r in rows:

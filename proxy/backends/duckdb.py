@@ -33,7 +33,6 @@ import re
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ import sqlglot
 from sqlglot import exp
 
 from rewriter.dialects.duckdb import DuckDBDialect
+from rewriter.lru import LRU
 from rewriter.params import ParamSQL
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
@@ -443,18 +443,19 @@ class DuckDBBackend(Backend):
         """Whether this worker has run the text ``sql`` before (its last SEEN_MAX texts): a
         text that repeats — the same scan for another tier or data version — is prepared
         from its second run on, like psycopg 3's ``prepare_threshold``."""
-        seen = self._local.__dict__.setdefault("seen", OrderedDict())
+        seen = self._local.__dict__.get("seen")
+        if seen is None:  # this worker thread's own
+            seen = self._local.seen = LRU(SEEN_MAX)
         again = sql in seen
-        seen[sql] = True
-        seen.move_to_end(sql)
-        if len(seen) > SEEN_MAX:
-            seen.popitem(last=False)
+        seen.put(sql, True)
         return again
 
     def _prepared(self, cur, template: str) -> str | None:
         """The name ``template`` is prepared under on this worker's cursor (prepared on
         first use), or None if DuckDB refuses to prepare it (it then runs as text)."""
-        cache = self._local.__dict__.setdefault("prepared", OrderedDict())
+        cache = self._local.__dict__.get("prepared")
+        if cache is None:  # this worker thread's own
+            cache = self._local.prepared = LRU(PREPARED_MAX)
         name = cache.get(template)
         if name is None:
             name = f"dpgate_p{next(self._names)}"
@@ -465,13 +466,9 @@ class DuckDBBackend(Backend):
             except duckdb.Error as e:
                 log.info("duckdb: template not prepared (%s); it runs as text", str(e).splitlines()[0])
                 name = ""
-            cache[template] = name
-            if len(cache) > PREPARED_MAX:
-                _, old = cache.popitem(last=False)
+            for _, old in cache.put(template, name):
                 if old:
                     cur.execute(f"DEALLOCATE {old}")
-        else:
-            cache.move_to_end(template)
         self.prepared_runs += bool(name)
         return name or None
 

@@ -54,8 +54,8 @@ def accounts_numpy(n: int = ACCOUNTS_ROWS) -> tuple[np.ndarray, np.ndarray, np.n
     u0, u1 = ((h.astype(np.float64) + 0.5) / float(P) for h in hs[:2])
     w = u0 * u1
     savings = hs[2] % 10 < 4
-    c = np.where(savings, _C["savings"], _C["checking"])
-    bal = np.minimum(np.floor(c / np.sqrt(np.sqrt(np.sqrt(w * w * w)))), 1e9).astype(np.int64)
+    cap = np.where(savings, _C["savings"], _C["checking"])
+    bal = np.minimum(np.floor(cap / np.sqrt(np.sqrt(np.sqrt(w * w * w)))), 1e9).astype(np.int64)
     return bal, 1 + hs[3] % 5, np.where(savings, "savings", "checking")
 
 

@@ -136,6 +136,7 @@ class Encoder:
         self.source = source
         t = lay.table
         self.domains = {c: t.columns[c].public_domain for c in lay.public}
+        assert t.local is not None  # a layout is made for a local table
         self.policy = t.local.null_policy
         # categorical Subset columns draw every coin of the exact program from this source
         self.subset_source = source if source is not None else default_source()
@@ -526,7 +527,9 @@ def csv_batches(lay: Layout, path, batch, delimiter, reports, warn) -> Iterator[
                 warn(f"ignoring undeclared column(s): {', '.join(ignored)}")
             if not reports:
                 missing = [c for c in private if c not in cols]
-                if missing and lay.table.local.null_policy != "lo":
+                local = lay.table.local
+                assert local is not None  # a layout is made for a local table
+                if missing and local.null_policy != "lo":
                     raise IngestError(
                         "42703", f"{path}: the header lacks private column(s) {', '.join(missing)}"
                     )

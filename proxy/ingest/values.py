@@ -28,6 +28,7 @@ def public_value(v, typ: str, col: str, domain):
     are NULL. A value that is not one: 22P02; outside the domain: 23514."""
     if v is None or (isinstance(v, str) and v == ""):
         return None
+    out: int | float | bool | str
     try:
         if typ == "int":
             if isinstance(v, bool):

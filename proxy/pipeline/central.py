@@ -14,21 +14,14 @@ from rewriter.unit import factor
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
-from .batch_noise import BatchNoise
 from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement
-from .release import (
-    NoisePool,
-    answer_rows,
-    domain_answer,
-    domain_notice,
-    noisy_answer,
-    notice_body,
-    output_types,
-    selection_answer,
-)
+from .noise import ScanNoise, scan_noise
+from .notice import domain_notice, notice_body
+from .release import domain_answer, noisy_answer, selection_answer
+from .rows import answer_rows, output_types
 from .selection_path import choose
 
 __all__ = [
@@ -78,18 +71,17 @@ def columns_of(plan) -> list[Column]:
 @dataclass
 class CentralState:
     """A central release's: the ε its mechanisms run at (the tier's, over the unit's factor k),
-    and the noise drawn ahead of the scan — from the reservoir (``pool``) or, for a large public
-    domain, in one batch on a thread while the scan runs (``batch``)."""
+    and the noise drawn while the scan runs (:class:`.noise.ScanNoise`: per cell, the reservoir's
+    first, or for a large public domain in one batch on a thread), if any."""
 
     mech_eps: float
-    pool: NoisePool | None = None
-    batch: BatchNoise | None = None
+    noise: ScanNoise | None = None
 
 
 class Central(ReleaseKind):
     """Every cell of the public domain, noised (the add-remove mean of Kulesza et al. 2024 for AVG; geometric / discrete
     Laplace otherwise). The noise, which does not depend on the data, is drawn while the
-    scan runs (:class:`~.release.NoisePool`)."""
+    scan runs (:class:`~.noise.ScanNoise`)."""
 
     name = "central"
 
@@ -110,13 +102,9 @@ class Central(ReleaseKind):
 
     def prepare_noise(self, conn, p: Prepared) -> None:
         gw, st = conn.gw, p.state
-        st.pool = pool = NoisePool(p.plan, st.mech_eps, gw.source, gw.reservoir)
-        if pool.worthwhile:
-            p.during = pool.fill
-        elif not p.plan.selected:  # a large public domain: drawn on a thread during the scan
-            batch = BatchNoise(p.plan, st.mech_eps, gw.source)
-            if batch.worthwhile:  # … and the scan fetched as columns (.columnar)
-                st.batch, p.during, p.columnar = batch, batch.start, True
+        st.noise = scan_noise(p.plan, st.mech_eps, gw.source, gw.reservoir)
+        if st.noise is not None:  # drawn while the scan runs; a batch's scan fetched as columns
+            p.during, p.columnar = st.noise.start, st.noise.columnar
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         gw, sql, route = conn.gw, stmt.sql, stmt.route
@@ -169,15 +157,7 @@ class Central(ReleaseKind):
             cells = table if table is not None else complete(p.plan, cells.rows())
         else:
             cells = complete(p.plan, cells)
-        batch = p.state.batch
-        return noisy_answer(
-            p.plan,
-            cells,
-            p.state.mech_eps,
-            conn.gw.source,
-            p.state.pool,
-            predrawn=batch.take(len(cells)) if batch is not None else None,
-        )
+        return noisy_answer(p.plan, cells, p.state.mech_eps, conn.gw.source, p.state.noise)
 
     def rows(self, p: Prepared, answer: dict) -> list[tuple]:
         return answer_rows(p.plan, answer)
@@ -186,12 +166,10 @@ class Central(ReleaseKind):
         return notice_body(p.plan, answer)
 
     def after_reply(self, conn, p: Prepared) -> None:
-        pool = p.state.pool
-        if pool is not None and pool.worthwhile:  # the next statement's noise, drawn after
-            gw = conn.gw  # the reply, while the backend is idle
-            gw.reservoir.refill_soon(
-                asyncio.get_running_loop(), pool.ms, pool.cells, busy=lambda: gw.backend.scans > 0
-            )
+        noise = p.state.noise
+        if noise is not None:  # the next statement's noise, drawn while the backend is idle
+            gw = conn.gw
+            noise.after_reply(asyncio.get_running_loop(), busy=lambda: gw.backend.scans > 0)
 
 
 class Svt(Central):

@@ -21,6 +21,8 @@ a batch form.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rewriter import cell_positions
@@ -136,8 +138,8 @@ def _positions(plan: Plan, keys: list) -> np.ndarray | None:
         order, ordered = index[1], index[2]
         at = np.minimum(np.searchsorted(ordered, got), len(ordered) - 1)
         return np.where(ordered[at] == got, order[at], -1)
-    got = cell_positions(plan, [a.tolist() for a in keys])
-    return None if got is None else np.fromiter(got, dtype=np.int64, count=len(got))
+    cells = cell_positions(plan, [a.tolist() for a in keys])
+    return None if cells is None else np.fromiter(cells, dtype=np.int64, count=len(cells))
 
 
 def _int_index(plan: Plan) -> tuple | None:
@@ -148,7 +150,7 @@ def _int_index(plan: Plan) -> tuple | None:
     distinct Python int below 2^62 in magnitude (and the scan's keys are int64)."""
     memo = plan.memo.domain
     if "int_index" not in memo:
-        index = None
+        index: tuple[Any, ...] | None = None
         keys = [c[0] for c in plan.cells]
         if (
             plan.group_by[0].type == "int"

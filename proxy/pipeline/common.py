@@ -9,6 +9,8 @@ from decimal import Decimal
 
 import sqlglot
 
+from rewriter.postprocess import has_window
+
 from ..wire.api import SqlError
 
 DUMMY = {
@@ -125,6 +127,11 @@ def explain_output_line(plan, o) -> str | None:
         if g.domain is None:
             return f"  {o.name}: group key {g.column}, no public domain: keys chosen by partition selection"
         return f"  {o.name}: group key {g.column}, public domain of {len(g.domain)} value(s)"
+    if o.source == "expr" and has_window(o.post):
+        return (
+            f"  {o.name}: a window function computed over the released rows, after HAVING and "
+            "before ORDER BY / LIMIT (post-processing, no ε)"
+        )
     if o.source == "expr":
         return f"  {o.name}: computed from the released aggregates (post-processing, no ε)"
     return None

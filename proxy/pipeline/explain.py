@@ -6,7 +6,8 @@ from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
 from .common import avg_half_widths, explain_output_line, pretty
-from .release import consistency_text, measurement_for, split_epsilon, unit_text
+from .notice import consistency_text, unit_text
+from .release import measurement_for, split_epsilon
 
 
 def explain_lines(

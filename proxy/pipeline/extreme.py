@@ -31,6 +31,7 @@ from rewriter.unit import factor
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .kind import Prepared, ReleaseKind, Statement
+from .notice import unit_text
 from .partitions import (
     SelectionPlan,
     require_delta,
@@ -39,7 +40,7 @@ from .partitions import (
     selection_notice,
     selection_plan,
 )
-from .release import answer_rows, output_types, unit_text
+from .rows import answer_rows, output_types
 from .selection_path import for_tier
 
 __all__ = ["EXTREME", "Extreme", "ExtremeState", "describe_extreme", "explain_extreme"]

@@ -31,10 +31,10 @@ import itertools
 import logging
 import pickle
 import struct
-from collections import OrderedDict
 from functools import partial
 
 from rewriter.errors import Refusal
+from rewriter.lru import LRU
 
 from ..stores.errors import LedgerUnavailable
 from ..wire.api import Column, ColumnRows, EncodedRows, Result, SqlError
@@ -126,7 +126,7 @@ class LaneClient:
         self.address = address
         self._link: _Link | None = None
         self._ids = itertools.count(1)
-        self._heavy: OrderedDict = OrderedDict()  # routes by shape whose statements were heavy
+        self._heavy: LRU = LRU(1024)  # routes by shape whose statements were heavy
 
     def knows_heavy(self, route, ladder: bool) -> bool:
         """Whether a statement of ``route``'s shape (the route object ``rewriter.route.Routes``
@@ -137,9 +137,7 @@ class LaneClient:
         return (id(route), ladder) in self._heavy
 
     def remember_heavy(self, route, ladder: bool) -> None:
-        self._heavy[(id(route), ladder)] = route  # (held: its id is never reused meanwhile)
-        if len(self._heavy) > 1024:
-            self._heavy.popitem(last=False)
+        self._heavy.put((id(route), ladder), route)  # (held: its id is never reused meanwhile)
 
     async def _open(self) -> _Link | None:
         if self._link is not None and self._link.open:

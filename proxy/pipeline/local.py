@@ -27,7 +27,6 @@ import itertools
 import math
 import time
 import weakref
-from collections import OrderedDict
 
 import numpy as np
 from sqlglot import exp
@@ -38,6 +37,7 @@ from rewriter import dialects, parse
 from rewriter.errors import Refusal
 from rewriter.local import LocalPlan, layout, plan_local
 from rewriter.local_subset import SubsetPlan
+from rewriter.lru import LRU
 from rewriter.values import literal_value
 
 from ..ingest.ldp_load import Encoder, IngestError
@@ -65,7 +65,7 @@ __all__ = [
 
 TYPE_OIDS = {"int": 20, "float": 701, "text": 25, "bool": 16}
 DELTA = 0.05  # percentile rank-error bounds hold with probability 1 - DELTA
-_PLANS: OrderedDict = OrderedDict()
+_PLANS: LRU = LRU(512)
 _BUCKETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _WRITES: weakref.WeakKeyDictionary = (
     weakref.WeakKeyDictionary()
@@ -98,14 +98,11 @@ def _plan(gw, sql: str, params, overrides: tuple = (), stmt=None) -> LocalPlan:
     key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()), overrides)
     hit = _PLANS.get(key)
     if hit is not None:
-        _PLANS.move_to_end(key)
         return hit
     plan = plan_local(
         stmt.tree() if stmt is not None else parse(sql), gw.config, list(params or []), overrides
     )
-    _PLANS[key] = plan
-    if len(_PLANS) > 512:
-        _PLANS.popitem(last=False)
+    _PLANS.put(key, plan)
     return plan
 
 

@@ -12,7 +12,6 @@ predicate once per (weight, dimension).
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +39,7 @@ from rewriter.local_sql import (
     variance_sql,
 )
 from rewriter.local_weights import LocalQuery, Prefix, Weight
+from rewriter.lru import LRU
 
 from ..ingest.ldp_specs import group_spec
 
@@ -56,7 +56,7 @@ __all__ = [
     "quantile_text",
 ]
 
-_BOUND: OrderedDict = OrderedDict()
+_BOUND: LRU = LRU(512)  # id(plan) -> (plan, numbers): read by scans on several threads
 
 
 @dataclass(frozen=True)
@@ -123,12 +123,9 @@ def bind(plan: LocalPlan) -> tuple[BoundAgg, ...]:
     key = id(plan)
     hit = _BOUND.get(key)
     if hit is not None and hit[0] is plan:
-        _BOUND.move_to_end(key)
         return hit[1]
     out = tuple(_agg(plan, a) for a in plan.aggs)
-    _BOUND[key] = (plan, out)
-    if len(_BOUND) > 512:
-        _BOUND.popitem(last=False)
+    _BOUND.put(key, (plan, out))
     return out
 
 

@@ -61,7 +61,8 @@ from ..wire.api import SqlError
 from .central import Central, columns_of
 from .common import avg_half_widths, cell_key, explain_output_line, plain_number
 from .kind import Prepared
-from .release import release_groups, unit_text
+from .notice import unit_text
+from .release import release_groups
 
 __all__ = [
     "LADDER",

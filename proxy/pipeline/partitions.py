@@ -42,7 +42,9 @@ from .central import Central, checked, columns_of
 from .common import cell_key, fmt, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared
-from .release import answer_rows, noisy_answer, notice_body, selection_answer, unit_text
+from .notice import notice_body, unit_text
+from .release import noisy_answer, selection_answer
+from .rows import answer_rows
 from .selection_path import choose
 
 __all__ = [

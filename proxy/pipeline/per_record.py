@@ -60,8 +60,9 @@ from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
 from .kind import Prepared, ReleaseKind, Statement, fetch
+from .notice import consistency_text
 from .per_record_policy import Policy, PolicyError, compile_policy, validate_config, validate_policy
-from .release import answer_rows, consistency_text, output_types
+from .rows import answer_rows, output_types
 from .selection_path import for_tier
 
 __all__ = [

@@ -11,6 +11,7 @@ a :class:`rewriter.per_record.PolicySql`): the rewriter imports no mechanism cod
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -159,7 +160,12 @@ def compile_policy(table_name: str, table: Table) -> Policy:
         if not (pol.alpha is not None and pol.alpha > 0 and math.isfinite(pol.alpha)):
             problems.append(f"{where}.alpha: must be a positive number")
         if not problems and U is not None:
-            make = {"inverse": inverse_function, "sqrt": sqrt_function, "log": log_function}[fn]
+            makers: dict[str, Callable[..., PrivacyFunction]] = {
+                "inverse": inverse_function,
+                "sqrt": sqrt_function,
+                "log": log_function,
+            }
+            make = makers[fn]
             try:
                 natural = make(pol.alpha, U, pol.eps_max)  # eps_min = E(U)
                 pf = make(pol.alpha, U, pol.eps_max, eps_min=pol.eps_min)
@@ -199,6 +205,7 @@ def compile_policy(table_name: str, table: Table) -> Policy:
         problems.append(f"{where}: {e}")
     if problems:
         raise PolicyError(problems)
+    assert U is not None  # an unusable value_bound is one of the problems
     return Policy(
         table_name,
         fn if fn in SHORTCUTS else "expression",

@@ -45,7 +45,8 @@ def _digits(d: Decimal) -> tuple[int, int]:
 
 
 def _scale(d: Decimal) -> int:
-    return max(0, -d.as_tuple().exponent) if d.is_finite() else 0
+    exp = d.as_tuple().exponent  # an int when d is finite; a letter for NaN and infinities
+    return max(0, -exp) if isinstance(exp, int) else 0
 
 
 def _numeric_div(a: Decimal, b: Decimal) -> Decimal:
@@ -219,8 +220,8 @@ def rollup(spec, cells):
     if any(isinstance(v, float) for v in vals):
         total = math.fsum(float(v) for v in vals)
         return total if func == "sum" else total / len(vals)
-    total = sum(_dec(v) for v in vals)
-    return total if func == "sum" else _numeric_div(total, Decimal(len(vals)))
+    exact = sum((_dec(v) for v in vals), Decimal(0))
+    return exact if func == "sum" else _numeric_div(exact, Decimal(len(vals)))
 
 
 def _as_decimal(v) -> Decimal:
@@ -249,3 +250,184 @@ def post_process(v, steps: tuple):
             f = {"floor": math.floor, "ceil": math.ceil}.get(op, round)
             v = int(f(v)) if op == "cast" else float(f(v))
     return v
+
+
+def _windows_in(t, found: list) -> None:
+    if not isinstance(t, tuple):
+        return
+    if t[:1] == ("window",):
+        if t not in found:
+            found.append(t)
+        return
+    for x in t:
+        _windows_in(x, found)
+
+
+def _substituted(t, slots: dict):
+    if not isinstance(t, tuple):
+        return t
+    if t in slots:
+        return slots[t]
+    return tuple(_substituted(x, slots) for x in t)
+
+
+def window_text(trees) -> str:
+    """The NOTICE's statement that window functions were computed over the released cells
+    (empty when no tree has one)."""
+    found: list = []
+    for t in trees:
+        _windows_in(t, found)
+    if not found:
+        return ""
+    names = ", ".join(dict.fromkeys(w[1] for w in found))
+    return f"; window functions ({names}) computed over the released rows (post-processing, no ε)"
+
+
+def with_windows(trees: list, cells: list) -> tuple[list, list]:
+    """(trees, cells) with every window function of ``trees`` computed over the released
+    ``cells`` ((key, values) pairs, after HAVING) and read as one more value of each cell:
+    a window node becomes ("agg", j) for the j-th appended value. Unchanged when no tree
+    has a window."""
+    found: list = []
+    for t in trees:
+        _windows_in(t, found)
+    if not found:
+        return trees, cells
+    width = len(cells[0][1]) if cells else 0
+    columns = [window_values(w, cells) for w in found]
+    slots = {w: ("agg", width + j) for j, w in enumerate(found)}
+    cells = [(key, list(vals) + [col[i] for col in columns]) for i, (key, vals) in enumerate(cells)]
+    return [_substituted(t, slots) for t in trees], cells
+
+
+def _sorted_partition(idx: list[int], keys: list[tuple], order) -> list[int]:
+    """``idx`` in the window's ORDER BY: one stable pass per sort key, last first, NULLs
+    first or last as the key says (Postgres: last for ASC, first for DESC)."""
+    for j in reversed(range(len(order))):
+        _, desc, nulls_first = order[j]
+        nulls = [i for i in idx if keys[i][j] is None]
+        rest = sorted((i for i in idx if keys[i][j] is not None), key=lambda i: keys[i][j], reverse=desc)
+        idx = nulls + rest if nulls_first else rest + nulls
+    return idx
+
+
+def _frame_bounds(frame, pos: int, n: int, peer_lo: list[int], peer_hi: list[int], group_of, group_starts):
+    """[lo, hi) of the frame of the row at ``pos`` in its ordered partition of ``n`` rows."""
+    if frame is None:  # RANGE UNBOUNDED PRECEDING .. CURRENT ROW: up to the last peer
+        return 0, peer_hi[pos]
+    mode, start, end = frame
+
+    def at(b, is_start: bool) -> int:
+        if b[0] == "unbounded":
+            return 0 if b[1] == "preceding" else n
+        if b[0] == "current":
+            if mode == "rows":
+                return pos if is_start else pos + 1
+            return peer_lo[pos] if is_start else peer_hi[pos]
+        off = b[1] if b[0] == "following" else -b[1]
+        if mode == "rows":
+            p = pos + off
+            return min(max(p if is_start else p + 1, 0), n)
+        g = group_of[pos] + off  # GROUPS: peer groups
+        ng = len(group_starts) - 1
+        if is_start:
+            return group_starts[min(max(g, 0), ng)]
+        return group_starts[min(max(g + 1, 0), ng)]
+
+    lo, hi = at(start, True), at(end, False)
+    return lo, max(lo, hi)
+
+
+def _frame_aggregate(fn: str, vals: list):
+    """COUNT/SUM/AVG/MIN/MAX over a frame's values as Postgres: NULLs skipped; SUM/AVG of
+    bigint or numeric are numeric; float8 summed in row order (float8pl); empty: NULL (COUNT 0)."""
+    vals = [v for v in vals if v is not None]
+    if fn == "count":
+        return len(vals)
+    if not vals:
+        return None
+    if fn in ("min", "max"):
+        return min(vals) if fn == "min" else max(vals)
+    if any(isinstance(v, float) for v in vals):
+        total = 0.0
+        for v in vals:
+            total += float(v)
+        return total if fn == "sum" else total / len(vals)
+    total = sum((_dec(v) for v in vals), Decimal(0))
+    return total if fn == "sum" else _numeric_div(total, Decimal(len(vals)))
+
+
+def window_values(w, cells: list) -> list:
+    """The window function ``w`` (("window", fn, args, partition, order, frame), resolved)
+    at every released cell, with Postgres's semantics: rows partitioned by the PARTITION BY
+    values (NULLs one partition), ordered by ORDER BY, peers (equal ORDER BY values) ranked
+    alike; the frame ROWS / GROUPS / RANGE (UNBOUNDED, CURRENT ROW; the default frame ends
+    at the last peer, or with no ORDER BY is the whole partition)."""
+    _, fn, args, part, order, frame = w
+    n = len(cells)
+    out: list = [None] * n
+    parts: dict = {}
+    for i, (key, vals) in enumerate(cells):
+        parts.setdefault(tuple(evaluate(p, key, vals) for p in part), []).append(i)
+    okeys = [tuple(evaluate(o[0], key, vals) for o in order) for key, vals in cells]
+    argv = [[evaluate(a, key, vals) for a in args] for key, vals in cells]
+    for idx in parts.values():
+        idx = _sorted_partition(idx, okeys, order)
+        m = len(idx)
+        peer_lo, peer_hi, group_of, group_starts = [0] * m, [0] * m, [0] * m, [0]
+        for p in range(1, m):
+            if okeys[idx[p]] != okeys[idx[p - 1]]:
+                group_starts.append(p)
+        group_starts.append(m)
+        for g in range(len(group_starts) - 1):
+            for p in range(group_starts[g], group_starts[g + 1]):
+                peer_lo[p], peer_hi[p], group_of[p] = group_starts[g], group_starts[g + 1], g
+        prefix = None
+        for p, i in enumerate(idx):
+            if fn == "row_number":
+                v = p + 1
+            elif fn == "rank":
+                v = peer_lo[p] + 1
+            elif fn == "dense_rank":
+                v = group_of[p] + 1
+            elif fn == "percent_rank":
+                v = 0.0 if m <= 1 else peer_lo[p] / (m - 1)
+            elif fn == "cume_dist":
+                v = peer_hi[p] / m
+            elif fn == "ntile":
+                k = argv[i][0]
+                per, extra = divmod(m, k)
+                big = extra * (per + 1)  # the first `extra` buckets hold one row more
+                v = p // (per + 1) + 1 if p < big else extra + (p - big) // per + 1
+            elif fn in ("lag", "lead"):
+                off = argv[i][1]
+                q = p - off if fn == "lag" else p + off
+                v = argv[idx[q]][0] if 0 <= q < m else argv[i][2]
+            else:  # an aggregate or first/last value over the frame
+                lo, hi = _frame_bounds(frame, p, m, peer_lo, peer_hi, group_of, group_starts)
+                if fn == "first_value":
+                    v = argv[idx[lo]][0] if lo < hi else None
+                elif fn == "last_value":
+                    v = argv[idx[hi - 1]][0] if lo < hi else None
+                elif (
+                    fn in ("sum", "count", "avg")
+                    and lo == 0
+                    and not (args and any(isinstance(argv[j][0], float) for j in idx))
+                ):  # exact values from the partition start: running sums
+                    if prefix is None:
+                        prefix = [(0, Decimal(0))]
+                        for j in idx:
+                            c, s = prefix[-1]
+                            x = argv[j][0] if args else 1
+                            prefix.append((c, s) if x is None else (c + 1, s + _dec(x)))
+                    c, s = prefix[hi]
+                    if fn == "count":
+                        v = c
+                    elif c == 0:
+                        v = None
+                    else:
+                        v = s if fn == "sum" else _numeric_div(s, Decimal(c))
+                else:
+                    v = _frame_aggregate(fn, [argv[idx[q]][0] if args else 1 for q in range(lo, hi)])
+            out[i] = v
+    return out

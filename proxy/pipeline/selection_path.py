@@ -2,7 +2,7 @@
 the role's tier reads consistent values.
 
 The rows are always the SQL's rows over released values: HAVING is a filter and ORDER BY
-… LIMIT a sort of the released cells (:func:`.release.answer_rows`, post-processing).
+… LIMIT a sort of the released cells (:func:`.rows.answer_rows`, post-processing).
 What varies is what is released:
 
 * **the cells**: every cell of the public key domain noised at the statement's ε (the
@@ -81,8 +81,8 @@ def variances(plan: Plan, epsilon: float) -> tuple[float, float]:
 
 def for_tier(plan: Plan, tier) -> Plan:
     """``plan`` as the role's tier reads it: a tier with ``consistent = false`` reads the raw
-    noisy values (:func:`.release.consistent_ranges`) whatever the table says, for every kind
-    whose rows are :func:`.release.answer_rows` (central, per-record, MAX/MIN, percentiles)."""
+    noisy values (:func:`.rows.consistent_ranges`) whatever the table says, for every kind
+    whose rows are :func:`.rows.answer_rows` (central, per-record, MAX/MIN, percentiles)."""
     if not getattr(tier, "consistent", True) and plan.consistent:
         return _with(plan, plan.selection, consistent=False)
     return plan
@@ -91,7 +91,7 @@ def for_tier(plan: Plan, tier) -> Plan:
 def choose(plan: Plan, tier, settings: dict) -> tuple[Plan, list[str]]:
     """(the plan to release — with its :class:`~rewriter.plan.Selection` for the sparse
     vector, or without it for the cells —, EXPLAIN's lines saying which and why). A tier
-    with ``consistent = false`` reads raw noisy values (:func:`.release.consistent_ranges`)."""
+    with ``consistent = false`` reads raw noisy values (:func:`.rows.consistent_ranges`)."""
     plan = for_tier(plan, tier)
     sel = plan.selection
     if sel is None:

@@ -12,7 +12,7 @@ read of ``keys`` or ``values``, or any use of the dict as a whole (iteration, ``
 the plain dict it stands for, its entries in the order ``noisy_answer`` always wrote
 them (``keys``, ``values``, then the metadata). The hot readers take the columns
 instead: ``release_codec.encode_answer`` (the stored bytes are the same) and
-``release.answer_rows``. Columns are never modified in place.
+``rows.answer_rows``. Columns are never modified in place.
 """
 
 from __future__ import annotations

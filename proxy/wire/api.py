@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, overload
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class Column:
     type_oid: int  # see proxy.wire.types
 
 
-class ColumnRows(Sequence):
+class ColumnRows(Sequence[tuple[Any, ...]]):
     """Rows given by their columns (equal-length lists): a large result built column by
     column is encoded column by column (:func:`.rows.data_rows`) without its row tuples
     ever being made; any other use (an index, iteration) makes them once. Slices stay
@@ -23,28 +23,33 @@ class ColumnRows(Sequence):
 
     __slots__ = ("columns", "_rows")
 
-    def __init__(self, columns: list[list]) -> None:
+    def __init__(self, columns: list[list[Any]]) -> None:
         if len({len(c) for c in columns}) > 1:
             raise ValueError("columns of different lengths")
-        self.columns, self._rows = columns, None
+        self.columns = columns
+        self._rows: list[tuple[Any, ...]] | None = None
 
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else 0
 
-    def rows(self) -> list[tuple]:
+    def rows(self) -> list[tuple[Any, ...]]:
         if self._rows is None:
             self._rows = list(zip(*self.columns)) if self.columns else []
         return self._rows
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> tuple[Any, ...]: ...
+    @overload
+    def __getitem__(self, i: slice) -> ColumnRows: ...
+    def __getitem__(self, i: int | slice) -> tuple[Any, ...] | ColumnRows:
         if isinstance(i, slice):
             return ColumnRows([c[i] for c in self.columns])
         return self.rows()[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.rows())
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, tuple, ColumnRows)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
@@ -53,41 +58,51 @@ class ColumnRows(Sequence):
         return f"ColumnRows({self.rows()!r})"
 
 
-class EncodedRows(Sequence):
+class EncodedRows(Sequence[tuple[Any, ...]]):
     """Rows already encoded as DataRow messages (``data``, framed) for the result formats
     ``formats``, where they were released (the heavy-statement lane: its process encodes
     them, so the serving process only writes the bytes). Any other use — other formats,
     an index, iteration — reads the values from ``values()``, called once."""
 
-    __slots__ = ("data", "formats", "count", "_values", "_rows")
+    __slots__ = ("data", "formats", "_count", "_values", "_rows")
 
     def __init__(
-        self, data: bytes, formats: tuple[int, ...], count: int, values: Callable[[], Sequence]
+        self,
+        data: bytes,
+        formats: tuple[int, ...],
+        count: int,
+        values: Callable[[], Sequence[tuple[Any, ...]]],
     ) -> None:
-        self.data, self.formats, self.count = data, tuple(formats), count
-        self._values, self._rows = values, None
+        # the row count is ``len()``: ``count`` is Sequence.count(value)
+        self.data, self.formats, self._count = data, tuple(formats), count
+        self._values = values
+        self._rows: Sequence[tuple[Any, ...]] | None = None
 
-    def encoded_for(self, formats) -> bytes | None:
+    def encoded_for(self, formats: Iterable[int]) -> bytes | None:
         """The DataRow bytes if they were encoded for ``formats``, else None."""
         return self.data if tuple(formats) == self.formats else None
 
-    def rows(self) -> Sequence:
+    def rows(self) -> Sequence[tuple[Any, ...]]:
         if self._rows is None:
             self._rows = self._values()
-            if len(self._rows) != self.count:
+            if len(self._rows) != self._count:
                 raise ValueError("encoded rows and their values differ in number")
         return self._rows
 
     def __len__(self) -> int:
-        return self.count
+        return self._count
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> tuple[Any, ...]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[Any, ...]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[Any, ...] | Sequence[tuple[Any, ...]]:
         return self.rows()[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.rows())
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, tuple, ColumnRows, EncodedRows)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
@@ -115,7 +130,7 @@ class Result:
 
     command_tag: str  # e.g. "SELECT 3", "SET", "BEGIN", "SHOW"
     columns: list[Column] | None = None  # None -> no RowDescription (command without rows)
-    rows: list[tuple] = field(
+    rows: Sequence[tuple[Any, ...]] = field(
         default_factory=list
     )  # Python values (or ColumnRows); encoded per column type/format
     notices: list[str] = field(default_factory=list)  # NoticeResponse (NOTICE, 00000) before rows

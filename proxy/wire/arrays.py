@@ -8,6 +8,8 @@ length-prefixed elements. Multidimensional arrays are refused (0A000).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 from .api import SqlError
 
@@ -18,7 +20,7 @@ def _bad(oid: int) -> SqlError:
     return SqlError("22P02", "malformed array literal in bind parameter")
 
 
-def decode_text(oid: int, elem: int, s: str, decode_elem) -> list:
+def decode_text(oid: int, elem: int, s: str, decode_elem: Callable[[int, str], Any]) -> list[Any]:
     t = s.strip()
     if not (t.startswith("{") and t.endswith("}")):
         raise _bad(oid)
@@ -60,7 +62,7 @@ def decode_text(oid: int, elem: int, s: str, decode_elem) -> list:
     return out
 
 
-def decode_binary(oid: int, elem: int, data: bytes, decode_elem) -> list:
+def decode_binary(oid: int, elem: int, data: bytes, decode_elem: Callable[[int, bytes], Any]) -> list[Any]:
     try:
         ndim, _flags, _eoid = struct.unpack_from("!iiI", data)
         if ndim == 0:
@@ -70,7 +72,8 @@ def decode_binary(oid: int, elem: int, data: bytes, decode_elem) -> list:
         count, _lb = struct.unpack_from("!ii", data, 12)
         if count < 0 or count > MAX_ELEMENTS:
             raise SqlError("54000", "the array parameter has too many elements")
-        pos, out = 20, []
+        pos = 20
+        out: list[Any] = []
         for _ in range(count):
             (size,) = struct.unpack_from("!i", data, pos)
             pos += 4

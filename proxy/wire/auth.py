@@ -38,7 +38,9 @@ class Verifier:
     server_key: bytes
 
     def __str__(self) -> str:
-        b = lambda x: base64.b64encode(x).decode("ascii")  # noqa: E731
+        def b(x: bytes) -> str:
+            return base64.b64encode(x).decode("ascii")
+
         return f"{MECHANISM}${self.iterations}:{b(self.salt)}${b(self.stored_key)}:{b(self.server_key)}"
 
 
@@ -108,7 +110,8 @@ class ScramExchange:
             self._server.set_client_first(f"{gs2},n=*,{bare}" if sep else text)
             if sep:
                 self._server.client_first_bare = "n=," + bare
-            return self._server.get_server_first().encode("utf-8")
+            first: str = self._server.get_server_first()
+            return first.encode("utf-8")
         except (ScramException, UnicodeDecodeError):
             raise AuthFailed(self.user) from None
 
@@ -117,7 +120,8 @@ class ScramExchange:
             self._server.set_client_final(client_final.decode("utf-8"))
             if not self.known:
                 raise AuthFailed(self.user)
-            return self._server.get_server_final().encode("utf-8")
+            final: str = self._server.get_server_final()
+            return final.encode("utf-8")
         except (ScramException, UnicodeDecodeError):
             raise AuthFailed(self.user) from None
 

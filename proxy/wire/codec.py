@@ -15,6 +15,7 @@ before anything is buffered, so the parser never holds more than one message of 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from . import messages as m
 
@@ -49,10 +50,12 @@ class _Reader:
         return out
 
     def int16(self) -> int:
-        return struct.unpack("!h", self.take(2))[0]
+        v: int = struct.unpack("!h", self.take(2))[0]
+        return v
 
     def int32(self) -> int:
-        return struct.unpack("!i", self.take(4))[0]
+        v: int = struct.unpack("!i", self.take(4))[0]
+        return v
 
     def byte(self) -> str:
         return self.take(1).decode("latin-1")
@@ -106,7 +109,7 @@ class FrontendParser:
         """Bytes received but not yet consumed (used to detect SSL buffer stuffing)."""
         return len(self._buf)
 
-    def next_event(self):
+    def next_event(self) -> m.FrontendMessage | None:
         """Return the next complete event, or None if more data is needed."""
         if self._dead:
             raise ProtocolViolation("connection is in a failed state")
@@ -118,7 +121,7 @@ class FrontendParser:
             raise
 
     # ----------------------------------------------------------------- startup phase
-    def _startup(self):
+    def _startup(self) -> m.FrontendMessage | None:
         if len(self._buf) < 4:
             return None
         (length,) = struct.unpack_from("!i", self._buf)
@@ -158,15 +161,15 @@ class FrontendParser:
         return m.StartupMessage(code, params)
 
     # ----------------------------------------------------------------- normal phase
-    def _normal(self):
+    def _normal(self) -> m.FrontendMessage | None:
         if self._discard:
             n = min(self._discard, len(self._buf))
             del self._buf[:n]
             self._discard -= n
             if self._discard:
                 return None
-            event, self._too_long = self._too_long, None
-            return event
+            dropped, self._too_long = self._too_long, None
+            return dropped
         if len(self._buf) < 5:
             return None
         type_ = bytes(self._buf[:1])
@@ -199,16 +202,16 @@ class FrontendParser:
         return event
 
 
-def _query(r):
+def _query(r: _Reader) -> m.Query:
     return m.Query(r.cstr())
 
 
-def _parse(r):
+def _parse(r: _Reader) -> m.Parse:
     name, sql = r.cstr(), r.cstr()
     return m.Parse(name, sql, [r.int32() & 0xFFFFFFFF for _ in range(r.count())])
 
 
-def _bind(r):
+def _bind(r: _Reader) -> m.Bind:
     portal, stmt = r.cstr(), r.cstr()
     fmts = [r.int16() for _ in range(r.count())]
     params: list[bytes | None] = []
@@ -223,37 +226,37 @@ def _bind(r):
     return m.Bind(portal, stmt, fmts, params, rfmts)
 
 
-def _kind(r) -> str:
+def _kind(r: _Reader) -> str:
     kind = r.byte()
     if kind not in ("S", "P"):
         raise ProtocolViolation(f"invalid DESCRIBE/CLOSE message subtype {ord(kind)}")
     return kind
 
 
-def _describe(r):
+def _describe(r: _Reader) -> m.Describe:
     kind = _kind(r)
     return m.Describe(kind, r.cstr())
 
 
-def _close(r):
+def _close(r: _Reader) -> m.Close:
     kind = _kind(r)
     return m.Close(kind, r.cstr())
 
 
-def _execute(r):
+def _execute(r: _Reader) -> m.Execute:
     portal = r.cstr()
     return m.Execute(portal, max(r.int32(), 0))
 
 
-def _unsupported(type_):
-    def parse(r):
+def _unsupported(type_: bytes) -> Callable[[_Reader], m.Unsupported]:
+    def parse(r: _Reader) -> m.Unsupported:
         r.rest()
         return m.Unsupported(type_)
 
     return parse
 
 
-_PARSERS = {
+_PARSERS: dict[bytes, Callable[[_Reader], m.FrontendMessage]] = {
     b"Q": _query,
     b"P": _parse,
     b"B": _bind,

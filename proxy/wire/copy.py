@@ -22,16 +22,25 @@ Values are encoded by :mod:`.types` (the same encoders as DataRow). Sans-IO: byt
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from .api import Column, CopyFormat
 from .messages import frame
 from .types import encode, encode_text
 
+
+class Line(Protocol):
+    """One COPY line from its fields (None: NULL); ``header=True`` for the header line."""
+
+    def __call__(self, values: list[str | None], header: bool = False) -> bytes: ...
+
+
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _TEXT_ESCAPES = {"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
-def copy_out(cols: list[Column], fmt: CopyFormat, rows) -> tuple[bytes, int]:
+def copy_out(cols: list[Column], fmt: CopyFormat, rows: Iterable[Sequence[Any]]) -> tuple[bytes, int]:
     """The framed CopyOutResponse, CopyData and CopyDone messages for ``rows`` of ``cols``
     in ``fmt``, and the number of rows (for the ``COPY n`` tag)."""
     binary = fmt.kind == "binary"
@@ -62,7 +71,7 @@ def copy_out(cols: list[Column], fmt: CopyFormat, rows) -> tuple[bytes, int]:
     return b"".join(out), count
 
 
-def _text_line(fmt: CopyFormat):
+def _text_line(fmt: CopyFormat) -> Line:
     delim = fmt.delimiter if fmt.delimiter is not None else "\t"
     null = fmt.null if fmt.null is not None else "\\N"
     escapes = {delim: "\\" + delim, **_TEXT_ESCAPES}  # a control character keeps its mnemonic
@@ -74,7 +83,7 @@ def _text_line(fmt: CopyFormat):
     return line
 
 
-def _csv_line(fmt: CopyFormat, n: int):
+def _csv_line(fmt: CopyFormat, n: int) -> Line:
     delim = fmt.delimiter if fmt.delimiter is not None else ","
     null = fmt.null if fmt.null is not None else ""
     quote = fmt.quote if fmt.quote is not None else '"'

@@ -6,11 +6,13 @@ Mixed into :class:`proxy.wire.session.Session`, which provides ``handler``, ``se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from . import messages as m
 from . import types as t
-from .api import Column, Description, Result, SqlError
+from .api import Column, Description, Handler, Result, SqlError
 
 
 @dataclass
@@ -59,6 +61,27 @@ def _shape(cols: list[Column] | None) -> int:
 class ExtendedQuery:
     """Parse/Bind/Describe/Execute/Close handlers; errors propagate to Session.handle."""
 
+    # Provided by Session (proxy.wire.session): the connection's state and result helpers.
+    handler: Handler | None
+    statements: dict[str, Statement]
+    portals: dict[str, Portal]
+    if TYPE_CHECKING:
+
+        def send(self, msg: m._Backend) -> None: ...
+        def _check_aborted(self, sql: str) -> None: ...
+        def _row_description(self, cols: list[Column], formats: list[int]) -> m.RowDescription: ...
+        async def _send_rows(
+            self, cols: list[Column], formats: list[int], rows: Sequence[Sequence[Any]]
+        ) -> None: ...
+        async def _send_copy(self, res: Result) -> None: ...
+        def _start_result(self, sql: str, res: Result) -> None: ...
+        def _finish_result(self, tag: str, res: Result) -> None: ...
+
+    def _live(self) -> Handler:
+        """The statement handler: set when startup completes, before any statement arrives."""
+        assert self.handler is not None
+        return self.handler
+
     def _stmt(self, name: str) -> Statement:
         if name not in self.statements:
             raise SqlError(
@@ -78,7 +101,7 @@ class ExtendedQuery:
         if ev.name and ev.name in self.statements:
             raise SqlError("42P05", f'prepared statement "{ev.name}" already exists')
         self._check_aborted(ev.sql)
-        stmts = self.handler.split(ev.sql)
+        stmts = self._live().split(ev.sql)
         if len(stmts) > 1:
             raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
         self.statements[ev.name] = Statement(stmts[0] if stmts else "", list(ev.param_type_oids), not stmts)
@@ -87,7 +110,7 @@ class ExtendedQuery:
     async def _describe_stmt(self, st: Statement) -> Description:
         if st.description is None:
             st.description = (
-                Description(st.oids(), None) if st.empty else await self.handler.describe(st.sql, st.oids())
+                Description(st.oids(), None) if st.empty else await self._live().describe(st.sql, st.oids())
             )
         return st.description
 
@@ -119,8 +142,8 @@ class ExtendedQuery:
             self.send(m.ParameterDescription(tuple(st.oids(len(desc.param_type_oids)))))
             cols = desc.columns
             fmts = [0] * len(cols or [])
-        elif ev.name and ev.name not in self.portals and hasattr(self.handler, "cursor_columns"):
-            cols = self.handler.cursor_columns(ev.name)  # a DECLAREd cursor is a portal too
+        elif ev.name and ev.name not in self.portals and hasattr(handler := self._live(), "cursor_columns"):
+            cols = handler.cursor_columns(ev.name)  # a DECLAREd cursor is a portal too
             fmts = [0] * len(cols or [])
         else:
             p = self._portal(ev.name)
@@ -140,7 +163,7 @@ class ExtendedQuery:
             return self.send(m.EmptyQueryResponse())
         self._check_aborted(p.stmt.sql)
         if p.result is None:
-            res = await self.handler.execute(p.stmt.sql, p.params)
+            res = await self._live().execute(p.stmt.sql, p.params)
             if res.copy is not None:  # COPY … TO STDOUT: described as NoData
                 self._start_result(p.stmt.sql, res)
                 return await self._send_copy(res)

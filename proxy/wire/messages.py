@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TypeAlias
 
 PROTOCOL_3_0 = 196608
 SSL_REQUEST_CODE = 80877103
@@ -127,6 +128,27 @@ class Unsupported:
     """A well-formed message the gateway does not implement (FunctionCall, COPY...)."""
 
     type: bytes
+
+
+# A message FrontendParser returns (SASL responses arrive as PasswordMessage, read in context).
+FrontendMessage: TypeAlias = (
+    StartupMessage
+    | SSLRequest
+    | GSSENCRequest
+    | CancelRequest
+    | Query
+    | Parse
+    | StatementTooLong
+    | Bind
+    | Describe
+    | Execute
+    | Sync
+    | Flush
+    | Close
+    | Terminate
+    | PasswordMessage
+    | Unsupported
+)
 
 
 # --------------------------------------------------------------------------- backend

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
+from typing import Any, cast
 
 from .api import ColumnRows, EncodedRows, SqlError
 from .types import FLOAT8, INT2, INT4, INT8, OID, TEXT, VARCHAR, encode
@@ -28,7 +30,7 @@ _PACKERS = {
 _pack_d = struct.Struct("!d").pack
 
 
-def _encoded(oid: int, fmt: int, values: list) -> list[bytes]:
+def _encoded(oid: int, fmt: int, values: list[Any]) -> list[bytes]:
     """The wire bytes of ``values`` (none of them None) in column type ``oid``, format ``fmt``."""
     kinds = set(map(type, values))
     if fmt == 0:
@@ -48,10 +50,10 @@ def _encoded(oid: int, fmt: int, values: list) -> list[bytes]:
             return list(map(_PACKERS[oid], values))
         if kinds == {float} and oid == FLOAT8:
             return list(map(_pack_d, values))
-    return [encode(oid, v, fmt) for v in values]
+    return cast("list[bytes]", [encode(oid, v, fmt) for v in values])  # no value is None
 
 
-def _fields(oid: int, fmt: int, col) -> list[bytes]:
+def _fields(oid: int, fmt: int, col: Sequence[Any]) -> list[bytes]:
     """One column's fields: each value's length word and bytes, or the NULL word."""
     if None not in col:
         return [len(b).to_bytes(4, "big") + b for b in _encoded(oid, fmt, list(col))]
@@ -59,7 +61,7 @@ def _fields(oid: int, fmt: int, col) -> list[bytes]:
     return [_NULL if v is None else (len(b := next(values)).to_bytes(4, "big") + b) for v in col]
 
 
-def data_rows(type_oids: list[int], formats: list[int], rows) -> bytes:
+def data_rows(type_oids: list[int], formats: list[int], rows: Sequence[Sequence[Any]]) -> bytes:
     """The DataRow messages of ``rows`` (tuples of values, None for NULL; or
     :class:`~.api.ColumnRows`, read column by column; or :class:`~.api.EncodedRows`, their
     bytes when encoded for ``formats``), framed."""

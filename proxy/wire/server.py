@@ -25,7 +25,9 @@ import secrets
 import socket
 import ssl
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from . import messages as m
 from .api import Authenticator, HandlerFactory
@@ -108,14 +110,19 @@ class _Pending:
 
     peer: str
     since: float
-    task: asyncio.Task | None = None  # its connection task, once running
+    task: asyncio.Task[None] | None = None  # its connection task, once running
     evicted: bool = False
 
 
 async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
     """Until ``sock`` (a listening socket) has a connection queued."""
     fut = loop.create_future()
-    loop.add_reader(sock.fileno(), lambda: fut.done() or fut.set_result(None))
+
+    def ready() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    loop.add_reader(sock.fileno(), ready)
     try:
         await fut
     finally:
@@ -150,8 +157,8 @@ class Server:
         require_tls: bool = False,
         listeners: list[socket.socket] | None = None,
         pid_slot: tuple[int, int] = (0, 1),
-        cancel_elsewhere=None,
-        accept_gate=None,
+        cancel_elsewhere: Callable[[int, int], object] | None = None,
+        accept_gate: Callable[[], Awaitable[object]] | None = None,
         failed_logins: FailedLogins | None = None,
     ):
         self.handler_factory, self.authenticator = handler_factory, authenticator
@@ -161,11 +168,11 @@ class Server:
         self.idle_timeout, self.auth_timeout = idle_timeout, auth_timeout
         self.parameters = default_parameters(server_version)
         self._listeners: list[socket.socket] = []
-        self._acceptors: list[asyncio.Task] = []
+        self._acceptors: list[asyncio.Task[Any]] = []
         self._closed: asyncio.Event | None = None
         self._sessions: dict[int, tuple[int, Session]] = {}  # pid -> (secret, session)
-        self._tasks: set[asyncio.Task] = set()
-        self._idle: set[asyncio.Task] = set()  # connections waiting for the client's next bytes
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._idle: set[asyncio.Task[Any]] = set()  # connections waiting for the client's next bytes
         self._draining = False
         # Several worker processes on one port (proxy/cli/workers.py): this one hands out the
         # backend pids ≡ index (mod count); a CancelRequest for another worker's pid goes to
@@ -179,8 +186,8 @@ class Server:
         self.pending_grace = pending_grace
         self._pending: dict[_Pending, None] = {}
         self._pending_by_peer: collections.Counter[str] = collections.Counter()
-        self._attaching: set[asyncio.Task] = set()
-        self._refusing: set[asyncio.Task] = set()
+        self._attaching: set[asyncio.Task[Any]] = set()
+        self._refusing: set[asyncio.Task[Any]] = set()
         self.log_limited = RateLimitedLog(log)
         # Failed logins per address and per role (.throttle), shared with the owner page.
         self.failed_logins = (
@@ -213,6 +220,7 @@ class Server:
         return self
 
     async def serve_forever(self) -> None:
+        assert self._closed is not None, "start() first"
         await self._closed.wait()
 
     async def _stop_listening(self) -> None:
@@ -250,7 +258,7 @@ class Server:
     async def __aenter__(self) -> Server:
         return await self.start()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
     @property
@@ -297,7 +305,7 @@ class Server:
                 continue
             self._admit(conn, addr)
 
-    def _admit(self, conn: socket.socket, addr) -> None:
+    def _admit(self, conn: socket.socket, addr: Any) -> None:
         """Take an accepted socket within the pending limits, or close it at once."""
         peer = str(addr[0]) if isinstance(addr, tuple) else str(addr)
         if len(self._pending) >= self.max_pending and not self._evict(None):
@@ -443,6 +451,7 @@ class Server:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, pending: _Pending | None = None
     ) -> None:
         task = asyncio.current_task()
+        assert task is not None  # a connection runs as its own task
         self._tasks.add(task)
         if pending is not None:
             pending.task = task
@@ -610,8 +619,8 @@ async def serve(
     max_connections: int = 100,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     idle_timeout: float | None = None,
-    ready_callback=None,
-    **kw,
+    ready_callback: Callable[[Server], object] | None = None,
+    **kw: Any,
 ) -> None:
     """Run a server until cancelled; ``ready_callback(server)`` is called once listening."""
     server = Server(

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import messages as m
 from . import types as t
@@ -36,8 +38,15 @@ _COMMENTS = re.compile(r"^(\s+|--[^\n]*(\n|$)|/\*.*?\*/)*", re.S)
 _ROLLBACK_TO = re.compile(r"^rollback(\s+(work|transaction))?\s+to\b", re.I)
 
 
+def _after_comments(sql: str) -> str:
+    """``sql`` from its first token (``_COMMENTS`` matches, possibly empty, at every start)."""
+    lead = _COMMENTS.match(sql)
+    assert lead is not None
+    return sql[lead.end() :]
+
+
 def first_word(sql: str) -> str:
-    rest = sql[_COMMENTS.match(sql).end() :]
+    rest = _after_comments(sql)
     w = re.match(r"[A-Za-z_]+", rest)
     return w.group(0).upper() if w else ""
 
@@ -51,7 +60,7 @@ class Session(ExtendedQuery):
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_statement_size: int | None = DEFAULT_MAX_STATEMENT_SIZE
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.parser = FrontendParser(self.max_message_size, self.max_statement_size)
         self.state = STARTUP
         self.handler: Handler | None = None
@@ -68,7 +77,7 @@ class Session(ExtendedQuery):
     def receive_data(self, data: bytes) -> None:
         self.parser.feed(data)
 
-    def next_event(self):
+    def next_event(self) -> m.FrontendMessage | None:
         """Next frontend event or None; raises ProtocolViolation."""
         return self.parser.next_event()
 
@@ -76,7 +85,7 @@ class Session(ExtendedQuery):
         out, self._out = bytes(self._out), bytearray()
         return out
 
-    def send(self, msg) -> None:
+    def send(self, msg: m._Backend) -> None:
         self._out += msg.encode()
 
     @property
@@ -92,7 +101,7 @@ class Session(ExtendedQuery):
         self.fatal(exc.sqlstate, exc.message)
 
     # ------------------------------------------------------------------ dispatch
-    async def handle(self, ev) -> None:
+    async def handle(self, ev: m.FrontendMessage) -> None:
         if self.state == CLOSED:
             return
         if isinstance(ev, m.Terminate):
@@ -145,16 +154,18 @@ class Session(ExtendedQuery):
         self.send(m.AuthenticationSASL(("SCRAM-SHA-256",)))
         self.state = SASL_INITIAL
 
-    async def _sasl(self, ev) -> None:
+    async def _sasl(self, ev: m.FrontendMessage) -> None:
         if not isinstance(ev, m.PasswordMessage):
             return self.fatal("08P01", f"expected SASL response, got {type(ev).__name__}")
+        scram = self._scram
+        assert scram is not None  # made when the password method asked for SASL
         try:
             if self.state == SASL_INITIAL:
                 init = parse_sasl_initial(ev)
-                self.send(m.AuthenticationSASLContinue(self._scram.first(init.mechanism, init.data)))
+                self.send(m.AuthenticationSASLContinue(scram.first(init.mechanism, init.data)))
                 self.state = SASL_CONTINUE
             else:
-                final = self._scram.final(ev.data)
+                final = scram.final(ev.data)
                 self.send(m.AuthenticationSASLFinal(final))
                 await self._ready()
         except AuthFailed as exc:
@@ -201,7 +212,7 @@ class Session(ExtendedQuery):
         word = tag.split(" ", 1)[0].upper()
         if word == "BEGIN" or tag.upper() == "START TRANSACTION":
             self.txn = "T"
-        elif word == "ROLLBACK" and _ROLLBACK_TO.match(sql[_COMMENTS.match(sql).end() :]):
+        elif word == "ROLLBACK" and _ROLLBACK_TO.match(_after_comments(sql)):
             self.txn = "T"
         elif word in ("COMMIT", "ROLLBACK") or tag.upper() == "PREPARE TRANSACTION":
             self.txn = "I"
@@ -220,7 +231,7 @@ class Session(ExtendedQuery):
             )
         )
 
-    async def _send_rows(self, cols: list[Column], formats: list[int], rows) -> None:
+    async def _send_rows(self, cols: list[Column], formats: list[int], rows: Sequence[Sequence[Any]]) -> None:
         """DataRow messages for ``rows`` (:func:`.rows.data_rows`); a large result is encoded
         on a worker thread (its CPU time, proportional to its rows, would stall every
         other session)."""
@@ -233,11 +244,12 @@ class Session(ExtendedQuery):
     async def _send_copy(self, res: Result) -> None:
         """The result as COPY … TO STDOUT (:func:`.copy.copy_out`), then ``COPY n``; a large
         one is encoded on a worker thread."""
-        cols, rows = res.columns or [], res.rows
+        cols, rows, fmt = res.columns or [], res.rows, res.copy
+        assert fmt is not None  # sent for results that are a COPY … TO STDOUT
         if len(rows) >= THREAD_ROWS:
-            data, n = await asyncio.to_thread(copy_out, cols, res.copy, rows)
+            data, n = await asyncio.to_thread(copy_out, cols, fmt, rows)
         else:
-            data, n = copy_out(cols, res.copy, rows)
+            data, n = copy_out(cols, fmt, rows)
         self._out += data
         self._finish_result(f"COPY {n}", res)
 
@@ -269,12 +281,12 @@ class Session(ExtendedQuery):
     # ------------------------------------------------------------------ simple query
     async def _simple_query(self, sql: str) -> None:
         try:
-            stmts = self.handler.split(sql)
+            stmts = self._live().split(sql)
             if not stmts:
                 self.send(m.EmptyQueryResponse())
             for stmt in stmts:
                 self._check_aborted(stmt)
-                res = await self.handler.execute(stmt, [])
+                res = await self._live().execute(stmt, [])
                 self._start_result(stmt, res)
                 if res.copy is not None:
                     await self._send_copy(res)

@@ -39,14 +39,14 @@ class FailedLogins:
         self._max_per_role = max_per_role
         self.clock = clock
         self._lock = threading.Lock()
-        self._by: dict[tuple[str, str], collections.deque] = {}
+        self._by: dict[tuple[str, str], collections.deque[float]] = {}
 
     @property
     def max_per_role(self) -> int:
         """Default: three addresses' worth of failures."""
         return self._max_per_role if self._max_per_role is not None else 3 * self.max_per_address
 
-    def _recent(self, key: tuple[str, str], now: float) -> collections.deque | None:
+    def _recent(self, key: tuple[str, str], now: float) -> collections.deque[float] | None:
         q = self._by.get(key)
         if q is not None:
             while q and q[0] <= now - self.window:
@@ -62,12 +62,10 @@ class FailedLogins:
         now = self.clock()
         wait = 0.0
         with self._lock:
-            for key, limit in (
-                (("address", address), self.max_per_address),
-                (("role", role), self.max_per_role),
-            ):
-                if key[1] is None:
-                    continue
+            checks: list[tuple[tuple[str, str], int]] = [(("address", address), self.max_per_address)]
+            if role is not None:
+                checks.append((("role", role), self.max_per_role))
+            for key, limit in checks:
                 q = self._recent(key, now)
                 if q is not None and len(q) >= limit:
                     wait = max(wait, q[-limit] + self.window - now)

@@ -11,7 +11,9 @@ import datetime as _dt
 import math
 import re
 import struct
+from collections.abc import Sequence
 from decimal import Context, Decimal, InvalidOperation
+from typing import Any
 
 from . import arrays
 from .api import SqlError
@@ -100,7 +102,7 @@ def _float_text(v: float, oid: int) -> str:
     return r[:-2] if r.endswith(".0") else r
 
 
-def _numeric_text(v) -> str:
+def _numeric_text(v: Any) -> str:
     d = _to_decimal(v)
     if d.is_nan():
         return "NaN"
@@ -109,7 +111,7 @@ def _numeric_text(v) -> str:
     return format(d, "f")
 
 
-def _array_text(elem: int, values) -> str:
+def _array_text(elem: int, values: Sequence[Any]) -> str:
     """Postgres array literal: {a,"b c",NULL}."""
     parts = []
     for v in values:
@@ -125,7 +127,7 @@ def _array_text(elem: int, values) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _array_binary(elem: int, values) -> bytes:
+def _array_binary(elem: int, values: Sequence[Any]) -> bytes:
     """One-dimensional array in the binary format: ndim, hasnull, element oid, (length, lower bound), items."""
     if any(isinstance(v, (list, tuple)) for v in values):
         raise SqlError("0A000", "multidimensional arrays are not supported in binary format")
@@ -142,7 +144,7 @@ def _array_binary(elem: int, values) -> bytes:
     return head + b"".join(items)
 
 
-def encode_text(oid: int, value) -> str:
+def encode_text(oid: int, value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return _array_text(ARRAY_ELEMENTS.get(oid, TEXT), value)
     if oid == BOOL:
@@ -164,13 +166,13 @@ def encode_text(oid: int, value) -> str:
     return str(value)
 
 
-def _to_decimal(value) -> Decimal:
+def _to_decimal(value: Any) -> Decimal:
     return (
         value if isinstance(value, Decimal) else Decimal(repr(value) if isinstance(value, float) else value)
     )
 
 
-def encode_numeric_binary(value) -> bytes:
+def encode_numeric_binary(value: Any) -> bytes:
     """Postgres base-10000 numeric: ndigits, weight, sign, dscale, then int16 digits."""
     d = _to_decimal(value)
     if d.is_nan():
@@ -178,6 +180,7 @@ def encode_numeric_binary(value) -> bytes:
     if d.is_infinite():
         return struct.pack("!hhHh", 0, 0, NUMERIC_PINF if d > 0 else NUMERIC_NINF, 0)
     sign, digits, exp = d.as_tuple()
+    assert isinstance(exp, int)  # a finite Decimal's exponent
     dscale = max(0, -exp)
     low = exp // 4  # weight of the least significant base-10000 group
     mag = int("".join(map(str, digits)) or "0") * 10 ** (exp - 4 * low)
@@ -199,7 +202,7 @@ def encode_numeric_binary(value) -> bytes:
     )
 
 
-def encode_binary(oid: int, value) -> bytes:
+def encode_binary(oid: int, value: Any) -> bytes:
     if isinstance(value, (list, tuple)) and oid in ARRAY_ELEMENTS:
         return _array_binary(ARRAY_ELEMENTS[oid], value)
     if oid == BOOL:
@@ -223,7 +226,7 @@ def encode_binary(oid: int, value) -> bytes:
     return encode_text(oid, value).encode("utf-8")
 
 
-def encode(oid: int, value, fmt: int = 0) -> bytes | None:
+def encode(oid: int, value: Any, fmt: int = 0) -> bytes | None:
     """Encode one value for a DataRow; None -> SQL NULL."""
     if value is None:
         return None
@@ -252,7 +255,7 @@ def _pg_number_text(s: str) -> str:
     return t
 
 
-def decode_text(oid: int, s: str):
+def decode_text(oid: int, s: str) -> Any:
     if oid in TEXT_LIKE:
         return s
     try:
@@ -344,7 +347,7 @@ def interval_text(micros: int, days: int, months: int) -> str:
     return " ".join(parts)
 
 
-def decode_binary(oid: int, data: bytes):
+def decode_binary(oid: int, data: bytes) -> Any:
     try:
         if oid in _INT_STRUCT:
             fmt = _INT_STRUCT[oid]
@@ -372,7 +375,7 @@ def decode_binary(oid: int, data: bytes):
         raise SqlError("22P03", "incorrect binary data format in bind parameter") from None
 
 
-def decode(oid: int, fmt: int, data: bytes | None):
+def decode(oid: int, fmt: int, data: bytes | None) -> Any:
     """Decode one Bind parameter; None (NULL) stays None."""
     if data is None:
         return None

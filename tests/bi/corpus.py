@@ -384,3 +384,33 @@ DASHBOARD = [
         "SELECT item, COUNT(*) AS sold FROM purchases GROUP BY item ORDER BY sold DESC LIMIT 10",
     ),
 ]
+
+#: window functions over the released cells (post-processing, no ε): the analyst's running
+#: total, month-over-month change, rank of groups, moving average and share of the total
+ANALYST_WINDOWS = [
+    (
+        "running total and monthly change",
+        "SELECT date_trunc('month', ts) AS month, COUNT(*), SUM(COUNT(*)) OVER (ORDER BY date_trunc('month', ts)), "
+        "COUNT(*) - LAG(COUNT(*)) OVER (ORDER BY date_trunc('month', ts)) FROM purchases GROUP BY 1 ORDER BY 1",
+    ),
+    (
+        "rank of stores",
+        "SELECT store, COUNT(*), RANK() OVER (ORDER BY COUNT(*) DESC), "
+        "ROW_NUMBER() OVER (ORDER BY COUNT(*) DESC), DENSE_RANK() OVER (ORDER BY COUNT(*) DESC) "
+        "FROM purchases GROUP BY store",
+    ),
+    (
+        "moving average",
+        "SELECT store, SUM(amount), AVG(SUM(amount)) OVER (ORDER BY store ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) "
+        "FROM purchases GROUP BY store ORDER BY store",
+    ),
+    (
+        "share of the total",
+        "SELECT region, COUNT(*) * 1.0 / SUM(COUNT(*)) OVER () AS share FROM people GROUP BY region",
+    ),
+    (
+        "share within a partition",
+        "SELECT region, sex, COUNT(*) * 100.0 / SUM(COUNT(*)) OVER (PARTITION BY region) AS pct "
+        "FROM people GROUP BY region, sex",
+    ),
+]

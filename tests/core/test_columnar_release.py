@@ -26,7 +26,8 @@ from mechanisms import SeededSource
 from proxy.backends import Columns, DuckDBBackend
 from proxy.demo import demo_config_path
 from proxy.pipeline.columnar import CellColumns, complete_columns
-from proxy.pipeline.release import BATCH_MIN_CELLS, answer_rows, noisy_answer, releases_of
+from proxy.pipeline.release import BATCH_MIN_CELLS, noisy_answer, releases_of
+from proxy.pipeline.rows import answer_rows
 from proxy.stores.answer import ColumnarAnswer, cell_count
 from proxy.stores.release_codec import PACK_MIN_CELLS, decode_answer, encode_answer
 from rewriter import build_plan, complete, parse, to_sql

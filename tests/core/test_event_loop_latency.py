@@ -18,7 +18,7 @@ task, and the loop thread's garbage collections) says whether anything heavy ran
 changes removed (+25 to +75 ms before them; +6 to +11 ms now, against the goal's +1 ms). Every mechanism, level search, plan, row build, DataRow encoding and stored
 answer decode of the slow stream runs in a worker thread (``kind.run``, ``Stored.heavy``,
 ``Gateway.plan_async``, ``Session._send_rows``), the gateway lowers the switch interval to
-0.5 ms and freezes its start-up heap (``gateway.SWITCH_INTERVAL_S``, ``GC_NOTE``).
+0.5 ms and freezes its start-up heap (``gateway.runtime.SWITCH_INTERVAL_S``, ``GC_NOTE``).
 
 The last test runs the same streams against ``dpgate serve --workers 2``, where every slow
 statement runs in the heavy-statement lane (proxy/pipeline/lane.py), with the slow session
@@ -345,7 +345,7 @@ def test_nothing_heavy_runs_on_the_event_loop(measured):
     """The service's probe, on the loop thread's own CPU clock (its waits for the GIL or for a
     core not counted): while the slow stream runs, no step of its statements (or of the
     transports) holds the loop more than ``LOOP_STEP_MS``, and no garbage collection does (the
-    gateway runs the full ones itself, off the loop thread: ``gateway.settle_gc``; they still
+    gateway runs the full ones itself, off the loop thread: ``gateway.runtime.settle_gc``; they still
     hold the GIL, and the other sessions' wait for it is in the client-side p99 below).
     A plan not filled from a template emits its scan SQL on the planner thread
     (``gateway._warm_sql``), and a large plan, a result's DataRows, a stored answer's decode

@@ -29,7 +29,7 @@ def test_full_collections_are_the_gateways_own_off_the_loop(tmp_path):
     """A started gateway turns Python's automatic full collections off (they came from whichever
     thread allocated next, most often the event loop) and runs each when due, from a check every
     ``GC_CHECK_S`` on a worker thread; closing it gives Python's thresholds back."""
-    from proxy import gateway as gwm
+    from proxy.gateway import runtime as gwm
 
     before = gc.get_threshold()
     gw = Gateway(

@@ -44,13 +44,13 @@ def test_noise_drawn_ahead_equals_live_noise_for_the_same_randomness():
     the same order as drawing live, so with one seed both answers are identical:
     the pre-drawn path releases exactly the mechanisms' law."""
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool
+    from proxy.pipeline.noise import NoisePool
 
     plan = _plan()
     cells = [(0, 480, 21_000_000.0, 480, 19_000), (1, 520, 18_500_000.0, 520, 21_500)]
     pool = NoisePool(plan, 1.0, SeededSource(11))
     assert pool.worthwhile
-    pool.fill()
+    pool.start()
     ahead = noisy_answer(plan, cells, 1.0, SeededSource(999), pool)
     live = noisy_answer(plan, cells, 1.0, SeededSource(11))
     assert ahead["values"] == live["values"]
@@ -61,17 +61,17 @@ def test_noise_drawn_ahead_equals_live_noise_for_the_same_randomness():
 
 def test_a_noise_pool_is_used_once_and_never_refilled_after_use():
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool
+    from proxy.pipeline.noise import NoisePool
 
     plan = _plan()
     pool = NoisePool(plan, 1.0, SeededSource(3))
-    pool.fill()
+    pool.start()
     first = pool.take()
     assert len(first) == plan.n_cells and pool.take() == []
-    pool.fill()  # too late: the statement has its answer
+    pool.start()  # too late: the statement has its answer
     assert pool.take() == []
     late = NoisePool(plan, 1.0, SeededSource(3))
-    assert late.take() == [] and (late.fill() or late.take()) == []  # not filled in time: live
+    assert late.take() == [] and (late.start() or late.take()) == []  # not filled in time: live
 
 
 def _count_plan():
@@ -86,7 +86,7 @@ def test_reservoir_noise_has_the_live_law():
     """One measurement: the reservoir consumes the source exactly as a live release
     would (draw per cell, in order), so with one seed the answers are identical."""
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.noise import NoisePool, NoiseReservoir
 
     plan = _count_plan()
     cells = [(0, 480), (1, 520)]
@@ -94,7 +94,7 @@ def test_reservoir_noise_has_the_live_law():
     pool = NoisePool(plan, 1.0, SeededSource(999), reservoir)
     reservoir.refill(pool.ms, pool.cells)
     assert len(reservoir) == plan.n_cells
-    pool.fill()
+    pool.start()
     assert len(reservoir) == 0  # handed out, not copied
     ahead = noisy_answer(plan, cells, 1.0, SeededSource(5), pool)
     assert ahead["values"] == noisy_answer(plan, cells, 1.0, SeededSource(11))["values"]
@@ -102,15 +102,15 @@ def test_reservoir_noise_has_the_live_law():
 
 def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
     from mechanisms import SeededSource
-    from proxy.pipeline.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.noise import NoisePool, NoiseReservoir
 
     plan = _plan()
     reservoir = NoiseReservoir(SeededSource(1))
     first = NoisePool(plan, 1.0, SeededSource(2), reservoir)
     reservoir.refill(first.ms, 1)  # one cell's worth: the second cell draws live
-    first.fill()
+    first.start()
     second = NoisePool(plan, 1.0, SeededSource(2), reservoir)
-    second.fill()
+    second.start()
     a, b = first.take(), second.take()
     assert len(a) == len(b) == plan.n_cells
     assert a[0] != b[0]  # the reservoir's cell-0 draws went to `first` only
@@ -119,7 +119,7 @@ def test_reservoir_draws_are_used_once_then_the_pool_draws_itself():
 
 def test_reservoir_is_bounded():
     from mechanisms import GeometricCount, SeededSource
-    from proxy.pipeline.release import NoisePool, NoiseReservoir
+    from proxy.pipeline.noise import NoisePool, NoiseReservoir
 
     reservoir = NoiseReservoir(SeededSource(4))
     m = GeometricCount(1.0)
@@ -138,7 +138,7 @@ def test_server_refills_the_reservoir_after_a_reply(duck_service):
 
     import psycopg
 
-    from proxy.pipeline.release import NoiseReservoir
+    from proxy.pipeline.noise import NoiseReservoir
 
     reservoir = duck_service.gw.reservoir
     taken, take = [], reservoir.take
@@ -170,7 +170,7 @@ def test_reservoir_waits_while_a_scan_runs():
     import asyncio
 
     from mechanisms import GeometricCount, SeededSource
-    from proxy.pipeline.release import NoiseReservoir
+    from proxy.pipeline.noise import NoiseReservoir
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -190,3 +190,21 @@ def test_reservoir_waits_while_a_scan_runs():
     assert during == 0
     assert after == 3 * NoiseReservoir.DEPTH
     assert len(seen) > 2  # filled over several loop turns
+
+
+def test_a_statements_scan_noise_is_chosen_by_its_size():
+    """Per cell (from the reservoir, on the loop) for a small statement; per measurement on
+    the noise thread, with the scan fetched as columns, for a large public domain."""
+    from config import parse_config
+    from mechanisms import SeededSource
+    from proxy.pipeline.noise import BatchNoise, NoisePool, NoiseReservoir, scan_noise
+    from support.service import make_config
+
+    cfg = parse_config(make_config(purchases="rows"))
+    small = build_plan(parse("SELECT sex, COUNT(*) FROM pums GROUP BY sex"), cfg)
+    large = build_plan(parse("SELECT item, COUNT(*), AVG(amount) FROM purchases GROUP BY item"), cfg)
+    reservoir = NoiseReservoir(SeededSource(1))
+    pool = scan_noise(small, 1.0, SeededSource(2), reservoir)
+    batch = scan_noise(large, 1.0, SeededSource(2), reservoir)
+    assert isinstance(pool, NoisePool) and not pool.columnar and pool.reservoir is reservoir
+    assert isinstance(batch, BatchNoise) and batch.columnar and batch.cells == large.n_cells

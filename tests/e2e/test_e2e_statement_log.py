@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from proxy.gateway import statement_fingerprint
+from proxy.gateway.statement_log import statement_fingerprint
 from support.service import Service, make_config
 
 
@@ -92,7 +92,7 @@ def test_the_documented_log_examples_are_what_is_written(logged):
         deadline = time.monotonic() + 10
         while len(cap.lines) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        logged.gw.json_logs = False  # the same statements, written as text
+        logged.gw.log_statement.as_json = False  # the same statements, written as text
         cap.lines_json, cap.lines = cap.lines, []
         logged.gw.log_statement(
             role="analyst",

@@ -26,8 +26,8 @@ from mechanisms.exact_real import tilted_share_interval
 from mechanisms.mean import GridHourglass
 from mechanisms.rng import SeededSource
 from proxy.pipeline import release
-from proxy.pipeline.batch_noise import BatchNoise
-from proxy.pipeline.release import NoisePool, noisy_answer
+from proxy.pipeline.noise import BatchNoise, NoisePool
+from proxy.pipeline.release import noisy_answer
 from rewriter import build_plan, parse
 from support.service import Service, ask, backend_rows, make_config
 
@@ -133,7 +133,7 @@ def test_avg_release_completes_at_high_eps(eps):
     live = noisy_answer(plan, cells, eps, CountedSource(1, 10_000))
     assert abs(live["values"][0][0] - 19_000 / 480) <= live["half_width"][0]
     pool = NoisePool(plan, eps, CountedSource(1, 10_000))
-    pool.fill()
+    pool.start()
     assert noisy_answer(plan, cells, eps, SeededSource(9), pool)["values"] == live["values"]
 
     grouped = build_plan(parse("SELECT item, AVG(amount) FROM purchases GROUP BY item"), cfg)

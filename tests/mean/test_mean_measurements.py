@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from bench.baselines.mean import IndependentLaplaceMean
 from mechanisms.mean import (
     MEAN_KINDS,
     Hourglass,
@@ -22,6 +23,15 @@ from mechanisms.mean import (
 )
 from mechanisms.rng import SeededSource
 
+KINDS = {**MEAN_KINDS, "independent_laplace": IndependentLaplaceMean}
+"""The served AVG mechanisms and Algorithm 1, the benches' baseline (bench.baselines.mean)."""
+
+
+def make(kind, epsilon, lower, upper, integer=False):
+    """:func:`make_mean`, or the baseline."""
+    return KINDS[kind](epsilon, lower, upper, integer)
+
+
 GRID_KINDS = ["hourglass", "laplace_transformed", "shifted_laplace"]
 BOUNDS = [(0.0, 1.0), (10.0, 20.0), (-1.0, 1.0), (0.0, 500000.0), (-3.5, 1e4)]
 
@@ -33,7 +43,7 @@ def test_grid_input_keeps_the_hourglass_sensitivity_set(kind, lower, upper):
     (floats: in [1, M-1] thanks to the guard cells), for float sums computed
     with fsum; the noise is then eps-DP by test_grid_privacy_exhaustive. An
     unclamped row leaves [0, M] -- this check can fail."""
-    m = make_mean(kind, 1.0, lower, upper)
+    m = make(kind, 1.0, lower, upper)
     rng = np.random.default_rng(1)
     xs = np.concatenate([[lower, upper], np.linspace(lower, upper, 97)])
     for n in [0, 1, 7, 1000]:
@@ -96,10 +106,10 @@ def test_grid_input_float_fast_path_equals_the_exact_rational_formula():
             assert m.grid_input((s, n)) == (math.floor(m.grid * s1 + Fraction(1, 2)), n)
 
 
-@pytest.mark.parametrize("kind", list(MEAN_KINDS))
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("eps", [0.1, 1.0, 2.5])
 def test_privacy_map_is_full_epsilon(kind, eps):
-    m = make_mean(kind, eps, 0, 100)
+    m = make(kind, eps, 0, 100)
     assert m.epsilon == eps
     assert m.privacy_map_exact(3) == 3 * Fraction(eps)
     assert m.name.endswith("_mean")
@@ -124,11 +134,11 @@ def test_denominator_policy_midpoint_le0():
     assert list(out) == [15.0, 15.0, 15.0, 10.0, 10.0, 20.0]
 
 
-@pytest.mark.parametrize("kind", list(MEAN_KINDS))
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("n", [0, 1, 2, 5])
 def test_output_in_range_and_policy_applied(kind, n):
     lo, hi = 10.0, 20.0
-    m = make_mean(kind, 1.0, lo, hi)
+    m = make(kind, 1.0, lo, hi)
     out = m.simulate((lo * n + 3.0 * n, n), 20_000, np.random.default_rng(n))
     assert np.all(np.isfinite(out["mean"])) and np.all((out["mean"] >= lo) & (out["mean"] <= hi))
     le0 = out["count"] <= 0
@@ -149,11 +159,11 @@ def test_hourglass_p_zero_denominator_matches_k_law():
     assert np.mean(out["count"] == 0) == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / 2e5))
 
 
-@pytest.mark.parametrize("kind", list(MEAN_KINDS))
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("integer", [False, True])
 def test_one_release_gives_avg_sum_count(kind, integer):
     lo, hi = (0, 100)
-    m = make_mean(kind, 1.0, lo, hi, integer=integer)
+    m = make(kind, 1.0, lo, hi, integer=integer)
     src = SeededSource(99)
     for _ in range(20):
         r = m.release((4000 if integer else 4000.0, 100), src)
@@ -175,7 +185,7 @@ def test_mse_leading_term_hourglass_and_alg2(eps):
     rng = np.random.default_rng(int(eps * 100))
     mse = {}
     for kind in ["hourglass", "shifted_laplace"]:
-        err = make_mean(kind, eps, lo, hi).simulate(truth, reps, rng)["mean"] - mu
+        err = make(kind, eps, lo, hi).simulate(truth, reps, rng)["mean"] - mu
         mse[kind] = (n**2 * np.mean(err**2), n**2 * np.std(err**2) / math.sqrt(reps))
     theory = mse_leading("hourglass", eps, lo, hi, mu)
     assert mse["hourglass"][0] == pytest.approx(theory, rel=0.05)
@@ -193,7 +203,7 @@ def test_mse_laplace_transformed_and_alg1():
     n, lo, hi, mu, eps, reps = 10_000, 10.0, 20.0, 13.0, 1.0, 200_000
     rng = np.random.default_rng(77)
     got = {
-        k: n**2 * np.mean((make_mean(k, eps, lo, hi).simulate((mu * n, n), reps, rng)["mean"] - mu) ** 2)
+        k: n**2 * np.mean((make(k, eps, lo, hi).simulate((mu * n, n), reps, rng)["mean"] - mu) ** 2)
         for k in ["laplace_transformed", "shifted_laplace", "independent_laplace"]
     }
     assert got["laplace_transformed"] == pytest.approx(mse_leading("alg3_laplace", eps, lo, hi, mu), rel=0.05)
@@ -212,14 +222,14 @@ def test_derived_sum_and_count_variances():
         assert abs(np.mean(d**2) - var) < 4 * np.std(d**2) / math.sqrt(reps)
 
 
-@pytest.mark.parametrize("kind", list(MEAN_KINDS))
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_half_width_coverage(kind, eps):
     """95% half-widths from released values only: AVG coverage 0.95 +- 0.01
     (alpha = 0.3 is a grid point of the hourglass table; delta method at n = 1e4),
     SUM/COUNT coverage >= 0.95 - 4 SE (COUNT is discrete, hence >=)."""
     n, lo, hi, mu, reps = 10_000, 10.0, 20.0, 13.0, 10_000
-    m = make_mean(kind, eps, lo, hi)
+    m = make(kind, eps, lo, hi)
     out = m.simulate((mu * n, n), reps, np.random.default_rng(12))
     hw = np.array([m.half_width(0.95, n_hat=c, avg_hat=v) for c, v in zip(out["count"], out["mean"])])
     cover = np.mean(np.abs(out["mean"] - mu) <= hw)

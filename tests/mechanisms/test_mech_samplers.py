@@ -75,7 +75,8 @@ def test_sampler_module_is_float_free_by_construction():
     tree = ast.parse(Path(samplers.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"__future__", "fractions", "numbers", "rng"}
+    # scalars: the annotation aliases (RationalLike = int | Fraction), no arithmetic
+    assert imported <= {"__future__", "fractions", "numbers", "rng", "scalars"}
     assert not [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert not names & {"float", "math", "random", "np", "numpy"}

@@ -463,7 +463,7 @@ def test_noise_drawn_during_the_scan_is_the_live_draw():
     draws ``noisy_answer`` would make after the scan: the same sampler calls in the same
     order, so with one seed the two answers are equal. The draws are taken once, and only
     for the domain's number of cells."""
-    from proxy.pipeline.batch_noise import BatchNoise
+    from proxy.pipeline.noise import BatchNoise
 
     cfg = parse_config(make_config(purchases="rows"))
     plan = build_plan(parse("SELECT item, COUNT(*), AVG(amount) FROM purchases GROUP BY item"), cfg)

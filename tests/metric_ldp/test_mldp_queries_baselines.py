@@ -8,6 +8,16 @@ import numpy as np
 import pytest
 from scipy.linalg import hadamard
 
+from bench.baselines.metric_ldp import (
+    HH,
+    HIO2D,
+    FlatOUE,
+    HaarHRR,
+    fwht,
+    olh_frequencies,
+    oue_estimate_counts,
+    oue_variance,
+)
 from mechanisms.metric_ldp import (
     DimSpec,
     GroupSpec,
@@ -20,16 +30,6 @@ from mechanisms.metric_ldp import (
     range_weights,
     value_range_query,
     variance,
-)
-from mechanisms.metric_ldp.baselines import (
-    HH,
-    HIO2D,
-    FlatOUE,
-    HaarHRR,
-    fwht,
-    olh_frequencies,
-    oue_estimate_counts,
-    oue_variance,
 )
 from mechanisms.rng import SeededSource
 

@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from bench.baselines.multitier import subset_ideal_variance
 from mechanisms.multitier import (
     SubsetLadder,
     estimate_counts,
@@ -17,7 +18,6 @@ from mechanisms.multitier import (
     subset_t_f,
     subset_variance,
 )
-from mechanisms.multitier.baselines import subset_ideal_variance
 from mechanisms.multitier.bounds import GLOBAL_BOUND, thm53_bound, thm54_bound
 from mechanisms.rng import SeededSource
 

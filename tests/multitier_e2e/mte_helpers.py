@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 
 from proxy.pipeline.multitier import answer_at
-from proxy.pipeline.release import answer_rows
+from proxy.pipeline.rows import answer_rows
 from proxy.stores.ladder_store import store_for
 
 TIER_EPS = {"bronze": 0.1, "silver": 0.5, "gold": 2.0}

@@ -165,7 +165,7 @@ def test_other_expressions_over_aggregates_are_refused(config, sql):
 def test_post_process_matches_postgres():
     from decimal import Decimal
 
-    from proxy.pipeline.release import post_process
+    from proxy.pipeline.postexpr import post_process
 
     assert post_process(2.5, (("cast", "int"),)) == 2 and post_process(3.5, (("cast", "int"),)) == 4  # rint
     assert post_process(2.345, (("round", 2),)) == Decimal("2.35")  # numeric: half away from zero

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import rewriter
-from proxy.pipeline.release import answer_rows, output_types
+from proxy.pipeline.rows import answer_rows, output_types
 from proxy.wire.api import SqlError
 from rewriter.errors import Refusal
 

@@ -184,7 +184,7 @@ def serve_workers(state: Path, workers: int) -> int:
     path = state / "dpgate.toml"
     path.write_text(config_toml(cfg))
     proc = start(path, workers=workers)
-    from proxy.gateway import SWITCH_INTERVAL_S
+    from proxy.gateway.runtime import SWITCH_INTERVAL_S
 
     print(port, SWITCH_INTERVAL_S, flush=True)  # what each worker's gateway sets
     try:

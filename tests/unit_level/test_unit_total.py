@@ -26,7 +26,7 @@ import pytest
 import rewriter
 from config import parse_config
 from proxy.pipeline.explain import single_tier_lines
-from proxy.pipeline.release import unit_text
+from proxy.pipeline.notice import unit_text
 from rewriter.unit import factor
 from support.bound import duck_rows
 

@@ -131,3 +131,10 @@ def test_encoded_rows_are_sent_as_given_for_their_formats_and_read_only_for_othe
     assert data_rows(oids, [0, 0, 0], EncodedRows(b"", (0, 0, 0), 0, list)) == b""
     with pytest.raises(ValueError):  # values other than those encoded
         EncodedRows(b"x", (0,), 3, lambda: [(1,)]).rows()
+
+
+def test_encoded_rows_are_a_full_sequence():
+    """EncodedRows is a ``Sequence``: its mixin methods (``count``, ``index``, ``in``) work on
+    the values, as on the list they stand for."""
+    enc = EncodedRows(b"x", (0,), 3, lambda: [(1,), (2,), (1,)])
+    assert enc.count((1,)) == 2 and enc.index((2,)) == 1 and (2,) in enc and len(enc) == 3

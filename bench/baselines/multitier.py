@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..rng import RandomSource, default_source
-from .families import NoiseFamily
-from .ladder import Ladder, descending_levels
-from .registry import get_family
-from .subset import optimal_k, subset_variance
+from mechanisms.multitier.families import NoiseFamily
+from mechanisms.multitier.ladder import Ladder, descending_levels
+from mechanisms.multitier.registry import get_family
+from mechanisms.multitier.subset import optimal_k, subset_variance
+from mechanisms.rng import RandomSource, default_source
 
 __all__ = [
     "gradual_budgets",

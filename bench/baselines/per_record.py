@@ -12,10 +12,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..rng import RandomSource
-from ..samplers import discrete_laplace
-from .framework import shifted_rank_max, universal_sum
-from .levels import ValueBuckets
+from mechanisms.per_record.framework import shifted_rank_max, universal_sum
+from mechanisms.per_record.levels import ValueBuckets
+from mechanisms.rng import RandomSource
+from mechanisms.samplers import discrete_laplace
 
 __all__ = ["naive_count", "naive_sum", "naive_max", "pdp_count", "pdp_sum"]
 

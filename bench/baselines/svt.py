@@ -1,6 +1,6 @@
 """Baselines of Table 3 (SVT spec Sec. 4), real-valued noise, for the benchmark only (not for serving).
 
-All share Alg. 2's loop (:func:`.engine.run_passes`, RESAMPLE=False, APPEND as passes):
+All share Alg. 2's loop (:func:`mechanisms.svt.engine.run_passes`, RESAMPLE=False, APPEND as passes):
 
 | name      | threshold noise | query noise (s = 2 general, 1 monotone) | r            | w          |
 | exp_opt   | Lap(D/eps1)     | Exp(scale s c D/eps2)                   | r_op (Eq. 9) | Table 4/6  |
@@ -12,7 +12,7 @@ All share Alg. 2's loop (:func:`.engine.run_passes`, RESAMPLE=False, APPEND as p
 
 SVT-Gau: a = sqrt(2 ln(1.25/delta)) (classic Gaussian mechanism; the paper gives no a, SVT spec
 Sec. 4, item 17), (eps, delta)-DP only, with the usual eps <= 1 caveat. The exp variants take their
-scales from :class:`.svt_exp.SvtExp`, so the benchmark runs the real parameterisation.
+scales from :class:`mechanisms.svt.svt_exp.SvtExp`, so the benchmark runs the real parameterisation.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import Transcript, run_passes
-from .gamma import allocation
-from .svt_exp import SvtExp
+from mechanisms.svt.engine import Transcript, run_passes
+from mechanisms.svt.gamma import allocation
+from mechanisms.svt.svt_exp import SvtExp
 
 __all__ = ["Variant", "make_variant", "VARIANTS"]
 
