@@ -229,7 +229,7 @@ def _interval_operand(rhs: exp.Expression, ctx: Ctx) -> list[tuple[int, str]] | 
     n, params = int(inner.this.this), ctx.params
     if params is None:  # only types are inferred: Describe reports interval
         if ctx.types.get(n) is None:
-            ctx.types[n] = "interval"  # type: ignore[assignment]  # a parameter type, not a column's
+            ctx.types[n] = "interval"  # a parameter type, not a column's
         return []
     if n > len(params):
         ctx.settle(t, "text")  # the protocol error for a missing value

@@ -717,7 +717,7 @@ def session_rows(
     """The rows of a session's temporary view ``name`` (relkind 'v', schema ``namespace``
     (oid, name): the session's pg_temp_N) with ``columns`` [(name, COLUMN_TYPES key)], per
     relation of :data:`SESSION_RELATIONS` (the namespace row is the caller's, once per session)."""
-    cls = {c: None for c, _ in RELATIONS["pg_class"]}
+    cls: dict[str, object] = {c: None for c, _ in RELATIONS["pg_class"]}
     cls.update(
         oid=oid,
         relname=name,
