@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+from typing import Literal
 
 from sqlglot import exp
 
@@ -21,19 +22,19 @@ from .args import type_name
 from .datetimes import INVALID_DATETIME, SQL_TYPES, iso, node, parse, type_of  # noqa: F401
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
-from .scope import Ctx, T
+from .scope import Check, Ctx, T
 
 TIME = ("date", "timestamp")
 TRUNC_UNITS = ("hour", "day", "week", "month", "quarter", "year")
 EXTRACT_PARTS = ("year", "quarter", "month", "day", "dow", "isodow", "doy", "hour")
 
 
-def literal(v) -> T:
+def literal(v: dt.date) -> T:
     return T(node(v), type_of(v), value=v)
 
 
 def _now(ctx: Ctx) -> dt.datetime:
-    now = ctx.__dict__.get("clock")  # one instant per statement; the plan depends on the
+    now: dt.datetime | None = ctx.__dict__.get("clock")  # one instant per statement; the plan depends on the
     if now is None:  # clock, so it is not cached by its text
         now = ctx.__dict__["clock"] = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     return now
@@ -59,7 +60,7 @@ def timeish(node: exp.Expression, ctx: Ctx) -> bool:
     return False
 
 
-def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
+def rule(node: exp.Expression, ctx: Ctx, check: Check) -> T | None:
     """The time rule for ``node``, or None when it is not a time expression."""
     if isinstance(node, exp.CurrentDate):
         return literal(_now(ctx).date())
@@ -72,7 +73,7 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and not _column_inside(node):
         return _trunc_literal(node, ctx, check)  # date_trunc('month', now() - INTERVAL '12 month')
     if isinstance(node, exp.Cast) and type_name(node.to) in SQL_TYPES.values() and not node.to.expressions:
-        typ = "date" if type_name(node.to) == "DATE" else "timestamp"
+        typ: Literal["date", "timestamp"] = "date" if type_name(node.to) == "DATE" else "timestamp"
         a = check(node.this, ctx)
         if a.pending or (a.is_literal and a.type == "text"):
             return ctx.settle(a, typ)
@@ -102,7 +103,7 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
 _STRPTIME = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 
 
-def _to_timestamp(node) -> T:
+def _to_timestamp(node: exp.Expression) -> T:
     """``TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US')`` / ``TO_DATE('…',
     'YYYY-MM-DD')`` of a literal: evaluated by dpgate (a timestamp in UTC, the session's zone)."""
     text, fmt = node.this, node.args.get("format")
@@ -130,7 +131,7 @@ def _column_inside(node: exp.Expression) -> bool:
     return node.find(exp.Column) is not None
 
 
-def _trunc_literal(node, ctx: Ctx, check) -> T:
+def _trunc_literal(node: exp.Expression, ctx: Ctx, check: Check) -> T:
     """``date_trunc(unit, e)`` of a plan-time value (Metabase's relative filters): folded by
     dpgate with Postgres's rules (:func:`trunc`: weeks start on Monday)."""
     unit = node.args.get("unit")
@@ -156,28 +157,93 @@ def _trunc_literal(node, ctx: Ctx, check) -> T:
     return literal(trunc(a.value, u))
 
 
-def _interval(node: exp.Interval) -> tuple[int, str]:
-    text = node.this.name if isinstance(node.this, exp.Literal) else None
+_UNITS = {"hour": "hour", "day": "day", "week": "week", "month": "month", "mon": "month", "year": "year"}
+_STEP_ORDER = {"year": 0, "month": 0, "week": 1, "day": 1, "hour": 2}  # Postgres: months, days, time
+NULL_INTERVAL: list[tuple[int, str]] = []  # a NULL interval parameter: the result is NULL
+INTERVAL_FORM = (
+    "write an interval as INTERVAL '30 days' (numbers with units: hours, days, weeks, "
+    "months, years; e.g. '1 year 2 months'), as '30 days'::interval or as $1::interval."
+)
+
+
+def _interval(node: exp.Interval) -> list[tuple[int, str]]:
+    text = node.this.name if isinstance(node.this, exp.Literal) and node.this.is_string else None
     unit = node.args.get("unit")
-    parts = (text or "").split()
-    if unit is not None:
-        parts = parts + [unit.name]
-    if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
-        raise Refusal(
-            UNSUPPORTED,
-            "write an interval as INTERVAL '30 days' (one number and "
-            "one unit: hours, days, weeks, months, years).",
-        )
-    n, u = int(parts[0]), parts[1].lower().rstrip("s")
-    if u not in ("hour", "day", "week", "month", "year"):
-        raise Refusal(
-            UNSUPPORTED,
-            f"interval unit {parts[1]!r} is not supported; use hours, days, weeks, months or years.",
-        )
-    return n, u
+    if text is None:
+        raise Refusal(UNSUPPORTED, INTERVAL_FORM)
+    return interval_steps(text + (f" {unit.name}" if unit is not None else ""), "interval")
 
 
-def shift(v, n: int, unit: str):
+def interval_steps(text: str, what: str) -> list[tuple[int, str]]:
+    """An interval's text in Postgres's input form, read as the steps a date or timestamp is
+    shifted by, in Postgres's order (months, then days, then time): pairs of an integer and
+    a unit (hours, days, weeks, months/mons, years) and optionally a time ``[-]H:MM:SS`` of
+    whole hours (what Postgres prints, and what clients send for a timedelta)."""
+    words = text.split()
+    steps: list[tuple[int, str]] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if ":" in w and i == len(words) - 1:  # the time part: whole hours only
+            sign = -1 if w.startswith("-") else 1
+            h, _, rest = w.lstrip("+-").partition(":")
+            if not (h.isdigit() and rest.replace(":", "").replace(".", "").strip("0") == ""):
+                raise Refusal(
+                    UNSUPPORTED, f"{what} {text!r}: only whole hours are supported; " + INTERVAL_FORM
+                )
+            if int(h):
+                steps.append((sign * int(h), "hour"))
+            i += 1
+            continue
+        if i + 1 >= len(words) or not w.lstrip("+-").isdigit():
+            raise Refusal(UNSUPPORTED, f"{what} {text!r} is not understood; " + INTERVAL_FORM)
+        u = words[i + 1].lower().rstrip("s")
+        if u not in _UNITS:
+            raise Refusal(
+                UNSUPPORTED,
+                f"interval unit {words[i + 1]!r} is not supported; use hours, days, weeks, months or years.",
+            )
+        steps.append((int(w), _UNITS[u]))
+        i += 2
+    if not steps and not any(":" in w for w in words):
+        raise Refusal(UNSUPPORTED, f"{what} {text!r} is not understood; " + INTERVAL_FORM)
+    return sorted(steps, key=lambda s: _STEP_ORDER[s[1]])
+
+
+def _interval_operand(rhs: exp.Expression, ctx: Ctx) -> list[tuple[int, str]] | None:
+    """``rhs`` as interval steps when it is an interval: ``INTERVAL '…'``, ``'…'::interval``
+    or ``$n::interval`` (the bound value: text in the same form; Describe types it interval);
+    None when ``rhs`` is not an interval; [] for a parameter while only types are inferred."""
+    if isinstance(rhs, exp.Interval):
+        return _interval(rhs)
+    if not (isinstance(rhs, exp.Cast) and type_name(rhs.to) == "INTERVAL"):
+        return None
+    inner = rhs.this
+    if rhs.to.expressions or not (
+        (isinstance(inner, exp.Literal) and inner.is_string) or isinstance(inner, exp.Parameter)
+    ):
+        raise Refusal(UNSUPPORTED, INTERVAL_FORM)
+    if isinstance(inner, exp.Literal):
+        return interval_steps(inner.this, "interval")
+    t = ctx.param(inner)
+    n, params = int(inner.this.this), ctx.params
+    if params is None:  # only types are inferred: Describe reports interval
+        if ctx.types.get(n) is None:
+            ctx.types[n] = "interval"  # a parameter type, not a column's
+        return []
+    if n > len(params):
+        ctx.settle(t, "text")  # the protocol error for a missing value
+    v = params[n - 1]
+    if v is None:
+        return NULL_INTERVAL
+    if not isinstance(v, str):
+        raise Refusal(
+            DATATYPE_MISMATCH, f"parameter ${n} is an interval: bind text such as '30 days'.", hint=None
+        )
+    return interval_steps(v, f"parameter ${n}")
+
+
+def shift(v: dt.date, n: int, unit: str) -> dt.date:
     """``v + n unit`` as Postgres computes it (months clamp to the month's last day)."""
     if unit in ("month", "year"):
         months = v.month - 1 + n * (12 if unit == "year" else 1)
@@ -189,15 +255,14 @@ def shift(v, n: int, unit: str):
     return v + delta
 
 
-def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check) -> T:
+def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check: Check) -> T:
     sign = 1 if isinstance(node, exp.Add) else -1
     a = check(node.this, ctx)
     rhs = node.expression
     while isinstance(rhs, exp.Paren):
         rhs = rhs.this
-    if isinstance(rhs, exp.Interval):
-        n, unit = _interval(rhs)
-    else:
+    steps = _interval_operand(rhs, ctx)
+    if steps is None:
         b = ctx.settle(check(rhs, ctx), "int")
         if not (b.is_literal and isinstance(b.value, int) and not isinstance(b.value, bool)):
             raise Refusal(
@@ -207,7 +272,9 @@ def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check) -> T:
             )
         if a.type == "timestamp":
             raise Refusal(DATATYPE_MISMATCH, "timestamp ± integer is not defined; write ± INTERVAL 'n days'.")
-        n, unit = b.value, "day"
+        steps = [(b.value, "day")]
+    if ctx.infer and a.param is not None and a.type in TIME:  # $1::timestamp - …: typed, bound later
+        return T(a.node, a.type, param=a.param)
     if not (a.is_literal and a.type in TIME):
         raise Refusal(
             UNSUPPORTED,
@@ -215,19 +282,26 @@ def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check) -> T:
             "compare the column with a bound computed from literals instead, e.g. "
             "ts >= now() - INTERVAL '30 days'.",
         )
-    if a.value is None:
+    if a.value is None or steps is NULL_INTERVAL:
         return T(exp.Null(), a.type, value=None)
-    return literal(shift(a.value, sign * n, unit))
+    v = a.value
+    for n, unit in steps:
+        v = shift(v, sign * n, unit)
+    return literal(v)
 
 
 # --------------------------------------------------------------------------- key domains
 
 
-def trunc(v, unit: str):
+def _midnight(d: dt.date) -> dt.datetime:
+    return dt.datetime(d.year, d.month, d.day)
+
+
+def trunc(v: dt.date, unit: str) -> dt.date:
     """Postgres/DuckDB date_trunc of a date or timestamp (weeks start on Monday)."""
     d = v.date() if isinstance(v, dt.datetime) else v
-    if unit == "hour":
-        return v.replace(minute=0, second=0, microsecond=0)
+    if unit == "hour":  # of a date: its midnight, a timestamp (as Postgres casts it)
+        return v.replace(minute=0, second=0, microsecond=0) if isinstance(v, dt.datetime) else _midnight(v)
     if unit == "week":
         d = d - dt.timedelta(days=d.weekday())
     elif unit == "month":
@@ -249,9 +323,10 @@ _STEP = {
 }
 
 
-def trunc_domain(lo, hi, unit: str, limit: int) -> tuple:
+def trunc_domain(lo: dt.date, hi: dt.date, unit: str, limit: int) -> tuple[dt.date, ...]:
     """Every ``date_trunc(unit, v)`` for v in [lo, hi], in order (at most ``limit``)."""
-    out, v = [], trunc(lo, unit)
+    out: list[dt.date] = []
+    v = trunc(lo, unit)
     n, u = _STEP[unit]
     while v <= hi:
         out.append(v)
@@ -261,7 +336,7 @@ def trunc_domain(lo, hi, unit: str, limit: int) -> tuple:
     return tuple(out)
 
 
-def part(v, name: str) -> int:
+def part(v: dt.date, name: str) -> int:
     """``extract(name from v)`` as an integer (Postgres: dow 0 = Sunday; isodow 1 = Monday)."""
     if name == "year":
         return v.year
@@ -277,18 +352,19 @@ def part(v, name: str) -> int:
         return v.weekday() + 1
     if name == "doy":
         return v.timetuple().tm_yday
-    return v.hour
+    return v.hour if isinstance(v, dt.datetime) else 0  # a date's hour: its midnight's
 
 
 _CYCLE = {"quarter": 4, "month": 12, "day": 31, "dow": 7, "isodow": 7, "doy": 366, "hour": 24}
 
 
-def extract_domain(lo, hi, name: str) -> tuple:
+def extract_domain(lo: dt.date, hi: dt.date, name: str) -> tuple[int, ...]:
     """Every ``extract(name from v)`` for v in [lo, hi]."""
     if name == "year":
         return tuple(range(lo.year, hi.year + 1))
     unit = "hour" if name == "hour" else "day"
-    seen, v, start = set(), trunc(lo, unit), lo
+    seen: set[int] = set()
+    v, start = trunc(lo, unit), lo
     while v <= hi and len(seen) < _CYCLE[name]:
         seen.add(part(max(v, start), name))
         v = shift(v, 1, unit)

@@ -6,9 +6,12 @@ They run before any typing, so later rules may assume a single-table SELECT.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
 from sqlglot import exp
 
-from config import Config
+from config import Table
 
 from .args import sql_name, understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
@@ -55,15 +58,13 @@ _CLAUSES = {
     "pivots": (DENIED, "PIVOT is not allowed."),
 }
 VIEW_HINT = (
-    "Run the SELECT itself, or wrap it as a derived table: SELECT … FROM (<query>) AS q. In ibis, "
-    "con.sql(query) creates a temporary view to learn the columns: pass them instead, "
-    "con.sql(query, schema={'sex': 'int64', 'n': 'int64'}), or build the query from "
-    "con.table('…') expressions."
+    "Name the query for this connection: CREATE TEMPORARY VIEW v AS <query>; or run the SELECT "
+    "itself, or wrap it as a derived table: SELECT … FROM (<query>) AS q."
 )
 _PASS = {"expressions", "from_", "where", "group", "order", "limit", "offset"}
 
 
-def check_statement(expr: exp.Expression) -> exp.Select:
+def check_statement(expr: exp.Expr) -> exp.Select:
     """Refuse anything but a single SELECT statement."""
     if isinstance(expr, _SET_OPS):
         raise Refusal(DENIED, "UNION/INTERSECT/EXCEPT are not allowed; run one SELECT at a time.")
@@ -72,7 +73,7 @@ def check_statement(expr: exp.Expression) -> exp.Select:
     if isinstance(expr, exp.Create) and str(expr.args.get("kind") or "").upper() == "VIEW":
         raise Refusal(
             DENIED,
-            "CREATE VIEW is not allowed: dpgate keeps no views, and a "
+            "CREATE VIEW is not allowed: dpgate keeps no views beyond a connection, and a "
             "statement is charged when it is answered, not when it is named.",
             hint=VIEW_HINT,
         )
@@ -118,7 +119,16 @@ def check_nesting(select: exp.Select, windows: bool = False) -> None:
             raise Refusal(DENIED, "LATERAL is not allowed.")
 
 
-def resolve_table(select: exp.Select, config: Config) -> tuple[str, set[str]]:
+class Declared(Protocol):
+    """What the table rules read of a Config: the declared tables and their sources."""
+
+    @property
+    def tables(self) -> Mapping[str, Table]: ...
+
+    def source_of(self, table: str) -> str: ...
+
+
+def resolve_table(select: exp.Select, config: Declared) -> tuple[str, set[str]]:
     """The declared table name and the names a column may be qualified with."""
     from_ = select.args.get("from_")
     if from_ is None:
