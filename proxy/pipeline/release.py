@@ -21,6 +21,7 @@ from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
 
 from ..stores.answer import ColumnarAnswer
+from ..wire.api import SqlError
 from .columnar import CellColumns
 from .common import cell_key, plain_number
 
@@ -259,6 +260,8 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
     depends on how many keys pass.
     """
     sel = plan.selection
+    if sel is None:
+        raise SqlError("XX000", "internal error: a selection release of a plan without a selection")
     k = len(plan.group_by)
     agg = plan.aggregates[sel.aggregate]
     scores = [plain_number(row[k + agg.measures[0]]) for row in cells]
@@ -266,15 +269,19 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
     eps_sel = epsilon / 2 if out_aggs else epsilon
     if agg.func == "count":
         sens, shape = 1.0, QueryShape("count")
+    elif agg.lower is None or agg.upper is None:  # the planner bounds every other thresholded aggregate
+        raise SqlError("XX000", "internal error: a thresholded aggregate without its bounds")
     else:
         sens = float(max(abs(agg.lower), abs(agg.upper)))
         shape = QueryShape("sum", lower=agg.lower, upper=agg.upper, cap=1, single_group=True)
     c = sel.c if sel.c is not None else min(len(scores), MAX_SELECTED)
     c = max(1, min(c, len(scores)))
-    threshold = sel.threshold
+    threshold: float | list[float]
     if sel.per_key:  # public per-group thresholds (one group key)
         table = dict(sel.per_key)
-        threshold = [float(table.get(cell_key(row[0]), sel.threshold)) for row in cells]
+        threshold = [_threshold(table.get(cell_key(row[0]), sel.threshold)) for row in cells]
+    else:
+        threshold = _threshold(sel.threshold)
     res = svt_select(
         scores, threshold, c, eps_sel, sens, monotone=True, source=source, strict=sel.op == ">", shape=shape
     )
@@ -318,6 +325,15 @@ def selection_answer(plan: Plan, cells: list[tuple], epsilon: float, source) -> 
             "values_epsilon": epsilon - float(res.epsilon) if out_aggs else 0.0,
         },
     }
+
+
+def _threshold(t) -> float:
+    """A selection's threshold as the sparse vector technique compares it; None (no HAVING
+    constant and no ``SET dpgate.topc_threshold``, which the selection path resolves first)
+    is an internal error."""
+    if t is None:
+        raise SqlError("XX000", "internal error: a selection without its threshold")
+    return float(t)
 
 
 def prepare_mechanisms(cfg) -> None:
