@@ -36,6 +36,8 @@ import functools
 import logging
 import time
 
+from sqlglot import exp
+
 from rewriter.copy import COPY_HINT
 from rewriter.errors import Refusal
 from rewriter.plan import Plan
@@ -65,6 +67,16 @@ _TEXT, _INT4 = 25, 23
 
 def _sql_error(r: Refusal) -> SqlError:
     return SqlError(r.sqlstate, r.message, hint=r.hint)
+
+
+def _enclosed(route: Route) -> tuple[str, Route]:
+    """The statement an EXPLAIN or a COPY encloses: its text and its route (the router gives
+    both for these kinds; their absence is an internal error raised before anything runs)."""
+    if route.body is None or route.inner is None:
+        raise SqlError(
+            "XX000", f"internal error: a {route.kind} route without its statement; nothing was run"
+        )
+    return route.body, route.inner
 
 
 class Connection:
@@ -132,7 +144,7 @@ class Connection:
             )
 
     # -- routing ------------------------------------------------------------
-    async def _route(self, sql: str) -> tuple[Route, object]:
+    async def _route(self, sql: str) -> tuple[Route, exp.Expression | None]:
         """The statement's path, and the parse it was decided from (None: a cached route):
         :meth:`Gateway.parse_route`."""
         return await self.gw.route_async(sql)
@@ -208,7 +220,8 @@ class Connection:
         """:meth:`answer` of a routed statement (``tree``: routing's parse, or None)."""
         kind = route.kind
         if kind == "explain":
-            return await self._explain(Statement(route.body, route.inner, tree), params), "explain", 0.0
+            body, inner = _enclosed(route)
+            return await self._explain(Statement(body, inner, tree), params), "explain", 0.0
         if kind == "copy":
             return await self._copy(route, tree, params)
         if kind == "insert":
@@ -287,16 +300,19 @@ class Connection:
         """``COPY (query) TO STDOUT``: the query answered exactly as the same SELECT is
         (its plan, release key and charge; a repeat is free), its rows framed as COPY."""
         cp = route.copy
-        if route.inner.table is None:  # the catalog's or the views': routed as a statement of its own
-            res, decision, eps = await self.answer(route.body, params)
+        body, inner = _enclosed(route)
+        if cp is None:
+            raise SqlError("XX000", "internal error: a COPY route without its output format; nothing was run")
+        if inner.table is None:  # the catalog's or the views': routed as a statement of its own
+            res, decision, eps = await self.answer(body, params)
         else:
-            res, decision, eps = await self._answer_routed(route.body, route.inner, tree, params)
+            res, decision, eps = await self._answer_routed(body, inner, tree, params)
         if res.columns is None:
             raise SqlError("0A000", "COPY takes a query that returns rows.", hint=COPY_HINT)
         names = [c.name for c in res.columns]
         force = cp.force_quote
-        if force is True:
-            idx = frozenset(range(len(names)))
+        if isinstance(force, bool):  # FORCE_QUOTE * (or none)
+            idx = frozenset(range(len(names))) if force else frozenset()
         else:
             missing = [n for n in force if n not in names]
             if missing:
