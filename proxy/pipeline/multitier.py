@@ -47,12 +47,14 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.multitier import VectorLadder, make_ladder, nearest_lower_level
 from rewriter import complete
 from rewriter.errors import Refusal
+from rewriter.plan import Plan
 from rewriter.unit import factor
 
 from ..ingest.subset_ingest import estimate_group_counts, perturb_row_subset  # re-exported (Subset, local DP)
@@ -60,7 +62,7 @@ from ..stores.ladder_store import store_for
 from ..wire.api import SqlError
 from .central import Central, columns_of
 from .common import avg_half_widths, cell_key, explain_output_line, plain_number
-from .kind import Prepared
+from .kind import Prepared, plan_as
 from .notice import unit_text
 from .release import release_groups
 
@@ -123,12 +125,19 @@ def _share(level: float, groups: int, k: int = 1) -> float:
     return float(split(level / k, groups)[0])
 
 
+def _bounds(slot: _Slot) -> tuple[float, float]:
+    """A SUM's or AVG's clamping bounds (the planner bounds every one)."""
+    if slot.lower is None or slot.upper is None:
+        raise SqlError("XX000", f"internal error: the ladder release {slot.name} has no bounds")
+    return slot.lower, slot.upper
+
+
 def _sum_measure(slot: _Slot, eps: float = 1.0) -> LaplaceSum:
-    return LaplaceSum(eps, slot.lower, slot.upper, integer=slot.integer)
+    return LaplaceSum(eps, *_bounds(slot), integer=slot.integer)
 
 
 def _avg_measure(slot: _Slot, eps: float = 1.0) -> LaplaceTransformedMean:
-    return LaplaceTransformedMean(eps, slot.lower, slot.upper, integer=slot.integer)
+    return LaplaceTransformedMean(eps, *_bounds(slot), integer=slot.integer)
 
 
 def _sensitivity(slot: _Slot) -> int:
@@ -150,9 +159,9 @@ def _true_value(slot: _Slot, plan, measures: list):
             return int(s)
         m = _sum_measure(slot)
         return round(float(s) / m.grid)  # as LaplaceSum.release
-    m = _avg_measure(slot)
-    A, n = m.grid_input(tuple(measures[j] for j in a.measures))
-    return (A, n * m.grid - A)
+    mean = _avg_measure(slot)
+    A, n = mean.grid_input(tuple(measures[j] for j in a.measures))
+    return (A, n * mean.grid - A)
 
 
 def _chain(slot: _Slot, shares: list[float]):
@@ -178,7 +187,7 @@ def draw_ladder(plan, cells: list[tuple], levels: list[float], source) -> dict:
     shares = [_share(e, g, factor(plan)) for e in levels]
     chains = {s.name: _chain(s, shares) for s in slots}
     rows = [[plain_number(v) for v in row[k:]] for row in cells]
-    drawn = {}  # slot -> share -> per-cell values (arrays)
+    drawn: dict[str, dict[float, list[Any]]] = {}  # slot -> share -> per-cell values
     for s in slots:
         truths = [_true_value(s, plan, m) for m in rows]
         many = chains[s.name].release_many(truths, source)  # the whole release at once
@@ -235,7 +244,7 @@ def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
     charged = [float(e) for e in split(tier_eps, g)]
     n = len(plan.aggregates)
     hws, mech, eps = [0.0] * n, [""] * n, [0.0] * n
-    meas = {}
+    meas: dict[str, Any] = {}  # slot -> its mechanism (GeometricCount, LaplaceSum or LaplaceTransformedMean)
     for s, ch in zip(slots, charged):
         for j in (s.index, *s.members):
             mech[j], eps[j] = MECH[s.kind], ch
@@ -252,7 +261,7 @@ def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
             if s.kind != "avg":
                 hws[s.index] = float(meas[s.name].half_width())
     for cell in body["cells"]:
-        out = [None] * n
+        out: list[Any] = [None] * n
         for s in slots:
             raw, m = cell["raw"][s.name][lk], meas[s.name]
             if s.kind == "count":
@@ -290,7 +299,10 @@ def _choose_level(levels: list[float], tier_eps: float, mode: str) -> tuple[floa
         return tier_eps, "extend"  # §9a: one more residual below the lowest level
     if mode == "bridge":
         return tier_eps, "bridge"  # §9b: exact bridge between the two neighbours
-    return nearest_lower_level(levels, tier_eps), "nearest_lower"
+    lower = nearest_lower_level(levels, tier_eps)
+    if lower is None:  # tier_eps is at least the lowest level here
+        raise SqlError("XX000", f"internal error: no ladder level below ε {tier_eps:g}")
+    return lower, "nearest_lower"
 
 
 def explain_ladder_lines(plan, tier) -> list[str]:
@@ -316,6 +328,7 @@ def explain_ladder_lines(plan, tier) -> list[str]:
             lines.append(line)
             continue
         a, s = plan.aggregates[o.index], by_index[o.index]
+        m: GeometricCount | LaplaceSum | LaplaceTransformedMean
         if s.kind == "count":
             m = GeometricCount(share)
             scale, hw = f"{m.output_scale:.4g}", f"±{m.half_width():.4g}"
@@ -397,12 +410,13 @@ class Ladder(Central):
         scan (a damaged one refuses the statement before anything is read: refunded)."""
         tier = conn.gw.tier_of(conn.role)
         await asyncio.to_thread(
-            store_for(conn.gw.ledger).check, tier.ladder, p.plan.fingerprint(), p.data_version
+            store_for(conn.gw.ledger).check, tier.ladder, plan_as(p, Plan).fingerprint(), p.data_version
         )
         return await super().scan(conn, p, then)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return serve_level(conn.gw, conn.role, p.plan, complete(p.plan, cells), p.data_version, p.statement)
+        plan = plan_as(p, Plan)
+        return serve_level(conn.gw, conn.role, plan, complete(plan, cells), p.data_version, p.statement)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None
