@@ -7,6 +7,7 @@ in :mod:`.extreme`. Each plans a statement with :func:`rewriter.build_plan`."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
@@ -159,7 +160,7 @@ class Central(ReleaseKind):
             cells = complete(p.plan, cells)
         return noisy_answer(p.plan, cells, p.state.mech_eps, conn.gw.source, p.state.noise)
 
-    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+    def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
         return answer_rows(p.plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
@@ -30,7 +31,7 @@ from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
-from .kind import Prepared, ReleaseKind, Statement
+from .kind import Prepared, ReleaseKind, Statement, plan_as, state_as
 from .notice import unit_text
 from .partitions import (
     SelectionPlan,
@@ -54,7 +55,7 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     epsilon = epsilon / factor(xp.plan)
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
-    if xp.quantile:
+    if xp.q is not None:  # a quantile
         return grid, ExpMechQuantile(epsilon, grid, xp.q, BETA)
     return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
 
@@ -114,7 +115,7 @@ def _selected_answer(
     }
 
 
-def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme, grid: ExtremeGrid, rows) -> dict:
+def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme | ExpMechQuantile, grid: ExtremeGrid, rows) -> dict:
     """The measurement: per group, the histogram of the scan → the mechanism's value."""
     n = len(xp.plan.group_by)
     cells = xp.cells
@@ -142,13 +143,15 @@ def _what(xp: ExtremePlan) -> str:
     """How the statement names the aggregate (q is the ascending fraction)."""
     if xp.func == "median":
         return f"median({xp.column})"
-    if xp.quantile:
+    if xp.q is not None:  # a quantile
         return f"{xp.func}({float(xp.q):g}) WITHIN GROUP (ORDER BY {xp.column})"
     return f"{xp.func.upper()}({xp.column})"
 
 
 def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "") -> str:
     """The rank statement of a quantile release (NOTICE and EXPLAIN)."""
+    if xp.q is None:
+        raise SqlError("XX000", "internal error: a rank statement for a MAX/MIN release")
     return (
         f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
         f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
@@ -238,23 +241,23 @@ class Extreme(ReleaseKind):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        st = p.state
-        return _sql(conn.gw, p.plan, st.grid, unit_salt(conn.gw, p.plan.plan), st.sel)
+        xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
+        return _sql(conn.gw, xp, st.grid, unit_salt(conn.gw, xp.plan), st.sel)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        st = p.state
+        xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
         if st.sel is not None:
-            return _selected_answer(conn.gw, p.plan, st.m, st.grid, st.sel, cells, p.delta)
-        return _answer(conn.gw, p.plan, st.m, st.grid, cells)
+            return _selected_answer(conn.gw, xp, st.m, st.grid, st.sel, cells, p.delta)
+        return _answer(conn.gw, xp, st.m, st.grid, cells)
 
     def mechanism(self, answer: dict) -> str:
         return answer["mechanism"][0] + (", partition_selection" if "partitions" in answer else "")
 
-    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
-        return answer_rows(p.plan.plan, answer)
+    def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
+        return answer_rows(plan_as(p, ExtremePlan).plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        return notice_body(p.plan, answer)
+        return notice_body(plan_as(p, ExtremePlan), answer)
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_extreme(conn, stmt, oids)

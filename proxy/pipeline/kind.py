@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -103,6 +103,20 @@ def plan_as(p: Prepared, cls: type[_P]) -> _P:
     return p.plan
 
 
+_S = TypeVar("_S")
+
+
+def state_as(p: Prepared, cls: type[_S]) -> _S:
+    """``p``'s state as the state class its kind makes; another class is an internal error
+    raised before anything runs."""
+    if not isinstance(p.state, cls):
+        raise SqlError(
+            "XX000",
+            f"internal error: a {p.kind.name} statement holds a {type(p.state).__name__}; nothing was run",
+        )
+    return p.state
+
+
 class ReleaseKind:
     """One kind of release. Subclasses implement ``plan``, ``describe``, ``explain``
     and either ``answer_free`` (nothing charged) or ``scan_sql`` + ``measure`` +
@@ -157,7 +171,7 @@ class ReleaseKind:
     def mechanism(self, answer: dict) -> str:
         return ",".join(sorted(set(answer["mechanism"])))
 
-    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+    def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
         """Rows from a released answer (post-processing: free, any number of times)."""
         raise NotImplementedError
 
@@ -340,7 +354,7 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     )  # a concurrent twin's answer
 
 
-def _built(p: Prepared, stored) -> tuple[list[tuple], str]:
+def _built(p: Prepared, stored) -> tuple[Sequence[tuple], str]:
     """The rows and the kind's NOTICE body of a stored release (post-processing; decodes
     the stored answer on first use)."""
     return p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)

@@ -29,6 +29,7 @@ and EXPLAIN state the split.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from fractions import Fraction
 
 from mechanisms.partition_selection import TruncatedGeometricSelection
@@ -228,7 +229,7 @@ class Partitions(Central):
     def mechanism(self, answer: dict) -> str:
         return ", ".join(sorted(set(answer["mechanism"]) | {"partition_selection"}))
 
-    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+    def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
         return answer_rows(p.plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:

@@ -45,6 +45,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -420,7 +421,7 @@ class PerRecord(ReleaseKind):
     def mechanism(self, answer: dict) -> str:
         return "+".join(answer["mechanism"])
 
-    def rows(self, p: Prepared, answer: dict) -> list[tuple]:
+    def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
         return answer_rows(p.plan.plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
