@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
+from rewriter.plan import Plan
 from rewriter.unit import factor
 
 from ..backends import Columns
@@ -18,7 +19,7 @@ from ..wire.api import Column, Description, Result, SqlError
 from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
-from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, plan_as, state_as
 from .noise import ScanNoise, scan_noise
 from .notice import domain_notice, notice_body
 from .release import domain_answer, noisy_answer, selection_answer
@@ -102,8 +103,8 @@ class Central(ReleaseKind):
         return p
 
     def prepare_noise(self, conn, p: Prepared) -> None:
-        gw, st = conn.gw, p.state
-        st.noise = scan_noise(p.plan, st.mech_eps, gw.source, gw.reservoir)
+        gw, st = conn.gw, state_as(p, CentralState)
+        st.noise = scan_noise(plan_as(p, Plan), st.mech_eps, gw.source, gw.reservoir)
         if st.noise is not None:  # drawn while the scan runs; a batch's scan fetched as columns
             p.during, p.columnar = st.noise.start, st.noise.columnar
 
@@ -153,21 +154,22 @@ class Central(ReleaseKind):
         return scan_sql(conn.gw, p.plan)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
+        plan, st = plan_as(p, Plan), state_as(p, CentralState)
         if isinstance(cells, Columns):  # a large domain, fetched as columns
-            table = complete_columns(p.plan, cells)
-            cells = table if table is not None else complete(p.plan, cells.rows())
+            table = complete_columns(plan, cells)
+            cells = table if table is not None else complete(plan, cells.rows())
         else:
-            cells = complete(p.plan, cells)
-        return noisy_answer(p.plan, cells, p.state.mech_eps, conn.gw.source, p.state.noise)
+            cells = complete(plan, cells)
+        return noisy_answer(plan, cells, st.mech_eps, conn.gw.source, st.noise)
 
     def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
-        return answer_rows(p.plan, answer)
+        return answer_rows(plan_as(p, Plan), answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        return notice_body(p.plan, answer)
+        return notice_body(plan_as(p, Plan), answer)
 
     def after_reply(self, conn, p: Prepared) -> None:
-        noise = p.state.noise
+        noise = state_as(p, CentralState).noise
         if noise is not None:  # the next statement's noise, drawn while the backend is idle
             gw = conn.gw
             noise.after_reply(asyncio.get_running_loop(), busy=lambda: gw.backend.scans > 0)
@@ -183,7 +185,10 @@ class Svt(Central):
         return None
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        return selection_answer(p.plan, complete(p.plan, cells), p.state.mech_eps, conn.gw.source)
+        plan = plan_as(p, Plan)
+        return selection_answer(
+            plan, complete(plan, cells), state_as(p, CentralState).mech_eps, conn.gw.source
+        )
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None
@@ -202,10 +207,11 @@ class Domain(ReleaseKind):
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(domain_notice(plan),)])
 
     async def answer_free(self, conn, p: Prepared):
-        big = p.plan.n_cells >= HEAVY_ROWS  # a large domain: rows off the loop
-        rows = await asyncio.to_thread(_domain_rows, p.plan) if big else _domain_rows(p.plan)
+        plan = plan_as(p, Plan)
+        big = plan.n_cells >= HEAVY_ROWS  # a large domain: rows off the loop
+        rows = await asyncio.to_thread(_domain_rows, plan) if big else _domain_rows(plan)
         return (
-            Result(f"SELECT {len(rows)}", p.columns, rows, notices=[domain_notice(p.plan)]),
+            Result(f"SELECT {len(rows)}", p.columns, rows, notices=[domain_notice(plan)]),
             "domain",
             0.0,
         )
@@ -231,7 +237,7 @@ class Empty(ReleaseKind):
 _EMPTY_NOTE = "dpgate: LIMIT 0 returns no rows whatever the data: nothing read, nothing charged"
 
 
-def _domain_rows(plan) -> list[tuple]:
+def _domain_rows(plan) -> Sequence[tuple]:
     return answer_rows(plan, domain_answer(plan))
 
 
