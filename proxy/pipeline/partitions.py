@@ -42,7 +42,7 @@ from ..wire.api import Column, Result, SqlError
 from .central import Central, checked, columns_of
 from .common import cell_key, fmt, unit_salt
 from .explain import explain_lines, single_tier_lines
-from .kind import Prepared
+from .kind import Prepared, plan_as, state_as
 from .notice import notice_body, unit_text
 from .release import noisy_answer, selection_answer
 from .rows import answer_rows
@@ -188,7 +188,7 @@ class Partitions(Central):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        return floor_sql(conn.gw, p.plan, p.state)  # the state: its SelectionPlan
+        return floor_sql(conn.gw, plan_as(p, Plan), state_as(p, SelectionPlan))
 
     async def explain(self, conn, stmt, params: list, plan=None) -> Result:
         gw = conn.gw
@@ -201,8 +201,8 @@ class Partitions(Central):
         return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 
     def measure(self, conn, p: Prepared, rows) -> dict:
-        sp, source = p.state, conn.gw.source
-        plan = p.plan
+        sp, source = state_as(p, SelectionPlan), conn.gw.source
+        plan = plan_as(p, Plan)
         n = len(plan.group_by)
         kept = select_rows(sp.sel, rows, n, source)
         if plan.selection is not None:  # HAVING / top-c: SVT over the selected keys (module doc)
@@ -230,19 +230,19 @@ class Partitions(Central):
         return ", ".join(sorted(set(answer["mechanism"]) | {"partition_selection"}))
 
     def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
-        return answer_rows(p.plan, answer)
+        return answer_rows(plan_as(p, Plan), answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        part = answer["partitions"]
-        head = selection_notice(p.plan, part)
-        if not p.plan.aggregates:
-            return f"{head}; {unit_text(p.plan)}"
-        if p.plan.selection is not None:
+        part, plan = answer["partitions"], plan_as(p, Plan)
+        head = selection_notice(plan, part)
+        if not plan.aggregates:
+            return f"{head}; {unit_text(plan)}"
+        if plan.selection is not None:
             return (
                 f"{head}; HAVING/top-c by SVT over the released keys at ε {fmt(part['eps_measures'])} (half to "
-                "the sparse vector, half to the values): " + notice_body(p.plan, answer)
+                "the sparse vector, half to the values): " + notice_body(plan, answer)
             )
-        return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(p.plan, answer)
+        return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(plan, answer)
 
     def explain_head(self, plan, tier) -> list[str]:
         if tier.delta <= 0:
