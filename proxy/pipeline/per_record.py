@@ -48,11 +48,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from config import ConfigError
-from mechanisms.per_record import ExtensionSum, FrameworkMax, FrameworkSum, LevelHistogram, PrDPCount
+from mechanisms.per_record import (
+    ExtensionSum,
+    FrameworkMax,
+    FrameworkSum,
+    LevelHistogram,
+    PrDPCount,
+    PrivacyFunction,
+)
 from mechanisms.per_record.core import PrRelease
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
 from rewriter.per_record import ALLOWED, PrPlan, build_pr_plan, pr_param_types, scan_sql, values_sql
@@ -60,7 +68,7 @@ from rewriter.per_record import ALLOWED, PrPlan, build_pr_plan, pr_param_types, 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
-from .kind import Prepared, ReleaseKind, Statement, fetch
+from .kind import Prepared, ReleaseKind, Statement, fetch, plan_as, state_as
 from .notice import consistency_text
 from .per_record_policy import Policy, PolicyError, compile_policy, validate_config, validate_policy
 from .rows import answer_rows, output_types
@@ -134,6 +142,15 @@ def sum_method(prp: PrPlan, pol: Policy) -> str:
     return "extension" if ext_ok and pol.kind in ("inverse", "sqrt") else "framework"
 
 
+def _pf(pol: Policy) -> PrivacyFunction:
+    """The policy's privacy function (the extension SUM is chosen only where it has one)."""
+    if pol.pf is None:
+        raise SqlError(
+            "XX000", f"internal error: the per-record policy of {pol.table} has no privacy function"
+        )
+    return pol.pf
+
+
 def mechanism(gw, prp: PrPlan, pol: Policy, weight: float):
     """(kind, mechanism) for the statement at E_q = weight × E (cached)."""
     kind = prp.func if prp.func != "sum" else f"sum_{sum_method(prp, pol)}"
@@ -143,7 +160,7 @@ def mechanism(gw, prp: PrPlan, pol: Policy, weight: float):
         lv, b = pol.levels, pol.beta
         cache[key] = {
             "count": lambda: PrDPCount(lv, b, weight=weight),
-            "sum_extension": lambda: ExtensionSum(pol.pf, b, levels=lv, weight=weight),
+            "sum_extension": lambda: ExtensionSum(_pf(pol), b, levels=lv, weight=weight),
             "sum_framework": lambda: FrameworkSum(lv, pol.U, b, weight=weight),
             "max": lambda: FrameworkMax(lv, pol.U, b, weight=weight),
             "min": lambda: FrameworkMax(lv, pol.U, b, weight=weight),
@@ -168,7 +185,7 @@ def _split_rows(rows, prp: PrPlan):
     """Backend rows grouped by cell; rows outside the public domain are dropped."""
     n = len(prp.plan.group_by)
     cells = prp.cells
-    out = {c: [] for c in cells}
+    out: dict[tuple, list] = {c: [] for c in cells}
     known = set(cells)
     for row in rows:
         cell = cell_of(row, n, known)
@@ -214,10 +231,12 @@ def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
       the level k holding the private ε_min(D) (skipped levels hold <= 2 k_i each). The
       NOTICE states it at k = ℓ - 1 with its condition ``cond``: it holds if every
       aggregated row has ε(r) > ε_τ/2 (None when ℓ <= 2: always)."""
-    ell = rel.ell
+    ell, noise = rel.ell, rel.noise_half_width
+    if ell is None or noise is None:  # every per-record mechanism reports both
+        raise SqlError("XX000", "internal error: a per-record release without its level or noise bound")
     k = max(1, ell - 1)
     cond = float(m.weight * Fraction(float(m.levels.lo[k - 1]))) if ell >= 3 else None
-    out = {"ell": ell, "bound": 0.0, "noise": float(rel.noise_half_width), "cond": cond, "tau": None}
+    out = {"ell": ell, "bound": 0.0, "noise": float(noise), "cond": cond, "tau": None}
     if kind in ("count", "sum_extension"):
         out["bound"] = float(m.error_bound(k))
     elif kind == "sum_framework":
@@ -228,10 +247,10 @@ def _bounds(kind: str, m, rel: PrRelease, U: int) -> dict:
         tau = min(int(Fraction(rel.scale) * eps_m / 2), U) if rel.scale else 0
         eps_r, beta_r = float(eps_m) / 2, m.beta / 4
         clipped = math.ceil(12 / eps_r * math.log(2 * (m.buckets.B + 1) / beta_r))
-        out["bound"] = float(rel.noise_half_width) + tau * (2 * m.dropped_bound(k) + clipped)
+        out["bound"] = float(noise) + tau * (2 * m.dropped_bound(k) + clipped)
         out["tau"] = tau
     else:  # max / min: rank units (rows beyond the answer): EM rank margin + dropped rows
-        out["bound"] = float(rel.noise_half_width + m.dropped_bound(k))
+        out["bound"] = float(noise + m.dropped_bound(k))
     return out
 
 
@@ -273,10 +292,12 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
     agg = prp.plan.aggregates[0]
     as_float = prp.func != "count" and agg.type == "float"
     keys, values_out = [], []
-    pr = {"eps_tau": [], "ell": [], "bound": [], "noise": [], "cond": [], "tau": []}
+    pr: dict[str, Any] = {"eps_tau": [], "ell": [], "bound": [], "noise": [], "cond": [], "tau": []}
     for c, rel in rels.items():
         keys.append(list(c))
         values_out.append([float(rel.value) if as_float else int(rel.value)])
+        if rel.eps_tau is None:  # every per-record mechanism reports its threshold
+            raise SqlError("XX000", "internal error: a per-record release without its threshold ε")
         pr["eps_tau"].append(float(rel.eps_tau))
         for name, v in _bounds(kind, m, rel, pol.U).items():
             pr[name].append(v)
@@ -306,7 +327,7 @@ class PerRecordState:
 
     policy: Policy
     kind: str | None = None
-    m: object = None
+    m: PrDPCount | ExtensionSum | FrameworkSum | FrameworkMax | None = None
     parts: list[tuple] | None = None
 
 
@@ -342,10 +363,11 @@ class PerRecord(ReleaseKind):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        kind = p.state.kind
+        st = state_as(p, PerRecordState)
+        kind = st.kind
         return scan_sql(
-            p.plan,
-            p.state.policy.sql,
+            plan_as(p, PrPlan),
+            st.policy.sql,
             conn.gw.config,
             conn.gw.backend.dialect,
             buckets=kind == "sum_framework",
@@ -353,9 +375,10 @@ class PerRecord(ReleaseKind):
         )
 
     async def scan(self, conn, p: Prepared, then):
-        if p.state.parts is not None:
+        st = state_as(p, PerRecordState)
+        if st.parts is not None:
             return await self._scan_parts(conn, p, then)
-        prp, pol, kind, m = p.plan, p.state.policy, p.state.kind, p.state.m
+        prp, pol, kind, m = plan_as(p, PrPlan), st.policy, st.kind, st.m
         framework_sum = kind == "sum_framework"
         if kind not in ("max", "min"):
             return await fetch(
@@ -363,6 +386,8 @@ class PerRecord(ReleaseKind):
                 self.scan_sql(conn, p),
                 then=lambda rows: then((_hists(rows, prp, pol, framework_sum), None, None)),
             )
+        if not isinstance(m, FrameworkMax):  # MAX/MIN: the two-stage framework mechanism
+            raise SqlError("XX000", "internal error: a per-record MAX/MIN without its mechanism")
         gw = conn.gw
 
         def stage1(rows):  # in the scan's worker thread, not on the event loop
@@ -375,8 +400,8 @@ class PerRecord(ReleaseKind):
 
     async def _scan_parts(self, conn, p: Prepared, then):
         """One scan per COUNT/SUM part (their level scans differ; MAX/MIN are never parts)."""
-        pol, hists = p.state.policy, []
-        parts = p.state.parts
+        st = state_as(p, PerRecordState)
+        pol, hists, parts = st.policy, [], st.parts or []
         for i, (sub, kind, _m) in enumerate(parts):
             sql = scan_sql(
                 sub,
@@ -406,27 +431,31 @@ class PerRecord(ReleaseKind):
                 )
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        pol = p.state.policy
-        if p.state.parts is not None:
-            each = p.epsilon / p.plan.split
+        prp, st = plan_as(p, PrPlan), state_as(p, PerRecordState)
+        pol = st.policy
+        if st.parts is not None:
+            each = p.epsilon / prp.split
             return _combine(
                 [
                     _answer(conn.gw, sub, pol, each, kind, m, h, None, None)
-                    for (sub, kind, m), h in zip(p.state.parts, cells)
+                    for (sub, kind, m), h in zip(st.parts, cells)
                 ]
             )
         hists, ells, values = cells
-        return _answer(conn.gw, p.plan, pol, p.epsilon, p.state.kind, p.state.m, hists, ells, values)
+        if st.kind is None:  # a statement not in parts has its one mechanism
+            raise SqlError("XX000", "internal error: a per-record release without its mechanism")
+        return _answer(conn.gw, prp, pol, p.epsilon, st.kind, st.m, hists, ells, values)
 
     def mechanism(self, answer: dict) -> str:
         return "+".join(answer["mechanism"])
 
     def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
-        return answer_rows(p.plan.plan, answer)
+        return answer_rows(plan_as(p, PrPlan).plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        clamped = consistency_text(p.plan.plan) if p.plan.func not in ("max", "min") else ""
-        return notice_body(p.plan, p.state.policy, answer) + clamped
+        prp = plan_as(p, PrPlan)
+        clamped = consistency_text(prp.plan) if prp.func not in ("max", "min") else ""
+        return notice_body(prp, state_as(p, PerRecordState).policy, answer) + clamped
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_per_record(conn, stmt, oids)
