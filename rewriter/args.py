@@ -17,9 +17,13 @@ sqlglot made of it (a type it does not know, ``regclass`` or a domain, is a bare
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from sqlglot import exp
 
 from .errors import FEATURE_NOT_SUPPORTED, Refusal
+
+E = TypeVar("E", bound=exp.Expr)
 
 _BIN = frozenset({"this", "expression"})
 _ONE = frozenset({"this"})
@@ -213,10 +217,10 @@ SQL_NAMES: dict[type, str] = {
     exp.Except: "EXCEPT",
     exp.Select: "SELECT",
 }
-_NEGATED = {exp.Is: "IS NOT", exp.Like: "NOT LIKE", exp.ILike: "NOT ILIKE"}
+_NEGATED: dict[type[exp.Expr], str] = {exp.Is: "IS NOT", exp.Like: "NOT LIKE", exp.ILike: "NOT ILIKE"}
 
 
-def sql_name(node: exp.Expression) -> str:
+def sql_name(node: exp.Expr) -> str:
     """How SQL spells ``node``'s construct: ``||``, ``NOT LIKE``, ``SIMILAR TO``, ``lower()``."""
     if isinstance(node, exp.Command):
         return str(node.this).upper()
@@ -233,7 +237,7 @@ def sql_name(node: exp.Expression) -> str:
     return text if len(text) <= 40 else text[:37] + "…"
 
 
-def understood(node: exp.Expression, allow: frozenset[str] | set[str] | None = None) -> exp.Expression:
+def understood(node: E, allow: frozenset[str] | set[str] | None = None) -> E:
     """``node`` if every argument it sets is understood (``allow``, else :data:`ALLOWED`
     for its exact type); otherwise Refusal 0A000 naming the construct and the argument.
     A node type with no allow-list is refused too: a rule only accepts what it knows."""
@@ -250,7 +254,12 @@ def understood(node: exp.Expression, allow: frozenset[str] | set[str] | None = N
     return node
 
 
-def type_name(to: exp.DataType) -> str:
+def func_name(node: exp.Expression) -> str:
+    """A function node's SQL name in lower case (``round``, ``coalesce``)."""
+    return node.sql_name().lower() if isinstance(node, exp.Func) else sql_name(node)
+
+
+def type_name(to: exp.Expression) -> str:
     """The upper-case name of a data type: the sqlglot type's (``INT``, ``DATE``), or for a
     type sqlglot does not know (``regclass``, ``oid``) the name as written; a rule compares
     it with the names it accepts, so an unknown type matches none and is refused."""

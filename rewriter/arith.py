@@ -19,15 +19,17 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any, Literal
 
 from sqlglot import exp
 
-from .args import sql_name
+from .args import func_name, sql_name
 from .casts import cast
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
-from .scope import NUMERIC, Ctx, T, literal
+from .plan import ColumnType
+from .scope import NUMERIC, Check, Ctx, Rule, T, literal
 from .values import to_node
 
 BIG, SMALL = 1e300, 1e-300
@@ -36,7 +38,6 @@ ALLOWED_FUNCTIONS = (
     "abs, lower, upper, length, trim, btrim, ltrim, rtrim, coalesce, least, greatest, "
     "round, floor, ceil; || on text"
 )
-Check = Callable[[exp.Expression, Ctx], T]
 
 
 def paren(node: exp.Expression) -> exp.Expression:
@@ -47,7 +48,7 @@ def paren(node: exp.Expression) -> exp.Expression:
     return exp.Paren(this=node)
 
 
-def _num(t: T, ctx: Ctx, what: str, want: str | None = "float") -> T:
+def _num(t: T, ctx: Ctx, what: str, want: ColumnType | None = "float") -> T:
     t = ctx.settle(t, want)
     if t.type not in NUMERIC and t.type is not None:
         raise Refusal(DATATYPE_MISMATCH, f"{what} needs numbers, not {t.type}.")
@@ -62,7 +63,7 @@ def _double(t: T) -> T:
     return t
 
 
-def _type(a: T, b: T) -> str:
+def _type(a: T, b: T) -> Literal["int", "float"]:
     """Postgres's result type of ``a op b`` (+ - * /): int only for two integers."""
     return "int" if a.type == "int" and b.type == "int" else "float"
 
@@ -99,12 +100,12 @@ def _numeric(a: T, b: T, op: str) -> bool:
     return True
 
 
-def _exact(v) -> bool:
+def _exact(v: float) -> bool:
     # integral values are treated as integers are (float8, exact below 2**53)
     return isinstance(v, int) or v.is_integer() or Decimal(repr(v)) == Decimal(v)
 
 
-def _folded(t: T, exact) -> T:
+def _folded(t: T, exact: Decimal) -> T:
     """A folded numeric constant must equal Postgres's exact decimal result."""
     if t.value is not None and Decimal(t.value) != exact:
         raise Refusal(
@@ -127,7 +128,7 @@ def _window(t: T, lo: float, hi: float) -> T:
     if t.is_literal or t.param is not None:
         return t
     (mlo, mhi), x = t.mag, t.node
-    ifs = []
+    ifs: list[exp.Expression] = []
     if mhi > hi:
         above = exp.And(
             this=exp.GT(this=x.copy(), expression=to_node(hi)),
@@ -145,18 +146,18 @@ def _window(t: T, lo: float, hi: float) -> T:
     return replace(t, node=exp.Case(ifs=ifs, default=x), mag=(max(mlo, lo), min(mhi, hi)))
 
 
-def _fold(value: float, typ: str | None = None) -> T:
+def _fold(value: float, typ: ColumnType | None = None) -> T:
     if isinstance(value, float) and (not math.isfinite(value) or abs(value) > BIG):
         raise Refusal("22003", "a constant expression is out of range.")
     t = literal(value)
     return replace(t, type="float") if typ == "float" and t.type == "int" else t
 
 
-def _binary(kind: type, a: T, b: T) -> exp.Expression:
+def _binary(kind: type[exp.Expression], a: T, b: T) -> exp.Expression:
     return kind(this=paren(a.node), expression=paren(b.node))
 
 
-def add(kind: type, a: T, b: T) -> T:
+def add(kind: type[exp.Expression], a: T, b: T) -> T:
     num = _numeric(a, b, "+" if kind is exp.Add else "-")
     if a.is_literal and b.is_literal:
         if a.value is None or b.value is None:
@@ -193,7 +194,8 @@ def mul(a: T, b: T, num: bool | None = None) -> T:
     return T(_binary(exp.Mul, a, b), typ, (a.mag[0] * b.mag[0], a.mag[1] * b.mag[1]), f8=True, numeric=num)
 
 
-def div(a: T, b: T, ctx: Ctx) -> T:
+def div(a: T, b: T, ctx: Ctx | None) -> T:
+    """``a / b``; ``ctx`` None: a quotient dpgate builds itself (no numeric check)."""
     if not (b.is_literal or b.param) or (b.is_literal and not b.value):
         raise Refusal(
             DENIED,
@@ -237,12 +239,12 @@ def div(a: T, b: T, ctx: Ctx) -> T:
     )
 
 
-def _power_of_two(v) -> bool:
+def _power_of_two(v: float) -> bool:
     m, e = math.frexp(abs(v))
     return m == 0.5 and -10 <= e <= 12
 
 
-def _decimal_divisor(v) -> bool:
+def _decimal_divisor(v: float) -> bool:
     """An integer 2**a * 5**b up to 10**6: the quotient is a short terminating decimal,
     exact in Postgres's numeric, and its nearest double compares and rounds the same."""
     if isinstance(v, float) and v.is_integer():
@@ -256,7 +258,7 @@ def _decimal_divisor(v) -> bool:
     return v == 1
 
 
-def _arith(node: exp.Binary, ctx: Ctx, check: Check) -> T:
+def _arith(node: exp.Expression, ctx: Ctx, check: Check) -> T:
     what = f"operator {sql_name(node)}"
     a, b = check(node.this, ctx), check(node.expression, ctx)
     if a.pending and not b.pending:  # $1 + 1: an untyped parameter takes the other side's type (as
@@ -299,9 +301,9 @@ def _neg(node: exp.Neg, ctx: Ctx, check: Check) -> T:
     return replace(a, node=exp.Neg(this=paren(a.node)))
 
 
-def _unary_num(node: exp.Func, ctx: Ctx, check: Check) -> T:
+def _unary_num(node: exp.Expression, ctx: Ctx, check: Check) -> T:
     """abs, floor, ceil, round(x[, n]) — computed in float8."""
-    name = node.sql_name().lower()
+    name = func_name(node)
     extra = [k for k, v in node.args.items() if k not in ("this", "decimals") and v]
     if extra or (node.args.get("decimals") and not isinstance(node, exp.Round)):
         raise Refusal(UNSUPPORTED, f"this form of {name}() is not supported.")
@@ -316,7 +318,8 @@ def _unary_num(node: exp.Func, ctx: Ctx, check: Check) -> T:
     even = _kind(a) == "float8"  # Postgres: round(float8) is rint, round(numeric) is not
     if a.is_literal and a.value is not None:
         rnd = round if even else _round
-        fn = {"abs": abs, "floor": math.floor, "ceil": math.ceil}.get(name, rnd)
+        fns: dict[str, Callable[[float], float]] = {"abs": abs, "floor": math.floor, "ceil": math.ceil}
+        fn = fns.get(name, rnd)
         if node.args.get("decimals") is None:
             return replace(_fold(float(fn(a.value))), numeric=a.numeric)
     if a.is_literal and a.value is None:  # round(NULL): a typed NULL (Postgres cannot pick trunc(unknown))
@@ -354,7 +357,7 @@ def round_node(x: exp.Expression, even: bool) -> exp.Expression:
     if sum(1 for _ in x.walk()) > MAX_ROUND_NODES:
         raise Refusal("54001", "the argument of round() is too complex.", hint="Simplify it.")
 
-    def trunc(e):
+    def trunc(e: exp.Expression) -> exp.Expression:
         return exp.Anonymous(this="TRUNC", expressions=[e.copy()])
 
     frac = exp.Abs(this=exp.Paren(this=exp.Sub(this=x.copy(), expression=trunc(x))))
@@ -369,7 +372,7 @@ def round_node(x: exp.Expression, even: bool) -> exp.Expression:
             ),
             expression=to_node(0),
         )
-        cond = exp.Or(
+        cond: exp.Expression = exp.Or(
             this=exp.GT(this=frac, expression=half),
             expression=exp.Paren(
                 this=exp.And(this=exp.EQ(this=frac.copy(), expression=half.copy()), expression=odd)
@@ -386,9 +389,9 @@ def _round(v: float) -> float:
     return math.copysign(math.floor(abs(v) + 0.5), v)
 
 
-def _text(node: exp.Func, ctx: Ctx, check: Check) -> T:
+def _text(node: exp.Expression, ctx: Ctx, check: Check) -> T:
     """lower, upper (text → text) and length (text → int)."""
-    name = node.sql_name().lower()
+    name = func_name(node)
     if any(v for k, v in node.args.items() if k != "this"):
         raise Refusal(UNSUPPORTED, f"this form of {name}() is not supported.")
     a = ctx.settle(check(node.this, ctx), "text")
@@ -399,12 +402,14 @@ def _text(node: exp.Func, ctx: Ctx, check: Check) -> T:
     return T(type(node)(this=a.node), "text")
 
 
-def common(ts: list[T], ctx: Ctx, what: str) -> tuple[list[T], str | None]:
+def common(ts: list[T], ctx: Ctx, what: str) -> tuple[list[T], ColumnType | None]:
     """Settle ``ts`` to one type (int+float → float; string literals convert)."""
-    known = {t.type for t in ts if t.type and not (t.is_literal and t.type == "text")}
+    known: set[ColumnType] = {t.type for t in ts if t.type and not (t.is_literal and t.type == "text")}
     if not known:
         known = {t.type for t in ts if t.type}
-    target = ("float" if "float" in known else "int") if known and known <= set(NUMERIC) else None
+    target: ColumnType | None = (
+        ("float" if "float" in known else "int") if known and known <= set(NUMERIC) else None
+    )
     if len(known) == 1:
         target = known.pop()
     elif target is None and known:
@@ -417,15 +422,20 @@ def common(ts: list[T], ctx: Ctx, what: str) -> tuple[list[T], str | None]:
     return ts, target
 
 
-def _variadic(node: exp.Func, ctx: Ctx, check: Check) -> T:
+def _variadic(node: exp.Expression, ctx: Ctx, check: Check) -> T:
     """coalesce, least, greatest over one common type."""
-    name = node.sql_name().lower()
+    name = func_name(node)
     if any(v for k, v in node.args.items() if k not in ("this", "expressions", "ignore_nulls")):
         raise Refusal(UNSUPPORTED, f"this form of {name}() is not supported.")
     ts, target = common([check(e, ctx) for e in [node.this, *node.expressions]], ctx, name)
     if all(t.is_literal for t in ts):  # folded: coalesce(NULL, NULL) has no type in SQL
         vals = [t.value for t in ts if t.value is not None]
-        pick = {"coalesce": lambda v: v[0], "least": min, "greatest": max}[name]
+        picks: dict[str, Callable[[list[Any]], Any]] = {
+            "coalesce": lambda v: v[0],
+            "least": min,
+            "greatest": max,
+        }
+        pick = picks[name]
         t = literal(pick(vals) if vals else None)
         kinds = {_kind(x) for x in ts if x.type is not None}
         return replace(
@@ -438,7 +448,7 @@ def _variadic(node: exp.Func, ctx: Ctx, check: Check) -> T:
     return T(out, target, mag, f8=any(t.f8 for t in ts), numeric="numeric" in kinds and "float8" not in kinds)
 
 
-RULES: dict[type, Callable[[exp.Expression, Ctx, Check], T]] = {
+RULES: dict[type[exp.Expression], Rule] = {
     exp.Add: _arith,
     exp.Sub: _arith,
     exp.Mul: _arith,

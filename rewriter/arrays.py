@@ -16,7 +16,8 @@ def parse_array_literal(text: str) -> list[str | None]:
     s = text.strip()
     if not (s.startswith("{") and s.endswith("}")):
         raise ArrayLiteralError(f'malformed array literal: "{text}"')
-    body, out, i = s[1:-1], [], 0
+    body, i = s[1:-1], 0
+    out: list[str | None] = []
     if not body.strip():
         return []
     while True:

@@ -5,22 +5,20 @@ no-op, so a narrowing cast cannot overflow). text → number and float → int a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlglot import exp
 
 from .args import type_name, understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
-from .scope import Ctx, T, literal
+from .plan import ColumnType
+from .scope import Check, Ctx, T, literal
 from .values import coerce
 
 DOUBLE = exp.DataType.build("double")
-Check = Callable[[exp.Expression, Ctx], T]
 
 
-_CAST_TYPES = {
+_CAST_TYPES: dict[ColumnType, set[str]] = {
     "int": {"INT", "BIGINT", "SMALLINT", "TINYINT"},
     "float": {"DOUBLE", "FLOAT"},
     "text": {"TEXT", "VARCHAR", "CHAR", "NCHAR", "NVARCHAR"},

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import itemgetter
+from typing import Any
 
 from .plan import Plan
 
 __all__ = ["cell_positions", "complete", "domain_index"]
 
 
-def complete(plan: Plan, rows) -> list[tuple]:
+def complete(plan: Plan, rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """The rows of ``plan``'s backend SQL (``rows``) as one row per public cell:
     ``(k1..kk, m1..mj)`` in key order, measures 0 for a cell with no rows and for a
     NULL measure (``COALESCE(m, 0)``)."""
@@ -35,11 +37,11 @@ def complete(plan: Plan, rows) -> list[tuple]:
     types = [g.type for g in plan.group_by]
     nkeys, typed = domain_index(plan)
     found = dict(zip(_sql_keys(types, [map(itemgetter(i), rows) for i in range(k)]), rows))
-    if k == 1:  # one key: scalar keys, no per-row tuple
-        nkeys = [key[0] for key in nkeys]
+    # one key: scalar keys, no per-row tuple
+    cell_keys: Sequence[Any] = [key[0] for key in nkeys] if k == 1 else nkeys
     zeros = (0,) * len(plan.measures)
-    out = []
-    for key, cell in zip(nkeys, typed):
+    out: list[tuple[Any, ...]] = []
+    for key, cell in zip(cell_keys, typed):
         r = found.get(key)
         if r is None:
             out.append(cell + zeros)
@@ -49,14 +51,17 @@ def complete(plan: Plan, rows) -> list[tuple]:
     return out
 
 
-def domain_index(plan: Plan) -> tuple[tuple[tuple, ...], tuple[tuple, ...]]:
+Cells = tuple[tuple[Any, ...], ...]
+
+
+def domain_index(plan: Plan) -> tuple[Cells, Cells]:
     """The public cells of ``plan`` as (keys as SQL's ``=`` sees them, keys as the backend
     returns them), in key order; computed once per plan from the config's domains (a plan
     filled from a template shares its template's: only WHERE differs). Tuples, not lists:
     the cyclic garbage collector stops tracking a tuple of plain values, so these long-lived
     memos (10,000 cells: 20,000 references) are not walked again by every full collection."""
     memo = plan.memo.domain  # shared with the template's plan
-    hit = memo.get("index")
+    hit: tuple[Cells, Cells] | None = memo.get("index")
     if hit is None:
         types = [g.type for g in plan.group_by]
         cells = plan.cells
@@ -67,7 +72,7 @@ def domain_index(plan: Plan) -> tuple[tuple[tuple, ...], tuple[tuple, ...]]:
     return hit
 
 
-def cell_positions(plan: Plan, key_columns: list[list]) -> list[int] | None:
+def cell_positions(plan: Plan, key_columns: Sequence[Sequence[Any]]) -> list[int] | None:
     """The completion by positions (for a scan fetched column by column): for each row of
     the scan, given as its key columns (``key_columns[i][r]``: key ``i`` of row ``r``), the
     position of the public cell it fills in ``plan.cells`` (key order), or -1 for a row that
@@ -81,7 +86,7 @@ def cell_positions(plan: Plan, key_columns: list[list]) -> list[int] | None:
     return list(map(index.get, keys, repeat(-1)))
 
 
-def _sql_keys(types: list[str], key_columns) -> list:
+def _sql_keys(types: Sequence[str], key_columns: Sequence[Iterable[Any]]) -> list[Any]:
     """Each scanned row's key as SQL's ``=`` sees it — a scalar for one key, a tuple of
     several — from its key columns (``key_columns[i]``: key ``i`` of every row, any iterable)."""
     if len(types) == 1:
@@ -94,20 +99,21 @@ def _sql_keys(types: list[str], key_columns) -> list:
     return [tuple(_norm(v, t) for v, t in zip(r, types)) for r in zip(*key_columns)]
 
 
-def _position_index(plan: Plan) -> dict | None:
+def _position_index(plan: Plan) -> dict[Any, int] | None:
     """{key as SQL's ``=`` sees it (a tuple of several): its cell's position}, once per
     plan (shared with the template's plan, like :func:`domain_index`); None if two cells'
     keys are equal."""
     memo = plan.memo.domain
     if "positions" not in memo:
         nkeys = domain_index(plan)[0]
-        keys = [key[0] for key in nkeys] if len(plan.group_by) == 1 else nkeys
+        keys: Sequence[Any] = [key[0] for key in nkeys] if len(plan.group_by) == 1 else nkeys
         index = {key: i for i, key in enumerate(keys)}
         memo["positions"] = index if len(index) == len(keys) else None
-    return memo["positions"]
+    positions: dict[Any, int] | None = memo["positions"]
+    return positions
 
 
-def _norm(v, typ: str):
+def _norm(v: Any, typ: str) -> Any:
     """A key as SQL's ``=`` sees it (``IS NOT DISTINCT FROM`` for NULL)."""
     if v is None:
         return None
@@ -123,7 +129,7 @@ def _norm(v, typ: str):
     return v  # int, bool, Decimal: Python's numeric equality
 
 
-def _typed(v, typ: str):
+def _typed(v: Any, typ: str) -> Any:
     """A domain value as the backend returns a value of the key's SQL type."""
     if v is None:
         return None

@@ -19,6 +19,9 @@ SQL only: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from sqlglot.tokenizer_core import Token
 
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, INVALID_PARAMETER, SYNTAX_ERROR, Refusal
 from .parsing import tokenize
@@ -102,19 +105,24 @@ def copy_statement(sql: str) -> CopyOut | None:
 class _Options:
     """Reads COPY's options from the tokens after ``TO STDOUT``."""
 
-    def __init__(self, query: str, tokens) -> None:
+    def __init__(self, query: str, tokens: list[Token]) -> None:
         self.query, self.t, self.i = query, tokens, 0
-        self.opts: dict = {}
+        self.opts: dict[str, Any] = {}
 
     # -- tokens ---------------------------------------------------------------
-    def peek(self, k: int = 0):
+    def peek(self, k: int = 0) -> Token | None:
         return self.t[self.i + k] if self.i + k < len(self.t) else None
+
+    def text(self) -> str | None:
+        """The next token's text (None at the end)."""
+        tok = self.peek()
+        return None if tok is None else tok.text
 
     def word(self, k: int = 0) -> str:
         tok = self.peek(k)
         return "" if tok is None or tok.token_type.name == "STRING" else tok.text.upper()
 
-    def take(self):
+    def take(self) -> Token:
         tok = self.peek()
         if tok is None:
             raise _refuse("syntax error at end of input in COPY's options.")
@@ -129,7 +137,7 @@ class _Options:
             raise _refuse(f'syntax error at or near "{tok.text}": COPY\'s {option} takes a quoted string.')
         return tok.text
 
-    def set(self, name: str, value) -> None:
+    def set(self, name: str, value: object) -> None:
         if name in self.opts:
             raise _refuse(f"conflicting or redundant options: {name.upper()} is given twice.")
         self.opts[name] = value
@@ -138,14 +146,16 @@ class _Options:
     def read(self) -> CopyOut:
         if self.word() == "WITH":
             self.i += 1
-        if self.peek() is not None and self.peek().text == "(" and self.peek().token_type.name == "L_PAREN":
+        tok = self.peek()
+        if tok is not None and tok.text == "(" and tok.token_type.name == "L_PAREN":
             self.i += 1
             self.option_list()
         else:
             while self.peek() is not None:
                 self.legacy_option()
-        if self.peek() is not None:
-            raise _refuse(f'syntax error at or near "{self.peek().text}" in COPY\'s options.')
+        rest = self.text()
+        if rest is not None:
+            raise _refuse(f'syntax error at or near "{rest}" in COPY\'s options.')
         return self.checked()
 
     def option_list(self) -> None:
@@ -214,19 +224,19 @@ class _Options:
 
     def columns(self) -> tuple[str, ...] | bool:
         """``*`` or a column list, in parentheses in the option list or bare in the old form."""
-        if self.peek() is not None and self.peek().text == "*":
+        if self.text() == "*":
             self.i += 1
             return True
-        paren = self.peek() is not None and self.peek().text == "("
+        paren = self.text() == "("
         if paren:
             self.i += 1
-        names = []
+        names: list[str] = []
         while True:
             tok = self.take()
             if tok.token_type.name not in ("VAR", "IDENTIFIER") and not tok.text.isidentifier():
                 raise _refuse(f'syntax error at or near "{tok.text}": FORCE_QUOTE takes column names or *.')
             names.append(tok.text if tok.token_type.name == "IDENTIFIER" else tok.text.lower())
-            if self.peek() is not None and self.peek().text == ",":
+            if self.text() == ",":
                 self.i += 1
                 continue
             break

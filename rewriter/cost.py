@@ -31,9 +31,12 @@ constant the caps fix (README "What a statement costs"). The caps are
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from sqlglot import exp
 
-from config import Config
+from config import Config, Limits
 
 from .errors import Refusal
 
@@ -54,7 +57,7 @@ _TEXT_OPS = (
 _BUILDERS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Repeat, exp.Pad)  # text longer than their inputs
 
 
-def check(expr: exp.Expression, config: Config, params: list | None = None) -> None:
+def check(expr: exp.Expr, config: Config, params: list[Any] | None = None) -> None:
     """Refuse (54000 / 54001, with a hint) a statement whose per-row work exceeds the caps."""
     lim = config.server.limits
     _size(expr, lim)
@@ -114,9 +117,10 @@ def check(expr: exp.Expression, config: Config, params: list | None = None) -> N
             _literal(len(p), lim)
 
 
-def _size(expr: exp.Expression, lim) -> None:
+def _size(expr: exp.Expr, lim: Limits) -> None:
     """Node count and nesting depth, without recursion (a deep tree must not recurse)."""
-    nodes, stack = 0, [(expr, 1)]
+    nodes = 0
+    stack: list[tuple[exp.Expr, int]] = [(expr, 1)]
     while stack:
         node, depth = stack.pop()
         nodes += 1
@@ -136,7 +140,7 @@ def _size(expr: exp.Expression, lim) -> None:
             stack.append((child, depth if flat else depth + 1))
 
 
-def text_bound(node: exp.Expression, params: list | None = None) -> int | None:
+def text_bound(node: exp.Expr, params: list[Any] | None = None) -> int | None:
     """An upper bound on the length of the text ``node`` computes from the statement's
     own values (columns count 0: their length is the data's, not the query's);
     None when it cannot be bounded from the parse (e.g. ``repeat(x, col)``)."""
@@ -160,7 +164,7 @@ def text_bound(node: exp.Expression, params: list | None = None) -> int | None:
     return _max(text_bound(k, params) for k in kids)  # lower, greatest, coalesce, cast, …
 
 
-def _max(bounds) -> int | None:
+def _max(bounds: Iterable[int | None]) -> int | None:
     out = 0
     for b in bounds:
         if b is None:
@@ -169,7 +173,7 @@ def _max(bounds) -> int | None:
     return out
 
 
-def _sum(bounds) -> int | None:
+def _sum(bounds: Iterable[int | None]) -> int | None:
     total = 0
     for b in bounds:
         if b is None:
@@ -178,7 +182,7 @@ def _sum(bounds) -> int | None:
     return total
 
 
-def _int(node) -> int | None:
+def _int(node: object) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
             return int(str(node.this))
@@ -187,7 +191,7 @@ def _int(node) -> int | None:
     return None
 
 
-def _value(node: exp.Expression, params: list | None):
+def _value(node: exp.Expr, params: list[Any] | None) -> str | None:
     """A LIKE pattern's text: the literal, or the bound parameter's value (else None)."""
     while isinstance(node, exp.Paren):
         node = node.this
@@ -196,11 +200,12 @@ def _value(node: exp.Expression, params: list | None):
     if isinstance(node, exp.Parameter) and params:
         n = _int(node.this)
         if n is not None and 1 <= n <= len(params) and isinstance(params[n - 1], str):
-            return params[n - 1]
+            value: str = params[n - 1]
+            return value
     return None
 
 
-def _literal(n: int, lim) -> None:
+def _literal(n: int, lim: Limits) -> None:
     if n > lim.max_literal_chars:
         raise _limit(
             f"a literal or parameter of {n} characters is too long; at most "
@@ -209,7 +214,7 @@ def _literal(n: int, lim) -> None:
         )
 
 
-def _pattern(pat: str | None, lim) -> int:
+def _pattern(pat: str | None, lim: Limits) -> int:
     """Check one pattern's length; its number of unescaped wildcards."""
     if pat is None:
         return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+from typing import Literal
 
 from sqlglot import exp
 
@@ -21,19 +22,19 @@ from .args import type_name
 from .datetimes import INVALID_DATETIME, SQL_TYPES, iso, node, parse, type_of  # noqa: F401
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
-from .scope import Ctx, T
+from .scope import Check, Ctx, T
 
 TIME = ("date", "timestamp")
 TRUNC_UNITS = ("hour", "day", "week", "month", "quarter", "year")
 EXTRACT_PARTS = ("year", "quarter", "month", "day", "dow", "isodow", "doy", "hour")
 
 
-def literal(v) -> T:
+def literal(v: dt.date) -> T:
     return T(node(v), type_of(v), value=v)
 
 
 def _now(ctx: Ctx) -> dt.datetime:
-    now = ctx.__dict__.get("clock")  # one instant per statement; the plan depends on the
+    now: dt.datetime | None = ctx.__dict__.get("clock")  # one instant per statement; the plan depends on the
     if now is None:  # clock, so it is not cached by its text
         now = ctx.__dict__["clock"] = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     return now
@@ -59,7 +60,7 @@ def timeish(node: exp.Expression, ctx: Ctx) -> bool:
     return False
 
 
-def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
+def rule(node: exp.Expression, ctx: Ctx, check: Check) -> T | None:
     """The time rule for ``node``, or None when it is not a time expression."""
     if isinstance(node, exp.CurrentDate):
         return literal(_now(ctx).date())
@@ -72,7 +73,7 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and not _column_inside(node):
         return _trunc_literal(node, ctx, check)  # date_trunc('month', now() - INTERVAL '12 month')
     if isinstance(node, exp.Cast) and type_name(node.to) in SQL_TYPES.values() and not node.to.expressions:
-        typ = "date" if type_name(node.to) == "DATE" else "timestamp"
+        typ: Literal["date", "timestamp"] = "date" if type_name(node.to) == "DATE" else "timestamp"
         a = check(node.this, ctx)
         if a.pending or (a.is_literal and a.type == "text"):
             return ctx.settle(a, typ)
@@ -102,7 +103,7 @@ def rule(node: exp.Expression, ctx: Ctx, check) -> T | None:
 _STRPTIME = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 
 
-def _to_timestamp(node) -> T:
+def _to_timestamp(node: exp.Expression) -> T:
     """``TO_TIMESTAMP('2025-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US')`` / ``TO_DATE('…',
     'YYYY-MM-DD')`` of a literal: evaluated by dpgate (a timestamp in UTC, the session's zone)."""
     text, fmt = node.this, node.args.get("format")
@@ -130,7 +131,7 @@ def _column_inside(node: exp.Expression) -> bool:
     return node.find(exp.Column) is not None
 
 
-def _trunc_literal(node, ctx: Ctx, check) -> T:
+def _trunc_literal(node: exp.Expression, ctx: Ctx, check: Check) -> T:
     """``date_trunc(unit, e)`` of a plan-time value (Metabase's relative filters): folded by
     dpgate with Postgres's rules (:func:`trunc`: weeks start on Monday)."""
     unit = node.args.get("unit")
@@ -177,7 +178,7 @@ def _interval(node: exp.Interval) -> tuple[int, str]:
     return n, u
 
 
-def shift(v, n: int, unit: str):
+def shift(v: dt.date, n: int, unit: str) -> dt.date:
     """``v + n unit`` as Postgres computes it (months clamp to the month's last day)."""
     if unit in ("month", "year"):
         months = v.month - 1 + n * (12 if unit == "year" else 1)
@@ -189,7 +190,7 @@ def shift(v, n: int, unit: str):
     return v + delta
 
 
-def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check) -> T:
+def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check: Check) -> T:
     sign = 1 if isinstance(node, exp.Add) else -1
     a = check(node.this, ctx)
     rhs = node.expression
@@ -223,11 +224,15 @@ def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check) -> T:
 # --------------------------------------------------------------------------- key domains
 
 
-def trunc(v, unit: str):
+def _midnight(d: dt.date) -> dt.datetime:
+    return dt.datetime(d.year, d.month, d.day)
+
+
+def trunc(v: dt.date, unit: str) -> dt.date:
     """Postgres/DuckDB date_trunc of a date or timestamp (weeks start on Monday)."""
     d = v.date() if isinstance(v, dt.datetime) else v
-    if unit == "hour":
-        return v.replace(minute=0, second=0, microsecond=0)
+    if unit == "hour":  # of a date: its midnight, a timestamp (as Postgres casts it)
+        return v.replace(minute=0, second=0, microsecond=0) if isinstance(v, dt.datetime) else _midnight(v)
     if unit == "week":
         d = d - dt.timedelta(days=d.weekday())
     elif unit == "month":
@@ -249,9 +254,10 @@ _STEP = {
 }
 
 
-def trunc_domain(lo, hi, unit: str, limit: int) -> tuple:
+def trunc_domain(lo: dt.date, hi: dt.date, unit: str, limit: int) -> tuple[dt.date, ...]:
     """Every ``date_trunc(unit, v)`` for v in [lo, hi], in order (at most ``limit``)."""
-    out, v = [], trunc(lo, unit)
+    out: list[dt.date] = []
+    v = trunc(lo, unit)
     n, u = _STEP[unit]
     while v <= hi:
         out.append(v)
@@ -261,7 +267,7 @@ def trunc_domain(lo, hi, unit: str, limit: int) -> tuple:
     return tuple(out)
 
 
-def part(v, name: str) -> int:
+def part(v: dt.date, name: str) -> int:
     """``extract(name from v)`` as an integer (Postgres: dow 0 = Sunday; isodow 1 = Monday)."""
     if name == "year":
         return v.year
@@ -277,18 +283,19 @@ def part(v, name: str) -> int:
         return v.weekday() + 1
     if name == "doy":
         return v.timetuple().tm_yday
-    return v.hour
+    return v.hour if isinstance(v, dt.datetime) else 0  # a date's hour: its midnight's
 
 
 _CYCLE = {"quarter": 4, "month": 12, "day": 31, "dow": 7, "isodow": 7, "doy": 366, "hour": 24}
 
 
-def extract_domain(lo, hi, name: str) -> tuple:
+def extract_domain(lo: dt.date, hi: dt.date, name: str) -> tuple[int, ...]:
     """Every ``extract(name from v)`` for v in [lo, hi]."""
     if name == "year":
         return tuple(range(lo.year, hi.year + 1))
     unit = "hour" if name == "hour" else "day"
-    seen, v, start = set(), trunc(lo, unit), lo
+    seen: set[int] = set()
+    v, start = trunc(lo, unit), lo
     while v <= hi and len(seen) < _CYCLE[name]:
         seen.add(part(max(v, start), name))
         v = shift(v, 1, unit)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Literal
 
 from sqlglot import exp
 
@@ -15,7 +16,7 @@ INVALID_DATETIME = "22007"
 SQL_TYPES = {"date": "DATE", "timestamp": "TIMESTAMP"}
 
 
-def parse(text, typ: str, what: str = "literal"):
+def parse(text: object, typ: Literal["date", "timestamp"], what: str = "literal") -> dt.date:
     """An ISO date (``2025-01-31``) or timestamp (``2025-01-31 12:00[:00]``) as a value."""
     if isinstance(text, dt.datetime):
         return text if typ == "timestamp" else text.date()
@@ -44,14 +45,14 @@ def parse(text, typ: str, what: str = "literal"):
     return v
 
 
-def iso(v) -> str:
+def iso(v: dt.date) -> str:
     return v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()
 
 
-def type_of(v) -> str:
+def type_of(v: dt.date) -> Literal["date", "timestamp"]:
     return "timestamp" if isinstance(v, dt.datetime) else "date"
 
 
-def node(v) -> exp.Expression:
+def node(v: dt.date) -> exp.Expression:
     """The literal as SQL: ``CAST('2025-01-31' AS DATE)``."""
     return exp.Cast(this=exp.Literal.string(iso(v)), to=exp.DataType.build(SQL_TYPES[type_of(v)]))

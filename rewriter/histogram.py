@@ -45,7 +45,9 @@ goes through partition selection. SQL only: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeGuard
 
 from sqlglot import exp
 
@@ -78,12 +80,12 @@ class PerUnit:
     rel: Relation  # the virtual table: one int column per per-unit count
     alias: str  # the derived table's alias in the outer query
     unit: str  # the unit as the analyst names it (customer_id, orders.customer_id)
-    unit_names: tuple  # the inner select's names for the unit column (refused outside)
+    unit_names: tuple[str, ...]  # the inner select's names for the unit column (refused outside)
     cap: int  # the bucket domain is 0..cap (max_rows_per_unit)
-    counts: tuple  # the names of the per-unit counts
+    counts: tuple[str, ...]  # the names of the per-unit counts
     zero: str  # who is in bucket 0, in words
-    types: dict = field(default_factory=dict)  # the inner WHERE's parameter state, shared
-    used: set = field(default_factory=set)  # with the outer query's context
+    types: dict[int, str | None] = field(default_factory=dict)  # the inner WHERE's parameter state,
+    used: set[int] = field(default_factory=set)  # shared with the outer query's context
 
     def describe(self) -> str:
         """The guarantee and the bucket domain in words (NOTICE, EXPLAIN)."""
@@ -109,7 +111,7 @@ def is_unit(rel: Relation, config: Config, column: str) -> bool:
     return column == col and any(j[0] == ref and j[3] in ("inner", "left") for j in rel.joins)
 
 
-def refuse_unit_key(groups, rel: Relation, config: Config) -> None:
+def refuse_unit_key(groups: Sequence[GroupKey], rel: Relation, config: Config) -> None:
     """A GROUP BY on the privacy unit itself releases one row per person: refused (0A000)."""
     for g in groups:
         if g.expr is None and is_unit(rel, config, g.column):
@@ -126,7 +128,7 @@ def _unit_label(rel: Relation, config: Config) -> str:
     return config.tables[rel.name].privacy_unit or rel.table.privacy_unit or "unit"
 
 
-def _group_column(g: exp.Expression, items: list, columns) -> exp.Expression:
+def _group_column(g: exp.Expr, items: list[exp.Expression], columns: Collection[str]) -> exp.Expr:
     """A GROUP BY item as the expression it names: by position, by a select alias (where no
     column of the table has that name, as Postgres resolves it), or itself."""
     if isinstance(g, exp.Literal) and g.is_int and 1 <= int(g.this) <= len(items):
@@ -139,7 +141,7 @@ def _group_column(g: exp.Expression, items: list, columns) -> exp.Expression:
     return g
 
 
-def inner(select: exp.Select, alias: str, config: Config, params: list | None) -> PerUnit | None:
+def inner(select: exp.Select, alias: str, config: Config, params: list[Any] | None) -> PerUnit | None:
     """The per-unit relation of an aggregating derived table that groups by the privacy
     unit; None when it does not group by the unit (planned as before); a refusal when it
     groups by the unit but is not a per-unit count."""
@@ -149,14 +151,16 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     if group is None or not group.expressions:
         return None
     trial = select.copy()
+    extra: list[exp.Expression] = []
     try:  # a lookup join, as everywhere (consumes the JOINs)
-        rel, extra, select = resolve(trial, config), [], trial
+        rel, select = resolve(trial, config), trial
     except Refusal:  # else two tables of the same people on the unit
         unit_join = _unit_join(select, config)
         if unit_join is None:
             raise
         rel, extra = unit_join
-    if rel.table.privacy_unit is None:
+    unit_column = rel.table.privacy_unit
+    if unit_column is None:
         return None
     ctx = Ctx(rel.name, rel.table, rel.qualifiers, params, owners=rel.owners)
     rel = _join_condition(rel, extra, ctx)
@@ -193,7 +197,9 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
         for n in [rel.name, *(j[0] for j in rel.joins)]
         if not config.tables[n].public
     )  # the largest row cap of the people's tables read
-    cols, items, unit_names = {}, [], []
+    cols: dict[str, Column] = {}
+    items: list[exp.Expr] = []
+    unit_names: list[str] = []
     for e in select.expressions:
         name = e.alias if isinstance(e, exp.Alias) else None
         node = e.unalias() if isinstance(e, exp.Alias) else e
@@ -230,9 +236,9 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     if not items:  # SELECT unit … GROUP BY unit: the outer query counts the units
         cols["__dpgate_one"] = Column(type="int", domain=[1], lower=1, upper=1, nullable=False)
         items.append(exp.alias_(exp.Literal.number(1), "__dpgate_one", quoted=True))
-    unit = exp.column(rel.table.privacy_unit, quoted=True)
+    unit = exp.column(unit_column, quoted=True)  # the join keeps the base table's unit column
     w = select.args.get("where")
-    cond = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
+    cond: exp.Expr = exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null()))
     if w is not None:
         cond = exp.and_(cond, exp.Paren(this=predicate.where(w.this, ctx)))
     src = rel.relation if rel.relation is not None else exp.to_table(config.source_of(rel.name))
@@ -250,7 +256,18 @@ def inner(select: exp.Select, alias: str, config: Config, params: list | None) -
     return PerUnit(vrel, alias, label, tuple(unit_names), cap, counts, zero, ctx.types, ctx.used)
 
 
-def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | None:
+def _plain_table(t: object, config: Config) -> TypeGuard[exp.Table]:
+    """A declared table named plainly (no schema, no nested joins)."""
+    return (
+        isinstance(t, exp.Table)
+        and isinstance(t.this, exp.Identifier)
+        and t.name in config.tables
+        and not t.args.get("db")
+        and not t.args.get("joins")
+    )
+
+
+def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list[exp.Expression]] | None:
     """``FROM customers c [LEFT] JOIN orders o ON c.customer_id = o.customer_id`` grouped by
     the unit: two tables of the same people joined on the privacy unit of both. One person's
     rows meet only that person's rows, and the GROUP BY makes them one row of that person,
@@ -276,45 +293,41 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | No
         or j.args.get("on") is None
     ):
         return None
-    if not all(
-        isinstance(t, exp.Table)
-        and isinstance(t.this, exp.Identifier)
-        and t.name in config.tables
-        and not t.args.get("db")
-        and not t.args.get("joins")
-        for t in (left, right)
-    ):
+    if not (_plain_table(left, config) and _plain_table(right, config)):
         return None
     lq, rq = left.alias or left.name, right.alias or right.name
     lt, rt = config.tables[left.name], config.tables[right.name]
-    if lq == rq or any(
-        t.public
-        or t.mode != "central"
-        or t.privacy is not None
-        or t.privacy_unit is None
-        or "." in t.privacy_unit
-        for t in (lt, rt)
+    lu, ru = lt.privacy_unit, rt.privacy_unit
+    if (
+        lq == rq
+        or lu is None
+        or ru is None
+        or any(t.public or t.mode != "central" or t.privacy is not None for t in (lt, rt))
+        or "." in lu
+        or "." in ru
     ):
         return None
-    key, extra = None, []
-    for c in conjuncts(j.args["on"]):
-        a, b = (c.this, c.expression) if isinstance(c, exp.EQ) else (None, None)
+    key: exp.Expression | None = None
+    extra: list[exp.Expression] = []
+    for cond in conjuncts(j.args["on"]):
+        a, b = (cond.this, cond.expression) if isinstance(cond, exp.EQ) else (None, None)
         if isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table == rq and b.table == lq:
             a, b = b, a
         if (
             key is None
             and isinstance(a, exp.Column)
             and isinstance(b, exp.Column)
-            and (a.table, a.name, b.table, b.name) == (lq, lt.privacy_unit, rq, rt.privacy_unit)
+            and (a.table, a.name, b.table, b.name) == (lq, lu, rq, ru)
         ):
-            key = c
+            key = cond
         else:
-            extra.append(c)
+            extra.append(cond)
     if key is None:
         return None
-    cols, owners, taken = dict(lt.columns), {c: {lq} for c in lt.columns}, []
+    cols, owners = dict(lt.columns), {c: {lq} for c in lt.columns}
+    taken: list[str] = []
     for c, spec in rt.columns.items():
-        if c == rt.privacy_unit and c == lt.privacy_unit:
+        if c == ru and c == lu:
             owners[c].add(rq)
             continue
         if c in cols:
@@ -337,14 +350,14 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | No
         .join(
             exp.alias_(exp.to_table(config.source_of(right.name)), j_, table=True),
             on=exp.EQ(
-                this=exp.column(lt.privacy_unit, b_, quoted=True),
-                expression=exp.column(rt.privacy_unit, j_, quoted=True),
+                this=exp.column(lu, b_, quoted=True),
+                expression=exp.column(ru, j_, quoted=True),
             ),
             join_type="left" if side else "inner",
         )
     )
-    for c in extra:  # ON … AND <a condition on the right side's rows> (Q13's o_comment NOT LIKE …)
-        for col in c.find_all(exp.Column):
+    for cond in extra:  # ON … AND <a condition on the right side's rows> (Q13's o_comment NOT LIKE …)
+        for col in cond.find_all(exp.Column):
             if (
                 col.table not in ("", rq)
                 or col.name not in rt.columns
@@ -364,17 +377,18 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list] | No
         {lq, rq},
         owners,
         relation,
-        ((right.name, lt.privacy_unit, rt.privacy_unit, "unit-" + ("left" if side else "inner")),),
+        ((right.name, lu, ru, "unit-" + ("left" if side else "inner")),),
     )
     return rel, extra
 
 
-def _join_condition(rel: Relation, extra: list, ctx: Ctx) -> Relation:
+def _join_condition(rel: Relation, extra: list[exp.Expression], ctx: Ctx) -> Relation:
     """The unit join's relation with its further ON conditions, checked as row predicates
     of the right side (columns qualified with its alias in the scan)."""
-    if not extra:
+    if not extra or rel.relation is None:  # a unit join's relation is its join (``_unit_join``)
         return rel
-    cond = predicate.where(exp.and_(*[c.copy() for c in extra]) if len(extra) > 1 else extra[0].copy(), ctx)
+    both = exp.and_(*[c.copy() for c in extra]) if len(extra) > 1 else extra[0].copy()
+    cond = predicate.where(both, ctx)
     for col in cond.find_all(exp.Column):
         col.set("table", exp.to_identifier("__dpgate_j"))
     relation = rel.relation.copy()
@@ -383,7 +397,7 @@ def _join_condition(rel: Relation, extra: list, ctx: Ctx) -> Relation:
     return replace(rel, relation=relation)
 
 
-def _count(node: exp.Expression, ctx: Ctx) -> exp.Expression | None:
+def _count(node: exp.Expr, ctx: Ctx) -> exp.Expression | None:
     """The per-unit count's scan expression, or None if ``node`` is not one."""
     if not isinstance(node, exp.Count):
         return None
@@ -429,7 +443,7 @@ def over(outer: exp.Select, per: PerUnit) -> exp.Select:
 def finish(plan: Plan, per: PerUnit) -> Plan:
     """The outer plan over the per-unit relation: a plain count key is bucketed at the cap;
     a derived key over the counts must not tell counts from the cap up apart."""
-    groups = []
+    groups: list[GroupKey] = []
     for g in plan.group_by:
         if g.expr is None and g.column in per.counts:
             col = exp.column(g.column, quoted=True)
@@ -464,12 +478,12 @@ def _check_bins(key: exp.Expression, per: PerUnit) -> None:
             )
 
 
-def _number(node) -> float | None:
+def _number(node: exp.Expr | None) -> float | None:
     while isinstance(node, exp.Paren):
         node = node.this
-    neg = isinstance(node, exp.Neg)
-    if neg:
-        node = node.this
+    neg = False
+    if isinstance(node, exp.Neg):
+        neg, node = True, node.this
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
             v = float(node.this)
@@ -479,7 +493,7 @@ def _number(node) -> float | None:
     return None
 
 
-def _constant_above(cmp: exp.Expression, col: exp.Expression, cap: int) -> bool:
+def _constant_above(cmp: exp.Expr | None, col: exp.Expression, cap: int) -> bool:
     """``cmp`` is a comparison of ``col`` with a number whose truth is the same for every
     integer count ≥ cap."""
     if isinstance(cmp, exp.Between) and cmp.this is col:
@@ -495,10 +509,16 @@ def _constant_above(cmp: exp.Expression, col: exp.Expression, cap: int) -> bool:
         a = a.this
     while isinstance(b, exp.Paren):
         b = b.this
+    op: type[exp.Expr]
     if a is col:
         op, v = type(cmp), _number(b)
     elif b is col:
-        flip = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+        flip: dict[type[exp.Expr], type[exp.Expr]] = {
+            exp.GT: exp.LT,
+            exp.GTE: exp.LTE,
+            exp.LT: exp.GT,
+            exp.LTE: exp.GTE,
+        }
         op, v = flip.get(type(cmp), type(cmp)), _number(a)
     else:
         return False

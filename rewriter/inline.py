@@ -14,7 +14,9 @@ BY, LIMIT over its output columns: free, same release).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, TypeVar, cast
 
 from sqlglot import exp
 
@@ -24,10 +26,12 @@ from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import UNDEFINED_COLUMN, Refusal
-from .plan import OrderItem, Output
-from .scope import T
+from .plan import OrderItem, Output, Plan
+from .postprocess import Tree, output_type
+from .scope import Ctx, T
 
 _AGGS = (exp.AggFunc,)
+E = TypeVar("E", bound=exp.Expression)
 _INNER_OK = {"expressions", "from_", "where", "order"}
 
 
@@ -53,7 +57,7 @@ def expand_ctes(expr: exp.Expression) -> exp.Expression:
     return expr
 
 
-def _substitute_ctes(node: exp.Expression, bodies: dict) -> None:
+def _substitute_ctes(node: exp.Expression, bodies: dict[str, exp.Expression]) -> None:
     for t in list(node.find_all(exp.Table)):
         if not t.text("db") and t.name in bodies and isinstance(t.this, exp.Identifier):
             alias = t.alias or t.name
@@ -62,7 +66,7 @@ def _substitute_ctes(node: exp.Expression, bodies: dict) -> None:
             )
 
 
-def _derived(select: exp.Select):
+def _derived(select: exp.Select) -> exp.Subquery | None:
     from_ = select.args.get("from_")
     sub = from_.this if from_ is not None else None
     if (
@@ -81,8 +85,8 @@ def _aggregating(inner: exp.Select) -> bool:
     )
 
 
-def inline(select: exp.Expression) -> exp.Expression:
-    """Inline projection/filter derived tables of ``select`` (innermost first)."""
+def inline(select: E) -> E:
+    """Inline projection/filter derived tables of ``select`` (innermost first; in place)."""
     if not isinstance(select, exp.Select):
         return select
     sub = _derived(select)
@@ -135,12 +139,12 @@ def inline(select: exp.Expression) -> exp.Expression:
             )
     outer_aliases = {e.alias for e in select.expressions if isinstance(e, exp.Alias)}
 
-    def rename_order(node):
+    def rename_order(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name in outer_aliases:
             return node  # ORDER BY an output name of the outer query
         return rename(node)
 
-    def rename(node):
+    def rename(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Column) or node.is_star:
             return node
         if node.table and node.table != alias:
@@ -221,12 +225,12 @@ def _inline_operands(select: exp.Select) -> None:
             continue
         inner_q, alias = table.alias_or_name, sub.alias
 
-        def requalify(node, inner_q=inner_q, alias=alias):
+        def requalify(node: exp.Expr, inner_q: str = inner_q, alias: str = alias) -> exp.Expr:
             if isinstance(node, exp.Column) and not node.is_star and node.table in ("", inner_q):
                 return exp.column(node.name, table=alias)
             return node
 
-        names: dict[str, exp.Expression] = {}
+        names: dict[str, exp.Expr] = {}
         star = False
         for e in body.expressions:
             if isinstance(e, exp.Star) or (
@@ -243,7 +247,9 @@ def _inline_operands(select: exp.Select) -> None:
                     "table (… AS name) to use it outside.",
                 )
 
-        def rename(node, alias=alias, names=names, star=star):
+        def rename(
+            node: exp.Expr, alias: str = alias, names: dict[str, exp.Expr] = names, star: bool = star
+        ) -> exp.Expr:
             if not isinstance(node, exp.Column) or node.is_star or node.table != alias:
                 return node
             target = names.get(node.name)
@@ -279,7 +285,7 @@ def _inline_operands(select: exp.Select) -> None:
             select.set("where", exp.Where(this=cond))
 
 
-def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:
+def _named(before: exp.Expr, after: exp.Expr) -> exp.Expr:
     """A select item renamed through a derived table keeps the output name Postgres gives
     it: a column of the derived table is named as the derived table names it (``SELECT s
     FROM (SELECT store AS s …) x`` returns a column ``s``), whatever it stands for inside."""
@@ -294,12 +300,21 @@ def _named(before: exp.Expression, after: exp.Expression) -> exp.Expression:
 
 def derived_alias(select: exp.Select) -> str:
     """The alias of the derived table ``select`` reads."""
-    return _derived(select).alias
+    return _derived_table(select).alias
 
 
-def split_outer(select: exp.Select):
+def _derived_table(select: exp.Select) -> exp.Subquery:
+    sub = _derived(select)
+    if sub is None:  # the callers have split the statement at its derived table
+        raise Refusal(UNSUPPORTED, "this query reads no derived table.")
+    return sub
+
+
+def split_outer(select: exp.Expression) -> tuple[exp.Select, exp.Select] | None:
     """(inner select, outer select) when ``select`` reads an aggregating derived table; else None."""
-    sub = _derived(select) if isinstance(select, exp.Select) else None
+    if not isinstance(select, exp.Select):
+        return None
+    sub = _derived(select)
     if sub is None or not _aggregating(sub.this):
         return None
     return sub.this, select
@@ -309,9 +324,9 @@ _OUTER_OK = {"expressions", "from_", "where", "order", "limit", "offset"}
 _ROLLUP = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 
 
-def apply_outer(plan, outer: exp.Select, ctx):
+def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
     """The plan of the inner release with the outer query as post-processing."""
-    alias = _derived(outer).alias
+    alias = _derived_table(outer).alias
     bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
     rollup = any(e.find(*_AGGS) for e in outer.expressions)
     if bad or (rollup and outer.args.get("order")):
@@ -330,14 +345,14 @@ def apply_outer(plan, outer: exp.Select, ctx):
     plan = replace(plan, selection=None)  # an inner HAVING: a filter on the released cells (row_filter)
     named = {o.name: o for o in plan.outputs}
 
-    def as_tree(o: Output):
+    def as_tree(o: Output) -> Tree:
         if o.source == "group":
             return ("key", o.index)
         if o.source == "expr":
             return o.post
         return ("display", o.post, ("agg", o.index)) if o.post else ("agg", o.index)
 
-    def col(node: exp.Column):
+    def col(node: exp.Column) -> Output:
         if node.table and node.table != alias:
             raise Refusal("42P01", f"missing FROM-clause entry for {node.table!r}.", hint=None)
         o = named.get(node.name)
@@ -349,16 +364,16 @@ def apply_outer(plan, outer: exp.Select, ctx):
             )
         return o
 
-    def tree(node: exp.Expression):
+    def tree(node: exp.Expression) -> tuple[Tree, str | None]:
         """(resolved tree, type) of an outer expression over the inner's output columns."""
-        placeholder = {}
+        placeholder: dict[str, Output] = {}
         probe = node.copy()
         for c in list(probe.find_all(exp.Column)):
             o = col(c)
             tag = f"__dp{len(placeholder)}"
             placeholder[tag] = o
             c.replace(exp.column(tag))
-        raw = postprocess.tree(probe, _Names(ctx, placeholder))
+        raw = postprocess.tree(probe, cast(Ctx, _Names(ctx, placeholder)))  # a Ctx by delegation
         return _resolve(raw, placeholder, as_tree)
 
     outs: list[Output] = []
@@ -377,6 +392,8 @@ def apply_outer(plan, outer: exp.Select, ctx):
             )
         understood(node)
         func = node.key
+        t: Tree | None
+        typ: str | None
         if isinstance(arg, exp.Star):
             t, typ = None, None
         else:
@@ -393,7 +410,7 @@ def apply_outer(plan, outer: exp.Select, ctx):
             "sum": "numeric" if typ == "int" else typ,
             "avg": "float" if typ == "float" else "numeric",
         }.get(func, typ)
-        outs.append(Output(name or func, "expr", -1, out_type or "text", ("rollup", func, t)))
+        outs.append(Output(name or func, "expr", -1, output_type(out_type), ("rollup", func, t)))
     for e in outer.expressions if not rollup else []:
         name = e.alias if isinstance(e, exp.Alias) else None
         node = e.unalias()
@@ -405,13 +422,13 @@ def apply_outer(plan, outer: exp.Select, ctx):
             outs.append(replace(o, name=name or o.name))
             continue
         t, typ = tree(node)
-        outs.append(Output(name or postprocess.name(node), "expr", -1, typ or "text", t))
+        outs.append(Output(name or postprocess.name(node), "expr", -1, output_type(typ), t))
     keep = plan.row_filter
     w = outer.args.get("where")
     if w is not None:
         f, _ = tree(w.this)
         keep = f if keep is None else ("op", "and", keep, f)
-    order = []
+    order: list[OrderItem] = []
     o_node = outer.args.get("order")
     for o in understood(o_node).expressions if o_node is not None else []:
         node, idx = understood(o).this, None
@@ -445,33 +462,35 @@ class _Names:
     """A Ctx stand-in for postprocess.tree over an outer query: columns are the
     inner's outputs (placeholders), parameters bind through the real context."""
 
-    def __init__(self, ctx, placeholder):
+    def __init__(self, ctx: Ctx, placeholder: dict[str, Output]) -> None:
         self._ctx, self._ph = ctx, placeholder
 
-    def column(self, node):
+    def column(self, node: exp.Column) -> T:
         return T(exp.column(node.name), None)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._ctx, name)
 
 
-def _resolve(raw, placeholder, as_tree):
+def _resolve(
+    raw: Tree, placeholder: dict[str, Output], as_tree: Callable[[Output], Tree]
+) -> tuple[Tree, str | None]:
 
-    def agg(func, col):
+    def agg(func: str, col: Any) -> tuple[int, str | None]:
         raise Refusal(
             UNSUPPORTED,
             "aggregates over the rows of an aggregating subquery are not supported; "
             "aggregate in the inner query.",
         )
 
-    def key(name):
-        return name, placeholder[name].type
+    def key(name: str) -> tuple[int | str, str | None]:
+        return name, placeholder[name].type  # spliced below
 
     t, typ = postprocess.resolve(raw, agg, key)
     return _splice(t, placeholder, as_tree), typ
 
 
-def _splice(t, placeholder, as_tree):
+def _splice(t: Any, placeholder: dict[str, Output], as_tree: Callable[[Output], Tree]) -> Any:
     if not isinstance(t, tuple):
         return t
     if len(t) == 2 and t[0] == "key" and isinstance(t[1], str):

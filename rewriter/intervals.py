@@ -19,6 +19,7 @@ value NULL, as in SQL (SUM skips it; AVG counts the non-NULL values).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
@@ -50,22 +51,23 @@ class Arith(str):
 
     expr: exp.Expression
     type: str
-    lower: float
-    upper: float
+    # the interval's bounds; they shadow str.lower()/str.upper(), which are never called on an Arith
+    lower: float  # type: ignore[assignment]
+    upper: float  # type: ignore[assignment]
 
-    def __new__(cls, text: str, expr: exp.Expression, type_: str, lower: float, upper: float):
+    def __new__(cls, text: str, expr: exp.Expression, type_: str, lower: float, upper: float) -> Arith:
         s = super().__new__(cls, text)
         s.expr, s.type, s.lower, s.upper = expr, type_, lower, upper
         return s
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Arith], tuple[str, exp.Expression, str, float, float]]:
         return (Arith, (str(self), self.expr, self.type, self.lower, self.upper))
 
 
 _OPS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren)
 
 
-def wanted(node) -> bool:
+def wanted(node: exp.Expr) -> bool:
     """Whether an aggregate argument is arithmetic this module answers (else the caller's
     usual refusal)."""
     return isinstance(node, _OPS) and node.find(exp.Column) is not None
@@ -78,14 +80,18 @@ def _num(v: Decimal) -> float | int:
 class _V:
     """A checked sub-expression: node over clamped columns, int or float, interval."""
 
-    def __init__(self, node, typ: str, lo, hi, literal=None):
+    def __init__(
+        self, node: exp.Expression, typ: str, lo: float, hi: float, literal: Decimal | None = None
+    ) -> None:
         self.node, self.typ, self.lo, self.hi, self.literal = node, typ, lo, hi, literal
 
 
 def _clamped(name: str, ctx: Ctx) -> _V:
     spec = ctx.table.columns[name]
     lo, hi = spec.lower, spec.upper
-    col = exp.column(name, quoted=True)
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        raise Refusal(DENIED, f"{name} needs numeric clamping bounds in the config.", hint=HINT)
+    col: exp.Expression = exp.column(name, quoted=True)
     if (
         spec.type == "int"
         and float(lo).is_integer()
@@ -103,7 +109,7 @@ def _clamped(name: str, ctx: Ctx) -> _V:
     return _V(node, typ, lo, hi)
 
 
-def _check(node, ctx: Ctx, func: str) -> _V:
+def _check(node: exp.Expression, ctx: Ctx, func: str) -> _V:
     understood(node)
     if isinstance(node, exp.Paren):
         v = _check(node.this, ctx, func)
@@ -132,10 +138,10 @@ def _check(node, ctx: Ctx, func: str) -> _V:
             raise Refusal(UNSUPPORTED, f"{node.sql('postgres')} is not a number.", hint=HINT) from None
         if not d.is_finite() or abs(d) > Decimal(MAX_BOUND):
             raise Refusal(UNSUPPORTED, f"literal {node.this} is too large here.", hint=HINT)
-        v = _num(d)
-        typ = "int" if node.is_int and isinstance(v, int) else "float"
-        lit = to_node(v) if typ == "int" else exp.Cast(this=to_node(float(d)), to=DOUBLE.copy())
-        return _V(lit, typ, v, v, d)
+        n = _num(d)
+        typ = "int" if node.is_int and isinstance(n, int) else "float"
+        lit = to_node(n) if typ == "int" else exp.Cast(this=to_node(float(d)), to=DOUBLE.copy())
+        return _V(lit, typ, n, n, d)
     if (
         isinstance(node, exp.Cast)
         and not node.to.expressions
@@ -215,7 +221,7 @@ def _check(node, ctx: Ctx, func: str) -> _V:
     )
 
 
-def _finite(lo, hi, node) -> None:
+def _finite(lo: float, hi: float, node: exp.Expression) -> None:
     """Every intermediate interval stays finite and below MAX_BOUND (an inf or NaN bound would
     be no sensitivity at all: refused, never passed on)."""
     if not all(math.isfinite(float(v)) and abs(float(v)) <= MAX_BOUND for v in (lo, hi)):

@@ -45,18 +45,18 @@ spelling is the same relation and the same release.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
 
-from config import Config
 from config.models import Column, Table
 
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
 from .plan import conjuncts, source_relation
-from .shape import resolve_table
+from .shape import Declared, resolve_table
 
 UNIT_COLUMN = "__dpgate_unit"
 HINT = (
@@ -75,13 +75,17 @@ class Relation:
 
     name: str
     table: Table
-    qualifiers: set
-    owners: dict | None = None
+    qualifiers: set[str]
+    owners: dict[str, set[str]] | None = None
     relation: exp.Expression | None = None
-    joins: tuple = ()
+    joins: tuple[tuple[str, str, str, str], ...] = ()  # (table, base column, its key, how)
 
 
-def resolve(select: exp.Select, config: Config) -> Relation:
+Edge = tuple[exp.EQ, str, str]  # a.x = b.y, a, b
+Graph = tuple[dict[str, exp.Table], list[Edge], list[exp.Expression]]
+
+
+def resolve(select: exp.Select, config: Declared) -> Relation:
     """The statement's relation (module docstring); the JOIN clause is consumed. Inner
     joins are first put in an order the lookup rules accept (:func:`normalize`)."""
     if select.args.get("joins"):
@@ -93,7 +97,7 @@ MAX_ORDERS = 256
 """Join orders tried for one statement (a handful of tables gives a few dozen)."""
 
 
-def normalize(select: exp.Select, config: Config) -> Relation:
+def normalize(select: exp.Select, config: Declared) -> Relation:
     """Inner joins are one join whatever their spelling: ``FROM a JOIN b ON …``, ``FROM b
     JOIN a ON …`` and ``FROM a, b WHERE a.k = b.k`` read the same rows (an inner join is
     commutative and associative, and a condition in ON or in WHERE filters the same
@@ -140,7 +144,7 @@ def normalize(select: exp.Select, config: Config) -> Relation:
     )
 
 
-def _graph(select: exp.Select, config: Config):
+def _graph(select: exp.Select, config: Declared) -> Graph | None:
     """(tables: qualifier -> Table node in spelled order, edges: [(EQ, qa, qb)], the other
     WHERE conjuncts) of a statement whose joins are all inner; None otherwise (a LEFT join,
     a table function, USING …: the spelled order decides, and refuses what it must)."""
@@ -152,19 +156,17 @@ def _graph(select: exp.Select, config: Config):
         return None
     from_ = select.args.get("from_")
     nodes = [from_.this if from_ is not None else None] + [j.this for j in joins]
-    if not all(
-        isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables
-        for t in nodes
-    ):
-        return None
-    tables = {}
+    tables: dict[str, exp.Table] = {}
     for t in nodes:
+        if not (isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier) and t.name in config.tables):
+            return None
         q = t.alias or t.name
         if q in tables:
             return None
         tables[q] = t
     comma = any(j.args.get("on") is None for j in joins)
-    edges, rest = [], []
+    edges: list[Edge] = []
+    rest: list[exp.Expression] = []
     for j in joins:
         if j.args.get("on") is not None:
             conds = list(conjuncts(j.args["on"]))
@@ -174,18 +176,21 @@ def _graph(select: exp.Select, config: Config):
     w = select.args.get("where")
     for c in conjuncts(w.this) if w is not None else ():
         e = _edge(c, tables, config) if comma else None
-        (edges if e is not None else rest).append(e if e is not None else c)
+        if e is not None:
+            edges.append(e)
+        else:
+            rest.append(c)
     return tables, edges, rest
 
 
-def _edge(cond: exp.Expression, tables: dict, config: Config):
+def _edge(cond: exp.Expression, tables: Mapping[str, exp.Table], config: Declared) -> Edge | None:
     """``a.x = b.y`` between two of the joined tables (a column named by one table only may
     be unqualified, as TPC-H writes ``c_custkey = o_custkey``), with both sides qualified."""
     while isinstance(cond, exp.Paren):
         cond = cond.this
     if not isinstance(cond, exp.EQ):
         return None
-    sides = []
+    sides: list[exp.Column] = []
     for c in (cond.this, cond.expression):
         if not isinstance(c, exp.Column) or c.is_star or c.args.get("db"):
             return None
@@ -203,11 +208,11 @@ def _edge(cond: exp.Expression, tables: dict, config: Config):
     return exp.EQ(this=sides[0], expression=sides[1]), sides[0].table, sides[1].table
 
 
-def _trees(base: str, tables: dict, edges: list):
+def _trees(base: str, tables: Mapping[str, exp.Table], edges: list[Edge]) -> Iterator[list[tuple[Edge, str]]]:
     """Each order of attaching the other tables to ``base`` by one equality each: a list
     of (edge, table attached), every edge joining the table to one attached before."""
 
-    def grow(done: list, seq: list):
+    def grow(done: list[str], seq: list[tuple[Edge, str]]) -> Iterator[list[tuple[Edge, str]]]:
         if len(done) == len(tables):
             yield list(seq)
             return
@@ -223,20 +228,27 @@ def _trees(base: str, tables: dict, edges: list):
     yield from grow([base], [])
 
 
-def _ordered(select: exp.Select, tables: dict, base: str, seq: list, unused: list, rest: list) -> exp.Select:
+def _ordered(
+    select: exp.Select,
+    tables: Mapping[str, exp.Table],
+    base: str,
+    seq: list[tuple[Edge, str]],
+    unused: list[Edge],
+    rest: list[exp.Expression],
+) -> exp.Select:
     trial = select.copy()
     trial.set("from_", exp.From(this=tables[base].copy()))
     trial.set("joins", [exp.Join(this=tables[q].copy(), on=e[0].copy()) for e, q in seq])
     conds = [e[0].copy() for e in unused] + [c.copy() for c in rest]
-    where = None
+    where: exp.Expr | None = None
     for c in conds:
-        c = exp.Paren(this=c) if isinstance(c, exp.Or) else c
-        where = c if where is None else exp.and_(where, c)
+        term = exp.Paren(this=c) if isinstance(c, exp.Or) else c
+        where = term if where is None else exp.and_(where, term)
     trial.set("where", exp.Where(this=where) if where is not None else None)
     return trial
 
 
-def base_table(select: exp.Select, tables) -> str | None:
+def base_table(select: exp.Select, tables: Mapping[str, Table]) -> str | None:
     """The base table :func:`normalize` chooses for ``select`` given the declared tables
     (the router's view of a join); None if no order is accepted."""
     try:
@@ -248,14 +260,14 @@ def base_table(select: exp.Select, tables) -> str | None:
 class _Declared:
     """The part of a Config the join rules read: the declared tables and their sources."""
 
-    def __init__(self, tables) -> None:
+    def __init__(self, tables: Mapping[str, Table]) -> None:
         self.tables = tables
 
     def source_of(self, table: str) -> str:
         return self.tables[table].source or table
 
 
-def _resolve(select: exp.Select, config: Config) -> Relation:
+def _resolve(select: exp.Select, config: Declared) -> Relation:
     joins = select.args.get("joins") or []
     if not joins:
         name, quals = resolve_table(select, config)
@@ -304,7 +316,7 @@ def _resolve(select: exp.Select, config: Config) -> Relation:
     return _with_unit_path(rel, config)
 
 
-def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
+def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
     """One more lookup onto the relation so far: ``… JOIN t ON x.col = t.key`` where ``x.col``
     is any column of the relation (a public ``t``), or a column that holds the person (the
     base table's unit, or the unit of a same-person table looked up before, ``t`` being
@@ -323,7 +335,8 @@ def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
     while isinstance(cond, exp.Paren):
         cond = cond.this
     lq = next(c.table for c in (cond.this, cond.expression) if c.table in rel.qualifiers)
-    if lcol not in rel.table.columns or lq not in rel.owners.get(lcol, set()):
+    owners = rel.owners if rel.owners is not None else {c: set(rel.qualifiers) for c in rel.table.columns}
+    if lcol not in rel.table.columns or lq not in owners.get(lcol, set()):
         raise Refusal("42703", f"column {lq}.{lcol} does not exist in the joined tables.", hint=None)
     side, kind = (join.side or "").upper(), (join.kind or "").upper()
     if kind not in ("", "INNER", "OUTER") or side not in ("", "LEFT") or (kind == "OUTER" and side != "LEFT"):
@@ -357,7 +370,7 @@ def _chained(config: Config, rel: Relation, join: exp.Join) -> Relation:
     return _joined(config, rel, right_name, right_q, lcol, rcol, "left" if side else "inner")
 
 
-def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
+def _right_table(join: exp.Join, config: Declared) -> tuple[str, set[str]]:
     if join.args.get("using") or join.args.get("method") or not join.args.get("on"):
         raise Refusal(
             DENIED,
@@ -386,7 +399,7 @@ def _right_table(join: exp.Join, config: Config) -> tuple[str, set]:
     return t.name, {t.alias or t.name}
 
 
-def _on(join: exp.Join, left_q: set, right_q: set) -> tuple[str, str]:
+def _on(join: exp.Join, left_q: set[str], right_q: set[str]) -> tuple[str, str]:
     """(left column, right column) of ``ON l.x = r.y`` (either order), qualified columns only."""
     cond = join.args["on"]
     while isinstance(cond, exp.Paren):
@@ -410,7 +423,7 @@ def _on(join: exp.Join, left_q: set, right_q: set) -> tuple[str, str]:
     return a.name, b.name
 
 
-def _check_lookup(config: Config, base: str, look: str, bcol: str, kcol: str) -> None:
+def _check_lookup(config: Declared, base: str, look: str, bcol: str, kcol: str) -> None:
     b, t = config.tables[base], config.tables[look]
     if b.public or b.mode != "central" or b.privacy is not None:
         raise Refusal(
@@ -443,12 +456,14 @@ def _check_lookup(config: Config, base: str, look: str, bcol: str, kcol: str) ->
         )
 
 
-def _joined(config: Config, rel: Relation, look: str, lq: set, bcol: str, kcol: str, how: str) -> Relation:
+def _joined(
+    config: Declared, rel: Relation, look: str, lq: set[str], bcol: str, kcol: str, how: str
+) -> Relation:
     """``rel`` with ``look``'s columns attached by ``rel.bcol = look.kcol`` (one row per key)."""
     t = config.tables[look]
     cols = dict(rel.table.columns)
     owners = {c: set(q) for c, q in (rel.owners or {c: set(rel.qualifiers) for c in cols}).items()}
-    taken = []
+    taken: list[str] = []
     for c, spec in t.columns.items():
         if c == kcol and c == bcol:
             owners[c] |= set(lq)  # the join column: equal on both sides (a match)
@@ -471,7 +486,7 @@ def _joined(config: Config, rel: Relation, look: str, lq: set, bcol: str, kcol: 
     )
 
 
-def _with_unit_path(rel: Relation, config: Config) -> Relation:
+def _with_unit_path(rel: Relation, config: Declared) -> Relation:
     """A base table whose unit is a referenced table's column reads it through the lookup."""
     u = rel.table.privacy_unit
     if u is None or "." not in u:
@@ -480,12 +495,15 @@ def _with_unit_path(rel: Relation, config: Config) -> Relation:
     b = rel.table
     fk = next(c for c, t in b.references.items() if t == ref)
     other = config.tables[ref]
+    key = other.key
+    if key is None:
+        raise Refusal(DENIED, f"{ref} defines {rel.name}'s privacy unit and needs a declared key.", hint=HINT)
     unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
     cols = {**b.columns, UNIT_COLUMN: unit_col}
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
     lookup = exp.Subquery(
         this=exp.select(
-            exp.column(other.key, quoted=True),
+            exp.column(key, quoted=True),
             exp.alias_(exp.column(col, quoted=True), UNIT_COLUMN, quoted=True),
         ).from_(source_relation(config.source_of(ref))),
         alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")),
@@ -502,7 +520,7 @@ def _with_unit_path(rel: Relation, config: Config) -> Relation:
             lookup,
             on=exp.EQ(
                 this=exp.column(fk, "__dpgate_b", quoted=True),
-                expression=exp.column(other.key, "__dpgate_u", quoted=True),
+                expression=exp.column(key, "__dpgate_u", quoted=True),
             ),
             join_type="left",
         )
@@ -515,17 +533,18 @@ def _with_unit_path(rel: Relation, config: Config) -> Relation:
         rel.qualifiers,
         owners,
         exp.Subquery(this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
-        rel.joins + ((ref, fk, other.key, "unit"),),
+        rel.joins + ((ref, fk, key, "unit"),),
     )
 
 
 def _as_select(rel: exp.Expression) -> exp.Select:
     if isinstance(rel, exp.Subquery):
-        return rel.this
+        inner: exp.Select = rel.this
+        return inner
     return exp.select(exp.Star()).from_(rel)
 
 
-def _keyed(config: Config, name: str, key: str, cols: list) -> exp.Subquery:
+def _keyed(config: Declared, name: str, key: str, cols: list[str]) -> exp.Subquery:
     """``(SELECT key, MIN(c) AS c, … FROM source GROUP BY key) AS __dpgate_u``: one row per key."""
     items = [exp.column(key, quoted=True)] + [
         exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c != key
@@ -539,7 +558,7 @@ def _keyed(config: Config, name: str, key: str, cols: list) -> exp.Subquery:
 
 
 def _lookup_sql(
-    config: Config, inner: exp.Expression, look: str, bcol: str, kcol: str, cols: list, how: str
+    config: Declared, inner: exp.Expression, look: str, bcol: str, kcol: str, cols: list[str], how: str
 ) -> exp.Subquery:
     """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key)``."""
     lookup = _keyed(config, look, kcol, cols)

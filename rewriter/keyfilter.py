@@ -39,11 +39,13 @@ cell is then still released, answered by its (empty) noisy count.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from sqlglot import exp
 
-from .plan import GroupKey, conjuncts
+from .plan import ColumnType, GroupKey, conjuncts
 from .values import literal_value
 
 __all__ = ["restrict"]
@@ -59,7 +61,8 @@ def restrict(
     """(group keys with their domains restricted by ``where``, the keys restricted)."""
     if where is None or not groups:
         return groups, ()
-    out, touched = list(groups), []
+    out: list[GroupKey] = list(groups)
+    touched: list[str] = []
     for conj in conjuncts(where):
         for i, g in enumerate(out):
             if g.domain is None or g.type not in ("int", "float", "text", "bool"):
@@ -76,20 +79,21 @@ def restrict(
     return tuple(out), tuple(touched)
 
 
-def _kept(conj: exp.Expression, g: GroupKey) -> tuple | None:
+def _kept(conj: exp.Expression, g: GroupKey) -> tuple[Any, ...] | None:
     """The values of ``g``'s domain a row passing ``conj`` can have; None when ``conj`` does
     not read ``g`` alone; :class:`_Unknown` when it does but is not understood."""
     cols = {c.name for c in conj.find_all(exp.Column)}
-    if _MARKER in cols:
+    domain = g.domain
+    if _MARKER in cols or domain is None:
         return None
     if g.expr is None:  # a plain key: the column itself
         if cols != {g.column}:
             return None
-        return tuple(v for v in g.domain if _eval(conj, g, v) is True)
+        return tuple(v for v in domain if _eval(conj, g, v) is True)
     marker = exp.column(_MARKER)
-    seen = []
+    seen: list[exp.Expr] = []
 
-    def mark(node):
+    def mark(node: exp.Expr) -> exp.Expr:
         if node == g.expr:  # structural equality of the checked trees
             seen.append(node)
             return marker.copy()
@@ -97,25 +101,28 @@ def _kept(conj: exp.Expression, g: GroupKey) -> tuple | None:
 
     marked = conj.copy().transform(mark)
     if seen and {c.name for c in marked.find_all(exp.Column)} == {_MARKER}:
-        return tuple(v for v in g.domain if _eval(marked, g, v) is True)
+        return tuple(v for v in domain if _eval(marked, g, v) is True)
     if isinstance(g.expr, exp.Case) and len(cols) == 1:
-        return _case_kept(conj, g, next(iter(cols)))
+        return _case_kept(conj, g.expr, g, domain, next(iter(cols)))
     return None
 
 
 _MARKER = "__dpgate_key__"  # the key's expression, replaced in a conjunct (never a column name: checked)
 
 
-def _case_kept(conj: exp.Expression, g: GroupKey, column: str) -> tuple | None:
-    """The labels of a CASE key whose rows can pass ``conj`` (module doc: one value per piece)."""
-    branches = [(b.this, _label(b.args.get("true"), g)) for b in g.expr.args.get("ifs") or []]
-    default = g.expr.args.get("default")
+def _case_kept(
+    conj: exp.Expression, case: exp.Case, g: GroupKey, domain: tuple[Any, ...], column: str
+) -> tuple[Any, ...] | None:
+    """The labels of a CASE key (``case``, ``g``'s expression) whose rows can pass ``conj``
+    (module doc: one value per piece)."""
+    branches = [(b.this, _label(b.args.get("true"), g)) for b in case.args.get("ifs") or []]
+    default = case.args.get("default")
     otherwise = _label(default, g) if default is not None else None
     conds = [c for c, _ in branches]
     read = {c.name for n in conds for c in n.find_all(exp.Column)}
     if read != {column}:
         return None
-    literals = []
+    literals: list[exp.Literal] = []
     for node in [conj, *conds]:
         if any(type(n) not in _PIECEWISE for n in node.walk()):
             raise _Unknown  # only comparisons with literals cut into pieces
@@ -125,12 +132,12 @@ def _case_kept(conj: exp.Expression, g: GroupKey, column: str) -> tuple | None:
     values = [_literal(n, col) for n in literals]
     if typ == "float":  # a literal under unary minus (-1 is Neg(1)): both signs cut
         values += [-v for v in values]
-    kept: set = set()
+    kept: set[Any] = set()
     for x in _pieces(values, typ):
         label = next((lab for cond, lab in branches if _eval(cond, col, x) is True), otherwise)
         if _eval(conj, col, x) is True:
             kept.add(label)
-    return tuple(v for v in g.domain if v in kept)
+    return tuple(v for v in domain if v in kept)
 
 
 _PIECEWISE = frozenset(
@@ -157,7 +164,7 @@ _PIECEWISE = frozenset(
 )
 
 
-def _label(node: exp.Expression, g: GroupKey):
+def _label(node: exp.Expression, g: GroupKey) -> Any:
     """A CASE branch's result as a value of the key's type (compared with its domain's values)."""
     while isinstance(node, (exp.Paren, exp.Cast)):
         node = node.this
@@ -167,7 +174,7 @@ def _label(node: exp.Expression, g: GroupKey):
     return float(v) if g.type == "float" and v is not None else v
 
 
-def _column_type(literals: list) -> str:
+def _column_type(literals: list[exp.Literal]) -> ColumnType:
     """The pieces' kind: numbers or text, from the literals compared with the column."""
     if literals and all(n.is_string for n in literals):
         return "text"
@@ -176,7 +183,7 @@ def _column_type(literals: list) -> str:
     raise _Unknown
 
 
-def _pieces(values: list, typ: str) -> list:
+def _pieces(values: list[Any], typ: str) -> list[Any]:
     """One value of each piece the literals cut the column's values into, and NULL."""
     points = sorted({v for v in values if v is not None})
     if typ == "text":
@@ -187,7 +194,7 @@ def _pieces(values: list, typ: str) -> list:
     return [points[0] - 1, *points, *mids, points[-1] + 1, None]
 
 
-def _literal(node: exp.Expression, g: GroupKey):
+def _literal(node: exp.Expression, g: GroupKey) -> Any:
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Null):
@@ -213,7 +220,7 @@ def _literal(node: exp.Expression, g: GroupKey):
     raise _Unknown
 
 
-def _value(node: exp.Expression, g: GroupKey, v):
+def _value(node: exp.Expression, g: GroupKey, v: Any) -> Any:
     """The operand ``node`` for the key value ``v``: the key itself or a literal."""
     while isinstance(node, exp.Paren):
         node = node.this
@@ -224,7 +231,7 @@ def _value(node: exp.Expression, g: GroupKey, v):
     return _literal(node, g)
 
 
-_CMP = {
+_CMP: dict[type[exp.Expr], Callable[[Any, Any], bool]] = {
     exp.EQ: lambda a, b: a == b,
     exp.NEQ: lambda a, b: a != b,
     exp.GT: lambda a, b: a > b,
@@ -234,13 +241,13 @@ _CMP = {
 }
 
 
-def _ordered(a, b) -> None:
+def _ordered(a: Any, b: Any) -> None:
     """Ranges compare numbers only (text order depends on the backend's collation)."""
     if not (isinstance(a, Decimal) and isinstance(b, Decimal)):
         raise _Unknown
 
 
-def _eval(node: exp.Expression, g: GroupKey, v):
+def _eval(node: exp.Expr, g: GroupKey, v: Any) -> bool | None:
     """Three-valued truth of ``node`` (True, False, None) for key value ``v``."""
     while isinstance(node, exp.Paren):
         node = node.this
@@ -256,7 +263,8 @@ def _eval(node: exp.Expression, g: GroupKey, v):
     if isinstance(node, exp.Column):  # a boolean key as a predicate: WHERE b
         if g.type != "bool":
             raise _Unknown
-        return _value(node, g, v)
+        truth: bool | None = _value(node, g, v)
+        return truth
     if (
         isinstance(node, exp.Is)
         and isinstance(node.expression, exp.Null)
@@ -286,8 +294,9 @@ def _eval(node: exp.Expression, g: GroupKey, v):
         a, lo, hi = (_value(node.this, g, v), _value(node.args["low"], g, v), _value(node.args["high"], g, v))
         if None in (a, lo, hi):
             return None
-        _ordered(a, lo), _ordered(a, hi)
-        return lo <= a <= hi
+        _ordered(a, lo)
+        _ordered(a, hi)
+        return bool(lo <= a <= hi)
     if isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest"):
         a = _value(node.this, g, v)
         items = [_value(e, g, v) for e in node.expressions]
@@ -306,13 +315,14 @@ def _eval(node: exp.Expression, g: GroupKey, v):
     raise _Unknown
 
 
-def _like(node, g: GroupKey, v, esc) -> bool | None:
+def _like(node: exp.Expression, g: GroupKey, v: Any, esc: Any) -> bool | None:
     if g.type != "text" or not isinstance(node.this, exp.Column) or not isinstance(esc, str) or len(esc) != 1:
         raise _Unknown
     pattern = _literal(node.expression, g)
     if v is None or pattern is None:
         return None
-    rx, i = [], 0
+    rx: list[str] = []
+    i = 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == esc and i + 1 < len(pattern):

@@ -27,15 +27,20 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
+from typing import Any, Literal, TypeGuard
 
 from sqlglot import exp
 
-from . import dates, predicate
+from config.models import Column
+
+from . import dates, datetimes, predicate
 from .args import type_name, understood
+from .arith import paren
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
-from .plan import GroupKey
+from .plan import ColumnType, GroupKey
 from .scope import Ctx, T
 from .values import literal_value, natural_type, to_node
 
@@ -149,7 +154,7 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has no public set of values; {BIN_HINT}.")
 
 
-def _text_of_public(node: exp.Expression, ctx: Ctx) -> bool:
+def _text_of_public(node: exp.Expression, ctx: Ctx) -> TypeGuard[exp.Cast]:
     if not (isinstance(node, exp.Cast) and not node.to.expressions and node.to.is_type("text", "varchar")):
         return False
     col = _strip(node.this)
@@ -157,7 +162,7 @@ def _text_of_public(node: exp.Expression, ctx: Ctx) -> bool:
     return spec is not None and spec.public_domain is not None and spec.type in ("int", "text", "bool")
 
 
-def _pg_text(v) -> str | None:
+def _pg_text(v: object) -> str | None:
     """Postgres's text output of a domain value (int, text, bool)."""
     if v is None:
         return None
@@ -168,10 +173,14 @@ def _pg_text(v) -> str | None:
 
 def _text_key(node: exp.Cast, ctx: Ctx) -> GroupKey:
     """The text of a public-domain column: its domain's values as Postgres prints them."""
-    understood(node), understood(node.to)
-    t = ctx.column(_strip(node.this))
+    understood(node)
+    understood(node.to)
+    col = _strip(node.this)
+    if not isinstance(col, exp.Column):  # _text_of_public: a column with a public domain
+        raise Refusal(UNSUPPORTED, "a cast to text as a group key takes a column with a public domain.")
+    t = ctx.column(col)
     spec = ctx.table.columns[t.node.name]
-    dom = tuple(dict.fromkeys(_pg_text(v) for v in spec.public_domain))
+    dom = tuple(dict.fromkeys(_pg_text(v) for v in spec.public_domain or ()))
     body = exp.Cast(this=t.node, to=exp.DataType.build("text"))
     return _key(T(body, "text"), "text", dom)
 
@@ -212,11 +221,9 @@ def _epoch_bin(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
         understood(n, frozenset({"this", "expression", "typed", "safe"}) if n is div else None)
     if any(v for k, v in ex.args.items() if k not in ("this", "expression")):
         return None
-    t, spec = _time_column(ex.expression, ctx, "extract")
+    t, spec, bounds = _time_column(ex.expression, ctx, "extract")
     step = int(w.this)
-    lo, hi = (
-        dt.datetime(v.year, v.month, v.day) if not isinstance(v, dt.datetime) else v for v in spec.time_bounds
-    )
+    lo, hi = (dt.datetime(v.year, v.month, v.day) if not isinstance(v, dt.datetime) else v for v in bounds)
     first, last = (int((v - EPOCH).total_seconds()) // step * step for v in (lo, hi))
     dom = tuple(range(first, last + 1, step)) + ((None,) if spec.nullable else ())
     dbl = exp.DataType.build("double")
@@ -238,7 +245,7 @@ def _epoch_bin(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
 EPOCH = dt.datetime(1970, 1, 1)
 
 
-def _key(t: T, typ: str, domain: tuple) -> GroupKey:
+def _key(t: T, typ: ColumnType, domain: tuple[Any, ...]) -> GroupKey:
     if len(domain) > MAX_CELLS:
         raise Refusal(
             "54000",
@@ -247,6 +254,13 @@ def _key(t: T, typ: str, domain: tuple) -> GroupKey:
         )
     text = t.node.sql("postgres", normalize=True)
     return GroupKey(text, typ, tuple(domain), t.node)
+
+
+def _domain_expr(g: GroupKey) -> tuple[tuple[Any, ...], exp.Expression]:
+    """A derived key's domain and expression (every key :func:`_key` builds has both)."""
+    if g.domain is None or g.expr is None:
+        raise ValueError(f"{g.column} is not a derived group key")
+    return g.domain, g.expr
 
 
 def _nullable(node: exp.Expression, ctx: Ctx) -> bool:
@@ -260,7 +274,7 @@ def _nullable(node: exp.Expression, ctx: Ctx) -> bool:
 
 def _case(node: exp.Case, ctx: Ctx) -> GroupKey:
     subject = node.args.get("this")
-    ifs, values = [], []
+    ifs: list[tuple[exp.Expression, Any]] = []
     for branch in node.args.get("ifs") or []:
         cond = branch.this if subject is None else exp.EQ(this=subject.copy(), expression=branch.this.copy())
         c = predicate.boolean(predicate.check(cond, ctx), ctx, "CASE WHEN")
@@ -268,7 +282,8 @@ def _case(node: exp.Case, ctx: Ctx) -> GroupKey:
     default = node.args.get("default")
     dv = _case_value(default) if default is not None else None
     values = [v for _, v in ifs] + [dv]
-    kinds = {natural_type(v) for v in values if v is not None}
+    kinds: set[ColumnType] = {k for k in (natural_type(v) for v in values if v is not None) if k is not None}
+    typ: ColumnType
     if kinds <= {"int", "float"} and kinds:
         typ = "float" if "float" in kinds else "int"
     elif len(kinds) == 1:
@@ -280,7 +295,7 @@ def _case(node: exp.Case, ctx: Ctx) -> GroupKey:
         ifs = [(c, None if v is None else float(v)) for c, v in ifs]
         dv = None if dv is None else float(dv)
     built = exp.Case(
-        ifs=[exp.If(this=predicate.paren(c), true=_typed(to_node(v), typ)) for c, v in ifs],
+        ifs=[exp.If(this=paren(c), true=_typed(to_node(v), typ)) for c, v in ifs],
         default=_typed(to_node(dv), typ) if dv is not None else None,
     )
     domain = tuple(dict.fromkeys(values))  # NULL is a value when there is no ELSE
@@ -292,7 +307,7 @@ def _typed(n: exp.Expression, typ: str) -> exp.Expression:
     return exp.Cast(this=n, to=exp.DataType.build("text")) if typ == "text" else n
 
 
-def _case_value(node):
+def _case_value(node: exp.Expression | None) -> Any:
     ok, v = literal_value(node) if node is not None else (True, None)
     if not ok:
         raise Refusal(
@@ -306,7 +321,7 @@ def _case_value(node):
 # --------------------------------------------------------------------------- numeric bins
 
 
-def _column(node: exp.Expression, ctx: Ctx):
+def _column(node: exp.Expression, ctx: Ctx) -> tuple[str, Column]:
     cols = {c.name for c in node.find_all(exp.Column)}
     if len(cols) != 1:
         raise Refusal(DENIED, f"a numeric group key reads exactly one column; {BIN_HINT}.")
@@ -326,12 +341,15 @@ class _Unknown(Exception):
     pass
 
 
-def evaluate(node: exp.Expression, x: float, fixed: dict | None = None) -> float | None:
+def evaluate(node: exp.Expr, x: float, fixed: dict[exp.Expr, float] | None = None) -> float | None:
     """The float8 value the backend computes for a checked numeric node at column value x
     (``fixed``: nodes (by id) replaced by a value)."""
     if fixed and node in fixed:  # structural equality (sqlglot hashes the tree)
         return fixed[node]
-    ev = lambda n: evaluate(n, x, fixed)  # noqa: E731
+
+    def ev(n: exp.Expr) -> float | None:
+        return evaluate(n, x, fixed)
+
     if isinstance(node, exp.Paren):
         return ev(node.this)
     if isinstance(node, exp.Column):
@@ -367,15 +385,14 @@ def evaluate(node: exp.Expression, x: float, fixed: dict | None = None) -> float
         if a is None:
             return None
         name = node.name.upper() if isinstance(node, exp.Anonymous) else node.key.upper()
-        return float(
-            {
-                "FLOOR": math.floor,
-                "CEIL": math.ceil,
-                "ABS": abs,
-                "TRUNC": math.trunc,
-                "SIGN": lambda v: (v > 0) - (v < 0),
-            }[name](a)
-        )
+        fns: dict[str, Callable[[float], float]] = {
+            "FLOOR": math.floor,
+            "CEIL": math.ceil,
+            "ABS": abs,
+            "TRUNC": math.trunc,
+            "SIGN": lambda v: (v > 0) - (v < 0),
+        }
+        return float(fns[name](a))
     if isinstance(node, exp.Case):
         for branch in node.args.get("ifs") or []:
             if _truth(branch.this, x, fixed):
@@ -385,13 +402,13 @@ def evaluate(node: exp.Expression, x: float, fixed: dict | None = None) -> float
     raise _Unknown(type(node).__name__)
 
 
-def _truth(node, x, fixed) -> bool:
+def _truth(node: exp.Expression, x: float, fixed: dict[exp.Expr, float] | None) -> bool:
     node = _strip(node)
     if isinstance(node, exp.And):
         return _truth(node.this, x, fixed) and _truth(node.expression, x, fixed)
     if isinstance(node, exp.Or):
         return _truth(node.this, x, fixed) or _truth(node.expression, x, fixed)
-    ops = {
+    ops: dict[type[exp.Expr], Callable[[float, float], bool]] = {
         exp.GT: float.__gt__,
         exp.GTE: float.__ge__,
         exp.LT: float.__lt__,
@@ -423,7 +440,7 @@ _LINEAR = (
 )  # monotone in the column
 
 
-def _quantiser(node: exp.Expression):
+def _quantiser(node: exp.Expression) -> exp.Expression | None:
     """The floor/ceil/trunc node holding the column, reached from the root through
     + - * by column-free operands only; None if there is none."""
     cur = _strip(node)
@@ -451,9 +468,17 @@ def _quantiser(node: exp.Expression):
 def _numeric(node: exp.Expression, t: T, ctx: Ctx) -> GroupKey:
     name, spec = _column(node, ctx)
     lo, hi = spec.lower, spec.upper
-    typ = t.type
-    conv = int if typ == "int" else float
-    values: set = set()
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):  # _column: bounded
+        raise Refusal(DENIED, f"GROUP BY an expression of {name} needs numeric bounds; {BIN_HINT}.")
+    typ: ColumnType = "int" if t.type == "int" else "float"
+    conv: Callable[[float], float] = int if typ == "int" else float
+    values: set[float] = set()
+    too_many = Refusal(
+        DENIED,
+        f"GROUP BY {node.sql('postgres')} has too many values over "
+        f"the bounds of {name} to list; bin it: floor((x - a) / w) * w, "
+        "x / 10 * 10 on integers, or width_bucket(x, lo, hi, n).",
+    )
     try:
         if spec.type == "int" and hi - lo <= ENUMERATE:
             for v in range(math.ceil(lo), math.floor(hi) + 1):
@@ -464,21 +489,16 @@ def _numeric(node: exp.Expression, t: T, ctx: Ctx) -> GroupKey:
             q, checked = _quantiser(node), False  # found in the analyst's expression …
             if q is None and spec.type == "int":  # x / 1000 * 1000: the scan's TRUNC
                 q, checked = _quantiser(t.node), True
-            inner = (
-                q.this
-                if q is not None and not isinstance(q, exp.Anonymous)
-                else (q.expressions[0] if q is not None else None)
-            )
-            if q is None or any(not isinstance(n, _LINEAR) for n in inner.walk()):
-                raise Refusal(
-                    DENIED,
-                    f"GROUP BY {node.sql('postgres')} has too many values over "
-                    f"the bounds of {name} to list; bin it: floor((x - a) / w) * w, "
-                    "x / 10 * 10 on integers, or width_bucket(x, lo, hi, n).",
-                )
+            if q is None:
+                raise too_many
+            inner = q.this if not isinstance(q, exp.Anonymous) else q.expressions[0]
+            if any(not isinstance(n, _LINEAR) for n in inner.walk()):
+                raise too_many
             if not checked:  # … and evaluated as the scan computes it
                 q = predicate.check(q.copy(), ctx).node
             k1, k2 = evaluate(q, lo), evaluate(q, hi)
+            if k1 is None or k2 is None:
+                raise _Unknown("NULL")
             kmin, kmax = int(min(k1, k2)), int(max(k1, k2))
             if kmax - kmin > MAX_CELLS:
                 raise Refusal(
@@ -505,7 +525,7 @@ def _width_bucket(node: exp.WidthBucket, ctx: Ctx) -> GroupKey:
     """``width_bucket(x, lo, hi, n)`` with literal lo < hi and n: buckets 0 … n + 1, computed
     in the scan with float8 ``floor((x - lo) / (hi - lo) * n) + 1`` (Postgres's formula)."""
     args = [node.args.get(k) for k in ("min_value", "max_value", "num_buckets")]
-    vals = [literal_value(a) if a is not None else (False, None) for a in args]
+    vals: list[tuple[bool, Any]] = [literal_value(a) if a is not None else (False, None) for a in args]
     if not all(ok and isinstance(v, (int, float)) and not isinstance(v, bool) for ok, v in vals):
         raise Refusal(
             UNSUPPORTED,
@@ -554,7 +574,7 @@ def _width_bucket(node: exp.WidthBucket, ctx: Ctx) -> GroupKey:
 # --------------------------------------------------------------------------- dates
 
 
-def _day_of(node: exp.Expression, ctx: Ctx):
+def _day_of(node: exp.Expression, ctx: Ctx) -> exp.Column | None:
     """The time column of ``CAST(c AS date)`` / ``DATE(c)``, else None."""
     arg = None
     if isinstance(node, exp.Cast) and type_name(node.to) == "DATE" and not node.to.expressions:
@@ -573,12 +593,14 @@ def _day_of(node: exp.Expression, ctx: Ctx):
     return None
 
 
-def _time_column(node: exp.Expression, ctx: Ctx, what: str):
+def _time_column(node: exp.Expression, ctx: Ctx, what: str) -> tuple[T, Column, tuple[Any, ...]]:
+    """(the checked column, its declaration, its declared [lower, upper] as date/datetime values)."""
     node = _strip(node)
     if isinstance(node, exp.Cast) and not node.to.expressions and type_name(node.to) == "TIMESTAMP":
         node = _strip(node.this)  # date_trunc('month', CAST(ts AS TIMESTAMP)) (Tableau)
-    if what == "date_trunc" and _day_of(node, ctx) is not None:
-        node = _day_of(node, ctx)  # date_trunc('MONTH', CAST(ts AS DATE)) (Tableau): for units of a
+    day = _day_of(node, ctx) if what == "date_trunc" else None
+    if day is not None:
+        node = day  # date_trunc('MONTH', CAST(ts AS DATE)) (Tableau): for units of a
         #                                day or more the day of ts truncates as ts does (hour: refused below)
     if not isinstance(node, exp.Column):
         raise Refusal(UNSUPPORTED, f"{what} takes a date or timestamp column.")
@@ -586,13 +608,14 @@ def _time_column(node: exp.Expression, ctx: Ctx, what: str):
     spec = ctx.table.columns[node.name]
     if spec.type not in dates.TIME:
         raise Refusal("42883", f"{what} takes a date or timestamp column; {node.name} is {spec.type}.")
-    if spec.time_bounds is None:
+    bounds = spec.time_bounds
+    if bounds is None:
         raise Refusal(
             DENIED,
             f"{what} of {node.name} needs declared bounds: declare lower and "
             f"upper (ISO dates) for column {node.name} in the config.",
         )
-    return t, spec
+    return t, spec, bounds
 
 
 def _trunc_unit(unit: exp.Expression | None, ctx: Ctx) -> str:
@@ -618,22 +641,23 @@ def _trunc_unit(unit: exp.Expression | None, ctx: Ctx) -> str:
     return (unit.name if unit is not None else "").lower()
 
 
-def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: str | None) -> GroupKey:
+def _date_trunc(node: exp.Expression, ctx: Ctx, cast_to: Literal["date", "timestamp"] | None) -> GroupKey:
     u = _trunc_unit(node.args.get("unit"), ctx)
     if u not in dates.TRUNC_UNITS:
         raise Refusal(
             UNSUPPORTED, f"date_trunc unit {u!r} is not supported; use {', '.join(dates.TRUNC_UNITS)}."
         )
-    t, spec = _time_column(node.this, ctx, "date_trunc")
+    t, spec, (lo, hi) = _time_column(node.this, ctx, "date_trunc")
     if u == "hour" and (spec.type == "date" or _day_of(_strip(node.this), ctx) is not None):
         raise Refusal(
             UNSUPPORTED,
             "date_trunc('hour', …) of a date column is always midnight; use 'day' or a coarser unit.",
         )
-    typ = cast_to or spec.type
-    lo, hi = spec.time_bounds
-    dom = dates.trunc_domain(lo, hi, u, MAX_CELLS)
-    dom = tuple(dates.parse(v, typ) for v in dom) + ((None,) if spec.nullable else ())
+    typ: Literal["date", "timestamp"] = cast_to or ("date" if spec.type == "date" else "timestamp")
+    dom: tuple[dt.date | None, ...] = tuple(
+        datetimes.parse(v, typ) for v in dates.trunc_domain(lo, hi, u, MAX_CELLS)
+    )
+    dom += (None,) if spec.nullable else ()
     sql_t = exp.DataType.build("date" if typ == "date" else "timestamp")
     col = (
         t.node
@@ -659,8 +683,10 @@ def _time_part(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
         and not node.to.expressions
         and node.to.is_type(*_INT_TYPES)
     ):
-        understood(node), understood(node.to)
-        return _extract(_strip(node.this), ctx)
+        understood(node)
+        understood(node.to)
+        inner = _strip(node.this)
+        return _extract(inner, ctx) if isinstance(inner, exp.Extract) else None
     if not isinstance(node, (exp.Add, exp.Sub)):
         return None
     a, b = _strip(node.this), _strip(node.expression)
@@ -672,17 +698,21 @@ def _time_part(node: exp.Expression, ctx: Ctx) -> GroupKey | None:
         return None
     understood(node, frozenset({"this", "expression"}))
     g = _extract(other, ctx) if isinstance(other, exp.Extract) else _time_part(other, ctx)
+    if g is None:  # checked above
+        return None
+    domain, expr = _domain_expr(g)
     k = int(lit.this)
     sub = isinstance(node, exp.Sub)
+    f: Callable[[int], int]
     if sub and lit_first:
         f = lambda v: k - v  # noqa: E731
     else:
         f = (lambda v: v - k) if sub else (lambda v: v + k)
-    dom = tuple(None if v is None else f(v) for v in g.domain)
+    dom = tuple(None if v is None else f(v) for v in domain)
     x, y = (
-        (exp.Literal.number(k), exp.Paren(this=g.expr.copy()))
+        (exp.Literal.number(k), exp.Paren(this=expr.copy()))
         if lit_first
-        else (exp.Paren(this=g.expr.copy()), exp.Literal.number(k))
+        else (exp.Paren(this=expr.copy()), exp.Literal.number(k))
     )
     body = (exp.Sub if sub else exp.Add)(this=x, expression=y)
     return _key(T(body, "int"), "int", dom)
@@ -705,10 +735,11 @@ def _to_char(node: exp.TimeToStr, ctx: Ctx) -> GroupKey:
             "'quarter' | 'year', c) or a date with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY'; or "
             "group by date_trunc itself.",
         )
+    day = _day_of(inner, ctx)
     if isinstance(inner, (exp.TimestampTrunc, exp.DateTrunc)):
         g = _date_trunc(inner, ctx, None)
-    elif _day_of(inner, ctx) is not None:
-        g = _date_trunc(exp.TimestampTrunc(this=_day_of(inner, ctx), unit=exp.var("DAY")), ctx, "date")
+    elif day is not None:
+        g = _date_trunc(exp.TimestampTrunc(this=day, unit=exp.var("DAY")), ctx, "date")
     else:
         raise Refusal(
             DENIED,
@@ -716,8 +747,9 @@ def _to_char(node: exp.TimeToStr, ctx: Ctx) -> GroupKey:
             "| 'year', c) (or a date) with the format 'YYYY-MM', 'YYYY-MM-DD' or 'YYYY', e.g. "
             "TO_CHAR(date_trunc('month', c), 'YYYY-MM'); its values then follow from the column's bounds.",
         )
-    dom = tuple(dict.fromkeys(None if v is None else v.strftime(fmt.this) for v in g.domain))
-    body = exp.TimeToStr(this=g.expr.copy(), format=exp.Literal.string(fmt.this))
+    domain, expr = _domain_expr(g)
+    dom = tuple(dict.fromkeys(None if v is None else v.strftime(fmt.this) for v in domain))
+    body = exp.TimeToStr(this=expr.copy(), format=exp.Literal.string(fmt.this))
     return _key(T(body, "text"), "text", dom)
 
 
@@ -729,11 +761,10 @@ def _extract(node: exp.Extract, ctx: Ctx) -> GroupKey:
             f"extract({part or '?'} from …) is not supported as a group "
             f"key; use one of {', '.join(dates.EXTRACT_PARTS)}.",
         )
-    t, spec = _time_column(node.expression, ctx, "extract")
+    t, spec, (lo, hi) = _time_column(node.expression, ctx, "extract")
     if part == "hour" and spec.type == "date":
         raise Refusal(UNSUPPORTED, "extract(hour from …) needs a timestamp column.")
-    lo, hi = spec.time_bounds
-    dom = dates.extract_domain(lo, hi, part) + ((None,) if spec.nullable else ())
+    dom: tuple[int | None, ...] = dates.extract_domain(lo, hi, part) + ((None,) if spec.nullable else ())
     body = exp.Cast(
         this=exp.Extract(this=exp.var(part.upper()), expression=t.node), to=exp.DataType.build("bigint")
     )
@@ -744,8 +775,8 @@ def date_part(node: exp.Extract, ctx: Ctx) -> T:
     """``extract(part from c)`` in a row predicate: the checked expression of the group key
     of the same text (:func:`_extract`), so a WHERE on a date part reads the value its key
     has (:mod:`rewriter.keyfilter` restricts that key's cells by it)."""
-    g = _extract(node, ctx)
-    return T(g.expr.copy(), "int")
+    _, expr = _domain_expr(_extract(node, ctx))
+    return T(expr.copy(), "int")
 
 
 def distinct_to_group(select: exp.Select) -> None:

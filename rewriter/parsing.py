@@ -69,7 +69,10 @@ def parse(sql: str) -> exp.Expression:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {str(e).splitlines()[0]}", hint=None) from None
     if len(exprs) != 1:
         raise Refusal(SYNTAX_ERROR, f"expected one statement, got {len(exprs)}.", hint=None)
-    return _tsql_statistics(_complete(exprs[0]))
+    tree = exprs[0]
+    if not isinstance(tree, exp.Expression):  # every statement node is an Expression
+        raise Refusal(SYNTAX_ERROR, f"unexpected statement {type(tree).__name__}.", hint=None)
+    return _tsql_statistics(_complete(tree))
 
 
 def _complete(tree: exp.Expression) -> exp.Expression:
@@ -90,7 +93,11 @@ def _complete(tree: exp.Expression) -> exp.Expression:
 
 #: T-SQL's variance spellings (SmartNoise SQL's PUMS queries use them; Postgres has no function
 #: of these names): VAR is the sample variance, VARP the population one (STDEV parses as STDDEV).
-_TSQL_STATS = {"var": exp.Variance, "varp": exp.VariancePop, "stdevp": exp.StddevPop}
+_TSQL_STATS: dict[str, type[exp.Expression]] = {
+    "var": exp.Variance,
+    "varp": exp.VariancePop,
+    "stdevp": exp.StddevPop,
+}
 
 
 def _tsql_statistics(tree: exp.Expression) -> exp.Expression:

@@ -21,6 +21,7 @@ ABS, SQRT, LN, CASE. NULL inputs get eps_min through CASE (GREATEST/LEAST skip N
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -87,7 +88,7 @@ def privacy_sql(f: PrivacySql, col: str) -> str:
     return f"CASE WHEN ({col}) IS NULL THEN {sql_double(f.eps_min)} ELSE {core} END"
 
 
-def level_sql(e: str, hi: tuple) -> str:
+def level_sql(e: str, hi: Sequence[float]) -> str:
     """lvl(e) for the level upper bounds ``hi`` = (h_1, …, h_L) (per-record spec §3.1: the first i
     with e <= h_i, L when none); ``e`` must be the clamped DOUBLE budget (a column alias)."""
     L = len(hi)
@@ -97,7 +98,7 @@ def level_sql(e: str, hi: tuple) -> str:
     return f"CASE {whens} ELSE {L} END"
 
 
-def bucket_sql(v: str, edges: tuple) -> str:
+def bucket_sql(v: str, edges: Sequence[float]) -> str:
     """b(v) for the integer bucket edges 2^0 … 2^(B-1) (per-record spec §12.3): the first j with
     v <= edges[j], B when none."""
     if not edges:
@@ -111,8 +112,8 @@ def _lv_cte(
     col: str,
     f: PrivacySql,
     U: int,
-    hi: tuple,
-    edges: tuple | None,
+    hi: Sequence[float],
+    edges: Sequence[float] | None,
     where: str | None,
     keep_nulls: bool,
 ) -> str:
@@ -133,8 +134,8 @@ def level_scan_sql(
     col: str,
     f: PrivacySql,
     U: int,
-    hi: tuple,
-    edges: tuple | None = None,
+    hi: Sequence[float],
+    edges: Sequence[float] | None = None,
     with_sum: bool = False,
     where: str | None = None,
     keep_nulls: bool = False,
@@ -157,7 +158,7 @@ def level_scan_sql(
 
 
 def max_values_sql(
-    source: str, col: str, f: PrivacySql, U: int, hi: tuple, ell: int, where: str | None = None
+    source: str, col: str, f: PrivacySql, U: int, hi: Sequence[float], ell: int, where: str | None = None
 ) -> str:
     """MAX round 2 (per-record spec §12.4, after ``FrameworkMax.select_level``): the distinct values of
     D_ell with counts."""

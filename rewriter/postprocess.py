@@ -33,7 +33,9 @@ aggregate nor a group key, or a statement without aggregates) is refused.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from decimal import Decimal
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -44,15 +46,38 @@ from .args import ALLOWED, understood
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
-from .plan import Aggregate, Measure
+from .plan import Aggregate, ColumnType, GroupKey, Measure
 from .scope import Ctx
 
 PI = 3.141592653589793
 _AGGS = (exp.Count, exp.Sum, exp.Avg, exp.Max, exp.Min)
-_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
-_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
-_LOGIC = {exp.And: "and", exp.Or: "or"}
-_FUNCS = {
+Tree = tuple[Any, ...]
+"""A post-processing tree: ``("op", sym, a, b)``, ``("agg", i)``, ``("lit", v, type)`` … (nested tuples)."""
+AggRef = Callable[[str, Any], tuple[int, str | None]]  # (func, column) -> (aggregate index, type)
+KeyRef = Callable[[str], tuple[int | str, str | None]]  # a group key's name -> (its index, type)
+OutputType = ColumnType | Literal["numeric"]
+_OUTPUT_TYPES: tuple[OutputType, ...] = ("int", "float", "text", "bool", "date", "timestamp", "numeric")
+
+
+def output_type(typ: str | None) -> OutputType:
+    """A tree's type as an output column's (an untyped NULL is text, as Postgres shows it)."""
+    for t in _OUTPUT_TYPES:
+        if typ == t:
+            return t
+    return "text"
+
+
+_ARITH: dict[type[exp.Expr], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_CMP: dict[type[exp.Expr], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+}
+_LOGIC: dict[type[exp.Expr], str] = {exp.And: "and", exp.Or: "or"}
+_FUNCS: dict[type[exp.Expr], str] = {
     exp.Abs: "abs",
     exp.Pow: "power",
     exp.Sqrt: "sqrt",
@@ -68,7 +93,7 @@ HINT = (
 )
 
 
-def _is_constant_sum(node) -> bool:
+def _is_constant_sum(node: exp.Expression) -> bool:
     """``SUM(1)``, ``SUM(2.5)``: a scaled COUNT(*) (every row adds the constant)."""
     arg = node.this
     while isinstance(arg, exp.Paren):
@@ -76,7 +101,7 @@ def _is_constant_sum(node) -> bool:
     return isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and not arg.is_string
 
 
-def _conditional_count(node):
+def _conditional_count(node: exp.Expression) -> tuple[exp.Expression, exp.Expression | None] | None:
     """(predicate, scale) of a conditional count, else None:
     ``COUNT(*) FILTER (WHERE p)`` and ``COUNT(CASE WHEN p THEN <constant> END)`` → (p, None);
     ``SUM(CASE WHEN p THEN c [ELSE 0 | ELSE NULL] END)`` → (p, c): c × the count of rows
@@ -87,7 +112,8 @@ def _conditional_count(node):
         and isinstance(node.expression, exp.Where)
         and (isinstance(node.this.this, exp.Star) or isinstance(node.this.this, exp.Literal))
     ):
-        understood(node, frozenset({"this", "expression"})), understood(node.this)
+        understood(node, frozenset({"this", "expression"}))
+        understood(node.this)
         return node.expression.this, None
     if not isinstance(node, (exp.Sum, exp.Count)) or not isinstance(node.this, exp.Case):
         return None
@@ -148,7 +174,7 @@ def name(node: exp.Expression) -> str:
     return "?column?"
 
 
-def tree(node: exp.Expression, ctx: Ctx):
+def tree(node: exp.Expression, ctx: Ctx) -> Tree:
     """The post-processing tree of ``node`` (aggregates as ("aggref", func, col)), or a
     refusal naming what to write instead."""
     while isinstance(node, exp.Paren):
@@ -164,7 +190,7 @@ def tree(node: exp.Expression, ctx: Ctx):
         ref = ("aggref", "count_if", predicate.where(cond[0], ctx))
         return ref if cond[1] is None else ("op", "*", ref, tree(cond[1], ctx))
     if isinstance(node, (exp.AggFunc, exp.Filter)):  # COUNT/SUM/AVG, VAR_POP …: released values
-        return ("aggref",) + aggregate(node, ctx)
+        return ("aggref", *aggregate(node, ctx))
     steps = post_steps(node)
     if steps is not None:
         inner, st, _ = steps
@@ -226,6 +252,7 @@ def tree(node: exp.Expression, ctx: Ctx):
         return ("fn", fn, *(tree(a, ctx) for a in args))
     if isinstance(node, exp.Case):
         understood(node)
+        ifs: tuple[tuple[Tree, Tree], ...]
         if node.this is not None:  # CASE x WHEN v THEN …: x = v
             subject = tree(node.this, ctx)
             ifs = tuple(
@@ -272,14 +299,14 @@ WINDOW_HINT = (
 )
 
 
-def _offset(node, what: str) -> int:
+def _offset(node: object, what: str) -> int:
     """A frame offset, LAG/LEAD offset or NTILE count: a non-negative integer constant."""
     if isinstance(node, exp.Literal) and node.is_int:
         return int(node.this)
     raise Refusal(UNSUPPORTED, f"{what} must be an integer constant here.", hint=WINDOW_HINT)
 
 
-def _bound(value, side, what: str):
+def _bound(value: object, side: object, what: str) -> tuple[Any, ...]:
     """One end of a frame: ("unbounded", side) / ("current",) / (side, n)."""
     if isinstance(value, str) and value.upper() == "UNBOUNDED":
         return ("unbounded", str(side).lower())
@@ -289,7 +316,7 @@ def _bound(value, side, what: str):
     return (str(side).lower(), n)
 
 
-def _frame(spec, has_order: bool):
+def _frame(spec: exp.Expression | None, has_order: bool) -> Tree | None:
     """(mode, start, end) of a window's frame; None for the default (RANGE UNBOUNDED
     PRECEDING to CURRENT ROW, which with no ORDER BY is the whole partition)."""
     if spec is None:
@@ -320,7 +347,7 @@ def _frame(spec, has_order: bool):
     return (mode, start, end)
 
 
-def _input(node: exp.Expression, ctx: Ctx):
+def _input(node: exp.Expression, ctx: Ctx) -> Tree:
     """The tree of a window's argument, PARTITION BY or ORDER BY item: a derived group key
     (``date_trunc('month', ts)``, a CASE bin) by its key, else :func:`tree`."""
     inner = node
@@ -331,7 +358,7 @@ def _input(node: exp.Expression, ctx: Ctx):
     return tree(node, ctx)
 
 
-def window(node: exp.Window, ctx: Ctx):
+def window(node: exp.Window, ctx: Ctx) -> Tree:
     """The tree of ``fn(args) OVER (PARTITION BY … ORDER BY … frame)``: every input is an
     expression over released values and group keys (:func:`tree`); a column that is not a
     group key is refused when the tree is resolved (:func:`resolve`)."""
@@ -348,7 +375,7 @@ def window(node: exp.Window, ctx: Ctx):
         )
     if fn in _RANKING:
         understood(head, frozenset())
-        args: tuple = ()
+        args: tuple[Tree, ...] = ()
     elif fn == "ntile":
         understood(head, frozenset({"this"}))
         n = _offset(head.this, "the NTILE count")
@@ -371,11 +398,11 @@ def window(node: exp.Window, ctx: Ctx):
         understood(head, frozenset({"this", "big_int"}) if fn == "count" else frozenset({"this"}))
         args = (_input(head.this, ctx),)
     part = tuple(_input(p, ctx) for p in node.args.get("partition_by") or [])
-    order = ()
+    order: tuple[tuple[Tree, bool, bool], ...] = ()
     o = node.args.get("order")
     if o is not None:
         understood(o)
-        items = []
+        items: list[tuple[Tree, bool, bool]] = []
         for it in o.expressions:
             understood(it)
             desc = bool(it.args.get("desc"))
@@ -385,11 +412,11 @@ def window(node: exp.Window, ctx: Ctx):
     return ("window", fn, args, part, order, _frame(node.args.get("spec"), bool(order)))
 
 
-def _resolve_window(t, agg, key):
+def _resolve_window(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None]:
     """The resolved window tree and its Postgres result type."""
     _, fn, args, part, order, frame = t
 
-    def raw_key(name):
+    def raw_key(name: str) -> tuple[int | str, str | None]:
         try:
             return key(name)
         except Refusal:
@@ -404,6 +431,7 @@ def _resolve_window(t, agg, key):
     rorder = tuple((resolve(x, agg, raw_key)[0], desc, nf) for x, desc, nf in order)
     trees = tuple(a for a, _ in rargs)
     types = [ty for _, ty in rargs]
+    typ: str | None
     if fn in ("row_number", "rank", "dense_rank", "count"):
         typ = "int"
     elif fn == "ntile":
@@ -432,16 +460,16 @@ def _resolve_window(t, agg, key):
     return ("window", fn, trees, rpart, rorder, frame), typ
 
 
-def _has_window(t) -> bool:
+def _has_window(t: object) -> bool:
     return isinstance(t, tuple) and (t[:1] == ("window",) or any(_has_window(x) for x in t))
 
 
-def has_window(t) -> bool:
+def has_window(t: object) -> bool:
     """Whether a (resolved) tree reads a window function."""
     return _has_window(t)
 
 
-def check_windows(select: exp.Select, groups) -> None:
+def check_windows(select: exp.Select, groups: Sequence[GroupKey]) -> None:
     """Refuse a window in a statement without GROUP BY and without an aggregate: its rows
     are the table's rows, so the window would read them one by one."""
     wins = list(select.find_all(exp.Window))
@@ -461,7 +489,7 @@ def check_windows(select: exp.Select, groups) -> None:
 _NUM = ("int", "numeric", "float", "int4")
 
 
-def _num_type(a, b, what: str):
+def _num_type(a: str | None, b: str | None, what: str) -> str | None:
     a, b = ("int" if x == "int4" else x for x in (a, b))
     if a is None or b is None:
         return b if a is None else a
@@ -470,25 +498,26 @@ def _num_type(a, b, what: str):
     return "float" if "float" in (a, b) else "numeric" if "numeric" in (a, b) else "int"
 
 
-def _coerce(t, have, want):
+def _coerce(t: Tree, have: str | None, want: str | None) -> Tree:
     """``t`` cast to the branch/argument type Postgres resolved (int → float8 or numeric)."""
     if have is None or have == want or want not in ("float", "numeric"):
         return t
     return ("display", (("cast", want),), t)
 
 
-def resolve(t, agg, key):
+def resolve(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None]:
     """(tree with ("agg", i)/("key", i), its Postgres type). ``agg(func, col)`` returns the
     aggregate's index and type; ``key(name)`` the group key's index and type."""
     kind = t[0]
+    typ: str | None
     if kind == "window":
         return _resolve_window(t, agg, key)
     if kind == "aggref":
         i, typ = agg(t[1], t[2])
         return ("agg", i), typ
     if kind == "col":
-        i, typ = key(t[1])
-        return ("key", i), typ
+        k, typ = key(t[1])
+        return ("key", k), typ
     if kind == "lit":
         return t, t[2]
     if kind == "neg":
@@ -549,7 +578,8 @@ def resolve(t, agg, key):
                 trees = tuple(_coerce(x, ty, typ) for x, ty in zip(trees, types))
         return ("fn", fn, *trees), typ
     if kind == "case":
-        ifs, typ = [], None
+        ifs: list[tuple[Tree, Tree]] = []
+        typ = None
         for c, v in t[1]:
             rc, _ = resolve(c, agg, key)
             rv, tv = resolve(v, agg, key)
@@ -563,12 +593,12 @@ def resolve(t, agg, key):
     raise AssertionError(kind)
 
 
-def having_filter(pred: exp.Expression, ctx: Ctx):
+def having_filter(pred: exp.Expression, ctx: Ctx) -> Tree:
     """``HAVING <condition>`` without GROUP BY: a filter on the one released row."""
     return tree(pred, ctx)
 
 
-def aggregates_in(t) -> set[int]:
+def aggregates_in(t: object) -> set[int]:
     """The aggregate indexes a resolved tree reads."""
     if not isinstance(t, tuple):
         return set()
@@ -580,7 +610,9 @@ def aggregates_in(t) -> set[int]:
     return out
 
 
-def add_aggregate(func: str, col, ctx: Ctx, measures: list, aggs: list) -> tuple[int, str]:
+def add_aggregate(
+    func: str, col: Any, ctx: Ctx, measures: list[Measure], aggs: list[Aggregate]
+) -> tuple[int, str]:
     """(index, result type) of an aggregate inside an expression: a conditional count
     (``count_if``), or COUNT/SUM/AVG built as a select-list one
     (:func:`rewriter.aggregates.add_aggregate`), so identical aggregates are one release."""
@@ -612,16 +644,22 @@ def add_aggregate(func: str, col, ctx: Ctx, measures: list, aggs: list) -> tuple
     return add_select_aggregate(func, col, ctx, measures, aggs)
 
 
-def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
+def resolve_filter(
+    t: Tree,
+    groups: Sequence[GroupKey],
+    ctx: Ctx,
+    measures: Sequence[Measure],
+    aggregates: Sequence[Aggregate],
+) -> tuple[Tree, tuple[Measure, ...], tuple[Aggregate, ...]]:
     """(resolved filter tree, measures, aggregates): the filter's aggregates are released
     with the select list's (one more aggregate sharing ε if the select list lacks it)."""
     ms, aggs = list(measures), list(aggregates)
     gidx = {g.column: i for i, g in enumerate(groups)}
 
-    def agg(func, col):
+    def agg(func: str, col: Any) -> tuple[int, str | None]:
         return add_aggregate(func, col, ctx, ms, aggs)
 
-    def key(name):
+    def key(name: str) -> tuple[int | str, str | None]:
         if name not in gidx:
             raise Refusal(
                 DENIED,
@@ -641,16 +679,22 @@ def resolve_filter(t, groups, ctx: Ctx, measures, aggregates):
     return r, tuple(ms), tuple(aggs)
 
 
-def resolve_sort(node: exp.Expression, groups, ctx: Ctx, measures: list, aggregates: list) -> tuple:
+def resolve_sort(
+    node: exp.Expression,
+    groups: Sequence[GroupKey],
+    ctx: Ctx,
+    measures: list[Measure],
+    aggregates: list[Aggregate],
+) -> Tree:
     """The tree of an ORDER BY expression that is not in the select list (``ORDER BY
     COUNT(*) DESC`` selecting only the key): its aggregates are added to ``measures`` /
     ``aggregates`` (released with the select list's, sharing ε), evaluated per released cell."""
     gidx = {g.column: i for i, g in enumerate(groups)}
 
-    def agg(func, col):
+    def agg(func: str, col: Any) -> tuple[int, str | None]:
         return add_aggregate(func, col, ctx, measures, aggregates)
 
-    def key(name):
+    def key(name: str) -> tuple[int | str, str | None]:
         if name not in gidx:
             raise Refusal(
                 UNSUPPORTED,

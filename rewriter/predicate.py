@@ -25,16 +25,23 @@ from .scope import NUMERIC, Ctx, T, literal
 from .values import coerce, literal_value
 
 _CMP = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
-_FLIP = {exp.GT: exp.LT, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.LTE: exp.GTE}
+_FLIP: dict[type[exp.Expression], type[exp.Expression]] = {
+    exp.GT: exp.LT,
+    exp.LT: exp.GT,
+    exp.GTE: exp.LTE,
+    exp.LTE: exp.GTE,
+}
 ESCAPE = "\\"
 
 
-def where(node: exp.Expression, ctx: Ctx) -> exp.Expression:
+def where(node: exp.Expr, ctx: Ctx) -> exp.Expression:
     """The checked WHERE predicate (must be boolean)."""
     return boolean(check(node, ctx), ctx, "WHERE").node
 
 
-def check(node: exp.Expression, ctx: Ctx) -> T:
+def check(node: exp.Expr, ctx: Ctx) -> T:
+    if not isinstance(node, exp.Expression):  # every node sqlglot builds is one
+        raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported in a row predicate.")
     if type(node) in ALLOWED:
         understood(node)  # a set argument no rule interprets is a refusal, never dropped
     if isinstance(node, exp.Paren):
@@ -117,10 +124,10 @@ def boolean(t: T, ctx: Ctx, where_: str) -> T:
     return t
 
 
-def _connective(node: exp.Connector, ctx: Ctx) -> T:
+def _connective(node: exp.And | exp.Or, ctx: Ctx) -> T:
     kind = type(node)
-    parts = [boolean(check(p, ctx), ctx, sql_name(node)).node for p in node.flatten() if p is not node]
-    parts = sorted({p.sql("postgres"): p for p in parts}.items())
+    checked = [boolean(check(p, ctx), ctx, sql_name(node)).node for p in node.flatten() if p is not node]
+    parts = sorted({p.sql("postgres"): p for p in checked}.items())
     items = [p if isinstance(p, kind) else paren(p) for _, p in parts]
     out = items[0]
     for item in items[1:]:
@@ -149,7 +156,7 @@ def comparable(a: T, b: T, ctx: Ctx, what: str) -> tuple[T, T]:
     return a, b
 
 
-def _compare(kind: type, a: T, b: T, ctx: Ctx) -> T:
+def _compare(kind: type[exp.Expression], a: T, b: T, ctx: Ctx) -> T:
     a, b = comparable(a, b, ctx, "a comparison")
     if (a.is_literal or a.param) and not (b.is_literal or b.param):
         a, b, kind = b, a, _FLIP.get(kind, kind)
@@ -160,7 +167,7 @@ def _between(node: exp.Between, ctx: Ctx) -> T:
     x = check(node.this, ctx)
     x, lo = comparable(x, check(node.args["low"], ctx), ctx, "BETWEEN")
     x, hi = comparable(x, check(node.args["high"], ctx), ctx, "BETWEEN")
-    out = exp.Between(this=paren(x.node), low=paren(lo.node), high=paren(hi.node))
+    out: exp.Expression = exp.Between(this=paren(x.node), low=paren(lo.node), high=paren(hi.node))
     if node.args.get("symmetric"):
         # Postgres's own reading: (x BETWEEN a AND b) OR (x BETWEEN b AND a), NULLs included
         swapped = exp.Between(
@@ -174,7 +181,7 @@ def _in(node: exp.In, ctx: Ctx) -> T:
     if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
         raise Refusal(DENIED, "IN takes a list of literal values here, not a subquery.")
     x = check(node.this, ctx)
-    items = []
+    items: list[T] = []
     for item in node.expressions:
         t = check(item, ctx)
         if not (t.is_literal or t.param):
@@ -201,15 +208,15 @@ def _any(node: exp.EQ, ctx: Ctx) -> T:
         text = arg.this
     if isinstance(text, exp.Literal) and text.is_string:  # '{1,2,3}': PostgreSQL's array literal text
         try:
-            items = parse_array_literal(text.this)
+            elements = parse_array_literal(text.this)
         except ArrayLiteralError as e:
             raise Refusal("22P02", str(e), hint="Write an array as '{a,b,c}' or ARRAY[a, b, c].") from None
-        if not items:
+        if not elements:
             return T(exp.false(), "bool")  # x = ANY('{}') is false, even for a NULL x
         return _in(
             exp.In(
                 this=node.this,
-                expressions=[exp.null() if v is None else exp.Literal.string(v) for v in items],
+                expressions=[exp.null() if v is None else exp.Literal.string(v) for v in elements],
             ),
             ctx,
         )
@@ -220,21 +227,22 @@ def _any(node: exp.EQ, ctx: Ctx) -> T:
             "array literal '{…}'; write col IN (…) instead.",
         )
     x = check(node.this, ctx)
-    n = ctx.param(arg).param
+    n = ctx.param_number(arg)
     if x.type is None:
         raise Refusal(
             UNSUPPORTED, "the left side of = ANY($n) must be a column or an expression of known type."
         )
-    if ctx.infer:
+    params = ctx.params
+    if params is None:  # infer mode
         ctx.types[n] = ctx.types.get(n) or f"{x.type}[]"
         return T(exp.EQ(this=paren(x.node), expression=exp.Any(this=arg.copy())), "bool")
-    if n > len(ctx.params):
+    if n > len(params):
         raise Refusal(
             "08P01",
-            f"the statement uses ${n} but only {len(ctx.params)} parameter(s) were supplied.",
+            f"the statement uses ${n} but only {len(params)} parameter(s) were supplied.",
             hint=None,
         )
-    values = ctx.params[n - 1]
+    values = params[n - 1]
     if not isinstance(values, (list, tuple)):
         raise Refusal(
             DATATYPE_MISMATCH, f"= ANY(${n}) takes an array parameter (a list); for one value write = ${n}."

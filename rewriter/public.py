@@ -12,22 +12,29 @@ SQL only: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from config import Config
+from config import Config, Table
 
 from . import predicate, shape
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import Refusal
-from .plan import source_relation
+from .plan import ColumnType, source_relation
 from .scope import Ctx
 from .select import limit_offset
 
 __all__ = ["PublicQuery", "plan_public"]
 
-_AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+_AGGS: dict[type[exp.Expression], str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+}
 
 
 @dataclass(frozen=True)
@@ -37,13 +44,13 @@ class PublicQuery:
 
     table: str
     select: exp.Select
-    columns: tuple
+    columns: tuple[tuple[str, ColumnType | None], ...]
 
     def sql(self, dialect: str) -> str:
         return self.select.sql(dialect=dialect, identify=True)
 
 
-def plan_public(tree: exp.Expression, config: Config, params: list | None = None) -> PublicQuery:
+def plan_public(tree: exp.Expression, config: Config, params: list[Any] | None = None) -> PublicQuery:
     select = shape.check_statement(normalize_identifiers(tree.copy(), dialect="postgres"))
     shape.check_clauses(select)
     shape.check_nesting(select)
@@ -52,7 +59,8 @@ def plan_public(tree: exp.Expression, config: Config, params: list | None = None
     if not table.public:
         raise Refusal("42501", f"{name} is not a public table.")
     ctx = Ctx(name, table, quals, list(params or []))
-    items, cols = [], []
+    items: list[exp.Expr] = []
+    cols: list[tuple[str, ColumnType | None]] = []
     for node in select.expressions:
         alias = node.alias if isinstance(node, exp.Alias) else None
         inner = node.this if isinstance(node, exp.Alias) else node
@@ -94,7 +102,7 @@ def plan_public(tree: exp.Expression, config: Config, params: list | None = None
     return PublicQuery(name, q, tuple(cols))
 
 
-def _item(node: exp.Expression, ctx: Ctx, table) -> tuple[exp.Expression, str, str]:
+def _item(node: exp.Expression, ctx: Ctx, table: Table) -> tuple[exp.Expression, str, ColumnType | None]:
     if isinstance(node, exp.Column):
         t = ctx.column(node)
         return t.node, node.name, t.type
@@ -105,7 +113,7 @@ def _item(node: exp.Expression, ctx: Ctx, table) -> tuple[exp.Expression, str, s
             return exp.Count(this=exp.Star()), "count", "int"
         if isinstance(arg, exp.Column):
             t = ctx.column(arg)
-            typ = {"count": "int", "avg": "float"}.get(func, t.type)
+            typ: ColumnType | None = "int" if func == "count" else "float" if func == "avg" else t.type
             if func in ("sum", "avg") and t.type not in ("int", "float"):
                 raise Refusal(UNSUPPORTED, f"{func.upper()}({arg.name}) needs a numeric column.")
             return type(node)(this=t.node), func, typ
@@ -116,7 +124,7 @@ def _item(node: exp.Expression, ctx: Ctx, table) -> tuple[exp.Expression, str, s
     )
 
 
-def _ref(node: exp.Expression, ctx: Ctx, items: list) -> exp.Expression:
+def _ref(node: exp.Expression, ctx: Ctx, items: list[exp.Expr]) -> exp.Expr:
     if isinstance(node, exp.Literal) and node.is_int and 1 <= int(node.this) <= len(items):
         item = items[int(node.this) - 1]
         return item.this.copy() if isinstance(item, exp.Alias) else item.copy()

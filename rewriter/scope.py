@@ -8,7 +8,9 @@ the type (``param_types``, where no values are known).
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,6 +25,7 @@ from .plan import ColumnType
 from .values import coerce, natural_type, to_node
 
 NUMERIC = ("int", "float")
+COLUMN_TYPES: tuple[ColumnType, ...] = ("int", "float", "text", "bool", "date", "timestamp")
 INT_MAG = (1.0, 2.0**63)  # |x| of a non-zero 64-bit integer
 UNKNOWN_MAG = (0.0, math.inf)  # a float column: anything, incl. ±inf and tiny values
 NOVALUE = object()
@@ -61,6 +64,12 @@ class T:
         return self.param is not None and self.type is None
 
 
+Check = Callable[[exp.Expression, "Ctx"], T]
+"""The expression checker a rule calls on its operands."""
+Rule = Callable[[Any, "Ctx", Check], T]
+"""A rule for one node type, found by the node's exact type (so its node is that type)."""
+
+
 def literal(value: Any) -> T:
     mag = UNKNOWN_MAG
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -75,13 +84,16 @@ class Ctx:
     name: str
     table: Table
     qualifiers: set[str]
-    params: list | None  # None: infer mode (param_types)
-    types: dict[int, ColumnType | None] = field(default_factory=dict)
+    params: list[Any] | None  # None: infer mode (param_types)
+    # infer mode: each parameter's type, a ColumnType or "<type>[]" (an array: = ANY($n))
+    types: dict[int, str | None] = field(default_factory=dict)
     used: set[int] = field(default_factory=set)
-    owners: dict | None = None  # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
+    owners: dict[str, set[str]] | None = (
+        None  # a lookup join: column -> the qualifiers it may carry (rewriter.joins)
+    )
     # a date part in a row predicate, checked as the derived group key of the same expression
     # (rewriter.keys.date_part): None where a statement's rules do not allow it
-    date_part: Any = None
+    date_part: Callable[[exp.Extract, Ctx], T] | None = None
 
     @property
     def infer(self) -> bool:
@@ -121,36 +133,41 @@ class Ctx:
         return T(exp.column(name, quoted=True), col.type, mag)
 
     def param(self, node: exp.Parameter) -> T:
+        return T(node, None, param=self.param_number(node))
+
+    def param_number(self, node: exp.Parameter) -> int:
+        """``n`` of ``$n``, recorded as used."""
         ok = isinstance(node.this, exp.Literal) and node.this.is_int and int(node.this.this) >= 1
         if not ok:
             raise Refusal("42601", f"invalid parameter {node.sql('postgres')}; use $1, $2, …", hint=None)
         n = int(node.this.this)
         self.used.add(n)
-        return T(node, None, param=n)
+        return n
 
     def settle(self, t: T, type_: ColumnType | None) -> T:
         """Give a pending parameter (or a string literal) the type its context wants."""
-        if t.pending:
-            if self.infer:
-                if self.types.get(t.param) is None:
-                    self.types[t.param] = type_
-                return replace(t, type=type_ or self.types.get(t.param))
-            n = t.param
-            if n > len(self.params):
+        n = t.param
+        if n is not None and t.type is None:  # pending
+            params = self.params
+            if params is None:  # infer mode
+                if self.types.get(n) is None:
+                    self.types[n] = type_
+                return replace(t, type=type_ or _column_type(self.types.get(n)))
+            if n > len(params):
                 raise Refusal(
                     PROTOCOL_VIOLATION,
-                    f"the statement uses ${n} but only {len(self.params)} parameter(s) were supplied.",
+                    f"the statement uses ${n} but only {len(params)} parameter(s) were supplied.",
                     hint=None,
                 )
-            if type_ in ("date", "timestamp"):
-                v = self.params[n - 1]
+            if type_ == "date" or type_ == "timestamp":
+                v = params[n - 1]
                 return (
                     T(exp.Null(), type_, value=None)
                     if v is None
                     else _time_literal(datetimes.parse(v, type_, f"parameter ${n}"))
                 )
-            return literal(coerce(self.params[n - 1], type_, f"parameter ${n}"))
-        if t.is_literal and t.type == "text" and type_ in ("date", "timestamp"):
+            return literal(coerce(params[n - 1], type_, f"parameter ${n}"))
+        if t.is_literal and t.type == "text" and (type_ == "date" or type_ == "timestamp"):
             # '2025-01-31' compared with a date column
             return _time_literal(datetimes.parse(t.value, type_))
         if t.is_literal and t.type == "text" and type_ in ("int", "float", "bool"):
@@ -158,21 +175,32 @@ class Ctx:
         return t
 
     def check_count(self) -> None:
-        if self.infer or not self.used:
-            if not self.infer and self.params:
-                self._mismatch()
+        params = self.params
+        if params is None:  # infer mode
             return
-        if len(self.params) != max(self.used):
-            self._mismatch()
+        if not self.used:
+            if params:
+                self._mismatch(params)
+            return
+        if len(params) != max(self.used):
+            self._mismatch(params)
 
-    def _mismatch(self) -> None:
+    def _mismatch(self, params: list[Any]) -> None:
         need = max(self.used) if self.used else 0
         raise Refusal(
             PROTOCOL_VIOLATION,
-            f"the statement has {need} parameter(s) but {len(self.params)} were supplied.",
+            f"the statement has {need} parameter(s) but {len(params)} were supplied.",
             hint=None,
         )
 
 
-def _time_literal(v) -> T:
+def _column_type(name: str | None) -> ColumnType | None:
+    """``name`` if it is a column type (not an array parameter's ``"int[]"``)."""
+    for typ in COLUMN_TYPES:
+        if name == typ:
+            return typ
+    return None
+
+
+def _time_literal(v: dt.date) -> T:
     return T(datetimes.node(v), datetimes.type_of(v), value=v)

@@ -7,7 +7,9 @@ aggregates share one :class:`Aggregate`, and AVG shares its SUM/COUNT measures.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -27,25 +29,28 @@ _BAD_POSITION = "42P10"
 
 @dataclass(frozen=True)
 class Item:
-    """A select item: ``kind`` "column" (payload: name) or "agg" (payload: (func, column))."""
+    """A select item by ``kind``: "column" (payload: its name), "agg" (payload: (func, column)),
+    "key" (a derived group key: its GroupKey) or "expr" (a :mod:`.postprocess` tree)."""
 
     name: str
     kind: str
-    payload: object
-    post: tuple = ()  # display steps over an aggregate (see :func:`post_steps`)
+    payload: Any
+    post: tuple[tuple[str, Any], ...] = ()  # display steps over an aggregate (see :func:`post_steps`)
 
 
 def items(select: exp.Select, ctx: Ctx) -> list[Item]:
-    out = []
-    for node in select.expressions:
+    out: list[Item] = []
+    for item in select.expressions:
         alias = (
-            node.alias
-            if isinstance(understood(node) if isinstance(node, exp.Alias) else node, exp.Alias)
+            item.alias
+            if isinstance(understood(item) if isinstance(item, exp.Alias) else item, exp.Alias)
             else None
         )
-        node = node.unalias()
+        node = item.unalias()
         while isinstance(node, exp.Paren):
             node = understood(node).this
+        if not isinstance(node, exp.Expression):  # every node sqlglot builds is one
+            raise Refusal(UNSUPPORTED, f"select item {node.sql('postgres')} is not supported.")
         if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
             raise Refusal(
                 DENIED,
@@ -144,7 +149,14 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
                 f"extract(month from {name}); their values follow from its bounds.",
             )
         central = ctx.table.mode == "central" and ctx.table.privacy is None
-        if col.public_domain is None and col.type in ("int", "float") and col.bounded and not central:
+        if (
+            col.public_domain is None
+            and col.type in ("int", "float")
+            and col.bounded
+            and isinstance(col.lower, (int, float))
+            and isinstance(col.upper, (int, float))
+            and not central
+        ):
             w = _bin_width(col.lower, col.upper)
             raise Refusal(
                 DENIED,
@@ -162,10 +174,10 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
         # no public domain: the released keys are chosen by DP partition selection
         keys[name] = GroupKey(name, col.type, col.public_domain)
     out = tuple(keys[k] for k in sorted(keys))
-    if any(g.domain is None for g in out):  # the key tuples are chosen by partition selection
-        return out
     cells = 1
     for g in out:
+        if g.domain is None:  # the key tuples are chosen by partition selection
+            return out
         cells *= len(g.domain)
     if cells > MAX_CELLS:
         raise Refusal(
@@ -176,17 +188,19 @@ def group_by(select: exp.Select, its: list[Item], ctx: Ctx) -> tuple[GroupKey, .
     return out
 
 
-def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggregate: bool = True):
+def outputs(
+    its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggregate: bool = True
+) -> tuple[tuple[Measure, ...], tuple[Aggregate, ...], tuple[Output, ...]]:
     """(measures, aggregates, outputs) for the select list."""
     measures: list[Measure] = []
     aggs: list[Aggregate] = []
     outs: list[Output] = []
     gidx = {g.column: i for i, g in enumerate(groups)}
 
-    def agg_index(func, col):  # an aggregate inside an expression
+    def agg_index(func: str, col: Any) -> tuple[int, str | None]:  # an aggregate inside an expression
         return postprocess.add_aggregate(func, col, ctx, measures, aggs)
 
-    def key_index(name):
+    def key_index(name: str) -> tuple[int | str, str | None]:
         if name not in gidx:
             raise Refusal(
                 DENIED,
@@ -207,7 +221,7 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             continue
         if it.kind == "expr":  # post-processing of released values
             tree, typ = postprocess.resolve(it.payload, agg_index, key_index)
-            outs.append(Output(it.name, "expr", -1, typ or "text", tree))
+            outs.append(Output(it.name, "expr", -1, postprocess.output_type(typ), tree))
             continue
         if it.kind == "column":
             if it.payload not in gidx:
@@ -220,8 +234,9 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
             g = groups[gidx[it.payload]]
             outs.append(Output(it.name, "group", gidx[it.payload], g.type))
             continue
-        index, typ = add_aggregate(*it.payload, ctx, measures, aggs)
-        out_type = post_type(typ, it.post)
+        func, col = it.payload
+        index, typ = add_aggregate(func, col, ctx, measures, aggs)
+        out_type = postprocess.output_type(post_type(typ, it.post))
         outs.append(Output(it.name, "aggregate", index, out_type, it.post))
     if not aggs and need_aggregate and not (groups and outs):  # no aggregate: the domain itself
         raise Refusal(UNSUPPORTED, "select at least one aggregate (COUNT, SUM or AVG).")
@@ -231,7 +246,11 @@ def outputs(its: list[Item], groups: tuple[GroupKey, ...], ctx: Ctx, need_aggreg
 
 
 def order_by(
-    select: exp.Select, its: list[Item], outs: tuple[Output, ...], ctx: Ctx, hidden=None
+    select: exp.Select,
+    its: list[Item],
+    outs: tuple[Output, ...],
+    ctx: Ctx,
+    hidden: Callable[[exp.Expression], postprocess.Tree] | None = None,
 ) -> tuple[OrderItem, ...]:
     """The sort keys: an output by position, alias or the same expression; else (with
     ``hidden(node)``, which resolves an expression over released values and group keys)
@@ -240,7 +259,7 @@ def order_by(
     order = select.args.get("order")
     if order is None:
         return ()
-    result = []
+    result: list[OrderItem] = []
     understood(order)
     for o in order.expressions:
         node, idx = understood(o).this, None
@@ -256,7 +275,7 @@ def order_by(
                 if isinstance(node, exp.Column)
                 else (
                     ("agg", aggregate(node, ctx))
-                    if isinstance(node, (exp.AggFunc, exp.Filter))
+                    if isinstance(node, (exp.AggFunc, exp.Filter)) and isinstance(node, exp.Expression)
                     else (("key", derived.derive(node, ctx)) if derived.derivable(node) else None)
                 )
             )
@@ -293,7 +312,7 @@ def _count(node: exp.Expression | None, ctx: Ctx, what: str, state: str) -> int 
     return t.value
 
 
-def _fetch_as_limit(node):
+def _fetch_as_limit(node: exp.Expr | None) -> exp.Expr | None:
     """``FETCH FIRST|NEXT [n] ROW[S] ONLY`` (SQL:2008, as BI tools write it) → ``LIMIT n``;
     WITH TIES and PERCENT are refused (their row count depends on the values)."""
     if not isinstance(node, exp.Fetch):
@@ -335,5 +354,5 @@ def limit_offset(select: exp.Select, ctx: Ctx) -> tuple[int | None, int]:
 def _bin_width(lower: float, upper: float) -> float:
     """A round bin width giving about 10 bins over [lower, upper] (for the hint)."""
     span = max(float(upper) - float(lower), 1.0)
-    w = 10 ** math.floor(math.log10(span / 10))
+    w: float = 10 ** math.floor(math.log10(span / 10))
     return w * 5 if span / w > 50 else (w * 2 if span / w > 20 else w)

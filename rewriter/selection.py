@@ -12,19 +12,24 @@ noisy values of those keys at a separate ε).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Literal
+
 from sqlglot import exp
 
-from . import predicate
-from . import select as select_
+from . import intervals, predicate
+from .aggregates import aggregate
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
-from .plan import Aggregate, Measure, Selection
+from .plan import Aggregate, GroupKey, Measure, Output, Selection
 from .scope import Ctx
 
-_OPS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
-_FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+Op = Literal[">", ">=", "<", "<="]
+_OPS: dict[type[exp.Expression], Op] = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_FLIP: dict[Op, Op] = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+PerKey = tuple[str, str, tuple[tuple[Any, float], ...], float]  # ("per_key", column, pairs, default)
 MAX_KEYS = 100  # keys a HAVING without LIMIT may return (the c of SVT)
 
 
@@ -34,7 +39,8 @@ def split_having(select: exp.Select) -> exp.Expression | None:
     if having is None:
         return None
     select.set("having", None)
-    return having.this
+    pred: exp.Expression = having.this
+    return pred
 
 
 def top_order(select: exp.Select) -> exp.Expression | None:
@@ -44,19 +50,24 @@ def top_order(select: exp.Select) -> exp.Expression | None:
         return None
     first = order.expressions[0]
     node = first.this
-    if isinstance(node, exp.AggFunc) and first.args.get("desc") and len(order.expressions) == 1:
+    if (
+        isinstance(node, exp.AggFunc)
+        and isinstance(node, exp.Expression)
+        and first.args.get("desc")
+        and len(order.expressions) == 1
+    ):
         return node  # the ORDER BY stays: it is also a sort of the released values
     return None
 
 
 def _threshold_aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
-    func, col = select_.aggregate(node, ctx)
+    func, col = aggregate(node, ctx)
     if func not in ("count", "sum"):
         raise Refusal(UNSUPPORTED, f"a threshold on {func.upper()} is not supported; use COUNT or SUM.")
     return func, col
 
 
-def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, str, float]:
+def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, Literal[">", ">="], float | PerKey]:
     while isinstance(pred, exp.Paren):
         pred = pred.this
     op = _OPS.get(type(pred))
@@ -71,9 +82,9 @@ def _having(pred: exp.Expression, ctx: Ctx) -> tuple[exp.Expression, str, float]
     left, right = pred.this, pred.expression
     if isinstance(right, exp.AggFunc) and not isinstance(left, exp.AggFunc):
         left, right, op = right, left, _FLIP[op]
-    if not isinstance(left, exp.AggFunc):
+    if not isinstance(left, exp.AggFunc) or not isinstance(left, exp.Expression):
         raise Refusal(UNSUPPORTED, "HAVING compares COUNT(…) or SUM(…) with a number.")
-    if op in ("<", "<="):
+    if op == "<" or op == "<=":
         raise Refusal(
             UNSUPPORTED,
             "HAVING … < T is not supported: the sparse vector technique "
@@ -100,7 +111,7 @@ def _number(node: exp.Expression, ctx: Ctx) -> float:
     return float(t.value)
 
 
-def _per_key(case: exp.Case, ctx: Ctx):
+def _per_key(case: exp.Case, ctx: Ctx) -> PerKey:
     """``CASE g WHEN v THEN T … ELSE T0 END``: public thresholds per value of group key g."""
     col = understood(case).this
     if not isinstance(col, exp.Column) or case.args.get("default") is None:
@@ -111,7 +122,7 @@ def _per_key(case: exp.Case, ctx: Ctx):
         )
     name = ctx.column(col).node.name
     spec = ctx.table.columns[name]
-    pairs = []
+    pairs: list[tuple[Any, float]] = []
     for w in case.args.get("ifs") or []:
         understood(w)
         key = ctx.settle(predicate.check(w.this, ctx), spec.type)
@@ -125,24 +136,32 @@ def plan_selection(
     having: exp.Expression | None,
     top: exp.Expression | None,
     ctx: Ctx,
-    groups,
-    measures,
-    aggregates,
-    outputs,
+    groups: Sequence[GroupKey],
+    measures: Sequence[Measure],
+    aggregates: Sequence[Aggregate],
+    outputs: Sequence[Output],
     limit: int | None,
-):
+) -> tuple[tuple[Measure, ...], tuple[Aggregate, ...], Selection]:
     """(measures, aggregates, Selection) for a HAVING / top-c statement."""
     if not groups:
         raise Refusal(UNSUPPORTED, "HAVING and top-c need GROUP BY a column with a public domain.")
-    threshold, op, node = None, ">", top
+    threshold: float | PerKey | None = None
+    op: Literal[">", ">="] = ">"
+    node = top
     if having is not None:
         node_h, op, threshold = _having(having, ctx)
         if top is not None and _threshold_aggregate(top, ctx) != _threshold_aggregate(node_h, ctx):
             raise Refusal(UNSUPPORTED, "ORDER BY … DESC LIMIT must rank by the same aggregate as HAVING.")
         node = node_h
+    if node is None:
+        raise Refusal(UNSUPPORTED, "HAVING or ORDER BY <aggregate> DESC LIMIT c is needed here.")
     func, col = _threshold_aggregate(node, ctx)
-    spec = ctx.table.columns[col] if col else None
-    measures, aggregates = list(measures), list(aggregates)
+    spec = ctx.table.columns.get(col) if col is not None and not isinstance(col, intervals.Arith) else None
+    if col is not None and spec is None:  # SUM(a + b): answered from the released cells
+        raise Refusal(
+            UNSUPPORTED, "the sparse vector technique thresholds COUNT or SUM of one declared column."
+        )
+    ms, ags = list(measures), list(aggregates)
     same = next(
         (
             i
@@ -155,18 +174,21 @@ def plan_selection(
         meas = Measure("count_rows") if col is None else Measure("count", col)
         agg = Aggregate("count", col, spec.type if spec else None, None, None, ())
     else:
-        meas = Measure("sum", col, spec.type, spec.lower, spec.upper)
-        agg = Aggregate("sum", col, spec.type, spec.lower, spec.upper, ())
+        lo, hi = (spec.lower, spec.upper) if spec is not None else (None, None)
+        if spec is None or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+            raise Refusal(UNSUPPORTED, "the sparse vector technique thresholds SUM of a bounded column.")
+        meas = Measure("sum", col, spec.type, lo, hi)
+        agg = Aggregate("sum", col, spec.type, lo, hi, ())
     if same is not None:
-        agg = aggregates[same]
+        agg = ags[same]
     else:
-        if meas not in measures:
-            measures.append(meas)
-        agg = Aggregate(agg.func, agg.column, agg.type, agg.lower, agg.upper, (measures.index(meas),))
-        if agg not in aggregates:
-            aggregates.append(agg)
+        if meas not in ms:
+            ms.append(meas)
+        agg = Aggregate(agg.func, agg.column, agg.type, agg.lower, agg.upper, (ms.index(meas),))
+        if agg not in ags:
+            ags.append(agg)
     c = limit if limit is not None else None
-    per_key = ()
+    per_key: tuple[tuple[Any, float], ...] = ()
     if isinstance(threshold, tuple):  # CASE g WHEN … THEN T … ELSE T0 END
         _, col, pairs, default = threshold
         if [g.column for g in groups] != [col]:
@@ -174,11 +196,11 @@ def plan_selection(
         per_key, threshold = pairs, default
     sel = Selection(
         kind="top" if top is not None else "having",
-        aggregate=aggregates.index(agg),
+        aggregate=ags.index(agg),
         op=op,
         threshold=threshold,
         c=c,
         values=any(o.source == "aggregate" for o in outputs),
         per_key=per_key,
     )
-    return tuple(measures), tuple(aggregates), sel
+    return tuple(ms), tuple(ags), sel

@@ -6,9 +6,12 @@ They run before any typing, so later rules may assume a single-table SELECT.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
 from sqlglot import exp
 
-from config import Config
+from config import Table
 
 from .args import sql_name, understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
@@ -63,7 +66,7 @@ VIEW_HINT = (
 _PASS = {"expressions", "from_", "where", "group", "order", "limit", "offset"}
 
 
-def check_statement(expr: exp.Expression) -> exp.Select:
+def check_statement(expr: exp.Expr) -> exp.Select:
     """Refuse anything but a single SELECT statement."""
     if isinstance(expr, _SET_OPS):
         raise Refusal(DENIED, "UNION/INTERSECT/EXCEPT are not allowed; run one SELECT at a time.")
@@ -118,7 +121,16 @@ def check_nesting(select: exp.Select, windows: bool = False) -> None:
             raise Refusal(DENIED, "LATERAL is not allowed.")
 
 
-def resolve_table(select: exp.Select, config: Config) -> tuple[str, set[str]]:
+class Declared(Protocol):
+    """What the table rules read of a Config: the declared tables and their sources."""
+
+    @property
+    def tables(self) -> Mapping[str, Table]: ...
+
+    def source_of(self, table: str) -> str: ...
+
+
+def resolve_table(select: exp.Select, config: Declared) -> tuple[str, set[str]]:
     """The declared table name and the names a column may be qualified with."""
     from_ = select.args.get("from_")
     if from_ is None:

@@ -11,12 +11,15 @@ changes the number of distinct values by at most 1).
 
 from __future__ import annotations
 
+from typing import Literal, Protocol
+
 from sqlglot import exp
 
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
-from .plan import Measure
+from .plan import ColumnType, Measure
+from .scope import Ctx
 
 VARIANCE_NODES = {
     exp.VariancePop: "var_pop",
@@ -29,6 +32,19 @@ VARIANCE_FUNCS = ("var_pop", "var_samp", "stddev_pop", "stddev_samp")
 MAX_EXACT_WIDTH = 2**31  # integer moments in half units: (2·(U-L))² per row must fit a bigint
 
 
+class Bounded(Protocol):
+    """A column's type and clamping bounds: a declared column (config) or a measure."""
+
+    @property
+    def type(self) -> ColumnType | None: ...
+
+    @property
+    def lower(self) -> float | str | None: ...
+
+    @property
+    def upper(self) -> float | str | None: ...
+
+
 def output_name(node: exp.Expression, func: str) -> str:
     """Postgres's column name for an unaliased aggregate: its function's name as written
     (``count`` for COUNT(DISTINCT …), ``stddev`` for STDDEV; VARIANCE/VAR_SAMP parse alike)."""
@@ -37,9 +53,20 @@ def output_name(node: exp.Expression, func: str) -> str:
     return "stddev" if type(node) is exp.Stddev else func
 
 
-def moment_type(spec) -> str:
-    """ "int" when the centred moments of ``spec`` are computed exactly as integers."""
+def _bounds(spec: Bounded) -> tuple[float, float] | None:
+    """``spec``'s numeric clamping bounds, or None (unbounded, or a date/time column)."""
     lo, hi = spec.lower, spec.upper
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        return lo, hi
+    return None
+
+
+def moment_type(spec: Bounded) -> Literal["int", "float"]:
+    """ "int" when the centred moments of ``spec`` are computed exactly as integers."""
+    bounds = _bounds(spec)
+    if bounds is None:
+        return "float"
+    lo, hi = bounds
     exact = (
         spec.type == "int"
         and float(lo).is_integer()
@@ -50,7 +77,7 @@ def moment_type(spec) -> str:
     return "int" if exact else "float"
 
 
-def distinct_column(node: exp.Count, ctx) -> str:
+def distinct_column(node: exp.Count, ctx: Ctx) -> str:
     """The column of ``COUNT(DISTINCT col)``, or a refusal with what to write instead."""
     arg = node.this
     cols = arg.expressions if isinstance(arg, exp.Distinct) else []
@@ -74,22 +101,27 @@ def distinct_column(node: exp.Count, ctx) -> str:
     return name
 
 
-def measures(func: str, col: str, spec):
+def measures(func: str, col: str, spec: Bounded) -> tuple[tuple[Measure, ...], ColumnType | None]:
     """(Measure, …) of a VAR/STDDEV or COUNT(DISTINCT) aggregate, and its Aggregate type."""
     if func == "count_distinct":
         return (Measure("count_distinct", col),), spec.type
+    bounds = _bounds(spec)
+    if bounds is None:
+        raise Refusal(UNSUPPORTED, f"{func.upper()}({col}) needs a numeric column with declared bounds.")
     typ = moment_type(spec)
     return (
         Measure("count", col),
-        Measure("csum", col, typ, spec.lower, spec.upper),
-        Measure("csumsq", col, typ, spec.lower, spec.upper),
+        Measure("csum", col, typ, *bounds),
+        Measure("csumsq", col, typ, *bounds),
     ), typ
 
 
-def moment_expr(kind: str, typ: str, clamped: exp.Expression, lower, upper) -> exp.Expression:
+def moment_expr(
+    kind: str, typ: str | None, clamped: exp.Expression, lower: float, upper: float
+) -> exp.Expression:
     """SUM of the centred clamped value (``csum``) or of its square (``csumsq``)."""
     if typ == "int":
-        y = exp.Sub(
+        y: exp.Expression = exp.Sub(
             this=exp.Mul(this=exp.Literal.number(2), expression=exp.Paren(this=clamped)),
             expression=exp.Literal.number(int(lower) + int(upper)),
         )

@@ -14,7 +14,7 @@ from sqlglot import exp
 from .args import understood
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
-from .scope import Ctx, T
+from .scope import Check, Ctx, Rule, T
 
 _POSITIONS = ("LEADING", "TRAILING", "BOTH")
 
@@ -30,7 +30,7 @@ def _text(t: T, ctx: Ctx, what: str) -> T:
     return t
 
 
-def _trim(node: exp.Trim, ctx: Ctx, check) -> T:
+def _trim(node: exp.Trim, ctx: Ctx, check: Check) -> T:
     understood(node, frozenset({"this", "expression", "position"}))
     pos = node.args.get("position")
     pos = str(pos.this if isinstance(pos, exp.Expression) else pos).upper() if pos else None
@@ -49,11 +49,11 @@ def _trim(node: exp.Trim, ctx: Ctx, check) -> T:
     return T(out, "text")
 
 
-def _concat(node: exp.DPipe, ctx: Ctx, check) -> T:
+def _concat(node: exp.DPipe, ctx: Ctx, check: Check) -> T:
     understood(node, frozenset({"this", "expression", "safe"}))
     a = _text(check(node.this, ctx), ctx, "||")
     b = _text(check(node.expression, ctx), ctx, "||")
     return T(exp.DPipe(this=a.node, expression=b.node, safe=True), "text")
 
 
-RULES = {exp.Trim: _trim, exp.DPipe: _concat}
+RULES: dict[type[exp.Expression], Rule] = {exp.Trim: _trim, exp.DPipe: _concat}

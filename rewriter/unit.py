@@ -54,10 +54,13 @@ oracle test checks this).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 from sqlglot import exp
 
 from . import params
-from .plan import Plan, UnitBounds
+from .plan import GroupKey, Measure, Plan, UnitBounds
 
 __all__ = [
     "KEPT",
@@ -119,18 +122,32 @@ def describe(b: UnitBounds) -> str:
 
 
 AGGREGATABLE = ("count_rows", "count", "count_if", "sum", "csum", "csumsq")
+KeySql = Callable[[GroupKey], exp.Expression]  # a group key's scan expression (:mod:`.emit`)
+
+
+def _bounds(plan: Plan) -> UnitBounds:
+    """``plan``'s privacy unit and bounds: the bounded scans are built only for plans with one."""
+    if plan.unit is None:
+        raise ValueError("a bounded scan needs a privacy unit")
+    return plan.unit
 
 
 def aggregatable(plan: Plan) -> bool:
     """Every measure is a count or a sum (or the count of units): the bounded scan can
     pre-aggregate per (unit, cell) instead of ranking rows (:func:`per_unit_scan`)."""
+    unit = plan.unit.column if plan.unit is not None else None
     return all(
-        m.kind in AGGREGATABLE or (m.kind == "count_distinct" and m.column == plan.unit.column)
-        for m in plan.measures
+        m.kind in AGGREGATABLE or (m.kind == "count_distinct" and m.column == unit) for m in plan.measures
     )
 
 
-def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp.Select:
+def per_unit_scan(
+    plan: Plan,
+    row_measure: Callable[[Measure], exp.Expression],
+    base_count: Callable[[Measure], exp.Expression],
+    integral: Callable[[Measure], bool],
+    key_sql: KeySql,
+) -> exp.Select:
     """The bounded scan by pre-aggregation (every measure a count or a sum), much cheaper
     than ranking rows (a hash aggregate, no window sort)::
 
@@ -165,17 +182,19 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
     about half a row per cell: on TPC-H orders that doubled the bias); the window runs
     over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
     (unit) row is its own total)."""
-    b = plan.unit
+    b = _bounds(plan)
     unit = exp.column(b.column, quoted=True)
     keys = [key_sql(g) for g in plan.group_by]
     knames = [f"k{i + 1}" for i in range(len(keys))]
     R = exp.Literal.number(b.max_rows)
     items = [*[exp.alias_(k, n) for k, n in zip(keys, knames)], exp.alias_(unit.copy(), U, quoted=True)]
-    outs, bases = [], {}
+    outs: list[exp.Expr] = []
+    bases: dict[int | str, Any] = {}  # measure j: (its base count's name, integral); "canon": _canonical
     for j, m in enumerate(plan.measures):
         a, n = f"a{j + 1}", f"n{j + 1}"
         items.append(exp.alias_(row_measure(m), a))
         col_a = exp.column(a)
+        total: exp.Expression
         if m.kind == "count_distinct":  # the unit itself: one per (unit, cell)
             total = exp.Sum(this=col_a)
         elif m.kind in ("count_rows", "count", "count_if"):
@@ -211,7 +230,7 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
         per = per.where(exp.Paren(this=plan.where.copy()), copy=False)
     per = per.group_by(*[k.copy() for k in keys], unit.copy(), copy=False)
     last = "per"
-    ctes = [("per", per)]
+    ctes: list[tuple[str, exp.Expression]] = [("per", per)]
     if keys and b.max_groups < plan.n_cells:
         kcols = [exp.column(n) for n in knames]
         order = [_hash([_salt(), exp.column(U, quoted=True), *[c.copy() for c in kcols]]), *kcols]
@@ -243,17 +262,18 @@ def per_unit_scan(plan: Plan, row_measure, base_count, integral, key_sql) -> exp
     return out
 
 
-def _canonical(items: list) -> dict:
+def _canonical(items: list[exp.Expr]) -> dict[str, str]:
     """Per aliased count of the (unit, cell) select: the first alias with the same
     expression (COUNT(*) and COUNT(col) of a NOT NULL column repeat): one running sum each."""
-    seen, out = {}, {}
+    seen: dict[str, str] = {}
+    out: dict[str, str] = {}
     for it in items:
         if isinstance(it, exp.Alias) and isinstance(it.this, exp.Count):
             out[it.alias] = seen.setdefault(it.this.sql(), it.alias)
     return out
 
 
-def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
+def _total_outs(plan: Plan, bases: dict[int | str, Any]) -> list[exp.Expr]:
     """The cell aggregates in total mode (:func:`per_unit_scan`): a unit whose total N
     exceeds R keeps, of each count x (its rows, a column's non-NULL values), the share
     ⌊(X_c·R + o)/N⌋ − ⌊((X_c − x_c)·R + o)/N⌋ in cell c, X_c the running sum of x over its
@@ -263,7 +283,7 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     keyed start, so the shares add up to ⌊(X·R + o)/N⌋ ≤ R and each is x_c·R/N on average
     over o whatever the order of the cells (no rounding bias; which cells round up is the
     keyed o's choice; without GROUP BY, ⌊(x·R + o)/N⌋)."""
-    b = plan.unit
+    b = _bounds(plan)
     R = exp.Literal.number(b.max_rows)
     keyed = bool(plan.group_by)
     N = exp.column(NT if keyed else NC, quoted=True)
@@ -272,7 +292,7 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
     offset = exp.Mod(this=exp.column(HO, quoted=True), expression=N.copy())  # the unit's keyed o ∈ [0, N)
 
     def share(name: str) -> exp.Expression:
-        def part(c):
+        def part(c: exp.Expression) -> exp.Expression:
             return _idiv(
                 exp.Add(this=exp.Mul(this=exp.Paren(this=c), expression=R.copy()), expression=offset.copy()),
                 N.copy(),
@@ -286,9 +306,10 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
             expression=part(exp.Sub(this=run.copy(), expression=exp.column(name, quoted=True))),
         )
 
-    outs = []
+    outs: list[exp.Expr] = []
     for j, m in enumerate(plan.measures):
         a = exp.column(f"a{j + 1}")
+        v: exp.Expression
         if m.kind == "count_distinct":  # the unit counts where it keeps a pseudo-row
             keep = exp.GTE(this=share(NC), expression=exp.Literal.number(1))
             v = exp.Case(
@@ -307,14 +328,16 @@ def _total_outs(plan: Plan, bases: dict) -> list[exp.Expression]:
                 ],
                 default=_scaled(a, n, share(bases[j][0]), integral),
             )
-        total = exp.Sum(this=v)
+        total: exp.Expression = exp.Sum(this=v)
         if m.kind in ("count_distinct", "count_rows", "count", "count_if"):
             total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
         outs.append(exp.alias_(total, f"m{j + 1}"))
     return outs
 
 
-def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> list[tuple[str, exp.Select]]:
+def total_window(
+    plan: Plan, bases: dict[int | str, Any], knames: list[str], source: str
+) -> list[tuple[str, exp.Expression]]:
     """Total mode with GROUP BY: the (unit, cell) rows with the unit's total N and the
     running sums of every count a share is taken of, in the order of the cell keys (a
     deterministic order is all systematic sampling needs: the keyed offset picks which
@@ -359,7 +382,7 @@ def total_window(plan: Plan, bases: dict, knames: list[str], source: str) -> lis
             ),
         )
     )
-    R = exp.Literal.number(plan.unit.max_rows)
+    R = exp.Literal.number(_bounds(plan).max_rows)
     nt = exp.column(NT, quoted=True)
     light = (
         exp.select(
@@ -399,11 +422,13 @@ def _idiv(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this="DPGATE_IDIV", expressions=[a, b])
 
 
-def _scaled(a: exp.Expression, n: exp.Expression, R, integral: bool) -> exp.Expression:
-    """a·R/n (R an int or an integer expression ≤ n): for an integer sum q·R + (r·R) / n
+def _scaled(
+    a: exp.Expression, n: exp.Expression, rows: int | exp.Expression, integral: bool
+) -> exp.Expression:
+    """a·R/n (R, ``rows``, an int or an integer expression ≤ n): for an integer sum q·R + (r·R) / n
     with q, r = a div n, a mod n (no overflow; truncated toward zero, so within
     [R·lower, R·upper]); else in double precision."""
-    R = exp.Literal.number(R) if isinstance(R, int) else exp.Paren(this=R)
+    R = exp.Literal.number(rows) if isinstance(rows, int) else exp.Paren(this=rows)
     if not integral:
         return exp.Div(
             this=exp.Mul(this=exp.Cast(this=a.copy(), to=exp.DataType.build("double")), expression=R.copy()),
@@ -417,12 +442,12 @@ def _scaled(a: exp.Expression, n: exp.Expression, R, integral: bool) -> exp.Expr
     )
 
 
-def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Select, exp.Expression]:
+def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql: KeySql) -> tuple[exp.Select, exp.Expression]:
     """The ``kept`` relation (the source's rows with their rank within their unit's cell —
     in total mode within the unit —, and their cell's rank among the unit's cells) and the
     predicate that keeps the bounded rows. ``reads``: the scan's per-row expressions (their columns order a unit's rows);
     ``key_sql(g)`` a group key's scan expression (:mod:`.emit`)."""
-    b = plan.unit
+    b = _bounds(plan)
     unit = exp.column(b.column, quoted=True)
     keys = [key_sql(g) for g in plan.group_by]
     values = _columns(reads, exclude=b.column)
@@ -433,8 +458,10 @@ def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Sel
         partition_by=[unit.copy(), *within],
         order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]),
     )
-    cols = [exp.Star(), exp.alias_(rn, RN, quoted=True)]
-    keep = exp.LTE(this=exp.column(RN, quoted=True), expression=exp.Literal.number(b.max_rows))
+    cols: list[exp.Expr] = [exp.Star(), exp.alias_(rn, RN, quoted=True)]
+    keep: exp.Expression = exp.LTE(
+        this=exp.column(RN, quoted=True), expression=exp.Literal.number(b.max_rows)
+    )
     if keys and b.max_groups < plan.n_cells:
         gorder = [_hash([_salt(), unit.copy(), *[k.copy() for k in keys]]), *[k.copy() for k in keys]]
         gn = exp.Window(
@@ -443,8 +470,9 @@ def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Sel
             order=exp.Order(expressions=[exp.Ordered(this=o) for o in gorder]),
         )
         cols.append(exp.alias_(gn, GN, quoted=True))
-        keep = exp.and_(
-            keep, exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups))
+        keep = exp.And(
+            this=keep,
+            expression=exp.LTE(this=exp.column(GN, quoted=True), expression=exp.Literal.number(b.max_groups)),
         )
     kept = exp.select(*cols).from_(plan.from_())
     kept = kept.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
@@ -453,9 +481,10 @@ def kept_rows(plan: Plan, reads: list[exp.Expression], key_sql) -> tuple[exp.Sel
     return kept, keep
 
 
-def _columns(nodes, exclude: str) -> list[exp.Column]:
+def _columns(nodes: Iterable[exp.Expression], exclude: str) -> list[exp.Column]:
     """The distinct source columns the measures read (their values order the rows)."""
-    seen, out = set(), []
+    seen: set[str] = set()
+    out: list[exp.Column] = []
     for n in nodes:
         for c in n.find_all(exp.Column):
             if c.name not in seen and c.name != exclude:
@@ -464,12 +493,17 @@ def _columns(nodes, exclude: str) -> list[exp.Column]:
     return sorted(out, key=lambda c: c.name)
 
 
-def spell_hashes(tree: exp.Expression, spell, idiv=None, hash_mod=None) -> exp.Expression:
+def spell_hashes(
+    tree: exp.Expr,
+    spell: Callable[[list[exp.Expr]], exp.Expr],
+    idiv: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None,
+    hash_mod: Callable[[exp.Expr, list[exp.Expr]], exp.Expr] | None = None,
+) -> exp.Expr:
     """``tree`` with each ``DPGATE_HASH(…)`` replaced by ``spell(args)`` (the backend's hash),
     each ``DPGATE_IDIV(a, b)`` by ``idiv(a, b)`` (integer division toward zero) and each
     ``DPGATE_HASHMOD(n, …)`` by ``hash_mod(n, args)`` (the keyed hash as an integer in [0, n))."""
 
-    def swap(node):
+    def swap(node: exp.Anonymous) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASH":
             return spell(node.expressions)
         if hash_mod is not None and isinstance(node, exp.Anonymous) and node.name.upper() == "DPGATE_HASHMOD":

@@ -127,10 +127,14 @@ def _literal(value, following: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-_KEEP = object()  # _preprocess(..., params=_KEEP): leave $n placeholders in place
+class _Keep:
+    """``_preprocess(..., params=_KEEP)``: leave $n placeholders in place."""
 
 
-def _preprocess(sql: str, params: list | None) -> str:
+_KEEP = _Keep()
+
+
+def _preprocess(sql: str, params: list | _Keep | None) -> str:
     parts = _split(sql)
     out = []
     for idx, (code, text) in enumerate(parts):
@@ -139,7 +143,7 @@ def _preprocess(sql: str, params: list | None) -> str:
                 text = pat.sub(rep, text)
         parts[idx] = (code, text)
     for code, text in parts:
-        if code and "$" in text and params is not _KEEP:
+        if code and "$" in text and not isinstance(params, _Keep):
 
             def sub(m: re.Match, text: str = text) -> str:
                 n = int(m.group(1))
@@ -161,11 +165,11 @@ def _table_key(t: exp.Table) -> tuple[str, str]:
     return (t.text("db").lower(), t.name.lower())
 
 
-def _cte_names(tree: exp.Expression) -> set[str]:
+def _cte_names(tree: exp.Expr) -> set[str]:
     return {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
 
 
-def _relations(tree: exp.Expression):
+def _relations(tree: exp.Expr):
     ctes = _cte_names(tree)
     for t in tree.find_all(exp.Table):
         if not isinstance(t.this, exp.Identifier):
@@ -296,7 +300,7 @@ def _figure_colname(e: exp.Expression) -> str | None:
     return "?column?"
 
 
-def _leftmost_select(tree: exp.Expression) -> exp.Select | None:
+def _leftmost_select(tree: exp.Expr) -> exp.Select | None:
     while isinstance(tree, exp.SetOperation):
         tree = tree.this
     if isinstance(tree, exp.Subquery):
@@ -586,7 +590,10 @@ class Catalog:
         return tree.sql("duckdb"), names
 
     def _show(self, sql: str, user: str) -> tuple[list[tuple[str, int]], list[tuple]]:
-        what = _SHOW.match(sql).group(1).strip().strip('"')
+        m = _SHOW.match(sql)
+        if m is None:  # callers route only SHOW statements here
+            raise CatalogError("42601", "syntax error in SHOW")
+        what = m.group(1).strip().strip('"')
         name = _SHOW_ALIASES.get(re.sub(r"\s+", " ", what.lower()), what)
         rows, _ = self._query(
             user, "SELECT name, setting FROM pgc.pg_settings WHERE lower(name) = lower(?)", [name]
@@ -665,12 +672,13 @@ class Catalog:
                 raise CatalogError(raised.group(1), raised.group(2)) from None
             log.info("catalog query failed in DuckDB (%s); answering empty: %s", e, duck_sql)
             if names and all(n is not None for n in names):
-                return [(n, 25) for n in names], []
+                return [(n, 25) for n in names if n is not None], []
             raise CatalogError("0A000", f"catalog query not supported: {str(e).splitlines()[0]}") from None
         cols = []
         use_names = len(names) == len(desc) and all(n is not None for n in names)
         for i, d in enumerate(desc):
-            cols.append((names[i] if use_names else d[0], _pg_type(d[1])))
+            name = names[i] if use_names else None
+            cols.append((name if name is not None else d[0], _pg_type(d[1])))
         return cols, [tuple(r) for r in rows]
 
     def param_types(self, sql: str) -> list[int]:

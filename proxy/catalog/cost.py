@@ -137,7 +137,7 @@ class Stats:
 
 
 def check(
-    tree: exp.Expression,
+    tree: exp.Expr,
     config: Config,
     params: list | None,
     stats: Stats,
@@ -190,7 +190,7 @@ def _fname(fn: exp.Anonymous) -> str:
     return name[4:] if name.startswith("pgc_") else name
 
 
-def _unwrap(e: exp.Expression) -> exp.Expression:
+def _unwrap(e: exp.Expr) -> exp.Expr:
     """Without parentheses, casts and a schema qualifier (``pg_catalog.array_upper(…)``)."""
     while True:
         if isinstance(e, (exp.Paren, exp.Cast, exp.TryCast)):
@@ -225,7 +225,7 @@ class _Bound:
         self.array_rows, self.cap = array_rows, cap
 
     # -- queries -----------------------------------------------------------------
-    def query(self, q: exp.Expression, ctes: dict[str, float]) -> tuple[float, float]:
+    def query(self, q: exp.Expr, ctes: dict[str, float]) -> tuple[float, float]:
         q = _unwrap(q) if isinstance(q, exp.Paren) else q
         if isinstance(q, exp.Subquery):
             return self.query(q.this, ctes)
@@ -266,7 +266,10 @@ class _Bound:
             src, w = self.source(node, ctes)
             sources.append(src)
             work += w + src.rows
-        conds = [(c, None) for c in _conjuncts(q.args.get("where").this if q.args.get("where") else None)]
+        where = q.args.get("where")
+        conds: list[tuple[exp.Expression, int | None]] = [
+            (c, None) for c in _conjuncts(where.this if where is not None else None)
+        ]
         for k, j in enumerate(joins, 1):
             side = j.side.upper()
             if side in ("RIGHT", "FULL"):  # bounds only what the WHERE says
@@ -277,8 +280,11 @@ class _Bound:
         spread: dict[int, float] = {}  # source -> rows bound from an IN list
         links: dict[tuple[int, int], set[str]] = {}  # (u, v) -> v's columns equal to u's values
         for c, only in conds:
-            if isinstance(c, exp.In) and not c.args.get("query") and isinstance(_unwrap(c.this), exp.Column):
-                col = _unwrap(c.this)
+            if (
+                isinstance(c, exp.In)
+                and not c.args.get("query")
+                and isinstance(col := _unwrap(c.this), exp.Column)
+            ):
                 if (
                     (v := self._owner(col, sources)) is not None
                     and only in (None, v)
@@ -472,7 +478,7 @@ class _Bound:
                 "(or up to the length of a catalog array).",
                 "Write generate_series(1, 10), or generate_series(1, array_upper(col, 1))",
             )
-        step = step if args[2] is not None else 1.0
+        step = 1.0 if step is None else step  # no step given (a given one is a number: checked above)
         if step == 0:
             return 1.0
         n = (end - start) / step + 1

@@ -26,13 +26,13 @@ REGPROC_COLUMNS = frozenset(
 )
 
 
-def _quantified(node: exp.Expression) -> bool:
+def _quantified(node: exp.Expr) -> bool:
     return isinstance(node, (exp.Any, exp.All)) or (
         isinstance(node, exp.Anonymous) and node.name.upper() in ("ANY", "ALL", "SOME")
     )
 
 
-def _operand(node: exp.Expression) -> exp.Expression | None:
+def _operand(node: exp.Expr) -> exp.Expression | None:
     arg = (
         node.this
         if isinstance(node, (exp.Any, exp.All))
@@ -45,7 +45,7 @@ def _operand(node: exp.Expression) -> exp.Expression | None:
     return arg
 
 
-def rewrite(tree: exp.Expression) -> exp.Expression:
+def rewrite(tree: exp.Expr) -> exp.Expr:
     """``tree`` with array literal strings under ANY/ALL as lists and niladic functions
     as the emulated ones (in place; returns the new root)."""
     for node in list(tree.find_all(exp.Any, exp.All, exp.Anonymous)):

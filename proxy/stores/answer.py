@@ -17,6 +17,8 @@ instead: ``release_codec.encode_answer`` (the stored bytes are the same) and
 
 from __future__ import annotations
 
+from typing import Any, Self
+
 import numpy as np
 
 __all__ = ["ColumnarAnswer", "cell_count"]
@@ -32,7 +34,8 @@ class ColumnarAnswer(dict):
 
     def __init__(self, key_columns: list[list], value_columns: list[list], n: int, **meta) -> None:
         super().__init__(meta)
-        self.columns, self.n = (key_columns, value_columns), n
+        self.columns: tuple[list[list], list[list]] | None = (key_columns, value_columns)
+        self.n = n
 
     def materialize(self) -> ColumnarAnswer:
         """Make the ``keys`` and ``values`` rows (once); the columns are dropped."""
@@ -52,6 +55,8 @@ class ColumnarAnswer(dict):
 
     def column_list(self, part: int):
         """``i -> `` key column ``i`` (``part`` 0) or value column ``i`` (1) as a list."""
+        if self.columns is None:  # callers read columns only before the rows are made
+            raise ValueError("the answer's rows are made: read its keys and values")
         cols = self.columns[part]
         return lambda i: _listed(cols[i])
 
@@ -116,7 +121,7 @@ class ColumnarAnswer(dict):
     def update(self, *a, **kw) -> None:
         dict.update(self.materialize(), *a, **kw)
 
-    def __ior__(self, other):
+    def __ior__(self, other: Any) -> Self:  # type: ignore[misc]  # dict's |= (its | is dict's own)
         dict.update(self.materialize(), other)
         return self
 

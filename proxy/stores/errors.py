@@ -53,7 +53,7 @@ def no_write_reason(e: BaseException, path: str | Path | None) -> str | None:
     """``disk full`` / ``read-only file system`` / … when ``e`` is a write to ``path`` that the
     file system refused for lack of space or write access; None for any other error."""
     if isinstance(e, OSError):
-        return NO_WRITE.get(e.errno)
+        return NO_WRITE.get(e.errno) if e.errno is not None else None
     if not isinstance(e, sqlite3.Error) or path is None:
         return None
     code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF

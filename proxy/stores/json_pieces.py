@@ -21,6 +21,7 @@ Deeper structure is encoded and decoded whole (it is one element's worth).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 PIECE = 256  # list elements per json.dumps call
 SMALL = 32_768  # texts (characters) shorter than this are decoded in one call
@@ -70,7 +71,9 @@ def _value(s: str, i: int, depth: int):
 def _container(s: str, i: int, depth: int):
     """The object or list starting at ``s[i]``: (value, index after it)."""
     close = "}" if s[i] == "{" else "]"
-    out: dict | list = {} if close == "}" else []
+    obj: dict[str, Any] = {}
+    arr: list[Any] = []
+    out: dict[str, Any] | list[Any] = obj if close == "}" else arr
     i = _skip(s, i + 1)
     if s[i : i + 1] == close:
         return out, i + 1
@@ -83,10 +86,10 @@ def _container(s: str, i: int, depth: int):
             if s[i : i + 1] != ":":
                 raise json.JSONDecodeError("Expecting ':' delimiter", s, i)
             value, i = _value(s, _skip(s, i + 1), depth)
-            out[key] = value
+            obj[key] = value
         else:
             value, i = _value(s, i, depth)
-            out.append(value)
+            arr.append(value)
         i = _skip(s, i)
         if s[i : i + 1] == close:
             return out, i + 1

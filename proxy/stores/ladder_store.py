@@ -49,6 +49,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import json_pieces
 from .errors import LedgerDamaged
@@ -137,8 +138,11 @@ class LadderStore:
         self._mac = mac
         self.migrated: list[str] = []  # what opening this store changed (said in the log)
         self._lock = threading.Lock()
+        self._db: Any  # a sqlite3.Connection, or a PgConnection that answers the same calls
         if dsn is not None:  # beside a Postgres ledger (proxy.stores.pgstore)
             self._db = PgConnection(dsn, schema)
+        elif self.path is None:
+            raise ValueError("a ladder store needs a path or a Postgres dsn")
         else:
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")

@@ -54,6 +54,7 @@ import struct
 import sys
 import zlib
 from array import array
+from typing import Any
 
 import numpy as np
 
@@ -81,9 +82,10 @@ def encode_answer(answer: dict) -> str:
         widths, columns = (len(kcols), len(vcols)), [*kcols, *vcols]
     else:
         keys, values = answer.get("keys"), answer.get("values")
-        widths = _widths(keys, values)
-        if widths is None or PACKED in answer:
+        regular = _widths(keys, values)
+        if regular is None or keys is None or values is None or PACKED in answer:
             return json.dumps(answer)
+        widths = regular
         n = len(keys)
         columns = [[row[i] for row in keys] for i in range(widths[0])] + [
             [row[i] for row in values] for i in range(widths[1])
@@ -94,7 +96,8 @@ def encode_answer(answer: dict) -> str:
         types.append(t)
         blobs.append(blob)
     raw = [_raw_planes(t, blob, n) for t, blob in zip(types, blobs)]
-    kept, tail = [], []
+    kept: list[bytes] = []
+    tail: list[bytes] = []
     for t, blob, mask in zip(types, blobs, raw):
         w = _plane_width(t)
         kept.append(
@@ -146,6 +149,8 @@ def _raw_planes(t: str, blob: bytes, n: int) -> int:
 def decode_answer(text: str | bytes) -> dict:
     """The answer stored as ``text`` (format 2 or 1, or the plain JSON written before them);
     ValueError for a format it does not know or a packed member that does not add up."""
+    if isinstance(text, bytes):  # the stored text as UTF-8
+        text = text.decode()
     doc = json_pieces.loads(text)  # (an old plain answer: in pieces, see json_pieces)
     packed = doc.pop(PACKED, None) if isinstance(doc, dict) else None
     if packed is None:
@@ -154,6 +159,7 @@ def decode_answer(text: str | bytes) -> dict:
     if version not in ("1", "2"):
         raise ValueError(f"stored answer in unknown format {version!r}")
     data = base64.b64decode(body)
+    tail: bytes | memoryview
     if version == "1":
         payload, tail = zlib.decompress(data), b""
     else:
@@ -247,6 +253,7 @@ def _pack_column(col) -> tuple[str, bytes]:
         except OverflowError:  # beyond int64: no width holds it
             return "j", json.dumps(list(col)).encode()
         lo, hi = int(v.min()), int(v.max())
+        fits: list[tuple[int, int, str, Any]]  # (width, rank, tag, values)
         if -(1 << 31) <= lo and hi < (1 << 31):
             d = np.empty_like(v)
             d[0] = v[0]
@@ -261,9 +268,10 @@ def _pack_column(col) -> tuple[str, bytes]:
         else:
             col = col.tolist() if isinstance(col, np.ndarray) else col
             deltas = [col[0], *map(int.__sub__, col[1:], col[:-1])]
+            forms: tuple[tuple[str, Any], ...] = (("i", v), ("D", deltas))
             fits = [
                 (w, rank, tag, x)
-                for rank, (tag, x) in enumerate((("i", v), ("D", deltas)))
+                for rank, (tag, x) in enumerate(forms)
                 if (w := _width(min(x), max(x))) is not None
             ]
         w, _, tag, x = min(fits, key=lambda f: f[:2])  # the narrower; the values themselves on a tie

@@ -5,6 +5,8 @@ read never holds up a DP statement's ledger work (:mod:`proxy.pipeline.views`)."
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 from .ledger import FEMTO, NANO, Ledger, nano
 from .pgstore import create_view_indexes
@@ -89,15 +91,16 @@ class ViewReads:
         self,
         *,
         roles: list[str] | None,
-        where: list[tuple[str, str, object]] = (),
-        order: list[tuple[str, bool]] = (),
+        where: Sequence[tuple[str, str, Any]] = (),
+        order: Sequence[tuple[str, bool]] = (),
         limit: int | None = None,
     ) -> list[tuple]:
         """Releases as (role, created, statement, ε in nano-ε, mechanism, data version), most
         recent first unless ``order`` (view column, descending?) says otherwise.
         ``roles`` None means every role; ``where`` holds exact (view column, op,
         value) conditions, ANDed."""
-        conds, args = [], []
+        conds: list[str] = []
+        args: list[Any] = []
         if roles is not None:
             if not roles:
                 return []

@@ -107,6 +107,15 @@ def test_small_or_irregular_answers_stay_plain_json():
     assert _same(decode_answer(json.dumps(ragged)), json.loads(json.dumps(ragged)))
 
 
+def test_a_stored_text_given_as_bytes_decodes_as_its_string():
+    """The stored text may come back as bytes (UTF-8): a plain JSON answer long enough to be
+    read in pieces decodes as the same text given as a string."""
+    plain = {"keys": [[i] for i in range(20_000)], "values": [[1.5] for _ in range(20_000)], "labels": ["n"]}
+    text = json.dumps(plain)
+    assert _same(decode_answer(text.encode()), decode_answer(text))
+    assert _same(decode_answer(encode_answer(_answer(1000)).encode()), json.loads(json.dumps(_answer(1000))))
+
+
 def test_an_unknown_format_is_refused_not_misread():
     text = json.loads(encode_answer(_answer(100)))
     text[PACKED] = "9:" + text[PACKED].split(":", 1)[1]

@@ -366,3 +366,23 @@ def test_aggregates_of_released_rows_equal_postgres(config, pg):
         "SELECT COUNT(*), SUM(c) FROM (SELECT sex, COUNT(*) AS c FROM pums GROUP BY sex) s WHERE c > 100",
     )
     assert rows(empty, lambda a, i: 1) == [(0, None)]
+
+
+@pytest.mark.parametrize(
+    "sql, kept",
+    [
+        ("SELECT sex, SUM(age + 1) FROM pums GROUP BY sex HAVING SUM(age + 1) > 10", lambda v: v > 10),
+        ("SELECT sex, SUM(age + 1) FROM pums GROUP BY sex ORDER BY SUM(age + 1) DESC LIMIT 1", None),
+    ],
+)
+def test_threshold_on_sum_of_an_expression_is_answered_from_released_cells(config, sql, kept):
+    """The sparse vector technique thresholds one declared column; HAVING / top-c over SUM of
+    an expression is evaluated on the released cells instead (post-processing)."""
+    p = plan(config, sql)
+    assert p.selection is None
+    got = rows(p, lambda a, i: 5 + 10 * i)
+    released = [5 + 10 * i for i in range(len(p.cells))]
+    if kept is not None:
+        assert [r[1] for r in got] == [v for v in released if kept(v)]
+    else:
+        assert [r[1] for r in got] == sorted(released, reverse=True)[:1]
