@@ -31,7 +31,7 @@ from .errors import GROUPING_ERROR, Refusal
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
 from .local_layout import Category, Layout, eps_tag, make_categories, resolve_stored
-from .plan import ColumnType, GroupKey
+from .plan import GroupKey
 from .scope import Ctx
 
 __all__ = [
@@ -66,7 +66,7 @@ class SubsetPlan:
     order_by: tuple[tuple[int, bool], ...] = ()
     limit: int | None = None
     offset: int = 0
-    param_types: tuple[ColumnType | None, ...] = ()
+    param_types: tuple[str | None, ...] = ()
 
     @property
     def public_keys(self) -> tuple[GroupKey, ...]:
