@@ -67,13 +67,17 @@ class Prefix:
     k: int
 
 
+#: per dimension of a joint group, the factors whose product is its bucket weight
+Factors = tuple[tuple[Weight | Prefix, ...], ...]
+
+
 @dataclass(frozen=True)
 class LocalQuery:
     """A separable query over one joint group (spec §3.5): per dimension, the factors whose
     product is its bucket weight (none: weight 1). ``private_weight``: the SUM of the private
     weight column (paper §4.3.2, spec §3.9), Δ·ĉ(R × [2,2]), applied by the proxy."""
 
-    factors: tuple[Any, ...] = ()
+    factors: Factors = ()
     private_weight: bool = False
 
     @property
