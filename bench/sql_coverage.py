@@ -8,6 +8,10 @@ answer, and how accurate are its newer statistics?
    statement run through an in-process dpgate (the orchestrator a client's connection uses:
    plan, budget, one scan on embedded DuckDB, noise, ledger; no socket) and counted answered
    or refused, per tool, against what the corpus expects.
+1b. The clients' corpus (``tests/clients/corpus.json``, written by ``python -m
+   tests.clients.report`` from the client tests: every statement each client sent, with its
+   parameters and how dpgate answered it then), replayed per client in order on one
+   connection each: the share answered, and whether each outcome is the recorded one.
 2. Accuracy at EQUAL TOTAL ε on PUMS (n = 1000; age [0, 100], income [0, 500000]):
    VAR_SAMP and STDDEV_SAMP — dpgate's moment estimator (:mod:`mechanisms.variance`, three
    noisy centred moments at ε/3 each) against SmartNoise SQL (snsql) answering the same
@@ -56,8 +60,10 @@ def load_corpus():
     return mod
 
 
-async def _run_corpus(statements: list[str], people: int) -> dict[str, str]:
-    """{sql: "answered" | SQLSTATE} through one in-process dpgate connection on DuckDB."""
+async def _run_corpus(statements: list[str], people: int, sessions=None) -> dict:
+    """{sql: "answered" | SQLSTATE} through one in-process dpgate connection on DuckDB; or,
+    given ``sessions`` ({name: [(sql, params)]}), {name: [outcome]} with one connection per
+    session, its statements in order."""
     import tomllib
 
     from config import parse_config
@@ -77,17 +83,24 @@ async def _run_corpus(statements: list[str], people: int) -> dict[str, str]:
     gw = Gateway(parse_config(data), state, source=SeededSource(7))
     await gw.start()
     demo.load_duckdb(gw.backend, people)
-    h = await gw.handler_factory("analyst", "demo", {})
-    out = {}
+    out: dict = {}
     try:
-        for sql in statements:
+        for name, stmts in (sessions or {None: [(s, []) for s in statements]}).items():
+            h = await gw.handler_factory("analyst", "demo", {})
             try:
-                await h.execute(sql, [])
-                out[sql] = "answered"
-            except (SqlError, Refusal) as e:
-                out[sql] = e.sqlstate
+                for sql, params in stmts:
+                    try:
+                        await h.execute(sql, params)
+                        got = "answered"
+                    except (SqlError, Refusal) as e:
+                        got = e.sqlstate
+                    if name is None:
+                        out[sql] = got
+                    else:
+                        out.setdefault(name, []).append(got)
+            finally:
+                await h.close()
     finally:
-        await h.close()
         await gw.close()
     return out
 
@@ -106,6 +119,31 @@ def coverage(people: int):
         r["answered"] += got[sql] == "answered"
         r["as expected"] += got[sql] == want
         r["expected answered"] += want == "answered"
+    return rows
+
+
+def client_coverage(people: int) -> dict[str, Counter]:
+    """Per client of tests/clients/corpus.json: statements, answered, as recorded."""
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "client_outcomes", ROOT / "tests" / "clients" / "outcomes.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # unplain: the parameters' JSON form back to values
+    path = ROOT / "tests" / "clients" / "corpus.json"
+    if not path.exists():
+        return {}
+    corpus = json.loads(path.read_text())
+    sessions = {c: [(sql, mod.unplain(p)) for sql, p, _ in stmts] for c, stmts in corpus.items()}
+    got = asyncio.run(_run_corpus([], people, sessions))
+    rows = {}
+    for client, stmts in corpus.items():
+        r = rows[client] = Counter()
+        for (_, _, want), outcome in zip(stmts, got[client]):
+            r["total"] += 1
+            r["answered"] += outcome == "answered"
+            r["as recorded"] += outcome == want
     return rows
 
 
@@ -262,6 +300,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     reps, sn_reps = (300, 40) if args.quick else (3000, 300)
     cov = coverage(200_000 if args.quick else 1_000_000)
+    clients = client_coverage(20_000)  # answered or refused does not depend on the data's size
     shape = result_shape(40 if args.quick else 200)
     data = _pums()
     lines = []
@@ -271,6 +310,15 @@ def main(argv=None) -> int:
                 f"corpus: {tool}",
                 f"{r['answered']}/{r['total']} answered",
                 f"{r['as expected']}/{r['total']} as expected",
+                "",
+            )
+        )
+    for client, r in clients.items():
+        lines.append(
+            (
+                f"client: {client}",
+                f"{r['answered']}/{r['total']} answered ({100 * r['answered'] / r['total']:.0f}%)",
+                f"{r['as recorded']}/{r['total']} as recorded",
                 "",
             )
         )
@@ -322,6 +370,8 @@ def main(argv=None) -> int:
     bi = [r for t, r in cov.items() if t not in ("smartnoise-pums", "dashboard", "windows")]
     ans, tot = sum(r["answered"] for r in bi), sum(r["total"] for r in bi)
     exp_ = sum(r["as expected"] for r in cov.values()) == sum(r["total"] for r in cov.values())
+    exp_ = exp_ and all(r["as recorded"] == r["total"] for r in clients.values())
+    c_ans, c_tot = sum(r["answered"] for r in clients.values()), sum(r["total"] for r in clients.values())
     sn = cov["smartnoise-pums"]
     dash = cov["dashboard"]
     win = cov["windows"]
@@ -337,6 +387,7 @@ def main(argv=None) -> int:
         f"HEADLINE: BI corpus {ans}/{tot} answered over 6 tools (the rest refused with a hint, as expected: "
         f"{'yes' if exp_ else 'NO'}); SmartNoise PUMS queries {sn['answered']}/{sn['total']}; dashboard "
         f"{dash['answered']}/{dash['total']} tiles; windows over released cells {win['answered']}/{win['total']}; "
+        f"{len(clients)} clients' statements {c_ans}/{c_tot} answered (the rest refused as in their tests); "
         f"VAR/STDDEV RMSE dpgate / SmartNoise at equal ε ≤ {ratio}; "
         f"result-shape mismatches {len(shape['mismatches'])}"
     )

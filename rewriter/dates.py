@@ -157,25 +157,90 @@ def _trunc_literal(node: exp.Expression, ctx: Ctx, check: Check) -> T:
     return literal(trunc(a.value, u))
 
 
-def _interval(node: exp.Interval) -> tuple[int, str]:
-    text = node.this.name if isinstance(node.this, exp.Literal) else None
+_UNITS = {"hour": "hour", "day": "day", "week": "week", "month": "month", "mon": "month", "year": "year"}
+_STEP_ORDER = {"year": 0, "month": 0, "week": 1, "day": 1, "hour": 2}  # Postgres: months, days, time
+NULL_INTERVAL: list[tuple[int, str]] = []  # a NULL interval parameter: the result is NULL
+INTERVAL_FORM = (
+    "write an interval as INTERVAL '30 days' (numbers with units: hours, days, weeks, "
+    "months, years; e.g. '1 year 2 months'), as '30 days'::interval or as $1::interval."
+)
+
+
+def _interval(node: exp.Interval) -> list[tuple[int, str]]:
+    text = node.this.name if isinstance(node.this, exp.Literal) and node.this.is_string else None
     unit = node.args.get("unit")
-    parts = (text or "").split()
-    if unit is not None:
-        parts = parts + [unit.name]
-    if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
+    if text is None:
+        raise Refusal(UNSUPPORTED, INTERVAL_FORM)
+    return interval_steps(text + (f" {unit.name}" if unit is not None else ""), "interval")
+
+
+def interval_steps(text: str, what: str) -> list[tuple[int, str]]:
+    """An interval's text in Postgres's input form, read as the steps a date or timestamp is
+    shifted by, in Postgres's order (months, then days, then time): pairs of an integer and
+    a unit (hours, days, weeks, months/mons, years) and optionally a time ``[-]H:MM:SS`` of
+    whole hours (what Postgres prints, and what clients send for a timedelta)."""
+    words = text.split()
+    steps: list[tuple[int, str]] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if ":" in w and i == len(words) - 1:  # the time part: whole hours only
+            sign = -1 if w.startswith("-") else 1
+            h, _, rest = w.lstrip("+-").partition(":")
+            if not (h.isdigit() and rest.replace(":", "").replace(".", "").strip("0") == ""):
+                raise Refusal(
+                    UNSUPPORTED, f"{what} {text!r}: only whole hours are supported; " + INTERVAL_FORM
+                )
+            if int(h):
+                steps.append((sign * int(h), "hour"))
+            i += 1
+            continue
+        if i + 1 >= len(words) or not w.lstrip("+-").isdigit():
+            raise Refusal(UNSUPPORTED, f"{what} {text!r} is not understood; " + INTERVAL_FORM)
+        u = words[i + 1].lower().rstrip("s")
+        if u not in _UNITS:
+            raise Refusal(
+                UNSUPPORTED,
+                f"interval unit {words[i + 1]!r} is not supported; use hours, days, weeks, months or years.",
+            )
+        steps.append((int(w), _UNITS[u]))
+        i += 2
+    if not steps and not any(":" in w for w in words):
+        raise Refusal(UNSUPPORTED, f"{what} {text!r} is not understood; " + INTERVAL_FORM)
+    return sorted(steps, key=lambda s: _STEP_ORDER[s[1]])
+
+
+def _interval_operand(rhs: exp.Expression, ctx: Ctx) -> list[tuple[int, str]] | None:
+    """``rhs`` as interval steps when it is an interval: ``INTERVAL '…'``, ``'…'::interval``
+    or ``$n::interval`` (the bound value: text in the same form; Describe types it interval);
+    None when ``rhs`` is not an interval; [] for a parameter while only types are inferred."""
+    if isinstance(rhs, exp.Interval):
+        return _interval(rhs)
+    if not (isinstance(rhs, exp.Cast) and type_name(rhs.to) == "INTERVAL"):
+        return None
+    inner = rhs.this
+    if rhs.to.expressions or not (
+        (isinstance(inner, exp.Literal) and inner.is_string) or isinstance(inner, exp.Parameter)
+    ):
+        raise Refusal(UNSUPPORTED, INTERVAL_FORM)
+    if isinstance(inner, exp.Literal):
+        return interval_steps(inner.this, "interval")
+    t = ctx.param(inner)
+    n, params = int(inner.this.this), ctx.params
+    if params is None:  # only types are inferred: Describe reports interval
+        if ctx.types.get(n) is None:
+            ctx.types[n] = "interval"  # a parameter type, not a column's
+        return []
+    if n > len(params):
+        ctx.settle(t, "text")  # the protocol error for a missing value
+    v = params[n - 1]
+    if v is None:
+        return NULL_INTERVAL
+    if not isinstance(v, str):
         raise Refusal(
-            UNSUPPORTED,
-            "write an interval as INTERVAL '30 days' (one number and "
-            "one unit: hours, days, weeks, months, years).",
+            DATATYPE_MISMATCH, f"parameter ${n} is an interval: bind text such as '30 days'.", hint=None
         )
-    n, u = int(parts[0]), parts[1].lower().rstrip("s")
-    if u not in ("hour", "day", "week", "month", "year"):
-        raise Refusal(
-            UNSUPPORTED,
-            f"interval unit {parts[1]!r} is not supported; use hours, days, weeks, months or years.",
-        )
-    return n, u
+    return interval_steps(v, f"parameter ${n}")
 
 
 def shift(v: dt.date, n: int, unit: str) -> dt.date:
@@ -196,9 +261,8 @@ def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check: Check) -> T:
     rhs = node.expression
     while isinstance(rhs, exp.Paren):
         rhs = rhs.this
-    if isinstance(rhs, exp.Interval):
-        n, unit = _interval(rhs)
-    else:
+    steps = _interval_operand(rhs, ctx)
+    if steps is None:
         b = ctx.settle(check(rhs, ctx), "int")
         if not (b.is_literal and isinstance(b.value, int) and not isinstance(b.value, bool)):
             raise Refusal(
@@ -208,7 +272,9 @@ def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check: Check) -> T:
             )
         if a.type == "timestamp":
             raise Refusal(DATATYPE_MISMATCH, "timestamp ± integer is not defined; write ± INTERVAL 'n days'.")
-        n, unit = b.value, "day"
+        steps = [(b.value, "day")]
+    if ctx.infer and a.param is not None and a.type in TIME:  # $1::timestamp - …: typed, bound later
+        return T(a.node, a.type, param=a.param)
     if not (a.is_literal and a.type in TIME):
         raise Refusal(
             UNSUPPORTED,
@@ -216,9 +282,12 @@ def _arith(node: exp.Add | exp.Sub, ctx: Ctx, check: Check) -> T:
             "compare the column with a bound computed from literals instead, e.g. "
             "ts >= now() - INTERVAL '30 days'.",
         )
-    if a.value is None:
+    if a.value is None or steps is NULL_INTERVAL:
         return T(exp.Null(), a.type, value=None)
-    return literal(shift(a.value, sign * n, unit))
+    v = a.value
+    for n, unit in steps:
+        v = shift(v, sign * n, unit)
+    return literal(v)
 
 
 # --------------------------------------------------------------------------- key domains

@@ -58,10 +58,8 @@ _CLAUSES = {
     "pivots": (DENIED, "PIVOT is not allowed."),
 }
 VIEW_HINT = (
-    "Run the SELECT itself, or wrap it as a derived table: SELECT … FROM (<query>) AS q. In ibis, "
-    "con.sql(query) creates a temporary view to learn the columns: pass them instead, "
-    "con.sql(query, schema={'sex': 'int64', 'n': 'int64'}), or build the query from "
-    "con.table('…') expressions."
+    "Name the query for this connection: CREATE TEMPORARY VIEW v AS <query>; or run the SELECT "
+    "itself, or wrap it as a derived table: SELECT … FROM (<query>) AS q."
 )
 _PASS = {"expressions", "from_", "where", "group", "order", "limit", "offset"}
 
@@ -75,7 +73,7 @@ def check_statement(expr: exp.Expr) -> exp.Select:
     if isinstance(expr, exp.Create) and str(expr.args.get("kind") or "").upper() == "VIEW":
         raise Refusal(
             DENIED,
-            "CREATE VIEW is not allowed: dpgate keeps no views, and a "
+            "CREATE VIEW is not allowed: dpgate keeps no views beyond a connection, and a "
             "statement is charged when it is answered, not when it is named.",
             hint=VIEW_HINT,
         )

@@ -473,6 +473,8 @@ class Catalog:
         self.server_version = server_version
         self._tables = frozenset(t.lower() for t in config.tables)
         self._lock = threading.Lock()
+        self._session_ns: dict[int, tuple[int, str]] = {}  # session -> its pg_temp_N (oid, name)
+        self._next_oid = schema.FIRST_SESSION_OID
         self._con = duckdb.connect(":memory:")
         schema.build(self._con, config, database=database, server_version=server_version, views=views)
         create_macros(self._con, database, server_version)
@@ -606,7 +608,9 @@ class Catalog:
         ]
 
     # ------------------------------------------------------------------ execution
-    def _query(self, user: str, sql: str, params: list | None = None, cancel=None):
+    def _query(
+        self, user: str, sql: str, params: list | None = None, cancel=None, session: int | None = None
+    ):
         """(rows, description) of ``sql`` on a cursor of its own, interrupted by the
         statement timeout or ``cancel`` (a :class:`~proxy.backends.base.CancelSignal`):
         CatalogError 57014. The lock guards only the cursor's creation."""
@@ -626,6 +630,7 @@ class Catalog:
         unsubscribe = None
         try:
             cur.execute("SET VARIABLE dpgate_user = $1", [user])
+            cur.execute("SET VARIABLE dpgate_session = $1::UBIGINT", [session])
             if timer is not None:
                 timer.daemon = True
                 timer.start()
@@ -650,9 +655,10 @@ class Catalog:
             cur.close()
 
     def execute(
-        self, sql: str, *, user: str, params: list | None = None, cancel=None
+        self, sql: str, *, user: str, params: list | None = None, cancel=None, session: int | None = None
     ) -> tuple[list[tuple[str, int]], list[tuple]]:
-        """Run a catalog statement: ([(column name, type oid)], rows)."""
+        """Run a catalog statement: ([(column name, type oid)], rows); ``session``: whose
+        temporary views it lists besides the shared relations."""
         if _SHOW.match(sql):
             return self._show(sql, user)
         try:
@@ -665,7 +671,7 @@ class Catalog:
             log.warning("catalog translation failed: %s", e)
             raise CatalogError("XX000", f"catalog query not supported: {e}") from None
         try:
-            rows, desc = self._query(user, duck_sql, cancel=cancel)
+            rows, desc = self._query(user, duck_sql, cancel=cancel, session=session)
         except duckdb.Error as e:
             raised = _RAISED.search(str(e))
             if raised:  # an error Postgres raises too (unknown relation in a ::regclass cast …)
@@ -709,11 +715,70 @@ class Catalog:
                 types[i] = oid
         return types
 
-    def describe(self, sql: str, *, user: str) -> list[tuple[str, int]]:
+    def describe(self, sql: str, *, user: str, session: int | None = None) -> list[tuple[str, int]]:
         """The result columns of ``sql`` (parameters taken as NULL)."""
         n = max((int(m) for m in re.findall(r"\$(\d+)", sql)), default=0)
-        cols, _ = self.execute(sql, user=user, params=[None] * n)
+        cols, _ = self.execute(sql, user=user, params=[None] * n, session=session)
         return cols
+
+    # ------------------------------------------------------------------ session relations
+    def add_session_view(self, session: int, name: str, columns: list[tuple[str, int]]) -> str:
+        """List ``name`` as a temporary view of ``session`` (relkind 'v' in its pg_temp_N
+        schema, the columns [(name, type oid)]) in that session's catalog queries only.
+        Returns the schema's name. A column type the catalog does not declare is refused (0A000)."""
+        types = {spec[0]: key for key, spec in schema.COLUMN_TYPES.items()}
+        if bad := [(c, t) for c, t in columns if t not in types]:
+            raise CatalogError(
+                "0A000",
+                f"column {bad[0][0]} of view {name} has a type a view cannot list (oid {bad[0][1]}); "
+                "cast it to bigint, double precision, text, boolean, date or timestamp in the SELECT.",
+            )
+        with self._lock:
+            ns = self._session_ns.get(session)
+            if ns is None:
+                ns = self._session_ns[session] = (self._oid(), f"pg_temp_{len(self._session_ns) + 1}")
+                self._insert_session("pg_namespace", [schema.temp_namespace(*ns)], session)
+            rows = schema.session_rows(ns, self._oid(), name, [(c, types[t]) for c, t in columns])
+            for rel, data in rows.items():
+                self._insert_session(rel, data, session)
+        return ns[1]
+
+    def drop_session_view(self, session: int, name: str) -> None:
+        """Remove ``session``'s temporary view ``name`` from its catalog."""
+        with self._lock:
+            oids = [
+                r[0]
+                for r in self._con.execute(
+                    "SELECT oid FROM pgc.pg_class_session WHERE session = ? AND relname = ?", [session, name]
+                ).fetchall()
+            ]
+            for oid in oids:
+                self._con.execute(
+                    "DELETE FROM pgc.pg_attribute_session WHERE session = ? AND attrelid = ?", [session, oid]
+                )
+                self._con.execute(
+                    "DELETE FROM pgc.pg_class_session WHERE session = ? AND oid = ?", [session, oid]
+                )
+
+    def drop_session(self, session: int) -> None:
+        """Forget every relation of ``session`` (the connection ended)."""
+        with self._lock:
+            if self._session_ns.pop(session, None) is None:
+                return
+            for rel in schema.SESSION_RELATIONS:
+                self._con.execute(f"DELETE FROM pgc.{rel}_session WHERE session = ?", [session])
+
+    def _oid(self) -> int:
+        self._next_oid += 1
+        return self._next_oid
+
+    def _insert_session(self, rel: str, rows: list[dict], session: int) -> None:
+        cols = [c for c, _ in schema.RELATIONS[rel]]
+        marks = ", ".join("?" for _ in range(len(cols) + 1))
+        self._con.executemany(
+            f"INSERT INTO pgc.{rel}_session VALUES ({marks})",
+            [(*(r.get(c) for c in cols), session) for r in rows],
+        )
 
     def close(self) -> None:
         with self._lock:

@@ -49,6 +49,10 @@ def create_macros(con: duckdb.DuckDBPyConnection, database: str, server_version:
         "pg_relation_is_publishable(x)": "false",
         "pg_get_statisticsobjdef_columns(x)": "CAST(NULL AS VARCHAR)",
         "current_schema()": "'public'",
+        # the session's temporary schema (pg_temp_N), once it has a temporary view; else 0
+        "pg_my_temp_schema()": "COALESCE((SELECT min(oid) FROM pgc.pg_namespace_session "
+        "WHERE session = getvariable('dpgate_session')), 0)",
+        "pg_is_other_temp_schema(x)": "false",
         "current_schemas(b)": "CASE WHEN b THEN ['pg_catalog', 'public'] ELSE ['public'] END",
         "current_database()": f"'{db}'",
         "current_user()": "(SELECT usr FROM pgc.session)",
@@ -188,6 +192,8 @@ MACRO_NAMES = frozenset(
         "pg_relation_is_publishable",
         "pg_get_statisticsobjdef_columns",
         "current_schema",
+        "pg_my_temp_schema",
+        "pg_is_other_temp_schema",
         "current_schemas",
         "current_database",
         "has_table_privilege",

@@ -704,6 +704,89 @@ SETTINGS = {
 }
 
 
+#: relations that also hold rows of one session only (its temporary views, :func:`session_rows`),
+#: seen by the catalog queries of that session (the cursor's ``dpgate_session`` variable)
+SESSION_RELATIONS = ("pg_namespace", "pg_class", "pg_attribute")
+FIRST_SESSION_OID = 40000
+"""Oids of sessions' temporary schemas and views count up from here."""
+
+
+def session_rows(
+    namespace: tuple[int, str], oid: int, name: str, columns: list[tuple[str, str]]
+) -> dict[str, list[dict]]:
+    """The rows of a session's temporary view ``name`` (relkind 'v', schema ``namespace``
+    (oid, name): the session's pg_temp_N) with ``columns`` [(name, COLUMN_TYPES key)], per
+    relation of :data:`SESSION_RELATIONS` (the namespace row is the caller's, once per session)."""
+    cls: dict[str, object] = {c: None for c, _ in RELATIONS["pg_class"]}
+    cls.update(
+        oid=oid,
+        relname=name,
+        relnamespace=namespace[0],
+        reltype=0,
+        reloftype=0,
+        relowner=USER_OID,
+        relam=0,
+        relfilenode=0,
+        reltablespace=0,
+        relpages=0,
+        reltuples=-1.0,
+        relallvisible=0,
+        reltoastrelid=0,
+        relhasindex=False,
+        relisshared=False,
+        relpersistence="t",
+        relkind="v",
+        relnatts=len(columns),
+        relchecks=0,
+        relhasrules=True,
+        relhastriggers=False,
+        relhassubclass=False,
+        relrowsecurity=False,
+        relforcerowsecurity=False,
+        relispopulated=True,
+        relreplident="n",
+        relispartition=False,
+        relrewrite=0,
+        relfrozenxid=0,
+        relminmxid=0,
+        relhasoids=False,
+    )
+    attrs = []
+    for num, (cname, typ) in enumerate(columns, start=1):
+        toid, _, _, tlen, align, storage, coll, _, _ = COLUMN_TYPES[typ]
+        attrs.append(
+            {
+                "attrelid": oid,
+                "attname": cname,
+                "atttypid": toid,
+                "attstattarget": -1,
+                "attlen": tlen,
+                "attnum": num,
+                "attndims": 0,
+                "attcacheoff": -1,
+                "atttypmod": -1,
+                "attbyval": tlen > 0,
+                "attalign": align,
+                "attstorage": storage,
+                "attcompression": "",
+                "attnotnull": False,
+                "atthasdef": False,
+                "atthasmissing": False,
+                "attidentity": "",
+                "attgenerated": "",
+                "attisdropped": False,
+                "attislocal": True,
+                "attinhcount": 0,
+                "attcollation": coll,
+            }
+        )
+    return {"pg_class": [cls], "pg_attribute": attrs}
+
+
+def temp_namespace(oid: int, name: str) -> dict:
+    return {"oid": oid, "nspname": name, "nspowner": USER_OID}
+
+
 def _ddl_type(pgtype: str) -> str:
     return _T[pgtype]
 
@@ -725,7 +808,15 @@ def build(
     con.execute("CREATE VIEW pgc.session AS SELECT COALESCE(getvariable('dpgate_user'), 'postgres') AS usr")
     for name, cols in RELATIONS.items():
         body = ", ".join(f'"{c}" {_ddl_type(t)}' for c, t in cols)
-        con.execute(f"CREATE TABLE pgc.{name} ({body})")
+        if name in SESSION_RELATIONS:  # the shared rows, and each session's own (its temporary views)
+            con.execute(f"CREATE TABLE pgc.{name}_shared ({body})")
+            con.execute(f'CREATE TABLE pgc.{name}_session ({body}, "session" UBIGINT)')
+            con.execute(
+                f"CREATE VIEW pgc.{name} AS SELECT * FROM pgc.{name}_shared UNION ALL SELECT * EXCLUDE "
+                f"(session) FROM pgc.{name}_session WHERE session = getvariable('dpgate_session')"
+            )
+        else:
+            con.execute(f"CREATE TABLE pgc.{name} ({body})")
     for name, sql in VIEWS.items():
         con.execute(f"CREATE VIEW pgc.{name} AS {sql}")
 
@@ -735,7 +826,8 @@ def build(
         cols = [c for c, _ in RELATIONS[rel]]
         data = [tuple(r.get(c) for c in cols) for r in rows]
         marks = ", ".join("?" for _ in cols)
-        con.executemany(f"INSERT INTO pgc.{rel} VALUES ({marks})", data)
+        target = f"{rel}_shared" if rel in SESSION_RELATIONS else rel
+        con.executemany(f"INSERT INTO pgc.{target} VALUES ({marks})", data)
 
     insert(
         "pg_namespace",

@@ -55,6 +55,7 @@ from .partitions import PARTITIONS
 from .per_record import PER_RECORD
 from .public import PUBLIC
 from .selection_path import choose as selection_path
+from .session_views import SessionViews
 from .statements import SessionState, split
 
 log = logging.getLogger("dpgate")
@@ -76,6 +77,7 @@ class Connection:
         self.cancel_signal = CancelSignal()  # set by CancelRequest: stops the scan in its worker
         self.timing: dict = {}  # this statement's backend timing ("started", "backend_ms")
         self.cursors = cursors.Cursors()  # DECLARE … CURSOR / FETCH / CLOSE (proxy/cursors.py)
+        self.temp_views = SessionViews(gateway)  # CREATE TEMPORARY VIEW: this session's names
 
     # -- wire Handler interface ---------------------------------------------
     def split(self, sql: str) -> list[str]:
@@ -85,7 +87,7 @@ class Connection:
         self.cancel_signal.set()
 
     async def close(self) -> None:
-        return None
+        self.temp_views.close()
 
     async def describe(self, sql: str, param_type_oids: list[int]) -> Description:
         try:
@@ -148,6 +150,9 @@ class Connection:
         if local is not None:
             _, cols, _, _ = local
             return Description(list(oids), _columns(cols))
+        if self.temp_views.statement(sql) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
+            return Description(list(oids), None)
+        sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
         kind = route.kind
         if kind == "explain":
@@ -159,7 +164,9 @@ class Connection:
             return Description(types, [Column(n, t) for n, t in cols])
         if kind == "catalog":
             try:
-                cols = await asyncio.to_thread(self.gw.catalog.describe, sql, user=self.role)
+                cols = await asyncio.to_thread(
+                    self.gw.catalog.describe, sql, user=self.role, session=self.temp_views.key
+                )
             except Exception as e:  # CatalogError: never reaches the backend
                 raise SqlError(
                     getattr(e, "sqlstate", "0A000"),
@@ -191,6 +198,9 @@ class Connection:
         if local is not None:
             tag, cols, rows, ps = local
             return Result(tag, _columns(cols), rows, parameter_status=ps), "local", 0.0
+        if (view := self.temp_views.statement(sql)) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
+            return await self.temp_views.run(self, view, params), "view", 0.0
+        sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
         return await self._answer_routed(sql, route, tree, params)
 
@@ -209,7 +219,12 @@ class Connection:
         if kind == "catalog":
             try:
                 cols, rows = await asyncio.to_thread(
-                    self.gw.catalog.execute, sql, user=self.role, params=params, cancel=self.cancel_signal
+                    self.gw.catalog.execute,
+                    sql,
+                    user=self.role,
+                    params=params,
+                    cancel=self.cancel_signal,
+                    session=self.temp_views.key,
                 )
             except Exception as e:  # CatalogError and anything else: never reaches the backend
                 raise SqlError(

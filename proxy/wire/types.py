@@ -22,6 +22,7 @@ BOOL, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 18, 19, 20, 21, 23, 25, 26
 FLOAT4, FLOAT8, UNKNOWN, VARCHAR, DATE, NUMERIC = 700, 701, 705, 1043, 1082, 1700
 UNSPECIFIED = 0
 TIMESTAMP = 1114
+INTERVAL = 1186
 
 TEXT_LIKE = {TEXT, VARCHAR, NAME, CHAR, UNKNOWN, UNSPECIFIED}
 # one-dimensional array types -> element type (catalog answers hold lists: current_schemas(), indkey …)
@@ -326,6 +327,26 @@ def decode_numeric_binary(data: bytes) -> Decimal:
     return d.quantize(Decimal(1).scaleb(-dscale), context=Context(prec=max(28, ndigits * 4 + dscale + 8)))
 
 
+def interval_text(micros: int, days: int, months: int) -> str:
+    """A binary interval (µs, days, months) as Postgres prints it (``1 year 2 mons 3 days
+    04:05:06``): a bound interval reaches the planner as the text a client could have sent."""
+    parts = []
+    years, mons = divmod(abs(months), 12)
+    sign = "-" if months < 0 else ""
+    if years:
+        parts.append(f"{sign}{years} year{'s' if years != 1 else ''}")
+    if mons:
+        parts.append(f"{sign}{mons} mon{'s' if mons != 1 else ''}")
+    if days:
+        parts.append(f"{days} day{'s' if abs(days) != 1 else ''}")
+    if micros or not parts:
+        secs, us = divmod(abs(micros), 1_000_000)
+        h, rest = divmod(secs, 3600)
+        t = f"{'-' if micros < 0 else ''}{h:02d}:{rest // 60:02d}:{rest % 60:02d}"
+        parts.append(t + (f".{us:06d}" if us else ""))
+    return " ".join(parts)
+
+
 def decode_binary(oid: int, data: bytes) -> Any:
     try:
         if oid in _INT_STRUCT:
@@ -347,6 +368,8 @@ def decode_binary(oid: int, data: bytes) -> Any:
             return _EPOCH + _dt.timedelta(days=struct.unpack("!i", data)[0])
         if oid == TIMESTAMP:  # µs since 2000-01-01
             return _dt.datetime(2000, 1, 1) + _dt.timedelta(microseconds=struct.unpack("!q", data)[0])
+        if oid == INTERVAL:
+            return interval_text(*struct.unpack("!qii", data))
         return data.decode("utf-8")
     except (ValueError, struct.error, OverflowError, UnicodeDecodeError, InvalidOperation):
         raise SqlError("22P03", "incorrect binary data format in bind parameter") from None

@@ -5,14 +5,20 @@ and over TLS."""
 from __future__ import annotations
 
 import asyncio
+import io
 import ssl
 
 import asyncpg
 import pytest
 
+from support.service import ask
+
+from .outcomes import record
 from .pending import CATALOG_PARAMS, SESSION_STATEMENTS, expect_fix
 from .scenario import (
+    COPY_SQL,
     GROUP_SQL,
+    MORE_SQL,
     PARAM,
     PARAM_SQL,
     PUMS_COLUMNS,
@@ -45,7 +51,9 @@ async def scenario(conn) -> dict:
     stmt = await conn.prepare(PARAM_SQL["dollar"])
     assert [t.name for t in stmt.get_parameters()] == ["int8"]
     n = await stmt.fetchval(PARAM)
+    more = {name: [tuple(r) for r in await conn.fetch(sql)] for name, sql in MORE_SQL.items()}
     return {
+        "more": more,
         "tables": [t["relname"] for t in tables],
         "columns": [c["column_name"] for c in columns],
         "rows": [tuple(r) for r in rows],
@@ -76,9 +84,10 @@ def test_asyncpg_scenario(svc):
             await conn.close()
 
     report, secret, cols = asyncio.run(main())
-    check_report(svc, "asyncpg", report)
+    done = check_report(svc, "asyncpg", report)
     assert secret == [] and cols == PUMS_COLUMNS
     assert any("ε charged" in n for n in notices)
+    record("asyncpg", svc, *done, "binary protocol")
 
 
 def test_asyncpg_parameterised_introspection(svc, request):
@@ -122,6 +131,24 @@ def test_asyncpg_parameterised_introspection(svc, request):
 
     tables, cols, secret, by_oid = asyncio.run(main())
     assert tables == declared_tables(svc) and cols == by_oid == PUMS_COLUMNS and secret == []
+    record("asyncpg", svc, "catalog queries with $n")
+
+
+def test_asyncpg_copy_from_query(svc):
+    async def main():
+        conn = await asyncpg.connect(svc.url())
+        try:
+            out = io.BytesIO()
+            status = await conn.copy_from_query(COPY_SQL, output=out, format="csv", header=True)
+            return status, out.getvalue().decode()
+        finally:
+            await conn.close()
+
+    status, text = asyncio.run(main())
+    rows, _ = ask(svc, COPY_SQL)
+    assert status == f"COPY {len(rows)}"
+    assert text.splitlines() == ["sex,n"] + [f"{s},{n}" for s, n in rows]
+    record("asyncpg", svc, "COPY")
 
 
 def test_asyncpg_wrong_password(svc):
@@ -142,6 +169,7 @@ def test_asyncpg_pool(svc, request):
 
     counts = asyncio.run(main())
     assert len(set(counts)) == 1
+    record("asyncpg", svc, "connection pools")
 
 
 def test_asyncpg_tls(tls_svc):
@@ -158,3 +186,4 @@ def test_asyncpg_tls(tls_svc):
             await conn.close()
 
     check_report(tls_svc, "asyncpg tls", asyncio.run(main()))
+    record("asyncpg", tls_svc, "TLS")

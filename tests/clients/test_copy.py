@@ -18,6 +18,7 @@ import pytest
 
 from support.service import ask
 
+from .outcomes import record
 from .test_psql import PSQL, psql
 
 CHARGED = re.compile(r"ε charged ([0-9.e+-]+)[ ;]")
@@ -78,6 +79,7 @@ def test_copy_after_the_select_is_free_in_text_and_binary(svc):
             cp.set_types(["int8", "int8", "float8"])  # psycopg parses PostgreSQL's binary COPY
             got = list(cp.rows())
     assert charged(notes2) == 0 and got == [tuple(r) for r in rows]
+    record("psycopg 3", svc, "COPY")
 
 
 def test_copy_csv_options(svc):
@@ -141,3 +143,10 @@ def test_psql_backslash_copy_to_a_file(svc, tmp_path):
     assert r.returncode == 0 and r.stdout.splitlines() == [f"{s}|{n}".replace("|", "\t") for s, n in rows]
     refused = psql(svc, "-c", f"\\copy pums TO '{out}'")
     assert refused.returncode != 0 and "42501" in refused.stderr and "COPY (SELECT" in refused.stderr
+    record(
+        "psql",
+        svc,
+        "COPY",
+        "\\copy to a file",
+        "refused with the COPY (SELECT …) form: COPY table, \\copy table",
+    )

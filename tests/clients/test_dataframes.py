@@ -4,7 +4,10 @@ DB-API directly. Both engines fetch through ``COPY (<query>) TO STDOUT`` (binary
 first reads ``pg_type`` to map type OIDs to Arrow types.
 
 Each answer is the release the same SELECT gets (a repeat: ε charged 0), with Arrow
-types from the RowDescription (int64, float64). A client that is not installed skips.
+types from the RowDescription (int64, float64). The shared five aggregates give every other
+client's numbers; a parameter goes through ``pl.read_database`` on an ADBC connection
+(``execute_options={"parameters": …}``); connectorx has no bind parameters in its API. A
+client that is not installed skips.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import pytest
 
 from support.service import ask
 
+from .outcomes import record
+from .scenario import GROUP_SQL, MORE_SQL, PARAM, PARAM_SQL, check_answers
 from .test_copy import charged
 
 pl = pytest.importorskip("polars", reason="polars not installed (pip install -e .[test])")
@@ -28,6 +33,7 @@ AGGREGATES = [  # {lo}: each engine asks its own statements, so each is a fresh 
     "GROUP BY 1 ORDER BY 1",  # a date bucket: timestamps in binary COPY
 ]
 LOW = {"connectorx": 33, "adbc": 35}
+ROWS = {"connectorx": "polars + connectorx", "adbc": "polars + ADBC"}
 
 
 def _engine(name: str, module: str):
@@ -54,6 +60,34 @@ def test_polars_read_database_uri(svc, engine):
         assert charged(notes) == 0, (engine, sql, notes)
         assert df.rows() == [tuple(r) for r in rows], (engine, sql)
         assert all(dt in (pl.Int64, pl.Float64) or isinstance(dt, pl.Datetime) for dt in df.dtypes), df.schema
+    record(ROWS[engine], svc, "connect", "COPY", "the same release as the SELECT")
+
+
+@pytest.mark.parametrize(
+    "engine", [_engine("connectorx", "connectorx"), _engine("adbc", "adbc_driver_postgresql")]
+)
+def test_polars_five_aggregates(svc, engine):
+    """The shared aggregates as data frames: every other client's numbers."""
+    url = svc.url()
+    report = {
+        "rows": pl.read_database_uri(GROUP_SQL, url, engine=engine).rows(),
+        "more": {
+            name: pl.read_database_uri(sql, url, engine=engine).rows() for name, sql in MORE_SQL.items()
+        },
+        "param_count": None,  # connectorx has no bind parameters
+    }
+    if engine == "adbc":
+        import adbc_driver_postgresql.dbapi as adbc
+
+        with adbc.connect(url) as conn:
+            df = pl.read_database(
+                PARAM_SQL["dollar"], connection=conn, execute_options={"parameters": [PARAM]}
+            )
+        ((report["param_count"],),) = df.rows()
+    done = check_answers(svc, ROWS[engine], report)
+    record(ROWS[engine], svc, *done)
+    if engine == "connectorx":
+        record(ROWS[engine], svc, "no bind parameters in connectorx's API")
 
 
 @pytest.mark.skipif(
@@ -77,3 +111,15 @@ def test_adbc_dbapi_charges_like_the_select(svc):
     assert charged(notes) == 0
     assert [tuple(r.values()) for r in table.to_pylist()] == [tuple(r) for r in rows]
     assert [str(t) for t in table.schema.types] == ["int64", "double"]
+    record("polars + ADBC", svc, "ADBC DB-API with Arrow types")
+
+
+@pytest.mark.parametrize(
+    "engine", [_engine("connectorx", "connectorx"), _engine("adbc", "adbc_driver_postgresql")]
+)
+def test_polars_over_tls(tls_svc, engine):
+    """``sslmode=require`` in the URI: the engine refuses a connection without TLS."""
+    url = tls_svc.url().replace("sslmode=disable", "sslmode=require")
+    df = pl.read_database_uri("SELECT COUNT(*) AS n FROM pums WHERE age > 44", url, engine=engine)
+    assert df.dtypes == [pl.Int64] and 0 < df.item() < 1000
+    record(ROWS[engine], tls_svc, "TLS")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from support.service import PASSWORDS
+from support.service import PASSWORDS, ask
 
-from .scenario import check_report
+from .outcomes import record
+from .scenario import COPY_SQL, MORE_SQL, check_report
 
 SOURCE = Path(__file__).parent / "java" / "Scenario.java"
 JAVA, JAVAC = shutil.which("java"), shutil.which("javac")
@@ -61,6 +62,8 @@ def run(classes, svc, password=PASSWORDS["analyst"], **props) -> subprocess.Comp
             url,
             "analyst",
             password,
+            COPY_SQL,
+            *(x for pair in MORE_SQL.items() for x in pair),
         ],
         capture_output=True,
         text=True,
@@ -68,7 +71,7 @@ def run(classes, svc, password=PASSWORDS["analyst"], **props) -> subprocess.Comp
     )
 
 
-def check(svc, r: subprocess.CompletedProcess, client: str) -> dict:
+def check(svc, r: subprocess.CompletedProcess, client: str) -> list[str]:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["product"].startswith("PostgreSQL 16")
@@ -88,12 +91,17 @@ def check(svc, r: subprocess.CompletedProcess, client: str) -> dict:
         "refused": (out["refused"]["sqlstate"], out["refused"]["message"]),
         "secret_error": (out["secret_error"]["sqlstate"], out["secret_error"]["message"]),
     }
-    check_report(svc, client, report)
-    return out
+    return check_report(svc, client, report)
 
 
 def test_jdbc_scenario(classes, svc):
-    check(svc, run(classes, svc, sslmode="disable"), "pgjdbc")
+    r = run(classes, svc, sslmode="disable")
+    done = check(svc, r, "pgjdbc")
+    record("pgjdbc", svc, *done, "DatabaseMetaData", "server-side prepared statements")
+    out = json.loads(r.stdout)
+    rows, _ = ask(svc, COPY_SQL)
+    assert out["copied"] == len(rows) and out["copy"].splitlines() == [f"{s},{n}" for s, n in rows]
+    record("pgjdbc", svc, "COPY")
 
 
 def test_jdbc_wrong_password(classes, svc):
@@ -107,8 +115,10 @@ def test_jdbc_tls(classes, tls_svc):
         run(classes, tls_svc, sslmode="require", sslfactory="org.postgresql.ssl.NonValidatingFactory"),
         "pgjdbc tls",
     )
+    record("pgjdbc", tls_svc, "TLS")
 
 
 def test_jdbc_require_without_tls_fails(classes, svc):
     r = run(classes, svc, sslmode="require", sslfactory="org.postgresql.ssl.NonValidatingFactory")
     assert r.returncode != 0 and "does not support SSL" in r.stderr
+    record("pgjdbc", svc, "sslmode=require without TLS fails at connect, as against Postgres")

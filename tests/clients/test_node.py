@@ -15,7 +15,8 @@ import pytest
 
 from support.service import PASSWORDS
 
-from .scenario import PUMS_TYPES, check_report
+from . import outcomes
+from .scenario import MORE_SQL, PUMS_TYPES, check_report
 
 SCRIPT = Path(__file__).parent / "node" / "scenario.js"
 NODE, NPM = shutil.which("node"), shutil.which("npm")
@@ -94,17 +95,23 @@ def run(node_modules, svc, **extra) -> dict:
         **extra,
     }
     r = subprocess.run(
-        [NODE, str(SCRIPT), json.dumps(config)],
+        [NODE, str(SCRIPT), json.dumps(config), json.dumps(MORE_SQL)],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "NODE_PATH": str(node_modules)},
     )
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    out = json.loads(r.stdout)
+    outcomes.NODE_PG_VERSION[0] = f"pg {out['pg_version']} (Node {_node_version()})"
+    return out
 
 
-def check(svc, out: dict, client: str) -> None:
+def _node_version() -> str:
+    return subprocess.run([NODE, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+def check(svc, out: dict, client: str) -> list[str]:
     # Like Postgres, node-postgres returns int8 as a string and float8 as a number.
     assert out["column_type_oids"] == [20, 20, 701, 701]
     assert out["value_types"] == ["string", "string", "number", "number"]
@@ -113,17 +120,19 @@ def check(svc, out: dict, client: str) -> None:
     out["refused"] = (out["refused"]["sqlstate"], out["refused"]["message"])
     out["secret_error"] = (out["secret_error"]["sqlstate"], out["secret_error"]["message"])
     assert {c: t for c, t in out["columns"]} == PUMS_TYPES
-    check_report(svc, client, {**out, "columns": [c for c, _ in out["columns"]]})
+    done = check_report(svc, client, {**out, "columns": [c for c, _ in out["columns"]]})
     assert out["pg_class"] == out["tables"]
     assert out["secret_columns"] == []
     assert out["param_count_named"] == [out["param_count"]] * 2
     assert any("ε charged" in n for n in out["notices"])
+    return done
 
 
 def test_node_postgres_scenario(node_modules, svc):
     out = run(node_modules, svc)
     assert out["ssl"] is False
-    check(svc, out, "node-postgres")
+    record = check(svc, out, "node-postgres")
+    outcomes.record("node-postgres", svc, *record, "parameters ($1)", "named prepared statements")
 
 
 def test_node_postgres_wrong_password(node_modules, svc):
@@ -148,3 +157,4 @@ def test_node_postgres_tls(node_modules, tls_svc):
     out = run(node_modules, tls_svc, ssl={"rejectUnauthorized": False})
     assert out["ssl"] is True
     check(tls_svc, out, "node-postgres tls")
+    outcomes.record("node-postgres", tls_svc, "TLS")

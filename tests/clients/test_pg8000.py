@@ -3,6 +3,7 @@ with named parameters and the DB-API with %s), on DuckDB and on Postgres, and ov
 
 from __future__ import annotations
 
+import io
 import ssl
 
 import pytest
@@ -11,10 +12,21 @@ pytest.importorskip("pg8000", reason="pip install pg8000")
 import pg8000.dbapi
 import pg8000.native
 
-from support.service import PASSWORDS
+from support.service import PASSWORDS, ask
 
+from .outcomes import record
 from .pending import CATALOG_PARAMS, expect_fix
-from .scenario import GROUP_SQL, PARAM, PARAM_SQL, REFUSED_SQL, SECRET, SECRET_SQL, check_report
+from .scenario import (
+    COPY_SQL,
+    GROUP_SQL,
+    MORE_SQL,
+    PARAM,
+    PARAM_SQL,
+    REFUSED_SQL,
+    SECRET,
+    SECRET_SQL,
+    check_report,
+)
 
 
 def connect(svc, api=pg8000.native.Connection, **kw):
@@ -45,7 +57,9 @@ def scenario(conn) -> dict:
     rows = conn.run(GROUP_SQL)
     assert [c["name"] for c in conn.columns] == ["sex", "count", "sum", "avg"]
     n = conn.run(PARAM_SQL["named"], age=PARAM)[0][0]
+    more = {name: conn.run(sql) for name, sql in MORE_SQL.items()}
     return {
+        "more": more,
         "tables": [t[0] for t in tables],
         "columns": [c[0] for c in columns],
         "rows": rows,
@@ -62,7 +76,7 @@ def test_pg8000_native(svc):
         assert conn.run("SELECT current_schema()") == [["public"]]
     finally:
         conn.close()
-    check_report(svc, "pg8000 native", report)
+    record("pg8000", svc, *check_report(svc, "pg8000 native", report), "native API (named parameters)")
 
 
 def test_pg8000_dbapi(svc):
@@ -78,6 +92,7 @@ def test_pg8000_dbapi(svc):
         conn.close()
     assert n == svc.reference.get("scenario", {}).get("param_count", n)
     assert len(rows) == 2
+    record("pg8000", svc, "DB-API (%s)")
 
 
 def test_pg8000_parameterised_catalog_query(svc, request):
@@ -93,6 +108,19 @@ def test_pg8000_parameterised_catalog_query(svc, request):
     finally:
         conn.close()
     assert rows == [["pums"]]
+    record("pg8000", svc, "catalog queries with parameters")
+
+
+def test_pg8000_copy_to_a_stream(svc):
+    conn = connect(svc)
+    try:
+        out = io.BytesIO()
+        conn.run(f"COPY ({COPY_SQL}) TO STDOUT WITH (FORMAT csv)", stream=out)
+    finally:
+        conn.close()
+    rows, _ = ask(svc, COPY_SQL)
+    assert out.getvalue().decode().splitlines() == [f"{s},{n}" for s, n in rows]
+    record("pg8000", svc, "COPY")
 
 
 def test_pg8000_tls(tls_svc):
@@ -106,3 +134,4 @@ def test_pg8000_tls(tls_svc):
     finally:
         conn.close()
     check_report(tls_svc, "pg8000 tls", report)
+    record("pg8000", tls_svc, "TLS")

@@ -12,8 +12,10 @@ import pytest
 
 from support.service import PASSWORDS
 
+from .outcomes import record
 from .scenario import (
     GROUP_SQL,
+    MORE_SQL,
     PARAM,
     PUMS_TYPES,
     REFUSED_SQL,
@@ -88,7 +90,9 @@ def scenario(svc, sslmode: str = "disable") -> dict:
             stdin="SELECT COUNT(*) FROM pums WHERE age > :age;\n",
         )
     )
+    more = {name: ok(psql(svc, "-c", sql, sslmode=sslmode)) for name, sql in MORE_SQL.items()}
     return {
+        "more": more,
         "tables": [t[1] for t in tables],
         "columns": [c[0] for c in columns],
         "rows": parsed,
@@ -101,8 +105,9 @@ def scenario(svc, sslmode: str = "disable") -> dict:
 
 def test_psql_scenario(svc):
     report = scenario(svc)
-    check_report(svc, "psql", report)
+    done = check_report(svc, "psql", report)
     assert "SSL connection" not in report["conninfo"]
+    record("psql", svc, *done, "variables (-v)")
 
 
 def test_psql_bind_parameters(svc):
@@ -112,6 +117,7 @@ def test_psql_bind_parameters(svc):
         pytest.skip(f"\\bind needs psql 16 or later ({version.strip()})")
     rows = ok(psql(svc, "-f", "-", stdin=f"SELECT COUNT(*) FROM pums WHERE age > $1 \\bind {PARAM} \\g\n"))
     check_report(svc, "psql \\bind", {**scenario(svc), "param_count": int(rows[0][0])})
+    record("psql", svc, "\\bind parameters")
 
 
 def test_psql_backslash_commands(svc):
@@ -125,6 +131,7 @@ def test_psql_backslash_commands(svc):
     assert ok(psql(svc, "-c", "\\dv")) == ok(psql(svc, "-c", "\\di")) == []
     roles = ok(psql(svc, "-c", "\\du"))
     assert [r[0] for r in roles] == ["analyst"] and "Superuser" not in roles[0][1]
+    record("psql", svc, "\\l \\dn \\d+ (DP facts as comments) \\dv \\du")
 
 
 def test_psql_undeclared_table_is_invisible(svc):
@@ -155,6 +162,7 @@ def test_psql_tls(tls_svc):
     report = scenario(tls_svc, sslmode="require")
     check_report(tls_svc, "psql", report)
     assert "SSL connection (protocol: TLS" in report["conninfo"]
+    record("psql", tls_svc, "TLS")
 
 
 def test_psql_require_without_tls_fails(svc):

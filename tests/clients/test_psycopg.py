@@ -8,8 +8,21 @@ import psycopg
 import pytest
 from psycopg.types import TypeInfo
 
+from .outcomes import record
 from .pending import SESSION_STATEMENTS, expect_fix
-from .scenario import GROUP_SQL, PARAM, PARAM_SQL, PUMS_COLUMNS, REFUSED_SQL, SECRET, SECRET_SQL, check_report
+from .scenario import (
+    GROUP_SQL,
+    MORE_SQL,
+    PARAM,
+    PARAM_SQL,
+    PUMS_COLUMNS,
+    REFUSED_SQL,
+    SECRET,
+    SECRET_SQL,
+    check_report,
+)
+
+CLIENT = "psycopg 3"
 
 TABLES_SQL = (
     "SELECT table_name FROM information_schema.tables "
@@ -37,7 +50,9 @@ def scenario(conn, *, prepare, cursor_factory=None) -> dict:
     rows = cur.execute(GROUP_SQL, prepare=prepare).fetchall()
     assert [d.name for d in cur.description] == ["sex", "count", "sum", "avg"]
     n = cur.execute(PARAM_SQL["format"], (PARAM,), prepare=prepare).fetchone()[0]
+    more = {name: cur.execute(sql, prepare=prepare).fetchall() for name, sql in MORE_SQL.items()}
     return {
+        "more": more,
         "tables": tables,
         "columns": [c[0] for c in columns],
         "rows": rows,
@@ -55,7 +70,7 @@ def test_psycopg_simple_protocol(svc):
         conn.add_notice_handler(lambda d: notices.append(d.message_primary))
         report = scenario(conn, prepare=False, cursor_factory=psycopg.ClientCursor)
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    check_report(svc, "psycopg simple", report)
+    record(CLIENT, svc, *check_report(svc, "psycopg simple", report), "client-side binding")
     assert report["types"]["income"] == "double precision" and report["types"]["age"] == "bigint"
     assert any("ε charged" in n for n in notices)
 
@@ -70,6 +85,8 @@ def test_psycopg_extended_protocol(svc, binary):
     check_report(svc, "psycopg extended", report)
     check_report(svc, "psycopg prepared", prepared)
     assert one[0] == report["param_count"]
+    record(CLIENT, svc, "server-side binding", "binary results" if binary else "text results")
+    record(CLIENT, svc, "named prepared statements")
 
 
 def test_psycopg_typeinfo_and_session_queries(svc):
@@ -80,6 +97,7 @@ def test_psycopg_typeinfo_and_session_queries(svc):
         assert conn.execute("SELECT current_schema()").fetchone() == ("public",)
         assert conn.execute("SHOW search_path").fetchone()[0] == '"$user", public'
         assert conn.execute("SELECT current_database(), current_user").fetchone() == ("demo", "analyst")
+    record(CLIENT, svc, "TypeInfo.fetch")
 
 
 def test_psycopg_transaction_block(svc):
@@ -88,6 +106,7 @@ def test_psycopg_transaction_block(svc):
         n = conn.execute(PARAM_SQL["format"], (PARAM,)).fetchone()[0]
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         conn.commit()
+    record(CLIENT, svc, "transactions")
     assert n == svc.reference.get("scenario", {}).get("param_count", n)
 
 
@@ -99,6 +118,7 @@ def test_psycopg_nested_transaction_savepoint(svc, request):
         with conn.transaction():
             assert conn.execute(PARAM_SQL["format"], (PARAM,)).fetchone()[0] > 0
         conn.commit()
+    record(CLIENT, svc, "savepoints")
 
 
 def test_psycopg_undeclared_table_is_invisible(svc):
@@ -123,3 +143,4 @@ def test_psycopg_tls(tls_svc):
         assert conn.pgconn.ssl_in_use
         report = scenario(conn, prepare=False)
     check_report(tls_svc, "psycopg tls", report)
+    record(CLIENT, tls_svc, "TLS")

@@ -3,13 +3,20 @@ DuckDB and on Postgres, and over TLS."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 pytest.importorskip("psycopg2", reason="pip install psycopg2-binary")
 import psycopg2.extras
 
+from support.service import ask
+
+from .outcomes import record
 from .scenario import (
+    COPY_SQL,
     GROUP_SQL,
+    MORE_SQL,
     PARAM,
     PARAM_SQL,
     REFUSED_SQL,
@@ -49,7 +56,12 @@ def scenario(conn) -> dict:
     assert [d.name for d in cur.description] == ["sex", "count", "sum", "avg"]
     cur.execute(PARAM_SQL["format"], (PARAM,))
     n = cur.fetchone()[0]
+    more = {}
+    for name, sql in MORE_SQL.items():
+        cur.execute(sql)
+        more[name] = cur.fetchall()
     return {
+        "more": more,
         "tables": tables,
         "columns": [c[0] for c in columns],
         "rows": rows,
@@ -75,8 +87,9 @@ def test_psycopg2_scenario(svc):
         assert conn.server_version == 160000
     finally:
         conn.close()
-    check_report(svc, "psycopg2", report)
+    done = check_report(svc, "psycopg2", report)
     assert listed == declared_tables(svc)
+    record("psycopg2", svc, *done, "client-side binding")
 
 
 def test_psycopg2_transaction_block(svc):
@@ -90,6 +103,19 @@ def test_psycopg2_transaction_block(svc):
         assert conn.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_IDLE
     finally:
         conn.close()
+    record("psycopg2", svc, "transactions")
+
+
+def test_psycopg2_copy_expert(svc):
+    conn = connect(svc)
+    try:
+        buf = io.StringIO()
+        conn.cursor().copy_expert(f"COPY ({COPY_SQL}) TO STDOUT WITH CSV HEADER", buf)
+    finally:
+        conn.close()
+    rows, _ = ask(svc, COPY_SQL)
+    assert buf.getvalue().splitlines() == ["sex,n"] + [f"{s},{n}" for s, n in rows]
+    record("psycopg2", svc, "COPY")
 
 
 def test_psycopg2_wrong_password(svc):
@@ -105,3 +131,4 @@ def test_psycopg2_tls(tls_svc):
     finally:
         conn.close()
     check_report(tls_svc, "psycopg2 tls", report)
+    record("psycopg2", tls_svc, "TLS")

@@ -4,6 +4,8 @@ Postgres, and over TLS."""
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 sa = pytest.importorskip("sqlalchemy", minversion="2.0", reason="pip install 'sqlalchemy>=2'")
@@ -11,9 +13,11 @@ pd = pytest.importorskip("pandas", reason="pip install pandas")
 
 from support.service import PASSWORDS, ask  # noqa: E402
 
+from .outcomes import record  # noqa: E402
 from .pending import CATALOG_PARAMS, SESSION_STATEMENTS, expect_fix  # noqa: E402
 from .scenario import (  # noqa: E402
     GROUP_SQL,
+    MORE_SQL,
     PARAM,
     PARAM_SQL,
     PUMS_COLUMNS,
@@ -21,6 +25,7 @@ from .scenario import (  # noqa: E402
     REFUSED_SQL,
     SECRET,
     SECRET_SQL,
+    check_answers,
     check_report,
     check_rows,
 )
@@ -28,6 +33,11 @@ from .test_copy import charged  # noqa: E402
 
 # driver -> the fix it still needs (None: works today)
 DRIVERS = {"psycopg2": None, "psycopg": SESSION_STATEMENTS, "pg8000": CATALOG_PARAMS}
+ROWS = {
+    "psycopg2": "SQLAlchemy + psycopg2",
+    "psycopg": "SQLAlchemy + psycopg 3",
+    "pg8000": "SQLAlchemy + pg8000",
+}
 
 
 def engine(svc, driver="psycopg2", **connect_args):
@@ -90,11 +100,13 @@ def scenario(eng) -> dict:
     with eng.connect() as conn:
         rows = conn.execute(sa.text(GROUP_SQL)).all()
         n = conn.execute(sa.text(PARAM_SQL["named"]), {"age": PARAM}).scalar_one()
+        more = {name: conn.execute(sa.text(sql)).all() for name, sql in MORE_SQL.items()}
         refused, secret = error(conn, REFUSED_SQL), error(conn, SECRET_SQL)
     return {
         **meta,
         "rows": [tuple(r) for r in rows],
         "param_count": n,
+        "more": more,
         "refused": refused,
         "secret_error": secret,
     }
@@ -132,7 +144,8 @@ def test_sqlalchemy_engine_and_inspect(svc, driver, request):
     finally:
         eng.dispose()
     check_reflection(svc, report)
-    check_report(svc, f"sqlalchemy+{driver}", report)
+    done = check_report(svc, f"sqlalchemy+{driver}", report)
+    record(ROWS[driver], svc, *done, "inspect() reflection with the DP facts as comments")
 
 
 def test_sqlalchemy_core_select_and_pandas(svc):
@@ -155,6 +168,7 @@ def test_sqlalchemy_core_select_and_pandas(svc):
         tables = pd.read_sql(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1", eng
         )
+        more = {name: _records(pd.read_sql(sql, eng)) for name, sql in MORE_SQL.items()}
     finally:
         eng.dispose()
     ref = svc.reference["scenario"] if "scenario" in svc.reference else None
@@ -169,18 +183,40 @@ def test_sqlalchemy_core_select_and_pandas(svc):
     assert SECRET not in set(tables["table_name"])
     if ref is not None:
         assert n == ref["param_count"]
+    record("SQLAlchemy + psycopg2", svc, "Core select() with func.count/sum/avg")
+    report = {"rows": _records(df), "param_count": _records(dfp)[0][0], "more": more}
+    record("pandas.read_sql", svc, "connect", *check_answers(svc, "pandas.read_sql", report))
 
 
-def test_sqlalchemy_tls(tls_svc):
-    eng = engine(tls_svc, sslmode="require")
+def _records(df) -> list[tuple]:
+    """A data frame's rows with Python values (numpy scalars unwrapped)."""
+    return [
+        tuple(v.item() if hasattr(v, "item") and hasattr(v, "dtype") else v for v in r)
+        for r in df.itertuples(index=False)
+    ]
+
+
+@pytest.mark.parametrize("driver", list(DRIVERS))
+def test_sqlalchemy_tls(tls_svc, driver):
+    if driver == "pg8000":  # pg8000 takes an SSL context, not sslmode
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        eng = engine(tls_svc, driver, ssl_context=ctx)
+    else:
+        eng = engine(tls_svc, driver, sslmode="require")
     try:
         with eng.connect() as conn:
-            assert conn.connection.dbapi_connection.info.ssl_in_use
+            dbapi = conn.connection.dbapi_connection
+            if driver == "pg8000":
+                assert isinstance(dbapi._usock, ssl.SSLSocket)
+            else:
+                assert (dbapi.pgconn if driver == "psycopg" else dbapi.info).ssl_in_use
         report = scenario(eng)
     finally:
         eng.dispose()
     check_reflection(tls_svc, report)
-    check_report(tls_svc, "sqlalchemy tls", report)
+    check_report(tls_svc, f"sqlalchemy+{driver} tls", report)
+    record(ROWS[driver], tls_svc, "TLS")
 
 
 def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
@@ -224,3 +260,4 @@ def test_sqlalchemy_psycopg3_date_trunc_unit_is_a_bound_parameter(svc):
         "WHERE purchases.amount > 17 GROUP BY date_trunc('month', purchases.ts) ORDER BY m",
     )
     assert charged(notes) == 0 and [tuple(r) for r in literal] == [tuple(r) for r in rows]
+    record("SQLAlchemy + psycopg 3", svc, "func.date_trunc with a bound unit")

@@ -38,16 +38,23 @@ def test_asyncpg_binary_params(service):
 
 
 def test_extended_protocol_plans_a_parameterless_statement_once(duck_service, monkeypatch):
-    """Parse/Describe/Bind/Execute of a fresh statement without $n builds its plan once
+    """Parse/Describe/Bind/Execute of a fresh statement without $n parses its text once
     (Describe plans, Execute reuses the plan) and never re-derives parameter types.
-    (Deriving its plan template parses two probe statements with other literals.)"""
-    import rewriter
+    Counted at sqlglot's own parser, whoever calls it; deriving the statement's plan
+    template parses two probe texts with other literals, each once."""
+    from sqlglot import parser as sqlglot_parser
 
     parsed, typed = [], []
-    real_parse, real_types = rewriter.parse, rewriter.param_types
-    monkeypatch.setattr(rewriter, "parse", lambda sql: parsed.append(sql) or real_parse(sql))
+    real_parse = sqlglot_parser.Parser.parse
+
+    def counting_parse(self, raw_tokens, sql=None):
+        parsed.append(sql)
+        return real_parse(self, raw_tokens, sql)
+
+    monkeypatch.setattr(sqlglot_parser.Parser, "parse", counting_parse)
     import proxy.pipeline.central as central
 
+    real_types = central.param_types
     monkeypatch.setattr(central, "param_types", lambda *a, **k: typed.append(1) or real_types(*a, **k))
 
     async def main():
@@ -59,4 +66,6 @@ def test_extended_protocol_plans_a_parameterless_statement_once(duck_service, mo
 
     rows = run(main())
     sql = "SELECT race, COUNT(*) FROM pums WHERE age > 71 GROUP BY race"
+    probes = [t for t in parsed if t != sql and t and "GROUP BY race" in t]
     assert len(rows) == 6 and parsed.count(sql) == 1 and typed == []
+    assert len(probes) == len(set(probes)) <= 2, parsed

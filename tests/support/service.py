@@ -190,10 +190,14 @@ class Service:
         return f"postgresql://{role}:{PASSWORDS[role]}@127.0.0.1:{self.port}/demo?sslmode=disable"
 
 
+HELPER = "dpgate-tests"
+"""The application_name of the tests' own connections (:func:`ask`): not a client's statements."""
+
+
 def ask(svc: Service, sql: str, role: str = "analyst", params=None) -> tuple[list, list[str]]:
     """(rows, NOTICE texts) of one statement through the wire (psycopg, autocommit)."""
     notes: list[str] = []
-    with psycopg.connect(svc.dsn(role), autocommit=True) as c:
+    with psycopg.connect(svc.dsn(role, application_name=HELPER), autocommit=True) as c:
         c.add_notice_handler(lambda d: notes.append(d.message_primary))
         rows = c.execute(sql, params).fetchall()
     return rows, notes

@@ -2,7 +2,10 @@
 // DatabaseMetaData, aggregate, refused query, parameterised query, undeclared table.
 // Prints one JSON report on stdout (parsed by tests/clients/test_jdbc.py).
 //
-// usage: java -cp postgresql.jar:. Scenario JDBC_URL USER PASSWORD
+// usage: java -cp postgresql.jar:. Scenario JDBC_URL USER PASSWORD COPY_SQL [NAME SQL]...
+// COPY_SQL is fetched with pgjdbc's CopyManager as COPY (COPY_SQL) TO STDOUT WITH CSV ("copy");
+// each NAME SQL pair after it is run as written; its rows are reported as getString's text
+// under "more".
 import java.sql.*;
 import java.util.*;
 
@@ -108,6 +111,27 @@ public class Scenario {
                 }
                 out.put("param_count", Long.toString(n));
             }
+            List<String> more = new ArrayList<>();
+            try (Statement st = conn.createStatement()) {
+                for (int a = 4; a + 1 < args.length; a += 2) {
+                    List<String> rows = new ArrayList<>();
+                    try (ResultSet r = st.executeQuery(args[a + 1])) {
+                        int n = r.getMetaData().getColumnCount();
+                        while (r.next()) {
+                            List<String> row = new ArrayList<>();
+                            for (int i = 1; i <= n; i++) row.add(q(r.getString(i)));
+                            rows.add(list(row));
+                        }
+                    }
+                    more.add(q(args[a]) + ": " + list(rows));
+                }
+            }
+            out.put("more", "{" + String.join(", ", more) + "}");
+            java.io.StringWriter csv = new java.io.StringWriter();
+            long copied = conn.unwrap(org.postgresql.PGConnection.class).getCopyAPI()
+                    .copyOut("COPY (" + args[3] + ") TO STDOUT WITH CSV", csv);
+            out.put("copy", q(csv.toString()));
+            out.put("copied", Long.toString(copied));
         }
         StringBuilder b = new StringBuilder("{");
         for (Map.Entry<String, String> e : out.entrySet()) {

@@ -2,7 +2,9 @@
 // introspect, aggregate, refused query, parameterised query, undeclared table.
 // Prints one JSON report on stdout (parsed by tests/clients/test_node.py).
 //
-// usage: NODE_PATH=<dir with node_modules> node scenario.js '<json config for pg.Client>'
+// usage: NODE_PATH=<dir with node_modules> node scenario.js '<json config for pg.Client>' '<json {name: sql}>'
+// The statements of the second argument are run as written; their rows are reported as the
+// text the server sent (no type parsers), as arrays.
 "use strict";
 const { Client } = require("pg");
 
@@ -17,8 +19,9 @@ async function error(client, sql) {
 
 async function main() {
   const config = JSON.parse(process.argv[2]);
+  const more = JSON.parse(process.argv[3] || "{}");
   const client = new Client(config);
-  const out = { notices: [] };
+  const out = { notices: [], pg_version: require("pg/package.json").version, more: {} };
   client.on("notice", (msg) => out.notices.push(msg.message));
   await client.connect();
   try {
@@ -53,6 +56,10 @@ async function main() {
     const again = await client.query({ name: "count_over", text: "SELECT COUNT(*) FROM pums WHERE age > $1", values: [40] });
     out.param_count = Number(p.rows[0].count);
     out.param_count_named = [Number(named.rows[0].count), Number(again.rows[0].count)];
+    const text = { getTypeParser: () => (v) => v };
+    for (const [name, sql] of Object.entries(more)) {
+      out.more[name] = (await client.query({ text: sql, rowMode: "array", types: text })).rows;
+    }
   } finally {
     await client.end();
   }
