@@ -11,6 +11,7 @@ SQL only: no I/O, no numbers are released here.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -35,8 +36,11 @@ from . import select as select_
 from .cells import cell_positions, complete
 from .errors import FEATURE_NOT_SUPPORTED, Refusal
 from .parsing import parse, tokenize
-from .plan import ColumnType, Plan, UnitBounds, source_sql
+from .plan import Plan, UnitBounds, source_sql
 from .scope import Ctx
+
+if TYPE_CHECKING:
+    from .dialects import SQLDialect
 
 __all__ = [
     "Plan",
@@ -54,14 +58,14 @@ __all__ = [
 
 
 def build_plan(
-    expr: exp.Expression, config: Config, params: list | None = None, *, copy: bool = True
+    expr: exp.Expression, config: Config, params: list[Any] | None = None, *, copy: bool = True
 ) -> Plan:
     """Validate and type a SELECT; ``params`` are the values of $1..$n. With
     ``copy=False`` the rewriter may modify ``expr`` (a fresh parse nobody reuses)."""
     return _build(expr, config, list(params or []), copy)[0]
 
 
-def param_types(expr: exp.Expression, config: Config) -> list[ColumnType | None]:
+def param_types(expr: exp.Expression, config: Config) -> list[str | None]:
     """The type of each $n inferred from its context (None if unknown)."""
     ctx = _build(expr, config, None)[1]
     return [ctx.types.get(i) for i in range(1, max(ctx.used, default=0) + 1)]
@@ -74,7 +78,7 @@ def typed_plan(expr: exp.Expression, config: Config) -> Plan:
     return _build(expr, config, None)[0]
 
 
-def to_sql(plan: Plan, dialect: str | emit.SQLDialect, salt: str = "") -> str:
+def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
     """The backend SQL: one row per group the data has, columns (k_1..k_k, m_1..m_j);
     :func:`complete` makes them one row per public cell. ``salt``: the privacy unit's
     bounding key (:mod:`.unit`). ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect`
@@ -82,36 +86,40 @@ def to_sql(plan: Plan, dialect: str | emit.SQLDialect, salt: str = "") -> str:
     return emit.to_sql(plan, dialect, salt)
 
 
-def _build(expr: exp.Expression, config: Config, params: list | None, copy: bool = True) -> tuple[Plan, Ctx]:
+def _build(
+    expr: exp.Expression, config: Config, params: list[Any] | None, copy: bool = True
+) -> tuple[Plan, Ctx]:
     cost.check(expr, config, params)  # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
     expr = inline.inline(inline.expand_ctes(expr))  # derived tables and CTEs
     outer = inline.split_outer(expr)
-    per = None if outer is None else histogram.inner(outer[0], inline.derived_alias(outer[1]), config, params)
+    if outer is None:
+        plan, ctx = _plan(expr, config, params)
+        ctx.check_count()
+        return plan, ctx
+    inner, wrapper = outer
+    per = histogram.inner(inner, inline.derived_alias(wrapper), config, params)
     if per is not None:  # over a per-unit relation: a histogram
-        if planner.extreme_in(outer[1]):
+        if planner.extreme_in(wrapper):
             raise Refusal(
                 FEATURE_NOT_SUPPORTED,
                 "MAX / MIN / percentiles of per-unit counts are not "
                 "available; ask the histogram (… GROUP BY n) and read them off it.",
                 hint=histogram.HINT,
             )
-        plan, ctx = _plan(histogram.over(outer[1], per), config, params, per)
+        plan, ctx = _plan(histogram.over(wrapper, per), config, params, per)
         plan = histogram.finish(plan, per)
         ctx.check_count()
         return plan, ctx
-    if outer is not None:  # over an aggregating subquery:
-        plan, ctx = _plan(outer[0], config, params)  # its release, post-processed
-        plan = inline.apply_outer(plan, outer[1], ctx)
-        ctx.check_count()
-        return plan, ctx
-    plan, ctx = _plan(expr, config, params)
+    # over an aggregating subquery: its release, post-processed
+    plan, ctx = _plan(inner, config, params)
+    plan = inline.apply_outer(plan, wrapper, ctx)
     ctx.check_count()
     return plan, ctx
 
 
 def _plan(
-    expr: exp.Expression, config: Config, params: list | None, per: histogram.PerUnit | None = None
+    expr: exp.Expression, config: Config, params: list[Any] | None, per: histogram.PerUnit | None = None
 ) -> tuple[Plan, Ctx]:
     select = shape.check_statement(expr)
     keys.distinct_to_group(select)  # SELECT DISTINCT g: GROUP BY g
@@ -178,7 +186,9 @@ def _plan(
     )
     t = ctx.table
     if t.privacy_unit is not None:  # per person, not per row
-        label = config.tables[name].privacy_unit  # orders.customer_id: read through a reference
+        label = (
+            config.tables[name].privacy_unit or t.privacy_unit
+        )  # orders.customer_id: read through a reference
         one_cell = bool(groups) and all(
             g.expr is None and g.column in t.columns and t.columns[g.column].per_unit for g in groups
         )  # a person has one value of each key: L0 = 1

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -13,22 +14,40 @@ from .args import understood
 from .errors import DATATYPE_MISMATCH, ExtremeAggregate, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
-from .plan import Aggregate, Measure
+from .plan import Aggregate, ColumnType, Measure
 from .scope import Ctx
 
 MAX_BOUND = 1e290  # |lower|, |upper| of a SUM; larger could overflow a float8 sum
 
 
+#: one display step over an aggregate: ("cast", target type), ("round", decimals or None),
+#: ("floor" | "ceil", None)
+Step = tuple[str, Any]
+#: the aggregate functions a release answers
+AggName = Literal["count", "sum", "avg", "count_distinct", "var_pop", "var_samp", "stddev_pop", "stddev_samp"]
+_NAMES: dict[str, AggName] = {
+    "count": "count",
+    "sum": "sum",
+    "avg": "avg",
+    "count_distinct": "count_distinct",
+    "var_pop": "var_pop",
+    "var_samp": "var_samp",
+    "stddev_pop": "stddev_pop",
+    "stddev_samp": "stddev_samp",
+}
+_TYPES: dict[str, ColumnType] = {"int": "int", "float": "float"}
+
 _CASTS = {"int": ("smallint", "int", "bigint"), "float": ("double", "float", "real"), "numeric": ("decimal",)}
 
 
-def post_steps(node: exp.Expression):
+def post_steps(node: exp.Expression) -> tuple[exp.Expression, tuple[Step, ...], str | None] | None:
     """``ROUND(AVG(x), 2)``, ``CAST(AVG(x) AS INT)``, ``COUNT(*)::float``, ``FLOOR``/``CEIL``:
     display steps over ONE aggregate (post-processing of its released value; the noise
     and its scale are unchanged) → (aggregate node, steps outermost last, output name),
     or None when ``node`` is not such a chain. Postgres's column names: the outermost
     function's (``round``), a cast keeps its operand's."""
-    steps, name = [], None
+    steps: list[Step] = []
+    name: str | None = None
     while True:
         while isinstance(node, exp.Paren):
             node = node.this
@@ -76,17 +95,17 @@ def post_steps(node: exp.Expression):
     return node, tuple(reversed(steps)), name
 
 
-def post_type(typ: str, steps: tuple) -> str:
+def post_type(typ: str, steps: tuple[Step, ...]) -> str:
     """The output type after ``steps`` (Postgres rules: ROUND(x, n) is numeric, a cast is its target)."""
     for op, arg in steps:
         if op == "cast":
-            typ = arg
+            typ = str(arg)
         elif op == "round" and arg is not None:
             typ = "numeric"
     return typ
 
 
-def _constant(arg) -> bool:
+def _constant(arg: exp.Expression | None) -> bool:
     """A non-NULL literal: COUNT(1), COUNT('x') count every row, as COUNT(*)."""
     return isinstance(arg, exp.Literal) or (isinstance(arg, exp.Boolean))
 
@@ -94,7 +113,7 @@ def _constant(arg) -> bool:
 _WIDENING = {"int": ("bigint", "double", "float", "decimal"), "float": ("double", "float", "decimal")}
 
 
-def _value_preserving_cast(arg, ctx: Ctx):
+def _value_preserving_cast(arg: exp.Expression, ctx: Ctx) -> exp.Expression:
     """``SUM(CAST(col AS DOUBLE PRECISION))`` (as BI tools write it) → ``col``: a cast that keeps
     every value of a numeric column (int → bigint/float8/numeric, float → float8/numeric, no
     precision given) changes nothing an aggregate sees; any other cast stays and is refused."""
@@ -114,7 +133,7 @@ class Filtered:
     the column's bounds, so the release is the plain aggregate's (same sensitivity and
     mechanism) over ``CASE WHEN cond THEN clamp(x) END``."""
 
-    column: object
+    column: str | None  # a column name, an intervals.Arith (a str), or None for *
     cond: exp.Expression
 
 
@@ -126,7 +145,8 @@ def _filtered(node: exp.Filter, ctx: Ctx) -> tuple[str, Filtered]:
     checked by the WHERE rules (:func:`predicate.where`); any other aggregate refuses."""
     inner, where = node.this, node.expression
     func_node = inner.this if isinstance(inner, exp.WithinGroup) else inner
-    what = func_node.sql_name().upper() + ("(DISTINCT …)" if isinstance(inner.this, exp.Distinct) else "(…)")
+    name = func_node.sql_name() if isinstance(func_node, exp.Func) else func_node.key
+    what = name.upper() + ("(DISTINCT …)" if isinstance(inner.this, exp.Distinct) else "(…)")
     refusal = Refusal(
         UNSUPPORTED,
         f"{what} FILTER (WHERE …) is not supported: FILTER is answered on "
@@ -141,12 +161,12 @@ def _filtered(node: exp.Filter, ctx: Ctx) -> tuple[str, Filtered]:
         raise refusal
     understood(node, frozenset({"this", "expression"})), understood(where)
     func, col = aggregate(inner, ctx)
-    if func not in _FILTERABLE:
+    if func not in _FILTERABLE or isinstance(col, Filtered):
         raise refusal
     return func, Filtered(col, predicate.where(where.this, ctx))
 
 
-def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
+def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | Filtered | None]:
     """(func, column) of an allowed aggregate call, or a refusal; the column of a FILTERed
     COUNT/SUM/AVG is a :class:`Filtered`."""
     if isinstance(node, exp.Filter):
@@ -165,13 +185,15 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
             "without other aggregates (each MAX or MIN is its own release).",
         )
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *stats.VARIANCE_NODES)):
+        name = node.sql_name() if isinstance(node, exp.Func) else node.key
         raise Refusal(
             UNSUPPORTED,
-            f"aggregate {node.sql_name().lower()}() is not supported "
+            f"aggregate {name.lower()}() is not supported "
             "yet; use COUNT, SUM, AVG, VAR_POP/VAR_SAMP or STDDEV_POP/STDDEV_SAMP.",
         )
-    func, arg = stats.VARIANCE_NODES.get(type(node), node.key), node.this
-    if func == "count" and isinstance(arg, exp.Distinct):
+    func = stats.VARIANCE_NODES.get(type(node), node.key) if isinstance(node, exp.AggFunc) else node.key
+    arg = node.this
+    if isinstance(node, exp.Count) and isinstance(arg, exp.Distinct):
         understood(node)
         return "count_distinct", stats.distinct_column(node, ctx)
     if isinstance(arg, exp.Distinct):
@@ -202,15 +224,16 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
             raise Refusal(
                 DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column; {col} is {spec.type}."
             )
-        if not spec.bounded:
+        lower, upper = spec.lower, spec.upper
+        if not spec.bounded or not isinstance(lower, (int, float)) or not isinstance(upper, (int, float)):
             raise Refusal(
                 DENIED,
                 f"{func.upper()}({col}) needs clamping bounds; declare lower "
                 f"and upper for column {col} in the config.",
             )
-        if max(abs(spec.lower), abs(spec.upper)) > MAX_BOUND:
+        if max(abs(lower), abs(upper)) > MAX_BOUND:
             raise Refusal("54000", f"the bounds of {col} are too large to sum safely.")
-        if func in stats.VARIANCE_FUNCS and not spec.lower < spec.upper:
+        if func in stats.VARIANCE_FUNCS and not lower < upper:
             raise Refusal(
                 DENIED,
                 f"{func.upper()}({col}) needs lower < upper; {col} is declared "
@@ -219,14 +242,14 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     return func, col
 
 
-def measure_index(measure: Measure, measures: list) -> int:
+def measure_index(measure: Measure, measures: list[Measure]) -> int:
     """The index of ``measure`` in ``measures`` (appended once: one scan column each)."""
     if measure not in measures:
         measures.append(measure)
     return measures.index(measure)
 
 
-def _avg_mechanism(col, ctx: Ctx):
+def _avg_mechanism(col: str, ctx: Ctx) -> str:
     """The configured mean mechanism of AVG(col); for an expression, the one its columns
     agree on (else the default)."""
     if not isinstance(col, intervals.Arith):
@@ -236,7 +259,9 @@ def _avg_mechanism(col, ctx: Ctx):
     return found.pop() if len(found) == 1 else type(specs[0]).model_fields["avg_mechanism"].default
 
 
-def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: list) -> tuple[int, str]:
+def add_aggregate(
+    func: str, col: str | Filtered | None, ctx: Ctx, measures: list[Measure], aggs: list[Aggregate]
+) -> tuple[int, str]:
     """(index, value type) of the aggregate ``func(col)`` in ``aggs``, appended if new, its
     measures appended to ``measures`` once: identical aggregates are one release, whether
     selected or used inside an expression (:mod:`.postprocess`)."""
@@ -246,11 +271,17 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
 
     cond = None
     if isinstance(col, Filtered):  # FILTER (WHERE cond): the measures carry it
-        col, cond = col.column, col.cond
+        cond = col.cond
+        col = col.column
     spec = ctx.table.columns[col] if col and not isinstance(col, intervals.Arith) else None
-    typ, lo, hi = (spec.type, spec.lower, spec.upper) if spec else (None, None, None)
+    typ: ColumnType | None = None
+    lo: float | None = None
+    hi: float | None = None
+    if spec is not None:  # a date/text column's bounds are not numbers: only counted (bounds unused)
+        typ, lo, hi = spec.type, _number(spec.lower), _number(spec.upper)
     if isinstance(col, intervals.Arith):  # an expression: its type and interval bounds
-        typ, lo, hi = col.type, col.lower, col.upper
+        typ, lo, hi = _TYPES[col.type], col.lower, col.upper
+    ms: tuple[int, ...]
     if func == "count":
         lo = hi = None
         ms = (
@@ -259,6 +290,8 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
             else m(Measure("count", col, filter=cond)),
         )
     elif func == "count_distinct" or func in stats.VARIANCE_FUNCS:
+        if col is None or spec is None:
+            raise ValueError(f"{func} aggregates a declared column")
         ms_, typ = stats.measures(func, col, spec)
         ms = tuple(m(x) for x in ms_)
         if func == "count_distinct":
@@ -268,15 +301,23 @@ def add_aggregate(func: str, col: str | None, ctx: Ctx, measures: list, aggs: li
         if func == "avg":  # AVG's count: over the same (filtered) rows
             ms += (m(Measure("count", col, filter=cond)),)
     agg = Aggregate(
-        func,
+        _NAMES[func],
         col,
-        typ if func != "count" else spec and spec.type,
+        typ if func != "count" else spec.type if spec else None,
         lo,
         hi,
         ms,
-        _avg_mechanism(col, ctx) if func == "avg" else None,
+        _avg_mechanism(col, ctx) if func == "avg" and col is not None else None,
         cond,
     )
     if agg not in aggs:
         aggs.append(agg)
-    return aggs.index(agg), {"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float")
+    out = {"count": "int", "sum": typ, "count_distinct": "int"}.get(func, "float")
+    if out is None:
+        raise ValueError(f"SUM({col}) has a value type")
+    return aggs.index(agg), out
+
+
+def _number(bound: float | str | None) -> float | None:
+    """A declared bound as a number (None for a date/timestamp column's ISO text)."""
+    return None if bound is None or isinstance(bound, str) else bound

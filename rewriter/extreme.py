@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -62,13 +62,17 @@ ALLOWED = (
 )
 
 
+#: the aggregate an :class:`ExtremePlan` answers
+ExtremeFunc = Literal["max", "min", "percentile_cont", "percentile_disc", "median"]
+
+
 @dataclass(frozen=True)
 class ExtremePlan:
     """A validated MAX/MIN/quantile statement: the central plan (planned as SUM) and the
     aggregate asked for; ``q`` the (ascending) quantile of percentile_*/median, else None."""
 
     plan: Plan
-    func: Literal["max", "min", "percentile_cont", "percentile_disc", "median"]
+    func: ExtremeFunc
     column: str
     q: Fraction | None = None
 
@@ -81,7 +85,7 @@ class ExtremePlan:
         return f"extreme:{self.func}({self.column}){q};{self.plan.canonical()}"
 
     @property
-    def cells(self) -> list[tuple]:
+    def cells(self) -> list[tuple[Any, ...]]:
         return self.plan.cells
 
 
@@ -92,7 +96,7 @@ def _refuse(msg: str) -> Refusal:
 QUANTILE_NODES = (exp.PercentileCont, exp.PercentileDisc)
 
 
-def _fraction(node) -> Fraction:
+def _fraction(node: exp.Expression | None) -> Fraction:
     """q of percentile_*(q): a numeric literal in [0, 1] with at most 6 decimals, exactly."""
     if not (isinstance(node, exp.Literal) and not node.is_string):
         raise _refuse(
@@ -115,18 +119,21 @@ def _fraction(node) -> Fraction:
     return q
 
 
-def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tuple[str, Fraction, str]]]:
+def substitute_quantiles(
+    expr: exp.Expression,
+) -> tuple[exp.Expression, list[tuple[ExtremeFunc, Fraction, str]]]:
     """A copy with each ``percentile_*(q) WITHIN GROUP (ORDER BY col)`` / ``median(col)`` read
     as SUM(col) (CAST to float8 for percentile_cont and median; an unaliased select item keeps
     Postgres's name), and the list of (func, ascending q, column sql) found."""
     expr = expr.copy()
-    found: list[tuple[str, Fraction, str]] = []
+    found: list[tuple[ExtremeFunc, Fraction, str]] = []
     nodes = [
         n
         for n in expr.find_all(exp.WithinGroup, exp.Median)
         if not isinstance(n, exp.Median) or not isinstance(n.parent, exp.WithinGroup)
     ]
     for node in nodes:
+        func: ExtremeFunc
         if isinstance(node, exp.Median):
             understood(node)
             if node.this is None or any(v for k, v in node.args.items() if k != "this"):
@@ -147,7 +154,7 @@ def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tup
             if ordered.args.get("desc"):
                 q = 1 - q
         found.append((func, q, col.sql("postgres").lower()))
-        new: exp.Expression = exp.Sum(this=col.copy())
+        new: exp.Expr = exp.Sum(this=col.copy())
         if func != "percentile_disc":
             new = exp.Cast(this=new, to=exp.DataType.build("double"))
         item = node.parent if isinstance(node.parent, exp.Alias) else None
@@ -162,14 +169,14 @@ def substitute_quantiles(expr: exp.Expression) -> tuple[exp.Expression, list[tup
     return expr, found
 
 
-def _one_column(node) -> bool:
+def _one_column(node: exp.Expression) -> bool:
     """A declared column, possibly under a cast (the central rules check the cast keeps values)."""
     while isinstance(node, (exp.Paren, exp.Cast)):
         node = node.this
     return isinstance(node, exp.Column)
 
 
-def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None = None) -> ExtremePlan:
+def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] | None = None) -> ExtremePlan:
     for node in expr.find_all(exp.Max, exp.Min, exp.Median, exp.Ordered):
         arg = node.this
         if isinstance(node, exp.Ordered) and not isinstance(
@@ -228,10 +235,10 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list | None
         raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
     if quantiles:
         return ExtremePlan(plan, quantiles[0][0], plan.aggregates[0].column, quantiles[0][1])
-    return ExtremePlan(plan, kinds[0], plan.aggregates[0].column)
+    return ExtremePlan(plan, "max" if kinds[0] == "max" else "min", plan.aggregates[0].column)
 
 
-def extreme_param_types(expr: exp.Expression, config: Config):
+def extreme_param_types(expr: exp.Expression, config: Config) -> list[str | None]:
     return param_types(substitute_extremes(substitute_quantiles(expr)[0])[0], config)
 
 
@@ -258,7 +265,7 @@ def histogram_sql(
     if integral_step:  # an int column on step 1: exact integer arithmetic
         lo, hi = int(lower), int(lower) + int(U)
         lo_n, hi_n = to_node(lo), to_node(hi)
-        x = col
+        x: exp.Expression = col
     else:
         lo_n, hi_n = (exp.Cast(this=to_node(float(b)), to=DOUBLE.copy()) for b in (lower, lower + step * U))
         x = exp.Cast(this=col, to=DOUBLE.copy())
@@ -269,7 +276,7 @@ def histogram_sql(
         ],
         default=x.copy(),
     )
-    offset = exp.Sub(this=exp.Paren(this=clamped), expression=lo_n.copy())
+    offset: exp.Expression = exp.Sub(this=exp.Paren(this=clamped), expression=lo_n.copy())
     if not integral_step:
         offset = exp.Floor(
             this=exp.Div(
@@ -280,11 +287,15 @@ def histogram_sql(
     keys = [group_key_sql(g) for g in plan.group_by]
     present = exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null()))
     selected = floor is not None
-    cond = None if selected else present  # selected keys: units over every kept row (module doc)
+    cond: exp.Expr | None = (
+        None if selected else present
+    )  # selected keys: units over every kept row (module doc)
     if where is not None:
         cond = exp.and_(exp.Paren(this=where.copy()), cond) if cond is not None else where.copy()
     marked, first = None, None
-    if selected and kept is not None:  # a unit's first kept row in its key (module doc)
+    if (
+        selected and kept is not None and plan.unit is not None
+    ):  # a unit's first kept row in its key (module doc)
         if plan.unit.total:  # rn ranks the unit's rows over all its keys: rank in the key
             w = exp.Window(
                 this=exp.RowNumber(),
@@ -305,17 +316,17 @@ def histogram_sql(
     if cond is not None:
         q = q.where(cond)
     q = q.group_by(*[k.copy() for k in keys], v.copy())
-    if selected:
+    if floor is not None:
         q = _floored(q, len(keys), "nu" if first is not None else "n", floor)
     if kept is None:
         return for_dialect(q, dialect).sql(dialect=dialect, identify=True)  # Spark: emit.for_dialect
     q = q.with_(unit.KEPT, as_=kept, copy=False)
     if marked is not None:
         q = q.with_(MARKED, as_=marked, copy=False)
-    q, names = params.spell(
+    scan, names = params.spell(
         unit.spell_hashes(q, lambda a: keyed_hash(a, dialect)), dialect
     )  # the salt: bound
-    return unit.salted(for_dialect(q, dialect).sql(dialect=dialect, identify=True), salt, dialect, names)
+    return unit.salted(for_dialect(scan, dialect).sql(dialect=dialect, identify=True), salt, dialect, names)
 
 
 MARKED, FIRST = "__dpgate_marked", "__dpgate_first"

@@ -57,6 +57,7 @@ count as the values of that bucket.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -73,7 +74,7 @@ from .local_options import resolve
 from .local_plan import LocalAgg, LocalPlan
 from .local_sql import qcol, to_sql
 from .local_subset import SubsetPlan, plan_subset
-from .local_weights import LOCAL_ALLOWED, LocalQuery, Prefix, compile_weight, refuse_local
+from .local_weights import LOCAL_ALLOWED, Factors, LocalQuery, Prefix, Weight, compile_weight, refuse_local
 from .scope import Ctx
 from .values import literal_value
 
@@ -93,7 +94,10 @@ __all__ = [
 
 
 def plan_local(
-    expr: exp.Expression, config: Config, params: list | None = None, overrides: tuple = ()
+    expr: exp.Expression,
+    config: Config,
+    params: list[Any] | None = None,
+    overrides: tuple[tuple[str, str | bool], ...] = (),
 ) -> LocalPlan | SubsetPlan:
     """Validate a SELECT over a local table and plan its one report scan (a statement that
     mentions a categorical Subset column is planned by :func:`rewriter.local_subset.plan_subset`).
@@ -112,14 +116,19 @@ def plan_local(
     cats = {c.name for c in lay.categories} & {c.name for c in select.find_all(exp.Column)}
     if cats:
         return plan_subset(select, ctx, lay, cats)
+    if table.local is None:  # a local table has its local policy (config validation)
+        raise refuse_local(f"table {name} has no local policy.", DENIED)
     opts = resolve(table.local, tuple(lay.where), overrides)
 
     # WHERE: public conjuncts stay SQL; private ones become bucket weights per column
-    public_parts, private_parts = [], {}
+    public_parts: list[exp.Expression] = []
+    private_parts: dict[str, list[exp.Expression]] = {}
     w = select.args.get("where")
     if w is not None:
         conj = list(w.this.flatten()) if isinstance(w.this, exp.And) else [w.this]
         for c in conj:
+            if not isinstance(c, exp.Expression):  # every condition node is an Expression
+                raise refuse_local(f"WHERE {c.sql('postgres')} is not understood.")
             if c.find(exp.AggFunc):
                 raise Refusal(GROUPING_ERROR, "aggregate functions are not allowed in WHERE.")
             cols = columns_in(c, ctx)
@@ -145,7 +154,7 @@ def plan_local(
         for p in public_parts[1:]:
             node = exp.And(this=node, expression=p)
         where = predicate.where(node, ctx)
-    private = {}
+    private: dict[str, Weight] = {}
     for col, parts in sorted(private_parts.items()):
         node = parts[0]
         for p in parts[1:]:
@@ -153,9 +162,9 @@ def plan_local(
         private[col] = compile_weight(ctx, lay, col, node, "truth", opts.edges[col])
     where_groups = {lay.where[c][0] for c in private}
     if len(where_groups) > 1:
-        cols = ", ".join(sorted(private))
+        names = ", ".join(sorted(private))
         raise refuse_local(
-            f"{cols} are collected in different groups, so a range over them together "
+            f"{names} are collected in different groups, so a range over them together "
             "cannot be estimated (spec §7.8); list them in one local.joint group, or "
             "query one group at a time."
         )
@@ -205,7 +214,7 @@ def _default_name(node: exp.Expression) -> str:
     return node.key if isinstance(node, exp.AggFunc) else "?column?"
 
 
-def _base(lay: Layout, g: int, private: dict) -> tuple:
+def _base(lay: Layout, g: int, private: dict[str, Weight]) -> Factors:
     """Per dimension of group ``g``, the factors of the WHERE weights (none: weight 1)."""
     return tuple((private[c],) if c in private else () for c in lay.groups[g].columns)
 
@@ -216,7 +225,14 @@ def _expr_private_col(node: exp.Expression, ctx: Ctx, lay: Layout) -> tuple[str 
     return (next(iter(priv)) if len(priv) == 1 else None), cols
 
 
-def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, alias) -> LocalAgg:
+def _aggregate(
+    node: exp.Expression,
+    ctx: Ctx,
+    lay: Layout,
+    private: dict[str, Weight],
+    where_groups: set[int],
+    alias: str | None,
+) -> LocalAgg:
     wg = next(iter(where_groups)) if where_groups else None
     if isinstance(node, exp.WithinGroup):
         return _percentile(node, ctx, lay, private, wg)
@@ -286,18 +302,18 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
         if wg is None:
             sql = f"SUM({q})" if func == "sum" else f"AVG(CAST({q} AS DOUBLE PRECISION))"
             return LocalAgg("exact", label, out_type, exact_sql=sql, func=func)
-        base = LocalQuery(_base(lay, wg, private))
+        public_q = LocalQuery(_base(lay, wg, private))
         rw = f"COALESCE(CAST({q} AS DOUBLE PRECISION), 0)"
         if func == "sum":
-            return LocalAgg("est", label, "float", group=wg, query=base, row_weight=rw, func="sum")
+            return LocalAgg("est", label, "float", group=wg, query=public_q, row_weight=rw, func="sum")
         return LocalAgg(
             "avg",
             label,
             "float",
             group=wg,
-            query=base,
+            query=public_q,
             row_weight=rw,
-            den=base,
+            den=public_q,
             den_weight=f"CASE WHEN {q} IS NULL THEN 0 ELSE 1 END",
             func="avg",
         )
@@ -311,22 +327,26 @@ def _aggregate(node, ctx: Ctx, lay: Layout, private: dict, where_groups: set, al
     if pcol == lay.weight:  # private weight (§3.9, paper 4.3.2)
         if not isinstance(arg, exp.Column):
             raise refuse_local(f"the private weight {pcol} can only be summed as SUM({pcol}).")
-        q = LocalQuery(base, private_weight=True)
+        weight_q = LocalQuery(base, private_weight=True)
         if func == "sum":
-            return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
+            return LocalAgg("est", label, "float", group=g, query=weight_q, column=pcol, func="sum")
         return LocalAgg(
-            "avg", label, "float", group=g, query=q, den=LocalQuery(base), column=pcol, func="avg"
+            "avg", label, "float", group=g, query=weight_q, den=LocalQuery(base), column=pcol, func="avg"
         )
     f = compile_weight(ctx, lay, pcol, arg, "value")  # linear counting query (§3.11)
     ws = list(base)
     ws[d] = (f, *ws[d])
-    q = LocalQuery(tuple(ws))
+    value_q = LocalQuery(tuple(ws))
     if func == "sum":
-        return LocalAgg("est", label, "float", group=g, query=q, column=pcol, func="sum")
-    return LocalAgg("avg", label, "float", group=g, query=q, den=LocalQuery(base), column=pcol, func="avg")
+        return LocalAgg("est", label, "float", group=g, query=value_q, column=pcol, func="sum")
+    return LocalAgg(
+        "avg", label, "float", group=g, query=value_q, den=LocalQuery(base), column=pcol, func="avg"
+    )
 
 
-def _percentile(node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict, wg) -> LocalAgg:
+def _percentile(
+    node: exp.WithinGroup, ctx: Ctx, lay: Layout, private: dict[str, Weight], wg: int | None
+) -> LocalAgg:
     fn = understood(node).this
     if not isinstance(fn, (exp.PercentileDisc, exp.PercentileCont)):
         raise refuse_local("WITHIN GROUP is served for percentile_disc and percentile_cont only.")

@@ -47,7 +47,8 @@ def plan_group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, 
     if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
         raise refuse_local("GROUP BY ROLLUP/CUBE/GROUPING SETS are not supported.")
     understood(group)
-    keys = {}
+    keys: dict[str, GroupKey] = {}
+    sizes: dict[str, int] = {}
     aliases = {i.alias: i.unalias() for i in select.expressions if isinstance(i, exp.Alias)}
     for node in group.expressions:
         if isinstance(node, exp.Literal) and node.is_int:
@@ -79,24 +80,26 @@ def plan_group_by(select: exp.Select, ctx: Ctx, lay: Layout) -> tuple[GroupKey, 
                 DENIED,
             )
         keys[col] = GroupKey(col, spec.type, spec.public_domain)
+        sizes[col] = len(spec.public_domain)
     out = tuple(keys[k] for k in sorted(keys))
     cells = 1
-    for g in out:
-        cells *= len(g.domain)
+    for size in sizes.values():
+        cells *= size
     if cells > MAX_CELLS:
         raise Refusal("54000", f"GROUP BY has {cells} cells; at most {MAX_CELLS} are allowed.")
     return out
 
 
-def plan_order_by(select: exp.Select, outs: list[LocalOutput]) -> tuple:
+def plan_order_by(select: exp.Select, outs: list[LocalOutput]) -> tuple[tuple[int, bool], ...]:
     """ORDER BY of a local-table SELECT as (output index, desc) pairs: aliases, positions or
     group column names of ``outs``."""
     order = select.args.get("order")
     if order is None:
         return ()
-    res = []
+    res: list[tuple[int, bool]] = []
     for o in understood(order).expressions:
-        node, idx = understood(o).this, None
+        node = understood(o).this
+        idx: int | None = None
         if isinstance(node, exp.Literal) and node.is_int:
             idx = int(node.this) - 1
             if not 0 <= idx < len(outs):

@@ -20,9 +20,14 @@ Precedence: ``SET dpgate.local_<option>`` (session) > ``[tables.T.local.columns.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .errors import INVALID_PARAMETER, Refusal
+
+if TYPE_CHECKING:
+    from config.models import LocalPolicy
 
 __all__ = ["LocalOptions", "SESSION_KEYS", "session_overrides", "resolve"]
 
@@ -41,23 +46,23 @@ _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 class LocalOptions:
     """The options in effect for one statement (``edges`` per private column)."""
 
-    edges: dict = field(default_factory=dict)  # private column -> "interpolate" | "whole"
+    edges: dict[str, str] = field(default_factory=dict)  # private column -> "interpolate" | "whole"
     default_edges: str = "interpolate"  # the table's (or the session's) policy
     quantile_point: str = "auto"
     isotonic_cdf: bool = False
     clip: bool = False
 
-    def edges_text(self, cols=None) -> str:
+    def edges_text(self, cols: Iterable[str] | None = None) -> str:
         """ "edge buckets interpolated" / "… whole" / "… x whole, y interpolated" for the
         private WHERE columns ``cols`` (none: the table's policy)."""
         word = {"interpolate": "interpolated", "whole": "whole"}
-        cols = sorted(cols or ())
-        used = {self.edges[c] for c in cols} or {self.default_edges}
+        names = sorted(cols or ())
+        used = {self.edges[c] for c in names} or {self.default_edges}
         if len(used) == 1:
             return f"edge buckets {word[used.pop()]}"
-        return "edge buckets " + ", ".join(f"{c} {word[self.edges[c]]}" for c in cols)
+        return "edge buckets " + ", ".join(f"{c} {word[self.edges[c]]}" for c in names)
 
-    def text(self, cols=None, all_options: bool = False) -> str:
+    def text(self, cols: Iterable[str] | None = None, all_options: bool = False) -> str:
         """The options as one phrase: the edge policy, then (NOTICE) the options that differ
         from the defaults, or (``all_options``, EXPLAIN) every option."""
         parts = [self.edges_text(cols)]
@@ -70,10 +75,10 @@ class LocalOptions:
         return ", ".join(parts)
 
 
-def session_overrides(settings: dict | None) -> tuple:
+def session_overrides(settings: Mapping[str, object] | None) -> tuple[tuple[str, str | bool], ...]:
     """The ``dpgate.local_*`` session settings, validated (22023 naming the setting), as a
     hashable tuple of (option, value) for the plan cache."""
-    out = []
+    out: list[tuple[str, str | bool]] = []
     for opt, key in SESSION_KEYS.items():
         raw = (settings or {}).get(key)
         if raw in (None, ""):
@@ -93,15 +98,29 @@ def session_overrides(settings: dict | None) -> tuple:
     return tuple(out)
 
 
-def resolve(policy, private_cols, overrides: tuple = ()) -> LocalOptions:
+def resolve(
+    policy: LocalPolicy, private_cols: Iterable[str], overrides: tuple[tuple[str, str | bool], ...] = ()
+) -> LocalOptions:
     """Options for a statement over a table with LocalPolicy ``policy``: session
     ``overrides`` (from :func:`session_overrides`) beat the column, then the table."""
     over = dict(overrides)
-    edges = {c: over.get("edges") or policy.columns[c].edges or policy.edges for c in private_cols}
+    edges = _text(over, "edges", "")
     return LocalOptions(
-        edges,
-        over.get("edges") or policy.edges,
-        over.get("quantile_point", policy.quantile_point),
-        over.get("isotonic_cdf", policy.isotonic_cdf),
-        over.get("clip", policy.clip),
+        {c: edges or policy.columns[c].edges or policy.edges for c in private_cols},
+        edges or policy.edges,
+        _text(over, "quantile_point", policy.quantile_point),
+        _flag(over, "isotonic_cdf", policy.isotonic_cdf),
+        _flag(over, "clip", policy.clip),
     )
+
+
+def _text(over: Mapping[str, str | bool], opt: str, default: str) -> str:
+    """The session's text value of ``opt`` (edges, quantile_point), else ``default``."""
+    value = over.get(opt)
+    return value if isinstance(value, str) else default
+
+
+def _flag(over: Mapping[str, str | bool], opt: str, default: bool) -> bool:
+    """The session's on/off value of ``opt`` (isotonic_cdf, clip), else ``default``."""
+    value = over.get(opt)
+    return value if isinstance(value, bool) else default

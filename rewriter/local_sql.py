@@ -12,11 +12,17 @@ queries with :func:`mechanisms.metric_ldp.variance_queries`) and passes them her
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .local_plan import LocalPlan
+    from .local_weights import LocalQuery
+
+_T = TypeVar("_T")
+#: per dimension d, its report columns (SQL identifiers)
+Columns = Sequence[Sequence[str]]
 
 __all__ = [
     "qcol",
@@ -48,7 +54,7 @@ class Estimate:
     column (sorted by j, zero coefficients left out)."""
 
     scale: float
-    dims: tuple
+    dims: tuple[tuple[float, tuple[tuple[int, float], ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -58,9 +64,9 @@ class AggNumbers:
     count); ``prefixes`` P̂_1..P̂_{m−1} (percentiles, §3.10)."""
 
     value: Estimate | None = None
-    var: tuple | None = None
+    var: tuple[Estimate, Estimate] | None = None
     den: Estimate | None = None
-    prefixes: tuple = ()
+    prefixes: tuple[Estimate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,10 @@ class ScanColumns:
 
     keys: int  # group keys first
     n: int  # COUNT(*) of the cell
-    slots: tuple  # per aggregate: dict of name -> column index
+    slots: tuple[dict[str, Any], ...]  # per aggregate: dict of name -> column index
 
 
-def estimate_sql(columns, est: Estimate, row_weight: str | None = None) -> str:
+def estimate_sql(columns: Columns, est: Estimate, row_weight: str | None = None) -> str:
     """ONE aggregate expression over the report columns (``columns[d]``: dimension d's)
     estimating the query.
 
@@ -83,7 +89,8 @@ def estimate_sql(columns, est: Estimate, row_weight: str | None = None) -> str:
     SQL expression of a public per-record weight (SUM(w) with public w, paper 4.3.2 /
     spec 3.9). The caller may add WHERE/GROUP BY on public columns; empty input gives 0.
     """
-    scale, factors = float(est.scale), []
+    scale = float(est.scale)
+    factors: list[tuple[float, list[tuple[str, float]]]] = []
     for d, (const, cs) in enumerate(est.dims):
         if not cs:
             scale *= const
@@ -105,7 +112,7 @@ def estimate_sql(columns, est: Estimate, row_weight: str | None = None) -> str:
     return f"COALESCE(SUM({' * '.join(prod)}), 0)"
 
 
-def variance_sql(columns, a: Estimate, b: Estimate, row_weight: str | None = None) -> str:
+def variance_sql(columns: Columns, a: Estimate, b: Estimate, row_weight: str | None = None) -> str:
     """Unbiased SQL estimate of the exact variance (§4.2): the separable queries a (weights
     V_d + w_d²) minus b (weights w_d²), with the squared row weight. Noisy and possibly
     negative: the proxy clamps it into the exact bounds."""
@@ -113,19 +120,19 @@ def variance_sql(columns, a: Estimate, b: Estimate, row_weight: str | None = Non
     return f"({estimate_sql(columns, a, rw)} - {estimate_sql(columns, b, rw)})"
 
 
-def quantile_sql(columns, prefixes) -> list:
+def quantile_sql(columns: Columns, prefixes: Sequence[Estimate]) -> list[str]:
     """Select-list of the one prefix query of §3.10: ["COUNT(*)", P̂_1, …, P̂_{m−1}]."""
     return ["COUNT(*)"] + [estimate_sql(columns, e) for e in prefixes]
 
 
-def to_sql(plan: LocalPlan, dialect: str, numbers) -> tuple[str, ScanColumns]:
+def to_sql(plan: LocalPlan, dialect: str, numbers: Sequence[AggNumbers]) -> tuple[str, ScanColumns]:
     """ONE aggregate scan over the report table: group keys, COUNT(*), then per
     aggregate its estimate(s), the unbiased variance estimate and public-weight maxima.
     ``numbers``: one :class:`AggNumbers` per aggregate of ``plan`` (from the proxy)."""
     lay = plan.layout
     sel = [qcol(g.column) for g in plan.group_by]
     sel.append("COUNT(*)")
-    slots = []
+    slots: list[dict[str, Any]] = []
 
     def add(sql: str) -> int:
         sel.append(sql)
@@ -136,16 +143,16 @@ def to_sql(plan: LocalPlan, dialect: str, numbers) -> tuple[str, ScanColumns]:
     for a, nums in zip(plan.aggs, numbers):
         s: dict[str, Any] = {}
         if a.kind == "exact":
-            s["value"] = add(a.exact_sql)
+            s["value"] = add(_given(a.exact_sql, "exact_sql"))
         else:
-            cols = lay.groups[a.group].dim_columns()
+            cols = lay.groups[_given(a.group, "group")].dim_columns()
             if a.kind == "est":
-                s["value"] = add(estimate_sql(cols, nums.value, a.row_weight))
-                s["var"] = add(variance_sql(cols, *nums.var, a.row_weight))
+                s["value"] = add(estimate_sql(cols, _given(nums.value, "value"), a.row_weight))
+                s["var"] = add(variance_sql(cols, *_given(nums.var, "var"), a.row_weight))
                 if a.row_weight is not None:
                     s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
             elif a.kind == "avg":
-                s["value"] = add(estimate_sql(cols, nums.value, a.row_weight))
+                s["value"] = add(estimate_sql(cols, _given(nums.value, "value"), a.row_weight))
                 s["den"] = add(_den_sql(cols, a.den, nums.den, a.den_weight))
                 if a.row_weight is not None:
                     s["wmax"] = add(f"COALESCE(MAX(ABS({a.row_weight})), 0)")
@@ -161,9 +168,16 @@ def to_sql(plan: LocalPlan, dialect: str, numbers) -> tuple[str, ScanColumns]:
     return sql, ScanColumns(len(plan.group_by), len(plan.group_by), tuple(slots))
 
 
-def _den_sql(columns, q, est: Estimate | None, weight: str | None) -> str:
+def _den_sql(columns: Columns, q: LocalQuery | None, est: Estimate | None, weight: str | None) -> str:
     """Denominator of AVG / percentiles: the exact (public) count when no private
     predicate applies, else the range estimate."""
-    if q.trivial:
+    if _given(q, "den query").trivial:
         return "COUNT(*)" if weight is None else f"COALESCE(SUM({weight}), 0)"
-    return estimate_sql(columns, est, weight)
+    return estimate_sql(columns, _given(est, "den"), weight)
+
+
+def _given(value: _T | None, name: str) -> _T:
+    """``value``, which the plan or the proxy's numbers must supply for this aggregate."""
+    if value is None:
+        raise ValueError(f"the aggregate's {name} is missing")
+    return value

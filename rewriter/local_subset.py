@@ -22,6 +22,7 @@ variant, stored levels); the Subset program and its templates are the proxy's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -29,7 +30,8 @@ from . import predicate
 from .errors import GROUPING_ERROR, Refusal
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .local_clauses import LocalOutput, columns_in, plan_group_by, plan_limit, plan_order_by
-from .local_layout import Category, eps_tag, make_categories, resolve_stored
+from .local_layout import Category, Layout, eps_tag, make_categories, resolve_stored
+from .plan import GroupKey
 from .scope import Ctx
 
 __all__ = [
@@ -55,27 +57,43 @@ SUBSET_ALLOWED = (
 class SubsetPlan:
     """``COUNT(*) … GROUP BY cat [, public keys]`` over one Subset column."""
 
-    layout: object  # rewriter.local.Layout
+    layout: Layout
     category: str
     where: exp.Expression | None  # public predicate (validated)
-    group_by: tuple = ()  # GroupKeys (sorted), the category among them
+    group_by: tuple[GroupKey, ...] = ()  # GroupKeys (sorted), the category among them
     cat_key: int = 0  # index of the category in group_by
-    outputs: tuple = ()  # LocalOutput; aggregate outputs are the count
-    order_by: tuple = ()
+    outputs: tuple[LocalOutput, ...] = ()  # aggregate outputs are the count
+    order_by: tuple[tuple[int, bool], ...] = ()
     limit: int | None = None
     offset: int = 0
-    param_types: tuple = ()
+    param_types: tuple[str | None, ...] = ()
 
     @property
-    def public_keys(self) -> tuple:
+    def public_keys(self) -> tuple[GroupKey, ...]:
         return tuple(g for i, g in enumerate(self.group_by) if i != self.cat_key)
+
+    @property
+    def domains(self) -> tuple[tuple[Any, ...], ...]:
+        """The declared domain of each GROUP BY key (every key of a Subset plan has one)."""
+        return tuple(_domain(g) for g in self.group_by)
+
+    @property
+    def public_domains(self) -> tuple[tuple[Any, ...], ...]:
+        """The declared domain of each public GROUP BY key (the category left out)."""
+        return tuple(_domain(g) for g in self.public_keys)
+
+
+def _domain(key: GroupKey) -> tuple[Any, ...]:
+    if key.domain is None:  # plan_group_by refuses a key without a public domain
+        raise ValueError(f"GROUP BY key {key.column} has no declared domain")
+    return key.domain
 
 
 def _refuse(msg: str, state: str = "0A000") -> Refusal:
     return Refusal(state, msg, hint=SUBSET_ALLOWED)
 
 
-def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> SubsetPlan:
+def plan_subset(select: exp.Select, ctx: Ctx, lay: Layout, cat_names: set[str]) -> SubsetPlan:
     """Validate a SELECT that mentions Subset column(s) ``cat_names`` (already resolved)."""
     if len(cat_names) > 1:
         raise _refuse(
@@ -106,7 +124,7 @@ def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> Subse
     if any(n != cat and n not in lay.public for n in names):
         raise _refuse(f"GROUP BY {cat} takes public columns only besides {cat}.")
     gidx = {g: i for i, g in enumerate(names)}
-    outs = []
+    outs: list[LocalOutput] = []
     for item in select.expressions:
         alias = item.alias if isinstance(item, exp.Alias) else None
         node = item.unalias()
@@ -141,7 +159,7 @@ def plan_subset(select: exp.Select, ctx: Ctx, lay, cat_names: set[str]) -> Subse
 def subset_sql(plan: SubsetPlan, cat: Category, level: float, dialect: str) -> str:
     """ONE scan: public keys, COUNT(*), then SUM of the d bits of stored level ``level``."""
 
-    def q(n):
+    def q(n: str) -> str:
         return '"' + n.replace('"', '""') + '"'
 
     keys = [q(g.column) for g in plan.public_keys]

@@ -13,7 +13,7 @@ factors per dimension.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -21,6 +21,7 @@ from .args import understood
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
+from .plan import ColumnType
 from .scope import Ctx
 from .values import literal_value
 
@@ -34,8 +35,15 @@ LOCAL_ALLOWED = (
     "[GROUP BY public columns with a declared domain] [ORDER BY outputs] [LIMIT n]."
 )
 
-_CMP = {exp.EQ: "eq", exp.NEQ: "ne", exp.GT: "gt", exp.GTE: "ge", exp.LT: "lt", exp.LTE: "le"}
-_ARITH = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul"}
+_CMP: dict[type[exp.Expression], str] = {
+    exp.EQ: "eq",
+    exp.NEQ: "ne",
+    exp.GT: "gt",
+    exp.GTE: "ge",
+    exp.LT: "lt",
+    exp.LTE: "le",
+}
+_ARITH: dict[type[exp.Expression], str] = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul"}
 
 
 @dataclass(frozen=True)
@@ -46,9 +54,9 @@ class Weight:
     ``tree`` is the SQL-free form read by :func:`mechanisms.metric_ldp.weights.evaluate`."""
 
     column: str
-    tree: tuple
+    tree: tuple[Any, ...]
     kind: str
-    breaks: tuple = ()
+    breaks: tuple[float, ...] = ()
     edges: str = "interpolate"
 
 
@@ -59,13 +67,17 @@ class Prefix:
     k: int
 
 
+#: per dimension of a joint group, the factors whose product is its bucket weight
+Factors = tuple[tuple[Weight | Prefix, ...], ...]
+
+
 @dataclass(frozen=True)
 class LocalQuery:
     """A separable query over one joint group (spec §3.5): per dimension, the factors whose
     product is its bucket weight (none: weight 1). ``private_weight``: the SUM of the private
     weight column (paper §4.3.2, spec §3.9), Δ·ĉ(R × [2,2]), applied by the proxy."""
 
-    factors: tuple = ()
+    factors: Factors = ()
     private_weight: bool = False
 
     @property
@@ -82,7 +94,7 @@ def refuse_local(msg: str, state: str = UNSUPPORTED) -> Refusal:
 class _Compile:
     """Check an expression / predicate over ONE private column and compile it to a tree."""
 
-    def __init__(self, ctx: Ctx, col: str, col_type: str):
+    def __init__(self, ctx: Ctx, col: str, col_type: ColumnType):
         self.ctx, self.col, self.col_type = ctx, col, col_type
         self.breaks: list[float] = []
 
@@ -120,7 +132,7 @@ class _Compile:
                 if v is not None:
                     self.breaks.append(v)
 
-    def value(self, node: exp.Expression) -> tuple:
+    def value(self, node: exp.Expression) -> tuple[Any, ...]:
         while isinstance(node, exp.Paren):
             node = understood(node).this
         if type(node) in (exp.Neg, exp.Case, exp.If, exp.Div, *_ARITH):
@@ -166,7 +178,7 @@ class _Compile:
             f"column {self.col}; use the column, numbers, + - * /, and CASE WHEN."
         )
 
-    def truth(self, node: exp.Expression) -> tuple:
+    def truth(self, node: exp.Expression) -> tuple[Any, ...]:
         while isinstance(node, exp.Paren):
             node = understood(node).this
         if isinstance(node, (exp.And, exp.Or, exp.Not, exp.Between, exp.In, *_CMP)):
@@ -229,7 +241,7 @@ def compile_weight(
 ) -> Weight:
     """The :class:`Weight` of a predicate (kind "truth") or expression (kind "value") over
     private column ``col``, checked (a refusal says what is allowed)."""
-    comp = _Compile(ctx, col, lay.col_type(col))
+    comp = _Compile(ctx, col, lay.table.columns[col].type)
     comp.collect(node)
     tree = comp.truth(node) if kind == "truth" else comp.value(node)
     return Weight(col, tree, kind, tuple(comp.breaks), edges)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import sqlglot
 from sqlglot import exp
@@ -46,7 +46,7 @@ from .emit import from_postgres, text_dialect
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .per_record_sql import PrivacySql, bucket_sql, clamp_sql, level_sql, privacy_sql, sql_double
-from .plan import Plan, source_relation
+from .plan import GroupKey, Plan, source_relation
 from .scope import Ctx, T
 from .values import to_node
 
@@ -82,8 +82,8 @@ class PolicySql:
     expr: exp.Expression | None  # custom: the validated expression (quoted columns)
     eps_min: float
     eps_max: float
-    level_hi: tuple  # h_1..h_L (per-record spec §3.1)
-    bucket_edges: tuple  # 2^0..2^(B-1) (per-record spec §12.3)
+    level_hi: tuple[float, ...]  # h_1..h_L (per-record spec §3.1)
+    bucket_edges: tuple[float, ...]  # 2^0..2^(B-1) (per-record spec §12.3)
     U: int
 
 
@@ -95,6 +95,8 @@ def check_expression(text: str, table_name: str, table: Table) -> exp.Expression
     except (SqlglotError, ValueError) as e:
         raise Refusal("42601", f"the expression does not parse: {str(e).splitlines()[0]}") from None
     parsed = normalize_identifiers(parsed, dialect="postgres")
+    if not isinstance(parsed, exp.Expression):  # every parsed expression node is an Expression
+        raise Refusal("42601", "the expression must be a scalar expression")
     if isinstance(parsed, (exp.Select, exp.Query)) or parsed.find(exp.Select, exp.Subquery):
         raise Refusal("42601", "the expression must be a scalar expression, not a query")
     if parsed.find(exp.AggFunc, exp.Window):
@@ -137,7 +139,9 @@ class PrPlan:
     plan: Plan
     func: Func
     column: str | None  # None for COUNT(*)
-    parts: tuple = ()  # several COUNT/SUM in one statement: (func, column) per plan aggregate
+    parts: tuple[
+        tuple[Func, str | None], ...
+    ] = ()  # several COUNT/SUM in one statement: (func, column) per plan aggregate
 
     @property
     def split(self) -> int:
@@ -159,7 +163,7 @@ class PrPlan:
         return f"per_record:{self.label};{self.plan.canonical()}"
 
     @property
-    def cells(self) -> list[tuple]:
+    def cells(self) -> list[tuple[Any, ...]]:
         return self.plan.cells
 
 
@@ -193,11 +197,11 @@ def substitute_extremes(expr: exp.Expression) -> tuple[exp.Expression, list[tupl
     return expr, found
 
 
-def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = None) -> PrPlan:
+def build_pr_plan(expr: exp.Expression, config: Config, params: list[Any] | None = None) -> PrPlan:
     """Validate a statement on a per-record table (Refusal with a SQLSTATE otherwise)."""
     sub, found = substitute_extremes(expr)
     kinds = {f for f, _ in found}
-    extreme = next((f for f in ("max", "min") if f in kinds), None)
+    extreme: Literal["max", "min"] | None = "max" if "max" in kinds else "min" if "min" in kinds else None
     try:
         plan = build_plan(sub, config, params)
     except Refusal as r:
@@ -251,6 +255,7 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
             "statement.",
         )
     if len(plan.aggregates) > 1:  # COUNT/SUM together: the tier's ε split among them
+        parts: list[tuple[Func, str | None]] = []
         for a in plan.aggregates:
             if a.func not in ("count", "sum"):
                 raise _refuse(
@@ -264,23 +269,27 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
                     f"{a.label.upper()}: aggregates of expressions are answered on "
                     f"central tables; on per-record table {plan.table} aggregate a declared column.",
                 )
-            if a.func == "sum" and (table.columns[a.column].lower or 0) < 0:
+            if a.func == "sum" and (a.column is None or _may_be_negative(table.columns[a.column].lower)):
                 raise _refuse(
                     UNSUPPORTED,
                     f"SUM({a.column}) is not available on per-record table "
                     f"{plan.table}: {a.column} may be negative and the per-record mechanisms "
                     "take values in [0, value_bound].",
                 )
-        first = plan.aggregates[0]
-        return PrPlan(plan, first.func, first.column, tuple((a.func, a.column) for a in plan.aggregates))
+            parts.append((a.func, a.column))
+        return PrPlan(plan, parts[0][0], parts[0][1], tuple(parts))
     agg = plan.aggregates[0]
-    if not extreme and agg.func not in ("count", "sum"):
+    func: Func
+    if extreme:
+        func = extreme
+    elif agg.func == "count" or agg.func == "sum":
+        func = agg.func
+    else:
         raise _refuse(
             UNSUPPORTED,
             f"{agg.label.upper()} is not available on per-record table "
             f"{plan.table}; ask for COUNT(*), COUNT(col) or SUM(col).",
         )
-    func: Func = extreme if extreme else agg.func
     col = agg.column
     if col is not None and col not in table.columns:  # SUM(a + b): central tables only
         raise _refuse(
@@ -288,9 +297,9 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
             f"{func.upper()} of an expression is answered on central tables; on "
             f"per-record table {plan.table} aggregate a declared column.",
         )
-    if func in ("sum", "max", "min"):
+    if func in ("sum", "max", "min") and col is not None:
         spec = table.columns[col]
-        if spec.lower is not None and spec.lower < 0:
+        if _may_be_negative(spec.lower):
             raise _refuse(
                 UNSUPPORTED,
                 f"{func.upper()}({col}) is not available on per-record "
@@ -301,7 +310,13 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list | None = No
     return PrPlan(plan, func, col)
 
 
-def pr_param_types(expr: exp.Expression, config: Config):
+def _may_be_negative(lower: float | str | None) -> bool:
+    """Whether a column's declared lower bound admits negative values (a bound that is not a
+    number does not bound the values the per-record mechanisms take: fail closed)."""
+    return isinstance(lower, str) or (lower is not None and lower < 0)
+
+
+def pr_param_types(expr: exp.Expression, config: Config) -> list[str | None]:
     """The $n types of a per-record statement (Describe before Bind)."""
     return param_types(substitute_extremes(expr)[0], config)
 
@@ -313,7 +328,7 @@ def _q(name: str, dialect: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect=dialect)
 
 
-def _lit(v, type_: str, dialect: str) -> str:
+def _lit(v: Any, type_: str, dialect: str) -> str:
     sql_t = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN"}[type_]
     return f"CAST({to_node(float(v) if type_ == 'float' else v).sql(dialect=dialect)} AS {sql_t})"
 
@@ -328,7 +343,9 @@ def _quantized(col: str, type_: str, dialect: str) -> str:
     return f"CASE WHEN {c} >= -{g} AND {c} <= {g} THEN ROUND(CAST({c} AS DOUBLE PRECISION)) END"
 
 
-def _key_filter(g, k: str, dialect: str) -> str:
+def _key_filter(g: GroupKey, k: str, dialect: str) -> str:
+    if g.domain is None:  # build_pr_plan refuses a key without a public domain
+        raise ValueError(f"GROUP BY key {g.column} has no declared domain")
     vals = sorted(g.domain, key=lambda v: (v is None, v))
     ints = g.type == "int" and all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
     if ints and len(vals) > 8 and vals[-1] - vals[0] == len(vals) - 1:
@@ -354,12 +371,18 @@ def _parts(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, buckets: b
         c = _q(g.column, dialect)
         sel.append(f"CAST({c} AS DOUBLE PRECISION) AS {k}" if g.type == "float" else f"{c} AS {k}")
     if pol.function is not None:
+        if pol.column is None:
+            raise ValueError("a shortcut privacy function names its column")
         sel.append(f"{_quantized(pol.column, types[pol.column], dialect)} AS q")
+    elif pol.expr is None:
+        raise ValueError("a privacy policy has a shortcut function or an expression")
     else:
         e_sql = pol.expr.sql(dialect=dialect, identify=True)
         sel.append(f"{clamp_sql(e_sql, pol.eps_min, pol.eps_max)} AS e")
     value = prp.func != "count"
     if value:
+        if prp.column is None:
+            raise ValueError(f"{prp.func} names its column")
         sel.append(f"{_quantized(prp.column, types[prp.column], dialect)} AS x")
     conds = []
     if plan.where is not None:
@@ -404,7 +427,9 @@ def _text_dialect(dialect: str) -> str:
     return text_dialect(dialect)
 
 
-def values_sql(prp: PrPlan, pol: PolicySql, config: Config, dialect: str, ells: dict[tuple, int]) -> str:
+def values_sql(
+    prp: PrPlan, pol: PolicySql, config: Config, dialect: str, ells: dict[tuple[Any, ...], int]
+) -> str:
     """MAX/MIN round 2, one query for all cells: the distinct values (with counts) of the
     records whose level is >= their cell's ℓ (Algorithm 2's D_ℓ).
     Rows: (k_1…k_n, v, cnt)."""

@@ -193,8 +193,8 @@ def tree(node: exp.Expression, ctx: Ctx) -> Tree:
         return ("aggref", *aggregate(node, ctx))
     steps = post_steps(node)
     if steps is not None:
-        inner, st, _ = steps
-        return ("display", st, tree(inner, ctx))
+        agg_node, st, _ = steps
+        return ("display", st, tree(agg_node, ctx))
     if isinstance(node, (exp.Cast, exp.Round, exp.Floor, exp.Ceil)):
         # a display step over an expression: the same steps, one level
         for cls in (exp.Cast, exp.Round, exp.Floor, exp.Ceil):

@@ -66,9 +66,9 @@ def items(select: exp.Select, ctx: Ctx) -> list[Item]:
             func, col = aggregate(node, ctx)
             out.append(Item(alias or stats.output_name(node, func), "agg", (func, col)))
         elif (post := post_steps(node)) is not None:
-            inner, steps, name = post
+            inner, steps, post_name = post
             func, col = aggregate(inner, ctx)
-            out.append(Item(alias or name or stats.output_name(inner, func), "agg", (func, col), steps))
+            out.append(Item(alias or post_name or stats.output_name(inner, func), "agg", (func, col), steps))
         elif isinstance(node, exp.WithinGroup):  # percentiles: their own release (rewriter.extreme)
             aggregate(node, ctx)
         elif node.find(exp.AggFunc):

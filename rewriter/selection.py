@@ -18,7 +18,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from . import intervals, predicate
-from .aggregates import aggregate
+from .aggregates import Filtered, aggregate
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
@@ -62,6 +62,10 @@ def top_order(select: exp.Select) -> exp.Expression | None:
 
 def _threshold_aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | None]:
     func, col = aggregate(node, ctx)
+    if isinstance(col, Filtered):  # agg FILTER (WHERE …): not a column's COUNT or SUM
+        raise Refusal(
+            UNSUPPORTED, "the sparse vector technique thresholds COUNT or SUM of one declared column."
+        )
     if func not in ("count", "sum"):
         raise Refusal(UNSUPPORTED, f"a threshold on {func.upper()} is not supported; use COUNT or SUM.")
     return func, col

@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlglot import exp
+from sqlglot.tokens import Token
 
 import rewriter  # the package's parse / build_plan / to_sql, looked up at each call (one hook sees every parse)
 
@@ -38,6 +41,14 @@ from .lru import LRU
 from .params import ParamSQL
 from .plan import Plan
 
+if TYPE_CHECKING:
+    from config import Config
+
+#: a statement's tokens with each slot masked (its template key)
+Key = tuple[Any, ...]
+#: (key, the slots' values, their character spans)
+Masked = tuple[Key, list[int], list[tuple[int, int]]]
+
 _MAX_DIGITS = 9  # values < 2**31: int in every dialect
 _ASC = tuple(1_900_000_001 + i for i in range(512))
 _DESC = tuple(1_999_999_999 - i for i in range(512))
@@ -45,7 +56,7 @@ _SENTINEL = re.compile(r"(?<![\w.])(19\d{8})(?![\w.])")
 _SLOT_PARENTS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In)
 
 
-def mask(tokens, params: list | None = None) -> tuple[tuple, list[int], list[tuple[int, int]]] | None:
+def mask(tokens: Sequence[Token], params: Sequence[Any] | None = None) -> Masked | None:
     """(key, values, character spans) of a token list; None if it has no slot or
     a number that is not a short integer (such statements are planned in full).
     With ``params`` (the values of $1..$n), a parameter ``$k`` whose value is a
@@ -56,7 +67,9 @@ def mask(tokens, params: list | None = None) -> tuple[tuple, list[int], list[tup
     value, or a ``?`` placeholder, is planned in full. Whether a template may stand
     for the statement is decided by :func:`derive` against the plan with the
     parameters bound by the rewriter."""
-    key, values, spans = [], [], []
+    key: list[Any] = []
+    values: list[int] = []
+    spans: list[tuple[int, int]] = []
     i, n = 0, len(tokens)
     while i < n:
         t = tokens[i]
@@ -101,8 +114,9 @@ def mask(tokens, params: list | None = None) -> tuple[tuple, list[int], list[tup
     return tuple(key), values, spans
 
 
-def _fill(sql: str, spans, values) -> str:
-    out, at = [], 0
+def _fill(sql: str, spans: Sequence[tuple[int, int]], values: Sequence[int]) -> str:
+    out: list[str] = []
+    at = 0
     for (a, b), v in zip(spans, values):
         out.append(sql[at:a])
         out.append(str(v))
@@ -111,13 +125,13 @@ def _fill(sql: str, spans, values) -> str:
     return "".join(out)
 
 
-def _slots(text: str, sentinels: tuple) -> str | None:
+def _slots(text: str, sentinels: tuple[int, ...]) -> str | None:
     """``text`` with each sentinel replaced by ``{i}`` (its slot), or None if a
     sentinel is missing or a foreign one appears."""
     index = {str(s): i for i, s in enumerate(sentinels)}
-    seen = set()
+    seen: set[int] = set()
 
-    def sub(m):
+    def sub(m: re.Match[str]) -> str:
         i = index.get(m.group(1))
         if i is None:
             raise KeyError(m.group(1))
@@ -134,7 +148,7 @@ def _slots(text: str, sentinels: tuple) -> str | None:
 _HOLE = re.compile("\x00(\\d+)\x01")
 
 
-def _put(template: str, values) -> str:
+def _put(template: str, values: Sequence[int]) -> str:
     return _HOLE.sub(lambda m: str(values[int(m.group(1))]), template)
 
 
@@ -158,10 +172,14 @@ def _param_form(template: str, n: int) -> str | None:
 class Template:
     plan: Plan  # planned with the ascending sentinels
     canonical: str
-    sql: dict  # dialect -> backend SQL with holes
-    params_sql: dict = dataclasses.field(default_factory=dict)  # dialect -> its :class:`ParamSQL` template
+    sql: dict[str, str]  # dialect -> backend SQL with holes
+    params_sql: dict[str, str] = dataclasses.field(
+        default_factory=dict
+    )  # dialect -> its :class:`ParamSQL` template
 
-    def fill(self, values: list[int]) -> Plan:
+    def fill(self, values: Sequence[int]) -> Plan:
+        if self.plan.where is None:  # derive keeps only plans whose slots sit in WHERE
+            raise ValueError("a template's plan has a WHERE")
         where = self.plan.where.copy()
         for i, node in enumerate(_sentinel_literals(where, len(values))):
             node.set("this", str(values[i]))
@@ -173,7 +191,7 @@ class Template:
         plan.memo.domain = self.plan.memo.domain  # public cells: the same
         return plan
 
-    def _text(self, dialect: str, sql: str, values: list[int]) -> str:
+    def _text(self, dialect: str, sql: str, values: Sequence[int]) -> str:
         text = _put(sql, values)
         tpl = self.params_sql.get(dialect)
         if tpl is None:
@@ -214,7 +232,15 @@ def _positions_ok(expr: exp.Expression, n: int) -> bool:
     return count == n
 
 
-def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Template | None:
+def derive(
+    sql: str,
+    spans: Sequence[tuple[int, int]],
+    values: Sequence[int],
+    full: Plan,
+    build: Callable[[exp.Expression], Plan],
+    emit: Callable[[Plan, str], str],
+    dialects: Iterable[str],
+) -> Template | None:
     """The template of ``sql`` (see module doc), or None. ``build(tree)`` plans a parsed
     statement (the rules; raises on refusal), ``emit(plan, dialect)`` is
     ``to_sql``; ``full`` is the full plan of ``sql`` itself."""
@@ -229,7 +255,10 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         return None
     if a.where is None or a.selection is not None or a.key_filter or full.key_filter:
         return None  # a slot in a predicate on a group key sets the cells
-    bare = lambda p: dataclasses.replace(p, where=None)  # noqa: E731
+
+    def bare(p: Plan) -> Plan:
+        return dataclasses.replace(p, where=None)
+
     if not (bare(a) == bare(full) == bare(b)):
         return None
     canonical = _slots(a.canonical(), asc)
@@ -237,7 +266,8 @@ def derive(sql: str, spans, values, full: Plan, build, emit, dialects) -> Templa
         return None
     if _put(canonical, values) != full.canonical():
         return None
-    sqls, named = {}, set()
+    sqls: dict[str, str] = {}
+    named: set[str] = set()
     for d in dialects:
         text = emit(a, d)
         t = _slots(text, asc)
@@ -265,11 +295,18 @@ class Templates:
     """Masked key -> Template (or None: not templatable), LRU-bounded."""
 
     def __init__(self, size: int = 1024) -> None:
-        self._map: LRU = LRU(size)
+        self._map: LRU[Key, Template | None] = LRU(size)
         self.size = size
         self.filled = 0  # statements planned from a template (for tests)
 
-    def plan(self, sql: str, config, dialect: str, params: list | None = None, tree=None) -> Plan:
+    def plan(
+        self,
+        sql: str,
+        config: Config,
+        dialect: str,
+        params: list[Any] | None = None,
+        tree: exp.Expression | None = None,
+    ) -> Plan:
         """The plan of ``sql`` with ``params`` (the values of $1..$n, or None): filled
         from its key's template, or planned in full from ``tree`` (its parse, which the
         planner may change; None: parsed here; refusals raise as from
@@ -278,12 +315,14 @@ class Templates:
         rewriter, so a parameter stands in a template only where its value
         planned as a literal gives that same plan."""
         masked, tpl = self._lookup(sql, params)
-        if tpl:
+        if masked is not None and tpl:
             self.filled += 1
             return tpl.fill(masked[1])
         if tree is None:
             tree = rewriter.parse(sql)
         plan = rewriter.build_plan(tree, config, list(params) if params else None, copy=False)
+        if masked is None or tpl is None:  # not templatable
+            return plan
         if tpl is False and plan.clock:  # now() / current_date: no template
             self.put(masked[0], None)
         elif tpl is False:  # first statement of this key
@@ -301,25 +340,28 @@ class Templates:
             )
         return plan
 
-    def fill(self, sql: str, params: list | None = None) -> Plan | None:
+    def fill(self, sql: str, params: list[Any] | None = None) -> Plan | None:
         """The plan of ``sql`` filled from its key's template, or None when the key has
         none (yet): never a full planning, so cheap enough for any caller."""
         masked, tpl = self._lookup(sql, params)
-        if not tpl:
+        if masked is None or not tpl:
             return None
         self.filled += 1
         return tpl.fill(masked[1])
 
-    def _lookup(self, sql: str, params: list | None):
+    def _lookup(
+        self, sql: str, params: list[Any] | None
+    ) -> tuple[Masked | None, Template | None | Literal[False]]:
         """(masked statement, its key's template: a Template, None if not templatable, False
         if not seen yet)."""
         tokens = rewriter.tokenize(sql)
         masked = mask(tokens, params) if tokens else None
-        distinct = masked is not None and len(set(masked[1])) == len(masked[1])
-        return masked, (self.get(masked[0]) if distinct else None)
+        if masked is None or len(set(masked[1])) != len(masked[1]):
+            return masked, None
+        return masked, self.get(masked[0])
 
-    def get(self, key):
+    def get(self, key: Key) -> Template | None | Literal[False]:
         return self._map.get(key, False)
 
-    def put(self, key, tpl: Template | None) -> None:
+    def put(self, key: Key, tpl: Template | None) -> None:
         self._map.put(key, tpl)

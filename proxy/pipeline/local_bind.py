@@ -115,7 +115,8 @@ def _agg(plan: LocalPlan, a) -> BoundAgg:
     if a.kind == "est":
         if q is None:  # the planner gives every estimate its query
             raise SqlError("XX000", "internal error: a local estimate without its query; nothing was run")
-        var = tuple(estimate_numbers(spec, v, est) for v in variance_queries(spec, q, est))
+        qa, qb = variance_queries(spec, q, est)
+        var = (estimate_numbers(spec, qa, est), estimate_numbers(spec, qb, est))
     den_n = estimate_numbers(spec, den, est) if den is not None and not a.den.trivial else None
     pre = tuple(estimate_numbers(spec, p, est) for p in prefixes)
     return BoundAgg(spec, q, den, prefixes, AggNumbers(value, var, den_n, pre))

@@ -72,7 +72,7 @@ def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tup
     by_key = {tuple(_key(v) for v in row[:k]): row for row in cells}
     est: dict = {}
     hw, n_total = 0.0, 0
-    for pk in itertools.product(*[g.domain for g in plan.public_keys]):
+    for pk in itertools.product(*plan.public_domains):
         row = by_key.get(tuple(pk))
         n = int(row[k]) if row is not None else 0
         counts = [int(row[k + 1 + j] or 0) for j in range(d)] if row is not None else [0] * d
@@ -82,7 +82,7 @@ def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tup
             hw = max(hw, tier_template(ladder_of(cat), level, n)["half_width"])
     index = {v: j for j, v in enumerate(cat.domain)}
     rows = []
-    for key in itertools.product(*[g.domain for g in plan.group_by]):
+    for key in itertools.product(*plan.domains):
         pk = tuple(v for i, v in enumerate(key) if i != plan.cat_key)
         count = int(round(est[pk][index[key[plan.cat_key]]]))
         rows.append(tuple(key[o.index] if o.source == "group" else count for o in plan.outputs))
