@@ -27,6 +27,7 @@ import itertools
 import math
 import time
 import weakref
+from typing import TypeVar
 
 import numpy as np
 from sqlglot import exp
@@ -43,7 +44,7 @@ from rewriter.values import literal_value
 from ..ingest.ldp_load import Encoder, IngestError
 from ..ingest.ldp_specs import check_layout, guarantee
 from ..wire.api import Column, Description, Result, SqlError
-from .kind import HEAVY_ROWS, Prepared, ReleaseKind, fetch
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind, fetch, plan_as
 from .local_bind import BoundAgg, bind, scan, scan_columns
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
@@ -92,7 +93,7 @@ async def _fetch(conn, sql: str, write: bool = False) -> list[tuple]:
 
 
 # ---------------------------------------------------------------------------- SELECT
-def _plan(gw, sql: str, params, overrides: tuple = (), stmt=None) -> LocalPlan:
+def _plan(gw, sql: str, params, overrides: tuple = (), stmt=None) -> LocalPlan | SubsetPlan:
     """The plan of ``sql`` (kept by text); ``stmt``: its :class:`.kind.Statement`, whose parse
     the planner takes when it plans."""
     key = (id(gw), id(gw.config), sql, tuple((type(p).__name__, p) for p in params or ()), overrides)
@@ -106,7 +107,18 @@ def _plan(gw, sql: str, params, overrides: tuple = (), stmt=None) -> LocalPlan:
     return plan
 
 
-def _columns(plan: LocalPlan) -> list[Column]:
+_V = TypeVar("_V")
+
+
+def _need(value: _V | None, what: str) -> _V:
+    """``value``, which the local planner sets for every aggregate of the kind that reads it;
+    None is an internal error."""
+    if value is None:
+        raise SqlError("XX000", f"internal error: a local aggregate without its {what}")
+    return value
+
+
+def _columns(plan: LocalPlan | SubsetPlan) -> list[Column]:
     return [Column(o.name, TYPE_OIDS[o.type]) for o in plan.outputs]
 
 
@@ -123,14 +135,14 @@ class Local(ReleaseKind):
         return Prepared(self, plan, _columns(plan))
 
     async def answer_free(self, conn, p: Prepared):
-        gw = conn.gw
-        await ensure_reports(gw, p.plan.layout)
-        text, _ = scan(p.plan, gw.backend.dialect)
+        gw, plan = conn.gw, plan_as(p, LocalPlan)
+        await ensure_reports(gw, plan.layout)
+        text, _ = scan(plan, gw.backend.dialect)
         cells = await _fetch(conn, text)
         if len(cells) >= HEAVY_ROWS:  # off the event loop
-            rows, msg = await asyncio.to_thread(local_answer, p.plan, cells)
+            rows, msg = await asyncio.to_thread(local_answer, plan, cells)
         else:
-            rows, msg = local_answer(p.plan, cells)
+            rows, msg = local_answer(plan, cells)
         return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg]), "ldp", 0.0
 
     async def describe(self, conn, stmt, oids: list[int]) -> Description:
@@ -147,7 +159,7 @@ class Subset(Local):
     name = "subset"
 
     async def answer_free(self, conn, p: Prepared):
-        return await answer_subset(conn, p.plan, _fetch)
+        return await answer_subset(conn, plan_as(p, SubsetPlan), _fetch)
 
 
 LOCAL, SUBSET = Local(), Subset()
@@ -172,24 +184,25 @@ def _avg_std(
 ) -> float:
     """Std of AVG = num/den. Exact den: std(num)/den. Otherwise the delta method with
     the linearised query num - avg*den, bounded over all data sets of n reports."""
-    spec, est = b.spec, plan.layout.estimator
+    spec, est = _need(b.spec, "group"), plan.layout.estimator
+    q, dq = _need(b.query, "query"), _need(b.den, "denominator")
     avg = num / den
     if exact_den:
-        bounds = variance_bounds(spec, b.query, n, est, wmax)
+        bounds = variance_bounds(spec, q, n, est, wmax)
         return notice_std(var_num, bounds) / den
     if a.row_weight is not None:  # public weight: (w - avg) per record
-        hi = variance_bounds(spec, b.query, n, est, (wmax or 0.0) + abs(avg))[1]
+        hi = variance_bounds(spec, q, n, est, (wmax or 0.0) + abs(avg))[1]
         return math.sqrt(hi) / den
-    d0 = _diff_dim(b, spec)
-    ws = [b.den.weight(spec, d) for d in range(spec.D)]
-    ws[d0] = b.query.scale * b.query.weight(spec, d0) - avg * b.den.scale * b.den.weight(spec, d0)
+    d0 = _diff_dim(q, dq, spec)
+    ws = [dq.weight(spec, d) for d in range(spec.D)]
+    ws[d0] = q.scale * q.weight(spec, d0) - avg * dq.scale * dq.weight(spec, d0)
     lin = Query(tuple(ws))
     return math.sqrt(variance_bounds(spec, lin, n, est)[1]) / den
 
 
-def _diff_dim(a: BoundAgg, spec) -> int:
+def _diff_dim(q: Query, dq: Query, spec) -> int:
     for d in range(spec.D):
-        if not np.array_equal(a.query.weight(spec, d), a.den.weight(spec, d)):
+        if not np.array_equal(q.weight(spec, d), dq.weight(spec, d)):
             return d
     return 0
 
@@ -201,9 +214,9 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
     bound = bind(plan)
     k = len(plan.group_by)
     by_key = {}
-    for row in cells:
-        by_key[tuple(_key(v) for v in row[:k])] = row
-    keys = list(itertools.product(*[g.domain for g in plan.group_by])) if k else [()]
+    for cell in cells:
+        by_key[tuple(_key(v) for v in cell[:k])] = cell
+    keys = list(itertools.product(*[_need(g.domain, "group domain") for g in plan.group_by])) if k else [()]
     stds = [0.0] * len(plan.aggs)
     notes = [""] * len(plan.aggs)
     widths = {}
@@ -225,14 +238,16 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                 vals.append(v)
                 notes[i] = "exact"
                 continue
-            spec = b.spec
+            spec = _need(b.spec, "group")
             est = lay.estimator
             if a.kind == "est":
                 v = get(s["value"]) or 0.0
                 if a.func == "count":
                     v = count_value(plan.options, v, n)
                 wmax = get(s["wmax"]) if "wmax" in s else None
-                bounds = variance_bounds(spec, b.query, n, est, wmax if a.row_weight else None)
+                bounds = variance_bounds(
+                    spec, _need(b.query, "query"), n, est, wmax if a.row_weight else None
+                )
                 std = notice_std(get(s["var"]), bounds) if n else 0.0
                 stds[i] = max(stds[i], std)
                 vals.append(int(round(v)) if a.out_type == "int" else float(v))
@@ -243,7 +258,8 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                     vals.append(None)
                     continue
                 wmax = get(s["wmax"]) if "wmax" in s else None
-                exact_den = all(w is None for w in b.den.weights) and b.den.scale == 1.0
+                dq = _need(b.den, "denominator")
+                exact_den = all(w is None for w in dq.weights) and dq.scale == 1.0
                 std = _avg_std(
                     plan, a, b, n, num, den, get(s["var"]) if "var" in s else None, wmax, exact_den
                 )
@@ -257,8 +273,10 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                 vals.append(None)
                 continue
             prefix = prefix_values(plan.options, [get(j) or 0.0 for j in s["prefix"]], den)
-            p = min(max(a.p, 1e-12), 1.0)
-            res = quantile([den, *prefix], p, spec, a.dim, "cont" if a.cont else "disc", a.represent)
+            p = min(max(_need(a.p, "quantile"), 1e-12), 1.0)
+            res = quantile(
+                [den, *prefix], p, spec, _need(a.dim, "dimension"), "cont" if a.cont else "disc", a.represent
+            )
             v = disc_value(a, float(res.value))
             vals.append(int(round(v)) if a.out_type == "int" else v)
             if i not in widths:
@@ -538,7 +556,7 @@ async def describe_local(conn, sql: str, oids: list[int], stmt=None) -> Descript
         expr, name, table, cols = _insert_target(gw, sql)
         _check_grant(gw, conn.role, name)
         cols, rows = _insert_shape(expr, name, table, cols)
-        types = {}
+        types: dict[int, str] = {}
         for r in rows:
             for node, c in zip(r, cols):
                 while isinstance(node, (exp.Paren, exp.Cast)):
@@ -547,7 +565,7 @@ async def describe_local(conn, sql: str, oids: list[int], stmt=None) -> Descript
                     types.setdefault(int(node.this.this), table.columns[c].type)
         n = max(types, default=0)
         inferred = [
-            oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(types.get(i + 1), 25)
+            oids[i] if i < len(oids) and oids[i] else TYPE_OIDS.get(types.get(i + 1, ""), 25)
             for i in range(max(n, len(oids)))
         ]
         return Description(inferred, None)
@@ -577,15 +595,17 @@ def explain_widths(plan: LocalPlan, config) -> list[str]:
         if a.kind == "exact":
             out.append("exact: no noise")
             continue
-        spec = b.spec
+        spec = _need(b.spec, "group")
         wmax = 1.0 if a.row_weight else None
         per = " (× the largest |weight|)" if a.row_weight else ""
         if a.kind == "est":
             hw = [
-                Z95 * math.sqrt(variance_bounds(spec, b.query, n, lay.estimator, wmax)[1]) for n in EXPLAIN_NS
+                Z95 * math.sqrt(variance_bounds(spec, _need(b.query, "query"), n, lay.estimator, wmax)[1])
+                for n in EXPLAIN_NS
             ]
         elif a.kind == "avg":
-            exact_den = all(w is None for w in b.den.weights) and b.den.scale == 1.0
+            dq = _need(b.den, "denominator")
+            exact_den = all(w is None for w in dq.weights) and dq.scale == 1.0
             col = config.tables[lay.name].local.columns.get(a.column) if a.column else None
             ends = (col.lo, col.hi) if col is not None else (0.0,)
             hw = [
