@@ -96,12 +96,12 @@ class Output:
     """An output column: a group key or an aggregate, by index. ``post``: display steps
     applied to the released value (``ROUND(AVG(x), 2)``, ``COUNT(*)::float``): pure
     post-processing, so not part of :meth:`Plan.canonical` (the same release serves
-    both spellings); ``type`` is the type after them ("numeric" only here)."""
+    both spellings); ``type`` is the type after them ("numeric" and "int4" only here)."""
 
     name: str
     source: Literal["group", "aggregate", "expr"]  # "expr": ``post`` is a tree (rewriter.postprocess)
     index: int
-    type: ColumnType | Literal["numeric"]
+    type: ColumnType | Literal["numeric", "int4"]  # int4: Postgres' integer (ntile)
     post: tuple[Any, ...] = ()
 
 

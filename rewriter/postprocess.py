@@ -55,8 +55,17 @@ Tree = tuple[Any, ...]
 """A post-processing tree: ``("op", sym, a, b)``, ``("agg", i)``, ``("lit", v, type)`` … (nested tuples)."""
 AggRef = Callable[[str, Any], tuple[int, str | None]]  # (func, column) -> (aggregate index, type)
 KeyRef = Callable[[str], tuple[int | str, str | None]]  # a group key's name -> (its index, type)
-OutputType = ColumnType | Literal["numeric"]
-_OUTPUT_TYPES: tuple[OutputType, ...] = ("int", "float", "text", "bool", "date", "timestamp", "numeric")
+OutputType = ColumnType | Literal["numeric", "int4"]  # int4: Postgres' integer (ntile)
+_OUTPUT_TYPES: tuple[OutputType, ...] = (
+    "int",
+    "float",
+    "text",
+    "bool",
+    "date",
+    "timestamp",
+    "numeric",
+    "int4",
+)
 
 
 def output_type(typ: str | None) -> OutputType:

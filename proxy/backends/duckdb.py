@@ -426,7 +426,7 @@ class DuckDBBackend(Backend):
                     log.info(
                         "duckdb: prepared %s failed (%s); running the text", name, str(e).splitlines()[0]
                     )
-                    self._local.prepared[template] = ""
+                    self._local.prepared.put(template, "")
                     try:
                         cur.execute(f"DEALLOCATE {name}")
                     except duckdb.Error:
