@@ -982,39 +982,7 @@ def build(
                 "relhasoids": False,
             }
         )
-        types.append(
-            {
-                "oid": rowtype,
-                "typname": tname,
-                "typnamespace": NS_PUBLIC,
-                "typowner": USER_OID,
-                "typlen": -1,
-                "typbyval": False,
-                "typtype": "c",
-                "typcategory": "C",
-                "typispreferred": False,
-                "typisdefined": True,
-                "typdelim": ",",
-                "typrelid": oid,
-                "typsubscript": "-",
-                "typelem": 0,
-                "typarray": 0,
-                "typinput": "record_in",
-                "typoutput": "record_out",
-                "typreceive": "record_recv",
-                "typsend": "record_send",
-                "typmodin": "-",
-                "typmodout": "-",
-                "typanalyze": "-",
-                "typalign": "d",
-                "typstorage": "x",
-                "typnotnull": False,
-                "typbasetype": 0,
-                "typtypmod": -1,
-                "typndims": 0,
-                "typcollation": 0,
-            }
-        )
+        types.append(_row_type(rowtype, tname, NS_PUBLIC, oid))
         descs.append(
             {"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": 0, "description": table_comment(table)}
         )
@@ -1105,39 +1073,7 @@ def _views(views: dict, classes: list, attrs: list, types: list, descs: list) ->
                 "relhasoids": False,
             }
         )
-        types.append(
-            {
-                "oid": oid + 50,
-                "typname": vname,
-                "typnamespace": NS_DPGATE,
-                "typowner": USER_OID,
-                "typlen": -1,
-                "typbyval": False,
-                "typtype": "c",
-                "typcategory": "C",
-                "typispreferred": False,
-                "typisdefined": True,
-                "typdelim": ",",
-                "typrelid": oid,
-                "typsubscript": "-",
-                "typelem": 0,
-                "typarray": 0,
-                "typinput": "record_in",
-                "typoutput": "record_out",
-                "typreceive": "record_recv",
-                "typsend": "record_send",
-                "typmodin": "-",
-                "typmodout": "-",
-                "typanalyze": "-",
-                "typalign": "d",
-                "typstorage": "x",
-                "typnotnull": False,
-                "typbasetype": 0,
-                "typtypmod": -1,
-                "typndims": 0,
-                "typcollation": 0,
-            }
-        )
+        types.append(_row_type(oid + 50, vname, NS_DPGATE, oid))
         descs.append({"objoid": oid, "classoid": PG_CLASS_OID, "objsubid": 0, "description": description})
         for num, (cname, duck) in enumerate(cols, start=1):
             toid, _, _, tlen, align, storage, coll, _, _ = COLUMN_TYPES[_VIEW_TYPES[duck]]
@@ -1355,3 +1291,38 @@ def _info_schema(con: duckdb.DuckDBPyConnection, database: str) -> None:
             for c in cols
         )
         con.execute(f"CREATE TABLE pgc_is.{name} ({body})")
+
+
+def _row_type(oid: int, name: str, namespace: int, relid: int) -> dict[str, object]:
+    """The pg_type row of a relation's composite row type (typtype 'c'), as Postgres lists it."""
+    return {
+        "oid": oid,
+        "typname": name,
+        "typnamespace": namespace,
+        "typowner": USER_OID,
+        "typlen": -1,
+        "typbyval": False,
+        "typtype": "c",
+        "typcategory": "C",
+        "typispreferred": False,
+        "typisdefined": True,
+        "typdelim": ",",
+        "typrelid": relid,
+        "typsubscript": "-",
+        "typelem": 0,
+        "typarray": 0,
+        "typinput": "record_in",
+        "typoutput": "record_out",
+        "typreceive": "record_recv",
+        "typsend": "record_send",
+        "typmodin": "-",
+        "typmodout": "-",
+        "typanalyze": "-",
+        "typalign": "d",
+        "typstorage": "x",
+        "typnotnull": False,
+        "typbasetype": 0,
+        "typtypmod": -1,
+        "typndims": 0,
+        "typcollation": 0,
+    }
