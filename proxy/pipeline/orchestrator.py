@@ -89,7 +89,7 @@ class Connection:
         self.cancel_signal = CancelSignal()  # set by CancelRequest: stops the scan in its worker
         self.timing: dict = {}  # this statement's backend timing ("started", "backend_ms")
         self.cursors = cursors.Cursors()  # DECLARE … CURSOR / FETCH / CLOSE (proxy/cursors.py)
-        self.temp_views = SessionViews(gateway)  # CREATE TEMPORARY VIEW: this session's names
+        self.temp_views = SessionViews(gateway)  # CREATE TEMPORARY VIEW: this connection's names
 
     # -- wire Handler interface ---------------------------------------------
     def split(self, sql: str) -> list[str]:

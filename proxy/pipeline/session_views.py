@@ -34,7 +34,7 @@ class SessionViews:
 
     def __init__(self, gateway: Any) -> None:
         self.gw = gateway
-        self.key = next(_KEYS)  # this session in the catalog's session relations
+        self.key = next(_KEYS)  # this connection in the catalog's session relations
         self.views: dict[str, exp.Query] = {}
 
     @staticmethod
@@ -43,7 +43,7 @@ class SessionViews:
         return view_statement(sql)
 
     def inline(self, sql: str) -> str:
-        """``sql`` with this session's views replaced by their definitions."""
+        """``sql`` with this connection's views replaced by their definitions."""
         if not self.views:
             return sql
         return inline(sql, self.views) or sql

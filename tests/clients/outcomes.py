@@ -185,6 +185,6 @@ RAN: set[str] = set()
 
 
 def complete(client: str) -> bool:
-    """Whether every test of ``client``'s modules was selected and has run in this session,
+    """Whether every test of ``client``'s modules was selected and has run in this pytest run,
     so that its recorded outcomes are the whole of what its tests show."""
     return all(SELECTED.get(m) and not DESELECTED.get(m) and SELECTED[m] <= RAN for m in MODULES[client])

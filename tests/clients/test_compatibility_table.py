@@ -3,7 +3,7 @@
 It is written by ``python -m tests.clients.report`` from the outcomes the client tests
 record (:mod:`tests.clients.outcomes`). Here: the table has one row per client the tests
 know, and — run after the client tests (``conftest`` orders it last) — each row of a client
-whose tests all ran in this session is the row those tests' outcomes render: the same cells
+whose tests all ran in this pytest run is the row those tests' outcomes render: the same cells
 (connect, introspection, aggregates, COPY, TLS), and everything the row says it showed was
 shown. The version and the further items may differ in another environment (a newer psql
 adds ``\\bind``; npm's newest ``pg@8``): the table says what its own run tested.
@@ -34,7 +34,7 @@ def test_table_rows_are_this_runs_outcomes():
     snapshot = outcomes.snapshot()
     checked = [c for c in outcomes.CLIENTS if outcomes.complete(c) and c in snapshot]
     if not checked:
-        pytest.skip("no client's tests all ran in this session")
+        pytest.skip("no client's tests all ran in this pytest run")
     rows = report.table_rows(report.DOC.read_text())
     for client in checked:
         doc, run = rows.get(client), report.row(client, snapshot[client])

@@ -1,7 +1,7 @@
 """``CREATE TEMPORARY VIEW v AS <query>`` over the wire: a session-local name for a statement
 dpgate answers. Creating it reads and charges nothing; a SELECT over it is the statement
 over its definition (one release: the hand-written inlined statement is a free repeat);
-the catalog lists it in this session only (pg_class, pg_attribute, information_schema, in
+the catalog lists it in the creating connection only (pg_class, pg_attribute, information_schema, in
 the schema pg_temp_N); DROP VIEW removes it; a definition dpgate does not answer is refused
 with the planner's reason and hint; the views end with the connection."""
 
