@@ -41,6 +41,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("avg", ()),
     ("sql_coverage", ()),
     ("user_level", ()),
+    ("tpch", ()),
     ("per_record", ()),
     ("multitier", ()),
     ("metric_ldp", ()),

@@ -56,8 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+from sqlglot import exp, parse_one
 
-from bench import tpch_queries
+from bench import tpch_keys, tpch_queries
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ("customer", "orders", "lineitem")
@@ -91,6 +92,7 @@ FOREIGN = {
 }
 UNIT_TABLE = "customer"
 PUBLIC = ("region", "nation", "part", "supplier", "partsupp")  # tables that do not reach a customer
+PUBLIC_SET = frozenset(PUBLIC)
 
 # Each query's key columns (its non-aggregate outputs): the columns a row is matched on.
 KEYS: dict[int, tuple[str, ...]] = {
@@ -222,7 +224,8 @@ def run_init(db: Path, out: Path) -> tuple[dict, str, str]:
     m = re.search(r"role analyst: password (\S+)", p.stderr)
     if m is None:
         raise RuntimeError("dpgate init printed no password for the role analyst:\n" + p.stderr[-2000:])
-    return tomllib.loads(out.read_text()), m.group(1), "dpgate " + " ".join(cmd[:1] + cmd[2:4] + cmd[6:])
+    shown = ["dpgate", "init", "tpch.duckdb", *(a for a in cmd[2:] if a not in (str(out), "-o", "--force"))]
+    return tomllib.loads(out.read_text()), m.group(1), " ".join(shown)
 
 
 def unit_rows(con) -> dict[str, int]:
@@ -243,21 +246,38 @@ def unit_rows(con) -> dict[str, int]:
 
 def propose_units(cfg: dict, rows: dict[str, int]) -> dict:
     """The declarations ``dpgate init --privacy-unit customer`` proposes, added to an ``init``
-    config that has none: customer is the unit; orders reaches it by ``o_custkey``, lineitem
-    through orders by ``l_orderkey``; the dimension tables are public with their keys; each
-    private table's contribution bound from ``rows`` (in total over a statement)."""
+    config that has none: ``[units.customer]`` (customer by ``c_custkey``); each table's
+    ``references`` from the declared foreign keys (orders reaches the customer by ``o_custkey``,
+    lineitem through orders by ``l_orderkey``); the dimension tables, which reach no customer,
+    public with their keys (partsupp's composite); each private table's contribution bound from
+    ``rows`` (rows per customer, in total over a statement). Where the installed config has no
+    ``[units]`` section, today's spelling instead: ``privacy_unit`` columns, lineitem's
+    ``"orders.o_custkey"``."""
+    from config import Config
+
     tables = cfg["tables"]
-    units = {"customer": "c_custkey", "orders": "o_custkey", "lineitem": "orders.o_custkey"}
-    keys = {"customer": "c_custkey", "orders": "o_orderkey"}
-    for t, unit in units.items():
+    entity = "units" in Config.model_fields
+    for t, refs in FOREIGN.items():
+        if t in PUBLIC_SET or not entity:
+            continue
+        tables[t]["references"] = dict(refs)
+    if entity:
+        cfg["units"] = {UNIT_TABLE: {"table": UNIT_TABLE, "key": PRIMARY[UNIT_TABLE][0]}}
+    else:
+        tables["lineitem"]["references"] = {"l_orderkey": "orders"}
+        for t, unit in {
+            "customer": "c_custkey",
+            "orders": "o_custkey",
+            "lineitem": "orders.o_custkey",
+        }.items():
+            tables[t]["privacy_unit"] = unit
+    for t in ("customer", "orders", "lineitem"):
         spec = tables[t]
-        spec["privacy_unit"] = unit
-        if t in keys:
-            spec["key"] = keys[t]
+        if len(PRIMARY[t]) == 1:
+            spec["key"] = PRIMARY[t][0]
         spec["max_rows_per_unit"] = rows[t]
         spec["max_groups_per_unit"] = 1000
         spec["max_rows_scope"] = "total"
-    tables["lineitem"]["references"] = {"l_orderkey": "orders"}
     for t in PUBLIC:
         key = PRIMARY[t]
         if len(key) > 1 and not composite_keys():
@@ -269,21 +289,13 @@ def propose_units(cfg: dict, rows: dict[str, int]) -> dict:
 
 def composite_keys() -> bool:
     """Whether the config takes a list of columns as a public table's ``key``."""
-    from config import parse_config
+    from config.models import Table
 
     try:
-        parse_config(
-            {
-                "tables": {
-                    "p": {
-                        "public": True,
-                        "key": ["a", "b"],
-                        "columns": {"a": {"type": "int"}, "b": {"type": "int"}},
-                    }
-                }
-            }
+        Table.model_validate(
+            {"public": True, "key": ["a", "b"], "columns": {"a": {"type": "int"}, "b": {"type": "int"}}}
         )
-    except Exception:
+    except ValueError:
         return False
     return True
 
@@ -427,7 +439,7 @@ def send(conn, n: int) -> Outcome:
 def exact(con, n: int) -> tuple[list[str], list[tuple], float]:
     """The exact answer on raw DuckDB: (column names, rows, median seconds of RAW_RUNS runs).
     Q15 runs its approved variant A (the same answer without DDL)."""
-    sql = tpch_queries.Q15_WITH if n == 15 else tpch_queries.statements(n)[0]
+    sql = query_sql(n)
     times = []
     for _ in range(RAW_RUNS):
         t0 = time.perf_counter()
@@ -453,13 +465,19 @@ class Shape:
     """An answered query against its exact answer."""
 
     same_columns: bool
-    excluded: list[tuple]  # key rows the exact answer does not hold: rows the SQL excludes
+    excluded: list[tuple]  # released key rows the SQL excludes whatever the data (a wrong answer)
+    empty: list[tuple]  # released key rows the SQL keeps that the data has no rows for (empty cells)
     missing: int  # exact key rows the release does not hold
     rel_error: float | None  # median relative error over the value cells (None: no nonzero cell)
+    ordered: bool | None  # the rows in the SQL's ORDER BY over the released values (None: not checked)
 
 
-def shape(n: int, got_cols: list[str], got_rows: list[tuple], cols: list[str], rows: list[tuple]) -> Shape:
-    """Compare a release with the exact answer, rows matched on :data:`KEYS`."""
+def shape(
+    n: int, got_cols: list[str], got_rows: list[tuple], cols: list[str], rows: list[tuple], possible=None
+) -> Shape:
+    """Compare a release with the exact answer, rows matched on :data:`KEYS`. ``possible``: a
+    function giving the set of key tuples the SQL can produce at all (:mod:`bench.tpch_keys`),
+    or None for "cannot be told" — called only when a released key is not in the exact answer."""
     same = [c.lower() for c in got_cols] == [c.lower() for c in cols]
     keys = [c for c in KEYS[n] if c in cols]
     kpos = [cols.index(c) for c in keys]
@@ -471,7 +489,14 @@ def shape(n: int, got_cols: list[str], got_rows: list[tuple], cols: list[str], r
 
     truth = {key(r, kpos): r for r in rows}
     got = {key(r, gkpos): r for r in got_rows}
-    excluded = [k for k in got if k not in truth]
+    extra = [k for k in got if k not in truth]
+    excluded: list[tuple] = []
+    if extra and possible is not None:
+        can = possible()
+        if can is not None:
+            can = {tuple(norm(v) for v in k) for k in can}
+            excluded = [k for k in extra if k not in can]
+    empty = [k for k in extra if k not in excluded]
     missing = sum(1 for k in truth if k not in got)
     errs = []
     for k, r in truth.items():
@@ -482,7 +507,44 @@ def shape(n: int, got_cols: list[str], got_rows: list[tuple], cols: list[str], r
                 continue
             v = norm(g[i]) if g is not None and i < len(g) else None
             errs.append(abs(v - t) / abs(t) if isinstance(v, float) else 1.0)
-    return Shape(same, excluded, missing, statistics.median(errs) if errs else None)
+    return Shape(
+        same,
+        excluded,
+        empty,
+        missing,
+        statistics.median(errs) if errs else None,
+        in_order(n, got_cols, got_rows) if same else None,
+    )
+
+
+def in_order(n: int, cols: list[str], rows: list[tuple]) -> bool | None:
+    """Whether ``rows`` follow the query's ORDER BY over their own (released) values — ties in
+    any order. None when an ORDER BY item is not an output column's name."""
+    tree = parse_one(query_sql(n), read="postgres")
+    order = tree.args.get("order")
+    if order is None:
+        return None
+    names = [c.lower() for c in cols]
+    spec = []
+    for o in order.expressions:
+        e = o.this
+        if not isinstance(e, exp.Column) or e.name.lower() not in names:
+            return None
+        spec.append((names.index(e.name.lower()), bool(o.args.get("desc"))))
+    for a, b in zip(rows, rows[1:]):
+        for i, desc in spec:
+            x, y = norm(a[i]), norm(b[i])
+            if x is None or y is None or x == y:
+                continue
+            if (x > y) != desc:
+                return False
+            break
+    return True
+
+
+def query_sql(n: int) -> str:
+    """Query ``n``'s SELECT (Q15: its approved variant A, the same rows without DDL)."""
+    return tpch_queries.Q15_WITH if n == 15 else tpch_queries.statements(n)[0]
 
 
 _CONSTRUCT = re.compile(r"^(?:[^:]*?:\s*)?(.*)$")
@@ -507,20 +569,50 @@ def others_python() -> str | None:
     return sys.executable
 
 
-def run_others(db: Path, rows: dict[str, int], out: Path) -> dict:
-    """``bench/tpch_others.py`` in :func:`others_python` on a copy of the DuckDB file:
-    {tool: {"note": one line, "queries": {n: outcome}}}."""
-    py = others_python()
+def run_others(raw: Path, cfg: dict, rows: dict[str, int], tmp: Path) -> dict:
+    """``bench/tpch_others.py`` in :func:`others_python` on the raw DuckDB copy, with the served
+    config's column bounds and the contribution bound R: {tool: {"note", "queries": {n: …}}}."""
+    spec = {
+        "columns": {
+            t: {
+                c: {k: v for k, v in d.items() if k in ("type", "lower", "upper")}
+                for c, d in s["columns"].items()
+            }
+            for t, s in cfg["tables"].items()
+        },
+        "rows_per_unit": rows,
+    }
+    (tmp / "others-spec.json").write_text(json.dumps(spec))
+    out = tmp / "others.json"
     p = subprocess.run(
-        [py, str(ROOT / "bench" / "tpch_others.py"), str(db), json.dumps(rows), str(out)],
+        [
+            others_python(),
+            str(ROOT / "bench" / "tpch_others.py"),
+            str(raw),
+            str(tmp / "others-spec.json"),
+            str(out),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=1800,
+        env={**os.environ, "RUST_BACKTRACE": "0"},
     )
     if p.returncode or not out.exists():
         return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:160]}
     return json.loads(out.read_text())
+
+
+def other_cell(q: dict | None) -> str:
+    """One tool's outcome for one query, in a few words: "answered", or its error's first words
+    (the exception's class left out)."""
+    if not q:
+        return ""
+    if q.get("answered"):
+        return "answered"
+    msg = q.get("message", "").split(": ", 1)[-1]
+    msg = msg.removeprefix("called `Result::unwrap()` on an `Err` value: ")
+    return construct(msg, 34)
 
 
 # ------------------------------------------------------------------ the run
@@ -549,6 +641,10 @@ def run(scale: float, others: bool = True, work: Path | None = None) -> dict:
     cfg = raise_budget(cfg, port, tmp / "state")
     path = tmp / "dpgate.toml"
     path.write_text(toml_text(cfg))
+    public = {t for t, spec in cfg["tables"].items() if spec.get("public")}
+    columns: dict[str, set[str]] = {}
+    for t, c in con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall():
+        columns.setdefault(t, set()).add(c)
     results = []
     with Serve(path, tmp / "serve.log"):
         dsn = f"host=127.0.0.1 port={port} dbname={cfg['server'].get('database', 'dpgate')} user=analyst password={password} sslmode=disable"
@@ -556,10 +652,20 @@ def run(scale: float, others: bool = True, work: Path | None = None) -> dict:
             for n in sorted(tpch_queries.QUERIES):
                 got = send(conn, n)
                 cols, rows, t_raw = exact(con, n)
-                sh = shape(n, got.columns, got.rows, cols, rows) if got.answered else None
+                sh = None
+                if got.answered:
+                    keys = tuple(c for c in KEYS[n] if c in cols)
+                    sh = shape(
+                        n,
+                        got.columns,
+                        got.rows,
+                        cols,
+                        rows,
+                        lambda: tpch_keys.possible_keys(con, query_sql(n), keys, public, columns),
+                    )
                 results.append({"n": n, "got": got, "exact_rows": len(rows), "raw_s": t_raw, "shape": sh})
     con.close()
-    tools = run_others(raw, rows_per_unit, tmp / "others.json") if others else {}
+    tools = run_others(raw, cfg, rows_per_unit, tmp) if others else {}
     return {
         "scale": scale,
         "rows": results,
@@ -582,6 +688,10 @@ def verdict(r: dict) -> str:
         bits.append("columns differ")
     if sh.excluded:
         bits.append(f"{len(sh.excluded)} row(s) the SQL excludes")
+    if sh.empty:
+        bits.append(f"{len(sh.empty)} empty cell(s) of the domain")
+    if sh.ordered is False:
+        bits.append("not in its ORDER BY")
     if sh.missing:
         bits.append(f"{sh.missing}/{r['exact_rows']} exact row(s) not released")
     return "; ".join(bits)
@@ -603,7 +713,7 @@ def report(res: dict) -> int:
             f"{r['raw_s']:.3f}",
         ]
         for t in names:
-            row.append(tools[t].get("queries", {}).get(str(r["n"]), ""))
+            row.append(other_cell(tools[t].get("queries", {}).get(str(r["n"]))))
         table.append(row)
     w = [max(len(str(x[i])) for x in [head, *table]) for i in range(len(head))]
     print(
@@ -616,7 +726,9 @@ def report(res: dict) -> int:
     for row in table:
         print(" | ".join(str(c).ljust(x) for c, x in zip(row, w)))
     for t in names:
-        print(f"{t}: {tools[t]['note']}")
+        q = tools[t].get("queries", {})
+        n_ans = sum(1 for x in q.values() if x.get("answered"))
+        print(f"{t}: answered {n_ans}/22 — {tools[t]['note']}")
     if "error" in tools:
         print(f"SmartNoise SQL / Qrlew / OpenDP: not run ({tools['error']})")
     print(

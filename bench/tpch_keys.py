@@ -1,0 +1,139 @@
+"""Which key rows a TPC-H query's SQL can produce at all, whatever the private rows hold.
+
+A released row whose key is not in the exact answer is one of two things. Either the SQL keeps
+it and the data merely has no rows there (Q1's ``('A', 'O')``: a cell of the public domain that
+TPC-H's generator leaves empty — a DP release of that cell is the SQL's row over released
+values), or the SQL itself excludes it, for any data (Q5's nations outside ``r_name = 'ASIA'``):
+a wrong answer. :func:`possible_keys` tells them apart from the parse (sqlglot), not the text:
+
+* the key columns' expressions are followed to the columns of the tables they read (through a
+  derived table's or a column list's names);
+* of the WHERE and ON conjuncts of that SELECT, those that read only public tables and the key
+  columns' own source columns are kept (a conjunct with a subquery, or one that reads another
+  private column, could be satisfied by some private row: dropped);
+* the tables those conjuncts connect to the keys' sources are read — public tables as they are,
+  a private table as every combination of the distinct values its key source columns take —
+  and ``SELECT DISTINCT <keys> … WHERE <kept conjuncts>`` on raw DuckDB gives the keys the SQL
+  can produce. A key expression over an aggregate (Q13's ``c_count``) can take any value: None.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp, parse_one
+
+
+def _select_defining(top: exp.Select, keys: tuple[str, ...]):
+    """(the SELECT over base tables, {key: expression over its columns}) for the output names
+    ``keys`` of ``top``, followed through one level of derived table (and its column list)."""
+    out: dict[str, exp.Expression] = {}
+    for e in top.expressions:
+        name = e.alias_or_name
+        if name in keys:
+            out[name] = e.this if isinstance(e, exp.Alias) else e
+    src = top.args.get("from_") or top.args.get("from")
+    sub = src.this if src is not None else None
+    if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select):
+        inner = sub.this
+        names = [c.name for c in (sub.args.get("alias").columns if sub.args.get("alias") else [])]
+        proj = {}
+        for i, e in enumerate(inner.expressions):
+            name = names[i] if i < len(names) else e.alias_or_name
+            proj[name] = e.this if isinstance(e, exp.Alias) else e
+        resolved = {}
+        for k, e in out.items():
+            if isinstance(e, exp.Column) and e.name in proj:
+                resolved[k] = proj[e.name]
+            else:
+                resolved[k] = e
+        return inner, resolved
+    return top, out
+
+
+def _tables(sel: exp.Select) -> dict[str, str]:
+    """alias → base table name of the tables SELECT ``sel`` reads directly (not in subqueries)."""
+    out = {}
+    for t in sel.find_all(exp.Table):
+        if t.find_ancestor(exp.Select) is sel:
+            out[t.alias_or_name] = t.name
+    return out
+
+
+def _conjuncts(sel: exp.Select) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    where = sel.args.get("where")
+    if where is not None:
+        out += list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    for j in sel.args.get("joins") or []:
+        on = j.args.get("on")
+        if on is not None:
+            out += list(on.flatten()) if isinstance(on, exp.And) else [on]
+    return out
+
+
+def possible_keys(con, sql: str, keys: tuple[str, ...], public: set[str], columns: dict[str, set[str]]):
+    """The set of key tuples (in ``keys`` order, as DuckDB returns them) the SQL can produce, or
+    None when it cannot be told (a key over an aggregate or over a name not resolved to a table).
+    ``public``: the public tables; ``columns``: each table's columns."""
+    if not keys:
+        return None
+    tree = parse_one(sql, read="postgres")
+    top = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    sel, kexpr = _select_defining(top, keys)
+    if set(kexpr) != set(keys) or any(e.find(exp.AggFunc) for e in kexpr.values()):
+        return None
+    aliases = _tables(sel)
+
+    def owner(col: exp.Column) -> str | None:
+        if col.table:
+            return col.table if col.table in aliases else None
+        hits = [a for a, t in aliases.items() if col.name in columns.get(t, ())]
+        return hits[0] if len(hits) == 1 else None
+
+    sources: set[tuple[str, str]] = set()
+    for e in kexpr.values():
+        for c in e.find_all(exp.Column):
+            a = owner(c)
+            if a is None:
+                return None
+            sources.add((a, c.name))
+
+    def refs(e: exp.Expression) -> set[tuple[str, str]] | None:
+        out = set()
+        for c in e.find_all(exp.Column):
+            a = owner(c)
+            if a is None:
+                return None
+            out.add((a, c.name))
+        return out
+
+    kept = []
+    for c in _conjuncts(sel):
+        if c.find(exp.Select, exp.Exists, exp.Subquery):
+            continue
+        r = refs(c)
+        if r is None or not r:
+            continue
+        if all(aliases[a] in public or (a, col) in sources for a, col in r):
+            kept.append((c, {a for a, _ in r}))
+    reach = {a for a, _ in sources}
+    grew = True
+    while grew:
+        grew = False
+        for _, al in kept:
+            if al & reach and not al <= reach:
+                reach |= al
+                grew = True
+    kept = [c for c, al in kept if al <= reach]
+    froms = []
+    for a in sorted(reach):
+        t = aliases[a]
+        if t in public:
+            froms.append(f"{t} AS {a}")
+        else:
+            cols = sorted(c for al, c in sources if al == a)
+            combos = " CROSS JOIN ".join(f"(SELECT DISTINCT {c} FROM {t})" for c in cols)
+            froms.append(f"(SELECT * FROM {combos}) AS {a}")
+    select = ", ".join(kexpr[k].sql(dialect="duckdb") for k in keys)
+    where = " AND ".join(f"({c.sql(dialect='duckdb')})" for c in kept) or "TRUE"
+    q = f"SELECT DISTINCT {select} FROM {', '.join(froms)} WHERE {where}"
+    return set(con.execute(q).fetchall())
