@@ -347,7 +347,7 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
     if t.key is None or rcol != t.key:
         raise Refusal(
             DENIED,
-            f"{right_name} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
+            f"{right_name} is looked up by its key{' ' + ', '.join(t.key_columns) if t.key else ' (none declared)'}, "
             f"not {rcol}: a join on another column could repeat {rel.name}'s rows.",
             hint=HINT,
         )
@@ -437,7 +437,7 @@ def _check_lookup(config: Declared, base: str, look: str, bcol: str, kcol: str) 
     if t.key is None or kcol != t.key:
         raise Refusal(
             DENIED,
-            f"{look} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
+            f"{look} is looked up by its key{' ' + ', '.join(t.key_columns) if t.key else ' (none declared)'}, "
             f"not {kcol}: a join on another column could repeat {base}'s rows.",
             hint=HINT,
         )
@@ -496,8 +496,10 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
     fk = next(c for c, t in b.references.items() if t == ref)
     other = config.tables[ref]
     key = other.key
-    if key is None:
-        raise Refusal(DENIED, f"{ref} defines {rel.name}'s privacy unit and needs a declared key.", hint=HINT)
+    if not isinstance(key, str):
+        raise Refusal(
+            DENIED, f"{ref} defines {rel.name}'s privacy unit and needs a one-column key.", hint=HINT
+        )
     unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
     cols = {**b.columns, UNIT_COLUMN: unit_col}
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
