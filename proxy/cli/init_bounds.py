@@ -40,6 +40,7 @@ from mechanisms.samplers import discrete_laplace
 __all__ = [
     "BETA",
     "CONTRIBUTION_GRID",
+    "DEFAULT_EPSILON",
     "DpBound",
     "YEARS",
     "dp_contribution_bound",
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 BETA = 0.05  # the statements hold with probability 1 − β = 95%
+DEFAULT_EPSILON = 0.1  # ε of each DP proposal (a column's bounds, a table's contribution bound)
 FIRST_YEAR, LAST_YEAR = 1900, 2099
 YEARS = LAST_YEAR - FIRST_YEAR + 1
 CONTRIBUTION_GRID = (
@@ -109,7 +111,7 @@ def year_index(year: int) -> int:
 
 @dataclass(frozen=True)
 class DpBound:
-    lower: object  # None: no cell passed (too few units at this ε)
+    lower: object  # None: no cell passed (too few units for this ε)
     upper: object
     epsilon: float  # spent (ε/2 per bound)
     units: int  # 2t: w.p. >= 1 - β each cell beyond a bound holds fewer than this many units
@@ -134,39 +136,39 @@ def noisy_outermost(counts: list[int], eps_bound: float, source: RandomSource, t
     return passed[-1] if top else passed[0]
 
 
-def _cells_upper(n: int, above: list[int]) -> list[int]:
-    """Units per cell (g_{i−1}, g_i] from #{x > g_i} (``above``) and n (x ≤ g_0 in cell 0);
-    the units above the grid's top count in the top cell."""
-    out = [n - above[0]] + [above[i - 1] - above[i] for i in range(1, len(above))]
-    out[-1] += above[-1]
-    return out
-
-
-def _cells_lower(n: int, below: list[int]) -> list[int]:
-    """Units per cell [g_i, g_{i+1}) from #{x < g_i} (``below``); those below g_0 count in
-    cell 0, those at or above the top in the top cell."""
-    out = [below[i + 1] - below[i] for i in range(len(below) - 1)] + [n - below[-1]]
-    out[0] += below[0]
-    return out
-
-
 def dp_numeric_bounds(
     n: int, above: list[int], below: list[int], integral: bool, eps: float, source: RandomSource
 ) -> DpBound:
     """``n`` units (or rows) with a value; ``above[i]`` = how many have their largest value >
-    g_i, ``below[i]`` = how many have their smallest value < g_i, over the 1-2-5 grid g."""
+    g_i, ``below[i]`` = how many have their smallest value < g_i, over the 1-2-5 grid g.
+
+    The bounds always hold 0 (a clamp range that holds 0 changes no SUM of the values inside
+    it, and most columns are not negative): ``upper`` is the top of the outermost positive
+    cell (g_{i−1}, g_i] that passes, counting the units' largest values (those beyond the grid
+    in its top cell), else 0; ``lower`` the bottom of the outermost negative cell [g_i,
+    g_{i+1}) that passes, counting their smallest values, else 0."""
     g = grid_125(integral)
-    hi = noisy_outermost(_cells_upper(n, above), eps / 2, source, top=True)
-    lo = noisy_outermost(_cells_lower(n, below), eps / 2, source, top=False)
-    units = 2 * threshold(eps / 2, len(g))
-    if hi is None or lo is None:
+    zero = g.index(0.0)
+    up = [above[i - 1] - above[i] for i in range(zero + 1, len(g))]  # cells (g_{i−1}, g_i], g_i > 0
+    up[-1] += above[-1]
+    low = [below[i + 1] - below[i] for i in range(zero)]  # cells [g_i, g_{i+1}), g_{i+1} ≤ 0
+    low[0] += below[0]
+    hi = noisy_outermost(up, eps / 2, source, top=True)
+    lo = noisy_outermost(low, eps / 2, source, top=False)
+    units = 2 * threshold(eps / 2, len(up))
+    if hi is None and lo is None:
         return DpBound(None, None, eps, units)
-    lo, hi = min(lo, hi), max(lo, hi)  # an inverted pair: post-processing
-    return DpBound(_num(g[lo], integral), _num(g[hi], integral), eps, units)
+    upper = 0.0 if hi is None else g[zero + 1 + hi]
+    lower = 0.0 if lo is None else g[lo]
+    return DpBound(_num(lower, integral), _num(upper, integral), eps, units)
 
 
 def dp_date_bounds(
-    max_years: Mapping[int, int], min_years: Mapping[int, int], timestamp: bool, eps: float, source: RandomSource
+    max_years: Mapping[int, int],
+    min_years: Mapping[int, int],
+    timestamp: bool,
+    eps: float,
+    source: RandomSource,
 ) -> DpBound:
     """``max_years[y]`` = units whose latest value is in year y, ``min_years[y]`` = units whose
     earliest is; bounds on whole years (the first moment of the lower's, the last of the
