@@ -214,10 +214,10 @@ def init_takes_privacy_unit() -> bool:
 
 def run_init(db: Path, out: Path) -> tuple[dict, str, str]:
     """``dpgate init`` on the DuckDB file: (the config it wrote, the analyst's password it
-    printed, the command). Bounds are drawn ε-DP (``--dp-bounds 1``: never an exact min/max)."""
-    cmd = ["init", str(db), "--dp-bounds", "1", "-o", str(out), "--force"]
-    if init_takes_privacy_unit():
-        cmd += ["--privacy-unit", UNIT_TABLE]
+    printed, the command). ``--privacy-unit customer`` where ``init`` takes it (its defaults draw
+    every bound ε-DP); otherwise ``--dp-bounds 1`` (never an exact min/max)."""
+    cmd = ["init", str(db), "-o", str(out), "--force"]
+    cmd += ["--privacy-unit", UNIT_TABLE] if init_takes_privacy_unit() else ["--dp-bounds", "1"]
     p = subprocess.run([sys.executable, "-m", "proxy.cli", *cmd], capture_output=True, text=True, cwd=ROOT)
     if p.returncode:
         raise RuntimeError(f"dpgate {' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
@@ -631,11 +631,17 @@ def run(scale: float, others: bool = True, work: Path | None = None) -> dict:
     t_data = time.perf_counter() - t0
     cfg, password, command = run_init(db, tmp / "init.toml")
     con = duckdb.connect(str(raw), read_only=True)
-    rows_per_unit = unit_rows(con)
     proposed_by_init = "units" in cfg or any(
         "privacy_unit" in t or "references" in t for t in cfg.get("tables", {}).values()
     )
-    if not proposed_by_init:
+    if proposed_by_init:
+        rows_per_unit = {
+            t: spec.get("max_rows_per_unit", 1)
+            for t, spec in cfg["tables"].items()
+            if not spec.get("public") and isinstance(spec.get("max_rows_per_unit", 1), int)
+        }
+    else:
+        rows_per_unit = unit_rows(con)
         cfg = propose_units(cfg, rows_per_unit)
     port = free_port()
     cfg = raise_budget(cfg, port, tmp / "state")
@@ -733,7 +739,8 @@ def report(res: dict) -> int:
         print(f"SmartNoise SQL / Qrlew / OpenDP: not run ({tools['error']})")
     print(
         f"rel. error: median over the value cells of |released − exact| / |exact| (one release; bias of the "
-        f"contribution bounds R = {res['rows_per_unit']} rows per customer (95th percentile, in total per statement) "
+        f"contribution bounds max_rows_per_unit = {res['rows_per_unit']} "
+        f"({'proposed by init' if res['units_by'] == 'init' else 'the 95th percentile of rows per customer, in total per statement'}) "
         "and noise together); time: one release over the wire vs the median of "
         f"{RAW_RUNS} runs of the same SQL on raw DuckDB"
     )
