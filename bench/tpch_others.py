@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import re
 import sqlite3
 import sys
 import time
@@ -230,15 +231,15 @@ def opendp_polars(raw: Path, spec: dict) -> dict:
         t0 = time.perf_counter()
         try:
             plan = ctx.execute(query_of(n))
-            read = [t for t in TABLES if t in query_of(n)]
-            base = frames[read[0]]
+            read = [t for t in reversed(TABLES) if re.search(rf"\b{t}\b", query_of(n))]
+            base = frames[read[0]]  # OpenDP takes one input frame: the query's first private table
             r = spec["rows_per_unit"].get(read[0], 1)
             m = dp.m.make_private_lazyframe(
-                input_domain=dp.lazyframe_domain_of(base),  # type: ignore[attr-defined]
+                input_domain=dp.domain_of(base, infer=True),
                 input_metric=dp.symmetric_distance(),
                 output_measure=dp.max_divergence(),
                 lazyframe=plan,
-                global_scale=None,
+                global_scale=float(r) / EPS,
             )
             res = m(base).collect()
             out[n] = {
