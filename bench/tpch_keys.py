@@ -70,11 +70,18 @@ def _conjuncts(sel: exp.Select) -> list[exp.Expression]:
     return out
 
 
-def possible_keys(con, sql: str, keys: tuple[str, ...], public: set[str], columns: dict[str, set[str]]):
-    """The set of key tuples (in ``keys`` order, as DuckDB returns them) the SQL can produce, or
-    None when it cannot be told (a key over an aggregate or over a name not resolved to a table).
-    ``public``: the public tables; ``columns``: each table's columns."""
-    if not keys:
+def possible_keys(
+    con, sql: str, keys: tuple[str, ...], public: set[str], columns: dict[str, set[str]], asked
+):
+    """Of the key tuples ``asked`` (in ``keys`` order, values as a client reads them), those the
+    SQL can produce; None when it cannot be told (a key over an aggregate or over a name not
+    resolved to a table). ``public``: the public tables; ``columns``: each table's columns.
+
+    Each asked tuple is a row of a VALUES list; a key that is a private column as it is reads its
+    value from there, a key computed from private columns (``extract(year from o_orderdate)``)
+    from every distinct value of its columns, a public table from the table itself; the kept
+    conjuncts and ``key = asked value`` for each key decide."""
+    if not keys or not asked:
         return None
     tree = parse_one(sql, read="postgres")
     top = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
@@ -96,6 +103,11 @@ def possible_keys(con, sql: str, keys: tuple[str, ...], public: set[str], column
             if a is None:
                 return None
             sources.add((a, c.name))
+    bare = {}  # a private column that is a key as it is → the asked column holding its value
+    for i, k in enumerate(keys):
+        e = kexpr[k]
+        if isinstance(e, exp.Column) and aliases[owner(e) or ""] not in public:
+            bare[(owner(e) or "", e.name)] = f"k{i}"
 
     def refs(e: exp.Expression) -> set[tuple[str, str]] | None:
         out = set()
@@ -123,17 +135,45 @@ def possible_keys(con, sql: str, keys: tuple[str, ...], public: set[str], column
             if al & reach and not al <= reach:
                 reach |= al
                 grew = True
-    kept = [c for c, al in kept if al <= reach]
+
+    def bind(e: exp.Expression) -> str:
+        """``e`` in DuckDB's SQL, a bare private key column read from the asked row."""
+
+        def swap(node):
+            if isinstance(node, exp.Column):
+                a = owner(node)
+                if a is not None and (a, node.name) in bare:
+                    return exp.column(bare[(a, node.name)], table="asked")
+            return node
+
+        return e.copy().transform(swap).sql(dialect="duckdb")
+
     froms = []
     for a in sorted(reach):
         t = aliases[a]
         if t in public:
             froms.append(f"{t} AS {a}")
-        else:
-            cols = sorted(c for al, c in sources if al == a)
+            continue
+        cols = sorted(c for al, c in sources if al == a and (al, c) not in bare)
+        if cols:
             combos = " CROSS JOIN ".join(f"(SELECT DISTINCT {c} FROM {t})" for c in cols)
             froms.append(f"(SELECT * FROM {combos}) AS {a}")
-    select = ", ".join(kexpr[k].sql(dialect="duckdb") for k in keys)
-    where = " AND ".join(f"({c.sql(dialect='duckdb')})" for c in kept) or "TRUE"
-    q = f"SELECT DISTINCT {select} FROM {', '.join(froms)} WHERE {where}"
+    conds = [f"({bind(c)})" for c, al in kept if al <= reach]
+    conds += [f"({bind(kexpr[k])}) IS NOT DISTINCT FROM asked.k{i}" for i, k in enumerate(keys)]
+    for (a, c), k in bare.items():  # a NOT NULL column is never a NULL key
+        ((nullable,),) = con.execute(
+            "SELECT is_nullable FROM information_schema.columns WHERE table_name = ? AND column_name = ?",
+            [aliases[a], c],
+        ).fetchall()
+        if nullable == "NO":
+            conds.append(f"asked.{k} IS NOT NULL")
+    rows = ", ".join(
+        "(" + ", ".join(exp.convert(v).sql(dialect="duckdb") for v in row) + ")" for row in asked
+    )
+    names = ", ".join(f"k{i}" for i in range(len(keys)))
+    q = (
+        f"SELECT DISTINCT asked.* FROM (VALUES {rows}) AS asked({names})"
+        + "".join(f", {f}" for f in froms)
+        + f" WHERE {' AND '.join(conds)}"
+    )
     return set(con.execute(q).fetchall())
