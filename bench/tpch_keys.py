@@ -11,10 +11,12 @@ a wrong answer. :func:`possible_keys` tells them apart from the parse (sqlglot),
 * of the WHERE and ON conjuncts of that SELECT, those that read only public tables and the key
   columns' own source columns are kept (a conjunct with a subquery, or one that reads another
   private column, could be satisfied by some private row: dropped);
-* the tables those conjuncts connect to the keys' sources are read — public tables as they are,
-  a private table as every combination of the distinct values its key source columns take —
-  and ``SELECT DISTINCT <keys> … WHERE <kept conjuncts>`` on raw DuckDB gives the keys the SQL
-  can produce. A key expression over an aggregate (Q13's ``c_count``) can take any value: None.
+* each released key is a row of a VALUES list, joined with the tables those conjuncts connect to
+  the keys' sources: public tables as they are; a key that is a private column as it is takes the
+  asked value (never NULL where the schema says NOT NULL), one computed from private columns
+  (``extract(year from o_orderdate)``) every distinct value of its columns; the key is possible
+  when the kept conjuncts and ``<key expression> = <asked value>`` can all hold. A key expression
+  over an aggregate (Q13's ``c_count``) can take any value: None.
 """
 
 from __future__ import annotations
