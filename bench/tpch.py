@@ -548,9 +548,6 @@ def query_sql(n: int) -> str:
     return tpch_queries.Q15_WITH if n == 15 else tpch_queries.statements(n)[0]
 
 
-_CONSTRUCT = re.compile(r"^(?:[^:]*?:\s*)?(.*)$")
-
-
 def construct(message: str, width: int = 70) -> str:
     """The construct a refusal names: its message's first sentence, shortened to ``width``."""
     first = message.split("\n", 1)[0]
