@@ -610,7 +610,7 @@ def other_cell(q: dict | None) -> str:
         return "answered"
     msg = q.get("message", "").split(": ", 1)[-1]
     msg = msg.removeprefix("called `Result::unwrap()` on an `Err` value: ")
-    return construct(msg, 34)
+    return "refused: " + construct(msg, 34)
 
 
 # ------------------------------------------------------------------ the run
@@ -632,14 +632,12 @@ def run(scale: float, others: bool = True, work: Path | None = None) -> dict:
     proposed_by_init = "units" in cfg or any(
         "privacy_unit" in t or "references" in t for t in cfg.get("tables", {}).values()
     )
+    rows_per_unit = unit_rows(con)  # for the other tools where init's bound is "auto" or absent
     if proposed_by_init:
-        rows_per_unit = {
-            t: spec.get("max_rows_per_unit", 1)
-            for t, spec in cfg["tables"].items()
-            if not spec.get("public") and isinstance(spec.get("max_rows_per_unit", 1), int)
-        }
+        for t, spec in cfg["tables"].items():
+            if isinstance(spec.get("max_rows_per_unit"), int):
+                rows_per_unit[t] = spec["max_rows_per_unit"]
     else:
-        rows_per_unit = unit_rows(con)
         cfg = propose_units(cfg, rows_per_unit)
     port = free_port()
     cfg = raise_budget(cfg, port, tmp / "state")
@@ -678,6 +676,11 @@ def run(scale: float, others: bool = True, work: Path | None = None) -> dict:
         "init": command,
         "units_by": "init" if proposed_by_init else "bench",
         "rows_per_unit": rows_per_unit,
+        "bounds_shown": {
+            t: spec["max_rows_per_unit"]
+            for t, spec in sorted(cfg["tables"].items())
+            if "max_rows_per_unit" in spec and not spec.get("public")
+        },
         "others": tools,
         "data_s": t_data,
         "dir": tmp,
@@ -739,7 +742,7 @@ def report(res: dict) -> int:
         print(f"SmartNoise SQL / Qrlew / OpenDP: not run ({tools['error']})")
     print(
         f"rel. error: median over the value cells of |released − exact| / |exact| (one release; bias of the "
-        f"contribution bounds max_rows_per_unit = {res['rows_per_unit']} "
+        f"contribution bounds max_rows_per_unit = {res['bounds_shown']} "
         f"({'proposed by init' if res['units_by'] == 'init' else 'the 95th percentile of rows per customer, in total per statement'}) "
         "and noise together); time: one release over the wire vs the median of "
         f"{RAW_RUNS} runs of the same SQL on raw DuckDB"

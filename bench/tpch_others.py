@@ -33,6 +33,7 @@ import sqlite3
 import sys
 import time
 import traceback
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +149,7 @@ def smartnoise(db: Path, spec: dict) -> dict:
         except Exception as e:  # a refusal: its message
             out[n] = {"answered": False, "message": first_line(e)}
     return {
-        "note": f"snsql {snsql.__version__ if hasattr(snsql, '__version__') else '1.x'} on SQLite, private_id = the customer, max_ids = R",
+        "note": f"smartnoise-sql {version('smartnoise-sql')} on SQLite, private_id = the customer, max_ids = R",
         "queries": out,
     }
 
@@ -203,7 +204,7 @@ def qrlew(db: Path, raw: Path, spec: dict) -> dict:
             out[n] = {"answered": False, "message": first_line(e)}
     con.close()
     return {
-        "note": "pyqrlew, customer through its privacy-unit paths, dimension tables public, its SQL run on DuckDB",
+        "note": f"pyqrlew {version('pyqrlew')}, the customer through its privacy-unit paths, dimension tables public",
         "queries": out,
     }
 
@@ -254,7 +255,7 @@ def opendp_polars(raw: Path, spec: dict) -> dict:
                 raise
             out[n] = {"answered": False, "message": first_line(e)}
     return {
-        "note": "opendp.extras.polars: the SQL as a Polars plan (polars.SQLContext), make_private_lazyframe",
+        "note": f"opendp {version('opendp')}: the SQL as a Polars plan (polars.SQLContext), make_private_lazyframe",
         "queries": out,
     }
 
