@@ -91,6 +91,12 @@ FOREIGN = {
     "lineitem": {"l_orderkey": "orders", "l_partkey": "part", "l_suppkey": "supplier"},
 }
 UNIT_TABLE = "customer"
+PRINCIPLE = {  # tpch_queries.EXPECTED, in the table's words
+    "dp": "DP answer",
+    "public": "exact (public)",
+    "singles_out": "refuse: singles out",
+    "other": "beyond customer DP",
+}
 PUBLIC = ("region", "nation", "part", "supplier", "partsupp")  # tables that do not reach a customer
 PUBLIC_SET = frozenset(PUBLIC)
 
@@ -709,13 +715,14 @@ def verdict(r: dict) -> str:
 def report(res: dict) -> int:
     tools = res["others"]
     names = [t for t in ("SmartNoise SQL", "Qrlew", "OpenDP") if t in tools]
-    head = ["Q", "dpgate", "rel. error ε=1", "dpgate s", "raw DuckDB s", *names]
+    head = ["Q", "in principle", "dpgate", "rel. error ε=1", "dpgate s", "raw DuckDB s", *names]
     table = []
     for r in res["rows"]:
         got, sh = r["got"], r["shape"]
         err = "" if sh is None or sh.rel_error is None else f"{sh.rel_error:.3g}"
         row = [
             f"Q{r['n']}",
+            PRINCIPLE[tpch_queries.EXPECTED[r["n"]]],
             verdict(r),
             err,
             f"{got.seconds:.3f}" if got.answered else "",
@@ -762,13 +769,17 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="scale factor 0.01")
     ap.add_argument("--scale", type=float, default=None, help="TPC-H scale factor (default 0.1)")
     ap.add_argument("--no-others", action="store_true", help="skip SmartNoise SQL, Qrlew and OpenDP")
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="work in this directory and keep it (data, configs, log)"
+    )
     args = ap.parse_args(argv)
     scale = args.scale or (0.01 if args.quick else 0.1)
-    res = run(scale, others=not args.no_others)
+    res = run(scale, others=not args.no_others, work=args.keep)
     try:
         return report(res)
     finally:
-        shutil.rmtree(res["dir"], ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(res["dir"], ignore_errors=True)
 
 
 if __name__ == "__main__":
