@@ -627,6 +627,7 @@ def run(scale: float, others: bool = True, work: Path | None = None) -> dict:
     import psycopg
 
     tmp = Path(work or tempfile.mkdtemp(prefix="dpgate-tpch-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     pq, db, raw = tmp / "pq", tmp / "tpch.duckdb", tmp / "raw.duckdb"
     t0 = time.perf_counter()
     generate(scale, pq, ALL_TABLES)
@@ -773,6 +774,8 @@ def main(argv=None) -> int:
         "--keep", type=Path, default=None, help="work in this directory and keep it (data, configs, log)"
     )
     args = ap.parse_args(argv)
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        ap.error(f"--keep {args.keep}: not an empty directory")
     scale = args.scale or (0.01 if args.quick else 0.1)
     res = run(scale, others=not args.no_others, work=args.keep)
     try:
