@@ -127,7 +127,7 @@ def refuse_unit_key(groups: Sequence[GroupKey], rel: Relation, config: Config) -
 
 
 def _unit_label(rel: Relation, config: Config) -> str:
-    return config.tables[rel.name].privacy_unit or rel.table.privacy_unit or "unit"
+    return config.tables[rel.name].unit_name or rel.table.privacy_unit or "unit"
 
 
 def _group_column(g: exp.Expr, items: list[exp.Expression], columns: Collection[str]) -> exp.Expr:
