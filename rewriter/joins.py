@@ -9,16 +9,22 @@ table, found by that table's declared unique ``key``::
 so every base row stays one row (its person's contribution is unchanged) and the planner
 sees one virtual table: the base table's columns plus the looked-up table's. Allowed:
 
-* the looked-up table is **public** (``public = true``): any base column may hold its key;
-* it is **private with the same unit**: joined on the unit (``orders.customer_id =
-  customers.customer_id``, customers' key being its unit), or along the reference that
-  defines the base table's unit (``privacy_unit = "orders.customer_id"`` with
-  ``references.order_id = "orders"``): a person's rows meet only that person's row.
+* the looked-up table is **public** (``public = true``): any base columns may hold its key,
+  one equality per column of a composite key (``ps_partkey = l_partkey AND ps_suppkey =
+  l_suppkey``);
+* it is **private with the same unit**: two tables hold the same people when they reach
+  the same unit entity (:attr:`config.models.Table.unit`, derived by the config from
+  ``[units.X]`` and the tables' ``references``), never because two columns share a name.
+  The join runs along the path to the unit: on the unit (``orders.o_custkey =
+  customer.c_custkey``, the looked-up table keyed by its unit), or by a reference on the
+  path (``lineitem.l_orderkey = orders.o_orderkey``, ``lineitem`` reaching the customer
+  through ``orders``): a person's rows meet only that person's row. Anything else is
+  refused naming the equalities the path needs.
 
 The looked-up side is read as ``SELECT key, MIN(c) AS c, … GROUP BY key`` so that even a
 key that is not unique in the data can never duplicate a base row (with a unique key it
-is the table itself). A base table whose unit is a column of a referenced table
-(``orders.customer_id``) reads that column by a plain join on the key, without that
+is the table itself). A base table whose unit is reached through references
+(``orders.o_custkey``, or ``lineitem.orders.o_custkey`` along two) reads it by plain joins on the keys, without that
 grouping (a hash aggregate over the whole referenced table, about as costly as the
 bounded scan itself on TPC-H): every row the join yields belongs to the unit it reached,
 and the contribution bounding runs *after* the join, so each unit's contribution stays
