@@ -450,10 +450,12 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
 
 def _left_qualifiers(join: exp.Join, left_q: set[str]) -> list[str]:
     """The qualifier of the left column of each equality of ``join``'s ON, in order."""
-    return [
-        next(c.table for c in (cond.this, cond.expression) if c.table in left_q)
-        for cond in conjuncts(join.args["on"])
-    ]
+    out = []
+    for cond in conjuncts(join.args["on"]):
+        while isinstance(cond, exp.Paren):
+            cond = cond.this
+        out.append(next(c.table for c in (cond.this, cond.expression) if c.table in left_q))
+    return out
 
 
 def _right_table(join: exp.Join, config: Declared) -> tuple[str, set[str]]:

@@ -208,7 +208,13 @@ PEOPLE = [  # another table's unit column is the unit: COUNT(DISTINCT) of it cou
     "select o_orderpriority, count(distinct o_custkey), count(*) from lineitem, orders "
     "where l_orderkey = o_orderkey group by o_orderpriority",
 ]
-EXACT = [QUERIES[5], QUERIES[7], QUERIES[9], BY_PRIORITY, TWICE, *PEOPLE]
+LEFT = (  # LEFT lookups along the path, each ON in parentheses
+    "select c.c_mktsegment, count(*), sum(l.l_quantity) from lineitem l left join orders o "
+    "on (l.l_orderkey = o.o_orderkey) left join customer c on (o.o_custkey = c.c_custkey) "
+    "left join partsupp ps on (l.l_partkey = ps.ps_partkey) and (l.l_suppkey = ps.ps_suppkey) "
+    "where ps.ps_availqty > 5000 group by c.c_mktsegment"
+)
+EXACT = [QUERIES[5], QUERIES[7], QUERIES[9], BY_PRIORITY, TWICE, *PEOPLE, LEFT]
 
 
 def _qualified(sql: str) -> str:
@@ -229,7 +235,7 @@ def _cells(rows, k: int, order: list[int] | None = None) -> dict:
 @pytest.mark.parametrize(
     "sql",
     EXACT,
-    ids=["q5", "q7", "q9", "by_priority", "nation_twice", "people_direct", "people_by_reference"],
+    ids=["q5", "q7", "q9", "by_priority", "nation_twice", "people_direct", "people_by_reference", "left"],
 )
 def test_the_join_reads_the_analysts_rows(backend, columns, sql):
     """With bounds that bind nothing, the bounded scan's cells are the analyst's own answer."""
