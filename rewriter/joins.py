@@ -266,7 +266,10 @@ def _trees(
 ) -> Iterator[list[Step]]:
     """Each order of attaching the other tables to ``base`` by one equality each (a table
     with a composite key: one per key column, from tables attached before): a list of
-    (edges, table attached), every edge joining the table to one attached before."""
+    (edges, table attached), every edge joining the table to one attached before. Private
+    tables are attached before public ones where the equalities allow (a private table is
+    looked up along the unit's path, which lookups of public tables never extend), so the
+    orders the lookup rules accept come first among the many a six-table join has."""
 
     def key_edges(e: Edge, new: str, done: list[str]) -> list[Edge]:
         keys = config.tables[tables[new].name].key_columns
@@ -284,11 +287,13 @@ def _trees(
         if len(done) == len(tables):
             yield list(seq)
             return
+        steps = []
         for e in edges:
             _, a, b = e
             new = b if a in done and b not in done else a if b in done and a not in done else None
-            if new is None:
-                continue
+            if new is not None:
+                steps.append((config.tables[tables[new].name].public, e, new))
+        for _, e, new in sorted(steps, key=lambda s: s[0]):  # private tables first: see above
             seq.append((key_edges(e, new, done), new))
             yield from grow(done + [new], seq)
             seq.pop()
