@@ -27,7 +27,7 @@ Per query, one row of ONE table:
   run in the interpreter that has them: ``DPGATE_BENCH_PYTHON`` or /work/bench-venv; a tool
   that is not installed is a column saying so).
 
-The HEADLINE counts the answered queries against the goal of 14 (the queries customer-level DP
+The HEADLINE counts the answered queries against the goal of 14 (of the 16 that customer-level DP
 answers in principle, ``tpch_queries.EXPECTED``) and the rows the SQL excludes (goal 0).
 
 The module also keeps the TPC-H data helpers of ``bench/user_level.py``: :data:`TABLES`,
