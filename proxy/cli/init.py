@@ -813,11 +813,11 @@ def _dp_bounds(
         frm, u = _unit_from(by, links, rel)
         v = f"t0.{_q(c.backend)}"
         ext = f"SELECT {u} AS u, max({v}) AS hi, min({v}) AS lo FROM {frm} WHERE {v} IS NOT NULL AND {u} IS NOT NULL GROUP BY {u}"
-        who = f"{unit}s"
+        who, per = "units", f"per {unit} unit"
     else:
         v = _q(c.backend)
         ext = f"SELECT {v} AS hi, {v} AS lo FROM {rel.source} WHERE {v} IS NOT NULL"
-        who = "rows"
+        who, per = "rows", "per row"
     if c.kind in ("date", "timestamp"):
         up = dict(reader.query(f"SELECT EXTRACT(year FROM hi), count(*) FROM ({ext}) e GROUP BY 1"))
         low = dict(reader.query(f"SELECT EXTRACT(year FROM lo), count(*) FROM ({ext}) e GROUP BY 1"))
@@ -839,7 +839,7 @@ def _dp_bounds(
         )
     else:
         c.lines.append(
-            f"# lower/upper: ε-DP (ε {eps:g}, ε/2 each; per {who[:-1]}), on {grid}: the outermost cells "
+            f"# lower/upper: ε-DP (ε {eps:g}, ε/2 each; {per}), on {grid}: the outermost cells "
             f"holding many {who}' largest/smallest values (w.p. 95% each cell beyond holds fewer than "
             f"{b.units}); SUM/AVG clamp values beyond them"
         )
@@ -1034,8 +1034,7 @@ def cmd_init(args) -> int:
         out.write_text(text)
         _progress(f"wrote {shown(str(out))} ({len(rels)} tables)")
     if links.unit is None:
-        for line in unit_note.splitlines():
-            _progress(line.lstrip("# "))
+        _progress(" ".join(_advice(links)))
     for r, p in passwords.items():
         _progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
     if isinstance(reader, _Pg):  # --dsn
@@ -1049,23 +1048,29 @@ def cmd_init(args) -> int:
 
 
 def _unit_note(links: Links) -> str:
+    """The privacy unit's paragraph of the header (and, without one, the advice init prints)."""
     if links.unit is not None:
-        n = len(links.paths)
+        u = shown(links.unit)
         return (
-            f"#\n# Privacy unit: {shown(links.unit)} (--privacy-unit). {n} table(s) reach it through their "
-            f"references and protect each {shown(links.unit)} with all their rows; {len(links.public)} "
-            "reach it not and are proposed PUBLIC lookup tables: confirm they hold no personal data.\n"
+            f"#\n# Privacy unit: {u} (--privacy-unit). {len(links.paths)} table(s) reach it through their\n"
+            f"# references: every answer protects each {u} with all their rows. {len(links.public)} reach it\n"
+            "# not and are proposed PUBLIC lookup tables: confirm they hold no personal data.\n"
         )
+    return "#\n# " + "\n# ".join(_advice(links)) + "\n"
+
+
+def _advice(links: Links) -> list[str]:
     if links.suggestion is None:
-        return (
-            "#\n# No privacy unit: each ROW is protected on its own, not each person. If a table holds "
-            "the people (one row each), rerun with --privacy-unit TABLE[.COLUMN].\n"
-        )
+        return [
+            "No privacy unit: each ROW is protected on its own, not each person. If a table holds the",
+            "people (one row each), rerun with --privacy-unit TABLE[.COLUMN].",
+        ]
     t, why = links.suggestion
-    return (
-        f"#\n# No privacy unit: each ROW is protected on its own, not each person. {shown(t)} looks like the\n"
-        f"# people ({why}): rerun with --privacy-unit {shown(t)} to protect each {shown(t)} with all their rows.\n"
-    )
+    return [
+        "No privacy unit: each ROW is protected on its own, not each person.",
+        f"{shown(t)} looks like the people ({why}):",
+        f"rerun with --privacy-unit {shown(t)} to protect each of its rows' people with all their rows.",
+    ]
 
 
 def _read(args, reader) -> tuple[list[Rel], str, Links]:
