@@ -865,11 +865,12 @@ def _contribution(reader, rel: Rel, by, links: Links, eps: float, source) -> lis
         )
     else:
         t = ib.threshold(eps, len(ib.CONTRIBUTION_GRID))
+        q = f"{ib.CONTRIBUTION_QUANTILE:.0%}"
         rel.head += [
-            f"# max_rows_per_unit: ε-DP (ε {eps:g}) over each {unit}'s number of rows here, on a public grid: "
-            f"the top of the highest cell holding about {t} {unit}s or more. A {unit} with more rows keeps",
-            "# this many in each answer (chosen by a keyed hash); noise grows with it. `total`: in the whole "
-            "statement, spread over its groups (at most max_groups_per_unit)",
+            f"# max_rows_per_unit: ε-DP (ε {eps:g}): the {q} quantile of each {unit}'s number of rows here, from a",
+            f"# noisy histogram on a public grid (cells of fewer than about {t} {unit}s dropped). A {unit} with",
+            "# more rows keeps this many in each answer (chosen by a keyed hash); noise grows with it. `total`: in",
+            "# the whole statement, spread over its groups (at most max_groups_per_unit)",
             'max_rows_scope = "total"',
             f"max_rows_per_unit = {r}",
             f"max_groups_per_unit = {min(r, 1000)}",
