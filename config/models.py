@@ -343,6 +343,13 @@ class Table(StrictModel):
         return self._unit_entity
 
     @property
+    def unit_name(self) -> str | None:
+        """The unit as analysts read it: a declared unit's name (`customer`), else the column as
+        written (`customer_id`, `orders.customer_id`)."""
+        u = self.unit
+        return self.privacy_unit if u is None or u.startswith("column ") else u
+
+    @property
     def key_columns(self) -> tuple[str, ...]:
         """The key's columns (one, or a public table's composite key); () without a key."""
         if self.key is None:
