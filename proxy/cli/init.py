@@ -616,7 +616,9 @@ def _links(reader, rels: list[Rel], facts: Facts, args) -> Links:
         if rel.name in links.paths:
             continue
         if rel.name not in keys:
-            ck = _composite_key(reader, rel)
+            names = {c.name for c in rel.cols}
+            declared = [k for k in facts.keys.get(rel.name, []) if len(k) > 1 and set(k) <= names]
+            ck = declared[0] if declared else _composite_key(reader, rel)
             if ck is None:
                 links.left_out[rel.name] = (
                     f"it reaches no {unit} (no reference leads there) and has no unique column(s) to be "
@@ -624,6 +626,11 @@ def _links(reader, rels: list[Rel], facts: Facts, args) -> Links:
                 )
                 continue
             links.composite[rel.name] = ck
+            links.key_how[rel.name] = (
+                "the schema's PRIMARY KEY / UNIQUE"
+                if declared
+                else "a guess: these columns' pairs are distinct"
+            )
         links.public.add(rel.name)
     links.refs = [r for r in refs if r.table not in links.left_out and r.target not in links.left_out]
     return links
@@ -737,9 +744,7 @@ def _table_lines(rel: Rel, links: Links, key: str | None, own_refs: dict) -> Non
         )
     if rel.name in links.composite:
         cols = links.composite[rel.name]
-        h.append(
-            f"key = [{', '.join(toml_value(c) for c in cols)}]   # a guess: these columns' pairs are distinct"
-        )
+        h.append(f"key = [{', '.join(toml_value(c) for c in cols)}]   # unique: {links.key_how[rel.name]}")
     elif key is not None:
         h.append(f"key = {toml_value(key)}   # unique: {links.key_how[rel.name]}")
     if own_refs:
