@@ -138,7 +138,7 @@ def test_tpch_parquet_to_q5_over_the_wire(tpch_parquet, tmp_path, capsys):
 def test_declared_keys_foreign_keys_and_not_null_in_a_duckdb_file(tmp_path, capsys):
     """A schema that declares its keys: references from duckdb_constraints(), said to be the
     schema's; NOT NULL from duckdb_columns(); a chain two references long; a table that
-    reaches no unit is public with its key."""
+    reaches no unit is public with its key (a declared composite one, too)."""
     db = tmp_path / "shop.duckdb"
     con = duckdb.connect(str(db))
     con.execute("CREATE TABLE stores (store_id INTEGER PRIMARY KEY, city VARCHAR NOT NULL)")
@@ -148,6 +148,8 @@ def test_declared_keys_foreign_keys_and_not_null_in_a_duckdb_file(tmp_path, caps
         "store INTEGER REFERENCES stores(store_id), amount DOUBLE)"
     )
     con.execute("CREATE TABLE lines (purchase INTEGER REFERENCES purchases(pid), qty INTEGER)")
+    con.execute("CREATE TABLE prices (store INTEGER, sku INTEGER, price DOUBLE, PRIMARY KEY (store, sku))")
+    con.execute("INSERT INTO prices SELECT i % 10, i // 10, i FROM range(100) t(i)")
     con.execute("INSERT INTO stores SELECT i, 'c' || (i % 3) FROM range(10) t(i)")
     con.execute("INSERT INTO clients SELECT i, 18 + i % 60 FROM range(3000) t(i)")
     con.execute("INSERT INTO purchases SELECT i, i % 3000, i % 10, (i % 97) * 1.5 FROM range(9000) t(i)")
@@ -165,6 +167,10 @@ def test_declared_keys_foreign_keys_and_not_null_in_a_duckdb_file(tmp_path, caps
     assert t["purchases"]["columns"]["buyer"]["nullable"] is False
     assert "nullable" not in t["purchases"]["columns"]["amount"]
     assert 'key = "store_id"   # unique: the schema\'s PRIMARY KEY' in text
+    assert t["prices"]["public"] is True and t["prices"]["key"] == [
+        "store",
+        "sku",
+    ]  # a declared composite key
     cfg_model = load_config(cfg)
     assert cfg_model.tables["lines"].unit == "clients" and cfg_model.unit_chain("lines") == [
         ("lines", "purchase", "purchases", "pid")
