@@ -890,8 +890,7 @@ _HEADER = """\
 # READ THIS FIRST. Values marked READ FROM THE PRIVATE DATA below were computed from the rows
 # themselves: publishing them is itself a disclosure (analysts see them in `\\d table`, EXPLAIN,
 # refusal hints; a domain lists values that occur). Replace each with a public fact (a code book,
-# a legal range). Bounds and contribution limits are drawn with differential privacy (their ε is
-# stated below and beside each); --exact-bounds writes the exact extremes instead (marked).
+# a legal range). {bounds}
 {unit}{dp}#
 # Tiers and roles are a skeleton: each role's `scram` verifier is of a random password printed
 # once by `dpgate init` on stderr; make your own with `dpgate hash-password`.
@@ -908,8 +907,19 @@ def render(
     dp_note: str,
     links: Links | None = None,
     unit_note: str = "",
+    exact: bool = False,
 ) -> str:
-    out = [_HEADER.format(when=dt.date.today().isoformat(), what=what, dp=dp_note, unit=unit_note)]
+    bounds = (
+        "Bounds and contribution limits are drawn with differential privacy (their ε\n# is stated "
+        "below and beside each); --exact-bounds writes the exact extremes instead (marked)."
+        if not exact
+        else "Bounds are the exact extremes (--exact-bounds), marked: an exact maximum is\n# one "
+        "person's value; rerun without --exact-bounds for bounds drawn with differential privacy."
+    )
+    head = _HEADER.format(
+        when=dt.date.today().isoformat(), what=what, dp=dp_note, unit=unit_note, bounds=bounds
+    )
+    out = [head]
     out += [
         "[server]",
         'host = "127.0.0.1"',
@@ -1033,7 +1043,7 @@ def cmd_init(args) -> int:
     unit_note = _unit_note(links)
     passwords = {r: secrets.token_urlsafe(12) for r in ("analyst", "admin")}
     verifiers = {r: make_verifier(p) for r, p in passwords.items()}
-    text = render(what, backend, rels, verifiers, dp_note, links, unit_note)
+    text = render(what, backend, rels, verifiers, dp_note, links, unit_note, args.exact_bounds)
     if out is None:
         sys.stdout.write(text)
     else:

@@ -126,6 +126,7 @@ def test_every_value_read_from_the_data_is_marked(tmp_path, capsys):
             above = next(x for x in reversed(lines[:i]) if x.startswith("#"))
             assert "READ FROM THE PRIVATE DATA" in above or "ε-DP (ε 0.1" in above, (line, above)
     exact, _ = _init(capsys, str(db), "--exact-bounds")
+    assert "Bounds are the exact extremes (--exact-bounds)" in exact.split("[server]")[0]
     lines = exact.splitlines()
     for i, line in enumerate(lines):
         if line.startswith(("lower =", "upper =", "domain =")) and "(public)" not in line:

@@ -230,6 +230,10 @@ def test_without_the_flag_init_names_the_people(tmp_path, capsys):
     assert "units" not in data and not any(x.get("public") for x in data["tables"].values())
     assert data["tables"]["visits"]["references"] == {"member_id": "members"}
     assert "rerun with --privacy-unit members" in out
+    assert "drawn with differential privacy" in out.split("[server]")[0]
+    cfg = tmp_path / "rows.toml"
+    cfg.write_text(out)
+    assert load_config(cfg).tables["visits"].unit is None  # per row, references kept
 
 
 def test_guessed_reference_needs_the_values_too(tmp_path, capsys):
