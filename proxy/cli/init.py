@@ -1,17 +1,22 @@
 """``dpgate init``: a commented config TOML proposed from the data.
 
-    dpgate init data.duckdb                  # every table and view of a DuckDB file
+    dpgate init --privacy-unit customer data.duckdb   # every table and view of a DuckDB file
     dpgate init a.parquet 'b/*.parquet' c.csv  # files, read by DuckDB (read_parquet / read_csv)
     dpgate init --dsn postgresql://… [--schema public]   # a Postgres schema
     dpgate init --spark sc://host:15002 [--database db]  # a Spark catalog (Spark Connect)
 
 The file declares each table (``source``: the relation as the backend names it), each column's
-type, and proposals the owner must confirm: ``domain`` for low-cardinality columns (groupable),
-``lower``/``upper`` for numeric and date columns (SUM/AVG clamp there). Every value read from the
-rows is marked READ FROM THE PRIVATE DATA, and the top of the file says why that matters;
-``--round`` widens bounds to a public grid, ``--dp-bounds EPS`` draws them ε-DP
-(:mod:`.init_bounds`) and the file records the ε spent. Tiers and roles are a skeleton whose SCRAM
-verifiers are of fresh random passwords printed once on stderr, so that
+type, and proposals the owner must confirm. One scan per table reads its statistics; then
+:mod:`.init_links` finds each table's key and references (declared by the schema, else guessed
+from names and values) and, with ``--privacy-unit``, which tables reach the unit (they protect
+each person with all their rows) and which are public lookup tables. Per column: ``nullable =
+false`` where the schema says NOT NULL, a ``domain`` for low-cardinality columns that are not
+free text, and ``lower``/``upper`` for numeric and date columns drawn ε-DP per unit
+(:mod:`.init_bounds`; ``--exact-bounds`` for the exact extremes, ``--round`` to widen them),
+and per table reaching the unit ``max_rows_per_unit`` drawn likewise; the file states each ε and
+their sum. Every value read from the rows and not drawn with DP is marked READ FROM THE PRIVATE
+DATA, and the top of the file says why that matters. Tiers get a day's budget; roles are a
+skeleton whose SCRAM verifiers are of fresh random passwords printed once on stderr, so that
 ``dpgate serve --config FILE`` runs the result as is. Progress goes to stderr.
 
 Names and values come from whoever wrote the data. Each one that reaches the file (table,
