@@ -253,6 +253,20 @@ def test_guessed_reference_needs_the_values_too(tmp_path, capsys):
     assert "GUESS (the names agree and every value is a key of members)" in out
 
 
+def test_a_lookup_table_keyed_by_any_unique_column(tmp_path, capsys):
+    """A table that reaches no unit is public with a unique column as its key, whatever its
+    name (codes.code); one with none is left out, said so."""
+    d = _people_files(tmp_path)
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT i % 3 AS a FROM range(9) t(i)) TO '{d / 'dups.csv'}'")
+    con.close()
+    files = [str(d / f) for f in ("members.parquet", "visits.parquet", "codes.csv", "dups.csv")]
+    out, _, _ = _init(capsys, "--privacy-unit", "members", *files)
+    t = tomllib.loads(out)["tables"]
+    assert t["codes"]["public"] is True and t["codes"]["key"] == "code"
+    assert "dups" not in t and "# left out: table dups: it reaches no members" in out
+
+
 def test_privacy_unit_mistakes_are_one_line(tmp_path, capsys):
     d = _people_files(tmp_path)
     files = [str(d / "members.parquet"), str(d / "visits.parquet")]
