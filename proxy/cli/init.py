@@ -620,14 +620,14 @@ def _links(reader, rels: list[Rel], facts: Facts, args) -> Links:
     for rel in rels:
         if rel.name in links.paths:
             continue
-        if rel.name not in keys:  # a lookup table's key may have any name (code, sku, iso)
+        names = {c.name for c in rel.cols}
+        declared = [k for k in facts.keys.get(rel.name, []) if len(k) > 1 and set(k) <= names]
+        if rel.name not in keys and not declared:  # a lookup table's key may have any name (code, sku)
             unique = [c.name for c in rel.cols if _unique(rel, c) and not _free_text(c)]
             if unique:
                 keys[rel.name] = unique[0]
                 how[rel.name] = "a guess: its values are all present and distinct"
         if rel.name not in keys:
-            names = {c.name for c in rel.cols}
-            declared = [k for k in facts.keys.get(rel.name, []) if len(k) > 1 and set(k) <= names]
             ck = declared[0] if declared else _composite_key(reader, rel)
             if ck is None:
                 links.left_out[rel.name] = (
