@@ -148,8 +148,10 @@ def test_declared_keys_foreign_keys_and_not_null_in_a_duckdb_file(tmp_path, caps
         "store INTEGER REFERENCES stores(store_id), amount DOUBLE)"
     )
     con.execute("CREATE TABLE lines (purchase INTEGER REFERENCES purchases(pid), qty INTEGER)")
-    con.execute("CREATE TABLE prices (store INTEGER, sku INTEGER, price DOUBLE, PRIMARY KEY (store, sku))")
-    con.execute("INSERT INTO prices SELECT i % 10, i // 10, i FROM range(100) t(i)")
+    con.execute(
+        "CREATE TABLE prices (store INTEGER, sku INTEGER, row_no INTEGER, price DOUBLE, PRIMARY KEY (store, sku))"
+    )
+    con.execute("INSERT INTO prices SELECT i % 10, i // 10, i, i FROM range(100) t(i)")
     con.execute("INSERT INTO stores SELECT i, 'c' || (i % 3) FROM range(10) t(i)")
     con.execute("INSERT INTO clients SELECT i, 18 + i % 60 FROM range(3000) t(i)")
     con.execute("INSERT INTO purchases SELECT i, i % 3000, i % 10, (i % 97) * 1.5 FROM range(9000) t(i)")
