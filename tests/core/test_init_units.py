@@ -23,7 +23,7 @@ from config import load_config
 from mechanisms import SeededSource
 from proxy.cli import init as init_mod
 from proxy.cli import init_bounds as ib
-from proxy.cli import main
+from proxy.cli import init_links, main
 from support.pg import free_port
 
 # TPC-H Q5 as the specification writes it (validation parameters: ASIA, 1994).
@@ -424,3 +424,18 @@ def test_threshold_and_grid_are_public_constants():
     assert ib.CONTRIBUTION_GRID[0] == 1 and ib.CONTRIBUTION_GRID[-1] == 100_000
     assert list(ib.CONTRIBUTION_GRID) == sorted(set(ib.CONTRIBUTION_GRID))
     assert ib.threshold(0.05, 48) == 138  # ⌈ln(48 / 0.05) / 0.05⌉
+
+
+def test_the_people_by_name_or_by_the_longest_chain():
+    r = init_links.Ref
+    keys = {"user_events": "id", "users": "user_id"}
+    assert init_links.suggest_unit({"user_events": 10, "users": 5}, keys, [], 50)[0] == "users"
+    refs = [
+        r("lines", "l_basket", "baskets", False),
+        r("baskets", "b_shopper", "shoppers", False),
+        r("shoppers", "s_region", "regions", False),  # a code table (5 rows): not the people
+    ]
+    rows = {"lines": 100, "baskets": 50, "shoppers": 20, "regions": 5}
+    keys = {"baskets": "b_id", "shoppers": "s_id", "regions": "r_id"}
+    t, why = init_links.suggest_unit(rows, keys, refs, 10)
+    assert t == "shoppers" and why.endswith("lines → baskets → shoppers")
