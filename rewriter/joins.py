@@ -85,6 +85,7 @@ class Relation:
     owners: dict[str, set[str]] | None = None
     relation: exp.Expression | None = None
     joins: tuple[tuple[str, str, str, str], ...] = ()  # (table, base column, its key, how)
+    renamed: tuple[tuple[str, str, str], ...] = ()  # (qualifier, column, its name in the relation)
 
 
 Edge = tuple[tuple[exp.EQ, ...], str, str]  # a.x = b.y [AND a.z = b.w], a, b
@@ -96,8 +97,42 @@ def resolve(select: exp.Select, config: Declared) -> Relation:
     """The statement's relation (module docstring); the JOIN clause is consumed. Inner
     joins are first put in an order the lookup rules accept (:func:`normalize`)."""
     if select.args.get("joins"):
-        return normalize(select, config)
+        rel = normalize(select, config)
+        _rename(select, rel)
+        return rel
     return _resolve(select, config)
+
+
+def _rename(select: exp.Select, rel: Relation) -> None:
+    """Columns the relation reads under another name (:func:`_joined`): a public table read
+    twice under two aliases (``nation n1, nation n2``: the second copy's columns have their
+    own names), and a same-unit table's unit column in an inner join (``c.c_custkey`` is
+    ``o.o_custkey``, or the unit ``__dpgate_unit`` read through the reference, on every row:
+    so ``COUNT(DISTINCT c_custkey)`` counts people and ``GROUP BY c_custkey`` is the unit).
+    The statement's columns are read as those (in this SELECT, not in nested ones); an
+    unaliased output keeps its name (``n_name``), as Postgres names it."""
+    names = {(q, c): new for q, c, new in rel.renamed}
+    if not names:
+        return
+    for (q, c), new in list(names.items()):  # c_custkey → o_custkey → the unit: the last name
+        seen = {c}
+        while (q, new) in names and new not in seen:
+            seen.add(new)
+            new = names[(q, new)]
+        names[(q, c)] = new
+    for c in {c for _, c, _ in rel.renamed}:  # unqualified: when every reading is renamed alike
+        readings = {q for q, x in names if x == c}
+        targets = {names[(q, c)] for q in readings}
+        if len(targets) == 1 and (rel.owners or {}).get(c, set()) <= readings:
+            names[("", c)] = targets.pop()
+    for node in list(
+        select.walk(prune=lambda n: n is not select and isinstance(n, (exp.Select, exp.Subquery)))
+    ):
+        if isinstance(node, exp.Column) and (node.table, node.name) in names:
+            col: exp.Expr = exp.column(names[(node.table, node.name)], node.table or None, quoted=True)
+            if node.parent is select and node.arg_key == "expressions":
+                col = exp.alias_(col, node.name)
+            node.replace(col)
 
 
 MAX_ORDERS = 256
@@ -231,7 +266,10 @@ def _trees(
 ) -> Iterator[list[Step]]:
     """Each order of attaching the other tables to ``base`` by one equality each (a table
     with a composite key: one per key column, from tables attached before): a list of
-    (edges, table attached), every edge joining the table to one attached before."""
+    (edges, table attached), every edge joining the table to one attached before. Private
+    tables are attached before public ones where the equalities allow (a private table is
+    looked up along the unit's path, which lookups of public tables never extend), so the
+    orders the lookup rules accept come first among the many a six-table join has."""
 
     def key_edges(e: Edge, new: str, done: list[str]) -> list[Edge]:
         keys = config.tables[tables[new].name].key_columns
@@ -249,11 +287,13 @@ def _trees(
         if len(done) == len(tables):
             yield list(seq)
             return
+        steps = []
         for e in edges:
             _, a, b = e
             new = b if a in done and b not in done else a if b in done and a not in done else None
-            if new is None:
-                continue
+            if new is not None:
+                steps.append((config.tables[tables[new].name].public, e, new))
+        for _, e, new in sorted(steps, key=lambda s: s[0]):  # private tables first: see above
             seq.append((key_edges(e, new, done), new))
             yield from grow(done + [new], seq)
             seq.pop()
@@ -382,7 +422,13 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
             "joined table its own alias.",
             hint=HINT,
         )
-    pairs = _on(join, rel.qualifiers, right_q)
+    names = {(q, c): new for q, c, new in rel.renamed}
+    pairs = [
+        (names.get((lq, lcol), lcol), rcol)
+        for (lcol, rcol), lq in zip(
+            _on(join, rel.qualifiers, right_q), _left_qualifiers(join, rel.qualifiers)
+        )
+    ]
     owners = rel.owners if rel.owners is not None else {c: set(rel.qualifiers) for c in rel.table.columns}
     for (lcol, _), lq in zip(pairs, _left_qualifiers(join, rel.qualifiers)):
         if lcol not in rel.table.columns or lq not in owners.get(lcol, set()):
@@ -409,10 +455,12 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
 
 def _left_qualifiers(join: exp.Join, left_q: set[str]) -> list[str]:
     """The qualifier of the left column of each equality of ``join``'s ON, in order."""
-    return [
-        next(c.table for c in (cond.this, cond.expression) if c.table in left_q)
-        for cond in conjuncts(join.args["on"])
-    ]
+    out = []
+    for cond in conjuncts(join.args["on"]):
+        while isinstance(cond, exp.Paren):
+            cond = cond.this
+        out.append(next(c.table for c in (cond.this, cond.expression) if c.table in left_q))
+    return out
 
 
 def _right_table(join: exp.Join, config: Declared) -> tuple[str, set[str]]:
@@ -585,26 +633,40 @@ def _joined(
     t = config.tables[look]
     cols = dict(rel.table.columns)
     owners = {c: set(q) for c, q in (rel.owners or {c: set(rel.qualifiers) for c in cols}).items()}
-    taken: list[str] = []
+    taken: list[tuple[str, str]] = []  # (the looked-up column, its name in the relation)
+    renamed = list(rel.renamed)
+    again = t.public and look in (rel.name, *(j[0] for j in rel.joins))  # nation n1, nation n2
+    (q,) = lq
+    same = {k: b for b, k in pairs if how == "inner" and not t.public and k == t.privacy_unit}
     for c, spec in t.columns.items():
         if (c, c) in pairs:
             owners[c] |= set(lq)  # the join column: equal on both sides (a match)
             continue
-        if c in cols:
+        if c in same:  # the looked-up unit column is the base's on every row of an inner join
+            renamed.append((q, c, same[c]))
+            owners[same[c]] = owners.get(same[c], set()) | set(lq)
+            continue
+        name = c
+        if c in cols and again:  # the same public table under another alias: its own names
+            name = f"{c}__{q}"
+            renamed.append((q, c, name))
+        if name in cols:
             raise Refusal(
                 UNSUPPORTED,
                 f"column {c} is declared in both {look} and another joined table; dpgate "
                 "needs distinct names across joined tables.",
                 hint="Rename one in the config (a view as its source) or query the tables separately.",
             )
-        cols[c] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
-        owners[c] = set(lq)
-        taken.append(c)
+        cols[name] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
+        owners[name] = set(lq)
+        taken.append((c, name))
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
     relation = _lookup_sql(config, inner, look, pairs, taken, how)
     table = rel.table.model_copy(update={"columns": cols})
     step = (look, ",".join(b for b, _ in pairs), ",".join(k for _, k in pairs), how)
-    return Relation(rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + (step,))
+    return Relation(
+        rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + (step,), tuple(renamed)
+    )
 
 
 MAX_UNIT_CHAIN = 8
@@ -655,6 +717,10 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
     )
     table = b.model_copy(update={"columns": cols, "privacy_unit": UNIT_COLUMN})
     owners = None if rel.owners is None else {**rel.owners, UNIT_COLUMN: set(rel.qualifiers)}
+    renamed = list(rel.renamed)
+    if len(chain) == 1 and (ref, fk, key, "inner") in rel.joins and owners is not None:
+        # the referenced table looked up on the same key: its unit column is the unit on every row
+        renamed += [(q, col, UNIT_COLUMN) for q in owners.get(col, set())]
     return Relation(
         rel.name,
         table,
@@ -662,6 +728,7 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
         owners,
         exp.Subquery(this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
         rel.joins + ((ref, fk, key, "unit"),),
+        tuple(renamed),
     )
 
 
@@ -709,10 +776,15 @@ def _keyed(config: Declared, name: str, keys: list[str], cols: list[str]) -> exp
 
 
 def _lookup_sql(
-    config: Declared, inner: exp.Expression, look: str, pairs: list[Pair], cols: list[str], how: str
+    config: Declared,
+    inner: exp.Expression,
+    look: str,
+    pairs: list[Pair],
+    cols: list[tuple[str, str]],
+    how: str,
 ) -> exp.Subquery:
     """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key …)``."""
-    lookup = _keyed(config, look, [k for _, k in pairs], cols)
+    lookup = _keyed(config, look, [k for _, k in pairs], [c for c, _ in cols])
     source = (
         exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
         if isinstance(inner, exp.Subquery)
@@ -730,7 +802,12 @@ def _lookup_sql(
     q = (
         exp.select(
             exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
-            *[exp.column(c, "__dpgate_u", quoted=True) for c in cols],
+            *[
+                exp.column(c, "__dpgate_u", quoted=True)
+                if c == name
+                else exp.alias_(exp.column(c, "__dpgate_u", quoted=True), name, quoted=True)
+                for c, name in cols
+            ],
         )
         .from_(source)
         .join(lookup, on=on, join_type="left" if how == "left" else "inner")
