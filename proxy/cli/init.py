@@ -1,17 +1,22 @@
 """``dpgate init``: a commented config TOML proposed from the data.
 
-    dpgate init data.duckdb                  # every table and view of a DuckDB file
+    dpgate init --privacy-unit customer data.duckdb   # every table and view of a DuckDB file
     dpgate init a.parquet 'b/*.parquet' c.csv  # files, read by DuckDB (read_parquet / read_csv)
     dpgate init --dsn postgresql://… [--schema public]   # a Postgres schema
     dpgate init --spark sc://host:15002 [--database db]  # a Spark catalog (Spark Connect)
 
 The file declares each table (``source``: the relation as the backend names it), each column's
-type, and proposals the owner must confirm: ``domain`` for low-cardinality columns (groupable),
-``lower``/``upper`` for numeric and date columns (SUM/AVG clamp there). Every value read from the
-rows is marked READ FROM THE PRIVATE DATA, and the top of the file says why that matters;
-``--round`` widens bounds to a public grid, ``--dp-bounds EPS`` draws them ε-DP
-(:mod:`.init_bounds`) and the file records the ε spent. Tiers and roles are a skeleton whose SCRAM
-verifiers are of fresh random passwords printed once on stderr, so that
+type, and proposals the owner must confirm. One scan per table reads its statistics; then
+:mod:`.init_links` finds each table's key and references (declared by the schema, else guessed
+from names and values) and, with ``--privacy-unit``, which tables reach the unit (they protect
+each person with all their rows) and which are public lookup tables. Per column: ``nullable =
+false`` where the schema says NOT NULL, a ``domain`` for low-cardinality columns that are not
+free text, and ``lower``/``upper`` for numeric and date columns drawn ε-DP per unit
+(:mod:`.init_bounds`; ``--exact-bounds`` for the exact extremes, ``--round`` to widen them),
+and per table reaching the unit ``max_rows_per_unit`` drawn likewise; the file states each ε and
+their sum. Every value read from the rows and not drawn with DP is marked READ FROM THE PRIVATE
+DATA, and the top of the file says why that matters. Tiers get a day's budget; roles are a
+skeleton whose SCRAM verifiers are of fresh random passwords printed once on stderr, so that
 ``dpgate serve --config FILE`` runs the result as is. Progress goes to stderr.
 
 Names and values come from whoever wrote the data. Each one that reaches the file (table,
@@ -615,8 +620,15 @@ def _links(reader, rels: list[Rel], facts: Facts, args) -> Links:
     for rel in rels:
         if rel.name in links.paths:
             continue
+        names = {c.name for c in rel.cols}
+        declared = [k for k in facts.keys.get(rel.name, []) if len(k) > 1 and set(k) <= names]
+        if rel.name not in keys and not declared:  # a lookup table's key may have any name (code, sku)
+            unique = [c.name for c in rel.cols if _unique(rel, c) and not _free_text(c)]
+            if unique:
+                keys[rel.name] = unique[0]
+                how[rel.name] = "a guess: its values are all present and distinct"
         if rel.name not in keys:
-            ck = _composite_key(reader, rel)
+            ck = declared[0] if declared else _composite_key(reader, rel)
             if ck is None:
                 links.left_out[rel.name] = (
                     f"it reaches no {unit} (no reference leads there) and has no unique column(s) to be "
@@ -624,6 +636,11 @@ def _links(reader, rels: list[Rel], facts: Facts, args) -> Links:
                 )
                 continue
             links.composite[rel.name] = ck
+            links.key_how[rel.name] = (
+                "the schema's PRIMARY KEY / UNIQUE"
+                if declared
+                else "a guess: these columns' pairs are distinct"
+            )
         links.public.add(rel.name)
     links.refs = [r for r in refs if r.table not in links.left_out and r.target not in links.left_out]
     return links
@@ -737,9 +754,7 @@ def _table_lines(rel: Rel, links: Links, key: str | None, own_refs: dict) -> Non
         )
     if rel.name in links.composite:
         cols = links.composite[rel.name]
-        h.append(
-            f"key = [{', '.join(toml_value(c) for c in cols)}]   # a guess: these columns' pairs are distinct"
-        )
+        h.append(f"key = [{', '.join(toml_value(c) for c in cols)}]   # unique: {links.key_how[rel.name]}")
     elif key is not None:
         h.append(f"key = {toml_value(key)}   # unique: {links.key_how[rel.name]}")
     if own_refs:
@@ -813,11 +828,11 @@ def _dp_bounds(
         frm, u = _unit_from(by, links, rel)
         v = f"t0.{_q(c.backend)}"
         ext = f"SELECT {u} AS u, max({v}) AS hi, min({v}) AS lo FROM {frm} WHERE {v} IS NOT NULL AND {u} IS NOT NULL GROUP BY {u}"
-        who = f"{unit}s"
+        who, per = "units", f"per {unit} unit"
     else:
         v = _q(c.backend)
         ext = f"SELECT {v} AS hi, {v} AS lo FROM {rel.source} WHERE {v} IS NOT NULL"
-        who = "rows"
+        who, per = "rows", "per row"
     if c.kind in ("date", "timestamp"):
         up = dict(reader.query(f"SELECT EXTRACT(year FROM hi), count(*) FROM ({ext}) e GROUP BY 1"))
         low = dict(reader.query(f"SELECT EXTRACT(year FROM lo), count(*) FROM ({ext}) e GROUP BY 1"))
@@ -839,7 +854,7 @@ def _dp_bounds(
         )
     else:
         c.lines.append(
-            f"# lower/upper: ε-DP (ε {eps:g}, ε/2 each; per {who[:-1]}), on {grid}: the outermost cells "
+            f"# lower/upper: ε-DP (ε {eps:g}, ε/2 each; {per}), on {grid}: the outermost cells "
             f"holding many {who}' largest/smallest values (w.p. 95% each cell beyond holds fewer than "
             f"{b.units}); SUM/AVG clamp values beyond them"
         )
@@ -865,11 +880,12 @@ def _contribution(reader, rel: Rel, by, links: Links, eps: float, source) -> lis
         )
     else:
         t = ib.threshold(eps, len(ib.CONTRIBUTION_GRID))
+        q = f"{ib.CONTRIBUTION_QUANTILE:.0%}"
         rel.head += [
-            f"# max_rows_per_unit: ε-DP (ε {eps:g}) over each {unit}'s number of rows here, on a public grid: "
-            f"the top of the highest cell holding about {t} {unit}s or more. A {unit} with more rows keeps",
-            "# this many in each answer (chosen by a keyed hash); noise grows with it. `total`: in the whole "
-            "statement, spread over its groups (at most max_groups_per_unit)",
+            f"# max_rows_per_unit: ε-DP (ε {eps:g}): the {q} quantile of each {unit}'s number of rows here, from a",
+            f"# noisy histogram on a public grid (cells of fewer than about {t} {unit}s dropped). A {unit} with",
+            "# more rows keeps this many in each answer (chosen by a keyed hash); noise grows with it. `total`: in",
+            "# the whole statement, spread over its groups (at most max_groups_per_unit)",
             'max_rows_scope = "total"',
             f"max_rows_per_unit = {r}",
             f"max_groups_per_unit = {min(r, 1000)}",
@@ -884,8 +900,7 @@ _HEADER = """\
 # READ THIS FIRST. Values marked READ FROM THE PRIVATE DATA below were computed from the rows
 # themselves: publishing them is itself a disclosure (analysts see them in `\\d table`, EXPLAIN,
 # refusal hints; a domain lists values that occur). Replace each with a public fact (a code book,
-# a legal range). Bounds and contribution limits are drawn with differential privacy (their ε is
-# stated below and beside each); --exact-bounds writes the exact extremes instead (marked).
+# a legal range). {bounds}
 {unit}{dp}#
 # Tiers and roles are a skeleton: each role's `scram` verifier is of a random password printed
 # once by `dpgate init` on stderr; make your own with `dpgate hash-password`.
@@ -902,8 +917,19 @@ def render(
     dp_note: str,
     links: Links | None = None,
     unit_note: str = "",
+    exact: bool = False,
 ) -> str:
-    out = [_HEADER.format(when=dt.date.today().isoformat(), what=what, dp=dp_note, unit=unit_note)]
+    bounds = (
+        "Bounds and contribution limits are drawn with differential privacy (their ε\n# is stated "
+        "below and beside each); --exact-bounds writes the exact extremes instead (marked)."
+        if not exact
+        else "Bounds are the exact extremes (--exact-bounds), marked: an exact maximum is\n# one "
+        "person's value; rerun without --exact-bounds for bounds drawn with differential privacy."
+    )
+    head = _HEADER.format(
+        when=dt.date.today().isoformat(), what=what, dp=dp_note, unit=unit_note, bounds=bounds
+    )
+    out = [head]
     out += [
         "[server]",
         'host = "127.0.0.1"',
@@ -1027,15 +1053,14 @@ def cmd_init(args) -> int:
     unit_note = _unit_note(links)
     passwords = {r: secrets.token_urlsafe(12) for r in ("analyst", "admin")}
     verifiers = {r: make_verifier(p) for r, p in passwords.items()}
-    text = render(what, backend, rels, verifiers, dp_note, links, unit_note)
+    text = render(what, backend, rels, verifiers, dp_note, links, unit_note, args.exact_bounds)
     if out is None:
         sys.stdout.write(text)
     else:
         out.write_text(text)
         _progress(f"wrote {shown(str(out))} ({len(rels)} tables)")
     if links.unit is None:
-        for line in unit_note.splitlines():
-            _progress(line.lstrip("# "))
+        _progress(" ".join(_advice(links)))
     for r, p in passwords.items():
         _progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
     if isinstance(reader, _Pg):  # --dsn
@@ -1049,23 +1074,29 @@ def cmd_init(args) -> int:
 
 
 def _unit_note(links: Links) -> str:
+    """The privacy unit's paragraph of the header (and, without one, the advice init prints)."""
     if links.unit is not None:
-        n = len(links.paths)
+        u = shown(links.unit)
         return (
-            f"#\n# Privacy unit: {shown(links.unit)} (--privacy-unit). {n} table(s) reach it through their "
-            f"references and protect each {shown(links.unit)} with all their rows; {len(links.public)} "
-            "reach it not and are proposed PUBLIC lookup tables: confirm they hold no personal data.\n"
+            f"#\n# Privacy unit: {u} (--privacy-unit). {len(links.paths)} table(s) reach it through their\n"
+            f"# references: every answer protects each {u} with all their rows. {len(links.public)} reach it\n"
+            "# not and are proposed PUBLIC lookup tables: confirm they hold no personal data.\n"
         )
+    return "#\n# " + "\n# ".join(_advice(links)) + "\n"
+
+
+def _advice(links: Links) -> list[str]:
     if links.suggestion is None:
-        return (
-            "#\n# No privacy unit: each ROW is protected on its own, not each person. If a table holds "
-            "the people (one row each), rerun with --privacy-unit TABLE[.COLUMN].\n"
-        )
+        return [
+            "No privacy unit: each ROW is protected on its own, not each person. If a table holds the",
+            "people (one row each), rerun with --privacy-unit TABLE[.COLUMN].",
+        ]
     t, why = links.suggestion
-    return (
-        f"#\n# No privacy unit: each ROW is protected on its own, not each person. {shown(t)} looks like the\n"
-        f"# people ({why}): rerun with --privacy-unit {shown(t)} to protect each {shown(t)} with all their rows.\n"
-    )
+    return [
+        "No privacy unit: each ROW is protected on its own, not each person.",
+        f"{shown(t)} looks like the people ({why}):",
+        f"rerun with --privacy-unit {shown(t)} to protect each of its rows' people with all their rows.",
+    ]
 
 
 def _read(args, reader) -> tuple[list[Rel], str, Links]:

@@ -14,11 +14,12 @@ default each is drawn with differential privacy — per privacy unit when the ta
   units passes, so the bound is never beyond the data's range rounded out to the grid; a cell
   with 2t units or more passes w.p. ≥ 1 − β/k, so the values clamped lie in cells of fewer than
   2t units each. ε_b = ε/2 per bound (sequential composition: ε per column).
-* **contribution bounds** (``max_rows_per_unit``): the same mechanism, upper side only, over
-  each unit's number of rows in the table on a public grid of integers (1, 2, 3, 4, 5, 6, 8, 10,
-  12, 15, 20, 25, 30, 40, 50, 60, 80 × powers of ten): a unit's rows beyond it are left out of
-  each answer (chosen by a keyed hash), so it is a high quantile of the contributions, not their
-  maximum.
+* **contribution bounds** (``max_rows_per_unit``): the same noisy, thresholded histogram over
+  each unit's number of rows in the table, on a public grid of integers (1, 2, 3, 4, 5, 6, 8,
+  10, 12, 15, 20, 25, 30, 40, 50, 60, 80 × powers of ten); its 95% quantile, read from the
+  cells that pass (post-processing), is the bound: a unit's rows beyond it are left out of each
+  answer (chosen by a keyed hash), so a few units lose some rows and every answer's noise,
+  which grows with the bound, is that of the many.
 
 ``--exact-bounds`` writes the smallest and largest value instead (marked READ FROM THE PRIVATE
 DATA), ``--round`` widened outward to the same grid (still read from the data: it says in which
@@ -40,6 +41,7 @@ from mechanisms.samplers import discrete_laplace
 __all__ = [
     "BETA",
     "CONTRIBUTION_GRID",
+    "CONTRIBUTION_QUANTILE",
     "DEFAULT_EPSILON",
     "DpBound",
     "YEARS",
@@ -49,6 +51,7 @@ __all__ = [
     "grid_125",
     "month_ceil",
     "month_floor",
+    "noisy_cells",
     "noisy_outermost",
     "round_down",
     "round_up",
@@ -57,6 +60,7 @@ __all__ = [
 ]
 
 BETA = 0.05  # the statements hold with probability 1 − β = 95%
+CONTRIBUTION_QUANTILE = 0.95  # max_rows_per_unit: this quantile of the units' row counts
 DEFAULT_EPSILON = 0.1  # ε of each DP proposal (a column's bounds, a table's contribution bound)
 FIRST_YEAR, LAST_YEAR = 1900, 2099
 YEARS = LAST_YEAR - FIRST_YEAR + 1
@@ -123,14 +127,20 @@ def threshold(eps_bound: float, k: int) -> int:
     return math.ceil(math.log(k / BETA) / eps_bound)
 
 
-def noisy_outermost(counts: list[int], eps_bound: float, source: RandomSource, top: bool) -> int | None:
-    """The index of the outermost cell (the last if ``top``, else the first) whose count plus
-    discrete Laplace noise of scale 1/ε_b reaches :func:`threshold` (None: none does). Every
-    cell is noised (the noise of one cell does not depend on which passed): ε_b-DP for counts
-    that one unit moves by one in total (each unit counted in one cell)."""
+def noisy_cells(counts: list[int], eps_bound: float, source: RandomSource) -> list[int | None]:
+    """Each cell's count plus discrete Laplace noise of scale 1/ε_b, or None where that falls
+    below :func:`threshold` (ε_b-DP for counts that one unit moves by one in total: each unit
+    counted in one cell; every cell is noised, whichever pass)."""
     t = threshold(eps_bound, len(counts))
     scale = 1 / Fraction(eps_bound)
-    passed = [i for i, c in enumerate(counts) if c + discrete_laplace(scale, source) >= t]
+    noisy = [c + discrete_laplace(scale, source) for c in counts]
+    return [v if v >= t else None for v in noisy]
+
+
+def noisy_outermost(counts: list[int], eps_bound: float, source: RandomSource, top: bool) -> int | None:
+    """The index of the outermost cell (the last if ``top``, else the first) that passes
+    :func:`noisy_cells` (None: none does)."""
+    passed = [i for i, v in enumerate(noisy_cells(counts, eps_bound, source)) if v is not None]
     if not passed:
         return None
     return passed[-1] if top else passed[0]
@@ -190,12 +200,25 @@ def dp_date_bounds(
     return DpBound(str(first), str(last), eps, units)
 
 
-def dp_contribution_bound(rows_per_unit: Mapping[int, int], eps: float, source: RandomSource) -> int | None:
-    """``rows_per_unit[r]`` = how many units have r rows: the top of the highest cell of
-    :data:`CONTRIBUTION_GRID` whose noisy unit count passes (ε-DP; None: none passes)."""
+def dp_contribution_bound(
+    rows_per_unit: Mapping[int, int], eps: float, source: RandomSource, q: float = CONTRIBUTION_QUANTILE
+) -> int | None:
+    """``rows_per_unit[r]`` = how many units have r rows: the ``q``-quantile of the units' row
+    counts on :data:`CONTRIBUTION_GRID`, read from the cells that pass :func:`noisy_cells`
+    (ε-DP; the quantile of the passing noisy counts is post-processing): the smallest grid
+    point with at most (1 − q) of the passing units' noisy count above it (None: no cell
+    passes)."""
     g = CONTRIBUTION_GRID
     cells = [0] * len(g)
     for r, c in rows_per_unit.items():
         cells[min(bisect.bisect_left(g, int(r)), len(g) - 1)] += int(c)
-    i = noisy_outermost(cells, eps, source, top=True)
-    return None if i is None else g[i]
+    kept = [v or 0 for v in noisy_cells(cells, eps, source)]
+    total = sum(kept)
+    if total == 0:
+        return None
+    above = total
+    for i, v in enumerate(kept):
+        above -= v
+        if v and above <= (1 - q) * total:
+            return g[i]
+    return g[-1]

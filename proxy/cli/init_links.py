@@ -134,11 +134,11 @@ def suggest_unit(
     row count; a table of at most ``code_rows`` rows is a code table (nation, region)."""
     refs = list(refs)
     referenced = {r.target for r in refs}
-    for t in keys:
-        if any(p in t for p in _PEOPLE):
-            via = sorted({r.table for r in refs if r.target == t})
-            why = f"its name; referenced by {', '.join(via)}" if via else "its name"
-            return t, why
+    named = sorted((t for t in keys if any(p in t for p in _PEOPLE)), key=lambda t: (len(t), t))
+    if named:  # the shortest such name: users rather than user_events
+        t = named[0]
+        via = sorted({r.table for r in refs if r.target == t})
+        return t, f"its name; referenced by {', '.join(via)}" if via else "its name"
     if not rows:
         return None
     start = max(rows, key=lambda t: rows[t])
