@@ -69,6 +69,7 @@ __all__ = [
     "UnitBounds",
     "aggregatable",
     "caps",
+    "chosen",
     "factor",
     "kept_rows",
     "per_unit_scan",
@@ -113,6 +114,19 @@ def caps(name: str, table: Any) -> tuple[int, int]:
                 "[auto_bounds] budget.",
             )
     return g, r
+
+
+def chosen(column: str, spec: Any) -> None:
+    """Refuse (55000) a column whose ``lower``/``upper`` is still ``"auto"``: dpgate could not
+    choose it for this data version (:func:`caps` says the same of a contribution bound)."""
+    if getattr(spec, "auto_bounds", False):
+        raise Refusal(
+            NOT_CHOSEN,
+            f'the bounds of column {column} (lower/upper = "auto") could not be chosen for this '
+            "data version (the proxy's log says why); nothing was charged.",
+            hint=f"Write lower = <a number> and upper = <a number> for column {column} in the "
+            "config, or raise [auto_bounds] budget.",
+        )
 
 
 def factor(plan: Plan) -> int:

@@ -280,6 +280,27 @@ def test_a_bound_the_budget_cannot_pay_for_is_refused_with_what_to_write(data, t
         svc.close()
 
 
+def test_a_column_whose_bounds_were_not_chosen_refuses_what_needs_them(data, tmp_path):
+    """Budget 4.5 at ε 1 pays for four choices in declaration order: o_total's upper is left
+    "auto" — COUNT on orders is answered, SUM / AVG / MAX of o_total are refused (55000) with what
+    to write."""
+    _, backend = data
+    svc = Svc(_config(backend(), epsilon=1.0, budget=4.5), tmp_path)
+    try:
+        assert "columns.o_total.upper" not in {r[2] for r in svc.kept()}
+        assert len(svc.ask("SELECT o_status, COUNT(*) FROM orders GROUP BY o_status")[0]) == 3
+        for sql in (
+            "SELECT SUM(o_total) FROM orders",
+            "SELECT AVG(o_total * 2) FROM orders",
+            "SELECT MAX(o_total) FROM orders",
+        ):
+            e = svc.refused(sql)
+            assert e.sqlstate == "55000" and "o_total" in str(e), sql
+            assert "lower = <a number> and upper = <a number>" in (e.diag.message_hint or ""), sql
+    finally:
+        svc.close()
+
+
 def test_too_few_units_is_refused_and_the_failure_is_kept(data, tmp_path):
     """20 units at ε 0.1: τ = ⌈ln(48/0.05)/0.1⌉ = 69 units, so the one bin holding data passes
     only if its noise reaches 49 (P ≤ e^(−4.9) < 0.01) and an empty bin with probability ≤ β:
