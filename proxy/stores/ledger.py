@@ -1112,7 +1112,7 @@ class Ledger:
         """What is wrong with the ledger, one line each (none: it is whole): SQLite's own
         check (``full``), total spend against stored releases + open reservations +
         charges without an answer (ε and δ: ``full``), each spend row's MAC, and
-        (``full``) each stored release's and each multi-tier ladder row's MAC. The fast form (``full=False``, at start)
+        (``full``) each stored release's, each multi-tier ladder row's and each chosen bound's MAC. The fast form (``full=False``, at start)
         reads the spend rows only (one per role and period), not the releases."""
         out = []
         with self._lock:
@@ -1154,6 +1154,15 @@ class Ledger:
                                 "altered outside dpgate; it will not be served)"
                             )
                     out += ladder_problems(db, self._mac)
+                    for dv, t, f, v, e, mac in db.execute(
+                        "SELECT data_version, tbl, field, value, epsilon_nano, mac FROM auto_bounds "
+                        "ORDER BY data_version, tbl, field"
+                    ).fetchall():
+                        if not Mac.same(mac, self._mac.bound(dv, t, f, v, e)):
+                            out.append(
+                                f"the bound chosen for {t}.{f} (data version {dv}) fails its MAC "
+                                "(altered outside dpgate; it will not be used)"
+                            )
         return out
 
     def integrity_check(self) -> bool:

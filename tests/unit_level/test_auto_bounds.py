@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shutil
+import subprocess
 import threading
+import uuid
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +31,8 @@ from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.auto_bounds import LogHistogramBound, count_edges, value_edges
 from proxy.gateway import Gateway
+from proxy.stores.errors import LedgerDamaged
+from proxy.stores.ledger import ChosenBound, Ledger
 from proxy.wire.server import Server
 
 N = 3000  # customers
@@ -239,6 +244,13 @@ def test_answers_use_them_and_say_so(served):
     upper = svc.gw.config.tables["orders"].columns["o_total"].upper
     assert f"upper = {upper:g} chosen by dpgate" in col and f"bounds [0, {upper:g}]" in col
     assert all(c.epsilon == cfg["auto_bounds"]["epsilon"] for c in chosen.values())
+    if shutil.which("psql"):  # the client itself: \d+ lists each column's comment
+        url = f"postgresql://a@127.0.0.1:{svc.server.port}/demo?sslmode=disable"
+        out = subprocess.run(
+            ["psql", url, "-X", "-A", "-t", "-c", "\\d+ orders"], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        assert f"upper = {upper:g} chosen by dpgate" in out.stdout
 
 
 def test_a_restart_reuses_them_and_a_new_data_version_chooses_again(data, tmp_path, monkeypatch):
@@ -357,3 +369,37 @@ def test_the_lower_bound_mirrors_the_upper():
     hist = [(v, 10) for v in range(100, 1100)]
     lower = m.release(hist, SeededSource(2)).value
     assert lower is not None and 80 <= lower <= 250  # the 15 % quantile (250) or one step below
+
+
+def test_a_chosen_bound_altered_outside_dpgate_is_never_used(tmp_path):
+    """Each kept bound carries the ledger's MAC over (data version, table, field, value, ε): an
+    edited value raises LedgerDamaged where it is read, and `dpgate ledger check` names it."""
+    led = Ledger(tmp_path / "ledger.sqlite3")
+    try:
+        kept = led.record_bounds(1, [ChosenBound("t", "max_rows_per_unit", "8", 0.1)], budget=1.0)
+        assert [(c.value, c.epsilon) for c in kept] == [("8", 0.1)] and led.integrity_problems() == []
+        led._db.execute("UPDATE auto_bounds SET value = '80'")
+        with pytest.raises(LedgerDamaged):
+            led.chosen_bounds(1)
+        assert any("t.max_rows_per_unit" in p for p in led.integrity_problems())
+    finally:
+        led.close()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_the_budget_is_checked_in_the_ledger_transaction(store, tmp_path, request):
+    """A data version's choices together stay within the budget (nano-ε integers); a field kept
+    once is never replaced by a later draw (first writer wins) — on either ledger store."""
+    if store == "sqlite":
+        led = Ledger(tmp_path / "ledger.sqlite3")
+    else:
+        dsn = request.getfixturevalue("postgres").dsn
+        led = Ledger(None, dsn=dsn, schema="auto_" + uuid.uuid4().hex[:8], key_file=tmp_path / "k")
+    try:
+        first = [ChosenBound("t", f, "1", 0.4) for f in ("a", "b", "c")]
+        assert [c.field for c in led.record_bounds(1, first, budget=1.0)] == ["a", "b"]
+        again = led.record_bounds(1, [ChosenBound("t", "a", "99", 0.1)], budget=1.0)
+        assert [(c.field, c.value) for c in again] == [("a", "1"), ("b", "1")]
+        assert [c.field for c in led.record_bounds(2, first, budget=1.0)] == ["a", "b"]
+    finally:
+        led.close()
