@@ -47,6 +47,7 @@ from bench import tpch, user_level
 from config import parse_config
 from mechanisms import SeededSource
 from proxy.gateway import Gateway
+from rewriter.errors import Refusal
 
 EPSILONS = user_level.EPSILONS
 GOAL_EPS = 1.0
@@ -106,11 +107,23 @@ def shown(cfg, table: str) -> dict[str, str]:
     out = {"G": str(t.max_groups_per_unit), "R": str(t.max_rows_per_unit)}
     for c, spec in t.columns.items():
         if spec.type in NUMERIC and spec.lower is not None:
-            out[c] = f"[{spec.lower:g}, {spec.upper:g}]"
+            out[c] = f"[{_g(spec.lower)}, {_g(spec.upper)}]"
     return out
 
 
-def run(scale: float, choices: int, runs: int, draws: int, quantile: float | None = None) -> dict:
+def _g(v) -> str:
+    """A bound as text ("auto": not chosen)."""
+    return format(v, "g") if isinstance(v, (int, float)) else str(v)
+
+
+def run(
+    scale: float,
+    choices: int,
+    runs: int,
+    draws: int,
+    quantile: float | None = None,
+    bounds_eps: float = AUTO_EPS,
+) -> dict:
     with tempfile.TemporaryDirectory(prefix="dpgate-auto-") as tmp:
         work = Path(tmp)
         t0 = time.time()
@@ -118,7 +131,7 @@ def run(scale: float, choices: int, runs: int, draws: int, quantile: float | Non
         tpch.load(tpch.generate(scale, work / "parquet"), db)
         gen = time.time() - t0
         t0 = time.time()
-        autos = [choose(db, work, s, auto_config(quantile=quantile)) for s in range(choices)]
+        autos = [choose(db, work, s, auto_config(bounds_eps, quantile)) for s in range(choices)]
         choose_s = (time.time() - t0) / choices
         con = duckdb.connect(str(db), read_only=True)
         hand_b = {
@@ -138,13 +151,18 @@ def run(scale: float, choices: int, runs: int, draws: int, quantile: float | Non
             truths = user_level.truth(con, q)
             h = user_level.dpgate_errors(con, q, hand, truths, runs, draws)
             pooled: dict = {}
+            refused = []
             for cfg, _ in autos:
-                a = user_level.dpgate_errors(con, q, cfg, truths, runs, draws)
+                try:
+                    a = user_level.dpgate_errors(con, q, cfg, truths, runs, draws)
+                except Refusal as r:  # a bound this choice could not make: the statement is refused
+                    refused.append(f"{r.sqlstate} {r.message}")
+                    continue
                 for k, v in a["errs"].items():
                     pooled.setdefault(k, []).extend(v)
-            rows.append((q, h, {k: statistics.median(v) for k, v in pooled.items()}))
+            rows.append((q, h, {k: statistics.median(v) for k, v in pooled.items()}, refused))
         con.close()
-    spent = {len(b.chosen) * AUTO_EPS for _, b in autos}
+    spent = {b.spent for _, b in autos}
     return {
         "rows": rows,
         "hand": hand,
@@ -158,6 +176,7 @@ def run(scale: float, choices: int, runs: int, draws: int, quantile: float | Non
         "n_bounds": max(len(b.chosen) for _, b in autos),
         "missing": sorted({f"{c.table}.{c.field}" for _, b in autos for c in b.missing}),
         "quantile": autos[0][0].auto_bounds.quantile,
+        "bounds_eps": bounds_eps,
     }
 
 
@@ -170,7 +189,7 @@ def report(res: dict, scale: float) -> bool:
         f"the customer is the privacy unit)"
     )
     print(
-        f"auto: each bound one ε {AUTO_EPS:g}-DP release (quantile {res['quantile']:g}), "
+        f"auto: each bound one ε {res['bounds_eps']:g}-DP release (quantile {res['quantile']:g}), "
         f"{len(autos)} independent choice(s); chosen in {res['choose_s']:.1f} s each\n"
     )
     print(f"{'bound':34} {'hand-picked':>18} | auto (each choice)")
@@ -187,16 +206,21 @@ def report(res: dict, scale: float) -> bool:
     print("-" * len(head))
     close, ratios = 0, []
     n = 0
-    for q, h, a in res["rows"]:
+    refusals = set()
+    for q, h, a, refused in res["rows"]:
+        refusals.update(refused)
         for j, agg in enumerate(q.aggs):
             cells = " | ".join(
-                f"{user_level.pct(h['err'][(e, j)]):>9} {user_level.pct(a[(e, j)]):>9}" for e in EPSILONS
+                f"{user_level.pct(h['err'][(e, j)]):>9} {user_level.pct(a[(e, j)]) if a else 'refused':>9}"
+                for e in EPSILONS
             )
             print(f"{(q.name + ' ' + agg)[:34]:34} | {cells}")
+            n += 1
+            if not a:
+                continue
             mine, theirs = a[(GOAL_EPS, j)], h["err"][(GOAL_EPS, j)]
             ratios.append(mine / theirs if theirs else float("inf"))
             close += mine <= WITHIN * theirs
-            n += 1
     print(
         f"\nRelative error as bench.user_level (median over {res['runs']} salts × {res['draws']} draws per config; "
         "auto pooled over its choices).\nhand-picked: R = exact 95th percentile of rows per customer (read "
@@ -205,12 +229,15 @@ def report(res: dict, scale: float) -> bool:
         "owner's budget per data version)."
     )
     if res["missing"]:
-        print("not chosen (refused): " + ", ".join(res["missing"]))
+        print("not chosen: " + ", ".join(res["missing"]))
+    for r in sorted(refusals):
+        print(f"refused: {r}")
     print(f"({res['gen']:.1f} s to generate and load)")
     ok = close == n
     print(
         f"HEADLINE: at ε={GOAL_EPS:g} auto bounds' relative error within {WITHIN:g}× the hand-picked one's on "
-        f"{close} of {n} measures (median ratio {statistics.median(ratios):.2f}×; goal: all), for "
+        f"{close} of {n} measures (median ratio {statistics.median(ratios) if ratios else float('nan'):.2f}×; "
+        f"goal: all), for "
         f"{res['spent']:g} ε of the owner's budget per data version {'PASS' if ok else 'MISS'}"
     )
     return ok
@@ -222,6 +249,12 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, help="TPC-H scale factor (default 0.1, quick 0.01)")
     ap.add_argument("--choices", type=int, help="independent auto choices (default 3, quick 2)")
     ap.add_argument("--quantile", type=float, help="[auto_bounds] quantile (default: the config's)")
+    ap.add_argument(
+        "--bounds-epsilon",
+        type=float,
+        default=AUTO_EPS,
+        help=f"ε of each chosen bound (default {AUTO_EPS:g})",
+    )
     args = ap.parse_args(argv)
     scale = args.scale or (0.01 if args.quick else 0.1)
     if tpch.tpchgen() is None:
@@ -229,7 +262,9 @@ def main(argv=None) -> int:
         return 2
     t0 = time.time()
     runs, draws = (3, 5) if args.quick else (6, 10)
-    res = run(scale, args.choices or (2 if args.quick else 3), runs, draws, args.quantile)
+    res = run(
+        scale, args.choices or (2 if args.quick else 3), runs, draws, args.quantile, args.bounds_epsilon
+    )
     report(res, scale)
     print(f"({time.time() - t0:.1f} s)")
     return 0

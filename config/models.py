@@ -304,7 +304,7 @@ class AutoBounds(StrictModel):
     """ε the choices of one data version may spend together (the owner's budget, charged to no
     role); a choice that does not fit is not made, and statements that need it are refused (55000)
     until the config gives the bound or raises this."""
-    quantile: float = Field(default=0.99, gt=0.5, lt=1)
+    quantile: float = Field(default=0.95, gt=0.5, lt=1)
     """the share of units a chosen bound covers: a contribution bound at least this quantile of the
     units' contributions, an upper (lower) clamping bound at least (at most) this quantile of the
     units' largest (smallest) values — up to the grid step and the noise."""

@@ -65,12 +65,14 @@ class Choice:
 @dataclass
 class Resolved:
     """The config as served (chosen numbers in place of ``"auto"``), the data version it was
-    resolved for, the bounds kept in the ledger and why each missing one is missing."""
+    resolved for, the bounds kept in the ledger, why each missing one is missing and the ε they
+    took."""
 
     config: Config
     data_version: int
     chosen: dict[Choice, ChosenBound] = field(default_factory=dict)
     missing: dict[Choice, str] = field(default_factory=dict)
+    spent: float = 0.0  # ε of the owner's budget this data version's choices took (failed ones too)
 
 
 def needed(config: Config) -> list[Choice]:
@@ -124,7 +126,8 @@ async def resolve(gw, declared: Config, source: RandomSource) -> Resolved:
             'auto bounds: %s.%s = "auto" not chosen for data version %s: %s', ch.table, ch.field, dv, why
         )
     chosen = {ch: c for ch, c in kept.items() if c.value is not None and ch in set(want)}
-    return Resolved(_resolved_config(declared, chosen, dv), dv, chosen, missing)
+    spent = sum(c.epsilon for c in kept.values())
+    return Resolved(_resolved_config(declared, chosen, dv), dv, chosen, missing, spent)
 
 
 async def _choose(gw, config: Config, ch: Choice, source: RandomSource) -> ChosenBound:
