@@ -47,6 +47,7 @@ from bench import tpch, user_level
 from config import parse_config
 from mechanisms import SeededSource
 from proxy.gateway import Gateway
+from proxy.pipeline.auto_bounds import needed
 from rewriter.errors import Refusal
 
 EPSILONS = user_level.EPSILONS
@@ -81,6 +82,11 @@ def auto_config(bounds_eps: float = AUTO_EPS, quantile: float | None = None) -> 
         "auto_bounds": ab,
         "tables": tables,
     }
+
+
+def auto_fields() -> list:
+    """The bounds :func:`auto_config` writes "auto" (what a gateway chooses for it)."""
+    return needed(parse_config(auto_config(), "auto-bench"))
 
 
 def choose(db: Path, work: Path, seed: int, cfg: dict):
