@@ -46,7 +46,8 @@ __all__ = ["Choice", "Resolved", "needed", "resolve", "statement_note"]
 
 ROWS, GROUPS = "max_rows_per_unit", "max_groups_per_unit"
 MAX_ROWS, MAX_GROUPS = 100_000, 1000  # the fields' largest values (config.models): the grids' tops
-SCAN_TIMEOUT_S = 600.0  # a contribution scan reads the whole table once
+SCAN_TIMEOUT_S = 600.0  # a contribution scan reads the whole table once (not an analyst's statement)
+NANO = 1_000_000_000  # the ledger's ε unit: budgets add up in integers
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,17 @@ async def resolve(gw, declared: Config, source: RandomSource) -> Resolved:
     ab = declared.auto_bounds
     made: list[ChosenBound] = []
     missing: dict[Choice, str] = {}
+    budget_left = round(ab.budget * NANO) - sum(round(c.epsilon * NANO) for c in kept.values())
+    spent_why = (
+        f"the [auto_bounds] budget ({ab.budget:g} ε per data version) is spent by the bounds chosen before it"
+    )
     for ch in want:
         if ch in kept:
             continue
+        if budget_left < round(ab.epsilon * NANO):  # not drawn at all (the ledger checks it again)
+            missing[ch] = spent_why
+            continue
+        budget_left -= round(ab.epsilon * NANO)
         try:
             made.append(await _choose(gw, declared, ch, source))
         except Refusal as r:
@@ -110,11 +119,8 @@ async def resolve(gw, declared: Config, source: RandomSource) -> Resolved:
         kept = {Choice(c.table, c.field): c for c in rows}
         for c in made:
             ch = Choice(c.table, c.field)
-            if ch not in kept:
-                missing[ch] = (
-                    f"the [auto_bounds] budget ({ab.budget:g} ε per data version) is spent "
-                    f"by the bounds chosen before it"
-                )
+            if ch not in kept:  # another proxy's choices took the budget first
+                missing[ch] = spent_why
     for ch, c in kept.items():
         if c.value is None:
             missing[ch] = (
@@ -136,7 +142,7 @@ async def _choose(gw, config: Config, ch: Choice, source: RandomSource) -> Chose
     table = config.tables[ch.table]
     measure, columns, edges, lower = _measure(ch, table)
     sql = contribution_sql(config, ch.table, measure, columns, gw.backend.dialect)
-    rows = await gw.backend.fetch(sql, gw.statement_timeout or SCAN_TIMEOUT_S)
+    rows = await gw.backend.fetch(sql, SCAN_TIMEOUT_S)
     mech = LogHistogramBound(ab.epsilon, edges, Fraction(str(ab.quantile)), ab.beta, lower=lower)
     got = mech.release(((v, n) for v, n in rows), source)
     value = None if got.value is None else _text(got.value)
