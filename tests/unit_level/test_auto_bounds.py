@@ -47,6 +47,10 @@ TABLES_SQL = {
         "FROM {s} CROSS JOIN {js} WHERE j < 1 + i % 10"
     ),
     "few": "SELECT i AS f_id FROM {s} WHERE i < 20",  # 20 units: too few for ε 0.1
+    "items": (  # 1 to 3 lines per order: reaches its customer through orders
+        "SELECT o_id AS i_order, CAST((o_id % 50) + 1 AS DOUBLE PRECISION) AS i_qty "
+        "FROM orders CROSS JOIN {ks} WHERE k < 1 + o_id % 3"
+    ),
 }
 
 
@@ -134,7 +138,10 @@ def data(request, tmp_path_factory):
         path = tmp_path_factory.mktemp("auto") / "data.duckdb"
         con = duckdb.connect(str(path))
         for t, sql in TABLES_SQL.items():
-            con.execute(f"CREATE TABLE {t} AS " + sql.format(s=f"range(0, {N}) t(i)", js="range(0, 10) u(j)"))
+            con.execute(
+                f"CREATE TABLE {t} AS "
+                + sql.format(s=f"range(0, {N}) t(i)", js="range(0, 10) u(j)", ks="range(0, 3) v(k)")
+            )
         run = lambda q: con.execute(q).fetchall()
         counter = iter(range(100))
 
@@ -153,7 +160,11 @@ def data(request, tmp_path_factory):
     for t, sql in TABLES_SQL.items():
         con.execute(
             f"CREATE TABLE {t} AS "
-            + sql.format(s=f"generate_series(0, {N - 1}) t(i)", js="generate_series(0, 9) u(j)")
+            + sql.format(
+                s=f"generate_series(0, {N - 1}) t(i)",
+                js="generate_series(0, 9) u(j)",
+                ks="generate_series(0, 2) v(k)",
+            )
         )
     yield (
         (lambda q: con.execute(q).fetchall()),
@@ -251,6 +262,38 @@ def test_answers_use_them_and_say_so(served):
         )
         assert out.returncode == 0, out.stderr
         assert f"upper = {upper:g} chosen by dpgate" in out.stdout
+
+
+def test_a_unit_reached_through_a_chain_of_references(data, tmp_path):
+    """[units.customer] with items → orders → customers: items' rows per customer are counted
+    through the chain (the planner's own path), and the chosen bound covers the Q-quantile of the
+    data's per-customer lines up to the noise (a share ≤ 9 units per bin: module doc)."""
+    run, backend = data
+    cfg = _config(backend())
+    cfg["units"] = {"customer": {"table": "customers", "key": "c_id"}}
+    cfg["tables"]["customers"].pop("privacy_unit")
+    cfg["tables"]["orders"].pop("privacy_unit")
+    cfg["tables"]["orders"]["references"] = {"o_cust": "customers"}
+    cfg["tables"]["items"] = {
+        "references": {"i_order": "orders"},
+        "max_rows_per_unit": "auto",
+        "columns": {"i_order": {"type": "int"}, "i_qty": {"type": "float", "lower": 0, "upper": "auto"}},
+    }
+    svc = Svc(cfg, tmp_path)
+    try:
+        lines = sorted(
+            _per_unit(run, "SELECT COUNT(*) FROM items JOIN orders ON i_order = o_id GROUP BY o_cust")
+        )
+        r = svc.gw.config.tables["items"].max_rows_per_unit
+        slack = 9 * 12 / N  # the lines per customer (1 … 30) fill ≤ 12 bins of the count grid
+        edges = count_edges(100_000)
+        lo = _covering(edges, lines[max(math.ceil((Q - slack) * N) - 1, 0)])
+        hi = _covering(edges, lines[min(math.ceil((Q + slack) * N) - 1, N - 1)])
+        assert isinstance(r, int) and lo <= r <= hi
+        _, notes = svc.ask("SELECT COUNT(*), SUM(i_qty) FROM items")
+        assert f"items.max_rows_per_unit = {r}" in notes[0] and "orders." not in notes[0].split("chosen")[1]
+    finally:
+        svc.close()
 
 
 def test_a_restart_reuses_them_and_a_new_data_version_chooses_again(data, tmp_path, monkeypatch):
