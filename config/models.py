@@ -309,7 +309,9 @@ class AutoBounds(StrictModel):
     quantile: float = Field(default=0.95, gt=0.5, lt=1)
     """the share of units a chosen bound covers: a contribution bound at least this quantile of the
     units' contributions, an upper (lower) clamping bound at least (at most) this quantile of the
-    units' largest (smallest) values — up to the grid step and the noise."""
+    units' largest (smallest) values — up to the grid step and the noise, among the units in bins
+    the noisy histogram supports (a thin tail of bins holding fewer than ⌈ln(bins/β)/ε⌉ units each
+    is not seen)."""
     beta: float = Field(default=0.05, gt=0, lt=1)
     """the chance that a histogram bin holding no unit is taken for one (sets the support
     threshold ⌈ln(bins/β)/ε⌉ units)."""

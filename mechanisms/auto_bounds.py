@@ -26,6 +26,10 @@ post-processing of the noisy counts and costs nothing:
    bin where that sum reaches q × the total. Noise enters only through the bins inside the
    support, never through the empty tail above the data.
 
+**What it misses.** Units in bins holding fewer than about τ units are outside the support, so a
+tail spread thinly over many bins (few units, or values spanning zero on the log grid) is not
+counted and the bound lands inside it: more clamping, never a privacy cost. τ falls as 1/ε.
+
 A lower bound is the same release on the negated values and grid (the lower edge of the bin
 where the count from above reaches q × the total).
 """
