@@ -213,7 +213,9 @@ class Gateway:
     async def _choose_bounds(self) -> None:
         r = await resolve(self, self.declared, self.source)
         await asyncio.to_thread(prepare_mechanisms, r.config)
-        catalog = Catalog(r.config, database=r.config.server.database, views=catalog_views())
+        catalog = await asyncio.to_thread(
+            Catalog, r.config, database=r.config.server.database, views=catalog_views()
+        )
         self.config, self.catalog, self.bounds = r.config, catalog, r
         self._shapes = Routes(r.config.tables, self._catalog_names)
         self._caches = StatementCaches()  # plans made with the bounds before

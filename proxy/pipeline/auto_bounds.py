@@ -144,7 +144,7 @@ async def _choose(gw, config: Config, ch: Choice, source: RandomSource) -> Chose
     sql = contribution_sql(config, ch.table, measure, columns, gw.backend.dialect)
     rows = await gw.backend.fetch(sql, SCAN_TIMEOUT_S)
     mech = LogHistogramBound(ab.epsilon, edges, Fraction(str(ab.quantile)), ab.beta, lower=lower)
-    got = mech.release(((v, n) for v, n in rows), source)
+    got = await asyncio.to_thread(mech.release, rows, source)  # a large histogram: off the event loop
     value = None if got.value is None else _text(got.value)
     return ChosenBound(ch.table, ch.field, value, ab.epsilon, time.time())
 
