@@ -85,6 +85,7 @@ class Relation:
     owners: dict[str, set[str]] | None = None
     relation: exp.Expression | None = None
     joins: tuple[tuple[str, str, str, str], ...] = ()  # (table, base column, its key, how)
+    renamed: tuple[tuple[str, str, str], ...] = ()  # (qualifier, column, its name in the relation)
 
 
 Edge = tuple[tuple[exp.EQ, ...], str, str]  # a.x = b.y [AND a.z = b.w], a, b
@@ -96,8 +97,28 @@ def resolve(select: exp.Select, config: Declared) -> Relation:
     """The statement's relation (module docstring); the JOIN clause is consumed. Inner
     joins are first put in an order the lookup rules accept (:func:`normalize`)."""
     if select.args.get("joins"):
-        return normalize(select, config)
+        rel = normalize(select, config)
+        _rename(select, rel)
+        return rel
     return _resolve(select, config)
+
+
+def _rename(select: exp.Select, rel: Relation) -> None:
+    """A public table read twice under two aliases (``nation n1, nation n2``): the second
+    copy's columns have their own names in the relation (:func:`_joined`), and the
+    statement's ``n2.n_name`` is read as that column (in this SELECT, not in nested ones);
+    an unaliased output keeps its name (``n_name``), as Postgres names it."""
+    names = {(q, c): new for q, c, new in rel.renamed}
+    if not names:
+        return
+    for node in list(
+        select.walk(prune=lambda n: n is not select and isinstance(n, (exp.Select, exp.Subquery)))
+    ):
+        if isinstance(node, exp.Column) and (node.table, node.name) in names:
+            new: exp.Expr = exp.column(names[(node.table, node.name)], node.table, quoted=True)
+            if node.parent is select and node.arg_key == "expressions":
+                new = exp.alias_(new, node.name)
+            node.replace(new)
 
 
 MAX_ORDERS = 256
@@ -382,7 +403,13 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
             "joined table its own alias.",
             hint=HINT,
         )
-    pairs = _on(join, rel.qualifiers, right_q)
+    names = {(q, c): new for q, c, new in rel.renamed}
+    pairs = [
+        (names.get((lq, lcol), lcol), rcol)
+        for (lcol, rcol), lq in zip(
+            _on(join, rel.qualifiers, right_q), _left_qualifiers(join, rel.qualifiers)
+        )
+    ]
     owners = rel.owners if rel.owners is not None else {c: set(rel.qualifiers) for c in rel.table.columns}
     for (lcol, _), lq in zip(pairs, _left_qualifiers(join, rel.qualifiers)):
         if lcol not in rel.table.columns or lq not in owners.get(lcol, set()):
@@ -585,26 +612,35 @@ def _joined(
     t = config.tables[look]
     cols = dict(rel.table.columns)
     owners = {c: set(q) for c, q in (rel.owners or {c: set(rel.qualifiers) for c in cols}).items()}
-    taken: list[str] = []
+    taken: list[tuple[str, str]] = []  # (the looked-up column, its name in the relation)
+    renamed = list(rel.renamed)
+    again = t.public and look in (rel.name, *(j[0] for j in rel.joins))  # nation n1, nation n2
+    (q,) = lq
     for c, spec in t.columns.items():
         if (c, c) in pairs:
             owners[c] |= set(lq)  # the join column: equal on both sides (a match)
             continue
-        if c in cols:
+        name = c
+        if c in cols and again:  # the same public table under another alias: its own names
+            name = f"{c}__{q}"
+            renamed.append((q, c, name))
+        if name in cols:
             raise Refusal(
                 UNSUPPORTED,
                 f"column {c} is declared in both {look} and another joined table; dpgate "
                 "needs distinct names across joined tables.",
                 hint="Rename one in the config (a view as its source) or query the tables separately.",
             )
-        cols[c] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
-        owners[c] = set(lq)
-        taken.append(c)
+        cols[name] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
+        owners[name] = set(lq)
+        taken.append((c, name))
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
     relation = _lookup_sql(config, inner, look, pairs, taken, how)
     table = rel.table.model_copy(update={"columns": cols})
     step = (look, ",".join(b for b, _ in pairs), ",".join(k for _, k in pairs), how)
-    return Relation(rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + (step,))
+    return Relation(
+        rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + (step,), tuple(renamed)
+    )
 
 
 MAX_UNIT_CHAIN = 8
@@ -662,6 +698,7 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
         owners,
         exp.Subquery(this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
         rel.joins + ((ref, fk, key, "unit"),),
+        rel.renamed,
     )
 
 
@@ -709,10 +746,15 @@ def _keyed(config: Declared, name: str, keys: list[str], cols: list[str]) -> exp
 
 
 def _lookup_sql(
-    config: Declared, inner: exp.Expression, look: str, pairs: list[Pair], cols: list[str], how: str
+    config: Declared,
+    inner: exp.Expression,
+    look: str,
+    pairs: list[Pair],
+    cols: list[tuple[str, str]],
+    how: str,
 ) -> exp.Subquery:
     """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key …)``."""
-    lookup = _keyed(config, look, [k for _, k in pairs], cols)
+    lookup = _keyed(config, look, [k for _, k in pairs], [c for c, _ in cols])
     source = (
         exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
         if isinstance(inner, exp.Subquery)
@@ -730,7 +772,12 @@ def _lookup_sql(
     q = (
         exp.select(
             exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
-            *[exp.column(c, "__dpgate_u", quoted=True) for c in cols],
+            *[
+                exp.column(c, "__dpgate_u", quoted=True)
+                if c == name
+                else exp.alias_(exp.column(c, "__dpgate_u", quoted=True), name, quoted=True)
+                for c, name in cols
+            ],
         )
         .from_(source)
         .join(lookup, on=on, join_type="left" if how == "left" else "inner")
