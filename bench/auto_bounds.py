@@ -231,8 +231,8 @@ def report(res: dict, scale: float) -> bool:
         f"\nRelative error as bench.user_level (median over {res['runs']} salts × {res['draws']} draws per config; "
         "auto pooled over its choices).\nhand-picked: R = exact 95th percentile of rows per customer (read "
         "outside any budget), G = every cell, column bounds from the TPC-H spec;\nauto: every one of those "
-        f'written "auto" and chosen by dpgate at start ({res["n_bounds"]} bounds: {res["spent"]:g} ε of the '
-        "owner's budget per data version)."
+        f'written "auto" and chosen by dpgate at start ({res["n_bounds"]} bounds chosen; {res["spent"]:g} ε of '
+        "the owner's budget per data version, failed choices included)."
     )
     if res["missing"]:
         print("not chosen: " + ", ".join(res["missing"]))
