@@ -446,3 +446,28 @@ def test_the_budget_is_checked_in_the_ledger_transaction(store, tmp_path, reques
         assert [c.field for c in led.record_bounds(2, first, budget=1.0)] == ["a", "b"]
     finally:
         led.close()
+
+
+def test_proxies_starting_together_serve_the_same_bounds(data, tmp_path):
+    """Two gateways on one ledger starting at once (``serve --workers``, or proxies sharing a
+    ledger) each draw the missing bounds; the ledger keeps the first writer's per field and both
+    serve those (the loser's draws are discarded unreleased): one row per field, one charge."""
+    _, backend = data
+    b = backend()
+    if b["kind"] == "duckdb":
+        pytest.skip("an embedded DuckDB file is opened once per process (serve --workers: one each)")
+    cfg = parse_config(_config(b), "test-config")
+
+    async def both():
+        gws = [Gateway(cfg, tmp_path, source=SeededSource(s)) for s in (1, 2)]
+        await asyncio.gather(*(gw.start() for gw in gws))
+        try:
+            return [gw.config.tables for gw in gws], gws[0].ledger._rdb.execute(
+                "SELECT COUNT(*), SUM(epsilon_nano) FROM auto_bounds"
+            ).fetchone()
+        finally:
+            for gw in gws:
+                await gw.close()
+
+    (a, b), (rows, eps) = asyncio.run(both())
+    assert a == b and rows == 5 and eps == 5 * round(EPS * 1e9)
