@@ -58,7 +58,7 @@ from . import predicate, shape
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import Refusal
-from .joins import Relation, resolve
+from .joins import UNIT_COLUMN, Relation, resolve
 from .plan import GroupKey, Plan, conjuncts
 from .scope import Ctx
 from .unit import caps
@@ -120,7 +120,8 @@ def refuse_unit_key(groups: Sequence[GroupKey], rel: Relation, config: Config) -
         if g.expr is None and is_unit(rel, config, g.column):
             raise Refusal(
                 UNSUPPORTED,
-                f"GROUP BY the privacy unit ({g.column}) would release one row per "
+                f"GROUP BY the privacy unit ({_unit_label(rel, config) if g.column == UNIT_COLUMN else g.column}) "
+                "would release one row per "
                 f"{_unit_label(rel, config)}; dpgate answers questions about per-unit values as "
                 "a histogram of them.",
                 hint=HINT,

@@ -104,21 +104,35 @@ def resolve(select: exp.Select, config: Declared) -> Relation:
 
 
 def _rename(select: exp.Select, rel: Relation) -> None:
-    """A public table read twice under two aliases (``nation n1, nation n2``): the second
-    copy's columns have their own names in the relation (:func:`_joined`), and the
-    statement's ``n2.n_name`` is read as that column (in this SELECT, not in nested ones);
-    an unaliased output keeps its name (``n_name``), as Postgres names it."""
+    """Columns the relation reads under another name (:func:`_joined`): a public table read
+    twice under two aliases (``nation n1, nation n2``: the second copy's columns have their
+    own names), and a same-unit table's unit column in an inner join (``c.c_custkey`` is
+    ``o.o_custkey``, or the unit ``__dpgate_unit`` read through the reference, on every row:
+    so ``COUNT(DISTINCT c_custkey)`` counts people and ``GROUP BY c_custkey`` is the unit).
+    The statement's columns are read as those (in this SELECT, not in nested ones); an
+    unaliased output keeps its name (``n_name``), as Postgres names it."""
     names = {(q, c): new for q, c, new in rel.renamed}
     if not names:
         return
+    for (q, c), new in list(names.items()):  # c_custkey → o_custkey → the unit: the last name
+        seen = {c}
+        while (q, new) in names and new not in seen:
+            seen.add(new)
+            new = names[(q, new)]
+        names[(q, c)] = new
+    for c in {c for _, c, _ in rel.renamed}:  # unqualified: when every reading is renamed alike
+        readings = {q for q, x in names if x == c}
+        targets = {names[(q, c)] for q in readings}
+        if len(targets) == 1 and (rel.owners or {}).get(c, set()) <= readings:
+            names[("", c)] = targets.pop()
     for node in list(
         select.walk(prune=lambda n: n is not select and isinstance(n, (exp.Select, exp.Subquery)))
     ):
         if isinstance(node, exp.Column) and (node.table, node.name) in names:
-            new: exp.Expr = exp.column(names[(node.table, node.name)], node.table, quoted=True)
+            col: exp.Expr = exp.column(names[(node.table, node.name)], node.table or None, quoted=True)
             if node.parent is select and node.arg_key == "expressions":
-                new = exp.alias_(new, node.name)
-            node.replace(new)
+                col = exp.alias_(col, node.name)
+            node.replace(col)
 
 
 MAX_ORDERS = 256
@@ -252,7 +266,10 @@ def _trees(
 ) -> Iterator[list[Step]]:
     """Each order of attaching the other tables to ``base`` by one equality each (a table
     with a composite key: one per key column, from tables attached before): a list of
-    (edges, table attached), every edge joining the table to one attached before."""
+    (edges, table attached), every edge joining the table to one attached before. Private
+    tables are attached before public ones where the equalities allow (a private table is
+    looked up along the unit's path, which lookups of public tables never extend), so the
+    orders the lookup rules accept come first among the many a six-table join has."""
 
     def key_edges(e: Edge, new: str, done: list[str]) -> list[Edge]:
         keys = config.tables[tables[new].name].key_columns
@@ -270,11 +287,13 @@ def _trees(
         if len(done) == len(tables):
             yield list(seq)
             return
+        steps = []
         for e in edges:
             _, a, b = e
             new = b if a in done and b not in done else a if b in done and a not in done else None
-            if new is None:
-                continue
+            if new is not None:
+                steps.append((config.tables[tables[new].name].public, e, new))
+        for _, e, new in sorted(steps, key=lambda s: s[0]):  # private tables first: see above
             seq.append((key_edges(e, new, done), new))
             yield from grow(done + [new], seq)
             seq.pop()
@@ -436,10 +455,12 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
 
 def _left_qualifiers(join: exp.Join, left_q: set[str]) -> list[str]:
     """The qualifier of the left column of each equality of ``join``'s ON, in order."""
-    return [
-        next(c.table for c in (cond.this, cond.expression) if c.table in left_q)
-        for cond in conjuncts(join.args["on"])
-    ]
+    out = []
+    for cond in conjuncts(join.args["on"]):
+        while isinstance(cond, exp.Paren):
+            cond = cond.this
+        out.append(next(c.table for c in (cond.this, cond.expression) if c.table in left_q))
+    return out
 
 
 def _right_table(join: exp.Join, config: Declared) -> tuple[str, set[str]]:
@@ -616,9 +637,14 @@ def _joined(
     renamed = list(rel.renamed)
     again = t.public and look in (rel.name, *(j[0] for j in rel.joins))  # nation n1, nation n2
     (q,) = lq
+    same = {k: b for b, k in pairs if how == "inner" and not t.public and k == t.privacy_unit}
     for c, spec in t.columns.items():
         if (c, c) in pairs:
             owners[c] |= set(lq)  # the join column: equal on both sides (a match)
+            continue
+        if c in same:  # the looked-up unit column is the base's on every row of an inner join
+            renamed.append((q, c, same[c]))
+            owners[same[c]] = owners.get(same[c], set()) | set(lq)
             continue
         name = c
         if c in cols and again:  # the same public table under another alias: its own names
@@ -691,6 +717,10 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
     )
     table = b.model_copy(update={"columns": cols, "privacy_unit": UNIT_COLUMN})
     owners = None if rel.owners is None else {**rel.owners, UNIT_COLUMN: set(rel.qualifiers)}
+    renamed = list(rel.renamed)
+    if len(chain) == 1 and (ref, fk, key, "inner") in rel.joins and owners is not None:
+        # the referenced table looked up on the same key: its unit column is the unit on every row
+        renamed += [(q, col, UNIT_COLUMN) for q in owners.get(col, set())]
     return Relation(
         rel.name,
         table,
@@ -698,7 +728,7 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
         owners,
         exp.Subquery(this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
         rel.joins + ((ref, fk, key, "unit"),),
-        rel.renamed,
+        tuple(renamed),
     )
 
 

@@ -202,7 +202,19 @@ TWICE = (  # a public table under two aliases, outputs unaliased: both named n_n
     "and s_nationkey = n1.n_nationkey and c_nationkey = n2.n_nationkey and n2.n_regionkey = 1 "
     "group by n1.n_name, n2.n_name"
 )
-EXACT = [QUERIES[5], QUERIES[7], QUERIES[9], BY_PRIORITY, TWICE]
+PEOPLE = [  # another table's unit column is the unit: COUNT(DISTINCT) of it counts customers
+    "select c_mktsegment, count(distinct c_custkey) from customer, orders where c_custkey = o_custkey "
+    "and o_orderstatus = 'F' group by c_mktsegment",
+    "select o_orderpriority, count(distinct o_custkey), count(*) from lineitem, orders "
+    "where l_orderkey = o_orderkey group by o_orderpriority",
+]
+LEFT = (  # LEFT lookups along the path, each ON in parentheses
+    "select c.c_mktsegment, count(*), sum(l.l_quantity) from lineitem l left join orders o "
+    "on (l.l_orderkey = o.o_orderkey) left join customer c on (o.o_custkey = c.c_custkey) "
+    "left join partsupp ps on (l.l_partkey = ps.ps_partkey) and (l.l_suppkey = ps.ps_suppkey) "
+    "where ps.ps_availqty > 5000 group by c.c_mktsegment"
+)
+EXACT = [QUERIES[5], QUERIES[7], QUERIES[9], BY_PRIORITY, TWICE, *PEOPLE, LEFT]
 
 
 def _qualified(sql: str) -> str:
@@ -220,7 +232,11 @@ def _cells(rows, k: int, order: list[int] | None = None) -> dict:
     return {tuple(r[i] for i in at): [float(v) for v in r[k:]] for r in rows if any(v for v in r[k:])}
 
 
-@pytest.mark.parametrize("sql", EXACT, ids=["q5", "q7", "q9", "by_priority", "nation_twice"])
+@pytest.mark.parametrize(
+    "sql",
+    EXACT,
+    ids=["q5", "q7", "q9", "by_priority", "nation_twice", "people_direct", "people_by_reference", "left"],
+)
 def test_the_join_reads_the_analysts_rows(backend, columns, sql):
     """With bounds that bind nothing, the bounded scan's cells are the analyst's own answer."""
     dialect, run, _ = backend
@@ -303,6 +319,15 @@ REFUSED = [
         "key ps_partkey, ps_suppkey",
     ),
 ]
+
+
+def test_grouping_by_another_tables_unit_column_is_grouping_by_the_unit(svc):
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+        ask(
+            svc,
+            "select o_custkey, count(*) from lineitem, orders where l_orderkey = o_orderkey group by o_custkey",
+        )
+    assert "GROUP BY the privacy unit (customer)" in str(e.value)
 
 
 @pytest.mark.parametrize("sql,words", REFUSED)
