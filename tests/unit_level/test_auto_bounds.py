@@ -30,10 +30,12 @@ from psycopg.conninfo import make_conninfo
 from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.auto_bounds import LogHistogramBound, count_edges, value_edges
+from proxy.cli.main import main as cli_main
 from proxy.gateway import Gateway
 from proxy.stores.errors import LedgerDamaged
 from proxy.stores.ledger import ChosenBound, Ledger
 from proxy.wire.server import Server
+from support.service import config_toml
 
 N = 3000  # customers
 EPS = 2.0
@@ -471,3 +473,16 @@ def test_proxies_starting_together_serve_the_same_bounds(data, tmp_path):
 
     (a, b), (rows, eps) = asyncio.run(both())
     assert a == b and rows == 5 and eps == 5 * round(EPS * 1e9)
+
+
+@pytest.mark.parametrize("budget,code", [(10.0, 0), (2.5, 2)])
+def test_check_config_says_what_the_auto_bounds_cost_and_whether_they_fit(tmp_path, capsys, budget, code):
+    """Five bounds at ε 1: a budget of 10 pays for them (exit 0); 2.5 pays for two (exit 2, with
+    what to write) — found before serving, not by the analysts' refusals."""
+    p = tmp_path / "c.toml"
+    p.write_text(config_toml(_config({"kind": "duckdb"}, epsilon=1.0, budget=budget)))
+    assert cli_main(["check-config", str(p)]) == code
+    out = capsys.readouterr()
+    assert '5 bound(s) written "auto": chosen at start, ε 1 each' in out.out + out.err
+    if code:
+        assert "only 2 fit" in out.err and "raise [auto_bounds] budget to 5" in out.err
