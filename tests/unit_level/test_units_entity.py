@@ -177,6 +177,7 @@ def backend(request, duck, parquet, tmp_path_factory):
             lambda q: pg_execute(con, q).fetchall(),
             {"kind": "postgres", "dsn": dsn, "pool_size": 2},
         )
+        con.execute(f"DROP SCHEMA {SCHEMA} CASCADE")  # the shared test Postgres: leave it as found
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +187,7 @@ def svc(backend, columns, tmp_path_factory):
     data["tiers"]["default"].update(budget=1000.0, delta=1e-6, delta_budget=1e-3)
     data["roles"] = {r: data["roles"][r] for r in ("analyst", "half")}
     data.update(demo=False, units=UNITS, tables=_tables(columns, G, R))
-    s = Service(data, tmp_path_factory.mktemp("state"), people_rows=100, trips_rows=100).start()
+    s = Service(data, tmp_path_factory.mktemp("state")).start()  # the demo rows as every test loads them
     yield s
     s.close()
 
