@@ -400,3 +400,23 @@ def test_a_chain_of_three_references_reads_the_analysts_rows(chain_db, sql):
     k = len(plan.group_by)
     got = _cells(rewriter.complete(plan, run(rewriter.to_sql(plan, dialect, "ab"))), k)
     assert got == _cells(run(sql), k)
+
+
+HISTOGRAMS = [  # per-customer counts over tables whose customer columns have different names
+    "select n, count(*) from (select o_custkey, count(*) as n from lineitem, orders "
+    "where l_orderkey = o_orderkey group by o_custkey) t group by n",
+    "select n, count(*) from (select c_custkey, count(*) as n from customer, orders "
+    "where c_custkey = o_custkey group by c_custkey) t group by n",
+    "select n, count(*) from (select c.c_custkey, count(o.o_orderkey) as n from customer c "
+    "left join orders o on c.c_custkey = o.o_custkey group by c.c_custkey) t group by n",
+]
+
+
+@pytest.mark.parametrize("sql", HISTOGRAMS, ids=["lines_per_customer", "orders_per_customer", "with_zero"])
+def test_per_unit_histograms_across_tables_of_one_unit(backend, columns, sql):
+    """A subquery grouped by another table's customer column is grouped by the unit: one row per
+    customer, the outer histogram exact before noise with a cap (R = 200) above every count."""
+    dialect, run, _ = backend
+    plan = rewriter.build_plan(rewriter.parse(sql), _config(columns, 1, 200))
+    got = {n: c for n, c in run(rewriter.to_sql(plan, dialect, "ab")) if c}
+    assert got == dict(run(_qualified(sql)))
