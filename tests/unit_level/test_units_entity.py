@@ -33,6 +33,7 @@ from bench import tpch
 from bench.tpch_queries import QUERIES
 from config import parse_config
 from mechanisms.partition_selection import TruncatedGeometricSelection
+from rewriter.errors import Refusal
 from support.bound import duck_rows, pg_execute
 from support.service import Service, ask, make_config
 
@@ -420,3 +421,13 @@ def test_per_unit_histograms_across_tables_of_one_unit(backend, columns, sql):
     plan = rewriter.build_plan(rewriter.parse(sql), _config(columns, 1, 200))
     got = {n: c for n, c in run(rewriter.to_sql(plan, dialect, "ab")) if c}
     assert got == dict(run(_qualified(sql)))
+
+
+def test_an_unqualified_column_of_two_aliases_is_ambiguous(columns):
+    """nation n1 and nation n2 both have n_name: unqualified, it is ambiguous (42702), as in Postgres."""
+    sql = TWICE.replace("select n1.n_name, n2.n_name,", "select n_name,").replace(
+        "group by n1.n_name, n2.n_name", "group by n_name"
+    )
+    with pytest.raises(Refusal) as e:
+        rewriter.build_plan(rewriter.parse(sql), _config(columns))
+    assert e.value.sqlstate == "42702" and "n_name is ambiguous" in e.value.message
