@@ -34,6 +34,7 @@ it instead would let one unit with a value make it appear). The proxy chooses th
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -45,14 +46,23 @@ from config import Config
 
 from . import build_plan, param_types, params, unit
 from .args import understood
-from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash
+from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash, to_sql
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INVALID_PARAMETER, Refusal
 from .per_record import substitute_extremes
-from .plan import Plan
+from .plan import Aggregate, Plan
 from .values import to_node
 
-__all__ = ["ExtremePlan", "build_extreme_plan", "extreme_param_types", "histogram_sql", "ALLOWED"]
+__all__ = [
+    "ALLOWED",
+    "ExtremePart",
+    "ExtremePlan",
+    "GridSql",
+    "build_extreme_plan",
+    "extreme_param_types",
+    "histogram_sql",
+    "joint_sql",
+]
 
 ALLOWED = (
     "Allowed: SELECT [group columns,] one MAX(col), MIN(col), median(col) or percentile_cont(q) / "
@@ -67,22 +77,71 @@ ExtremeFunc = Literal["max", "min", "percentile_cont", "percentile_disc", "media
 
 
 @dataclass(frozen=True)
+class ExtremePart:
+    """One MAX/MIN/quantile of a statement: its aggregate, the column, the ascending q of a
+    quantile (else None), the plan aggregate its released value fills and the output's name."""
+
+    func: ExtremeFunc
+    column: str
+    q: Fraction | None
+    index: int
+    name: str
+
+    @property
+    def label(self) -> str:
+        q = "" if self.q is None else f"({self.q})"
+        return f"{self.func}{q}({self.column})"
+
+
+@dataclass(frozen=True)
 class ExtremePlan:
     """A validated MAX/MIN/quantile statement: the central plan (planned as SUM) and the
-    aggregate asked for; ``q`` the (ascending) quantile of percentile_*/median, else None."""
+    aggregate asked for; ``q`` the (ascending) quantile of percentile_*/median, else None.
+
+    A *joint* statement asks for several (``parts``: one per distinct MAX/MIN/quantile, each
+    filling the plan aggregate ``index``), or for them beside COUNT/SUM/AVG/… (``central``: those
+    planned as cells by :func:`rewriter.build_plan`, ``central_index[j]`` the central aggregate
+    that fills plan aggregate j, None for a part's). Each part and the central cells are one
+    release each, at an equal share of the statement's ε (sequential composition); one scan
+    (:func:`joint_sql`) reads every histogram and the cells."""
 
     plan: Plan
     func: ExtremeFunc
     column: str
     q: Fraction | None = None
+    parts: tuple[ExtremePart, ...] = ()
+    central: Plan | None = None
+    central_index: tuple[int | None, ...] = ()
 
     @property
     def quantile(self) -> bool:
         return self.q is not None
 
+    @property
+    def joint(self) -> bool:
+        return len(self.parts) > 1 or self.central is not None
+
+    @property
+    def releases(self) -> int:
+        """How many releases share the statement's ε."""
+        return max(len(self.parts), 1) + (self.central is not None)
+
+    @property
+    def columns(self) -> list[str]:
+        """The distinct columns whose histograms the scan reads, in statement order."""
+        return list(dict.fromkeys(p.column for p in self.parts)) or [self.column]
+
+    def single(self, part: ExtremePart) -> ExtremePlan:
+        """``part`` as a statement of its own (same cells; its output the one aggregate)."""
+        return ExtremePlan(self.plan, part.func, part.column, part.q, (part,))
+
     def canonical(self) -> str:
-        q = "" if self.q is None else f";q={self.q}"
-        return f"extreme:{self.func}({self.column}){q};{self.plan.canonical()}"
+        if not self.joint:
+            q = "" if self.q is None else f";q={self.q}"
+            return f"extreme:{self.func}({self.column}){q};{self.plan.canonical()}"
+        parts = ",".join(f"{p.index}={p.label}" for p in self.parts)
+        central = "" if self.central is None else f";central={self.central.canonical()}"
+        return f"extreme-joint:{parts}{central};{self.plan.canonical()}"
 
     @property
     def cells(self) -> list[tuple[Any, ...]]:
@@ -176,6 +235,18 @@ def _one_column(node: exp.Expression) -> bool:
     return isinstance(node, exp.Column)
 
 
+def _extreme_of(item: exp.Expression) -> list[tuple[ExtremeFunc, Fraction | None, str]]:
+    """The MAX/MIN/quantiles a select-list item asks for, as (func, ascending q, column sql)."""
+    _, quantiles = substitute_quantiles(item)
+    out: list[tuple[ExtremeFunc, Fraction | None, str]] = [(f, q, c) for f, q, c in quantiles]
+    for node in item.find_all(exp.Max, exp.Min):
+        if node.this is not None:
+            out.append(
+                ("max" if isinstance(node, exp.Max) else "min", None, node.this.sql("postgres").lower())
+            )
+    return out
+
+
 def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] | None = None) -> ExtremePlan:
     for node in expr.find_all(exp.Max, exp.Min, exp.Median, exp.Ordered):
         arg = node.this
@@ -189,6 +260,8 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
                 f"{name.upper() if name != 'percentile' else 'percentile_cont/percentile_disc'} "
                 f"takes one declared column, not an expression ({arg.sql('postgres')})."
             )
+    items = [_extreme_of(i) for i in expr.expressions] if isinstance(expr, exp.Select) else None
+    original = expr
     expr, quantiles = substitute_quantiles(expr)
     sub, found = substitute_extremes(expr)
     kinds = [f for f, _ in found]
@@ -221,21 +294,109 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
             "MAX, MIN and percentiles are answered alone (ROUND/CAST over them allowed); "
             "compute expressions over them in the client."
         )
-    if (
-        len(found) != 1
-        or len(plan.aggregates) != 1
-        or len(quantiles) > 1
-        or (not quantiles and kinds[0] not in ("max", "min"))
-    ):
-        raise _refuse(
-            "MAX, MIN, median and percentiles are answered one per statement (each is its own "
-            "release); ask for the other aggregates in a separate statement."
-        )
+    single = (
+        len(found) == 1
+        and len(plan.aggregates) == 1
+        and len(quantiles) <= 1
+        and (bool(quantiles) or kinds[0] in ("max", "min"))
+    )
+    if not single:
+        return _joint(original, plan, items, config, params)
     if plan.aggregates[0].column not in config.tables[plan.table].columns:  # MAX(a + b)
         raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
+    out = plan.outputs
+    name = next((o.name for o in out if o.source == "aggregate"), "")
     if quantiles:
-        return ExtremePlan(plan, quantiles[0][0], plan.aggregates[0].column, quantiles[0][1])
-    return ExtremePlan(plan, "max" if kinds[0] == "max" else "min", plan.aggregates[0].column)
+        f, q, col = quantiles[0][0], quantiles[0][1], plan.aggregates[0].column
+        return ExtremePlan(plan, f, col, q, (ExtremePart(f, col, q, 0, name),))
+    func: ExtremeFunc = "max" if kinds[0] == "max" else "min"
+    col = plan.aggregates[0].column
+    return ExtremePlan(plan, func, col, None, (ExtremePart(func, col, None, 0, name),))
+
+
+JOINT = (
+    "Several MAX/MIN/median/percentiles, and COUNT/SUM/AVG beside them, are answered in one "
+    "statement when each select-list item is a group column, one aggregate (ROUND/CAST over it "
+    "allowed) of a declared column, and ORDER BY names outputs by position or name"
+)
+
+
+def _joint(
+    original: exp.Expression,
+    plan: Plan,
+    items: list[list[tuple[ExtremeFunc, Fraction | None, str]]] | None,
+    config: Config,
+    params: list[Any] | None,
+) -> ExtremePlan:
+    """A statement with several MAX/MIN/quantiles, or with them beside COUNT/SUM/AVG/…: each
+    distinct one a part filling its own plan aggregate, the others planned as cells by the
+    central rules (the same statement with each extreme's item read as a constant)."""
+
+    def refuse(msg: str) -> Refusal:
+        return Refusal(UNSUPPORTED, msg, hint=JOINT + ".")
+
+    if items is None or not isinstance(original, exp.Select) or len(items) != len(plan.outputs):
+        raise refuse("MAX, MIN and percentiles beside other aggregates need a plain select list.")
+    if any(len(e) > 1 for e in items):
+        raise refuse("one MAX/MIN/percentile per select-list item; compute expressions in the client.")
+    if sum(map(len, items)) == 0:
+        raise refuse("MAX, MIN and percentiles are answered in the select list only.")
+    if plan.selected:
+        raise refuse(
+            "MAX, MIN and percentiles over keys without a public domain are answered one per "
+            "statement (the keys are chosen by partition selection); ask for the others separately."
+        )
+    if any(item.tree is not None for item in plan.order_by):
+        raise refuse("ORDER BY an aggregate that is not selected is not available here.")
+    columns = config.tables[plan.table].columns
+    aggs: list[Aggregate] = []
+    outputs = []
+    parts: list[ExtremePart] = []
+    seen: dict[tuple[str, Fraction | None, str], int] = {}
+    central_of: dict[int, int] = {}  # the plan's aggregate index -> the new index
+    for o, ext in zip(plan.outputs, items):
+        if not ext:
+            if o.source == "aggregate":
+                if o.index not in central_of:
+                    central_of[o.index] = len(aggs)
+                    aggs.append(plan.aggregates[o.index])
+                o = dataclasses.replace(o, index=central_of[o.index])
+            outputs.append(o)
+            continue
+        ((func, q, col),) = ext
+        if o.source != "aggregate":
+            raise refuse(f"{func.upper()} is answered as a select-list item of its own.")
+        if col not in columns:
+            raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
+        key = (func if q is None else "q", q, col)
+        if key not in seen:
+            seen[key] = len(aggs)
+            aggs.append(plan.aggregates[o.index])
+            parts.append(ExtremePart(func, col, q, len(aggs) - 1, o.name))
+        outputs.append(dataclasses.replace(o, index=seen[key]))
+    full = dataclasses.replace(plan, aggregates=tuple(aggs), outputs=tuple(outputs))
+    central, index = None, list[int | None]([None] * len(aggs))
+    if central_of:
+        rest = original.copy()
+        for i, ext in enumerate(items):
+            if ext:
+                rest.expressions[i].replace(exp.alias_(to_node(1), f"__dpgate_x{i}"))
+        for arg in ("order", "limit", "offset"):
+            rest.set(arg, None)
+        central = build_plan(rest, config, params)
+        central = dataclasses.replace(
+            central, outputs=tuple(o for o in central.outputs if not o.name.startswith("__dpgate_x"))
+        )  # the constants that stood for the extremes
+        labels = [a.label for a in central.aggregates]
+        for old, new in central_of.items():
+            label = plan.aggregates[old].label
+            if label not in labels:
+                raise refuse(f"{label} beside MAX/MIN/percentiles could not be planned as cells.")
+            index[new] = labels.index(label)
+        if central.cells != full.cells or central.selection is not None or central.row_filter is not None:
+            raise refuse("the aggregates beside MAX/MIN/percentiles must be over the same groups.")
+    first = parts[0]
+    return ExtremePlan(full, first.func, first.column, first.q, tuple(parts), central, tuple(index))
 
 
 def extreme_param_types(expr: exp.Expression, config: Config) -> list[str | None]:
@@ -355,3 +516,57 @@ def _floored(hist: exp.Select, n_keys: int, per_row: str, floor: int) -> exp.Sel
         .from_(inner.subquery("s"))
         .where(keep)
     )
+
+
+@dataclass(frozen=True)
+class GridSql:
+    """A column's public grid as the histogram scan reads it (:class:`mechanisms.extreme.ExtremeGrid`)."""
+
+    lower: float
+    step: float
+    U: int
+    integral_step: bool
+
+
+def joint_sql(xp: ExtremePlan, grids: dict[str, GridSql], dialect: str, salt: str = "") -> str:
+    """The one backend statement of a joint release: each column's histogram (the scan of
+    :func:`histogram_sql`) and the central cells (:func:`rewriter.to_sql`), as one result
+    tagged by ``part`` (−1: the cells; i: the histogram of ``xp.columns[i]``)::
+
+        SELECT -1 AS part, k.., NULL AS v, NULL AS n, m.. FROM (<cells>) AS c(k.., m..)
+        UNION ALL SELECT i, k.., v, n, NULL.. FROM (<histogram i>) AS h(k.., v, n) …
+
+    Rows: (part, k.., v, n, m..). The cells come first, so each measure's type is the
+    cells' (a NULL elsewhere takes it). Every part is bounded by the privacy unit as
+    its own scan is."""
+    keys = [f"k{i + 1}" for i in range(len(xp.plan.group_by))]
+    measures = [] if xp.central is None else [f"m{j + 1}" for j in range(len(xp.central.measures))]
+    subs: list[str] = []
+    branches: list[str] = []
+    nulls = ", ".join(["NULL"] * len(measures))
+    pad = f", {nulls}" if nulls else ""
+    if xp.central is not None:
+        text = to_sql(xp.central, dialect, salt)
+        subs.append(text)
+        cols = ", ".join([*keys, *measures])
+        sel = ", ".join(["CAST(-1 AS BIGINT) AS part", *[f"c.{k}" for k in keys]])
+        ms = ", ".join(f"c.{m}" for m in measures)
+        branches.append(
+            f"SELECT {sel}, CAST(NULL AS BIGINT) AS v, CAST(NULL AS BIGINT) AS n{', ' + ms if ms else ''} "
+            f"FROM ({text}) AS c({cols})"
+        )
+    for i, col in enumerate(xp.columns):
+        g = grids[col]
+        part = ExtremePlan(xp.plan, xp.func, col, xp.q)
+        text = histogram_sql(part, g.lower, g.step, g.U, g.integral_step, dialect, salt)
+        subs.append(text)
+        cols = ", ".join([*keys, "v", "n"])
+        sel = ", ".join([f"CAST({i} AS BIGINT) AS part", *[f"h{i}.{k}" for k in keys]])
+        branches.append(f"SELECT {sel}, h{i}.v, h{i}.n{pad} FROM ({text}) AS h{i}({cols})")
+    sql = " UNION ALL ".join(branches)
+    bound: dict[str, str] = {}
+    for text in subs:
+        p = getattr(text, "params", None)
+        if isinstance(p, dict):
+            bound.update(p)
+    return params.bound(sql, bound) if bound else sql

@@ -25,13 +25,24 @@ from dataclasses import dataclass
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.quantile import ExpMechQuantile
-from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
+from rewriter import complete
+from rewriter.extreme import (
+    ExtremePart,
+    ExtremePlan,
+    GridSql,
+    build_extreme_plan,
+    extreme_param_types,
+    histogram_sql,
+    joint_sql,
+)
 from rewriter.plan import Plan
 from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
+from .explain import single_tier_lines
 from .kind import Prepared, ReleaseKind, Statement, plan_as, state_as
+from .notice import notice_body as cells_notice_body
 from .notice import unit_text
 from .partitions import (
     SelectionPlan,
@@ -41,6 +52,7 @@ from .partitions import (
     selection_notice,
     selection_plan,
 )
+from .release import noisy_answer
 from .rows import answer_rows, output_types
 from .selection_path import for_tier
 
@@ -201,6 +213,18 @@ class ExtremeState:
     grid: ExtremeGrid
     m: ShiftedRankExtreme | ExpMechQuantile
     sel: SelectionPlan | None
+    joint: JointState | None = None
+
+
+@dataclass
+class JointState:
+    """A joint release's (:func:`joint_setup`): each column's grid, each part's mechanism at
+    its share of ε, and the ε the cells' mechanisms run at (over the unit's factor)."""
+
+    grids: dict[str, ExtremeGrid]
+    mechs: list[ShiftedRankExtreme | ExpMechQuantile]
+    share: float  # the statement's ε over the number of releases
+    cells_eps: float  # the cells' mechanisms' ε: share / the cells' unit factor
 
 
 class Extreme(ReleaseKind):
@@ -222,6 +246,19 @@ class Extreme(ReleaseKind):
             )
         xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))  # the tier's `consistent`
         eps = float(tier.epsilon)
+        if xp.joint:
+            cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
+            js = joint_setup(gw, xp, eps)
+            grid, m = js.grids[xp.parts[0].column], js.mechs[0]
+            return Prepared(
+                self,
+                xp,
+                cols,
+                key=_key(xp, eps),
+                canonical=xp.canonical(),
+                epsilon=eps,
+                state=ExtremeState(grid, m, None, js),
+            )
         sp = _selection(xp.plan, tier)
         grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
@@ -242,22 +279,29 @@ class Extreme(ReleaseKind):
 
     def scan_sql(self, conn, p: Prepared) -> str:
         xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
+        if st.joint is not None:
+            return _joint_sql(conn.gw, xp, st.joint, unit_salt(conn.gw, xp.plan))
         return _sql(conn.gw, xp, st.grid, unit_salt(conn.gw, xp.plan), st.sel)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
+        if st.joint is not None:
+            return joint_answer(conn.gw, xp, st.joint, cells)
         if st.sel is not None:
             return _selected_answer(conn.gw, xp, st.m, st.grid, st.sel, cells, p.delta)
         return _answer(conn.gw, xp, st.m, st.grid, cells)
 
     def mechanism(self, answer: dict) -> str:
+        if "joint" in answer:
+            return ",".join(dict.fromkeys(m for m in answer["mechanism"] if m))
         return answer["mechanism"][0] + (", partition_selection" if "partitions" in answer else "")
 
     def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
         return answer_rows(plan_as(p, ExtremePlan).plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        return notice_body(plan_as(p, ExtremePlan), answer)
+        xp = plan_as(p, ExtremePlan)
+        return joint_notice(xp, answer) if xp.joint else notice_body(xp, answer)
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_extreme(conn, stmt, oids)
@@ -286,6 +330,10 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     gw = conn.gw
     xp = _build(gw, stmt, params)
     tier = gw.tier_of(conn.role)
+    if xp.joint:
+        return Result(
+            "EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in joint_explain(gw, xp, tier)]
+        )
     if xp.plan.selected and tier.delta <= 0:
         lines = [
             f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
@@ -325,3 +373,192 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
 
 
 EXTREME = Extreme()
+
+
+# -- several MAX/MIN/quantiles, and COUNT/SUM/AVG beside them: one statement, one scan -----------
+
+
+def _grid(gw, xp: ExtremePlan, column: str) -> ExtremeGrid:
+    spec = gw.config.tables[xp.plan.table].columns[column]
+    return ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
+
+
+def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
+    """The joint release's mechanisms: ``xp.releases`` releases (each part, and the cells if
+    any) share ``epsilon`` equally — sequential composition: the statement is ε-DP (per unit:
+    each part also over the unit's group-privacy factor, as alone)."""
+    share = epsilon / xp.releases
+    grids = {c: _grid(gw, xp, c) for c in xp.columns}
+    eps_part = share / factor(xp.plan)
+    mechs: list[ShiftedRankExtreme | ExpMechQuantile] = [
+        ExpMechQuantile(eps_part, grids[p.column], p.q, BETA)
+        if p.q is not None
+        else ShiftedRankExtreme(eps_part, grids[p.column], p.func, BETA)
+        for p in xp.parts
+    ]
+    cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
+    return JointState(grids, mechs, share, cells_eps)
+
+
+def _joint_sql(gw, xp: ExtremePlan, js: JointState, salt: str = "") -> str:
+    grids = {c: GridSql(g.lower, g.step, g.U, g.integral and g.step == 1.0) for c, g in js.grids.items()}
+    return joint_sql(xp, grids, gw.backend.dialect, salt)
+
+
+def joint_answer(gw, xp: ExtremePlan, js: JointState, rows) -> dict:
+    """The measurement of a joint release. The scan's rows (part, k.., v, n, m..) are split:
+    part −1 are the cells (noised by their own mechanisms at ``js.cells_eps``), part i the
+    histogram of ``xp.columns[i]``; each part's mechanism draws its value per cell. The
+    quantiles of one column are then put in ascending order within each cell (post-processing;
+    a sorted vector is no farther, in rank, from sorted targets than the vector itself)."""
+    n = len(xp.plan.group_by)
+    cells = xp.cells
+    known = set(cells)
+    col_index = {c: i for i, c in enumerate(xp.columns)}
+    hists: list[dict[tuple, list]] = [{c: [] for c in cells} for _ in xp.columns]
+    central_rows = []
+    for row in rows:
+        tag = int(row[0])
+        if tag < 0:
+            central_rows.append((*row[1 : 1 + n], *row[3 + n :]))
+            continue
+        c = cell_of(row[1:], n, known)
+        if c is not None and row[1 + n] is not None:
+            hists[tag][c].append((int(row[1 + n]), int(row[2 + n])))
+    width = len(xp.plan.aggregates)
+    values: list[list] = [[None] * width for _ in cells]
+    hw: list[float] = [0.0] * width
+    mech: list[str] = [""] * width
+    eps: list[float] = [0.0] * width
+    central_meta = None
+    if xp.central is not None:
+        ans = noisy_answer(xp.central, complete(xp.central, central_rows), js.cells_eps, gw.source)
+        cvals = ans["values"]
+        for j, ci in enumerate(xp.central_index):
+            if ci is None:
+                continue
+            for r in range(len(cells)):
+                values[r][j] = cvals[r][ci]
+            hw[j], mech[j], eps[j] = ans["half_width"][ci], ans["mechanism"][ci], ans["epsilon"][ci]
+        central_meta = {k: list(ans[k]) for k in ("half_width", "mechanism", "epsilon", "labels")}
+    for part, m in zip(xp.parts, js.mechs):
+        h = hists[col_index[part.column]]
+        for r, c in enumerate(cells):
+            values[r][part.index] = m.release(h[c], gw.source)
+        hw[part.index], mech[part.index], eps[part.index] = m.rank_half_width(), m.name, m.epsilon
+    for col in xp.columns:  # the quantiles of one column, ascending in q
+        qs = sorted((p for p in xp.parts if p.column == col and p.q is not None), key=lambda p: p.q or 0)
+        for row_values in values:
+            ordered = sorted(row_values[p.index] for p in qs)
+            for p, v in zip(qs, ordered):
+                row_values[p.index] = v
+    return {
+        "keys": [[cell_key(v) for v in c] for c in cells],
+        "values": values,
+        "half_width": hw,
+        "mechanism": mech,
+        "epsilon": eps,
+        "joint": {
+            "releases": xp.releases,
+            "share": js.share,
+            "parts": [{"k0": _k(m), "U": m.grid.U, "step": m.grid.step, "beta": BETA} for m in js.mechs],
+            "central": central_meta,
+        },
+    }
+
+
+def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
+    """What one part of a joint release guarantees (its rank statement), as the single NOTICE."""
+    one = xp.single(part)
+    if part.q is not None:
+        groups = f" in each of the {cells} groups" if cells > 1 else ""
+        return (
+            f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
+            f"{quantile_rank_text(one, e['k0'], e['beta'], groups)}"
+        )
+    side = "above" if part.func == "max" else "below"
+    groups = f" of each of the {cells} groups" if cells > 1 else ""
+    return (
+        f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), by the "
+        f"shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} "
+        f"rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
+        f"(a rank error, not value units; k0 = {e['k0']})"
+    )
+
+
+def _split_text(xp: ExtremePlan, share: float) -> str:
+    k = factor(xp.plan)
+    per_unit = (
+        f" (the MAX/MIN/percentiles run at {share / k:g} = {share:g}/{k}, over a unit's kept rows)"
+        if k > 1
+        else ""
+    )
+    return (
+        f"{xp.releases} releases share the statement's ε, split equally (sequential composition): "
+        f"ε {share:g} each{per_unit}"
+    )
+
+
+def joint_notice(xp: ExtremePlan, answer: dict) -> str:
+    """The NOTICE of a joint release: the ε split, then each release's statement in order —
+    each MAX/MIN/quantile's rank statement, the cells' ± — and the unit."""
+    j = answer["joint"]
+    cells = len(answer["keys"])
+    texts = [_part_text(xp, p, e, cells) for p, e in zip(xp.parts, j["parts"])]
+    if xp.central is not None and j.get("central") is not None:
+        meta = j["central"]
+        central_answer = {
+            "keys": answer["keys"],
+            "values": [[v[i] for i in xp.central_index if i is not None] for v in answer["values"]],
+            **meta,
+        }
+        rest = [
+            o for o in xp.plan.outputs if o.source == "aggregate" and xp.central_index[o.index] is not None
+        ]
+        body = cells_notice_body(xp.central, central_answer)
+        texts.append(f"{', '.join(o.name for o in rest)} (the cells, at ε {j['share']:g}): {body}")
+    numbered = "; ".join(f"{i + 1}) {t}" for i, t in enumerate(texts))
+    if sum(p.q is not None for p in xp.parts) > 1:
+        numbered += "; the percentiles of one column are returned in ascending order (post-processing)"
+    unit = "" if xp.central is not None else f"; {unit_text(xp.plan)}"  # the cells' text ends with it
+    return f"{_split_text(xp, j['share'])}: {numbered}{unit}"
+
+
+def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
+    """EXPLAIN of a joint release: the split, each part's mechanism and grid, the cells'
+    lines, the one backend statement."""
+    eps = float(tier.epsilon)
+    js = joint_setup(gw, xp, eps)
+    lines = [
+        f"dpgate release of {xp.plan.table}: {xp.plan.n_cells} group(s) (disjoint: each at the full "
+        f"share), ε {eps:g} per query; {_split_text(xp, js.share)}",
+        "  " + unit_text(xp.plan),
+    ]
+    for i, (part, m) in enumerate(zip(xp.parts, js.mechs)):
+        g = m.grid
+        what = _what(xp.single(part))
+        if part.q is not None:
+            bound = quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)
+        else:
+            bound = (
+                f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
+                "(plus rows tied at one value) lie beyond the answer"
+            )
+        lines.append(
+            f"  {i + 1}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} on a grid of {g.U + 1} points "
+            f"over [{g.lower:g}, {g.upper:g}] (step {g.step:g}); {bound}"
+        )
+    if xp.central is not None:
+        sub = tier.model_copy(update={"epsilon": js.share})
+        head = single_tier_lines(xp.central, sub)
+        lines.append(f"  {len(xp.parts) + 1}) the cells at ε {js.share:g}: " + head[0].strip())
+        lines += ["  " + line for line in head[2:]]
+    if sum(p.q is not None for p in xp.parts) > 1:
+        lines.append("  the percentiles of one column are returned in ascending order (post-processing)")
+    lines.append(
+        "backend SQL (one statement: each column's histogram, which never leaves the proxy"
+        + (", and the cells" if xp.central is not None else "")
+        + "):"
+    )
+    lines += ["  " + line for line in pretty(_joint_sql(gw, xp, js), gw.backend.dialect).splitlines()]
+    return lines
