@@ -49,7 +49,7 @@ from .args import understood
 from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash, to_sql
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INVALID_PARAMETER, Refusal
-from .per_record import substitute_extremes
+from .per_record import orders_by_aggregate, substitute_extremes
 from .plan import Aggregate, Plan
 from .values import to_node
 
@@ -346,8 +346,8 @@ def _joint(
             "MAX, MIN and percentiles over keys without a public domain are answered one per "
             "statement (the keys are chosen by partition selection); ask for the others separately."
         )
-    if any(item.tree is not None for item in plan.order_by):
-        raise refuse("ORDER BY an aggregate that is not selected is not available here.")
+    if orders_by_aggregate(original) or any(item.tree is not None for item in plan.order_by):
+        raise refuse("ORDER BY names an output by its position or name here.")
     columns = config.tables[plan.table].columns
     aggs: list[Aggregate] = []
     outputs = []

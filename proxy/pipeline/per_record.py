@@ -319,6 +319,14 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
     }
 
 
+def _stage1(rows, gw, prp: PrPlan, pol: Policy, m: FrameworkMax):
+    """MAX/MIN's first round, in the scan's worker thread: per cell the level histogram and the
+    level ℓ (Alg. 1 stage 1, at E/2), and the second round's SQL (the values of levels ≥ ℓ)."""
+    hists = _hists(rows, prp, pol, False)
+    ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}
+    return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
+
+
 @dataclass
 class PerRecordState:
     """A per-record release's: the table's policy, and the mechanism by its name (``kind``:
@@ -390,45 +398,49 @@ class PerRecord(ReleaseKind):
             raise SqlError("XX000", "internal error: a per-record MAX/MIN without its mechanism")
         gw = conn.gw
 
-        def stage1(rows):  # in the scan's worker thread, not on the event loop
-            hists = _hists(rows, prp, pol, framework_sum)
-            ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}  # stage 1 (Alg. 1, E/2)
-            return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
-
+        stage1 = functools.partial(_stage1, gw=gw, prp=prp, pol=pol, m=m)  # in the scan's worker thread
         hists, ells, sql = await fetch(conn, self.scan_sql(conn, p), then=stage1)
         return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)), columnar=True)
 
     async def _scan_parts(self, conn, p: Prepared, then):
-        """One scan per COUNT/SUM part (their level scans differ; MAX/MIN are never parts)."""
+        """Each part's scan in turn (their level scans differ): COUNT/SUM one round each,
+        MAX/MIN two (the level ℓ, then the values of levels ≥ ℓ, Chen et al. 2025 Alg. 1);
+        ``then`` runs on the last one's rows, with every part's (histograms, ℓs, values)."""
         st = state_as(p, PerRecordState)
-        pol, hists, parts = st.policy, [], st.parts or []
-        for i, (sub, kind, _m) in enumerate(parts):
+        gw, pol, parts = conn.gw, st.policy, st.parts or []
+        got: list[tuple] = []
+        for i, (sub, kind, m) in enumerate(parts):
+            last = i == len(parts) - 1
             sql = scan_sql(
                 sub,
                 pol.sql,
-                conn.gw.config,
-                conn.gw.backend.dialect,
+                gw.config,
+                gw.backend.dialect,
                 buckets=kind == "sum_framework",
                 with_sum=kind == "sum_extension",
             )
-            if i < len(parts) - 1:  # histograms in the scan's worker thread
-                hists.append(
-                    await fetch(
+            if kind in ("max", "min"):
+                if not isinstance(m, FrameworkMax):
+                    raise SqlError("XX000", "internal error: a per-record MAX/MIN without its mechanism")
+                hists, ells, vsql = await fetch(
+                    conn, sql, then=functools.partial(_stage1, gw=gw, prp=sub, pol=pol, m=m)
+                )
+                if last:
+                    return await fetch(
                         conn,
-                        sql,
-                        then=functools.partial(
-                            _hists, prp=sub, pol=pol, framework_sum=kind == "sum_framework"
-                        ),
+                        vsql,
+                        then=lambda rows, h=hists, e=ells: then([*got, (h, e, rows)]),
+                        columnar=True,
                     )
-                )
-            else:
+                got.append((hists, ells, await fetch(conn, vsql, columnar=True)))
+                continue
+            one = functools.partial(_hists, prp=sub, pol=pol, framework_sum=kind == "sum_framework")
+            if last:
                 return await fetch(
-                    conn,
-                    sql,
-                    then=lambda rows, sub=sub, kind=kind: then(
-                        [*hists, _hists(rows, sub, pol, kind == "sum_framework")]
-                    ),
+                    conn, sql, then=lambda rows, one=one: then([*got, (one(rows), None, None)])
                 )
+            got.append((await fetch(conn, sql, then=one), None, None))
+        raise SqlError("XX000", "internal error: a per-record statement without its parts")
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         prp, st = plan_as(p, PrPlan), state_as(p, PerRecordState)
@@ -437,8 +449,8 @@ class PerRecord(ReleaseKind):
             each = p.epsilon / prp.split
             return _combine(
                 [
-                    _answer(conn.gw, sub, pol, each, kind, m, h, None, None)
-                    for (sub, kind, m), h in zip(st.parts, cells)
+                    _answer(conn.gw, sub, pol, each, kind, m, h, ells, values)
+                    for (sub, kind, m), (h, ells, values) in zip(st.parts, cells)
                 ]
             )
         hists, ells, values = cells
@@ -454,7 +466,9 @@ class PerRecord(ReleaseKind):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         prp = plan_as(p, PrPlan)
-        clamped = consistency_text(prp.plan) if prp.func not in ("max", "min") else ""
+        kinds = [f for f, _ in prp.parts] or [prp.func]
+        noised = tuple(a for a, f in zip(prp.plan.aggregates, kinds) if f not in ("max", "min"))
+        clamped = consistency_text(dataclasses.replace(prp.plan, aggregates=noised))
         return notice_body(prp, state_as(p, PerRecordState).policy, answer) + clamped
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
@@ -547,6 +561,11 @@ def notice_body(prp: PrPlan, pol: Policy, answer: dict) -> str:
     share the statement's ε)."""
     names = [o.name for o in prp.plan.outputs if o.source == "aggregate"]
     if answer.get("parts"):
+        first: dict[int, str] = {}  # each part's name: the first output it fills
+        for o in prp.plan.outputs:
+            if o.source == "aggregate":
+                first.setdefault(o.index, o.name)
+        names = [first.get(i, "") for i in range(len(answer["parts"]))]
         k = len(answer["parts"])
         w = answer["parts"][0]["weight"]
         bodies = "; ".join(
@@ -691,7 +710,8 @@ async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
 
 
 def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
-    """EXPLAIN of several COUNT/SUM on a per-record table: the ε split and one scan each."""
+    """EXPLAIN of several COUNT/SUM/MAX/MIN on a per-record table: the ε split and one scan
+    each (MAX/MIN: and their second round)."""
     dialect = gw.backend.dialect
     each = float(tier.epsilon) / prp.split
     lines = [
@@ -701,11 +721,19 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
     ]
     for i in range(prp.split):
         sub = prp.part(i)
-        kind, _ = mechanism(gw, sub, pol, each)
+        kind, m = mechanism(gw, sub, pol, each)
         lines.append(
             f"  {i + 1}) {sub.label} via {mechanism_name(kind)}, {len(sub.cells)} cell(s), every "
-            "level of every cell noised; backend SQL:"
+            "level of every cell noised"
+            + (
+                "; round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
+                "(one query for all cells)"
+                if kind in ("max", "min")
+                else ""
+            )
         )
+        lines.append("  " + explain_accuracy(kind, m))
+        lines.append("    backend SQL:")
         sql = scan_sql(
             sub,
             pol.sql,
