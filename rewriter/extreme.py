@@ -101,9 +101,9 @@ class ExtremePlan:
     A *joint* statement asks for several (``parts``: one per distinct MAX/MIN/quantile, each
     filling the plan aggregate ``index``), or for them beside COUNT/SUM/AVG/… (``central``: those
     planned as cells by :func:`rewriter.build_plan`, ``central_index[j]`` the central aggregate
-    that fills plan aggregate j, None for a part's). Each part and the central cells are one
-    release each, at an equal share of the statement's ε (sequential composition); one scan
-    (:func:`joint_sql`) reads every histogram and the cells."""
+    that fills plan aggregate j, None for a part's). The proxy splits the statement's ε among
+    them (sequential composition); one scan (:func:`joint_sql`) reads every histogram and the
+    cells."""
 
     plan: Plan
     func: ExtremeFunc
@@ -120,11 +120,6 @@ class ExtremePlan:
     @property
     def joint(self) -> bool:
         return len(self.parts) > 1 or self.central is not None
-
-    @property
-    def releases(self) -> int:
-        """How many releases share the statement's ε."""
-        return max(len(self.parts), 1) + (self.central is not None)
 
     @property
     def columns(self) -> list[str]:

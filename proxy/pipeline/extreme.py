@@ -22,9 +22,10 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
-from mechanisms.quantile import ExpMechQuantile
+from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles, ascending, tree_depth
 from rewriter import complete
 from rewriter.extreme import (
     ExtremePart,
@@ -213,18 +214,21 @@ class ExtremeState:
     grid: ExtremeGrid
     m: ShiftedRankExtreme | ExpMechQuantile
     sel: SelectionPlan | None
-    joint: JointState | None = None
 
 
 @dataclass
 class JointState:
-    """A joint release's (:func:`joint_setup`): each column's grid, each part's mechanism at
-    its share of ε, and the ε the cells' mechanisms run at (over the unit's factor)."""
+    """A joint release's (:func:`joint_setup`): each column's grid; each part's mechanism at
+    one share of ε (None for a part drawn by its column's tree); the columns whose
+    percentiles are drawn together by :class:`RecursiveQuantiles` (at as many shares as it has
+    rounds); how many shares ε was split into; the ε the cells' mechanisms run at."""
 
     grids: dict[str, ExtremeGrid]
-    mechs: list[ShiftedRankExtreme | ExpMechQuantile]
-    share: float  # the statement's ε over the number of releases
-    cells_eps: float  # the cells' mechanisms' ε: share / the cells' unit factor
+    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None]
+    trees: dict[str, RecursiveQuantiles]
+    shares: int
+    share: float  # the statement's ε over ``shares``
+    cells_eps: float  # the cells' mechanisms' ε: one share over the cells' unit factor
 
 
 class Extreme(ReleaseKind):
@@ -248,8 +252,6 @@ class Extreme(ReleaseKind):
         eps = float(tier.epsilon)
         if xp.joint:
             cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
-            js = joint_setup(gw, xp, eps)
-            grid, m = js.grids[xp.parts[0].column], js.mechs[0]
             return Prepared(
                 self,
                 xp,
@@ -257,7 +259,7 @@ class Extreme(ReleaseKind):
                 key=_key(xp, eps),
                 canonical=xp.canonical(),
                 epsilon=eps,
-                state=ExtremeState(grid, m, None, js),
+                state=joint_setup(gw, xp, eps),
             )
         sp = _selection(xp.plan, tier)
         grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
@@ -278,15 +280,17 @@ class Extreme(ReleaseKind):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
-        if st.joint is not None:
-            return _joint_sql(conn.gw, xp, st.joint, unit_salt(conn.gw, xp.plan))
+        xp = plan_as(p, ExtremePlan)
+        if isinstance(p.state, JointState):
+            return _joint_sql(conn.gw, xp, p.state, unit_salt(conn.gw, xp.plan))
+        st = state_as(p, ExtremeState)
         return _sql(conn.gw, xp, st.grid, unit_salt(conn.gw, xp.plan), st.sel)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
-        if st.joint is not None:
-            return joint_answer(conn.gw, xp, st.joint, cells)
+        xp = plan_as(p, ExtremePlan)
+        if isinstance(p.state, JointState):
+            return joint_answer(conn.gw, xp, p.state, cells)
+        st = state_as(p, ExtremeState)
         if st.sel is not None:
             return _selected_answer(conn.gw, xp, st.m, st.grid, st.sel, cells, p.delta)
         return _answer(conn.gw, xp, st.m, st.grid, cells)
@@ -383,21 +387,47 @@ def _grid(gw, xp: ExtremePlan, column: str) -> ExtremeGrid:
     return ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
 
 
+TREE_MIN = 3
+"""A column with this many percentiles in one statement has them drawn together by recursive
+splitting (:class:`RecursiveQuantiles`: ⌈log2(k + 1)⌉ shares of ε instead of k); below it
+each is its own exponential mechanism at one share (bench.quantiles_joint measures both)."""
+
+
 def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
-    """The joint release's mechanisms: ``xp.releases`` releases (each part, and the cells if
-    any) share ``epsilon`` equally — sequential composition: the statement is ε-DP (per unit:
-    each part also over the unit's group-privacy factor, as alone)."""
-    share = epsilon / xp.releases
+    """The joint release's mechanisms. ε is split into equal shares (sequential composition:
+    the statement is ε-DP): one per MAX/MIN, one per percentile of a column with fewer than
+    ``TREE_MIN`` of them, ⌈log2(k + 1)⌉ for a column's k ≥ ``TREE_MIN`` percentiles (drawn
+    together by recursive splitting), one for the cells. On a table with a unit each
+    MAX/MIN/percentile mechanism also runs over the unit's group-privacy factor, as alone."""
     grids = {c: _grid(gw, xp, c) for c in xp.columns}
-    eps_part = share / factor(xp.plan)
-    mechs: list[ShiftedRankExtreme | ExpMechQuantile] = [
-        ExpMechQuantile(eps_part, grids[p.column], p.q, BETA)
+    by_column: dict[str, list[ExtremePart]] = {}
+    for p in xp.parts:
+        if p.q is not None:
+            by_column.setdefault(p.column, []).append(p)
+    tree_cols = {c: ps for c, ps in by_column.items() if len(ps) >= TREE_MIN}
+    shares = (
+        sum(1 for p in xp.parts if p.q is None or p.column not in tree_cols)
+        + sum(tree_depth(len(ps)) for ps in tree_cols.values())
+        + (xp.central is not None)
+    )
+    share = epsilon / shares
+    k = factor(xp.plan)
+    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None] = [
+        None
+        if p.q is not None and p.column in tree_cols
+        else ExpMechQuantile(share / k, grids[p.column], p.q, BETA)
         if p.q is not None
-        else ShiftedRankExtreme(eps_part, grids[p.column], p.func, BETA)
+        else ShiftedRankExtreme(share / k, grids[p.column], p.func, BETA)
         for p in xp.parts
     ]
+    trees = {
+        c: RecursiveQuantiles(
+            share * tree_depth(len(ps)) / k, grids[c], tuple(p.q for p in ps if p.q is not None), BETA
+        )
+        for c, ps in tree_cols.items()
+    }
     cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
-    return JointState(grids, mechs, share, cells_eps)
+    return JointState(grids, mechs, trees, shares, share, cells_eps)
 
 
 def _joint_sql(gw, xp: ExtremePlan, js: JointState, salt: str = "") -> str:
@@ -408,9 +438,9 @@ def _joint_sql(gw, xp: ExtremePlan, js: JointState, salt: str = "") -> str:
 def joint_answer(gw, xp: ExtremePlan, js: JointState, rows) -> dict:
     """The measurement of a joint release. The scan's rows (part, k.., v, n, m..) are split:
     part −1 are the cells (noised by their own mechanisms at ``js.cells_eps``), part i the
-    histogram of ``xp.columns[i]``; each part's mechanism draws its value per cell. The
-    quantiles of one column are then put in ascending order within each cell (post-processing;
-    a sorted vector is no farther, in rank, from sorted targets than the vector itself)."""
+    histogram of ``xp.columns[i]``; per cell, each part's mechanism draws its value, a tree
+    column's percentiles are drawn together (ascending by construction), and the other
+    percentiles of a column are put in ascending order of q (:func:`ascending`: post-processing)."""
     n = len(xp.plan.group_by)
     cells = xp.cells
     known = set(cells)
@@ -441,15 +471,34 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows) -> dict:
                 values[r][j] = cvals[r][ci]
             hw[j], mech[j], eps[j] = ans["half_width"][ci], ans["mechanism"][ci], ans["epsilon"][ci]
         central_meta = {k: list(ans[k]) for k in ("half_width", "mechanism", "epsilon", "labels")}
+    parts_meta = []
     for part, m in zip(xp.parts, js.mechs):
+        g = js.grids[part.column]
+        if m is None:  # drawn with its column's tree below
+            tree = js.trees[part.column]
+            hw[part.index], mech[part.index], eps[part.index] = (
+                tree.rank_half_width(part.q),
+                tree.name,
+                tree.epsilon,
+            )
+            parts_meta.append({"k0": tree.rank_half_width(part.q), "U": g.U, "step": g.step, "beta": BETA})
+            continue
         h = hists[col_index[part.column]]
         for r, c in enumerate(cells):
             values[r][part.index] = m.release(h[c], gw.source)
         hw[part.index], mech[part.index], eps[part.index] = m.rank_half_width(), m.name, m.epsilon
-    for col in xp.columns:  # the quantiles of one column, ascending in q
-        qs = sorted((p for p in xp.parts if p.column == col and p.q is not None), key=lambda p: p.q or 0)
+        parts_meta.append({"k0": _k(m), "U": g.U, "step": g.step, "beta": BETA})
+    for col, tree in js.trees.items():
+        members = [p for p in xp.parts if p.column == col and p.q is not None]
+        h = hists[col_index[col]]
+        for r, c in enumerate(cells):
+            got = tree.release_all(h[c], gw.source)
+            for p in members:
+                values[r][p.index] = got[p.q] if p.q is not None else None
+    for col in xp.columns:  # the other percentiles of a column, ascending in q
+        qs = [p for p in xp.parts if p.column == col and p.q is not None and col not in js.trees]
         for row_values in values:
-            ordered = sorted(row_values[p.index] for p in qs)
+            ordered = ascending([row_values[p.index] for p in qs], [p.q or Fraction(0) for p in qs])
             for p, v in zip(qs, ordered):
                 row_values[p.index] = v
     return {
@@ -459,9 +508,10 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows) -> dict:
         "mechanism": mech,
         "epsilon": eps,
         "joint": {
-            "releases": xp.releases,
+            "shares": js.shares,
             "share": js.share,
-            "parts": [{"k0": _k(m), "U": m.grid.U, "step": m.grid.step, "beta": BETA} for m in js.mechs],
+            "parts": parts_meta,
+            "trees": {c: {"rounds": t.rounds, "epsilon": t.epsilon} for c, t in js.trees.items()},
             "central": central_meta,
         },
     }
@@ -486,25 +536,53 @@ def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
     )
 
 
-def _split_text(xp: ExtremePlan, share: float) -> str:
+def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int]) -> str:
+    """The ε split (NOTICE and EXPLAIN); ``trees``: each tree column's rounds."""
     k = factor(xp.plan)
     per_unit = (
-        f" (the MAX/MIN/percentiles run at {share / k:g} = {share:g}/{k}, over a unit's kept rows)"
-        if k > 1
-        else ""
+        f" (the MAX/MIN/percentiles run at ε/{k} of their share, over a unit's kept rows)" if k > 1 else ""
     )
+    tree = "".join(
+        f"; the {sum(p.column == c and p.q is not None for p in xp.parts)} percentiles of {c} take {r} of them "
+        "(recursive splitting)"
+        for c, r in trees.items()
+    )
+    return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
+
+
+def _tree_text(
+    xp: ExtremePlan, col: str, tree: dict, parts: list[tuple[ExtremePart, dict]], cells: int
+) -> str:
+    """The statement of a column's percentiles drawn together by recursive splitting."""
+    groups = f" in each of the {cells} groups" if cells > 1 else ""
+    each = ", ".join(f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n" for p, e in parts)
+    e = parts[0][1]
     return (
-        f"{xp.releases} releases share the statement's ε, split equally (sequential composition): "
-        f"ε {share:g} each{per_unit}"
+        f"{', '.join(p.name for p, _ in parts)}: {', '.join(_what(xp.single(p)) for p, _ in parts)} on a grid of "
+        f"{e['U'] + 1} points (step {fmt(e['step'])}), drawn together by recursive splitting (Kaplan, Schnapp "
+        f"and Stemmer 2022) at ε {tree['epsilon']:g} in {tree['rounds']} rounds, each on disjoint rows, "
+        f"ascending by construction: with probability {1 - BETA:.0%} {each}{groups} (n the group's rows), "
+        "plus the rows sharing one grid point per round when many do (a rank error, not value units)"
     )
 
 
 def joint_notice(xp: ExtremePlan, answer: dict) -> str:
     """The NOTICE of a joint release: the ε split, then each release's statement in order —
-    each MAX/MIN/quantile's rank statement, the cells' ± — and the unit."""
+    each MAX/MIN/quantile's rank statement (a tree column's percentiles together), the
+    cells' ± — and the unit."""
     j = answer["joint"]
     cells = len(answer["keys"])
-    texts = [_part_text(xp, p, e, cells) for p, e in zip(xp.parts, j["parts"])]
+    trees = j.get("trees", {})
+    texts = []
+    for p, e in zip(xp.parts, j["parts"]):
+        if p.q is not None and p.column in trees:
+            if p is next(x for x in xp.parts if x.column == p.column and x.q is not None):
+                members = [
+                    (x, m) for x, m in zip(xp.parts, j["parts"]) if x.column == p.column and x.q is not None
+                ]
+                texts.append(_tree_text(xp, p.column, trees[p.column], members, cells))
+            continue
+        texts.append(_part_text(xp, p, e, cells))
     if xp.central is not None and j.get("central") is not None:
         meta = j["central"]
         central_answer = {
@@ -518,24 +596,48 @@ def joint_notice(xp: ExtremePlan, answer: dict) -> str:
         body = cells_notice_body(xp.central, central_answer)
         texts.append(f"{', '.join(o.name for o in rest)} (the cells, at ε {j['share']:g}): {body}")
     numbered = "; ".join(f"{i + 1}) {t}" for i, t in enumerate(texts))
-    if sum(p.q is not None for p in xp.parts) > 1:
+    if any(
+        sum(p.column == c and p.q is not None for p in xp.parts) > 1 for c in xp.columns if c not in trees
+    ):
         numbered += "; the percentiles of one column are returned in ascending order (post-processing)"
-    unit = "" if xp.central is not None else f"; {unit_text(xp.plan)}"  # the cells' text ends with it
-    return f"{_split_text(xp, j['share'])}: {numbered}{unit}"
+    if xp.central is None:  # (the cells' text names theirs and ends with the unit)
+        numbered += f"; mechanism: {', '.join(dict.fromkeys(m for m in answer['mechanism'] if m))}"
+    unit = "" if xp.central is not None else f"; {unit_text(xp.plan)}"
+    rounds = {c: t["rounds"] for c, t in trees.items()}
+    return f"{_split_text(xp, j['shares'], j['share'], rounds)}: {numbered}{unit}"
 
 
 def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
-    """EXPLAIN of a joint release: the split, each part's mechanism and grid, the cells'
-    lines, the one backend statement."""
+    """EXPLAIN of a joint release: the split, each part's mechanism and grid (a tree
+    column's percentiles together), the cells' lines, the one backend statement."""
     eps = float(tier.epsilon)
     js = joint_setup(gw, xp, eps)
+    rounds = {c: t.rounds for c, t in js.trees.items()}
     lines = [
         f"dpgate release of {xp.plan.table}: {xp.plan.n_cells} group(s) (disjoint: each at the full "
-        f"share), ε {eps:g} per query; {_split_text(xp, js.share)}",
+        f"share), ε {eps:g} per query; {_split_text(xp, js.shares, js.share, rounds)}",
         "  " + unit_text(xp.plan),
     ]
-    for i, (part, m) in enumerate(zip(xp.parts, js.mechs)):
-        g = m.grid
+    i = 0
+    for part, m in zip(xp.parts, js.mechs):
+        g = js.grids[part.column]
+        grid = f"on a grid of {g.U + 1} points over [{g.lower:g}, {g.upper:g}] (step {g.step:g})"
+        if m is None:
+            tree = js.trees[part.column]
+            members = [p for p in xp.parts if p.column == part.column and p.q is not None]
+            if part is not members[0]:
+                continue
+            each = ", ".join(
+                f"{p.name} within {tree.rank_half_width(p.q)} rows of {float(p.q or 0):g}·n" for p in members
+            )
+            i += 1
+            lines.append(
+                f"  {i}) {', '.join(p.name for p in members)}: {len(members)} percentiles of {part.column} by "
+                f"{tree.name} (Kaplan, Schnapp and Stemmer 2022) at ε {tree.epsilon:g}: {tree.rounds} rounds of "
+                f"ε {tree.round_epsilon:g}, each on disjoint rows {grid}; with probability {1 - BETA:.0%} {each} "
+                "(plus rows tied at one grid point per round)"
+            )
+            continue
         what = _what(xp.single(part))
         if part.q is not None:
             bound = quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)
@@ -544,16 +646,16 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
                 f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
                 "(plus rows tied at one value) lie beyond the answer"
             )
-        lines.append(
-            f"  {i + 1}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} on a grid of {g.U + 1} points "
-            f"over [{g.lower:g}, {g.upper:g}] (step {g.step:g}); {bound}"
-        )
+        i += 1
+        lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")
     if xp.central is not None:
         sub = tier.model_copy(update={"epsilon": js.share})
         head = single_tier_lines(xp.central, sub)
-        lines.append(f"  {len(xp.parts) + 1}) the cells at ε {js.share:g}: " + head[0].strip())
+        lines.append(f"  {i + 1}) the cells at ε {js.share:g}: " + head[0].strip())
         lines += ["  " + line for line in head[2:]]
-    if sum(p.q is not None for p in xp.parts) > 1:
+    if any(
+        sum(p.column == c and p.q is not None for p in xp.parts) > 1 for c in xp.columns if c not in js.trees
+    ):
         lines.append("  the percentiles of one column are returned in ascending order (post-processing)")
     lines.append(
         "backend SQL (one statement: each column's histogram, which never leaves the proxy"

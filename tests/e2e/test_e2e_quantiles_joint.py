@@ -75,9 +75,10 @@ def margin(eps: float, U: int) -> int:
     return math.ceil(2.0 / eps * math.log((U + 1) / BETA))
 
 
-def quantile_ok(values, y, q, k, step):
-    """|#{x ≤ y} − q·n| ≤ k + the rows on one grid point, allowing one grid step of rounding."""
-    ties = max(Counter(int(x // step) for x in values).values())
+def quantile_ok(values, y, q, k, step, rounds=1):
+    """|#{x ≤ y} − q·n| ≤ k + the rows on one grid point (per round of draws), allowing one
+    grid step of rounding."""
+    ties = rounds * max(Counter(int(x // step) for x in values).values())
     below = sum(x <= y + step for x in values)
     above = sum(x <= y - step for x in values)
     return above - k - ties <= q * len(values) <= below + k + ties
@@ -95,9 +96,11 @@ INCOME_U, AGE_U = 100_000, 100
 
 
 def test_box_plot_three_percentiles_one_scan(service):
-    """p25, median and p75 per sex: three exponential-mechanism releases at ε/3 from ONE
-    histogram scan, monotone in q, each within its rank margin at ε/3; charged ε once; a
-    repeat is free; the NOTICE states the split."""
+    """p25, median and p75 per sex from ONE histogram scan, drawn together by recursive
+    splitting (Kaplan et al. 2022): ⌈log2 4⌉ = 2 rounds of ε/2 (the median first, then p25 and
+    p75 on the rows below and above it), ascending by construction, each within d·m rows of
+    q·n (d its depth, m = ⌈(2L/ε) ln((U + 1)·L/β)⌉) plus one grid point's rows per round;
+    charged ε once; a repeat is free; the NOTICE states the split."""
     sql = (
         "SELECT sex, percentile_cont(0.25) WITHIN GROUP (ORDER BY income) AS p25, median(income), "
         "percentile_cont(0.75) WITHIN GROUP (ORDER BY income) FROM pums GROUP BY sex ORDER BY sex"
@@ -108,20 +111,37 @@ def test_box_plot_three_percentiles_one_scan(service):
     assert len(seen) == 1 and spent(service) == pytest.approx(before + 1.0)
     assert names == ["sex", "p25", "median", "percentile_cont"]
     assert [r[0] for r in rows] == [0, 1]
-    k = margin(1 / 3, INCOME_U)
+    L = 2
+    m = math.ceil(2.0 * L / 1.0 * math.log((INCOME_U + 1) * L / BETA))
     for sex, p25, p50, p75 in rows:
         assert p25 <= p50 <= p75
         group = [r[INCOME] for r in ROWS if r[SEX] == sex]
-        for q, y in ((0.25, p25), (0.5, p50), (0.75, p75)):
-            assert quantile_ok(group, y, q, k, INCOME_STEP), (sex, q, y)
+        for q, y, depth in ((0.25, p25, 2), (0.5, p50, 1), (0.75, p75, 2)):
+            assert quantile_ok(group, y, q, depth * m, INCOME_STEP, depth), (sex, q, y)
     note = notes[0]
-    assert (
-        "3 releases share the statement's ε, split equally (sequential composition): ε 0.333333 each" in note
-    )
-    assert f"within {k} rows of 0.25·n" in note and f"within {k} rows of 0.75·n" in note
-    assert "returned in ascending order" in note and "ε charged 1;" in note
+    assert "ε split into 2 equal shares (sequential composition): ε 0.5 each" in note
+    assert "the 3 percentiles of income take 2 of them (recursive splitting)" in note
+    assert f"median within {m} rows of 0.5·n" in note and f"p25 within {2 * m} rows of 0.25·n" in note
+    assert "ε charged 1;" in note and "recursive_quantiles" in note
     _, again, notes2 = run(service, sql.lower())
     assert again == rows and "repeat" in notes2[0] and spent(service) == pytest.approx(before + 1.0)
+
+
+def test_two_percentiles_each_at_half_and_sorted(service):
+    """Two percentiles of a column (below the tree's threshold): one exponential mechanism
+    each at ε/2, within ⌈(2/(ε/2)) ln((U + 1)/β)⌉ rows, returned ascending."""
+    names, rows, notes = run(
+        service,
+        "SELECT percentile_disc(0.9) WITHIN GROUP (ORDER BY age) AS p90, "
+        "percentile_disc(0.1) WITHIN GROUP (ORDER BY age) AS p10 FROM pums",
+    )
+    ((p90, p10),) = rows
+    assert p10 <= p90 and isinstance(p10, int)
+    k = margin(0.5, AGE_U)
+    ages = [r[AGE] for r in ROWS]
+    assert quantile_ok(ages, p10, 0.1, k, 1) and quantile_ok(ages, p90, 0.9, k, 1)
+    assert "ε split into 2 equal shares" in notes[0] and f"within {k} rows of 0.9·n" in notes[0]
+    assert "returned in ascending order (post-processing)" in notes[0]
 
 
 def test_max_and_min_of_two_columns(service):
@@ -136,7 +156,7 @@ def test_max_and_min_of_two_columns(service):
     k_inc, k_age = margin(0.5, INCOME_U), margin(0.5, AGE_U)
     assert beyond_ok([r[INCOME] for r in ROWS], top, "max", k_inc, INCOME_STEP)
     assert beyond_ok([r[AGE] for r in ROWS], young, "min", k_age, 1)
-    assert "2 releases share the statement's ε" in notes[0]
+    assert "ε split into 2 equal shares" in notes[0]
     assert f"k0 = {k_inc}" in notes[0] and f"k0 = {k_age}" in notes[0]
 
 
@@ -166,7 +186,7 @@ def test_extremes_beside_count_and_avg_grouped(service):
         )
         assert 0 <= mean <= 500_000
     note = notes[0]
-    assert "3 releases share the statement's ε" in note and "n, mean (the cells, at ε 0.333333)" in note
+    assert "ε split into 3 equal shares" in note and "n, mean (the cells, at ε 0.333333)" in note
     assert "geometric_count" in note and "shifted-rank" in note
 
 
@@ -178,7 +198,7 @@ def test_explain_states_the_split_and_charges_nothing(service):
     )
     text = "\n".join(r[0] for r in lines)
     assert spent(service) == before
-    assert "2 releases share the statement's ε, split equally (sequential composition): ε 0.5 each" in text
+    assert "ε split into 2 equal shares (sequential composition): ε 0.5 each" in text
     assert (
         "1) percentile_disc: percentile_disc(0.9) WITHIN GROUP (ORDER BY age) by exponential_quantile at ε 0.5"
         in text
@@ -227,8 +247,8 @@ def test_per_unit_table_group_privacy(service):
     over their own factor; both stated."""
     names, rows, notes = run(service, "SELECT COUNT(*), MAX(amount) FROM purchases")
     assert names == ["count", "max"] and len(rows) == 1
-    assert "2 releases share the statement's ε" in notes[0]
-    assert "run at 0.05 = 0.5/10" in notes[0] and "mechanisms run at ε/10" in notes[0]
+    assert "ε split into 2 equal shares" in notes[0]
+    assert "run at ε/10 of their share" in notes[0] and "mechanisms run at ε/10" in notes[0]
 
 
 def test_extended_protocol_with_parameters(service):
