@@ -336,10 +336,10 @@ def _joint(
         raise refuse("one MAX/MIN/percentile per select-list item; compute expressions in the client.")
     if sum(map(len, items)) == 0:
         raise refuse("MAX, MIN and percentiles are answered in the select list only.")
-    if plan.selected:
+    if plan.selected and any(not e for e, o in zip(items, plan.outputs) if o.source == "aggregate"):
         raise refuse(
-            "MAX, MIN and percentiles over keys without a public domain are answered one per "
-            "statement (the keys are chosen by partition selection); ask for the others separately."
+            "over keys without a public domain (chosen by partition selection), MAX, MIN and "
+            "percentiles are answered together but not beside COUNT/SUM/AVG; ask for those separately."
         )
     if orders_by_aggregate(original) or any(item.tree is not None for item in plan.order_by):
         raise refuse("ORDER BY names an output by its position or name here.")
@@ -523,7 +523,9 @@ class GridSql:
     integral_step: bool
 
 
-def joint_sql(xp: ExtremePlan, grids: dict[str, GridSql], dialect: str, salt: str = "") -> str:
+def joint_sql(
+    xp: ExtremePlan, grids: dict[str, GridSql], dialect: str, salt: str = "", floor: int | None = None
+) -> str:
     """The one backend statement of a joint release: each column's histogram (the scan of
     :func:`histogram_sql`) and the central cells (:func:`rewriter.to_sql`), as one result
     tagged by ``part`` (−1: the cells; i: the histogram of ``xp.columns[i]``)::
@@ -533,7 +535,10 @@ def joint_sql(xp: ExtremePlan, grids: dict[str, GridSql], dialect: str, salt: st
 
     Rows: (part, k.., v, n, m..). The cells come first, so each measure's type is the
     cells' (a NULL elsewhere takes it). Every part is bounded by the privacy unit as
-    its own scan is."""
+    its own scan is. ``floor`` (keys chosen by partition selection; no cells): the first
+    column's histogram also carries each key's distinct units and drops the keys below the
+    floor (:func:`histogram_sql`), as one more column ``units`` (NULL on the other parts),
+    which the selection reads; the other histograms are read for the keys it keeps."""
     keys = [f"k{i + 1}" for i in range(len(xp.plan.group_by))]
     measures = [] if xp.central is None else [f"m{j + 1}" for j in range(len(xp.central.measures))]
     subs: list[str] = []
@@ -553,11 +558,15 @@ def joint_sql(xp: ExtremePlan, grids: dict[str, GridSql], dialect: str, salt: st
     for i, col in enumerate(xp.columns):
         g = grids[col]
         part = ExtremePlan(xp.plan, xp.func, col, xp.q)
-        text = histogram_sql(part, g.lower, g.step, g.U, g.integral_step, dialect, salt)
+        first = floor is not None and i == 0
+        text = histogram_sql(
+            part, g.lower, g.step, g.U, g.integral_step, dialect, salt, floor=floor if first else None
+        )
         subs.append(text)
-        cols = ", ".join([*keys, "v", "n"])
+        cols = ", ".join([*keys, "v", "n", *(["units"] if first else [])])
         sel = ", ".join([f"CAST({i} AS BIGINT) AS part", *[f"h{i}.{k}" for k in keys]])
-        branches.append(f"SELECT {sel}, h{i}.v, h{i}.n{pad} FROM ({text}) AS h{i}({cols})")
+        units = "" if floor is None else f", h{i}.units" if first else ", CAST(NULL AS BIGINT) AS units"
+        branches.append(f"SELECT {sel}, h{i}.v, h{i}.n{pad}{units} FROM ({text}) AS h{i}({cols})")
     sql = " UNION ALL ".join(branches)
     bound: dict[str, str] = {}
     for text in subs:

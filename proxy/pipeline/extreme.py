@@ -229,6 +229,7 @@ class JointState:
     shares: int
     share: float  # the statement's ε over ``shares``
     cells_eps: float  # the cells' mechanisms' ε: one share over the cells' unit factor
+    sel: SelectionPlan | None = None  # keys without a public domain: their partition selection
 
 
 class Extreme(ReleaseKind):
@@ -252,14 +253,15 @@ class Extreme(ReleaseKind):
         eps = float(tier.epsilon)
         if xp.joint:
             cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
+            sp = _selection(xp.plan, tier)
+            js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
+            js.sel = sp
+            key, delta = _key(xp, eps), 0.0
+            if sp is not None:  # the selection's δ is part of what is released
+                delta = float(tier.delta)
+                key = f"{key}:delta={delta!r}"
             return Prepared(
-                self,
-                xp,
-                cols,
-                key=_key(xp, eps),
-                canonical=xp.canonical(),
-                epsilon=eps,
-                state=joint_setup(gw, xp, eps),
+                self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta, state=js
             )
         sp = _selection(xp.plan, tier)
         grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
@@ -289,7 +291,7 @@ class Extreme(ReleaseKind):
     def measure(self, conn, p: Prepared, cells) -> dict:
         xp = plan_as(p, ExtremePlan)
         if isinstance(p.state, JointState):
-            return joint_answer(conn.gw, xp, p.state, cells)
+            return joint_answer(conn.gw, xp, p.state, cells, p.delta)
         st = state_as(p, ExtremeState)
         if st.sel is not None:
             return _selected_answer(conn.gw, xp, st.m, st.grid, st.sel, cells, p.delta)
@@ -297,7 +299,8 @@ class Extreme(ReleaseKind):
 
     def mechanism(self, answer: dict) -> str:
         if "joint" in answer:
-            return ",".join(dict.fromkeys(m for m in answer["mechanism"] if m))
+            names = ",".join(dict.fromkeys(m for m in answer["mechanism"] if m))
+            return names + (", partition_selection" if "partitions" in answer else "")
         return answer["mechanism"][0] + (", partition_selection" if "partitions" in answer else "")
 
     def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
@@ -432,29 +435,52 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
 
 def _joint_sql(gw, xp: ExtremePlan, js: JointState, salt: str = "") -> str:
     grids = {c: GridSql(g.lower, g.step, g.U, g.integral and g.step == 1.0) for c, g in js.grids.items()}
-    return joint_sql(xp, grids, gw.backend.dialect, salt)
+    floor = None if js.sel is None else int(js.sel.floor)
+    return joint_sql(xp, grids, gw.backend.dialect, salt, floor)
 
 
-def joint_answer(gw, xp: ExtremePlan, js: JointState, rows) -> dict:
+def joint_answer(gw, xp: ExtremePlan, js: JointState, rows, delta: float = 0.0) -> dict:
     """The measurement of a joint release. The scan's rows (part, k.., v, n, m..) are split:
     part −1 are the cells (noised by their own mechanisms at ``js.cells_eps``), part i the
     histogram of ``xp.columns[i]``; per cell, each part's mechanism draws its value, a tree
     column's percentiles are drawn together (ascending by construction), and the other
     percentiles of a column are put in ascending order of q (:func:`ascending`: post-processing)."""
     n = len(xp.plan.group_by)
-    cells = xp.cells
-    known = set(cells)
     col_index = {c: i for i, c in enumerate(xp.columns)}
-    hists: list[dict[tuple, list]] = [{c: [] for c in cells} for _ in xp.columns]
     central_rows = []
-    for row in rows:
-        tag = int(row[0])
-        if tag < 0:
-            central_rows.append((*row[1 : 1 + n], *row[3 + n :]))
-            continue
-        c = cell_of(row[1:], n, known)
-        if c is not None and row[1 + n] is not None:
-            hists[tag][c].append((int(row[1 + n]), int(row[2 + n])))
+    part_meta = None
+    if js.sel is None:
+        cells = xp.cells
+        known = set(cells)
+        hists: list[dict[tuple, list]] = [{c: [] for c in cells} for _ in xp.columns]
+        for row in rows:
+            tag = int(row[0])
+            if tag < 0:
+                central_rows.append((*row[1 : 1 + n], *row[3 + n :]))
+                continue
+            c = cell_of(row[1:], n, known)
+            if c is not None and row[1 + n] is not None:
+                hists[tag][c].append((int(row[1 + n]), int(row[2 + n])))
+    else:  # keys chosen by partition selection from the first histogram's units (module doc)
+        sp = js.sel
+        found: list[dict[tuple, list]] = [{} for _ in xp.columns]
+        units: dict[tuple, int] = {}
+        for row in rows:
+            tag, key = int(row[0]), tuple(row[1 : 1 + n])
+            hist = found[tag].setdefault(key, [])
+            if row[1 + n] is not None:
+                hist.append((int(row[1 + n]), int(row[2 + n])))
+            if tag == 0:
+                units[key] = int(row[3 + n])
+        order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))  # draws in key order
+        cells = select_rows(sp.sel, [(*k, units[k]) for k in order], n, gw.source)
+        hists = [{c: h.get(c, []) for c in cells} for h in found]
+        part_meta = {
+            "kept": len(cells),
+            "describe": sp.sel.describe(),
+            "delta": float(delta),
+            "eps_measures": sp.eps_measures,
+        }
     width = len(xp.plan.aggregates)
     values: list[list] = [[None] * width for _ in cells]
     hw: list[float] = [0.0] * width
@@ -501,7 +527,7 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows) -> dict:
             ordered = ascending([row_values[p.index] for p in qs], [p.q or Fraction(0) for p in qs])
             for p, v in zip(qs, ordered):
                 row_values[p.index] = v
-    return {
+    out = {
         "keys": [[cell_key(v) for v in c] for c in cells],
         "values": values,
         "half_width": hw,
@@ -515,6 +541,9 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows) -> dict:
             "central": central_meta,
         },
     }
+    if part_meta is not None:
+        out["partitions"] = part_meta
+    return out
 
 
 def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
@@ -604,20 +633,40 @@ def joint_notice(xp: ExtremePlan, answer: dict) -> str:
         numbered += f"; mechanism: {', '.join(dict.fromkeys(m for m in answer['mechanism'] if m))}"
     unit = "" if xp.central is not None else f"; {unit_text(xp.plan)}"
     rounds = {c: t["rounds"] for c, t in trees.items()}
-    return f"{_split_text(xp, j['shares'], j['share'], rounds)}: {numbered}{unit}"
+    split = _split_text(xp, j["shares"], j["share"], rounds)
+    part = answer.get("partitions")
+    if part is not None:  # keys chosen first, at the other half of ε
+        split = f"{selection_notice(xp.plan, part)}; values at ε {fmt(part['eps_measures'])}: {split}"
+    return f"{split}: {numbered}{unit}"
 
 
 def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
     """EXPLAIN of a joint release: the split, each part's mechanism and grid (a tree
     column's percentiles together), the cells' lines, the one backend statement."""
     eps = float(tier.epsilon)
-    js = joint_setup(gw, xp, eps)
+    if xp.plan.selected and tier.delta <= 0:
+        return [
+            f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
+            "selection, and this tier has delta = 0"
+        ]
+    sp = _selection(xp.plan, tier)
+    js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
+    js.sel = sp
     rounds = {c: t.rounds for c, t in js.trees.items()}
-    lines = [
-        f"dpgate release of {xp.plan.table}: {xp.plan.n_cells} group(s) (disjoint: each at the full "
-        f"share), ε {eps:g} per query; {_split_text(xp, js.shares, js.share, rounds)}",
-        "  " + unit_text(xp.plan),
-    ]
+    split = _split_text(xp, js.shares, js.share, rounds)
+    if sp is None:
+        lines = [
+            f"dpgate release of {xp.plan.table}: {xp.plan.n_cells} group(s) (disjoint: each at the full "
+            f"share), ε {eps:g} per query; {split}",
+            "  " + unit_text(xp.plan),
+        ]
+    else:
+        lines = [
+            selection_explain(xp.plan, tier, sp),
+            f"  the values of each released key at ε {sp.eps_measures:g} (the other half of ε; the released "
+            f"keys are disjoint): {split}; the keys' units read from {xp.columns[0]}'s histogram",
+            "  " + unit_text(xp.plan),
+        ]
     i = 0
     for part, m in zip(xp.parts, js.mechs):
         g = js.grids[part.column]

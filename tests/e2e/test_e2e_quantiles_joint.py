@@ -281,3 +281,24 @@ def test_refusals_charge_nothing(service, sql):
             conn.execute(sql)
     assert e.value.sqlstate == "0A000", e.value
     assert e.value.diag.message_hint and spent(service) == before
+
+
+def test_keys_without_a_public_domain(service):
+    """GROUP BY city (no public domain): the cities chosen once by partition selection (half
+    of ε, and δ), MAX and the median of each chosen city at the other half, split in two;
+    one backend statement; ε and δ charged once."""
+    before = spent(service)
+    with backend_sql(service) as seen:
+        names, rows, notes = run(
+            service,
+            "SELECT city, MAX(amount) AS hi, median(amount) AS mid FROM purchases GROUP BY city "
+            "ORDER BY city LIMIT 5",
+        )
+    assert len(seen) == 1 and spent(service) == pytest.approx(before + 1.0)
+    assert names == ["city", "hi", "mid"] and 0 < len(rows) <= 5
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    cities = {r[0] for r in service._call(service.gw.backend.fetch("SELECT DISTINCT city FROM purchases"))}
+    assert all(r[0] in cities and 0 <= r[2] <= 500 and 0 <= r[1] <= 500 for r in rows)
+    note = notes[0]
+    assert "key(s) released" in note and "values at ε 0.5" in note and "ε split into 2 equal shares" in note
+    assert "δ charged 1e-07" in note
