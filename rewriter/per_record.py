@@ -55,6 +55,8 @@ __all__ = [
     "PrPlan",
     "build_pr_plan",
     "check_expression",
+    "parts_scan_sql",
+    "parts_values_sql",
     "pr_param_types",
     "scan_sql",
     "values_sql",
@@ -483,6 +485,60 @@ def scan_sql(
     grp = ", ".join([*p.keys, "lvl", *(["b"] if buckets else [])])
     agg = "COUNT(*) AS cnt" + (", SUM(v) AS sm" if with_sum or buckets else "")
     return from_postgres(f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}", dialect)
+
+
+def parts_scan_sql(
+    parts: list[tuple[PrPlan, bool, bool]], pol: PolicySql, config: Config, dialect: str
+) -> str:
+    """Several aggregates' level scans (each ``(part, buckets, with_sum)`` as :func:`scan_sql`
+    writes it) as ONE backend statement, tagged::
+
+        SELECT i AS part, k.., lvl, b, cnt, sm FROM (<scan i>) AS p_i(k.., lvl[, b], cnt[, sm])
+        UNION ALL …
+
+    Rows: (part, k_1…k_n, lvl, b, cnt, sm), b and sm NULL where the part has none. The parts
+    with a sum come first, so sm takes their type (b is always cast)."""
+    text = _text_dialect(dialect)
+    order = sorted(range(len(parts)), key=lambda i: not (parts[i][1] or parts[i][2]))
+    branches = []
+    for i in order:
+        prp, buckets, with_sum = parts[i]
+        p = _parts(prp, pol, config, text, buckets)
+        grp = ", ".join([*p.keys, "lvl", *(["b"] if buckets else [])])
+        agg = "COUNT(*) AS cnt" + (", SUM(v) AS sm" if with_sum or buckets else "")
+        inner = f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}"
+        has_sum = with_sum or buckets
+        cols = ", ".join([*p.keys, "lvl", *(["b"] if buckets else []), "cnt", *(["sm"] if has_sum else [])])
+        a = f"p{i}"
+        sel = ", ".join(
+            [
+                f"CAST({i} AS BIGINT) AS part",
+                *[f"{a}.{k}" for k in p.keys],
+                f"{a}.lvl",
+                f"CAST({a}.b AS BIGINT) AS b" if buckets else "CAST(NULL AS BIGINT) AS b",
+                f"{a}.cnt",
+                f"{a}.sm" if has_sum else "NULL AS sm",
+            ]
+        )
+        branches.append(f"SELECT {sel} FROM ({inner}) AS {a}({cols})")
+    return from_postgres(" UNION ALL ".join(branches), dialect)
+
+
+def parts_values_sql(
+    parts: list[tuple[PrPlan, dict[tuple[Any, ...], int]]], pol: PolicySql, config: Config, dialect: str
+) -> str:
+    """MAX/MIN round 2 of several parts as ONE statement (each ``(part, ℓ per cell)`` as
+    :func:`values_sql` writes it), tagged: rows (part, k_1…k_n, v, cnt)."""
+    n = len(parts[0][0].plan.group_by)
+    keys = [f"k{j + 1}" for j in range(n)]
+    branches = []
+    for i, (prp, ells) in enumerate(parts):
+        inner = values_sql(prp, pol, config, _text_dialect(dialect), ells)  # spelled once, below
+        cols = ", ".join([*keys, "v", "cnt"])
+        a = f"w{i}"
+        sel = ", ".join([f"CAST({i} AS BIGINT) AS part", *[f"{a}.{k}" for k in keys], f"{a}.v", f"{a}.cnt"])
+        branches.append(f"SELECT {sel} FROM ({inner}) AS {a}({cols})")
+    return from_postgres(" UNION ALL ".join(branches), dialect)
 
 
 def _text_dialect(dialect: str) -> str:
