@@ -309,6 +309,8 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
     return ExtremePlan(plan, func, col, None, (ExtremePart(func, col, None, 0, name),))
 
 
+MAX_PARTS, MAX_COLUMNS = 32, 8  # per statement: the scan reads one histogram per column
+
 JOINT = (
     "Several MAX/MIN/median/percentiles, and COUNT/SUM/AVG beside them, are answered in one "
     "statement when each select-list item is a group column, one aggregate (ROUND/CAST over it "
@@ -369,6 +371,11 @@ def _joint(
             aggs.append(plan.aggregates[o.index])
             parts.append(ExtremePart(func, col, q, len(aggs) - 1, o.name))
         outputs.append(dataclasses.replace(o, index=seen[key]))
+    if len(parts) > MAX_PARTS or len({p.column for p in parts}) > MAX_COLUMNS:
+        raise refuse(
+            f"at most {MAX_PARTS} MAX/MIN/percentiles over {MAX_COLUMNS} columns in one statement (each "
+            "takes a share of ε, each column one more histogram in the scan); split the statement."
+        )
     full = dataclasses.replace(plan, aggregates=tuple(aggs), outputs=tuple(outputs))
     central, index = None, list[int | None]([None] * len(aggs))
     if central_of:
