@@ -360,10 +360,11 @@ def _joint(
                 o = dataclasses.replace(o, index=central_of[o.index])
             outputs.append(o)
             continue
-        ((func, q, col),) = ext
+        ((func, q, _),) = ext
         if o.source != "aggregate":
             raise refuse(f"{func.upper()} is answered as a select-list item of its own.")
-        if col not in columns:
+        col = plan.aggregates[o.index].column  # resolved by the central rules (aliases, joins)
+        if col is None or col not in columns:
             raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
         key = (func if q is None else "q", q, col)
         if key not in seen:

@@ -302,3 +302,16 @@ def test_keys_without_a_public_domain(service):
     note = notes[0]
     assert "key(s) released" in note and "values at ε 0.5" in note and "ε split into 2 equal shares" in note
     assert "δ charged 1e-07" in note
+
+
+def test_over_a_lookup_join(service):
+    """The columns as the central rules resolve them (a qualified column of a lookup join)."""
+    names, rows, notes = run(
+        service,
+        "SELECT s.area, MAX(p.amount) AS top, COUNT(*) AS n, median(p.amount) FROM purchases p "
+        "JOIN stores s ON p.store = s.store_id GROUP BY s.area ORDER BY s.area",
+    )
+    assert names == ["area", "top", "n", "median"]
+    assert [r[0] for r in rows] == ["center", "north", "south"]
+    assert all(0 <= r[3] <= r[1] <= 500 for r in rows)  # the median below the MAX: far apart on this data
+    assert "ε split into 3 equal shares" in notes[0]
