@@ -315,3 +315,14 @@ def test_over_a_lookup_join(service):
     assert [r[0] for r in rows] == ["center", "north", "south"]
     assert all(0 <= r[3] <= r[1] <= 500 for r in rows)  # the median below the MAX: far apart on this data
     assert "ε split into 3 equal shares" in notes[0]
+
+
+def test_a_large_public_domain(service):
+    """200 items: the cells are released column by column (a batch), the extremes per item."""
+    names, rows, notes = run(
+        service,
+        "SELECT item, COUNT(*) AS n, MAX(amount) AS top FROM purchases GROUP BY item ORDER BY n DESC LIMIT 3",
+    )
+    assert names == ["item", "n", "top"] and len(rows) == 3
+    assert rows == sorted(rows, key=lambda r: -r[1]) and all(0 <= r[2] <= 500 for r in rows)
+    assert "ε split into 2 equal shares" in notes[0]
