@@ -2,14 +2,20 @@
 
 The statement is validated as the same statement with MAX/MIN read as SUM (WHERE,
 GROUP BY over public domains, ORDER BY, LIMIT, display steps: the rules of every
-central statement; the column must be numeric with declared bounds). One MAX or MIN
-per statement — it is its own release. The scan is a histogram over the column's
-public grid (:class:`mechanisms.extreme.ExtremeGrid`, passed in as lower/step/U):
+central statement; the column must be numeric with declared bounds). The scan of one
+MAX/MIN/percentile is a histogram over the column's public grid
+(:class:`mechanisms.extreme.ExtremeGrid`, passed in as lower/step/U):
 
     SELECT k1, …, CAST(FLOOR((clamp(col) − lower) / step) AS BIGINT) AS v, COUNT(*) AS n
     FROM t WHERE (pred) AND col IS NOT NULL GROUP BY k1, …, v
 
 Its rows never leave the proxy; the mechanism turns each group's histogram into one value.
+
+Several MAX/MIN/percentiles in one statement, or beside COUNT/SUM/AVG/…: a *joint* plan
+(:func:`_joint`): each distinct one is a part filling a plan aggregate of its own (they were all
+planned as a SUM of their column), the other aggregates are planned as cells by the central
+rules, and :func:`joint_sql` reads every column's histogram and the cells in ONE backend
+statement (``UNION ALL``, each part tagged).
 
 A key without a public domain (``plan.selected``): the same scan also returns, on
 each histogram row, the number of distinct units of its key over the kept rows (rows, on a
@@ -65,9 +71,9 @@ __all__ = [
 ]
 
 ALLOWED = (
-    "Allowed: SELECT [group columns,] one MAX(col), MIN(col), median(col) or percentile_cont(q) / "
-    "percentile_disc(q) WITHIN GROUP (ORDER BY col) of a numeric column with declared "
-    "bounds FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
+    "Allowed: SELECT [group columns,] MAX(col), MIN(col), median(col), percentile_cont(q) / "
+    "percentile_disc(q) WITHIN GROUP (ORDER BY col) of numeric columns with declared "
+    "bounds [, COUNT/SUM/AVG/…] FROM a declared table [JOIN its public lookup tables or the tables of the same people] [WHERE row predicate] [GROUP BY columns with a declared "
     "domain] [ORDER BY outputs] [LIMIT n]."
 )
 

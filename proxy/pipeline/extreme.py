@@ -13,7 +13,18 @@ also carries each key's distinct units and drops the keys below the selection's 
 other δ/2k; the value of each released key is then drawn at the other ε/2, divided by the
 unit's factor. The selection's output is DP, so the values over it compose sequentially:
 (ε/2, δ) + ε/2 = (ε, δ) per unit. δ is reserved with ε, in the same ledger charge (``Prepared.delta``,
-:func:`.kind.run`); a tier with δ = 0 is refused with the bin hint, as for partitions."""
+:func:`.kind.run`); a tier with δ = 0 is refused with the bin hint, as for partitions.
+
+Several MAX/MIN/percentiles in one statement, or beside COUNT/SUM/AVG/… (a joint plan,
+:mod:`rewriter.extreme`): one backend statement reads each column's histogram and the cells;
+the tier's ε is split into equal shares (:func:`joint_setup`: sequential composition) — one per
+MAX/MIN, per percentile of a column with fewer than ``TREE_MIN`` of them, ⌈log2(k + 1)⌉ for a
+column's k ≥ ``TREE_MIN`` percentiles drawn together by recursive splitting
+(:class:`mechanisms.quantile.RecursiveQuantiles`, Kaplan, Schnapp and Stemmer 2022), one for
+the cells (released by :func:`.release.noisy_answer` as alone at that share). Over keys
+without a public domain the keys are chosen once, from the first column's histogram, and the
+shares split the values' half of ε. The NOTICE and EXPLAIN number the releases and state
+each one's share and error."""
 
 from __future__ import annotations
 
