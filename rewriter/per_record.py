@@ -2,12 +2,15 @@
 
 A table with a ``privacy`` policy answers
 
-    SELECT [group keys,] COUNT(*) | COUNT(col) | SUM(col) [, …] | MAX(col) | MIN(col)
+    SELECT [group keys,] COUNT(*) | COUNT(col) | SUM(col) | MAX(col) | MIN(col) [, …]
     FROM t [WHERE row predicate] [GROUP BY keys with a public domain] [ORDER BY …] [LIMIT …]
 
 through ONE backend scan grouped by the group keys and the record's privacy level
 (and its log2 value bucket where the framework sum needs it); MAX/MIN add one
 second round trip once each cell's level ℓ is known (per-record spec §12.2-12.4).
+Several aggregates (``PrPlan.parts``, each at an equal share of ε) run their scans as one
+tagged statement (:func:`parts_scan_sql`) and their MAX/MIN second rounds as one more
+(:func:`parts_values_sql`).
 
 Validation is the central rewriter's: the statement is planned by
 :func:`rewriter.build_plan` with MAX/MIN read as SUM (same argument rules: a
