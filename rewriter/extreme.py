@@ -55,8 +55,8 @@ from .args import understood
 from .emit import DOUBLE, for_dialect, group_key_sql, keyed_hash, to_sql
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INVALID_PARAMETER, Refusal
-from .per_record import orders_by_aggregate, substitute_extremes
-from .plan import Aggregate, Plan
+from .per_record import substitute_extremes
+from .plan import Aggregate, Output, Plan
 from .values import to_node
 
 __all__ = [
@@ -236,18 +236,6 @@ def _one_column(node: exp.Expression) -> bool:
     return isinstance(node, exp.Column)
 
 
-def _extreme_of(item: exp.Expression) -> list[tuple[ExtremeFunc, Fraction | None, str]]:
-    """The MAX/MIN/quantiles a select-list item asks for, as (func, ascending q, column sql)."""
-    _, quantiles = substitute_quantiles(item)
-    out: list[tuple[ExtremeFunc, Fraction | None, str]] = [(f, q, c) for f, q, c in quantiles]
-    for node in item.find_all(exp.Max, exp.Min):
-        if node.this is not None:
-            out.append(
-                ("max" if isinstance(node, exp.Max) else "min", None, node.this.sql("postgres").lower())
-            )
-    return out
-
-
 def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] | None = None) -> ExtremePlan:
     for node in expr.find_all(exp.Max, exp.Min, exp.Median, exp.Ordered):
         arg = node.this
@@ -261,7 +249,6 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
                 f"{name.upper() if name != 'percentile' else 'percentile_cont/percentile_disc'} "
                 f"takes one declared column, not an expression ({arg.sql('postgres')})."
             )
-    items = [_extreme_of(i) for i in expr.expressions] if isinstance(expr, exp.Select) else None
     original = expr
     expr, quantiles = substitute_quantiles(expr)
     sub, found = substitute_extremes(expr)
@@ -290,19 +277,21 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
         )
     # plan.selected (a key without a public domain): the keys come from partition selection in the
     # same scan (histogram_sql's floor, proxy.pipeline.extreme), so it is planned like any other
-    if plan.row_filter is not None or any(o.source == "expr" for o in plan.outputs):
+    if plan.row_filter is not None:
         raise _refuse(
-            "MAX, MIN and percentiles are answered alone (ROUND/CAST over them allowed); "
-            "compute expressions over them in the client."
+            "HAVING is not available with MAX/MIN/percentiles; ask for the value per group "
+            "and filter in the client."
         )
     single = (
         len(found) == 1
         and len(plan.aggregates) == 1
         and len(quantiles) <= 1
         and (bool(quantiles) or kinds[0] in ("max", "min"))
+        and not any(o.source == "expr" for o in plan.outputs)
+        and not any(item.tree is not None for item in plan.order_by)
     )
     if not single:
-        return _joint(original, plan, items, config, params)
+        return _joint(original, config, params)
     if plan.aggregates[0].column not in config.tables[plan.table].columns:  # MAX(a + b)
         raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
     out = plan.outputs
@@ -318,94 +307,204 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
 MAX_PARTS, MAX_COLUMNS = 32, 8  # per statement: the scan reads one histogram per column
 
 JOINT = (
-    "Several MAX/MIN/median/percentiles, and COUNT/SUM/AVG beside them, are answered in one "
-    "statement when each select-list item is a group column, one aggregate (ROUND/CAST over it "
-    "allowed) of a declared column, and ORDER BY names outputs by position or name"
+    "Several MAX/MIN/median/percentiles of declared columns, COUNT/SUM/AVG beside them and "
+    "expressions over them are answered in one statement; HAVING is not"
 )
 
 
-def _joint(
-    original: exp.Expression,
-    plan: Plan,
-    items: list[list[tuple[ExtremeFunc, Fraction | None, str]]] | None,
-    config: Config,
-    params: list[Any] | None,
-) -> ExtremePlan:
-    """A statement with several MAX/MIN/quantiles, or with them beside COUNT/SUM/AVG/…: each
-    distinct one a part filling its own plan aggregate, the others planned as cells by the
-    central rules (the same statement with each extreme's item read as a constant)."""
+TAG = "__dpgate_x"  # the literal that tags an extreme's stand-in aggregate (:func:`_tagged`)
+
+
+def _tagged(
+    expr: exp.Expression,
+) -> tuple[exp.Expression, exp.Expression, list[tuple[ExtremeFunc, Fraction | None]]]:
+    """Two copies of a statement whose select list or ORDER BY holds MAX/MIN/percentiles:
+
+    * each one j read as ``SUM(col) FILTER (WHERE '__dpgate_xj' = '__dpgate_xj')`` (as a
+      double for percentile_cont and median; an unaliased select item keeps Postgres's name) —
+      the central rules plan it as an aggregate of its own, which the tag names;
+    * each one read as the constant 1 (an ORDER BY item holding one left out), without OFFSET /
+      LIMIT: the statement's other aggregates, planned as cells.
+
+    and each one's (func, ascending q)."""
+    tagged, rest = expr.copy(), expr.copy()
+    order = rest.args.get("order")
+    if isinstance(order, exp.Order):
+        keep = [o for o in order.expressions if not _extreme_nodes(o)]
+        rest.set("order", exp.Order(expressions=keep) if keep else None)
+    found: list[tuple[ExtremeFunc, Fraction | None]] = []
+    for clause in ("expressions", "order"):
+        nodes = [n for v in _as_list(tagged.args.get(clause)) for n in _extreme_nodes(v)]
+        twins: list[exp.Expression | None] = [
+            n for v in _as_list(rest.args.get(clause)) for n in _extreme_nodes(v)
+        ]
+        twins += [None] * (len(nodes) - len(twins))  # (the ORDER BY items left out of ``rest``)
+        for node, twin in zip(nodes, twins):
+            func, q, col = _read(node)
+            tag = exp.Literal.string(f"{TAG}{len(found)}")
+            new: exp.Expr = exp.Filter(
+                this=exp.Sum(this=col.copy()),
+                expression=exp.Where(this=exp.EQ(this=tag, expression=tag.copy())),
+            )
+            if func in ("percentile_cont", "median"):
+                new = exp.Cast(this=new, to=exp.DataType.build("double"))
+            if node.parent is not None and node.parent.key == "select" and node.arg_key == "expressions":
+                new = exp.alias_(new, func)
+            found.append((func, q))
+            node.replace(new)
+            if twin is not None:
+                twin.replace(to_node(1))
+    for arg in ("limit", "offset"):
+        rest.set(arg, None)
+    return tagged, rest, found
+
+
+def _as_list(value: object) -> list[exp.Expression]:
+    if isinstance(value, exp.Expression):
+        return [value]
+    return [v for v in value if isinstance(v, exp.Expression)] if isinstance(value, list) else []
+
+
+def _extreme_nodes(tree: exp.Expression) -> list[exp.Expression]:
+    """The MAX/MIN/median/percentile nodes of ``tree`` in order, not inside a window, a FILTER
+    or a nested query (not a release of this SELECT: :mod:`rewriter.planner`)."""
+    out: list[exp.Expression] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (exp.Max, exp.Min, exp.Median, exp.WithinGroup)):
+            out.append(node)
+            continue
+        if isinstance(node, (exp.Window, exp.Filter, exp.Subquery, exp.Select)) and node is not tree:
+            continue
+        stack.extend(reversed(list(node.iter_expressions())))
+    return out
+
+
+def _read(node: exp.Expression) -> tuple[ExtremeFunc, Fraction | None, exp.Expression]:
+    """(func, ascending q, column) of one MAX/MIN/median/percentile node (checked as
+    :func:`substitute_quantiles` checks it)."""
+    if isinstance(node, (exp.Max, exp.Min)):
+        if node.this is None or any(v for k, v in node.args.items() if k != "this"):
+            raise _refuse(f"{node.key.upper()} takes one declared column.")
+        return ("max" if isinstance(node, exp.Max) else "min"), None, node.this
+    holder = exp.select(node.copy())
+    _, ((func, q, _),) = substitute_quantiles(holder)
+    col = node.this if isinstance(node, exp.Median) else node.expression.expressions[0].this
+    return func, q, col
+
+
+def _remap(tree: Any, index: dict[int, int]) -> Any:
+    """A post-processing tree (:mod:`rewriter.postprocess`) with each ``("agg", i)`` read as
+    ``("agg", index[i])``."""
+    if isinstance(tree, tuple):
+        if len(tree) == 2 and tree[0] == "agg" and isinstance(tree[1], int):
+            return ("agg", index[tree[1]])
+        return tuple(_remap(t, index) for t in tree)
+    return tree
+
+
+def _joint(original: exp.Expression, config: Config, params: list[Any] | None) -> ExtremePlan:
+    """A statement with several MAX/MIN/quantiles, or with them beside COUNT/SUM/AVG/…, or in
+    expressions (post-processing over the released values): each distinct one a part filling a
+    plan aggregate of its own, the other aggregates planned as cells by the central rules."""
 
     def refuse(msg: str) -> Refusal:
         return Refusal(UNSUPPORTED, msg, hint=JOINT + ".")
 
-    if items is None or not isinstance(original, exp.Select) or len(items) != len(plan.outputs):
-        raise refuse("MAX, MIN and percentiles beside other aggregates need a plain select list.")
-    if any(len(e) > 1 for e in items):
-        raise refuse("one MAX/MIN/percentile per select-list item; compute expressions in the client.")
-    if sum(map(len, items)) == 0:
-        raise refuse("MAX, MIN and percentiles are answered in the select list only.")
-    if plan.selected and any(not e for e, o in zip(items, plan.outputs) if o.source == "aggregate"):
-        raise refuse(
-            "over keys without a public domain (chosen by partition selection), MAX, MIN and "
-            "percentiles are answered together but not beside COUNT/SUM/AVG; ask for those separately."
-        )
-    if orders_by_aggregate(original) or any(item.tree is not None for item in plan.order_by):
-        raise refuse("ORDER BY names an output by its position or name here.")
+    if not isinstance(original, exp.Select):
+        raise refuse("MAX, MIN and percentiles beside other aggregates need a plain SELECT.")
+    if any(isinstance(n, exp.Literal) and n.is_string and n.this.startswith(TAG) for n in original.walk()):
+        raise refuse(f"a string literal starting with {TAG} is reserved.")
+    tagged, rest, found = _tagged(original)
+    plan = build_plan(tagged, config, params)
+    if plan.selection is not None or plan.row_filter is not None:
+        raise refuse("HAVING and top-c are not available with MAX/MIN/percentiles.")
     columns = config.tables[plan.table].columns
     aggs: list[Aggregate] = []
-    outputs = []
     parts: list[ExtremePart] = []
     seen: dict[tuple[str, Fraction | None, str], int] = {}
-    central_of: dict[int, int] = {}  # the plan's aggregate index -> the new index
-    for o, ext in zip(plan.outputs, items):
-        if not ext:
-            if o.source == "aggregate":
-                if o.index not in central_of:
-                    central_of[o.index] = len(aggs)
-                    aggs.append(plan.aggregates[o.index])
-                o = dataclasses.replace(o, index=central_of[o.index])
-            outputs.append(o)
+    index: dict[int, int] = {}  # the tagged plan's aggregate -> the joint plan's
+    central_of: dict[int, int] = {}
+    named = {o.index: o.name for o in reversed(plan.outputs) if o.source == "aggregate"}
+    for i, a in enumerate(plan.aggregates):
+        tag = _tag_of(a)
+        if tag is None:
+            central_of[i] = index[i] = len(aggs)
+            aggs.append(a)
             continue
-        ((func, q, _),) = ext
-        if o.source != "aggregate":
-            raise refuse(f"{func.upper()} is answered as a select-list item of its own.")
-        col = plan.aggregates[o.index].column  # resolved by the central rules (aliases, joins)
+        func, q = found[tag]
+        col = a.column  # resolved by the central rules (aliases, joins)
         if col is None or col not in columns:
             raise _refuse("MAX, MIN and percentiles take one declared column, not an expression.")
         key = (func if q is None else "q", q, col)
         if key not in seen:
             seen[key] = len(aggs)
-            aggs.append(plan.aggregates[o.index])
-            parts.append(ExtremePart(func, col, q, len(aggs) - 1, o.name))
-        outputs.append(dataclasses.replace(o, index=seen[key]))
+            aggs.append(dataclasses.replace(a, filter=None))
+            name = named.get(i) or (
+                f"{func}({col})" if q is None or func == "median" else f"{func}({float(q):g}, {col})"
+            )
+            parts.append(ExtremePart(func, col, q, len(aggs) - 1, name))
+        index[i] = seen[key]
+    if not parts:
+        raise refuse("MAX, MIN and percentiles are answered in the select list or ORDER BY.")
     if len(parts) > MAX_PARTS or len({p.column for p in parts}) > MAX_COLUMNS:
         raise refuse(
             f"at most {MAX_PARTS} MAX/MIN/percentiles over {MAX_COLUMNS} columns in one statement (each "
             "takes a share of ε, each column one more histogram in the scan); split the statement."
         )
-    full = dataclasses.replace(plan, aggregates=tuple(aggs), outputs=tuple(outputs))
-    central, index = None, list[int | None]([None] * len(aggs))
+    if plan.selected and central_of:
+        raise refuse(
+            "over keys without a public domain (chosen by partition selection), MAX, MIN and "
+            "percentiles are answered together but not beside COUNT/SUM/AVG; ask for those separately."
+        )
+    outputs = tuple(
+        dataclasses.replace(o, index=index[o.index])
+        if o.source == "aggregate"
+        else dataclasses.replace(o, post=_remap(o.post, index))
+        if o.source == "expr"
+        else o
+        for o in plan.outputs
+    )
+    order = tuple(
+        dataclasses.replace(item, tree=_remap(item.tree, index)) if item.tree is not None else item
+        for item in plan.order_by
+    )
+    full = dataclasses.replace(plan, aggregates=tuple(aggs), outputs=outputs, order_by=order)
+    central, central_index = None, list[int | None]([None] * len(aggs))
     if central_of:
-        rest = original.copy()
-        for i, ext in enumerate(items):
-            if ext:
-                rest.expressions[i].replace(exp.alias_(to_node(1), f"__dpgate_x{i}"))
-        for arg in ("order", "limit", "offset"):
-            rest.set(arg, None)
-        central = build_plan(rest, config, params)
-        central = dataclasses.replace(
-            central, outputs=tuple(o for o in central.outputs if not o.name.startswith("__dpgate_x"))
-        )  # the constants that stood for the extremes
-        labels = [a.label for a in central.aggregates]
+        cells = build_plan(rest, config, params)
+        labels = [a.label for a in cells.aggregates]
         for old, new in central_of.items():
             label = plan.aggregates[old].label
             if label not in labels:
                 raise refuse(f"{label} beside MAX/MIN/percentiles could not be planned as cells.")
-            index[new] = labels.index(label)
-        if central.cells != full.cells or central.selection is not None or central.row_filter is not None:
+            central_index[new] = labels.index(label)
+        if cells.cells != full.cells or cells.selection is not None or cells.row_filter is not None:
             raise refuse("the aggregates beside MAX/MIN/percentiles must be over the same groups.")
+        keys = tuple(o for o in cells.outputs if o.source == "group")
+        names = {central_index[o.index]: o.name for o in reversed(outputs) if o.source == "aggregate"}
+        shown = tuple(
+            Output(names.get(j) or a.label, "aggregate", j, a.type or "float")
+            for j, a in enumerate(cells.aggregates)
+        )  # each as the statement names it (its label where only an expression reads it)
+        central = dataclasses.replace(cells, outputs=keys + shown, order_by=(), limit=None, offset=0)
     first = parts[0]
-    return ExtremePlan(full, first.func, first.column, first.q, tuple(parts), central, tuple(index))
+    return ExtremePlan(full, first.func, first.column, first.q, tuple(parts), central, tuple(central_index))
+
+
+def _tag_of(a: Aggregate) -> int | None:
+    """j of an extreme's stand-in aggregate (:func:`_tagged`), None for another aggregate."""
+    f = a.filter
+    if (
+        isinstance(f, exp.EQ)
+        and isinstance(f.this, exp.Literal)
+        and f.this.is_string
+        and f.this.this.startswith(TAG)
+        and f.this == f.expression
+    ):
+        return int(f.this.this[len(TAG) :])
+    return None
 
 
 def extreme_param_types(expr: exp.Expression, config: Config) -> list[str | None]:

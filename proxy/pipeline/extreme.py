@@ -623,23 +623,22 @@ def joint_notice(xp: ExtremePlan, answer: dict) -> str:
                 texts.append(_tree_text(xp, p.column, trees[p.column], members, cells))
             continue
         texts.append(_part_text(xp, p, e, cells))
-    if xp.central is not None and j.get("central") is not None:
-        meta = j["central"]
-        central_answer = {
-            "keys": answer["keys"],
-            "values": [[v[i] for i in xp.central_index if i is not None] for v in answer["values"]],
-            **meta,
-        }
-        rest = [
-            o for o in xp.plan.outputs if o.source == "aggregate" and xp.central_index[o.index] is not None
-        ]
-        body = cells_notice_body(xp.central, central_answer)
-        texts.append(f"{', '.join(o.name for o in rest)} (the cells, at ε {j['share']:g}): {body}")
-    numbered = "; ".join(f"{i + 1}) {t}" for i, t in enumerate(texts))
     if any(
         sum(p.column == c and p.q is not None for p in xp.parts) > 1 for c in xp.columns if c not in trees
     ):
-        numbered += "; the percentiles of one column are returned in ascending order (post-processing)"
+        texts[-1] += "; the percentiles of one column are returned in ascending order (post-processing)"
+    if xp.central is not None and j.get("central") is not None:
+        meta = j["central"]
+        by_cell = sorted((ci, jj) for jj, ci in enumerate(xp.central_index) if ci is not None)
+        central_answer = {
+            "keys": answer["keys"],
+            "values": [[v[jj] for _, jj in by_cell] for v in answer["values"]],
+            **meta,
+        }
+        rest = [o.name for o in xp.central.outputs if o.source == "aggregate"]
+        body = cells_notice_body(xp.central, central_answer)
+        texts.append(f"{', '.join(rest)} (the cells, at ε {j['share']:g}): {body}")
+    numbered = "; ".join(f"{i + 1}) {t}" for i, t in enumerate(texts))
     if xp.central is None:  # (the cells' text names theirs and ends with the unit)
         numbered += f"; mechanism: {', '.join(dict.fromkeys(m for m in answer['mechanism'] if m))}"
     unit = "" if xp.central is not None else f"; {unit_text(xp.plan)}"

@@ -1,6 +1,6 @@
 """The result-shape oracle for statements with several MAX/MIN/percentiles, or with them beside
-COUNT/SUM/AVG: dpgate's rows are Postgres's answer to the analyst's SQL over the released
-cells. An in-process dpgate (ε = 20, seeded) answers each statement on DuckDB and on
+COUNT/SUM/AVG, or in expressions and ORDER BY: dpgate's rows are Postgres's answer to the
+analyst's SQL over the released cells. An in-process dpgate (ε = 20, seeded) answers each statement on DuckDB and on
 Postgres; its stored release (every public-domain cell's released values) is written to a
 Postgres table of cells, the statement is rewritten to read it (each aggregate replaced by
 the column of its released value, WHERE and GROUP BY already applied), and Postgres's rows
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from shape import Dpgate
@@ -35,31 +37,70 @@ JOINT = [
     "SELECT g, AVG(i) AS mean, percentile_cont(0.5) WITHIN GROUP (ORDER BY i DESC) AS m, MIN(i) "
     "FROM fx WHERE g IN (0, 2) GROUP BY g ORDER BY g DESC",
     "SELECT MAX(i) AS a, MAX(i) AS b, MIN(f) FROM fx",
+    "SELECT g, MAX(i) - MIN(i) AS spread, COUNT(*) FROM fx GROUP BY g ORDER BY MIN(i) DESC, g",
+    "SELECT g, MAX(f) / 2 AS half, percentile_cont(0.75) WITHIN GROUP (ORDER BY i) - "
+    "percentile_cont(0.25) WITHIN GROUP (ORDER BY i) AS iqr FROM fx GROUP BY g ORDER BY iqr, g",
+    "SELECT b, SUM(i) AS total, MAX(i) FROM fx GROUP BY b ORDER BY SUM(i) DESC, MAX(i) LIMIT 1",
+    "SELECT g, MAX(i) / AVG(i) AS r, percentile_disc(0.9) WITHIN GROUP (ORDER BY f DESC) AS p10 "
+    "FROM fx GROUP BY g ORDER BY g",
 ]
 
-_AGGS = (exp.AggFunc, exp.WithinGroup, exp.Median)
+_EXTREMES = (exp.Max, exp.Min, exp.Median, exp.WithinGroup)
 
 
-def _outermost_aggregate(item: exp.Expression) -> exp.Expression | None:
-    for node in item.walk():
-        if isinstance(node, _AGGS):
-            return node
-    return None
+def _extreme_key(node: exp.Expression) -> tuple:
+    """(kind, ascending q, column) of a MAX/MIN/median/percentile node, read from the SQL."""
+    if isinstance(node, (exp.Max, exp.Min)):
+        return (node.key, None, node.this.name)
+    if isinstance(node, exp.Median):
+        return ("q", Fraction(1, 2), node.this.name)
+    ordered = node.expression.expressions[0]
+    q = Fraction(Decimal(node.this.this.this))
+    return ("q", 1 - q if ordered.args.get("desc") else q, ordered.this.name)
 
 
-def over_cells(sql: str, plan) -> str:
-    """The analyst's statement reading the cells table: each aggregate item its released column
-    (an unaliased one keeps dpgate's name), no WHERE or GROUP BY (the cells are the groups)."""
-    tree = parse(sql)
-    for item, out in zip(tree.expressions, plan.outputs):
-        if out.source != "aggregate":
+def _aggregates(tree: exp.Expression) -> list[exp.Expression]:
+    out, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*_EXTREMES, exp.AggFunc)):
+            out.append(node)
             continue
-        agg = _outermost_aggregate(item)
-        col = exp.column(f"a{out.index}")
-        if agg is item:
-            item.replace(exp.alias_(col, out.name, quoted=True))
-        else:
-            agg.replace(col)
+        stack.extend(node.iter_expressions())
+    return out
+
+
+def over_cells(sql: str, xp) -> str:
+    """The analyst's statement reading the cells table: each aggregate — in the select list or
+    ORDER BY, alone or in an expression — the column of its released value, found by what it
+    asks (a MAX/MIN/percentile by function, level and column; another aggregate by its label);
+    an unaliased aggregate item keeps dpgate's name; no WHERE or GROUP BY (the cells are the
+    groups)."""
+    plan = xp.plan
+    part_of = {(p.func if p.q is None else "q", p.q, p.column): p.index for p in xp.parts}
+    labels = [a.label for a in xp.central.aggregates] if xp.central is not None else []
+    cell_of = {ci: j for j, ci in enumerate(xp.central_index) if ci is not None}
+    tree = parse(sql)
+    for i, item in enumerate(tree.expressions):
+        out = plan.outputs[i]
+        for node in _aggregates(item):
+            if isinstance(node, _EXTREMES):
+                j = part_of[_extreme_key(node)]
+            else:
+                j = cell_of[labels.index(node.sql("postgres").lower())]
+            col = exp.column(f"a{j}")
+            if node is item:
+                item.replace(exp.alias_(col, out.name, quoted=True))
+            else:
+                node.replace(col)
+    order = tree.args.get("order")
+    for node in _aggregates(order) if order is not None else []:
+        j = (
+            part_of[_extreme_key(node)]
+            if isinstance(node, _EXTREMES)
+            else cell_of[labels.index(node.sql("postgres").lower())]
+        )
+        node.replace(exp.column(f"a{j}"))
     tree.set("where", None)
     tree.set("group", None)
     tree.set("from_", exp.From(this=exp.to_table("jcells")))
@@ -121,7 +162,7 @@ def _check(dp, pg, sql: str) -> None:
                     v = min(v, hi) if hi is not None else v
                 clamped.append(v)
             cur.execute(f"INSERT INTO jcells VALUES ({', '.join(['%s'] * len(cols))})", [*key, *clamped])
-    ref = pg.execute(over_cells(sql, plan))
+    ref = pg.execute(over_cells(sql, xp))
     ref_rows = ref.fetchall()
     assert got.names == [d.name for d in ref.description], sql
     assert len(got.rows) == len(ref_rows), (sql, got.rows, ref_rows)

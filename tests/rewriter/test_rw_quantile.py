@@ -46,8 +46,9 @@ def test_read_as_one_quantile(config, sql, func, q, name):
         ("SELECT percentile_cont(-0.1) WITHIN GROUP (ORDER BY age) FROM pums", "0A000"),
         ("SELECT percentile_cont(2) WITHIN GROUP (ORDER BY age) FROM pums", "22023"),
         ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age, income) FROM pums", "0A000"),
-        ("SELECT median(age), MAX(age) FROM pums ORDER BY COUNT(*)", "0A000"),
-        ("SELECT median(age) + 1 FROM pums", "0A000"),
+        ("SELECT sex, median(age), MAX(age) FROM pums GROUP BY sex HAVING MAX(age) > 3", "0A000"),
+        ("SELECT median(age), COUNT(*) FROM pums HAVING COUNT(*) > 5", "0A000"),
+        ("SELECT MAX(age), MIN(age) FROM pums WHERE '__dpgate_x0' = '__dpgate_x0' OR age > 1", "0A000"),
         (  # 33 percentiles: more shares of ε than one statement splits into
             "SELECT "
             + ", ".join(f"percentile_disc(0.{i:02d}) WITHIN GROUP (ORDER BY age)" for i in range(1, 34))
@@ -99,3 +100,20 @@ def test_joint_parts_each_fill_their_own_aggregate(config):
     assert xp.central is not None and xp.central_index == (None, 0, None, None)
     assert [a.label for a in xp.central.aggregates] == ["sum(income)"]
     assert xp.columns == ["income"] and xp.joint
+
+
+def test_expressions_and_order_by_read_the_parts(config):
+    """An expression over extremes (post-processing) and ORDER BY an extreme spelled out read
+    the parts' own aggregates, by position in the expression, not by the SUM each is planned as."""
+    xp = build_extreme_plan(
+        rewriter.parse(
+            "SELECT sex, MAX(income) - MIN(income) AS spread, MAX(income) / AVG(income) AS r FROM pums "
+            "GROUP BY sex ORDER BY MIN(income) DESC"
+        ),
+        config,
+    )
+    assert [(p.func, p.index) for p in xp.parts] == [("max", 0), ("min", 1)]
+    assert xp.plan.outputs[1].post == ("op", "-", ("agg", 0), ("agg", 1))
+    assert xp.plan.outputs[2].post == ("op", "/", ("agg", 0), ("agg", 2))
+    assert xp.plan.order_by[0].tree == ("agg", 1) and xp.central_index == (None, None, 0)
+    assert [a.label for a in xp.central.aggregates] == ["avg(income)"]
