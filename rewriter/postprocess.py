@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from sqlglot import exp
 
-from . import keys, predicate
+from . import keys, predicate, stats
 from .aggregates import add_aggregate as add_select_aggregate
 from .aggregates import aggregate, measure_index, post_steps, post_type
 from .args import ALLOWED, understood
@@ -638,7 +638,7 @@ def add_aggregate(
         if agg not in aggs:
             aggs.append(agg)
         return aggs.index(agg), "int"
-    if func not in ("count", "sum", "avg"):
+    if func not in ("count", "sum", "avg", "count_distinct", *stats.VARIANCE_FUNCS):
         same = next(
             (i for i, a in enumerate(aggs) if a.func == func and a.column == col and a.filter is None), None
         )

@@ -1,0 +1,252 @@
+"""Statements of several releases: scalar subqueries (:mod:`rewriter.scalar`).
+
+Each scalar subquery is released first, as the statement of its own it is; its released
+value is bound as a constant into the statement around it, which is then released (its
+arithmetic over the constant is post-processing; a constant in its WHERE is sequential
+composition: the second release reads rows chosen by a released value, Dwork & Roth 2014,
+Thm. 3.14). The statement is charged the tier's ε once, split evenly over the releases it
+makes fresh: a subquery this role has released before at the tier's ε (the same statement
+asked alone) is served from the ledger for free and takes no share. A repeat of the whole
+statement finds every release stored and is free. Every release runs through
+:func:`.kind.run` (budget, reservation while scanning, charge-what-ran, the stored answer);
+the budget for the whole statement is checked before the first scan. The NOTICE and EXPLAIN
+state the split.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from rewriter import parse
+from rewriter import scalar as rs
+from rewriter.errors import Refusal
+from rewriter.route import Route
+
+from ..wire.api import Column, Description, Result, SqlError
+from .common import budget_error
+from .kind import Statement
+
+_TEXT = 25
+_NAMES = {20: "bigint", 21: "smallint", 23: "integer", 701: "double precision", 700: "real", 1700: "numeric"}
+_TYPED = {16: "boolean", 25: "text", 1082: "date", 1114: "timestamp", 1184: "timestamptz", 1186: "interval"}
+_STAND_IN = {16: True, 20: 1, 21: 1, 23: 1, 701: 1.0, 700: 1.0, 1700: 1}
+
+
+class _Share:
+    """The gateway as a release of one part of the statement sees it: the role's tier with ε
+    replaced by this part's share, and no heavy-statement lane (the lane plans at the tier's
+    own ε)."""
+
+    def __init__(self, gw, epsilon: float):
+        self._gw, self._eps = gw, epsilon
+        self.lane = None
+
+    def tier_of(self, role: str):
+        return self._gw.tier_of(role).model_copy(update={"epsilon": self._eps})
+
+    def __getattr__(self, name: str):
+        return getattr(self._gw, name)
+
+
+def _at(conn, epsilon: float):
+    """``conn`` releasing at ``epsilon`` (the same session, cancel and timing)."""
+    sub = copy.copy(conn)
+    sub.gw = _Share(conn.gw, epsilon)
+    return sub
+
+
+@dataclass
+class _Part:
+    sql: str
+    route: Route
+    stored: bool  # released before at the tier's ε: served again, no share
+
+
+def _text(sql: str, limit: int = 80) -> str:
+    s = " ".join(sql.split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _value_literal(res: Result) -> exp.Expression:
+    """The one value of a scalar subquery's released rows as a constant of its type; no row
+    is NULL, more than one is Postgres's error 21000."""
+    rows = list(res.rows)
+    if len(rows) > 1:
+        raise SqlError("21000", "more than one row returned by a subquery used as an expression")
+    oid = res.columns[0].type_oid if res.columns else 0
+    value = rows[0][0] if rows else None
+    if oid in _TYPED and value is not None:
+        return rs.literal(value if isinstance(value, bool) else str(value), _TYPED[oid])
+    if oid in (701, 700) and value is not None:
+        return rs.literal(float(value))
+    return rs.literal(value, None if value is not None else _NAMES.get(oid, _TYPED.get(oid)))
+
+
+def _stand_in(oid: int) -> exp.Expression:
+    """A constant of a scalar's type, for planning the statement around it without its value
+    (Describe, EXPLAIN)."""
+    if oid in _STAND_IN:
+        v = _STAND_IN[oid]
+        return rs.literal(v) if not isinstance(v, float) else rs.literal(v)
+    return rs.literal(None, _TYPED.get(oid, _NAMES.get(oid)))
+
+
+async def _parts(conn, sql: str, tree, params: list, table: str | None):
+    """The statement's parse, its scalar subqueries and each one's part (stored or fresh)."""
+    if params:
+        raise Refusal(
+            "0A000",
+            "a statement with scalar subqueries takes no parameters ($n); write the values in the statement.",
+            hint=rs.HINT,
+        )
+    tree = tree if tree is not None else parse(sql)
+    found = rs.scalars(tree)
+    gw = conn.gw
+    tier = gw.tier_of(conn.role)
+    if tier.ladder is not None:
+        raise Refusal(
+            "0A000",
+            "a statement with scalar subqueries is several releases; a data-market tier releases one "
+            "statement at a time.",
+            hint="run the subquery as a statement of its own and write its value into the statement.",
+        )
+    parts = []
+    for s in found:
+        route, inner_tree = await gw.route_async(s.sql)
+        stored = route.kind == "public"  # exact, free: no share
+        if route.kind == "dp" and route.table is not None and not route.scalars:
+            p = await conn.prepare(Statement(s.sql, route, inner_tree), [])
+            if p.key is not None:
+                stored = (await gw.ledger_read(gw.ledger.snapshot, conn.role, p.key, tier.period))[
+                    2
+                ] is not None
+            else:
+                stored = True  # free (public domain, public table): no share
+        parts.append(_Part(s.sql, route, stored))
+    for part in parts:
+        rs.check_unit(gw.config.tables, table, part.route.table)
+    return tree, found, parts
+
+
+async def _stand_ins(conn, found: list[rs.Scalar]) -> list[exp.Expression]:
+    """A constant of each scalar subquery's type (its columns as Describe finds them)."""
+    out = []
+    for s in found:
+        d = await conn.describe(s.sql, [])
+        out.append(_stand_in((d.columns or [Column("", 0)])[0].type_oid))
+    return out
+
+
+async def _around(conn, sub, tree, found: list[rs.Scalar]) -> str:
+    """The statement around the scalar subqueries with a stand-in constant for each, planned
+    (a refusal here, before any release, charges nothing); its text."""
+    copy_ = tree.copy()
+    bound = rs.bind(copy_, rs.find(copy_), await _stand_ins(conn, found))
+    route, t = await conn.gw.route_async(bound)
+    if route.kind == "dp" and route.table is None and not route.catalog:
+        raise Refusal(
+            "0A000",
+            "a statement whose only reads are scalar subqueries has no table to release from; "
+            "select the aggregates themselves (SELECT COUNT(*), SUM(x) FROM t) and compute the "
+            "expression over them in the same SELECT.",
+            hint=rs.HINT,
+        )
+    if route.kind == "dp" and route.table is not None:
+        await sub.prepare(Statement(bound, route, t), [])
+    return bound
+
+
+def _share(conn, parts: list[_Part], outer_charged: bool) -> float:
+    tier = conn.gw.tier_of(conn.role)
+    fresh = sum(not p.stored for p in parts) + (1 if outer_charged else 0)
+    return tier.epsilon / max(fresh, 1)
+
+
+async def answer(conn, sql: str, route: Route, tree, params: list):
+    """``(Result, decision, ε charged)`` of a statement with scalar subqueries."""
+    gw = conn.gw
+    tier = gw.tier_of(conn.role)
+    tree, found, parts = await _parts(conn, sql, tree, params, route.table)
+    outer_charged = route.kind == "dp" and route.table is not None
+    eps = _share(conn, parts, outer_charged)
+    sub = _at(conn, eps)
+    await _around(conn, sub, tree, found)  # refused before any release: nothing charged
+    fresh = 0  # the releases this statement makes at its share (0: a repeat of it)
+    for part in parts:
+        if not part.stored:
+            p = await sub.prepare(Statement(part.sql, part.route, None), [])
+            fresh += (
+                p.key is not None
+                and (await gw.ledger_read(gw.ledger.snapshot, conn.role, p.key, tier.period))[2] is None
+            )
+    if fresh:  # the whole statement's ε is checked before its first scan
+        spent = await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
+        need = eps * (fresh + (1 if outer_charged else 0))
+        if tier.budget - spent + 1e-9 < need:
+            raise budget_error(conn.role, need, tier.budget - spent, tier)
+    values, notices, charged, lines = [], [], 0.0, []
+    for i, part in enumerate(parts):
+        who = sub if not part.stored else conn
+        res, _, c = await who.answer(part.sql, [])
+        charged += c
+        values.append(_value_literal(res))
+        notices += [f"(scalar subquery {i + 1}) {n}" for n in res.notices]
+        lines.append(
+            f"scalar subquery {i + 1} {_text(part.sql)}: ε {c:g}"
+            + (" (a stored release, or public data: free)" if not c else "")
+        )
+    bound = rs.bind(tree, [s.node for s in found], values)
+    res, decision, c = await sub.answer(bound, [])
+    charged += c
+    lines.append(
+        f"the statement around them: ε {c:g}"
+        + (" (a stored release: free)" if not c and outer_charged else "")
+    )
+    left = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
+    per = "in total" if tier.period == "never" else f"this {tier.period}"
+    head = (
+        f"dpgate: ε charged {charged:g} for this statement's {len(found) + 1} releases "
+        f"({'; '.join(lines)}); budget left {max(left, 0.0):g} of {tier.budget:g} {per}; "
+        "each scalar subquery released first and bound as a constant (sequential composition); "
+        "arithmetic over released values is post-processing (no ε)"
+    )
+    out = Result(res.command_tag, res.columns, res.rows, notices=[head, *notices, *res.notices])
+    return out, decision if charged else "repeat", charged
+
+
+async def describe(conn, sql: str, tree, oids: list[int]) -> Description:
+    """Columns of a statement with scalar subqueries: the statement around them planned with
+    a constant of each one's type in its place (nothing is read)."""
+    tree = tree if tree is not None else parse(sql)
+    found = rs.scalars(tree)
+    bound = rs.bind(tree, [s.node for s in found], await _stand_ins(conn, found))
+    return await conn.describe(bound, oids)
+
+
+async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:
+    """EXPLAIN of a statement with scalar subqueries: the split of ε, then each release's own
+    EXPLAIN at its share (the statement around them planned with a stand-in constant)."""
+    tree, found, parts = await _parts(conn, sql, tree, params, route.table)
+    tier = conn.gw.tier_of(conn.role)
+    eps = _share(conn, parts, True)
+    sub = _at(conn, eps)
+    fresh = sum(not p.stored for p in parts) + 1
+    lines = [
+        f"statement of {len(found) + 1} releases: ε {tier.epsilon:g} split over the {fresh} made fresh "
+        f"(ε {eps:g} each); each scalar subquery is released first and its value bound as a constant "
+        "into the statement around it (sequential composition; arithmetic over it is post-processing)"
+    ]
+    for i, part in enumerate(parts):
+        who = sub if not part.stored else conn
+        head = f"scalar subquery {i + 1}: {_text(part.sql, 200)}"
+        lines.append(head + (" — stored at the tier's ε: served again, ε 0" if part.stored else ""))
+        res, _, _ = await who.answer(f"EXPLAIN {part.sql}", [])
+        lines += ["  " + str(r[0]) for r in res.rows]
+    bound = await _around(conn, sub, tree, found)
+    lines.append(f"the statement around them (a stand-in constant shown for each value): {_text(bound, 200)}")
+    res, _, _ = await sub.answer(f"EXPLAIN {bound}", [])
+    lines += ["  " + str(r[0]) for r in res.rows]
+    return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
