@@ -328,7 +328,11 @@ def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
     """The plan of the inner release with the outer query as post-processing."""
     alias = _derived_table(outer).alias
     bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
-    rollup = any(e.find(*_AGGS) for e in outer.expressions)
+    rollup = any(
+        not (isinstance(a.parent, exp.Window) and a.arg_key == "this")  # a window over the rows
+        for e in outer.expressions
+        for a in e.find_all(*_AGGS)
+    )
     if bad or (rollup and outer.args.get("order")):
         raise Refusal(
             UNSUPPORTED,
@@ -425,6 +429,8 @@ def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
         outs.append(Output(name or postprocess.name(node), "expr", -1, output_type(typ), t))
     keep = plan.row_filter
     w = outer.args.get("where")
+    if w is not None and w.find(exp.Window) is not None:
+        raise Refusal("42P20", "window functions are not allowed in WHERE", hint=postprocess.WINDOW_HINT)
     if w is not None:
         f, _ = tree(w.this)
         keep = f if keep is None else ("op", "and", keep, f)

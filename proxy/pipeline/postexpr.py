@@ -312,8 +312,37 @@ def _sorted_partition(idx: list[int], keys: list[tuple], order) -> list[int]:
     return idx
 
 
-def _frame_bounds(frame, pos: int, n: int, peer_lo: list[int], peer_hi: list[int], group_of, group_starts):
-    """[lo, hi) of the frame of the row at ``pos`` in its ordered partition of ``n`` rows."""
+def _range_at(keys: list, desc: bool, pos: int, b, is_start: bool, peers: tuple[int, int]) -> int:
+    """A RANGE frame end ``n PRECEDING`` / ``n FOLLOWING`` (``b``) of the row at ``pos``, as a
+    position in the ordered partition whose ORDER BY values are ``keys`` (Postgres: the rows
+    whose key is within n of the current row's, in the sort's direction; a row whose key is
+    NULL has its NULL peers for frame, and a non-NULL row never frames a NULL)."""
+    cur = keys[pos]
+    if cur is None:
+        return peers[0] if is_start else peers[1]
+    d = -1 if desc else 1
+    off = b[1] if b[0] == "following" else -b[1]
+    bound = _dec(cur) + d * _dec(off) if not isinstance(cur, float) else cur + d * float(off)
+    idx = [p for p, k in enumerate(keys) if k is not None]
+    if is_start:  # the first row at or past the bound
+        return next((p for p in idx if d * keys[p] >= d * bound), idx[-1] + 1 if idx else 0)
+    last = [p for p in idx if d * keys[p] <= d * bound]
+    return last[-1] + 1 if last else (idx[0] if idx else 0)
+
+
+def _frame_bounds(
+    frame,
+    pos: int,
+    n: int,
+    peer_lo: list[int],
+    peer_hi: list[int],
+    group_of,
+    group_starts,
+    keys=None,
+    desc=False,
+):
+    """[lo, hi) of the frame of the row at ``pos`` in its ordered partition of ``n`` rows
+    (``keys``: the partition's first ORDER BY values in order, for a RANGE offset)."""
     if frame is None:  # RANGE UNBOUNDED PRECEDING .. CURRENT ROW: up to the last peer
         return 0, peer_hi[pos]
     mode, start, end = frame
@@ -325,6 +354,8 @@ def _frame_bounds(frame, pos: int, n: int, peer_lo: list[int], peer_hi: list[int
             if mode == "rows":
                 return pos if is_start else pos + 1
             return peer_lo[pos] if is_start else peer_hi[pos]
+        if mode == "range":
+            return _range_at(keys or [], desc, pos, b, is_start, (peer_lo[pos], peer_hi[pos]))
         off = b[1] if b[0] == "following" else -b[1]
         if mode == "rows":
             p = pos + off
@@ -383,6 +414,8 @@ def window_values(w, cells: list) -> list:
         for g in range(len(group_starts) - 1):
             for p in range(group_starts[g], group_starts[g + 1]):
                 peer_lo[p], peer_hi[p], group_of[p] = group_starts[g], group_starts[g + 1], g
+        rkeys = [okeys[i][0] for i in idx] if order else None  # a RANGE offset's distances
+        rdesc = bool(order) and order[0][1]
         prefix: list[tuple[int, Decimal]] | None = None
         v: Any  # the function's value at the row: a number, a released value, or NULL
         for p, i in enumerate(idx):
@@ -405,9 +438,12 @@ def window_values(w, cells: list) -> list:
                 off = argv[i][1]
                 q = p - off if fn == "lag" else p + off
                 v = argv[idx[q]][0] if 0 <= q < m else argv[i][2]
-            else:  # an aggregate or first/last value over the frame
-                lo, hi = _frame_bounds(frame, p, m, peer_lo, peer_hi, group_of, group_starts)
-                if fn == "first_value":
+            else:  # an aggregate or first/last/nth value over the frame
+                lo, hi = _frame_bounds(frame, p, m, peer_lo, peer_hi, group_of, group_starts, rkeys, rdesc)
+                if fn == "nth_value":
+                    k = lo + argv[i][1] - 1
+                    v = argv[idx[k]][0] if k < hi else None
+                elif fn == "first_value":
                     v = argv[idx[lo]][0] if lo < hi else None
                 elif fn == "last_value":
                     v = argv[idx[hi - 1]][0] if lo < hi else None
