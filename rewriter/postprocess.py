@@ -535,6 +535,13 @@ def _resolve_window(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None
         and any(b[0] in ("preceding", "following") for b in frame[1:])
     ):
         kt = rorder_typed[0][0][1]
+        if kt in ("int", "int4") and any(isinstance(b[1], Decimal) for b in frame[1:] if len(b) == 2):
+            raise Refusal(
+                UNSUPPORTED,
+                f"RANGE with offset PRECEDING/FOLLOWING is not supported for column type "
+                f"{'bigint' if kt == 'int' else 'integer'} and offset type numeric",
+                hint="Cast the offset value to an appropriate type.",
+            )
         if kt not in _NUM:
             raise Refusal(
                 UNSUPPORTED,

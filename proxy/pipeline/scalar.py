@@ -95,7 +95,9 @@ def _stand_in(oid: int) -> exp.Expression:
 
 
 async def _parts(conn, sql: str, tree, params: list, table: str | None):
-    """The statement's parse, its scalar subqueries and each one's part (stored or fresh)."""
+    """The statement's parse, its scalar subqueries, the distinct statements they are (one
+    release each: a subquery written twice is released once) as parts, stored or fresh, and
+    which part each subquery is."""
     if params:
         raise Refusal(
             "0A000",
@@ -113,8 +115,14 @@ async def _parts(conn, sql: str, tree, params: list, table: str | None):
             "statement at a time.",
             hint="run the subquery as a statement of its own and write its value into the statement.",
         )
-    parts = []
+    parts: list[_Part] = []
+    which: list[int] = []
     for s in found:
+        same = next((i for i, p in enumerate(parts) if p.sql == s.sql), None)
+        if same is not None:
+            which.append(same)
+            continue
+        which.append(len(parts))
         route, inner_tree = await gw.route_async(s.sql)
         stored = route.kind == "public"  # exact, free: no share
         if route.kind == "dp" and route.table is not None and not route.scalars:
@@ -128,7 +136,7 @@ async def _parts(conn, sql: str, tree, params: list, table: str | None):
         parts.append(_Part(s.sql, route, stored))
     for part in parts:
         rs.check_unit(gw.config.tables, table, part.route.table)
-    return tree, found, parts
+    return tree, found, parts, which
 
 
 async def _stand_ins(conn, found: list[rs.Scalar]) -> list[exp.Expression]:
@@ -169,7 +177,7 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
     """``(Result, decision, ε charged)`` of a statement with scalar subqueries."""
     gw = conn.gw
     tier = gw.tier_of(conn.role)
-    tree, found, parts = await _parts(conn, sql, tree, params, route.table)
+    tree, found, parts, which = await _parts(conn, sql, tree, params, route.table)
     outer_charged = route.kind == "dp" and route.table is not None
     eps = _share(conn, parts, outer_charged)
     sub = _at(conn, eps)
@@ -198,7 +206,7 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
             f"scalar subquery {i + 1} {_text(part.sql)}: ε {c:g}"
             + (" (a stored release, or public data: free)" if not c else "")
         )
-    bound = rs.bind(tree, [s.node for s in found], values)
+    bound = rs.bind(tree, [s.node for s in found], [values[w].copy() for w in which])
     res, decision, c = await sub.answer(bound, [])
     charged += c
     lines.append(
@@ -208,7 +216,7 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
     left = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
     per = "in total" if tier.period == "never" else f"this {tier.period}"
     head = (
-        f"dpgate: ε charged {charged:g} for this statement's {len(found) + 1} releases "
+        f"dpgate: ε charged {charged:g} for this statement's {len(parts) + 1} releases "
         f"({'; '.join(lines)}); budget left {max(left, 0.0):g} of {tier.budget:g} {per}; "
         "each scalar subquery released first and bound as a constant (sequential composition); "
         "arithmetic over released values is post-processing (no ε)"
@@ -229,13 +237,13 @@ async def describe(conn, sql: str, tree, oids: list[int]) -> Description:
 async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:
     """EXPLAIN of a statement with scalar subqueries: the split of ε, then each release's own
     EXPLAIN at its share (the statement around them planned with a stand-in constant)."""
-    tree, found, parts = await _parts(conn, sql, tree, params, route.table)
+    tree, found, parts, _ = await _parts(conn, sql, tree, params, route.table)
     tier = conn.gw.tier_of(conn.role)
     eps = _share(conn, parts, True)
     sub = _at(conn, eps)
     fresh = sum(not p.stored for p in parts) + 1
     lines = [
-        f"statement of {len(found) + 1} releases: ε {tier.epsilon:g} split over the {fresh} made fresh "
+        f"statement of {len(parts) + 1} releases: ε {tier.epsilon:g} split over the {fresh} made fresh "
         f"(ε {eps:g} each); each scalar subquery is released first and its value bound as a constant "
         "into the statement around it (sequential composition; arithmetic over it is post-processing)"
     ]
