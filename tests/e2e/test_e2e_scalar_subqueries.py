@@ -180,3 +180,23 @@ def test_whole_statement_checked_against_the_budget_first(service):
     assert e.value.sqlstate == "53400"
     _, _, _, still = _run(service, "SELECT COUNT(*) FROM people WHERE age > 11", role="tiny")
     assert _left(still[0]) == pytest.approx(0.5)
+
+
+def _corpus():
+    from bi.corpus import ANALYST_QUESTIONS, SCALAR_SHAPES
+
+    mine = (
+        "share of total",
+        "purchases per customer",
+        "rank of groups",
+        "running total / month-over-month change",
+    )
+    return SCALAR_SHAPES + [q for q in ANALYST_QUESTIONS if q[0] in mine]
+
+
+@pytest.mark.parametrize("name, sql", _corpus(), ids=[n for n, _ in _corpus()])
+def test_corpus_shapes_answered_with_their_cost(service, name, sql):
+    """bench.sql_coverage's scalar and window shapes and the analyst's questions of this kind:
+    answered, the NOTICE stating the ε charged."""
+    _, _, rows, notes = _run(service, sql)
+    assert rows and notes and "ε charged" in notes[0]
