@@ -148,9 +148,10 @@ async def _stand_ins(conn, found: list[rs.Scalar]) -> list[exp.Expression]:
     return out
 
 
-async def _around(conn, sub, tree, found: list[rs.Scalar]) -> str:
+async def _around(conn, tree, found: list[rs.Scalar]) -> tuple[str, bool]:
     """The statement around the scalar subqueries with a stand-in constant for each, planned
-    (a refusal here, before any release, charges nothing); its text."""
+    (a refusal here, before any release, charges nothing): its text, and whether its release
+    is charged (not the public domain or a public table)."""
     copy_ = tree.copy()
     bound = rs.bind(copy_, rs.find(copy_), await _stand_ins(conn, found))
     route, t = await conn.gw.route_async(bound)
@@ -163,8 +164,8 @@ async def _around(conn, sub, tree, found: list[rs.Scalar]) -> str:
             hint=rs.HINT,
         )
     if route.kind == "dp" and route.table is not None:
-        await sub.prepare(Statement(bound, route, t), [])
-    return bound
+        return bound, (await conn.prepare(Statement(bound, route, t), [])).key is not None
+    return bound, False
 
 
 def _share(conn, parts: list[_Part], outer_charged: bool) -> float:
@@ -178,10 +179,9 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
     gw = conn.gw
     tier = gw.tier_of(conn.role)
     tree, found, parts, which = await _parts(conn, sql, tree, params, route.table)
-    outer_charged = route.kind == "dp" and route.table is not None
+    _, outer_charged = await _around(conn, tree, found)  # refused before any release: nothing charged
     eps = _share(conn, parts, outer_charged)
     sub = _at(conn, eps)
-    await _around(conn, sub, tree, found)  # refused before any release: nothing charged
     fresh = 0  # the releases this statement makes at its share (0: a repeat of it)
     for part in parts:
         if not part.stored:
@@ -216,12 +216,17 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
     left = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
     per = "in total" if tier.period == "never" else f"this {tier.period}"
     head = (
-        f"dpgate: ε charged {charged:g} for this statement's {len(parts) + 1} releases "
+        f"dpgate: ε charged {charged:g} for this statement's {len(parts) + outer_charged} releases "
         f"({'; '.join(lines)}); budget left {max(left, 0.0):g} of {tier.budget:g} {per}; "
         "each scalar subquery released first and bound as a constant (sequential composition); "
         "arithmetic over released values is post-processing (no ε)"
     )
-    out = Result(res.command_tag, res.columns, res.rows, notices=[head, *notices, *res.notices])
+    out = Result(
+        res.command_tag,
+        res.columns,
+        res.rows,
+        notices=[head, *notices, *(f"(the statement around them) {n}" for n in res.notices)],
+    )
     return out, decision if charged else "repeat", charged
 
 
@@ -239,11 +244,12 @@ async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:
     EXPLAIN at its share (the statement around them planned with a stand-in constant)."""
     tree, found, parts, _ = await _parts(conn, sql, tree, params, route.table)
     tier = conn.gw.tier_of(conn.role)
-    eps = _share(conn, parts, True)
+    bound, outer_charged = await _around(conn, tree, found)
+    eps = _share(conn, parts, outer_charged)
     sub = _at(conn, eps)
-    fresh = sum(not p.stored for p in parts) + 1
+    fresh = sum(not p.stored for p in parts) + outer_charged
     lines = [
-        f"statement of {len(parts) + 1} releases: ε {tier.epsilon:g} split over the {fresh} made fresh "
+        f"statement of {len(parts) + outer_charged} releases: ε {tier.epsilon:g} split over the {fresh} made fresh "
         f"(ε {eps:g} each); each scalar subquery is released first and its value bound as a constant "
         "into the statement around it (sequential composition; arithmetic over it is post-processing)"
     ]
@@ -253,7 +259,6 @@ async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:
         lines.append(head + (" — stored at the tier's ε: served again, ε 0" if part.stored else ""))
         res, _, _ = await who.answer(f"EXPLAIN {part.sql}", [])
         lines += ["  " + str(r[0]) for r in res.rows]
-    bound = await _around(conn, sub, tree, found)
     lines.append(f"the statement around them (a stand-in constant shown for each value): {_text(bound, 200)}")
     res, _, _ = await sub.answer(f"EXPLAIN {bound}", [])
     lines += ["  " + str(r[0]) for r in res.rows]
