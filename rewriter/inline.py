@@ -330,6 +330,7 @@ def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
     bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
     rollup = any(
         not (isinstance(a.parent, exp.Window) and a.arg_key == "this")  # a window over the rows
+        and a.find_ancestor(exp.Subquery) is None  # a scalar subquery's (over_rows below)
         for e in outer.expressions
         for a in e.find_all(*_AGGS)
     )
@@ -368,11 +369,68 @@ def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
             )
         return o
 
+    derived = _derived_table(outer).this
+
+    def over_rows(sub: exp.Subquery) -> Output:
+        """``(SELECT MAX(c) FROM <the same derived table>)``: an aggregate of all the inner
+        release's rows (before the outer WHERE, as the subquery reads them), post-processing
+        of that one release — never a second release of the same cells."""
+        q = sub.this
+        bad_args = [
+            k
+            for k, v in q.args.items()
+            if v not in (None, [], False) and k not in ("expressions", "from_", "where")
+        ]
+        item = q.expressions[0].unalias() if len(q.expressions) == 1 else None
+        arg = item.this if isinstance(item, _ROLLUP) else None
+        if (
+            bad_args
+            or not isinstance(item, _ROLLUP)
+            or not (
+                isinstance(arg, exp.Column) or (isinstance(item, exp.Count) and isinstance(arg, exp.Star))
+            )
+        ):
+            raise Refusal(
+                UNSUPPORTED,
+                "a scalar subquery over the statement's own aggregating subquery is answered as "
+                "COUNT(*) / COUNT(c) / SUM(c) / AVG(c) / MIN(c) / MAX(c) of its output columns "
+                "[WHERE a condition on them], without GROUP BY.",
+                hint=postprocess.HINT,
+            )
+        understood(item)
+        func = item.key
+        w = q.args.get("where")
+        keep = tree(w.this)[0] if w is not None else None  # a filter on the released rows it reads
+        if isinstance(arg, exp.Star):
+            return Output(func, "expr", -1, "int", ("over_rows", func, None, keep))
+        o = col(exp.column(arg.name))
+        typ = o.type
+        if func in ("sum", "avg", "min", "max") and typ not in ("int", "float", "numeric", "int4"):
+            if not (func in ("min", "max") and typ == "text"):
+                raise Refusal("42883", f"{func}() of a {typ} column is not available.")
+        out_type = {
+            "count": "int",
+            "sum": "numeric" if typ == "int" else typ,
+            "avg": "float" if typ == "float" else "numeric",
+        }.get(func, typ)
+        return Output(func, "expr", -1, output_type(out_type), ("over_rows", func, as_tree(o), keep))
+
+    def reads_derived(sub: exp.Subquery) -> bool:
+        q = sub.this
+        f = q.args.get("from_") if isinstance(q, exp.Select) else None
+        return f is not None and isinstance(f.this, exp.Subquery) and f.this.this == derived
+
     def tree(node: exp.Expression) -> tuple[Tree, str | None]:
         """(resolved tree, type) of an outer expression over the inner's output columns."""
         placeholder: dict[str, Output] = {}
         probe = node.copy()
+        for sub in [s for s in probe.find_all(exp.Subquery) if reads_derived(s)]:
+            tag = f"__dp{len(placeholder)}"
+            placeholder[tag] = over_rows(sub)
+            sub.replace(exp.column(tag))
         for c in list(probe.find_all(exp.Column)):
+            if c.name in placeholder:
+                continue
             o = col(c)
             tag = f"__dp{len(placeholder)}"
             placeholder[tag] = o

@@ -57,12 +57,34 @@ def _is_scalar(node: exp.Subquery) -> bool:
     return isinstance(node.this, exp.Select) and not node.alias
 
 
+def _over_own_rows(tree: exp.Expression, node: exp.Subquery) -> bool:
+    """Whether the scalar subquery ``node`` reads only a WITH query that the SELECT around it
+    reads too (``… FROM revenue0 WHERE total = (SELECT MAX(total) FROM revenue0)``): an
+    aggregate of the rows that SELECT reads, which its planner answers from the same release
+    (:func:`rewriter.inline.apply_outer`), not a release of its own."""
+    q = node.this
+    f = q.args.get("from_") if isinstance(q, exp.Select) else None
+    if f is None or not isinstance(f.this, exp.Table) or f.this.text("db") or q.args.get("joins"):
+        return False
+    name = f.this.name
+    if name not in _ctes(tree):
+        return False
+    around = node.parent.find_ancestor(exp.Select) if node.parent is not None else None
+    if around is None:
+        return False
+    g = around.args.get("from_")
+    reads = [g.this] if g is not None else []
+    reads += [j.this for j in around.args.get("joins") or []]
+    return any(isinstance(t, exp.Table) and t.name == name and not t.text("db") for t in reads)
+
+
 def find(tree: exp.Expression) -> list[exp.Subquery]:
     """The outermost scalar subqueries of ``tree`` (a scalar inside one of them belongs to
-    that statement), in the order they are written."""
+    that statement), in the order they are written; a subquery over the rows the SELECT
+    around it reads is left to that SELECT's planner (:func:`_over_own_rows`)."""
     out: list[exp.Subquery] = []
     for node in tree.find_all(exp.Subquery):
-        if not _is_scalar(node):
+        if not _is_scalar(node) or _over_own_rows(tree, node):
             continue
         up = node.parent
         while up is not None and not (isinstance(up, exp.Subquery) and _is_scalar(up)):
@@ -81,7 +103,8 @@ def _position(tree: exp.Expression, node: exp.Expression) -> int:
 
 
 def has_scalars(tree: exp.Expression) -> bool:
-    return any(_is_scalar(n) for n in tree.find_all(exp.Subquery))
+    """Whether ``tree`` holds a scalar subquery released on its own (:func:`find`)."""
+    return bool(find(tree))
 
 
 def _names(select: exp.Expression) -> set[str]:

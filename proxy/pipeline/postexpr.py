@@ -225,6 +225,33 @@ def rollup(spec, cells):
     return exact if func == "sum" else _numeric_div(exact, Decimal(len(vals)))
 
 
+def _over_rows_in(t) -> bool:
+    return isinstance(t, tuple) and (t[:1] == ("over_rows",) or any(_over_rows_in(x) for x in t))
+
+
+def has_over_rows(trees) -> bool:
+    """Whether a tree reads an aggregate of the released rows (``("over_rows", func, t, where)``:
+    a scalar subquery over the statement's own aggregating subquery)."""
+    return any(_over_rows_in(t) for t in trees)
+
+
+def with_over_rows(trees: list, cells: list) -> list:
+    """``trees`` with each ``("over_rows", func, t, where)`` replaced by its value over ``cells``
+    (the released rows before the outer WHERE, those its own ``where`` keeps: what the scalar
+    subquery reads), a constant (:func:`rollup`)."""
+
+    def sub(t):
+        if not isinstance(t, tuple):
+            return t
+        if t[:1] == ("over_rows",):
+            _, func, arg, keep = t
+            rows = cells if keep is None else [(k, v) for k, v in cells if evaluate(keep, k, v) is True]
+            return ("lit", rollup(("rollup", func, arg), rows), None)
+        return tuple(sub(x) for x in t)
+
+    return [sub(t) for t in trees]
+
+
 def _as_decimal(v) -> Decimal:
     return v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
 

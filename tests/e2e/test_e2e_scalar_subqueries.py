@@ -200,3 +200,33 @@ def test_corpus_shapes_answered_with_their_cost(service, name, sql):
     answered, the NOTICE stating the ε charged."""
     _, _, rows, notes = _run(service, sql)
     assert rows and notes and "ε charged" in notes[0]
+
+
+OWN_ROWS = (
+    "WITH r AS (SELECT store, SUM(amount) AS rev FROM purchases GROUP BY store) "
+    "SELECT store, rev, rev / (SELECT SUM(rev) FROM r) AS share FROM r "
+    "WHERE rev >= (SELECT MAX(rev) FROM r WHERE store > 3) OR rev = (SELECT MIN(rev) FROM r) ORDER BY store"
+)
+
+
+def test_scalar_over_the_statements_own_rows_is_that_release(service, postgres):
+    """TPC-H Q15's shape: ``total = (SELECT MAX(total) FROM revenue0)`` over the statement's own
+    aggregating WITH query is an aggregate of that one release's rows (post-processing): one
+    release, and the answer is Postgres's over the released rows."""
+    _, oids, rows, notes = _run(service, OWN_ROWS)
+    assert "ε charged 1;" in notes[0] and len(notes) == 1  # one release, not several
+    _, _, cells, again = _run(service, "SELECT store, SUM(amount) AS rev FROM purchases GROUP BY store")
+    assert "ε charged 0 (repeat" in again[0]
+    with psycopg.connect(postgres.dsn, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS released_rev")
+        c.execute("CREATE TABLE released_rev (store bigint, rev float8)")
+        with c.cursor() as cur:
+            cur.executemany("INSERT INTO released_rev VALUES (%s, %s)", cells)
+    want_oids, want = _pg(
+        postgres,
+        OWN_ROWS.replace(
+            "SELECT store, SUM(amount) AS rev FROM purchases GROUP BY store", "TABLE released_rev"
+        ),
+    )
+    assert oids == want_oids
+    assert rows == want and 2 <= len(rows) < len(cells)

@@ -1009,6 +1009,19 @@ HAND: list[Case] = [
         "NTH_VALUE and a RANGE offset over released counts",
         must_answer=True,
     ),
+    Case(
+        "WITH r AS (SELECT g, COUNT(*) AS n FROM fx GROUP BY g) SELECT g, n, n * 1.0 / (SELECT SUM(n) FROM r) AS share "
+        "FROM r WHERE n = (SELECT MAX(n) FROM r) OR n < (SELECT AVG(n) FROM r WHERE g > 0) ORDER BY g",
+        _both(
+            "WITH r AS (SELECT g, COUNT(*) AS n FROM fx WHERE g IN (0, 1, 2) GROUP BY g) SELECT g, n, "
+            "n * 1.0 / (SELECT SUM(n) FROM r) AS share FROM r WHERE n = (SELECT MAX(n) FROM r) "
+            "OR n < (SELECT AVG(n) FROM r WHERE g > 0) ORDER BY g"
+        ),
+        1,
+        [0],
+        "scalar subqueries over the statement's own released rows (TPC-H Q15's shape)",
+        must_answer=True,
+    ),
 ]
 
 
