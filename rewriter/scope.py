@@ -126,7 +126,8 @@ class Ctx:
             raise Refusal(
                 UNDEFINED_COLUMN,
                 f"column {name} is not declared for table "
-                f"{self.name}; declared columns: {', '.join(self.table.columns)}.",
+                f"{self.name}; declared columns: "
+                f"{', '.join(c for c in self.table.columns if not c.startswith('__dpgate'))}.",
                 hint=None,
             )
         mag = INT_MAG if col.type == "int" else UNKNOWN_MAG

@@ -229,3 +229,13 @@ def test_public_table_reads_declared_columns_only(db):
     ):
         with pytest.raises(Refusal):
             plan_public(rewriter.parse(bad), cfg)
+
+
+def test_an_undeclared_column_refusal_lists_declared_columns_only():
+    """The relation a join reads carries the unit under an internal name; a refusal that
+    lists the declared columns never shows it."""
+    sql = "SELECT COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id WHERE nosuch > 1"
+    with pytest.raises(Refusal) as e:
+        rewriter.build_plan(rewriter.parse(sql), _config(loose=False))
+    assert e.value.sqlstate == "42703" and "declared columns: " in e.value.message
+    assert "__dpgate" not in e.value.message
