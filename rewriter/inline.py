@@ -44,17 +44,39 @@ def expand_ctes(expr: exp.Expression) -> exp.Expression:
         raise Refusal(DENIED, "WITH RECURSIVE is not allowed; query the declared table directly.")
     bodies: dict[str, exp.Expression] = {}
     for cte in with_.expressions:
-        if cte.args.get("materialized") is not None or (cte.args.get("alias") and cte.args["alias"].columns):
-            raise Refusal(
-                UNSUPPORTED,
-                "write the WITH query as WITH x AS (SELECT …) without column lists or MATERIALIZED.",
-            )
+        if cte.args.get("materialized") is not None:
+            raise Refusal(UNSUPPORTED, "write the WITH query as WITH x AS (SELECT …) without MATERIALIZED.")
         body = cte.this.copy()
+        names = cte.args["alias"].columns if cte.args.get("alias") else []
+        if names:
+            body = _renamed(body, [n.name for n in names], cte.alias_or_name)
         _substitute_ctes(body, bodies)
         bodies[cte.alias_or_name] = body
     expr.set("with_", None)
     _substitute_ctes(expr, bodies)
     return expr
+
+
+def _renamed(body: exp.Expression, names: list[str], cte: str) -> exp.Expression:
+    """A WITH query's body with its column list ``WITH x (a, b) AS (SELECT …)`` applied: the
+    first output columns renamed, in order (Postgres: the rest keep their names)."""
+    if not isinstance(body, exp.Select) or any(
+        isinstance(e.unalias(), exp.Star) or (isinstance(e, exp.Column) and e.is_star)
+        for e in body.expressions
+    ):
+        raise Refusal(
+            UNSUPPORTED,
+            "a WITH query with a column list is answered when its query is a SELECT of named "
+            "expressions (no *); or name the columns with AS inside it.",
+        )
+    if len(names) > len(body.expressions):
+        raise Refusal(
+            "42P10",
+            f'WITH query "{cte}" has {len(body.expressions)} columns available but {len(names)} columns specified',
+        )
+    for e, name in zip(list(body.expressions), names):
+        e.replace(exp.alias_(e.unalias().copy(), name))
+    return body
 
 
 def _substitute_ctes(node: exp.Expression, bodies: dict[str, exp.Expression]) -> None:

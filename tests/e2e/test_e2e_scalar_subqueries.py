@@ -230,3 +230,25 @@ def test_scalar_over_the_statements_own_rows_is_that_release(service, postgres):
     )
     assert oids == want_oids
     assert rows == want and 2 <= len(rows) < len(cells)
+
+
+def test_q15_with_a_column_list(service):
+    """TPC-H Q15's approved WITH variant names the view's columns in a list: the same release
+    (a repeat), the supplier of the largest released revenue."""
+    spelled = (
+        "WITH revenue0 (supplier_no, total_revenue) AS (SELECT store, SUM(amount) FROM purchases GROUP BY store) "
+        "SELECT supplier_no, total_revenue FROM revenue0 "
+        "WHERE total_revenue = (SELECT MAX(total_revenue) FROM revenue0) ORDER BY supplier_no"
+    )
+    _, _, cells, _ = _run(service, "SELECT store, SUM(amount) FROM purchases GROUP BY store")
+    names, _, rows, notes = _run(service, spelled)
+    assert names == ["supplier_no", "total_revenue"]
+    assert "ε charged 0 (repeat" in notes[0]
+    top = max(v for _, v in cells)
+    assert rows == [(k, v) for k, v in sorted(cells) if v == top]
+    with pytest.raises(psycopg.Error) as e:
+        _run(
+            service,
+            "WITH r (a, b, c) AS (SELECT store, SUM(amount) FROM purchases GROUP BY store) SELECT a FROM r",
+        )
+    assert e.value.sqlstate == "42P10"
