@@ -249,6 +249,59 @@ def literal(value: object, type_name: str | None = None) -> exp.Expression:
     return out
 
 
+def parameters(tree: exp.Expression) -> set[int]:
+    """The numbers n of the ``$n`` that ``tree`` reads."""
+    return {
+        int(p.this.this)
+        for p in tree.find_all(exp.Parameter)
+        if isinstance(p.this, exp.Literal) and p.this.is_int
+    }
+
+
+def bind_params(tree: exp.Expression, params: Sequence[object]) -> exp.Expression:
+    """``tree`` (in place) with each ``$n`` replaced by the value the client bound to it, as a
+    constant of that value's type, so each part of a statement of several releases is a
+    statement of its own; ``$n`` beyond the values, or values left unused, are refused as the
+    planner refuses them."""
+    used: set[int] = set()
+    for node in list(tree.find_all(exp.Parameter)):
+        n = node.this
+        if not (isinstance(n, exp.Literal) and n.is_int):
+            raise Refusal(FEATURE_NOT_SUPPORTED, f"parameter {node.sql('postgres')} is not a $n.", hint=HINT)
+        i = int(n.this)
+        if not 1 <= i <= len(params):
+            raise Refusal(
+                "08P01", f"the statement has parameter ${i} but {len(params)} were supplied.", hint=None
+            )
+        used.add(i)
+        node.replace(_param_literal(params[i - 1]))
+    if used != set(range(1, len(params) + 1)):
+        raise Refusal(
+            "08P01",
+            f"the statement has {max(used, default=0)} parameter(s) but {len(params)} were supplied.",
+            hint=None,
+        )
+    return tree
+
+
+def _param_literal(value: object) -> exp.Expression:
+    """A bound parameter's value as a constant: numbers and booleans as such, a date or time
+    as a typed string, text (a value the client left untyped, too) as a string constant, which
+    the planner reads by its context as Postgres reads an unknown-typed literal."""
+    if value is None or isinstance(value, (bool, int, float, Decimal)):
+        return literal(value)
+    iso = getattr(value, "isoformat", None)
+    if iso is not None:
+        kind = type(value).__name__
+        typ = {"date": "date", "datetime": "timestamp", "time": "time", "timedelta": "interval"}.get(kind)
+        if typ is not None and kind != "timedelta":
+            return exp.Cast(
+                this=exp.Literal.string(iso(sep=" ") if kind == "datetime" else iso()),
+                to=exp.DataType.build(typ),
+            )
+    return exp.Literal.string(str(value))
+
+
 def bind(tree: exp.Expression, found: Sequence[exp.Subquery], values: Sequence[exp.Expression]) -> str:
     """``tree`` with each scalar subquery of ``found`` replaced by its value (Postgres SQL);
     WITH queries no longer read are dropped."""

@@ -98,13 +98,9 @@ async def _parts(conn, sql: str, tree, params: list, table: str | None):
     """The statement's parse, its scalar subqueries, the distinct statements they are (one
     release each: a subquery written twice is released once) as parts, stored or fresh, and
     which part each subquery is."""
-    if params:
-        raise Refusal(
-            "0A000",
-            "a statement with scalar subqueries takes no parameters ($n); write the values in the statement.",
-            hint=rs.HINT,
-        )
     tree = tree if tree is not None else parse(sql)
+    if params or tree.find(exp.Parameter) is not None:  # each part a statement of its own
+        tree = rs.bind_params(tree, params)
     found = rs.scalars(tree)
     gw = conn.gw
     tier = gw.tier_of(conn.role)
@@ -232,11 +228,23 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
 
 async def describe(conn, sql: str, tree, oids: list[int]) -> Description:
     """Columns of a statement with scalar subqueries: the statement around them planned with
-    a constant of each one's type in its place (nothing is read)."""
+    a constant of each one's type in its place (nothing is read); each ``$n``'s type as the
+    part that reads it infers it (the client's, if it gave one)."""
     tree = tree if tree is not None else parse(sql)
     found = rs.scalars(tree)
+    parts = [(rs.parameters(s.node), await conn.describe(s.sql, [])) for s in found]
     bound = rs.bind(tree, [s.node for s in found], await _stand_ins(conn, found))
-    return await conn.describe(bound, oids)
+    outer = await conn.describe(bound, oids)
+    described = [(rs.parameters(tree), outer), *parts]
+    n = max([len(oids)] + [max(ns, default=0) for ns, _ in described])
+
+    def typ(i: int) -> int:
+        if i < len(oids) and oids[i]:
+            return oids[i]
+        got = (d.param_type_oids[i] for ns, d in described if i + 1 in ns and i < len(d.param_type_oids))
+        return next(got, 0)
+
+    return Description([typ(i) for i in range(n)], outer.columns)
 
 
 async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:

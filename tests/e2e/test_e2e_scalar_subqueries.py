@@ -252,3 +252,35 @@ def test_q15_with_a_column_list(service):
             "WITH r (a, b, c) AS (SELECT store, SUM(amount) FROM purchases GROUP BY store) SELECT a FROM r",
         )
     assert e.value.sqlstate == "42P10"
+
+
+def test_parameters_bound_in_each_part(service):
+    """$n in the subquery and in the statement around it (psycopg binds server-side; asyncpg
+    encodes each argument by the type Describe gives it): each part is its statement with the
+    values in place, so its release key is the one the same statement written out has."""
+    import asyncio
+
+    import asyncpg
+
+    sql = "SELECT region, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM people WHERE age > $1) FROM people WHERE income > $2 GROUP BY region"
+    written = (
+        "SELECT region, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM people WHERE age > 47) FROM people "
+        "WHERE income > 1000.5 GROUP BY region"
+    )
+
+    async def run():
+        c = await asyncpg.connect(service.url("other"))
+        try:
+            st = await c.prepare(sql)
+            return [t.name for t in st.get_parameters()], [tuple(r) for r in await st.fetch(47, 1000.5)]
+        finally:
+            await c.close()
+
+    types, rows = asyncio.run(run())
+    assert types == ["int8", "float8"]
+    _, _, again, notes = _run(service, written)
+    assert again == rows
+    assert "ε charged 0 for this statement's 2 releases" in notes[0]  # the same two releases
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        got = c.execute(sql.replace("$1", "%s").replace("$2", "%s"), (47, 1000.5)).fetchall()
+    assert got == rows
