@@ -21,11 +21,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
+from . import postprocess
 from .errors import FEATURE_NOT_SUPPORTED, Refusal
+from .scope import Ctx
 
 HINT = (
     "A scalar subquery is answered as a release of its own when it is an aggregate without "
@@ -96,7 +98,7 @@ def find(tree: exp.Expression) -> list[exp.Subquery]:
 
 
 def _position(tree: exp.Expression, node: exp.Expression) -> int:
-    for i, n in enumerate(tree.walk()):
+    for i, n in enumerate(tree.walk(bfs=False)):  # in the order they are written
         if n is node:
             return i
     return 0
@@ -217,6 +219,48 @@ def check_unit(tables: Mapping[str, Any], outer: str | None, inner: str | None) 
         "different privacy units, and one statement's releases protect one unit.",
         hint="run the subquery as a statement of its own and write its value into the statement.",
     )
+
+
+class _NoRows:
+    """The context of a SELECT without FROM: it reads no column, aggregate or parameter."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise Refusal(
+            FEATURE_NOT_SUPPORTED,
+            "a SELECT without FROM computes over constants and scalar subqueries only.",
+            hint=HINT,
+        )
+
+
+def constant_outputs(tree: exp.Expression) -> list[tuple[str, Any, str | None]] | None:
+    """For a SELECT without FROM whose scalar subqueries are bound (``SELECT 19987 * 1.0 /
+    200000``): each select item's name, post-processing tree and type
+    (:mod:`rewriter.postprocess`, evaluated by the proxy with Postgres's rules); None for a
+    statement that reads a table. Clauses other than the select list are refused."""
+    if not isinstance(tree, exp.Select) or tree.args.get("from_") is not None:
+        return None
+    extra = [k for k, v in tree.args.items() if v not in (None, [], False) and k != "expressions"]
+    if extra or tree.find(exp.Column, exp.AggFunc, exp.Parameter, exp.Star) is not None:
+        raise Refusal(
+            FEATURE_NOT_SUPPORTED,
+            "a SELECT without FROM computes over constants and scalar subqueries only (no WHERE, "
+            "GROUP BY, ORDER BY or columns).",
+            hint=HINT,
+        )
+
+    def no_agg(func: str, col: Any) -> tuple[int, str | None]:
+        raise Refusal(FEATURE_NOT_SUPPORTED, "an aggregate needs FROM.", hint=HINT)
+
+    def no_key(name: str) -> tuple[int | str, str | None]:
+        raise Refusal(FEATURE_NOT_SUPPORTED, f"column {name} needs FROM.", hint=HINT)
+
+    out = []
+    for e in tree.expressions:
+        node = e.unalias()
+        raw = postprocess.tree(node, cast(Ctx, _NoRows()))
+        t, typ = postprocess.resolve(raw, no_agg, no_key)
+        out.append((e.alias or postprocess.name(node), t, typ))
+    return out
 
 
 def literal(value: object, type_name: str | None = None) -> exp.Expression:

@@ -23,11 +23,14 @@ from sqlglot import exp
 from rewriter import parse
 from rewriter import scalar as rs
 from rewriter.errors import Refusal
+from rewriter.postprocess import output_type
 from rewriter.route import Route
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error
 from .kind import Statement
+from .postexpr import evaluate
+from .rows import TYPE_OIDS
 
 _TEXT = 25
 _NAMES = {20: "bigint", 21: "smallint", 23: "integer", 701: "double precision", 700: "real", 1700: "numeric"}
@@ -63,6 +66,10 @@ class _Part:
     sql: str
     route: Route
     stored: bool  # released before at the tier's ε: served again, no share
+
+
+def _releases(n: int) -> str:
+    return f"{n} release" + ("" if n == 1 else "s")
 
 
 def _text(sql: str, limit: int = 80) -> str:
@@ -150,15 +157,9 @@ async def _around(conn, tree, found: list[rs.Scalar]) -> tuple[str, bool]:
     is charged (not the public domain or a public table)."""
     copy_ = tree.copy()
     bound = rs.bind(copy_, rs.find(copy_), await _stand_ins(conn, found))
+    if rs.constant_outputs(copy_) is not None:  # SELECT without FROM: arithmetic over the values
+        return bound, False
     route, t = await conn.gw.route_async(bound)
-    if route.kind == "dp" and route.table is None and not route.catalog:
-        raise Refusal(
-            "0A000",
-            "a statement whose only reads are scalar subqueries has no table to release from; "
-            "select the aggregates themselves (SELECT COUNT(*), SUM(x) FROM t) and compute the "
-            "expression over them in the same SELECT.",
-            hint=rs.HINT,
-        )
     if route.kind == "dp" and route.table is not None:
         return bound, (await conn.prepare(Statement(bound, route, t), [])).key is not None
     return bound, False
@@ -203,7 +204,13 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
             + (" (a stored release, or public data: free)" if not c else "")
         )
     bound = rs.bind(tree, [s.node for s in found], [values[w].copy() for w in which])
-    res, decision, c = await sub.answer(bound, [])
+    outs = rs.constant_outputs(tree)
+    if outs is None:
+        res, decision, c = await sub.answer(bound, [])
+    else:  # SELECT without FROM: post-processing of the released values, here
+        row = tuple(evaluate(t, (), []) for _, t, _ in outs)
+        cols = [Column(name, TYPE_OIDS[output_type(typ)]) for name, _, typ in outs]
+        res, decision, c = Result("SELECT 1", cols, [row]), "released", 0.0
     charged += c
     lines.append(
         f"the statement around them: ε {c:g}"
@@ -212,7 +219,7 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
     left = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
     per = "in total" if tier.period == "never" else f"this {tier.period}"
     head = (
-        f"dpgate: ε charged {charged:g} for this statement's {len(parts) + outer_charged} releases "
+        f"dpgate: ε charged {charged:g} for this statement's {_releases(len(parts) + outer_charged)} "
         f"({'; '.join(lines)}); budget left {max(left, 0.0):g} of {tier.budget:g} {per}; "
         "each scalar subquery released first and bound as a constant (sequential composition); "
         "arithmetic over released values is post-processing (no ε)"
@@ -234,7 +241,11 @@ async def describe(conn, sql: str, tree, oids: list[int]) -> Description:
     found = rs.scalars(tree)
     parts = [(rs.parameters(s.node), await conn.describe(s.sql, [])) for s in found]
     bound = rs.bind(tree, [s.node for s in found], await _stand_ins(conn, found))
-    outer = await conn.describe(bound, oids)
+    outs = rs.constant_outputs(tree)
+    if outs is None:
+        outer = await conn.describe(bound, oids)
+    else:  # SELECT without FROM: its items' types over the values
+        outer = Description([], [Column(name, TYPE_OIDS[output_type(typ)]) for name, _, typ in outs])
     described = [(rs.parameters(tree), outer), *parts]
     n = max([len(oids)] + [max(ns, default=0) for ns, _ in described])
 
@@ -257,7 +268,7 @@ async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:
     sub = _at(conn, eps)
     fresh = sum(not p.stored for p in parts) + outer_charged
     lines = [
-        f"statement of {len(parts) + outer_charged} releases: ε {tier.epsilon:g} split over the {fresh} made fresh "
+        f"statement of {_releases(len(parts) + outer_charged)}: ε {tier.epsilon:g} split over the {fresh} made fresh "
         f"(ε {eps:g} each); each scalar subquery is released first and its value bound as a constant "
         "into the statement around it (sequential composition; arithmetic over it is post-processing)"
     ]
@@ -268,6 +279,9 @@ async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:
         res, _, _ = await who.answer(f"EXPLAIN {part.sql}", [])
         lines += ["  " + str(r[0]) for r in res.rows]
     lines.append(f"the statement around them (a stand-in constant shown for each value): {_text(bound, 200)}")
-    res, _, _ = await sub.answer(f"EXPLAIN {bound}", [])
-    lines += ["  " + str(r[0]) for r in res.rows]
+    if outer_charged or rs.constant_outputs(parse(bound)) is None:
+        res, _, _ = await sub.answer(f"EXPLAIN {bound}", [])
+        lines += ["  " + str(r[0]) for r in res.rows]
+    else:
+        lines.append("  computed by dpgate over the released values (post-processing, no ε)")
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])

@@ -151,7 +151,7 @@ def test_windows_over_an_aggregating_derived_table_equal_postgres(service, postg
         ),
         ("SELECT COUNT(*) * 1.0 / (SELECT COUNT(*) FROM people GROUP BY sex) FROM people", "GROUP BY"),
         ("SELECT COUNT(*) * 1.0 / (SELECT COUNT(*) FROM people) FROM purchases", "different privacy units"),
-        ("SELECT (SELECT COUNT(*) FROM people) * 2", "no table to release from"),
+        ("SELECT (SELECT COUNT(*) FROM people) WHERE 1 = 1", "without FROM"),
     ],
 )
 def test_refused_before_anything_is_charged(service, sql, words):
@@ -287,3 +287,25 @@ def test_parameters_bound_in_each_part(service):
     with psycopg.connect(service.dsn("other"), autocommit=True) as c:
         got = c.execute(sql.replace("$1", "%s").replace("$2", "%s"), (47, 1000.5)).fetchall()
     assert got == rows
+
+
+def test_select_without_from_over_scalar_subqueries(service, postgres):
+    """``SELECT (SELECT COUNT(*) …)::float / (SELECT COUNT(DISTINCT …) …)``: two releases at ε/2
+    (each subquery written twice is one release), the arithmetic computed by dpgate over the
+    released values with Postgres's types and values."""
+    n = "(SELECT COUNT(*) FROM purchases WHERE store = 3)"
+    u = "(SELECT COUNT(DISTINCT customer_id) FROM purchases WHERE store = 3)"
+    sql = f"SELECT {n} AS n, {u} AS u, {n}::float / {u} AS per_customer, {n} * 100.0 / 7 AS scaled"
+    names, oids, rows, notes = _run(service, sql)
+    assert names == ["n", "u", "per_customer", "scaled"]
+    assert "ε charged 1 for this statement's 2 releases" in notes[0]
+    assert "scalar subquery 1 SELECT COUNT(*) FROM purchases WHERE store = 3: ε 0.5" in notes[0]
+    (got,) = rows
+    want_oids, want = _pg(
+        postgres,
+        "SELECT %s::bigint AS n, %s::bigint AS u, %s::bigint::float / %s::bigint AS per_customer, "
+        "%s::bigint * 100.0 / 7 AS scaled",
+        (got[0], got[1], got[0], got[1], got[0]),
+    )
+    assert oids == want_oids == [20, 20, 701, 1700]
+    assert got == want[0]
