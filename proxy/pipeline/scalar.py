@@ -96,8 +96,7 @@ def _stand_in(oid: int) -> exp.Expression:
     """A constant of a scalar's type, for planning the statement around it without its value
     (Describe, EXPLAIN)."""
     if oid in _STAND_IN:
-        v = _STAND_IN[oid]
-        return rs.literal(v) if not isinstance(v, float) else rs.literal(v)
+        return rs.literal(_STAND_IN[oid])
     return rs.literal(None, _TYPED.get(oid, _NAMES.get(oid)))
 
 
