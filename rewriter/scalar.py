@@ -196,11 +196,9 @@ def scalars(tree: exp.Expression) -> list[Scalar]:
 
 
 def _unit(tables: Mapping[str, Any], name: str) -> str | None:
-    """The privacy unit column a table's rows are protected by (``orders.customer_id`` is
-    ``customer_id``), or None: each row is its own unit."""
-    t = tables.get(name)
-    u = getattr(t, "privacy_unit", None)
-    return u.split(".")[-1] if isinstance(u, str) else None
+    """The privacy unit a table's rows belong to (the entity, as the config resolves it:
+    :attr:`config.models.Table.unit`), or None: each row is its own unit."""
+    return getattr(tables.get(name), "unit", None)
 
 
 def check_unit(tables: Mapping[str, Any], outer: str | None, inner: str | None) -> None:

@@ -131,3 +131,40 @@ def test_constant_select_list():
     assert scalar.constant_outputs(rewriter.parse("SELECT COUNT(*) FROM people")) is None
     with pytest.raises(Refusal):
         scalar.constant_outputs(rewriter.parse("SELECT 1 WHERE 1 = 1"))
+
+
+def test_same_unit_by_the_entity_the_config_resolves():
+    """Tables hold the same people when they reach the same unit entity (``[units.customer]``,
+    through references), whatever their columns are called; a table of another unit
+    is refused; a public table is exact and may be read beside any."""
+    from config import parse_config
+
+    i = {"type": "int"}
+    cfg = parse_config(
+        {
+            "server": {"auth": "trust"},
+            "tiers": {"d": {"epsilon": 1, "budget": 10}},
+            "roles": {"a": {"tier": "d"}},
+            "units": {
+                "customer": {"table": "customer", "key": "c_custkey"},
+                "driver": {"table": "driver", "key": "d_id"},
+            },
+            "tables": {
+                "customer": {"columns": {"c_custkey": i}},
+                "orders": {
+                    "columns": {"o_orderkey": i, "o_custkey": i},
+                    "key": "o_orderkey",
+                    "references": {"o_custkey": "customer"},
+                },
+                "lineitem": {"columns": {"l_orderkey": i}, "references": {"l_orderkey": "orders"}},
+                "driver": {"columns": {"d_id": i}},
+                "nation": {"public": True, "columns": {"n_nationkey": i}, "key": "n_nationkey"},
+            },
+        }
+    )
+    scalar.check_unit(cfg.tables, "lineitem", "customer")
+    scalar.check_unit(cfg.tables, "orders", "nation")
+    for outer, inner in (("orders", "driver"), ("driver", "customer")):
+        with pytest.raises(Refusal) as e:
+            scalar.check_unit(cfg.tables, outer, inner)
+        assert "different privacy units" in e.value.message
