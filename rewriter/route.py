@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokenizer_core import Token
 
-from . import joins, scalar
+from . import joins, lookup, scalar
 from .copy import COPY_HINT, CopyOut, copy_statement
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .lru import LRU
@@ -58,6 +58,7 @@ class Route:
     copy: CopyOut | None = None  # for ``copy``: the query (``body``) and the output format
     planner: Planner = "central"
     scalars: bool = False  # holds scalar subqueries: released first, then bound (:mod:`rewriter.scalar`)
+    lookup: bool = False  # a public table looked up by a release's keys (:mod:`rewriter.lookup`)
 
 
 def route(sql: str, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
@@ -106,6 +107,9 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
         with_scalars = _with_scalars(tree, tables, catalog_relations)
         if with_scalars is not None:
             return with_scalars
+    if isinstance(tables, Mapping) and (found := lookup.split(tree, tables)) is not None:
+        released = classify(parse(found.released), tables, catalog_relations)
+        return Route("dp", released.table, planner=released.planner, lookup=True)
     declared, views, catalog = set(), set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for t in tree.find_all(exp.Table):

@@ -1,4 +1,5 @@
-"""Statements of several releases: scalar subqueries (:mod:`rewriter.scalar`).
+"""Statements of several releases: scalar subqueries (:mod:`rewriter.scalar`), and a public
+table looked up by a release's keys (:mod:`rewriter.lookup`).
 
 Each scalar subquery is released first, as the statement of its own it is; its released
 value is bound as a constant into the statement around it, which is then released (its
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from rewriter import lookup as rl
 from rewriter import parse
 from rewriter import scalar as rs
 from rewriter.errors import Refusal
@@ -283,4 +285,87 @@ async def explain(conn, sql: str, route: Route, tree, params: list) -> Result:
         lines += ["  " + str(r[0]) for r in res.rows]
     else:
         lines.append("  computed by dpgate over the released values (post-processing, no ε)")
+    return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
+
+
+# -- a public table looked up by a release's keys (rewriter.lookup) ---------------------------
+
+
+def _lookup_of(conn, sql: str, tree, params: list) -> rl.Lookup:
+    if params:
+        raise Refusal(
+            "0A000",
+            "a public table joined to released rows takes no parameters here; write the values in.",
+            hint=rl.HINT,
+        )
+    found = rl.split(tree if tree is not None else parse(sql), conn.gw.config.tables)
+    if found is None:
+        raise SqlError("XX000", "internal error: a lookup route without its lookup; nothing was run")
+    return found
+
+
+def _nulls_sorted(rows: list[tuple], order: tuple[tuple[int, bool, bool], ...]) -> list[tuple]:
+    """``rows`` in ORDER BY order as Postgres sorts them (a stable pass per key, last first;
+    NULLs first or last as each key says)."""
+    for i, desc, nulls_first in reversed(order):
+        nulls = [r for r in rows if r[i] is None]
+        rest = sorted((r for r in rows if r[i] is not None), key=lambda r: r[i], reverse=desc)
+        rows = nulls + rest if nulls_first else rest + nulls
+    return rows
+
+
+async def lookup_answer(conn, sql: str, tree, params: list):
+    """``(Result, decision, ε charged)``: the aggregating query released (its own statement, at
+    the tier's ε), the public table's rows read exactly (free), joined on the equality here."""
+    lk = _lookup_of(conn, sql, tree, params)
+    released, decision, charged = await conn.answer(lk.released, [])
+    public, _, _ = await conn.answer(lk.public, [])
+    dn = [c.name for c in released.columns or []]
+    pn = [c.name for c in public.columns or []]
+    if lk.d_key not in dn or lk.p_key not in pn:
+        raise SqlError("XX000", "internal error: a lookup's join column is missing; nothing more was run")
+    di, pi = dn.index(lk.d_key), pn.index(lk.p_key)
+    by_key: dict = {}
+    for r in public.rows:
+        if r[pi] is not None:
+            by_key.setdefault(r[pi], []).append(r)
+    at = [(dn if s == "d" else pn).index(c) for s, c, _ in lk.outputs]
+    rows = [
+        tuple((rd if s == "d" else rp)[k] for (s, _, _), k in zip(lk.outputs, at))
+        for rd in released.rows
+        if rd[di] is not None
+        for rp in by_key.get(rd[di], ())
+    ]
+    rows = _nulls_sorted(rows, lk.order)
+    end = None if lk.limit is None else lk.offset + lk.limit
+    rows = rows[lk.offset : end]
+    types = {("d", c.name): c.type_oid for c in released.columns or []}
+    types.update({("p", c.name): c.type_oid for c in public.columns or []})
+    cols = [Column(name, types[(s, c)]) for s, c, name in lk.outputs]
+    note = (
+        f"(joined with the rows of the public table {lk.public_table}: exact, no ε — joining public "
+        "data to released rows is post-processing)"
+    )
+    out = Result(f"SELECT {len(rows)}", cols, rows, notices=[*released.notices, note])
+    return out, decision, charged
+
+
+async def lookup_describe(conn, sql: str, tree, oids: list[int]) -> Description:
+    """Columns of a lookup: the released statement's and the public table's, nothing read."""
+    lk = _lookup_of(conn, sql, tree, [])
+    d, p = await conn.describe(lk.released, []), await conn.describe(lk.public, [])
+    types = {("d", c.name): c.type_oid for c in d.columns or []}
+    types.update({("p", c.name): c.type_oid for c in p.columns or []})
+    return Description(list(oids), [Column(name, types[(s, c)]) for s, c, name in lk.outputs])
+
+
+async def lookup_explain(conn, sql: str, tree, params: list) -> Result:
+    """EXPLAIN of a lookup: the release's own EXPLAIN, then the public rows it is joined with."""
+    lk = _lookup_of(conn, sql, tree, params)
+    res, _, _ = await conn.answer(f"EXPLAIN {lk.released}", [])
+    lines = [f"released: {_text(lk.released, 200)}", *("  " + str(r[0]) for r in res.rows)]
+    lines.append(
+        f"joined on {lk.d_key} = {lk.public_table}.{lk.p_key} with {_text(lk.public, 200)} "
+        "(a public table: exact, no ε; the join is post-processing)"
+    )
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])

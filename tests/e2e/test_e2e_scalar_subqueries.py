@@ -309,3 +309,63 @@ def test_select_without_from_over_scalar_subqueries(service, postgres):
     )
     assert oids == want_oids == [20, 20, 701, 1700]
     assert got == want[0]
+
+
+LOOKUP = (
+    "WITH r (store_no, rev) AS (SELECT store, SUM(amount) FROM purchases WHERE amount > 3 GROUP BY store) "
+    "SELECT s.store_id, s.area, r.rev FROM stores s, r "
+    "WHERE s.store_id = r.store_no AND r.rev > (SELECT MIN(rev) FROM r) AND s.opened >= 2000 "
+    "ORDER BY s.area DESC, s.store_id LIMIT 6"
+)
+BOTH_SIDES = LOOKUP.replace("AND s.opened >= 2000", "OR s.area = 'north'")
+
+
+def test_public_table_looked_up_by_released_keys(service, postgres):
+    """TPC-H Q15's shape: a public table joined to an aggregating WITH query on its key. The
+    query is released alone (its condition on its own rows included); the public rows are read
+    exactly; the join, the conditions, the order and LIMIT are Postgres's over those rows."""
+    names, oids, rows, notes = _run(service, LOOKUP)
+    assert names == ["store_id", "area", "rev"]
+    assert "ε charged 1;" in notes[0]
+    assert "joined with the rows of the public table stores: exact, no ε" in notes[-1]
+    _, _, cells, again = _run(
+        service, "SELECT store, SUM(amount) FROM purchases WHERE amount > 3 GROUP BY store"
+    )
+    assert "ε charged 0 (repeat" in again[0]  # the statement's one release
+    _, _, public, _ = _run(service, "SELECT store_id, area, opened FROM stores")
+    with psycopg.connect(postgres.dsn, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS rel_r, stores")
+        c.execute("CREATE TABLE rel_r (store_no bigint, rev float8)")
+        c.execute("CREATE TABLE stores (store_id bigint, area text, opened bigint)")
+        with c.cursor() as cur:
+            cur.executemany("INSERT INTO rel_r VALUES (%s, %s)", cells)
+            cur.executemany("INSERT INTO stores VALUES (%s, %s, %s)", public)
+    want_oids, want = _pg(
+        postgres,
+        LOOKUP.replace(
+            "WITH r (store_no, rev) AS (SELECT store, SUM(amount) FROM purchases WHERE amount > 3 GROUP BY store)",
+            "WITH r AS (TABLE rel_r)",
+        ),
+    )
+    assert oids == want_oids
+    assert rows == want and len(rows) == 6  # 9 stores above the smallest revenue, LIMIT 6
+
+
+@pytest.mark.parametrize(
+    "sql, state",
+    [
+        (BOTH_SIDES, "0A000"),  # a condition reading both sides
+        (
+            "WITH r AS (SELECT store, COUNT(*) AS n FROM purchases GROUP BY store) "
+            "SELECT s.area, r.n * 2 FROM stores s JOIN r ON s.store_id = r.store",
+            "0A000",  # an expression in the select list
+        ),
+    ],
+)
+def test_lookup_refusals_charge_nothing(service, sql, state):
+    _, _, _, before = _run(service, "SELECT COUNT(*) FROM people WHERE age > 91")
+    with pytest.raises(psycopg.Error) as e:
+        _run(service, sql)
+    assert e.value.sqlstate == state and e.value.diag.message_hint
+    _, _, _, after = _run(service, "SELECT COUNT(*) FROM people WHERE age > 91")
+    assert _left(after[0]) == _left(before[0])

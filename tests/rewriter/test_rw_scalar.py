@@ -9,7 +9,9 @@ from decimal import Decimal
 import pytest
 
 import rewriter
-from rewriter import scalar
+from bench.tpch_queries import Q15_WITH
+from config import parse_config
+from rewriter import lookup, scalar
 from rewriter.errors import Refusal
 from rewriter.route import route
 
@@ -137,8 +139,6 @@ def test_same_unit_by_the_entity_the_config_resolves():
     """Tables hold the same people when they reach the same unit entity (``[units.customer]``,
     through references), whatever their columns are called; a table of another unit
     is refused; a public table is exact and may be read beside any."""
-    from config import parse_config
-
     i = {"type": "int"}
     cfg = parse_config(
         {
@@ -168,3 +168,49 @@ def test_same_unit_by_the_entity_the_config_resolves():
         with pytest.raises(Refusal) as e:
             scalar.check_unit(cfg.tables, outer, inner)
         assert "different privacy units" in e.value.message
+
+
+def test_q15_is_a_release_looked_up_in_a_public_table():
+    """TPC-H Q15 (its WITH variant): revenue0 released alone with its own-rows condition, the
+    supplier rows read as a public statement, joined on s_suppkey = supplier_no."""
+    i, f, t = {"type": "int"}, {"type": "float", "lower": 0, "upper": 1e5}, {"type": "text"}
+    cfg = parse_config(
+        {
+            "server": {"auth": "trust"},
+            "tiers": {"d": {"epsilon": 1, "budget": 10}},
+            "roles": {"a": {"tier": "d"}},
+            "tables": {
+                "lineitem": {
+                    "privacy_unit": "l_orderkey",
+                    "columns": {
+                        "l_orderkey": i,
+                        "l_suppkey": {"type": "int", "domain_range": [1, 10]},
+                        "l_extendedprice": f,
+                        "l_discount": f,
+                        "l_shipdate": {"type": "date", "lower": "1992-01-01", "upper": "1998-12-31"},
+                    },
+                },
+                "supplier": {
+                    "public": True,
+                    "key": "s_suppkey",
+                    "columns": {"s_suppkey": i, "s_name": t, "s_address": t, "s_phone": t},
+                },
+            },
+        }
+    )
+    tree = rewriter.parse(Q15_WITH)
+    assert route(Q15_WITH, cfg.tables).lookup
+    lk = lookup.split(tree, cfg.tables)
+    assert (lk.public_table, lk.p_key, lk.d_key) == ("supplier", "s_suppkey", "supplier_no")
+    assert lk.public == "SELECT * FROM supplier"
+    assert lk.released.endswith(
+        "SELECT * FROM revenue0 WHERE total_revenue = (SELECT MAX(total_revenue) FROM revenue0)"
+    )
+    assert [o[:2] for o in lk.outputs] == [
+        ("p", "s_suppkey"),
+        ("p", "s_name"),
+        ("p", "s_address"),
+        ("p", "s_phone"),
+        ("d", "total_revenue"),
+    ]
+    assert lk.order == ((0, False, False),)
