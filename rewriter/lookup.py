@@ -62,6 +62,16 @@ def _cte_columns(cte: exp.CTE) -> list[str] | None:
     return listed + names[len(listed) :]
 
 
+def _columns(sub: exp.Subquery) -> list[str] | None:
+    alias = sub.args.get("alias")
+    listed = [c.name for c in alias.columns] if alias is not None and alias.columns else []
+    body = sub.this
+    if not isinstance(body, exp.Select):
+        return None
+    names = [e.alias_or_name for e in body.expressions]
+    return listed + names[len(listed) :]
+
+
 def split(tree: exp.Expression, tables: Mapping[str, Any]) -> Lookup | None:
     """The lookup of ``tree``, or None when it is not a public table joined to an aggregating
     WITH query (see the module doc); a refusal where it is, but reads more than it can."""
@@ -71,26 +81,39 @@ def split(tree: exp.Expression, tables: Mapping[str, Any]) -> Lookup | None:
     ctes = {c.alias_or_name: c for c in (w.expressions if isinstance(w, exp.With) else [])}
     f = tree.args.get("from_")
     joins = tree.args.get("joins") or []
-    if f is None or len(joins) != 1 or not ctes:
+    if f is None or len(joins) != 1:
         return None
     j = joins[0]
     if j.side or j.kind not in (None, "", "INNER") or j.args.get("using") or j.args.get("method"):
         return None
     rels = [f.this, j.this]
-    if not all(isinstance(r, exp.Table) and not r.text("db") for r in rels):
-        return None
     pub = [
         r
         for r in rels
-        if r.name in tables and getattr(tables[r.name], "public", False) and r.name not in ctes
+        if isinstance(r, exp.Table)
+        and not r.text("db")
+        and r.name in tables
+        and getattr(tables[r.name], "public", False)
+        and r.name not in ctes
     ]
-    der = [r for r in rels if r.name in ctes and _aggregates(ctes[r.name].this)]
+    der = [  # an aggregating WITH query, or derived table (a temporary view, inlined)
+        r
+        for r in rels
+        if (
+            isinstance(r, exp.Table)
+            and not r.text("db")
+            and r.name in ctes
+            and _aggregates(ctes[r.name].this)
+        )
+        or (isinstance(r, exp.Subquery) and r.alias and _aggregates(r.this))
+    ]
     if len(pub) != 1 or len(der) != 1:
         return None
     p, d = pub[0], der[0]
     pa, da = p.alias_or_name, d.alias_or_name
     p_cols = set(tables[p.name].columns)
-    d_cols = _cte_columns(ctes[d.name])
+    d_body = ctes[d.name].this if isinstance(d, exp.Table) else d.this
+    d_cols = _cte_columns(ctes[d.name]) if isinstance(d, exp.Table) else _columns(d)
     if d_cols is None:
         return None
     bad = [k for k, v in tree.args.items() if v not in (None, [], False) and k not in _OK]
@@ -117,10 +140,15 @@ def split(tree: exp.Expression, tables: Mapping[str, Any]) -> Lookup | None:
             if c.find_ancestor(exp.Subquery) is None:
                 out.add(side(c))
         for s in e.find_all(exp.Subquery):
+            if s.parent is not None and s.parent.find_ancestor(exp.Subquery) is not None:
+                continue  # inside a scalar subquery: that subquery's reads
             q = s.this
             g = q.args.get("from_") if isinstance(q, exp.Select) else None
-            reads = g.this.name if g is not None and isinstance(g.this, exp.Table) else None
-            out.add("d" if reads == d.name else "p" if reads == p.name else "p")
+            r = g.this if g is not None else None
+            own = (isinstance(r, exp.Table) and isinstance(d, exp.Table) and r.name == d.name) or (
+                isinstance(r, exp.Subquery) and r.this == d_body
+            )
+            out.add("d" if own else "p")
         return out
 
     conds: list[exp.Expression] = []

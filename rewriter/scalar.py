@@ -60,16 +60,14 @@ def _is_scalar(node: exp.Subquery) -> bool:
 
 
 def _over_own_rows(tree: exp.Expression, node: exp.Subquery) -> bool:
-    """Whether the scalar subquery ``node`` reads only a WITH query that the SELECT around it
-    reads too (``… FROM revenue0 WHERE total = (SELECT MAX(total) FROM revenue0)``): an
-    aggregate of the rows that SELECT reads, which its planner answers from the same release
-    (:func:`rewriter.inline.apply_outer`), not a release of its own."""
+    """Whether the scalar subquery ``node`` reads only a WITH query (or a derived table — a
+    temporary view, inlined) that the SELECT around it reads too (``… FROM revenue0 WHERE
+    total = (SELECT MAX(total) FROM revenue0)``): an aggregate of the rows that SELECT reads,
+    which its planner answers from the same release (:func:`rewriter.inline.apply_outer`),
+    not a release of its own."""
     q = node.this
     f = q.args.get("from_") if isinstance(q, exp.Select) else None
-    if f is None or not isinstance(f.this, exp.Table) or f.this.text("db") or q.args.get("joins"):
-        return False
-    name = f.this.name
-    if name not in _ctes(tree):
+    if f is None or q.args.get("joins"):
         return False
     around = node.parent.find_ancestor(exp.Select) if node.parent is not None else None
     if around is None:
@@ -77,6 +75,11 @@ def _over_own_rows(tree: exp.Expression, node: exp.Subquery) -> bool:
     g = around.args.get("from_")
     reads = [g.this] if g is not None else []
     reads += [j.this for j in around.args.get("joins") or []]
+    if isinstance(f.this, exp.Subquery):  # the same derived table (structurally)
+        return any(isinstance(r, exp.Subquery) and r.this == f.this.this for r in reads)
+    if not isinstance(f.this, exp.Table) or f.this.text("db") or f.this.name not in _ctes(tree):
+        return False
+    name = f.this.name
     return any(isinstance(t, exp.Table) and t.name == name and not t.text("db") for t in reads)
 
 

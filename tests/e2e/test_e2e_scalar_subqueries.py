@@ -369,3 +369,20 @@ def test_lookup_refusals_charge_nothing(service, sql, state):
     assert e.value.sqlstate == state and e.value.diag.message_hint
     _, _, _, after = _run(service, "SELECT COUNT(*) FROM people WHERE age > 91")
     assert _left(after[0]) == _left(before[0])
+
+
+def test_a_temporary_view_reads_as_its_with_query(service):
+    """Q15 with its view as a temporary view (inlined as a derived table): the subquery over the
+    view's rows and the public lookup are the same one release as the WITH spelling's."""
+    _, _, want, _ = _run(service, LOOKUP)
+    view = (
+        "CREATE TEMPORARY VIEW r AS SELECT store AS store_no, SUM(amount) AS rev FROM purchases "
+        "WHERE amount > 3 GROUP BY store"
+    )
+    notes: list[str] = []
+    with psycopg.connect(service.dsn("other"), autocommit=True) as c:
+        c.add_notice_handler(lambda d: notes.append(d.message_primary))
+        c.execute(view)
+        got = c.execute("SELECT" + LOOKUP.split(") SELECT", 1)[1]).fetchall()  # the view, not WITH
+    assert got == want
+    assert "ε charged 0 (repeat" in notes[0]
