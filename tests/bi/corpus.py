@@ -462,6 +462,21 @@ SCALAR_SHAPES = [
         "SELECT COUNT(*) FROM people WHERE age > (SELECT MAX(age) FROM people) - 10",
     ),
     (
+        "the largest of a WITH query's released sums (TPC-H Q15's subquery)",
+        "WITH r (store_no, revenue) AS (SELECT store, SUM(amount) FROM purchases GROUP BY store) "
+        "SELECT store_no, revenue FROM r WHERE revenue = (SELECT MAX(revenue) FROM r)",
+    ),
+    (
+        "a public table looked up by released keys (TPC-H Q15)",
+        "WITH r (store_no, revenue) AS (SELECT store, SUM(amount) FROM purchases GROUP BY store) "
+        "SELECT s.store_id, s.area, r.revenue FROM stores s, r WHERE s.store_id = r.store_no "
+        "AND r.revenue = (SELECT MAX(revenue) FROM r) ORDER BY s.store_id",
+    ),
+    (
+        "purchases per customer without FROM",
+        "SELECT (SELECT COUNT(*) FROM purchases)::float / (SELECT COUNT(DISTINCT customer_id) FROM purchases)",
+    ),
+    (
         "windows over an aggregating derived table",
         "SELECT store, c, SUM(c) OVER (ORDER BY store) AS running, c * 1.0 / SUM(c) OVER () AS share "
         "FROM (SELECT store, COUNT(*) AS c FROM purchases GROUP BY store) t ORDER BY store",
