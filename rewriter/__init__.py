@@ -92,6 +92,7 @@ def _build(
 ) -> tuple[Plan, Ctx]:
     cost.check(expr, config, params)  # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
+    postprocess.named_windows(expr)  # WINDOW w AS (…): each OVER w spelled out
     expr = inline.inline(inline.expand_ctes(expr))  # derived tables and CTEs
     outer = inline.split_outer(expr)
     if outer is None:

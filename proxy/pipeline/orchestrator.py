@@ -46,7 +46,7 @@ from rewriter.route import Route
 from ..backends.base import CancelSignal
 from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, CopyFormat, Description, Result, SqlError
-from . import cursors
+from . import cursors, scalar
 from .auto_bounds import statement_note
 from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
 from .extreme import EXTREME
@@ -193,6 +193,10 @@ class Connection:
                 for i in range(max(len(oids), len(inferred)))
             ]
             return Description(types, [Column(n, t) for n, t in cols])
+        if route.scalars:  # the statement around its scalar subqueries (rewriter.scalar)
+            return await scalar.describe(self, sql, tree, oids)
+        if route.lookup:
+            return await scalar.lookup_describe(self, sql, tree, oids)
         stmt = Statement(sql, route, tree)
         if kind == "insert":
             return await LOCAL.describe(self, stmt, oids)
@@ -224,9 +228,17 @@ class Connection:
         kind = route.kind
         if kind == "explain":
             body, inner = _enclosed(route)
+            if inner.scalars:  # several releases (rewriter.scalar)
+                return await scalar.explain(self, body, inner, tree, params), "explain", 0.0
+            if inner.lookup:  # a release joined to a public table's rows (rewriter.lookup)
+                return await scalar.lookup_explain(self, body, tree, params), "explain", 0.0
             return await self._explain(Statement(body, inner, tree), params), "explain", 0.0
         if kind == "copy":
             return await self._copy(route, tree, params)
+        if route.scalars:  # scalar subqueries: released first, then bound (rewriter.scalar)
+            return await scalar.answer(self, sql, route, tree, params)
+        if route.lookup:  # a release joined to a public table's rows (rewriter.lookup)
+            return await scalar.lookup_answer(self, sql, tree, params)
         if kind == "insert":
             return await insert_local(self, sql, params)
         if kind == "views":
