@@ -14,12 +14,15 @@ a wrong answer. :func:`possible_keys` tells them apart from the parse (sqlglot),
 * each released key is a row of a VALUES list, joined with the tables those conjuncts connect to
   the keys' sources: public tables as they are; a key that is a private column as it is takes the
   asked value (never NULL where the schema says NOT NULL), one computed from private columns
-  (``extract(year from o_orderdate)``) every distinct value of its columns; the key is possible
+  (``extract(year from o_orderdate)``) every value of its columns the data holds and, for a date,
+  every day of the years asked about (:func:`candidates`); the key is possible
   when the kept conjuncts and ``<key expression> = <asked value>`` can all hold. A key expression
   over an aggregate (Q13's ``c_count``) can take any value: None.
 """
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 from sqlglot import exp, parse_one
 
@@ -70,6 +73,35 @@ def _conjuncts(sel: exp.Select) -> list[exp.Expression]:
         if on is not None:
             out += list(on.flatten()) if isinstance(on, exp.And) else [on]
     return out
+
+
+def candidates(con, table: str, col: str, asked) -> str:
+    """The values a private column a key is computed from may take, as a relation of one column:
+    those it holds, and for a date column every day of each year an asked key names (an integer
+    between 1 and 9999: ``extract(year from …)`` of a date the data does not hold, a cell the SQL
+    keeps), so a year the WHERE does not rule out is never taken for one it does."""
+    ((typ,),) = con.execute(
+        "SELECT data_type FROM information_schema.columns WHERE table_name = ? AND column_name = ?",
+        [table, col],
+    ).fetchall()
+    held = f"SELECT DISTINCT {col} FROM {table}"
+    if typ.upper() != "DATE":
+        return f"({held})"
+    years = sorted(
+        {
+            int(v)
+            for row in asked
+            for v in row
+            if isinstance(v, (int, float, Decimal)) and v == int(v) and 1 <= v <= 9999
+        }
+    )
+    if not years:
+        return f"({held})"
+    days = " UNION ".join(
+        f"SELECT CAST(d AS DATE) AS {col} FROM generate_series(DATE '{y:04d}-01-01', DATE '{y:04d}-12-31', INTERVAL 1 DAY) AS g(d)"
+        for y in years
+    )
+    return f"({held} UNION {days})"
 
 
 def possible_keys(
@@ -158,7 +190,7 @@ def possible_keys(
             continue
         cols = sorted(c for al, c in sources if al == a and (al, c) not in bare)
         if cols:
-            combos = " CROSS JOIN ".join(f"(SELECT DISTINCT {c} FROM {t})" for c in cols)
+            combos = " CROSS JOIN ".join(candidates(con, t, c, asked) for c in cols)
             froms.append(f"(SELECT * FROM {combos}) AS {a}")
     conds = [f"({bind(c)})" for c, al in kept if al <= reach]
     conds += [f"({bind(kexpr[k])}) IS NOT DISTINCT FROM asked.k{i}" for i, k in enumerate(keys)]
