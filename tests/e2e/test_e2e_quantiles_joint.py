@@ -268,8 +268,8 @@ def test_extended_protocol_with_parameters(service):
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT MAX(income), COUNT(*) FROM pums HAVING COUNT(*) > 5",
-        "SELECT sex, MAX(income) FROM pums GROUP BY sex HAVING MIN(income) > 5",
+        "SELECT MAX(income) FILTER (WHERE age > 30), COUNT(*) FROM pums",
+        "SELECT sex, MAX(income), MIN(income) FROM pums GROUP BY ROLLUP(sex)",
         "SELECT MAX(income), MIN(income) FROM pums WHERE '__dpgate_x0' = '__dpgate_x0' OR age > 1",
     ],
 )
@@ -348,3 +348,18 @@ def test_expressions_over_released_extremes(service):
     assert [r[:4] for r in want] == [tuple(r) for r in rows]
     assert all(r[2] >= 0 for r in rows)  # p75 ≥ p25: drawn ascending
     assert "ε split into 5 equal shares" in notes[0] and "max(income)" in notes[0]  # 4 parts and the cells
+
+
+def test_having_over_released_values(service):
+    """HAVING beside extremes is a filter on every released cell's values (post-processing):
+    the rows are exactly the released cells that satisfy it, as Postgres would return them."""
+    names, rows, notes = run(
+        service,
+        "SELECT educ, MAX(income) AS top, COUNT(*) AS n FROM pums GROUP BY educ "
+        "HAVING MAX(income) > 100000 AND SUM(age) > 1000 ORDER BY n DESC LIMIT 4",
+    )
+    ans = latest_answer(service)
+    cells = [(k[0], v[0], v[1], v[2]) for k, v in zip(ans["keys"], ans["values"])]  # top, n, sum(age)
+    want = sorted((c for c in cells if c[1] > 100000 and c[3] > 1000), key=lambda c: -c[2])[:4]
+    assert names == ["educ", "top", "n"] and rows == [c[:3] for c in want]
+    assert "ε split into 2 equal shares" in notes[0]
