@@ -125,7 +125,18 @@ class ExtremePlan:
 
     @property
     def joint(self) -> bool:
-        return len(self.parts) > 1 or self.central is not None
+        """Anything but one MAX/MIN/percentile selected as itself (ROUND/CAST over it allowed):
+        several, cells beside them, expressions, HAVING or ORDER BY over them."""
+        plan = self.plan
+        plain = (
+            len(self.parts) == 1
+            and self.central is None
+            and plan.row_filter is None
+            and not any(o.source == "expr" for o in plan.outputs)
+            and not any(item.tree is not None for item in plan.order_by)
+            and any(o.source == "aggregate" for o in plan.outputs)
+        )
+        return not plain
 
     @property
     def columns(self) -> list[str]:

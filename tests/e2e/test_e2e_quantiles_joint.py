@@ -363,3 +363,20 @@ def test_having_over_released_values(service):
     want = sorted((c for c in cells if c[1] > 100000 and c[3] > 1000), key=lambda c: -c[2])[:4]
     assert names == ["educ", "top", "n"] and rows == [c[:3] for c in want]
     assert "ε split into 2 equal shares" in notes[0]
+
+
+def test_one_extreme_in_an_expression_or_only_in_having(service):
+    """One MAX in an expression, or read only by HAVING: one release at the statement's ε,
+    the expression and the filter post-processing of it."""
+    before = spent(service)
+    names, rows, notes = run(service, "SELECT MAX(income) / 1000 AS k, MIN(age) FROM pums WHERE sex = 1")
+    assert names == ["k", "min"] and len(rows) == 1 and "ε split into 2 equal shares" in notes[0]
+    names, rows, notes = run(service, "SELECT MAX(income) / 1000 AS k FROM pums")
+    ((k,),) = rows
+    assert names == ["k"] and 0 <= k <= 500 and "one release at the statement's ε 1" in notes[0]
+    ans = latest_answer(service)
+    assert k == pytest.approx(ans["values"][0][0] / 1000)
+    names, rows, notes = run(service, "SELECT sex FROM pums GROUP BY sex HAVING MAX(age) > 50 ORDER BY sex")
+    ans = latest_answer(service)
+    assert names == ["sex"] and rows == [(k[0],) for k, v in zip(ans["keys"], ans["values"]) if v[0] > 50]
+    assert spent(service) == pytest.approx(before + 3.0)
