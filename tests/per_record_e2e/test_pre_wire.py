@@ -365,7 +365,9 @@ def test_max_beside_count_and_sum_in_one_statement(prs):
     again, notes2 = _run(prs, sql, role="other")
     assert again == rows and "repeat" in notes2[0] and _spent(prs, "other") == pytest.approx(before + 1.0)
     text = "\n".join(r[0] for r in _run(prs, "EXPLAIN " + sql, role="other")[0])
-    assert "3 aggregates share ε 1, split equally" in text and "3) max(balance) via prdp_max_framework" in text
+    assert (
+        "3 aggregates share ε 1, split equally" in text and "3) max(balance) via prdp_max_framework" in text
+    )
     assert "round 2 after ℓ is known" in text and _spent(prs, "other") == pytest.approx(before + 1.0)
 
 
