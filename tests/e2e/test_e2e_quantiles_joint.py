@@ -380,3 +380,32 @@ def test_one_extreme_in_an_expression_or_only_in_having(service):
     ans = latest_answer(service)
     assert names == ["sex"] and rows == [(k[0],) for k, v in zip(ans["keys"], ans["values"]) if v[0] > 50]
     assert spent(service) == pytest.approx(before + 3.0)
+
+
+def _mine():
+    from bi.corpus import ANALYST_QUESTIONS
+
+    names = (
+        "p25 and p75 together; a box plot",
+        "MAX and MIN together",
+        "per-record table, one dashboard tile",
+    )
+    return [q for q in ANALYST_QUESTIONS if q[0] in names]
+
+
+@pytest.mark.parametrize("name, sql", _mine(), ids=[n for n, _ in _mine()])
+def test_the_analyst_questions_answered_with_their_cost(service, name, sql):
+    """bench.sql_coverage's analyst questions of this kind: answered over the wire, the NOTICE
+    stating the ε charged and how it was split."""
+    if "accounts" in sql:  # the per-record table is loaded by the per-record tests' fixture
+        from proxy.demo import accounts as demo_accounts
+
+        gw = service.gw
+        if gw.backend.dialect == "duckdb":
+            demo_accounts.load_duckdb(gw.backend)
+        else:
+            service._call(demo_accounts.load_postgres(gw.backend))
+    names, rows, notes = run(service, sql)
+    assert len(rows) == 1 and len(rows[0]) == len(names) == 3 - ("MIN" in sql)
+    assert "ε charged 1;" in notes[0] or "ε charged 0 (repeat" in notes[0]
+    assert "split" in notes[0]
