@@ -172,7 +172,7 @@ def _fraction(node: exp.Expression | None) -> Fraction:
     if not (isinstance(node, exp.Literal) and not node.is_string):
         raise _refuse(
             "percentile_cont / percentile_disc take a numeric literal fraction in [0, 1], "
-            "e.g. percentile_cont(0.9) WITHIN GROUP (ORDER BY col); one per statement."
+            "e.g. percentile_cont(0.9) WITHIN GROUP (ORDER BY col)."
         )
     try:
         d = Decimal(node.this)
