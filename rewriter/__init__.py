@@ -138,6 +138,8 @@ def _plan(
     ctx.semijoin = semijoin.Semijoin(config, [name, *(j[0] for j in rel.joins)], predicate.where).check
     if per is not None:  # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
+    if per is None:  # one row per order or per person: refused first, with that reason
+        keys.refuse_single_rows(select, ctx, [name, *(j[0] for j in rel.joins)], config.tables)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
     postprocess.check_windows(select, groups)
