@@ -45,7 +45,7 @@ spelling is the same relation and the same release.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -116,8 +116,9 @@ def normalize(select: exp.Select, config: Declared) -> Relation:
     tables, edges, rest = spec
     first = None
     tried = 0
+    public = {q for q, t in tables.items() if config.tables[t.name].public}
     for base in tables:
-        for seq in _trees(base, tables, edges):
+        for seq in _trees(base, tables, edges, public):
             tried += 1
             if tried > MAX_ORDERS:
                 break
@@ -208,19 +209,26 @@ def _edge(cond: exp.Expression, tables: Mapping[str, exp.Table], config: Declare
     return exp.EQ(this=sides[0], expression=sides[1]), sides[0].table, sides[1].table
 
 
-def _trees(base: str, tables: Mapping[str, exp.Table], edges: list[Edge]) -> Iterator[list[tuple[Edge, str]]]:
+def _trees(
+    base: str, tables: Mapping[str, exp.Table], edges: list[Edge], public: Collection[str] = ()
+) -> Iterator[list[tuple[Edge, str]]]:
     """Each order of attaching the other tables to ``base`` by one equality each: a list
-    of (edge, table attached), every edge joining the table to one attached before."""
+    of (edge, table attached), every edge joining the table to one attached before. Private
+    tables are attached before public ones where the equalities allow (a private table is
+    looked up along the unit's path, which the lookups of public tables never extend), so
+    the orders the lookup rules accept come first among the many a six-table join has."""
 
     def grow(done: list[str], seq: list[tuple[Edge, str]]) -> Iterator[list[tuple[Edge, str]]]:
         if len(done) == len(tables):
             yield list(seq)
             return
+        steps = []
         for e in edges:
             _, a, b = e
             new = b if a in done and b not in done else a if b in done and a not in done else None
-            if new is None:
-                continue
+            if new is not None:
+                steps.append((new in public, e, new))
+        for _, e, new in sorted(steps, key=lambda s: s[0]):
             seq.append((e, new))
             yield from grow(done + [new], seq)
             seq.pop()
