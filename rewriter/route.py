@@ -135,6 +135,10 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     private = declared - public
     if declared and not private and any(not _is_public(tables, n) for n in looked_into):
         private = set(declared)  # a public table's rows filtered by private ones: a DP path refuses it
+    if declared and not private and not isinstance(tree, exp.Insert):  # exact (rewriter.public)
+        return Route(
+            "public", _base(_joining(tree), public, tables) if len(public) > 1 else next(iter(public))
+        )
     if len(declared) > 1 and not _lookup_joins(_joining(tree), len(declared)):
         raise Refusal(
             INSUFFICIENT_PRIVILEGE,
@@ -142,10 +146,6 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
             "reads one declared table, or a private table with lookup joins (JOIN t ON a.col = t.key).",
             hint=None,
         )
-    if declared and not private and not isinstance(tree, exp.Insert):
-        if len(public) > 1:
-            raise Refusal(INSUFFICIENT_PRIVILEGE, "read one public table per statement.", hint=None)
-        return Route("public", next(iter(public)))
     table = (
         _base(_joining(tree), private, tables) if len(private) > 1 else next(iter(private or declared), None)
     )
