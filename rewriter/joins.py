@@ -46,7 +46,7 @@ spelling is the same relation and the same release.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
@@ -79,6 +79,7 @@ class Relation:
     owners: dict[str, set[str]] | None = None
     relation: exp.Expression | None = None
     joins: tuple[tuple[str, str, str, str], ...] = ()  # (table, base column, its key, how)
+    renamed: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (alias, column) -> name
 
 
 Edge = tuple[exp.EQ, str, str]  # a.x = b.y, a, b
@@ -343,6 +344,7 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
     while isinstance(cond, exp.Paren):
         cond = cond.this
     lq = next(c.table for c in (cond.this, cond.expression) if c.table in rel.qualifiers)
+    lcol = rel.renamed.get((lq, lcol), lcol)  # a column of a table read a second time
     owners = rel.owners if rel.owners is not None else {c: set(rel.qualifiers) for c in rel.table.columns}
     if lcol not in rel.table.columns or lq not in owners.get(lcol, set()):
         raise Refusal("42703", f"column {lq}.{lcol} does not exist in the joined tables.", hint=None)
@@ -472,9 +474,17 @@ def _joined(
     cols = dict(rel.table.columns)
     owners = {c: set(q) for c, q in (rel.owners or {c: set(rel.qualifiers) for c in cols}).items()}
     taken: list[str] = []
+    renamed = dict(rel.renamed)
+    (alias,) = lq
     for c, spec in t.columns.items():
         if c == kcol and c == bcol:
             owners[c] |= set(lq)  # the join column: equal on both sides (a match)
+            continue
+        if c in cols and t.public and f"{c}__{alias}" not in cols:  # a public table read again (Q7's n2)
+            renamed[alias, c] = f"{c}__{alias}"
+            cols[f"{c}__{alias}"] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
+            owners[f"{c}__{alias}"] = set(lq)
+            taken.append(c)
             continue
         if c in cols:
             raise Refusal(
@@ -487,10 +497,17 @@ def _joined(
         owners[c] = set(lq)
         taken.append(c)
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
-    relation = _lookup_sql(config, inner, look, bcol, kcol, taken, how)
+    names = {c: renamed.get((alias, c), c) for c in taken}
+    relation = _lookup_sql(config, inner, look, bcol, kcol, taken, how, names)
     table = rel.table.model_copy(update={"columns": cols})
     return Relation(
-        rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + ((look, bcol, kcol, how),)
+        rel.name,
+        table,
+        rel.qualifiers | lq,
+        owners,
+        relation,
+        rel.joins + ((look, bcol, kcol, how),),
+        renamed,
     )
 
 
@@ -542,6 +559,7 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
         owners,
         exp.Subquery(this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
         rel.joins + ((ref, fk, key, "unit"),),
+        rel.renamed,
     )
 
 
@@ -566,9 +584,17 @@ def _keyed(config: Declared, name: str, key: str, cols: list[str]) -> exp.Subque
 
 
 def _lookup_sql(
-    config: Declared, inner: exp.Expression, look: str, bcol: str, kcol: str, cols: list[str], how: str
+    config: Declared,
+    inner: exp.Expression,
+    look: str,
+    bcol: str,
+    kcol: str,
+    cols: list[str],
+    how: str,
+    names: Mapping[str, str] | None = None,
 ) -> exp.Subquery:
-    """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key)``."""
+    """``(SELECT b.*, u.c [AS name], … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol =
+    u.key)``; ``names``: a looked-up column's name in the relation where it differs."""
     lookup = _keyed(config, look, kcol, cols)
     source = (
         exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
@@ -578,7 +604,12 @@ def _lookup_sql(
     q = (
         exp.select(
             exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
-            *[exp.column(c, "__dpgate_u", quoted=True) for c in cols],
+            *[
+                exp.alias_(exp.column(c, "__dpgate_u", quoted=True), names[c], quoted=True)
+                if names and names.get(c, c) != c
+                else exp.column(c, "__dpgate_u", quoted=True)
+                for c in cols
+            ],
         )
         .from_(source)
         .join(

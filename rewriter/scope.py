@@ -97,6 +97,9 @@ class Ctx:
     # EXISTS / IN (SELECT …) in a row predicate, read as a semi-join along the privacy unit's
     # path (rewriter.semijoin): None where a statement's rules do not allow it
     semijoin: Callable[[exp.Exists | exp.In, Ctx, Check], T] | None = None
+    # a column of a table joined a second time (TPC-H Q7's nation n1, nation n2): (qualifier,
+    # column) -> its name in the joined relation (rewriter.joins)
+    renamed: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def infer(self) -> bool:
@@ -115,6 +118,15 @@ class Ctx:
                 hint=None,
             )
         name = node.name
+        if self.renamed:
+            if node.table and (node.table, name) in self.renamed:
+                name = self.renamed[node.table, name]
+            elif not node.table and any(n == name for _, n in self.renamed):
+                raise Refusal(
+                    "42702",
+                    f"column reference {name} is ambiguous; qualify it with its table's alias.",
+                    hint=None,
+                )
         col = self.table.columns.get(name)
         if col is not None and node.table and self.owners is not None and node.table not in self.owners[name]:
             raise Refusal(

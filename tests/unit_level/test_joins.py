@@ -105,11 +105,6 @@ REFUSED = [
         "unit",
     ),  # a people table not by its unit
     (
-        "SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id JOIN stores t "
-        "ON p.store = t.store_id",
-        "both",
-    ),  # the same columns twice
-    (
         "SELECT COUNT(*) FROM purchases p JOIN stores s ON p.store = s.store_id RIGHT JOIN customers c "
         "ON p.customer_id = c.customer_id",
         "JOIN",
