@@ -20,6 +20,7 @@ from config import Config
 
 from . import (
     cost,
+    dates,
     emit,
     histogram,
     inline,
@@ -157,6 +158,7 @@ def _plan(
     key_filter: tuple[str, ...] = ()
     if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
         groups, key_filter = keyfilter.restrict(groups, where)  # WHERE on a group key: fewer cells
+        groups = dates.restrict_years(groups, where)  # a date range: the years it meets
     ms, ags = list(measures), list(aggregates)
     order = select_.order_by(
         select, items, outputs, ctx, hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags)
