@@ -136,7 +136,6 @@ def _plan(
     shape.check_nesting(select, windows=True)  # windows over released cells: rewriter.postprocess
     name = rel.name
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners, date_part=keys.date_part)
-    ctx.renamed = dict(rel.renamed)
     ctx.semijoin = semijoin.Semijoin(config, [name, *(j[0] for j in rel.joins)], predicate.where).check
     if per is not None:  # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
@@ -194,8 +193,8 @@ def _plan(
     t = ctx.table
     if t.privacy_unit is not None:  # per person, not per row
         label = (
-            config.tables[name].privacy_unit or t.privacy_unit
-        )  # orders.customer_id: read through a reference
+            config.tables[name].unit_name or t.privacy_unit
+        )  # the declared unit (customer), or the column as written (orders.customer_id)
         one_cell = bool(groups) and all(
             g.expr is None and g.column in t.columns and t.columns[g.column].per_unit for g in groups
         )  # a person has one value of each key: L0 = 1

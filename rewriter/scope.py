@@ -97,9 +97,6 @@ class Ctx:
     # EXISTS / IN (SELECT …) in a row predicate, read as a semi-join along the privacy unit's
     # path (rewriter.semijoin): None where a statement's rules do not allow it
     semijoin: Callable[[exp.Exists | exp.In, Ctx, Check], T] | None = None
-    # a column of a table joined a second time (TPC-H Q7's nation n1, nation n2): (qualifier,
-    # column) -> its name in the joined relation (rewriter.joins)
-    renamed: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def infer(self) -> bool:
@@ -118,15 +115,6 @@ class Ctx:
                 hint=None,
             )
         name = node.name
-        if self.renamed:
-            if node.table and (node.table, name) in self.renamed:
-                name = self.renamed[node.table, name]
-            elif not node.table and any(n == name for _, n in self.renamed):
-                raise Refusal(
-                    "42702",
-                    f"column reference {name} is ambiguous; qualify it with its table's alias.",
-                    hint=None,
-                )
         col = self.table.columns.get(name)
         if col is not None and node.table and self.owners is not None and node.table not in self.owners[name]:
             raise Refusal(
@@ -141,7 +129,8 @@ class Ctx:
             raise Refusal(
                 UNDEFINED_COLUMN,
                 f"column {name} is not declared for table "
-                f"{self.name}; declared columns: {', '.join(self.table.columns)}.",
+                f"{self.name}; declared columns: "
+                f"{', '.join(c for c in self.table.columns if not c.startswith('__dpgate'))}.",
                 hint=None,
             )
         mag = INT_MAG if col.type == "int" else UNKNOWN_MAG

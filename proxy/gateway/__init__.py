@@ -33,6 +33,7 @@ from ..pipeline.views import Views, catalog_views
 from ..stores.errors import cannot_write, no_write_reason
 from ..stores.ledger import open_ledger
 from ..stores.ledger_guard import install, precheck
+from ..stores.state_dir import default_state_dir, secure_state_dir
 from ..wire.api import SqlError
 from .caches import StatementCaches, plan_key
 from .runtime import collect_when_due, set_switch_interval, settle_gc, unsettle_gc
@@ -42,22 +43,6 @@ from .tls import server_context
 INLINE_PARSE = 1024
 """Statements up to this many characters are routed on the event loop (and planned from the
 plan templates; a plan not in the cache is made on a worker thread: ``plan_async``)."""
-
-
-def default_state_dir() -> Path:
-    if env := os.environ.get("DPGATE_STATE_DIR"):
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "dpgate"
-
-
-def secure_state_dir(path: Path) -> None:
-    """The state dir (ledger, data, demo passwords): created 0700, and made 0700."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        os.chmod(path, 0o700)
-    except OSError:  # not ours (e.g. a shared mount): leave it
-        pass
 
 
 class Gateway:

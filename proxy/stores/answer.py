@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-import numpy as np
-
 __all__ = ["ColumnarAnswer", "cell_count"]
 
 _ROWS = ("keys", "values")
@@ -142,7 +140,8 @@ class ColumnarAnswer(dict):
 
 def _listed(col) -> list:
     """A column as a list of Python values (a numpy column: its ``tolist()``)."""
-    return col.tolist() if isinstance(col, np.ndarray) else col
+    tolist = getattr(col, "tolist", None)  # numpy, without importing it here
+    return tolist() if tolist is not None else col
 
 
 def cell_count(answer: dict) -> int:

@@ -54,7 +54,6 @@ from typing import Any
 from . import json_pieces
 from .errors import LedgerDamaged
 from .ledger_mac import Mac
-from .pgstore import PgConnection
 
 log = logging.getLogger("dpgate.ledger")
 
@@ -140,6 +139,8 @@ class LadderStore:
         self._lock = threading.Lock()
         self._db: Any  # a sqlite3.Connection, or a PgConnection that answers the same calls
         if dsn is not None:  # beside a Postgres ledger (proxy.stores.pgstore)
+            from .pgstore import PgConnection  # deferred: psycopg, for a ledger on Postgres only
+
             self._db = PgConnection(dsn, schema)
         elif self.path is None:
             raise ValueError("a ladder store needs a path or a Postgres dsn")

@@ -75,15 +75,32 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .answer import cell_count
 from .errors import LedgerDamaged, LedgerFault, LedgerUnavailable, cannot_write, no_write_reason  # noqa: F401  (part of this module's API)
 from .ladder_store import ladder_problems
 from .ledger_mac import Mac, create_key, read_key
 from .ledger_store import store_of
-from .pgstore import PgConnection
-from .release_codec import decode_answer, encode_answer
 from .write_lock import transaction
+
+if TYPE_CHECKING:
+    from .pgstore import PgConnection
+
+
+def _encode(answer: dict) -> str:
+    """A release's stored text (:mod:`.release_codec`, imported on first use: commands that
+    read budgets and never a release, ``dpgate budget``, do not load numpy)."""
+    from .release_codec import encode_answer  # deferred: numpy
+
+    return encode_answer(answer)
+
+
+def _decode(body: str | bytes) -> dict:
+    from .release_codec import decode_answer  # deferred: numpy
+
+    return decode_answer(body)
+
 
 log = logging.getLogger("dpgate.ledger")
 
@@ -200,7 +217,7 @@ class Stored:
                 raise RuntimeError("the answer of this release was forgotten (Stored.forget)")
             if self.verify is not None:
                 self.verify()  # a stored text that fails its MAC is never decoded nor sent
-            decoded = decode_answer(self.body)
+            decoded = _decode(self.body)
             object.__setattr__(self, "decoded", decoded)
         return decoded
 
@@ -323,6 +340,8 @@ class Ledger:
     def _connect(self, sync: str | None):
         db: PgConnection | sqlite3.Connection
         if self.dsn is not None:
+            from .pgstore import PgConnection  # deferred: psycopg, for a ledger on Postgres only
+
             db = PgConnection(self.dsn, self.schema)
         else:
             path = self._file()
@@ -806,7 +825,7 @@ class Ledger:
         ``answer``. Raises :class:`BudgetExceeded` (nothing written) if ε does not fit."""
         self._check()
         eps_n = nano(epsilon)
-        body, now = encode_answer(answer), time.time()
+        body, now = _encode(answer), time.time()
         db = self._db
         with self._lock:
             with transaction(db):
@@ -885,7 +904,7 @@ class Ledger:
         reservation refunded. ``None`` if the reservation was cancelled meanwhile (the
         answer must not be sent)."""
         self._check()  # never an answer recorded into a lost ledger
-        body, now = encode_answer(answer), time.time()
+        body, now = _encode(answer), time.time()
         db = self._ndb
         with self._lock:
             if res.state != "open":

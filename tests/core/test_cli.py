@@ -187,3 +187,55 @@ def test_a_duckdb_file_held_by_another_process_is_a_one_line_error(tmp_path, cap
     finally:
         holder.stdin.close()
         holder.wait(10)
+
+
+def test_every_subcommand_is_listed_with_its_own_help():
+    """``dpgate --help`` lists each subcommand from :data:`COMMANDS` without importing its
+    module; each line is the one the module registers with its arguments."""
+    from proxy.cli.main import COMMANDS, parser
+
+    def helps(p):
+        (sub,) = [a for a in p._actions if a.dest == "cmd"]
+        return {c.dest: c.help for c in sub._choices_actions}
+
+    listed = helps(parser())
+    assert listed == {name: text for name, (_, _, text) in COMMANDS.items()}
+    for name in COMMANDS:
+        assert helps(parser(name))[name] == listed[name], name
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["hash-password", "x"], ["check-config", "CONFIG"], ["budget", "-c", "CONFIG"]],
+)
+def test_light_commands_import_no_engine_or_numerics(tmp_path, argv):
+    """The help, hash-password, check-config (a config without local or per-record tables)
+    and budget import only what they use: no rewriter, SQL parser, engine or numerics.
+    (What it saves in time is measured in bench, not here.)"""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[server]\nauth = "trust"\nstate_dir = "{tmp_path}"\n'
+        '[tiers.t]\nepsilon = 1\nbudget = 10\n[roles.a]\ntier = "t"\n'
+        '[tables.t.columns.x]\ntype = "int"\nlower = 0\nupper = 9\n'
+    )
+    args = [str(cfg) if a == "CONFIG" else a for a in argv]
+    code = (
+        "import sys\n"
+        "from proxy.cli.main import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = {'sqlglot', 'numpy', 'scipy', 'duckdb', 'psycopg', 'rewriter', 'mechanisms'}\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    assert out == "[]", (argv, out)

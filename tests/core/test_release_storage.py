@@ -149,7 +149,7 @@ def _record(led: Ledger, answer: dict, key: str = "k", role: str = "r"):
 def test_packed_and_old_plain_releases_are_read_back(ledger, monkeypatch):
     a = _answer(500)
     _record(ledger, a, key="new")
-    monkeypatch.setattr(ledger_mod, "encode_answer", json.dumps)  # what dpgate wrote before format 1
+    monkeypatch.setattr(ledger_mod, "_encode", json.dumps)  # what dpgate wrote before format 1
     _record(ledger, a, key="old")
     want = json.loads(json.dumps(a))
     for key in ("new", "old"):

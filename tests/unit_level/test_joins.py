@@ -55,6 +55,9 @@ JOINS = [
     "SELECT c.segment, COUNT(*), SUM(i.quantity) FROM customers c, orders o, order_items i "
     "WHERE o.customer_id = c.customer_id AND i.order_id = o.order_id GROUP BY c.segment",
     "SELECT area, COUNT(*) FROM stores, purchases WHERE store = store_id GROUP BY area",
+    # a public table under two aliases: the second copy's columns read by their qualifier
+    "SELECT s.area, COUNT(*), AVG(p.amount) FROM purchases p JOIN stores s ON p.store = s.store_id "
+    "JOIN stores t ON p.store = t.store_id WHERE t.opened > 2001 GROUP BY s.area",
 ]
 
 # Spellings of one join: each plans exactly as the first (same relation, same release key).
@@ -224,3 +227,13 @@ def test_public_table_reads_declared_columns_only(db):
     ):
         with pytest.raises(Refusal):
             plan_public(rewriter.parse(bad), cfg)
+
+
+def test_an_undeclared_column_refusal_lists_declared_columns_only():
+    """The relation a join reads carries the unit under an internal name; a refusal that
+    lists the declared columns never shows it."""
+    sql = "SELECT COUNT(*) FROM order_items i JOIN orders o ON i.order_id = o.order_id WHERE nosuch > 1"
+    with pytest.raises(Refusal) as e:
+        rewriter.build_plan(rewriter.parse(sql), _config(loose=False))
+    assert e.value.sqlstate == "42703" and "declared columns: " in e.value.message
+    assert "__dpgate" not in e.value.message
