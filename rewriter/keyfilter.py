@@ -94,6 +94,8 @@ def _kept_by_branches(conj: exp.Expression, g: GroupKey) -> tuple[Any, ...] | No
         return None
     kept: set[Any] = set()
     for branch in node.flatten():
+        if not isinstance(branch, exp.Expression):
+            return None
         values: set[Any] | None = None
         for c in conjuncts(branch):
             k = _kept(c, g)

@@ -101,7 +101,8 @@ def parse_route(
 def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
-    declared, views, catalog = set(), set(), False
+    declared: set[str] = set()
+    views, catalog = set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     semi = _semijoined(tree)
     looked_into: set[str] = set()  # read only by EXISTS / IN (SELECT …) in a WHERE

@@ -11,6 +11,8 @@ SQL only: no I/O.
 
 from __future__ import annotations
 
+from typing import cast
+
 from sqlglot import exp
 
 __all__ = ["alias_columns", "factor_common", "normalize"]
@@ -101,7 +103,7 @@ def _join(parts: list[exp.Expression], kind: type[exp.Connector]) -> exp.Express
     wrap = [exp.Paren(this=p) if kind is exp.And and isinstance(p, exp.Or) else p for p in parts]
     out = wrap[0]
     for p in wrap[1:]:
-        out = kind(this=out, expression=p)
+        out = cast(exp.Expression, kind(this=out, expression=p))
     return out
 
 
