@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokenizer_core import Token
 
-from . import joins
+from . import joins, lookup, scalar
 from .copy import COPY_HINT, CopyOut, copy_statement
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .lru import LRU
@@ -57,6 +57,8 @@ class Route:
     error: Refusal | None = None  # for ``unparsed``: the parser's refusal
     copy: CopyOut | None = None  # for ``copy``: the query (``body``) and the output format
     planner: Planner = "central"
+    scalars: bool = False  # holds scalar subqueries: released first, then bound (:mod:`rewriter.scalar`)
+    lookup: bool = False  # a public table looked up by a release's keys (:mod:`rewriter.lookup`)
 
 
 def route(sql: str, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
@@ -101,6 +103,15 @@ def parse_route(
 def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
+    public_only = _public_only(tree, tables)  # answered whole and exactly (rewriter.public)
+    _refuse_public_rows_chosen_privately(tree, tables)
+    if isinstance(tree, exp.Query) and not public_only and scalar.has_scalars(tree):
+        with_scalars = _with_scalars(tree, tables, catalog_relations)
+        if with_scalars is not None:
+            return with_scalars
+    if isinstance(tables, Mapping) and not public_only and (found := lookup.split(tree, tables)) is not None:
+        released = classify(parse(found.released), tables, catalog_relations)
+        return Route("dp", released.table, planner=released.planner, lookup=True)
     declared: set[str] = set()
     views, catalog = set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
@@ -134,17 +145,6 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     looked_into -= declared
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
-    hidden = sorted(n for n in looked_into if not _is_public(tables, n))
-    if declared and not private and hidden and not isinstance(tree, exp.Insert):
-        raise Refusal(
-            INSUFFICIENT_PRIVILEGE,
-            f"this statement returns rows of public tables ({', '.join(sorted(declared))}) chosen by "
-            f"private data ({', '.join(hidden)} in a subquery): which rows come back would tell "
-            "about the people's rows. dpgate answers aggregates of private tables, and public "
-            "tables on their own.",
-            hint="Ask the aggregate itself (SELECT s_name, SUM(l_quantity) FROM lineitem JOIN supplier … "
-            "GROUP BY s_name), or read the public tables without the private subquery.",
-        )
     if declared and not private and not isinstance(tree, exp.Insert):  # exact (rewriter.public)
         return Route(
             "public", _base(_joining(tree), public, tables) if len(public) > 1 else next(iter(public))
@@ -177,6 +177,78 @@ def _semijoined(tree: exp.Expression) -> set[int]:
         s if isinstance(s, exp.Exists) else s.args.get("query") for s in tree.find_all(exp.Exists, exp.In)
     ]
     return {id(n) for s in subs if isinstance(s, exp.Expression) for n in s.walk()}
+
+
+def _with_scalars(tree: exp.Expression, tables: Tables, catalog_relations: Names) -> Route | None:
+    """The route of a statement holding scalar subqueries that read declared tables: each is
+    routed as the statement of its own it is released as, and the statement around them with
+    a constant in their place (as it is planned once their values are released). None when no
+    part reads a declared table (the catalog's or the views' statement: routed as a whole)."""
+    outer = tree.copy()
+    found = scalar.find(outer)
+    if not any(
+        t.name in tables and t.text("db") in ("", "public") for n in found for t in n.find_all(exp.Table)
+    ):
+        return None
+    inner = [classify(parse(scalar.statement(outer, n)), tables, catalog_relations) for n in found]
+    scalar.bind(outer, found, [exp.Null() for _ in found])
+    around = classify(outer, tables, catalog_relations)
+    if any(r.kind not in ("dp", "public") or r.catalog for r in (*inner, around)) and any(
+        r.table is not None for r in (*inner, around)
+    ):
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            "a statement reads either declared tables or the catalog "
+            "and dpgate's views, not both; run them as separate statements.",
+            hint=None,
+        )
+    table = around.table if around.table is not None else next((r.table for r in inner if r.table), None)
+    return Route("dp", table, planner=around.planner, scalars=True)
+
+
+def _refuse_public_rows_chosen_privately(tree: exp.Expression, tables: Tables) -> None:
+    """Refuse a statement that reads public tables only, but for ``EXISTS`` / ``IN (SELECT …)``
+    subqueries that read a private one (TPC-H Q20: suppliers chosen by their lineitems)."""
+    if isinstance(tree, exp.Insert):
+        return
+    semi = _semijoined(tree)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    outside: set[str] = set()
+    inside: set[str] = set()
+    for t in tree.find_all(exp.Table):
+        db = t.text("db")
+        if not isinstance(t.this, exp.Identifier) or db not in ("", "public") or t.name not in tables:
+            continue
+        if not db and t.name in ctes:
+            continue
+        (inside if id(t) in semi else outside).add(t.name)
+    hidden = sorted(n for n in inside - outside if not _is_public(tables, n))
+    if outside and hidden and all(_is_public(tables, n) for n in outside):
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            f"this statement returns rows of public tables ({', '.join(sorted(outside))}) chosen by "
+            f"private data ({', '.join(hidden)} in a subquery): which rows come back would tell "
+            "about the people's rows. dpgate answers aggregates of private tables, and public "
+            "tables on their own.",
+            hint="Ask the aggregate itself (SELECT s_name, SUM(l_quantity) FROM lineitem JOIN supplier … "
+            "GROUP BY s_name), or read the public tables without the private subquery.",
+        )
+
+
+def _public_only(tree: exp.Expression, tables: Tables) -> bool:
+    """Whether every declared table the statement reads, in any subquery, is public (its WITH
+    queries aside): such a statement is one exact read (:mod:`rewriter.public`), its scalar
+    subqueries part of it (TPC-H Q2's correlated minimum, Q11's HAVING threshold)."""
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = [
+        t.name
+        for t in tree.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier)
+        and t.text("db") in ("", "public")
+        and not (not t.text("db") and t.name in ctes)
+        and t.name in tables
+    ]
+    return bool(names) and all(_is_public(tables, n) for n in names)
 
 
 def _is_public(tables: Tables, name: str) -> bool:
