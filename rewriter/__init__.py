@@ -20,6 +20,7 @@ from config import Config
 
 from . import (
     cost,
+    dates,
     emit,
     histogram,
     inline,
@@ -30,6 +31,7 @@ from . import (
     postprocess,
     predicate,
     selection,
+    semijoin,
     shape,
 )
 from . import select as select_
@@ -136,8 +138,11 @@ def _plan(
     shape.check_nesting(select, windows=True)  # windows over released cells: rewriter.postprocess
     name = rel.name
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners, date_part=keys.date_part)
+    ctx.semijoin = semijoin.Semijoin(config, [name, *(j[0] for j in rel.joins)], predicate.where).check
     if per is not None:  # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
+    if per is None:  # one row per order or per person: refused first, with that reason
+        keys.refuse_single_rows(select, ctx, [name, *(j[0] for j in rel.joins)], config.tables)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
     postprocess.check_windows(select, groups)
@@ -151,9 +156,16 @@ def _plan(
         )
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
+    tuples = keys.key_tuples(w.this, groups, ctx) if w is not None and per is None else None
+    if tuples is not None:  # a WHERE over several keys: the cells whose key tuple it keeps
+        f, measures, aggregates = postprocess.resolve_filter(
+            postprocess.having_filter(tuples, ctx), groups, ctx, measures, aggregates
+        )
+        row_filter = f if row_filter is None else ("op", "and", row_filter, f)
     key_filter: tuple[str, ...] = ()
     if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
         groups, key_filter = keyfilter.restrict(groups, where)  # WHERE on a group key: fewer cells
+        groups = dates.restrict_years(groups, where)  # a date range: the years it meets
     ms, ags = list(measures), list(aggregates)
     order = select_.order_by(
         select, items, outputs, ctx, hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags)
