@@ -7,10 +7,11 @@ Loading and error formatting live in :mod:`config.load`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from .base import StrictModel
 from .service import TLS, Backend, LedgerStore, Limits, Server
@@ -33,6 +34,7 @@ __all__ = [
     "TLS",
     "Table",
     "Tier",
+    "Unit",
 ]
 
 # The ledger keeps ε as integers of nano-ε in 64-bit columns (SQLite INTEGER, Postgres bigint):
@@ -290,10 +292,14 @@ class Table(StrictModel):
     local: LocalPolicy | None = None
     """the local table's policy (mode = 'local')."""
     privacy_unit: str | None = None
-    """the column that identifies a person (the privacy unit, e.g. `customer_id`); a declared column.
-    With it every answer is ε-DP per unit: adding or removing one unit and ALL its rows changes any
-    answer's distribution by at most e^ε (contribution bounded by the two fields below). Without it
-    the guarantee is per row."""
+    """how this table's rows belong to people (the privacy unit). Usually left out: a private table
+    reaches a declared `[units.X]` through its `references` (a chain: lineitem → orders → customer)
+    and that is its unit. Written, it is a unit's name (`"customer"`: required to reach that unit),
+    a declared column of this table that identifies the person (`"customer_id"`), or a referenced
+    table's column (`"orders.customer_id"`, with `references.<column> = "orders"`). With a unit
+    every answer is ε-DP per unit: adding or removing one unit and ALL its rows changes any
+    answer's distribution by at most e^ε (contribution bounded by the two fields below). Without
+    one the guarantee is per row."""
     max_groups_per_unit: int = Field(default=1, ge=1, le=1000)
     """L0 bound: the number of GROUP BY cells one unit may contribute to in a statement; a unit in
     more cells keeps this many, chosen by a keyed hash of (unit, cell). ε is divided by
@@ -316,19 +322,61 @@ class Table(StrictModel):
     public: bool = False
     """a public table (a lookup table: stores, regions): readable as-is by every role with no noise and
     no charge, and joinable to a private table on its `key`. Never put personal data here."""
-    key: str | None = None
-    """a declared column whose values are unique in the table: joins look rows up by it (required for
-    a public table; on a private table it allows joins into it on the privacy unit or a declared
-    reference)."""
+    key: str | list[str] | None = None
+    """the column (or, on a public table, the list of columns) whose values are unique in the table:
+    joins look rows up by it (required for a public table, e.g. `key = ["ps_partkey",
+    "ps_suppkey"]`; on a private table it allows joins into it on the privacy unit or a declared
+    reference; a unit's table takes the unit's `key`)."""
     references: dict[str, str] = Field(default_factory=dict)
-    """foreign keys: `column = "table"` says this column holds that table's `key` (e.g. `order_id =
-    "orders"`); a privacy unit can then be a column of the referenced table (`privacy_unit =
-    "orders.customer_id"`)."""
+    """foreign keys: `column = "table"` says this column holds that table's `key` (e.g. `o_custkey =
+    "customer"`, `l_orderkey = "orders"`); a table reaches its privacy unit through them."""
+
+    _unit_entity: str | None = PrivateAttr(default=None)
+
+    @property
+    def unit(self) -> str | None:
+        """The privacy unit this table's rows belong to, as resolved by the Config: a `[units]` name,
+        or `column <name>` for a unit given as a column with no declared unit (two such tables
+        hold the same people when the column names agree). None: per-row (or a public table)."""
+        if self._unit_entity is None and self.privacy_unit is not None:  # not resolved by a Config
+            return f"column {self.privacy_unit.rsplit('.', 1)[-1]}"
+        return self._unit_entity
+
+    @property
+    def unit_name(self) -> str | None:
+        """The unit as analysts read it: a declared unit's name (`customer`), else the column as
+        written (`customer_id`, `orders.customer_id`)."""
+        u = self.unit
+        return self.privacy_unit if u is None or u.startswith("column ") else u
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The key's columns (one, or a public table's composite key); () without a key."""
+        if self.key is None:
+            return ()
+        return (self.key,) if isinstance(self.key, str) else tuple(self.key)
+
+    @field_validator("key")
+    @classmethod
+    def _one_key(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("a key lists at least one column")
+            if len(set(v)) != len(v):
+                raise ValueError("a key lists each column once")
+            if len(v) == 1:
+                return v[0]
+        return v
 
     @model_validator(mode="after")
     def _unit(self) -> Table:
-        if self.key is not None and self.key not in self.columns:
-            raise ValueError(f"key {self.key!r} is not a declared column")
+        for k in self.key_columns:
+            if k not in self.columns:
+                raise ValueError(f"key {k!r} is not a declared column")
+        if isinstance(self.key, list) and not self.public:
+            raise ValueError(
+                "a composite key (a list of columns) is for public tables; a private table's key is one column"
+            )
         for ref in self.references:
             if ref not in self.columns:
                 raise ValueError(f"references.{ref}: {ref!r} is not a declared column")
@@ -341,18 +389,16 @@ class Table(StrictModel):
         u = self.privacy_unit
         if u is None:
             return self
-        if "." in u:  # through a declared reference: checked by the Config
-            return self
-        col = self.columns.get(u)
-        if col is None:
-            raise ValueError(f"privacy_unit {u!r} is not a declared column (declare it under columns)")
-        if col.type not in ("int", "text"):
-            raise ValueError(f"privacy_unit {u!r} must be an int or text column, not {col.type}")
         if self.mode == "local" or self.privacy is not None:
             raise ValueError(
                 "privacy_unit applies to central tables; a local or per-record table "
                 "protects each row by its own mechanism"
             )
+        col = self.columns.get(u)
+        if col is None:  # a unit's name, a referenced table's column, or neither: checked by the Config
+            return self
+        if col.type not in ("int", "text"):
+            raise ValueError(f"privacy_unit {u!r} must be an int or text column, not {col.type}")
         return self
 
     @model_validator(mode="after")
@@ -401,6 +447,20 @@ class Table(StrictModel):
             if not name.isidentifier() or name.lower() != name:
                 raise ValueError(f"column name {name!r} must be a lower-case identifier")
         return v
+
+
+class Unit(StrictModel):
+    """A privacy unit (`[units.<name>]`): the entity whose data each answer protects — a customer,
+    a patient. Each private table reaches it through its `references`; tables that reach the same
+    unit hold the same people and join as one person's data."""
+
+    table: str
+    """the declared private table with one row per unit (e.g. `customer`)."""
+    key: str
+    """that table's unique column that identifies the unit (e.g. `c_custkey`); it is also the
+    table's `key`."""
+    description: str = ""
+    """free text shown to analysts."""
 
 
 class Tier(StrictModel):
@@ -510,6 +570,9 @@ class Config(StrictModel):
     """connection roles, by name."""
     tables: dict[str, Table]
     """declared tables, by lower-case name."""
+    units: dict[str, Unit] = Field(default_factory=dict)
+    """privacy units, by name: the entities protected; each private table's unit is derived from its
+    references (see Unit)."""
     demo: bool = False  # load the demo data set into the backend on start
     """load the demo data set into the backend on start."""
 
@@ -535,7 +598,6 @@ class Config(StrictModel):
                         f"tables.{name}.local.categories.{col}.ladder: no tier has ladder = "
                         f"{cat.ladder!r} (ladders: {', '.join(ladders) or 'none'})"
                     )
-            self._check_references(name, table)
             if self.demo and self.backend.kind == "spark":
                 raise ValueError(
                     "demo = true loads the demo tables into DuckDB or Postgres; on Spark, "
@@ -556,6 +618,11 @@ class Config(StrictModel):
                 raise ValueError(
                     f"tables.{name}.references.{col}: {ref!r} is not a declared table with a key"
                 )
+            if isinstance(other.key, list):
+                raise ValueError(
+                    f"tables.{name}.references.{col}: {ref!r} has a composite key; a reference "
+                    "names one column that holds a one-column key"
+                )
         u = table.privacy_unit
         if u is not None and "." in u:
             ref, col = u.split(".", 1)
@@ -567,5 +634,199 @@ class Config(StrictModel):
                     f"{col!r} a declared column of the private table {ref!r}"
                 )
 
+    @model_validator(mode="after")
+    def _units(self) -> Config:
+        """Each private table's privacy unit, resolved once (:class:`UnitResolver`): its
+        ``privacy_unit`` becomes the column spelling the planner reads (its own column, or
+        ``"<referenced table>.<that table's spelling>"`` along a chain of references) and
+        :attr:`Table.unit` the entity; a unit's table gets the unit's key."""
+        for uname, unit in self.units.items():
+            if not uname.isidentifier() or uname.lower() != uname:
+                raise ValueError(f"units.{uname}: unit names must be lower-case identifiers")
+            t = self.tables.get(unit.table)
+            if t is None:
+                raise ValueError(
+                    f"units.{uname}.table: {unit.table!r} is not a declared table "
+                    f"(tables: {', '.join(sorted(self.tables))})"
+                )
+            if t.public or t.mode != "central" or t.privacy is not None:
+                raise ValueError(
+                    f"units.{uname}.table: {unit.table!r} must be a private central table "
+                    "(not public, local or per-record)"
+                )
+            col = t.columns.get(unit.key)
+            if col is None or col.type not in ("int", "text"):
+                raise ValueError(
+                    f"units.{uname}.key: {unit.key!r} must be a declared int or text column of {unit.table!r}"
+                )
+            if t.key is not None and t.key != unit.key:
+                raise ValueError(
+                    f"units.{uname}.key: {unit.key!r} differs from tables.{unit.table}.key = {t.key!r}"
+                )
+            if other := next(
+                (n for n, u in self.units.items() if u.table == unit.table and n != uname), None
+            ):
+                raise ValueError(
+                    f"units.{uname}.table: {unit.table!r} is already the table of unit {other!r}"
+                )
+            if t.key is None:
+                self.tables[unit.table] = t.model_copy(update={"key": unit.key})
+        for name, table in self.tables.items():
+            self._check_references(name, table)
+        resolved = UnitResolver(self.tables, self.units).resolve_all()
+        for name, (entity, spelling) in resolved.items():
+            t = self.tables[name]
+            if t.privacy_unit != spelling:
+                t = t.model_copy(update={"privacy_unit": spelling})
+            t._unit_entity = entity
+            self.tables[name] = t
+        return self
+
+    def unit_chain(self, table: str) -> list[tuple[str, str, str, str]]:
+        """How ``table`` reaches its unit: [(table, its column, the next table, its key), …] along
+        the references; [] when the unit is a column of the table itself."""
+        return unit_chain(self.tables, table)
+
     def source_of(self, table: str) -> str:
         return self.tables[table].source or table
+
+
+def unit_chain(tables: Mapping[str, Table], name: str) -> list[tuple[str, str, str, str]]:
+    """(table, column, referenced table, its key) for each reference on ``name``'s resolved path to its
+    unit (``privacy_unit = "orders.o_custkey"``: [(lineitem, l_orderkey, orders, o_orderkey)])."""
+    out: list[tuple[str, str, str, str]] = []
+    spelling = tables[name].privacy_unit
+    while spelling is not None and "." in spelling:
+        ref, spelling = spelling.split(".", 1)
+        t = tables[name]
+        fk = next((c for c, r in t.references.items() if r == ref), None)
+        key = tables[ref].key if ref in tables else None
+        if fk is None or not isinstance(key, str):
+            break
+        out.append((name, fk, ref, key))
+        name = ref
+    return out
+
+
+class UnitResolver:
+    """Derives each private table's privacy unit from the config (the entity, and the spelling the
+    planner reads). A table reaches a unit
+
+    * by being the unit's table (its unit column is the unit's key);
+    * by a column it names (`privacy_unit = "col"`): that unit if the column references the unit's
+      table, else the column's own unit `column <col>`;
+    * through a reference (`privacy_unit = "orders.customer_id"`, or none written): the unit of the
+      referenced table, spelled `"<that table>.<its spelling>"` — a chain of references.
+
+    A table that names a unit (`privacy_unit = "customer"`) must reach it; a table that writes
+    nothing takes the one unit its references reach (several: an error asking to name one; when
+    units are declared, none: an error asking for a reference, a unit or `public = true`)."""
+
+    def __init__(self, tables: Mapping[str, Table], units: Mapping[str, Unit]) -> None:
+        self.tables, self.units = tables, units
+        self.by_table = {u.table: n for n, u in units.items()}
+        self.done: dict[str, tuple[str, str] | None] = {}
+        self.active: list[str] = []
+
+    def resolve_all(self) -> dict[str, tuple[str, str]]:
+        out = {}
+        for name in self.tables:
+            r = self.reach(name)
+            if r is not None:
+                out[name] = r
+        return out
+
+    def reach(self, name: str) -> tuple[str, str] | None:
+        """(entity, spelling) of ``name``'s unit; None for a per-row, public, local or per-record table."""
+        if name in self.done:
+            return self.done[name]
+        if name in self.active:  # a cycle of references: no unit through it
+            return None
+        self.active.append(name)
+        try:
+            r = self._reach(name)
+        finally:
+            self.active.pop()
+        self.done[name] = r
+        return r
+
+    def _reach(self, name: str) -> tuple[str, str] | None:
+        t = self.tables[name]
+        if t.public or t.mode != "central" or t.privacy is not None:
+            return None
+        u = t.privacy_unit
+        where = f"tables.{name}.privacy_unit"
+        if name in self.by_table:
+            uname = self.by_table[name]
+            key = self.units[uname].key
+            if u not in (None, uname, key):
+                raise ValueError(
+                    f"{where}: {name!r} is the table of unit {uname!r}; its unit is its key {key!r} "
+                    f"(write privacy_unit = {uname!r} or leave it out)"
+                )
+            return uname, key
+        if u is None or u in self.units:
+            found = self._through_references(name)
+            if u is not None:
+                found = [f for f in found if f[0] == u]
+            entities = sorted({e for e, _ in found})
+            if len(entities) > 1:
+                raise ValueError(
+                    f"tables.{name}: its references reach the units {', '.join(map(repr, entities))}; "
+                    "say which protects its rows: privacy_unit = '<unit>'"
+                )
+            if not found:
+                if u is not None:
+                    unit = self.units[u]
+                    raise ValueError(
+                        f"{where}: {name!r} does not reach unit {u!r}: declare references.<column> = "
+                        f"{unit.table!r} (a column holding {unit.table}.{unit.key}), or a reference to "
+                        "a table that reaches it"
+                    )
+                if self.units:
+                    raise ValueError(
+                        f"tables.{name}: a private table that reaches no privacy unit (units: "
+                        f"{', '.join(self.units)}); declare references.<column> = '<table>' along the "
+                        "path to one, privacy_unit = '<column>', or public = true if it holds no "
+                        "personal data"
+                    )
+                return None
+            shortest = min(s.count(".") for _, s in found)
+            best = sorted({s for _, s in found if s.count(".") == shortest})
+            if len(best) > 1:
+                raise ValueError(
+                    f"tables.{name}: several paths reach unit {found[0][0]!r} "
+                    f"({', '.join(best)}); say which: privacy_unit = '<column>' or '<table>.<column>'"
+                )
+            return found[0][0], best[0]
+        if "." in u:
+            ref, col = u.split(".", 1)
+            via = self.reach(ref)
+            if via is not None and via[1] == col:
+                return via[0], u
+            return f"column {col}", u
+        if u not in t.columns:
+            units = ", ".join(self.units) or "none declared"
+            raise ValueError(
+                f"{where}: {u!r} is neither a declared unit (units: {units}) nor a declared column of {name!r}"
+            )
+        target = t.references.get(u)
+        if target is not None and target in self.tables:  # the column holds the key of a table of people
+            r = self.reach(target)
+            if r is not None and r[1] == self.tables[target].key:
+                return r[0], u
+        return f"column {u}", u
+
+    def _through_references(self, name: str) -> list[tuple[str, str]]:
+        """(entity, spelling) of each unit ``name``'s references reach, shortest paths first."""
+        out = []
+        for col, ref in self.tables[name].references.items():
+            if ref in self.by_table:
+                out.append((self.by_table[ref], col))
+                continue
+            if ref not in self.tables:
+                continue
+            r = self.reach(ref)
+            if r is not None:
+                out.append((r[0], f"{ref}.{r[1]}"))
+        return out

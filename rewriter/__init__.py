@@ -187,8 +187,8 @@ def _plan(
     t = ctx.table
     if t.privacy_unit is not None:  # per person, not per row
         label = (
-            config.tables[name].privacy_unit or t.privacy_unit
-        )  # orders.customer_id: read through a reference
+            config.tables[name].unit_name or t.privacy_unit
+        )  # the declared unit (customer), or the column as written (orders.customer_id)
         one_cell = bool(groups) and all(
             g.expr is None and g.column in t.columns and t.columns[g.column].per_unit for g in groups
         )  # a person has one value of each key: L0 = 1

@@ -58,7 +58,7 @@ from . import predicate, shape
 from .args import understood
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import Refusal
-from .joins import Relation, resolve
+from .joins import UNIT_COLUMN, Relation, resolve
 from .plan import GroupKey, Plan, conjuncts
 from .scope import Ctx
 
@@ -98,17 +98,19 @@ class PerUnit:
 
 
 def is_unit(rel: Relation, config: Config, column: str) -> bool:
-    """Does the (resolved) column hold the privacy unit of ``rel``'s rows?"""
+    """Does the (resolved) column hold the privacy unit of ``rel``'s rows? Its own unit column,
+    or the unit column of a table of the same unit looked up in the join (``o_custkey`` of an
+    orders joined to lineitem, ``c_custkey`` of a customer joined on it)."""
     t = rel.table
     if t.privacy_unit is None:
         return False
     if column == t.privacy_unit:
         return True
-    label = config.tables[rel.name].privacy_unit or ""
-    if "." not in label:
-        return False
-    ref, col = label.split(".", 1)  # orders.customer_id, read from an orders looked up in the join
-    return column == col and any(j[0] == ref and j[3] in ("inner", "left") for j in rel.joins)
+    return any(
+        config.tables[n].unit == t.unit and config.tables[n].privacy_unit == column
+        for n, _, _, how in rel.joins
+        if how in ("inner", "left")
+    )
 
 
 def refuse_unit_key(groups: Sequence[GroupKey], rel: Relation, config: Config) -> None:
@@ -117,7 +119,8 @@ def refuse_unit_key(groups: Sequence[GroupKey], rel: Relation, config: Config) -
         if g.expr is None and is_unit(rel, config, g.column):
             raise Refusal(
                 UNSUPPORTED,
-                f"GROUP BY the privacy unit ({g.column}) would release one row per "
+                f"GROUP BY the privacy unit ({_unit_label(rel, config) if g.column == UNIT_COLUMN else g.column}) "
+                "would release one row per "
                 f"{_unit_label(rel, config)}; dpgate answers questions about per-unit values as "
                 "a histogram of them.",
                 hint=HINT,
@@ -125,7 +128,7 @@ def refuse_unit_key(groups: Sequence[GroupKey], rel: Relation, config: Config) -
 
 
 def _unit_label(rel: Relation, config: Config) -> str:
-    return config.tables[rel.name].privacy_unit or rel.table.privacy_unit or "unit"
+    return config.tables[rel.name].unit_name or rel.table.privacy_unit or "unit"
 
 
 def _group_column(g: exp.Expr, items: list[exp.Expression], columns: Collection[str]) -> exp.Expr:
@@ -303,6 +306,7 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list[exp.E
         or lu is None
         or ru is None
         or any(t.public or t.mode != "central" or t.privacy is not None for t in (lt, rt))
+        or lt.unit != rt.unit  # the same people only when both reach the same unit
         or "." in lu
         or "." in ru
     ):

@@ -9,16 +9,22 @@ table, found by that table's declared unique ``key``::
 so every base row stays one row (its person's contribution is unchanged) and the planner
 sees one virtual table: the base table's columns plus the looked-up table's. Allowed:
 
-* the looked-up table is **public** (``public = true``): any base column may hold its key;
-* it is **private with the same unit**: joined on the unit (``orders.customer_id =
-  customers.customer_id``, customers' key being its unit), or along the reference that
-  defines the base table's unit (``privacy_unit = "orders.customer_id"`` with
-  ``references.order_id = "orders"``): a person's rows meet only that person's row.
+* the looked-up table is **public** (``public = true``): any base columns may hold its key,
+  one equality per column of a composite key (``ps_partkey = l_partkey AND ps_suppkey =
+  l_suppkey``);
+* it is **private with the same unit**: two tables hold the same people when they reach
+  the same unit entity (:attr:`config.models.Table.unit`, derived by the config from
+  ``[units.X]`` and the tables' ``references``), never because two columns share a name.
+  The join runs along the path to the unit: on the unit (``orders.o_custkey =
+  customer.c_custkey``, the looked-up table keyed by its unit), or by a reference on the
+  path (``lineitem.l_orderkey = orders.o_orderkey``, ``lineitem`` reaching the customer
+  through ``orders``): a person's rows meet only that person's row. Anything else is
+  refused naming the equalities the path needs.
 
 The looked-up side is read as ``SELECT key, MIN(c) AS c, … GROUP BY key`` so that even a
 key that is not unique in the data can never duplicate a base row (with a unique key it
-is the table itself). A base table whose unit is a column of a referenced table
-(``orders.customer_id``) reads that column by a plain join on the key, without that
+is the table itself). A base table whose unit is reached through references
+(``orders.o_custkey``, or ``lineitem.orders.o_custkey`` along two) reads it by plain joins on the keys, without that
 grouping (a hash aggregate over the whole referenced table, about as costly as the
 bounded scan itself on TPC-H): every row the join yields belongs to the unit it reached,
 and the contribution bounding runs *after* the join, so each unit's contribution stays
@@ -50,7 +56,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from config.models import Column, Table
+from config.models import Column, Table, unit_chain
 
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
@@ -79,9 +85,11 @@ class Relation:
     owners: dict[str, set[str]] | None = None
     relation: exp.Expression | None = None
     joins: tuple[tuple[str, str, str, str], ...] = ()  # (table, base column, its key, how)
+    renamed: tuple[tuple[str, str, str], ...] = ()  # (qualifier, column, its name in the relation)
 
 
-Edge = tuple[exp.EQ, str, str]  # a.x = b.y, a, b
+Edge = tuple[tuple[exp.EQ, ...], str, str]  # a.x = b.y [AND a.z = b.w], a, b
+Pair = tuple[str, str]  # (column of the relation so far, key column of the looked-up table)
 Graph = tuple[dict[str, exp.Table], list[Edge], list[exp.Expression]]
 
 
@@ -89,8 +97,42 @@ def resolve(select: exp.Select, config: Declared) -> Relation:
     """The statement's relation (module docstring); the JOIN clause is consumed. Inner
     joins are first put in an order the lookup rules accept (:func:`normalize`)."""
     if select.args.get("joins"):
-        return normalize(select, config)
+        rel = normalize(select, config)
+        _rename(select, rel)
+        return rel
     return _resolve(select, config)
+
+
+def _rename(select: exp.Select, rel: Relation) -> None:
+    """Columns the relation reads under another name (:func:`_joined`): a public table read
+    twice under two aliases (``nation n1, nation n2``: the second copy's columns have their
+    own names), and a same-unit table's unit column in an inner join (``c.c_custkey`` is
+    ``o.o_custkey``, or the unit ``__dpgate_unit`` read through the reference, on every row:
+    so ``COUNT(DISTINCT c_custkey)`` counts people and ``GROUP BY c_custkey`` is the unit).
+    The statement's columns are read as those (in this SELECT, not in nested ones); an
+    unaliased output keeps its name (``n_name``), as Postgres names it."""
+    names = {(q, c): new for q, c, new in rel.renamed}
+    if not names:
+        return
+    for (q, c), new in list(names.items()):  # c_custkey → o_custkey → the unit: the last name
+        seen = {c}
+        while (q, new) in names and new not in seen:
+            seen.add(new)
+            new = names[(q, new)]
+        names[(q, c)] = new
+    for c in {c for _, c, _ in rel.renamed}:  # unqualified: when every reading is renamed alike
+        readings = {q for q, x in names if x == c}
+        targets = {names[(q, c)] for q in readings}
+        if len(targets) == 1 and (rel.owners or {}).get(c, set()) <= readings:
+            names[("", c)] = targets.pop()
+    for node in list(
+        select.walk(prune=lambda n: n is not select and isinstance(n, (exp.Select, exp.Subquery)))
+    ):
+        if isinstance(node, exp.Column) and (node.table, node.name) in names:
+            col: exp.Expr = exp.column(names[(node.table, node.name)], node.table or None, quoted=True)
+            if node.parent is select and node.arg_key == "expressions":
+                col = exp.alias_(col, node.name)
+            node.replace(col)
 
 
 MAX_ORDERS = 256
@@ -117,12 +159,13 @@ def normalize(select: exp.Select, config: Declared) -> Relation:
     first = None
     tried = 0
     for base in tables:
-        for seq in _trees(base, tables, edges):
+        for seq in _trees(base, tables, edges, config):
             tried += 1
             if tried > MAX_ORDERS:
                 break
+            used = [x for step, _ in seq for x in step]
             trial = _ordered(
-                select, tables, base, seq, [e for e in edges if e not in {x for x, _ in seq}], rest
+                select, tables, base, seq, [e for e in edges if all(e is not x for x in used)], rest
             )
             try:
                 rel = _resolve(trial, config)
@@ -168,11 +211,13 @@ def _graph(select: exp.Select, config: Declared) -> Graph | None:
     edges: list[Edge] = []
     rest: list[exp.Expression] = []
     for j in joins:
-        if j.args.get("on") is not None:
-            conds = list(conjuncts(j.args["on"]))
-            if len(conds) != 1 or (e := _edge(conds[0], tables, config)) is None:
+        if j.args.get("on") is not None:  # one equality, or several between the same two tables
+            found = [_edge(c, tables, config) for c in conjuncts(j.args["on"])]
+            on = [e for e in found if e is not None]
+            if not on or len(on) != len(found) or len({frozenset(e[1:]) for e in on}) != 1:
                 return None
-            edges.append(e)
+            a, b = on[0][1], on[0][2]
+            edges.append((tuple(q for e in on for q in _flip(e, a)), a, b))
     w = select.args.get("where")
     for c in conjuncts(w.this) if w is not None else ():
         e = _edge(c, tables, config) if comma else None
@@ -205,47 +250,92 @@ def _edge(cond: exp.Expression, tables: Mapping[str, exp.Table], config: Declare
         sides.append(exp.column(c.name, q))
     if sides[0].table == sides[1].table:
         return None
-    return exp.EQ(this=sides[0], expression=sides[1]), sides[0].table, sides[1].table
+    return (exp.EQ(this=sides[0], expression=sides[1]),), sides[0].table, sides[1].table
 
 
-def _trees(base: str, tables: Mapping[str, exp.Table], edges: list[Edge]) -> Iterator[list[tuple[Edge, str]]]:
-    """Each order of attaching the other tables to ``base`` by one equality each: a list
-    of (edge, table attached), every edge joining the table to one attached before."""
+def _flip(e: Edge, a: str) -> tuple[exp.EQ, ...]:
+    """``e``'s equalities with ``a``'s column on the left."""
+    return tuple(q if q.this.table == a else exp.EQ(this=q.expression, expression=q.this) for q in e[0])
 
-    def grow(done: list[str], seq: list[tuple[Edge, str]]) -> Iterator[list[tuple[Edge, str]]]:
+
+Step = tuple[list[Edge], str]  # the equalities that attach a table, and the table
+
+
+def _trees(
+    base: str, tables: Mapping[str, exp.Table], edges: list[Edge], config: Declared
+) -> Iterator[list[Step]]:
+    """Each order of attaching the other tables to ``base`` by one equality each (a table
+    with a composite key: one per key column, from tables attached before): a list of
+    (edges, table attached), every edge joining the table to one attached before. Private
+    tables are attached before public ones where the equalities allow (a private table is
+    looked up along the unit's path, which lookups of public tables never extend), so the
+    orders the lookup rules accept come first among the many a six-table join has."""
+
+    def key_edges(e: Edge, new: str, done: list[str]) -> list[Edge]:
+        keys = config.tables[tables[new].name].key_columns
+        if len(keys) < 2:
+            return [e]
+        step, covered = [e], {_side(e, new)}
+        for x in edges:
+            col = _side(x, new) if new in (x[1], x[2]) and ({x[1], x[2]} - {new}) <= set(done) else None
+            if x is not e and len(x[0]) == 1 and col in keys and col not in covered:
+                step.append(x)
+                covered.add(col)
+        return step
+
+    def grow(done: list[str], seq: list[Step]) -> Iterator[list[Step]]:
         if len(done) == len(tables):
             yield list(seq)
             return
+        steps = []
         for e in edges:
             _, a, b = e
             new = b if a in done and b not in done else a if b in done and a not in done else None
-            if new is None:
-                continue
-            seq.append((e, new))
+            if new is not None:
+                steps.append((config.tables[tables[new].name].public, e, new))
+        for _, e, new in sorted(steps, key=lambda s: s[0]):  # private tables first: see above
+            seq.append((key_edges(e, new, done), new))
             yield from grow(done + [new], seq)
             seq.pop()
 
     yield from grow([base], [])
 
 
+def _side(e: Edge, q: str) -> str | None:
+    """The column of table ``q`` in a one-equality edge (None for several)."""
+    if len(e[0]) != 1:
+        return None
+    eq = e[0][0]
+    return next((c.name for c in (eq.this, eq.expression) if c.table == q), None)
+
+
 def _ordered(
     select: exp.Select,
     tables: Mapping[str, exp.Table],
     base: str,
-    seq: list[tuple[Edge, str]],
+    seq: list[Step],
     unused: list[Edge],
     rest: list[exp.Expression],
 ) -> exp.Select:
     trial = select.copy()
     trial.set("from_", exp.From(this=tables[base].copy()))
-    trial.set("joins", [exp.Join(this=tables[q].copy(), on=e[0].copy()) for e, q in seq])
-    conds = [e[0].copy() for e in unused] + [c.copy() for c in rest]
+    trial.set(
+        "joins", [exp.Join(this=tables[q].copy(), on=_and([c for e in es for c in e[0]])) for es, q in seq]
+    )
+    conds = [c.copy() for e in unused for c in e[0]] + [c.copy() for c in rest]
     where: exp.Expr | None = None
     for c in conds:
         term = exp.Paren(this=c) if isinstance(c, exp.Or) else c
         where = term if where is None else exp.and_(where, term)
     trial.set("where", exp.Where(this=where) if where is not None else None)
     return trial
+
+
+def _and(conds: list[exp.EQ]) -> exp.Expr:
+    out: exp.Expr = conds[0].copy()
+    for c in conds[1:]:
+        out = exp.and_(out, c.copy())
+    return out
 
 
 def base_table(select: exp.Select, tables: Mapping[str, Table]) -> str | None:
@@ -283,7 +373,7 @@ def _resolve(select: exp.Select, config: Declared) -> Relation:
     select.set("joins", None)
     left_name, left_q = resolve_table(select, config)
     right_name, right_q = _right_table(join, config)
-    lcol, rcol = _on(join, left_q, right_q)
+    pairs = _on(join, left_q, right_q)
     side = (join.side or "").upper()
     kind = (join.kind or "").upper()
     if kind not in ("", "INNER", "OUTER") or side not in ("", "LEFT") or (kind == "OUTER" and side != "LEFT"):
@@ -291,9 +381,10 @@ def _resolve(select: exp.Select, config: Declared) -> Relation:
             DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.", hint=HINT
         )
     left, right = config.tables[left_name], config.tables[right_name]
-    base, look, bq, lq, bcol, kcol = left_name, right_name, left_q, right_q, lcol, rcol
+    base, look, bq, lq = left_name, right_name, left_q, right_q
     if left.public and not right.public and side == "":  # FROM stores JOIN purchases: same join
-        base, look, bq, lq, bcol, kcol = right_name, left_name, right_q, left_q, rcol, lcol
+        base, look, bq, lq = right_name, left_name, right_q, left_q
+        pairs = [(r, c) for c, r in pairs]
     elif left.public:
         raise Refusal(
             DENIED,
@@ -301,14 +392,13 @@ def _resolve(select: exp.Select, config: Declared) -> Relation:
             "put the private table first.",
             hint=HINT,
         )
-    _check_lookup(config, base, look, bcol, kcol)
+    _check_lookup(config, base, look, pairs)
     rel = _joined(
         config,
         Relation(base, config.tables[base], set(bq), {c: set(bq) for c in config.tables[base].columns}),
         look,
         lq,
-        bcol,
-        kcol,
+        pairs,
         "left" if side else "inner",
     )
     for join in rest:  # a chain of lookups (each from the relation so far)
@@ -318,10 +408,12 @@ def _resolve(select: exp.Select, config: Declared) -> Relation:
 
 def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
     """One more lookup onto the relation so far: ``… JOIN t ON x.col = t.key`` where ``x.col``
-    is any column of the relation (a public ``t``), or a column that holds the person (the
-    base table's unit, or the unit of a same-person table looked up before, ``t`` being
-    looked up by its unit): ``order_items ⋈ orders ⋈ customers``, ``purchases ⋈ stores ⋈
-    regions``. Each step attaches at most one row per row, so the base rows stay one each."""
+    is any column of the relation (a public ``t``, by all of its key's columns), or, for a
+    private ``t`` of the same unit, a column that holds the person looked up by ``t``'s
+    unit (``orders.o_custkey = customer.c_custkey``), or a joined table's reference on its
+    path to the unit (``lineitem.l_orderkey = orders.o_orderkey``): ``lineitem ⋈ orders ⋈
+    customer``, ``purchases ⋈ stores ⋈ regions``. Each step attaches at most one row per
+    row, so the base rows stay one each."""
     right_name, right_q = _right_table(join, config)
     if right_q & rel.qualifiers:
         raise Refusal(
@@ -330,44 +422,45 @@ def _chained(config: Declared, rel: Relation, join: exp.Join) -> Relation:
             "joined table its own alias.",
             hint=HINT,
         )
-    lcol, rcol = _on(join, rel.qualifiers, right_q)
-    cond = join.args["on"]
-    while isinstance(cond, exp.Paren):
-        cond = cond.this
-    lq = next(c.table for c in (cond.this, cond.expression) if c.table in rel.qualifiers)
+    names = {(q, c): new for q, c, new in rel.renamed}
+    pairs = [
+        (names.get((lq, lcol), lcol), rcol)
+        for (lcol, rcol), lq in zip(
+            _on(join, rel.qualifiers, right_q), _left_qualifiers(join, rel.qualifiers)
+        )
+    ]
     owners = rel.owners if rel.owners is not None else {c: set(rel.qualifiers) for c in rel.table.columns}
-    if lcol not in rel.table.columns or lq not in owners.get(lcol, set()):
-        raise Refusal("42703", f"column {lq}.{lcol} does not exist in the joined tables.", hint=None)
+    for (lcol, _), lq in zip(pairs, _left_qualifiers(join, rel.qualifiers)):
+        if lcol not in rel.table.columns or lq not in owners.get(lcol, set()):
+            raise Refusal("42703", f"column {lq}.{lcol} does not exist in the joined tables.", hint=None)
     side, kind = (join.side or "").upper(), (join.kind or "").upper()
     if kind not in ("", "INNER", "OUTER") or side not in ("", "LEFT") or (kind == "OUTER" and side != "LEFT"):
         raise Refusal(
             DENIED, f"{(side + ' ' + kind).strip()} JOIN is not allowed; use JOIN or LEFT JOIN.", hint=HINT
         )
     t = config.tables[right_name]
-    if t.key is None or rcol != t.key:
-        raise Refusal(
-            DENIED,
-            f"{right_name} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
-            f"not {rcol}: a join on another column could repeat {rel.name}'s rows.",
-            hint=HINT,
-        )
     if not t.public:
-        owner = next(
-            (
-                n
-                for n, _, _, _ in ((rel.name, None, None, None), *rel.joins)
-                if config.tables[n].privacy_unit == lcol and lcol in config.tables[n].columns
-            ),
-            None,
-        )
-        if not (owner is not None and t.privacy_unit == rcol):  # owner: the base, or a same-person table
-            raise Refusal(
-                DENIED,
-                f"{right_name} is a private table: after the first join it can be looked up only "
-                "by its unit, from a column that holds the same person.",
-                hint=HINT,
-            )
-    return _joined(config, rel, right_name, right_q, lcol, rcol, "left" if side else "inner")
+        (lcol, kcol), unit = pairs[0], rel.table.unit
+        read = [rel.name, *(j[0] for j in rel.joins)]
+        owner = next((n for n in read if lcol in config.tables[n].columns), None)
+        o = config.tables[owner] if owner is not None else None
+        on_unit = o is not None and o.privacy_unit == lcol and _keyed_by_unit(t)
+        via_ref = o is not None and _on_path(o, lcol, right_name)
+        same = t.unit is not None and t.unit == unit and o is not None and o.unit == unit
+        if len(pairs) != 1 or kcol != t.key or not (same and (on_unit or via_ref)):
+            raise Refusal(DENIED, _private_refusal(config, owner or rel.name, right_name, unit), hint=HINT)
+    _check_key(t, right_name, pairs, rel.name)
+    return _joined(config, rel, right_name, right_q, pairs, "left" if side else "inner")
+
+
+def _left_qualifiers(join: exp.Join, left_q: set[str]) -> list[str]:
+    """The qualifier of the left column of each equality of ``join``'s ON, in order."""
+    out = []
+    for cond in conjuncts(join.args["on"]):
+        while isinstance(cond, exp.Paren):
+            cond = cond.this
+        out.append(next(c.table for c in (cond.this, cond.expression) if c.table in left_q))
+    return out
 
 
 def _right_table(join: exp.Join, config: Declared) -> tuple[str, set[str]]:
@@ -399,31 +492,120 @@ def _right_table(join: exp.Join, config: Declared) -> tuple[str, set[str]]:
     return t.name, {t.alias or t.name}
 
 
-def _on(join: exp.Join, left_q: set[str], right_q: set[str]) -> tuple[str, str]:
-    """(left column, right column) of ``ON l.x = r.y`` (either order), qualified columns only."""
-    cond = join.args["on"]
-    while isinstance(cond, exp.Paren):
-        cond = cond.this
-    if not isinstance(cond, exp.EQ) or not all(
-        isinstance(c, exp.Column) and c.table for c in (cond.this, cond.expression)
-    ):
-        raise Refusal(
-            DENIED, "a join condition is one equality of qualified columns: ON a.col = b.key.", hint=HINT
-        )
-    a, b = cond.this, cond.expression
-    if a.table in right_q and b.table in left_q:
-        a, b = b, a
-    if a.table not in left_q or b.table not in right_q:
-        raise Refusal(
-            "42P01",
-            f"the join condition must compare a column of each table "
-            f"({'/'.join(sorted(left_q))} and {'/'.join(sorted(right_q))}).",
-            hint=HINT,
-        )
-    return a.name, b.name
+def _on(join: exp.Join, left_q: set[str], right_q: set[str]) -> list[Pair]:
+    """[(left column, right column)] of ``ON l.x = r.y [AND l.z = r.w …]`` (either order in
+    each equality), qualified columns only; several equalities look a composite key up."""
+    out: list[Pair] = []
+    for cond in conjuncts(join.args["on"]):
+        while isinstance(cond, exp.Paren):
+            cond = cond.this
+        if not isinstance(cond, exp.EQ) or not all(
+            isinstance(c, exp.Column) and c.table for c in (cond.this, cond.expression)
+        ):
+            raise Refusal(
+                DENIED,
+                "a join condition is an equality of qualified columns (ON a.col = b.key), or one per "
+                "column of a composite key joined by AND.",
+                hint=HINT,
+            )
+        a, b = cond.this, cond.expression
+        if a.table in right_q and b.table in left_q:
+            a, b = b, a
+        if a.table not in left_q or b.table not in right_q:
+            raise Refusal(
+                "42P01",
+                f"the join condition must compare a column of each table "
+                f"({'/'.join(sorted(left_q))} and {'/'.join(sorted(right_q))}).",
+                hint=HINT,
+            )
+        out.append((a.name, b.name))
+    return out
 
 
-def _check_lookup(config: Declared, base: str, look: str, bcol: str, kcol: str) -> None:
+def _check_key(t: Table, look: str, pairs: list[Pair], base: str) -> None:
+    """``look`` is looked up by all of its key's columns, each once."""
+    keys = t.key_columns
+    got = [k for _, k in pairs]
+    if not keys or sorted(got) != sorted(keys):
+        on = ", ".join(got)
+        raise Refusal(
+            DENIED,
+            f"{look} is looked up by its key{' ' + ', '.join(keys) if keys else ' (none declared)'}, "
+            f"not {on}: a join on another column could repeat {base}'s rows.",
+            hint=HINT
+            if len(keys) < 2
+            else f"Join on every column of {look}'s key: "
+            + " AND ".join(f"… = {look}.{k}" for k in keys)
+            + ".",
+        )
+
+
+def _keyed_by_unit(t: Table) -> bool:
+    """A private table whose key is its own unit column (the unit's table: customer.c_custkey)."""
+    return t.privacy_unit is not None and t.key == t.privacy_unit
+
+
+def _on_path(t: Table, col: str, look: str) -> bool:
+    """Is ``col`` the reference by which ``t`` reaches its unit through ``look``?"""
+    u = t.privacy_unit
+    return t.references.get(col) == look and u is not None and u.split(".", 1)[0] == look
+
+
+def _path(config: Declared, name: str) -> str:
+    """How ``name`` reaches its unit, in words: ``lineitem.l_orderkey = orders.o_orderkey,
+    orders.o_custkey (unit customer)``."""
+    t = config.tables[name]
+    if t.privacy_unit is None:
+        return f"{name} has no privacy unit (each row is protected)"
+    steps = [f"{a}.{fk} = {b}.{key}" for a, fk, b, key in unit_chain(config.tables, name)]
+    last = steps and unit_chain(config.tables, name)[-1][2] or name
+    col = config.tables[last].privacy_unit
+    steps.append(f"{last}.{col} (unit {_unit_name(t.unit)})")
+    return ", ".join(steps)
+
+
+def _unit_name(unit: str | None) -> str:
+    return "none" if unit is None else unit
+
+
+def _private_refusal(config: Declared, base: str, look: str, unit: str | None) -> str:
+    """Why ``look`` (private) cannot be looked up from ``base``, naming the path it needs."""
+    t, b = config.tables[look], config.tables[base]
+    if t.unit is None or unit is None or t.unit != unit or b.unit != unit:
+        return (
+            f"{look} is a private table of unit {_unit_name(t.unit)} and {base} of unit "
+            f"{_unit_name(b.unit if b.unit is not None else unit)}: tables of different people are "
+            f"not joined (paths: {_path(config, base)}; {_path(config, look)})."
+        )
+    return (
+        f"{look} is a private table of the same unit ({unit}): it is looked up by its key only along "
+        f"the references that reach the unit: {_between(config, base, look)}."
+    )
+
+
+def _between(config: Declared, a: str, b: str) -> str:
+    """The equalities that join ``a`` and ``b`` (same unit) along their paths to the unit."""
+
+    def steps(name: str, stop: str | None) -> list[str]:
+        out = []
+        for x, fk, n, key in unit_chain(config.tables, name):
+            out.append(f"{x}.{fk} = {n}.{key}")
+            if n == stop:
+                return out
+        last = unit_chain(config.tables, name)[-1][2] if unit_chain(config.tables, name) else name
+        return out + [f"{last}.{config.tables[last].privacy_unit}"]
+
+    for x, y in ((a, b), (b, a)):
+        if any(n == y for _, _, n, _ in unit_chain(config.tables, x)):
+            return " AND ".join(steps(x, y))
+    for x, y in ((a, b), (b, a)):
+        t = config.tables[y]
+        if _keyed_by_unit(t):
+            return " AND ".join(steps(x, None)) + f" = {y}.{t.key}"
+    return f"{' AND '.join(steps(a, None))} = {' AND '.join(steps(b, None))}"
+
+
+def _check_lookup(config: Declared, base: str, look: str, pairs: list[Pair]) -> None:
     b, t = config.tables[base], config.tables[look]
     if b.public or b.mode != "central" or b.privacy is not None:
         raise Refusal(
@@ -432,81 +614,89 @@ def _check_lookup(config: Declared, base: str, look: str, bcol: str, kcol: str) 
             f"{'public' if b.public else 'a local or per-record table'}.",
             hint=HINT,
         )
-    if bcol not in b.columns:
-        raise Refusal("42703", f"column {bcol} is not declared for table {base}.", hint=None)
-    if t.key is None or kcol != t.key:
-        raise Refusal(
-            DENIED,
-            f"{look} is looked up by its key{' ' + t.key if t.key else ' (none declared)'}, "
-            f"not {kcol}: a join on another column could repeat {base}'s rows.",
-            hint=HINT,
-        )
-    if t.public:
-        return
-    on_unit = bcol == b.privacy_unit and t.privacy_unit == kcol
-    via_ref = (
-        b.references.get(bcol) == look and b.privacy_unit is not None and b.privacy_unit.split(".")[0] == look
-    )
-    if not (on_unit or via_ref):
-        raise Refusal(
-            DENIED,
-            f"{look} is a private table: it can be joined only on the privacy unit of both "
-            f"tables, or along the reference that defines {base}'s unit.",
-            hint=HINT,
-        )
+    for bcol, _ in pairs:
+        if bcol not in b.columns:
+            raise Refusal("42703", f"column {bcol} is not declared for table {base}.", hint=None)
+    if not t.public:  # the same unit, along its path (named when refused), before the key
+        bcol, kcol = pairs[0]
+        on_unit = bcol == b.privacy_unit and _keyed_by_unit(t)
+        same = t.unit is not None and t.unit == b.unit
+        if len(pairs) != 1 or kcol != t.key or not (same and (on_unit or _on_path(b, bcol, look))):
+            raise Refusal(DENIED, _private_refusal(config, base, look, b.unit), hint=HINT)
+    _check_key(t, look, pairs, base)
 
 
 def _joined(
-    config: Declared, rel: Relation, look: str, lq: set[str], bcol: str, kcol: str, how: str
+    config: Declared, rel: Relation, look: str, lq: set[str], pairs: list[Pair], how: str
 ) -> Relation:
-    """``rel`` with ``look``'s columns attached by ``rel.bcol = look.kcol`` (one row per key)."""
+    """``rel`` with ``look``'s columns attached by ``rel.bcol = look.kcol`` for each pair (one row per key)."""
     t = config.tables[look]
     cols = dict(rel.table.columns)
     owners = {c: set(q) for c, q in (rel.owners or {c: set(rel.qualifiers) for c in cols}).items()}
-    taken: list[str] = []
+    taken: list[tuple[str, str]] = []  # (the looked-up column, its name in the relation)
+    renamed = list(rel.renamed)
+    again = t.public and look in (rel.name, *(j[0] for j in rel.joins))  # nation n1, nation n2
+    (q,) = lq
+    same = {k: b for b, k in pairs if how == "inner" and not t.public and k == t.privacy_unit}
     for c, spec in t.columns.items():
-        if c == kcol and c == bcol:
+        if (c, c) in pairs:
             owners[c] |= set(lq)  # the join column: equal on both sides (a match)
             continue
-        if c in cols:
+        if c in same:  # the looked-up unit column is the base's on every row of an inner join
+            renamed.append((q, c, same[c]))
+            owners[same[c]] = owners.get(same[c], set()) | set(lq)
+            continue
+        name = c
+        if c in cols and again:  # the same public table under another alias: its own names
+            name = f"{c}__{q}"
+            renamed.append((q, c, name))
+        if name in cols:
             raise Refusal(
                 UNSUPPORTED,
                 f"column {c} is declared in both {look} and another joined table; dpgate "
                 "needs distinct names across joined tables.",
                 hint="Rename one in the config (a view as its source) or query the tables separately.",
             )
-        cols[c] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
-        owners[c] = set(lq)
-        taken.append(c)
+        cols[name] = spec if how == "inner" else spec.model_copy(update={"nullable": True})
+        owners[name] = set(lq)
+        taken.append((c, name))
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
-    relation = _lookup_sql(config, inner, look, bcol, kcol, taken, how)
+    relation = _lookup_sql(config, inner, look, pairs, taken, how)
     table = rel.table.model_copy(update={"columns": cols})
+    step = (look, ",".join(b for b, _ in pairs), ",".join(k for _, k in pairs), how)
     return Relation(
-        rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + ((look, bcol, kcol, how),)
+        rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + (step,), tuple(renamed)
     )
 
 
+MAX_UNIT_CHAIN = 8
+"""References followed from a table to its unit in one scan (each one a join in the scan)."""
+
+
 def _with_unit_path(rel: Relation, config: Declared) -> Relation:
-    """A base table whose unit is a referenced table's column reads it through the lookup."""
+    """A base table whose unit is reached through references (``privacy_unit =
+    "orders.o_custkey"``, or a longer chain ``"lineitem.orders.o_custkey"``) reads it through
+    the chain of lookups, as the column ``__dpgate_unit``."""
     u = rel.table.privacy_unit
     if u is None or "." not in u:
         return rel
-    ref, col = u.split(".", 1)
+    chain = unit_chain(config.tables, rel.name)
+    if not chain or len(chain) != u.count(".") or len(chain) > MAX_UNIT_CHAIN:
+        raise Refusal(
+            DENIED,
+            f"{rel.name}'s privacy unit {u!r} is not reached by a chain of at most {MAX_UNIT_CHAIN} "
+            "declared references to tables with a one-column key.",
+            hint=HINT,
+        )
+    last = chain[-1][2]
+    col = u.rsplit(".", 1)[1]
     b = rel.table
-    fk = next(c for c, t in b.references.items() if t == ref)
-    other = config.tables[ref]
-    key = other.key
-    if key is None:
-        raise Refusal(DENIED, f"{ref} defines {rel.name}'s privacy unit and needs a declared key.", hint=HINT)
-    unit_col = Column(type=other.columns[col].type, description=f"privacy unit ({u})")
+    unit_col = Column(type=config.tables[last].columns[col].type, description=f"privacy unit ({u})")
     cols = {**b.columns, UNIT_COLUMN: unit_col}
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
+    _, fk, ref, key = chain[0]
     lookup = exp.Subquery(
-        this=exp.select(
-            exp.column(key, quoted=True),
-            exp.alias_(exp.column(col, quoted=True), UNIT_COLUMN, quoted=True),
-        ).from_(source_relation(config.source_of(ref))),
-        alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")),
+        this=_unit_lookup(config, chain), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u"))
     )
     rel_sql = (
         exp.select(
@@ -527,6 +717,10 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
     )
     table = b.model_copy(update={"columns": cols, "privacy_unit": UNIT_COLUMN})
     owners = None if rel.owners is None else {**rel.owners, UNIT_COLUMN: set(rel.qualifiers)}
+    renamed = list(rel.renamed)
+    if len(chain) == 1 and (ref, fk, key, "inner") in rel.joins and owners is not None:
+        # the referenced table looked up on the same key: its unit column is the unit on every row
+        renamed += [(q, col, UNIT_COLUMN) for q in owners.get(col, set())]
     return Relation(
         rel.name,
         table,
@@ -534,7 +728,31 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
         owners,
         exp.Subquery(this=rel_sql, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel"))),
         rel.joins + ((ref, fk, key, "unit"),),
+        tuple(renamed),
     )
+
+
+def _unit_lookup(config: Declared, chain: list[tuple[str, str, str, str]]) -> exp.Select:
+    """``SELECT key, <unit> AS __dpgate_unit FROM ref`` for the first referenced table of
+    ``chain``, its unit read through the rest of the chain (one LEFT JOIN per reference)."""
+    _, _, ref, key = chain[0]
+    alias = "__dpgate_r0"
+    q = exp.select(exp.column(key, alias, quoted=True)).from_(
+        exp.alias_(source_relation(config.source_of(ref)), alias, table=True)
+    )
+    prev = alias
+    for i, (_, fk, nxt, nkey) in enumerate(chain[1:], 1):
+        a = f"__dpgate_r{i}"
+        q = q.join(
+            exp.alias_(source_relation(config.source_of(nxt)), a, table=True),
+            on=exp.EQ(this=exp.column(fk, prev, quoted=True), expression=exp.column(nkey, a, quoted=True)),
+            join_type="left",
+        )
+        prev = a
+    last = chain[-1][2]
+    col = config.tables[last].privacy_unit
+    assert col is not None and "." not in col
+    return q.select(exp.alias_(exp.column(col, prev, quoted=True), UNIT_COLUMN, quoted=True))
 
 
 def _as_select(rel: exp.Expression) -> exp.Select:
@@ -544,42 +762,54 @@ def _as_select(rel: exp.Expression) -> exp.Select:
     return exp.select(exp.Star()).from_(rel)
 
 
-def _keyed(config: Declared, name: str, key: str, cols: list[str]) -> exp.Subquery:
-    """``(SELECT key, MIN(c) AS c, … FROM source GROUP BY key) AS __dpgate_u``: one row per key."""
-    items = [exp.column(key, quoted=True)] + [
-        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c != key
+def _keyed(config: Declared, name: str, keys: list[str], cols: list[str]) -> exp.Subquery:
+    """``(SELECT key…, MIN(c) AS c, … FROM source GROUP BY key…) AS __dpgate_u``: one row per key."""
+    items = [exp.column(k, quoted=True) for k in keys] + [
+        exp.alias_(exp.Min(this=exp.column(c, quoted=True)), c, quoted=True) for c in cols if c not in keys
     ]
     q = (
         exp.select(*items)
         .from_(source_relation(config.source_of(name)))
-        .group_by(exp.column(key, quoted=True))
+        .group_by(*[exp.column(k, quoted=True) for k in keys])
     )
     return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u")))
 
 
 def _lookup_sql(
-    config: Declared, inner: exp.Expression, look: str, bcol: str, kcol: str, cols: list[str], how: str
+    config: Declared,
+    inner: exp.Expression,
+    look: str,
+    pairs: list[Pair],
+    cols: list[tuple[str, str]],
+    how: str,
 ) -> exp.Subquery:
-    """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key)``."""
-    lookup = _keyed(config, look, kcol, cols)
+    """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key …)``."""
+    lookup = _keyed(config, look, [k for _, k in pairs], [c for c, _ in cols])
     source = (
         exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
         if isinstance(inner, exp.Subquery)
         else exp.alias_(inner, "__dpgate_b", table=True)
     )
+    on = _and(
+        [
+            exp.EQ(
+                this=exp.column(b, "__dpgate_b", quoted=True),
+                expression=exp.column(k, "__dpgate_u", quoted=True),
+            )
+            for b, k in pairs
+        ]
+    )
     q = (
         exp.select(
             exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
-            *[exp.column(c, "__dpgate_u", quoted=True) for c in cols],
+            *[
+                exp.column(c, "__dpgate_u", quoted=True)
+                if c == name
+                else exp.alias_(exp.column(c, "__dpgate_u", quoted=True), name, quoted=True)
+                for c, name in cols
+            ],
         )
         .from_(source)
-        .join(
-            lookup,
-            on=exp.EQ(
-                this=exp.column(bcol, "__dpgate_b", quoted=True),
-                expression=exp.column(kcol, "__dpgate_u", quoted=True),
-            ),
-            join_type="left" if how == "left" else "inner",
-        )
+        .join(lookup, on=on, join_type="left" if how == "left" else "inner")
     )
     return exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("__dpgate_rel")))

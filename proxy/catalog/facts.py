@@ -52,16 +52,23 @@ def column_comment(table: Table, name: str, col: Column) -> str:
         facts.append("no bounds: SUM/AVG refused")
     dom = _domain(col)
     if name == table.privacy_unit:
+        declared = table.unit_name if table.unit_name != name else None
         facts.append(
-            "privacy unit: answers protect each value (a person) with all its rows; "
-            "COUNT(DISTINCT) counts them"
+            f"privacy unit{f' ({declared})' if declared else ''}: answers protect each value (a person) "
+            "with all its rows; COUNT(DISTINCT) counts them"
         )
     if col.per_unit and table.privacy_unit:
         facts.append("one value per person: GROUP BY it counts each person once (L0 = 1)")
-    if name == table.key:
-        facts.append("key: other tables join here on it" if table.public else "key")
+    keys = table.key_columns
+    if name in keys:
+        with_ = f" (with {', '.join(k for k in keys if k != name)})" if len(keys) > 1 else ""
+        facts.append(f"key{with_}: other tables join here on it" if table.public else "key")
     if name in table.references:
-        facts.append(f"references {table.references[name]}")
+        ref = table.references[name]
+        on_path = (table.privacy_unit or "").split(".", 1)[0] == ref
+        facts.append(
+            f"references {ref}" + (f": the path to privacy unit {table.unit_name}" if on_path else "")
+        )
     if dom:
         facts.append(dom)
     elif table.public:
@@ -92,14 +99,28 @@ def table_comment(table: Table) -> str:
             f"values bounded by {_num(p.value_bound)}"
         ]
     elif table.public:
-        facts = [f"public table: exact rows, no noise, nothing charged; joinable on its key {table.key}"]
+        facts = [
+            f"public table: exact rows, no noise, nothing charged; joinable on its key "
+            f"{', '.join(table.key_columns)}"
+        ]
     else:
-        unit = table.privacy_unit
+        unit = table.unit_name
         rows = (
             f"≤ {table.max_rows_per_unit} row(s) in all"
             if table.max_rows_scope == "total"
             else f"≤ {table.max_groups_per_unit} group(s) × {table.max_rows_per_unit} row(s) each"
         )
-        who = f"per {unit} (all of a person's rows; {rows})" if unit else "per row"
+        who = f"per {unit} (all of a person's rows{_path(table)}; {rows})" if unit else "per row"
         facts = [f"central DP {who}: each answer noisy, ε per query from your tier"]
     return _join(table.description, facts)
+
+
+def _path(table: Table) -> str:
+    """How a table's rows reach a declared unit, when through references: `; reached by
+    l_orderkey → orders.o_custkey`."""
+    u = table.privacy_unit
+    if u is None or "." not in u or table.unit_name == u:
+        return ""
+    ref = u.split(".", 1)[0]
+    fk = next((c for c, t in table.references.items() if t == ref), None)
+    return f"; reached by {fk} → {u}" if fk else ""
