@@ -30,6 +30,7 @@ from . import (
     postprocess,
     predicate,
     selection,
+    semijoin,
     shape,
 )
 from . import select as select_
@@ -134,8 +135,11 @@ def _plan(
     shape.check_nesting(select, windows=True)  # windows over released cells: rewriter.postprocess
     name = rel.name
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners, date_part=keys.date_part)
+    ctx.semijoin = semijoin.Semijoin(config, [name, *(j[0] for j in rel.joins)], predicate.where).check
     if per is not None:  # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
+    if per is None:  # one row per order or per person: refused first, with that reason
+        keys.refuse_single_rows(select, ctx, [name, *(j[0] for j in rel.joins)], config.tables)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
     postprocess.check_windows(select, groups)

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeGuard
 
 from sqlglot import exp
 
-from config.models import Column
+from config.models import Column, Table
 
 from . import dates, datetimes, predicate
 from .args import type_name, understood
@@ -791,3 +791,60 @@ def distinct_to_group(select: exp.Select) -> None:
         return
     select.set("distinct", None)
     select.set("group", exp.Group(expressions=[e.unalias().copy() for e in select.expressions]))
+
+
+def refuse_single_rows(
+    select: exp.Select, ctx: Ctx, relation: list[str], tables: Mapping[str, Table]
+) -> None:
+    """Refuse a GROUP BY whose rows would each be one person's, or one row of a private
+    table (one order: one customer's): a column that is a private table's privacy unit, its
+    key, or a reference to a private table's key (TPC-H Q3 groups by ``l_orderkey``, Q10
+    and Q18 by ``c_custkey``). Such rows single out their people whatever the noise does
+    — a released row per order or per customer reads that one person's data — so they
+    are refused before any other rule, with what dpgate answers instead: groups of them
+    (a column with a public domain) or their distribution (a per-unit histogram).
+    ``relation``: the declared tables the statement reads (the base and its lookups)."""
+    group = select.args.get("group")
+    if group is None:
+        return
+    items = select.expressions
+    for g in group.expressions:
+        if isinstance(g, exp.Literal) and g.is_int and 1 <= int(g.this) <= len(items):
+            g = items[int(g.this) - 1].unalias()
+        while isinstance(g, exp.Paren):
+            g = g.this
+        if not isinstance(g, exp.Column) or g.name not in ctx.table.columns:
+            continue
+        name = ctx.column(g).node.name
+        for t in relation:
+            what = _singled_out(tables, t, name)
+            if what is not None:
+                raise Refusal(
+                    UNSUPPORTED,
+                    f"GROUP BY {name} returns one row per {what[0]}: its rows single out "
+                    f"{what[1]}, each row one person's data. dpgate answers about groups of them "
+                    "(GROUP BY a column with a public domain) or their distribution.",
+                    hint="Group by public attributes (SELECT n_name, SUM(…) … GROUP BY n_name), or ask "
+                    "the distribution of per-person values: SELECT n, COUNT(*) FROM (SELECT c_custkey, "
+                    "COUNT(*) AS n FROM orders … GROUP BY c_custkey) t GROUP BY n.",
+                )
+
+
+def _singled_out(tables: Mapping[str, Table], name: str, col: str) -> tuple[str, str] | None:
+    """(one row per what, whom it singles out) for ``name.col``, or None."""
+    t = tables.get(name)
+    if t is None or t.public or col not in t.columns:
+        return None
+    if t.privacy_unit == col:
+        return f"person ({name}.{col}, the privacy unit)", _plural(name)
+    rows = [name] if t.key == col and t.privacy_unit is not None else []
+    rows += [r for c, r in t.references.items() if c == col]
+    for r in rows:
+        rt = tables.get(r)
+        if rt is not None and not rt.public and rt.privacy_unit is not None:
+            return f"row of {r} ({name}.{col} names one)", _plural(r)
+    return None
+
+
+def _plural(name: str) -> str:
+    return name if name.endswith("s") else name + "s"

@@ -42,6 +42,12 @@ def where(node: exp.Expr, ctx: Ctx) -> exp.Expression:
 def check(node: exp.Expr, ctx: Ctx) -> T:
     if not isinstance(node, exp.Expression):  # every node sqlglot builds is one
         raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported in a row predicate.")
+    if isinstance(node, exp.Exists) or (isinstance(node, exp.In) and node.args.get("query") is not None):
+        if ctx.semijoin is None:
+            raise Refusal(
+                DENIED, "subqueries are not allowed here; use a single SELECT over one declared table."
+            )
+        return ctx.semijoin(node, ctx, check)  # a semi-join (rewriter.semijoin)
     if type(node) in ALLOWED:
         understood(node)  # a set argument no rule interprets is a refusal, never dropped
     if isinstance(node, exp.Paren):
@@ -307,3 +313,66 @@ def _is(node: exp.Is, ctx: Ctx) -> T:
     else:
         raise Refusal(UNSUPPORTED, "IS takes NULL, TRUE or FALSE.")
     return T(exp.Is(this=paren(x.node), expression=rhs.copy()), "bool")
+
+
+def factor_common(tree: exp.Expression) -> exp.Expression:
+    """Each WHERE and JOIN … ON condition with an OR whose every branch repeats the same
+    conjuncts rewritten with them taken out, in place: ``(A AND X) OR (A AND Y)`` is
+    ``A AND (X OR Y)`` (AND distributes over OR in SQL's three-valued logic as in Boolean
+    logic, so the two are true, false and NULL for the same rows). TPC-H Q19 repeats its join
+    equality ``p_partkey = l_partkey`` in each branch; taken out, it is the join's equality
+    that the join rules read (:mod:`rewriter.joins`). A branch left empty makes the OR true
+    given the common part (``A OR (A AND X)`` is ``A``). Conjuncts are the same when their
+    text is (an equality of two columns in either order)."""
+    for node in list(tree.find_all(exp.Where, exp.Join)):
+        key = "this" if isinstance(node, exp.Where) else "on"
+        cond = node.args.get(key)
+        if isinstance(cond, exp.Expression):
+            node.set(key, _factored(cond))
+    return tree
+
+
+def _factored(cond: exp.Expression) -> exp.Expression:
+    inner = cond
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.And):
+        parts = [_factored(c) for c in _flat(inner, exp.And)]
+        return _join(parts, exp.And) if parts else cond
+    if not isinstance(inner, exp.Or):
+        return cond
+    branches = [_flat(b, exp.And) for b in _flat(inner, exp.Or)]
+    keys = [[_conjunct_key(c) for c in b] for b in branches]
+    common = [c for c, k in zip(branches[0], keys[0]) if all(k in ks for ks in keys[1:])]
+    if not common:
+        return cond
+    taken = {_conjunct_key(c) for c in common}
+    rest = [[c for c, k in zip(b, ks) if k not in taken] for b, ks in zip(branches, keys)]
+    parts = [c.copy() for c in common]
+    if all(rest):
+        either = _join([_join([c.copy() for c in r], exp.And) for r in rest], exp.Or)
+        parts.append(exp.Paren(this=_factored(either)))
+    return _join(parts, exp.And)
+
+
+def _flat(node: exp.Expression, kind: type[exp.Connector]) -> list[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, kind):
+        return [x for side in (node.this, node.expression) for x in _flat(side, kind)]
+    return [node]
+
+
+def _join(parts: list[exp.Expression], kind: type[exp.Connector]) -> exp.Expression:
+    """``parts`` joined by AND or OR, an OR inside an AND in parentheses."""
+    wrap = [exp.Paren(this=p) if kind is exp.And and isinstance(p, exp.Or) else p for p in parts]
+    out = wrap[0]
+    for p in wrap[1:]:
+        out = kind(this=out, expression=p)
+    return out
+
+
+def _conjunct_key(node: exp.Expression) -> str:
+    if isinstance(node, exp.EQ) and all(isinstance(s, exp.Column) for s in (node.this, node.expression)):
+        return "=".join(sorted(s.sql() for s in (node.this, node.expression)))
+    return node.sql()

@@ -103,6 +103,8 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     tree = normalize_identifiers(tree, dialect="postgres")
     declared, views, catalog = set(), set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    semi = _semijoined(tree)
+    looked_into: set[str] = set()  # read only by EXISTS / IN (SELECT …) in a WHERE
     for t in tree.find_all(exp.Table):
         if not isinstance(t.this, exp.Identifier):
             continue  # a table function: the path's rules decide
@@ -120,16 +122,23 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
         elif db in CATALOG_SCHEMAS or (not db and name in catalog_relations and name not in tables):
             catalog = True
         elif db in ("", "public") and name in tables:
-            declared.add(name)
-    if declared and (views or catalog):
+            (looked_into if id(t) in semi else declared).add(name)
+    if (declared or looked_into) and (views or catalog):
         raise Refusal(
             INSUFFICIENT_PRIVILEGE,
             "a statement reads either declared tables or the catalog "
             "and dpgate's views, not both; run them as separate statements.",
             hint=None,
         )
+    looked_into -= declared
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
+    if declared and not private and any(not _is_public(tables, n) for n in looked_into):
+        private = set(declared)  # a public table's rows filtered by private ones: a DP path refuses it
+    if declared and not private and not isinstance(tree, exp.Insert):  # exact (rewriter.public)
+        return Route(
+            "public", _base(_joining(tree), public, tables) if len(public) > 1 else next(iter(public))
+        )
     if len(declared) > 1 and not _lookup_joins(_joining(tree), len(declared)):
         raise Refusal(
             INSUFFICIENT_PRIVILEGE,
@@ -137,10 +146,6 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
             "reads one declared table, or a private table with lookup joins (JOIN t ON a.col = t.key).",
             hint=None,
         )
-    if declared and not private and not isinstance(tree, exp.Insert):
-        if len(public) > 1:
-            raise Refusal(INSUFFICIENT_PRIVILEGE, "read one public table per statement.", hint=None)
-        return Route("public", next(iter(public)))
     table = (
         _base(_joining(tree), private, tables) if len(private) > 1 else next(iter(private or declared), None)
     )
@@ -153,6 +158,15 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     if views:
         return Route("views")
     return Route("dp", catalog=catalog)
+
+
+def _semijoined(tree: exp.Expression) -> set[int]:
+    """The ids of the nodes inside ``EXISTS (…)`` and ``x IN (SELECT …)`` subqueries: a
+    table read there is a row predicate's (:mod:`rewriter.semijoin`), not a join."""
+    subs = [
+        s if isinstance(s, exp.Exists) else s.args.get("query") for s in tree.find_all(exp.Exists, exp.In)
+    ]
+    return {id(n) for s in subs if isinstance(s, exp.Expression) for n in s.walk()}
 
 
 def _is_public(tables: Tables, name: str) -> bool:
