@@ -26,6 +26,7 @@ from . import (
     joins,
     keyfilter,
     keys,
+    lookup_domains,
     planner,
     postprocess,
     predicate,
@@ -126,10 +127,12 @@ def _plan(
     keys.distinct_to_group(select)  # SELECT DISTINCT g: GROUP BY g
     having = selection.split_having(select)
     top = selection.top_order(select)
+    spelled = None
     if per is not None:  # the per-unit relation (rewriter.histogram)
         rel = per.rel
         select.set("joins", None)
     else:
+        spelled = lookup_domains.capture(select, config)  # the public tables as written
         rel = joins.resolve(select, config)  # one table, or a lookup join (consumed here)
     shape.check_clauses(select)
     shape.check_nesting(select, windows=True)  # windows over released cells: rewriter.postprocess
@@ -155,7 +158,9 @@ def _plan(
     where = predicate.where(w.this, ctx) if w is not None else None
     key_filter: tuple[str, ...] = ()
     if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
-        groups, key_filter = keyfilter.restrict(groups, where)  # WHERE on a group key: fewer cells
+        types = {c: spec.type for c, spec in ctx.table.columns.items()}
+        groups, key_filter = keyfilter.restrict(groups, where, types)  # WHERE on a group key: fewer cells
+    lookups = lookup_domains.queries(groups, where, spelled, rel.renamed, rel.owners, config)
     ms, ags = list(measures), list(aggregates)
     order = select_.order_by(
         select, items, outputs, ctx, hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags)
@@ -187,6 +192,7 @@ def _plan(
         relation=rel.relation,
         key_filter=key_filter,
         consistent=rel.table.consistent,
+        lookups=lookups,  # keys read from public tables: their domains are the tables' (the proxy asks)
     )
     t = ctx.table
     if t.privacy_unit is not None:  # per person, not per row
