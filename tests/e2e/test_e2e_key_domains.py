@@ -32,7 +32,14 @@ import pytest
 from support.service import Service, ask, make_config
 
 REGIONS = [(0, "ASIA"), (1, "EUROPE"), (2, "AMERICA")]
-NATIONS = [(0, "CHINA", 0), (1, "JAPAN", 0), (2, "INDIA", 0), (3, "FRANCE", 1), (4, "GERMANY", 1), (5, "BRAZIL", 2)]
+NATIONS = [
+    (0, "CHINA", 0),
+    (1, "JAPAN", 0),
+    (2, "INDIA", 0),
+    (3, "FRANCE", 1),
+    (4, "GERMANY", 1),
+    (5, "BRAZIL", 2),
+]
 NAMES = sorted([n for _, n, _ in NATIONS] + ["ATLANTIS"])  # declared: one value no nation row has
 SUPPLIERS = [(1, 0), (2, 1), (3, 3), (4, 4), (5, 5), (6, 3)]  # INDIA has no supplier
 LOW, HIGH = "1992-01-01", "1998-12-31"
