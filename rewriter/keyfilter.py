@@ -31,6 +31,12 @@ a label no piece gives so has no row that passes the WHERE. A piece holding no v
 the column's type (an interval between two adjacent integers) can only keep a label, so
 the restriction never drops a cell the SQL would return.
 
+A date-part key (``extract(year from d)``, ``date_trunc('month', d)``) is restricted by a
+conjunct comparing its column with date or timestamp literals (``d BETWEEN date '1995-01-01'
+AND date '1996-12-31'``): the values the key takes on the dates the conjunct admits
+(:func:`_date_kept`), NULL only when the conjunct is true of NULL. The column's declared
+type says which values lie between two literals (a date column holds midnights).
+
 Anything the evaluator does not fully understand (a function, a cast, a comparison of
 text by collation order, LIKE against a CASE, a date key) leaves the domain as it is: the
 cell is then still released, answered by its (empty) noisy count.

@@ -32,7 +32,7 @@ and when the backend cannot answer the query. SQL only: no I/O.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,7 +110,7 @@ def queries(
     groups: Sequence[GroupKey],
     where: exp.Expression | None,
     spelled: Spelled | None,
-    renamed: Sequence[tuple[str, str, str]],
+    renamed: Sequence[tuple[str, str, str]] | Mapping[tuple[str, str], str],
     owners: dict[str, set[str]] | None,
     config: Declared,
 ) -> tuple[LookupDomain, ...]:
@@ -119,7 +119,9 @@ def queries(
     name each public table's column has in the relation, and who may carry it."""
     if spelled is None or owners is None:
         return ()
-    names = {(q, c): new for q, c, new in renamed}
+    names = (  # (alias, column) -> its name in the relation
+        dict(renamed) if isinstance(renamed, Mapping) else {(q, c): new for q, c, new in renamed}
+    )
     columns: dict[str, dict[str, str]] = {}  # alias -> {its table's column: its name in the relation}
     where_is: dict[str, str] = {}  # a name in the relation -> the public alias that gives it
     for q, t in spelled.aliases.items():
