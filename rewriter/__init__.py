@@ -157,9 +157,12 @@ def _plan(
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
     key_filter: tuple[str, ...] = ()
+    key_tuples: keyfilter.KeyTuples = ()
     if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
         types = {c: spec.type for c, spec in ctx.table.columns.items()}
         groups, key_filter = keyfilter.restrict(groups, where, types)  # WHERE on a group key: fewer cells
+        groups, key_tuples, on_tuples = keyfilter.tuples(groups, where)  # … on several: fewer tuples
+        key_filter += tuple(c for c in on_tuples if c not in key_filter)
     lookups = lookup_domains.queries(groups, where, spelled, rel.renamed, rel.owners, config)
     ms, ags = list(measures), list(aggregates)
     order = select_.order_by(
@@ -192,6 +195,7 @@ def _plan(
         relation=rel.relation,
         key_filter=key_filter,
         consistent=rel.table.consistent,
+        key_tuples=key_tuples,
         lookups=lookups,  # keys read from public tables: their domains are the tables' (the proxy asks)
     )
     t = ctx.table

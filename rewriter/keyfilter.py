@@ -45,6 +45,7 @@ cell is then still released, answered by its (empty) noisy count.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -57,7 +58,7 @@ from .cells import sql_key
 from .plan import ColumnType, GroupKey, conjuncts
 from .values import literal_value
 
-__all__ = ["restrict"]
+__all__ = ["restrict", "tuples"]
 
 
 class _Unknown(Exception):
@@ -97,6 +98,77 @@ def restrict(
             if g.column not in touched:
                 touched.append(g.column)
     return tuple(out), tuple(touched)
+
+
+MAX_TUPLES = 10_000
+"""Key tuples a conjunct over several keys is evaluated on (a larger product keeps its cells)."""
+
+KeyTuples = tuple[tuple[tuple[int, ...], frozenset[tuple[Any, ...]]], ...]
+
+
+def tuples(
+    groups: tuple[GroupKey, ...], where: exp.Expression | None
+) -> tuple[tuple[GroupKey, ...], KeyTuples, tuple[str, ...]]:
+    """A conjunct that reads several group keys and nothing else (``(a = 1 AND b = 'x') OR
+    (a = 2 AND b = 'y')``) keeps the key tuples it is true of: it is evaluated on each tuple
+    of the keys' domains (at most :data:`MAX_TUPLES`), each comparison on the key it reads
+    (the rules above); (the keys, each domain cut to the values some kept tuple has, the
+    tuples as :attr:`Plan.key_tuples`, the keys restricted)."""
+    if where is None or len(groups) < 2:
+        return groups, (), ()
+    out = list(groups)
+    at = {g.column: i for i, g in reversed(list(enumerate(groups))) if g.expr is None}
+    found: list[tuple[tuple[int, ...], frozenset[tuple[Any, ...]]]] = []
+    touched: list[str] = []
+    for conj in conjuncts(where):
+        cols = sorted({c.name for c in conj.find_all(exp.Column)})
+        if len(cols) < 2 or any(c not in at for c in cols):
+            continue
+        pos = tuple(at[c] for c in cols)
+        keys = [out[i] for i in pos]
+        if any(g.domain is None or g.type not in ("int", "float", "text", "bool") for g in keys):
+            continue
+        n = 1
+        for g in keys:
+            n *= len(g.domain or ())
+        if n > MAX_TUPLES:
+            continue
+        try:
+            kept = frozenset(
+                t
+                for t in itertools.product(*(g.domain or () for g in keys))
+                if _eval_keys(conj, dict(zip(cols, zip(keys, t)))) is True
+            )
+        except _Unknown:
+            continue
+        for j, i in enumerate(pos):
+            seen = {t[j] for t in kept}
+            out[i] = GroupKey(out[i].column, out[i].type, tuple(v for v in out[i].domain or () if v in seen))
+            if out[i].column not in touched:
+                touched.append(out[i].column)
+        found.append((pos, kept))
+    return tuple(out), tuple(found), tuple(touched)
+
+
+def _eval_keys(node: exp.Expression, env: dict[str, tuple[GroupKey, Any]]) -> bool | None:
+    """Three-valued truth of ``node`` with each key column at its value in ``env``: AND, OR
+    and NOT here, every other predicate on the one key it reads (:func:`_eval`)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        a, b = _eval_keys(node.this, env), _eval_keys(node.expression, env)
+        return False if False in (a, b) else (None if None in (a, b) else True)
+    if isinstance(node, exp.Or):
+        a, b = _eval_keys(node.this, env), _eval_keys(node.expression, env)
+        return True if True in (a, b) else (None if None in (a, b) else False)
+    if isinstance(node, exp.Not):
+        a = _eval_keys(node.this, env)
+        return None if a is None else not a
+    cols = {c.name for c in node.find_all(exp.Column)}
+    if len(cols) != 1:
+        raise _Unknown
+    g, v = env[cols.pop()]
+    return _eval(node, g, v)
 
 
 def _kept(conj: exp.Expression, g: GroupKey) -> tuple[Any, ...] | None:
