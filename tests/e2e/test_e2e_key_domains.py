@@ -193,6 +193,9 @@ def test_q5_releases_the_nations_of_the_region(svc, backend):
     regions' nations and ATLANTIS (declared, in no row) are no cells."""
     got = _check(svc, backend[0], Q5, 1, {("CHINA",), ("JAPAN",)})
     assert got == {("CHINA",), ("JAPAN",)}
+    lines = [r[0] for r in ask(svc, "EXPLAIN " + Q5)[0]]
+    assert any("group key n_name, public domain of 2 value(s)" in line for line in lines), lines
+    assert any("keys: n_name read from public tables" in line for line in lines), lines
 
 
 Q7 = (
