@@ -454,6 +454,15 @@ HAND: list[Case] = [
         must_answer=True,
         defect="key predicates",
     ),
+    Case(
+        "SELECT g, s, COUNT(*) FROM fx WHERE (g = 0 AND s = 'x') OR (g = 2 AND s = 'X') GROUP BY g, s",
+        _both("SELECT g, s, COUNT(*) FROM fx WHERE (g = 0 AND s = 'x') OR (g = 2 AND s = 'X') GROUP BY g, s"),
+        2,
+        None,
+        "a predicate over two keys keeps tuples",
+        must_answer=True,
+        defect="key predicates",
+    ),
     # --- a key read from a public lookup table: the public tables' values under the WHERE
     Case(
         "SELECT gl.label, COUNT(*) FROM fx JOIN gl ON fx.g = gl.g WHERE gl.g IN (1, 2) GROUP BY gl.label",
