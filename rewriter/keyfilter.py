@@ -110,7 +110,8 @@ def tuples(
     groups: tuple[GroupKey, ...], where: exp.Expression | None
 ) -> tuple[tuple[GroupKey, ...], KeyTuples, tuple[str, ...]]:
     """A conjunct that reads several group keys and nothing else (``(a = 1 AND b = 'x') OR
-    (a = 2 AND b = 'y')``) keeps the key tuples it is true of: it is evaluated on each tuple
+    (a = 2 AND b = 'y')``; a derived key by its own expression, as :func:`restrict` reads
+    it) keeps the key tuples it is true of: it is evaluated on each tuple
     of the keys' domains (at most :data:`MAX_TUPLES`), each comparison on the key it reads
     (the rules above); (the keys, each domain cut to the values some kept tuple has, the
     tuples as :attr:`Plan.key_tuples`, the keys restricted)."""
@@ -121,6 +122,11 @@ def tuples(
     found: list[tuple[tuple[int, ...], frozenset[tuple[Any, ...]]]] = []
     touched: list[str] = []
     for conj in conjuncts(where):
+        for i, g in enumerate(out):  # a derived key's expression, compared on the checked tree
+            if g.expr is not None and g.domain is not None:
+                name = f"{_MARKER}{i}"
+                at[name] = i
+                conj = conj.copy().transform(lambda n, e=g.expr, m=name: exp.column(m) if n == e else n)
         cols = sorted({c.name for c in conj.find_all(exp.Column)})
         if len(cols) < 2 or any(c not in at for c in cols):
             continue

@@ -124,6 +124,15 @@ def test_a_conjunct_over_two_keys_keeps_tuples(cfg):
     assert p.cells == [(0, "x"), (2, "y")] and p.n_cells == 2
 
 
+def test_a_conjunct_over_a_derived_key_and_another_keeps_tuples(cfg):
+    p = _plan(
+        "SELECT extract(year from d) AS y, g, COUNT(*) FROM sales WHERE (extract(year from d) = 1995 "
+        "AND g = 0) OR (extract(year from d) = 1996 AND g = 1) GROUP BY 1, 2",
+        cfg,
+    )
+    assert p.cells == [(1995, 0), (1996, 1)]
+
+
 def test_a_conjunct_over_two_keys_and_another_column_keeps_the_product(cfg):
     p = _plan("SELECT g, s, COUNT(*) FROM sales WHERE (g = 0 AND s = 'x') OR supp = 3 GROUP BY g, s", cfg)
     assert p.n_cells == 6 and not p.key_tuples
