@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backend",
+    "AUTO",
+    "AutoBounds",
     "Column",
     "Config",
     "LedgerStore",
@@ -46,6 +48,7 @@ LEDGER_MIN_EPSILON = 1 / LEDGER_NANO
 ColumnType = Literal["int", "float", "text", "bool", "date", "timestamp"]
 TIME_TYPES = ("date", "timestamp")
 Scalar = bool | int | float | str
+AUTO = "auto"  # a contribution or clamping bound dpgate chooses (proxy.pipeline.auto_bounds)
 
 
 class Column(StrictModel):
@@ -56,10 +59,12 @@ class Column(StrictModel):
     """int, float, text, bool, date or timestamp; must fit the backend column (check-config --backend)."""
     lower: float | str | None = None  # date / timestamp columns: ISO strings
     """clamping lower bound for SUM/AVG/VAR (numbers), or the earliest value as an ISO string
-    (date/timestamp columns); public."""
+    (date/timestamp columns); public. `"auto"` (int/float columns of a table with a privacy unit):
+    chosen by dpgate once per data version, ε-DP, from a noisy log-scale histogram of each unit's
+    smallest value (the [auto_bounds] quantile from below), charged to the [auto_bounds] budget."""
     upper: float | str | None = None
     """clamping upper bound (numbers), or the latest value as an ISO string (date/timestamp); give both or
-    neither."""
+    neither. `"auto"`: chosen like lower, from each unit's largest value."""
     domain: list[Scalar] | None = None
     """the public list of values that makes the column groupable: a GROUP BY releases one noisy cell per
     value (and only these)."""
@@ -82,6 +87,8 @@ class Column(StrictModel):
     def _number_unless_time(cls, v: Any, info: ValidationInfo) -> Any:
         """Numbers for int/float columns (a numeric string is read as a number, as before);
         ISO strings only for date/timestamp columns."""
+        if v == AUTO:  # chosen by dpgate (checked with the type in _check)
+            return v
         if isinstance(v, str) and info.data.get("type") not in TIME_TYPES:
             try:
                 return float(v)
@@ -95,7 +102,10 @@ class Column(StrictModel):
     def _check(self) -> Column:
         if (self.lower is None) != (self.upper is None):
             raise ValueError("give both lower and upper, or neither")
-        if self.lower is not None and self.type in TIME_TYPES:
+        if self.auto_bounds:
+            if self.type not in ("int", "float"):
+                raise ValueError('lower/upper = "auto" is only for int and float columns')
+        elif self.lower is not None and self.type in TIME_TYPES:
             bounds = self.time_bounds  # ISO strings; a date/timestamp column groups by date parts
             if bounds is not None and bounds[0] > bounds[1]:
                 raise ValueError(f"lower ({self.lower}) is later than upper ({self.upper})")
@@ -131,9 +141,15 @@ class Column(StrictModel):
         return self
 
     @property
+    def auto_bounds(self) -> bool:
+        """lower or upper is `"auto"`: chosen by dpgate (a config still to be resolved)."""
+        return self.lower == AUTO or self.upper == AUTO
+
+    @property
     def bounded(self) -> bool:
-        """Numeric clamping bounds declared (what SUM/AVG need)."""
-        return self.lower is not None and self.type in ("int", "float")
+        """Numeric clamping bounds declared (what SUM/AVG need); `"auto"` ones not yet chosen
+        are not bounds."""
+        return self.lower is not None and self.type in ("int", "float") and not self.auto_bounds
 
     @property
     def time_bounds(self) -> tuple[dt.date, dt.date] | None:
@@ -274,6 +290,33 @@ class LocalPolicy(StrictModel):
     """clip estimated counts to [0, n]; post-processing, free."""
 
 
+MAX_GROUPS = 1000  # max_groups_per_unit's largest value (also the top of an "auto" choice's grid)
+MAX_ROWS = 100_000  # max_rows_per_unit's largest value
+
+
+class AutoBounds(StrictModel):
+    """The owner's budget for the bounds dpgate chooses (`"auto"`): each choice is one ε-DP
+    release over the private data, made once per data version and kept in the ledger."""
+
+    epsilon: float = Field(default=0.1, gt=0, le=10)
+    """ε of one choice (a table's max_rows_per_unit, its max_groups_per_unit, a column's lower,
+    its upper), per privacy unit. Every analyst's answers then hold at (this × the choices of
+    the tables they read) + their own ε: the chosen bounds are public and shared by all."""
+    budget: float = Field(default=2.0, gt=0)
+    """ε the choices of one data version may spend together (the owner's budget, charged to no
+    role); a choice that does not fit is not made, and statements that need it are refused (55000)
+    until the config gives the bound or raises this."""
+    quantile: float = Field(default=0.95, gt=0.5, lt=1)
+    """the share of units a chosen bound covers: a contribution bound at least this quantile of the
+    units' contributions, an upper (lower) clamping bound at least (at most) this quantile of the
+    units' largest (smallest) values — up to the grid step and the noise, among the units in bins
+    the noisy histogram supports (a thin tail of bins holding fewer than ⌈ln(bins/β)/ε⌉ units each
+    is not seen)."""
+    beta: float = Field(default=0.05, gt=0, lt=1)
+    """the chance that a histogram bin holding no unit is taken for one (sets the support
+    threshold ⌈ln(bins/β)/ε⌉ units)."""
+
+
 class Table(StrictModel):
     """A declared (public-schema) table; `source` is the relation in the backend."""
 
@@ -300,13 +343,20 @@ class Table(StrictModel):
     every answer is ε-DP per unit: adding or removing one unit and ALL its rows changes any
     answer's distribution by at most e^ε (contribution bounded by the two fields below). Without
     one the guarantee is per row."""
-    max_groups_per_unit: int = Field(default=1, ge=1, le=1000)
+    max_groups_per_unit: Annotated[int, Field(ge=1, le=MAX_GROUPS)] | Literal["auto"] = 1
     """L0 bound: the number of GROUP BY cells one unit may contribute to in a statement; a unit in
     more cells keeps this many, chosen by a keyed hash of (unit, cell). ε is divided by
-    min(this, number of cells) × max_rows_per_unit (group privacy)."""
-    max_rows_per_unit: int = Field(default=1, ge=1, le=100_000)
+    min(this, number of cells) × max_rows_per_unit (group privacy). `"auto"`: chosen by dpgate
+    once per data version, ε-DP, as the [auto_bounds] quantile of each unit's number of distinct
+    combinations of the table's columns with a public domain (the cells it reaches in a GROUP BY
+    of all of them, so at most that many in a GROUP BY of any of them), from a noisy log-scale
+    histogram; charged to the [auto_bounds] budget."""
+    max_rows_per_unit: Annotated[int, Field(ge=1, le=MAX_ROWS)] | Literal["auto"] = 1
     """L∞ bound: the rows one unit contributes to one cell; a unit with more rows keeps this many,
-    chosen by a keyed hash of the row. Larger values bias less and noise more (noise ∝ this)."""
+    chosen by a keyed hash of the row. Larger values bias less and noise more (noise ∝ this).
+    `"auto"`: chosen by dpgate once per data version, ε-DP, as the [auto_bounds] quantile of each
+    unit's number of rows in this table, from a noisy log-scale histogram; charged to the
+    [auto_bounds] budget."""
     max_rows_scope: Literal["cell", "total"] = "cell"
     """`cell`: max_rows_per_unit bounds a unit's rows in each cell (L∞, with max_groups_per_unit cells:
     ε / (min(G, cells) × R)). `total`: it bounds a unit's rows in the whole statement (L1, like
@@ -332,6 +382,13 @@ class Table(StrictModel):
     "customer"`, `l_orderkey = "orders"`); a table reaches its privacy unit through them."""
 
     _unit_entity: str | None = PrivateAttr(default=None)
+
+    @property
+    def auto_fields(self) -> list[str]:
+        """The bounds this table writes `"auto"` (checked to have a unit by the Config)."""
+        return [f for f in ("max_rows_per_unit", "max_groups_per_unit") if getattr(self, f) == AUTO] + [
+            f"columns.{n}" for n, c in self.columns.items() if c.auto_bounds
+        ]
 
     @property
     def unit(self) -> str | None:
@@ -386,6 +443,9 @@ class Table(StrictModel):
             raise ValueError("a public table has no privacy unit, no local or per-record policy")
         if self.public and self.key is None:
             raise ValueError("a public table needs a key (a unique column joins look rows up by)")
+        auto = self.auto_fields
+        if auto and (self.public or self.mode != "central" or self.privacy is not None):
+            raise ValueError(f'{auto[0]} = "auto" is for central tables with a privacy unit')
         u = self.privacy_unit
         if u is None:
             return self
@@ -575,6 +635,8 @@ class Config(StrictModel):
     references (see Unit)."""
     demo: bool = False  # load the demo data set into the backend on start
     """load the demo data set into the backend on start."""
+    auto_bounds: AutoBounds = AutoBounds()
+    """the owner's budget and quantile for bounds written `"auto"`."""
 
     @model_validator(mode="after")
     def _refs(self) -> Config:
@@ -680,6 +742,17 @@ class Config(StrictModel):
                 t = t.model_copy(update={"privacy_unit": spelling})
             t._unit_entity = entity
             self.tables[name] = t
+        return self
+
+    @model_validator(mode="after")
+    def _auto_needs_unit(self) -> Config:
+        """Bounds written "auto" are chosen per privacy unit: their table must have one."""
+        for name, t in self.tables.items():
+            if (auto := t.auto_fields) and t.unit is None:
+                raise ValueError(
+                    f'tables.{name}.{auto[0]} = "auto" needs a privacy unit (a [units] table, '
+                    "references that reach one, or privacy_unit): the bounds are chosen per unit"
+                )
         return self
 
     def unit_chain(self, table: str) -> list[tuple[str, str, str, str]]:

@@ -95,3 +95,116 @@ class ExpMechQuantile:
         starts, length, powers, D = self.scores(hist)
         idx = exp_weighted_index(length, powers, Fraction(self.epsilon) / (2 * D), source)
         return self.grid.value(int(starts[idx]) + source.randbelow(int(length[idx])))
+
+
+def ascending(values: Sequence[float | int], qs: Sequence[Fraction]) -> list[float | int]:
+    """``values`` (released for the quantiles ``qs``) reassigned in ascending order of q:
+    post-processing. For sorted targets t_i = q_i·n and the monotone rank c, the sorted
+    vector is never farther from them in the largest rank error than the vector itself
+    (the rearrangement inequality in L∞), so every stated rank bound still holds."""
+    order = sorted(range(len(qs)), key=lambda i: qs[i])
+    out: list[float | int] = list(values)
+    for i, v in zip(order, sorted(values)):
+        out[i] = v
+    return out
+
+
+def tree_depth(k: int) -> int:
+    """⌈log2(k + 1)⌉: the rounds of :class:`RecursiveQuantiles` for k quantiles."""
+    return max(1, math.ceil(math.log2(k + 1)))
+
+
+@dataclass(frozen=True)
+class RecursiveQuantiles:
+    """ε-DP k quantiles of one group's rows by recursive splitting (Kaplan, Schnapp and
+    Stemmer 2022, "Differentially private approximate quantiles", ICML), in the add-remove
+    model: the middle requested quantile is drawn by :class:`ExpMechQuantile` over the
+    whole grid; the rows at or below it and those above it are then two disjoint data sets
+    on two disjoint ranges of the grid, and the quantiles below (above) are drawn
+    recursively from the left (right) one, each at the relative level
+    (q − q_lo)/(q_hi − q_lo) of its range. Every round's draws read disjoint sets of rows,
+    and the score of each has sensitivity ≤ 1 in its own set (as one quantile's: the row
+    count of the set is its own n), so a round is ε/L-DP by parallel composition; the
+    ranges depend on earlier rounds' released values only; L = :func:`tree_depth` rounds
+    compose to ε. The answers are ascending by construction.
+
+    Rank error: a quantile drawn at depth d (the middle one at d = 1) has
+    |c(y) − q·n| ≤ d·(m + t) with probability ≥ 1 − β, where m = (2L/ε) ln((U + 1)·L/β)
+    (each of its ≤ L draws at β/L) and t the most rows on one grid point: by induction, the
+    target of a draw in the range between two earlier answers with rank errors e_lo, e_hi is
+    off by (1 − q')·e_lo + q'·e_hi, at most the larger of them."""
+
+    epsilon: float
+    grid: ExtremeGrid
+    qs: tuple[Fraction, ...]
+    beta: float = 0.05
+
+    name = "recursive_quantiles"
+
+    def __post_init__(self) -> None:
+        if not self.epsilon > 0 or not 0 < self.beta < 1 or not self.qs:
+            raise ValueError("need epsilon > 0, 0 < beta < 1 and at least one q")
+        if any(not 0 <= q <= 1 or Fraction(q).denominator > MAX_DENOMINATOR for q in self.qs):
+            raise ValueError(f"each q in [0, 1] with a denominator <= {MAX_DENOMINATOR}")
+
+    @property
+    def rounds(self) -> int:
+        return tree_depth(len(set(self.qs)))
+
+    @property
+    def round_epsilon(self) -> float:
+        return self.epsilon / self.rounds
+
+    def depths(self) -> dict[Fraction, int]:
+        """Each distinct q's depth in the recursion (1: the first draw)."""
+        out: dict[Fraction, int] = {}
+
+        def walk(qs: list[Fraction], d: int) -> None:
+            if qs:
+                mid = len(qs) // 2
+                out[qs[mid]] = d
+                walk(qs[:mid], d + 1)
+                walk(qs[mid + 1 :], d + 1)
+
+        walk(sorted(set(self.qs)), 1)
+        return out
+
+    def rank_half_width(self, q: Fraction | None = None) -> int:
+        """The 95% rank statement of ``q`` (of the deepest one if None), ties excluded."""
+        L = self.rounds
+        m = math.ceil(2.0 * L / self.epsilon * math.log((self.grid.U + 1) * L / self.beta))
+        d = self.depths()[q] if q is not None else L
+        return d * m
+
+    def release_all(
+        self, hist: Sequence[tuple[int, int]], source: RandomSource
+    ) -> dict[Fraction, float | int]:
+        """``hist``: (grid index, row count) pairs of the group: each distinct q's value."""
+        U = self.grid.U
+        merged: dict[int, int] = {}
+        for i, n in hist:
+            i = min(max(int(i), 0), U)
+            merged[i] = merged.get(i, 0) + int(n)
+        eps = self.round_epsilon
+        out: dict[Fraction, int] = {}
+
+        def walk(qs: list[Fraction], lo: int, hi: int, q_lo: Fraction, q_hi: Fraction) -> None:
+            """Draw ``qs`` (ascending, strictly inside [q_lo, q_hi]) on grid indices [lo, hi]."""
+            if not qs:
+                return
+            mid = len(qs) // 2
+            q = qs[mid]
+            span = q_hi - q_lo
+            rel = (q - q_lo) / span if span > 0 else Fraction(1, 2)
+            sub = [(i - lo, n) for i, n in merged.items() if lo <= i <= hi]
+            index_grid = ExtremeGrid(0.0, float(hi - lo), 1.0, hi - lo, True)
+            y = lo + int(ExpMechQuantile(eps, index_grid, rel, self.beta).release(sub, source))
+            out[q] = y
+            walk(qs[:mid], lo, y, q_lo, q)
+            if y < hi:
+                walk(qs[mid + 1 :], y + 1, hi, q, q_hi)
+            else:  # nothing on the grid above y: the quantiles above it are y (no row read)
+                out.update((r, y) for r in qs[mid + 1 :])
+
+        walk(sorted(set(self.qs)), 0, U, Fraction(0), Fraction(1))
+        return {q: self.grid.value(i) for q, i in out.items()}

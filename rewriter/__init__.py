@@ -40,6 +40,7 @@ from .errors import FEATURE_NOT_SUPPORTED, Refusal
 from .parsing import parse, tokenize
 from .plan import Plan, UnitBounds, source_sql
 from .scope import Ctx
+from .unit import caps
 
 if TYPE_CHECKING:
     from .dialects import SQLDialect
@@ -93,6 +94,7 @@ def _build(
 ) -> tuple[Plan, Ctx]:
     cost.check(expr, config, params)  # per-row cost caps first (54000 / 54001)
     expr = normalize_identifiers(expr.copy() if copy else expr, dialect="postgres")
+    postprocess.named_windows(expr)  # WINDOW w AS (…): each OVER w spelled out
     expr = inline.inline(inline.expand_ctes(expr))  # derived tables and CTEs
     outer = inline.split_outer(expr)
     if outer is None:
@@ -206,12 +208,13 @@ def _plan(
         one_cell = bool(groups) and all(
             g.expr is None and g.column in t.columns and t.columns[g.column].per_unit for g in groups
         )  # a person has one value of each key: L0 = 1
+        max_groups, max_rows = caps(name, t)
         plan = dataclasses.replace(
             plan,
             unit=UnitBounds(
                 t.privacy_unit,
-                1 if one_cell else t.max_groups_per_unit,
-                t.max_rows_per_unit,
+                1 if one_cell else max_groups,
+                max_rows,
                 "" if label == t.privacy_unit else label,
                 t.max_rows_scope == "total",
             ),

@@ -16,6 +16,7 @@ from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .plan import Aggregate, ColumnType, Measure
 from .scope import Ctx
+from .unit import chosen
 
 MAX_BOUND = 1e290  # |lower|, |upper| of a SUM; larger could overflow a float8 sum
 
@@ -265,6 +266,7 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | Filtered | Non
                 DATATYPE_MISMATCH, f"{func.upper()}({col}) needs a numeric column; {col} is {spec.type}."
             )
         lower, upper = spec.lower, spec.upper
+        chosen(col, spec)
         if not spec.bounded or not isinstance(lower, (int, float)) or not isinstance(upper, (int, float)):
             raise Refusal(
                 DENIED,

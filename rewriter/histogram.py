@@ -61,6 +61,7 @@ from .errors import Refusal
 from .joins import UNIT_COLUMN, Relation, resolve
 from .plan import GroupKey, Plan, conjuncts
 from .scope import Ctx
+from .unit import caps
 
 __all__ = ["PerUnit", "finish", "inner", "is_unit", "over", "refuse_unit_key"]
 
@@ -196,7 +197,7 @@ def inner(select: exp.Select, alias: str, config: Config, params: list[Any] | No
         )
     shape.check_nesting(select)
     cap = max(
-        config.tables[n].max_rows_per_unit
+        caps(n, config.tables[n])[1]
         for n in [rel.name, *(j[0] for j in rel.joins)]
         if not config.tables[n].public
     )  # the largest row cap of the people's tables read

@@ -44,17 +44,39 @@ def expand_ctes(expr: exp.Expression) -> exp.Expression:
         raise Refusal(DENIED, "WITH RECURSIVE is not allowed; query the declared table directly.")
     bodies: dict[str, exp.Expression] = {}
     for cte in with_.expressions:
-        if cte.args.get("materialized") is not None or (cte.args.get("alias") and cte.args["alias"].columns):
-            raise Refusal(
-                UNSUPPORTED,
-                "write the WITH query as WITH x AS (SELECT …) without column lists or MATERIALIZED.",
-            )
+        if cte.args.get("materialized") is not None:
+            raise Refusal(UNSUPPORTED, "write the WITH query as WITH x AS (SELECT …) without MATERIALIZED.")
         body = cte.this.copy()
+        names = cte.args["alias"].columns if cte.args.get("alias") else []
+        if names:
+            body = _renamed(body, [n.name for n in names], cte.alias_or_name)
         _substitute_ctes(body, bodies)
         bodies[cte.alias_or_name] = body
     expr.set("with_", None)
     _substitute_ctes(expr, bodies)
     return expr
+
+
+def _renamed(body: exp.Expression, names: list[str], cte: str) -> exp.Expression:
+    """A WITH query's body with its column list ``WITH x (a, b) AS (SELECT …)`` applied: the
+    first output columns renamed, in order (Postgres: the rest keep their names)."""
+    if not isinstance(body, exp.Select) or any(
+        isinstance(e.unalias(), exp.Star) or (isinstance(e, exp.Column) and e.is_star)
+        for e in body.expressions
+    ):
+        raise Refusal(
+            UNSUPPORTED,
+            "a WITH query with a column list is answered when its query is a SELECT of named "
+            "expressions (no *); or name the columns with AS inside it.",
+        )
+    if len(names) > len(body.expressions):
+        raise Refusal(
+            "42P10",
+            f'WITH query "{cte}" has {len(body.expressions)} columns available but {len(names)} columns specified',
+        )
+    for e, name in zip(list(body.expressions), names):
+        e.replace(exp.alias_(e.unalias().copy(), name))
+    return body
 
 
 def _substitute_ctes(node: exp.Expression, bodies: dict[str, exp.Expression]) -> None:
@@ -328,7 +350,12 @@ def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
     """The plan of the inner release with the outer query as post-processing."""
     alias = _derived_table(outer).alias
     bad = [k for k, v in outer.args.items() if v not in (None, [], False) and k not in _OUTER_OK]
-    rollup = any(e.find(*_AGGS) for e in outer.expressions)
+    rollup = any(
+        not (isinstance(a.parent, exp.Window) and a.arg_key == "this")  # a window over the rows
+        and a.find_ancestor(exp.Subquery) is None  # a scalar subquery's (over_rows below)
+        for e in outer.expressions
+        for a in e.find_all(*_AGGS)
+    )
     if bad or (rollup and outer.args.get("order")):
         raise Refusal(
             UNSUPPORTED,
@@ -364,11 +391,68 @@ def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
             )
         return o
 
+    derived = _derived_table(outer).this
+
+    def over_rows(sub: exp.Subquery) -> Output:
+        """``(SELECT MAX(c) FROM <the same derived table>)``: an aggregate of all the inner
+        release's rows (before the outer WHERE, as the subquery reads them), post-processing
+        of that one release — never a second release of the same cells."""
+        q = sub.this
+        bad_args = [
+            k
+            for k, v in q.args.items()
+            if v not in (None, [], False) and k not in ("expressions", "from_", "where")
+        ]
+        item = q.expressions[0].unalias() if len(q.expressions) == 1 else None
+        arg = item.this if isinstance(item, _ROLLUP) else None
+        if (
+            bad_args
+            or not isinstance(item, _ROLLUP)
+            or not (
+                isinstance(arg, exp.Column) or (isinstance(item, exp.Count) and isinstance(arg, exp.Star))
+            )
+        ):
+            raise Refusal(
+                UNSUPPORTED,
+                "a scalar subquery over the statement's own aggregating subquery is answered as "
+                "COUNT(*) / COUNT(c) / SUM(c) / AVG(c) / MIN(c) / MAX(c) of its output columns "
+                "[WHERE a condition on them], without GROUP BY.",
+                hint=postprocess.HINT,
+            )
+        understood(item)
+        func = item.key
+        w = q.args.get("where")
+        keep = tree(w.this)[0] if w is not None else None  # a filter on the released rows it reads
+        if isinstance(arg, exp.Star):
+            return Output(func, "expr", -1, "int", ("over_rows", func, None, keep))
+        o = col(exp.column(arg.name))
+        typ = o.type
+        if func in ("sum", "avg", "min", "max") and typ not in ("int", "float", "numeric", "int4"):
+            if not (func in ("min", "max") and typ == "text"):
+                raise Refusal("42883", f"{func}() of a {typ} column is not available.")
+        out_type = {
+            "count": "int",
+            "sum": "numeric" if typ == "int" else typ,
+            "avg": "float" if typ == "float" else "numeric",
+        }.get(func, typ)
+        return Output(func, "expr", -1, output_type(out_type), ("over_rows", func, as_tree(o), keep))
+
+    def reads_derived(sub: exp.Subquery) -> bool:
+        q = sub.this
+        f = q.args.get("from_") if isinstance(q, exp.Select) else None
+        return f is not None and isinstance(f.this, exp.Subquery) and f.this.this == derived
+
     def tree(node: exp.Expression) -> tuple[Tree, str | None]:
         """(resolved tree, type) of an outer expression over the inner's output columns."""
         placeholder: dict[str, Output] = {}
         probe = node.copy()
+        for sub in [s for s in probe.find_all(exp.Subquery) if reads_derived(s)]:
+            tag = f"__dp{len(placeholder)}"
+            placeholder[tag] = over_rows(sub)
+            sub.replace(exp.column(tag))
         for c in list(probe.find_all(exp.Column)):
+            if c.name in placeholder:
+                continue
             o = col(c)
             tag = f"__dp{len(placeholder)}"
             placeholder[tag] = o
@@ -425,6 +509,8 @@ def apply_outer(plan: Plan, outer: exp.Select, ctx: Ctx) -> Plan:
         outs.append(Output(name or postprocess.name(node), "expr", -1, output_type(typ), t))
     keep = plan.row_filter
     w = outer.args.get("where")
+    if w is not None and w.find(exp.Window) is not None:
+        raise Refusal("42P20", "window functions are not allowed in WHERE", hint=postprocess.WINDOW_HINT)
     if w is not None:
         f, _ = tree(w.this)
         keep = f if keep is None else ("op", "and", keep, f)

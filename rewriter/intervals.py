@@ -29,6 +29,7 @@ from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .scope import Ctx
+from .unit import chosen
 from .values import clamp_case, to_node
 
 __all__ = ["Arith", "arith_argument", "wanted"]
@@ -123,6 +124,7 @@ def _check(node: exp.Expression, ctx: Ctx, func: str) -> _V:
                 f"{func.upper()} of an expression needs numeric columns; {name} is {spec.type}.",
                 hint=HINT,
             )
+        chosen(name, spec)
         if not spec.bounded:
             raise Refusal(
                 DENIED,

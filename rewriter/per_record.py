@@ -2,12 +2,15 @@
 
 A table with a ``privacy`` policy answers
 
-    SELECT [group keys,] COUNT(*) | COUNT(col) | SUM(col) [, …] | MAX(col) | MIN(col)
+    SELECT [group keys,] COUNT(*) | COUNT(col) | SUM(col) | MAX(col) | MIN(col) [, …]
     FROM t [WHERE row predicate] [GROUP BY keys with a public domain] [ORDER BY …] [LIMIT …]
 
 through ONE backend scan grouped by the group keys and the record's privacy level
 (and its log2 value bucket where the framework sum needs it); MAX/MIN add one
 second round trip once each cell's level ℓ is known (per-record spec §12.2-12.4).
+Several aggregates (``PrPlan.parts``, each at an equal share of ε) run their scans as one
+tagged statement (:func:`parts_scan_sql`) and their MAX/MIN second rounds as one more
+(:func:`parts_values_sql`).
 
 Validation is the central rewriter's: the statement is planned by
 :func:`rewriter.build_plan` with MAX/MIN read as SUM (same argument rules: a
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import sqlglot
 from sqlglot import exp
@@ -46,7 +49,7 @@ from .emit import from_postgres, text_dialect
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .per_record_sql import PrivacySql, bucket_sql, clamp_sql, level_sql, privacy_sql, sql_double
-from .plan import GroupKey, Plan, source_relation
+from .plan import Aggregate, GroupKey, Plan, source_relation
 from .scope import Ctx, T
 from .values import to_node
 
@@ -55,6 +58,8 @@ __all__ = [
     "PrPlan",
     "build_pr_plan",
     "check_expression",
+    "parts_scan_sql",
+    "parts_values_sql",
     "pr_param_types",
     "scan_sql",
     "values_sql",
@@ -64,7 +69,7 @@ _FLOAT_GUARD = float(2**53)  # |x| beyond this (and NaN, ±inf) is treated as NU
 
 ALLOWED = (
     "Allowed on a per-record DP table: SELECT [group columns,] COUNT(*), COUNT(col), "
-    "SUM(col) (several: the ε is split among them), or one MAX(col) or MIN(col) FROM the table [WHERE row predicate] [GROUP BY columns "
+    "SUM(col), MAX(col), MIN(col) (several: the ε is split among them) FROM the table [WHERE row predicate] [GROUP BY columns "
     "with a declared domain] [ORDER BY outputs] [LIMIT n]."
 )
 
@@ -160,6 +165,9 @@ class PrPlan:
         return f"{self.func}({self.column or '*'})"
 
     def canonical(self) -> str:
+        if self.parts:  # MAX(x), MIN(x) and SUM(x) read one plan aggregate each: name them
+            labels = ",".join(f"{f}({c or '*'})" for f, c in self.parts)
+            return f"per_record:{labels};{self.plan.canonical()}"
         return f"per_record:{self.label};{self.plan.canonical()}"
 
     @property
@@ -248,12 +256,7 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list[Any] | None
             "SUM(col), COUNT(col) (one statement: the ε is split between them) and divide.",
         )
     if extreme and (len(set(found)) > 1 or len(plan.aggregates) != 1):
-        raise _refuse(
-            UNSUPPORTED,
-            f"MAX and MIN are answered alone on per-record table {plan.table} "
-            "(their release has two rounds); ask for the other aggregates in a separate "
-            "statement.",
-        )
+        return _with_extremes(expr, plan, table, found)
     if len(plan.aggregates) > 1:  # COUNT/SUM together: the tier's ε split among them
         parts: list[tuple[Func, str | None]] = []
         for a in plan.aggregates:
@@ -308,6 +311,72 @@ def build_pr_plan(expr: exp.Expression, config: Config, params: list[Any] | None
                 "[0, value_bound].",
             )
     return PrPlan(plan, func, col)
+
+
+def orders_by_aggregate(expr: exp.Expression) -> bool:
+    """Whether the statement's ORDER BY spells an aggregate (not an output's position or name):
+    with MAX/MIN read as SUM, ``ORDER BY MIN(x)`` would match a ``MAX(x)`` output."""
+    order = expr.args.get("order") if isinstance(expr, exp.Select) else None
+    return order is not None and order.find(exp.AggFunc, exp.WithinGroup) is not None
+
+
+def _with_extremes(
+    expr: exp.Expression, plan: Plan, table: Table, found: list[tuple[str, str | None]]
+) -> PrPlan:
+    """MAX/MIN beside other aggregates (or MAX and MIN together): one part per distinct
+    (aggregate, column), each filling its own plan aggregate (MAX/MIN were planned as SUM, so
+    ``MAX(x)``, ``MIN(x)`` and ``SUM(x)`` would otherwise share one); the select list's
+    aggregates are read in order from ``found``."""
+    outs = [o for o in plan.outputs if o.source == "aggregate"]
+    if len(outs) != len(found):
+        raise _refuse(
+            UNSUPPORTED,
+            f"on per-record table {plan.table}, each select-list item is a group column or one "
+            "aggregate of a declared column.",
+        )
+    aggs: list[Aggregate] = []
+    parts: list[tuple[Func, str | None]] = []
+    seen: dict[tuple[str, str | None], int] = {}
+    if orders_by_aggregate(expr) or any(item.tree is not None for item in plan.order_by):
+        raise _refuse(
+            UNSUPPORTED,
+            "with MAX/MIN beside other aggregates, ORDER BY names an output by its position or name.",
+        )
+    outputs = []
+    asked = iter(found)
+    for o in plan.outputs:
+        if o.source != "aggregate":
+            outputs.append(o)
+            continue
+        func, _ = next(asked)
+        a = plan.aggregates[o.index]
+        if func not in ("count", "sum", "max", "min"):
+            raise _refuse(
+                UNSUPPORTED,
+                f"{a.label.upper()} is not available on per-record table {plan.table}; ask for "
+                "COUNT(*), COUNT(col), SUM(col), MAX(col) or MIN(col).",
+            )
+        if a.column is not None and a.column not in table.columns:
+            raise _refuse(
+                UNSUPPORTED,
+                f"{func.upper()} of an expression is answered on central tables; on per-record "
+                f"table {plan.table} aggregate a declared column.",
+            )
+        if func != "count" and (a.column is None or _may_be_negative(table.columns[a.column].lower)):
+            raise _refuse(
+                UNSUPPORTED,
+                f"{func.upper()}({a.column}) is not available on per-record table {plan.table}: "
+                f"{a.column} may be negative and the per-record mechanisms take values in "
+                "[0, value_bound].",
+            )
+        key = (func, a.column)
+        if key not in seen:
+            seen[key] = len(aggs)
+            aggs.append(a)
+            parts.append((cast(Func, func), a.column))
+        outputs.append(dataclasses.replace(o, index=seen[key]))
+    full = dataclasses.replace(plan, aggregates=tuple(aggs), outputs=tuple(outputs))
+    return PrPlan(full, parts[0][0], parts[0][1], tuple(parts))
 
 
 def _may_be_negative(lower: float | str | None) -> bool:
@@ -419,6 +488,60 @@ def scan_sql(
     grp = ", ".join([*p.keys, "lvl", *(["b"] if buckets else [])])
     agg = "COUNT(*) AS cnt" + (", SUM(v) AS sm" if with_sum or buckets else "")
     return from_postgres(f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}", dialect)
+
+
+def parts_scan_sql(
+    parts: list[tuple[PrPlan, bool, bool]], pol: PolicySql, config: Config, dialect: str
+) -> str:
+    """Several aggregates' level scans (each ``(part, buckets, with_sum)`` as :func:`scan_sql`
+    writes it) as ONE backend statement, tagged::
+
+        SELECT i AS part, k.., lvl, b, cnt, sm FROM (<scan i>) AS p_i(k.., lvl[, b], cnt[, sm])
+        UNION ALL …
+
+    Rows: (part, k_1…k_n, lvl, b, cnt, sm), b and sm NULL where the part has none. The parts
+    with a sum come first, so sm takes their type (b is always cast)."""
+    text = _text_dialect(dialect)
+    order = sorted(range(len(parts)), key=lambda i: not (parts[i][1] or parts[i][2]))
+    branches = []
+    for i in order:
+        prp, buckets, with_sum = parts[i]
+        p = _parts(prp, pol, config, text, buckets)
+        grp = ", ".join([*p.keys, "lvl", *(["b"] if buckets else [])])
+        agg = "COUNT(*) AS cnt" + (", SUM(v) AS sm" if with_sum or buckets else "")
+        inner = f"{p.ctes} SELECT {grp}, {agg} FROM pr_u GROUP BY {grp}"
+        has_sum = with_sum or buckets
+        cols = ", ".join([*p.keys, "lvl", *(["b"] if buckets else []), "cnt", *(["sm"] if has_sum else [])])
+        a = f"p{i}"
+        sel = ", ".join(
+            [
+                f"CAST({i} AS BIGINT) AS part",
+                *[f"{a}.{k}" for k in p.keys],
+                f"{a}.lvl",
+                f"CAST({a}.b AS BIGINT) AS b" if buckets else "CAST(NULL AS BIGINT) AS b",
+                f"{a}.cnt",
+                f"{a}.sm" if has_sum else "NULL AS sm",
+            ]
+        )
+        branches.append(f"SELECT {sel} FROM ({inner}) AS {a}({cols})")
+    return from_postgres(" UNION ALL ".join(branches), dialect)
+
+
+def parts_values_sql(
+    parts: list[tuple[PrPlan, dict[tuple[Any, ...], int]]], pol: PolicySql, config: Config, dialect: str
+) -> str:
+    """MAX/MIN round 2 of several parts as ONE statement (each ``(part, ℓ per cell)`` as
+    :func:`values_sql` writes it), tagged: rows (part, k_1…k_n, v, cnt)."""
+    n = len(parts[0][0].plan.group_by)
+    keys = [f"k{j + 1}" for j in range(n)]
+    branches = []
+    for i, (prp, ells) in enumerate(parts):
+        inner = values_sql(prp, pol, config, _text_dialect(dialect), ells)  # spelled once, below
+        cols = ", ".join([*keys, "v", "cnt"])
+        a = f"w{i}"
+        sel = ", ".join([f"CAST({i} AS BIGINT) AS part", *[f"{a}.{k}" for k in keys], f"{a}.v", f"{a}.cnt"])
+        branches.append(f"SELECT {sel} FROM ({inner}) AS {a}({cols})")
+    return from_postgres(" UNION ALL ".join(branches), dialect)
 
 
 def _text_dialect(dialect: str) -> str:

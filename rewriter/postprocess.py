@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from sqlglot import exp
 
-from . import keys, predicate
+from . import keys, predicate, stats
 from .aggregates import add_aggregate as add_select_aggregate
 from .aggregates import aggregate, measure_index, post_steps, post_type
 from .args import ALLOWED, understood
@@ -292,6 +292,7 @@ _WINDOW_FUNCS = {
     exp.Lead: "lead",
     exp.FirstValue: "first_value",
     exp.LastValue: "last_value",
+    exp.NthValue: "nth_value",
     exp.Sum: "sum",
     exp.Avg: "avg",
     exp.Count: "count",
@@ -308,6 +309,69 @@ WINDOW_HINT = (
 )
 
 
+def named_windows(tree: exp.Expression) -> None:
+    """Replace each ``OVER w`` / ``OVER (w ORDER BY …)`` by the window the statement's
+    ``WINDOW w AS (…)`` clause defines, and drop the clause (in place), with Postgres's rules:
+    a window named is defined in the same SELECT; one that copies another keeps its
+    PARTITION BY, may add an ORDER BY only where the copied one has none, and copies no
+    frame."""
+    for select in list(tree.find_all(exp.Select)):
+        defs = select.args.get("windows") or []
+        named: dict[str, exp.Window] = {}
+        for d in defs:
+            name = d.this.name if isinstance(d.this, exp.Identifier) else None
+            if name is None:
+                raise Refusal(UNSUPPORTED, "a WINDOW clause entry must be a name AS (…).", hint=WINDOW_HINT)
+            if name in named:
+                raise Refusal("42P20", f'window "{name}" is already defined')
+            named[name] = _copied(d, named, name)
+        for w in select.find_all(exp.Window):
+            ref = w.args.get("alias")
+            if ref is None or isinstance(w.this, exp.Identifier) or any(w is d for d in defs):
+                continue
+            if w.find_ancestor(exp.Select) is not select:
+                continue
+            base = named.get(ref.name)
+            if base is None:
+                raise Refusal("42704", f'window "{ref.name}" does not exist')
+            merged = _copied(w, named, ref.name, base)
+            w.set("alias", None)
+            for key in ("partition_by", "order", "spec"):
+                w.set(key, merged.args.get(key))
+        select.set("windows", None)
+
+
+def _copied(
+    w: exp.Window, named: dict[str, exp.Window], name: str, base: exp.Window | None = None
+) -> exp.Window:
+    """The window ``w`` with the named window it copies (``base``, or its own ``alias``)
+    merged in: PARTITION BY from the copied one, ORDER BY from either (not both), the frame
+    its own only."""
+    if base is None:
+        ref = w.args.get("alias")
+        if ref is None:
+            return w
+        base = named.get(ref.name)
+        if base is None:
+            raise Refusal("42704", f'window "{ref.name}" does not exist')
+    ref_name = w.args["alias"].name
+    if w.args.get("partition_by"):
+        raise Refusal("42P20", f'cannot override PARTITION BY clause of window "{ref_name}"')
+    if w.args.get("order") is not None and base.args.get("order") is not None:
+        raise Refusal("42P20", f'cannot override ORDER BY clause of window "{ref_name}"')
+    if base.args.get("spec") is not None and (
+        w.args.get("order") is not None or w.args.get("spec") is not None
+    ):
+        raise Refusal("42P20", f'cannot copy window "{ref_name}" because it has a frame clause')
+    out = w.copy()
+    out.set("partition_by", [p.copy() for p in base.args.get("partition_by") or []] or None)
+    order = w.args.get("order") if w.args.get("order") is not None else base.args.get("order")
+    out.set("order", order.copy() if order is not None else None)
+    spec = w.args.get("spec") if w.args.get("spec") is not None else base.args.get("spec")
+    out.set("spec", spec.copy() if spec is not None else None)
+    return out
+
+
 def _offset(node: object, what: str) -> int:
     """A frame offset, LAG/LEAD offset or NTILE count: a non-negative integer constant."""
     if isinstance(node, exp.Literal) and node.is_int:
@@ -315,34 +379,54 @@ def _offset(node: object, what: str) -> int:
     raise Refusal(UNSUPPORTED, f"{what} must be an integer constant here.", hint=WINDOW_HINT)
 
 
-def _bound(value: object, side: object, what: str) -> tuple[Any, ...]:
+def _range_offset(node: object) -> int | Decimal:
+    """A RANGE frame offset: a non-negative number constant (the distance in the ORDER BY
+    key's units)."""
+    neg = isinstance(node, exp.Neg)
+    lit = node.this if isinstance(node, exp.Neg) else node
+    if isinstance(lit, exp.Literal) and not lit.is_string:
+        v = int(lit.this) if lit.is_int else Decimal(lit.this)
+        if neg and v != 0:
+            raise Refusal("22013", "invalid preceding or following size in window function")
+        return v
+    raise Refusal(
+        UNSUPPORTED,
+        "a RANGE frame offset must be a number constant here (an interval over a date key is not "
+        "supported: use ROWS or GROUPS).",
+        hint=WINDOW_HINT,
+    )
+
+
+def _bound(value: object, side: object, what: str, mode: str = "rows") -> tuple[Any, ...]:
     """One end of a frame: ("unbounded", side) / ("current",) / (side, n)."""
     if isinstance(value, str) and value.upper() == "UNBOUNDED":
         return ("unbounded", str(side).lower())
     if isinstance(value, str) and value.upper() == "CURRENT ROW":
         return ("current",)
-    n = _offset(value, f"the frame {what} offset")
+    n = _range_offset(value) if mode == "range" else _offset(value, f"the frame {what} offset")
     return (str(side).lower(), n)
 
 
-def _frame(spec: exp.Expression | None, has_order: bool) -> Tree | None:
+def _frame(spec: exp.Expression | None, order_items: int) -> Tree | None:
     """(mode, start, end) of a window's frame; None for the default (RANGE UNBOUNDED
-    PRECEDING to CURRENT ROW, which with no ORDER BY is the whole partition)."""
+    PRECEDING to CURRENT ROW, which with no ORDER BY is the whole partition). A RANGE
+    offset is a distance along the one ORDER BY key (Postgres: exactly one, numeric here)."""
     if spec is None:
         return None
+    has_order = order_items > 0
     understood(spec, frozenset({"kind", "start", "start_side", "end", "end_side"}))
     mode = str(spec.args.get("kind") or "").lower()
     if mode not in ("rows", "range", "groups"):
         raise Refusal(UNSUPPORTED, f"window frame {mode.upper()} is not supported.", hint=WINDOW_HINT)
-    start = _bound(spec.args.get("start"), spec.args.get("start_side"), "start")
+    start = _bound(spec.args.get("start"), spec.args.get("start_side"), "start", mode)
     end_value = spec.args.get("end")
-    end = ("current",) if end_value is None else _bound(end_value, spec.args.get("end_side"), "end")
-    if mode == "range" and (start[0] in ("preceding", "following") or end[0] in ("preceding", "following")):
-        raise Refusal(
-            UNSUPPORTED,
-            "RANGE with an offset is not supported over released cells; use ROWS or GROUPS.",
-            hint=WINDOW_HINT,
-        )
+    end = ("current",) if end_value is None else _bound(end_value, spec.args.get("end_side"), "end", mode)
+    if (
+        mode == "range"
+        and (start[0] in ("preceding", "following") or end[0] in ("preceding", "following"))
+        and order_items != 1
+    ):
+        raise Refusal("42P20", "RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column")
     if mode == "groups" and not has_order:
         raise Refusal("42P20", "GROUPS mode requires an ORDER BY clause")
     if start == ("unbounded", "following"):
@@ -391,6 +475,12 @@ def window(node: exp.Window, ctx: Ctx) -> Tree:
         if n <= 0:
             raise Refusal("22014", "argument of ntile must be greater than zero")
         args = (("lit", n, "int"),)
+    elif fn == "nth_value":
+        understood(head, frozenset({"this", "offset"}))
+        n = _offset(head.args.get("offset"), "the NTH_VALUE position")
+        if n <= 0:
+            raise Refusal("22016", "argument of nth_value must be greater than zero")
+        args = (_input(head.this, ctx), ("lit", n, "int"))
     elif fn in ("lag", "lead"):
         understood(head, frozenset({"this", "offset", "default"}))
         off = head.args.get("offset")
@@ -418,7 +508,7 @@ def window(node: exp.Window, ctx: Ctx) -> Tree:
             nf = it.args.get("nulls_first")
             items.append((_input(it.this, ctx), desc, desc if nf is None else bool(nf)))
         order = tuple(items)
-    return ("window", fn, args, part, order, _frame(node.args.get("spec"), bool(order)))
+    return ("window", fn, args, part, order, _frame(node.args.get("spec"), len(order)))
 
 
 def _resolve_window(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None]:
@@ -437,7 +527,28 @@ def _resolve_window(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None
 
     rargs = [resolve(a, agg, raw_key) for a in args]
     rpart = tuple(resolve(p, agg, raw_key)[0] for p in part)
-    rorder = tuple((resolve(x, agg, raw_key)[0], desc, nf) for x, desc, nf in order)
+    rorder_typed = [(resolve(x, agg, raw_key), desc, nf) for x, desc, nf in order]
+    rorder = tuple((x, desc, nf) for (x, _), desc, nf in rorder_typed)
+    if (
+        frame is not None
+        and frame[0] == "range"
+        and any(b[0] in ("preceding", "following") for b in frame[1:])
+    ):
+        kt = rorder_typed[0][0][1]
+        if kt in ("int", "int4") and any(isinstance(b[1], Decimal) for b in frame[1:] if len(b) == 2):
+            raise Refusal(
+                UNSUPPORTED,
+                f"RANGE with offset PRECEDING/FOLLOWING is not supported for column type "
+                f"{'bigint' if kt == 'int' else 'integer'} and offset type numeric",
+                hint="Cast the offset value to an appropriate type.",
+            )
+        if kt not in _NUM:
+            raise Refusal(
+                UNSUPPORTED,
+                f"a RANGE offset over an ORDER BY key of type {kt} is not supported over released "
+                "cells (a number key is); use ROWS or GROUPS.",
+                hint=WINDOW_HINT,
+            )
     trees = tuple(a for a, _ in rargs)
     types = [ty for _, ty in rargs]
     typ: str | None
@@ -638,7 +749,7 @@ def add_aggregate(
         if agg not in aggs:
             aggs.append(agg)
         return aggs.index(agg), "int"
-    if func not in ("count", "sum", "avg"):
+    if func not in ("count", "sum", "avg", "count_distinct", *stats.VARIANCE_FUNCS):
         same = next(
             (i for i, a in enumerate(aggs) if a.func == func and a.column == col and a.filter is None), None
         )

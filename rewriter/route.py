@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokenizer_core import Token
 
-from . import joins
+from . import joins, lookup, scalar
 from .copy import COPY_HINT, CopyOut, copy_statement
 from .errors import FEATURE_NOT_SUPPORTED, INSUFFICIENT_PRIVILEGE, SYNTAX_ERROR, Refusal
 from .lru import LRU
@@ -57,6 +57,8 @@ class Route:
     error: Refusal | None = None  # for ``unparsed``: the parser's refusal
     copy: CopyOut | None = None  # for ``copy``: the query (``body``) and the output format
     planner: Planner = "central"
+    scalars: bool = False  # holds scalar subqueries: released first, then bound (:mod:`rewriter.scalar`)
+    lookup: bool = False  # a public table looked up by a release's keys (:mod:`rewriter.lookup`)
 
 
 def route(sql: str, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
@@ -101,6 +103,13 @@ def parse_route(
 def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
+    if isinstance(tree, exp.Query) and scalar.has_scalars(tree):
+        with_scalars = _with_scalars(tree, tables, catalog_relations)
+        if with_scalars is not None:
+            return with_scalars
+    if isinstance(tables, Mapping) and (found := lookup.split(tree, tables)) is not None:
+        released = classify(parse(found.released), tables, catalog_relations)
+        return Route("dp", released.table, planner=released.planner, lookup=True)
     declared, views, catalog = set(), set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     semi = _semijoined(tree)
@@ -167,6 +176,33 @@ def _semijoined(tree: exp.Expression) -> set[int]:
         s if isinstance(s, exp.Exists) else s.args.get("query") for s in tree.find_all(exp.Exists, exp.In)
     ]
     return {id(n) for s in subs if isinstance(s, exp.Expression) for n in s.walk()}
+
+
+def _with_scalars(tree: exp.Expression, tables: Tables, catalog_relations: Names) -> Route | None:
+    """The route of a statement holding scalar subqueries that read declared tables: each is
+    routed as the statement of its own it is released as, and the statement around them with
+    a constant in their place (as it is planned once their values are released). None when no
+    part reads a declared table (the catalog's or the views' statement: routed as a whole)."""
+    outer = tree.copy()
+    found = scalar.find(outer)
+    if not any(
+        t.name in tables and t.text("db") in ("", "public") for n in found for t in n.find_all(exp.Table)
+    ):
+        return None
+    inner = [classify(parse(scalar.statement(outer, n)), tables, catalog_relations) for n in found]
+    scalar.bind(outer, found, [exp.Null() for _ in found])
+    around = classify(outer, tables, catalog_relations)
+    if any(r.kind not in ("dp", "public") or r.catalog for r in (*inner, around)) and any(
+        r.table is not None for r in (*inner, around)
+    ):
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            "a statement reads either declared tables or the catalog "
+            "and dpgate's views, not both; run them as separate statements.",
+            hint=None,
+        )
+    table = around.table if around.table is not None else next((r.table for r in inner if r.table), None)
+    return Route("dp", table, planner=around.planner, scalars=True)
 
 
 def _is_public(tables: Tables, name: str) -> bool:

@@ -60,6 +60,7 @@ from typing import Any
 from sqlglot import exp
 
 from . import params
+from .errors import Refusal
 from .plan import GroupKey, Measure, Plan, UnitBounds
 
 __all__ = [
@@ -67,6 +68,8 @@ __all__ = [
     "SALT_PARAM",
     "UnitBounds",
     "aggregatable",
+    "caps",
+    "chosen",
     "factor",
     "kept_rows",
     "per_unit_scan",
@@ -91,6 +94,39 @@ def salted(sql: str, salt: str, dialect: str, names: frozenset[str]) -> str:
     if salt and not all(c in "0123456789abcdef" for c in salt):
         raise ValueError("the unit salt is lower-case hex")
     return params.bound(sql, {params.key(SALT_PARAM, dialect): salt}) if SALT_PARAM in names else sql
+
+
+NOT_CHOSEN = "55000"  # object_not_in_prerequisite_state: a bound written "auto" not chosen yet
+
+
+def caps(name: str, table: Any) -> tuple[int, int]:
+    """``(max_groups_per_unit, max_rows_per_unit)`` of the declared table ``name``. A bound
+    written ``"auto"`` is an integer once dpgate has chosen it (the service resolves the config
+    per data version); one still ``"auto"`` could not be chosen, and the statement is refused."""
+    g, r = table.max_groups_per_unit, table.max_rows_per_unit
+    for field, v in (("max_groups_per_unit", g), ("max_rows_per_unit", r)):
+        if not isinstance(v, int):
+            raise Refusal(
+                NOT_CHOSEN,
+                f'{name}.{field} = "auto" could not be chosen for this data version '
+                "(the proxy's log says why); nothing was charged.",
+                hint=f"Write {field} = <an integer> for table {name} in the config, or raise "
+                "[auto_bounds] budget.",
+            )
+    return g, r
+
+
+def chosen(column: str, spec: Any) -> None:
+    """Refuse (55000) a column whose ``lower``/``upper`` is still ``"auto"``: dpgate could not
+    choose it for this data version (:func:`caps` says the same of a contribution bound)."""
+    if getattr(spec, "auto_bounds", False):
+        raise Refusal(
+            NOT_CHOSEN,
+            f'the bounds of column {column} (lower/upper = "auto") could not be chosen for this '
+            "data version (the proxy's log says why); nothing was charged.",
+            hint=f"Write lower = <a number> and upper = <a number> for column {column} in the "
+            "config, or raise [auto_bounds] budget.",
+        )
 
 
 def factor(plan: Plan) -> int:

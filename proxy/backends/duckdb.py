@@ -511,11 +511,40 @@ class DuckDBBackend(Backend):
             self._con.close()
 
     async def describe(self, source: str) -> dict[str, str] | None:
+        """The source's columns, after running it with ``LIMIT 0`` as a scan would (not only
+        binding it); a file glob whose files differ in schema is an error naming the first two
+        (DuckDB reads a glob's schema from its first file and fails at the first that differs,
+        mid-scan)."""
         try:
             rows = self.query(f"DESCRIBE SELECT * FROM {source} LIMIT 0")
+            self.query(f"SELECT * FROM {source} LIMIT 0")
         except duckdb.CatalogException:
             return None
+        self._one_schema_per_glob(source)
         return {r[0].lower(): str(r[1]) for r in rows}
+
+    def _one_schema_per_glob(self, source: str) -> None:
+        rel = sqlglot.parse_one(f"SELECT * FROM {source}", read=self.dialect).find(exp.Table)
+        fn = rel.this if rel is not None else None
+        if not isinstance(fn, (exp.ReadParquet, exp.ReadCSV)):
+            return
+        arg = fn.this if isinstance(fn, exp.ReadCSV) else (fn.expressions or [None])[0]
+        if not (isinstance(arg, exp.Literal) and arg.is_string and re.search(r"[*?\[]", arg.this)):
+            return
+        reader = "read_parquet" if isinstance(fn, exp.ReadParquet) else "read_csv"
+        first: tuple[str, str] | None = None
+        for (path,) in self.query("SELECT file FROM glob(?) ORDER BY file", [arg.this]):
+            lit = "'" + path.replace("'", "''") + "'"
+            cols = self.query(f"DESCRIBE SELECT * FROM {reader}({lit}) LIMIT 0")
+            schema = "(" + ", ".join(f"{r[0]} {r[1]}" for r in cols) + ")"
+            if first is None:
+                first = (path, schema)
+            elif schema != first[1]:
+                raise BackendError(
+                    "42804",
+                    f"the files of {arg.this} differ in schema: {first[0]} has {first[1]}, {path} has "
+                    f"{schema}; declare one table per schema (dpgate init reads a glob so)",
+                )
 
     async def privilege_problems(self, config) -> list[str]:
         """Whether file access is confined to the sources' directories (:meth:`confine`)."""

@@ -32,6 +32,11 @@ def cmd_check(args) -> int:
             local_guarantees(cfg)
         except ValueError as e:
             raise ConfigError(f"{args.file}: {e}") from None
+    if (auto := _auto_bounds(cfg)) is not None:
+        line, fits = auto
+        print(f"dpgate: {line}", file=sys.stdout if fits else sys.stderr)
+        if not fits:
+            return 2
     if args.backend:
         problems = asyncio.run(_check_backend(cfg, args))
         for line in problems:
@@ -45,6 +50,31 @@ def cmd_check(args) -> int:
         + (", matches the backend's schema)" if args.backend else ")")
     )
     return 0
+
+
+def _auto_bounds(cfg: Config) -> tuple[str, bool] | None:
+    """What the bounds written "auto" will cost the owner's [auto_bounds] budget at each data
+    version (one ε-DP choice per field and side), and whether they all fit (None: none)."""
+    n = sum(
+        sum(getattr(t, f) == "auto" for f in ("max_rows_per_unit", "max_groups_per_unit"))
+        + sum((c.lower == "auto") + (c.upper == "auto") for c in t.columns.values())
+        for t in cfg.tables.values()
+    )
+    if not n:
+        return None
+    ab = cfg.auto_bounds
+    fit = round(ab.budget * 1e9) // round(ab.epsilon * 1e9)  # the ledger's nano-ε integers
+    line = (
+        f'{n} bound(s) written "auto": chosen at start, ε {ab.epsilon:g} each, {n * ab.epsilon:g} of the '
+        f"[auto_bounds] budget {ab.budget:g} per data version"
+    )
+    if fit >= n:
+        return line, True
+    return (
+        line + f"; only {fit} fit: statements needing the others are refused (55000) — raise "
+        f"[auto_bounds] budget to {n * ab.epsilon:g} or write those bounds",
+        False,
+    )
 
 
 async def _check_backend(cfg: Config, args) -> list[str]:

@@ -8,7 +8,7 @@ dpgate data-version [--advance]    show / advance the data version (new releases
 dpgate budget [--role R]           spent and remaining budget per role
 dpgate coalition                   per multi-tier query: coalition loss (max ε) vs Σε
 dpgate check-config [--backend] FILE  validate a config file (--backend: against the
-                                   backend's schema: relations, columns, types)
+                                   backend: each source run with LIMIT 0, columns, types)
 dpgate ledger check                the ledger's integrity and identity (exit 0 / 1, one line)
 dpgate ledger init --i-know        a new ledger identity (after a lost ledger: start afresh)
 dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
@@ -16,6 +16,8 @@ dpgate ldp-load --table T FILE.csv perturb raw rows into a local table's reports
 dpgate ldp-perturb --table T RAW.csv  producer side: raw CSV -> reports CSV (no server)
 dpgate config-reference [--markdown]  every config key: type, default, description
 dpgate init DATA.duckdb | FILES.parquet/csv | --dsn DSN   a commented config from the data
+             [--privacy-unit TABLE[.COLUMN]]   the table of the people: units, references,
+                                   public lookup tables, DP bounds and contribution limits
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import sys
 import types
 import typing
 from pathlib import Path
+from types import SimpleNamespace
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -35,6 +36,11 @@ def _model_of(ann) -> type[BaseModel] | None:
 
 def _type_name(ann) -> str:
     origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:  # a constrained member of a union: `integer (>= 1) | "auto"`
+        cons = _constraints(
+            SimpleNamespace(metadata=[m for a in args[1:] for m in getattr(a, "metadata", [a])])
+        )
+        return _type_name(args[0]) + (f" ({cons})" if cons else "")
     if origin is typing.Literal:
         return " | ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in args)
     if origin in (typing.Union, types.UnionType):

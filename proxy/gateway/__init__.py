@@ -14,6 +14,7 @@ import os
 import sqlite3
 import ssl
 import threading
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,7 @@ from rewriter.template import Templates
 
 from ..backends import kind_of, open_backend
 from ..catalog import PG_RELATIONS, Catalog
+from ..pipeline.auto_bounds import Resolved, needed, resolve
 from ..pipeline.lane import LaneClient, heavy_plan
 from ..pipeline.lookup_domains import LookupAnswers
 from ..pipeline.noise import NoiseReservoir
@@ -45,6 +47,10 @@ from .tls import server_context
 PLAN_LOOKUPS = 1024
 """Plans whose key domains public lookup tables gave, kept (by text and data version)."""
 
+BOUNDS_CHECK_S = 1.0
+"""How often (at most) a statement reads the ledger's data version to see whether bounds
+written "auto" must be chosen again (a new data version: ``dpgate data-version --advance``)."""
+
 INLINE_PARSE = 1024
 """Statements up to this many characters are routed on the event loop (and planned from the
 plan templates; a plan not in the cache is made on a worker thread: ``plan_async``)."""
@@ -54,7 +60,11 @@ class Gateway:
     """Everything the connections share. ``await start()`` opens the backend."""
 
     def __init__(self, config: Config, state_dir: Path | None = None, *, backend=None, source=None):
-        self.config = config
+        self.config = config  # as served: bounds written "auto" replaced by the chosen ones (start)
+        self.declared = config  # as written
+        self.bounds: Resolved | None = None  # the chosen bounds (None: the config has no "auto")
+        self._bounds_checked = 0.0
+        self._bounds_lock: asyncio.Lock | None = None
         prepare_mechanisms(config)  # AVG/SUM/COUNT set-up tables, once, before any statement
         self.state_dir = Path(state_dir or config.server.state_dir or default_state_dir())
         try:  # a state dir that cannot be written (full, read-only): one line, 53100
@@ -180,8 +190,42 @@ class Gateway:
         """Opens the backend, with the interpreter tuned for serving (:mod:`.runtime`)."""
         set_switch_interval()
         await self.backend.connect()
+        if needed(self.declared):  # bounds written "auto": chosen (or read back) before serving
+            self._bounds_lock = asyncio.Lock()
+            await self._choose_bounds()
         settle_gc()  # what exists now is frozen; full collections run off the loop
         self._gc_check = asyncio.get_running_loop().create_task(collect_when_due())
+
+    async def current_bounds(self) -> None:
+        """Before a statement: when the config writes bounds "auto" and the data version has
+        moved on since they were chosen (read at most every ``BOUNDS_CHECK_S``), choose them for
+        the new version (:mod:`proxy.pipeline.auto_bounds`) and serve the config resolved with
+        them."""
+        if self.bounds is None or self._bounds_lock is None:
+            return
+        now = time.monotonic()
+        if now - self._bounds_checked < BOUNDS_CHECK_S:
+            return
+        self._bounds_checked = now
+        dv = await self.ledger_read(self.ledger.data_version)
+        if dv == self.bounds.data_version:
+            return
+        async with self._bounds_lock:
+            if self.bounds.data_version != dv:
+                await self._choose_bounds()
+
+    async def _choose_bounds(self) -> None:
+        r = await resolve(self, self.declared, self.source)
+        await asyncio.to_thread(prepare_mechanisms, r.config)
+        catalog = await asyncio.to_thread(
+            Catalog, r.config, database=r.config.server.database, views=catalog_views()
+        )
+        self.config, self.catalog, self.bounds = r.config, catalog, r
+        self._shapes = Routes(r.config.tables, self._catalog_names)
+        self._caches = StatementCaches()  # plans made with the bounds before
+        with self._template_lock:
+            self._templates = Templates()
+        self._bounds_checked = time.monotonic()
 
     async def close(self) -> None:
         task = getattr(self, "_gc_check", None)

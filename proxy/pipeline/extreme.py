@@ -13,7 +13,18 @@ also carries each key's distinct units and drops the keys below the selection's 
 other δ/2k; the value of each released key is then drawn at the other ε/2, divided by the
 unit's factor. The selection's output is DP, so the values over it compose sequentially:
 (ε/2, δ) + ε/2 = (ε, δ) per unit. δ is reserved with ε, in the same ledger charge (``Prepared.delta``,
-:func:`.kind.run`); a tier with δ = 0 is refused with the bin hint, as for partitions."""
+:func:`.kind.run`); a tier with δ = 0 is refused with the bin hint, as for partitions.
+
+Several MAX/MIN/percentiles in one statement, or beside COUNT/SUM/AVG/… (a joint plan,
+:mod:`rewriter.extreme`): one backend statement reads each column's histogram and the cells;
+the tier's ε is split into equal shares (:func:`joint_setup`: sequential composition) — one per
+MAX/MIN, per percentile of a column with fewer than ``TREE_MIN`` of them, ⌈log2(k + 1)⌉ for a
+column's k ≥ ``TREE_MIN`` percentiles drawn together by recursive splitting
+(:class:`mechanisms.quantile.RecursiveQuantiles`, Kaplan, Schnapp and Stemmer 2022), one for
+the cells (released by :func:`.release.noisy_answer` as alone at that share). Over keys
+without a public domain the keys are chosen once, from the first column's histogram, and the
+shares split the values' half of ε. The NOTICE and EXPLAIN number the releases and state
+each one's share and error."""
 
 from __future__ import annotations
 
@@ -22,16 +33,28 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
-from mechanisms.quantile import ExpMechQuantile
-from rewriter.extreme import ExtremePlan, build_extreme_plan, extreme_param_types, histogram_sql
+from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles, ascending, tree_depth
+from rewriter import complete
+from rewriter.extreme import (
+    ExtremePart,
+    ExtremePlan,
+    GridSql,
+    build_extreme_plan,
+    extreme_param_types,
+    histogram_sql,
+    joint_sql,
+)
 from rewriter.plan import Plan
 from rewriter.unit import factor
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
+from .explain import single_tier_lines
 from .kind import Prepared, ReleaseKind, Statement, plan_as, state_as
+from .notice import notice_body as cells_notice_body
 from .notice import unit_text
 from .partitions import (
     SelectionPlan,
@@ -41,6 +64,7 @@ from .partitions import (
     selection_notice,
     selection_plan,
 )
+from .release import noisy_answer
 from .rows import answer_rows, output_types
 from .selection_path import for_tier
 
@@ -203,6 +227,22 @@ class ExtremeState:
     sel: SelectionPlan | None
 
 
+@dataclass
+class JointState:
+    """A joint release's (:func:`joint_setup`): each column's grid; each part's mechanism at
+    one share of ε (None for a part drawn by its column's tree); the columns whose
+    percentiles are drawn together by :class:`RecursiveQuantiles` (at as many shares as it has
+    rounds); how many shares ε was split into; the ε the cells' mechanisms run at."""
+
+    grids: dict[str, ExtremeGrid]
+    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None]
+    trees: dict[str, RecursiveQuantiles]
+    shares: int
+    share: float  # the statement's ε over ``shares``
+    cells_eps: float  # the cells' mechanisms' ε: one share over the cells' unit factor
+    sel: SelectionPlan | None = None  # keys without a public domain: their partition selection
+
+
 class Extreme(ReleaseKind):
     """MAX / MIN by the shifted-rank exponential mechanism (Chen et al. 2025 §6.4) and quantiles (Smith 2011) on a central table: one histogram
     scan over the column's public grid, the exponential mechanism per group."""
@@ -222,6 +262,18 @@ class Extreme(ReleaseKind):
             )
         xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))  # the tier's `consistent`
         eps = float(tier.epsilon)
+        if xp.joint:
+            cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
+            sp = _selection(xp.plan, tier)
+            js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
+            js.sel = sp
+            key, delta = _key(xp, eps), 0.0
+            if sp is not None:  # the selection's δ is part of what is released
+                delta = float(tier.delta)
+                key = f"{key}:delta={delta!r}"
+            return Prepared(
+                self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta, state=js
+            )
         sp = _selection(xp.plan, tier)
         grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
@@ -241,23 +293,33 @@ class Extreme(ReleaseKind):
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
-        xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
+        xp = plan_as(p, ExtremePlan)
+        if isinstance(p.state, JointState):
+            return _joint_sql(conn.gw, xp, p.state, unit_salt(conn.gw, xp.plan))
+        st = state_as(p, ExtremeState)
         return _sql(conn.gw, xp, st.grid, unit_salt(conn.gw, xp.plan), st.sel)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        xp, st = plan_as(p, ExtremePlan), state_as(p, ExtremeState)
+        xp = plan_as(p, ExtremePlan)
+        if isinstance(p.state, JointState):
+            return joint_answer(conn.gw, xp, p.state, cells, p.delta)
+        st = state_as(p, ExtremeState)
         if st.sel is not None:
             return _selected_answer(conn.gw, xp, st.m, st.grid, st.sel, cells, p.delta)
         return _answer(conn.gw, xp, st.m, st.grid, cells)
 
     def mechanism(self, answer: dict) -> str:
+        if "joint" in answer:
+            names = ",".join(dict.fromkeys(m for m in answer["mechanism"] if m))
+            return names + (", partition_selection" if "partitions" in answer else "")
         return answer["mechanism"][0] + (", partition_selection" if "partitions" in answer else "")
 
     def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
         return answer_rows(plan_as(p, ExtremePlan).plan, answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        return notice_body(plan_as(p, ExtremePlan), answer)
+        xp = plan_as(p, ExtremePlan)
+        return joint_notice(xp, answer) if xp.joint else notice_body(xp, answer)
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_extreme(conn, stmt, oids)
@@ -293,6 +355,10 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     gw = conn.gw
     xp = await _with_lookups(gw, _build(gw, stmt, params))
     tier = gw.tier_of(conn.role)
+    if xp.joint:
+        return Result(
+            "EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in joint_explain(gw, xp, tier)]
+        )
     if xp.plan.selected and tier.delta <= 0:
         lines = [
             f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
@@ -332,3 +398,335 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
 
 
 EXTREME = Extreme()
+
+
+# -- several MAX/MIN/quantiles, and COUNT/SUM/AVG beside them: one statement, one scan -----------
+
+
+def _grid(gw, xp: ExtremePlan, column: str) -> ExtremeGrid:
+    spec = gw.config.tables[xp.plan.table].columns[column]
+    return ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
+
+
+TREE_MIN = 3
+"""A column with this many percentiles in one statement has them drawn together by recursive
+splitting (:class:`RecursiveQuantiles`: ⌈log2(k + 1)⌉ shares of ε instead of k); below it
+each is its own exponential mechanism at one share (bench.quantiles_joint measures both)."""
+
+
+def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
+    """The joint release's mechanisms. ε is split into equal shares (sequential composition:
+    the statement is ε-DP): one per MAX/MIN, one per percentile of a column with fewer than
+    ``TREE_MIN`` of them, ⌈log2(k + 1)⌉ for a column's k ≥ ``TREE_MIN`` percentiles (drawn
+    together by recursive splitting), one for the cells. On a table with a unit each
+    MAX/MIN/percentile mechanism also runs over the unit's group-privacy factor, as alone."""
+    grids = {c: _grid(gw, xp, c) for c in xp.columns}
+    by_column: dict[str, list[ExtremePart]] = {}
+    for p in xp.parts:
+        if p.q is not None:
+            by_column.setdefault(p.column, []).append(p)
+    tree_cols = {c: ps for c, ps in by_column.items() if len(ps) >= TREE_MIN}
+    shares = (
+        sum(1 for p in xp.parts if p.q is None or p.column not in tree_cols)
+        + sum(tree_depth(len(ps)) for ps in tree_cols.values())
+        + (xp.central is not None)
+    )
+    share = epsilon / shares
+    k = factor(xp.plan)
+    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None] = [
+        None
+        if p.q is not None and p.column in tree_cols
+        else ExpMechQuantile(share / k, grids[p.column], p.q, BETA)
+        if p.q is not None
+        else ShiftedRankExtreme(share / k, grids[p.column], p.func, BETA)
+        for p in xp.parts
+    ]
+    trees = {
+        c: RecursiveQuantiles(
+            share * tree_depth(len(ps)) / k, grids[c], tuple(p.q for p in ps if p.q is not None), BETA
+        )
+        for c, ps in tree_cols.items()
+    }
+    cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
+    return JointState(grids, mechs, trees, shares, share, cells_eps)
+
+
+def _joint_sql(gw, xp: ExtremePlan, js: JointState, salt: str = "") -> str:
+    grids = {c: GridSql(g.lower, g.step, g.U, g.integral and g.step == 1.0) for c, g in js.grids.items()}
+    floor = None if js.sel is None else int(js.sel.floor)
+    return joint_sql(xp, grids, gw.backend.dialect, salt, floor)
+
+
+def joint_answer(gw, xp: ExtremePlan, js: JointState, rows, delta: float = 0.0) -> dict:
+    """The measurement of a joint release. The scan's rows (part, k.., v, n, m..) are split:
+    part −1 are the cells (noised by their own mechanisms at ``js.cells_eps``), part i the
+    histogram of ``xp.columns[i]``; per cell, each part's mechanism draws its value, a tree
+    column's percentiles are drawn together (ascending by construction), and the other
+    percentiles of a column are put in ascending order of q (:func:`ascending`: post-processing)."""
+    n = len(xp.plan.group_by)
+    col_index = {c: i for i, c in enumerate(xp.columns)}
+    central_rows = []
+    part_meta = None
+    if js.sel is None:
+        cells = xp.cells
+        known = set(cells)
+        hists: list[dict[tuple, list]] = [{c: [] for c in cells} for _ in xp.columns]
+        for row in rows:
+            tag = int(row[0])
+            if tag < 0:
+                central_rows.append((*row[1 : 1 + n], *row[3 + n :]))
+                continue
+            c = cell_of(row[1:], n, known)
+            if c is not None and row[1 + n] is not None:
+                hists[tag][c].append((int(row[1 + n]), int(row[2 + n])))
+    else:  # keys chosen by partition selection from the first histogram's units (module doc)
+        sp = js.sel
+        found: list[dict[tuple, list]] = [{} for _ in xp.columns]
+        units: dict[tuple, int] = {}
+        for row in rows:
+            tag, key = int(row[0]), tuple(row[1 : 1 + n])
+            hist = found[tag].setdefault(key, [])
+            if row[1 + n] is not None:
+                hist.append((int(row[1 + n]), int(row[2 + n])))
+            if tag == 0:
+                units[key] = int(row[3 + n])
+        order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))  # draws in key order
+        cells = select_rows(sp.sel, [(*k, units[k]) for k in order], n, gw.source)
+        hists = [{c: h.get(c, []) for c in cells} for h in found]
+        part_meta = {
+            "kept": len(cells),
+            "describe": sp.sel.describe(),
+            "delta": float(delta),
+            "eps_measures": sp.eps_measures,
+        }
+    width = len(xp.plan.aggregates)
+    values: list[list] = [[None] * width for _ in cells]
+    hw: list[float] = [0.0] * width
+    mech: list[str] = [""] * width
+    eps: list[float] = [0.0] * width
+    central_meta = None
+    if xp.central is not None:
+        ans = noisy_answer(xp.central, complete(xp.central, central_rows), js.cells_eps, gw.source)
+        cvals = ans["values"]
+        for j, ci in enumerate(xp.central_index):
+            if ci is None:
+                continue
+            for r in range(len(cells)):
+                values[r][j] = cvals[r][ci]
+            hw[j], mech[j], eps[j] = ans["half_width"][ci], ans["mechanism"][ci], ans["epsilon"][ci]
+        central_meta = {k: list(ans[k]) for k in ("half_width", "mechanism", "epsilon", "labels")}
+    parts_meta = []
+    for part, m in zip(xp.parts, js.mechs):
+        g = js.grids[part.column]
+        if m is None:  # drawn with its column's tree below
+            tree = js.trees[part.column]
+            hw[part.index], mech[part.index], eps[part.index] = (
+                tree.rank_half_width(part.q),
+                tree.name,
+                tree.epsilon,
+            )
+            parts_meta.append({"k0": tree.rank_half_width(part.q), "U": g.U, "step": g.step, "beta": BETA})
+            continue
+        h = hists[col_index[part.column]]
+        for r, c in enumerate(cells):
+            values[r][part.index] = m.release(h[c], gw.source)
+        hw[part.index], mech[part.index], eps[part.index] = m.rank_half_width(), m.name, m.epsilon
+        parts_meta.append({"k0": _k(m), "U": g.U, "step": g.step, "beta": BETA})
+    for col, tree in js.trees.items():
+        members = [p for p in xp.parts if p.column == col and p.q is not None]
+        h = hists[col_index[col]]
+        for r, c in enumerate(cells):
+            got = tree.release_all(h[c], gw.source)
+            for p in members:
+                values[r][p.index] = got[p.q] if p.q is not None else None
+    for col in xp.columns:  # the other percentiles of a column, ascending in q
+        qs = [p for p in xp.parts if p.column == col and p.q is not None and col not in js.trees]
+        for row_values in values:
+            ordered = ascending([row_values[p.index] for p in qs], [p.q or Fraction(0) for p in qs])
+            for p, v in zip(qs, ordered):
+                row_values[p.index] = v
+    out = {
+        "keys": [[cell_key(v) for v in c] for c in cells],
+        "values": values,
+        "half_width": hw,
+        "mechanism": mech,
+        "epsilon": eps,
+        "joint": {
+            "shares": js.shares,
+            "share": js.share,
+            "parts": parts_meta,
+            "trees": {c: {"rounds": t.rounds, "epsilon": t.epsilon} for c, t in js.trees.items()},
+            "central": central_meta,
+        },
+    }
+    if part_meta is not None:
+        out["partitions"] = part_meta
+    return out
+
+
+def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
+    """What one part of a joint release guarantees (its rank statement), as the single NOTICE."""
+    one = xp.single(part)
+    if part.q is not None:
+        groups = f" in each of the {cells} groups" if cells > 1 else ""
+        return (
+            f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
+            f"{quantile_rank_text(one, e['k0'], e['beta'], groups)}"
+        )
+    side = "above" if part.func == "max" else "below"
+    groups = f" of each of the {cells} groups" if cells > 1 else ""
+    return (
+        f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), by the "
+        f"shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} "
+        f"rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
+        f"(a rank error, not value units; k0 = {e['k0']})"
+    )
+
+
+def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int]) -> str:
+    """The ε split (NOTICE and EXPLAIN); ``trees``: each tree column's rounds."""
+    k = factor(xp.plan)
+    per_unit = (
+        f" (the MAX/MIN/percentiles run at ε/{k} of their share, over a unit's kept rows)" if k > 1 else ""
+    )
+    tree = "".join(
+        f"; the {sum(p.column == c and p.q is not None for p in xp.parts)} percentiles of {c} take {r} of them "
+        "(recursive splitting)"
+        for c, r in trees.items()
+    )
+    return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
+
+
+def _tree_text(
+    xp: ExtremePlan, col: str, tree: dict, parts: list[tuple[ExtremePart, dict]], cells: int
+) -> str:
+    """The statement of a column's percentiles drawn together by recursive splitting."""
+    groups = f" in each of the {cells} groups" if cells > 1 else ""
+    each = ", ".join(f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n" for p, e in parts)
+    e = parts[0][1]
+    return (
+        f"{', '.join(p.name for p, _ in parts)}: {', '.join(_what(xp.single(p)) for p, _ in parts)} on a grid of "
+        f"{e['U'] + 1} points (step {fmt(e['step'])}), drawn together by recursive splitting (Kaplan, Schnapp "
+        f"and Stemmer 2022) at ε {tree['epsilon']:g} in {tree['rounds']} rounds, each on disjoint rows, "
+        f"ascending by construction: with probability {1 - BETA:.0%} {each}{groups} (n the group's rows), "
+        "plus the rows sharing one grid point per round when many do (a rank error, not value units)"
+    )
+
+
+def joint_notice(xp: ExtremePlan, answer: dict) -> str:
+    """The NOTICE of a joint release: the ε split, then each release's statement in order —
+    each MAX/MIN/quantile's rank statement (a tree column's percentiles together), the
+    cells' ± — and the unit."""
+    j = answer["joint"]
+    cells = len(answer["keys"])
+    trees = j.get("trees", {})
+    texts = []
+    for p, e in zip(xp.parts, j["parts"]):
+        if p.q is not None and p.column in trees:
+            if p is next(x for x in xp.parts if x.column == p.column and x.q is not None):
+                members = [
+                    (x, m) for x, m in zip(xp.parts, j["parts"]) if x.column == p.column and x.q is not None
+                ]
+                texts.append(_tree_text(xp, p.column, trees[p.column], members, cells))
+            continue
+        texts.append(_part_text(xp, p, e, cells))
+    if any(
+        sum(p.column == c and p.q is not None for p in xp.parts) > 1 for c in xp.columns if c not in trees
+    ):
+        texts[-1] += "; the percentiles of one column are returned in ascending order (post-processing)"
+    if xp.central is not None and j.get("central") is not None:
+        meta = j["central"]
+        by_cell = sorted((ci, jj) for jj, ci in enumerate(xp.central_index) if ci is not None)
+        central_answer = {
+            "keys": answer["keys"],
+            "values": [[v[jj] for _, jj in by_cell] for v in answer["values"]],
+            **meta,
+        }
+        rest = [o.name for o in xp.central.outputs if o.source == "aggregate"]
+        body = cells_notice_body(xp.central, central_answer)
+        texts.append(f"{', '.join(rest)} (the cells, at ε {j['share']:g}): {body}")
+    numbered = "; ".join(f"{i + 1}) {t}" for i, t in enumerate(texts))
+    if xp.central is None:  # (the cells' text names theirs and ends with the unit)
+        numbered += f"; mechanism: {', '.join(dict.fromkeys(m for m in answer['mechanism'] if m))}"
+    unit = "" if xp.central is not None else f"; {unit_text(xp.plan)}"
+    rounds = {c: t["rounds"] for c, t in trees.items()}
+    split = _split_text(xp, j["shares"], j["share"], rounds)
+    part = answer.get("partitions")
+    if part is not None:  # keys chosen first, at the other half of ε
+        split = f"{selection_notice(xp.plan, part)}; values at ε {fmt(part['eps_measures'])}: {split}"
+    return f"{split}: {numbered}{unit}"
+
+
+def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
+    """EXPLAIN of a joint release: the split, each part's mechanism and grid (a tree
+    column's percentiles together), the cells' lines, the one backend statement."""
+    eps = float(tier.epsilon)
+    if xp.plan.selected and tier.delta <= 0:
+        return [
+            f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
+            "selection, and this tier has delta = 0"
+        ]
+    sp = _selection(xp.plan, tier)
+    js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
+    js.sel = sp
+    rounds = {c: t.rounds for c, t in js.trees.items()}
+    split = _split_text(xp, js.shares, js.share, rounds)
+    if sp is None:
+        lines = [
+            f"dpgate release of {xp.plan.table}: {xp.plan.n_cells} group(s) (disjoint: each at the full "
+            f"share), ε {eps:g} per query; {split}",
+            "  " + unit_text(xp.plan),
+        ]
+    else:
+        lines = [
+            selection_explain(xp.plan, tier, sp),
+            f"  the values of each released key at ε {sp.eps_measures:g} (the other half of ε; the released "
+            f"keys are disjoint): {split}; the keys' units read from {xp.columns[0]}'s histogram",
+            "  " + unit_text(xp.plan),
+        ]
+    i = 0
+    for part, m in zip(xp.parts, js.mechs):
+        g = js.grids[part.column]
+        grid = f"on a grid of {g.U + 1} points over [{g.lower:g}, {g.upper:g}] (step {g.step:g})"
+        if m is None:
+            tree = js.trees[part.column]
+            members = [p for p in xp.parts if p.column == part.column and p.q is not None]
+            if part is not members[0]:
+                continue
+            each = ", ".join(
+                f"{p.name} within {tree.rank_half_width(p.q)} rows of {float(p.q or 0):g}·n" for p in members
+            )
+            i += 1
+            lines.append(
+                f"  {i}) {', '.join(p.name for p in members)}: {len(members)} percentiles of {part.column} by "
+                f"{tree.name} (Kaplan, Schnapp and Stemmer 2022) at ε {tree.epsilon:g}: {tree.rounds} rounds of "
+                f"ε {tree.round_epsilon:g}, each on disjoint rows {grid}; with probability {1 - BETA:.0%} {each} "
+                "(plus rows tied at one grid point per round)"
+            )
+            continue
+        what = _what(xp.single(part))
+        if part.q is not None:
+            bound = quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)
+        else:
+            bound = (
+                f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
+                "(plus rows tied at one value) lie beyond the answer"
+            )
+        i += 1
+        lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")
+    if xp.central is not None:
+        sub = tier.model_copy(update={"epsilon": js.share})
+        head = single_tier_lines(xp.central, sub)
+        lines.append(f"  {i + 1}) the cells at ε {js.share:g}: " + head[0].strip())
+        lines += ["  " + line for line in head[2:]]
+    if any(
+        sum(p.column == c and p.q is not None for p in xp.parts) > 1 for c in xp.columns if c not in js.trees
+    ):
+        lines.append("  the percentiles of one column are returned in ascending order (post-processing)")
+    lines.append(
+        "backend SQL (one statement: each column's histogram, which never leaves the proxy"
+        + (", and the cells" if xp.central is not None else "")
+        + "):"
+    )
+    lines += ["  " + line for line in pretty(_joint_sql(gw, xp, js), gw.backend.dialect).splitlines()]
+    return lines

@@ -46,7 +46,8 @@ from rewriter.route import Route
 from ..backends.base import CancelSignal
 from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, CopyFormat, Description, Result, SqlError
-from . import cursors
+from . import cursors, scalar
+from .auto_bounds import statement_note
 from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
 from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, Statement, run
@@ -164,6 +165,7 @@ class Connection:
             return Description(list(oids), _columns(cols))
         if self.temp_views.statement(sql) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
             return Description(list(oids), None)
+        await self.gw.current_bounds()  # bounds written "auto": this data version's
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
         kind = route.kind
@@ -191,6 +193,10 @@ class Connection:
                 for i in range(max(len(oids), len(inferred)))
             ]
             return Description(types, [Column(n, t) for n, t in cols])
+        if route.scalars:  # the statement around its scalar subqueries (rewriter.scalar)
+            return await scalar.describe(self, sql, tree, oids)
+        if route.lookup:
+            return await scalar.lookup_describe(self, sql, tree, oids)
         stmt = Statement(sql, route, tree)
         if kind == "insert":
             return await LOCAL.describe(self, stmt, oids)
@@ -212,6 +218,7 @@ class Connection:
             return Result(tag, _columns(cols), rows, parameter_status=ps), "local", 0.0
         if (view := self.temp_views.statement(sql)) is not None:  # CREATE TEMPORARY VIEW / DROP VIEW
             return await self.temp_views.run(self, view, params), "view", 0.0
+        await self.gw.current_bounds()  # bounds written "auto": this data version's
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
         return await self._answer_routed(sql, route, tree, params)
@@ -221,9 +228,17 @@ class Connection:
         kind = route.kind
         if kind == "explain":
             body, inner = _enclosed(route)
+            if inner.scalars:  # several releases (rewriter.scalar)
+                return await scalar.explain(self, body, inner, tree, params), "explain", 0.0
+            if inner.lookup:  # a release joined to a public table's rows (rewriter.lookup)
+                return await scalar.lookup_explain(self, body, tree, params), "explain", 0.0
             return await self._explain(Statement(body, inner, tree), params), "explain", 0.0
         if kind == "copy":
             return await self._copy(route, tree, params)
+        if route.scalars:  # scalar subqueries: released first, then bound (rewriter.scalar)
+            return await scalar.answer(self, sql, route, tree, params)
+        if route.lookup:  # a release joined to a public table's rows (rewriter.lookup)
+            return await scalar.lookup_answer(self, sql, tree, params)
         if kind == "insert":
             return await insert_local(self, sql, params)
         if kind == "views":
@@ -258,7 +273,11 @@ class Connection:
             lane.remember_heavy(route, ladder)
             if (done := await lane.answer(self, sql, params)) is not None:
                 return done
-        return await run(self, p, sql)
+        done = await run(self, p, sql)
+        if note := statement_note(self.gw.bounds, _tables_read(route, p.plan)):
+            res = done[0]
+            res.notices[:] = [f"{n}; {note}" for n in res.notices[:1]] + res.notices[1:]
+        return done
 
     # -- the release kind ------------------------------------------------------
     def choose(self, route: Route, plan: Plan | None = None) -> ReleaseKind:
@@ -332,7 +351,16 @@ class Connection:
     async def _explain(self, stmt: Statement, params: list[object]) -> Result:
         """``EXPLAIN``: what the kind the statement's execution would have says of it."""
         kind, plan, _ = await self._kind(stmt, params)
-        return await kind.explain(self, stmt, params, plan)
+        res = await kind.explain(self, stmt, params, plan)
+        if note := statement_note(self.gw.bounds, _tables_read(stmt.route, plan)):
+            res.rows = [*res.rows, (note,)]
+        return res
+
+
+def _tables_read(route: Route, plan) -> list[str]:
+    """The declared tables a statement reads: its route's and those its plan joins."""
+    names = [route.table] if route.table is not None else []
+    return names + [j[0] for j in getattr(plan, "joins", ()) or () if j[3] != "unit"]  # not the unit's path
 
 
 def choose(route: Route, table, tier, plan: Plan | None = None) -> ReleaseKind:

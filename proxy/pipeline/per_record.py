@@ -63,7 +63,16 @@ from mechanisms.per_record import (
 )
 from mechanisms.per_record.core import PrRelease
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
-from rewriter.per_record import ALLOWED, PrPlan, build_pr_plan, pr_param_types, scan_sql, values_sql
+from rewriter.per_record import (
+    ALLOWED,
+    PrPlan,
+    build_pr_plan,
+    parts_scan_sql,
+    parts_values_sql,
+    pr_param_types,
+    scan_sql,
+    values_sql,
+)
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
@@ -319,6 +328,14 @@ def _answer(gw, prp: PrPlan, pol: Policy, weight: float, kind: str, m, hists: di
     }
 
 
+def _stage1(rows, gw, prp: PrPlan, pol: Policy, m: FrameworkMax):
+    """MAX/MIN's first round, in the scan's worker thread: per cell the level histogram and the
+    level ℓ (Alg. 1 stage 1, at E/2), and the second round's SQL (the values of levels ≥ ℓ)."""
+    hists = _hists(rows, prp, pol, False)
+    ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}
+    return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
+
+
 @dataclass
 class PerRecordState:
     """A per-record release's: the table's policy, and the mechanism by its name (``kind``:
@@ -390,45 +407,67 @@ class PerRecord(ReleaseKind):
             raise SqlError("XX000", "internal error: a per-record MAX/MIN without its mechanism")
         gw = conn.gw
 
-        def stage1(rows):  # in the scan's worker thread, not on the event loop
-            hists = _hists(rows, prp, pol, framework_sum)
-            ells = {c: m.select_level(h, gw.source) for c, h in hists.items()}  # stage 1 (Alg. 1, E/2)
-            return hists, ells, values_sql(prp, pol.sql, gw.config, gw.backend.dialect, ells)
-
+        stage1 = functools.partial(_stage1, gw=gw, prp=prp, pol=pol, m=m)  # in the scan's worker thread
         hists, ells, sql = await fetch(conn, self.scan_sql(conn, p), then=stage1)
         return await fetch(conn, sql, then=lambda rows: then((hists, ells, rows)), columnar=True)
 
     async def _scan_parts(self, conn, p: Prepared, then):
-        """One scan per COUNT/SUM part (their level scans differ; MAX/MIN are never parts)."""
+        """Several aggregates: their level scans as ONE backend statement (each part tagged,
+        :func:`rewriter.per_record.parts_scan_sql`); with MAX/MIN among them, their second
+        rounds (the values of levels ≥ ℓ, Chen et al. 2025 Alg. 1) as one more, once every
+        part's ℓ is drawn. ``then`` runs on the last one's rows, with every part's
+        (histograms, ℓs, values)."""
         st = state_as(p, PerRecordState)
-        pol, hists, parts = st.policy, [], st.parts or []
-        for i, (sub, kind, _m) in enumerate(parts):
-            sql = scan_sql(
-                sub,
-                pol.sql,
-                conn.gw.config,
-                conn.gw.backend.dialect,
-                buckets=kind == "sum_framework",
-                with_sum=kind == "sum_extension",
-            )
-            if i < len(parts) - 1:  # histograms in the scan's worker thread
-                hists.append(
-                    await fetch(
-                        conn,
-                        sql,
-                        then=functools.partial(
-                            _hists, prp=sub, pol=pol, framework_sum=kind == "sum_framework"
-                        ),
-                    )
+        gw, pol, parts = conn.gw, st.policy, st.parts or []
+        if not parts:
+            raise SqlError("XX000", "internal error: a per-record statement without its parts")
+        dialect = gw.backend.dialect
+        specs = [(sub, kind == "sum_framework", kind == "sum_extension") for sub, kind, _ in parts]
+        sql = parts_scan_sql(specs, pol.sql, gw.config, dialect)
+        n = len(parts[0][0].plan.group_by)
+        extremes = [i for i, (_, kind, _) in enumerate(parts) if kind in ("max", "min")]
+
+        def split(rows) -> list[dict]:  # in the scan's worker thread
+            per: list[list[tuple]] = [[] for _ in parts]
+            for r in rows:
+                i = int(r[0])
+                keys, (lvl, b, cnt, sm) = tuple(r[1 : 1 + n]), r[1 + n : 5 + n]
+                kind = parts[i][1]
+                per[i].append(
+                    (*keys, lvl, b, cnt, sm)
+                    if kind == "sum_framework"
+                    else (*keys, lvl, cnt, sm)
+                    if kind == "sum_extension"
+                    else (*keys, lvl, cnt)
                 )
-            else:
-                return await fetch(
-                    conn,
-                    sql,
-                    then=lambda rows, sub=sub, kind=kind: then(
-                        [*hists, _hists(rows, sub, pol, kind == "sum_framework")]
-                    ),
-                )
+            return [
+                _hists(rows_i, sub, pol, kind == "sum_framework")
+                for rows_i, (sub, kind, _) in zip(per, parts)
+            ]
+
+        if not extremes:
+            return await fetch(conn, sql, then=lambda rows: then([(h, None, None) for h in split(rows)]))
+
+        def stage1(rows):  # every part's histograms; each MAX/MIN's ℓ per cell (Alg. 1, E/2)
+            hists = split(rows)
+            ells: dict[int, dict] = {}
+            for i in extremes:
+                m = parts[i][2]
+                if not isinstance(m, FrameworkMax):
+                    raise SqlError("XX000", "internal error: a per-record MAX/MIN without its mechanism")
+                ells[i] = {c: m.select_level(h, gw.source) for c, h in hists[i].items()}
+            vsql = parts_values_sql([(parts[i][0], ells[i]) for i in extremes], pol.sql, gw.config, dialect)
+            return hists, ells, vsql
+
+        hists, ells, vsql = await fetch(conn, sql, then=stage1)
+
+        def finish(rows):
+            values: dict[int, list[tuple]] = {i: [] for i in extremes}
+            for r in rows:
+                values[extremes[int(r[0])]].append(tuple(r[1:]))
+            return then([(h, ells.get(i), values.get(i)) for i, h in enumerate(hists)])
+
+        return await fetch(conn, vsql, then=finish)
 
     def measure(self, conn, p: Prepared, cells) -> dict:
         prp, st = plan_as(p, PrPlan), state_as(p, PerRecordState)
@@ -437,8 +476,8 @@ class PerRecord(ReleaseKind):
             each = p.epsilon / prp.split
             return _combine(
                 [
-                    _answer(conn.gw, sub, pol, each, kind, m, h, None, None)
-                    for (sub, kind, m), h in zip(st.parts, cells)
+                    _answer(conn.gw, sub, pol, each, kind, m, h, ells, values)
+                    for (sub, kind, m), (h, ells, values) in zip(st.parts, cells)
                 ]
             )
         hists, ells, values = cells
@@ -454,7 +493,9 @@ class PerRecord(ReleaseKind):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         prp = plan_as(p, PrPlan)
-        clamped = consistency_text(prp.plan) if prp.func not in ("max", "min") else ""
+        kinds = [f for f, _ in prp.parts] or [prp.func]
+        noised = tuple(a for a, f in zip(prp.plan.aggregates, kinds) if f not in ("max", "min"))
+        clamped = consistency_text(dataclasses.replace(prp.plan, aggregates=noised))
         return notice_body(prp, state_as(p, PerRecordState).policy, answer) + clamped
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
@@ -547,6 +588,11 @@ def notice_body(prp: PrPlan, pol: Policy, answer: dict) -> str:
     share the statement's ε)."""
     names = [o.name for o in prp.plan.outputs if o.source == "aggregate"]
     if answer.get("parts"):
+        first: dict[int, str] = {}  # each part's name: the first output it fills
+        for o in prp.plan.outputs:
+            if o.source == "aggregate":
+                first.setdefault(o.index, o.name)
+        names = [first.get(i, "") for i in range(len(answer["parts"]))]
         k = len(answer["parts"])
         w = answer["parts"][0]["weight"]
         bodies = "; ".join(
@@ -691,7 +737,9 @@ async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
 
 
 def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
-    """EXPLAIN of several COUNT/SUM on a per-record table: the ε split and one scan each."""
+    """EXPLAIN of several COUNT/SUM/MAX/MIN on a per-record table: the ε split, each part's
+    mechanism and accuracy, and the one backend statement of their level scans (MAX/MIN's
+    second round: one more, once ℓ is known)."""
     dialect = gw.backend.dialect
     each = float(tier.epsilon) / prp.split
     lines = [
@@ -699,22 +747,27 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
         f"{tier.epsilon:g}, split equally: each under E_q(r) = {each:g} × E(r) (sequential "
         f"composition), {pol.describe()}; ε charged {tier.epsilon:g} once"
     ]
+    specs = []
     for i in range(prp.split):
         sub = prp.part(i)
-        kind, _ = mechanism(gw, sub, pol, each)
+        kind, m = mechanism(gw, sub, pol, each)
+        specs.append((sub, kind == "sum_framework", kind == "sum_extension"))
         lines.append(
             f"  {i + 1}) {sub.label} via {mechanism_name(kind)}, {len(sub.cells)} cell(s), every "
-            "level of every cell noised; backend SQL:"
+            "level of every cell noised"
+            + (
+                "; round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
+                "(one more statement for all MAX/MIN and cells)"
+                if kind in ("max", "min")
+                else ""
+            )
         )
-        sql = scan_sql(
-            sub,
-            pol.sql,
-            gw.config,
-            dialect,
-            buckets=kind == "sum_framework",
-            with_sum=kind == "sum_extension",
-        )
-        lines.extend("    " + line for line in pretty(sql, dialect).splitlines())
+        lines.append("  " + explain_accuracy(kind, m))
+    lines.append(
+        "backend SQL (one statement: each aggregate's scan GROUP BY keys, level[, value bucket], tagged):"
+    )
+    sql = parts_scan_sql(specs, pol.sql, gw.config, dialect)
+    lines.extend("  " + line for line in pretty(sql, dialect).splitlines())
     return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
 

@@ -225,6 +225,33 @@ def rollup(spec, cells):
     return exact if func == "sum" else _numeric_div(exact, Decimal(len(vals)))
 
 
+def _over_rows_in(t) -> bool:
+    return isinstance(t, tuple) and (t[:1] == ("over_rows",) or any(_over_rows_in(x) for x in t))
+
+
+def has_over_rows(trees) -> bool:
+    """Whether a tree reads an aggregate of the released rows (``("over_rows", func, t, where)``:
+    a scalar subquery over the statement's own aggregating subquery)."""
+    return any(_over_rows_in(t) for t in trees)
+
+
+def with_over_rows(trees: list, cells: list) -> list:
+    """``trees`` with each ``("over_rows", func, t, where)`` replaced by its value over ``cells``
+    (the released rows before the outer WHERE, those its own ``where`` keeps: what the scalar
+    subquery reads), a constant (:func:`rollup`)."""
+
+    def sub(t):
+        if not isinstance(t, tuple):
+            return t
+        if t[:1] == ("over_rows",):
+            _, func, arg, keep = t
+            rows = cells if keep is None else [(k, v) for k, v in cells if evaluate(keep, k, v) is True]
+            return ("lit", rollup(("rollup", func, arg), rows), None)
+        return tuple(sub(x) for x in t)
+
+    return [sub(t) for t in trees]
+
+
 def _as_decimal(v) -> Decimal:
     return v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
 
@@ -312,8 +339,37 @@ def _sorted_partition(idx: list[int], keys: list[tuple], order) -> list[int]:
     return idx
 
 
-def _frame_bounds(frame, pos: int, n: int, peer_lo: list[int], peer_hi: list[int], group_of, group_starts):
-    """[lo, hi) of the frame of the row at ``pos`` in its ordered partition of ``n`` rows."""
+def _range_at(keys: list, desc: bool, pos: int, b, is_start: bool, peers: tuple[int, int]) -> int:
+    """A RANGE frame end ``n PRECEDING`` / ``n FOLLOWING`` (``b``) of the row at ``pos``, as a
+    position in the ordered partition whose ORDER BY values are ``keys`` (Postgres: the rows
+    whose key is within n of the current row's, in the sort's direction; a row whose key is
+    NULL has its NULL peers for frame, and a non-NULL row never frames a NULL)."""
+    cur = keys[pos]
+    if cur is None:
+        return peers[0] if is_start else peers[1]
+    d = -1 if desc else 1
+    off = b[1] if b[0] == "following" else -b[1]
+    bound = _dec(cur) + d * _dec(off) if not isinstance(cur, float) else cur + d * float(off)
+    idx = [p for p, k in enumerate(keys) if k is not None]
+    if is_start:  # the first row at or past the bound
+        return next((p for p in idx if d * keys[p] >= d * bound), idx[-1] + 1 if idx else 0)
+    last = [p for p in idx if d * keys[p] <= d * bound]
+    return last[-1] + 1 if last else (idx[0] if idx else 0)
+
+
+def _frame_bounds(
+    frame,
+    pos: int,
+    n: int,
+    peer_lo: list[int],
+    peer_hi: list[int],
+    group_of,
+    group_starts,
+    keys=None,
+    desc=False,
+):
+    """[lo, hi) of the frame of the row at ``pos`` in its ordered partition of ``n`` rows
+    (``keys``: the partition's first ORDER BY values in order, for a RANGE offset)."""
     if frame is None:  # RANGE UNBOUNDED PRECEDING .. CURRENT ROW: up to the last peer
         return 0, peer_hi[pos]
     mode, start, end = frame
@@ -325,6 +381,8 @@ def _frame_bounds(frame, pos: int, n: int, peer_lo: list[int], peer_hi: list[int
             if mode == "rows":
                 return pos if is_start else pos + 1
             return peer_lo[pos] if is_start else peer_hi[pos]
+        if mode == "range":
+            return _range_at(keys or [], desc, pos, b, is_start, (peer_lo[pos], peer_hi[pos]))
         off = b[1] if b[0] == "following" else -b[1]
         if mode == "rows":
             p = pos + off
@@ -383,6 +441,8 @@ def window_values(w, cells: list) -> list:
         for g in range(len(group_starts) - 1):
             for p in range(group_starts[g], group_starts[g + 1]):
                 peer_lo[p], peer_hi[p], group_of[p] = group_starts[g], group_starts[g + 1], g
+        rkeys = [okeys[i][0] for i in idx] if order else None  # a RANGE offset's distances
+        rdesc = bool(order) and order[0][1]
         prefix: list[tuple[int, Decimal]] | None = None
         v: Any  # the function's value at the row: a number, a released value, or NULL
         for p, i in enumerate(idx):
@@ -405,9 +465,12 @@ def window_values(w, cells: list) -> list:
                 off = argv[i][1]
                 q = p - off if fn == "lag" else p + off
                 v = argv[idx[q]][0] if 0 <= q < m else argv[i][2]
-            else:  # an aggregate or first/last value over the frame
-                lo, hi = _frame_bounds(frame, p, m, peer_lo, peer_hi, group_of, group_starts)
-                if fn == "first_value":
+            else:  # an aggregate or first/last/nth value over the frame
+                lo, hi = _frame_bounds(frame, p, m, peer_lo, peer_hi, group_of, group_starts, rkeys, rdesc)
+                if fn == "nth_value":
+                    k = lo + argv[i][1] - 1
+                    v = argv[idx[k]][0] if k < hi else None
+                elif fn == "first_value":
                     v = argv[idx[lo]][0] if lo < hi else None
                 elif fn == "last_value":
                     v = argv[idx[hi - 1]][0] if lo < hi else None

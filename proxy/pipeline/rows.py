@@ -19,7 +19,7 @@ from rewriter.postprocess import aggregates_in
 
 from ..stores.answer import ColumnarAnswer
 from ..wire.api import ColumnRows
-from .postexpr import evaluate, post_process, rollup, with_windows
+from .postexpr import evaluate, has_over_rows, post_process, rollup, with_over_rows, with_windows
 
 TYPE_OIDS = {
     "int": 20,
@@ -147,7 +147,9 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
     keep = _row_filter(plan, answer)
     hidden = [item.tree for item in plan.order_by if item.tree is not None]
     ranges = consistent_ranges(plan)
-    if keep is None and not hidden:
+    posts = [o.post if o.source == "expr" else None for o in plan.outputs]
+    totals = has_over_rows([keep, *posts, *hidden])  # a scalar subquery over these same rows
+    if keep is None and not hidden and not totals:
         if isinstance(answer, ColumnarAnswer) and answer.columns is not None:
             key_column, raw_column = answer.column_list(0), answer.column_list(1)
         else:
@@ -161,10 +163,14 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
         (key, [_clamp(v, r) for v, r in zip(vals, ranges)] if any(ranges) else vals)
         for key, vals in zip(answer["keys"], answer["values"])
     ]
+    outputs = plan.outputs
+    if totals:  # its value over every released row, before the outer WHERE: a constant
+        keep, *rest = with_over_rows([keep, *posts, *hidden], cells)
+        outputs = tuple(o if t is None else dataclasses.replace(o, post=t) for o, t in zip(outputs, rest))
+        hidden = rest[len(outputs) :]
     cells = [
         (key, vals) for key, vals in cells if keep is None or evaluate(keep, key, vals) is True
     ]  # HAVING / outer WHERE
-    outputs = plan.outputs
     if any(o.source == "expr" for o in outputs) or hidden:  # window functions: over these cells
         trees, cells = with_windows([o.post if o.source == "expr" else None for o in outputs] + hidden, cells)
         n = len(outputs)

@@ -133,6 +133,10 @@ CREATE TABLE IF NOT EXISTS unreleased (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL,
     reason TEXT NOT NULL, delta_femto INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS auto_bounds (
+    data_version INTEGER NOT NULL, tbl TEXT NOT NULL, field TEXT NOT NULL,
+    value TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL, mac TEXT,
+    PRIMARY KEY (data_version, tbl, field));
 """
 # columns added since schema 1 (a ledger written before them is migrated when opened)
 _ADDED = (
@@ -189,6 +193,20 @@ def _named_faults(fn):
             raise
 
     return wrapper
+
+
+@dataclass(frozen=True)
+class ChosenBound:
+    """A bound dpgate chose for a data version (``"auto"`` in the config): the table, the
+    field (``max_rows_per_unit``, ``max_groups_per_unit``, ``columns.<c>.lower`` …), the
+    released value as exact decimal text (None: not choosable — too few units for its ε),
+    the ε it was charged and when."""
+
+    table: str
+    field: str
+    value: str | None
+    epsilon: float
+    created: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -658,6 +676,54 @@ class Ledger:
                 self._db.execute("COMMIT")
         return new
 
+    # -- bounds chosen by dpgate ("auto"), per data version ---------------------------
+    def chosen_bounds(self, data_version: int) -> list[ChosenBound]:
+        """The bounds chosen for ``data_version`` (:mod:`proxy.pipeline.auto_bounds`), each
+        row's MAC checked (an altered row raises LedgerDamaged: never used)."""
+        with self._rlock:
+            rows = self._rdb.execute(
+                "SELECT tbl, field, value, epsilon_nano, created, mac FROM auto_bounds "
+                "WHERE data_version=? ORDER BY created, tbl, field",
+                (int(data_version),),
+            ).fetchall()
+        return [self._chosen(data_version, r) for r in rows]
+
+    def _chosen(self, data_version: int, r) -> ChosenBound:
+        tbl, fld, value, eps_n, created, mac = r
+        if self._mac is not None and not Mac.same(mac, self._mac.bound(data_version, tbl, fld, value, eps_n)):
+            raise self._damaged(f"the bound chosen for {tbl}.{fld}")
+        return ChosenBound(tbl, fld, value or None, eps_n / NANO, float(created))
+
+    @_named_faults
+    def record_bounds(self, data_version: int, chosen: list[ChosenBound], budget: float) -> list[ChosenBound]:
+        """Keep ``chosen`` (made outside any transaction) for ``data_version``, each only if
+        no bound is kept for its field yet (a proxy starting beside this one may have made
+        it: its choice wins, ours is discarded unreleased) and the version's choices stay
+        within ``budget`` ε; one transaction (fsync). Returns every bound then kept for the
+        version."""
+        dv, cap = int(data_version), round(budget * NANO)
+        now = self.clock()
+        with self._lock:
+            with transaction(self._db):
+                for c in chosen:
+                    eps_n = round(c.epsilon * NANO)
+                    value = c.value or ""
+                    mac = self._mac.bound(dv, c.table, c.field, value, eps_n) if self._mac else None
+                    self._db.execute(
+                        "INSERT INTO auto_bounds (data_version, tbl, field, value, epsilon_nano, "
+                        "created, mac) SELECT ?, ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(SUM("
+                        "epsilon_nano), 0) FROM auto_bounds WHERE data_version=?) + ? <= ? "
+                        "ON CONFLICT (data_version, tbl, field) DO NOTHING",
+                        (dv, c.table, c.field, value, eps_n, now, mac, dv, eps_n, cap),
+                    )
+                rows = self._db.execute(
+                    "SELECT tbl, field, value, epsilon_nano, created, mac FROM auto_bounds "
+                    "WHERE data_version=? ORDER BY created, tbl, field",
+                    (dv,),
+                ).fetchall()
+                self._db.execute("COMMIT")
+        return [self._chosen(dv, r) for r in rows]
+
     def unit_salt(self, data_version: int) -> str:
         """The key of the privacy unit's bounding hash (:mod:`rewriter.unit`) for a data
         version: sha256 of the ledger's unit secret and the version, hex. Retries and
@@ -1065,7 +1131,7 @@ class Ledger:
         """What is wrong with the ledger, one line each (none: it is whole): SQLite's own
         check (``full``), total spend against stored releases + open reservations +
         charges without an answer (ε and δ: ``full``), each spend row's MAC, and
-        (``full``) each stored release's and each multi-tier ladder row's MAC. The fast form (``full=False``, at start)
+        (``full``) each stored release's, each multi-tier ladder row's and each chosen bound's MAC. The fast form (``full=False``, at start)
         reads the spend rows only (one per role and period), not the releases."""
         out = []
         with self._lock:
@@ -1107,6 +1173,15 @@ class Ledger:
                                 "altered outside dpgate; it will not be served)"
                             )
                     out += ladder_problems(db, self._mac)
+                    for dv, t, f, v, e, mac in db.execute(
+                        "SELECT data_version, tbl, field, value, epsilon_nano, mac FROM auto_bounds "
+                        "ORDER BY data_version, tbl, field"
+                    ).fetchall():
+                        if not Mac.same(mac, self._mac.bound(dv, t, f, v, e)):
+                            out.append(
+                                f"the bound chosen for {t}.{f} (data version {dv}) fails its MAC "
+                                "(altered outside dpgate; it will not be used)"
+                            )
         return out
 
     def integrity_check(self) -> bool:

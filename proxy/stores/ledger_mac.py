@@ -114,6 +114,10 @@ class Mac:
             period,
         )
 
+    def bound(self, data_version: int, table: str, field: str, value: str, epsilon_nano: int) -> str:
+        """A bound dpgate chose (``"auto"``): its identity, value and ε."""
+        return self._mac("bound", int(data_version), table, field, value, int(epsilon_nano))
+
     def derived(self, purpose: str) -> str:
         """A secret for ``purpose`` derived from the key: never stored in the ledger nor
         sent to any database, so no statement log can hold it."""

@@ -66,6 +66,10 @@ CREATE TABLE IF NOT EXISTS mt_ladders (
     created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, mac TEXT,
     UNIQUE (ladder, qkey, data_version));
 CREATE TABLE IF NOT EXISTS mt_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS auto_bounds (
+    data_version BIGINT NOT NULL, tbl TEXT NOT NULL, field TEXT NOT NULL,
+    value TEXT NOT NULL, epsilon_nano BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, mac TEXT,
+    PRIMARY KEY (data_version, tbl, field));
 """
 
 _JSON = re.compile(r"json_extract\((\w+), '\$\.(\w+)\.(\w+)'\)")

@@ -414,3 +414,86 @@ ANALYST_WINDOWS = [
         "FROM people GROUP BY region, sex",
     ),
 ]
+
+#: the analyst's questions that were refused (one statement each, as a new user wrote them):
+#: windows over released rows, several quantiles or extremes at once, shares of a total
+ANALYST_QUESTIONS = [
+    (
+        "running total / month-over-month change",
+        "SELECT date_trunc('month', ts) AS month, COUNT(*), SUM(COUNT(*)) OVER (ORDER BY date_trunc('month', ts)), "
+        "COUNT(*) - LAG(COUNT(*)) OVER (ORDER BY date_trunc('month', ts)) FROM purchases GROUP BY 1",
+    ),
+    (
+        "p25 and p75 together; a box plot",
+        "SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY income), percentile_cont(0.5) WITHIN GROUP "
+        "(ORDER BY income), percentile_cont(0.75) WITHIN GROUP (ORDER BY income) FROM people",
+    ),
+    ("MAX and MIN together", "SELECT MAX(income), MIN(age) FROM pums"),
+    (
+        "share of total",
+        "SELECT region, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM people) FROM people GROUP BY region",
+    ),
+    ("purchases per customer", "SELECT COUNT(*)::float / COUNT(DISTINCT customer_id) FROM purchases"),
+    ("per-record table, one dashboard tile", "SELECT COUNT(*), SUM(balance), MAX(balance) FROM accounts"),
+    (
+        "rank of groups",
+        "SELECT store, COUNT(*), RANK() OVER (ORDER BY COUNT(*) DESC) FROM purchases GROUP BY store",
+    ),
+]
+
+#: scalar subqueries (each a release of its own, bound as a constant) and windows over
+#: released rows in the shapes analysts and TPC-H write them
+SCALAR_SHAPES = [
+    (
+        "filter against a released average (TPC-H Q22's comparison)",
+        "SELECT COUNT(*) FROM people WHERE income > (SELECT AVG(income) FROM people WHERE age > 30)",
+    ),
+    (
+        "ratio to the overall average",
+        "SELECT region, AVG(income) / (SELECT AVG(income) FROM people) AS rel FROM people GROUP BY region "
+        "ORDER BY rel DESC",
+    ),
+    (
+        "share of a table of the same people",
+        "SELECT COUNT(*) * 1.0 / (SELECT COUNT(*) FROM customers) AS orders_per_customer FROM orders",
+    ),
+    (
+        "above the maximum minus ten",
+        "SELECT COUNT(*) FROM people WHERE age > (SELECT MAX(age) FROM people) - 10",
+    ),
+    (
+        "the largest of a WITH query's released sums (TPC-H Q15's subquery)",
+        "WITH r (store_no, revenue) AS (SELECT store, SUM(amount) FROM purchases GROUP BY store) "
+        "SELECT store_no, revenue FROM r WHERE revenue = (SELECT MAX(revenue) FROM r)",
+    ),
+    (
+        "a public table looked up by released keys (TPC-H Q15)",
+        "WITH r (store_no, revenue) AS (SELECT store, SUM(amount) FROM purchases GROUP BY store) "
+        "SELECT s.store_id, s.area, r.revenue FROM stores s, r WHERE s.store_id = r.store_no "
+        "AND r.revenue = (SELECT MAX(revenue) FROM r) ORDER BY s.store_id",
+    ),
+    (
+        "purchases per customer without FROM",
+        "SELECT (SELECT COUNT(*) FROM purchases)::float / (SELECT COUNT(DISTINCT customer_id) FROM purchases)",
+    ),
+    (
+        "windows over an aggregating derived table",
+        "SELECT store, c, SUM(c) OVER (ORDER BY store) AS running, c * 1.0 / SUM(c) OVER () AS share "
+        "FROM (SELECT store, COUNT(*) AS c FROM purchases GROUP BY store) t ORDER BY store",
+    ),
+    (
+        "the WINDOW clause",
+        "SELECT region, sex, COUNT(*), SUM(COUNT(*)) OVER w, RANK() OVER (w ORDER BY COUNT(*) DESC) "
+        "FROM people GROUP BY region, sex WINDOW w AS (PARTITION BY region)",
+    ),
+    (
+        "NTH_VALUE",
+        "SELECT store, COUNT(*), NTH_VALUE(COUNT(*), 2) OVER (ORDER BY COUNT(*) DESC "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS runner_up FROM purchases GROUP BY store",
+    ),
+    (
+        "RANGE offset",
+        "SELECT store, SUM(amount), AVG(SUM(amount)) OVER (ORDER BY store RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING) "
+        "FROM purchases GROUP BY store ORDER BY store",
+    ),
+]

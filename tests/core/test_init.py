@@ -18,6 +18,7 @@ import pytest
 
 from config import load_config
 from mechanisms import SeededSource
+from proxy.cli import init as init_mod
 from proxy.cli import init_bounds as ib
 from proxy.cli import main
 
@@ -35,6 +36,12 @@ def _fixture(tmp_path):
     con.execute(f"COPY (SELECT age, region FROM people) TO '{tmp_path / 'q.csv'}'")
     con.close()
     return db
+
+
+@pytest.fixture(autouse=True)
+def _seeded(monkeypatch):
+    """init's DP draws from a fixed seed, so that each test sees one outcome of them."""
+    monkeypatch.setattr(init_mod, "default_source", lambda: SeededSource(5))
 
 
 def _init(capsys, *argv) -> tuple[str, dict[str, str]]:
@@ -55,10 +62,13 @@ def test_init_duckdb_file_serves_as_is(tmp_path, capsys):
     c = load_config(cfg).tables["people"]
     assert c.source == "people" and "raw" not in c.columns  # BLOB: left out, said so
     assert "# left out: raw (BLOB)" in cfg.read_text()
-    assert c.columns["age"].type == "int" and (c.columns["age"].lower, c.columns["age"].upper) == (0, 89)
+    assert c.columns["age"].type == "int" and (c.columns["age"].lower, c.columns["age"].upper) == (0, 100)
     assert c.columns["region"].public_domain == ("n", "s") and c.columns["name"].public_domain is None
     assert c.columns["flag"].public_domain == (False, True)
-    assert c.columns["day"].time_bounds[0].isoformat() == "2024-01-03"
+    assert [b.isoformat() for b in c.columns["day"].time_bounds] == [
+        "2024-01-01",
+        "2025-12-31",
+    ]  # whole years
     from support.pg import free_port
 
     port, aport = free_port(), free_port()
@@ -109,8 +119,15 @@ def test_init_duckdb_file_serves_as_is(tmp_path, capsys):
 def test_every_value_read_from_the_data_is_marked(tmp_path, capsys):
     db = _fixture(tmp_path)
     text, _ = _init(capsys, str(db))
-    assert "Publishing them is itself a disclosure" in text.split("[server]")[0]
+    assert "publishing them is itself a disclosure" in text.split("[server]")[0]
     lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("lower =", "upper =", "domain =")) and "(public)" not in line:
+            above = next(x for x in reversed(lines[:i]) if x.startswith("#"))
+            assert "READ FROM THE PRIVATE DATA" in above or "ε-DP (ε 0.1" in above, (line, above)
+    exact, _ = _init(capsys, str(db), "--exact-bounds")
+    assert "Bounds are the exact extremes (--exact-bounds)" in exact.split("[server]")[0]
+    lines = exact.splitlines()
     for i, line in enumerate(lines):
         if line.startswith(("lower =", "upper =", "domain =")) and "(public)" not in line:
             above = next(x for x in reversed(lines[:i]) if x.startswith("#"))
@@ -146,39 +163,66 @@ def test_dp_bounds_record_epsilon_and_stay_valid(tmp_path, capsys):
     cfg = tmp_path / "dp.toml"
     _init(capsys, str(db), "--dp-bounds", "2", "-o", str(cfg))
     text = cfg.read_text()
-    assert "--dp-bounds: ε = 2 SPENT in all on the 4 columns' bounds (ε 0.5 per column" in text
+    assert "ε = 2 SPENT in all by init on 4 DP proposals (ε 0.5 each" in text
     assert main(["check-config", "--backend", str(cfg)]) == 0
 
 
 @pytest.mark.parametrize("integral", [True, False])
-def test_above_threshold_bounds_meet_their_accuracy(integral):
-    """Dwork–Roth Thm 3.24 with T = α: w.p. >= 1 − β per bound the scan halts on no empty cell
-    (none with 0 rows beyond) and passes no cell with >= 2T rows beyond. Data 0..89 (ints) /
-    0..99.98 (floats), n = 5000: from the top, cell 100 has 0 rows above and cell 50 more than
-    2T, so the upper bound is 100 w.p. >= 1 − β; from the bottom the lower bound is >= 0 (no
-    halt on the empty cells below 0) with fewer than 2T rows below it, w.p. >= 1 − β."""
+def test_dp_bounds_meet_their_accuracy(integral):
+    """The thresholded histogram (init_bounds): w.p. >= 1 − β no cell without units passes,
+    and a cell holding 2t units or more passes w.p. >= 1 − β/k. Data 0..89 (ints) / 0..99.98
+    (floats), n = 5000 rows: the cell (50, 100] holds about 2200 > 2t, every positive cell
+    above it none, and no value is negative, so upper = 100 and lower = 0 w.p. >= 1 − 2β."""
     g = ib.grid_125(integral)
     xs = [i % 90 for i in range(N)] if integral else [(i * 0.02) for i in range(N)]
     above = [sum(x > v for x in xs) for v in g]
     below = [sum(x < v for x in xs) for v in g]
-    src, runs, eps = SeededSource(23), 200, 2.0
-    two_t = 2 * ib.threshold(eps / 2, len(g))
-    hits_up = hits_low = 0
+    src, runs, eps = SeededSource(23), 200, 0.2
+    ok = 0
     for _ in range(runs):
-        b = ib.dp_numeric_bounds(above, below, integral, eps, src)
-        assert b.rows == two_t
-        hits_up += b.upper == 100
-        hits_low += sum(x < b.lower for x in xs) < two_t and b.lower >= 0
-    # binomial: P(success) >= 0.95 per run; 200 runs, 4σ below the mean = 0.95 - 4·sqrt(.95·.05/200) = 0.888
-    assert hits_up / runs >= 0.888 and hits_low / runs >= 0.888
+        b = ib.dp_numeric_bounds(len(xs), above, below, integral, eps, src)
+        assert b.units == 2 * ib.threshold(eps / 2, (len(g) - 1) // 2)
+        ok += (b.lower, b.upper) == (0, 100)
+    # binomial: P(success) >= 0.9 per run; 200 runs, 4σ below the mean = 0.9 - 4·sqrt(.9·.1/200) = 0.815
+    assert ok / runs >= 0.815
 
 
-def test_dp_date_bounds_land_on_the_data_months():
-    months = {ib.month_index(__import__("datetime").date(2024, m, 1)): 400 for m in range(1, 13)}
+def test_dp_bounds_cut_sparse_tails_and_keep_negatives():
+    """A cell of fewer units than t rarely passes; a negative cell of many does: 3000 values
+    at 1..40 and 30 (< t = 69 at ε 0.2) at 4000: upper 50 w.p. >= 1 − β − P[DLap ≥ t − 30]
+    (≥ 0.9 here); 500 at −3 make lower −5."""
+    xs = [1 + i % 40 for i in range(3000)] + [4000] * 30 + [-3] * 500
+    g = ib.grid_125(True)
+    above = [sum(x > v for x in xs) for v in g]
+    below = [sum(x < v for x in xs) for v in g]
+    src = SeededSource(3)
+    got = [ib.dp_numeric_bounds(len(xs), above, below, True, 0.2, src) for _ in range(100)]
+    assert ib.threshold(0.1, 48) == 69
+    assert sum(b.upper == 50 for b in got) >= 90 - 4 * (100 * 0.1 * 0.9) ** 0.5
+    assert sum(b.lower == -5 for b in got) >= 95 - 4 * (100 * 0.05 * 0.95) ** 0.5
+
+
+def test_dp_date_bounds_land_on_the_data_years():
+    years = {y: 400 for y in range(1992, 1999)}
     src = SeededSource(7)
-    got = [ib.dp_date_bounds(months, False, 4.0, src) for _ in range(100)]
-    ok = sum(b.lower == "2024-01-01" and b.upper == "2024-12-31" for b in got)
+    got = [ib.dp_date_bounds(years, years, False, 0.4, src) for _ in range(100)]
+    ok = sum(b.lower == "1992-01-01" and b.upper == "1998-12-31" for b in got)
     assert ok >= 100 * (1 - 2 * ib.BETA) - 4 * (100 * 0.1 * 0.9) ** 0.5  # union of two β events, 4σ
+
+
+def test_dp_contribution_bound_is_a_high_quantile():
+    """Rows per unit: 900 units with 1..20 rows (45 each), 100 with 21..60 (2-3 each: 25 in
+    each cell (30, 40], (40, 50], (50, 60]), 5 with 1000. At ε 0.5, t = ⌈ln(48/β)/ε⌉ = 14: the
+    cells of 25 units and more pass but w.p. P[DLap(2) <= -12] < 0.3% each; the cell of 1000
+    (5 units) passes w.p. P[DLap(2) >= 9] < 1%. The 95% quantile of the ~1000 passing units is
+    where at most ~50 lie above: 40 (the 50 above it in (40, 60]) or, by the noise, 50; 60 if
+    the cell of 1000 passed. Never below 20: the cell (15, 20] of 225 units always passes."""
+    hist = {r: 45 for r in range(1, 21)} | {r: (3 if r % 2 else 2) for r in range(21, 61)} | {1000: 5}
+    src = SeededSource(11)
+    got = [ib.dp_contribution_bound(hist, 0.5, src) for _ in range(100)]
+    assert ib.threshold(0.5, len(ib.CONTRIBUTION_GRID)) == 14
+    assert all(r is not None and r >= 20 for r in got)
+    assert sum(r in (40, 50, 60) for r in got) >= 98 - 4 * (100 * 0.02 * 0.98) ** 0.5
 
 
 def test_postgres_schema(tmp_path, capsys, postgres):

@@ -83,9 +83,10 @@ def _check_exact(text: str, tables: dict[str, set[str]], path=None) -> dict:
     assert data["roles"]["admin"].keys() == {"tier", "admin", "scram"}
     got = {}
     for name, t in data["tables"].items():
-        assert set(t) <= {"source", "columns"}, (name, t)
+        assert set(t) <= {"source", "columns", "key"}, (name, t)
+        assert t.get("key", "id") == "id"  # proposed from a column named id (all present, distinct)
         for c, spec in t.get("columns", {}).items():
-            assert set(spec) <= {"type", "domain", "lower", "upper"}, (name, c, spec)
+            assert set(spec) <= {"type", "domain", "lower", "upper", "nullable"}, (name, c, spec)
         got[t["source"]] = set(t.get("columns", {}))
     assert got == tables
     if path is not None:
@@ -122,7 +123,7 @@ def test_duckdb_file_hostile_names(tmp_path, capsys):
     _duck_fixture(con)
     con.close()
     cfg = tmp_path / "dpgate.toml"
-    _init(capsys, str(db), "-o", str(cfg))
+    _init(capsys, str(db), "--exact-bounds", "-o", str(cfg))  # 200 rows: too few for DP bounds at ε 0.1
     text = cfg.read_text()
     expect = {"people": {"id", "order", "region", "m"}} | {_qi(h): {"v"} for h in HOSTILE_DUCK}
     data = _check_exact(text, expect, cfg)

@@ -123,6 +123,47 @@ CASES = [
         "MAX(v0) - LAG(MAX(v0)) OVER (ORDER BY month DESC) FROM cells GROUP BY month ORDER BY month",
     ),
     (
+        "nth value and RANGE offsets",
+        "SELECT educ, COUNT(*), NTH_VALUE(COUNT(*), 2) OVER (ORDER BY educ), "
+        "SUM(COUNT(*)) OVER (ORDER BY educ RANGE BETWEEN 2 PRECEDING AND 1 FOLLOWING), "
+        "AVG(COUNT(*)) OVER (ORDER BY educ DESC RANGE BETWEEN 1 PRECEDING AND CURRENT ROW), "
+        "NTH_VALUE(COUNT(*), 3) OVER (ORDER BY COUNT(*) RANGE BETWEEN 5 FOLLOWING AND 40 FOLLOWING), "
+        "COUNT(*) OVER (ORDER BY educ RANGE BETWEEN UNBOUNDED PRECEDING AND 3 PRECEDING) "
+        "FROM pums GROUP BY educ ORDER BY educ",
+        ["educ"],
+        ["bigint", "bigint"],
+        "SELECT educ, MAX(v0), NTH_VALUE(MAX(v0), 2) OVER (ORDER BY educ), "
+        "SUM(MAX(v0)) OVER (ORDER BY educ RANGE BETWEEN 2 PRECEDING AND 1 FOLLOWING), "
+        "AVG(MAX(v0)) OVER (ORDER BY educ DESC RANGE BETWEEN 1 PRECEDING AND CURRENT ROW), "
+        "NTH_VALUE(MAX(v0), 3) OVER (ORDER BY MAX(v0) RANGE BETWEEN 5 FOLLOWING AND 40 FOLLOWING), "
+        "COUNT(*) OVER (ORDER BY educ RANGE BETWEEN UNBOUNDED PRECEDING AND 3 PRECEDING) "
+        "FROM cells GROUP BY educ ORDER BY educ",
+    ),
+    (
+        "RANGE offset along a released float",
+        "SELECT educ, COUNT(*), AVG(income), "
+        "SUM(COUNT(*)) OVER (ORDER BY AVG(income) RANGE BETWEEN 2500.5 PRECEDING AND 1000 FOLLOWING), "
+        "MAX(educ) OVER (ORDER BY AVG(income) DESC RANGE BETWEEN CURRENT ROW AND 5000.25 FOLLOWING) "
+        "FROM pums GROUP BY educ ORDER BY educ",
+        ["educ"],
+        ["bigint", "bigint", "float8"],
+        "SELECT educ, MAX(v0), MAX(v1), "
+        "SUM(MAX(v0)) OVER (ORDER BY MAX(v1) RANGE BETWEEN 2500.5 PRECEDING AND 1000 FOLLOWING), "
+        "MAX(educ) OVER (ORDER BY MAX(v1) DESC RANGE BETWEEN CURRENT ROW AND 5000.25 FOLLOWING) "
+        "FROM cells GROUP BY educ ORDER BY educ",
+    ),
+    (
+        "the WINDOW clause",
+        "SELECT sex, race, COUNT(*), SUM(COUNT(*)) OVER w, RANK() OVER (p ORDER BY COUNT(*) DESC), "
+        "LAG(COUNT(*)) OVER w FROM pums GROUP BY sex, race "
+        "WINDOW p AS (PARTITION BY sex), w AS (p ORDER BY race) ORDER BY sex, race",
+        ["sex", "race"],
+        ["bigint", "bigint", "bigint"],
+        "SELECT sex, race, MAX(v0), SUM(MAX(v0)) OVER w, RANK() OVER (p ORDER BY MAX(v0) DESC), "
+        "LAG(MAX(v0)) OVER w FROM cells GROUP BY sex, race "
+        "WINDOW p AS (PARTITION BY sex), w AS (p ORDER BY race) ORDER BY sex, race",
+    ),
+    (
         "after HAVING, before ORDER BY and LIMIT",
         "SELECT educ, COUNT(*), SUM(COUNT(*)) OVER (ORDER BY COUNT(*) DESC) AS upto "
         "FROM pums GROUP BY educ HAVING COUNT(*) > 50 ORDER BY COUNT(*) LIMIT 5",
@@ -155,7 +196,7 @@ def _released_sql(sql: str, keys: list[str], width: int) -> str:
     items, rest = select.split(" FROM ", 1)
     parts = [p.strip() for p in _split_items(items)][:width]
     group = rest.split(" GROUP BY ", 1)
-    by = group[1].split(" HAVING ")[0].split(" ORDER BY ")[0]
+    by = group[1].split(" HAVING ")[0].split(" WINDOW ")[0].split(" ORDER BY ")[0]
     return f"SELECT {', '.join(parts)} FROM {group[0]} GROUP BY {by}"
 
 

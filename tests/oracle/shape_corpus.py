@@ -994,6 +994,70 @@ HAND: list[Case] = [
         "an expression over filtered counts",
         must_answer=True,
     ),
+    # --- scalar subqueries (a release of their own, bound as a constant), windows over released rows
+    Case(
+        "SELECT g, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM fx) AS share FROM fx GROUP BY g ORDER BY g",
+        _both(
+            "SELECT g, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM fx) AS share FROM fx WHERE g IN (0, 1, 2) "
+            "GROUP BY g ORDER BY g"
+        ),
+        1,
+        [0],
+        "share of a total by a scalar subquery",
+        must_answer=True,
+    ),
+    Case(
+        "SELECT s, COUNT(*) FROM fx WHERE i > (SELECT AVG(i) FROM fx WHERE g = 1) - 100 GROUP BY s",
+        _both(
+            f"SELECT s, COUNT(*) FROM fx WHERE i > (SELECT AVG({_clamped('i')}) FROM fx WHERE g = 1) - 100 "
+            "AND s IN ('x', 'X', 'x ') GROUP BY s"
+        ),
+        1,
+        None,
+        "a row filter against a released average (far from every row)",
+        must_answer=True,
+    ),
+    Case(
+        "SELECT g, n, SUM(n) OVER (ORDER BY g) AS running, RANK() OVER (ORDER BY n DESC, g) AS r, "
+        "n - LAG(n) OVER w AS change FROM (SELECT g, COUNT(*) AS n FROM fx GROUP BY g) q "
+        "WINDOW w AS (ORDER BY g) ORDER BY g",
+        _both(
+            "SELECT g, n, SUM(n) OVER (ORDER BY g) AS running, RANK() OVER (ORDER BY n DESC, g) AS r, "
+            "n - LAG(n) OVER w AS change FROM (SELECT g, COUNT(*) AS n FROM fx WHERE g IN (0, 1, 2) "
+            "GROUP BY g) q WINDOW w AS (ORDER BY g) ORDER BY g"
+        ),
+        1,
+        [0],
+        "windows over an aggregating derived table, a named window",
+        must_answer=True,
+    ),
+    Case(
+        "SELECT g, COUNT(*) AS n, NTH_VALUE(COUNT(*), 2) OVER (ORDER BY g) AS second, "
+        "SUM(COUNT(*)) OVER (ORDER BY g RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) AS pair "
+        "FROM fx GROUP BY g ORDER BY g",
+        _both(
+            "SELECT g, COUNT(*) AS n, NTH_VALUE(COUNT(*), 2) OVER (ORDER BY g) AS second, "
+            "SUM(COUNT(*)) OVER (ORDER BY g RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) AS pair "
+            "FROM fx WHERE g IN (0, 1, 2) GROUP BY g ORDER BY g"
+        ),
+        1,
+        [0],
+        "NTH_VALUE and a RANGE offset over released counts",
+        must_answer=True,
+    ),
+    Case(
+        "WITH r AS (SELECT g, COUNT(*) AS n FROM fx GROUP BY g) SELECT g, n, n * 1.0 / (SELECT SUM(n) FROM r) AS share "
+        "FROM r WHERE n = (SELECT MAX(n) FROM r) OR n < (SELECT AVG(n) FROM r WHERE g > 0) ORDER BY g",
+        _both(
+            "WITH r AS (SELECT g, COUNT(*) AS n FROM fx WHERE g IN (0, 1, 2) GROUP BY g) SELECT g, n, "
+            "n * 1.0 / (SELECT SUM(n) FROM r) AS share FROM r WHERE n = (SELECT MAX(n) FROM r) "
+            "OR n < (SELECT AVG(n) FROM r WHERE g > 0) ORDER BY g"
+        ),
+        1,
+        [0],
+        "scalar subqueries over the statement's own released rows (TPC-H Q15's shape)",
+        must_answer=True,
+    ),
 ]
 
 

@@ -2,7 +2,8 @@
 (:func:`proxy.pipeline.postexpr.window_values`) and the test's Postgres compute the same
 windows over one table of cells with ties, NULLs in values, keys and partitions, for every
 function and frame dpgate answers (peers of the default RANGE frame, ROWS / GROUPS offsets,
-NULLS FIRST / LAST)."""
+RANGE offsets along one ORDER BY key — integer or float, NULL keys framing their NULL peers —,
+NTH_VALUE, NULLS FIRST / LAST)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ ORDERS = [
     ("ORDER BY v0 DESC", ((COLS["v0"], True, True),)),
     ("ORDER BY v0 NULLS FIRST, k DESC", ((COLS["v0"], False, True), (COLS["k"], True, True))),
     ("ORDER BY p DESC NULLS LAST, k", ((COLS["p"], True, False), (COLS["k"], False, False))),
+    ("ORDER BY v1", ((COLS["v1"], False, False),)),
+    ("ORDER BY v1 DESC NULLS LAST", ((COLS["v1"], True, False),)),
 ]
 FRAMES = [
     ("", None),
@@ -44,6 +47,20 @@ FRAMES = [
         ("range", ("current",), ("unbounded", "following")),
     ),
     ("GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW", ("groups", ("preceding", 1), ("current",))),
+    ("RANGE BETWEEN 2 PRECEDING AND 1 FOLLOWING", ("range", ("preceding", 2), ("following", 1))),
+    ("RANGE BETWEEN 1 FOLLOWING AND 3 FOLLOWING", ("range", ("following", 1), ("following", 3))),
+    (
+        "RANGE BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING",
+        ("range", ("unbounded", "preceding"), ("preceding", 2)),
+    ),
+    (
+        "RANGE BETWEEN 0 PRECEDING AND UNBOUNDED FOLLOWING",
+        ("range", ("preceding", 0), ("unbounded", "following")),
+    ),
+    (
+        "RANGE BETWEEN 1.5 PRECEDING AND 0.25 FOLLOWING",
+        ("range", ("preceding", Decimal("1.5")), ("following", Decimal("0.25"))),
+    ),
 ]
 FRAMED = [
     ("sum(v0)", "sum", (COLS["v0"],)),
@@ -56,6 +73,8 @@ FRAMED = [
     ("max(v1)", "max", (COLS["v1"],)),
     ("first_value(v0)", "first_value", (COLS["v0"],)),
     ("last_value(v1)", "last_value", (COLS["v1"],)),
+    ("nth_value(v0, 2)", "nth_value", (COLS["v0"], ("lit", 2, "int"))),
+    ("nth_value(v1, 3)", "nth_value", (COLS["v1"], ("lit", 3, "int"))),
 ]
 RANKING = [
     ("rank()", "rank", ()),
@@ -81,6 +100,12 @@ def _cases():
         for (fsql, fn, args), (frsql, frame) in itertools.product(FRAMED, FRAMES):
             if frame is not None and frame[0] == "groups" and not order:
                 continue
+            offsets = [b[1] for b in frame[1:] if len(b) == 2 and b[0] != "unbounded"] if frame else []
+            if frame is not None and frame[0] == "range" and offsets:
+                if len(order) != 1:  # a RANGE offset is a distance along one key
+                    continue
+                if order[0][0] != COLS["v1"] and any(isinstance(x, Decimal) for x in offsets):
+                    continue  # a bigint key takes an integer offset (Postgres' in_range)
             if not total and (fn not in _PEER_INVARIANT or frame is not None and frame[0] == "rows"):
                 continue
             yield f"{fsql} OVER ({psql} {osql} {frsql})", ("window", fn, args, part, order, frame)

@@ -275,9 +275,9 @@ def test_several_aggregates_split_the_epsilon_charged_once(prs):
 
 
 REFUSED = [
-    ("SELECT COUNT(*), MAX(balance) FROM accounts", "0A000"),
+    ("SELECT COUNT(*), MAX(balance) + 1 FROM accounts", "0A000"),
     ("SELECT COUNT(*), AVG(balance) FROM accounts", "0A000"),
-    ("SELECT MAX(balance), MIN(balance) FROM accounts", "0A000"),
+    ("SELECT MAX(balance), MIN(balance) FROM accounts ORDER BY SUM(balance)", "0A000"),
     ("SELECT AVG(balance) FROM accounts", "0A000"),
     ("SELECT branch, COUNT(*) FROM accounts GROUP BY branch HAVING COUNT(*) > 10", "0A000"),
     ("SELECT MAX(kind) FROM accounts", "42804"),
@@ -341,3 +341,49 @@ def test_sql_levels_match_python_on_boundaries(prs):
     want = np.bincount(lv.level(pf(np.array(vals + [np.nan], dtype=float))), minlength=lv.L + 1)
     assert got == {i: int(c) for i, c in enumerate(want) if c}
     assert lv.level(pf(np.nan)) == 1  # NULL balance: eps_min, level 1
+
+
+def test_max_beside_count_and_sum_in_one_statement(prs):
+    """The dashboard tile: COUNT(*), SUM(balance), MAX(balance) in one statement. MAX's
+    two-round release (level ℓ, then the values of levels ≥ ℓ) runs beside the one-round
+    COUNT and SUM; each at ε/3 (E_q = ⅓ × E) within its own stated bounds; charged once."""
+    before = _spent(prs, "other")
+    sql = "SELECT COUNT(*), SUM(balance), MAX(balance) AS top FROM accounts"
+    with _backend_sql(prs) as seen:
+        rows, notes = _run(prs, sql, role="other")
+    assert _spent(prs, "other") == pytest.approx(before + 1.0)
+    assert len(seen) == 2  # the three level scans in one statement, then MAX's values round
+    ans = _answer(prs, "other")
+    assert ans["epsilon"] == [pytest.approx(1 / 3)] * 3
+    ((n, _),) = _check(prs, "other", "count", part=0)
+    ((s, _),) = _check(prs, "other", "sum", part=1)
+    ((m, _),) = _check(prs, "other", "max", part=2)
+    assert rows == [(n, s, m)]
+    assert "3 aggregates share the statement's ε, split equally" in notes[0]
+    assert "at most" in notes[0] and "are above the top" in notes[0]
+    assert "prdp_count, prdp_sum_extension, prdp_max_framework" in notes[0]
+    again, notes2 = _run(prs, sql, role="other")
+    assert again == rows and "repeat" in notes2[0] and _spent(prs, "other") == pytest.approx(before + 1.0)
+    text = "\n".join(r[0] for r in _run(prs, "EXPLAIN " + sql, role="other")[0])
+    assert (
+        "3 aggregates share ε 1, split equally" in text and "3) max(balance) via prdp_max_framework" in text
+    )
+    assert "round 2 after ℓ is known" in text and _spent(prs, "other") == pytest.approx(before + 1.0)
+
+
+def test_max_and_min_together_per_group(prs):
+    """MAX and MIN of one column per branch: two releases at ε/2 (the SUM they are both
+    planned as is not shared), each within its rank bound; ORDER BY and LIMIT over the
+    released cells as Postgres would."""
+    sql = (
+        "SELECT branch, MAX(balance) AS hi, MIN(balance) AS lo FROM accounts GROUP BY branch "
+        "ORDER BY hi DESC LIMIT 3"
+    )
+    rows, notes = _run(prs, sql, role="other")
+    dom = [(b,) for b in range(1, 6)]
+    his = _check(prs, "other", "max", group="branch", domain=dom, part=0)
+    los = _check(prs, "other", "min", group="branch", domain=dom, part=1)
+    cells = [(b, hi[0], lo[0]) for b, hi, lo in zip(range(1, 6), his, los)]
+    assert rows == sorted(cells, key=lambda r: -r[1])[:3]
+    assert "2 aggregates share the statement's ε" in notes[0] and "below the lo" in notes[0]
+    assert "prdp_max_framework, prdp_min_framework" in notes[0]

@@ -46,8 +46,15 @@ def test_read_as_one_quantile(config, sql, func, q, name):
         ("SELECT percentile_cont(-0.1) WITHIN GROUP (ORDER BY age) FROM pums", "0A000"),
         ("SELECT percentile_cont(2) WITHIN GROUP (ORDER BY age) FROM pums", "22023"),
         ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age, income) FROM pums", "0A000"),
-        ("SELECT median(age), MAX(age) FROM pums", "0A000"),
-        ("SELECT median(age) + 1 FROM pums", "0A000"),
+        ("SELECT sex, median(age), MAX(age) FROM pums GROUP BY sex HAVING MAX(age) > 3", "0A000"),
+        ("SELECT median(age), COUNT(*) FROM pums HAVING COUNT(*) > 5", "0A000"),
+        ("SELECT MAX(age), MIN(age) FROM pums WHERE '__dpgate_x0' = '__dpgate_x0' OR age > 1", "0A000"),
+        (  # 33 percentiles: more shares of ε than one statement splits into
+            "SELECT "
+            + ", ".join(f"percentile_disc(0.{i:02d}) WITHIN GROUP (ORDER BY age)" for i in range(1, 34))
+            + " FROM pums",
+            "0A000",
+        ),
     ],
 )
 def test_refused(config, sql, state):
@@ -72,3 +79,41 @@ def test_unknown_argument_refused(config, sql, kind):
         with pytest.raises(Refusal) as err:
             build_extreme_plan(tree, config)
         assert err.value.sqlstate == "0A000", key
+
+
+def test_joint_parts_each_fill_their_own_aggregate(config):
+    """MAX and MIN of one column, and a SUM of it, are planned as the same SUM: each part gets
+    an aggregate of its own (and the SUM goes to the cells), a repeated one shares its part."""
+    xp = build_extreme_plan(
+        rewriter.parse(
+            "SELECT sex, MAX(income) AS hi, SUM(income), MIN(income), MAX(income) AS hi2, "
+            "percentile_cont(0.5) WITHIN GROUP (ORDER BY income), median(income) FROM pums GROUP BY sex"
+        ),
+        config,
+    )
+    assert [(p.func, p.q, p.index) for p in xp.parts] == [
+        ("max", None, 0),
+        ("min", None, 2),
+        ("percentile_cont", Fraction(1, 2), 3),
+    ]
+    assert [o.index for o in xp.plan.outputs[1:]] == [0, 1, 2, 0, 3, 3]
+    assert xp.central is not None and xp.central_index == (None, 0, None, None)
+    assert [a.label for a in xp.central.aggregates] == ["sum(income)"]
+    assert xp.columns == ["income"] and xp.joint
+
+
+def test_expressions_and_order_by_read_the_parts(config):
+    """An expression over extremes (post-processing) and ORDER BY an extreme spelled out read
+    the parts' own aggregates, by position in the expression, not by the SUM each is planned as."""
+    xp = build_extreme_plan(
+        rewriter.parse(
+            "SELECT sex, MAX(income) - MIN(income) AS spread, MAX(income) / AVG(income) AS r FROM pums "
+            "GROUP BY sex ORDER BY MIN(income) DESC"
+        ),
+        config,
+    )
+    assert [(p.func, p.index) for p in xp.parts] == [("max", 0), ("min", 1)]
+    assert xp.plan.outputs[1].post == ("op", "-", ("agg", 0), ("agg", 1))
+    assert xp.plan.outputs[2].post == ("op", "/", ("agg", 0), ("agg", 2))
+    assert xp.plan.order_by[0].tree == ("agg", 1) and xp.central_index == (None, None, 0)
+    assert [a.label for a in xp.central.aggregates] == ["avg(income)"]

@@ -9,10 +9,12 @@ import argparse
 import duckdb
 
 from config import load_config
+from mechanisms import SeededSource
+from proxy.cli import init as init_mod
 from proxy.cli.init import add_parser, cmd_init
 
 
-def test_init_reads_a_spark_table(spark_connect, tmp_path, capsys):
+def test_init_reads_a_spark_table(spark_connect, tmp_path, capsys, monkeypatch):
     path = tmp_path / "sales.parquet"
     con = duckdb.connect()
     con.execute(
@@ -26,7 +28,7 @@ def test_init_reads_a_spark_table(spark_connect, tmp_path, capsys):
     add_parser(parser.add_subparsers())
     out = tmp_path / "dpgate.toml"
     args = parser.parse_args(
-        ["init", "--spark", spark_connect.remote, "--tables", "init_sales", "-o", str(out)]
+        ["init", "--spark", spark_connect.remote, "--tables", "init_sales", "--exact-bounds", "-o", str(out)]
     )
     assert cmd_init(args) == 0, capsys.readouterr().err
     text = out.read_text()
@@ -35,3 +37,13 @@ def test_init_reads_a_spark_table(spark_connect, tmp_path, capsys):
     cols = cfg.tables["init_sales"].columns
     assert cols["region"].domain == [0, 1, 2] and cols["tag"].domain == ["x0", "x1", "x2", "x3"]
     assert (cols["amount"].lower, cols["amount"].upper) == (0.0, 49.9)
+    # the default: ε-DP bounds, init's SQL transpiled to Spark's (500 rows: (20, 50] holds 300
+    # > t = 138 at ε/2 = 0.05, every cell above none)
+    monkeypatch.setattr(init_mod, "default_source", lambda: SeededSource(3))
+    out2 = tmp_path / "dp.toml"
+    args = parser.parse_args(
+        ["init", "--spark", spark_connect.remote, "--tables", "init_sales", "-o", str(out2)]
+    )
+    assert cmd_init(args) == 0, capsys.readouterr().err
+    cols = load_config(out2).tables["init_sales"].columns
+    assert (cols["amount"].lower, cols["amount"].upper) == (0.0, 50.0)
