@@ -43,6 +43,7 @@ NATIONS = [
 NAMES = sorted([n for _, n, _ in NATIONS] + ["ATLANTIS"])  # declared: one value no nation row has
 SUPPLIERS = [(1, 0), (2, 1), (3, 3), (4, 4), (5, 5), (6, 3)]  # INDIA has no supplier
 LOW, HIGH = "1992-01-01", "1998-12-31"
+DATABASE = "dpgate_key_domains"
 
 
 def _rows() -> dict[str, list[tuple]]:
@@ -145,10 +146,14 @@ def backend(request, tmp_path_factory):
         yield (lambda q: con.execute(q).fetchall()), {"kind": "duckdb", "path": str(path)}
         con.close()
         return
-    dsn = request.getfixturevalue("postgres").dsn
+    server = request.getfixturevalue("postgres").dsn
+    with psycopg.connect(server, autocommit=True) as con:  # its own database: the service loads
+        con.execute(f"DROP DATABASE IF EXISTS {DATABASE}")  # the demo's tables where it serves
+        con.execute(f"CREATE DATABASE {DATABASE}")
+    dsn = server.rsplit("/", 1)[0] + f"/{DATABASE}"
     with psycopg.connect(dsn, autocommit=True) as con:
         for t, ddl in DDL.items():
-            con.execute(f"DROP TABLE IF EXISTS {t}; CREATE TABLE {t} ({ddl})")
+            con.execute(f"CREATE TABLE {t} ({ddl})")
             with con.cursor().copy(f"COPY {t} FROM STDIN") as cp:
                 for row in data[t]:
                     cp.write_row(row)
