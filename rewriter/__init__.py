@@ -20,6 +20,7 @@ from config import Config
 
 from . import (
     cost,
+    dates,
     emit,
     histogram,
     inline,
@@ -163,6 +164,7 @@ def _plan(
     if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
         types = {c: spec.type for c, spec in ctx.table.columns.items()}
         groups, key_filter = keyfilter.restrict(groups, where, types)  # WHERE on a group key: fewer cells
+        groups = dates.restrict_years(groups, where)  # a date range: the years it meets
         groups, key_tuples, on_tuples = keyfilter.tuples(groups, where)  # … on several: fewer tuples
         key_filter += tuple(c for c in on_tuples if c not in key_filter)
     lookups = lookup_domains.queries(groups, where, spelled, rel.renamed, rel.owners, config)

@@ -85,6 +85,8 @@ def restrict(
             if g.type in ("int", "float", "text", "bool"):
                 try:
                     keep = _kept(conj, g)
+                    if keep is None:
+                        keep = _kept_by_branches(conj, g)
                 except _Unknown:
                     keep = None
             if keep is None and (fn := _date_key(g.expr)) is not None:
@@ -175,6 +177,32 @@ def _eval_keys(node: exp.Expression, env: dict[str, tuple[GroupKey, Any]]) -> bo
         raise _Unknown
     g, v = env[cols.pop()]
     return _eval(node, g, v)
+
+
+def _kept_by_branches(conj: exp.Expression, g: GroupKey) -> tuple[Any, ...] | None:
+    """An OR whose every branch has conjuncts on ``g`` alone (TPC-H Q7: ``(n1.n_name =
+    'FRANCE' AND n2.n_name = 'GERMANY') OR (n1.n_name = 'GERMANY' AND n2.n_name =
+    'FRANCE')``): a row passing it passes some branch, hence that branch's conjuncts on
+    ``g``, so ``g`` keeps the union over the branches of the values each branch's
+    conjuncts on ``g`` keep. None when some branch has none (the domain stays whole)."""
+    node = conj
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Or) or g.domain is None:
+        return None
+    kept: set[Any] = set()
+    for branch in node.flatten():
+        if not isinstance(branch, exp.Expression):
+            return None
+        values: set[Any] | None = None
+        for c in conjuncts(branch):
+            k = _kept(c, g)
+            if k is not None:
+                values = set(k) if values is None else values & set(k)
+        if values is None:
+            return None
+        kept |= values
+    return tuple(v for v in g.domain if v in kept)
 
 
 def _kept(conj: exp.Expression, g: GroupKey) -> tuple[Any, ...] | None:

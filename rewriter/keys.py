@@ -40,7 +40,7 @@ from .arith import paren
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
-from .plan import ColumnType, GroupKey
+from .plan import ColumnType, GroupKey, conjuncts
 from .scope import Ctx, T
 from .values import literal_value, natural_type, to_node
 
@@ -104,7 +104,10 @@ def name_of(node: exp.Expression) -> str:
 
 def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     """The group key of a derived expression, or a refusal saying what to write."""
+    owner = node.find_ancestor(exp.Select)
     node = _strip(node).copy()  # the rules below may rewrite what they check
+    if isinstance(node, exp.Substring):
+        return _listed_text(node, owner, ctx)
     if isinstance(node, exp.Case):
         return _case(node, ctx)
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
@@ -152,6 +155,39 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     if t.type in ("int", "float"):
         return _numeric(node, t, ctx)
     raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has no public set of values; {BIN_HINT}.")
+
+
+def _listed_text(node: exp.Substring, select: exp.Select | None, ctx: Ctx) -> GroupKey:
+    """``GROUP BY substring(c_phone FROM 1 FOR 2)`` with ``WHERE substring(c_phone FROM 1 FOR
+    2) IN ('13', '31', …)`` (TPC-H Q22): a row the WHERE keeps has one of the listed values,
+    so the list — the query's own literals — is the key's public domain. Without such a
+    conjunct the substring of a private text has no public set of values: refused."""
+    t = predicate.check(node.copy(), ctx)
+    text = _same_text(node)
+    w = select.args.get("where") if select is not None else None
+    for c in conjuncts(w.this) if w is not None else ():
+        if (
+            isinstance(c, exp.In)
+            and not c.args.get("query")
+            and _same_text(_strip(c.this)) == text
+            and c.expressions
+            and all(isinstance(v, exp.Literal) and v.is_string for v in c.expressions)
+        ):
+            return _key(t, "text", tuple(sorted({v.this for v in c.expressions})))
+    raise Refusal(
+        DENIED,
+        f"GROUP BY {node.sql('postgres')} has no public set of values; list them in WHERE "
+        f"({node.sql('postgres')} IN ('13', '31', …)) and each listed value is a group, or group by a "
+        "column with a declared domain.",
+    )
+
+
+def _same_text(node: exp.Expression) -> str:
+    """An expression's text with its columns unqualified and quoted (one spelling per meaning)."""
+    bare = node.copy()
+    for c in list(bare.find_all(exp.Column)):
+        c.replace(exp.column(c.name, quoted=True))
+    return bare.sql("postgres")
 
 
 def _text_of_public(node: exp.Expression, ctx: Ctx) -> TypeGuard[exp.Cast]:

@@ -247,7 +247,7 @@ _TYPES = {
     "date": "DATE",
     "timestamp": "TIMESTAMP",
 }
-_OUT: tuple[tuple[frozenset[exp.DataType.Type], ColumnType], ...] = (
+_OUT: tuple[tuple[frozenset[Any], ColumnType], ...] = (
     (frozenset(exp.DataType.INTEGER_TYPES), "int"),
     (frozenset(exp.DataType.REAL_TYPES), "float"),
     (frozenset(exp.DataType.TEXT_TYPES), "text"),
@@ -309,7 +309,7 @@ def _general(tree: exp.Expression, config: Config, params: list[Any] | None) -> 
             _declared_public(node, config, ctes)
             if node.name not in ctes or node.text("db"):
                 tables.append(node)
-    schema = {
+    schema: dict[str, object] = {
         n: {c: _TYPES[spec.type] for c, spec in t.columns.items()}
         for n, t in config.tables.items()
         if t.public

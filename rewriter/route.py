@@ -110,7 +110,8 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     if isinstance(tables, Mapping) and (found := lookup.split(tree, tables)) is not None:
         released = classify(parse(found.released), tables, catalog_relations)
         return Route("dp", released.table, planner=released.planner, lookup=True)
-    declared, views, catalog = set(), set(), False
+    declared: set[str] = set()
+    views, catalog = set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     semi = _semijoined(tree)
     looked_into: set[str] = set()  # read only by EXISTS / IN (SELECT …) in a WHERE
@@ -142,8 +143,17 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     looked_into -= declared
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
-    if declared and not private and any(not _is_public(tables, n) for n in looked_into):
-        private = set(declared)  # a public table's rows filtered by private ones: a DP path refuses it
+    hidden = sorted(n for n in looked_into if not _is_public(tables, n))
+    if declared and not private and hidden and not isinstance(tree, exp.Insert):
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            f"this statement returns rows of public tables ({', '.join(sorted(declared))}) chosen by "
+            f"private data ({', '.join(hidden)} in a subquery): which rows come back would tell "
+            "about the people's rows. dpgate answers aggregates of private tables, and public "
+            "tables on their own.",
+            hint="Ask the aggregate itself (SELECT s_name, SUM(l_quantity) FROM lineitem JOIN supplier … "
+            "GROUP BY s_name), or read the public tables without the private subquery.",
+        )
     if declared and not private and not isinstance(tree, exp.Insert):  # exact (rewriter.public)
         return Route(
             "public", _base(_joining(tree), public, tables) if len(public) > 1 else next(iter(public))

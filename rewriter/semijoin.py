@@ -234,7 +234,7 @@ class Semijoin:
         t = self.tables[table]
         out: set[tuple[str, str]] = set()
         if t.privacy_unit is not None and col == t.privacy_unit:
-            out.add(("unit", ""))
+            out.add(("unit", t.unit or ""))
         rows = [table] if col == t.key else []
         if col in t.references:
             rows.append(t.references[col])
@@ -243,5 +243,5 @@ class Semijoin:
             if rt is not None and not rt.public and rt.privacy_unit is not None:
                 out.add(("row", r))
                 if rt.privacy_unit == rt.key:  # customers: their key is the unit
-                    out.add(("unit", ""))
+                    out.add(("unit", rt.unit or ""))
         return out
