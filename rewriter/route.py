@@ -103,13 +103,15 @@ def parse_route(
 def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
-    if isinstance(tree, exp.Query) and scalar.has_scalars(tree):
-        with_scalars = _with_scalars(tree, tables, catalog_relations)
-        if with_scalars is not None:
-            return with_scalars
-    if isinstance(tables, Mapping) and (found := lookup.split(tree, tables)) is not None:
-        released = classify(parse(found.released), tables, catalog_relations)
-        return Route("dp", released.table, planner=released.planner, lookup=True)
+    read = {t.name for t in tree.find_all(exp.Table) if t.name in tables and t.text("db") in ("", "public")}
+    if not read or not all(_is_public(tables, n) for n in read):  # public only: one exact statement
+        if isinstance(tree, exp.Query) and scalar.has_scalars(tree):
+            with_scalars = _with_scalars(tree, tables, catalog_relations)
+            if with_scalars is not None:
+                return with_scalars
+        if isinstance(tables, Mapping) and (found := lookup.split(tree, tables)) is not None:
+            released = classify(parse(found.released), tables, catalog_relations)
+            return Route("dp", released.table, planner=released.planner, lookup=True)
     declared: set[str] = set()
     views, catalog = set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
