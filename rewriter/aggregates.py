@@ -216,14 +216,15 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | Filtered | Non
         raise ExtremeAggregate(
             UNSUPPORTED,
             "percentile_cont / percentile_disc / median are answered on "
-            "central tables, one per statement without other aggregates (each is its "
-            "own release).",
+            "central tables, each its own release (several in one statement share its ε), "
+            "in the select list, HAVING or ORDER BY — not inside a window, a FILTER or a nested query.",
         )
     if isinstance(node, (exp.Max, exp.Min)):
         raise ExtremeAggregate(
             UNSUPPORTED,
-            f"{node.sql_name().upper()}() is answered one per statement, "
-            "without other aggregates (each MAX or MIN is its own release).",
+            f"{node.sql_name().upper()}() is answered as its own release (several in one "
+            "statement share its ε), in the select list, HAVING or ORDER BY — not inside a window, "
+            "a FILTER or a nested query.",
         )
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *stats.VARIANCE_NODES)):
         name = node.sql_name() if isinstance(node, exp.Func) else node.key

@@ -120,14 +120,24 @@ def _rename(select: exp.Select, rel: Relation) -> None:
             seen.add(new)
             new = names[(q, new)]
         names[(q, c)] = new
+    ambiguous = set()
     for c in {c for _, c, _ in rel.renamed}:  # unqualified: when every reading is renamed alike
         readings = {q for q, x in names if x == c}
         targets = {names[(q, c)] for q in readings}
         if len(targets) == 1 and (rel.owners or {}).get(c, set()) <= readings:
             names[("", c)] = targets.pop()
+        else:  # n_name with nation n1 and nation n2: two columns, as Postgres says
+            ambiguous.add(c)
     for node in list(
         select.walk(prune=lambda n: n is not select and isinstance(n, (exp.Select, exp.Subquery)))
     ):
+        if isinstance(node, exp.Column) and not node.table and node.name in ambiguous:
+            raise Refusal(
+                "42702",
+                f"column reference {node.name} is ambiguous (it is a column of several joined tables); "
+                "qualify it with the table's alias.",
+                hint=None,
+            )
         if isinstance(node, exp.Column) and (node.table, node.name) in names:
             col: exp.Expr = exp.column(names[(node.table, node.name)], node.table or None, quoted=True)
             if node.parent is select and node.arg_key == "expressions":

@@ -594,6 +594,8 @@ def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int
         "(recursive splitting)"
         for c, r in trees.items()
     )
+    if shares == 1:
+        return f"one release at the statement's ε {share:g}{tree}{per_unit}"
     return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
 
 

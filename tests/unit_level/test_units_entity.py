@@ -33,6 +33,7 @@ from bench import tpch
 from bench.tpch_queries import QUERIES
 from config import parse_config
 from mechanisms.partition_selection import TruncatedGeometricSelection
+from rewriter.errors import Refusal
 from support.bound import duck_rows, pg_execute
 from support.service import Service, ask, make_config
 
@@ -177,6 +178,7 @@ def backend(request, duck, parquet, tmp_path_factory):
             lambda q: pg_execute(con, q).fetchall(),
             {"kind": "postgres", "dsn": dsn, "pool_size": 2},
         )
+        con.execute(f"DROP SCHEMA {SCHEMA} CASCADE")  # the shared test Postgres: leave it as found
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +188,7 @@ def svc(backend, columns, tmp_path_factory):
     data["tiers"]["default"].update(budget=1000.0, delta=1e-6, delta_budget=1e-3)
     data["roles"] = {r: data["roles"][r] for r in ("analyst", "half")}
     data.update(demo=False, units=UNITS, tables=_tables(columns, G, R))
-    s = Service(data, tmp_path_factory.mktemp("state"), people_rows=100, trips_rows=100).start()
+    s = Service(data, tmp_path_factory.mktemp("state")).start()  # the demo rows as every test loads them
     yield s
     s.close()
 
@@ -399,3 +401,33 @@ def test_a_chain_of_three_references_reads_the_analysts_rows(chain_db, sql):
     k = len(plan.group_by)
     got = _cells(rewriter.complete(plan, run(rewriter.to_sql(plan, dialect, "ab"))), k)
     assert got == _cells(run(sql), k)
+
+
+HISTOGRAMS = [  # per-customer counts over tables whose customer columns have different names
+    "select n, count(*) from (select o_custkey, count(*) as n from lineitem, orders "
+    "where l_orderkey = o_orderkey group by o_custkey) t group by n",
+    "select n, count(*) from (select c_custkey, count(*) as n from customer, orders "
+    "where c_custkey = o_custkey group by c_custkey) t group by n",
+    "select n, count(*) from (select c.c_custkey, count(o.o_orderkey) as n from customer c "
+    "left join orders o on c.c_custkey = o.o_custkey group by c.c_custkey) t group by n",
+]
+
+
+@pytest.mark.parametrize("sql", HISTOGRAMS, ids=["lines_per_customer", "orders_per_customer", "with_zero"])
+def test_per_unit_histograms_across_tables_of_one_unit(backend, columns, sql):
+    """A subquery grouped by another table's customer column is grouped by the unit: one row per
+    customer, the outer histogram exact before noise with a cap (R = 200) above every count."""
+    dialect, run, _ = backend
+    plan = rewriter.build_plan(rewriter.parse(sql), _config(columns, 1, 200))
+    got = {n: c for n, c in run(rewriter.to_sql(plan, dialect, "ab")) if c}
+    assert got == dict(run(_qualified(sql)))
+
+
+def test_an_unqualified_column_of_two_aliases_is_ambiguous(columns):
+    """nation n1 and nation n2 both have n_name: unqualified, it is ambiguous (42702), as in Postgres."""
+    sql = TWICE.replace("select n1.n_name, n2.n_name,", "select n_name,").replace(
+        "group by n1.n_name, n2.n_name", "group by n_name"
+    )
+    with pytest.raises(Refusal) as e:
+        rewriter.build_plan(rewriter.parse(sql), _config(columns))
+    assert e.value.sqlstate == "42702" and "n_name is ambiguous" in e.value.message
