@@ -159,6 +159,12 @@ def _plan(
         )
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
+    tuples = keys.key_tuples(w.this, groups, ctx) if w is not None and per is None else None
+    if tuples is not None:  # a WHERE over several keys: the cells whose key tuple it keeps
+        f, measures, aggregates = postprocess.resolve_filter(
+            postprocess.having_filter(tuples, ctx), groups, ctx, measures, aggregates
+        )
+        row_filter = f if row_filter is None else ("op", "and", row_filter, f)
     key_filter: tuple[str, ...] = ()
     key_tuples: keyfilter.KeyTuples = ()
     if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan

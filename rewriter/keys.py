@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, cast
 
 from sqlglot import exp
 
@@ -884,3 +884,29 @@ def _singled_out(tables: Mapping[str, Table], name: str, col: str) -> tuple[str,
 
 def _plural(name: str) -> str:
     return name if name.endswith("s") else name + "s"
+
+
+def key_tuples(where: exp.Expression, groups: tuple[GroupKey, ...], ctx: Ctx) -> exp.Expression | None:
+    """The WHERE's conjuncts that read two or more plain group keys and nothing else (TPC-H
+    Q7: ``(n1.n_name = 'FRANCE' AND n2.n_name = 'GERMANY') OR (n1.n_name = 'GERMANY' AND
+    n2.n_name = 'FRANCE')``), as one condition to evaluate on each released cell's keys. The
+    cells are the product of the keys' domains (each restricted on its own by
+    :mod:`rewriter.keyfilter`); a cell whose key tuple fails such a conjunct holds no row the
+    WHERE keeps, so the SQL never returns it, and dropping it reads public values only (the
+    domains and the query's literals): post-processing. None when there is none."""
+    plain = {g.column for g in groups if g.expr is None}
+    kept: list[exp.Expression] = []
+    for c in conjuncts(where):
+        if c.find(exp.Select, exp.Subquery, exp.Exists, exp.AggFunc, exp.Parameter) is not None:
+            continue
+        cols = list(c.find_all(exp.Column))
+        try:
+            names = {ctx.column(col).node.name for col in cols}
+        except Refusal:
+            continue
+        if len(names) >= 2 and names <= plain:
+            kept.append(c.copy())
+    out = kept[0] if kept else None
+    for c in kept[1:]:
+        out = cast(exp.Expression, exp.And(this=out, expression=c))
+    return out

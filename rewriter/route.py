@@ -103,15 +103,15 @@ def parse_route(
 def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
-    read = {t.name for t in tree.find_all(exp.Table) if t.name in tables and t.text("db") in ("", "public")}
-    if not read or not all(_is_public(tables, n) for n in read):  # public only: one exact statement
-        if isinstance(tree, exp.Query) and scalar.has_scalars(tree):
-            with_scalars = _with_scalars(tree, tables, catalog_relations)
-            if with_scalars is not None:
-                return with_scalars
-        if isinstance(tables, Mapping) and (found := lookup.split(tree, tables)) is not None:
-            released = classify(parse(found.released), tables, catalog_relations)
-            return Route("dp", released.table, planner=released.planner, lookup=True)
+    public_only = _public_only(tree, tables)  # answered whole and exactly (rewriter.public)
+    _refuse_public_rows_chosen_privately(tree, tables)
+    if isinstance(tree, exp.Query) and not public_only and scalar.has_scalars(tree):
+        with_scalars = _with_scalars(tree, tables, catalog_relations)
+        if with_scalars is not None:
+            return with_scalars
+    if isinstance(tables, Mapping) and not public_only and (found := lookup.split(tree, tables)) is not None:
+        released = classify(parse(found.released), tables, catalog_relations)
+        return Route("dp", released.table, planner=released.planner, lookup=True)
     declared: set[str] = set()
     views, catalog = set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
@@ -145,17 +145,6 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     looked_into -= declared
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
-    hidden = sorted(n for n in looked_into if not _is_public(tables, n))
-    if declared and not private and hidden and not isinstance(tree, exp.Insert):
-        raise Refusal(
-            INSUFFICIENT_PRIVILEGE,
-            f"this statement returns rows of public tables ({', '.join(sorted(declared))}) chosen by "
-            f"private data ({', '.join(hidden)} in a subquery): which rows come back would tell "
-            "about the people's rows. dpgate answers aggregates of private tables, and public "
-            "tables on their own.",
-            hint="Ask the aggregate itself (SELECT s_name, SUM(l_quantity) FROM lineitem JOIN supplier … "
-            "GROUP BY s_name), or read the public tables without the private subquery.",
-        )
     if declared and not private and not isinstance(tree, exp.Insert):  # exact (rewriter.public)
         return Route(
             "public", _base(_joining(tree), public, tables) if len(public) > 1 else next(iter(public))
@@ -215,6 +204,51 @@ def _with_scalars(tree: exp.Expression, tables: Tables, catalog_relations: Names
         )
     table = around.table if around.table is not None else next((r.table for r in inner if r.table), None)
     return Route("dp", table, planner=around.planner, scalars=True)
+
+
+def _refuse_public_rows_chosen_privately(tree: exp.Expression, tables: Tables) -> None:
+    """Refuse a statement that reads public tables only, but for ``EXISTS`` / ``IN (SELECT …)``
+    subqueries that read a private one (TPC-H Q20: suppliers chosen by their lineitems)."""
+    if isinstance(tree, exp.Insert):
+        return
+    semi = _semijoined(tree)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    outside: set[str] = set()
+    inside: set[str] = set()
+    for t in tree.find_all(exp.Table):
+        db = t.text("db")
+        if not isinstance(t.this, exp.Identifier) or db not in ("", "public") or t.name not in tables:
+            continue
+        if not db and t.name in ctes:
+            continue
+        (inside if id(t) in semi else outside).add(t.name)
+    hidden = sorted(n for n in inside - outside if not _is_public(tables, n))
+    if outside and hidden and all(_is_public(tables, n) for n in outside):
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            f"this statement returns rows of public tables ({', '.join(sorted(outside))}) chosen by "
+            f"private data ({', '.join(hidden)} in a subquery): which rows come back would tell "
+            "about the people's rows. dpgate answers aggregates of private tables, and public "
+            "tables on their own.",
+            hint="Ask the aggregate itself (SELECT s_name, SUM(l_quantity) FROM lineitem JOIN supplier … "
+            "GROUP BY s_name), or read the public tables without the private subquery.",
+        )
+
+
+def _public_only(tree: exp.Expression, tables: Tables) -> bool:
+    """Whether every declared table the statement reads, in any subquery, is public (its WITH
+    queries aside): such a statement is one exact read (:mod:`rewriter.public`), its scalar
+    subqueries part of it (TPC-H Q2's correlated minimum, Q11's HAVING threshold)."""
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = [
+        t.name
+        for t in tree.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier)
+        and t.text("db") in ("", "public")
+        and not (not t.text("db") and t.name in ctes)
+        and t.name in tables
+    ]
+    return bool(names) and all(_is_public(tables, n) for n in names)
 
 
 def _is_public(tables: Tables, name: str) -> bool:
