@@ -42,10 +42,12 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sql_coverage", ()),
     ("user_level", ()),
     ("tpch", ()),
+    ("auto_bounds", ()),
     ("per_record", ()),
     ("multitier", ()),
     ("metric_ldp", ()),
     ("svt", ()),
+    ("quantiles_joint", ()),
 )
 QUICK_GOAL_S = 50  # every --quick run, on a machine that runs nothing else
 

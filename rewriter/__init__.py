@@ -20,16 +20,19 @@ from config import Config
 
 from . import (
     cost,
+    dates,
     emit,
     histogram,
     inline,
     joins,
     keyfilter,
     keys,
+    lookup_domains,
     planner,
     postprocess,
     predicate,
     selection,
+    semijoin,
     shape,
 )
 from . import select as select_
@@ -127,17 +130,22 @@ def _plan(
     keys.distinct_to_group(select)  # SELECT DISTINCT g: GROUP BY g
     having = selection.split_having(select)
     top = selection.top_order(select)
+    spelled = None
     if per is not None:  # the per-unit relation (rewriter.histogram)
         rel = per.rel
         select.set("joins", None)
     else:
+        spelled = lookup_domains.capture(select, config)  # the public tables as written
         rel = joins.resolve(select, config)  # one table, or a lookup join (consumed here)
     shape.check_clauses(select)
     shape.check_nesting(select, windows=True)  # windows over released cells: rewriter.postprocess
     name = rel.name
     ctx = Ctx(name, rel.table, rel.qualifiers, params, owners=rel.owners, date_part=keys.date_part)
+    ctx.semijoin = semijoin.Semijoin(config, [name, *(j[0] for j in rel.joins)], predicate.where).check
     if per is not None:  # $n shared with the inner WHERE
         ctx.types, ctx.used = per.types, per.used
+    if per is None:  # one row per order or per person: refused first, with that reason
+        keys.refuse_single_rows(select, ctx, [name, *(j[0] for j in rel.joins)], config.tables)
     items = select_.items(select, ctx)
     groups = select_.group_by(select, items, ctx)
     postprocess.check_windows(select, groups)
@@ -151,9 +159,21 @@ def _plan(
         )
     w = select.args.get("where")
     where = predicate.where(w.this, ctx) if w is not None else None
+    tuples = keys.key_tuples(w.this, groups, ctx) if w is not None and per is None else None
+    if tuples is not None:  # a WHERE over several keys: the cells whose key tuple it keeps
+        f, measures, aggregates = postprocess.resolve_filter(
+            postprocess.having_filter(tuples, ctx), groups, ctx, measures, aggregates
+        )
+        row_filter = f if row_filter is None else ("op", "and", row_filter, f)
     key_filter: tuple[str, ...] = ()
+    key_tuples: keyfilter.KeyTuples = ()
     if per is None:  # a per-unit bucket at the cap means "cap or more": its WHERE is read in the scan
-        groups, key_filter = keyfilter.restrict(groups, where)  # WHERE on a group key: fewer cells
+        types = {c: spec.type for c, spec in ctx.table.columns.items()}
+        groups, key_filter = keyfilter.restrict(groups, where, types)  # WHERE on a group key: fewer cells
+        groups = dates.restrict_years(groups, where)  # a date range: the years it meets
+        groups, key_tuples, on_tuples = keyfilter.tuples(groups, where)  # … on several: fewer tuples
+        key_filter += tuple(c for c in on_tuples if c not in key_filter)
+    lookups = lookup_domains.queries(groups, where, spelled, rel.renamed, rel.owners, config)
     ms, ags = list(measures), list(aggregates)
     order = select_.order_by(
         select, items, outputs, ctx, hidden=lambda node: postprocess.resolve_sort(node, groups, ctx, ms, ags)
@@ -185,6 +205,8 @@ def _plan(
         relation=rel.relation,
         key_filter=key_filter,
         consistent=rel.table.consistent,
+        key_tuples=key_tuples,
+        lookups=lookups,  # keys read from public tables: their domains are the tables' (the proxy asks)
     )
     t = ctx.table
     if t.privacy_unit is not None:  # per person, not per row

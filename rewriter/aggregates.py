@@ -141,6 +141,43 @@ class Filtered:
 _FILTERABLE = ("count", "sum", "avg")
 
 
+def _case_sum(node: exp.Expression) -> exp.Filter | None:
+    """``SUM(CASE WHEN p THEN x [ELSE 0 | ELSE NULL] END)`` as ``SUM(x) FILTER (WHERE p)`` for
+    an ``x`` that is not a constant (a constant is a conditional count,
+    :mod:`rewriter.postprocess`): the rows where p is not true add 0 or nothing, so the sum is
+    the same, and the release is the one of SUM(x) over those rows (TPC-H Q8 and Q14's
+    revenue of one kind over all revenue). Else None."""
+    if not isinstance(node, exp.Sum) or not isinstance(node.this, exp.Case):
+        return None
+    if [k for k, v in node.args.items() if v and k != "this"]:
+        return None
+    case = node.this
+    ifs = case.args.get("ifs") or []
+    if (
+        case.this is not None
+        or len(ifs) != 1
+        or set(k for k, v in case.args.items() if v) - {"ifs", "default"}
+    ):
+        return None
+    branch = ifs[0]
+    if set(k for k, v in branch.args.items() if v) != {"this", "true"}:
+        return None
+    then, default = branch.args["true"], case.args.get("default")
+    inner = then
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, (exp.Literal, exp.Null)) or inner.find(exp.Column) is None:
+        return None
+    zero = (
+        default is None
+        or isinstance(default, exp.Null)
+        or (isinstance(default, exp.Literal) and default.is_number and float(default.this) == 0)
+    )
+    if not zero:
+        return None
+    return exp.Filter(this=exp.Sum(this=then.copy()), expression=exp.Where(this=branch.this.copy()))
+
+
 def _filtered(node: exp.Filter, ctx: Ctx) -> tuple[str, Filtered]:
     """(func, :class:`Filtered`) of ``COUNT/SUM/AVG(x) FILTER (WHERE cond)``; the condition is
     checked by the WHERE rules (:func:`predicate.where`); any other aggregate refuses."""
@@ -172,18 +209,22 @@ def aggregate(node: exp.Expression, ctx: Ctx) -> tuple[str, str | Filtered | Non
     COUNT/SUM/AVG is a :class:`Filtered`."""
     if isinstance(node, exp.Filter):
         return _filtered(node, ctx)
+    filtered = _case_sum(node)
+    if filtered is not None:
+        return _filtered(filtered, ctx)
     if isinstance(node, (exp.Median, exp.WithinGroup)):  # quantiles: rewriter.extreme
         raise ExtremeAggregate(
             UNSUPPORTED,
             "percentile_cont / percentile_disc / median are answered on "
-            "central tables, one per statement without other aggregates (each is its "
-            "own release).",
+            "central tables, each its own release (several in one statement share its ε), "
+            "in the select list, HAVING or ORDER BY — not inside a window, a FILTER or a nested query.",
         )
     if isinstance(node, (exp.Max, exp.Min)):
         raise ExtremeAggregate(
             UNSUPPORTED,
-            f"{node.sql_name().upper()}() is answered one per statement, "
-            "without other aggregates (each MAX or MIN is its own release).",
+            f"{node.sql_name().upper()}() is answered as its own release (several in one "
+            "statement share its ε), in the select list, HAVING or ORDER BY — not inside a window, "
+            "a FILTER or a nested query.",
         )
     if not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *stats.VARIANCE_NODES)):
         name = node.sql_name() if isinstance(node, exp.Func) else node.key

@@ -105,15 +105,34 @@ def _exact(v: float) -> bool:
     return isinstance(v, int) or v.is_integer() or Decimal(repr(v)) == Decimal(v)
 
 
-def _folded(t: T, exact: Decimal) -> T:
-    """A folded numeric constant must equal Postgres's exact decimal result."""
-    if t.value is not None and Decimal(t.value) != exact:
+def _numeric_kinds(a: T, b: T) -> bool:
+    """Whether Postgres computes ``a op b`` as numeric: no float8 operand, a numeric one."""
+    kinds = {_kind(a), _kind(b)}
+    return "float8" not in kinds and "numeric" in kinds
+
+
+def _decimal(v: int | float) -> Decimal:
+    """A numeric literal's decimal value: dpgate reads a literal as the double nearest its
+    text (:func:`rewriter.values.number`), whose shortest round-trip text is the literal's
+    own for up to 15 significant digits (``0.06``, not 0.059999999999999997779…)."""
+    return Decimal(v) if isinstance(v, int) else Decimal(repr(v))
+
+
+def _exact_constant(exact: Decimal, typ: ColumnType) -> T:
+    """Constant arithmetic of decimal literals (``0.06 - 0.01``, ``1 + 10``), folded here
+    exactly in decimal as Postgres's numeric (and DuckDB's and Spark's DECIMAL) compute it,
+    so no backend computes it: the statement carries the result as a decimal literal, the
+    same on every backend. Its plan-time value is the double nearest the exact result; a
+    result that no literal of at most 17 significant digits round-trips (a product with
+    more digits than a double holds) is refused: write the result instead."""
+    t = _fold(int(exact) if typ == "int" else float(exact), typ)
+    if typ != "int" and _decimal(t.value) != exact:
         raise Refusal(
             UNSUPPORTED,
             "this constant expression is computed exactly (numeric) by "
             "Postgres and has no exact floating-point value; write its result instead.",
         )
-    return replace(t, numeric=True)
+    return replace(t, numeric=True) if typ != "int" else t
 
 
 def _inf(sign: str = "") -> exp.Expression:
@@ -158,29 +177,27 @@ def _binary(kind: type[exp.Expression], a: T, b: T) -> exp.Expression:
 
 
 def add(kind: type[exp.Expression], a: T, b: T) -> T:
-    num = _numeric(a, b, "+" if kind is exp.Add else "-")
     if a.is_literal and b.is_literal:
         if a.value is None or b.value is None:
             return literal(None)
-        t = _fold(a.value + b.value if kind is exp.Add else a.value - b.value, _type(a, b))
-        if num:
-            x, y = Decimal(a.value), Decimal(b.value)
-            t = _folded(t, x + y if kind is exp.Add else x - y)
-        return t
+        if _numeric_kinds(a, b):
+            x, y = _decimal(a.value), _decimal(b.value)
+            return _exact_constant(x + y if kind is exp.Add else x - y, _type(a, b))
+        return _fold(a.value + b.value if kind is exp.Add else a.value - b.value, _type(a, b))
+    num = _numeric(a, b, "+" if kind is exp.Add else "-")
     a, b = (_window(_double(x), 0.0, BIG) for x in (a, b))
     lo = min(a.mag[0], b.mag[0]) * 2.0**-53
     return T(_binary(kind, a, b), _type(a, b), (lo, a.mag[1] + b.mag[1]), f8=True, numeric=num)
 
 
 def mul(a: T, b: T, num: bool | None = None) -> T:
-    num = _numeric(a, b, "*") if num is None else num
     if a.is_literal and b.is_literal:
         if None in (a.value, b.value):
             return literal(None)
-        t = _fold(a.value * b.value, _type(a, b))
-        if num:
-            t = _folded(t, Decimal(a.value) * Decimal(b.value))
-        return t
+        if num is not False and _numeric_kinds(a, b):
+            return _exact_constant(_decimal(a.value) * _decimal(b.value), _type(a, b))
+        return _fold(a.value * b.value, _type(a, b))
+    num = _numeric(a, b, "*") if num is None else num
     typ = _type(a, b)
     if a.is_literal:
         a, b = b, a

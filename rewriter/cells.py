@@ -24,7 +24,7 @@ from typing import Any
 
 from .plan import Plan
 
-__all__ = ["cell_positions", "complete", "domain_index"]
+__all__ = ["cell_positions", "complete", "domain_index", "sql_key"]
 
 
 def complete(plan: Plan, rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
@@ -111,6 +111,11 @@ def _position_index(plan: Plan) -> dict[Any, int] | None:
         memo["positions"] = index if len(index) == len(keys) else None
     positions: dict[Any, int] | None = memo["positions"]
     return positions
+
+
+def sql_key(v: Any, typ: str) -> Any:
+    """A key value (from the domain or from a backend) as SQL's ``=`` compares it."""
+    return _norm(v, typ)
 
 
 def _norm(v: Any, typ: str) -> Any:

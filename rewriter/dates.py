@@ -22,6 +22,7 @@ from .args import type_name
 from .datetimes import INVALID_DATETIME, SQL_TYPES, iso, node, parse, type_of  # noqa: F401
 from .errors import DATATYPE_MISMATCH, Refusal
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
+from .plan import GroupKey, conjuncts
 from .scope import Check, Ctx, T
 
 TIME = ("date", "timestamp")
@@ -369,3 +370,114 @@ def extract_domain(lo: dt.date, hi: dt.date, name: str) -> tuple[int, ...]:
         seen.add(part(max(v, start), name))
         v = shift(v, 1, unit)
     return tuple(sorted(seen))
+
+
+def restrict_years(groups: tuple[GroupKey, ...], where: exp.Expression | None) -> tuple[GroupKey, ...]:
+    """``GROUP BY extract(year from c)`` with ``WHERE c BETWEEN date '1995-01-01' AND date
+    '1996-12-31'`` (TPC-H Q7, Q8; also ``>=``, ``>``, ``<``, ``<=``, ``=`` of ``c`` with a
+    date or timestamp literal, each a conjunct of the checked WHERE): the key's domain keeps
+    the years that meet the range, not NULL (a comparison is never true for a NULL ``c``).
+    A year the range misses holds no row the WHERE keeps, so its cell is one the SQL never
+    returns; both inputs are public (the bounds' years and the query's literals). Other keys
+    and conjuncts leave the domain as it is (:mod:`rewriter.keyfilter` reads the rest)."""
+    if where is None:
+        return groups
+    out = []
+    for g in groups:
+        column = _year_of(g.expr) if g.domain is not None else None
+        span = _span(where, column) if column is not None else None
+        if span is None:
+            out.append(g)
+            continue
+        lo, hi = span
+        keep = tuple(
+            y
+            for y in g.domain or ()
+            if isinstance(y, int) and (lo is None or lo.year <= y) and (hi is None or y <= hi.year)
+        )
+        out.append(GroupKey(g.column, g.type, keep, g.expr))
+    return tuple(out)
+
+
+def _year_of(expr: exp.Expression | None) -> str | None:
+    """The column of a key ``CAST(EXTRACT(YEAR FROM c) AS BIGINT)`` (:func:`rewriter.keys`), else None."""
+    if not isinstance(expr, exp.Cast) or not isinstance(expr.this, exp.Extract):
+        return None
+    ex = expr.this
+    if not (isinstance(ex.this, exp.Var) and ex.name.upper() == "YEAR") or not isinstance(
+        ex.expression, exp.Column
+    ):
+        return None
+    return ex.expression.name
+
+
+_BOUND: dict[type[exp.Expression], tuple[str, bool]] = {  # c op v: (which end v bounds, v included)
+    exp.GTE: ("lo", True),
+    exp.GT: ("lo", False),
+    exp.LTE: ("hi", True),
+    exp.LT: ("hi", False),
+}
+
+
+def _span(where: exp.Expression, column: str) -> tuple[dt.date | None, dt.date | None] | None:
+    """The [earliest, latest] day a row's ``column`` can hold under ``where``'s conjuncts on
+    it (None: no such conjunct). An end excluded (``c < date '1997-01-01'``) moves by a
+    microsecond, which changes its year only at a year's first instant (as it must)."""
+    lo: dt.date | None = None
+    hi: dt.date | None = None
+    found = False
+    for c in conjuncts(where):
+        ends: list[tuple[str, dt.date, bool]] = []
+        if isinstance(c, exp.Between) and _is_col(c.this, column):
+            a, b = _time_value(c.args.get("low")), _time_value(c.args.get("high"))
+            if a is None or b is None:
+                continue
+            ends = [("lo", a, True), ("hi", b, True)]
+        elif (
+            isinstance(c, exp.EQ) and _is_col(c.this, column) and (v := _time_value(c.expression)) is not None
+        ):
+            ends = [("lo", v, True), ("hi", v, True)]
+        elif type(c) in _BOUND and _is_col(c.this, column) and (v := _time_value(c.expression)) is not None:
+            side, incl = _BOUND[type(c)]
+            ends = [(side, v, incl)]
+        for side, v, incl in ends:
+            found = True
+            if side == "hi" and not incl:
+                v = _before(v)
+            if side == "lo" and not incl:
+                v = _after(v)
+            if side == "lo":
+                lo = v if lo is None or v > lo else lo
+            else:
+                hi = v if hi is None or v < hi else hi
+    return (lo, hi) if found else None
+
+
+def _before(v: dt.date) -> dt.date:
+    if isinstance(v, dt.datetime):
+        return v - dt.timedelta(microseconds=1)
+    return v - dt.timedelta(days=1)
+
+
+def _after(v: dt.date) -> dt.date:
+    if isinstance(v, dt.datetime):
+        return v + dt.timedelta(microseconds=1)
+    return v + dt.timedelta(days=1)
+
+
+def _is_col(node: exp.Expression | None, column: str) -> bool:
+    return isinstance(node, exp.Column) and not node.table and node.name == column
+
+
+def _time_value(node: exp.Expression | None) -> dt.date | None:
+    """A checked ``CAST('…' AS DATE | TIMESTAMP)`` literal's value, else None."""
+    if not isinstance(node, exp.Cast) or not isinstance(node.this, exp.Literal) or not node.this.is_string:
+        return None
+    typ = type_name(node.to).lower()
+    if typ not in TIME:
+        return None
+    try:
+        v = dt.datetime.fromisoformat(node.this.this)
+    except ValueError:
+        return None
+    return v.date() if typ == "date" else v

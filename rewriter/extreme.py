@@ -125,7 +125,18 @@ class ExtremePlan:
 
     @property
     def joint(self) -> bool:
-        return len(self.parts) > 1 or self.central is not None
+        """Anything but one MAX/MIN/percentile selected as itself (ROUND/CAST over it allowed):
+        several, cells beside them, expressions, HAVING or ORDER BY over them."""
+        plan = self.plan
+        plain = (
+            len(self.parts) == 1
+            and self.central is None
+            and plan.row_filter is None
+            and not any(o.source == "expr" for o in plan.outputs)
+            and not any(item.tree is not None for item in plan.order_by)
+            and any(o.source == "aggregate" for o in plan.outputs)
+        )
+        return not plain
 
     @property
     def columns(self) -> list[str]:
@@ -161,7 +172,7 @@ def _fraction(node: exp.Expression | None) -> Fraction:
     if not (isinstance(node, exp.Literal) and not node.is_string):
         raise _refuse(
             "percentile_cont / percentile_disc take a numeric literal fraction in [0, 1], "
-            "e.g. percentile_cont(0.9) WITHIN GROUP (ORDER BY col); one per statement."
+            "e.g. percentile_cont(0.9) WITHIN GROUP (ORDER BY col)."
         )
     try:
         d = Decimal(node.this)
@@ -266,10 +277,6 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
                 "SUM takes", f"{ext.upper()} takes"
             )
         raise
-    if plan.selection is not None:
-        raise _refuse(
-            "HAVING and top-c are not available with MAX/MIN/percentiles; ask for the value per group."
-        )
     if plan.per_unit:  # over a per-unit subquery (rewriter.histogram)
         raise _refuse(
             "MAX / MIN / percentiles of per-unit counts are not available; ask the histogram "
@@ -277,11 +284,6 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
         )
     # plan.selected (a key without a public domain): the keys come from partition selection in the
     # same scan (histogram_sql's floor, proxy.pipeline.extreme), so it is planned like any other
-    if plan.row_filter is not None:
-        raise _refuse(
-            "HAVING is not available with MAX/MIN/percentiles; ask for the value per group "
-            "and filter in the client."
-        )
     single = (
         len(found) == 1
         and len(plan.aggregates) == 1
@@ -289,6 +291,8 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
         and (bool(quantiles) or kinds[0] in ("max", "min"))
         and not any(o.source == "expr" for o in plan.outputs)
         and not any(item.tree is not None for item in plan.order_by)
+        and plan.row_filter is None
+        and plan.selection is None
     )
     if not single:
         return _joint(original, config, params)
@@ -307,8 +311,8 @@ def build_extreme_plan(expr: exp.Expression, config: Config, params: list[Any] |
 MAX_PARTS, MAX_COLUMNS = 32, 8  # per statement: the scan reads one histogram per column
 
 JOINT = (
-    "Several MAX/MIN/median/percentiles of declared columns, COUNT/SUM/AVG beside them and "
-    "expressions over them are answered in one statement; HAVING is not"
+    "Several MAX/MIN/median/percentiles of declared columns, COUNT/SUM/AVG beside them, "
+    "expressions, HAVING and ORDER BY over them are answered in one statement"
 )
 
 
@@ -318,28 +322,20 @@ TAG = "__dpgate_x"  # the literal that tags an extreme's stand-in aggregate (:fu
 def _tagged(
     expr: exp.Expression,
 ) -> tuple[exp.Expression, exp.Expression, list[tuple[ExtremeFunc, Fraction | None]]]:
-    """Two copies of a statement whose select list or ORDER BY holds MAX/MIN/percentiles:
+    """Two copies of a statement whose select list, HAVING or ORDER BY holds MAX/MIN/percentiles:
 
     * each one j read as ``SUM(col) FILTER (WHERE '__dpgate_xj' = '__dpgate_xj')`` (as a
       double for percentile_cont and median; an unaliased select item keeps Postgres's name) —
       the central rules plan it as an aggregate of its own, which the tag names;
-    * each one read as the constant 1 (an ORDER BY item holding one left out), without OFFSET /
-      LIMIT: the statement's other aggregates, planned as cells.
+    * each one in the select list read as the constant 1, the other aggregates HAVING and
+      ORDER BY read added to the select list, without HAVING, ORDER BY, OFFSET, LIMIT: the
+      statement's other aggregates, planned as cells.
 
     and each one's (func, ascending q)."""
     tagged, rest = expr.copy(), expr.copy()
-    order = rest.args.get("order")
-    if isinstance(order, exp.Order):
-        keep = [o for o in order.expressions if not _extreme_nodes(o)]
-        rest.set("order", exp.Order(expressions=keep) if keep else None)
     found: list[tuple[ExtremeFunc, Fraction | None]] = []
-    for clause in ("expressions", "order"):
-        nodes = [n for v in _as_list(tagged.args.get(clause)) for n in _extreme_nodes(v)]
-        twins: list[exp.Expression | None] = [
-            n for v in _as_list(rest.args.get(clause)) for n in _extreme_nodes(v)
-        ]
-        twins += [None] * (len(nodes) - len(twins))  # (the ORDER BY items left out of ``rest``)
-        for node, twin in zip(nodes, twins):
+    for clause in ("expressions", "having", "order"):
+        for node in [n for v in _as_list(tagged.args.get(clause)) for n in _extreme_nodes(v)]:
             func, q, col = _read(node)
             tag = exp.Literal.string(f"{TAG}{len(found)}")
             new: exp.Expr = exp.Filter(
@@ -352,11 +348,34 @@ def _tagged(
                 new = exp.alias_(new, func)
             found.append((func, q))
             node.replace(new)
-            if twin is not None:
-                twin.replace(to_node(1))
-    for arg in ("limit", "offset"):
+    for node in [n for v in rest.expressions for n in _extreme_nodes(v)]:
+        node.replace(to_node(1))
+    extra = [
+        agg.copy()
+        for clause in ("having", "order")
+        for v in _as_list(rest.args.get(clause))
+        for agg in _other_aggregates(v)
+    ]
+    rest.set("expressions", [*rest.expressions, *(exp.alias_(a, f"{TAG}h{i}") for i, a in enumerate(extra))])
+    for arg in ("having", "order", "limit", "offset"):
         rest.set(arg, None)
     return tagged, rest, found
+
+
+def _other_aggregates(tree: exp.Expression) -> list[exp.Expression]:
+    """The aggregates of ``tree`` that are not MAX/MIN/percentiles (nor inside one, a window or
+    a nested query)."""
+    out: list[exp.Expression] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (exp.Max, exp.Min, exp.Median, exp.WithinGroup, exp.Window, exp.Subquery)):
+            continue
+        if isinstance(node, exp.AggFunc):
+            out.append(node)
+            continue
+        stack.extend(node.iter_expressions())
+    return out
 
 
 def _as_list(value: object) -> list[exp.Expression]:
@@ -418,8 +437,9 @@ def _joint(original: exp.Expression, config: Config, params: list[Any] | None) -
         raise refuse(f"a string literal starting with {TAG} is reserved.")
     tagged, rest, found = _tagged(original)
     plan = build_plan(tagged, config, params)
-    if plan.selection is not None or plan.row_filter is not None:
-        raise refuse("HAVING and top-c are not available with MAX/MIN/percentiles.")
+    # HAVING and ORDER BY … LIMIT are evaluated on every released cell's values (post-processing):
+    # no sparse vector chooses keys here
+    plan = dataclasses.replace(plan, selection=None)
     columns = config.tables[plan.table].columns
     aggs: list[Aggregate] = []
     parts: list[ExtremePart] = []
@@ -470,7 +490,10 @@ def _joint(original: exp.Expression, config: Config, params: list[Any] | None) -
         dataclasses.replace(item, tree=_remap(item.tree, index)) if item.tree is not None else item
         for item in plan.order_by
     )
-    full = dataclasses.replace(plan, aggregates=tuple(aggs), outputs=outputs, order_by=order)
+    having = None if plan.row_filter is None else _remap(plan.row_filter, index)
+    full = dataclasses.replace(
+        plan, aggregates=tuple(aggs), outputs=outputs, order_by=order, row_filter=having
+    )
     central, central_index = None, list[int | None]([None] * len(aggs))
     if central_of:
         cells = build_plan(rest, config, params)
@@ -480,7 +503,7 @@ def _joint(original: exp.Expression, config: Config, params: list[Any] | None) -
             if label not in labels:
                 raise refuse(f"{label} beside MAX/MIN/percentiles could not be planned as cells.")
             central_index[new] = labels.index(label)
-        if cells.cells != full.cells or cells.selection is not None or cells.row_filter is not None:
+        if cells.cells != full.cells:
             raise refuse("the aggregates beside MAX/MIN/percentiles must be over the same groups.")
         keys = tuple(o for o in cells.outputs if o.source == "group")
         names = {central_index[o.index]: o.name for o in reversed(outputs) if o.source == "aggregate"}

@@ -316,6 +316,7 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list[exp.E
     extra: list[exp.Expression] = []
     for cond in conjuncts(j.args["on"]):
         a, b = (cond.this, cond.expression) if isinstance(cond, exp.EQ) else (None, None)
+        a, b = (_qualified(c, lq, lt, rq, rt) for c in (a, b))  # TPC-H: ON c_custkey = o_custkey
         if isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table == rq and b.table == lq:
             a, b = b, a
         if (
@@ -385,6 +386,14 @@ def _unit_join(select: exp.Select, config: Config) -> tuple[Relation, list[exp.E
         ((right.name, lu, ru, "unit-" + ("left" if side else "inner")),),
     )
     return rel, extra
+
+
+def _qualified(c: exp.Expression | None, lq: str, lt: Table, rq: str, rt: Table) -> exp.Expression | None:
+    """An unqualified column of exactly one of the two joined tables, qualified by it."""
+    if not isinstance(c, exp.Column) or c.table or c.is_star:
+        return c
+    owners = [q for q, t in ((lq, lt), (rq, rt)) if c.name in t.columns]
+    return exp.column(c.name, owners[0]) if len(owners) == 1 else c
 
 
 def _join_condition(rel: Relation, extra: list[exp.Expression], ctx: Ctx) -> Relation:

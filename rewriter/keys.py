@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable
-from typing import Any, Literal, TypeGuard
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeGuard, cast
 
 from sqlglot import exp
 
-from config.models import Column
+from config.models import Column, Table
 
 from . import dates, datetimes, predicate
 from .args import type_name, understood
@@ -40,7 +40,7 @@ from .arith import paren
 from .errors import FEATURE_NOT_SUPPORTED as UNSUPPORTED
 from .errors import INSUFFICIENT_PRIVILEGE as DENIED
 from .errors import Refusal
-from .plan import ColumnType, GroupKey
+from .plan import ColumnType, GroupKey, conjuncts
 from .scope import Ctx, T
 from .values import literal_value, natural_type, to_node
 
@@ -104,7 +104,10 @@ def name_of(node: exp.Expression) -> str:
 
 def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     """The group key of a derived expression, or a refusal saying what to write."""
+    owner = node.find_ancestor(exp.Select)
     node = _strip(node).copy()  # the rules below may rewrite what they check
+    if isinstance(node, exp.Substring):
+        return _listed_text(node, owner, ctx)
     if isinstance(node, exp.Case):
         return _case(node, ctx)
     if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
@@ -152,6 +155,39 @@ def derive(node: exp.Expression, ctx: Ctx) -> GroupKey:
     if t.type in ("int", "float"):
         return _numeric(node, t, ctx)
     raise Refusal(DENIED, f"GROUP BY {node.sql('postgres')} has no public set of values; {BIN_HINT}.")
+
+
+def _listed_text(node: exp.Substring, select: exp.Select | None, ctx: Ctx) -> GroupKey:
+    """``GROUP BY substring(c_phone FROM 1 FOR 2)`` with ``WHERE substring(c_phone FROM 1 FOR
+    2) IN ('13', '31', …)`` (TPC-H Q22): a row the WHERE keeps has one of the listed values,
+    so the list — the query's own literals — is the key's public domain. Without such a
+    conjunct the substring of a private text has no public set of values: refused."""
+    t = predicate.check(node.copy(), ctx)
+    text = _same_text(node)
+    w = select.args.get("where") if select is not None else None
+    for c in conjuncts(w.this) if w is not None else ():
+        if (
+            isinstance(c, exp.In)
+            and not c.args.get("query")
+            and _same_text(_strip(c.this)) == text
+            and c.expressions
+            and all(isinstance(v, exp.Literal) and v.is_string for v in c.expressions)
+        ):
+            return _key(t, "text", tuple(sorted({v.this for v in c.expressions})))
+    raise Refusal(
+        DENIED,
+        f"GROUP BY {node.sql('postgres')} has no public set of values; list them in WHERE "
+        f"({node.sql('postgres')} IN ('13', '31', …)) and each listed value is a group, or group by a "
+        "column with a declared domain.",
+    )
+
+
+def _same_text(node: exp.Expression) -> str:
+    """An expression's text with its columns unqualified and quoted (one spelling per meaning)."""
+    bare = node.copy()
+    for c in list(bare.find_all(exp.Column)):
+        c.replace(exp.column(c.name, quoted=True))
+    return bare.sql("postgres")
 
 
 def _text_of_public(node: exp.Expression, ctx: Ctx) -> TypeGuard[exp.Cast]:
@@ -791,3 +827,86 @@ def distinct_to_group(select: exp.Select) -> None:
         return
     select.set("distinct", None)
     select.set("group", exp.Group(expressions=[e.unalias().copy() for e in select.expressions]))
+
+
+def refuse_single_rows(
+    select: exp.Select, ctx: Ctx, relation: list[str], tables: Mapping[str, Table]
+) -> None:
+    """Refuse a GROUP BY whose rows would each be one person's, or one row of a private
+    table (one order: one customer's): a column that is a private table's privacy unit, its
+    key, or a reference to a private table's key (TPC-H Q3 groups by ``l_orderkey``, Q10
+    and Q18 by ``c_custkey``). Such rows single out their people whatever the noise does
+    — a released row per order or per customer reads that one person's data — so they
+    are refused before any other rule, with what dpgate answers instead: groups of them
+    (a column with a public domain) or their distribution (a per-unit histogram).
+    ``relation``: the declared tables the statement reads (the base and its lookups)."""
+    group = select.args.get("group")
+    if group is None:
+        return
+    items = select.expressions
+    for g in group.expressions:
+        if isinstance(g, exp.Literal) and g.is_int and 1 <= int(g.this) <= len(items):
+            g = items[int(g.this) - 1].unalias()
+        while isinstance(g, exp.Paren):
+            g = g.this
+        if not isinstance(g, exp.Column) or g.name not in ctx.table.columns:
+            continue
+        name = ctx.column(g).node.name
+        for t in relation:
+            what = _singled_out(tables, t, name)
+            if what is not None:
+                raise Refusal(
+                    UNSUPPORTED,
+                    f"GROUP BY {name} returns one row per {what[0]}: its rows single out "
+                    f"{what[1]}, each row one person's data. dpgate answers about groups of them "
+                    "(GROUP BY a column with a public domain) or their distribution.",
+                    hint="Group by public attributes (SELECT n_name, SUM(…) … GROUP BY n_name), or ask "
+                    "the distribution of per-person values: SELECT n, COUNT(*) FROM (SELECT c_custkey, "
+                    "COUNT(*) AS n FROM orders … GROUP BY c_custkey) t GROUP BY n.",
+                )
+
+
+def _singled_out(tables: Mapping[str, Table], name: str, col: str) -> tuple[str, str] | None:
+    """(one row per what, whom it singles out) for ``name.col``, or None."""
+    t = tables.get(name)
+    if t is None or t.public or col not in t.columns:
+        return None
+    if t.privacy_unit == col:
+        return f"person ({name}.{col}, the privacy unit)", _plural(name)
+    rows = [name] if t.key == col and t.privacy_unit is not None else []
+    rows += [r for c, r in t.references.items() if c == col]
+    for r in rows:
+        rt = tables.get(r)
+        if rt is not None and not rt.public and rt.privacy_unit is not None:
+            return f"row of {r} ({name}.{col} names one)", _plural(r)
+    return None
+
+
+def _plural(name: str) -> str:
+    return name if name.endswith("s") else name + "s"
+
+
+def key_tuples(where: exp.Expression, groups: tuple[GroupKey, ...], ctx: Ctx) -> exp.Expression | None:
+    """The WHERE's conjuncts that read two or more plain group keys and nothing else (TPC-H
+    Q7: ``(n1.n_name = 'FRANCE' AND n2.n_name = 'GERMANY') OR (n1.n_name = 'GERMANY' AND
+    n2.n_name = 'FRANCE')``), as one condition to evaluate on each released cell's keys. The
+    cells are the product of the keys' domains (each restricted on its own by
+    :mod:`rewriter.keyfilter`); a cell whose key tuple fails such a conjunct holds no row the
+    WHERE keeps, so the SQL never returns it, and dropping it reads public values only (the
+    domains and the query's literals): post-processing. None when there is none."""
+    plain = {g.column for g in groups if g.expr is None}
+    kept: list[exp.Expression] = []
+    for c in conjuncts(where):
+        if c.find(exp.Select, exp.Subquery, exp.Exists, exp.AggFunc, exp.Parameter) is not None:
+            continue
+        cols = list(c.find_all(exp.Column))
+        try:
+            names = {ctx.column(col).node.name for col in cols}
+        except Refusal:
+            continue
+        if len(names) >= 2 and names <= plain:
+            kept.append(c.copy())
+    out = kept[0] if kept else None
+    for c in kept[1:]:
+        out = cast(exp.Expression, exp.And(this=out, expression=c))
+    return out

@@ -15,6 +15,7 @@ from sqlglot.tokens import Tokenizer
 
 from .errors import SYNTAX_ERROR, Refusal
 from .lru import LRU
+from .spellings import normalize
 
 MAX_TOKENS = 40_000
 """Statements with more tokens are refused (54000) before parsing: parsing costs
@@ -72,7 +73,7 @@ def parse(sql: str) -> exp.Expression:
     tree = exprs[0]
     if not isinstance(tree, exp.Expression):  # every statement node is an Expression
         raise Refusal(SYNTAX_ERROR, f"unexpected statement {type(tree).__name__}.", hint=None)
-    return _tsql_statistics(_complete(tree))
+    return normalize(_tsql_statistics(_complete(tree)))
 
 
 def _complete(tree: exp.Expression) -> exp.Expression:

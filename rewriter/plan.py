@@ -6,7 +6,8 @@ predicate is a sqlglot expression over unqualified declared column names, and
 :mod:`rewriter.emit` turns the plan into DuckDB or Postgres SQL.
 
 Cells: the cartesian product of the public domains of the GROUP BY keys (one cell
-when there is no GROUP BY). The backend returns exactly one row per cell,
+when there is no GROUP BY), less the key tuples public tables exclude (``key_tuples``:
+:mod:`rewriter.lookup_domains`). The backend returns exactly one row per cell,
 ``(key_1, …, key_k, measure_1, …, measure_j)``, empty cells included (counts and
 sums 0), so a cell's presence never depends on the data.
 
@@ -42,6 +43,18 @@ class GroupKey:
     type: ColumnType
     domain: tuple[Any, ...] | None
     expr: exp.Expression | None = None
+
+
+@dataclass(frozen=True)
+class LookupDomain:
+    """The values the group keys at ``keys`` (positions in :attr:`Plan.group_by`) can take,
+    read from public tables: ``query`` (``SELECT DISTINCT k… FROM <public tables joined as
+    the statement joins them> WHERE <its conjuncts over their columns>``, built by
+    :mod:`rewriter.lookup_domains`) returns them; the proxy runs it and restricts the
+    keys' domains (:func:`rewriter.lookup_domains.apply`)."""
+
+    keys: tuple[int, ...]
+    query: exp.Select
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,10 @@ class Plan:
     per_unit: str = ""  # over a per-unit relation (rewriter.histogram): what it protects, in words
     clock: str = ""  # now() / current_date: the instant dpgate read them at (UTC); such a plan is
     #                  planned afresh for each statement, never cached or templated
+    lookups: tuple[LookupDomain, ...] = ()  # key domains read from public tables (rewriter.lookup_domains)
+    lookups_done: bool = False  # … and applied: the domains below are the public tables' answer
+    key_tuples: tuple[tuple[tuple[int, ...], frozenset[tuple[Any, ...]]], ...] = ()
+    #  (key positions, the value tuples they can take together): cells outside are not released
     memo: PlanMemo = field(default_factory=PlanMemo, init=False, repr=False, compare=False)
 
     @property
@@ -209,6 +226,8 @@ class Plan:
         """The number of public cells (unbounded — 2^31 — when the keys are selected)."""
         if self.selected:
             return 2**31
+        if self.key_tuples:
+            return len(self.cells)
         n = 1
         for g in self.group_by:
             assert g.domain is not None  # (not selected)
@@ -220,8 +239,15 @@ class Plan:
         """Every cell of the public domain (one () without GROUP BY), in key order."""
         if self.selected:
             raise ValueError("a plan with selected keys has no public cells")
+        if self.key_tuples and "cells" in self.memo.domain:
+            kept: list[tuple[Any, ...]] = self.memo.domain["cells"]
+            return kept
         doms = [sorted(g.domain or (), key=lambda v: (v is None, v)) for g in self.group_by]
-        return [tuple(c) for c in itertools.product(*doms)]
+        cells = [tuple(c) for c in itertools.product(*doms)]
+        if self.key_tuples:  # the product's cells whose keys can take their values together
+            cells = [c for c in cells if all(tuple(c[i] for i in at) in ok for at, ok in self.key_tuples)]
+            self.memo.domain["cells"] = cells
+        return cells
 
     def canonical(self) -> str:
         """The measurement this plan releases, as canonical text (computed once).

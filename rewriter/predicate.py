@@ -42,6 +42,12 @@ def where(node: exp.Expr, ctx: Ctx) -> exp.Expression:
 def check(node: exp.Expr, ctx: Ctx) -> T:
     if not isinstance(node, exp.Expression):  # every node sqlglot builds is one
         raise Refusal(UNSUPPORTED, f"{sql_name(node)} is not supported in a row predicate.")
+    if isinstance(node, exp.Exists) or (isinstance(node, exp.In) and node.args.get("query") is not None):
+        if ctx.semijoin is None:
+            raise Refusal(
+                DENIED, "subqueries are not allowed here; use a single SELECT over one declared table."
+            )
+        return ctx.semijoin(node, ctx, check)  # a semi-join (rewriter.semijoin)
     if type(node) in ALLOWED:
         understood(node)  # a set argument no rule interprets is a refusal, never dropped
     if isinstance(node, exp.Paren):

@@ -103,15 +103,20 @@ def parse_route(
 def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = frozenset()) -> Route:
     """The route of a parsed statement (see :func:`route`)."""
     tree = normalize_identifiers(tree, dialect="postgres")
-    if isinstance(tree, exp.Query) and scalar.has_scalars(tree):
+    public_only = _public_only(tree, tables)  # answered whole and exactly (rewriter.public)
+    _refuse_public_rows_chosen_privately(tree, tables)
+    if isinstance(tree, exp.Query) and not public_only and scalar.has_scalars(tree):
         with_scalars = _with_scalars(tree, tables, catalog_relations)
         if with_scalars is not None:
             return with_scalars
-    if isinstance(tables, Mapping) and (found := lookup.split(tree, tables)) is not None:
+    if isinstance(tables, Mapping) and not public_only and (found := lookup.split(tree, tables)) is not None:
         released = classify(parse(found.released), tables, catalog_relations)
         return Route("dp", released.table, planner=released.planner, lookup=True)
-    declared, views, catalog = set(), set(), False
+    declared: set[str] = set()
+    views, catalog = set(), False
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    semi = _semijoined(tree)
+    looked_into: set[str] = set()  # read only by EXISTS / IN (SELECT …) in a WHERE
     for t in tree.find_all(exp.Table):
         if not isinstance(t.this, exp.Identifier):
             continue  # a table function: the path's rules decide
@@ -129,16 +134,21 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
         elif db in CATALOG_SCHEMAS or (not db and name in catalog_relations and name not in tables):
             catalog = True
         elif db in ("", "public") and name in tables:
-            declared.add(name)
-    if declared and (views or catalog):
+            (looked_into if id(t) in semi else declared).add(name)
+    if (declared or looked_into) and (views or catalog):
         raise Refusal(
             INSUFFICIENT_PRIVILEGE,
             "a statement reads either declared tables or the catalog "
             "and dpgate's views, not both; run them as separate statements.",
             hint=None,
         )
+    looked_into -= declared
     public = {n for n in declared if _is_public(tables, n)}
     private = declared - public
+    if declared and not private and not isinstance(tree, exp.Insert):  # exact (rewriter.public)
+        return Route(
+            "public", _base(_joining(tree), public, tables) if len(public) > 1 else next(iter(public))
+        )
     if len(declared) > 1 and not _lookup_joins(_joining(tree), len(declared)):
         raise Refusal(
             INSUFFICIENT_PRIVILEGE,
@@ -146,10 +156,6 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
             "reads one declared table, or a private table with lookup joins (JOIN t ON a.col = t.key).",
             hint=None,
         )
-    if declared and not private and not isinstance(tree, exp.Insert):
-        if len(public) > 1:
-            raise Refusal(INSUFFICIENT_PRIVILEGE, "read one public table per statement.", hint=None)
-        return Route("public", next(iter(public)))
     table = (
         _base(_joining(tree), private, tables) if len(private) > 1 else next(iter(private or declared), None)
     )
@@ -162,6 +168,15 @@ def classify(tree: exp.Expression, tables: Tables, catalog_relations: Names = fr
     if views:
         return Route("views")
     return Route("dp", catalog=catalog)
+
+
+def _semijoined(tree: exp.Expression) -> set[int]:
+    """The ids of the nodes inside ``EXISTS (…)`` and ``x IN (SELECT …)`` subqueries: a
+    table read there is a row predicate's (:mod:`rewriter.semijoin`), not a join."""
+    subs = [
+        s if isinstance(s, exp.Exists) else s.args.get("query") for s in tree.find_all(exp.Exists, exp.In)
+    ]
+    return {id(n) for s in subs if isinstance(s, exp.Expression) for n in s.walk()}
 
 
 def _with_scalars(tree: exp.Expression, tables: Tables, catalog_relations: Names) -> Route | None:
@@ -189,6 +204,51 @@ def _with_scalars(tree: exp.Expression, tables: Tables, catalog_relations: Names
         )
     table = around.table if around.table is not None else next((r.table for r in inner if r.table), None)
     return Route("dp", table, planner=around.planner, scalars=True)
+
+
+def _refuse_public_rows_chosen_privately(tree: exp.Expression, tables: Tables) -> None:
+    """Refuse a statement that reads public tables only, but for ``EXISTS`` / ``IN (SELECT …)``
+    subqueries that read a private one (TPC-H Q20: suppliers chosen by their lineitems)."""
+    if isinstance(tree, exp.Insert):
+        return
+    semi = _semijoined(tree)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    outside: set[str] = set()
+    inside: set[str] = set()
+    for t in tree.find_all(exp.Table):
+        db = t.text("db")
+        if not isinstance(t.this, exp.Identifier) or db not in ("", "public") or t.name not in tables:
+            continue
+        if not db and t.name in ctes:
+            continue
+        (inside if id(t) in semi else outside).add(t.name)
+    hidden = sorted(n for n in inside - outside if not _is_public(tables, n))
+    if outside and hidden and all(_is_public(tables, n) for n in outside):
+        raise Refusal(
+            INSUFFICIENT_PRIVILEGE,
+            f"this statement returns rows of public tables ({', '.join(sorted(outside))}) chosen by "
+            f"private data ({', '.join(hidden)} in a subquery): which rows come back would tell "
+            "about the people's rows. dpgate answers aggregates of private tables, and public "
+            "tables on their own.",
+            hint="Ask the aggregate itself (SELECT s_name, SUM(l_quantity) FROM lineitem JOIN supplier … "
+            "GROUP BY s_name), or read the public tables without the private subquery.",
+        )
+
+
+def _public_only(tree: exp.Expression, tables: Tables) -> bool:
+    """Whether every declared table the statement reads, in any subquery, is public (its WITH
+    queries aside): such a statement is one exact read (:mod:`rewriter.public`), its scalar
+    subqueries part of it (TPC-H Q2's correlated minimum, Q11's HAVING threshold)."""
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = [
+        t.name
+        for t in tree.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier)
+        and t.text("db") in ("", "public")
+        and not (not t.text("db") and t.name in ctes)
+        and t.name in tables
+    ]
+    return bool(names) and all(_is_public(tables, n) for n in names)
 
 
 def _is_public(tables: Tables, name: str) -> bool:

@@ -94,6 +94,9 @@ class Ctx:
     # a date part in a row predicate, checked as the derived group key of the same expression
     # (rewriter.keys.date_part): None where a statement's rules do not allow it
     date_part: Callable[[exp.Extract, Ctx], T] | None = None
+    # EXISTS / IN (SELECT …) in a row predicate, read as a semi-join along the privacy unit's
+    # path (rewriter.semijoin): None where a statement's rules do not allow it
+    semijoin: Callable[[exp.Exists | exp.In, Ctx, Check], T] | None = None
 
     @property
     def infer(self) -> bool:

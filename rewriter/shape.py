@@ -98,9 +98,17 @@ def check_clauses(select: exp.Select) -> None:
 
 def check_nesting(select: exp.Select, windows: bool = False) -> None:
     """Refuse subqueries, window functions and nested statements anywhere; with ``windows``,
-    window functions are left to :mod:`rewriter.postprocess` (computed over released cells)."""
+    window functions are left to :mod:`rewriter.postprocess` (computed over released cells).
+    ``EXISTS (…)`` and ``x IN (SELECT …)`` in a WHERE are left to the row predicate's rules
+    (:mod:`rewriter.semijoin`, which refuses what it does not read)."""
+    subqueries = [
+        s if isinstance(s, exp.Exists) else s.args.get("query")
+        for w in select.find_all(exp.Where)  # the statement's, and each FILTER (WHERE …)
+        for s in w.find_all(exp.Exists, exp.In)
+    ]
+    semi = {id(n) for s in subqueries if isinstance(s, exp.Expression) for n in s.walk()}
     for node in select.walk():
-        if node is select:
+        if node is select or id(node) in semi:
             continue
         if isinstance(node, (exp.Select, exp.Subquery, exp.Exists, exp.Query, exp.DDL, exp.DML)):
             raise Refusal(

@@ -56,4 +56,28 @@ def _concat(node: exp.DPipe, ctx: Ctx, check: Check) -> T:
     return T(exp.DPipe(this=a.node, expression=b.node, safe=True), "text")
 
 
-RULES: dict[type[exp.Expression], Rule] = {exp.Trim: _trim, exp.DPipe: _concat}
+def _substring(node: exp.Substring, ctx: Ctx, check: Check) -> T:
+    """``substring(x FROM a FOR n)`` / ``substring(x, a, n)`` with integer literals a and n ≥ 0
+    (a negative length raises in Postgres; a literal is checked here): the same characters on
+    every backend (1-based; positions before the first count toward n, as Postgres)."""
+    understood(node, frozenset({"this", "start", "length"}))
+    a = _text(check(node.this, ctx), ctx, "substring()")
+    start, length = node.args.get("start"), node.args.get("length")
+    refusal = Refusal(
+        UNSUPPORTED,
+        "substring() takes integer literals: substring(col FROM 1 FOR 2), the length not negative.",
+    )
+    if start is None or length is None:
+        raise refusal
+    s, n = check(start, ctx), check(length, ctx)
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (s.value, n.value)) or n.value < 0:
+        raise refusal
+    if s.value < 1:  # Postgres counts the positions before the first toward the length
+        n_left = max(0, n.value + s.value - 1)
+        return T(
+            exp.Substring(this=a.node, start=exp.Literal.number(1), length=exp.Literal.number(n_left)), "text"
+        )
+    return T(exp.Substring(this=a.node, start=s.node, length=n.node), "text")
+
+
+RULES: dict[type[exp.Expression], Rule] = {exp.Trim: _trim, exp.DPipe: _concat, exp.Substring: _substring}

@@ -686,7 +686,15 @@ def _propose(
     spent: list[Spent] = []
     big = rel.rows >= args.progress_rows
     _table_lines(rel, links, key, own_refs)
-    if reaching and links.paths[rel.name]:
+    if reaching and links.paths[rel.name] and args.auto_bounds:
+        rel.head += [
+            '# max_rows_per_unit, max_groups_per_unit: "auto": chosen by dpgate once per data version, ε-DP,',
+            "# from each unit's rows here, charged to the [auto_bounds] budget (docs/configuration.md)",
+            'max_rows_scope = "total"',
+            'max_rows_per_unit = "auto"',
+            'max_groups_per_unit = "auto"',
+        ]
+    elif reaching and links.paths[rel.name]:
         spent += _contribution(reader, rel, by, links, eps, source)
     not_null = facts.not_null.get(rel.name, set())
     for i, c in enumerate(rel.cols, 1):
@@ -725,6 +733,13 @@ def _propose(
             )
             c.lines.append(f"# lower/upper: {why}, {_PRIVATE}: publish a public range instead")
             _exact_bounds(c, None, args.round)
+        elif args.auto_bounds and reaching and c.kind in _NUMERIC:
+            c.lines += [
+                '# lower/upper: "auto": chosen by dpgate once per data version, ε-DP, from each unit\'s',
+                "# smallest and largest value, charged to the [auto_bounds] budget",
+                'lower = "auto"',
+                'upper = "auto"',
+            ]
         else:
             spent += _dp_bounds(reader, rel, c, by, links, eps, source, unit if reaching else None)
     return spent
@@ -970,6 +985,18 @@ def render(
             f"key = {toml_value(links.keys[u])}",
             "",
         ]
+    autos = sum(
+        line.endswith('= "auto"')
+        for rel in rels
+        for line in rel.head + [x for c in rel.cols for x in c.lines]
+    )
+    if autos:
+        out += [
+            '[auto_bounds]                        # the owner\'s budget for the bounds written "auto"',
+            "epsilon = 0.1                        # ε of each choice (per unit), made once per data version",
+            f"budget = {toml_value(round(autos * 0.1, 6))}                       # the {autos} choices of one data version",
+            "",
+        ]
     for name, why in (links.left_out if links is not None else {}).items():
         out.append(f"# left out: table {shown(name)}: {why}")
     for rel in rels:
@@ -1118,8 +1145,11 @@ def _read(args, reader) -> tuple[list[Rel], str, Links]:
             if rel.name in links.public:
                 continue
             keyish = {links.keys.get(rel.name)} | {r.column for r in links.refs if r.table == rel.name}
-            draws += sum(c.kind in _BOUNDED and c.n > 0 and c.name not in keyish for c in rel.cols)
-    draws += sum(1 for t, p in links.paths.items() if p)
+            auto = args.auto_bounds and rel.name in links.paths
+            drawn = ("date", "timestamp") if auto else _BOUNDED
+            draws += sum(c.kind in drawn and c.n > 0 and c.name not in keyish for c in rel.cols)
+    if not args.auto_bounds:
+        draws += sum(1 for t, p in links.paths.items() if p)
     eps = args.dp_epsilon if args.dp_epsilon is not None else ib.DEFAULT_EPSILON
     if args.dp_bounds is not None and draws:
         eps = args.dp_bounds / draws
@@ -1170,6 +1200,12 @@ def add_parser(sub) -> None:
         type=float,
         metavar="EPS",
         help="ε in all for the DP proposals, split evenly (instead of --dp-epsilon)",
+    )
+    p.add_argument(
+        "--auto-bounds",
+        action="store_true",
+        help='with --privacy-unit: write "auto" for the numeric bounds and contribution limits of the '
+        "tables that reach the unit (dpgate chooses them, ε-DP, at serve time; dates are drawn by init)",
     )
     p.add_argument(
         "--exact-bounds",

@@ -21,6 +21,7 @@ from typing import Literal
 from config import Config
 from mechanisms import default_source
 from rewriter import build_plan, parse, to_sql
+from rewriter.lru import LRU
 from rewriter.route import Route, Routes
 from rewriter.template import Templates
 
@@ -28,6 +29,7 @@ from ..backends import kind_of, open_backend
 from ..catalog import PG_RELATIONS, Catalog
 from ..pipeline.auto_bounds import Resolved, needed, resolve
 from ..pipeline.lane import LaneClient, heavy_plan
+from ..pipeline.lookup_domains import LookupAnswers
 from ..pipeline.noise import NoiseReservoir
 from ..pipeline.orchestrator import Connection
 from ..pipeline.release import prepare_mechanisms
@@ -41,6 +43,9 @@ from .caches import StatementCaches, plan_key
 from .runtime import collect_when_due, set_switch_interval, settle_gc, unsettle_gc
 from .statement_log import StatementLog
 from .tls import server_context
+
+PLAN_LOOKUPS = 1024
+"""Plans whose key domains public lookup tables gave, kept (by text and data version)."""
 
 BOUNDS_CHECK_S = 1.0
 """How often (at most) a statement reads the ledger's data version to see whether bounds
@@ -93,6 +98,8 @@ class Gateway:
         self.log_statement = StatementLog(as_json=config.server.log_format == "json")
         self._caches = StatementCaches()  # shared with the planner threads
         self._templates = Templates()
+        self.lookups = LookupAnswers()  # public lookup tables' answers (key domains)
+        self._resolved: LRU = LRU(PLAN_LOOKUPS)  # plans with those domains applied, by text and data version
         self._template_lock = threading.Lock()  # the templates: one planner thread at a time
         self._catalog_names = frozenset(PG_RELATIONS)
         self._shapes = Routes(config.tables, self._catalog_names)
@@ -154,6 +161,18 @@ class Gateway:
         template's probes) is CPU work, and nothing heavy runs on the event loop. A statement
         whose shape has a template is filled on the loop (a WHERE copy and its literals; its
         tokens are still those routing made) unless a planner thread holds the templates."""
+        plan = await self._plan_async(sql, params, tree)
+        if not plan.lookups or plan.lookups_done:
+            return plan
+        version = await self.ledger_read(self.ledger.data_version)
+        hit = self._resolved.get((plan_key(sql, params), version))
+        if hit is not None:
+            return hit
+        done = await self.lookups.resolve(self, plan)  # keys read from public tables: their domains
+        self._resolved.put((plan_key(sql, params), version), done)
+        return done
+
+    async def _plan_async(self, sql: str, params: list | None, tree=None):
         key = plan_key(sql, params)
         hit = self._caches.plans.get(key)
         if hit is not None:

@@ -25,6 +25,12 @@ def explain_lines(
                 f"  keys: the WHERE predicate on {g.column} keeps {len(g.domain)} value(s) of its public "
                 "domain, evaluated on the domain (public: the config and the query's literals; no ε)"
             )
+    for look in plan.lookups if plan.lookups_done else ():
+        names = ", ".join(plan.group_by[i].column for i in look.keys)
+        lines.append(
+            f"  keys: {names} read from public tables: the values they give under the WHERE's "
+            "conjuncts over their columns (public data, exact; no ε)"
+        )
     if plan.selection is not None:
         sel = plan.selection
         a = plan.aggregates[sel.aggregate]

@@ -252,7 +252,7 @@ class Extreme(ReleaseKind):
 
     async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
         gw = conn.gw
-        xp = await asyncio.to_thread(_build, gw, stmt, params)  # off the loop
+        xp = await _with_lookups(gw, await asyncio.to_thread(_build, gw, stmt, params))  # off the loop
         tier = gw.tier_of(conn.role)
         if tier.ladder is not None:  # a ladder's coalition guarantee covers its chain only
             raise SqlError(
@@ -332,6 +332,13 @@ def _build(gw, stmt: Statement, params: list) -> ExtremePlan:
     return build_extreme_plan(stmt.tree(), gw.config, list(params) if params else None)
 
 
+async def _with_lookups(gw, xp: ExtremePlan) -> ExtremePlan:
+    """``xp`` with its keys read from public lookup tables restricted (:mod:`.lookup_domains`)."""
+    if not xp.plan.lookups or xp.plan.lookups_done:
+        return xp
+    return dataclasses.replace(xp, plan=await gw.lookups.resolve(gw, xp.plan))
+
+
 async def describe_extreme(conn, stmt: Statement, oids: list[int]) -> Description:
     """Describe (extended protocol): parameter and column types."""
     expr = stmt.tree()
@@ -346,7 +353,7 @@ async def describe_extreme(conn, stmt: Statement, oids: list[int]) -> Descriptio
 async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free."""
     gw = conn.gw
-    xp = _build(gw, stmt, params)
+    xp = await _with_lookups(gw, _build(gw, stmt, params))
     tier = gw.tier_of(conn.role)
     if xp.joint:
         return Result(
@@ -587,6 +594,8 @@ def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int
         "(recursive splitting)"
         for c, r in trees.items()
     )
+    if shares == 1:
+        return f"one release at the statement's ε {share:g}{tree}{per_unit}"
     return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
 
 

@@ -439,3 +439,30 @@ def test_the_people_by_name_or_by_the_longest_chain():
     keys = {"baskets": "b_id", "shoppers": "s_id", "regions": "r_id"}
     t, why = init_links.suggest_unit(rows, keys, refs, 10)
     assert t == "shoppers" and why.endswith("lines → baskets → shoppers")
+
+
+def test_auto_bounds_leave_the_choice_to_the_server(tpch_parquet, tmp_path, capsys):
+    """--auto-bounds: the numeric bounds and contribution limits of the tables that reach the
+    unit are written "auto" (dpgate chooses them, ε-DP, once per data version), dates are drawn
+    by init, public tables keep their exact values, and [auto_bounds] pays for every choice."""
+    cfg = tmp_path / "auto.toml"
+    _init(
+        capsys, "--privacy-unit", "customer", "--auto-bounds", str(tpch_parquet / "*.parquet"), "-o", str(cfg)
+    )
+    data = tomllib.loads(cfg.read_text())
+    t = data["tables"]
+    assert t["lineitem"]["max_rows_per_unit"] == "auto" and t["orders"]["max_groups_per_unit"] == "auto"
+    li = t["lineitem"]["columns"]
+    assert (li["l_extendedprice"]["lower"], li["l_extendedprice"]["upper"]) == ("auto", "auto")
+    assert li["l_shipdate"]["lower"].startswith("19")  # a date: drawn by init
+    assert t["customer"]["columns"]["c_acctbal"]["upper"] == "auto"
+    assert isinstance(t["partsupp"]["columns"]["ps_supplycost"]["upper"], float)  # public: exact
+    choices = sum(
+        (c.get("lower") == "auto") + (c.get("upper") == "auto")
+        for x in t.values()
+        for c in x["columns"].values()
+    ) + sum(
+        (x.get("max_rows_per_unit") == "auto") + (x.get("max_groups_per_unit") == "auto") for x in t.values()
+    )
+    assert data["auto_bounds"]["budget"] == pytest.approx(0.1 * choices)
+    assert main(["check-config", "--backend", str(cfg)]) == 0

@@ -69,8 +69,8 @@ def test_monthly_series_of_purchases(service):
         "SELECT CAST(date_trunc('quarter', ts) AS date) AS q, SUM(amount) "
         "FROM purchases WHERE ts >= '2025-04-01' GROUP BY 1 ORDER BY 1",
     )
-    assert oids[0] == 1082 and [r[0] for r in rows] == [dt.date(2025, m, 1) for m in (1, 4, 7, 10)]
-    assert abs(rows[0][1]) < 5_000  # Q1 filtered out: only noise
+    # the range on ts cuts the quarters to those it can produce: Q1 is no row, as in Postgres
+    assert oids[0] == 1082 and [r[0] for r in rows] == [dt.date(2025, m, 1) for m in (4, 7, 10)]
 
 
 def test_date_filters_and_extract(service):

@@ -455,6 +455,42 @@ HAND: list[Case] = [
         defect="key predicates",
     ),
     Case(
+        "SELECT g, s, COUNT(*) FROM fx WHERE (g = 0 AND s = 'x') OR (g = 2 AND s = 'X') GROUP BY g, s",
+        _both("SELECT g, s, COUNT(*) FROM fx WHERE (g = 0 AND s = 'x') OR (g = 2 AND s = 'X') GROUP BY g, s"),
+        2,
+        None,
+        "a predicate over two keys keeps tuples",
+        must_answer=True,
+        defect="key predicates",
+    ),
+    # --- a key read from a public lookup table: the public tables' values under the WHERE
+    Case(
+        "SELECT gl.label, COUNT(*) FROM fx JOIN gl ON fx.g = gl.g WHERE gl.g IN (1, 2) GROUP BY gl.label",
+        _both(
+            "SELECT gl.label, COUNT(*) FROM fx JOIN gl ON fx.g = gl.g WHERE gl.g IN (1, 2) GROUP BY gl.label"
+        ),
+        1,
+        None,
+        "lookup key cut by a public column",
+        must_answer=True,
+        defect="key predicates",
+    ),
+    Case(
+        "SELECT a.label, b.label, COUNT(*) FROM fx JOIN gl a ON fx.g = a.g JOIN gl b ON fx.g = b.g "
+        "WHERE (a.label = 'one' AND b.label = 'one') OR (a.label = 'two' AND b.label = 'two') "
+        "GROUP BY a.label, b.label",
+        _both(
+            "SELECT a.label, b.label, COUNT(*) FROM fx JOIN gl a ON fx.g = a.g JOIN gl b ON fx.g = b.g "
+            "WHERE (a.label = 'one' AND b.label = 'one') OR (a.label = 'two' AND b.label = 'two') "
+            "GROUP BY a.label, b.label"
+        ),
+        2,
+        None,
+        "lookup keys cut tuple by tuple",
+        must_answer=True,
+        defect="key predicates",
+    ),
+    Case(
         "SELECT g, COUNT(*) FROM fx WHERE g BETWEEN 1 AND 2 GROUP BY g",
         _both("SELECT g, COUNT(*) FROM fx WHERE g BETWEEN 1 AND 2 GROUP BY g"),
         1,

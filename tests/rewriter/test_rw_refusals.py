@@ -39,9 +39,9 @@ def test_refused(config, state, sql):
 
 def test_percentiles_refusal_says_where_they_are_answered(config):
     """Percentiles are their own release (rewriter.extreme): build_plan routes them there,
-    saying one per statement on central tables."""
+    saying where they are answered."""
     with pytest.raises(ExtremeAggregate) as err:
         rewriter.build_plan(
             rewriter.parse("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM pums"), config
         )
-    assert err.value.sqlstate == "0A000" and "central tables, one per statement" in err.value.message
+    assert err.value.sqlstate == "0A000" and "central tables, each its own release" in err.value.message

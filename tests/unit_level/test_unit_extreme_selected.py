@@ -229,8 +229,8 @@ def test_refusals_where_not_sound():
         _plan(_demo(0.0), "SELECT city, MAX(amount) FROM purchases GROUP BY city")
     assert e.value.sqlstate == "0A000" and "needs a δ" in e.value.message and e.value.hint
     conn = _demo(1e-6)
-    with pytest.raises(Refusal):  # HAVING over MAX: not with MAX
-        _plan(conn, "SELECT city, MAX(amount) FROM purchases GROUP BY city HAVING MAX(amount) > 100")
+    with pytest.raises(Refusal):  # COUNT beside MAX over selected keys
+        _plan(conn, "SELECT city, MAX(amount), COUNT(*) FROM purchases GROUP BY city")
     conn.role = "bronze"  # a ladder tier: its chain only
     with pytest.raises(SqlError) as e:
         _plan(conn, "SELECT city, MAX(amount) FROM purchases GROUP BY city")
