@@ -59,7 +59,12 @@ __all__ = [
     "year_index",
 ]
 
-BETA = 0.05  # the statements hold with probability 1 − β = 95%
+BOUNDS_PER_FILE = 64
+"""The bounds one file may draw (32 columns' lower and upper)."""
+BETA = 0.05 / BOUNDS_PER_FILE
+"""Each bound's failure probability: by the union bound over the file's bounds, w.p. ≥ 95% NO bound
+of the file lies in a cell without units (a bound far beyond the data makes every answer's noise
+as wide as it is)."""
 CONTRIBUTION_QUANTILE = 0.95  # max_rows_per_unit: this quantile of the units' row counts
 DEFAULT_EPSILON = 0.1  # ε of each DP proposal (a column's bounds, a table's contribution bound)
 FIRST_YEAR, LAST_YEAR = 1900, 2099

@@ -189,7 +189,7 @@ def test_dp_bounds_meet_their_accuracy(integral):
 
 def test_dp_bounds_cut_sparse_tails_and_keep_negatives():
     """A cell of fewer units than t rarely passes; a negative cell of many does: 3000 values
-    at 1..40 and 30 (< t = 69 at ε 0.2) at 4000: upper 50 w.p. >= 1 − β − P[DLap ≥ t − 30]
+    at 1..40 and 30 (< t at ε 0.2) at 4000: upper 50 w.p. >= 1 − β − P[DLap ≥ t − 30]
     (≥ 0.9 here); 500 at −3 make lower −5."""
     xs = [1 + i % 40 for i in range(3000)] + [4000] * 30 + [-3] * 500
     g = ib.grid_125(True)
@@ -197,7 +197,7 @@ def test_dp_bounds_cut_sparse_tails_and_keep_negatives():
     below = [sum(x < v for x in xs) for v in g]
     src = SeededSource(3)
     got = [ib.dp_numeric_bounds(len(xs), above, below, True, 0.2, src) for _ in range(100)]
-    assert ib.threshold(0.1, 48) == 69
+    assert 30 < ib.threshold(0.1, 48) <= 500  # the tail of 30 is below t, the 500 at −3 above 2t
     assert sum(b.upper == 50 for b in got) >= 90 - 4 * (100 * 0.1 * 0.9) ** 0.5
     assert sum(b.lower == -5 for b in got) >= 95 - 4 * (100 * 0.05 * 0.95) ** 0.5
 
@@ -211,16 +211,15 @@ def test_dp_date_bounds_land_on_the_data_years():
 
 
 def test_dp_contribution_bound_is_a_high_quantile():
-    """Rows per unit: 900 units with 1..20 rows (45 each), 100 with 21..60 (2-3 each: 25 in
-    each cell (30, 40], (40, 50], (50, 60]), 5 with 1000. At ε 0.5, t = ⌈ln(48/β)/ε⌉ = 14: the
-    cells of 25 units and more pass but w.p. P[DLap(2) <= -12] < 0.3% each; the cell of 1000
-    (5 units) passes w.p. P[DLap(2) >= 9] < 1%. The 95% quantile of the ~1000 passing units is
-    where at most ~50 lie above: 40 (the 50 above it in (40, 60]) or, by the noise, 50; 60 if
-    the cell of 1000 passed. Never below 20: the cell (15, 20] of 225 units always passes."""
-    hist = {r: 45 for r in range(1, 21)} | {r: (3 if r % 2 else 2) for r in range(21, 61)} | {1000: 5}
+    """Rows per unit: 900 units with 1..20 rows (45 each), 180 with 21..60 (4-5 each: 45 in
+    each cell (30, 40], (40, 50], (50, 60]), 5 with 1000. At ε 0.5, t = ⌈ln(48/β)/ε⌉ ≤ 25: the
+    cells of 45 units and more pass but w.p. P[DLap(2) < t − 45]; the cell of 1000
+    (5 units) passes w.p. P[DLap(2) >= 9] < 1%. The 95% quantile of the ~1080 passing units is
+    where at most ~54 lie above: 50 (the 45 above it in (50, 60]) or, by the noise, 40 or 60. Never below 20: the cell (15, 20] of 225 units always passes."""
+    hist = {r: 45 for r in range(1, 21)} | {r: (5 if r % 2 else 4) for r in range(21, 61)} | {1000: 5}
     src = SeededSource(11)
     got = [ib.dp_contribution_bound(hist, 0.5, src) for _ in range(100)]
-    assert ib.threshold(0.5, len(ib.CONTRIBUTION_GRID)) == 14
+    assert ib.threshold(0.5, len(ib.CONTRIBUTION_GRID)) <= 25  # the cells of 45 units reach t
     assert all(r is not None and r >= 20 for r in got)
     assert sum(r in (40, 50, 60) for r in got) >= 98 - 4 * (100 * 0.02 * 0.98) ** 0.5
 

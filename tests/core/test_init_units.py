@@ -7,6 +7,7 @@ file, and check-config --backend names a glob whose files differ."""
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -423,7 +424,9 @@ def test_glob_of_one_schema_is_one_table_and_check_config_names_a_mixed_glob(tmp
 def test_threshold_and_grid_are_public_constants():
     assert ib.CONTRIBUTION_GRID[0] == 1 and ib.CONTRIBUTION_GRID[-1] == 100_000
     assert list(ib.CONTRIBUTION_GRID) == sorted(set(ib.CONTRIBUTION_GRID))
-    assert ib.threshold(0.05, 48) == 138  # ⌈ln(48 / 0.05) / 0.05⌉
+    assert ib.threshold(0.05, 48) == math.ceil(
+        math.log(48 * ib.BOUNDS_PER_FILE / 0.05) / 0.05
+    )  # β = 5% per file
 
 
 def test_the_people_by_name_or_by_the_longest_chain():
