@@ -310,11 +310,11 @@ class AutoBounds(StrictModel):
     """the share of units a chosen bound covers: a contribution bound at least this quantile of the
     units' contributions, an upper (lower) clamping bound at least (at most) this quantile of the
     units' largest (smallest) values — up to the grid step and the noise, among the units in bins
-    the noisy histogram supports (a thin tail of bins holding fewer than ⌈ln(bins/β)/ε⌉ units each
+    the noisy histogram supports (a thin tail of bins holding fewer than ⌈ln(bins·k/β)/ε⌉ units each
     is not seen)."""
     beta: float = Field(default=0.05, gt=0, lt=1)
-    """the chance that a histogram bin holding no unit is taken for one (sets the support
-    threshold ⌈ln(bins/β)/ε⌉ units)."""
+    """the chance that any choice of a data version takes a histogram bin holding no unit for one
+    (each of the k choices uses β/k: the support threshold is ⌈ln(bins·k/β)/ε⌉ units)."""
 
 
 class Table(StrictModel):

@@ -109,7 +109,7 @@ async def resolve(gw, declared: Config, source: RandomSource) -> Resolved:
             continue
         budget_left -= round(ab.epsilon * NANO)
         try:
-            made.append(await _choose(gw, declared, ch, source))
+            made.append(await _choose(gw, declared, ch, source, len(want)))
         except Refusal as r:
             missing[ch] = r.message
         except Exception as e:  # the backend failed: nothing released, nothing kept
@@ -136,14 +136,16 @@ async def resolve(gw, declared: Config, source: RandomSource) -> Resolved:
     return Resolved(_resolved_config(declared, chosen, dv), dv, chosen, missing, spent)
 
 
-async def _choose(gw, config: Config, ch: Choice, source: RandomSource) -> ChosenBound:
-    """One bound: its scan, then its release (exact integer noise, :mod:`mechanisms.auto_bounds`)."""
+async def _choose(gw, config: Config, ch: Choice, source: RandomSource, choices: int) -> ChosenBound:
+    """One bound: its scan, then its release (exact integer noise, :mod:`mechanisms.auto_bounds`),
+    at β / ``choices``: by the union bound, w.p. ≥ 1 − β no choice of the data version takes an
+    empty bin (one bound far beyond the data widens every answer's noise)."""
     ab = config.auto_bounds
     table = config.tables[ch.table]
     measure, columns, edges, lower = _measure(ch, table)
     sql = contribution_sql(config, ch.table, measure, columns, gw.backend.dialect)
     rows = await gw.backend.fetch(sql, SCAN_TIMEOUT_S)
-    mech = LogHistogramBound(ab.epsilon, edges, Fraction(str(ab.quantile)), ab.beta, lower=lower)
+    mech = LogHistogramBound(ab.epsilon, edges, Fraction(str(ab.quantile)), ab.beta / choices, lower=lower)
     got = await asyncio.to_thread(mech.release, rows, source)  # a large histogram: off the event loop
     value = None if got.value is None else _text(got.value)
     return ChosenBound(ch.table, ch.field, value, ab.epsilon, time.time())
