@@ -190,7 +190,8 @@ def _with_scalars(tree: exp.Expression, tables: Tables, catalog_relations: Names
         t.name in tables and t.text("db") in ("", "public") for n in found for t in n.find_all(exp.Table)
     ):
         return None
-    inner = [classify(parse(scalar.statement(outer, n)), tables, catalog_relations) for n in found]
+    declared = tables if isinstance(tables, Mapping) else None  # with columns: outer columns told apart
+    inner = [classify(parse(scalar.statement(outer, n, declared)), tables, catalog_relations) for n in found]
     scalar.bind(outer, found, [exp.Null() for _ in found])
     around = classify(outer, tables, catalog_relations)
     if any(r.kind not in ("dp", "public") or r.catalog for r in (*inner, around)) and any(

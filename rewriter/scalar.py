@@ -145,10 +145,12 @@ def _reads(node: exp.Expression, ctes: dict[str, exp.CTE]) -> list[str]:
     return [name for name in ctes if name in want]
 
 
-def statement(tree: exp.Expression, node: exp.Subquery) -> str:
+def statement(tree: exp.Expression, node: exp.Subquery, tables: Mapping[str, Any] | None = None) -> str:
     """The scalar subquery ``node`` of ``tree`` as a statement of its own (Postgres SQL), or a
     refusal: it must be one aggregate without GROUP BY (exactly one row), and name no
-    relation of the statement around it (a correlated subquery is a query per outer row)."""
+    relation or column of the statement around it (a correlated subquery is a query per
+    outer row). ``tables`` (the declared tables, by name: each with ``columns``) tells an
+    unqualified outer column (TPC-H Q17's ``l_partkey = p_partkey``) from the subquery's own."""
     select = node.this
     if not isinstance(select, exp.Select):
         raise Refusal(FEATURE_NOT_SUPPORTED, "a scalar subquery must be a SELECT.", hint=HINT)
@@ -183,6 +185,8 @@ def statement(tree: exp.Expression, node: exp.Subquery) -> str:
                 "(a correlated subquery: one query per outer row) and is not answered.",
                 hint=HINT,
             )
+    if tables is not None:
+        _no_outer_columns(tree, node, select, tables, ctes)
     inner = select.copy()
     used = _reads(inner, ctes)
     if used:
@@ -191,6 +195,37 @@ def statement(tree: exp.Expression, node: exp.Subquery) -> str:
         key = "with_" if "with_" in exp.Select.arg_types else "with"
         inner.set(key, exp.With(expressions=[ctes[n].copy() for n in used] + mine))
     return inner.sql("postgres")
+
+
+def _no_outer_columns(
+    tree: exp.Expression,
+    node: exp.Subquery,
+    select: exp.Select,
+    tables: Mapping[str, Any],
+    ctes: Mapping[str, exp.CTE],
+) -> None:
+    """Refuse an unqualified column that no table of the subquery declares and a declared
+    table of the statement around it does: it names the outer row. Decided only when the
+    subquery reads declared tables alone (a CTE's or a derived table's columns are not
+    known here: the planner refuses what it cannot resolve)."""
+    inner = [t for t in select.find_all(exp.Table)]
+    if not inner or any(t.name in ctes or t.name not in tables for t in inner) or select.find(exp.Subquery):
+        return
+    own = {c for t in inner for c in tables[t.name].columns}
+    mine = {id(t) for t in node.find_all(exp.Table)}
+    outer = [t.name for t in tree.find_all(exp.Table) if id(t) not in mine and t.name in tables]
+    for col in select.find_all(exp.Column):
+        if col.table or col.name in own:
+            continue
+        holders = sorted({o for o in outer if col.name in tables[o].columns})
+        if holders:
+            raise Refusal(
+                FEATURE_NOT_SUPPORTED,
+                f"the scalar subquery names {col.name}, a column of {', '.join(holders)} in the "
+                "statement around it (a correlated subquery: one query per outer row) and is not "
+                "answered.",
+                hint=HINT,
+            )
 
 
 def scalars(tree: exp.Expression) -> list[Scalar]:

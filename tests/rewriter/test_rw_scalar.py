@@ -214,3 +214,32 @@ def test_q15_is_a_release_looked_up_in_a_public_table():
         ("d", "total_revenue"),
     ]
     assert lk.order == ((0, False, False),)
+
+
+def test_an_unqualified_column_of_the_statement_around_is_a_correlated_subquery():
+    """TPC-H Q17 writes its correlation unqualified (``l_partkey = p_partkey``): the column is
+    declared by a table of the statement around the subquery and by none of the subquery's,
+    so the subquery is a query per outer row — refused as such, not as an unknown column. A
+    column of the subquery's own table of the same name stays its own."""
+    i = {"type": "int", "lower": 0, "upper": 100}
+    cfg = parse_config(
+        {
+            "server": {"auth": "trust"},
+            "tiers": {"d": {"epsilon": 1, "budget": 10}},
+            "roles": {"a": {"tier": "d"}},
+            "tables": {
+                "lineitem": {"columns": {"l_partkey": i, "l_quantity": i}},
+                "part": {"public": True, "columns": {"p_partkey": i, "l_quantity": i}, "key": "p_partkey"},
+            },
+        }
+    )
+    q17 = (
+        "SELECT SUM(l_quantity) FROM lineitem, part WHERE p_partkey = l_partkey AND l_quantity < "
+        "(SELECT 0.2 * AVG(l_quantity) FROM lineitem WHERE l_partkey = p_partkey)"
+    )
+    with pytest.raises(Refusal) as e:
+        route(q17, cfg.tables)
+    assert e.value.sqlstate == "0A000" and "p_partkey, a column of part" in e.value.message
+    assert "correlated" in e.value.message
+    own = "SELECT COUNT(*) FROM lineitem WHERE l_quantity < (SELECT AVG(l_quantity) FROM lineitem)"
+    assert route(own, cfg.tables).scalars
