@@ -20,7 +20,6 @@ tpchgen-cli) on DuckDB and Postgres, through the wire.
 from __future__ import annotations
 
 import math
-import subprocess
 
 import duckdb
 import psycopg
@@ -36,6 +35,7 @@ from mechanisms.partition_selection import TruncatedGeometricSelection
 from rewriter.errors import Refusal
 from support.bound import duck_rows, pg_execute
 from support.service import Service, ask, make_config
+from support.tpch_data import MONEY, PUBLIC, TABLES, UNITS, generate, load_duckdb, load_postgres
 
 from .engines import engine
 
@@ -44,38 +44,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 SCHEMA = "tpch_units"
-TABLES = ("customer", "orders", "lineitem", "nation", "region", "part", "supplier", "partsupp")
-PUBLIC = {
-    "nation": "n_nationkey",
-    "region": "r_regionkey",
-    "part": "p_partkey",
-    "supplier": "s_suppkey",
-    "partsupp": ["ps_partkey", "ps_suppkey"],
-}
-MONEY = {  # clamp bounds from the TPC-H specification's domains (public)
-    "l_quantity": (0, 50),
-    "l_extendedprice": (0, 105000),
-    "l_discount": (0, 0.1),
-    "l_tax": (0, 0.08),
-    "o_totalprice": (0, 600000),
-    "c_acctbal": (-1000, 10000),
-    "s_acctbal": (-1000, 10000),
-    "ps_supplycost": (0, 1000),
-    "p_retailprice": (0, 2100),
-}
 PRIORITIES = ["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"]
 G, R = 5, 60  # bind nothing at SF 0.01: ≤ 52 lineitems per customer and priority
 EPS = 100.0  # the `half` role's tier here: a small noise scale b = G·R/ε = 3
-PG_TYPES = {"BIGINT": "bigint", "INTEGER": "integer", "VARCHAR": "text", "DATE": "date"}
 
 
 @pytest.fixture(scope="module")
 def parquet(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tpch")
-    subprocess.run(
-        [tpch.tpchgen(), "parquet", "-s", "0.01", f"--output-dir={out}"], check=True, capture_output=True
-    )
-    return out
+    return generate(tmp_path_factory.mktemp("tpch"))
 
 
 def _declared(con) -> dict:
@@ -114,9 +90,6 @@ def _tables(columns: dict, g: int, r: int) -> dict:
     return {**t, **old}
 
 
-UNITS = {"customer": {"table": "customer", "key": "c_custkey"}}
-
-
 def _config(columns: dict, g: int = G, r: int = R):
     data = make_config(extra_roles=False)
     data.update(demo=False, units=UNITS, tables=_tables(columns, g, r))
@@ -125,33 +98,10 @@ def _config(columns: dict, g: int = G, r: int = R):
     return parse_config(data)
 
 
-def _load_duckdb(con, parquet) -> None:
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-    for t in TABLES:
-        con.execute(
-            f"CREATE TABLE {SCHEMA}.{t} AS SELECT * FROM read_parquet('{parquet / (t + '.parquet')}')"
-        )
-
-
-def _load_postgres(dsn: str, duck) -> None:
-    with psycopg.connect(dsn, autocommit=True) as con:
-        con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE; CREATE SCHEMA {SCHEMA}")
-        for t in TABLES:
-            cols = duck.execute(f"DESCRIBE {SCHEMA}.{t}").fetchall()
-            ddl = ", ".join(
-                f"{n} {'numeric(15,2)' if typ.startswith('DECIMAL') else PG_TYPES[typ]}"
-                for n, typ, *_ in cols
-            )
-            con.execute(f"CREATE TABLE {SCHEMA}.{t} ({ddl})")
-            with con.cursor().copy(f"COPY {SCHEMA}.{t} FROM STDIN") as cp:
-                for row in duck.execute(f"SELECT * FROM {SCHEMA}.{t}").fetchall():
-                    cp.write_row(row)
-
-
 @pytest.fixture(scope="module")
 def duck(parquet):
     con = duckdb.connect()
-    _load_duckdb(con, parquet)
+    load_duckdb(con, parquet, SCHEMA)
     yield con
     con.close()
 
@@ -167,11 +117,11 @@ def backend(request, duck, parquet, tmp_path_factory):
     if request.param == "duckdb":
         path = tmp_path_factory.mktemp("duck") / "tpch.duckdb"
         with duckdb.connect(str(path)) as con:
-            _load_duckdb(con, parquet)
+            load_duckdb(con, parquet, SCHEMA)
         yield "duckdb", lambda q: duck_rows(duck, q), {"kind": "duckdb", "path": str(path)}
         return
     dsn = request.getfixturevalue("postgres").dsn
-    _load_postgres(dsn, duck)
+    load_postgres(dsn, duck, SCHEMA)
     with psycopg.connect(dsn, autocommit=True) as con:
         yield (
             "postgres",
