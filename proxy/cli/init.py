@@ -30,449 +30,25 @@ the backend's name as an SQL identifier.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
-import glob as globlib
-import re
 import secrets
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import sqlglot
 
 from mechanisms.rng import default_source
 
-from ..backends import BackendError, DuckDBBackend, PostgresBackend
-from ..backends.spark import SparkBackend
 from ..wire.auth import make_verifier
 from . import init_bounds as ib
 from . import init_links as il
+from .init_readers import Col, DuckReader, Facts, PgReader, Rel, SparkReader, quote_ident, read_columns
+from .init_text import InitError, progress, shown, toml_key, toml_quote, toml_value
 from .privileges import READER, grant_script
-from .schema_check import kind_of
 
 __all__ = ["add_parser", "cmd_init"]
 
 MAX_DOMAIN = 50  # default: at most this many distinct values -> a proposed domain
-_FILES = {".parquet": "read_parquet", ".csv": "read_csv", ".tsv": "read_csv", ".gz": "read_csv"}
-
-
-class InitError(Exception):
-    """A one-line reason init cannot read its input."""
-
-
-@dataclass
-class Col:
-    name: str  # the config's name (lower-case identifier)
-    backend: str  # the backend's name (quoted in SQL)
-    btype: str
-    kind: str | None  # dpgate type, None: not representable
-    lines: list[str] = field(default_factory=list)
-    n: int = 0  # non-null values
-    distinct: int | None = None  # int, text, bool
-    lo: Any = None  # numbers, dates (as the driver reads them)
-    hi: Any = None
-    avg_len: float | None = None  # text
-    max_len: int | None = None
-
-
-@dataclass
-class Rel:
-    name: str
-    source: str  # SQL relation text, as `source` takes it
-    cols: list[Col]
-    skipped: list[str] = field(default_factory=list)
-    origin: tuple | None = None  # (schema, table) in a database, (table function, path) for files
-    rows: int = 0
-    head: list[str] = field(default_factory=list)  # the table's own lines (unit, key, references, …)
-
-    def col(self, name: str) -> Col:
-        return next(c for c in self.cols if c.name == name)
-
-
-def _q(ident: str) -> str:
-    return '"' + ident.replace('"', '""') + '"'
-
-
-def _simple(ident: str) -> bool:
-    return ident.isidentifier() and ident == ident.lower() and ident.isascii()
-
-
-# -- TOML text: every name and value read from the data or the command line reaches the file
-# through toml_quote (as a value, a key, or inside a comment) ---------------------------------
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
-_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
-
-
-def toml_quote(s: str) -> str:
-    """``s`` as a TOML basic string on one printable line (TOML 1.0, "String"): ``"`` and ``\\``
-    escaped, and every character that ``str.isprintable`` rejects — C0/C1 controls with NUL, DEL
-    and NEL (U+0085), the line and paragraph separators U+2028/U+2029, format characters such as
-    bidi overrides, unassigned code points — written as an escape. So a name or value read from
-    the data can neither end the string nor start a line, in TOML or in any editor or tool that
-    breaks lines at Unicode separators. A lone surrogate is no Unicode scalar value, which TOML
-    cannot spell: InitError."""
-    out = ['"']
-    for ch in s:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif 0xD800 <= ord(ch) <= 0xDFFF:
-            raise InitError(
-                f"a name or value read from the data holds a lone surrogate (U+{ord(ch):04X}), "
-                "which TOML cannot spell"
-            )
-        else:
-            out.append(f"\\u{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08X}")
-    return "".join(out) + '"'
-
-
-def toml_key(name: str) -> str:
-    """A TOML key: bare when it is one (``A-Za-z0-9_-``), else quoted by :func:`toml_quote`."""
-    return name if _BARE.fullmatch(name) else toml_quote(name)
-
-
-def toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
-    return toml_quote(str(v))
-
-
-def shown(text: str) -> str:
-    """A name or type inside a comment or a progress line: as is when it is a bare word, else
-    quoted by :func:`toml_quote` (so it cannot end the comment's line)."""
-    return toml_key(text)
-
-
-def _table_name(raw: str, taken: set[str]) -> str:
-    name = re.sub(r"\W", "_", raw.lower(), flags=re.ASCII).strip("_") or "t"
-    name = "t_" + name if name[0].isdigit() else name
-    out, i = name, 2
-    while out in taken:
-        out, i = f"{name}_{i}", i + 1
-    taken.add(out)
-    return out
-
-
-def _progress(msg: str) -> None:
-    print(f"dpgate init: {msg}", file=sys.stderr, flush=True)
-
-
-# -- readers: DuckDB (a file, or files through table functions) and Postgres ---------
-@dataclass
-class Facts:
-    """What the schema declares: NOT NULL columns, unique keys and foreign keys, by the
-    proposed table and column names."""
-
-    not_null: dict[str, set[str]] = field(default_factory=dict)
-    keys: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
-    fks: list[tuple[str, str, str, str]] = field(default_factory=list)  # (table, col, target, target col)
-
-
-def _by_origin(rels: list[Rel]) -> dict[object, Rel]:
-    return {r.origin: r for r in rels if r.origin is not None}
-
-
-def _facts_from(rows, rels: list[Rel], fold) -> Facts:
-    """Facts from catalog rows (schema, table, kind, [columns], referenced table, [columns]),
-    kind 'p'/'u' (a key), 'f' (a foreign key) or 'n' (NOT NULL); ``fold`` maps a backend
-    column name to the config's."""
-    by = _by_origin(rels)
-    out = Facts()
-    for schema, table, kind, cols, ref, ref_cols in rows:
-        rel = by.get((schema, table))
-        if rel is None:
-            continue
-        names = tuple(fold(c) for c in cols or ())
-        if kind == "n":
-            out.not_null.setdefault(rel.name, set()).update(names)
-        elif kind in ("p", "u"):
-            out.keys.setdefault(rel.name, []).append(names)
-        elif kind == "f" and len(names) == 1 and ref_cols and len(ref_cols) == 1:
-            target = by.get((schema, ref))
-            if target is not None:
-                out.fks.append((rel.name, names[0], target.name, fold(ref_cols[0])))
-    return out
-
-
-class _Duck:
-    kind = DuckDBBackend.kind
-
-    def __init__(self, path: str | None):
-        import duckdb
-
-        try:
-            self.con = duckdb.connect(path or ":memory:", read_only=path is not None)
-        except duckdb.Error as e:
-            raise InitError(f"cannot open {path}: {str(e).splitlines()[0]}") from None
-
-    def query(self, sql: str) -> list[tuple]:
-        return self.con.execute(sql).fetchall()
-
-    def describe(self, source: str) -> list[tuple[str, str]]:
-        return [(r[0], str(r[1])) for r in self.query(f"DESCRIBE SELECT * FROM {source} LIMIT 0")]
-
-    def relations(self, args, taken: set[str]) -> list[Rel]:
-        return _duck_relations(self, args, taken)
-
-    def column_name(self, col: str) -> str:
-        """DuckDB matches identifiers case-insensitively: a column is declared lower case."""
-        return col.lower()
-
-    def facts(self, rels: list[Rel]) -> Facts:
-        """A DuckDB file's declared constraints (duckdb_constraints(), duckdb_columns()); a
-        Parquet file's REQUIRED fields (parquet_schema()): NOT NULL in every file read."""
-        rows = [
-            (s, t, {"PRIMARY KEY": "p", "UNIQUE": "u", "FOREIGN KEY": "f"}[k], cols, ref, ref_cols)
-            for s, t, k, cols, ref, ref_cols in self.query(
-                "SELECT schema_name, table_name, constraint_type, constraint_column_names, "
-                "referenced_table, referenced_column_names FROM duckdb_constraints() "
-                "WHERE database_name = current_database() "
-                "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY')"
-            )
-        ]
-        rows += [
-            (s, t, "n", [c], None, None)
-            for s, t, c in self.query(
-                "SELECT schema_name, table_name, column_name FROM duckdb_columns() "
-                "WHERE database_name = current_database() AND NOT is_nullable"
-            )
-        ]
-        out = _facts_from(rows, rels, self.column_name)
-        for rel in rels:
-            if rel.origin is not None and rel.origin[0] == "read_parquet":
-                fields: dict[str, set[str]] = {}
-                for name, rep in self.query(
-                    f"SELECT name, repetition_type FROM parquet_schema({_lit(rel.origin[1])}) "
-                    "WHERE num_children IS NULL OR num_children = 0"
-                ):
-                    fields.setdefault(self.column_name(name), set()).add(rep)
-                req = {c for c, reps in fields.items() if reps == {"REQUIRED"}}
-                if req:
-                    out.not_null.setdefault(rel.name, set()).update(req)
-        return out
-
-    def close(self) -> None:
-        self.con.close()
-
-
-_PG_FACTS = """
-SELECT n.nspname, c.relname, k.contype,
-       ARRAY(SELECT a.attname FROM unnest(k.conkey) WITH ORDINALITY u(n, o)
-             JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.n ORDER BY u.o),
-       f.relname,
-       ARRAY(SELECT a.attname FROM unnest(k.confkey) WITH ORDINALITY u(n, o)
-             JOIN pg_attribute a ON a.attrelid = k.confrelid AND a.attnum = u.n ORDER BY u.o)
-FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_class f ON f.oid = k.confrelid
-WHERE n.nspname = %s AND k.contype IN ('p', 'u', 'f')
-UNION ALL
-SELECT table_schema, table_name, 'n', ARRAY[column_name::text], NULL, NULL
-FROM information_schema.columns WHERE table_schema = %s AND is_nullable = 'NO'
-"""
-
-
-class _Pg:
-    kind = PostgresBackend.kind
-
-    def __init__(self, dsn: str):
-        import psycopg
-
-        try:
-            self.con = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
-        except psycopg.Error as e:
-            raise InitError(f"cannot connect to {dsn}: {str(e).strip().splitlines()[0]}") from None
-        self.dbname = self.con.info.dbname
-
-    def query(self, sql: str, params=None) -> list[tuple]:
-        return self.con.execute(sql, params).fetchall()
-
-    def describe(self, source: str) -> list[tuple[str, str]]:
-        from psycopg.postgres import types as pg_types
-
-        cur = self.con.execute(f"SELECT * FROM {source} LIMIT 0")
-        out = []
-        for d in cur.description or ():
-            info = pg_types.get(d.type_code)
-            out.append((d.name, info.name if info is not None else f"oid {d.type_code}"))
-        return out
-
-    def relations(self, args, taken: set[str]) -> list[Rel]:
-        return _pg_relations(self, args, taken)
-
-    def column_name(self, col: str) -> str:
-        return col
-
-    def facts(self, rels: list[Rel]) -> Facts:
-        """The schema's constraints (pg_constraint) and NOT NULL columns (information_schema)."""
-        schema = next((r.origin[0] for r in rels if r.origin is not None), None)
-        if schema is None:
-            return Facts()
-        return _facts_from(self.query(_PG_FACTS, (schema, schema)), rels, self.column_name)
-
-    def close(self) -> None:
-        self.con.close()
-
-
-class _Spark:
-    """A Spark catalog through Spark Connect (``--spark sc://host:15002 [--database db]``).
-    init's SQL is written in Postgres's spelling and transpiled to Spark SQL by sqlglot."""
-
-    kind = SparkBackend.kind
-
-    def __init__(self, remote: str, database: str | None):
-        self.backend = SparkBackend(remote, database=database)
-        self.database = database
-        try:
-            self.backend.query("SELECT 1")
-        except BackendError as e:
-            raise InitError(f"cannot reach Spark Connect at {remote}: {e.message}") from None
-
-    def query(self, sql: str) -> list[tuple]:
-        return self.backend.query(sqlglot.transpile(sql, read="postgres", write=self.kind)[0])
-
-    def describe(self, source: str) -> list[tuple[str, str]]:
-        cols = self.backend.describe_now(source)
-        return list(cols.items()) if cols else []
-
-    def relations(self, args, taken: set[str]) -> list[Rel]:
-        return _spark_relations(self, args, taken)
-
-    def column_name(self, col: str) -> str:
-        return col
-
-    def facts(self, rels: list[Rel]) -> Facts:
-        """Spark declares no keys or NOT NULL that init reads: evidence only."""
-        return Facts()
-
-    def tables(self) -> list[str]:
-        where = f" IN {self.database}" if self.database else ""
-        return sorted(r[1] for r in self.backend.query(f"SHOW TABLES{where}") if not r[2])
-
-    def close(self) -> None:
-        asyncio.run(self.backend.close())
-
-
-def _lit(text: str) -> str:
-    """An SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _spark_relations(reader, args, taken: set[str]) -> list[Rel]:
-    out = []
-    for t in reader.tables():
-        if _simple(t):
-            out.append(Rel(_table_name(t, taken), t, [], origin=(reader.database, t)))
-        else:
-            _progress(
-                f"left out table {shown(t)}: not a lower-case identifier; rename it in a view to declare it"
-            )
-    return out
-
-
-def _pg_relations(reader, args, taken: set[str]) -> list[Rel]:
-    rows = reader.query(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
-        (args.schema,),
-    )
-    schema = args.schema if _simple(args.schema) else _q(args.schema)
-    return [
-        Rel(_table_name(t, taken), f"{schema}.{t if _simple(t) else _q(t)}", [], origin=(args.schema, t))
-        for (t,) in rows
-    ]
-
-
-def _duck_relations(reader, args, taken: set[str]) -> list[Rel]:
-    if args.inputs and Path(args.inputs[0]).suffix.lower() in (".duckdb", ".db"):
-        rows = reader.query(
-            "SELECT table_schema, table_name FROM information_schema.tables "
-            "WHERE table_catalog = current_database() AND table_schema NOT IN "
-            "('information_schema', 'pg_catalog') ORDER BY 1, 2"
-        )
-        out = []
-        for schema, t in rows:
-            rel = t if _simple(t) else _q(t)
-            src = rel if schema == "main" else f"{_q(schema)}.{rel}"
-            out.append(Rel(_table_name(t, taken), src, [], origin=(schema, t)))
-        return out
-    out = []
-    for f in args.inputs:
-        p = Path(f)
-        fn = next((v for k, v in _FILES.items() if p.name.lower().endswith(k)), None)
-        if fn is None:
-            raise InitError(f"{shown(f)}: not a .duckdb/.db, .parquet, .csv or .tsv file")
-        if not _GLOB.search(f) or p.exists():  # a file whose name holds [ or * is that file
-            path = str(p.resolve())
-            out.append(Rel(_table_name(_stem(p.name), taken), _call(fn, path), [], origin=(fn, path)))
-            continue
-        out += _glob_relations(reader, fn, f, taken)
-    return out
-
-
-_GLOB = re.compile(r"[*?\[]")
-
-
-def _stem(filename: str) -> str:
-    return filename.split(".")[0]
-
-
-def _call(fn: str, path: str) -> str:
-    return f"{fn}({_lit(path)})"
-
-
-def _glob_relations(reader, fn: str, pattern: str, taken: set[str]) -> list[Rel]:
-    """A quoted glob: one table over its files when they share one schema, else one table per
-    file stem (a file's schema is DuckDB's DESCRIBE of it alone)."""
-    full = pattern if Path(pattern).is_absolute() else str(Path.cwd() / pattern)
-    files = sorted(globlib.glob(full))
-    if not files:
-        raise InitError(f"{shown(pattern)}: no file matches")
-    schemas: dict[tuple, list[str]] = {}
-    for f in files:
-        schemas.setdefault(tuple(reader.describe(_call(fn, f))), []).append(f)
-    if len(schemas) == 1:
-        stem = Path(pattern).name.split(".")[0].replace("*", "").strip("_-") or Path(full).parent.name
-        return [Rel(_table_name(stem, taken), _call(fn, full), [], origin=(fn, full))]
-    _progress(
-        f"{shown(pattern)}: its {len(files)} files have {len(schemas)} different schemas: one table per file"
-    )
-    by_stem: dict[str, list[str]] = {}
-    for f in files:
-        by_stem.setdefault(_stem(Path(f).name), []).append(f)
-    return [
-        Rel(_table_name(stem, taken), _call(fn, fs[0]), [], origin=(fn, fs[0]))
-        for stem, fs in by_stem.items()
-    ]
-
-
-def _columns(reader, rel: Rel) -> Rel:
-    seen: set[str] = set()
-    for col, btype in reader.describe(rel.source):
-        cname = reader.column_name(col)
-        if not _simple(cname) or cname in seen:
-            rel.skipped.append(
-                f"{shown(col)} ({shown(btype)}): "
-                "not a lower-case identifier; rename it in a view to declare it"
-            )
-            continue
-        kind = kind_of(btype)
-        if kind is None:
-            rel.skipped.append(
-                f"{shown(col)} ({shown(btype)}): no dpgate type (int, float, text, bool, date, timestamp)"
-            )
-            continue
-        seen.add(cname)
-        rel.cols.append(Col(cname, col, btype, kind))
-    return rel
-
-
 # -- statistics: one scan per table --------------------------------------------------
 _PRIVATE = "READ FROM THE PRIVATE DATA"
 _NUMERIC = ("int", "float")
@@ -486,7 +62,7 @@ def _stats(reader, rel: Rel, args) -> None:
     bounds unless --exact-bounds; lengths only say "free text")."""
     stats = []
     for c in rel.cols:
-        q = _q(c.backend)
+        q = quote_ident(c.backend)
         stats.append(f"count({q})")
         if c.kind in ("int", "text", "bool"):
             stats.append(f"count(DISTINCT {q})")
@@ -497,7 +73,7 @@ def _stats(reader, rel: Rel, args) -> None:
     t0 = time.monotonic()
     row = list(reader.query(f"SELECT count(*), {', '.join(stats)} FROM {rel.source}")[0])
     rel.rows, vals = int(row[0]), row[1:]
-    _progress(f"  {rel.name}: {rel.rows:,} rows, {len(rel.cols)} columns ({time.monotonic() - t0:.1f} s)")
+    progress(f"  {rel.name}: {rel.rows:,} rows, {len(rel.cols)} columns ({time.monotonic() - t0:.1f} s)")
     for c in rel.cols:
         c.n = int(vals.pop(0))
         if c.kind in ("int", "text", "bool"):
@@ -553,7 +129,7 @@ def _single_keys(rels: list[Rel], facts: Facts) -> tuple[dict[str, str], dict[st
 def _contained(reader, by: dict[str, Rel], keys: dict[str, str]):
     def ask(table: str, column: str, target: str) -> bool:
         a, b = by[table], by[target]
-        ca, cb = _q(a.col(column).backend), _q(b.col(keys[target]).backend)
+        ca, cb = quote_ident(a.col(column).backend), quote_ident(b.col(keys[target]).backend)
         if a.col(column).n == 0:
             return False
         (n,) = reader.query(
@@ -571,7 +147,7 @@ def _composite_key(reader, rel: Rel) -> tuple[str, ...] | None:
     cand = [c for c in rel.cols if c.kind in ("int", "text") and c.n == rel.rows and il.key_like(c.name)]
     for i, a in enumerate(cand):
         for b in cand[i + 1 :]:
-            qa, qb = _q(a.backend), _q(b.backend)
+            qa, qb = quote_ident(a.backend), quote_ident(b.backend)
             (n,) = reader.query(
                 f"SELECT count(*) FROM (SELECT {qa}, {qb} FROM {rel.source} GROUP BY {qa}, {qb}) g"
             )[0]
@@ -651,16 +227,16 @@ def _unit_from(by: dict[str, Rel], links: Links, rel: Rel) -> tuple[str, str]:
     key of the unit's table, or the last column on its chain of references."""
     path = links.paths[rel.name]
     if not path:
-        return f"{rel.source} t0", f"t0.{_q(rel.col(links.keys[rel.name]).backend)}"
+        return f"{rel.source} t0", f"t0.{quote_ident(rel.col(links.keys[rel.name]).backend)}"
     frm = f"{rel.source} t0"
     for i, r in enumerate(path[:-1]):
         src, tgt = by[r.table], by[r.target]
         frm += (
-            f" JOIN {tgt.source} t{i + 1} ON t{i}.{_q(src.col(r.column).backend)} = "
-            f"t{i + 1}.{_q(tgt.col(links.keys[r.target]).backend)}"
+            f" JOIN {tgt.source} t{i + 1} ON t{i}.{quote_ident(src.col(r.column).backend)} = "
+            f"t{i + 1}.{quote_ident(tgt.col(links.keys[r.target]).backend)}"
         )
     last = path[-1]
-    return frm, f"t{len(path) - 1}.{_q(by[last.table].col(last.column).backend)}"
+    return frm, f"t{len(path) - 1}.{quote_ident(by[last.table].col(last.column).backend)}"
 
 
 # -- proposals -------------------------------------------------------------------
@@ -699,7 +275,7 @@ def _propose(
     not_null = facts.not_null.get(rel.name, set())
     for i, c in enumerate(rel.cols, 1):
         if big:
-            _progress(f"  {rel.name}: column {i}/{len(rel.cols)} {c.name}")
+            progress(f"  {rel.name}: column {i}/{len(rel.cols)} {c.name}")
         c.lines.append(f'type = "{c.kind}"')
         if c.name in not_null:
             c.lines.append("nullable = false                     # the schema says NOT NULL")
@@ -785,7 +361,7 @@ def _table_lines(rel: Rel, links: Links, key: str | None, own_refs: dict) -> Non
 
 
 def _domain(reader, rel: Rel, c: Col, public: bool) -> None:
-    q = _q(c.backend)
+    q = quote_ident(c.backend)
     dom = [
         r[0] for r in reader.query(f"SELECT DISTINCT {q} FROM {rel.source} WHERE {q} IS NOT NULL ORDER BY 1")
     ]
@@ -807,7 +383,7 @@ def _domain_of_public_key(reader, c: Col, target: Rel, links: Links, args) -> No
     if tk.distinct is None or tk.distinct > args.max_domain:
         c.lines.append(f"# not groupable by itself: group by a column of {target.name} (a lookup join)")
         return
-    q = _q(tk.backend)
+    q = quote_ident(tk.backend)
     dom = [
         r[0]
         for r in reader.query(f"SELECT DISTINCT {q} FROM {target.source} WHERE {q} IS NOT NULL ORDER BY 1")
@@ -841,11 +417,11 @@ def _dp_bounds(
     value) when the table reaches the unit, else per row."""
     if unit is not None:
         frm, u = _unit_from(by, links, rel)
-        v = f"t0.{_q(c.backend)}"
+        v = f"t0.{quote_ident(c.backend)}"
         ext = f"SELECT {u} AS u, max({v}) AS hi, min({v}) AS lo FROM {frm} WHERE {v} IS NOT NULL AND {u} IS NOT NULL GROUP BY {u}"
         who, per = "units", f"per {unit} unit"
     else:
-        v = _q(c.backend)
+        v = quote_ident(c.backend)
         ext = f"SELECT {v} AS hi, {v} AS lo FROM {rel.source} WHERE {v} IS NOT NULL"
         who, per = "rows", "per row"
     if c.kind in ("date", "timestamp"):
@@ -1030,11 +606,11 @@ def cmd_init(args) -> int:
     duck_file = args.inputs and Path(args.inputs[0]).suffix.lower() in (".duckdb", ".db")
     try:
         reader = (
-            _Pg(args.dsn)
+            PgReader(args.dsn)
             if args.dsn
-            else _Spark(args.spark, args.database)
+            else SparkReader(args.spark, args.database)
             if args.spark
-            else _Duck(str(Path(args.inputs[0]).resolve()) if duck_file else None)
+            else DuckReader(str(Path(args.inputs[0]).resolve()) if duck_file else None)
         )
     except InitError as e:
         print(f"dpgate: {e}", file=sys.stderr)
@@ -1085,13 +661,13 @@ def cmd_init(args) -> int:
         sys.stdout.write(text)
     else:
         out.write_text(text)
-        _progress(f"wrote {shown(str(out))} ({len(rels)} tables)")
+        progress(f"wrote {shown(str(out))} ({len(rels)} tables)")
     if links.unit is None:
-        _progress(" ".join(_advice(links)))
+        progress(" ".join(_advice(links)))
     for r, p in passwords.items():
-        _progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
-    if isinstance(reader, _Pg):  # --dsn
-        _progress(
+        progress(f"role {r}: password {p} (shown once; its verifier is in the file)")
+    if isinstance(reader, PgReader):  # --dsn
+        progress(
             f"serve as a role that can only read these tables (docs/least-privilege.md); as their "
             f"owner run:\n{grant_script(reader.dbname, args.schema, [r.source for r in rels])}"
             f"then set [backend] dsn to postgresql://{READER}@…/{reader.dbname} and "
@@ -1132,8 +708,8 @@ def _read(args, reader) -> tuple[list[Rel], str, Links]:
     if not rels:
         raise InitError("no tables found" + (f" in schema {args.schema}" if args.dsn else ""))
     for i, rel in enumerate(rels, 1):
-        _progress(f"table {i}/{len(rels)} {rel.name} ({shown(rel.source)}) …")
-        _columns(reader, rel)
+        progress(f"table {i}/{len(rels)} {rel.name} ({shown(rel.source)}) …")
+        read_columns(reader, rel)
         _stats(reader, rel, args)
     facts = reader.facts(rels)
     links = _links(reader, rels, facts, args)
