@@ -2,12 +2,12 @@
 and Qrlew's rewrite, at the guarantee dpgate gives, for ``bench.user_level``.
 
 The same statements as ``bench.user_level`` (its ``QUERIES``), the customer (``o_custkey``) as
-the privacy unit, lineitem's customer found through its order. Each tool reads the same rows:
-the statement's WHERE applied first (a row filter moves each customer's rows independently,
-so it is stable, and each tool applies it before its bound: Tumult's ``filter``, OpenDP's
-``filter``, PipelineDP's pipeline before the engine), lineitem joined to orders for the
-customer as SmartNoise reads it (``user_level.SN_SCANS``), exported once per statement to a
-parquet file. The bound is the one dpgate and SmartNoise use (``max_rows_scope = "total"``,
+the privacy unit, lineitem's customer found through its order. Tumult, OpenDP and PipelineDP
+read the same rows, exported once per statement to a parquet file: lineitem joined to orders
+for the customer as SmartNoise reads it (``user_level.SN_SCANS``), the statement's WHERE
+already applied (a row filter keeps or drops each row on its own, so it is stable, and each of
+the three has one that runs before its bound: Tumult's ``filter``, OpenDP's ``filter``, a
+PipelineDP pipeline's step before the engine). Qrlew takes the statement's SQL itself. The bound is the one dpgate and SmartNoise use (``max_rows_scope = "total"``,
 SmartNoise ``max_ids``): at most R rows per customer in the whole statement, R the 95th
 percentile of rows per customer, so one customer moves each count by at most R and each sum
 by at most R times its column bound (the TPC-H specification's ranges). What each tool bounds:
