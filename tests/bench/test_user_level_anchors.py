@@ -10,8 +10,8 @@ on a tiny TPC-H (SF 0.001).
   is within a few times that), below 0.1% of every nonzero true SUM and ≤ 0.01 on a COUNT, so
   every measure's relative error is ≤ 1%. A tool missing from this venv skips with one line.
 * The HEADLINE's rule: dpgate passes against the best pure-ε anchor only when its mean error
-  is not worse beyond chance (``user_level.no_worse`` at the family-wise z), and an anchor whose
-  releases are infinite (a noisy count at 0 under a mean) is never the best.
+  is not worse beyond chance (``no_worse_welch``: Welch's bound, 5% family-wise), and an anchor
+  whose releases are infinite (a noisy count at 0 under a mean) is never the best.
 """
 
 from __future__ import annotations
