@@ -493,7 +493,7 @@ def run(
     bounds: dict[str, tuple[int, int]] | None = None,
     sn_ids: str = "k",
     scope: str = "total",
-    anchor_runs: int = 0,
+    anchor_runs: int | dict[str, int] = 0,
 ) -> dict:
     """Everything the table prints, from one run on freshly generated data; the bounds
     (G, R) per table are the 95th percentiles of the per-customer distribution unless given.
@@ -549,7 +549,7 @@ def run(
     }
 
 
-def _anchors(con, rows, bounds, sn, sn_ids: str, runs: int, pairs: int, tmp: Path):
+def _anchors(con, rows, bounds, sn, sn_ids: str, runs: int | dict[str, int], pairs: int, tmp: Path):
     """Tumult Analytics, OpenDP, PipelineDP and Qrlew on the same statements, rows and bound
     (``bench.user_level_anchors``), Qrlew's rewrite timed beside dpgate's bounded scan and
     SmartNoise's rewrite; None when ``runs`` is 0."""
@@ -705,7 +705,7 @@ def main(argv=None) -> int:
         TIMING_PAIRS,
         sn_ids=args.sn_max_ids,
         scope=args.scope,
-        anchor_runs=user_level_anchors.RUNS // 2 if args.quick else user_level_anchors.RUNS,
+        anchor_runs=user_level_anchors.QUICK_RUNS if args.quick else user_level_anchors.RUNS,
     )
     report(res, scale)
     print(f"({time.time() - t0:.1f} s)")
