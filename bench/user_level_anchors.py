@@ -7,10 +7,11 @@ read the same rows, exported once per statement to a parquet file: lineitem join
 for the customer as SmartNoise reads it (``user_level.SN_SCANS``), the statement's WHERE
 already applied (a row filter keeps or drops each row on its own, so it is stable, and each of
 the three has one that runs before its bound: Tumult's ``filter``, OpenDP's ``filter``, a
-PipelineDP pipeline's step before the engine). Qrlew takes the statement's SQL itself. The bound is the one dpgate and SmartNoise use (``max_rows_scope = "total"``,
-SmartNoise ``max_ids``): at most R rows per customer in the whole statement, R the 95th
-percentile of rows per customer, so one customer moves each count by at most R and each sum
-by at most R times its column bound (the TPC-H specification's ranges). What each tool bounds:
+PipelineDP pipeline's step before the engine). Qrlew takes the statement's SQL itself. The
+bound is the one dpgate and SmartNoise use (``max_rows_scope = "total"``, SmartNoise
+``max_ids``): at most R rows per customer in the whole statement, R the 95th percentile of
+rows per customer, so one customer moves each count by at most R and each sum by at most R
+times its column bound (the TPC-H specification's ranges). What each tool bounds:
 
 * Tumult Analytics (``tmlt.analytics``): ``AddRowsWithID("o_custkey")``, ``MaxRowsPerID(R)``
   (R rows per customer in all; G = every cell, as dpgate's), ``PureDPBudget`` — pure ε,
@@ -33,7 +34,10 @@ COUNT or SUM one statistic, an AVG two: SUM and COUNT), so each statistic runs a
 Qrlew and PipelineDP split a statement's ε equally over their statistics themselves (the same
 split). Error: |released − TRUE| / |TRUE| averaged over the cells with a nonzero TRUE answer
 (``user_level.rel_error``), median over the tool's runs (each a fresh release: a fresh
-truncation where the tool samples and fresh noise). HEADLINE: at ε = 1, on every measure all the
+truncation where the tool samples and fresh noise). OpenDP's and PipelineDP's AVG is their
+noisy SUM over their noisy COUNT, not clamped to the column's bounds, so a small cell's release
+can be far out of range or infinite (a noisy count of 0): that is the tool's answer and its
+error. HEADLINE: at ε = 1, on every measure all the
 pure-ε anchors answer, dpgate's mean error no worse than the best of them and SmartNoise
 beyond chance (:func:`no_worse_welch`: ``user_level.no_worse``'s bound, 5% family-wise, with
 Student's quantile for the anchors' few releases).
