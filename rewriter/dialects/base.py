@@ -60,6 +60,11 @@ class SQLDialect:
     """The dialect the text emitters write in for this backend (default: its own)."""
     prepares_templates: bool = False
     """The backend runs a plan template (``ParamSQL`` with a tuple) prepared."""
+    unit_heavy_apart: bool = True
+    """The privacy unit's bounded scan aggregates per (unit, cell) only the heavy units' rows
+    (those with more rows than a bound lets through) and takes every other unit's rows from
+    the analyst's own aggregate (:func:`rewriter.unit.per_unit_scan`): the same cells, by
+    the plan this backend runs faster."""
 
     def __init__(self) -> None:
         if not self.text_dialect:
