@@ -3,8 +3,12 @@
     python -m bench.user_level [--quick] [--scope total|cell] [--sn-max-ids k|R]
                                [--scale 3] [--backend duckdb|postgres] [--speed-only]
 
-Data: TPC-H from ``tpchgen-cli`` (``bench/tpch.py``; scale factor 0.03 with --quick, 0.1
-otherwise) in a DuckDB file. The privacy unit is the customer, through dpgate's own
+Two tables: the errors (below; TPC-H SF 0.1, 0.03 with --quick, ``--error-scale``) and the
+per-person scan times at SF 0.1 and 1 (``--scale 3`` adds SF 3; ``--backend postgres`` times
+them on a throwaway PostgreSQL server; ``--speed-only`` skips the errors), with their own
+HEADLINE: :mod:`bench.user_level_speed`.
+
+Data: TPC-H from ``tpchgen-cli`` (``bench/tpch.py``) in a DuckDB file. The privacy unit is the customer, through dpgate's own
 foreign-key path: ``lineitem`` declares ``privacy_unit = "orders.o_custkey"`` with
 ``references = { l_orderkey = "orders" }`` (the scan looks each line's customer up in
 ``orders`` by its key ``o_orderkey``: :mod:`rewriter.joins`), ``orders`` declares

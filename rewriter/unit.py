@@ -105,7 +105,11 @@ NC, NT, CUM = (
     "__dpgate_nt",
     "__dpgate_c_",
 )  # total mode: rows per (unit, cell), per unit; running sums
-ALL, HEAVY = "__dpgate_all", "__dpgate_heavy"  # the split plan: every unit's cells; the heavy units
+ALL, HEAVY, PRESENT = (
+    "__dpgate_all",
+    "__dpgate_heavy",
+    "__dpgate_p",
+)  # the split plan: every unit's cells; the heavy units
 HO, HASH_P = "__dpgate_h", 2_147_483_647  # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
@@ -248,6 +252,9 @@ def per_unit_scan(
     knames = [f"k{i + 1}" for i in range(len(keys))]
     R = exp.Literal.number(b.max_rows)
     items = [*[exp.alias_(k, n) for k, n in zip(keys, knames)], exp.alias_(unit.copy(), U, quoted=True)]
+    apart = (
+        heavy_apart and plan.relation is None and not any(m.kind == "count_distinct" for m in plan.measures)
+    )
     vals: list[exp.Expression] = []  # per (unit, cell) row: each measure's bounded contribution
     bases: dict[int | str, Any] = {}  # measure j: (its base count's name, integral); "canon": _canonical
     for j, m in enumerate(plan.measures):
@@ -267,8 +274,9 @@ def per_unit_scan(
                 default=_scaled(col_a, exp.column(n), b.max_rows, integral(m)),
             )
         vals.append(v)
-    if b.total:
+    if b.total or apart:  # the (unit, cell)'s rows
         items.append(exp.alias_(exp.Count(this=exp.Star()), NC, quoted=True))
+    if b.total:
         items.append(
             exp.alias_(
                 exp.Anonymous(
@@ -280,9 +288,6 @@ def per_unit_scan(
         )  # once per (unit, cell) row
         bases["canon"] = _canonical(items)
         vals = _total_values(plan, bases)
-    apart = (
-        heavy_apart and plan.relation is None and not any(m.kind == "count_distinct" for m in plan.measures)
-    )
     per = exp.select(*items).from_(plan.from_())
     per = per.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
     if plan.where is not None:
@@ -321,20 +326,34 @@ def per_unit_scan(
         last = "cum"
     kcols = [exp.column(n) for n in knames]
     if apart:  # all units' exact measures, less the heavy units' exact ones, plus their bounded ones
+        # p: the cell's rows of light units plus its kept (unit, cell) rows of heavy ones — the
+        # cell is a group of the scan only where the one-pass plan has one (p > 0)
+        p = exp.column(PRESENT, quoted=True)
         parts = exp.union(
             exp.union(
-                exp.select(*kcols, *[_m(exp.column(f"a{j + 1}"), j) for j in range(len(vals))]).from_(ALL),
+                exp.select(
+                    *kcols, *[_m(exp.column(f"a{j + 1}"), j) for j in range(len(vals))], p.copy()
+                ).from_(ALL),
                 exp.select(
                     *[c.copy() for c in kcols],
                     *[_m(exp.Neg(this=exp.column(f"a{j + 1}")), j) for j in range(len(vals))],
+                    exp.alias_(exp.Neg(this=exp.column(NC, quoted=True)), PRESENT, quoted=True),
                 ).from_("per"),
                 distinct=False,
             ),
-            exp.select(*[c.copy() for c in kcols], *[_m(v, j) for j, v in enumerate(vals)]).from_(last),
+            exp.select(
+                *[c.copy() for c in kcols],
+                *[_m(v, j) for j, v in enumerate(vals)],
+                exp.alias_(exp.Literal.number(1), PRESENT, quoted=True),
+            ).from_(last),
             distinct=False,
         )
         vals = [exp.column(f"m{j + 1}") for j in range(len(vals))]
         out = exp.select(*[c.copy() for c in kcols], *_sums(plan, vals)).from_(parts.subquery("parts"))
+        if keys:
+            out = out.having(
+                exp.GT(this=exp.Sum(this=p.copy()), expression=exp.Literal.number(0)), copy=False
+            )
     else:
         out = exp.select(*kcols, *_sums(plan, vals)).from_(last)
     for name, q in ctes:
@@ -452,6 +471,7 @@ def _light_apart(
     rows = exp.select(
         *[exp.alias_(k.copy(), n) for k, n in zip(keys, knames)],
         *[exp.alias_(row_measure(m), f"a{j + 1}") for j, m in enumerate(plan.measures)],
+        exp.alias_(exp.Count(this=exp.Star()), PRESENT, quoted=True),
     ).from_(plan.from_())
     heavy = exp.select(exp.alias_(unit.copy(), U, quoted=True)).from_(plan.from_())
     for q in (rows, heavy):
