@@ -249,7 +249,7 @@ def main(argv=None) -> int:
     if isinstance(per_person, str):
         print(per_person)
     else:
-        speed.report(per_person, "spark", PER_PERSON_PAIRS)
+        speed.report(per_person, "spark", PER_PERSON_PAIRS, headline=False)
     _report(sizes, results, notes, time.perf_counter() - t_start, args.quick)
     return 0
 

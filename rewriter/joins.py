@@ -30,7 +30,11 @@ bounded scan itself on TPC-H): every row the join yields belongs to the unit it 
 and the contribution bounding runs *after* the join, so each unit's contribution stays
 bounded even if a key the owner declared unique were repeated in the data (its rows would
 then count once per matching unit — each copy bounded with its own unit — and the exact
-answer would differ from the analyst's; with the declared unique key it is the same). A
+answer would differ from the analyst's; with the declared unique key it is the same). When
+the statement itself joins the table that holds the unit along that reference (``lineitem ⋈
+orders ON l_orderkey = o_orderkey`` for ``privacy_unit = "orders.o_custkey"``), its join is
+that plain join and each joined row carries its unit (``o_custkey`` of the very row it met):
+the scan reads the table once, with no grouping and no second lookup. A
 row-level lookup keeps the grouping: there nothing bounds a duplicated row. Every other join —
 RIGHT/FULL/CROSS, USING, non-equality conditions, a private table joined
 off its unit — is refused with a hint. SQL only: no I/O.
@@ -686,6 +690,8 @@ def _unit_step(config: Declared, rel: Relation, look: str, pairs: list[Pair]) ->
     = "orders.o_custkey"``): the join itself reads each row's unit (:func:`_with_unit_path`)."""
     u = rel.table.privacy_unit
     if u is None or u.count(".") != 1 or config.tables[look].public:
+        return False
+    if u.rsplit(".", 1)[1] not in config.tables[look].columns:  # the join must carry the unit
         return False
     chain = unit_chain(config.tables, rel.name)
     return len(chain) == 1 and [(chain[0][1], chain[0][3])] == pairs and chain[0][2] == look
