@@ -10,6 +10,8 @@ every backend:
 * the privacy unit's keyed hash (:mod:`rewriter.unit`): :meth:`keyed_hash`, :meth:`keyed_int`,
   :meth:`int_div` — any deterministic hash of the arguments will do (the ε guarantee rests on
   the bound, not on the hash);
+* the plan of the privacy unit's bounded scan (:attr:`unit_heavy_apart`): the same cells by the
+  plan the backend runs faster (measured per backend by ``python -m bench.user_level --backend``);
 * named parameters (:mod:`rewriter.params`): :meth:`marker` and :meth:`param_key`, how the
   backend reads a value bound beside the text;
 * :meth:`rewrite`: the few tree rewrites the backend needs to mean what the plan means
