@@ -7,8 +7,8 @@ Loading and error formatting live in :mod:`config.load`.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from collections.abc import Mapping
+from fractions import Fraction
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
