@@ -33,9 +33,10 @@ Amounts are exact rationals; the ledger keeps them as integers of its resolution
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, TypeAlias
 
 __all__ = [
     "PURE",
@@ -59,6 +60,7 @@ __all__ = [
 ]
 
 Accounting = Literal["pure", "zcdp"]
+Amount: TypeAlias = "int | float | Fraction"
 PURE: Accounting = "pure"
 ZCDP: Accounting = "zcdp"
 
@@ -69,7 +71,7 @@ LEDGER_RESOLUTION = 10**9  # amounts (ε or ρ) are stored as integers of 10⁻�
 DELTA_RESOLUTION = 10**15  # δ as integers of 10⁻¹⁵
 
 
-def _q(x) -> Fraction:
+def _q(x: Amount) -> Fraction:
     """``x`` exactly (a float as its exact binary value)."""
     if isinstance(x, bool):
         raise TypeError("a privacy amount is a number, not a bool")
@@ -95,11 +97,11 @@ class Cost:
         object.__setattr__(self, "delta", _q(self.delta))
 
     @classmethod
-    def pure(cls, epsilon, delta=0) -> Cost:
+    def pure(cls, epsilon: Amount, delta: Amount = 0) -> Cost:
         return cls(PURE, _q(epsilon), _q(delta))
 
     @classmethod
-    def zcdp(cls, rho, delta=0) -> Cost:
+    def zcdp(cls, rho: Amount, delta: Amount = 0) -> Cost:
         return cls(ZCDP, _q(rho), _q(delta))
 
     @classmethod
@@ -165,12 +167,12 @@ class Cost:
         return f"{'ε' if self.accounting == PURE else 'ρ'} {float(self.amount):g}{d}"
 
 
-def compose(costs) -> Cost:
+def compose(costs: Iterable[Cost]) -> Cost:
     """The sequential composition of ``costs`` (at least one)."""
     it = iter(costs)
     total = next(it)
     for c in it:
-        total = total + c
+        total = total + c  # (Cost.__add__)
     return total
 
 
@@ -203,14 +205,14 @@ def shares(total: Cost, n: int) -> list[Cost]:
     return [Cost(total.accounting, total.amount / n, total.delta / n)] * n
 
 
-def unit_epsilon(epsilon, k: int) -> float:
+def unit_epsilon(epsilon: Amount, k: int) -> float:
     """The ε a row-level pure mechanism runs at so that a unit moving at most ``k`` rows is
     protected at ``epsilon`` (group privacy, Dwork & Roth 2014 Thm 2.2): the largest float
     ≤ ε/k."""
     return _float_at_most(_q(epsilon) / max(int(k), 1))
 
 
-def pure_epsilon(rho) -> float:
+def pure_epsilon(rho: Amount) -> float:
     """The ε at which a pure ε-DP mechanism is ρ-zCDP (ε²/2 ≤ ρ, Bun & Steinke 2016 Prop 1.4):
     the largest float whose exact square over 2 is ≤ ρ."""
     r = _q(rho)
@@ -220,7 +222,7 @@ def pure_epsilon(rho) -> float:
     return e
 
 
-def gaussian_sigma2(rho, l2_squared) -> Fraction:
+def gaussian_sigma2(rho: Amount, l2_squared: Amount) -> Fraction:
     """σ² of the (discrete) Gaussian mechanism that is ρ-zCDP for an L2 sensitivity Δ₂
     given as Δ₂² (exact even when Δ₂ = √m·R is irrational): σ² = Δ₂²/(2ρ)
     (Canonne, Kamath & Steinke 2020 Thm 4)."""
@@ -230,7 +232,7 @@ def gaussian_sigma2(rho, l2_squared) -> Fraction:
     return _q(l2_squared) / (2 * r)
 
 
-def gaussian_rho(sigma2, l2_squared) -> Fraction:
+def gaussian_rho(sigma2: Amount, l2_squared: Amount) -> Fraction:
     """The privacy map of the discrete Gaussian: ρ = Δ₂²/(2σ²) (Canonne, Kamath & Steinke 2020 Thm 4)."""
     return _q(l2_squared) / (2 * _q(sigma2))
 
