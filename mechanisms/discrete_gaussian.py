@@ -202,8 +202,9 @@ def discrete_gaussian_array(size: int, sigma2: RationalLike, source: RandomSourc
     one array (:func:`~mechanisms.batch.discrete_laplace_array`), each accepted by an exact
     Bernoulli(exp(-γ)) coin, the first ``size`` accepted kept
     (:func:`~mechanisms.batch.fill_by_rejection`: accepted terms of an iid proposal sequence are
-    iid from the accepted law). A proposal is accepted with probability above 1/2 at every σ
-    (CKS §5.3: at least about 0.6 for σ >= 1; checked in the tests); that only sizes the batches."""
+    iid from the accepted law). A proposal is accepted with probability
+    C(σ²) exp(-σ²/(2t²)) tanh(1/(2t)), above 2/5 at every σ² (about 0.76 at large σ; the tests
+    check it on a grid), which only sizes the batches."""
     s2 = _as_rational(sigma2, "sigma2")
     size = operator.index(size)
     if size < 0:
@@ -218,7 +219,7 @@ def discrete_gaussian_array(size: int, sigma2: RationalLike, source: RandomSourc
         y = discrete_laplace_array(k, t, source)
         return y, _accepted(np.abs(y), p, q, t, source)
 
-    return fill_by_rejection(size, propose, Fraction(1, 2))
+    return fill_by_rejection(size, propose, Fraction(2, 5))
 
 
 # -- analysis (floating point; never used to sample) ---------------------------------------------
