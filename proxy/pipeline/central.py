@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mechanisms.accounting import ZCDP, Cost, unit_epsilon
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
 from rewriter.plan import Plan
 from rewriter.unit import factor
@@ -22,7 +23,7 @@ from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, plan_as, state_as
 from .noise import ScanNoise, scan_noise
 from .notice import domain_notice, notice_body
-from .release import domain_answer, noisy_answer, selection_answer
+from .release import domain_answer, noisy_answer, selection_answer, statement_cost
 from .rows import answer_rows, output_types
 from .selection_path import choose
 
@@ -54,9 +55,24 @@ def checked(plan, route):
 
 
 def mechanism_epsilon(plan, epsilon: float) -> float:
-    """The ε the row-level mechanisms run at: the tier's ε, divided by the privacy unit's
-    group-privacy factor k (:func:`rewriter.unit.factor`) on a table with a unit."""
-    return epsilon / factor(plan)
+    """The ε the row-level mechanisms run at: the tier's ε over the privacy unit's
+    group-privacy factor k (:func:`rewriter.unit.factor`) on a table with a unit
+    (:func:`mechanisms.accounting.unit_epsilon`)."""
+    return unit_epsilon(epsilon, factor(plan))
+
+
+def mechanism_budget(plan, tier) -> float | Cost:
+    """What a central plan's measurements are given (:func:`.release.releases_of`): on a pure
+    tier the ε its row-level mechanisms run at (:func:`mechanism_epsilon`); on a zCDP tier the
+    statement's ρ for a whole unit (the discrete Gaussian at the unit's L2 sensitivity)."""
+    if tier.accounting == ZCDP:
+        return Cost.zcdp(tier.rho)
+    return mechanism_epsilon(plan, tier.epsilon)
+
+
+def release_suffix(tier) -> str:
+    """The part of a release key naming what the tier runs at: its ε, or its ρ on a zCDP tier."""
+    return f"rho={tier.rho!r}" if tier.accounting == ZCDP else f"eps={tier.epsilon!r}"
 
 
 def scan_sql(gw, plan) -> str:
@@ -72,11 +88,12 @@ def columns_of(plan) -> list[Column]:
 
 @dataclass
 class CentralState:
-    """A central release's: the ε its mechanisms run at (the tier's, over the unit's factor k),
-    and the noise drawn while the scan runs (:class:`.noise.ScanNoise`: per cell, the reservoir's
-    first, or for a large public domain in one batch on a thread), if any."""
+    """A central release's: what its mechanisms run at (:func:`mechanism_budget`: the tier's ε over
+    the unit's factor k, or a zCDP tier's ρ), and the noise drawn while the scan runs
+    (:class:`.noise.ScanNoise`: per cell, the reservoir's first, or for a large public domain in
+    one batch on a thread), if any."""
 
-    mech_eps: float
+    mech_eps: float | Cost
     noise: ScanNoise | None = None
 
 
@@ -90,17 +107,27 @@ class Central(ReleaseKind):
     def prepare(self, conn, plan) -> Prepared:
         gw = conn.gw
         tier = gw.tier_of(conn.role)
+        budget = self.budget(plan, tier)
         p = Prepared(
             self,
             plan,
             columns_of(plan),
-            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
+            key=f"{plan.fingerprint()}:{release_suffix(tier)}",
             canonical=plan.canonical(),
             epsilon=tier.epsilon,
-            state=CentralState(mechanism_epsilon(plan, tier.epsilon)),
+            cost=self.cost(plan, budget),
+            state=CentralState(budget),
         )
         self.prepare_noise(conn, p)
         return p
+
+    def budget(self, plan, tier) -> float | Cost:
+        """What the measurements run at (:func:`mechanism_budget`)."""
+        return mechanism_budget(plan, tier)
+
+    def cost(self, plan, budget: float | Cost) -> Cost | None:
+        """The statement's cost from its measurements' privacy maps (:func:`.release.statement_cost`)."""
+        return statement_cost(plan, budget)
 
     def prepare_noise(self, conn, p: Prepared) -> None:
         gw, st = conn.gw, state_as(p, CentralState)
@@ -181,14 +208,24 @@ class Svt(Central):
 
     name = "svt"
 
+    def budget(self, plan, tier) -> float | Cost:
+        """The sparse vector and its values are pure ε-DP (Liu et al.): run at the tier's ε over
+        the unit's factor k — on a zCDP tier at ε = √(2ρ) (Bun & Steinke 2016 Prop 1.4)."""
+        return mechanism_epsilon(plan, tier.epsilon)
+
+    def cost(self, plan, budget: float | Cost) -> Cost | None:
+        """A pure ε-DP statement at the tier's ε (the selection's ε and its values' together),
+        charged as such, or as ρ = ε²/2 on a zCDP tier (:func:`.kind.cost_of`)."""
+        return None
+
     def prepare_noise(self, conn, p: Prepared) -> None:
         return None
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        plan = plan_as(p, Plan)
-        return selection_answer(
-            plan, complete(plan, cells), state_as(p, CentralState).mech_eps, conn.gw.source
-        )
+        plan, eps = plan_as(p, Plan), state_as(p, CentralState).mech_eps
+        if isinstance(eps, Cost):  # (Svt.budget gives an ε)
+            raise SqlError("XX000", "internal error: a sparse-vector release without its ε; nothing was run")
+        return selection_answer(plan, complete(plan, cells), eps, conn.gw.source)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None
