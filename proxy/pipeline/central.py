@@ -12,18 +12,25 @@ from dataclasses import dataclass
 
 from mechanisms.accounting import ZCDP, Cost, unit_epsilon
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
-from rewriter.plan import Plan
+from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .columnar import complete_columns
-from .common import DUMMY, TYPE_OIDS, unit_salt
-from .explain import explain_lines, single_tier_lines
-from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, plan_as, state_as
+from .common import DUMMY, TYPE_OIDS, avg_half_widths, explain_output_line, unit_salt
+from .explain import explain_lines, post_text, single_tier_lines
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, dp_reading, plan_as, state_as
 from .noise import ScanNoise, scan_noise
 from .notice import domain_notice, notice_body
-from .release import domain_answer, noisy_answer, selection_answer, statement_cost
+from .release import (
+    contributions_sq,
+    domain_answer,
+    noisy_answer,
+    releases_of,
+    selection_answer,
+    statement_cost,
+)
 from .rows import answer_rows, output_types
 from .selection_path import choose
 
@@ -174,8 +181,18 @@ class Central(ReleaseKind):
         )
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
+    gaussian = True  # on a zCDP tier, COUNT/SUM by the discrete Gaussian (False: pure mechanisms at √(2ρ))
+
     def explain_head(self, plan, tier) -> list[str]:
-        return single_tier_lines(plan, tier)
+        if tier.accounting != ZCDP:
+            return single_tier_lines(plan, tier)
+        if self.gaussian:
+            return zcdp_lines(plan, tier)
+        return [
+            f"dpgate: accounting zCDP: this release's mechanisms are pure ε-DP, run at ε = √(2ρ) = "
+            f"{tier.epsilon:g} and charged ρ {tier.epsilon**2 / 2:g} (Bun & Steinke 2016 Prop 1.4)",
+            *single_tier_lines(plan, tier),
+        ]
 
     def scan_sql(self, conn, p: Prepared) -> str:
         return scan_sql(conn.gw, p.plan)
@@ -193,13 +210,73 @@ class Central(ReleaseKind):
         return answer_rows(plan_as(p, Plan), answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        return notice_body(plan_as(p, Plan), answer)
+        plan = plan_as(p, Plan)
+        body = notice_body(plan, answer)
+        if any("gaussian" in m for m in answer["mechanism"]):
+            body += f"; {gaussian_text(plan)}"
+        return body
 
     def after_reply(self, conn, p: Prepared) -> None:
         noise = state_as(p, CentralState).noise
         if noise is not None:  # the next statement's noise, drawn while the backend is idle
             gw = conn.gw
             noise.after_reply(asyncio.get_running_loop(), busy=lambda: gw.backend.scans > 0)
+
+
+def gaussian_text(plan) -> str:
+    """What sets a zCDP release's discrete Gaussian noise (NOTICE and EXPLAIN): Δ₂ of one unit's
+    contribution (:func:`.release.contributions_sq`)."""
+    b, csq = plan.unit, contributions_sq(plan)
+    if b is None:
+        l2, who = "1", "row"
+    elif b.total:
+        l2, who = f"{b.max_rows} (R rows in all)", b.name
+    elif csq % (b.max_rows * b.max_rows) == 0 and b.max_rows > 1:
+        l2, who = f"√{csq // (b.max_rows * b.max_rows)}·{b.max_rows} (√min(G, cells)·R)", b.name
+    else:
+        l2, who = f"√{csq}", b.name
+    return (
+        f"zCDP: COUNT/SUM noised by the discrete Gaussian at the L2 sensitivity of one {who}'s "
+        f"contribution, Δ₂ = {l2} (Canonne, Kamath & Steinke 2020)"
+    )
+
+
+def zcdp_lines(plan, tier) -> list[str]:
+    """EXPLAIN's header and per-output lines on a zCDP tier: the accounting, ρ per query with its
+    (ε, δ) reading, the ρ share and noise of each release."""
+    groups, parts, ms = releases_of(plan, Cost.zcdp(tier.rho))
+    share = {}
+    for (i, members), r, m in zip(groups, parts, ms):
+        for j in [i, *members]:
+            share[j] = (r, m)
+    lines = [
+        f"dpgate release of {plan.table}: accounting zCDP, ρ {tier.rho:g} per query "
+        f"(alone {dp_reading(tier, tier.rho)}; ρ adds up over queries, Bun & Steinke 2016), "
+        f"{plan.n_cells} cell(s), {len(groups)} release(s) sharing ρ",
+        "  " + gaussian_text(plan),
+        "  AVG and VAR keep their pure ε-DP mechanisms, each at ε = √(2ρ_share) over the unit's factor "
+        "(ε²/2-zCDP, Bun & Steinke 2016 Prop 1.4)",
+    ]
+    shown = {o.index for o in plan.outputs if o.source == "aggregate"}
+    hidden = [
+        Output(f"({a.label})", "aggregate", i, "float")
+        for i, a in enumerate(plan.aggregates)
+        if i not in shown
+    ]
+    for o in [*plan.outputs, *hidden]:
+        if (line := explain_output_line(plan, o)) is not None:
+            lines.append(line)
+            continue
+        a = plan.aggregates[o.index]
+        r, m = share[o.index]
+        hw = avg_half_widths(m) if a.func == "avg" else f"±{m.half_width():.4g}"
+        bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
+        lines.append(
+            f"  {o.name}: {a.label}{bounds} via {m.name}, ρ {r:g}, "
+            f"scale {getattr(m, 'output_scale', getattr(m, 'scale', 'n/a'))}, 95% half-width {hw}"
+            + post_text(o.post)
+        )
+    return lines
 
 
 class Svt(Central):
@@ -217,6 +294,8 @@ class Svt(Central):
         """A pure ε-DP statement at the tier's ε (the selection's ε and its values' together),
         charged as such, or as ρ = ε²/2 on a zCDP tier (:func:`.kind.cost_of`)."""
         return None
+
+    gaussian = False
 
     def prepare_noise(self, conn, p: Prepared) -> None:
         return None

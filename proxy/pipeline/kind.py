@@ -128,6 +128,7 @@ class ReleaseKind:
     name = "kind"
     decision = "released"  # the statement log's word for a fresh release
     heavy = False  # runs in the heavy-statement lane whatever its size (:mod:`.lane`)
+    zcdp = True  # its cost can be stated exactly in ρ (:func:`cost_of`); False: refused on zCDP tiers
     plans_in_lane = False  # … and is planned there too (its planning is itself heavy)
 
     async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
@@ -218,6 +219,16 @@ def cost_of(p: Prepared, tier) -> Cost:
     return c.in_accounting(tier.accounting)
 
 
+def zcdp_refusal(what: str) -> SqlError:
+    """The refusal of a release whose cost cannot be stated exactly in ρ (fail closed)."""
+    return SqlError(
+        "0A000",
+        f"a {what} release cannot be accounted exactly in zCDP (this role's tier has accounting = "
+        "'zcdp'); nothing was charged",
+        hint="Ask the data owner for a role on a tier with pure ε accounting for this table.",
+    )
+
+
 def unit_of(tier) -> str:
     """The ledger's unit for ``tier``'s amounts: ε, or ρ on a zCDP tier."""
     return RHO if tier.accounting == ZCDP else EPS
@@ -274,6 +285,8 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         return await p.kind.answer_free(conn, p)
     gw, role, key = conn.gw, conn.role, p.key
     tier = gw.tier_of(role)
+    if tier.accounting == ZCDP and not p.kind.zcdp:
+        raise zcdp_refusal(p.kind.name)
     # one read: data version, spend, an earlier release
     unit = unit_of(tier)
     dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period, unit)

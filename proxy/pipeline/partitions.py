@@ -170,6 +170,7 @@ class Partitions(Central):
     """Keys chosen by partition selection, then their aggregates noised (module doc)."""
 
     name = "partitions"
+    gaussian = False  # partition selection and its values are pure (ε, δ)-DP
 
     def prepare(self, conn, plan) -> Prepared:
         gw = conn.gw

@@ -354,6 +354,7 @@ class PerRecord(ReleaseKind):
     levels >= ℓ chosen from the first (Alg. 1, stage 1), all cells in one query."""
 
     name = "per_record"
+    zcdp = False  # per-record DP (a guarantee per record) has no exact zCDP statement
     heavy = plans_in_lane = True  # two scans and a level search; its planning too
 
     async def plan(self, conn, stmt: Statement, params: list) -> Prepared:

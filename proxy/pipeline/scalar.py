@@ -30,7 +30,7 @@ from rewriter.route import Route
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error
-from .kind import Statement
+from .kind import Statement, zcdp_refusal
 from .postexpr import evaluate
 from .rows import TYPE_OIDS
 
@@ -176,6 +176,8 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
     """``(Result, decision, ε charged)`` of a statement with scalar subqueries."""
     gw = conn.gw
     tier = gw.tier_of(conn.role)
+    if tier.accounting == "zcdp":  # its ε shares are pure ε (each subquery its own statement)
+        raise zcdp_refusal("scalar-subquery")
     tree, found, parts, which = await _parts(conn, sql, tree, params, route.table)
     _, outer_charged = await _around(conn, tree, found)  # refused before any release: nothing charged
     eps = _share(conn, parts, outer_charged)
