@@ -252,6 +252,11 @@ def _log_delta(rho: float, eps: float, alpha: float) -> float:
     return (alpha - 1) * (alpha * rho - eps) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
 
 
+def dp_reading(rho: float, delta: float = DEFAULT_CONVERSION_DELTA) -> str:
+    """ρ-zCDP read as (ε, δ)-DP at ``delta`` (:func:`zcdp_epsilon`), as text."""
+    return f"(ε {zcdp_epsilon(max(rho, 0.0), delta):.3g}, δ {delta:g})-DP"
+
+
 def zcdp_delta(rho: float, eps: float) -> float:
     """The δ of Canonne, Kamath & Steinke 2020 Cor 13 for ρ-zCDP at ε: the infimum over α > 1,
     found by golden-section search (the log of the bound is convex in α)."""

@@ -32,7 +32,8 @@ from typing import TypeVar
 
 from sqlglot import exp
 
-from mechanisms.accounting import ZCDP, Cost, zcdp_epsilon
+from mechanisms.accounting import ZCDP, Cost
+from mechanisms.accounting import dp_reading as reading
 from rewriter import parse
 from rewriter.route import Route
 
@@ -237,8 +238,7 @@ def unit_of(tier) -> str:
 def dp_reading(tier, rho: float) -> str:
     """A zCDP amount read as (ε, δ)-DP at the tier's ``conversion_delta`` (Canonne, Kamath &
     Steinke 2020 Cor 13)."""
-    d = tier.conversion_delta
-    return f"(ε {zcdp_epsilon(max(rho, 0.0), d):.3g}, δ {d:g})-DP"
+    return reading(rho, tier.conversion_delta)
 
 
 def notice_head(

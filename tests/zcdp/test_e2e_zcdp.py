@@ -15,10 +15,14 @@ from fractions import Fraction
 import psycopg
 import pytest
 
+from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.accounting import zcdp_epsilon
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
-from support.service import Service, ask, backend_rows, make_config
+from proxy.admin.page import render_page
+from proxy.admin.server import collect
+from proxy.cli import main
+from support.service import Service, ask, backend_rows, config_toml, make_config
 
 RHO, BUDGET = 0.05, 1.0
 ZTIER = {"half": {"accounting": "zcdp", "rho": RHO, "budget": BUDGET, "period": "day"}}
@@ -157,3 +161,20 @@ def test_the_budget_in_rho_runs_out(svc):
     assert _spent(svc) <= BUDGET + 1e-9 and _spent(svc) > BUDGET - RHO
     rows, notes = ask(svc, "SELECT COUNT(*) FROM purchases WHERE item = 100", "half")  # a repeat: free
     assert "repeat" in notes[-1]
+
+
+def test_dpgate_budget_and_the_owner_page_show_rho_and_its_reading(svc, tmp_path, capsys):
+    cfg = svc.gw.config
+    spent = _spent(svc)
+    reading = f"(ε {zcdp_epsilon(spent, 1e-6):.3g}, δ 1e-06)-DP"
+    page = render_page(collect(cfg, svc.gw.ledger, "admin"))
+    assert f"{spent:g} ρ, {reading}" in page.replace("&#x27;", "'")
+    path = tmp_path / "dpgate.toml"
+    raw = make_config(None, tiers=ZTIER)  # (the command reads the ledger in the state dir only)
+    path.write_text(config_toml(raw))
+    assert parse_config(raw).tiers["half"].accounting == "zcdp"
+    assert main(["budget", "--config", str(path), "--state-dir", str(svc.state_dir), "--role", "half"]) == 0
+    out = capsys.readouterr().out
+    row = next(x for x in out.splitlines() if x.startswith("half "))
+    assert row.split()[2] == f"{RHO:g}" and float(row.split()[3]) == pytest.approx(spent)
+    assert f"zCDP: amounts in ρ; spent {reading}" in row
