@@ -53,6 +53,7 @@ __all__ = [
     "gaussian_sigma2",
     "ledger_units",
     "pure_epsilon",
+    "share_of",
     "shares",
     "unit_epsilon",
     "zcdp_delta",
@@ -210,6 +211,14 @@ def unit_epsilon(epsilon: Amount, k: int) -> float:
     protected at ``epsilon`` (group privacy, Dwork & Roth 2014 Thm 2.2): the largest float
     ≤ ε/k."""
     return _float_at_most(_q(epsilon) / max(int(k), 1))
+
+
+def share_of(amount: Amount, n: int) -> float:
+    """One of ``n`` equal shares of ``amount`` (ε or ρ) composed sequentially: the largest float
+    ≤ amount/n, so n shares never exceed it."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    return _float_at_most(_q(amount) / n)
 
 
 def pure_epsilon(rho: Amount) -> float:

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from config import ConfigError
+from mechanisms.accounting import share_of
 from mechanisms.per_record import (
     ExtensionSum,
     FrameworkMax,
@@ -365,7 +366,7 @@ class PerRecord(ReleaseKind):
         weight = float(tier.epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
         if prp.parts:  # several COUNT/SUM: each at weight / k (sequential composition)
-            each = weight / prp.split
+            each = share_of(weight, prp.split)
             parts = [(sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))]
             state = PerRecordState(pol, parts=parts)
         else:
@@ -474,7 +475,7 @@ class PerRecord(ReleaseKind):
         prp, st = plan_as(p, PrPlan), state_as(p, PerRecordState)
         pol = st.policy
         if st.parts is not None:
-            each = p.epsilon / prp.split
+            each = share_of(p.epsilon, prp.split)
             return _combine(
                 [
                     _answer(conn.gw, sub, pol, each, kind, m, h, ells, values)
@@ -742,7 +743,7 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
     mechanism and accuracy, and the one backend statement of their level scans (MAX/MIN's
     second round: one more, once ℓ is known)."""
     dialect = gw.backend.dialect
-    each = float(tier.epsilon) / prp.split
+    each = share_of(float(tier.epsilon), prp.split)
     lines = [
         f"dpgate per-record release of {pol.table}: {prp.split} aggregates share ε "
         f"{tier.epsilon:g}, split equally: each under E_q(r) = {each:g} × E(r) (sequential "

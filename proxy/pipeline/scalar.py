@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from mechanisms.accounting import share_of
 from rewriter import lookup as rl
 from rewriter import parse
 from rewriter import scalar as rs
@@ -169,7 +170,7 @@ async def _around(conn, tree, found: list[rs.Scalar]) -> tuple[str, bool]:
 def _share(conn, parts: list[_Part], outer_charged: bool) -> float:
     tier = conn.gw.tier_of(conn.role)
     fresh = sum(not p.stored for p in parts) + (1 if outer_charged else 0)
-    return tier.epsilon / max(fresh, 1)
+    return share_of(tier.epsilon, max(fresh, 1))
 
 
 async def answer(conn, sql: str, route: Route, tree, params: list):
