@@ -188,11 +188,7 @@ class Central(ReleaseKind):
             return single_tier_lines(plan, tier)
         if self.gaussian:
             return zcdp_lines(plan, tier)
-        return [
-            f"dpgate: accounting zCDP: this release's mechanisms are pure ε-DP, run at ε = √(2ρ) = "
-            f"{tier.epsilon:g} and charged ρ {tier.epsilon**2 / 2:g} (Bun & Steinke 2016 Prop 1.4)",
-            *single_tier_lines(plan, tier),
-        ]
+        return single_tier_lines(plan, tier)  # (the accounting's line: kind.with_accounting)
 
     def scan_sql(self, conn, p: Prepared) -> str:
         return scan_sql(conn.gw, p.plan)

@@ -112,6 +112,11 @@ def test_explain_names_the_accounting_and_charges_nothing(svc):
     assert "discrete_gaussian_count" in text and "Δ₂ = √10·10" in text
     rows, _ = ask(svc, "EXPLAIN SELECT store, COUNT(*) FROM purchases WHERE item = 3 GROUP BY store", "other")
     assert "accounting zCDP" not in "\n".join(r[0] for r in rows)  # a pure tier: as before
+    rows, _ = ask(svc, "EXPLAIN SELECT MAX(amount) FROM purchases WHERE store = 4", "half")
+    assert rows[0][0].startswith("dpgate: accounting zCDP: this release's mechanisms are pure ε-DP")
+    with pytest.raises(psycopg.Error) as e:  # as its execution would be: refused
+        ask(svc, "EXPLAIN SELECT COUNT(*) FROM accounts WHERE branch = 1", "half")
+    assert e.value.sqlstate == "0A000"
     assert _spent(svc) == before
 
 
