@@ -20,7 +20,7 @@ exp(-a/b), a = (|y| q t - p)², b = 2 p q t², in integers.
 
 The pmf, cdf, tails, variance and half-widths are analysis (floating point, never used to
 sample), with the normalising constant by Poisson summation (C(σ²) = sqrt(2π) σ
-sum_k exp(-2π²σ²k²), CKS Fact 18) where σ >= 1 and by direct summation below.
+sum_k exp(-2π²σ²k²) over all integers k) where σ² >= 1 and by direct summation below.
 """
 
 from __future__ import annotations
