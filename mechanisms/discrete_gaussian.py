@@ -258,7 +258,7 @@ def _s2(sigma2: RealLike) -> float:
 
 
 _POISSON_MIN = 1.0  # σ² at and above which the Poisson-summation forms are used (terms e^-2π²σ²k²)
-_DIRECT_SIGMA = float(1 << 15)  # tails summed term by term up to this σ, by Euler-Maclaurin above
+_DIRECT_SIGMA = float(1 << 12)  # tails summed term by term up to this σ, by Euler-Maclaurin above
 _TAIL_SIGMAS = 40  # exp(-(40σ)²/(2σ²)) = e^-800 underflows: the terms beyond are 0 in float
 
 
@@ -272,9 +272,11 @@ def _normaliser(s2: float) -> float:
 
 
 def _upper_sum(a: int, s2: float) -> float:
-    """S(a) = sum over y >= a of exp(-y²/(2σ²)), integer a >= 0: term by term while σ <= 2^15;
+    """S(a) = sum over y >= a of exp(-y²/(2σ²)), integer a >= 0: term by term while σ <= 2^12;
     above, Euler-Maclaurin, S(a) = int_a^inf f + f(a)/2 - f'(a)/12 + R with f' = -x f/σ² and
-    |R| <= max|f'''|/720 ~ f(a) (1 + (a/σ)³)/(720 σ³), relative to S(a) >= σ f(a) below 1e-16."""
+    |R| <= max over [a, inf) of |f'''|/720, about f(a) (1 + (a/σ)³)/(720 σ³); against
+    S(a) >= f(a) σ²/(a + σ) that is below 1e-11 relative for σ > 2^12 and a <= 40σ (further
+    out f underflows to 0)."""
     sigma = math.sqrt(s2)
     if sigma <= _DIRECT_SIGMA:
         y = np.arange(a, a + int(_TAIL_SIGMAS * sigma) + 2, dtype=np.float64)
