@@ -489,13 +489,32 @@ class GaussianSum(_GaussianMeasurement):
         return Release(value, float(self.rho), self.half_width(), self.name, self.output_scale)
 
     def apply_many(self, values: Column, noises: Any) -> BatchRelease:
-        """As :meth:`apply` per cell (int64 where exact, else cell by cell in Python ints)."""
+        """As :meth:`apply` per cell: the int path adds in int64 (exact below 2^62); the float
+        path is round(S/g) + Z times g, g = 2^k: S/g is exact, ``np.rint`` rounds half to even
+        as ``round`` does, and int64 -> float64 rounds to nearest even as ``float(int)`` does
+        (the same arithmetic as :meth:`LaplaceSum.apply_many
+        <mechanisms.measurements.LaplaceSum.apply_many>`); anything else cell by cell."""
         hw = float(self.half_width())
-        vals = values.tolist() if isinstance(values, np.ndarray) else list(values)
         big = int(np.abs(noises).max(initial=0)) >= _INT_ROOM
         if self.integer:
             v = int_column(values)
             if v is not None and not big:
                 return BatchRelease(v + noises, hw, self.name)
-        out = [self.apply(x, int(z)).value for x, z in zip(vals, noises)]
+            return BatchRelease(self._cells(values, noises), hw, self.name)
+        arr = np.asarray(values) if len(values) else np.zeros(0)
+        ok = not big and arr.ndim == 1
+        ok = ok and (
+            arr.dtype.kind == "f"
+            or (arr.dtype.kind == "i" and bool(arr.size) and int(np.abs(arr).max()) < 1 << 53)
+        )
+        if ok:
+            q = arr.astype(np.float64) / self.grid
+            ok = bool(np.isfinite(q).all()) and (not q.size or float(np.abs(q).max()) < 2.0**61)
+        if not ok:
+            return BatchRelease(self._cells(values, noises), hw, self.name)
+        out = (np.rint(q).astype(np.int64) + noises).astype(np.float64) * self.grid
         return BatchRelease(out, hw, self.name)
+
+    def _cells(self, values: Column, noises: Any) -> list[Any]:
+        vals = values.tolist() if isinstance(values, np.ndarray) else values
+        return [self.apply(x, int(z)).value for x, z in zip(vals, noises)]

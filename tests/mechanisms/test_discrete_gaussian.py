@@ -326,8 +326,18 @@ def test_sum_measurement_bounds_one_row_on_its_grid():
     ],
 )
 def test_apply_many_equals_apply_cell_by_cell(m):
-    values = [0, 5, 17, 123456] if getattr(m, "integer", True) else [0.0, 1.25, -3.5, 1e6]
-    noises = m.draw_many(len(values), SeededSource(3))
-    batch = m.apply_many(values, noises)
-    assert batch.values == [m.apply(v, int(z)).value for v, z in zip(values, noises)]
-    assert batch.half_width == m.half_width()
+    """Exact equality with apply per cell: lists and numpy columns, a value on a half grid step
+    (round half to even on both paths), and values beyond int64's exact float range."""
+    integer = getattr(m, "integer", True)
+    rng = np.random.default_rng(5)
+    if integer:
+        columns = [[0, 5, 17, 123456], rng.integers(-(10**6), 10**6, 300), [2**62, 3]]
+    else:
+        half = 2.5 * m.grid
+        columns = [[0.0, 1.25, -3.5, 1e6, half], rng.uniform(-1e4, 1e4, 300), np.array([1e30, 2.0])]
+    for values in columns:
+        noises = m.draw_many(len(values), SeededSource(3))
+        batch = m.apply_many(values, noises)
+        cells = values.tolist() if isinstance(values, np.ndarray) else values
+        assert list(batch.values) == [m.apply(v, int(z)).value for v, z in zip(cells, noises)]
+        assert batch.half_width == m.half_width()
