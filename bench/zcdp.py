@@ -11,16 +11,20 @@ split a statement's cost equally over its releases (sequential composition; ρ a
 Steinke 2016 Lemma 1.7).
 
 Per release, on the SAME bounded scan's exact cells (one data version's keyed per-person
-choice: ``rewriter.to_sql`` with one salt, ``rewriter.complete``), the error of the noise
-alone (the bounding bias is the same on both sides):
+choice: ``rewriter.to_sql`` with one salt, ``rewriter.complete``), each tier releases through the
+pipeline's release path — ``proxy.pipeline.central.mechanism_budget``,
+``proxy.pipeline.release.noisy_answer``, ``statement_cost`` — and the error of the noise alone
+is measured (the bounding bias is the same on both sides):
 
-* pure ε: what is served today, ``proxy.pipeline.release.noisy_answer`` at
-  ``mechanism_epsilon`` — geometric COUNT and discrete-Laplace SUM at ε/k, k the L1 bound of
-  a person's contribution in rows, min(G, cells)·R per cell (group privacy);
-* zCDP: the discrete Gaussian (``mechanisms.discrete_gaussian``: GaussianCount, GaussianSum,
-  sampled exactly) at σ² = Δ₂²/(2ρ) with Δ₂ = sqrt(min(G, cells))·R rows per cell: a person
-  moves at most R rows in each of at most min(G, cells) cells, so the L2 norm of their
-  contribution is sqrt(min(G, cells))·R where its L1 norm is min(G, cells)·R.
+* pure ε (the demo analyst's tier): geometric COUNT and discrete-Laplace SUM at ε/k, k the L1
+  bound of a person's contribution in rows, min(G, cells)·R per cell (group privacy);
+* zCDP (``accounting = "zcdp"``, ρ_day/50 per statement): the exact discrete Gaussian
+  (``mechanisms.discrete_gaussian``) at σ² = Δ₂²/(2ρ) with Δ₂ = sqrt(min(G, cells))·R rows per
+  cell: a person moves at most R rows in each of at most min(G, cells) cells, so the L2 norm of
+  their contribution is sqrt(min(G, cells))·R where its L1 norm is min(G, cells)·R.
+
+The day is charged by the accountant (``mechanisms.accounting``: compose, fits): 50 statements
+fit each tier's budget and read (50, 1e-6) on both.
 
 Data: TPC-H from ``tpchgen-cli`` (SF 0.01 with --quick, 0.1 otherwise; ``bench/tpch.py``) with
 the customer as the unit (lineitem through dpgate's foreign-key path, as ``bench.user_level``
@@ -49,11 +53,11 @@ import rewriter
 from bench import tpch
 from config import parse_config
 from mechanisms import SeededSource
-from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
+from mechanisms.accounting import Cost, compose, fits, zcdp_delta, zcdp_epsilon
 from proxy.demo import PURCHASES_ROWS, demo_config_path, purchases_select
-from proxy.pipeline.central import mechanism_epsilon
-from proxy.pipeline.release import noisy_answer, release_groups, releases_of
-from rewriter.unit import groups_bound
+from proxy.pipeline.central import mechanism_budget
+from proxy.pipeline.release import contributions_sq, noisy_answer, release_groups, releases_of, statement_cost
+from rewriter.unit import factor
 
 DAY_EPSILON = 50.0  # the demo analyst tier: ε 1 per statement, 50 per day
 STATEMENTS = 50
@@ -137,38 +141,28 @@ STATEMENTS_RUN = (
 
 
 # -- the guarantee ------------------------------------------------------------------------------
-def _log_delta(rho: float, eps: float, alpha: float) -> float:
-    """log of CKS 2020 Cor. 13's δ at order α: (α−1)(αρ−ε) − log(α−1) + α log(1 − 1/α)."""
-    return (alpha - 1) * (alpha * rho - eps) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
-
-
-def cks_delta(rho: float, eps: float) -> float:
-    """δ of ρ-zCDP at ε by CKS 2020 Cor. 13: the infimum over α > 1 (the log is convex in α;
-    golden-section search)."""
-    lo, hi = 1.0 + 1e-9, max(2.0, (eps + 1) / (2 * rho) + 2)
-    g = (math.sqrt(5) - 1) / 2
-    for _ in range(200):
-        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-        if _log_delta(rho, eps, a) < _log_delta(rho, eps, b):
-            hi = b
-        else:
-            lo = a
-    return min(1.0, math.exp(_log_delta(rho, eps, (lo + hi) / 2)))
-
-
-def rho_for(eps: float, delta: float) -> Fraction:
-    """The largest ρ (to a relative 1e-9, rounded down) whose CKS Cor. 13 conversion is
-    (ε, δ)-DP: bisection, as δ grows with ρ. Bounded above by Bun & Steinke 2016 Prop. 1.3's
-    inverse (any ρ it allows converts at least as well under Cor. 13)."""
-    lo = (math.sqrt(math.log(1 / delta) + eps) - math.sqrt(math.log(1 / delta))) ** 2  # Prop. 1.3
+def rho_for(eps: float, delta: float) -> float:
+    """The largest ρ (to a relative 1e-9, rounded down) whose conversion by Canonne, Kamath &
+    Steinke 2020 Cor. 13 (``mechanisms.accounting.zcdp_delta``, the accountant's) is (ε, δ)-DP:
+    bisection, as δ grows with ρ; Bun & Steinke 2016 Prop. 1.3's ρ is a lower end (Cor. 13 is
+    never looser)."""
+    lo = (math.sqrt(math.log(1 / delta) + eps) - math.sqrt(math.log(1 / delta))) ** 2
     hi = eps
     while hi - lo > 1e-9 * lo:
         mid = (lo + hi) / 2
-        if cks_delta(mid, eps) <= delta:
+        if zcdp_delta(mid, eps) <= delta:
             lo = mid
         else:
             hi = mid
-    return Fraction(lo)
+    return lo
+
+
+def statement_rho(rho_day: float) -> float:
+    """ρ per statement: the largest float whose 50-fold composition is at most ρ_day."""
+    r = rho_day / STATEMENTS
+    while Fraction(r) * STATEMENTS > Fraction(rho_day):
+        r = math.nextafter(r, 0.0)
+    return r
 
 
 # -- data and plans -----------------------------------------------------------------------------
@@ -177,7 +171,7 @@ def _rows(con, sql) -> list:
     return con.execute(sql, named).fetchall() if isinstance(named, dict) else con.execute(sql).fetchall()
 
 
-def tpch_config(con):
+def tpch_config(con, rho_day: float):
     """The customer as the unit, R per cell (``max_rows_scope = "cell"``), G and R the 95th
     percentiles of the data's per-customer distribution (``tpch.bounds``)."""
     tables = {}
@@ -191,21 +185,36 @@ def tpch_config(con):
             "max_rows_scope": "cell",
             "columns": cols,
         }
-    return _config(tables)
+    return _config(tables, rho_day)
 
 
-def purchases_config():
+def purchases_config(rho_day: float):
     """``purchases`` as the demo declares it (config/demo.toml)."""
     with open(demo_config_path(), "rb") as f:
         demo = tomllib.load(f)
-    return _config({"purchases": demo["tables"]["purchases"]})
+    return _config({"purchases": demo["tables"]["purchases"]}, rho_day)
 
 
-def _config(tables: dict):
+def tiers(rho_day: float) -> dict:
+    """The two tiers compared: the demo analyst's pure ε 1 per statement, 50 a day, and a zCDP
+    tier with the same (ε, δ) reading over the day."""
+    return {
+        "pure": {"epsilon": DAY_EPSILON / STATEMENTS, "budget": DAY_EPSILON, "period": "day"},
+        "zcdp": {
+            "accounting": "zcdp",
+            "rho": statement_rho(rho_day),
+            "budget": rho_day,
+            "period": "day",
+            "conversion_delta": DELTA,
+        },
+    }
+
+
+def _config(tables: dict, rho_day: float):
     return parse_config(
         {
-            "tiers": {"default": {"epsilon": 1, "budget": DAY_EPSILON}},
-            "roles": {"a": {"tier": "default"}},
+            "tiers": tiers(rho_day),
+            "roles": {"p": {"tier": "pure"}, "z": {"tier": "zcdp"}},
             "server": {"auth": "trust"},
             "tables": tables,
         }
@@ -222,68 +231,50 @@ def exact_columns(plan, cells) -> list[np.ndarray]:
     return out
 
 
-def l2_contributions(plan, cells: int) -> tuple[int, int]:
-    """(c, R): a person reaches at most c = min(G, cells) cells with at most R rows in each
-    (per-cell bounds), so Δ₂² = c R² rows² (L1: c R, ``rewriter.unit.factor``)."""
-    b = plan.unit
-    return min(groups_bound(b), max(cells, 1)), b.max_rows
-
-
-def zcdp_measurement(agg, rho: Fraction, contributions_sq: int):
-    """The discrete Gaussian measurement of a COUNT or SUM at ``rho``."""
-    if agg.func == "count":
-        return GaussianCount(rho, contributions_sq)
-    if agg.func == "sum":
-        return GaussianSum(
-            rho, agg.lower, agg.upper, integer=agg.type == "int", contributions_sq=contributions_sq
-        )
-    raise ValueError(f"the bench compares COUNT and SUM, not {agg.func}")
-
-
-def measure(plan, cells, eps_stmt: float, rho_stmt: Fraction, draws: int, seed: int) -> list[dict]:
-    """Per aggregate of ``plan``: the noise's RMSE per cell (over ``draws`` releases) and the 95%
-    half-width, pure ε (served path) and zCDP (discrete Gaussian), on the same exact cells."""
+def measure(plan, cells, cfg, draws: int, seed: int) -> list[dict]:
+    """Per aggregate of ``plan``: the noise's RMSE per cell over ``draws`` releases and the 95%
+    half-width, on each tier, through the pipeline's release path on the same exact cells:
+    ``mechanism_budget`` (the tier's ε over the unit's k, or its ρ for the whole unit),
+    ``noisy_answer`` (each release's mechanism on every cell) and ``statement_cost`` (what the
+    statement is charged, from the mechanisms' privacy maps)."""
     truth = exact_columns(plan, cells)
     n = len(cells)
     groups = release_groups(plan)
     assert all(not members for _, members in groups), "COUNT and SUM only: one release each"
-    eps_mech = mechanism_epsilon(plan, eps_stmt)
-    pure_ms = releases_of(plan, eps_mech)[2]
-    c, r = l2_contributions(plan, n)
-    rho_each = rho_stmt / len(groups)
-    out = []
     src = SeededSource(seed)
-    pure_sq = [0.0] * len(plan.aggregates)
-    for _ in range(draws):
-        vals = noisy_answer(plan, cells, eps_mech, src)["values"]
-        for j in range(len(plan.aggregates)):
-            col = np.array([float(v[j]) for v in vals], dtype=np.float64)
-            pure_sq[j] += float(((col - truth[j]) ** 2).sum())
-    k = len(plan.group_by)
-    for (i, _), pm in zip(groups, pure_ms):
-        agg = plan.aggregates[i]
-        zm = zcdp_measurement(agg, rho_each, c * r * r)
-        values = [row[k + agg.measures[0]] or 0 for row in cells]
-        zsq = 0.0
+    side = {}
+    for tier in ("pure", "zcdp"):
+        budget = mechanism_budget(plan, cfg.tiers[tier])
+        sq = [0.0] * len(plan.aggregates)
         for _ in range(draws):
-            rel = zm.apply_many(values, zm.draw_many(n, src))
-            zsq += float(((np.asarray(rel.values, dtype=np.float64) - truth[i]) ** 2).sum())
+            vals = noisy_answer(plan, cells, budget, src)["values"]
+            for j in range(len(plan.aggregates)):
+                col = np.array([float(v[j]) for v in vals], dtype=np.float64)
+                sq[j] += float(((col - truth[j]) ** 2).sum())
+        side[tier] = (releases_of(plan, budget)[2], sq, statement_cost(plan, budget))
+    csq, k = contributions_sq(plan), factor(plan)
+    b = plan.unit
+    out = []
+    for r, (i, _) in enumerate(groups):
+        pm, zm = side["pure"][0][r], side["zcdp"][0][r]
         out.append(
             {
-                "agg": agg.label,
+                "agg": plan.aggregates[i].label,
                 "cells": n,
-                "c": c,
-                "R": r,
-                "k": c * r,
+                "c": k // b.max_rows,
+                "R": b.max_rows,
+                "k": k,
+                "contributions_sq": csq,
                 "pure_hw": float(pm.half_width()),
                 "zcdp_hw": float(zm.half_width()),
-                "pure_rmse": math.sqrt(pure_sq[i] / (draws * n)),
-                "zcdp_rmse": math.sqrt(zsq / (draws * n)),
-                "contributions_sq": zm.contributions_sq,
+                "pure_rmse": math.sqrt(side["pure"][1][i] / (draws * n)),
+                "zcdp_rmse": math.sqrt(side["zcdp"][1][i] / (draws * n)),
                 "pure_var": pm.noise_variance,
                 "zcdp_var": zm.noise_variance,
                 "law": math.sqrt(zm.noise_variance / pm.noise_variance),
-                "rho": zm.rho,
+                "zcdp_mechanism": zm.name,
+                "rho": zm.privacy_map_exact(1),
+                "cost": {t: side[t][2] for t in side},
             }
         )
     return out
@@ -292,15 +283,15 @@ def measure(plan, cells, eps_stmt: float, rho_stmt: Fraction, draws: int, seed: 
 def run(scale: float, draws: int, statements=STATEMENTS_RUN) -> dict:
     """Everything the table prints, from one run: TPC-H at ``scale`` and the demo's purchases."""
     rho_day = rho_for(DAY_EPSILON, DELTA)
-    eps_stmt, rho_stmt = DAY_EPSILON / STATEMENTS, rho_day / STATEMENTS
-    rows = []
+    eps_stmt, rho_stmt = DAY_EPSILON / STATEMENTS, statement_rho(rho_day)
+    rows, costs = [], []
     with tempfile.TemporaryDirectory(prefix="dpgate-zcdp-") as tmp:
         t0 = time.time()
         cons, cfgs, sizes = {}, {}, {}
         if any(s.data == "tpch" for s in statements):
             tpch.load(tpch.generate(scale, Path(tmp) / "parquet"), Path(tmp) / "tpch.duckdb")
             cons["tpch"] = duckdb.connect(str(Path(tmp) / "tpch.duckdb"), read_only=True)
-            cfgs["tpch"] = tpch_config(cons["tpch"])
+            cfgs["tpch"] = tpch_config(cons["tpch"], rho_day)
             sizes["tpch"] = (
                 cons["tpch"]
                 .execute(
@@ -314,7 +305,7 @@ def run(scale: float, draws: int, statements=STATEMENTS_RUN) -> dict:
             con.execute(
                 f"CREATE TABLE purchases AS {purchases_select(f'range(0, {PURCHASES_ROWS}) AS t(i)')}"
             )
-            cons["purchases"], cfgs["purchases"] = con, purchases_config()
+            cons["purchases"], cfgs["purchases"] = con, purchases_config(rho_day)
             sizes["purchases"] = con.execute(
                 "SELECT COUNT(*), COUNT(DISTINCT customer_id) FROM purchases"
             ).fetchone()
@@ -322,12 +313,14 @@ def run(scale: float, draws: int, statements=STATEMENTS_RUN) -> dict:
         for n, s in enumerate(statements):
             plan = rewriter.build_plan(rewriter.parse(s.sql), cfgs[s.data])
             cells = rewriter.complete(plan, _rows(cons[s.data], rewriter.to_sql(plan, "duckdb", SALT)))
-            for m in measure(plan, cells, eps_stmt, rho_stmt, draws, seed=1000 + n):
-                rows.append((s, m))
+            ms = measure(plan, cells, cfgs[s.data], draws, seed=1000 + n)
+            rows += [(s, m) for m in ms]
+            costs.append(ms[0]["cost"])
         for con in cons.values():
             con.close()
     return {
         "rows": rows,
+        "day": day(costs, rho_day),
         "rho_day": rho_day,
         "eps_stmt": eps_stmt,
         "rho_stmt": rho_stmt,
@@ -341,6 +334,23 @@ def run(scale: float, draws: int, statements=STATEMENTS_RUN) -> dict:
         if "tpch" in cfgs
         else {},
     }
+
+
+def day(costs: list[dict], rho_day: float) -> dict:
+    """A day of STATEMENTS statements, the bench's statements in turn, charged by the accountant
+    on each tier: the composed cost, its (ε, δ) reading, and whether every statement fit the
+    day's budget and one more would not (``mechanisms.accounting.compose``/``fits``)."""
+    out = {}
+    for tier, budget in (("pure", Cost.pure(DAY_EPSILON)), ("zcdp", Cost.zcdp(rho_day))):
+        spent, fit = Cost.zero(budget.accounting), 0
+        for n in range(STATEMENTS):
+            c = costs[n % len(costs)][tier]
+            fit += fits(spent, c, budget)
+            spent = compose([spent, c])
+        more = fits(spent, costs[0][tier], budget)
+        eps = float(spent.amount) if tier == "pure" else zcdp_epsilon(float(spent.amount), DELTA)
+        out[tier] = {"spent": spent, "fit": fit, "more": more, "epsilon": eps}
+    return out
 
 
 def fmt(x: float) -> str:
@@ -383,17 +393,25 @@ def report(res: dict, scale: float) -> bool:
             f"{fmt(m['pure_hw']):>11} {fmt(m['zcdp_hw']):>11} | {fmt(m['pure_rmse']):>11} "
             f"{fmt(m['zcdp_rmse']):>11} {ratio:>8.2f}× {m['law']:>5.2f}×"
         )
+    d = res["day"]
+    zd, pd = d["zcdp"], d["pure"]
     print(
         f"\nc = min(G, cells): the cells one person reaches; L1 k = c·R rows (pure ε: mechanisms at ε/k, group\n"
         f"privacy), L2 = √c·R rows (zCDP: σ² = L2²/(2ρ), CKS 2020 Thm. 4). A statement's ε or ρ is split\n"
-        f"equally over its aggregates. RMSE: the noise alone, root mean square of released − exact over every\n"
-        f"cell and {res['draws']} releases per side, on the same bounded scan's exact cells (one data version);\n"
-        f"pure ε is the served path (noisy_answer: geometric COUNT, discrete-Laplace SUM on a grid), zCDP the\n"
-        f"exact discrete Gaussian (mechanisms.discrete_gaussian). ±95%: each law's half-width. law: the ratio\n"
-        f"of the two noise laws' standard deviations, ε/(2√(a·c·ρ)) for a aggregates. Data loaded in {res['load_s']:.1f} s."
+        f"equally over its aggregates. Both tiers release through the pipeline's release path on the same\n"
+        f"bounded scan's exact cells (one data version): mechanism_budget, noisy_answer (pure: geometric COUNT,\n"
+        f"discrete-Laplace SUM on a grid; zCDP: the exact discrete Gaussian), statement_cost. RMSE: the noise\n"
+        f"alone, root mean square of released − exact over every cell and {res['draws']} releases per tier.\n"
+        f"±95%: each law's half-width. law: the ratio of the two laws' standard deviations, ε/(2√(a·c·ρ))\n"
+        f"for a aggregates. Data loaded in {res['load_s']:.1f} s.\n"
+        f"The day, charged by the accountant (the statements above in turn): pure ε {float(pd['spent'].amount):.6g}; "
+        f"zCDP ρ {float(zd['spent'].amount):.6g}\n= (ε {zd['epsilon']:.6g}, δ {DELTA:g}) by CKS 2020 Cor. 13; "
+        f"{pd['fit']} and {zd['fit']} of {STATEMENTS} statements fit the day's budget, "
+        f"a {STATEMENTS + 1}st {'fits' if pd['more'] or zd['more'] else 'fits neither'}."
     )
     worst = max((r for _, _, r in many), default=float("nan"))
-    ok = bool(many) and worst <= GOAL
+    same = zd["epsilon"] <= DAY_EPSILON * (1 + 1e-9) and pd["epsilon"] <= DAY_EPSILON * (1 + 1e-9)
+    ok = bool(many) and worst <= GOAL and same and pd["fit"] == zd["fit"] == STATEMENTS
     few = [m["zcdp_rmse"] / m["pure_rmse"] for _, m in res["rows"] if m["c"] < MANY_GROUPS]
     few_txt = (
         f"; releases a person reaches in < {MANY_GROUPS} cells: {min(few):.2f}–{max(few):.2f}×" if few else ""

@@ -20,7 +20,7 @@ exp(-a/b), a = (|y| q t - p)², b = 2 p q t², in integers.
 
 The pmf, cdf, tails, variance and half-widths are analysis (floating point, never used to
 sample), with the normalising constant by Poisson summation (C(σ²) = sqrt(2π) σ
-sum_k exp(-2π²σ²k²), CKS Fact 18) where σ >= 1 and by direct summation below.
+sum_k exp(-2π²σ²k²) over all integers k) where σ² >= 1 and by direct summation below.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ __all__ = [
     "UNIT",
     "DiscreteGaussian",
     "discrete_gaussian_array",
+    "fits_array",
     "sigma2_for",
     "rho_of",
     "dgauss_pmf",
@@ -155,44 +156,71 @@ def fits_array(sigma2: RationalLike) -> bool:
     return fits_int64(_t_of(_as_rational(sigma2, "sigma2")))
 
 
+_exp_interval = exp_neg_interval.__wrapped__  # uncached: these arguments are rarely repeated
+_BUCKET_BITS = 8  # a bucket spans w = max(1, floor(σ) >> 8) values of |y|
+
+
+class _Buckets:
+    """Integer bounds on the acceptance A(s) = exp(-(s - σ²/t)²/(2σ²)) over buckets of
+    s = |y|: bucket j holds s in [j w, j w + w - 1]. A falls as |s - σ²/t| grows, so over a
+    bucket it lies between its values at the two ends (at most 1 where the bucket holds σ²/t):
+    lo_j <= 2^32 min A and 2^32 max A <= hi_j. A's slope in s is at most e^(-1/2)/σ, so a bucket
+    moves A by at most 0.61 w/σ <= 0.61 * 2^-8: a row's first 32 bits u decide it by the bucket
+    (u < lo_j: U < A; u >= hi_j: U >= A) except with probability about 2^-8, and those rows
+    are decided exactly on their own threshold. With w = 1 (σ < 2^9) a bucket is one value and
+    its bounds are that value's interval. Bounds are computed once per bucket met and kept."""
+
+    __slots__ = ("p", "q", "t", "b", "w", "known")
+
+    def __init__(self, p: int, q: int, t: int) -> None:
+        self.p, self.q, self.t = p, q, t
+        self.b = 2 * p * q * t * t
+        self.w = max(1, (t - 1) >> _BUCKET_BITS)
+        self.known: dict[int, tuple[int, int]] = {}
+
+    def _end(self, s: int) -> tuple[int, int]:
+        return _exp_interval((s * self.q * self.t - self.p) ** 2, self.b, 32)
+
+    def _bounds(self, j: int) -> tuple[int, int]:
+        s0, s1 = j * self.w, j * self.w + self.w - 1
+        c0, c1 = s0 * self.q * self.t - self.p, s1 * self.q * self.t - self.p  # sign of s - σ²/t
+        if c0 >= 0:  # the bucket lies above σ²/t: A is largest at s0
+            return self._end(s1)[0], self._end(s0)[1]
+        if c1 <= 0:  # below σ²/t: largest at s1
+            return self._end(s0)[0], self._end(s1)[1]
+        return min(self._end(s0)[0], self._end(s1)[0]), 1 << 32  # holds σ²/t: A <= 1
+
+    def bounds(self, absy: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """(lo, hi) per row: the bounds of its bucket."""
+        js, inv = np.unique(absy // self.w, return_inverse=True)
+        known = self.known
+        rows = []
+        for j in js.tolist():
+            got = known.get(j)
+            if got is None:
+                got = known[j] = self._bounds(j)
+            rows.append(got)
+        both = np.array(rows, dtype=np.int64).reshape(-1, 2)
+        return both[inv.reshape(-1), 0], both[inv.reshape(-1), 1]
+
+
 @lru_cache(maxsize=64)
-def _accept_table(p: int, q: int, t: int, size: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(lo, hi) per |y| in [0, size): lo <= 2^32 exp(-a/b) <= hi (the acceptance threshold)."""
-    b = 2 * p * q * t * t
-    rows = [exp_neg_interval.__wrapped__((v * q * t - p) ** 2, b, 32) for v in range(size)]
-    lo = np.array([r[0] for r in rows], dtype=np.int64)
-    hi = np.array([r[1] for r in rows], dtype=np.int64)
-    lo.flags.writeable = hi.flags.writeable = False  # shared by every thread: read only
-    return lo, hi
-
-
-_TABLE_T = 4  # the acceptance table covers |y| < _TABLE_T * t (P[|Y| >= 4t] < e^-4 per proposal) ...
-_TABLE_MAX = 1 << 14  # ... when that is at most this many rows; rarer |y| are computed one by one
+def _buckets(p: int, q: int, t: int) -> _Buckets:
+    return _Buckets(p, q, t)
 
 
 def _accepted(absy: NDArray[np.int64], p: int, q: int, t: int, source: RandomSource) -> NDArray[np.bool_]:
     """Per row, an exact coin [U < exp(-a/b)], a = (|y| q t - p)², b = 2 p q t² (module doc): U's
-    first 32 bits against the threshold's integer interval, the rows inside it by
-    :class:`~mechanisms.exact_real.LazyUniform` (more bits of the same U)."""
-    n = absy.size
-    b = 2 * p * q * t * t
-    lo = np.empty(n, dtype=np.int64)
-    hi = np.empty(n, dtype=np.int64)
-    size = _TABLE_T * t if _TABLE_T * t <= _TABLE_MAX else 0
-    tlo, thi = _accept_table(p, q, t, size)
-    inside = absy < size
-    lo[inside], hi[inside] = tlo[absy[inside]], thi[absy[inside]]
-    rest = np.flatnonzero(~inside)
-    if rest.size:
-        vals, inv = np.unique(absy[rest], return_inverse=True)
-        rows = [exp_neg_interval.__wrapped__((int(v) * q * t - p) ** 2, b, 32) for v in vals]
-        lo[rest] = np.array([r[0] for r in rows], dtype=np.int64)[inv]
-        hi[rest] = np.array([r[1] for r in rows], dtype=np.int64)[inv]
-    u = words32(n, source)
+    first 32 bits u against its bucket's integer bounds (:class:`_Buckets`), the rows between
+    them on their own threshold by :class:`~mechanisms.exact_real.LazyUniform` (more bits of
+    the same U)."""
+    lo, hi = _buckets(p, q, t).bounds(absy)
+    u = words32(absy.size, source)
     out: NDArray[np.bool_] = u < lo
+    b = 2 * p * q * t * t
     for i in np.flatnonzero((u >= lo) & (u < hi)):
         a = (int(absy[i]) * q * t - p) ** 2
-        out[i] = LazyUniform(int(u[i]), 32, source).below(partial(exp_neg_interval, a, b))
+        out[i] = LazyUniform(int(u[i]), 32, source).below(partial(_exp_interval, a, b))
     return out
 
 
@@ -231,7 +259,7 @@ def _s2(sigma2: RealLike) -> float:
 
 
 _POISSON_MIN = 1.0  # σ² at and above which the Poisson-summation forms are used (terms e^-2π²σ²k²)
-_DIRECT_SIGMA = float(1 << 15)  # tails summed term by term up to this σ, by Euler-Maclaurin above
+_DIRECT_SIGMA = float(1 << 12)  # tails summed term by term up to this σ, by Euler-Maclaurin above
 _TAIL_SIGMAS = 40  # exp(-(40σ)²/(2σ²)) = e^-800 underflows: the terms beyond are 0 in float
 
 
@@ -245,9 +273,11 @@ def _normaliser(s2: float) -> float:
 
 
 def _upper_sum(a: int, s2: float) -> float:
-    """S(a) = sum over y >= a of exp(-y²/(2σ²)), integer a >= 0: term by term while σ <= 2^15;
+    """S(a) = sum over y >= a of exp(-y²/(2σ²)), integer a >= 0: term by term while σ <= 2^12;
     above, Euler-Maclaurin, S(a) = int_a^inf f + f(a)/2 - f'(a)/12 + R with f' = -x f/σ² and
-    |R| <= max|f'''|/720 ~ f(a) (1 + (a/σ)³)/(720 σ³), relative to S(a) >= σ f(a) below 1e-16."""
+    |R| <= max over [a, inf) of |f'''|/720, about f(a) (1 + (a/σ)³)/(720 σ³); against
+    S(a) >= f(a) σ²/(a + σ) that is below 1e-11 relative for σ > 2^12 and a <= 40σ (further
+    out f underflows to 0)."""
     sigma = math.sqrt(s2)
     if sigma <= _DIRECT_SIGMA:
         y = np.arange(a, a + int(_TAIL_SIGMAS * sigma) + 2, dtype=np.float64)
@@ -460,13 +490,32 @@ class GaussianSum(_GaussianMeasurement):
         return Release(value, float(self.rho), self.half_width(), self.name, self.output_scale)
 
     def apply_many(self, values: Column, noises: Any) -> BatchRelease:
-        """As :meth:`apply` per cell (int64 where exact, else cell by cell in Python ints)."""
+        """As :meth:`apply` per cell: the int path adds in int64 (exact below 2^62); the float
+        path is round(S/g) + Z times g, g = 2^k: S/g is exact, ``np.rint`` rounds half to even
+        as ``round`` does, and int64 -> float64 rounds to nearest even as ``float(int)`` does
+        (the same arithmetic as :meth:`LaplaceSum.apply_many
+        <mechanisms.measurements.LaplaceSum.apply_many>`); anything else cell by cell."""
         hw = float(self.half_width())
-        vals = values.tolist() if isinstance(values, np.ndarray) else list(values)
         big = int(np.abs(noises).max(initial=0)) >= _INT_ROOM
         if self.integer:
             v = int_column(values)
             if v is not None and not big:
                 return BatchRelease(v + noises, hw, self.name)
-        out = [self.apply(x, int(z)).value for x, z in zip(vals, noises)]
+            return BatchRelease(self._cells(values, noises), hw, self.name)
+        arr = np.asarray(values) if len(values) else np.zeros(0)
+        ok = not big and arr.ndim == 1
+        ok = ok and (
+            arr.dtype.kind == "f"
+            or (arr.dtype.kind == "i" and bool(arr.size) and int(np.abs(arr).max()) < 1 << 53)
+        )
+        if ok:
+            q = arr.astype(np.float64) / self.grid
+            ok = bool(np.isfinite(q).all()) and (not q.size or float(np.abs(q).max()) < 2.0**61)
+        if not ok:
+            return BatchRelease(self._cells(values, noises), hw, self.name)
+        out = (np.rint(q).astype(np.int64) + noises).astype(np.float64) * self.grid
         return BatchRelease(out, hw, self.name)
+
+    def _cells(self, values: Column, noises: Any) -> list[Any]:
+        vals = values.tolist() if isinstance(values, np.ndarray) else values
+        return [self.apply(x, int(z)).value for x, z in zip(vals, noises)]

@@ -23,6 +23,7 @@ from mech_testutil import ALLOWED, RecordingSource
 from scipy import stats
 
 import mechanisms.discrete_gaussian as dg
+import mechanisms.exact_real as exact_real
 from mechanisms import SeededSource
 from mechanisms.discrete_gaussian import (
     DiscreteGaussian,
@@ -75,6 +76,21 @@ def _chisq_pvalue(samples, s2: float) -> float:
     return float(stats.chisquare(observed, n * probs / probs.sum()).pvalue)
 
 
+def _binned_pvalue(samples, s2: float, nbins: int = 200) -> float:
+    """Chi-square GOF p-value vs N_Z(0, σ²) over ``nbins`` bins of nearly equal exact mass
+    (for large σ, where one bin per integer would hold few draws)."""
+    far = int(40 * math.sqrt(s2)) + 2
+    w, c = _weights(s2, far)
+    cdf = np.cumsum(w / c)  # P[Z <= y], index y + far
+    cuts = np.unique(
+        np.searchsorted(cdf, np.arange(1, nbins) / nbins)
+    )  # bin i: y + far in (cuts[i-1], cuts[i]]
+    mass = np.diff(np.concatenate([[0.0], cdf[cuts], [1.0]]))
+    x = np.asarray(samples, dtype=np.int64) + far
+    observed = np.bincount(np.searchsorted(cuts, x, side="left"), minlength=mass.size)
+    return float(stats.chisquare(observed, x.size * mass / mass.sum()).pvalue)
+
+
 # -- the samplers' laws ----------------------------------------------------------------------
 @pytest.mark.parametrize("s2", SIGMA2S)
 def test_scalar_sampler_has_the_exact_law(s2):
@@ -97,6 +113,31 @@ def test_the_chi_square_rejects_a_sigma2_five_percent_off(s2):
     """Power: the same test on draws at 1.05 σ² must reject (so the law tests can fail)."""
     zs = discrete_gaussian_array(200_000, s2 * Fraction(21, 20), SeededSource(300 + int(s2)))
     assert _chisq_pvalue(zs, float(s2)) < P_MIN
+
+
+@pytest.mark.parametrize("s2", [Fraction(10**6) + Fraction(1, 7), Fraction(10**7, 3)])
+def test_batch_sampler_with_wide_buckets_has_the_exact_law(s2):
+    """σ >= 2^9: a bucket of the acceptance bounds spans several |y| (w = floor(σ) >> 8)."""
+    assert dg._buckets(s2.numerator, s2.denominator, dg._t_of(s2)).w > 1
+    zs = discrete_gaussian_array(200_000, s2, SeededSource(77))
+    assert _binned_pvalue(zs, float(s2)) > P_MIN
+    assert _binned_pvalue(zs, float(s2) * 1.05) < P_MIN  # power: 5% off in σ² is rejected
+
+
+@pytest.mark.parametrize("s2", [Fraction(5, 3), Fraction(10**6) + Fraction(1, 7), Fraction(10**14, 3)])
+def test_bucket_bounds_hold_every_value_in_the_bucket(s2):
+    """lo_j <= 2^32 A(s) <= hi_j for every s of a bucket (each s's exact interval), on buckets
+    below, across and above σ²/t and far in the tail."""
+    p, q, t = s2.numerator, s2.denominator, dg._t_of(s2)
+    bk = dg._Buckets(p, q, t)
+    centre = (p // (q * t)) // bk.w
+    for j in sorted({0, 1, centre - 1, centre, centre + 1, 2 * centre + 3, 9 * centre + 5}):
+        if j < 0:
+            continue
+        lo, hi = bk.bounds(np.array([j * bk.w], dtype=np.int64))
+        for s in range(j * bk.w, j * bk.w + bk.w, max(1, bk.w // 64)):
+            a_lo, a_hi = exact_real.exp_neg_interval((s * q * t - p) ** 2, 2 * p * q * t * t, 32)
+            assert lo[0] <= a_lo and min(a_hi, 1 << 32) <= hi[0], (j, s)  # A <= 1
 
 
 def test_scalar_and_batch_draw_the_same_law():
@@ -138,7 +179,7 @@ def test_the_samplers_use_integer_draws_only():
             assert type(DiscreteGaussian(s2).sample(src)) is int
     assert src.calls and {c[0] for c in src.calls} <= ALLOWED
     assert all(type(a) is int for c in src.calls for a in c[1:])
-    for fn in (DiscreteGaussian.sample, dg._accepted, dg.discrete_gaussian_array, dg._accept_table, dg._t_of):
+    for fn in (DiscreteGaussian.sample, dg._accepted, dg.discrete_gaussian_array, dg._Buckets, dg._t_of):
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         assert not [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
 
@@ -285,8 +326,18 @@ def test_sum_measurement_bounds_one_row_on_its_grid():
     ],
 )
 def test_apply_many_equals_apply_cell_by_cell(m):
-    values = [0, 5, 17, 123456] if getattr(m, "integer", True) else [0.0, 1.25, -3.5, 1e6]
-    noises = m.draw_many(len(values), SeededSource(3))
-    batch = m.apply_many(values, noises)
-    assert batch.values == [m.apply(v, int(z)).value for v, z in zip(values, noises)]
-    assert batch.half_width == m.half_width()
+    """Exact equality with apply per cell: lists and numpy columns, a value on a half grid step
+    (round half to even on both paths), and values beyond int64's exact float range."""
+    integer = getattr(m, "integer", True)
+    rng = np.random.default_rng(5)
+    if integer:
+        columns = [[0, 5, 17, 123456], rng.integers(-(10**6), 10**6, 300), [2**62, 3]]
+    else:
+        half = 2.5 * m.grid
+        columns = [[0.0, 1.25, -3.5, 1e6, half], rng.uniform(-1e4, 1e4, 300), np.array([1e30, 2.0])]
+    for values in columns:
+        noises = m.draw_many(len(values), SeededSource(3))
+        batch = m.apply_many(values, noises)
+        cells = values.tolist() if isinstance(values, np.ndarray) else values
+        assert list(batch.values) == [m.apply(v, int(z)).value for v, z in zip(cells, noises)]
+        assert batch.half_width == m.half_width()
