@@ -10,6 +10,7 @@ pure tiers beside it are unchanged."""
 from __future__ import annotations
 
 import math
+import uuid
 from fractions import Fraction
 
 import psycopg
@@ -31,14 +32,17 @@ ZTIER = {"half": {"accounting": "zcdp", "rho": RHO, "budget": BUDGET, "period": 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
 def svc(request, tmp_path_factory):
-    if request.param == "postgres":
+    ledger = None
+    if request.param == "postgres":  # the data and the ledger on Postgres (schema 3, amounts in ρ)
         pg = request.getfixturevalue("postgres")
         backend = {"kind": "postgres", "dsn": pg.dsn, "pool_size": 4}
+        ledger = {"kind": "postgres", "dsn": pg.dsn, "schema": "zcdp_" + uuid.uuid4().hex[:8]}
     else:
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
-    s = Service(
-        make_config(backend, tiers=ZTIER), tmp_path_factory.mktemp("state"), source=SeededSource(20261129)
-    ).start()
+    cfg = make_config(backend, tiers=ZTIER)
+    if ledger is not None:
+        cfg["ledger"] = ledger
+    s = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(20261129)).start()
     yield s
     s.close()
 
@@ -183,7 +187,10 @@ def test_dpgate_budget_and_the_owner_page_show_rho_and_its_reading(svc, tmp_path
     page = render_page(collect(cfg, svc.gw.ledger, "admin"))
     assert f"{spent:g} ρ, {reading}" in page.replace("&#x27;", "'")
     path = tmp_path / "dpgate.toml"
-    raw = make_config(None, tiers=ZTIER)  # (the command reads the ledger in the state dir only)
+    raw = make_config(None, tiers=ZTIER)  # (the command reads the ledger only)
+    led = svc.gw.ledger
+    if led.dsn is not None:
+        raw["ledger"] = {"kind": "postgres", "dsn": led.dsn, "schema": led.schema}
     path.write_text(config_toml(raw))
     assert parse_config(raw).tiers["half"].accounting == "zcdp"
     assert main(["budget", "--config", str(path), "--state-dir", str(svc.state_dir), "--role", "half"]) == 0
