@@ -20,7 +20,7 @@ from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.accounting import zcdp_epsilon
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
-from mechanisms.gaussian_mean import GaussianMean
+from mechanisms.gaussian_stats import GaussianMean, GaussianVariance
 from proxy.admin.page import render_page
 from proxy.admin.server import collect
 from proxy.cli import main
@@ -114,6 +114,19 @@ def test_avg_is_a_gaussian_sum_over_a_gaussian_count_charged_its_map(svc):
         assert 0 <= avg <= 500
         if n >= 1:
             assert avg == pytest.approx(min(max(s / n, 0), 500))
+
+
+def test_variance_is_three_gaussian_moments_charged_their_map(svc):
+    before = _spent(svc)
+    rows, notes = ask(
+        svc,
+        "SELECT store, VAR_POP(amount), STDDEV_SAMP(amount) FROM purchases WHERE item > 190 GROUP BY store",
+        "half",
+    )
+    assert len(rows) == 10 and all(0 <= v <= 250**2 and 0 <= s for _, v, s in rows)
+    assert "discrete_gaussian_variance" in notes[-1]
+    m = GaussianVariance(Fraction(RHO), 0, 500, func="var_pop", contributions_sq=10 * 10 * 10)
+    assert _spent(svc) - before == pytest.approx(float(m.privacy_map_exact(1)), abs=1e-9)
 
 
 def test_explain_names_the_accounting_and_charges_nothing(svc):
