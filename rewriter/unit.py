@@ -229,7 +229,8 @@ def per_unit_scan(
     pseudo-rows are valid inputs of every mechanism (values within the bounds; the AVG
     pair (sum, count) is that of R such rows). ``row_measure(m)`` is a measure's row-level
     aggregate, ``base_count(m)`` the count its sum scales by, ``integral(m)`` whether it is
-    an exact integer sum.
+    an exact integer sum. ``heavy_apart``: the same cells with only the heavy units aggregated
+    per (unit, cell) (module docstring), for a single-table source without COUNT(DISTINCT unit).
 
     **Total mode** (``max_rows_scope = "total"``, L1 like SmartNoise's ``max_ids``): a unit
     with N > R rows over its kept cells (N = its rows passing the WHERE, ``__dpgate_t``)
