@@ -38,6 +38,7 @@ from rewriter.route import Route
 from ..backends import BackendError, BackendRefused
 from ..stores.ledger import FEMTO, NANO, BudgetExceeded, femto
 from ..wire.api import Column, Description, Result, SqlError
+from . import derive
 from .common import budget_error, detail_charged, scan_read
 
 HEAVY_ROWS = 256
@@ -240,6 +241,8 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
     if stored is not None:  # a repeat: the earlier answer, nothing charged
         return await _reply_off_loop(p, stored, tier, tier.budget - spent, await _delta_left(conn, p, tier))
+    if (derived := await derive.answer(conn, p, dv, tier, spent, notice_head)) is not None:
+        return derived  # post-processing of this role's earlier releases: ε 0
     done = asyncio.get_running_loop().create_future()
     gw.in_flight[(role, key)] = done
     try:

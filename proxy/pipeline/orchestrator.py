@@ -46,7 +46,7 @@ from rewriter.route import Route
 from ..backends.base import CancelSignal
 from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, CopyFormat, Description, Result, SqlError
-from . import cursors, scalar
+from . import cursors, derive, scalar
 from .auto_bounds import statement_note
 from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
 from .extreme import EXTREME
@@ -352,6 +352,8 @@ class Connection:
         """``EXPLAIN``: what the kind the statement's execution would have says of it."""
         kind, plan, _ = await self._kind(stmt, params)
         res = await kind.explain(self, stmt, params, plan)
+        if kind in (CENTRAL, SVT) and (line := await derive.explain_line(self, plan)):
+            res.rows = [(line,), *res.rows]  # answered from earlier releases: ε 0
         if note := statement_note(self.gw.bounds, _tables_read(stmt.route, plan)):
             res.rows = [*res.rows, (note,)]
         return res

@@ -1,0 +1,231 @@
+"""Which earlier central releases a statement follows from by post-processing: the plan side.
+
+A central release is a noisy value per cell of a public key domain, for the rows a relation
+(table, lookup joins, privacy unit and its bounds) keeps under a WHERE. Its *signature*
+(:func:`signature`) says that from the plan: the *family* (the relation and WHERE as the
+canonical text :meth:`rewriter.plan.Plan.canonical` writes them, group keys and aggregates
+left out), its keys (canonical text, type, whether the key is a column itself) and its
+aggregates (label and bounds, as the canonical text names them). A new statement follows
+from a release of its family when
+
+* its group keys are some of the release's keys (a coarser GROUP BY: a cell of the new
+  statement is the sum of the release's cells that agree on its keys — exact for counts and
+  sums, since the release's cells are its domain's every cell, empty ones included);
+* its WHERE is the release's plus conjuncts that each read one key of the release and nothing
+  else (a subset of keys: each conjunct is true or false of a whole cell, evaluated on the key's
+  value by :func:`rewriter.keyfilter.restrict`'s exact rules — a column key, or a derived key
+  named by its own expression; never a CASE or date-range piece, which may split a cell);
+* its aggregates are among the release's (COUNT/SUM summed over cells; any aggregate of one
+  cell as it is) or an AVG whose SUM and COUNT are (their ratio).
+
+The family is compared as text written by one function from both plans (conjuncts sorted,
+literals normalised), never from the statements' text. :func:`where_variants` gives the
+families a statement's WHERE may come from (its conjuncts on one column taken out, in every
+combination); :func:`cell_map` maps the new statement's cells onto a release's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from .keyfilter import restrict
+from .plan import Aggregate, GroupKey, Plan, conjuncts
+
+SIGNATURE_VERSION = 1
+MAX_KEY_CONJUNCTS = 4  # conjuncts on one column tried as key filters (2^4 families at most)
+_EMPTY_TAIL = ";group=;aggs=;unit="
+SUMMABLE = ("count", "sum")  # a cell of a coarser GROUP BY is the sum of these (exact)
+_FILTER_TYPES = ("int", "float", "text", "bool")  # keys a conjunct is evaluated on
+_MARKER = "__dpgate_derive_key__"
+
+
+def derivable(plan: Plan) -> bool:
+    """A central plan whose cells may be derived from, or derive: a public key domain, no
+    sparse-vector selection, not over a per-unit relation."""
+    return not plan.selected and plan.selection is None and not plan.per_unit and bool(plan.aggregates)
+
+
+def agg_signature(a: Aggregate) -> str:
+    """An aggregate as the canonical text names it: label, bounds, mean mechanism."""
+    return f"{a.label}[{a.lower},{a.upper}]" + (f"/{a.mechanism}" if a.mechanism else "")
+
+
+def family(plan: Plan, where: exp.Expression | None = None, *, own: bool = True) -> str:
+    """The relation and WHERE of ``plan`` (``where`` instead of its own, unless ``own``) as
+    canonical text: the canonical text of the same plan without keys and aggregates."""
+    bare = dataclasses.replace(
+        plan,
+        where=plan.where if own else where,
+        group_by=(),
+        measures=(),
+        aggregates=(),
+        outputs=(),
+        order_by=(),
+        limit=None,
+        offset=0,
+        selection=None,
+        row_filter=None,
+        key_filter=(),
+        lookups=(),
+        lookups_done=False,
+        key_tuples=(),
+    )
+    return bare.canonical()
+
+
+def index_prefix(plan: Plan, where: exp.Expression | None) -> str:
+    """What the canonical text of every release of ``plan``'s table under ``where``
+    starts with (the ledger's index: ``releases.canonical``)."""
+    text = dataclasses.replace(
+        plan,
+        where=where,
+        group_by=(),
+        measures=(),
+        aggregates=(),
+        outputs=(),
+        unit=None,
+        joins=(),
+        relation=None,
+        per_unit="",
+        selection=None,
+    ).canonical()
+    if not text.endswith(_EMPTY_TAIL):  # canonical()'s form: table=…;where=…;group=;aggs=;unit=
+        raise ValueError(f"a canonical text not of the form this index reads: {text!r}")
+    return text[: -len(_EMPTY_TAIL)] + ";group="
+
+
+def table_prefix(plan: Plan) -> str:
+    """What the canonical text of every release of ``plan``'s table starts with."""
+    return f"table={plan.table};where="
+
+
+def signature(plan: Plan) -> dict[str, Any]:
+    """What a release of ``plan`` stores beside its cells so that later statements can be
+    derived from it (JSON)."""
+    return {
+        "v": SIGNATURE_VERSION,
+        "family": family(plan),
+        "keys": [[g.column, g.type, g.expr is None] for g in plan.group_by],
+        "aggs": [agg_signature(a) for a in plan.aggregates],
+    }
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A family a statement may be derived from: its WHERE without ``removed`` (conjuncts
+    that read one column each), whose text is ``family`` and index prefix ``prefix``."""
+
+    family: str
+    prefix: str
+    removed: tuple[exp.Expression, ...]
+
+
+def where_variants(plan: Plan) -> list[Variant]:
+    """The families ``plan``'s cells may be derived from: its own, then its WHERE less each
+    combination of its conjuncts that read one column (at most :data:`MAX_KEY_CONJUNCTS`)."""
+    parts = list(conjuncts(plan.where)) if plan.where is not None else []
+    single = [c for c in parts if len({col.name for col in c.find_all(exp.Column)}) == 1][:MAX_KEY_CONJUNCTS]
+    out: list[Variant] = []
+    for r in range(len(single) + 1):
+        for removed in itertools.combinations(single, r):
+            rest = [c for c in parts if not any(c is x for x in removed)]
+            where: exp.Expression | None = None
+            for c in rest:  # the conjuncts left, in their order
+                where = c.copy() if where is None else exp.And(this=where, expression=c.copy())
+            out.append(Variant(family(plan, where, own=False), index_prefix(plan, where), removed))
+    return out
+
+
+@dataclass(frozen=True)
+class CellMap:
+    """A statement's cells on a release's: per cell of the statement (in ``plan.cells``
+    order), the indices of the release's cells it sums; ``rolled``: the release's keys summed
+    over (not keys of the statement); ``filtered``: those restricted by a conjunct."""
+
+    cells: list[list[int]]
+    rolled: tuple[str, ...]
+    filtered: tuple[str, ...]
+
+    @property
+    def most(self) -> int:
+        return max((len(c) for c in self.cells), default=0)
+
+
+def cell_map(
+    plan: Plan,
+    keys: Sequence[Sequence[Any]],
+    stored: Sequence[Sequence[Any]],
+    removed: Sequence[exp.Expression],
+    encode: Callable[[Any], Any],
+) -> CellMap | None:
+    """``plan``'s cells as sums of a release's, or None. ``keys``: the release's
+    (column text, type, plain) per key; ``stored``: its cells' key values (as stored:
+    ``encode`` turns a plan's value into that form); ``removed``: the conjuncts of
+    ``plan``'s WHERE the release's family does not have — each must be a filter on one of
+    the release's keys that is true or false of a whole cell."""
+    where = {}
+    for i, g in enumerate(plan.group_by):
+        at = [j for j, k in enumerate(keys) if k[0] == g.column and k[1] == g.type]
+        if not at or g.domain is None:
+            return None
+        where[i] = at[0]
+    kept: dict[int, set[Any]] = {}  # release key -> the values its conjuncts keep
+    for conj in removed:
+        hit = _filter(plan, keys, stored, conj)
+        if hit is None:
+            return None
+        j, values = hit
+        kept[j] = kept[j] & values if j in kept else values
+    by_key: dict[tuple[Any, ...], list[int]] = {}
+    for n, cell in enumerate(stored):
+        if all(cell[j] in vals for j, vals in kept.items()):
+            by_key.setdefault(tuple(cell[where[i]] for i in range(len(plan.group_by))), []).append(n)
+    out = []
+    for cell in plan.cells:
+        hit_cells = by_key.get(tuple(encode(v) for v in cell))
+        if not hit_cells:  # a key value the release has not got (or that its filters rule out)
+            return None
+        out.append(hit_cells)
+    mine = set(where.values())
+    rolled = tuple(keys[j][0] for j in range(len(keys)) if j not in mine)
+    return CellMap(out, rolled, tuple(keys[j][0] for j in sorted(kept)))
+
+
+def _filter(
+    plan: Plan, keys: Sequence[Sequence[Any]], stored: Sequence[Sequence[Any]], conj: exp.Expression
+) -> tuple[int, set[Any]] | None:
+    """(the release key ``conj`` filters, the stored values it keeps) when ``conj`` is
+    true or false of each whole cell: it reads one column key of the release and nothing
+    else, or only the expression of a derived key the statement groups by too."""
+    cols = {c.name for c in conj.find_all(exp.Column)}
+    for j, (column, typ, plain) in enumerate(keys):
+        if typ not in _FILTER_TYPES:
+            continue
+        expr = None
+        if plain:
+            if cols != {column}:
+                continue
+        else:
+            exprs = [g.expr for g in plan.group_by if g.column == column and g.expr is not None]
+            if not exprs or exprs[0] is None or not _only_key(conj, exprs[0]):
+                continue
+            expr = exprs[0]
+        domain = tuple(sorted({cell[j] for cell in stored}, key=lambda v: (v is None, v)))
+        (g,), touched = restrict((GroupKey(column, typ, domain, expr),), conj)
+        if not touched:
+            return None  # a conjunct the evaluator does not interpret
+        return j, set(g.domain or ())
+    return None
+
+
+def _only_key(conj: exp.Expression, key: exp.Expression) -> bool:
+    """Every column ``conj`` reads is inside an occurrence of ``key`` (compared on the
+    checked trees): its truth is a function of the key's value."""
+    marked = conj.copy().transform(lambda n: exp.column(_MARKER) if n == key else n)
+    return {c.name for c in marked.find_all(exp.Column)} == {_MARKER}
