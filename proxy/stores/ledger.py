@@ -885,7 +885,9 @@ class Ledger:
                 "ORDER BY id DESC LIMIT ?",
                 (role, data_version, prefix, prefix, limit),
             ).fetchall()
-        return [(r[0], r[2], r[3], self._stored(r[4:], role, r[1], data_version, charged=False)) for r in rows]
+        return [
+            (r[0], r[2], r[3], self._stored(r[4:], role, r[1], data_version, charged=False)) for r in rows
+        ]
 
     @_named_faults
     def charge_and_record(
