@@ -340,7 +340,7 @@ def body(d: Derivation) -> str:
         parts.append("cells chosen by the WHERE on " + ", ".join(filtered))
     if rolled or filtered:  # (a filter on the statement's own key: its cells are the release's)
         parts.append(
-            "rows whose " + ", ".join(rolled + filtered) + " is NULL or outside the declared domain, if any, "
+            "rows whose " + ", ".join(rolled + filtered) + " is NULL or outside the key's public domain, if any, "
             "are in none of the release's cells"
         )
     if plan.unit is not None and any(s.cells.rolled or s.cells.filtered for s in d.sources):

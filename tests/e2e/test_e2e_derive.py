@@ -1,0 +1,225 @@
+"""Answers derived from earlier releases (proxy/pipeline/derive.py), through the wire on DuckDB.
+
+The oracle: a derived answer equals the same post-processing — sums over the rolled-up keys,
+the WHERE on a key, SUM/COUNT, clamping to the public range, HAVING, ORDER BY, LIMIT — of
+the stored release's raw noisy cells, read back from the ledger; and nothing is charged.
+Derivation never crosses a WHERE on a non-key column, a role, a data version or a ladder."""
+
+from __future__ import annotations
+
+import datetime
+import math
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+
+from proxy.pipeline.derive import AUTO_RATIO
+from support.service import HELPER
+
+FINE = (
+    "SELECT store, date_trunc('month', ts) AS m, COUNT(*) AS n, SUM(amount) AS s, COUNT(amount) AS na "
+    "FROM purchases WHERE amount > 10 GROUP BY 1, 2"
+)
+
+
+@contextmanager
+def session(svc, role="other", derive="on"):
+    notes: list[str] = []
+    with psycopg.connect(svc.dsn(role, application_name=HELPER), autocommit=True) as c:
+        c.add_notice_handler(lambda d: notes.append(d.message_primary))
+        if derive is not None:
+            c.execute(f"SET dpgate.derive = {derive}")
+
+        def run(sql):
+            notes.clear()
+            return c.execute(sql).fetchall(), list(notes)
+
+        yield run
+
+
+def _spent(svc, role="other"):
+    return svc.gw.ledger.spent(role, "day")
+
+
+def _stored(svc, role, text):
+    """(id, stored answer) of ``role``'s release of ``text`` (the newest), from the ledger."""
+    for rid, _canonical, statement, stored in svc.gw.ledger.releases_like(
+        role, svc.gw.ledger.data_version(), "table=purchases;", 1000
+    ):
+        if statement == text:
+            return rid, stored.answer
+    raise AssertionError(f"no release of {text!r}")
+
+
+def _month(v):
+    return datetime.datetime.fromisoformat(v) if isinstance(v, str) else v
+
+
+def _cells(ans):
+    """(store, month, [count, sum, count(amount)]) per stored cell (raw noisy values), the keys
+    found by name in the release's signature, the values by label."""
+    names = [k[0] for k in ans["derive"]["keys"]]
+    i, j = names.index("store"), 1 - names.index("store")
+    at = [ans["labels"].index(lab) for lab in ("count(*)", "sum(amount)", "count(amount)")]
+    return [(key[i], _month(key[j]), [vals[a] for a in at]) for key, vals in zip(ans["keys"], ans["values"])]
+
+
+@pytest.fixture(scope="module")
+def fine(duck_service):
+    with session(duck_service) as run:
+        run(FINE)
+    return _stored(duck_service, "other", FINE)
+
+
+def test_key_subset_rolled_up_equals_the_stored_cells_summed(duck_service, fine):
+    rid, ans = fine
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        rows, notes = run(
+            "SELECT date_trunc('month', ts) AS m, COUNT(*), SUM(amount) FROM purchases "
+            "WHERE store IN (2, 5) AND amount > 10 GROUP BY 1 ORDER BY 1"
+        )
+    assert _spent(duck_service) == before  # ε 0
+    want: dict = {}
+    for store, m, (n, s, _na) in _cells(ans):
+        if store in (2, 5):
+            acc = want.setdefault(m, [0, 0.0])
+            acc[0] += n
+            acc[1] += s
+    expect = [(m, max(n, 0), max(s, 0.0)) for m, (n, s) in sorted(want.items())]
+    assert rows == expect
+    assert len(rows) == 12
+    assert (
+        f"#{rid}" in notes[0]
+        and "ε charged 0" in notes[0]
+        and "cells chosen by the WHERE on store" in notes[0]
+    )
+    one = ans["half_width"][ans["labels"].index("count(*)")]
+    assert f"count ±{one * math.sqrt(2):.4g}" in notes[0]  # two cells summed: variance 2·v
+
+
+def test_coarser_group_by_with_having_order_limit(duck_service, fine):
+    rid, ans = fine
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        rows, notes = run(
+            "SELECT store, COUNT(*) AS c FROM purchases WHERE amount > 10 "
+            "GROUP BY store HAVING COUNT(*) > 15000 ORDER BY c DESC LIMIT 4"
+        )
+    assert _spent(duck_service) == before
+    totals: dict = {}
+    for store, _m, (n, _s, _na) in _cells(ans):
+        totals[store] = totals.get(store, 0) + n
+    expect = sorted(((k, max(v, 0)) for k, v in totals.items() if max(v, 0) > 15000), key=lambda r: -r[1])[:4]
+    assert rows == expect
+    assert f"#{rid}" in notes[0] and "summed over CAST(DATE_TRUNC('month'" in notes[0]
+    one = ans["half_width"][ans["labels"].index("count(*)")]
+    assert f"c ±{one * math.sqrt(12):.4g}" in notes[0]  # 12 months: variance 12·v
+
+
+def test_avg_is_the_ratio_of_the_summed_sum_and_count(duck_service, fine):
+    _rid, ans = fine
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        rows, notes = run(
+            "SELECT store, AVG(amount), SUM(amount) / COUNT(*) AS ratio FROM purchases "
+            "WHERE amount > 10 GROUP BY store ORDER BY store"
+        )
+    assert _spent(duck_service) == before
+    sums: dict = {}
+    for store, _m, (n, s, na) in _cells(ans):
+        acc = sums.setdefault(store, [0, 0.0, 0])
+        acc[0] += n
+        acc[1] += s
+        acc[2] += na
+    expect = [
+        (k, min(max(s / na, 0.0), 500.0), max(s, 0.0) / max(n, 0)) for k, (n, s, na) in sorted(sums.items())
+    ]
+    assert rows == expect
+    assert "its SUM over its COUNT" in notes[0]
+
+
+def test_a_where_on_another_column_is_not_derived(duck_service, fine):
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 20 GROUP BY store")
+        _, notes2 = run(
+            "SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND item = 3 GROUP BY store"
+        )  # item is not a key of the release
+    assert _spent(duck_service) == pytest.approx(before + 2)
+    assert "derived" not in notes[0] and "derived" not in notes2[0]
+
+
+def test_the_repeat_path_is_unchanged(duck_service, fine):
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        _, notes = run(FINE.replace("SELECT store,", "select  store ,"))
+    assert "repeat of an earlier release" in notes[0] and _spent(duck_service) == before
+
+
+def test_another_roles_releases_are_not_used(duck_service, fine):
+    before = _spent(duck_service, "half")
+    with session(duck_service, role="half") as run:
+        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 GROUP BY store")
+    assert "derived" not in notes[0] and _spent(duck_service, "half") == pytest.approx(before + 0.5)
+
+
+def test_auto_derives_only_within_its_error_ratio_and_off_never(duck_service, fine):
+    before = _spent(duck_service)
+    with session(duck_service, derive=None) as run:  # auto: the default
+        # one store's cells with the same aggregates: those very cells, at the release's error
+        _, near = run(
+            "SELECT store, date_trunc('month', ts), COUNT(*), SUM(amount), COUNT(amount) FROM purchases "
+            "WHERE amount > 10 AND store = 7 GROUP BY 1, 2"
+        )
+        # the total over 120 cells at ε/100 each, against one cell at ε/10: far beyond the ratio
+        _, far = run("SELECT COUNT(*) FROM purchases WHERE amount > 10")
+    assert "ε charged 1" in far[0] and "derived" not in far[0]
+    assert "derived" in near[0] and _spent(duck_service) == pytest.approx(before + 1)
+    with session(duck_service, derive="off") as run:
+        _, off = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 3 GROUP BY store")
+    assert "derived" not in off[0]
+    assert AUTO_RATIO == 2.0
+
+
+def test_explain_says_derived(duck_service, fine):
+    rid, _ = fine
+    with session(duck_service) as run:
+        rows, _ = run("EXPLAIN SELECT store, SUM(amount) FROM purchases WHERE amount > 10 GROUP BY store")
+    assert rows[0][0].startswith(f"answered from earlier release(s) #{rid} at ε 0")
+
+
+def test_an_avg_only_release_answers_its_own_cells_not_a_coarser_group_by(duck_service):
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        run(
+            "SELECT store, date_trunc('quarter', ts) AS q, AVG(amount) FROM purchases WHERE amount > 30 GROUP BY 1, 2"
+        )
+        _, coarse = run("SELECT store, AVG(amount) FROM purchases WHERE amount > 30 GROUP BY store")
+        rows, same = run(
+            "SELECT store, date_trunc('quarter', ts) AS q, AVG(amount) FROM purchases WHERE amount > 30 AND store = 4 GROUP BY 1, 2"
+        )
+    assert "derived" not in coarse[0] and "derived" in same[0] and len(rows) == 4
+    assert _spent(duck_service) == pytest.approx(before + 2)
+
+
+def test_ladder_tiers_are_never_derived(duck_service):
+    before = _spent(duck_service, "bronze")
+    with session(duck_service, role="bronze") as run:
+        run("SELECT store, date_trunc('month', ts), COUNT(*) FROM purchases GROUP BY 1, 2")
+        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE store = 2 GROUP BY store")
+    assert "derived" not in notes[0] and _spent(duck_service, "bronze") > before
+
+
+def test_not_across_data_versions(duck_service, fine):
+    with session(duck_service) as run:  # derivable now …
+        _, now = run(
+            "SELECT store, COUNT(amount) FROM purchases WHERE amount > 10 AND store = 9 GROUP BY store"
+        )
+    assert "derived" in now[0]
+    duck_service.gw.ledger.advance_data_version()
+    before = _spent(duck_service)
+    with session(duck_service) as run:  # … not once the data changed
+        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 8 GROUP BY store")
+    assert "derived" not in notes[0] and _spent(duck_service) == pytest.approx(before + 1)
