@@ -68,6 +68,7 @@ __all__ = ["AUTO_RATIO", "Derivation", "answer", "explain_line", "find", "mark"]
 
 AUTO_RATIO = 2.0
 """``dpgate.derive = auto``: the largest derived/fresh 95% half-width ratio answered from earlier releases."""
+SLACK = 1.01  # a ratio is compared with 1% to spare: half-widths are rounded to the mechanisms' integer grids
 
 MAX_CANDIDATES = 64  # most recent releases of the table read per statement
 _KINDS = ("central", "svt")  # the kinds whose statements may be derived (public cells)
@@ -206,6 +207,7 @@ def _combine(plan: Plan, sources: list[Source], epsilon: float, nullable) -> Der
     values = [[None] * len(plan.aggregates) for _ in range(n_cells)]
     hws, how, used = [0.0] * len(plan.aggregates), [""] * len(plan.aggregates), []
     counts: dict[int, list] = {}  # an AVG's derived counts (its fresh error depends on them)
+    src_eps: dict[int, float] = {}  # an aggregate taken as it is: the ε it was released at
     for j, a in enumerate(plan.aggregates):
         best = None
         for s in sources:
@@ -214,9 +216,11 @@ def _combine(plan: Plan, sources: list[Source], epsilon: float, nullable) -> Der
                 best = (*got, s)
         if best is None:
             return None
-        col, hw, text, n, s = best
+        col, hw, text, n, e, s = best
         if n is not None:
             counts[j] = n
+        if e is not None:
+            src_eps[j] = e
         for c in range(n_cells):
             values[c][j] = col[c]
         hws[j], how[j] = hw, f"{a.label}: {text} of release #{s.id}"
@@ -232,7 +236,7 @@ def _combine(plan: Plan, sources: list[Source], epsilon: float, nullable) -> Der
         "labels": [a.label for a in plan.aggregates],
     }
     d = Derivation(plan, answer, used, how)
-    d.fresh = _fresh(plan, epsilon, values, counts)
+    d.fresh = _fresh(plan, epsilon, values, counts, src_eps, hws)
     return d
 
 
@@ -245,10 +249,11 @@ def _one(a: Aggregate, s: Source, nullable):
     if j is not None:
         hw = float(ans["half_width"][j])
         if most == 1:
-            return [ans["values"][c[0]][j] for c in cm.cells], hw, "its cells", None
+            return [ans["values"][c[0]][j] for c in cm.cells], hw, "its cells", None, _eps(ans, j)
         if a.func in SUMMABLE:
             col = [_total(ans["values"][i][j] for i in c) for c in cm.cells]
-            return col, hw * math.sqrt(most), f"sums of up to {most} of its cells (variance {most}·v)", None
+            how = f"sums of up to {most} of its cells (variance {most}·v)"
+            return col, hw * math.sqrt(most), how, None, None
         return None
     if a.func != "avg" or a.column is None or a.filter is not None or a.lower is None or a.upper is None:
         return None
@@ -273,7 +278,16 @@ def _one(a: Aggregate, s: Source, nullable):
         counts.append(count)
         worst = max(worst, h)
     what = "its SUM over its COUNT" + (f", each summed over up to {most} cells" if most > 1 else "")
-    return col, worst, what, counts
+    return col, worst, what, counts, None
+
+
+def _eps(ans: dict, j: int) -> float | None:
+    """The ε its mechanism ran at of a stored aggregate, if the answer says."""
+    eps = ans.get("epsilon")
+    try:
+        return float(eps[j]) if isinstance(eps, list) and eps[j] else None
+    except (IndexError, TypeError, ValueError):
+        return None
 
 
 def _total(values) -> float | int:
@@ -283,10 +297,19 @@ def _total(values) -> float | int:
     return out
 
 
-def _fresh(plan: Plan, epsilon: float, values: list[list], counts: dict[int, list]) -> list[float | None]:
+def _fresh(
+    plan: Plan,
+    epsilon: float,
+    values: list[list],
+    counts: dict[int, list],
+    src_eps: dict[int, float],
+    hws: list[float],
+) -> list[float | None]:
     """Per aggregate, the 95% half-width a fresh release of ``plan`` at the tier's ``epsilon``
     would have (AVG: at each cell's derived count and value, the largest over the cells —
-    post-processing of released values); None when the mechanism states none."""
+    post-processing of released values). Where the mechanism states none before the data
+    (an AVG taken as released, VAR), an aggregate taken as it is scales as 1/ε: the derived
+    half-width times the ε it was released at over a fresh release's. None otherwise."""
     shares = split_epsilon(plan, epsilon / factor(plan))
     out: list[float | None] = []
     for j, a in enumerate(plan.aggregates):
@@ -309,6 +332,8 @@ def _fresh(plan: Plan, epsilon: float, values: list[list], counts: dict[int, lis
                 out.append(float(hw()))
         except Exception:  # a mechanism whose half-width needs what is not known here
             out.append(None)
+        if out[-1] is None and j in src_eps and shares[j] > 0:
+            out[-1] = hws[j] * src_eps[j] / shares[j]
     return out
 
 
@@ -340,7 +365,9 @@ def body(d: Derivation) -> str:
         parts.append("cells chosen by the WHERE on " + ", ".join(filtered))
     if rolled or filtered:  # (a filter on the statement's own key: its cells are the release's)
         parts.append(
-            "rows whose " + ", ".join(rolled + filtered) + " is NULL or outside the key's public domain, if any, "
+            "rows whose "
+            + ", ".join(rolled + filtered)
+            + " is NULL or outside the key's public domain, if any, "
             "are in none of the release's cells"
         )
     if plan.unit is not None and any(s.cells.rolled or s.cells.filtered for s in d.sources):
@@ -362,7 +389,7 @@ async def answer(conn, p, dv: int, tier, spent: float, head) -> tuple[Result, st
     if limit is None:
         return None
     d = await find(conn, plan, dv)
-    if d is None or d.ratio() > limit:
+    if d is None or d.ratio() > limit * SLACK:
         return None
     rows = answer_rows(plan, d.answer)
     msg = head(
@@ -386,7 +413,7 @@ async def explain_line(conn, plan: Plan) -> str | None:
     if d is None:
         return None
     ids = ", ".join(f"#{s.id}" for s in d.sources)
-    if d.ratio() > limit:
+    if d.ratio() > limit * SLACK:
         return (
             f"derivable from earlier release(s) {ids} at ε 0, but with {d.ratio():.3g}× the error of a "
             f"fresh release (dpgate.derive allows {limit:g}×): released fresh"
