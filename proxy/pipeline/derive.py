@@ -70,7 +70,8 @@ AUTO_RATIO = 2.0
 """``dpgate.derive = auto``: the largest derived/fresh 95% half-width ratio answered from earlier releases."""
 SLACK = 1.01  # a ratio is compared with 1% to spare: half-widths are rounded to the mechanisms' integer grids
 
-MAX_CANDIDATES = 64  # most recent releases of the table read per statement
+MAX_CANDIDATES = 256  # most recent releases of the table looked at per statement (id and text)
+MAX_DECODED = 16  # … of which at most this many, of a matching family, are read and decoded
 _KINDS = ("central", "svt")  # the kinds whose statements may be derived (public cells)
 _STATEMENT_CHARS = 72
 
@@ -165,7 +166,12 @@ async def find(conn, plan: Plan, data_version: int) -> Derivation | None:
     if not rows:
         return None
     tier = gw.tier_of(conn.role)
-    return await asyncio.to_thread(_derive, plan, rows, float(tier.epsilon), _nullable(gw, plan))
+
+    def read(key: str):  # a candidate's stored answer (its MAC checked when decoded)
+        stored = gw.ledger.lookup(conn.role, key, data_version)
+        return None if stored is None else stored.answer
+
+    return await asyncio.to_thread(_derive, plan, rows, read, float(tier.epsilon), _nullable(gw, plan))
 
 
 def _nullable(gw, plan: Plan):
@@ -181,21 +187,28 @@ def _nullable(gw, plan: Plan):
     return nullable
 
 
-def _derive(plan: Plan, rows, epsilon: float, nullable) -> Derivation | None:
+def _derive(plan: Plan, rows, read, epsilon: float, nullable) -> Derivation | None:
+    """``rows``: candidates (id, key, canonical, statement), newest first; ``read(key)``: a
+    candidate's stored answer. At most :data:`MAX_DECODED` of those whose family text
+    matches one of ``plan``'s are read."""
     variants = where_variants(plan)
     sources: list[Source] = []
-    for rid, canonical, statement, stored in rows:
+    decoded = 0
+    for rid, key, canonical, statement in rows:
         for v in variants:
             if not canonical.startswith(v.prefix):
                 continue
-            ans = stored.answer
+            if decoded >= MAX_DECODED:
+                break
+            decoded += 1
+            ans = read(key)
             sig = ans.get("derive") if isinstance(ans, dict) else None
             if not sig or sig.get("v") != SIGNATURE_VERSION or sig.get("family") != v.family:
-                continue
+                break
             cm = cell_map(plan, sig["keys"], ans["keys"], v.removed, cell_key)
             if cm is not None:
                 sources.append(Source(rid, statement, ans, cm))
-                break
+            break
     if not sources:
         return None
     return _combine(plan, sources, epsilon, nullable)

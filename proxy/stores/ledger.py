@@ -875,19 +875,16 @@ class Ledger:
     @_named_faults
     def releases_like(self, role: str, data_version: int, prefix: str, limit: int) -> list[tuple]:
         """``role``'s releases at ``data_version`` whose canonical text starts with ``prefix``,
-        newest first, at most ``limit``: (id, canonical, statement, :class:`Stored`) — the
-        candidates an answer derived from earlier releases is looked for in."""
+        newest first, at most ``limit``: (id, key, canonical, statement) — the candidates an
+        answer derived from earlier releases is looked for in (their answers: :meth:`lookup`)."""
         self._check()
         with self._rlock:
-            rows = self._rdb.execute(
-                "SELECT id, key, canonical, statement, " + _RELEASE_COLS + " FROM releases "
+            return self._rdb.execute(
+                "SELECT id, key, canonical, statement FROM releases "
                 "WHERE role=? AND data_version=? AND substr(canonical, 1, length(CAST(? AS TEXT)))=CAST(? AS TEXT) "
                 "ORDER BY id DESC LIMIT ?",
                 (role, data_version, prefix, prefix, limit),
             ).fetchall()
-        return [
-            (r[0], r[2], r[3], self._stored(r[4:], role, r[1], data_version, charged=False)) for r in rows
-        ]
 
     @_named_faults
     def charge_and_record(

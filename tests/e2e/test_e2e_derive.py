@@ -43,12 +43,15 @@ def _spent(svc, role="other"):
 
 
 def _stored(svc, role, text):
+    return _stored_in(svc, role, text, "table=purchases;")
+
+
+def _stored_in(svc, role, text, prefix):
     """(id, stored answer) of ``role``'s release of ``text`` (the newest), from the ledger."""
-    for rid, _canonical, statement, stored in svc.gw.ledger.releases_like(
-        role, svc.gw.ledger.data_version(), "table=purchases;", 1000
-    ):
+    dv = svc.gw.ledger.data_version()
+    for rid, key, _canonical, statement in svc.gw.ledger.releases_like(role, dv, prefix, 1000):
         if statement == text:
-            return rid, stored.answer
+            return rid, svc.gw.ledger.lookup(role, key, dv).answer
     raise AssertionError(f"no release of {text!r}")
 
 
@@ -223,3 +226,42 @@ def test_not_across_data_versions(duck_service, fine):
     with session(duck_service) as run:  # … not once the data changed
         _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 8 GROUP BY store")
     assert "derived" not in notes[0] and _spent(duck_service) == pytest.approx(before + 1)
+
+
+def test_derived_from_another_proxys_release_on_a_postgres_ledger(postgres, tmp_path_factory):
+    """Two proxies on one Postgres ledger: a release made through one answers a derived
+    statement through the other (the ledger's candidate query on Postgres)."""
+    import uuid
+
+    from mechanisms import SeededSource
+    from support.service import Service, make_config
+
+    ledger = {
+        "kind": "postgres",
+        "dsn": postgres.dsn,
+        "schema": "derive_" + uuid.uuid4().hex[:8],
+        "key_file": str(tmp_path_factory.mktemp("key") / "ledger.key"),
+    }
+    svcs = []
+    try:
+        for name, seed in (("a", 1), ("b", 2)):
+            cfg = make_config({"kind": "duckdb", "path": str(tmp_path_factory.mktemp(name) / "d.duckdb")})
+            cfg["ledger"] = ledger
+            svcs.append(
+                Service(cfg, tmp_path_factory.mktemp(f"st_{name}"), source=SeededSource(seed)).start()
+            )
+        a, b = svcs
+        fine = "SELECT sex, educ, COUNT(*) FROM pums GROUP BY 1, 2"
+        with session(a) as run:
+            run(fine)
+        rid, ans = _stored_in(a, "other", fine, "table=pums;")
+        with session(b) as run:
+            rows, notes = run("SELECT sex, COUNT(*) FROM pums WHERE educ = 9 GROUP BY sex ORDER BY sex")
+        names = [k[0] for k in ans["derive"]["keys"]]
+        i, j = names.index("sex"), names.index("educ")
+        expect = [(k[i], max(v[0], 0)) for k, v in zip(ans["keys"], ans["values"]) if k[j] == 9]
+        assert rows == sorted(expect) and f"#{rid}" in notes[0] and "ε charged 0" in notes[0]
+        assert b.gw.ledger.spent("other", "day") == pytest.approx(1.0)
+    finally:
+        for s in svcs:
+            s.close()
