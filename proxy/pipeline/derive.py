@@ -74,6 +74,7 @@ MAX_CANDIDATES = 256  # most recent releases of the table looked at per statemen
 MAX_DECODED = 16  # … of which at most this many, of a matching family, are read and decoded
 _KINDS = ("central", "svt")  # the kinds whose statements may be derived (public cells)
 _STATEMENT_CHARS = 72
+HEAVY_CELLS = 256  # a derived answer this large is turned into rows on a thread
 
 
 def mark(plan: Plan, answer: dict) -> dict:
@@ -404,7 +405,8 @@ async def answer(conn, p, dv: int, tier, spent: float, head) -> tuple[Result, st
     d = await find(conn, plan, dv)
     if d is None or d.ratio() > limit * SLACK:
         return None
-    rows = answer_rows(plan, d.answer)
+    big = len(d.answer["keys"]) >= HEAVY_CELLS  # a large answer's rows off the event loop
+    rows = await asyncio.to_thread(answer_rows, plan, d.answer) if big else answer_rows(plan, d.answer)
     msg = head(
         charged=0.0, remaining=tier.budget - spent, budget=tier.budget, period=tier.period, repeat=False
     )
