@@ -268,7 +268,7 @@ def _one(a: Aggregate, s: Source, nullable):
             col = [_total(ans["values"][i][j] for i in c) for c in cm.cells]
             how = f"sums of up to {most} of its cells (variance {most}·v)"
             return col, hw * math.sqrt(most), how, None, None
-        return None
+        # an AVG over several of its cells: from their SUM and COUNT, if released beside it
     if a.func != "avg" or a.column is None or a.filter is not None or a.lower is None or a.upper is None:
         return None
     js = s.position(f"sum({a.column})[{a.lower},{a.upper}]")

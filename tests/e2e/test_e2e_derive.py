@@ -215,17 +215,16 @@ def test_ladder_tiers_are_never_derived(duck_service):
     assert "derived" not in notes[0] and _spent(duck_service, "bronze") > before
 
 
-def test_not_across_data_versions(duck_service, fine):
-    with session(duck_service) as run:  # derivable now …
-        _, now = run(
-            "SELECT store, COUNT(amount) FROM purchases WHERE amount > 10 AND store = 9 GROUP BY store"
+def test_an_avg_rolled_up_from_the_sum_and_count_released_beside_it(duck_service):
+    with session(duck_service) as run:
+        run(
+            "SELECT store, date_trunc('quarter', ts) AS q, AVG(amount), SUM(amount), COUNT(amount) "
+            "FROM purchases WHERE amount > 40 GROUP BY 1, 2"
         )
-    assert "derived" in now[0]
-    duck_service.gw.ledger.advance_data_version()
-    before = _spent(duck_service)
-    with session(duck_service) as run:  # … not once the data changed
-        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 8 GROUP BY store")
-    assert "derived" not in notes[0] and _spent(duck_service) == pytest.approx(before + 1)
+        before = _spent(duck_service)
+        rows, notes = run("SELECT store, AVG(amount) FROM purchases WHERE amount > 40 GROUP BY store")
+    assert "its SUM over its COUNT, each summed over up to 4 cells" in notes[0] and len(rows) == 10
+    assert _spent(duck_service) == before
 
 
 def test_derived_from_another_proxys_release_on_a_postgres_ledger(postgres, tmp_path_factory):
@@ -265,3 +264,16 @@ def test_derived_from_another_proxys_release_on_a_postgres_ledger(postgres, tmp_
     finally:
         for s in svcs:
             s.close()
+
+
+def test_not_across_data_versions(duck_service, fine):
+    with session(duck_service) as run:  # derivable now …
+        _, now = run(
+            "SELECT store, COUNT(amount) FROM purchases WHERE amount > 10 AND store = 9 GROUP BY store"
+        )
+    assert "derived" in now[0]
+    duck_service.gw.ledger.advance_data_version()
+    before = _spent(duck_service)
+    with session(duck_service) as run:  # … not once the data changed
+        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 8 GROUP BY store")
+    assert "derived" not in notes[0] and _spent(duck_service) == pytest.approx(before + 1)
