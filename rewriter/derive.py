@@ -11,10 +11,12 @@ from a release of its family when
 * its group keys are some of the release's keys (a coarser GROUP BY: a cell of the new
   statement is the sum of the release's cells that agree on its keys — exact for counts and
   sums, since the release's cells are its domain's every cell, empty ones included);
-* its WHERE is the release's plus conjuncts that each read one key of the release and nothing
-  else (a subset of keys: each conjunct is true or false of a whole cell, evaluated on the key's
-  value by :func:`rewriter.keyfilter.restrict`'s exact rules — a column key, or a derived key
-  named by its own expression; never a CASE or date-range piece, which may split a cell);
+* its WHERE is the release's plus conjuncts that each read one column and are true or false of
+  each whole cell of one of the release's keys — a column key, a derived key the statement
+  groups by too, or a ``date_trunc`` key (a range on its column that cuts no bucket). That is
+  checked by restricting the key's domain by the conjunct and by its negation
+  (:func:`rewriter.keyfilter.restrict` keeps every value a row passing it can have): a value
+  kept by neither has no row, by one only has all its rows on that side, by both is split;
 * its aggregates are among the release's (COUNT/SUM summed over cells; any aggregate of one
   cell as it is) or an AVG whose SUM and COUNT are (their ratio).
 
@@ -27,6 +29,7 @@ combination); :func:`cell_map` maps the new statement's cells onto a release's.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,8 +44,7 @@ SIGNATURE_VERSION = 1
 MAX_KEY_CONJUNCTS = 4  # conjuncts on one column tried as key filters (2^4 families at most)
 _EMPTY_TAIL = ";group=;aggs=;unit="
 SUMMABLE = ("count", "sum")  # a cell of a coarser GROUP BY is the sum of these (exact)
-_FILTER_TYPES = ("int", "float", "text", "bool")  # keys a conjunct is evaluated on
-_MARKER = "__dpgate_derive_key__"
+_TIME_TYPES = ("date", "timestamp")
 
 
 def derivable(plan: Plan) -> bool:
@@ -111,7 +113,7 @@ def signature(plan: Plan) -> dict[str, Any]:
     return {
         "v": SIGNATURE_VERSION,
         "family": family(plan),
-        "keys": [[g.column, g.type, g.expr is None] for g in plan.group_by],
+        "keys": [[g.column, g.type, g.expr is None, trunc_of(g)] for g in plan.group_by],
         "aggs": [agg_signature(a) for a in plan.aggregates],
     }
 
@@ -200,32 +202,76 @@ def cell_map(
 def _filter(
     plan: Plan, keys: Sequence[Sequence[Any]], stored: Sequence[Sequence[Any]], conj: exp.Expression
 ) -> tuple[int, set[Any]] | None:
-    """(the release key ``conj`` filters, the stored values it keeps) when ``conj`` is
-    true or false of each whole cell: it reads one column key of the release and nothing
-    else, or only the expression of a derived key the statement groups by too."""
+    """(the release key ``conj`` filters, the stored values it keeps) when ``conj`` is true
+    or false of each whole cell of that key. The key's domain is restricted by ``conj`` and
+    by ``NOT conj`` (:func:`rewriter.keyfilter.restrict`: each keeps every value a row
+    passing it can have, never fewer): a value kept by both holds rows on each side — the
+    cell is split, and another key is tried; none: None."""
     cols = {c.name for c in conj.find_all(exp.Column)}
-    for j, (column, typ, plain) in enumerate(keys):
-        if typ not in _FILTER_TYPES:
-            continue
-        expr = None
+    if len(cols) != 1:
+        return None
+    col = next(iter(cols))
+    negated = exp.Not(this=exp.Paren(this=conj.copy()))
+    for j, key in enumerate(keys):
+        column, typ, plain = key[0], key[1], key[2]
+        trunc = key[3] if len(key) > 3 else None
+        expr: exp.Expression | None = None
         if plain:
-            if cols != {column}:
+            if column != col:
                 continue
+        elif trunc is not None:
+            if trunc[1] != col:
+                continue
+            expr = _trunc_expr(trunc[0], col, typ)
         else:
             exprs = [g.expr for g in plan.group_by if g.column == column and g.expr is not None]
-            if not exprs or exprs[0] is None or not _only_key(conj, exprs[0]):
+            if not exprs or exprs[0] is None:
                 continue
             expr = exprs[0]
-        domain = tuple(sorted({cell[j] for cell in stored}, key=lambda v: (v is None, v)))
-        (g,), touched = restrict((GroupKey(column, typ, domain, expr),), conj)
-        if not touched:
-            return None  # a conjunct the evaluator does not interpret
-        return j, set(g.domain or ())
+        back = {_typed(v, typ): v for v in {cell[j] for cell in stored}}
+        domain = tuple(sorted(back, key=lambda v: (v is None, v)))
+        g = GroupKey(column, typ, domain, expr)
+        types = {col: typ} if typ in _TIME_TYPES else {}
+        (pos,), kept_by = restrict((g,), conj, types)
+        (neg,), split_by = restrict((g,), negated, types)
+        if not kept_by or not split_by:  # a conjunct the evaluator does not interpret on this key
+            continue
+        kept = set(pos.domain or ())
+        if kept & set(neg.domain or ()):  # rows of one cell on both sides
+            continue
+        return j, {back[v] for v in kept}
     return None
 
 
-def _only_key(conj: exp.Expression, key: exp.Expression) -> bool:
-    """Every column ``conj`` reads is inside an occurrence of ``key`` (compared on the
-    checked trees): its truth is a function of the key's value."""
-    marked = conj.copy().transform(lambda n: exp.column(_MARKER) if n == key else n)
-    return {c.name for c in marked.find_all(exp.Column)} == {_MARKER}
+def trunc_of(g: GroupKey) -> list[str] | None:
+    """[unit, column] of a ``date_trunc(unit, column)`` key (as :mod:`rewriter.keys` builds it,
+    possibly cast), else None: a release stores it, so that a range on the column can be
+    checked against the key's buckets without the statement grouping by it."""
+    node = g.expr.this if isinstance(g.expr, exp.Cast) else g.expr
+    if not (
+        isinstance(node, exp.Anonymous) and node.name.upper() == "DATE_TRUNC" and len(node.expressions) == 2
+    ):
+        return None
+    unit, col = node.expressions
+    if isinstance(col, exp.Cast):
+        return None  # (a cast column: not rebuilt here)
+    if isinstance(unit, exp.Literal) and unit.is_string and isinstance(col, exp.Column):
+        return [unit.this.lower(), col.name]
+    return None
+
+
+def _trunc_expr(unit: str, column: str, typ: str) -> exp.Expression:
+    """The scan expression of a ``date_trunc(unit, column)`` key of type ``typ``."""
+    call = exp.Anonymous(
+        this="DATE_TRUNC", expressions=[exp.Literal.string(unit), exp.column(column, quoted=True)]
+    )
+    return exp.Cast(this=call, to=exp.DataType.build(typ))
+
+
+def _typed(v: Any, typ: str) -> Any:
+    """A stored key value (a date or timestamp as ISO text) as the plan holds it."""
+    if isinstance(v, str) and typ == "timestamp":
+        return dt.datetime.fromisoformat(v)
+    if isinstance(v, str) and typ == "date":
+        return dt.date.fromisoformat(v)
+    return v

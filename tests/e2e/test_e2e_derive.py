@@ -143,6 +143,26 @@ def test_avg_is_the_ratio_of_the_summed_sum_and_count(duck_service, fine):
     assert "its SUM over its COUNT" in notes[0]
 
 
+def test_a_time_range_that_cuts_no_month_picks_months(duck_service, fine):
+    rid, ans = fine
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        rows, notes = run(
+            "SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND ts >= TIMESTAMP '2025-11-01' "
+            "GROUP BY store ORDER BY store"
+        )
+        _, split = run(
+            "SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND ts >= TIMESTAMP '2025-11-15' "
+            "GROUP BY store ORDER BY store"
+        )  # cuts November: released fresh
+    totals: dict = {}
+    for store, m, (n, _s, _na) in _cells(ans):
+        if m >= datetime.datetime(2025, 11, 1):
+            totals[store] = totals.get(store, 0) + n
+    assert rows == [(k, max(v, 0)) for k, v in sorted(totals.items())] and f"#{rid}" in notes[0]
+    assert "derived" not in split[0] and _spent(duck_service) == pytest.approx(before + 1)
+
+
 def test_a_where_on_another_column_is_not_derived(duck_service, fine):
     before = _spent(duck_service)
     with session(duck_service) as run:
