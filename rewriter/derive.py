@@ -118,14 +118,22 @@ def signature(plan: Plan) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
+@dataclass
 class Variant:
-    """A family a statement may be derived from: its WHERE without ``removed`` (conjuncts
-    that read one column each), whose text is ``family`` and index prefix ``prefix``."""
+    """A family a statement may be derived from: ``plan``'s WHERE as ``where``, without
+    ``removed`` (conjuncts that read one column each); its index prefix ``prefix``, its
+    text :meth:`family` (computed when a candidate's prefix matches)."""
 
-    family: str
+    plan: Plan
+    where: exp.Expression | None
     prefix: str
     removed: tuple[exp.Expression, ...]
+    _family: str | None = None
+
+    def family(self) -> str:
+        if self._family is None:
+            self._family = family(self.plan, self.where, own=False)
+        return self._family
 
 
 def where_variants(plan: Plan) -> list[Variant]:
@@ -140,7 +148,7 @@ def where_variants(plan: Plan) -> list[Variant]:
             where: exp.Expression | None = None
             for c in rest:  # the conjuncts left, in their order
                 where = c.copy() if where is None else exp.And(this=where, expression=c.copy())
-            out.append(Variant(family(plan, where, own=False), index_prefix(plan, where), removed))
+            out.append(Variant(plan, where, index_prefix(plan, where), removed))
     return out
 
 

@@ -204,7 +204,7 @@ def _derive(plan: Plan, rows, read, epsilon: float, nullable) -> Derivation | No
             decoded += 1
             ans = read(key)
             sig = ans.get("derive") if isinstance(ans, dict) else None
-            if not sig or sig.get("v") != SIGNATURE_VERSION or sig.get("family") != v.family:
+            if not sig or sig.get("v") != SIGNATURE_VERSION or sig.get("family") != v.family():
                 break
             cm = cell_map(plan, sig["keys"], ans["keys"], v.removed, cell_key)
             if cm is not None:

@@ -32,7 +32,7 @@ def _map(q, r, cfg):
     plan = _plan(q, cfg)
     sig, keys = _release(r, cfg)
     for v in where_variants(plan):
-        if v.family == sig["family"]:
+        if v.family() == sig["family"]:
             return cell_map(plan, sig["keys"], keys, v.removed, lambda x: x)
     return None
 
