@@ -14,7 +14,6 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from proxy.pipeline.derive import AUTO_RATIO
 from support.service import HELPER
 
 FINE = (
@@ -203,7 +202,9 @@ def test_auto_derives_only_within_its_error_ratio_and_off_never(duck_service, fi
     with session(duck_service, derive="off") as run:
         _, off = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 3 GROUP BY store")
     assert "derived" not in off[0]
-    assert AUTO_RATIO == 2.0
+    with session(duck_service, derive="sometimes") as run, pytest.raises(psycopg.Error) as bad:
+        run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 4 GROUP BY store")
+    assert bad.value.sqlstate == "22023"  # refused before anything runs
 
 
 def test_explain_says_derived(duck_service, fine):
