@@ -10,7 +10,9 @@ from a release of its family when
 
 * its group keys are some of the release's keys (a coarser GROUP BY: a cell of the new
   statement is the sum of the release's cells that agree on its keys — exact for counts and
-  sums, since the release's cells are its domain's every cell, empty ones included);
+  sums when every row lies in some cell of each key summed over: :func:`total`, or a WHERE
+  that names the key's values, :func:`_closed`; the release's cells are its domain's every
+  cell, empty ones included);
 * its WHERE is the release's plus conjuncts that each read one column and are true or false of
   each whole cell of one of the release's keys — a column key, a derived key the statement
   groups by too, or a ``date_trunc`` key (a range on its column that cuts no bucket). That is
@@ -113,7 +115,7 @@ def signature(plan: Plan) -> dict[str, Any]:
     return {
         "v": SIGNATURE_VERSION,
         "family": family(plan),
-        "keys": [[g.column, g.type, g.expr is None, trunc_of(g)] for g in plan.group_by],
+        "keys": [[g.column, g.type, g.expr is None, trunc_of(g), total(g)] for g in plan.group_by],
         "aggs": [agg_signature(a) for a in plan.aggregates],
     }
 
@@ -186,12 +188,18 @@ def cell_map(
             return None
         where[i] = at[0]
     kept: dict[int, set[Any]] = {}  # release key -> the values its conjuncts keep
+    closed: dict[int, bool] = {}  # … and whether only rows in those cells pass them
     for conj in removed:
         hit = _filter(plan, keys, stored, conj)
         if hit is None:
             return None
         j, values = hit
         kept[j] = kept[j] & values if j in kept else values
+        closed[j] = closed.get(j, False) or _closed(conj, values)
+    mine = set(where.values())
+    for j, key in enumerate(keys):  # a key summed over must hold every row the WHERE passes
+        if j not in mine and not _is_total(key) and not closed.get(j, False):
+            return None
     by_key: dict[tuple[Any, ...], list[int]] = {}
     for n, cell in enumerate(stored):
         if all(cell[j] in vals for j, vals in kept.items()):
@@ -202,9 +210,66 @@ def cell_map(
         if not hit_cells:  # a key value the release has not got (or that its filters rule out)
             return None
         out.append(hit_cells)
-    mine = set(where.values())
     rolled = tuple(keys[j][0] for j in range(len(keys)) if j not in mine)
     return CellMap(out, rolled, tuple(keys[j][0] for j in sorted(kept)))
+
+
+def _is_total(key: Sequence[Any]) -> bool:
+    """Whether every row lies in one of the key's cells (as its release stored it)."""
+    return len(key) > 4 and bool(key[4])
+
+
+def total(g: GroupKey) -> bool:
+    """Every value the key's expression can take is in its domain, so every row lies in one
+    of its cells and a sum over them is the sum over the rows: a CASE (its labels, and NULL
+    without ELSE) or a boolean expression (false, true, and NULL when it can be NULL:
+    :mod:`rewriter.keys`); a boolean column only with a NULL bin. A declared
+    domain, bins within bounds or a date part may leave rows in no cell (a value outside
+    the domain or the bounds: :mod:`rewriter.cells`), so summing over them is not the SQL's
+    total."""
+    node = g.expr.this if isinstance(g.expr, exp.Cast) else g.expr
+    if isinstance(node, exp.Case):
+        return True
+    if g.type != "bool" or g.domain is None or not {False, True} <= set(g.domain):
+        return False
+    return None in g.domain or g.expr is not None  # a derived boolean has its NULL bin when it can be NULL
+
+
+def _closed(conj: exp.Expression, kept: set[Any]) -> bool:
+    """Whether only rows whose key is one of ``kept`` pass ``conj``: it is ``k = literal``,
+    ``k IN (literals)``, ``k IS NULL``, a boolean ``k`` / ``NOT k``, or an OR of these, and
+    each of its values is a kept (domain) value — a row outside the domain passes none."""
+    values = _members(conj)
+    return values is not None and len(values) == len(kept)
+
+
+def _members(node: exp.Expression) -> set[str] | None:
+    """The values (as SQL text) a conjunct on one column is true of, when it names them."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Or):
+        a, b = _members(node.this), _members(node.expression)
+        return None if a is None or b is None else a | b
+    if isinstance(node, exp.Column):
+        return {"TRUE"}
+    if isinstance(node, exp.Not) and isinstance(node.this, exp.Column):
+        return {"FALSE"}
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and not node.args.get("negate"):
+        return {"NULL"} if isinstance(node.this, exp.Column) else None
+    if isinstance(node, exp.EQ):
+        side = node.expression if isinstance(node.this, exp.Column) else node.this
+        return {side.sql()} if _constant(side) else None
+    if isinstance(node, exp.In) and isinstance(node.this, exp.Column) and not node.args.get("query"):
+        items = node.expressions
+        return {e.sql() for e in items} if items and all(_constant(e) for e in items) else None
+    return None
+
+
+def _constant(node: exp.Expression) -> bool:
+    return not any(isinstance(n, exp.Column) for n in node.walk()) and all(
+        isinstance(n, (exp.Literal, exp.Boolean, exp.Cast, exp.DataType, exp.Neg, exp.Paren))
+        for n in node.walk()
+    )
 
 
 def _filter(

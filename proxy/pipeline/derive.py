@@ -29,9 +29,11 @@ Error: the cells' noises are independent, so variances add: a sum of n cells of 
 has variance n·v, and its 95% half-width is √n times one cell's (the one-cell half-width is
 exact; its ratio to the standard deviation only falls towards 1.96 as cells are added, so
 this is conservative). AVG = S/C: (h_S + |AVG|·h_C)/C, at most the bounds' width.
-A sum over a coarser GROUP BY has the contribution bounding of the finer release (a unit in
-more of its cells than the bound counts in that many), and rows whose rolled-up key is NULL
-or outside its declared domain are in none of its cells: the NOTICE says so.
+A key is summed over only when every row lies in one of its cells (a CASE or boolean key;
+a WHERE naming its values, ``k = 3`` / ``k IN (…)``, on any key): a row whose key is outside a
+declared domain or its bounds is in no cell (:mod:`rewriter.cells`), and the SQL's total
+counts it. A sum over a coarser GROUP BY has the contribution bounding of the finer release
+(a unit in more of its cells than the bound counts in that many): the NOTICE says so.
 
 ``SET dpgate.derive``: ``auto`` (default: derive when every derived value's half-width is at
 most :data:`AUTO_RATIO` times what a fresh release at the tier's ε would give), ``on``
@@ -371,19 +373,12 @@ def body(d: Derivation) -> str:
         + (" (variances of independent cells add)" if any(s.cells.most > 1 for s in d.sources) else ""),
     ]
     rolled = sorted({k for s in d.sources for k in s.cells.rolled if k not in s.cells.filtered})
-    mine = {g.column for g in plan.group_by}  # (a key of the statement drops such rows itself)
+    mine = {g.column for g in plan.group_by}  # (a WHERE on a key of the statement: its own cells)
     filtered = sorted({k for s in d.sources for k in s.cells.filtered if k not in mine})
     if rolled:
         parts.append("summed over " + ", ".join(rolled))
     if filtered:
         parts.append("cells chosen by the WHERE on " + ", ".join(filtered))
-    if rolled or filtered:  # (a filter on the statement's own key: its cells are the release's)
-        parts.append(
-            "rows whose "
-            + ", ".join(rolled + filtered)
-            + " is NULL or outside the key's public domain, if any, "
-            "are in none of the release's cells"
-        )
     if plan.unit is not None and any(s.cells.rolled or s.cells.filtered for s in d.sources):
         parts.append(
             f"each {plan.unit.name}'s contribution bounded as in that release "

@@ -250,11 +250,11 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
             gw.repeat_rows,
             (role, key, dv),
         )
-    if (derived := await derive.answer(conn, p, dv, tier, spent, notice_head)) is not None:
-        return derived  # post-processing of this role's earlier releases: ε 0
     done = asyncio.get_running_loop().create_future()
     gw.in_flight[(role, key)] = done
     try:
+        if (derived := await derive.answer(conn, p, dv, tier, spent, notice_head)) is not None:
+            return derived  # post-processing of this role's earlier releases: ε 0
         return await _release(conn, p, tier, dv, spent, sql)
     except SqlError as e:
         if e.sqlstate != "53400":

@@ -17,9 +17,10 @@ import pytest
 from support.service import HELPER
 
 FINE = (
-    "SELECT store, date_trunc('month', ts) AS m, COUNT(*) AS n, SUM(amount) AS s, COUNT(amount) AS na "
-    "FROM purchases WHERE amount > 10 GROUP BY 1, 2"
+    "SELECT store, date_trunc('month', ts) AS m, amount > 100 AS big, COUNT(*) AS n, SUM(amount) AS s, "
+    "COUNT(amount) AS na FROM purchases WHERE amount > 10 GROUP BY 1, 2, 3"
 )
+MONTH = "date_trunc('month', ts)"
 
 
 @contextmanager
@@ -59,12 +60,21 @@ def _month(v):
 
 
 def _cells(ans):
-    """(store, month, [count, sum, count(amount)]) per stored cell (raw noisy values), the keys
-    found by name in the release's signature, the values by label."""
+    """(store, month, big, [count, sum, count(amount)]) per stored cell (raw noisy values), the
+    keys found by position in the release's signature, the values by label."""
     names = [k[0] for k in ans["derive"]["keys"]]
-    i, j = names.index("store"), 1 - names.index("store")
+    i = names.index("store")
+    j = next(n for n, k in enumerate(names) if "DATE_TRUNC" in k)
+    b = next(n for n, k in enumerate(names) if "amount" in k)
     at = [ans["labels"].index(lab) for lab in ("count(*)", "sum(amount)", "count(amount)")]
-    return [(key[i], _month(key[j]), [vals[a] for a in at]) for key, vals in zip(ans["keys"], ans["values"])]
+    return [
+        (key[i], _month(key[j]), key[b], [vals[a] for a in at])
+        for key, vals in zip(ans["keys"], ans["values"])
+    ]
+
+
+def _hw(ans, label):
+    return ans["half_width"][ans["labels"].index(label)]
 
 
 @pytest.fixture(scope="module")
@@ -79,26 +89,25 @@ def test_key_subset_rolled_up_equals_the_stored_cells_summed(duck_service, fine)
     before = _spent(duck_service)
     with session(duck_service) as run:
         rows, notes = run(
-            "SELECT date_trunc('month', ts) AS m, COUNT(*), SUM(amount) FROM purchases "
+            f"SELECT {MONTH} AS m, COUNT(*), SUM(amount) FROM purchases "
             "WHERE store IN (2, 5) AND amount > 10 GROUP BY 1 ORDER BY 1"
         )
     assert _spent(duck_service) == before  # ε 0
     want: dict = {}
-    for store, m, (n, s, _na) in _cells(ans):
+    for store, m, _big, (n, s, _na) in _cells(ans):
         if store in (2, 5):
             acc = want.setdefault(m, [0, 0.0])
             acc[0] += n
             acc[1] += s
     expect = [(m, max(n, 0), max(s, 0.0)) for m, (n, s) in sorted(want.items())]
-    assert rows == expect
-    assert len(rows) == 12
+    assert rows == expect and len(rows) == 12
     assert (
         f"#{rid}" in notes[0]
         and "ε charged 0" in notes[0]
         and "cells chosen by the WHERE on store" in notes[0]
     )
-    one = ans["half_width"][ans["labels"].index("count(*)")]
-    assert f"count ±{one * math.sqrt(2):.4g}" in notes[0]  # two cells summed: variance 2·v
+    # two stores × (amount > 100: false, true, NULL) = 6 cells: variance 6·v
+    assert f"count ±{_hw(ans, 'count(*)') * math.sqrt(6):.4g}" in notes[0]
 
 
 def test_coarser_group_by_with_having_order_limit(duck_service, fine):
@@ -106,18 +115,18 @@ def test_coarser_group_by_with_having_order_limit(duck_service, fine):
     before = _spent(duck_service)
     with session(duck_service) as run:
         rows, notes = run(
-            "SELECT store, COUNT(*) AS c FROM purchases WHERE amount > 10 "
-            "GROUP BY store HAVING COUNT(*) > 15000 ORDER BY c DESC LIMIT 4"
+            f"SELECT store, {MONTH} AS m, COUNT(*) AS c FROM purchases WHERE amount > 10 "
+            "GROUP BY 1, 2 HAVING COUNT(*) > 1200 ORDER BY c DESC, store LIMIT 4"
         )
     assert _spent(duck_service) == before
     totals: dict = {}
-    for store, _m, (n, _s, _na) in _cells(ans):
-        totals[store] = totals.get(store, 0) + n
-    expect = sorted(((k, max(v, 0)) for k, v in totals.items() if max(v, 0) > 15000), key=lambda r: -r[1])[:4]
+    for store, m, _big, (n, _s, _na) in _cells(ans):
+        totals[(store, m)] = totals.get((store, m), 0) + n
+    passing = [(k[0], k[1], max(v, 0)) for k, v in totals.items() if max(v, 0) > 1200]
+    expect = sorted(passing, key=lambda r: (-r[2], r[0]))[:4]
     assert rows == expect
-    assert f"#{rid}" in notes[0] and "summed over CAST(DATE_TRUNC('month'" in notes[0]
-    one = ans["half_width"][ans["labels"].index("count(*)")]
-    assert f"c ±{one * math.sqrt(12):.4g}" in notes[0]  # 12 months: variance 12·v
+    assert f"#{rid}" in notes[0] and 'summed over "amount" > 100' in notes[0]
+    assert f"c ±{_hw(ans, 'count(*)') * math.sqrt(3):.4g}" in notes[0]  # false, true, NULL: variance 3·v
 
 
 def test_avg_is_the_ratio_of_the_summed_sum_and_count(duck_service, fine):
@@ -125,18 +134,20 @@ def test_avg_is_the_ratio_of_the_summed_sum_and_count(duck_service, fine):
     before = _spent(duck_service)
     with session(duck_service) as run:
         rows, notes = run(
-            "SELECT store, AVG(amount), SUM(amount) / COUNT(*) AS ratio FROM purchases "
-            "WHERE amount > 10 GROUP BY store ORDER BY store"
+            f"SELECT store, {MONTH} AS m, AVG(amount), SUM(amount) AS s FROM purchases "
+            "WHERE amount > 10 GROUP BY 1, 2 ORDER BY 1, 2"
         )
     assert _spent(duck_service) == before
     sums: dict = {}
-    for store, _m, (n, s, na) in _cells(ans):
-        acc = sums.setdefault(store, [0, 0.0, 0])
+    for store, m, _big, (n, s, na) in _cells(ans):
+        acc = sums.setdefault((store, m), [0, 0.0, 0])
         acc[0] += n
         acc[1] += s
         acc[2] += na
+    # AVG = SUM / COUNT(amount) within [0, 500]; the bounds' midpoint where the count is not positive
     expect = [
-        (k, min(max(s / na, 0.0), 500.0), max(s, 0.0) / max(n, 0)) for k, (n, s, na) in sorted(sums.items())
+        (*k, min(max(s / na, 0.0), 500.0) if na > 0 else 250.0, max(s, 0.0))
+        for k, (_n, s, na) in sorted(sums.items())
     ]
     assert rows == expect
     assert "its SUM over its COUNT" in notes[0]
@@ -147,19 +158,32 @@ def test_a_time_range_that_cuts_no_month_picks_months(duck_service, fine):
     before = _spent(duck_service)
     with session(duck_service) as run:
         rows, notes = run(
-            "SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND ts >= TIMESTAMP '2025-11-01' "
-            "GROUP BY store ORDER BY store"
+            f"SELECT store, {MONTH} AS m, COUNT(*) FROM purchases WHERE amount > 10 "
+            "AND ts >= TIMESTAMP '2025-11-01' GROUP BY 1, 2 ORDER BY 1, 2"
         )
         _, split = run(
-            "SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND ts >= TIMESTAMP '2025-11-15' "
-            "GROUP BY store ORDER BY store"
+            f"SELECT store, {MONTH} AS m, COUNT(*) FROM purchases WHERE amount > 10 "
+            "AND ts >= TIMESTAMP '2025-11-15' GROUP BY 1, 2 ORDER BY 1, 2"
         )  # cuts November: released fresh
     totals: dict = {}
-    for store, m, (n, _s, _na) in _cells(ans):
+    for store, m, _big, (n, _s, _na) in _cells(ans):
         if m >= datetime.datetime(2025, 11, 1):
-            totals[store] = totals.get(store, 0) + n
-    assert rows == [(k, max(v, 0)) for k, v in sorted(totals.items())] and f"#{rid}" in notes[0]
+            totals[(store, m)] = totals.get((store, m), 0) + n
+    assert rows == [(*k, max(v, 0)) for k, v in sorted(totals.items())] and f"#{rid}" in notes[0]
     assert "derived" not in split[0] and _spent(duck_service) == pytest.approx(before + 1)
+
+
+def test_a_declared_domain_is_not_summed_over(duck_service, fine):
+    """A purchase whose store is outside 1..10 is in no cell of the release; the SQL's
+    COUNT by month counts it: no derivation."""
+    before = _spent(duck_service)
+    with session(duck_service) as run:
+        _, notes = run(f"SELECT {MONTH} AS m, COUNT(*) FROM purchases WHERE amount > 10 GROUP BY 1")
+        _, named = run(
+            f"SELECT {MONTH} AS m, COUNT(*) FROM purchases WHERE amount > 10 AND store <> 3 GROUP BY 1"
+        )
+    assert "derived" not in notes[0] and "derived" not in named[0]
+    assert _spent(duck_service) == pytest.approx(before + 2)
 
 
 def test_a_where_on_another_column_is_not_derived(duck_service, fine):
@@ -183,48 +207,62 @@ def test_the_repeat_path_is_unchanged(duck_service, fine):
 def test_another_roles_releases_are_not_used(duck_service, fine):
     before = _spent(duck_service, "half")
     with session(duck_service, role="half") as run:
-        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 GROUP BY store")
+        _, notes = run(f"SELECT store, {MONTH}, COUNT(*) FROM purchases WHERE amount > 10 GROUP BY 1, 2")
     assert "derived" not in notes[0] and _spent(duck_service, "half") == pytest.approx(before + 0.5)
 
 
 def test_auto_derives_only_within_its_error_ratio_and_off_never(duck_service, fine):
+    ten = ", ".join(str(i) for i in range(1, 11))
     before = _spent(duck_service)
     with session(duck_service, derive=None) as run:  # auto: the default
-        # one store's cells with the same aggregates: those very cells, at the release's error
+        # one store's cells with the same aggregates: sums of 3 cells, √3 times one cell's error
         _, near = run(
-            "SELECT store, date_trunc('month', ts), COUNT(*), SUM(amount), COUNT(amount) FROM purchases "
+            f"SELECT store, {MONTH}, COUNT(*), SUM(amount), COUNT(amount) FROM purchases "
             "WHERE amount > 10 AND store = 7 GROUP BY 1, 2"
         )
-        # the total over 120 cells at ε/100 each, against one cell at ε/10: far beyond the ratio
-        _, far = run("SELECT COUNT(*) FROM purchases WHERE amount > 10")
+        # COUNT by month over every store: 30 cells at ε/300 each against one at ε/100
+        far_sql = (
+            f"SELECT {MONTH} AS m, COUNT(*) FROM purchases WHERE amount > 10 AND store IN ({ten}) GROUP BY 1"
+        )
+        explained, _ = run("EXPLAIN " + far_sql)
+        _, far = run(far_sql)
     assert "ε charged 1" in far[0] and "derived" not in far[0]
+    assert (
+        explained[0][0].startswith("derivable from earlier release(s)")
+        and "released fresh" in explained[0][0]
+    )
     assert "derived" in near[0] and _spent(duck_service) == pytest.approx(before + 1)
+    with session(duck_service) as run:  # on: derived whatever its error
+        _, on = run(far_sql.replace(", 10)", ")"))  # nine stores: 27 cells
+    assert "derived" in on[0] and _spent(duck_service) == pytest.approx(before + 1)
     with session(duck_service, derive="off") as run:
-        _, off = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 3 GROUP BY store")
+        _, off = run(
+            f"SELECT store, {MONTH}, COUNT(*) FROM purchases WHERE amount > 10 AND store = 3 GROUP BY 1, 2"
+        )
     assert "derived" not in off[0]
     with session(duck_service, derive="sometimes") as run, pytest.raises(psycopg.Error) as bad:
-        run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 4 GROUP BY store")
+        run(f"SELECT store, {MONTH}, COUNT(*) FROM purchases WHERE amount > 10 AND store = 4 GROUP BY 1, 2")
     assert bad.value.sqlstate == "22023"  # refused before anything runs
 
 
 def test_explain_says_derived(duck_service, fine):
     rid, _ = fine
     with session(duck_service) as run:
-        rows, _ = run("EXPLAIN SELECT store, SUM(amount) FROM purchases WHERE amount > 10 GROUP BY store")
+        rows, _ = run(
+            f"EXPLAIN SELECT store, {MONTH}, SUM(amount) FROM purchases WHERE amount > 10 GROUP BY 1, 2"
+        )
     assert rows[0][0].startswith(f"answered from earlier release(s) #{rid} at ε 0")
 
 
 def test_an_avg_only_release_answers_its_own_cells_not_a_coarser_group_by(duck_service):
     before = _spent(duck_service)
     with session(duck_service) as run:
-        run(
-            "SELECT store, date_trunc('quarter', ts) AS q, AVG(amount) FROM purchases WHERE amount > 30 GROUP BY 1, 2"
-        )
+        run("SELECT store, amount > 100 AS big, AVG(amount) FROM purchases WHERE amount > 30 GROUP BY 1, 2")
         _, coarse = run("SELECT store, AVG(amount) FROM purchases WHERE amount > 30 GROUP BY store")
         rows, same = run(
-            "SELECT store, date_trunc('quarter', ts) AS q, AVG(amount) FROM purchases WHERE amount > 30 AND store = 4 GROUP BY 1, 2"
+            "SELECT store, amount > 100 AS big, AVG(amount) FROM purchases WHERE amount > 30 AND store = 4 GROUP BY 1, 2"
         )
-    assert "derived" not in coarse[0] and "derived" in same[0] and len(rows) == 4
+    assert "derived" not in coarse[0] and "derived" in same[0] and len(rows) == 3
     assert _spent(duck_service) == pytest.approx(before + 2)
 
 
@@ -239,12 +277,12 @@ def test_ladder_tiers_are_never_derived(duck_service):
 def test_an_avg_rolled_up_from_the_sum_and_count_released_beside_it(duck_service):
     with session(duck_service) as run:
         run(
-            "SELECT store, date_trunc('quarter', ts) AS q, AVG(amount), SUM(amount), COUNT(amount) "
+            "SELECT store, amount > 100 AS big, AVG(amount), SUM(amount), COUNT(amount) "
             "FROM purchases WHERE amount > 40 GROUP BY 1, 2"
         )
         before = _spent(duck_service)
         rows, notes = run("SELECT store, AVG(amount) FROM purchases WHERE amount > 40 GROUP BY store")
-    assert "its SUM over its COUNT, each summed over up to 4 cells" in notes[0] and len(rows) == 10
+    assert "its SUM over its COUNT, each summed over up to 3 cells" in notes[0] and len(rows) == 10
     assert _spent(duck_service) == before
 
 
@@ -290,11 +328,13 @@ def test_derived_from_another_proxys_release_on_a_postgres_ledger(postgres, tmp_
 def test_not_across_data_versions(duck_service, fine):
     with session(duck_service) as run:  # derivable now …
         _, now = run(
-            "SELECT store, COUNT(amount) FROM purchases WHERE amount > 10 AND store = 9 GROUP BY store"
+            f"SELECT store, {MONTH}, COUNT(amount) FROM purchases WHERE amount > 10 AND store = 9 GROUP BY 1, 2"
         )
     assert "derived" in now[0]
     duck_service.gw.ledger.advance_data_version()
     before = _spent(duck_service)
     with session(duck_service) as run:  # … not once the data changed
-        _, notes = run("SELECT store, COUNT(*) FROM purchases WHERE amount > 10 AND store = 8 GROUP BY store")
+        _, notes = run(
+            f"SELECT store, {MONTH}, COUNT(*) FROM purchases WHERE amount > 10 AND store = 8 GROUP BY 1, 2"
+        )
     assert "derived" not in notes[0] and _spent(duck_service) == pytest.approx(before + 1)
