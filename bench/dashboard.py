@@ -6,9 +6,11 @@ without answers derived from earlier releases — the ε it spends and the error
 Twenty tiles as a dashboard issues them, in order: the overview (KPIs, a store × month heatmap,
 sales by store, revenue by month, the top items), then an analyst's clicks — drill-downs into
 one store or two, a sort, a top-5, a ratio, the same chart refreshed in another spelling, a
-peak-season filter on the timestamp, the items of one store. Each run is a new data version of
-one service per mode (nothing of an earlier run is used), played once with ``SET dpgate.derive = off`` and once with the default (``auto``:
-derived when its 95% half-width is at most twice a fresh release's). Per tile: how the
+peak-season filter on the timestamp (months summed over: a timestamp outside the bounds lies
+in no month, so it is released fresh), the items of one store. Each run is a new data version
+of one service per mode (nothing of an earlier run is used), played once with
+``SET dpgate.derive = off`` and once with the default (``auto``: derived when its 95%
+half-width is at most twice a fresh release's). Per tile: how the
 derived run answered it (fresh, derived, repeat) and its relative error — Σ|answer − exact| /
 Σ|exact| over the rows shown, first value column, against the exact SQL over the table —
 in each mode, averaged over the runs. HEADLINE: ε with derivation ≤ 0.5× without; the
