@@ -59,11 +59,10 @@ from rewriter.derive import (
     where_variants,
 )
 from rewriter.plan import Aggregate, Plan
-from rewriter.unit import factor
 
 from ..wire.api import Result, SqlError
 from .common import cell_key
-from .release import measurement_for, split_epsilon
+from .release import releases_of
 from .rows import answer_rows
 
 __all__ = ["AUTO_RATIO", "Derivation", "answer", "explain_line", "find", "mark"]
@@ -159,22 +158,22 @@ def _without_selection(plan: Plan) -> Plan:
     return out
 
 
-async def find(conn, plan: Plan, data_version: int) -> Derivation | None:
+async def find(conn, plan: Plan, data_version: int, budget) -> Derivation | None:
     """The derivation of ``plan`` for ``conn``'s role from its releases at ``data_version``
-    with the least error, or None. Reads the ledger; the work runs off the event loop."""
+    with the least error, or None; ``budget``: what a fresh release's measurements would be
+    given (its error is the yardstick). Reads the ledger; the work runs off the event loop."""
     gw = conn.gw
     rows = await gw.ledger_read(
         gw.ledger.releases_like, conn.role, data_version, table_prefix(plan), MAX_CANDIDATES
     )
     if not rows:
         return None
-    tier = gw.tier_of(conn.role)
 
     def read(key: str):  # a candidate's stored answer (its MAC checked when decoded)
         stored = gw.ledger.lookup(conn.role, key, data_version)
         return None if stored is None else stored.answer
 
-    return await asyncio.to_thread(_derive, plan, rows, read, float(tier.epsilon), _nullable(gw, plan))
+    return await asyncio.to_thread(_derive, plan, rows, read, budget, _nullable(gw, plan))
 
 
 def _nullable(gw, plan: Plan):
@@ -190,7 +189,7 @@ def _nullable(gw, plan: Plan):
     return nullable
 
 
-def _derive(plan: Plan, rows, read, epsilon: float, nullable) -> Derivation | None:
+def _derive(plan: Plan, rows, read, budget, nullable) -> Derivation | None:
     """``rows``: candidates (id, key, canonical, statement), newest first; ``read(key)``: a
     candidate's stored answer. At most :data:`MAX_DECODED` of those whose family text
     matches one of ``plan``'s are read."""
@@ -214,10 +213,10 @@ def _derive(plan: Plan, rows, read, epsilon: float, nullable) -> Derivation | No
             break
     if not sources:
         return None
-    return _combine(plan, sources, epsilon, nullable)
+    return _combine(plan, sources, budget, nullable)
 
 
-def _combine(plan: Plan, sources: list[Source], epsilon: float, nullable) -> Derivation | None:
+def _combine(plan: Plan, sources: list[Source], budget, nullable) -> Derivation | None:
     """Each aggregate from the source that gives it with the least error."""
     n_cells = len(plan.cells)
     values = [[None] * len(plan.aggregates) for _ in range(n_cells)]
@@ -252,7 +251,7 @@ def _combine(plan: Plan, sources: list[Source], epsilon: float, nullable) -> Der
         "labels": [a.label for a in plan.aggregates],
     }
     d = Derivation(plan, answer, used, how)
-    d.fresh = _fresh(plan, epsilon, values, counts, src_eps, hws)
+    d.fresh = _fresh(plan, budget, values, counts, src_eps, hws)
     return d
 
 
@@ -315,42 +314,50 @@ def _total(values) -> float | int:
 
 def _fresh(
     plan: Plan,
-    epsilon: float,
+    budget,
     values: list[list],
     counts: dict[int, list],
     src_eps: dict[int, float],
     hws: list[float],
 ) -> list[float | None]:
-    """Per aggregate, the 95% half-width a fresh release of ``plan`` at the tier's ``epsilon``
-    would have (AVG: at each cell's derived count and value, the largest over the cells —
-    post-processing of released values). Where the mechanism states none before the data
-    (an AVG taken as released, VAR), an aggregate taken as it is scales as 1/ε: the derived
-    half-width times the ε it was released at over a fresh release's. None otherwise."""
-    shares = split_epsilon(plan, epsilon / factor(plan))
-    out: list[float | None] = []
-    for j, a in enumerate(plan.aggregates):
-        m = measurement_for(a, shares[j])
-        hw = getattr(m, "half_width", None)
-        try:
-            if not callable(hw):
-                out.append(None)
-            elif a.func == "avg":
-                ns = counts.get(j)
-                out.append(
-                    None
-                    if ns is None
-                    else max(
-                        (float(hw(0.95, n_hat=float(n), avg_hat=float(v[j]))) for n, v in zip(ns, values)),
-                        default=None,
-                    )
-                )
-            else:
-                out.append(float(hw()))
-        except Exception:  # a mechanism whose half-width needs what is not known here
-            out.append(None)
-        if out[-1] is None and j in src_eps and shares[j] > 0:
-            out[-1] = hws[j] * src_eps[j] / shares[j]
+    """Per aggregate, the 95% half-width a fresh release of ``plan`` would have, from the
+    measurements its kind would run (``budget``: what they are given, the tier's ε over the
+    unit's factor or a zCDP tier's ρ; :func:`.release.releases_of`) — an AVG at each cell's
+    derived count and value, the largest over the cells (post-processing of released
+    values). Where the mechanism states none before the data (an AVG taken as released, VAR),
+    an aggregate taken as it is on a pure-ε tier scales as 1/ε: the derived half-width times
+    the ε it was released at over a fresh release's share. None otherwise."""
+    groups, shares, ms = releases_of(plan, budget)
+    out: list[float | None] = [None] * len(plan.aggregates)
+    share: list[float | None] = [None] * len(plan.aggregates)
+    for (i, members), e, m in zip(groups, shares, ms):
+        for j in [i, *members]:
+            share[j] = float(e) if isinstance(e, (int, float)) and isinstance(budget, (int, float)) else None
+            out[j] = _half_width(plan.aggregates[j], m, j == i, counts.get(j), values, j)
+    for j, h in enumerate(out):
+        e = share[j]
+        if h is None and j in src_eps and e:
+            out[j] = hws[j] * src_eps[j] / e
     return out
+
+
+def _half_width(a: Aggregate, m, primary: bool, ns, values: list[list], j: int) -> float | None:
+    """A fresh release's 95% half-width of aggregate ``a`` by measurement ``m`` (``primary``: its
+    own; else a SUM or COUNT part of an AVG's), or None when ``m`` states none here."""
+    try:
+        if not primary:
+            part = getattr(m, "sum_half_width" if a.func == "sum" else "count_half_width", None)
+            return float(part()) if callable(part) else None
+        hw = getattr(m, "half_width", None)
+        if not callable(hw):
+            return None
+        if a.func == "avg":
+            if ns is None:
+                return None
+            return max(float(hw(0.95, n_hat=float(n), avg_hat=float(v[j]))) for n, v in zip(ns, values))
+        return float(hw())
+    except Exception:  # a mechanism whose half-width needs what is not known here
+        return None
 
 
 def _quote(statement: str) -> str:
@@ -392,24 +399,31 @@ async def answer(conn, p, dv: int, tier, spent: float, head) -> tuple[Result, st
     """``p`` answered from this role's earlier releases at ε 0, or None (released as usual).
     ``head``: the NOTICE's common part (:func:`.kind.notice_head`)."""
     plan = _cells_plan(p)
-    if plan is None:
+    budget = getattr(p.state, "mech_eps", None)  # (a central kind's state: what its mechanisms run at)
+    if plan is None or budget is None:
         return None
     limit = _threshold(conn)
     if limit is None:
         return None
-    d = await find(conn, plan, dv)
+    d = await find(conn, plan, dv, budget)
     if d is None or d.ratio() > limit * SLACK:
         return None
     big = len(d.answer["keys"]) >= HEAVY_CELLS  # a large answer's rows off the event loop
     rows = await asyncio.to_thread(answer_rows, plan, d.answer) if big else answer_rows(plan, d.answer)
     msg = head(
-        charged=0.0, remaining=tier.budget - spent, budget=tier.budget, period=tier.period, repeat=False
+        charged=0.0,
+        remaining=tier.budget - spent,
+        budget=tier.budget,
+        period=tier.period,
+        repeat=False,
+        tier=tier,
     )
     return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg + body(d)]), "derived", 0.0
 
 
-async def explain_line(conn, plan: Plan) -> str | None:
-    """EXPLAIN's line when the statement would be answered from earlier releases (ε 0)."""
+async def explain_line(conn, plan: Plan, budget) -> str | None:
+    """EXPLAIN's line when the statement would be answered from earlier releases (ε 0);
+    ``budget``: what a fresh release's measurements would be given."""
     if not isinstance(plan, Plan):
         return None
     if plan.selection is not None:
@@ -419,7 +433,7 @@ async def explain_line(conn, plan: Plan) -> str | None:
     limit = _threshold(conn)
     if limit is None:
         return None
-    d = await find(conn, plan, await conn.gw.ledger_read(conn.gw.ledger.data_version))
+    d = await find(conn, plan, await conn.gw.ledger_read(conn.gw.ledger.data_version), budget)
     if d is None:
         return None
     ids = ", ".join(f"#{s.id}" for s in d.sources)
