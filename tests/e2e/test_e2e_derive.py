@@ -325,6 +325,38 @@ def test_derived_from_another_proxys_release_on_a_postgres_ledger(postgres, tmp_
             s.close()
 
 
+def test_on_a_zcdp_tier_the_sum_of_discrete_gaussian_cells(tmp_path_factory):
+    """A zCDP tier (ρ per statement, the discrete Gaussian): a key subset summed from its
+    release's raw cells, ρ 0 charged, the NOTICE's head in ρ."""
+    from mechanisms import SeededSource
+    from support.service import Service, make_config
+
+    tiers = {"half": {"accounting": "zcdp", "rho": 0.05, "budget": 1.0, "period": "day"}}
+    cfg = make_config({"kind": "duckdb", "path": str(tmp_path_factory.mktemp("z") / "d.duckdb")}, tiers=tiers)
+    svc = Service(cfg, tmp_path_factory.mktemp("zst"), source=SeededSource(7)).start()
+    try:
+        with session(svc, role="half") as run:
+            run(FINE)
+            rid, ans = _stored(svc, "half", FINE)
+            before = _spent(svc, "half")
+            rows, notes = run(
+                f"SELECT store, {MONTH} AS m, COUNT(*) FROM purchases WHERE amount > 10 AND store = 6 "
+                "GROUP BY 1, 2 ORDER BY 1, 2"
+            )
+        totals: dict = {}
+        for store, m, _big, (n, _s, _na) in _cells(ans):
+            if store == 6:
+                totals[(store, m)] = totals.get((store, m), 0) + n
+        assert rows == [(*k, max(v, 0)) for k, v in sorted(totals.items())], notes[0]
+        assert (
+            notes[0].startswith("dpgate: ρ charged 0 (zCDP")
+            and f"derived from earlier release(s) #{rid}" in notes[0]
+        )
+        assert _spent(svc, "half") == before
+    finally:
+        svc.close()
+
+
 def test_not_across_data_versions(duck_service, fine):
     with session(duck_service) as run:  # derivable now …
         _, now = run(
