@@ -1,9 +1,9 @@
-"""Answers derived from earlier releases, at ε 0.
+"""Answers derived from earlier releases, at no privacy cost (ε 0, or ρ 0 on a zCDP tier).
 
 A statement whose cells are arithmetic on cells this role was already given — a coarser
 GROUP BY (sums of a finer release's cells), a total, AVG as a released SUM over a released
 COUNT, a ratio, HAVING / ORDER BY / LIMIT, a subset of keys (a WHERE on a group key) — is
-answered from those releases: post-processing of released values, so no ε (the
+answered from those releases: post-processing of released values, so nothing is charged (the
 post-processing property of differential privacy; Turbo and CacheDP answer linear queries
 from earlier noisy answers in the same way). :mod:`rewriter.derive` decides from the plans
 which releases a statement follows from; this module finds them in the ledger, computes the
@@ -28,7 +28,8 @@ What is used, and what not:
 Error: the cells' noises are independent, so variances add: a sum of n cells of variance v
 has variance n·v, and its 95% half-width is √n times one cell's (the one-cell half-width is
 exact; its ratio to the standard deviation only falls towards 1.96 as cells are added, so
-this is conservative). AVG = S/C: (h_S + |AVG|·h_C)/C, at most the bounds' width.
+this is conservative; for the discrete Gaussian it is exact to first order). AVG = S/C:
+(h_S + |AVG|·h_C)/C, at most the bounds' width.
 A key is summed over only when every row lies in one of its cells (a CASE or boolean key;
 a WHERE naming its values, ``k = 3`` / ``k IN (…)``, on any key): a row whose key is outside a
 declared domain or its bounds is in no cell (:mod:`rewriter.cells`), and the SQL's total
@@ -36,7 +37,8 @@ counts it. A sum over a coarser GROUP BY has the contribution bounding of the fi
 (a unit in more of its cells than the bound counts in that many): the NOTICE says so.
 
 ``SET dpgate.derive``: ``auto`` (default: derive when every derived value's half-width is at
-most :data:`AUTO_RATIO` times what a fresh release at the tier's ε would give), ``on``
+most :data:`AUTO_RATIO` times what a fresh release by the statement's own mechanisms would
+give), ``on``
 (whenever possible), ``off``, or a number (that ratio).
 """
 
