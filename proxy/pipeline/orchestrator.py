@@ -46,9 +46,9 @@ from rewriter.route import Route
 from ..backends.base import CancelSignal
 from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, CopyFormat, Description, Result, SqlError
-from . import cursors, scalar
+from . import cursors, derive, scalar
 from .auto_bounds import statement_note
-from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
+from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked, mechanism_budget
 from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, Statement, run, with_accounting, zcdp_refusal
 from .lane import heavy, ledger_error
@@ -356,6 +356,10 @@ class Connection:
             raise zcdp_refusal(kind.name)  # as its execution would be
         res = await kind.explain(self, stmt, params, plan)
         res.rows = with_accounting(res.rows, tier)
+        if kind in (CENTRAL, SVT) and (
+            line := await derive.explain_line(self, plan, mechanism_budget(plan, tier))
+        ):
+            res.rows = [(line,), *res.rows]  # answered from earlier releases: ε 0
         if note := statement_note(self.gw.bounds, _tables_read(stmt.route, plan)):
             res.rows = [*res.rows, (note,)]
         return res
