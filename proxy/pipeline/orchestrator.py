@@ -39,7 +39,9 @@ import time
 from sqlglot import exp
 
 from rewriter.copy import COPY_HINT
+from rewriter.errorbars import interval_level, with_interval_columns
 from rewriter.errors import Refusal
+from rewriter.parsing import parse
 from rewriter.plan import Plan
 from rewriter.route import Route
 
@@ -168,6 +170,7 @@ class Connection:
         await self.gw.current_bounds()  # bounds written "auto": this data version's
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
+        sql, route, tree = await self._with_intervals(sql, route, tree)
         kind = route.kind
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
@@ -221,7 +224,21 @@ class Connection:
         await self.gw.current_bounds()  # bounds written "auto": this data version's
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
+        sql, route, tree = await self._with_intervals(sql, route, tree)
         return await self._answer_routed(sql, route, tree, params)
+
+    async def _with_intervals(self, sql: str, route: Route, tree):
+        """``SET dpgate.intervals = on``: a DP statement with its aggregates' error bars as
+        columns (:mod:`rewriter.errorbars`), routed as written so; others unchanged."""
+        level = interval_level(self.session.settings.get("dpgate.intervals"))
+        if level is None or route.kind != "dp":
+            return sql, route, tree
+        new = with_interval_columns(tree if tree is not None else parse(sql), level)
+        if new is None:
+            return sql, route, tree
+        sql = new.sql(dialect="postgres")
+        route, tree = await self._route(sql)
+        return sql, route, tree
 
     async def _answer_routed(self, sql: str, route: Route, tree, params: list[object]):
         """:meth:`answer` of a routed statement (``tree``: routing's parse, or None)."""

@@ -1,0 +1,169 @@
+"""Error bars in the rows: ``dp_interval_low(agg[, level])`` / ``dp_interval_high(…)`` per
+released cell, from the same release (post-processing: free).
+
+A select item, HAVING or ORDER BY may read the interval of an aggregate the statement
+releases (:mod:`rewriter.postprocess` plans it as ``("interval", side, i, level, j)``: side
+"low" or "high", aggregate ``i``, confidence ``level``, and ``j`` the index of the count
+released with an AVG, which its interval reads, else -1). Before the row filter, each such
+node is computed for every cell from the stored answer — the released values and each
+aggregate's mechanism and ε — by :mod:`mechanisms.errorbars`, and read as one more value
+of the cell (as window functions are, :func:`.postexpr.with_windows`). A value made
+consistent (a COUNT at ≥ 0, an AVG within its bounds) gets both ends clamped into the same
+range, which keeps the interval covering (:func:`mechanisms.errorbars.consistent`).
+
+The interval covers the value the mechanism measured: rows kept by contribution
+bounding, values clamped to the declared bounds. Where the answer does not say how a value
+was measured (a sparse-vector selection's values, a ladder's chain), the interval is NULL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mechanisms.errorbars import consistent, interval
+from mechanisms.variance import VARIANCE_FUNCS
+from rewriter.plan import Plan
+
+from .release import measurement_for, release_groups
+
+__all__ = ["interval_nodes", "with_intervals", "INTERVAL_NOTE"]
+
+INTERVAL_NOTE = (
+    "intervals cover the value as measured: rows kept by contribution bounding, values "
+    "clamped to the column's bounds"
+)
+
+
+def _found(t: Any, out: list) -> None:
+    if not isinstance(t, tuple):
+        return
+    if t[:1] == ("interval",) and len(t) == 5:
+        if t not in out:
+            out.append(t)
+        return
+    for x in t:
+        _found(x, out)
+
+
+def interval_nodes(trees: Sequence[Any]) -> list[tuple]:
+    """The distinct interval nodes the resolved ``trees`` read."""
+    out: list[tuple] = []
+    for t in trees:
+        _found(t, out)
+    return out
+
+
+def _substituted(t: Any, slots: dict) -> Any:
+    if not isinstance(t, tuple):
+        return t
+    if t in slots:
+        return slots[t]
+    return tuple(_substituted(x, slots) for x in t)
+
+
+def _column(values: list, j: int) -> list:
+    return [vals[j] for vals in values]
+
+
+def _member_of(plan: Plan, j: int) -> int | None:
+    """The primary aggregate of the release ``j`` is a member of (an AVG's SUM/COUNT, a
+    VAR's COUNT), else None."""
+    for i, members in release_groups(plan):
+        if j in members:
+            return i
+    return None
+
+
+def _bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
+    """(lows, highs) of aggregate ``i`` over the cells, or None where the answer does not say
+    how it was measured."""
+    eps, mechs = answer.get("epsilon"), answer.get("mechanism")
+    aggs = plan.aggregates
+    if "svt" in answer or not isinstance(eps, list) or not isinstance(mechs, list) or len(eps) != len(aggs):
+        return None
+    a = aggs[i]
+    col = _column(values, i)
+    if any(v is None for v in col):
+        return None
+    primary = _member_of(plan, i)
+    m = measurement_for(aggs[primary if primary is not None else i], eps[i])
+    if m.name != mechs[i]:
+        return None
+    arr = np.asarray(col)
+    if primary is not None:  # a SUM / COUNT released with an AVG or a VAR (same draw)
+        if aggs[primary].func in VARIANCE_FUNCS:
+            return interval(m.count_measurement, arr, level)
+        hw = m.sum_half_width(level) if a.func == "sum" else m.count_half_width(level)
+        if a.func == "count" or (a.func == "sum" and m.integer):
+            return np.asarray([v - int(np.ceil(hw)) for v in col], dtype=object), np.asarray(
+                [v + int(np.ceil(hw)) for v in col], dtype=object
+            )
+        return arr.astype(np.float64) - hw, arr.astype(np.float64) + hw
+    if a.func in VARIANCE_FUNCS:  # the release's 95% bound (Bonferroni box): covers any level ≤ 95%
+        cap = m.cap
+        hw = answer.get("half_width", [None] * len(aggs))[i]
+        if level > 0.95 or hw is None:
+            return np.zeros(len(col)), np.full(len(col), cap)
+        f = arr.astype(np.float64)
+        return np.clip(f - hw, 0.0, cap), np.clip(f + hw, 0.0, cap)
+    if a.func == "avg":
+        j = next(
+            (
+                k
+                for k, b in enumerate(aggs)
+                if b.func == "count"
+                and b.column == a.column
+                and b.filter == a.filter
+                and _member_of(plan, k) == i
+            ),
+            None,
+        )
+        if j is None:
+            return None
+        return interval(
+            m, arr.astype(np.float64), level, n_hat=np.asarray(_column(values, j), dtype=np.float64)
+        )
+    return interval(m, arr, level)
+
+
+def _value(x: Any, typ_int: bool) -> Any:
+    if x is None:
+        return None
+    if typ_int:
+        return int(x)
+    return float(x)
+
+
+def with_intervals(plan: Plan, answer: dict, trees: list, cells: list, ranges: list) -> tuple[list, list]:
+    """(trees, cells) with every interval node of ``trees`` computed over all released cells
+        (``cells``: (key, values) pairs in the answer's order, before any filter) and read as one
+        more value of each cell (an ``("agg", j)`` node); ``ranges``: each aggregate's consistent range
+    (:func:`.rows.consistent_ranges`). Unchanged when no tree reads one."""
+    found = interval_nodes(trees)
+    if not found:
+        return trees, cells
+    values = answer["values"]
+    width = len(cells[0][1]) if cells else 0
+    cache: dict[tuple[int, float], Any] = {}
+    columns = []
+    for _, side, i, level, _ in found:
+        if (i, level) not in cache:
+            got = _bounds(plan, answer, i, level, values) if values else None
+            if got is not None:
+                r = ranges[i]
+                got = consistent(np.asarray(got[0]), np.asarray(got[1]), *(r or (None, None)))
+            cache[(i, level)] = got
+        got = cache[(i, level)]
+        a = plan.aggregates[i]
+        is_int = a.func in ("count", "count_distinct") or (a.func == "sum" and a.type == "int")
+        if got is None:
+            columns.append([None] * len(cells))
+        else:
+            col = got[0] if side == "low" else got[1]
+            columns.append([_value(x, is_int) for x in np.asarray(col).tolist()])
+    slots = {node: ("agg", width + j) for j, node in enumerate(found)}
+    cells = [(key, list(vals) + [col[c] for col in columns]) for c, (key, vals) in enumerate(cells)]
+    return [_substituted(t, slots) for t in trees], cells
