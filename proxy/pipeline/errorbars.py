@@ -23,13 +23,15 @@ from typing import Any
 
 import numpy as np
 
+from mechanisms import GeometricCount, LaplaceSum
 from mechanisms.errorbars import consistent, interval
+from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
 
 from .release import measurement_for, release_groups
 
-__all__ = ["interval_nodes", "with_intervals", "INTERVAL_NOTE"]
+__all__ = ["interval_nodes", "interval_text", "with_intervals", "INTERVAL_NOTE"]
 
 INTERVAL_NOTE = (
     "intervals cover the value as measured: rows kept by contribution bounding, values "
@@ -77,38 +79,74 @@ def _member_of(plan: Plan, j: int) -> int | None:
     return None
 
 
-def _bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
-    """(lows, highs) of aggregate ``i`` over the cells, or None where the answer does not say
-    how it was measured."""
+LADDER_PREFIX = "multitier_"  # a ladder's mechanisms (proxy.pipeline.multitier's names)
+
+
+def _ladder_measurement(a, share: float):
+    """The marginal law of a ladder level's release at ε ``share`` (:mod:`.multitier`'s slots)."""
+    integer = a.type == "int"
+    if a.func == "count":
+        return GeometricCount(share)
+    if a.lower is None or a.upper is None:
+        return None
+    if a.func == "sum":
+        return LaplaceSum(share, a.lower, a.upper, integer=integer)
+    if a.func == "avg":
+        return LaplaceTransformedMean(share, a.lower, a.upper, integer=integer)
+    return None
+
+
+def _measurement(plan: Plan, answer: dict, i: int):
+    """The measurement that released aggregate ``i`` (its release's primary's), rebuilt from
+    the plan and the answer's ε, or None where the answer does not say how it was measured
+    (a sparse-vector selection's values, a per-record release). A ladder's level is released
+    with the marginal law of its ε share (multi-tier release, Wang et al. 2026), recorded as
+    ``interval_epsilon``."""
     eps, mechs = answer.get("epsilon"), answer.get("mechanism")
     aggs = plan.aggregates
     if "svt" in answer or not isinstance(eps, list) or not isinstance(mechs, list) or len(eps) != len(aggs):
         return None
+    primary = _member_of(plan, i)
+    a = aggs[primary if primary is not None else i]
+    name = str(mechs[i])
+    if name.startswith(LADDER_PREFIX):
+        shares = answer.get("interval_epsilon")
+        if not isinstance(shares, list) or len(shares) != len(aggs):
+            return None
+        m = _ladder_measurement(a, float(shares[i]))
+        return m if m is not None and LADDER_PREFIX + m.name == name else None
+    m = measurement_for(a, eps[i])
+    return m if m.name == name else None
+
+
+def _bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
+    """(lows, highs) of aggregate ``i`` over the cells, or None where the answer does not say
+    how it was measured."""
+    aggs = plan.aggregates
     a = aggs[i]
     col = _column(values, i)
-    if any(v is None for v in col):
+    m = _measurement(plan, answer, i)
+    if m is None or any(v is None for v in col):
         return None
     primary = _member_of(plan, i)
-    m = measurement_for(aggs[primary if primary is not None else i], eps[i])
-    if m.name != mechs[i]:
-        return None
     arr = np.asarray(col)
-    if primary is not None:  # a SUM / COUNT released with an AVG or a VAR (same draw)
-        if aggs[primary].func in VARIANCE_FUNCS:
-            return interval(m.count_measurement, arr, level)
-        hw = m.sum_half_width(level) if a.func == "sum" else m.count_half_width(level)
-        if a.func == "count" or (a.func == "sum" and m.integer):
-            return np.asarray([v - int(np.ceil(hw)) for v in col], dtype=object), np.asarray(
-                [v + int(np.ceil(hw)) for v in col], dtype=object
-            )
-        return arr.astype(np.float64) - hw, arr.astype(np.float64) + hw
     if a.func in VARIANCE_FUNCS:  # the release's 95% bound (Bonferroni box): covers any level ≤ 95%
-        cap = m.cap
+        cap = m.cap_of(a.func)
         hw = answer.get("half_width", [None] * len(aggs))[i]
         if level > 0.95 or hw is None:
             return np.zeros(len(col)), np.full(len(col), cap)
         f = arr.astype(np.float64)
         return np.clip(f - hw, 0.0, cap), np.clip(f + hw, 0.0, cap)
+    if primary is not None and aggs[primary].func in VARIANCE_FUNCS:  # COUNT(x) of a VAR release
+        return interval(m.count_measurement, arr, level)
+    if primary is not None:  # a SUM / COUNT released with an AVG (the same draw)
+        hw = m.sum_half_width(level) if a.func == "sum" else m.count_half_width(level)
+        if a.func == "count" or (a.func == "sum" and m.integer):
+            k = int(np.ceil(hw + (0.5 if a.func == "sum" else 0.0)))  # an integer SUM is rounded
+            return np.asarray([v - k for v in col], dtype=object), np.asarray(
+                [v + k for v in col], dtype=object
+            )
+        return arr.astype(np.float64) - hw, arr.astype(np.float64) + hw
     if a.func == "avg":
         j = next(
             (
@@ -127,6 +165,24 @@ def _bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
             m, arr.astype(np.float64), level, n_hat=np.asarray(_column(values, j), dtype=np.float64)
         )
     return interval(m, arr, level)
+
+
+def interval_text(plan: Plan, answer: dict) -> str:
+    """The NOTICE's statement of the error bars a statement reads (empty when none)."""
+    trees: list[Any] = [o.post for o in plan.outputs if o.source == "expr"]
+    trees += [item.tree for item in plan.order_by] + [getattr(plan, "row_filter", None)]
+    found = interval_nodes(trees)
+    if not found:
+        return ""
+    levels = ", ".join(f"{lv:.4g}" for lv in sorted({n[3] for n in found}))
+    missing = sorted({plan.aggregates[n[2]].label for n in found if _measurement(plan, answer, n[2]) is None})
+    text = (
+        f"; error bars (dp_interval_low/high) at {levels}: post-processing of this release, no ε; "
+        + INTERVAL_NOTE
+    )
+    if missing:
+        text += f"; NULL for {', '.join(missing)} (this release's law is not one they are computed from)"
+    return text
 
 
 def _value(x: Any, typ_int: bool) -> Any:

@@ -39,3 +39,22 @@ def test_set_intervals(duck_service):
         c.execute("SET dpgate.intervals = 0.9")
         cur = c.execute("SELECT COUNT(*) FROM pums WHERE age > %s", (30,), prepare=True)
         print([d.name for d in cur.description], cur.fetchall())
+
+
+def test_ladder_and_having(duck_service):
+    rows, names, notes = _run(
+        duck_service,
+        "SELECT educ, COUNT(*) FROM pums GROUP BY educ HAVING dp_interval_low(COUNT(*)) > 50 "
+        "ORDER BY dp_interval_high(COUNT(*)) DESC",
+    )
+    print(names, rows, notes)
+
+
+def test_ladder(duck_service):
+    rows, names, notes = _run(
+        duck_service,
+        "SELECT educ, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)), AVG(age), "
+        "dp_interval_low(AVG(age)), dp_interval_high(AVG(age)) FROM pums GROUP BY educ",
+        role="silver",
+    )
+    print(names, rows[:3], notes)
