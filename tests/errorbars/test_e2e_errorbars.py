@@ -1,60 +1,132 @@
-"""Error bars in the rows over the wire (psycopg): dp_interval_low/high and SET dpgate.intervals."""
+"""Error bars in the rows over the wire (psycopg): ``dp_interval_low/high(agg[, level])`` and
+``SET dpgate.intervals``, from the same release (free), with the names, Describe and the
+extended protocol agreeing with the executed result."""
 
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 
-def _run(svc, sql, role="other", params=None, setup=()):
-    notes = []
+def _run(svc, sql, role="other", params=None, setup=(), prepare=None):
+    notes: list[str] = []
     with psycopg.connect(svc.dsn(role), autocommit=True) as c:
         c.add_notice_handler(lambda d: notes.append(d.message_primary))
         for s in setup:
             c.execute(s)
-        cur = c.execute(sql, params)
+        cur = c.execute(sql, params, prepare=prepare)
         rows = cur.fetchall()
         names = [d.name for d in cur.description]
-    return rows, names, notes
+        oids = [d.type_code for d in cur.description]
+    return rows, names, oids, notes
 
 
-def test_interval_functions(duck_service):
-    rows, names, notes = _run(
-        duck_service,
-        "SELECT educ, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)), "
-        "AVG(income) AS m, dp_interval_low(AVG(income), 0.9) AS m_lo, dp_interval_high(AVG(income), 0.9) AS m_hi "
-        "FROM pums GROUP BY educ",
+def _spent(svc, role="other"):
+    return svc.gw.ledger.spent(role, "day")
+
+
+def test_interval_items_are_free_and_hold_the_value(duck_service):
+    svc = duck_service
+    plain, _, _, _ = _run(svc, "SELECT educ, COUNT(*) FROM pums GROUP BY educ")
+    spent = _spent(svc)
+    counts, names, oids, notes = _run(
+        svc,
+        "SELECT educ, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)) FROM pums GROUP BY educ",
     )
-    print(names, rows[:3], notes)
-    assert names[:4] == ["educ", "count", "dp_interval_low", "dp_interval_high"]
-
-
-def test_set_intervals(duck_service):
-    rows, names, notes = _run(
-        duck_service,
-        "SELECT educ, COUNT(*) AS n, ROUND(AVG(income), 1) FROM pums GROUP BY educ",
-        setup=["SET dpgate.intervals = on"],
+    assert names == ["educ", "count", "dp_interval_low", "dp_interval_high"] and oids[1:] == [20, 20, 20]
+    assert [r[1] for r in counts] == [r[1] for r in plain]  # the same release, read again: free
+    assert "repeat" in notes[0] and _spent(svc) == spent
+    assert all(0 <= lo <= n <= hi for _, n, lo, hi in counts)
+    assert "error bars (dp_interval_low/high) at 0.95" in notes[0]
+    assert "clamped to the column's bounds" in notes[0]
+    rows, names, oids, notes = _run(
+        svc,
+        "SELECT educ, AVG(income) AS m, dp_interval_low(AVG(income), 0.9) AS m_lo, "
+        "dp_interval_high(AVG(income), 0.9) AS m_hi, "
+        "dp_interval_high(AVG(income)) - dp_interval_low(AVG(income)) AS width FROM pums GROUP BY educ",
     )
-    print(names, rows[:3], notes)
-    with psycopg.connect(duck_service.dsn("other"), autocommit=True) as c:
-        c.execute("SET dpgate.intervals = 0.9")
-        cur = c.execute("SELECT COUNT(*) FROM pums WHERE age > %s", (30,), prepare=True)
-        print([d.name for d in cur.description], cur.fetchall())
-
-
-def test_ladder_and_having(duck_service):
-    rows, names, notes = _run(
-        duck_service,
-        "SELECT educ, COUNT(*) FROM pums GROUP BY educ HAVING dp_interval_low(COUNT(*)) > 50 "
-        "ORDER BY dp_interval_high(COUNT(*)) DESC",
+    assert names == ["educ", "m", "m_lo", "m_hi", "width"] and oids[1:] == [701] * 4
+    for _, m, mlo, mhi, width in rows:
+        assert 0 <= mlo <= m <= mhi <= 500_000 and width >= mhi - mlo - 1e-9  # 95% ⊇ 90%
+    # the AVG's interval reads the COUNT(income) released with it (one draw): charged once
+    assert _spent(svc) - spent == pytest.approx(1.0)
+    again, _, _, notes2 = _run(
+        svc, "SELECT educ, dp_interval_low(AVG(income)), AVG(income) FROM pums GROUP BY educ ORDER BY 1"
     )
-    print(names, rows, notes)
+    assert "repeat" in notes2[0] and _spent(svc) - spent == pytest.approx(1.0)
+    assert [r[2] for r in again] == [r[1] for r in rows]
 
 
-def test_ladder(duck_service):
-    rows, names, notes = _run(
+def test_set_intervals_adds_columns_describe_and_prepared_agree(duck_service):
+    svc = duck_service
+    sql = "SELECT educ, COUNT(*) AS n, ROUND(AVG(income), 1), SUM(age) FROM pums WHERE age > %s GROUP BY educ"
+    on = ["SET dpgate.intervals = on"]
+    rows, names, oids, _ = _run(svc, sql, params=(20,), setup=on)
+    assert names == [
+        "educ",
+        "n",
+        "n_low",
+        "n_high",
+        "round",
+        "round_low",
+        "round_high",
+        "sum",
+        "sum_low",
+        "sum_high",
+    ]
+    spent = _spent(svc)
+    prepared, pnames, poids, notes = _run(svc, sql, params=(20,), setup=on, prepare=True)
+    assert (prepared, pnames, poids) == (rows, names, oids) and "repeat" in notes[0]
+    assert _spent(svc) == spent
+    for r in rows:
+        assert r[2] <= r[1] <= r[3] and r[5] <= r[4] <= r[6] and r[8] <= r[7] <= r[9]
+    with psycopg.connect(svc.dsn("other"), autocommit=True) as c:
+        c.execute("SET dpgate.intervals = 0.8")
+        assert c.execute("SHOW dpgate.intervals").fetchone() == ("0.8",)
+        cur = c.execute("SELECT COUNT(*) FROM pums")
+        assert [d.name for d in cur.description] == ["count", "count_low", "count_high"]
+        ((n, lo80, hi80),) = cur.fetchall()
+        c.execute("SET dpgate.intervals = off")
+        assert [d.name for d in c.execute("SELECT COUNT(*) FROM pums").description] == ["count"]
+        with pytest.raises(psycopg.Error) as e:
+            c.execute("SET dpgate.intervals = 2")
+        assert e.value.sqlstate == "22023"
+
+
+def test_filters_and_sorts_read_intervals(duck_service):
+    rows, names, _, _ = _run(
         duck_service,
-        "SELECT educ, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)), AVG(age), "
-        "dp_interval_low(AVG(age)), dp_interval_high(AVG(age)) FROM pums GROUP BY educ",
+        "SELECT educ, COUNT(*) AS n FROM pums GROUP BY educ "
+        "HAVING dp_interval_low(COUNT(*)) > 50 ORDER BY dp_interval_high(COUNT(*)) DESC",
+    )
+    assert (
+        names == ["educ", "n"] and rows and [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+    )
+    assert all(n > 50 for _, n in rows)  # low > 50 and n ≥ low
+
+
+def test_ladder_level_intervals(duck_service):
+    rows, _, _, notes = _run(
+        duck_service,
+        "SELECT educ, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)) FROM pums GROUP BY educ",
         role="silver",
     )
-    print(names, rows[:3], notes)
+    assert rows and all(lo is not None and lo <= n <= hi for _, n, lo, hi in rows)
+    assert "ladder market" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("sql", "state"),
+    [
+        ("SELECT dp_interval_low(MAX(age)) FROM pums", "0A000"),
+        ("SELECT COUNT(*), dp_interval_low(COUNT(*) + 1) FROM pums", "0A000"),
+        ("SELECT dp_interval_low(COUNT(*), 1.5) FROM pums", "22023"),
+        ("SELECT dp_interval_low(COUNT(*), age) FROM pums", "22023"),
+        ("SELECT dp_interval_low() FROM pums", "42883"),
+    ],
+)
+def test_refusals_charge_nothing(duck_service, sql, state):
+    spent = _spent(duck_service)
+    with pytest.raises(psycopg.Error) as e:
+        _run(duck_service, sql)
+    assert e.value.sqlstate == state and _spent(duck_service) == spent
