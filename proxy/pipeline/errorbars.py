@@ -13,7 +13,7 @@ range, which keeps the interval covering (:func:`mechanisms.errorbars.consistent
 
 The interval covers the value the mechanism measured: rows kept by contribution
 bounding, values clamped to the declared bounds. Where the answer does not say how a value
-was measured (a sparse-vector selection's values, a ladder's chain), the interval is NULL.
+was measured (a per-record release), the interval is NULL, and the NOTICE says so.
 """
 
 from __future__ import annotations
@@ -104,7 +104,15 @@ def _measurement(plan: Plan, answer: dict, i: int):
     ``interval_epsilon``."""
     eps, mechs = answer.get("epsilon"), answer.get("mechanism")
     aggs = plan.aggregates
-    if "svt" in answer or not isinstance(eps, list) or not isinstance(mechs, list) or len(eps) != len(aggs):
+    if not isinstance(eps, list) or not isinstance(mechs, list):
+        return None
+    if "svt" in answer:  # the selected keys' values: each selected aggregate its own release
+        out = sorted({o.index for o in plan.outputs if o.source == "aggregate"})
+        if i not in out or len(eps) != 1 + len(out) or aggs[i].func not in ("count", "sum"):
+            return None
+        m = measurement_for(aggs[i], eps[1 + out.index(i)])
+        return m if m.name == mechs[1 + out.index(i)] else None
+    if len(eps) != len(aggs):
         return None
     primary = _member_of(plan, i)
     a = aggs[primary if primary is not None else i]

@@ -130,3 +130,22 @@ def test_refusals_charge_nothing(duck_service, sql, state):
     with pytest.raises(psycopg.Error) as e:
         _run(duck_service, sql)
     assert e.value.sqlstate == state and _spent(duck_service) == spent
+
+
+def test_sparse_vector_and_selected_keys(duck_service):
+    """Top-c by the sparse vector: the selected keys' values and their intervals; keys chosen by
+    partition selection (no public domain): their values' intervals."""
+    rows, _, _, notes = _run(
+        duck_service,
+        "SELECT educ, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)) FROM pums "
+        "GROUP BY educ ORDER BY COUNT(*) DESC LIMIT 2",
+    )
+    assert len(rows) == 2 and all(lo <= n <= hi for _, n, lo, hi in rows)
+    assert "sparse vector" in notes[0] or "count ±" in notes[0]
+    rows, _, _, notes = _run(
+        duck_service,
+        "SELECT city, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)) FROM purchases "
+        "GROUP BY city",
+    )
+    assert rows and all(lo <= n <= hi and hi - lo == rows[0][3] - rows[0][2] for _, n, lo, hi in rows)
+    assert "partition selection" in notes[0] and "rows kept by contribution bounding" in notes[0]
