@@ -19,6 +19,8 @@ central, MAX / MIN / q    :data:`.extreme.EXTREME` (``Route.planner == "extreme"
 central, ``LIMIT 0``      :data:`.central.EMPTY` (no rows: no scan, free)
 central, keys selected    :data:`.partitions.PARTITIONS` (a ladder tier: ``LADDER`` refuses)
 central, no aggregate     :data:`.central.DOMAIN` (the public domain, free)
+central, GROUP BY, a      :data:`.thresholds.THRESHOLD` (cells released only with
+``min_units_per_group``   enough noisy units; a ladder tier is refused)
 central, ladder tier      :data:`.multitier.LADDER`
 central, HAVING / top-c   :data:`.central.SVT` (when the sparse vector has the lower error)
 central                   :data:`.central.CENTRAL`
@@ -62,6 +64,7 @@ from .public import PUBLIC
 from .selection_path import choose as selection_path
 from .session_views import SessionViews
 from .statements import SessionState, split
+from .thresholds import THRESHOLD, min_units_of
 
 log = logging.getLogger("dpgate")
 
@@ -406,6 +409,8 @@ def choose(route: Route, table, tier, plan: Plan | None = None) -> ReleaseKind:
         return LADDER if tier.ladder is not None else PARTITIONS
     if not plan.aggregates and plan.selection is None:  # SELECT DISTINCT g: the public domain
         return DOMAIN
+    if plan.group_by and min_units_of(table) is not None:  # a minimum of units per released cell
+        return THRESHOLD
     if tier.ladder is not None:  # multi-tier chain (Wang et al. 2026)
         return LADDER
     if plan.selection is not None:  # HAVING / top-c: the sparse vector technique (Liu et al.)
