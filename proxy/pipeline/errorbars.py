@@ -18,6 +18,7 @@ was measured (a per-record release), the interval is NULL, and the NOTICE says s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,10 +99,16 @@ def _ladder_measurement(a, share: float):
 
 def _measurement(plan: Plan, answer: dict, i: int):
     """The measurement that released aggregate ``i`` (its release's primary's), rebuilt from
-    the plan and the answer's ε, or None where the answer does not say how it was measured
-    (a sparse-vector selection's values, a per-record release). A ladder's level is released
-    with the marginal law of its ε share (multi-tier release, Wang et al. 2026), recorded as
+    the plan and the answer's ε and checked against the answer's recorded half-widths
+    (:func:`_agrees`), or None where the answer does not say how it was measured (a per-record
+    release, a law this module does not rebuild). A ladder's level is released with the
+    marginal law of its ε share (multi-tier release, Wang et al. 2026), recorded as
     ``interval_epsilon``."""
+    m = _rebuilt(plan, answer, i)
+    return m if m is not None and _agrees(plan, answer, i, m) else None
+
+
+def _rebuilt(plan: Plan, answer: dict, i: int):
     eps, mechs = answer.get("epsilon"), answer.get("mechanism")
     aggs = plan.aggregates
     if not isinstance(eps, list) or not isinstance(mechs, list):
@@ -125,6 +132,35 @@ def _measurement(plan: Plan, answer: dict, i: int):
         return m if m is not None and LADDER_PREFIX + m.name == name else None
     m = measurement_for(a, eps[i])
     return m if m.name == name else None
+
+
+def _agrees(plan: Plan, answer: dict, i: int, m) -> bool:
+    """Whether ``m`` is the law the release used: a data-independent 95% half-width of its
+    release group (a COUNT's or SUM's; an AVG's or VAR's COUNT) equals the one recorded. A VAR's
+    interval reads its recorded bound, whatever ε."""
+    hws, aggs = answer.get("half_width"), plan.aggregates
+    if not isinstance(hws, list) or len(hws) != len(aggs):
+        return False
+    primary = _member_of(plan, i)
+    top = primary if primary is not None else i
+    group = [top] + next((ms for p, ms in release_groups(plan) if p == top), [])
+    if aggs[i].func in VARIANCE_FUNCS:
+        return True
+    for j in group:
+        f = aggs[j].func
+        if aggs[top].func in VARIANCE_FUNCS and f == "count":
+            want = m.count_measurement.half_width()
+        elif aggs[top].func == "avg" and f in ("count", "sum"):
+            want = m.count_half_width() if f == "count" else m.sum_half_width()
+        elif j == top and f in ("count", "count_distinct", "sum"):
+            want = m.half_width()
+        else:
+            continue
+        got = hws[j]
+        return isinstance(got, (int, float)) and (
+            got == 0 or math.isclose(float(got), float(want), rel_tol=1e-9)
+        )
+    return False
 
 
 def _bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
