@@ -12,6 +12,9 @@ with each value clamped to the column's declared bounds (the *bounded* value).
   SUM's grid; a float SUM adds g/2 for rounding S to the grid. The noise is integer, so
   the exact coverage is P(|Z| ≤ k) (:func:`dlap_coverage`), at least ``level`` and at
   most one atom of the law above it.
+* :func:`gaussian_interval` — COUNT / SUM by the discrete Gaussian (Canonne, Kamath, Steinke
+  2020) on a zCDP tier: the same construction with k from :func:`dgauss_half_width`; exact
+  coverage :func:`dgauss_coverage`.
 * :func:`mean_interval` — AVG of Algorithm 3 / 2 (Kulesza, Suresh, Wang 2024) by inverting
   the pivot ŝ₁ − α n̂ = Z₁ − α K (hourglass; Z₁ − α(Z₁ + Z₂) transformed Laplace;
   Z_s + (½ − α) Z_n shifted Laplace), whose law depends only on the true ratio α: the set
@@ -40,12 +43,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .discrete_gaussian import GaussianCount, GaussianSum, dgauss_half_width, dgauss_tail
 from .dlap import dlap_half_width, dlap_tail
 from .mean.common import GridMean
 from .mean.quantiles import hourglass_abs_quantile, laplace_combo_abs_quantile
 from .mean.shifted import ShiftedLaplaceMean
 from .mean.transformed import HourglassMean, LaplaceTransformedMean
-from .measurements import GeometricCount, LaplaceSum, Measurement
+from .measurements import GeometricCount, LaplaceSum
 from .once import single_flight
 from .variance import MomentVariance
 
@@ -54,6 +58,8 @@ __all__ = [
     "consistent",
     "dlap_coverage",
     "dlap_interval",
+    "dgauss_coverage",
+    "gaussian_interval",
     "interval",
     "mean_interval",
     "variance_interval",
@@ -81,9 +87,25 @@ def dlap_coverage(scale: float, level: float = 0.95) -> float:
 def dlap_interval(m: GeometricCount | LaplaceSum, values: ArrayLike, level: float = 0.95) -> Interval:
     """COUNT / SUM: released value ± k·grid (+ grid/2 for a float SUM rounded to the grid)."""
     k = dlap_half_width(m.scale, _check_level(level))
+    return _plus_minus(values, k, float(m.grid), isinstance(m, LaplaceSum) and not m.integer)
+
+
+def dgauss_coverage(sigma2: Any, level: float = 0.95) -> float:
+    """P(|Z| ≤ k), Z the discrete Gaussian of variance parameter σ², k = :func:`dgauss_half_width`:
+    the exact coverage of :func:`gaussian_interval` (≥ level)."""
+    return 1.0 - float(dgauss_tail(dgauss_half_width(sigma2, _check_level(level)), sigma2))
+
+
+def gaussian_interval(m: GaussianCount | GaussianSum, values: ArrayLike, level: float = 0.95) -> Interval:
+    """COUNT / SUM by the discrete Gaussian: value ± k·grid (+ grid/2 for a float SUM)."""
+    k = dgauss_half_width(m.sigma2, _check_level(level))
+    return _plus_minus(values, k, float(m.grid), isinstance(m, GaussianSum) and not m.integer)
+
+
+def _plus_minus(values: ArrayLike, k: int, grid: float, rounded: bool) -> Interval:
     v = np.asarray(values)
-    if isinstance(m, LaplaceSum) and not m.integer:
-        h = k * m.grid + m.grid / 2
+    if rounded:
+        h = k * grid + grid / 2
         vf = v.astype(np.float64)
         return vf - h, vf + h
     if v.dtype.kind in "iu":
@@ -242,7 +264,7 @@ def consistent(low: NDArray[Any], high: NDArray[Any], lo: float | None, hi: floa
 
 
 @singledispatch
-def interval(m: Measurement, values: ArrayLike, level: float = 0.95, **released: Any) -> Interval:
+def interval(m: Any, values: ArrayLike, level: float = 0.95, **released: Any) -> Interval:
     """The ``level`` interval of ``m``'s released ``values`` (arrays over cells); ``released``
     holds the other released values a mechanism's interval reads (``n_hat`` for an AVG).
     A mechanism without an interval raises TypeError."""
@@ -262,3 +284,13 @@ def _(m: LaplaceSum, values: ArrayLike, level: float = 0.95, **released: Any) ->
 @interval.register
 def _(m: GridMean, values: ArrayLike, level: float = 0.95, **released: Any) -> Interval:
     return mean_interval(m, values, released["n_hat"], level)
+
+
+@interval.register
+def _(m: GaussianCount, values: ArrayLike, level: float = 0.95, **released: Any) -> Interval:
+    return gaussian_interval(m, values, level)
+
+
+@interval.register
+def _(m: GaussianSum, values: ArrayLike, level: float = 0.95, **released: Any) -> Interval:
+    return gaussian_interval(m, values, level)

@@ -19,7 +19,7 @@ was measured (a per-record release), the interval is NULL, and the NOTICE says s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,8 +29,9 @@ from mechanisms.errorbars import consistent, interval
 from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
+from rewriter.unit import factor
 
-from .release import measurement_for, release_groups
+from .release import contributions_sq, measurement_for, release_groups, zcdp_measurement_for
 
 __all__ = ["interval_nodes", "interval_text", "with_intervals", "INTERVAL_NOTE"]
 
@@ -104,8 +105,7 @@ def _measurement(plan: Plan, answer: dict, i: int):
     release, a law this module does not rebuild). A ladder's level is released with the
     marginal law of its ε share (multi-tier release, Wang et al. 2026), recorded as
     ``interval_epsilon``."""
-    m = _rebuilt(plan, answer, i)
-    return m if m is not None and _agrees(plan, answer, i, m) else None
+    return _rebuilt(plan, answer, i)
 
 
 def _rebuilt(plan: Plan, answer: dict, i: int):
@@ -118,7 +118,7 @@ def _rebuilt(plan: Plan, answer: dict, i: int):
         if i not in out or len(eps) != 1 + len(out) or aggs[i].func not in ("count", "sum"):
             return None
         m = measurement_for(aggs[i], eps[1 + out.index(i)])
-        return m if m.name == mechs[1 + out.index(i)] else None
+        return m if m.name == mechs[1 + out.index(i)] and _agrees(plan, answer, i, m) else None
     if len(eps) != len(aggs):
         return None
     primary = _member_of(plan, i)
@@ -129,9 +129,19 @@ def _rebuilt(plan: Plan, answer: dict, i: int):
         if not isinstance(shares, list) or len(shares) != len(aggs):
             return None
         m = _ladder_measurement(a, float(shares[i]))
-        return m if m is not None and LADDER_PREFIX + m.name == name else None
-    m = measurement_for(a, eps[i])
-    return m if m.name == name else None
+        return m if m is not None and LADDER_PREFIX + m.name == name and _agrees(plan, answer, i, m) else None
+    for m in _candidates(plan, a, eps[i]):
+        if m.name == name and _agrees(plan, answer, i, m):
+            return m
+    return None
+
+
+def _candidates(plan: Plan, a, share: float) -> Iterator:
+    """The laws a release of ``a`` at ``share`` may have used: a pure tier's mechanism at ε
+    ``share``, or a zCDP tier's at ρ ``share`` (the discrete Gaussian for COUNT/SUM, a pure
+    mechanism at ε = √(2ρ) over the unit's factor otherwise); :func:`_agrees` tells which."""
+    yield measurement_for(a, share)
+    yield zcdp_measurement_for(a, share, contributions_sq(plan), factor(plan))
 
 
 def _agrees(plan: Plan, answer: dict, i: int, m) -> bool:

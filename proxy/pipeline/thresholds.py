@@ -23,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from mechanisms import GeometricCount, split
+from mechanisms.accounting import ZCDP, Cost, compose, unit_epsilon
 from rewriter import complete
 from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
@@ -34,7 +35,7 @@ from .common import fmt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared, plan_as, state_as
 from .notice import notice_body
-from .release import noisy_answer, release_groups
+from .release import noisy_answer, release_groups, statement_cost
 
 __all__ = ["THRESHOLD", "Threshold", "ThresholdState", "min_units_of"]
 
@@ -61,7 +62,7 @@ def _state(plan: Plan, epsilon: float, threshold: int) -> ThresholdState:
     units = Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows")
     sens = min(groups_bound(plan.unit), max(plan.n_cells, 1)) if plan.unit is not None else 1
     return ThresholdState(
-        values_eps / factor(plan),
+        unit_epsilon(values_eps, factor(plan)),
         None,
         test_eps,
         sens,
@@ -98,9 +99,21 @@ class Threshold(Central):
                 "nothing was charged",
                 hint="Use a tier without a ladder for this table.",
             )
+        if tier.accounting == ZCDP:
+            raise SqlError(
+                "0A000",
+                f"table {plan.table} releases only groups with at least {t} distinct units "
+                "(min_units_per_group), applied on tiers with pure ε accounting; this role's tier "
+                "has accounting = 'zcdp'; nothing was charged",
+                hint="Ask the data owner for a role on a pure ε tier for this table.",
+            )
         if plan.selection is not None:  # HAVING / top-c: evaluated on the released cells
             plan = dataclasses.replace(plan, selection=None)
         st = _state(plan, tier.epsilon, t)
+        test = GeometricCount(st.test_eps / st.sensitivity)
+        cost = compose(
+            [statement_cost(plan, st.mech_eps), Cost.pure(test.privacy_map_exact(st.sensitivity))]
+        )  # the values' mechanisms and the unit-count test, each by its privacy map
         return Prepared(
             self,
             plan,
@@ -108,6 +121,7 @@ class Threshold(Central):
             key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:min_units={t}",
             canonical=f"{plan.canonical()};min_units={t}",
             epsilon=tier.epsilon,
+            cost=cost,
             state=st,
         )
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from mechanisms import GeometricCount, LaplaceSum, SeededSource
-from mechanisms.errorbars import consistent, dlap_coverage, interval, variance_interval
+from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
+from mechanisms.errorbars import consistent, dgauss_coverage, dlap_coverage, interval, variance_interval
 from mechanisms.mean import make_mean
 from mechanisms.mean.quantiles import hourglass_count_tail
 from mechanisms.variance import MomentVariance
@@ -65,6 +66,29 @@ def test_laplace_sum(integer):
     )
     lo, hi = interval(m, np.asarray(rel.values), LEVEL)
     c = dlap_coverage(m.scale, LEVEL)
+    assert LEVEL <= c <= LEVEL + 0.01
+    _binomial_ok((lo <= s) & (s <= hi), c)
+
+
+@pytest.mark.parametrize(
+    "m",
+    [
+        GaussianCount(0.005, contributions_sq=10),
+        GaussianSum(0.01, 0, 10, integer=True),
+        GaussianSum(0.01, 0, 10),
+    ],
+    ids=["count", "int_sum", "float_sum"],
+)
+def test_discrete_gaussian(m):
+    """zCDP tiers' COUNT / SUM (Canonne, Kamath, Steinke 2020): value ± k·grid, exact coverage
+    P(|Z| ≤ k) from the law."""
+    integer = not isinstance(m, GaussianSum) or m.integer
+    s = 4_321 if integer else 4_321.5
+    rel = m.apply_many(
+        np.full(N, s, dtype=np.int64 if integer else np.float64), m.draw_many(N, SeededSource(9))
+    )
+    lo, hi = interval(m, np.asarray(rel.values), LEVEL)
+    c = dgauss_coverage(m.sigma2, LEVEL)
     assert LEVEL <= c <= LEVEL + 0.01
     _binomial_ok((lo <= s) & (s <= hi), c)
 

@@ -149,3 +149,37 @@ def test_sparse_vector_and_selected_keys(duck_service):
     )
     assert rows and all(lo <= n <= hi and hi - lo == rows[0][3] - rows[0][2] for _, n, lo, hi in rows)
     assert "partition selection" in notes[0] and "rows kept by contribution bounding" in notes[0]
+
+
+@pytest.fixture(scope="module")
+def zcdp_service(tmp_path_factory):
+    from mechanisms import SeededSource
+    from support.service import Service, make_config
+
+    tiers = {"half": {"accounting": "zcdp", "rho": 0.05, "budget": 1.0, "period": "day"}}
+    backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
+    s = Service(
+        make_config(backend, tiers=tiers), tmp_path_factory.mktemp("state"), source=SeededSource(5)
+    ).start()
+    yield s
+    s.close()
+
+
+def test_zcdp_tier_intervals(zcdp_service):
+    """A zCDP tier: COUNT by the discrete Gaussian, AVG by the hourglass at ε = √(2ρ) over the
+    unit's factor; their intervals are of those laws (a wrong law would not match the recorded
+    half-widths and give NULL)."""
+    from mechanisms.discrete_gaussian import GaussianCount, dgauss_half_width
+
+    rows, names, _, notes = _run(
+        zcdp_service,
+        "SELECT store, COUNT(*) AS n, AVG(amount) AS a FROM purchases GROUP BY store",
+        role="half",
+        setup=["SET dpgate.intervals = on"],
+    )
+    assert names == ["store", "n", "n_low", "n_high", "a", "a_low", "a_high"]
+    g = GaussianCount(0.05 / 2, contributions_sq=10 * 10 * 10)  # ρ/2 each; √(min(G, cells))·R = √10·10
+    k = dgauss_half_width(g.sigma2, 0.95)
+    for _, n, lo, hi, a, alo, ahi in rows:
+        assert (lo, hi) == (max(n - k, 0), n + k)
+        assert alo is not None and 0 <= alo <= a <= ahi <= 500
