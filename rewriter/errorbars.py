@@ -7,7 +7,8 @@ aggregate (COUNT, SUM, AVG, VAR/STDDEV, with FILTER or display steps around it),
 <name>_high`` are added, ``<name>`` the item's output name (its alias, or Postgres's name for
 it). The statement is then answered as if written so (the intervals are post-processing of
 the same release, :mod:`rewriter.postprocess`), so its Describe, EXPLAIN and execution agree.
-A statement with no such item is unchanged. SQL only: no I/O.
+A statement with no such item, or whose outermost SELECT reads a derived table or a WITH (its
+aggregates are then over released rows), is unchanged. SQL only: no I/O.
 """
 
 from __future__ import annotations
@@ -53,10 +54,20 @@ def _name(node: exp.Expression) -> str:
     return stats.output_name(node, func)
 
 
+def _reads_tables(select: exp.Select) -> bool:
+    """Whether the SELECT's aggregates are over declared tables read directly (FROM and JOIN of
+    tables, no WITH): over a derived table the outer aggregates are post-processing of the
+    inner release's rows (:mod:`rewriter.inline`), with no interval of their own."""
+    if select.args.get("with_") is not None or select.args.get("with") is not None:
+        return False
+    sources = [select.args.get("from_") or select.args.get("from")] + list(select.args.get("joins") or [])
+    return all(s is not None and isinstance(s.this, exp.Table) for s in sources)
+
+
 def with_interval_columns(tree: exp.Expression, level: float) -> exp.Expression | None:
     """A copy of ``tree`` with the interval columns added (module docstring), or None when
     it has no item to add them to."""
-    if not isinstance(tree, exp.Select):
+    if not isinstance(tree, exp.Select) or not _reads_tables(tree):
         return None
     out = tree.copy()
     items: list[exp.Expr] = []

@@ -183,3 +183,14 @@ def test_zcdp_tier_intervals(zcdp_service):
     for _, n, lo, hi, a, alo, ahi in rows:
         assert (lo, hi) == (max(n - k, 0), n + k)
         assert alo is not None and 0 <= alo <= a <= ahi <= 500
+
+
+def test_set_intervals_leaves_what_has_none(duck_service):
+    """MAX/percentiles and the outer aggregates over a derived table's released rows get no
+    interval columns; those statements answer as without the setting."""
+    on = ["SET dpgate.intervals = on"]
+    _, names, _, _ = _run(duck_service, "SELECT sex, COUNT(*), MAX(income) FROM pums GROUP BY sex", setup=on)
+    assert names == ["sex", "count", "count_low", "count_high", "max"]
+    sql = "SELECT COUNT(*) AS k FROM (SELECT educ, COUNT(*) AS c FROM pums GROUP BY educ) s"
+    rows, names, _, _ = _run(duck_service, sql, setup=on)
+    assert names == ["k"] and rows == _run(duck_service, sql)[0]
