@@ -234,8 +234,9 @@ class Connection:
         """``SET dpgate.intervals = on``: a DP statement with its aggregates' error bars as
         columns (:mod:`rewriter.errorbars`), routed as written so; others unchanged."""
         level = interval_level(self.session.settings.get("dpgate.intervals"))
-        if level is None or route.kind != "dp":
-            return sql, route, tree
+        table = self._table(route)
+        if level is None or route.kind != "dp" or table is None or table.mode != "central" or table.privacy:
+            return sql, route, tree  # (local and per-record tables' releases have no error bars)
         new = with_interval_columns(tree if tree is not None else parse(sql), level)
         if new is None:
             return sql, route, tree

@@ -194,3 +194,11 @@ def test_set_intervals_leaves_what_has_none(duck_service):
     sql = "SELECT COUNT(*) AS k FROM (SELECT educ, COUNT(*) AS c FROM pums GROUP BY educ) s"
     rows, names, _, _ = _run(duck_service, sql, setup=on)
     assert names == ["k"] and rows == _run(duck_service, sql)[0]
+
+
+def test_set_intervals_skips_per_record_tables(duck_service):
+    """A per-record table's release (Chen et al. 2025) has no error bars: the setting leaves its
+    statements as written."""
+    sql = "SELECT COUNT(*) FROM accounts"
+    _, names, _, _ = _run(duck_service, sql, setup=["SET dpgate.intervals = on"])
+    assert names == ["count"]
