@@ -68,6 +68,7 @@ __all__ = [
 Interval = tuple[NDArray[Any], NDArray[Any]]
 _Q_POINTS = 41  # pivot quantile table on alpha in [0, 1/2] (step 1/80), upper envelope between points
 _SCAN = 129  # points of the coarse scan of the confidence set around r^ (then bisection)
+_CHUNK = 4096  # cells scanned at once (bounds the scan's memory: _CHUNK × _SCAN floats)
 
 
 def _check_level(level: float) -> float:
@@ -156,6 +157,40 @@ def _pivot_quantile(m: GridMean, level: float) -> Callable[[NDArray[np.float64]]
     return q
 
 
+def _ratio_set(
+    q: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+    r: NDArray[np.float64],
+    nn: NDArray[np.float64],
+    reach: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per cell, the ends of {α ∈ [0, 1] : |r − α|·n ≤ q(α)}: a scan of _SCAN points over
+    r ± reach/n, then bisection between the outermost point in the set and its outer neighbour."""
+
+    def inside(alpha: NDArray[np.float64], r_: NDArray[np.float64], n_: NDArray[np.float64]) -> Any:
+        return np.abs(r_ - alpha) * n_ <= q(alpha)
+
+    t = np.linspace(-1.0, 1.0, _SCAN)
+    grid = np.clip(r[:, None] + (reach / nn)[:, None] * t[None, :], 0.0, 1.0)
+    ok = inside(grid, r[:, None], nn[:, None])
+    ok |= grid == r[:, None]  # α = r^ is always in the set (q ≥ 0)
+    first = np.argmax(ok, axis=1)
+    last = _SCAN - 1 - np.argmax(ok[:, ::-1], axis=1)
+    rows = np.arange(r.size)
+
+    def refine(inner: NDArray[np.float64], outer: NDArray[np.float64]) -> NDArray[np.float64]:
+        for _ in range(48):
+            mid = 0.5 * (inner + outer)
+            good = inside(mid, r, nn)
+            inner, outer = np.where(good, mid, inner), np.where(good, outer, mid)
+        return inner
+
+    lo_a = grid[rows, first]
+    lo_a = np.where(first > 0, refine(lo_a, grid[rows, np.maximum(first - 1, 0)]), lo_a)
+    hi_a = grid[rows, last]
+    hi_a = np.where(last < _SCAN - 1, refine(hi_a, grid[rows, np.minimum(last + 1, _SCAN - 1)]), hi_a)
+    return lo_a, hi_a
+
+
 def mean_interval(m: GridMean, avg: ArrayLike, n_hat: ArrayLike, level: float = 0.95) -> Interval:
     """AVG intervals by pivot inversion (module docstring), per cell: ``avg`` the released
     AVG, ``n_hat`` the released count of the same draw."""
@@ -171,33 +206,10 @@ def mean_interval(m: GridMean, avg: ArrayLike, n_hat: ArrayLike, level: float = 
     q = _pivot_quantile(m, level)
     r = np.clip((a[pos] - m.lo_t) / m.w_t, 0.0, 1.0)
     nn = n[pos]
-    reach = float(np.max(q(np.linspace(0.0, 0.5, _Q_POINTS)))) / nn  # |r^ - α| ≤ q(α)/n ≤ reach
-
-    def inside(alpha: NDArray[np.float64], r_: NDArray[np.float64], n_: NDArray[np.float64]) -> Any:
-        return np.abs(r_ - alpha) * n_ <= q(alpha)
-
-    t = np.linspace(-1.0, 1.0, _SCAN)
-    grid = np.clip(r[:, None] + reach[:, None] * t[None, :], 0.0, 1.0)
-    ok = inside(grid, r[:, None], nn[:, None])
-    ok |= grid == r[:, None]  # α = r^ is always in the set (q ≥ 0)
-    first = np.argmax(ok, axis=1)
-    last = _SCAN - 1 - np.argmax(ok[:, ::-1], axis=1)
-    rows = np.arange(r.size)
-
-    def refine(inner: NDArray[np.float64], outer: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Bisection between a point in the set and one outside it (or the range's end)."""
-        for _ in range(48):
-            mid = 0.5 * (inner + outer)
-            good = inside(mid, r, nn)
-            inner, outer = np.where(good, mid, inner), np.where(good, outer, mid)
-        return inner
-
-    lo_a = grid[rows, first]
-    has_out = first > 0
-    lo_a = np.where(has_out, refine(lo_a, grid[rows, np.maximum(first - 1, 0)]), lo_a)
-    hi_a = grid[rows, last]
-    has_out = last < _SCAN - 1
-    hi_a = np.where(has_out, refine(hi_a, grid[rows, np.minimum(last + 1, _SCAN - 1)]), hi_a)
+    reach = float(np.max(q(np.linspace(0.0, 0.5, _Q_POINTS))))  # |r^ - α| ≤ q(α)/n ≤ reach/n
+    parts = [_ratio_set(q, r[c : c + _CHUNK], nn[c : c + _CHUNK], reach) for c in range(0, r.size, _CHUNK)]
+    lo_a = np.concatenate([p[0] for p in parts])
+    hi_a = np.concatenate([p[1] for p in parts])
     lo_out[pos] = np.clip(m.lo_t + m.w_t * lo_a, lower, upper)
     hi_out[pos] = np.clip(m.lo_t + m.w_t * hi_a, lower, upper)
     lo_out[pos] = np.minimum(lo_out[pos], a[pos])  # the released value is inside (float rounding)
