@@ -148,6 +148,8 @@ def wanted(node: exp.Expression) -> bool:
     aggregate, a display chain or a column is left to :mod:`rewriter.select`)."""
     if node.find(exp.Window):  # a window over the released cells (or refused by :func:`tree`)
         return True
+    if any(isinstance(n, exp.Anonymous) and n.name.lower() in INTERVAL_FUNCS for n in node.walk()):
+        return True  # an interval of a released aggregate (:func:`_interval`)
     if isinstance(node, (exp.Sum, exp.Count, exp.Filter)) and _conditional_count(node) is not None:
         return True
     if isinstance(node, exp.Sum):

@@ -183,7 +183,7 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
         outputs = tuple(o if t is None else dataclasses.replace(o, post=t) for o, t in zip(outputs, trees))
         hidden = trees[n:]
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
-        rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]  # COUNT/SUM/… of released rows
+        rows = [tuple(rollup(o.post, cells) for o in outputs)]  # COUNT/SUM/… of released rows
     else:
         rows = [
             tuple(_cell(o, key, vals) for o in outputs) + tuple(evaluate(t, key, vals) for t in hidden)

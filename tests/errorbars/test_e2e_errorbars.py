@@ -202,3 +202,25 @@ def test_set_intervals_skips_per_record_tables(duck_service):
     sql = "SELECT COUNT(*) FROM accounts"
     _, names, _, _ = _run(duck_service, sql, setup=["SET dpgate.intervals = on"])
     assert names == ["count"]
+
+
+def test_intervals_in_expressions_and_outer_queries(duck_service):
+    svc = duck_service
+    rows, names, _, _ = _run(
+        svc,
+        "SELECT SUM(lo) AS s, MIN(w) AS w FROM (SELECT educ, dp_interval_low(COUNT(*)) AS lo, "
+        "dp_interval_high(COUNT(*)) - dp_interval_low(COUNT(*)) AS w FROM pums GROUP BY educ) s",
+    )
+    cells, _, _, _ = _run(
+        svc,
+        "SELECT educ, dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)) - dp_interval_low(COUNT(*)) "
+        "FROM pums GROUP BY educ",
+    )
+    assert names == ["s", "w"] and rows == [(sum(r[1] for r in cells), min(r[2] for r in cells))]
+    rows, names, _, _ = _run(
+        svc,
+        "SELECT dp_interval_low(VAR_POP(age)) AS lo, VAR_POP(age) AS v, dp_interval_high(STDDEV(age)) AS hi, "
+        "STDDEV(age) AS sd, dp_interval_low(COUNT(age)) AS n_lo, COUNT(age) AS n FROM pums",
+    )
+    ((lo, v, hi, sd, n_lo, n),) = rows
+    assert 0 <= lo <= v and sd <= hi and n_lo <= n
