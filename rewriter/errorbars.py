@@ -7,7 +7,7 @@ aggregate (COUNT, SUM, AVG, VAR/STDDEV, with FILTER or display steps around it),
 <name>_high`` are added, ``<name>`` the item's output name (its alias, or Postgres's name for
 it). The statement is then answered as if written so (the intervals are post-processing of
 the same release, :mod:`rewriter.postprocess`), so its Describe, EXPLAIN and execution agree.
-A statement with no such item, or whose outermost SELECT reads a derived table or a WITH (its
+A statement with no such item, one that asks for intervals itself, or whose outermost SELECT reads a derived table or a WITH (its
 aggregates are then over released rows), is unchanged. SQL only: no I/O.
 """
 
@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from . import stats
 from .aggregates import post_steps
-from .postprocess import interval_target
+from .postprocess import INTERVAL_FUNCS, interval_target
 
 __all__ = ["with_interval_columns", "interval_level"]
 
@@ -69,6 +69,8 @@ def with_interval_columns(tree: exp.Expression, level: float) -> exp.Expression 
     it has no item to add them to."""
     if not isinstance(tree, exp.Select) or not _reads_tables(tree):
         return None
+    if any(isinstance(n, exp.Anonymous) and n.name.lower() in INTERVAL_FUNCS for n in tree.walk()):
+        return None  # it asks for its intervals itself (or was given them: the heavy lane's copy)
     out = tree.copy()
     items: list[exp.Expr] = []
     added = False
