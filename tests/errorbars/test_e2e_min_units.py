@@ -63,3 +63,11 @@ def test_without_group_by_and_other_tables_unchanged(svc):
     with pytest.raises(psycopg.Error) as e:
         _run(svc, "SELECT educ, COUNT(*) FROM pums GROUP BY educ", role="silver")
     assert e.value.sqlstate == "0A000"
+
+
+def test_having_and_top_c_over_the_released_groups(svc):
+    """HAVING and ORDER BY … LIMIT are evaluated on the groups that passed (post-processing)."""
+    rows, notes = _run(svc, "SELECT educ, COUNT(*) AS n FROM pums GROUP BY educ HAVING COUNT(*) > 100")
+    assert rows and all(n > 100 for _, n in rows) and "groups released" in notes[0]
+    top, _ = _run(svc, "SELECT educ, COUNT(*) AS n FROM pums GROUP BY educ ORDER BY COUNT(*) DESC LIMIT 2")
+    assert len(top) == 2 and top[0][1] >= top[1][1]
