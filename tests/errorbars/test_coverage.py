@@ -180,3 +180,17 @@ def test_release_functions_rows():
     _binomial_ok(cnt, c)
     assert all(r[2] <= r[1] <= r[3] and r[5] <= r[4] <= r[6] for r in rows)
     assert abs(float(np.mean([r[5] <= mean <= r[6] for r in rows])) - LEVEL) <= TOL
+
+
+def test_ladder_levels():
+    """A ladder (multi-tier release, Wang et al. 2026): each level's value has the marginal law
+    of a geometric count at that level's ε, so its interval is that count's; one chain per cell."""
+    from mechanisms.multitier.ladder import make_ladder
+
+    levels = [2.0, 0.5, 0.1]
+    lad = make_ladder("tsg", levels, 1)
+    drawn = lad.release_many([500] * N, SeededSource(10))
+    for eps in levels:
+        m = GeometricCount(eps)
+        lo, hi = interval(m, np.asarray(drawn[eps], dtype=np.int64), LEVEL)
+        _binomial_ok((lo <= 500) & (500 <= hi), dlap_coverage(m.scale, LEVEL))
