@@ -224,3 +224,13 @@ def test_intervals_in_expressions_and_outer_queries(duck_service):
     )
     ((lo, v, hi, sd, n_lo, n),) = rows
     assert 0 <= lo <= v and sd <= hi and n_lo <= n
+
+
+def test_an_aggregate_only_inside_is_released_with_the_statement(duck_service):
+    before = _spent(duck_service)
+    rows, names, _, notes = _run(
+        duck_service, "SELECT SUM(age) AS s, dp_interval_low(COUNT(*)) AS lo FROM pums"
+    )
+    assert names == ["s", "lo"] and rows[0][1] is not None
+    assert "count(*) ±" in notes[0] and "s ±" in notes[0]
+    assert _spent(duck_service) - before == pytest.approx(1.0)  # one statement: its ε, shared
