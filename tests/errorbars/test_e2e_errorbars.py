@@ -234,3 +234,16 @@ def test_an_aggregate_only_inside_is_released_with_the_statement(duck_service):
     assert names == ["s", "lo"] and rows[0][1] is not None
     assert "count(*) ±" in notes[0] and "s ±" in notes[0]
     assert _spent(duck_service) - before == pytest.approx(1.0)  # one statement: its ε, shared
+
+
+def test_plan_templates_keep_the_intervals(duck_service):
+    """Statements differing only in integer literals share a plan template: the intervals and
+    their levels are the template's, the literals the statement's."""
+    for k in (20, 30, 40):
+        rows, names, _, _ = _run(
+            duck_service,
+            f"SELECT educ, COUNT(*), dp_interval_low(COUNT(*), 0.5), dp_interval_high(COUNT(*)) FROM pums "
+            f"WHERE age > {k} GROUP BY educ HAVING dp_interval_high(COUNT(*)) > {k}",
+        )
+        assert names == ["educ", "count", "dp_interval_low", "dp_interval_high"] and rows
+        assert all(lo <= n <= hi and hi > k and hi - n >= n - lo for _, n, lo, hi in rows)
