@@ -12,8 +12,9 @@ consistent (a COUNT at ≥ 0, an AVG within its bounds) gets both ends clamped i
 range, which keeps the interval covering (:func:`mechanisms.errorbars.consistent`).
 
 The interval covers the value the mechanism measured: rows kept by contribution
-bounding, values clamped to the declared bounds. Where the answer does not say how a value
-was measured (a per-record release), the interval is NULL, and the NOTICE says so.
+bounding, values clamped to the declared bounds. The mechanism is rebuilt from the plan and the
+answer's ε (or ρ) and must give the half-widths the release recorded; where no law does (a
+derived or foreign answer), the interval is NULL, and the NOTICE says so — never a guess.
 """
 
 from __future__ import annotations
