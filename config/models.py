@@ -368,7 +368,8 @@ class Table(StrictModel):
     """a GROUP BY cell over public keys is released only if its noisy number of distinct units (rows,
     without a privacy unit) is at least this (pre-thresholding, as Google's DP SQL): the count is one
     more release of the statement, sharing its ε; the NOTICE and EXPLAIN say how many groups passed.
-    Unset: every cell of the public domain is released."""
+    Over keys without a public domain, partition selection reads the units beyond this − 1 (no key
+    with fewer is released; no extra ε). Unset: every cell of the public domain is released."""
 
     consistent: bool = True
     """released values are made consistent by post-processing (free): a COUNT is never below 0, a SUM

@@ -13,8 +13,9 @@ whose noisy count is below T are not released (their values are never measured: 
 the cells' values are noised at the remaining ε, as CENTRAL does). Which cells pass is a DP
 output, post-processing of the noisy counts; the NOTICE and EXPLAIN say how many passed and
 what it cost. Only CENTRAL releases (COUNT/SUM/AVG/VAR over public keys, HAVING and top-c
-evaluated on the released cells) are thresholded; keys without a public domain are already
-chosen by their number of units (partition selection).
+evaluated on the released cells) are thresholded here; over keys without a public domain,
+partition selection reads the units beyond T − 1 (:func:`.partitions.selection_plan`: a public
+shift of its input, same (ε, δ)), so no key with fewer than T units is released there either.
 """
 
 from __future__ import annotations

@@ -29,10 +29,6 @@ def _run(svc, sql, role="other"):
     return rows, notes
 
 
-def _truth(svc, sql):
-    return dict(svc.gw.backend.fetch_sync(sql)) if hasattr(svc.gw.backend, "fetch_sync") else None
-
-
 def test_small_groups_are_not_released(svc):
     """pums has 1,000 rows over 16 education levels: the few-row levels are left out, the large
     ones (educ 9, 11, 13: 150–200 rows) pass 40 with noise at ε 0.5 (±6 at 95%)."""
@@ -71,3 +67,17 @@ def test_having_and_top_c_over_the_released_groups(svc):
     assert rows and all(n > 100 for _, n in rows) and "groups released" in notes[0]
     top, _ = _run(svc, "SELECT educ, COUNT(*) AS n FROM pums GROUP BY educ ORDER BY COUNT(*) DESC LIMIT 2")
     assert len(top) == 2 and top[0][1] >= top[1][1]
+
+
+def test_keys_without_a_public_domain(svc):
+    """GROUP BY city (no public domain): partition selection reads the units beyond T − 1 (a
+    public shift, the same (ε, δ)), so no city with fewer than T = 500 customers is released;
+    without the setting the long tail down to the selection's scan floor is."""
+    from support.service import backend_rows
+
+    rows, notes = _run(svc, "SELECT city, COUNT(*) FROM purchases GROUP BY city")
+    truth = dict(backend_rows(svc, "SELECT city, COUNT(DISTINCT customer_id) FROM purchases GROUP BY city"))
+    assert rows and all(truth[c] >= 500 for c, _ in rows)
+    assert "keys with fewer than 500 distinct customer_ids are never released" in notes[0]
+    (plan,) = zip(*_run(svc, "EXPLAIN SELECT city, COUNT(*) FROM purchases GROUP BY city")[0])
+    assert "min_units_per_group 500: the selection reads the units beyond 499" in "\n".join(plan)
