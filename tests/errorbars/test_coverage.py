@@ -141,12 +141,12 @@ def test_variance_is_conservative():
     truth = float(np.var(x))
     src = SeededSource(7)
     covered = 0
-    for _ in range(2000):
+    for _ in range(N):
         r = m.release((len(x), int(y.sum()), int((y * y).sum())), src)
         n, s1, s2 = (p.value for p in r.parts)
         lo, hi = variance_interval(m, n, s1, s2, LEVEL)
         covered += lo <= truth <= hi
-    assert covered / 2000 >= LEVEL
+    assert covered / N >= LEVEL
 
 
 def test_release_functions_rows():
