@@ -194,3 +194,37 @@ def test_ladder_levels():
         m = GeometricCount(eps)
         lo, hi = interval(m, np.asarray(drawn[eps], dtype=np.int64), LEVEL)
         _binomial_ok((lo <= 500) & (500 <= hi), dlap_coverage(m.scale, LEVEL))
+
+
+def test_partition_selected_keys():
+    """Keys chosen by partition selection (Desfontaines et al. 2022): the values' noise is drawn
+    apart from the selection's, so among the released keys the intervals cover at their rate.
+    Units per key vary (20..60) so that selection keeps some keys and drops others."""
+    from mechanisms.partition_selection import TruncatedGeometricSelection
+    from proxy.pipeline.partitions import select_rows
+
+    g = GroupKey("city", "text", None)
+    plan = Plan(
+        "t",
+        "t",
+        None,
+        (g,),
+        (Measure("count_rows"),),
+        (Aggregate("count", None, None, None, None, (0,)),),
+        (
+            Output("city", "group", 0, "text"),
+            Output("n", "aggregate", 0, "int"),
+            Output("lo", "expr", -1, "int", ("interval", "low", 0, LEVEL, -1)),
+            Output("hi", "expr", -1, "int", ("interval", "high", 0, LEVEL, -1)),
+        ),
+    )
+    src = SeededSource(11)
+    sel = TruncatedGeometricSelection(0.5, 1e-6)
+    truth = {f"c{i}": 20 + i % 41 for i in range(3 * N)}
+    kept = select_rows(sel, [(c, n, n) for c, n in sorted(truth.items())], 1, src)
+    assert N <= len(kept) < 3 * N
+    rows = answer_rows(plan, noisy_answer(plan, kept, 0.1, src))
+    _binomial_ok(
+        np.array([lo <= truth[c] <= hi for c, _, lo, hi in rows]),
+        dlap_coverage(GeometricCount(0.1).scale, LEVEL),
+    )
