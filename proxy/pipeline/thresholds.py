@@ -1,7 +1,8 @@
 """Minimum units per released group: a table's ``min_units_per_group = T`` releases a GROUP BY
 cell only when its noisy number of distinct units (rows, on a table without a unit) is at
 least T — pre-thresholding, as Google's differentially private SQL does (Wilson et al. 2020,
-§3: a group is released only if a noisy count of its users passes a threshold).
+"Differentially private SQL with bounded user contribution": a group is released only if a
+noisy count of its users passes a threshold).
 
 The scan returns, per public cell, the statement's measures and the cell's distinct units
 over the unit's kept rows (:mod:`rewriter.unit`: one unit is in at most G = ``max_groups_per_unit``
@@ -12,7 +13,9 @@ at most that many cells' counts by 1; parallel composition over the cells otherw
 whose noisy count is below T are not released (their values are never measured: the rest of
 the cells' values are noised at the remaining ε, as CENTRAL does). Which cells pass is a DP
 output, post-processing of the noisy counts; the NOTICE and EXPLAIN say how many passed and
-what it cost. Only CENTRAL releases (COUNT/SUM/AVG/VAR over public keys, HAVING and top-c
+what it cost. On a zCDP tier the shares are of ρ: the values by the tier's zCDP mechanisms, the
+test a pure ε-DP count at ε = √(2ρ_t) (ε²/2-zCDP, Bun & Steinke 2016 Prop 1.4). A ladder tier is
+refused (its tiers share one noise chain). Only CENTRAL releases (COUNT/SUM/AVG/VAR over public keys, HAVING and top-c
 evaluated on the released cells) are thresholded here; over keys without a public domain,
 partition selection reads the units beyond T − 1 (:func:`.partitions.selection_plan`: a public
 shift of its input, same (ε, δ)), so no key with fewer than T units is released there either.
@@ -22,16 +25,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from fractions import Fraction
 
-from mechanisms import GeometricCount, split
-from mechanisms.accounting import ZCDP, Cost, compose, unit_epsilon
+from mechanisms import GeometricCount
+from mechanisms.accounting import ZCDP, Cost, compose, pure_epsilon, share_of, unit_epsilon
 from rewriter import complete
 from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
 
 from ..backends import Columns
 from ..wire.api import Column, Result, SqlError
-from .central import Central, CentralState, checked, columns_of, scan_sql
+from .central import Central, CentralState, checked, columns_of, release_suffix, scan_sql
 from .common import fmt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared, plan_as, state_as
@@ -57,13 +61,22 @@ class ThresholdState(CentralState):
     scan: Plan | None = None
 
 
-def _state(plan: Plan, epsilon: float, threshold: int) -> ThresholdState:
-    shares = [float(e) for e in split(epsilon, len(release_groups(plan)) + 1)]
-    test_eps, values_eps = shares[0], float(epsilon) - shares[0]
+def _state(plan: Plan, tier, threshold: int) -> ThresholdState:
+    """The test's share and the values' (g + 1 equal shares of the tier's ε, or of its ρ on a
+    zCDP tier: the values by their zCDP mechanisms at the rest, the test, a pure ε-DP count,
+    at ε = √(2ρ_test), Bun & Steinke 2016 Prop 1.4)."""
+    g = len(release_groups(plan))
     units = Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows")
     sens = min(groups_bound(plan.unit), max(plan.n_cells, 1)) if plan.unit is not None else 1
+    budget: float | Cost
+    if tier.accounting == ZCDP:
+        test_eps = pure_epsilon(share_of(tier.rho, g + 1))
+        budget = Cost.zcdp(share_of(Fraction(tier.rho) * g, g + 1))
+    else:
+        test_eps = share_of(tier.epsilon, g + 1)
+        budget = unit_epsilon(share_of(Fraction(tier.epsilon) * g, g + 1), factor(plan))
     return ThresholdState(
-        unit_epsilon(values_eps, factor(plan)),
+        budget,
         None,
         test_eps,
         sens,
@@ -72,12 +85,17 @@ def _state(plan: Plan, epsilon: float, threshold: int) -> ThresholdState:
     )
 
 
+def _test(st: ThresholdState) -> GeometricCount:
+    """The per-cell unit count's mechanism: the test's ε over the cells a unit reaches."""
+    return GeometricCount(unit_epsilon(st.test_eps, st.sensitivity))
+
+
 def _text(what: str, threshold: int, test_eps: float, sens: int) -> str:
     return (
         f"groups with fewer than {threshold} distinct {what}s are not released: each cell's {what}s "
         f"counted with geometric noise at ε {fmt(test_eps)}"
         + (f"/{sens} (a {what} is in at most {sens} cells)" if sens > 1 else "")
-        + " (pre-thresholding, one share of the statement's ε)"
+        + " (pre-thresholding, one share of the statement's budget)"
     )
 
 
@@ -100,26 +118,16 @@ class Threshold(Central):
                 "nothing was charged",
                 hint="Use a tier without a ladder for this table.",
             )
-        if tier.accounting == ZCDP:
-            raise SqlError(
-                "0A000",
-                f"table {plan.table} releases only groups with at least {t} distinct units "
-                "(min_units_per_group), applied on tiers with pure ε accounting; this role's tier "
-                "has accounting = 'zcdp'; nothing was charged",
-                hint="Ask the data owner for a role on a pure ε tier for this table.",
-            )
         if plan.selection is not None:  # HAVING / top-c: evaluated on the released cells
             plan = dataclasses.replace(plan, selection=None)
-        st = _state(plan, tier.epsilon, t)
-        test = GeometricCount(st.test_eps / st.sensitivity)
-        cost = compose(
-            [statement_cost(plan, st.mech_eps), Cost.pure(test.privacy_map_exact(st.sensitivity))]
-        )  # the values' mechanisms and the unit-count test, each by its privacy map
+        st = _state(plan, tier, t)
+        test = Cost.pure(_test(st).privacy_map_exact(st.sensitivity)).in_accounting(tier.accounting)
+        cost = compose([statement_cost(plan, st.mech_eps), test])  # each part by its privacy map
         return Prepared(
             self,
             plan,
             columns_of(plan),
-            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:min_units={t}",
+            key=f"{plan.fingerprint()}:{release_suffix(tier)}:min_units={t}",
             canonical=f"{plan.canonical()};min_units={t}",
             epsilon=tier.epsilon,
             cost=cost,
@@ -142,9 +150,14 @@ class Threshold(Central):
         plan = dataclasses.replace(plan, selection=None)
         tier = gw.tier_of(conn.role)
         t = min_units_of(gw.config.tables.get(plan.table)) or 1
-        st = _state(plan, tier.epsilon, t)
-        head = single_tier_lines(plan, tier.model_copy(update={"epsilon": tier.epsilon - st.test_eps}))
+        st = _state(plan, tier, t)
         what = plan.unit.name if plan.unit is not None else "row"
+        if tier.accounting == ZCDP:  # the central lines of a zCDP tier, and the test's
+            res = await super().explain(conn, stmt, params, plan)
+            line = f"  min units per group: {_text(what, t, st.test_eps, st.sensitivity)}"
+            res.rows = [res.rows[0], (line + "; the values at the other ρ shares",), *res.rows[1:]]
+            return res
+        head = single_tier_lines(plan, tier.model_copy(update={"epsilon": tier.epsilon - st.test_eps}))
         head = [
             single_tier_lines(plan, tier)[0],
             f"  min units per group: {_text(what, t, st.test_eps, st.sensitivity)}; the values share "
@@ -162,7 +175,7 @@ class Threshold(Central):
         rows = cells.rows() if isinstance(cells, Columns) else cells
         full = complete(st.scan, rows)
         source = conn.gw.source
-        test = GeometricCount(st.test_eps / st.sensitivity)
+        test = _test(st)
         kept = [row[:-1] for row in full if test.release(int(row[-1]), source).value >= st.threshold]
         answer = noisy_answer(plan, kept, st.mech_eps, source)
         answer["min_units"] = {

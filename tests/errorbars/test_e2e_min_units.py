@@ -13,7 +13,10 @@ from support.service import Service, make_config
 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory):
-    cfg = make_config({"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")})
+    zcdp = {"half": {"accounting": "zcdp", "rho": 0.05, "budget": 1.0, "period": "day"}}
+    cfg = make_config(
+        {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}, tiers=zcdp
+    )
     cfg["tables"]["pums"]["min_units_per_group"] = 40
     cfg["tables"]["purchases"]["min_units_per_group"] = 500
     s = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(7)).start()
@@ -81,3 +84,14 @@ def test_keys_without_a_public_domain(svc):
     assert "keys with fewer than 500 distinct customer_ids are never released" in notes[0]
     (plan,) = zip(*_run(svc, "EXPLAIN SELECT city, COUNT(*) FROM purchases GROUP BY city")[0])
     assert "min_units_per_group 500: the selection reads the units beyond 499" in "\n".join(plan)
+
+
+def test_zcdp_tier(svc):
+    """On a zCDP tier the test is a pure ε-DP count at ε = √(2ρ_test) (ε²/2-zCDP), the values the
+    tier's zCDP mechanisms at the other share; the ledger is charged the tier's ρ."""
+    before = svc.gw.ledger.spent("half", "day", "rho")
+    rows, notes = _run(svc, "SELECT store, COUNT(*) FROM purchases GROUP BY store", role="half")
+    assert rows and "groups released" in notes[0] and "discrete_gaussian_count" in notes[0]
+    assert svc.gw.ledger.spent("half", "day", "rho") - before == pytest.approx(0.05, rel=1e-6)
+    (plan,) = zip(*_run(svc, "EXPLAIN SELECT store, COUNT(*) FROM purchases GROUP BY store", role="half")[0])
+    assert "min units per group" in "\n".join(plan)
