@@ -64,7 +64,7 @@ from .public import PUBLIC
 from .selection_path import choose as selection_path
 from .session_views import SessionViews
 from .statements import SessionState, split
-from .thresholds import THRESHOLD, min_units_of
+from .thresholds import THRESHOLD, min_units_of, unthresholded
 
 log = logging.getLogger("dpgate")
 
@@ -333,7 +333,9 @@ class Connection:
         """Plan the statement with its release kind, chosen once (a refusal charges nothing)."""
         kind, _, released = await self._kind(stmt, params)
         if released is None:
-            return await kind.plan(self, stmt, params)
+            p = await kind.plan(self, stmt, params)
+            unthresholded(p, self._table(stmt.route))
+            return p
         return kind.prepare(self, released)
 
     async def _copy(self, route: Route, tree, params: list[object]):

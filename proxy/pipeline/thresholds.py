@@ -42,12 +42,30 @@ from .kind import Prepared, plan_as, state_as
 from .notice import notice_body
 from .release import noisy_answer, release_groups, statement_cost
 
-__all__ = ["THRESHOLD", "Threshold", "ThresholdState", "min_units_of"]
+__all__ = ["THRESHOLD", "Threshold", "ThresholdState", "min_units_of", "unthresholded"]
 
 
 def min_units_of(table) -> int | None:
     """The table's ``min_units_per_group`` (None: every cell is released)."""
     return getattr(table, "min_units_per_group", None) if table is not None else None
+
+
+def unthresholded(p: Prepared, table) -> None:
+    """A statement planned by a kind that does not apply ``min_units_per_group`` (MAX/MIN and
+    percentiles, a per-record table's release) is refused when it groups (fail closed: its groups
+    would be released whatever their number of units); without GROUP BY it is one group of the
+    whole table, as a thresholded release's would be too."""
+    t = min_units_of(table)
+    inner = getattr(p.plan, "plan", p.plan)
+    if t is None or not getattr(inner, "group_by", ()):
+        return
+    raise SqlError(
+        "0A000",
+        f"table {getattr(inner, 'table', '')} releases only groups with at least {t} "
+        f"distinct units (min_units_per_group), which this release ({p.kind.name}) does not apply; "
+        "nothing was charged",
+        hint="Ask it without GROUP BY, or ask COUNT, SUM, AVG or VAR per group (those are thresholded).",
+    )
 
 
 @dataclass

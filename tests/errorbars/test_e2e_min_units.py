@@ -95,3 +95,15 @@ def test_zcdp_tier(svc):
     assert svc.gw.ledger.spent("half", "day", "rho") - before == pytest.approx(0.05, rel=1e-6)
     (plan,) = zip(*_run(svc, "EXPLAIN SELECT store, COUNT(*) FROM purchases GROUP BY store", role="half")[0])
     assert "min units per group" in "\n".join(plan)
+
+
+def test_max_by_group_is_refused_without_group_answered(svc):
+    """MAX/MIN/percentiles do not apply the threshold: by group they are refused (nothing
+    charged); over the whole table (one group) they are answered."""
+    before = svc.gw.ledger.spent("other", "day")
+    with pytest.raises(psycopg.Error) as e:
+        _run(svc, "SELECT educ, MAX(age) FROM pums GROUP BY educ")
+    assert e.value.sqlstate == "0A000" and "min_units_per_group" in str(e.value)
+    assert svc.gw.ledger.spent("other", "day") == before
+    rows, _ = _run(svc, "SELECT MAX(age) FROM pums")
+    assert len(rows) == 1
