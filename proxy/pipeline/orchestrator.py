@@ -348,6 +348,9 @@ class Connection:
         if inner.table is None:  # the catalog's or the views': routed as a statement of its own
             res, decision, eps = await self.answer(body, params)
         else:
+            shown, shown_route, shown_tree = await self._with_intervals(body, inner, None)
+            if shown != body:  # SET dpgate.intervals: the query's error bars as columns too
+                body, inner, tree = shown, shown_route, shown_tree
             res, decision, eps = await self._answer_routed(body, inner, tree, params)
         if res.columns is None:
             raise SqlError("0A000", "COPY takes a query that returns rows.", hint=COPY_HINT)

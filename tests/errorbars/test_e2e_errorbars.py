@@ -247,3 +247,17 @@ def test_plan_templates_keep_the_intervals(duck_service):
         )
         assert names == ["educ", "count", "dp_interval_low", "dp_interval_high"] and rows
         assert all(lo <= n <= hi and hi > k and hi - n >= n - lo for _, n, lo, hi in rows)
+
+
+def test_copy_out_with_intervals(duck_service):
+    """COPY (query) TO STDOUT under SET dpgate.intervals: the same columns as the query."""
+    with psycopg.connect(duck_service.dsn("other"), autocommit=True) as c:
+        c.execute("SET dpgate.intervals = on")
+        with c.cursor().copy(
+            "COPY (SELECT educ, COUNT(*) AS n FROM pums GROUP BY educ) TO STDOUT WITH CSV HEADER"
+        ) as cp:
+            text = b"".join(bytes(b) for b in cp).decode()
+    assert text.splitlines()[0] == "educ,n,n_low,n_high"
+    assert all(
+        int(lo) <= int(n) <= int(hi) for _, n, lo, hi in (line.split(",") for line in text.splitlines()[1:])
+    )
