@@ -193,8 +193,14 @@ class Threshold(Central):
         rows = cells.rows() if isinstance(cells, Columns) else cells
         full = complete(st.scan, rows)
         source = conn.gw.source
-        test = _test(st)
-        kept = [row[:-1] for row in full if test.release(int(row[-1]), source).value >= st.threshold]
+        test, units = _test(st), [int(row[-1]) for row in full]
+        drawn = test.draw_many(len(units), source)  # the law of one draw per cell, at once
+        noisy = (
+            [u + int(z) for u, z in zip(units, drawn)]
+            if drawn is not None
+            else [test.release(u, source).value for u in units]
+        )
+        kept = [row[:-1] for row, v in zip(full, noisy) if v >= st.threshold]
         answer = noisy_answer(plan, kept, st.mech_eps, source)
         answer["min_units"] = {
             "threshold": st.threshold,
