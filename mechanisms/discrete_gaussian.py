@@ -48,6 +48,7 @@ __all__ = [
     "UNIT",
     "DiscreteGaussian",
     "discrete_gaussian_array",
+    "fits_array",
     "sigma2_for",
     "rho_of",
     "dgauss_pmf",
