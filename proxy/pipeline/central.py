@@ -188,11 +188,7 @@ class Central(ReleaseKind):
             return single_tier_lines(plan, tier)
         if self.gaussian:
             return zcdp_lines(plan, tier)
-        return [
-            f"dpgate: accounting zCDP: this release's mechanisms are pure ε-DP, run at ε = √(2ρ) = "
-            f"{tier.epsilon:g} and charged ρ {tier.epsilon**2 / 2:g} (Bun & Steinke 2016 Prop 1.4)",
-            *single_tier_lines(plan, tier),
-        ]
+        return single_tier_lines(plan, tier)  # (the accounting's line: kind.with_accounting)
 
     def scan_sql(self, conn, p: Prepared) -> str:
         return scan_sql(conn.gw, p.plan)
@@ -254,8 +250,8 @@ def zcdp_lines(plan, tier) -> list[str]:
         f"(alone {dp_reading(tier, tier.rho)}; ρ adds up over queries, Bun & Steinke 2016), "
         f"{plan.n_cells} cell(s), {len(groups)} release(s) sharing ρ",
         "  " + gaussian_text(plan),
-        "  AVG and VAR keep their pure ε-DP mechanisms, each at ε = √(2ρ_share) over the unit's factor "
-        "(ε²/2-zCDP, Bun & Steinke 2016 Prop 1.4)",
+        "  AVG is the ratio of a discrete Gaussian SUM and COUNT (each ρ_share/2); VAR keeps its pure "
+        "ε-DP moments at ε = √(2ρ_share) over the unit's factor (ε²/2-zCDP, Bun & Steinke 2016 Prop 1.4)",
     ]
     shown = {o.index for o in plan.outputs if o.source == "aggregate"}
     hidden = [

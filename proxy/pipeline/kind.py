@@ -231,6 +231,20 @@ def zcdp_refusal(what: str) -> SqlError:
     )
 
 
+def with_accounting(rows: list, tier) -> list:
+    """EXPLAIN's rows with, on a zCDP tier, a first line saying so, unless the kind's own lines
+    state it: every mechanism not calibrated in ρ runs at the tier's ε = √(2ρ) and is charged
+    ρ = ε²/2 (Bun & Steinke 2016 Prop 1.4)."""
+    if tier.accounting != ZCDP or any("zCDP" in str(r[0]) for r in rows):
+        return rows
+    line = (
+        f"dpgate: accounting zCDP: this release's mechanisms are pure ε-DP, run at ε = √(2ρ) = "
+        f"{tier.epsilon:g} and charged ρ {tier.epsilon**2 / 2:g} (alone {dp_reading(tier, tier.epsilon**2 / 2)}; "
+        "Bun & Steinke 2016 Prop 1.4)"
+    )
+    return [(line,), *rows]
+
+
 def unit_of(tier) -> str:
     """The ledger's unit for ``tier``'s amounts: ε, or ρ on a zCDP tier."""
     return RHO if tier.accounting == ZCDP else EPS

@@ -17,6 +17,7 @@ from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.accounting import ZCDP, Cost, compose, pure_epsilon, unit_epsilon
 from mechanisms.accounting import shares as cost_shares
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
+from mechanisms.gaussian_mean import GaussianMean
 from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
 from mechanisms.svt import QueryShape, svt_select
@@ -53,10 +54,10 @@ def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: flo
     raise ValueError(f"no mechanism for {func}")
 
 
-GAUSSIAN_FUNCS = ("count", "count_distinct", "sum")
+GAUSSIAN_FUNCS = ("count", "count_distinct", "sum", "avg")
 """The aggregates released with the discrete Gaussian on a zCDP tier (COUNT and SUM: one
-integer query per cell); AVG and VAR keep their pure ε-DP mechanisms there, each run at
-ε = √(2ρ_share) (Bun & Steinke 2016 Prop 1.4)."""
+integer query per cell; AVG: its SUM and COUNT, :class:`mechanisms.gaussian_mean.GaussianMean`);
+VAR keeps its pure ε-DP moments there, run at ε = √(2ρ_share) (Bun & Steinke 2016 Prop 1.4)."""
 
 
 def contributions_sq(plan: Plan) -> int:
@@ -77,7 +78,8 @@ def contributions_sq(plan: Plan) -> int:
 def zcdp_measurement_for(agg: Aggregate, rho, csq: int, k: int):
     """The mechanism for one aggregate at a share ``rho`` of a zCDP statement: the discrete
     Gaussian for COUNT and SUM at the L2 sensitivity of a unit's contribution (``csq`` =
-    Δ₂² in rows, :func:`contributions_sq`; Canonne, Kamath & Steinke 2020 Thm 4), else the pure
+    Δ₂² in rows, :func:`contributions_sq`; Canonne, Kamath & Steinke 2020 Thm 4), AVG as their
+    ratio (:class:`mechanisms.gaussian_mean.GaussianMean`), else the pure
     mechanism at ε = √(2ρ) over the unit's factor ``k`` (Bun & Steinke 2016 Prop 1.4; group
     privacy). Built once per parameters, as :func:`measurement_for`."""
     return _zmeasurement(agg.func, agg.mechanism, agg.type == "int", agg.lower, agg.upper, rho, csq, k)
@@ -89,6 +91,8 @@ def _zmeasurement(func: str, mechanism, integer: bool, lower, upper, rho, csq: i
         return GaussianCount(rho, contributions_sq=csq)
     if func == "sum":
         return GaussianSum(rho, lower, upper, integer=integer, contributions_sq=csq)
+    if func == "avg":
+        return GaussianMean(rho, lower, upper, integer=integer, contributions_sq=csq)
     return _measurement(func, mechanism, integer, lower, upper, unit_epsilon(pure_epsilon(rho), k))
 
 

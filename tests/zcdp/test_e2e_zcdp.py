@@ -19,6 +19,7 @@ from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.accounting import zcdp_epsilon
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
+from mechanisms.gaussian_mean import GaussianMean
 from proxy.admin.page import render_page
 from proxy.admin.server import collect
 from proxy.cli import main
@@ -96,12 +97,19 @@ def test_sum_and_count_share_rho_and_the_charge_is_the_privacy_map(svc):
     assert maps <= Fraction(RHO)
 
 
-def test_avg_keeps_its_pure_mechanism_at_root_two_rho_charged_its_map(svc):
+def test_avg_is_a_gaussian_sum_over_a_gaussian_count_charged_its_map(svc):
     before = _spent(svc)
-    _, notes = ask(svc, "SELECT store, AVG(amount) FROM purchases WHERE item > 150 GROUP BY store", "half")
-    assert "hourglass_mean" in notes[-1]
-    eps = math.sqrt(2 * RHO) / 100  # the unit's ε over k = 100 (Prop 1.4, group privacy)
-    assert _spent(svc) - before == pytest.approx((100 * eps) ** 2 / 2, abs=1e-9)
+    sql = (
+        "SELECT store, AVG(amount), SUM(amount), COUNT(amount) FROM purchases WHERE item > 150 GROUP BY store"
+    )
+    rows, notes = ask(svc, sql, "half")
+    assert "discrete_gaussian_mean" in notes[-1] and "hourglass" not in notes[-1]
+    m = GaussianMean(Fraction(RHO), 0, 500, contributions_sq=10 * 10 * 10)
+    assert _spent(svc) - before == pytest.approx(float(m.privacy_map_exact(1)), abs=1e-9)
+    for _, avg, s, n in rows:  # one release: the AVG is the released SUM over the released COUNT
+        assert 0 <= avg <= 500
+        if n >= 1:
+            assert avg == pytest.approx(min(max(s / n, 0), 500))
 
 
 def test_explain_names_the_accounting_and_charges_nothing(svc):
@@ -112,6 +120,11 @@ def test_explain_names_the_accounting_and_charges_nothing(svc):
     assert "discrete_gaussian_count" in text and "Δ₂ = √10·10" in text
     rows, _ = ask(svc, "EXPLAIN SELECT store, COUNT(*) FROM purchases WHERE item = 3 GROUP BY store", "other")
     assert "accounting zCDP" not in "\n".join(r[0] for r in rows)  # a pure tier: as before
+    rows, _ = ask(svc, "EXPLAIN SELECT MAX(amount) FROM purchases WHERE store = 4", "half")
+    assert rows[0][0].startswith("dpgate: accounting zCDP: this release's mechanisms are pure ε-DP")
+    with pytest.raises(psycopg.Error) as e:  # as its execution would be: refused
+        ask(svc, "EXPLAIN SELECT COUNT(*) FROM accounts WHERE branch = 1", "half")
+    assert e.value.sqlstate == "0A000"
     assert _spent(svc) == before
 
 

@@ -13,7 +13,7 @@ import pytest
 from mechanisms import GeometricCount, LaplaceSum, SeededSource
 from mechanisms.accounting import pure_epsilon, share_of, unit_epsilon
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
-from mechanisms.mean import make_mean
+from mechanisms.gaussian_mean import GaussianMean
 from support.service import Service, ask, make_config
 
 RHO = 0.05
@@ -55,8 +55,7 @@ def _zcdp_central():
 
 
 def _zcdp_avg():
-    e = unit_epsilon(pure_epsilon(RHO), K)
-    return (make_mean("hourglass", e, 0, 500).privacy_map_exact(K) ** 2 / 2, 0, "rho")
+    return (GaussianMean(Fraction(RHO), 0, 500, contributions_sq=1000).privacy_map_exact(1), 0, "rho")
 
 
 def _pure_whole(delta=0):  # a pure ε-DP statement at the tier's ε (the sparse vector, MAX, selection)
