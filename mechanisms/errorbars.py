@@ -23,6 +23,10 @@ with each value clamped to the column's declared bounds (the *bounded* value).
   The ratio r̂ is read from the released AVG (clipped to [0, 1] and the column's bounds:
   clipping only widens the set around α); n̂ ≤ 0 gives the whole range [lower, upper]
   (the midpoint policy's answer, which the range covers).
+* :func:`gaussian_mean_interval` — AVG on a zCDP tier (a discrete Gaussian SUM and COUNT, their
+  ratio): S̃ and Ñ each within their (1 + level)/2 intervals (a union bound), the ratio's range
+  over that box, within the bounds; S̃ is read as AVG·Ñ (clamping the AVG only widens the range
+  on the clamped side, where the bound cuts it anyway). Conservative: coverage above ``level``.
 * :func:`variance_interval` — VAR/STDDEV from three noisy moments: each moment within its
   (1 − (1 − level)/3) interval (Bonferroni), the estimator's range over that box
   (interval arithmetic): conservative (coverage above ``level``).
@@ -45,6 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .discrete_gaussian import GaussianCount, GaussianSum, dgauss_half_width, dgauss_tail
 from .dlap import dlap_half_width, dlap_tail
+from .gaussian_mean import GaussianMean
 from .mean.common import GridMean
 from .mean.quantiles import hourglass_abs_quantile, laplace_combo_abs_quantile
 from .mean.shifted import ShiftedLaplaceMean
@@ -60,6 +65,7 @@ __all__ = [
     "dlap_interval",
     "dgauss_coverage",
     "gaussian_interval",
+    "gaussian_mean_interval",
     "interval",
     "mean_interval",
     "variance_interval",
@@ -217,6 +223,24 @@ def mean_interval(m: GridMean, avg: ArrayLike, n_hat: ArrayLike, level: float = 
     return lo_out, hi_out
 
 
+def gaussian_mean_interval(
+    m: GaussianMean, avg: ArrayLike, n_hat: ArrayLike, level: float = 0.95
+) -> Interval:
+    """AVG on a zCDP tier (module docstring), per cell."""
+    each = 1 - (1 - _check_level(level)) / 2
+    hs, hn = float(m.sum.half_width(each)), float(m.count.half_width(each))
+    a = np.asarray(avg, dtype=np.float64)
+    n = np.asarray(n_hat, dtype=np.float64)
+    s_hat = a * n
+    ok = n > hn
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo = np.where(ok, (s_hat - hs) / (n + hn), m.lower)
+        hi = np.where(ok, (s_hat + hs) / np.where(ok, n - hn, 1.0), m.upper)
+    lo = np.minimum(np.clip(lo, m.lower, m.upper), a)
+    hi = np.maximum(np.clip(hi, m.lower, m.upper), a)
+    return lo, hi
+
+
 def variance_interval(
     m: MomentVariance, n: float, s1: float, s2: float, level: float = 0.95, func: str | None = None
 ) -> tuple[float, float]:
@@ -306,3 +330,8 @@ def _(m: GaussianCount, values: ArrayLike, level: float = 0.95, **released: Any)
 @interval.register
 def _(m: GaussianSum, values: ArrayLike, level: float = 0.95, **released: Any) -> Interval:
     return gaussian_interval(m, values, level)
+
+
+@interval.register
+def _(m: GaussianMean, values: ArrayLike, level: float = 0.95, **released: Any) -> Interval:
+    return gaussian_mean_interval(m, values, released["n_hat"], level)

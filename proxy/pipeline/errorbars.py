@@ -27,6 +27,7 @@ import numpy as np
 
 from mechanisms import GeometricCount, LaplaceSum
 from mechanisms.errorbars import consistent, interval
+from mechanisms.gaussian_mean import GaussianMean
 from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
@@ -145,6 +146,14 @@ def _candidates(plan: Plan, a, share: float) -> Iterator:
     yield zcdp_measurement_for(a, share, contributions_sq(plan), factor(plan))
 
 
+def _avg_part(m, func: str):
+    """The SUM or COUNT measurement an AVG is made of, where it has them as measurements of
+    their own (a zCDP tier's :class:`~mechanisms.gaussian_mean.GaussianMean`); else None."""
+    if isinstance(m, GaussianMean) and func in ("sum", "count"):
+        return m.sum if func == "sum" else m.count
+    return None
+
+
 def _agrees(plan: Plan, answer: dict, i: int, m) -> bool:
     """Whether ``m`` is the law the release used: a data-independent 95% half-width of its
     release group (a COUNT's or SUM's; an AVG's or VAR's COUNT) equals the one recorded. A VAR's
@@ -162,7 +171,14 @@ def _agrees(plan: Plan, answer: dict, i: int, m) -> bool:
         if aggs[top].func in VARIANCE_FUNCS and f == "count":
             want = m.count_measurement.half_width()
         elif aggs[top].func == "avg" and f in ("count", "sum"):
-            want = m.count_half_width() if f == "count" else m.sum_half_width()
+            part = _avg_part(m, f)
+            want = (
+                part.half_width()
+                if part is not None
+                else m.count_half_width()
+                if f == "count"
+                else m.sum_half_width()
+            )
         elif j == top and f in ("count", "count_distinct", "sum"):
             want = m.half_width()
         else:
@@ -194,6 +210,8 @@ def _bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
         return np.clip(f - hw, 0.0, cap), np.clip(f + hw, 0.0, cap)
     if primary is not None and aggs[primary].func in VARIANCE_FUNCS:  # COUNT(x) of a VAR release
         return interval(m.count_measurement, arr, level)
+    if primary is not None and (part := _avg_part(m, a.func)) is not None:  # a zCDP AVG's own SUM/COUNT
+        return interval(part, arr, level)
     if primary is not None:  # a SUM / COUNT released with an AVG (the same draw)
         hw = m.sum_half_width(level) if a.func == "sum" else m.count_half_width(level)
         if a.func == "count" or (a.func == "sum" and m.integer):
@@ -220,6 +238,15 @@ def _bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
             m, arr.astype(np.float64), level, n_hat=np.asarray(_column(values, j), dtype=np.float64)
         )
     return interval(m, arr, level)
+
+
+def _safe_bounds(plan: Plan, answer: dict, i: int, level: float, values: list):
+    """:func:`_bounds`, or None for a measurement :mod:`mechanisms.errorbars` has no interval of
+    (the release is charged and answered: its error bars are NULL, never an error)."""
+    try:
+        return _bounds(plan, answer, i, level, values)
+    except (TypeError, AttributeError):
+        return None
 
 
 def interval_text(plan: Plan, answer: dict) -> str:
@@ -262,7 +289,7 @@ def with_intervals(plan: Plan, answer: dict, trees: list, cells: list, ranges: l
     columns = []
     for _, side, i, level, _ in found:
         if (i, level) not in cache:
-            got = _bounds(plan, answer, i, level, values) if values else None
+            got = _safe_bounds(plan, answer, i, level, values) if values else None
             if got is not None:
                 r = ranges[i]
                 got = consistent(np.asarray(got[0]), np.asarray(got[1]), *(r or (None, None)))

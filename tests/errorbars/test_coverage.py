@@ -228,3 +228,19 @@ def test_partition_selected_keys():
         np.array([lo <= truth[c] <= hi for c, _, lo, hi in rows]),
         dlap_coverage(GeometricCount(0.1).scale, LEVEL),
     )
+
+
+def test_gaussian_mean_is_conservative():
+    """AVG on a zCDP tier (a discrete Gaussian SUM and COUNT): the union-bound box over both
+    covers at ≥ level (a bound, not exact)."""
+    from mechanisms.gaussian_mean import GaussianMean
+
+    m = GaussianMean(0.05, 0, 100)
+    n, mean = 200, 37.0
+    rel = m.apply_many(
+        (np.full(N, mean * n), np.full(N, n, dtype=np.int64)), m.draw_many(N, SeededSource(12))
+    )
+    avg, n_hat = np.asarray(rel.values), np.asarray(rel.parts[1].values)
+    lo, hi = interval(m, avg, LEVEL, n_hat=n_hat)
+    assert ((lo <= avg) & (avg <= hi)).all()
+    assert float(np.mean((lo <= mean) & (mean <= hi))) >= LEVEL
