@@ -49,7 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .discrete_gaussian import GaussianCount, GaussianSum, dgauss_half_width, dgauss_tail
 from .dlap import dlap_half_width, dlap_tail
-from .gaussian_mean import GaussianMean
+from .gaussian_stats import GaussianMean
 from .mean.common import GridMean
 from .mean.quantiles import hourglass_abs_quantile, laplace_combo_abs_quantile
 from .mean.shifted import ShiftedLaplaceMean

@@ -250,8 +250,8 @@ def zcdp_lines(plan, tier) -> list[str]:
         f"(alone {dp_reading(tier, tier.rho)}; ρ adds up over queries, Bun & Steinke 2016), "
         f"{plan.n_cells} cell(s), {len(groups)} release(s) sharing ρ",
         "  " + gaussian_text(plan),
-        "  AVG is the ratio of a discrete Gaussian SUM and COUNT (each ρ_share/2); VAR keeps its pure "
-        "ε-DP moments at ε = √(2ρ_share) over the unit's factor (ε²/2-zCDP, Bun & Steinke 2016 Prop 1.4)",
+        "  AVG is the ratio of a discrete Gaussian SUM and COUNT (each ρ_share/2), VAR/STDDEV come from "
+        "three discrete Gaussian moments (each ρ_share/3); their half-widths are bounds",
     ]
     shown = {o.index for o in plan.outputs if o.source == "aggregate"}
     hidden = [

@@ -27,7 +27,7 @@ import numpy as np
 
 from mechanisms import GeometricCount, LaplaceSum
 from mechanisms.errorbars import consistent, interval
-from mechanisms.gaussian_mean import GaussianMean
+from mechanisms.gaussian_stats import GaussianMean
 from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
@@ -148,7 +148,7 @@ def _candidates(plan: Plan, a, share: float) -> Iterator:
 
 def _avg_part(m, func: str):
     """The SUM or COUNT measurement an AVG is made of, where it has them as measurements of
-    their own (a zCDP tier's :class:`~mechanisms.gaussian_mean.GaussianMean`); else None."""
+    their own (a zCDP tier's :class:`~mechanisms.gaussian_stats.GaussianMean`); else None."""
     if isinstance(m, GaussianMean) and func in ("sum", "count"):
         return m.sum if func == "sum" else m.count
     return None

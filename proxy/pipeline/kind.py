@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TypeVar
 
 from sqlglot import exp
 
-from mechanisms.accounting import ZCDP, Cost
+from mechanisms.accounting import ZCDP, Cost, fits
 from mechanisms.accounting import dp_reading as reading
 from rewriter import parse
 from rewriter.route import Route
@@ -245,6 +247,16 @@ def with_accounting(rows: list, tier) -> list:
     return [(line,), *rows]
 
 
+def fits_budget(tier, spent: float, cost: Cost) -> bool:
+    """Whether ``cost`` fits what is left of ``tier``'s budget after ``spent`` (the accountant's
+    :func:`mechanisms.accounting.fits`, at the ledger's resolution; the δ budget is checked on
+    its own). A spend in the other unit (inf) leaves nothing."""
+    if not math.isfinite(spent):
+        return False
+    acc = tier.accounting
+    return fits(Cost(acc, Fraction(spent)), Cost(acc, cost.amount), Cost(acc, Fraction(tier.budget)))
+
+
 def unit_of(tier) -> str:
     """The ledger's unit for ``tier``'s amounts: ε, or ρ on a zCDP tier."""
     return RHO if tier.accounting == ZCDP else EPS
@@ -359,9 +371,9 @@ def _delta_error(p: Prepared, remaining: float, tier) -> SqlError:
 async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
     """A fresh release: budget check (ε or ρ, and δ), reserved together while scanning,
     measurement, record."""
-    amount = float(cost_of(p, tier).amount)
-    if tier.budget - spent + 1e-9 < amount:
-        raise budget_error(conn.role, amount, tier.budget - spent, tier)
+    cost = cost_of(p, tier)
+    if not fits_budget(tier, spent, cost):
+        raise budget_error(conn.role, float(cost.amount), tier.budget - spent, tier)
     if p.delta > 0:
         left = await _delta_remaining(conn, tier)
         if femto(left) < femto(p.delta):

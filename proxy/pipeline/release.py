@@ -17,7 +17,7 @@ from mechanisms import GeometricCount, LaplaceSum, split
 from mechanisms.accounting import ZCDP, Cost, compose, pure_epsilon, unit_epsilon
 from mechanisms.accounting import shares as cost_shares
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
-from mechanisms.gaussian_mean import GaussianMean
+from mechanisms.gaussian_stats import GaussianMean, GaussianVariance
 from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
 from mechanisms.svt import QueryShape, svt_select
@@ -54,10 +54,10 @@ def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: flo
     raise ValueError(f"no mechanism for {func}")
 
 
-GAUSSIAN_FUNCS = ("count", "count_distinct", "sum", "avg")
+GAUSSIAN_FUNCS = ("count", "count_distinct", "sum", "avg", *VARIANCE_FUNCS)
 """The aggregates released with the discrete Gaussian on a zCDP tier (COUNT and SUM: one
-integer query per cell; AVG: its SUM and COUNT, :class:`mechanisms.gaussian_mean.GaussianMean`);
-VAR keeps its pure ε-DP moments there, run at ε = √(2ρ_share) (Bun & Steinke 2016 Prop 1.4)."""
+integer query per cell; AVG: its SUM and COUNT; VAR/STDDEV: its three moments —
+:mod:`mechanisms.gaussian_stats`)."""
 
 
 def contributions_sq(plan: Plan) -> int:
@@ -79,7 +79,7 @@ def zcdp_measurement_for(agg: Aggregate, rho, csq: int, k: int):
     """The mechanism for one aggregate at a share ``rho`` of a zCDP statement: the discrete
     Gaussian for COUNT and SUM at the L2 sensitivity of a unit's contribution (``csq`` =
     Δ₂² in rows, :func:`contributions_sq`; Canonne, Kamath & Steinke 2020 Thm 4), AVG as their
-    ratio (:class:`mechanisms.gaussian_mean.GaussianMean`), else the pure
+    ratio and VAR/STDDEV from three Gaussian moments (:mod:`mechanisms.gaussian_stats`), any other the pure
     mechanism at ε = √(2ρ) over the unit's factor ``k`` (Bun & Steinke 2016 Prop 1.4; group
     privacy). Built once per parameters, as :func:`measurement_for`."""
     return _zmeasurement(agg.func, agg.mechanism, agg.type == "int", agg.lower, agg.upper, rho, csq, k)
@@ -93,6 +93,8 @@ def _zmeasurement(func: str, mechanism, integer: bool, lower, upper, rho, csq: i
         return GaussianSum(rho, lower, upper, integer=integer, contributions_sq=csq)
     if func == "avg":
         return GaussianMean(rho, lower, upper, integer=integer, contributions_sq=csq)
+    if func in VARIANCE_FUNCS:
+        return GaussianVariance(rho, lower, upper, integer=integer, func=func, contributions_sq=csq)
     return _measurement(func, mechanism, integer, lower, upper, unit_epsilon(pure_epsilon(rho), k))
 
 

@@ -233,7 +233,7 @@ def test_partition_selected_keys():
 def test_gaussian_mean_is_conservative():
     """AVG on a zCDP tier (a discrete Gaussian SUM and COUNT): the union-bound box over both
     covers at ≥ level (a bound, not exact)."""
-    from mechanisms.gaussian_mean import GaussianMean
+    from mechanisms.gaussian_stats import GaussianMean
 
     m = GaussianMean(0.05, 0, 100)
     n, mean = 200, 37.0

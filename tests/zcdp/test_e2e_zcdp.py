@@ -10,6 +10,7 @@ pure tiers beside it are unchanged."""
 from __future__ import annotations
 
 import math
+import uuid
 from fractions import Fraction
 
 import psycopg
@@ -19,7 +20,7 @@ from config import parse_config
 from mechanisms import SeededSource
 from mechanisms.accounting import zcdp_epsilon
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
-from mechanisms.gaussian_mean import GaussianMean
+from mechanisms.gaussian_stats import GaussianMean, GaussianVariance
 from proxy.admin.page import render_page
 from proxy.admin.server import collect
 from proxy.cli import main
@@ -31,14 +32,17 @@ ZTIER = {"half": {"accounting": "zcdp", "rho": RHO, "budget": BUDGET, "period": 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
 def svc(request, tmp_path_factory):
-    if request.param == "postgres":
+    ledger = None
+    if request.param == "postgres":  # the data and the ledger on Postgres (schema 3, amounts in ρ)
         pg = request.getfixturevalue("postgres")
         backend = {"kind": "postgres", "dsn": pg.dsn, "pool_size": 4}
+        ledger = {"kind": "postgres", "dsn": pg.dsn, "schema": "zcdp_" + uuid.uuid4().hex[:8]}
     else:
         backend = {"kind": "duckdb", "path": str(tmp_path_factory.mktemp("duck") / "demo.duckdb")}
-    s = Service(
-        make_config(backend, tiers=ZTIER), tmp_path_factory.mktemp("state"), source=SeededSource(20261129)
-    ).start()
+    cfg = make_config(backend, tiers=ZTIER)
+    if ledger is not None:
+        cfg["ledger"] = ledger
+    s = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(20261129)).start()
     yield s
     s.close()
 
@@ -112,6 +116,19 @@ def test_avg_is_a_gaussian_sum_over_a_gaussian_count_charged_its_map(svc):
             assert avg == pytest.approx(min(max(s / n, 0), 500))
 
 
+def test_variance_is_three_gaussian_moments_charged_their_map(svc):
+    before = _spent(svc)
+    rows, notes = ask(
+        svc,
+        "SELECT store, VAR_POP(amount), STDDEV_SAMP(amount) FROM purchases WHERE item > 190 GROUP BY store",
+        "half",
+    )
+    assert len(rows) == 10 and all(0 <= v <= 250**2 and 0 <= s for _, v, s in rows)
+    assert "discrete_gaussian_variance" in notes[-1]
+    m = GaussianVariance(Fraction(RHO), 0, 500, func="var_pop", contributions_sq=10 * 10 * 10)
+    assert _spent(svc) - before == pytest.approx(float(m.privacy_map_exact(1)), abs=1e-9)
+
+
 def test_explain_names_the_accounting_and_charges_nothing(svc):
     before = _spent(svc)
     rows, _ = ask(svc, "EXPLAIN SELECT store, COUNT(*) FROM purchases WHERE item = 3 GROUP BY store", "half")
@@ -183,7 +200,10 @@ def test_dpgate_budget_and_the_owner_page_show_rho_and_its_reading(svc, tmp_path
     page = render_page(collect(cfg, svc.gw.ledger, "admin"))
     assert f"{spent:g} ρ, {reading}" in page.replace("&#x27;", "'")
     path = tmp_path / "dpgate.toml"
-    raw = make_config(None, tiers=ZTIER)  # (the command reads the ledger in the state dir only)
+    raw = make_config(None, tiers=ZTIER)  # (the command reads the ledger only)
+    led = svc.gw.ledger
+    if led.dsn is not None:
+        raw["ledger"] = {"kind": "postgres", "dsn": led.dsn, "schema": led.schema}
     path.write_text(config_toml(raw))
     assert parse_config(raw).tiers["half"].accounting == "zcdp"
     assert main(["budget", "--config", str(path), "--state-dir", str(svc.state_dir), "--role", "half"]) == 0

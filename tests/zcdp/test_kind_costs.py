@@ -13,7 +13,7 @@ import pytest
 from mechanisms import GeometricCount, LaplaceSum, SeededSource
 from mechanisms.accounting import pure_epsilon, share_of, unit_epsilon
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
-from mechanisms.gaussian_mean import GaussianMean
+from mechanisms.gaussian_stats import GaussianMean
 from support.service import Service, ask, make_config
 
 RHO = 0.05

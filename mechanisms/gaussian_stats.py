@@ -1,5 +1,7 @@
-"""AVG on a zCDP budget: a discrete Gaussian SUM and COUNT of the same cell, each at half the ρ,
-the average their ratio (post-processing).
+"""AVG and VAR on a zCDP budget, from discrete Gaussian moments of the cell.
+
+AVG (:class:`GaussianMean`): a discrete Gaussian SUM and COUNT of the same cell, each at half the
+ρ, the average their ratio (post-processing).
 
 One release of ρ-zCDP: the clamped sum and the row count, each noised by the discrete Gaussian at
 the L2 sensitivity of a unit's contribution (:mod:`mechanisms.discrete_gaussian`; Canonne, Kamath &
@@ -9,6 +11,11 @@ two parts, released once with it. Its half-width is a bound, not an exact quanti
 each within their 97.5% half-widths h_S, h_N (a union bound: both at once with probability ≥ 95%),
 the true average s/n lies in [(S̃ − h_S)/(Ñ + h_N), (S̃ + h_S)/(Ñ − h_N)] for Ñ > h_N, within the
 bounds otherwise.
+
+VAR/STDDEV (:class:`GaussianVariance`): the three centred moments of
+:class:`mechanisms.variance.MomentVariance` (COUNT, Σy, Σy²), each by the discrete Gaussian at ρ/3
+and the unit's L2 sensitivity, with that class's estimate and its Bonferroni/interval-arithmetic
+half-width bound (each moment within its 1 − 0.05/3 half-width).
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from .discrete_gaussian import GaussianCount, GaussianSum
 from .measurements import BatchRelease, Release
 from .rng import RandomSource
 from .scalars import RationalLike, RealLike
+from .variance import VARIANCE_FUNCS, MomentVariance
 
-__all__ = ["GaussianMean"]
+__all__ = ["GaussianMean", "GaussianVariance"]
 
 
 class GaussianMean:
@@ -115,3 +123,41 @@ class GaussianMean:
             return self.upper - self.lower
         h = self._halves(level)
         return max(self._bound(b * n_hat, float(n_hat), h) for b in (self.lower, self.upper))
+
+
+class GaussianVariance(MomentVariance):
+    """One of :data:`~mechanisms.variance.VARIANCE_FUNCS` over values clamped to [lower, upper] at
+    ``rho`` (zCDP): :class:`~mechanisms.variance.MomentVariance` with its three moments by the
+    discrete Gaussian at ρ/3 each; ``contributions_sq`` as :class:`GaussianMean`'s. Its privacy
+    map is in ρ (the three maps added, Bun & Steinke 2016 Lemma 1.7)."""
+
+    name = "discrete_gaussian_variance"
+    unit = "rho"
+
+    def __init__(
+        self,
+        rho: RealLike,
+        lower: RealLike,
+        upper: RealLike,
+        integer: bool = False,
+        func: str = "var_pop",
+        contributions_sq: RationalLike = 1,
+    ) -> None:
+        if func not in VARIANCE_FUNCS:
+            raise ValueError(f"unknown variance function {func!r}")
+        if not lower < upper:
+            raise ValueError(f"need lower < upper, got [{lower}, {upper}]")
+        third, csq = Fraction(rho) / 3, contributions_sq
+        self.func, self.integer = func, bool(integer)
+        self.lower, self.upper = lower, upper
+        self.h = (float(upper) - float(lower)) / 2
+        if self.integer:  # moments in half units, as MomentVariance
+            w = int(upper) - int(lower)
+            self.k = 2
+            self.sum_measurement = GaussianSum(third, -w, w, integer=True, contributions_sq=csq)  # type: ignore[assignment]
+            self.sumsq_measurement = GaussianSum(third, 0, w * w, integer=True, contributions_sq=csq)  # type: ignore[assignment]
+        else:
+            self.k = 1
+            self.sum_measurement = GaussianSum(third, -self.h, self.h, contributions_sq=csq)  # type: ignore[assignment]
+            self.sumsq_measurement = GaussianSum(third, 0.0, self.h * self.h, contributions_sq=csq)  # type: ignore[assignment]
+        self.count_measurement = GaussianCount(third, csq)  # type: ignore[assignment]

@@ -1,4 +1,4 @@
-"""AVG on a zCDP budget (mechanisms.gaussian_mean): a discrete Gaussian SUM and COUNT at ρ/2 each,
+"""AVG on a zCDP budget (mechanisms.gaussian_stats): a discrete Gaussian SUM and COUNT at ρ/2 each,
 the AVG their clamped ratio; its privacy map, its batch form's law, and its interval's coverage."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from mechanisms import SeededSource
 from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
-from mechanisms.gaussian_mean import GaussianMean
+from mechanisms.gaussian_stats import GaussianMean, GaussianVariance
 
 
 def test_privacy_map_is_the_two_halves_composed():
@@ -49,3 +49,26 @@ def test_the_interval_covers_the_true_average_at_least_95_percent():
     assert rel.half_width >= max(
         m._bound(float(a), float(b)) for a, b in zip(rel.parts[0].values, rel.parts[1].values)
     )
+
+
+def test_variance_map_is_its_three_moments_and_its_bound_covers():
+    # VAR_POP of values in [0, 100] at ρ 1/2 over 500 rows: the three moments at ρ/6 each, the
+    # bound from MomentVariance's Bonferroni box; over 1,000 releases (fixed seed) the true variance
+    # lies within the bound at least 95% − 3 binomial standard deviations of the time
+    v = GaussianVariance(Fraction(1, 2), 0, 100, integer=True, func="var_pop", contributions_sq=4)
+    parts = v._parts
+    assert (
+        v.privacy_map_exact(1) == sum((p.privacy_map_exact(1) for p in parts), Fraction(0)) <= Fraction(1, 2)
+    )
+    assert all(p.name.startswith("discrete_gaussian") for p in parts)
+    rng = np.random.default_rng(5)
+    xs = rng.integers(0, 101, 500)
+    y2 = 2 * xs - 100  # half units, as MomentVariance reads integer columns
+    moments = (len(xs), int(y2.sum()), int((y2 * y2).sum()))
+    truth = float(np.var(xs))
+    src, trials = SeededSource(9), 1000
+    hits = 0
+    for _ in range(trials):
+        r = v.release(moments, src)
+        hits += abs(r.value - truth) <= r.half_width
+    assert hits / trials >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / trials)
