@@ -261,3 +261,14 @@ def test_copy_out_with_intervals(duck_service):
     assert all(
         int(lo) <= int(n) <= int(hi) for _, n, lo, hi in (line.split(",") for line in text.splitlines()[1:])
     )
+
+
+def test_zcdp_variance_intervals(zcdp_service):
+    rows, names, _, notes = _run(
+        zcdp_service,
+        "SELECT store, VAR_POP(amount) AS v, dp_interval_low(VAR_POP(amount)) AS lo, "
+        "dp_interval_high(VAR_POP(amount)) AS hi FROM purchases GROUP BY store",
+        role="half",
+    )
+    assert rows and all(lo is not None and 0 <= lo <= v <= hi for _, v, lo, hi in rows)
+    assert "discrete_gaussian_variance" in notes[0]
