@@ -72,7 +72,8 @@ __all__ = [
 ]
 
 Interval = tuple[NDArray[Any], NDArray[Any]]
-_Q_POINTS = 41  # pivot quantile table on alpha in [0, 1/2] (step 1/80), upper envelope between points
+_Q_POINTS = 11  # q(α) table on α in [0, 1/2], step 1/20 (the hourglass's own 95% table: computed
+#                 with the release, shared); between points the larger neighbour (upper envelope)
 _SCAN = 129  # points of the coarse scan of the confidence set around r^ (then bisection)
 _CHUNK = 4096  # cells scanned at once (bounds the scan's memory: _CHUNK × _SCAN floats)
 
@@ -124,7 +125,7 @@ def _plus_minus(values: ArrayLike, k: int, grid: float, rounded: bool) -> Interv
 
 @single_flight(maxsize=256)
 def _q_table(kind: str, params: tuple[float, ...], level: float) -> tuple[float, ...]:
-    """q(α) on α = 0, 1/80, …, 1/2: the level-quantile of the mechanism's pivot |Z₁ − α K|
+    """q(α) on α = 0, 1/20, …, 1/2: the level-quantile of the mechanism's pivot |Z₁ − α K|
     (the law is symmetric under α ↦ 1 − α for the hourglass and transformed Laplace; the
     shifted Laplace pivot depends on |½ − α|)."""
     alphas = [i / (2 * (_Q_POINTS - 1)) for i in range(_Q_POINTS)]
