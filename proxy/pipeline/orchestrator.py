@@ -253,6 +253,9 @@ class Connection:
                 return await scalar.explain(self, body, inner, tree, params), "explain", 0.0
             if inner.lookup:  # a release joined to a public table's rows (rewriter.lookup)
                 return await scalar.lookup_explain(self, body, tree, params), "explain", 0.0
+            shown, shown_route, shown_tree = await self._with_intervals(body, inner, None)
+            if shown != body:  # SET dpgate.intervals: the statement as it would run
+                body, inner, tree = shown, shown_route, shown_tree
             return await self._explain(Statement(body, inner, tree), params), "explain", 0.0
         if kind == "copy":
             return await self._copy(route, tree, params)

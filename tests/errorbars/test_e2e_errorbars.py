@@ -272,3 +272,13 @@ def test_zcdp_variance_intervals(zcdp_service):
     )
     assert rows and all(lo is not None and 0 <= lo <= v <= hi for _, v, lo, hi in rows)
     assert "discrete_gaussian_variance" in notes[0]
+
+
+def test_explain_under_set_intervals(duck_service):
+    rows, _, _, _ = _run(
+        duck_service,
+        "EXPLAIN SELECT educ, COUNT(*) AS n FROM pums GROUP BY educ",
+        setup=["SET dpgate.intervals = on"],
+    )
+    text = "\n".join(r[0] for r in rows)
+    assert "n_low: computed from the released aggregates (post-processing, no ε)" in text
