@@ -18,8 +18,9 @@ with each value clamped to the column's declared bounds (the *bounded* value).
 * :func:`mean_interval` — AVG of Algorithm 3 / 2 (Kulesza, Suresh, Wang 2024) by inverting
   the pivot ŝ₁ − α n̂ = Z₁ − α K (hourglass; Z₁ − α(Z₁ + Z₂) transformed Laplace;
   Z_s + (½ − α) Z_n shifted Laplace), whose law depends only on the true ratio α: the set
-  {α ∈ [0, 1] : |r̂ − α| ≤ q(α)/n̂} holds α with probability ≥ level for every n
-  (a test inversion; exact up to the grid rounding of the input, below 1/(2M) = 2⁻²¹ in α).
+  {α ∈ [0, 1] : |r̂ − α| ≤ q(α)/n̂} holds α with probability ≥ level for every n (a test
+  inversion; q read from a table on α = 0, 1/20, …, 1/2 as the larger neighbour, which is at
+  or above q; the grid rounding of the input is below 1/(2M) = 2⁻²¹ in α).
   The ratio r̂ is read from the released AVG (clipped to [0, 1] and the column's bounds:
   clipping only widens the set around α); n̂ ≤ 0 gives the whole range [lower, upper]
   (the midpoint policy's answer, which the range covers).
