@@ -58,6 +58,7 @@ __all__ = [
     "candidates",
     "choose_extreme",
     "reference_histogram",
+    "regret",
 ]
 
 USEFUL = 0.1  # expected relative rank error at or below which an answer is called useful
