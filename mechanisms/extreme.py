@@ -37,7 +37,7 @@ enter — never a group's true size.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -57,6 +57,9 @@ __all__ = [
     "USEFUL",
     "candidates",
     "choose_extreme",
+    "first_useful",
+    "rank_error_law",
+    "reference_arrays",
     "reference_histogram",
     "regret",
 ]
@@ -229,27 +232,48 @@ def _intervals(
     return starts[keep], length[keep], c[keep], n
 
 
-def _relative_error(
-    m: RankTargetExtreme, v: NDArray[np.int64], counts: NDArray[np.int64]
+def rank_error_law(
+    epsilon: float,
+    U: int,
+    v: NDArray[np.int64],
+    counts: NDArray[np.int64],
+    target: int,
+    scale: int,
+    truth: float = 0.0,
 ) -> tuple[float, float]:
-    """(P[outside the data range], expected relative rank error) of ``m`` on the oriented
-    histogram (v, counts), exactly from its interval weights: the points of each interval
-    inside [min v, max v] are in range, the rest outside."""
-    starts, length, c, n = _intervals(v, counts, m.grid.U)
+    """(P[outside the data range], expected relative rank error) of the exponential mechanism
+    Pr[y] ∝ exp(−ε·|scale·c(y) − target|/(2·scale)) over grid indices 0..U, c(y) the rows
+    above y, on the histogram (v ascending distinct, counts), exactly from its interval weights:
+    the points of an interval inside [min v, max v] are in range, the rest outside; an answer
+    in range errs by |c(y) − truth|/n (``truth``: the rows above the true answer, 0 for MAX),
+    one outside by 1."""
+    starts, length, c, n = _intervals(v, counts, U)
     if n == 0:
         return 1.0, 1.0
-    D = m.scale()
-    logw = -float(m.epsilon) / (2 * D) * np.abs(D * c - m.target(n)).astype(np.float64)
+    logw = -float(epsilon) / (2 * scale) * np.abs(scale * c - target).astype(np.float64)
     w = np.exp(logw - logw.max())
     lo_v, hi_v = int(v[0]), int(v[-1])
     ends = starts + length - 1
-    # points inside [lo_v, hi_v] of each interval, the rest is outside
     inside = np.clip(np.minimum(ends, hi_v) - np.maximum(starts, lo_v) + 1, 0, None)
     w_in, w_all = w * inside, w * length
     total = float(w_all.sum())
     miss = 1.0 - float(w_in.sum()) / total
-    rel = miss + float((w_in * (c / n)).sum()) / total
+    rel = miss + float((w_in * np.minimum(np.abs(c - truth) / n, 1.0)).sum()) / total
     return miss, rel
+
+
+def first_useful(error: Callable[[int], float]) -> int | None:
+    """The smallest n ≤ 10^6 with ``error(n)`` ≤ ``USEFUL``: the first such n of a geometric
+    scan (ratio 5/4), then bisection below it (the laws fall with n there); None if none."""
+    lo, n = 1, 2
+    while n <= 1_000_000:
+        if error(n) <= USEFUL:
+            while n - lo > 1:
+                mid = (lo + n) // 2
+                lo, n = (lo, mid) if error(mid) <= USEFUL else (mid, n)
+            return n
+        lo, n = n, max(n + 1, n * 5 // 4)
+    return None
 
 
 @single_flight(maxsize=4096)
@@ -260,26 +284,12 @@ def _law(kind: str, epsilon: float, U: int, beta: float, key: Fraction, n: int) 
         if kind == "capped"
         else ShiftedRankExtreme(epsilon, grid, "max", beta)
     )
-    return _relative_error(m, *reference_arrays(n, U))
+    return rank_error_law(epsilon, U, *reference_arrays(n, U), m.target(n), m.scale())
 
 
 @single_flight(maxsize=1024)
 def _useful_from(kind: str, epsilon: float, U: int, beta: float, key: Fraction) -> int | None:
-    """The smallest n with expected relative rank error ≤ USEFUL: the first such n of a
-    geometric scan (ratio 5/4), then bisection below it (the error falls with n there)."""
-
-    def ok(n: int) -> bool:
-        return _law(kind, epsilon, U, beta, key, n)[1] <= USEFUL
-
-    lo, n = 1, 2
-    while n <= 1_000_000:
-        if ok(n):
-            while n - lo > 1:
-                mid = (lo + n) // 2
-                lo, n = (lo, mid) if ok(mid) else (mid, n)
-            return n
-        lo, n = n, max(n + 1, n * 5 // 4)
-    return None
+    return first_useful(lambda n: _law(kind, epsilon, U, beta, key, n)[1])
 
 
 class ShiftedRankExtreme(RankTargetExtreme):

@@ -43,7 +43,15 @@ from mechanisms.extreme import (
     candidates,
     choose_extreme,
 )
-from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles, ascending, tree_depth
+from mechanisms.quantile import (
+    ExpMechQuantile,
+    ProtectedQuantile,
+    RecursiveQuantiles,
+    ascending,
+    choose_quantile,
+    quantile_candidates,
+    tree_depth,
+)
 from rewriter import complete
 from rewriter.extreme import (
     ExtremePart,
@@ -87,6 +95,13 @@ def extreme_mechanism(epsilon: float, grid: ExtremeGrid, func: str) -> RankTarge
     return choose_extreme(epsilon, grid, func, BETA)[0]
 
 
+def quantile_mechanism(epsilon: float, grid: ExtremeGrid, q: Fraction) -> ExpMechQuantile:
+    """A percentile's mechanism at ``epsilon`` (already over the unit's factor): of the plain
+    exponential mechanism and the protected quantile, the one the error laws choose
+    (:func:`mechanisms.quantile.choose_quantile`: public inputs only)."""
+    return choose_quantile(epsilon, grid, q, BETA)[0]
+
+
 def _setup(gw, xp: ExtremePlan, epsilon: float):
     """The grid and the mechanism at the tier's ``epsilon`` (divided by the privacy unit's
     group-privacy factor on a table with a unit: :func:`rewriter.unit.factor`)."""
@@ -94,29 +109,33 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
     if xp.q is not None:  # a quantile
-        return grid, ExpMechQuantile(epsilon, grid, xp.q, BETA)
+        return grid, quantile_mechanism(epsilon, grid, xp.q)
     return grid, extreme_mechanism(epsilon, grid, xp.func)
 
 
 def _extreme_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
     """What the NOTICE states of a MAX/MIN/quantile release (stored with the answer)."""
     meta = {"func": xp_func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA}
-    if isinstance(m, RankTargetExtreme):
-        meta["useful_from"] = m.useful_from()
-        if isinstance(m, CappedRankExtreme):
-            meta["share"] = str(m.share)
+    meta["useful_from"] = m.useful_from()
+    if isinstance(m, (CappedRankExtreme, ProtectedQuantile)):
+        meta["share"] = str(m.share)
     return meta
 
 
-def choice_text(m: RankTargetExtreme) -> str:
-    """Why this MAX/MIN mechanism (EXPLAIN): each candidate's regret and the chosen one's
-    useful group size."""
-    ms = candidates(m.epsilon, m.grid, m.func, m.beta)
-    _, regrets = choose_extreme(m.epsilon, m.grid, m.func, m.beta)
-    listed = ", ".join(f"{_label(c)} {r:.2f}" for c, r in zip(ms, regrets))
+def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
+    """Why this mechanism (EXPLAIN): each candidate's regret and the chosen one's useful
+    group size."""
+    if isinstance(m, ExpMechQuantile):
+        labels = [_label(c) for c in quantile_candidates(m.epsilon, m.grid, m.q, m.beta)]
+        _, regrets = choose_quantile(m.epsilon, m.grid, m.q, m.beta)
+    else:
+        labels = [_label(c) for c in candidates(m.epsilon, m.grid, m.func, m.beta)]
+        _, regrets = choose_extreme(m.epsilon, m.grid, m.func, m.beta)
+    listed = ", ".join(f"{label} {r:.2f}" for label, r in zip(labels, regrets))
     return (
-        f"chosen by the error laws (expected relative rank error — the share of the group's rows beyond "
-        f"the answer, 1 outside the data's range — on n rows spread over the middle half of the range; "
+        f"chosen by the error laws (expected relative rank error — the share of the group's rows between "
+        f"the answer and the true one, 1 outside the data's range — on n rows spread over the middle half "
+        f"of the range; "
         f"largest excess over the best across n = 2..100,000: {listed}); {useful_text(m)}"
     )
 
@@ -131,11 +150,15 @@ def _aim_text(m: RankTargetExtreme) -> str:
     return f"aims at k0 = {m.k0} rows beyond the answer (Chen et al. 2025 §6.4)"
 
 
-def _label(m: RankTargetExtreme) -> str:
-    return f"capped rank s = {m.share}" if isinstance(m, CappedRankExtreme) else "shifted rank"
+def _label(m: RankTargetExtreme | ExpMechQuantile) -> str:
+    if isinstance(m, CappedRankExtreme):
+        return f"capped rank s = {m.share}"
+    if isinstance(m, ProtectedQuantile):
+        return f"protected s = {m.share}"
+    return "plain exponential mechanism" if isinstance(m, ExpMechQuantile) else "shifted rank"
 
 
-def useful_text(m: RankTargetExtreme | dict) -> str:
+def useful_text(m: RankTargetExtreme | ExpMechQuantile | dict) -> str:
     """From which group size the answer is useful (expected relative rank error ≤ USEFUL)."""
     n = m.get("useful_from") if isinstance(m, dict) else m.useful_from()
     if n is None:
@@ -251,14 +274,24 @@ def _what(xp: ExtremePlan) -> str:
     return f"{xp.func.upper()}({xp.column})"
 
 
-def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "") -> str:
-    """The rank statement of a quantile release (NOTICE and EXPLAIN)."""
+def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "", e: dict | None = None) -> str:
+    """The rank statement of a quantile release (NOTICE and EXPLAIN); ``e``: the release's
+    stored facts (the protected quantile's share, the useful group size) when known."""
     if xp.q is None:
         raise SqlError("XX000", "internal error: a rank statement for a MAX/MIN release")
+    e = e or {}
+    guard = ""
+    if "share" in e:
+        side = "above" if xp.q >= Fraction(1, 2) else "below"
+        guard = (
+            f"; the protected quantile keeps at least min(k0, {e['share']}·n) rows {side} its target so that "
+            "the grid beyond the data scores low"
+        )
+    tail = f"; {useful_text(e)}" if "useful_from" in e else ""
     return (
         f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
         f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
-        f"value units; the exponential mechanism, Smith 2011)"
+        f"value units; the exponential mechanism, Smith 2011){guard}{tail}"
     )
 
 
@@ -280,7 +313,7 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
         groups = f" in each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
         return (
             f"{name}: {_what(xp)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-            f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}; "
+            f"{quantile_rank_text(xp, e['k0'], e['beta'], groups, e)}; mechanism: {answer['mechanism'][0]}; "
             f"{unit_text(xp.plan)}"
         )
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
@@ -459,6 +492,7 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
             f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
             f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}"
         )
+        lines.append(f"  {choice_text(m)}")
     else:
         assert isinstance(m, RankTargetExtreme)
         lines.append(
@@ -512,7 +546,7 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
     mechs: list[RankTargetExtreme | ExpMechQuantile | None] = [
         None
         if p.q is not None and p.column in tree_cols
-        else ExpMechQuantile(share / k, grids[p.column], p.q, BETA)
+        else quantile_mechanism(share / k, grids[p.column], p.q)
         if p.q is not None
         else extreme_mechanism(share / k, grids[p.column], p.func)
         for p in xp.parts
@@ -649,7 +683,7 @@ def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
         groups = f" in each of the {cells} groups" if cells > 1 else ""
         return (
             f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-            f"{quantile_rank_text(one, e['k0'], e['beta'], groups)}"
+            f"{quantile_rank_text(one, e['k0'], e['beta'], groups, e)}"
         )
     groups = f" of each of the {cells} groups" if cells > 1 else ""
     return (
@@ -783,7 +817,8 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
             continue
         what = _what(xp.single(part))
         if part.q is not None:
-            bound = quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)
+            assert isinstance(m, ExpMechQuantile)
+            bound = f"{quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)}; {choice_text(m)}"
         else:
             bound = (
                 f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "

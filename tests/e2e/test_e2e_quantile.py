@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from fractions import Fraction
 
 import psycopg
 import pytest
 
 from mechanisms.extreme import ExtremeGrid
 from proxy.demo import pums_rows
+from proxy.pipeline.extreme import quantile_mechanism
 from rewriter import parse
 from rewriter.extreme import build_extreme_plan, histogram_sql
 
@@ -133,7 +135,10 @@ def test_refusals_and_explain_charge_nothing(service):
         ]
         assert service.gw.ledger.spent("other", "day") == before
     text = "\n".join(lines)
-    assert "exponential_quantile" in text and "within 30 rows of 0.9·n" in text and "histogram" in text
+    m = quantile_mechanism(1.0, ExtremeGrid.for_column("float", 0, 500_000), Fraction(9, 10))
+    assert m.name == "protected_quantile" and m.rank_half_width() > 30  # k0 = 30, and the protection's shift
+    assert f"within {m.rank_half_width()} rows of 0.9·n" in text and "histogram" in text
+    assert "chosen by the error laws" in text and "plain exponential mechanism" in text
 
 
 def test_extended_protocol_with_parameters(service):
