@@ -26,8 +26,10 @@ Error law (both mechanisms; :meth:`ShiftedRankExtreme.expected_error`,
 c(y)/n (the share of the group's rows beyond it) when y lies within the group's data range,
 and 1 when it lies outside (no row has that value: no better than the other end). Its
 expectation depends on how the rows lie on the grid; the law is computed exactly (the
-mechanism's own pmf) on the *reference group*: n rows spread evenly over the middle half of
-the declared range (ties when n exceeds its grid points). An answer is called useful when its
+mechanism's own pmf) on two *reference groups* and averaged: n rows spread evenly over the
+middle half, and over the middle tenth, of the declared range (ties when n exceeds their grid
+points) — declared bounds are often much wider than the data, and the grid beyond the data is
+what an answer must be kept out of (``REFERENCE_SPANS``). An answer is called useful when its
 expected relative rank error is at most ``USEFUL`` (1/10). :func:`choose_extreme` picks, per
 statement, the candidate with the least worst-case excess of that expectation over the best
 candidate across group sizes (minimax regret over ``LAW_SIZES``): only ε/k, the grid and β
@@ -54,6 +56,7 @@ __all__ = [
     "RankTargetExtreme",
     "ExtremeGrid",
     "ShiftedRankExtreme",
+    "REFERENCE_SPANS",
     "USEFUL",
     "candidates",
     "choose_extreme",
@@ -65,6 +68,7 @@ __all__ = [
 ]
 
 USEFUL = 0.1  # expected relative rank error at or below which an answer is called useful
+REFERENCE_SPANS = (Fraction(1, 2), Fraction(1, 10))  # the reference groups' share of the declared range
 LAW_SIZES = (2, 5, 10, 20, 40, 70, 100, 200, 400, 1_000, 3_000, 10_000, 100_000)
 CAP_SHARES = (Fraction(1, 2), Fraction(1, 4))  # the capped-rank candidates' s
 
@@ -99,11 +103,13 @@ class ExtremeGrid:
         return int(round(v)) if self.integral else float(v)
 
 
-def reference_arrays(n: int, U: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The error law's reference group: n rows spread evenly over the grid indices of the
-    middle half of the declared range, [⌊U/4⌉, ⌊3U/4⌉] (module doc); ties when n exceeds
-    them. (distinct indices ascending, row counts); symmetric, so MAX and MIN share it."""
-    a, b = round(U / 4), round(3 * U / 4)
+def reference_arrays(
+    n: int, U: int, span: Fraction = REFERENCE_SPANS[0]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """An error law's reference group: n rows spread evenly over the grid indices of the middle
+    ``span`` of the declared range, [⌊U(1 − span)/2⌉, ⌊U(1 + span)/2⌉] (module doc); ties when
+    n exceeds them. (distinct indices ascending, row counts); symmetric, so MAX and MIN share it."""
+    a, b = round(U * (1 - span) / 2), round(U * (1 + span) / 2)
     if n <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if n == 1 or a == b:
@@ -114,9 +120,9 @@ def reference_arrays(n: int, U: int) -> tuple[NDArray[np.int64], NDArray[np.int6
     return (a + idx).astype(np.int64), counts[idx].astype(np.int64)
 
 
-def reference_histogram(n: int, U: int) -> list[tuple[int, int]]:
+def reference_histogram(n: int, U: int, span: Fraction = REFERENCE_SPANS[0]) -> list[tuple[int, int]]:
     """:func:`reference_arrays` as (grid index, row count) pairs."""
-    v, m = reference_arrays(n, U)
+    v, m = reference_arrays(n, U, span)
     return list(zip(v.tolist(), m.tolist()))
 
 
@@ -202,9 +208,14 @@ class RankTargetExtreme:
         return p if self.func == "max" else p[::-1].copy()
 
     def law(self, n: int) -> tuple[float, float]:
-        """(P[the answer lies outside the group's data range], expected relative rank error)
-        on the reference group of n rows (module doc)."""
-        return _law(self.kind, self.epsilon, self.grid.U, self.beta, self._law_key(), int(n))
+        """(P[the answer lies outside the group's data range], expected relative rank error),
+        averaged over the reference groups of n rows (module doc)."""
+        laws = [self.law_at(n, span) for span in REFERENCE_SPANS]
+        return sum(x for x, _ in laws) / len(laws), sum(y for _, y in laws) / len(laws)
+
+    def law_at(self, n: int, span: Fraction) -> tuple[float, float]:
+        """The law on one reference group: n rows over the middle ``span`` of the range."""
+        return _law(self.kind, self.epsilon, self.grid.U, self.beta, self._law_key(), int(n), Fraction(span))
 
     def _law_key(self) -> Fraction:
         return Fraction(0)
@@ -277,19 +288,26 @@ def first_useful(error: Callable[[int], float]) -> int | None:
 
 
 @single_flight(maxsize=4096)
-def _law(kind: str, epsilon: float, U: int, beta: float, key: Fraction, n: int) -> tuple[float, float]:
+def _law(
+    kind: str, epsilon: float, U: int, beta: float, key: Fraction, n: int, span: Fraction
+) -> tuple[float, float]:
     grid = ExtremeGrid(0.0, float(U), 1.0, U, True)
     m: RankTargetExtreme = (
         CappedRankExtreme(epsilon, grid, "max", beta, key)
         if kind == "capped"
         else ShiftedRankExtreme(epsilon, grid, "max", beta)
     )
-    return rank_error_law(epsilon, U, *reference_arrays(n, U), m.target(n), m.scale())
+    return rank_error_law(epsilon, U, *reference_arrays(n, U, span), m.target(n), m.scale())
 
 
 @single_flight(maxsize=1024)
 def _useful_from(kind: str, epsilon: float, U: int, beta: float, key: Fraction) -> int | None:
-    return first_useful(lambda n: _law(kind, epsilon, U, beta, key, n)[1])
+    def error(n: int) -> float:
+        return sum(_law(kind, epsilon, U, beta, key, n, span)[1] for span in REFERENCE_SPANS) / len(
+            REFERENCE_SPANS
+        )
+
+    return first_useful(error)
 
 
 class ShiftedRankExtreme(RankTargetExtreme):

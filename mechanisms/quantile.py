@@ -36,8 +36,8 @@ plain mechanism above.
 Error law (:meth:`ExpMechQuantile.expected_error`, :meth:`ExpMechQuantile.useful_from`, and
 the same on :class:`ProtectedQuantile`): as MAX/MIN's (:func:`mechanisms.extreme.rank_error_law`),
 the expected relative rank error |c(y) − (1 − q)·n|/n of an answer inside the data's range
-(c the rows above it), 1 outside, on the reference group of n rows spread over the middle
-half of the declared range; :func:`choose_quantile` picks the candidate with the least regret
+(c the rows above it), 1 outside, averaged over the reference groups (n rows spread over the
+middle half, and the middle tenth, of the declared range); :func:`choose_quantile` picks the candidate with the least regret
 across group sizes (public inputs only).
 """
 
@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exact_choice import exp_weighted_index
-from .extreme import LAW_SIZES, ExtremeGrid, first_useful, rank_error_law, reference_arrays
+from .extreme import LAW_SIZES, REFERENCE_SPANS, ExtremeGrid, first_useful, rank_error_law, reference_arrays
 from .once import single_flight
 from .rng import RandomSource
 
@@ -137,9 +137,16 @@ class ExpMechQuantile:
         return out
 
     def law(self, n: int) -> tuple[float, float]:
-        """(P[outside the data's range], expected relative rank error) on the reference group
-        of n rows (module doc)."""
-        return _quantile_law(self.epsilon, self.grid.U, self.beta, Fraction(self.q), self.share, int(n))
+        """(P[outside the data's range], expected relative rank error), averaged over the
+        reference groups of n rows (module doc)."""
+        laws = [self.law_at(n, span) for span in REFERENCE_SPANS]
+        return sum(x for x, _ in laws) / len(laws), sum(y for _, y in laws) / len(laws)
+
+    def law_at(self, n: int, span: Fraction) -> tuple[float, float]:
+        """The law on one reference group: n rows over the middle ``span`` of the range."""
+        return _quantile_law(
+            self.epsilon, self.grid.U, self.beta, Fraction(self.q), self.share, int(n), Fraction(span)
+        )
 
     def expected_error(self, n: int) -> float:
         """The expected relative rank error on the reference group of n rows (module doc)."""
@@ -167,15 +174,19 @@ def _target(q: Fraction, share: Fraction, k0: int, n: int) -> tuple[int, int]:
 
 @single_flight(maxsize=4096)
 def _quantile_law(
-    epsilon: float, U: int, beta: float, q: Fraction, share: Fraction, n: int
+    epsilon: float, U: int, beta: float, q: Fraction, share: Fraction, n: int, span: Fraction
 ) -> tuple[float, float]:
     T, L = _target(q, share, _k0(epsilon, U, beta), n)
-    return rank_error_law(epsilon, U, *reference_arrays(n, U), T, L, float((1 - q) * n))
+    return rank_error_law(epsilon, U, *reference_arrays(n, U, span), T, L, float((1 - q) * n))
 
 
 @single_flight(maxsize=1024)
 def _quantile_useful(epsilon: float, U: int, beta: float, q: Fraction, share: Fraction) -> int | None:
-    return first_useful(lambda n: _quantile_law(epsilon, U, beta, q, share, n)[1])
+    def error(n: int) -> float:
+        laws = [_quantile_law(epsilon, U, beta, q, share, n, span)[1] for span in REFERENCE_SPANS]
+        return sum(laws) / len(laws)
+
+    return first_useful(error)
 
 
 @dataclass(frozen=True)

@@ -134,8 +134,8 @@ def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
     listed = ", ".join(f"{label} {r:.2f}" for label, r in zip(labels, regrets))
     return (
         f"chosen by the error laws (expected relative rank error — the share of the group's rows between "
-        f"the answer and the true one, 1 outside the data's range — on n rows spread over the middle half "
-        f"of the range; "
+        f"the answer and the true one, 1 outside the data's range — on n rows spread over the middle half, "
+        f"and the middle tenth, of the range; "
         f"largest excess over the best across n = 2..100,000: {listed}); {useful_text(m)}"
     )
 
