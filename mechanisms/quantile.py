@@ -27,11 +27,13 @@ data: the answer then lands outside the data's range (a 0.9-quantile of 40 rows 
 lands above the data most of the time). The *protected quantile*
 (:class:`ProtectedQuantile`, the capped rank of :mod:`mechanisms.extreme` applied to a
 quantile) keeps at least min(k0, s·n) rows beyond its target on the near side — for q ≥ 1/2
-it aims at T(n) = max((1 − q)·n, min(k0, s·n)) rows above the answer, for q < 1/2 at that
-many below — trading a rank bias of at most k0·(1 − (1 − q')/s)⁺ rows (q' = max(q, 1 − q))
-for the grid beyond the data. T moves by at most max(1 − q, q, s) ≤ 1 per added row, in the
-direction c does, so the score |c(y) − T(n)| has sensitivity 1: ε-DP. With s → 0 it is the
-plain mechanism above.
+it aims at T(n) = max((1 − q)·n, min(k0, s·n)) rows above the answer, for q < 1/2 at
+n − max(q·n, min(k0, s·n)) — trading a rank bias of at most k0·(1 − (1 − q')/s)⁺ rows
+(q' = max(q, 1 − q)) for the grid beyond the data. Its score is, as the capped rank's, the
+distance from T(n) to the answer's ranks [#{x > y}, #{x ≥ y}] (a tie block containing the aim
+scores 0): each bound moves by 0 or 1 per added row and T by at most max(1 − q, q, s) ≤ 1
+(for q < 1/2, n − … moves by between 0 and 1), so each term moves by at most 1: sensitivity
+1, ε-DP.
 
 Error law (:meth:`ExpMechQuantile.expected_error`, :meth:`ExpMechQuantile.useful_from`, and
 the same on :class:`ProtectedQuantile`): as MAX/MIN's (:func:`mechanisms.extreme.rank_error_law`),
@@ -52,7 +54,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exact_choice import exp_weighted_index
-from .extreme import LAW_SIZES, REFERENCE_SPANS, ExtremeGrid, first_useful, rank_error_law, reference_arrays
+from .extreme import (
+    LAW_SIZES,
+    REFERENCE_SPANS,
+    ExtremeGrid,
+    first_useful,
+    rank_error_law,
+    rank_pieces,
+    reference_arrays,
+)
 from .once import single_flight
 from .rng import RandomSource
 
@@ -172,12 +182,28 @@ def _target(q: Fraction, share: Fraction, k0: int, n: int) -> tuple[int, int]:
     return L * n - max(int(q * L) * n, guard), L
 
 
+def _piece_scores(
+    q: Fraction, share: Fraction, k0: int, gt: NDArray[np.int64], ge: NDArray[np.int64], n: int
+) -> tuple[NDArray[np.int64], int]:
+    """Scores of the pieces of :func:`mechanisms.extreme.rank_pieces` (gt rows above, ge at or
+    above): the plain mechanism's |D·c − P·n| with c = n − gt the rows at or below (share 0),
+    or the protected quantile's distance from its aim to the ranks [gt, ge], scaled by L."""
+    if share == 0:
+        return np.abs(q.denominator * gt - (q.denominator - q.numerator) * n), q.denominator
+    T, L = _target(q, share, k0, n)
+    return np.maximum(0, np.maximum(L * gt - T, T - L * ge)), L
+
+
 @single_flight(maxsize=4096)
 def _quantile_law(
     epsilon: float, U: int, beta: float, q: Fraction, share: Fraction, n: int, span: Fraction
 ) -> tuple[float, float]:
-    T, L = _target(q, share, _k0(epsilon, U, beta), n)
-    return rank_error_law(epsilon, U, *reference_arrays(n, U, span), T, L, float((1 - q) * n))
+    k0 = _k0(epsilon, U, beta)
+
+    def scores(gt: NDArray[np.int64], ge: NDArray[np.int64], n: int) -> tuple[NDArray[np.int64], int]:
+        return _piece_scores(q, share, k0, gt, ge, n)
+
+    return rank_error_law(epsilon, U, *reference_arrays(n, U, span), scores, float((1 - q) * n))
 
 
 @single_flight(maxsize=1024)
@@ -212,14 +238,15 @@ class ProtectedQuantile(ExpMechQuantile):
         return math.ceil(max(Fraction(0), self.k0 * (1 - (1 - q) / Fraction(self.share))))
 
     def rank_half_width(self) -> int:
-        """W.p. ≥ 1 − β the answer's rank is within this many rows of q·n (k0 from the target,
-        the target within :meth:`shift` of q·n), plus the rows tied at one grid point."""
+        """W.p. ≥ 1 − β the answer's ranks come within this many rows of q·n: k0 from the aim
+        (some grid point's ranks contain it: no tie term), the aim within :meth:`shift` of q·n."""
         return self.k0 + self.shift()
 
     def scores(
         self, hist: Sequence[tuple[int, int]]
     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int]:
-        """(interval starts, lengths, scaled scores |L·c − L·T(n)|, L), c the rows above."""
+        """(piece starts, lengths, scaled scores, L): the distance from the aim T(n) to each
+        grid point's ranks [#{x > y}, #{x ≥ y}] (module doc), on :func:`rank_pieces`."""
         U = self.grid.U
         merged: dict[int, int] = {}
         for i, n in hist:
@@ -227,14 +254,9 @@ class ProtectedQuantile(ExpMechQuantile):
             merged[i] = merged.get(i, 0) + int(n)
         v = np.array(sorted(merged), dtype=np.int64)
         m = np.array([merged[i] for i in v.tolist()], dtype=np.int64)
-        n = int(m.sum())
-        T, L = _target(Fraction(self.q), Fraction(self.share), self.k0, n)
-        starts = np.concatenate(([0], v)).astype(np.int64)
-        ends = np.concatenate((v - 1, [U])).astype(np.int64)  # inclusive
-        above = n - np.concatenate(([0], np.cumsum(m))).astype(np.int64)
-        length = ends - starts + 1
-        keep = length > 0
-        return starts[keep], length[keep], np.abs(L * above[keep] - T), L
+        starts, length, gt, ge, n = rank_pieces(v, m, U)
+        score, L = _piece_scores(Fraction(self.q), Fraction(self.share), self.k0, gt, ge, n)
+        return starts, length, score, L
 
 
 def quantile_candidates(epsilon: float, grid: ExtremeGrid, q: Fraction, beta: float) -> list[ExpMechQuantile]:

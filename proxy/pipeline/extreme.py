@@ -119,6 +119,8 @@ def _extreme_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
     meta["useful_from"] = m.useful_from()
     if isinstance(m, (CappedRankExtreme, ProtectedQuantile)):
         meta["share"] = str(m.share)
+    if isinstance(m, ProtectedQuantile):
+        meta["shift"] = m.shift()
     return meta
 
 
@@ -284,8 +286,10 @@ def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "", e
     if "share" in e:
         side = "above" if xp.q >= Fraction(1, 2) else "below"
         guard = (
-            f"; the protected quantile keeps at least min(k0, {e['share']}·n) rows {side} its target so that "
-            "the grid beyond the data scores low"
+            "; a grid point whose tied rows contain the target rank scores as exact"
+            if not e.get("shift")
+            else f"; the protected quantile keeps at least min(k0, {e['share']}·n) rows {side} its target (at most "
+            f"{e['shift']} rows from q·n, within the {k} stated) so that the grid beyond the data scores low"
         )
     tail = f"; {useful_text(e)}" if "useful_from" in e else ""
     return (
