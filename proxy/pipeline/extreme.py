@@ -124,6 +124,13 @@ def _extreme_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
     return meta
 
 
+def _explain_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
+    """:func:`_extreme_meta` for EXPLAIN's rank line (the useful size is on the choice's line)."""
+    meta = _extreme_meta(m, grid, xp_func)
+    meta.pop("useful_from")
+    return meta
+
+
 def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
     """Why this mechanism (EXPLAIN): each candidate's regret and the chosen one's useful
     group size."""
@@ -140,6 +147,12 @@ def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
         f"and the middle tenth, of the range; "
         f"largest excess over the best across n = 2..100,000: {listed}); {useful_text(m)}"
     )
+
+
+def _tie_words(m: RankTargetExtreme) -> str:
+    """How ties enter the rank statement (EXPLAIN): the capped rank counts a tie block holding
+    its aim as exact; the shifted rank's statement adds the rows tied at one value."""
+    return "(ties included)" if isinstance(m, CappedRankExtreme) else "(plus rows tied at one value)"
 
 
 def _aim_text(m: RankTargetExtreme) -> str:
@@ -182,9 +195,14 @@ def rank_mechanism_text(func: str, e: dict, groups: str) -> str:
     else:
         how = f"by the shifted-rank exponential mechanism (aiming at k0 = {e['k0']} rows {side} the answer)"
     tail = f"; {useful_text(e)}" if "useful_from" in e else ""
+    ties = (
+        " (ties included: a value whose tied rows contain the aim counts as exact)"
+        if "share" in e
+        else ", plus the rows sharing one value when many do,"
+    )
     return (
-        f"{how}: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} rows{groups}, plus the rows "
-        f"sharing one value when many do, lie {side} the answer (a rank error, not value units){tail}"
+        f"{how}: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} rows{groups}{ties} lie {side} the "
+        f"answer (a rank error, not value units){tail}"
     )
 
 
@@ -282,20 +300,20 @@ def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "", e
     if xp.q is None:
         raise SqlError("XX000", "internal error: a rank statement for a MAX/MIN release")
     e = e or {}
-    guard = ""
-    if "share" in e:
+    guard, ties = "", "), plus the rows sharing one grid point when many do ("
+    if "share" in e:  # the protected quantile: ranks [#{x < y}, #{x ≤ y}], ties included
         side = "above" if xp.q >= Fraction(1, 2) else "below"
-        guard = (
-            "; a grid point whose tied rows contain the target rank scores as exact"
-            if not e.get("shift")
-            else f"; the protected quantile keeps at least min(k0, {e['share']}·n) rows {side} its target (at most "
-            f"{e['shift']} rows from q·n, within the {k} stated) so that the grid beyond the data scores low"
-        )
+        ties = "; ties included: a value whose tied rows contain the aim counts as exact; "
+        if e.get("shift"):
+            guard = (
+                f"; it keeps at least min(k0, {e['share']}·n) rows {side} its aim, at most {e['shift']} rows from "
+                f"q·n (within the {k} stated), so that the grid beyond the data scores low"
+            )
     tail = f"; {useful_text(e)}" if "useful_from" in e else ""
     return (
         f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
-        f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
-        f"value units; the exponential mechanism, Smith 2011){guard}{tail}"
+        f"(n the group's rows{ties}a rank error, not value units; the exponential mechanism, Smith 2011)"
+        f"{guard}{tail}"
     )
 
 
@@ -494,7 +512,8 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     if xp.quantile:
         lines.append(
             f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-            f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}"
+            f"{grid.upper:g}] (step {grid.step:g}); "
+            f"{quantile_rank_text(xp, m.rank_half_width(), BETA, e=_explain_meta(m, grid, xp.func))}"
         )
         lines.append(f"  {choice_text(m)}")
     else:
@@ -502,7 +521,7 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
         lines.append(
             f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
             f"{grid.upper:g}] (step {grid.step:g}); {_aim_text(m)}; with probability {1 - BETA:.0%} at most "
-            f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer"
+            f"{m.rank_half_width()} rows per group {_tie_words(m)} lie beyond the answer"
         )
         lines.append(f"  {choice_text(m)}")
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
@@ -822,14 +841,16 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
         what = _what(xp.single(part))
         if part.q is not None:
             assert isinstance(m, ExpMechQuantile)
-            bound = f"{quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)}; {choice_text(m)}"
+            meta = _explain_meta(m, g, part.func)
+            bound = (
+                f"{quantile_rank_text(xp.single(part), m.rank_half_width(), BETA, e=meta)}; {choice_text(m)}"
+            )
         else:
+            assert isinstance(m, RankTargetExtreme)
             bound = (
                 f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
-                "(plus rows tied at one value) lie beyond the answer"
+                f"{_tie_words(m)} lie beyond the answer; {_aim_text(m)}; {choice_text(m)}"
             )
-            if isinstance(m, RankTargetExtreme):
-                bound += f"; {_aim_text(m)}; {choice_text(m)}"
         i += 1
         lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")
     if xp.central is not None:
