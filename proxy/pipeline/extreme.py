@@ -1,9 +1,15 @@
 """MAX / MIN and quantiles on a central table, a release kind: statement → histogram
-scan → shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, Chen et al. 2025
-§6.4), or the exponential mechanism for a quantile (:mod:`mechanisms.quantile`, Smith
-2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once per
-statement (groups are disjoint: parallel composition); a repeat returns the stored
-answer free, as everywhere.
+scan → per group, the shifted-rank or capped-rank exponential mechanism (:mod:`mechanisms.extreme`,
+Chen et al. 2025 §6.4), or the plain or protected exponential mechanism for a quantile
+(:mod:`mechanisms.quantile`, Smith 2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's
+ε is charged once per statement (groups are disjoint: parallel composition); a repeat returns the
+stored answer free, as everywhere.
+
+Which mechanism runs is chosen per statement by the error laws (:func:`extreme_mechanism`,
+:func:`quantile_mechanism`: ε over the unit's factor, the grid and β only, never the data), and
+EXPLAIN lists the candidates. Every mechanism has ``expected_error(n)`` and ``useful_from()``
+(its error law); a release stores the chosen one's useful group size in its answer's
+``extreme`` (one part's in ``joint.parts``) as ``useful_from``, and the NOTICE states it.
 
 Grouped by a column without a public domain: the same one histogram scan
 also carries each key's distinct units and drops the keys below the selection's scan floor
