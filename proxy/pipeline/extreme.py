@@ -400,7 +400,7 @@ class Extreme(ReleaseKind):
         if xp.joint:
             cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
             sp = _selection(xp.plan, tier)
-            js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
+            js = await asyncio.to_thread(joint_setup, gw, xp, eps if sp is None else sp.eps_measures)
             js.sel = sp
             key, delta = _key(xp, eps), 0.0
             if sp is not None:  # the selection's δ is part of what is released
@@ -410,7 +410,7 @@ class Extreme(ReleaseKind):
                 self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta, state=js
             )
         sp = _selection(xp.plan, tier)
-        grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
+        grid, m = await asyncio.to_thread(_setup, gw, xp, eps if sp is None else sp.eps_measures)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
         key, delta = _key(xp, eps), 0.0
         if sp is not None:  # the selection's δ is part of what is released
@@ -486,20 +486,22 @@ async def describe_extreme(conn, stmt: Statement, oids: list[int]) -> Descriptio
 
 
 async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
-    """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free."""
+    """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free. The
+    lines are made in a worker thread (the error laws behind the choice are computed there)."""
     gw = conn.gw
     xp = await _with_lookups(gw, _build(gw, stmt, params))
     tier = gw.tier_of(conn.role)
-    if xp.joint:
-        return Result(
-            "EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in joint_explain(gw, xp, tier)]
-        )
+    lines = await asyncio.to_thread(joint_explain if xp.joint else _explain_lines, gw, xp, tier)
+    return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+
+
+def _explain_lines(gw, xp: ExtremePlan, tier) -> list[str]:
+    """EXPLAIN of a single MAX/MIN/percentile release."""
     if xp.plan.selected and tier.delta <= 0:
-        lines = [
+        return [
             f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
             "selection, and this tier has delta = 0"
         ]
-        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
     sp = _selection(xp.plan, tier)
     grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp.eps_measures)
     if sp is None:
@@ -533,7 +535,7 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
     lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]
-    return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+    return lines
 
 
 EXTREME = Extreme()
