@@ -35,6 +35,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ()),
     ("rewrite", ()),
     ("cells", ()),
+    ("repeats", ()),
     ("workers", ()),
     ("scale", ()),
     ("soak", ("--minutes", "3", "--kill-every", "45")),
@@ -49,6 +50,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("svt", ()),
     ("quantiles_joint", ()),
     ("extreme", ()),
+    ("zcdp", ()),
 )
 QUICK_GOAL_S = 50  # every --quick run, on a machine that runs nothing else
 
