@@ -97,15 +97,21 @@ BETA = 0.05  # the rank statement in the NOTICE holds with probability 95%, like
 def extreme_mechanism(epsilon: float, grid: ExtremeGrid, func: str) -> RankTargetExtreme:
     """MAX/MIN's mechanism at ``epsilon`` (already over the unit's factor): of the shifted
     rank and the capped rank, the one the error laws choose (:func:`mechanisms.extreme.
-    choose_extreme`: public inputs only — ε, the grid, β)."""
-    return choose_extreme(epsilon, grid, func, BETA)[0]
+    choose_extreme`: public inputs only — ε, the grid, β). Its useful group size is computed
+    here too (memoised: the NOTICE states it), in the planning thread, not the scan's."""
+    m = choose_extreme(epsilon, grid, func, BETA)[0]
+    m.useful_from()
+    return m
 
 
 def quantile_mechanism(epsilon: float, grid: ExtremeGrid, q: Fraction) -> ExpMechQuantile:
     """A percentile's mechanism at ``epsilon`` (already over the unit's factor): of the plain
     exponential mechanism and the protected quantile, the one the error laws choose
-    (:func:`mechanisms.quantile.choose_quantile`: public inputs only)."""
-    return choose_quantile(epsilon, grid, q, BETA)[0]
+    (:func:`mechanisms.quantile.choose_quantile`: public inputs only); its useful group size
+    computed here too, as for MAX/MIN."""
+    m = choose_quantile(epsilon, grid, q, BETA)[0]
+    m.useful_from()
+    return m
 
 
 def _setup(gw, xp: ExtremePlan, epsilon: float):
