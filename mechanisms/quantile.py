@@ -357,6 +357,21 @@ class RecursiveQuantiles:
         d = self.depths()[q] if q is not None else L
         return d * m
 
+    def expected_error(self, n: int, q: Fraction | None = None) -> float:
+        """An estimate of ``q``'s expected relative rank error on the reference groups of n rows
+        (of the deepest one if None): d times the law of one exponential mechanism at the round's
+        ε on the whole grid (exact for the first draw, d = 1), as the rank statement adds the
+        errors of the d draws on its path — an estimate, not the law of the tree."""
+        d = self.depths()[q] if q is not None else self.rounds
+        one = ExpMechQuantile(
+            self.round_epsilon, self.grid, q if q is not None else Fraction(1, 2), self.beta
+        )
+        return min(1.0, d * one.expected_error(n))
+
+    def useful_from(self, q: Fraction | None = None) -> int | None:
+        """The smallest group size whose :meth:`expected_error` is ≤ 1/10 (None beyond 10^6)."""
+        return first_useful(lambda n: self.expected_error(n, q))
+
     def release_all(
         self, hist: Sequence[tuple[int, int]], source: RandomSource
     ) -> dict[Fraction, float | int]:

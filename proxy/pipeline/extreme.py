@@ -594,6 +594,9 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
         )
         for c, ps in tree_cols.items()
     }
+    for tree in trees.values():  # the NOTICE's useful sizes, memoised here (planning thread)
+        for q in tree.qs:
+            tree.useful_from(q)
     cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
     return JointState(grids, mechs, trees, shares, share, cells_eps)
 
@@ -672,7 +675,15 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows, delta: float = 0.0) 
                 tree.name,
                 tree.epsilon,
             )
-            parts_meta.append({"k0": tree.rank_half_width(part.q), "U": g.U, "step": g.step, "beta": BETA})
+            parts_meta.append(
+                {
+                    "k0": tree.rank_half_width(part.q),
+                    "U": g.U,
+                    "step": g.step,
+                    "beta": BETA,
+                    "useful_from": tree.useful_from(part.q),  # the tree's estimate
+                }
+            )
             continue
         h = hists[col_index[part.column]]
         for r, c in enumerate(cells):
