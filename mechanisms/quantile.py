@@ -39,8 +39,10 @@ Error law (:meth:`ExpMechQuantile.expected_error`, :meth:`ExpMechQuantile.useful
 the same on :class:`ProtectedQuantile`): as MAX/MIN's (:func:`mechanisms.extreme.rank_error_law`),
 the expected relative rank error |c(y) − (1 − q)·n|/n of an answer inside the data's range
 (c the rows above it), 1 outside, averaged over the reference groups (n rows spread over the
-middle half, and the middle tenth, of the declared range); :func:`choose_quantile` picks the candidate with the least regret
-across group sizes (public inputs only).
+middle half, and the middle tenth, of the declared range); :func:`choose_quantile` picks the
+candidate with the least regret across group sizes (public inputs only).
+:class:`RecursiveQuantiles` has the same two methods as an estimate: d times one draw's law at
+its round's ε, for the quantile drawn at depth d.
 """
 
 from __future__ import annotations
