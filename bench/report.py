@@ -49,6 +49,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metric_ldp", ()),
     ("svt", ()),
     ("quantiles_joint", ()),
+    ("extreme", ()),
     ("zcdp", ()),
     ("dashboard", ()),
 )
