@@ -42,6 +42,7 @@ from rewriter.route import Route
 from ..backends import BackendError, BackendRefused
 from ..stores.ledger import EPS, FEMTO, NANO, RHO, BudgetExceeded, femto
 from ..wire.api import Column, Description, Result, SqlError
+from . import derive
 from .common import budget_error, detail_charged, scan_read
 from .repeat_rows import RepeatRows
 
@@ -333,6 +334,8 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
     done = asyncio.get_running_loop().create_future()
     gw.in_flight[(role, key)] = done
     try:
+        if (derived := await derive.answer(conn, p, dv, tier, spent, notice_head)) is not None:
+            return derived  # post-processing of this role's earlier releases: ε 0
         return await _release(conn, p, tier, dv, spent, sql)
     except SqlError as e:
         if e.sqlstate != "53400":
