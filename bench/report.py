@@ -49,6 +49,9 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metric_ldp", ()),
     ("svt", ()),
     ("quantiles_joint", ()),
+    ("extreme", ()),
+    ("zcdp", ()),
+    ("dashboard", ()),
 )
 QUICK_GOAL_S = 50  # every --quick run, on a machine that runs nothing else
 

@@ -1,9 +1,15 @@
 """MAX / MIN and quantiles on a central table, a release kind: statement → histogram
-scan → shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, Chen et al. 2025
-§6.4), or the exponential mechanism for a quantile (:mod:`mechanisms.quantile`, Smith
-2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once per
-statement (groups are disjoint: parallel composition); a repeat returns the stored
-answer free, as everywhere.
+scan → per group, the shifted-rank or capped-rank exponential mechanism (:mod:`mechanisms.extreme`,
+Chen et al. 2025 §6.4), or the plain or protected exponential mechanism for a quantile
+(:mod:`mechanisms.quantile`, Smith 2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's
+ε is charged once per statement (groups are disjoint: parallel composition); a repeat returns the
+stored answer free, as everywhere.
+
+Which mechanism runs is chosen per statement by the error laws (:func:`extreme_mechanism`,
+:func:`quantile_mechanism`: ε over the unit's factor, the grid and β only, never the data), and
+EXPLAIN lists the candidates. Every mechanism has ``expected_error(n)`` and ``useful_from()``
+(its error law); a release stores the chosen one's useful group size in its answer's
+``extreme`` (one part's in ``joint.parts``) as ``useful_from``, and the NOTICE states it.
 
 Grouped by a column without a public domain: the same one histogram scan
 also carries each key's distinct units and drops the keys below the selection's scan floor
@@ -35,8 +41,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
-from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles, ascending, tree_depth
+from mechanisms.extreme import (
+    USEFUL,
+    CappedRankExtreme,
+    ExtremeGrid,
+    RankTargetExtreme,
+    candidates,
+    choose_extreme,
+)
+from mechanisms.quantile import (
+    ExpMechQuantile,
+    ProtectedQuantile,
+    RecursiveQuantiles,
+    ascending,
+    choose_quantile,
+    quantile_candidates,
+    tree_depth,
+)
 from rewriter import complete
 from rewriter.extreme import (
     ExtremePart,
@@ -73,6 +94,26 @@ __all__ = ["EXTREME", "Extreme", "ExtremeState", "describe_extreme", "explain_ex
 BETA = 0.05  # the rank statement in the NOTICE holds with probability 95%, like the half-widths
 
 
+def extreme_mechanism(epsilon: float, grid: ExtremeGrid, func: str) -> RankTargetExtreme:
+    """MAX/MIN's mechanism at ``epsilon`` (already over the unit's factor): of the shifted
+    rank and the capped rank, the one the error laws choose (:func:`mechanisms.extreme.
+    choose_extreme`: public inputs only — ε, the grid, β). Its useful group size is computed
+    here too (memoised: the NOTICE states it), in the planning thread, not the scan's."""
+    m = choose_extreme(epsilon, grid, func, BETA)[0]
+    m.useful_from()
+    return m
+
+
+def quantile_mechanism(epsilon: float, grid: ExtremeGrid, q: Fraction) -> ExpMechQuantile:
+    """A percentile's mechanism at ``epsilon`` (already over the unit's factor): of the plain
+    exponential mechanism and the protected quantile, the one the error laws choose
+    (:func:`mechanisms.quantile.choose_quantile`: public inputs only); its useful group size
+    computed here too, as for MAX/MIN."""
+    m = choose_quantile(epsilon, grid, q, BETA)[0]
+    m.useful_from()
+    return m
+
+
 def _setup(gw, xp: ExtremePlan, epsilon: float):
     """The grid and the mechanism at the tier's ``epsilon`` (divided by the privacy unit's
     group-privacy factor on a table with a unit: :func:`rewriter.unit.factor`)."""
@@ -80,8 +121,101 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
     if xp.q is not None:  # a quantile
-        return grid, ExpMechQuantile(epsilon, grid, xp.q, BETA)
-    return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
+        return grid, quantile_mechanism(epsilon, grid, xp.q)
+    return grid, extreme_mechanism(epsilon, grid, xp.func)
+
+
+def _extreme_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
+    """What the NOTICE states of a MAX/MIN/quantile release (stored with the answer)."""
+    meta = {"func": xp_func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA}
+    meta["useful_from"] = m.useful_from()
+    if isinstance(m, (CappedRankExtreme, ProtectedQuantile)):
+        meta["share"] = str(m.share)
+    if isinstance(m, ProtectedQuantile):
+        meta["shift"] = m.shift()
+    return meta
+
+
+def _explain_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
+    """:func:`_extreme_meta` for EXPLAIN's rank line (the useful size is on the choice's line)."""
+    meta = _extreme_meta(m, grid, xp_func)
+    meta.pop("useful_from")
+    return meta
+
+
+def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
+    """Why this mechanism (EXPLAIN): each candidate's regret and the chosen one's useful
+    group size."""
+    if isinstance(m, ExpMechQuantile):
+        labels = [_label(c) for c in quantile_candidates(m.epsilon, m.grid, m.q, m.beta)]
+        _, regrets = choose_quantile(m.epsilon, m.grid, m.q, m.beta)
+    else:
+        labels = [_label(c) for c in candidates(m.epsilon, m.grid, m.func, m.beta)]
+        _, regrets = choose_extreme(m.epsilon, m.grid, m.func, m.beta)
+    listed = ", ".join(f"{label} {r:.2f}" for label, r in zip(labels, regrets))
+    return (
+        f"chosen by the error laws (expected relative rank error — the share of the group's rows between "
+        f"the answer and the true one, 1 outside the data's range — on n rows spread over the middle half, "
+        f"and the middle tenth, of the range; "
+        f"largest excess over the best across n = 2..100,000: {listed}); {useful_text(m)}"
+    )
+
+
+def _tie_words(m: RankTargetExtreme) -> str:
+    """How ties enter the rank statement (EXPLAIN): the capped rank counts a tie block holding
+    its aim as exact; the shifted rank's statement adds the rows tied at one value."""
+    return "(ties included)" if isinstance(m, CappedRankExtreme) else "(plus rows tied at one value)"
+
+
+def _aim_text(m: RankTargetExtreme) -> str:
+    """The rank the mechanism aims at (EXPLAIN)."""
+    if isinstance(m, CappedRankExtreme):
+        return (
+            f"aims at min(k0, {m.share}·n) rows beyond the answer (k0 = {m.k0}; the capped rank: the "
+            f"shifted rank on groups of ≥ {float(m.k0 / m.share):g} rows, a rank inside the data below)"
+        )
+    return f"aims at k0 = {m.k0} rows beyond the answer (Chen et al. 2025 §6.4)"
+
+
+def _label(m: RankTargetExtreme | ExpMechQuantile) -> str:
+    if isinstance(m, CappedRankExtreme):
+        return f"capped rank s = {m.share}"
+    if isinstance(m, ProtectedQuantile):
+        return f"protected s = {m.share}"
+    return "plain exponential mechanism" if isinstance(m, ExpMechQuantile) else "shifted rank"
+
+
+def useful_text(m: RankTargetExtreme | ExpMechQuantile | dict) -> str:
+    """From which group size the answer is useful (expected relative rank error ≤ USEFUL)."""
+    n = m.get("useful_from") if isinstance(m, dict) else m.useful_from()
+    if n is None:
+        return f"no group of up to 10^6 rows gets an expected relative rank error ≤ {USEFUL:.0%} at this ε"
+    return (
+        f"useful (expected relative rank error ≤ {USEFUL:.0%}) from about {n} rows per group; "
+        "on smaller groups the answer is mostly noise"
+    )
+
+
+def rank_mechanism_text(func: str, e: dict, groups: str) -> str:
+    """The rank statement of a MAX/MIN release (NOTICE), for the mechanism that drew it."""
+    side = "above" if func == "max" else "below"
+    if "share" in e:
+        how = (
+            f"by the capped-rank exponential mechanism (aiming at min(k0, {e['share']}·n) rows {side} the "
+            f"answer, n the group's rows; k0 = {e['k0']})"
+        )
+    else:
+        how = f"by the shifted-rank exponential mechanism (aiming at k0 = {e['k0']} rows {side} the answer)"
+    tail = f"; {useful_text(e)}" if "useful_from" in e else ""
+    ties = (
+        " (ties included: a value whose tied rows contain the aim counts as exact)"
+        if "share" in e
+        else ", plus the rows sharing one value when many do,"
+    )
+    return (
+        f"{how}: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} rows{groups}{ties} lie {side} the "
+        f"answer (a rank error, not value units){tail}"
+    )
 
 
 def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: SelectionPlan | None = None) -> str:
@@ -129,7 +263,7 @@ def _selected_answer(
         "values": values,
         "half_width": [m.rank_half_width()],
         "mechanism": [m.name],
-        "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
+        "extreme": _extreme_meta(m, grid, xp.func),
         "partitions": {
             "kept": len(kept),
             "describe": sp.sel.describe(),
@@ -139,7 +273,7 @@ def _selected_answer(
     }
 
 
-def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme | ExpMechQuantile, grid: ExtremeGrid, rows) -> dict:
+def _answer(gw, xp: ExtremePlan, m: RankTargetExtreme | ExpMechQuantile, grid: ExtremeGrid, rows) -> dict:
     """The measurement: per group, the histogram of the scan → the mechanism's value."""
     n = len(xp.plan.group_by)
     cells = xp.cells
@@ -155,7 +289,7 @@ def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme | ExpMechQuantile, grid: 
         "values": values,
         "half_width": [m.rank_half_width()],
         "mechanism": [m.name],
-        "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
+        "extreme": _extreme_meta(m, grid, xp.func),
     }
 
 
@@ -172,14 +306,26 @@ def _what(xp: ExtremePlan) -> str:
     return f"{xp.func.upper()}({xp.column})"
 
 
-def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "") -> str:
-    """The rank statement of a quantile release (NOTICE and EXPLAIN)."""
+def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "", e: dict | None = None) -> str:
+    """The rank statement of a quantile release (NOTICE and EXPLAIN); ``e``: the release's
+    stored facts (the protected quantile's share, the useful group size) when known."""
     if xp.q is None:
         raise SqlError("XX000", "internal error: a rank statement for a MAX/MIN release")
+    e = e or {}
+    guard, ties = "", "), plus the rows sharing one grid point when many do ("
+    if "share" in e:  # the protected quantile: ranks [#{x < y}, #{x ≤ y}], ties included
+        side = "above" if xp.q >= Fraction(1, 2) else "below"
+        ties = "; ties included: a value whose tied rows contain the aim counts as exact; "
+        if e.get("shift"):
+            guard = (
+                f"; it keeps at least min(k0, {e['share']}·n) rows {side} its aim, at most {e['shift']} rows from "
+                f"q·n (within the {k} stated), so that the grid beyond the data scores low"
+            )
+    tail = f"; {useful_text(e)}" if "useful_from" in e else ""
     return (
         f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
-        f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
-        f"value units; the exponential mechanism, Smith 2011)"
+        f"(n the group's rows{ties}a rank error, not value units; the exponential mechanism, Smith 2011)"
+        f"{guard}{tail}"
     )
 
 
@@ -201,19 +347,14 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
         groups = f" in each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
         return (
             f"{name}: {_what(xp)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-            f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}; "
+            f"{quantile_rank_text(xp, e['k0'], e['beta'], groups, e)}; mechanism: {answer['mechanism'][0]}; "
             f"{unit_text(xp.plan)}"
         )
-    side = "above" if xp.func == "max" else "below"
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
     groups = f" of each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
     return (
         f"{name}: {xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), "
-        f"by the shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most "
-        f"{2 * e['k0']} rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
-        f"(a rank error, not value units; k0 = {e['k0']}), so it is usually a little "
-        f"{'below the true maximum' if xp.func == 'max' else 'above the true minimum'}; "
-        f"mechanism: {answer['mechanism'][0]}; {unit_text(xp.plan)}"
+        f"{rank_mechanism_text(xp.func, e, groups)}; mechanism: {answer['mechanism'][0]}; {unit_text(xp.plan)}"
     )
 
 
@@ -223,7 +364,7 @@ class ExtremeState:
     partition selection of keys without a public domain (None: public keys)."""
 
     grid: ExtremeGrid
-    m: ShiftedRankExtreme | ExpMechQuantile
+    m: RankTargetExtreme | ExpMechQuantile
     sel: SelectionPlan | None
 
 
@@ -235,7 +376,7 @@ class JointState:
     rounds); how many shares ε was split into; the ε the cells' mechanisms run at."""
 
     grids: dict[str, ExtremeGrid]
-    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None]
+    mechs: list[RankTargetExtreme | ExpMechQuantile | None]
     trees: dict[str, RecursiveQuantiles]
     shares: int
     share: float  # the statement's ε over ``shares``
@@ -265,7 +406,7 @@ class Extreme(ReleaseKind):
         if xp.joint:
             cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
             sp = _selection(xp.plan, tier)
-            js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
+            js = await asyncio.to_thread(joint_setup, gw, xp, eps if sp is None else sp.eps_measures)
             js.sel = sp
             key, delta = _key(xp, eps), 0.0
             if sp is not None:  # the selection's δ is part of what is released
@@ -275,7 +416,7 @@ class Extreme(ReleaseKind):
                 self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta, state=js
             )
         sp = _selection(xp.plan, tier)
-        grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
+        grid, m = await asyncio.to_thread(_setup, gw, xp, eps if sp is None else sp.eps_measures)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
         key, delta = _key(xp, eps), 0.0
         if sp is not None:  # the selection's δ is part of what is released
@@ -351,20 +492,22 @@ async def describe_extreme(conn, stmt: Statement, oids: list[int]) -> Descriptio
 
 
 async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
-    """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free."""
+    """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free. The
+    lines are made in a worker thread (the error laws behind the choice are computed there)."""
     gw = conn.gw
     xp = await _with_lookups(gw, _build(gw, stmt, params))
     tier = gw.tier_of(conn.role)
-    if xp.joint:
-        return Result(
-            "EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in joint_explain(gw, xp, tier)]
-        )
+    lines = await asyncio.to_thread(joint_explain if xp.joint else _explain_lines, gw, xp, tier)
+    return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+
+
+def _explain_lines(gw, xp: ExtremePlan, tier) -> list[str]:
+    """EXPLAIN of a single MAX/MIN/percentile release."""
     if xp.plan.selected and tier.delta <= 0:
-        lines = [
+        return [
             f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
             "selection, and this tier has delta = 0"
         ]
-        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
     sp = _selection(xp.plan, tier)
     grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp.eps_measures)
     if sp is None:
@@ -383,18 +526,22 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     if xp.quantile:
         lines.append(
             f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-            f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}"
+            f"{grid.upper:g}] (step {grid.step:g}); "
+            f"{quantile_rank_text(xp, m.rank_half_width(), BETA, e=_explain_meta(m, grid, xp.func))}"
         )
+        lines.append(f"  {choice_text(m)}")
     else:
+        assert isinstance(m, RankTargetExtreme)
         lines.append(
-            f"  {m.name} (Chen et al. 2025 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-            f"{grid.upper:g}] (step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most "
-            f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer"
+            f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
+            f"{grid.upper:g}] (step {grid.step:g}); {_aim_text(m)}; with probability {1 - BETA:.0%} at most "
+            f"{m.rank_half_width()} rows per group {_tie_words(m)} lie beyond the answer"
         )
+        lines.append(f"  {choice_text(m)}")
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
     lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]
-    return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+    return lines
 
 
 EXTREME = Extreme()
@@ -433,12 +580,12 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
     )
     share = epsilon / shares
     k = factor(xp.plan)
-    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None] = [
+    mechs: list[RankTargetExtreme | ExpMechQuantile | None] = [
         None
         if p.q is not None and p.column in tree_cols
-        else ExpMechQuantile(share / k, grids[p.column], p.q, BETA)
+        else quantile_mechanism(share / k, grids[p.column], p.q)
         if p.q is not None
-        else ShiftedRankExtreme(share / k, grids[p.column], p.func, BETA)
+        else extreme_mechanism(share / k, grids[p.column], p.func)
         for p in xp.parts
     ]
     trees = {
@@ -447,6 +594,9 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
         )
         for c, ps in tree_cols.items()
     }
+    for tree in trees.values():  # the NOTICE's useful sizes, memoised here (planning thread)
+        for q in tree.qs:
+            tree.useful_from(q)
     cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
     return JointState(grids, mechs, trees, shares, share, cells_eps)
 
@@ -525,13 +675,23 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows, delta: float = 0.0) 
                 tree.name,
                 tree.epsilon,
             )
-            parts_meta.append({"k0": tree.rank_half_width(part.q), "U": g.U, "step": g.step, "beta": BETA})
+            parts_meta.append(
+                {
+                    "k0": tree.rank_half_width(part.q),
+                    "U": g.U,
+                    "step": g.step,
+                    "beta": BETA,
+                    "useful_from": tree.useful_from(part.q),  # the tree's estimate
+                }
+            )
             continue
         h = hists[col_index[part.column]]
         for r, c in enumerate(cells):
             values[r][part.index] = m.release(h[c], gw.source)
         hw[part.index], mech[part.index], eps[part.index] = m.rank_half_width(), m.name, m.epsilon
-        parts_meta.append({"k0": _k(m), "U": g.U, "step": g.step, "beta": BETA})
+        meta = _extreme_meta(m, g, part.func)
+        meta.pop("func")
+        parts_meta.append(meta)
     for col, tree in js.trees.items():
         members = [p for p in xp.parts if p.column == col and p.q is not None]
         h = hists[col_index[col]]
@@ -571,15 +731,12 @@ def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
         groups = f" in each of the {cells} groups" if cells > 1 else ""
         return (
             f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-            f"{quantile_rank_text(one, e['k0'], e['beta'], groups)}"
+            f"{quantile_rank_text(one, e['k0'], e['beta'], groups, e)}"
         )
-    side = "above" if part.func == "max" else "below"
     groups = f" of each of the {cells} groups" if cells > 1 else ""
     return (
-        f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), by the "
-        f"shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} "
-        f"rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
-        f"(a rank error, not value units; k0 = {e['k0']})"
+        f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), "
+        f"{rank_mechanism_text(part.func, e, groups)}"
     )
 
 
@@ -708,11 +865,16 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
             continue
         what = _what(xp.single(part))
         if part.q is not None:
-            bound = quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)
+            assert isinstance(m, ExpMechQuantile)
+            meta = _explain_meta(m, g, part.func)
+            bound = (
+                f"{quantile_rank_text(xp.single(part), m.rank_half_width(), BETA, e=meta)}; {choice_text(m)}"
+            )
         else:
+            assert isinstance(m, RankTargetExtreme)
             bound = (
                 f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
-                "(plus rows tied at one value) lie beyond the answer"
+                f"{_tie_words(m)} lie beyond the answer; {_aim_text(m)}; {choice_text(m)}"
             )
         i += 1
         lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")

@@ -11,6 +11,7 @@ from rewriter.unit import describe, factor
 
 from ..stores.answer import cell_count
 from .common import fmt
+from .errorbars import interval_text
 from .postexpr import window_text
 from .rows import aligned, consistent_ranges
 
@@ -55,6 +56,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
     if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
     svt += window_text([o.post for o in plan.outputs if o.source == "expr"] + [i.tree for i in plan.order_by])
+    svt += interval_text(plan, answer)
     if plan.clock:  # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.clock} UTC, evaluated by dpgate when planned"
     return f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}"
