@@ -1,0 +1,393 @@
+"""Signal-to-noise of a release, from its mechanism's own public error law.
+
+Whether a released value carries information is judged from what is public — the mechanism,
+its ε, the column's bounds, the statement's plan — and from released values (post-processing),
+never from a true aggregate: a warning that depended on the exact value would be a side channel.
+One rule per kind of error law, one function per mechanism (:func:`judge`, dispatched on the
+measurement's class):
+
+* **additive noise** (COUNT: two-sided geometric; SUM: discrete Laplace; VAR/STDDEV: the bound
+  from the noisy moments) — a released value is *mostly noise* when its 95% half-width h is at
+  least its magnitude, h ≥ |value|: the 95% interval holds 0, so not even the sign is known.
+  A COUNT is useful from groups of h + 1 rows; at a group's size, from the ε at which h falls
+  below the released |value| (h is a function of ε: :func:`epsilon_for`).
+* **AVG** (the add-remove mean of Kulesza, Suresh and Wang 2024, or the split baseline) — mostly
+  noise when h ≥ (upper − lower)/4: the 95% interval spans at least half the bounds' range. Its
+  h falls as 1/n̂ (the delta method, Lemma 1 of the paper: h = w'·q(α)/n̂), so the rule names the
+  smallest group (:func:`mean_useful_from`) at which the worst-placed AVG clears it.
+* **rank error** (MAX/MIN by the shifted-rank exponential mechanism, Chen et al. 2025 §6.4;
+  a quantile by the exponential mechanism, Smith 2011, alone or by recursive splitting, Kaplan,
+  Schnapp and Stemmer 2022) — the mechanism states, with probability 95%, a rank error r: at
+  most r rows beyond the answer (MAX/MIN, r = 2·k0) or a rank within r of q·n (a quantile).
+  The answer lies inside the group's own range of values only when r < q·n and r < (1 − q)·n
+  (MAX: q = 1, only the first), so a group of n rows is mostly noise when
+  n ≤ r / min(q, 1 − q) (MAX/MIN: n ≤ r). A group below k0 rows gets an answer drawn almost
+  uniformly between the bound and the group's extreme value: the audit's ~40 rows with
+  k0 = 46. r scales as 1/ε, so the ε at which n rows would be useful is ε·r/(n·min(q, 1 − q)).
+  The group's n is a released (noisy) count: a COUNT in the same statement, or one the
+  mechanism released beside its answer.
+
+:class:`Signal` holds the verdict of one released aggregate (over all its groups) and says it
+in one line (``reason`` / ``useful``). Other modules call, by name:
+
+* :func:`judge` ``(m, values, half_width, *, n_hats=None, epsilon_scale=1.0)`` → Signal | None;
+* :func:`additive_useful_rows` ``(m)``, :func:`mean_useful_from` ``(m)``,
+  :func:`rank_useful_from` ``(rank_half_width, q)`` → the smallest useful group, for EXPLAIN;
+* :func:`epsilon_for` ``(m, target)`` → the least ε at which m's 95% half-width is below target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import singledispatch
+from typing import Any
+
+from .average import SplitAverage
+from .extreme import ShiftedRankExtreme
+from .mean.common import GridMean
+from .measurements import GeometricCount, LaplaceSum
+from .quantile import ExpMechQuantile, RecursiveQuantiles
+from .variance import MomentVariance
+
+__all__ = [
+    "Signal",
+    "judge",
+    "additive_useful_rows",
+    "mean_useful_from",
+    "rank_useful_from",
+    "epsilon_for",
+    "MEAN_RANGE_FRACTION",
+]
+
+MEAN_RANGE_FRACTION = 4
+"""An AVG is mostly noise when its 95% half-width is at least (upper − lower)/MEAN_RANGE_FRACTION."""
+
+_MAX_ROWS = 1 << 62
+
+Values = Sequence[Any]  # one released value per group
+Counts = Sequence[Any] | None  # one released row count per group, where known
+
+
+@dataclass(frozen=True)
+class Signal:
+    """The verdict on one released aggregate over its groups: ``noisy`` groups of ``groups``
+    are mostly noise by ``rule``; ``useful_rows``: the smallest group at which it would not
+    be (None: no group size helps); ``useful_epsilon``: the ε per query at which the largest
+    mostly-noise group would not be (None: not stated)."""
+
+    rule: str
+    noisy: int
+    groups: int
+    detail: str
+    useful_rows: int | None = None
+    useful_epsilon: float | None = None
+
+    @property
+    def noise(self) -> bool:
+        return self.noisy > 0
+
+    def reason(self) -> str:
+        """Which groups are mostly noise and by which rule (one clause)."""
+        which = (
+            "the answer is mostly noise"
+            if self.groups <= 1
+            else f"{self.noisy} of {self.groups} groups are mostly noise"
+        )
+        return f"{which}: {self.detail} (rule: {self.rule})"
+
+    def useful(self) -> str:
+        """Where the answer would be useful (one clause, or empty)."""
+        parts = []
+        if self.useful_rows is not None:
+            parts.append(f"from groups of {self.useful_rows:,} rows")
+        if self.useful_epsilon is not None:
+            parts.append(f"at ε ≥ {self.useful_epsilon:.3g} per query")
+        return "useful " + " or ".join(parts) if parts else ""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.4g}" if isinstance(x, float) and not float(x).is_integer() else f"{x:,.0f}"
+
+
+# -- what a measurement would be at another ε -------------------------------------------------
+
+
+@singledispatch
+def at_epsilon(m: Any, epsilon: float) -> Any:
+    """``m`` at ``epsilon`` (the same bounds): its error law at another ε."""
+    raise TypeError(f"no error law at another ε for {type(m).__name__}")
+
+
+@at_epsilon.register
+def _(m: GeometricCount, epsilon: float) -> GeometricCount:
+    return GeometricCount(epsilon)
+
+
+@at_epsilon.register
+def _(m: LaplaceSum, epsilon: float) -> LaplaceSum:
+    return LaplaceSum(epsilon, m.lower, m.upper, integer=m.integer)
+
+
+def epsilon_for(m: Any, target: float, epsilon: float) -> float | None:
+    """The least ε' (to 0.1%) at which ``m``'s 95% half-width (at ``epsilon`` now) is below
+    ``target``; None when ``target`` ≤ 0 (a half-width is never below 0). The half-width
+    falls monotonically in ε (the noise scale is sensitivity/ε), so bisection on log ε."""
+    if not target > 0:
+        return None
+    if float(m.half_width()) < target:
+        return epsilon
+    lo, hi = math.log(epsilon), math.log(epsilon) + 1.0
+    while float(at_epsilon(m, math.exp(hi)).half_width()) >= target:
+        lo, hi = hi, hi + 2.0
+        if hi > math.log(epsilon) + 60:
+            return None
+    while hi - lo > 1e-3:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if float(at_epsilon(m, math.exp(mid)).half_width()) >= target else (lo, mid)
+    return math.exp(hi)
+
+
+# -- additive noise: COUNT, SUM, VAR ----------------------------------------------------------
+
+
+def additive_useful_rows(m: Any) -> int | None:
+    """A COUNT's smallest useful group: h + 1 rows (its value is the group's size)."""
+    return int(math.floor(float(m.half_width()))) + 1 if isinstance(m, GeometricCount) else None
+
+
+def _additive(
+    m: Any, values: Sequence[Any], half_width: float, epsilon_scale: float, epsilon: float | None
+) -> Signal:
+    h = float(half_width)
+    noisy = [abs(float(v)) for v in values if v is not None and abs(float(v)) <= h]
+    top = max(noisy, default=0.0)
+    eps = None
+    if noisy and epsilon is not None:
+        found = epsilon_for(m, top, epsilon) if top > 0 else None
+        eps = found * epsilon_scale if found is not None else None
+    detail = (
+        f"95% half-width ±{_fmt(h)} ≥ |value|"
+        + (f" (|values| up to {_fmt(top)})" if noisy and len(values) > 1 else "")
+        if noisy
+        else f"95% half-width ±{_fmt(h)}"
+    )
+    return Signal(
+        "half-width ≥ |value|",
+        len(noisy),
+        len(values),
+        detail,
+        useful_rows=additive_useful_rows(m),
+        useful_epsilon=eps,
+    )
+
+
+@singledispatch
+def judge(
+    m: Any,
+    values: Sequence[Any],
+    half_width: float,
+    *,
+    n_hats: Sequence[Any] | None = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal | None:
+    """The verdict on one released aggregate: its measurement ``m``, its released ``values``
+    (one per group), its stated 95% ``half_width`` (for an AVG the largest over the groups),
+    ``n_hats``: the groups' released row counts where known (rank-error mechanisms need them),
+    ``epsilon_scale``: the statement's ε over ``m``'s (ε shares and a unit's group privacy
+    scale both), to state a useful ε per query; ``q``: the quantile judged, of a mechanism
+    that draws several. None: no rule for this mechanism."""
+    return None
+
+
+@judge.register
+def _(
+    m: GeometricCount,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    return _additive(m, values, half_width, epsilon_scale, float(m.epsilon))
+
+
+@judge.register
+def _(
+    m: LaplaceSum,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    return _additive(m, values, half_width, epsilon_scale, float(m.epsilon))
+
+
+@judge.register
+def _(
+    m: MomentVariance,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    """A VAR/STDDEV's stated half-width is a bound from the noisy moments: the same rule."""
+    return _additive(m, values, half_width, epsilon_scale, None)
+
+
+# -- AVG ---------------------------------------------------------------------------------------
+
+
+def mean_useful_from(m: GridMean | SplitAverage) -> int | None:
+    """The smallest group n at which the AVG's 95% half-width, at its worst-placed value (an
+    endpoint, where q(α) is largest), is below (upper − lower)/4: bisection on n, the
+    half-width falling as 1/n̂ (delta method)."""
+    width = float(m.upper) - float(m.lower)
+    target = width / MEAN_RANGE_FRACTION
+    worst = [float(m.lower), float(m.upper)]
+
+    def hw(n: int) -> float:
+        return max(float(m.half_width(0.95, n_hat=n, avg_hat=a)) for a in worst)
+
+    if hw(1) < target:
+        return 1
+    lo, hi = 1, 2
+    while hw(hi) >= target:
+        lo, hi = hi, hi * 2
+        if hi > _MAX_ROWS:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if hw(mid) < target else (mid, hi)
+    return hi
+
+
+def _mean(m: GridMean | SplitAverage, values: Values, half_width: float) -> Signal:
+    width = float(m.upper) - float(m.lower)
+    h = float(half_width)
+    noisy = h >= width / MEAN_RANGE_FRACTION
+    return Signal(
+        f"half-width ≥ (upper − lower)/{MEAN_RANGE_FRACTION}",
+        1 if noisy else 0,
+        1,
+        f"95% half-width ±{_fmt(h)}"
+        + (" in the noisiest group" if len(values) > 1 else "")
+        + f" {'≥' if noisy else '<'} {_fmt(width / MEAN_RANGE_FRACTION)}, a quarter of the bounds' range "
+        f"[{_fmt(float(m.lower))}, {_fmt(float(m.upper))}]",
+        useful_rows=mean_useful_from(m),
+    )
+
+
+@judge.register
+def _(
+    m: GridMean,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    return _mean(m, values, half_width)
+
+
+@judge.register
+def _(
+    m: SplitAverage,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    return _mean(m, values, half_width)
+
+
+# -- rank error: MAX/MIN and quantiles ---------------------------------------------------------
+
+
+def rank_useful_from(rank_half_width: int, q: Fraction | float | None) -> int | None:
+    """The smallest group n at which a rank error of ``rank_half_width`` rows keeps the answer
+    inside the group's values: n·min(q, 1 − q) > r for a quantile q in (0, 1), n > r for
+    MAX/MIN (``q`` None). A quantile at q = 0 or 1 has no such n (every value beyond the
+    group's extreme has the best score)."""
+    r = int(rank_half_width)
+    if q is None:
+        return r + 1
+    side = min(Fraction(q), 1 - Fraction(q))
+    if side <= 0:
+        return None
+    return math.floor(r / side) + 1
+
+
+def _rank(
+    rank_half_width: int, q: Fraction | None, epsilon: float, n_hats: Counts, epsilon_scale: float
+) -> Signal | None:
+    """The rank rule over the groups whose released counts are ``n_hats``."""
+    need = rank_useful_from(rank_half_width, q)
+    rule = "n ≤ r/min(q, 1 − q)" if q is not None else "n ≤ r"
+    what = f"rank error r = {rank_half_width} rows"
+    if n_hats is None:
+        return Signal(rule, 0, 0, what, useful_rows=need)
+    counts = [float(n) if n is not None else 0.0 for n in n_hats]
+    noisy = [n for n in counts if need is None or n < need]
+    eps = None
+    if noisy and need is not None:
+        big = max(noisy)
+        side = float(min(Fraction(q), 1 - Fraction(q))) if q is not None else 1.0
+        if big > 0:
+            eps = epsilon * epsilon_scale * rank_half_width / (big * side)
+    detail = f"{what} (95%)"
+    if noisy:
+        counts_text = "released row count" if len(counts) == 1 else "released row counts up to"
+        detail += f", {counts_text} {_fmt(max(noisy))}"
+    return Signal(rule, len(noisy), len(counts), detail, useful_rows=need, useful_epsilon=eps)
+
+
+@judge.register
+def _(
+    m: ShiftedRankExtreme,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal | None:
+    return _rank(m.rank_half_width(), None, m.epsilon, n_hats, epsilon_scale)
+
+
+@judge.register
+def _(
+    m: ExpMechQuantile,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal | None:
+    return _rank(m.rank_half_width(), Fraction(m.q), m.epsilon, n_hats, epsilon_scale)
+
+
+@judge.register
+def _(
+    m: RecursiveQuantiles,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal | None:
+    """The quantile ``q`` of the tree, at its own rank error (its depth in the tree)."""
+    return _rank(m.rank_half_width(q), q, m.epsilon, n_hats, epsilon_scale)
