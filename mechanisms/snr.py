@@ -55,6 +55,7 @@ from .variance import MomentVariance
 __all__ = [
     "Signal",
     "judge",
+    "additive",
     "additive_useful_rows",
     "mean_useful_from",
     "rank_useful_from",
@@ -84,6 +85,7 @@ class Signal:
     detail: str
     useful_rows: int | None = None
     useful_epsilon: float | None = None
+    noisiest_only: bool = False  # judged on the noisiest group alone (an AVG's stated half-width)
 
     @property
     def noise(self) -> bool:
@@ -92,11 +94,13 @@ class Signal:
     def reason(self) -> str:
         """Which groups are mostly noise and by which rule (one clause)."""
         which = (
-            "the answer is mostly noise"
+            "the noisiest group: "
+            if self.noisiest_only and self.groups > 1
+            else ""
             if self.groups <= 1
-            else f"{self.noisy} of {self.groups} groups are mostly noise"
+            else f"{self.noisy} of {self.groups} groups: "
         )
-        return f"{which}: {self.detail} (rule: {self.rule})"
+        return f"{which}{self.detail} (rule: {self.rule})"
 
     def useful(self) -> str:
         """Where the answer would be useful (one clause, or empty)."""
@@ -158,14 +162,22 @@ def additive_useful_rows(m: Any) -> int | None:
     return int(math.floor(float(m.half_width()))) + 1 if isinstance(m, GeometricCount) else None
 
 
-def _additive(
-    m: Any, values: Sequence[Any], half_width: float, epsilon_scale: float, epsilon: float | None
+def additive(
+    values: Sequence[Any],
+    half_width: float,
+    m: Any = None,
+    epsilon: float | None = None,
+    epsilon_scale: float = 1.0,
 ) -> Signal:
+    """The additive rule over ``values`` at the stated ``half_width``; with the measurement
+    ``m`` at ``epsilon`` (and its scale to the statement's ε) it also names the useful ε and,
+    for a COUNT, the useful group (a SUM or COUNT derived from an AVG's release has no ``m``
+    of its own: the rule only)."""
     h = float(half_width)
     noisy = [abs(float(v)) for v in values if v is not None and abs(float(v)) <= h]
     top = max(noisy, default=0.0)
     eps = None
-    if noisy and epsilon is not None:
+    if noisy and epsilon is not None and m is not None:
         found = epsilon_for(m, top, epsilon) if top > 0 else None
         eps = found * epsilon_scale if found is not None else None
     detail = (
@@ -179,7 +191,7 @@ def _additive(
         len(noisy),
         len(values),
         detail,
-        useful_rows=additive_useful_rows(m),
+        useful_rows=additive_useful_rows(m) if m is not None else None,
         useful_epsilon=eps,
     )
 
@@ -213,7 +225,7 @@ def _(
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
 ) -> Signal:
-    return _additive(m, values, half_width, epsilon_scale, float(m.epsilon))
+    return additive(values, half_width, m, float(m.epsilon), epsilon_scale)
 
 
 @judge.register
@@ -226,7 +238,7 @@ def _(
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
 ) -> Signal:
-    return _additive(m, values, half_width, epsilon_scale, float(m.epsilon))
+    return additive(values, half_width, m, float(m.epsilon), epsilon_scale)
 
 
 @judge.register
@@ -240,7 +252,7 @@ def _(
     q: Fraction | None = None,
 ) -> Signal:
     """A VAR/STDDEV's stated half-width is a bound from the noisy moments: the same rule."""
-    return _additive(m, values, half_width, epsilon_scale, None)
+    return additive(values, half_width)
 
 
 # -- AVG ---------------------------------------------------------------------------------------
@@ -277,12 +289,11 @@ def _mean(m: GridMean | SplitAverage, values: Values, half_width: float) -> Sign
     return Signal(
         f"half-width ≥ (upper − lower)/{MEAN_RANGE_FRACTION}",
         1 if noisy else 0,
-        1,
-        f"95% half-width ±{_fmt(h)}"
-        + (" in the noisiest group" if len(values) > 1 else "")
-        + f" {'≥' if noisy else '<'} {_fmt(width / MEAN_RANGE_FRACTION)}, a quarter of the bounds' range "
-        f"[{_fmt(float(m.lower))}, {_fmt(float(m.upper))}]",
+        len(values),
+        f"95% half-width ±{_fmt(h)} {'≥' if noisy else '<'} {_fmt(width / MEAN_RANGE_FRACTION)}, a quarter "
+        f"of the bounds' range [{_fmt(float(m.lower))}, {_fmt(float(m.upper))}]",
         useful_rows=mean_useful_from(m),
+        noisiest_only=True,
     )
 
 

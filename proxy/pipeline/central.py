@@ -21,7 +21,7 @@ from .common import DUMMY, TYPE_OIDS, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, plan_as, state_as
 from .noise import ScanNoise, scan_noise
-from .notice import domain_notice, notice_body
+from .notice import cells_warning, domain_notice, notice_body
 from .release import domain_answer, noisy_answer, selection_answer
 from .rows import answer_rows, output_types
 from .selection_path import choose
@@ -167,6 +167,9 @@ class Central(ReleaseKind):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         return notice_body(plan_as(p, Plan), answer)
+
+    def warning(self, p: Prepared, answer: dict) -> str:
+        return cells_warning(plan_as(p, Plan), answer, p.epsilon)
 
     def after_reply(self, conn, p: Prepared) -> None:
         noise = state_as(p, CentralState).noise

@@ -179,6 +179,11 @@ class ReleaseKind:
         """The kind's part of the NOTICE (error statement, mechanism) after the common head."""
         raise NotImplementedError
 
+    def warning(self, p: Prepared, answer: dict) -> str:
+        """The NOTICE's first line when the answer is mostly noise (its mechanism's error law:
+        :mod:`.notice`, :mod:`mechanisms.snr`); empty otherwise."""
+        return ""
+
     def after_reply(self, conn, p: Prepared) -> None:
         """Called once a fresh release is ready to send (e.g. refill the noise reservoir)."""
 
@@ -354,10 +359,14 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     )  # a concurrent twin's answer
 
 
-def _built(p: Prepared, stored) -> tuple[Sequence[tuple], str]:
-    """The rows and the kind's NOTICE body of a stored release (post-processing; decodes
-    the stored answer on first use)."""
-    return p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)
+def _built(p: Prepared, stored) -> tuple[Sequence[tuple], str, str]:
+    """The rows, the kind's NOTICE body and its warning line of a stored release
+    (post-processing; decodes the stored answer on first use)."""
+    return (
+        p.kind.rows(p, stored.answer),
+        p.kind.notice_body(p, stored.answer),
+        p.kind.warning(p, stored.answer),
+    )
 
 
 async def _reply_off_loop(
@@ -383,11 +392,12 @@ def _reply(
     """Rows and the NOTICE for a stored (or just recorded) release; ``delta_left``: the δ
     budget left (None: no δ); ``built``: its rows and NOTICE body made already
     (:func:`_built`, off the event loop)."""
-    rows, body = built if built is not None else _built(p, stored)
+    rows, body, warning = built if built is not None else _built(p, stored)
     charged = stored.epsilon if stored.charged else 0.0
     delta = None if delta_left is None else (stored.delta, delta_left, tier.delta_budget)
     msg = (
-        notice_head(
+        (warning + "\n" if warning else "")
+        + notice_head(
             charged=charged,
             remaining=remaining,
             budget=tier.budget,

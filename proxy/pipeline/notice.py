@@ -1,18 +1,112 @@
 """What the NOTICE says of a release, after its common head (``kind.notice_head``): the 95%
 half-width of each released value, the mechanism, the consistency post-processing, what the
 sparse vector, a ladder or dpgate's clock contributed, and what one guarantee protects (a row,
-or a person: the privacy unit)."""
+or a person: the privacy unit). Before the head, when the answer is mostly noise, one warning
+line (:func:`warning_line`, the rules of :mod:`mechanisms.snr`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from mechanisms.mean.bias import clamp_bias
+from mechanisms.snr import Signal, additive, judge
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
 from rewriter.unit import describe, factor
 
-from ..stores.answer import cell_count
+from ..stores.answer import ColumnarAnswer, cell_count
 from .common import fmt
 from .postexpr import window_text
+from .release import measurement_for, release_groups
 from .rows import aligned, consistent_ranges
+
+WARNING = "dpgate WARNING: mostly noise"
+"""How the warning line begins (the NOTICE's first line when it has one)."""
+
+
+def warning_line(parts: Sequence[tuple[str, Signal | None]]) -> str:
+    """The one-line warning of a release whose answer is mostly noise: per noisy aggregate
+    (``(label, signal)``), the reason by its mechanism's rule and where it would be useful;
+    empty when no part is mostly noise."""
+    noisy = [
+        f"{label}: {sig.reason()}" + (f"; {u}" if (u := sig.useful()) else "")
+        for label, sig in parts
+        if sig is not None and sig.noise
+    ]
+    return f"{WARNING} — {' | '.join(noisy)}" if noisy else ""
+
+
+def _column(answer: dict, j: int) -> list:
+    """Released value column ``j`` (a columnar answer's without making its rows)."""
+    if isinstance(answer, ColumnarAnswer) and answer.columns is not None:
+        return answer.column_list(1)(j)
+    return [v[j] for v in answer["values"]]
+
+
+def cell_signals(plan: Plan, answer: dict, epsilon: float) -> list[tuple[str, Signal | None]]:
+    """Each released aggregate's signal (:func:`mechanisms.snr.judge`) over the cells of a
+    central answer released at the statement's ``epsilon``: its mechanism rebuilt from the plan
+    at the share it ran at (public), judged on the released values and stated half-width. A
+    SUM/COUNT answered by an AVG's release (the same draw) is judged by the additive rule
+    alone (its law is the AVG's, not a geometric's)."""
+    answer = aligned(plan, answer)
+    out: list[tuple[str, Signal | None]] = []
+    for i, members, m, hw, share in _releases(plan, answer):
+        scale = epsilon / share
+        out.append((plan.aggregates[i].label, judge(m, _column(answer, i), hw, epsilon_scale=scale)))
+        hws = answer["half_width"]
+        out.extend((plan.aggregates[j].label, additive(_column(answer, j), hws[j])) for j in members)
+    return out
+
+
+def _releases(plan: Plan, answer: dict):
+    """(primary aggregate, members, its measurement, stated half-width, ε share) of each
+    release of a central answer; the measurement rebuilt from the plan at the share it ran at
+    (public: the answer records it)."""
+    hws, shares = answer.get("half_width") or [], answer.get("epsilon") or []
+    if not isinstance(shares, list) or len(shares) != len(plan.aggregates) or len(hws) != len(shares):
+        return
+    for i, members in release_groups(plan):
+        if not shares[i]:
+            continue
+        try:
+            m = measurement_for(plan.aggregates[i], float(shares[i]))
+        except ValueError:  # an aggregate another kind's mechanism released (MAX/MIN)
+            continue
+        yield i, members, m, float(hws[i]), float(shares[i])
+
+
+def cells_warning(plan: Plan, answer: dict, epsilon: float) -> str:
+    """The warning line of a central answer (empty when none is mostly noise)."""
+    return warning_line(cell_signals(plan, answer, epsilon))
+
+
+def avg_bias_text(plan: Plan, answer: dict) -> str:
+    """Where a consistent AVG's clamp biases it by more than a tenth of its half-width h
+    (:func:`mechanisms.mean.bias.clamp_bias`: a true AVG within t·h of a bound): the groups
+    whose released (unclamped) value lies there, the bias at most β(0)·h toward the middle,
+    and ``consistent = false`` for the unclamped value. Post-processing of released values."""
+    if not getattr(plan, "consistent", True):
+        return ""
+    answer = aligned(plan, answer)
+    texts = []
+    for i, _, m, h, _ in _releases(plan, answer):
+        a = plan.aggregates[i]
+        if a.func != "avg" or (law := clamp_bias(m)) is None or law.within is None:
+            continue
+        lo, hi = float(a.lower), float(a.upper)
+        near = [
+            v
+            for v in _column(answer, i)
+            if v is not None and min(float(v) - lo, hi - float(v)) < law.within * h
+        ]
+        if near:
+            texts.append(
+                f"{a.label}: {len(near)} group(s) within {law.within:.3g}·h ({fmt(law.within * h)}) of a bound, "
+                f"where the clamp biases the value toward the middle by up to {law.at_bound:.3g}·h "
+                f"({fmt(law.at_bound * h)}; first order, h the 95% half-width)"
+            )
+    return "; " + "; ".join(texts) if texts else ""
 
 
 def notice_body(plan: Plan, answer: dict) -> str:
@@ -40,7 +134,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
             if i not in shown and i < len(answer["half_width"]):
                 hw.append(f"{a.label} ±{fmt(answer['half_width'][i])}")
     mech = ", ".join(sorted(set(answer["mechanism"])))
-    clamped = consistency_text(plan)
+    clamped = consistency_text(plan) + avg_bias_text(plan, answer)
     svt = ""
     if "svt" in answer:
         s = answer["svt"]
