@@ -35,7 +35,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
+from mechanisms.extreme import (
+    USEFUL,
+    CappedRankExtreme,
+    ExtremeGrid,
+    RankTargetExtreme,
+    candidates,
+    choose_extreme,
+)
 from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles, ascending, tree_depth
 from rewriter import complete
 from rewriter.extreme import (
@@ -73,6 +80,13 @@ __all__ = ["EXTREME", "Extreme", "ExtremeState", "describe_extreme", "explain_ex
 BETA = 0.05  # the rank statement in the NOTICE holds with probability 95%, like the half-widths
 
 
+def extreme_mechanism(epsilon: float, grid: ExtremeGrid, func: str) -> RankTargetExtreme:
+    """MAX/MIN's mechanism at ``epsilon`` (already over the unit's factor): of the shifted
+    rank and the capped rank, the one the error laws choose (:func:`mechanisms.extreme.
+    choose_extreme`: public inputs only — ε, the grid, β)."""
+    return choose_extreme(epsilon, grid, func, BETA)[0]
+
+
 def _setup(gw, xp: ExtremePlan, epsilon: float):
     """The grid and the mechanism at the tier's ``epsilon`` (divided by the privacy unit's
     group-privacy factor on a table with a unit: :func:`rewriter.unit.factor`)."""
@@ -81,7 +95,72 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
     if xp.q is not None:  # a quantile
         return grid, ExpMechQuantile(epsilon, grid, xp.q, BETA)
-    return grid, ShiftedRankExtreme(epsilon, grid, xp.func, BETA)
+    return grid, extreme_mechanism(epsilon, grid, xp.func)
+
+
+def _extreme_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
+    """What the NOTICE states of a MAX/MIN/quantile release (stored with the answer)."""
+    meta = {"func": xp_func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA}
+    if isinstance(m, RankTargetExtreme):
+        meta["useful_from"] = m.useful_from()
+        if isinstance(m, CappedRankExtreme):
+            meta["share"] = str(m.share)
+    return meta
+
+
+def choice_text(m: RankTargetExtreme) -> str:
+    """Why this MAX/MIN mechanism (EXPLAIN): each candidate's regret and the chosen one's
+    useful group size."""
+    ms = candidates(m.epsilon, m.grid, m.func, m.beta)
+    _, regrets = choose_extreme(m.epsilon, m.grid, m.func, m.beta)
+    listed = ", ".join(f"{_label(c)} {r:.2f}" for c, r in zip(ms, regrets))
+    return (
+        f"chosen by the error laws (expected relative rank error — the share of the group's rows beyond "
+        f"the answer, 1 outside the data's range — on n rows spread over the middle half of the range; "
+        f"largest excess over the best across n = 2..100,000: {listed}); {useful_text(m)}"
+    )
+
+
+def _aim_text(m: RankTargetExtreme) -> str:
+    """The rank the mechanism aims at (EXPLAIN)."""
+    if isinstance(m, CappedRankExtreme):
+        return (
+            f"aims at min(k0, {m.share}·n) rows beyond the answer (k0 = {m.k0}; the capped rank: the "
+            f"shifted rank on groups of ≥ {float(m.k0 / m.share):g} rows, a rank inside the data below)"
+        )
+    return f"aims at k0 = {m.k0} rows beyond the answer (Chen et al. 2025 §6.4)"
+
+
+def _label(m: RankTargetExtreme) -> str:
+    return f"capped rank s = {m.share}" if isinstance(m, CappedRankExtreme) else "shifted rank"
+
+
+def useful_text(m: RankTargetExtreme | dict) -> str:
+    """From which group size the answer is useful (expected relative rank error ≤ USEFUL)."""
+    n = m.get("useful_from") if isinstance(m, dict) else m.useful_from()
+    if n is None:
+        return f"no group of up to 10^6 rows gets an expected relative rank error ≤ {USEFUL:.0%} at this ε"
+    return (
+        f"useful (expected relative rank error ≤ {USEFUL:.0%}) from about {n} rows per group; "
+        "on smaller groups the answer is mostly noise"
+    )
+
+
+def rank_mechanism_text(func: str, e: dict, groups: str) -> str:
+    """The rank statement of a MAX/MIN release (NOTICE), for the mechanism that drew it."""
+    side = "above" if func == "max" else "below"
+    if "share" in e:
+        how = (
+            f"by the capped-rank exponential mechanism (aiming at min(k0, {e['share']}·n) rows {side} the "
+            f"answer, n the group's rows; k0 = {e['k0']})"
+        )
+    else:
+        how = f"by the shifted-rank exponential mechanism (aiming at k0 = {e['k0']} rows {side} the answer)"
+    tail = f"; {useful_text(e)}" if "useful_from" in e else ""
+    return (
+        f"{how}: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} rows{groups}, plus the rows "
+        f"sharing one value when many do, lie {side} the answer (a rank error, not value units){tail}"
+    )
 
 
 def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: SelectionPlan | None = None) -> str:
@@ -129,7 +208,7 @@ def _selected_answer(
         "values": values,
         "half_width": [m.rank_half_width()],
         "mechanism": [m.name],
-        "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
+        "extreme": _extreme_meta(m, grid, xp.func),
         "partitions": {
             "kept": len(kept),
             "describe": sp.sel.describe(),
@@ -139,7 +218,7 @@ def _selected_answer(
     }
 
 
-def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme | ExpMechQuantile, grid: ExtremeGrid, rows) -> dict:
+def _answer(gw, xp: ExtremePlan, m: RankTargetExtreme | ExpMechQuantile, grid: ExtremeGrid, rows) -> dict:
     """The measurement: per group, the histogram of the scan → the mechanism's value."""
     n = len(xp.plan.group_by)
     cells = xp.cells
@@ -155,7 +234,7 @@ def _answer(gw, xp: ExtremePlan, m: ShiftedRankExtreme | ExpMechQuantile, grid: 
         "values": values,
         "half_width": [m.rank_half_width()],
         "mechanism": [m.name],
-        "extreme": {"func": xp.func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA},
+        "extreme": _extreme_meta(m, grid, xp.func),
     }
 
 
@@ -204,16 +283,11 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
             f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}; "
             f"{unit_text(xp.plan)}"
         )
-    side = "above" if xp.func == "max" else "below"
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
     groups = f" of each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
     return (
         f"{name}: {xp.func.upper()}({xp.column}) on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), "
-        f"by the shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most "
-        f"{2 * e['k0']} rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
-        f"(a rank error, not value units; k0 = {e['k0']}), so it is usually a little "
-        f"{'below the true maximum' if xp.func == 'max' else 'above the true minimum'}; "
-        f"mechanism: {answer['mechanism'][0]}; {unit_text(xp.plan)}"
+        f"{rank_mechanism_text(xp.func, e, groups)}; mechanism: {answer['mechanism'][0]}; {unit_text(xp.plan)}"
     )
 
 
@@ -223,7 +297,7 @@ class ExtremeState:
     partition selection of keys without a public domain (None: public keys)."""
 
     grid: ExtremeGrid
-    m: ShiftedRankExtreme | ExpMechQuantile
+    m: RankTargetExtreme | ExpMechQuantile
     sel: SelectionPlan | None
 
 
@@ -235,7 +309,7 @@ class JointState:
     rounds); how many shares ε was split into; the ε the cells' mechanisms run at."""
 
     grids: dict[str, ExtremeGrid]
-    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None]
+    mechs: list[RankTargetExtreme | ExpMechQuantile | None]
     trees: dict[str, RecursiveQuantiles]
     shares: int
     share: float  # the statement's ε over ``shares``
@@ -386,11 +460,13 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
             f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}"
         )
     else:
+        assert isinstance(m, RankTargetExtreme)
         lines.append(
-            f"  {m.name} (Chen et al. 2025 §6.4) on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-            f"{grid.upper:g}] (step {grid.step:g}); k0 = {m.k0}; with probability {1 - BETA:.0%} at most "
+            f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
+            f"{grid.upper:g}] (step {grid.step:g}); {_aim_text(m)}; with probability {1 - BETA:.0%} at most "
             f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer"
         )
+        lines.append(f"  {choice_text(m)}")
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
     lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]
@@ -433,12 +509,12 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
     )
     share = epsilon / shares
     k = factor(xp.plan)
-    mechs: list[ShiftedRankExtreme | ExpMechQuantile | None] = [
+    mechs: list[RankTargetExtreme | ExpMechQuantile | None] = [
         None
         if p.q is not None and p.column in tree_cols
         else ExpMechQuantile(share / k, grids[p.column], p.q, BETA)
         if p.q is not None
-        else ShiftedRankExtreme(share / k, grids[p.column], p.func, BETA)
+        else extreme_mechanism(share / k, grids[p.column], p.func)
         for p in xp.parts
     ]
     trees = {
@@ -531,7 +607,9 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows, delta: float = 0.0) 
         for r, c in enumerate(cells):
             values[r][part.index] = m.release(h[c], gw.source)
         hw[part.index], mech[part.index], eps[part.index] = m.rank_half_width(), m.name, m.epsilon
-        parts_meta.append({"k0": _k(m), "U": g.U, "step": g.step, "beta": BETA})
+        meta = _extreme_meta(m, g, part.func)
+        meta.pop("func")
+        parts_meta.append(meta)
     for col, tree in js.trees.items():
         members = [p for p in xp.parts if p.column == col and p.q is not None]
         h = hists[col_index[col]]
@@ -573,13 +651,10 @@ def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
             f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
             f"{quantile_rank_text(one, e['k0'], e['beta'], groups)}"
         )
-    side = "above" if part.func == "max" else "below"
     groups = f" of each of the {cells} groups" if cells > 1 else ""
     return (
-        f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), by the "
-        f"shifted-rank exponential mechanism: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} "
-        f"rows{groups}, plus the rows sharing one value when many do, lie {side} the answer "
-        f"(a rank error, not value units; k0 = {e['k0']})"
+        f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}), "
+        f"{rank_mechanism_text(part.func, e, groups)}"
     )
 
 
@@ -714,6 +789,8 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
                 f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
                 "(plus rows tied at one value) lie beyond the answer"
             )
+            if isinstance(m, RankTargetExtreme):
+                bound += f"; {_aim_text(m)}; {choice_text(m)}"
         i += 1
         lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")
     if xp.central is not None:

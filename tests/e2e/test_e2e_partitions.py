@@ -213,7 +213,7 @@ def test_max_over_selected_keys(svc):
         lo, _ = _kept_between(units, lambda j: j > i)
         assert lo <= k0 + _slack(0.5 / R, ties)  # values at (ε/2)/k, k = 1 key × R rows
     assert "ε charged 1;" in notes[-1] and "δ charged 1e-06" in notes[-1] and "values at ε 0.5" in notes[-1]
-    assert "partition selection" in notes[-1] and "shifted_rank_max" in notes[-1]
+    assert "partition selection" in notes[-1] and "capped_rank_max" in notes[-1]
     assert svc.gw.ledger.spent_delta("tiny", "day") == pytest.approx(before + 1e-6)  # δ, its own column
     again, notes2 = _run(svc, "SELECT city, MAX(amount) AS top FROM purchases GROUP BY city", role="tiny")
     assert again == rows and "ε charged 0" in notes2[-1] and "δ charged 0;" in notes2[-1]  # a repeat: free
@@ -250,7 +250,7 @@ def test_min_over_two_keys(svc):
         lo, _ = _kept_between(units, lambda j: j < i)
         assert lo <= k0 + _slack(0.5 / (10 * R), ties)  # k = G·R = 100
     assert (
-        "10 groups per unit" in notes[-1] and "shifted_rank_min" in notes[-1] and "ε charged 1;" in notes[-1]
+        "10 groups per unit" in notes[-1] and "capped_rank_min" in notes[-1] and "ε charged 1;" in notes[-1]
     )
 
 

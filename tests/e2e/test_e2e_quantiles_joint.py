@@ -145,7 +145,7 @@ def test_two_percentiles_each_at_half_and_sorted(service):
 
 
 def test_max_and_min_of_two_columns(service):
-    """MAX(income) and MIN(age): two shifted-rank releases at ε/2, one backend statement."""
+    """MAX(income) and MIN(age): two capped-rank releases at ε/2, one backend statement."""
     before = spent(service)
     with backend_sql(service) as seen:
         names, rows, notes = run(service, "SELECT MAX(income), MIN(age) AS youngest FROM pums")
@@ -187,7 +187,7 @@ def test_extremes_beside_count_and_avg_grouped(service):
         assert 0 <= mean <= 500_000
     note = notes[0]
     assert "ε split into 3 equal shares" in note and "n, mean (the cells, at ε 0.333333)" in note
-    assert "geometric_count" in note and "shifted-rank" in note
+    assert "geometric_count" in note and "capped-rank" in note
 
 
 def test_explain_states_the_split_and_charges_nothing(service):

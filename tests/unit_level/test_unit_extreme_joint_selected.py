@@ -74,7 +74,7 @@ def test_measure_selects_by_the_first_histogram_and_reads_the_others_for_the_kep
     ]
     ans = EXTREME.measure(conn, p, rows)
     assert ans["keys"] == [["a"], ["b"]] and ans["partitions"]["kept"] == 2
-    assert EXTREME.mechanism(ans) == "shifted_rank_max,shifted_rank_min, partition_selection"
+    assert EXTREME.mechanism(ans) == "capped_rank_max,capped_rank_min, partition_selection"
     text = EXTREME.notice_body(p, ans)
     assert "2 key(s) released" in text and "values at ε 0.5" in text and "ε split into 2 equal shares" in text
 

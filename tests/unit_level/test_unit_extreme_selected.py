@@ -214,7 +214,7 @@ def test_measure_selects_by_units_and_keeps_keys_without_values():
     answer = EXTREME.measure(conn, p, rows)
     assert answer["keys"] == [["a"], ["b"]] and len(answer["values"]) == 2
     assert answer["partitions"]["kept"] == 2 and answer["partitions"]["delta"] == 1e-6
-    assert EXTREME.mechanism(answer) == "shifted_rank_max, partition_selection"
+    assert EXTREME.mechanism(answer) == "capped_rank_max, partition_selection"
     text = EXTREME.notice_body(p, answer)
     assert "2 key(s) released" in text and "values at ε 0.5" in text and "(δ 1e-06 per release)" in text
 
