@@ -15,17 +15,18 @@ measurement's class):
   noise when h ≥ (upper − lower)/4: the 95% interval spans at least half the bounds' range. Its
   h falls as 1/n̂ (the delta method, Lemma 1 of the paper: h = w'·q(α)/n̂), so the rule names the
   smallest group (:func:`mean_useful_from`) at which the worst-placed AVG clears it.
-* **rank error** (MAX/MIN by the shifted-rank exponential mechanism, Chen et al. 2025 §6.4;
-  a quantile by the exponential mechanism, Smith 2011, alone or by recursive splitting, Kaplan,
-  Schnapp and Stemmer 2022) — the mechanism states, with probability 95%, a rank error r: at
-  most r rows beyond the answer (MAX/MIN, r = 2·k0) or a rank within r of q·n (a quantile).
-  The answer lies inside the group's own range of values only when r < q·n and r < (1 − q)·n
-  (MAX: q = 1, only the first), so a group of n rows is mostly noise when
-  n ≤ r / min(q, 1 − q) (MAX/MIN: n ≤ r). A group below k0 rows gets an answer drawn almost
-  uniformly between the bound and the group's extreme value: the audit's ~40 rows with
-  k0 = 46. r scales as 1/ε, so the ε at which n rows would be useful is ε·r/(n·min(q, 1 − q)).
-  The group's n is a released (noisy) count: a COUNT in the same statement, or one the
-  mechanism released beside its answer.
+* **rank error, MAX/MIN** (the shifted rank, Chen et al. 2025 §6.4, or the capped rank,
+  :mod:`mechanisms.extreme`, whichever the error laws chose) — the mechanism's own law says from
+  which group size n its expected relative rank error (the share of the group's rows beyond
+  the answer, 1 outside the group's values) is at most 10%
+  (:meth:`~mechanisms.extreme.RankTargetExtreme.useful_from`); a smaller group is mostly noise.
+* **rank error, quantiles** (the exponential mechanism, Smith 2011, alone or by recursive
+  splitting, Kaplan, Schnapp and Stemmer 2022) — with probability 95% the answer's rank is
+  within r of q·n; it lies inside the group's own values only when r < q·n and r < (1 − q)·n,
+  so a group of n rows is mostly noise when n·min(q, 1 − q) ≤ r (:func:`rank_useful_from`):
+  the audit's 40 rows at percentile 0.9 with r = 92 need 921.
+  Both rank errors scale as 1/ε (k0 = (2/ε)·ln((U + 1)/β)), so n rows are useful from about
+  ε·need/n. The group's n is a released (noisy) count: a COUNT in the same statement.
 
 :class:`Signal` holds the verdict of one released aggregate (over all its groups) and says it
 in one line (``reason`` / ``useful``). Other modules call, by name:
@@ -46,7 +47,7 @@ from functools import singledispatch
 from typing import Any
 
 from .average import SplitAverage
-from .extreme import ShiftedRankExtreme
+from .extreme import USEFUL, RankTargetExtreme
 from .mean.common import GridMean
 from .measurements import GeometricCount, LaplaceSum
 from .quantile import ExpMechQuantile, RecursiveQuantiles
@@ -341,40 +342,56 @@ def rank_useful_from(rank_half_width: int, q: Fraction | float | None) -> int | 
 
 
 def _rank(
-    rank_half_width: int, q: Fraction | None, epsilon: float, n_hats: Counts, epsilon_scale: float
-) -> Signal | None:
-    """The rank rule over the groups whose released counts are ``n_hats``."""
-    need = rank_useful_from(rank_half_width, q)
-    rule = "n ≤ r/min(q, 1 − q)" if q is not None else "n ≤ r"
-    what = f"rank error r = {rank_half_width} rows"
+    need: int | None, rule: str, what: str, epsilon: float, n_hats: Counts, epsilon_scale: float
+) -> Signal:
+    """A rank-error mechanism over the groups whose released counts are ``n_hats``: a group
+    below ``need`` rows is mostly noise. The rank error scales as 1/ε (k0 = (2/ε)·ln((U + 1)/β)),
+    so a group of n rows is useful from about ε·need/n."""
     if n_hats is None:
         return Signal(rule, 0, 0, what, useful_rows=need)
     counts = [float(n) if n is not None else 0.0 for n in n_hats]
     noisy = [n for n in counts if need is None or n < need]
     eps = None
-    if noisy and need is not None:
-        big = max(noisy)
-        side = float(min(Fraction(q), 1 - Fraction(q))) if q is not None else 1.0
-        if big > 0:
-            eps = epsilon * epsilon_scale * rank_half_width / (big * side)
-    detail = f"{what} (95%)"
+    if noisy and need is not None and max(noisy) > 0:
+        eps = epsilon * epsilon_scale * need / max(noisy)
+    detail = what
     if noisy:
         counts_text = "released row count" if len(counts) == 1 else "released row counts up to"
-        detail += f", {counts_text} {_fmt(max(noisy))}"
+        detail += f"; {counts_text} {_fmt(max(noisy))}"
     return Signal(rule, len(noisy), len(counts), detail, useful_rows=need, useful_epsilon=eps)
+
+
+def _quantile(r: int, q: Fraction, epsilon: float, n_hats: Counts, epsilon_scale: float) -> Signal:
+    return _rank(
+        rank_useful_from(r, q),
+        "n·min(q, 1 − q) ≤ r: the answer may lie outside the group's values",
+        f"rank error r = {r} rows (95%) around {float(q):g}·n",
+        epsilon,
+        n_hats,
+        epsilon_scale,
+    )
 
 
 @judge.register
 def _(
-    m: ShiftedRankExtreme,
+    m: RankTargetExtreme,
     values: Values,
     half_width: float,
     *,
     n_hats: Counts = None,
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
-) -> Signal | None:
-    return _rank(m.rank_half_width(), None, m.epsilon, n_hats, epsilon_scale)
+) -> Signal:
+    """MAX/MIN by the shifted or the capped rank: the mechanism's own error law says from which
+    group its expected relative rank error is ≤ 10% (:meth:`RankTargetExtreme.useful_from`)."""
+    return _rank(
+        m.useful_from(),
+        f"expected relative rank error > {USEFUL:.0%} (the mechanism's law)",
+        f"at most {m.rank_half_width()} rows beyond the answer (95%)",
+        m.epsilon,
+        n_hats,
+        epsilon_scale,
+    )
 
 
 @judge.register
@@ -386,8 +403,8 @@ def _(
     n_hats: Counts = None,
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
-) -> Signal | None:
-    return _rank(m.rank_half_width(), Fraction(m.q), m.epsilon, n_hats, epsilon_scale)
+) -> Signal:
+    return _quantile(m.rank_half_width(), Fraction(m.q), m.epsilon, n_hats, epsilon_scale)
 
 
 @judge.register
@@ -401,4 +418,6 @@ def _(
     q: Fraction | None = None,
 ) -> Signal | None:
     """The quantile ``q`` of the tree, at its own rank error (its depth in the tree)."""
-    return _rank(m.rank_half_width(q), q, m.epsilon, n_hats, epsilon_scale)
+    if q is None:
+        return None
+    return _quantile(m.rank_half_width(q), q, m.epsilon, n_hats, epsilon_scale)

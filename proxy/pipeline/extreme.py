@@ -62,7 +62,7 @@ from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .explain import single_tier_lines
 from .kind import Prepared, ReleaseKind, Statement, plan_as, state_as
 from .notice import notice_body as cells_notice_body
-from .notice import unit_text
+from .notice import quantile_useful_text, rank_warning, unit_text
 from .partitions import (
     SelectionPlan,
     require_delta,
@@ -258,7 +258,7 @@ def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "") -
     return (
         f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
         f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
-        f"value units; the exponential mechanism, Smith 2011)"
+        f"value units; the exponential mechanism, Smith 2011); {quantile_useful_text(k, xp.q)}"
     )
 
 
@@ -394,6 +394,18 @@ class Extreme(ReleaseKind):
     def notice_body(self, p: Prepared, answer: dict) -> str:
         xp = plan_as(p, ExtremePlan)
         return joint_notice(xp, answer) if xp.joint else notice_body(xp, answer)
+
+    def warning(self, p: Prepared, answer: dict) -> str:
+        """Mostly noise where the groups' released counts (a COUNT in the same statement) are
+        below the mechanism's useful group size (:func:`.notice.rank_warning`)."""
+        if not isinstance(p.state, JointState):  # no count released with a lone MAX/MIN/quantile
+            return ""
+        xp, js = plan_as(p, ExtremePlan), p.state
+        parts = [
+            (x.index, x.name, x.column, m if m is not None else js.trees[x.column], x.q)
+            for x, m in zip(xp.parts, js.mechs)
+        ]
+        return rank_warning(xp.plan, parts, answer, p.epsilon)
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_extreme(conn, stmt, oids)

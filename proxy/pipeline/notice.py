@@ -7,9 +7,10 @@ line (:func:`warning_line`, the rules of :mod:`mechanisms.snr`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from mechanisms.mean.bias import clamp_bias
-from mechanisms.snr import Signal, additive, judge
+from mechanisms.snr import Signal, additive, judge, rank_useful_from
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
 from rewriter.unit import describe, factor
@@ -74,6 +75,50 @@ def _releases(plan: Plan, answer: dict):
         except ValueError:  # an aggregate another kind's mechanism released (MAX/MIN)
             continue
         yield i, members, m, float(hws[i]), float(shares[i])
+
+
+def rank_warning(
+    plan: Plan, parts: Sequence[tuple[int, str, str, Any, Any]], answer: dict, epsilon: float
+) -> str:
+    """The warning line of a MAX/MIN/quantile release whose groups' row counts were released
+    with it (a COUNT(x) of the part's column, else COUNT(*), in the same statement: its noisy
+    values, post-processing). ``parts``: (aggregate index, label, column, mechanism, q) of
+    each rank-error release; judged by :func:`mechanisms.snr.judge` at the statement's
+    ``epsilon``. Empty when no count was released or no group is mostly noise."""
+    aggs = plan.aggregates
+    out: list[tuple[str, Signal | None]] = []
+    for index, label, column, m, q in parts:
+        j = next(
+            (
+                j
+                for want in (column, None)
+                for j, a in enumerate(aggs)
+                if a.func == "count" and a.column == want and a.filter is None
+            ),
+            None,
+        )
+        if j is None:
+            continue
+        scale = epsilon / float(m.epsilon)
+        out.append(
+            (
+                label,
+                judge(m, _column(answer, index), 0.0, n_hats=_column(answer, j), epsilon_scale=scale, q=q),
+            )
+        )
+    return warning_line(out)
+
+
+def quantile_useful_text(r: int, q: Any) -> str:
+    """From which group a quantile with rank error ``r`` is useful (NOTICE and EXPLAIN, before
+    the groups' sizes are known): :func:`mechanisms.snr.rank_useful_from`."""
+    need = rank_useful_from(r, q)
+    if need is None:
+        return "at q = 0 or 1 every value beyond the group's extreme scores best: use MIN/MAX"
+    return (
+        f"the answer lies inside the group's values (95%) only from groups of {need:,} rows "
+        "(n·min(q, 1 − q) > r); on smaller groups it is mostly noise"
+    )
 
 
 def cells_warning(plan: Plan, answer: dict, epsilon: float) -> str:

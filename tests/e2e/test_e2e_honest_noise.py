@@ -109,3 +109,43 @@ def test_consistent_false_returns_the_avg_unclamped(svc):
     raw, notes = _ask(svc, "SELECT c, AVG(v) FROM small GROUP BY c", role="tiny")
     assert any(a < 0 or a > 500 for _, a in raw)
     assert "clamped to [0, 500]" not in notes[0]
+
+
+@pytest.mark.parametrize(
+    "agg",
+    ["MAX(x)", "percentile_cont(0.9) WITHIN GROUP (ORDER BY x)"],
+)
+def test_max_and_percentile_of_small_groups_with_their_count_are_warned(svc, agg):
+    """The audit's case: 4 groups of 41 rows, values 20..60 of [0, 100], ε 1, unit (G 2, R 3).
+    With COUNT(*) released beside it the groups' sizes are known (noisy): each is below the
+    mechanism's useful size, so the warning names it. Without a count the NOTICE states the
+    useful size (the mechanism's law) and EXPLAIN says it before the release."""
+    rows, notes = _ask(svc, f"SELECT g, {agg}, COUNT(*) FROM audit GROUP BY g")
+    assert len(rows) == 4
+    first = notes[0].splitlines()[0]
+    assert (
+        first.startswith(WARNING)
+        and "released row counts up to" in first
+        and "useful from groups of" in first
+    )
+
+
+def test_a_lone_percentile_states_its_useful_group_size(svc):
+    """Without a count the groups' sizes are unknown: EXPLAIN (free) and the NOTICE state from
+    which group size the answer lies inside the group's values — r/min(q, 1 − q) rows, r the
+    mechanism's rank error at ε 1 over R = 3 (one group)."""
+    from fractions import Fraction
+
+    from mechanisms.extreme import ExtremeGrid
+    from mechanisms.quantile import ExpMechQuantile
+    from mechanisms.snr import rank_useful_from
+
+    m = ExpMechQuantile(1.0 / 3, ExtremeGrid.for_column("int", 0, 100), Fraction(9, 10), 0.05)
+    need = rank_useful_from(m.rank_half_width(), Fraction(9, 10))
+    sql = "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY x) FROM audit WHERE g = 2"
+    before = svc.gw.ledger.spent("half", "day")
+    plan, _ = _ask(svc, "EXPLAIN " + sql)
+    assert svc.gw.ledger.spent("half", "day") == before
+    _, notes = _ask(svc, sql)
+    said = f"only from groups of {need:,} rows"
+    assert any(said in r[0] for r in plan) and said in notes[0]
