@@ -1,0 +1,89 @@
+"""The signal-to-noise rules of mechanisms/snr.py: each from its mechanism's public error law,
+checked against that law (half-widths, the exponential mechanism's draws with a fixed seed)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from mechanisms import GeometricCount, LaplaceSum, SeededSource
+from mechanisms.extreme import ExtremeGrid
+from mechanisms.mean import make_mean
+from mechanisms.quantile import ExpMechQuantile
+from mechanisms.snr import (
+    MEAN_RANGE_FRACTION,
+    epsilon_for,
+    judge,
+    mean_useful_from,
+    rank_useful_from,
+)
+
+
+def test_additive_rule_counts_the_groups_whose_interval_holds_zero():
+    m = GeometricCount(0.5)
+    h = m.half_width()
+    values = [h, -h, h + 1, 0, 10 * h]
+    sig = judge(m, values, h, epsilon_scale=2.0)
+    assert (sig.noisy, sig.groups) == (3, 5) and sig.useful_rows == h + 1
+    # the stated ε (per query, 2× the mechanism's) is where the largest noisy |value| clears h
+    e = sig.useful_epsilon / 2.0
+    assert GeometricCount(e).half_width() < h <= GeometricCount(e / 1.002).half_width()
+    assert not judge(m, [h + 1, -h - 1], h).noise
+
+
+def test_epsilon_for_is_the_least_epsilon_below_the_target():
+    m = LaplaceSum(0.1, 0, 500, integer=True)
+    target = m.half_width() / 7.3
+    e = epsilon_for(m, target, 0.1)
+    assert LaplaceSum(e, 0, 500, integer=True).half_width() < target
+    assert LaplaceSum(e / 1.002, 0, 500, integer=True).half_width() >= target
+    assert epsilon_for(m, 0.0, 0.1) is None and epsilon_for(m, 2 * m.half_width(), 0.1) == 0.1
+
+
+@pytest.mark.parametrize("kind", ["hourglass", "laplace_transformed", "shifted_laplace"])
+def test_mean_useful_from_is_where_the_worst_half_width_falls_below_a_quarter(kind):
+    m = make_mean(kind, 0.25, 0, 500, integer=True)
+    n = mean_useful_from(m)
+    target = 500 / MEAN_RANGE_FRACTION
+
+    def worst(k):
+        return max(m.half_width(0.95, n_hat=k, avg_hat=a) for a in (0.0, 500.0))
+
+    assert worst(n) < target <= worst(n - 1)
+    sig = judge(m, [1.0, 2.0], worst(n - 1))
+    assert sig.noise and sig.useful_rows == n and "noisiest group" in sig.reason()
+    assert not judge(m, [1.0], worst(n)).noise
+
+
+def test_rank_useful_from():
+    assert rank_useful_from(92, Fraction(9, 10)) == 921  # the audit's percentile at k = 92
+    assert rank_useful_from(92, Fraction(1, 2)) == 185
+    assert rank_useful_from(92, None) == 93
+    assert rank_useful_from(92, Fraction(1)) is None
+
+
+@pytest.mark.parametrize("q", [Fraction(1, 2), Fraction(9, 10)])
+def test_a_quantile_lies_inside_the_groups_values_from_the_stated_size(q):
+    """n evenly spread rows in 20..60 of [0, 100] at ε 1: at the stated size the answer is
+    inside [20, 60] with probability ≥ 95% (the exponential mechanism's utility theorem, as
+    the rule reads it: at most 3 binomial sd below over 2,000 seeded draws); at a quarter of
+    it the answer is outside far more often (mostly noise)."""
+    m = ExpMechQuantile(1.0, ExtremeGrid.for_column("int", 0, 100), q)
+    need = rank_useful_from(m.rank_half_width(), q)
+    draws = 2000
+    floor = 0.95 - 3 * math.sqrt(0.05 * 0.95 / draws)
+
+    def inside(n, seed):
+        hist: dict[int, int] = {}
+        for i in range(n):
+            v = 20 + (40 * i) // max(n - 1, 1)
+            hist[v] = hist.get(v, 0) + 1
+        src = SeededSource(seed)
+        return sum(20 <= m.release(list(hist.items()), src) <= 60 for _ in range(draws)) / draws
+
+    assert inside(need, 1) >= floor
+    assert inside(max(need // 4, 2), 2) < 0.8
+    sig = judge(m, [30], 0.0, n_hats=[need // 4, need])
+    assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, need)
