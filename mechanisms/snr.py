@@ -109,7 +109,9 @@ class Signal:
         if self.useful_rows is not None:
             parts.append(f"from groups of {self.useful_rows:,} rows")
         if self.useful_epsilon is not None:
-            parts.append(f"at ε ≥ {self.useful_epsilon:.3g} per query")
+            e = self.useful_epsilon
+            up = math.ceil(e / 10 ** (math.floor(math.log10(e)) - 2)) * 10 ** (math.floor(math.log10(e)) - 2)
+            parts.append(f"at ε ≥ {up:.3g} per query")  # 3 digits, rounded up
         return "useful " + " or ".join(parts) if parts else ""
 
 

@@ -9,7 +9,7 @@ from mechanisms.snr import judge
 from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
-from .common import avg_half_widths, explain_output_line, fmt, pretty
+from .common import avg_half_widths, explain_output_line, pretty
 from .notice import consistency_text, unit_text
 from .release import measurement_for, split_epsilon
 
@@ -125,8 +125,8 @@ def signal_lines(plan: Plan, m, a, tier) -> list[str]:
     if law is not None and law.within is not None:
         if plan.consistent and getattr(tier, "consistent", True):
             out.append(
-                f"near a bound: a true AVG within {law.within:.2g}·h of {fmt(float(a.lower))} or "
-                f"{fmt(float(a.upper))} is returned biased toward the middle by more than h/10, up to "
+                f"near a bound: a true AVG within {law.within:.2g}·h of {float(a.lower):,.6g} or "
+                f"{float(a.upper):,.6g} is returned biased toward the middle by more than h/10, up to "
                 f"{law.at_bound:.2g}·h at the bound (the clamp to the bounds; h its 95% half-width; "
                 "`consistent = false` on the table or tier returns the unclamped value, unbiased)"
             )

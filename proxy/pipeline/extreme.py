@@ -405,7 +405,14 @@ class Extreme(ReleaseKind):
             (x.index, x.name, x.column, m if m is not None else js.trees[x.column], x.q)
             for x, m in zip(xp.parts, js.mechs)
         ]
-        return rank_warning(xp.plan, parts, answer, p.epsilon)
+        cells = central_answer(xp, answer)
+        return rank_warning(
+            xp.plan,
+            parts,
+            answer,
+            p.epsilon,
+            cells=None if cells is None or xp.central is None else (xp.central, cells),
+        )
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_extreme(conn, stmt, oids)
@@ -702,6 +709,19 @@ def _tree_text(
     )
 
 
+def central_answer(xp: ExtremePlan, answer: dict) -> dict | None:
+    """The cells' part of a joint answer as a central answer of ``xp.central`` (None: none)."""
+    meta = answer["joint"].get("central")
+    if xp.central is None or meta is None:
+        return None
+    by_cell = sorted((ci, jj) for jj, ci in enumerate(xp.central_index) if ci is not None)
+    return {
+        "keys": answer["keys"],
+        "values": [[v[jj] for _, jj in by_cell] for v in answer["values"]],
+        **meta,
+    }
+
+
 def joint_notice(xp: ExtremePlan, answer: dict) -> str:
     """The NOTICE of a joint release: the ε split, then each release's statement in order —
     each MAX/MIN/quantile's rank statement (a tree column's percentiles together), the
@@ -723,16 +743,10 @@ def joint_notice(xp: ExtremePlan, answer: dict) -> str:
         sum(p.column == c and p.q is not None for p in xp.parts) > 1 for c in xp.columns if c not in trees
     ):
         texts[-1] += "; the percentiles of one column are returned in ascending order (post-processing)"
-    if xp.central is not None and j.get("central") is not None:
-        meta = j["central"]
-        by_cell = sorted((ci, jj) for jj, ci in enumerate(xp.central_index) if ci is not None)
-        central_answer = {
-            "keys": answer["keys"],
-            "values": [[v[jj] for _, jj in by_cell] for v in answer["values"]],
-            **meta,
-        }
+    cells_answer = central_answer(xp, answer)
+    if xp.central is not None and cells_answer is not None:
         rest = [o.name for o in xp.central.outputs if o.source == "aggregate"]
-        body = cells_notice_body(xp.central, central_answer)
+        body = cells_notice_body(xp.central, cells_answer)
         texts.append(f"{', '.join(rest)} (the cells, at ε {j['share']:g}): {body}")
     numbered = "; ".join(f"{i + 1}) {t}" for i, t in enumerate(texts))
     if xp.central is None:  # (the cells' text names theirs and ends with the unit)

@@ -65,7 +65,8 @@ def _releases(plan: Plan, answer: dict):
     release of a central answer; the measurement rebuilt from the plan at the share it ran at
     (public: the answer records it)."""
     hws, shares = answer.get("half_width") or [], answer.get("epsilon") or []
-    if not isinstance(shares, list) or len(shares) != len(plan.aggregates) or len(hws) != len(shares):
+    names = answer.get("mechanism") or []
+    if not isinstance(shares, list) or not len(plan.aggregates) == len(shares) == len(hws) == len(names):
         return
     for i, members in release_groups(plan):
         if not shares[i]:
@@ -74,17 +75,24 @@ def _releases(plan: Plan, answer: dict):
             m = measurement_for(plan.aggregates[i], float(shares[i]))
         except ValueError:  # an aggregate another kind's mechanism released (MAX/MIN)
             continue
+        if names[i] != m.name:  # another mechanism ran (a ladder's chain): not this law
+            continue
         yield i, members, m, float(hws[i]), float(shares[i])
 
 
 def rank_warning(
-    plan: Plan, parts: Sequence[tuple[int, str, str, Any, Any]], answer: dict, epsilon: float
+    plan: Plan,
+    parts: Sequence[tuple[int, str, str, Any, Any]],
+    answer: dict,
+    epsilon: float,
+    cells: tuple[Plan, dict] | None = None,
 ) -> str:
     """The warning line of a MAX/MIN/quantile release whose groups' row counts were released
     with it (a COUNT(x) of the part's column, else COUNT(*), in the same statement: its noisy
     values, post-processing). ``parts``: (aggregate index, label, column, mechanism, q) of
     each rank-error release; judged by :func:`mechanisms.snr.judge` at the statement's
-    ``epsilon``. Empty when no count was released or no group is mostly noise."""
+    ``epsilon``; ``cells``: the statement's COUNT/SUM/AVG cells (their plan and answer), judged
+    as a central release's. Empty when no count was released or no group is mostly noise."""
     aggs = plan.aggregates
     out: list[tuple[str, Signal | None]] = []
     for index, label, column, m, q in parts:
@@ -106,6 +114,8 @@ def rank_warning(
                 judge(m, _column(answer, index), 0.0, n_hats=_column(answer, j), epsilon_scale=scale, q=q),
             )
         )
+    if cells is not None:
+        out.extend(cell_signals(*cells, epsilon))
     return warning_line(out)
 
 
