@@ -44,6 +44,7 @@ from mechanisms.extreme import (
     choose_extreme,
 )
 from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles, ascending, tree_depth
+from mechanisms.snr import rank_useful_from
 from rewriter import complete
 from rewriter.extreme import (
     ExtremePart,
@@ -693,12 +694,21 @@ def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int
     return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
 
 
+def _inside_from(r: int, q: Fraction | None) -> str:
+    """A tree quantile's useful group size (:func:`mechanisms.snr.rank_useful_from`)."""
+    need = rank_useful_from(r, q) if q is not None else None
+    return f" (inside the group's values from {need:,} rows)" if need is not None else ""
+
+
 def _tree_text(
     xp: ExtremePlan, col: str, tree: dict, parts: list[tuple[ExtremePart, dict]], cells: int
 ) -> str:
     """The statement of a column's percentiles drawn together by recursive splitting."""
     groups = f" in each of the {cells} groups" if cells > 1 else ""
-    each = ", ".join(f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n" for p, e in parts)
+    each = ", ".join(
+        f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n{_inside_from(e['k0'], p.q)}"
+        for p, e in parts
+    )
     e = parts[0][1]
     return (
         f"{', '.join(p.name for p, _ in parts)}: {', '.join(_what(xp.single(p)) for p, _ in parts)} on a grid of "
@@ -797,7 +807,9 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
             if part is not members[0]:
                 continue
             each = ", ".join(
-                f"{p.name} within {tree.rank_half_width(p.q)} rows of {float(p.q or 0):g}·n" for p in members
+                f"{p.name} within {tree.rank_half_width(p.q)} rows of {float(p.q or 0):g}·n"
+                f"{_inside_from(tree.rank_half_width(p.q), p.q)}"
+                for p in members
             )
             i += 1
             lines.append(
