@@ -57,6 +57,7 @@ __all__ = [
     "Signal",
     "judge",
     "additive",
+    "mean_rule",
     "additive_useful_rows",
     "mean_useful_from",
     "rank_useful_from",
@@ -285,8 +286,12 @@ def mean_useful_from(m: GridMean | SplitAverage) -> int | None:
     return hi
 
 
-def _mean(m: GridMean | SplitAverage, values: Values, half_width: float) -> Signal:
-    width = float(m.upper) - float(m.lower)
+def mean_rule(
+    values: Values, half_width: float, lower: float, upper: float, useful_rows: int | None = None
+) -> Signal:
+    """The AVG rule at a stated (noisiest group's) ``half_width`` over [lower, upper]; with a
+    mechanism's law the caller adds the useful group size (:func:`mean_useful_from`)."""
+    width = float(upper) - float(lower)
     h = float(half_width)
     noisy = h >= width / MEAN_RANGE_FRACTION
     return Signal(
@@ -294,10 +299,14 @@ def _mean(m: GridMean | SplitAverage, values: Values, half_width: float) -> Sign
         1 if noisy else 0,
         len(values),
         f"95% half-width ±{_fmt(h)} {'≥' if noisy else '<'} {_fmt(width / MEAN_RANGE_FRACTION)}, a quarter "
-        f"of the bounds' range [{_fmt(float(m.lower))}, {_fmt(float(m.upper))}]",
-        useful_rows=mean_useful_from(m),
+        f"of the bounds' range [{_fmt(float(lower))}, {_fmt(float(upper))}]",
+        useful_rows=useful_rows,
         noisiest_only=True,
     )
+
+
+def _mean(m: GridMean | SplitAverage, values: Values, half_width: float) -> Signal:
+    return mean_rule(values, half_width, float(m.lower), float(m.upper), mean_useful_from(m))
 
 
 @judge.register

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mechanisms.mean.bias import clamp_bias
-from mechanisms.snr import Signal, additive, judge, rank_useful_from
+from mechanisms.snr import Signal, additive, judge, mean_rule, rank_useful_from
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
 from rewriter.unit import describe, factor
@@ -53,17 +53,30 @@ def cell_signals(plan: Plan, answer: dict, epsilon: float) -> list[tuple[str, Si
     answer = aligned(plan, answer)
     out: list[tuple[str, Signal | None]] = []
     for i, members, m, hw, share in _releases(plan, answer):
-        scale = epsilon / share
-        out.append((plan.aggregates[i].label, judge(m, _column(answer, i), hw, epsilon_scale=scale)))
+        a, values = plan.aggregates[i], _column(answer, i)
+        if m is not None:
+            out.append((a.label, judge(m, values, hw, epsilon_scale=epsilon / share)))
+        else:  # another mechanism's values (a ladder's chain): its stated half-width, the rule only
+            out.append((a.label, _rule_only(a, values, hw)))
         hws = answer["half_width"]
         out.extend((plan.aggregates[j].label, additive(_column(answer, j), hws[j])) for j in members)
     return out
 
 
+def _rule_only(a, values: list, hw: float) -> Signal | None:
+    """The rule of an aggregate's kind at its stated half-width, without its mechanism's law
+    (no useful group or ε named)."""
+    if a.func == "avg":
+        return (
+            mean_rule(values, hw, a.lower, a.upper) if a.lower is not None and a.upper is not None else None
+        )
+    return additive(values, hw)
+
+
 def _releases(plan: Plan, answer: dict):
     """(primary aggregate, members, its measurement, stated half-width, ε share) of each
     release of a central answer; the measurement rebuilt from the plan at the share it ran at
-    (public: the answer records it)."""
+    (public: the answer records it), None where another mechanism ran (a ladder's chain)."""
     hws, shares = answer.get("half_width") or [], answer.get("epsilon") or []
     names = answer.get("mechanism") or []
     if not isinstance(shares, list) or not len(plan.aggregates) == len(shares) == len(hws) == len(names):
@@ -75,9 +88,7 @@ def _releases(plan: Plan, answer: dict):
             m = measurement_for(plan.aggregates[i], float(shares[i]))
         except ValueError:  # an aggregate another kind's mechanism released (MAX/MIN)
             continue
-        if names[i] != m.name:  # another mechanism ran (a ladder's chain): not this law
-            continue
-        yield i, members, m, float(hws[i]), float(shares[i])
+        yield i, members, m if names[i] == m.name else None, float(hws[i]), float(shares[i])
 
 
 def rank_warning(
@@ -147,7 +158,7 @@ def avg_bias_text(plan: Plan, answer: dict) -> str:
     texts = []
     for i, _, m, h, _ in _releases(plan, answer):
         a = plan.aggregates[i]
-        if a.func != "avg" or (law := clamp_bias(m)) is None or law.within is None:
+        if a.func != "avg" or m is None or (law := clamp_bias(m)) is None or law.within is None:
             continue
         lo, hi = float(a.lower), float(a.upper)
         near = [

@@ -149,3 +149,13 @@ def test_a_lone_percentile_states_its_useful_group_size(svc):
     _, notes = _ask(svc, sql)
     said = f"only from groups of {need:,} rows"
     assert any(said in r[0] for r in plan) and said in notes[0]
+
+
+def test_a_ladder_tier_is_warned_by_the_rule_at_its_stated_half_width(svc):
+    """A data-market ladder's values come from its own chain: judged by the rule at the
+    half-widths the NOTICE states (no other mechanism's law, so no useful size or ε named).
+    Role `bronze` (ε 0.1): PUMS over 80 by education, a handful of people per cell."""
+    _, notes = _ask(svc, "SELECT educ, COUNT(*) FROM pums WHERE age > 80 GROUP BY educ", role="bronze")
+    first = notes[0].splitlines()[0]
+    assert first.startswith(WARNING) and "count(*)" in first and "useful" not in first
+    assert "multitier_geometric_count" in notes[0]
