@@ -35,6 +35,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ()),
     ("rewrite", ()),
     ("cells", ()),
+    ("repeats", ()),
     ("workers", ()),
     ("scale", ()),
     ("soak", ("--minutes", "3", "--kill-every", "45")),

@@ -95,11 +95,21 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
     """The gateway, the demo data (first start) and the config checked against the backend."""
     gw = Gateway(cfg, state)
     await gw.start()
+    try:
+        await _load_and_check(gw, cfg, args)
+    except BaseException:
+        await gw.close()
+        raise
+    return gw
+
+
+async def _load_and_check(gw: Gateway, cfg: Config, args) -> None:
+    """The demo data (first start) and the config checked against the backend; a refusal
+    raises :class:`ConfigError` (the caller closes the gateway)."""
     if cfg.demo:
         print("dpgate: demo data: checking (the first start creates it, a few seconds) …", flush=True)
         loaders = for_backend(DEMO_LOADERS, gw.backend)
         if loaders is None:
-            await gw.close()
             raise ConfigError(f"demo = true: the demo data is not loaded into a {gw.backend.kind} backend")
         tables, trips = loaders
         try:
@@ -112,7 +122,7 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
                 trips(gw.backend, cfg),
             )
         except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege) as e:
-            await gw.close()  # the scan role cannot write, as it should: the demo needs write_dsn
+            # the scan role cannot write, as it should: the demo needs write_dsn
             raise ConfigError(
                 f"{args.config or 'demo config'}: demo = true creates the demo tables through "
                 f"[backend] write_dsn (default: dsn), and that role may not: "
@@ -124,14 +134,12 @@ async def _prepare(cfg: Config, state: Path, args) -> Gateway:
     warnings, refused = await least_privilege(cfg, gw.backend, file)
     problems += refused
     if problems:  # config meets the backend at start, not at query time
-        await gw.close()
         more = f" (and {len(problems) - 1} more: dpgate check-config --backend)" if len(problems) > 1 else ""
         raise ConfigError(problems[0] + more)
     for line in warnings:
         print(f"dpgate: {line}", file=sys.stderr, flush=True)
     for line in local_guarantees(cfg):
         print(line, flush=True)
-    return gw
 
 
 def _announce(
@@ -158,17 +166,38 @@ def _announce(
 
 
 async def _serve(cfg: Config, state: Path, passwords: dict[str, str], args) -> None:
-    """One process (``--workers 1``)."""
-    gw = await _prepare(cfg, state, args)
-    if gw.backend.read_only_after_start and not writer_roles(cfg):  # nothing written at run time:
-        await prepare_local_tables(gw)  # the file is read-only from here
-        gw.backend.reopen_read_only()
+    """One process (``--workers 1``). With the demo, the port is bound and announced at once
+    and connections wait (queued, not refused) until the demo data is loaded and checked;
+    otherwise the config is checked against the backend before anything listens."""
     lim = cfg.server.limits
     host = args.host or cfg.server.host
     port = cfg.server.port if args.port is None else args.port
-    server = make_server(gw, cfg, host, port)
-    await server.start()
-    _announce(cfg, state, passwords, host, server.port)
+    gw = Gateway(cfg, state)
+    await gw.start()
+    ready = asyncio.Event()
+    server = None
+    try:
+        if cfg.demo:
+            server = make_server(gw, cfg, host, port, accept_gate=ready.wait)
+            await server.start()
+            _announce(cfg, state, passwords, host, server.port)
+            print("dpgate: connections wait until the demo data is ready …", flush=True)
+        await _load_and_check(gw, cfg, args)
+        if gw.backend.read_only_after_start and not writer_roles(cfg):  # nothing written at run time:
+            await prepare_local_tables(gw)  # the file is read-only from here
+            gw.backend.reopen_read_only()
+    except BaseException:
+        if server is not None:
+            await server.stop()
+        await gw.close()
+        raise
+    if server is None:
+        server = make_server(gw, cfg, host, port)
+        await server.start()
+        _announce(cfg, state, passwords, host, server.port)
+    else:
+        print("dpgate: ready", flush=True)
+    ready.set()
     admin = (
         await _start_admin(gw, args.admin_http, failed_logins=server.failed_logins)
         if args.admin_http

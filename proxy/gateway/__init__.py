@@ -33,6 +33,7 @@ from ..pipeline.lookup_domains import LookupAnswers
 from ..pipeline.noise import NoiseReservoir
 from ..pipeline.orchestrator import Connection
 from ..pipeline.release import prepare_mechanisms
+from ..pipeline.repeat_rows import RepeatRows
 from ..pipeline.views import Views, catalog_views
 from ..stores.errors import cannot_write, no_write_reason
 from ..stores.ledger import open_ledger
@@ -94,6 +95,7 @@ class Gateway:
         self.lane: LaneClient | None = None  # a worker's heavy-statement lane
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.in_flight: dict[tuple[str, str], asyncio.Future] = {}  # (role, release key) being released
+        self.repeat_rows = RepeatRows()  # large releases' rows kept encoded for their repeats
         self.statement_timeout = config.server.limits.statement_timeout_ms / 1000 or None
         self.log_statement = StatementLog(as_json=config.server.log_format == "json")
         self._caches = StatementCaches()  # shared with the planner threads

@@ -39,6 +39,7 @@ from ..backends import BackendError, BackendRefused
 from ..stores.ledger import FEMTO, NANO, BudgetExceeded, femto
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error, detail_charged, scan_read
+from .repeat_rows import RepeatRows
 
 HEAVY_ROWS = 256
 """A free answer of this many cells is turned into rows off the event loop."""
@@ -244,7 +245,15 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         await asyncio.shield(twin)  # the same statement is being released for this role: its answer
         dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
     if stored is not None:  # a repeat: the earlier answer, nothing charged
-        return await _reply_off_loop(p, stored, tier, tier.budget - spent, await _delta_left(conn, p, tier))
+        return await _reply_off_loop(
+            p,
+            stored,
+            tier,
+            tier.budget - spent,
+            await _delta_left(conn, p, tier),
+            gw.repeat_rows,
+            (role, key, dv),
+        )
     done = asyncio.get_running_loop().create_future()
     gw.in_flight[(role, key)] = done
     try:
@@ -323,7 +332,7 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
             answer=answer,
         )
         try:
-            built = None if stored is None else _built(p, stored)
+            built = None if stored is None else _built(p, stored, gw.repeat_rows, (conn.role, p.key, dv))
         except Exception:  # (raised again by _reply, on the loop)
             built = None
         if built is not None:
@@ -359,27 +368,46 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     )  # a concurrent twin's answer
 
 
-def _built(p: Prepared, stored) -> tuple[Sequence[tuple], str, str]:
-    """The rows, the kind's NOTICE body and its warning line of a stored release
-    (post-processing; decodes the stored answer on first use)."""
-    return (
-        p.kind.rows(p, stored.answer),
-        p.kind.notice_body(p, stored.answer),
-        p.kind.warning(p, stored.answer),
-    )
+_WARNED = "\x1e"  # between a NOTICE text's warning line and its body (:func:`_built`, :func:`_reply`)
+
+
+def _built(
+    p: Prepared, stored, kept: RepeatRows | None = None, release: tuple = ()
+) -> tuple[Sequence[tuple], str]:
+    """The rows and the kind's NOTICE text of a stored release: its body, after its warning
+    line when it has one (:meth:`ReleaseKind.warning`; post-processing; decodes the stored
+    answer on first use); with ``kept``, a large result's rows are encoded here
+    and kept for the statement's repeats (:mod:`.repeat_rows`; ``release``: the stored
+    release's (role, key, data version))."""
+    rows, body = p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)
+    if warning := p.kind.warning(p, stored.answer):
+        body = f"{warning}{_WARNED}{body}"
+    if kept is not None and (k := kept.keep(p.plan, (*release, stored.created), p.columns, rows, body)):
+        return k.rows(lambda: rows), body
+    return rows, body
 
 
 async def _reply_off_loop(
-    p: Prepared, stored, tier, remaining: float, delta_left: float | None = None
+    p: Prepared,
+    stored,
+    tier,
+    remaining: float,
+    delta_left: float | None = None,
+    kept: RepeatRows | None = None,
+    release: tuple = (),
 ) -> tuple[Result, str, float]:
-    """:func:`_reply` for a release read back from the ledger: a large one is decoded and
-    turned into rows on a worker thread (``Stored.heavy``: a 10,000-cell answer is
-    milliseconds of Python that would stall every other session's statements)."""
-    if not stored.heavy:
-        return _reply(p, stored, tier, remaining, delta_left)
+    """:func:`_reply` for a release read back from the ledger: rows kept encoded for this
+    statement are written as they are (:mod:`.repeat_rows`); otherwise a large answer is
+    decoded and turned into rows on a worker thread (``Stored.heavy``: a 10,000-cell answer
+    is milliseconds of Python that would stall every other session's statements)."""
+    if kept is not None and (k := kept.get(p.plan, (*release, stored.created))) is not None:
+        rows = k.rows(lambda: p.kind.rows(p, stored.answer))  # other formats: built again
+        return _reply(p, stored, tier, remaining, delta_left, (rows, k.body))
+    if not stored.heavy:  # (its rows are encoded on the loop anyway, to be written)
+        return _reply(p, stored, tier, remaining, delta_left, _built(p, stored, kept, release))
 
     def build():
-        out = _built(p, stored)
+        out = _built(p, stored, kept, release)
         stored.forget()  # the decoded answer is freed off the loop
         return out
 
@@ -392,7 +420,10 @@ def _reply(
     """Rows and the NOTICE for a stored (or just recorded) release; ``delta_left``: the δ
     budget left (None: no δ); ``built``: its rows and NOTICE body made already
     (:func:`_built`, off the event loop)."""
-    rows, body, warning = built if built is not None else _built(p, stored)
+    rows, text = built if built is not None else _built(p, stored)
+    warning, warned, body = text.partition(_WARNED)
+    if not warned:
+        warning, body = "", text
     charged = stored.epsilon if stored.charged else 0.0
     delta = None if delta_left is None else (stored.delta, delta_left, tier.delta_budget)
     msg = (

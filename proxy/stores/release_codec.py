@@ -168,6 +168,8 @@ def decode_answer(text: str | bytes) -> dict:
     (hlen,) = _U32.unpack_from(payload, 0)
     header = json.loads(payload[4 : 4 + hlen])
     n, (k, m), types = header["n"], header["widths"], header["types"]
+    if k + m != len(types):
+        raise ValueError("stored answer: its key and value widths do not match its columns")
     raw = header.get("raw") or [0] * len(types)
     if len(raw) != len(types):
         raise ValueError("stored answer: its raw-plane masks do not match its columns")
@@ -191,9 +193,7 @@ def decode_answer(text: str | bytes) -> dict:
         columns.append(_unpack_column(t, data, n))
     if at != len(tail):
         raise ValueError("stored answer: bytes left over after its raw planes")
-    keys = [list(r) for r in zip(*columns[:k])] if k else [[] for _ in range(n)]
-    values = [list(r) for r in zip(*columns[k:])] if m else [[] for _ in range(n)]
-    return {"keys": keys, "values": values, **doc}
+    return ColumnarAnswer(columns[:k], columns[k:], n, **doc)  # rows made only if something reads them
 
 
 def _widths(keys, values) -> tuple[int, int] | None:

@@ -78,7 +78,10 @@ def _answer(n: int, seed: int = 7) -> dict:
 
 
 def _same(a, b) -> bool:
-    """Equal, floats bit for bit (so -0.0 ≠ 0.0) and types kept (1 ≠ 1.0)."""
+    """Equal, floats bit for bit (so -0.0 ≠ 0.0) and types kept (1 ≠ 1.0); a decoded answer
+    may be a :class:`~proxy.stores.answer.ColumnarAnswer` (the dict it stands for)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
