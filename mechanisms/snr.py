@@ -31,10 +31,14 @@ measurement's class):
 :class:`Signal` holds the verdict of one released aggregate (over all its groups) and says it
 in one line (``reason`` / ``useful``). Other modules call, by name:
 
-* :func:`judge` ``(m, values, half_width, *, n_hats=None, epsilon_scale=1.0)`` → Signal | None;
-* :func:`additive_useful_rows` ``(m)``, :func:`mean_useful_from` ``(m)``,
-  :func:`rank_useful_from` ``(rank_half_width, q)`` → the smallest useful group, for EXPLAIN;
-* :func:`epsilon_for` ``(m, target)`` → the least ε at which m's 95% half-width is below target.
+* :func:`judge` ``(m, values, half_width, *, n_hats=None, epsilon_scale=1.0, q=None)`` →
+  Signal | None (None: no rule for that mechanism);
+* :func:`additive` ``(values, half_width)``, :func:`mean_rule` ``(values, half_width, lower,
+  upper)`` → a rule alone at a stated half-width (values whose mechanism's law is not here);
+* :func:`mean_useful_from` ``(m)``, :func:`rank_useful_from` ``(rank_half_width, q)`` → the
+  smallest useful group (``judge(m, (), 0.0).useful_rows`` for any mechanism: EXPLAIN);
+* :func:`epsilon_for` ``(m, target, epsilon)`` → the least ε at which m's 95% half-width (now at
+  ``epsilon``) is below ``target``.
 """
 
 from __future__ import annotations
@@ -58,7 +62,6 @@ __all__ = [
     "judge",
     "additive",
     "mean_rule",
-    "additive_useful_rows",
     "mean_useful_from",
     "rank_useful_from",
     "epsilon_for",
@@ -110,10 +113,14 @@ class Signal:
         if self.useful_rows is not None:
             parts.append(f"from groups of {self.useful_rows:,} rows")
         if self.useful_epsilon is not None:
-            e = self.useful_epsilon
-            up = math.ceil(e / 10 ** (math.floor(math.log10(e)) - 2)) * 10 ** (math.floor(math.log10(e)) - 2)
-            parts.append(f"at ε ≥ {up:.3g} per query")  # 3 digits, rounded up
+            parts.append(f"at ε ≥ {_up3(self.useful_epsilon):.3g} per query")
         return "useful " + " or ".join(parts) if parts else ""
+
+
+def _up3(x: float) -> float:
+    """``x`` rounded up to 3 significant digits (a stated least ε must not fall below it)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return math.ceil(x / unit) * unit
 
 
 def _fmt(x: float) -> str:
@@ -161,22 +168,18 @@ def epsilon_for(m: Any, target: float, epsilon: float) -> float | None:
 # -- additive noise: COUNT, SUM, VAR ----------------------------------------------------------
 
 
-def additive_useful_rows(m: Any) -> int | None:
-    """A COUNT's smallest useful group: h + 1 rows (its value is the group's size)."""
-    return int(math.floor(float(m.half_width()))) + 1 if isinstance(m, GeometricCount) else None
-
-
 def additive(
     values: Sequence[Any],
     half_width: float,
     m: Any = None,
     epsilon: float | None = None,
     epsilon_scale: float = 1.0,
+    useful_rows: int | None = None,
 ) -> Signal:
     """The additive rule over ``values`` at the stated ``half_width``; with the measurement
-    ``m`` at ``epsilon`` (and its scale to the statement's ε) it also names the useful ε and,
-    for a COUNT, the useful group (a SUM or COUNT derived from an AVG's release has no ``m``
-    of its own: the rule only)."""
+    ``m`` at ``epsilon`` (and its scale to the statement's ε) it also names the useful ε (a
+    SUM or COUNT derived from an AVG's release has no ``m`` of its own: the rule only);
+    ``useful_rows``: the useful group size where the value is one (a COUNT)."""
     h = float(half_width)
     noisy = [abs(float(v)) for v in values if v is not None and abs(float(v)) <= h]
     top = max(noisy, default=0.0)
@@ -195,7 +198,7 @@ def additive(
         len(noisy),
         len(values),
         detail,
-        useful_rows=additive_useful_rows(m) if m is not None else None,
+        useful_rows=useful_rows,
         useful_epsilon=eps,
     )
 
@@ -229,7 +232,9 @@ def _(
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
 ) -> Signal:
-    return additive(values, half_width, m, float(m.epsilon), epsilon_scale)
+    """A COUNT's value is its group's size: useful from h + 1 rows."""
+    h = float(m.half_width())
+    return additive(values, half_width, m, float(m.epsilon), epsilon_scale, useful_rows=math.floor(h) + 1)
 
 
 @judge.register
