@@ -19,7 +19,7 @@ from ..stores.answer import ColumnarAnswer, cell_count
 from .common import fmt
 from .postexpr import window_text
 from .release import measurement_for, release_groups
-from .rows import aligned, consistent_ranges
+from .rows import aligned, consistent_ranges, kept_cells
 
 WARNING = "dpgate WARNING: mostly noise"
 """How the warning line begins (the NOTICE's first line when it has one)."""
@@ -47,19 +47,27 @@ def _column(answer: dict, j: int) -> list:
 def cell_signals(plan: Plan, answer: dict, epsilon: float) -> list[tuple[str, Signal | None]]:
     """Each released aggregate's signal (:func:`mechanisms.snr.judge`) over the cells of a
     central answer released at the statement's ``epsilon``: its mechanism rebuilt from the plan
-    at the share it ran at (public), judged on the released values and stated half-width. A
+    at the share it ran at (public), judged on the released values of the rows the statement
+    returns (those its HAVING / outer WHERE keeps: :func:`.rows.kept_cells`) and the stated
+    half-width. A
     SUM/COUNT answered by an AVG's release (the same draw) is judged by the additive rule
     alone (its law is the AVG's, not a geometric's)."""
     answer = aligned(plan, answer)
+    kept = kept_cells(plan, answer)
     out: list[tuple[str, Signal | None]] = []
+
+    def column(j: int) -> list:  # the cells whose rows the statement returns (HAVING / outer WHERE)
+        values = _column(answer, j)
+        return values if kept is None else [v for v, k in zip(values, kept) if k]
+
     for i, members, m, hw, share in _releases(plan, answer):
-        a, values = plan.aggregates[i], _column(answer, i)
+        a, values = plan.aggregates[i], column(i)
         if m is not None:
             out.append((a.label, judge(m, values, hw, epsilon_scale=epsilon / share)))
         else:  # another mechanism's values (a ladder's chain): its stated half-width, the rule only
             out.append((a.label, _rule_only(a, values, hw)))
         hws = answer["half_width"]
-        out.extend((plan.aggregates[j].label, additive(_column(answer, j), hws[j])) for j in members)
+        out.extend((plan.aggregates[j].label, additive(column(j), hws[j])) for j in members)
     return out
 
 

@@ -159,3 +159,13 @@ def test_a_ladder_tier_is_warned_by_the_rule_at_its_stated_half_width(svc):
     first = notes[0].splitlines()[0]
     assert first.startswith(WARNING) and "count(*)" in first and "useful" not in first
     assert "multitier_geometric_count" in notes[0]
+
+
+def test_the_warning_judges_the_rows_the_statement_returns(svc):
+    """Counts of 5–12 rows at ε/6 (±18) are mostly noise; an outer WHERE that keeps none of
+    the released rows returns nothing to warn about (the same release, a repeat)."""
+    inner = "SELECT c, COUNT(*) AS n FROM small GROUP BY c"
+    _, notes = _ask(svc, inner)
+    assert notes[0].startswith(WARNING) and "count(*)" in notes[0].splitlines()[0]
+    rows, notes = _ask(svc, f"SELECT c, n FROM ({inner}) t WHERE n > 100000")
+    assert rows == [] and "repeat" in notes[0] and not notes[0].startswith(WARNING)
