@@ -168,8 +168,8 @@ class Central(ReleaseKind):
     def notice_body(self, p: Prepared, answer: dict) -> str:
         return notice_body(plan_as(p, Plan), answer)
 
-    def warning(self, p: Prepared, answer: dict) -> str:
-        return cells_warning(plan_as(p, Plan), answer, p.epsilon)
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        return cells_warning(plan_as(p, Plan), answer, p.epsilon, rows)
 
     def after_reply(self, conn, p: Prepared) -> None:
         noise = state_as(p, CentralState).noise

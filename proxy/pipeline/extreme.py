@@ -396,7 +396,7 @@ class Extreme(ReleaseKind):
         xp = plan_as(p, ExtremePlan)
         return joint_notice(xp, answer) if xp.joint else notice_body(xp, answer)
 
-    def warning(self, p: Prepared, answer: dict) -> str:
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
         """Mostly noise where the groups' released counts (a COUNT in the same statement) are
         below the mechanism's useful group size (:func:`.notice.rank_warning`)."""
         if not isinstance(p.state, JointState):  # no count released with a lone MAX/MIN/quantile

@@ -180,9 +180,9 @@ class ReleaseKind:
         """The kind's part of the NOTICE (error statement, mechanism) after the common head."""
         raise NotImplementedError
 
-    def warning(self, p: Prepared, answer: dict) -> str:
-        """The NOTICE's first line when the answer is mostly noise (its mechanism's error law:
-        :mod:`.notice`, :mod:`mechanisms.snr`); empty otherwise."""
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        """The NOTICE's first line when the answer (``rows``, made from ``answer``) is mostly
+        noise (its mechanism's error law: :mod:`.notice`, :mod:`mechanisms.snr`); empty otherwise."""
         return ""
 
     def after_reply(self, conn, p: Prepared) -> None:
@@ -380,7 +380,7 @@ def _built(
     and kept for the statement's repeats (:mod:`.repeat_rows`; ``release``: the stored
     release's (role, key, data version))."""
     rows, body = p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)
-    if warning := p.kind.warning(p, stored.answer):
+    if warning := p.kind.warning(p, stored.answer, rows):
         body = f"{warning}{_WARNED}{body}"
     if kept is not None and (k := kept.keep(p.plan, (*release, stored.created), p.columns, rows, body)):
         return k.rows(lambda: rows), body

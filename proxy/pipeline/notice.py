@@ -16,6 +16,7 @@ from rewriter.plan import Plan
 from rewriter.unit import describe, factor
 
 from ..stores.answer import ColumnarAnswer, cell_count
+from ..wire.api import ColumnRows
 from .common import fmt
 from .postexpr import window_text
 from .release import measurement_for, release_groups
@@ -44,19 +45,26 @@ def _column(answer: dict, j: int) -> list:
     return [v[j] for v in answer["values"]]
 
 
-def cell_signals(plan: Plan, answer: dict, epsilon: float) -> list[tuple[str, Signal | None]]:
+def cell_signals(
+    plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None
+) -> list[tuple[str, Signal | None]]:
     """Each released aggregate's signal (:func:`mechanisms.snr.judge`) over the cells of a
     central answer released at the statement's ``epsilon``: its mechanism rebuilt from the plan
     at the share it ran at (public), judged on the released values of the rows the statement
-    returns (those its HAVING / outer WHERE keeps: :func:`.rows.kept_cells`) and the stated
-    half-width. A
+    returns (``rows``' column of an aggregate the select list shows, when a HAVING, outer WHERE,
+    LIMIT or OFFSET keeps a subset; else the cells the HAVING / outer WHERE keeps,
+    :func:`.rows.kept_cells`) and the stated half-width. A
     SUM/COUNT answered by an AVG's release (the same draw) is judged by the additive rule
     alone (its law is the AVG's, not a geometric's)."""
     answer = aligned(plan, answer)
     kept = kept_cells(plan, answer)
+    subset = kept is not None or plan.limit is not None or bool(plan.offset)
+    shown = {o.index: k for k, o in enumerate(plan.outputs) if o.source == "aggregate"}
     out: list[tuple[str, Signal | None]] = []
 
-    def column(j: int) -> list:  # the cells whose rows the statement returns (HAVING / outer WHERE)
+    def column(j: int) -> list:  # the released values of the rows the statement returns
+        if rows is not None and subset and j in shown:
+            return _row_column(rows, shown[j])
         values = _column(answer, j)
         return values if kept is None else [v for v, k in zip(values, kept) if k]
 
@@ -79,6 +87,13 @@ def _rule_only(a, values: list, hw: float) -> Signal | None:
             mean_rule(values, hw, a.lower, a.upper) if a.lower is not None and a.upper is not None else None
         )
     return additive(values, hw)
+
+
+def _row_column(rows: Sequence[tuple], k: int) -> list:
+    """Column ``k`` of the statement's rows (rows given as columns: that column)."""
+    if isinstance(rows, ColumnRows):
+        return rows.columns[k]
+    return [r[k] for r in rows]
 
 
 def _releases(plan: Plan, answer: dict):
@@ -150,9 +165,10 @@ def quantile_useful_text(r: int, q: Any) -> str:
     )
 
 
-def cells_warning(plan: Plan, answer: dict, epsilon: float) -> str:
-    """The warning line of a central answer (empty when none is mostly noise)."""
-    return warning_line(cell_signals(plan, answer, epsilon))
+def cells_warning(plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None) -> str:
+    """The warning line of a central answer and the statement's ``rows`` made from it (empty
+    when none is mostly noise)."""
+    return warning_line(cell_signals(plan, answer, epsilon, rows))
 
 
 def avg_bias_text(plan: Plan, answer: dict) -> str:

@@ -244,12 +244,12 @@ class Partitions(Central):
             )
         return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(plan, answer)
 
-    def warning(self, p: Prepared, answer: dict) -> str:
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
         """The released keys' values judged as a central release's (:func:`.notice.cells_warning`)."""
         plan = plan_as(p, Plan)
         if not plan.aggregates or plan.selection is not None:  # keys only, or the sparse vector's values
             return ""
-        return cells_warning(plan, answer, p.epsilon)
+        return cells_warning(plan, answer, p.epsilon, rows)
 
     def explain_head(self, plan, tier) -> list[str]:
         if tier.delta <= 0:

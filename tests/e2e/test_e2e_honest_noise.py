@@ -169,3 +169,14 @@ def test_the_warning_judges_the_rows_the_statement_returns(svc):
     assert notes[0].startswith(WARNING) and "count(*)" in notes[0].splitlines()[0]
     rows, notes = _ask(svc, f"SELECT c, n FROM ({inner}) t WHERE n > 100000")
     assert rows == [] and "repeat" in notes[0] and not notes[0].startswith(WARNING)
+
+
+def test_a_limit_is_judged_on_the_rows_it_returns(svc):
+    """ORDER BY … LIMIT returns the largest released counts: the warning judges those rows."""
+    from mechanisms import GeometricCount
+
+    h = GeometricCount(1.0 / 6).half_width()  # the count's 95% half-width at ε/6
+    rows, notes = _ask(svc, "SELECT c, COUNT(*) AS n FROM small GROUP BY c ORDER BY n DESC LIMIT 1")
+    _, notes_all = _ask(svc, "SELECT c, COUNT(*) AS n FROM small GROUP BY c")  # the same release
+    assert len(rows) == 1 and notes_all[0].startswith(WARNING)
+    assert notes[0].startswith(WARNING) == (abs(rows[0][1]) <= h)
