@@ -49,6 +49,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metric_ldp", ()),
     ("svt", ()),
     ("quantiles_joint", ()),
+    ("extreme", ()),
 )
 QUICK_GOAL_S = 50  # every --quick run, on a machine that runs nothing else
 

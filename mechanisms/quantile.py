@@ -20,6 +20,27 @@ Thm 3.11 with Δu = 1): with probability ≥ 1 − β,
 |c(y) − q·n| ≤ OPT + (2/ε) ln((U + 1)/β), where OPT = min_y |c(y) − q·n| is at most the
 largest number of rows sharing one grid point. The error is a number of rows (a rank), not
 value units: where the data are dense the value is close.
+
+Near the ends of a small group the target q·n lies within a few rows of the data's edge,
+and the (U + 1)-point stretch of the grid beyond the data scores almost as well as the
+data: the answer then lands outside the data's range (a 0.9-quantile of 40 rows on [0, 500]
+lands above the data most of the time). The *protected quantile*
+(:class:`ProtectedQuantile`, the capped rank of :mod:`mechanisms.extreme` applied to a
+quantile) keeps at least min(k0, s·n) rows beyond its target on the near side — for q ≥ 1/2
+it aims at T(n) = max((1 − q)·n, min(k0, s·n)) rows above the answer, for q < 1/2 at
+n − max(q·n, min(k0, s·n)) — trading a rank bias of at most k0·(1 − (1 − q')/s)⁺ rows
+(q' = max(q, 1 − q)) for the grid beyond the data. Its score is, as the capped rank's, the
+distance from T(n) to the answer's ranks [#{x > y}, #{x ≥ y}] (a tie block containing the aim
+scores 0): each bound moves by 0 or 1 per added row and T by at most max(1 − q, q, s) ≤ 1
+(for q < 1/2, n − … moves by between 0 and 1), so each term moves by at most 1: sensitivity
+1, ε-DP.
+
+Error law (:meth:`ExpMechQuantile.expected_error`, :meth:`ExpMechQuantile.useful_from`, and
+the same on :class:`ProtectedQuantile`): as MAX/MIN's (:func:`mechanisms.extreme.rank_error_law`),
+the expected relative rank error |c(y) − (1 − q)·n|/n of an answer inside the data's range
+(c the rows above it), 1 outside, averaged over the reference groups (n rows spread over the
+middle half, and the middle tenth, of the declared range); :func:`choose_quantile` picks the candidate with the least regret
+across group sizes (public inputs only).
 """
 
 from __future__ import annotations
@@ -33,10 +54,28 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exact_choice import exp_weighted_index
-from .extreme import ExtremeGrid
+from .extreme import (
+    LAW_SIZES,
+    REFERENCE_SPANS,
+    ExtremeGrid,
+    first_useful,
+    rank_error_law,
+    rank_pieces,
+    reference_arrays,
+)
+from .once import single_flight
 from .rng import RandomSource
 
-__all__ = ["QuantileGrid", "ExpMechQuantile", "MAX_DENOMINATOR"]
+__all__ = [
+    "QuantileGrid",
+    "ExpMechQuantile",
+    "MAX_DENOMINATOR",
+    "ProtectedQuantile",
+    "choose_quantile",
+    "quantile_candidates",
+]
+
+PROTECT_SHARES = (Fraction(1, 2), Fraction(1, 4))  # the protected quantile's candidates' s
 
 MAX_DENOMINATOR = 10**6  # q written with at most 6 decimals (keeps integer scores small)
 
@@ -95,6 +134,148 @@ class ExpMechQuantile:
         starts, length, powers, D = self.scores(hist)
         idx = exp_weighted_index(length, powers, Fraction(self.epsilon) / (2 * D), source)
         return self.grid.value(int(starts[idx]) + source.randbelow(int(length[idx])))
+
+    share = Fraction(0)  # no protection: the plain mechanism
+
+    def pmf(self, hist: Sequence[tuple[int, int]]) -> NDArray[np.float64]:
+        """Pr[answer = grid index i], i = 0..U (floats: for tests and audits)."""
+        starts, length, powers, D = self.scores(hist)
+        logw = -float(self.epsilon) / (2 * D) * powers.astype(np.float64)
+        w = np.exp(logw - logw.max())
+        per_point = np.repeat(w, length)
+        out: NDArray[np.float64] = per_point / per_point.sum()
+        return out
+
+    def law(self, n: int) -> tuple[float, float]:
+        """(P[outside the data's range], expected relative rank error), averaged over the
+        reference groups of n rows (module doc)."""
+        laws = [self.law_at(n, span) for span in REFERENCE_SPANS]
+        return sum(x for x, _ in laws) / len(laws), sum(y for _, y in laws) / len(laws)
+
+    def law_at(self, n: int, span: Fraction) -> tuple[float, float]:
+        """The law on one reference group: n rows over the middle ``span`` of the range."""
+        return _quantile_law(
+            self.epsilon, self.grid.U, self.beta, Fraction(self.q), self.share, int(n), Fraction(span)
+        )
+
+    def expected_error(self, n: int) -> float:
+        """The expected relative rank error on the reference group of n rows (module doc)."""
+        return self.law(n)[1]
+
+    def useful_from(self) -> int | None:
+        """The smallest group size whose expected relative rank error is ≤ 1/10 (None beyond
+        10^6 rows)."""
+        return _quantile_useful(self.epsilon, self.grid.U, self.beta, Fraction(self.q), self.share)
+
+
+def _k0(epsilon: float, U: int, beta: float) -> int:
+    return math.ceil(2.0 / epsilon * math.log((U + 1) / beta))
+
+
+def _target(q: Fraction, share: Fraction, k0: int, n: int) -> tuple[int, int]:
+    """(L·T(n), L): the rows above the answer the protected quantile aims at (module doc),
+    scaled by L = lcm of q's and s's denominators to an integer."""
+    L = math.lcm(q.denominator, share.denominator)
+    guard = min(L * k0, int(share * L) * n)
+    if q >= Fraction(1, 2):
+        return max(int((1 - q) * L) * n, guard), L
+    return L * n - max(int(q * L) * n, guard), L
+
+
+def _piece_scores(
+    q: Fraction, share: Fraction, k0: int, gt: NDArray[np.int64], ge: NDArray[np.int64], n: int
+) -> tuple[NDArray[np.int64], int]:
+    """Scores of the pieces of :func:`mechanisms.extreme.rank_pieces` (gt rows above, ge at or
+    above): the plain mechanism's |D·c − P·n| with c = n − gt the rows at or below (share 0),
+    or the protected quantile's distance from its aim to the ranks [gt, ge], scaled by L."""
+    if share == 0:
+        return np.abs(q.denominator * gt - (q.denominator - q.numerator) * n), q.denominator
+    T, L = _target(q, share, k0, n)
+    return np.maximum(0, np.maximum(L * gt - T, T - L * ge)), L
+
+
+@single_flight(maxsize=4096)
+def _quantile_law(
+    epsilon: float, U: int, beta: float, q: Fraction, share: Fraction, n: int, span: Fraction
+) -> tuple[float, float]:
+    k0 = _k0(epsilon, U, beta)
+
+    def scores(gt: NDArray[np.int64], ge: NDArray[np.int64], n: int) -> tuple[NDArray[np.int64], int]:
+        return _piece_scores(q, share, k0, gt, ge, n)
+
+    return rank_error_law(epsilon, U, *reference_arrays(n, U, span), scores, float((1 - q) * n))
+
+
+@single_flight(maxsize=1024)
+def _quantile_useful(epsilon: float, U: int, beta: float, q: Fraction, share: Fraction) -> int | None:
+    def error(n: int) -> float:
+        laws = [_quantile_law(epsilon, U, beta, q, share, n, span)[1] for span in REFERENCE_SPANS]
+        return sum(laws) / len(laws)
+
+    return first_useful(error)
+
+
+@dataclass(frozen=True)
+class ProtectedQuantile(ExpMechQuantile):
+    """ε-DP q-quantile keeping min(k0, s·n) rows beyond its target on the near side (module doc)."""
+
+    share: Fraction = Fraction(1, 4)
+
+    name = "protected_quantile"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.share <= Fraction(1, 2) or Fraction(self.share).denominator > 1000:
+            raise ValueError("need 0 < share <= 1/2 with a denominator <= 1000")
+
+    @property
+    def k0(self) -> int:
+        return _k0(self.epsilon, self.grid.U, self.beta)
+
+    def shift(self) -> int:
+        """The most rows the protection moves the target from q·n: k0·(1 − (1 − q')/s)⁺."""
+        q = max(Fraction(self.q), 1 - Fraction(self.q))
+        return math.ceil(max(Fraction(0), self.k0 * (1 - (1 - q) / Fraction(self.share))))
+
+    def rank_half_width(self) -> int:
+        """W.p. ≥ 1 − β the answer's ranks come within this many rows of q·n: k0 from the aim
+        (some grid point's ranks contain it: no tie term), the aim within :meth:`shift` of q·n."""
+        return self.k0 + self.shift()
+
+    def scores(
+        self, hist: Sequence[tuple[int, int]]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int]:
+        """(piece starts, lengths, scaled scores, L): the distance from the aim T(n) to each
+        grid point's ranks [#{x > y}, #{x ≥ y}] (module doc), on :func:`rank_pieces`."""
+        U = self.grid.U
+        merged: dict[int, int] = {}
+        for i, n in hist:
+            i = min(max(int(i), 0), U)
+            merged[i] = merged.get(i, 0) + int(n)
+        v = np.array(sorted(merged), dtype=np.int64)
+        m = np.array([merged[i] for i in v.tolist()], dtype=np.int64)
+        starts, length, gt, ge, n = rank_pieces(v, m, U)
+        score, L = _piece_scores(Fraction(self.q), Fraction(self.share), self.k0, gt, ge, n)
+        return starts, length, score, L
+
+
+def quantile_candidates(epsilon: float, grid: ExtremeGrid, q: Fraction, beta: float) -> list[ExpMechQuantile]:
+    """The mechanisms :func:`choose_quantile` compares: the plain exponential mechanism and
+    the protected quantile at each share of ``PROTECT_SHARES``."""
+    out = [ExpMechQuantile(epsilon, grid, q, beta)]
+    out += [ProtectedQuantile(epsilon, grid, q, beta, s) for s in PROTECT_SHARES]
+    return out
+
+
+def choose_quantile(
+    epsilon: float, grid: ExtremeGrid, q: Fraction, beta: float
+) -> tuple[ExpMechQuantile, list[float]]:
+    """The candidate with the least regret across ``LAW_SIZES`` (ties: the first, the plain
+    mechanism) and every candidate's regret, in :func:`quantile_candidates`' order."""
+    ms = quantile_candidates(epsilon, grid, q, beta)
+    table = np.array([[m.expected_error(n) for n in LAW_SIZES] for m in ms])
+    r = [float(x) for x in (table - table.min(axis=0)).max(axis=1)]
+    return ms[int(np.argmin(r))], r
 
 
 def ascending(values: Sequence[float | int], qs: Sequence[Fraction]) -> list[float | int]:

@@ -15,17 +15,17 @@ measurement's class):
   noise when h ≥ (upper − lower)/4: the 95% interval spans at least half the bounds' range. Its
   h falls as 1/n̂ (the delta method, Lemma 1 of the paper: h = w'·q(α)/n̂), so the rule names the
   smallest group (:func:`mean_useful_from`) at which the worst-placed AVG clears it.
-* **rank error, MAX/MIN** (the shifted rank, Chen et al. 2025 §6.4, or the capped rank,
-  :mod:`mechanisms.extreme`, whichever the error laws chose) — the mechanism's own law says from
-  which group size n its expected relative rank error (the share of the group's rows beyond
-  the answer, 1 outside the group's values) is at most 10%
-  (:meth:`~mechanisms.extreme.RankTargetExtreme.useful_from`); a smaller group is mostly noise.
-* **rank error, quantiles** (the exponential mechanism, Smith 2011, alone or by recursive
-  splitting, Kaplan, Schnapp and Stemmer 2022) — with probability 95% the answer's rank is
-  within r of q·n; it lies inside the group's own values only when r < q·n and r < (1 − q)·n,
-  so a group of n rows is mostly noise when n·min(q, 1 − q) ≤ r (:func:`rank_useful_from`):
-  the audit's 40 rows at percentile 0.9 with r = 92 need 921.
-  Both rank errors scale as 1/ε (k0 = (2/ε)·ln((U + 1)/β)), so n rows are useful from about
+* **rank error, MAX/MIN and a percentile** (the shifted or capped rank, Chen et al. 2025 §6.4;
+  the plain or protected exponential mechanism for a quantile, Smith 2011 — whichever the error
+  laws chose, :mod:`mechanisms.extreme`, :mod:`mechanisms.quantile`) — the mechanism's own law
+  says from which group size n its expected relative rank error (the share of the group's rows
+  between the answer and the target rank; 1 outside the group's values) is at most 10%
+  (``useful_from()``); a smaller group is mostly noise.
+* **rank error, percentiles drawn together** (recursive splitting, Kaplan, Schnapp and Stemmer
+  2022, which states no such law) — with probability 95% a quantile's rank is within r of q·n;
+  it lies inside the group's own values only when r < q·n and r < (1 − q)·n, so a group of n
+  rows is mostly noise when n·min(q, 1 − q) ≤ r (:func:`rank_useful_from`).
+  Rank errors scale as 1/ε (k0 = (2/ε)·ln((U + 1)/β)), so n rows are useful from about
   ε·need/n. The group's n is a released (noisy) count: a COUNT in the same statement.
 
 :class:`Signal` holds the verdict of one released aggregate (over all its groups) and says it
@@ -420,7 +420,17 @@ def _(
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
 ) -> Signal:
-    return _quantile(m.rank_half_width(), Fraction(m.q), m.epsilon, n_hats, epsilon_scale)
+    """A percentile by the exponential mechanism (plain or protected): its own error law says
+    from which group its expected relative rank error is ≤ 10%
+    (:meth:`~mechanisms.quantile.ExpMechQuantile.useful_from`)."""
+    return _rank(
+        m.useful_from(),
+        f"expected relative rank error > {USEFUL:.0%} (the mechanism's law)",
+        f"rank within {m.rank_half_width()} rows of {float(m.q):g}·n (95%)",
+        m.epsilon,
+        n_hats,
+        epsilon_scale,
+    )
 
 
 @judge.register

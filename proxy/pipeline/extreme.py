@@ -1,9 +1,15 @@
 """MAX / MIN and quantiles on a central table, a release kind: statement → histogram
-scan → shifted-rank exponential mechanism per group (:mod:`mechanisms.extreme`, Chen et al. 2025
-§6.4), or the exponential mechanism for a quantile (:mod:`mechanisms.quantile`, Smith
-2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's ε is charged once per
-statement (groups are disjoint: parallel composition); a repeat returns the stored
-answer free, as everywhere.
+scan → per group, the shifted-rank or capped-rank exponential mechanism (:mod:`mechanisms.extreme`,
+Chen et al. 2025 §6.4), or the plain or protected exponential mechanism for a quantile
+(:mod:`mechanisms.quantile`, Smith 2011) → ledger → rows (the pipeline of :mod:`.kind`). The tier's
+ε is charged once per statement (groups are disjoint: parallel composition); a repeat returns the
+stored answer free, as everywhere.
+
+Which mechanism runs is chosen per statement by the error laws (:func:`extreme_mechanism`,
+:func:`quantile_mechanism`: ε over the unit's factor, the grid and β only, never the data), and
+EXPLAIN lists the candidates. Every mechanism has ``expected_error(n)`` and ``useful_from()``
+(its error law); a release stores the chosen one's useful group size in its answer's
+``extreme`` (one part's in ``joint.parts``) as ``useful_from``, and the NOTICE states it.
 
 Grouped by a column without a public domain: the same one histogram scan
 also carries each key's distinct units and drops the keys below the selection's scan floor
@@ -43,7 +49,15 @@ from mechanisms.extreme import (
     candidates,
     choose_extreme,
 )
-from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles, ascending, tree_depth
+from mechanisms.quantile import (
+    ExpMechQuantile,
+    ProtectedQuantile,
+    RecursiveQuantiles,
+    ascending,
+    choose_quantile,
+    quantile_candidates,
+    tree_depth,
+)
 from mechanisms.snr import rank_useful_from
 from rewriter import complete
 from rewriter.extreme import (
@@ -63,7 +77,7 @@ from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .explain import single_tier_lines
 from .kind import Prepared, ReleaseKind, Statement, plan_as, state_as
 from .notice import notice_body as cells_notice_body
-from .notice import quantile_useful_text, rank_warning, unit_text
+from .notice import rank_warning, unit_text
 from .partitions import (
     SelectionPlan,
     require_delta,
@@ -88,6 +102,13 @@ def extreme_mechanism(epsilon: float, grid: ExtremeGrid, func: str) -> RankTarge
     return choose_extreme(epsilon, grid, func, BETA)[0]
 
 
+def quantile_mechanism(epsilon: float, grid: ExtremeGrid, q: Fraction) -> ExpMechQuantile:
+    """A percentile's mechanism at ``epsilon`` (already over the unit's factor): of the plain
+    exponential mechanism and the protected quantile, the one the error laws choose
+    (:func:`mechanisms.quantile.choose_quantile`: public inputs only)."""
+    return choose_quantile(epsilon, grid, q, BETA)[0]
+
+
 def _setup(gw, xp: ExtremePlan, epsilon: float):
     """The grid and the mechanism at the tier's ``epsilon`` (divided by the privacy unit's
     group-privacy factor on a table with a unit: :func:`rewriter.unit.factor`)."""
@@ -95,31 +116,50 @@ def _setup(gw, xp: ExtremePlan, epsilon: float):
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
     if xp.q is not None:  # a quantile
-        return grid, ExpMechQuantile(epsilon, grid, xp.q, BETA)
+        return grid, quantile_mechanism(epsilon, grid, xp.q)
     return grid, extreme_mechanism(epsilon, grid, xp.func)
 
 
 def _extreme_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
     """What the NOTICE states of a MAX/MIN/quantile release (stored with the answer)."""
     meta = {"func": xp_func, "k0": _k(m), "U": grid.U, "step": grid.step, "beta": BETA}
-    if isinstance(m, RankTargetExtreme):
-        meta["useful_from"] = m.useful_from()
-        if isinstance(m, CappedRankExtreme):
-            meta["share"] = str(m.share)
+    meta["useful_from"] = m.useful_from()
+    if isinstance(m, (CappedRankExtreme, ProtectedQuantile)):
+        meta["share"] = str(m.share)
+    if isinstance(m, ProtectedQuantile):
+        meta["shift"] = m.shift()
     return meta
 
 
-def choice_text(m: RankTargetExtreme) -> str:
-    """Why this MAX/MIN mechanism (EXPLAIN): each candidate's regret and the chosen one's
-    useful group size."""
-    ms = candidates(m.epsilon, m.grid, m.func, m.beta)
-    _, regrets = choose_extreme(m.epsilon, m.grid, m.func, m.beta)
-    listed = ", ".join(f"{_label(c)} {r:.2f}" for c, r in zip(ms, regrets))
+def _explain_meta(m, grid: ExtremeGrid, xp_func: str) -> dict:
+    """:func:`_extreme_meta` for EXPLAIN's rank line (the useful size is on the choice's line)."""
+    meta = _extreme_meta(m, grid, xp_func)
+    meta.pop("useful_from")
+    return meta
+
+
+def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
+    """Why this mechanism (EXPLAIN): each candidate's regret and the chosen one's useful
+    group size."""
+    if isinstance(m, ExpMechQuantile):
+        labels = [_label(c) for c in quantile_candidates(m.epsilon, m.grid, m.q, m.beta)]
+        _, regrets = choose_quantile(m.epsilon, m.grid, m.q, m.beta)
+    else:
+        labels = [_label(c) for c in candidates(m.epsilon, m.grid, m.func, m.beta)]
+        _, regrets = choose_extreme(m.epsilon, m.grid, m.func, m.beta)
+    listed = ", ".join(f"{label} {r:.2f}" for label, r in zip(labels, regrets))
     return (
-        f"chosen by the error laws (expected relative rank error — the share of the group's rows beyond "
-        f"the answer, 1 outside the data's range — on n rows spread over the middle half of the range; "
+        f"chosen by the error laws (expected relative rank error — the share of the group's rows between "
+        f"the answer and the true one, 1 outside the data's range — on n rows spread over the middle half, "
+        f"and the middle tenth, of the range; "
         f"largest excess over the best across n = 2..100,000: {listed}); {useful_text(m)}"
     )
+
+
+def _tie_words(m: RankTargetExtreme) -> str:
+    """How ties enter the rank statement (EXPLAIN): the capped rank counts a tie block holding
+    its aim as exact; the shifted rank's statement adds the rows tied at one value."""
+    return "(ties included)" if isinstance(m, CappedRankExtreme) else "(plus rows tied at one value)"
 
 
 def _aim_text(m: RankTargetExtreme) -> str:
@@ -132,11 +172,15 @@ def _aim_text(m: RankTargetExtreme) -> str:
     return f"aims at k0 = {m.k0} rows beyond the answer (Chen et al. 2025 §6.4)"
 
 
-def _label(m: RankTargetExtreme) -> str:
-    return f"capped rank s = {m.share}" if isinstance(m, CappedRankExtreme) else "shifted rank"
+def _label(m: RankTargetExtreme | ExpMechQuantile) -> str:
+    if isinstance(m, CappedRankExtreme):
+        return f"capped rank s = {m.share}"
+    if isinstance(m, ProtectedQuantile):
+        return f"protected s = {m.share}"
+    return "plain exponential mechanism" if isinstance(m, ExpMechQuantile) else "shifted rank"
 
 
-def useful_text(m: RankTargetExtreme | dict) -> str:
+def useful_text(m: RankTargetExtreme | ExpMechQuantile | dict) -> str:
     """From which group size the answer is useful (expected relative rank error ≤ USEFUL)."""
     n = m.get("useful_from") if isinstance(m, dict) else m.useful_from()
     if n is None:
@@ -158,9 +202,14 @@ def rank_mechanism_text(func: str, e: dict, groups: str) -> str:
     else:
         how = f"by the shifted-rank exponential mechanism (aiming at k0 = {e['k0']} rows {side} the answer)"
     tail = f"; {useful_text(e)}" if "useful_from" in e else ""
+    ties = (
+        " (ties included: a value whose tied rows contain the aim counts as exact)"
+        if "share" in e
+        else ", plus the rows sharing one value when many do,"
+    )
     return (
-        f"{how}: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} rows{groups}, plus the rows "
-        f"sharing one value when many do, lie {side} the answer (a rank error, not value units){tail}"
+        f"{how}: with probability {1 - e['beta']:.0%} at most {2 * e['k0']} rows{groups}{ties} lie {side} the "
+        f"answer (a rank error, not value units){tail}"
     )
 
 
@@ -252,14 +301,26 @@ def _what(xp: ExtremePlan) -> str:
     return f"{xp.func.upper()}({xp.column})"
 
 
-def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "") -> str:
-    """The rank statement of a quantile release (NOTICE and EXPLAIN)."""
+def quantile_rank_text(xp: ExtremePlan, k: int, beta: float, groups: str = "", e: dict | None = None) -> str:
+    """The rank statement of a quantile release (NOTICE and EXPLAIN); ``e``: the release's
+    stored facts (the protected quantile's share, the useful group size) when known."""
     if xp.q is None:
         raise SqlError("XX000", "internal error: a rank statement for a MAX/MIN release")
+    e = e or {}
+    guard, ties = "", "), plus the rows sharing one grid point when many do ("
+    if "share" in e:  # the protected quantile: ranks [#{x < y}, #{x ≤ y}], ties included
+        side = "above" if xp.q >= Fraction(1, 2) else "below"
+        ties = "; ties included: a value whose tied rows contain the aim counts as exact; "
+        if e.get("shift"):
+            guard = (
+                f"; it keeps at least min(k0, {e['share']}·n) rows {side} its aim, at most {e['shift']} rows from "
+                f"q·n (within the {k} stated), so that the grid beyond the data scores low"
+            )
+    tail = f"; {useful_text(e)}" if "useful_from" in e else ""
     return (
         f"with probability {1 - beta:.0%} the answer's rank is within {k} rows of {float(xp.q):g}·n{groups} "
-        f"(n the group's rows), plus the rows sharing one grid point when many do (a rank error, not "
-        f"value units; the exponential mechanism, Smith 2011); {quantile_useful_text(k, xp.q)}"
+        f"(n the group's rows{ties}a rank error, not value units; the exponential mechanism, Smith 2011)"
+        f"{guard}{tail}"
     )
 
 
@@ -281,7 +342,7 @@ def notice_body(xp: ExtremePlan, answer: dict) -> str:
         groups = f" in each of the {len(answer['keys'])} groups" if len(answer["keys"]) > 1 else ""
         return (
             f"{name}: {_what(xp)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-            f"{quantile_rank_text(xp, e['k0'], e['beta'], groups)}; mechanism: {answer['mechanism'][0]}; "
+            f"{quantile_rank_text(xp, e['k0'], e['beta'], groups, e)}; mechanism: {answer['mechanism'][0]}; "
             f"{unit_text(xp.plan)}"
         )
     name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
@@ -340,7 +401,7 @@ class Extreme(ReleaseKind):
         if xp.joint:
             cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
             sp = _selection(xp.plan, tier)
-            js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
+            js = await asyncio.to_thread(joint_setup, gw, xp, eps if sp is None else sp.eps_measures)
             js.sel = sp
             key, delta = _key(xp, eps), 0.0
             if sp is not None:  # the selection's δ is part of what is released
@@ -350,7 +411,7 @@ class Extreme(ReleaseKind):
                 self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta, state=js
             )
         sp = _selection(xp.plan, tier)
-        grid, m = _setup(gw, xp, eps if sp is None else sp.eps_measures)
+        grid, m = await asyncio.to_thread(_setup, gw, xp, eps if sp is None else sp.eps_measures)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
         key, delta = _key(xp, eps), 0.0
         if sp is not None:  # the selection's δ is part of what is released
@@ -445,20 +506,22 @@ async def describe_extreme(conn, stmt: Statement, oids: list[int]) -> Descriptio
 
 
 async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
-    """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free."""
+    """``EXPLAIN`` of a MAX/MIN statement: mechanism, grid, rank margin, backend SQL; free. The
+    lines are made in a worker thread (the error laws behind the choice are computed there)."""
     gw = conn.gw
     xp = await _with_lookups(gw, _build(gw, stmt, params))
     tier = gw.tier_of(conn.role)
-    if xp.joint:
-        return Result(
-            "EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in joint_explain(gw, xp, tier)]
-        )
+    lines = await asyncio.to_thread(joint_explain if xp.joint else _explain_lines, gw, xp, tier)
+    return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+
+
+def _explain_lines(gw, xp: ExtremePlan, tier) -> list[str]:
+    """EXPLAIN of a single MAX/MIN/percentile release."""
     if xp.plan.selected and tier.delta <= 0:
-        lines = [
+        return [
             f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
             "selection, and this tier has delta = 0"
         ]
-        return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
     sp = _selection(xp.plan, tier)
     grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp.eps_measures)
     if sp is None:
@@ -477,20 +540,22 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     if xp.quantile:
         lines.append(
             f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-            f"{grid.upper:g}] (step {grid.step:g}); {quantile_rank_text(xp, m.rank_half_width(), BETA)}"
+            f"{grid.upper:g}] (step {grid.step:g}); "
+            f"{quantile_rank_text(xp, m.rank_half_width(), BETA, e=_explain_meta(m, grid, xp.func))}"
         )
+        lines.append(f"  {choice_text(m)}")
     else:
         assert isinstance(m, RankTargetExtreme)
         lines.append(
             f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
             f"{grid.upper:g}] (step {grid.step:g}); {_aim_text(m)}; with probability {1 - BETA:.0%} at most "
-            f"{m.rank_half_width()} rows per group (plus rows tied at one value) lie beyond the answer"
+            f"{m.rank_half_width()} rows per group {_tie_words(m)} lie beyond the answer"
         )
         lines.append(f"  {choice_text(m)}")
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
     lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]
-    return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
+    return lines
 
 
 EXTREME = Extreme()
@@ -532,7 +597,7 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
     mechs: list[RankTargetExtreme | ExpMechQuantile | None] = [
         None
         if p.q is not None and p.column in tree_cols
-        else ExpMechQuantile(share / k, grids[p.column], p.q, BETA)
+        else quantile_mechanism(share / k, grids[p.column], p.q)
         if p.q is not None
         else extreme_mechanism(share / k, grids[p.column], p.func)
         for p in xp.parts
@@ -669,7 +734,7 @@ def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
         groups = f" in each of the {cells} groups" if cells > 1 else ""
         return (
             f"{part.name}: {_what(one)} on a grid of {e['U'] + 1} points (step {fmt(e['step'])}): "
-            f"{quantile_rank_text(one, e['k0'], e['beta'], groups)}"
+            f"{quantile_rank_text(one, e['k0'], e['beta'], groups, e)}"
         )
     groups = f" of each of the {cells} groups" if cells > 1 else ""
     return (
@@ -821,14 +886,17 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
             continue
         what = _what(xp.single(part))
         if part.q is not None:
-            bound = quantile_rank_text(xp.single(part), m.rank_half_width(), BETA)
+            assert isinstance(m, ExpMechQuantile)
+            meta = _explain_meta(m, g, part.func)
+            bound = (
+                f"{quantile_rank_text(xp.single(part), m.rank_half_width(), BETA, e=meta)}; {choice_text(m)}"
+            )
         else:
+            assert isinstance(m, RankTargetExtreme)
             bound = (
                 f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
-                "(plus rows tied at one value) lie beyond the answer"
+                f"{_tie_words(m)} lie beyond the answer; {_aim_text(m)}; {choice_text(m)}"
             )
-            if isinstance(m, RankTargetExtreme):
-                bound += f"; {_aim_text(m)}; {choice_text(m)}"
         i += 1
         lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")
     if xp.central is not None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mechanisms.mean.bias import clamp_bias
-from mechanisms.snr import Signal, additive, judge, mean_rule, rank_useful_from
+from mechanisms.snr import Signal, additive, judge, mean_rule
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
 from rewriter.unit import describe, factor
@@ -151,18 +151,6 @@ def rank_warning(
     if cells is not None:
         out.extend(cell_signals(*cells, epsilon))
     return warning_line(out)
-
-
-def quantile_useful_text(r: int, q: Any) -> str:
-    """From which group a quantile with rank error ``r`` is useful (NOTICE and EXPLAIN, before
-    the groups' sizes are known): :func:`mechanisms.snr.rank_useful_from`."""
-    need = rank_useful_from(r, q)
-    if need is None:
-        return "at q = 0 or 1 every value beyond the group's extreme scores best: use MIN/MAX"
-    return (
-        f"the answer lies inside the group's values (95%) only from groups of {need:,} rows "
-        "(n·min(q, 1 − q) > r); on smaller groups it is mostly noise"
-    )
 
 
 def cells_warning(plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None) -> str:

@@ -132,22 +132,20 @@ def test_max_and_percentile_of_small_groups_with_their_count_are_warned(svc, agg
 
 def test_a_lone_percentile_states_its_useful_group_size(svc):
     """Without a count the groups' sizes are unknown: EXPLAIN (free) and the NOTICE state from
-    which group size the answer lies inside the group's values — r/min(q, 1 − q) rows, r the
-    mechanism's rank error at ε 1 over R = 3 (one group)."""
+    which group size the chosen mechanism's own law makes the answer useful (ε 1 over R = 3,
+    one group)."""
     from fractions import Fraction
 
     from mechanisms.extreme import ExtremeGrid
-    from mechanisms.quantile import ExpMechQuantile
-    from mechanisms.snr import rank_useful_from
+    from proxy.pipeline.extreme import quantile_mechanism
 
-    m = ExpMechQuantile(1.0 / 3, ExtremeGrid.for_column("int", 0, 100), Fraction(9, 10), 0.05)
-    need = rank_useful_from(m.rank_half_width(), Fraction(9, 10))
+    m = quantile_mechanism(1.0 / 3, ExtremeGrid.for_column("int", 0, 100), Fraction(9, 10))
     sql = "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY x) FROM audit WHERE g = 2"
     before = svc.gw.ledger.spent("half", "day")
     plan, _ = _ask(svc, "EXPLAIN " + sql)
     assert svc.gw.ledger.spent("half", "day") == before
     _, notes = _ask(svc, sql)
-    said = f"only from groups of {need:,} rows"
+    said = f"from about {m.useful_from()} rows per group"
     assert any(said in r[0] for r in plan) and said in notes[0]
 
 

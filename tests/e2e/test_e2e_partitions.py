@@ -232,7 +232,7 @@ def test_median_over_selected_keys(svc):
         b = _slack(0.5 / R, ties)
         assert lo - b <= n / 2 <= hi + b
     assert (
-        "exponential_quantile" in notes[-1]
+        "protected_quantile" in notes[-1]
         and "δ charged 1e-06" in notes[-1]
         and "values at ε 0.5" in notes[-1]
     )

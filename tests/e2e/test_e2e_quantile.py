@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from fractions import Fraction
 
 import psycopg
 import pytest
 
 from mechanisms.extreme import ExtremeGrid
 from proxy.demo import pums_rows
+from proxy.pipeline.extreme import quantile_mechanism
 from rewriter import parse
 from rewriter.extreme import build_extreme_plan, histogram_sql
 
@@ -99,11 +101,17 @@ def test_median_and_percentiles_released_once(service):
         ).fetchall()
         assert service.gw.ledger.spent("other", "day") == pytest.approx(before + 3.0)
     k = math.ceil(2 * math.log(101 / 0.05))
+    age_grid = ExtremeGrid.for_column("int", 0, 100)
+    chosen = {q: quantile_mechanism(1.0, age_grid, Fraction(q)) for q in ("0.5", "0.9", "0.25")}
+    assert chosen["0.5"].rank_half_width() == k  # the median's aim is n/2: no shift
     ages = [r[0] for r in ROWS]
-    assert again == m and rank_ok(ages, m, 0.5, k) and rank_ok(ages, p25, 0.25, k)
+    assert (
+        again == m and rank_ok(ages, m, 0.5, k) and rank_ok(ages, p25, 0.25, chosen["0.25"].rank_half_width())
+    )
     for sex, p in rows:
-        assert isinstance(p, int) and rank_ok([r[0] for r in ROWS if r[1] == sex], p, 0.9, k)
-    assert f"within {k} rows of 0.5·n" in notices[0] and "exponential_quantile" in notices[0]
+        group = [r[0] for r in ROWS if r[1] == sex]
+        assert isinstance(p, int) and rank_ok(group, p, 0.9, chosen["0.9"].rank_half_width())
+    assert f"within {k} rows of 0.5·n" in notices[0] and chosen["0.5"].name in notices[0]
     assert "repeat" in notices[1] and "each of the 2 groups" in notices[2] and "0.25·n" in notices[3]
 
 
@@ -133,7 +141,10 @@ def test_refusals_and_explain_charge_nothing(service):
         ]
         assert service.gw.ledger.spent("other", "day") == before
     text = "\n".join(lines)
-    assert "exponential_quantile" in text and "within 30 rows of 0.9·n" in text and "histogram" in text
+    m = quantile_mechanism(1.0, ExtremeGrid.for_column("float", 0, 500_000), Fraction(9, 10))
+    assert m.name == "protected_quantile" and m.rank_half_width() > 30  # k0 = 30, and the protection's shift
+    assert f"within {m.rank_half_width()} rows of 0.9·n" in text and "histogram" in text
+    assert "chosen by the error laws" in text and "plain exponential mechanism" in text
 
 
 def test_extended_protocol_with_parameters(service):

@@ -14,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import math
 from collections import Counter
+from fractions import Fraction
 
 import psycopg
 import pytest
 
 from mechanisms.extreme import ExtremeGrid
 from proxy.demo import pums_rows
+from proxy.pipeline.extreme import quantile_mechanism
 from proxy.stores.release_codec import decode_answer
 from rewriter import parse, to_sql
 from rewriter.extreme import GridSql, build_extreme_plan, histogram_sql, joint_sql
@@ -73,6 +75,11 @@ def backend_sql(service):
 def margin(eps: float, U: int) -> int:
     """⌈(2/ε) ln((U + 1)/β)⌉: the exponential mechanism's 95% rank margin (k0 of MAX/MIN)."""
     return math.ceil(2.0 / eps * math.log((U + 1) / BETA))
+
+
+def chosen(eps: float, U: int, q: str):
+    """The percentile mechanism the proxy chooses at ``eps`` on an integer grid of U + 1 points."""
+    return quantile_mechanism(eps, ExtremeGrid(0.0, float(U), 1.0, U, True), Fraction(q))
 
 
 def quantile_ok(values, y, q, k, step, rounds=1):
@@ -137,7 +144,8 @@ def test_two_percentiles_each_at_half_and_sorted(service):
     )
     ((p90, p10),) = rows
     assert p10 <= p90 and isinstance(p10, int)
-    k = margin(0.5, AGE_U)
+    k = chosen(0.5, AGE_U, "0.9").rank_half_width()  # the protected quantile's: margin + its shift
+    assert k >= margin(0.5, AGE_U) and k == chosen(0.5, AGE_U, "0.1").rank_half_width()
     ages = [r[AGE] for r in ROWS]
     assert quantile_ok(ages, p10, 0.1, k, 1) and quantile_ok(ages, p90, 0.9, k, 1)
     assert "ε split into 2 equal shares" in notes[0] and f"within {k} rows of 0.9·n" in notes[0]
@@ -199,12 +207,12 @@ def test_explain_states_the_split_and_charges_nothing(service):
     text = "\n".join(r[0] for r in lines)
     assert spent(service) == before
     assert "ε split into 2 equal shares (sequential composition): ε 0.5 each" in text
+    m = chosen(0.5, AGE_U, "0.9")
     assert (
-        "1) percentile_disc: percentile_disc(0.9) WITHIN GROUP (ORDER BY age) by exponential_quantile at ε 0.5"
-        in text
+        f"1) percentile_disc: percentile_disc(0.9) WITHIN GROUP (ORDER BY age) by {m.name} at ε 0.5" in text
     )
     assert "2) the cells at ε 0.5" in text and "UNION ALL" in text
-    assert f"within {margin(0.5, AGE_U)} rows of 0.9·n" in text
+    assert f"within {m.rank_half_width()} rows of 0.9·n" in text and "chosen by the error laws" in text
 
 
 def test_joint_scan_is_exact(service):

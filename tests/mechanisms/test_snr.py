@@ -9,9 +9,9 @@ from fractions import Fraction
 import pytest
 
 from mechanisms import GeometricCount, LaplaceSum, SeededSource
-from mechanisms.extreme import ExtremeGrid
+from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.mean import make_mean
-from mechanisms.quantile import ExpMechQuantile
+from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles
 from mechanisms.snr import (
     MEAN_RANGE_FRACTION,
     epsilon_for,
@@ -85,5 +85,17 @@ def test_a_quantile_lies_inside_the_groups_values_from_the_stated_size(q):
 
     assert inside(need, 1) >= floor
     assert inside(max(need // 4, 2), 2) < 0.8
-    sig = judge(m, [30], 0.0, n_hats=[need // 4, need])
+    tree = RecursiveQuantiles(1.0, m.grid, (q,))  # one quantile: one round, the same rank error
+    sig = judge(tree, [30], 0.0, n_hats=[need // 4, need], q=q)
     assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, need)
+
+
+def test_a_mechanism_with_its_own_law_is_judged_by_it():
+    """MAX/MIN and a lone percentile: the group size from which the mechanism's own expected
+    relative rank error is ≤ 10% (``useful_from``), against the groups' released counts."""
+    grid = ExtremeGrid.for_column("int", 0, 100)
+    for m in (ExpMechQuantile(1.0, grid, Fraction(9, 10)), ShiftedRankExtreme(1.0, grid, "max")):
+        need = m.useful_from()
+        sig = judge(m, [30, 31], 0.0, n_hats=[need - 1, need])
+        assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, need)
+        assert sig.useful_epsilon == pytest.approx(1.0 * need / (need - 1))

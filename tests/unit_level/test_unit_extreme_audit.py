@@ -1,7 +1,8 @@
-"""Privacy audit of MAX / MIN with a privacy unit: neighbouring databases that differ by ONE
+"""Privacy audit of MAX / MIN and percentiles with a privacy unit: neighbouring databases that differ by ONE
 unit and all of its rows, through the real histogram scan (rewriter/extreme.py on DuckDB) and
 the mechanism the proxy chooses (proxy/pipeline/extreme.py ``extreme_mechanism``; the capped
-rank and the shifted rank both checked).
+rank and the shifted rank both checked; for a percentile ``quantile_mechanism``, the plain
+exponential mechanism and the protected quantile).
 
 1. Sensitivity, exactly: the kept histograms of D and D' differ in L1 by at most
    k = min(G, cells)·R rows (:func:`rewriter.unit.factor`).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 
 import duckdb
 import numpy as np
@@ -22,7 +24,8 @@ import pytest
 import rewriter
 from config import parse_config
 from mechanisms.extreme import CappedRankExtreme, ExtremeGrid, ShiftedRankExtreme
-from proxy.pipeline.extreme import BETA, extreme_mechanism
+from mechanisms.quantile import ExpMechQuantile, ProtectedQuantile
+from proxy.pipeline.extreme import BETA, extreme_mechanism, quantile_mechanism
 from rewriter.extreme import build_extreme_plan, histogram_sql
 from rewriter.unit import factor
 from support.bound import duck_rows
@@ -101,6 +104,27 @@ def test_extreme_release_ratio_between_unit_neighbours(G, R, func, name, other):
     ):
         p, q = m.pmf(a), m.pmf(b)
         assert float(np.max(np.abs(np.log(p / q)))) <= EPS + 1e-9, (m.name, name)
+
+
+@pytest.mark.parametrize("G,R", [(2, 3), (3, 5)])
+@pytest.mark.parametrize("q", ["0.9", "0.1", "0.5"])
+@pytest.mark.parametrize("name,other", list(neighbours()), ids=lambda v: v if isinstance(v, str) else "")
+def test_percentile_release_ratio_between_unit_neighbours(G, R, q, name, other):
+    """The same for percentile_cont(q): the mechanism the proxy chooses, the plain exponential
+    mechanism and the protected quantile, exact pmf ratio ≤ e^ε between unit neighbours."""
+    sql = f"SELECT percentile_cont({q}) WITHIN GROUP (ORDER BY a) FROM t"
+    xp, a = _hist(ROWS, sql, G, R)
+    _, b = _hist(other, sql, G, R)
+    k = factor(xp.plan)
+    grid = ExtremeGrid.for_column("int", LO, HI)
+    qf = Fraction(q)
+    for m in (
+        quantile_mechanism(EPS / k, grid, qf),
+        ExpMechQuantile(EPS / k, grid, qf, BETA),
+        ProtectedQuantile(EPS / k, grid, qf, BETA, Fraction(1, 2)),
+    ):
+        p, r = m.pmf(a), m.pmf(b)
+        assert float(np.max(np.abs(np.log(p / r)))) <= EPS + 1e-9, (m.name, name)
 
 
 def test_the_audit_case_is_the_small_group_the_choice_is_for():
