@@ -50,6 +50,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("svt", ()),
     ("quantiles_joint", ()),
     ("extreme", ()),
+    ("zcdp", ()),
 )
 QUICK_GOAL_S = 50  # every --quick run, on a machine that runs nothing else
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from fractions import Fraction
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -524,12 +525,24 @@ class Unit(StrictModel):
 
 
 class Tier(StrictModel):
-    """A privacy tier: ε charged per released query and the budget per period."""
+    """A privacy tier: what each released query is charged and the budget per period, in the
+    tier's accounting: pure ε-DP (``epsilon``, ``budget`` in ε) or ρ-zCDP (``rho``, ``budget``
+    in ρ; Bun & Steinke 2016)."""
 
-    epsilon: float = Field(gt=0, le=100)
-    """ε charged per released query."""
+    accounting: Literal["pure", "zcdp"] = "pure"
+    """`pure`: ε-differential privacy, ε adds up; `zcdp`: ρ-zero-concentrated DP, ρ adds up, read as
+    (ε, δ) at `conversion_delta` (Canonne, Kamath & Steinke 2020, Cor 13). COUNT and SUM on a zcdp tier
+    use the discrete Gaussian at the L2 sensitivity of a unit's contribution."""
+    rho: float = Field(default=0.0, ge=0, le=100, validate_default=True)
+    """ρ charged per released query (zcdp tiers; required there, in place of `epsilon`)."""
+    epsilon: float = Field(default=0.0, ge=0, le=100, validate_default=True)
+    """ε charged per released query (pure tiers; required there). On a zcdp tier it is derived, not
+    written: √(2ρ), the ε at which a pure ε-DP mechanism is ρ-zCDP (Bun & Steinke 2016, Prop 1.4)."""
     budget: float = Field(gt=0)
-    """ε a role of this tier may spend per period."""
+    """what a role of this tier may spend per period: ε on a pure tier, ρ on a zcdp tier."""
+    conversion_delta: float = Field(default=1e-6, gt=0, le=1e-3)
+    """zcdp tiers: the δ at which ρ is read as (ε, δ)-DP wherever ε is shown (NOTICE, EXPLAIN, views,
+    `dpgate budget`, the owner page)."""
     period: Literal["day", "week", "month", "never"] = "day"
     """the budget renews every day, week, month, or never."""
     description: str = ""
@@ -556,30 +569,78 @@ class Tier(StrictModel):
     def _storable_budget(cls, v: float) -> float:
         if not v <= LEDGER_MAX_EPSILON:
             raise ValueError(
-                f"{v:g} is more than the ledger can store (nano-ε in a 64-bit integer: "
-                f"at most {LEDGER_MAX_EPSILON:,} ε)"
+                f"{v:g} is more than the ledger can store (nano-units in a 64-bit integer: "
+                f"at most {LEDGER_MAX_EPSILON:,})"
             )
         return v
+
+    @field_validator("rho")
+    @classmethod
+    def _rho(cls, v: float, info: ValidationInfo) -> float:
+        zcdp = info.data.get("accounting") == "zcdp"
+        if zcdp and v <= 0:
+            raise ValueError("a tier with accounting = 'zcdp' charges ρ per query: write rho = … (> 0)")
+        if not zcdp and v:
+            raise ValueError("only a tier with accounting = 'zcdp' charges ρ; write epsilon = …")
+        return _storable(v)
 
     @field_validator("epsilon")
     @classmethod
-    def _storable_epsilon(cls, v: float) -> float:
-        if v < LEDGER_MIN_EPSILON:
+    def _epsilon(cls, v: float, info: ValidationInfo) -> float:
+        if info.data.get("accounting") != "zcdp":
+            if v <= 0:
+                raise ValueError("required: ε charged per query (> 0)")
+            return _storable(v)
+        rho = info.data.get("rho")
+        if not rho:
+            return v  # (rho's own error is said)
+        derived = zcdp_run_epsilon(rho)
+        if v not in (0.0, derived):
             raise ValueError(
-                f"{v:g} is below the ledger's resolution of 1e-9 ε (nano-ε integers): "
-                "it would be charged as 0"
+                "a tier with accounting = 'zcdp' charges rho, not epsilon (its ε is derived: "
+                f"√(2ρ) = {derived:g}); remove epsilon"
             )
-        return v
+        return derived
+
+    @property
+    def amount(self) -> float:
+        """What one released query is charged, in the tier's accounting: ε, or ρ."""
+        return self.rho if self.accounting == "zcdp" else self.epsilon
 
     @model_validator(mode="after")
     def _check(self) -> Tier:
-        if self.epsilon > self.budget:
-            raise ValueError(f"epsilon ({self.epsilon}) exceeds the budget ({self.budget})")
+        if self.accounting == "zcdp" and self.ladder is not None:
+            raise ValueError(
+                "ladder: a ladder's guarantee (multi-tier privacy) is stated in pure ε; "
+                "a tier with accounting = 'zcdp' cannot be on a ladder"
+            )
+        if self.amount > self.budget:
+            what = "rho" if self.accounting == "zcdp" else "epsilon"
+            raise ValueError(f"{what} ({self.amount}) exceeds the budget ({self.budget})")
         if self.delta > self.delta_budget:
             raise ValueError(f"delta ({self.delta}) exceeds delta_budget ({self.delta_budget})")
         if self.ladder_insert != "nearest" and self.ladder is None:
             raise ValueError("ladder_insert needs ladder = '<name>'")
         return self
+
+
+def _storable(v: float) -> float:
+    if 0 < v < LEDGER_MIN_EPSILON:
+        raise ValueError(
+            f"{v:g} is below the ledger's resolution of 1e-9 (nano-unit integers): it would be charged as 0"
+        )
+    return v
+
+
+def zcdp_run_epsilon(rho: float) -> float:
+    """The largest float ε with ε²/2 ≤ ρ exactly: a pure ε-DP statement at this ε is ρ-zCDP
+    (Bun & Steinke 2016, Prop 1.4). (``config`` imports nothing of ours: the same rule as
+    ``mechanisms.accounting.pure_epsilon``, which a test holds equal.)"""
+    r = Fraction(rho)
+    e = math.sqrt(2 * rho)
+    while Fraction(e) ** 2 / 2 > r:
+        e = math.nextafter(e, 0.0)
+    return e
 
 
 class Role(StrictModel):

@@ -129,7 +129,7 @@ def render_page(data: dict) -> str:
             [
                 "role",
                 "tier",
-                "ε per query",
+                "ε (ρ) per query",
                 "spent",
                 "remaining",
                 "budget",
@@ -142,8 +142,8 @@ def render_page(data: dict) -> str:
                 [
                     b["role"],
                     b["tier"],
-                    _n(b["epsilon"]),
-                    _n(b["spent"]),
+                    _n(b["epsilon"]) + (" ρ" if b.get("accounting") == "zcdp" else ""),
+                    _n(b["spent"]) + (f" ρ, {b['reading']}" if b.get("accounting") == "zcdp" else ""),
                     _n(b["budget"] - b["spent"]),
                     _n(b["budget"]),
                     _n(b.get("delta_spent", 0.0)),

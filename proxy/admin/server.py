@@ -28,6 +28,7 @@ import time
 from types import SimpleNamespace
 
 from ..catalog.facts import column_comment, table_comment
+from ..pipeline.kind import dp_reading
 from ..pipeline.multitier import coalition_rows
 from ..wire.auth import parse_verifier
 from ..wire.throttle import FailedLogins
@@ -200,12 +201,16 @@ def collect(cfg, ledger, user: str, now: float | None = None, days: int = 30) ->
     budgets = []
     for role, spec in cfg.roles.items():
         tier = cfg.tiers[spec.tier]
-        spent, dspent = ledger.spent_both(role, tier.period)
+        zcdp = tier.accounting == "zcdp"
+        spent, dspent = ledger.spent_both(role, tier.period, "rho" if zcdp else "eps")
+        spent = min(spent, tier.budget)  # (spent in the other unit this period: nothing is left)
         budgets.append(
             {
                 "role": role,
                 "tier": spec.tier,
-                "epsilon": tier.epsilon,
+                "accounting": tier.accounting,  # a zCDP tier's amounts are ρ, read as (ε, δ)
+                "reading": dp_reading(tier, spent) if zcdp else "",
+                "epsilon": tier.amount,
                 "period": tier.period,
                 "budget": tier.budget,
                 "spent": spent,

@@ -58,11 +58,14 @@ def cmd_budget(args) -> int:
         if args.role and role != args.role:
             continue
         tier = cfg.tiers[spec.tier]
-        spent, dspent = ledger.spent_both(role, tier.period)
+        zcdp = tier.accounting == "zcdp"
+        spent, dspent = ledger.spent_both(role, tier.period, "rho" if zcdp else "eps")
+        spent = min(spent, tier.budget)  # (spent in the other unit this period: nothing is left)
         print(
-            f"{role:<10} {spec.tier:<10} {tier.epsilon:>8g} {spent:>8g} {tier.budget - spent:>10g} "
+            f"{role:<10} {spec.tier:<10} {tier.amount:>8g} {spent:>8g} {tier.budget - spent:>10g} "
             f"{tier.budget:>8g} {dspent:>9g} {tier.delta_budget - dspent:>9g} {tier.delta_budget:>9g}  "
             f"{tier.period}"
+            + (f"  zCDP: amounts in ρ; spent {_reading(spent, tier.conversion_delta)}" if zcdp else "")
         )
     held = [r for r in ledger.open_reservations() if not args.role or r["role"] == args.role]
     if held:
@@ -77,6 +80,13 @@ def cmd_budget(args) -> int:
             "answer (timed out, cancelled or failed after their scan started)."
         )
     return 0
+
+
+def _reading(rho: float, delta: float) -> str:
+    """ρ read as (ε, δ)-DP (:func:`mechanisms.accounting.dp_reading`)."""
+    from mechanisms.accounting import dp_reading  # deferred: the mechanisms package loads numpy
+
+    return dp_reading(rho, delta)
 
 
 def _eps_delta(charges: list[dict]) -> str:

@@ -10,19 +10,27 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mechanisms.accounting import ZCDP, Cost, unit_epsilon
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
-from rewriter.plan import Plan
+from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .columnar import complete_columns
-from .common import DUMMY, TYPE_OIDS, unit_salt
-from .explain import explain_lines, single_tier_lines
-from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, plan_as, state_as
+from .common import DUMMY, TYPE_OIDS, avg_half_widths, explain_output_line, unit_salt
+from .explain import explain_lines, post_text, single_tier_lines
+from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, dp_reading, plan_as, state_as
 from .noise import ScanNoise, scan_noise
 from .notice import cells_warning, domain_notice, notice_body
-from .release import domain_answer, noisy_answer, selection_answer
+from .release import (
+    contributions_sq,
+    domain_answer,
+    noisy_answer,
+    releases_of,
+    selection_answer,
+    statement_cost,
+)
 from .rows import answer_rows, output_types
 from .selection_path import choose
 
@@ -54,9 +62,24 @@ def checked(plan, route):
 
 
 def mechanism_epsilon(plan, epsilon: float) -> float:
-    """The ε the row-level mechanisms run at: the tier's ε, divided by the privacy unit's
-    group-privacy factor k (:func:`rewriter.unit.factor`) on a table with a unit."""
-    return epsilon / factor(plan)
+    """The ε the row-level mechanisms run at: the tier's ε over the privacy unit's
+    group-privacy factor k (:func:`rewriter.unit.factor`) on a table with a unit
+    (:func:`mechanisms.accounting.unit_epsilon`)."""
+    return unit_epsilon(epsilon, factor(plan))
+
+
+def mechanism_budget(plan, tier) -> float | Cost:
+    """What a central plan's measurements are given (:func:`.release.releases_of`): on a pure
+    tier the ε its row-level mechanisms run at (:func:`mechanism_epsilon`); on a zCDP tier the
+    statement's ρ for a whole unit (the discrete Gaussian at the unit's L2 sensitivity)."""
+    if tier.accounting == ZCDP:
+        return Cost.zcdp(tier.rho)
+    return mechanism_epsilon(plan, tier.epsilon)
+
+
+def release_suffix(tier) -> str:
+    """The part of a release key naming what the tier runs at: its ε, or its ρ on a zCDP tier."""
+    return f"rho={tier.rho!r}" if tier.accounting == ZCDP else f"eps={tier.epsilon!r}"
 
 
 def scan_sql(gw, plan) -> str:
@@ -72,11 +95,12 @@ def columns_of(plan) -> list[Column]:
 
 @dataclass
 class CentralState:
-    """A central release's: the ε its mechanisms run at (the tier's, over the unit's factor k),
-    and the noise drawn while the scan runs (:class:`.noise.ScanNoise`: per cell, the reservoir's
-    first, or for a large public domain in one batch on a thread), if any."""
+    """A central release's: what its mechanisms run at (:func:`mechanism_budget`: the tier's ε over
+    the unit's factor k, or a zCDP tier's ρ), and the noise drawn while the scan runs
+    (:class:`.noise.ScanNoise`: per cell, the reservoir's first, or for a large public domain in
+    one batch on a thread), if any."""
 
-    mech_eps: float
+    mech_eps: float | Cost
     noise: ScanNoise | None = None
 
 
@@ -90,17 +114,27 @@ class Central(ReleaseKind):
     def prepare(self, conn, plan) -> Prepared:
         gw = conn.gw
         tier = gw.tier_of(conn.role)
+        budget = self.budget(plan, tier)
         p = Prepared(
             self,
             plan,
             columns_of(plan),
-            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}",
+            key=f"{plan.fingerprint()}:{release_suffix(tier)}",
             canonical=plan.canonical(),
             epsilon=tier.epsilon,
-            state=CentralState(mechanism_epsilon(plan, tier.epsilon)),
+            cost=self.cost(plan, budget),
+            state=CentralState(budget),
         )
         self.prepare_noise(conn, p)
         return p
+
+    def budget(self, plan, tier) -> float | Cost:
+        """What the measurements run at (:func:`mechanism_budget`)."""
+        return mechanism_budget(plan, tier)
+
+    def cost(self, plan, budget: float | Cost) -> Cost | None:
+        """The statement's cost from its measurements' privacy maps (:func:`.release.statement_cost`)."""
+        return statement_cost(plan, budget)
 
     def prepare_noise(self, conn, p: Prepared) -> None:
         gw, st = conn.gw, state_as(p, CentralState)
@@ -147,8 +181,14 @@ class Central(ReleaseKind):
         )
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 
+    gaussian = True  # on a zCDP tier, COUNT/SUM by the discrete Gaussian (False: pure mechanisms at √(2ρ))
+
     def explain_head(self, plan, tier) -> list[str]:
-        return single_tier_lines(plan, tier)
+        if tier.accounting != ZCDP:
+            return single_tier_lines(plan, tier)
+        if self.gaussian:
+            return zcdp_lines(plan, tier)
+        return single_tier_lines(plan, tier)  # (the accounting's line: kind.with_accounting)
 
     def scan_sql(self, conn, p: Prepared) -> str:
         return scan_sql(conn.gw, p.plan)
@@ -166,7 +206,11 @@ class Central(ReleaseKind):
         return answer_rows(plan_as(p, Plan), answer)
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
-        return notice_body(plan_as(p, Plan), answer)
+        plan = plan_as(p, Plan)
+        body = notice_body(plan, answer)
+        if any("gaussian" in m for m in answer["mechanism"]):
+            body += f"; {gaussian_text(plan)}"
+        return body
 
     def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
         return cells_warning(plan_as(p, Plan), answer, p.epsilon, rows)
@@ -178,20 +222,88 @@ class Central(ReleaseKind):
             noise.after_reply(asyncio.get_running_loop(), busy=lambda: gw.backend.scans > 0)
 
 
+def gaussian_text(plan) -> str:
+    """What sets a zCDP release's discrete Gaussian noise (NOTICE and EXPLAIN): Δ₂ of one unit's
+    contribution (:func:`.release.contributions_sq`)."""
+    b, csq = plan.unit, contributions_sq(plan)
+    if b is None:
+        l2, who = "1", "row"
+    elif b.total:
+        l2, who = f"{b.max_rows} (R rows in all)", b.name
+    elif csq % (b.max_rows * b.max_rows) == 0 and b.max_rows > 1:
+        l2, who = f"√{csq // (b.max_rows * b.max_rows)}·{b.max_rows} (√min(G, cells)·R)", b.name
+    else:
+        l2, who = f"√{csq}", b.name
+    return (
+        f"zCDP: COUNT/SUM noised by the discrete Gaussian at the L2 sensitivity of one {who}'s "
+        f"contribution, Δ₂ = {l2} (Canonne, Kamath & Steinke 2020)"
+    )
+
+
+def zcdp_lines(plan, tier) -> list[str]:
+    """EXPLAIN's header and per-output lines on a zCDP tier: the accounting, ρ per query with its
+    (ε, δ) reading, the ρ share and noise of each release."""
+    groups, parts, ms = releases_of(plan, Cost.zcdp(tier.rho))
+    share = {}
+    for (i, members), r, m in zip(groups, parts, ms):
+        for j in [i, *members]:
+            share[j] = (r, m)
+    lines = [
+        f"dpgate release of {plan.table}: accounting zCDP, ρ {tier.rho:g} per query "
+        f"(alone {dp_reading(tier, tier.rho)}; ρ adds up over queries, Bun & Steinke 2016), "
+        f"{plan.n_cells} cell(s), {len(groups)} release(s) sharing ρ",
+        "  " + gaussian_text(plan),
+        "  AVG is the ratio of a discrete Gaussian SUM and COUNT (each ρ_share/2), VAR/STDDEV come from "
+        "three discrete Gaussian moments (each ρ_share/3); their half-widths are bounds",
+    ]
+    shown = {o.index for o in plan.outputs if o.source == "aggregate"}
+    hidden = [
+        Output(f"({a.label})", "aggregate", i, "float")
+        for i, a in enumerate(plan.aggregates)
+        if i not in shown
+    ]
+    for o in [*plan.outputs, *hidden]:
+        if (line := explain_output_line(plan, o)) is not None:
+            lines.append(line)
+            continue
+        a = plan.aggregates[o.index]
+        r, m = share[o.index]
+        hw = avg_half_widths(m) if a.func == "avg" else f"±{m.half_width():.4g}"
+        bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
+        lines.append(
+            f"  {o.name}: {a.label}{bounds} via {m.name}, ρ {r:g}, "
+            f"scale {getattr(m, 'output_scale', getattr(m, 'scale', 'n/a'))}, 95% half-width {hw}"
+            + post_text(o.post)
+        )
+    return lines
+
+
 class Svt(Central):
     """Top-c (``ORDER BY COUNT(*) DESC LIMIT c``) and ``HAVING``: the sparse vector
     technique chooses the keys (Liu et al.; SVT spec), then their values are noised."""
 
     name = "svt"
 
+    def budget(self, plan, tier) -> float | Cost:
+        """The sparse vector and its values are pure ε-DP (Liu et al.): run at the tier's ε over
+        the unit's factor k — on a zCDP tier at ε = √(2ρ) (Bun & Steinke 2016 Prop 1.4)."""
+        return mechanism_epsilon(plan, tier.epsilon)
+
+    def cost(self, plan, budget: float | Cost) -> Cost | None:
+        """A pure ε-DP statement at the tier's ε (the selection's ε and its values' together),
+        charged as such, or as ρ = ε²/2 on a zCDP tier (:func:`.kind.cost_of`)."""
+        return None
+
+    gaussian = False
+
     def prepare_noise(self, conn, p: Prepared) -> None:
         return None
 
     def measure(self, conn, p: Prepared, cells) -> dict:
-        plan = plan_as(p, Plan)
-        return selection_answer(
-            plan, complete(plan, cells), state_as(p, CentralState).mech_eps, conn.gw.source
-        )
+        plan, eps = plan_as(p, Plan), state_as(p, CentralState).mech_eps
+        if isinstance(eps, Cost):  # (Svt.budget gives an ε)
+            raise SqlError("XX000", "internal error: a sparse-vector release without its ε; nothing was run")
+        return selection_answer(plan, complete(plan, cells), eps, conn.gw.source)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

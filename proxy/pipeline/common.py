@@ -45,12 +45,17 @@ TYPE_OIDS = {
 """The Postgres type OID Describe reports for a parameter of each type (0: unknown)."""
 
 
+def amount_word(tier) -> str:
+    """What a tier's amounts are: ε, or ρ on a zCDP tier (``accounting = "zcdp"``)."""
+    return "ρ" if getattr(tier, "accounting", "pure") == "zcdp" else "ε"
+
+
 def budget_error(role, eps, remaining, tier) -> SqlError:
     """The 53400 refusal of a statement whose ε exceeds what is left of the tier's budget."""
     per = "in total" if tier.period == "never" else f"per {tier.period}"
     return SqlError(
         "53400",
-        f"privacy budget exhausted for role {role}: this query costs ε {eps:g}, "
+        f"privacy budget exhausted for role {role}: this query costs {amount_word(tier)} {eps:g}, "
         f"{max(remaining, 0):g} of {tier.budget:g} {per} is left",
         hint="Repeating an earlier query is free; the budget resets at the start of the next period.",
     )
@@ -66,7 +71,7 @@ def detail_charged(conn, e: BaseException, tier, delta: float = 0.0) -> None:
     """Tell the client that the error it gets was charged (the scan had started); ``delta``:
     the statement's δ, charged with its ε."""
     if isinstance(e, SqlError) and scan_read(conn) and e.detail is None:
-        what = f"ε {tier.epsilon:g}" + (f" and δ {delta:g} were" if delta else " was")
+        what = f"{amount_word(tier)} {tier.amount:g}" + (f" and δ {delta:g} were" if delta else " was")
         e.detail = (
             f"the scan had started, so {what} charged with no answer; "
             "running the statement again charges again"

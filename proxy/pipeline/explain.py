@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mechanisms.accounting import unit_epsilon
 from mechanisms.mean.bias import clamp_bias
 from mechanisms.snr import judge
 from rewriter.plan import Output, Plan
@@ -67,7 +68,7 @@ def post_text(post: tuple) -> str:
 def single_tier_lines(plan: Plan, tier) -> list[str]:
     """EXPLAIN's header and per-output lines for a single tier (no ladder)."""
     k = factor(plan)
-    shares = split_epsilon(plan, tier.epsilon / k)
+    shares = split_epsilon(plan, unit_epsilon(tier.epsilon, k))
     lines = [
         f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
         f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"

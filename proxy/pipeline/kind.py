@@ -25,18 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TypeVar
 
 from sqlglot import exp
 
+from mechanisms.accounting import ZCDP, Cost, fits
+from mechanisms.accounting import dp_reading as reading
 from rewriter import parse
 from rewriter.route import Route
 
 from ..backends import BackendError, BackendRefused
-from ..stores.ledger import FEMTO, NANO, BudgetExceeded, femto
+from ..stores.ledger import EPS, FEMTO, NANO, RHO, BudgetExceeded, femto
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error, detail_charged, scan_read
 from .repeat_rows import RepeatRows
@@ -80,8 +84,10 @@ class Prepared:
     columns: list[Column]
     key: str | None = None  # the release key; None: nothing is charged
     canonical: str = ""
-    epsilon: float = 0.0  # what a fresh release charges
+    epsilon: float = 0.0  # the ε a fresh release is run at (a pure ε-DP statement's cost)
     delta: float = 0.0  # and its δ (partition selection), charged to the tier's δ budget
+    cost: Cost | None = None  # what a fresh release costs, from its mechanisms' privacy maps
+    #                           (None: a pure (epsilon, delta)-DP statement; :func:`cost_of`)
     state: object = None  # the kind's own, a dataclass of its module (central.CentralState,
     #                       extreme.ExtremeState, per_record.PerRecordState, partitions.SelectionPlan)
     during: Callable[[], object] | None = None  # work the scan's fetch runs beside it (noise drawn ahead)
@@ -126,6 +132,7 @@ class ReleaseKind:
     name = "kind"
     decision = "released"  # the statement log's word for a fresh release
     heavy = False  # runs in the heavy-statement lane whatever its size (:mod:`.lane`)
+    zcdp = True  # its cost can be stated exactly in ρ (:func:`cost_of`); False: refused on zCDP tiers
     plans_in_lane = False  # … and is planned there too (its planning is itself heavy)
 
     async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
@@ -212,6 +219,60 @@ async def fetch(conn, sql: str, then=None, during=None, columnar: bool = False, 
         raise SqlError(e.sqlstate, e.message, hint=e.hint) from None
 
 
+def cost_of(p: Prepared, tier) -> Cost:
+    """What releasing ``p`` charges, in ``tier``'s accounting (:mod:`mechanisms.accounting`): the
+    cost its kind stated from its mechanisms' privacy maps, or a pure (ε, δ)-DP statement at
+    ``p.epsilon``, which a zCDP tier is charged as ρ = ε²/2 (Bun & Steinke 2016 Prop 1.4; with
+    δ, δ-approximate zCDP, Prop 1.13)."""
+    c = p.cost if p.cost is not None else Cost.pure(p.epsilon, p.delta)
+    return c.in_accounting(tier.accounting)
+
+
+def zcdp_refusal(what: str) -> SqlError:
+    """The refusal of a release whose cost cannot be stated exactly in ρ (fail closed)."""
+    return SqlError(
+        "0A000",
+        f"a {what} release cannot be accounted exactly in zCDP (this role's tier has accounting = "
+        "'zcdp'); nothing was charged",
+        hint="Ask the data owner for a role on a tier with pure ε accounting for this table.",
+    )
+
+
+def with_accounting(rows: list, tier) -> list:
+    """EXPLAIN's rows with, on a zCDP tier, a first line saying so, unless the kind's own lines
+    state it: every mechanism not calibrated in ρ runs at the tier's ε = √(2ρ) and is charged
+    ρ = ε²/2 (Bun & Steinke 2016 Prop 1.4)."""
+    if tier.accounting != ZCDP or any("zCDP" in str(r[0]) for r in rows):
+        return rows
+    line = (
+        f"dpgate: accounting zCDP: this release's mechanisms are pure ε-DP, run at ε = √(2ρ) = "
+        f"{tier.epsilon:g} and charged ρ {tier.epsilon**2 / 2:g} (alone {dp_reading(tier, tier.epsilon**2 / 2)}; "
+        "Bun & Steinke 2016 Prop 1.4)"
+    )
+    return [(line,), *rows]
+
+
+def fits_budget(tier, spent: float, cost: Cost) -> bool:
+    """Whether ``cost`` fits what is left of ``tier``'s budget after ``spent`` (the accountant's
+    :func:`mechanisms.accounting.fits`, at the ledger's resolution; the δ budget is checked on
+    its own). A spend in the other unit (inf) leaves nothing."""
+    if not math.isfinite(spent):
+        return False
+    acc = tier.accounting
+    return fits(Cost(acc, Fraction(spent)), Cost(acc, cost.amount), Cost(acc, Fraction(tier.budget)))
+
+
+def unit_of(tier) -> str:
+    """The ledger's unit for ``tier``'s amounts: ε, or ρ on a zCDP tier."""
+    return RHO if tier.accounting == ZCDP else EPS
+
+
+def dp_reading(tier, rho: float) -> str:
+    """A zCDP amount read as (ε, δ)-DP at the tier's ``conversion_delta`` (Canonne, Kamath &
+    Steinke 2020 Cor 13)."""
+    return reading(rho, tier.conversion_delta)
+
+
 def notice_head(
     *,
     charged: float,
@@ -220,11 +281,28 @@ def notice_head(
     period: str,
     repeat: bool,
     delta: tuple[float, float, float] | None = None,
+    tier=None,
 ) -> str:
     """The NOTICE's common part: what this statement was charged and what is left;
     ``delta``: (δ charged, δ left, δ budget) of a statement with a δ (partition
-    selection). A repeat is charged nothing, ε or δ."""
+    selection). A repeat is charged nothing, ε or δ. On a zCDP ``tier`` the amounts are ρ,
+    each with its (ε, δ) reading (:func:`dp_reading`)."""
     per = "in total" if period == "never" else f"this {period}"
+    if tier is not None and tier.accounting == ZCDP:
+        head = (
+            "ρ charged 0 (repeat of an earlier release)"
+            if repeat
+            else f"ρ charged {charged:g} (zCDP; alone {dp_reading(tier, charged)})"
+        )
+        spent = max(budget - max(remaining, 0.0), 0.0)
+        left = (
+            f"budget left ρ {max(remaining, 0.0):g} of {budget:g} {per} "
+            f"(spent ρ {spent:g}: {dp_reading(tier, spent)})"
+        )
+        if delta is not None:
+            head += f"; δ charged {0.0 if repeat else delta[0]:g}"
+            left += f", δ left {max(delta[1], 0.0):g} of {delta[2]:g}"
+        return f"dpgate: {head}; {left}; "
     head = "ε charged 0 (repeat of an earlier release)" if repeat else f"ε charged {charged:g}"
     left = f"budget left {max(remaining, 0.0):g} of {budget:g} {per}"
     if delta is not None:
@@ -239,11 +317,14 @@ async def run(conn, p: Prepared, sql: str) -> tuple[Result, str, float]:
         return await p.kind.answer_free(conn, p)
     gw, role, key = conn.gw, conn.role, p.key
     tier = gw.tier_of(role)
+    if tier.accounting == ZCDP and not p.kind.zcdp:
+        raise zcdp_refusal(p.kind.name)
     # one read: data version, spend, an earlier release
-    dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
+    unit = unit_of(tier)
+    dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period, unit)
     while stored is None and (twin := gw.in_flight.get((role, key))) is not None:
         await asyncio.shield(twin)  # the same statement is being released for this role: its answer
-        dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period)
+        dv, spent, stored = await gw.ledger_read(gw.ledger.snapshot, role, key, tier.period, unit)
     if stored is not None:  # a repeat: the earlier answer, nothing charged
         return await _reply_off_loop(
             p,
@@ -293,10 +374,11 @@ def _delta_error(p: Prepared, remaining: float, tier) -> SqlError:
 
 
 async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
-    """A fresh release: budget check (ε, and δ), ε and δ reserved together while scanning,
+    """A fresh release: budget check (ε or ρ, and δ), reserved together while scanning,
     measurement, record."""
-    if tier.budget - spent + 1e-9 < p.epsilon:
-        raise budget_error(conn.role, p.epsilon, tier.budget - spent, tier)
+    cost = cost_of(p, tier)
+    if not fits_budget(tier, spent, cost):
+        raise budget_error(conn.role, float(cost.amount), tier.budget - spent, tier)
     if p.delta > 0:
         left = await _delta_remaining(conn, tier)
         if femto(left) < femto(p.delta):
@@ -307,13 +389,16 @@ async def _release(conn, p: Prepared, tier, dv: int, spent: float, sql: str):
 
 async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     gw, kind = conn.gw, p.kind
-    # ε (and δ) are charged (fsync) on the ledger's writer thread while the scan runs
+    cost = cost_of(p, tier)
+    amount, delta = float(cost.amount), float(cost.delta)
+    # ε or ρ (and δ) are charged (fsync) on the ledger's writer thread while the scan runs
     held = gw.ledger.reserve_soon(
         role=conn.role,
-        epsilon=p.epsilon,
+        epsilon=amount,
         budget=tier.budget,
         period=tier.period,
-        **({"delta": p.delta, "delta_budget": tier.delta_budget} if p.delta > 0 else {}),
+        unit=unit_of(tier),
+        **({"delta": delta, "delta_budget": tier.delta_budget} if delta > 0 else {}),
     )
 
     def measure_and_record(cells):
@@ -346,14 +431,14 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     except BudgetExceeded as b:
         if b.what == "δ":
             raise _delta_error(p, b.remaining, tier) from None
-        raise budget_error(conn.role, p.epsilon, b.remaining, tier) from None
+        raise budget_error(conn.role, amount, b.remaining, tier) from None
     except BaseException as e:  # nothing was sent: refund if the scan never
         ran = scan_read(conn)  # read a row, else charge what ran
         await asyncio.shield(
             asyncio.wrap_future((gw.ledger.spend_soon if ran else gw.ledger.cancel_soon)(held))
         )
         if not held.cancelled() and held.exception() is None:  # the log line says what the ledger did
-            conn.timing["ledger"] = ("charged", p.epsilon) if ran else ("refunded", p.epsilon)
+            conn.timing["ledger"] = ("charged", amount) if ran else ("refunded", amount)
         detail_charged(conn, e, tier, p.delta)
         raise
     if stored is None:  # cancelled after the scan: nothing sent
@@ -362,7 +447,7 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     if stored.charged:  # the budget left after this charge
         dleft = tier.delta_budget - res.delta_spent_femto / FEMTO if p.delta > 0 else None
         return _reply(p, stored, tier, tier.budget - res.spent_nano / NANO, dleft, built)
-    remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period)
+    remaining = tier.budget - await gw.ledger_read(gw.ledger.spent, conn.role, tier.period, unit_of(tier))
     return _reply(
         p, stored, tier, remaining, await _delta_left(conn, p, tier), built
     )  # a concurrent twin's answer
@@ -435,6 +520,7 @@ def _reply(
             period=tier.period,
             repeat=not stored.charged,
             delta=delta,
+            tier=tier,
         )
         + body
     )
@@ -453,7 +539,9 @@ async def _twin_elsewhere(conn, key: str, tier):
     gw, loop = conn.gw, asyncio.get_running_loop()
     deadline = loop.time() + (gw.statement_timeout or TWIN_WAIT_S)
     while True:
-        _, spent, stored = await gw.ledger_read(gw.ledger.snapshot, conn.role, key, tier.period)
+        _, spent, stored = await gw.ledger_read(
+            gw.ledger.snapshot, conn.role, key, tier.period, unit_of(tier)
+        )
         if stored is not None:
             return dataclasses.replace(stored, charged=False), spent
         now = time.time()

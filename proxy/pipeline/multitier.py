@@ -50,6 +50,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mechanisms import GeometricCount, LaplaceSum, split
+from mechanisms.accounting import share_of, unit_epsilon
 from mechanisms.mean import LaplaceTransformedMean
 from mechanisms.multitier import VectorLadder, make_ladder, nearest_lower_level
 from rewriter import complete
@@ -122,7 +123,7 @@ def _share(level: float, groups: int, k: int = 1) -> float:
     """The ε of one release at a tier level (equal split, as for single tiers); on a table
     with a privacy unit, of level/k (group privacy over a unit's kept rows: every level
     then holds per unit, :func:`rewriter.unit.factor`)."""
-    return float(split(level / k, groups)[0])
+    return share_of(unit_epsilon(level, k), groups)
 
 
 def _bounds(slot: _Slot) -> tuple[float, float]:

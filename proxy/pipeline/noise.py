@@ -30,6 +30,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from mechanisms.accounting import Cost
 from rewriter.lru import LRU
 from rewriter.plan import Plan
 
@@ -118,7 +119,7 @@ class ScanNoise:
 
     columnar = False  # whether the scan should fetch its cells as columns (the batch path)
 
-    def __init__(self, plan: Plan, epsilon: float, source) -> None:
+    def __init__(self, plan: Plan, epsilon: float | Cost, source) -> None:
         self.ms = releases_of(plan, epsilon)[2]
         self.cells, self.source = plan.n_cells, source
 
@@ -138,7 +139,9 @@ class ScanNoise:
         return None
 
 
-def scan_noise(plan: Plan, epsilon: float, source, reservoir: NoiseReservoir | None) -> ScanNoise | None:
+def scan_noise(
+    plan: Plan, epsilon: float | Cost, source, reservoir: NoiseReservoir | None
+) -> ScanNoise | None:
     """The noise ``plan`` draws while its scan runs at ``epsilon``: per cell for a small
     statement, per measurement for a large public domain (not for a sparse-vector selection,
     whose released cells are not the domain's), or none."""
@@ -163,7 +166,9 @@ class NoisePool(ScanNoise):
 
     MAX_DRAWS = 64
 
-    def __init__(self, plan: Plan, epsilon: float, source, reservoir: NoiseReservoir | None = None) -> None:
+    def __init__(
+        self, plan: Plan, epsilon: float | Cost, source, reservoir: NoiseReservoir | None = None
+    ) -> None:
         super().__init__(plan, epsilon, source)
         self.reservoir = reservoir
         self._lock = threading.Lock()
@@ -225,7 +230,7 @@ class BatchNoise(ScanNoise):
 
     columnar = True
 
-    def __init__(self, plan: Plan, epsilon: float, source) -> None:
+    def __init__(self, plan: Plan, epsilon: float | Cost, source) -> None:
         super().__init__(plan, epsilon, source)
         self._future: Future | None = None
 

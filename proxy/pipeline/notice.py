@@ -70,10 +70,9 @@ def cell_signals(
 
     for i, members, m, hw, share in _releases(plan, answer):
         a, values = plan.aggregates[i], column(i)
-        if m is not None:
-            out.append((a.label, judge(m, values, hw, epsilon_scale=epsilon / share)))
-        else:  # another mechanism's values (a ladder's chain): its stated half-width, the rule only
-            out.append((a.label, _rule_only(a, values, hw)))
+        sig = judge(m, values, hw, epsilon_scale=epsilon / share) if m is not None else None
+        # another mechanism's values (a ladder's chain, a zCDP tier's): the rule at its stated half-width
+        out.append((a.label, sig if sig is not None else _rule_only(a, values, hw)))
         hws = answer["half_width"]
         out.extend((plan.aggregates[j].label, additive(column(j), hws[j])) for j in members)
     return out

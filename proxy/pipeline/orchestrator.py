@@ -50,7 +50,7 @@ from . import cursors, scalar
 from .auto_bounds import statement_note
 from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
 from .extreme import EXTREME
-from .kind import Prepared, ReleaseKind, Statement, run
+from .kind import Prepared, ReleaseKind, Statement, run, with_accounting, zcdp_refusal
 from .lane import heavy, ledger_error
 from .local import LOCAL, insert_local
 from .multitier import LADDER
@@ -351,7 +351,11 @@ class Connection:
     async def _explain(self, stmt: Statement, params: list[object]) -> Result:
         """``EXPLAIN``: what the kind the statement's execution would have says of it."""
         kind, plan, _ = await self._kind(stmt, params)
+        tier = self.gw.tier_of(self.role)
+        if tier.accounting == "zcdp" and not kind.zcdp:
+            raise zcdp_refusal(kind.name)  # as its execution would be
         res = await kind.explain(self, stmt, params, plan)
+        res.rows = with_accounting(res.rows, tier)
         if note := statement_note(self.gw.bounds, _tables_read(stmt.route, plan)):
             res.rows = [*res.rows, (note,)]
         return res

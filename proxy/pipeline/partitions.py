@@ -32,6 +32,7 @@ import dataclasses
 from collections.abc import Sequence
 from fractions import Fraction
 
+from mechanisms.accounting import share_of, unit_epsilon
 from mechanisms.partition_selection import TruncatedGeometricSelection
 from rewriter import dialects, to_sql
 from rewriter.params import rebound
@@ -70,14 +71,14 @@ class SelectionPlan:
     sel: TruncatedGeometricSelection  # the mechanism, at half of ε (all of it with no aggregate)
     floor: int  # the least number of units per key the scan returns
     eps_measures: float  # the ε left for the values
-    k: float  # their group-privacy factor
+    k: int  # their group-privacy factor
     scan: Plan  # the statement's plan with the units per key as one more measure
 
 
 def selection_plan(plan: Plan, epsilon: float, delta: float) -> SelectionPlan:
     """The selection's parameters for ``plan`` at the tier's (ε, δ): mechanism, scan
     threshold, ε of the measures and their group-privacy factor."""
-    eps_sel = epsilon / 2 if plan.aggregates else epsilon
+    eps_sel = share_of(epsilon, 2) if plan.aggregates else epsilon
     k = groups_bound(plan.unit) if plan.unit is not None else 1
     sel = TruncatedGeometricSelection(eps_sel, delta / 2, k=k)
     floor_ = scan_floor(sel, Fraction(delta) / 2 / k)
@@ -170,6 +171,7 @@ class Partitions(Central):
     """Keys chosen by partition selection, then their aggregates noised (module doc)."""
 
     name = "partitions"
+    gaussian = False  # partition selection and its values are pure (ε, δ)-DP
 
     def prepare(self, conn, plan) -> Prepared:
         gw = conn.gw
@@ -206,9 +208,9 @@ class Partitions(Central):
         n = len(plan.group_by)
         kept = select_rows(sp.sel, rows, n, source)
         if plan.selection is not None:  # HAVING / top-c: SVT over the selected keys (module doc)
-            answer = selection_answer(plan, kept, sp.eps_measures / sp.k, source)
+            answer = selection_answer(plan, kept, unit_epsilon(sp.eps_measures, sp.k), source)
         elif plan.aggregates:
-            answer = noisy_answer(plan, kept, sp.eps_measures / sp.k, source)
+            answer = noisy_answer(plan, kept, unit_epsilon(sp.eps_measures, sp.k), source)
         else:
             answer = {
                 "keys": [[cell_key(v) for v in r[:n]] for r in kept],

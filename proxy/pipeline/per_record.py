@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from config import ConfigError
+from mechanisms.accounting import share_of
 from mechanisms.per_record import (
     ExtensionSum,
     FrameworkMax,
@@ -354,6 +355,7 @@ class PerRecord(ReleaseKind):
     levels >= ℓ chosen from the first (Alg. 1, stage 1), all cells in one query."""
 
     name = "per_record"
+    zcdp = False  # per-record DP (a guarantee per record) has no exact zCDP statement
     heavy = plans_in_lane = True  # two scans and a level search; its planning too
 
     async def plan(self, conn, stmt: Statement, params: list) -> Prepared:
@@ -364,7 +366,7 @@ class PerRecord(ReleaseKind):
         weight = float(tier.epsilon)
         cols = [Column(o.name, t) for o, t in zip(prp.plan.outputs, output_types(prp.plan))]
         if prp.parts:  # several COUNT/SUM: each at weight / k (sequential composition)
-            each = weight / prp.split
+            each = share_of(weight, prp.split)
             parts = [(sub, *mechanism(gw, sub, pol, each)) for sub in map(prp.part, range(prp.split))]
             state = PerRecordState(pol, parts=parts)
         else:
@@ -473,7 +475,7 @@ class PerRecord(ReleaseKind):
         prp, st = plan_as(p, PrPlan), state_as(p, PerRecordState)
         pol = st.policy
         if st.parts is not None:
-            each = p.epsilon / prp.split
+            each = share_of(p.epsilon, prp.split)
             return _combine(
                 [
                     _answer(conn.gw, sub, pol, each, kind, m, h, ells, values)
@@ -741,7 +743,7 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
     mechanism and accuracy, and the one backend statement of their level scans (MAX/MIN's
     second round: one more, once ℓ is known)."""
     dialect = gw.backend.dialect
-    each = float(tier.epsilon) / prp.split
+    each = share_of(float(tier.epsilon), prp.split)
     lines = [
         f"dpgate per-record release of {pol.table}: {prp.split} aggregates share ε "
         f"{tier.epsilon:g}, split equally: each under E_q(r) = {each:g} × E(r) (sequential "

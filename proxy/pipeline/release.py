@@ -14,11 +14,16 @@ from operator import itemgetter
 from typing import Protocol
 
 from mechanisms import GeometricCount, LaplaceSum, split
+from mechanisms.accounting import ZCDP, Cost, compose, pure_epsilon, unit_epsilon
+from mechanisms.accounting import shares as cost_shares
+from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
+from mechanisms.gaussian_stats import GaussianMean, GaussianVariance
 from mechanisms.mean import make_mean
 from mechanisms.once import single_flight
 from mechanisms.svt import QueryShape, svt_select
 from mechanisms.variance import VARIANCE_FUNCS, MomentVariance
 from rewriter.plan import Aggregate, Plan
+from rewriter.unit import factor, groups_bound
 
 from ..stores.answer import ColumnarAnswer
 from ..wire.api import SqlError
@@ -48,6 +53,50 @@ def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: flo
         # unclamped: the rows clamp it to the bounds when the plan is consistent (.rows)
         return make_mean(mechanism or "hourglass", epsilon, lower, upper, integer=integer, clamp=False)
     raise ValueError(f"no mechanism for {func}")
+
+
+GAUSSIAN_FUNCS = ("count", "count_distinct", "sum", "avg", *VARIANCE_FUNCS)
+"""The aggregates released with the discrete Gaussian on a zCDP tier (COUNT and SUM: one
+integer query per cell; AVG: its SUM and COUNT; VAR/STDDEV: its three moments —
+:mod:`mechanisms.gaussian_stats`)."""
+
+
+def contributions_sq(plan: Plan) -> int:
+    """The squared L2 norm, in rows, of one privacy unit's largest contribution to the plan's
+    cells (the L2 counterpart of :func:`rewriter.unit.factor`'s L1 k): R rows in each of at most
+    m = min(G, cells) cells is m·R² (Δ₂ = √m·R); R rows in all (total mode) is at most R²
+    (‖v‖₂ ≤ ‖v‖₁); one unit counted once in each of m cells (COUNT(DISTINCT unit)) is m; 1
+    without a unit (one row)."""
+    b = plan.unit
+    if b is None:
+        return 1
+    cells = min(groups_bound(b), max(plan.n_cells, 1))
+    if all(m.kind == "count_distinct" and m.column == b.column for m in plan.measures):
+        return cells
+    return b.max_rows * b.max_rows if b.total else cells * b.max_rows * b.max_rows
+
+
+def zcdp_measurement_for(agg: Aggregate, rho, csq: int, k: int):
+    """The mechanism for one aggregate at a share ``rho`` of a zCDP statement: the discrete
+    Gaussian for COUNT and SUM at the L2 sensitivity of a unit's contribution (``csq`` =
+    Δ₂² in rows, :func:`contributions_sq`; Canonne, Kamath & Steinke 2020 Thm 4), AVG as their
+    ratio and VAR/STDDEV from three Gaussian moments (:mod:`mechanisms.gaussian_stats`), any other the pure
+    mechanism at ε = √(2ρ) over the unit's factor ``k`` (Bun & Steinke 2016 Prop 1.4; group
+    privacy). Built once per parameters, as :func:`measurement_for`."""
+    return _zmeasurement(agg.func, agg.mechanism, agg.type == "int", agg.lower, agg.upper, rho, csq, k)
+
+
+@single_flight(maxsize=1024)
+def _zmeasurement(func: str, mechanism, integer: bool, lower, upper, rho, csq: int, k: int):
+    if func in ("count", "count_distinct"):
+        return GaussianCount(rho, contributions_sq=csq)
+    if func == "sum":
+        return GaussianSum(rho, lower, upper, integer=integer, contributions_sq=csq)
+    if func == "avg":
+        return GaussianMean(rho, lower, upper, integer=integer, contributions_sq=csq)
+    if func in VARIANCE_FUNCS:
+        return GaussianVariance(rho, lower, upper, integer=integer, func=func, contributions_sq=csq)
+    return _measurement(func, mechanism, integer, lower, upper, unit_epsilon(pure_epsilon(rho), k))
 
 
 def release_groups(plan: Plan) -> list[tuple[int, list[int]]]:
@@ -97,20 +146,48 @@ def split_epsilon(plan: Plan, epsilon: float) -> list[float]:
     return out
 
 
-def releases_of(plan: Plan, epsilon: float):
-    """(release groups, ε shares, measurements) of ``plan`` at ``epsilon``, computed
-    once per plan (kept beside its frozen fields, like ``Plan.canonical``)."""
+def releases_of(plan: Plan, epsilon: float | Cost):
+    """(release groups, shares, measurements) of ``plan``, computed once per plan (kept beside
+    its frozen fields, like ``Plan.canonical``). ``epsilon``: the ε the row-level mechanisms run
+    at (the tier's over the unit's factor k; shares in ε), or a zCDP statement's cost (the
+    tier's ρ for a whole unit; shares in ρ, :func:`zcdp_measurement_for`)."""
     memo = plan.memo.releases
     hit = memo.get(epsilon)
     if hit is None:
         groups = release_groups(plan)
-        shares = [float(e) for e in split(epsilon, len(groups))]
-        hit = memo[epsilon] = (
-            groups,
-            shares,
-            [measurement_for(plan.aggregates[i], e) for (i, _), e in zip(groups, shares)],
-        )
+        if isinstance(epsilon, Cost):
+            if epsilon.accounting != ZCDP:
+                raise ValueError("a pure statement's releases are given their mechanism ε")
+            parts = [c.amount for c in cost_shares(epsilon, len(groups))]
+            csq, k = contributions_sq(plan), factor(plan)
+            ms = [zcdp_measurement_for(plan.aggregates[i], r, csq, k) for (i, _), r in zip(groups, parts)]
+            hit = memo[epsilon] = (groups, [float(r) for r in parts], ms)
+        else:
+            eps_shares = [float(e) for e in split(epsilon, len(groups))]
+            hit = memo[epsilon] = (
+                groups,
+                eps_shares,
+                [measurement_for(plan.aggregates[i], e) for (i, _), e in zip(groups, eps_shares)],
+            )
     return hit
+
+
+def statement_cost(plan: Plan, epsilon: float | Cost) -> Cost:
+    """What releasing ``plan`` costs a privacy unit, from its measurements' privacy maps:
+    sequential composition over the releases of each one's map at the unit's distance
+    (a pure mechanism at d_in = k rows; the discrete Gaussian's map is already for the
+    unit's whole contribution). Cells are disjoint: parallel composition makes them free."""
+    _, _, ms = releases_of(plan, epsilon)
+    k = factor(plan)
+    costs = [
+        Cost.zcdp(m.privacy_map_exact(1))
+        if getattr(m, "unit", "eps") == "rho"
+        else Cost.pure(m.privacy_map_exact(k))
+        for m in ms
+    ]
+    if isinstance(epsilon, Cost):  # each pure part as ε²/2 on its own (Bun & Steinke 2016 Prop 1.4)
+        costs = [c.in_accounting(ZCDP) for c in costs]
+    return compose(costs)
 
 
 BATCH_MIN_CELLS = 32  # from here a release draws its noise per measurement, not per cell
@@ -131,7 +208,12 @@ class DrawnNoise(Protocol):
 
 
 def noisy_answer(
-    plan: Plan, cells, epsilon: float, source, noise: DrawnNoise | None = None, predrawn: list | None = None
+    plan: Plan,
+    cells,
+    epsilon: float | Cost,
+    source,
+    noise: DrawnNoise | None = None,
+    predrawn: list | None = None,
 ) -> dict:
     """Apply each release's mechanism to every cell (empty cells included), with the noise
     drawn while the scan ran (``noise``) where there is some.

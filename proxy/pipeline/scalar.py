@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from mechanisms.accounting import share_of
 from rewriter import lookup as rl
 from rewriter import parse
 from rewriter import scalar as rs
@@ -30,7 +31,7 @@ from rewriter.route import Route
 
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error
-from .kind import Statement
+from .kind import Statement, zcdp_refusal
 from .postexpr import evaluate
 from .rows import TYPE_OIDS
 
@@ -169,13 +170,15 @@ async def _around(conn, tree, found: list[rs.Scalar]) -> tuple[str, bool]:
 def _share(conn, parts: list[_Part], outer_charged: bool) -> float:
     tier = conn.gw.tier_of(conn.role)
     fresh = sum(not p.stored for p in parts) + (1 if outer_charged else 0)
-    return tier.epsilon / max(fresh, 1)
+    return share_of(tier.epsilon, max(fresh, 1))
 
 
 async def answer(conn, sql: str, route: Route, tree, params: list):
     """``(Result, decision, ε charged)`` of a statement with scalar subqueries."""
     gw = conn.gw
     tier = gw.tier_of(conn.role)
+    if tier.accounting == "zcdp":  # its ε shares are pure ε (each subquery its own statement)
+        raise zcdp_refusal("scalar-subquery")
     tree, found, parts, which = await _parts(conn, sql, tree, params, route.table)
     _, outer_charged = await _around(conn, tree, found)  # refused before any release: nothing charged
     eps = _share(conn, parts, outer_charged)

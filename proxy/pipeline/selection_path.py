@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from mechanisms.accounting import share_of, unit_epsilon
 from mechanisms.svt.gamma import comparison_variance
 from rewriter.plan import Plan, Selection
 from rewriter.unit import factor
@@ -76,7 +77,7 @@ def variances(plan: Plan, epsilon: float) -> tuple[float, float]:
     """(noise variance of the thresholded aggregate released as a cell, the sparse vector's
     comparison variance) at the tier's ``epsilon`` (both at ε/k by group privacy)."""
     sel = _selection(plan)
-    eps = epsilon / factor(plan)
+    eps = unit_epsilon(epsilon, factor(plan))
     cells = dataclasses.replace(plan, selection=None)
     agg = plan.aggregates[sel.aggregate]
     m = measurement_for(agg, split_epsilon(cells, eps)[sel.aggregate])
@@ -89,7 +90,7 @@ def variances(plan: Plan, epsilon: float) -> tuple[float, float]:
         sens = float(max(abs(agg.lower), abs(agg.upper)))
     c = sel.c if sel.c is not None else min(plan.n_cells, MAX_SELECTED)
     c = max(1, min(c, plan.n_cells))
-    eps_sel = eps / 2 if any(o.source == "aggregate" for o in plan.outputs) else eps
+    eps_sel = share_of(eps, 2) if any(o.source == "aggregate" for o in plan.outputs) else eps
     var_svt = comparison_variance(eps_sel, c, "exp", monotone=True, delta=sens)
     return var_cells, var_svt
 

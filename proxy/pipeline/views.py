@@ -40,10 +40,12 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
+from mechanisms.accounting import zcdp_epsilon
 from rewriter.errors import Refusal
 from rewriter.postprocess import name as pg_name
 
 from ..stores.view_reads import VIEW_RELEASE_COLUMNS, ViewReads
+from .kind import unit_of
 from .local_subset import subset_coalition_rows  # LDP Subset columns: loss per row
 from .multitier import COALITION_COLUMNS, coalition_rows
 
@@ -61,7 +63,15 @@ BUDGET_COLUMNS = [
     ("delta_spent", "DOUBLE"),
     ("delta_remaining", "DOUBLE"),
     ("delta_budget", "DOUBLE"),
+    ("accounting", "VARCHAR"),
+    ("rho_per_query", "DOUBLE"),
+    ("spent_as_epsilon", "DOUBLE"),
+    ("spent_as_delta", "DOUBLE"),
 ]
+"""A zCDP tier's amounts (``epsilon_per_query`` aside: the ε its pure mechanisms run at) are ρ:
+``spent``, ``remaining`` and ``budget``; ``spent_as_epsilon``/``spent_as_delta`` read what was spent as
+(ε, δ)-DP at the tier's ``conversion_delta`` (Canonne, Kamath & Steinke 2020 Cor 13; a pure tier's
+are its ε and δ spent)."""
 RELEASE_COLUMNS = [
     ("role", "VARCHAR"),
     ("released_at", "VARCHAR"),
@@ -69,6 +79,7 @@ RELEASE_COLUMNS = [
     ("epsilon", "DOUBLE"),
     ("mechanism", "VARCHAR"),
     ("data_version", "BIGINT"),
+    ("rho", "DOUBLE"),
 ]
 _OIDS = {"VARCHAR": 25, "DOUBLE": 701, "BIGINT": 20, "INTEGER": 23, "BOOLEAN": 16, "HUGEINT": 1700}
 VIEW_NAMES = ("budget", "releases", "coalition")
@@ -80,10 +91,12 @@ _RAW_RELEASES = [
     ("epsilon_nano", "BIGINT"),
     ("mechanism", "VARCHAR"),
     ("data_version", "BIGINT"),
+    ("unit", "VARCHAR"),
 ]
-_RELEASE_VALUES = (
+_RELEASE_VALUES = (  # a zCDP tier's release: its ρ in ``rho``, ``epsilon`` NULL
     "role, strftime(make_timestamp(CAST(created * 1000000 AS BIGINT)), '%Y-%m-%d %H:%M:%S') "
-    "|| '+00', statement, epsilon_nano / 1000000000, mechanism, data_version"
+    "|| '+00', statement, CASE WHEN unit = 'rho' THEN NULL ELSE epsilon_nano / 1000000000 END, "
+    "mechanism, data_version, CASE WHEN unit = 'rho' THEN epsilon_nano / 1000000000 END"
 )
 MAX_ROWS = 100_000  # releases one query may materialise (refused above, never truncated)
 
@@ -466,20 +479,33 @@ class Views:
         out = []
         for r, period in pairs:
             tier = cfg.tiers[cfg.roles[r].tier]
-            s, d, key = spent[(r, period)]
+            s, d, key, unit = spent[(r, period)]
+            zcdp = tier.accounting == "zcdp"
+            if unit is not None and unit != unit_of(tier):  # spent in the other unit: nothing left
+                left = 0.0
+            else:
+                left = max(tier.budget - s, 0.0)
+            if zcdp:
+                cd = tier.conversion_delta
+                reading = (zcdp_epsilon(s, cd), cd + d) if unit in (None, "rho") else (None, None)
+            else:
+                reading = (s, d) if unit in (None, "eps") else (None, None)
             out.append(
                 (
                     r,
                     cfg.roles[r].tier,
                     tier.epsilon,
                     s,
-                    max(tier.budget - s, 0.0),
+                    left,
                     tier.budget,
                     tier.period,
                     next_reset(tier.period, key=key),
                     d,
                     max(tier.delta_budget - d, 0.0),
                     tier.delta_budget,
+                    tier.accounting,
+                    tier.rho if zcdp else None,
+                    *reading,
                 )
             )
         return out

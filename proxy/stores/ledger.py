@@ -43,8 +43,13 @@ The DP pipeline splits this in two so the fsync overlaps the backend scan
 
 A reservation left by a crash between 1 and 2 stays charged (its answer may
 have been sent); ``integrity_check`` counts it: total spend = stored releases +
-open reservations + charges spent without an answer, for ε and for δ alike. Amounts are integers — ε
-in nano-ε, δ in femto-δ (10⁻¹⁵) — so budgets add up exactly (no floating-point drift at the budget's edge).
+open reservations + charges spent without an answer, per unit and for δ alike. Amounts are in the
+accountant's units (:mod:`mechanisms.accounting`): each row's ``unit`` says which — ``eps`` (ε, a pure
+tier's) or ``rho`` (ρ, a zCDP tier's) — and its ``*_nano`` columns hold nano-units of it; δ is in
+femto-δ (10⁻¹⁵). Integers, so budgets add up exactly (no floating-point drift at the budget's edge).
+A role's spend in one period is in one unit. A ledger written before amounts named their unit
+(schema 2) is migrated when opened: its rows are ε (the column's default), their MACs unchanged
+(:mod:`proxy.stores.ledger_mac` adds the unit to a row's message only when it is not ε).
 
 δ (partition selection) is a quantity of its own: each spend row, reservation, release and
 charge without an answer carries its ε and its δ, and a charge checks both budgets in one
@@ -106,7 +111,8 @@ log = logging.getLogger("dpgate.ledger")
 
 NANO = 1_000_000_000
 FEMTO = 10**15  # δ is kept in femto-δ (integers, 10⁻¹⁵ resolution)
-SCHEMA_VERSION = "2"  # 2: δ columns and MACs
+SCHEMA_VERSION = "3"  # 2: δ columns and MACs; 3: amounts name their unit (ε or ρ)
+EPS, RHO = "eps", "rho"  # the units of amounts: ε (pure tiers) and ρ (zCDP tiers), as nano-unit integers
 KEY_NEW_S = 120  # a MAC key younger than this may still sign an unsigned ledger (proxies starting together)
 HEAVY_CELLS = 256  # an answer this large is decoded and turned into rows off the event loop
 HEAVY_BYTES = 16_384  # a stored text this long is decoded off the event loop (json.loads holds the GIL)
@@ -115,7 +121,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spend (
     role TEXT NOT NULL, period TEXT NOT NULL, spent_nano INTEGER NOT NULL,
-    delta_femto INTEGER NOT NULL DEFAULT 0, mac TEXT,
+    delta_femto INTEGER NOT NULL DEFAULT 0, mac TEXT, unit TEXT NOT NULL DEFAULT 'eps',
     PRIMARY KEY (role, period));
 CREATE TABLE IF NOT EXISTS releases (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -123,22 +129,23 @@ CREATE TABLE IF NOT EXISTS releases (
     canonical TEXT NOT NULL, statement TEXT NOT NULL,
     epsilon_nano INTEGER NOT NULL, mechanism TEXT NOT NULL,
     answer TEXT NOT NULL, period TEXT NOT NULL, created REAL NOT NULL,
-    delta_femto INTEGER NOT NULL DEFAULT 0, mac TEXT,
+    delta_femto INTEGER NOT NULL DEFAULT 0, mac TEXT, unit TEXT NOT NULL DEFAULT 'eps',
     UNIQUE (role, key, data_version));
 CREATE TABLE IF NOT EXISTS reservations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL,
-    delta_femto INTEGER NOT NULL DEFAULT 0);
+    delta_femto INTEGER NOT NULL DEFAULT 0, unit TEXT NOT NULL DEFAULT 'eps');
 CREATE TABLE IF NOT EXISTS unreleased (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL,
-    reason TEXT NOT NULL, delta_femto INTEGER NOT NULL DEFAULT 0);
+    reason TEXT NOT NULL, delta_femto INTEGER NOT NULL DEFAULT 0, unit TEXT NOT NULL DEFAULT 'eps');
 CREATE TABLE IF NOT EXISTS auto_bounds (
     data_version INTEGER NOT NULL, tbl TEXT NOT NULL, field TEXT NOT NULL,
     value TEXT NOT NULL, epsilon_nano INTEGER NOT NULL, created REAL NOT NULL, mac TEXT,
     PRIMARY KEY (data_version, tbl, field));
 """
-# columns added since schema 1 (a ledger written before them is migrated when opened)
+# columns added since schema 1 (a ledger written before them is migrated when opened); a row
+# written before amounts named their unit is in ε (schema 3's default)
 _ADDED = (
     ("spend", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
     ("spend", "mac", "TEXT"),
@@ -146,7 +153,12 @@ _ADDED = (
     ("releases", "mac", "TEXT"),
     ("reservations", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
     ("unreleased", "delta_femto", "INTEGER NOT NULL DEFAULT 0"),
+    ("spend", "unit", "TEXT NOT NULL DEFAULT 'eps'"),
+    ("releases", "unit", "TEXT NOT NULL DEFAULT 'eps'"),
+    ("reservations", "unit", "TEXT NOT NULL DEFAULT 'eps'"),
+    ("unreleased", "unit", "TEXT NOT NULL DEFAULT 'eps'"),
 )
+_UNIT_WORD = {EPS: "ε", RHO: "ρ"}
 _OLD_DELTA = "#delta"  # schema 1 booked δ×10⁶ as the nano-ε of a pseudo-role "<role>#delta"
 _OLD_DELTA_REASON = "δ of a release"
 
@@ -223,6 +235,7 @@ class Stored:
     charged: bool  # True if this call charged it, False for a repeat
     body: str | None = field(default=None, repr=False)
     delta: float = 0.0  # the δ it was charged (partition selection)
+    unit: str = EPS  # what ``epsilon`` is: ε, or ρ (a zCDP tier's release)
     verify: Callable[[], None] | None = field(
         default=None, repr=False
     )  # checks the stored text's MAC (raises LedgerDamaged)
@@ -270,6 +283,7 @@ class Reservation:
     state: str = field(default="open")  # open -> recorded | refunded | spent
     delta_femto: int = 0
     delta_spent_femto: int = 0  # the role's δ spend in that period after this charge
+    unit: str = EPS  # the unit of epsilon_nano and spent_nano: ε, or ρ
 
 
 def nano(eps: float) -> int:
@@ -278,6 +292,12 @@ def nano(eps: float) -> int:
 
 def femto(delta: float) -> int:
     return round(delta * FEMTO)
+
+
+def spent_as(amount_nano: int, have: str, want: str) -> float:
+    """A spend of ``amount_nano`` nano-``have`` read in ``want``: itself, or unbounded when the
+    units differ (a period spent in one unit takes no charge in the other: ``Ledger._same_unit``)."""
+    return amount_nano / NANO if have == want else float("inf")
 
 
 def period_key(period: str, now: float | None = None) -> str:
@@ -516,7 +536,7 @@ class Ledger:
 
     def _sign_all(self, db, mac: Mac, fresh: bool) -> bool:
         """In a write transaction: every spend row and release signed, the check value written."""
-        spends = db.execute("SELECT role, period, spent_nano, delta_femto FROM spend").fetchall()
+        spends = db.execute("SELECT role, period, spent_nano, delta_femto, unit FROM spend").fetchall()
         has_rows = spends or db.execute("SELECT 1 FROM releases LIMIT 1").fetchone()
         if has_rows and not fresh:
             db.execute("ROLLBACK")
@@ -524,14 +544,14 @@ class Ledger:
                 f"{self._where()} holds charges but no MAC check value, while its key "
                 f"{self.key_file} exists: the ledger's MACs were removed"
             )
-        for r, p, e, d in spends:
-            db.execute("UPDATE spend SET mac=? WHERE role=? AND period=?", (mac.spend(r, p, e, d), r, p))
+        for r, p, e, d, u in spends:
+            db.execute("UPDATE spend SET mac=? WHERE role=? AND period=?", (mac.spend(r, p, e, d, u), r, p))
         n = 0
-        for rid, r, k, dv, e, d, m, a, p in db.execute(
-            "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, period "
+        for rid, r, k, dv, e, d, m, a, p, u in db.execute(
+            "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, period, unit "
             "FROM releases"
         ).fetchall():
-            db.execute("UPDATE releases SET mac=? WHERE id=?", (mac.release(r, k, dv, e, d, m, a, p), rid))
+            db.execute("UPDATE releases SET mac=? WHERE id=?", (mac.release(r, k, dv, e, d, m, a, p, u), rid))
             n += 1
         db.execute("INSERT OR REPLACE INTO meta VALUES ('mac_check', ?)", (mac.check_value(),))
         db.execute("COMMIT")
@@ -561,33 +581,44 @@ class Ledger:
             "it is not used: no answer was released, nothing was charged"
         )
 
-    def _spend_row(self, db, role: str, pk: str) -> tuple[int, int]:
-        """(ε, δ) spent by ``role`` in ``pk``, its MAC checked (in a write transaction)."""
+    def _spend_row(self, db, role: str, pk: str, unit: str | None = None) -> tuple[int, int, str]:
+        """(amount, δ, unit) spent by ``role`` in ``pk``, its MAC checked (in a write
+        transaction); ``unit``: the unit of an empty row."""
         row = db.execute(
-            "SELECT spent_nano, delta_femto, mac FROM spend WHERE role=? AND period=?", (role, pk)
+            "SELECT spent_nano, delta_femto, mac, unit FROM spend WHERE role=? AND period=?", (role, pk)
         ).fetchone()
         if row is None:
-            return 0, 0
+            return 0, 0, unit or EPS
         if (
             self._mac is not None
             and self._signed.get((role, pk)) != tuple(row)
-            and not Mac.same(row[2], self._mac.spend(role, pk, row[0], row[1]))
+            and not Mac.same(row[2], self._mac.spend(role, pk, row[0], row[1], row[3]))
         ):
             db.execute("ROLLBACK")
             raise self._damaged(f"the spend of role {role!r} in period {pk}")
-        return row[0], row[1]
+        return row[0], row[1], row[3]
 
-    def _put_spend(self, db, role: str, pk: str, e: int, d: int) -> None:
-        mac = self._mac.spend(role, pk, e, d) if self._mac is not None else None
+    def _put_spend(self, db, role: str, pk: str, e: int, d: int, unit: str = EPS) -> None:
+        mac = self._mac.spend(role, pk, e, d, unit) if self._mac is not None else None
         if len(self._signed) > 4096:
             self._signed.clear()
-        self._signed[(role, pk)] = (e, d, mac)  # a row read back as written here needs no second MAC
+        self._signed[(role, pk)] = (e, d, mac, unit)  # a row read back as written here needs no second MAC
         db.execute(
-            "INSERT INTO spend (role, period, spent_nano, delta_femto, mac) VALUES (?,?,?,?,?) "
+            "INSERT INTO spend (role, period, spent_nano, delta_femto, mac, unit) VALUES (?,?,?,?,?,?) "
             "ON CONFLICT (role, period) DO UPDATE SET spent_nano = excluded.spent_nano, "
-            "delta_femto = excluded.delta_femto, mac = excluded.mac",
-            (role, pk, e, d, mac),
+            "delta_femto = excluded.delta_femto, mac = excluded.mac, unit = excluded.unit",
+            (role, pk, e, d, mac, unit),
         )
+
+    @staticmethod
+    def _same_unit(db, role: str, pk: str, have: str, want: str) -> None:
+        """A period's spend is in one unit: one charged in ε (a pure tier) takes no ρ charge and
+        the other way round (a role whose tier changed its accounting waits for the next period;
+        converting would need the ε spent per release, Bun & Steinke 2016 Prop 1.4, and a ρ
+        bounds no pure ε). Refused, nothing written."""
+        if have != want:
+            db.execute("ROLLBACK")
+            raise BudgetExceeded(role, 0.0, 0.0, 0.0, pk, what=_UNIT_WORD[want])
 
     def _charge(
         self,
@@ -599,20 +630,23 @@ class Ledger:
         period: str,
         delta: float = 0.0,
         delta_budget: float = 0.0,
+        unit: str = EPS,
     ) -> tuple[int, int]:
-        """In an open write transaction: add ε (and δ) to the role's spend in period ``pk``
-        if both stay within their budgets and return the new spends (nano-ε, femto-δ);
-        else roll back and raise :class:`BudgetExceeded` (nothing written)."""
+        """In an open write transaction: add ``epsilon`` (an amount in ``unit``: ε, or ρ) and δ to
+        the role's spend in period ``pk`` if both stay within their budgets and return the new
+        spends (nano-units, femto-δ); else roll back and raise :class:`BudgetExceeded` (nothing
+        written)."""
         eps_n, budget_n = nano(epsilon), nano(budget)
         d_f, dbudget_f = femto(delta), femto(delta_budget)
-        e, d = self._spend_row(db, role, pk)
+        e, d, have = self._spend_row(db, role, pk, unit)
+        self._same_unit(db, role, pk, have, unit)
         if e + eps_n > budget_n:
             db.execute("ROLLBACK")
             raise BudgetExceeded(role, epsilon, (budget_n - e) / NANO, budget, period)
         if d_f and d + d_f > dbudget_f:
             db.execute("ROLLBACK")
             raise BudgetExceeded(role, delta, (dbudget_f - d) / FEMTO, delta_budget, period, what="δ")
-        self._put_spend(db, role, pk, e + eps_n, d + d_f)
+        self._put_spend(db, role, pk, e + eps_n, d + d_f, unit)
         return e + eps_n, d + d_f
 
     def _release_row(
@@ -629,36 +663,53 @@ class Ledger:
         body: str,
         pk: str,
         now: float,
+        unit: str = EPS,
     ) -> bool:
         """Insert a release unless one of the same key exists (False)."""
         mac = (
-            self._mac.release(role, key, data_version, eps_n, d_f, mechanism, body, pk)
+            self._mac.release(role, key, data_version, eps_n, d_f, mechanism, body, pk, unit)
             if self._mac is not None
             else None
         )
         return (
             db.execute(
                 "INSERT INTO releases (role, key, data_version, canonical, statement, epsilon_nano, "
-                "mechanism, answer, period, created, delta_femto, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT (role, key, data_version) DO NOTHING",
-                (role, key, data_version, canonical, statement, eps_n, mechanism, body, pk, now, d_f, mac),
+                "mechanism, answer, period, created, delta_femto, mac, unit) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (role, key, data_version) DO NOTHING",
+                (
+                    role,
+                    key,
+                    data_version,
+                    canonical,
+                    statement,
+                    eps_n,
+                    mechanism,
+                    body,
+                    pk,
+                    now,
+                    d_f,
+                    mac,
+                    unit,
+                ),
             ).rowcount
             != 0
         )
 
     def _stored(self, row, role: str, key: str, data_version: int, *, charged: bool) -> Stored:
-        """A release read back: (answer, ε, mechanism, created, δ, period, mac); its MAC is
-        checked before its answer is first decoded (:attr:`Stored.answer`)."""
-        body, eps_n, mech, created, d_f, pk, mac = row
+        """A release read back: (answer, amount, mechanism, created, δ, period, mac, unit); its MAC
+        is checked before its answer is first decoded (:attr:`Stored.answer`)."""
+        body, eps_n, mech, created, d_f, pk, mac, unit = row
         verify = None
         if self._mac is not None:
             m = self._mac
 
             def verify():
-                if not Mac.same(mac, m.release(role, key, data_version, eps_n, d_f, mech, body, pk)):
+                if not Mac.same(mac, m.release(role, key, data_version, eps_n, d_f, mech, body, pk, unit)):
                     raise self._damaged(f"the stored release of role {role!r} for this statement")
 
-        return Stored(None, eps_n / NANO, mech, created, charged, body=body, delta=d_f / FEMTO, verify=verify)
+        return Stored(
+            None, eps_n / NANO, mech, created, charged, body=body, delta=d_f / FEMTO, unit=unit, verify=verify
+        )
 
     # -- data version -------------------------------------------------------
     def data_version(self) -> int:
@@ -825,31 +876,32 @@ class Ledger:
         pk = self._period_read(period)
         return (pk, pk, "period:" + period, pk)
 
-    def spent(self, role: str, period: str) -> float:
-        return self.spent_both(role, period)[0]
+    def spent(self, role: str, period: str, unit: str = EPS) -> float:
+        return self.spent_both(role, period, unit)[0]
 
     @_named_faults
-    def spent_both(self, role: str, period: str) -> tuple[float, float]:
-        """(ε, δ) spent by ``role`` in the period a charge would go to now."""
+    def spent_both(self, role: str, period: str, unit: str = EPS) -> tuple[float, float]:
+        """(amount in ``unit``, δ) spent by ``role`` in the period a charge would go to now
+        (:func:`spent_as`: a spend in ε read in ρ is ε²/2; one in ρ read in ε is unbounded)."""
         with self._rlock:
             row = self._rdb.execute(
-                f"SELECT spent_nano, delta_femto FROM spend WHERE role=? AND period={self._FLOORED}",
+                f"SELECT spent_nano, delta_femto, unit FROM spend WHERE role=? AND period={self._FLOORED}",
                 (role, *self._floor_args(period)),
             ).fetchone()
-        return (row[0] / NANO, row[1] / FEMTO) if row else (0.0, 0.0)
+        return (spent_as(row[0], row[2], unit), row[1] / FEMTO) if row else (0.0, 0.0)
 
     def spent_delta(self, role: str, period: str) -> float:
         return self.spent_both(role, period)[1]
 
     @_named_faults
-    def snapshot(self, role: str, key: str, period: str) -> tuple[int, float, Stored | None]:
-        """(data version, ε spent by ``role`` this period, its release of ``key`` at
-        that data version or None) in one read."""
+    def snapshot(self, role: str, key: str, period: str, unit: str = EPS) -> tuple[int, float, Stored | None]:
+        """(data version, amount in ``unit`` spent by ``role`` this period, its release of ``key``
+        at that data version or None) in one read."""
         self._check()
         with self._rlock:
             row = self._rdb.execute(
-                "SELECT m.v, s.spent_nano, r.answer, r.epsilon_nano, r.mechanism, r.created, r.delta_femto, "
-                "r.period, r.mac FROM "
+                "SELECT m.v, s.spent_nano, s.unit, r.answer, r.epsilon_nano, r.mechanism, r.created, "
+                "r.delta_femto, r.period, r.mac, r.unit FROM "
                 "(SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key='data_version'), 1) AS v) m "
                 f"LEFT JOIN spend s ON s.role=? AND s.period={self._FLOORED} "
                 "LEFT JOIN releases r ON r.role=? AND r.key=? AND r.data_version=m.v",
@@ -858,8 +910,8 @@ class Ledger:
         dv, spent_n = row[0], row[1] or 0
         return (
             dv,
-            spent_n / NANO,
-            (self._stored(row[2:], role, key, dv, charged=False) if row[2] is not None else None),
+            spent_as(spent_n, row[2] or unit, unit),
+            (self._stored(row[3:], role, key, dv, charged=False) if row[3] is not None else None),
         )
 
     @_named_faults
@@ -923,24 +975,30 @@ class Ledger:
         period: str,
         delta: float = 0.0,
         delta_budget: float = 0.0,
+        unit: str = EPS,
     ) -> Reservation:
-        """Charge ε (and δ) now, durably (fsync), before the answer exists. Raises
-        :class:`BudgetExceeded` (nothing written) if either does not fit."""
+        """Charge ``epsilon`` (an amount in ``unit``: ε, or ρ of a zCDP tier) and δ now, durably
+        (fsync), before the answer exists. Raises :class:`BudgetExceeded` (nothing written) if
+        either does not fit."""
         self._check()
         eps_n, d_f = nano(epsilon), femto(delta)
         db = self._db
         with self._lock:
             with transaction(db):
                 pk = self._period_write(period, db)
-                spent_n, dspent = self._charge(db, role, pk, epsilon, budget, period, delta, delta_budget)
+                spent_n, dspent = self._charge(
+                    db, role, pk, epsilon, budget, period, delta, delta_budget, unit
+                )
                 rid = db.execute(
-                    "INSERT INTO reservations (role, period, epsilon_nano, created, delta_femto) "
-                    "VALUES (?,?,?,?,?)",
-                    (role, pk, eps_n, time.time(), d_f),
+                    "INSERT INTO reservations (role, period, epsilon_nano, created, delta_femto, unit) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (role, pk, eps_n, time.time(), d_f, unit),
                 ).lastrowid
                 self._count_charge(db, eps_n)
                 db.execute("COMMIT")
-        return Reservation(rid, role, pk, eps_n, spent_n, delta_femto=d_f, delta_spent_femto=dspent)
+        return Reservation(
+            rid, role, pk, eps_n, spent_n, delta_femto=d_f, delta_spent_femto=dspent, unit=unit
+        )
 
     def reserve_soon(self, **kw) -> concurrent.futures.Future:
         """``reserve(**kw)`` on the ledger's writer thread (so its fsync overlaps
@@ -989,6 +1047,7 @@ class Ledger:
                     body,
                     res.period,
                     now,
+                    res.unit,
                 ):
                     row = db.execute(
                         "SELECT " + _RELEASE_COLS + " FROM releases "
@@ -1003,7 +1062,13 @@ class Ledger:
                 db.execute("COMMIT")
                 res.state = "recorded"
         return Stored(
-            answer, res.epsilon_nano / NANO, mechanism, now, charged=True, delta=res.delta_femto / FEMTO
+            answer,
+            res.epsilon_nano / NANO,
+            mechanism,
+            now,
+            charged=True,
+            delta=res.delta_femto / FEMTO,
+            unit=res.unit,
         )
 
     @_named_faults
@@ -1040,9 +1105,9 @@ class Ledger:
             with transaction(db):
                 db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
                 db.execute(
-                    "INSERT INTO unreleased (role, period, epsilon_nano, created, reason, delta_femto) "
-                    "VALUES (?,?,?,?,?,?)",
-                    (res.role, res.period, res.epsilon_nano, time.time(), reason, res.delta_femto),
+                    "INSERT INTO unreleased (role, period, epsilon_nano, created, reason, delta_femto, unit) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    (res.role, res.period, res.epsilon_nano, time.time(), reason, res.delta_femto, res.unit),
                 )
                 db.execute("COMMIT")
             res.state = "spent"
@@ -1076,55 +1141,63 @@ class Ledger:
     def unreleased(self, role: str | None = None) -> list[dict]:
         """Charges spent without an answer (scans that timed out, were cancelled or failed)."""
         q = (
-            "SELECT role, period, epsilon_nano, created, reason, delta_femto FROM unreleased "
+            "SELECT role, period, epsilon_nano, created, reason, delta_femto, unit FROM unreleased "
             + ("WHERE role=? " if role else "")
             + "ORDER BY id"
         )
         with self._lock:
             rows = self._db.execute(q, (role,) if role else ()).fetchall()
         return [
-            dict(role=r, period=p, epsilon=e / NANO, created=c, reason=w, delta=d / FEMTO)
-            for r, p, e, c, w, d in rows
+            dict(role=r, period=p, epsilon=e / NANO, created=c, reason=w, delta=d / FEMTO, unit=u)
+            for r, p, e, c, w, d, u in rows
         ]
 
     def _refund(self, res: Reservation, db=None) -> None:
         db = self._db if db is None else db
-        e, d = self._spend_row(db, res.role, res.period)
-        self._put_spend(db, res.role, res.period, e - res.epsilon_nano, d - res.delta_femto)
+        e, d, unit = self._spend_row(db, res.role, res.period, res.unit)
+        self._put_spend(db, res.role, res.period, e - res.epsilon_nano, d - res.delta_femto, unit)
         db.execute("DELETE FROM reservations WHERE id=?", (res.id,))
 
     def open_reservations(self) -> list[dict]:
         """Charges whose answer was never recorded (a crash between reserve and record)."""
         with self._rlock:
             rows = self._rdb.execute(
-                "SELECT role, period, epsilon_nano, created, delta_femto FROM reservations ORDER BY id"
+                "SELECT role, period, epsilon_nano, created, delta_femto, unit FROM reservations ORDER BY id"
             ).fetchall()
         return [
-            dict(role=r, period=p, epsilon=e / NANO, created=c, delta=d / FEMTO) for r, p, e, c, d in rows
+            dict(role=r, period=p, epsilon=e / NANO, created=c, delta=d / FEMTO, unit=u)
+            for r, p, e, c, d, u in rows
         ]
 
     # -- views --------------------------------------------------------------
-    def budgets(self) -> list[tuple[str, str, float]]:
+    def budgets(self) -> list[tuple[str, str, float, str]]:
+        """(role, period, amount spent, its unit: ε or ρ) of every spend row."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT role, period, spent_nano FROM spend ORDER BY role, period"
+                "SELECT role, period, spent_nano, unit FROM spend ORDER BY role, period"
             ).fetchall()
-        return [(r, p, s / NANO) for r, p, s in rows]
+        return [(r, p, s / NANO, u) for r, p, s, u in rows]
 
     def releases(self, role: str | None = None, limit: int = 1000) -> list[dict]:
         q = (
-            "SELECT role, created, statement, epsilon_nano, mechanism, data_version, delta_femto FROM releases "
-            + ("WHERE role=? " if role else "")
-            + "ORDER BY id DESC LIMIT ?"
+            "SELECT role, created, statement, epsilon_nano, mechanism, data_version, delta_femto, unit "
+            "FROM releases " + ("WHERE role=? " if role else "") + "ORDER BY id DESC LIMIT ?"
         )
         args = (role, limit) if role else (limit,)
         with self._lock:
             rows = self._db.execute(q, args).fetchall()
         return [
             dict(
-                role=r, created=c, statement=s, epsilon=e / NANO, mechanism=m, data_version=v, delta=d / FEMTO
+                role=r,
+                created=c,
+                statement=s,
+                epsilon=e / NANO,
+                mechanism=m,
+                data_version=v,
+                delta=d / FEMTO,
+                unit=u,
             )
-            for r, c, s, e, m, v, d in rows
+            for r, c, s, e, m, v, d, u in rows
         ]
 
     def integrity_problems(self, *, full: bool = True) -> list[str]:
@@ -1142,11 +1215,16 @@ class Ledger:
                     for r in db.execute("PRAGMA integrity_check").fetchall()
                     if r[0] != "ok"
                 ]
-            for col, unit, name in (("spent_nano", NANO, "ε"), ("delta_femto", FEMTO, "δ")) if full else ():
+            sums = (
+                ("spent_nano", NANO, "ε", f"unit = '{EPS}'"),
+                ("spent_nano", NANO, "ρ", f"unit = '{RHO}'"),
+                ("delta_femto", FEMTO, "δ", "1 = 1"),
+            )
+            for col, unit, name, which in sums if full else ():
                 rcol = "epsilon_nano" if col == "spent_nano" else "delta_femto"
-                total = db.execute(f"SELECT COALESCE(SUM({col}),0) FROM spend").fetchone()[0]
+                total = db.execute(f"SELECT COALESCE(SUM({col}),0) FROM spend WHERE {which}").fetchone()[0]
                 parts = [
-                    db.execute(f"SELECT COALESCE(SUM({rcol}),0) FROM {t}").fetchone()[0]
+                    db.execute(f"SELECT COALESCE(SUM({rcol}),0) FROM {t} WHERE {which}").fetchone()[0]
                     for t in ("releases", "reservations", "unreleased")
                 ]
                 if total != sum(parts):
@@ -1155,19 +1233,19 @@ class Ledger:
                         f"charges without an answer add up to {sum(parts) / unit:g}"
                     )
             if self._mac is not None:
-                for r, p, e, d, mac in db.execute(
-                    "SELECT role, period, spent_nano, delta_femto, mac FROM spend ORDER BY role, period"
+                for r, p, e, d, mac, u in db.execute(
+                    "SELECT role, period, spent_nano, delta_femto, mac, unit FROM spend ORDER BY role, period"
                 ).fetchall():
-                    if not Mac.same(mac, self._mac.spend(r, p, e, d)):
+                    if not Mac.same(mac, self._mac.spend(r, p, e, d, u)):
                         out.append(
                             f"the spend of role {r!r} in period {p} fails its MAC (altered outside dpgate)"
                         )
                 if full:
-                    for rid, r, k, dv, e, d, m, a, p, mac in db.execute(
+                    for rid, r, k, dv, e, d, m, a, p, mac, u in db.execute(
                         "SELECT id, role, key, data_version, epsilon_nano, delta_femto, mechanism, answer, "
-                        "period, mac FROM releases ORDER BY id"
+                        "period, mac, unit FROM releases ORDER BY id"
                     ).fetchall():
-                        if not Mac.same(mac, self._mac.release(r, k, dv, e, d, m, a, p)):
+                        if not Mac.same(mac, self._mac.release(r, k, dv, e, d, m, a, p, u)):
                             out.append(
                                 f"release {rid} of role {r!r} fails its MAC (its answer or charge was "
                                 "altered outside dpgate; it will not be served)"
@@ -1188,7 +1266,7 @@ class Ledger:
         return not self.integrity_problems()
 
 
-_RELEASE_COLS = "answer, epsilon_nano, mechanism, created, delta_femto, period, mac"
+_RELEASE_COLS = "answer, epsilon_nano, mechanism, created, delta_femto, period, mac, unit"
 
 
 KEY_FILE = "ledger.key"

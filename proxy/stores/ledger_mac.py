@@ -67,6 +67,12 @@ def _message(fields) -> bytes:
     return "".join([f"{len(t)}:{t}" for t in map(str, fields)]).encode()
 
 
+def _unit(unit: str) -> tuple[str, ...]:
+    """The unit as a last field of a message, absent for ε (the unit of every row written before
+    rows named one): an ε row's message is unchanged, a ρ row's has one field more."""
+    return () if unit == "eps" else ("unit", unit)
+
+
 class Mac:
     """The MACs of one key."""
 
@@ -88,8 +94,10 @@ class Mac:
         """What the ledger keeps to recognise its key."""
         return self._mac(_CHECK)
 
-    def spend(self, role: str, period: str, spent_nano: int, delta_femto: int) -> str:
-        return self._mac("spend", role, period, int(spent_nano), int(delta_femto))
+    def spend(self, role: str, period: str, spent_nano: int, delta_femto: int, unit: str = "eps") -> str:
+        """A spend row: its amount in nano-units of ``unit`` (ε, or ρ of a zCDP tier); a row in ε
+        has the message it had before amounts named their unit, so its MAC still holds."""
+        return self._mac("spend", role, period, int(spent_nano), int(delta_femto), *_unit(unit))
 
     def release(
         self,
@@ -101,7 +109,9 @@ class Mac:
         mechanism: str,
         answer: str,
         period: str,
+        unit: str = "eps",
     ) -> str:
+        """A stored release: its identity, charge (nano-units of ``unit``, as :meth:`spend`) and text."""
         return self._mac(
             "release",
             role,
@@ -112,6 +122,7 @@ class Mac:
             mechanism,
             answer,
             period,
+            *_unit(unit),
         )
 
     def bound(self, data_version: int, table: str, field: str, value: str, epsilon_nano: int) -> str:

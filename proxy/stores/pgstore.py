@@ -40,7 +40,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spend (
     role TEXT NOT NULL, period TEXT NOT NULL, spent_nano BIGINT NOT NULL,
-    delta_femto BIGINT NOT NULL DEFAULT 0, mac TEXT,
+    delta_femto BIGINT NOT NULL DEFAULT 0, mac TEXT, unit TEXT NOT NULL DEFAULT 'eps',
     PRIMARY KEY (role, period));
 CREATE TABLE IF NOT EXISTS releases (
     id BIGSERIAL PRIMARY KEY,
@@ -48,16 +48,17 @@ CREATE TABLE IF NOT EXISTS releases (
     canonical TEXT NOT NULL, statement TEXT NOT NULL,
     epsilon_nano BIGINT NOT NULL, mechanism TEXT NOT NULL,
     answer TEXT NOT NULL, period TEXT NOT NULL, created DOUBLE PRECISION NOT NULL,
-    delta_femto BIGINT NOT NULL DEFAULT 0, mac TEXT,
+    delta_femto BIGINT NOT NULL DEFAULT 0, mac TEXT, unit TEXT NOT NULL DEFAULT 'eps',
     UNIQUE (role, key, data_version));
 CREATE TABLE IF NOT EXISTS reservations (
     id BIGSERIAL PRIMARY KEY,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano BIGINT NOT NULL,
-    created DOUBLE PRECISION NOT NULL, delta_femto BIGINT NOT NULL DEFAULT 0);
+    created DOUBLE PRECISION NOT NULL, delta_femto BIGINT NOT NULL DEFAULT 0, unit TEXT NOT NULL DEFAULT 'eps');
 CREATE TABLE IF NOT EXISTS unreleased (
     id BIGSERIAL PRIMARY KEY,
     role TEXT NOT NULL, period TEXT NOT NULL, epsilon_nano BIGINT NOT NULL,
-    created DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, delta_femto BIGINT NOT NULL DEFAULT 0);
+    created DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, delta_femto BIGINT NOT NULL DEFAULT 0,
+    unit TEXT NOT NULL DEFAULT 'eps');
 CREATE TABLE IF NOT EXISTS mt_ladders (
     id BIGSERIAL PRIMARY KEY,
     ladder TEXT NOT NULL, qkey TEXT NOT NULL, data_version BIGINT NOT NULL,

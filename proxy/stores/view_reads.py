@@ -57,11 +57,13 @@ class ViewReads:
                 self._db.close()
                 self._db = None
 
-    def spent_many(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[float, float, str]]:
-        """(ε spent, δ spent, period key) of each (role, period kind) pair, in the period a
+    def spent_many(
+        self, pairs: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[float, float, str, str | None]]:
+        """(amount spent, δ spent, period key, the amount's unit: ε, ρ, or None with nothing spent)
+        of each (role, period kind) pair, in the period a
         charge goes to now: the ledger clock's, or the latest period the ledger has
         recorded if that is later (what the charge path enforces)."""
-        out = {}
         with self._lock:
             db = self._conn()
             floors = {
@@ -70,21 +72,23 @@ class ViewReads:
             }
             current = {p: self._led.period_now(p, floors.get(p)) for p in {p for _, p in pairs}}
             keys = {(r, current[p]): (r, p) for r, p in pairs}
-            out = {pair: (0.0, 0.0, current[pair[1]]) for pair in pairs}
+            out: dict[tuple[str, str], tuple[float, float, str, str | None]] = {
+                pair: (0.0, 0.0, current[pair[1]], None) for pair in pairs
+            }
             items = sorted(keys)
             for i in range(0, len(items), 400):  # SQLite's parameter limit
                 chunk = items[i : i + 400]
                 rows = db.execute(
-                    "SELECT role, period, spent_nano, delta_femto FROM spend WHERE role IN ("
+                    "SELECT role, period, spent_nano, delta_femto, unit FROM spend WHERE role IN ("
                     + ",".join("?" * len(chunk))
                     + ") AND period IN ("
                     + ",".join("?" * len({p for _, p in chunk}))
                     + ")",
                     [r for r, _ in chunk] + sorted({p for _, p in chunk}),
                 ).fetchall()
-                for r, p, s, d in rows:
+                for r, p, s, d, u in rows:
                     if (r, p) in keys:
-                        out[keys[(r, p)]] = (s / NANO, d / FEMTO, p)
+                        out[keys[(r, p)]] = (s / NANO, d / FEMTO, p, u)
         return out
 
     def release_rows(
@@ -95,7 +99,8 @@ class ViewReads:
         order: Sequence[tuple[str, bool]] = (),
         limit: int | None = None,
     ) -> list[tuple]:
-        """Releases as (role, created, statement, ε in nano-ε, mechanism, data version), most
+        """Releases as (role, created, statement, amount in nano-units, mechanism, data version,
+        the amount's unit: ε or ρ), most
         recent first unless ``order`` (view column, descending?) says otherwise.
         ``roles`` None means every role; ``where`` holds exact (view column, op,
         value) conditions, ANDed."""
@@ -126,7 +131,7 @@ class ViewReads:
             keys.append(f"{name}{coll} {'DESC' if desc else 'ASC'}")
         keys = keys or ["created DESC", "id DESC"]
         q = (
-            "SELECT role, created, statement, epsilon_nano, mechanism, data_version FROM releases"
+            "SELECT role, created, statement, epsilon_nano, mechanism, data_version, unit FROM releases"
             + (" WHERE " + " AND ".join(conds) if conds else "")
             + " ORDER BY "
             + ", ".join(keys)
