@@ -39,8 +39,10 @@ Error law (:meth:`ExpMechQuantile.expected_error`, :meth:`ExpMechQuantile.useful
 the same on :class:`ProtectedQuantile`): as MAX/MIN's (:func:`mechanisms.extreme.rank_error_law`),
 the expected relative rank error |c(y) − (1 − q)·n|/n of an answer inside the data's range
 (c the rows above it), 1 outside, averaged over the reference groups (n rows spread over the
-middle half, and the middle tenth, of the declared range); :func:`choose_quantile` picks the candidate with the least regret
-across group sizes (public inputs only).
+middle half, and the middle tenth, of the declared range); :func:`choose_quantile` picks the
+candidate with the least regret across group sizes (public inputs only).
+:class:`RecursiveQuantiles` has the same two methods as an estimate: d times one draw's law at
+its round's ε, for the quantile drawn at depth d.
 """
 
 from __future__ import annotations
@@ -356,6 +358,21 @@ class RecursiveQuantiles:
         m = math.ceil(2.0 * L / self.epsilon * math.log((self.grid.U + 1) * L / self.beta))
         d = self.depths()[q] if q is not None else L
         return d * m
+
+    def expected_error(self, n: int, q: Fraction | None = None) -> float:
+        """An estimate of ``q``'s expected relative rank error on the reference groups of n rows
+        (of the deepest one if None): d times the law of one exponential mechanism at the round's
+        ε on the whole grid (exact for the first draw, d = 1), as the rank statement adds the
+        errors of the d draws on its path — an estimate, not the law of the tree."""
+        d = self.depths()[q] if q is not None else self.rounds
+        one = ExpMechQuantile(
+            self.round_epsilon, self.grid, q if q is not None else Fraction(1, 2), self.beta
+        )
+        return min(1.0, d * one.expected_error(n))
+
+    def useful_from(self, q: Fraction | None = None) -> int | None:
+        """The smallest group size whose :meth:`expected_error` is ≤ 1/10 (None beyond 10^6)."""
+        return first_useful(lambda n: self.expected_error(n, q))
 
     def release_all(
         self, hist: Sequence[tuple[int, int]], source: RandomSource

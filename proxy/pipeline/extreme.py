@@ -98,15 +98,21 @@ BETA = 0.05  # the rank statement in the NOTICE holds with probability 95%, like
 def extreme_mechanism(epsilon: float, grid: ExtremeGrid, func: str) -> RankTargetExtreme:
     """MAX/MIN's mechanism at ``epsilon`` (already over the unit's factor): of the shifted
     rank and the capped rank, the one the error laws choose (:func:`mechanisms.extreme.
-    choose_extreme`: public inputs only — ε, the grid, β)."""
-    return choose_extreme(epsilon, grid, func, BETA)[0]
+    choose_extreme`: public inputs only — ε, the grid, β). Its useful group size is computed
+    here too (memoised: the NOTICE states it), in the planning thread, not the scan's."""
+    m = choose_extreme(epsilon, grid, func, BETA)[0]
+    m.useful_from()
+    return m
 
 
 def quantile_mechanism(epsilon: float, grid: ExtremeGrid, q: Fraction) -> ExpMechQuantile:
     """A percentile's mechanism at ``epsilon`` (already over the unit's factor): of the plain
     exponential mechanism and the protected quantile, the one the error laws choose
-    (:func:`mechanisms.quantile.choose_quantile`: public inputs only)."""
-    return choose_quantile(epsilon, grid, q, BETA)[0]
+    (:func:`mechanisms.quantile.choose_quantile`: public inputs only); its useful group size
+    computed here too, as for MAX/MIN."""
+    m = choose_quantile(epsilon, grid, q, BETA)[0]
+    m.useful_from()
+    return m
 
 
 def _setup(gw, xp: ExtremePlan, epsilon: float):
@@ -608,6 +614,9 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
         )
         for c, ps in tree_cols.items()
     }
+    for tree in trees.values():  # the NOTICE's useful sizes, memoised here (planning thread)
+        for q in tree.qs:
+            tree.useful_from(q)
     cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
     return JointState(grids, mechs, trees, shares, share, cells_eps)
 
@@ -686,7 +695,15 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows, delta: float = 0.0) 
                 tree.name,
                 tree.epsilon,
             )
-            parts_meta.append({"k0": tree.rank_half_width(part.q), "U": g.U, "step": g.step, "beta": BETA})
+            parts_meta.append(
+                {
+                    "k0": tree.rank_half_width(part.q),
+                    "U": g.U,
+                    "step": g.step,
+                    "beta": BETA,
+                    "useful_from": tree.useful_from(part.q),  # the tree's estimate
+                }
+            )
             continue
         h = hists[col_index[part.column]]
         for r, c in enumerate(cells):

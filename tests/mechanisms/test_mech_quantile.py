@@ -13,7 +13,13 @@ from scipy.stats import chi2
 
 from mechanisms import SeededSource
 from mechanisms.extreme import REFERENCE_SPANS, USEFUL, ExtremeGrid, reference_histogram
-from mechanisms.quantile import ExpMechQuantile, ProtectedQuantile, choose_quantile, quantile_candidates
+from mechanisms.quantile import (
+    ExpMechQuantile,
+    ProtectedQuantile,
+    RecursiveQuantiles,
+    choose_quantile,
+    quantile_candidates,
+)
 
 
 def exact_pmf(hist: dict[int, int], U: int, eps: float, q: float) -> np.ndarray:
@@ -201,3 +207,17 @@ def test_choice_never_shifts_the_median_and_protects_the_tail():
     assert plain.pmf(hist)[51:].sum() > 0.5  # the plain one's answer is mostly above the data
     n = m.useful_from()
     assert n is not None and m.expected_error(n) <= USEFUL < m.expected_error(n - 1)
+
+
+def test_recursive_quantiles_error_estimate():
+    """The tree's estimate: the first draw's law exactly (one exponential mechanism at the
+    round's ε), d times it at depth d; useful_from is the first size where it is ≤ 1/10."""
+    grid = ExtremeGrid(0.0, 100.0, 1.0, 100, True)
+    qs = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))
+    t = RecursiveQuantiles(1.0, grid, qs)
+    assert t.depths() == {Fraction(1, 2): 1, Fraction(1, 4): 2, Fraction(3, 4): 2}
+    for q, d in t.depths().items():
+        one = ExpMechQuantile(t.round_epsilon, grid, q).expected_error(60)
+        assert t.expected_error(60, q) == pytest.approx(min(1.0, d * one))
+        n = t.useful_from(q)
+        assert n is not None and t.expected_error(n, q) <= USEFUL < t.expected_error(n - 1, q)
