@@ -15,18 +15,15 @@ measurement's class):
   noise when h ≥ (upper − lower)/4: the 95% interval spans at least half the bounds' range. Its
   h falls as 1/n̂ (the delta method, Lemma 1 of the paper: h = w'·q(α)/n̂), so the rule names the
   smallest group (:func:`mean_useful_from`) at which the worst-placed AVG clears it.
-* **rank error, MAX/MIN and a percentile** (the shifted or capped rank, Chen et al. 2025 §6.4;
-  the plain or protected exponential mechanism for a quantile, Smith 2011 — whichever the error
-  laws chose, :mod:`mechanisms.extreme`, :mod:`mechanisms.quantile`) — the mechanism's own law
-  says from which group size n its expected relative rank error (the share of the group's rows
-  between the answer and the target rank; 1 outside the group's values) is at most 10%
-  (``useful_from()``); a smaller group is mostly noise.
-* **rank error, percentiles drawn together** (recursive splitting, Kaplan, Schnapp and Stemmer
-  2022, which states no such law) — with probability 95% a quantile's rank is within r of q·n;
-  it lies inside the group's own values only when r < q·n and r < (1 − q)·n, so a group of n
-  rows is mostly noise when n·min(q, 1 − q) ≤ r (:func:`rank_useful_from`).
-  Rank errors scale as 1/ε (k0 = (2/ε)·ln((U + 1)/β)), so n rows are useful from about
-  ε·need/n. The group's n is a released (noisy) count: a COUNT in the same statement.
+* **rank error, MAX/MIN and percentiles** (the shifted or capped rank, Chen et al. 2025 §6.4;
+  the plain or protected exponential mechanism for a quantile, Smith 2011; percentiles drawn
+  together by recursive splitting, Kaplan, Schnapp and Stemmer 2022 — whichever the error laws
+  chose, :mod:`mechanisms.extreme`, :mod:`mechanisms.quantile`) — the mechanism's own law says
+  from which group size n its expected relative rank error (the share of the group's rows
+  between the answer and its target rank; 1 outside the group's values) is at most 10%
+  (``useful_from()``); a smaller group is mostly noise. Rank errors scale as 1/ε
+  (k0 = (2/ε)·ln((U + 1)/β)), so n rows are useful from about ε·need/n. The group's n is a
+  released (noisy) count: a COUNT in the same statement.
 
 :class:`Signal` holds the verdict of one released aggregate (over all its groups) and says it
 in one line (``reason`` / ``useful``). Other modules call, by name:
@@ -35,8 +32,8 @@ in one line (``reason`` / ``useful``). Other modules call, by name:
   Signal | None (None: no rule for that mechanism);
 * :func:`additive` ``(values, half_width)``, :func:`mean_rule` ``(values, half_width, lower,
   upper)`` → a rule alone at a stated half-width (values whose mechanism's law is not here);
-* :func:`mean_useful_from` ``(m)``, :func:`rank_useful_from` ``(rank_half_width, q)`` → the
-  smallest useful group (``judge(m, (), 0.0).useful_rows`` for any mechanism: EXPLAIN);
+* :func:`mean_useful_from` ``(m)`` → an AVG's smallest useful group
+  (``judge(m, (), 0.0).useful_rows`` for any mechanism: EXPLAIN);
 * :func:`epsilon_for` ``(m, target, epsilon)`` → the least ε at which m's 95% half-width (now at
   ``epsilon``) is below ``target``.
 """
@@ -63,7 +60,6 @@ __all__ = [
     "additive",
     "mean_rule",
     "mean_useful_from",
-    "rank_useful_from",
     "epsilon_for",
     "MEAN_RANGE_FRACTION",
 ]
@@ -343,20 +339,6 @@ def _(
 # -- rank error: MAX/MIN and quantiles ---------------------------------------------------------
 
 
-def rank_useful_from(rank_half_width: int, q: Fraction | float | None) -> int | None:
-    """The smallest group n at which a rank error of ``rank_half_width`` rows keeps the answer
-    inside the group's values: n·min(q, 1 − q) > r for a quantile q in (0, 1), n > r for
-    MAX/MIN (``q`` None). A quantile at q = 0 or 1 has no such n (every value beyond the
-    group's extreme has the best score)."""
-    r = int(rank_half_width)
-    if q is None:
-        return r + 1
-    side = min(Fraction(q), 1 - Fraction(q))
-    if side <= 0:
-        return None
-    return math.floor(r / side) + 1
-
-
 def _rank(
     need: int | None, rule: str, what: str, epsilon: float, n_hats: Counts, epsilon_scale: float
 ) -> Signal:
@@ -375,17 +357,6 @@ def _rank(
         counts_text = "released row count" if len(counts) == 1 else "released row counts up to"
         detail += f"; {counts_text} {_fmt(max(noisy))}"
     return Signal(rule, len(noisy), len(counts), detail, useful_rows=need, useful_epsilon=eps)
-
-
-def _quantile(r: int, q: Fraction, epsilon: float, n_hats: Counts, epsilon_scale: float) -> Signal:
-    return _rank(
-        rank_useful_from(r, q),
-        "n·min(q, 1 − q) ≤ r: the answer may lie outside the group's values",
-        f"rank error r = {r} rows (95%) around {float(q):g}·n",
-        epsilon,
-        n_hats,
-        epsilon_scale,
-    )
 
 
 @judge.register
@@ -443,7 +414,15 @@ def _(
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
 ) -> Signal | None:
-    """The quantile ``q`` of the tree, at its own rank error (its depth in the tree)."""
+    """The quantile ``q`` of percentiles drawn together, by the tree's own error estimate
+    (:meth:`~mechanisms.quantile.RecursiveQuantiles.useful_from`)."""
     if q is None:
         return None
-    return _quantile(m.rank_half_width(q), q, m.epsilon, n_hats, epsilon_scale)
+    return _rank(
+        m.useful_from(q),
+        f"expected relative rank error > {USEFUL:.0%} (the mechanism's estimate)",
+        f"rank within {m.rank_half_width(q)} rows of {float(q):g}·n (95%)",
+        m.epsilon,
+        n_hats,
+        epsilon_scale,
+    )

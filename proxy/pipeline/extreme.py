@@ -58,7 +58,6 @@ from mechanisms.quantile import (
     quantile_candidates,
     tree_depth,
 )
-from mechanisms.snr import rank_useful_from
 from rewriter import complete
 from rewriter.extreme import (
     ExtremePart,
@@ -776,10 +775,9 @@ def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int
     return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
 
 
-def _inside_from(r: int, q: Fraction | None) -> str:
-    """A tree quantile's useful group size (:func:`mechanisms.snr.rank_useful_from`)."""
-    need = rank_useful_from(r, q) if q is not None else None
-    return f" (inside the group's values from {need:,} rows)" if need is not None else ""
+def _useful_rows(n: int | None) -> str:
+    """A tree quantile's useful group size (its error estimate), as a parenthesis."""
+    return f" (useful from about {n} rows)" if n is not None else ""
 
 
 def _tree_text(
@@ -788,7 +786,7 @@ def _tree_text(
     """The statement of a column's percentiles drawn together by recursive splitting."""
     groups = f" in each of the {cells} groups" if cells > 1 else ""
     each = ", ".join(
-        f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n{_inside_from(e['k0'], p.q)}"
+        f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n{_useful_rows(e.get('useful_from'))}"
         for p, e in parts
     )
     e = parts[0][1]
@@ -890,7 +888,7 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
                 continue
             each = ", ".join(
                 f"{p.name} within {tree.rank_half_width(p.q)} rows of {float(p.q or 0):g}·n"
-                f"{_inside_from(tree.rank_half_width(p.q), p.q)}"
+                f"{_useful_rows(tree.useful_from(p.q))}"
                 for p in members
             )
             i += 1

@@ -1,14 +1,13 @@
 """The signal-to-noise rules of mechanisms/snr.py: each from its mechanism's public error law,
-checked against that law (half-widths, the exponential mechanism's draws with a fixed seed)."""
+checked against that law (half-widths; a rank mechanism's own useful group size)."""
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import pytest
 
-from mechanisms import GeometricCount, LaplaceSum, SeededSource
+from mechanisms import GeometricCount, LaplaceSum
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.mean import make_mean
 from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles
@@ -17,7 +16,6 @@ from mechanisms.snr import (
     epsilon_for,
     judge,
     mean_useful_from,
-    rank_useful_from,
 )
 
 
@@ -57,45 +55,18 @@ def test_mean_useful_from_is_where_the_worst_half_width_falls_below_a_quarter(ki
     assert not judge(m, [1.0], worst(n)).noise
 
 
-def test_rank_useful_from():
-    assert rank_useful_from(92, Fraction(9, 10)) == 921  # the audit's percentile at k = 92
-    assert rank_useful_from(92, Fraction(1, 2)) == 185
-    assert rank_useful_from(92, None) == 93
-    assert rank_useful_from(92, Fraction(1)) is None
-
-
-@pytest.mark.parametrize("q", [Fraction(1, 2), Fraction(9, 10)])
-def test_a_quantile_lies_inside_the_groups_values_from_the_stated_size(q):
-    """n evenly spread rows in 20..60 of [0, 100] at ε 1: at the stated size the answer is
-    inside [20, 60] with probability ≥ 95% (the exponential mechanism's utility theorem, as
-    the rule reads it: at most 3 binomial sd below over 2,000 seeded draws); at a quarter of
-    it the answer is outside far more often (mostly noise)."""
-    m = ExpMechQuantile(1.0, ExtremeGrid.for_column("int", 0, 100), q)
-    need = rank_useful_from(m.rank_half_width(), q)
-    draws = 2000
-    floor = 0.95 - 3 * math.sqrt(0.05 * 0.95 / draws)
-
-    def inside(n, seed):
-        hist: dict[int, int] = {}
-        for i in range(n):
-            v = 20 + (40 * i) // max(n - 1, 1)
-            hist[v] = hist.get(v, 0) + 1
-        src = SeededSource(seed)
-        return sum(20 <= m.release(list(hist.items()), src) <= 60 for _ in range(draws)) / draws
-
-    assert inside(need, 1) >= floor
-    assert inside(max(need // 4, 2), 2) < 0.8
-    tree = RecursiveQuantiles(1.0, m.grid, (q,))  # one quantile: one round, the same rank error
-    sig = judge(tree, [30], 0.0, n_hats=[need // 4, need], q=q)
-    assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, need)
-
-
 def test_a_mechanism_with_its_own_law_is_judged_by_it():
     """MAX/MIN and a lone percentile: the group size from which the mechanism's own expected
     relative rank error is ≤ 10% (``useful_from``), against the groups' released counts."""
     grid = ExtremeGrid.for_column("int", 0, 100)
-    for m in (ExpMechQuantile(1.0, grid, Fraction(9, 10)), ShiftedRankExtreme(1.0, grid, "max")):
-        need = m.useful_from()
-        sig = judge(m, [30, 31], 0.0, n_hats=[need - 1, need])
+    q = Fraction(9, 10)
+    tree = RecursiveQuantiles(1.0, grid, (Fraction(1, 2), q))
+    for m, need in (
+        (ExpMechQuantile(1.0, grid, q), ExpMechQuantile(1.0, grid, q).useful_from()),
+        (ShiftedRankExtreme(1.0, grid, "max"), ShiftedRankExtreme(1.0, grid, "max").useful_from()),
+        (tree, tree.useful_from(q)),
+    ):
+        sig = judge(m, [30, 31], 0.0, n_hats=[need - 1, need], q=q)
         assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, need)
         assert sig.useful_epsilon == pytest.approx(1.0 * need / (need - 1))
+        assert not judge(m, [30], 0.0, n_hats=[need], q=q).noise
