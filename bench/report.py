@@ -51,6 +51,7 @@ BENCHES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("quantiles_joint", ()),
     ("extreme", ()),
     ("zcdp", ()),
+    ("dashboard", ()),
 )
 QUICK_GOAL_S = 50  # every --quick run, on a machine that runs nothing else
 

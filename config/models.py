@@ -364,6 +364,13 @@ class Table(StrictModel):
     SmartNoise's max_ids): a unit with more rows keeps that many in proportion across its cells,
     ε / R — less bias than per cell at the same noise when people spread over several cells."""
 
+    min_units_per_group: Annotated[int, Field(ge=1)] | None = None
+    """a GROUP BY cell over public keys is released only if its noisy number of distinct units (rows,
+    without a privacy unit) is at least this (pre-thresholding, as Google's DP SQL): the count is one
+    more release of the statement, sharing its ε; the NOTICE and EXPLAIN say how many groups passed.
+    Over keys without a public domain, partition selection reads the units beyond this − 1 (no key
+    with fewer is released; no extra ε). Unset: every cell of the public domain is released."""
+
     consistent: bool = True
     """released values are made consistent by post-processing (free): a COUNT is never below 0, a SUM
     of a column with lower bound ≥ 0 never below 0, an AVG within its column's bounds (the NOTICE says

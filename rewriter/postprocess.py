@@ -148,6 +148,8 @@ def wanted(node: exp.Expression) -> bool:
     aggregate, a display chain or a column is left to :mod:`rewriter.select`)."""
     if node.find(exp.Window):  # a window over the released cells (or refused by :func:`tree`)
         return True
+    if any(isinstance(n, exp.Anonymous) and n.name.lower() in INTERVAL_FUNCS for n in node.walk()):
+        return True  # an interval of a released aggregate (:func:`_interval`)
     if isinstance(node, (exp.Sum, exp.Count, exp.Filter)) and _conditional_count(node) is not None:
         return True
     if isinstance(node, exp.Sum):
@@ -274,11 +276,103 @@ def tree(node: exp.Expression, ctx: Ctx) -> Tree:
             )
         d = node.args.get("default")
         return ("case", ifs, tree(d, ctx) if d is not None else ("lit", None, None))
+    if isinstance(node, exp.Anonymous) and node.name.lower() in INTERVAL_FUNCS:
+        return _interval(node, ctx)
     if isinstance(node, exp.Anonymous):
         raise Refusal("42883", f"function {node.name.lower()}() is not available in dpgate.", hint=HINT)
     if node.find(*_AGGS) is None and isinstance(ctx, Ctx):
         predicate.check(node, ctx)  # its own refusal (unknown function, bad operand …)
     raise Refusal(UNSUPPORTED, f"{node.sql('postgres')[:60]} is not supported over aggregates.", hint=HINT)
+
+
+INTERVAL_FUNCS = {"dp_interval_low": "low", "dp_interval_high": "high"}
+INTERVAL_HINT = (
+    "dp_interval_low(agg) / dp_interval_high(agg) give the 95% interval of a released COUNT, SUM, "
+    "AVG, VAR or STDDEV (dp_interval_low(agg, 0.9): at 90%), e.g. SELECT region, AVG(income), "
+    "dp_interval_low(AVG(income)), dp_interval_high(AVG(income)) FROM t GROUP BY region."
+)
+_TAG = "__dpgate_x"  # rewriter.extreme's stand-in for a MAX/MIN/percentile (its TAG)
+
+
+def _interval(node: exp.Anonymous, ctx: Ctx) -> Tree:
+    """``dp_interval_low|high(<aggregate>[, <confidence>])``: the interval of one released
+    aggregate (display steps around it are read through: the interval is of the value
+    released), at a literal confidence in (0, 1), 0.95 by default."""
+    side = INTERVAL_FUNCS[node.name.lower()]
+    args = list(node.expressions)
+    fn = node.name.lower()
+    if not 1 <= len(args) <= 2:
+        raise Refusal("42883", f"{fn}() takes an aggregate and an optional confidence.", hint=INTERVAL_HINT)
+    inner = args[0]
+    while isinstance(inner, exp.Paren):
+        inner = understood(inner).this
+    chain = post_steps(inner)
+    if chain is not None:
+        inner = chain[0]
+    if isinstance(inner, (exp.Max, exp.Min, exp.Median, exp.WithinGroup)) or _is_tag(inner):
+        raise Refusal(
+            UNSUPPORTED,
+            f"{fn}() of MAX, MIN or a percentile is not available: their error is in rank "
+            "(the NOTICE gives it).",
+            hint=INTERVAL_HINT,
+        )
+    if not isinstance(inner, (exp.AggFunc, exp.Filter)) or not isinstance(inner, exp.Expression):
+        raise Refusal(
+            UNSUPPORTED,
+            f"{fn}() takes one aggregate the statement releases, not an expression.",
+            hint=INTERVAL_HINT,
+        )
+    agg = tree(inner, ctx)
+    if agg[0] != "aggref":
+        raise Refusal(
+            UNSUPPORTED, f"{fn}() takes COUNT, SUM, AVG, VAR or STDDEV of a column.", hint=INTERVAL_HINT
+        )
+    level = 0.95
+    if len(args) == 2:
+        lit = args[1]
+        while isinstance(lit, exp.Paren):
+            lit = lit.this
+        ok = isinstance(lit, exp.Literal) and not lit.is_string
+        level = float(lit.this) if ok else -1.0
+        if not 0.0 < level < 1.0:
+            raise Refusal(
+                "22023",
+                f"the confidence of {fn}() must be a literal number between 0 and 1, e.g. 0.9.",
+                hint=INTERVAL_HINT,
+            )
+    return ("ivalref", side, agg, level)
+
+
+def interval_target(node: exp.Expression) -> bool:
+    """Whether ``node`` is one released aggregate :func:`_interval` answers: COUNT, SUM, AVG,
+    VAR/STDDEV (FILTERed or not), not a scaled conditional count or a constant SUM."""
+    if isinstance(node, exp.Filter):
+        inner = node.this
+    else:
+        inner = node
+    if not isinstance(inner, (exp.Count, exp.Sum, exp.Avg, *stats.VARIANCE_NODES)):
+        return False
+    if isinstance(node, exp.Sum) and _is_constant_sum(node):
+        return False
+    cond = _conditional_count(node) if isinstance(node, (exp.Sum, exp.Count)) else None
+    return cond is None or cond[1] is None
+
+
+def _is_tag(node: exp.Expression) -> bool:
+    """Whether ``node`` is rewriter.extreme's stand-in aggregate for a MAX/MIN/percentile."""
+    while isinstance(node, exp.Cast):
+        node = node.this
+    f = (
+        node.expression.this
+        if isinstance(node, exp.Filter) and isinstance(node.expression, exp.Where)
+        else None
+    )
+    return (
+        isinstance(f, exp.EQ)
+        and isinstance(f.this, exp.Literal)
+        and f.this.is_string
+        and str(f.this.this).startswith(_TAG)
+    )
 
 
 _WINDOW_FUNCS = {
@@ -635,6 +729,11 @@ def resolve(t: Tree, agg: AggRef, key: KeyRef) -> tuple[Tree, str | None]:
     if kind == "aggref":
         i, typ = agg(t[1], t[2])
         return ("agg", i), typ
+    if kind == "ivalref":  # ("interval", side, aggregate, level, the AVG's count or -1)
+        func, col = t[2][1], t[2][2]
+        i, typ = agg(func, col)
+        j = agg("count", col)[0] if func == "avg" else -1  # the count released with it: its n^
+        return ("interval", t[1], i, t[3], j), ("int" if typ == "int" else "float")
     if kind == "col":
         k, typ = key(t[1])
         return ("key", k), typ

@@ -50,8 +50,14 @@ def bar_chart(rows: list[dict]) -> str:
     return "".join(out)
 
 
-def spend_chart(series: dict[str, list[tuple[float, float]]], now: float, days: int = 30) -> str:
-    """Cumulative ε released per role over the last ``days`` days: one polyline per role."""
+def spend_chart(
+    series: dict[str, list[tuple[float, float]]],
+    now: float,
+    days: int = 30,
+    units: dict[str, str] | None = None,
+) -> str:
+    """Cumulative ε released per role over the last ``days`` days: one polyline per role (``units``:
+    a role's unit when it is not ε — ρ on a zCDP tier)."""
     width, height, pad = 640, 220, 36
     t0 = now - days * 86400
     top = max([v for pts in series.values() for _, v in pts] + [1e-12])
@@ -83,7 +89,8 @@ def spend_chart(series: dict[str, list[tuple[float, float]]], now: float, days: 
         )
         out.append(
             f'<text x="{pad}" y="{height + 14 + 20 * i}" font-size="12" fill="{col}">'
-            f"■ {escape(role)}: ε {_n(pts[-1][1] if pts else 0.0)} released in {days} days</text>"
+            f"■ {escape(role)}: {(units or {}).get(role, 'ε')} {_n(pts[-1][1] if pts else 0.0)} released in "
+            f"{days} days</text>"
         )
     out.append("</svg>")
     return "".join(out)
@@ -157,7 +164,11 @@ def render_page(data: dict) -> str:
             "budgets",
         ),
         "<h2>Spend over time</h2>",
-        spend_chart(data["series"], now),
+        spend_chart(
+            data["series"],
+            now,
+            units={b["role"]: "ρ" for b in data["budgets"] if b.get("accounting") == "zcdp"},
+        ),
     ]
     if data.get("unreleased"):
         parts.append(

@@ -19,6 +19,7 @@ from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, avg_half_widths, explain_output_line, unit_salt
+from .derive import mark
 from .explain import explain_lines, post_text, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, dp_reading, plan_as, state_as
 from .noise import ScanNoise, scan_noise
@@ -200,7 +201,7 @@ class Central(ReleaseKind):
             cells = table if table is not None else complete(plan, cells.rows())
         else:
             cells = complete(plan, cells)
-        return noisy_answer(plan, cells, st.mech_eps, conn.gw.source, st.noise)
+        return mark(plan, noisy_answer(plan, cells, st.mech_eps, conn.gw.source, st.noise))  # derivable later
 
     def rows(self, p: Prepared, answer: dict) -> Sequence[tuple]:
         return answer_rows(plan_as(p, Plan), answer)

@@ -286,6 +286,7 @@ def answer_at(plan, body: dict, level: float, tier_eps: float) -> dict:
         "half_width": hws,
         "mechanism": mech,
         "epsilon": eps,
+        "interval_epsilon": [share] * n,  # each value's marginal law: the level's share (errorbars)
         "labels": [a.label for a in plan.aggregates],
     }
 

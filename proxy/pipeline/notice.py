@@ -18,6 +18,7 @@ from rewriter.unit import describe, factor
 from ..stores.answer import ColumnarAnswer, cell_count
 from ..wire.api import ColumnRows
 from .common import fmt
+from .errorbars import interval_text
 from .postexpr import window_text
 from .release import measurement_for, release_groups
 from .rows import aligned, consistent_ranges, kept_cells
@@ -226,6 +227,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
     if "ladder" in answer:  # multi-tier ladder (Wang et al. 2026): which level this tier got
         svt += ladder_notice(answer["ladder"])
     svt += window_text([o.post for o in plan.outputs if o.source == "expr"] + [i.tree for i in plan.order_by])
+    svt += interval_text(plan, answer)
     if plan.clock:  # now() / current_date: dpgate's clock, not the backend's
         svt += f"; now() = {plan.clock} UTC, evaluated by dpgate when planned"
     return f"95% half-width: {', '.join(hw) or 'n/a'}; mechanism: {mech}{svt}{clamped}; {unit_text(plan)}"

@@ -19,6 +19,8 @@ central, MAX / MIN / q    :data:`.extreme.EXTREME` (``Route.planner == "extreme"
 central, ``LIMIT 0``      :data:`.central.EMPTY` (no rows: no scan, free)
 central, keys selected    :data:`.partitions.PARTITIONS` (a ladder tier: ``LADDER`` refuses)
 central, no aggregate     :data:`.central.DOMAIN` (the public domain, free)
+central, GROUP BY, a      :data:`.thresholds.THRESHOLD` (cells released only with
+``min_units_per_group``   enough noisy units; a ladder tier is refused)
 central, ladder tier      :data:`.multitier.LADDER`
 central, HAVING / top-c   :data:`.central.SVT` (when the sparse vector has the lower error)
 central                   :data:`.central.CENTRAL`
@@ -39,16 +41,18 @@ import time
 from sqlglot import exp
 
 from rewriter.copy import COPY_HINT
+from rewriter.errorbars import interval_level, with_interval_columns
 from rewriter.errors import Refusal
+from rewriter.parsing import parse
 from rewriter.plan import Plan
 from rewriter.route import Route
 
 from ..backends.base import CancelSignal
 from ..stores.ledger import LedgerUnavailable
 from ..wire.api import Column, CopyFormat, Description, Result, SqlError
-from . import cursors, scalar
+from . import cursors, derive, scalar
 from .auto_bounds import statement_note
-from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked
+from .central import CENTRAL, DOMAIN, EMPTY, SVT, checked, mechanism_budget
 from .extreme import EXTREME
 from .kind import Prepared, ReleaseKind, Statement, run, with_accounting, zcdp_refusal
 from .lane import heavy, ledger_error
@@ -60,6 +64,7 @@ from .public import PUBLIC
 from .selection_path import choose as selection_path
 from .session_views import SessionViews
 from .statements import SessionState, split
+from .thresholds import THRESHOLD, min_units_of, unthresholded
 
 log = logging.getLogger("dpgate")
 
@@ -168,6 +173,7 @@ class Connection:
         await self.gw.current_bounds()  # bounds written "auto": this data version's
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
+        sql, route, tree = await self._with_intervals(sql, route, tree)
         kind = route.kind
         if kind == "explain":
             return Description(list(oids), [Column("QUERY PLAN", _TEXT)])
@@ -221,7 +227,22 @@ class Connection:
         await self.gw.current_bounds()  # bounds written "auto": this data version's
         sql = await self.temp_views.inline_async(sql)  # a temporary view: its definition
         route, tree = await self._route(sql)
+        sql, route, tree = await self._with_intervals(sql, route, tree)
         return await self._answer_routed(sql, route, tree, params)
+
+    async def _with_intervals(self, sql: str, route: Route, tree):
+        """``SET dpgate.intervals = on``: a DP statement with its aggregates' error bars as
+        columns (:mod:`rewriter.errorbars`), routed as written so; others unchanged."""
+        level = interval_level(self.session.settings.get("dpgate.intervals"))
+        table = self._table(route)
+        if level is None or route.kind != "dp" or table is None or table.mode != "central" or table.privacy:
+            return sql, route, tree  # (local and per-record tables' releases have no error bars)
+        new = with_interval_columns(tree if tree is not None else parse(sql), level)
+        if new is None:
+            return sql, route, tree
+        sql = new.sql(dialect="postgres")
+        route, tree = await self._route(sql)
+        return sql, route, tree
 
     async def _answer_routed(self, sql: str, route: Route, tree, params: list[object]):
         """:meth:`answer` of a routed statement (``tree``: routing's parse, or None)."""
@@ -232,6 +253,9 @@ class Connection:
                 return await scalar.explain(self, body, inner, tree, params), "explain", 0.0
             if inner.lookup:  # a release joined to a public table's rows (rewriter.lookup)
                 return await scalar.lookup_explain(self, body, tree, params), "explain", 0.0
+            shown, shown_route, shown_tree = await self._with_intervals(body, inner, None)
+            if shown != body:  # SET dpgate.intervals: the statement as it would run
+                body, inner, tree = shown, shown_route, shown_tree
             return await self._explain(Statement(body, inner, tree), params), "explain", 0.0
         if kind == "copy":
             return await self._copy(route, tree, params)
@@ -312,7 +336,9 @@ class Connection:
         """Plan the statement with its release kind, chosen once (a refusal charges nothing)."""
         kind, _, released = await self._kind(stmt, params)
         if released is None:
-            return await kind.plan(self, stmt, params)
+            p = await kind.plan(self, stmt, params)
+            unthresholded(p, self._table(stmt.route))
+            return p
         return kind.prepare(self, released)
 
     async def _copy(self, route: Route, tree, params: list[object]):
@@ -325,6 +351,9 @@ class Connection:
         if inner.table is None:  # the catalog's or the views': routed as a statement of its own
             res, decision, eps = await self.answer(body, params)
         else:
+            shown, shown_route, shown_tree = await self._with_intervals(body, inner, None)
+            if shown != body:  # SET dpgate.intervals: the query's error bars as columns too
+                body, inner, tree = shown, shown_route, shown_tree
             res, decision, eps = await self._answer_routed(body, inner, tree, params)
         if res.columns is None:
             raise SqlError("0A000", "COPY takes a query that returns rows.", hint=COPY_HINT)
@@ -356,6 +385,10 @@ class Connection:
             raise zcdp_refusal(kind.name)  # as its execution would be
         res = await kind.explain(self, stmt, params, plan)
         res.rows = with_accounting(res.rows, tier)
+        if kind in (CENTRAL, SVT) and (
+            line := await derive.explain_line(self, plan, mechanism_budget(plan, tier))
+        ):
+            res.rows = [(line,), *res.rows]  # answered from earlier releases: ε 0
         if note := statement_note(self.gw.bounds, _tables_read(stmt.route, plan)):
             res.rows = [*res.rows, (note,)]
         return res
@@ -393,6 +426,8 @@ def choose(route: Route, table, tier, plan: Plan | None = None) -> ReleaseKind:
         return LADDER if tier.ladder is not None else PARTITIONS
     if not plan.aggregates and plan.selection is None:  # SELECT DISTINCT g: the public domain
         return DOMAIN
+    if plan.group_by and min_units_of(table) is not None:  # a minimum of units per released cell
+        return THRESHOLD
     if tier.ladder is not None:  # multi-tier chain (Wang et al. 2026)
         return LADDER
     if plan.selection is not None:  # HAVING / top-c: the sparse vector technique (Liu et al.)

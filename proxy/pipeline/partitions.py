@@ -48,6 +48,7 @@ from .notice import cells_warning, notice_body, unit_text
 from .release import noisy_answer, selection_answer
 from .rows import answer_rows
 from .selection_path import choose
+from .thresholds import min_units_of
 
 __all__ = [
     "PARTITIONS",
@@ -73,15 +74,20 @@ class SelectionPlan:
     eps_measures: float  # the ε left for the values
     k: int  # their group-privacy factor
     scan: Plan  # the statement's plan with the units per key as one more measure
+    shift: int = 0  # min_units_per_group - 1: selection reads the units beyond it (a public shift)
 
 
-def selection_plan(plan: Plan, epsilon: float, delta: float) -> SelectionPlan:
+def selection_plan(plan: Plan, epsilon: float, delta: float, min_units: int | None = None) -> SelectionPlan:
     """The selection's parameters for ``plan`` at the tier's (ε, δ): mechanism, scan
-    threshold, ε of the measures and their group-privacy factor."""
+    threshold, ε of the measures and their group-privacy factor. ``min_units`` (the table's
+    ``min_units_per_group``): the selection reads max(n − (min_units − 1), 0) units — a public
+    shift, so π is applied as designed (same (ε, δ)) and a key with fewer units is never
+    released (π(0) = 0)."""
     eps_sel = share_of(epsilon, 2) if plan.aggregates else epsilon
     k = groups_bound(plan.unit) if plan.unit is not None else 1
     sel = TruncatedGeometricSelection(eps_sel, delta / 2, k=k)
-    floor_ = scan_floor(sel, Fraction(delta) / 2 / k)
+    shift = max((min_units or 1) - 1, 0)
+    floor_ = scan_floor(sel, Fraction(delta) / 2 / k) + shift
     units = Measure("count_distinct", plan.unit.column) if plan.unit is not None else Measure("count_rows")
     return SelectionPlan(
         sel,
@@ -89,6 +95,7 @@ def selection_plan(plan: Plan, epsilon: float, delta: float) -> SelectionPlan:
         epsilon - eps_sel,
         factor(plan),
         dataclasses.replace(plan, measures=plan.measures + (units,)),
+        shift,
     )
 
 
@@ -121,11 +128,11 @@ def require_delta(plan: Plan, tier) -> None:
     )
 
 
-def select_rows(sel: TruncatedGeometricSelection, rows, n: int, source) -> list[tuple]:
+def select_rows(sel: TruncatedGeometricSelection, rows, n: int, source, shift: int = 0) -> list[tuple]:
     """The selection step: of ``rows`` (one per key: the n key columns first, the key's
-    distinct units last), those partition selection keeps, without the units, in key order
-    (public, never by count)."""
-    kept = [tuple(r[:-1]) for r in rows if sel.select(int(r[-1]), source)]
+    distinct units last), those partition selection keeps (over the units beyond ``shift``,
+    :func:`selection_plan`), without the units, in key order (public, never by count)."""
+    kept = [tuple(r[:-1]) for r in rows if sel.select(max(int(r[-1]) - shift, 0), source)]
     kept.sort(key=lambda r: tuple((v is None, v) for v in r[:n]))
     return kept
 
@@ -136,6 +143,12 @@ def selection_notice(plan: Plan, part: dict) -> str:
     return (
         f"{part['describe']} over the number of distinct {what}s per key: {part['kept']} key(s) released, "
         f"keys with few {what}s are never shown (δ {fmt(part['delta'])} per release)"
+        + (
+            f"; min_units_per_group: keys with fewer than {part['min_units']} distinct {what}s are never "
+            f"released (the selection reads the {what}s beyond {part['min_units'] - 1})"
+            if part.get("min_units")
+            else ""
+        )
     )
 
 
@@ -147,6 +160,11 @@ def selection_explain(plan: Plan, tier, sp: SelectionPlan) -> str:
         f"({cols}) (no public domain) chosen by {sp.sel.describe()} (half of δ); "
         f"keys with fewer than {sp.floor} distinct units (π(n) ≤ δ/2) are dropped in the scan "
         "(the other half)"
+        + (
+            f"; min_units_per_group {sp.shift + 1}: the selection reads the units beyond {sp.shift}"
+            if sp.shift
+            else ""
+        )
     )
 
 
@@ -177,13 +195,15 @@ class Partitions(Central):
         gw = conn.gw
         tier = gw.tier_of(conn.role)
         require_delta(plan, tier)
-        sp = selection_plan(plan, tier.epsilon, tier.delta)
+        t = min_units_of(gw.config.tables.get(plan.table))
+        sp = selection_plan(plan, tier.epsilon, tier.delta, t)
+        at_least = f":min_units={t}" if t else ""
         return Prepared(
             self,
             plan,
             columns_of(plan),
-            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}",
-            canonical=plan.canonical(),
+            key=f"{plan.fingerprint()}:eps={tier.epsilon!r}:delta={tier.delta!r}{at_least}",
+            canonical=plan.canonical() + (f";min_units={t}" if t else ""),
             epsilon=tier.epsilon,
             delta=tier.delta,
             state=sp,
@@ -198,15 +218,16 @@ class Partitions(Central):
             plan = checked(await gw.plan_async(stmt.sql, params or None, stmt.take()), stmt.route)
         tier = gw.tier_of(conn.role)
         plan, path = choose(plan, tier, conn.session.settings)  # HAVING / top-c
-        sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9), salt="")
-        lines = explain_lines(plan, self.explain_head(plan, tier), sql, gw.backend.dialect, path)
+        t = min_units_of(gw.config.tables.get(plan.table))
+        sql = floor_sql(gw, plan, selection_plan(plan, tier.epsilon, tier.delta or 1e-9, t), salt="")
+        lines = explain_lines(plan, self.explain_head(plan, tier, t), sql, gw.backend.dialect, path)
         return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 
     def measure(self, conn, p: Prepared, rows) -> dict:
         sp, source = state_as(p, SelectionPlan), conn.gw.source
         plan = plan_as(p, Plan)
         n = len(plan.group_by)
-        kept = select_rows(sp.sel, rows, n, source)
+        kept = select_rows(sp.sel, rows, n, source, sp.shift)
         if plan.selection is not None:  # HAVING / top-c: SVT over the selected keys (module doc)
             answer = selection_answer(plan, kept, unit_epsilon(sp.eps_measures, sp.k), source)
         elif plan.aggregates:
@@ -225,6 +246,7 @@ class Partitions(Central):
             "describe": sp.sel.describe(),
             "delta": p.delta,
             "eps_measures": sp.eps_measures if plan.aggregates else 0.0,
+            "min_units": sp.shift + 1 if sp.shift else None,
         }
         return answer
 
@@ -253,13 +275,13 @@ class Partitions(Central):
             return ""
         return cells_warning(plan, answer, p.epsilon, rows)
 
-    def explain_head(self, plan, tier) -> list[str]:
+    def explain_head(self, plan, tier, min_units: int | None = None) -> list[str]:
         if tier.delta <= 0:
             return [
                 f"dpgate release of {plan.table}: refused for this role — this GROUP BY "
                 "needs partition selection, and this tier has delta = 0"
             ]
-        sp = selection_plan(plan, tier.epsilon, tier.delta)
+        sp = selection_plan(plan, tier.epsilon, tier.delta, min_units)
         lines = [selection_explain(plan, tier, sp)]
         if plan.selection is not None:
             lines.append(

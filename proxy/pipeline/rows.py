@@ -19,6 +19,7 @@ from rewriter.postprocess import aggregates_in
 
 from ..stores.answer import ColumnarAnswer
 from ..wire.api import ColumnRows
+from .errorbars import interval_nodes, with_intervals
 from .postexpr import evaluate, has_over_rows, post_process, rollup, with_over_rows, with_windows
 
 TYPE_OIDS = {
@@ -149,7 +150,8 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
     ranges = consistent_ranges(plan)
     posts = [o.post if o.source == "expr" else None for o in plan.outputs]
     totals = has_over_rows([keep, *posts, *hidden])  # a scalar subquery over these same rows
-    if keep is None and not hidden and not totals:
+    bars = interval_nodes([keep, *posts, *hidden])  # dp_interval_low/high: over every released cell
+    if keep is None and not hidden and not totals and not bars:
         if isinstance(answer, ColumnarAnswer) and answer.columns is not None:
             key_column, raw_column = answer.column_list(0), answer.column_list(1)
         else:
@@ -164,6 +166,10 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
         for key, vals in zip(answer["keys"], answer["values"])
     ]
     outputs = plan.outputs
+    if bars:  # the error bars of released values, read as more values of each cell
+        trees, cells = with_intervals(plan, answer, [keep, *posts, *hidden], cells, ranges)
+        keep, posts, hidden = trees[0], trees[1 : 1 + len(posts)], trees[1 + len(posts) :]
+        outputs = tuple(o if t is None else dataclasses.replace(o, post=t) for o, t in zip(outputs, posts))
     if totals:  # its value over every released row, before the outer WHERE: a constant
         keep, *rest = with_over_rows([keep, *posts, *hidden], cells)
         outputs = tuple(o if t is None else dataclasses.replace(o, post=t) for o, t in zip(outputs, rest))
@@ -177,7 +183,7 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
         outputs = tuple(o if t is None else dataclasses.replace(o, post=t) for o, t in zip(outputs, trees))
         hidden = trees[n:]
     if plan.outputs and plan.outputs[0].source == "expr" and plan.outputs[0].post[0] == "rollup":
-        rows = [tuple(rollup(o.post, cells) for o in plan.outputs)]  # COUNT/SUM/… of released rows
+        rows = [tuple(rollup(o.post, cells) for o in outputs)]  # COUNT/SUM/… of released rows
     else:
         rows = [
             tuple(_cell(o, key, vals) for o in outputs) + tuple(evaluate(t, key, vals) for t in hidden)
@@ -191,16 +197,20 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
 def kept_cells(plan: Plan, answer: dict) -> list[bool] | None:
     """Per released cell, whether the statement's HAVING / outer WHERE keeps its row (on the
     consistent values, as :func:`answer_rows` reads them); None when there is no such filter,
-    or it reads a value over all the rows (a scalar subquery over them)."""
+    or it reads a value over all the rows (a scalar subquery over them). Error bars in the
+    filter (``dp_interval_low/high``) are read as :func:`answer_rows` reads them."""
     answer = aligned(plan, answer)
     keep = _row_filter(plan, answer)
     if keep is None or has_over_rows([keep]):
         return None
     ranges = consistent_ranges(plan)
-    return [
-        evaluate(keep, key, [_clamp(v, r) for v, r in zip(vals, ranges)]) is True
+    cells = [
+        (key, [_clamp(v, r) for v, r in zip(vals, ranges)])
         for key, vals in zip(answer["keys"], answer["values"])
     ]
+    if interval_nodes([keep]):
+        (keep,), cells = with_intervals(plan, answer, [keep], cells, ranges)
+    return [evaluate(keep, key, vals) is True for key, vals in cells]
 
 
 def _row_filter(plan: Plan, answer: dict):

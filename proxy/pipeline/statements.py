@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from rewriter.errorbars import interval_level
 from rewriter.errors import Refusal
 from rewriter.local_options import SESSION_KEYS, session_overrides
 
@@ -105,6 +106,7 @@ DEFAULT_SETTINGS = {
     "statement_timeout": "0",
     "bytea_output": "hex",
     "is_superuser": "off",
+    "dpgate.intervals": "off",
 }
 _REPORTED = {
     "application_name",
@@ -170,6 +172,18 @@ def _check_threshold(value: str) -> None:
         )
 
 
+def _check_intervals(value: str) -> None:
+    """``dpgate.intervals``: on, off, or a confidence in (0, 1) (:func:`rewriter.errorbars.interval_level`)."""
+    try:
+        interval_level(value)
+    except ValueError:
+        raise Refusal(
+            "22023",
+            f'invalid value for parameter "dpgate.intervals": {value!r}',
+            hint="SET dpgate.intervals = on (95% intervals), off, or a confidence such as 0.9.",
+        ) from None
+
+
 class SessionState:
     """Per-connection settings answered locally."""
 
@@ -226,6 +240,8 @@ class SessionState:
                 session_overrides({name: value})
             if name == "dpgate.topc_threshold" and value:  # a finite number (NaN/±inf refused now)
                 _check_threshold(value)
+            if name == "dpgate.intervals":  # on / off / a confidence in (0, 1), checked now
+                _check_intervals(value)
             self.settings[name] = value
             ps = {_CANON.get(name, name): value} if name in _REPORTED else {}
             return "SET", None, [], ps

@@ -925,6 +925,20 @@ class Ledger:
         return self._stored(row, role, key, data_version, charged=False) if row else None
 
     @_named_faults
+    def releases_like(self, role: str, data_version: int, prefix: str, limit: int) -> list[tuple]:
+        """``role``'s releases at ``data_version`` whose canonical text starts with ``prefix``,
+        newest first, at most ``limit``: (id, key, canonical, statement) — the candidates an
+        answer derived from earlier releases is looked for in (their answers: :meth:`lookup`)."""
+        self._check()
+        with self._rlock:
+            return self._rdb.execute(
+                "SELECT id, key, canonical, statement FROM releases "
+                "WHERE role=? AND data_version=? AND substr(canonical, 1, length(CAST(? AS TEXT)))=CAST(? AS TEXT) "
+                "ORDER BY id DESC LIMIT ?",
+                (role, data_version, prefix, prefix, limit),
+            ).fetchall()
+
+    @_named_faults
     def charge_and_record(
         self,
         *,

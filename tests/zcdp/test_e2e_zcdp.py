@@ -199,6 +199,7 @@ def test_dpgate_budget_and_the_owner_page_show_rho_and_its_reading(svc, tmp_path
     reading = f"(ε {zcdp_epsilon(spent, 1e-6):.3g}, δ 1e-06)-DP"
     page = render_page(collect(cfg, svc.gw.ledger, "admin"))
     assert f"{spent:g} ρ, {reading}" in page.replace("&#x27;", "'")
+    assert "half: ρ " in page  # the spend chart's legend in the role's unit
     path = tmp_path / "dpgate.toml"
     raw = make_config(None, tiers=ZTIER)  # (the command reads the ledger only)
     led = svc.gw.ledger

@@ -100,3 +100,22 @@ def test_each_kind_is_charged_its_privacy_map(svc, what, sql, pure, zcdp):
         assert rel["unit"] == unit, what
         assert rel["epsilon"] == pytest.approx(float(amount), abs=1e-9), (what, role)
         assert rel["delta"] == pytest.approx(delta), (what, role)
+
+
+@pytest.mark.parametrize(
+    "role,sql,eps",
+    [
+        ("bronze", "SELECT store, COUNT(*) FROM purchases GROUP BY store", 0.1),  # a ladder's level
+        ("other", "SELECT COUNT(*) FROM accounts WHERE branch = 1", 1.0),  # per-record: E_q = ε × E
+    ],
+    ids=["ladder", "per_record"],
+)
+def test_pure_only_kinds_are_charged_their_tier_epsilon(svc, role, sql, eps):
+    ask(svc, sql, role)
+    rel = svc.gw.ledger.releases(role, limit=1)[0]
+    assert (rel["statement"], rel["unit"], rel["epsilon"], rel["delta"]) == (
+        sql,
+        "eps",
+        pytest.approx(eps),
+        0.0,
+    )
