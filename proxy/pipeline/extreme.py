@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from mechanisms.accounting import share_of, unit_epsilon
 from mechanisms.extreme import (
     USEFUL,
     CappedRankExtreme,
@@ -117,7 +118,7 @@ def quantile_mechanism(epsilon: float, grid: ExtremeGrid, q: Fraction) -> ExpMec
 def _setup(gw, xp: ExtremePlan, epsilon: float):
     """The grid and the mechanism at the tier's ``epsilon`` (divided by the privacy unit's
     group-privacy factor on a table with a unit: :func:`rewriter.unit.factor`)."""
-    epsilon = epsilon / factor(xp.plan)
+    epsilon = unit_epsilon(epsilon, factor(xp.plan))  # group privacy (the accountant)
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
     if xp.q is not None:  # a quantile
@@ -597,26 +598,29 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
         + sum(tree_depth(len(ps)) for ps in tree_cols.values())
         + (xp.central is not None)
     )
-    share = epsilon / shares
+    share = share_of(epsilon, shares)  # sequential composition (the accountant)
     k = factor(xp.plan)
     mechs: list[RankTargetExtreme | ExpMechQuantile | None] = [
         None
         if p.q is not None and p.column in tree_cols
-        else quantile_mechanism(share / k, grids[p.column], p.q)
+        else quantile_mechanism(unit_epsilon(share, k), grids[p.column], p.q)
         if p.q is not None
-        else extreme_mechanism(share / k, grids[p.column], p.func)
+        else extreme_mechanism(unit_epsilon(share, k), grids[p.column], p.func)
         for p in xp.parts
     ]
     trees = {
         c: RecursiveQuantiles(
-            share * tree_depth(len(ps)) / k, grids[c], tuple(p.q for p in ps if p.q is not None), BETA
+            unit_epsilon(Fraction(share) * tree_depth(len(ps)), k),
+            grids[c],
+            tuple(p.q for p in ps if p.q is not None),
+            BETA,
         )
         for c, ps in tree_cols.items()
     }
     for tree in trees.values():  # the NOTICE's useful sizes, memoised here (planning thread)
         for q in tree.qs:
             tree.useful_from(q)
-    cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
+    cells_eps = unit_epsilon(share, factor(xp.central)) if xp.central is not None else 0.0
     return JointState(grids, mechs, trees, shares, share, cells_eps)
 
 
