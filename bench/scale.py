@@ -19,6 +19,9 @@ alternating order; the table shows medians of 5 and the median of the paired rat
 HEADLINE: the goal is dpgate/raw ≤ 1.3× on both engines at the largest size, and the time
 per row roughly constant as rows grow (the fixed DP overhead is paid once per statement).
 Spark needs pyspark's Connect client and Java 17; without them the Spark rows say why.
+With Spark, the per-person speed table of ``bench.user_level`` (:mod:`bench.user_level_speed`:
+the customer as the privacy unit on TPC-H SF 1, raw vs dpgate's bounded scan, same SQL as on
+DuckDB) is printed for Spark Connect too (``--per-person`` with ``--quick --spark``).
 --quick (< 50 s): 1M and 5M rows, DuckDB only unless ``--spark`` (a local server, about 30 s to
 start) or ``--spark-remote``; the HEADLINE then judges the engines measured.
 """
@@ -34,6 +37,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench import user_level_speed as speed
 from bench.spark_local import LocalSparkConnect, unavailable
 from config import parse_config
 from proxy.gateway import Gateway
@@ -47,6 +51,7 @@ COLUMNS = {
     "y": {"type": "int", "lower": 0, "upper": 1000},
 }
 REPS = 5
+PER_PERSON_PAIRS = 3  # paired rounds of the per-person table on Spark (each scan takes seconds)
 GOAL_RATIO = 1.3  # dpgate end to end / the raw query, at the largest size
 GOAL_PER_ROW_GROWTH = 1.3  # "roughly constant": ns/row at the largest size vs the smallest
 
@@ -170,11 +175,17 @@ def main(argv=None) -> int:
         action="store_true",
         help="with --quick: start a local Spark Connect server too (≈30 s more)",
     )
+    ap.add_argument(
+        "--per-person",
+        action="store_true",
+        help="with --quick --spark: bench.user_level's per-person speed table on Spark at SF 1 too",
+    )
     args = ap.parse_args(argv)
     sizes = [1_000_000, 5_000_000] if args.quick else [10_000_000, 100_000_000]
     t_start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="dpgate-scale-"))
     spark_server = None
+    per_person: object = "Per-person figures on Spark Connect: not run (--quick; add --per-person)."
     results: dict = {}
     notes: list[str] = []
     try:
@@ -226,14 +237,34 @@ def main(argv=None) -> int:
                     results[("Spark local[2]", n)] = measure(proxy, n, salt=n % 89)
             finally:
                 proxy.close()
+            if not args.quick or args.per_person:
+                per_person = per_person_spark(registrar)
         else:
             notes.append(f"Spark: skipped ({why})")
+            per_person = f"Per-person figures on Spark Connect: not run ({why})."
     finally:
         if spark_server is not None:
             spark_server.stop()
         shutil.rmtree(work, ignore_errors=True)
+    if isinstance(per_person, str):
+        print(per_person)
+    else:
+        speed.report(per_person, "spark", PER_PERSON_PAIRS, headline=False)
     _report(sizes, results, notes, time.perf_counter() - t_start, args.quick)
     return 0
+
+
+def per_person_spark(server: LocalSparkConnect) -> dict:
+    """bench.user_level's per-person speed table on Spark Connect at SF 1 (TPC-H Parquet,
+    :mod:`bench.user_level_speed`): the same statements, bounds and salt as on DuckDB."""
+    from bench import user_level  # deferred: imports the SmartNoise anchor's module, only for this table
+
+    session = server.session()
+    try:
+        engine = speed.Spark(session, speed.data(1.0).parent / "parquet")
+        return {1.0: speed.measure(1.0, "spark", PER_PERSON_PAIRS, user_level, engine=engine)}
+    finally:
+        session.client.close()
 
 
 def _report(sizes, results, notes, elapsed, quick) -> None:

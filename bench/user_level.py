@@ -1,9 +1,14 @@
 """People, not rows, on TPC-H: dpgate's per-customer releases vs SmartNoise SQL.
 
     python -m bench.user_level [--quick] [--scope total|cell] [--sn-max-ids k|R]
+                               [--scale 3] [--backend duckdb|postgres] [--speed-only]
 
-Data: TPC-H from ``tpchgen-cli`` (``bench/tpch.py``; scale factor 0.03 with --quick, 0.1
-otherwise) in a DuckDB file. The privacy unit is the customer, through dpgate's own
+Two tables: the errors (below; TPC-H SF 0.1, 0.03 with --quick, ``--error-scale``) and the
+per-person scan times at SF 0.1 and 1 (``--scale 3`` adds SF 3; ``--backend postgres`` times
+them on a throwaway PostgreSQL server; ``--speed-only`` skips the errors), with their own
+HEADLINE: :mod:`bench.user_level_speed`.
+
+Data: TPC-H from ``tpchgen-cli`` (``bench/tpch.py``) in a DuckDB file. The privacy unit is the customer, through dpgate's own
 foreign-key path: ``lineitem`` declares ``privacy_unit = "orders.o_custkey"`` with
 ``references = { l_orderkey = "orders" }`` (the scan looks each line's customer up in
 ``orders`` by its key ``o_orderkey``: :mod:`rewriter.joins`), ``orders`` declares
@@ -87,6 +92,7 @@ import duckdb
 
 import rewriter
 from bench import tpch
+from bench import user_level_speed as speed
 from config import parse_config
 from mechanisms import SeededSource
 from proxy.pipeline.central import mechanism_epsilon
@@ -201,9 +207,10 @@ def domain_cells(table: str) -> int:
     return n
 
 
-def dp_config(bounds: dict[str, tuple[int, int]], scope: str = "total"):
+def dp_config(bounds: dict[str, tuple[int, int]], scope: str = "total", columns: dict | None = None):
     """dpgate's config: both tables with the customer as unit, the chosen (G, R) and
-    ``max_rows_scope`` (R per cell, or R in all)."""
+    ``max_rows_scope`` (R per cell, or R in all); ``columns``: the declared columns (default
+    :data:`COLUMNS`)."""
     tables = {
         t: {
             **TABLES[t],
@@ -212,7 +219,7 @@ def dp_config(bounds: dict[str, tuple[int, int]], scope: str = "total"):
             "max_rows_scope": scope,
             "columns": cols,
         }
-        for t, cols in COLUMNS.items()
+        for t, cols in (columns or COLUMNS).items()
         for g, r in [bounds[t]]
     }
     return parse_config(
@@ -340,15 +347,19 @@ def refusal(ex: Exception) -> str:
 class SmartNoise:
     """SmartNoise SQL over pandas frames of the same rows (one SQLite load per table)."""
 
-    def __init__(self, con) -> None:
+    def __init__(self, con, rewrite_only: bool = False) -> None:
+        """``rewrite_only``: no rows are read (for :meth:`scan_sql` alone; the row count in
+        its metadata is the table's)."""
         import snsql  # optional (the bench extra)
         from snsql.sql.reader.pandas import PandasReader
 
         self.snsql = snsql
         self.readers, self.frames = {}, {}
         for t, sql in SN_FRAMES.items():
-            df = con.execute(sql).df()
-            self.frames[t] = len(df)
+            df = con.execute(sql + (" LIMIT 0" if rewrite_only else "")).df()
+            self.frames[t] = (
+                con.execute(f"SELECT COUNT(*) FROM ({sql})").fetchone()[0] if rewrite_only else len(df)
+            )
             self.readers[t] = PandasReader(df, self.meta(t, 1))
 
     def meta(self, table: str, max_ids: int) -> dict:
@@ -640,7 +651,22 @@ def main(argv=None) -> int:
         action="store_true",
         help="TPC-H SF 0.03 (< 50 s; at 0.01 fixed costs dominate the scan times)",
     )
-    ap.add_argument("--scale", type=float, help="TPC-H scale factor (default 0.1, quick 0.03)")
+    ap.add_argument(
+        "--scale",
+        type=float,
+        help="one more TPC-H scale factor for the speed table (beside SF 0.1 and 1; e.g. 3)",
+    )
+    ap.add_argument(
+        "--error-scale", type=float, help="TPC-H scale factor of the error table (default 0.1, quick 0.03)"
+    )
+    ap.add_argument(
+        "--backend",
+        choices=("duckdb", "postgres"),
+        default="duckdb",
+        help="the engine of the speed table (postgres: a throwaway server; the error table is "
+        "the same on every backend and runs on DuckDB only)",
+    )
+    ap.add_argument("--speed-only", action="store_true", help="the speed table alone")
     ap.add_argument(
         "--sn-max-ids",
         choices=("k", "R"),
@@ -655,15 +681,23 @@ def main(argv=None) -> int:
         "is the same bound) or R per cell in G cells",
     )
     args = ap.parse_args(argv)
-    scale = args.scale or (0.03 if args.quick else 0.1)
+    scale = args.error_scale or (0.03 if args.quick else 0.1)
     if tpch.tpchgen() is None:
         print("tpchgen-cli is not installed: pip install '.[bench]'")
         return 2
     t0 = time.time()
-    res = run(
-        scale, RUNS, RUNS // 2 if args.quick else RUNS, TIMING_PAIRS, sn_ids=args.sn_max_ids, scope=args.scope
-    )
-    report(res, scale)
+    if not args.speed_only and args.backend == "duckdb":
+        res = run(
+            scale,
+            RUNS,
+            RUNS // 2 if args.quick else RUNS,
+            TIMING_PAIRS,
+            sn_ids=args.sn_max_ids,
+            scope=args.scope,
+        )
+        report(res, scale)
+    scales = tuple(sorted({*speed.SPEED_SCALES, *([args.scale] if args.scale else [])}))
+    speed.run(scales, args.backend, TIMING_PAIRS, sys.modules[__name__])
     print(f"({time.time() - t0:.1f} s)")
     return 0
 

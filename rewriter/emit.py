@@ -42,9 +42,10 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
     (a plan filled from a template, :mod:`.template`, carries its SQL already).
     ``salt`` keys the privacy unit's bounding hash (:mod:`.unit`; hex, from the ledger).
     ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect` or its name."""
-    dialect = dialects.get(dialect).name
+    d = dialects.get(dialect)
+    dialect = d.name
     if plan.unit is not None:
-        text, names = _unit_sql(plan, dialect)
+        text, names = _unit_sql(plan, dialect, d.unit_heavy_apart)
         return unit.salted(text, salt, dialect, names)
     preset = plan.memo.sql
     if dialect in preset:
@@ -60,16 +61,19 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _unit_sql(plan: Plan, dialect: str) -> tuple[str, frozenset[str]]:
-    """The bounded scan of a plan with a privacy unit (:mod:`.unit`) and its parameters."""
+def _unit_sql(plan: Plan, dialect: str, heavy_apart: bool) -> tuple[str, frozenset[str]]:
+    """The bounded scan of a plan with a privacy unit (:mod:`.unit`) and its parameters;
+    ``heavy_apart``: the dialect's plan (:attr:`SQLDialect.unit_heavy_apart`)."""
     tree: exp.Expr
+    d = dialects.get(dialect)
     if unit.aggregatable(plan):
-        tree = unit.per_unit_scan(plan, _measure, _base_count, _integral, group_key_sql)
+        tree = unit.per_unit_scan(
+            plan, _measure, _base_count, _integral, group_key_sql, heavy_apart=heavy_apart
+        )
     else:  # COUNT(DISTINCT col): rank the rows themselves
         kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
         scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))
         tree = scan.with_(unit.KEPT, as_=kept, copy=False)
-    d = dialects.get(dialect)
     tree = unit.spell_hashes(tree, d.keyed_hash, d.int_div, d.keyed_int)
     tree, names = params.spell(tree, d)  # the salt: a parameter the backend binds
     return d.sql(tree), names

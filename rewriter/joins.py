@@ -30,7 +30,11 @@ bounded scan itself on TPC-H): every row the join yields belongs to the unit it 
 and the contribution bounding runs *after* the join, so each unit's contribution stays
 bounded even if a key the owner declared unique were repeated in the data (its rows would
 then count once per matching unit — each copy bounded with its own unit — and the exact
-answer would differ from the analyst's; with the declared unique key it is the same). A
+answer would differ from the analyst's; with the declared unique key it is the same). When
+the statement itself joins the table that holds the unit along that reference (``lineitem ⋈
+orders ON l_orderkey = o_orderkey`` for ``privacy_unit = "orders.o_custkey"``), its join is
+that plain join and each joined row carries its unit (``o_custkey`` of the very row it met):
+the scan reads the table once, with no grouping and no second lookup. A
 row-level lookup keeps the grouping: there nothing bounds a duplicated row. Every other join —
 RIGHT/FULL/CROSS, USING, non-equality conditions, a private table joined
 off its unit — is refused with a hint. SQL only: no I/O.
@@ -671,12 +675,26 @@ def _joined(
         owners[name] = set(lq)
         taken.append((c, name))
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
-    relation = _lookup_sql(config, inner, look, pairs, taken, how)
+    plain = how == "inner" and _unit_step(config, rel, look, pairs)
+    relation = _lookup_sql(config, inner, look, pairs, taken, how, plain)
     table = rel.table.model_copy(update={"columns": cols})
     step = (look, ",".join(b for b, _ in pairs), ",".join(k for _, k in pairs), how)
     return Relation(
         rel.name, table, rel.qualifiers | lq, owners, relation, rel.joins + (step,), tuple(renamed)
     )
+
+
+def _unit_step(config: Declared, rel: Relation, look: str, pairs: list[Pair]) -> bool:
+    """``look`` joined by ``pairs`` is the one reference from ``rel``'s base table to the
+    table that holds its unit (``lineitem.l_orderkey = orders.o_orderkey`` for ``privacy_unit
+    = "orders.o_custkey"``): the join itself reads each row's unit (:func:`_with_unit_path`)."""
+    u = rel.table.privacy_unit
+    if u is None or u.count(".") != 1 or config.tables[look].public:
+        return False
+    if u.rsplit(".", 1)[1] not in config.tables[look].columns:  # the join must carry the unit
+        return False
+    chain = unit_chain(config.tables, rel.name)
+    return len(chain) == 1 and [(chain[0][1], chain[0][3])] == pairs and chain[0][2] == look
 
 
 MAX_UNIT_CHAIN = 8
@@ -705,6 +723,16 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
     cols = {**b.columns, UNIT_COLUMN: unit_col}
     inner = rel.relation if rel.relation is not None else source_relation(config.source_of(rel.name))
     _, fk, ref, key = chain[0]
+    if len(chain) == 1 and (ref, fk, key, "inner") in rel.joins and col in b.columns:
+        # the statement's own join along the reference (a plain join, :func:`_unit_step`)
+        # brought the unit's table: each row's unit is its column, no second lookup
+        rel_sql = exp.select(
+            exp.Column(this=exp.Star(), table=exp.to_identifier("__dpgate_b")),
+            exp.alias_(exp.column(col, "__dpgate_b", quoted=True), UNIT_COLUMN, quoted=True),
+        ).from_(
+            exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
+        )
+        return _unit_relation(rel, config, rel_sql, cols, chain)
     lookup = exp.Subquery(
         this=_unit_lookup(config, chain), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_u"))
     )
@@ -725,6 +753,20 @@ def _with_unit_path(rel: Relation, config: Declared) -> Relation:
             join_type="left",
         )
     )
+    return _unit_relation(rel, config, rel_sql, cols, chain)
+
+
+def _unit_relation(
+    rel: Relation,
+    config: Declared,
+    rel_sql: exp.Select,
+    cols: dict[str, Column],
+    chain: list[tuple[str, str, str, str]],
+) -> Relation:
+    """``rel`` read as ``rel_sql``, which carries each row's unit as ``__dpgate_unit``."""
+    _, fk, ref, key = chain[0]
+    col = (rel.table.privacy_unit or "").rsplit(".", 1)[-1]
+    b = rel.table
     table = b.model_copy(update={"columns": cols, "privacy_unit": UNIT_COLUMN})
     owners = None if rel.owners is None else {**rel.owners, UNIT_COLUMN: set(rel.qualifiers)}
     renamed = list(rel.renamed)
@@ -792,9 +834,17 @@ def _lookup_sql(
     pairs: list[Pair],
     cols: list[tuple[str, str]],
     how: str,
+    plain: bool = False,
 ) -> exp.Subquery:
-    """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key …)``."""
-    lookup = _keyed(config, look, [k for _, k in pairs], [c for c, _ in cols])
+    """``(SELECT b.*, u.c, … FROM inner b [LEFT] JOIN (one row per key) u ON b.bcol = u.key …)``;
+    ``plain``: the table itself (the reference to the unit's table: each joined row is then
+    bounded with the unit it carries, so a repeated key duplicates rows of distinct units only,
+    each bounded on its own — as the unit lookup of :func:`_with_unit_path`)."""
+    lookup: exp.Expr = (
+        exp.alias_(source_relation(config.source_of(look)), "__dpgate_u", table=True)
+        if plain
+        else _keyed(config, look, [k for _, k in pairs], [c for c, _ in cols])
+    )
     source = (
         exp.Subquery(this=_as_select(inner), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_b")))
         if isinstance(inner, exp.Subquery)

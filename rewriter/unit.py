@@ -32,6 +32,27 @@ The scan, one backend query (the same shape on DuckDB, Postgres and Spark)::
 so every measure (COUNT, SUM, the VAR moments, COUNT(DISTINCT …)) is the row-level
 measure of the kept rows.
 
+**Heavy units apart** (the plan of a single-table source where the dialect chooses it,
+:attr:`rewriter.dialects.SQLDialect.unit_heavy_apart`). Both bounds keep every row of a unit
+with at most T rows (T = R, or min(R, G) where the L0 bound ranks cells: such a unit has at most
+R rows in any cell, or in all, and at most T ≤ G keys), so its bounded contribution is its exact
+one. The scan therefore aggregates per (unit, cell) only the *heavy* units (more than T rows,
+one aggregate per unit with ``HAVING COUNT(*) > T``, read back by a semi-join), and adds to the
+analyst's own aggregate (every unit's exact measures) the heavy units' bounded measures less
+their exact ones::
+
+    WITH all   AS (SELECT keys, <row measures> AS a.. FROM source WHERE unit IS NOT NULL AND (pred) GROUP BY keys),
+         heavy AS (SELECT unit FROM source WHERE … GROUP BY unit HAVING COUNT(*) > T),
+         per   AS (<the per-(unit, cell) aggregate above> AND unit IN (SELECT unit FROM heavy)), …
+    SELECT keys, SUM(m) FROM (all UNION ALL SELECT keys, -a FROM per UNION ALL <bounded per rows>) GROUP BY keys
+
+The cells are those of the one-pass plan: the same function of each unit's own rows (counts
+and integer sums exactly; a double sum up to the order of its additions), so the guarantee,
+the keyed choice and the bias are unchanged. Its cost is the analyst's aggregate, one
+aggregate per unit and a semi-join, where the one-pass plan aggregates every row per
+(unit, cell) (10^5–10^6 groups on TPC-H SF 1). A source that is a join is read once (the
+one-pass plan): the split would run the join three times.
+
 **The keyed hash** (DuckDB ``hash(salt, …)``, Spark ``xxhash64``, Postgres ``md5`` of the
 row text; :func:`rewriter.emit.keyed_hash`). The ε guarantee does not rest on it: which
 rows and cells a unit keeps is a function of that unit's own rows and the salt, a
@@ -84,6 +105,11 @@ NC, NT, CUM = (
     "__dpgate_nt",
     "__dpgate_c_",
 )  # total mode: rows per (unit, cell), per unit; running sums
+ALL, HEAVY, PRESENT = (
+    "__dpgate_all",
+    "__dpgate_heavy",
+    "__dpgate_p",
+)  # the split plan: every unit's cells; the heavy units
 HO, HASH_P = "__dpgate_h", 2_147_483_647  # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
@@ -157,7 +183,8 @@ def describe(b: UnitBounds) -> str:
     return f"each contributes to at most {b.max_groups} group(s), at most {b.max_rows} row(s) per group"
 
 
-AGGREGATABLE = ("count_rows", "count", "count_if", "sum", "csum", "csumsq")
+COUNTS = ("count_rows", "count", "count_if")
+AGGREGATABLE = (*COUNTS, "sum", "csum", "csumsq")
 KeySql = Callable[[GroupKey], exp.Expression]  # a group key's scan expression (:mod:`.emit`)
 
 
@@ -183,6 +210,7 @@ def per_unit_scan(
     base_count: Callable[[Measure], exp.Expression],
     integral: Callable[[Measure], bool],
     key_sql: KeySql,
+    heavy_apart: bool = False,
 ) -> exp.Select:
     """The bounded scan by pre-aggregation (every measure a count or a sum), much cheaper
     than ranking rows (a hash aggregate, no window sort)::
@@ -201,7 +229,8 @@ def per_unit_scan(
     pseudo-rows are valid inputs of every mechanism (values within the bounds; the AVG
     pair (sum, count) is that of R such rows). ``row_measure(m)`` is a measure's row-level
     aggregate, ``base_count(m)`` the count its sum scales by, ``integral(m)`` whether it is
-    an exact integer sum.
+    an exact integer sum. ``heavy_apart``: the same cells with only the heavy units aggregated
+    per (unit, cell) (module docstring), for a single-table source without COUNT(DISTINCT unit).
 
     **Total mode** (``max_rows_scope = "total"``, L1 like SmartNoise's ``max_ids``): a unit
     with N > R rows over its kept cells (N = its rows passing the WHERE, ``__dpgate_t``)
@@ -214,7 +243,7 @@ def per_unit_scan(
     (R_total = min(G, cells)·R_cell) it leaves out fewer rows: only units with more than k
     rows in all lose any, where per cell a unit loses rows in any cell above R_cell. The
     floors are taken of running sums over the unit's cells plus a keyed offset
-    (:func:`_total_outs`), so the shares add up to exactly R (per cell floors would lose
+    (:func:`_total_values`), so the shares add up to exactly R (per cell floors would lose
     about half a row per cell: on TPC-H orders that doubled the bias); the window runs
     over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
     (unit) row is its own total)."""
@@ -224,31 +253,31 @@ def per_unit_scan(
     knames = [f"k{i + 1}" for i in range(len(keys))]
     R = exp.Literal.number(b.max_rows)
     items = [*[exp.alias_(k, n) for k, n in zip(keys, knames)], exp.alias_(unit.copy(), U, quoted=True)]
-    outs: list[exp.Expr] = []
+    apart = (
+        heavy_apart and plan.relation is None and not any(m.kind == "count_distinct" for m in plan.measures)
+    )
+    vals: list[exp.Expression] = []  # per (unit, cell) row: each measure's bounded contribution
     bases: dict[int | str, Any] = {}  # measure j: (its base count's name, integral); "canon": _canonical
     for j, m in enumerate(plan.measures):
         a, n = f"a{j + 1}", f"n{j + 1}"
         items.append(exp.alias_(row_measure(m), a))
         col_a = exp.column(a)
-        total: exp.Expression
+        v: exp.Expression
         if m.kind == "count_distinct":  # the unit itself: one per (unit, cell)
-            total = exp.Sum(this=col_a)
-        elif m.kind in ("count_rows", "count", "count_if"):
-            total = exp.Sum(this=exp.Least(this=col_a, expressions=[R.copy()]))
+            v = col_a
+        elif m.kind in COUNTS:
+            v = exp.Least(this=col_a, expressions=[R.copy()])
         else:
             items.append(exp.alias_(base_count(m), n))
             bases[j] = (n, integral(m))
-            total = exp.Sum(
-                this=exp.Case(
-                    ifs=[exp.If(this=exp.LTE(this=exp.column(n), expression=R.copy()), true=col_a.copy())],
-                    default=_scaled(col_a, exp.column(n), b.max_rows, integral(m)),
-                )
+            v = exp.Case(
+                ifs=[exp.If(this=exp.LTE(this=exp.column(n), expression=R.copy()), true=col_a.copy())],
+                default=_scaled(col_a, exp.column(n), b.max_rows, integral(m)),
             )
-        if m.kind in ("count_distinct", "count_rows", "count", "count_if"):  # a count stays a bigint
-            total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
-        outs.append(exp.alias_(total, f"m{j + 1}"))
-    if b.total:
+        vals.append(v)
+    if b.total or apart:  # the (unit, cell)'s rows
         items.append(exp.alias_(exp.Count(this=exp.Star()), NC, quoted=True))
+    if b.total:
         items.append(
             exp.alias_(
                 exp.Anonymous(
@@ -259,14 +288,20 @@ def per_unit_scan(
             )
         )  # once per (unit, cell) row
         bases["canon"] = _canonical(items)
-        outs = _total_outs(plan, bases)
+        vals = _total_values(plan, bases)
     per = exp.select(*items).from_(plan.from_())
     per = per.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
     if plan.where is not None:
         per = per.where(exp.Paren(this=plan.where.copy()), copy=False)
+    ctes: list[tuple[str, exp.Expression]] = []
+    if apart:  # only the heavy units' rows are aggregated per (unit, cell)
+        ctes += _light_apart(plan, row_measure, keys, knames)
+        per = per.where(
+            unit.copy().isin(query=exp.select(exp.column(U, quoted=True)).from_(HEAVY)), copy=False
+        )
     per = per.group_by(*[k.copy() for k in keys], unit.copy(), copy=False)
     last = "per"
-    ctes: list[tuple[str, exp.Expression]] = [("per", per)]
+    ctes.append(("per", per))
     if keys and b.max_groups < plan.n_cells:
         kcols = [exp.column(n) for n in knames]
         order = [_hash([_salt(), exp.column(U, quoted=True), *[c.copy() for c in kcols]]), *kcols]
@@ -290,7 +325,38 @@ def per_unit_scan(
     if b.total and keys:  # the unit's total and running sums over its kept cells
         ctes += total_window(plan, bases, knames, last)
         last = "cum"
-    out = exp.select(*[exp.column(n) for n in knames], *outs).from_(last)
+    kcols = [exp.column(n) for n in knames]
+    if apart:  # all units' exact measures, less the heavy units' exact ones, plus their bounded ones
+        # p: the cell's rows of light units plus its kept (unit, cell) rows of heavy ones — the
+        # cell is a group of the scan only where the one-pass plan has one (p > 0)
+        p = exp.column(PRESENT, quoted=True)
+        parts = exp.union(
+            exp.union(
+                exp.select(
+                    *kcols, *[_m(exp.column(f"a{j + 1}"), j) for j in range(len(vals))], p.copy()
+                ).from_(ALL),
+                exp.select(
+                    *[c.copy() for c in kcols],
+                    *[_m(exp.Neg(this=exp.column(f"a{j + 1}")), j) for j in range(len(vals))],
+                    exp.alias_(exp.Neg(this=exp.column(NC, quoted=True)), PRESENT, quoted=True),
+                ).from_("per"),
+                distinct=False,
+            ),
+            exp.select(
+                *[c.copy() for c in kcols],
+                *[_m(v, j) for j, v in enumerate(vals)],
+                exp.alias_(exp.Literal.number(1), PRESENT, quoted=True),
+            ).from_(last),
+            distinct=False,
+        )
+        vals = [exp.column(f"m{j + 1}") for j in range(len(vals))]
+        out = exp.select(*[c.copy() for c in kcols], *_sums(plan, vals)).from_(parts.subquery("parts"))
+        if keys:
+            out = out.having(
+                exp.GT(this=exp.Sum(this=p.copy()), expression=exp.Literal.number(0)), copy=False
+            )
+    else:
+        out = exp.select(*kcols, *_sums(plan, vals)).from_(last)
     for name, q in ctes:
         out = out.with_(name, as_=q, copy=False)
     if keys:
@@ -309,8 +375,8 @@ def _canonical(items: list[exp.Expr]) -> dict[str, str]:
     return out
 
 
-def _total_outs(plan: Plan, bases: dict[int | str, Any]) -> list[exp.Expr]:
-    """The cell aggregates in total mode (:func:`per_unit_scan`): a unit whose total N
+def _total_values(plan: Plan, bases: dict[int | str, Any]) -> list[exp.Expression]:
+    """Each measure's contribution of one (unit, cell) row in total mode (:func:`per_unit_scan`): a unit whose total N
     exceeds R keeps, of each count x (its rows, a column's non-NULL values), the share
     ⌊(X_c·R + o)/N⌋ − ⌊((X_c − x_c)·R + o)/N⌋ in cell c, X_c the running sum of x over its
     cells in key order (:func:`total_window`; taken only where N > R) and o ∈ [0, N) the keyed hash of
@@ -342,7 +408,7 @@ def _total_outs(plan: Plan, bases: dict[int | str, Any]) -> list[exp.Expr]:
             expression=part(exp.Sub(this=run.copy(), expression=exp.column(name, quoted=True))),
         )
 
-    outs: list[exp.Expr] = []
+    vals: list[exp.Expression] = []
     for j, m in enumerate(plan.measures):
         a = exp.column(f"a{j + 1}")
         v: exp.Expression
@@ -364,11 +430,62 @@ def _total_outs(plan: Plan, bases: dict[int | str, Any]) -> list[exp.Expr]:
                 ],
                 default=_scaled(a, n, share(bases[j][0]), integral),
             )
+        vals.append(v)
+    return vals
+
+
+def _m(v: exp.Expression, j: int) -> exp.Expr:
+    return exp.alias_(v, f"m{j + 1}")
+
+
+def _sums(plan: Plan, vals: list[exp.Expression]) -> list[exp.Expr]:
+    """The cell's measures: the sum of each measure's per-(unit, cell) values (a count stays a bigint)."""
+    outs: list[exp.Expr] = []
+    for j, (m, v) in enumerate(zip(plan.measures, vals)):
         total: exp.Expression = exp.Sum(this=v)
-        if m.kind in ("count_distinct", "count_rows", "count", "count_if"):
+        if m.kind == "count_distinct" or m.kind in COUNTS:
             total = exp.Cast(this=total, to=exp.DataType.build("bigint"))
-        outs.append(exp.alias_(total, f"m{j + 1}"))
+        outs.append(_m(total, j))
     return outs
+
+
+def heavy_threshold(plan: Plan) -> int:
+    """T: a unit with at most T rows (passing the WHERE) is kept whole by both bounds — at most
+    R rows (in a cell, or in all) and, where the L0 bound ranks cells (G < cells), at most G
+    cells, as it has at most T ≤ G distinct keys."""
+    b = _bounds(plan)
+    ranks = bool(plan.group_by) and b.max_groups < plan.n_cells
+    return min(b.max_rows, b.max_groups) if ranks else b.max_rows
+
+
+def _light_apart(
+    plan: Plan,
+    row_measure: Callable[[Measure], exp.Expression],
+    keys: list[exp.Expression],
+    knames: list[str],
+) -> list[tuple[str, exp.Expression]]:
+    """The two CTEs of the split plan (:func:`per_unit_scan`): ``__dpgate_all``, the cells'
+    exact measures over every unit (the analyst's own aggregate, rows with a NULL unit left
+    out), and ``__dpgate_heavy``, the units with more than T rows (:func:`heavy_threshold`)."""
+    b = _bounds(plan)
+    unit = exp.column(b.column, quoted=True)
+    rows = exp.select(
+        *[exp.alias_(k.copy(), n) for k, n in zip(keys, knames)],
+        *[exp.alias_(row_measure(m), f"a{j + 1}") for j, m in enumerate(plan.measures)],
+        exp.alias_(exp.Count(this=exp.Star()), PRESENT, quoted=True),
+    ).from_(plan.from_())
+    heavy = exp.select(exp.alias_(unit.copy(), U, quoted=True)).from_(plan.from_())
+    for q in (rows, heavy):
+        q.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
+        if plan.where is not None:
+            q.where(exp.Paren(this=plan.where.copy()), copy=False)
+    if keys:
+        rows = rows.group_by(*[k.copy() for k in keys], copy=False)
+    heavy = heavy.group_by(unit.copy(), copy=False).having(
+        exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(heavy_threshold(plan))),
+        copy=False,
+    )
+    return [(ALL, rows), (HEAVY, heavy)]
 
 
 def total_window(
@@ -386,7 +503,7 @@ def total_window(
                  SELECT *, SUM(x) OVER (PARTITION BY u ORDER BY k.. ROWS UNBOUNDED PRECEDING) AS c_x..
                  FROM whole WHERE nt > R)
 
-    The running sums are read only where N > R (:func:`_total_outs`), so the window sorts
+    The running sums are read only where N > R (:func:`_total_values`), so the window sorts
     only the heavy units' rows; N comes from a GROUP BY and a join rather than a window over
     every row, which a backend computes with a hash aggregate instead of a sort."""
     names = [

@@ -10,6 +10,8 @@ every backend:
 * the privacy unit's keyed hash (:mod:`rewriter.unit`): :meth:`keyed_hash`, :meth:`keyed_int`,
   :meth:`int_div` — any deterministic hash of the arguments will do (the ε guarantee rests on
   the bound, not on the hash);
+* the plan of the privacy unit's bounded scan (:attr:`unit_heavy_apart`): the same cells by the
+  plan the backend runs faster (measured per backend by ``python -m bench.user_level --backend``);
 * named parameters (:mod:`rewriter.params`): :meth:`marker` and :meth:`param_key`, how the
   backend reads a value bound beside the text;
 * :meth:`rewrite`: the few tree rewrites the backend needs to mean what the plan means
@@ -60,6 +62,11 @@ class SQLDialect:
     """The dialect the text emitters write in for this backend (default: its own)."""
     prepares_templates: bool = False
     """The backend runs a plan template (``ParamSQL`` with a tuple) prepared."""
+    unit_heavy_apart: bool = True
+    """The privacy unit's bounded scan aggregates per (unit, cell) only the heavy units' rows
+    (those with more rows than a bound lets through) and takes every other unit's rows from
+    the analyst's own aggregate (:func:`rewriter.unit.per_unit_scan`): the same cells, by
+    the plan this backend runs faster."""
 
     def __init__(self) -> None:
         if not self.text_dialect:

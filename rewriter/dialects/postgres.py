@@ -13,6 +13,9 @@ PG_PREFIX = "dpgate."  # parameter ``name`` is the session setting ``dpgate.name
 
 class PostgresDialect(SQLDialect):
     name = "postgres"
+    #: the heavy units apart: one aggregate per unit and a hashed semi-join cost less than a hash
+    #: aggregate of every row per (unit, cell) (``python -m bench.user_level --backend postgres``)
+    unit_heavy_apart = True
 
     def keyed_hash(self, args: list[exp.Expr]) -> exp.Expr:
         row = exp.Anonymous(this="ROW", expressions=args)

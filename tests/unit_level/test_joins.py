@@ -17,6 +17,7 @@ import copy
 import tomllib
 
 import pytest
+import sqlglot
 
 import rewriter
 from config import parse_config
@@ -237,3 +238,19 @@ def test_an_undeclared_column_refusal_lists_declared_columns_only():
         rewriter.build_plan(rewriter.parse(sql), _config(loose=False))
     assert e.value.sqlstate == "42703" and "declared columns: " in e.value.message
     assert "__dpgate" not in e.value.message
+
+
+@pytest.mark.parametrize("dialect", ["duckdb", "postgres", "spark"])
+def test_a_join_along_the_reference_to_the_unit_carries_the_unit(dialect):
+    """order_items ⋈ orders on the reference that leads to the unit (privacy_unit =
+    "orders.customer_id"): the statement's join reads orders once, as the table itself (no
+    grouping by its key), and each row's unit is the customer_id of the orders row it met."""
+    sql = (
+        "SELECT o.priority, SUM(i.quantity), COUNT(*) FROM order_items i JOIN orders o "
+        "ON i.order_id = o.order_id GROUP BY o.priority"
+    )
+    plan = rewriter.build_plan(rewriter.parse(sql), _config(loose=True))
+    tree = sqlglot.parse_one(str(rewriter.to_sql(plan, dialect, "ab")), read=dialect)
+    reads = [t for t in tree.find_all(sqlglot.exp.Table) if t.name == "orders"]
+    assert len(reads) == 1
+    assert reads[0].find_ancestor(sqlglot.exp.Select).args.get("group") is None

@@ -1,0 +1,328 @@
+"""Per-person scan time on TPC-H: dpgate's bounded scan against the analyst's own query.
+
+    python -m bench.user_level [--scale 3] [--backend duckdb|postgres] [--speed-only]
+
+The speed table of :mod:`bench.user_level`. The customer (``o_custkey``) is the privacy
+unit with the error part's declarations (:func:`bench.user_level.dp_config`, ``max_rows_scope
+= "total"``, R the 95th percentile of rows per customer, G every cell of the public domain so
+that it binds nothing; the year's domain has 7 cells). Each query is timed as the analyst's
+own SQL (``raw``) and as dpgate's one bounded scan (``dp``: ``rewriter.build_plan`` /
+``to_sql`` with the backend's dialect and a salt bound as the backend binds it), beside the
+other plan of the bounded scan (``other``: with or without the heavy units apart,
+:attr:`rewriter.dialects.SQLDialect.unit_heavy_apart` — the dialect's choice is the faster one
+on its backend) and SmartNoise SQL's own rewrite of the query (its per-customer reservoir
+sampling, :meth:`bench.user_level.SmartNoise.scan_sql`, DuckDB only), on the same database:
+median of ``pairs`` rounds, the order rotating each round; the ratios are medians of the
+paired ratios. Data: ``tpchgen-cli`` at each scale factor, kept under
+``/tmp/dpgate-bench-tpch/sf<scale>`` between runs (DuckDB file; copied into a throwaway
+PostgreSQL server, ``tests/support/pg.py``, for ``--backend postgres``).
+
+The HEADLINE's goals, at SF 1: per-person COUNT/SUM/AVG by a small key (``orders`` by
+``o_orderpriority``) ≤ 3× raw and its ratio at SF 1 no larger than at SF 0.1 (the cost over the
+analyst's query does not grow with the rows); the foreign-key path (revenue by year,
+``lineitem ⋈ orders``: the unit read through the analyst's own join) ≤ 4× raw; dpgate's scan
+no slower than SmartNoise's rewrite on every query that expresses. Q1 over ``lineitem``
+alone is printed without a goal: its raw query reads no customer, the bound must join every
+line to its order to find one.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+import rewriter
+from bench import tpch
+from rewriter import dialects
+
+SPEED_SCALES = (0.1, 1.0)
+GOAL_SMALL = 3.0  # per-person COUNT/SUM/AVG by a small key, × raw at SF 1
+GOAL_FK = 4.0  # the foreign-key path's query, × raw at SF 1
+GOAL_SN = 1.0  # dpgate's bounded scan ≤ this × SmartNoise's rewrite
+DATA = Path("/tmp/dpgate-bench-tpch")
+SALT = "5eedfacecafe0123"
+PG_OPTIONS = "-c work_mem=256MB -c shared_buffers=512MB"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """One timed statement: ``goal`` "small" (≤ GOAL_SMALL × raw), "fk" (≤ GOAL_FK × raw) or ""."""
+
+    name: str
+    table: str  # the error part's table name, for SmartNoise's rewrite ("" when it has none)
+    group: tuple[str, ...]
+    aggs: tuple[str, ...]
+    goal: str
+    source: str = ""  # FROM …, when not ``table``
+
+    def sql(self) -> str:
+        cols = ", ".join([*self.group, *self.aggs])
+        out = f"SELECT {cols} FROM {self.source or self.table}"
+        return out + (" GROUP BY " + ", ".join(self.group) if self.group else "")
+
+
+SPEEDS = (
+    Speed("COUNT by o_orderpriority", "orders", ("o_orderpriority",), ("COUNT(*)",), "small"),
+    Speed(
+        "COUNT, SUM, AVG by o_orderpriority",
+        "orders",
+        ("o_orderpriority",),
+        ("COUNT(*)", "SUM(o_totalprice)", "AVG(o_totalprice)"),
+        "small",
+    ),
+    Speed(
+        "Q1 lineitem (unit by FK lookup)",
+        "lineitem",
+        ("l_returnflag", "l_linestatus"),
+        ("SUM(l_quantity)", "AVG(l_extendedprice)", "COUNT(*)"),
+        "",
+    ),
+    Speed(
+        "revenue by year, lineitem ⋈ orders",
+        "",
+        ("EXTRACT(YEAR FROM o_orderdate)",),
+        ("SUM(l_extendedprice * (1 - l_discount))",),
+        "fk",
+        source="lineitem JOIN orders ON l_orderkey = o_orderkey",
+    ),
+)
+YEARS = 7  # o_orderdate's public domain: 1992..1998
+
+
+def data(scale: float) -> Path:
+    """The DuckDB file of TPC-H at ``scale`` (generated once, kept under :data:`DATA`)."""
+    d = DATA / f"sf{scale:g}"
+    db = d / "tpch.duckdb"
+    if not db.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        part = d / "tpch.duckdb.part"
+        part.unlink(missing_ok=True)
+        tpch.load(tpch.generate(scale, d / "parquet"), part)
+        part.rename(db)
+    return db
+
+
+def config(con, ul) -> object:
+    """The error part's declarations, read from this scale's data, and ``o_orderdate``."""
+    bounds = {
+        t: tpch.bounds(con, ul.UNIT_ROWS[t], ul.UNIT, ul.GROUPS[t], total=ul.domain_cells(t))
+        for t in ul.COLUMNS
+    }
+    g, r = bounds["lineitem"]
+    bounds["lineitem"] = (max(g, YEARS), r)
+    cols = copy.deepcopy(ul.COLUMNS)
+    cols["orders"]["o_orderdate"] = {"type": "date", "lower": "1992-01-01", "upper": "1998-12-31"}
+    return ul.dp_config(bounds, "total", columns=cols)
+
+
+def other_plan(dialect: str) -> dialects.SQLDialect:
+    """The dialect with the other bounded-scan plan (the candidate it did not choose)."""
+    d = copy.copy(dialects.get(dialect))
+    d.unit_heavy_apart = not d.unit_heavy_apart
+    return d
+
+
+class Duck:
+    name = "duckdb"
+
+    def __init__(self, db: Path) -> None:
+        self.con = duckdb.connect(str(db), read_only=True)
+
+    def run(self, sql: str) -> None:
+        named = getattr(sql, "params", None)
+        (self.con.execute(sql, named) if isinstance(named, dict) else self.con.execute(sql)).fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class Postgres:
+    """A throwaway PostgreSQL server (``tests/support/pg.py``) holding ``orders`` and
+    ``lineitem`` copied from the DuckDB file (DECIMAL as numeric, as the tests load them)."""
+
+    name = "postgres"
+
+    def __init__(self, db: Path) -> None:
+        import psycopg
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from support.pg import TempPostgres  # deferred: the tests' support, only for this backend
+
+        self.pg = TempPostgres(PG_OPTIONS).start()
+        duck = duckdb.connect(str(db), read_only=True)
+        self.con = psycopg.connect(self.pg.dsn, autocommit=True)
+        types = {"BIGINT": "bigint", "INTEGER": "integer", "VARCHAR": "text", "DATE": "date"}
+        for t in ("orders", "lineitem"):
+            cols = duck.execute(f"DESCRIBE {t}").fetchall()
+            ddl = ", ".join(
+                f"{n} {'numeric(15,2)' if typ.startswith('DECIMAL') else types[typ]}" for n, typ, *_ in cols
+            )
+            self.con.execute(f"CREATE TABLE {t} ({ddl})")
+            csv = db.parent / f"{t}.csv"
+            if not csv.exists():
+                duck.execute(f"COPY {t} TO '{csv}' (FORMAT csv, HEADER false)")
+            with self.con.cursor().copy(f"COPY {t} FROM STDIN (FORMAT csv)") as cp, open(csv, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    cp.write(chunk)
+            self.con.execute(f"ANALYZE {t}")
+        duck.close()
+
+    def run(self, sql: str) -> None:
+        named = getattr(sql, "params", None)
+        for k, v in (
+            named or {}
+        ).items():  # the salt: a session setting, as the backend's startup packet sets it
+            self.con.execute("SELECT set_config(%s, %s, false)", (k, v))
+        self.con.execute(str(sql)).fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+        self.pg.stop()
+
+
+class Spark:
+    """A Spark Connect session with ``orders`` and ``lineitem`` as temporary views over the
+    scale's Parquet files (the salt bound as ``spark.sql(text, args=…)``, as the backend does)."""
+
+    name = "spark"
+
+    def __init__(self, session, parquet: Path) -> None:
+        self.s = session
+        for t in ("orders", "lineitem"):
+            self.s.read.parquet(str(parquet / f"{t}.parquet")).createOrReplaceTempView(t)
+
+    def run(self, sql: str) -> None:
+        named = getattr(sql, "params", None)
+        self.s.sql(str(sql), args=named or None).collect()
+
+    def close(self) -> None:
+        pass
+
+
+def paired(run: Callable[[str], None], sqls: dict[str, str], pairs: int) -> dict[str, float]:
+    """Median ms of each statement over ``pairs`` rounds (order rotating; one warm-up each)
+    and ``<name>/raw`` (and ``dp/sn``): medians of the paired ratios."""
+
+    def once(sql: str) -> float:
+        t = time.perf_counter()
+        run(sql)
+        return time.perf_counter() - t
+
+    for sql in sqls.values():
+        once(sql)
+    got: dict[str, list[float]] = {k: [] for k in sqls}
+    names = list(sqls)
+    for i in range(pairs):
+        for k in names[i % len(names) :] + names[: i % len(names)]:
+            got[k].append(once(sqls[k]))
+    out = {k: 1000 * statistics.median(v) for k, v in got.items()}
+    for k in names:
+        if k != "raw":
+            out[k + "/raw"] = statistics.median(a / b for a, b in zip(got[k], got["raw"]))
+    if "sn" in got:
+        out["dp/sn"] = statistics.median(a / b for a, b in zip(got["dp"], got["sn"]))
+    return out
+
+
+def measure(scale: float, backend: str, pairs: int, ul, engine=None) -> list[tuple[Speed, dict]]:
+    """Per speed query, :func:`paired`'s figures at ``scale`` on ``backend`` (``engine``: one
+    already open, e.g. :class:`Spark`; else DuckDB or a throwaway PostgreSQL server)."""
+    db = data(scale)
+    con = duckdb.connect(str(db), read_only=True)
+    cfg = config(con, ul)
+    sn = None
+    if backend == "duckdb":
+        try:
+            sn = ul.SmartNoise(con, rewrite_only=True)
+        except ImportError:
+            sn = None
+    sn_sqls = {}
+    for s in SPEEDS:
+        if sn is not None and s.table:
+            q = ul.Query(s.name, s.table, s.group, s.aggs)
+            plan = rewriter.build_plan(rewriter.parse(s.sql()), cfg)
+            sn_sqls[s.name] = sn.scan_sql(q, rewriter.unit.factor(plan))
+    con.close()
+    eng = engine or (Duck(db) if backend == "duckdb" else Postgres(db))
+    out = []
+    try:
+        for s in SPEEDS:
+            plan = rewriter.build_plan(rewriter.parse(s.sql()), cfg)
+            sqls = {
+                "raw": s.sql(),
+                "dp": rewriter.to_sql(plan, backend, SALT),
+                "other": rewriter.to_sql(plan, other_plan(backend), SALT),
+            }
+            if sn_sqls.get(s.name):
+                sqls["sn"] = sn_sqls[s.name]
+            if sqls["other"] == sqls["dp"]:  # one plan only (a join, or COUNT(DISTINCT unit))
+                del sqls["other"]
+            out.append((s, paired(eng.run, sqls, pairs)))
+    finally:
+        eng.close()
+    return out
+
+
+def report(
+    results: dict[float, list[tuple[Speed, dict]]], backend: str, pairs: int, headline: bool = True
+) -> bool:
+    """Print the speed table and its HEADLINE (``headline`` False: the same line, not named
+    HEADLINE, for a bench whose own HEADLINE closes its output); True if every goal is met."""
+    lead = "HEADLINE: per-person speed" if headline else "Per-person speed"
+    d = dialects.get(backend)
+    chosen = "heavy units apart" if d.unit_heavy_apart else "one pass per (unit, cell)"
+    print(f"\nPer-person scan time on {backend} (TPC-H; the customer is the unit; dialect's plan: {chosen})")
+    head = (
+        f"{'query':36} {'SF':>4} | {'raw ms':>8} {'dp ms':>8} {'dp/raw':>7} | {'other ms':>8} "
+        f"{'oth/raw':>7} | {'SN ms':>8} {'dp/SN':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    for scale, rows in sorted(results.items()):
+        for s, t in rows:
+            other = f"{t['other']:8.1f} {t['other/raw']:6.2f}×" if "other" in t else f"{'-':>8} {'-':>7}"
+            sn = f"{t['sn']:8.1f} {t['dp/sn']:5.2f}×" if "sn" in t else f"{'-':>8} {'-':>6}"
+            print(
+                f"{s.name[:36]:36} {scale:>4g} | {t['raw']:8.1f} {t['dp']:8.1f} {t['dp/raw']:6.2f}× | {other} | {sn}"
+            )
+    print(
+        f"Median of {pairs} rounds, order rotating; ratios: medians of the paired ratios. raw = the analyst's SQL;\n"
+        "dp = dpgate's bounded scan (the dialect's plan); other = the other plan (heavy units apart <-> one\n"
+        "aggregation per (unit, cell) of every unit; '-': one plan, the source is a join); SN = SmartNoise's own\n"
+        "rewrite (DuckDB). Bounds: max_rows_scope = total, R = 95th percentile of rows per customer, G = every cell."
+    )
+    one = results.get(1.0)
+    tenth = results.get(0.1)
+    if not one:
+        print(f"{lead}: no SF 1 run — MISS")
+        return False
+    small = [t["dp/raw"] for s, t in one if s.goal == "small"]
+    fk = [t["dp/raw"] for s, t in one if s.goal == "fk"]
+    grow = max(small) <= max(t["dp/raw"] for s, t in tenth if s.goal == "small") if tenth else None
+    vs_sn = [t["dp/sn"] for rows in results.values() for _, t in rows if "dp/sn" in t]
+    ok = (
+        max(small) <= GOAL_SMALL
+        and max(fk) <= GOAL_FK
+        and grow is not False
+        and all(r <= GOAL_SN for r in vs_sn)
+    )
+    print(
+        f"{lead} on {backend}: at SF 1 COUNT/SUM/AVG by a small key {max(small):.2f}× raw "
+        f"(goal ≤ {GOAL_SMALL:g}×), {'no larger than' if grow else 'larger than' if grow is False else 'not compared with'} "
+        f"at SF 0.1; FK path {max(fk):.2f}× raw (goal ≤ {GOAL_FK:g}×); bounded scan ≤ "
+        f"{max(vs_sn) if vs_sn else float('nan'):.2f}× SmartNoise's rewrite (goal ≤ {GOAL_SN:g}×, "
+        f"{len(vs_sn)} timings) {'PASS' if ok else 'MISS'}"
+    )
+    return ok
+
+
+def run(scales: tuple[float, ...], backend: str, pairs: int, ul) -> bool:
+    results = {s: measure(s, backend, pairs, ul) for s in scales}
+    return report(results, backend, pairs)

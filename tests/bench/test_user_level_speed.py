@@ -1,0 +1,49 @@
+"""bench.user_level's speed table (``bench/user_level_speed.py``) on a tiny TPC-H (SF 0.001),
+on DuckDB: every statement is timed raw and bounded, the other plan of the bounded scan beside
+it where the source is one table (and only there), and the table closes with one HEADLINE line
+with PASS or MISS. The bounded scan and the other plan give the same cells (the dialect's
+choice is a matter of speed only). No timing is asserted."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import rewriter
+from bench import tpch, user_level
+from bench import user_level_speed as speed
+
+pytestmark = pytest.mark.skipif(
+    tpch.tpchgen() is None, reason="tpchgen-cli not installed (pip install '.[test]')"
+)
+
+SF = 0.001
+
+
+def test_speed_table_and_headline(capsys):
+    rows = speed.measure(SF, "duckdb", 1, user_level)
+    assert [s.name for s, _ in rows] == [s.name for s in speed.SPEEDS]
+    for s, t in rows:
+        assert t["raw"] > 0 and t["dp"] > 0 and t["dp/raw"] > 0
+        assert ("other" in t) == ("JOIN" not in s.sql() and s.table == "orders"), s.name
+    speed.report({SF: rows}, "duckdb", 1)
+    heads = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("HEADLINE:")]
+    assert len(heads) == 1 and heads[0].rstrip().endswith(("PASS", "MISS"))
+
+
+def test_both_plans_give_the_same_cells():
+    con = duckdb.connect(str(speed.data(SF)), read_only=True)
+    cfg = speed.config(con, user_level)
+    for s in speed.SPEEDS:
+        plan = rewriter.build_plan(rewriter.parse(s.sql()), cfg)
+        one = sorted(user_level._rows(con, rewriter.to_sql(plan, "duckdb", speed.SALT)), key=repr)
+        other = sorted(
+            user_level._rows(con, rewriter.to_sql(plan, speed.other_plan("duckdb"), speed.SALT)), key=repr
+        )
+        assert len(one) == len(other), s.name
+        for a, b in zip(one, other):
+            assert all(
+                x == y if not isinstance(x, float) else abs(x - y) <= 1e-9 * max(1.0, abs(x))
+                for x, y in zip(a, b)
+            ), (s.name, a, b)
+    con.close()
