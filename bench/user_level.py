@@ -91,7 +91,7 @@ from pathlib import Path
 import duckdb
 
 import rewriter
-from bench import tpch
+from bench import tpch, user_level_anchors
 from bench import user_level_speed as speed
 from config import parse_config
 from mechanisms import SeededSource
@@ -504,6 +504,7 @@ def run(
     bounds: dict[str, tuple[int, int]] | None = None,
     sn_ids: str = "k",
     scope: str = "total",
+    anchor_runs: int | dict[str, int] = 0,
 ) -> dict:
     """Everything the table prints, from one run on freshly generated data; the bounds
     (G, R) per table are the 95th percentiles of the per-customer distribution unless given.
@@ -537,6 +538,11 @@ def run(
             times = scan_times(con, q, dp["plan"], pairs, sn.scan_sql(q, ids) if sn is not None else None)
             sne = sn.errors(q, ids, truths, sn_runs) if sn is not None else {}
             rows.append((q, dp, times, sne))
+        anchors = (
+            _anchors(con, rows, bounds, sn, sn_ids, anchor_runs, pairs, Path(tmp))
+            if scope == "total"
+            else None
+        )
         con.close()
     return {
         "rows": rows,
@@ -550,7 +556,37 @@ def run(
         "pairs": pairs,
         "sn_ids": sn_ids,
         "scope": scope,
+        "anchors": anchors,
     }
+
+
+def _anchors(con, rows, bounds, sn, sn_ids: str, runs: int | dict[str, int], pairs: int, tmp: Path):
+    """Tumult Analytics, OpenDP, PipelineDP and Qrlew on the same statements, rows and bound
+    (``bench.user_level_anchors``), Qrlew's rewrite timed beside dpgate's bounded scan and
+    SmartNoise's rewrite; None when ``runs`` is 0."""
+    if not runs:
+        return None
+    scans = {}
+    for q, dp, _, _ in rows:
+        scans[q.name] = {"dp": rewriter.to_sql(dp["plan"], "duckdb", salt(0))}
+        sn_sql = sn.scan_sql(q, dp["k"] if sn_ids == "k" else bounds[q.table][1]) if sn is not None else None
+        if sn_sql is not None:
+            scans[q.name]["sn"] = sn_sql
+    truths = {q.name: truth(con, q) for q, _, _, _ in rows}
+    return user_level_anchors.run(
+        con,
+        [r[0] for r in rows],
+        COLUMNS,
+        SN_SCANS,
+        bounds,
+        truths,
+        EPSILONS,
+        runs,
+        tmp,
+        scan_sqls=scans,
+        pairs=pairs,
+        run_sql=lambda sql: _rows(con, sql),
+    )
 
 
 def report(res: dict, scale: float) -> bool:
@@ -628,6 +664,8 @@ def report(res: dict, scale: float) -> bool:
     ok_time = bool(vs_sn) and all(r <= GOAL_TIME_SN for _, r in vs_sn)
     ok = ok_err and ok_time
     worst = max(vs_sn, key=lambda x: x[1]) if vs_sn else ("-", float("nan"))
+    if res.get("anchors") is not None:
+        user_level_anchors.report(res["anchors"], res["rows"], EPSILONS, GOAL_EPS)
     print(f"({res['gen']:.1f} s to generate and load)")
     print(
         f"HEADLINE: at ε={GOAL_EPS:g} dpgate's relative error no worse than SmartNoise's (mean, {z:.2f}σ: 5% family-wise) on {wins} of "
@@ -694,6 +732,7 @@ def main(argv=None) -> int:
             TIMING_PAIRS,
             sn_ids=args.sn_max_ids,
             scope=args.scope,
+            anchor_runs=user_level_anchors.QUICK_RUNS if args.quick else user_level_anchors.RUNS,
         )
         report(res, scale)
     scales = tuple(sorted({*speed.SPEED_SCALES, *([args.scale] if args.scale else [])}))
