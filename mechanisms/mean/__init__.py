@@ -54,17 +54,24 @@ MeanKind = Literal["hourglass", "laplace_transformed", "shifted_laplace"]
 
 
 def make_mean(
-    kind: MeanKind, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False
+    kind: MeanKind,
+    epsilon: RealLike,
+    lower: RealLike,
+    upper: RealLike,
+    integer: bool = False,
+    clamp: bool = True,
 ) -> GridMean:
     """AVG measurement of the given kind; ``.name`` names it for NOTICE/EXPLAIN.
 
     ``hourglass`` (default in the proxy; optimal, Thm 3), ``laplace_transformed``
     (Alg. 3 + Laplace, Thm 1), ``shifted_laplace`` (Alg. 2). All cost ``epsilon``.
     Alg. 1 (independent noise, SmartNoise's method) is a baseline of the benches:
-    ``bench.baselines.mean``.
+    ``bench.baselines.mean``. ``clamp = False``: the AVG unclamped (:class:`GridMean`).
     """
     try:
         cls = MEAN_KINDS[kind]
     except KeyError:
         raise ValueError(f"unknown mean mechanism {kind!r}; choose one of {sorted(MEAN_KINDS)}") from None
-    return cls(epsilon, lower, upper, integer)
+    m = cls(epsilon, lower, upper, integer)
+    m.clamp = bool(clamp)
+    return m

@@ -71,9 +71,15 @@ def mean_from_ratio(
 
 
 class GridMean(Measurement):
-    """Base for AVG measurements taking ``true_value = (clamped_sum, count)``."""
+    """Base for AVG measurements taking ``true_value = (clamped_sum, count)``.
+
+    ``clamp``: the AVG is returned clamped to [lower, upper] (the paper's estimator, spec 3.3);
+    False returns l' + w'·ŝ1/n̂ unclamped (the midpoint when n̂ ≤ 0), unbiased to first order,
+    for a reader who clamps afterwards or not at all (:mod:`.bias`). The half-width is the
+    same either way (taken at the clamped value)."""
 
     scale: float  # the noise scale in output units (for EXPLAIN)
+    clamp: bool = True
 
     def __init__(self, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False) -> None:
         self.epsilon_exact = as_epsilon(epsilon)
@@ -152,6 +158,9 @@ class GridMean(Measurement):
         s1 = np.asarray(s1_hat, dtype=float)
         n = np.asarray(n_hat, dtype=float)
         mean = mean_from_ratio(s1, n, self.lo_t, self.w_t, float(self.lower), float(self.upper))
+        if not self.clamp:
+            with np.errstate(all="ignore"):
+                mean = np.where(n > 0, self.lo_t + self.w_t * (s1 / np.where(n > 0, n, 1.0)), mean)
         total = self.lo_t * n + self.w_t * s1
         return mean, total, n
 
@@ -166,6 +175,8 @@ class GridMean(Measurement):
         count = int(round(count))
         total = int(round(total)) if self.integer else total
         hw = self.half_width(0.95, n_hat=n_hat, avg_hat=mean)
+        if not self.clamp and n_hat > 0:
+            mean = self.lo_t + self.w_t * (s1_hat / n_hat)
         parts = (
             Release(total, 0.0, self.sum_half_width(), self.name + ":sum", None),
             Release(count, 0.0, self.count_half_width(), self.name + ":count", None),
@@ -203,6 +214,10 @@ class GridMean(Measurement):
         mean = np.where(
             pos, np.minimum(np.maximum(self.lo_t + self.w_t * r, lower), upper), 0.5 * (lower + upper)
         )
+        value = mean
+        if not self.clamp:
+            with np.errstate(all="ignore"):
+                value = np.where(pos, self.lo_t + self.w_t * (s1 / np.where(pos, nh, 1.0)), mean)
         total = self.lo_t * nh + self.w_t * s1
         sums: np.ndarray | list[int] = total
         if self.integer:
@@ -215,7 +230,7 @@ class GridMean(Measurement):
             BatchRelease(sums, float(self.sum_half_width()), self.name + ":sum"),
             BatchRelease(n_hat, float(self.count_half_width()), self.name + ":count"),
         )
-        return BatchRelease(mean, hw_many(nh, mean), self.name, parts)
+        return BatchRelease(value, hw_many(nh, mean), self.name, parts)
 
     def setup(self) -> GridMean:
         """Compute the 95% half-width constants now (at config load) instead of at the first

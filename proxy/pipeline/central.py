@@ -23,7 +23,7 @@ from .derive import mark
 from .explain import explain_lines, post_text, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, dp_reading, plan_as, state_as
 from .noise import ScanNoise, scan_noise
-from .notice import domain_notice, notice_body
+from .notice import cells_warning, domain_notice, notice_body
 from .release import (
     contributions_sq,
     domain_answer,
@@ -212,6 +212,9 @@ class Central(ReleaseKind):
         if any("gaussian" in m for m in answer["mechanism"]):
             body += f"; {gaussian_text(plan)}"
         return body
+
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        return cells_warning(plan_as(p, Plan), answer, p.epsilon, rows)
 
     def after_reply(self, conn, p: Prepared) -> None:
         noise = state_as(p, CentralState).noise

@@ -249,7 +249,8 @@ def _combine(plan: Plan, sources: list[Source], budget, nullable) -> Derivation 
         "values": values,
         "half_width": hws,
         "mechanism": ["derived"] * len(plan.aggregates),
-        "epsilon": [0.0] * len(plan.aggregates),
+        # no "epsilon": a derived value was measured by no one mechanism, so the error bars of
+        # ``dp_interval_low/high`` (:mod:`.errorbars`) are NULL for it; the NOTICE states its error
         "labels": [a.label for a in plan.aggregates],
     }
     d = Derivation(plan, answer, used, how)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mechanisms.accounting import unit_epsilon
+from mechanisms.mean.bias import clamp_bias
+from mechanisms.snr import judge
 from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
@@ -106,4 +108,31 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
             f"  {o.name}: {a.label}{bounds} via {m.name}, ε {shares[o.index]:g}, "
             f"scale {getattr(m, 'scale', 'n/a')}, 95% half-width {hw_txt}" + post_text(o.post)
         )
+        lines.extend(f"    {t}" for t in signal_lines(plan, m, a, tier))
     return lines
+
+
+def signal_lines(plan: Plan, m, a, tier) -> list[str]:
+    """Before anything is charged: when this aggregate's answer would be mostly noise (its
+    mechanism's rule, :func:`mechanisms.snr.judge` with no released value yet) and from which
+    group it is useful; for an AVG, where the clamp to its bounds biases it by more than a
+    tenth of its half-width h (:func:`mechanisms.mean.bias.clamp_bias`)."""
+    sig = judge(m, (), 0.0)
+    out = []
+    if sig is not None:
+        useful = sig.useful()
+        out.append(f"mostly noise when {sig.rule}" + (f"; {useful}" if useful else ""))
+    law = clamp_bias(m) if a.func == "avg" else None
+    if law is not None and law.within is not None:
+        if plan.consistent and getattr(tier, "consistent", True):
+            out.append(
+                f"near a bound: a true AVG within {law.within:.2g}·h of {float(a.lower):,.6g} or "
+                f"{float(a.upper):,.6g} is returned biased toward the middle by more than h/10, up to "
+                f"{law.at_bound:.2g}·h at the bound (the clamp to the bounds; h its 95% half-width; "
+                "`consistent = false` on the table or tier returns the unclamped value, unbiased)"
+            )
+        else:
+            out.append(
+                "unclamped (`consistent = false`): unbiased to first order; it may lie outside the bounds"
+            )
+    return out

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from mechanisms.accounting import share_of, unit_epsilon
 from mechanisms.extreme import (
     USEFUL,
     CappedRankExtreme,
@@ -76,7 +77,7 @@ from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .explain import single_tier_lines
 from .kind import Prepared, ReleaseKind, Statement, plan_as, state_as
 from .notice import notice_body as cells_notice_body
-from .notice import unit_text
+from .notice import rank_warning, unit_text
 from .partitions import (
     SelectionPlan,
     require_delta,
@@ -117,7 +118,7 @@ def quantile_mechanism(epsilon: float, grid: ExtremeGrid, q: Fraction) -> ExpMec
 def _setup(gw, xp: ExtremePlan, epsilon: float):
     """The grid and the mechanism at the tier's ``epsilon`` (divided by the privacy unit's
     group-privacy factor on a table with a unit: :func:`rewriter.unit.factor`)."""
-    epsilon = epsilon / factor(xp.plan)
+    epsilon = unit_epsilon(epsilon, factor(xp.plan))  # group privacy (the accountant)
     spec = gw.config.tables[xp.plan.table].columns[xp.column]
     grid = ExtremeGrid.for_column(spec.type, spec.lower, spec.upper)
     if xp.q is not None:  # a quantile
@@ -462,6 +463,25 @@ class Extreme(ReleaseKind):
         xp = plan_as(p, ExtremePlan)
         return joint_notice(xp, answer) if xp.joint else notice_body(xp, answer)
 
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        """Mostly noise where the groups' released counts (a COUNT in the same statement) are
+        below the mechanism's useful group size (:func:`.notice.rank_warning`)."""
+        if not isinstance(p.state, JointState):  # no count released with a lone MAX/MIN/quantile
+            return ""
+        xp, js = plan_as(p, ExtremePlan), p.state
+        parts = [
+            (x.index, x.name, x.column, m if m is not None else js.trees[x.column], x.q)
+            for x, m in zip(xp.parts, js.mechs)
+        ]
+        cells = central_answer(xp, answer)
+        return rank_warning(
+            xp.plan,
+            parts,
+            answer,
+            p.epsilon,
+            cells=None if cells is None or xp.central is None else (xp.central, cells),
+        )
+
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_extreme(conn, stmt, oids)
 
@@ -578,26 +598,29 @@ def joint_setup(gw, xp: ExtremePlan, epsilon: float) -> JointState:
         + sum(tree_depth(len(ps)) for ps in tree_cols.values())
         + (xp.central is not None)
     )
-    share = epsilon / shares
+    share = share_of(epsilon, shares)  # sequential composition (the accountant)
     k = factor(xp.plan)
     mechs: list[RankTargetExtreme | ExpMechQuantile | None] = [
         None
         if p.q is not None and p.column in tree_cols
-        else quantile_mechanism(share / k, grids[p.column], p.q)
+        else quantile_mechanism(unit_epsilon(share, k), grids[p.column], p.q)
         if p.q is not None
-        else extreme_mechanism(share / k, grids[p.column], p.func)
+        else extreme_mechanism(unit_epsilon(share, k), grids[p.column], p.func)
         for p in xp.parts
     ]
     trees = {
         c: RecursiveQuantiles(
-            share * tree_depth(len(ps)) / k, grids[c], tuple(p.q for p in ps if p.q is not None), BETA
+            unit_epsilon(Fraction(share) * tree_depth(len(ps)), k),
+            grids[c],
+            tuple(p.q for p in ps if p.q is not None),
+            BETA,
         )
         for c, ps in tree_cols.items()
     }
     for tree in trees.values():  # the NOTICE's useful sizes, memoised here (planning thread)
         for q in tree.qs:
             tree.useful_from(q)
-    cells_eps = share / factor(xp.central) if xp.central is not None else 0.0
+    cells_eps = unit_epsilon(share, factor(xp.central)) if xp.central is not None else 0.0
     return JointState(grids, mechs, trees, shares, share, cells_eps)
 
 
@@ -756,12 +779,20 @@ def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int
     return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
 
 
+def _useful_rows(n: int | None) -> str:
+    """A tree quantile's useful group size (its error estimate), as a parenthesis."""
+    return f" (useful from about {n} rows)" if n is not None else ""
+
+
 def _tree_text(
     xp: ExtremePlan, col: str, tree: dict, parts: list[tuple[ExtremePart, dict]], cells: int
 ) -> str:
     """The statement of a column's percentiles drawn together by recursive splitting."""
     groups = f" in each of the {cells} groups" if cells > 1 else ""
-    each = ", ".join(f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n" for p, e in parts)
+    each = ", ".join(
+        f"{p.name} within {e['k0']} rows of {float(p.q or 0):g}·n{_useful_rows(e.get('useful_from'))}"
+        for p, e in parts
+    )
     e = parts[0][1]
     return (
         f"{', '.join(p.name for p, _ in parts)}: {', '.join(_what(xp.single(p)) for p, _ in parts)} on a grid of "
@@ -770,6 +801,19 @@ def _tree_text(
         f"ascending by construction: with probability {1 - BETA:.0%} {each}{groups} (n the group's rows), "
         "plus the rows sharing one grid point per round when many do (a rank error, not value units)"
     )
+
+
+def central_answer(xp: ExtremePlan, answer: dict) -> dict | None:
+    """The cells' part of a joint answer as a central answer of ``xp.central`` (None: none)."""
+    meta = answer["joint"].get("central")
+    if xp.central is None or meta is None:
+        return None
+    by_cell = sorted((ci, jj) for jj, ci in enumerate(xp.central_index) if ci is not None)
+    return {
+        "keys": answer["keys"],
+        "values": [[v[jj] for _, jj in by_cell] for v in answer["values"]],
+        **meta,
+    }
 
 
 def joint_notice(xp: ExtremePlan, answer: dict) -> str:
@@ -793,16 +837,10 @@ def joint_notice(xp: ExtremePlan, answer: dict) -> str:
         sum(p.column == c and p.q is not None for p in xp.parts) > 1 for c in xp.columns if c not in trees
     ):
         texts[-1] += "; the percentiles of one column are returned in ascending order (post-processing)"
-    if xp.central is not None and j.get("central") is not None:
-        meta = j["central"]
-        by_cell = sorted((ci, jj) for jj, ci in enumerate(xp.central_index) if ci is not None)
-        central_answer = {
-            "keys": answer["keys"],
-            "values": [[v[jj] for _, jj in by_cell] for v in answer["values"]],
-            **meta,
-        }
+    cells_answer = central_answer(xp, answer)
+    if xp.central is not None and cells_answer is not None:
         rest = [o.name for o in xp.central.outputs if o.source == "aggregate"]
-        body = cells_notice_body(xp.central, central_answer)
+        body = cells_notice_body(xp.central, cells_answer)
         texts.append(f"{', '.join(rest)} (the cells, at ε {j['share']:g}): {body}")
     numbered = "; ".join(f"{i + 1}) {t}" for i, t in enumerate(texts))
     if xp.central is None:  # (the cells' text names theirs and ends with the unit)
@@ -853,7 +891,9 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
             if part is not members[0]:
                 continue
             each = ", ".join(
-                f"{p.name} within {tree.rank_half_width(p.q)} rows of {float(p.q or 0):g}·n" for p in members
+                f"{p.name} within {tree.rank_half_width(p.q)} rows of {float(p.q or 0):g}·n"
+                f"{_useful_rows(tree.useful_from(p.q))}"
+                for p in members
             )
             i += 1
             lines.append(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -187,6 +188,11 @@ class ReleaseKind:
     def notice_body(self, p: Prepared, answer: dict) -> str:
         """The kind's part of the NOTICE (error statement, mechanism) after the common head."""
         raise NotImplementedError
+
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        """The NOTICE's first line when the answer (``rows``, made from ``answer``) is mostly
+        noise (its mechanism's error law: :mod:`.notice`, :mod:`mechanisms.snr`); empty otherwise."""
+        return ""
 
     def after_reply(self, conn, p: Prepared) -> None:
         """Called once a fresh release is ready to send (e.g. refill the noise reservoir)."""
@@ -451,14 +457,25 @@ async def _release_eps(conn, p: Prepared, tier, dv: int, sql: str):
     )  # a concurrent twin's answer
 
 
+_WARNED = "\x1e"  # between a NOTICE text's warning line and its body (:func:`_built`, :func:`_reply`)
+
+
 def _built(
     p: Prepared, stored, kept: RepeatRows | None = None, release: tuple = ()
 ) -> tuple[Sequence[tuple], str]:
-    """The rows and the kind's NOTICE body of a stored release (post-processing; decodes
-    the stored answer on first use); with ``kept``, a large result's rows are encoded here
+    """The rows and the kind's NOTICE text of a stored release: its body, after its warning
+    line when it has one (:meth:`ReleaseKind.warning`; post-processing; decodes the stored
+    answer on first use); with ``kept``, a large result's rows are encoded here
     and kept for the statement's repeats (:mod:`.repeat_rows`; ``release``: the stored
     release's (role, key, data version))."""
     rows, body = p.kind.rows(p, stored.answer), p.kind.notice_body(p, stored.answer)
+    try:
+        warning = p.kind.warning(p, stored.answer, rows)
+    except Exception:  # post-processing of a release already charged: never fail its answer
+        logging.getLogger("dpgate.notice").exception("the signal-to-noise check of %s failed", p.kind.name)
+        warning = "dpgate WARNING: the signal-to-noise check failed; judge the answer by its half-widths"
+    if warning:
+        body = f"{warning}{_WARNED}{body}"
     if kept is not None and (k := kept.keep(p.plan, (*release, stored.created), p.columns, rows, body)):
         return k.rows(lambda: rows), body
     return rows, body
@@ -497,11 +514,15 @@ def _reply(
     """Rows and the NOTICE for a stored (or just recorded) release; ``delta_left``: the δ
     budget left (None: no δ); ``built``: its rows and NOTICE body made already
     (:func:`_built`, off the event loop)."""
-    rows, body = built if built is not None else _built(p, stored)
+    rows, text = built if built is not None else _built(p, stored)
+    warning, warned, body = text.partition(_WARNED)
+    if not warned:
+        warning, body = "", text
     charged = stored.epsilon if stored.charged else 0.0
     delta = None if delta_left is None else (stored.delta, delta_left, tier.delta_budget)
     msg = (
-        notice_head(
+        (warning + "\n" if warning else "")
+        + notice_head(
             charged=charged,
             remaining=remaining,
             budget=tier.budget,

@@ -1,19 +1,190 @@
 """What the NOTICE says of a release, after its common head (``kind.notice_head``): the 95%
 half-width of each released value, the mechanism, the consistency post-processing, what the
 sparse vector, a ladder or dpgate's clock contributed, and what one guarantee protects (a row,
-or a person: the privacy unit)."""
+or a person: the privacy unit). Before the head, when the answer is mostly noise, one warning
+line (:func:`warning_line`, the rules of :mod:`mechanisms.snr`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from mechanisms.mean.bias import clamp_bias
+from mechanisms.snr import Signal, additive, judge, mean_rule
 from mechanisms.variance import VARIANCE_FUNCS
 from rewriter.plan import Plan
 from rewriter.unit import describe, factor
 
-from ..stores.answer import cell_count
+from ..stores.answer import ColumnarAnswer, cell_count
+from ..wire.api import ColumnRows
 from .common import fmt
 from .errorbars import interval_text
 from .postexpr import window_text
-from .rows import aligned, consistent_ranges
+from .release import measurement_for, release_groups
+from .rows import aligned, consistent_ranges, kept_cells
+
+WARNING = "dpgate WARNING: mostly noise"
+"""How the warning line begins (the NOTICE's first line when it has one)."""
+
+
+def warning_line(parts: Sequence[tuple[str, Signal | None]]) -> str:
+    """The one-line warning of a release whose answer is mostly noise: per noisy aggregate
+    (``(label, signal)``), the reason by its mechanism's rule and where it would be useful;
+    empty when no part is mostly noise."""
+    noisy = [
+        f"{label}: {sig.reason()}" + (f"; {u}" if (u := sig.useful()) else "")
+        for label, sig in parts
+        if sig is not None and sig.noise
+    ]
+    return f"{WARNING} — {' | '.join(noisy)}" if noisy else ""
+
+
+def _column(answer: dict, j: int) -> list:
+    """Released value column ``j`` (a columnar answer's without making its rows)."""
+    if isinstance(answer, ColumnarAnswer) and answer.columns is not None:
+        return answer.column_list(1)(j)
+    return [v[j] for v in answer["values"]]
+
+
+def cell_signals(
+    plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None
+) -> list[tuple[str, Signal | None]]:
+    """Each released aggregate's signal (:func:`mechanisms.snr.judge`) over the cells of a
+    central answer released at the statement's ``epsilon``: its mechanism rebuilt from the plan
+    at the share it ran at (public), judged on the released values of the rows the statement
+    returns (``rows``' column of an aggregate the select list shows, when a HAVING, outer WHERE,
+    LIMIT or OFFSET keeps a subset; else the cells the HAVING / outer WHERE keeps,
+    :func:`.rows.kept_cells`) and the stated half-width. A
+    SUM/COUNT answered by an AVG's release (the same draw) is judged by the additive rule
+    alone (its law is the AVG's, not a geometric's)."""
+    answer = aligned(plan, answer)
+    kept = kept_cells(plan, answer)
+    subset = kept is not None or plan.limit is not None or bool(plan.offset)
+    shown = {o.index: k for k, o in enumerate(plan.outputs) if o.source == "aggregate"}
+    out: list[tuple[str, Signal | None]] = []
+
+    def column(j: int) -> list:  # the released values of the rows the statement returns
+        if rows is not None and subset and j in shown:
+            return _row_column(rows, shown[j])
+        values = _column(answer, j)
+        return values if kept is None else [v for v, k in zip(values, kept) if k]
+
+    for i, members, m, hw, share in _releases(plan, answer):
+        a, values = plan.aggregates[i], column(i)
+        sig = judge(m, values, hw, epsilon_scale=epsilon / share) if m is not None else None
+        # another mechanism's values (a ladder's chain, a zCDP tier's): the rule at its stated half-width
+        out.append((a.label, sig if sig is not None else _rule_only(a, values, hw)))
+        hws = answer["half_width"]
+        out.extend((plan.aggregates[j].label, additive(column(j), hws[j])) for j in members)
+    return out
+
+
+def _rule_only(a, values: list, hw: float) -> Signal | None:
+    """The rule of an aggregate's kind at its stated half-width, without its mechanism's law
+    (no useful group or ε named)."""
+    if a.func == "avg":
+        return (
+            mean_rule(values, hw, a.lower, a.upper) if a.lower is not None and a.upper is not None else None
+        )
+    return additive(values, hw)
+
+
+def _row_column(rows: Sequence[tuple], k: int) -> list:
+    """Column ``k`` of the statement's rows (rows given as columns: that column)."""
+    if isinstance(rows, ColumnRows):
+        return rows.columns[k]
+    return [r[k] for r in rows]
+
+
+def _releases(plan: Plan, answer: dict):
+    """(primary aggregate, members, its measurement, stated half-width, ε share) of each
+    release of a central answer; the measurement rebuilt from the plan at the share it ran at
+    (public: the answer records it), None where another mechanism ran (a ladder's chain)."""
+    hws, shares = answer.get("half_width") or [], answer.get("epsilon") or []
+    names = answer.get("mechanism") or []
+    if not isinstance(shares, list) or not len(plan.aggregates) == len(shares) == len(hws) == len(names):
+        return
+    for i, members in release_groups(plan):
+        if not shares[i]:
+            continue
+        try:
+            m = measurement_for(plan.aggregates[i], float(shares[i]))
+        except ValueError:  # an aggregate another kind's mechanism released (MAX/MIN)
+            continue
+        yield i, members, m if names[i] == m.name else None, float(hws[i]), float(shares[i])
+
+
+def rank_warning(
+    plan: Plan,
+    parts: Sequence[tuple[int, str, str, Any, Any]],
+    answer: dict,
+    epsilon: float,
+    cells: tuple[Plan, dict] | None = None,
+) -> str:
+    """The warning line of a MAX/MIN/quantile release whose groups' row counts were released
+    with it (a COUNT(x) of the part's column, else COUNT(*), in the same statement: its noisy
+    values, post-processing). ``parts``: (aggregate index, label, column, mechanism, q) of
+    each rank-error release; judged by :func:`mechanisms.snr.judge` at the statement's
+    ``epsilon``; ``cells``: the statement's COUNT/SUM/AVG cells (their plan and answer), judged
+    as a central release's. Empty when no count was released or no group is mostly noise."""
+    aggs = plan.aggregates
+    out: list[tuple[str, Signal | None]] = []
+    for index, label, column, m, q in parts:
+        j = next(
+            (
+                j
+                for want in (column, None)
+                for j, a in enumerate(aggs)
+                if a.func == "count" and a.column == want and a.filter is None
+            ),
+            None,
+        )
+        if j is None:
+            continue
+        scale = epsilon / float(m.epsilon)
+        out.append(
+            (
+                label,
+                judge(m, _column(answer, index), 0.0, n_hats=_column(answer, j), epsilon_scale=scale, q=q),
+            )
+        )
+    if cells is not None:
+        out.extend(cell_signals(*cells, epsilon))
+    return warning_line(out)
+
+
+def cells_warning(plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None) -> str:
+    """The warning line of a central answer and the statement's ``rows`` made from it (empty
+    when none is mostly noise)."""
+    return warning_line(cell_signals(plan, answer, epsilon, rows))
+
+
+def avg_bias_text(plan: Plan, answer: dict) -> str:
+    """Where a consistent AVG's clamp biases it by more than a tenth of its half-width h
+    (:func:`mechanisms.mean.bias.clamp_bias`: a true AVG within t·h of a bound): the groups
+    whose released (unclamped) value lies there, the bias at most β(0)·h toward the middle,
+    and ``consistent = false`` for the unclamped value. Post-processing of released values."""
+    if not getattr(plan, "consistent", True):
+        return ""
+    answer = aligned(plan, answer)
+    texts = []
+    for i, _, m, h, _ in _releases(plan, answer):
+        a = plan.aggregates[i]
+        if a.func != "avg" or m is None or (law := clamp_bias(m)) is None or law.within is None:
+            continue
+        lo, hi = float(a.lower), float(a.upper)
+        near = [
+            v
+            for v in _column(answer, i)
+            if v is not None and min(float(v) - lo, hi - float(v)) < law.within * h
+        ]
+        if near:
+            texts.append(
+                f"{a.label}: {len(near)} group(s) within {law.within:.3g}·h ({fmt(law.within * h)}) of a bound, "
+                f"where the clamp biases the value toward the middle by up to {law.at_bound:.3g}·h "
+                f"({fmt(law.at_bound * h)}; first order, h the 95% half-width)"
+            )
+    return "; " + "; ".join(texts) if texts else ""
 
 
 def notice_body(plan: Plan, answer: dict) -> str:
@@ -41,7 +212,7 @@ def notice_body(plan: Plan, answer: dict) -> str:
             if i not in shown and i < len(answer["half_width"]):
                 hw.append(f"{a.label} ±{fmt(answer['half_width'][i])}")
     mech = ", ".join(sorted(set(answer["mechanism"])))
-    clamped = consistency_text(plan)
+    clamped = consistency_text(plan) + avg_bias_text(plan, answer)
     svt = ""
     if "svt" in answer:
         s = answer["svt"]

@@ -50,7 +50,8 @@ def _measurement(func: str, mechanism, integer: bool, lower, upper, epsilon: flo
     if func == "sum":
         return LaplaceSum(epsilon, lower, upper, integer=integer)
     if func == "avg":
-        return make_mean(mechanism or "hourglass", epsilon, lower, upper, integer=integer)
+        # unclamped: the rows clamp it to the bounds when the plan is consistent (.rows)
+        return make_mean(mechanism or "hourglass", epsilon, lower, upper, integer=integer, clamp=False)
     raise ValueError(f"no mechanism for {func}")
 
 

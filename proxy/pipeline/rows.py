@@ -194,6 +194,25 @@ def answer_rows(plan: Plan, answer: dict) -> Sequence[tuple]:
     return [r[:n] for r in arranged] if hidden else arranged
 
 
+def kept_cells(plan: Plan, answer: dict) -> list[bool] | None:
+    """Per released cell, whether the statement's HAVING / outer WHERE keeps its row (on the
+    consistent values, as :func:`answer_rows` reads them); None when there is no such filter,
+    or it reads a value over all the rows (a scalar subquery over them). Error bars in the
+    filter (``dp_interval_low/high``) are read as :func:`answer_rows` reads them."""
+    answer = aligned(plan, answer)
+    keep = _row_filter(plan, answer)
+    if keep is None or has_over_rows([keep]):
+        return None
+    ranges = consistent_ranges(plan)
+    cells = [
+        (key, [_clamp(v, r) for v, r in zip(vals, ranges)])
+        for key, vals in zip(answer["keys"], answer["values"])
+    ]
+    if interval_nodes([keep]):
+        (keep,), cells = with_intervals(plan, answer, [keep], cells, ranges)
+    return [evaluate(keep, key, vals) is True for key, vals in cells]
+
+
 def _row_filter(plan: Plan, answer: dict):
     """The filter on released rows: HAVING and an outer WHERE. Over a sparse-vector answer
     (the sparse vector technique, Liu et al.) it is applied where the values it reads were released with the keys; a key

@@ -186,6 +186,16 @@ def test_a_declared_domain_is_not_summed_over(duck_service, fine):
     assert _spent(duck_service) == pytest.approx(before + 2)
 
 
+def test_error_bars_of_a_derived_value_are_null_not_an_error(duck_service, fine):
+    with session(duck_service) as run:
+        rows, notes = run(
+            f"SELECT store, {MONTH}, COUNT(*), dp_interval_low(COUNT(*)), dp_interval_high(COUNT(*)) "
+            "FROM purchases WHERE amount > 10 AND store = 2 GROUP BY 1, 2"
+        )
+    assert "derived from earlier" in notes[0] and len(rows) == 12
+    assert all(r[3] is None and r[4] is None for r in rows)  # measured by no one mechanism
+
+
 def test_a_where_on_another_column_is_not_derived(duck_service, fine):
     before = _spent(duck_service)
     with session(duck_service) as run:

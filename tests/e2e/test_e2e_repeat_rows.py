@@ -13,7 +13,8 @@ GRID = "SELECT item, store, COUNT(*) AS n FROM purchases GROUP BY item, store"  
 
 
 def _charged(notes: list[str]) -> str:
-    return notes[-1].split(";")[0]
+    """What the last NOTICE says was charged (its head: after a mostly-noise warning line)."""
+    return notes[-1].splitlines()[-1].split(";")[0]
 
 
 def test_a_large_repeat_is_the_first_reply_and_free(duck_service):

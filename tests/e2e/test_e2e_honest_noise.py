@@ -1,0 +1,180 @@
+"""Every release knows its signal-to-noise (mechanisms/snr.py): on the audit's cases — small
+groups with a privacy unit (G 2, R 3) at ε 1 — the NOTICE begins with a one-line warning that
+names the rule and the smallest useful group, EXPLAIN says the same before anything is
+charged, and ``consistent = false`` returns the AVG unclamped."""
+
+from __future__ import annotations
+
+import duckdb
+import psycopg
+import pytest
+
+from mechanisms import SeededSource
+from mechanisms.mean import make_mean
+from mechanisms.snr import mean_useful_from
+from proxy.pipeline.notice import WARNING
+from support.service import Service, make_config
+
+UNIT = {"privacy_unit": "person", "max_groups_per_unit": 2, "max_rows_per_unit": 3}
+SIZES = (5, 7, 9, 12, 6, 10, 8, 11)  # rows of the small AVG cells
+
+
+def _load(path) -> None:
+    """``small``: 8 cells of 5–12 rows, values 2 or 3 (cell averages ≈ 2.6 on [0, 500]);
+    ``audit``: 4 groups of 40 rows with values 20..60 on [0, 100]; one row per person."""
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE small (person INTEGER, c INTEGER, v INTEGER)")
+    rows, p = [], 0
+    for c, n in enumerate(SIZES, start=1):
+        for i in range(n):
+            p += 1
+            rows.append((p, c, 3 if i % 5 < 3 else 2))
+    con.executemany("INSERT INTO small VALUES (?, ?, ?)", rows)
+    con.execute("CREATE TABLE audit (person INTEGER, g INTEGER, x INTEGER)")
+    rows = [(g * 1000 + i, g, 20 + i) for g in range(1, 5) for i in range(41)]
+    con.executemany("INSERT INTO audit VALUES (?, ?, ?)", rows)
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    path = tmp_path_factory.mktemp("duck") / "honest.duckdb"
+    _load(path)
+    cfg = make_config({"kind": "duckdb", "path": str(path)})
+    cfg["tables"]["small"] = {
+        **UNIT,
+        "columns": {
+            "person": {"type": "int"},
+            "c": {"type": "int", "domain_range": [1, len(SIZES)]},
+            "v": {"type": "int", "lower": 0, "upper": 500},
+        },
+    }
+    cfg["tables"]["audit"] = {
+        **UNIT,
+        "columns": {
+            "person": {"type": "int"},
+            "g": {"type": "int", "domain_range": [1, 4]},
+            "x": {"type": "int", "lower": 0, "upper": 100},
+        },
+    }
+    cfg["tiers"]["half"] = {"epsilon": 1.0, "budget": 1000.0, "period": "day"}  # role `half`: ε 1
+    cfg["tiers"]["tiny"] = {"epsilon": 1.0, "budget": 1000.0, "period": "day", "consistent": False}
+    s = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(4242)).start()
+    yield s
+    s.close()
+
+
+def _ask(svc, sql, role="half"):
+    notes: list[str] = []
+    with psycopg.connect(svc.dsn(role), autocommit=True) as c:
+        c.add_notice_handler(lambda d: notes.append(d.message_primary))
+        rows = c.execute(sql).fetchall()
+    return rows, notes
+
+
+def test_avg_of_small_cells_near_a_bound_is_warned(svc):
+    """AVG ≈ 2.6 on [0, 500] in cells of 5–12 rows at ε 1 over G·R = 6: every half-width is
+    capped at the whole range. The warning leads the NOTICE, names the rule and the smallest
+    useful group — the mechanism's own (ε/6 per unit) — and charges as usual."""
+    rows, notes = _ask(svc, "SELECT c, AVG(v) FROM small GROUP BY c")
+    assert len(rows) == len(SIZES) and all(0 <= a <= 500 for _, a in rows)
+    first = notes[0].splitlines()[0]
+    need = mean_useful_from(make_mean("hourglass", 1.0 / 6, 0, 500, integer=True))
+    assert first.startswith(WARNING) and "avg(v)" in first
+    assert "half-width ≥ (upper − lower)/4" in first and f"from groups of {need:,} rows" in first
+    assert notes[0].splitlines()[1].startswith("dpgate: ε charged 1")
+
+
+def test_explain_says_it_before_anything_is_charged(svc):
+    before = svc.gw.ledger.spent("half", "day")
+    rows, _ = _ask(svc, "EXPLAIN SELECT c, COUNT(*), AVG(v) FROM small GROUP BY c")
+    text = "\n".join(r[0] for r in rows)
+    need = mean_useful_from(make_mean("hourglass", 1.0 / 12, 0, 500, integer=True))  # ε/2 each, /6
+    assert f"mostly noise when half-width ≥ (upper − lower)/4; useful from groups of {need:,} rows" in text
+    assert "mostly noise when half-width ≥ |value|" in text
+    assert "biased toward the middle by more than h/10" in text
+    assert svc.gw.ledger.spent("half", "day") == before
+
+
+def test_large_groups_carry_no_warning(svc):
+    """COUNT(*) of 164 rows at ε 1 over R = 3 (one group): its half-width ±9 is far below it."""
+    rows, notes = _ask(svc, "SELECT COUNT(*) FROM audit")
+    assert rows[0][0] > 100 and not notes[0].startswith(WARNING)
+
+
+def test_consistent_false_returns_the_avg_unclamped(svc):
+    """Role `tiny` (a tier with ``consistent = false``): some cell's AVG lies outside [0, 500]
+    (noise of ±500 around 2.6: below 0 with probability about one half per cell); the
+    consistent role's rows of the same statement are clamped."""
+    raw, notes = _ask(svc, "SELECT c, AVG(v) FROM small GROUP BY c", role="tiny")
+    assert any(a < 0 or a > 500 for _, a in raw)
+    assert "clamped to [0, 500]" not in notes[0]
+
+
+@pytest.mark.parametrize(
+    "agg",
+    ["MAX(x)", "percentile_cont(0.9) WITHIN GROUP (ORDER BY x)"],
+)
+def test_max_and_percentile_of_small_groups_with_their_count_are_warned(svc, agg):
+    """The audit's case: 4 groups of 41 rows, values 20..60 of [0, 100], ε 1, unit (G 2, R 3).
+    With COUNT(*) released beside it the groups' sizes are known (noisy): each is below the
+    mechanism's useful size, so the warning names it. Without a count the NOTICE states the
+    useful size (the mechanism's law) and EXPLAIN says it before the release."""
+    rows, notes = _ask(svc, f"SELECT g, {agg}, COUNT(*) FROM audit GROUP BY g")
+    assert len(rows) == 4
+    first = notes[0].splitlines()[0]
+    assert (
+        first.startswith(WARNING)
+        and "released row counts up to" in first
+        and "useful from groups of" in first
+    )
+
+
+def test_a_lone_percentile_states_its_useful_group_size(svc):
+    """Without a count the groups' sizes are unknown: EXPLAIN (free) and the NOTICE state from
+    which group size the chosen mechanism's own law makes the answer useful (ε 1 over R = 3,
+    one group)."""
+    from fractions import Fraction
+
+    from mechanisms.extreme import ExtremeGrid
+    from proxy.pipeline.extreme import quantile_mechanism
+
+    m = quantile_mechanism(1.0 / 3, ExtremeGrid.for_column("int", 0, 100), Fraction(9, 10))
+    sql = "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY x) FROM audit WHERE g = 2"
+    before = svc.gw.ledger.spent("half", "day")
+    plan, _ = _ask(svc, "EXPLAIN " + sql)
+    assert svc.gw.ledger.spent("half", "day") == before
+    _, notes = _ask(svc, sql)
+    said = f"from about {m.useful_from()} rows per group"
+    assert any(said in r[0] for r in plan) and said in notes[0]
+
+
+def test_a_ladder_tier_is_warned_by_the_rule_at_its_stated_half_width(svc):
+    """A data-market ladder's values come from its own chain: judged by the rule at the
+    half-widths the NOTICE states (no other mechanism's law, so no useful size or ε named).
+    Role `bronze` (ε 0.1): PUMS over 80 by education, a handful of people per cell."""
+    _, notes = _ask(svc, "SELECT educ, COUNT(*) FROM pums WHERE age > 80 GROUP BY educ", role="bronze")
+    first = notes[0].splitlines()[0]
+    assert first.startswith(WARNING) and "count(*)" in first and "useful" not in first
+    assert "multitier_geometric_count" in notes[0]
+
+
+def test_the_warning_judges_the_rows_the_statement_returns(svc):
+    """Counts of 5–12 rows at ε/6 (±18) are mostly noise; an outer WHERE that keeps none of
+    the released rows returns nothing to warn about (the same release, a repeat)."""
+    inner = "SELECT c, COUNT(*) AS n FROM small GROUP BY c"
+    _, notes = _ask(svc, inner)
+    assert notes[0].startswith(WARNING) and "count(*)" in notes[0].splitlines()[0]
+    rows, notes = _ask(svc, f"SELECT c, n FROM ({inner}) t WHERE n > 100000")
+    assert rows == [] and "repeat" in notes[0] and not notes[0].startswith(WARNING)
+
+
+def test_a_limit_is_judged_on_the_rows_it_returns(svc):
+    """ORDER BY … LIMIT returns the largest released counts: the warning judges those rows."""
+    from mechanisms import GeometricCount
+
+    h = GeometricCount(1.0 / 6).half_width()  # the count's 95% half-width at ε/6
+    rows, notes = _ask(svc, "SELECT c, COUNT(*) AS n FROM small GROUP BY c ORDER BY n DESC LIMIT 1")
+    _, notes_all = _ask(svc, "SELECT c, COUNT(*) AS n FROM small GROUP BY c")  # the same release
+    assert len(rows) == 1 and notes_all[0].startswith(WARNING)
+    assert notes[0].startswith(WARNING) == (abs(rows[0][1]) <= h)
