@@ -306,34 +306,18 @@ def mean_rule(
     )
 
 
-def _mean(m: GridMean | SplitAverage, values: Values, half_width: float) -> Signal:
+@judge.register(GridMean)
+@judge.register(SplitAverage)
+def _(
+    m: GridMean | SplitAverage,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
     return mean_rule(values, half_width, float(m.lower), float(m.upper), mean_useful_from(m))
-
-
-@judge.register
-def _(
-    m: GridMean,
-    values: Values,
-    half_width: float,
-    *,
-    n_hats: Counts = None,
-    epsilon_scale: float = 1.0,
-    q: Fraction | None = None,
-) -> Signal:
-    return _mean(m, values, half_width)
-
-
-@judge.register
-def _(
-    m: SplitAverage,
-    values: Values,
-    half_width: float,
-    *,
-    n_hats: Counts = None,
-    epsilon_scale: float = 1.0,
-    q: Fraction | None = None,
-) -> Signal:
-    return _mean(m, values, half_width)
 
 
 # -- rank error: MAX/MIN and quantiles ---------------------------------------------------------
