@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .batch import discrete_laplace_array, fill_by_rejection, fits_int64, words32
 from .exact_real import LazyUniform, exp_neg_interval
-from .measurements import BatchRelease, Release, as_int_bound, int_column
+from .measurements import BatchRelease, Release, int_column, sum_grid
 from .rng import RandomSource, default_source
 from .samplers import bernoulli_exp, discrete_laplace
 from .scalars import RationalLike, RealLike
@@ -457,24 +457,8 @@ class GaussianSum(_GaussianMeasurement):
         contributions_sq: RationalLike = 1,
     ) -> None:
         self.integer = bool(integer)
-        if self.integer:
-            lower, upper = as_int_bound(lower), as_int_bound(upper)
-        else:
-            lower, upper = float(lower), float(upper)
-            if not (math.isfinite(lower) and math.isfinite(upper)):
-                raise ValueError("bounds must be finite")
-        if lower > upper:
-            raise ValueError(f"need lower <= upper, got [{lower}, {upper}]")
-        delta = max(abs(lower), abs(upper))
-        if delta == 0:
-            raise ValueError("bounds [0, 0] give sensitivity 0; nothing to protect")
-        self.lower, self.upper, self.delta = lower, upper, delta
-        if self.integer:
-            self.grid = 1
-            self._init_noise(rho, int(delta), contributions_sq)
-        else:
-            self.grid = math.ldexp(1.0, math.frexp(delta)[1] - 21)
-            self._init_noise(rho, math.floor(delta / self.grid) + 1, contributions_sq)
+        self.lower, self.upper, self.delta, self.grid, units = sum_grid(lower, upper, self.integer)
+        self._init_noise(rho, units, contributions_sq)
 
     def apply(self, true_value: Any, noise: int | None, source: RandomSource | None = None) -> Release:
         if noise is None:

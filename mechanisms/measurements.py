@@ -125,6 +125,28 @@ def as_int_bound(x: RealLike) -> int:
     return operator.index(x)  # type: ignore[arg-type]  # any other non-int raises TypeError
 
 
+def sum_grid(lower: RealLike, upper: RealLike, integer: bool) -> tuple[float, float, float, float, int]:
+    """A SUM's bounds checked, and its grid: ``(lower, upper, D, g, units)`` with D =
+    max(|lower|, |upper|) the most one row moves the sum. ``integer``: g = 1, ``units`` = D.
+    Otherwise g = 2^k with D/g in [2^20, 2^21) and ``units`` = floor(D/g) + 1 grid steps
+    (rounding to the grid moves a sum by at most one more step)."""
+    if integer:
+        lower, upper = as_int_bound(lower), as_int_bound(upper)
+    else:
+        lower, upper = float(lower), float(upper)
+        if not (math.isfinite(lower) and math.isfinite(upper)):
+            raise ValueError("bounds must be finite")
+    if lower > upper:
+        raise ValueError(f"need lower <= upper, got [{lower}, {upper}]")
+    delta = max(abs(lower), abs(upper))
+    if delta == 0:
+        raise ValueError("bounds [0, 0] give sensitivity 0; nothing to protect")
+    if integer:
+        return lower, upper, delta, 1, int(delta)
+    grid = math.ldexp(1.0, math.frexp(delta)[1] - 21)
+    return lower, upper, delta, grid, math.floor(delta / grid) + 1
+
+
 def _check_d_in(d_in: int) -> int:
     d_in = operator.index(d_in)
     if d_in < 0:
@@ -294,24 +316,8 @@ class LaplaceSum(_DiscreteLaplaceMeasurement):
 
     def __init__(self, epsilon: RealLike, lower: RealLike, upper: RealLike, integer: bool = False) -> None:
         self.integer = bool(integer)
-        if self.integer:
-            lower, upper = as_int_bound(lower), as_int_bound(upper)
-        else:
-            lower, upper = float(lower), float(upper)
-            if not (math.isfinite(lower) and math.isfinite(upper)):
-                raise ValueError("bounds must be finite")
-        if lower > upper:
-            raise ValueError(f"need lower <= upper, got [{lower}, {upper}]")
-        delta = max(abs(lower), abs(upper))
-        if delta == 0:
-            raise ValueError("bounds [0, 0] give sensitivity 0; nothing to protect")
-        self.lower, self.upper, self.delta = lower, upper, delta
-        if self.integer:
-            self.grid = 1
-            self._init_noise(int(delta), epsilon)
-        else:
-            self.grid = math.ldexp(1.0, math.frexp(delta)[1] - 21)
-            self._init_noise(math.floor(delta / self.grid) + 1, epsilon)
+        self.lower, self.upper, self.delta, self.grid, units = sum_grid(lower, upper, self.integer)
+        self._init_noise(units, epsilon)
 
     def clamp_sum(self, values: Iterable[Any]) -> float:
         """Exact (int) or correctly rounded (``math.fsum``) sum of clamped values."""
