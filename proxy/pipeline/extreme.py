@@ -87,6 +87,10 @@ from .partitions import (
     selection_plan,
 )
 from .release import noisy_answer
+from .rowcheck import SHARE, RowCheck, enabled, plan_check, row_counts
+from .rowcheck import explain_text as row_check_explain
+from .rowcheck import measure as row_check_measure
+from .rowcheck import notice_text as row_check_notice
 from .rows import answer_rows, output_types
 from .selection_path import for_tier
 
@@ -232,17 +236,47 @@ def _sql(gw, xp: ExtremePlan, grid: ExtremeGrid, salt: str = "", sp: SelectionPl
     )
 
 
-def _selection(plan: Plan, tier) -> SelectionPlan | None:
-    """Keys without a public domain: the partition selection's parameters (module doc), or a
-    refusal for a tier with δ = 0; None for public keys."""
+def _selection(plan: Plan, tier, epsilon: float | None = None) -> SelectionPlan | None:
+    """Keys without a public domain: the partition selection's parameters (module doc) at
+    ``epsilon`` (the tier's, or what a row check leaves), or a refusal for a tier with δ = 0;
+    None for public keys."""
     if not plan.selected:
         return None
     require_delta(plan, tier)
-    return selection_plan(plan, float(tier.epsilon), float(tier.delta))
+    return selection_plan(plan, float(tier.epsilon if epsilon is None else epsilon), float(tier.delta))
+
+
+def check_columns(xp: ExtremePlan) -> list[str]:
+    """The columns whose MAX/MIN/percentiles the statement releases without a count of their
+    rows (no COUNT of the column, no COUNT(*), unfiltered): the row check counts them."""
+    counted = {a.column for a in xp.plan.aggregates if a.func == "count" and a.filter is None}
+    if None in counted:
+        return []
+    return [c for c in xp.columns if c not in counted]
+
+
+def _checked(xp: ExtremePlan, tier, on: bool) -> tuple[float, RowCheck | None]:
+    """The ε the statement's rank releases (and its partition selection) run at, and its row
+    check (:mod:`.rowcheck`; None when off or every column is counted)."""
+    delta = float(tier.delta) if xp.plan.selected else 0.0
+    check = plan_check(xp.plan, tier, check_columns(xp), delta) if on else None
+    return (float(tier.epsilon) if check is None else check.rest), check
+
+
+def _totals(hists: dict, cells: Sequence) -> list[int]:
+    """Each cell's rows in its histogram (what the row check counts)."""
+    return [sum(n for _, n in hists[c]) for c in cells]
 
 
 def _selected_answer(
-    gw, xp: ExtremePlan, m, grid: ExtremeGrid, sp: SelectionPlan, rows, delta: float
+    gw,
+    xp: ExtremePlan,
+    m,
+    grid: ExtremeGrid,
+    sp: SelectionPlan,
+    rows,
+    delta: float,
+    check: RowCheck | None = None,
 ) -> dict:
     """Rows (k.., v, n, units): the keys chosen by partition selection, then each kept
     key's value from its histogram (v NULL: the key's rows without a value, counted in its
@@ -259,7 +293,7 @@ def _selected_answer(
     order = sorted(units, key=lambda k: tuple((v is None, v) for v in k))  # draws in key order
     kept = select_rows(sp.sel, [(*k, units[k]) for k in order], n, gw.source)
     values = [[m.release(hists[k], gw.source)] for k in kept]
-    return {
+    out = {
         "keys": [[cell_key(v) for v in k] for k in kept],
         "values": values,
         "half_width": [m.rank_half_width()],
@@ -272,9 +306,19 @@ def _selected_answer(
             "eps_measures": sp.eps_measures,
         },
     }
+    if check is not None:
+        out["row_check"] = row_check_measure(check, [_totals(hists, kept)], gw.source)
+    return out
 
 
-def _answer(gw, xp: ExtremePlan, m: RankTargetExtreme | ExpMechQuantile, grid: ExtremeGrid, rows) -> dict:
+def _answer(
+    gw,
+    xp: ExtremePlan,
+    m: RankTargetExtreme | ExpMechQuantile,
+    grid: ExtremeGrid,
+    rows,
+    check: RowCheck | None = None,
+) -> dict:
     """The measurement: per group, the histogram of the scan → the mechanism's value."""
     n = len(xp.plan.group_by)
     cells = xp.cells
@@ -285,13 +329,16 @@ def _answer(gw, xp: ExtremePlan, m: RankTargetExtreme | ExpMechQuantile, grid: E
         if c is not None:  # NULL / out-of-domain keys match no cell
             hists[c].append((int(row[n]), int(row[n + 1])))
     values = [[m.release(hists[c], gw.source)] for c in cells]
-    return {
+    out = {
         "keys": [[cell_key(v) for v in c] for c in cells],
         "values": values,
         "half_width": [m.rank_half_width()],
         "mechanism": [m.name],
         "extreme": _extreme_meta(m, grid, xp.func),
     }
+    if check is not None:
+        out["row_check"] = row_check_measure(check, [_totals(hists, cells)], gw.source)
+    return out
 
 
 def _k(m) -> int:
@@ -367,6 +414,7 @@ class ExtremeState:
     grid: ExtremeGrid
     m: RankTargetExtreme | ExpMechQuantile
     sel: SelectionPlan | None
+    check: RowCheck | None = None  # the row counts released beside it (:mod:`.rowcheck`)
 
 
 @dataclass
@@ -383,6 +431,7 @@ class JointState:
     share: float  # the statement's ε over ``shares``
     cells_eps: float  # the cells' mechanisms' ε: one share over the cells' unit factor
     sel: SelectionPlan | None = None  # keys without a public domain: their partition selection
+    check: RowCheck | None = None  # the row counts released beside them (:mod:`.rowcheck`)
 
 
 class Extreme(ReleaseKind):
@@ -404,25 +453,23 @@ class Extreme(ReleaseKind):
             )
         xp = dataclasses.replace(xp, plan=for_tier(xp.plan, tier))  # the tier's `consistent`
         eps = float(tier.epsilon)
-        if xp.joint:
-            cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
-            sp = _selection(xp.plan, tier)
-            js = await asyncio.to_thread(joint_setup, gw, xp, eps if sp is None else sp.eps_measures)
-            js.sel = sp
-            key, delta = _key(xp, eps), 0.0
-            if sp is not None:  # the selection's δ is part of what is released
-                delta = float(tier.delta)
-                key = f"{key}:delta={delta!r}"
-            return Prepared(
-                self, xp, cols, key=key, canonical=xp.canonical(), epsilon=eps, delta=delta, state=js
-            )
-        sp = _selection(xp.plan, tier)
-        grid, m = await asyncio.to_thread(_setup, gw, xp, eps if sp is None else sp.eps_measures)
+        run_eps, check = _checked(xp, tier, enabled(conn))  # the row check's share taken first
+        sp = _selection(xp.plan, tier, run_eps)
         cols = [Column(o.name, oid) for o, oid in zip(xp.plan.outputs, output_types(xp.plan))]
         key, delta = _key(xp, eps), 0.0
         if sp is not None:  # the selection's δ is part of what is released
             delta = float(tier.delta)
             key = f"{key}:delta={delta!r}"
+        if check is not None:  # another release: the split and the counts
+            key = f"{key}:row_check={SHARE}"
+        values_eps = run_eps if sp is None else sp.eps_measures
+        state: ExtremeState | JointState
+        if xp.joint:
+            state = await asyncio.to_thread(joint_setup, gw, xp, values_eps)
+            state.sel, state.check = sp, check
+        else:
+            grid, m = await asyncio.to_thread(_setup, gw, xp, values_eps)
+            state = ExtremeState(grid, m, sp, check)
         return Prepared(
             self,
             xp,
@@ -431,7 +478,8 @@ class Extreme(ReleaseKind):
             canonical=xp.canonical(),
             epsilon=eps,
             delta=delta,
-            state=ExtremeState(grid, m, sp),
+            cost=None if check is None else check.cost,
+            state=state,
         )
 
     def scan_sql(self, conn, p: Prepared) -> str:
@@ -447,8 +495,8 @@ class Extreme(ReleaseKind):
             return joint_answer(conn.gw, xp, p.state, cells, p.delta)
         st = state_as(p, ExtremeState)
         if st.sel is not None:
-            return _selected_answer(conn.gw, xp, st.m, st.grid, st.sel, cells, p.delta)
-        return _answer(conn.gw, xp, st.m, st.grid, cells)
+            return _selected_answer(conn.gw, xp, st.m, st.grid, st.sel, cells, p.delta, st.check)
+        return _answer(conn.gw, xp, st.m, st.grid, cells, st.check)
 
     def mechanism(self, answer: dict) -> str:
         if "joint" in answer:
@@ -461,14 +509,24 @@ class Extreme(ReleaseKind):
 
     def notice_body(self, p: Prepared, answer: dict) -> str:
         xp = plan_as(p, ExtremePlan)
-        return joint_notice(xp, answer) if xp.joint else notice_body(xp, answer)
+        body = joint_notice(xp, answer) if xp.joint else notice_body(xp, answer)
+        counted = row_check_notice(answer)
+        return f"{body}; {counted}" if counted else body
 
     def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
-        """Mostly noise where the groups' released counts (a COUNT in the same statement) are
-        below the mechanism's useful group size (:func:`.notice.rank_warning`)."""
-        if not isinstance(p.state, JointState):  # no count released with a lone MAX/MIN/quantile
-            return ""
-        xp, js = plan_as(p, ExtremePlan), p.state
+        """Mostly noise where the groups' released counts — a COUNT in the same statement, or
+        the row check's (:mod:`.rowcheck`) — are below the mechanism's useful group size
+        (:func:`.notice.rank_warning`)."""
+        xp, counts = plan_as(p, ExtremePlan), row_counts(answer)
+        if not isinstance(p.state, JointState):
+            if counts is None:  # SET dpgate.row_check = off: no count released with it
+                return ""
+            st = state_as(p, ExtremeState)
+            name = next(o.name for o in xp.plan.outputs if o.source == "aggregate")
+            return rank_warning(
+                xp.plan, [(0, name, xp.column, st.m, xp.q)], answer, p.epsilon, row_counts=counts
+            )
+        js = p.state
         parts = [
             (x.index, x.name, x.column, m if m is not None else js.trees[x.column], x.q)
             for x, m in zip(xp.parts, js.mechs)
@@ -480,6 +538,7 @@ class Extreme(ReleaseKind):
             answer,
             p.epsilon,
             cells=None if cells is None or xp.central is None else (xp.central, cells),
+            row_counts=counts,
         )
 
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
@@ -517,19 +576,21 @@ async def explain_extreme(conn, stmt: Statement, params: list) -> Result:
     gw = conn.gw
     xp = await _with_lookups(gw, _build(gw, stmt, params))
     tier = gw.tier_of(conn.role)
-    lines = await asyncio.to_thread(joint_explain if xp.joint else _explain_lines, gw, xp, tier)
+    on = enabled(conn)
+    lines = await asyncio.to_thread(joint_explain if xp.joint else _explain_lines, gw, xp, tier, on)
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 
 
-def _explain_lines(gw, xp: ExtremePlan, tier) -> list[str]:
-    """EXPLAIN of a single MAX/MIN/percentile release."""
+def _explain_lines(gw, xp: ExtremePlan, tier, row_check: bool = True) -> list[str]:
+    """EXPLAIN of a single MAX/MIN/percentile release (``row_check``: the session's setting)."""
     if xp.plan.selected and tier.delta <= 0:
         return [
             f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
             "selection, and this tier has delta = 0"
         ]
-    sp = _selection(xp.plan, tier)
-    grid, m = _setup(gw, xp, float(tier.epsilon) if sp is None else sp.eps_measures)
+    run_eps, check = _checked(xp, tier, row_check)
+    sp = _selection(xp.plan, tier, run_eps)
+    grid, m = _setup(gw, xp, run_eps if sp is None else sp.eps_measures)
     if sp is None:
         lines = [
             f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
@@ -558,6 +619,8 @@ def _explain_lines(gw, xp: ExtremePlan, tier) -> list[str]:
             f"{m.rank_half_width()} rows per group {_tie_words(m)} lie beyond the answer"
         )
         lines.append(f"  {choice_text(m)}")
+    if check is not None:
+        lines.append("  " + row_check_explain(check, _what(xp)))
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
     lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]
@@ -744,6 +807,9 @@ def joint_answer(gw, xp: ExtremePlan, js: JointState, rows, delta: float = 0.0) 
     }
     if part_meta is not None:
         out["partitions"] = part_meta
+    if js.check is not None:
+        totals = [_totals(hists[col_index[c]], cells) for c in js.check.columns]
+        out["row_check"] = row_check_measure(js.check, totals, gw.source)
     return out
 
 
@@ -763,8 +829,11 @@ def _part_text(xp: ExtremePlan, part: ExtremePart, e: dict, cells: int) -> str:
     )
 
 
-def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int]) -> str:
-    """The ε split (NOTICE and EXPLAIN); ``trees``: each tree column's rounds."""
+def _split_text(
+    xp: ExtremePlan, shares: int, share: float, trees: dict[str, int], checked: bool = False
+) -> str:
+    """The ε split (NOTICE and EXPLAIN); ``trees``: each tree column's rounds; ``checked``: the
+    row check took its share first (:mod:`.rowcheck`)."""
     k = factor(xp.plan)
     per_unit = (
         f" (the MAX/MIN/percentiles run at ε/{k} of their share, over a unit's kept rows)" if k > 1 else ""
@@ -774,9 +843,12 @@ def _split_text(xp: ExtremePlan, shares: int, share: float, trees: dict[str, int
         "(recursive splitting)"
         for c, r in trees.items()
     )
+    less = f" (the statement's, less the row count's {SHARE})" if checked else ""
     if shares == 1:
-        return f"one release at the statement's ε {share:g}{tree}{per_unit}"
-    return f"ε split into {shares} equal shares (sequential composition): ε {share:g} each{tree}{per_unit}"
+        at = "ε" if checked else "the statement's ε"
+        return f"one release at {at} {share:g}{less}{tree}{per_unit}"
+    after = f", after the row count's {SHARE}" if checked else ""
+    return f"ε split into {shares} equal shares (sequential composition{after}): ε {share:g} each{tree}{per_unit}"
 
 
 def _useful_rows(n: int | None) -> str:
@@ -847,27 +919,29 @@ def joint_notice(xp: ExtremePlan, answer: dict) -> str:
         numbered += f"; mechanism: {', '.join(dict.fromkeys(m for m in answer['mechanism'] if m))}"
     unit = "" if xp.central is not None else f"; {unit_text(xp.plan)}"
     rounds = {c: t["rounds"] for c, t in trees.items()}
-    split = _split_text(xp, j["shares"], j["share"], rounds)
+    split = _split_text(xp, j["shares"], j["share"], rounds, "row_check" in answer)
     part = answer.get("partitions")
     if part is not None:  # keys chosen first, at the other half of ε
         split = f"{selection_notice(xp.plan, part)}; values at ε {fmt(part['eps_measures'])}: {split}"
     return f"{split}: {numbered}{unit}"
 
 
-def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
+def joint_explain(gw, xp: ExtremePlan, tier, row_check: bool = True) -> list[str]:
     """EXPLAIN of a joint release: the split, each part's mechanism and grid (a tree
-    column's percentiles together), the cells' lines, the one backend statement."""
+    column's percentiles together), the row check, the cells' lines, the one backend statement
+    (``row_check``: the session's setting)."""
     eps = float(tier.epsilon)
     if xp.plan.selected and tier.delta <= 0:
         return [
             f"dpgate release of {xp.plan.table}: refused for this role — this GROUP BY needs partition "
             "selection, and this tier has delta = 0"
         ]
-    sp = _selection(xp.plan, tier)
-    js = joint_setup(gw, xp, eps if sp is None else sp.eps_measures)
-    js.sel = sp
+    run_eps, check = _checked(xp, tier, row_check)
+    sp = _selection(xp.plan, tier, run_eps)
+    js = joint_setup(gw, xp, run_eps if sp is None else sp.eps_measures)
+    js.sel, js.check = sp, check
     rounds = {c: t.rounds for c, t in js.trees.items()}
-    split = _split_text(xp, js.shares, js.share, rounds)
+    split = _split_text(xp, js.shares, js.share, rounds, check is not None)
     if sp is None:
         lines = [
             f"dpgate release of {xp.plan.table}: {xp.plan.n_cells} group(s) (disjoint: each at the full "
@@ -918,6 +992,8 @@ def joint_explain(gw, xp: ExtremePlan, tier) -> list[str]:
             )
         i += 1
         lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")
+    if check is not None:
+        lines.append("  " + row_check_explain(check, "the releases above"))
     if xp.central is not None:
         sub = tier.model_copy(update={"epsilon": js.share})
         head = single_tier_lines(xp.central, sub)

@@ -120,10 +120,12 @@ def rank_warning(
     answer: dict,
     epsilon: float,
     cells: tuple[Plan, dict] | None = None,
+    row_counts: dict[str, list] | None = None,
 ) -> str:
     """The warning line of a MAX/MIN/quantile release whose groups' row counts were released
-    with it (a COUNT(x) of the part's column, else COUNT(*), in the same statement: its noisy
-    values, post-processing). ``parts``: (aggregate index, label, column, mechanism, q) of
+    with it (a COUNT(x) of the part's column, else COUNT(*), in the same statement, else the
+    row check's count of the column, ``row_counts``: :mod:`.rowcheck`; noisy values,
+    post-processing). ``parts``: (aggregate index, label, column, mechanism, q) of
     each rank-error release; judged by :func:`mechanisms.snr.judge` at the statement's
     ``epsilon``; ``cells``: the statement's COUNT/SUM/AVG cells (their plan and answer), judged
     as a central release's. Empty when no count was released or no group is mostly noise."""
@@ -139,13 +141,17 @@ def rank_warning(
             ),
             None,
         )
-        if j is None:
+        if j is not None:
+            n_hats = _column(answer, j)
+        elif row_counts is not None and column in row_counts:
+            n_hats = row_counts[column]
+        else:
             continue
         scale = epsilon / float(m.epsilon)
         out.append(
             (
                 label,
-                judge(m, _column(answer, index), 0.0, n_hats=_column(answer, j), epsilon_scale=scale, q=q),
+                judge(m, _column(answer, index), 0.0, n_hats=n_hats, epsilon_scale=scale, q=q),
             )
         )
     if cells is not None:

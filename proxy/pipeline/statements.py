@@ -14,6 +14,9 @@ from rewriter.errorbars import interval_level
 from rewriter.errors import Refusal
 from rewriter.local_options import SESSION_KEYS, session_overrides
 
+from .rowcheck import SETTING as ROW_CHECK
+from .rowcheck import setting_on
+
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 
 
@@ -107,6 +110,7 @@ DEFAULT_SETTINGS = {
     "bytea_output": "hex",
     "is_superuser": "off",
     "dpgate.intervals": "off",
+    "dpgate.row_check": "on",
 }
 _REPORTED = {
     "application_name",
@@ -184,6 +188,18 @@ def _check_intervals(value: str) -> None:
         ) from None
 
 
+def _check_row_check(value: str) -> None:
+    """``dpgate.row_check``: a boolean (:func:`.rowcheck.setting_on`)."""
+    try:
+        setting_on(value)
+    except ValueError:
+        raise Refusal(
+            "22023",
+            f'invalid value for parameter "{ROW_CHECK}": {value!r}',
+            hint=f"SET {ROW_CHECK} = on (a noisy row count beside a lone MAX/MIN/percentile) or off.",
+        ) from None
+
+
 class SessionState:
     """Per-connection settings answered locally."""
 
@@ -242,6 +258,8 @@ class SessionState:
                 _check_threshold(value)
             if name == "dpgate.intervals":  # on / off / a confidence in (0, 1), checked now
                 _check_intervals(value)
+            if name == ROW_CHECK:  # on / off, checked now
+                _check_row_check(value)
             self.settings[name] = value
             ps = {_CANON.get(name, name): value} if name in _REPORTED else {}
             return "SET", None, [], ps

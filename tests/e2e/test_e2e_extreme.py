@@ -3,6 +3,7 @@ scan, the capped- or shifted-rank exponential mechanism per group (the error law
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import psycopg
@@ -46,7 +47,7 @@ def test_min_per_group_extended_protocol(service):
         group = [r[4] for r in ROWS if r[1] == sex and r[0] >= 30]
         ties = max(Counter(x // 5 for x in group).values())  # rows on one grid point
         below = sum(x < lo - 5 for x in group)  # one grid step of 5
-        assert below <= 2 * 30 + ties  # k0 = ⌈2 ln(100001/0.05)⌉ = 30
+        assert below <= 2 * 31 + ties  # k0 = ⌈(2/0.95) ln(100001/0.05)⌉ = 31 (19/20 of ε: the row check)
 
 
 def test_refused_max_shapes_charge_nothing(service):
@@ -65,7 +66,8 @@ def test_refused_max_shapes_charge_nothing(service):
     text = "\n".join(lines)
     assert (
         "capped_rank_max" in text
-        and "k0 = 30" in text
+        and f"k0 = {math.ceil(2 / 0.95 * math.log(100_001 / 0.05))}" in text  # 19/20 of ε: the row check
+        and "row check" in text
         and "chosen by the error laws" in text
         and "histogram" in text
     )

@@ -1,22 +1,33 @@
 """Every release knows its signal-to-noise (mechanisms/snr.py): on the audit's cases — small
 groups with a privacy unit (G 2, R 3) at ε 1 — the NOTICE begins with a one-line warning that
 names the rule and the smallest useful group, EXPLAIN says the same before anything is
-charged, and ``consistent = false`` returns the AVG unclamped."""
+charged, and ``consistent = false`` returns the AVG unclamped. A MAX/percentile released
+without a COUNT is judged by the row check's released count (proxy/pipeline/rowcheck.py)."""
 
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import duckdb
 import psycopg
 import pytest
 
 from mechanisms import SeededSource
+from mechanisms.accounting import pure_epsilon, unit_epsilon
+from mechanisms.discrete_gaussian import GaussianCount
+from mechanisms.extreme import ExtremeGrid
 from mechanisms.mean import make_mean
 from mechanisms.snr import mean_useful_from
+from proxy.pipeline.common import fmt
+from proxy.pipeline.extreme import extreme_mechanism, quantile_mechanism
 from proxy.pipeline.notice import WARNING
 from support.service import Service, make_config
 
 UNIT = {"privacy_unit": "person", "max_groups_per_unit": 2, "max_rows_per_unit": 3}
 SIZES = (5, 7, 9, 12, 6, 10, 8, 11)  # rows of the small AVG cells
+BIG = 100_000
+RHO = 0.5  # role `other`: a zCDP tier (ε = √(2ρ) = 1)
 
 
 def _load(path) -> None:
@@ -33,6 +44,9 @@ def _load(path) -> None:
     con.execute("CREATE TABLE audit (person INTEGER, g INTEGER, x INTEGER)")
     rows = [(g * 1000 + i, g, 20 + i) for g in range(1, 5) for i in range(41)]
     con.executemany("INSERT INTO audit VALUES (?, ?, ?)", rows)
+    con.execute(
+        f"CREATE TABLE big AS SELECT i AS person, i % 101 AS x FROM range({BIG}) t(i)"
+    )  # one group of 100,000 rows over [0, 100]
     con.close()
 
 
@@ -57,7 +71,13 @@ def svc(tmp_path_factory):
             "x": {"type": "int", "lower": 0, "upper": 100},
         },
     }
+    cfg["tables"]["big"] = {
+        **UNIT,
+        "columns": {"person": {"type": "int"}, "x": {"type": "int", "lower": 0, "upper": 100}},
+    }
     cfg["tiers"]["half"] = {"epsilon": 1.0, "budget": 1000.0, "period": "day"}  # role `half`: ε 1
+    cfg["tiers"]["z"] = {"accounting": "zcdp", "rho": RHO, "budget": 1000.0, "period": "day"}
+    cfg["roles"]["other"]["tier"] = "z"
     cfg["tiers"]["tiny"] = {"epsilon": 1.0, "budget": 1000.0, "period": "day", "consistent": False}
     s = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(4242)).start()
     yield s
@@ -131,15 +151,9 @@ def test_max_and_percentile_of_small_groups_with_their_count_are_warned(svc, agg
 
 
 def test_a_lone_percentile_states_its_useful_group_size(svc):
-    """Without a count the groups' sizes are unknown: EXPLAIN (free) and the NOTICE state from
-    which group size the chosen mechanism's own law makes the answer useful (ε 1 over R = 3,
-    one group)."""
-    from fractions import Fraction
-
-    from mechanisms.extreme import ExtremeGrid
-    from proxy.pipeline.extreme import quantile_mechanism
-
-    m = quantile_mechanism(1.0 / 3, ExtremeGrid.for_column("int", 0, 100), Fraction(9, 10))
+    """EXPLAIN (free) and the NOTICE state from which group size the chosen mechanism's own law
+    makes the answer useful (19/20 of ε 1 over R = 3, one group: the row check has the rest)."""
+    m = _mech("percentile_cont(0.9) WITHIN GROUP (ORDER BY x)", RANK_EPS)
     sql = "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY x) FROM audit WHERE g = 2"
     before = svc.gw.ledger.spent("half", "day")
     plan, _ = _ask(svc, "EXPLAIN " + sql)
@@ -178,3 +192,128 @@ def test_a_limit_is_judged_on_the_rows_it_returns(svc):
     _, notes_all = _ask(svc, "SELECT c, COUNT(*) AS n FROM small GROUP BY c")  # the same release
     assert len(rows) == 1 and notes_all[0].startswith(WARNING)
     assert notes[0].startswith(WARNING) == (abs(rows[0][1]) <= h)
+
+
+# -- the row check: a MAX/percentile released without a COUNT --------------------------------
+
+SHARE = Fraction(1, 20)  # the row count's share of ε (proxy.pipeline.rowcheck.SHARE)
+RANK_EPS = unit_epsilon(1 - SHARE, 3)  # the rank mechanism: the rest of ε 1, over R = 3 (one group)
+COUNT_EPS = unit_epsilon(SHARE, 3)  # the row count's geometric, per row
+LONE = ["MAX(x)", "percentile_cont(0.9) WITHIN GROUP (ORDER BY x)"]
+GRID = ExtremeGrid.for_column("int", 0, 100)
+
+
+def _mech(agg: str, epsilon: float):
+    """The mechanism the error laws choose for ``agg`` at ``epsilon`` (public inputs only)."""
+    if agg.startswith("MAX"):
+        return extreme_mechanism(epsilon, GRID, "max")
+    return quantile_mechanism(epsilon, GRID, Fraction(9, 10))
+
+
+def _session(svc, sqls, role="half"):
+    """Several statements on one connection (a SET holds for the ones after it)."""
+    out = []
+    with psycopg.connect(svc.dsn(role), autocommit=True) as c:
+        notes: list[str] = []
+        c.add_notice_handler(lambda d: notes.append(d.message_primary))
+        for sql in sqls:
+            notes.clear()
+            cur = c.execute(sql)
+            out.append((cur.fetchall() if cur.description else [], list(notes)))
+    return out
+
+
+def _not_warned(n: int, need: int, epsilon: float) -> float:
+    """P(the released count n + Z ≥ need), Z two-sided geometric, P(Z = z) ∝ α^|z|, α = e^−ε:
+    P(Z ≥ t) = α^t/(1 + α) for t ≥ 1 (the count's law)."""
+    a = math.exp(-epsilon)
+    return a ** (need - n) / (1 + a) if need > n else 1.0
+
+
+def _least_warned(releases: int, p_warn: float, tail: float = 1e-6) -> int:
+    """The largest w with P(Binomial(releases, p_warn) < w) ≤ tail: fewer warned is that unlikely."""
+    cdf, w = 0.0, 0
+    for k in range(releases + 1):
+        cdf += math.comb(releases, k) * p_warn**k * (1 - p_warn) ** (releases - k)
+        if cdf > tail:
+            break
+        w = k + 1
+    return w
+
+
+@pytest.mark.parametrize("agg", LONE)
+def test_a_lone_max_or_percentile_of_a_small_group_is_warned(svc, agg):
+    """The audit's case without a COUNT: 41 rows, values 20..60 of [0, 100], ε 1, unit G 2 R 3.
+    The row check releases the group's count at ε/20 (ε/60 per row): the warning leads the NOTICE
+    in at least as many of 20 releases (distinct statements, a fixed seed) as the count's law
+    allows — P(warned) = 1 − α^(need − 41)/(1 + α), α = e^(−1/60), need the mechanism's useful
+    size at the other 19/20 — naming the released count and the smallest useful group."""
+    need = _mech(agg, RANK_EPS).useful_from()
+    p_warn = 1 - _not_warned(41, need, COUNT_EPS)
+    runs = 20
+    warned = 0
+    for i in range(runs):
+        _, notes = _ask(svc, f"SELECT {agg} FROM audit WHERE g = 2 AND x > -{i + 1}")
+        first = notes[0].splitlines()[0]
+        said = first.startswith(WARNING)
+        warned += said
+        if said:
+            assert "released row count" in first and f"useful from groups of {need:,} rows" in first
+        assert "row count: COUNT(x) ≈" in notes[0] and f"ε {fmt(float(SHARE))} for this check" in notes[0]
+    assert p_warn > 0.9 and warned >= _least_warned(runs, p_warn)
+
+
+def test_a_lone_max_of_a_large_group_is_not_warned(svc):
+    """100,000 rows (ε 1, R 3): the released count misses the useful size (hundreds of rows) with
+    probability α^(100,000 − need + 1)/(1 + α), below 10^-500: no warning; the count is stated."""
+    rows, notes = _ask(svc, "SELECT MAX(x) FROM big")
+    assert 0 <= rows[0][0] <= 100 and not notes[0].startswith(WARNING)
+    assert "row count: COUNT(x) ≈" in notes[0]
+
+
+def test_a_group_by_max_without_count_is_warned_and_its_repeat_says_the_same(svc):
+    """GROUP BY with MAX and no COUNT(*): the row check counts each group; the repeat is free and
+    its NOTICE is the first's (the counts are part of the stored release)."""
+    sql = "SELECT g, MAX(x) FROM audit GROUP BY g"
+    rows, notes = _ask(svc, sql)
+    again, notes2 = _ask(svc, sql)
+    assert len(rows) == 4 and again == rows and notes[0].startswith(WARNING)
+    assert "over the 4 groups" in notes[0] and "repeat" in notes2[0]
+    first, body = notes[0].split("\n", 1)
+    first2, body2 = notes2[0].split("\n", 1)
+    assert first2 == first and body2.split("; ", 2)[2] == body.split("; ", 2)[2]  # after charged/left
+
+
+def test_row_check_off_gives_the_whole_epsilon_back(svc):
+    """``SET dpgate.row_check = off``: no count, no warning, the mechanism at the whole ε (its
+    useful size the one at ε/3), and EXPLAIN states the split only when it is on; both charge ε 1."""
+    sql = "SELECT MAX(x) FROM audit WHERE g = 3"
+    full, rest = _mech("MAX(x)", unit_epsilon(1, 3)), _mech("MAX(x)", RANK_EPS)
+    _, (plan_off, _), (_, off) = _session(svc, ["SET dpgate.row_check = off", "EXPLAIN " + sql, sql])
+    [(plan_on, _), (_, on)] = _session(svc, ["EXPLAIN " + sql, sql])
+    text_off, text_on = "\n".join(r[0] for r in plan_off), "\n".join(r[0] for r in plan_on)
+    assert "row check" not in text_off and "row check" in text_on and "MAX(x) at ε 0.95" in text_on
+    assert not off[0].startswith(WARNING) and "row count" not in off[0]
+    assert (
+        f"from about {full.useful_from()} rows" in off[0] and f"from about {rest.useful_from()} rows" in on[0]
+    )
+    assert on[0].startswith(WARNING)
+    charged = [r["epsilon"] for r in svc.gw.ledger.releases("half", limit=2)]
+    assert charged == [pytest.approx(1.0), pytest.approx(1.0)]
+    with pytest.raises(psycopg.Error) as e:
+        _session(svc, ["SET dpgate.row_check = sometimes"])
+    assert e.value.sqlstate == "22023"
+
+
+def test_on_a_zcdp_tier_the_count_is_the_discrete_gaussian(svc):
+    """Role `other` (ρ 0.5): the count by the tier's count mechanism, the discrete Gaussian at
+    ρ/20 (Δ₂² = R² = 9), the MAX at ε = √(2·19ρ/20); charged ρ, the sum of the two maps."""
+    rows, notes = _ask(svc, "SELECT MAX(x) FROM audit WHERE g = 4", role="other")
+    assert notes[0].startswith(WARNING) and "discrete_gaussian_count" in notes[0]
+    assert "ρ 0.025 for this check" in notes[0]
+    rel = svc.gw.ledger.releases("other", limit=1)[0]
+    rho = (
+        GaussianCount(RHO / 20, contributions_sq=9).privacy_map_exact(1)
+        + Fraction(pure_epsilon(Fraction(RHO) * 19 / 20)) ** 2 / 2
+    )
+    assert rel["unit"] == "rho" and rel["epsilon"] == pytest.approx(float(rho), abs=1e-9)

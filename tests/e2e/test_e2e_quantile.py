@@ -100,9 +100,10 @@ def test_median_and_percentiles_released_once(service):
             "SELECT percentile_cont(0.75) WITHIN GROUP (ORDER BY age DESC) FROM pums"
         ).fetchall()
         assert service.gw.ledger.spent("other", "day") == pytest.approx(before + 3.0)
-    k = math.ceil(2 * math.log(101 / 0.05))
+    rest = 0.95  # ε 1 less the row check's 1/20 (no COUNT beside them: proxy/pipeline/rowcheck.py)
+    k = math.ceil(2 / rest * math.log(101 / 0.05))
     age_grid = ExtremeGrid.for_column("int", 0, 100)
-    chosen = {q: quantile_mechanism(1.0, age_grid, Fraction(q)) for q in ("0.5", "0.9", "0.25")}
+    chosen = {q: quantile_mechanism(rest, age_grid, Fraction(q)) for q in ("0.5", "0.9", "0.25")}
     assert chosen["0.5"].rank_half_width() == k  # the median's aim is n/2: no shift
     ages = [r[0] for r in ROWS]
     assert (
@@ -141,10 +142,13 @@ def test_refusals_and_explain_charge_nothing(service):
         ]
         assert service.gw.ledger.spent("other", "day") == before
     text = "\n".join(lines)
-    m = quantile_mechanism(1.0, ExtremeGrid.for_column("float", 0, 500_000), Fraction(9, 10))
+    m = quantile_mechanism(
+        0.95, ExtremeGrid.for_column("float", 0, 500_000), Fraction(9, 10)
+    )  # 19/20: the row check
     assert m.name == "protected_quantile" and m.rank_half_width() > 30  # k0 = 30, and the protection's shift
     assert f"within {m.rank_half_width()} rows of 0.9·n" in text and "histogram" in text
     assert "chosen by the error laws" in text and "plain exponential mechanism" in text
+    assert "row check: no COUNT of the ranked rows" in text and "at ε 0.95" in text
 
 
 def test_extended_protocol_with_parameters(service):

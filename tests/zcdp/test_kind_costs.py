@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import psycopg
 import pytest
 
 from mechanisms import GeometricCount, LaplaceSum, SeededSource
@@ -66,6 +67,21 @@ def _zcdp_whole(delta=0):  # … at ε = √(2ρ), charged ε²/2
     return lambda: (Fraction(pure_epsilon(RHO)) ** 2 / 2, delta, "rho")
 
 
+def _pure_checked(cells: int):
+    """A MAX with no COUNT beside it: the rank mechanism at 19/20 of ε and the row check's
+    geometric count at 1/20 over k = min(G = 10, cells)·R (proxy/pipeline/rowcheck.py)."""
+    k = min(10, cells) * 10
+    count = GeometricCount(unit_epsilon(Fraction(1, 20), k)).privacy_map_exact(k)
+    return lambda: (Fraction(19, 20) + count, 0, "eps")
+
+
+def _zcdp_checked(cells: int):
+    """… on a zCDP tier: the count by the discrete Gaussian at ρ/20 (Δ₂² = min(G, cells)·R²),
+    the rank mechanism at ε = √(2·19ρ/20), charged ε²/2."""
+    count = GaussianCount(Fraction(RHO) / 20, min(10, cells) * 100).privacy_map_exact(1)
+    return lambda: (Fraction(pure_epsilon(Fraction(RHO) * 19 / 20)) ** 2 / 2 + count, 0, "rho")
+
+
 CASES = [
     (
         "central",
@@ -86,7 +102,19 @@ CASES = [
         _pure_whole(1e-7),
         _zcdp_whole(1e-7),
     ),
-    ("extreme", "SELECT MAX(amount) FROM purchases WHERE store = 3", _pure_whole(), _zcdp_whole()),
+    ("extreme", "SELECT MAX(amount) FROM purchases WHERE store = 3", _pure_checked(1), _zcdp_checked(1)),
+    (
+        "extreme grouped",
+        "SELECT store, median(amount) FROM purchases GROUP BY store",
+        _pure_checked(10),
+        _zcdp_checked(10),
+    ),
+    (
+        "extreme with its count",
+        "SELECT MAX(amount), COUNT(*) FROM purchases WHERE store = 3",
+        _pure_whole(),
+        _zcdp_whole(),
+    ),
 ]
 
 
@@ -119,3 +147,16 @@ def test_pure_only_kinds_are_charged_their_tier_epsilon(svc, role, sql, eps):
         pytest.approx(eps),
         0.0,
     )
+
+
+def test_row_check_off_is_charged_the_whole_statement(svc):
+    """``SET dpgate.row_check = off``: no count, the rank mechanism at the whole ε (or ρ)."""
+    sql = "SELECT MIN(amount) FROM purchases WHERE store = 4"
+    for role, expect in (("other", _pure_whole()), ("half", _zcdp_whole())):
+        with psycopg.connect(svc.dsn(role), autocommit=True) as c:
+            c.execute("SET dpgate.row_check = off")
+            c.execute(sql).fetchall()
+        rel = svc.gw.ledger.releases(role, limit=1)[0]
+        amount, _, unit = expect()
+        assert rel["statement"] == sql and rel["unit"] == unit
+        assert rel["epsilon"] == pytest.approx(float(amount), abs=1e-9)
