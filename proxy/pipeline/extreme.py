@@ -87,7 +87,7 @@ from .partitions import (
     selection_plan,
 )
 from .release import noisy_answer
-from .rowcheck import SHARE, RowCheck, enabled, plan_check, row_counts
+from .rowcheck import SHARE, RowCheck, enabled, plan_check, row_counts, zcdp_line
 from .rowcheck import explain_text as row_check_explain
 from .rowcheck import measure as row_check_measure
 from .rowcheck import notice_text as row_check_notice
@@ -624,7 +624,12 @@ def _explain_lines(gw, xp: ExtremePlan, tier, row_check: bool = True) -> list[st
     what = "; each key's distinct units for the selection beside it" if sp is not None else ""
     lines.append(f"backend SQL (one scan, a histogram that never leaves the proxy{what}):")
     lines += ["  " + line for line in pretty(_sql(gw, xp, grid, sp=sp), gw.backend.dialect).splitlines()]
-    return lines
+    return _with_zcdp(lines, check, tier)
+
+
+def _with_zcdp(lines: list[str], check: RowCheck | None, tier) -> list[str]:
+    """EXPLAIN's lines with, on a zCDP tier with a row check, its accounting first."""
+    return [zcdp_line(check, tier), *lines] if check is not None and check.unit == "ρ" else lines
 
 
 EXTREME = Extreme()
@@ -1009,4 +1014,4 @@ def joint_explain(gw, xp: ExtremePlan, tier, row_check: bool = True) -> list[str
         + "):"
     )
     lines += ["  " + line for line in pretty(_joint_sql(gw, xp, js), gw.backend.dialect).splitlines()]
-    return lines
+    return _with_zcdp(lines, check, tier)

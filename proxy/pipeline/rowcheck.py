@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from mechanisms.accounting import ZCDP, Cost, compose, pure_epsilon, share_of, unit_epsilon
+from mechanisms.accounting import ZCDP, Cost, compose, dp_reading, pure_epsilon, share_of, unit_epsilon
 from mechanisms.discrete_gaussian import GaussianCount
 from mechanisms.measurements import GeometricCount
 from rewriter.plan import Plan
@@ -52,6 +52,7 @@ __all__ = [
     "plan_check",
     "row_counts",
     "setting_on",
+    "zcdp_line",
 ]
 
 SETTING = "dpgate.row_check"
@@ -174,16 +175,23 @@ def explain_text(check: RowCheck, what: str) -> str:
     the rest goes to)."""
     n = len(check.columns)
     cols = ", ".join(f"COUNT({c})" for c in check.columns)
-    zcdp = (
-        f"; zCDP: charged ρ {fmt(float(check.cost.amount))}, the rest's ε²/2 and the counts' ρ (Bun & Steinke 2016 "
-        "Prop 1.4)"
-        if check.unit == "ρ"
-        else ""
-    )
     return (
         f"row check: no COUNT of the ranked rows in this statement, so {cols} of each group is released too, at "
         f"{check.unit} {fmt(check.amount)} ({_share_words(check.unit, n)}; {check.m.name}, 95% half-width "
         f"±{fmt(float(check.m.half_width()))}), and {what} at ε {check.rest:g}; the NOTICE warns (mostly noise) "
-        f"when a group's released count is below the useful size{zcdp}; SET {SETTING} = off: no count, the whole "
+        f"when a group's released count is below the useful size; SET {SETTING} = off: no count, the whole "
         f"{check.unit} to {what}"
+    )
+
+
+def zcdp_line(check: RowCheck, tier) -> str:
+    """EXPLAIN's first line on a zCDP tier (in place of the pipeline's, which assumes every
+    mechanism runs at ε = √(2ρ)): what the rank mechanisms and the row counts are charged."""
+    rho = float(check.cost.amount)
+    return (
+        f"dpgate: accounting zCDP: this release's mechanisms are pure ε-DP but the row count: they run at "
+        f"ε = {check.rest:g} (the largest with ε²/2 ≤ ρ {fmt(float(tier.rho))} less the count's share) and are "
+        f"charged ε²/2 (Bun & Steinke 2016 Prop 1.4); the row count by {check.m.name} at ρ {fmt(check.amount)} "
+        f"{'each ' if len(check.columns) > 1 else ''}(ρ = Δ₂²/(2σ²)); charged ρ {rho:g} in all (alone "
+        f"{dp_reading(rho, tier.conversion_delta)})"
     )

@@ -55,8 +55,10 @@ def test_epsilon_and_delta_add_up_to_the_tier():
     assert isinstance(js, JointState) and js.sel is not None
     sel, k = js.sel.sel, factor(p.plan.plan)
     values = sum(Fraction(m.epsilon) * k for m in js.mechs if m is not None)
-    assert float(Fraction(sel.eps) + values) == pytest.approx(tier.epsilon)  # half keys, half values
-    assert js.shares == 2 and js.share == pytest.approx(tier.epsilon / 4)
+    counts = len(js.check.columns) * js.check.m.privacy_map_exact(k)  # the row check's, 1/20 of ε
+    assert float(Fraction(sel.eps) + values + counts) == pytest.approx(tier.epsilon)  # keys, values, counts
+    assert float(Fraction(sel.eps)) == pytest.approx(js.check.rest / 2)  # half the rest to the keys
+    assert js.shares == 2 and js.share == pytest.approx(js.check.rest / 4)
     assert p.epsilon == tier.epsilon and p.delta == tier.delta and f"delta={tier.delta!r}" in p.key
 
 
@@ -76,7 +78,9 @@ def test_measure_selects_by_the_first_histogram_and_reads_the_others_for_the_kep
     assert ans["keys"] == [["a"], ["b"]] and ans["partitions"]["kept"] == 2
     assert EXTREME.mechanism(ans) == "capped_rank_max,capped_rank_min, partition_selection"
     text = EXTREME.notice_body(p, ans)
-    assert "2 key(s) released" in text and "values at ε 0.5" in text and "ε split into 2 equal shares" in text
+    assert (
+        "2 key(s) released" in text and "values at ε 0.475" in text and "ε split into 2 equal shares" in text
+    )
 
 
 def test_beside_count_refused():

@@ -184,11 +184,14 @@ def test_epsilon_and_delta_split_add_up_to_the_tier(sql):
     tier = conn.gw.tier_of("analyst")
     p = _plan(conn, sql)
     sel, m, k = p.state.sel.sel, p.state.m, factor(p.plan.plan)
+    check = p.state.check  # the row check: each key's row count at 1/20 of ε, first
+    count = check.m.privacy_map_exact(k)
     per_key_sel = Fraction(sel.eps) / sel.k  # each key's selection runs at ε_s/k_s
-    assert per_key_sel * sel.k + Fraction(m.epsilon) * k == pytest.approx(Fraction(tier.epsilon), abs=1e-12)
-    assert float(per_key_sel * sel.k) == pytest.approx(
-        tier.epsilon / 2
-    )  # half to the selection, half to values
+    assert per_key_sel * sel.k + Fraction(m.epsilon) * k + count == pytest.approx(
+        Fraction(tier.epsilon), abs=1e-12
+    )
+    assert float(count) == pytest.approx(tier.epsilon / 20)
+    assert float(per_key_sel * sel.k) == pytest.approx(check.rest / 2)  # half the rest to the selection
     slack = Fraction(tier.delta) / 2 / sel.k  # the scan floor's δ per key
     assert sel.delta + float(slack * sel.k) == pytest.approx(tier.delta, rel=1e-12)
     assert p.epsilon == tier.epsilon and p.delta == tier.delta  # charged once by the pipeline
@@ -216,7 +219,7 @@ def test_measure_selects_by_units_and_keeps_keys_without_values():
     assert answer["partitions"]["kept"] == 2 and answer["partitions"]["delta"] == 1e-6
     assert EXTREME.mechanism(answer) == "capped_rank_max, partition_selection"
     text = EXTREME.notice_body(p, answer)
-    assert "2 key(s) released" in text and "values at ε 0.5" in text and "(δ 1e-06 per release)" in text
+    assert "2 key(s) released" in text and "values at ε 0.475" in text and "(δ 1e-06 per release)" in text
 
 
 def test_public_keys_are_unchanged():
