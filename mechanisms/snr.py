@@ -23,7 +23,8 @@ measurement's class):
   between the answer and its target rank; 1 outside the group's values) is at most 10%
   (``useful_from()``); a smaller group is mostly noise. Rank errors scale as 1/ε
   (k0 = (2/ε)·ln((U + 1)/β)), so n rows are useful from about ε·need/n. The group's n is a
-  released (noisy) count: a COUNT in the same statement.
+  released (noisy) count: a COUNT in the same statement, or the row count the proxy releases
+  beside a MAX/MIN/percentile that has none (at a stated share of the statement's ε).
 
 :class:`Signal` holds the verdict of one released aggregate (over all its groups) and says it
 in one line (``reason`` / ``useful``). Other modules call, by name:
