@@ -31,6 +31,12 @@ def test_max_is_released_once_with_its_rank_guarantee(service):
     ties = max(Counter(r[0] for r in ROWS).values())  # rows sharing one age
     assert sum(r[0] > y for r in ROWS) <= 2 * k0 + ties  # the 95% statement (fixed seed: it holds)
     assert "capped_rank_max" in notices[0] and "ε charged 1" in notices[0] and "repeat" in notices[1]
+    # no COUNT beside it: the row check's count of the rows, stored with the release (the repeat says it too)
+    counted = notices[0].split("row count: ")[1]
+    assert counted.startswith("COUNT(age) ≈ ") and counted == notices[1].split("row count: ")[1]
+    n_hat = int(counted.split("≈ ")[1].split(" ")[0].replace(",", ""))
+    # the geometric count at ε/20 (a row per row): P(|Z| > 400) = 2α^401/(1 + α) < 10^-8, α = e^(−1/20)
+    assert abs(n_hat - sum(r[0] is not None for r in ROWS)) <= 400
 
 
 def test_min_per_group_extended_protocol(service):
