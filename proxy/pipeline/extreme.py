@@ -594,7 +594,8 @@ def _explain_lines(gw, xp: ExtremePlan, tier, row_check: bool = True) -> list[st
     if sp is None:
         lines = [
             f"dpgate release of {xp.plan.table}: {_what(xp)}, ε {tier.epsilon:g} per query, "
-            f"{xp.plan.n_cells} group(s) (disjoint: each at the full ε)",
+            f"{xp.plan.n_cells} group(s) (disjoint: each at the "
+            + ("same ε, the row check's share taken first)" if check is not None else "full ε)"),
             "  " + unit_text(xp.plan),
         ]
     else:
