@@ -109,9 +109,8 @@ def plan_check(plan: Plan, tier, columns: Sequence[str], delta: float = 0.0) -> 
         each = share_of(total * SHARE, n)
         m: Any = GaussianCount(each, contributions_sq=contributions_sq(plan))
         counts = compose(Cost.zcdp(m.privacy_map_exact(1)) for _ in columns)
-        rest = pure_epsilon(
-            total - n * Fraction(each)
-        )  # ε²/2 ≤ ρ − the counts' (Bun & Steinke 2016 Prop 1.4)
+        # the rank releases at the largest ε with ε²/2 ≤ ρ − the counts' maps (Bun & Steinke 2016 Prop 1.4)
+        rest = pure_epsilon(total - counts.amount)
         unit = "ρ"
     else:
         total = Fraction(tier.epsilon)
@@ -119,7 +118,7 @@ def plan_check(plan: Plan, tier, columns: Sequence[str], delta: float = 0.0) -> 
         k = factor(plan)
         m = GeometricCount(unit_epsilon(each, k))  # group privacy: ε/k per row, the share per unit
         counts = compose(Cost.pure(m.privacy_map_exact(k)) for _ in columns)
-        rest = share_of(total - n * Fraction(each), 1)
+        rest = share_of(total - counts.amount, 1)  # the largest float ≤ ε − the counts' maps
         unit = "ε"
     return RowCheck(tuple(columns), m, each, unit, rest, Cost.pure(rest, delta) + counts)
 
