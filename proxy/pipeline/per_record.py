@@ -735,6 +735,34 @@ def explain_accuracy(kind: str, m) -> str:
     )
 
 
+def explain_signal(kind: str, m) -> str:
+    """EXPLAIN's statement of when a group's answer would be mostly noise (the rules of
+    :func:`record_warning`, before any data): a COUNT/SUM when the noise of the levels it keeps
+    reaches |value| — a COUNT is useful from that noise + 1 rows, stated for ℓ = L and ℓ = 1 —;
+    a MAX/MIN when its rank margin 2·k0 reaches the group's rows (judged where a COUNT is
+    released beside it)."""
+    L = m.levels.L
+    if kind in ("count", "sum_extension"):
+        noise = [sum(m.scan.k[ell - 1 :]) for ell in (L, 1)]
+        useful = (
+            f"; a count useful from groups of {noise[0] + 1:,} (ℓ = {L}) to {noise[1] + 1:,} rows (ℓ = 1)"
+            if kind == "count"
+            else ""
+        )
+        return f"  mostly noise when a group's noise bound ≥ |value| (the levels it keeps, at 1 − β){useful}"
+    if kind in ("max", "min"):
+        beta = m.beta
+        k0 = [
+            math.ceil(2.0 / float(m.stage2_epsilon(ell)) * math.log((m.U + 1) / (beta / 2))) for ell in (L, 1)
+        ]
+        return (
+            "  mostly noise when the rank margin reaches the group's rows (judged against a COUNT "
+            f"released beside it): useful from groups of {2 * k0[0] + 1:,} (ℓ = {L}) to {2 * k0[1] + 1:,} "
+            "rows (ℓ = 1)"
+        )
+    return "  mostly noise when a group's noise bound ≥ |value| (at 1 − β; τ from the data)"
+
+
 async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
     """``EXPLAIN`` of a per-record statement: policy, mechanism, backend SQL; free."""
     gw = conn.gw
@@ -753,6 +781,7 @@ async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
         "composition), every level of every cell noised",
     ]
     lines.append(explain_accuracy(kind, m))
+    lines.append(explain_signal(kind, m))
     if kind in ("max", "min"):
         lines.append(
             "  round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
@@ -792,6 +821,7 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
             )
         )
         lines.append("  " + explain_accuracy(kind, m))
+        lines.append("  " + explain_signal(kind, m))
     lines.append(
         "backend SQL (one statement: each aggregate's scan GROUP BY keys, level[, value bucket], tagged):"
     )

@@ -260,6 +260,13 @@ def test_per_record_values_are_judged_by_their_levels_noise(svc):
     noise = int(re.search(r"±(\d+) of noise", body).group(1))  # Σ_{i≥ℓ} k_i: an integer
     assert first.startswith(WARNING) and "count(*)" in first and "99% half-width" in first
     assert f"useful from groups of {noise + 1:,} rows" in first
+    # EXPLAIN (free) states the range over the level ℓ the scan may select; the release's lies in it
+    plan, _ = _ask(
+        svc, "EXPLAIN SELECT branch, COUNT(*) FROM accounts WHERE balance > 990000000 GROUP BY branch"
+    )
+    said = next(r[0] for r in plan if "a count useful from groups of" in r[0])
+    low, high = (int(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:\(ℓ|rows \(ℓ)", said))
+    assert low <= noise + 1 <= high
     _, notes = _ask(
         svc, "SELECT branch, COUNT(*), MAX(balance) FROM accounts WHERE balance > 990000000 GROUP BY branch"
     )
