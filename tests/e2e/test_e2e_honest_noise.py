@@ -236,7 +236,10 @@ def test_sparse_vector_values_are_judged_by_their_own_mechanism(svc):
     h = GeometricCount(1.0 / 10).half_width()
     small = f"SELECT educ, {SVT_AGGS} FROM pums WHERE age > 80 GROUP BY educ HAVING COUNT(*) >= 0 LIMIT 1"
     plan, _ = _ask(svc, "EXPLAIN " + small)
-    assert any("sparse vector (Liu et al.), the lower error here" in r[0] for r in plan)
+    text = "\n".join(r[0] for r in plan)
+    assert "sparse vector (Liu et al.), the lower error here" in text
+    assert "n: count(*) via geometric_count, ε 0.1," in text  # its value's share, not the cells'
+    assert f"mostly noise when half-width ≥ |value|; useful from groups of {int(h) + 1:,} rows" in text
     rows, notes = _ask(svc, small)
     assert len(rows) == 1 and "sparse vector" in notes[0]
     first = notes[0].splitlines()[0]
