@@ -299,3 +299,27 @@ def test_local_estimates_are_judged_by_the_estimators_variance(svc):
     assert "ε charged 0 (local table trips" in notes[0].splitlines()[1]
     rows, notes = _ask(svc, "SELECT vendor, COUNT(*) FROM trips WHERE hour < 12 GROUP BY vendor")
     assert all(n > 1_000 for _, n in rows) and not notes[0].startswith(WARNING)
+
+
+@pytest.mark.parametrize(
+    ("role", "where"), [("bronze", "WHERE passengers = 6"), ("bronze", ""), ("gold", "")]
+)
+def test_subset_counts_are_judged_at_their_half_width(svc, role, where):
+    """A local table's categorical (multi-tier Subset, Wang et al. 2026 §5) counts: each
+    returned count against the 95% half-width of its tier's template at the cell's n
+    reports (one cell here: the half-width the NOTICE states); exactly the counts whose
+    interval holds 0 are called mostly noise."""
+    import re
+
+    rows, notes = _ask(svc, f"SELECT zone, COUNT(*) FROM trips {where} GROUP BY zone", role=role)
+    lines = notes[0].splitlines()
+    body = lines[-1]
+    h = float(re.search(r"95% half-width: count ±(\S+);", body).group(1))  # stated to 3 digits
+    noisy = [v for _, v in rows if abs(v) <= h * (1 - 1e-3)]
+    clear = [v for _, v in rows if abs(v) > h * (1 + 1e-3)]
+    warned = lines[0].startswith(WARNING)
+    if len(noisy) + len(clear) == len(rows):  # no count within the stated rounding of h
+        assert warned == bool(noisy)
+        assert not noisy or f"{len(noisy)} of {len(rows)} groups" in lines[0]
+    if role == "bronze" and where:  # 429 reports at ε 0.1: every count is mostly noise
+        assert warned and len(noisy) == len(rows)
