@@ -692,8 +692,13 @@ async def explain_local(conn, sql: str, params: list, stmt=None) -> Result:
         "avg": "ratio of two estimates, std bound by the delta method",
         "pct": "binary search over all prefix estimates (§3.10), 95% rank-error bound",
     }
+    rule = {  # when a returned value is mostly noise (local_warning; mechanisms.snr)
+        "est": "; mostly noise when half-width ≥ |value|",
+        "avg": "; mostly noise when half-width ≥ (hi − lo)/4 of the column",
+        "pct": "; mostly noise when the rank error ≥ max(q, 1 − q)",
+    }
     for a, width in zip(plan.aggs, explain_widths(plan, conn.gw.config)):
-        lines.append(f"   {a.label}: {what[a.kind]}; {width}")
+        lines.append(f"   {a.label}: {what[a.kind]}; {width}{rule.get(a.kind, '')}")
     lines += [" backend SQL (one scan):", "   " + text]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 

@@ -292,6 +292,8 @@ def test_local_estimates_are_judged_by_the_estimators_variance(svc):
     sql = (
         "SELECT vendor, COUNT(*), AVG(distance) FROM trips WHERE hour = 3 AND passengers = 6 GROUP BY vendor"
     )
+    plan, _ = _ask(svc, "EXPLAIN " + sql)
+    assert any("mostly noise when half-width ≥ |value|" in r[0] for r in plan)
     _, notes = _ask(svc, sql)
     first = notes[0].splitlines()[0]
     assert first.startswith(WARNING) and "count:" in first and "half-width ≥ |value|" in first
