@@ -217,6 +217,18 @@ def selection_warning(plan: Plan, answer: dict, epsilon: float, rows: Sequence[t
     return warning_line(cell_signals(plan, answer, epsilon, rows, groups=each))
 
 
+def stated_warning(plan: Plan, answer: dict, rows: Sequence[tuple] | None = None) -> str:
+    """The warning line of an answer no one mechanism measured (derived from earlier releases:
+    sums of their noisy cells, ratios): each aggregate by its kind's rule at the half-width
+    the NOTICE states for it (no useful size or ε: no one law gives them)."""
+    n = len(plan.aggregates)
+    if len(answer.get("half_width") or []) != n:
+        return ""
+    stated = dict(answer, epsilon=[1.0] * n, mechanism=answer.get("mechanism") or [""] * n)
+    each: list[tuple[int, list[int]]] = [(i, []) for i in range(n)]
+    return warning_line(cell_signals(plan, stated, 0.0, rows, law=lambda i, a: None, groups=each))
+
+
 def avg_bias_text(plan: Plan, answer: dict) -> str:
     """Where a consistent AVG's clamp biases it by more than a tenth of its half-width h
     (:func:`mechanisms.mean.bias.clamp_bias`: a true AVG within t·h of a bound): the groups

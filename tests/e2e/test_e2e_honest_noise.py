@@ -325,3 +325,18 @@ def test_subset_counts_are_judged_at_their_half_width(svc, role, where):
         assert not noisy or f"{len(noisy)} of {len(rows)} groups" in lines[0]
     if role == "bronze" and where:  # 429 reports at ε 0.1: every count is mostly noise
         assert warned and len(noisy) == len(rows)
+
+
+def test_a_derived_answer_is_judged_at_its_stated_half_width(svc):
+    """An answer derived at ε 0 from this role's earlier release (a WHERE on a key of a GROUP
+    BY released before: post-processing) is judged by its aggregate's rule at the half-width
+    the NOTICE states for it. Role `tiny`: counts of 5–12 rows at ε 1/6 (±18)."""
+    from mechanisms import GeometricCount
+
+    h = GeometricCount(1.0 / 6).half_width()
+    _ask(svc, "SELECT c, COUNT(*) FROM small GROUP BY c", role="tiny")
+    rows, notes = _ask(svc, "SELECT COUNT(*) FROM small WHERE c = 2", role="tiny")
+    first = notes[0].splitlines()[0]
+    assert "ε charged 0" in notes[0] and "release #" in notes[0]  # derived, not released anew
+    assert abs(rows[0][0]) <= h  # 7 rows against ±18 (fixed seed)
+    assert first.startswith(WARNING) and f"95% half-width ±{h:,} ≥ |value|" in first
