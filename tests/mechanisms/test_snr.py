@@ -12,7 +12,7 @@ from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
 from mechanisms.gaussian_stats import GaussianMean
 from mechanisms.mean import make_mean
-from mechanisms.per_record import ExtensionSum, FrameworkMax, PrDPCount, inverse_function
+from mechanisms.per_record import ExtensionSum, FrameworkMax, FrameworkSum, PrDPCount, inverse_function
 from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles
 from mechanisms.snr import (
     MEAN_RANGE_FRACTION,
@@ -116,6 +116,8 @@ def test_a_per_record_count_is_judged_per_group_at_its_levels_noise():
     assert (
         judge(ExtensionSum(inverse_function(1000.0), 0.01, levels=_levels()), [5], [6.0]).useful_rows is None
     )
+    framework = judge(FrameworkSum(_levels(), 1000, beta=0.05), [-3.0, 80.0], [40.0, 40.0])
+    assert (framework.noisy, framework.useful_rows) == (1, None) and "95% half-width" in framework.reason()
 
 
 def test_a_per_record_max_is_judged_against_the_groups_released_count():
