@@ -270,15 +270,21 @@ def test_per_record_values_are_judged_by_their_levels_noise(svc):
     said = next(r[0] for r in plan if "a count useful from groups of" in r[0])
     low, high = (int(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:\(ℓ|rows \(ℓ)", said))
     assert low <= noise + 1 <= high
-    _, notes = _ask(
-        svc, "SELECT branch, COUNT(*), MAX(balance) FROM accounts WHERE balance > 990000000 GROUP BY branch"
-    )
+    both = "SELECT branch, COUNT(*), MAX(balance) FROM accounts WHERE balance > 990000000 GROUP BY branch"
+    plan, _ = _ask(svc, "EXPLAIN " + both)
+    said = next(r[0] for r in plan if "rank margin reaches the group's rows" in r[0])
+    low, high = (int(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:\(ℓ|rows \(ℓ)", said))
+    _, notes = _ask(svc, both)
     first = notes[0].splitlines()[0]
     assert (
         first.startswith(WARNING)
         and "max(balance)" in first
         and "rows beyond the answer ≥ the group's rows" in first
     )
+    need = int(
+        re.search(r"max\(balance\):.*useful from groups of ([\d,]+) rows", first).group(1).replace(",", "")
+    )
+    assert low <= need <= high  # 2·k0 + 1 at the released level, within EXPLAIN's range over ℓ
     rows, notes = _ask(svc, "SELECT branch, COUNT(*) FROM accounts GROUP BY branch")
     assert all(n > 10_000 for _, n in rows) and not notes[0].startswith(WARNING)
 
