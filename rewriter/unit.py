@@ -37,21 +37,27 @@ measure of the kept rows.
 with at most T rows (T = R, or min(R, G) where the L0 bound ranks cells: such a unit has at most
 R rows in any cell, or in all, and at most T ≤ G keys), so its bounded contribution is its exact
 one. The scan therefore aggregates per (unit, cell) only the *heavy* units (more than T rows,
-one aggregate per unit with ``HAVING COUNT(*) > T``, read back by a semi-join), and adds to the
+one aggregate per unit with ``HAVING COUNT(*) > T``, joined back to the rows), and adds to the
 analyst's own aggregate (every unit's exact measures) the heavy units' bounded measures less
 their exact ones::
 
     WITH all   AS (SELECT keys, <row measures> AS a.. FROM source WHERE unit IS NOT NULL AND (pred) GROUP BY keys),
-         heavy AS (SELECT unit FROM source WHERE … GROUP BY unit HAVING COUNT(*) > T),
-         per   AS (<the per-(unit, cell) aggregate above> AND unit IN (SELECT unit FROM heavy)), …
-    SELECT keys, SUM(m) FROM (all UNION ALL SELECT keys, -a FROM per UNION ALL <bounded per rows>) GROUP BY keys
+         heavy AS (SELECT unit, COUNT(*) AS N FROM source WHERE … GROUP BY unit HAVING COUNT(*) > T),
+         per   AS (<the per-(unit, cell) aggregate above> FROM source JOIN heavy ON unit = heavy.unit), …
+    SELECT keys, SUM(m) FROM (all UNION ALL SELECT keys, <bounded> - a FROM per …) GROUP BY keys
 
 The cells are those of the one-pass plan: the same function of each unit's own rows (counts
 and integer sums exactly; a double sum up to the order of its additions), so the guarantee,
 the keyed choice and the bias are unchanged. Its cost is the analyst's aggregate, one
-aggregate per unit and a semi-join, where the one-pass plan aggregates every row per
-(unit, cell) (10^5–10^6 groups on TPC-H SF 1). A source that is a join is read once (the
-one-pass plan): the split would run the join three times.
+aggregate per unit and a join to its few heavy rows, where the one-pass plan aggregates every
+row per (unit, cell) (10^5–10^6 groups on TPC-H SF 1). The heavy aggregate's count is the
+unit's total N of total mode wherever no cell is ranked away (every cell is kept), so N needs
+no second aggregate there; and each (unit, cell) row of ``per`` gives its bounded less its exact
+measures in one row, except where the L0 ranking drops rows of ``per`` (their exact measures
+are then taken off apart). The heavy test is one hash aggregate of every row by the unit, a
+group per unit where the analyst's query has a handful: any exact bound must compute it to
+know which units it binds, so it is the floor of every such plan. A source that is a join is
+read once (the one-pass plan): the split would run the join three times.
 
 **The keyed hash** (DuckDB ``hash(salt, …)``, Spark ``xxhash64``, Postgres ``md5`` of the
 row text; :func:`rewriter.emit.keyed_hash`). The ε guarantee does not rest on it: which
@@ -63,8 +69,9 @@ buys two other things: repeats and retries keep the same rows (no ``random()``),
 one without it can say in advance which rows are dropped, so a data contributor cannot
 craft rows that are always kept or always dropped to steer the bias. DuckDB's ``hash`` is
 not a keyed PRF — it mixes the salt's 64-bit hash into the combination — which is enough
-for that (it moves the bias only, never ε); md5 on Postgres is slower but runs once per
-(unit, cell) row in the pre-aggregated scans, not per source row. Profiled on TPC-H
+for that (it moves the bias only, never ε); md5 on Postgres is slower but runs, in the
+pre-aggregated scans, once per (unit, cell) row of a unit a bound binds (total mode's offset:
+only where N > R; the L0 ranking: the (unit, cell) rows it ranks), never per source row. Profiled on TPC-H
 (DuckDB, EXPLAIN ANALYZE) the hash is not the cost: the per-(unit, cell) hash aggregate
 (10^4–10^5 groups instead of the analyst's ≤ 6) and the window sort over its rows are.
 
@@ -256,6 +263,8 @@ def per_unit_scan(
     apart = (
         heavy_apart and plan.relation is None and not any(m.kind == "count_distinct" for m in plan.measures)
     )
+    ranks = bool(keys) and b.max_groups < plan.n_cells  # the L0 bound ranks a unit's cells
+    heavy_total = apart and b.total and bool(keys) and not ranks  # N: the heavy aggregate's count
     vals: list[exp.Expression] = []  # per (unit, cell) row: each measure's bounded contribution
     bases: dict[int | str, Any] = {}  # measure j: (its base count's name, integral); "canon": _canonical
     for j, m in enumerate(plan.measures):
@@ -277,16 +286,12 @@ def per_unit_scan(
         vals.append(v)
     if b.total or apart:  # the (unit, cell)'s rows
         items.append(exp.alias_(exp.Count(this=exp.Star()), NC, quoted=True))
+    if heavy_total:  # every unit here is heavy; its total N is the heavy aggregate's count
+        items.append(exp.alias_(exp.Max(this=exp.column(NT, table=HEAVY, quoted=True)), NT, quoted=True))
+    if b.total and not keys:  # the unit's keyed offset, only where a share is taken (N > R)
+        big = exp.GT(this=exp.Count(this=exp.Star()), expression=R.copy())
+        items.append(exp.alias_(exp.Case(ifs=[exp.If(this=big, true=_offset(unit))]), HO, quoted=True))
     if b.total:
-        items.append(
-            exp.alias_(
-                exp.Anonymous(
-                    this="DPGATE_HASHMOD", expressions=[exp.Literal.number(HASH_P), _salt(), unit.copy()]
-                ),
-                HO,
-                quoted=True,
-            )
-        )  # once per (unit, cell) row
         bases["canon"] = _canonical(items)
         vals = _total_values(plan, bases)
     per = exp.select(*items).from_(plan.from_())
@@ -294,15 +299,15 @@ def per_unit_scan(
     if plan.where is not None:
         per = per.where(exp.Paren(this=plan.where.copy()), copy=False)
     ctes: list[tuple[str, exp.Expression]] = []
-    if apart:  # only the heavy units' rows are aggregated per (unit, cell)
+    if apart:  # only the heavy units' rows are aggregated per (unit, cell): joined to their one row each
         ctes += _light_apart(plan, row_measure, keys, knames)
-        per = per.where(
-            unit.copy().isin(query=exp.select(exp.column(U, quoted=True)).from_(HEAVY)), copy=False
+        per = per.join(
+            HEAVY, on=exp.EQ(this=unit.copy(), expression=exp.column(U, table=HEAVY, quoted=True)), copy=False
         )
     per = per.group_by(*[k.copy() for k in keys], unit.copy(), copy=False)
     last = "per"
     ctes.append(("per", per))
-    if keys and b.max_groups < plan.n_cells:
+    if ranks:
         kcols = [exp.column(n) for n in knames]
         order = [_hash([_salt(), exp.column(U, quoted=True), *[c.copy() for c in kcols]]), *kcols]
         gn = exp.Window(
@@ -323,32 +328,39 @@ def per_unit_scan(
         )
         last = "ranked"
     if b.total and keys:  # the unit's total and running sums over its kept cells
-        ctes += total_window(plan, bases, knames, last)
+        ctes += total_window(plan, bases, knames, last, known_heavy=heavy_total)
         last = "cum"
     kcols = [exp.column(n) for n in knames]
     if apart:  # all units' exact measures, less the heavy units' exact ones, plus their bounded ones
         # p: the cell's rows of light units plus its kept (unit, cell) rows of heavy ones — the
         # cell is a group of the scan only where the one-pass plan has one (p > 0)
         p = exp.column(PRESENT, quoted=True)
-        parts = exp.union(
-            exp.union(
-                exp.select(
-                    *kcols, *[_m(exp.column(f"a{j + 1}"), j) for j in range(len(vals))], p.copy()
-                ).from_(ALL),
-                exp.select(
-                    *[c.copy() for c in kcols],
-                    *[_m(exp.Neg(this=exp.column(f"a{j + 1}")), j) for j in range(len(vals))],
-                    exp.alias_(exp.Neg(this=exp.column(NC, quoted=True)), PRESENT, quoted=True),
-                ).from_("per"),
-                distinct=False,
-            ),
-            exp.select(
+        every = exp.select(
+            *kcols, *[_m(exp.column(f"a{j + 1}"), j) for j in range(len(vals))], p.copy()
+        ).from_(ALL)
+        nc = exp.column(NC, quoted=True)
+        if ranks:  # the ranking drops rows of per: their exact measures are taken off apart
+            less = exp.select(
+                *[c.copy() for c in kcols],
+                *[_m(exp.Neg(this=exp.column(f"a{j + 1}")), j) for j in range(len(vals))],
+                exp.alias_(exp.Neg(this=nc), PRESENT, quoted=True),
+            ).from_("per")
+            bounded = exp.select(
                 *[c.copy() for c in kcols],
                 *[_m(v, j) for j, v in enumerate(vals)],
                 exp.alias_(exp.Literal.number(1), PRESENT, quoted=True),
-            ).from_(last),
-            distinct=False,
-        )
+            ).from_(last)
+            parts = exp.union(exp.union(every, less, distinct=False), bounded, distinct=False)
+        else:  # each row of per is in last: its bounded less its exact measures in one row
+            folded = exp.select(
+                *[c.copy() for c in kcols],
+                *[
+                    _m(exp.Sub(this=exp.Paren(this=v), expression=exp.column(f"a{j + 1}")), j)
+                    for j, v in enumerate(vals)
+                ],
+                exp.alias_(exp.Sub(this=exp.Literal.number(1), expression=nc), PRESENT, quoted=True),
+            ).from_(last)
+            parts = exp.union(every, folded, distinct=False)
         vals = [exp.column(f"m{j + 1}") for j in range(len(vals))]
         out = exp.select(*[c.copy() for c in kcols], *_sums(plan, vals)).from_(parts.subquery("parts"))
         if keys:
@@ -362,6 +374,11 @@ def per_unit_scan(
     if keys:
         out = out.group_by(*[exp.column(n) for n in knames], copy=False)
     return out
+
+
+def _offset(unit: exp.Expression) -> exp.Expression:
+    """The unit's keyed hash mod P (total mode's offset o = this mod N, :func:`_total_values`)."""
+    return exp.Anonymous(this="DPGATE_HASHMOD", expressions=[exp.Literal.number(HASH_P), _salt(), unit])
 
 
 def _canonical(items: list[exp.Expr]) -> dict[str, str]:
@@ -474,7 +491,9 @@ def _light_apart(
         *[exp.alias_(row_measure(m), f"a{j + 1}") for j, m in enumerate(plan.measures)],
         exp.alias_(exp.Count(this=exp.Star()), PRESENT, quoted=True),
     ).from_(plan.from_())
-    heavy = exp.select(exp.alias_(unit.copy(), U, quoted=True)).from_(plan.from_())
+    heavy = exp.select(
+        exp.alias_(unit.copy(), U, quoted=True), exp.alias_(exp.Count(this=exp.Star()), NT, quoted=True)
+    ).from_(plan.from_())
     for q in (rows, heavy):
         q.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
         if plan.where is not None:
@@ -489,23 +508,27 @@ def _light_apart(
 
 
 def total_window(
-    plan: Plan, bases: dict[int | str, Any], knames: list[str], source: str
+    plan: Plan, bases: dict[int | str, Any], knames: list[str], source: str, known_heavy: bool = False
 ) -> list[tuple[str, exp.Expression]]:
     """Total mode with GROUP BY: the (unit, cell) rows with the unit's total N and the
     running sums of every count a share is taken of, in the order of the cell keys (a
     deterministic order is all systematic sampling needs: the keyed offset picks which
-    cells round up; no hash in the sort)::
+    cells round up; no hash in the sort), and the unit's keyed offset where N > R::
 
         tot  AS (SELECT u, SUM(nc) AS nt FROM source GROUP BY u),
         whole AS (SELECT source.*, tot.nt FROM source JOIN tot ON source.u = tot.u),
-        cum  AS (SELECT *, NULL AS c_x.. FROM whole WHERE nt <= R
+        cum  AS (SELECT *, NULL AS c_x.., NULL AS h FROM whole WHERE nt <= R
                  UNION ALL
-                 SELECT *, SUM(x) OVER (PARTITION BY u ORDER BY k.. ROWS UNBOUNDED PRECEDING) AS c_x..
+                 SELECT *, SUM(x) OVER (PARTITION BY u ORDER BY k.. ROWS UNBOUNDED PRECEDING) AS c_x..,
+                        h(salt, u) AS h
                  FROM whole WHERE nt > R)
 
-    The running sums are read only where N > R (:func:`_total_values`), so the window sorts
-    only the heavy units' rows; N comes from a GROUP BY and a join rather than a window over
-    every row, which a backend computes with a hash aggregate instead of a sort."""
+    The running sums and the offset are read only where N > R (:func:`_total_values`), so the
+    window sorts, and the keyed hash runs on, only the heavy units' rows; N comes from a GROUP
+    BY and a join rather than a window over every row, which a backend computes with a hash
+    aggregate instead of a sort. ``known_heavy``: ``source`` holds heavy units only and carries
+    N already (the heavy units apart without the L0 ranking, :func:`per_unit_scan`): ``cum`` is
+    its second branch over ``source``."""
     names = [
         NC,
         *[f"a{j + 1}" for j, m in enumerate(plan.measures) if j not in bases and m.kind != "count_distinct"],
@@ -516,6 +539,27 @@ def total_window(
     kcols = [exp.column(n) for n in knames]
     order = exp.Order(expressions=[exp.Ordered(this=c) for c in kcols])
     frame = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
+    R = exp.Literal.number(_bounds(plan).max_rows)
+    nt = exp.column(NT, quoted=True)
+    heavy = exp.select(
+        exp.Star(),
+        *[
+            exp.alias_(
+                exp.Window(
+                    this=exp.Sum(this=exp.column(n, quoted=True)),
+                    partition_by=[u.copy()],
+                    order=order.copy(),
+                    spec=frame.copy(),
+                ),
+                CUM + n,
+                quoted=True,
+            )
+            for n in names
+        ],
+        exp.alias_(_offset(u.copy()), HO, quoted=True),
+    )
+    if known_heavy:
+        return [("cum", heavy.from_(source))]
     tot = (
         exp.select(u.copy(), exp.alias_(exp.Sum(this=exp.column(NC, quoted=True)), NT, quoted=True))
         .from_(source)
@@ -535,39 +579,17 @@ def total_window(
             ),
         )
     )
-    R = exp.Literal.number(_bounds(plan).max_rows)
-    nt = exp.column(NT, quoted=True)
+    bigint = exp.DataType.build("bigint")
     light = (
         exp.select(
             exp.Star(),
-            *[
-                exp.alias_(exp.Cast(this=exp.Null(), to=exp.DataType.build("bigint")), CUM + n, quoted=True)
-                for n in names
-            ],
+            *[exp.alias_(exp.Cast(this=exp.Null(), to=bigint.copy()), CUM + n, quoted=True) for n in names],
+            exp.alias_(exp.Cast(this=exp.Null(), to=bigint.copy()), HO, quoted=True),
         )
         .from_("whole")
         .where(exp.LTE(this=nt.copy(), expression=R.copy()))
     )
-    heavy = (
-        exp.select(
-            exp.Star(),
-            *[
-                exp.alias_(
-                    exp.Window(
-                        this=exp.Sum(this=exp.column(n, quoted=True)),
-                        partition_by=[u.copy()],
-                        order=order.copy(),
-                        spec=frame.copy(),
-                    ),
-                    CUM + n,
-                    quoted=True,
-                )
-                for n in names
-            ],
-        )
-        .from_("whole")
-        .where(exp.GT(this=nt.copy(), expression=R.copy()))
-    )
+    heavy = heavy.from_("whole").where(exp.GT(this=nt.copy(), expression=R.copy()))
     return [("tot", tot), ("whole", whole), ("cum", exp.union(light, heavy, distinct=False))]
 
 

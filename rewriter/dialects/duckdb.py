@@ -13,8 +13,8 @@ from .base import SQLDialect
 
 class DuckDBDialect(SQLDialect):
     name = "duckdb"
-    #: the heavy units apart: a hash aggregate per unit and a semi-join cost less than a hash aggregate
-    #: of every row per (unit, cell) (``python -m bench.user_level --backend duckdb``)
+    #: the heavy units apart: a hash aggregate per unit and a join to the heavy units cost less than a
+    #: hash aggregate of every row per (unit, cell) (``python -m bench.user_level --backend duckdb``)
     unit_heavy_apart = True
     prepares_templates = True
 

@@ -13,7 +13,7 @@ PG_PREFIX = "dpgate."  # parameter ``name`` is the session setting ``dpgate.name
 
 class PostgresDialect(SQLDialect):
     name = "postgres"
-    #: the heavy units apart: one aggregate per unit and a hashed semi-join cost less than a hash
+    #: the heavy units apart: one aggregate per unit and a hash join to the heavy units cost less than a hash
     #: aggregate of every row per (unit, cell) (``python -m bench.user_level --backend postgres``)
     unit_heavy_apart = True
 

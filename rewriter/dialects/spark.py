@@ -16,7 +16,7 @@ _INTEGRAL = exp.Literal.number(2**62)
 
 class SparkDialect(SQLDialect):
     name = "spark"
-    #: the heavy units apart: a left semi join against the few heavy units (broadcast) and one
+    #: the heavy units apart: a join to the few heavy units (broadcast) and one
     #: aggregate per unit cost no more than a shuffle of every row per (unit, cell)
     #: (``python -m bench.scale --quick --spark --per-person``)
     unit_heavy_apart = True

@@ -31,6 +31,22 @@ def test_speed_table_and_headline(capsys):
     assert len(heads) == 1 and heads[0].rstrip().endswith(("PASS", "MISS"))
 
 
+def test_headline_judges_each_goal_and_prints_the_floor(capsys):
+    """Each goal is printed with its ratio and its own verdict; the small-key goal with its
+    floor (the per-unit count alone, timed in the same rounds); without an SF 1 run, MISS."""
+    rows = speed.measure(SF, "duckdb", 1, user_level)
+    for s, t in rows:
+        assert ("floor" in t) == (s.goal == "small"), s.name
+    speed.report({1.0: rows, 0.1: rows}, "duckdb", 1)
+    head = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("HEADLINE:"))
+    for goal in ("[1] small key", "[2] SF 1 ratio", "[3] FK path", "[4] bounded scan"):
+        verdict = head.split(goal, 1)[1].split(":", 1)[1].split("(", 1)[0].strip()
+        assert verdict in ("PASS", "MISS", "not measured"), (goal, head)
+    assert "its floor, the per-unit count alone" in head
+    speed.report({0.1: rows}, "duckdb", 1)
+    assert capsys.readouterr().out.rstrip().endswith("MISS")
+
+
 def test_both_plans_give_the_same_cells():
     con = duckdb.connect(str(speed.data(SF)), read_only=True)
     cfg = speed.config(con, user_level)
