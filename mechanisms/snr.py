@@ -11,6 +11,10 @@ measurement's class):
   least its magnitude, h ≥ |value|: the 95% interval holds 0, so not even the sign is known.
   A COUNT is useful from groups of h + 1 rows; at a group's size, from the ε at which h falls
   below the released |value| (h is a function of ε: :func:`epsilon_for`).
+  The discrete Gaussian of a zCDP tier (Canonne, Kamath & Steinke 2020) is judged the same
+  way, its useful budget stated in ρ (``Signal.unit``). A per-record COUNT/SUM (Chen et al.
+  2025) has one half-width per group — the noise of the levels it kept, at 1 − β
+  (:func:`additive_each`).
 * **AVG** (the add-remove mean of Kulesza, Suresh and Wang 2024, or the split baseline) — mostly
   noise when h ≥ (upper − lower)/4: the 95% interval spans at least half the bounds' range. Its
   h falls as 1/n̂ (the delta method, Lemma 1 of the paper: h = w'·q(α)/n̂), so the rule names the
@@ -24,15 +28,19 @@ measurement's class):
   (``useful_from()``); a smaller group is mostly noise. Rank errors scale as 1/ε
   (k0 = (2/ε)·ln((U + 1)/β)), so n rows are useful from about ε·need/n. The group's n is a
   released (noisy) count: a COUNT in the same statement, or the row count the proxy releases
-  beside a MAX/MIN/percentile that has none (at a stated share of the statement's ε).
+  beside a MAX/MIN/percentile that has none (at a stated share of the statement's ε). A
+  per-record MAX/MIN states its rank margin at 1 − β instead: mostly noise when it reaches the
+  group's released rows. A percentile whose error is stated as a share of the group (a local
+  table's) is mostly noise when that share reaches max(q, 1 − q) (:func:`rank_share_rule`).
 
 :class:`Signal` holds the verdict of one released aggregate (over all its groups) and says it
 in one line (``reason`` / ``useful``). Other modules call, by name:
 
 * :func:`judge` ``(m, values, half_width, *, n_hats=None, epsilon_scale=1.0, q=None)`` →
   Signal | None (None: no rule for that mechanism);
-* :func:`additive` ``(values, half_width)``, :func:`mean_rule` ``(values, half_width, lower,
-  upper)`` → a rule alone at a stated half-width (values whose mechanism's law is not here);
+* :func:`additive` ``(values, half_width)``, :func:`additive_each` ``(values, half_widths)``,
+  :func:`mean_rule` ``(values, half_width, lower, upper)``, :func:`rank_share_rule` ``(errors,
+  q)`` → a rule alone at stated half-widths (values whose mechanism's law is not here);
 * :func:`mean_useful_from` ``(m)`` → an AVG's smallest useful group
   (``judge(m, (), 0.0).useful_rows`` for any mechanism: EXPLAIN);
 * :func:`epsilon_for` ``(m, target, epsilon)`` → the least ε at which m's 95% half-width (now at
@@ -49,9 +57,12 @@ from functools import singledispatch
 from typing import Any
 
 from .average import SplitAverage
+from .discrete_gaussian import GaussianCount, GaussianSum
 from .extreme import USEFUL, RankTargetExtreme
+from .gaussian_stats import GaussianMean
 from .mean.common import GridMean
 from .measurements import GeometricCount, LaplaceSum
+from .per_record import ExtensionSum, FrameworkMax, FrameworkSum, PrDPCount
 from .quantile import ExpMechQuantile, RecursiveQuantiles
 from .variance import MomentVariance
 
@@ -59,7 +70,9 @@ __all__ = [
     "Signal",
     "judge",
     "additive",
+    "additive_each",
     "mean_rule",
+    "rank_share_rule",
     "mean_useful_from",
     "epsilon_for",
     "MEAN_RANGE_FRACTION",
@@ -88,6 +101,7 @@ class Signal:
     useful_rows: int | None = None
     useful_epsilon: float | None = None
     noisiest_only: bool = False  # judged on the noisiest group alone (an AVG's stated half-width)
+    unit: str = "ε"  # what ``useful_epsilon`` is in: ε, or ρ on a zCDP tier
 
     @property
     def noise(self) -> bool:
@@ -110,7 +124,7 @@ class Signal:
         if self.useful_rows is not None:
             parts.append(f"from groups of {self.useful_rows:,} rows")
         if self.useful_epsilon is not None:
-            parts.append(f"at ε ≥ {_up3(self.useful_epsilon):.3g} per query")
+            parts.append(f"at {self.unit} ≥ {_up3(self.useful_epsilon):.3g} per query")
         return "useful " + " or ".join(parts) if parts else ""
 
 
@@ -143,6 +157,17 @@ def _(m: LaplaceSum, epsilon: float) -> LaplaceSum:
     return LaplaceSum(epsilon, m.lower, m.upper, integer=m.integer)
 
 
+@at_epsilon.register
+def _(m: GaussianCount, rho: float) -> GaussianCount:
+    """The discrete Gaussian at another ρ (its "ε" here is ρ: σ² = Δ₂²/(2ρ))."""
+    return GaussianCount(rho, m.contributions_sq)
+
+
+@at_epsilon.register
+def _(m: GaussianSum, rho: float) -> GaussianSum:
+    return GaussianSum(rho, m.lower, m.upper, integer=m.integer, contributions_sq=m.contributions_sq)
+
+
 def epsilon_for(m: Any, target: float, epsilon: float) -> float | None:
     """The least ε' (to 0.1%) at which ``m``'s 95% half-width (at ``epsilon`` now) is below
     ``target``; None when ``target`` ≤ 0 (a half-width is never below 0). The half-width
@@ -172,11 +197,13 @@ def additive(
     epsilon: float | None = None,
     epsilon_scale: float = 1.0,
     useful_rows: int | None = None,
+    unit: str = "ε",
 ) -> Signal:
     """The additive rule over ``values`` at the stated ``half_width``; with the measurement
     ``m`` at ``epsilon`` (and its scale to the statement's ε) it also names the useful ε (a
     SUM or COUNT derived from an AVG's release has no ``m`` of its own: the rule only);
-    ``useful_rows``: the useful group size where the value is one (a COUNT)."""
+    ``useful_rows``: the useful group size where the value is one (a COUNT); ``unit``: what
+    ``epsilon`` is in (ρ for the discrete Gaussian of a zCDP tier)."""
     h = float(half_width)
     noisy = [abs(float(v)) for v in values if v is not None and abs(float(v)) <= h]
     top = max(noisy, default=0.0)
@@ -197,21 +224,46 @@ def additive(
         detail,
         useful_rows=useful_rows,
         useful_epsilon=eps,
+        unit=unit,
     )
+
+
+def additive_each(
+    values: Sequence[Any], half_widths: Sequence[float], level: float = 0.95, count: bool = False
+) -> Signal:
+    """The additive rule where each value has its own stated half-width at ``level`` (a
+    per-record release: each group's noise bound at its released level ℓ); ``count``: the value
+    is its group's size, useful from (the largest noisy group's half-width) + 1 rows."""
+    noisy = [
+        (abs(float(v)), float(h))
+        for v, h in zip(values, half_widths)
+        if v is not None and abs(float(v)) <= float(h)
+    ]
+    top = max((h for _, h in noisy), default=max((float(h) for h in half_widths), default=0.0))
+    pct = f"{level:.0%}"
+    detail = (
+        f"{pct} half-width ±{_fmt(top)} ≥ |value|"
+        + (f" (|values| up to {_fmt(max(v for v, _ in noisy))})" if len(values) > 1 else "")
+        if noisy
+        else f"{pct} half-width up to ±{_fmt(top)}"
+    )
+    useful = math.floor(top) + 1 if count and noisy else None
+    return Signal("half-width ≥ |value|", len(noisy), len(values), detail, useful_rows=useful)
 
 
 @singledispatch
 def judge(
     m: Any,
     values: Sequence[Any],
-    half_width: float,
+    half_width: float | Sequence[float],
     *,
     n_hats: Sequence[Any] | None = None,
     epsilon_scale: float = 1.0,
     q: Fraction | None = None,
 ) -> Signal | None:
     """The verdict on one released aggregate: its measurement ``m``, its released ``values``
-    (one per group), its stated 95% ``half_width`` (for an AVG the largest over the groups),
+    (one per group), its stated 95% ``half_width`` (for an AVG the largest over the groups; a
+    per-record release's, one per group at 1 − β: the bound of its released level),
     ``n_hats``: the groups' released row counts where known (rank-error mechanisms need them),
     ``epsilon_scale``: the statement's ε over ``m``'s (ε shares and a unit's group privacy
     scale both), to state a useful ε per query; ``q``: the quantile judged, of a mechanism
@@ -261,18 +313,138 @@ def _(
     return additive(values, half_width)
 
 
+@judge.register
+def _(
+    m: GaussianCount,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    """A zCDP COUNT (the discrete Gaussian, Canonne, Kamath & Steinke 2020): useful from h + 1
+    rows; at a group's size, from the ρ at which h falls below it (``epsilon_scale``: the
+    statement's ρ over this release's)."""
+    h = float(m.half_width())
+    return additive(
+        values, half_width, m, float(m.rho), epsilon_scale, useful_rows=math.floor(h) + 1, unit="ρ"
+    )
+
+
+@judge.register
+def _(
+    m: GaussianSum,
+    values: Values,
+    half_width: float,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    return additive(values, half_width, m, float(m.rho), epsilon_scale, unit="ρ")
+
+
+@judge.register
+@judge.register(PrDPCount)
+def _(
+    m: ExtensionSum | PrDPCount,
+    values: Values,
+    half_width: Any,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    """A per-record COUNT or extension SUM (Chen et al. 2025 Alg. 1): each group's value against
+    the noise of the levels it kept (``half_width``: per group, Σ_{i≥ℓ} k_i at 1 − β for its
+    released level ℓ); a COUNT is useful from that bound + 1 rows."""
+    widths = half_width if isinstance(half_width, Sequence) else [half_width] * len(values)
+    return additive_each(values, widths, 1 - m.scan.beta, count=isinstance(m, PrDPCount))
+
+
+@judge.register
+def _(
+    m: FrameworkSum,
+    values: Values,
+    half_width: Any,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal:
+    """A per-record framework SUM (Chen et al. 2025 §6): each group's value against its noise
+    bound at 1 − β (the universal sum's at its clipping radius τ)."""
+    widths = half_width if isinstance(half_width, Sequence) else [half_width] * len(values)
+    return additive_each(values, widths, 1 - m.beta)
+
+
+@judge.register
+def _(
+    m: FrameworkMax,
+    values: Values,
+    half_width: Any,
+    *,
+    n_hats: Counts = None,
+    epsilon_scale: float = 1.0,
+    q: Fraction | None = None,
+) -> Signal | None:
+    """A per-record MAX/MIN (Chen et al. 2025 §6.4): ``half_width`` per group, the rows of its
+    kept levels that may lie beyond the answer at 1 − β (2·k0 at its level's ε, rank units);
+    mostly noise when that is at least the group's released row count ``n_hats`` (a COUNT of
+    the same statement): the answer may then lie anywhere among the group's rows, or outside
+    them. Useful from groups of more rows than that bound. None without a released count."""
+    if n_hats is None:
+        return None
+    widths = half_width if isinstance(half_width, Sequence) else [half_width] * len(n_hats)
+    pairs = [(0.0 if n is None else float(n), float(w)) for n, w in zip(n_hats, widths)]
+    noisy = [(n, w) for n, w in pairs if w >= n]
+    top = max((w for _, w in noisy), default=max((w for _, w in pairs), default=0.0))
+    pct = f"{1 - m.beta:.0%}"
+    detail = f"up to {_fmt(top)} rows beyond the answer ({pct})"
+    if noisy:
+        counts = "released row count" if len(pairs) == 1 else "released row counts up to"
+        detail += f"; {counts} {_fmt(max(n for n, _ in noisy))}"
+    return Signal(
+        "rows beyond the answer ≥ the group's rows",
+        len(noisy),
+        len(pairs),
+        detail,
+        useful_rows=math.floor(top) + 1 if noisy else None,
+    )
+
+
+def rank_share_rule(errors: Sequence[float], q: float, level: float = 0.95) -> Signal:
+    """A percentile whose error is stated as a share of its group's rows (``errors``: per group,
+    the bound on |rank − q·n|/n at ``level``): mostly noise when the bound reaches
+    max(q, 1 − q) — the rank interval then holds the group's first or last row, so the answer
+    may be anywhere among its values."""
+    reach = max(float(q), 1 - float(q))
+    noisy = [float(t) for t in errors if float(t) >= reach]
+    top = max(noisy, default=max((float(t) for t in errors), default=0.0))
+    return Signal(
+        "rank error ≥ max(q, 1 − q)",
+        len(noisy),
+        len(errors),
+        f"{level:.0%} rank error up to {top:.0%} of the group at q = {float(q):g}",
+    )
+
+
 # -- AVG ---------------------------------------------------------------------------------------
 
 
-def mean_useful_from(m: GridMean | SplitAverage) -> int | None:
+def mean_useful_from(m: GridMean | SplitAverage | GaussianMean) -> int | None:
     """The smallest group n at which the AVG's 95% half-width, at its worst-placed value (an
     endpoint, where q(α) is largest), is below (upper − lower)/4: bisection on n, the
-    half-width falling as 1/n̂ (delta method)."""
+    half-width falling as 1/n̂ (delta method; the zCDP ratio's interval,
+    :meth:`~mechanisms.gaussian_stats.GaussianMean.half_width`, is already its worst over the bounds)."""
     width = float(m.upper) - float(m.lower)
     target = width / MEAN_RANGE_FRACTION
     worst = [float(m.lower), float(m.upper)]
 
     def hw(n: int) -> float:
+        if isinstance(m, GaussianMean):
+            return float(m.half_width(0.95, n_hat=n))
         return max(float(m.half_width(0.95, n_hat=n, avg_hat=a)) for a in worst)
 
     if hw(1) < target:
@@ -309,8 +481,9 @@ def mean_rule(
 
 @judge.register(GridMean)
 @judge.register(SplitAverage)
+@judge.register(GaussianMean)
 def _(
-    m: GridMean | SplitAverage,
+    m: GridMean | SplitAverage | GaussianMean,
     values: Values,
     half_width: float,
     *,

@@ -20,10 +20,10 @@ from ..wire.api import Column, Description, Result, SqlError
 from .columnar import complete_columns
 from .common import DUMMY, TYPE_OIDS, avg_half_widths, explain_output_line, unit_salt
 from .derive import mark
-from .explain import explain_lines, post_text, single_tier_lines
+from .explain import explain_lines, post_text, signal_lines, single_tier_lines
 from .kind import HEAVY_ROWS, Prepared, ReleaseKind, Statement, dp_reading, plan_as, state_as
 from .noise import ScanNoise, scan_noise
-from .notice import cells_warning, domain_notice, notice_body
+from .notice import cells_warning, domain_notice, notice_body, selection_warning
 from .release import (
     contributions_sq,
     domain_answer,
@@ -249,6 +249,7 @@ def zcdp_lines(plan, tier) -> list[str]:
     for (i, members), r, m in zip(groups, parts, ms):
         for j in [i, *members]:
             share[j] = (r, m)
+    primary = {i for i, _ in groups}
     lines = [
         f"dpgate release of {plan.table}: accounting zCDP, ρ {tier.rho:g} per query "
         f"(alone {dp_reading(tier, tier.rho)}; ρ adds up over queries, Bun & Steinke 2016), "
@@ -276,6 +277,8 @@ def zcdp_lines(plan, tier) -> list[str]:
             f"scale {getattr(m, 'output_scale', getattr(m, 'scale', 'n/a'))}, 95% half-width {hw}"
             + post_text(o.post)
         )
+        if o.index in primary:  # the rule and the useful size by the discrete Gaussian's law
+            lines.extend(f"    {t}" for t in signal_lines(plan, m, a, tier))
     return lines
 
 
@@ -305,6 +308,9 @@ class Svt(Central):
         if isinstance(eps, Cost):  # (Svt.budget gives an ε)
             raise SqlError("XX000", "internal error: a sparse-vector release without its ε; nothing was run")
         return selection_answer(plan, complete(plan, cells), eps, conn.gw.source)
+
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        return selection_warning(plan_as(p, Plan), answer, p.epsilon, rows)
 
     def after_reply(self, conn, p: Prepared) -> None:
         return None

@@ -64,6 +64,7 @@ from rewriter.plan import Aggregate, Plan
 
 from ..wire.api import Result, SqlError
 from .common import cell_key
+from .notice import stated_warning
 from .release import releases_of
 from .rows import answer_rows
 
@@ -421,7 +422,9 @@ async def answer(conn, p, dv: int, tier, spent: float, head) -> tuple[Result, st
         repeat=False,
         tier=tier,
     )
-    return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[msg + body(d)]), "derived", 0.0
+    warning = stated_warning(plan, d.answer, rows)  # post-processing of the released values
+    text = f"{warning}\n{msg}{body(d)}" if warning else msg + body(d)
+    return Result(f"SELECT {len(rows)}", p.columns, rows, notices=[text]), "derived", 0.0
 
 
 async def explain_line(conn, plan: Plan, budget) -> str | None:

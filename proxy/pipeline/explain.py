@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mechanisms import split
 from mechanisms.accounting import unit_epsilon
 from mechanisms.mean.bias import clamp_bias
 from mechanisms.snr import judge
@@ -69,6 +70,8 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
     """EXPLAIN's header and per-output lines for a single tier (no ladder)."""
     k = factor(plan)
     shares = split_epsilon(plan, unit_epsilon(tier.epsilon, k))
+    if plan.selection is not None:  # the sparse vector: the values at their own shares (a separate half of ε)
+        shares = value_shares(plan, unit_epsilon(tier.epsilon, k))
     lines = [
         f"dpgate release of {plan.table}: ε {tier.epsilon:g} per query, "
         f"{plan.n_cells} cell(s), {len(plan.aggregates)} aggregate(s) sharing ε"
@@ -93,6 +96,8 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
             lines.append(line)
             continue
         a = plan.aggregates[o.index]
+        if not shares[o.index]:  # the sparse vector's aggregate alone: its keys line says it
+            continue
         m = measurement_for(a, shares[o.index])
         hw = getattr(m, "half_width", None)
         hw_txt = f"±{hw():.4g}" if callable(hw) and a.func != "avg" else "depends on the noisy count"
@@ -110,6 +115,18 @@ def single_tier_lines(plan: Plan, tier) -> list[str]:
         )
         lines.extend(f"    {t}" for t in signal_lines(plan, m, a, tier))
     return lines
+
+
+def value_shares(plan: Plan, epsilon: float) -> list[float]:
+    """Per aggregate, the ε its values are released at under the sparse vector
+    (:func:`.release.selection_answer`): half of ``epsilon`` split equally over the select
+    list's aggregates; 0 for an aggregate released for the selection only."""
+    out = sorted({o.index for o in plan.outputs if o.source == "aggregate"})
+    shares = [0.0] * len(plan.aggregates)
+    parts = [float(e) for e in split(epsilon / 2, len(out))] if out else []
+    for i, e in zip(out, parts):
+        shares[i] = e
+    return shares
 
 
 def signal_lines(plan: Plan, m, a, tier) -> list[str]:

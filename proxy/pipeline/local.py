@@ -34,6 +34,7 @@ from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mechanisms.metric_ldp import Query, notice_std, prefix_width, quantile, variance_bounds
+from mechanisms.snr import additive_each, mean_rule, rank_share_rule
 from rewriter import dialects, parse
 from rewriter.errors import Refusal
 from rewriter.local import LocalPlan, layout, plan_local
@@ -49,6 +50,7 @@ from .local_bind import BoundAgg, bind, scan, scan_columns
 from .local_options import count_value, disc_value, overrides_of, prefix_values
 from .local_reports import ensure_reports
 from .local_subset import answer_subset, explain_subset
+from .notice import warning_line
 
 __all__ = [
     "LOCAL",
@@ -227,6 +229,7 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
         n = int(row[sc.n]) if row is not None else 0
         n_total += n
         vals = []
+        errs: list[float | None] = [None] * len(plan.aggs)  # 95% half-widths (pct: a rank share)
         for i, (a, s, b) in enumerate(zip(plan.aggs, sc.slots, bound)):
             get = (lambda j, row=row: _num(row[j])) if row is not None else (lambda j: None)
             if a.kind == "exact":
@@ -250,6 +253,7 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                 )
                 std = notice_std(get(s["var"]), bounds) if n else 0.0
                 stds[i] = max(stds[i], std)
+                errs[i] = Z95 * std
                 vals.append(int(round(v)) if a.out_type == "int" else float(v))
                 continue
             if a.kind == "avg":
@@ -264,6 +268,7 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                     plan, a, b, n, num, den, get(s["var"]) if "var" in s else None, wmax, exact_den
                 )
                 stds[i] = max(stds[i], std)
+                errs[i] = Z95 * std
                 notes[i] = "bound"
                 vals.append(float(num / den))
                 continue
@@ -283,19 +288,53 @@ def local_answer(plan: LocalPlan, cells: list[tuple]) -> tuple[list[tuple], str]
                 widths[i] = prefix_width(spec, b.prefixes, est)
             t = widths[i] * math.sqrt(n * math.log(2 * max(len(b.prefixes), 1) / DELTA) / 2) / den
             stds[i] = max(stds[i], t)
+            errs[i] = t
             notes[i] = "rank"
-        out_rows.append((key, vals))
-    rows = [
-        tuple(key[o.index] if o.source == "group" else vals[o.index] for o in plan.outputs)
-        for key, vals in out_rows
+        out_rows.append((key, vals, errs))
+    pairs = [
+        (tuple(key[o.index] if o.source == "group" else vals[o.index] for o in plan.outputs), errs)
+        for key, vals, errs in out_rows
     ]
     for idx, desc in reversed(plan.order_by):
-        nulls = [r for r in rows if r[idx] is None]
-        rest = sorted((r for r in rows if r[idx] is not None), key=lambda r: r[idx], reverse=desc)
-        rows = nulls + rest if desc else rest + nulls
+        nulls = [r for r in pairs if r[0][idx] is None]
+        rest = sorted((r for r in pairs if r[0][idx] is not None), key=lambda r: r[0][idx], reverse=desc)
+        pairs = nulls + rest if desc else rest + nulls
     start = plan.offset or 0
-    rows = rows[start : None if plan.limit is None else start + plan.limit]
-    return rows, _notice(plan, stds, notes, n_total)
+    pairs = pairs[start : None if plan.limit is None else start + plan.limit]
+    msg = _notice(plan, stds, notes, n_total)
+    warn = local_warning(plan, pairs)
+    return [r for r, _ in pairs], f"{warn}\n{msg}" if warn else msg
+
+
+def local_warning(plan: LocalPlan, rows: list[tuple[tuple, list]]) -> str:
+    """The warning line of a local-table answer (empty when no value is mostly noise): each
+    returned row's estimate judged by the rule of its kind at its own 95% half-width, from the
+    estimator's variance over the reports (metric-LDP spec §4.2; the reports are already
+    private, so this is post-processing) — a COUNT/SUM by the additive rule, an AVG of a
+    private column against a quarter of its [lo, hi], a percentile by its rank-error bound
+    (:mod:`mechanisms.snr`). ``rows``: (the row, per aggregate its half-width or rank share)."""
+    parts = []
+    for k, o in enumerate(plan.outputs):
+        if o.source != "aggregate":
+            continue
+        a = plan.aggs[o.index]
+        errs = [(r[k], e[o.index]) for r, e in rows if e[o.index] is not None]
+        if a.kind == "est":
+            parts.append((o.name, additive_each([v for v, _ in errs], [h for _, h in errs])))
+        elif a.kind == "avg" and (span := _private_range(plan, a)) is not None and errs:
+            parts.append((o.name, mean_rule([v for v, _ in errs], max(h for _, h in errs), *span)))
+        elif a.kind == "pct" and a.p is not None and errs:
+            parts.append((o.name, rank_share_rule([t for _, t in errs], a.p, 1 - DELTA)))
+    return warning_line(parts)
+
+
+def _private_range(plan: LocalPlan, a) -> tuple[float, float] | None:
+    """The public [lo, hi] of the private column an AVG averages, or None (not a private value column)."""
+    where = plan.layout.where.get(a.column) if a.column else None
+    if where is None:
+        return None
+    dim = plan.layout.groups[where[0]].dims[where[1]]
+    return (dim.lo, dim.hi) if dim.kind == "value" else None
 
 
 def _key(v):
@@ -653,8 +692,13 @@ async def explain_local(conn, sql: str, params: list, stmt=None) -> Result:
         "avg": "ratio of two estimates, std bound by the delta method",
         "pct": "binary search over all prefix estimates (§3.10), 95% rank-error bound",
     }
+    rule = {  # when a returned value is mostly noise (local_warning; mechanisms.snr)
+        "est": "; mostly noise when half-width ≥ |value|",
+        "avg": "; mostly noise when half-width ≥ (hi − lo)/4 of the column",
+        "pct": "; mostly noise when the rank error ≥ max(q, 1 − q)",
+    }
     for a, width in zip(plan.aggs, explain_widths(plan, conn.gw.config)):
-        lines.append(f"   {a.label}: {what[a.kind]}; {width}")
+        lines.append(f"   {a.label}: {what[a.kind]}; {width}{rule.get(a.kind, '')}")
     lines += [" backend SQL (one scan):", "   " + text]
     return Result("EXPLAIN", [Column("QUERY PLAN", 25)], [(line,) for line in lines])
 

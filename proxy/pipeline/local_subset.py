@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from mechanisms.snr import additive_each
 from rewriter import dialects
 from rewriter.dialects import SQLDialect
 from rewriter.local import layout
@@ -23,6 +24,7 @@ from rewriter.local_subset import Category, SubsetPlan, subset_sql
 from ..ingest.subset_ingest import estimate_from_counts, ladder_of, realised, tier_template, top
 from ..wire.api import Column, Result, SqlError
 from .local_reports import ensure_reports, stored_layout
+from .notice import warning_line
 
 __all__ = ["answer_subset", "explain_subset", "serve_level", "subset_answer", "subset_coalition_rows"]
 
@@ -65,12 +67,14 @@ def _key(v):
 
 
 def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tuple]):
-    """Rows (every group cell, then ORDER BY/LIMIT), the max 95% half-width and the report count."""
+    """Rows (every group cell, then ORDER BY/LIMIT), the max 95% half-width, the report count
+    and each returned row's 95% half-width (its public-key cell's: the template's at its n)."""
     k = len(plan.public_keys)
     d = cat.d
     tpl = ladder_of(cat).match[level]
     by_key = {tuple(_key(v) for v in row[:k]): row for row in cells}
     est: dict = {}
+    each: dict = {}  # per public-key cell, its 95% half-width
     hw, n_total = 0.0, 0
     for pk in itertools.product(*plan.public_domains):
         row = by_key.get(tuple(pk))
@@ -78,19 +82,19 @@ def subset_answer(plan: SubsetPlan, cat: Category, level: float, cells: list[tup
         counts = [int(row[k + 1 + j] or 0) for j in range(d)] if row is not None else [0] * d
         est[tuple(pk)] = estimate_from_counts(counts, n, d, tpl.rho, tpl.k) if n else [0.0] * d
         n_total += n
-        if n:
-            hw = max(hw, tier_template(ladder_of(cat), level, n)["half_width"])
+        each[tuple(pk)] = tier_template(ladder_of(cat), level, n)["half_width"] if n else 0.0
+        hw = max(hw, each[tuple(pk)])
     index = {v: j for j, v in enumerate(cat.domain)}
     rows = []
     for key in itertools.product(*plan.domains):
         pk = tuple(v for i, v in enumerate(key) if i != plan.cat_key)
         count = int(round(est[pk][index[key[plan.cat_key]]]))
-        rows.append(tuple(key[o.index] if o.source == "group" else count for o in plan.outputs))
+        rows.append((tuple(key[o.index] if o.source == "group" else count for o in plan.outputs), each[pk]))
     for idx, desc in reversed(plan.order_by):
-        rows = sorted(rows, key=lambda r: r[idx], reverse=desc)
+        rows = sorted(rows, key=lambda r: r[0][idx], reverse=desc)
     start = plan.offset or 0
     rows = rows[start : None if plan.limit is None else start + plan.limit]
-    return rows, hw, n_total
+    return [r for r, _ in rows], hw, n_total, [h for _, h in rows]
 
 
 def _tier_line(cat: Category, level: float, tname: str, tier) -> str:
@@ -129,15 +133,18 @@ async def answer_subset(conn, plan: SubsetPlan, fetch):
     cat = stored.category(plan.category)
     level, tname, tier = serve_level(gw.config, conn.role, cat, stored.name)
     cells = await fetch(conn, scan_sql(plan, cat, level, gw.backend.dialect))
-    rows, hw, n = subset_answer(plan, cat, level, cells)
+    rows, hw, n, widths = subset_answer(plan, cat, level, cells)
     many = " (max over rows)" if plan.public_keys else ""
-    count = next(o.name for o in plan.outputs if o.source == "aggregate")
+    count, k = next((o.name, k) for k, o in enumerate(plan.outputs) if o.source == "aggregate")
+    # each returned count against its cell's half-width (the additive rule; post-processing)
+    warn = warning_line([(count, additive_each([r[k] for r in rows], widths))])
     msg = (
         f"dpgate: ε charged 0 (local table {stored.name}: {cat.name} perturbed once per row at "
         f"ingestion by the multi-tier Subset mechanism; answers are post-processing, no budget "
         f"is used); {n:,} reports; 95% half-width: {count} ±{hw:.3g}{many}; "
         f"{_tier_line(cat, level, tname, tier)}; {_coalition_line(cat, gw.config, level)}"
     )
+    msg = f"{warn}\n{msg}" if warn else msg
     cols = [Column(o.name, {"int": 20, "float": 701, "text": 25, "bool": 16}[o.type]) for o in plan.outputs]
     return Result(f"SELECT {len(rows)}", cols, rows, notices=[msg]), "ldp", 0.0
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -63,8 +64,9 @@ from ..stores.ladder_store import store_for
 from ..wire.api import SqlError
 from .central import Central, columns_of
 from .common import avg_half_widths, cell_key, explain_output_line, plain_number
+from .explain import signal_lines
 from .kind import Prepared, plan_as
-from .notice import unit_text
+from .notice import cells_warning, unit_text
 from .release import release_groups
 
 __all__ = [
@@ -330,16 +332,11 @@ def explain_ladder_lines(plan, tier) -> list[str]:
             lines.append(line)
             continue
         a, s = plan.aggregates[o.index], by_index[o.index]
-        m: GeometricCount | LaplaceSum | LaplaceTransformedMean
-        if s.kind == "count":
-            m = GeometricCount(share)
-            scale, hw = f"{m.output_scale:.4g}", f"±{m.half_width():.4g}"
-        elif s.kind == "sum":
-            m = _sum_measure(s, share)
-            scale, hw = f"{m.output_scale:.4g}", f"±{m.half_width():.4g}"
-        else:
-            m = _avg_measure(s, share)
+        m = level_measure(s, share)
+        if isinstance(m, LaplaceTransformedMean):
             scale, hw = f"{m.scale:.4g}", avg_half_widths(m)
+        else:
+            scale, hw = f"{m.output_scale:.4g}", f"±{m.half_width():.4g}"
         bounds = f", clamped to [{a.lower:g}, {a.upper:g}]" if a.lower is not None else ""
         via = MECH[s.kind] + (
             "" if o.index == s.index else f" (from the {plan.aggregates[s.index].label} release)"
@@ -347,6 +344,8 @@ def explain_ladder_lines(plan, tier) -> list[str]:
         lines.append(
             f"  {o.name}: {a.label}{bounds} via {via}, ε {share:g}, scale {scale}, 95% half-width {hw}"
         )
+        if o.index == s.index:  # the rule and the useful size by this level's law
+            lines.extend(f"    {t}" for t in signal_lines(plan, m, a, tier))
     return lines
 
 
@@ -420,8 +419,40 @@ class Ladder(Central):
         plan = plan_as(p, Plan)
         return serve_level(conn.gw, conn.role, plan, complete(plan, cells), p.data_version, p.statement)
 
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        """The served level's values judged by that level's law (:func:`level_law`)."""
+        plan = plan_as(p, Plan)
+        return cells_warning(plan, answer, p.epsilon, rows, level_law(plan, answer))
+
     def after_reply(self, conn, p: Prepared) -> None:
         return None
+
+
+def level_measure(slot: _Slot, share: float) -> GeometricCount | LaplaceSum | LaplaceTransformedMean:
+    """The marginal law of one value of a chain's level at ``share`` (the level's ε per release):
+    the two-sided geometric chain's level is that mechanism at that ε (Wang et al. 2026)."""
+    if slot.kind == "count":
+        return GeometricCount(share)
+    if slot.kind == "sum":
+        return _sum_measure(slot, share)
+    return _avg_measure(slot, share)
+
+
+def level_law(plan, answer: dict):
+    """Each release's law at the served level (:data:`.notice.Law`): the level's measurement at
+    its share (``interval_epsilon``) and the level over that share, to name a useful ε."""
+    shares = answer.get("interval_epsilon") or []
+    level = float((answer.get("ladder") or {}).get("level") or 0.0)
+    by_index = {s.index: s for s in _slots(plan)}
+
+    def law(i: int, _agg):
+        s = by_index.get(i)
+        if s is None or i >= len(shares) or not shares[i]:
+            return None
+        share = float(shares[i])
+        return level_measure(s, share), (level / share if level else 1.0)
+
+    return law
 
 
 def serve_level(gw, role: str, plan, cells, data_version: int, sql: str) -> dict:

@@ -6,7 +6,7 @@ line (:func:`warning_line`, the rules of :mod:`mechanisms.snr`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mechanisms.mean.bias import clamp_bias
@@ -20,11 +20,16 @@ from ..wire.api import ColumnRows
 from .common import fmt
 from .errorbars import interval_text
 from .postexpr import window_text
-from .release import measurement_for, release_groups
+from .release import contributions_sq, measurement_for, release_groups, zcdp_measurement_for
 from .rows import aligned, consistent_ranges, kept_cells
 
 WARNING = "dpgate WARNING: mostly noise"
 """How the warning line begins (the NOTICE's first line when it has one)."""
+
+
+Law = Callable[[int, Any], "tuple[Any, float] | None"]
+"""A release's law where the answer's own names do not give it: (the primary aggregate's index,
+its aggregate) → (its measurement, the statement's ε over the measurement's), or None."""
 
 
 def warning_line(parts: Sequence[tuple[str, Signal | None]]) -> str:
@@ -47,7 +52,12 @@ def _column(answer: dict, j: int) -> list:
 
 
 def cell_signals(
-    plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None
+    plan: Plan,
+    answer: dict,
+    epsilon: float,
+    rows: Sequence[tuple] | None = None,
+    law: Law | None = None,
+    groups: list[tuple[int, list[int]]] | None = None,
 ) -> list[tuple[str, Signal | None]]:
     """Each released aggregate's signal (:func:`mechanisms.snr.judge`) over the cells of a
     central answer released at the statement's ``epsilon``: its mechanism rebuilt from the plan
@@ -56,7 +66,9 @@ def cell_signals(
     LIMIT or OFFSET keeps a subset; else the cells the HAVING / outer WHERE keeps,
     :func:`.rows.kept_cells`) and the stated half-width. A
     SUM/COUNT answered by an AVG's release (the same draw) is judged by the additive rule
-    alone (its law is the AVG's, not a geometric's)."""
+    alone (its law is the AVG's, not a geometric's). ``law``: each release's mechanism where
+    another one ran (a ladder's level, :data:`Law`); by default the one the answer names;
+    ``groups``: the releases (primary, members) where they are not :func:`.release.release_groups`'s."""
     answer = aligned(plan, answer)
     kept = kept_cells(plan, answer)
     subset = kept is not None or plan.limit is not None or bool(plan.offset)
@@ -69,10 +81,10 @@ def cell_signals(
         values = _column(answer, j)
         return values if kept is None else [v for v, k in zip(values, kept) if k]
 
-    for i, members, m, hw, share in _releases(plan, answer):
+    for i, members, m, hw, scale in _releases(plan, answer, epsilon, law, groups):
         a, values = plan.aggregates[i], column(i)
-        sig = judge(m, values, hw, epsilon_scale=epsilon / share) if m is not None else None
-        # another mechanism's values (a ladder's chain, a zCDP tier's): the rule at its stated half-width
+        sig = judge(m, values, hw, epsilon_scale=scale) if m is not None else None
+        # another mechanism's values, its law not given: the rule at its stated half-width
         out.append((a.label, sig if sig is not None else _rule_only(a, values, hw)))
         hws = answer["half_width"]
         out.extend((plan.aggregates[j].label, additive(column(j), hws[j])) for j in members)
@@ -96,22 +108,43 @@ def _row_column(rows: Sequence[tuple], k: int) -> list:
     return [r[k] for r in rows]
 
 
-def _releases(plan: Plan, answer: dict):
-    """(primary aggregate, members, its measurement, stated half-width, ε share) of each
+def _releases(
+    plan: Plan,
+    answer: dict,
+    epsilon: float = 0.0,
+    law: Law | None = None,
+    groups: list[tuple[int, list[int]]] | None = None,
+):
+    """(primary aggregate, members, its measurement, stated half-width, ε scale) of each
     release of a central answer; the measurement rebuilt from the plan at the share it ran at
-    (public: the answer records it), None where another mechanism ran (a ladder's chain)."""
+    (public: the answer records it) — on a zCDP tier the discrete Gaussian at its ρ share, the
+    scale then the statement's ρ over the share (equal shares: the number of releases) —, or
+    given by ``law``; None where another mechanism ran whose law is not given."""
     hws, shares = answer.get("half_width") or [], answer.get("epsilon") or []
     names = answer.get("mechanism") or []
     if not isinstance(shares, list) or not len(plan.aggregates) == len(shares) == len(hws) == len(names):
         return
-    for i, members in release_groups(plan):
+    groups = release_groups(plan) if groups is None else groups
+    for i, members in groups:
         if not shares[i]:
             continue
+        share = float(shares[i])
+        if law is not None:
+            got = law(i, plan.aggregates[i])
+            m, scale = got if got is not None else (None, 0.0)
+            yield i, members, m, float(hws[i]), scale
+            continue
+        gaussian = str(names[i]).startswith("discrete_gaussian")
         try:
-            m = measurement_for(plan.aggregates[i], float(shares[i]))
+            m = (
+                zcdp_measurement_for(plan.aggregates[i], share, contributions_sq(plan), factor(plan))
+                if gaussian
+                else measurement_for(plan.aggregates[i], share)
+            )
         except ValueError:  # an aggregate another kind's mechanism released (MAX/MIN)
             continue
-        yield i, members, m if names[i] == m.name else None, float(hws[i]), float(shares[i])
+        scale = len(groups) if gaussian else epsilon / share  # a zCDP statement's ρ is split equally
+        yield i, members, m if names[i] == m.name else None, float(hws[i]), scale
 
 
 def rank_warning(
@@ -159,10 +192,47 @@ def rank_warning(
     return warning_line(out)
 
 
-def cells_warning(plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None) -> str:
+def cells_warning(
+    plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None, law: Law | None = None
+) -> str:
     """The warning line of a central answer and the statement's ``rows`` made from it (empty
-    when none is mostly noise)."""
-    return warning_line(cell_signals(plan, answer, epsilon, rows))
+    when none is mostly noise); ``law`` as :func:`cell_signals`'s."""
+    return warning_line(cell_signals(plan, answer, epsilon, rows, law))
+
+
+def selection_warning(plan: Plan, answer: dict, epsilon: float, rows: Sequence[tuple] | None = None) -> str:
+    """The warning line of a sparse-vector answer (HAVING / top-c, Liu et al.): the values of
+    the keys that passed, each output aggregate released by its own mechanism at its own share
+    of ε (noise independent of the selection's, so a released value's law is that
+    measurement's alone), judged as a central release's. Keys released alone carry no value:
+    nothing to judge."""
+    hws, shares, names = (
+        answer.get("half_width") or [],
+        answer.get("epsilon") or [],
+        answer.get("mechanism") or [],
+    )
+    # the output aggregates (released with a half-width), in the answer's order
+    released = [j for j, h in enumerate(hws) if h and float(h) > 0]
+    if not released or len(shares) != len(released) + 1 or len(names) != len(shares):
+        return ""
+    eps, mech = [0.0] * len(hws), [""] * len(hws)
+    for pos, j in enumerate(released):
+        eps[j], mech[j] = float(shares[pos + 1]), names[pos + 1]
+    answer = aligned(plan, dict(answer, epsilon=eps, mechanism=mech))
+    each: list[tuple[int, list[int]]] = [(i, []) for i, e in enumerate(answer["epsilon"]) if e]
+    return warning_line(cell_signals(plan, answer, epsilon, rows, groups=each))
+
+
+def stated_warning(plan: Plan, answer: dict, rows: Sequence[tuple] | None = None) -> str:
+    """The warning line of an answer no one mechanism measured (derived from earlier releases:
+    sums of their noisy cells, ratios): each aggregate by its kind's rule at the half-width
+    the NOTICE states for it (no useful size or ε: no one law gives them)."""
+    n = len(plan.aggregates)
+    if len(answer.get("half_width") or []) != n:
+        return ""
+    stated = dict(answer, epsilon=[1.0] * n, mechanism=answer.get("mechanism") or [""] * n)
+    each: list[tuple[int, list[int]]] = [(i, []) for i in range(n)]
+    return warning_line(cell_signals(plan, stated, 0.0, rows, law=lambda i, a: None, groups=each))
 
 
 def avg_bias_text(plan: Plan, answer: dict) -> str:

@@ -44,7 +44,7 @@ from .central import Central, checked, columns_of
 from .common import cell_key, fmt, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared, plan_as, state_as
-from .notice import cells_warning, notice_body, unit_text
+from .notice import cells_warning, notice_body, selection_warning, unit_text
 from .release import noisy_answer, selection_answer
 from .rows import answer_rows
 from .selection_path import choose
@@ -269,10 +269,13 @@ class Partitions(Central):
         return f"{head}; values at ε {fmt(part['eps_measures'])}: " + notice_body(plan, answer)
 
     def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
-        """The released keys' values judged as a central release's (:func:`.notice.cells_warning`)."""
+        """The released keys' values judged as a central release's (:func:`.notice.cells_warning`;
+        the sparse vector's, each at its own share: :func:`.notice.selection_warning`)."""
         plan = plan_as(p, Plan)
-        if not plan.aggregates or plan.selection is not None:  # keys only, or the sparse vector's values
+        if not plan.aggregates:  # keys only
             return ""
+        if plan.selection is not None:
+            return selection_warning(plan, answer, p.epsilon, rows)
         return cells_warning(plan, answer, p.epsilon, rows)
 
     def explain_head(self, plan, tier, min_units: int | None = None) -> list[str]:

@@ -63,6 +63,7 @@ from mechanisms.per_record import (
     PrivacyFunction,
 )
 from mechanisms.per_record.core import PrRelease
+from mechanisms.snr import judge
 from rewriter.errors import FEATURE_NOT_SUPPORTED, Refusal
 from rewriter.per_record import (
     ALLOWED,
@@ -79,9 +80,9 @@ from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_of, plain_number, pretty
 from .kind import Prepared, ReleaseKind, Statement, fetch, plan_as, state_as
-from .notice import consistency_text
+from .notice import consistency_text, warning_line
 from .per_record_policy import Policy, PolicyError, compile_policy, validate_config, validate_policy
-from .rows import answer_rows, output_types
+from .rows import answer_rows, kept_cells, output_types
 from .selection_path import for_tier
 
 __all__ = [
@@ -500,11 +501,37 @@ class PerRecord(ReleaseKind):
         clamped = consistency_text(dataclasses.replace(prp.plan, aggregates=noised))
         return notice_body(prp, state_as(p, PerRecordState).policy, answer) + clamped
 
+    def warning(self, p: Prepared, answer: dict, rows: Sequence[tuple]) -> str:
+        return record_warning(plan_as(p, PrPlan), state_as(p, PerRecordState), answer)
+
     async def describe(self, conn, stmt: Statement, oids: list[int]) -> Description:
         return await describe_per_record(conn, stmt, oids)
 
     async def explain(self, conn, stmt: Statement, params: list, plan=None) -> Result:
         return await explain_per_record(conn, stmt, params)
+
+
+def record_warning(prp: PrPlan, st: PerRecordState, answer: dict) -> str:
+    """The warning line of a per-record release: each group's released value judged by its
+    mechanism's law (:func:`mechanisms.snr.judge`) at the bound its released level ℓ gives
+    (public: the NOTICE states it) — COUNT and SUM against the noise of the levels kept, at
+    1 − β; MAX/MIN against the group's released row count where the statement releases a
+    COUNT beside it. Over the groups the HAVING / outer WHERE keeps."""
+    parts = st.parts if st.parts is not None else [(prp, st.kind, st.m)]
+    prs = answer.get("parts") or [answer["per_record"]]
+    kept = kept_cells(prp.plan, answer)
+    cells = [v for k, v in enumerate(answer["values"]) if kept is None or kept[k]]
+    counts = next(
+        ([c[j] for c in cells] for j, (_, kind, _) in enumerate(parts) if kind == "count"),
+        None,
+    )
+    out = []
+    for j, ((_, kind, m), pr) in enumerate(zip(parts, prs)):
+        widths = [w for k, w in enumerate(pr["noise"]) if kept is None or kept[k]]
+        values = [c[j] for c in cells]
+        sig = judge(m, values, widths, n_hats=counts if kind in ("max", "min") else None)
+        out.append((answer["labels"][j], sig))
+    return warning_line(out)
 
 
 def _combine(parts: list[dict]) -> dict:
@@ -708,6 +735,34 @@ def explain_accuracy(kind: str, m) -> str:
     )
 
 
+def explain_signal(kind: str, m) -> str:
+    """EXPLAIN's statement of when a group's answer would be mostly noise (the rules of
+    :func:`record_warning`, before any data): a COUNT/SUM when the noise of the levels it keeps
+    reaches |value| — a COUNT is useful from that noise + 1 rows, stated for ℓ = L and ℓ = 1 —;
+    a MAX/MIN when its rank margin 2·k0 reaches the group's rows (judged where a COUNT is
+    released beside it)."""
+    L = m.levels.L
+    if kind in ("count", "sum_extension"):
+        noise = [sum(m.scan.k[ell - 1 :]) for ell in (L, 1)]
+        useful = (
+            f"; a count useful from groups of {noise[0] + 1:,} (ℓ = {L}) to {noise[1] + 1:,} rows (ℓ = 1)"
+            if kind == "count"
+            else ""
+        )
+        return f"  mostly noise when a group's noise bound ≥ |value| (the levels it keeps, at 1 − β){useful}"
+    if kind in ("max", "min"):
+        beta = m.beta
+        k0 = [
+            math.ceil(2.0 / float(m.stage2_epsilon(ell)) * math.log((m.U + 1) / (beta / 2))) for ell in (L, 1)
+        ]
+        return (
+            "  mostly noise when the rank margin reaches the group's rows (judged against a COUNT "
+            f"released beside it): useful from groups of {2 * k0[0] + 1:,} (ℓ = {L}) to {2 * k0[1] + 1:,} "
+            "rows (ℓ = 1)"
+        )
+    return "  mostly noise when a group's noise bound ≥ |value| (at 1 − β; τ from the data)"
+
+
 async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
     """``EXPLAIN`` of a per-record statement: policy, mechanism, backend SQL; free."""
     gw = conn.gw
@@ -726,6 +781,7 @@ async def explain_per_record(conn, stmt: Statement, params: list) -> Result:
         "composition), every level of every cell noised",
     ]
     lines.append(explain_accuracy(kind, m))
+    lines.append(explain_signal(kind, m))
     if kind in ("max", "min"):
         lines.append(
             "  round 2 after ℓ is known: the distinct values of levels >= ℓ of each cell "
@@ -765,6 +821,7 @@ def _explain_parts(gw, prp: PrPlan, pol: Policy, tier) -> Result:
             )
         )
         lines.append("  " + explain_accuracy(kind, m))
+        lines.append("  " + explain_signal(kind, m))
     lines.append(
         "backend SQL (one statement: each aggregate's scan GROUP BY keys, level[, value bucket], tagged):"
     )

@@ -28,6 +28,7 @@ UNIT = {"privacy_unit": "person", "max_groups_per_unit": 2, "max_rows_per_unit":
 SIZES = (5, 7, 9, 12, 6, 10, 8, 11)  # rows of the small AVG cells
 BIG = 100_000
 RHO = 0.5  # role `other`: a zCDP tier (ε = √(2ρ) = 1)
+ZC_RHO = 0.05  # role `analyst`'s zCDP tier: ρ per query
 
 
 def _load(path) -> None:
@@ -79,6 +80,8 @@ def svc(tmp_path_factory):
     cfg["tiers"]["z"] = {"accounting": "zcdp", "rho": RHO, "budget": 1000.0, "period": "day"}
     cfg["roles"]["other"]["tier"] = "z"
     cfg["tiers"]["tiny"] = {"epsilon": 1.0, "budget": 1000.0, "period": "day", "consistent": False}
+    cfg["tiers"]["zc"] = {"accounting": "zcdp", "rho": ZC_RHO, "budget": 1000.0, "period": "day"}
+    cfg["roles"]["analyst"]["tier"] = "zc"  # role `analyst`: a zCDP tier at ρ 0.05
     s = Service(cfg, tmp_path_factory.mktemp("state"), source=SeededSource(4242)).start()
     yield s
     s.close()
@@ -163,14 +166,27 @@ def test_a_lone_percentile_states_its_useful_group_size(svc):
     assert any(said in r[0] for r in plan) and said in notes[0]
 
 
-def test_a_ladder_tier_is_warned_by_the_rule_at_its_stated_half_width(svc):
-    """A data-market ladder's values come from its own chain: judged by the rule at the
-    half-widths the NOTICE states (no other mechanism's law, so no useful size or ε named).
-    Role `bronze` (ε 0.1): PUMS over 80 by education, a handful of people per cell."""
-    _, notes = _ask(svc, "SELECT educ, COUNT(*) FROM pums WHERE age > 80 GROUP BY educ", role="bronze")
+def test_a_ladder_tier_is_warned_by_its_level_law(svc):
+    """A data-market ladder's values come from its own chain, whose level at ε is the
+    two-sided geometric at ε (Wang et al. 2026): the warning names the smallest useful group
+    by that law (h + 1 rows) and EXPLAIN says it before anything is charged. Role `bronze`
+    (ε 0.1, one COUNT: level share 0.1): PUMS over 80 by education, a handful of people per cell."""
+    from mechanisms import GeometricCount
+
+    need = int(GeometricCount(0.1).half_width()) + 1
+    sql = "SELECT educ, COUNT(*) FROM pums WHERE age > 80 GROUP BY educ"
+    plan, _ = _ask(svc, "EXPLAIN " + sql, role="bronze")
+    assert any(
+        f"mostly noise when half-width ≥ |value|; useful from groups of {need:,} rows" in r[0] for r in plan
+    )
+    _, notes = _ask(svc, sql, role="bronze")
     first = notes[0].splitlines()[0]
-    assert first.startswith(WARNING) and "count(*)" in first and "useful" not in first
+    assert (
+        first.startswith(WARNING) and "count(*)" in first and f"useful from groups of {need:,} rows" in first
+    )
     assert "multitier_geometric_count" in notes[0]
+    _, notes = _ask(svc, "SELECT COUNT(*) FROM pums", role="bronze")  # 1,000 rows against ±30
+    assert not notes[0].startswith(WARNING)
 
 
 def test_the_warning_judges_the_rows_the_statement_returns(svc):
@@ -317,3 +333,155 @@ def test_on_a_zcdp_tier_the_count_is_the_discrete_gaussian(svc):
         + Fraction(pure_epsilon(Fraction(RHO) * 19 / 20)) ** 2 / 2
     )
     assert rel["unit"] == "rho" and rel["epsilon"] == pytest.approx(float(rho), abs=1e-9)
+
+
+def test_a_zcdp_tier_is_warned_by_the_discrete_gaussian(svc):
+    """Role `analyst` (ρ 0.05, one COUNT over G 2, R 3: Δ₂² = min(G, cells)·R² = 18): the discrete
+    Gaussian's half-width h (Canonne, Kamath & Steinke 2020) is far above counts of 5–12 rows,
+    so the warning names h + 1 rows and the least ρ; EXPLAIN names the same useful group, and an
+    AVG's (the ratio of a Gaussian SUM and COUNT at ρ/2 each) from the ratio's bound. One group
+    of 164 rows (Δ₂² = 9) carries no warning."""
+    from mechanisms.discrete_gaussian import GaussianCount
+    from mechanisms.gaussian_stats import GaussianMean
+
+    h = GaussianCount(ZC_RHO, 18).half_width()
+    sql = "SELECT c, COUNT(*) FROM small GROUP BY c"
+    before = svc.gw.ledger.spent("analyst", "day")
+    plan, _ = _ask(svc, "EXPLAIN " + sql, role="analyst")
+    assert svc.gw.ledger.spent("analyst", "day") == before
+    said = f"mostly noise when half-width ≥ |value|; useful from groups of {int(h) + 1:,} rows"
+    assert any(said in r[0] for r in plan)
+    _, notes = _ask(svc, sql, role="analyst")
+    first = notes[0].splitlines()[0]
+    assert first.startswith(WARNING) and f"useful from groups of {int(h) + 1:,} rows" in first
+    assert "at ρ ≥" in first and "discrete_gaussian_count" in notes[0]
+    plan, _ = _ask(svc, "EXPLAIN SELECT c, COUNT(*), AVG(v) FROM small GROUP BY c", role="analyst")
+    need = mean_useful_from(GaussianMean(ZC_RHO / 2, 0, 500, integer=True, contributions_sq=18))
+    assert any(f"(upper − lower)/4; useful from groups of {need:,} rows" in r[0] for r in plan)
+    _, notes = _ask(svc, "SELECT COUNT(*) FROM audit", role="analyst")
+    assert not notes[0].startswith(WARNING)
+
+
+SVT_AGGS = "COUNT(*) AS n, COUNT(married), COUNT(age), COUNT(sex), COUNT(race)"  # five releases: the sparse vector wins
+
+
+def test_sparse_vector_values_are_judged_by_their_own_mechanism(svc):
+    """HAVING by the sparse vector (Liu et al.): the passing keys' values are released at a
+    separate half of ε, each aggregate by its own mechanism at its share (ε 1 · ½ · ⅕ per
+    COUNT: h of the two-sided geometric at ε 1/10). Over-80s by education (a handful per key)
+    are mostly noise; keys over 100 rows are not."""
+    from mechanisms import GeometricCount
+
+    h = GeometricCount(1.0 / 10).half_width()
+    small = f"SELECT educ, {SVT_AGGS} FROM pums WHERE age > 80 GROUP BY educ HAVING COUNT(*) >= 0 LIMIT 1"
+    plan, _ = _ask(svc, "EXPLAIN " + small)
+    text = "\n".join(r[0] for r in plan)
+    assert "sparse vector (Liu et al.), the lower error here" in text
+    assert "n: count(*) via geometric_count, ε 0.1," in text  # its value's share, not the cells'
+    assert f"mostly noise when half-width ≥ |value|; useful from groups of {int(h) + 1:,} rows" in text
+    rows, notes = _ask(svc, small)
+    assert len(rows) == 1 and "sparse vector" in notes[0]
+    first = notes[0].splitlines()[0]
+    assert first.startswith(WARNING) and f"from groups of {int(h) + 1:,} rows" in first
+    large = f"SELECT educ, {SVT_AGGS} FROM pums GROUP BY educ HAVING COUNT(*) >= 100 LIMIT 1"
+    rows, notes = _ask(svc, large)
+    assert rows and all(abs(v) > h for r in rows for v in r[1:]) and "sparse vector" in notes[0]
+    assert not notes[0].startswith(WARNING)
+
+
+def test_per_record_values_are_judged_by_their_levels_noise(svc):
+    """Per-record DP (Chen et al. 2025) on the demo's accounts: each group's COUNT is judged
+    against the noise of the levels it kept (the bound the NOTICE states, at 1 − β), useful
+    from that bound + 1 rows; a MAX beside a COUNT against the group's released row count
+    (its 2·k0 rank margin). Balances over 990,000,000 (a handful per branch) are mostly
+    noise; all accounts of a branch (about 20,000) are not."""
+    import re
+
+    _, notes = _ask(svc, "SELECT branch, COUNT(*) FROM accounts WHERE balance > 990000000 GROUP BY branch")
+    first, body = notes[0].splitlines()[:2]
+    noise = int(re.search(r"±(\d+) of noise", body).group(1))  # Σ_{i≥ℓ} k_i: an integer
+    assert first.startswith(WARNING) and "count(*)" in first and "99% half-width" in first
+    assert f"useful from groups of {noise + 1:,} rows" in first
+    # EXPLAIN (free) states the range over the level ℓ the scan may select; the release's lies in it
+    plan, _ = _ask(
+        svc, "EXPLAIN SELECT branch, COUNT(*) FROM accounts WHERE balance > 990000000 GROUP BY branch"
+    )
+    said = next(r[0] for r in plan if "a count useful from groups of" in r[0])
+    low, high = (int(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:\(ℓ|rows \(ℓ)", said))
+    assert low <= noise + 1 <= high
+    both = "SELECT branch, COUNT(*), MAX(balance) FROM accounts WHERE balance > 990000000 GROUP BY branch"
+    plan, _ = _ask(svc, "EXPLAIN " + both)
+    said = next(r[0] for r in plan if "rank margin reaches the group's rows" in r[0])
+    low, high = (int(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:\(ℓ|rows \(ℓ)", said))
+    _, notes = _ask(svc, both)
+    first = notes[0].splitlines()[0]
+    assert (
+        first.startswith(WARNING)
+        and "max(balance)" in first
+        and "rows beyond the answer ≥ the group's rows" in first
+    )
+    need = int(
+        re.search(r"max\(balance\):.*useful from groups of ([\d,]+) rows", first).group(1).replace(",", "")
+    )
+    assert low <= need <= high  # 2·k0 + 1 at the released level, within EXPLAIN's range over ℓ
+    rows, notes = _ask(svc, "SELECT branch, COUNT(*) FROM accounts GROUP BY branch")
+    assert all(n > 10_000 for _, n in rows) and not notes[0].startswith(WARNING)
+
+
+def test_local_estimates_are_judged_by_the_estimators_variance(svc):
+    """A local (metric-LDP) table's answer is post-processing of private reports: each
+    returned row's estimate is judged at its own 95% half-width (z·σ, σ from the estimator's
+    variance over the reports, spec §4.2). A COUNT over a few hundred reports where hardly
+    any match, and an AVG of distance on [0, 30] there, are mostly noise; counts of
+    thousands are not."""
+    sql = (
+        "SELECT vendor, COUNT(*), AVG(distance) FROM trips WHERE hour = 3 AND passengers = 6 GROUP BY vendor"
+    )
+    plan, _ = _ask(svc, "EXPLAIN " + sql)
+    assert any("mostly noise when half-width ≥ |value|" in r[0] for r in plan)
+    _, notes = _ask(svc, sql)
+    first = notes[0].splitlines()[0]
+    assert first.startswith(WARNING) and "count:" in first and "half-width ≥ |value|" in first
+    assert "half-width ≥ (upper − lower)/4" in first and "[0, 30]" in first
+    assert "ε charged 0 (local table trips" in notes[0].splitlines()[1]
+    rows, notes = _ask(svc, "SELECT vendor, COUNT(*) FROM trips WHERE hour < 12 GROUP BY vendor")
+    assert all(n > 1_000 for _, n in rows) and not notes[0].startswith(WARNING)
+
+
+@pytest.mark.parametrize(
+    ("role", "where"), [("bronze", "WHERE passengers = 6"), ("bronze", ""), ("gold", "")]
+)
+def test_subset_counts_are_judged_at_their_half_width(svc, role, where):
+    """A local table's categorical (multi-tier Subset, Wang et al. 2026 §5) counts: each
+    returned count against the 95% half-width of its tier's template at the cell's n
+    reports (one cell here: the half-width the NOTICE states); exactly the counts whose
+    interval holds 0 are called mostly noise."""
+    import re
+
+    rows, notes = _ask(svc, f"SELECT zone, COUNT(*) FROM trips {where} GROUP BY zone", role=role)
+    lines = notes[0].splitlines()
+    body = lines[-1]
+    h = float(re.search(r"95% half-width: count ±(\S+);", body).group(1))  # stated to 3 digits
+    noisy = [v for _, v in rows if abs(v) <= h * (1 - 1e-3)]
+    clear = [v for _, v in rows if abs(v) > h * (1 + 1e-3)]
+    warned = lines[0].startswith(WARNING)
+    if len(noisy) + len(clear) == len(rows):  # no count within the stated rounding of h
+        assert warned == bool(noisy)
+        assert not noisy or f"{len(noisy)} of {len(rows)} groups" in lines[0]
+    if role == "bronze" and where:  # 429 reports at ε 0.1: every count is mostly noise
+        assert warned and len(noisy) == len(rows)
+
+
+def test_a_derived_answer_is_judged_at_its_stated_half_width(svc):
+    """An answer derived at ε 0 from this role's earlier release (a WHERE on a key of a GROUP
+    BY released before: post-processing) is judged by its aggregate's rule at the half-width
+    the NOTICE states for it. Role `tiny`: counts of 5–12 rows at ε 1/6 (±18)."""
+    from mechanisms import GeometricCount
+
+    h = GeometricCount(1.0 / 6).half_width()
+    _ask(svc, "SELECT c, COUNT(*) FROM small GROUP BY c", role="tiny")
+    rows, notes = _ask(svc, "SELECT COUNT(*) FROM small WHERE c = 2", role="tiny")
+    first = notes[0].splitlines()[0]
+    assert "ε charged 0" in notes[0] and "release #" in notes[0]  # derived, not released anew
+    assert abs(rows[0][0]) <= h  # 7 rows against ±18 (fixed seed)
+    assert first.startswith(WARNING) and f"95% half-width ±{h:,} ≥ |value|" in first

@@ -8,14 +8,18 @@ from fractions import Fraction
 import pytest
 
 from mechanisms import GeometricCount, LaplaceSum
+from mechanisms.discrete_gaussian import GaussianCount, GaussianSum
 from mechanisms.extreme import ExtremeGrid, ShiftedRankExtreme
+from mechanisms.gaussian_stats import GaussianMean
 from mechanisms.mean import make_mean
+from mechanisms.per_record import ExtensionSum, FrameworkMax, FrameworkSum, PrDPCount, inverse_function
 from mechanisms.quantile import ExpMechQuantile, RecursiveQuantiles
 from mechanisms.snr import (
     MEAN_RANGE_FRACTION,
     epsilon_for,
     judge,
     mean_useful_from,
+    rank_share_rule,
 )
 
 
@@ -70,3 +74,64 @@ def test_a_mechanism_with_its_own_law_is_judged_by_it():
         assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, need)
         assert sig.useful_epsilon == pytest.approx(1.0 * need / (need - 1))
         assert not judge(m, [30], 0.0, n_hats=[need], q=q).noise
+
+
+def test_a_zcdp_count_is_judged_by_the_discrete_gaussian_in_rho():
+    """The discrete Gaussian COUNT (Canonne, Kamath & Steinke 2020): useful from h + 1 rows, and
+    at a group's size from the least ρ at which h falls below it, stated as ρ per query."""
+    m = GaussianCount(0.05, contributions_sq=18)
+    h = m.half_width()
+    sig = judge(m, [h / 3, 10 * h], h, epsilon_scale=2.0)
+    assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, int(h) + 1)
+    r = sig.useful_epsilon / 2.0  # per release
+    assert GaussianCount(r, 18).half_width() < h / 3 <= GaussianCount(r / 1.002, 18).half_width()
+    assert "at ρ ≥" in sig.useful() and "ε" not in sig.useful()
+    s = GaussianSum(0.05, 0, 500, integer=True, contributions_sq=18)
+    assert judge(s, [1.0], s.half_width()).noise and judge(s, (), 0.0).useful_rows is None
+
+
+def test_a_zcdp_avg_is_useful_where_the_ratios_bound_falls_below_a_quarter():
+    """The zCDP AVG is a Gaussian SUM over a Gaussian COUNT; its bound's half-width (worst over
+    the bounds) falls with n: the smallest useful group is where it drops below (upper − lower)/4."""
+    m = GaussianMean(0.025, 0, 500, integer=True, contributions_sq=18)
+    n = mean_useful_from(m)
+    target = 500 / MEAN_RANGE_FRACTION
+    assert m.half_width(0.95, n_hat=n) < target <= m.half_width(0.95, n_hat=n - 1)
+    assert judge(m, (), 0.0).useful_rows == n
+
+
+def _levels():
+    from mechanisms.per_record import Levels
+
+    return Levels(1e-3, 1.0)
+
+
+def test_a_per_record_count_is_judged_per_group_at_its_levels_noise():
+    """Per-record COUNT (Chen et al. 2025 Alg. 1): each group against the noise of the levels
+    it kept (its own bound at 1 − β); useful from the largest noisy group's bound + 1 rows."""
+    m = PrDPCount(_levels(), beta=0.01)
+    sig = judge(m, [3, 20, 500], [14.0, 29.0, 449.0])
+    assert (sig.noisy, sig.groups, sig.useful_rows) == (2, 3, 30) and "99% half-width" in sig.reason()
+    assert not judge(m, [15, 30], [14.0, 29.0]).noise
+    assert (
+        judge(ExtensionSum(inverse_function(1000.0), 0.01, levels=_levels()), [5], [6.0]).useful_rows is None
+    )
+    framework = judge(FrameworkSum(_levels(), 1000, beta=0.05), [-3.0, 80.0], [40.0, 40.0])
+    assert (framework.noisy, framework.useful_rows) == (1, None) and "95% half-width" in framework.reason()
+
+
+def test_a_per_record_max_is_judged_against_the_groups_released_count():
+    """Per-record MAX: mostly noise when its rank margin (rows beyond the answer at 1 − β) is at
+    least the group's released row count; no count released, no judgement."""
+    m = FrameworkMax(_levels(), 1000, beta=0.01)
+    sig = judge(m, [7, 9], [796.0, 796.0], n_hats=[11, 5000])
+    assert (sig.noisy, sig.groups, sig.useful_rows) == (1, 2, 797)
+    assert judge(m, [7], [796.0]) is None
+
+
+def test_rank_share_rule_holds_the_groups_ends():
+    """A percentile whose 95% rank error (a share of the group) reaches max(q, 1 − q): its rank
+    interval holds the group's first or last row."""
+    sig = rank_share_rule([0.89, 0.9, 0.2], 0.1)
+    assert (sig.noisy, sig.groups) == (1, 3)
+    assert rank_share_rule([0.49], 0.5).noisy == 0 and rank_share_rule([0.5], 0.5).noisy == 1
