@@ -32,6 +32,7 @@ from rewriter.route import Route
 from ..wire.api import Column, Description, Result, SqlError
 from .common import budget_error
 from .kind import Statement, zcdp_refusal
+from .notice import WARNING
 from .postexpr import evaluate
 from .rows import TYPE_OIDS
 
@@ -228,13 +229,28 @@ async def answer(conn, sql: str, route: Route, tree, params: list):
         "each scalar subquery released first and bound as a constant (sequential composition); "
         "arithmetic over released values is post-processing (no ε)"
     )
+    notices += [f"(the statement around them) {n}" for n in res.notices]
+    warning = leading_warning(notices)
     out = Result(
         res.command_tag,
         res.columns,
         res.rows,
-        notices=[head, *notices, *(f"(the statement around them) {n}" for n in res.notices)],
+        notices=[f"{warning}\n{head}" if warning else head, *notices],
     )
     return out, decision if charged else "repeat", charged
+
+
+def leading_warning(notices: list[str]) -> str:
+    """The statement's one warning line from its releases' NOTICEs (each ``(part) …``, its
+    warning line first when that release is mostly noise, :data:`.notice.WARNING`): every
+    noisy part's reasons, each named by its part; empty when no part is mostly noise."""
+    reasons = []
+    for n in notices:
+        part, _, text = n.partition(") ")
+        first = text.split("\n", 1)[0]
+        if first.startswith(WARNING):
+            reasons.append(f"{part}) {first.removeprefix(WARNING).removeprefix(' — ')}")
+    return f"{WARNING} — {' | '.join(reasons)}" if reasons else ""
 
 
 async def describe(conn, sql: str, tree, oids: list[int]) -> Description:

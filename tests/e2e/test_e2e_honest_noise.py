@@ -485,3 +485,15 @@ def test_a_derived_answer_is_judged_at_its_stated_half_width(svc):
     assert "ε charged 0" in notes[0] and "release #" in notes[0]  # derived, not released anew
     assert abs(rows[0][0]) <= h  # 7 rows against ±18 (fixed seed)
     assert first.startswith(WARNING) and f"95% half-width ±{h:,} ≥ |value|" in first
+
+
+def test_a_scalar_subquerys_warning_leads_the_statements_notice(svc):
+    """A scalar subquery released first (its share of ε 1): the AVG of a 5-row cell on
+    [0, 500] is mostly noise at any share (its half-width is capped at the whole range), so the
+    statement's NOTICE begins with the warning line, naming the subquery; the subquery's own
+    NOTICE keeps its warning, and the charge line follows."""
+    _, notes = _ask(svc, "SELECT COUNT(*) FROM audit WHERE x < (SELECT AVG(v) FROM small WHERE c = 1)")
+    first, second = notes[0].splitlines()[:2]
+    assert first.startswith(WARNING) and "(scalar subquery 1" in first and "avg(v)" in first
+    assert second.startswith("dpgate: ε charged")
+    assert any(n.startswith(f"(scalar subquery 1) {WARNING}") for n in notes[1:])
