@@ -72,7 +72,7 @@ from rewriter.unit import factor
 from ..wire.api import Column, Description, Result, SqlError
 from .common import DUMMY, TYPE_OIDS, cell_key, cell_of, fmt, pretty, unit_salt
 from .explain import single_tier_lines
-from .extreme_text import _aim_text, _tie_words, choice_text, rank_mechanism_text, useful_text
+from .extreme_text import aim_text, choice_text, rank_mechanism_text, tie_words, useful_text
 from .kind import Prepared, ReleaseKind, Statement, plan_as, state_as
 from .notice import notice_body as cells_notice_body
 from .notice import rank_warning, unit_text
@@ -539,8 +539,8 @@ def _explain_lines(gw, xp: ExtremePlan, tier, row_check: bool = True) -> list[st
         assert isinstance(m, RankTargetExtreme)
         lines.append(
             f"  {m.name} on a grid of {grid.U + 1} points over [{grid.lower:g}, "
-            f"{grid.upper:g}] (step {grid.step:g}); {_aim_text(m)}; with probability {1 - BETA:.0%} at most "
-            f"{m.rank_half_width()} rows per group {_tie_words(m)} lie beyond the answer"
+            f"{grid.upper:g}] (step {grid.step:g}); {aim_text(m)}; with probability {1 - BETA:.0%} at most "
+            f"{m.rank_half_width()} rows per group {tie_words(m)} lie beyond the answer"
         )
         lines.append(f"  {choice_text(m)}")
     if check is not None:
@@ -917,7 +917,7 @@ def joint_explain(gw, xp: ExtremePlan, tier, row_check: bool = True) -> list[str
             assert isinstance(m, RankTargetExtreme)
             bound = (
                 f"k0 = {_k(m)}; with probability {1 - BETA:.0%} at most {m.rank_half_width()} rows per group "
-                f"{_tie_words(m)} lie beyond the answer; {_aim_text(m)}; {choice_text(m)}"
+                f"{tie_words(m)} lie beyond the answer; {aim_text(m)}; {choice_text(m)}"
             )
         i += 1
         lines.append(f"  {i}) {part.name}: {what} by {m.name} at ε {m.epsilon:g} {grid}; {bound}")

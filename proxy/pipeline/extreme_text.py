@@ -7,7 +7,7 @@ from __future__ import annotations
 from mechanisms.extreme import USEFUL, CappedRankExtreme, RankTargetExtreme, candidates, choose_extreme
 from mechanisms.quantile import ExpMechQuantile, ProtectedQuantile, choose_quantile, quantile_candidates
 
-__all__ = ["choice_text", "rank_mechanism_text", "useful_text"]
+__all__ = ["aim_text", "choice_text", "rank_mechanism_text", "tie_words", "useful_text"]
 
 
 def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
@@ -28,13 +28,13 @@ def choice_text(m: RankTargetExtreme | ExpMechQuantile) -> str:
     )
 
 
-def _tie_words(m: RankTargetExtreme) -> str:
+def tie_words(m: RankTargetExtreme) -> str:
     """How ties enter the rank statement (EXPLAIN): the capped rank counts a tie block holding
     its aim as exact; the shifted rank's statement adds the rows tied at one value."""
     return "(ties included)" if isinstance(m, CappedRankExtreme) else "(plus rows tied at one value)"
 
 
-def _aim_text(m: RankTargetExtreme) -> str:
+def aim_text(m: RankTargetExtreme) -> str:
     """The rank the mechanism aims at (EXPLAIN)."""
     if isinstance(m, CappedRankExtreme):
         return (
