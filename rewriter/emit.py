@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import threading
 
 from sqlglot import exp
@@ -35,18 +36,21 @@ DOUBLE = exp.DataType.build("double")
 _WHERE_MARK = "__dpgate_where__"
 
 
-def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
+def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool = False) -> str:
     """The backend SQL. The statement around the WHERE predicate depends only on the
     plan's shape, so it is generated once per shape and cached; the predicate is
     generated from its own AST each time and put in place of a marker column
     (a plan filled from a template, :mod:`.template`, carries its SQL already).
     ``salt`` keys the privacy unit's bounding hash (:mod:`.unit`; hex, from the ledger).
-    ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect` or its name."""
+    ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect` or its name.
+    ``frozen``: the source cannot change while the backend keeps a relation made from it, so
+    the privacy unit's heavy units are read from one it keeps (:func:`rewriter.unit.heavy_set`;
+    the text then carries the relation in :attr:`~rewriter.params.ParamSQL.needs`)."""
     d = dialects.get(dialect)
     dialect = d.name
     if plan.unit is not None:
-        text, names = _unit_sql(plan, dialect, d.unit_heavy_apart)
-        return unit.salted(text, salt, dialect, names)
+        text, names, needs = _unit_sql(plan, dialect, d.unit_heavy_apart, frozen)
+        return unit.salted(text, salt, dialect, names, needs)
     preset = plan.memo.sql
     if dialect in preset:
         return preset[dialect]
@@ -61,14 +65,24 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "") -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _unit_sql(plan: Plan, dialect: str, heavy_apart: bool) -> tuple[str, frozenset[str]]:
-    """The bounded scan of a plan with a privacy unit (:mod:`.unit`) and its parameters;
-    ``heavy_apart``: the dialect's plan (:attr:`SQLDialect.unit_heavy_apart`)."""
+def _unit_sql(
+    plan: Plan, dialect: str, heavy_apart: bool, frozen: bool = False
+) -> tuple[str, frozenset[str], tuple[tuple[str, str], ...]]:
+    """The bounded scan of a plan with a privacy unit (:mod:`.unit`), its parameters and the
+    relations it needs; ``heavy_apart``: the dialect's plan (:attr:`SQLDialect.unit_heavy_apart`);
+    ``frozen``: the heavy units from a relation the backend keeps (:func:`to_sql`)."""
     tree: exp.Expr
     d = dialects.get(dialect)
+    needs: tuple[tuple[str, str], ...] = ()
     if unit.aggregatable(plan):
+        kept = unit.heavy_set(plan) if frozen and heavy_apart else None
+        name = None
+        if kept is not None:
+            select = d.sql(kept)
+            name = "__dpgate_heavy_" + hashlib.sha256(f"{dialect}\0{select}".encode()).hexdigest()[:24]
+            needs = ((name, select),)
         tree = unit.per_unit_scan(
-            plan, _measure, _base_count, _integral, group_key_sql, heavy_apart=heavy_apart
+            plan, _measure, _base_count, _integral, group_key_sql, heavy_apart=heavy_apart, heavy_set=name
         )
     else:  # COUNT(DISTINCT col): rank the rows themselves
         kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
@@ -76,7 +90,7 @@ def _unit_sql(plan: Plan, dialect: str, heavy_apart: bool) -> tuple[str, frozens
         tree = scan.with_(unit.KEPT, as_=kept, copy=False)
     tree = unit.spell_hashes(tree, d.keyed_hash, d.int_div, d.keyed_int)
     tree, names = params.spell(tree, d)  # the salt: a parameter the backend binds
-    return d.sql(tree), names
+    return d.sql(tree), names, needs
 
 
 def _base_count(m: Measure) -> exp.Expression:

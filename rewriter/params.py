@@ -30,7 +30,7 @@ from sqlglot import exp
 from . import dialects
 from .dialects import SQLDialect
 
-__all__ = ["ParamSQL", "bound", "key", "marker", "rebound", "spell"]
+__all__ = ["ParamSQL", "bound", "key", "marker", "needs", "rebound", "spell"]
 
 
 class ParamSQL(str):
@@ -43,24 +43,36 @@ class ParamSQL(str):
     * a ``dict`` (named parameters, :func:`bound`): the ``str`` is ``template``, with the
       parameters' markers (:func:`marker`) and without their values; ``params`` maps each
       backend-side name (:func:`key`) to its value, and a backend must bind them (the
-      text alone does not run)."""
+      text alone does not run).
+
+    ``needs``: relations the text reads that are not the database's own — ``(name, select)``
+    pairs, each a relation the backend makes from ``select`` (in its dialect) and keeps under
+    ``name`` before it runs the text (the privacy unit's heavy units, :func:`rewriter.unit.heavy_set`);
+    a backend that keeps no relations refuses such a text."""
 
     template: str
     params: tuple[int, ...] | dict[str, str]
+    needs: tuple[tuple[str, str], ...] = ()
 
 
-def bound(text: str, params: dict[str, str]) -> ParamSQL:
-    """``text`` (with named markers) and the values its backend binds to them."""
+def bound(text: str, params: dict[str, str], needs: tuple[tuple[str, str], ...] = ()) -> ParamSQL:
+    """``text`` (with named markers) and the values its backend binds to them; ``needs``: the
+    relations it reads that the backend makes (:class:`ParamSQL`)."""
     out = ParamSQL(text)
-    out.template, out.params = str(text), dict(params)
+    out.template, out.params, out.needs = str(text), dict(params), tuple(needs)
     return out
 
 
 def rebound(text: str, inner: str) -> str:
     """``text`` built around ``inner`` (a scan wrapped in an outer query) with ``inner``'s
-    named parameters, if it has any."""
+    named parameters and the relations it needs, if it has any."""
     params = getattr(inner, "params", None)
-    return bound(text, params) if isinstance(params, dict) else text
+    return bound(text, params, getattr(inner, "needs", ())) if isinstance(params, dict) else text
+
+
+def needs(sql: str) -> tuple[tuple[str, str], ...]:
+    """The relations ``sql`` reads that its backend makes first (:class:`ParamSQL`)."""
+    return getattr(sql, "needs", ())
 
 
 def key(name: str, dialect: str | SQLDialect) -> str:

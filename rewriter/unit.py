@@ -59,6 +59,18 @@ group per unit where the analyst's query has a handful: any exact bound must com
 know which units it binds, so it is the floor of every such plan. A source that is a join is
 read once (the one-pass plan): the split would run the join three times.
 
+**Heavy units kept** (:func:`heavy_set`, ``to_sql(…, frozen=True)``). Where the source cannot
+change while the backend keeps a relation made from it (``Backend.frozen``: a base table of a
+DuckDB file held read-only, which no process can open for writing meanwhile), the heavy units of
+the whole source — no WHERE — are made once into a relation (a temporary table per worker cursor)
+and every later split scan reads them from it instead of aggregating every row by the unit. They
+are a superset of any statement's heavy units (a WHERE only removes rows), and a unit in it with
+at most T rows passing the statement's WHERE has its bounded measures equal to its exact ones
+(nothing binds), so the cells are exactly the split plan's; the unit's total N of total mode is
+then taken from its kept (unit, cell) rows where a WHERE may have changed it. Data that can change
+(a file a role writes to, a server) keeps computing them per statement: a unit that became heavy
+after the relation was made would be left unbounded.
+
 **The keyed hash** (DuckDB ``hash(salt, …)``, Spark ``xxhash64``, Postgres ``md5`` of the
 row text; :func:`rewriter.emit.keyed_hash`). The ε guarantee does not rest on it: which
 rows and cells a unit keeps is a function of that unit's own rows and the salt, a
@@ -99,10 +111,13 @@ __all__ = [
     "caps",
     "chosen",
     "factor",
+    "heavy_set",
+    "heavy_units",
     "kept_rows",
     "per_unit_scan",
     "salted",
     "spell_hashes",
+    "splits",
 ]
 
 SALT_PARAM = "unit_salt"  # the salt is a named parameter of the scan, never a literal (:mod:`.params`)
@@ -120,13 +135,17 @@ ALL, HEAVY, PRESENT = (
 HO, HASH_P = "__dpgate_h", 2_147_483_647  # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
-def salted(sql: str, salt: str, dialect: str, names: frozenset[str]) -> str:
+def salted(
+    sql: str, salt: str, dialect: str, names: frozenset[str], needs: tuple[tuple[str, str], ...] = ()
+) -> str:
     """``sql`` with ``salt`` (lower-case hex) bound to its salt parameter, if ``names`` (the
     parameters the scan has, :func:`.params.spell`) holds it (a scan that bounds nothing
-    by a hash has none): the text never holds the salt (:mod:`.params`)."""
+    by a hash has none): the text never holds the salt (:mod:`.params`); ``needs``: the
+    relations it reads that the backend keeps (:func:`heavy_set`)."""
     if salt and not all(c in "0123456789abcdef" for c in salt):
         raise ValueError("the unit salt is lower-case hex")
-    return params.bound(sql, {params.key(SALT_PARAM, dialect): salt}) if SALT_PARAM in names else sql
+    values = {params.key(SALT_PARAM, dialect): salt} if SALT_PARAM in names else {}
+    return params.bound(sql, values, needs) if values or needs else sql
 
 
 NOT_CHOSEN = "55000"  # object_not_in_prerequisite_state: a bound written "auto" not chosen yet
@@ -218,6 +237,7 @@ def per_unit_scan(
     integral: Callable[[Measure], bool],
     key_sql: KeySql,
     heavy_apart: bool = False,
+    heavy_set: str | None = None,
 ) -> exp.Select:
     """The bounded scan by pre-aggregation (every measure a count or a sum), much cheaper
     than ranking rows (a hash aggregate, no window sort)::
@@ -260,11 +280,10 @@ def per_unit_scan(
     knames = [f"k{i + 1}" for i in range(len(keys))]
     R = exp.Literal.number(b.max_rows)
     items = [*[exp.alias_(k, n) for k, n in zip(keys, knames)], exp.alias_(unit.copy(), U, quoted=True)]
-    apart = (
-        heavy_apart and plan.relation is None and not any(m.kind == "count_distinct" for m in plan.measures)
-    )
+    apart = heavy_apart and splits(plan)
     ranks = bool(keys) and b.max_groups < plan.n_cells  # the L0 bound ranks a unit's cells
-    heavy_total = apart and b.total and bool(keys) and not ranks  # N: the heavy aggregate's count
+    # N: the heavy aggregate's count — a kept heavy set's is the whole table's, N only without a WHERE
+    heavy_total = apart and b.total and bool(keys) and not ranks and (heavy_set is None or plan.where is None)
     vals: list[exp.Expression] = []  # per (unit, cell) row: each measure's bounded contribution
     bases: dict[int | str, Any] = {}  # measure j: (its base count's name, integral); "canon": _canonical
     for j, m in enumerate(plan.measures):
@@ -300,7 +319,7 @@ def per_unit_scan(
         per = per.where(exp.Paren(this=plan.where.copy()), copy=False)
     ctes: list[tuple[str, exp.Expression]] = []
     if apart:  # only the heavy units' rows are aggregated per (unit, cell): joined to their one row each
-        ctes += _light_apart(plan, row_measure, keys, knames)
+        ctes += _light_apart(plan, row_measure, keys, knames, heavy_set)
         per = per.join(
             HEAVY, on=exp.EQ(this=unit.copy(), expression=exp.column(U, table=HEAVY, quoted=True)), copy=False
         )
@@ -480,10 +499,12 @@ def _light_apart(
     row_measure: Callable[[Measure], exp.Expression],
     keys: list[exp.Expression],
     knames: list[str],
+    heavy_set: str | None = None,
 ) -> list[tuple[str, exp.Expression]]:
     """The two CTEs of the split plan (:func:`per_unit_scan`): ``__dpgate_all``, the cells'
     exact measures over every unit (the analyst's own aggregate, rows with a NULL unit left
-    out), and ``__dpgate_heavy``, the units with more than T rows (:func:`heavy_threshold`)."""
+    out), and ``__dpgate_heavy``, the units with more than T rows (:func:`heavy_threshold`) —
+    read from the relation ``heavy_set`` where the backend keeps it (:func:`heavy_set`)."""
     b = _bounds(plan)
     unit = exp.column(b.column, quoted=True)
     rows = exp.select(
@@ -491,20 +512,57 @@ def _light_apart(
         *[exp.alias_(row_measure(m), f"a{j + 1}") for j, m in enumerate(plan.measures)],
         exp.alias_(exp.Count(this=exp.Star()), PRESENT, quoted=True),
     ).from_(plan.from_())
+    rows.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
+    if plan.where is not None:
+        rows.where(exp.Paren(this=plan.where.copy()), copy=False)
+    if keys:
+        rows = rows.group_by(*[k.copy() for k in keys], copy=False)
+    if heavy_set is not None:
+        heavy = exp.select(exp.column(U, quoted=True), exp.column(NT, quoted=True)).from_(
+            exp.to_table(heavy_set, quoted=True)
+        )
+    else:
+        heavy = heavy_units(plan, plan.where)
+    return [(ALL, rows), (HEAVY, heavy)]
+
+
+def heavy_units(plan: Plan, where: exp.Expression | None) -> exp.Select:
+    """The units with more than T rows passing ``where`` (:func:`heavy_threshold`), each with its
+    row count: ``SELECT unit, COUNT(*) FROM source WHERE unit IS NOT NULL AND (where) GROUP BY
+    unit HAVING COUNT(*) > T``."""
+    unit = exp.column(_bounds(plan).column, quoted=True)
     heavy = exp.select(
         exp.alias_(unit.copy(), U, quoted=True), exp.alias_(exp.Count(this=exp.Star()), NT, quoted=True)
     ).from_(plan.from_())
-    for q in (rows, heavy):
-        q.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
-        if plan.where is not None:
-            q.where(exp.Paren(this=plan.where.copy()), copy=False)
-    if keys:
-        rows = rows.group_by(*[k.copy() for k in keys], copy=False)
-    heavy = heavy.group_by(unit.copy(), copy=False).having(
+    heavy.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
+    if where is not None:
+        heavy.where(exp.Paren(this=where.copy()), copy=False)
+    return heavy.group_by(unit.copy(), copy=False).having(
         exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(heavy_threshold(plan))),
         copy=False,
     )
-    return [(ALL, rows), (HEAVY, heavy)]
+
+
+def splits(plan: Plan) -> bool:
+    """Whether the bounded scan of ``plan`` takes the heavy units apart where the dialect does
+    (:func:`per_unit_scan`): a single-table source, every measure a count or a sum."""
+    return (
+        plan.unit is not None
+        and aggregatable(plan)
+        and plan.relation is None
+        and not any(m.kind == "count_distinct" for m in plan.measures)
+    )
+
+
+def heavy_set(plan: Plan) -> exp.Select | None:
+    """The heavy units of the whole source (no WHERE), where the split plan can read them from
+    a relation the backend keeps (:func:`per_unit_scan`'s ``heavy_set``), else None. It is a
+    superset of any statement's heavy units (a WHERE only removes rows), and a unit in it with at
+    most T rows passing the statement's WHERE is kept whole by the bounds as before (its bounded
+    less its exact measures are 0), so the cells are the same; only a backend whose data cannot
+    change while it keeps the relation may use it (a unit that became heavy after it was made
+    would be left unbounded)."""
+    return heavy_units(plan, None) if splits(plan) else None
 
 
 def total_window(
@@ -545,11 +603,14 @@ def total_window(
         exp.Star(),
         *[
             exp.alias_(
-                exp.Window(
-                    this=exp.Sum(this=exp.column(n, quoted=True)),
-                    partition_by=[u.copy()],
-                    order=order.copy(),
-                    spec=frame.copy(),
+                exp.Cast(  # a running sum of counts: a bigint (not a 128-bit or numeric sum)
+                    this=exp.Window(
+                        this=exp.Sum(this=exp.column(n, quoted=True)),
+                        partition_by=[u.copy()],
+                        order=order.copy(),
+                        spec=frame.copy(),
+                    ),
+                    to=exp.DataType.build("bigint"),
                 ),
                 CUM + n,
                 quoted=True,
@@ -561,7 +622,14 @@ def total_window(
     if known_heavy:
         return [("cum", heavy.from_(source))]
     tot = (
-        exp.select(u.copy(), exp.alias_(exp.Sum(this=exp.column(NC, quoted=True)), NT, quoted=True))
+        exp.select(
+            u.copy(),
+            exp.alias_(
+                exp.Cast(this=exp.Sum(this=exp.column(NC, quoted=True)), to=exp.DataType.build("bigint")),
+                NT,
+                quoted=True,
+            ),
+        )
         .from_(source)
         .group_by(u.copy())
     )

@@ -43,7 +43,8 @@ from sqlglot import exp
 
 from rewriter.dialects.duckdb import DuckDBDialect
 from rewriter.lru import LRU
-from rewriter.params import ParamSQL
+from rewriter.params import ParamSQL, needs
+from rewriter.plan import source_relation
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
 
@@ -260,6 +261,8 @@ class DuckDBBackend(Backend):
         self._names = itertools.count(1)
         self.prepared_runs = 0  # scans run from a prepared template (for tests)
         self.allowed: list[str] | None = None  # file access limited to these directories (confine), or not
+        self._base_tables: frozenset[tuple[str, str]] | None = None  # (schema, table) of the file (frozen)
+        self.kept_made = 0  # relations made for scans (needs): for tests
         _OPEN.add(self)
 
     def _open(self):
@@ -284,6 +287,45 @@ class DuckDBBackend(Backend):
             r[0] for r in self.query("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL")
         ]
 
+    def frozen(self, source: str) -> bool:
+        """A base table of the data file opened read-only. DuckDB holds a lock on the file that no
+        writer gets while this connection is open (a read-write open by any process fails), so
+        its tables cannot change until :meth:`reopen_read_only` or :meth:`discard` closes it; the
+        relations made for scans live on the worker cursors and go with them. A view may read
+        files that change, a temporary table is a session's, an attached file is its owner's:
+        none of those is frozen."""
+        if not self.read_only or self.path == ":memory:":
+            return False
+        if self._base_tables is None:
+            rows = self.query(
+                "SELECT schema_name, table_name FROM duckdb_tables() "
+                "WHERE database_name = current_database() AND NOT temporary"
+            )
+            self._base_tables = frozenset((s.casefold(), t.casefold()) for s, t in rows)
+        try:
+            t = source_relation(source)
+        except Exception:  # not a plain relation name: not frozen
+            return False
+        if t.catalog and t.catalog.casefold() != self._database().casefold():
+            return False
+        return ((t.db or "main").casefold(), t.name.casefold()) in self._base_tables
+
+    def _database(self) -> str:
+        return str(self.query("SELECT current_database()")[0][0])
+
+    def _keep(self, cur, sql) -> None:
+        """Make, on this worker's cursor, each relation ``sql`` reads that the backend keeps
+        (:meth:`frozen`; ``ParamSQL.needs``): a temporary table, once per cursor."""
+        made = self._local.__dict__.setdefault("kept", set())
+        for name, select in needs(sql):
+            if name in made:
+                continue
+            if not (name.startswith("__dpgate_") and name.replace("_", "").isalnum() and name.isascii()):
+                raise BackendError("XX000", "internal error: a kept relation's name is not dpgate's own")
+            cur.execute(f'CREATE OR REPLACE TEMP TABLE "{name}" AS {select}')
+            made.add(name)
+            self.kept_made += 1
+
     def reopen_read_only(self) -> None:
         """Open the file again, read-only, once the start's writes are done (demo tables, the
         ledger identity, local tables' report tables) and before any client is served: a
@@ -295,7 +337,10 @@ class DuckDBBackend(Backend):
         self._close_cursors()
         with self._lock:
             self._con.close()
-            self._local = threading.local()  # the worker threads' cursors were the old connection's
+            self._local = (
+                threading.local()
+            )  # the worker threads' cursors (and kept relations) were the old connection's
+            self._base_tables = None
             self.read_only = True
             self._con = self._open()
         if self.allowed is not None:
@@ -411,8 +456,9 @@ class DuckDBBackend(Backend):
     def _run(self, cur, sql: str, columnar: bool = False):
         try:
             template, params = (sql.template, sql.params) if isinstance(sql, ParamSQL) else (sql, ())
+            self._keep(cur, sql)
             if isinstance(params, dict):  # named values (the unit's salt): bound, never in a text
-                return _result(cur.execute(template, params), columnar)
+                return _result(cur.execute(template, params) if params else cur.execute(template), columnar)
             name = self._prepared(cur, template) if params or self._seen_again(sql) else None
             if name is not None:
                 args = ", ".join(str(int(v)) for v in params)
@@ -481,7 +527,8 @@ class DuckDBBackend(Backend):
         cur = self._worker_cursor()
         if prepare:
             return self._run(cur, sql)
-        if isinstance(sql, ParamSQL) and isinstance(sql.params, dict):
+        self._keep(cur, sql)
+        if isinstance(sql, ParamSQL) and isinstance(sql.params, dict) and sql.params:
             return cur.execute(sql.template, sql.params).fetchall()
         return cur.execute(str(sql)).fetchall()
 

@@ -44,6 +44,7 @@ from psycopg.postgres import types as pg_types
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from rewriter.dialects.postgres import PostgresDialect
+from rewriter.params import needs
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout
 
@@ -223,6 +224,8 @@ class PostgresBackend(Backend):
         receives ``backend_ms`` (pool checkout, round trip and scan) and ``started =
         True`` once the connection is ready and the query is sent; ``during()``
         runs on the event loop while the query is in flight."""
+        if needs(sql):  # it keeps no relations (frozen() is False): such a text is never made for it
+            raise BackendRefused("0A000", "this backend keeps no relations for a scan; nothing was run")
         t0 = time.perf_counter()
         if during is not None:
             asyncio.get_running_loop().call_soon(during)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rewriter.dialects.spark import SparkDialect
-from rewriter.params import ParamSQL
+from rewriter.params import ParamSQL, needs
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout
 
@@ -293,6 +293,8 @@ class SparkBackend(Backend):
         worker thread after it and its result is returned. ``timing`` gets ``started``
         once the query is submitted and ``backend_ms``; ``during()`` runs on the event
         loop while the query is in flight."""
+        if needs(sql):  # it keeps no relations (frozen() is False): such a text is never made for it
+            raise BackendRefused("0A000", "this backend keeps no relations for a scan; nothing was run")
         t0 = time.perf_counter()
         tag = f"dpgate-{uuid.uuid4().hex}"
         loop = asyncio.get_running_loop()

@@ -85,8 +85,14 @@ def release_suffix(tier) -> str:
 
 def scan_sql(gw, plan) -> str:
     """A central plan's backend SQL; on a table with a privacy unit, keyed by the salt
-    of the current data version (:func:`.common.unit_salt`)."""
-    return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan))
+    of the current data version (:func:`.common.unit_salt`), its heavy units read from a
+    relation the backend keeps where the table cannot change meanwhile (``Backend.frozen``)."""
+    return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan), frozen=frozen(gw, plan))
+
+
+def frozen(gw, plan) -> bool:
+    """Whether the backend keeps relations made from ``plan``'s table (``Backend.frozen``)."""
+    return plan.unit is not None and gw.backend.frozen(plan.source)
 
 
 def columns_of(plan) -> list[Column]:
@@ -178,7 +184,11 @@ class Central(ReleaseKind):
         plan, path = choose(plan, gw.tier_of(conn.role), conn.session.settings)  # HAVING / top-c
         dialect = gw.backend.dialect
         lines = explain_lines(
-            plan, self.explain_head(plan, gw.tier_of(conn.role)), to_sql(plan, dialect), dialect, path
+            plan,
+            self.explain_head(plan, gw.tier_of(conn.role)),
+            to_sql(plan, dialect, frozen=frozen(gw, plan)),
+            dialect,
+            path,
         )
         return Result("EXPLAIN", [Column("QUERY PLAN", _TEXT)], [(line,) for line in lines])
 

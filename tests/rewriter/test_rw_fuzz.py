@@ -417,8 +417,9 @@ def plan_everything(sql: str) -> None:
             raise AssertionError(f"route chose the cells' planner for {sql!r}") from e
         for d in DIALECTS:
             rewriter.to_sql(plan, d, "ab")
+            rewriter.to_sql(plan, d, "ab", frozen=True)
             if plan.selected:
-                gw = SimpleNamespace(backend=SimpleNamespace(dialect=d))
+                gw = SimpleNamespace(backend=SimpleNamespace(dialect=d, frozen=lambda source: True))
                 floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), "ab")
 
 

@@ -17,7 +17,7 @@ import rewriter
 from config import parse_config
 from proxy.pipeline.partitions import floor_sql, selection_plan
 from rewriter.extreme import build_extreme_plan, histogram_sql
-from rewriter.params import marker
+from rewriter.params import marker, needs
 from rewriter.unit import SALT_PARAM
 
 from .engines import engine
@@ -72,7 +72,7 @@ def _scans(dialect: str, salt: str = SALT) -> list[tuple[str, str]]:
             plan = rewriter.build_plan(rewriter.parse(sql), cfg)
             out.append((f"{scope}: {sql}", rewriter.to_sql(plan, dialect, salt)))
             if plan.group_by:  # keys by partition selection
-                gw = SimpleNamespace(backend=SimpleNamespace(dialect=dialect))
+                gw = SimpleNamespace(backend=SimpleNamespace(dialect=dialect, frozen=lambda source: False))
                 out.append(
                     (f"{scope}: floor {sql}", floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), salt))
                 )
@@ -86,6 +86,20 @@ def _scans(dialect: str, salt: str = SALT) -> list[tuple[str, str]]:
                     )
                 )
     return out
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_scan_reading_kept_heavy_units_holds_no_salt(dialect):
+    """The relation of kept heavy units is made without the salt (which units exceed T does not
+    depend on it), and the scan that reads it binds the salt beside its text as before."""
+    for scope in ("cell", "total"):
+        for sql in CENTRAL:
+            plan = rewriter.build_plan(rewriter.parse(sql), _config(scope))
+            frozen = rewriter.to_sql(plan, dialect, SALT, frozen=True)
+            for name, select in needs(frozen):
+                assert SALT not in select and SALT_PARAM not in select and SALT not in name, sql
+            assert SALT not in frozen and SALT not in getattr(frozen, "template", ""), sql
+            assert set((getattr(frozen, "params", None) or {}).values()) <= {SALT}, sql
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

@@ -1,0 +1,166 @@
+"""Heavy units kept across statements (``Backend.frozen``, ``rewriter.unit.heavy_set``): on a
+DuckDB file opened read-only, the privacy unit's heavy units of a base table are made once per
+worker cursor and read by every later scan of that table. The premise (no process writes the file
+while it is held read-only), which relations count as frozen, that a relation is made once per
+cursor and is gone with its connection, and, through the service, that the scan reading it gives
+the cells of the scan that computes them (the cells themselves are the one-pass plan's:
+``test_unit_heavy_apart.py::test_a_kept_heavy_set_is_the_one_pass_plan``)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+import rewriter
+from proxy.backends.duckdb import WORKERS, DuckDBBackend
+from proxy.pipeline.central import scan_sql
+from proxy.pipeline.common import unit_salt
+from rewriter.params import needs
+from support.service import Service, ask, make_config
+
+
+def _file(tmp_path):
+    path = tmp_path / "data.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE t AS SELECT i % 50 AS u, i % 6 AS g FROM range(0, 3000) AS r(i)")
+    con.execute("CREATE VIEW v AS SELECT * FROM t")
+    con.close()
+    return path
+
+
+def test_a_file_held_read_only_takes_no_writer(tmp_path):
+    """The premise: while the backend holds the file read-only, a read-write open by another
+    process fails (DuckDB's file lock), and a reader still opens it."""
+    path = _file(tmp_path)
+    b = DuckDBBackend(path, read_only=True)
+    try:
+        write = (
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); c.execute('DELETE FROM t'); print('wrote')"
+        )
+        out = subprocess.run([sys.executable, "-c", write, str(path)], capture_output=True, text=True)
+        assert out.returncode != 0 and "wrote" not in out.stdout and "lock" in out.stderr
+        read = "import duckdb, sys; print(duckdb.connect(sys.argv[1], read_only=True).execute('SELECT COUNT(*) FROM t').fetchone()[0])"
+        out = subprocess.run([sys.executable, "-c", read, str(path)], capture_output=True, text=True)
+        assert out.stdout.strip() == "3000"
+    finally:
+        b.discard()
+
+
+def test_only_a_base_table_of_a_file_held_read_only_is_frozen(tmp_path):
+    path = _file(tmp_path)
+    writable = DuckDBBackend(path)
+    try:
+        assert not writable.frozen("t")  # another statement of this process may write it
+        writable.reopen_read_only()
+        assert writable.frozen("t") and writable.frozen("main.t") and writable.frozen("T")
+        assert not writable.frozen("v")  # a view may read files that change
+        assert not writable.frozen("missing") and not writable.frozen("other.t")
+    finally:
+        writable.discard()
+    memory = DuckDBBackend(None, read_only=True)
+    try:
+        assert not memory.frozen("t")
+    finally:
+        memory.discard()
+
+
+def _plan():
+    from config import parse_config
+
+    cfg = parse_config(
+        {
+            "tiers": {"default": {"epsilon": 1, "budget": 10}},
+            "roles": {"a": {"tier": "default"}},
+            "server": {"auth": "trust"},
+            "tables": {
+                "t": {
+                    "privacy_unit": "u",
+                    "max_groups_per_unit": 6,
+                    "max_rows_per_unit": 20,
+                    "max_rows_scope": "total",
+                    "columns": {"u": {"type": "int"}, "g": {"type": "int", "domain": [0, 1, 2, 3, 4, 5]}},
+                }
+            },
+        }
+    )
+    return rewriter.build_plan(rewriter.parse("SELECT g, COUNT(*) FROM t WHERE u < 40 GROUP BY g"), cfg)
+
+
+def test_a_kept_relation_is_made_once_per_cursor_and_goes_with_its_connection(tmp_path):
+    path = _file(tmp_path)
+    plan = _plan()
+    frozen = rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True)
+    plain = rewriter.to_sql(plan, "duckdb", "0a1b")
+    assert needs(frozen) and not needs(plain)
+    b = DuckDBBackend(path)
+    try:
+        b.reopen_read_only()
+
+        async def go():
+            return [await b.fetch(frozen, 30) for _ in range(3 * WORKERS)]
+
+        got = asyncio.run(go())
+        assert all(sorted(g) == sorted(asyncio.run(b.fetch(plain, 30))) for g in got)
+        assert 1 <= b.kept_made <= WORKERS  # at most once per worker cursor
+        assert len(got[0]) == 6 and sum(n for _, n in got[0]) < 2400  # 40 units of 60 rows bounded to 20
+    finally:
+        b.discard()
+
+
+def test_a_backend_that_keeps_no_relations_refuses_a_text_that_needs_one(postgres):
+    """Postgres is never frozen (another client may write): a text with a kept relation is refused
+    before it runs (0A000), nothing read."""
+    from proxy.backends import BackendRefused, PostgresBackend
+
+    b = PostgresBackend(postgres.dsn)
+
+    async def go():
+        await b.connect()
+        try:
+            with pytest.raises(BackendRefused) as e:
+                await b.fetch(rewriter.to_sql(_plan(), "postgres", "0a1b", frozen=True), 5)
+            return e.value.sqlstate
+        finally:
+            await b.close()
+
+    assert not b.frozen("t")
+    assert asyncio.run(go()) == "0A000"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    svc = Service(make_config(), tmp_path_factory.mktemp("frozen")).start()
+    svc.gw.backend.reopen_read_only()  # as serve does once the start's writes are made
+    yield svc
+    svc.close()
+
+
+SQLS = [
+    "SELECT store, COUNT(*), SUM(amount) FROM purchases GROUP BY store",
+    "SELECT store, COUNT(*) FROM purchases WHERE amount < 20 GROUP BY store",
+    "SELECT COUNT(*), AVG(amount) FROM purchases WHERE item <= 3",
+]
+
+
+@pytest.mark.parametrize("sql", SQLS)
+def test_the_served_scan_reads_the_kept_heavy_units_and_gives_the_same_cells(served, sql):
+    gw = served.gw
+    plan = gw.plan(sql, None)
+    assert gw.backend.frozen(plan.source)
+    text = scan_sql(gw, plan)
+    [(name, _)] = needs(text)
+    plain = rewriter.to_sql(plan, gw.backend.dialect, unit_salt(gw, plan))
+    got, want = (sorted(served._call(gw.backend.fetch(q))) for q in (text, plain))
+    assert len(got) == len(want)
+    for a, b in zip(got, want):  # counts exactly; a double sum up to the order of its additions
+        assert all(
+            x == y if isinstance(x, int) else abs(x - y) <= 1e-9 * max(1.0, abs(y)) for x, y in zip(a, b)
+        )
+    rows, notes = ask(served, sql)
+    assert rows and notes
+    explained = "\n".join(r[0] for r in ask(served, "EXPLAIN " + sql)[0])
+    assert name in explained
