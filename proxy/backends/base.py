@@ -160,11 +160,12 @@ class Backend(Protocol):
     @abstractmethod
     async def close(self) -> None: ...
 
-    def frozen(self, source: str) -> bool:
-        """Whether the declared relation ``source`` cannot change while this backend is open, so
-        a relation made from it stays true for as long as the backend keeps it: then a scan may
-        read one (``rewriter.params.ParamSQL.needs``: the privacy unit's heavy units), made by
-        the backend before the scan's text runs. Default: no (a server others may write to)."""
+    def frozen(self, source: str, rows_at_most: int | None = None) -> bool:
+        """Whether the declared relation ``source`` cannot change while this backend is open (and
+        has at most ``rows_at_most`` rows, if given), so a relation made from it stays true for as
+        long as the backend keeps it: then a scan may read one (``rewriter.params.ParamSQL.needs``:
+        the privacy unit's heavy units), made by the backend before the scan's text runs. Default:
+        no (a server others may write to)."""
         return False
 
     def reopen_read_only(self) -> None:

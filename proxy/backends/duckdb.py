@@ -261,7 +261,7 @@ class DuckDBBackend(Backend):
         self._names = itertools.count(1)
         self.prepared_runs = 0  # scans run from a prepared template (for tests)
         self.allowed: list[str] | None = None  # file access limited to these directories (confine), or not
-        self._base_tables: frozenset[tuple[str, str]] | None = None  # (schema, table) of the file (frozen)
+        self._base_tables: dict[tuple[str, str], int] | None = None  # (schema, table) → rows (frozen)
         self.kept_made = 0  # relations made for scans (needs): for tests
         _OPEN.add(self)
 
@@ -287,28 +287,29 @@ class DuckDBBackend(Backend):
             r[0] for r in self.query("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL")
         ]
 
-    def frozen(self, source: str) -> bool:
-        """A base table of the data file opened read-only. DuckDB holds a lock on the file that no
-        writer gets while this connection is open (a read-write open by any process fails), so
-        its tables cannot change until :meth:`reopen_read_only` or :meth:`discard` closes it; the
-        relations made for scans live on the worker cursors and go with them. A view may read
-        files that change, a temporary table is a session's, an attached file is its owner's:
-        none of those is frozen."""
+    def frozen(self, source: str, rows_at_most: int | None = None) -> bool:
+        """A base table of the data file opened read-only (with at most ``rows_at_most`` rows, if
+        given). DuckDB holds a lock on the file that no writer gets while this connection is open
+        (a read-write open by any process fails), so its tables cannot change until
+        :meth:`reopen_read_only` or :meth:`discard` closes it; the relations made for scans live on
+        the worker cursors and go with them. A view may read files that change, a temporary table
+        is a session's, an attached file is its owner's: none of those is frozen."""
         if not self.read_only or self.path == ":memory:":
             return False
         if self._base_tables is None:
             rows = self.query(
-                "SELECT schema_name, table_name FROM duckdb_tables() "
+                "SELECT schema_name, table_name, estimated_size FROM duckdb_tables() "
                 "WHERE database_name = current_database() AND NOT temporary"
             )
-            self._base_tables = frozenset((s.casefold(), t.casefold()) for s, t in rows)
+            self._base_tables = {(s.casefold(), t.casefold()): int(n) for s, t, n in rows}
         try:
             t = source_relation(source)
         except Exception:  # not a plain relation name: not frozen
             return False
         if t.catalog and t.catalog.casefold() != self._database().casefold():
             return False
-        return ((t.db or "main").casefold(), t.name.casefold()) in self._base_tables
+        size = self._base_tables.get(((t.db or "main").casefold(), t.name.casefold()))
+        return size is not None and (rows_at_most is None or size <= rows_at_most)
 
     def _database(self) -> str:
         return str(self.query("SELECT current_database()")[0][0])

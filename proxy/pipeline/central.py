@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from mechanisms.accounting import ZCDP, Cost, unit_epsilon
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
 from rewriter.plan import Output, Plan
-from rewriter.unit import factor
+from rewriter.unit import factor, heavy_threshold, splits
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
@@ -90,9 +90,17 @@ def scan_sql(gw, plan) -> str:
     return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan), frozen=frozen(gw, plan))
 
 
+KEPT_UNITS_MAX = 2_000_000  # heavy units a kept relation may hold: ≈ 16 bytes each, per worker cursor
+
+
 def frozen(gw, plan) -> bool:
-    """Whether the backend keeps relations made from ``plan``'s table (``Backend.frozen``)."""
-    return plan.unit is not None and gw.backend.frozen(plan.source)
+    """Whether ``plan``'s heavy units are read from a relation the backend keeps
+    (``Backend.frozen``, :func:`rewriter.unit.heavy_set`): its table cannot change while the
+    backend is open, and has at most KEPT_UNITS_MAX·(T + 1) rows, so that the relation, of the units
+    with more than T rows, holds at most KEPT_UNITS_MAX of them on each worker cursor."""
+    if plan.unit is None or not splits(plan):
+        return False
+    return gw.backend.frozen(plan.source, KEPT_UNITS_MAX * (heavy_threshold(plan) + 1))
 
 
 def columns_of(plan) -> list[Column]:

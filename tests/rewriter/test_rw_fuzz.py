@@ -419,7 +419,7 @@ def plan_everything(sql: str) -> None:
             rewriter.to_sql(plan, d, "ab")
             rewriter.to_sql(plan, d, "ab", frozen=True)
             if plan.selected:
-                gw = SimpleNamespace(backend=SimpleNamespace(dialect=d, frozen=lambda source: True))
+                gw = SimpleNamespace(backend=SimpleNamespace(dialect=d, frozen=lambda *_: True))
                 floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), "ab")
 
 

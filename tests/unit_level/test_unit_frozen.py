@@ -59,6 +59,7 @@ def test_only_a_base_table_of_a_file_held_read_only_is_frozen(tmp_path):
         assert writable.frozen("t") and writable.frozen("main.t") and writable.frozen("T")
         assert not writable.frozen("v")  # a view may read files that change
         assert not writable.frozen("missing") and not writable.frozen("other.t")
+        assert writable.frozen("t", 3000) and not writable.frozen("t", 2999)  # its rows, if bounded
     finally:
         writable.discard()
     memory = DuckDBBackend(None, read_only=True)
@@ -164,3 +165,15 @@ def test_the_served_scan_reads_the_kept_heavy_units_and_gives_the_same_cells(ser
     assert rows and notes
     explained = "\n".join(r[0] for r in ask(served, "EXPLAIN " + sql)[0])
     assert name in explained
+
+
+def test_a_table_whose_heavy_units_could_be_too_many_to_keep_computes_them(served, monkeypatch):
+    """A kept relation holds at most KEPT_UNITS_MAX units per worker cursor: a table with more
+    than KEPT_UNITS_MAX·(T + 1) rows could have more units above T, so its scans compute them."""
+    from proxy.pipeline import central
+
+    gw = served.gw
+    plan = gw.plan(SQLS[0], None)
+    assert needs(scan_sql(gw, plan))
+    monkeypatch.setattr(central, "KEPT_UNITS_MAX", 1)
+    assert not needs(scan_sql(gw, plan))
