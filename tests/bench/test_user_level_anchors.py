@@ -17,6 +17,7 @@ on a tiny TPC-H (SF 0.001).
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import duckdb
 import pytest
@@ -104,6 +105,9 @@ def test_anchor_releases_true_answers_when_nothing_binds(tiny, tool):
             assert max(errs) <= 0.01, (tool, q.name, a, errs)
 
 
+EXP_300 = [-0.3 * math.log(1 - (i + 0.5) / 200) for i in range(200)]  # quantiles of an exponential, mean 0.3
+
+
 def rows_with(dp_errs: list[float]):
     q = user_level.QUERIES[3]  # O1 COUNT(*)
     dp = {"err": {(e, 0): dp_errs[0] for e in user_level.EPSILONS}, "errs": {(1.0, 0): dp_errs}}
@@ -121,6 +125,10 @@ def headline(capsys, res, rows) -> str:
         ([0.10, 0.11, 0.09, 0.10] * 5, [0.10, 0.12, 0.08, 0.10], "PASS"),  # equal errors: no worse
         ([0.30, 0.31, 0.29, 0.30] * 5, [0.10, 0.12, 0.08, 0.10], "MISS"),  # 3× worse: beyond chance
         ([0.30, 0.31, 0.29, 0.30] * 5, [float("inf"), 0.1], "PASS"),  # an infinite release is never the best
+        # equal exponential errors (|Laplace|, mean 0.3) whose 20 anchor releases came out low and
+        # tight (mean 0.2, 1.5 standard errors low, with sd 0.06, as a skewed sample's do together):
+        # not beyond chance (the anchor's own sd alone would call it a MISS)
+        (EXP_300, [0.2 + 0.06 * z for z in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5, 0.2, -0.2, 0)] * 2, "PASS"),
     ],
 )
 def test_headline_rule(capsys, mine, theirs, verdict):
