@@ -177,3 +177,35 @@ def test_a_table_whose_heavy_units_could_be_too_many_to_keep_computes_them(serve
     assert needs(scan_sql(gw, plan))
     monkeypatch.setattr(central, "KEPT_UNITS_MAX", 1)
     assert not needs(scan_sql(gw, plan))
+
+
+def test_dpgate_serve_on_a_file_no_role_writes_reads_the_kept_heavy_units(tmp_path):
+    """``dpgate serve`` holds a file no role writes to read-only once it serves, so a per-person
+    scan reads the table's kept heavy units (EXPLAIN shows the relation) and is answered."""
+    import psycopg
+
+    from bench.workers import dsn, prepare, start
+    from support.pg import free_port
+
+    port = free_port()
+    cfg = prepare(tmp_path, port)
+    con = duckdb.connect(str(tmp_path / "data.duckdb"))
+    con.execute("CREATE TABLE t AS SELECT i % 50 AS u, i % 6 AS g FROM range(0, 3000) AS r(i)")
+    con.close()
+    with open(cfg, "a") as f:
+        f.write(
+            '[tables.t]\nprivacy_unit = "u"\nmax_groups_per_unit = 6\nmax_rows_per_unit = 20\n'
+            'max_rows_scope = "total"\n[tables.t.columns]\nu = { type = "int" }\n'
+            'g = { type = "int", domain = [0, 1, 2, 3, 4, 5] }\n'
+        )
+    proc = start(cfg)
+    try:
+        with psycopg.connect(dsn(port), autocommit=True) as c:
+            plan = "\n".join(
+                r[0] for r in c.execute("EXPLAIN SELECT g, COUNT(*) FROM t GROUP BY g").fetchall()
+            )
+            assert "__dpgate_heavy_" in plan, plan
+            assert len(c.execute("SELECT g, COUNT(*) FROM t WHERE u < 40 GROUP BY g").fetchall()) == 6
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
