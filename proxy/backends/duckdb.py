@@ -338,9 +338,8 @@ class DuckDBBackend(Backend):
         self._close_cursors()
         with self._lock:
             self._con.close()
-            self._local = (
-                threading.local()
-            )  # the worker threads' cursors (and kept relations) were the old connection's
+            # the worker threads' cursors, and the relations kept on them, were the old connection's
+            self._local = threading.local()
             self._base_tables = None
             self.read_only = True
             self._con = self._open()
