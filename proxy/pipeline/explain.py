@@ -8,6 +8,7 @@ from mechanisms import split
 from mechanisms.accounting import unit_epsilon
 from mechanisms.mean.bias import clamp_bias
 from mechanisms.snr import judge
+from rewriter.params import needs
 from rewriter.plan import Output, Plan
 from rewriter.unit import factor
 
@@ -49,6 +50,11 @@ def explain_lines(
         lines.append("  " + clamped.removeprefix("; "))
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
+    for name, _ in needs(backend_sql):
+        lines.append(
+            f"  privacy unit: the units above the bound are read from {name}, made once per worker from "
+            "the whole table (it cannot change while it is served); the scan bounds only their rows"
+        )
     lines.append("backend SQL (one scan):")
     lines.extend("  " + line for line in pretty(backend_sql, dialect).splitlines())
     return lines

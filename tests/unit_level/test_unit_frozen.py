@@ -164,7 +164,7 @@ def test_the_served_scan_reads_the_kept_heavy_units_and_gives_the_same_cells(ser
     rows, notes = ask(served, sql)
     assert rows and notes
     explained = "\n".join(r[0] for r in ask(served, "EXPLAIN " + sql)[0])
-    assert name in explained
+    assert f"the units above the bound are read from {name}" in explained, explained
 
 
 def test_a_table_whose_heavy_units_could_be_too_many_to_keep_computes_them(served, monkeypatch):
