@@ -261,7 +261,7 @@ class DuckDBBackend(Backend):
         self._names = itertools.count(1)
         self.prepared_runs = 0  # scans run from a prepared template (for tests)
         self.allowed: list[str] | None = None  # file access limited to these directories (confine), or not
-        self._base_tables: dict[tuple[str, str], int] | None = None  # (schema, table) → rows (frozen)
+        self._frozen_sizes: dict[str, int | None] = {}  # source → rows of a base table (frozen)
         self.kept_made = 0  # relations made for scans (needs): for tests
         _OPEN.add(self)
 
@@ -296,23 +296,24 @@ class DuckDBBackend(Backend):
         is a session's, an attached file is its owner's: none of those is frozen."""
         if not self.read_only or self.path == ":memory:":
             return False
-        if self._base_tables is None:
-            rows = self.query(
-                "SELECT schema_name, table_name, estimated_size FROM duckdb_tables() "
-                "WHERE database_name = current_database() AND NOT temporary"
-            )
-            self._base_tables = {(s.casefold(), t.casefold()): int(n) for s, t, n in rows}
+        if source not in self._frozen_sizes:  # once per source while the file is held: it cannot change
+            self._frozen_sizes[source] = self._base_table_rows(source)
+        size = self._frozen_sizes[source]
+        return size is not None and (rows_at_most is None or size <= rows_at_most)
+
+    def _base_table_rows(self, source: str) -> int | None:
+        """The rows of ``source`` if it names a base table of the data file, else None."""
         try:
             t = source_relation(source)
         except Exception:  # not a plain relation name: not frozen
-            return False
-        if t.catalog and t.catalog.casefold() != self._database().casefold():
-            return False
-        size = self._base_tables.get(((t.db or "main").casefold(), t.name.casefold()))
-        return size is not None and (rows_at_most is None or size <= rows_at_most)
-
-    def _database(self) -> str:
-        return str(self.query("SELECT current_database()")[0][0])
+            return None
+        rows = self.query(
+            "SELECT estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND NOT temporary AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?) "
+            "AND (? = '' OR lower(database_name) = lower(?))",
+            [t.db or "main", t.name, t.catalog or "", t.catalog or ""],
+        )
+        return int(rows[0][0]) if len(rows) == 1 else None
 
     def _keep(self, cur, sql) -> None:
         """Make, on this worker's cursor, each relation ``sql`` reads that the backend keeps
@@ -340,7 +341,7 @@ class DuckDBBackend(Backend):
             self._con.close()
             # the worker threads' cursors, and the relations kept on them, were the old connection's
             self._local = threading.local()
-            self._base_tables = None
+            self._frozen_sizes = {}
             self.read_only = True
             self._con = self._open()
         if self.allowed is not None:
