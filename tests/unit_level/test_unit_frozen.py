@@ -22,11 +22,13 @@ from proxy.pipeline.common import unit_salt
 from rewriter.params import needs
 from support.service import Service, ask, make_config
 
+from .test_unit_heavy_apart import unit_config
+
 
 def _file(tmp_path):
     path = tmp_path / "data.duckdb"
     con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE t AS SELECT i % 50 AS u, i % 6 AS g FROM range(0, 3000) AS r(i)")
+    con.execute("CREATE TABLE t AS SELECT i % 50 AS u, i % 6 + 1 AS g FROM range(0, 3000) AS r(i)")
     con.execute("CREATE VIEW v AS SELECT * FROM t")
     con.close()
     return path
@@ -70,25 +72,9 @@ def test_only_a_base_table_of_a_file_held_read_only_is_frozen(tmp_path):
 
 
 def _plan():
-    from config import parse_config
-
-    cfg = parse_config(
-        {
-            "tiers": {"default": {"epsilon": 1, "budget": 10}},
-            "roles": {"a": {"tier": "default"}},
-            "server": {"auth": "trust"},
-            "tables": {
-                "t": {
-                    "privacy_unit": "u",
-                    "max_groups_per_unit": 6,
-                    "max_rows_per_unit": 20,
-                    "max_rows_scope": "total",
-                    "columns": {"u": {"type": "int"}, "g": {"type": "int", "domain": [0, 1, 2, 3, 4, 5]}},
-                }
-            },
-        }
+    return rewriter.build_plan(
+        rewriter.parse("SELECT g, COUNT(*) FROM t WHERE u < 40 GROUP BY g"), unit_config(6, 20, "total")
     )
-    return rewriter.build_plan(rewriter.parse("SELECT g, COUNT(*) FROM t WHERE u < 40 GROUP BY g"), cfg)
 
 
 def test_a_kept_relation_is_made_once_per_cursor_and_goes_with_its_connection(tmp_path):

@@ -45,7 +45,7 @@ def _rows(seed: int = 11) -> list[tuple]:
 ROWS = _rows()
 
 
-def _config(G: int, R: int, scope: str):
+def unit_config(G: int, R: int, scope: str):
     return parse_config(
         {
             "tiers": {"default": {"epsilon": 1, "budget": 10}},
@@ -126,12 +126,17 @@ def test_heavy_units_apart_on_spark(spark_run, sql, G, R, scope):
 
 def _same_cells(run, sql: str, G: int, R: int, scope: str) -> None:
     dialect, go = run
-    plan = rewriter.build_plan(rewriter.parse(sql), _config(G, R, scope))
+    plan = rewriter.build_plan(rewriter.parse(sql), unit_config(G, R, scope))
     split = rewriter.to_sql(plan, _plans(dialect, True), "0a1b")
     one = rewriter.to_sql(plan, _plans(dialect, False), "0a1b")
     assert "__dpgate_heavy" in split and "__dpgate_heavy" not in one
-    got = sorted(go(split), key=repr)
-    want = sorted(go(one), key=repr)
+    _same_rows(go, split, one)
+
+
+def _same_rows(go, sql: str, reference: str) -> None:
+    """``sql`` and ``reference`` return the same rows (doubles up to the order of their additions)."""
+    got = sorted(go(sql), key=repr)
+    want = sorted(go(reference), key=repr)
     assert len(got) == len(want)
     for a, b in zip(got, want):
         assert all(_close(x, y) for x, y in zip(a, b)), (a, b)
@@ -142,7 +147,7 @@ def test_heavy_threshold_keeps_light_units_whole():
     has one cell."""
 
     def t(sql: str, G: int, R: int) -> int:
-        return heavy_threshold(rewriter.build_plan(rewriter.parse(sql), _config(G, R, "cell")))
+        return heavy_threshold(rewriter.build_plan(rewriter.parse(sql), unit_config(G, R, "cell")))
 
     assert t(SQLS[0], 6, 3) == 3
     assert t(SQLS[0], 2, 4) == 2
@@ -170,7 +175,7 @@ def test_a_kept_heavy_set_is_the_one_pass_plan(duck_run, sql, G, R, scope):
     """The heavy units of the whole table, made once into a relation (a superset of any
     statement's), give the one-pass plan's cells, WHERE or not."""
     dialect, go = duck_run
-    plan = rewriter.build_plan(rewriter.parse(sql), _config(G, R, scope))
+    plan = rewriter.build_plan(rewriter.parse(sql), unit_config(G, R, scope))
     frozen = rewriter.to_sql(plan, _plans(dialect, True), "0a1b", frozen=True)
     one = rewriter.to_sql(plan, _plans(dialect, False), "0a1b")
     [(name, select)] = needs(frozen)
@@ -178,11 +183,7 @@ def test_a_kept_heavy_set_is_the_one_pass_plan(duck_run, sql, G, R, scope):
     go(f'CREATE OR REPLACE TEMP TABLE "{name}" AS {select}')
     light = [r for r in go(f'SELECT * FROM "{name}"')]
     assert (len(light) > 0) == (R < 200)  # the test has heavy units where a bound binds
-    got = sorted(go(frozen), key=repr)
-    want = sorted(go(one), key=repr)
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        assert all(_close(x, y) for x, y in zip(a, b)), (a, b)
+    _same_rows(go, frozen, one)
 
 
 def test_the_kept_heavy_set_is_named_by_what_it_holds():
@@ -190,10 +191,10 @@ def test_the_kept_heavy_set_is_named_by_what_it_holds():
     share it; another threshold is another relation; a plan that does not split needs none."""
 
     def kept(sql: str, G: int, R: int) -> tuple:
-        plan = rewriter.build_plan(rewriter.parse(sql), _config(G, R, "total"))
+        plan = rewriter.build_plan(rewriter.parse(sql), unit_config(G, R, "total"))
         return needs(rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True))
 
     assert kept(SQLS[0], 6, 3) == kept(SQLS[1], 6, 3) == kept(SQLS[2], 6, 3) != kept(SQLS[0], 6, 4)
     assert kept("SELECT g, COUNT(DISTINCT u) FROM t GROUP BY g", 6, 3) == ()
-    plan = rewriter.build_plan(rewriter.parse(SQLS[0]), _config(6, 3, "total"))
+    plan = rewriter.build_plan(rewriter.parse(SQLS[0]), unit_config(6, 3, "total"))
     assert needs(rewriter.to_sql(plan, "duckdb", "0a1b")) == ()
