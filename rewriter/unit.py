@@ -305,8 +305,11 @@ def per_unit_scan(
         vals.append(v)
     if b.total or apart:  # the (unit, cell)'s rows
         items.append(exp.alias_(exp.Count(this=exp.Star()), NC, quoted=True))
+    nt = exp.column(NT, table=HEAVY, quoted=True)
     if heavy_total:  # every unit here is heavy; its total N is the heavy aggregate's count
-        items.append(exp.alias_(exp.Max(this=exp.column(NT, table=HEAVY, quoted=True)), NT, quoted=True))
+        # a group key beside the unit (one N per unit), not MAX(N): DuckDB pushes an aggregate of
+        # the joined side below the join and combines its states per source row, ~2× the cost
+        items.append(exp.alias_(nt.copy(), NT, quoted=True))
     if b.total and not keys:  # the unit's keyed offset, only where a share is taken (N > R)
         big = exp.GT(this=exp.Count(this=exp.Star()), expression=R.copy())
         items.append(exp.alias_(exp.Case(ifs=[exp.If(this=big, true=_offset(unit))]), HO, quoted=True))
@@ -323,7 +326,7 @@ def per_unit_scan(
         per = per.join(
             HEAVY, on=exp.EQ(this=unit.copy(), expression=exp.column(U, table=HEAVY, quoted=True)), copy=False
         )
-    per = per.group_by(*[k.copy() for k in keys], unit.copy(), copy=False)
+    per = per.group_by(*[k.copy() for k in keys], unit.copy(), *([nt] if heavy_total else []), copy=False)
     last = "per"
     ctes.append(("per", per))
     if ranks:
