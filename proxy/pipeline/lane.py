@@ -16,9 +16,12 @@ lane answers it with ``Connection.answer`` on its own gateway — the same ledge
 repeats and concurrent twins are the ledger's, as between workers) and the same backend,
 read-only — and returns the result with its rows already encoded as DataRow messages for
 the text format (:func:`serve_link`; :class:`~proxy.wire.api.EncodedRows`), so the worker
-only writes bytes. A cancel is forwarded by id. A lane that cannot be reached takes
-nothing (the worker runs the statement itself); one that stops during a statement fails
-it with 58000 (what had started is charged, as always).
+only writes bytes. A cancel is forwarded by id. The lane acknowledges each statement as it
+takes it, before it runs anything of it. A lane that cannot be reached, or that stops before
+it acknowledged a statement, took nothing: the worker runs the statement itself (a lane
+killed while its listening socket still queues connections accepts one it never reads). One
+that stops during a statement it took fails it with 58000 (what had started is charged, as
+always).
 
 Frames: a 4-byte big-endian length, then a pickle (both ends are this program's own
 processes: the lane accepts a peer of its own user and parent only, ``proxy.cli.lane``).
@@ -94,11 +97,16 @@ class _Link:
     def __init__(self, reader, writer) -> None:
         self.writer = writer
         self.pending: dict[int, asyncio.Future] = {}
+        self.taken: set[int] = set()  # statements the lane acknowledged (it may have run them)
         self.task = asyncio.ensure_future(self._read(reader))
 
     async def _read(self, reader) -> None:
         try:
             while (msg := await read_frame(reader)) is not None:
+                if msg.get("op") == "taken":
+                    if msg["id"] in self.pending:
+                        self.taken.add(msg["id"])
+                    continue
                 fut = self.pending.pop(msg["id"], None)
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
@@ -154,8 +162,8 @@ class LaneClient:
         return self._link
 
     async def answer(self, conn, sql: str, params: list):
-        """``(Result, decision, ε charged)`` from the lane, or None if it cannot be reached
-        (the caller runs the statement itself)."""
+        """``(Result, decision, ε charged)`` from the lane, or None if it cannot be reached or
+        stopped before it took the statement (the caller runs the statement itself)."""
         link = await self._open()
         if link is None:
             return None
@@ -179,6 +187,8 @@ class LaneClient:
         try:
             msg = await fut
         except LaneLost:
+            if rid not in link.taken:  # the lane never took it: nothing of it ran there
+                return None
             raise SqlError(
                 "58000",
                 "the heavy-statement process stopped during this statement; if its scan "
@@ -191,6 +201,7 @@ class LaneClient:
         finally:
             unsubscribe()
             link.pending.pop(rid, None)
+            link.taken.discard(rid)
         return _reply(conn, msg)
 
     async def close(self) -> None:
@@ -244,6 +255,7 @@ async def serve_link(gw, reader: asyncio.StreamReader, writer: asyncio.StreamWri
                         slot[0].cancel()
             elif msg["op"] == "answer":
                 running[msg["id"]] = [None, False]
+                writer.write(frame({"op": "taken", "id": msg["id"]}))  # before anything of it runs
                 task = asyncio.ensure_future(_answer(gw, msg, running, writer, busy))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -264,6 +276,10 @@ async def _answer(gw, msg: dict, running: dict, writer, busy) -> None:
     if busy is not None:
         busy(1)
     try:
+        try:
+            await writer.drain()  # the acknowledgement is sent before the statement runs
+        except OSError:  # the worker is gone: nothing of it runs
+            return
         conn = await gw.handler_factory(msg["role"], msg["database"], {})
         conn.session.settings = dict(msg["settings"])
         slot = running[rid]

@@ -76,3 +76,40 @@ def test_errors_come_back_as_the_same_exceptions():
             },
         )
     assert (e.value.sqlstate, e.value.detail, e.value.hint) == ("53400", "d", "h")
+
+
+class _Conn:
+    """What :meth:`LaneClient.answer` reads of a worker's connection."""
+
+    def __init__(self) -> None:
+        self.role, self.session, self.timing = "analyst", SimpleNamespace(database="d", settings={}), {}
+        self.cancel_signal = SimpleNamespace(subscribe=lambda f: lambda: None, is_set=lambda: False)
+
+
+@pytest.mark.parametrize("takes", [False, True])
+def test_a_lane_that_stops_before_it_took_a_statement_leaves_it_to_the_worker(tmp_path, takes):
+    """A lane that stops after reading a statement it acknowledged fails it with 58000 (it may
+    have run it); one that stops before it took it — a connection queued on a dying lane's
+    socket is closed unread — ran nothing of it: ``answer`` returns None and the worker runs it."""
+    address = str(tmp_path / "lane.sock")
+
+    async def go():
+        async def lane(reader, writer):
+            msg = await read_frame(reader)
+            if takes:
+                writer.write(frame({"op": "taken", "id": msg["id"]}))
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_unix_server(lane, address)
+        try:
+            return await LaneClient(address).answer(_Conn(), "SELECT 1", [])
+        finally:
+            server.close()
+
+    if takes:
+        with pytest.raises(SqlError) as e:
+            asyncio.run(go())
+        assert e.value.sqlstate == "58000"
+    else:
+        assert asyncio.run(go()) is None
