@@ -39,7 +39,7 @@ from . import select as select_
 from .cells import cell_positions, complete
 from .errors import FEATURE_NOT_SUPPORTED, Refusal
 from .parsing import parse, tokenize
-from .plan import Plan, UnitBounds, source_sql
+from .plan import Plan, UnitBounds, UnitLookup, source_sql
 from .scope import Ctx
 from .unit import caps
 
@@ -209,6 +209,11 @@ def _plan(
         key_tuples=key_tuples,
         lookups=lookups,  # keys read from public tables: their domains are the tables' (the proxy asks)
     )
+    declared_unit = config.tables[name].privacy_unit or ""
+    if len(rel.joins) == 1 and rel.joins[0][3] == "unit" and declared_unit.count(".") == 1:
+        ref, fk, key, _ = rel.joins[0]  # the unit through one reference, nothing else joined
+        lookup = UnitLookup(fk, config.source_of(ref), key, declared_unit.rsplit(".", 1)[1])
+        plan = dataclasses.replace(plan, unit_lookup=lookup)
     t = ctx.table
     if t.privacy_unit is not None:  # per person, not per row
         label = (

@@ -183,6 +183,18 @@ class PlanMemo:
 
 
 @dataclass(frozen=True)
+class UnitLookup:
+    """A table's privacy unit read through one reference (``privacy_unit = "orders.o_custkey"``,
+    ``references = { l_orderkey = "orders" }``) and nothing else joined: each row's unit is
+    ``column`` of the row of ``source`` whose ``key`` equals the row's ``fk``."""
+
+    fk: str
+    source: str
+    key: str
+    column: str
+
+
+@dataclass(frozen=True)
 class Plan:
     table: str
     source: str
@@ -199,6 +211,7 @@ class Plan:
         default=()
     )  # lookup joins (rewriter.joins): ((table, column, key, how), …)
     relation: exp.Expression | None = None  # the lookup join's relation (rewriter.joins), else `source`
+    unit_lookup: UnitLookup | None = None  # the relation is `source` with its unit looked up, no more
     selection: Selection | None = None
     row_filter: tuple[Any, ...] | None = (
         None  # post-processing filter on released rows (rewriter.postprocess)

@@ -71,6 +71,20 @@ then taken from its kept (unit, cell) rows where a WHERE may have changed it. Da
 (a file a role writes to, a server) keeps computing them per statement: a unit that became heavy
 after the relation was made would be left unbounded.
 
+**A unit looked up, kept by its key** (:func:`lookup_splits`: ``lineitem`` whose customer is its
+order's, ``privacy_unit = "orders.o_custkey"``, nothing else joined). The one-pass plan joins every
+row to the looked-up table to find its unit, where the analyst's query reads the base table
+alone. Where both tables are frozen, the kept relation holds the looked-up table's key of every
+row of a heavy unit (the heavy customers' orders, with the customer and N), so a statement adds
+to the analyst's own aggregate *over the base table alone* the bounded less exact measures of the
+base rows joined to those keys: a join of the few heavy units' rows instead of every row. The
+analyst's aggregate equals the one-pass plan's exact one only if the lookup neither drops nor
+repeats a row — every base row finds exactly one looked-up row and it has a unit (the key unique
+there, no reference dangling or NULL, no unit NULL): :func:`lookup_premise` is that fact, asked
+once of the frozen data (with the kept relation's size), and where it fails the one-pass plan
+runs. Which plan runs then depends on a fact of the data (its referential integrity), fixed while
+it is served; the cells do not.
+
 **The keyed hash** (DuckDB ``hash(salt, …)``, Spark ``xxhash64``, Postgres ``md5`` of the
 row text; :func:`rewriter.emit.keyed_hash`). The ε guarantee does not rest on it: which
 rows and cells a unit keeps is a function of that unit's own rows and the salt, a
@@ -101,7 +115,7 @@ from sqlglot import exp
 
 from . import params
 from .errors import Refusal
-from .plan import GroupKey, Measure, Plan, UnitBounds
+from .plan import GroupKey, Measure, Plan, UnitBounds, source_relation
 
 __all__ = [
     "KEPT",
@@ -117,6 +131,8 @@ __all__ = [
     "per_unit_scan",
     "salted",
     "spell_hashes",
+    "lookup_premise",
+    "lookup_splits",
     "splits",
 ]
 
@@ -132,6 +148,7 @@ ALL, HEAVY, PRESENT = (
     "__dpgate_heavy",
     "__dpgate_p",
 )  # the split plan: every unit's cells; the heavy units
+LK, REL = "__dpgate_k", "__dpgate_rel"  # a kept heavy unit's key in the looked-up table; the base table
 HO, HASH_P = "__dpgate_h", 2_147_483_647  # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
@@ -275,12 +292,14 @@ def per_unit_scan(
     over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
     (unit) row is its own total)."""
     b = _bounds(plan)
-    unit = exp.column(b.column, quoted=True)
+    lookup = heavy_apart and heavy_set is not None and lookup_splits(plan)  # the unit kept by its key
+    # the unit: the relation's column, or the kept heavy unit a looked-up base row belongs to
+    unit = exp.column(U, table=HEAVY, quoted=True) if lookup else exp.column(b.column, quoted=True)
     keys = [key_sql(g) for g in plan.group_by]
     knames = [f"k{i + 1}" for i in range(len(keys))]
     R = exp.Literal.number(b.max_rows)
     items = [*[exp.alias_(k, n) for k, n in zip(keys, knames)], exp.alias_(unit.copy(), U, quoted=True)]
-    apart = heavy_apart and splits(plan)
+    apart = heavy_apart and (splits(plan) or lookup)
     ranks = bool(keys) and b.max_groups < plan.n_cells  # the L0 bound ranks a unit's cells
     # N: the heavy aggregate's count — a kept heavy set's is the whole table's, N only without a WHERE
     heavy_total = apart and b.total and bool(keys) and not ranks and (heavy_set is None or plan.where is None)
@@ -316,16 +335,20 @@ def per_unit_scan(
     if b.total:
         bases["canon"] = _canonical(items)
         vals = _total_values(plan, bases)
-    per = exp.select(*items).from_(plan.from_())
+    per = exp.select(*items).from_(_base(plan) if lookup else plan.from_())
     per = per.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
     if plan.where is not None:
         per = per.where(exp.Paren(this=plan.where.copy()), copy=False)
     ctes: list[tuple[str, exp.Expression]] = []
     if apart:  # only the heavy units' rows are aggregated per (unit, cell): joined to their one row each
-        ctes += _light_apart(plan, row_measure, keys, knames, heavy_set)
-        per = per.join(
-            HEAVY, on=exp.EQ(this=unit.copy(), expression=exp.column(U, table=HEAVY, quoted=True)), copy=False
-        )
+        ctes += _light_apart(plan, row_measure, keys, knames, heavy_set, lookup)
+        on = exp.EQ(this=unit.copy(), expression=exp.column(U, table=HEAVY, quoted=True))
+        if lookup and plan.unit_lookup is not None:  # the base rows whose key a kept heavy unit holds
+            on = exp.EQ(
+                this=exp.column(plan.unit_lookup.fk, table=REL, quoted=True),
+                expression=exp.column(LK, table=HEAVY, quoted=True),
+            )
+        per = per.join(HEAVY, on=on, copy=False)
     per = per.group_by(*[k.copy() for k in keys], unit.copy(), *([nt] if heavy_total else []), copy=False)
     last = "per"
     ctes.append(("per", per))
@@ -503,27 +526,30 @@ def _light_apart(
     keys: list[exp.Expression],
     knames: list[str],
     heavy_set: str | None = None,
+    lookup: bool = False,
 ) -> list[tuple[str, exp.Expression]]:
     """The two CTEs of the split plan (:func:`per_unit_scan`): ``__dpgate_all``, the cells'
     exact measures over every unit (the analyst's own aggregate, rows with a NULL unit left
     out), and ``__dpgate_heavy``, the units with more than T rows (:func:`heavy_threshold`) —
-    read from the relation ``heavy_set`` where the backend keeps it (:func:`heavy_set`)."""
+    read from the relation ``heavy_set`` where the backend keeps it (:func:`heavy_set`).
+    ``lookup``: the unit is looked up (:func:`lookup_splits`) and every base row has one, so the
+    analyst's aggregate reads the base table alone, and the kept units carry their keys."""
     b = _bounds(plan)
     unit = exp.column(b.column, quoted=True)
     rows = exp.select(
         *[exp.alias_(k.copy(), n) for k, n in zip(keys, knames)],
         *[exp.alias_(row_measure(m), f"a{j + 1}") for j, m in enumerate(plan.measures)],
         exp.alias_(exp.Count(this=exp.Star()), PRESENT, quoted=True),
-    ).from_(plan.from_())
-    rows.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
+    ).from_(_base(plan) if lookup else plan.from_())
+    if not lookup:
+        rows.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
     if plan.where is not None:
         rows.where(exp.Paren(this=plan.where.copy()), copy=False)
     if keys:
         rows = rows.group_by(*[k.copy() for k in keys], copy=False)
     if heavy_set is not None:
-        heavy = exp.select(exp.column(U, quoted=True), exp.column(NT, quoted=True)).from_(
-            exp.to_table(heavy_set, quoted=True)
-        )
+        kept = [exp.column(c, quoted=True) for c in ((LK, U, NT) if lookup else (U, NT))]
+        heavy = exp.select(*kept).from_(exp.to_table(heavy_set, quoted=True))
     else:
         heavy = heavy_units(plan, plan.where)
     return [(ALL, rows), (HEAVY, heavy)]
@@ -565,7 +591,101 @@ def heavy_set(plan: Plan) -> exp.Select | None:
     less its exact measures are 0), so the cells are the same; only a backend whose data cannot
     change while it keeps the relation may use it (a unit that became heavy after it was made
     would be left unbounded)."""
+    if lookup_splits(plan) and plan.unit_lookup is not None:
+        return _heavy_keys(plan, plan.unit_lookup)
     return heavy_units(plan, None) if splits(plan) else None
+
+
+def lookup_splits(plan: Plan) -> bool:
+    """Whether the split plan reads a unit looked up through one reference (``lineitem`` whose
+    customer is ``orders.o_custkey``, :attr:`Plan.unit_lookup`) from kept heavy units
+    (:func:`heavy_set`): every measure a count or a sum, and nothing in the statement reads the
+    unit itself. The kept relation holds the looked-up table's key of each heavy unit (its
+    orders), so a statement joins the base table to it alone and computes the analyst's own
+    aggregate from the base table alone: both sound only where every base row finds exactly
+    one looked-up row and it has a unit (:func:`lookup_premise`, checked once for frozen data)."""
+    if plan.unit is None or plan.unit_lookup is None or plan.per_unit or not aggregatable(plan):
+        return False
+    if any(m.kind == "count_distinct" for m in plan.measures):
+        return False
+    name = plan.unit.column
+    nodes: list[exp.Expression] = [plan.where] if plan.where is not None else []
+    nodes += [g.expr for g in plan.group_by if g.expr is not None]
+    nodes += [m.filter for m in plan.measures if m.filter is not None]
+    nodes += [e for m in plan.measures if isinstance(e := getattr(m.column, "expr", None), exp.Expression)]
+    names = {g.column for g in plan.group_by if g.expr is None} | {m.column for m in plan.measures}
+    return name not in names and all(c.name != name for n in nodes for c in n.find_all(exp.Column))
+
+
+def lookup_premise(plan: Plan, keys_at_most: int) -> exp.Select:
+    """One row, one boolean: every row of the base table finds exactly one row of the
+    looked-up table and that row has a unit (the key is unique there; no foreign key dangles or
+    is NULL; no unit is NULL), and the kept relation (:func:`heavy_set`) would hold at most
+    ``keys_at_most`` keys. Then the relation of the one-pass plan (the base table LEFT JOIN
+    the lookup) has the base table's rows, each with a unit, and the split plan's reading of
+    the base table alone (:func:`lookup_splits`) gives the same cells."""
+    lk = plan.unit_lookup
+    if lk is None:
+        raise ValueError("the premise is of a plan whose unit is looked up")
+    key, ref = exp.column(lk.key, quoted=True), source_relation(lk.source)
+    one = (
+        exp.select(exp.Count(this=exp.Star()))
+        .from_(ref.copy())
+        .where(exp.Not(this=exp.Is(this=key.copy(), expression=exp.Null())))
+    )
+    unique = exp.EQ(
+        this=exp.Subquery(this=one),
+        expression=exp.Subquery(
+            this=exp.select(exp.Count(this=exp.Distinct(expressions=[key.copy()]))).from_(ref.copy())
+        ),
+    )
+    found = (
+        exp.select(exp.Count(this=exp.Star()))
+        .from_(_base(plan))
+        .join(
+            exp.alias_(ref.copy(), "__dpgate_r", table=True),
+            on=exp.EQ(
+                this=exp.column(lk.fk, table=REL, quoted=True),
+                expression=exp.column(lk.key, table="__dpgate_r", quoted=True),
+            ),
+            join_type="left",
+        )
+        .where(exp.Is(this=exp.column(lk.column, table="__dpgate_r", quoted=True), expression=exp.Null()))
+    )
+    dangling = exp.EQ(this=exp.Subquery(this=found), expression=exp.Literal.number(0))
+    kept = exp.select(exp.Count(this=exp.Star())).from_(
+        exp.Subquery(this=_heavy_keys(plan, lk), alias=exp.TableAlias(this=exp.to_identifier("__dpgate_kk")))
+    )
+    small = exp.LTE(this=exp.Subquery(this=kept), expression=exp.Literal.number(keys_at_most))
+    return exp.select(exp.alias_(exp.and_(unique, dangling, small), "holds"))
+
+
+def _base(plan: Plan) -> exp.Expr:
+    """The base table of a looked-up unit's relation, under the relation's own alias."""
+    return exp.alias_(source_relation(plan.source), REL, table=True)
+
+
+def _heavy_keys(plan: Plan, lk: Any) -> exp.Select:
+    """The looked-up table's keys of the heavy units of the whole relation (no WHERE), with
+    the unit and its rows N: ``SELECT key, unit, N FROM ref JOIN (heavy units) ON ref.unit =
+    heavy.unit`` (:func:`heavy_set`)."""
+    ref = exp.alias_(source_relation(lk.source), "__dpgate_r", table=True)
+    h = "__dpgate_h"
+    return (
+        exp.select(
+            exp.alias_(exp.column(lk.key, table="__dpgate_r", quoted=True), LK, quoted=True),
+            exp.column(U, table=h, quoted=True),
+            exp.column(NT, table=h, quoted=True),
+        )
+        .from_(ref)
+        .join(
+            exp.Subquery(this=heavy_units(plan, None), alias=exp.TableAlias(this=exp.to_identifier(h))),
+            on=exp.EQ(
+                this=exp.column(lk.column, table="__dpgate_r", quoted=True),
+                expression=exp.column(U, table=h, quoted=True),
+            ),
+        )
+    )
 
 
 def total_window(

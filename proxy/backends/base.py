@@ -168,6 +168,12 @@ class Backend(Protocol):
         no (a server others may write to)."""
         return False
 
+    def holds(self, sql: str) -> bool:
+        """Whether ``sql`` — one row, one boolean: a premise about relations that are
+        :meth:`frozen` (the privacy unit's lookup, ``rewriter.unit.lookup_premise``) — is true;
+        asked once while they cannot change. Default: no (nothing is frozen)."""
+        return False
+
     def reopen_read_only(self) -> None:
         """See ``read_only_after_start``. Default: nothing (its scan sessions are read-only
         at the database already, or cannot be)."""

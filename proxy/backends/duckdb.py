@@ -262,6 +262,7 @@ class DuckDBBackend(Backend):
         self.prepared_runs = 0  # scans run from a prepared template (for tests)
         self.allowed: list[str] | None = None  # file access limited to these directories (confine), or not
         self._frozen_sizes: dict[str, int | None] = {}  # source → rows of a base table (frozen)
+        self._premises: dict[str, bool] = {}  # a premise's text → whether it holds (frozen data)
         self.kept_made = 0  # relations made for scans (needs): for tests
         _OPEN.add(self)
 
@@ -300,6 +301,19 @@ class DuckDBBackend(Backend):
             self._frozen_sizes[source] = self._base_table_rows(source)
         size = self._frozen_sizes[source]
         return size is not None and (rows_at_most is None or size <= rows_at_most)
+
+    def holds(self, sql: str) -> bool:
+        """Whether the premise ``sql`` is true of the file held read-only: asked once while it is
+        held (it cannot change meanwhile); a premise that fails to run does not hold."""
+        if not self.read_only or self.path == ":memory:":
+            return False
+        if sql not in self._premises:
+            try:
+                rows = self.query(sql)
+            except Exception:  # not answered: the plan that needs no premise
+                rows = []
+            self._premises[sql] = len(rows) == 1 and rows[0][0] is True
+        return self._premises[sql]
 
     def _base_table_rows(self, source: str) -> int | None:
         """The rows of ``source`` if it names a base table of the data file, else None."""
@@ -342,6 +356,7 @@ class DuckDBBackend(Backend):
             # the worker threads' cursors, and the relations kept on them, were the old connection's
             self._local = threading.local()
             self._frozen_sizes = {}
+            self._premises = {}
             self.read_only = True
             self._con = self._open()
         if self.allowed is not None:

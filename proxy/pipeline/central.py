@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from mechanisms.accounting import ZCDP, Cost, unit_epsilon
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
+from rewriter.dialects import get as dialect_of
 from rewriter.plan import Output, Plan
-from rewriter.unit import factor, heavy_threshold, splits
+from rewriter.unit import factor, heavy_threshold, lookup_premise, lookup_splits, splits
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
@@ -91,16 +92,29 @@ def scan_sql(gw, plan) -> str:
 
 
 KEPT_UNITS_MAX = 2_000_000  # heavy units a kept relation may hold: ≈ 16 bytes each, per worker cursor
+KEPT_KEYS_MAX = 2_000_000  # keys of heavy units' rows a kept relation may hold: ≈ 24 bytes each, per cursor
 
 
 def frozen(gw, plan) -> bool:
     """Whether ``plan``'s heavy units are read from a relation the backend keeps
     (``Backend.frozen``, :func:`rewriter.unit.heavy_set`): its table cannot change while the
     backend is open, and has at most KEPT_UNITS_MAX·(T + 1) rows, so that the relation, of the units
-    with more than T rows, holds at most KEPT_UNITS_MAX of them on each worker cursor."""
-    if plan.unit is None or not splits(plan):
+    with more than T rows, holds at most KEPT_UNITS_MAX of them on each worker cursor. A unit looked
+    up through a reference (:func:`rewriter.unit.lookup_splits`): both tables frozen and the lookup's
+    premise true of them (:func:`rewriter.unit.lookup_premise`, asked once: every row finds one
+    row with a unit, and the relation would hold at most KEPT_KEYS_MAX of its keys)."""
+    if plan.unit is None:
         return False
-    return gw.backend.frozen(plan.source, KEPT_UNITS_MAX * (heavy_threshold(plan) + 1))
+    if splits(plan):
+        return gw.backend.frozen(plan.source, KEPT_UNITS_MAX * (heavy_threshold(plan) + 1))
+    if lookup_splits(plan) and plan.unit_lookup is not None:  # the heavy units' keys in the looked-up table
+        b = gw.backend
+        return (
+            b.frozen(plan.source)
+            and b.frozen(plan.unit_lookup.source)
+            and b.holds(dialect_of(b.dialect).sql(lookup_premise(plan, KEPT_KEYS_MAX)))
+        )
+    return False
 
 
 def columns_of(plan) -> list[Column]:

@@ -54,6 +54,7 @@ def explain_lines(
         lines.append(
             f"  privacy unit: the units above the bound are read from {name}, made once per worker from "
             "the whole table (it cannot change while it is served); the scan bounds only their rows"
+            + ("; the analyst's aggregate reads the base table alone" if plan.unit_lookup is not None else "")
         )
     lines.append("backend SQL (one scan):")
     lines.extend("  " + line for line in pretty(backend_sql, dialect).splitlines())
