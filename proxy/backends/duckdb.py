@@ -304,16 +304,26 @@ class DuckDBBackend(Backend):
 
     def holds(self, sql: str) -> bool:
         """Whether the premise ``sql`` is true of the file held read-only: asked once while it is
-        held (it cannot change meanwhile); a premise that fails to run does not hold."""
+        held (it cannot change meanwhile), on a scan thread — it reads whole tables, which would
+        hold the event loop — so it does not hold until it has been answered; a premise that
+        fails to run does not hold."""
         if not self.read_only or self.path == ":memory:":
             return False
-        if sql not in self._premises:
+        premises = self._premises
+        if sql not in premises:
+            premises[sql] = False  # asked: not held until answered
             try:
-                rows = self.query(sql)
-            except Exception:  # not answered: the plan that needs no premise
-                rows = []
-            self._premises[sql] = len(rows) == 1 and rows[0][0] is True
-        return self._premises[sql]
+                self._pool.submit(self._answer_premise, premises, sql)
+            except RuntimeError:  # the backend is closing
+                pass
+        return premises[sql]
+
+    def _answer_premise(self, premises: dict[str, bool], sql: str) -> None:
+        try:
+            rows = self.query(sql)
+        except Exception:  # not answered: the plan that needs no premise
+            rows = []
+        premises[sql] = len(rows) == 1 and rows[0][0] is True
 
     def _base_table_rows(self, source: str) -> int | None:
         """The rows of ``source`` if it names a base table of the data file, else None."""

@@ -13,6 +13,7 @@ what it reads."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 
 import duckdb
@@ -20,6 +21,7 @@ import pytest
 
 import rewriter
 from config import parse_config
+from proxy.backends.duckdb import DuckDBBackend
 from proxy.pipeline.central import scan_sql
 from proxy.pipeline.common import unit_salt
 from rewriter import unit
@@ -182,12 +184,21 @@ SERVED = [
 ]
 
 
+def _kept_scan(gw, plan):
+    """The scan text once the backend has answered the lookup's premise (on a scan thread: until
+    then the scan joins every row, as it must not hold the event loop)."""
+    deadline = time.time() + 30
+    while not needs(text := scan_sql(gw, plan)) and time.time() < deadline:
+        time.sleep(0.05)
+    return text
+
+
 @pytest.mark.parametrize("sql", SERVED)
 def test_the_served_scan_reads_the_kept_keys_and_gives_the_same_cells(served, sql):
     gw = served.gw
     plan = gw.plan(sql, None)
     assert plan.unit_lookup is not None
-    text = scan_sql(gw, plan)
+    text = _kept_scan(gw, plan)
     [(name, _)] = needs(text)
     plain = rewriter.to_sql(plan, gw.backend.dialect, unit_salt(gw, plan))
     _same_rows(lambda q: served._call(gw.backend.fetch(q)), text, plain)
@@ -202,6 +213,29 @@ def test_a_premise_that_fails_keeps_nothing(served, monkeypatch):
     """Where the premise does not hold, the scan joins every line to its order, as before."""
     gw = served.gw
     plan = gw.plan(SERVED[0], None)
-    assert needs(scan_sql(gw, plan))
+    assert needs(_kept_scan(gw, plan))
     monkeypatch.setattr(gw.backend, "holds", lambda sql: False)
     assert not needs(scan_sql(gw, plan))
+
+
+def test_the_premise_is_answered_off_the_event_loop(tmp_path):
+    """A premise reads whole tables: the backend answers it on a scan thread (until then it does
+    not hold: the first scans join every row), and only of a file held read-only."""
+    path = tmp_path / "data.duckdb"
+    con = _con()
+    con.execute(f"ATTACH '{path}' AS f")
+    con.execute("CREATE TABLE f.o AS SELECT * FROM o")
+    con.execute("CREATE TABLE f.l AS SELECT * FROM l")
+    con.close()
+    plan = rewriter.build_plan(rewriter.parse(SQLS[0]), lookup_config(6, 3, "total"))
+    premise = rewriter.dialects.get("duckdb").sql(unit.lookup_premise(plan, 1000))
+    b = DuckDBBackend(path)
+    try:
+        assert not b.holds(premise)  # read-write: nothing is frozen
+        b.reopen_read_only()
+        deadline = time.time() + 30
+        while not b.holds(premise) and time.time() < deadline:  # answered on a scan thread
+            time.sleep(0.01)
+        assert b.holds(premise)
+    finally:
+        b.discard()
