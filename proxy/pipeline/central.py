@@ -101,8 +101,9 @@ def frozen(gw, plan) -> bool:
     backend is open, and has at most KEPT_UNITS_MAX·(T + 1) rows, so that the relation, of the units
     with more than T rows, holds at most KEPT_UNITS_MAX of them on each worker cursor. A unit looked
     up through a reference (:func:`rewriter.unit.lookup_splits`): both tables frozen and the lookup's
-    premise true of them (:func:`rewriter.unit.lookup_premise`, asked once, answered off the event loop: every row finds one
-    row with a unit, and the relation would hold at most KEPT_KEYS_MAX of its keys)."""
+    premise true of them (:func:`rewriter.unit.lookup_premise`, asked once and answered off the
+    event loop: every row finds one row with a unit, and the relation would hold at most
+    KEPT_KEYS_MAX of its keys)."""
     if plan.unit is None:
         return False
     if splits(plan):
