@@ -20,7 +20,7 @@ from proxy.backends.duckdb import WORKERS, DuckDBBackend
 from proxy.pipeline.central import scan_sql
 from proxy.pipeline.common import unit_salt
 from rewriter.params import needs
-from support.service import Service, ask, make_config
+from support.service import ask
 
 from .test_unit_heavy_apart import unit_config
 
@@ -116,14 +116,6 @@ def test_a_backend_that_keeps_no_relations_refuses_a_text_that_needs_one(postgre
 
     assert not b.frozen("t")
     assert asyncio.run(go()) == "0A000"
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    svc = Service(make_config(), tmp_path_factory.mktemp("frozen")).start()
-    svc.gw.backend.reopen_read_only()  # as serve does once the start's writes are made
-    yield svc
-    svc.close()
 
 
 SQLS = [

@@ -27,7 +27,7 @@ from proxy.pipeline.common import unit_salt
 from rewriter import unit
 from rewriter.params import needs
 from support.bound import duck_rows
-from support.service import Service, ask, make_config
+from support.service import ask
 
 from .test_unit_heavy_apart import CELLS, _plans, _same_rows
 
@@ -168,14 +168,6 @@ def test_the_premise_holds_only_where_every_line_has_one_order_with_a_customer_a
     rows = Counter(customer[k] for k, *_ in LINES)
     heavy = sum(1 for _, u in ORDERS if rows[u] > 3)  # the orders of customers above T = R = 3: kept
     assert _holds(ORDERS, LINES, heavy) is True and _holds(ORDERS, LINES, heavy - 1) is False
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    svc = Service(make_config(), tmp_path_factory.mktemp("lookup_kept")).start()
-    svc.gw.backend.reopen_read_only()  # as serve does once the start's writes are made
-    yield svc
-    svc.close()
 
 
 SERVED = [
