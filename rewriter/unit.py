@@ -115,7 +115,7 @@ from sqlglot import exp
 
 from . import params
 from .errors import Refusal
-from .plan import GroupKey, Measure, Plan, UnitBounds, source_relation
+from .plan import GroupKey, Measure, Plan, UnitBounds, UnitLookup, source_relation
 
 __all__ = [
     "KEPT",
@@ -665,7 +665,7 @@ def _base(plan: Plan) -> exp.Expr:
     return exp.alias_(source_relation(plan.source), REL, table=True)
 
 
-def _heavy_keys(plan: Plan, lk: Any) -> exp.Select:
+def _heavy_keys(plan: Plan, lk: UnitLookup) -> exp.Select:
     """The looked-up table's keys of the heavy units of the whole relation (no WHERE), with
     the unit and its rows N: ``SELECT key, unit, N FROM ref JOIN (heavy units) ON ref.unit =
     heavy.unit`` (:func:`heavy_set`)."""
