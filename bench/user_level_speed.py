@@ -49,7 +49,7 @@ import duckdb
 
 import rewriter
 from bench import tpch
-from proxy.pipeline.central import KEPT_KEYS_MAX
+from proxy.pipeline.central import premise_sql
 from rewriter import dialects
 from rewriter.params import needs
 
@@ -146,8 +146,7 @@ def keeps(con, plan) -> bool:
     premise holds (:func:`rewriter.unit.lookup_premise`, asked once)."""
     if not rewriter.unit.lookup_splits(plan):
         return True
-    premise = dialects.get("duckdb").sql(rewriter.unit.lookup_premise(plan, KEPT_KEYS_MAX))
-    return con.execute(premise).fetchone()[0] is True
+    return con.execute(premise_sql(plan, "duckdb")).fetchone()[0] is True
 
 
 def served_scan(con, plan, salt: str):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from mechanisms.accounting import ZCDP, Cost, unit_epsilon
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
 from rewriter.dialects import get as dialect_of
+from rewriter.lru import LRU
 from rewriter.plan import Output, Plan
 from rewriter.unit import factor, heavy_threshold, lookup_premise, lookup_splits, splits
 
@@ -93,6 +94,7 @@ def scan_sql(gw, plan) -> str:
 
 KEPT_UNITS_MAX = 2_000_000  # heavy units a kept relation may hold: ≈ 16 bytes each, per worker cursor
 KEPT_KEYS_MAX = 2_000_000  # keys of heavy units' rows a kept relation may hold: ≈ 24 bytes each, per cursor
+_PREMISES: LRU[tuple, str] = LRU(256)  # a looked-up unit's premise text, by what it is made of
 
 
 def frozen(gw, plan) -> bool:
@@ -113,9 +115,22 @@ def frozen(gw, plan) -> bool:
         return (
             b.frozen(plan.source)
             and b.frozen(plan.unit_lookup.source)
-            and b.holds(dialect_of(b.dialect).sql(lookup_premise(plan, KEPT_KEYS_MAX)))
+            and b.holds(premise_sql(plan, b.dialect))
         )
     return False
+
+
+def premise_sql(plan, dialect: str) -> str:
+    """:func:`rewriter.unit.lookup_premise` of ``plan`` as ``dialect`` reads it, made once per
+    (dialect, table, lookup, T): every statement over the table shares it (it reads no WHERE,
+    key or measure), and building it costs a millisecond of Python."""
+    assert plan.unit_lookup is not None
+    key = (dialect, plan.source, plan.unit_lookup, heavy_threshold(plan), KEPT_KEYS_MAX)
+    text = _PREMISES.get(key)
+    if text is None:
+        text = dialect_of(dialect).sql(lookup_premise(plan, KEPT_KEYS_MAX))
+        _PREMISES.put(key, text)
+    return text
 
 
 def columns_of(plan) -> list[Column]:

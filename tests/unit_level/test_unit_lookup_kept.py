@@ -22,7 +22,7 @@ import pytest
 import rewriter
 from config import parse_config
 from proxy.backends.duckdb import DuckDBBackend
-from proxy.pipeline.central import scan_sql
+from proxy.pipeline.central import KEPT_KEYS_MAX, premise_sql, scan_sql
 from proxy.pipeline.common import unit_salt
 from rewriter import unit
 from rewriter.params import needs
@@ -144,6 +144,19 @@ def test_the_kept_keys_are_named_by_what_they_hold():
 def test_a_plan_that_is_not_the_lookup_alone_keeps_nothing(sql):
     plan = rewriter.build_plan(rewriter.parse(sql), lookup_config(6, 3, "total"))
     assert not unit.lookup_splits(plan)
+
+
+def test_the_premise_is_one_text_per_table_lookup_and_bound():
+    """Statements over the table share their premise's text (it reads no WHERE, key or measure)
+    and a threshold of its own is another premise."""
+
+    def text(sql: str, R: int) -> str:
+        plan = rewriter.build_plan(rewriter.parse(sql), lookup_config(6, R, "total"))
+        return premise_sql(plan, "duckdb")
+
+    assert text(SQLS[0], 3) == text(SQLS[1], 3) == text(SQLS[3], 3) != text(SQLS[0], 4)
+    plan = rewriter.build_plan(rewriter.parse(SQLS[1]), lookup_config(6, 3, "total"))
+    assert text(SQLS[0], 3) == rewriter.dialects.get("duckdb").sql(unit.lookup_premise(plan, KEPT_KEYS_MAX))
 
 
 def _holds(orders, lines, keys_at_most: int = 1000) -> bool:
