@@ -23,16 +23,17 @@ analyst's query does not grow with the rows); the foreign-key path (revenue by y
 ``lineitem ⋈ orders``: the unit read through the analyst's own join) ≤ 4× raw; dpgate's scan
 no slower than SmartNoise's rewrite on every query that expresses. Each goal is printed with its
 measured ratio and PASS or MISS. On DuckDB the file is held read-only, as ``dpgate serve`` holds it
-when no role writes, so ``dp`` reads the customers above the bound from the relation kept for the
-table (:func:`rewriter.unit.heavy_set`; making it, once per worker cursor, is ``kept ms``) and
-``unkept`` times the scan that finds them itself (a file a role writes to, Postgres, Spark);
+when no role writes, so ``dp`` reads the rows of the customers above the bound from the relation kept
+for the table (:func:`rewriter.unit.heavy_rows`; making it, once per process, and checking its premises
+is ``kept ms``) and ``unkept`` times the scan that finds them itself (a file a role writes to,
+Postgres, Spark);
 beside it, its floor: the per-unit count alone (``GROUP BY o_custkey HAVING COUNT(*) > T``, timed in
 the same rounds), which a scan must compute to know which customers it binds when it cannot keep
 them — a hash aggregate into one group per customer where the analyst's query has a handful. Q1 over ``lineitem``
 alone is printed without a goal: its raw query reads no customer. Computing the bound, the scan
 joins every line to its order to find one; with the units kept (both tables frozen and every
 line finding one order with a customer, :func:`rewriter.unit.lookup_premise`, checked once as
-the service checks it) it reads the heavy customers' order keys and joins only their lines.
+the service checks it) it reads the heavy customers' lines from the kept relation alone.
 """
 
 from __future__ import annotations
@@ -140,20 +141,25 @@ def other_plan(dialect: str) -> dialects.SQLDialect:
     return d
 
 
-def keeps(con, plan) -> bool:
-    """Whether the service keeps ``plan``'s heavy units on the DuckDB file ``con`` holds read-only
-    (:func:`proxy.pipeline.central.frozen`): a unit looked up through a reference only where its
-    premise holds (:func:`rewriter.unit.lookup_premise`, asked once)."""
-    if not rewriter.unit.lookup_splits(plan):
-        return True
-    return con.execute(premise_sql(plan, "duckdb")).fetchone()[0] is True
+def keeps(con, plan) -> dict[str, bool]:
+    """What of ``plan``'s heavy units the service keeps on the DuckDB file ``con`` holds read-only,
+    as :func:`rewriter.to_sql`'s keywords (:func:`proxy.pipeline.central.kept`): the units (a unit
+    looked up through a reference only where its premise holds, :func:`rewriter.unit.lookup_premise`)
+    and their rows where they are few enough (:func:`rewriter.unit.rows_premise`), each premise
+    asked once."""
+    frozen = (
+        not rewriter.unit.lookup_splits(plan)
+        or con.execute(premise_sql(plan, "duckdb")).fetchone()[0] is True
+    )
+    rows = frozen and con.execute(premise_sql(plan, "duckdb", rows=True)).fetchone()[0] is True
+    return {"frozen": frozen, "rows": rows}
 
 
 def served_scan(con, plan, salt: str):
     """dpgate's scan of ``plan`` as the service runs it on the DuckDB file ``con`` holds read-only:
     the heavy units read from the relations kept for it (:func:`keeps`), made on ``con`` first if
-    not yet (as the backend makes them once per worker cursor; not part of a statement's time)."""
-    sql = rewriter.to_sql(plan, "duckdb", salt, frozen=keeps(con, plan))
+    not yet (as the backend makes them once per process; not part of a statement's time)."""
+    sql = rewriter.to_sql(plan, "duckdb", salt, **keeps(con, plan))
     for name, select in needs(sql):
         con.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{name}" AS {select}')
     return sql
@@ -161,8 +167,8 @@ def served_scan(con, plan, salt: str):
 
 class Duck:
     """The DuckDB file opened read-only, as ``dpgate serve`` holds it once it serves: the relations a
-    scan needs (the heavy units, :func:`rewriter.params.needs`) are made on first use, as the
-    backend makes them once per worker cursor, and the time that took is kept in ``made_ms``."""
+    scan needs (the heavy units' rows, :func:`rewriter.params.needs`) are made on first use, as the
+    backend makes them once per process, and the time that took is kept in ``made_ms``."""
 
     name = "duckdb"
 
@@ -171,8 +177,8 @@ class Duck:
         self.made_ms: dict[str, float] = {}
         self.premise_ms = 0.0
 
-    def keeps(self, plan) -> bool:
-        """:func:`keeps`, the premise's time kept in ``premise_ms`` (added to ``kept ms``)."""
+    def keeps(self, plan) -> dict[str, bool]:
+        """:func:`keeps`, the premises' time kept in ``premise_ms`` (added to ``kept ms``)."""
         t = time.perf_counter()
         out = keeps(self.con, plan)
         self.premise_ms = 1000 * (time.perf_counter() - t)
@@ -314,10 +320,10 @@ def measure(scale: float, backend: str, pairs: int, ul, engine=None) -> list[tup
     try:
         for s in SPEEDS:
             plan = rewriter.build_plan(rewriter.parse(s.sql()), cfg)
-            frozen = duck and eng.keeps(plan)
+            kept = eng.keeps(plan) if duck else {}
             sqls = {
                 "raw": s.sql(),
-                "dp": rewriter.to_sql(plan, backend, SALT, frozen=frozen),
+                "dp": rewriter.to_sql(plan, backend, SALT, **kept),
                 "other": rewriter.to_sql(plan, other_plan(backend), SALT),
             }
             if needs(sqls["dp"]):  # the heavy units computed by the statement itself
@@ -333,8 +339,7 @@ def measure(scale: float, backend: str, pairs: int, ul, engine=None) -> list[tup
             t = paired(eng.run, sqls, pairs)
             for name, _ in needs(sqls["dp"]):
                 t["kept"] = getattr(eng, "made_ms", {}).get(name, float("nan"))
-                if rewriter.unit.lookup_splits(plan):
-                    t["kept"] += eng.premise_ms
+                t["kept"] += eng.premise_ms
             out.append((s, t))
     finally:
         eng.close()
@@ -376,9 +381,9 @@ def report(
     print(
         f"Median of {pairs} rounds, order rotating; ratios: medians of the paired ratios. raw = the analyst's SQL;\n"
         "dp = dpgate's bounded scan (the dialect's plan; on DuckDB, the file held read-only as serve holds it, the\n"
-        "heavy units read from the relation kept for the table: rewriter.unit.heavy_set; for Q1 the heavy customers'\n"
-        "order keys); kept ms = making that relation, once per worker cursor and process, and for Q1 checking its\n"
-        "premise once (not in dp ms); unkept = the scan that computes the heavy\n"
+        "heavy customers' rows read from the relation kept for the table: rewriter.unit.heavy_rows; for Q1 their\n"
+        "lines); kept ms = making that relation, once per process, and checking its premises once (not in dp ms);\n"
+        "unkept = the scan that computes the heavy\n"
         "units itself (a file a role writes to, Postgres, Spark) × raw; floor = that computation alone (SELECT\n"
         "unit, COUNT(*) … GROUP BY unit HAVING COUNT(*) > T) × raw: the least a scan that computes them reads;\n"
         "other = the other plan (heavy units apart <-> one aggregation per (unit, cell) of every unit; '-': one\n"

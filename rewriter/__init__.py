@@ -82,13 +82,16 @@ def typed_plan(expr: exp.Expression, config: Config) -> Plan:
     return _build(expr, config, None)[0]
 
 
-def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool = False) -> str:
+def to_sql(
+    plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool = False, rows: bool = False
+) -> str:
     """The backend SQL: one row per group the data has, columns (k_1..k_k, m_1..m_j);
     :func:`complete` makes them one row per public cell. ``salt``: the privacy unit's
     bounding key (:mod:`.unit`). ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect`
     or its name. ``frozen``: the backend keeps relations made from the source, which cannot
-    change meanwhile (the unit's heavy units, :func:`.unit.heavy_set`; :func:`.params.needs`)."""
-    return emit.to_sql(plan, dialect, salt, frozen)
+    change meanwhile (the unit's heavy units, :func:`.unit.heavy_set`; :func:`.params.needs`);
+    ``rows``: and their rows (:func:`.unit.heavy_rows`)."""
+    return emit.to_sql(plan, dialect, salt, frozen, rows)
 
 
 def _build(

@@ -36,7 +36,9 @@ DOUBLE = exp.DataType.build("double")
 _WHERE_MARK = "__dpgate_where__"
 
 
-def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool = False) -> str:
+def to_sql(
+    plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool = False, rows: bool = False
+) -> str:
     """The backend SQL. The statement around the WHERE predicate depends only on the
     plan's shape, so it is generated once per shape and cached; the predicate is
     generated from its own AST each time and put in place of a marker column
@@ -45,11 +47,12 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool =
     ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect` or its name.
     ``frozen``: the source cannot change while the backend keeps a relation made from it, so
     the privacy unit's heavy units are read from one it keeps (:func:`rewriter.unit.heavy_set`;
-    the text then carries the relation in :attr:`~rewriter.params.ParamSQL.needs`)."""
+    the text then carries the relation in :attr:`~rewriter.params.ParamSQL.needs`); ``rows``: and
+    the heavy units' rows too (:func:`rewriter.unit.heavy_rows`), where the backend may keep them."""
     d = dialects.get(dialect)
     dialect = d.name
     if plan.unit is not None:
-        text, names, needs = _unit_sql(plan, dialect, d.unit_heavy_apart, frozen)
+        text, names, needs = _unit_sql(plan, dialect, d.unit_heavy_apart, frozen, frozen and rows)
         return unit.salted(text, salt, dialect, names, needs)
     preset = plan.memo.sql
     if dialect in preset:
@@ -66,23 +69,36 @@ def to_sql(plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool =
 
 @functools.lru_cache(maxsize=256)
 def _unit_sql(
-    plan: Plan, dialect: str, heavy_apart: bool, frozen: bool = False
+    plan: Plan, dialect: str, heavy_apart: bool, frozen: bool = False, rows: bool = False
 ) -> tuple[str, frozenset[str], tuple[tuple[str, str], ...]]:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`), its parameters and the
     relations it needs; ``heavy_apart``: the dialect's plan (:attr:`SQLDialect.unit_heavy_apart`);
-    ``frozen``: the heavy units from a relation the backend keeps (:func:`to_sql`)."""
+    ``frozen``: the heavy units from a relation the backend keeps, ``rows``: their rows too
+    (:func:`to_sql`)."""
     tree: exp.Expr
     d = dialects.get(dialect)
     needs: tuple[tuple[str, str], ...] = ()
     if unit.aggregatable(plan):
         kept = unit.heavy_set(plan) if frozen and heavy_apart else None
-        name = None
+        name = rows_name = None
         if kept is not None:
             select = d.sql(kept)
-            name = "__dpgate_heavy_" + hashlib.sha256(f"{dialect}\0{select}".encode()).hexdigest()[:24]
+            name = _kept_name(unit.KEPT_HEAVY, dialect, select)
             needs = ((name, select),)
+            heavy = unit.heavy_rows(plan) if rows else None
+            if heavy is not None:  # the relation of the heavy units' rows is all the scan reads of them
+                select = d.sql(heavy)
+                rows_name = _kept_name(unit.KEPT_ROWS, dialect, select)
+                needs = ((rows_name, select),)
         tree = unit.per_unit_scan(
-            plan, _measure, _base_count, _integral, group_key_sql, heavy_apart=heavy_apart, heavy_set=name
+            plan,
+            _measure,
+            _base_count,
+            _integral,
+            group_key_sql,
+            heavy_apart=heavy_apart,
+            heavy_set=name,
+            heavy_rows=rows_name,
         )
     else:  # COUNT(DISTINCT col): rank the rows themselves
         kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
@@ -91,6 +107,11 @@ def _unit_sql(
     tree = unit.spell_hashes(tree, d.keyed_hash, d.int_div, d.keyed_int)
     tree, names = params.spell(tree, d)  # the salt: a parameter the backend binds
     return d.sql(tree), names, needs
+
+
+def _kept_name(what: str, dialect: str, select: str) -> str:
+    """A kept relation's name: what it holds (its prefix) and a digest of the text that makes it."""
+    return what + hashlib.sha256(f"{dialect}\0{select}".encode()).hexdigest()[:24]
 
 
 def _base_count(m: Measure) -> exp.Expression:

@@ -50,6 +50,7 @@ from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelS
 
 log = logging.getLogger("dpgate.backend")
 
+KEPT_CATALOG = "__dpgate_kept"  # the in-memory catalog of the relations kept for scans (_keep)
 WORKERS = 8  # concurrent scans (DuckDB parallelises each scan over the cores itself)
 PREPARED_MAX = 256  # prepared templates kept per worker cursor (least recently used dropped)
 SEEN_MAX = 1024  # texts remembered per worker cursor, to prepare one that repeats
@@ -264,6 +265,9 @@ class DuckDBBackend(Backend):
         self._frozen_sizes: dict[str, int | None] = {}  # source → rows of a base table (frozen)
         self._premises: dict[str, bool] = {}  # a premise's text → whether it holds (frozen data)
         self.kept_made = 0  # relations made for scans (needs): for tests
+        self._keep_lock = threading.Lock()
+        self._kept: set[str] = set()  # the relations made in KEPT_CATALOG on this connection
+        self._kept_catalog = False  # KEPT_CATALOG attached to this connection
         _OPEN.add(self)
 
     def _open(self):
@@ -292,8 +296,8 @@ class DuckDBBackend(Backend):
         """A base table of the data file opened read-only (with at most ``rows_at_most`` rows, if
         given). DuckDB holds a lock on the file that no writer gets while this connection is open
         (a read-write open by any process fails), so its tables cannot change until
-        :meth:`reopen_read_only` or :meth:`discard` closes it; the relations made for scans live on
-        the worker cursors and go with them. A view may read files that change, a temporary table
+        :meth:`reopen_read_only` or :meth:`discard` closes it; the relations made for scans live in
+        its in-memory catalog (:meth:`_keep`) and go with it. A view may read files that change, a temporary table
         is a session's, an attached file is its owner's: none of those is frozen."""
         if not self.read_only or self.path == ":memory:":
             return False
@@ -340,17 +344,26 @@ class DuckDBBackend(Backend):
         return int(rows[0][0]) if len(rows) == 1 else None
 
     def _keep(self, cur, sql) -> None:
-        """Make, on this worker's cursor, each relation ``sql`` reads that the backend keeps
-        (:meth:`frozen`; ``ParamSQL.needs``): a temporary table, once per cursor."""
+        """Make each relation ``sql`` reads that the backend keeps (:meth:`frozen`;
+        ``ParamSQL.needs``) once for the whole connection — a table of the in-memory catalog
+        ``__dpgate_kept``, shared by the worker cursors (the heavy units' rows can be tens of MB) —
+        and give this worker's cursor a temporary view of it under the name the text reads."""
         made = self._local.__dict__.setdefault("kept", set())
         for name, select in needs(sql):
             if name in made:
                 continue
             if not (name.startswith("__dpgate_") and name.replace("_", "").isalnum() and name.isascii()):
                 raise BackendError("XX000", "internal error: a kept relation's name is not dpgate's own")
-            cur.execute(f'CREATE OR REPLACE TEMP TABLE "{name}" AS {select}')
+            with self._keep_lock:  # one cursor makes it; the others wait for it, then read it
+                if not self._kept_catalog:
+                    cur.execute(f"ATTACH ':memory:' AS {KEPT_CATALOG} (READ_WRITE)")
+                    self._kept_catalog = True
+                if name not in self._kept:
+                    cur.execute(f'CREATE OR REPLACE TABLE {KEPT_CATALOG}.main."{name}" AS {select}')
+                    self._kept.add(name)
+                    self.kept_made += 1
+            cur.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {KEPT_CATALOG}.main."{name}"')
             made.add(name)
-            self.kept_made += 1
 
     def reopen_read_only(self) -> None:
         """Open the file again, read-only, once the start's writes are done (demo tables, the
@@ -367,6 +380,7 @@ class DuckDBBackend(Backend):
             self._local = threading.local()
             self._frozen_sizes = {}
             self._premises = {}
+            self._kept, self._kept_catalog = set(), False  # the kept catalog was the old connection's
             self.read_only = True
             self._con = self._open()
         if self.allowed is not None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from mechanisms.accounting import ZCDP, Cost, unit_epsilon
 from rewriter import Refusal, complete, param_types, parse, to_sql, typed_plan
 from rewriter.dialects import get as dialect_of
 from rewriter.lru import LRU
 from rewriter.plan import Output, Plan
-from rewriter.unit import factor, heavy_threshold, lookup_premise, lookup_splits, splits
+from rewriter.unit import factor, heavy_threshold, lookup_premise, lookup_splits, rows_premise, splits
 
 from ..backends import Columns
 from ..wire.api import Column, Description, Result, SqlError
@@ -89,19 +90,39 @@ def scan_sql(gw, plan) -> str:
     """A central plan's backend SQL; on a table with a privacy unit, keyed by the salt
     of the current data version (:func:`.common.unit_salt`), its heavy units read from a
     relation the backend keeps where the table cannot change meanwhile (``Backend.frozen``)."""
-    return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan), frozen=frozen(gw, plan))
+    return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan), **kept(gw, plan))
 
 
-KEPT_UNITS_MAX = 2_000_000  # heavy units a kept relation may hold: ≈ 16 bytes each, per worker cursor
-KEPT_KEYS_MAX = 2_000_000  # keys of heavy units' rows a kept relation may hold: ≈ 24 bytes each, per cursor
-_PREMISES: LRU[tuple, str] = LRU(256)  # a looked-up unit's premise text, by what it is made of
+# what a kept relation may hold (one per table and bound in each process, shared by its scans):
+KEPT_UNITS_MAX = 2_000_000  # heavy units: ≈ 16 bytes each
+KEPT_KEYS_MAX = 2_000_000  # keys of heavy units' rows in a looked-up table: ≈ 24 bytes each
+KEPT_ROWS_MAX = 1_000_000  # heavy units' rows themselves: ≈ 180 bytes each for TPC-H's lineitem
+_PREMISES: LRU[tuple, str] = LRU(256)  # a premise's text, by what it is made of
+
+
+class Kept(TypedDict):
+    """:func:`rewriter.to_sql`'s keywords for what a scan reads from kept relations (:func:`kept`)."""
+
+    frozen: bool
+    rows: bool
+
+
+def kept(gw, plan) -> Kept:
+    """What of ``plan``'s heavy units the scan reads from relations the backend keeps, as
+    :func:`rewriter.to_sql`'s keywords: ``frozen`` (:func:`frozen`), and ``rows`` — their rows too
+    (:func:`rewriter.unit.heavy_rows`), where there are at most KEPT_ROWS_MAX of them
+    (:func:`rewriter.unit.rows_premise`, asked once per file held and answered off the event loop,
+    as the lookup's premise is: until then the scan joins the table to the kept units)."""
+    f = frozen(gw, plan)
+    b = gw.backend
+    return Kept(frozen=f, rows=f and b.holds(premise_sql(plan, b.dialect, rows=True)))
 
 
 def frozen(gw, plan) -> bool:
     """Whether ``plan``'s heavy units are read from a relation the backend keeps
     (``Backend.frozen``, :func:`rewriter.unit.heavy_set`): its table cannot change while the
     backend is open, and has at most KEPT_UNITS_MAX·(T + 1) rows, so that the relation, of the units
-    with more than T rows, holds at most KEPT_UNITS_MAX of them on each worker cursor. A unit looked
+    with more than T rows, holds at most KEPT_UNITS_MAX of them. A unit looked
     up through a reference (:func:`rewriter.unit.lookup_splits`): both tables frozen and the lookup's
     premise true of them (:func:`rewriter.unit.lookup_premise`, asked once and answered off the
     event loop: every row finds one row with a unit, and the relation would hold at most
@@ -120,15 +141,26 @@ def frozen(gw, plan) -> bool:
     return False
 
 
-def premise_sql(plan, dialect: str) -> str:
-    """:func:`rewriter.unit.lookup_premise` of ``plan`` as ``dialect`` reads it, made once per
-    (dialect, table, lookup, T): every statement over the table shares it (it reads no WHERE,
-    key or measure), and building it costs a millisecond of Python."""
-    assert plan.unit_lookup is not None
-    key = (dialect, plan.source, plan.unit_lookup, heavy_threshold(plan), KEPT_KEYS_MAX)
+def premise_sql(plan, dialect: str, rows: bool = False) -> str:
+    """:func:`rewriter.unit.lookup_premise` of ``plan`` as ``dialect`` reads it (``rows``:
+    :func:`rewriter.unit.rows_premise`), made once per (dialect, table, lookup, T): every statement
+    over the table shares it (it reads no WHERE, key or measure), and building it costs a
+    millisecond of Python."""
+    unit = plan.unit.column if plan.unit is not None else None
+    key = (
+        dialect,
+        plan.source,
+        unit,
+        plan.unit_lookup,
+        heavy_threshold(plan),
+        rows,
+        KEPT_KEYS_MAX,
+        KEPT_ROWS_MAX,
+    )
     text = _PREMISES.get(key)
     if text is None:
-        text = dialect_of(dialect).sql(lookup_premise(plan, KEPT_KEYS_MAX))
+        made = rows_premise(plan, KEPT_ROWS_MAX) if rows else lookup_premise(plan, KEPT_KEYS_MAX)
+        text = dialect_of(dialect).sql(made)
         _PREMISES.put(key, text)
     return text
 
@@ -224,7 +256,7 @@ class Central(ReleaseKind):
         lines = explain_lines(
             plan,
             self.explain_head(plan, gw.tier_of(conn.role)),
-            to_sql(plan, dialect, frozen=frozen(gw, plan)),
+            to_sql(plan, dialect, **kept(gw, plan)),
             dialect,
             path,
         )

@@ -10,7 +10,7 @@ from mechanisms.mean.bias import clamp_bias
 from mechanisms.snr import judge
 from rewriter.params import needs
 from rewriter.plan import Output, Plan
-from rewriter.unit import factor
+from rewriter.unit import KEPT_ROWS, factor
 
 from .common import avg_half_widths, explain_output_line, pretty
 from .notice import consistency_text, unit_text
@@ -51,8 +51,11 @@ def explain_lines(
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
     for name, _ in needs(backend_sql):
+        what = "the units above the bound"
+        if name.startswith(KEPT_ROWS):
+            what += " and their rows"
         lines.append(
-            f"  privacy unit: the units above the bound are read from {name}, made once per worker from "
+            f"  privacy unit: {what} are read from {name}, made once per worker from "
             "the whole table (it cannot change while it is served); the scan bounds only their rows"
             + ("; the analyst's aggregate reads the base table alone" if plan.unit_lookup is not None else "")
         )

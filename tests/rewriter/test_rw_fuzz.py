@@ -418,8 +418,11 @@ def plan_everything(sql: str) -> None:
         for d in DIALECTS:
             rewriter.to_sql(plan, d, "ab")
             rewriter.to_sql(plan, d, "ab", frozen=True)
+            rewriter.to_sql(plan, d, "ab", frozen=True, rows=True)
             if plan.selected:
-                gw = SimpleNamespace(backend=SimpleNamespace(dialect=d, frozen=lambda *_: True))
+                gw = SimpleNamespace(
+                    backend=SimpleNamespace(dialect=d, frozen=lambda *_: True, holds=lambda *_: True)
+                )
                 floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), "ab")
 
 

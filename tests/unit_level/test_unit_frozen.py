@@ -1,8 +1,9 @@
-"""Heavy units kept across statements (``Backend.frozen``, ``rewriter.unit.heavy_set``): on a
-DuckDB file opened read-only, the privacy unit's heavy units of a base table are made once per
-worker cursor and read by every later scan of that table. The premise (no process writes the file
-while it is held read-only), which relations count as frozen, that a relation is made once per
-cursor and is gone with its connection, and, through the service, that the scan reading it gives
+"""Heavy units kept across statements (``Backend.frozen``, ``rewriter.unit.heavy_set``,
+``rewriter.unit.heavy_rows``): on a DuckDB file opened read-only, the privacy unit's heavy units of
+a base table, and their rows where they are few enough, are made once per connection and read by
+every later scan of that table. The premise (no process writes the file while it is held
+read-only), which relations count as frozen, that a relation is made once for all the worker
+cursors and is gone with its connection, and, through the service, that the scan reading it gives
 the cells of the scan that computes them (the cells themselves are the one-pass plan's:
 ``test_unit_heavy_apart.py::test_a_kept_heavy_set_is_the_one_pass_plan``)."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 
 import duckdb
 import pytest
@@ -20,6 +22,7 @@ from proxy.backends.duckdb import WORKERS, DuckDBBackend
 from proxy.pipeline.central import scan_sql
 from proxy.pipeline.common import unit_salt
 from rewriter.params import needs
+from rewriter.unit import KEPT_HEAVY, KEPT_ROWS
 from support.service import ask
 
 from .test_unit_heavy_apart import unit_config
@@ -77,7 +80,7 @@ def _plan():
     )
 
 
-def test_a_kept_relation_is_made_once_per_cursor_and_goes_with_its_connection(tmp_path):
+def test_a_kept_relation_is_made_once_for_every_cursor_and_goes_with_its_connection(tmp_path):
     path = _file(tmp_path)
     plan = _plan()
     frozen = rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True)
@@ -92,7 +95,7 @@ def test_a_kept_relation_is_made_once_per_cursor_and_goes_with_its_connection(tm
 
         got = asyncio.run(go())
         assert all(sorted(g) == sorted(asyncio.run(b.fetch(plain, 30))) for g in got)
-        assert 1 <= b.kept_made <= WORKERS  # at most once per worker cursor
+        assert b.kept_made == 1  # once, in the connection's kept catalog, for every worker cursor
         assert len(got[0]) == 6 and sum(n for _, n in got[0]) < 2400  # 40 units of 60 rows bounded to 20
     finally:
         b.discard()
@@ -130,19 +133,61 @@ def test_the_served_scan_reads_the_kept_heavy_units_and_gives_the_same_cells(ser
     gw = served.gw
     plan = gw.plan(sql, None)
     assert gw.backend.frozen(plan.source)
-    text = scan_sql(gw, plan)
+    text = rows_scan(gw, plan)
     [(name, _)] = needs(text)
-    plain = rewriter.to_sql(plan, gw.backend.dialect, unit_salt(gw, plan))
-    got, want = (sorted(served._call(gw.backend.fetch(q))) for q in (text, plain))
-    assert len(got) == len(want)
-    for a, b in zip(got, want):  # counts exactly; a double sum up to the order of its additions
-        assert all(
-            x == y if isinstance(x, int) else abs(x - y) <= 1e-9 * max(1.0, abs(y)) for x, y in zip(a, b)
-        )
+    assert name.startswith(KEPT_ROWS)
+    salt = unit_salt(gw, plan)
+    units = rewriter.to_sql(plan, gw.backend.dialect, salt, frozen=True)  # before the premise is answered
+    [(units_name, _)] = needs(units)
+    assert units_name.startswith(KEPT_HEAVY)
+    plain = rewriter.to_sql(plan, gw.backend.dialect, salt)
+    want = sorted(served._call(gw.backend.fetch(plain)))
+    for q in (text, units):
+        got = sorted(served._call(gw.backend.fetch(q)))
+        assert len(got) == len(want)
+        for a, b in zip(got, want):  # counts exactly; a double sum up to the order of its additions
+            assert all(
+                x == y if isinstance(x, int) else abs(x - y) <= 1e-9 * max(1.0, abs(y)) for x, y in zip(a, b)
+            )
     rows, notes = ask(served, sql)
     assert rows and notes
     explained = "\n".join(r[0] for r in ask(served, "EXPLAIN " + sql)[0])
-    assert f"the units above the bound are read from {name}" in explained, explained
+    assert f"the units above the bound and their rows are read from {name}" in explained, explained
+
+
+def rows_scan(gw, plan):
+    """The scan text once the backend has answered its premises (on a scan thread: until then
+    the scan reads less from kept relations): the heavy units' rows kept."""
+    deadline = time.time() + 30
+    while True:
+        text = scan_sql(gw, plan)
+        if any(n.startswith(KEPT_ROWS) for n, _ in needs(text)) or time.time() > deadline:
+            return text
+        time.sleep(0.05)
+
+
+def test_heavy_units_with_too_many_rows_keep_the_units_alone(served, monkeypatch):
+    """The heavy units' rows are kept only where they number at most KEPT_ROWS_MAX (the premise,
+    asked once): above it the scan joins the table to the kept units; exactly at it, the rows."""
+    from proxy.pipeline import central
+    from rewriter import unit
+
+    gw = served.gw
+    plan = gw.plan(SQLS[0], None)
+    [(name, _)] = needs(rows_scan(gw, plan))
+    assert name.startswith(KEPT_ROWS)
+    heavy_rows = served._call(gw.backend.fetch(f'SELECT COUNT(*) FROM "{name}"'))[0][0]
+    assert heavy_rows > 0
+    premise = rewriter.dialects.get("duckdb").sql
+    for bound, holds in ((heavy_rows, True), (heavy_rows - 1, False)):
+        got = served._call(gw.backend.fetch(premise(unit.rows_premise(plan, bound))))
+        assert got == [(holds,)]
+    monkeypatch.setattr(central, "KEPT_ROWS_MAX", heavy_rows - 1)  # another premise: not answered yet
+    [(name, _)] = needs(scan_sql(gw, plan))
+    assert name.startswith(KEPT_HEAVY)
+    time.sleep(1.0)  # answered meanwhile, and false
+    [(name, _)] = needs(scan_sql(gw, plan))
+    assert name.startswith(KEPT_HEAVY)
 
 
 def test_a_table_whose_heavy_units_could_be_too_many_to_keep_computes_them(served, monkeypatch):
@@ -182,7 +227,7 @@ def test_dpgate_serve_on_a_file_no_role_writes_reads_the_kept_heavy_units(tmp_pa
             plan = "\n".join(
                 r[0] for r in c.execute("EXPLAIN SELECT g, COUNT(*) FROM t GROUP BY g").fetchall()
             )
-            assert "__dpgate_heavy_" in plan, plan
+            assert "__dpgate_heavy_" in plan or "__dpgate_rows_" in plan, plan
             assert len(c.execute("SELECT g, COUNT(*) FROM t WHERE u < 40 GROUP BY g").fetchall()) == 6
     finally:
         proc.terminate()

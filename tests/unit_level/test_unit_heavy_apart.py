@@ -168,15 +168,17 @@ FROZEN_SQLS = [
 ]
 
 
+@pytest.mark.parametrize("rows", [False, True], ids=["units", "rows"])
 @pytest.mark.parametrize("scope", ["cell", "total"])
 @pytest.mark.parametrize("G,R", [(6, 3), (2, 4), (3, 1), (6, 200)])
 @pytest.mark.parametrize("sql", FROZEN_SQLS)
-def test_a_kept_heavy_set_is_the_one_pass_plan(duck_run, sql, G, R, scope):
+def test_a_kept_heavy_set_is_the_one_pass_plan(duck_run, sql, G, R, scope, rows):
     """The heavy units of the whole table, made once into a relation (a superset of any
-    statement's), give the one-pass plan's cells, WHERE or not."""
+    statement's), give the one-pass plan's cells, WHERE or not; so do their rows kept
+    (``rows``: the scan reads them instead of joining the table to the units)."""
     dialect, go = duck_run
     plan = rewriter.build_plan(rewriter.parse(sql), unit_config(G, R, scope))
-    frozen = rewriter.to_sql(plan, _plans(dialect, True), "0a1b", frozen=True)
+    frozen = rewriter.to_sql(plan, _plans(dialect, True), "0a1b", frozen=True, rows=rows)
     one = rewriter.to_sql(plan, _plans(dialect, False), "0a1b")
     [(name, select)] = needs(frozen)
     assert "HAVING COUNT(*) > " in select and "WHERE" in select and "a < 0.6" not in select
@@ -190,11 +192,13 @@ def test_the_kept_heavy_set_is_named_by_what_it_holds():
     """One relation per (source, unit, T): statements that differ in their WHERE, keys or measures
     share it; another threshold is another relation; a plan that does not split needs none."""
 
-    def kept(sql: str, G: int, R: int) -> tuple:
+    def kept(sql: str, G: int, R: int, rows: bool = False) -> tuple:
         plan = rewriter.build_plan(rewriter.parse(sql), unit_config(G, R, "total"))
-        return needs(rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True))
+        return needs(rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True, rows=rows))
 
     assert kept(SQLS[0], 6, 3) == kept(SQLS[1], 6, 3) == kept(SQLS[2], 6, 3) != kept(SQLS[0], 6, 4)
+    assert kept(SQLS[0], 6, 3, True) == kept(SQLS[1], 6, 3, True) != kept(SQLS[0], 6, 4, True)
+    assert kept(SQLS[0], 6, 3, True) != kept(SQLS[0], 6, 3)
     assert kept("SELECT g, COUNT(DISTINCT u) FROM t GROUP BY g", 6, 3) == ()
     plan = rewriter.build_plan(rewriter.parse(SQLS[0]), unit_config(6, 3, "total"))
     assert needs(rewriter.to_sql(plan, "duckdb", "0a1b")) == ()

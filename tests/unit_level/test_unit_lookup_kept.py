@@ -29,6 +29,7 @@ from rewriter.params import needs
 from support.bound import duck_rows
 from support.service import ask
 
+from .test_unit_frozen import rows_scan
 from .test_unit_heavy_apart import CELLS, _plans, _same_rows
 
 
@@ -106,18 +107,22 @@ SQLS = [
 ]
 
 
+@pytest.mark.parametrize("rows", [False, True], ids=["keys", "rows"])
 @pytest.mark.parametrize("scope", ["cell", "total"])
 @pytest.mark.parametrize("G,R", [(6, 3), (2, 4), (3, 1), (6, 500)])
 @pytest.mark.parametrize("sql", SQLS)
-def test_kept_heavy_keys_give_the_one_pass_plan(con, sql, G, R, scope):
+def test_kept_heavy_keys_give_the_one_pass_plan(con, sql, G, R, scope, rows):
+    """The heavy customers' order keys kept (the scan joins their lines), or their lines themselves
+    (``rows``: the scan reads them alone), give the one-pass plan's cells."""
     plan = rewriter.build_plan(rewriter.parse(sql), lookup_config(G, R, scope))
     assert plan.unit_lookup is not None and unit.lookup_splits(plan)
-    frozen = rewriter.to_sql(plan, _plans("duckdb", True), "0a1b", frozen=True)
+    frozen = rewriter.to_sql(plan, _plans("duckdb", True), "0a1b", frozen=True, rows=rows)
     one = rewriter.to_sql(plan, _plans("duckdb", False), "0a1b")
     [(name, select)] = needs(frozen)
     con.execute(f'CREATE OR REPLACE TEMP TABLE "{name}" AS {select}')
     kept = con.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0]
-    assert (kept > 0) == (R < 500)  # heavy customers' orders kept where a bound binds
+    assert (kept > 0) == (R < 500)  # heavy customers' orders (or their lines) kept where a bound binds
+    assert name.startswith(unit.KEPT_ROWS if rows else unit.KEPT_HEAVY)
     # the analyst's aggregate reads the lines alone; only the kept orders' lines are joined
     assert '"o"' not in frozen.split('"per" AS')[0]
     _same_rows(lambda q: duck_rows(con, q), frozen, one)
@@ -127,11 +132,13 @@ def test_the_kept_keys_are_named_by_what_they_hold():
     """One relation per (tables, unit, T): statements that differ in WHERE, keys or measures
     share it; another threshold is another relation."""
 
-    def kept(sql: str, R: int) -> tuple:
+    def kept(sql: str, R: int, rows: bool = False) -> tuple:
         plan = rewriter.build_plan(rewriter.parse(sql), lookup_config(6, R, "total"))
-        return needs(rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True))
+        return needs(rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True, rows=rows))
 
     assert kept(SQLS[0], 3) == kept(SQLS[1], 3) == kept(SQLS[3], 3) != kept(SQLS[0], 4)
+    assert kept(SQLS[0], 3, True) == kept(SQLS[1], 3, True) != kept(SQLS[0], 4, True)
+    assert kept(SQLS[0], 3, True) != kept(SQLS[0], 3)
 
 
 @pytest.mark.parametrize(
@@ -203,14 +210,18 @@ def test_the_served_scan_reads_the_kept_keys_and_gives_the_same_cells(served, sq
     gw = served.gw
     plan = gw.plan(sql, None)
     assert plan.unit_lookup is not None
-    text = _kept_scan(gw, plan)
+    text = rows_scan(gw, plan)
     [(name, _)] = needs(text)
-    plain = rewriter.to_sql(plan, gw.backend.dialect, unit_salt(gw, plan))
-    _same_rows(lambda q: served._call(gw.backend.fetch(q)), text, plain)
+    assert name.startswith(unit.KEPT_ROWS)
+    salt = unit_salt(gw, plan)
+    plain = rewriter.to_sql(plan, gw.backend.dialect, salt)
+    keys = rewriter.to_sql(plan, gw.backend.dialect, salt, frozen=True)
+    for q in (text, keys):
+        _same_rows(lambda q: served._call(gw.backend.fetch(q)), q, plain)
     rows, _ = ask(served, sql)
     assert rows
     explained = "\n".join(r[0] for r in ask(served, "EXPLAIN " + sql)[0])
-    assert f"the units above the bound are read from {name}" in explained, explained
+    assert f"the units above the bound and their rows are read from {name}" in explained, explained
     assert "the analyst's aggregate reads the base table alone" in explained
 
 

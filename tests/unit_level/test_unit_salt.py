@@ -95,11 +95,12 @@ def test_a_scan_reading_kept_heavy_units_holds_no_salt(dialect):
     for scope in ("cell", "total"):
         for sql in CENTRAL:
             plan = rewriter.build_plan(rewriter.parse(sql), _config(scope))
-            frozen = rewriter.to_sql(plan, dialect, SALT, frozen=True)
-            for name, select in needs(frozen):
-                assert SALT not in select and SALT_PARAM not in select and SALT not in name, sql
-            assert SALT not in frozen and SALT not in getattr(frozen, "template", ""), sql
-            assert set((getattr(frozen, "params", None) or {}).values()) <= {SALT}, sql
+            for rows in (False, True):
+                frozen = rewriter.to_sql(plan, dialect, SALT, frozen=True, rows=rows)
+                for name, select in needs(frozen):
+                    assert SALT not in select and SALT_PARAM not in select and SALT not in name, sql
+                assert SALT not in frozen and SALT not in getattr(frozen, "template", ""), sql
+                assert set((getattr(frozen, "params", None) or {}).values()) <= {SALT}, sql
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
