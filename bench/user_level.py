@@ -96,6 +96,7 @@ from bench import tpch, user_level_anchors
 from bench import user_level_speed as speed
 from config import parse_config
 from mechanisms import SeededSource
+from proxy.backends.duckdb import ENGINE_CONFIG
 from proxy.pipeline.central import mechanism_epsilon
 from proxy.pipeline.release import noisy_answer
 from rewriter.unit import factor
@@ -515,7 +516,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="dpgate-tpch-") as tmp:
         t0 = time.time()
         tpch.load(tpch.generate(scale, Path(tmp) / "parquet"), Path(tmp) / "tpch.duckdb")
-        con = duckdb.connect(str(Path(tmp) / "tpch.duckdb"), read_only=True)
+        con = duckdb.connect(str(Path(tmp) / "tpch.duckdb"), read_only=True, config=ENGINE_CONFIG)
         gen = time.time() - t0
         bounds = bounds or {
             t: tpch.bounds(

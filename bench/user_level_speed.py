@@ -50,6 +50,7 @@ import duckdb
 
 import rewriter
 from bench import tpch
+from proxy.backends.duckdb import ENGINE_CONFIG
 from proxy.pipeline.central import premise_sql
 from rewriter import dialects
 from rewriter.params import needs
@@ -173,7 +174,7 @@ class Duck:
     name = "duckdb"
 
     def __init__(self, db: Path) -> None:
-        self.con = duckdb.connect(str(db), read_only=True)
+        self.con = duckdb.connect(str(db), read_only=True, config=ENGINE_CONFIG)
         self.made_ms: dict[str, float] = {}
         self.premise_ms = 0.0
 

@@ -359,14 +359,9 @@ def per_unit_scan(
     if plan.where is not None:
         per = per.where(exp.Paren(this=plan.where.copy()), copy=False)
     ctes: list[tuple[str, exp.Expression]] = []
-    if (
-        apart
-    ):  # only the heavy units' rows are aggregated per (unit, cell): kept, or joined to their one row each
-        ctes += [
-            c
-            for c in _light_apart(plan, row_measure, keys, knames, heavy_set, lookup)
-            if not rows or c[0] == ALL
-        ]
+    if apart:  # only the heavy units' rows are aggregated per (unit, cell): kept, or joined to the units
+        light = _light_apart(plan, row_measure, keys, knames, heavy_set, lookup)
+        ctes += [c for c in light if not rows or c[0] == ALL]  # their rows kept: no join, no units
     if apart and not rows:
         on = exp.EQ(this=unit.copy(), expression=exp.column(U, table=HEAVY, quoted=True))
         if lookup and plan.unit_lookup is not None:  # the base rows whose key a kept heavy unit holds

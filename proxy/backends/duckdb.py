@@ -50,6 +50,10 @@ from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelS
 
 log = logging.getLogger("dpgate.backend")
 
+# DuckDB's settings for every connection the backend opens. allocator_background_threads: memory a
+# large statement freed is handed back to the system by DuckDB's own threads, not by whichever scan
+# allocates next (a scan with hash tables and a window ran 1.4× slower after a large sort otherwise).
+ENGINE_CONFIG: dict[str, str | bool | int | float | list[str]] = {"allocator_background_threads": True}
 KEPT_CATALOG = "__dpgate_kept"  # the in-memory catalog of the relations kept for scans (_keep)
 WORKERS = 8  # concurrent scans (DuckDB parallelises each scan over the cores itself)
 PREPARED_MAX = 256  # prepared templates kept per worker cursor (least recently used dropped)
@@ -250,9 +254,7 @@ class DuckDBBackend(Backend):
         self.read_only = read_only and path is not None
         if path is not None and not self.read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._config: dict[str, str | bool | int | float | list[str]] = (
-            {"threads": int(threads)} if threads else {}
-        )
+        self._config = {**ENGINE_CONFIG, **({"threads": int(threads)} if threads else {})}
         self.attach = {name: str(Path(p).resolve()) for name, p in (attach or {}).items()}
         self._con = self._open()
         self._lock = threading.Lock()
