@@ -50,6 +50,7 @@ import duckdb
 
 import rewriter
 from bench import tpch
+from config.service import Backend
 from proxy.backends.duckdb import ENGINE_CONFIG
 from proxy.pipeline.central import premise_sql
 from rewriter import dialects
@@ -152,7 +153,8 @@ def keeps(con, plan) -> dict[str, bool]:
         not rewriter.unit.lookup_splits(plan)
         or con.execute(premise_sql(plan, "duckdb")).fetchone()[0] is True
     )
-    rows = frozen and con.execute(premise_sql(plan, "duckdb", rows=True)).fetchone()[0] is True
+    bound = Backend().kept_rows  # the default
+    rows = frozen and con.execute(premise_sql(plan, "duckdb", rows_at_most=bound)).fetchone()[0] is True
     return {"frozen": frozen, "rows": rows}
 
 

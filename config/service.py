@@ -185,11 +185,18 @@ class Backend(StrictModel):
     With --workers N on large tables, cores / N lets N concurrent scans share the cores
     instead of oversubscribing them (more concurrent scans per second on large tables), at
     the cost of a lone scan using fewer cores."""
+    kept_rows: int = Field(default=1_000_000, ge=0, le=1_000_000_000)
+    """rows of a table's heavy privacy units (those above its contribution bound) that a DuckDB file
+    served read-only copies into memory, once per process, so that per-person scans read them instead
+    of the table a second time (kind = 'duckdb'; 0: keep the units alone). At the 95th-percentile
+    bound they are about a tenth of a table's rows; TPC-H's lineitem takes ≈ 180 bytes a row."""
 
     @model_validator(mode="after")
     def _dsn(self) -> Backend:
         if self.threads is not None and self.kind != "duckdb":
             raise ValueError("threads applies to kind = 'duckdb' (the embedded engine) only")
+        if "kept_rows" in self.model_fields_set and self.kind != "duckdb":
+            raise ValueError("kept_rows applies to kind = 'duckdb' (the embedded engine) only")
         if self.kind == "postgres" and not self.dsn:
             raise ValueError("kind = 'postgres' needs dsn")
         if self.attach and self.kind != "duckdb":
@@ -199,8 +206,12 @@ class Backend(StrictModel):
                 not name.isidentifier()
                 or name != name.lower()
                 or name in ("main", "memory", "system", "temp")
+                or name.startswith("__dpgate")
             ):
-                raise ValueError(f"attach.{name}: give a lower-case identifier, not a DuckDB catalog name")
+                raise ValueError(
+                    f"attach.{name}: give a lower-case identifier, not a DuckDB catalog name "
+                    "(nor one starting with __dpgate, dpgate's own)"
+                )
         if self.write_dsn is not None and self.kind != "postgres":
             raise ValueError("write_dsn applies to kind = 'postgres' only")
         if self.kind == "spark" and not self.remote:

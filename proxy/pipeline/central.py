@@ -96,7 +96,7 @@ def scan_sql(gw, plan) -> str:
 # what a kept relation may hold (one per table and bound in each process, shared by its scans):
 KEPT_UNITS_MAX = 2_000_000  # heavy units: ≈ 16 bytes each
 KEPT_KEYS_MAX = 2_000_000  # keys of heavy units' rows in a looked-up table: ≈ 24 bytes each
-KEPT_ROWS_MAX = 1_000_000  # heavy units' rows themselves: ≈ 180 bytes each for TPC-H's lineitem
+# the heavy units' rows themselves: [backend] kept_rows (config), ≈ 180 bytes each for TPC-H's lineitem
 _PREMISES: LRU[tuple, str] = LRU(256)  # a premise's text, by what it is made of
 
 
@@ -110,12 +110,17 @@ class Kept(TypedDict):
 def kept(gw, plan) -> Kept:
     """What of ``plan``'s heavy units the scan reads from relations the backend keeps, as
     :func:`rewriter.to_sql`'s keywords: ``frozen`` (:func:`frozen`), and ``rows`` — their rows too
-    (:func:`rewriter.unit.heavy_rows`), where there are at most KEPT_ROWS_MAX of them
+    (:func:`rewriter.unit.heavy_rows`), where there are at most ``[backend] kept_rows`` of them
     (:func:`rewriter.unit.rows_premise`, asked once per file held and answered off the event loop,
     as the lookup's premise is: until then the scan joins the table to the kept units)."""
     f = frozen(gw, plan)
-    b = gw.backend
-    return Kept(frozen=f, rows=f and b.holds(premise_sql(plan, b.dialect, rows=True)))
+    b, bound = gw.backend, kept_rows(gw)
+    return Kept(frozen=f, rows=f and bound > 0 and b.holds(premise_sql(plan, b.dialect, rows_at_most=bound)))
+
+
+def kept_rows(gw) -> int:
+    """The most heavy units' rows a table's kept relation may hold (``[backend] kept_rows``)."""
+    return int(gw.config.backend.kept_rows)
 
 
 def frozen(gw, plan) -> bool:
@@ -141,25 +146,19 @@ def frozen(gw, plan) -> bool:
     return False
 
 
-def premise_sql(plan, dialect: str, rows: bool = False) -> str:
-    """:func:`rewriter.unit.lookup_premise` of ``plan`` as ``dialect`` reads it (``rows``:
-    :func:`rewriter.unit.rows_premise`), made once per (dialect, table, lookup, T): every statement
-    over the table shares it (it reads no WHERE, key or measure), and building it costs a
-    millisecond of Python."""
+def premise_sql(plan, dialect: str, rows_at_most: int | None = None) -> str:
+    """:func:`rewriter.unit.lookup_premise` of ``plan`` as ``dialect`` reads it (``rows_at_most``:
+    :func:`rewriter.unit.rows_premise` at that bound), made once per (dialect, table, lookup, T):
+    every statement over the table shares it (it reads no WHERE, key or measure), and building it
+    costs a millisecond of Python."""
     unit = plan.unit.column if plan.unit is not None else None
-    key = (
-        dialect,
-        plan.source,
-        unit,
-        plan.unit_lookup,
-        heavy_threshold(plan),
-        rows,
-        KEPT_KEYS_MAX,
-        KEPT_ROWS_MAX,
-    )
+    key = (dialect, plan.source, unit, plan.unit_lookup, heavy_threshold(plan), rows_at_most, KEPT_KEYS_MAX)
     text = _PREMISES.get(key)
     if text is None:
-        made = rows_premise(plan, KEPT_ROWS_MAX) if rows else lookup_premise(plan, KEPT_KEYS_MAX)
+        if rows_at_most is not None:
+            made = rows_premise(plan, rows_at_most)
+        else:
+            made = lookup_premise(plan, KEPT_KEYS_MAX)
         text = dialect_of(dialect).sql(made)
         _PREMISES.put(key, text)
     return text

@@ -118,6 +118,24 @@ def test_duckdb_threads_apply_to_the_embedded_engine_only():
     assert parse_config(_with("backend.threads", 3), "t.toml").backend.threads == 3
 
 
+def test_kept_rows_apply_to_the_embedded_engine_only():
+    """``[backend] kept_rows``: the heavy units' rows a DuckDB file held read-only may copy (default a
+    million, 0: none); another backend keeps nothing, so setting it there is a config error."""
+    assert parse_config(_with("backend.kept_rows", 0), "t.toml").backend.kept_rows == 0
+    assert parse_config(BASE, "t.toml").backend.kept_rows == 1_000_000
+    with pytest.raises(ConfigError, match="backend.kept_rows"):
+        parse_config(_with("backend.kept_rows", -1), "t.toml")
+    data = _with("backend", {"kind": "postgres", "dsn": "postgresql://x", "kept_rows": 10})
+    with pytest.raises(ConfigError, match="kept_rows applies to kind = 'duckdb'"):
+        parse_config(data, "t.toml")
+
+
+def test_an_attached_file_is_not_named_like_dpgate_s_own_catalog():
+    """The DuckDB backend attaches its in-memory catalog of kept relations as ``__dpgate_kept``."""
+    with pytest.raises(ConfigError, match="__dpgate"):
+        parse_config(_with("backend.attach", {"__dpgate_kept": "/data/x.duckdb"}), "t.toml")
+
+
 def test_a_budget_beyond_the_ledger_is_a_config_error_naming_file_and_field():
     """The ledger keeps nano-ε in 64-bit integers: a budget it cannot store is refused when the
     file is read, not by an OverflowError on every statement."""

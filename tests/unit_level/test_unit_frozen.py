@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 import rewriter
-from proxy.backends.duckdb import WORKERS, DuckDBBackend
+from proxy.backends.duckdb import KEPT_CATALOG, WORKERS, DuckDBBackend
 from proxy.pipeline.central import scan_sql
 from proxy.pipeline.common import unit_salt
 from rewriter.params import needs
@@ -167,8 +167,9 @@ def rows_scan(gw, plan):
 
 
 def test_heavy_units_with_too_many_rows_keep_the_units_alone(served, monkeypatch):
-    """The heavy units' rows are kept only where they number at most KEPT_ROWS_MAX (the premise,
-    asked once): above it the scan joins the table to the kept units; exactly at it, the rows."""
+    """The heavy units' rows are kept only where they number at most ``[backend] kept_rows`` (the
+    premise, asked once): above it the scan joins the table to the kept units; exactly at it, the
+    rows; ``kept_rows = 0`` asks nothing and keeps the units alone."""
     from proxy.pipeline import central
     from rewriter import unit
 
@@ -176,16 +177,21 @@ def test_heavy_units_with_too_many_rows_keep_the_units_alone(served, monkeypatch
     plan = gw.plan(SQLS[0], None)
     [(name, _)] = needs(rows_scan(gw, plan))
     assert name.startswith(KEPT_ROWS)
-    heavy_rows = served._call(gw.backend.fetch(f'SELECT COUNT(*) FROM "{name}"'))[0][0]
+    kept = f'{KEPT_CATALOG}.main."{name}"'  # made once, read by every cursor through its own view
+    heavy_rows = served._call(gw.backend.fetch(f"SELECT COUNT(*) FROM {kept}"))[0][0]
     assert heavy_rows > 0
     premise = rewriter.dialects.get("duckdb").sql
     for bound, holds in ((heavy_rows, True), (heavy_rows - 1, False)):
         got = served._call(gw.backend.fetch(premise(unit.rows_premise(plan, bound))))
         assert got == [(holds,)]
-    monkeypatch.setattr(central, "KEPT_ROWS_MAX", heavy_rows - 1)  # another premise: not answered yet
+    monkeypatch.setattr(central, "kept_rows", lambda gw: heavy_rows - 1)  # another premise: not answered yet
     [(name, _)] = needs(scan_sql(gw, plan))
     assert name.startswith(KEPT_HEAVY)
     time.sleep(1.0)  # answered meanwhile, and false
+    [(name, _)] = needs(scan_sql(gw, plan))
+    assert name.startswith(KEPT_HEAVY)
+    monkeypatch.setattr(central, "kept_rows", lambda gw: 0)
+    monkeypatch.setattr(gw.backend, "holds", lambda sql: pytest.fail("kept_rows = 0 asks no premise"))
     [(name, _)] = needs(scan_sql(gw, plan))
     assert name.startswith(KEPT_HEAVY)
 
