@@ -78,6 +78,8 @@ cell) the kept rows passing its WHERE instead of scanning the table a second tim
 row to the heavy units. They are exactly the rows that join would find, so the cells are the same;
 the cost is memory (the heavy units' share of the table, ≈ 8–10% on TPC-H at the 95th percentile
 bound), so where the premise fails, or until it is answered, the scan joins the table to the units.
+Which of the two runs depends on one aggregate of the data (its heavy rows against the bound,
+``[backend] kept_rows``), fixed while it is served; the cells do not.
 
 **A unit looked up, kept by its key** (:func:`lookup_splits`: ``lineitem`` whose customer is its
 order's, ``privacy_unit = "orders.o_custkey"``, nothing else joined). The one-pass plan joins every
