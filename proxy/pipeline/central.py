@@ -113,9 +113,10 @@ def kept(gw, plan) -> Kept:
     (:func:`rewriter.unit.heavy_rows`), where there are at most ``[backend] kept_rows`` of them
     (:func:`rewriter.unit.rows_premise`, asked once per file held and answered off the event loop,
     as the lookup's premise is: until then the scan joins the table to the kept units)."""
-    f = frozen(gw, plan)
+    if not frozen(gw, plan):
+        return Kept(frozen=False, rows=False)
     b, bound = gw.backend, kept_rows(gw)
-    return Kept(frozen=f, rows=f and bound > 0 and b.holds(premise_sql(plan, b.dialect, rows_at_most=bound)))
+    return Kept(frozen=True, rows=bound > 0 and b.holds(premise_sql(plan, b.dialect, rows_at_most=bound)))
 
 
 def kept_rows(gw) -> int:
