@@ -310,9 +310,13 @@ def per_unit_scan(
     (unit) row is its own total)."""
     b = _bounds(plan)
     lookup = heavy_apart and heavy_set is not None and lookup_splits(plan)  # the unit kept by its key
-    rows = heavy_apart and heavy_set is not None and heavy_rows is not None  # … and its rows kept
+    rows = heavy_rows if heavy_apart and heavy_set is not None else None  # … and its rows kept
     # the unit: the relation's column, or the kept heavy unit a (kept or looked-up) base row belongs to
-    unit = exp.column(U, table=HEAVY, quoted=True) if lookup or rows else exp.column(b.column, quoted=True)
+    unit = (
+        exp.column(U, table=HEAVY, quoted=True)
+        if lookup or rows is not None
+        else exp.column(b.column, quoted=True)
+    )
     keys = [key_sql(g) for g in plan.group_by]
     knames = [f"k{i + 1}" for i in range(len(keys))]
     R = exp.Literal.number(b.max_rows)
@@ -353,8 +357,8 @@ def per_unit_scan(
     if b.total:
         bases["canon"] = _canonical(items)
         vals = _total_values(plan, bases)
-    if rows and heavy_rows is not None:  # the heavy units' rows, each with its unit and N, and no more
-        per = exp.select(*items).from_(exp.alias_(exp.to_table(heavy_rows, quoted=True), HEAVY, table=True))
+    if rows is not None:  # the heavy units' rows, each with its unit and N, and no more
+        per = exp.select(*items).from_(exp.alias_(exp.to_table(rows, quoted=True), HEAVY, table=True))
     else:
         per = exp.select(*items).from_(_base(plan) if lookup else plan.from_())
     per = per.where(exp.Not(this=exp.Is(this=unit.copy(), expression=exp.Null())), copy=False)
@@ -363,8 +367,8 @@ def per_unit_scan(
     ctes: list[tuple[str, exp.Expression]] = []
     if apart:  # only the heavy units' rows are aggregated per (unit, cell): kept, or joined to the units
         light = _light_apart(plan, row_measure, keys, knames, heavy_set, lookup)
-        ctes += [c for c in light if not rows or c[0] == ALL]  # their rows kept: no join, no units
-    if apart and not rows:
+        ctes += [c for c in light if rows is None or c[0] == ALL]  # their rows kept: no join, no units
+    if apart and rows is None:
         on = exp.EQ(this=unit.copy(), expression=exp.column(U, table=HEAVY, quoted=True))
         if lookup and plan.unit_lookup is not None:  # the base rows whose key a kept heavy unit holds
             on = exp.EQ(

@@ -115,11 +115,11 @@ def kept(gw, plan) -> Kept:
     as the lookup's premise is: until then the scan joins the table to the kept units)."""
     if not frozen(gw, plan):
         return Kept(frozen=False, rows=False)
-    b, bound = gw.backend, kept_rows(gw)
+    b, bound = gw.backend, kept_rows_bound(gw)
     return Kept(frozen=True, rows=bound > 0 and b.holds(premise_sql(plan, b.dialect, rows_at_most=bound)))
 
 
-def kept_rows(gw) -> int:
+def kept_rows_bound(gw) -> int:
     """The most heavy units' rows a table's kept relation may hold (``[backend] kept_rows``)."""
     return int(gw.config.backend.kept_rows)
 
@@ -128,9 +128,9 @@ def frozen(gw, plan) -> bool:
     """Whether ``plan``'s heavy units are read from a relation the backend keeps
     (``Backend.frozen``, :func:`rewriter.unit.heavy_set`): its table cannot change while the
     backend is open, and has at most KEPT_UNITS_MAX·(T + 1) rows, so that the relation, of the units
-    with more than T rows, holds at most KEPT_UNITS_MAX of them. A unit looked
-    up through a reference (:func:`rewriter.unit.lookup_splits`): both tables frozen and the lookup's
-    premise true of them (:func:`rewriter.unit.lookup_premise`, asked once and answered off the
+    with more than T rows, holds at most KEPT_UNITS_MAX of them. A unit looked up through a
+    reference (:func:`rewriter.unit.lookup_splits`): both tables frozen and the lookup's premise
+    true of them (:func:`rewriter.unit.lookup_premise`, asked once and answered off the
     event loop: every row finds one row with a unit, and the relation would hold at most
     KEPT_KEYS_MAX of its keys)."""
     if plan.unit is None:

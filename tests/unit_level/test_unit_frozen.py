@@ -184,13 +184,15 @@ def test_heavy_units_with_too_many_rows_keep_the_units_alone(served, monkeypatch
     for bound, holds in ((heavy_rows, True), (heavy_rows - 1, False)):
         got = served._call(gw.backend.fetch(premise(unit.rows_premise(plan, bound))))
         assert got == [(holds,)]
-    monkeypatch.setattr(central, "kept_rows", lambda gw: heavy_rows - 1)  # another premise: not answered yet
+    monkeypatch.setattr(
+        central, "kept_rows_bound", lambda gw: heavy_rows - 1
+    )  # another premise: not answered yet
     [(name, _)] = needs(scan_sql(gw, plan))
     assert name.startswith(KEPT_HEAVY)
     time.sleep(1.0)  # answered meanwhile, and false
     [(name, _)] = needs(scan_sql(gw, plan))
     assert name.startswith(KEPT_HEAVY)
-    monkeypatch.setattr(central, "kept_rows", lambda gw: 0)
+    monkeypatch.setattr(central, "kept_rows_bound", lambda gw: 0)
     monkeypatch.setattr(gw.backend, "holds", lambda sql: pytest.fail("kept_rows = 0 asks no premise"))
     [(name, _)] = needs(scan_sql(gw, plan))
     assert name.startswith(KEPT_HEAVY)
