@@ -51,7 +51,7 @@ import duckdb
 import rewriter
 from bench import tpch
 from config.service import Backend
-from proxy.backends.duckdb import ENGINE_CONFIG
+from proxy.backends.duckdb import ENGINE_CONFIG, KEPT_CATALOG, keep_relation
 from proxy.pipeline.central import premise_sql
 from rewriter import dialects
 from rewriter.params import needs
@@ -164,8 +164,17 @@ def served_scan(con, plan, salt: str):
     not yet (as the backend makes them once per process; not part of a statement's time)."""
     sql = rewriter.to_sql(plan, "duckdb", salt, **keeps(con, plan))
     for name, select in needs(sql):
-        con.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{name}" AS {select}')
+        keep(con, name, select)
     return sql
+
+
+def keep(con, name: str, select: str) -> None:
+    """Make the relation ``name`` a scan reads as the backend keeps it (its own compressed in-memory
+    catalog, :func:`proxy.backends.duckdb.keep_relation`), read through a view of that name; once."""
+    if con.execute("SELECT COUNT(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()[0]:
+        return
+    catalog = f"{KEPT_CATALOG}_{con.execute('SELECT COUNT(*) FROM duckdb_databases()').fetchone()[0]}"
+    con.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM {keep_relation(con, catalog, name, select)}')
 
 
 class Duck:
@@ -191,7 +200,7 @@ class Duck:
         for name, select in needs(sql):
             if name not in self.made_ms:
                 t = time.perf_counter()
-                self.con.execute(f'CREATE TEMP TABLE "{name}" AS {select}')
+                keep(self.con, name, select)
                 self.made_ms[name] = 1000 * (time.perf_counter() - t)
         named = getattr(sql, "params", None)
         (self.con.execute(sql, named) if named else self.con.execute(str(sql))).fetchall()

@@ -54,7 +54,7 @@ log = logging.getLogger("dpgate.backend")
 # large statement freed is handed back to the system by DuckDB's own threads, not by whichever scan
 # allocates next (a scan with hash tables and a window ran 1.4× slower after a large sort otherwise).
 ENGINE_CONFIG: dict[str, str | bool | int | float | list[str]] = {"allocator_background_threads": True}
-KEPT_CATALOG = "__dpgate_kept"  # the in-memory catalog of the relations kept for scans (_keep)
+KEPT_CATALOG = "__dpgate_kept"  # the in-memory catalogs of the relations kept for scans: keep_relation
 WORKERS = 8  # concurrent scans (DuckDB parallelises each scan over the cores itself)
 PREPARED_MAX = 256  # prepared templates kept per worker cursor (least recently used dropped)
 SEEN_MAX = 1024  # texts remembered per worker cursor, to prepare one that repeats
@@ -195,6 +195,27 @@ def _result(cur, columnar: bool):
 MARKER_TABLE = "dpgate_ledger_identity"
 
 
+def keep_relation(cur, catalog: str, name: str, select: str) -> str:
+    """Make ``select``'s rows a table ``name`` of a new in-memory catalog ``catalog`` on ``cur``'s
+    connection, stored compressed, and return its qualified name.
+
+    The catalog is attached with DuckDB's ``COMPRESS`` option and checkpointed once the table is
+    made, so its columns are stored as the file's are (dictionary-encoded strings, bit-packed
+    integers): a scan groups the kept rows by a string key on the dictionary, as it does the
+    table's own rows, about 3× faster than over plain in-memory vectors, and the rows take about a
+    fifth of the memory. A checkpoint waits for no reader only of a catalog no other transaction
+    has read, hence one catalog a relation, made before any cursor reads it. ``ATTACH ':memory:'``
+    is allowed on a read-only file and with external access disabled."""
+    cur.execute(f"ATTACH ':memory:' AS {catalog} (COMPRESS, READ_WRITE)")
+    try:
+        cur.execute(f'CREATE TABLE {catalog}.main."{name}" AS {select}')
+        cur.execute(f"CHECKPOINT {catalog}")
+    except BaseException:
+        cur.execute(f"DETACH {catalog}")
+        raise
+    return f'{catalog}.main."{name}"'
+
+
 class DuckDBBackend(Backend):
     """``[backend] kind = "duckdb"``: the embedded engine. Its ``writer`` is itself: DuckDB
     opens a file read-write or read-only per process; a read-only backend refuses the write
@@ -268,8 +289,9 @@ class DuckDBBackend(Backend):
         self._premises: dict[str, bool] = {}  # a premise's text → whether it holds (frozen data)
         self.kept_made = 0  # relations made for scans (needs): for tests
         self._keep_lock = threading.Lock()
-        self._kept: set[str] = set()  # the relations made in KEPT_CATALOG on this connection
-        self._kept_catalog = False  # KEPT_CATALOG attached to this connection
+        self._kept: dict[
+            str, str
+        ] = {}  # a kept relation's name → where it is (keep_relation), this connection
         _OPEN.add(self)
 
     def _open(self):
@@ -347,9 +369,9 @@ class DuckDBBackend(Backend):
 
     def _keep(self, cur, sql) -> None:
         """Make each relation ``sql`` reads that the backend keeps (:meth:`frozen`;
-        ``ParamSQL.needs``) once for the whole connection — a table of the in-memory catalog
-        ``__dpgate_kept``, shared by the worker cursors (the heavy units' rows can be tens of MB) —
-        and give this worker's cursor a temporary view of it under the name the text reads."""
+        ``ParamSQL.needs``) once for the whole connection (:func:`keep_relation`: shared by the
+        worker cursors; the heavy units' rows can be tens of MB) and give this worker's cursor a
+        temporary view of it under the name the text reads."""
         made = self._local.__dict__.setdefault("kept", set())
         for name, select in needs(sql):
             if name in made:
@@ -357,15 +379,17 @@ class DuckDBBackend(Backend):
             if not (name.startswith("__dpgate_") and name.replace("_", "").isalnum() and name.isascii()):
                 raise BackendError("XX000", "internal error: a kept relation's name is not dpgate's own")
             with self._keep_lock:  # one cursor makes it; the others wait for it, then read it
-                if not self._kept_catalog:
-                    cur.execute(f"ATTACH ':memory:' AS {KEPT_CATALOG} (READ_WRITE)")
-                    self._kept_catalog = True
                 if name not in self._kept:
-                    cur.execute(f'CREATE OR REPLACE TABLE {KEPT_CATALOG}.main."{name}" AS {select}')
-                    self._kept.add(name)
+                    self._kept[name] = keep_relation(
+                        cur, f"{KEPT_CATALOG}_{len(self._kept) + 1}", name, select
+                    )
                     self.kept_made += 1
-            cur.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {KEPT_CATALOG}.main."{name}"')
+            cur.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {self._kept[name]}')
             made.add(name)
+
+    def kept_relation(self, name: str) -> str | None:
+        """Where the kept relation ``name`` is on this connection (its qualified name), if made."""
+        return self._kept.get(name)
 
     def reopen_read_only(self) -> None:
         """Open the file again, read-only, once the start's writes are done (demo tables, the
@@ -382,7 +406,7 @@ class DuckDBBackend(Backend):
             self._local = threading.local()
             self._frozen_sizes = {}
             self._premises = {}
-            self._kept, self._kept_catalog = set(), False  # the kept catalog was the old connection's
+            self._kept = {}  # the kept catalogs were the old connection's
             self.read_only = True
             self._con = self._open()
         if self.allowed is not None:

@@ -81,22 +81,35 @@ def _plan():
 
 
 def test_a_kept_relation_is_made_once_for_every_cursor_and_goes_with_its_connection(tmp_path):
+    """Each kept relation is made once for all worker cursors, in an in-memory catalog of its own
+    stored compressed (a checkpoint of a catalog no other cursor reads yet: made while the others
+    read another relation, it succeeds)."""
     path = _file(tmp_path)
     plan = _plan()
-    frozen = rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True)
+    units = rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True)
+    rows = rewriter.to_sql(plan, "duckdb", "0a1b", frozen=True, rows=True)
     plain = rewriter.to_sql(plan, "duckdb", "0a1b")
-    assert needs(frozen) and not needs(plain)
+    assert needs(units) and needs(rows) and not needs(plain)
     b = DuckDBBackend(path)
     try:
         b.reopen_read_only()
 
         async def go():
-            return [await b.fetch(frozen, 30) for _ in range(3 * WORKERS)]
+            return await asyncio.gather(*(b.fetch(t, 30) for _ in range(2 * WORKERS) for t in (units, rows)))
 
         got = asyncio.run(go())
-        assert all(sorted(g) == sorted(asyncio.run(b.fetch(plain, 30))) for g in got)
-        assert b.kept_made == 1  # once, in the connection's kept catalog, for every worker cursor
-        assert len(got[0]) == 6 and sum(n for _, n in got[0]) < 2400  # 40 units of 60 rows bounded to 20
+        want = sorted(asyncio.run(b.fetch(plain, 30)))
+        assert all(sorted(g) == want for g in got)
+        assert b.kept_made == 2  # once each, for every worker cursor
+        assert len(want) == 6 and sum(n for _, n in want) < 2400  # 40 units of 60 rows bounded to 20
+        [(rows_name, _)] = needs(rows)
+        kept = b.kept_relation(rows_name)
+        assert kept and kept.startswith(KEPT_CATALOG)
+        catalog = kept.split(".")[0]
+        stored = asyncio.run(
+            b.fetch(f"SELECT DISTINCT compression FROM pragma_storage_info('{catalog}.main.{rows_name}')", 30)
+        )
+        assert not {c for (c,) in stored} & {"Uncompressed", None}  # stored as the file's columns are
     finally:
         b.discard()
 
@@ -177,7 +190,7 @@ def test_heavy_units_with_too_many_rows_keep_the_units_alone(served, monkeypatch
     plan = gw.plan(SQLS[0], None)
     [(name, _)] = needs(rows_scan(gw, plan))
     assert name.startswith(KEPT_ROWS)
-    kept = f'{KEPT_CATALOG}.main."{name}"'  # made once, read by every cursor through its own view
+    kept = gw.backend.kept_relation(name)  # made once, read by every cursor through its own view
     heavy_rows = served._call(gw.backend.fetch(f"SELECT COUNT(*) FROM {kept}"))[0][0]
     assert heavy_rows > 0
     premise = rewriter.dialects.get("duckdb").sql
