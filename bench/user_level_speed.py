@@ -51,7 +51,7 @@ import duckdb
 import rewriter
 from bench import tpch
 from config.service import Backend
-from proxy.backends.duckdb import ENGINE_CONFIG, KEPT_CATALOG, keep_relation
+from proxy.backends.duckdb import ENGINE_CONFIG, KEPT_CATALOG, decimal_columns, keep_relation
 from proxy.pipeline.central import premise_sql
 from rewriter import dialects
 from rewriter.params import needs
@@ -143,19 +143,21 @@ def other_plan(dialect: str) -> dialects.SQLDialect:
     return d
 
 
-def keeps(con, plan) -> dict[str, bool]:
-    """What of ``plan``'s heavy units the service keeps on the DuckDB file ``con`` holds read-only,
-    as :func:`rewriter.to_sql`'s keywords (:func:`proxy.pipeline.central.kept`): the units (a unit
-    looked up through a reference only where its premise holds, :func:`rewriter.unit.lookup_premise`)
-    and their rows where they are few enough (:func:`rewriter.unit.rows_premise`), each premise
-    asked once."""
+def keeps(con, plan) -> dict:
+    """What the service holds of ``plan``'s source on the DuckDB file ``con`` holds read-only, as
+    :func:`rewriter.to_sql`'s keywords (:func:`proxy.pipeline.central.held`): the heavy units kept
+    (a unit looked up through a reference only where its premise holds,
+    :func:`rewriter.unit.lookup_premise`) and their rows where they are few enough
+    (:func:`rewriter.unit.rows_premise`), each premise asked once; the table's DECIMAL columns
+    (:func:`proxy.backends.duckdb.decimal_columns`)."""
     frozen = (
         not rewriter.unit.lookup_splits(plan)
         or con.execute(premise_sql(plan, "duckdb")).fetchone()[0] is True
     )
     bound = Backend().kept_rows  # the default
     rows = frozen and con.execute(premise_sql(plan, "duckdb", rows_at_most=bound)).fetchone()[0] is True
-    return {"frozen": frozen, "rows": rows}
+    decimals = decimal_columns(lambda sql, params: con.execute(sql, params).fetchall(), plan.source)
+    return {"frozen": frozen, "rows": rows, "decimals": decimals}
 
 
 def served_scan(con, plan, salt: str):
@@ -189,7 +191,7 @@ class Duck:
         self.made_ms: dict[str, float] = {}
         self.premise_ms = 0.0
 
-    def keeps(self, plan) -> dict[str, bool]:
+    def keeps(self, plan) -> dict:
         """:func:`keeps`, the premises' time kept in ``premise_ms`` (added to ``kept ms``)."""
         t = time.perf_counter()
         out = keeps(self.con, plan)

@@ -11,6 +11,7 @@ SQL only: no I/O, no numbers are released here.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -22,6 +23,7 @@ from . import (
     cost,
     dates,
     emit,
+    fixed_point,
     histogram,
     inline,
     joins,
@@ -83,14 +85,23 @@ def typed_plan(expr: exp.Expression, config: Config) -> Plan:
 
 
 def to_sql(
-    plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool = False, rows: bool = False
+    plan: Plan,
+    dialect: str | SQLDialect,
+    salt: str = "",
+    frozen: bool = False,
+    rows: bool = False,
+    decimals: Mapping[str, tuple[int, int]] | None = None,
 ) -> str:
     """The backend SQL: one row per group the data has, columns (k_1..k_k, m_1..m_j);
     :func:`complete` makes them one row per public cell. ``salt``: the privacy unit's
     bounding key (:mod:`.unit`). ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect`
     or its name. ``frozen``: the backend keeps relations made from the source, which cannot
     change meanwhile (the unit's heavy units, :func:`.unit.heavy_set`; :func:`.params.needs`);
-    ``rows``: and their rows (:func:`.unit.heavy_rows`)."""
+    ``rows``: and their rows (:func:`.unit.heavy_rows`). ``decimals``: the source's columns the
+    backend stores as DECIMAL(w, s), column → (w, s): a SUM of one is clamped and summed in it
+    (:mod:`.fixed_point`)."""
+    if decimals:
+        plan = fixed_point.fixed_point(plan, decimals)
     return emit.to_sql(plan, dialect, salt, frozen, rows)
 
 

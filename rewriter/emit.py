@@ -24,7 +24,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.generator import Generator
 
-from . import dialects, params, stats, unit
+from . import dialects, fixed_point, params, stats, unit
 from .dialects import SQLDialect
 from .intervals import Arith
 from .plan import GroupKey, Measure, Plan
@@ -241,6 +241,9 @@ def _measure(m: Measure) -> exp.Expression:
         return exp.Count(this=_only_if(m, col))
     if m.kind == "count_distinct":
         return exp.Count(this=exp.Distinct(expressions=[col]))
+    if m.kind == "sum" and m.scale is not None:  # in the column's own fixed-point type (.fixed_point)
+        lo, hi = (fixed_point.bound(b, m.scale) for b in _bounds(m))
+        return exp.Cast(this=exp.Sum(this=_only_if(m, clamp_case(col, lo, hi))), to=DOUBLE.copy())
     clamped = _clamped(m, col)
     if m.kind in ("csum", "csumsq"):
         return stats.moment_expr(m.kind, m.type or "", clamped, *_bounds(m))

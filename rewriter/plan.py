@@ -74,6 +74,8 @@ class Measure:
     upper: float | None = None
     filter: exp.Expression | None = None  # count_if, and FILTER (WHERE …) of count/sum: only rows where
     #                                        this (checked) predicate is true
+    scale: int | None = None  # a sum over a column stored as DECIMAL(w ≤ 18, scale): clamped and
+    #                           summed in it (rewriter.fixed_point), read as a double
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,8 @@ class UnitBounds:
 class PlanMemo:
     """What is derived from a plan once and kept beside it (plans are cached and shared by
     statements): its canonical text, its backend SQL per dialect, its releases per ε
-    (:mod:`proxy.pipeline.release`) and its public cells (:mod:`rewriter.cells`). A plan made
+    (:mod:`proxy.pipeline.release`), its public cells (:mod:`rewriter.cells`) and itself with its
+    sums in their columns' fixed-point types (:mod:`rewriter.fixed_point`). A plan made
     from another by ``dataclasses.replace`` starts with an empty memo; a template's filled
     plan (:mod:`rewriter.template`) shares the memos that do not depend on its WHERE."""
 
@@ -180,6 +183,7 @@ class PlanMemo:
     sql: dict[str, str] = field(default_factory=dict)  # dialect -> backend SQL (str or ParamSQL)
     releases: dict[Any, Any] = field(default_factory=dict)
     domain: dict[Any, Any] = field(default_factory=dict)
+    fixed: dict[Any, Any] = field(default_factory=dict)  # column types -> the plan in them (.fixed_point)
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,12 @@ class Backend(Protocol):
         asked once while they cannot change. Default: no (nothing is frozen)."""
         return False
 
+    def decimals(self, source: str) -> dict[str, tuple[int, int]]:
+        """The columns of the declared relation ``source`` stored as ``DECIMAL(w, s)``, column →
+        (w, s), where the backend sums them faster in that type than in double precision and the
+        relation is :meth:`frozen` (``rewriter.fixed_point``). Default: none."""
+        return {}
+
     def reopen_read_only(self) -> None:
         """See ``read_only_after_start``. Default: nothing (its scan sessions are read-only
         at the database already, or cannot be)."""

@@ -195,6 +195,19 @@ def _result(cur, columnar: bool):
 MARKER_TABLE = "dpgate_ledger_identity"
 
 
+def decimal_columns(query: Callable[[str, list], list], source: str) -> dict[str, tuple[int, int]]:
+    """The DECIMAL columns of the data file's base table ``source`` (lower-case name → (w, s)),
+    through ``query(sql, params)`` (``duckdb_columns()``)."""
+    t = source_relation(source)
+    rows = query(
+        "SELECT column_name, numeric_precision, numeric_scale FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND data_type LIKE 'DECIMAL(%' "
+        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+        [t.db or "main", t.name],
+    )
+    return {str(c).lower(): (int(w), int(s)) for c, w, s in rows}
+
+
 def keep_relation(cur, catalog: str, name: str, select: str) -> str:
     """Make ``select``'s rows a table ``name`` of a new in-memory catalog ``catalog`` on ``cur``'s
     connection, stored compressed, and return its qualified name.
@@ -287,6 +300,7 @@ class DuckDBBackend(Backend):
         self.allowed: list[str] | None = None  # file access limited to these directories (confine), or not
         self._frozen_sizes: dict[str, int | None] = {}  # source → rows of a base table (frozen)
         self._premises: dict[str, bool] = {}  # a premise's text → whether it holds (frozen data)
+        self._decimals: dict[str, dict[str, tuple[int, int]]] = {}  # source → its DECIMAL columns (frozen)
         self.kept_made = 0  # relations made for scans (needs): for tests
         self._keep_lock = threading.Lock()
         self._kept: dict[
@@ -353,6 +367,15 @@ class DuckDBBackend(Backend):
             rows = []
         premises[sql] = len(rows) == 1 and rows[0][0] is True
 
+    def decimals(self, source: str) -> dict[str, tuple[int, int]]:
+        """A frozen base table's DECIMAL columns (``duckdb_columns()``), read once while the file
+        is held: a column's type cannot change meanwhile."""
+        if not self.frozen(source):
+            return {}
+        if source not in self._decimals:
+            self._decimals[source] = decimal_columns(self.query, source)
+        return self._decimals[source]
+
     def _base_table_rows(self, source: str) -> int | None:
         """The rows of ``source`` if it names a base table of the data file, else None."""
         try:
@@ -406,6 +429,7 @@ class DuckDBBackend(Backend):
             self._local = threading.local()
             self._frozen_sizes = {}
             self._premises = {}
+            self._decimals = {}
             self._kept = {}  # the kept catalogs were the old connection's
             self.read_only = True
             self._con = self._open()

@@ -90,7 +90,7 @@ def scan_sql(gw, plan) -> str:
     """A central plan's backend SQL; on a table with a privacy unit, keyed by the salt
     of the current data version (:func:`.common.unit_salt`), its heavy units read from a
     relation the backend keeps where the table cannot change meanwhile (``Backend.frozen``)."""
-    return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan), **kept(gw, plan))
+    return to_sql(plan, gw.backend.dialect, unit_salt(gw, plan), **held(gw, plan))
 
 
 # what a kept relation may hold (one per table and bound in each process, shared by its scans):
@@ -100,23 +100,29 @@ KEPT_KEYS_MAX = 2_000_000  # keys of heavy units' rows in a looked-up table: ≈
 _PREMISES: LRU[tuple, str] = LRU(256)  # a premise's text, by what it is made of
 
 
-class Kept(TypedDict):
-    """:func:`rewriter.to_sql`'s keywords for what a scan reads from kept relations (:func:`kept`)."""
+class Held(TypedDict):
+    """:func:`rewriter.to_sql`'s keywords for what the backend holds of a plan's source while it
+    cannot change (:func:`held`)."""
 
     frozen: bool
     rows: bool
+    decimals: dict[str, tuple[int, int]]
 
 
-def kept(gw, plan) -> Kept:
-    """What of ``plan``'s heavy units the scan reads from relations the backend keeps, as
-    :func:`rewriter.to_sql`'s keywords: ``frozen`` (:func:`frozen`), and ``rows`` — their rows too
-    (:func:`rewriter.unit.heavy_rows`), where there are at most ``[backend] kept_rows`` of them
-    (:func:`rewriter.unit.rows_premise`, asked once per file held and answered off the event loop,
-    as the lookup's premise is: until then the scan joins the table to the kept units)."""
+def held(gw, plan) -> Held:
+    """What the scan of ``plan`` reads from what the backend holds of its source while it cannot
+    change, as :func:`rewriter.to_sql`'s keywords: ``frozen`` — the heavy units from a kept relation
+    (:func:`frozen`); ``rows`` — their rows too (:func:`rewriter.unit.heavy_rows`), where there are at
+    most ``[backend] kept_rows`` of them (:func:`rewriter.unit.rows_premise`, asked once per file
+    held and answered off the event loop, as the lookup's premise is: until then the scan joins the
+    table to the kept units); ``decimals`` — the source's fixed-point columns, which a SUM clamps
+    and sums in their own type (``Backend.decimals``, :mod:`rewriter.fixed_point`)."""
+    decimals = gw.backend.decimals(plan.source) if any(m.kind == "sum" for m in plan.measures) else {}
     if not frozen(gw, plan):
-        return Kept(frozen=False, rows=False)
+        return Held(frozen=False, rows=False, decimals=decimals)
     b, bound = gw.backend, kept_rows_bound(gw)
-    return Kept(frozen=True, rows=bound > 0 and b.holds(premise_sql(plan, b.dialect, rows_at_most=bound)))
+    rows = bound > 0 and b.holds(premise_sql(plan, b.dialect, rows_at_most=bound))
+    return Held(frozen=True, rows=rows, decimals=decimals)
 
 
 def kept_rows_bound(gw) -> int:
@@ -256,7 +262,7 @@ class Central(ReleaseKind):
         lines = explain_lines(
             plan,
             self.explain_head(plan, gw.tier_of(conn.role)),
-            to_sql(plan, dialect, **kept(gw, plan)),
+            to_sql(plan, dialect, **held(gw, plan)),
             dialect,
             path,
         )

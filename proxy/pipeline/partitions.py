@@ -40,7 +40,7 @@ from rewriter.plan import Measure, Plan
 from rewriter.unit import factor, groups_bound
 
 from ..wire.api import Column, Result, SqlError
-from .central import Central, checked, columns_of, kept
+from .central import Central, checked, columns_of, held
 from .common import cell_key, fmt, unit_salt
 from .explain import explain_lines, single_tier_lines
 from .kind import Prepared, plan_as, state_as
@@ -171,7 +171,7 @@ def selection_explain(plan: Plan, tier, sp: SelectionPlan) -> str:
 def floor_sql(gw, plan: Plan, sp: SelectionPlan, salt: str | None = None) -> str:
     """The scan: the statement's measures and the units per key, keys below the floor dropped."""
     inner = to_sql(
-        sp.scan, gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt, **kept(gw, sp.scan)
+        sp.scan, gw.backend.dialect, unit_salt(gw, plan) if salt is None else salt, **held(gw, sp.scan)
     )
     q = dialects.get(gw.backend.dialect).quote
     units = q(f"m{len(sp.scan.measures)}")

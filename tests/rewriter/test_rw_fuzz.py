@@ -421,7 +421,9 @@ def plan_everything(sql: str) -> None:
             rewriter.to_sql(plan, d, "ab", frozen=True, rows=True)
             if plan.selected:
                 gw = SimpleNamespace(
-                    backend=SimpleNamespace(dialect=d, frozen=lambda *_: True, holds=lambda *_: True),
+                    backend=SimpleNamespace(
+                        dialect=d, frozen=lambda *_: True, holds=lambda *_: True, decimals=lambda *_: {}
+                    ),
                     config=SimpleNamespace(backend=SimpleNamespace(kept_rows=1_000_000)),
                 )
                 floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), "ab")

@@ -72,7 +72,9 @@ def _scans(dialect: str, salt: str = SALT) -> list[tuple[str, str]]:
             plan = rewriter.build_plan(rewriter.parse(sql), cfg)
             out.append((f"{scope}: {sql}", rewriter.to_sql(plan, dialect, salt)))
             if plan.group_by:  # keys by partition selection
-                gw = SimpleNamespace(backend=SimpleNamespace(dialect=dialect, frozen=lambda *_: False))
+                gw = SimpleNamespace(
+                    backend=SimpleNamespace(dialect=dialect, frozen=lambda *_: False, decimals=lambda *_: {})
+                )
                 out.append(
                     (f"{scope}: floor {sql}", floor_sql(gw, plan, selection_plan(plan, 1.0, 1e-6), salt))
                 )
