@@ -122,7 +122,7 @@ def test_kept_rows_apply_to_the_embedded_engine_only():
     """``[backend] kept_rows``: the heavy units' rows a DuckDB file held read-only may copy (default a
     million, 0: none); another backend keeps nothing, so setting it there is a config error."""
     assert parse_config(_with("backend.kept_rows", 0), "t.toml").backend.kept_rows == 0
-    assert parse_config(BASE, "t.toml").backend.kept_rows == 1_000_000
+    assert parse_config(BASE, "t.toml").backend.kept_rows == 2_000_000
     with pytest.raises(ConfigError, match="backend.kept_rows"):
         parse_config(_with("backend.kept_rows", -1), "t.toml")
     data = _with("backend", {"kind": "postgres", "dsn": "postgresql://x", "kept_rows": 10})
