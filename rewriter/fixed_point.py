@@ -36,8 +36,9 @@ WIDTH_MAX = 18  # digits of a DECIMAL whose values fit 64 bits (a 128-bit sum of
 def fixed_point(plan: Plan, decimals: Mapping[str, tuple[int, int]]) -> Plan:
     """``plan`` with each SUM over a ``float`` column the backend stores as ``DECIMAL(w, s)``
     (``decimals``: column → (w, s), for the plan's source) marked to clamp and sum in it
-    (:attr:`Measure.scale`) where :func:`scale_for` allows; ``plan`` itself if none is."""
-    if not decimals:
+    (:attr:`Measure.scale`) where :func:`scale_for` allows and the plan reads the source's own
+    columns (:func:`reads_source`); ``plan`` itself if none is."""
+    if not decimals or not reads_source(plan):
         return plan
     key = tuple(sorted(decimals.items()))
     fixed = plan.memo.fixed.get(key)
@@ -49,6 +50,14 @@ def fixed_point(plan: Plan, decimals: Mapping[str, tuple[int, int]]) -> Plan:
         fixed = plan if measures == plan.measures else dataclasses.replace(plan, measures=measures)
         plan.memo.fixed[key] = fixed
     return fixed
+
+
+def reads_source(plan: Plan) -> bool:
+    """Whether ``plan``'s columns are its source's own (one table, or the table with its unit
+    looked up), so the source's column types are theirs. A join or a per-unit relation may name
+    a column like one of the source's and hold another type: a FLOAT compared with a DECIMAL
+    bound is compared in single precision, where the bound may round past the declared one."""
+    return plan.relation is None or (plan.unit_lookup is not None and not plan.per_unit)
 
 
 def scale_for(m: Measure, decimals: Mapping[str, tuple[int, int]]) -> int | None:

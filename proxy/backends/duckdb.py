@@ -303,9 +303,8 @@ class DuckDBBackend(Backend):
         self._decimals: dict[str, dict[str, tuple[int, int]]] = {}  # source → its DECIMAL columns (frozen)
         self.kept_made = 0  # relations made for scans (needs): for tests
         self._keep_lock = threading.Lock()
-        self._kept: dict[
-            str, str
-        ] = {}  # a kept relation's name → where it is (keep_relation), this connection
+        # a kept relation's name → where it is on this connection (keep_relation)
+        self._kept: dict[str, str] = {}
         _OPEN.add(self)
 
     def _open(self):

@@ -8,12 +8,14 @@ table's DECIMAL columns (``Backend.decimals``) and the pipeline passes them to t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from decimal import Decimal
 from types import SimpleNamespace
 
 import duckdb
 import pytest
+import sqlglot
 
 import rewriter
 from config import parse_config
@@ -90,6 +92,16 @@ def test_a_sum_is_in_its_fixed_point_type_only_where_its_bounds_are_exact_decima
     assert fixed_point.scale_for(m(0.0, 1.0, kind="csum"), stored) is None  # a moment: in double precision
     assert fixed_point.scale_for(m(0.0, 1.0, type_="int"), stored) is None  # exact bigints already
     assert fixed_point.scale_for(m(0.0, 1.0, column="P"), stored) == 2  # DuckDB's names are case-blind
+
+
+def test_only_a_plan_over_its_source_s_own_columns_takes_the_source_s_types():
+    """A join or a per-unit relation may name a column like the source's and hold another type (a
+    FLOAT would compare with a DECIMAL bound in single precision): such a plan stays in double."""
+    plan = rewriter.build_plan(rewriter.parse("SELECT SUM(p) FROM t"), _config(False))
+    assert fixed_point.fixed_point(plan, {"p": (15, 2)}).measures[0].scale == 2
+    joined = dataclasses.replace(plan, relation=sqlglot.exp.to_table("other"))
+    assert fixed_point.fixed_point(joined, {"p": (15, 2)}) is joined
+    assert "DECIMAL(18" not in str(rewriter.to_sql(joined, "duckdb", decimals={"p": (15, 2)}))
 
 
 def _run(path, sql: str, params: dict | None = None):
