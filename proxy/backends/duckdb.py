@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import logging
@@ -223,8 +224,9 @@ def keep_relation(cur, catalog: str, name: str, select: str) -> str:
     try:
         cur.execute(f'CREATE TABLE {catalog}.main."{name}" AS {select}')
         cur.execute(f"CHECKPOINT {catalog}")
-    except BaseException:
-        cur.execute(f"DETACH {catalog}")
+    except BaseException:  # not made (an interrupted scan, a failed select): nothing is left attached
+        with contextlib.suppress(duckdb.Error):
+            cur.execute(f"DETACH DATABASE IF EXISTS {catalog}")
         raise
     return f'{catalog}.main."{name}"'
 
@@ -303,8 +305,9 @@ class DuckDBBackend(Backend):
         self._decimals: dict[str, dict[str, tuple[int, int]]] = {}  # source → its DECIMAL columns (frozen)
         self.kept_made = 0  # relations made for scans (needs): for tests
         self._keep_lock = threading.Lock()
-        # a kept relation's name → where it is on this connection (keep_relation)
+        # a kept relation's name → where it is on this connection (keep_relation), and the catalogs' numbers
         self._kept: dict[str, str] = {}
+        self._kept_seq = itertools.count(1)
         _OPEN.add(self)
 
     def _open(self):
@@ -403,7 +406,7 @@ class DuckDBBackend(Backend):
             with self._keep_lock:  # one cursor makes it; the others wait for it, then read it
                 if name not in self._kept:
                     self._kept[name] = keep_relation(
-                        cur, f"{KEPT_CATALOG}_{len(self._kept) + 1}", name, select
+                        cur, f"{KEPT_CATALOG}_{next(self._kept_seq)}", name, select
                     )
                     self.kept_made += 1
             cur.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {self._kept[name]}')

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 import rewriter
-from proxy.backends.duckdb import KEPT_CATALOG, WORKERS, DuckDBBackend
+from proxy.backends.duckdb import KEPT_CATALOG, WORKERS, DuckDBBackend, keep_relation
 from proxy.pipeline.central import scan_sql
 from proxy.pipeline.common import unit_salt
 from rewriter.params import needs
@@ -112,6 +112,29 @@ def test_a_kept_relation_is_made_once_for_every_cursor_and_goes_with_its_connect
         assert not {c for (c,) in stored} & {"Uncompressed", None}  # stored as the file's columns are
     finally:
         b.discard()
+
+
+def test_a_relation_that_fails_to_be_made_leaves_nothing_attached():
+    """``keep_relation``: a select that fails (as an interrupted one does) leaves no catalog behind,
+    so its name is free and the next relation is made; a made one is stored compressed."""
+    con = duckdb.connect()
+    try:
+        with pytest.raises(duckdb.Error):
+            keep_relation(
+                con,
+                "__dpgate_kept_1",
+                "__dpgate_rows_x",
+                "SELECT CAST('x' || i AS INTEGER) AS v FROM range(10) AS r(i)",
+            )
+        assert "__dpgate_kept_1" not in {
+            d for (d,) in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+        }
+        where = keep_relation(
+            con, "__dpgate_kept_1", "__dpgate_rows_x", "SELECT i % 3 AS v FROM range(1000) AS r(i)"
+        )
+        assert con.execute(f"SELECT COUNT(*), SUM(v) FROM {where}").fetchall() == [(1000, 999)]
+    finally:
+        con.close()
 
 
 def test_a_backend_that_keeps_no_relations_refuses_a_text_that_needs_one(postgres):
