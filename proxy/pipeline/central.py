@@ -96,7 +96,7 @@ def scan_sql(gw, plan) -> str:
 # what a kept relation may hold (one per table and bound in each process, shared by its scans):
 KEPT_UNITS_MAX = 2_000_000  # heavy units: ≈ 16 bytes each
 KEPT_KEYS_MAX = 2_000_000  # keys of heavy units' rows in a looked-up table: ≈ 24 bytes each
-# the heavy units' rows themselves: [backend] kept_rows (config), ≈ 180 bytes each for TPC-H's lineitem
+# the heavy units' rows themselves: [backend] kept_rows (config); TPC-H's lineitem ≈ 35 bytes each, compressed
 _PREMISES: LRU[tuple, str] = LRU(256)  # a premise's text, by what it is made of
 
 
