@@ -24,16 +24,19 @@ analyst's query does not grow with the rows); the foreign-key path (revenue by y
 no slower than SmartNoise's rewrite on every query that expresses. Each goal is printed with its
 measured ratio and PASS or MISS. On DuckDB the file is held read-only, as ``dpgate serve`` holds it
 when no role writes, so ``dp`` reads the rows of the customers above the bound from the relation kept
-for the table (:func:`rewriter.unit.heavy_rows`; making it, once per process, and checking its premises
-is ``kept ms``) and ``unkept`` times the scan that finds them itself (a file a role writes to,
-Postgres, Spark);
-beside it, its floor: the per-unit count alone (``GROUP BY o_custkey HAVING COUNT(*) > T``, timed in
+for the table (:func:`rewriter.unit.heavy_rows`) and, a statement without a WHERE, its customers'
+(customer, cell) rows with the bound's running sums from a relation made from those rows for the
+statement's keys and measures (:func:`rewriter.unit.per_unit_scan`'s ``heavy_cells``); making them,
+once per process, and checking the premises is ``kept ms``; ``unkept`` times the scan that finds
+them itself (a file a role writes to, Postgres, Spark); beside it, its floor: the per-unit count alone (``GROUP BY o_custkey HAVING COUNT(*) > T``, timed in
 the same rounds), which a scan must compute to know which customers it binds when it cannot keep
 them — a hash aggregate into one group per customer where the analyst's query has a handful. Q1 over ``lineitem``
 alone is printed without a goal: its raw query reads no customer. Computing the bound, the scan
 joins every line to its order to find one; with the units kept (both tables frozen and every
 line finding one order with a customer, :func:`rewriter.unit.lookup_premise`, checked once as
-the service checks it) it reads the heavy customers' lines from the kept relation alone.
+the service checks it) it reads the heavy customers' lines from the kept relation alone. The
+statement with a WHERE (orders since 1995) is printed without a goal: its (customer, cell) rows
+depend on the WHERE, so the scan aggregates the kept rows and runs the window itself.
 """
 
 from __future__ import annotations
@@ -75,10 +78,13 @@ class Speed:
     aggs: tuple[str, ...]
     goal: str
     source: str = ""  # FROM …, when not ``table``
+    where: str = ""  # the statement's WHERE, if any (SmartNoise's rewrite is timed only without)
 
     def sql(self) -> str:
         cols = ", ".join([*self.group, *self.aggs])
-        out = f"SELECT {cols} FROM {self.source or self.table}"
+        out = f"SELECT {cols} FROM {self.source or self.table}" + (
+            f" WHERE {self.where}" if self.where else ""
+        )
         return out + (" GROUP BY " + ", ".join(self.group) if self.group else "")
 
 
@@ -90,6 +96,14 @@ SPEEDS = (
         ("o_orderpriority",),
         ("COUNT(*)", "SUM(o_totalprice)", "AVG(o_totalprice)"),
         "small",
+    ),
+    Speed(
+        "COUNT, SUM, AVG by priority, WHERE",
+        "orders",
+        ("o_orderpriority",),
+        ("COUNT(*)", "SUM(o_totalprice)", "AVG(o_totalprice)"),
+        "",
+        where="o_orderdate >= DATE '1995-01-01'",
     ),
     Speed(
         "Q1 lineitem (unit by FK lookup)",
@@ -148,7 +162,8 @@ def keeps(con, plan) -> dict:
     :func:`rewriter.to_sql`'s keywords (:func:`proxy.pipeline.central.held`): the heavy units kept
     (a unit looked up through a reference only where its premise holds,
     :func:`rewriter.unit.lookup_premise`) and their rows where they are few enough
-    (:func:`rewriter.unit.rows_premise`), each premise asked once; the table's DECIMAL columns
+    (:func:`rewriter.unit.rows_premise`), each premise asked once, and then a total-mode
+    statement's heavy (unit, cell) rows with their running sums; the table's DECIMAL columns
     (:func:`proxy.backends.duckdb.decimal_columns`)."""
     frozen = (
         not rewriter.unit.lookup_splits(plan)
@@ -157,7 +172,7 @@ def keeps(con, plan) -> dict:
     bound = Backend().kept_rows  # the default
     rows = frozen and con.execute(premise_sql(plan, "duckdb", rows_at_most=bound)).fetchone()[0] is True
     decimals = decimal_columns(lambda sql, params: con.execute(sql, params).fetchall(), plan.source)
-    return {"frozen": frozen, "rows": rows, "decimals": decimals}
+    return {"frozen": frozen, "rows": rows, "cells": rows, "decimals": decimals}
 
 
 def served_scan(con, plan, salt: str):
@@ -323,7 +338,7 @@ def measure(scale: float, backend: str, pairs: int, ul, engine=None) -> list[tup
             sn = None
     sn_sqls = {}
     for s in SPEEDS:
-        if sn is not None and s.table:
+        if sn is not None and s.table and not s.where:
             q = ul.Query(s.name, s.table, s.group, s.aggs)
             plan = rewriter.build_plan(rewriter.parse(s.sql()), cfg)
             sn_sqls[s.name] = sn.scan_sql(q, rewriter.unit.factor(plan))
@@ -351,8 +366,9 @@ def measure(scale: float, backend: str, pairs: int, ul, engine=None) -> list[tup
             ):  # one plan only (a join, COUNT(DISTINCT unit))
                 del sqls["other"]
             t = paired(eng.run, sqls, pairs)
-            for name, _ in needs(sqls["dp"]):
-                t["kept"] = getattr(eng, "made_ms", {}).get(name, float("nan"))
+            if needs(sqls["dp"]):
+                made = getattr(eng, "made_ms", {})
+                t["kept"] = sum(made.get(name, float("nan")) for name, _ in needs(sqls["dp"]))
                 t["kept"] += eng.premise_ms
             out.append((s, t))
     finally:
@@ -396,7 +412,9 @@ def report(
         f"Median of {pairs} rounds, order rotating; ratios: medians of the paired ratios. raw = the analyst's SQL;\n"
         "dp = dpgate's bounded scan (the dialect's plan; on DuckDB, the file held read-only as serve holds it, the\n"
         "heavy customers' rows read from the relation kept for the table: rewriter.unit.heavy_rows; for Q1 their\n"
-        "lines); kept ms = making that relation, once per process, and checking its premises once (not in dp ms);\n"
+        "lines; and their (customer, cell) rows with running sums from one kept for the statement's keys and\n"
+        "measures: per_unit_scan's heavy_cells); kept ms = making those relations, once per process, and checking\n"
+        "the premises once (not in dp ms);\n"
         "unkept = the scan that computes the heavy\n"
         "units itself (a file a role writes to, Postgres, Spark) × raw; floor = that computation alone (SELECT\n"
         "unit, COUNT(*) … GROUP BY unit HAVING COUNT(*) > T) × raw: the least a scan that computes them reads;\n"

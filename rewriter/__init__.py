@@ -91,18 +91,21 @@ def to_sql(
     frozen: bool = False,
     rows: bool = False,
     decimals: Mapping[str, tuple[int, int]] | None = None,
+    cells: bool = False,
 ) -> str:
     """The backend SQL: one row per group the data has, columns (k_1..k_k, m_1..m_j);
     :func:`complete` makes them one row per public cell. ``salt``: the privacy unit's
     bounding key (:mod:`.unit`). ``dialect``: the backend's :class:`~rewriter.dialects.SQLDialect`
     or its name. ``frozen``: the backend keeps relations made from the source, which cannot
     change meanwhile (the unit's heavy units, :func:`.unit.heavy_set`; :func:`.params.needs`);
-    ``rows``: and their rows (:func:`.unit.heavy_rows`). ``decimals``: the source's columns the
+    ``rows``: and their rows (:func:`.unit.heavy_rows`); ``cells``: and, for a total-mode statement
+    without a WHERE, their (unit, cell) rows with running sums (:func:`.unit.per_unit_scan`'s
+    ``heavy_cells``). ``decimals``: the source's columns the
     backend stores as DECIMAL(w, s), column → (w, s): a SUM of one is clamped and summed in it
     (:mod:`.fixed_point`)."""
     if decimals:
         plan = fixed_point.fixed_point(plan, decimals)
-    return emit.to_sql(plan, dialect, salt, frozen, rows)
+    return emit.to_sql(plan, dialect, salt, frozen, rows, cells)
 
 
 def _build(

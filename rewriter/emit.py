@@ -37,7 +37,12 @@ _WHERE_MARK = "__dpgate_where__"
 
 
 def to_sql(
-    plan: Plan, dialect: str | SQLDialect, salt: str = "", frozen: bool = False, rows: bool = False
+    plan: Plan,
+    dialect: str | SQLDialect,
+    salt: str = "",
+    frozen: bool = False,
+    rows: bool = False,
+    cells: bool = False,
 ) -> str:
     """The backend SQL. The statement around the WHERE predicate depends only on the
     plan's shape, so it is generated once per shape and cached; the predicate is
@@ -48,11 +53,15 @@ def to_sql(
     ``frozen``: the source cannot change while the backend keeps a relation made from it, so
     the privacy unit's heavy units are read from one it keeps (:func:`rewriter.unit.heavy_set`;
     the text then carries the relation in :attr:`~rewriter.params.ParamSQL.needs`); ``rows``: and
-    the heavy units' rows too (:func:`rewriter.unit.heavy_rows`), where the backend may keep them."""
+    the heavy units' rows too (:func:`rewriter.unit.heavy_rows`), where the backend may keep them;
+    ``cells``: and a total-mode statement's (unit, cell) rows of them with their running sums
+    (:func:`rewriter.unit.per_unit_scan`'s ``heavy_cells``)."""
     d = dialects.get(dialect)
     dialect = d.name
     if plan.unit is not None:
-        text, names, needs = _unit_sql(plan, dialect, d.unit_heavy_apart, frozen, frozen and rows)
+        text, names, needs = _unit_sql(
+            plan, dialect, d.unit_heavy_apart, frozen, frozen and rows, frozen and rows and cells
+        )
         return unit.salted(text, salt, dialect, names, needs)
     preset = plan.memo.sql
     if dialect in preset:
@@ -69,12 +78,17 @@ def to_sql(
 
 @functools.lru_cache(maxsize=256)
 def _unit_sql(
-    plan: Plan, dialect: str, heavy_apart: bool, frozen: bool = False, rows: bool = False
+    plan: Plan,
+    dialect: str,
+    heavy_apart: bool,
+    frozen: bool = False,
+    rows: bool = False,
+    cells: bool = False,
 ) -> tuple[str, frozenset[str], tuple[tuple[str, str], ...]]:
     """The bounded scan of a plan with a privacy unit (:mod:`.unit`), its parameters and the
-    relations it needs; ``heavy_apart``: the dialect's plan (:attr:`SQLDialect.unit_heavy_apart`);
-    ``frozen``: the heavy units from a relation the backend keeps, ``rows``: their rows too
-    (:func:`to_sql`)."""
+    relations it needs, in the order they are made (one may read another); ``heavy_apart``: the
+    dialect's plan (:attr:`SQLDialect.unit_heavy_apart`); ``frozen``: the heavy units from a relation
+    the backend keeps, ``rows``: their rows too, ``cells``: their (unit, cell) rows (:func:`to_sql`)."""
     tree: exp.Expr
     d = dialects.get(dialect)
     needs: tuple[tuple[str, str], ...] = ()
@@ -90,6 +104,16 @@ def _unit_sql(
                 select = d.sql(heavy)
                 rows_name = _kept_name(unit.KEPT_ROWS, dialect, select)
                 needs = ((rows_name, select),)
+
+        cells_kept: list[tuple[str, str]] = []  # made after the rows, which its select reads
+
+        def keep_cells(select: exp.Select) -> str:
+            if select.find(exp.Placeholder) is not None:  # a kept relation holds no secret
+                raise ValueError("a kept relation's select reads a parameter")
+            text = d.sql(unit.spell_hashes(select, d.keyed_hash, d.int_div, d.keyed_int))
+            cells_kept.append((_kept_name(unit.KEPT_CELLS, dialect, text), text))
+            return cells_kept[-1][0]
+
         tree = unit.per_unit_scan(
             plan,
             _measure,
@@ -99,7 +123,9 @@ def _unit_sql(
             heavy_apart=heavy_apart,
             heavy_set=name,
             heavy_rows=rows_name,
+            heavy_cells=keep_cells if rows_name is not None and cells else None,
         )
+        needs = (*needs, *cells_kept)
     else:  # COUNT(DISTINCT col): rank the rows themselves
         kept, keep = unit.kept_rows(plan, [_measure(m) for m in plan.measures], group_key_sql)
         scan = build(dataclasses.replace(plan, source=unit.KEPT, where=keep, unit=None, relation=None))

@@ -130,6 +130,7 @@ from .plan import GroupKey, Measure, Plan, UnitBounds, UnitLookup, source_relati
 
 __all__ = [
     "KEPT",
+    "KEPT_CELLS",
     "KEPT_HEAVY",
     "KEPT_ROWS",
     "SALT_PARAM",
@@ -165,6 +166,7 @@ ALL, HEAVY, PRESENT = (
 )  # the split plan: every unit's cells; the heavy units
 LK, REL = "__dpgate_k", "__dpgate_rel"  # a kept heavy unit's key in the looked-up table; the base table
 KEPT_HEAVY, KEPT_ROWS = "__dpgate_heavy_", "__dpgate_rows_"  # the kept relations' names: units; their rows
+KEPT_CELLS = "__dpgate_cells_"  # … their (unit, cell) rows (per_unit_scan: heavy_cells)
 HO, HASH_P = "__dpgate_h", 2_147_483_647  # total mode: the unit's keyed hash mod a prime P ≫ N (o = h mod N)
 
 
@@ -272,6 +274,7 @@ def per_unit_scan(
     heavy_apart: bool = False,
     heavy_set: str | None = None,
     heavy_rows: str | None = None,
+    heavy_cells: Callable[[exp.Select], str] | None = None,
 ) -> exp.Select:
     """The bounded scan by pre-aggregation (every measure a count or a sum), much cheaper
     than ranking rows (a hash aggregate, no window sort)::
@@ -307,7 +310,14 @@ def per_unit_scan(
     (:func:`_total_values`), so the shares add up to exactly R (per cell floors would lose
     about half a row per cell: on TPC-H orders that doubled the bias); the window runs
     over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
-    (unit) row is its own total)."""
+    (unit) row is its own total).
+
+    ``heavy_cells``: the backend keeps a relation made from a select (:attr:`.params.ParamSQL.needs`)
+    and this names it. A total-mode statement without a WHERE whose heavy units' rows are kept
+    (``heavy_rows``) then reads their (unit, cell) rows with the running sums from a relation made
+    once, ``WITH per AS (…) SELECT *, running sums FROM per``: they depend on the kept rows, the
+    keys, the measures and the bounds, never on the salt, so the statement adds only the keyed
+    offset. Its cells are those of the window it replaces, which ran on the same rows."""
     b = _bounds(plan)
     lookup = heavy_apart and heavy_set is not None and lookup_splits(plan)  # the unit kept by its key
     rows = heavy_rows if heavy_apart and heavy_set is not None else None  # … and its rows kept
@@ -400,7 +410,15 @@ def per_unit_scan(
         )
         last = "ranked"
     if b.total and keys:  # the unit's total and running sums over its kept cells
-        ctes += total_window(plan, bases, knames, last, known_heavy=heavy_total)
+        kept = heavy_cells is not None and rows is not None and heavy_total
+        window = total_window(plan, bases, knames, last, known_heavy=heavy_total, offset=not kept)
+        sums = window[0][1]
+        if heavy_cells is not None and kept and isinstance(sums, exp.Select):  # made once; offset here
+            name = heavy_cells(sums.with_("per", as_=per, copy=False))
+            ctes = [c for c in ctes if c[0] != "per"]
+            offset = exp.alias_(_offset(exp.column(U, quoted=True)), HO, quoted=True)
+            window = [("cum", exp.select(exp.Star(), offset).from_(exp.to_table(name, quoted=True)))]
+        ctes += window
         last = "cum"
     kcols = [exp.column(n) for n in knames]
     if apart:  # all units' exact measures, less the heavy units' exact ones, plus their bounded ones
@@ -761,7 +779,12 @@ def _heavy_keys(plan: Plan, lk: UnitLookup) -> exp.Select:
 
 
 def total_window(
-    plan: Plan, bases: dict[int | str, Any], knames: list[str], source: str, known_heavy: bool = False
+    plan: Plan,
+    bases: dict[int | str, Any],
+    knames: list[str],
+    source: str,
+    known_heavy: bool = False,
+    offset: bool = True,
 ) -> list[tuple[str, exp.Expression]]:
     """Total mode with GROUP BY: the (unit, cell) rows with the unit's total N and the
     running sums of every count a share is taken of, in the order of the cell keys (a
@@ -781,7 +804,8 @@ def total_window(
     BY and a join rather than a window over every row, which a backend computes with a hash
     aggregate instead of a sort. ``known_heavy``: ``source`` holds heavy units only and carries
     N already (the heavy units apart without the L0 ranking, :func:`per_unit_scan`): ``cum`` is
-    its second branch over ``source``."""
+    its second branch over ``source``; ``offset`` False: without the offset (the running sums
+    alone, which read no salt: a relation the backend keeps, :func:`per_unit_scan`'s ``heavy_cells``)."""
     names = [
         NC,
         *[f"a{j + 1}" for j, m in enumerate(plan.measures) if j not in bases and m.kind != "count_distinct"],
@@ -812,7 +836,7 @@ def total_window(
             )
             for n in names
         ],
-        exp.alias_(_offset(u.copy()), HO, quoted=True),
+        *([exp.alias_(_offset(u.copy()), HO, quoted=True)] if offset else []),
     )
     if known_heavy:
         return [("cum", heavy.from_(source))]

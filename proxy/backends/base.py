@@ -174,6 +174,12 @@ class Backend(Protocol):
         asked once while they cannot change. Default: no (nothing is frozen)."""
         return False
 
+    def keeps_cells(self, rows_at_most: int) -> bool:
+        """Whether the backend keeps one more relation of a statement's heavy (unit, cell) rows
+        (``rewriter.unit.KEPT_CELLS``, a total-mode statement's running sums): those it keeps
+        hold fewer than ``rows_at_most`` rows together. Default: no (nothing is frozen)."""
+        return False
+
     def decimals(self, source: str) -> dict[str, tuple[int, int]]:
         """The columns of the declared relation ``source`` stored as ``DECIMAL(w, s)``, column →
         (w, s), where the backend sums them faster in that type than in double precision and the

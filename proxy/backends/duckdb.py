@@ -46,6 +46,7 @@ from rewriter.dialects.duckdb import DuckDBDialect
 from rewriter.lru import LRU
 from rewriter.params import ParamSQL, needs
 from rewriter.plan import source_relation
+from rewriter.unit import KEPT_CELLS
 
 from .base import Backend, BackendError, BackendRefused, BackendTimeout, CancelSignal, Columns
 
@@ -308,6 +309,7 @@ class DuckDBBackend(Backend):
         # a kept relation's name → where it is on this connection (keep_relation), and the catalogs' numbers
         self._kept: dict[str, str] = {}
         self._kept_seq = itertools.count(1)
+        self._cells_rows = 0  # rows of the kept relations of heavy (unit, cell) rows (keeps_cells)
         _OPEN.add(self)
 
     def _open(self):
@@ -409,8 +411,18 @@ class DuckDBBackend(Backend):
                         cur, f"{KEPT_CATALOG}_{next(self._kept_seq)}", name, select
                     )
                     self.kept_made += 1
+                    if name.startswith(KEPT_CELLS):
+                        self._cells_rows += cur.execute(
+                            f"SELECT COUNT(*) FROM {self._kept[name]}"
+                        ).fetchone()[0]
             cur.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {self._kept[name]}')
             made.add(name)
+
+    def keeps_cells(self, rows_at_most: int) -> bool:
+        """While the file is held read-only, until the kept relations of heavy (unit, cell) rows
+        hold ``rows_at_most`` rows together. Each is made from the table's kept rows, so it has
+        at most as many rows: all of them hold fewer than twice ``rows_at_most``."""
+        return self.read_only and self.path != ":memory:" and self._cells_rows < rows_at_most
 
     def kept_relation(self, name: str) -> str | None:
         """Where the kept relation ``name`` is on this connection (its qualified name), if made."""
@@ -433,6 +445,7 @@ class DuckDBBackend(Backend):
             self._premises = {}
             self._decimals = {}
             self._kept = {}  # the kept catalogs were the old connection's
+            self._cells_rows = 0
             self.read_only = True
             self._con = self._open()
         if self.allowed is not None:

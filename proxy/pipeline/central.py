@@ -106,6 +106,7 @@ class Held(TypedDict):
 
     frozen: bool
     rows: bool
+    cells: bool
     decimals: dict[str, tuple[int, int]]
 
 
@@ -115,14 +116,17 @@ def held(gw, plan) -> Held:
     (:func:`frozen`); ``rows`` — their rows too (:func:`rewriter.unit.heavy_rows`), where there are at
     most ``[backend] kept_rows`` of them (:func:`rewriter.unit.rows_premise`, asked once per file
     held and answered off the event loop, as the lookup's premise is: until then the scan joins the
-    table to the kept units); ``decimals`` — the source's fixed-point columns, which a SUM clamps
-    and sums in their own type (``Backend.decimals``, :mod:`rewriter.fixed_point`)."""
+    table to the kept units); ``cells`` — a total-mode statement without a WHERE reads its heavy
+    units' (unit, cell) rows and running sums from a relation made from those rows once (at most
+    ``[backend] kept_rows`` rows of them kept, ``Backend.keeps_cells``;
+    :func:`rewriter.unit.per_unit_scan`); ``decimals`` — the source's fixed-point columns, which a
+    SUM clamps and sums in their own type (``Backend.decimals``, :mod:`rewriter.fixed_point`)."""
     decimals = gw.backend.decimals(plan.source) if any(m.kind == "sum" for m in plan.measures) else {}
     if not frozen(gw, plan):
-        return Held(frozen=False, rows=False, decimals=decimals)
+        return Held(frozen=False, rows=False, cells=False, decimals=decimals)
     b, bound = gw.backend, kept_rows_bound(gw)
     rows = bound > 0 and b.holds(premise_sql(plan, b.dialect, rows_at_most=bound))
-    return Held(frozen=True, rows=rows, decimals=decimals)
+    return Held(frozen=True, rows=rows, cells=rows and b.keeps_cells(bound), decimals=decimals)
 
 
 def kept_rows_bound(gw) -> int:

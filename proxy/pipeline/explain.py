@@ -10,7 +10,7 @@ from mechanisms.mean.bias import clamp_bias
 from mechanisms.snr import judge
 from rewriter.params import needs
 from rewriter.plan import Output, Plan
-from rewriter.unit import KEPT_ROWS, factor
+from rewriter.unit import KEPT_CELLS, KEPT_ROWS, factor
 
 from .common import avg_half_widths, explain_output_line, pretty
 from .notice import consistency_text, unit_text
@@ -51,6 +51,12 @@ def explain_lines(
     if plan.order_by or plan.limit is not None:
         lines.append("  ORDER BY / LIMIT applied to the released rows (post-processing, free)")
     for name, _ in needs(backend_sql):
+        if name.startswith(KEPT_CELLS):
+            lines.append(
+                f"  privacy unit: their rows by (unit, cell), with the running sums of the bound in "
+                f"total, are read from {name}, made once from the kept rows; the scan adds the keyed offset"
+            )
+            continue
         what = "the units above the bound"
         if name.startswith(KEPT_ROWS):
             what += " and their rows"

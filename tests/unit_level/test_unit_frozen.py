@@ -22,7 +22,7 @@ from proxy.backends.duckdb import KEPT_CATALOG, WORKERS, DuckDBBackend, keep_rel
 from proxy.pipeline.central import scan_sql
 from proxy.pipeline.common import unit_salt
 from rewriter.params import needs
-from rewriter.unit import KEPT_HEAVY, KEPT_ROWS
+from rewriter.unit import KEPT_CELLS, KEPT_HEAVY, KEPT_ROWS
 from support.service import ask
 
 from .test_unit_heavy_apart import unit_config
@@ -110,6 +110,49 @@ def test_a_kept_relation_is_made_once_for_every_cursor_and_goes_with_its_connect
             b.fetch(f"SELECT DISTINCT compression FROM pragma_storage_info('{catalog}.main.{rows_name}')", 30)
         )
         assert not {c for (c,) in stored} & {"Uncompressed", None}  # stored as the file's columns are
+    finally:
+        b.discard()
+
+
+def test_kept_cells_are_made_after_the_rows_and_count_against_the_bound(tmp_path):
+    """A total-mode statement without a WHERE on a frozen table (``held``: its rows kept, and the
+    backend keeping fewer than ``[backend] kept_rows`` rows of (unit, cell) relations) reads its
+    heavy units' (unit, cell) rows from a relation made from the kept rows, once for every worker
+    cursor: the cells of the scan that computes them. The relation's rows count against the bound."""
+    from types import SimpleNamespace
+
+    from proxy.pipeline.central import held
+    from proxy.pipeline.explain import explain_lines
+
+    path = _file(tmp_path)
+    cfg = unit_config(6, 20, "total")
+    plan = rewriter.build_plan(rewriter.parse("SELECT g, COUNT(*) FROM t GROUP BY g"), cfg)
+    b = DuckDBBackend(path)
+    try:
+        assert not b.keeps_cells(10**9)  # a file this process may write: nothing is kept
+        b.reopen_read_only()
+        gw = SimpleNamespace(backend=b, config=cfg)
+        deadline = time.time() + 30
+        while not (facts := held(gw, plan))["rows"] and time.time() < deadline:
+            time.sleep(0.05)  # the premises are answered on a scan thread
+        assert facts["rows"] and facts["cells"]
+        text = rewriter.to_sql(plan, "duckdb", "0a1b", **facts)
+        [(rows_name, _), (cells_name, _)] = needs(text)
+        assert rows_name.startswith(KEPT_ROWS) and cells_name.startswith(KEPT_CELLS)
+
+        async def go():
+            return await asyncio.gather(*(b.fetch(text, 30) for _ in range(2 * WORKERS)))
+
+        got = asyncio.run(go())
+        want = sorted(asyncio.run(b.fetch(rewriter.to_sql(plan, "duckdb", "0a1b"), 30)))
+        assert all(sorted(g) == want for g in got)
+        assert b.kept_made == 2  # the rows, then the cells made from them: once each
+        [(n,)] = asyncio.run(b.fetch(f"SELECT COUNT(*) FROM {b.kept_relation(cells_name)}", 30))
+        [(pairs,)] = asyncio.run(b.fetch("SELECT COUNT(*) FROM (SELECT DISTINCT u, g FROM t)", 30))
+        assert n == pairs  # every unit heavy (60 rows > 20): one row per (unit, cell) it is in
+        assert b.keeps_cells(n + 1) and not b.keeps_cells(n)
+        said = "\n".join(explain_lines(plan, [], text, "duckdb"))
+        assert f"are read from {rows_name}" in said and f"are read from {cells_name}" in said
     finally:
         b.discard()
 

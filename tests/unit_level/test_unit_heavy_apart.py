@@ -8,7 +8,9 @@ double sum up to the order of its additions (relative 1e-9: the sums here are < 
 a double carries 15 significant digits).
 
 The heavy units read from a relation the backend keeps (``to_sql(…, frozen=True)``, DuckDB):
-the same cells, with statements whose WHERE leaves some of the kept heavy units light."""
+the same cells, with statements whose WHERE leaves some of the kept heavy units light; so do
+their rows kept, and a total-mode statement's (unit, cell) rows with running sums kept
+(``cells``), which read no salt: one relation serves every salt."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import rewriter
 from config import parse_config
 from rewriter import dialects
 from rewriter.params import needs
-from rewriter.unit import heavy_threshold
+from rewriter.unit import KEPT_CELLS, SALT_PARAM, heavy_threshold
 
 from .engines import engine
 
@@ -168,24 +170,55 @@ FROZEN_SQLS = [
 ]
 
 
-@pytest.mark.parametrize("rows", [False, True], ids=["units", "rows"])
+# without a WHERE: a total-mode statement's (unit, cell) rows may be kept (FILTER, VARIANCE, NULL and
+# out-of-domain keys, integer and double sums)
+CELLS_SQLS = [SQLS[0], "SELECT g, COUNT(a), SUM(n) FILTER (WHERE a > 5), VARIANCE(a) FROM t GROUP BY g"]
+
+
+@pytest.mark.parametrize("kept", ["units", "rows", "cells"])
 @pytest.mark.parametrize("scope", ["cell", "total"])
 @pytest.mark.parametrize("G,R", [(6, 3), (2, 4), (3, 1), (6, 200)])
-@pytest.mark.parametrize("sql", FROZEN_SQLS)
-def test_a_kept_heavy_set_is_the_one_pass_plan(duck_run, sql, G, R, scope, rows):
+@pytest.mark.parametrize("sql", [*FROZEN_SQLS, CELLS_SQLS[1]])
+def test_a_kept_heavy_set_is_the_one_pass_plan(duck_run, sql, G, R, scope, kept):
     """The heavy units of the whole table, made once into a relation (a superset of any
     statement's), give the one-pass plan's cells, WHERE or not; so do their rows kept
-    (``rows``: the scan reads them instead of joining the table to the units)."""
+    (``rows``: the scan reads them instead of joining the table to the units) and, in total mode
+    without a WHERE or the L0 ranking, their (unit, cell) rows with running sums (``cells``: a
+    relation made from the kept rows, read after them)."""
     dialect, go = duck_run
     plan = rewriter.build_plan(rewriter.parse(sql), unit_config(G, R, scope))
-    frozen = rewriter.to_sql(plan, _plans(dialect, True), "0a1b", frozen=True, rows=rows)
+    frozen = rewriter.to_sql(
+        plan, _plans(dialect, True), "0a1b", frozen=True, rows=kept != "units", cells=kept == "cells"
+    )
     one = rewriter.to_sql(plan, _plans(dialect, False), "0a1b")
-    [(name, select)] = needs(frozen)
+    [(name, select), *more] = needs(frozen)
     assert "HAVING COUNT(*) > " in select and "WHERE" in select and "a < 0.6" not in select
-    go(f'CREATE OR REPLACE TEMP TABLE "{name}" AS {select}')
+    cells = kept == "cells" and scope == "total" and "t WHERE" not in sql and "GROUP BY" in sql and G >= 6
+    assert [n[: len(KEPT_CELLS)] for n, _ in more] == ([KEPT_CELLS] if cells else [])
+    for n, q in needs(frozen):  # in order: the cells' relation reads the rows'
+        assert SALT_PARAM not in q
+        go(f'CREATE OR REPLACE TEMP TABLE "{n}" AS {q}')
     light = [r for r in go(f'SELECT * FROM "{name}"')]
     assert (len(light) > 0) == (R < 200)  # the test has heavy units where a bound binds
     _same_rows(go, frozen, one)
+
+
+@pytest.mark.parametrize("sql", CELLS_SQLS)
+def test_kept_cells_read_no_salt(duck_run, sql):
+    """The (unit, cell) rows with running sums are one relation for every salt (the same text):
+    the scan adds the keyed offset, and each salt gives the one-pass plan's cells of that salt."""
+    dialect, go = duck_run
+    plan = rewriter.build_plan(rewriter.parse(sql), unit_config(6, 3, "total"))
+    kept = {}
+    for salt in ("0a1b", "ffee", "5eedfacecafe0123"):
+        frozen = rewriter.to_sql(plan, _plans(dialect, True), salt, frozen=True, rows=True, cells=True)
+        kept[salt] = needs(frozen)
+        for n, q in needs(frozen):
+            go(f'CREATE OR REPLACE TEMP TABLE "{n}" AS {q}')
+        _same_rows(go, frozen, rewriter.to_sql(plan, _plans(dialect, False), salt))
+    assert len(set(kept.values())) == 1 and len(kept["0a1b"]) == 2
+    one = {s: sorted(go(rewriter.to_sql(plan, _plans(dialect, False), s)), key=repr) for s in kept}
+    assert one["0a1b"] != one["ffee"]  # the salt moves the shares: the offset is the scan's
 
 
 def test_the_kept_heavy_set_is_named_by_what_it_holds():

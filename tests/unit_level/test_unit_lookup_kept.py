@@ -107,19 +107,27 @@ SQLS = [
 ]
 
 
-@pytest.mark.parametrize("rows", [False, True], ids=["keys", "rows"])
+@pytest.mark.parametrize("kept", ["keys", "rows", "cells"])
 @pytest.mark.parametrize("scope", ["cell", "total"])
 @pytest.mark.parametrize("G,R", [(6, 3), (2, 4), (3, 1), (6, 500)])
 @pytest.mark.parametrize("sql", SQLS)
-def test_kept_heavy_keys_give_the_one_pass_plan(con, sql, G, R, scope, rows):
+def test_kept_heavy_keys_give_the_one_pass_plan(con, sql, G, R, scope, kept):
     """The heavy customers' order keys kept (the scan joins their lines), or their lines themselves
-    (``rows``: the scan reads them alone), give the one-pass plan's cells."""
+    (``rows``: the scan reads them alone), and in total mode without a WHERE or the L0 ranking
+    their (customer, cell) rows with running sums made from those lines (``cells``), give the
+    one-pass plan's cells."""
+    rows = kept != "keys"
     plan = rewriter.build_plan(rewriter.parse(sql), lookup_config(G, R, scope))
     assert plan.unit_lookup is not None and unit.lookup_splits(plan)
-    frozen = rewriter.to_sql(plan, _plans("duckdb", True), "0a1b", frozen=True, rows=rows)
+    frozen = rewriter.to_sql(
+        plan, _plans("duckdb", True), "0a1b", frozen=True, rows=rows, cells=kept == "cells"
+    )
     one = rewriter.to_sql(plan, _plans("duckdb", False), "0a1b")
-    [(name, select)] = needs(frozen)
-    con.execute(f'CREATE OR REPLACE TEMP TABLE "{name}" AS {select}')
+    [(name, select), *more] = needs(frozen)
+    cells = kept == "cells" and scope == "total" and "l WHERE" not in sql and "GROUP BY" in sql and G >= 6
+    assert [n[: len(unit.KEPT_CELLS)] for n, _ in more] == ([unit.KEPT_CELLS] if cells else [])
+    for n, q in needs(frozen):  # the cells' relation reads the lines'
+        con.execute(f'CREATE OR REPLACE TEMP TABLE "{n}" AS {q}')
     kept = con.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0]
     assert (kept > 0) == (R < 500)  # heavy customers' orders (or their lines) kept where a bound binds
     assert name.startswith(unit.KEPT_ROWS if rows else unit.KEPT_HEAVY)
