@@ -190,7 +190,9 @@ class Backend(StrictModel):
     served read-only copies into memory, once per process, so that per-person scans read them instead
     of the table a second time (kind = 'duckdb'; 0: keep the units alone). At the 95th-percentile
     bound they are about a tenth of a table's rows. Stored compressed: TPC-H's lineitem takes ≈ 35
-    bytes a row held, ≈ 180 bytes a row while the copy is made."""
+    bytes a row held, ≈ 180 bytes a row while the copy is made. Total-mode statements without a WHERE
+    also keep their heavy units' (unit, cell) rows with running sums, made from those rows, up to as
+    many rows together."""
 
     @model_validator(mode="after")
     def _dsn(self) -> Backend:

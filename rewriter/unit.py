@@ -81,6 +81,18 @@ bound), so where the premise fails, or until it is answered, the scan joins the 
 Which of the two runs depends on one aggregate of the data (its heavy rows against the bound,
 ``[backend] kept_rows``), fixed while it is served; the cells do not.
 
+**Their (unit, cell) rows kept** (``to_sql(…, frozen=True, rows=True, cells=True)``, total
+mode). Without a WHERE, the heavy units' (unit, cell) rows with the running sums that share R among
+a unit's cells are a function of the kept rows, the keys, the measures and their bounds — not of
+the salt, which enters only through the unit's keyed offset. They are made once into a relation
+from the kept rows (per statement shape: its text names it), and a statement reads them and adds
+the offset: the window's own rows, so the same cells. On DuckDB the aggregate per (unit, cell)
+and the window over its rows each cost about as much as the analyst's whole aggregate (the fixed
+costs of a hash table of many groups, of partitioning and sorting); reading them back costs a
+fraction of that (docs/speed.md). The relations hold
+at most ``[backend] kept_rows`` rows together (``Backend.keeps_cells``); a statement with a WHERE,
+or beyond that, aggregates the kept rows itself.
+
 **A unit looked up, kept by its key** (:func:`lookup_splits`: ``lineitem`` whose customer is its
 order's, ``privacy_unit = "orders.o_custkey"``, nothing else joined). The one-pass plan joins every
 row to the looked-up table to find its unit, where the analyst's query reads the base table
