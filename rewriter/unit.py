@@ -89,9 +89,10 @@ from the kept rows (per statement shape: its text names it), and a statement rea
 the offset: the window's own rows, so the same cells. On DuckDB the aggregate per (unit, cell)
 and the window over its rows each cost about as much as the analyst's whole aggregate (the fixed
 costs of a hash table of many groups, of partitioning and sorting); reading them back costs a
-fraction of that (docs/speed.md). The relations hold
-at most ``[backend] kept_rows`` rows together (``Backend.keeps_cells``); a statement with a WHERE,
-or beyond that, aggregates the kept rows itself.
+fraction of that (docs/speed.md). The relations hold at most ``[backend] kept_rows`` rows together
+(``Backend.keeps_cells``); a statement with a WHERE, or beyond that, aggregates the kept rows
+itself. Which of the two runs depends on the shapes served before and their relations' sizes;
+the cells do not.
 
 **A unit looked up, kept by its key** (:func:`lookup_splits`: ``lineitem`` whose customer is its
 order's, ``privacy_unit = "orders.o_custkey"``, nothing else joined). The one-pass plan joins every
