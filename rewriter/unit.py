@@ -86,13 +86,11 @@ mode). Without a WHERE, the heavy units' (unit, cell) rows with the running sums
 a unit's cells are a function of the kept rows, the keys, the measures and their bounds — not of
 the salt, which enters only through the unit's keyed offset. They are made once into a relation
 from the kept rows (per statement shape: its text names it), and a statement reads them and adds
-the offset: the window's own rows, so the same cells. On DuckDB the aggregate per (unit, cell)
-and the window over its rows each cost about as much as the analyst's whole aggregate (the fixed
-costs of a hash table of many groups, of partitioning and sorting); reading them back costs a
-fraction of that (docs/speed.md). The relations hold at most ``[backend] kept_rows`` rows together
-(``Backend.keeps_cells``); a statement with a WHERE, or beyond that, aggregates the kept rows
-itself. Which of the two runs depends on the shapes served before and their relations' sizes;
-the cells do not.
+the offset: the window's own rows, so the same cells, at a fraction of the cost of the aggregate
+and the window, each near the analyst's whole aggregate on DuckDB (docs/speed.md). The relations
+hold at most ``[backend] kept_rows`` rows together (``Backend.keeps_cells``); a statement with a
+WHERE, or beyond that, aggregates the kept rows itself. Which runs depends on the shapes served
+before and their relations' sizes; the cells do not.
 
 **A unit looked up, kept by its key** (:func:`lookup_splits`: ``lineitem`` whose customer is its
 order's, ``privacy_unit = "orders.o_custkey"``, nothing else joined). The one-pass plan joins every
@@ -323,14 +321,9 @@ def per_unit_scan(
     (:func:`_total_values`), so the shares add up to exactly R (per cell floors would lose
     about half a row per cell: on TPC-H orders that doubled the bias); the window runs
     over the (unit, cell) rows, not the source rows (none without GROUP BY: there the
-    (unit) row is its own total).
-
-    ``heavy_cells``: the backend keeps a relation made from a select (:attr:`.params.ParamSQL.needs`)
-    and this names it. A total-mode statement without a WHERE whose heavy units' rows are kept
-    (``heavy_rows``) then reads their (unit, cell) rows with the running sums from a relation made
-    once, ``WITH per AS (…) SELECT *, running sums FROM per``: they depend on the kept rows, the
-    keys, the measures and the bounds, never on the salt, so the statement adds only the keyed
-    offset. Its cells are those of the window it replaces, which ran on the same rows."""
+    (unit) row is its own total). ``heavy_cells`` names a relation the backend makes from a
+    select (``needs``): with the rows kept, total mode without a WHERE reads its (unit, cell) rows
+    and running sums from one (module docstring, "Their (unit, cell) rows kept")."""
     b = _bounds(plan)
     lookup = heavy_apart and heavy_set is not None and lookup_splits(plan)  # the unit kept by its key
     rows = heavy_rows if heavy_apart and heavy_set is not None else None  # … and its rows kept
@@ -423,11 +416,11 @@ def per_unit_scan(
         )
         last = "ranked"
     if b.total and keys:  # the unit's total and running sums over its kept cells
-        kept = heavy_cells is not None and rows is not None and heavy_total
-        window = total_window(plan, bases, knames, last, known_heavy=heavy_total, offset=not kept)
+        cells = heavy_cells if rows is not None and heavy_total else None
+        window = total_window(plan, bases, knames, last, known_heavy=heavy_total, offset=cells is None)
         sums = window[0][1]
-        if heavy_cells is not None and kept and isinstance(sums, exp.Select):  # made once; offset here
-            name = heavy_cells(sums.with_("per", as_=per, copy=False))
+        if cells is not None and isinstance(sums, exp.Select):  # made once; the offset added here
+            name = cells(sums.with_("per", as_=per, copy=False))
             ctes = [c for c in ctes if c[0] != "per"]
             offset = exp.alias_(_offset(exp.column(U, quoted=True)), HO, quoted=True)
             window = [("cum", exp.select(exp.Star(), offset).from_(exp.to_table(name, quoted=True)))]
